@@ -1,0 +1,67 @@
+/**
+ * The refusal vocabulary and tool-error table, read from spec/errors-v1.json (never duplicated here).
+ * Contract: "Tool results for refusals and queued writes"; decisions.md "Refusal vocabulary".
+ */
+import errors from '../../spec/errors-v1.json';
+
+/** A refusal code from spec/errors-v1.json `refusals` (e.g. "missing_api_key"). */
+export type RefusalCode = string;
+/** A tool-error code from spec/errors-v1.json `toolErrors` (e.g. "invalid_sql", "tool_execution_failed"). */
+export type ToolErrorCode = string;
+
+/** One refusal status with its HTTP status and modern-dialect JSON-RPC code. */
+export interface StatusInfo {
+  status: string;
+  http: number;
+  modernCode: number | null;
+  isError: boolean;
+}
+
+/** A refusal's status (unauthorized, forbidden, …) and default message. */
+export interface RefusalInfo {
+  code: string;
+  status: string;
+  message: string;
+  retryable: boolean;
+  http: number;
+  modernCode: number;
+}
+
+/** A tool error's class (invalid_params or internal) and default message. */
+export interface ToolErrorInfo {
+  code: string;
+  class: 'invalid_params' | 'internal';
+  message: string;
+  retryable: boolean;
+}
+
+const statusByName = new Map<string, StatusInfo>(errors.statuses.map((s) => [s.status, s as StatusInfo]));
+const refusalByCode = new Map<string, RefusalInfo>();
+for (const r of errors.refusals) {
+  const s = statusByName.get(r.status);
+  if (!s) throw new Error(`spec/errors-v1.json: refusal ${r.code} has unknown status ${r.status}`);
+  refusalByCode.set(r.code, { ...r, http: s.http, modernCode: s.modernCode ?? -32602 });
+}
+const toolErrorByCode = new Map<string, ToolErrorInfo>(errors.toolErrors.map((t) => [t.code, t as ToolErrorInfo]));
+
+/** Looks up a refusal code; throws for a code that is not in spec/errors-v1.json (a programming error). */
+export function refusalInfo(code: RefusalCode): RefusalInfo {
+  const r = refusalByCode.get(code);
+  if (!r) throw new Error(`refusal code not in spec/errors-v1.json: ${code}`);
+  return r;
+}
+
+/** Looks up a tool-error code; throws for a code that is not in spec/errors-v1.json. */
+export function toolErrorInfo(code: ToolErrorCode): ToolErrorInfo {
+  const t = toolErrorByCode.get(code);
+  if (!t) throw new Error(`tool error code not in spec/errors-v1.json: ${code}`);
+  return t;
+}
+
+/** JSON-RPC error codes of the contract by name (ParseError → -32700, …). */
+export const JSONRPC: Record<string, number> = Object.fromEntries(errors.jsonrpc.map((e) => [e.name, e.code]));
+
+/** Default message for a JSON-RPC code, from the table. */
+export function jsonRpcMessage(code: number): string {
+  return errors.jsonrpc.find((e) => e.code === code)?.message ?? 'Error';
+}
