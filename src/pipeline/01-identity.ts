@@ -1,0 +1,35 @@
+/**
+ * Pipeline step 1, identity (contract: Governance And Errors, "identity resolution"): resolves the
+ * Bearer API key to an identity. Runs before argument validation, so an unauthenticated caller
+ * learns nothing beyond "unauthorized".
+ */
+import type { IdentityResolver, ToolCallContext, ToolOutcome } from '../tools/types';
+
+/** Extracts the token from an Authorization header value ("Bearer <token>", scheme case-insensitive), or null. */
+export function bearerToken(header: string | undefined): string | null {
+  if (!header) return null;
+  const m = /^\s*bearer\s+(\S+)\s*$/i.exec(header);
+  return m ? m[1] : null;
+}
+
+/**
+ * Resolves ctx.apiKey. On success sets ctx.identity and returns null; otherwise returns the
+ * refusal (missing_api_key or invalid_api_key, status unauthorized / 401).
+ * Errors from the resolver propagate (the caller answers the opaque failure).
+ */
+export async function identityStep(ctx: ToolCallContext, resolver: IdentityResolver): Promise<ToolOutcome | null> {
+  if (!ctx.apiKey) return { kind: 'refusal', code: 'missing_api_key' };
+  const identity = await resolver.resolve(ctx.apiKey);
+  if (!identity) return { kind: 'refusal', code: 'invalid_api_key' };
+  ctx.identity = identity;
+  return null;
+}
+
+/** An IdentityResolver over a fixed key → identity map (tests and single-user setups; production uses the control database). */
+export class StaticIdentityResolver implements IdentityResolver {
+  constructor(private readonly keys: Record<string, { id: string; name: string; keyId?: string }>) {}
+  async resolve(apiKey: string) {
+    const hit = Object.prototype.hasOwnProperty.call(this.keys, apiKey) ? this.keys[apiKey] : undefined;
+    return hit ? { id: hit.id, name: hit.name, keyId: hit.keyId ?? `static:${hit.id}` } : null;
+  }
+}

@@ -1,0 +1,193 @@
+/**
+ * Dispatches an admitted JSON-RPC message to its MCP method (contract: JSON-RPC Methods table):
+ * server/discover, initialize, ping, tools/list, tools/call, and the notifications. tools/call runs
+ * the governed path: tool lookup → identity (pipeline step 1) → argument validation → the tool's
+ * handler (pipeline steps 2–9) → rendering for the dialect → audit.
+ */
+import { randomBytes } from 'node:crypto';
+import type { Logger } from 'pino';
+import type { Admitted } from '../transport/admission';
+import type { ResponseChannel } from '../transport/channel';
+import { errorResponse, resultResponse, type JsonRpcId } from '../transport/jsonrpc';
+import type { IdentityResolver, ToolCallContext, ToolOutcome } from '../tools/types';
+import type { ToolRegistry } from '../tools/registry';
+import { identityStep } from '../pipeline/01-identity';
+import type { AuditDecision, AuditSink, ToolCallAuditEvent } from '../pipeline/audit-types';
+import { cacheable, complete, discoverResult, initializeResult } from './envelopes';
+import { renderOutcome } from './tool-results';
+
+/** Everything the dispatcher needs; built once per gateway. */
+export interface DispatchDeps {
+  tools: ToolRegistry;
+  identityResolver: IdentityResolver;
+  audit: AuditSink;
+  logger: Logger;
+  instructions?: string;
+  inflight: InflightRegistry;
+  /** Settles when every audit write started so far has finished (graceful shutdown awaits it). */
+  pendingAudits: Set<Promise<void>>;
+}
+
+/** Per-HTTP-request facts the dispatcher needs besides the message. */
+export interface HttpContext {
+  requestId: string;
+  apiKey: string | null;
+  /** Aborted when the client closes the connection before the answer is complete. */
+  signal: AbortSignal;
+  abort(reason: string): void;
+}
+
+/**
+ * In-flight tools/call requests of this replica, keyed by caller credential and JSON-RPC id, so
+ * notifications/cancelled from the same caller can abort them (other callers cannot).
+ */
+export class InflightRegistry {
+  private readonly map = new Map<string, (reason: string) => void>();
+  private key(apiKey: string | null, id: JsonRpcId): string {
+    return `${apiKey ?? ''}\u0000${typeof id}:${String(id)}`;
+  }
+  add(apiKey: string | null, id: JsonRpcId, abort: (reason: string) => void): () => void {
+    const k = this.key(apiKey, id);
+    this.map.set(k, abort);
+    return () => {
+      if (this.map.get(k) === abort) this.map.delete(k);
+    };
+  }
+  /** Aborts the caller's in-flight request `id`; returns whether one was found. */
+  cancel(apiKey: string | null, id: JsonRpcId, reason: string): boolean {
+    const fn = this.map.get(this.key(apiKey, id));
+    if (fn) fn(reason);
+    return !!fn;
+  }
+  get size(): number {
+    return this.map.size;
+  }
+}
+
+/** A new gateway request id ("req_" + 12 random base64url characters). */
+export function newRequestId(): string {
+  return `req_${randomBytes(9).toString('base64url')}`;
+}
+
+function invalidParams(ch: ResponseChannel, id: JsonRpcId, message: string): void {
+  ch.final(200, errorResponse(id, { code: -32602, message: `Invalid params: ${message}` }));
+}
+
+/** Handles one admitted message, writing exactly one answer to `ch`. */
+export async function dispatch(adm: Admitted, http: HttpContext, ch: ResponseChannel, deps: DispatchDeps): Promise<void> {
+  const msg = adm.message;
+  if (msg.type === 'notification') {
+    if (msg.method === 'notifications/cancelled') {
+      const rid = msg.params?.requestId;
+      if (typeof rid === 'string' || (typeof rid === 'number' && Number.isSafeInteger(rid))) {
+        deps.inflight.cancel(http.apiKey, rid, 'notifications/cancelled');
+      }
+    }
+    ch.empty(202);
+    return;
+  }
+  const { id, method } = msg;
+  const params = msg.params ?? {};
+  switch (method) {
+    case 'server/discover':
+      ch.final(200, resultResponse(id, discoverResult(deps.instructions)));
+      return;
+    case 'initialize': {
+      const ok = typeof params.protocolVersion === 'string' && isObject(params.capabilities) && isObject(params.clientInfo);
+      if (!ok) return invalidParams(ch, id, 'initialize needs protocolVersion (string), capabilities (object) and clientInfo (object)');
+      ch.final(200, resultResponse(id, initializeResult(params.protocolVersion, deps.instructions)));
+      return;
+    }
+    case 'ping':
+      ch.final(200, resultResponse(id, {}));
+      return;
+    case 'tools/list':
+      ch.final(200, resultResponse(id, complete(cacheable('tools/list', { tools: deps.tools.list() }))));
+      return;
+    case 'tools/call':
+      return callTool(adm, id, params, http, ch, deps);
+    default:
+      // admission only admits methods of the table; reaching here is a programming error.
+      ch.final(200, errorResponse(id, { code: -32601, message: 'Method not found' }));
+  }
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return !!v && typeof v === 'object' && !Array.isArray(v);
+}
+
+function decisionOf(o: ToolOutcome, aborted: boolean): { decision: AuditDecision; reason: string | null } {
+  switch (o.kind) {
+    case 'result':
+      return { decision: o.isError ? 'failed' : 'allowed', reason: null };
+    case 'refusal':
+      return { decision: 'refused', reason: o.code };
+    case 'queued':
+      return { decision: 'queued', reason: 'approval_required' };
+    case 'tool_error':
+      if (o.code === 'cancelled' || aborted) return { decision: 'cancelled', reason: 'cancelled' };
+      return { decision: o.code === 'tool_execution_failed' ? 'failed' : 'invalid', reason: o.code };
+  }
+}
+
+async function callTool(adm: Admitted, id: JsonRpcId, params: Record<string, unknown>, http: HttpContext, ch: ResponseChannel, deps: DispatchDeps): Promise<void> {
+  const name = params.name;
+  if (typeof name !== 'string') return invalidParams(ch, id, 'params.name must be a string');
+  const binding = deps.tools.get(name);
+  if (!binding) return invalidParams(ch, id, `Unknown tool: ${name.slice(0, 128)}`);
+  const args = params.arguments === undefined ? {} : params.arguments;
+  if (!isObject(args)) return invalidParams(ch, id, 'params.arguments must be an object');
+  const meta = isObject(params._meta) ? params._meta : {};
+  const progressToken = typeof meta.progressToken === 'string' || typeof meta.progressToken === 'number' ? meta.progressToken : undefined;
+
+  const started = Date.now();
+  const ctx: ToolCallContext & { auditDetails: Record<string, unknown> } = {
+    requestId: http.requestId,
+    apiKey: http.apiKey,
+    identity: null,
+    dialect: adm.dialect,
+    protocolVersion: adm.version,
+    toolName: binding.name,
+    canonicalTool: binding.canonical,
+    signal: http.signal,
+    progressToken,
+    notify: (m, p) => ch.event({ jsonrpc: '2.0', method: m, params: p }),
+    auditDetails: {},
+  };
+  const unregister = deps.inflight.add(http.apiKey, id, (reason) => http.abort(reason));
+  let outcome: ToolOutcome;
+  try {
+    outcome = (binding.governed ? await identityStep(ctx, deps.identityResolver) : null) ?? { kind: 'result', content: [] };
+    if (outcome.kind === 'result') {
+      const invalid = binding.validate(args);
+      outcome = invalid ? { kind: 'tool_error', code: 'invalid_arguments', message: invalid } : await binding.handler(args, ctx);
+    }
+  } catch (err) {
+    deps.logger.error({ requestId: http.requestId, tool: binding.canonical, err }, 'tool call failed');
+    outcome = { kind: 'tool_error', code: http.signal.aborted ? 'cancelled' : 'tool_execution_failed' };
+  } finally {
+    unregister();
+  }
+  const { decision, reason } = decisionOf(outcome, http.signal.aborted);
+  const event: ToolCallAuditEvent = {
+    requestId: http.requestId,
+    time: new Date(started).toISOString(),
+    identityId: ctx.identity?.id ?? null,
+    keyId: ctx.identity?.keyId ?? null,
+    tool: binding.name,
+    canonicalTool: binding.canonical,
+    dialect: adm.dialect,
+    protocolVersion: adm.version,
+    decision,
+    reasonCode: reason,
+    durationMs: Date.now() - started,
+    details: ctx.auditDetails,
+  };
+  const p = deps.audit.record(event).catch((err) => deps.logger.error({ requestId: http.requestId, err }, 'audit write failed'));
+  deps.pendingAudits.add(p);
+  void p.finally(() => deps.pendingAudits.delete(p));
+
+  const rendered = renderOutcome(outcome, adm.dialect, adm.version, http.requestId);
+  if (rendered.kind === 'result') ch.final(200, resultResponse(id, rendered.result), {}, true);
+  else ch.final(rendered.status, errorResponse(id, rendered.error), rendered.headers ?? {});
+}

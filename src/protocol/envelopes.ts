@@ -1,0 +1,45 @@
+/**
+ * Result envelopes per dialect (contract: "Every successful result has resultType: complete and
+ * identifies InterLock in _meta.io.modelcontextprotocol/serverInfo, with two deliberate exceptions:
+ * initialize and ping"; decisions 4, 5, 9, 17).
+ */
+import protocol from '../../spec/protocol-v1.json';
+
+/** InterLock's Implementation object for serverInfo. `version` is the protocol revision the shape follows. */
+export function serverInfo(forVersion?: string): Record<string, string> {
+  const info: Record<string, string> = { name: protocol.serverInfo.name, version: protocol.serverInfo.version };
+  if (!forVersion || forVersion >= '2025-06-18') info.title = protocol.serverInfo.title;
+  return info;
+}
+
+/** Wraps a result in the complete envelope: resultType "complete" and _meta serverInfo (merged into any _meta). */
+export function complete(result: Record<string, unknown>): Record<string, unknown> {
+  const meta = (result._meta && typeof result._meta === 'object' ? result._meta : {}) as Record<string, unknown>;
+  return { ...result, resultType: 'complete', _meta: { ...meta, [protocol.meta.serverInfo]: serverInfo() } };
+}
+
+/** Adds ttlMs and cacheScope for a cacheable method (tools/list, server/discover) from spec/protocol-v1.json. */
+export function cacheable(method: 'tools/list' | 'server/discover', result: Record<string, unknown>): Record<string, unknown> {
+  const c = protocol.caching[method];
+  return { ...result, ttlMs: c.ttlMs, cacheScope: c.cacheScope };
+}
+
+/** The server/discover result (both dialects). */
+export function discoverResult(instructions?: string): Record<string, unknown> {
+  const r: Record<string, unknown> = { supportedVersions: [...protocol.versions.supported], capabilities: structuredClone(protocol.capabilities) };
+  if (instructions) r.instructions = instructions;
+  return complete(cacheable('server/discover', r));
+}
+
+/** Negotiates initialize: the requested version when it is a handshake version, else the fallback (decision 4). */
+export function negotiateVersion(requested: unknown): string {
+  return typeof requested === 'string' && protocol.versions.handshake.includes(requested) ? requested : protocol.versions.initializeFallback;
+}
+
+/** The plain initialize result: no resultType, no InterLock _meta (decision 4). */
+export function initializeResult(requested: unknown, instructions?: string): Record<string, unknown> {
+  const version = negotiateVersion(requested);
+  const r: Record<string, unknown> = { protocolVersion: version, capabilities: structuredClone(protocol.capabilities), serverInfo: serverInfo(version) };
+  if (instructions) r.instructions = instructions;
+  return r;
+}

@@ -1,0 +1,167 @@
+/**
+ * Catalogue scanner for PostgreSQL sources: produces the `SourceCatalog` snapshot that the SQL
+ * analyser (src/sql/analyze.ts) resolves relations, columns, functions and operators against
+ * (sql-safety.md layers 1 and 3: names are resolved after parsing, against what the server has).
+ */
+import type pg from 'pg';
+import type {
+  CatalogFunction,
+  CatalogOperator,
+  CatalogRelation,
+  RelationKind,
+  SourceCatalog,
+  Volatility,
+} from '../../sql/catalog-types';
+
+export type { SourceCatalog } from '../../sql/catalog-types';
+
+/** Default cap on the number of relations in one snapshot. */
+export const DEFAULT_MAX_RELATIONS = 10_000;
+
+const KIND: Record<string, RelationKind> = {
+  r: 'table',
+  v: 'view',
+  m: 'materialized_view',
+  f: 'foreign_table',
+  p: 'partitioned_table',
+};
+const VOLATILITY: Record<string, Volatility> = { i: 'immutable', s: 'stable', v: 'volatile' };
+
+/*
+ * One statement, so the whole snapshot comes from one MVCC snapshot and costs one round trip.
+ * $1 = relation limit + 1 (the extra row detects truncation).
+ * - relations: every schema except pg_catalog, information_schema, TOAST and temporary schemas.
+ * - functions: every schema (pg_catalog included), procedures excluded (CALL is refused anyway);
+ *   overloads folded per (schema, name) with the most volatile provolatile winning.
+ * - operators: volatility of the implementing function (a shell operator counts as volatile).
+ * - search_path: current_schemas(false) = the explicit path, existing schemas only.
+ */
+const SCAN_SQL = `
+WITH rels AS (
+  SELECT n.nspname AS s, c.relname AS n, c.relkind AS k, c.oid
+  FROM pg_catalog.pg_class c
+  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+  WHERE c.relkind IN ('r','v','m','f','p')
+    AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+    AND n.nspname NOT LIKE 'pg\\_toast%'
+    AND n.nspname NOT LIKE 'pg\\_temp\\_%'
+  ORDER BY 1, 2
+  LIMIT $1
+), procs AS (
+  SELECT n.nspname AS s, p.proname AS n, p.provolatile AS v, p.proretset AS rs,
+    CASE
+      WHEN p.proargmodes IS NOT NULL AND p.proargmodes && ARRAY['o','b','t']::"char"[] THEN (
+        SELECT json_agg(p.proargnames[i] ORDER BY i)::text
+        FROM generate_subscripts(p.proargmodes, 1) AS i
+        WHERE p.proargmodes[i] IN ('o','b','t'))
+      WHEN t.typtype = 'c' AND t.typrelid <> 0 THEN (
+        SELECT json_agg(a.attname ORDER BY a.attnum)::text
+        FROM pg_catalog.pg_attribute a
+        WHERE a.attrelid = t.typrelid AND a.attnum > 0 AND NOT a.attisdropped)
+      ELSE 'null'
+    END AS oc
+  FROM pg_catalog.pg_proc p
+  JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+  LEFT JOIN pg_catalog.pg_type t ON t.oid = p.prorettype
+  WHERE p.prokind <> 'p'
+    AND n.nspname NOT LIKE 'pg\\_toast%'
+    AND n.nspname NOT LIKE 'pg\\_temp\\_%'
+)
+SELECT
+  (SELECT coalesce(json_agg(json_build_object(
+      's', r.s, 'n', r.n, 'k', r.k,
+      'c', (SELECT coalesce(json_agg(json_build_array(a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod)) ORDER BY a.attnum), '[]'::json)
+            FROM pg_catalog.pg_attribute a
+            WHERE a.attrelid = r.oid AND a.attnum > 0 AND NOT a.attisdropped)
+    ) ORDER BY r.s, r.n), '[]'::json) FROM rels r) AS relations,
+  (SELECT coalesce(json_agg(json_build_array(f.s, f.n, f.v, f.rs, f.oc) ORDER BY f.s, f.n), '[]'::json) FROM (
+     SELECT s, n,
+       CASE WHEN bool_or(v = 'v') THEN 'v' WHEN bool_or(v = 's') THEN 's' ELSE 'i' END AS v,
+       bool_or(rs) AS rs,
+       CASE WHEN count(DISTINCT oc) = 1 THEN min(oc) ELSE 'null' END AS oc
+     FROM procs GROUP BY s, n) f) AS functions,
+  (SELECT coalesce(json_agg(json_build_array(o.s, o.n, o.v) ORDER BY o.s, o.n), '[]'::json) FROM (
+     SELECT n.nspname AS s, o.oprname AS n,
+       CASE WHEN bool_or(p.provolatile IS NULL OR p.provolatile = 'v') THEN 'v'
+            WHEN bool_or(p.provolatile = 's') THEN 's' ELSE 'i' END AS v
+     FROM pg_catalog.pg_operator o
+     JOIN pg_catalog.pg_namespace n ON n.oid = o.oprnamespace
+     LEFT JOIN pg_catalog.pg_proc p ON p.oid = o.oprcode
+     GROUP BY n.nspname, o.oprname) o) AS operators,
+  (SELECT coalesce(json_agg(c.relname ORDER BY c.relname), '[]'::json)
+     FROM pg_catalog.pg_class c
+     WHERE c.relnamespace = 'pg_catalog'::regnamespace AND c.relkind IN ('r','v','m','f','p')) AS system_relations,
+  pg_catalog.current_schemas(false)::text[] AS search_path
+`;
+
+interface ScanRow {
+  relations: Array<{ s: string; n: string; k: string; c: Array<[string, string]> }>;
+  functions: Array<[string, string, string, boolean, string | null]>;
+  operators: Array<[string, string, string]>;
+  system_relations: string[];
+  search_path: string[];
+}
+
+function isPool(client: pg.ClientBase | pg.Pool): client is pg.Pool {
+  return typeof (client as pg.Pool).totalCount === 'number' && typeof (client as pg.Pool).connect === 'function';
+}
+
+/**
+ * Reads a catalogue snapshot of the connected database as the connection's role.
+ *
+ * - `relations`: tables, views, materialized views, foreign and partitioned tables of every schema
+ *   except `pg_catalog`, `information_schema`, TOAST and temporary schemas, with columns in order;
+ *   sorted by schema then name; at most `opts.maxRelations` (default 10 000), `truncated` set when
+ *   more exist.
+ * - `functions`: every function/aggregate/window function of every schema, `pg_catalog` included,
+ *   overloads folded per name (most volatile `provolatile` wins; see `CatalogFunction`).
+ * - `operators`, `systemRelations`: see `SourceCatalog`.
+ * - `searchPath`: `current_schemas(false)` for the connection's role.
+ *
+ * One SQL statement (one snapshot, one round trip); a Pool is borrowed from and released.
+ * Throws the driver's error when the query fails (callers must not forward its text to agents).
+ */
+export async function scanCatalog(
+  client: pg.ClientBase | pg.Pool,
+  opts?: { maxRelations?: number },
+): Promise<SourceCatalog> {
+  const max = Math.max(0, Math.floor(opts?.maxRelations ?? DEFAULT_MAX_RELATIONS));
+  let row: ScanRow;
+  if (isPool(client)) {
+    const c = await client.connect();
+    try {
+      row = (await c.query<ScanRow>(SCAN_SQL, [max + 1])).rows[0];
+    } finally {
+      c.release();
+    }
+  } else {
+    row = (await client.query<ScanRow>(SCAN_SQL, [max + 1])).rows[0];
+  }
+  const truncated = row.relations.length > max;
+  const relations: CatalogRelation[] = row.relations.slice(0, max).map((r) => ({
+    schema: r.s,
+    name: r.n,
+    kind: KIND[r.k],
+    columns: r.c.map(([name, dataType]) => ({ name, dataType })),
+  }));
+  const functions: CatalogFunction[] = row.functions.map(([schema, name, v, rs, oc]) => {
+    const f: CatalogFunction = { schema, name, volatility: VOLATILITY[v] ?? 'volatile', returnsSet: rs };
+    const cols = oc === null ? null : (JSON.parse(oc) as unknown);
+    if (Array.isArray(cols) && cols.length > 0 && cols.every((x) => typeof x === 'string' && x !== '')) f.outColumns = cols as string[];
+    return f;
+  });
+  const operators: CatalogOperator[] = row.operators.map(([schema, name, v]) => ({
+    schema,
+    name,
+    volatility: VOLATILITY[v] ?? 'volatile',
+  }));
+  return {
+    relations,
+    functions,
+    operators,
+    systemRelations: row.system_relations,
+    searchPath: row.search_path,
+    scannedAt: new Date().toISOString(),
+    truncated,
+  };
+}

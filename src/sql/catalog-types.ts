@@ -1,0 +1,77 @@
+/**
+ * Shapes of a source's catalogue snapshot, as produced by `scanCatalog` (src/sources/postgres/catalog.ts)
+ * and consumed by the SQL analyser (src/sql/analyze.ts).
+ *
+ * The analyser only lets a statement touch what this snapshot names (sql-safety.md, layers 1–3):
+ * relations outside `relations` are refused as `unknown_relation`, functions outside `functions`
+ * as `function_not_allowed`. A stale or truncated snapshot therefore fails closed.
+ *
+ * Names are stored exactly as PostgreSQL stores them (unquoted identifiers folded to lower case
+ * by the server when the object was created; quoted identifiers verbatim).
+ */
+
+/** Kinds of relation the gateway can expose; maps from `pg_class.relkind` r/v/m/f/p. */
+export type RelationKind = 'table' | 'view' | 'materialized_view' | 'foreign_table' | 'partitioned_table';
+
+/** One relation of a non-system schema with its user-visible columns in `attnum` order. */
+export interface CatalogRelation {
+  schema: string;
+  name: string;
+  kind: RelationKind;
+  /** Columns in physical order (dropped and system columns excluded); `dataType` is `format_type()`. */
+  columns: Array<{ name: string; dataType: string }>;
+}
+
+/** `pg_proc.provolatile` as a word. */
+export type Volatility = 'immutable' | 'stable' | 'volatile';
+
+/**
+ * A function name in one schema. Overloads are folded into one entry (the analyser does not
+ * resolve argument types), so `volatility` is the MOST volatile of the overloads and `returnsSet`
+ * is true when any overload returns a set.
+ */
+export interface CatalogFunction {
+  schema: string;
+  name: string;
+  volatility: Volatility;
+  returnsSet: boolean;
+  /**
+   * Column names of the function's row result when it is used in FROM (OUT/TABLE parameters or a
+   * composite return type), when every overload agrees. Absent for scalar results; the analyser
+   * then exposes one column named after the alias or the function (as PostgreSQL does).
+   */
+  outColumns?: string[];
+}
+
+/** An operator name in one schema; `volatility` is the most volatile of the implementing functions. */
+export interface CatalogOperator {
+  schema: string;
+  name: string;
+  volatility: Volatility;
+}
+
+/**
+ * A snapshot of what one PostgreSQL source exposes to the gateway's role.
+ * `searchPath` is the role's effective search path (existing schemas only, `pg_catalog`
+ * included only where it was written explicitly; the analyser searches it first otherwise,
+ * as PostgreSQL does). `truncated` is true when `maxRelations` cut the relation list.
+ */
+export interface SourceCatalog {
+  relations: CatalogRelation[];
+  functions: CatalogFunction[];
+  searchPath: string[];
+  scannedAt: string;
+  truncated: boolean;
+  /**
+   * Operators with the volatility of their implementing function. When present the analyser
+   * refuses volatile or unknown operators; when absent (hand-built catalogues) operators are not
+   * checked.
+   */
+  operators?: CatalogOperator[];
+  /**
+   * Names of relations in `pg_catalog`. An unqualified name is looked up in `pg_catalog` before
+   * the search path, so `SELECT * FROM pg_class` must never be mistaken for a same-named table in
+   * `public`; the analyser refuses such names as `unknown_relation`.
+   */
+  systemRelations?: string[];
+}

@@ -1,0 +1,82 @@
+/**
+ * The tool registry: binds the catalogue generated from spec/mcp-tools-v1.json (generated/
+ * tool-catalogue.json) to handlers. tools/list serves exactly the generated catalogue, so editing a
+ * description in spec/ and regenerating changes what clients see with no other edit.
+ */
+import catalogue from '../../generated/tool-catalogue.json';
+import * as validators from '../../generated/validators';
+import type { ToolBinding, ToolHandler } from './types';
+
+/** Handlers by canonical tool name (interlock_*); aliases reuse their successor's handler. */
+export type ToolHandlers = Partial<Record<string, ToolHandler>>;
+
+/** The served tools with O(1) lookup by name. */
+export class ToolRegistry {
+  private readonly byName = new Map<string, ToolBinding>();
+  constructor(readonly bindings: ToolBinding[]) {
+    for (const b of bindings) {
+      if (this.byName.has(b.name)) throw new Error(`duplicate tool ${b.name}`);
+      this.byName.set(b.name, b);
+    }
+  }
+  /** The binding for `name`, or undefined for an unknown tool (→ -32602). */
+  get(name: string): ToolBinding | undefined {
+    return this.byName.get(name);
+  }
+  /** tools/list entries: name, title, description, inputSchema, in catalogue order. */
+  list(): Array<Record<string, unknown>> {
+    return this.bindings.map((b) => {
+      const t: Record<string, unknown> = { name: b.name, description: b.description, inputSchema: b.inputSchema };
+      if (b.title) t.title = b.title;
+      return t;
+    });
+  }
+}
+
+function pascal(name: string): string {
+  return name
+    .split(/[_\-\s]+/)
+    .map((p) => p.charAt(0).toUpperCase() + p.slice(1))
+    .join('');
+}
+
+/** Formats ajv errors as one short sentence for an agent. */
+export function describeValidationErrors(errors: Array<{ instancePath?: string; message?: string }> | null | undefined): string {
+  if (!errors || errors.length === 0) return 'arguments do not match the input schema';
+  return errors
+    .slice(0, 5)
+    .map((e) => `${e.instancePath ? e.instancePath.slice(1).replace(/\//g, '.') : 'arguments'} ${e.message ?? 'is invalid'}`)
+    .join('; ');
+}
+
+/**
+ * Builds the bindings of the InterLock catalogue. A canonical tool without a handler answers the
+ * opaque tool execution failure (never silently succeeds); pass every handler in production.
+ */
+export function interlockToolBindings(handlers: ToolHandlers): ToolBinding[] {
+  const meta = catalogue.meta as Record<string, { canonical: string; governed: boolean; deprecated: boolean }>;
+  return catalogue.tools.map((t) => {
+    const m = meta[t.name];
+    const v = (validators as unknown as Record<string, (d: unknown) => boolean & { errors?: unknown }>)[`validate${pascal(m.canonical)}Arguments`];
+    if (!v) throw new Error(`generated/validators has no validator for ${m.canonical}`);
+    const handler: ToolHandler =
+      handlers[m.canonical] ?? (async () => ({ kind: 'tool_error', code: 'tool_execution_failed' }));
+    return {
+      name: t.name,
+      title: t.title,
+      description: t.description,
+      inputSchema: t.inputSchema as Record<string, unknown>,
+      governed: m.governed,
+      canonical: m.canonical,
+      deprecated: m.deprecated,
+      validate(args: unknown): string | null {
+        const fn = v as unknown as { (d: unknown): boolean; errors?: Array<{ instancePath?: string; message?: string }> | null };
+        return fn(args) ? null : describeValidationErrors(fn.errors);
+      },
+      handler,
+    };
+  });
+}
+
+/** Default values of optional arguments (spec/mcp-tools-v1.json `defaults`). */
+export const TOOL_DEFAULTS = catalogue.defaults as { max_rows: number; discover_limit: number; related_limit: number };

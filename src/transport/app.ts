@@ -1,0 +1,124 @@
+/**
+ * The gateway's HTTP application (express 5): POST /mcp (both dialects), 405 for other methods
+ * there, /healthz. Routes other than /mcp are added by the operations and admin modules.
+ * Contract: Transport ("The canonical MCP endpoint is POST /mcp"); decisions 13–16.
+ */
+import express, { type Express, type NextFunction, type Request, type Response } from 'express';
+import type { Logger } from 'pino';
+import { admit } from './admission';
+import { ResponseChannel } from './channel';
+import { defaultOriginPolicy, type OriginPolicy } from './http-headers';
+import { errorResponse } from './jsonrpc';
+import { dispatch, InflightRegistry, newRequestId, type DispatchDeps } from '../protocol/dispatch';
+import { ToolRegistry } from '../tools/registry';
+import type { IdentityResolver, ToolBinding } from '../tools/types';
+import { MemoryAuditSink, type AuditSink } from '../pipeline/audit-types';
+import { bearerToken } from '../pipeline/01-identity';
+import { createLogger } from '../observability/logger';
+
+/** Options of createGatewayApp. */
+export interface GatewayAppOptions {
+  /** The served tools, in tools/list order. */
+  tools: ToolBinding[];
+  /** Resolves Bearer API keys (pipeline step 1). */
+  identityResolver: IdentityResolver;
+  /** Audit sink for every tools/call (default: in memory). */
+  audit?: AuditSink;
+  /** Host/Origin guard (default: loopback host names, no extra origins). */
+  originPolicy?: OriginPolicy;
+  logger?: Logger;
+  /** Optional `instructions` for initialize and server/discover. */
+  instructions?: string;
+  /** Largest accepted request body in bytes (default 1 MiB). */
+  bodyLimitBytes?: number;
+}
+
+/** The app plus what graceful shutdown needs. */
+export interface GatewayApp {
+  app: Express;
+  deps: DispatchDeps;
+  /** Aborts every in-flight tool call (reason "shutdown"). */
+  abortAll(): void;
+  /** Resolves when every audit write started so far has settled. */
+  flushAudit(): Promise<void>;
+}
+
+/** Builds the express app serving the MCP endpoint. */
+export function createGatewayApp(opts: GatewayAppOptions): GatewayApp {
+  const logger = opts.logger ?? createLogger();
+  const policy = opts.originPolicy ?? defaultOriginPolicy();
+  const deps: DispatchDeps = {
+    tools: new ToolRegistry(opts.tools),
+    identityResolver: opts.identityResolver,
+    audit: opts.audit ?? new MemoryAuditSink(),
+    logger,
+    instructions: opts.instructions,
+    inflight: new InflightRegistry(),
+    pendingAudits: new Set(),
+  };
+  const controllers = new Set<AbortController>();
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('etag', false);
+
+  app.get('/healthz', (_req, res) => {
+    res.json({ status: 'ok' });
+  });
+
+  const bodyParser = express.text({ type: () => true, limit: opts.bodyLimitBytes ?? 1024 * 1024 });
+  app.all('/mcp', bodyParser, async (req: Request, res: Response) => {
+    const requestId = newRequestId();
+    res.setHeader('X-Request-Id', requestId);
+    const headers: Record<string, string | undefined> = {};
+    for (const [k, v] of Object.entries(req.headers)) headers[k.toLowerCase()] = Array.isArray(v) ? v.join(', ') : v;
+    const verdict = admit({ method: req.method, headers, body: typeof req.body === 'string' ? req.body : undefined, scheme: req.protocol }, policy);
+    const ch = new ResponseChannel(res);
+    if (verdict.kind === 'reply') {
+      if (verdict.body) ch.final(verdict.status, verdict.body, verdict.headers ?? {});
+      else {
+        if (verdict.headers) res.set(verdict.headers);
+        ch.empty(verdict.status);
+      }
+      return;
+    }
+    const controller = new AbortController();
+    controllers.add(controller);
+    res.on('close', () => {
+      if (!res.writableFinished) controller.abort('client closed the stream');
+      controllers.delete(controller);
+    });
+    const apiKey = bearerToken(headers.authorization);
+    try {
+      await dispatch(verdict, { requestId, apiKey, signal: controller.signal, abort: (r) => controller.abort(r) }, ch, deps);
+    } catch (err) {
+      logger.error({ requestId, err }, 'dispatch failed');
+      const id = verdict.message.type === 'request' ? verdict.message.id : null;
+      if (id !== null) ch.final(200, errorResponse(id, { code: -32603, message: 'Internal error' }));
+      else ch.empty(202);
+    }
+  });
+
+  // Body-parser and other errors before dispatch: answer JSON-RPC without any upstream text.
+  app.use((err: unknown, req: Request, res: Response, _next: NextFunction) => {
+    const e = err as { status?: number; type?: string };
+    if (res.headersSent) return;
+    if (req.path === '/mcp') {
+      const status = e.type === 'entity.too.large' ? 413 : e.type === 'charset.unsupported' || e.type === 'encoding.unsupported' ? 415 : 400;
+      res.status(status).json(errorResponse(null, { code: -32600, message: status === 413 ? 'Invalid request: body too large' : 'Invalid request' }));
+      return;
+    }
+    logger.error({ err }, 'unhandled error');
+    res.status(500).json({ error: 'internal_error' });
+  });
+
+  return {
+    app,
+    deps,
+    abortAll() {
+      for (const c of controllers) c.abort('shutdown');
+    },
+    async flushAudit() {
+      while (deps.pendingAudits.size) await Promise.allSettled([...deps.pendingAudits]);
+    },
+  };
+}

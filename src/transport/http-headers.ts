@@ -1,0 +1,117 @@
+/**
+ * Header parsing for the MCP endpoint: media types, Accept ranges, the Mcp-Name Base64 form, and
+ * Host/Origin checks (contract: Transport, "Required in both dialects"; decisions 13, 14).
+ */
+import protocol from '../../spec/protocol-v1.json';
+
+/** Lower-cased media type without parameters ("Application/JSON; charset=utf-8" → "application/json"), or null. */
+export function mediaType(value: string | undefined): string | null {
+  if (!value) return null;
+  const t = value.split(';')[0].trim().toLowerCase();
+  return t.length ? t : null;
+}
+
+/** One Accept range with its q value. */
+interface AcceptRange {
+  type: string;
+  subtype: string;
+  q: number;
+}
+
+function parseAccept(value: string): AcceptRange[] {
+  return value
+    .split(',')
+    .map((part) => {
+      const [range, ...params] = part.split(';');
+      const [type, subtype] = range.trim().toLowerCase().split('/');
+      let q = 1;
+      for (const p of params) {
+        const [k, v] = p.split('=').map((s) => s.trim().toLowerCase());
+        if (k === 'q') q = Number.isFinite(Number(v)) ? Number(v) : 0;
+      }
+      return { type: type ?? '', subtype: subtype ?? '', q };
+    })
+    .filter((r) => r.type && r.subtype);
+}
+
+/** True when the Accept header value admits `wanted` (e.g. "text/event-stream") with q > 0; `*` ranges count. */
+export function acceptsMediaType(accept: string | undefined, wanted: string): boolean {
+  if (!accept) return false;
+  const [wt, ws] = wanted.split('/');
+  let best: AcceptRange | null = null;
+  let bestSpecificity = -1;
+  for (const r of parseAccept(accept)) {
+    const matches = (r.type === '*' || r.type === wt) && (r.subtype === '*' || r.subtype === ws);
+    if (!matches) continue;
+    const specificity = (r.type === '*' ? 0 : 1) + (r.subtype === '*' ? 0 : 1);
+    if (specificity > bestSpecificity) {
+      best = r;
+      bestSpecificity = specificity;
+    }
+  }
+  return best !== null && best.q > 0;
+}
+
+/** True when Accept covers every media type the contract requires (application/json and text/event-stream). */
+export function acceptsRequired(accept: string | undefined): boolean {
+  return protocol.http.requiredAccept.every((m) => acceptsMediaType(accept, m));
+}
+
+/**
+ * Decodes an Mcp-Name (or Mcp-Param-*) value: trims surrounding whitespace, and decodes the
+ * `=?base64?…?=` form (lowercase markers only; an uppercase marker is read literally).
+ * Returns null for invalid Base64 or a value that is not visible ASCII (rule MCP-NAME → -32020).
+ */
+export function decodeMirroredHeader(raw: string): string | null {
+  const v = raw.trim();
+  const { base64Prefix, base64Suffix } = protocol.headers;
+  if (v.startsWith(base64Prefix) && v.endsWith(base64Suffix) && v.length >= base64Prefix.length + base64Suffix.length) {
+    const b64 = v.slice(base64Prefix.length, v.length - base64Suffix.length);
+    if (!/^[A-Za-z0-9+/]*={0,2}$/.test(b64) || b64.length % 4 !== 0) return null;
+    const decoded = Buffer.from(b64, 'base64').toString('utf8');
+    if (Buffer.from(decoded, 'utf8').toString('base64') !== b64) return null;
+    return decoded;
+  }
+  if (!/^[\x20-\x7e]*$/.test(v)) return null;
+  return v;
+}
+
+/** The hostname part of a Host header ("127.0.0.1:8787" → "127.0.0.1", "[::1]:80" → "[::1]"), lower-cased. */
+export function hostName(host: string | undefined): string | null {
+  if (!host) return null;
+  const h = host.trim().toLowerCase();
+  if (h.startsWith('[')) {
+    const end = h.indexOf(']');
+    return end > 0 ? h.slice(0, end + 1) : null;
+  }
+  const colon = h.lastIndexOf(':');
+  return colon >= 0 ? h.slice(0, colon) : h;
+}
+
+/** Operator settings for the DNS-rebinding and cross-origin guards. */
+export interface OriginPolicy {
+  /** Host names accepted in the Host header; "any" disables the check (only sensible behind a proxy that checks it). */
+  allowedHosts: string[] | 'any';
+  /** Origins (scheme://host[:port]) accepted besides the request's own origin. */
+  allowedOrigins: string[];
+}
+
+/** Default policy when bound to loopback: localhost, 127.0.0.1 and [::1] on any port (decision 14). */
+export function defaultOriginPolicy(): OriginPolicy {
+  return { allowedHosts: [...protocol.http.defaultAllowedHosts], allowedOrigins: [] };
+}
+
+/** Rule HOST: true when the Host header names an allowed host. */
+export function hostAllowed(host: string | undefined, policy: OriginPolicy): boolean {
+  if (policy.allowedHosts === 'any') return true;
+  const name = hostName(host);
+  return name !== null && policy.allowedHosts.map((h) => h.toLowerCase()).includes(name);
+}
+
+/** Rule ORIGIN: true when Origin is absent, equals the request's own origin, or is allow-listed. */
+export function originAllowed(origin: string | undefined, host: string | undefined, scheme: string, policy: OriginPolicy): boolean {
+  if (origin === undefined) return true;
+  const o = origin.trim().toLowerCase().replace(/\/$/, '');
+  if (host && o === `${scheme}://${host.trim().toLowerCase()}`) return true;
+  return policy.allowedOrigins.some((a) => a.trim().toLowerCase().replace(/\/$/, '') === o);
+}
