@@ -1,0 +1,156 @@
+/**
+ * The access evaluator: the ONE place that decides what an identity's source roles allow, used both
+ * to enforce every request (pipeline step 3) and to answer interlock_describe_access, so the
+ * description cannot drift from the decision (contract: interlock_describe_access; decisions.md
+ * governance model: statements {effect, action, resource}, deny wins, no grant → no access).
+ *
+ * Resources of SQL sources are `schema.table` or `schema.table.column`; each part is a name or `*`.
+ * A two-part pattern covers the table and all its columns; a three-part pattern covers columns only.
+ * read and write imply describe of the same resource (an agent cannot write correct SQL otherwise,
+ * and could learn the names by reading); an explicit describe deny still wins.
+ */
+import type { RoleStatement, SourceRole } from '../../generated/role-v1';
+
+/** The actions of the governance model. */
+export type Action = 'read' | 'write' | 'describe' | 'discover' | 'request';
+
+/** One role granted to the identity on one source. */
+export interface RoleGrant {
+  sourceId: string;
+  role: SourceRole;
+}
+
+/** A relation or a column of a SQL source. Names are compared exactly (PostgreSQL folds unquoted names before they get here). */
+export interface ResourceRef {
+  schema: string;
+  table: string;
+  column?: string;
+}
+
+/** Outcome of one decision: allowed, explicitly denied (a deny statement matched), or not granted. */
+export type Decision = 'allow' | 'deny' | 'none';
+
+interface CompiledStatement {
+  effect: 'allow' | 'deny';
+  action: RoleStatement['action'];
+  parts: string[];
+  resource: string;
+  role: string;
+}
+
+function splitPattern(resource: string): string[] {
+  return resource === '*' ? ['*', '*'] : resource.split('.');
+}
+
+function partMatches(pattern: string, value: string): boolean {
+  return pattern === '*' || pattern === value;
+}
+
+/** True when `parts` (a compiled pattern) covers the resource (see module doc for table vs column patterns). */
+function covers(parts: string[], r: ResourceRef): boolean {
+  if (parts.length === 2) return partMatches(parts[0], r.schema) && partMatches(parts[1], r.table);
+  if (parts.length === 3) return r.column !== undefined && partMatches(parts[0], r.schema) && partMatches(parts[1], r.table) && partMatches(parts[2], r.column);
+  return false;
+}
+
+/** True when `parts` could cover some column of the table (used for zero-column reads such as count(*)). */
+function touchesTable(parts: string[], schema: string, table: string): boolean {
+  return (parts.length === 2 || parts.length === 3) && partMatches(parts[0], schema) && partMatches(parts[1], table);
+}
+
+function actionApplies(statementAction: string, action: Action, effect: 'allow' | 'deny'): boolean {
+  if (statementAction === '*' || statementAction === action) return true;
+  // read/write allows imply describe; denies do not spread across actions.
+  return effect === 'allow' && action === 'describe' && (statementAction === 'read' || statementAction === 'write');
+}
+
+/** Access decisions for one identity over all its grants. Construct once per request (cheap). */
+export class AccessEvaluator {
+  private readonly bySource = new Map<string, CompiledStatement[]>();
+  private readonly rolesBySource = new Map<string, SourceRole[]>();
+
+  constructor(grants: RoleGrant[]) {
+    for (const g of grants) {
+      const list = this.bySource.get(g.sourceId) ?? [];
+      for (const s of g.role.statements) list.push({ effect: s.effect, action: s.action, parts: splitPattern(s.resource), resource: s.resource, role: g.role.name });
+      this.bySource.set(g.sourceId, list);
+      const roles = this.rolesBySource.get(g.sourceId) ?? [];
+      if (!roles.some((r) => r.name === g.role.name)) roles.push(g.role);
+      this.rolesBySource.set(g.sourceId, roles);
+    }
+  }
+
+  /** True when the identity holds at least one grant on the source. */
+  hasGrant(sourceId: string): boolean {
+    return this.rolesBySource.has(sourceId);
+  }
+
+  /** Source ids the identity holds a grant on. */
+  grantedSources(): string[] {
+    return [...this.rolesBySource.keys()];
+  }
+
+  /** Names of the roles granted on the source, sorted. */
+  roleNames(sourceId: string): string[] {
+    return (this.rolesBySource.get(sourceId) ?? []).map((r) => r.name).sort();
+  }
+
+  /** Discovery audiences carried by the roles granted on the source. */
+  audiences(sourceId: string): string[] {
+    const out = new Set<string>();
+    for (const r of this.rolesBySource.get(sourceId) ?? []) for (const a of r.audiences ?? []) out.add(a);
+    return [...out].sort();
+  }
+
+  /** The statements granted on the source, split into allow and deny, as {action, resource} pairs (deduplicated). */
+  statements(sourceId: string): { allow: Array<{ action: string; resource: string }>; deny: Array<{ action: string; resource: string }> } {
+    const allow = new Map<string, { action: string; resource: string }>();
+    const deny = new Map<string, { action: string; resource: string }>();
+    for (const s of this.bySource.get(sourceId) ?? []) (s.effect === 'allow' ? allow : deny).set(`${s.action} ${s.resource}`, { action: s.action, resource: s.resource });
+    const sort = (m: Map<string, { action: string; resource: string }>) => [...m.values()].sort((a, b) => (a.action + a.resource).localeCompare(b.action + b.resource));
+    return { allow: sort(allow), deny: sort(deny) };
+  }
+
+  /** Decides one action on one resource: deny wins over allow; nothing matching → none. */
+  decide(sourceId: string, action: Action, resource: ResourceRef): Decision {
+    let allowed = false;
+    for (const s of this.bySource.get(sourceId) ?? []) {
+      if (!actionApplies(s.action, action, s.effect) || !covers(s.parts, resource)) continue;
+      if (s.effect === 'deny') return 'deny';
+      allowed = true;
+    }
+    return allowed ? 'allow' : 'none';
+  }
+
+  /** Decides an action on a whole-resource basis for non-SQL sources: the resource is matched as one string (`*` or a prefix pattern ending in `/*`). */
+  decideOpaque(sourceId: string, action: Action, resource: string): Decision {
+    let allowed = false;
+    for (const s of this.bySource.get(sourceId) ?? []) {
+      if (!actionApplies(s.action, action, s.effect)) continue;
+      const p = s.resource;
+      const hit = p === '*' || p === '*.*' || p === resource || (p.endsWith('/*') && (resource + '/').startsWith(p.slice(0, -1)));
+      if (!hit) continue;
+      if (s.effect === 'deny') return 'deny';
+      allowed = true;
+    }
+    return allowed ? 'allow' : 'none';
+  }
+
+  /**
+   * Decides an action on a table when no column is named (count(*), DELETE): allowed when the table
+   * is covered by a table pattern, or (for read/describe) some column of it is allowed; a table-level
+   * deny wins.
+   */
+  decideTable(sourceId: string, action: Action, schema: string, table: string, columns: string[]): Decision {
+    const t = this.decide(sourceId, action, { schema, table });
+    if (t !== 'none') return t;
+    if (action !== 'read' && action !== 'describe') return 'none';
+    for (const column of columns) if (this.decide(sourceId, action, { schema, table, column }) === 'allow') return 'allow';
+    return 'none';
+  }
+
+  /** True when some statement for `action` could apply to the table (cheap pre-filter for describe). */
+  mentionsTable(sourceId: string, action: Action, schema: string, table: string): boolean {
+    return (this.bySource.get(sourceId) ?? []).some((s) => s.effect === 'allow' && actionApplies(s.action, action, 'allow') && touchesTable(s.parts, schema, table));
+  }
+}

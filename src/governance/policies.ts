@@ -1,0 +1,132 @@
+/**
+ * Policy evaluation (pipeline step 4; contract: "A policy cannot grant source access that a source
+ * role did not allow"). Policies only refuse or restrict: deny relations, require a WHERE on
+ * UPDATE/DELETE, cap rows, weekly time windows, mask columns, hide document types or categories.
+ * Rules are declared in spec/policy-v1.schema.json.
+ */
+import type { Policy, TimeWindowRule } from '../../generated/policy-v1';
+import type { Action } from './evaluator';
+
+/** Who is asking and where: used to select the policies that apply. */
+export interface PolicySubject {
+  identityId: string;
+  identityName: string;
+  roles: string[];
+  sourceId: string;
+}
+
+/** What the request does, as far as policies care. */
+export interface PolicyRequest {
+  action: Action;
+  /** Relations touched, with the action on each ("read" for reads, the write operation's "write"). */
+  relations: Array<{ schema: string; table: string; action: Action }>;
+  /** UPDATE/DELETE targets with whether they have a WHERE clause. */
+  writes: Array<{ schema: string; table: string; operation: string; hasWhere: boolean }>;
+  now: Date;
+}
+
+/** A column mask a policy imposes. */
+export interface ColumnMask {
+  schema: string;
+  table: string;
+  column: string;
+  method: 'full' | 'partial' | 'hash' | 'null';
+  policy: string;
+}
+
+/** The policy verdict: refused (with the policy and a reason), or allowed with restrictions. */
+export type PolicyVerdict =
+  | { ok: false; policy: string; reason: string }
+  | { ok: true; maxRows: number | null; maskPatterns: Array<{ parts: string[]; method: ColumnMask['method']; policy: string }>; hiddenDocumentTypes: string[]; hiddenCategoryPrefixes: string[][] };
+
+/** True when the policy is enabled and its applies_to selects this subject (omitted lists select everyone). */
+export function policyApplies(p: Policy, s: PolicySubject): boolean {
+  if (p.enabled === false) return false;
+  const a = p.applies_to;
+  if (!a) return true;
+  if (a.identities && !a.identities.includes(s.identityId) && !a.identities.includes(s.identityName)) return false;
+  if (a.roles && !a.roles.some((r) => s.roles.includes(r))) return false;
+  if (a.sources && !a.sources.includes(s.sourceId)) return false;
+  return true;
+}
+
+function patternMatches(pattern: string, schema: string, table: string): boolean {
+  const [ps, pt] = pattern === '*' ? ['*', '*'] : pattern.split('.');
+  return (ps === '*' || ps === schema) && (pt === undefined || pt === '*' || pt === table);
+}
+
+const DAYS = ['sun', 'mon', 'tue', 'wed', 'thu', 'fri', 'sat'];
+
+/** True when `now` is inside the rule's weekly window, in the rule's time zone (IANA name; default UTC). */
+export function insideTimeWindow(rule: TimeWindowRule, now: Date): boolean {
+  const fmt = new Intl.DateTimeFormat('en-GB', { timeZone: rule.timezone ?? 'UTC', weekday: 'short', hour: '2-digit', minute: '2-digit', hourCycle: 'h23' });
+  const parts = Object.fromEntries(fmt.formatToParts(now).map((p) => [p.type, p.value]));
+  const day = String(parts.weekday).slice(0, 3).toLowerCase();
+  const minutes = Number(parts.hour) * 60 + Number(parts.minute);
+  const toMin = (s: string) => Number(s.slice(0, 2)) * 60 + Number(s.slice(3, 5));
+  if (!rule.days.includes(day as TimeWindowRule['days'][number])) return false;
+  if (!DAYS.includes(day)) return false;
+  return minutes >= toMin(rule.start) && minutes < toMin(rule.end);
+}
+
+/**
+ * Evaluates the applicable policies against a request. The first refusing rule wins (policies are
+ * evaluated in name order so the answer is deterministic); otherwise returns the restrictions.
+ */
+export function evaluatePolicies(policies: Policy[], subject: PolicySubject, req: PolicyRequest): PolicyVerdict {
+  let maxRows: number | null = null;
+  const maskPatterns: Array<{ parts: string[]; method: ColumnMask['method']; policy: string }> = [];
+  const hiddenDocumentTypes: string[] = [];
+  const hiddenCategoryPrefixes: string[][] = [];
+  const applicable = policies.filter((p) => policyApplies(p, subject)).sort((a, b) => a.name.localeCompare(b.name));
+  for (const p of applicable) {
+    const r = p.rule;
+    switch (r.type) {
+      case 'deny_relations': {
+        const actions = r.actions ?? ['read', 'write'];
+        for (const rel of req.relations) {
+          if (actions.includes(rel.action) && r.relations.some((pat) => patternMatches(pat, rel.schema, rel.table))) {
+            return { ok: false, policy: p.name, reason: r.reason ?? `Policy ${p.name} refuses ${rel.action} on ${rel.schema}.${rel.table}.` };
+          }
+        }
+        break;
+      }
+      case 'require_where': {
+        const ops = r.operations ?? ['update', 'delete'];
+        const bad = req.writes.find((w) => ops.includes(w.operation as 'update' | 'delete') && !w.hasWhere);
+        if (bad) return { ok: false, policy: p.name, reason: r.reason ?? `Policy ${p.name} requires a WHERE clause on ${bad.operation.toUpperCase()} of ${bad.schema}.${bad.table}.` };
+        break;
+      }
+      case 'max_rows':
+        maxRows = maxRows === null ? r.max_rows : Math.min(maxRows, r.max_rows);
+        break;
+      case 'time_window': {
+        const actions = r.actions ?? ['read', 'write', 'describe', 'discover', 'request'];
+        if (actions.includes(req.action) && !insideTimeWindow(r, req.now)) {
+          return { ok: false, policy: p.name, reason: r.reason ?? `Policy ${p.name} allows ${req.action} only ${r.days.join(',')} ${r.start}-${r.end} ${r.timezone ?? 'UTC'}.` };
+        }
+        break;
+      }
+      case 'mask_columns':
+        for (const c of r.columns) maskPatterns.push({ parts: c.split('.'), method: r.method, policy: p.name });
+        break;
+      case 'hide_documents':
+        hiddenDocumentTypes.push(...(r.document_types ?? []));
+        hiddenCategoryPrefixes.push(...(r.category_prefixes ?? []));
+        break;
+    }
+  }
+  return { ok: true, maxRows, maskPatterns, hiddenDocumentTypes, hiddenCategoryPrefixes };
+}
+
+/** The method masking a column, or null: the strongest of all matching mask patterns (null > full > hash > partial). */
+export function maskFor(patterns: Array<{ parts: string[]; method: ColumnMask['method'] }>, schema: string, table: string, column: string): ColumnMask['method'] | null {
+  const rank = { partial: 1, hash: 2, full: 3, null: 4 } as const;
+  let best: ColumnMask['method'] | null = null;
+  for (const p of patterns) {
+    const [ps, pt, pc] = p.parts;
+    const hit = (ps === '*' || ps === schema) && (pt === '*' || pt === table) && (pc === undefined || pc === '*' || pc === column);
+    if (hit && (best === null || rank[p.method] > rank[best])) best = p.method;
+  }
+  return best;
+}

@@ -1,0 +1,68 @@
+/**
+ * What the data plane reads from the control plane, as one narrow interface so the pipeline can be
+ * unit-tested in memory and served from the control database in production (src/governance/
+ * db-store.ts). Contract: Governance And Errors.
+ */
+import type { Policy } from '../../generated/policy-v1';
+import type { SourceCatalog } from '../sql/catalog-types';
+import type { RoleGrant } from './evaluator';
+
+/** A registered source as the pipeline needs it. `settings` is connector-specific (postgres: PostgresSourceSettings). */
+export interface SourceRecord {
+  id: string;
+  type: 'postgres' | 'documents';
+  name: string;
+  description?: string | null;
+  enabled: boolean;
+  settings: Record<string, unknown>;
+}
+
+/** A write to hold for approval (pipeline step 6). */
+export interface NewApproval {
+  sourceId: string;
+  identityId: string;
+  keyId: string;
+  requestId: string;
+  sql: string;
+  params: unknown[];
+  classification: Record<string, unknown>;
+}
+
+/** Read side of governance plus the approval queue's insert. */
+export interface GovernanceStore {
+  getSource(id: string): Promise<SourceRecord | null>;
+  listSources(): Promise<SourceRecord[]>;
+  grantsForIdentity(identityId: string): Promise<RoleGrant[]>;
+  activePolicies(): Promise<Policy[]>;
+  loadCatalog(sourceId: string): Promise<SourceCatalog | null>;
+  createApproval(a: NewApproval): Promise<{ id: string; state: string }>;
+}
+
+/** An in-memory GovernanceStore (unit tests and property tests of the pipeline). */
+export class MemoryGovernanceStore implements GovernanceStore {
+  sources = new Map<string, SourceRecord>();
+  grants: Array<RoleGrant & { identityId: string }> = [];
+  policies: Policy[] = [];
+  catalogs = new Map<string, SourceCatalog>();
+  approvals: Array<NewApproval & { id: string; state: string }> = [];
+  async getSource(id: string) {
+    return this.sources.get(id) ?? null;
+  }
+  async listSources() {
+    return [...this.sources.values()];
+  }
+  async grantsForIdentity(identityId: string) {
+    return this.grants.filter((g) => g.identityId === identityId).map(({ sourceId, role }) => ({ sourceId, role }));
+  }
+  async activePolicies() {
+    return this.policies.filter((p) => p.enabled !== false);
+  }
+  async loadCatalog(sourceId: string) {
+    return this.catalogs.get(sourceId) ?? null;
+  }
+  async createApproval(a: NewApproval) {
+    const rec = { ...a, id: `apr_mem_${this.approvals.length + 1}`, state: 'pending' };
+    this.approvals.push(rec);
+    return { id: rec.id, state: rec.state };
+  }
+}

@@ -1,0 +1,61 @@
+/**
+ * Pipeline step 3, source-role authorization (contract: "source-role authorization"; decisions.md:
+ * deny wins): every relation and every column the parsed statement touches, with the action it
+ * needs, is decided by the AccessEvaluator. A relation or column missing from the catalog is
+ * answered exactly like a denied one, so refusals never reveal what exists.
+ */
+import type { SqlAnalysis } from '../sql/analyze';
+import type { SourceCatalog } from '../sql/catalog-types';
+import type { AccessEvaluator, Action } from '../governance/evaluator';
+import type { ToolOutcome } from '../tools/types';
+
+type OkAnalysis = Extract<SqlAnalysis, { ok: true }>;
+
+/** Maps an analyzer refusal to the tool outcome of spec/errors-v1.json. */
+export function analysisRefusal(a: Extract<SqlAnalysis, { ok: false }>): ToolOutcome {
+  switch (a.code) {
+    case 'invalid_sql':
+      return { kind: 'tool_error', code: 'invalid_sql', message: a.message };
+    case 'statement_not_allowed':
+      return { kind: 'refusal', code: 'statement_not_allowed', message: a.message };
+    case 'function_not_allowed':
+      return { kind: 'refusal', code: 'function_not_allowed', message: a.message };
+    default:
+      // unknown_relation / unknown_column: indistinguishable from a denial on purpose.
+      return { kind: 'refusal', code: 'source_role_denied', message: `${a.message} No source role granted to this identity allows it, or it does not exist. Call interlock_describe_access for what you may use.` };
+  }
+}
+
+/** Columns of a relation per the catalog ([] when unknown). */
+export function catalogColumns(catalog: SourceCatalog, schema: string, table: string): string[] {
+  const rel = catalog.relations.find((r) => r.schema === schema && r.name === table);
+  return rel ? rel.columns.map((c) => c.name) : [];
+}
+
+/** The action-resource checks a statement needs: reads of columns (or of the table) and writes of tables and columns. */
+export function requiredChecks(a: OkAnalysis): Array<{ action: Action; schema: string; table: string; column?: string }> {
+  const out: Array<{ action: Action; schema: string; table: string; column?: string }> = [];
+  for (const r of a.reads) {
+    if (r.columns.length === 0) out.push({ action: 'read', schema: r.schema, table: r.table });
+    for (const c of r.columns) out.push({ action: 'read', schema: r.schema, table: r.table, column: c });
+  }
+  for (const w of a.writes) {
+    out.push({ action: 'write', schema: w.schema, table: w.table });
+    for (const c of w.columns) out.push({ action: 'write', schema: w.schema, table: w.table, column: c });
+  }
+  return out;
+}
+
+/** Runs the step: null when every check is allowed, else the source_role_denied refusal naming the first denied resource. */
+export function authorizeStatement(evaluator: AccessEvaluator, sourceId: string, a: OkAnalysis, catalog: SourceCatalog): ToolOutcome | null {
+  for (const c of requiredChecks(a)) {
+    const d = c.column !== undefined
+      ? evaluator.decide(sourceId, c.action, { schema: c.schema, table: c.table, column: c.column })
+      : evaluator.decideTable(sourceId, c.action, c.schema, c.table, c.action === 'read' ? catalogColumns(catalog, c.schema, c.table) : []);
+    if (d !== 'allow') {
+      const what = c.column !== undefined ? `${c.schema}.${c.table}.${c.column}` : `${c.schema}.${c.table}`;
+      return { kind: 'refusal', code: 'source_role_denied', message: `No source role granted to this identity allows ${c.action} on ${what} (or it does not exist). Call interlock_describe_access for what you may use.` };
+    }
+  }
+  return null;
+}

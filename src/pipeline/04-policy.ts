@@ -1,0 +1,70 @@
+/**
+ * Pipeline step 4, policy (contract: "A policy cannot grant source access that a source role did
+ * not allow"). Runs only after step 3 allowed the statement; it can refuse (deny relations, require
+ * WHERE, time windows, predicates on masked columns, unprovable redaction) or restrict (row cap,
+ * column masks). The redaction plan is computed here, before execution, so a query whose output
+ * could carry masked values in an unprovable way is refused without running.
+ */
+import type { Policy } from '../../generated/policy-v1';
+import type { SqlAnalysis } from '../sql/analyze';
+import { planRedaction, type MaskRule, type RedactionPlan } from '../sql/redaction';
+import type { SourceCatalog } from '../sql/catalog-types';
+import { evaluatePolicies, maskFor, type PolicySubject } from '../governance/policies';
+import type { ToolOutcome } from '../tools/types';
+import { catalogColumns } from './03-authorize';
+
+type OkAnalysis = Extract<SqlAnalysis, { ok: true }>;
+
+/** The restrictions a passing request carries into execution and redaction. */
+export interface PolicyRestrictions {
+  maxRows: number | null;
+  masks: MaskRule[];
+  redaction: Extract<RedactionPlan, { ok: true }> | null;
+  /** Stable text describing the restrictions (part of the cache key). */
+  fingerprint: string;
+}
+
+/** Runs the step for a SQL statement. */
+export function policyStep(policies: Policy[], subject: PolicySubject, a: OkAnalysis, catalog: SourceCatalog, now: Date): { ok: true; restrictions: PolicyRestrictions } | { ok: false; outcome: ToolOutcome } {
+  const relations = [
+    ...a.reads.map((r) => ({ schema: r.schema, table: r.table, action: 'read' as const })),
+    ...a.writes.map((w) => ({ schema: w.schema, table: w.table, action: 'write' as const })),
+  ];
+  const verdict = evaluatePolicies(policies, subject, {
+    action: a.kind === 'write' ? 'write' : 'read',
+    relations,
+    writes: a.writes.map((w) => ({ schema: w.schema, table: w.table, operation: w.operation, hasWhere: w.hasWhere })),
+    now,
+  });
+  if (!verdict.ok) return { ok: false, outcome: { kind: 'refusal', code: 'policy_denied', message: verdict.reason, extra: { policy: verdict.policy } } };
+
+  const masks: MaskRule[] = [];
+  if (verdict.maskPatterns.length) {
+    const seen = new Set<string>();
+    for (const r of a.reads) {
+      for (const column of catalogColumns(catalog, r.schema, r.table)) {
+        const key = `${r.schema}.${r.table}.${column}`;
+        if (seen.has(key)) continue;
+        seen.add(key);
+        const method = maskFor(verdict.maskPatterns, r.schema, r.table, column);
+        if (method) masks.push({ column: { schema: r.schema, table: r.table, column }, method });
+      }
+    }
+  }
+  let redaction: PolicyRestrictions['redaction'] = null;
+  if (masks.length) {
+    // A predicate on a masked column reveals its value by inference (WHERE email LIKE 'a%').
+    const masked = new Set(masks.map((m) => `${m.column.schema}.${m.column.table}.${m.column.column}`));
+    const filtered = (a.filterSources ?? []).find((c) => masked.has(`${c.schema}.${c.table}.${c.column}`));
+    if (filtered) {
+      return { ok: false, outcome: { kind: 'refusal', code: 'policy_denied', message: `Column ${filtered.schema}.${filtered.table}.${filtered.column} is masked by policy; it cannot be used in WHERE, JOIN, GROUP BY, HAVING or ORDER BY.` } };
+    }
+    if (a.kind === 'read') {
+      const plan = planRedaction(a.outputs, masks, { onOpaque: 'mask' });
+      if (!plan.ok) return { ok: false, outcome: { kind: 'refusal', code: 'redaction_unprovable', message: plan.message } };
+      redaction = plan;
+    }
+  }
+  const fingerprint = JSON.stringify([verdict.maxRows, masks.map((m) => [m.column.schema, m.column.table, m.column.column, m.method])]);
+  return { ok: true, restrictions: { maxRows: verdict.maxRows, masks, redaction, fingerprint } };
+}

@@ -1,0 +1,58 @@
+/**
+ * Pipeline step 7, execution: reads run on the source's reader connector (read-only connections,
+ * extended protocol, a portal fetching max_rows + 1, a byte cap) with the call's AbortSignal, so
+ * closing the client's stream cancels the statement in PostgreSQL. Connector failures are mapped
+ * to the contract's refusals (circuit open, TLS refused, timeout) or to the opaque failure.
+ */
+import type { SourceRecord } from '../governance/store';
+import type { ToolOutcome } from '../tools/types';
+
+/** A read as the connector returns it: columns in order, and the rows as arrays. */
+export interface ReadRows {
+  fields: Array<{ name: string }>;
+  rowsArray: unknown[][];
+  truncated: boolean;
+}
+
+/** The reader side of a source connector. Rejects with an error whose `code` is a SourceErrorCode. */
+export interface QueryConnector {
+  read(sql: string, params: unknown[], opts: { maxRows: number; maxBytes: number; signal?: AbortSignal }): Promise<ReadRows>;
+}
+
+/** Gives the connector of a source (pools are cached by the provider). */
+export interface ConnectorProvider {
+  reader(source: SourceRecord): QueryConnector;
+}
+
+/** SQLSTATE classes whose condition is the agent's to fix (data, syntax or access errors raised by its statement). */
+const STATEMENT_CLASSES: Record<string, string> = {
+  '22': 'data exception',
+  '23': 'integrity constraint violation',
+  '42': 'syntax error or access rule violation',
+  '2B': 'dependent privilege descriptors still exist',
+  '21': 'cardinality violation',
+  '0A': 'feature not supported',
+};
+
+/**
+ * Maps a connector error to an outcome. Only the SourceError code and, for statement errors, the
+ * SQLSTATE class name reach the agent; never the driver's text (it can carry hosts and addresses).
+ */
+export function mapConnectorError(err: unknown): ToolOutcome {
+  const e = err as { code?: string; sqlState?: string };
+  switch (e?.code) {
+    case 'circuit_open':
+      return { kind: 'refusal', code: 'circuit_open' };
+    case 'upstream_tls_refused':
+      return { kind: 'refusal', code: 'upstream_tls_refused' };
+    case 'statement_timeout':
+      return { kind: 'refusal', code: 'statement_timeout' };
+    case 'cancelled':
+      return { kind: 'tool_error', code: 'cancelled' };
+    default: {
+      const cls = typeof e?.sqlState === 'string' ? STATEMENT_CLASSES[e.sqlState.slice(0, 2)] : undefined;
+      if (cls) return { kind: 'tool_error', code: 'statement_failed', message: `The statement failed in the source database: ${cls} (SQLSTATE ${e.sqlState}).` };
+      return { kind: 'tool_error', code: 'tool_execution_failed' };
+    }
+  }
+}

@@ -1,0 +1,65 @@
+/**
+ * The read cache (issue 3 item 9): only reads without volatile or time-dependent functions; the key
+ * binds source, statement text, parameters, row cap and the caller's effective grant/policy
+ * fingerprint, so two identities with different access never share an entry. Entries hold results
+ * AFTER redaction. An executed write bumps its source's generation, which orphans every entry of
+ * that source; other replicas learn of it through PostgreSQL NOTIFY (see invalidation.ts).
+ */
+import { createHash } from 'node:crypto';
+import { LRUCache } from 'lru-cache';
+
+/** A cached, already-redacted read result. */
+export interface CachedResult {
+  rows: Record<string, unknown>[];
+  truncated: boolean;
+  maskedColumns: string[];
+}
+
+/** Cache limits: time to live in milliseconds and a byte budget for all entries. */
+export interface ResultCacheOptions {
+  ttlMs: number;
+  maxBytes: number;
+}
+
+/** The per-process result cache. */
+export class ResultCache {
+  private readonly lru: LRUCache<string, CachedResult>;
+  private readonly generations = new Map<string, number>();
+  hits = 0;
+  misses = 0;
+
+  constructor(opts: ResultCacheOptions = { ttlMs: 30_000, maxBytes: 32 * 1024 * 1024 }) {
+    this.lru = new LRUCache<string, CachedResult>({
+      ttl: opts.ttlMs,
+      maxSize: opts.maxBytes,
+      sizeCalculation: (v) => Math.max(1, Buffer.byteLength(JSON.stringify(v.rows))),
+    });
+  }
+
+  /** The cache key for one read (sha-256 over its parts and the source's generation). */
+  key(parts: { sourceId: string; sql: string; params: unknown[]; maxRows: number; accessFingerprint: string }): string {
+    const gen = this.generations.get(parts.sourceId) ?? 0;
+    return createHash('sha256').update(JSON.stringify([parts.sourceId, gen, parts.sql, parts.params, parts.maxRows, parts.accessFingerprint])).digest('base64url');
+  }
+
+  get(key: string): CachedResult | undefined {
+    const v = this.lru.get(key);
+    if (v) this.hits++;
+    else this.misses++;
+    return v;
+  }
+
+  set(key: string, value: CachedResult): void {
+    this.lru.set(key, value);
+  }
+
+  /** Orphans every entry of the source (after a write executed there). */
+  invalidateSource(sourceId: string): void {
+    this.generations.set(sourceId, (this.generations.get(sourceId) ?? 0) + 1);
+  }
+
+  /** Entries currently held. */
+  get size(): number {
+    return this.lru.size;
+  }
+}

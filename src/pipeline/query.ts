@@ -1,0 +1,143 @@
+/**
+ * interlock_query's pipeline, in the contract's order (Governance And Errors): identity (step 1,
+ * done by the dispatcher) → source → source-role authorization → policy → rate limit → write
+ * safety → execution → redaction → audit (recorded by the dispatcher from ctx.auditDetails).
+ * Each step is its own module under src/pipeline/; this file only composes them.
+ */
+import type { Pool } from 'pg';
+import { analyzeSql, type SqlAnalysis } from '../sql/analyze';
+import type { SourceCatalog } from '../sql/catalog-types';
+import { AccessEvaluator } from '../governance/evaluator';
+import type { GovernanceStore, SourceRecord } from '../governance/store';
+import type { ToolCallContext, ToolHandler, ToolOutcome } from '../tools/types';
+import { TOOL_DEFAULTS } from '../tools/registry';
+import { sourceStep } from './02-source';
+import { analysisRefusal, authorizeStatement } from './03-authorize';
+import { policyStep } from './04-policy';
+import { rateLimitStep, type RateLimiter } from './05-rate-limit';
+import { writeSafetyStep } from './06-write-safety';
+import { mapConnectorError, type ConnectorProvider } from './07-execute';
+import { redactRows } from './08-redact';
+import type { ResultCache } from './cache';
+
+/** What the query pipeline needs. */
+export interface QueryPipelineDeps {
+  store: GovernanceStore;
+  connectors: ConnectorProvider;
+  rateLimiter: RateLimiter;
+  cache: ResultCache;
+  /** Catalog of a source (loaded from the control database; null when never scanned). */
+  catalog(source: SourceRecord): Promise<SourceCatalog | null>;
+  /** Largest serialized result in bytes (default 4 MiB); beyond it rows are cut and truncated is true. */
+  maxResultBytes?: number;
+  /** Secret for the hash mask method. */
+  maskSecret: string;
+  now?: () => Date;
+  /** Called after a documents-source request (issue 4) — absent means such sources answer request refusals. */
+  connectorRequest?: (source: SourceRecord, request: Record<string, unknown>, ctx: ToolCallContext, evaluator: AccessEvaluator) => Promise<ToolOutcome>;
+}
+
+/** Audit facts collected along the pipeline (never values, never keys). */
+function details(ctx: ToolCallContext): Record<string, unknown> {
+  return (ctx as ToolCallContext & { auditDetails?: Record<string, unknown> }).auditDetails ?? {};
+}
+
+/** Builds the interlock_query handler. */
+export function queryHandler(deps: QueryPipelineDeps): ToolHandler {
+  const now = deps.now ?? (() => new Date());
+  return async (args, ctx) => {
+    const identity = ctx.identity;
+    if (!identity) return { kind: 'refusal', code: 'identity_required' };
+    const audit = details(ctx);
+    const sourceId = String(args.source_id);
+    audit.source_id = sourceId;
+
+    const grants = await deps.store.grantsForIdentity(identity.id);
+    const evaluator = new AccessEvaluator(grants);
+    // Step 2: source.
+    const src = await sourceStep(deps.store, evaluator, sourceId);
+    if (!src.ok) return src.outcome;
+    const source = src.source;
+
+    if (source.type !== 'postgres') {
+      audit.action = 'request';
+      if (typeof args.request !== 'object' || args.request === null) {
+        return { kind: 'tool_error', code: 'invalid_arguments', message: `Source '${sourceId}' is a ${source.type} source: send request (e.g. {"operation":"get_document","asset_id":"…"}) instead of sql.` };
+      }
+      if (!deps.connectorRequest) return { kind: 'tool_error', code: 'tool_execution_failed' };
+      return deps.connectorRequest(source, args.request as Record<string, unknown>, ctx, evaluator);
+    }
+    if (typeof args.sql !== 'string') return { kind: 'tool_error', code: 'invalid_arguments', message: `Source '${sourceId}' is a SQL source: send sql.` };
+    const sql = args.sql;
+    const params = Array.isArray(args.params) ? (args.params as unknown[]) : [];
+
+    // Step 3: source-role authorization over the parsed statement.
+    const catalog = await deps.catalog(source);
+    if (!catalog) return { kind: 'refusal', code: 'source_not_catalogued' };
+    const analysis: SqlAnalysis = analyzeSql(sql, catalog);
+    if (!analysis.ok) {
+      audit.reason_detail = analysis.code;
+      return analysisRefusal(analysis);
+    }
+    audit.action = analysis.kind;
+    audit.fingerprint = analysis.fingerprint;
+    audit.relations = [...new Set([...analysis.reads, ...analysis.writes].map((r) => `${r.schema}.${r.table}`))].sort();
+    if (analysis.paramCount !== params.length) {
+      return { kind: 'tool_error', code: 'invalid_arguments', message: `The statement uses ${analysis.paramCount} parameter(s) ($1…) but params has ${params.length}.` };
+    }
+    const denied = authorizeStatement(evaluator, sourceId, analysis, catalog);
+    if (denied) return denied;
+
+    // Step 4: policy.
+    const policies = await deps.store.activePolicies();
+    const pol = policyStep(policies, { identityId: identity.id, identityName: identity.name, roles: evaluator.roleNames(sourceId), sourceId }, analysis, catalog, now());
+    if (!pol.ok) return pol.outcome;
+
+    // Step 5: rate limit.
+    const limited = await rateLimitStep(deps.rateLimiter, identity.id, sourceId);
+    if (limited) return limited;
+
+    // Step 6: write safety — a write never runs on the agent's call.
+    if (analysis.kind === 'write') {
+      const queued = await writeSafetyStep(deps.store, { source, identity, requestId: ctx.requestId, sql, params, analysis });
+      audit.approval_id = queued.kind === 'queued' ? queued.approvalId : undefined;
+      return queued;
+    }
+
+    // Step 7: execution (or the cache).
+    const requested = typeof args.max_rows === 'number' ? args.max_rows : TOOL_DEFAULTS.max_rows;
+    const maxRows = pol.restrictions.maxRows === null ? requested : Math.min(requested, pol.restrictions.maxRows);
+    const accessFingerprint = JSON.stringify([evaluator.statements(sourceId), pol.restrictions.fingerprint]);
+    const key = analysis.cacheable ? deps.cache.key({ sourceId, sql, params, maxRows, accessFingerprint }) : null;
+    const hit = key ? deps.cache.get(key) : undefined;
+    if (hit) {
+      audit.row_count = hit.rows.length;
+      audit.cached = true;
+      return queryResult(hit.rows, hit.truncated, true, hit.maskedColumns);
+    }
+    let read;
+    try {
+      read = await deps.connectors.reader(source).read(sql, params, { maxRows, maxBytes: deps.maxResultBytes ?? 4 * 1024 * 1024, signal: ctx.signal });
+    } catch (err) {
+      return mapConnectorError(err);
+    }
+
+    // Step 8: redaction (before caching, logging and audit).
+    const red = redactRows(read, analysis, pol.restrictions, deps.maskSecret);
+    if (!red.ok) return red.outcome;
+    if (key) deps.cache.set(key, { rows: red.rows, truncated: read.truncated, maskedColumns: red.maskedColumns });
+    audit.row_count = red.rows.length;
+    audit.cached = false;
+    return queryResult(red.rows, read.truncated, false, red.maskedColumns);
+  };
+}
+
+/** The interlock_query success result: text = JSON array of row objects; structuredContent {rows, row_count, truncated, cached, masked_columns}. */
+export function queryResult(rows: Record<string, unknown>[], truncated: boolean, cached: boolean, maskedColumns: string[]): ToolOutcome {
+  const sc: Record<string, unknown> = { rows, row_count: rows.length, truncated, cached };
+  if (maskedColumns.length) sc.masked_columns = maskedColumns;
+  return { kind: 'result', content: [{ type: 'text', text: JSON.stringify(rows) }], structuredContent: sc };
+}
+
+/** For pool-typed deps in other modules. */
+export type { Pool };
