@@ -190,7 +190,7 @@ function main() {
     console.log(
       `  scored scenarios: ${totals.scored} = ${totals.pass} passed + ${totals.baselined} baselined + ${totals.fail} failed` +
         (totals.stale ? ` + ${totals.stale} stale` : '') +
-        `; not scored: ${totals.notScored} run, ${totals.notScoredFailing} failing; checks: ${totals.checksPassed} passed, ${totals.checksFailed} failing`,
+        `; not scored: ${totals.notScored} run, ${totals.notScoredFailing} failing; checks: ${totals.checksPassed} passed, ${totals.checksFailed} failing (FAILURE or WARNING; the suite counts WARNING apart)`,
     );
     const logFile = args['suite-log'].get(revision);
     if (logFile && fs.existsSync(logFile)) {
