@@ -35,7 +35,8 @@ export async function startTestServer(opts: { fixtures?: boolean; extraTools?: T
     // Loaded lazily so that the fixture pack is never imported by production code paths.
     // eslint-disable-next-line @typescript-eslint/no-require-imports
     const { conformanceFixtureTools } = require('../../src/fixtures/conformance-tools') as typeof import('../../src/fixtures/conformance-tools');
-    tools.push(...conformanceFixtureTools());
+    // Fixtures first: the official suite calls the first listed tool without an API key.
+    tools.unshift(...conformanceFixtureTools());
   }
   if (opts.extraTools) tools.push(...opts.extraTools);
   const running = await listenGateway({
