@@ -135,6 +135,16 @@ async function callTool(adm: Admitted, id: JsonRpcId, params: Record<string, unk
   if (typeof name !== 'string') return invalidParams(ch, id, 'params.name must be a string');
   const binding = deps.tools.get(name);
   if (!binding) return invalidParams(ch, id, `Unknown tool: ${name.slice(0, 128)}`);
+  if (adm.dialect === 'modern' && binding.requiredClientCapabilities) {
+    const meta = isObject(params._meta) ? params._meta : {};
+    const declared = isObject(meta['io.modelcontextprotocol/clientCapabilities']) ? (meta['io.modelcontextprotocol/clientCapabilities'] as Record<string, unknown>) : {};
+    const missing = Object.keys(binding.requiredClientCapabilities).filter((k) => !(k in declared));
+    if (missing.length) {
+      const requiredCapabilities = Object.fromEntries(missing.map((k) => [k, binding.requiredClientCapabilities![k]]));
+      ch.final(400, errorResponse(id, { code: -32021, message: `Missing required client capability: ${missing.join(', ')}`, data: { requiredCapabilities } }));
+      return;
+    }
+  }
   const args = params.arguments === undefined ? {} : params.arguments;
   if (!isObject(args)) return invalidParams(ch, id, 'params.arguments must be an object');
   const meta = isObject(params._meta) ? params._meta : {};

@@ -83,6 +83,11 @@ export interface ToolBinding {
   /** Canonical tool name (differs for deprecated aliases). */
   canonical: string;
   deprecated: boolean;
+  /**
+   * Client capabilities the tool needs (modern dialect: refused with -32021 when the request's
+   * _meta clientCapabilities lacks one). No InterLock data tool sets it.
+   */
+  requiredClientCapabilities?: Record<string, Record<string, unknown>>;
   /** Validates arguments against inputSchema; returns an error text or null. */
   validate(args: unknown): string | null;
   handler: ToolHandler;
