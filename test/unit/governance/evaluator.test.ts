@@ -1,0 +1,99 @@
+import fc from 'fast-check';
+import { AccessEvaluator, type RoleGrant } from '../../../src/governance/evaluator';
+import { evaluatePolicies, insideTimeWindow, maskFor } from '../../../src/governance/policies';
+import type { Policy } from '../../../generated/policy-v1';
+
+const role = (name: string, statements: Array<[string, string, string]>): RoleGrant['role'] => ({ name, statements: statements.map(([effect, action, resource]) => ({ effect: effect as 'allow', action: action as 'read', resource })) });
+
+describe('AccessEvaluator', () => {
+  const ev = new AccessEvaluator([
+    { sourceId: 'db', role: role('analyst', [['allow', 'read', 'public.*'], ['deny', 'read', 'public.customer.email'], ['allow', 'write', 'public.playlist']]) },
+    { sourceId: 'db', role: role('hr', [['deny', 'read', 'hr.salary'], ['allow', 'read', 'hr.people.name']]) },
+  ]);
+  test('table pattern covers every column; column deny wins', () => {
+    expect(ev.decide('db', 'read', { schema: 'public', table: 'customer', column: 'first_name' })).toBe('allow');
+    expect(ev.decide('db', 'read', { schema: 'public', table: 'customer', column: 'email' })).toBe('deny');
+    expect(ev.decide('db', 'read', { schema: 'private', table: 'x', column: 'a' })).toBe('none');
+  });
+  test('no grant on another source; actions do not leak across each other', () => {
+    expect(ev.decide('other', 'read', { schema: 'public', table: 'customer', column: 'first_name' })).toBe('none');
+    expect(ev.decide('db', 'write', { schema: 'public', table: 'customer' })).toBe('none');
+    expect(ev.decide('db', 'write', { schema: 'public', table: 'playlist' })).toBe('allow');
+  });
+  test('read and write imply describe; an explicit deny on read does not spread to describe', () => {
+    expect(ev.decide('db', 'describe', { schema: 'public', table: 'playlist', column: 'name' })).toBe('allow');
+    expect(ev.decide('db', 'describe', { schema: 'hr', table: 'people', column: 'name' })).toBe('allow');
+    expect(ev.decide('db', 'describe', { schema: 'hr', table: 'people', column: 'salary' })).toBe('none');
+  });
+  test('zero-column reads need a table pattern or one readable column; a table deny wins', () => {
+    expect(ev.decideTable('db', 'read', 'hr', 'people', ['name', 'ssn'])).toBe('allow');
+    expect(ev.decideTable('db', 'read', 'hr', 'salary', ['amount'])).toBe('deny');
+    expect(ev.decideTable('db', 'write', 'hr', 'people', [])).toBe('none');
+  });
+  test('statements and roles are reported exactly', () => {
+    expect(ev.roleNames('db')).toEqual(['analyst', 'hr']);
+    expect(ev.statements('db').deny).toEqual([{ action: 'read', resource: 'hr.salary' }, { action: 'read', resource: 'public.customer.email' }]);
+    expect(ev.hasGrant('other')).toBe(false);
+  });
+
+  // Property: a decision is 'allow' exactly when some allow statement covers the resource and no deny does.
+  const name = fc.constantFrom('a', 'b', 'c');
+  const pattern = fc.oneof(
+    fc.tuple(fc.constantFrom('s', 't', '*'), fc.constantFrom('a', 'b', '*')).map(([s, t]) => `${s}.${t}`),
+    fc.tuple(fc.constantFrom('s', 't', '*'), fc.constantFrom('a', 'b', '*'), fc.constantFrom('x', 'y', '*')).map(([s, t, c]) => `${s}.${t}.${c}`),
+  );
+  const stmt = fc.tuple(fc.constantFrom('allow', 'deny'), fc.constantFrom('read', 'write', '*'), pattern);
+  test('property: deny wins, and allow needs a covering allow statement', () => {
+    fc.assert(
+      fc.property(fc.array(stmt, { maxLength: 8 }), fc.constantFrom('s', 't'), name, fc.constantFrom('x', 'y'), fc.constantFrom('read', 'write'), (stmts, schema, table, column, action) => {
+        const e = new AccessEvaluator([{ sourceId: 'src', role: role('r', stmts as Array<[string, string, string]>) }]);
+        const covers = (p: string) => {
+          const parts = p.split('.');
+          const m = (a: string, b: string) => a === '*' || a === b;
+          return parts.length === 2 ? m(parts[0], schema) && m(parts[1], table) : m(parts[0], schema) && m(parts[1], table) && m(parts[2], column);
+        };
+        const applies = ([, a, p]: [string, string, string]) => (a === '*' || a === action) && covers(p);
+        const expected = stmts.some((s) => s[0] === 'deny' && applies(s)) ? 'deny' : stmts.some((s) => s[0] === 'allow' && applies(s)) ? 'allow' : 'none';
+        expect(e.decide('src', action as 'read', { schema, table, column })).toBe(expected);
+      }),
+      { numRuns: 500 },
+    );
+  });
+});
+
+describe('policies', () => {
+  const subject = { identityId: 'idn_1', identityName: 'agent', roles: ['analyst'], sourceId: 'db' };
+  const now = new Date('2026-11-30T10:00:00Z'); // a Monday
+  const p = (name: string, rule: Policy['rule'], applies_to?: Policy['applies_to']): Policy => ({ name, rule, ...(applies_to ? { applies_to } : {}) });
+  test('deny_relations refuses matching reads, names the policy', () => {
+    const v = evaluatePolicies([p('no-hr', { type: 'deny_relations', relations: ['hr.*'] })], subject, { action: 'read', relations: [{ schema: 'hr', table: 'people', action: 'read' }], writes: [], now });
+    expect(v).toEqual({ ok: false, policy: 'no-hr', reason: 'Policy no-hr refuses read on hr.people.' });
+  });
+  test('applies_to scopes a policy to identities, roles and sources', () => {
+    const rule = { type: 'deny_relations' as const, relations: ['public.*'] };
+    const req = { action: 'read' as const, relations: [{ schema: 'public', table: 't', action: 'read' as const }], writes: [], now };
+    expect(evaluatePolicies([p('x', rule, { sources: ['other'] })], subject, req).ok).toBe(true);
+    expect(evaluatePolicies([p('x', rule, { roles: ['analyst'] })], subject, req).ok).toBe(false);
+    expect(evaluatePolicies([p('x', rule, { identities: ['agent'] })], subject, req).ok).toBe(false);
+    expect(evaluatePolicies([{ ...p('x', rule), enabled: false }], subject, req).ok).toBe(true);
+  });
+  test('require_where refuses UPDATE/DELETE without WHERE only', () => {
+    const pol = [p('where', { type: 'require_where' })];
+    const w = (hasWhere: boolean) => evaluatePolicies(pol, subject, { action: 'write', relations: [], writes: [{ schema: 'public', table: 't', operation: 'delete', hasWhere }], now });
+    expect(w(false).ok).toBe(false);
+    expect(w(true).ok).toBe(true);
+  });
+  test('max_rows takes the smallest cap; masks are collected; time windows use the rule time zone', () => {
+    const v = evaluatePolicies([p('a', { type: 'max_rows', max_rows: 50 }), p('b', { type: 'max_rows', max_rows: 20 }), p('m', { type: 'mask_columns', columns: ['public.customer.email'], method: 'partial' })], subject, { action: 'read', relations: [], writes: [], now });
+    expect(v.ok && v.maxRows).toBe(20);
+    expect(v.ok && maskFor(v.maskPatterns, 'public', 'customer', 'email')).toBe('partial');
+    expect(v.ok && maskFor(v.maskPatterns, 'public', 'customer', 'phone')).toBeNull();
+    const rule = { type: 'time_window' as const, days: ['mon' as const], start: '09:00', end: '17:00' };
+    expect(insideTimeWindow(rule, now)).toBe(true);
+    expect(insideTimeWindow({ ...rule, timezone: 'America/Los_Angeles' }, now)).toBe(false);
+    expect(insideTimeWindow(rule, new Date('2026-12-01T10:00:00Z'))).toBe(false);
+  });
+  test('the strongest mask wins', () => {
+    expect(maskFor([{ parts: ['public', 'customer', '*'], method: 'partial' }, { parts: ['public', '*', 'email'], method: 'null' }], 'public', 'customer', 'email')).toBe('null');
+  });
+});
