@@ -1,0 +1,1621 @@
+/**
+ * The parse-tree walker behind `analyzeSql` (sql-safety.md layers 1–3 and class 6).
+ *
+ * Design: one semantic pass over the raw PostgreSQL parse tree that, at the same time,
+ * - classifies (only SELECT/VALUES/TABLE, INSERT, UPDATE, DELETE, MERGE and EXPLAIN without ANALYZE
+ *   are accepted; every other statement and construct is refused),
+ * - resolves relations (CTE scopes first, then the catalogue through the search path), columns
+ *   (FROM items of the current query level, then outer levels), functions and operators,
+ * - records every column touched (reads), write targets, functions, filters, parameters,
+ * - computes each output column's lineage.
+ *
+ * Fail-closed allow-list: every node is dispatched on its type in an explicit switch and every
+ * field of every handled node is checked against the set of fields this walker understands; an
+ * unknown node type or field is refused as `statement_not_allowed`. Nothing is skipped silently.
+ */
+import { figureColname } from './colname';
+import { deniedFunctionReason, HARMLESS_VOLATILE, isCacheBreaking } from './function-policy';
+import {
+  alternative,
+  ColumnRef,
+  colKey,
+  derive,
+  Lin,
+  LIN_NONE,
+  linColumn,
+  merge,
+  RelRef,
+  sameLin,
+  tableKey,
+  wholeRow,
+} from './lineage';
+import { PreparedCatalog, PreparedRelation, PreparedRoutine, relKey } from './prepared-catalog';
+import type { FunctionUse, RefusalCode, WriteAccess } from './types';
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+type N = Record<string, any>;
+
+/** Thrown inside the walker; converted to a refusal result by `analyzeSql`. */
+export class Refusal extends Error {
+  constructor(
+    readonly code: RefusalCode,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'Refusal';
+  }
+}
+
+const MAX_DEPTH = 1000;
+const VOL_RANK: Record<string, number> = { immutable: 0, stable: 1, volatile: 2 };
+const MAX_RECURSIVE_ITERATIONS = 64;
+
+/** Cuts a name taken from the input before it goes into a message. */
+function q(name: unknown): string {
+  const s = String(name);
+  return '"' + (s.length > 64 ? s.slice(0, 64) + '…' : s).replace(/[\u0000-\u001f\u007f"]/g, '?') + '"';
+}
+
+// ---------------------------------------------------------------------------------------------
+// Field allow-list per node type. A field outside its type's list is refused (fail closed).
+// ---------------------------------------------------------------------------------------------
+const FIELD_LIST: Record<string, string> = {
+  SelectStmt:
+    'distinctClause intoClause targetList fromClause whereClause groupClause groupDistinct havingClause windowClause valuesLists sortClause limitOffset limitCount limitOption lockingClause withClause op all larg rarg',
+  InsertStmt: 'relation cols selectStmt onConflictClause returningClause withClause override',
+  UpdateStmt: 'relation targetList whereClause fromClause returningClause withClause',
+  DeleteStmt: 'relation usingClause whereClause returningClause withClause',
+  MergeStmt: 'relation sourceRelation joinCondition mergeWhenClauses returningClause withClause',
+  MergeWhenClause: 'matchKind commandType override condition targetList values',
+  OnConflictClause: 'action infer targetList whereClause location',
+  InferClause: 'indexElems whereClause conname location',
+  IndexElem: 'name expr indexcolname collation opclass ordering nulls_ordering',
+  ExplainStmt: 'query options',
+  DefElem: 'defnamespace defname arg defaction location',
+  ResTarget: 'name indirection val location',
+  RangeVar: 'schemaname relname inh relpersistence alias location',
+  Alias: 'aliasname colnames',
+  JoinExpr: 'jointype isNatural larg rarg usingClause join_using_alias quals alias rtindex',
+  RangeSubselect: 'lateral subquery alias',
+  RangeFunction: 'lateral ordinality is_rowsfrom functions alias coldeflist',
+  RangeTableSample: 'relation method args repeatable location',
+  ColumnDef: 'colname typeName is_local is_not_null inhcount collClause location',
+  FuncCall: 'funcname args agg_order agg_filter over agg_within_group agg_star agg_distinct func_variadic funcformat location',
+  WindowDef: 'name refname partitionClause orderClause frameOptions startOffset endOffset location',
+  SortBy: 'node sortby_dir sortby_nulls useOp location',
+  A_Expr: 'kind name lexpr rexpr rexpr_list_start rexpr_list_end location',
+  BoolExpr: 'boolop args location',
+  NullTest: 'arg nulltesttype argisrow location',
+  BooleanTest: 'arg booltesttype location',
+  TypeCast: 'arg typeName location',
+  TypeName: 'names setof pct_type typmods typemod arrayBounds location',
+  CollateClause: 'arg collname location',
+  A_Const: 'ival fval boolval sval bsval isnull location',
+  ParamRef: 'number location',
+  ColumnRef: 'fields location',
+  A_Indirection: 'arg indirection',
+  A_Indices: 'is_slice lidx uidx',
+  A_ArrayExpr: 'elements list_start list_end location',
+  RowExpr: 'args row_format colnames location',
+  CoalesceExpr: 'args location',
+  MinMaxExpr: 'op args location',
+  SQLValueFunction: 'op typmod location',
+  CaseExpr: 'arg args defresult location',
+  CaseWhen: 'expr result location',
+  SubLink: 'subLinkType subLinkId testexpr operName subselect location',
+  GroupingFunc: 'args location',
+  GroupingSet: 'kind content location',
+  NamedArgExpr: 'arg name argnumber location',
+  XmlExpr: 'op name named_args arg_names args xmloption indent location',
+  XmlSerialize: 'xmloption expr typeName indent location',
+  MultiAssignRef: 'source colno ncolumns',
+  SetToDefault: 'location',
+  MergeSupportFunc: 'location',
+  List: 'items',
+  CommonTableExpr: 'ctename aliascolnames ctematerialized ctequery search_clause cycle_clause location',
+  WithClause: 'ctes recursive location',
+  CTESearchClause: 'search_col_list search_breadth_first search_seq_column location',
+  CTECycleClause: 'cycle_col_list cycle_mark_column cycle_mark_value cycle_mark_default cycle_path_column location',
+  ReturningClause: 'options exprs',
+  JsonValueExpr: 'raw_expr formatted_expr format',
+  JsonFormat: 'format_type encoding location',
+  JsonOutput: 'typeName returning',
+  JsonReturning: 'format typid typmod',
+  JsonKeyValue: 'key value',
+  JsonObjectConstructor: 'exprs output absent_on_null unique location',
+  JsonArrayConstructor: 'exprs output absent_on_null location',
+  JsonArrayQueryConstructor: 'query output format absent_on_null location',
+  JsonAggConstructor: 'output agg_filter agg_order over location',
+  JsonObjectAgg: 'constructor arg absent_on_null unique',
+  JsonArrayAgg: 'constructor arg absent_on_null',
+  JsonParseExpr: 'expr output unique_keys location',
+  JsonScalarExpr: 'expr output location',
+  JsonSerializeExpr: 'expr output location',
+  JsonIsPredicate: 'expr format item_type unique_keys location',
+  JsonFuncExpr: 'op column_name context_item pathspec passing output on_empty on_error wrapper quotes location',
+  JsonArgument: 'val name',
+  JsonBehavior: 'btype expr coerce location',
+  String: 'sval',
+  Integer: 'ival',
+  Float: 'fval',
+  Boolean: 'boolval',
+  BitString: 'bsval',
+  A_Star: '',
+};
+const FIELDS: Record<string, ReadonlySet<string>> = Object.fromEntries(
+  Object.entries(FIELD_LIST).map(([k, v]) => [k, new Set(v.split(' ').filter(Boolean))]),
+);
+const hasOwn = Object.prototype.hasOwnProperty;
+
+/** Refuses a node that carries a field this walker does not understand. */
+function checkFields(type: string, n: N): void {
+  const allowed = FIELDS[type];
+  if (!allowed) throw new Refusal('statement_not_allowed', `unsupported SQL construct: ${type}`);
+  for (const k in n) {
+    if (!allowed.has(k)) throw new Refusal('statement_not_allowed', `unsupported SQL construct: ${type}.${k}`);
+  }
+}
+
+/** The single key of a wrapped node (`{ SelectStmt: {...} }` → `SelectStmt`), or undefined for `{}`. */
+function nodeType(node: N): string | undefined {
+  let t: string | undefined;
+  for (const k in node) {
+    if (t !== undefined) throw new Refusal('statement_not_allowed', 'malformed parse tree');
+    t = k;
+  }
+  return t;
+}
+
+/** Unwraps `{ Type: body }`, checking the type and fields. */
+function unwrap(node: N | undefined, type: string): N {
+  if (!node || !hasOwn.call(node, type)) throw new Refusal('statement_not_allowed', `unsupported SQL construct in place of ${type}`);
+  const body = node[type] as N;
+  checkFields(type, body);
+  return body;
+}
+
+function strings(list: N[] | undefined, what: string): string[] {
+  const out: string[] = [];
+  if (list) for (const x of list) {
+    if (!x || !hasOwn.call(x, 'String')) throw new Refusal('statement_not_allowed', `unsupported ${what}`);
+    out.push(String(x.String.sval ?? ''));
+  }
+  return out;
+}
+
+/** Friendly names for refused top-level statement types. */
+const STATEMENT_NAMES: Record<string, string> = {
+  TransactionStmt: 'transaction control',
+  VariableSetStmt: 'SET/RESET',
+  VariableShowStmt: 'SHOW',
+  CopyStmt: 'COPY',
+  DoStmt: 'DO',
+  CallStmt: 'CALL',
+  PrepareStmt: 'PREPARE',
+  ExecuteStmt: 'EXECUTE',
+  DeallocateStmt: 'DEALLOCATE',
+  LockStmt: 'LOCK',
+  ListenStmt: 'LISTEN',
+  NotifyStmt: 'NOTIFY',
+  UnlistenStmt: 'UNLISTEN',
+  DeclareCursorStmt: 'DECLARE CURSOR',
+  FetchStmt: 'FETCH/MOVE',
+  ClosePortalStmt: 'CLOSE',
+  VacuumStmt: 'VACUUM/ANALYZE',
+  ClusterStmt: 'CLUSTER',
+  ReindexStmt: 'REINDEX',
+  GrantStmt: 'GRANT/REVOKE',
+  GrantRoleStmt: 'GRANT/REVOKE role',
+  CreateTableAsStmt: 'CREATE TABLE AS / SELECT INTO',
+  CreateExtensionStmt: 'CREATE EXTENSION',
+  DiscardStmt: 'DISCARD',
+  CheckPointStmt: 'CHECKPOINT',
+  LoadStmt: 'LOAD',
+  SecLabelStmt: 'SECURITY LABEL',
+  CommentStmt: 'COMMENT',
+  TruncateStmt: 'TRUNCATE',
+  DropStmt: 'DROP',
+  CreateStmt: 'CREATE TABLE',
+  AlterTableStmt: 'ALTER TABLE',
+  AlterSystemStmt: 'ALTER SYSTEM',
+  CreateRoleStmt: 'CREATE ROLE',
+  AlterRoleStmt: 'ALTER ROLE',
+  AlterRoleSetStmt: 'ALTER ROLE SET',
+  CreateFunctionStmt: 'CREATE FUNCTION',
+  ViewStmt: 'CREATE VIEW',
+  RuleStmt: 'CREATE RULE',
+  CreateTrigStmt: 'CREATE TRIGGER',
+  RefreshMatViewStmt: 'REFRESH MATERIALIZED VIEW',
+  ConstraintsSetStmt: 'SET CONSTRAINTS',
+  ReassignOwnedStmt: 'REASSIGN OWNED',
+  DropOwnedStmt: 'DROP OWNED',
+};
+
+/** Short agent-facing name of a refused statement node type. */
+export function statementName(type: string): string {
+  if (STATEMENT_NAMES[type]) return STATEMENT_NAMES[type];
+  if (/^(Create|Alter|Drop|Define|Rename|Import)/.test(type)) return 'DDL (' + type.replace(/Stmt$/, '') + ')';
+  return type.replace(/Stmt$/, '');
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scopes
+// ---------------------------------------------------------------------------------------------
+interface ReadRef {
+  readonly rel: PreparedRelation;
+  readonly column: string;
+}
+/** A column visible through a FROM item: its name there, its lineage, and the base columns it reads. */
+interface Col {
+  readonly name: string;
+  readonly lin: Lin;
+  readonly reads: readonly ReadRef[] | null;
+}
+/** A FROM item (namespace entry), mirroring PostgreSQL's ParseNamespaceItem visibility flags. */
+interface NsItem {
+  readonly refname: string | null;
+  /** Schema of an unaliased base relation (for `schema.table.column`). */
+  readonly schema: string | null;
+  readonly cols: readonly Col[];
+  readonly relVisible: boolean;
+  readonly colsVisible: boolean;
+  readonly base: PreparedRelation | null;
+}
+interface Scope {
+  readonly parent: Scope | null;
+  readonly items: readonly NsItem[];
+}
+interface CteDef {
+  readonly name: string;
+  cols: Col[] | null;
+}
+interface CteEnv {
+  readonly parent: CteEnv | null;
+  readonly map: Map<string, CteDef>;
+}
+interface Ctx {
+  readonly scope: Scope;
+  readonly ctes: CteEnv | null;
+  readonly windows: Map<string, Lin> | null;
+}
+interface OutCol {
+  readonly name: string;
+  readonly lin: Lin;
+}
+interface QueryOut {
+  readonly cols: OutCol[];
+}
+
+const EMPTY_SCOPE_ITEMS: readonly NsItem[] = [];
+const baseColsCache = new WeakMap<PreparedRelation, Col[]>();
+
+function baseCols(rel: PreparedRelation): Col[] {
+  let cols = baseColsCache.get(rel);
+  if (!cols) {
+    cols = rel.columnNames.map((c) => ({
+      name: c,
+      lin: linColumn({ schema: rel.schema, table: rel.name, column: c }),
+      reads: [{ rel, column: c }],
+    }));
+    baseColsCache.set(rel, cols);
+  }
+  return cols;
+}
+
+function renameCols(cols: readonly Col[], alias: N | undefined, what: string): Col[] {
+  if (!alias) return cols as Col[];
+  checkFields('Alias', alias);
+  const names = strings(alias.colnames, 'column alias');
+  if (names.length > cols.length) throw new Refusal('unknown_column', `${what} has ${cols.length} columns but ${names.length} column aliases`);
+  if (names.length === 0) return cols as Col[];
+  return cols.map((c, i) => (i < names.length ? { name: names[i], lin: c.lin, reads: c.reads } : c));
+}
+
+const SYSTEM_SCHEMAS = new Set(['pg_catalog', 'information_schema', 'pg_toast']);
+const TIME_LITERAL = /^\s*(now|today|tomorrow|yesterday)\s*$/i;
+
+// ---------------------------------------------------------------------------------------------
+// The walker
+// ---------------------------------------------------------------------------------------------
+/** Mutable state of one analysis; create one per statement. */
+export class Analyzer {
+  readonly reads = new Map<string, { rel: PreparedRelation; cols: Set<string> }>();
+  readonly writes: WriteAccess[] = [];
+  readonly functions = new Map<string, FunctionUse>();
+  readonly filter = new Map<string, ColumnRef>();
+  cacheable = true;
+  maxParam = 0;
+  hasWrite = false;
+  private depth = 0;
+  private readonly sublinkNames = new WeakMap<object, string>();
+
+  constructor(private readonly cat: PreparedCatalog) {}
+
+  // ----- bookkeeping -----
+  private enter(): void {
+    if (++this.depth > MAX_DEPTH) throw new Refusal('invalid_sql', 'statement nests too deeply');
+  }
+  private leave(): void {
+    this.depth--;
+  }
+  private touchRelation(rel: PreparedRelation): void {
+    const k = relKey(rel.schema, rel.name);
+    if (!this.reads.has(k)) this.reads.set(k, { rel, cols: new Set() });
+  }
+  private readColumn(r: ReadRef): void {
+    const k = relKey(r.rel.schema, r.rel.name);
+    let e = this.reads.get(k);
+    if (!e) this.reads.set(k, (e = { rel: r.rel, cols: new Set() }));
+    e.cols.add(r.column);
+  }
+  private use(col: Col): Lin {
+    if (col.reads) for (const r of col.reads) this.readColumn(r);
+    return col.lin;
+  }
+  private addFilter(l: Lin): void {
+    if (l.src) for (const [k, v] of l.src) this.filter.set(k, v);
+  }
+
+  // ----- relations -----
+  private resolveRelation(schema: string | undefined, name: string): PreparedRelation {
+    if (schema !== undefined) {
+      if (SYSTEM_SCHEMAS.has(schema) || schema.startsWith('pg_toast') || schema.startsWith('pg_temp')) {
+        throw new Refusal('unknown_relation', `relation ${q(schema + '.' + name)} is a system relation and is not exposed`);
+      }
+      const rel = this.cat.relations.get(relKey(schema, name));
+      if (!rel) throw new Refusal('unknown_relation', `unknown relation ${q(schema + '.' + name)}`);
+      return rel;
+    }
+    for (const s of this.cat.path) {
+      if (s === 'pg_catalog') {
+        const sys = this.cat.systemRelations;
+        if (sys.has(name) || (sys.size === 0 && name.startsWith('pg_'))) {
+          throw new Refusal('unknown_relation', `relation ${q(name)} is a system relation and is not exposed`);
+        }
+        continue;
+      }
+      const rel = this.cat.relations.get(relKey(s, name));
+      if (rel) return rel;
+    }
+    throw new Refusal('unknown_relation', `unknown relation ${q(name)}`);
+  }
+
+  private lookupCte(env: CteEnv | null, name: string): CteDef | undefined {
+    for (let e = env; e; e = e.parent) {
+      const d = e.map.get(name);
+      if (d) return d;
+    }
+    return undefined;
+  }
+
+  /** DML target: always a catalogue relation (CTE names are never write targets). */
+  private writeTarget(rv: N | undefined): PreparedRelation {
+    if (!rv) throw new Refusal('statement_not_allowed', 'missing write target');
+    if (rv.catalogname !== undefined) throw new Refusal('unknown_relation', 'cross-database references are not supported');
+    checkFields('RangeVar', rv);
+    return this.resolveRelation(rv.schemaname, String(rv.relname));
+  }
+
+  private baseItem(rel: PreparedRelation, alias: N | undefined): NsItem {
+    const cols = renameCols(baseCols(rel), alias, `relation ${q(rel.name)}`);
+    return {
+      refname: alias ? String(alias.aliasname) : rel.name,
+      schema: alias ? null : rel.schema,
+      cols,
+      relVisible: true,
+      colsVisible: true,
+      base: rel,
+    };
+  }
+
+  // ----- functions and operators -----
+  private resolveFunction(parts: string[]): PreparedRoutine {
+    if (parts.length === 0 || parts.length > 2) {
+      throw new Refusal('function_not_allowed', parts.length > 2 ? 'cross-database function references are not supported' : 'malformed function name');
+    }
+    const name = parts[parts.length - 1];
+    const schema = parts.length === 2 ? parts[0] : undefined;
+    const denied = deniedFunctionReason(name);
+    if (denied) throw new Refusal('function_not_allowed', `function ${q(name)} is not allowed: it ${denied}`);
+    const all = this.cat.functionsByName.get(name);
+    const candidates: PreparedRoutine[] = [];
+    if (all) {
+      if (schema !== undefined) {
+        for (const r of all) if (r.schema === schema) candidates.push(r);
+      } else {
+        for (const s of this.cat.path) for (const r of all) if (r.schema === s) candidates.push(r);
+      }
+    }
+    if (candidates.length === 0) {
+      throw new Refusal('function_not_allowed', `unknown function ${q(schema !== undefined ? schema + '.' + name : name)}`);
+    }
+    // PostgreSQL may pick any same-named candidate on the path (argument types decide), so every
+    // candidate must be acceptable.
+    let worst: PreparedRoutine = candidates[0];
+    for (const c of candidates) {
+      if (c.volatility === 'volatile' && !(c.schema === 'pg_catalog' && HARMLESS_VOLATILE.has(c.name))) {
+        throw new Refusal('function_not_allowed', `function ${q(c.schema + '.' + c.name)} is volatile (may have side effects)`);
+      }
+      if (isCacheBreaking(c.schema, c.name, c.volatility)) this.cacheable = false;
+      if (VOL_RANK[c.volatility] > VOL_RANK[worst.volatility]) worst = c;
+    }
+    const first = candidates[0];
+    const key = first.schema + '.' + first.name;
+    if (!this.functions.has(key)) this.functions.set(key, { schema: first.schema, name: first.name, volatility: worst.volatility });
+    return first;
+  }
+
+  private checkOperator(nameList: N[] | undefined): void {
+    const parts = strings(nameList, 'operator name');
+    if (parts.length === 0 || parts.length > 2) throw new Refusal('function_not_allowed', 'malformed operator name');
+    const ops = this.cat.operatorsByName;
+    if (!ops) return;
+    const name = parts[parts.length - 1];
+    const schema = parts.length === 2 ? parts[0] : undefined;
+    const all = ops.get(name);
+    let found = false;
+    if (all) {
+      for (const r of all) {
+        if (schema !== undefined ? r.schema !== schema : !this.cat.path.includes(r.schema)) continue;
+        found = true;
+        if (r.volatility === 'volatile') throw new Refusal('function_not_allowed', `operator ${q(name)} is implemented by a volatile function`);
+        if (r.volatility === 'stable' && r.schema !== 'pg_catalog') this.cacheable = false;
+      }
+    }
+    if (!found) throw new Refusal('function_not_allowed', `unknown operator ${q(schema !== undefined ? schema + '.' + name : name)}`);
+  }
+
+  // ----- statements -----
+  /** Top-level entry: returns the statement's output columns. */
+  top(type: string, body: N): QueryOut {
+    if (type === 'ExplainStmt') {
+      checkFields('ExplainStmt', body);
+      for (const o of body.options ?? []) {
+        const d = unwrap(o, 'DefElem');
+        const opt = String(d.defname ?? '').toLowerCase();
+        if (opt === 'analyze' || opt === 'analyse') throw new Refusal('statement_not_allowed', 'EXPLAIN ANALYZE executes the statement and is not allowed');
+        if (!EXPLAIN_OPTIONS.has(opt)) throw new Refusal('statement_not_allowed', `EXPLAIN option ${q(opt)} is not allowed`);
+      }
+      const inner = body.query as N;
+      const t = inner ? nodeType(inner) : undefined;
+      if (t !== 'SelectStmt') throw new Refusal('statement_not_allowed', 'EXPLAIN is only allowed for read statements');
+      this.query(inner, null, null);
+      if (this.hasWrite) throw new Refusal('statement_not_allowed', 'EXPLAIN is only allowed for read statements');
+      return { cols: [{ name: 'QUERY PLAN', lin: LIN_NONE }] };
+    }
+    return this.query({ [type]: body }, null, null);
+  }
+
+  /** Analyses a wrapped query node at a new query level. */
+  private query(node: N, parent: Scope | null, ctes: CteEnv | null): QueryOut {
+    const type = nodeType(node);
+    this.enter();
+    try {
+      switch (type) {
+        case 'SelectStmt':
+          checkFields(type, node.SelectStmt);
+          return this.select(node.SelectStmt, parent, ctes);
+        case 'InsertStmt':
+          checkFields(type, node.InsertStmt);
+          return this.insert(node.InsertStmt, parent, ctes);
+        case 'UpdateStmt':
+          checkFields(type, node.UpdateStmt);
+          return this.update(node.UpdateStmt, parent, ctes);
+        case 'DeleteStmt':
+          checkFields(type, node.DeleteStmt);
+          return this.del(node.DeleteStmt, parent, ctes);
+        case 'MergeStmt':
+          checkFields(type, node.MergeStmt);
+          return this.mergeStmt(node.MergeStmt, parent, ctes);
+        default:
+          throw new Refusal('statement_not_allowed', `${statementName(type ?? 'empty')} is not allowed here`);
+      }
+    } finally {
+      this.leave();
+    }
+  }
+
+  private select(s: N, parent: Scope | null, outerCtes: CteEnv | null): QueryOut {
+    if (s.intoClause) throw new Refusal('statement_not_allowed', 'SELECT INTO creates a table and is not allowed');
+    if (s.lockingClause && s.lockingClause.length) throw new Refusal('statement_not_allowed', 'FOR UPDATE/SHARE row locks are not allowed');
+    const ctes = s.withClause ? this.withClause(s.withClause, parent, outerCtes) : outerCtes;
+    const op = s.op ?? 'SETOP_NONE';
+    if (op !== 'SETOP_NONE') return this.setOperation(s, parent, ctes);
+    if (s.valuesLists) return this.values(s, parent, ctes);
+
+    // FROM
+    const items: NsItem[] = [];
+    const fromCtx = { parent, ctes };
+    for (const f of s.fromClause ?? []) {
+      const r = this.fromItem(f, fromCtx, items);
+      for (const it of r) items.push(it);
+    }
+    const scope: Scope = { parent, items };
+    const windows = s.windowClause && s.windowClause.length ? new Map<string, Lin>() : null;
+    const ctx: Ctx = { scope, ctes, windows };
+
+    if (s.whereClause) this.addFilter(this.ex(s.whereClause, ctx));
+    if (windows) {
+      for (const w of s.windowClause) {
+        const def = unwrap(w, 'WindowDef');
+        const lin = this.windowDef(def, ctx);
+        if (def.name !== undefined) windows.set(String(def.name), lin);
+      }
+    }
+    const outs = this.targetList(s.targetList ?? [], ctx);
+
+    for (const d of s.distinctClause ?? []) {
+      if (d && nodeType(d) !== undefined) this.addFilter(this.sortTarget(d, ctx, outs));
+    }
+    for (const g of s.groupClause ?? []) this.groupItem(g, ctx, outs);
+    if (s.havingClause) this.addFilter(this.ex(s.havingClause, ctx));
+    for (const sb of s.sortClause ?? []) this.sortBy(sb, ctx, outs);
+    if (s.limitOffset) this.addFilter(this.ex(s.limitOffset, ctx));
+    if (s.limitCount) this.addFilter(this.ex(s.limitCount, ctx));
+    return { cols: outs };
+  }
+
+  /** `VALUES (...), (...)`: columns column1..N, lineage per position over all rows. */
+  private values(s: N, parent: Scope | null, ctes: CteEnv | null): QueryOut {
+    if (s.targetList || s.fromClause || s.whereClause || s.groupClause || s.havingClause || s.windowClause || s.distinctClause) {
+      throw new Refusal('statement_not_allowed', 'unsupported VALUES form');
+    }
+    const ctx: Ctx = { scope: { parent, items: EMPTY_SCOPE_ITEMS }, ctes, windows: null };
+    let lins: Lin[] | null = null;
+    for (const row of s.valuesLists) {
+      const l = unwrap(row, 'List');
+      const cur = (l.items ?? []).map((e: N) => this.ex(e, ctx));
+      if (!lins) lins = cur;
+      else {
+        if (cur.length !== lins.length) throw new Refusal('invalid_sql', 'VALUES lists must all be the same length');
+        lins = lins.map((x, i) => alternative(x, cur[i]));
+      }
+    }
+    const outs: OutCol[] = (lins ?? []).map((lin, i) => ({ name: `column${i + 1}`, lin }));
+    this.outputOnlyClauses(s, parent, ctes, outs);
+    return { cols: outs };
+  }
+
+  /** ORDER BY / LIMIT / OFFSET of a set operation or VALUES: resolved against the output columns. */
+  private outputOnlyClauses(s: N, parent: Scope | null, ctes: CteEnv | null, outs: OutCol[]): void {
+    if (!s.sortClause && !s.limitCount && !s.limitOffset) return;
+    const item: NsItem = {
+      refname: null,
+      schema: null,
+      cols: outs.map((o) => ({ name: o.name, lin: o.lin, reads: null })),
+      relVisible: false,
+      colsVisible: true,
+      base: null,
+    };
+    const ctx: Ctx = { scope: { parent, items: [item] }, ctes, windows: null };
+    for (const sb of s.sortClause ?? []) this.sortBy(sb, ctx, outs);
+    if (s.limitOffset) this.addFilter(this.ex(s.limitOffset, ctx));
+    if (s.limitCount) this.addFilter(this.ex(s.limitCount, ctx));
+  }
+
+  private setOperation(s: N, parent: Scope | null, ctes: CteEnv | null): QueryOut {
+    if (!['SETOP_UNION', 'SETOP_INTERSECT', 'SETOP_EXCEPT'].includes(s.op)) throw new Refusal('statement_not_allowed', 'unsupported set operation');
+    if (s.targetList || s.fromClause || s.whereClause || s.groupClause || s.havingClause || s.windowClause || s.valuesLists || s.distinctClause) {
+      throw new Refusal('statement_not_allowed', 'unsupported set operation form');
+    }
+    const l = this.query({ SelectStmt: s.larg }, parent, ctes);
+    const r = this.query({ SelectStmt: s.rarg }, parent, ctes);
+    if (l.cols.length !== r.cols.length) throw new Refusal('invalid_sql', 'each UNION/INTERSECT/EXCEPT query must have the same number of columns');
+    const outs = l.cols.map((c, i) => ({ name: c.name, lin: alternative(c.lin, r.cols[i].lin) }));
+    this.outputOnlyClauses(s, parent, ctes, outs);
+    return { cols: outs };
+  }
+
+  // ----- WITH -----
+  private withClause(w: N, parent: Scope | null, outer: CteEnv | null): CteEnv {
+    checkFields('WithClause', w);
+    const env: CteEnv = { parent: outer, map: new Map() };
+    const defs: N[] = (w.ctes ?? []).map((c: N) => unwrap(c, 'CommonTableExpr'));
+    const names = new Set<string>();
+    for (const d of defs) {
+      const name = String(d.ctename);
+      if (names.has(name)) throw new Refusal('invalid_sql', `WITH query name ${q(name)} specified more than once`);
+      names.add(name);
+    }
+    if (!w.recursive) {
+      for (const d of defs) {
+        const cols = this.cteBody(d, parent, env, false);
+        env.map.set(String(d.ctename), { name: String(d.ctename), cols });
+      }
+      return env;
+    }
+    // WITH RECURSIVE: every name of the list is visible in every body; analyse in dependency order.
+    const deps = new Map<string, Set<string>>();
+    for (const d of defs) deps.set(String(d.ctename), referencedNames(d.ctequery, names));
+    const done = new Set<string>();
+    const order: N[] = [];
+    const visiting = new Set<string>();
+    const byName = new Map(defs.map((d) => [String(d.ctename), d] as [string, N]));
+    const visit = (name: string): void => {
+      if (done.has(name)) return;
+      if (visiting.has(name)) throw new Refusal('invalid_sql', 'mutual recursion between WITH items is not supported');
+      visiting.add(name);
+      for (const dep of deps.get(name)!) if (dep !== name) visit(dep);
+      visiting.delete(name);
+      done.add(name);
+      order.push(byName.get(name)!);
+    };
+    for (const d of defs) visit(String(d.ctename));
+    for (const d of order) {
+      const name = String(d.ctename);
+      const selfRef = deps.get(name)!.has(name);
+      const def: CteDef = { name, cols: null };
+      env.map.set(name, def);
+      def.cols = this.cteBody(d, parent, env, selfRef, def);
+    }
+    return env;
+  }
+
+  /** Analyses one CTE body and returns its columns (aliases, SEARCH/CYCLE columns applied). */
+  private cteBody(d: N, parent: Scope | null, env: CteEnv, selfRef: boolean, def?: CteDef): Col[] {
+    const aliases = strings(d.aliascolnames, 'CTE column alias');
+    const name = String(d.ctename);
+    let outs: OutCol[];
+    if (!selfRef) {
+      outs = this.query(d.ctequery, parent, env).cols;
+    } else {
+      const body = d.ctequery?.SelectStmt as N | undefined;
+      if (!body || body.op !== 'SETOP_UNION' || !body.larg || !body.rarg) {
+        throw new Refusal('invalid_sql', `recursive query ${q(name)} must have the form non-recursive-term UNION recursive-term`);
+      }
+      checkFields('SelectStmt', body);
+      if (body.withClause || body.sortClause || body.limitCount || body.limitOffset || body.lockingClause) {
+        throw new Refusal('statement_not_allowed', `unsupported clause in recursive query ${q(name)}`);
+      }
+      const left = this.query({ SelectStmt: body.larg }, parent, env).cols;
+      let cur = left;
+      for (let i = 0; ; i++) {
+        if (i >= MAX_RECURSIVE_ITERATIONS) throw new Refusal('invalid_sql', `recursive query ${q(name)} is too complex to analyse`);
+        def!.cols = this.applyCteAliases(cur, aliases, name);
+        const right = this.query({ SelectStmt: body.rarg }, parent, env).cols;
+        if (right.length !== left.length) throw new Refusal('invalid_sql', 'each UNION query must have the same number of columns');
+        const next = left.map((c, k) => ({ name: c.name, lin: alternative(alternative(c.lin, cur[k].lin), right[k].lin) }));
+        if (next.every((c, k) => sameLin(c.lin, cur[k].lin))) break;
+        cur = next;
+      }
+      outs = cur;
+    }
+    let cols = this.applyCteAliases(outs, aliases, name);
+    if (d.search_clause) {
+      const sc = d.search_clause as N;
+      checkFields('CTESearchClause', sc);
+      const used = this.cteColumns(cols, strings(sc.search_col_list, 'SEARCH column'), name);
+      cols = [...cols, { name: String(sc.search_seq_column), lin: derive(used), reads: null }];
+    }
+    if (d.cycle_clause) {
+      const cc = d.cycle_clause as N;
+      checkFields('CTECycleClause', cc);
+      const used = this.cteColumns(cols, strings(cc.cycle_col_list, 'CYCLE column'), name);
+      const emptyCtx: Ctx = { scope: { parent: null, items: EMPTY_SCOPE_ITEMS }, ctes: null, windows: null };
+      this.ex(cc.cycle_mark_value, emptyCtx);
+      this.ex(cc.cycle_mark_default, emptyCtx);
+      cols = [...cols, { name: String(cc.cycle_mark_column), lin: derive(used), reads: null }];
+      if (cc.cycle_path_column !== undefined) cols.push({ name: String(cc.cycle_path_column), lin: derive(used), reads: null });
+    }
+    return cols;
+  }
+
+  private applyCteAliases(outs: readonly OutCol[], aliases: string[], name: string): Col[] {
+    if (aliases.length > outs.length) throw new Refusal('invalid_sql', `WITH query ${q(name)} has ${outs.length} columns available but ${aliases.length} columns specified`);
+    return outs.map((o, i) => ({ name: i < aliases.length ? aliases[i] : o.name, lin: o.lin, reads: null }));
+  }
+
+  private cteColumns(cols: readonly Col[], names: string[], cte: string): Lin {
+    let lin = LIN_NONE;
+    for (const n of names) {
+      const c = cols.find((x) => x.name === n);
+      if (!c) throw new Refusal('unknown_column', `column ${q(n)} not in WITH query ${q(cte)}`);
+      lin = merge(lin, c.lin);
+    }
+    return lin;
+  }
+
+  // ----- FROM -----
+  /**
+   * Analyses one FROM-list entry. `left` holds the items already in this FROM list (visible to
+   * LATERAL items and function calls, as in PostgreSQL).
+   */
+  private fromItem(node: N, fc: { parent: Scope | null; ctes: CteEnv | null }, left: readonly NsItem[]): NsItem[] {
+    const type = nodeType(node);
+    this.enter();
+    try {
+      switch (type) {
+        case 'RangeVar': {
+          const rv = node.RangeVar as N;
+          checkFields('RangeVar', rv);
+          if (rv.catalogname !== undefined) throw new Refusal('unknown_relation', 'cross-database references are not supported');
+          const name = String(rv.relname);
+          if (rv.schemaname === undefined) {
+            const cte = this.lookupCte(fc.ctes, name);
+            if (cte) {
+              if (!cte.cols) throw new Refusal('invalid_sql', `recursive reference to ${q(name)} is not allowed here`);
+              const cols = renameCols(cte.cols, rv.alias, `WITH query ${q(name)}`);
+              return [{ refname: rv.alias ? String(rv.alias.aliasname) : name, schema: null, cols, relVisible: true, colsVisible: true, base: null }];
+            }
+          }
+          const rel = this.resolveRelation(rv.schemaname, name);
+          this.touchRelation(rel);
+          return [this.baseItem(rel, rv.alias)];
+        }
+        case 'RangeSubselect': {
+          const rs = node.RangeSubselect as N;
+          checkFields('RangeSubselect', rs);
+          const parent: Scope | null = rs.lateral ? { parent: fc.parent, items: left } : fc.parent;
+          const out = this.query(rs.subquery, parent, fc.ctes);
+          const cols = renameCols(
+            out.cols.map((o) => ({ name: o.name, lin: o.lin, reads: null })),
+            rs.alias,
+            'subquery',
+          );
+          return [{ refname: rs.alias ? String(rs.alias.aliasname) : null, schema: null, cols, relVisible: !!rs.alias, colsVisible: true, base: null }];
+        }
+        case 'RangeFunction':
+          return [this.rangeFunction(node.RangeFunction, { parent: fc.parent, items: left }, fc.ctes)];
+        case 'JoinExpr':
+          return this.join(node.JoinExpr, fc, left);
+        case 'RangeTableSample': {
+          const ts = node.RangeTableSample as N;
+          checkFields('RangeTableSample', ts);
+          const method = strings(ts.method, 'TABLESAMPLE method');
+          if (method.length !== 1 || !['bernoulli', 'system'].includes(method[0])) {
+            throw new Refusal('function_not_allowed', 'only TABLESAMPLE BERNOULLI and SYSTEM are allowed');
+          }
+          const inner = nodeType(ts.relation ?? {});
+          const isCte = inner === 'RangeVar' && ts.relation.RangeVar.schemaname === undefined && !!this.lookupCte(fc.ctes, String(ts.relation.RangeVar.relname));
+          if (inner !== 'RangeVar' || isCte) {
+            throw new Refusal('statement_not_allowed', 'TABLESAMPLE must be applied to a table');
+          }
+          const items = this.fromItem(ts.relation, fc, left);
+          const ctx: Ctx = { scope: { parent: fc.parent, items: EMPTY_SCOPE_ITEMS }, ctes: fc.ctes, windows: null };
+          for (const a of ts.args ?? []) this.ex(a, ctx);
+          if (ts.repeatable) this.ex(ts.repeatable, ctx);
+          else this.cacheable = false;
+          return items;
+        }
+        case 'RangeTableFunc':
+          throw new Refusal('statement_not_allowed', 'XMLTABLE is not supported');
+        case 'JsonTable':
+          throw new Refusal('statement_not_allowed', 'JSON_TABLE is not supported');
+        default:
+          throw new Refusal('statement_not_allowed', `unsupported FROM item: ${type ?? 'empty'}`);
+      }
+    } finally {
+      this.leave();
+    }
+  }
+
+  private rangeFunction(rf: N, lateral: Scope, ctes: CteEnv | null): NsItem {
+    checkFields('RangeFunction', rf);
+    const ctx: Ctx = { scope: lateral, ctes, windows: null };
+    const funcs: N[] = rf.functions ?? [];
+    if (funcs.length === 0) throw new Refusal('statement_not_allowed', 'empty function list in FROM');
+    const cols: Col[] = [];
+    let firstName = '';
+    funcs.forEach((entry, idx) => {
+      const pair = unwrap(entry, 'List').items as N[] | undefined;
+      if (!pair || pair.length < 1 || pair.length > 2) throw new Refusal('statement_not_allowed', 'unsupported function in FROM');
+      const call = pair[0];
+      const defs = pair[1] && nodeType(pair[1]) !== undefined ? pair[1] : null;
+      let lin: Lin;
+      let routine: PreparedRoutine | null = null;
+      let fname: string;
+      if (hasOwn.call(call, 'FuncCall')) {
+        const r = this.funcCall(call.FuncCall, ctx);
+        lin = r.lin;
+        routine = r.routine;
+        fname = r.routine.name;
+      } else {
+        lin = this.ex(call, ctx);
+        fname = figureColname(call);
+      }
+      if (idx === 0) firstName = fname;
+      lin = derive(lin);
+      let names: string[];
+      const deflist: N[] | null = defs ? (unwrap(defs, 'List').items as N[]) : funcs.length === 1 && rf.coldeflist ? rf.coldeflist : null;
+      if (deflist) names = deflist.map((cd: N) => String(unwrap(cd, 'ColumnDef').colname));
+      else if (routine?.outColumns) names = [...routine.outColumns];
+      else names = [funcs.length === 1 && rf.alias ? String(rf.alias.aliasname) : fname];
+      for (const n of names) cols.push({ name: n, lin, reads: null });
+    });
+    if (rf.ordinality) cols.push({ name: 'ordinality', lin: LIN_NONE, reads: null });
+    const renamed = renameCols(cols, rf.alias, 'function in FROM');
+    return {
+      refname: rf.alias ? String(rf.alias.aliasname) : firstName,
+      schema: null,
+      cols: renamed,
+      relVisible: true,
+      colsVisible: true,
+      base: null,
+    };
+  }
+
+  private join(j: N, fc: { parent: Scope | null; ctes: CteEnv | null }, before: readonly NsItem[]): NsItem[] {
+    checkFields('JoinExpr', j);
+    const jt = String(j.jointype ?? 'JOIN_INNER');
+    if (!['JOIN_INNER', 'JOIN_LEFT', 'JOIN_RIGHT', 'JOIN_FULL'].includes(jt)) throw new Refusal('statement_not_allowed', 'unsupported join type');
+    const l = this.fromItem(j.larg, fc, before);
+    const r = this.fromItem(j.rarg, fc, [...before, ...l]);
+    const lcols = visibleCols(l);
+    const rcols = visibleCols(r);
+    const onCtx: Ctx = { scope: { parent: fc.parent, items: [...l, ...r] }, ctes: fc.ctes, windows: null };
+
+    let usingNames: string[] | null = null;
+    if (j.isNatural) {
+      const rn = new Set(rcols.map((c) => c.name));
+      usingNames = [];
+      for (const c of lcols) if (rn.has(c.name) && !usingNames.includes(c.name)) usingNames.push(c.name);
+    } else if (j.usingClause) {
+      usingNames = strings(j.usingClause, 'USING column');
+    }
+    let joinCols: Col[];
+    let usingAliasItem: NsItem | null = null;
+    if (usingNames) {
+      const merged: Col[] = [];
+      const lUsed = new Set<Col>();
+      const rUsed = new Set<Col>();
+      for (const name of usingNames) {
+        const lc = lcols.filter((c) => c.name === name);
+        const rc = rcols.filter((c) => c.name === name);
+        if (lc.length !== 1) throw new Refusal('unknown_column', `column ${q(name)} specified in USING clause does not exist (or is ambiguous) in left table`);
+        if (rc.length !== 1) throw new Refusal('unknown_column', `column ${q(name)} specified in USING clause does not exist (or is ambiguous) in right table`);
+        lUsed.add(lc[0]);
+        rUsed.add(rc[0]);
+        const a = this.use(lc[0]);
+        const b = this.use(rc[0]);
+        this.addFilter(a);
+        this.addFilter(b);
+        // The merged value is one side's value (or COALESCE of both for FULL JOIN) and equals the
+        // other side's when both exist: attribute it to both; passthrough only if it is one column.
+        merged.push({ name, lin: alternative(a, b), reads: [...(lc[0].reads ?? []), ...(rc[0].reads ?? [])] });
+      }
+      joinCols = [...merged, ...lcols.filter((c) => !lUsed.has(c)), ...rcols.filter((c) => !rUsed.has(c))];
+      if (j.join_using_alias) {
+        checkFields('Alias', j.join_using_alias);
+        usingAliasItem = { refname: String(j.join_using_alias.aliasname), schema: null, cols: merged, relVisible: true, colsVisible: false, base: null };
+      }
+    } else {
+      joinCols = [...lcols, ...rcols];
+    }
+    if (j.quals) this.addFilter(this.ex(j.quals, onCtx));
+
+    const out: NsItem[] = [];
+    if (j.alias) {
+      const cols = renameCols(joinCols, j.alias, 'join');
+      out.push({ refname: String(j.alias.aliasname), schema: null, cols, relVisible: true, colsVisible: true, base: null });
+    } else {
+      out.push({ refname: null, schema: null, cols: joinCols, relVisible: false, colsVisible: true, base: null });
+      for (const it of [...l, ...r]) out.push(it.colsVisible ? { ...it, colsVisible: false } : it);
+      if (usingAliasItem) out.push(usingAliasItem);
+    }
+    return out;
+  }
+
+  // ----- select list -----
+  private targetList(list: N[], ctx: Ctx): OutCol[] {
+    const outs: OutCol[] = [];
+    for (const t of list) {
+      const rt = unwrap(t, 'ResTarget');
+      if (rt.indirection) throw new Refusal('statement_not_allowed', 'unsupported select-list form');
+      const val = rt.val as N | undefined;
+      if (!val) throw new Refusal('statement_not_allowed', 'empty select-list item');
+      if (hasOwn.call(val, 'ColumnRef')) {
+        const cr = val.ColumnRef as N;
+        checkFields('ColumnRef', cr);
+        const fields: N[] = cr.fields ?? [];
+        if (fields.length && hasOwn.call(fields[fields.length - 1], 'A_Star')) {
+          if (rt.name !== undefined) throw new Refusal('invalid_sql', 'a star cannot have an alias');
+          for (const c of this.starColumns(fields, ctx)) outs.push({ name: c.name, lin: this.use(c) });
+          continue;
+        }
+      }
+      if (hasOwn.call(val, 'A_Indirection')) {
+        const ind = (val.A_Indirection as N).indirection as N[] | undefined;
+        if (ind && ind.length && hasOwn.call(ind[ind.length - 1], 'A_Star')) {
+          throw new Refusal('statement_not_allowed', 'composite expansion (x).* is not supported in the select list');
+        }
+      }
+      const lin = this.ex(val, ctx);
+      outs.push({ name: rt.name !== undefined ? String(rt.name) : figureColname(val, (s) => this.sublinkNames.get(s)), lin });
+    }
+    return outs;
+  }
+
+  /** Columns a `*`, `t.*` or `s.t.*` select-list item expands to (current query level only). */
+  private starColumns(fields: N[], ctx: Ctx): readonly Col[] {
+    const names = fields.slice(0, -1).map((f) => {
+      if (!hasOwn.call(f, 'String')) throw new Refusal('statement_not_allowed', 'malformed column reference');
+      return String(f.String.sval);
+    });
+    if (names.length === 0) {
+      const out: Col[] = [];
+      for (const it of ctx.scope.items) if (it.colsVisible) for (const c of it.cols) out.push(c);
+      if (ctx.scope.items.length === 0) throw new Refusal('invalid_sql', 'SELECT * with no tables specified is not valid');
+      return out;
+    }
+    const item = this.findItem(names, ctx.scope);
+    if (!item) throw new Refusal('unknown_relation', `missing FROM-clause entry for ${q(names.join('.'))}`);
+    if (item.base) this.touchRelation(item.base);
+    return item.cols;
+  }
+
+  /** Finds a FROM item by `[refname]` or `[schema, table]`, searching the query levels outward. */
+  private findItem(names: string[], scope: Scope | null): NsItem | null {
+    if (names.length > 2) throw new Refusal('unknown_column', 'cross-database references are not supported');
+    for (let s = scope; s; s = s.parent) {
+      for (const it of s.items) {
+        if (!it.relVisible || it.refname !== names[names.length - 1]) continue;
+        if (names.length === 2 && it.schema !== names[0]) continue;
+        return it;
+      }
+    }
+    return null;
+  }
+
+  // ----- ORDER BY / GROUP BY / DISTINCT ON / windows -----
+  /** ORDER BY and DISTINCT ON items: a bare name or position refers to an output column first. */
+  private sortTarget(node: N, ctx: Ctx, outs: readonly OutCol[]): Lin {
+    const pos = integerConst(node);
+    if (pos !== null) {
+      if (pos < 1 || pos > outs.length) throw new Refusal('invalid_sql', `ORDER BY position ${pos} is not in select list`);
+      return outs[pos - 1].lin;
+    }
+    const bare = bareName(node);
+    if (bare !== null) {
+      const hits = outs.filter((o) => o.name === bare);
+      if (hits.length) return hits.reduce((a, o) => merge(a, o.lin), LIN_NONE);
+    }
+    return this.ex(node, ctx);
+  }
+
+  private sortBy(node: N, ctx: Ctx, outs: readonly OutCol[]): void {
+    const sb = unwrap(node, 'SortBy');
+    if (sb.useOp) this.checkOperator(sb.useOp);
+    this.addFilter(this.sortTarget(sb.node, ctx, outs));
+  }
+
+  /** GROUP BY item: input columns first, then output names/positions (PostgreSQL's rule). */
+  private groupItem(node: N, ctx: Ctx, outs: readonly OutCol[]): void {
+    if (hasOwn.call(node, 'GroupingSet')) {
+      const gs = node.GroupingSet as N;
+      checkFields('GroupingSet', gs);
+      this.enter();
+      try {
+        for (const c of gs.content ?? []) this.groupItem(c, ctx, outs);
+      } finally {
+        this.leave();
+      }
+      return;
+    }
+    const pos = integerConst(node);
+    if (pos !== null) {
+      if (pos < 1 || pos > outs.length) throw new Refusal('invalid_sql', `GROUP BY position ${pos} is not in select list`);
+      this.addFilter(outs[pos - 1].lin);
+      return;
+    }
+    const bare = bareName(node);
+    if (bare !== null) {
+      const local = this.columnsAtLevel(bare, ctx.scope);
+      if (local.length === 0) {
+        const hits = outs.filter((o) => o.name === bare);
+        if (hits.length) {
+          this.addFilter(hits.reduce((a, o) => merge(a, o.lin), LIN_NONE));
+          return;
+        }
+      }
+    }
+    this.addFilter(this.ex(node, ctx));
+  }
+
+  private windowDef(def: N, ctx: Ctx): Lin {
+    checkFields('WindowDef', def);
+    let lin = LIN_NONE;
+    if (def.refname !== undefined) {
+      const base = ctx.windows?.get(String(def.refname));
+      if (!base) throw new Refusal('invalid_sql', `window ${q(def.refname)} does not exist`);
+      lin = merge(lin, base);
+    }
+    for (const p of def.partitionClause ?? []) lin = merge(lin, this.ex(p, ctx));
+    for (const o of def.orderClause ?? []) {
+      const sb = unwrap(o, 'SortBy');
+      if (sb.useOp) this.checkOperator(sb.useOp);
+      lin = merge(lin, this.ex(sb.node, ctx));
+    }
+    if (def.startOffset) lin = merge(lin, this.ex(def.startOffset, ctx));
+    if (def.endOffset) lin = merge(lin, this.ex(def.endOffset, ctx));
+    return lin;
+  }
+
+  // ----- column references -----
+  /** Visible columns named `name` at the innermost level only (no reads recorded). */
+  private columnsAtLevel(name: string, scope: Scope): Col[] {
+    const out: Col[] = [];
+    for (const it of scope.items) if (it.colsVisible) for (const c of it.cols) if (c.name === name) out.push(c);
+    return out;
+  }
+
+  private columnRef(cr: N, ctx: Ctx): Lin {
+    checkFields('ColumnRef', cr);
+    const fields: N[] = cr.fields ?? [];
+    const last = fields[fields.length - 1];
+    if (!last) throw new Refusal('statement_not_allowed', 'malformed column reference');
+    if (hasOwn.call(last, 'A_Star')) {
+      // `t.*` / `*` used as a value (function argument, ROW(...), comparison): a whole-row value.
+      const cols = this.starColumns(fields, ctx);
+      return this.wholeRowOf(cols, fields.length === 1 ? null : this.findItem(strs(fields.slice(0, -1)), ctx.scope));
+    }
+    const names = strs(fields);
+    if (names.length > 3) throw new Refusal('unknown_column', 'cross-database references are not supported');
+    if (names.length === 1) {
+      const name = names[0];
+      for (let s: Scope | null = ctx.scope; s; s = s.parent) {
+        const hits = this.columnsAtLevel(name, s);
+        if (hits.length === 1) return this.use(hits[0]);
+        if (hits.length > 1) {
+          // Ambiguous (PostgreSQL refuses to run it): treat as reading every candidate.
+          let lin = LIN_NONE;
+          for (const h of hits) lin = merge(lin, this.use(h));
+          return lin;
+        }
+      }
+      const item = this.findItem([name], ctx.scope);
+      if (item) return this.wholeRowOf(item.cols, item);
+      throw new Refusal('unknown_column', `unknown column ${q(name)}`);
+    }
+    // [rel, col] / [schema, rel, col], else [col, field] / [rel, col, field] (composite field selection).
+    const relNames = names.slice(0, -1);
+    const colName = names[names.length - 1];
+    const item = this.findItem(relNames, ctx.scope);
+    if (item) {
+      const hits = item.cols.filter((c) => c.name === colName);
+      if (hits.length === 0) throw new Refusal('unknown_column', `unknown column ${q(relNames.join('.') + '.' + colName)}`);
+      let lin = hits.length === 1 ? this.use(hits[0]) : LIN_NONE;
+      if (hits.length > 1) for (const h of hits) lin = merge(lin, this.use(h));
+      return lin;
+    }
+    // Field of a composite column: `a.f` (column a) or `t.a.f` (column a of t).
+    const inner = this.columnRef({ fields: fields.slice(0, -1) }, ctx);
+    return derive(inner);
+  }
+
+  private wholeRowOf(cols: readonly Col[], item: NsItem | null): Lin {
+    const lins: Lin[] = [];
+    for (const c of cols) lins.push(this.use(c));
+    const w = wholeRow(lins);
+    if (item?.base) {
+      this.touchRelation(item.base);
+      const k = tableKey(item.base.schema, item.base.name);
+      if (!w.opq || !w.opq.has(k)) {
+        const opq = new Map<string, RelRef>(w.opq ?? []);
+        opq.set(k, { schema: item.base.schema, table: item.base.name });
+        return { src: w.src, pass: false, opq };
+      }
+    }
+    return w;
+  }
+
+  // ----- expressions -----
+  private exList(list: N[] | undefined, ctx: Ctx, lin: Lin = LIN_NONE): Lin {
+    if (list) for (const e of list) lin = merge(lin, this.ex(e, ctx));
+    return lin;
+  }
+
+  private funcCall(fc: N, ctx: Ctx): { lin: Lin; routine: PreparedRoutine } {
+    checkFields('FuncCall', fc);
+    const routine = this.resolveFunction(strings(fc.funcname, 'function name'));
+    let lin = LIN_NONE;
+    for (const a of fc.args ?? []) {
+      if (hasOwn.call(a, 'NamedArgExpr')) {
+        const na = a.NamedArgExpr as N;
+        checkFields('NamedArgExpr', na);
+        lin = merge(lin, this.ex(na.arg, ctx));
+      } else lin = merge(lin, this.ex(a, ctx));
+    }
+    for (const o of fc.agg_order ?? []) {
+      const sb = unwrap(o, 'SortBy');
+      if (sb.useOp) this.checkOperator(sb.useOp);
+      lin = merge(lin, this.ex(sb.node, ctx));
+    }
+    if (fc.agg_filter) lin = merge(lin, this.ex(fc.agg_filter, ctx));
+    if (fc.over) lin = merge(lin, this.over(fc.over, ctx));
+    return { lin: derive(lin), routine };
+  }
+
+  private over(w: N, ctx: Ctx): Lin {
+    checkFields('WindowDef', w);
+    if (w.name !== undefined && !w.partitionClause && !w.orderClause && w.refname === undefined) {
+      // OVER w
+      const base = ctx.windows?.get(String(w.name));
+      if (!base) throw new Refusal('invalid_sql', `window ${q(w.name)} does not exist`);
+      return base;
+    }
+    return this.windowDef(w, ctx);
+  }
+
+  /** Lineage of a sub-select used as an expression; its query level sees the current one. */
+  private subLink(sl: N, ctx: Ctx): Lin {
+    checkFields('SubLink', sl);
+    const kind = String(sl.subLinkType);
+    let lin = LIN_NONE;
+    if (sl.testexpr) lin = merge(lin, this.ex(sl.testexpr, ctx));
+    if (sl.operName) this.checkOperator(sl.operName);
+    const sub = this.query(sl.subselect, ctx.scope, ctx.ctes);
+    if (sub.cols.length) this.sublinkNames.set(sl, sub.cols[0].name);
+    switch (kind) {
+      case 'EXISTS_SUBLINK':
+        return LIN_NONE; // value depends only on the sub-select's filters, which are in filterSources
+      case 'EXPR_SUBLINK':
+        if (sub.cols.length === 1) return sub.cols[0].lin;
+        return derive(sub.cols.reduce((a, c) => merge(a, c.lin), LIN_NONE));
+      case 'ARRAY_SUBLINK':
+      case 'MULTIEXPR_SUBLINK':
+      case 'ANY_SUBLINK':
+      case 'ALL_SUBLINK':
+      case 'ROWCOMPARE_SUBLINK':
+        return derive(sub.cols.reduce((a, c) => merge(a, c.lin), lin));
+      default:
+        throw new Refusal('statement_not_allowed', `unsupported sub-select kind ${kind}`);
+    }
+  }
+
+  private jsonValue(v: N | undefined, ctx: Ctx): Lin {
+    if (!v) return LIN_NONE;
+    const jv = hasOwn.call(v, 'JsonValueExpr') ? unwrapJson(v.JsonValueExpr, 'JsonValueExpr') : (checkFields('JsonValueExpr', v), v);
+    let lin = this.ex(jv.raw_expr, ctx);
+    if (jv.formatted_expr) lin = merge(lin, this.ex(jv.formatted_expr, ctx));
+    if (jv.format) checkFields('JsonFormat', jv.format);
+    return lin;
+  }
+
+  private jsonOutput(o: N | undefined): void {
+    if (!o) return;
+    checkFields('JsonOutput', o);
+    if (o.typeName) checkFields('TypeName', o.typeName);
+    if (o.returning) checkFields('JsonReturning', o.returning);
+  }
+
+  private jsonAggCtor(c: N | undefined, ctx: Ctx): Lin {
+    if (!c) return LIN_NONE;
+    checkFields('JsonAggConstructor', c);
+    this.jsonOutput(c.output);
+    let lin = LIN_NONE;
+    if (c.agg_filter) lin = merge(lin, this.ex(c.agg_filter, ctx));
+    for (const o of c.agg_order ?? []) {
+      const sb = unwrap(o, 'SortBy');
+      if (sb.useOp) this.checkOperator(sb.useOp);
+      lin = merge(lin, this.ex(sb.node, ctx));
+    }
+    if (c.over) lin = merge(lin, this.over(c.over, ctx));
+    return lin;
+  }
+
+  private jsonBehavior(b: N | undefined, ctx: Ctx): Lin {
+    if (!b) return LIN_NONE;
+    checkFields('JsonBehavior', b);
+    return this.ex(b.expr, ctx);
+  }
+
+  /** Lineage of an expression; records reads, functions, parameters on the way. */
+  ex(node: N | undefined, ctx: Ctx): Lin {
+    if (!node) return LIN_NONE;
+    const type = nodeType(node);
+    if (type === undefined) return LIN_NONE;
+    const n = node[type] as N;
+    this.enter();
+    try {
+      switch (type) {
+        case 'ColumnRef':
+          return this.columnRef(n, ctx);
+        case 'A_Const':
+          checkFields(type, n);
+          if (n.sval && typeof n.sval.sval === 'string' && TIME_LITERAL.test(n.sval.sval)) this.cacheable = false;
+          return LIN_NONE;
+        case 'ParamRef':
+          checkFields(type, n);
+          if (typeof n.number === 'number' && n.number > this.maxParam) this.maxParam = n.number;
+          return LIN_NONE;
+        case 'A_Expr': {
+          checkFields(type, n);
+          const kind = String(n.kind);
+          if (!A_EXPR_KINDS.has(kind)) throw new Refusal('statement_not_allowed', `unsupported operator form ${kind}`);
+          if (!kind.startsWith('AEXPR_BETWEEN') && !kind.startsWith('AEXPR_NOT_BETWEEN')) this.checkOperator(n.name);
+          return derive(merge(this.ex(n.lexpr, ctx), this.ex(n.rexpr, ctx)));
+        }
+        case 'List':
+          checkFields(type, n);
+          return this.exList(n.items, ctx);
+        case 'BoolExpr':
+          checkFields(type, n);
+          return this.exList(n.args, ctx);
+        case 'NullTest':
+        case 'BooleanTest':
+          checkFields(type, n);
+          return derive(this.ex(n.arg, ctx));
+        case 'TypeCast': {
+          checkFields(type, n);
+          this.typeName(n.typeName);
+          return derive(this.ex(n.arg, ctx));
+        }
+        case 'CollateClause':
+          checkFields(type, n);
+          strings(n.collname, 'collation name');
+          return this.ex(n.arg, ctx); // same value, different collation: passthrough survives
+        case 'FuncCall':
+          return this.funcCall(n, ctx).lin;
+        case 'A_Indirection': {
+          checkFields(type, n);
+          let lin = derive(this.ex(n.arg, ctx));
+          for (const i of n.indirection ?? []) {
+            const t = nodeType(i);
+            if (t === 'String' || t === 'A_Star') continue;
+            if (t !== 'A_Indices') throw new Refusal('statement_not_allowed', 'unsupported indirection');
+            const ai = i.A_Indices as N;
+            checkFields('A_Indices', ai);
+            lin = merge(lin, merge(this.ex(ai.lidx, ctx), this.ex(ai.uidx, ctx)));
+          }
+          return lin;
+        }
+        case 'A_ArrayExpr':
+          checkFields(type, n);
+          return derive(this.exList(n.elements, ctx));
+        case 'RowExpr':
+          checkFields(type, n);
+          return derive(this.exList(n.args, ctx));
+        case 'CoalesceExpr':
+        case 'MinMaxExpr':
+          checkFields(type, n);
+          return derive(this.exList(n.args, ctx));
+        case 'SQLValueFunction':
+          checkFields(type, n);
+          this.cacheable = false;
+          return LIN_NONE;
+        case 'CaseExpr': {
+          checkFields(type, n);
+          let lin = this.ex(n.arg, ctx);
+          for (const w of n.args ?? []) {
+            const cw = unwrap(w, 'CaseWhen');
+            lin = merge(lin, merge(this.ex(cw.expr, ctx), this.ex(cw.result, ctx)));
+          }
+          return derive(merge(lin, this.ex(n.defresult, ctx)));
+        }
+        case 'SubLink':
+          return this.subLink(n, ctx);
+        case 'GroupingFunc':
+          checkFields(type, n);
+          return derive(this.exList(n.args, ctx));
+        case 'NamedArgExpr':
+          checkFields(type, n);
+          return this.ex(n.arg, ctx);
+        case 'XmlExpr': {
+          checkFields(type, n);
+          let lin = this.exList(n.args, ctx);
+          for (const na of n.named_args ?? []) {
+            const rt = unwrap(na, 'ResTarget');
+            lin = merge(lin, this.ex(rt.val, ctx));
+          }
+          return derive(lin);
+        }
+        case 'XmlSerialize':
+          checkFields(type, n);
+          this.typeName(n.typeName);
+          return derive(this.ex(n.expr, ctx));
+        case 'MultiAssignRef':
+          checkFields(type, n);
+          return derive(this.ex(n.source, ctx));
+        case 'SetToDefault':
+        case 'MergeSupportFunc':
+          checkFields(type, n);
+          return LIN_NONE;
+        case 'JsonObjectConstructor': {
+          checkFields(type, n);
+          this.jsonOutput(n.output);
+          let lin = LIN_NONE;
+          for (const kv of n.exprs ?? []) {
+            const p = unwrap(kv, 'JsonKeyValue');
+            lin = merge(lin, merge(this.ex(p.key, ctx), this.jsonValue(p.value, ctx)));
+          }
+          return derive(lin);
+        }
+        case 'JsonArrayConstructor': {
+          checkFields(type, n);
+          this.jsonOutput(n.output);
+          let lin = LIN_NONE;
+          for (const v of n.exprs ?? []) lin = merge(lin, this.jsonValue(v, ctx));
+          return derive(lin);
+        }
+        case 'JsonArrayQueryConstructor': {
+          checkFields(type, n);
+          this.jsonOutput(n.output);
+          if (n.format) checkFields('JsonFormat', n.format);
+          const sub = this.query(n.query, ctx.scope, ctx.ctes);
+          return derive(sub.cols.reduce((a, c) => merge(a, c.lin), LIN_NONE));
+        }
+        case 'JsonObjectAgg': {
+          checkFields(type, n);
+          const ctor = hasOwn.call(n, 'constructor') ? (n.constructor as N) : undefined;
+          let lin = this.jsonAggCtor(ctor, ctx);
+          if (n.arg) {
+            checkFields('JsonKeyValue', n.arg);
+            lin = merge(lin, merge(this.ex(n.arg.key, ctx), this.jsonValue(n.arg.value, ctx)));
+          }
+          return derive(lin);
+        }
+        case 'JsonArrayAgg': {
+          checkFields(type, n);
+          const ctor = hasOwn.call(n, 'constructor') ? (n.constructor as N) : undefined;
+          return derive(merge(this.jsonAggCtor(ctor, ctx), this.jsonValue(n.arg, ctx)));
+        }
+        case 'JsonParseExpr':
+        case 'JsonSerializeExpr':
+          checkFields(type, n);
+          this.jsonOutput(n.output);
+          return derive(this.jsonValue(n.expr, ctx));
+        case 'JsonScalarExpr':
+          checkFields(type, n);
+          this.jsonOutput(n.output);
+          return derive(this.ex(n.expr, ctx));
+        case 'JsonIsPredicate':
+          checkFields(type, n);
+          if (n.format) checkFields('JsonFormat', n.format);
+          return derive(this.ex(n.expr, ctx));
+        case 'JsonFuncExpr': {
+          checkFields(type, n);
+          this.jsonOutput(n.output);
+          let lin = merge(this.jsonValue(n.context_item, ctx), this.ex(n.pathspec, ctx));
+          for (const p of n.passing ?? []) {
+            const a = unwrap(p, 'JsonArgument');
+            lin = merge(lin, this.jsonValue(a.val, ctx));
+          }
+          lin = merge(lin, merge(this.jsonBehavior(n.on_empty, ctx), this.jsonBehavior(n.on_error, ctx)));
+          return derive(lin);
+        }
+        case 'CurrentOfExpr':
+          throw new Refusal('statement_not_allowed', 'WHERE CURRENT OF (cursors) is not allowed');
+        default:
+          throw new Refusal('statement_not_allowed', `unsupported SQL construct: ${type}`);
+      }
+    } finally {
+      this.leave();
+    }
+  }
+
+  private typeName(t: N | undefined): void {
+    if (!t) return;
+    checkFields('TypeName', t);
+    if (t.pct_type || t.setof) throw new Refusal('statement_not_allowed', 'unsupported type reference');
+    strings(t.names, 'type name');
+    for (const m of t.typmods ?? []) {
+      const mt = nodeType(m);
+      if (mt !== 'A_Const' && mt !== 'ColumnRef') throw new Refusal('statement_not_allowed', 'unsupported type modifier');
+      if (mt === 'A_Const') checkFields('A_Const', m.A_Const);
+      else strs((m.ColumnRef as N).fields ?? []); // e.g. INTERVAL field names are constants
+    }
+    for (const b of t.arrayBounds ?? []) if (!hasOwn.call(b, 'Integer')) throw new Refusal('statement_not_allowed', 'unsupported array bound');
+  }
+
+  // ----- DML -----
+  private dmlCols(rel: PreparedRelation, list: N[] | undefined, ctx: Ctx | null): string[] {
+    const out: string[] = [];
+    for (const t of list ?? []) {
+      const rt = unwrap(t, 'ResTarget');
+      const name = String(rt.name);
+      if (!rel.columnSet.has(name)) throw new Refusal('unknown_column', `unknown column ${q(name)} of ${q(rel.name)}`);
+      if (!out.includes(name)) out.push(name);
+      for (const i of rt.indirection ?? []) {
+        const it = nodeType(i);
+        if (it === 'String') continue;
+        if (it !== 'A_Indices' || !ctx) throw new Refusal('statement_not_allowed', 'unsupported assignment target');
+        const ai = i.A_Indices as N;
+        checkFields('A_Indices', ai);
+        this.ex(ai.lidx, ctx);
+        this.ex(ai.uidx, ctx);
+      }
+    }
+    return out;
+  }
+
+  private returning(rc: N | undefined, ctx: Ctx): OutCol[] {
+    if (!rc) return [];
+    checkFields('ReturningClause', rc);
+    if (rc.options && rc.options.length) throw new Refusal('statement_not_allowed', 'RETURNING WITH (OLD/NEW aliases) is not supported');
+    return this.targetList(rc.exprs ?? [], ctx);
+  }
+
+  private addWrite(rel: PreparedRelation, operation: WriteAccess['operation'], columns: string[], hasWhere: boolean): void {
+    this.hasWrite = true;
+    this.cacheable = false;
+    const ordered = rel.columnNames.filter((c) => columns.includes(c));
+    this.writes.push({ schema: rel.schema, table: rel.name, operation, columns: ordered, hasWhere });
+  }
+
+  private insert(s: N, parent: Scope | null, outer: CteEnv | null): QueryOut {
+    const ctes = s.withClause ? this.withClause(s.withClause, parent, outer) : outer;
+    const rv = s.relation as N;
+    const rel = this.writeTarget(rv);
+    const target = this.baseItem(rel, rv.alias);
+    const cols = s.cols ? this.dmlCols(rel, s.cols, null) : [...rel.columnNames];
+    if (s.selectStmt) this.query(s.selectStmt, parent, ctes);
+    this.addWrite(rel, 'insert', cols, false);
+    if (s.onConflictClause) {
+      const oc = s.onConflictClause as N;
+      checkFields('OnConflictClause', oc);
+      const excluded: NsItem = {
+        refname: 'excluded',
+        schema: null,
+        cols: rel.columnNames.map((c) => ({ name: c, lin: LIN_NONE, reads: null })),
+        relVisible: true,
+        colsVisible: false,
+        base: null,
+      };
+      const ctx: Ctx = { scope: { parent, items: [target, excluded] }, ctes, windows: null };
+      if (oc.infer) {
+        const inf = oc.infer as N;
+        checkFields('InferClause', inf);
+        for (const e of inf.indexElems ?? []) {
+          const ie = unwrap(e, 'IndexElem');
+          if (ie.name !== undefined) this.addFilter(this.columnRef({ fields: [{ String: { sval: ie.name } }] }, { ...ctx, scope: { parent, items: [target] } }));
+          if (ie.expr) this.addFilter(this.ex(ie.expr, { ...ctx, scope: { parent, items: [target] } }));
+        }
+        if (inf.whereClause) this.addFilter(this.ex(inf.whereClause, { ...ctx, scope: { parent, items: [target] } }));
+      }
+      if (oc.action === 'ONCONFLICT_UPDATE') {
+        const setCols = this.dmlCols(rel, oc.targetList, ctx);
+        for (const t of oc.targetList ?? []) this.ex(t.ResTarget.val, ctx);
+        if (oc.whereClause) this.addFilter(this.ex(oc.whereClause, ctx));
+        this.addWrite(rel, 'update', setCols, true);
+      } else if (oc.action !== 'ONCONFLICT_NOTHING') {
+        throw new Refusal('statement_not_allowed', 'unsupported ON CONFLICT action');
+      }
+    }
+    const rctx: Ctx = { scope: { parent, items: [target] }, ctes, windows: null };
+    return { cols: this.returning(s.returningClause, rctx) };
+  }
+
+  private update(s: N, parent: Scope | null, outer: CteEnv | null): QueryOut {
+    const ctes = s.withClause ? this.withClause(s.withClause, parent, outer) : outer;
+    const rv = s.relation as N;
+    const rel = this.writeTarget(rv);
+    const items: NsItem[] = [this.baseItem(rel, rv.alias)];
+    for (const f of s.fromClause ?? []) for (const it of this.fromItem(f, { parent, ctes }, items)) items.push(it);
+    const ctx: Ctx = { scope: { parent, items }, ctes, windows: null };
+    const setCols = this.dmlCols(rel, s.targetList, ctx);
+    for (const t of s.targetList ?? []) {
+      const v = t.ResTarget.val as N;
+      if (v && hasOwn.call(v, 'MultiAssignRef') && v.MultiAssignRef.colno !== 1) {
+        checkFields('MultiAssignRef', v.MultiAssignRef);
+        continue; // the shared source is analysed once, with column 1
+      }
+      this.ex(v, ctx);
+    }
+    if (s.whereClause) this.addFilter(this.ex(s.whereClause, ctx));
+    this.addWrite(rel, 'update', setCols, !!s.whereClause);
+    return { cols: this.returning(s.returningClause, ctx) };
+  }
+
+  private del(s: N, parent: Scope | null, outer: CteEnv | null): QueryOut {
+    const ctes = s.withClause ? this.withClause(s.withClause, parent, outer) : outer;
+    const rv = s.relation as N;
+    const rel = this.writeTarget(rv);
+    const items: NsItem[] = [this.baseItem(rel, rv.alias)];
+    for (const f of s.usingClause ?? []) for (const it of this.fromItem(f, { parent, ctes }, items)) items.push(it);
+    const ctx: Ctx = { scope: { parent, items }, ctes, windows: null };
+    if (s.whereClause) this.addFilter(this.ex(s.whereClause, ctx));
+    this.addWrite(rel, 'delete', [...rel.columnNames], !!s.whereClause);
+    return { cols: this.returning(s.returningClause, ctx) };
+  }
+
+  private mergeStmt(s: N, parent: Scope | null, outer: CteEnv | null): QueryOut {
+    const ctes = s.withClause ? this.withClause(s.withClause, parent, outer) : outer;
+    const rv = s.relation as N;
+    const rel = this.writeTarget(rv);
+    const items: NsItem[] = [this.baseItem(rel, rv.alias)];
+    for (const it of this.fromItem(s.sourceRelation, { parent, ctes }, EMPTY_SCOPE_ITEMS)) items.push(it);
+    const ctx: Ctx = { scope: { parent, items }, ctes, windows: null };
+    if (s.joinCondition) this.addFilter(this.ex(s.joinCondition, ctx));
+    const cols = new Set<string>();
+    for (const w of s.mergeWhenClauses ?? []) {
+      const mw = unwrap(w, 'MergeWhenClause');
+      if (mw.condition) this.addFilter(this.ex(mw.condition, ctx));
+      switch (mw.commandType) {
+        case 'CMD_UPDATE':
+          for (const c of this.dmlCols(rel, mw.targetList, ctx)) cols.add(c);
+          for (const t of mw.targetList ?? []) this.ex(t.ResTarget.val, ctx);
+          break;
+        case 'CMD_INSERT': {
+          const named = mw.targetList ? this.dmlCols(rel, mw.targetList, ctx) : rel.columnNames;
+          for (const c of named) cols.add(c);
+          for (const v of mw.values ?? []) this.ex(v, ctx);
+          break;
+        }
+        case 'CMD_DELETE':
+          for (const c of rel.columnNames) cols.add(c);
+          break;
+        case 'CMD_NOTHING':
+          break;
+        default:
+          throw new Refusal('statement_not_allowed', 'unsupported MERGE action');
+      }
+    }
+    this.addWrite(rel, 'merge', [...cols], true);
+    return { cols: this.returning(s.returningClause, ctx) };
+  }
+}
+
+const EXPLAIN_OPTIONS = new Set(['verbose', 'costs', 'settings', 'generic_plan', 'buffers', 'wal', 'timing', 'summary', 'format', 'memory', 'serialize']);
+
+const A_EXPR_KINDS = new Set([
+  'AEXPR_OP',
+  'AEXPR_OP_ANY',
+  'AEXPR_OP_ALL',
+  'AEXPR_DISTINCT',
+  'AEXPR_NOT_DISTINCT',
+  'AEXPR_NULLIF',
+  'AEXPR_IN',
+  'AEXPR_LIKE',
+  'AEXPR_ILIKE',
+  'AEXPR_SIMILAR',
+  'AEXPR_BETWEEN',
+  'AEXPR_NOT_BETWEEN',
+  'AEXPR_BETWEEN_SYM',
+  'AEXPR_NOT_BETWEEN_SYM',
+]);
+
+function unwrapJson(n: N, type: string): N {
+  checkFields(type, n);
+  return n;
+}
+
+function strs(fields: N[]): string[] {
+  return fields.map((f) => {
+    if (!f || !hasOwn.call(f, 'String')) throw new Refusal('statement_not_allowed', 'malformed column reference');
+    return String(f.String.sval);
+  });
+}
+
+function visibleCols(items: readonly NsItem[]): Col[] {
+  const out: Col[] = [];
+  for (const it of items) if (it.colsVisible) for (const c of it.cols) out.push(c);
+  return out;
+}
+
+/** An integer constant (ORDER BY 1 / GROUP BY 2), else null. */
+function integerConst(node: N): number | null {
+  const c = node && hasOwn.call(node, 'A_Const') ? (node.A_Const as N) : null;
+  if (!c) return null;
+  if (c.ival && typeof c.ival === 'object') return typeof c.ival.ival === 'number' ? c.ival.ival : 0;
+  return null;
+}
+
+/** A bare (single-field) column name, else null. */
+function bareName(node: N): string | null {
+  const cr = node && hasOwn.call(node, 'ColumnRef') ? (node.ColumnRef as N) : null;
+  if (!cr || !cr.fields || cr.fields.length !== 1 || !hasOwn.call(cr.fields[0], 'String')) return null;
+  return String(cr.fields[0].String.sval);
+}
+
+/**
+ * Unqualified relation names referenced anywhere below `node` that are in `names` (used to order
+ * WITH RECURSIVE items). A cheap structural scan; over-approximation only affects ordering.
+ */
+function referencedNames(node: unknown, names: ReadonlySet<string>): Set<string> {
+  const out = new Set<string>();
+  const stack: unknown[] = [node];
+  while (stack.length) {
+    const cur = stack.pop();
+    if (!cur || typeof cur !== 'object') continue;
+    if (Array.isArray(cur)) {
+      for (const x of cur) stack.push(x);
+      continue;
+    }
+    const o = cur as N;
+    if (typeof o.relname === 'string' && o.schemaname === undefined && names.has(o.relname)) out.add(o.relname);
+    for (const k in o) if (typeof o[k] === 'object') stack.push(o[k]);
+  }
+  return out;
+}
+
+export { colKey };

@@ -1,0 +1,181 @@
+/**
+ * Function policy for agent SQL (sql-safety.md layer 3).
+ *
+ * A function call is allowed only when (a) its bare name is not on the deny-list below, in ANY
+ * schema and in any letter case, and (b) every candidate PostgreSQL could pick for it (every schema
+ * of the search path that defines the name) is immutable or stable, or is one of the few harmless
+ * volatile `pg_catalog` functions listed in `HARMLESS_VOLATILE`. Anything not in the catalogue is
+ * refused (fail closed). Names are compared after parsing, so quoting, case and schema prefixes
+ * cannot hide a name.
+ *
+ * The deny-list covers functions that PostgreSQL marks stable or immutable but that still have side
+ * effects, read server files or state, run SQL text, or reveal other sessions; volatile ones are
+ * listed too, so the refusal does not depend on the server's markings.
+ */
+
+/** Exact bare names that are always refused, with the reason an agent is told. */
+const DENY_EXACT: ReadonlyMap<string, string> = new Map<string, string>([
+  // sequences (write, survive ROLLBACK)
+  ...['nextval', 'setval', 'currval', 'lastval', 'pg_sequence_last_value'].map((n) => [n, 'changes or reads sequence state'] as [string, string]),
+  // session state
+  ...['set_config', 'setseed', 'pg_export_snapshot', 'pg_prepared_statement', 'pg_cursor'].map((n) => [n, 'changes or reads session state'] as [string, string]),
+  // sleeping / blocking
+  ...['pg_sleep', 'pg_sleep_for', 'pg_sleep_until', 'pg_isolation_test_session_is_blocked'].map((n) => [n, 'blocks the session'] as [string, string]),
+  // server files, paths and configuration
+  ...[
+    'pg_read_file', 'pg_read_file_old', 'pg_read_binary_file', 'pg_stat_file', 'pg_current_logfile', 'pg_relation_filepath',
+    'pg_relation_filenode', 'pg_filenode_relation', 'pg_tablespace_location', 'pg_config', 'pg_show_all_settings',
+    'pg_show_all_file_settings', 'pg_hba_file_rules', 'pg_ident_file_mappings', 'pg_settings_get_flags', 'pg_logdir_ls',
+  ].map((n) => [n, 'reads server files or configuration'] as [string, string]),
+  // administration
+  ...[
+    'pg_terminate_backend', 'pg_cancel_backend', 'pg_reload_conf', 'pg_rotate_logfile', 'pg_rotate_logfile_old', 'pg_switch_wal',
+    'pg_create_restore_point', 'pg_start_backup', 'pg_stop_backup', 'pg_promote', 'pg_import_system_collations', 'pg_nextoid',
+    'pg_log_backend_memory_contexts', 'pg_get_backend_memory_contexts', 'pg_get_shmem_allocations', 'pg_stop_making_pinned_objects',
+    'pg_extension_config_dump', 'pg_prewarm', 'pg_truncate_visibility_map', 'gin_clean_pending_list', 'brin_summarize_new_values',
+    'brin_summarize_range', 'brin_desummarize_range', 'pg_mcv_list_items', 'pg_get_replication_slots', 'pg_get_wal_replay_pause_state',
+  ].map((n) => [n, 'is an administrative function'] as [string, string]),
+  // notifications, transaction ids (assigning an xid writes)
+  ...['pg_notify', 'txid_current', 'pg_current_xact_id', 'pg_xact_commit_timestamp', 'pg_xact_commit_timestamp_origin', 'pg_last_committed_xact']
+    .map((n) => [n, 'has transaction-level side effects'] as [string, string]),
+  // functions that run SQL text or read relations named by a string, bypassing authorization
+  ...['ts_stat', 'ts_rewrite', 'query_to_xml_and_xmlschema'].map((n) => [n, 'runs SQL text or reads relations by name'] as [string, string]),
+  // network addresses of client and server (never shown to agents)
+  ...['inet_client_addr', 'inet_client_port', 'inet_server_addr', 'inet_server_port'].map((n) => [n, 'reveals network addresses'] as [string, string]),
+  // large objects
+  ...['loread', 'lowrite'].map((n) => [n, 'accesses large objects'] as [string, string]),
+  // shell access through the generic 'system' helpers some extensions add
+  ['system', 'runs shell commands'],
+]);
+
+/** Bare-name prefixes that are always refused. */
+const DENY_PREFIX: ReadonlyArray<readonly [string, string]> = [
+  ['pg_advisory_', 'takes advisory locks'],
+  ['pg_try_advisory_', 'takes advisory locks'],
+  ['pg_sleep', 'blocks the session'],
+  ['pg_read_', 'reads server files'],
+  ['pg_ls_', 'lists server directories'],
+  ['pg_file_', 'writes server files'],
+  ['pg_stat_', 'reads or resets server statistics and other sessions'],
+  ['pg_logical_', 'uses logical replication'],
+  ['pg_replication_', 'uses replication'],
+  ['pg_create_', 'is an administrative function'],
+  ['pg_drop_', 'is an administrative function'],
+  ['pg_copy_', 'is an administrative function'],
+  ['pg_backup_', 'is an administrative function'],
+  ['pg_wal_replay_', 'is an administrative function'],
+  ['pg_get_wal_', 'reads the write-ahead log'],
+  ['pg_walinspect', 'reads the write-ahead log'],
+  ['pg_control_', 'reads server control data'],
+  ['pg_visibility', 'reads storage internals'],
+  ['pg_buffercache', 'reads storage internals'],
+  ['pg_freespace', 'reads storage internals'],
+  ['pgstat', 'reads storage internals'],
+  ['pgrowlocks', 'reads storage internals'],
+  ['get_raw_page', 'reads storage internals'],
+  ['heap_page_', 'reads storage internals'],
+  ['page_header', 'reads storage internals'],
+  ['bt_', 'reads storage internals'],
+  ['pg_event_trigger_', 'is an administrative function'],
+  ['binary_upgrade_', 'is an administrative function'],
+  ['lo_', 'accesses large objects'],
+  ['dblink', 'opens connections to other servers'],
+  ['postgres_fdw', 'opens connections to other servers'],
+  ['txid_current', 'has transaction-level side effects'],
+  ['pg_current_xact_id', 'has transaction-level side effects'],
+  ['pg_current_wal', 'reads write-ahead log positions'],
+];
+
+/** `query_to_xml`, `table_to_xmlschema`, `cursor_to_xml`, … run SQL text or read relations by name. */
+const DENY_RE: ReadonlyArray<readonly [RegExp, string]> = [
+  [/^(query|table|cursor|database|schema)_to_xml/, 'runs SQL text or reads relations by name'],
+];
+
+/**
+ * Volatile `pg_catalog` functions that are allowed anyway: they have no side effect beyond their
+ * result. A statement using one is not cacheable. `setseed` is NOT here: it changes session state.
+ */
+export const HARMLESS_VOLATILE: ReadonlySet<string> = new Set([
+  'random',
+  'random_normal',
+  'gen_random_uuid',
+  'uuidv4',
+  'uuidv7',
+  'clock_timestamp',
+  'timeofday',
+]);
+
+/**
+ * Stable (or allowed volatile) functions whose result depends on the clock, the session or the
+ * server rather than only on the data: a statement calling one is not cacheable. Every function
+ * outside `pg_catalog` also makes a statement not cacheable (its behaviour is unknown).
+ */
+const TIME_OR_SESSION_DEPENDENT: ReadonlySet<string> = new Set([
+  'now',
+  'transaction_timestamp',
+  'statement_timestamp',
+  'clock_timestamp',
+  'timeofday',
+  'age',
+  'current_setting',
+  'current_database',
+  'current_schema',
+  'current_schemas',
+  'current_user',
+  'session_user',
+  'current_query',
+  'current_role',
+  'system_user',
+  'getpgusername',
+  'pg_backend_pid',
+  'pg_conf_load_time',
+  'pg_postmaster_start_time',
+  'pg_current_snapshot',
+  'pg_current_xact_id_if_assigned',
+  'txid_current_snapshot',
+  'pg_is_in_recovery',
+  'pg_trigger_depth',
+  'pg_listening_channels',
+  'pg_blocking_pids',
+  'pg_safe_snapshot_blocking_pids',
+  'pg_my_temp_schema',
+  'pg_jit_available',
+  'pg_notification_queue_usage',
+  'version',
+  'pg_has_role',
+  'row_security_active',
+  'to_regclass',
+  'to_regproc',
+  'to_regprocedure',
+  'to_regoper',
+  'to_regoperator',
+  'to_regtype',
+  'to_regnamespace',
+  'to_regrole',
+  'to_regcollation',
+]);
+
+/**
+ * Returns the agent-facing reason why `name` (a bare function name as written after parsing) is on
+ * the deny-list, or `null` when it is not. Case-insensitive; schema-independent (a `dblink_exec`
+ * in `public` is refused like one in `pg_catalog`). Implements sql-safety.md layer 3 (deny-list).
+ */
+export function deniedFunctionReason(name: string): string | null {
+  const n = name.toLowerCase();
+  const exact = DENY_EXACT.get(n);
+  if (exact !== undefined) return exact;
+  for (const [p, why] of DENY_PREFIX) if (n.startsWith(p)) return why;
+  for (const [re, why] of DENY_RE) if (re.test(n)) return why;
+  return null;
+}
+
+/**
+ * True when a call to `schema.name` makes the statement's result depend on something other than
+ * the data and the parameters (clock, session, server, or unknown user code); such statements are
+ * reported `cacheable: false`.
+ */
+export function isCacheBreaking(schema: string, name: string, volatility: string): boolean {
+  if (volatility === 'volatile') return true;
+  if (schema !== 'pg_catalog') return true;
+  return TIME_OR_SESSION_DEPENDENT.has(name) || name.startsWith('has_') || name.endsWith('_privilege');
+}

@@ -1,0 +1,128 @@
+/**
+ * Value lineage used by the analyser (sql-safety.md class 6): which catalogue columns an expression's
+ * value is computed from, whether it is provably one column's value unchanged ("passthrough"), and
+ * which relations it may embed wholesale (whole-row references: "opaque").
+ *
+ * `Lin` values are immutable and shared; every operation returns a new value or one of its inputs.
+ */
+
+/** A catalogue column. */
+export interface ColumnRef {
+  schema: string;
+  table: string;
+  column: string;
+}
+
+/** A catalogue relation. */
+export interface RelRef {
+  schema: string;
+  table: string;
+}
+
+/**
+ * Lineage of one value.
+ * - `src`: source columns keyed by `colKey` (null = none).
+ * - `pass`: true only when `src` has exactly one entry and the value is that column's value unchanged.
+ * - `opq`: relations whose whole rows may be embedded (null = none).
+ */
+export interface Lin {
+  readonly src: ReadonlyMap<string, ColumnRef> | null;
+  readonly pass: boolean;
+  readonly opq: ReadonlyMap<string, RelRef> | null;
+}
+
+/** Lineage of a value that depends on no column (constants, parameters, clock). */
+export const LIN_NONE: Lin = Object.freeze({ src: null, pass: false, opq: null });
+
+/** Key of a column in lineage maps. */
+export function colKey(schema: string, table: string, column: string): string {
+  return schema + '\u0000' + table + '\u0000' + column;
+}
+
+/** Key of a relation in opaque maps. */
+export function tableKey(schema: string, table: string): string {
+  return schema + '\u0000' + table;
+}
+
+/** Lineage of a bare reference to one catalogue column (passthrough). */
+export function linColumn(ref: ColumnRef): Lin {
+  return { src: new Map([[colKey(ref.schema, ref.table, ref.column), ref]]), pass: true, opq: null };
+}
+
+/** The same sources, no longer passthrough (the value was computed from them). */
+export function derive(l: Lin): Lin {
+  if (!l.pass) return l;
+  return { src: l.src, pass: false, opq: l.opq };
+}
+
+function unionMaps<T>(a: ReadonlyMap<string, T> | null, b: ReadonlyMap<string, T> | null): ReadonlyMap<string, T> | null {
+  if (!b || b.size === 0) return a;
+  if (!a || a.size === 0) return b;
+  if (a === b) return a;
+  let out: Map<string, T> | null = null;
+  for (const [k, v] of b) {
+    if (!a.has(k)) {
+      if (!out) out = new Map(a);
+      out.set(k, v);
+    }
+  }
+  return out ?? a;
+}
+
+/** Union of two lineages; never passthrough. */
+export function merge(a: Lin, b: Lin): Lin {
+  if (b === LIN_NONE || (!b.src && !b.opq)) return derive(a);
+  if (a === LIN_NONE || (!a.src && !a.opq)) return derive(b);
+  return { src: unionMaps(a.src, b.src), pass: false, opq: unionMaps(a.opq, b.opq) };
+}
+
+/** Union of many lineages; never passthrough. */
+export function mergeAll(list: readonly Lin[]): Lin {
+  let out = LIN_NONE;
+  for (const l of list) out = merge(out, l);
+  return out;
+}
+
+/**
+ * Union for values that are one of several alternatives unchanged (UNION branches, VALUES rows,
+ * recursive CTE terms): passthrough survives only when every alternative passes the same column.
+ */
+export function alternative(a: Lin, b: Lin): Lin {
+  if (a.pass && b.pass && a.src && b.src) {
+    const ka = a.src.keys().next().value;
+    if (b.src.has(ka as string)) return a;
+  }
+  return merge(a, b);
+}
+
+/** Whole-row lineage over `cols`: all their sources, opaque over every relation behind them. */
+export function wholeRow(cols: readonly Lin[]): Lin {
+  let src: ReadonlyMap<string, ColumnRef> | null = null;
+  let opq: ReadonlyMap<string, RelRef> | null = null;
+  for (const l of cols) {
+    src = unionMaps(src, l.src);
+    opq = unionMaps(opq, l.opq);
+  }
+  const rels = new Map<string, RelRef>(opq ?? []);
+  if (src) for (const c of src.values()) {
+    const k = tableKey(c.schema, c.table);
+    if (!rels.has(k)) rels.set(k, { schema: c.schema, table: c.table });
+  }
+  return { src, pass: false, opq: rels.size ? rels : null };
+}
+
+/** Structural equality (same source keys, same opaque keys, same passthrough flag). */
+export function sameLin(a: Lin, b: Lin): boolean {
+  if (a === b) return true;
+  if (a.pass !== b.pass) return false;
+  return sameKeys(a.src, b.src) && sameKeys(a.opq, b.opq);
+}
+
+function sameKeys(a: ReadonlyMap<string, unknown> | null, b: ReadonlyMap<string, unknown> | null): boolean {
+  const sa = a ? a.size : 0;
+  const sb = b ? b.size : 0;
+  if (sa !== sb) return false;
+  if (sa === 0) return true;
+  for (const k of a!.keys()) if (!b!.has(k)) return false;
+  return true;
+}

@@ -1,0 +1,90 @@
+/**
+ * Thin wrapper over libpg-query (the real PostgreSQL grammar compiled to WASM), sql-safety.md
+ * layer 1. Loads the WASM once; exposes synchronous parse/fingerprint calls that throw
+ * `SqlParseFailure` with a short, agent-safe message (no echo of the statement).
+ */
+import { fingerprintSync, loadModule, parseSync } from 'libpg-query';
+
+let loading: Promise<void> | null = null;
+let loaded = false;
+
+/**
+ * Loads the parser's WASM module. Idempotent and safe to call concurrently: every caller awaits the
+ * same load. Must have resolved before `analyzeSql` is called. Rejects if the WASM cannot load.
+ */
+export async function initSqlParser(): Promise<void> {
+  if (loaded) return;
+  if (!loading) {
+    loading = loadModule().then(
+      () => {
+        loaded = true;
+      },
+      (err: unknown) => {
+        loading = null;
+        throw err;
+      },
+    );
+  }
+  await loading;
+}
+
+/** True once `initSqlParser()` has resolved. */
+export function isSqlParserReady(): boolean {
+  return loaded;
+}
+
+/** A parse failure with an agent-safe message (at most ~160 characters, never the statement). */
+export class SqlParseFailure extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'SqlParseFailure';
+  }
+}
+
+/** Shortens a parser message: quoted fragments of the input are cut to 24 characters. */
+export function safeParserMessage(raw: string): string {
+  let msg = raw.replace(/"([^"]*)"/g, (_m, inner: string) => `"${inner.length > 24 ? inner.slice(0, 24) + '…' : inner}"`);
+  msg = msg.replace(/[\u0000-\u001f\u007f]/g, ' ');
+  if (msg.length > 160) msg = msg.slice(0, 160) + '…';
+  return msg;
+}
+
+function wrapParseError(err: unknown): SqlParseFailure {
+  const e = err as { message?: unknown; sqlDetails?: { cursorPosition?: unknown } };
+  const raw = typeof e?.message === 'string' ? e.message : 'syntax error';
+  const pos = typeof e?.sqlDetails?.cursorPosition === 'number' ? e.sqlDetails.cursorPosition : undefined;
+  const base = safeParserMessage(raw);
+  return new SqlParseFailure(pos !== undefined && pos >= 0 ? `${base} (at character ${pos + 1})` : base);
+}
+
+function ensureLoaded(): void {
+  if (!loaded) throw new Error('SQL parser not initialised: await initSqlParser() first');
+}
+
+/** Parsed statements as libpg-query returns them (`{ stmts: [{ stmt: { NodeType: {...} } }] }`). */
+export interface RawParseResult {
+  stmts?: Array<{ stmt?: Record<string, unknown>; stmt_len?: number; stmt_location?: number }>;
+}
+
+/**
+ * Parses `sql` into the raw PostgreSQL parse tree.
+ * Throws `SqlParseFailure` on a syntax error; throws `Error` if the parser is not initialised.
+ */
+export function parseSql(sql: string): RawParseResult {
+  ensureLoaded();
+  try {
+    return parseSync(sql) as unknown as RawParseResult;
+  } catch (err) {
+    throw wrapParseError(err);
+  }
+}
+
+/** libpg-query's statement fingerprint (constants and parameters ignored), a cache-key ingredient. */
+export function fingerprintSql(sql: string): string {
+  ensureLoaded();
+  try {
+    return fingerprintSync(sql);
+  } catch (err) {
+    throw wrapParseError(err);
+  }
+}

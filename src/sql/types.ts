@@ -1,0 +1,105 @@
+/**
+ * Result types of the SQL analyser (src/sql/analyze.ts). Kept in their own module so the redaction
+ * planner and policy code can import them without the parser.
+ */
+import type { ColumnRef } from './lineage';
+
+export type { ColumnRef } from './lineage';
+
+/**
+ * Why a statement was refused (sql-safety.md layers 1–3):
+ * - `invalid_sql`: NUL byte, empty input, too long or too deeply nested, or a syntax error.
+ * - `statement_not_allowed`: stacked statements, or any statement type / construct outside the
+ *   read/write allow-list (DDL, transaction control, SET, COPY, DO, CALL, EXPLAIN ANALYZE,
+ *   SELECT INTO, FOR UPDATE/SHARE, cursors, …).
+ * - `function_not_allowed`: a deny-listed, volatile, unknown, or unresolvable function or operator.
+ * - `unknown_relation`: a relation not in the source catalogue (system catalogues included).
+ * - `unknown_column`: a column that no relation in scope has.
+ */
+export type RefusalCode = 'invalid_sql' | 'statement_not_allowed' | 'function_not_allowed' | 'unknown_relation' | 'unknown_column';
+
+/**
+ * One output column of the statement (select list, or RETURNING of a write) and where its value
+ * comes from.
+ * - `sources`: every catalogue column the value is computed from (empty for constants).
+ * - `passthrough`: the value is exactly one source column's value, unchanged (through aliases,
+ *   sub-selects, CTEs, UNION branches of the same column, COLLATE). Casts, functions, operators,
+ *   CASE, aggregates and constructors are never passthrough.
+ * - `opaque`: the value may embed whole rows of `opaqueRelations` (whole-row references such as
+ *   `SELECT t FROM t`, `row_to_json(t)`, `array_agg(t.*)`), so column-by-column attribution is not
+ *   provable; redaction must treat it as carrying every column of those relations.
+ */
+export interface OutputColumn {
+  name: string;
+  sources: ColumnRef[];
+  passthrough: boolean;
+  opaque: boolean;
+  opaqueRelations: Array<{ schema: string; table: string }>;
+}
+
+/** A relation read by the statement and every column of it that the statement touches anywhere. */
+export interface ReadAccess {
+  schema: string;
+  table: string;
+  /** Catalogue order. Empty when only the relation's existence/row count is used (`count(*)`). */
+  columns: string[];
+}
+
+/** A relation modified by the statement. */
+export interface WriteAccess {
+  schema: string;
+  table: string;
+  operation: 'insert' | 'update' | 'delete' | 'merge';
+  /**
+   * Columns whose stored values may change: INSERT's column list (all columns when omitted),
+   * UPDATE/ON CONFLICT DO UPDATE SET targets, every column for DELETE, and the union of all
+   * actions for MERGE (every column when it can DELETE).
+   */
+  columns: string[];
+  /**
+   * True when the affected rows are restricted by a condition: a WHERE clause (UPDATE, DELETE),
+   * MERGE's join condition, or ON CONFLICT's conflict target. False for a bare UPDATE/DELETE.
+   */
+  hasWhere: boolean;
+}
+
+/** A function the statement calls, resolved against the catalogue (first schema on the path). */
+export interface FunctionUse {
+  schema: string;
+  name: string;
+  volatility: string;
+}
+
+/** Successful analysis. */
+export interface SqlAnalysisOk {
+  ok: true;
+  kind: 'read' | 'write';
+  /** Top parse-tree node type, e.g. `SelectStmt`, `ExplainStmt`, `InsertStmt`. */
+  statement: string;
+  reads: ReadAccess[];
+  writes: WriteAccess[];
+  functions: FunctionUse[];
+  outputs: OutputColumn[];
+  /**
+   * Columns used to choose, order, group or limit rows (WHERE, JOIN ON/USING, GROUP BY, HAVING,
+   * ORDER BY, DISTINCT ON, LIMIT/OFFSET, EXISTS/IN sub-selects, …) rather than to compute an output
+   * value. They are in `reads` but not in output lineage. A masked column used here can leak by
+   * inference (`WHERE ssn LIKE '1%'`), so policy should refuse predicates on masked columns.
+   */
+  filterSources: ColumnRef[];
+  /** False when any volatile or clock/session-dependent function or SQL value function is used, or the statement writes. */
+  cacheable: boolean;
+  /** libpg-query fingerprint (constants and parameter numbers ignored). */
+  fingerprint: string;
+  /** Highest `$n` parameter number used (0 when none). */
+  paramCount: number;
+}
+
+/** Refusal: `message` names the construct and is safe to show to agents (no echo of the input). */
+export interface SqlRefusal {
+  ok: false;
+  code: RefusalCode;
+  message: string;
+}
+
+export type SqlAnalysis = SqlAnalysisOk | SqlRefusal;
