@@ -14,7 +14,7 @@
  * unknown node type or field is refused as `statement_not_allowed`. Nothing is skipped silently.
  */
 import { figureColname } from './colname';
-import { deniedFunctionReason, HARMLESS_VOLATILE, isCacheBreaking } from './function-policy';
+import { deniedFunctionReason, HARMLESS_VOLATILE, isCacheBreaking, resourceLimitReason } from './function-policy';
 import {
   alternative,
   ColumnRef,
@@ -1122,6 +1122,10 @@ export class Analyzer {
     }
     if (fc.agg_filter) lin = merge(lin, this.ex(fc.agg_filter, ctx));
     if (fc.over) lin = merge(lin, this.over(fc.over, ctx));
+    if (routine.schema === 'pg_catalog' && RESOURCE_CHECKED.has(routine.name) && fc.args) {
+      const why = resourceLimitReason(routine.name, (fc.args as N[]).map(constNumber));
+      if (why) throw new Refusal('function_not_allowed', `resource limit: ${why}`);
+    }
     return { lin: derive(lin), routine };
   }
 
@@ -1563,6 +1567,32 @@ const A_EXPR_KINDS = new Set([
   'AEXPR_BETWEEN_SYM',
   'AEXPR_NOT_BETWEEN_SYM',
 ]);
+
+const RESOURCE_CHECKED = new Set(['generate_series', 'repeat', 'lpad', 'rpad']);
+
+/** Value of a constant numeric argument (`1e9`, `-5`, `'100'`, `10::bigint`), else null. */
+function constNumber(node: N): number | null {
+  if (!node) return null;
+  if (hasOwn.call(node, 'TypeCast')) return constNumber(node.TypeCast.arg);
+  if (hasOwn.call(node, 'A_Expr')) {
+    const e = node.A_Expr as N;
+    const op = e.name?.[0]?.String?.sval;
+    if (e.kind === 'AEXPR_OP' && !e.lexpr && (op === '-' || op === '+')) {
+      const v = constNumber(e.rexpr);
+      return v === null ? null : op === '-' ? -v : v;
+    }
+    return null;
+  }
+  if (!hasOwn.call(node, 'A_Const')) return null;
+  const c = node.A_Const as N;
+  let text: string | undefined;
+  if (c.ival) text = String(c.ival.ival ?? 0);
+  else if (c.fval) text = String(c.fval.fval);
+  else if (c.sval && typeof c.sval.sval === 'string') text = c.sval.sval.trim();
+  if (text === undefined || text === '') return null;
+  const v = Number(text);
+  return Number.isFinite(v) ? v : null;
+}
 
 function unwrapJson(n: N, type: string): N {
   checkFields(type, n);

@@ -41,9 +41,15 @@ export class SqlParseFailure extends Error {
   }
 }
 
-/** Shortens a parser message: quoted fragments of the input are cut to 24 characters. */
+/** Shortens a parser message: the fragment after "at or near" and quoted fragments are cut to ~24 characters. */
 export function safeParserMessage(raw: string): string {
-  let msg = raw.replace(/"([^"]*)"/g, (_m, inner: string) => `"${inner.length > 24 ? inner.slice(0, 24) + '…' : inner}"`);
+  let msg = raw;
+  const near = / at or near /.exec(msg);
+  if (near) {
+    const rest = msg.slice(near.index + near[0].length);
+    msg = msg.slice(0, near.index + near[0].length) + (rest.length > 26 ? rest.slice(0, 26) + '…' : rest);
+  }
+  msg = msg.replace(/"([^"]*)"/g, (_m, inner: string) => `"${inner.length > 24 ? inner.slice(0, 24) + '…' : inner}"`);
   msg = msg.replace(/[\u0000-\u001f\u007f]/g, ' ');
   if (msg.length > 160) msg = msg.slice(0, 160) + '…';
   return msg;
