@@ -1,9 +1,10 @@
 import fc from 'fast-check';
 import { AccessEvaluator, type RoleGrant } from '../../../src/governance/evaluator';
 import { evaluatePolicies, insideTimeWindow, maskFor } from '../../../src/governance/policies';
-import type { Policy } from '../../../generated/policy-v1';
+import type { Policy, TimeWindowRule } from '../../../generated/policy-v1';
 
-const role = (name: string, statements: Array<[string, string, string]>): RoleGrant['role'] => ({ name, statements: statements.map(([effect, action, resource]) => ({ effect: effect as 'allow', action: action as 'read', resource })) });
+const role = (name: string, statements: Array<[string, string, string]>): RoleGrant['role'] =>
+  ({ name, statements: statements.map(([effect, action, resource]) => ({ effect, action, resource })) }) as unknown as RoleGrant['role'];
 
 describe('AccessEvaluator', () => {
   const ev = new AccessEvaluator([
@@ -64,7 +65,7 @@ describe('AccessEvaluator', () => {
 describe('policies', () => {
   const subject = { identityId: 'idn_1', identityName: 'agent', roles: ['analyst'], sourceId: 'db' };
   const now = new Date('2026-11-30T10:00:00Z'); // a Monday
-  const p = (name: string, rule: Policy['rule'], applies_to?: Policy['applies_to']): Policy => ({ name, rule, ...(applies_to ? { applies_to } : {}) });
+  const p = (name: string, rule: unknown, applies_to?: Policy['applies_to']): Policy => ({ name, rule: rule as Policy['rule'], ...(applies_to ? { applies_to } : {}) });
   test('deny_relations refuses matching reads, names the policy', () => {
     const v = evaluatePolicies([p('no-hr', { type: 'deny_relations', relations: ['hr.*'] })], subject, { action: 'read', relations: [{ schema: 'hr', table: 'people', action: 'read' }], writes: [], now });
     expect(v).toEqual({ ok: false, policy: 'no-hr', reason: 'Policy no-hr refuses read on hr.people.' });
@@ -88,7 +89,7 @@ describe('policies', () => {
     expect(v.ok && v.maxRows).toBe(20);
     expect(v.ok && maskFor(v.maskPatterns, 'public', 'customer', 'email')).toBe('partial');
     expect(v.ok && maskFor(v.maskPatterns, 'public', 'customer', 'phone')).toBeNull();
-    const rule = { type: 'time_window' as const, days: ['mon' as const], start: '09:00', end: '17:00' };
+    const rule = { type: 'time_window', days: ['mon'], start: '09:00', end: '17:00' } as unknown as TimeWindowRule;
     expect(insideTimeWindow(rule, now)).toBe(true);
     expect(insideTimeWindow({ ...rule, timezone: 'America/Los_Angeles' }, now)).toBe(false);
     expect(insideTimeWindow(rule, new Date('2026-12-01T10:00:00Z'))).toBe(false);
