@@ -1,0 +1,253 @@
+/**
+ * Errors of the PostgreSQL source connector, and how raw driver failures are classified.
+ *
+ * Contract ("Unavailable or unknown source" and the opaque failure rule, spec/errors-v1.json):
+ * a connector failure reaches the pipeline only as a `SourceError` whose `code` is one of
+ * `circuit_open`, `upstream_tls_refused`, `statement_timeout` (refusals, status `unavailable`),
+ * `cancelled` (tool error) or `execution_failed` (the opaque "tool execution failed").
+ *
+ * The `message` of a SourceError is SAFE to show an agent: it never holds a host name, address,
+ * port, user name, database name or any driver / server text (server messages can quote values,
+ * object names and addresses). The raw driver error is kept as the non-enumerable `cause` for the
+ * operator's logs only; `toJSON()` leaves it (and the SQLSTATE) out, so `JSON.stringify(err)` is
+ * safe as well.
+ */
+import { refusalInfo, toolErrorInfo } from '../../errors/vocabulary';
+
+/** The connector's failure vocabulary (see the module comment for the contract mapping). */
+export type SourceErrorCode = 'circuit_open' | 'upstream_tls_refused' | 'statement_timeout' | 'cancelled' | 'execution_failed';
+
+/** The contract code each SourceErrorCode maps to (a refusal code or a tool-error code of spec/errors-v1.json). */
+export const CONTRACT_CODE: Record<SourceErrorCode, string> = {
+  circuit_open: 'circuit_open',
+  upstream_tls_refused: 'upstream_tls_refused',
+  statement_timeout: 'statement_timeout',
+  cancelled: 'cancelled',
+  execution_failed: 'tool_execution_failed',
+};
+
+/** The safe default message of a code, read from spec/errors-v1.json. */
+export function defaultMessage(code: SourceErrorCode): string {
+  switch (code) {
+    case 'circuit_open':
+    case 'upstream_tls_refused':
+    case 'statement_timeout':
+      return refusalInfo(code).message;
+    case 'cancelled':
+      return toolErrorInfo('cancelled').message;
+    default:
+      return toolErrorInfo('tool_execution_failed').message;
+  }
+}
+
+/** Options of a SourceError beyond its code. */
+export interface SourceErrorOptions {
+  /** Safe message override. Callers must only pass fixed text (never driver or server text). */
+  message?: string;
+  /** The raw failure, kept non-enumerable for logs only. */
+  cause?: unknown;
+  /** SQLSTATE of a statement error raised by the server (5 characters), when there was one. */
+  sqlState?: string;
+  /** True when this failure counts against the source's circuit breaker (see `isSourceFailure`). */
+  sourceFailure?: boolean;
+}
+
+/**
+ * A connector failure. `code` is the machine key; `message` is safe prose (see module comment);
+ * `sqlState` is the server's SQLSTATE for statement errors (e.g. "42703"; safe, but it can tell an
+ * undefined object from a permission error, so the pipeline decides whether to show it);
+ * `sourceFailure` says whether the breaker counted it; `cause` (non-enumerable) is the raw error.
+ */
+export class SourceError extends Error {
+  readonly code: SourceErrorCode;
+  readonly sqlState?: string;
+  readonly sourceFailure: boolean;
+  declare readonly cause?: unknown;
+
+  constructor(code: SourceErrorCode, opts: SourceErrorOptions = {}) {
+    super(opts.message ?? defaultMessage(code));
+    this.name = 'SourceError';
+    this.code = code;
+    if (opts.sqlState !== undefined) this.sqlState = opts.sqlState;
+    this.sourceFailure = opts.sourceFailure ?? false;
+    if (opts.cause !== undefined) {
+      Object.defineProperty(this, 'cause', { value: opts.cause, enumerable: false, writable: false, configurable: true });
+    }
+  }
+
+  /** The contract code (spec/errors-v1.json) this failure maps to. */
+  get contractCode(): string {
+    return CONTRACT_CODE[this.code];
+  }
+
+  /** Only the safe fields: `{name, code, message}`. */
+  toJSON(): { name: string; code: SourceErrorCode; message: string } {
+    return { name: this.name, code: this.code, message: this.message };
+  }
+}
+
+/** PostgreSQL SQLSTATE class names (Appendix A of the PostgreSQL manual), keyed by the first two characters. */
+export const SQLSTATE_CLASS_NAMES: Readonly<Record<string, string>> = {
+  '00': 'successful_completion',
+  '01': 'warning',
+  '02': 'no_data',
+  '03': 'sql_statement_not_yet_complete',
+  '08': 'connection_exception',
+  '09': 'triggered_action_exception',
+  '0A': 'feature_not_supported',
+  '0B': 'invalid_transaction_initiation',
+  '0F': 'locator_exception',
+  '0L': 'invalid_grantor',
+  '0P': 'invalid_role_specification',
+  '0Z': 'diagnostics_exception',
+  '20': 'case_not_found',
+  '21': 'cardinality_violation',
+  '22': 'data_exception',
+  '23': 'integrity_constraint_violation',
+  '24': 'invalid_cursor_state',
+  '25': 'invalid_transaction_state',
+  '26': 'invalid_sql_statement_name',
+  '27': 'triggered_data_change_violation',
+  '28': 'invalid_authorization_specification',
+  '2B': 'dependent_privilege_descriptors_still_exist',
+  '2D': 'invalid_transaction_termination',
+  '2F': 'sql_routine_exception',
+  '34': 'invalid_cursor_name',
+  '38': 'external_routine_exception',
+  '39': 'external_routine_invocation_exception',
+  '3B': 'savepoint_exception',
+  '3D': 'invalid_catalog_name',
+  '3F': 'invalid_schema_name',
+  '40': 'transaction_rollback',
+  '42': 'syntax_error_or_access_rule_violation',
+  '44': 'with_check_option_violation',
+  '53': 'insufficient_resources',
+  '54': 'program_limit_exceeded',
+  '55': 'object_not_in_prerequisite_state',
+  '57': 'operator_intervention',
+  '58': 'system_error',
+  '72': 'snapshot_too_old',
+  F0: 'config_file_error',
+  HV: 'fdw_error',
+  P0: 'plpgsql_error',
+  XX: 'internal_error',
+};
+
+/** The class name of a SQLSTATE ("23505" → "integrity_constraint_violation"); "unknown_class" otherwise. */
+export function sqlStateClassName(sqlState: string): string {
+  return SQLSTATE_CLASS_NAMES[sqlState.slice(0, 2).toUpperCase()] ?? 'unknown_class';
+}
+
+/** SQLSTATE of query cancellation: by statement_timeout, by a cancel request, or a COPY failure. */
+export const SQLSTATE_QUERY_CANCELED = '57014';
+
+/**
+ * SQLSTATE classes that describe the source (server or link), not the statement: connection
+ * exceptions, insufficient resources, operator intervention (shutdown, crash, "cannot connect now"),
+ * system errors, internal errors, configuration file errors, and authentication failures.
+ */
+const SOURCE_FAILURE_CLASSES = new Set(['08', '28', '3D', '53', '57', '58', 'XX', 'F0']);
+
+/** A server-side error (ErrorResponse) as pg-protocol reports it: a DatabaseError with a SQLSTATE. */
+export interface ServerError {
+  code: string;
+  severity?: string;
+  message: string;
+}
+
+/** True for a server ErrorResponse (pg's DatabaseError), i.e. an error with a 5-character SQLSTATE and a severity. */
+export function isServerError(err: unknown): err is ServerError {
+  if (!(err instanceof Error)) return false;
+  const e = err as Error & { code?: unknown; severity?: unknown };
+  return typeof e.code === 'string' && /^[0-9A-Z]{5}$/.test(e.code) && typeof e.severity === 'string';
+}
+
+/** True for a fatal server error (the server closes the session after it). */
+export function isFatalServerError(err: unknown): boolean {
+  return isServerError(err) && (err.severity === 'FATAL' || err.severity === 'PANIC');
+}
+
+/** Driver messages pg uses when the server refuses or breaks the SSL negotiation. */
+const PG_TLS_MESSAGES = new Set(['The server does not support SSL connections', 'There was an error establishing an SSL connection']);
+/** Node/OpenSSL error codes of failed TLS handshakes and certificate checks. */
+const TLS_CODE = /^(ERR_TLS_|ERR_SSL_|ERR_OSSL_|CERT_|UNABLE_TO_|DEPTH_ZERO_SELF_SIGNED_CERT$|SELF_SIGNED_CERT_IN_CHAIN$|HOSTNAME_MISMATCH$|INVALID_CA$|INVALID_PURPOSE$|EPROTO$)/;
+
+/**
+ * True when `err` (or an error in its `cause` chain) is a refused or failed TLS negotiation or
+ * handshake: the server answered "no SSL", the handshake failed, or certificate / host-name
+ * verification failed. Only meaningful for errors raised while connecting with TLS configured.
+ */
+export function isTlsFailure(err: unknown): boolean {
+  for (let e: unknown = err, depth = 0; e instanceof Error && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
+    const x = e as Error & { code?: unknown; library?: unknown; reason?: unknown };
+    if (PG_TLS_MESSAGES.has(x.message)) return true;
+    if (typeof x.code === 'string' && TLS_CODE.test(x.code)) return true;
+    if (typeof x.library === 'string' && /ssl/i.test(x.library)) return true;
+  }
+  return false;
+}
+
+/** Where a failure happened: while getting a connection, or while running the statement on one. */
+export type FailurePhase = 'connect' | 'query';
+
+/** Facts the connector knows about a failed call, beyond the raw error. */
+export interface FailureContext {
+  phase: FailurePhase;
+  /** TLS is configured for the source (mode other than off). */
+  tlsConfigured: boolean;
+  /** The connector itself cancelled the statement because the caller's signal aborted. */
+  cancelledByCaller?: boolean;
+  /** The connector's client-side watchdog fired (the server did not end the statement in time). */
+  watchdogFired?: boolean;
+}
+
+/** pg-pool's error when no pooled connection became free within the connect timeout (local saturation, not a source failure). */
+const POOL_WAIT_TIMEOUT = 'timeout exceeded when trying to connect';
+
+/**
+ * Classifies a raw failure into a SourceError (safe message, raw error kept as `cause`).
+ *
+ * - cancelled by the caller → `cancelled` (not a source failure).
+ * - watchdog fired, or SQLSTATE 57014 not caused by our cancel → `statement_timeout` (counts: timeouts open the breaker).
+ * - while connecting with TLS configured, a TLS failure → `upstream_tls_refused` (counts).
+ * - while connecting, anything else (refused, DNS, timeout, authentication, unknown database,
+ *   too many connections, starting up) → opaque `execution_failed` (counts), except waiting for a
+ *   free pooled connection (local saturation: does not count).
+ * - while running: a server error of a source class (08, 28, 3D, 53, 57, 58, XX, F0) or a
+ *   FATAL/PANIC → opaque `execution_failed` (counts); any other server error is the statement's
+ *   own (syntax, permission, constraint, read-only violation, lock timeout, …) → `execution_failed`
+ *   naming only the SQLSTATE class, with `sqlState` set (does not count); a non-server error
+ *   (socket closed, protocol error) → opaque `execution_failed` (counts).
+ */
+export function classifyFailure(err: unknown, ctx: FailureContext): SourceError {
+  if (err instanceof SourceError) return err;
+  if (ctx.cancelledByCaller) return new SourceError('cancelled', { cause: err });
+  if (ctx.watchdogFired) return new SourceError('statement_timeout', { cause: err, sourceFailure: true });
+  if (isServerError(err)) {
+    if (err.code === SQLSTATE_QUERY_CANCELED) return new SourceError('statement_timeout', { cause: err, sourceFailure: true, sqlState: err.code });
+    if (ctx.phase === 'connect' || isFatalServerError(err) || SOURCE_FAILURE_CLASSES.has(err.code.slice(0, 2))) {
+      return new SourceError('execution_failed', { cause: err, sourceFailure: true, sqlState: err.code });
+    }
+    return new SourceError('execution_failed', {
+      cause: err,
+      sourceFailure: false,
+      sqlState: err.code,
+      message: `${defaultMessage('execution_failed')}: the statement failed (${sqlStateClassName(err.code)})`,
+    });
+  }
+  if (ctx.phase === 'connect') {
+    if (ctx.tlsConfigured && isTlsFailure(err)) return new SourceError('upstream_tls_refused', { cause: err, sourceFailure: true });
+    if (err instanceof Error && err.message === POOL_WAIT_TIMEOUT) return new SourceError('execution_failed', { cause: err, sourceFailure: false });
+  }
+  return new SourceError('execution_failed', { cause: err, sourceFailure: true });
+}
+
+/** A fixed-text SourceError for a failure the connector detects itself (never counts against the source). */
+export function localFailure(message: string, cause?: unknown): SourceError {
+  return new SourceError('execution_failed', { message: `${defaultMessage('execution_failed')}: ${message}`, cause, sourceFailure: false });
+}
+
+/** The raw cause of a SourceError (for logs only), or the value itself. */
+export function internalCause(err: unknown): unknown {
+  return err instanceof SourceError ? err.cause : err;
+}

@@ -1,0 +1,92 @@
+/**
+ * Per-source connector cache: one PostgresSourceConnector (pools + circuit breaker) per source id,
+ * reused across calls so the hot path never opens pools, and recreated when the source's settings
+ * change (compared by a SHA-256 of their canonical JSON; the hash stays in memory only).
+ */
+import { createHash } from 'node:crypto';
+import type { Logger } from 'pino';
+import { PostgresSourceConnector, type BreakerState, type PostgresSourceSettings } from './postgres/connector';
+
+/** Canonical JSON: object keys sorted, `undefined` members dropped (so equal settings hash equally). */
+export function canonicalJson(value: unknown): string {
+  if (value === null || typeof value !== 'object') return JSON.stringify(value) ?? 'null';
+  if (Array.isArray(value)) return `[${value.map((v) => (v === undefined ? 'null' : canonicalJson(v))).join(',')}]`;
+  const obj = value as Record<string, unknown>;
+  const keys = Object.keys(obj)
+    .filter((k) => obj[k] !== undefined)
+    .sort();
+  return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson(obj[k])}`).join(',')}}`;
+}
+
+/** SHA-256 (hex) of the canonical JSON of a source's settings. */
+export function settingsHash(settings: PostgresSourceSettings): string {
+  return createHash('sha256').update(canonicalJson(settings)).digest('hex');
+}
+
+/** Registry options: a logger handed to each connector, and a breaker observer told which source changed. */
+export interface RegistryOptions {
+  logger?: Logger;
+  onBreakerChange?(sourceId: string, state: BreakerState): void;
+}
+
+interface Entry {
+  hash: string;
+  connector: PostgresSourceConnector;
+}
+
+/** Caches connectors per source id. */
+export class SourceConnectorRegistry {
+  private readonly entries = new Map<string, Entry>();
+  private readonly retiring = new Set<Promise<void>>();
+
+  constructor(private readonly opts: RegistryOptions = {}) {}
+
+  /**
+   * The connector of `sourceId` for `settings`: the cached one when the settings are unchanged,
+   * otherwise a new one (the old one is closed in the background once its connections in use are
+   * returned; its in-flight calls finish). Throws SourceError 'execution_failed' for invalid settings
+   * (the cached connector, if any, is kept).
+   */
+  get(sourceId: string, settings: PostgresSourceSettings): PostgresSourceConnector {
+    const hash = settingsHash(settings);
+    const cur = this.entries.get(sourceId);
+    if (cur && cur.hash === hash) return cur.connector;
+    const connector = new PostgresSourceConnector(sourceId, settings, {
+      logger: this.opts.logger,
+      onBreakerChange: this.opts.onBreakerChange ? (state) => this.opts.onBreakerChange!(sourceId, state) : undefined,
+    });
+    this.entries.set(sourceId, { hash, connector });
+    if (cur) this.retire(cur.connector);
+    return connector;
+  }
+
+  /** Breaker state per cached source id ('closed' | 'open' | 'half_open'). */
+  states(): Record<string, string> {
+    const out: Record<string, string> = {};
+    for (const [id, e] of this.entries) out[id] = e.connector.breakerState();
+    return out;
+  }
+
+  /** Closes and forgets one source's connector (e.g. when the source is disabled or deleted). */
+  async remove(sourceId: string): Promise<void> {
+    const cur = this.entries.get(sourceId);
+    if (!cur) return;
+    this.entries.delete(sourceId);
+    await cur.connector.close();
+  }
+
+  /** Closes every connector (and waits for those being retired). */
+  async closeAll(): Promise<void> {
+    const all = [...this.entries.values()].map((e) => e.connector.close());
+    this.entries.clear();
+    await Promise.all([...all, ...this.retiring]);
+  }
+
+  private retire(c: PostgresSourceConnector): void {
+    const p = c
+      .close()
+      .catch((err: unknown) => this.opts.logger?.warn({ err, source_id: c.sourceId }, 'closing a replaced connector failed'))
+      .finally(() => this.retiring.delete(p));
+    this.retiring.add(p);
+  }
+}

@@ -1,0 +1,212 @@
+/**
+ * Loopback network fakes for connector tests:
+ * - `startFakePg`: a minimal PostgreSQL wire-protocol server that fails on purpose (startup
+ *   ErrorResponse, query-phase ErrorResponse, socket cut mid-query, silence, SSL refusal), with
+ *   server text chosen by the test (to check that none of it reaches a SourceError).
+ * - `startProxy`: a TCP proxy in front of a real server that counts connections and "flights"
+ *   (bursts of client bytes between server answers) and records the client's protocol messages.
+ */
+import net from 'node:net';
+
+/** Builds one backend message: type byte, int32 length, body. */
+function msg(type: string, body: Buffer): Buffer {
+  const head = Buffer.alloc(5);
+  head.write(type, 0, 'latin1');
+  head.writeInt32BE(body.length + 4, 1);
+  return Buffer.concat([head, body]);
+}
+
+/** An ErrorResponse with the given fields (S, V, C, M, D, H, …). */
+export function errorResponse(fields: Record<string, string>): Buffer {
+  const parts: Buffer[] = [];
+  for (const [k, v] of Object.entries(fields)) parts.push(Buffer.from(k, 'latin1'), Buffer.from(v + '\0', 'utf8'));
+  parts.push(Buffer.from([0]));
+  return msg('E', Buffer.concat(parts));
+}
+
+const int32 = (n: number) => {
+  const b = Buffer.alloc(4);
+  b.writeInt32BE(n, 0);
+  return b;
+};
+const AUTH_OK = msg('R', int32(0));
+const KEY_DATA = msg('K', Buffer.concat([int32(4242), int32(777)]));
+const READY = msg('Z', Buffer.from('I'));
+
+/** What the fake server does after reading the startup packet. */
+export type FakeBehaviour =
+  | { kind: 'startup_error'; fields: Record<string, string> }
+  | { kind: 'query_error'; fields: Record<string, string> }
+  | { kind: 'query_cut' }
+  | { kind: 'silent' };
+
+/** A started fake server. */
+export interface FakePg {
+  port: number;
+  connections: number;
+  close(): Promise<void>;
+}
+
+/** Starts a fake PostgreSQL server on 127.0.0.1. SSLRequests are answered 'N' (no SSL). */
+export function startFakePg(behaviour: FakeBehaviour): Promise<FakePg> {
+  const sockets = new Set<net.Socket>();
+  const state = { connections: 0 };
+  const server = net.createServer((sock) => {
+    state.connections++;
+    sockets.add(sock);
+    sock.on('close', () => sockets.delete(sock));
+    sock.on('error', () => undefined);
+    let buf = Buffer.alloc(0);
+    let started = false;
+    sock.on('data', (chunk: Buffer) => {
+      buf = Buffer.concat([buf, chunk]);
+      if (!started) {
+        while (buf.length >= 8) {
+          const len = buf.readInt32BE(0);
+          if (buf.length < len) return;
+          const code = buf.readInt32BE(4);
+          buf = buf.subarray(len);
+          if (code === 80877103) {
+            sock.write('N');
+            continue;
+          }
+          started = true;
+          switch (behaviour.kind) {
+            case 'startup_error':
+              sock.end(errorResponse(behaviour.fields));
+              return;
+            case 'silent':
+              return;
+            default:
+              sock.write(Buffer.concat([AUTH_OK, KEY_DATA, READY]));
+              return;
+          }
+        }
+        return;
+      }
+      // A query arrived on an established fake session.
+      if (buf.length === 0) return;
+      buf = Buffer.alloc(0);
+      if (behaviour.kind === 'query_error') sock.write(Buffer.concat([errorResponse(behaviour.fields), READY]));
+      else if (behaviour.kind === 'query_cut') sock.destroy();
+    });
+  });
+  return new Promise((resolve) => {
+    server.listen(0, '127.0.0.1', () => {
+      const port = (server.address() as net.AddressInfo).port;
+      resolve({
+        port,
+        get connections() {
+          return state.connections;
+        },
+        close: () =>
+          new Promise<void>((r) => {
+            for (const s of sockets) s.destroy();
+            server.close(() => r());
+          }),
+      });
+    });
+  });
+}
+
+/** A counting TCP proxy in front of `target`. */
+export interface Proxy {
+  port: number;
+  /** Connections accepted so far. */
+  connections: number;
+  /** Client→server flights since the last `reset()` (a flight ends when the server answers). */
+  flights: number;
+  /** Message type bytes of the client's frontend messages since the last `reset()` (after startup). */
+  clientMessages: string[];
+  reset(): void;
+  /** Destroys every proxied connection (both sides). */
+  cutAll(): void;
+  close(): Promise<void>;
+}
+
+/** Starts a proxy on 127.0.0.1 forwarding to `target`. */
+export function startProxy(target: { host: string; port: number }): Promise<Proxy> {
+  const pairs = new Set<[net.Socket, net.Socket]>();
+  const st = { connections: 0, flights: 0, clientMessages: [] as string[] };
+  const server = net.createServer((client) => {
+    st.connections++;
+    const upstream = net.connect(target.port, target.host);
+    const pair: [net.Socket, net.Socket] = [client, upstream];
+    pairs.add(pair);
+    let lastFromClient = false;
+    let pending = Buffer.alloc(0);
+    let startupDone = false;
+    const parseClient = (chunk: Buffer) => {
+      pending = Buffer.concat([pending, chunk]);
+      for (;;) {
+        if (!startupDone) {
+          if (pending.length < 4) return;
+          const len = pending.readInt32BE(0);
+          if (pending.length < len) return;
+          pending = pending.subarray(len);
+          startupDone = true;
+          continue;
+        }
+        if (pending.length < 5) return;
+        const len = pending.readInt32BE(1);
+        if (pending.length < len + 1) return;
+        st.clientMessages.push(String.fromCharCode(pending[0]));
+        pending = pending.subarray(len + 1);
+      }
+    };
+    client.on('data', (d: Buffer) => {
+      if (!lastFromClient) st.flights++;
+      lastFromClient = true;
+      parseClient(d);
+      upstream.write(d);
+    });
+    upstream.on('data', (d: Buffer) => {
+      lastFromClient = false;
+      client.write(d);
+    });
+    const end = () => {
+      client.destroy();
+      upstream.destroy();
+      pairs.delete(pair);
+    };
+    client.on('close', end);
+    upstream.on('close', end);
+    client.on('error', end);
+    upstream.on('error', end);
+  });
+  return new Promise((resolve) => {
+    server.listen(0, '127.0.0.1', () => {
+      const port = (server.address() as net.AddressInfo).port;
+      resolve({
+        port,
+        get connections() {
+          return st.connections;
+        },
+        get flights() {
+          return st.flights;
+        },
+        get clientMessages() {
+          return st.clientMessages;
+        },
+        reset() {
+          st.flights = 0;
+          st.clientMessages = [];
+        },
+        cutAll() {
+          for (const [a, b] of pairs) {
+            a.destroy();
+            b.destroy();
+          }
+        },
+        close: () =>
+          new Promise<void>((r) => {
+            for (const [a, b] of pairs) {
+              a.destroy();
+              b.destroy();
+            }
+            server.close(() => r());
+          }),
+      });
+    });
+  });
+}

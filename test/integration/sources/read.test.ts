@@ -1,0 +1,336 @@
+/**
+ * Reads through PostgresSourceConnector against the machine's PostgreSQL (sql-safety layers 4 and 6):
+ * read-only, time-limited connections from startup parameters, one round trip per read, the
+ * agent's SQL unwrapped over the extended protocol, row and byte caps, connection hygiene,
+ * statement timeouts and cancellation (issue 5 item 5).
+ */
+import { PostgresSourceConnector, SourceError, type ReadResult } from '../../../src/sources/postgres/connector';
+import { scanCatalog } from '../../../src/sources/postgres/catalog';
+import { createSourceDb, sleep, waitFor, type SourceDb } from './source-db';
+import { startProxy, type Proxy } from './fakes';
+
+const BIG = { maxRows: 1000, maxBytes: 10_000_000 };
+let src: SourceDb;
+const open: PostgresSourceConnector[] = [];
+function connector(overrides: Parameters<SourceDb['settings']>[0] = {}, id = 'chinook'): PostgresSourceConnector {
+  const c = new PostgresSourceConnector(id, src.settings(overrides));
+  open.push(c);
+  return c;
+}
+async function pidOf(c: PostgresSourceConnector): Promise<number> {
+  return (await c.read('SELECT pg_backend_pid() AS pid', [], BIG)).rows[0].pid as number;
+}
+
+beforeAll(async () => {
+  src = await createSourceDb('conn_read', { extraSql: 'CREATE SEQUENCE il_seq;' });
+});
+afterEach(async () => {
+  await Promise.all(open.splice(0).map((c) => c.close()));
+});
+afterAll(async () => {
+  await src?.drop();
+});
+
+describe('results', () => {
+  test('fields, rows and rowsArray, with bound parameters and parsed types', async () => {
+    const c = connector();
+    const r = await c.read('SELECT artist_id, name FROM artist WHERE artist_id = ANY($1::int[]) ORDER BY 1', [[1, 2]], BIG);
+    expect(r.fields).toEqual([
+      { name: 'artist_id', dataTypeId: 23 },
+      { name: 'name', dataTypeId: 1043 },
+    ]);
+    expect(r.rows).toEqual([
+      { artist_id: 1, name: 'AC/DC' },
+      { artist_id: 2, name: 'Accept' },
+    ]);
+    expect(r.rowsArray).toEqual([
+      [1, 'AC/DC'],
+      [2, 'Accept'],
+    ]);
+    expect(r.truncated).toBe(false);
+    expect(r.bytes).toBe(Buffer.byteLength(JSON.stringify(r.rows)));
+  });
+
+  test('duplicate column names: the later wins in rows, rowsArray keeps both; "__proto__" is a plain key', async () => {
+    const c = connector();
+    const r = await c.read(`SELECT 1 AS a, 2 AS a, '{"polluted":true}'::json AS "__proto__"`, [], BIG);
+    expect(r.rows[0].a).toBe(2);
+    expect(r.rowsArray[0]).toEqual([1, 2, { polluted: true }]);
+    expect(Object.getPrototypeOf(r.rows[0])).toBe(Object.prototype);
+    expect(Object.keys(r.rows[0])).toEqual(['a', '__proto__']);
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+    expect(JSON.parse(JSON.stringify(r.rows[0]))).toEqual({ a: 2, ['__proto__']: { polluted: true } });
+  });
+
+  test('row cap: the portal fetches maxRows + 1; truncated only when more rows exist', async () => {
+    const c = connector();
+    const total = Number((await c.read('SELECT count(*) AS n FROM genre', [], BIG)).rows[0].n);
+    const capped = await c.read('SELECT * FROM genre ORDER BY 1', [], { maxRows: 5, maxBytes: 1e6 });
+    expect(capped.rows).toHaveLength(5);
+    expect(capped.truncated).toBe(true);
+    const exact = await c.read('SELECT * FROM genre ORDER BY 1', [], { maxRows: total, maxBytes: 1e6 });
+    expect(exact.rows).toHaveLength(total);
+    expect(exact.truncated).toBe(false);
+    const zero = await c.read('SELECT * FROM genre', [], { maxRows: 0, maxBytes: 1e6 });
+    expect(zero.rows).toHaveLength(0);
+    expect(zero.truncated).toBe(true);
+    const none = await c.read('SELECT * FROM genre WHERE false', [], { maxRows: 0, maxBytes: 1e6 });
+    expect(none.truncated).toBe(false);
+    expect(none.fields.map((f) => f.name)).toEqual(['genre_id', 'name']);
+  });
+
+  test('a huge set is not materialised: generate_series(1, 1e9) with maxRows 3 returns at once', async () => {
+    const c = connector();
+    const t0 = Date.now();
+    const r = await c.read('SELECT generate_series(1, 1000000000) AS g', [], { maxRows: 3, maxBytes: 1e6 });
+    expect(r.rows).toEqual([{ g: 1 }, { g: 2 }, { g: 3 }]);
+    expect(r.truncated).toBe(true);
+    expect(Date.now() - t0).toBeLessThan(2000);
+  });
+
+  test('byte cap: rows stop before the JSON size passes maxBytes; bytes is the exact JSON size (UTF-8)', async () => {
+    const c = connector();
+    const sql = `SELECT g, repeat('é', 50) AS s FROM generate_series(1, 100) g`;
+    const full = await c.read(sql, [], BIG);
+    expect(full.bytes).toBe(Buffer.byteLength(JSON.stringify(full.rows), 'utf8'));
+    for (const maxBytes of [0, 2, 50, 150, 1000, full.bytes - 1, full.bytes]) {
+      const r: ReadResult = await c.read(sql, [], { maxRows: 1000, maxBytes });
+      const size = Buffer.byteLength(JSON.stringify(r.rows), 'utf8');
+      expect(r.bytes).toBe(size);
+      if (maxBytes >= 2) expect(r.bytes).toBeLessThanOrEqual(maxBytes);
+      expect(r.truncated).toBe(maxBytes < full.bytes);
+      expect(r.rowsArray).toHaveLength(r.rows.length);
+    }
+  });
+
+  test("the agent's SQL is never wrapped: trailing comments and quoted semicolons work", async () => {
+    const c = connector();
+    expect((await c.read('SELECT 1 AS x -- a trailing comment', [], BIG)).rows).toEqual([{ x: 1 }]);
+    expect((await c.read("SELECT 'a;b' AS x /* c */", [], BIG)).rows).toEqual([{ x: 'a;b' }]);
+    expect((await c.read('TABLE media_type', [], { maxRows: 1, maxBytes: 1e6 })).truncated).toBe(true);
+  });
+});
+
+describe('layer 4: read-only, extended protocol, one round trip', () => {
+  test('stacked statements are refused by PostgreSQL (extended protocol); nothing runs', async () => {
+    const c = connector();
+    const before = (await c.read('SELECT count(*)::int AS n FROM artist', [], BIG)).rows[0].n;
+    const err = await c.read('SELECT 1; DELETE FROM artist', [], BIG).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(SourceError);
+    expect(err).toMatchObject({ code: 'execution_failed', sqlState: '42601', sourceFailure: false });
+    expect((await c.read('SELECT count(*)::int AS n FROM artist', [], BIG)).rows[0].n).toBe(before);
+  });
+
+  test('connections start read-only: writes (also in a CTE) fail with 25006 even for a role that could write', async () => {
+    const c = connector({ reader: { user: src.writerRole } });
+    for (const sql of [
+      `INSERT INTO genre VALUES (9999, 'x')`,
+      `WITH d AS (DELETE FROM genre WHERE genre_id = 1 RETURNING *) SELECT * FROM d`,
+      `SELECT nextval('il_seq')`,
+    ]) {
+      const err = await c.read(sql, [], BIG).catch((e: unknown) => e);
+      expect(err).toMatchObject({ code: 'execution_failed', sqlState: '25006' });
+    }
+    const r = await c.read(`SELECT count(*)::int AS n FROM genre WHERE genre_id IN (1, 9999)`, [], BIG);
+    expect(r.rows[0].n).toBe(1);
+  });
+
+  test('startup parameters fix read-only and the timeouts; a read leaves the session unchanged and idle', async () => {
+    const c = connector({ pool_size: 1, statement_timeout_ms: 7000, lock_timeout_ms: 1500, idle_in_transaction_timeout_ms: 9000 });
+    const pid = await pidOf(c);
+    for (let i = 0; i < 20; i++) await c.read('SELECT * FROM track LIMIT 50', [], { maxRows: 10, maxBytes: 1e6 });
+    await c.read('SELECT 1 FROM nope', [], BIG).catch(() => undefined); // a plain statement error keeps the connection
+    const state = await c.withReader(async (client) => {
+      const r = await client.query(`SELECT current_setting('default_transaction_read_only') AS ro,
+        current_setting('transaction_read_only') AS tro, current_setting('statement_timeout') AS st,
+        current_setting('lock_timeout') AS lt, current_setting('idle_in_transaction_session_timeout') AS it,
+        pg_backend_pid() AS pid, current_user AS who, now() = statement_timestamp() AS fresh_tx`);
+      return { row: r.rows[0], tx: client.getTransactionStatus() };
+    });
+    expect(state.row).toEqual({ ro: 'on', tro: 'on', st: '7s', lt: '1500ms', it: '9s', pid, who: src.readerRole, fresh_tx: true });
+    expect(state.tx).toBe('I');
+    const mine = (await src.activity()).filter((a) => a.pid === pid);
+    expect(mine).toHaveLength(1);
+    expect(mine[0].state).toBe('idle');
+    expect(mine[0].backend_xid).toBeNull();
+  });
+
+  test('one round trip per read: Parse/Bind/Describe/Execute/Sync in one flight, no BEGIN/SET/ROLLBACK', async () => {
+    const proxy: Proxy = await startProxy({ host: src.host, port: src.port });
+    try {
+      const c = connector({ host: '127.0.0.1', port: proxy.port, pool_size: 1 });
+      await c.read('SELECT 1', [], BIG); // opens the connection
+      for (const [sql, params, maxRows] of [
+        ['SELECT name FROM artist WHERE artist_id < $1', [50], 10],
+        ['SELECT 1 AS one', [], 10],
+        ['SELECT 1 FROM no_such_table', [], 10],
+      ] as Array<[string, unknown[], number]>) {
+        proxy.reset();
+        await c.read(sql, params, { maxRows, maxBytes: 1e6 }).catch(() => undefined);
+        expect(proxy.flights).toBe(1);
+        expect(proxy.clientMessages).toEqual(['P', 'B', 'D', 'E', 'S']);
+      }
+      expect(proxy.connections).toBe(1);
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  test('a statement that changes a reported session parameter fails and its connection is destroyed', async () => {
+    const c = connector({ pool_size: 1 });
+    const pid = await pidOf(c);
+    const err = await c.read(`SELECT set_config('default_transaction_read_only', 'off', false)`, [], BIG).catch((e: unknown) => e);
+    expect(err).toMatchObject({ code: 'execution_failed', sourceFailure: false });
+    const after = await c.read(`SELECT pg_backend_pid() AS pid, current_setting('default_transaction_read_only') AS ro`, [], BIG);
+    expect(after.rows[0].pid).not.toBe(pid);
+    expect(after.rows[0].ro).toBe('on');
+  });
+
+  test('COPY over a read is refused and its connection destroyed', async () => {
+    const c = connector({ pool_size: 1 });
+    const pid = await pidOf(c);
+    const err = await c.read('COPY (SELECT 1) TO STDOUT', [], BIG).catch((e: unknown) => e);
+    expect(err).toMatchObject({ code: 'execution_failed' });
+    expect(await pidOf(c)).not.toBe(pid);
+  });
+
+  test('statement errors (syntax, unknown table, permission) do not count against the breaker', async () => {
+    const c = connector({ breaker: { failure_threshold: 2, reset_timeout_ms: 60_000 } });
+    await src.admin.query(`CREATE TABLE IF NOT EXISTS secret_t (x int)`);
+    for (const sql of ['SELEC 1', 'SELECT * FROM no_such_table', 'SELECT * FROM secret_t', 'SELECT 1/0', 'SELECT 1; SELECT 2']) {
+      for (let i = 0; i < 3; i++) {
+        const err = await c.read(sql, [], BIG).catch((e: unknown) => e);
+        expect(err).toMatchObject({ code: 'execution_failed', sourceFailure: false });
+        expect((err as SourceError).message).not.toMatch(/secret_t|no_such_table|SELEC/);
+      }
+    }
+    expect(c.breakerState()).toBe('closed');
+  });
+
+  test('concurrent reads share a small pool; pool size bounds the sessions', async () => {
+    const c = connector({ pool_size: 2 }, 'concurrent');
+    const results = await Promise.all(Array.from({ length: 12 }, (_, i) => c.read('SELECT $1::int AS i, pg_sleep(0.02)', [i], BIG)));
+    expect(results.map((r) => r.rows[0].i)).toEqual(Array.from({ length: 12 }, (_, i) => i));
+    const sessions = (await src.activity()).filter((a) => a.application_name === 'interlock:concurrent:reader');
+    expect(sessions.length).toBeLessThanOrEqual(2);
+  });
+
+  test('waiting too long for a pooled connection fails opaquely and is not a source failure', async () => {
+    const c = connector({ pool_size: 1, connect_timeout_ms: 300, breaker: { failure_threshold: 1 } });
+    const long = c.read('SELECT pg_sleep(1.2)', [], BIG);
+    await sleep(50);
+    const err = await c.read('SELECT 1', [], BIG).catch((e: unknown) => e);
+    expect(err).toMatchObject({ code: 'execution_failed', sourceFailure: false });
+    await long;
+    expect(c.breakerState()).toBe('closed');
+  });
+
+  test('withReader lends a read-only connection to the catalog scanner and takes it back', async () => {
+    const c = connector({ pool_size: 1 });
+    const pid = await pidOf(c);
+    const cat = await c.withReader((client) => scanCatalog(client));
+    expect(cat.relations.some((r) => r.name === 'artist')).toBe(true);
+    expect(await pidOf(c)).toBe(pid);
+    await expect(c.withReader(async () => Promise.reject(new Error('boom at db.internal:5432')))).rejects.toMatchObject({ code: 'execution_failed' });
+    expect(await pidOf(c)).not.toBe(pid); // destroyed after fn threw
+    const left = await c.withReader(async (client) => {
+      await client.query('BEGIN');
+      return client.query('SELECT pg_backend_pid() AS pid');
+    });
+    expect(await pidOf(c)).not.toBe(left.rows[0].pid); // a transaction left open: destroyed
+  });
+});
+
+describe('timeouts and cancellation (issue 5 item 5)', () => {
+  test('statement_timeout maps to statement_timeout; the connection is replaced; timeouts count toward the breaker', async () => {
+    const c = connector({ pool_size: 1, statement_timeout_ms: 300, breaker: { failure_threshold: 2, reset_timeout_ms: 60_000 } });
+    const pid = await pidOf(c);
+    const err = await c.read('SELECT pg_sleep(5)', [], BIG).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(SourceError);
+    expect(err).toMatchObject({ code: 'statement_timeout', sourceFailure: true });
+    expect(c.breakerState()).toBe('closed');
+    expect(await pidOf(c)).not.toBe(pid);
+    await c.read('SELECT pg_sleep(5)', [], BIG).catch(() => undefined);
+    await c.read('SELECT pg_sleep(5)', [], BIG).catch(() => undefined);
+    expect(c.breakerState()).toBe('open');
+    await expect(c.read('SELECT 1', [], BIG)).rejects.toMatchObject({ code: 'circuit_open' });
+  });
+
+  test('abort cancels the running statement in PostgreSQL within 1 s, drops that connection, and the pool stays healthy', async () => {
+    const c = connector({ pool_size: 2 });
+    const ac = new AbortController();
+    const p = c.read('SELECT pg_sleep(30)', [], { ...BIG, signal: ac.signal });
+    p.catch(() => undefined);
+    let pid = 0;
+    expect(
+      await waitFor(async () => {
+        const a = (await src.activity()).find((x) => x.query === 'SELECT pg_sleep(30)' && x.state === 'active');
+        pid = a?.pid ?? 0;
+        return pid !== 0;
+      }, 2000),
+    ).toBeGreaterThanOrEqual(0);
+    await sleep(Math.max(0, 300));
+    const tAbort = Date.now();
+    ac.abort();
+    const err = await p.catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(SourceError);
+    expect(err).toMatchObject({ code: 'cancelled', sourceFailure: false });
+    expect(Date.now() - tAbort).toBeLessThan(200);
+    const gone = await waitFor(async () => {
+      const a = (await src.activity()).find((x) => x.pid === pid);
+      return !a || a.state !== 'active' || a.query !== 'SELECT pg_sleep(30)';
+    }, 1000);
+    expect(gone).toBeGreaterThanOrEqual(0);
+    expect(Date.now() - tAbort).toBeLessThan(1000);
+    // Pool healthy: the cancelled session is gone for good, reads work at full pool width.
+    expect(await waitFor(async () => !(await src.activity()).some((x) => x.pid === pid), 2000)).toBeGreaterThanOrEqual(0);
+    const rs = await Promise.all([0, 1, 2, 3].map(() => c.read('SELECT pg_backend_pid() AS pid, pg_sleep(0.05)', [], BIG)));
+    expect(rs.every((r) => r.rows[0].pid !== pid)).toBe(true);
+    expect(c.breakerState()).toBe('closed');
+  });
+
+  test('an already-aborted signal rejects at once without touching the network', async () => {
+    const proxy = await startProxy({ host: src.host, port: src.port });
+    try {
+      const c = connector({ host: '127.0.0.1', port: proxy.port });
+      const ac = new AbortController();
+      ac.abort();
+      await expect(c.read('SELECT 1', [], { ...BIG, signal: ac.signal })).rejects.toMatchObject({ code: 'cancelled' });
+      expect(proxy.connections).toBe(0);
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  test('an abort while waiting for a pooled connection rejects at once; the busy read is unaffected', async () => {
+    const c = connector({ pool_size: 1 });
+    const busy = c.read('SELECT pg_sleep(0.6) AS s, 1 AS ok', [], BIG);
+    await sleep(50);
+    const ac = new AbortController();
+    const waiting = c.read('SELECT 2', [], { ...BIG, signal: ac.signal });
+    await sleep(50);
+    const t0 = Date.now();
+    ac.abort();
+    await expect(waiting).rejects.toMatchObject({ code: 'cancelled' });
+    expect(Date.now() - t0).toBeLessThan(100);
+    expect((await busy).rows[0].ok).toBe(1);
+    expect((await c.read('SELECT 3 AS x', [], BIG)).rows).toEqual([{ x: 3 }]);
+  });
+
+  test('a connection cut mid-query is an opaque source failure and the pool recovers', async () => {
+    const proxy = await startProxy({ host: src.host, port: src.port });
+    try {
+      const c = connector({ host: '127.0.0.1', port: proxy.port, pool_size: 1, breaker: { failure_threshold: 3 } });
+      await c.read('SELECT 1', [], BIG);
+      const p = c.read('SELECT pg_sleep(2)', [], BIG);
+      await sleep(200);
+      proxy.cutAll();
+      const err = await p.catch((e: unknown) => e);
+      expect(err).toMatchObject({ code: 'execution_failed', sourceFailure: true, message: 'tool execution failed' });
+      expect((await c.read('SELECT 7 AS x', [], BIG)).rows).toEqual([{ x: 7 }]);
+      expect(proxy.connections).toBe(2);
+    } finally {
+      await proxy.close();
+    }
+  });
+});
