@@ -13,6 +13,10 @@ export declare const validateCatalogRow: Validator;
 export declare const validateConnectorRequest: Validator;
 /** Validates against https://interlock.dev/spec/defs/DiscoverHit.json. */
 export declare const validateDiscoverHit: Validator;
+/** Validates against https://interlock.dev/spec/config-v1.schema.json. */
+export declare const validateGatewayConfig: Validator;
+/** Validates against https://interlock.dev/spec/config-v1.schema.json#/$defs/rateLimit. */
+export declare const validateGatewayConfigRateLimit: Validator;
 /** Validates against https://interlock.dev/spec/tools/interlock_describe_access.json. */
 export declare const validateInterlockDescribeAccessArguments: Validator;
 /** Validates against https://interlock.dev/spec/tools/interlock_describe_source.json. */
@@ -49,6 +53,16 @@ export declare const validateQueuedWrite: Validator;
 export declare const validateRefusal: Validator;
 /** Validates against https://interlock.dev/spec/defs/RefusalStatus.json. */
 export declare const validateRefusalStatus: Validator;
+/** Validates against https://interlock.dev/spec/source-v1.schema.json. */
+export declare const validateSourceDefinition: Validator;
+/** Validates against https://interlock.dev/spec/source-v1.schema.json#/$defs/credentials. */
+export declare const validateSourceDefinitionCredentials: Validator;
+/** Validates against https://interlock.dev/spec/source-v1.schema.json#/$defs/documentsSettings. */
+export declare const validateSourceDefinitionDocumentsSettings: Validator;
+/** Validates against https://interlock.dev/spec/source-v1.schema.json#/$defs/postgresSettings. */
+export declare const validateSourceDefinitionPostgresSettings: Validator;
+/** Validates against https://interlock.dev/spec/source-v1.schema.json#/$defs/tls. */
+export declare const validateSourceDefinitionTls: Validator;
 /** Validates against https://interlock.dev/spec/defs/SourceEntry.json. */
 export declare const validateSourceEntry: Validator;
 /** Validates against https://interlock.dev/spec/defs/SourceId.json. */

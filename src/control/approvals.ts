@@ -1,0 +1,212 @@
+/**
+ * The approval queue (issue 3, Build 7). A write is stored with its exact statement, parameters,
+ * identity, key, source and classification, and waits for an operator.
+ *
+ * States: pending → approved → executed | failed; pending → rejected | expired. The database
+ * enforces this (trigger approvals_guard: illegal transitions and any change to the stored request
+ * raise; rows cannot be deleted), and transitionApproval is a conditional UPDATE, so of any number
+ * of racing callers exactly one moves a given approval out of a given state.
+ */
+import type pg from 'pg';
+import type { ControlDb } from './db';
+import { NotFoundError, ValidationError } from './errors';
+import { iso, newApprovalId } from './ids';
+
+/** Every approval state. */
+export const APPROVAL_STATES = ['pending', 'approved', 'executed', 'failed', 'rejected', 'expired'] as const;
+export type ApprovalState = (typeof APPROVAL_STATES)[number];
+
+/** Default time a pending approval waits before it expires (config approvals.ttl_seconds). */
+export const DEFAULT_APPROVAL_TTL_SECONDS = 86_400;
+
+/** What happened when an approved write ran: a row count, or a stable error code (never driver text). */
+export interface ApprovalOutcome {
+  row_count?: number;
+  /** snake_case code, e.g. "statement_failed", "authorization_changed". */
+  error_code?: string;
+  /** SQLSTATE of a failed statement, e.g. "23505". */
+  sqlstate?: string;
+}
+
+/** One approval. Times are ISO-8601 UTC. */
+export interface ApprovalRecord {
+  id: string;
+  sourceId: string;
+  identityId: string;
+  /** Name of the requesting identity (joined for display and the self-approval check). */
+  identityName: string;
+  keyId: string | null;
+  requestId: string;
+  sql: string;
+  params: unknown[];
+  /** What the analyser said: writes, relations, fingerprint, … */
+  classification: Record<string, unknown>;
+  state: ApprovalState;
+  createdAt: string;
+  expiresAt: string;
+  decidedBy: string | null;
+  decidedAt: string | null;
+  executedAt: string | null;
+  outcome: ApprovalOutcome | null;
+}
+
+/** A write to hold for approval. */
+export interface NewApproval {
+  sourceId: string;
+  identityId: string;
+  keyId: string | null;
+  requestId: string;
+  sql: string;
+  params: unknown[];
+  classification: Record<string, unknown>;
+  /** Seconds until it expires (default DEFAULT_APPROVAL_TTL_SECONDS); ignored when expiresAt is given. */
+  ttlSeconds?: number;
+  expiresAt?: Date;
+}
+
+/** Fields set together with a transition. */
+export interface TransitionFields {
+  /** Who decided (operator name, or "system:expiry"). Recorded for approved/rejected/expired. */
+  decidedBy?: string;
+  /** Outcome of an execution (for executed/failed). */
+  outcome?: ApprovalOutcome;
+}
+
+type Queryable = ControlDb | pg.ClientBase;
+const q = (db: Queryable) => ('pool' in db ? db.pool : db);
+
+interface ApprovalRow {
+  id: string;
+  source_id: string;
+  identity_id: string;
+  identity_name: string;
+  key_id: string | null;
+  request_id: string;
+  sql: string;
+  params: unknown[];
+  classification: Record<string, unknown>;
+  state: ApprovalState;
+  created_at: Date;
+  expires_at: Date;
+  decided_by: string | null;
+  decided_at: Date | null;
+  executed_at: Date | null;
+  outcome: ApprovalOutcome | null;
+}
+
+const COLS = `a.id, a.source_id, a.identity_id, i.name AS identity_name, a.key_id, a.request_id, a.sql, a.params, a.classification,
+  a.state, a.created_at, a.expires_at, a.decided_by, a.decided_at, a.executed_at, a.outcome`;
+
+function toRecord(r: ApprovalRow): ApprovalRecord {
+  return {
+    id: r.id,
+    sourceId: r.source_id,
+    identityId: r.identity_id,
+    identityName: r.identity_name,
+    keyId: r.key_id,
+    requestId: r.request_id,
+    sql: r.sql,
+    params: r.params,
+    classification: r.classification,
+    state: r.state,
+    createdAt: iso(r.created_at)!,
+    expiresAt: iso(r.expires_at)!,
+    decidedBy: r.decided_by,
+    decidedAt: iso(r.decided_at),
+    executedAt: iso(r.executed_at),
+    outcome: r.outcome,
+  };
+}
+
+function assertOutcome(o: ApprovalOutcome): void {
+  for (const k of Object.keys(o)) {
+    if (!['row_count', 'error_code', 'sqlstate'].includes(k)) throw new ValidationError(`approval outcome: unknown field "${k}" (only row_count, error_code, sqlstate; never driver text)`);
+  }
+  if (o.row_count !== undefined && !(Number.isInteger(o.row_count) && o.row_count >= 0)) throw new ValidationError('approval outcome: row_count must be a non-negative integer');
+  if (o.error_code !== undefined && !/^[a-z][a-z0-9_]{0,63}$/.test(o.error_code)) throw new ValidationError('approval outcome: error_code must be a snake_case code');
+  if (o.sqlstate !== undefined && !/^[0-9A-Z]{5}$/.test(o.sqlstate)) throw new ValidationError('approval outcome: sqlstate must be a 5-character SQLSTATE');
+}
+
+/** Queues a write (state pending). Throws ValidationError for a bad TTL; a foreign-key error when the source or identity does not exist. */
+export async function createApproval(db: Queryable, a: NewApproval): Promise<ApprovalRecord> {
+  const ttl = a.ttlSeconds ?? DEFAULT_APPROVAL_TTL_SECONDS;
+  if (!a.expiresAt && !(Number.isInteger(ttl) && ttl > 0)) throw new ValidationError('approval TTL must be a positive whole number of seconds');
+  const id = newApprovalId();
+  const r = await q(db).query<ApprovalRow>(
+    `WITH ins AS (
+       INSERT INTO approvals (id, source_id, identity_id, key_id, request_id, sql, params, classification, expires_at)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, COALESCE($9::timestamptz, now() + make_interval(secs => $10::double precision)))
+       RETURNING *)
+     SELECT ${COLS} FROM ins a JOIN identities i ON i.id = a.identity_id`,
+    [id, a.sourceId, a.identityId, a.keyId, a.requestId, a.sql, JSON.stringify(a.params ?? []), JSON.stringify(a.classification ?? {}), a.expiresAt ?? null, ttl],
+  );
+  return toRecord(r.rows[0]);
+}
+
+/** The approval with id `id`, or null. */
+export async function getApproval(db: Queryable, id: string): Promise<ApprovalRecord | null> {
+  const r = await q(db).query<ApprovalRow>(`SELECT ${COLS} FROM approvals a JOIN identities i ON i.id = a.identity_id WHERE a.id = $1`, [id]);
+  return r.rows[0] ? toRecord(r.rows[0]) : null;
+}
+
+/** The approval with id `id`; throws NotFoundError. */
+export async function requireApproval(db: Queryable, id: string): Promise<ApprovalRecord> {
+  const a = await getApproval(db, id);
+  if (!a) throw new NotFoundError(`approval ${id} not found`);
+  return a;
+}
+
+/** Approvals, newest first, optionally filtered; at most `limit` (default 100, max 1000). */
+export async function listApprovals(db: Queryable, filter: { state?: ApprovalState; sourceId?: string; identityId?: string; limit?: number } = {}): Promise<ApprovalRecord[]> {
+  if (filter.state !== undefined && !APPROVAL_STATES.includes(filter.state)) throw new ValidationError(`unknown approval state "${filter.state}" (${APPROVAL_STATES.join(', ')})`);
+  const limit = Math.max(1, Math.min(1000, filter.limit ?? 100));
+  const r = await q(db).query<ApprovalRow>(
+    `SELECT ${COLS} FROM approvals a JOIN identities i ON i.id = a.identity_id
+     WHERE ($1::text IS NULL OR a.state = $1) AND ($2::text IS NULL OR a.source_id = $2) AND ($3::text IS NULL OR a.identity_id = $3)
+     ORDER BY a.created_at DESC, a.id LIMIT $4`,
+    [filter.state ?? null, filter.sourceId ?? null, filter.identityId ?? null, limit],
+  );
+  return r.rows.map(toRecord);
+}
+
+/**
+ * Moves approval `id` from one of the states `from` to `to` with one conditional UPDATE (the row
+ * lock makes concurrent callers queue; each re-checks the state after the winner commits), and
+ * returns the updated approval, or null when it was not in one of `from` (someone else won, or it
+ * does not exist). A move to 'approved' also requires expires_at to be in the future. Sets
+ * decided_at/decided_by for approved, rejected and expired; executed_at and outcome for executed
+ * and failed. Illegal transitions raise in the database (trigger approvals_guard).
+ * Accepts a pooled client so callers can transition inside their own transaction.
+ */
+export async function transitionApproval(db: Queryable, id: string, from: ApprovalState[], to: ApprovalState, fields: TransitionFields = {}): Promise<ApprovalRecord | null> {
+  if (!APPROVAL_STATES.includes(to) || from.some((s) => !APPROVAL_STATES.includes(s))) throw new ValidationError('unknown approval state');
+  if (fields.outcome) assertOutcome(fields.outcome);
+  const decision = to === 'approved' || to === 'rejected' || to === 'expired';
+  const execution = to === 'executed' || to === 'failed';
+  const r = await q(db).query<ApprovalRow>(
+    `WITH upd AS (
+       UPDATE approvals SET state = $3,
+         decided_by = CASE WHEN $4 THEN $5 ELSE decided_by END,
+         decided_at = CASE WHEN $4 THEN now() ELSE decided_at END,
+         executed_at = CASE WHEN $6 THEN now() ELSE executed_at END,
+         outcome = CASE WHEN $6 THEN $7::jsonb ELSE outcome END
+       WHERE id = $1 AND state = ANY($2::text[]) AND ($3 <> 'approved' OR expires_at > now())
+       RETURNING *)
+     SELECT ${COLS} FROM upd a JOIN identities i ON i.id = a.identity_id`,
+    [id, from, to, decision, fields.decidedBy ?? null, execution, fields.outcome ? JSON.stringify(fields.outcome) : null],
+  );
+  return r.rows[0] ? toRecord(r.rows[0]) : null;
+}
+
+/** Expires every pending approval whose expires_at is at or before `now` (decided_by "system:expiry"); returns them. */
+export async function expireApprovals(db: Queryable, now: Date = new Date()): Promise<ApprovalRecord[]> {
+  const r = await q(db).query<ApprovalRow>(
+    `WITH upd AS (
+       UPDATE approvals SET state = 'expired', decided_by = 'system:expiry', decided_at = $1
+       WHERE state = 'pending' AND expires_at <= $1
+       RETURNING *)
+     SELECT ${COLS} FROM upd a JOIN identities i ON i.id = a.identity_id ORDER BY a.created_at`,
+    [now],
+  );
+  return r.rows.map(toRecord);
+}

@@ -1,0 +1,216 @@
+/**
+ * Gateway configuration: defaults ← optional JSON/YAML file ← INTERLOCK_* environment variables ←
+ * command-line overrides, validated against spec/config-v1.schema.json (generated validator).
+ *
+ * Unknown keys are errors at every level (the schema says additionalProperties: false), and so is
+ * any INTERLOCK_* environment variable this module does not know: a misspelt safety setting must
+ * never be silently ignored (issue 3, Build 1). ENV_VARS below is the full list; docs/operators.md
+ * documents each.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { extname } from 'node:path';
+import YAML from 'yaml';
+import { validateGatewayConfig } from '../../generated/validators';
+import type { GatewayConfig, RateLimit } from '../../generated/config-v1';
+import { formatSchemaErrors, ValidationError } from './errors';
+
+export type { GatewayConfig } from '../../generated/config-v1';
+
+/** A configuration with every default filled in (assignable to GatewayConfig). */
+export interface ResolvedGatewayConfig {
+  listen: { host: string; port: number };
+  database: { url?: string; embedded_data_dir: string; embedded_port: number; pool_size: number };
+  allowed_hosts: string[];
+  allowed_origins: string[];
+  rate_limits: { per_identity: RateLimit; per_source: RateLimit };
+  approvals: { ttl_seconds: number };
+  cache: { ttl_ms: number; max_bytes: number };
+  log_level: NonNullable<GatewayConfig['log_level']>;
+  key_pepper?: string;
+}
+
+/** The defaults (docs/operators.md repeats them). */
+export const DEFAULT_CONFIG: Readonly<ResolvedGatewayConfig> = Object.freeze({
+  listen: { host: '127.0.0.1', port: 8787 },
+  database: { embedded_data_dir: '.interlock/pg', embedded_port: 0, pool_size: 10 },
+  allowed_hosts: [],
+  allowed_origins: [],
+  rate_limits: { per_identity: { points: 120, window_seconds: 60 }, per_source: { points: 600, window_seconds: 60 } },
+  approvals: { ttl_seconds: 86_400 },
+  cache: { ttl_ms: 30_000, max_bytes: 64 * 1024 * 1024 },
+  log_level: 'info',
+});
+
+type EnvKind = 'string' | 'int' | 'list';
+
+/** Every INTERLOCK_* variable that sets a config key: variable → [config path, value kind]. */
+export const ENV_VARS: Readonly<Record<string, readonly [string[], EnvKind]>> = Object.freeze({
+  INTERLOCK_HOST: [['listen', 'host'], 'string'],
+  INTERLOCK_PORT: [['listen', 'port'], 'int'],
+  INTERLOCK_DATABASE_URL: [['database', 'url'], 'string'],
+  INTERLOCK_EMBEDDED_DATA_DIR: [['database', 'embedded_data_dir'], 'string'],
+  INTERLOCK_EMBEDDED_PORT: [['database', 'embedded_port'], 'int'],
+  INTERLOCK_DATABASE_POOL_SIZE: [['database', 'pool_size'], 'int'],
+  INTERLOCK_ALLOWED_HOSTS: [['allowed_hosts'], 'list'],
+  INTERLOCK_ALLOWED_ORIGINS: [['allowed_origins'], 'list'],
+  INTERLOCK_RATE_LIMIT_IDENTITY_POINTS: [['rate_limits', 'per_identity', 'points'], 'int'],
+  INTERLOCK_RATE_LIMIT_IDENTITY_WINDOW_SECONDS: [['rate_limits', 'per_identity', 'window_seconds'], 'int'],
+  INTERLOCK_RATE_LIMIT_SOURCE_POINTS: [['rate_limits', 'per_source', 'points'], 'int'],
+  INTERLOCK_RATE_LIMIT_SOURCE_WINDOW_SECONDS: [['rate_limits', 'per_source', 'window_seconds'], 'int'],
+  INTERLOCK_APPROVAL_TTL_SECONDS: [['approvals', 'ttl_seconds'], 'int'],
+  INTERLOCK_CACHE_TTL_MS: [['cache', 'ttl_ms'], 'int'],
+  INTERLOCK_CACHE_MAX_BYTES: [['cache', 'max_bytes'], 'int'],
+  INTERLOCK_LOG_LEVEL: [['log_level'], 'string'],
+  INTERLOCK_KEY_PEPPER: [['key_pepper'], 'string'],
+});
+
+/**
+ * INTERLOCK_* variables that are known but are not config keys: INTERLOCK_CONFIG (path of the
+ * config file, like --config), INTERLOCK_FIXTURES (=1 adds the test-only conformance fixture tools
+ * to `interlock serve`), INTERLOCK_TEST_PG_URL (the test suite's PostgreSQL server).
+ */
+export const OTHER_ENV_VARS: readonly string[] = Object.freeze(['INTERLOCK_CONFIG', 'INTERLOCK_FIXTURES', 'INTERLOCK_TEST_PG_URL']);
+
+/** Options of loadConfig. */
+export interface LoadConfigOptions {
+  /** Path of a .json, .yaml or .yml file (optional). */
+  file?: string;
+  /** The environment to read INTERLOCK_* variables from (usually process.env). */
+  env: Record<string, string | undefined>;
+  /** Values that win over file and environment (command-line flags), in config shape. */
+  overrides?: GatewayConfig;
+}
+
+type Obj = Record<string, unknown>;
+
+function isObj(v: unknown): v is Obj {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+function deepMerge(base: Obj, over: Obj): Obj {
+  const out: Obj = { ...base };
+  for (const [k, v] of Object.entries(over)) {
+    if (v === undefined) continue;
+    out[k] = isObj(v) && isObj(out[k]) ? deepMerge(out[k] as Obj, v) : v;
+  }
+  return out;
+}
+
+function setPath(target: Obj, path: string[], value: unknown): void {
+  let o = target;
+  for (const p of path.slice(0, -1)) {
+    if (!isObj(o[p])) o[p] = {};
+    o = o[p] as Obj;
+  }
+  o[path[path.length - 1]] = value;
+}
+
+function editDistance(a: string, b: string): number {
+  const d = Array.from({ length: a.length + 1 }, (_, i) => [i, ...Array<number>(b.length).fill(0)]);
+  for (let j = 1; j <= b.length; j++) d[0][j] = j;
+  for (let i = 1; i <= a.length; i++) {
+    for (let j = 1; j <= b.length; j++) {
+      d[i][j] = Math.min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1));
+    }
+  }
+  return d[a.length][b.length];
+}
+
+function suggestion(name: string): string {
+  const known = [...Object.keys(ENV_VARS), ...OTHER_ENV_VARS];
+  let best = '';
+  let bestD = Infinity;
+  for (const k of known) {
+    const dist = editDistance(name, k);
+    if (dist < bestD) {
+      best = k;
+      bestD = dist;
+    }
+  }
+  return bestD <= 4 ? ` (did you mean ${best}?)` : '';
+}
+
+/** Reads and parses a config file; throws ValidationError with a clear message. */
+function readConfigFile(file: string): Obj {
+  if (!existsSync(file)) throw new ValidationError(`config file not found: ${file}`);
+  const text = readFileSync(file, 'utf8');
+  const ext = extname(file).toLowerCase();
+  let parsed: unknown;
+  try {
+    if (ext === '.json') parsed = JSON.parse(text);
+    else if (ext === '.yaml' || ext === '.yml') parsed = YAML.parse(text, { uniqueKeys: true, prettyErrors: true });
+    else throw new ValidationError(`config file ${file}: unsupported extension "${ext}" (use .json, .yaml or .yml)`);
+  } catch (err) {
+    if (err instanceof ValidationError) throw err;
+    throw new ValidationError(`config file ${file} is not valid ${ext === '.json' ? 'JSON' : 'YAML'}`, [String((err as Error).message).split('\n')[0]]);
+  }
+  if (parsed === null || parsed === undefined) return {};
+  if (!isObj(parsed)) throw new ValidationError(`config file ${file} must hold an object (a mapping of settings)`);
+  return parsed;
+}
+
+/** Converts the INTERLOCK_* variables of `env` to a partial config; unknown variables and bad values are collected in `problems`. */
+function configFromEnv(env: Record<string, string | undefined>, problems: string[]): Obj {
+  const out: Obj = {};
+  for (const [name, raw] of Object.entries(env).sort(([a], [b]) => a.localeCompare(b))) {
+    if (!name.startsWith('INTERLOCK_')) continue;
+    const spec = ENV_VARS[name];
+    if (!spec) {
+      if (!OTHER_ENV_VARS.includes(name)) problems.push(`${name}: unknown InterLock environment variable${suggestion(name)}`);
+      continue;
+    }
+    if (raw === undefined || raw === '') continue;
+    const [path, kind] = spec;
+    if (kind === 'int') {
+      if (!/^[0-9]{1,15}$/.test(raw.trim())) {
+        problems.push(`${name}: must be a whole number, got ${JSON.stringify(raw)}`);
+        continue;
+      }
+      setPath(out, path, Number(raw.trim()));
+    } else if (kind === 'list') {
+      setPath(out, path, raw.split(',').map((s) => s.trim()).filter((s) => s.length > 0));
+    } else {
+      setPath(out, path, raw);
+    }
+  }
+  return out;
+}
+
+function check(where: string, value: unknown): string[] {
+  if (validateGatewayConfig(value)) return [];
+  return formatSchemaErrors(validateGatewayConfig.errors).map((l) => `${where}${l}`);
+}
+
+/**
+ * Loads the gateway configuration: defaults, then `file` (JSON or YAML), then the INTERLOCK_*
+ * variables of `env`, then `overrides`; validates each layer and the result against
+ * spec/config-v1.schema.json. Returns a ResolvedGatewayConfig (every default filled in).
+ * Throws ValidationError listing every problem ("config.yaml /listen/prot: unknown key …",
+ * "INTERLOCK_PROT: unknown InterLock environment variable (did you mean INTERLOCK_PORT?)").
+ */
+export function loadConfig(opts: LoadConfigOptions): ResolvedGatewayConfig {
+  const problems: string[] = [];
+  let fromFile: Obj = {};
+  if (opts.file) {
+    fromFile = readConfigFile(opts.file);
+    problems.push(...check(`${opts.file} `, fromFile));
+  }
+  const fromEnv = configFromEnv(opts.env, problems);
+  if (Object.keys(fromEnv).length > 0) {
+    // Report env problems by variable name rather than by config path.
+    const envErrors = check('', deepMerge(DEFAULT_CONFIG as unknown as Obj, fromEnv));
+    for (const line of envErrors) {
+      const path = line.split(':')[0];
+      const variable = Object.entries(ENV_VARS).find(([, [p]]) => path === '/' + p.join('/') || path.startsWith('/' + p.join('/') + '/'));
+      problems.push(variable ? `${variable[0]}: ${line.slice(line.indexOf(':') + 2)}` : `environment ${line}`);
+    }
+  }
+  if (opts.overrides) problems.push(...check('command line ', opts.overrides));
+  if (problems.length > 0) {
+    throw new ValidationError('invalid configuration', problems);
+  }
+  const merged = deepMerge(deepMerge(deepMerge(structuredClone(DEFAULT_CONFIG) as unknown as Obj, fromFile), fromEnv), (opts.overrides ?? {}) as Obj);
+  const final = check('', merged);
+  if (final.length > 0) throw new ValidationError('invalid configuration', final);
+  return merged as unknown as ResolvedGatewayConfig;
+}

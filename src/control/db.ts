@@ -1,0 +1,383 @@
+/**
+ * The control database: connection, migrations, the API-key pepper, the runtime role and change
+ * notifications. Issue 3, "Control database"; decisions.md "Governance model".
+ *
+ * Migrations live in `migrations/` (SQL files for node-pg-migrate, one transaction per run) and are
+ * applied by `openControlDb` unless told not to. Two processes starting at once are safe: each
+ * waits on node-pg-migrate's advisory lock (taken blocking here, then re-entered by the runner),
+ * so the second one finds nothing left to do.
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import { readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import pg from 'pg';
+import { runner } from 'node-pg-migrate';
+import type { Logger } from 'pino';
+import { ConflictError, ControlError } from './errors';
+
+/** Directory holding the SQL migrations. */
+export const MIGRATIONS_DIR = join(__dirname, '..', '..', 'migrations');
+/** Table in which node-pg-migrate records applied migrations. */
+export const MIGRATIONS_TABLE = 'interlock_migrations';
+/** node-pg-migrate's advisory lock id; held (blocking) around every migration run. */
+const MIGRATION_LOCK_ID = '7241865325823964';
+/** Channel of the change notifications: payload is the changed table's name. */
+export const CONTROL_CHANNEL = 'interlock_control';
+/** Tables whose changes are notified on CONTROL_CHANNEL. */
+export const NOTIFIED_TABLES = ['identities', 'api_keys', 'sources', 'roles', 'grants', 'policies', 'catalog_snapshots'] as const;
+
+/** An open control database. `url` is the connection URL as given (it may hold a password: never print it; see redactUrl). */
+export interface ControlDb {
+  pool: pg.Pool;
+  url: string;
+  /** Ends the pool. Idempotent. */
+  close(): Promise<void>;
+  /** The API-key pepper (HMAC key) chosen at open; absent on hand-built ControlDb objects (then read from settings). */
+  keyPepper?: Buffer;
+}
+
+/** Options of openControlDb. */
+export interface OpenControlDbOptions {
+  /** Apply pending migrations (default true). When false, pending migrations are an error. */
+  migrate?: boolean;
+  /** API-key pepper from config or INTERLOCK_KEY_PEPPER (≥ 32 characters). Default: generated once and kept in `settings`. */
+  keyPepper?: string;
+  /** Largest number of pooled connections (default 10). */
+  poolSize?: number;
+  logger?: Logger;
+}
+
+/** Applied and pending migration names (file names without extension), in order. */
+export interface MigrationStatus {
+  applied: string[];
+  pending: string[];
+  /** True when nothing is pending. */
+  upToDate: boolean;
+}
+
+/** `url` with any password replaced by "***" (for messages and logs). */
+export function redactUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password) u.password = '***';
+    return u.toString();
+  } catch {
+    return '<unparseable database URL>';
+  }
+}
+
+/** Names of the migration files in MIGRATIONS_DIR, in the order node-pg-migrate applies them. */
+export function migrationNames(): string[] {
+  return readdirSync(MIGRATIONS_DIR)
+    .filter((f) => !f.startsWith('.') && /\.(sql|js)$/.test(f))
+    .sort()
+    .map((f) => f.replace(/\.(sql|js)$/, ''));
+}
+
+function describeConnectError(err: unknown, url: string): ControlError {
+  const e = err as { code?: string; message?: string };
+  const where = redactUrl(url);
+  switch (e?.code) {
+    case 'ECONNREFUSED':
+    case 'ENOTFOUND':
+    case 'EAI_AGAIN':
+    case 'ETIMEDOUT':
+      return new ControlError('unavailable', `cannot reach the control database at ${where} (${e.code})`);
+    case '3D000':
+      return new ControlError('unavailable', `the control database does not exist: ${where}`);
+    case '28P01':
+    case '28000':
+      return new ControlError('unavailable', `the control database refused the credentials in ${where}`);
+    default:
+      return new ControlError('unavailable', `cannot open the control database at ${where}: ${e?.message ?? String(err)}`);
+  }
+}
+
+/**
+ * Applies every pending migration in one transaction while holding node-pg-migrate's advisory
+ * lock (blocking, so concurrent starters queue instead of failing). Returns the names applied
+ * (empty when up to date). Throws ControlError('unavailable') when the server cannot be reached.
+ */
+export async function runMigrations(url: string, logger?: Logger): Promise<string[]> {
+  const client = new pg.Client({ connectionString: url, application_name: 'interlock-migrate' });
+  try {
+    await client.connect();
+  } catch (err) {
+    throw describeConnectError(err, url);
+  }
+  client.on('error', () => undefined);
+  try {
+    await client.query(`SELECT pg_advisory_lock(${MIGRATION_LOCK_ID})`);
+    try {
+      const quiet = (msg: string) => logger?.debug({ component: 'migrations' }, msg);
+      const ran = await runner({
+        dbClient: client,
+        dir: MIGRATIONS_DIR,
+        migrationsTable: MIGRATIONS_TABLE,
+        direction: 'up',
+        checkOrder: true,
+        singleTransaction: true,
+        logger: { debug: quiet, info: quiet, warn: (m: string) => logger?.warn({ component: 'migrations' }, m), error: (m: string) => logger?.error({ component: 'migrations' }, m) },
+      });
+      return ran.map((m) => m.name);
+    } finally {
+      await client.query(`SELECT pg_advisory_unlock(${MIGRATION_LOCK_ID})`).catch(() => undefined);
+    }
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}
+
+/** Applied versus available migrations (for `interlock db status` and /readyz). Never throws for a fresh database. */
+export async function migrationStatus(db: ControlDb): Promise<MigrationStatus> {
+  const all = migrationNames();
+  const exists = await db.pool.query<{ t: string | null }>('SELECT to_regclass($1) AS t', [MIGRATIONS_TABLE]);
+  const applied = exists.rows[0].t ? (await db.pool.query<{ name: string }>(`SELECT name FROM ${MIGRATIONS_TABLE} ORDER BY run_on, id`)).rows.map((r) => r.name) : [];
+  const pending = all.filter((n) => !applied.includes(n));
+  return { applied, pending, upToDate: pending.length === 0 };
+}
+
+function pepperFingerprint(pepper: Buffer): string {
+  return createHash('sha256').update('interlock-key-pepper-v1\0').update(pepper).digest('hex').slice(0, 16);
+}
+
+/**
+ * Chooses the API-key pepper: the configured one (checked against the fingerprint recorded when
+ * the first pepper was chosen, so a changed pepper fails loudly instead of silently invalidating
+ * every key), or the one generated on first use and kept in `settings`.
+ */
+async function resolveKeyPepper(pool: pg.Pool, configured: string | undefined): Promise<Buffer> {
+  if (configured !== undefined && configured.length < 32) {
+    throw new ControlError('validation', 'the API-key pepper (key_pepper / INTERLOCK_KEY_PEPPER) must be at least 32 characters');
+  }
+  const c = await pool.connect();
+  try {
+    await c.query('BEGIN');
+    await c.query("SELECT pg_advisory_xact_lock(hashtext('interlock_key_pepper'))");
+    const rows = (await c.query<{ key: string; value: string }>("SELECT key, value FROM settings WHERE key IN ('key_pepper', 'key_pepper_fingerprint')")).rows;
+    const stored = rows.find((r) => r.key === 'key_pepper')?.value;
+    const fp = rows.find((r) => r.key === 'key_pepper_fingerprint')?.value;
+    let pepper: Buffer;
+    if (configured !== undefined) {
+      pepper = Buffer.from(configured, 'utf8');
+    } else if (stored !== undefined) {
+      pepper = Buffer.from(stored, 'base64url');
+    } else {
+      if (fp !== undefined) {
+        throw new ConflictError('the existing API keys were made with a configured pepper: set INTERLOCK_KEY_PEPPER (or key_pepper in the config file) to it');
+      }
+      const generated = randomBytes(32).toString('base64url');
+      await c.query("INSERT INTO settings (key, value) VALUES ('key_pepper', $1)", [generated]);
+      pepper = Buffer.from(generated, 'base64url');
+    }
+    const mine = pepperFingerprint(pepper);
+    if (fp === undefined) {
+      await c.query("INSERT INTO settings (key, value) VALUES ('key_pepper_fingerprint', $1)", [mine]);
+    } else if (fp !== mine) {
+      throw new ConflictError(
+        configured !== undefined
+          ? 'the configured API-key pepper differs from the one the existing keys were made with (every key would stop working); restore the previous pepper'
+          : 'the stored API-key pepper does not match its recorded fingerprint; the settings table was altered',
+      );
+    }
+    await c.query('COMMIT');
+    return pepper;
+  } catch (err) {
+    await c.query('ROLLBACK').catch(() => undefined);
+    throw err;
+  } finally {
+    c.release();
+  }
+}
+
+const peppers = new WeakMap<ControlDb, Promise<Buffer>>();
+
+/** The pepper keys are hashed with: `db.keyPepper`, else read (or generated) from `settings` once per ControlDb. */
+export function getKeyPepper(db: ControlDb): Promise<Buffer> {
+  if (db.keyPepper) return Promise.resolve(db.keyPepper);
+  let p = peppers.get(db);
+  if (!p) {
+    p = resolveKeyPepper(db.pool, undefined);
+    peppers.set(db, p);
+    p.catch(() => peppers.delete(db));
+  }
+  return p;
+}
+
+/**
+ * Opens the control database at `url` (a PostgreSQL connection URL): connects, applies pending
+ * migrations (opts.migrate, default true) and resolves the API-key pepper.
+ * Throws ControlError 'unavailable' when the server cannot be reached or the database does not
+ * exist, 'conflict' when the configured pepper does not match the keys on record, and
+ * 'unavailable' when migrations are pending and opts.migrate is false.
+ */
+export async function openControlDb(url: string, opts: OpenControlDbOptions = {}): Promise<ControlDb> {
+  if (opts.migrate !== false) await runMigrations(url, opts.logger);
+  const pool = new pg.Pool({ connectionString: url, max: opts.poolSize ?? 10, application_name: 'interlock-control' });
+  pool.on('error', (err) => opts.logger?.warn({ component: 'control-db', code: (err as { code?: string }).code }, 'idle control-database connection failed'));
+  let closed: Promise<void> | null = null;
+  const db: ControlDb = {
+    pool,
+    url,
+    close() {
+      closed ??= pool.end();
+      return closed;
+    },
+  };
+  try {
+    if (opts.migrate === false) {
+      const st = await migrationStatus(db);
+      if (!st.upToDate) throw new ControlError('unavailable', `the control database needs migrations (${st.pending.join(', ')}): run \`interlock db migrate\``);
+    }
+    db.keyPepper = await resolveKeyPepper(pool, opts.keyPepper);
+  } catch (err) {
+    await db.close().catch(() => undefined);
+    if (err instanceof ControlError) throw err;
+    throw describeConnectError(err, url);
+  }
+  return db;
+}
+
+/** Runs `fn` in a transaction on one pooled client (BEGIN/COMMIT, ROLLBACK on error). */
+export async function withTransaction<T>(db: ControlDb, fn: (c: pg.PoolClient) => Promise<T>): Promise<T> {
+  const c = await db.pool.connect();
+  try {
+    await c.query('BEGIN');
+    const out = await fn(c);
+    await c.query('COMMIT');
+    return out;
+  } catch (err) {
+    await c.query('ROLLBACK').catch(() => undefined);
+    throw err;
+  } finally {
+    c.release();
+  }
+}
+
+/** True for a PostgreSQL unique_violation (23505), optionally on the named constraint. */
+export function isUniqueViolation(err: unknown, constraint?: string): boolean {
+  const e = err as { code?: string; constraint?: string };
+  return e?.code === '23505' && (constraint === undefined || e.constraint === constraint);
+}
+
+/** True for a PostgreSQL foreign_key_violation (23503). */
+export function isForeignKeyViolation(err: unknown): boolean {
+  return (err as { code?: string })?.code === '23503';
+}
+
+/** The control tables the gateway reads. */
+const RUNTIME_READ_TABLES = ['settings', 'identities', 'api_keys', 'sources', 'roles', 'grants', 'policies', 'approvals', 'catalog_snapshots', MIGRATIONS_TABLE];
+
+/**
+ * Grants the gateway's own database role what it needs and nothing more (run as the owner):
+ * SELECT on the control tables; INSERT and SELECT on audit_events (never UPDATE, DELETE or
+ * TRUNCATE: the trail is append-only even for the process that writes it); UPDATE of
+ * api_keys.last_used_at; INSERT of approvals and UPDATE of their state columns (expiry);
+ * INSERT/UPDATE of catalog_snapshots; read/write of rate_limits. `role` must exist.
+ * Throws NotFoundError-like ControlError when the role does not exist.
+ */
+export async function grantRuntimeRole(db: ControlDb, role: string): Promise<void> {
+  const exists = await db.pool.query('SELECT 1 FROM pg_roles WHERE rolname = $1', [role]);
+  if (exists.rowCount === 0) throw new ControlError('not_found', `database role "${role}" does not exist (CREATE ROLE ${role} LOGIN PASSWORD '…' first)`);
+  const r = pg.Client.prototype.escapeIdentifier(role);
+  await withTransaction(db, async (c) => {
+    const dbName = (await c.query<{ d: string }>('SELECT current_database() AS d')).rows[0].d;
+    await c.query(`GRANT CONNECT ON DATABASE ${pg.Client.prototype.escapeIdentifier(dbName)} TO ${r}`);
+    await c.query(`GRANT USAGE ON SCHEMA public TO ${r}`);
+    await c.query(`REVOKE ALL ON audit_events FROM ${r}`);
+    await c.query(`GRANT SELECT ON ${RUNTIME_READ_TABLES.join(', ')} TO ${r}`);
+    await c.query(`GRANT INSERT, SELECT ON audit_events TO ${r}`);
+    await c.query(`GRANT USAGE ON SEQUENCE audit_events_id_seq TO ${r}`);
+    await c.query(`GRANT UPDATE (last_used_at) ON api_keys TO ${r}`);
+    await c.query(`GRANT INSERT, UPDATE (state, decided_by, decided_at, executed_at, outcome) ON approvals TO ${r}`);
+    await c.query(`GRANT INSERT, UPDATE ON catalog_snapshots TO ${r}`);
+    await c.query(`GRANT SELECT, INSERT, UPDATE, DELETE ON rate_limits TO ${r}`);
+  });
+}
+
+/** A running LISTEN on CONTROL_CHANNEL. */
+export interface ControlListener {
+  close(): Promise<void>;
+}
+
+/**
+ * Calls `onChange(table)` for every change notification on CONTROL_CHANNEL (payload = the table
+ * name, see NOTIFIED_TABLES), on a dedicated connection. When the connection drops it reconnects
+ * (1 s, doubling to 30 s) and then calls `onChange('*')`, since notifications sent meanwhile are
+ * lost: treat '*' as "invalidate everything".
+ */
+export async function listenControlChanges(db: ControlDb, onChange: (table: string) => void, logger?: Logger): Promise<ControlListener> {
+  let client: pg.Client | null = null;
+  let stopped = false;
+  let delay = 1000;
+  let timer: NodeJS.Timeout | null = null;
+  const connect = async (first: boolean): Promise<void> => {
+    const c = new pg.Client({ connectionString: db.url, application_name: 'interlock-listen' });
+    c.on('notification', (n) => {
+      if (n.channel === CONTROL_CHANNEL) onChange(n.payload ?? '*');
+    });
+    const lost = () => {
+      if (stopped || client !== c) return;
+      client = null;
+      c.end().catch(() => undefined);
+      logger?.warn({ component: 'control-listen' }, 'control change listener lost its connection; reconnecting');
+      schedule();
+    };
+    c.on('error', lost);
+    c.on('end', lost);
+    await c.connect();
+    await c.query(`LISTEN ${CONTROL_CHANNEL}`);
+    if (stopped) {
+      await c.end().catch(() => undefined);
+      return;
+    }
+    client = c;
+    delay = 1000;
+    if (!first) onChange('*');
+  };
+  const schedule = () => {
+    if (stopped || timer) return;
+    timer = setTimeout(() => {
+      timer = null;
+      connect(false).catch(() => {
+        delay = Math.min(delay * 2, 30_000);
+        schedule();
+      });
+    }, delay);
+    timer.unref();
+  };
+  await connect(true);
+  return {
+    async close() {
+      stopped = true;
+      if (timer) clearTimeout(timer);
+      const c = client;
+      client = null;
+      if (c) await c.end().catch(() => undefined);
+    },
+  };
+}
+
+/**
+ * Creates database `name` through the superuser connection `adminUrl` unless it exists (safe when
+ * two processes race). Returns true when it was created.
+ */
+export async function ensureDatabase(adminUrl: string, name: string): Promise<boolean> {
+  const c = new pg.Client({ connectionString: adminUrl });
+  c.on('error', () => undefined);
+  await c.connect();
+  try {
+    const r = await c.query('SELECT 1 FROM pg_database WHERE datname = $1', [name]);
+    if (r.rowCount) return false;
+    try {
+      await c.query(`CREATE DATABASE ${c.escapeIdentifier(name)}`);
+      return true;
+    } catch (err) {
+      const code = (err as { code?: string }).code;
+      if (code === '42P04' || code === '23505') return false;
+      throw err;
+    }
+  } finally {
+    await c.end().catch(() => undefined);
+  }
+}

@@ -1,0 +1,68 @@
+/**
+ * Errors of the control plane. Each carries a `kind` the operator CLI maps to its exit code
+ * (validation/conflict → 2, not_found → 3, anything else → 1) and a message written for people:
+ * no stack traces, no driver text, no secrets.
+ */
+
+/** What went wrong, as the CLI reports it. */
+export type ControlErrorKind = 'validation' | 'conflict' | 'not_found' | 'forbidden' | 'unavailable';
+
+/** A user-facing control-plane error. `details` lists further lines (e.g. schema error paths). */
+export class ControlError extends Error {
+  constructor(
+    readonly kind: ControlErrorKind,
+    message: string,
+    readonly details: string[] = [],
+  ) {
+    super(message);
+    this.name = 'ControlError';
+  }
+}
+
+/** Input failed validation (a schema, a name pattern, a date). CLI exit code 2. */
+export class ValidationError extends ControlError {
+  constructor(message: string, details: string[] = []) {
+    super('validation', message, details);
+    this.name = 'ValidationError';
+  }
+}
+
+/** The thing already exists or is in a state that forbids the change. CLI exit code 2. */
+export class ConflictError extends ControlError {
+  constructor(message: string, details: string[] = []) {
+    super('conflict', message, details);
+    this.name = 'ConflictError';
+  }
+}
+
+/** The named identity, key, source, role, policy or approval does not exist. CLI exit code 3. */
+export class NotFoundError extends ControlError {
+  constructor(message: string) {
+    super('not_found', message);
+    this.name = 'NotFoundError';
+  }
+}
+
+/** Formats ajv errors as "path: message" lines ("/statements/0/effect: must be equal to one of the allowed values (allow, deny)"). */
+export function formatSchemaErrors(
+  errors: ReadonlyArray<{ instancePath: string; message?: string; keyword: string; params: Record<string, unknown> }> | null | undefined,
+  root = '',
+): string[] {
+  if (!errors || errors.length === 0) return [];
+  const lines = new Set<string>();
+  for (const e of errors) {
+    // oneOf/anyOf summaries add nothing to the branch errors that precede them.
+    if (e.keyword === 'oneOf' || e.keyword === 'anyOf' || e.keyword === 'if') continue;
+    const at = (root + e.instancePath) || '/';
+    let msg = e.message ?? e.keyword;
+    if (e.keyword === 'additionalProperties' && typeof e.params.additionalProperty === 'string') {
+      msg = `unknown key "${e.params.additionalProperty}" (not allowed here)`;
+    } else if (e.keyword === 'enum' && Array.isArray(e.params.allowedValues)) {
+      msg = `${msg} (${(e.params.allowedValues as unknown[]).map(String).join(', ')})`;
+    } else if (e.keyword === 'const' && e.params.allowedValue !== undefined) {
+      msg = `must be ${JSON.stringify(e.params.allowedValue)}`;
+    }
+    lines.add(`${at}: ${msg}`);
+  }
+  return [...lines];
+}

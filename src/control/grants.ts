@@ -1,0 +1,71 @@
+/**
+ * Grants: identity × role × source (decisions.md "Governance model"). A grant is what makes a
+ * source visible to an identity; the role's statements say what it may do there.
+ */
+import { isForeignKeyViolation, type ControlDb } from './db';
+import { NotFoundError } from './errors';
+import { iso } from './ids';
+import { roleRowToRecord, type RoleRow, type SourceRoleRecord } from './roles';
+
+/** One grant. */
+export interface GrantRecord {
+  identityId: string;
+  identityName: string;
+  roleName: string;
+  sourceId: string;
+  createdAt: string;
+}
+
+/**
+ * Grants `roleName` on `sourceId` to the identity. Returns false when the grant already existed.
+ * Throws NotFoundError naming whichever of identity, role or source does not exist.
+ */
+export async function grantRole(db: ControlDb, g: { identityId: string; roleName: string; sourceId: string }): Promise<boolean> {
+  try {
+    const r = await db.pool.query('INSERT INTO grants (identity_id, role_name, source_id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING', [g.identityId, g.roleName, g.sourceId]);
+    return r.rowCount === 1;
+  } catch (err) {
+    if (!isForeignKeyViolation(err)) throw err;
+    const [i, ro, s] = await Promise.all([
+      db.pool.query('SELECT 1 FROM identities WHERE id = $1', [g.identityId]),
+      db.pool.query('SELECT 1 FROM roles WHERE name = $1', [g.roleName]),
+      db.pool.query('SELECT 1 FROM sources WHERE id = $1', [g.sourceId]),
+    ]);
+    if (i.rowCount === 0) throw new NotFoundError(`identity ${g.identityId} not found`);
+    if (ro.rowCount === 0) throw new NotFoundError(`role "${g.roleName}" not found`);
+    if (s.rowCount === 0) throw new NotFoundError(`source "${g.sourceId}" not found`);
+    throw err;
+  }
+}
+
+/** Removes a grant. Returns false when there was no such grant. */
+export async function revokeGrant(db: ControlDb, g: { identityId: string; roleName: string; sourceId: string }): Promise<boolean> {
+  const r = await db.pool.query('DELETE FROM grants WHERE identity_id = $1 AND role_name = $2 AND source_id = $3', [g.identityId, g.roleName, g.sourceId]);
+  return r.rowCount === 1;
+}
+
+/** Grants, optionally filtered, ordered by identity name, source, role. */
+export async function listGrants(db: ControlDb, filter: { identityId?: string; sourceId?: string; roleName?: string } = {}): Promise<GrantRecord[]> {
+  const r = await db.pool.query<{ identity_id: string; identity_name: string; role_name: string; source_id: string; created_at: Date }>(
+    `SELECT g.identity_id, i.name AS identity_name, g.role_name, g.source_id, g.created_at
+     FROM grants g JOIN identities i ON i.id = g.identity_id
+     WHERE ($1::text IS NULL OR g.identity_id = $1) AND ($2::text IS NULL OR g.source_id = $2) AND ($3::text IS NULL OR g.role_name = $3)
+     ORDER BY i.name, g.source_id, g.role_name`,
+    [filter.identityId ?? null, filter.sourceId ?? null, filter.roleName ?? null],
+  );
+  return r.rows.map((x) => ({ identityId: x.identity_id, identityName: x.identity_name, roleName: x.role_name, sourceId: x.source_id, createdAt: iso(x.created_at)! }));
+}
+
+/**
+ * Every (source, role) granted to the identity, with the role's statements, in one query, ordered
+ * by source then role. Includes disabled sources (the pipeline answers those as unavailable).
+ */
+export async function grantsForIdentity(db: ControlDb, identityId: string): Promise<Array<{ sourceId: string; role: SourceRoleRecord }>> {
+  const r = await db.pool.query<RoleRow & { source_id: string }>(
+    `SELECT g.source_id, r.name, r.description, r.audiences, r.statements, r.created_at, r.updated_at
+     FROM grants g JOIN roles r ON r.name = g.role_name
+     WHERE g.identity_id = $1 ORDER BY g.source_id, r.name`,
+    [identityId],
+  );
+  return r.rows.map((row) => ({ sourceId: row.source_id, role: roleRowToRecord(row) }));
+}

@@ -1,0 +1,102 @@
+/**
+ * Identities: the agents (and people) that hold API keys. Issue 3, Build 1; decisions.md
+ * "Governance model". Names are lower case so that the self-approval check (operator name versus
+ * requesting identity name) cannot be side-stepped by changing case.
+ */
+import type pg from 'pg';
+import type { ControlDb } from './db';
+import { isUniqueViolation } from './db';
+import { ConflictError, NotFoundError, ValidationError } from './errors';
+import { iso, newIdentityId } from './ids';
+
+/** Pattern of identity names, e.g. "demo-agent", "etl.bot", "ana@example.com". */
+export const IDENTITY_NAME_PATTERN = /^[a-z0-9][a-z0-9_.@-]{0,127}$/;
+
+/** One identity. Times are ISO-8601 UTC. */
+export interface IdentityRecord {
+  id: string;
+  name: string;
+  disabled: boolean;
+  createdAt: string;
+  disabledAt: string | null;
+}
+
+interface IdentityRow {
+  id: string;
+  name: string;
+  disabled: boolean;
+  created_at: Date;
+  disabled_at: Date | null;
+}
+
+const COLS = 'id, name, disabled, created_at, disabled_at';
+
+function toRecord(r: IdentityRow): IdentityRecord {
+  return { id: r.id, name: r.name, disabled: r.disabled, createdAt: iso(r.created_at)!, disabledAt: iso(r.disabled_at) };
+}
+
+/** Throws ValidationError unless `name` matches IDENTITY_NAME_PATTERN. */
+export function assertIdentityName(name: string): void {
+  if (!IDENTITY_NAME_PATTERN.test(name)) {
+    throw new ValidationError(`invalid identity name ${JSON.stringify(name)}: use 1-128 lower-case letters, digits, '.', '_', '@' or '-', starting with a letter or digit`);
+  }
+}
+
+/** Creates an enabled identity. Throws ValidationError for a bad name, ConflictError when the name is taken. */
+export async function createIdentity(db: ControlDb, name: string): Promise<IdentityRecord> {
+  assertIdentityName(name);
+  try {
+    const r = await db.pool.query<IdentityRow>(`INSERT INTO identities (id, name) VALUES ($1, $2) RETURNING ${COLS}`, [newIdentityId(), name]);
+    return toRecord(r.rows[0]);
+  } catch (err) {
+    if (isUniqueViolation(err)) throw new ConflictError(`identity "${name}" already exists`);
+    throw err;
+  }
+}
+
+/** Every identity, by name. */
+export async function listIdentities(db: ControlDb): Promise<IdentityRecord[]> {
+  const r = await db.pool.query<IdentityRow>(`SELECT ${COLS} FROM identities ORDER BY name`);
+  return r.rows.map(toRecord);
+}
+
+/** The identity called `name`, or null. */
+export async function getIdentityByName(db: ControlDb | pg.ClientBase, name: string): Promise<IdentityRecord | null> {
+  const q = 'pool' in db ? db.pool : db;
+  const r = await q.query<IdentityRow>(`SELECT ${COLS} FROM identities WHERE name = $1`, [name]);
+  return r.rows[0] ? toRecord(r.rows[0]) : null;
+}
+
+/** The identity with id `id`, or null. */
+export async function getIdentity(db: ControlDb | pg.ClientBase, id: string): Promise<IdentityRecord | null> {
+  const q = 'pool' in db ? db.pool : db;
+  const r = await q.query<IdentityRow>(`SELECT ${COLS} FROM identities WHERE id = $1`, [id]);
+  return r.rows[0] ? toRecord(r.rows[0]) : null;
+}
+
+/** The identity named `nameOrId` (an `idn_…` value is taken as an id). Throws NotFoundError. */
+export async function requireIdentity(db: ControlDb, nameOrId: string): Promise<IdentityRecord> {
+  const found = /^idn_[0-9a-f]{20}$/.test(nameOrId) ? await getIdentity(db, nameOrId) : await getIdentityByName(db, nameOrId);
+  if (!found) throw new NotFoundError(`identity "${nameOrId}" not found`);
+  return found;
+}
+
+/**
+ * Disables the identity: every key of it stops resolving (within the resolver's cache bound, see
+ * DbIdentityResolver). Idempotent. Throws NotFoundError.
+ */
+export async function disableIdentity(db: ControlDb, nameOrId: string): Promise<IdentityRecord> {
+  const idn = await requireIdentity(db, nameOrId);
+  const r = await db.pool.query<IdentityRow>(
+    `UPDATE identities SET disabled = true, disabled_at = COALESCE(disabled_at, now()) WHERE id = $1 RETURNING ${COLS}`,
+    [idn.id],
+  );
+  return toRecord(r.rows[0]);
+}
+
+/** Re-enables a disabled identity. Idempotent. Throws NotFoundError. */
+export async function enableIdentity(db: ControlDb, nameOrId: string): Promise<IdentityRecord> {
+  const idn = await requireIdentity(db, nameOrId);
+  const r = await db.pool.query<IdentityRow>(`UPDATE identities SET disabled = false, disabled_at = NULL WHERE id = $1 RETURNING ${COLS}`, [idn.id]);
+  return toRecord(r.rows[0]);
+}

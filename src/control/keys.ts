@@ -1,0 +1,234 @@
+/**
+ * API keys and the control-database IdentityResolver (pipeline step 1). decisions.md "Governance
+ * model": keys are random (256 bits), stored only as HMAC-SHA-256(pepper, secret), shown once at
+ * creation, revocable, optionally expiring.
+ *
+ * Secret format: "ilk_" + 43 base64url characters (32 random bytes). The display prefix is "ilk_"
+ * plus the first 6 characters of the random part (36 of the 256 bits; 220 stay secret).
+ */
+import crypto from 'node:crypto';
+import type { Logger } from 'pino';
+import type { Identity, IdentityResolver } from '../tools/types';
+import { getKeyPepper, isUniqueViolation, type ControlDb } from './db';
+import { ConflictError, NotFoundError, ValidationError } from './errors';
+import { iso, newKeyId } from './ids';
+
+/** Shape of every API key secret. */
+export const API_KEY_PATTERN = /^ilk_[A-Za-z0-9_-]{43}$/;
+/** Random bytes in a secret (256 bits). */
+export const API_KEY_RANDOM_BYTES = 32;
+
+/** A key as listed: never the secret or its hash. Times are ISO-8601 UTC. */
+export interface ApiKeyRecord {
+  id: string;
+  identityId: string;
+  identityName: string;
+  /** Display prefix, e.g. "ilk_Q2x9aB". */
+  prefix: string;
+  createdAt: string;
+  expiresAt: string | null;
+  revokedAt: string | null;
+  lastUsedAt: string | null;
+  /** Derived at read time: revoked wins over expired. */
+  status: 'active' | 'revoked' | 'expired';
+}
+
+/** The result of createApiKey. `secret` exists only here: it is not stored and cannot be shown again. */
+export interface CreatedApiKey {
+  keyId: string;
+  secret: string;
+  prefix: string;
+  expiresAt: string | null;
+}
+
+/** A fresh secret: "ilk_" + base64url(32 random bytes). */
+export function generateApiKeySecret(): string {
+  return 'ilk_' + crypto.randomBytes(API_KEY_RANDOM_BYTES).toString('base64url');
+}
+
+/** HMAC-SHA-256(pepper, secret): the 32 bytes stored in api_keys.hash. */
+export function hashApiKey(pepper: Buffer, secret: string): Buffer {
+  return crypto.createHmac('sha256', pepper).update(secret, 'utf8').digest();
+}
+
+interface KeyRow {
+  id: string;
+  identity_id: string;
+  identity_name: string;
+  prefix: string;
+  created_at: Date;
+  expires_at: Date | null;
+  revoked_at: Date | null;
+  last_used_at: Date | null;
+  expired: boolean;
+}
+
+const KEY_SELECT = `SELECT k.id, k.identity_id, i.name AS identity_name, k.prefix, k.created_at, k.expires_at, k.revoked_at, k.last_used_at,
+  (k.expires_at IS NOT NULL AND k.expires_at <= now()) AS expired
+  FROM api_keys k JOIN identities i ON i.id = k.identity_id`;
+
+function toRecord(r: KeyRow): ApiKeyRecord {
+  return {
+    id: r.id,
+    identityId: r.identity_id,
+    identityName: r.identity_name,
+    prefix: r.prefix,
+    createdAt: iso(r.created_at)!,
+    expiresAt: iso(r.expires_at),
+    revokedAt: iso(r.revoked_at),
+    lastUsedAt: iso(r.last_used_at),
+    status: r.revoked_at ? 'revoked' : r.expired ? 'expired' : 'active',
+  };
+}
+
+/**
+ * Creates a key for the identity and returns its secret ONCE (only the keyed hash is stored).
+ * `expiresAt` (optional) must be in the future. Throws NotFoundError for an unknown identity,
+ * ConflictError for a disabled one, ValidationError for a past expiry.
+ */
+export async function createApiKey(db: ControlDb, identityId: string, opts: { expiresAt?: Date } = {}): Promise<CreatedApiKey> {
+  if (opts.expiresAt !== undefined && !(opts.expiresAt.getTime() > Date.now())) {
+    throw new ValidationError(`the expiry must be in the future (got ${Number.isNaN(opts.expiresAt.getTime()) ? 'an invalid date' : opts.expiresAt.toISOString()})`);
+  }
+  const idn = await db.pool.query<{ disabled: boolean; name: string }>('SELECT disabled, name FROM identities WHERE id = $1', [identityId]);
+  if (idn.rowCount === 0) throw new NotFoundError(`identity ${identityId} not found`);
+  if (idn.rows[0].disabled) throw new ConflictError(`identity "${idn.rows[0].name}" is disabled: enable it before creating keys`);
+  const pepper = await getKeyPepper(db);
+  for (let attempt = 0; ; attempt++) {
+    const secret = generateApiKeySecret();
+    const prefix = secret.slice(0, 10);
+    const keyId = newKeyId();
+    try {
+      const r = await db.pool.query<{ expires_at: Date | null }>(
+        'INSERT INTO api_keys (id, identity_id, hash, prefix, expires_at) VALUES ($1, $2, $3, $4, $5) RETURNING expires_at',
+        [keyId, identityId, hashApiKey(pepper, secret), prefix, opts.expiresAt ?? null],
+      );
+      return { keyId, secret, prefix, expiresAt: iso(r.rows[0].expires_at) };
+    } catch (err) {
+      // A collision of 256-bit secrets or 80-bit ids is not expected; retry once to be safe.
+      if (isUniqueViolation(err) && attempt < 2) continue;
+      throw err;
+    }
+  }
+}
+
+/** Every key (optionally of one identity), newest first. Never returns secrets or hashes. */
+export async function listApiKeys(db: ControlDb, filter: { identityId?: string } = {}): Promise<ApiKeyRecord[]> {
+  const r = filter.identityId
+    ? await db.pool.query<KeyRow>(`${KEY_SELECT} WHERE k.identity_id = $1 ORDER BY k.created_at DESC, k.id`, [filter.identityId])
+    : await db.pool.query<KeyRow>(`${KEY_SELECT} ORDER BY k.created_at DESC, k.id`);
+  return r.rows.map(toRecord);
+}
+
+/** One key by id, or null. */
+export async function getApiKey(db: ControlDb, keyId: string): Promise<ApiKeyRecord | null> {
+  const r = await db.pool.query<KeyRow>(`${KEY_SELECT} WHERE k.id = $1`, [keyId]);
+  return r.rows[0] ? toRecord(r.rows[0]) : null;
+}
+
+/**
+ * Revokes the key (idempotent: an already revoked key keeps its first revocation time).
+ * Throws NotFoundError for an unknown key id.
+ */
+export async function revokeApiKey(db: ControlDb, keyId: string): Promise<ApiKeyRecord> {
+  const r = await db.pool.query('UPDATE api_keys SET revoked_at = COALESCE(revoked_at, now()) WHERE id = $1', [keyId]);
+  if (r.rowCount === 0) throw new NotFoundError(`API key ${keyId} not found`);
+  return (await getApiKey(db, keyId))!;
+}
+
+/** Options of DbIdentityResolver. */
+export interface DbIdentityResolverOptions {
+  /**
+   * How long a successful resolution may be reused, in ms (default 2000, at most 5000, 0 = never).
+   * This is the bound on how long a revoked or expired key, or a disabled identity, can still be
+   * accepted by a process that has not called invalidate().
+   */
+  cacheTtlMs?: number;
+  /** Least interval between last_used_at updates of one key, in ms (default 60 000). */
+  lastUsedIntervalMs?: number;
+  logger?: Logger;
+}
+
+interface ResolveRow {
+  key_id: string;
+  hash: Buffer;
+  identity_id: string;
+  identity_name: string;
+  usable: boolean;
+  last_used_fresh: boolean;
+}
+
+const ZERO_HASH = Buffer.alloc(32);
+
+/**
+ * Resolves Bearer API keys against the control database: HMAC the presented secret, look it up by
+ * hash, compare with crypto.timingSafeEqual, and refuse revoked or expired keys and disabled
+ * identities (null, never an exception, for any bad key). Updates api_keys.last_used_at at most
+ * once per lastUsedIntervalMs per key (conditional UPDATE, so replicas do not pile up writes).
+ *
+ * Revocation bound: positive results are cached for cacheTtlMs (default 2 s, capped at 5 s); call
+ * invalidate() on a CONTROL_CHANNEL notification (listenControlChanges) to drop them at once.
+ * Negative results are never cached.
+ */
+export class DbIdentityResolver implements IdentityResolver {
+  private readonly cacheTtlMs: number;
+  private readonly lastUsedIntervalMs: number;
+  private readonly cache = new Map<string, { identity: Identity; until: number }>();
+  private readonly lastTouched = new Map<string, number>();
+
+  constructor(
+    private readonly db: ControlDb,
+    private readonly opts: DbIdentityResolverOptions = {},
+  ) {
+    this.cacheTtlMs = Math.max(0, Math.min(5000, opts.cacheTtlMs ?? 2000));
+    this.lastUsedIntervalMs = Math.max(1000, opts.lastUsedIntervalMs ?? 60_000);
+  }
+
+  /** Drops every cached resolution (call on any api_keys/identities change notification). */
+  invalidate(): void {
+    this.cache.clear();
+  }
+
+  async resolve(apiKey: string): Promise<Identity | null> {
+    if (typeof apiKey !== 'string' || !API_KEY_PATTERN.test(apiKey)) return null;
+    const pepper = await getKeyPepper(this.db);
+    const hash = hashApiKey(pepper, apiKey);
+    const cacheKey = hash.toString('hex');
+    const now = Date.now();
+    const hit = this.cache.get(cacheKey);
+    if (hit && hit.until > now) return { ...hit.identity };
+    if (hit) this.cache.delete(cacheKey);
+
+    const r = await this.db.pool.query<ResolveRow>(
+      `SELECT k.id AS key_id, k.hash, i.id AS identity_id, i.name AS identity_name,
+         (k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > now()) AND NOT i.disabled) AS usable,
+         (k.last_used_at IS NOT NULL AND k.last_used_at > now() - make_interval(secs => $2::double precision)) AS last_used_fresh
+       FROM api_keys k JOIN identities i ON i.id = k.identity_id
+       WHERE k.hash = $1`,
+      [hash, this.lastUsedIntervalMs / 1000],
+    );
+    const row = r.rows[0];
+    // Compare even when nothing matched, so both paths do the same work.
+    const same = crypto.timingSafeEqual(row ? row.hash : ZERO_HASH, hash);
+    if (!row || !same || !row.usable) return null;
+
+    const identity: Identity = { id: row.identity_id, name: row.identity_name, keyId: row.key_id };
+    if (this.cacheTtlMs > 0) this.cache.set(cacheKey, { identity, until: now + this.cacheTtlMs });
+    if (!row.last_used_fresh) this.touch(row.key_id, now);
+    return { ...identity };
+  }
+
+  private touch(keyId: string, now: number): void {
+    const last = this.lastTouched.get(keyId);
+    if (last !== undefined && now - last < this.lastUsedIntervalMs) return;
+    this.lastTouched.set(keyId, now);
+    if (this.lastTouched.size > 10_000) this.lastTouched.clear();
+    this.db.pool
+      .query(
+        `UPDATE api_keys SET last_used_at = now()
+         WHERE id = $1 AND (last_used_at IS NULL OR last_used_at <= now() - make_interval(secs => $2::double precision))`,
+        [keyId, this.lastUsedIntervalMs / 1000],
+      )
+      .catch((err: unknown) => this.opts.logger?.warn({ component: 'identity-resolver', code: (err as { code?: string }).code }, 'could not update api_keys.last_used_at'));
+  }
+}

@@ -1,0 +1,144 @@
+/**
+ * Policies (spec/policy-v1.schema.json): declarative rules that can refuse or restrict what a role
+ * allows, never allow. Contract: Governance And Errors.
+ */
+import {
+  validatePolicy,
+  validatePolicyDenyRelations,
+  validatePolicyHideDocuments,
+  validatePolicyMaskColumns,
+  validatePolicyMaxRows,
+  validatePolicyRequireWhere,
+  validatePolicyTimeWindow,
+  type Validator,
+} from '../../generated/validators';
+import type { Policy } from '../../generated/policy-v1';
+import { isUniqueViolation, withTransaction, type ControlDb } from './db';
+import { ConflictError, formatSchemaErrors, ValidationError } from './errors';
+import { iso } from './ids';
+
+export type { Policy } from '../../generated/policy-v1';
+
+/** A stored policy: the validated Policy with `enabled` resolved, plus timestamps. */
+export type PolicyRecord = Policy & { enabled: boolean; description: string; createdAt: string; updatedAt: string };
+
+interface PolicyRow {
+  name: string;
+  description: string;
+  enabled: boolean;
+  applies_to: NonNullable<Policy['applies_to']>;
+  rule: Policy['rule'];
+  created_at: Date;
+  updated_at: Date;
+}
+
+const COLS = 'name, description, enabled, applies_to, rule, created_at, updated_at';
+
+function toRecord(r: PolicyRow): PolicyRecord {
+  const rec: PolicyRecord = { name: r.name, description: r.description, enabled: r.enabled, rule: r.rule, createdAt: iso(r.created_at)!, updatedAt: iso(r.updated_at)! };
+  if (Object.keys(r.applies_to).length > 0) rec.applies_to = r.applies_to;
+  return rec;
+}
+
+/** The validator of each rule type (the schema's oneOf branches), for precise error paths. */
+const RULE_VALIDATORS: Record<string, Validator> = {
+  deny_relations: validatePolicyDenyRelations,
+  require_where: validatePolicyRequireWhere,
+  max_rows: validatePolicyMaxRows,
+  time_window: validatePolicyTimeWindow,
+  mask_columns: validatePolicyMaskColumns,
+  hide_documents: validatePolicyHideDocuments,
+};
+
+/** "path: message" lines for one invalid policy: the rule is checked against its own type's branch only. */
+function policyErrors(p: unknown, root: string): string[] {
+  const lines = formatSchemaErrors(validatePolicy.errors, root).filter((l) => !l.startsWith(`${root}/rule`));
+  const rule = (p as { rule?: unknown } | null)?.rule;
+  if (rule === undefined) return lines;
+  const type = (rule as { type?: unknown } | null)?.type;
+  const v = typeof type === 'string' ? RULE_VALIDATORS[type] : undefined;
+  if (!v) {
+    lines.push(`${root}/rule/type: must be one of ${Object.keys(RULE_VALIDATORS).join(', ')}`);
+  } else if (!v(rule)) {
+    lines.push(...formatSchemaErrors(v.errors, `${root}/rule`));
+  }
+  return lines;
+}
+
+/**
+ * Validates one policy or a list of policies (parsed JSON/YAML) against spec/policy-v1.schema.json.
+ * Throws ValidationError ("[1]/rule/type: …" for the second item of a list), or for duplicate names.
+ */
+export function parsePolicies(input: unknown): Policy[] {
+  const items = Array.isArray(input) ? input : [input];
+  if (items.length === 0) throw new ValidationError('the policy file holds an empty list');
+  const details: string[] = [];
+  items.forEach((p, i) => {
+    if (!validatePolicy(p)) details.push(...policyErrors(p, Array.isArray(input) ? `[${i}]` : ''));
+  });
+  if (details.length) throw new ValidationError(Array.isArray(input) ? 'invalid policy list' : 'invalid policy', details);
+  const names = (items as Policy[]).map((p) => p.name);
+  const dup = names.find((n, i) => names.indexOf(n) !== i);
+  if (dup) throw new ValidationError(`policy "${dup}" appears twice in the file`);
+  return items as Policy[];
+}
+
+/**
+ * Adds policies (one or a list, validated first) in one transaction. With `replace`, existing
+ * policies of the same names are replaced; otherwise an existing name is a ConflictError and
+ * nothing is written. Returns the stored policies with whether each was new.
+ */
+export async function addPolicies(db: ControlDb, input: unknown, opts: { replace?: boolean } = {}): Promise<Array<{ policy: PolicyRecord; created: boolean }>> {
+  const policies = parsePolicies(input);
+  return withTransaction(db, async (c) => {
+    const out: Array<{ policy: PolicyRecord; created: boolean }> = [];
+    for (const p of policies) {
+      const params = [p.name, p.description ?? '', p.enabled ?? true, JSON.stringify(p.applies_to ?? {}), JSON.stringify(p.rule)];
+      try {
+        const r = await c.query<PolicyRow & { inserted: boolean }>(
+          opts.replace
+            ? `INSERT INTO policies (name, description, enabled, applies_to, rule) VALUES ($1, $2, $3, $4, $5)
+               ON CONFLICT (name) DO UPDATE SET description = EXCLUDED.description, enabled = EXCLUDED.enabled,
+                 applies_to = EXCLUDED.applies_to, rule = EXCLUDED.rule, updated_at = now()
+               RETURNING ${COLS}, (xmax = 0) AS inserted`
+            : `INSERT INTO policies (name, description, enabled, applies_to, rule) VALUES ($1, $2, $3, $4, $5) RETURNING ${COLS}, true AS inserted`,
+          params,
+        );
+        out.push({ policy: toRecord(r.rows[0]), created: r.rows[0].inserted });
+      } catch (err) {
+        if (isUniqueViolation(err)) throw new ConflictError(`policy "${p.name}" already exists (use --replace to replace it)`);
+        throw err;
+      }
+    }
+    return out;
+  });
+}
+
+/** Every policy (enabled or not), by name. */
+export async function listPolicies(db: ControlDb): Promise<PolicyRecord[]> {
+  const r = await db.pool.query<PolicyRow>(`SELECT ${COLS} FROM policies ORDER BY name`);
+  return r.rows.map(toRecord);
+}
+
+/** The policy called `name`, or null. */
+export async function getPolicy(db: ControlDb, name: string): Promise<PolicyRecord | null> {
+  const r = await db.pool.query<PolicyRow>(`SELECT ${COLS} FROM policies WHERE name = $1`, [name]);
+  return r.rows[0] ? toRecord(r.rows[0]) : null;
+}
+
+/** Removes the policy. Returns false when there was none of that name. */
+export async function removePolicy(db: ControlDb, name: string): Promise<boolean> {
+  const r = await db.pool.query('DELETE FROM policies WHERE name = $1', [name]);
+  return r.rowCount === 1;
+}
+
+/** The enabled policies, by name, as the evaluator consumes them (Policy shape, enabled: true). */
+export async function activePolicies(db: ControlDb): Promise<Policy[]> {
+  const r = await db.pool.query<PolicyRow>(`SELECT ${COLS} FROM policies WHERE enabled ORDER BY name`);
+  return r.rows.map((row) => {
+    const p: Policy = { name: row.name, enabled: true, rule: row.rule };
+    if (row.description) p.description = row.description;
+    if (Object.keys(row.applies_to).length > 0) p.applies_to = row.applies_to;
+    return p;
+  });
+}

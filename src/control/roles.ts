@@ -1,0 +1,62 @@
+/**
+ * Source roles (spec/role-v1.schema.json): named sets of allow/deny statements (deny wins).
+ * decisions.md "Governance model". Grants are in grants.ts.
+ */
+import { validateSourceRole } from '../../generated/validators';
+import type { SourceRole } from '../../generated/role-v1';
+import type { ControlDb } from './db';
+import { formatSchemaErrors, ValidationError } from './errors';
+import { iso } from './ids';
+
+export type { SourceRole, RoleStatement } from '../../generated/role-v1';
+
+/** A stored role: the validated SourceRole (description and audiences always present) plus timestamps. */
+export type SourceRoleRecord = SourceRole & { description: string; audiences: string[]; createdAt: string; updatedAt: string };
+
+/** A row of table roles. */
+export interface RoleRow {
+  name: string;
+  description: string;
+  audiences: string[];
+  statements: SourceRole['statements'];
+  created_at: Date;
+  updated_at: Date;
+}
+
+const COLS = 'name, description, audiences, statements, created_at, updated_at';
+
+/** Maps a roles row (internal; used by grants.ts). */
+export function roleRowToRecord(r: RoleRow): SourceRoleRecord {
+  return { name: r.name, description: r.description, audiences: r.audiences, statements: r.statements, createdAt: iso(r.created_at)!, updatedAt: iso(r.updated_at)! };
+}
+
+/** Validates a role (parsed JSON/YAML) against spec/role-v1.schema.json. Throws ValidationError with "path: message" details. */
+export function parseSourceRole(input: unknown): SourceRole {
+  if (validateSourceRole(input)) return input as SourceRole;
+  throw new ValidationError('invalid role', formatSchemaErrors(validateSourceRole.errors));
+}
+
+/** Creates or replaces the role named role.name (validated first). Returns the stored role and whether it was new. */
+export async function upsertRole(db: ControlDb, input: unknown): Promise<{ role: SourceRoleRecord; created: boolean }> {
+  const role = parseSourceRole(input);
+  const r = await db.pool.query<RoleRow & { inserted: boolean }>(
+    `INSERT INTO roles (name, description, audiences, statements) VALUES ($1, $2, $3, $4)
+     ON CONFLICT (name) DO UPDATE SET description = EXCLUDED.description, audiences = EXCLUDED.audiences,
+       statements = EXCLUDED.statements, updated_at = now()
+     RETURNING ${COLS}, (xmax = 0) AS inserted`,
+    [role.name, role.description ?? '', role.audiences ?? [], JSON.stringify(role.statements)],
+  );
+  return { role: roleRowToRecord(r.rows[0]), created: r.rows[0].inserted };
+}
+
+/** The role called `name`, or null. */
+export async function getRole(db: ControlDb, name: string): Promise<SourceRoleRecord | null> {
+  const r = await db.pool.query<RoleRow>(`SELECT ${COLS} FROM roles WHERE name = $1`, [name]);
+  return r.rows[0] ? roleRowToRecord(r.rows[0]) : null;
+}
+
+/** Every role, by name. */
+export async function listRoles(db: ControlDb): Promise<SourceRoleRecord[]> {
+  const r = await db.pool.query<RoleRow>(`SELECT ${COLS} FROM roles ORDER BY name`);
+  return r.rows.map(roleRowToRecord);
+}

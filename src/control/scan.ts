@@ -1,0 +1,44 @@
+/**
+ * `interlock source scan`: reads a PostgreSQL source's catalog as its reader role (what the
+ * gateway's reads can see) and stores the snapshot. Issue 3, Build 12.
+ */
+import pg from 'pg';
+import { scanCatalog } from '../sources/postgres/catalog';
+import { saveCatalog } from './catalog';
+import type { ControlDb } from './db';
+import { ControlError, ValidationError } from './errors';
+import { postgresClientConfig, requireSource } from './sources';
+
+/** What a scan found. */
+export interface ScanResult {
+  sourceId: string;
+  scannedAt: string;
+  relations: number;
+  truncated: boolean;
+}
+
+/**
+ * Connects to the source as its reader (TLS as configured, 10 s connect timeout), scans its
+ * catalog (at most `maxRelations`, default 10 000) and stores the snapshot.
+ * Throws NotFoundError for an unknown source, ValidationError for a non-PostgreSQL one, and
+ * ControlError('unavailable') when the source cannot be reached (message for operators).
+ */
+export async function scanSource(db: ControlDb, sourceId: string, opts: { maxRelations?: number } = {}): Promise<ScanResult> {
+  const source = await requireSource(db, sourceId);
+  if (source.type !== 'postgres') throw new ValidationError(`source "${sourceId}" is of type ${source.type}: only PostgreSQL sources have a catalog to scan`);
+  const client = new pg.Client(postgresClientConfig(source.settings, 'reader', { connectionTimeoutMillis: 10_000, application_name: 'interlock-scan' }));
+  client.on('error', () => undefined);
+  try {
+    await client.connect();
+  } catch (err) {
+    const e = err as { code?: string; message?: string };
+    throw new ControlError('unavailable', `cannot connect to source "${sourceId}" as its reader: ${e.code ?? ''} ${e.message ?? ''}`.trim());
+  }
+  try {
+    const catalog = await scanCatalog(client, { maxRelations: opts.maxRelations });
+    await saveCatalog(db, sourceId, catalog);
+    return { sourceId, scannedAt: catalog.scannedAt, relations: catalog.relations.length, truncated: catalog.truncated };
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}

@@ -1,0 +1,163 @@
+/**
+ * Registered data sources (spec/source-v1.schema.json). Issue 3, Build 1: id, type, name,
+ * connection settings, reader and writer credentials, TLS settings, enabled flag.
+ */
+import type pg from 'pg';
+import type { ConnectionOptions } from 'node:tls';
+import { validateSourceDefinition, validateSourceDefinitionDocumentsSettings, validateSourceDefinitionPostgresSettings } from '../../generated/validators';
+import type { DocumentsSourceSettings, PostgresSourceSettings, SourceDefinition } from '../../generated/source-v1';
+import { isUniqueViolation, type ControlDb } from './db';
+import { ConflictError, formatSchemaErrors, NotFoundError, ValidationError } from './errors';
+import { iso } from './ids';
+
+export type { DocumentsSourceSettings, PostgresSourceSettings, SourceDefinition } from '../../generated/source-v1';
+
+/** Defaults applied by the data plane when a PostgreSQL setting is absent. */
+export const POSTGRES_SOURCE_DEFAULTS = Object.freeze({ statement_timeout_ms: 15_000, lock_timeout_ms: 2_000, max_rows: 1_000, pool_size: 5 });
+
+interface SourceRecordBase {
+  id: string;
+  name: string;
+  description: string;
+  enabled: boolean;
+  createdAt: string;
+  updatedAt: string;
+}
+
+/** A registered source. `settings` holds credentials: never print it unredacted (redactSourceSettings). */
+export type SourceRecord =
+  | (SourceRecordBase & { type: 'postgres'; settings: PostgresSourceSettings })
+  | (SourceRecordBase & { type: 'documents'; settings: DocumentsSourceSettings });
+
+interface SourceRow {
+  id: string;
+  type: 'postgres' | 'documents';
+  name: string;
+  description: string;
+  enabled: boolean;
+  settings: PostgresSourceSettings | DocumentsSourceSettings;
+  created_at: Date;
+  updated_at: Date;
+}
+
+const COLS = 'id, type, name, description, enabled, settings, created_at, updated_at';
+
+function toRecord(r: SourceRow): SourceRecord {
+  const base = { id: r.id, name: r.name, description: r.description, enabled: r.enabled, createdAt: iso(r.created_at)!, updatedAt: iso(r.updated_at)! };
+  return r.type === 'postgres'
+    ? { ...base, type: 'postgres', settings: r.settings as PostgresSourceSettings }
+    : { ...base, type: 'documents', settings: r.settings as DocumentsSourceSettings };
+}
+
+/**
+ * Validates a source definition (parsed JSON/YAML) against spec/source-v1.schema.json and returns
+ * it typed. Throws ValidationError whose details are "path: message" lines.
+ */
+export function parseSourceDefinition(input: unknown): SourceDefinition {
+  if (validateSourceDefinition(input)) return input as SourceDefinition;
+  let details = formatSchemaErrors(validateSourceDefinition.errors);
+  // Prefer the precise errors of the settings shape the type selects over the anyOf noise.
+  const obj = input as { type?: unknown; settings?: unknown } | null;
+  if (obj && typeof obj === 'object' && obj.settings !== undefined) {
+    const v = obj.type === 'postgres' ? validateSourceDefinitionPostgresSettings : obj.type === 'documents' ? validateSourceDefinitionDocumentsSettings : null;
+    if (v) {
+      const others = details.filter((l) => !l.startsWith('/settings'));
+      details = v(obj.settings) ? others : [...others, ...formatSchemaErrors(v.errors, '/settings')];
+    }
+  }
+  throw new ValidationError('invalid source definition', details);
+}
+
+/** Registers a new source (enabled unless def.enabled is false). Throws ValidationError, or ConflictError when the id is taken. */
+export async function addSource(db: ControlDb, def: unknown): Promise<SourceRecord> {
+  const d = parseSourceDefinition(def);
+  try {
+    const r = await db.pool.query<SourceRow>(
+      `INSERT INTO sources (id, type, name, description, enabled, settings) VALUES ($1, $2, $3, $4, $5, $6) RETURNING ${COLS}`,
+      [d.id, d.type, d.name, d.description ?? '', d.enabled ?? true, JSON.stringify(d.settings)],
+    );
+    return toRecord(r.rows[0]);
+  } catch (err) {
+    if (isUniqueViolation(err)) throw new ConflictError(`source "${d.id}" already exists`);
+    throw err;
+  }
+}
+
+/** Creates or replaces a source's definition (type, name, description, settings; enabled when given). Returns it and whether it was new. */
+export async function putSource(db: ControlDb, def: unknown): Promise<{ source: SourceRecord; created: boolean }> {
+  const d = parseSourceDefinition(def);
+  const r = await db.pool.query<SourceRow & { inserted: boolean }>(
+    `INSERT INTO sources (id, type, name, description, enabled, settings) VALUES ($1, $2, $3, $4, COALESCE($5, true), $6)
+     ON CONFLICT (id) DO UPDATE SET type = EXCLUDED.type, name = EXCLUDED.name, description = EXCLUDED.description,
+       enabled = COALESCE($5, sources.enabled), settings = EXCLUDED.settings, updated_at = now()
+     RETURNING ${COLS}, (xmax = 0) AS inserted`,
+    [d.id, d.type, d.name, d.description ?? '', d.enabled ?? null, JSON.stringify(d.settings)],
+  );
+  return { source: toRecord(r.rows[0]), created: r.rows[0].inserted };
+}
+
+/** The source with id `id`, or null. */
+export async function getSource(db: ControlDb, id: string): Promise<SourceRecord | null> {
+  const r = await db.pool.query<SourceRow>(`SELECT ${COLS} FROM sources WHERE id = $1`, [id]);
+  return r.rows[0] ? toRecord(r.rows[0]) : null;
+}
+
+/** The source with id `id`; throws NotFoundError. */
+export async function requireSource(db: ControlDb, id: string): Promise<SourceRecord> {
+  const s = await getSource(db, id);
+  if (!s) throw new NotFoundError(`source "${id}" not found`);
+  return s;
+}
+
+/** Every source, by id. */
+export async function listSources(db: ControlDb): Promise<SourceRecord[]> {
+  const r = await db.pool.query<SourceRow>(`SELECT ${COLS} FROM sources ORDER BY id`);
+  return r.rows.map(toRecord);
+}
+
+/** Enables or disables a source (a disabled source refuses calls as unavailable). Idempotent. Throws NotFoundError. */
+export async function setSourceEnabled(db: ControlDb, id: string, enabled: boolean): Promise<SourceRecord> {
+  const r = await db.pool.query<SourceRow>(`UPDATE sources SET enabled = $2, updated_at = now() WHERE id = $1 RETURNING ${COLS}`, [id, enabled]);
+  if (r.rowCount === 0) throw new NotFoundError(`source "${id}" not found`);
+  return toRecord(r.rows[0]);
+}
+
+/** A copy of the settings with every password and CA bundle replaced, for display. */
+export function redactSourceSettings(settings: PostgresSourceSettings | DocumentsSourceSettings): Record<string, unknown> {
+  const s = structuredClone(settings) as unknown as Record<string, unknown>;
+  for (const who of ['reader', 'writer']) {
+    const c = s[who] as { password?: string } | undefined;
+    if (c && typeof c === 'object' && 'password' in c) c.password = '***';
+  }
+  const tls = s.tls as { ca?: string } | undefined;
+  if (tls?.ca) tls.ca = `<PEM, ${tls.ca.length} characters>`;
+  return s;
+}
+
+/**
+ * A pg client configuration for one of the source's roles, with TLS as configured (explicit ssl
+ * objects, never sslmode strings, whose pg 8 meaning differs from libpq's):
+ * off → no TLS; require → TLS without verification; verify-ca → chain checked against `ca`
+ * (host name not checked); verify-full → chain and host name (servername, default host) checked.
+ * Throws ValidationError when the writer is asked for and none is configured.
+ */
+export function postgresClientConfig(settings: PostgresSourceSettings, role: 'reader' | 'writer', extra: Partial<pg.ClientConfig> = {}): pg.ClientConfig {
+  const cred = role === 'reader' ? settings.reader : settings.writer;
+  if (!cred) throw new ValidationError(`this source has no ${role} credentials`);
+  let ssl: boolean | ConnectionOptions = false;
+  switch (settings.tls.mode) {
+    case 'off':
+      ssl = false;
+      break;
+    case 'require':
+      ssl = { rejectUnauthorized: false };
+      break;
+    case 'verify-ca':
+      ssl = { rejectUnauthorized: true, ...(settings.tls.ca ? { ca: settings.tls.ca } : {}), checkServerIdentity: () => undefined };
+      break;
+    case 'verify-full':
+      ssl = { rejectUnauthorized: true, ...(settings.tls.ca ? { ca: settings.tls.ca } : {}), servername: settings.tls.servername ?? settings.host };
+      break;
+  }
+  return { host: settings.host, port: settings.port, database: settings.database, user: cred.user, password: cred.password, ssl, ...extra };
+}

@@ -1,0 +1,160 @@
+/** The audit trail: append-only for everyone, INSERT/SELECT only for the runtime role, column mapping, keyset paging. */
+import { randomBytes } from 'node:crypto';
+import { Client } from 'pg';
+import { ADMIN_URL } from '../../helpers/pg';
+import { freshControlDb, type TestControlDb } from './control-db';
+import { grantRuntimeRole } from '../../../src/control/db';
+import { DbAuditSink, recordApprovalEvent, searchAudit, tailAudit } from '../../../src/control/audit';
+import type { ToolCallAuditEvent } from '../../../src/pipeline/audit-types';
+
+let t: TestControlDb;
+beforeAll(async () => {
+  t = await freshControlDb('ctl_audit');
+});
+afterAll(async () => {
+  await t.cleanup();
+});
+
+function event(over: Partial<ToolCallAuditEvent> = {}): ToolCallAuditEvent {
+  return {
+    requestId: 'req_1',
+    time: '2026-11-29T12:00:00.000Z',
+    identityId: 'idn_0123456789abcdef0123',
+    keyId: 'key_0123456789abcdef0123',
+    tool: 'agentgate_query',
+    canonicalTool: 'interlock_query',
+    dialect: 'handshake',
+    protocolVersion: '2025-06-18',
+    decision: 'allowed',
+    reasonCode: null,
+    durationMs: 12.5,
+    details: { source_id: 'chinook', action: 'read', fingerprint: 'fp01', relations: ['public.album', 'public.artist'], row_count: 7, cached: false, api_key: 'ilk_must_not_be_stored' },
+    ...over,
+  };
+}
+
+describe('audit trail', () => {
+  test('DbAuditSink maps details into columns, keeps the rest, drops secret-named fields', async () => {
+    const sink = new DbAuditSink(t.db);
+    await sink.record(event({ requestId: 'req_map' }));
+    const page = await searchAudit(t.db, { requestId: 'req_map' });
+    expect(page.nextCursor).toBeNull();
+    expect(page.events).toEqual([
+      {
+        id: expect.stringMatching(/^[0-9]+$/),
+        kind: 'tool_call',
+        time: '2026-11-29T12:00:00.000Z',
+        requestId: 'req_map',
+        identityId: 'idn_0123456789abcdef0123',
+        keyId: 'key_0123456789abcdef0123',
+        tool: 'agentgate_query',
+        canonicalTool: 'interlock_query',
+        dialect: 'handshake',
+        protocolVersion: '2025-06-18',
+        decision: 'allowed',
+        reasonCode: null,
+        sourceId: 'chinook',
+        action: 'read',
+        fingerprint: 'fp01',
+        relations: ['public.album', 'public.artist'],
+        rowCount: 7,
+        durationMs: 12.5,
+        approvalId: null,
+        operator: null,
+        details: { cached: false },
+      },
+    ]);
+  });
+
+  test('a malformed event is still recorded, without its details', async () => {
+    const sink = new DbAuditSink(t.db);
+    await sink.record(event({ requestId: 'req_bad', time: 'not a time', details: { source_id: 'x\u0000y', note: 'a\u0000b' } }));
+    const [e] = (await searchAudit(t.db, { requestId: 'req_bad' })).events;
+    expect(e.sourceId).toBe('xy');
+    expect(e.details).toEqual({ audit_error: 'malformed_event' });
+  });
+
+  test('UPDATE, DELETE and TRUNCATE raise, even for the owner (superuser)', async () => {
+    await new DbAuditSink(t.db).record(event({ requestId: 'req_keep' }));
+    await expect(t.db.pool.query("UPDATE audit_events SET decision = 'refused'")).rejects.toThrow('audit_events is append-only: UPDATE is not allowed');
+    await expect(t.db.pool.query('DELETE FROM audit_events')).rejects.toThrow('audit_events is append-only: DELETE is not allowed');
+    await expect(t.db.pool.query('TRUNCATE audit_events')).rejects.toThrow('audit_events is append-only: TRUNCATE is not allowed');
+    // Zero-row statements are refused too (statement-level trigger).
+    await expect(t.db.pool.query("DELETE FROM audit_events WHERE request_id = 'none'")).rejects.toThrow(/append-only/);
+    expect((await searchAudit(t.db, { requestId: 'req_keep' })).events).toHaveLength(1);
+  });
+
+  test('the runtime role can INSERT and SELECT the trail but not UPDATE, DELETE or TRUNCATE it', async () => {
+    const role = `il_rt_${randomBytes(4).toString('hex')}`;
+    const admin = new Client({ connectionString: ADMIN_URL });
+    await admin.connect();
+    try {
+      await admin.query(`CREATE ROLE ${role} LOGIN PASSWORD 'rt-${role}'`);
+      await grantRuntimeRole(t.db, role);
+      const u = new URL(t.temp.url);
+      u.username = role;
+      u.password = `rt-${role}`;
+      const c = new Client({ connectionString: u.toString() });
+      await c.connect();
+      try {
+        await c.query("INSERT INTO audit_events (decision, request_id) VALUES ('allowed', 'req_rt')");
+        expect((await c.query("SELECT count(*)::int AS n FROM audit_events WHERE request_id = 'req_rt'")).rows[0].n).toBe(1);
+        for (const sql of ["UPDATE audit_events SET decision = 'x'", 'DELETE FROM audit_events', 'TRUNCATE audit_events']) {
+          await expect(c.query(sql)).rejects.toMatchObject({ code: '42501', message: 'permission denied for table audit_events' });
+        }
+        // It may read governance and record last use, but not change grants or keys.
+        await c.query('SELECT * FROM grants');
+        await expect(c.query("INSERT INTO identities (id, name) VALUES ('idn_00000000000000000001', 'x')")).rejects.toMatchObject({ code: '42501' });
+        await expect(c.query('UPDATE api_keys SET revoked_at = now()')).rejects.toMatchObject({ code: '42501' });
+        await c.query('UPDATE api_keys SET last_used_at = now() WHERE false');
+      } finally {
+        await c.end();
+      }
+    } finally {
+      await t.db.pool.query(`REVOKE ALL ON ALL TABLES IN SCHEMA public FROM ${role}`);
+      await t.db.pool.query(`REVOKE ALL ON ALL SEQUENCES IN SCHEMA public FROM ${role}`);
+      await t.db.pool.query(`REVOKE ALL ON SCHEMA public FROM ${role}`);
+      await admin.query(`REVOKE ALL ON DATABASE "${t.temp.name}" FROM ${role}`);
+      await admin.query(`DROP ROLE ${role}`);
+      await admin.end();
+    }
+  });
+
+  test('grantRuntimeRole names a missing role clearly', async () => {
+    await expect(grantRuntimeRole(t.db, 'il_no_such_role_x')).rejects.toMatchObject({ kind: 'not_found' });
+  });
+
+  test('approval events, filters, keyset paging and tail', async () => {
+    const base = (await tailAudit(t.db, 1000)).length;
+    for (let i = 0; i < 7; i++) {
+      await recordApprovalEvent(t.db, { approvalId: 'apr_page', action: i % 2 ? 'approved' : 'queued', operator: i % 2 ? 'ops' : null, identityId: 'idn_pager', sourceId: 'src-page', requestId: `req_p${i}` });
+    }
+    const all: string[] = [];
+    let cursor: string | null = null;
+    let pages = 0;
+    do {
+      const page: Awaited<ReturnType<typeof searchAudit>> = await searchAudit(t.db, { identityId: 'idn_pager', limit: 3, cursor });
+      all.push(...page.events.map((e) => e.requestId!));
+      cursor = page.nextCursor;
+      pages++;
+    } while (cursor);
+    expect(pages).toBe(3);
+    expect(all).toEqual(['req_p6', 'req_p5', 'req_p4', 'req_p3', 'req_p2', 'req_p1', 'req_p0']);
+    const approved = await searchAudit(t.db, { approvalId: 'apr_page', decision: 'approved', kind: 'approval' });
+    expect(approved.events.map((e) => [e.requestId, e.operator, e.action, e.sourceId])).toEqual([
+      ['req_p5', 'ops', 'write', 'src-page'],
+      ['req_p3', 'ops', 'write', 'src-page'],
+      ['req_p1', 'ops', 'write', 'src-page'],
+    ]);
+    const tail = await tailAudit(t.db, 2);
+    expect(tail.map((e) => e.requestId)).toEqual(['req_p5', 'req_p6']);
+    expect((await tailAudit(t.db, 1000)).length).toBe(base + 7);
+    const future = await searchAudit(t.db, { since: new Date(Date.now() + 3_600_000) });
+    expect(future.events).toEqual([]);
+    const window = await searchAudit(t.db, { identityId: 'idn_pager', since: '2000-01-01T00:00:00Z', until: new Date(Date.now() + 60_000) });
+    expect(window.events).toHaveLength(7);
+    await expect(searchAudit(t.db, { cursor: 'abc' })).rejects.toThrow('invalid cursor "abc"');
+    await expect(searchAudit(t.db, { since: 'yesterday' })).rejects.toThrow(/since: not a date\/time/);
+    await expect(searchAudit(t.db, { limit: 0 })).rejects.toThrow(/limit must be/);
+  });
+});

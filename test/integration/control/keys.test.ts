@@ -1,0 +1,163 @@
+/** API keys and DbIdentityResolver against a real control database. */
+import crypto from 'node:crypto';
+import { freshControlDb, type TestControlDb } from './control-db';
+import { API_KEY_PATTERN, createApiKey, DbIdentityResolver, hashApiKey, listApiKeys, revokeApiKey } from '../../../src/control/keys';
+import { createIdentity, disableIdentity, enableIdentity } from '../../../src/control/identities';
+import { openControlDb } from '../../../src/control/db';
+
+let t: TestControlDb;
+beforeAll(async () => {
+  t = await freshControlDb('ctl_keys');
+});
+afterAll(async () => {
+  await t.cleanup();
+});
+
+describe('API keys', () => {
+  test('secret format: ilk_ + 43 base64url characters (32 random bytes = 256 bits), distinct every time', async () => {
+    const idn = await createIdentity(t.db, 'format-agent');
+    const secrets = new Set<string>();
+    for (let i = 0; i < 20; i++) {
+      const k = await createApiKey(t.db, idn.id);
+      expect(k.secret).toMatch(API_KEY_PATTERN);
+      expect(Buffer.from(k.secret.slice(4), 'base64url').length).toBe(32);
+      expect(k.keyId).toMatch(/^key_[0-9a-f]{20}$/);
+      expect(k.prefix).toBe(k.secret.slice(0, 10));
+      expect(k.expiresAt).toBeNull();
+      secrets.add(k.secret);
+    }
+    expect(secrets.size).toBe(20);
+  });
+
+  test('only the keyed hash is stored: the secret appears nowhere in the database', async () => {
+    const idn = await createIdentity(t.db, 'hash-agent');
+    const k = await createApiKey(t.db, idn.id);
+    const rows = await t.db.pool.query('SELECT * FROM api_keys WHERE id = $1', [k.keyId]);
+    expect(rows.rowCount).toBe(1);
+    const row = rows.rows[0];
+    expect(row.hash).toEqual(hashApiKey(t.db.keyPepper!, k.secret));
+    expect((row.hash as Buffer).length).toBe(32);
+    // Not an unkeyed hash either.
+    expect((row.hash as Buffer).equals(crypto.createHash('sha256').update(k.secret).digest())).toBe(false);
+    // Grep every text rendering of every control table for the secret and its random part.
+    const dump = await t.db.pool.query<{ t: string }>(
+      `SELECT string_agg(x::text, E'\\n') AS t FROM (
+         SELECT row_to_json(a)::text AS x FROM api_keys a UNION ALL SELECT row_to_json(s)::text FROM settings s
+         UNION ALL SELECT row_to_json(i)::text FROM identities i UNION ALL SELECT row_to_json(e)::text FROM audit_events e) q`,
+    );
+    expect(dump.rows[0].t).not.toContain(k.secret);
+    expect(dump.rows[0].t).not.toContain(k.secret.slice(10));
+    const listed = await listApiKeys(t.db, { identityId: idn.id });
+    expect(JSON.stringify(listed)).not.toContain(k.secret.slice(10));
+    expect(listed).toEqual([
+      { id: k.keyId, identityId: idn.id, identityName: 'hash-agent', prefix: k.prefix, createdAt: expect.any(String), expiresAt: null, revokedAt: null, lastUsedAt: null, status: 'active' },
+    ]);
+  });
+
+  test('resolver: valid key → identity; wrong, malformed, revoked, expired keys and disabled identities → null', async () => {
+    const idn = await createIdentity(t.db, 'resolver-agent');
+    const resolver = new DbIdentityResolver(t.db, { cacheTtlMs: 0 });
+    const k = await createApiKey(t.db, idn.id);
+    expect(await resolver.resolve(k.secret)).toEqual({ id: idn.id, name: 'resolver-agent', keyId: k.keyId });
+
+    // Same format, different secret; and malformed inputs.
+    const flipped = k.secret.slice(0, -1) + (k.secret.endsWith('A') ? 'B' : 'A');
+    expect(await resolver.resolve(flipped)).toBeNull();
+    for (const bad of ['', 'ilk_', 'Bearer ' + k.secret, k.secret + ' ', k.secret.toUpperCase(), 'x'.repeat(5000)]) {
+      expect(await resolver.resolve(bad)).toBeNull();
+    }
+
+    // Revocation.
+    const revoked = await revokeApiKey(t.db, k.keyId);
+    expect(revoked.status).toBe('revoked');
+    expect(await resolver.resolve(k.secret)).toBeNull();
+    const again = await revokeApiKey(t.db, k.keyId);
+    expect(again.revokedAt).toBe(revoked.revokedAt);
+
+    // Expiry.
+    const k2 = await createApiKey(t.db, idn.id, { expiresAt: new Date(Date.now() + 60_000) });
+    expect(await resolver.resolve(k2.secret)).not.toBeNull();
+    await t.db.pool.query("UPDATE api_keys SET expires_at = now() - interval '1 second' WHERE id = $1", [k2.keyId]);
+    expect(await resolver.resolve(k2.secret)).toBeNull();
+    expect((await listApiKeys(t.db, { identityId: idn.id })).find((x) => x.id === k2.keyId)!.status).toBe('expired');
+
+    // Disabled identity.
+    const k3 = await createApiKey(t.db, idn.id);
+    expect(await resolver.resolve(k3.secret)).not.toBeNull();
+    await disableIdentity(t.db, 'resolver-agent');
+    expect(await resolver.resolve(k3.secret)).toBeNull();
+    await enableIdentity(t.db, 'resolver-agent');
+    expect(await resolver.resolve(k3.secret)).toEqual({ id: idn.id, name: 'resolver-agent', keyId: k3.keyId });
+  });
+
+  test('creating keys: past expiry, unknown and disabled identities are refused', async () => {
+    const idn = await createIdentity(t.db, 'refuse-agent');
+    await expect(createApiKey(t.db, idn.id, { expiresAt: new Date(Date.now() - 1000) })).rejects.toThrow(/expiry must be in the future/);
+    await expect(createApiKey(t.db, 'idn_00000000000000000000')).rejects.toMatchObject({ kind: 'not_found' });
+    await disableIdentity(t.db, idn.id);
+    await expect(createApiKey(t.db, idn.id)).rejects.toMatchObject({ kind: 'conflict', message: 'identity "refuse-agent" is disabled: enable it before creating keys' });
+    await expect(revokeApiKey(t.db, 'key_00000000000000000000')).rejects.toMatchObject({ kind: 'not_found' });
+  });
+
+  test('timing-safe path: the stored and computed hashes are compared with crypto.timingSafeEqual, hit or miss', async () => {
+    const idn = await createIdentity(t.db, 'timing-agent');
+    const k = await createApiKey(t.db, idn.id);
+    const resolver = new DbIdentityResolver(t.db, { cacheTtlMs: 0 });
+    const spy = jest.spyOn(crypto, 'timingSafeEqual');
+    try {
+      expect(await resolver.resolve(k.secret)).not.toBeNull();
+      expect(spy).toHaveBeenCalledTimes(1);
+      const [a, b] = spy.mock.calls[0] as unknown as [Buffer, Buffer];
+      expect(a.length).toBe(32);
+      expect(b.equals(hashApiKey(t.db.keyPepper!, k.secret))).toBe(true);
+      spy.mockClear();
+      const unknown = 'ilk_' + crypto.randomBytes(32).toString('base64url');
+      expect(await resolver.resolve(unknown)).toBeNull();
+      expect(spy).toHaveBeenCalledTimes(1);
+    } finally {
+      spy.mockRestore();
+    }
+  });
+
+  test('positive results are cached at most cacheTtlMs; invalidate() drops them at once', async () => {
+    const idn = await createIdentity(t.db, 'cache-agent');
+    const k = await createApiKey(t.db, idn.id);
+    const resolver = new DbIdentityResolver(t.db, { cacheTtlMs: 300 });
+    expect(await resolver.resolve(k.secret)).not.toBeNull();
+    await revokeApiKey(t.db, k.keyId);
+    // Within the bound the cached answer may still be served …
+    expect(await resolver.resolve(k.secret)).not.toBeNull();
+    // … but never after it.
+    await new Promise((r) => setTimeout(r, 350));
+    expect(await resolver.resolve(k.secret)).toBeNull();
+
+    const k2 = await createApiKey(t.db, idn.id);
+    expect(await resolver.resolve(k2.secret)).not.toBeNull();
+    await revokeApiKey(t.db, k2.keyId);
+    resolver.invalidate();
+    expect(await resolver.resolve(k2.secret)).toBeNull();
+    // The bound is capped at 5 s whatever is asked.
+    expect((new DbIdentityResolver(t.db, { cacheTtlMs: 60_000 }) as unknown as { cacheTtlMs: number }).cacheTtlMs).toBe(5000);
+  });
+
+  test('last_used_at is set on use and not rewritten within the interval', async () => {
+    const idn = await createIdentity(t.db, 'lastused-agent');
+    const k = await createApiKey(t.db, idn.id);
+    const resolver = new DbIdentityResolver(t.db, { cacheTtlMs: 0 });
+    await resolver.resolve(k.secret);
+    await new Promise((r) => setTimeout(r, 100));
+    const first = (await t.db.pool.query('SELECT last_used_at FROM api_keys WHERE id = $1', [k.keyId])).rows[0].last_used_at as Date;
+    expect(first).toBeInstanceOf(Date);
+    // A second resolver (another replica) within the minute does not rewrite it.
+    await new DbIdentityResolver(t.db, { cacheTtlMs: 0 }).resolve(k.secret);
+    await resolver.resolve(k.secret);
+    await new Promise((r) => setTimeout(r, 100));
+    const second = (await t.db.pool.query('SELECT last_used_at FROM api_keys WHERE id = $1', [k.keyId])).rows[0].last_used_at as Date;
+    expect(second.getTime()).toBe(first.getTime());
+  });
+
+  test('a different configured pepper is refused instead of silently invalidating every key', async () => {
+    await expect(openControlDb(t.temp.url, { keyPepper: 'x'.repeat(40) })).rejects.toMatchObject({ kind: 'conflict' });
+    await expect(openControlDb(t.temp.url, { keyPepper: 'short' })).rejects.toMatchObject({ kind: 'validation' });
+  });
+});

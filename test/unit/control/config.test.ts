@@ -1,0 +1,124 @@
+/** Gateway configuration: defaults, file, environment and overrides; unknown keys and variables are errors. */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { DEFAULT_CONFIG, ENV_VARS, loadConfig } from '../../../src/control/config';
+import { ValidationError } from '../../../src/control/errors';
+
+let dir: string;
+beforeAll(() => {
+  dir = mkdtempSync(join(tmpdir(), 'il-config-'));
+});
+afterAll(() => {
+  rmSync(dir, { recursive: true, force: true });
+});
+
+function file(name: string, text: string): string {
+  const p = join(dir, name);
+  writeFileSync(p, text);
+  return p;
+}
+
+function problems(fn: () => unknown): { message: string; details: string[] } {
+  try {
+    fn();
+  } catch (err) {
+    expect(err).toBeInstanceOf(ValidationError);
+    return { message: (err as ValidationError).message, details: (err as ValidationError).details };
+  }
+  throw new Error('expected a ValidationError');
+}
+
+describe('loadConfig', () => {
+  test('no file, no variables: the defaults', () => {
+    expect(loadConfig({ env: { PATH: '/bin', HOME: '/root' } })).toEqual(DEFAULT_CONFIG);
+    expect(DEFAULT_CONFIG).toEqual({
+      listen: { host: '127.0.0.1', port: 8787 },
+      database: { embedded_data_dir: '.interlock/pg', embedded_port: 0, pool_size: 10 },
+      allowed_hosts: [],
+      allowed_origins: [],
+      rate_limits: { per_identity: { points: 120, window_seconds: 60 }, per_source: { points: 600, window_seconds: 60 } },
+      approvals: { ttl_seconds: 86400 },
+      cache: { ttl_ms: 30000, max_bytes: 67108864 },
+      log_level: 'info',
+    });
+  });
+
+  test('file < environment < overrides, YAML and JSON', () => {
+    const yaml = file('gw.yaml', 'listen:\n  host: 0.0.0.0\n  port: 9000\ncache:\n  ttl_ms: 0\nrate_limits:\n  per_source: { points: 5, window_seconds: 10 }\n');
+    const cfg = loadConfig({
+      file: yaml,
+      env: { INTERLOCK_PORT: '9100', INTERLOCK_ALLOWED_ORIGINS: 'https://a.example, https://b.example', INTERLOCK_RATE_LIMIT_IDENTITY_POINTS: '7', INTERLOCK_DATABASE_URL: 'postgres://u@db/interlock' },
+      overrides: { listen: { port: 9200 } },
+    });
+    expect(cfg.listen).toEqual({ host: '0.0.0.0', port: 9200 });
+    expect(cfg.cache).toEqual({ ttl_ms: 0, max_bytes: 67108864 });
+    expect(cfg.allowed_origins).toEqual(['https://a.example', 'https://b.example']);
+    expect(cfg.rate_limits).toEqual({ per_identity: { points: 7, window_seconds: 60 }, per_source: { points: 5, window_seconds: 10 } });
+    expect(cfg.database.url).toBe('postgres://u@db/interlock');
+    const json = file('gw.json', JSON.stringify({ log_level: 'debug', approvals: { ttl_seconds: 600 } }));
+    expect(loadConfig({ file: json, env: {} })).toMatchObject({ log_level: 'debug', approvals: { ttl_seconds: 600 } });
+  });
+
+  test('an unknown key in the file is an error naming the file and path', () => {
+    const p = file('typo.yaml', 'listen:\n  prot: 9000\nrequire_aproval: false\n');
+    expect(problems(() => loadConfig({ file: p, env: {} }))).toEqual({
+      message: 'invalid configuration',
+      details: [`${p} /: unknown key "require_aproval" (not allowed here)`, `${p} /listen: unknown key "prot" (not allowed here)`],
+    });
+  });
+
+  test('an unknown INTERLOCK_* variable is an error, with a suggestion when one is close', () => {
+    expect(problems(() => loadConfig({ env: { INTERLOCK_PROT: '1', INTERLOCK_LOG_LEVLE: 'debug', INTERLOCK_SOMETHING_ELSE_ENTIRELY: 'x', OTHER_VAR: 'fine' } }))).toEqual({
+      message: 'invalid configuration',
+      details: [
+        'INTERLOCK_LOG_LEVLE: unknown InterLock environment variable (did you mean INTERLOCK_LOG_LEVEL?)',
+        'INTERLOCK_PROT: unknown InterLock environment variable (did you mean INTERLOCK_PORT?)',
+        'INTERLOCK_SOMETHING_ELSE_ENTIRELY: unknown InterLock environment variable',
+      ],
+    });
+    // Known non-config variables are accepted.
+    expect(() => loadConfig({ env: { INTERLOCK_CONFIG: 'x.yaml', INTERLOCK_FIXTURES: '1', INTERLOCK_TEST_PG_URL: 'postgres://x' } })).not.toThrow();
+  });
+
+  test('bad values name the variable', () => {
+    expect(problems(() => loadConfig({ env: { INTERLOCK_PORT: 'eighty', INTERLOCK_CACHE_TTL_MS: '-1', INTERLOCK_LOG_LEVEL: 'loud', INTERLOCK_KEY_PEPPER: 'short', INTERLOCK_DATABASE_URL: 'mysql://x' } })).details).toEqual([
+      'INTERLOCK_CACHE_TTL_MS: must be a whole number, got "-1"',
+      'INTERLOCK_PORT: must be a whole number, got "eighty"',
+      'INTERLOCK_DATABASE_URL: must match pattern "^postgres(ql)?://"',
+      'INTERLOCK_LOG_LEVEL: must be equal to one of the allowed values (fatal, error, warn, info, debug, trace, silent)',
+      'INTERLOCK_KEY_PEPPER: must NOT have fewer than 32 characters',
+    ]);
+    expect(problems(() => loadConfig({ env: { INTERLOCK_PORT: '70000' } })).details).toEqual(['INTERLOCK_PORT: must be <= 65535']);
+  });
+
+  test('empty variables count as unset', () => {
+    expect(loadConfig({ env: { INTERLOCK_DATABASE_URL: '', INTERLOCK_PORT: '' } })).toEqual(DEFAULT_CONFIG);
+  });
+
+  test('files: missing, unsupported extension, malformed, not an object, duplicate keys', () => {
+    expect(problems(() => loadConfig({ file: join(dir, 'absent.yaml'), env: {} })).message).toBe(`config file not found: ${join(dir, 'absent.yaml')}`);
+    expect(problems(() => loadConfig({ file: file('c.toml', 'x=1'), env: {} })).message).toMatch(/unsupported extension ".toml"/);
+    expect(problems(() => loadConfig({ file: file('bad.json', '{"listen": '), env: {} })).message).toMatch(/is not valid JSON$/);
+    expect(problems(() => loadConfig({ file: file('list.yaml', '- 1\n- 2\n'), env: {} })).message).toMatch(/must hold an object/);
+    expect(problems(() => loadConfig({ file: file('dup.yaml', 'log_level: info\nlog_level: debug\n'), env: {} })).message).toMatch(/is not valid YAML$/);
+    expect(loadConfig({ file: file('empty.yaml', ''), env: {} })).toEqual(DEFAULT_CONFIG);
+  });
+
+  test('every documented variable maps to a schema key', () => {
+    for (const [name, [path]] of Object.entries(ENV_VARS)) {
+      expect(name).toMatch(/^INTERLOCK_[A-Z_]+$/);
+      expect(path.length).toBeGreaterThan(0);
+    }
+    const cfg = loadConfig({ env: { INTERLOCK_ALLOWED_HOSTS: 'gw.example.com:443', INTERLOCK_EMBEDDED_DATA_DIR: '/var/lib/interlock', INTERLOCK_EMBEDDED_PORT: '5433', INTERLOCK_APPROVAL_TTL_SECONDS: '600', INTERLOCK_HOST: '::1', INTERLOCK_DATABASE_POOL_SIZE: '4', INTERLOCK_CACHE_MAX_BYTES: '1024', INTERLOCK_RATE_LIMIT_SOURCE_POINTS: '9', INTERLOCK_RATE_LIMIT_SOURCE_WINDOW_SECONDS: '3', INTERLOCK_RATE_LIMIT_IDENTITY_WINDOW_SECONDS: '2', INTERLOCK_KEY_PEPPER: 'p'.repeat(32) } });
+    expect(cfg).toMatchObject({
+      allowed_hosts: ['gw.example.com:443'],
+      database: { embedded_data_dir: '/var/lib/interlock', embedded_port: 5433, pool_size: 4 },
+      approvals: { ttl_seconds: 600 },
+      listen: { host: '::1', port: 8787 },
+      cache: { max_bytes: 1024 },
+      rate_limits: { per_source: { points: 9, window_seconds: 3 }, per_identity: { points: 120, window_seconds: 2 } },
+      key_pepper: 'p'.repeat(32),
+    });
+  });
+});
