@@ -727,8 +727,8 @@ export class Analyzer {
       switch (type) {
         case 'RangeVar': {
           const rv = node.RangeVar as N;
-          checkFields('RangeVar', rv);
           if (rv.catalogname !== undefined) throw new Refusal('unknown_relation', 'cross-database references are not supported');
+          checkFields('RangeVar', rv);
           const name = String(rv.relname);
           if (rv.schemaname === undefined) {
             const cte = this.lookupCte(fc.ctes, name);
@@ -1078,8 +1078,16 @@ export class Analyzer {
       return lin;
     }
     // Field of a composite column: `a.f` (column a) or `t.a.f` (column a of t).
+    const compositeExists = names.length === 2 ? this.hasColumn(names[0], ctx.scope) : !!this.findItem([names[0]], ctx.scope);
+    if (!compositeExists) throw new Refusal('unknown_column', `unknown column ${q(names.join('.'))} (no such FROM item or column)`);
     const inner = this.columnRef({ fields: fields.slice(0, -1) }, ctx);
     return derive(inner);
+  }
+
+  /** True when a column named `name` is visible at some query level (nothing recorded). */
+  private hasColumn(name: string, scope: Scope | null): boolean {
+    for (let s = scope; s; s = s.parent) if (this.columnsAtLevel(name, s).length) return true;
+    return false;
   }
 
   private wholeRowOf(cols: readonly Col[], item: NsItem | null): Lin {
@@ -1252,8 +1260,17 @@ export class Analyzer {
           return this.funcCall(n, ctx).lin;
         case 'A_Indirection': {
           checkFields(type, n);
-          let lin = derive(this.ex(n.arg, ctx));
-          for (const i of n.indirection ?? []) {
+          let ind: N[] = n.indirection ?? [];
+          let lin: Lin | null = null;
+          // `(c).col` where `c` is a FROM item (not a column): the same as `c.col`.
+          const argName = bareName(n.arg);
+          if (argName !== null && ind.length && hasOwn.call(ind[0], 'String') && !this.hasColumn(argName, ctx.scope) && this.findItem([argName], ctx.scope)) {
+            lin = this.columnRef({ fields: [{ String: { sval: argName } }, ind[0]] }, ctx);
+            ind = ind.slice(1);
+            if (ind.length === 0) return lin;
+          }
+          lin = derive(lin ?? this.ex(n.arg, ctx));
+          for (const i of ind) {
             const t = nodeType(i);
             if (t === 'String' || t === 'A_Star') continue;
             if (t !== 'A_Indices') throw new Refusal('statement_not_allowed', 'unsupported indirection');
