@@ -26,10 +26,16 @@ export function analysisRefusal(a: Extract<SqlAnalysis, { ok: false }>): ToolOut
   }
 }
 
-/** Columns of a relation per the catalog ([] when unknown). */
+const columnIndex = new WeakMap<SourceCatalog, Map<string, string[]>>();
+
+/** Columns of a relation per the catalog ([] when unknown). Indexed once per catalog snapshot. */
 export function catalogColumns(catalog: SourceCatalog, schema: string, table: string): string[] {
-  const rel = catalog.relations.find((r) => r.schema === schema && r.name === table);
-  return rel ? rel.columns.map((c) => c.name) : [];
+  let idx = columnIndex.get(catalog);
+  if (!idx) {
+    idx = new Map(catalog.relations.map((r) => [`${r.schema}\u0000${r.name}`, r.columns.map((c) => c.name)]));
+    columnIndex.set(catalog, idx);
+  }
+  return idx.get(`${schema}\u0000${table}`) ?? [];
 }
 
 /** The action-resource checks a statement needs: reads of columns (or of the table) and writes of tables and columns. */

@@ -1,0 +1,122 @@
+/**
+ * Approving and rejecting queued writes (contract: "A write never runs on the agent's call: it
+ * waits for an operator's approval"; decisions.md: approved by an operator who is not the requesting
+ * identity, through a channel agent keys cannot use; approval executes the exact stored statement once).
+ *
+ * Exactly once: the pending → approved transition is a conditional UPDATE, so of any number of
+ * racing approvers one wins and only the winner executes. A crash between approved and executed
+ * leaves the approval "approved" (never re-run automatically): at most once, visible to operators.
+ */
+import type { Logger } from 'pino';
+import type { ControlDb } from '../control/db';
+import { requireApproval, transitionApproval, type ApprovalRecord } from '../control/approvals';
+import { recordApprovalEvent } from '../control/audit';
+import { ControlError } from '../control/errors';
+import { getIdentity } from '../control/identities';
+import { DbGovernanceStore } from '../governance/db-store';
+import { AccessEvaluator } from '../governance/evaluator';
+import { analyzeSql, initSqlParser } from '../sql/analyze';
+import { authorizeStatement } from '../pipeline/03-authorize';
+import { policyStep } from '../pipeline/04-policy';
+import { SourceConnectorRegistry } from '../sources/registry';
+import type { PostgresSourceSettings } from '../sources/postgres/connector';
+import { CACHE_CHANNEL } from '../gateway';
+
+/** Result of approveAndExecute. */
+export interface ApprovalExecution {
+  approvalId: string;
+  state: 'executed' | 'failed';
+  rowCount?: number;
+  errorCode?: string;
+}
+
+/** Options: who approves, and optionally a shared connector registry and logger. */
+export interface ApproveOptions {
+  operator: string;
+  connectors?: SourceConnectorRegistry;
+  logger?: Logger;
+  now?: Date;
+}
+
+function assertNotSelf(a: ApprovalRecord, operator: string): void {
+  if (operator === a.identityName || operator === a.identityId) {
+    throw new ControlError('forbidden', `self_approval_forbidden: ${operator} requested this write and cannot approve or reject it.`);
+  }
+}
+
+/**
+ * Re-checks that the requesting identity may still perform the write (identity enabled, source
+ * enabled, source role, policy) against the current catalog. Returns null when allowed, else a code.
+ */
+async function recheck(db: ControlDb, a: ApprovalRecord, now: Date): Promise<string | null> {
+  const identity = await getIdentity(db, a.identityId);
+  if (!identity || identity.disabled) return 'identity_disabled';
+  const store = new DbGovernanceStore(db, { ttlMs: 0 });
+  const source = await store.getSource(a.sourceId);
+  if (!source || !source.enabled) return 'source_disabled';
+  const catalog = await store.loadCatalog(a.sourceId);
+  if (!catalog) return 'source_not_catalogued';
+  await initSqlParser();
+  const analysis = analyzeSql(a.sql, catalog);
+  if (!analysis.ok) return analysis.code;
+  if (analysis.kind !== 'write' || analysis.fingerprint !== a.classification.fingerprint) return 'classification_changed';
+  const evaluator = new AccessEvaluator(await store.grantsForIdentity(a.identityId));
+  if (!evaluator.hasGrant(a.sourceId)) return 'source_role_denied';
+  if (authorizeStatement(evaluator, a.sourceId, analysis, catalog)) return 'source_role_denied';
+  const pol = policyStep(await store.activePolicies(), { identityId: a.identityId, identityName: a.identityName, roles: evaluator.roleNames(a.sourceId), sourceId: a.sourceId }, analysis, catalog, now);
+  if (!pol.ok) return 'policy_denied';
+  return null;
+}
+
+/**
+ * Approves a pending write and executes it once with the source's writer role, in a transaction.
+ * Throws ControlError: not_found (no such approval), forbidden (self-approval), conflict (not
+ * pending, or another operator decided first). Execution failures do not throw: the approval ends
+ * `failed` with a stable error code (never driver text).
+ */
+export async function approveAndExecute(db: ControlDb, approvalId: string, opts: ApproveOptions): Promise<ApprovalExecution> {
+  const a = await requireApproval(db, approvalId);
+  assertNotSelf(a, opts.operator);
+  if (a.state !== 'pending') throw new ControlError('conflict', `Approval ${approvalId} is ${a.state}, not pending.`);
+  if (new Date(a.expiresAt).getTime() <= (opts.now ?? new Date()).getTime()) {
+    await transitionApproval(db, approvalId, ['pending'], 'expired', { decidedBy: 'system:expiry' });
+    throw new ControlError('conflict', `Approval ${approvalId} has expired.`);
+  }
+  const won = await transitionApproval(db, approvalId, ['pending'], 'approved', { decidedBy: opts.operator });
+  if (!won) throw new ControlError('conflict', `Approval ${approvalId} was decided by someone else first.`);
+  const base = { approvalId, operator: opts.operator, identityId: a.identityId, keyId: a.keyId, sourceId: a.sourceId, requestId: a.requestId, fingerprint: (a.classification.fingerprint as string) ?? null };
+  await recordApprovalEvent(db, { ...base, action: 'approved' } as Parameters<typeof recordApprovalEvent>[1]);
+
+  const finish = async (state: 'executed' | 'failed', outcome: { row_count?: number; error_code?: string; sqlstate?: string }): Promise<ApprovalExecution> => {
+    await transitionApproval(db, approvalId, ['approved'], state, { outcome });
+    await recordApprovalEvent(db, { ...base, action: state, reasonCode: outcome.error_code ?? null, rowCount: outcome.row_count ?? null } as Parameters<typeof recordApprovalEvent>[1]);
+    return { approvalId, state, rowCount: outcome.row_count, errorCode: outcome.error_code };
+  };
+
+  const denied = await recheck(db, a, opts.now ?? new Date());
+  if (denied) return finish('failed', { error_code: denied });
+  const store = new DbGovernanceStore(db, { ttlMs: 0 });
+  const source = (await store.getSource(a.sourceId))!;
+  const registry = opts.connectors ?? new SourceConnectorRegistry({ logger: opts.logger });
+  try {
+    const r = await registry.get(source.id, source.settings as unknown as PostgresSourceSettings).write(a.sql, a.params);
+    await db.pool.query('SELECT pg_notify($1, $2)', [CACHE_CHANNEL, a.sourceId]).catch(() => undefined);
+    return await finish('executed', { row_count: r.rowCount });
+  } catch (err) {
+    const e = err as { code?: string; sqlState?: string };
+    opts.logger?.warn({ approvalId, code: e.code, sqlState: e.sqlState }, 'approved write failed');
+    return finish('failed', { error_code: e.code === 'execution_failed' && e.sqlState ? 'statement_failed' : (e.code ?? 'execution_failed'), ...(e.sqlState ? { sqlstate: e.sqlState } : {}) });
+  } finally {
+    if (!opts.connectors) await registry.closeAll();
+  }
+}
+
+/** Rejects a pending write. Throws ControlError like approveAndExecute. */
+export async function rejectApproval(db: ControlDb, approvalId: string, opts: { operator: string; reason?: string }): Promise<ApprovalRecord> {
+  const a = await requireApproval(db, approvalId);
+  assertNotSelf(a, opts.operator);
+  const r = await transitionApproval(db, approvalId, ['pending'], 'rejected', { decidedBy: opts.operator });
+  if (!r) throw new ControlError('conflict', `Approval ${approvalId} is ${a.state}, not pending.`);
+  await recordApprovalEvent(db, { approvalId, action: 'rejected', operator: opts.operator, identityId: a.identityId, keyId: a.keyId, sourceId: a.sourceId, requestId: a.requestId, reasonCode: opts.reason ?? null } as Parameters<typeof recordApprovalEvent>[1]);
+  return r;
+}

@@ -1,0 +1,153 @@
+/**
+ * The governed gateway: the MCP endpoint wired to the control database (identities, grants,
+ * policies, approvals, audit), the SQL analyser, the source connectors, the rate limiter and the
+ * cache. `interlock serve` and `interlock demo` call startGovernedGateway.
+ */
+import { createHmac } from 'node:crypto';
+import pg from 'pg';
+import type { Logger } from 'pino';
+import { getKeyPepper, listenControlChanges, type ControlDb, type ControlListener } from './control/db';
+import type { ResolvedGatewayConfig } from './control/config';
+import { DbIdentityResolver } from './control/keys';
+import { DbAuditSink } from './control/audit';
+import { DbGovernanceStore } from './governance/db-store';
+import { initSqlParser } from './sql/analyze';
+import { SourceConnectorRegistry } from './sources/registry';
+import type { PostgresSourceSettings } from './sources/postgres/connector';
+import { listenGateway, type RunningGateway } from './server';
+import { interlockToolBindings } from './tools/registry';
+import { listSourcesHandler, StoreSourceDirectory } from './tools/handlers/list-sources';
+import { describeAccessHandler, describeSourceHandler } from './tools/handlers/describe';
+import { queryHandler } from './pipeline/query';
+import { postgresRateLimiter, type RateLimitSettings } from './pipeline/05-rate-limit';
+import { ResultCache } from './pipeline/cache';
+import type { ConnectorProvider } from './pipeline/07-execute';
+import { createLogger } from './observability/logger';
+import type { OriginPolicy } from './transport/http-headers';
+import protocol from '../spec/protocol-v1.json';
+import type { ToolBinding } from './tools/types';
+
+/** PostgreSQL NOTIFY channel on which executed writes invalidate a source's cached reads on every replica. */
+export const CACHE_CHANNEL = 'interlock_cache';
+
+/** Options of startGovernedGateway. */
+export interface GovernedGatewayOptions {
+  db: ControlDb;
+  config: ResolvedGatewayConfig;
+  /** Overrides config.listen. */
+  host?: string;
+  port?: number;
+  /** Adds the official conformance suite's test-only fixture tools. Never in production. */
+  fixtures?: boolean;
+  logger?: Logger;
+}
+
+/** A running governed gateway. */
+export interface GovernedGateway extends RunningGateway {
+  store: DbGovernanceStore;
+  connectors: SourceConnectorRegistry;
+  cache: ResultCache;
+}
+
+const LOOPBACK = new Set(['127.0.0.1', 'localhost', '::1', '[::1]']);
+
+/** The Host/Origin guard from config: loopback names plus config.allowed_hosts; on a non-loopback bind with no list, any host. */
+export function originPolicyFor(host: string, config: ResolvedGatewayConfig, logger?: Logger): OriginPolicy {
+  if (!LOOPBACK.has(host) && config.allowed_hosts.length === 0) {
+    logger?.warn({ host }, 'bound to a non-loopback address without allowed_hosts: the Host check is off; set allowed_hosts to the names clients use');
+    return { allowedHosts: 'any', allowedOrigins: config.allowed_origins };
+  }
+  return { allowedHosts: [...protocol.http.defaultAllowedHosts, ...config.allowed_hosts], allowedOrigins: config.allowed_origins };
+}
+
+/** Starts the governed gateway and the background listeners; `close()` stops everything. */
+export async function startGovernedGateway(opts: GovernedGatewayOptions): Promise<GovernedGateway> {
+  const logger = opts.logger ?? createLogger(opts.config.log_level);
+  await initSqlParser();
+  const { db, config } = opts;
+  const store = new DbGovernanceStore(db, { approvalTtlSeconds: config.approvals.ttl_seconds });
+  const identityResolver = new DbIdentityResolver(db, { logger });
+  const cache = new ResultCache({ ttlMs: config.cache.ttl_ms, maxBytes: config.cache.max_bytes });
+  const registry = new SourceConnectorRegistry({ logger });
+  const connectors: ConnectorProvider = { reader: (s) => registry.get(s.id, s.settings as unknown as PostgresSourceSettings) };
+  const limits: RateLimitSettings = {
+    perIdentity: { points: config.rate_limits.per_identity.points, windowSeconds: config.rate_limits.per_identity.window_seconds },
+    perSource: { points: config.rate_limits.per_source.points, windowSeconds: config.rate_limits.per_source.window_seconds },
+  };
+  const rateLimiter = await postgresRateLimiter(db.pool, limits);
+  const maskSecret = createHmac('sha256', await getKeyPepper(db)).update('interlock-mask-v1').digest('hex');
+  const catalog = (s: { id: string }) => store.loadCatalog(s.id);
+
+  const listeners: ControlListener[] = [];
+  listeners.push(
+    await listenControlChanges(db, (table) => {
+      store.invalidate(table);
+      if (table === '*' || table === 'api_keys' || table === 'identities') identityResolver.invalidate();
+    }, logger),
+  );
+  listeners.push(await listenChannel(db.url, CACHE_CHANNEL, (sourceId) => cache.invalidateSource(sourceId), logger));
+
+  const tools: ToolBinding[] = interlockToolBindings({
+    interlock_query: queryHandler({ store, connectors, rateLimiter, cache, catalog, maskSecret }),
+    interlock_list_sources: listSourcesHandler(new StoreSourceDirectory(store), rateLimiter),
+    interlock_describe_access: describeAccessHandler({ store, rateLimiter, catalog }),
+    interlock_describe_source: describeSourceHandler({ store, rateLimiter, catalog }),
+  });
+  if (opts.fixtures) {
+    // Test-only pack, loaded only on explicit request.
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    const { conformanceFixtureTools } = require('./fixtures/conformance-tools') as typeof import('./fixtures/conformance-tools');
+    tools.unshift(...conformanceFixtureTools());
+  }
+  const host = opts.host ?? config.listen.host;
+  const running = await listenGateway({
+    tools,
+    identityResolver,
+    audit: new DbAuditSink(db, logger),
+    originPolicy: originPolicyFor(host, config, logger),
+    logger,
+    host,
+    port: opts.port ?? config.listen.port,
+    instructions: 'InterLock governs access to an organisation\'s data. Call interlock_list_sources, then interlock_describe_access, then interlock_query. Writes are queued for human approval: never retry a queued write.',
+  });
+  const close = running.close;
+  return {
+    ...running,
+    store,
+    connectors: registry,
+    cache,
+    async close(deadlineMs?: number) {
+      await close(deadlineMs);
+      await Promise.allSettled(listeners.map((l) => l.close()));
+      await registry.closeAll();
+    },
+  };
+}
+
+/** LISTENs on `channel` with a dedicated connection, reconnecting after errors (1 s back-off). */
+export async function listenChannel(url: string, channel: string, onPayload: (payload: string) => void, logger?: Logger): Promise<ControlListener> {
+  let stopped = false;
+  let client: pg.Client | null = null;
+  const connect = async () => {
+    const c = new pg.Client({ connectionString: url, application_name: `interlock-${channel}` });
+    c.on('notification', (n) => {
+      if (n.channel === channel && n.payload) onPayload(n.payload);
+    });
+    c.on('error', () => {
+      if (stopped) return;
+      logger?.warn({ channel }, 'listener lost its connection; reconnecting');
+      client = null;
+      setTimeout(() => void connect().catch(() => undefined), 1000).unref();
+    });
+    await c.connect();
+    await c.query(`LISTEN ${channel}`);
+    client = c;
+  };
+  await connect();
+  return {
+    async close() {
+      stopped = true;
+      await client?.end().catch(() => undefined);
+    },
+  };
+}

@@ -1,0 +1,108 @@
+/**
+ * The GovernanceStore over the control database, with short-lived caches so the hot path does not
+ * query the control database on every call. Caches are invalidated at once by NOTIFY on
+ * CONTROL_CHANNEL (every replica listens), and in any case expire after `ttlMs` (default 2000 ms),
+ * which bounds how long a revoked grant or a new policy can take to apply if a notification is lost.
+ */
+import type { Policy } from '../../generated/policy-v1';
+import type { ControlDb } from '../control/db';
+import * as sources from '../control/sources';
+import { grantsForIdentity } from '../control/grants';
+import { activePolicies } from '../control/policies';
+import { loadCatalog } from '../control/catalog';
+import { createApproval } from '../control/approvals';
+import { recordApprovalEvent } from '../control/audit';
+import type { SourceCatalog } from '../sql/catalog-types';
+import type { RoleGrant } from './evaluator';
+import type { GovernanceStore, NewApproval, SourceRecord } from './store';
+
+interface Timed<T> {
+  value: T;
+  until: number;
+}
+
+/** Options: cache lifetime (ms) and the approval time to live (s). */
+export interface DbGovernanceStoreOptions {
+  ttlMs?: number;
+  approvalTtlSeconds?: number;
+}
+
+/** GovernanceStore backed by src/control repositories. */
+export class DbGovernanceStore implements GovernanceStore {
+  private readonly ttlMs: number;
+  private sourcesCache: Timed<Map<string, SourceRecord>> | null = null;
+  private policiesCache: Timed<Policy[]> | null = null;
+  private readonly grantsCache = new Map<string, Timed<RoleGrant[]>>();
+  private readonly catalogCache = new Map<string, Timed<SourceCatalog | null>>();
+
+  constructor(private readonly db: ControlDb, private readonly opts: DbGovernanceStoreOptions = {}) {
+    this.ttlMs = opts.ttlMs ?? 2000;
+  }
+
+  /** Drops cached rows of a control table ('*' = everything); called on NOTIFY. */
+  invalidate(table: string): void {
+    if (table === '*' || table === 'sources') this.sourcesCache = null;
+    if (table === '*' || table === 'policies') this.policiesCache = null;
+    if (table === '*' || table === 'grants' || table === 'roles' || table === 'identities') this.grantsCache.clear();
+    if (table === '*' || table === 'catalog_snapshots') this.catalogCache.clear();
+  }
+
+  private fresh<T>(t: Timed<T> | null | undefined): t is Timed<T> {
+    return !!t && t.until > Date.now();
+  }
+
+  private async sourceMap(): Promise<Map<string, SourceRecord>> {
+    if (this.fresh(this.sourcesCache)) return this.sourcesCache.value;
+    const all = await sources.listSources(this.db);
+    const map = new Map<string, SourceRecord>(all.map((s) => [s.id, { id: s.id, type: s.type, name: s.name, description: s.description, enabled: s.enabled, settings: s.settings as unknown as Record<string, unknown> }]));
+    this.sourcesCache = { value: map, until: Date.now() + this.ttlMs };
+    return map;
+  }
+
+  async getSource(id: string): Promise<SourceRecord | null> {
+    return (await this.sourceMap()).get(id) ?? null;
+  }
+
+  async listSources(): Promise<SourceRecord[]> {
+    return [...(await this.sourceMap()).values()];
+  }
+
+  async grantsForIdentity(identityId: string): Promise<RoleGrant[]> {
+    const hit = this.grantsCache.get(identityId);
+    if (this.fresh(hit)) return hit.value;
+    const value = (await grantsForIdentity(this.db, identityId)).map((g) => ({ sourceId: g.sourceId, role: { name: g.role.name, audiences: g.role.audiences, statements: g.role.statements } as RoleGrant['role'] }));
+    this.grantsCache.set(identityId, { value, until: Date.now() + this.ttlMs });
+    return value;
+  }
+
+  async activePolicies(): Promise<Policy[]> {
+    if (this.fresh(this.policiesCache)) return this.policiesCache.value;
+    const value = await activePolicies(this.db);
+    this.policiesCache = { value, until: Date.now() + this.ttlMs };
+    return value;
+  }
+
+  async loadCatalog(sourceId: string): Promise<SourceCatalog | null> {
+    const hit = this.catalogCache.get(sourceId);
+    if (this.fresh(hit)) return hit.value;
+    const value = await loadCatalog(this.db, sourceId);
+    this.catalogCache.set(sourceId, { value, until: Date.now() + Math.max(this.ttlMs, 30_000) });
+    return value;
+  }
+
+  async createApproval(a: NewApproval): Promise<{ id: string; state: string }> {
+    const rec = await createApproval(this.db, { ...a, ttlSeconds: this.opts.approvalTtlSeconds });
+    await recordApprovalEvent(this.db, {
+      approvalId: rec.id,
+      action: 'queued',
+      identityId: a.identityId,
+      keyId: a.keyId,
+      sourceId: a.sourceId,
+      requestId: a.requestId,
+      fingerprint: typeof a.classification.fingerprint === 'string' ? a.classification.fingerprint : null,
+      relations: null,
+      rowCount: null,
+    } as Parameters<typeof recordApprovalEvent>[1]);
+    return { id: rec.id, state: rec.state };
+  }
+}
