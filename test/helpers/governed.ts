@@ -1,0 +1,71 @@
+/**
+ * A governed gateway on this machine's PostgreSQL for integration and end-to-end tests: a fresh
+ * control database, Chinook provisioned by the demo provisioner under unique names (database, reader
+ * and writer roles), and the real gateway on 127.0.0.1 with a random port. `close()` removes all of it.
+ */
+import pg from 'pg';
+import { randomBytes } from 'node:crypto';
+import { ADMIN_URL, createTempDatabase, urlFor, type TempDatabase } from './pg';
+import { openControlDb, type ControlDb } from '../../src/control/db';
+import { DEFAULT_CONFIG, type ResolvedGatewayConfig } from '../../src/control/config';
+import { provisionDemo, type ProvisionedDemo } from '../../src/demo/provision';
+import { startGovernedGateway, type GovernedGateway } from '../../src/gateway';
+import { createLogger } from '../../src/observability/logger';
+
+/** A provisioned, running governed gateway. */
+export interface GovernedEnv {
+  url: string;
+  apiKey: string;
+  demo: ProvisionedDemo;
+  db: ControlDb;
+  gateway: GovernedGateway;
+  /** Superuser URL of the Chinook copy (to check database state directly). */
+  sourceUrl: string;
+  close(): Promise<void>;
+}
+
+/** Starts the environment. `config` overrides parts of the default configuration (e.g. rate limits). */
+export async function startGovernedEnv(opts: { config?: Partial<ResolvedGatewayConfig>; fixtures?: boolean } = {}): Promise<GovernedEnv> {
+  const tag = randomBytes(4).toString('hex');
+  const control: TempDatabase = await createTempDatabase('control');
+  const databaseName = `il_chinook_${tag}`;
+  const rolePrefix = `il_t_${tag}`;
+  const logger = createLogger('silent');
+  const db = await openControlDb(control.url, { logger });
+  const demo = await provisionDemo({ adminUrl: ADMIN_URL, controlDb: db, databaseName, rolePrefix, sourceId: 'chinook', identityName: 'demo-agent', logger });
+  const config: ResolvedGatewayConfig = { ...structuredClone(DEFAULT_CONFIG as ResolvedGatewayConfig), ...(opts.config ?? {}) };
+  const gateway = await startGovernedGateway({ db, config, host: '127.0.0.1', port: 0, fixtures: opts.fixtures, logger });
+  return {
+    url: gateway.url,
+    apiKey: demo.apiKey,
+    demo,
+    db,
+    gateway,
+    sourceUrl: urlFor(databaseName),
+    async close() {
+      await gateway.close(1000);
+      await db.close();
+      await control.drop();
+      const admin = new pg.Client({ connectionString: ADMIN_URL });
+      await admin.connect();
+      try {
+        await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()', [databaseName]);
+        await admin.query(`DROP DATABASE IF EXISTS "${databaseName}"`);
+        for (const r of [demo.readerRole, demo.writerRole]) await admin.query(`DROP ROLE IF EXISTS "${r}"`);
+      } finally {
+        await admin.end();
+      }
+    },
+  };
+}
+
+/** Calls a tool over POST /mcp in the handshake dialect (2025-11-25) and returns the JSON-RPC response. */
+export async function callTool(env: { url: string }, name: string, args: Record<string, unknown>, apiKey: string | null, extraHeaders: Record<string, string> = {}): Promise<{ status: number; body: any }> {
+  const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-11-25', ...extraHeaders };
+  if (apiKey) headers.authorization = `Bearer ${apiKey}`;
+  const r = await fetch(env.url, { method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name, arguments: args } }) });
+  const text = await r.text();
+  const ct = r.headers.get('content-type') ?? '';
+  const body = ct.startsWith('text/event-stream') ? JSON.parse(text.split('\n').filter((l) => l.startsWith('data: ')).at(-1)!.slice(6)) : JSON.parse(text);
+  return { status: r.status, body };
+}
