@@ -1,0 +1,113 @@
+/**
+ * Properties over random catalogs, roles, grants and policies (issue 3, Done when):
+ * list_sources, describe_access and describe_source never name an ungranted source, table or column;
+ * and describe_access's readable columns agree with what interlock_query actually allows.
+ */
+import fc from 'fast-check';
+import { MemoryGovernanceStore } from '../../../src/governance/store';
+import { AccessEvaluator } from '../../../src/governance/evaluator';
+import { describeAccessHandler, describeSourceHandler } from '../../../src/tools/handlers/describe';
+import { listSourcesHandler, StoreSourceDirectory } from '../../../src/tools/handlers/list-sources';
+import { queryHandler } from '../../../src/pipeline/query';
+import { memoryRateLimiter } from '../../../src/pipeline/05-rate-limit';
+import { ResultCache } from '../../../src/pipeline/cache';
+import { initSqlParser } from '../../../src/sql/analyze';
+import type { SourceCatalog } from '../../../src/sql/catalog-types';
+import type { ToolCallContext, ToolOutcome } from '../../../src/tools/types';
+
+beforeAll(() => initSqlParser());
+
+const SCHEMAS = ['s1', 's2'];
+const TABLES = ['a', 'b', 'c'];
+const COLUMNS = ['x', 'y', 'z'];
+const SOURCES = ['src1', 'src2', 'src3'];
+
+function catalog(): SourceCatalog {
+  return {
+    relations: SCHEMAS.flatMap((schema) => TABLES.map((name) => ({ schema, name, kind: 'table' as const, columns: COLUMNS.map((c) => ({ name: c, dataType: 'integer' })) }))),
+    functions: [],
+    searchPath: ['s1'],
+    scannedAt: '2026-11-29T00:00:00Z',
+    truncated: false,
+  } as unknown as SourceCatalog;
+}
+
+const part = (xs: string[]) => fc.constantFrom(...xs, '*');
+const pattern = fc.oneof(fc.tuple(part(SCHEMAS), part(TABLES)).map((p) => p.join('.')), fc.tuple(part(SCHEMAS), part(TABLES), part(COLUMNS)).map((p) => p.join('.')));
+const statement = fc.record({ effect: fc.constantFrom('allow', 'deny'), action: fc.constantFrom('read', 'describe', 'write', '*'), resource: pattern });
+const world = fc.record({
+  roles: fc.array(fc.record({ name: fc.constantFrom('r1', 'r2', 'r3', 'r4'), statements: fc.array(statement, { minLength: 1, maxLength: 5 }) }), { minLength: 1, maxLength: 4 }),
+  grants: fc.array(fc.record({ identity: fc.constantFrom('me', 'other'), role: fc.integer({ min: 0, max: 3 }), source: fc.constantFrom(...SOURCES) }), { maxLength: 6 }),
+  disabled: fc.subarray(SOURCES),
+  denyPolicies: fc.array(fc.tuple(part(SCHEMAS), part(TABLES)).map((p) => p.join('.')), { maxLength: 2 }),
+});
+
+function build(w: fc.Infer<typeof world>) {
+  const store = new MemoryGovernanceStore();
+  for (const id of SOURCES) {
+    store.sources.set(id, { id, type: 'postgres', name: id, enabled: !w.disabled.includes(id), settings: {} });
+    store.catalogs.set(id, catalog());
+  }
+  for (const g of w.grants) {
+    const role = w.roles[g.role % w.roles.length];
+    store.grants.push({ identityId: g.identity, sourceId: g.source, role: { name: `${role.name}-${g.role}`, statements: role.statements } as never });
+  }
+  store.policies = w.denyPolicies.map((relations, i) => ({ name: `p${i}`, rule: { type: 'deny_relations', relations: [relations] } }) as never);
+  return store;
+}
+
+function ctx(identity = 'me'): ToolCallContext & { auditDetails: Record<string, unknown> } {
+  return { requestId: 'r', apiKey: 'k', identity: { id: identity, name: identity, keyId: 'k1' }, dialect: 'handshake', protocolVersion: '2025-11-25', toolName: 't', canonicalTool: 't', signal: new AbortController().signal, notify: () => undefined, auditDetails: {} };
+}
+const structured = (o: ToolOutcome) => (o.kind === 'result' ? (o.structuredContent as Record<string, any>) : null);
+
+test('nothing ungranted is ever named by list_sources, describe_access or describe_source', async () => {
+  await fc.assert(
+    fc.asyncProperty(world, async (w) => {
+      const store = build(w);
+      const rl = memoryRateLimiter({ perIdentity: { points: 1e6, windowSeconds: 60 }, perSource: { points: 1e6, windowSeconds: 60 } });
+      const ev = new AccessEvaluator(await store.grantsForIdentity('me'));
+      const deps = { store, rateLimiter: rl, catalog: (s: { id: string }) => store.loadCatalog(s.id) };
+      const listed = structured(await listSourcesHandler(new StoreSourceDirectory(store))({}, ctx()))!;
+      for (const id of Object.keys(listed)) expect(ev.hasGrant(id) && !w.disabled.includes(id)).toBe(true);
+      const access = structured(await describeAccessHandler(deps)({}, ctx()))!;
+      for (const [id, entry] of Object.entries(access)) {
+        expect(ev.hasGrant(id)).toBe(true);
+        for (const t of entry.resources.tables ?? []) {
+          const [schema, table] = t.table.split('.');
+          for (const column of t.columns) expect(ev.decide(id, 'read', { schema, table, column })).toBe('allow');
+        }
+      }
+      for (const id of SOURCES) {
+        const out = await describeSourceHandler(deps)({ source_id: id }, ctx());
+        if (!ev.hasGrant(id)) {
+          expect(out).toMatchObject({ kind: 'refusal', code: 'unknown_source' });
+          continue;
+        }
+        const rows = (structured(out)?.rows ?? []) as Array<{ table_schema: string; table_name: string; column_name: string }>;
+        for (const r of rows) expect(ev.decide(id, 'describe', { schema: r.table_schema, table: r.table_name, column: r.column_name })).toBe('allow');
+      }
+    }),
+    { numRuns: 150 },
+  );
+});
+
+test('describe_access readable columns agree with what interlock_query allows', async () => {
+  await fc.assert(
+    fc.asyncProperty(world, fc.constantFrom(...SOURCES), fc.constantFrom(...SCHEMAS), fc.constantFrom(...TABLES), fc.subarray(COLUMNS, { minLength: 1 }), async (w, sourceId, schema, table, cols) => {
+      const store = build(w);
+      const rl = memoryRateLimiter({ perIdentity: { points: 1e6, windowSeconds: 60 }, perSource: { points: 1e6, windowSeconds: 60 } });
+      const deps = { store, rateLimiter: rl, catalog: (s: { id: string }) => store.loadCatalog(s.id) };
+      const access = structured(await describeAccessHandler(deps)({ source_id: sourceId }, ctx()))!;
+      const entry = access[sourceId];
+      const t = entry?.resources?.tables?.find((x: { table: string }) => x.table === `${schema}.${table}`);
+      const described = !!t && !t.policy && cols.every((c) => t.columns.includes(c));
+      const reader = { read: async () => ({ fields: cols.map((name) => ({ name })), rowsArray: [cols.map(() => 1)], truncated: false }) };
+      const query = queryHandler({ store, connectors: { reader: () => reader }, rateLimiter: rl, cache: new ResultCache(), catalog: deps.catalog, maskSecret: 's' });
+      const out = await query({ source_id: sourceId, sql: `SELECT ${cols.join(', ')} FROM ${schema}.${table}` }, ctx());
+      const allowed = out.kind === 'result' && !out.isError;
+      expect({ allowed, out: allowed ? null : out }).toEqual({ allowed: described, out: described ? null : expect.anything() });
+    }),
+    { numRuns: 300 },
+  );
+});
