@@ -58,6 +58,11 @@ export class ResultCache {
     this.generations.set(sourceId, (this.generations.get(sourceId) ?? 0) + 1);
   }
 
+  /** Every entry currently held (diagnostics and tests: proves what the cache stores). */
+  values(): CachedResult[] {
+    return [...this.lru.values()];
+  }
+
   /** Entries currently held. */
   get size(): number {
     return this.lru.size;

@@ -25,12 +25,12 @@ export interface GovernedEnv {
 }
 
 /** Starts the environment. `config` overrides parts of the default configuration (e.g. rate limits). */
-export async function startGovernedEnv(opts: { config?: Partial<ResolvedGatewayConfig>; fixtures?: boolean } = {}): Promise<GovernedEnv> {
+export async function startGovernedEnv(opts: { config?: Partial<ResolvedGatewayConfig>; fixtures?: boolean; logger?: import('pino').Logger } = {}): Promise<GovernedEnv> {
   const tag = randomBytes(4).toString('hex');
   const control: TempDatabase = await createTempDatabase('control');
   const databaseName = `il_chinook_${tag}`;
   const rolePrefix = `il_t_${tag}`;
-  const logger = createLogger('silent');
+  const logger = opts.logger ?? createLogger('silent');
   const db = await openControlDb(control.url, { logger });
   const demo = await provisionDemo({ adminUrl: ADMIN_URL, controlDb: db, databaseName, rolePrefix, sourceId: 'chinook', identityName: 'demo-agent', logger });
   const config: ResolvedGatewayConfig = { ...structuredClone(DEFAULT_CONFIG as ResolvedGatewayConfig), ...(opts.config ?? {}) };
