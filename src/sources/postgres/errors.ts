@@ -155,10 +155,18 @@ export interface ServerError {
   message: string;
 }
 
+/**
+ * True for an error-shaped object. Duck-typed on purpose: errors raised by Node itself (sockets,
+ * TLS, DNS) can come from another realm (e.g. a test sandbox), where `instanceof Error` is false.
+ */
+function isErrorLike(err: unknown): err is { message: string; code?: unknown; cause?: unknown } {
+  return typeof err === 'object' && err !== null && typeof (err as { message?: unknown }).message === 'string';
+}
+
 /** True for a server ErrorResponse (pg's DatabaseError), i.e. an error with a 5-character SQLSTATE and a severity. */
 export function isServerError(err: unknown): err is ServerError {
-  if (!(err instanceof Error)) return false;
-  const e = err as Error & { code?: unknown; severity?: unknown };
+  if (!isErrorLike(err)) return false;
+  const e = err as { code?: unknown; severity?: unknown };
   return typeof e.code === 'string' && /^[0-9A-Z]{5}$/.test(e.code) && typeof e.severity === 'string';
 }
 
@@ -178,8 +186,8 @@ const TLS_CODE = /^(ERR_TLS_|ERR_SSL_|ERR_OSSL_|CERT_|UNABLE_TO_|DEPTH_ZERO_SELF
  * verification failed. Only meaningful for errors raised while connecting with TLS configured.
  */
 export function isTlsFailure(err: unknown): boolean {
-  for (let e: unknown = err, depth = 0; e instanceof Error && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
-    const x = e as Error & { code?: unknown; library?: unknown; reason?: unknown };
+  for (let e: unknown = err, depth = 0; isErrorLike(e) && depth < 5; e = e.cause, depth++) {
+    const x = e as { message: string; code?: unknown; library?: unknown };
     if (PG_TLS_MESSAGES.has(x.message)) return true;
     if (typeof x.code === 'string' && TLS_CODE.test(x.code)) return true;
     if (typeof x.library === 'string' && /ssl/i.test(x.library)) return true;
@@ -237,7 +245,7 @@ export function classifyFailure(err: unknown, ctx: FailureContext): SourceError 
   }
   if (ctx.phase === 'connect') {
     if (ctx.tlsConfigured && isTlsFailure(err)) return new SourceError('upstream_tls_refused', { cause: err, sourceFailure: true });
-    if (err instanceof Error && err.message === POOL_WAIT_TIMEOUT) return new SourceError('execution_failed', { cause: err, sourceFailure: false });
+    if (isErrorLike(err) && err.message === POOL_WAIT_TIMEOUT) return new SourceError('execution_failed', { cause: err, sourceFailure: false });
   }
   return new SourceError('execution_failed', { cause: err, sourceFailure: true });
 }

@@ -121,15 +121,21 @@ export interface Proxy {
   reset(): void;
   /** Destroys every proxied connection (both sides). */
   cutAll(): void;
+  /** While down, new connections are closed at once and existing ones are cut. */
+  setDown(down: boolean): void;
   close(): Promise<void>;
 }
 
 /** Starts a proxy on 127.0.0.1 forwarding to `target`. */
 export function startProxy(target: { host: string; port: number }): Promise<Proxy> {
   const pairs = new Set<[net.Socket, net.Socket]>();
-  const st = { connections: 0, flights: 0, clientMessages: [] as string[] };
+  const st = { connections: 0, flights: 0, clientMessages: [] as string[], down: false };
   const server = net.createServer((client) => {
     st.connections++;
+    if (st.down) {
+      client.destroy();
+      return;
+    }
     const upstream = net.connect(target.port, target.host);
     const pair: [net.Socket, net.Socket] = [client, upstream];
     pairs.add(pair);
@@ -174,6 +180,12 @@ export function startProxy(target: { host: string; port: number }): Promise<Prox
     client.on('error', end);
     upstream.on('error', end);
   });
+  const cutAll = () => {
+    for (const [a, b] of pairs) {
+      a.destroy();
+      b.destroy();
+    }
+  };
   return new Promise((resolve) => {
     server.listen(0, '127.0.0.1', () => {
       const port = (server.address() as net.AddressInfo).port;
@@ -192,18 +204,14 @@ export function startProxy(target: { host: string; port: number }): Promise<Prox
           st.flights = 0;
           st.clientMessages = [];
         },
-        cutAll() {
-          for (const [a, b] of pairs) {
-            a.destroy();
-            b.destroy();
-          }
+        cutAll,
+        setDown(down: boolean) {
+          st.down = down;
+          if (down) cutAll();
         },
         close: () =>
           new Promise<void>((r) => {
-            for (const [a, b] of pairs) {
-              a.destroy();
-              b.destroy();
-            }
+            cutAll();
             server.close(() => r());
           }),
       });
