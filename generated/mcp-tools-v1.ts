@@ -1328,7 +1328,7 @@ export interface InterlockDiscoverArguments {
         }
       ];
   /**
-   * Also return assets related to the top hits (marked expansion true).
+   * Also return assets related to the top three hits (marked expansion true, with related_to and relation); they share the limit with the direct hits, at most half of it.
    */
   expand_related?: boolean;
   /**
@@ -1446,4 +1446,49 @@ export interface DiscoverHit {
   timestamp?: string | null;
   source_id: string;
   expansion: boolean;
+  /**
+   * Expansions only: the hit this asset is related to.
+   */
+  related_to?: string;
+  /**
+   * Expansions only: how it is related.
+   */
+  relation?: 'link' | 'entity' | 'similar';
+}
+/**
+ * This interface was referenced by `InterlockTools`'s JSON-Schema
+ * via the `definition` "RelatedDocument".
+ */
+export interface RelatedDocument {
+  asset_id: string;
+  title: string;
+  relation: 'link' | 'entity' | 'similar';
+  score: number;
+  document_type: string;
+  category_path: string[];
+  timestamp: string | null;
+}
+/**
+ * structuredContent of interlock_query with request {operation: get_document} on a documents source.
+ *
+ * This interface was referenced by `InterlockTools`'s JSON-Schema
+ * via the `definition` "DocumentContent".
+ */
+export interface DocumentContent {
+  asset_id: string;
+  source_id: string;
+  title: string;
+  body: string;
+  document_type: string;
+  category_path: string[];
+  timestamp: string | null;
+  entities: {
+    type: string;
+    value: string;
+  }[];
+  /**
+   * Linked assets of the same source that the caller may discover.
+   */
+  links: string[];
+  indexed_at?: string;
 }

@@ -20,6 +20,13 @@ export type SourceDefinition = {
   enabled?: boolean;
   settings: PostgresSourceSettings | DocumentsSourceSettings;
 };
+/**
+ * A column name, exactly as stored (no quoting).
+ *
+ * This interface was referenced by `undefined`'s JSON-Schema
+ * via the `definition` "columnName".
+ */
+export type ColumnName = string;
 
 /**
  * This interface was referenced by `undefined`'s JSON-Schema
@@ -48,6 +55,12 @@ export interface PostgresSourceSettings {
    * Largest number of reader connections per gateway process (default 5).
    */
   pool_size?: number;
+  /**
+   * Tables (or views) of this source that discovery indexes as assets (interlock index SOURCE), read as the reader role. Each row becomes asset <source_id>:<schema>.<table>/<id>.
+   *
+   * @maxItems 100
+   */
+  document_tables?: DocumentTableMapping[];
 }
 /**
  * This interface was referenced by `undefined`'s JSON-Schema
@@ -75,12 +88,53 @@ export interface SourceTls {
   servername?: string;
 }
 /**
+ * Maps the rows of one table or view to discovery assets (issue 4, Build 2). Column values: id and title of any type (read as text); body text; type_column text; category_column text[] or text split on '/'; time_column a date or timestamp; audience_column text[] or text split on ','; entities_column jsonb [{type, value}]; links_column text[] of asset ids. A row whose id is NULL or empty is skipped.
+ *
+ * This interface was referenced by `undefined`'s JSON-Schema
+ * via the `definition` "documentTable".
+ */
+export interface DocumentTableMapping {
+  /**
+   * schema.table, exact names (no quoting).
+   */
+  table: string;
+  id_column: ColumnName;
+  title_column: ColumnName;
+  body_column: ColumnName;
+  type_column?: ColumnName;
+  /**
+   * Document type of a row whose type_column is absent or NULL (default "record").
+   */
+  document_type?: string;
+  category_column?: ColumnName;
+  /**
+   * Category path of a row whose category_column is absent or empty (default [schema, table]). discover/request statements on this source match categories as on a documents source (*, a/b, a/b/*).
+   *
+   * @maxItems 32
+   */
+  category_path?: string[];
+  time_column?: ColumnName;
+  audience_column?: ColumnName;
+  /**
+   * Audience of a row whose audience_column is absent, NULL or empty (default none: visible to every identity that may discover it).
+   *
+   * @maxItems 50
+   */
+  audience?: string[];
+  entities_column?: ColumnName;
+  links_column?: ColumnName;
+  /**
+   * Most rows indexed from this table (default 100000).
+   */
+  max_rows?: number;
+}
+/**
  * This interface was referenced by `undefined`'s JSON-Schema
  * via the `definition` "documentsSettings".
  */
 export interface DocumentsSourceSettings {
   /**
-   * Folder holding the documents.
+   * Folder holding the documents: .md, .txt and .json files, searched recursively (hidden files and folders and symbolic links are skipped). Front matter (YAML between --- lines for .md/.txt, the object's own fields for .json): title, document_type, category_path, timestamp, audience, entities [{type, value}], links. Asset id <source_id>:<relative path>.
    */
   path: string;
 }

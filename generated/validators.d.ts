@@ -13,6 +13,8 @@ export declare const validateCatalogRow: Validator;
 export declare const validateConnectorRequest: Validator;
 /** Validates against https://interlock.dev/spec/defs/DiscoverHit.json. */
 export declare const validateDiscoverHit: Validator;
+/** Validates against https://interlock.dev/spec/defs/DocumentContent.json. */
+export declare const validateDocumentContent: Validator;
 /** Validates against https://interlock.dev/spec/config-v1.schema.json. */
 export declare const validateGatewayConfig: Validator;
 /** Validates against https://interlock.dev/spec/config-v1.schema.json#/$defs/rateLimit. */
@@ -53,12 +55,18 @@ export declare const validateQueuedWrite: Validator;
 export declare const validateRefusal: Validator;
 /** Validates against https://interlock.dev/spec/defs/RefusalStatus.json. */
 export declare const validateRefusalStatus: Validator;
+/** Validates against https://interlock.dev/spec/defs/RelatedDocument.json. */
+export declare const validateRelatedDocument: Validator;
 /** Validates against https://interlock.dev/spec/source-v1.schema.json. */
 export declare const validateSourceDefinition: Validator;
+/** Validates against https://interlock.dev/spec/source-v1.schema.json#/$defs/columnName. */
+export declare const validateSourceDefinitionColumnName: Validator;
 /** Validates against https://interlock.dev/spec/source-v1.schema.json#/$defs/credentials. */
 export declare const validateSourceDefinitionCredentials: Validator;
 /** Validates against https://interlock.dev/spec/source-v1.schema.json#/$defs/documentsSettings. */
 export declare const validateSourceDefinitionDocumentsSettings: Validator;
+/** Validates against https://interlock.dev/spec/source-v1.schema.json#/$defs/documentTable. */
+export declare const validateSourceDefinitionDocumentTable: Validator;
 /** Validates against https://interlock.dev/spec/source-v1.schema.json#/$defs/postgresSettings. */
 export declare const validateSourceDefinitionPostgresSettings: Validator;
 /** Validates against https://interlock.dev/spec/source-v1.schema.json#/$defs/tls. */

@@ -660,7 +660,7 @@ return errors === 0;
 validate23.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.validateDiscoverHit = validate24;
-const schema35 = {"$id":"https://interlock.dev/spec/defs/DiscoverHit.json","title":"DiscoverHit","type":"object","properties":{"asset_id":{"type":"string"},"title":{"type":"string"},"snippet":{"type":"string"},"score":{"type":"number"},"document_type":{"type":"string"},"category_path":{"type":"array","items":{"type":"string"}},"timestamp":{"type":["string","null"]},"source_id":{"type":"string"},"expansion":{"type":"boolean"}},"required":["asset_id","title","snippet","score","source_id","expansion"]};
+const schema35 = {"$id":"https://interlock.dev/spec/defs/DiscoverHit.json","title":"DiscoverHit","type":"object","properties":{"asset_id":{"type":"string"},"title":{"type":"string"},"snippet":{"type":"string"},"score":{"type":"number"},"document_type":{"type":"string"},"category_path":{"type":"array","items":{"type":"string"}},"timestamp":{"type":["string","null"]},"source_id":{"type":"string"},"expansion":{"type":"boolean"},"related_to":{"type":"string","description":"Expansions only: the hit this asset is related to."},"relation":{"type":"string","enum":["link","entity","similar"],"description":"Expansions only: how it is related."}},"required":["asset_id","title","snippet","score","source_id","expansion"]};
 
 function validate24(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/defs/DiscoverHit.json" */;
@@ -860,9 +860,9 @@ vErrors.push(err15);
 errors++;
 }
 }
-}
-else {
-const err16 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data.related_to !== undefined){
+if(typeof data.related_to !== "string"){
+const err16 = {instancePath:instancePath+"/related_to",schemaPath:"#/properties/related_to/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err16];
 }
@@ -871,20 +871,51 @@ vErrors.push(err16);
 }
 errors++;
 }
+}
+if(data.relation !== undefined){
+let data11 = data.relation;
+if(typeof data11 !== "string"){
+const err17 = {instancePath:instancePath+"/relation",schemaPath:"#/properties/relation/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err17];
+}
+else {
+vErrors.push(err17);
+}
+errors++;
+}
+if(!(((data11 === "link") || (data11 === "entity")) || (data11 === "similar"))){
+const err18 = {instancePath:instancePath+"/relation",schemaPath:"#/properties/relation/enum",keyword:"enum",params:{allowedValues: schema35.properties.relation.enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err18];
+}
+else {
+vErrors.push(err18);
+}
+errors++;
+}
+}
+}
+else {
+const err19 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err19];
+}
+else {
+vErrors.push(err19);
+}
+errors++;
+}
 validate24.errors = vErrors;
 return errors === 0;
 }
-validate24.evaluated = {"props":{"asset_id":true,"title":true,"snippet":true,"score":true,"document_type":true,"category_path":true,"timestamp":true,"source_id":true,"expansion":true},"dynamicProps":false,"dynamicItems":false};
+validate24.evaluated = {"props":{"asset_id":true,"title":true,"snippet":true,"score":true,"document_type":true,"category_path":true,"timestamp":true,"source_id":true,"expansion":true,"related_to":true,"relation":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.validateGatewayConfig = validate25;
-const schema36 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/config-v1.schema.json","title":"GatewayConfig","description":"InterLock gateway configuration: an optional JSON or YAML file (--config FILE) merged with INTERLOCK_* environment variables (environment wins) and then command-line flags. Unknown keys are errors everywhere, and so are unknown INTERLOCK_* environment variables: a misspelt safety setting must never be silently ignored. docs/operators.md lists every key with its variable and default.","type":"object","properties":{"listen":{"description":"Where the MCP endpoint listens.","type":"object","properties":{"host":{"description":"Interface address (INTERLOCK_HOST). Default 127.0.0.1.","type":"string","minLength":1,"maxLength":255},"port":{"description":"TCP port, 0 = any free port (INTERLOCK_PORT). Default 8787.","type":"integer","minimum":0,"maximum":65535}},"additionalProperties":false},"database":{"description":"The control database.","type":"object","properties":{"url":{"description":"PostgreSQL connection URL of the control database (INTERLOCK_DATABASE_URL). Without it an embedded PostgreSQL is started in embedded_data_dir.","type":"string","pattern":"^postgres(ql)?://"},"embedded_data_dir":{"description":"Folder of the embedded PostgreSQL, kept across restarts (INTERLOCK_EMBEDDED_DATA_DIR). Default .interlock/pg.","type":"string","minLength":1},"embedded_port":{"description":"Port of the embedded PostgreSQL, 0 = a free port (INTERLOCK_EMBEDDED_PORT). Default 0.","type":"integer","minimum":0,"maximum":65535},"pool_size":{"description":"Largest number of pooled control-database connections (INTERLOCK_DATABASE_POOL_SIZE). Default 10.","type":"integer","minimum":1,"maximum":1000}},"additionalProperties":false},"allowed_hosts":{"description":"Host header values accepted besides the loopback names when bound to loopback (INTERLOCK_ALLOWED_HOSTS, comma-separated), e.g. gateway.example.com:443. DNS-rebinding protection (decision 14).","type":"array","items":{"type":"string","minLength":1,"maxLength":300},"maxItems":100},"allowed_origins":{"description":"Origin values accepted besides the request's own origin (INTERLOCK_ALLOWED_ORIGINS, comma-separated), e.g. https://app.example.com.","type":"array","items":{"type":"string","pattern":"^https?://[^/\\s]+$"},"maxItems":100},"rate_limits":{"description":"Calls allowed per window, shared by every replica through the control database. per_identity counts every call of one identity across all sources (INTERLOCK_RATE_LIMIT_IDENTITY_POINTS, INTERLOCK_RATE_LIMIT_IDENTITY_WINDOW_SECONDS; default 120 per 60 s); per_source counts every call to one source across all identities (INTERLOCK_RATE_LIMIT_SOURCE_POINTS, INTERLOCK_RATE_LIMIT_SOURCE_WINDOW_SECONDS; default 600 per 60 s).","type":"object","properties":{"per_identity":{"$ref":"#/$defs/rateLimit"},"per_source":{"$ref":"#/$defs/rateLimit"}},"additionalProperties":false},"approvals":{"type":"object","properties":{"ttl_seconds":{"description":"How long a queued write waits for an operator before it expires (INTERLOCK_APPROVAL_TTL_SECONDS). Default 86400 (one day).","type":"integer","minimum":60,"maximum":2592000}},"additionalProperties":false},"cache":{"description":"Result cache of eligible reads.","type":"object","properties":{"ttl_ms":{"description":"Time to live of a cached result in milliseconds, 0 disables the cache (INTERLOCK_CACHE_TTL_MS). Default 30000.","type":"integer","minimum":0,"maximum":86400000},"max_bytes":{"description":"Byte budget of the cache (INTERLOCK_CACHE_MAX_BYTES). Default 67108864 (64 MiB).","type":"integer","minimum":0,"maximum":17179869184}},"additionalProperties":false},"log_level":{"description":"Operational log level (INTERLOCK_LOG_LEVEL). Default info.","type":"string","enum":["fatal","error","warn","info","debug","trace","silent"]},"key_pepper":{"description":"Secret HMAC key for API-key hashes, at least 32 characters (INTERLOCK_KEY_PEPPER; prefer the variable or a secret store to a file). Default: generated once and kept in the control database. Changing it invalidates every key, so the gateway refuses to start with a pepper that differs from the one on record.","type":"string","minLength":32,"maxLength":1024}},"additionalProperties":false,"$defs":{"rateLimit":{"title":"RateLimit","type":"object","properties":{"points":{"description":"Calls allowed per window.","type":"integer","minimum":1,"maximum":1000000},"window_seconds":{"description":"Window length in seconds.","type":"integer","minimum":1,"maximum":86400}},"required":["points","window_seconds"],"additionalProperties":false}}};
-const schema37 = {"title":"RateLimit","type":"object","properties":{"points":{"description":"Calls allowed per window.","type":"integer","minimum":1,"maximum":1000000},"window_seconds":{"description":"Window length in seconds.","type":"integer","minimum":1,"maximum":86400}},"required":["points","window_seconds"],"additionalProperties":false};
-const func3 = Object.prototype.hasOwnProperty;
-const pattern4 = new RegExp("^postgres(ql)?://", "u");
-const pattern5 = new RegExp("^https?://[^/\\s]+$", "u");
+exports.validateDocumentContent = validate25;
+const schema36 = {"$id":"https://interlock.dev/spec/defs/DocumentContent.json","title":"DocumentContent","description":"structuredContent of interlock_query with request {operation: get_document} on a documents source.","type":"object","properties":{"asset_id":{"type":"string"},"source_id":{"type":"string"},"title":{"type":"string"},"body":{"type":"string"},"document_type":{"type":"string"},"category_path":{"type":"array","items":{"type":"string"}},"timestamp":{"type":["string","null"]},"entities":{"type":"array","items":{"type":"object","properties":{"type":{"type":"string"},"value":{"type":"string"}},"required":["type","value"]}},"links":{"type":"array","items":{"type":"string"},"description":"Linked assets of the same source that the caller may discover."},"indexed_at":{"type":"string"}},"required":["asset_id","source_id","title","body","document_type","category_path","timestamp","entities","links"]};
 
 function validate25(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
-/*# sourceURL="https://interlock.dev/spec/config-v1.schema.json" */;
+/*# sourceURL="https://interlock.dev/spec/defs/DocumentContent.json" */;
 let vErrors = null;
 let errors = 0;
 const evaluated0 = validate25.evaluated;
@@ -895,8 +926,349 @@ if(evaluated0.dynamicItems){
 evaluated0.items = undefined;
 }
 if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.asset_id === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "asset_id"},message:"must have required property '"+"asset_id"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.source_id === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "source_id"},message:"must have required property '"+"source_id"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.title === undefined){
+const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "title"},message:"must have required property '"+"title"+"'"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(data.body === undefined){
+const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "body"},message:"must have required property '"+"body"+"'"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(data.document_type === undefined){
+const err4 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "document_type"},message:"must have required property '"+"document_type"+"'"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+if(data.category_path === undefined){
+const err5 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "category_path"},message:"must have required property '"+"category_path"+"'"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+if(data.timestamp === undefined){
+const err6 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "timestamp"},message:"must have required property '"+"timestamp"+"'"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+if(data.entities === undefined){
+const err7 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "entities"},message:"must have required property '"+"entities"+"'"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+if(data.links === undefined){
+const err8 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "links"},message:"must have required property '"+"links"+"'"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+if(data.asset_id !== undefined){
+if(typeof data.asset_id !== "string"){
+const err9 = {instancePath:instancePath+"/asset_id",schemaPath:"#/properties/asset_id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+}
+if(data.source_id !== undefined){
+if(typeof data.source_id !== "string"){
+const err10 = {instancePath:instancePath+"/source_id",schemaPath:"#/properties/source_id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err10];
+}
+else {
+vErrors.push(err10);
+}
+errors++;
+}
+}
+if(data.title !== undefined){
+if(typeof data.title !== "string"){
+const err11 = {instancePath:instancePath+"/title",schemaPath:"#/properties/title/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err11];
+}
+else {
+vErrors.push(err11);
+}
+errors++;
+}
+}
+if(data.body !== undefined){
+if(typeof data.body !== "string"){
+const err12 = {instancePath:instancePath+"/body",schemaPath:"#/properties/body/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err12];
+}
+else {
+vErrors.push(err12);
+}
+errors++;
+}
+}
+if(data.document_type !== undefined){
+if(typeof data.document_type !== "string"){
+const err13 = {instancePath:instancePath+"/document_type",schemaPath:"#/properties/document_type/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err13];
+}
+else {
+vErrors.push(err13);
+}
+errors++;
+}
+}
+if(data.category_path !== undefined){
+let data5 = data.category_path;
+if(Array.isArray(data5)){
+const len0 = data5.length;
+for(let i0=0; i0<len0; i0++){
+if(typeof data5[i0] !== "string"){
+const err14 = {instancePath:instancePath+"/category_path/" + i0,schemaPath:"#/properties/category_path/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err14];
+}
+else {
+vErrors.push(err14);
+}
+errors++;
+}
+}
+}
+else {
+const err15 = {instancePath:instancePath+"/category_path",schemaPath:"#/properties/category_path/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err15];
+}
+else {
+vErrors.push(err15);
+}
+errors++;
+}
+}
+if(data.timestamp !== undefined){
+let data7 = data.timestamp;
+if((typeof data7 !== "string") && (data7 !== null)){
+const err16 = {instancePath:instancePath+"/timestamp",schemaPath:"#/properties/timestamp/type",keyword:"type",params:{type: schema36.properties.timestamp.type},message:"must be string,null"};
+if(vErrors === null){
+vErrors = [err16];
+}
+else {
+vErrors.push(err16);
+}
+errors++;
+}
+}
+if(data.entities !== undefined){
+let data8 = data.entities;
+if(Array.isArray(data8)){
+const len1 = data8.length;
+for(let i1=0; i1<len1; i1++){
+let data9 = data8[i1];
+if(data9 && typeof data9 == "object" && !Array.isArray(data9)){
+if(data9.type === undefined){
+const err17 = {instancePath:instancePath+"/entities/" + i1,schemaPath:"#/properties/entities/items/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err17];
+}
+else {
+vErrors.push(err17);
+}
+errors++;
+}
+if(data9.value === undefined){
+const err18 = {instancePath:instancePath+"/entities/" + i1,schemaPath:"#/properties/entities/items/required",keyword:"required",params:{missingProperty: "value"},message:"must have required property '"+"value"+"'"};
+if(vErrors === null){
+vErrors = [err18];
+}
+else {
+vErrors.push(err18);
+}
+errors++;
+}
+if(data9.type !== undefined){
+if(typeof data9.type !== "string"){
+const err19 = {instancePath:instancePath+"/entities/" + i1+"/type",schemaPath:"#/properties/entities/items/properties/type/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err19];
+}
+else {
+vErrors.push(err19);
+}
+errors++;
+}
+}
+if(data9.value !== undefined){
+if(typeof data9.value !== "string"){
+const err20 = {instancePath:instancePath+"/entities/" + i1+"/value",schemaPath:"#/properties/entities/items/properties/value/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err20];
+}
+else {
+vErrors.push(err20);
+}
+errors++;
+}
+}
+}
+else {
+const err21 = {instancePath:instancePath+"/entities/" + i1,schemaPath:"#/properties/entities/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err21];
+}
+else {
+vErrors.push(err21);
+}
+errors++;
+}
+}
+}
+else {
+const err22 = {instancePath:instancePath+"/entities",schemaPath:"#/properties/entities/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err22];
+}
+else {
+vErrors.push(err22);
+}
+errors++;
+}
+}
+if(data.links !== undefined){
+let data12 = data.links;
+if(Array.isArray(data12)){
+const len2 = data12.length;
+for(let i2=0; i2<len2; i2++){
+if(typeof data12[i2] !== "string"){
+const err23 = {instancePath:instancePath+"/links/" + i2,schemaPath:"#/properties/links/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err23];
+}
+else {
+vErrors.push(err23);
+}
+errors++;
+}
+}
+}
+else {
+const err24 = {instancePath:instancePath+"/links",schemaPath:"#/properties/links/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err24];
+}
+else {
+vErrors.push(err24);
+}
+errors++;
+}
+}
+if(data.indexed_at !== undefined){
+if(typeof data.indexed_at !== "string"){
+const err25 = {instancePath:instancePath+"/indexed_at",schemaPath:"#/properties/indexed_at/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err25];
+}
+else {
+vErrors.push(err25);
+}
+errors++;
+}
+}
+}
+else {
+const err26 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err26];
+}
+else {
+vErrors.push(err26);
+}
+errors++;
+}
+validate25.errors = vErrors;
+return errors === 0;
+}
+validate25.evaluated = {"props":{"asset_id":true,"source_id":true,"title":true,"body":true,"document_type":true,"category_path":true,"timestamp":true,"entities":true,"links":true,"indexed_at":true},"dynamicProps":false,"dynamicItems":false};
+
+exports.validateGatewayConfig = validate26;
+const schema37 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/config-v1.schema.json","title":"GatewayConfig","description":"InterLock gateway configuration: an optional JSON or YAML file (--config FILE) merged with INTERLOCK_* environment variables (environment wins) and then command-line flags. Unknown keys are errors everywhere, and so are unknown INTERLOCK_* environment variables: a misspelt safety setting must never be silently ignored. docs/operators.md lists every key with its variable and default.","type":"object","properties":{"listen":{"description":"Where the MCP endpoint listens.","type":"object","properties":{"host":{"description":"Interface address (INTERLOCK_HOST). Default 127.0.0.1.","type":"string","minLength":1,"maxLength":255},"port":{"description":"TCP port, 0 = any free port (INTERLOCK_PORT). Default 8787.","type":"integer","minimum":0,"maximum":65535}},"additionalProperties":false},"database":{"description":"The control database.","type":"object","properties":{"url":{"description":"PostgreSQL connection URL of the control database (INTERLOCK_DATABASE_URL). Without it an embedded PostgreSQL is started in embedded_data_dir.","type":"string","pattern":"^postgres(ql)?://"},"embedded_data_dir":{"description":"Folder of the embedded PostgreSQL, kept across restarts (INTERLOCK_EMBEDDED_DATA_DIR). Default .interlock/pg.","type":"string","minLength":1},"embedded_port":{"description":"Port of the embedded PostgreSQL, 0 = a free port (INTERLOCK_EMBEDDED_PORT). Default 0.","type":"integer","minimum":0,"maximum":65535},"pool_size":{"description":"Largest number of pooled control-database connections (INTERLOCK_DATABASE_POOL_SIZE). Default 10.","type":"integer","minimum":1,"maximum":1000}},"additionalProperties":false},"allowed_hosts":{"description":"Host header values accepted besides the loopback names when bound to loopback (INTERLOCK_ALLOWED_HOSTS, comma-separated), e.g. gateway.example.com:443. DNS-rebinding protection (decision 14).","type":"array","items":{"type":"string","minLength":1,"maxLength":300},"maxItems":100},"allowed_origins":{"description":"Origin values accepted besides the request's own origin (INTERLOCK_ALLOWED_ORIGINS, comma-separated), e.g. https://app.example.com.","type":"array","items":{"type":"string","pattern":"^https?://[^/\\s]+$"},"maxItems":100},"rate_limits":{"description":"Calls allowed per window, shared by every replica through the control database. per_identity counts every call of one identity across all sources (INTERLOCK_RATE_LIMIT_IDENTITY_POINTS, INTERLOCK_RATE_LIMIT_IDENTITY_WINDOW_SECONDS; default 120 per 60 s); per_source counts every call to one source across all identities (INTERLOCK_RATE_LIMIT_SOURCE_POINTS, INTERLOCK_RATE_LIMIT_SOURCE_WINDOW_SECONDS; default 600 per 60 s).","type":"object","properties":{"per_identity":{"$ref":"#/$defs/rateLimit"},"per_source":{"$ref":"#/$defs/rateLimit"}},"additionalProperties":false},"approvals":{"type":"object","properties":{"ttl_seconds":{"description":"How long a queued write waits for an operator before it expires (INTERLOCK_APPROVAL_TTL_SECONDS). Default 86400 (one day).","type":"integer","minimum":60,"maximum":2592000}},"additionalProperties":false},"cache":{"description":"Result cache of eligible reads.","type":"object","properties":{"ttl_ms":{"description":"Time to live of a cached result in milliseconds, 0 disables the cache (INTERLOCK_CACHE_TTL_MS). Default 30000.","type":"integer","minimum":0,"maximum":86400000},"max_bytes":{"description":"Byte budget of the cache (INTERLOCK_CACHE_MAX_BYTES). Default 67108864 (64 MiB).","type":"integer","minimum":0,"maximum":17179869184}},"additionalProperties":false},"log_level":{"description":"Operational log level (INTERLOCK_LOG_LEVEL). Default info.","type":"string","enum":["fatal","error","warn","info","debug","trace","silent"]},"key_pepper":{"description":"Secret HMAC key for API-key hashes, at least 32 characters (INTERLOCK_KEY_PEPPER; prefer the variable or a secret store to a file). Default: generated once and kept in the control database. Changing it invalidates every key, so the gateway refuses to start with a pepper that differs from the one on record.","type":"string","minLength":32,"maxLength":1024}},"additionalProperties":false,"$defs":{"rateLimit":{"title":"RateLimit","type":"object","properties":{"points":{"description":"Calls allowed per window.","type":"integer","minimum":1,"maximum":1000000},"window_seconds":{"description":"Window length in seconds.","type":"integer","minimum":1,"maximum":86400}},"required":["points","window_seconds"],"additionalProperties":false}}};
+const schema38 = {"title":"RateLimit","type":"object","properties":{"points":{"description":"Calls allowed per window.","type":"integer","minimum":1,"maximum":1000000},"window_seconds":{"description":"Window length in seconds.","type":"integer","minimum":1,"maximum":86400}},"required":["points","window_seconds"],"additionalProperties":false};
+const func3 = Object.prototype.hasOwnProperty;
+const pattern4 = new RegExp("^postgres(ql)?://", "u");
+const pattern5 = new RegExp("^https?://[^/\\s]+$", "u");
+
+function validate26(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="https://interlock.dev/spec/config-v1.schema.json" */;
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate26.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
 for(const key0 in data){
-if(!(func3.call(schema36.properties, key0))){
+if(!(func3.call(schema37.properties, key0))){
 const err0 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err0];
@@ -1696,7 +2068,7 @@ vErrors.push(err65);
 errors++;
 }
 if(!(((((((data24 === "fatal") || (data24 === "error")) || (data24 === "warn")) || (data24 === "info")) || (data24 === "debug")) || (data24 === "trace")) || (data24 === "silent"))){
-const err66 = {instancePath:instancePath+"/log_level",schemaPath:"#/properties/log_level/enum",keyword:"enum",params:{allowedValues: schema36.properties.log_level.enum},message:"must be equal to one of the allowed values"};
+const err66 = {instancePath:instancePath+"/log_level",schemaPath:"#/properties/log_level/enum",keyword:"enum",params:{allowedValues: schema37.properties.log_level.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err66];
 }
@@ -1752,17 +2124,17 @@ vErrors.push(err70);
 }
 errors++;
 }
-validate25.errors = vErrors;
+validate26.errors = vErrors;
 return errors === 0;
 }
-validate25.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate26.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateGatewayConfigRateLimit = validate26;
+exports.validateGatewayConfigRateLimit = validate27;
 
-function validate26(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate27(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate26.evaluated;
+const evaluated0 = validate27.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -1883,20 +2255,20 @@ vErrors.push(err9);
 }
 errors++;
 }
-validate26.errors = vErrors;
+validate27.errors = vErrors;
 return errors === 0;
 }
-validate26.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate27.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateInterlockDescribeAccessArguments = validate27;
-const schema40 = {"$id":"https://interlock.dev/spec/tools/interlock_describe_access.json","title":"InterlockDescribeAccessArguments","type":"object","properties":{"source_id":{"type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$","description":"A source id as listed by interlock_list_sources."}},"additionalProperties":false};
+exports.validateInterlockDescribeAccessArguments = validate28;
+const schema41 = {"$id":"https://interlock.dev/spec/tools/interlock_describe_access.json","title":"InterlockDescribeAccessArguments","type":"object","properties":{"source_id":{"type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$","description":"A source id as listed by interlock_list_sources."}},"additionalProperties":false};
 const pattern6 = new RegExp("^[a-z0-9][a-z0-9_-]{0,62}$", "u");
 
-function validate27(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate28(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/tools/interlock_describe_access.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate27.evaluated;
+const evaluated0 = validate28.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -1952,19 +2324,19 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate27.errors = vErrors;
+validate28.errors = vErrors;
 return errors === 0;
 }
-validate27.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate28.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateInterlockDescribeSourceArguments = validate28;
-const schema41 = {"$id":"https://interlock.dev/spec/tools/interlock_describe_source.json","title":"InterlockDescribeSourceArguments","type":"object","properties":{"source_id":{"type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$","description":"A source id as listed by interlock_list_sources."}},"required":["source_id"],"additionalProperties":false};
+exports.validateInterlockDescribeSourceArguments = validate29;
+const schema42 = {"$id":"https://interlock.dev/spec/tools/interlock_describe_source.json","title":"InterlockDescribeSourceArguments","type":"object","properties":{"source_id":{"type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$","description":"A source id as listed by interlock_list_sources."}},"required":["source_id"],"additionalProperties":false};
 
-function validate28(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate29(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/tools/interlock_describe_source.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate28.evaluated;
+const evaluated0 = validate29.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2030,20 +2402,20 @@ vErrors.push(err4);
 }
 errors++;
 }
-validate28.errors = vErrors;
+validate29.errors = vErrors;
 return errors === 0;
 }
-validate28.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate29.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateInterlockDiscoverArguments = validate29;
-const schema42 = {"$id":"https://interlock.dev/spec/tools/interlock_discover.json","title":"InterlockDiscoverArguments","type":"object","properties":{"source_id":{"type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$","description":"A source id as listed by interlock_list_sources."},"query":{"type":"string","minLength":1,"maxLength":1000,"description":"Web-search syntax."},"source_types":{"type":"array","maxItems":10,"items":{"type":"string","enum":["postgres","documents"]}},"document_types":{"type":"array","maxItems":20,"items":{"type":"string","minLength":1,"maxLength":64}},"category_path":{"type":"array","maxItems":10,"items":{"type":"string","minLength":1,"maxLength":128},"description":"A category prefix, outermost first, e.g. [\"operations\", \"runbooks\"]."},"time_range":{"type":"object","properties":{"from":{"type":"string","format":"date-time"},"to":{"type":"string","format":"date-time"}},"additionalProperties":false},"audience":{"type":"array","maxItems":20,"items":{"type":"string","minLength":1,"maxLength":64}},"entities":{"type":"array","maxItems":20,"items":{"type":"object","properties":{"type":{"type":"string","minLength":1,"maxLength":64},"value":{"type":"string","minLength":1,"maxLength":256}},"required":["type","value"],"additionalProperties":false}},"expand_related":{"type":"boolean","description":"Also return assets related to the top hits (marked expansion true)."},"limit":{"type":"integer","minimum":1,"maximum":50,"description":"Most hits to return (default 10, at most 50)."}},"required":["source_id","query"],"additionalProperties":false};
+exports.validateInterlockDiscoverArguments = validate30;
+const schema43 = {"$id":"https://interlock.dev/spec/tools/interlock_discover.json","title":"InterlockDiscoverArguments","type":"object","properties":{"source_id":{"type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$","description":"A source id as listed by interlock_list_sources."},"query":{"type":"string","minLength":1,"maxLength":1000,"description":"Web-search syntax."},"source_types":{"type":"array","maxItems":10,"items":{"type":"string","enum":["postgres","documents"]}},"document_types":{"type":"array","maxItems":20,"items":{"type":"string","minLength":1,"maxLength":64}},"category_path":{"type":"array","maxItems":10,"items":{"type":"string","minLength":1,"maxLength":128},"description":"A category prefix, outermost first, e.g. [\"operations\", \"runbooks\"]."},"time_range":{"type":"object","properties":{"from":{"type":"string","format":"date-time"},"to":{"type":"string","format":"date-time"}},"additionalProperties":false},"audience":{"type":"array","maxItems":20,"items":{"type":"string","minLength":1,"maxLength":64}},"entities":{"type":"array","maxItems":20,"items":{"type":"object","properties":{"type":{"type":"string","minLength":1,"maxLength":64},"value":{"type":"string","minLength":1,"maxLength":256}},"required":["type","value"],"additionalProperties":false}},"expand_related":{"type":"boolean","description":"Also return assets related to the top three hits (marked expansion true, with related_to and relation); they share the limit with the direct hits, at most half of it."},"limit":{"type":"integer","minimum":1,"maximum":50,"description":"Most hits to return (default 10, at most 50)."}},"required":["source_id","query"],"additionalProperties":false};
 const formats0 = require("ajv-formats/dist/formats").fullFormats["date-time"];
 
-function validate29(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate30(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/tools/interlock_discover.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate29.evaluated;
+const evaluated0 = validate30.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2072,7 +2444,7 @@ vErrors.push(err1);
 errors++;
 }
 for(const key0 in data){
-if(!(func3.call(schema42.properties, key0))){
+if(!(func3.call(schema43.properties, key0))){
 const err2 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err2];
@@ -2170,7 +2542,7 @@ vErrors.push(err9);
 errors++;
 }
 if(!((data3 === "postgres") || (data3 === "documents"))){
-const err10 = {instancePath:instancePath+"/source_types/" + i0,schemaPath:"#/properties/source_types/items/enum",keyword:"enum",params:{allowedValues: schema42.properties.source_types.items.enum},message:"must be equal to one of the allowed values"};
+const err10 = {instancePath:instancePath+"/source_types/" + i0,schemaPath:"#/properties/source_types/items/enum",keyword:"enum",params:{allowedValues: schema43.properties.source_types.items.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err10];
 }
@@ -2653,19 +3025,19 @@ vErrors.push(err49);
 }
 errors++;
 }
-validate29.errors = vErrors;
+validate30.errors = vErrors;
 return errors === 0;
 }
-validate29.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate30.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateInterlockListSourcesArguments = validate30;
-const schema43 = {"$id":"https://interlock.dev/spec/tools/interlock_list_sources.json","title":"InterlockListSourcesArguments","type":"object","properties":{},"additionalProperties":false};
+exports.validateInterlockListSourcesArguments = validate31;
+const schema44 = {"$id":"https://interlock.dev/spec/tools/interlock_list_sources.json","title":"InterlockListSourcesArguments","type":"object","properties":{},"additionalProperties":false};
 
-function validate30(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate31(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/tools/interlock_list_sources.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate30.evaluated;
+const evaluated0 = validate31.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2694,19 +3066,19 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate30.errors = vErrors;
+validate31.errors = vErrors;
 return errors === 0;
 }
-validate30.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate31.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateInterlockQueryArguments = validate31;
-const schema44 = {"$id":"https://interlock.dev/spec/tools/interlock_query.json","title":"InterlockQueryArguments","type":"object","properties":{"source_id":{"type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$","description":"A source id as listed by interlock_list_sources."},"sql":{"type":"string","minLength":1,"maxLength":100000,"description":"Exactly one PostgreSQL statement. Use $1, $2 … placeholders with params for values."},"params":{"type":"array","maxItems":100,"items":{"type":["string","number","boolean","null"]},"description":"Values for the $n placeholders, in order."},"max_rows":{"type":"integer","minimum":1,"maximum":10000,"description":"Most rows to return (default 1000). Extra rows are not sent and truncated is true."},"request":{"type":"object","description":"A request to a non-SQL source instead of sql. get_document fetches one asset's full content.","properties":{"operation":{"type":"string","enum":["get_document"]},"asset_id":{"type":"string","minLength":1,"maxLength":512}},"required":["operation","asset_id"],"additionalProperties":false}},"required":["source_id"],"additionalProperties":false};
+exports.validateInterlockQueryArguments = validate32;
+const schema45 = {"$id":"https://interlock.dev/spec/tools/interlock_query.json","title":"InterlockQueryArguments","type":"object","properties":{"source_id":{"type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$","description":"A source id as listed by interlock_list_sources."},"sql":{"type":"string","minLength":1,"maxLength":100000,"description":"Exactly one PostgreSQL statement. Use $1, $2 … placeholders with params for values."},"params":{"type":"array","maxItems":100,"items":{"type":["string","number","boolean","null"]},"description":"Values for the $n placeholders, in order."},"max_rows":{"type":"integer","minimum":1,"maximum":10000,"description":"Most rows to return (default 1000). Extra rows are not sent and truncated is true."},"request":{"type":"object","description":"A request to a non-SQL source instead of sql. get_document fetches one asset's full content.","properties":{"operation":{"type":"string","enum":["get_document"]},"asset_id":{"type":"string","minLength":1,"maxLength":512}},"required":["operation","asset_id"],"additionalProperties":false}},"required":["source_id"],"additionalProperties":false};
 
-function validate31(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate32(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/tools/interlock_query.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate31.evaluated;
+const evaluated0 = validate32.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2813,7 +3185,7 @@ const len0 = data2.length;
 for(let i0=0; i0<len0; i0++){
 let data3 = data2[i0];
 if((((typeof data3 !== "string") && (!((typeof data3 == "number") && (isFinite(data3))))) && (typeof data3 !== "boolean")) && (data3 !== null)){
-const err8 = {instancePath:instancePath+"/params/" + i0,schemaPath:"#/properties/params/items/type",keyword:"type",params:{type: schema44.properties.params.items.type},message:"must be string,number,boolean,null"};
+const err8 = {instancePath:instancePath+"/params/" + i0,schemaPath:"#/properties/params/items/type",keyword:"type",params:{type: schema45.properties.params.items.type},message:"must be string,number,boolean,null"};
 if(vErrors === null){
 vErrors = [err8];
 }
@@ -2918,7 +3290,7 @@ vErrors.push(err16);
 errors++;
 }
 if(!(data6 === "get_document")){
-const err17 = {instancePath:instancePath+"/request/operation",schemaPath:"#/properties/request/properties/operation/enum",keyword:"enum",params:{allowedValues: schema44.properties.request.properties.operation.enum},message:"must be equal to one of the allowed values"};
+const err17 = {instancePath:instancePath+"/request/operation",schemaPath:"#/properties/request/properties/operation/enum",keyword:"enum",params:{allowedValues: schema45.properties.request.properties.operation.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err17];
 }
@@ -2986,19 +3358,19 @@ vErrors.push(err22);
 }
 errors++;
 }
-validate31.errors = vErrors;
+validate32.errors = vErrors;
 return errors === 0;
 }
-validate31.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate32.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateInterlockRelatedDocumentsArguments = validate32;
-const schema45 = {"$id":"https://interlock.dev/spec/tools/interlock_related_documents.json","title":"InterlockRelatedDocumentsArguments","type":"object","properties":{"asset_id":{"type":"string","minLength":1,"maxLength":512},"limit":{"type":"integer","minimum":1,"maximum":50,"description":"Most related documents to return (default 10, at most 50)."}},"required":["asset_id"],"additionalProperties":false};
+exports.validateInterlockRelatedDocumentsArguments = validate33;
+const schema46 = {"$id":"https://interlock.dev/spec/tools/interlock_related_documents.json","title":"InterlockRelatedDocumentsArguments","type":"object","properties":{"asset_id":{"type":"string","minLength":1,"maxLength":512},"limit":{"type":"integer","minimum":1,"maximum":50,"description":"Most related documents to return (default 10, at most 50)."}},"required":["asset_id"],"additionalProperties":false};
 
-function validate32(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate33(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/tools/interlock_related_documents.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate32.evaluated;
+const evaluated0 = validate33.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3109,25 +3481,25 @@ vErrors.push(err8);
 }
 errors++;
 }
-validate32.errors = vErrors;
+validate33.errors = vErrors;
 return errors === 0;
 }
-validate32.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate33.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validatePolicy = validate33;
-const schema46 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/policy-v1.schema.json","title":"Policy","description":"A declarative policy rule, evaluated on every request after source-role authorization. A policy can refuse or restrict what a role allows (deny relations, require a WHERE, cap rows, time windows, mask columns, hide document types or categories); it can never allow what no role allows. Contract: Governance And Errors.","type":"object","properties":{"name":{"type":"string","pattern":"^[a-z0-9][a-z0-9_.-]{0,62}$"},"description":{"type":"string","maxLength":1000},"enabled":{"type":"boolean","default":true},"applies_to":{"description":"Whom and where the rule applies; an omitted list means every one.","type":"object","properties":{"identities":{"type":"array","items":{"type":"string"},"maxItems":1000},"roles":{"type":"array","items":{"type":"string"},"maxItems":1000},"sources":{"type":"array","items":{"type":"string"},"maxItems":1000}},"additionalProperties":false},"rule":{"oneOf":[{"$ref":"#/$defs/denyRelations"},{"$ref":"#/$defs/requireWhere"},{"$ref":"#/$defs/maxRows"},{"$ref":"#/$defs/timeWindow"},{"$ref":"#/$defs/maskColumns"},{"$ref":"#/$defs/hideDocuments"}]}},"required":["name","rule"],"additionalProperties":false,"$defs":{"action":{"type":"string","enum":["read","write","describe","discover","request"]},"denyRelations":{"title":"DenyRelationsRule","description":"Refuse any statement touching these relations (schema.table, * wildcards) for the listed actions (default read and write).","type":"object","properties":{"type":{"const":"deny_relations"},"relations":{"type":"array","minItems":1,"items":{"type":"string","minLength":1}},"actions":{"type":"array","items":{"$ref":"#/$defs/action"}},"reason":{"type":"string","maxLength":500}},"required":["type","relations"],"additionalProperties":false},"requireWhere":{"title":"RequireWhereRule","description":"Refuse UPDATE and DELETE (or the listed operations) without a WHERE clause.","type":"object","properties":{"type":{"const":"require_where"},"operations":{"type":"array","items":{"type":"string","enum":["update","delete"]}},"reason":{"type":"string","maxLength":500}},"required":["type"],"additionalProperties":false},"maxRows":{"title":"MaxRowsRule","description":"Cap the rows a read returns (the smaller of this and the call's max_rows wins; truncated is set).","type":"object","properties":{"type":{"const":"max_rows"},"max_rows":{"type":"integer","minimum":1,"maximum":100000}},"required":["type","max_rows"],"additionalProperties":false},"timeWindow":{"title":"TimeWindowRule","description":"Allow the listed actions only inside a weekly window; outside it they are refused.","type":"object","properties":{"type":{"const":"time_window"},"days":{"type":"array","minItems":1,"items":{"type":"string","enum":["mon","tue","wed","thu","fri","sat","sun"]}},"start":{"type":"string","pattern":"^([01][0-9]|2[0-3]):[0-5][0-9]$"},"end":{"type":"string","pattern":"^([01][0-9]|2[0-4]):[0-5][0-9]$"},"timezone":{"type":"string","default":"UTC"},"actions":{"type":"array","items":{"$ref":"#/$defs/action"}},"reason":{"type":"string","maxLength":500}},"required":["type","days","start","end"],"additionalProperties":false},"maskColumns":{"title":"MaskColumnsRule","description":"Mask these columns (schema.table.column, * wildcards) wherever their values flow into a result: full, partial, hash or null.","type":"object","properties":{"type":{"const":"mask_columns"},"columns":{"type":"array","minItems":1,"items":{"type":"string","minLength":1}},"method":{"type":"string","enum":["full","partial","hash","null"]}},"required":["type","columns","method"],"additionalProperties":false},"hideDocuments":{"title":"HideDocumentsRule","description":"Hide assets of these document types or under these category prefixes from discovery and related documents (filtered out, never hinted at).","type":"object","properties":{"type":{"const":"hide_documents"},"document_types":{"type":"array","items":{"type":"string"}},"category_prefixes":{"type":"array","items":{"type":"array","items":{"type":"string"},"minItems":1}}},"required":["type"],"additionalProperties":false}}};
-const schema49 = {"title":"RequireWhereRule","description":"Refuse UPDATE and DELETE (or the listed operations) without a WHERE clause.","type":"object","properties":{"type":{"const":"require_where"},"operations":{"type":"array","items":{"type":"string","enum":["update","delete"]}},"reason":{"type":"string","maxLength":500}},"required":["type"],"additionalProperties":false};
-const schema50 = {"title":"MaxRowsRule","description":"Cap the rows a read returns (the smaller of this and the call's max_rows wins; truncated is set).","type":"object","properties":{"type":{"const":"max_rows"},"max_rows":{"type":"integer","minimum":1,"maximum":100000}},"required":["type","max_rows"],"additionalProperties":false};
-const schema53 = {"title":"MaskColumnsRule","description":"Mask these columns (schema.table.column, * wildcards) wherever their values flow into a result: full, partial, hash or null.","type":"object","properties":{"type":{"const":"mask_columns"},"columns":{"type":"array","minItems":1,"items":{"type":"string","minLength":1}},"method":{"type":"string","enum":["full","partial","hash","null"]}},"required":["type","columns","method"],"additionalProperties":false};
-const schema54 = {"title":"HideDocumentsRule","description":"Hide assets of these document types or under these category prefixes from discovery and related documents (filtered out, never hinted at).","type":"object","properties":{"type":{"const":"hide_documents"},"document_types":{"type":"array","items":{"type":"string"}},"category_prefixes":{"type":"array","items":{"type":"array","items":{"type":"string"},"minItems":1}}},"required":["type"],"additionalProperties":false};
+exports.validatePolicy = validate34;
+const schema47 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/policy-v1.schema.json","title":"Policy","description":"A declarative policy rule, evaluated on every request after source-role authorization. A policy can refuse or restrict what a role allows (deny relations, require a WHERE, cap rows, time windows, mask columns, hide document types or categories); it can never allow what no role allows. Contract: Governance And Errors.","type":"object","properties":{"name":{"type":"string","pattern":"^[a-z0-9][a-z0-9_.-]{0,62}$"},"description":{"type":"string","maxLength":1000},"enabled":{"type":"boolean","default":true},"applies_to":{"description":"Whom and where the rule applies; an omitted list means every one.","type":"object","properties":{"identities":{"type":"array","items":{"type":"string"},"maxItems":1000},"roles":{"type":"array","items":{"type":"string"},"maxItems":1000},"sources":{"type":"array","items":{"type":"string"},"maxItems":1000}},"additionalProperties":false},"rule":{"oneOf":[{"$ref":"#/$defs/denyRelations"},{"$ref":"#/$defs/requireWhere"},{"$ref":"#/$defs/maxRows"},{"$ref":"#/$defs/timeWindow"},{"$ref":"#/$defs/maskColumns"},{"$ref":"#/$defs/hideDocuments"}]}},"required":["name","rule"],"additionalProperties":false,"$defs":{"action":{"type":"string","enum":["read","write","describe","discover","request"]},"denyRelations":{"title":"DenyRelationsRule","description":"Refuse any statement touching these relations (schema.table, * wildcards) for the listed actions (default read and write).","type":"object","properties":{"type":{"const":"deny_relations"},"relations":{"type":"array","minItems":1,"items":{"type":"string","minLength":1}},"actions":{"type":"array","items":{"$ref":"#/$defs/action"}},"reason":{"type":"string","maxLength":500}},"required":["type","relations"],"additionalProperties":false},"requireWhere":{"title":"RequireWhereRule","description":"Refuse UPDATE and DELETE (or the listed operations) without a WHERE clause.","type":"object","properties":{"type":{"const":"require_where"},"operations":{"type":"array","items":{"type":"string","enum":["update","delete"]}},"reason":{"type":"string","maxLength":500}},"required":["type"],"additionalProperties":false},"maxRows":{"title":"MaxRowsRule","description":"Cap the rows a read returns (the smaller of this and the call's max_rows wins; truncated is set).","type":"object","properties":{"type":{"const":"max_rows"},"max_rows":{"type":"integer","minimum":1,"maximum":100000}},"required":["type","max_rows"],"additionalProperties":false},"timeWindow":{"title":"TimeWindowRule","description":"Allow the listed actions only inside a weekly window; outside it they are refused.","type":"object","properties":{"type":{"const":"time_window"},"days":{"type":"array","minItems":1,"items":{"type":"string","enum":["mon","tue","wed","thu","fri","sat","sun"]}},"start":{"type":"string","pattern":"^([01][0-9]|2[0-3]):[0-5][0-9]$"},"end":{"type":"string","pattern":"^([01][0-9]|2[0-4]):[0-5][0-9]$"},"timezone":{"type":"string","default":"UTC"},"actions":{"type":"array","items":{"$ref":"#/$defs/action"}},"reason":{"type":"string","maxLength":500}},"required":["type","days","start","end"],"additionalProperties":false},"maskColumns":{"title":"MaskColumnsRule","description":"Mask these columns (schema.table.column, * wildcards) wherever their values flow into a result: full, partial, hash or null.","type":"object","properties":{"type":{"const":"mask_columns"},"columns":{"type":"array","minItems":1,"items":{"type":"string","minLength":1}},"method":{"type":"string","enum":["full","partial","hash","null"]}},"required":["type","columns","method"],"additionalProperties":false},"hideDocuments":{"title":"HideDocumentsRule","description":"Hide assets of these document types or under these category prefixes from discovery and related documents (filtered out, never hinted at).","type":"object","properties":{"type":{"const":"hide_documents"},"document_types":{"type":"array","items":{"type":"string"}},"category_prefixes":{"type":"array","items":{"type":"array","items":{"type":"string"},"minItems":1}}},"required":["type"],"additionalProperties":false}}};
+const schema50 = {"title":"RequireWhereRule","description":"Refuse UPDATE and DELETE (or the listed operations) without a WHERE clause.","type":"object","properties":{"type":{"const":"require_where"},"operations":{"type":"array","items":{"type":"string","enum":["update","delete"]}},"reason":{"type":"string","maxLength":500}},"required":["type"],"additionalProperties":false};
+const schema51 = {"title":"MaxRowsRule","description":"Cap the rows a read returns (the smaller of this and the call's max_rows wins; truncated is set).","type":"object","properties":{"type":{"const":"max_rows"},"max_rows":{"type":"integer","minimum":1,"maximum":100000}},"required":["type","max_rows"],"additionalProperties":false};
+const schema54 = {"title":"MaskColumnsRule","description":"Mask these columns (schema.table.column, * wildcards) wherever their values flow into a result: full, partial, hash or null.","type":"object","properties":{"type":{"const":"mask_columns"},"columns":{"type":"array","minItems":1,"items":{"type":"string","minLength":1}},"method":{"type":"string","enum":["full","partial","hash","null"]}},"required":["type","columns","method"],"additionalProperties":false};
+const schema55 = {"title":"HideDocumentsRule","description":"Hide assets of these document types or under these category prefixes from discovery and related documents (filtered out, never hinted at).","type":"object","properties":{"type":{"const":"hide_documents"},"document_types":{"type":"array","items":{"type":"string"}},"category_prefixes":{"type":"array","items":{"type":"array","items":{"type":"string"},"minItems":1}}},"required":["type"],"additionalProperties":false};
 const pattern10 = new RegExp("^[a-z0-9][a-z0-9_.-]{0,62}$", "u");
-const schema47 = {"title":"DenyRelationsRule","description":"Refuse any statement touching these relations (schema.table, * wildcards) for the listed actions (default read and write).","type":"object","properties":{"type":{"const":"deny_relations"},"relations":{"type":"array","minItems":1,"items":{"type":"string","minLength":1}},"actions":{"type":"array","items":{"$ref":"#/$defs/action"}},"reason":{"type":"string","maxLength":500}},"required":["type","relations"],"additionalProperties":false};
-const schema48 = {"type":"string","enum":["read","write","describe","discover","request"]};
+const schema48 = {"title":"DenyRelationsRule","description":"Refuse any statement touching these relations (schema.table, * wildcards) for the listed actions (default read and write).","type":"object","properties":{"type":{"const":"deny_relations"},"relations":{"type":"array","minItems":1,"items":{"type":"string","minLength":1}},"actions":{"type":"array","items":{"$ref":"#/$defs/action"}},"reason":{"type":"string","maxLength":500}},"required":["type","relations"],"additionalProperties":false};
+const schema49 = {"type":"string","enum":["read","write","describe","discover","request"]};
 
-function validate34(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate35(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate34.evaluated;
+const evaluated0 = validate35.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3247,7 +3619,7 @@ vErrors.push(err8);
 errors++;
 }
 if(!(((((data4 === "read") || (data4 === "write")) || (data4 === "describe")) || (data4 === "discover")) || (data4 === "request"))){
-const err9 = {instancePath:instancePath+"/actions/" + i1,schemaPath:"#/$defs/action/enum",keyword:"enum",params:{allowedValues: schema48.enum},message:"must be equal to one of the allowed values"};
+const err9 = {instancePath:instancePath+"/actions/" + i1,schemaPath:"#/$defs/action/enum",keyword:"enum",params:{allowedValues: schema49.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err9];
 }
@@ -3305,19 +3677,19 @@ vErrors.push(err13);
 }
 errors++;
 }
-validate34.errors = vErrors;
+validate35.errors = vErrors;
 return errors === 0;
 }
-validate34.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate35.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-const schema51 = {"title":"TimeWindowRule","description":"Allow the listed actions only inside a weekly window; outside it they are refused.","type":"object","properties":{"type":{"const":"time_window"},"days":{"type":"array","minItems":1,"items":{"type":"string","enum":["mon","tue","wed","thu","fri","sat","sun"]}},"start":{"type":"string","pattern":"^([01][0-9]|2[0-3]):[0-5][0-9]$"},"end":{"type":"string","pattern":"^([01][0-9]|2[0-4]):[0-5][0-9]$"},"timezone":{"type":"string","default":"UTC"},"actions":{"type":"array","items":{"$ref":"#/$defs/action"}},"reason":{"type":"string","maxLength":500}},"required":["type","days","start","end"],"additionalProperties":false};
+const schema52 = {"title":"TimeWindowRule","description":"Allow the listed actions only inside a weekly window; outside it they are refused.","type":"object","properties":{"type":{"const":"time_window"},"days":{"type":"array","minItems":1,"items":{"type":"string","enum":["mon","tue","wed","thu","fri","sat","sun"]}},"start":{"type":"string","pattern":"^([01][0-9]|2[0-3]):[0-5][0-9]$"},"end":{"type":"string","pattern":"^([01][0-9]|2[0-4]):[0-5][0-9]$"},"timezone":{"type":"string","default":"UTC"},"actions":{"type":"array","items":{"$ref":"#/$defs/action"}},"reason":{"type":"string","maxLength":500}},"required":["type","days","start","end"],"additionalProperties":false};
 const pattern11 = new RegExp("^([01][0-9]|2[0-3]):[0-5][0-9]$", "u");
 const pattern12 = new RegExp("^([01][0-9]|2[0-4]):[0-5][0-9]$", "u");
 
-function validate36(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate37(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate36.evaluated;
+const evaluated0 = validate37.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3416,7 +3788,7 @@ vErrors.push(err7);
 errors++;
 }
 if(!(((((((data2 === "mon") || (data2 === "tue")) || (data2 === "wed")) || (data2 === "thu")) || (data2 === "fri")) || (data2 === "sat")) || (data2 === "sun"))){
-const err8 = {instancePath:instancePath+"/days/" + i0,schemaPath:"#/properties/days/items/enum",keyword:"enum",params:{allowedValues: schema51.properties.days.items.enum},message:"must be equal to one of the allowed values"};
+const err8 = {instancePath:instancePath+"/days/" + i0,schemaPath:"#/properties/days/items/enum",keyword:"enum",params:{allowedValues: schema52.properties.days.items.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err8];
 }
@@ -3517,7 +3889,7 @@ vErrors.push(err15);
 errors++;
 }
 if(!(((((data7 === "read") || (data7 === "write")) || (data7 === "describe")) || (data7 === "discover")) || (data7 === "request"))){
-const err16 = {instancePath:instancePath+"/actions/" + i1,schemaPath:"#/$defs/action/enum",keyword:"enum",params:{allowedValues: schema48.enum},message:"must be equal to one of the allowed values"};
+const err16 = {instancePath:instancePath+"/actions/" + i1,schemaPath:"#/$defs/action/enum",keyword:"enum",params:{allowedValues: schema49.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err16];
 }
@@ -3575,17 +3947,17 @@ vErrors.push(err20);
 }
 errors++;
 }
-validate36.errors = vErrors;
+validate37.errors = vErrors;
 return errors === 0;
 }
-validate36.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate37.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 
-function validate33(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate34(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/policy-v1.schema.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate33.evaluated;
+const evaluated0 = validate34.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3834,8 +4206,8 @@ const _errs24 = errors;
 let valid8 = false;
 let passing0 = null;
 const _errs25 = errors;
-if(!(validate34(data10, {instancePath:instancePath+"/rule",parentData:data,parentDataProperty:"rule",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate34.errors : vErrors.concat(validate34.errors);
+if(!(validate35(data10, {instancePath:instancePath+"/rule",parentData:data,parentDataProperty:"rule",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate35.errors : vErrors.concat(validate35.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs25 === errors;
@@ -3897,7 +4269,7 @@ vErrors.push(err22);
 errors++;
 }
 if(!((data13 === "update") || (data13 === "delete"))){
-const err23 = {instancePath:instancePath+"/rule/operations/" + i3,schemaPath:"#/$defs/requireWhere/properties/operations/items/enum",keyword:"enum",params:{allowedValues: schema49.properties.operations.items.enum},message:"must be equal to one of the allowed values"};
+const err23 = {instancePath:instancePath+"/rule/operations/" + i3,schemaPath:"#/$defs/requireWhere/properties/operations/items/enum",keyword:"enum",params:{allowedValues: schema50.properties.operations.items.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err23];
 }
@@ -4074,8 +4446,8 @@ props0 = true;
 }
 }
 const _errs44 = errors;
-if(!(validate36(data10, {instancePath:instancePath+"/rule",parentData:data,parentDataProperty:"rule",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate36.errors : vErrors.concat(validate36.errors);
+if(!(validate37(data10, {instancePath:instancePath+"/rule",parentData:data,parentDataProperty:"rule",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate37.errors : vErrors.concat(validate37.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs44 === errors;
@@ -4211,7 +4583,7 @@ vErrors.push(err45);
 errors++;
 }
 if(!((((data20 === "full") || (data20 === "partial")) || (data20 === "hash")) || (data20 === "null"))){
-const err46 = {instancePath:instancePath+"/rule/method",schemaPath:"#/$defs/maskColumns/properties/method/enum",keyword:"enum",params:{allowedValues: schema53.properties.method.enum},message:"must be equal to one of the allowed values"};
+const err46 = {instancePath:instancePath+"/rule/method",schemaPath:"#/$defs/maskColumns/properties/method/enum",keyword:"enum",params:{allowedValues: schema54.properties.method.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err46];
 }
@@ -4425,17 +4797,17 @@ vErrors.push(err59);
 }
 errors++;
 }
-validate33.errors = vErrors;
+validate34.errors = vErrors;
 return errors === 0;
 }
-validate33.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate34.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validatePolicyAction = validate38;
+exports.validatePolicyAction = validate39;
 
-function validate38(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate39(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate38.evaluated;
+const evaluated0 = validate39.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -4453,7 +4825,7 @@ vErrors.push(err0);
 errors++;
 }
 if(!(((((data === "read") || (data === "write")) || (data === "describe")) || (data === "discover")) || (data === "request"))){
-const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema48.enum},message:"must be equal to one of the allowed values"};
+const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema49.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -4462,17 +4834,17 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate38.errors = vErrors;
+validate39.errors = vErrors;
 return errors === 0;
 }
-validate38.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate39.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
-exports.validatePolicyDenyRelations = validate39;
+exports.validatePolicyDenyRelations = validate40;
 
-function validate39(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate40(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate39.evaluated;
+const evaluated0 = validate40.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -4592,7 +4964,7 @@ vErrors.push(err8);
 errors++;
 }
 if(!(((((data4 === "read") || (data4 === "write")) || (data4 === "describe")) || (data4 === "discover")) || (data4 === "request"))){
-const err9 = {instancePath:instancePath+"/actions/" + i1,schemaPath:"#/$defs/action/enum",keyword:"enum",params:{allowedValues: schema48.enum},message:"must be equal to one of the allowed values"};
+const err9 = {instancePath:instancePath+"/actions/" + i1,schemaPath:"#/$defs/action/enum",keyword:"enum",params:{allowedValues: schema49.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err9];
 }
@@ -4650,17 +5022,17 @@ vErrors.push(err13);
 }
 errors++;
 }
-validate39.errors = vErrors;
+validate40.errors = vErrors;
 return errors === 0;
 }
-validate39.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate40.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validatePolicyHideDocuments = validate40;
+exports.validatePolicyHideDocuments = validate41;
 
-function validate40(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate41(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate40.evaluated;
+const evaluated0 = validate41.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -4795,17 +5167,17 @@ vErrors.push(err9);
 }
 errors++;
 }
-validate40.errors = vErrors;
+validate41.errors = vErrors;
 return errors === 0;
 }
-validate40.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate41.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validatePolicyMaskColumns = validate41;
+exports.validatePolicyMaskColumns = validate42;
 
-function validate41(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate42(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate41.evaluated;
+const evaluated0 = validate42.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -4931,7 +5303,7 @@ vErrors.push(err9);
 errors++;
 }
 if(!((((data3 === "full") || (data3 === "partial")) || (data3 === "hash")) || (data3 === "null"))){
-const err10 = {instancePath:instancePath+"/method",schemaPath:"#/properties/method/enum",keyword:"enum",params:{allowedValues: schema53.properties.method.enum},message:"must be equal to one of the allowed values"};
+const err10 = {instancePath:instancePath+"/method",schemaPath:"#/properties/method/enum",keyword:"enum",params:{allowedValues: schema54.properties.method.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err10];
 }
@@ -4952,17 +5324,17 @@ vErrors.push(err11);
 }
 errors++;
 }
-validate41.errors = vErrors;
+validate42.errors = vErrors;
 return errors === 0;
 }
-validate41.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate42.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validatePolicyMaxRows = validate42;
+exports.validatePolicyMaxRows = validate43;
 
-function validate42(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate43(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate42.evaluated;
+const evaluated0 = validate43.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -5060,17 +5432,17 @@ vErrors.push(err7);
 }
 errors++;
 }
-validate42.errors = vErrors;
+validate43.errors = vErrors;
 return errors === 0;
 }
-validate42.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate43.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validatePolicyRequireWhere = validate43;
+exports.validatePolicyRequireWhere = validate44;
 
-function validate43(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate44(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate43.evaluated;
+const evaluated0 = validate44.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -5129,7 +5501,7 @@ vErrors.push(err3);
 errors++;
 }
 if(!((data2 === "update") || (data2 === "delete"))){
-const err4 = {instancePath:instancePath+"/operations/" + i0,schemaPath:"#/properties/operations/items/enum",keyword:"enum",params:{allowedValues: schema49.properties.operations.items.enum},message:"must be equal to one of the allowed values"};
+const err4 = {instancePath:instancePath+"/operations/" + i0,schemaPath:"#/properties/operations/items/enum",keyword:"enum",params:{allowedValues: schema50.properties.operations.items.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err4];
 }
@@ -5187,17 +5559,17 @@ vErrors.push(err8);
 }
 errors++;
 }
-validate43.errors = vErrors;
+validate44.errors = vErrors;
 return errors === 0;
 }
-validate43.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate44.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validatePolicyTimeWindow = validate44;
+exports.validatePolicyTimeWindow = validate45;
 
-function validate44(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate45(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate44.evaluated;
+const evaluated0 = validate45.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -5296,7 +5668,7 @@ vErrors.push(err7);
 errors++;
 }
 if(!(((((((data2 === "mon") || (data2 === "tue")) || (data2 === "wed")) || (data2 === "thu")) || (data2 === "fri")) || (data2 === "sat")) || (data2 === "sun"))){
-const err8 = {instancePath:instancePath+"/days/" + i0,schemaPath:"#/properties/days/items/enum",keyword:"enum",params:{allowedValues: schema51.properties.days.items.enum},message:"must be equal to one of the allowed values"};
+const err8 = {instancePath:instancePath+"/days/" + i0,schemaPath:"#/properties/days/items/enum",keyword:"enum",params:{allowedValues: schema52.properties.days.items.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err8];
 }
@@ -5397,7 +5769,7 @@ vErrors.push(err15);
 errors++;
 }
 if(!(((((data7 === "read") || (data7 === "write")) || (data7 === "describe")) || (data7 === "discover")) || (data7 === "request"))){
-const err16 = {instancePath:instancePath+"/actions/" + i1,schemaPath:"#/$defs/action/enum",keyword:"enum",params:{allowedValues: schema48.enum},message:"must be equal to one of the allowed values"};
+const err16 = {instancePath:instancePath+"/actions/" + i1,schemaPath:"#/$defs/action/enum",keyword:"enum",params:{allowedValues: schema49.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err16];
 }
@@ -5455,19 +5827,19 @@ vErrors.push(err20);
 }
 errors++;
 }
-validate44.errors = vErrors;
+validate45.errors = vErrors;
 return errors === 0;
 }
-validate44.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate45.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateQueryResult = validate45;
-const schema64 = {"$id":"https://interlock.dev/spec/defs/QueryResult.json","title":"QueryResult","type":"object","properties":{"rows":{"type":"array","items":{"type":"object"}},"row_count":{"type":"integer","minimum":0},"truncated":{"type":"boolean"},"cached":{"type":"boolean"},"masked_columns":{"type":"array","items":{"type":"string"}}},"required":["rows","row_count","truncated","cached"]};
+exports.validateQueryResult = validate46;
+const schema65 = {"$id":"https://interlock.dev/spec/defs/QueryResult.json","title":"QueryResult","type":"object","properties":{"rows":{"type":"array","items":{"type":"object"}},"row_count":{"type":"integer","minimum":0},"truncated":{"type":"boolean"},"cached":{"type":"boolean"},"masked_columns":{"type":"array","items":{"type":"string"}}},"required":["rows","row_count","truncated","cached"]};
 
-function validate45(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate46(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/defs/QueryResult.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate45.evaluated;
+const evaluated0 = validate46.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -5632,19 +6004,19 @@ vErrors.push(err12);
 }
 errors++;
 }
-validate45.errors = vErrors;
+validate46.errors = vErrors;
 return errors === 0;
 }
-validate45.evaluated = {"props":{"rows":true,"row_count":true,"truncated":true,"cached":true,"masked_columns":true},"dynamicProps":false,"dynamicItems":false};
+validate46.evaluated = {"props":{"rows":true,"row_count":true,"truncated":true,"cached":true,"masked_columns":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.validateQueuedWrite = validate46;
-const schema65 = {"$id":"https://interlock.dev/spec/defs/QueuedWrite.json","title":"QueuedWrite","description":"structuredContent of a write held for approval (isError false). The statement was not executed and must not be retried.","type":"object","properties":{"status":{"const":"queued"},"code":{"const":"approval_required"},"approval_id":{"type":"string"},"approval_state":{"type":"string","enum":["pending","approved","executed","failed","rejected","expired"]},"message":{"type":"string"},"request_id":{"type":"string"}},"required":["status","approval_id","approval_state","message"]};
+exports.validateQueuedWrite = validate47;
+const schema66 = {"$id":"https://interlock.dev/spec/defs/QueuedWrite.json","title":"QueuedWrite","description":"structuredContent of a write held for approval (isError false). The statement was not executed and must not be retried.","type":"object","properties":{"status":{"const":"queued"},"code":{"const":"approval_required"},"approval_id":{"type":"string"},"approval_state":{"type":"string","enum":["pending","approved","executed","failed","rejected","expired"]},"message":{"type":"string"},"request_id":{"type":"string"}},"required":["status","approval_id","approval_state","message"]};
 
-function validate46(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate47(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/defs/QueuedWrite.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate46.evaluated;
+const evaluated0 = validate47.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -5741,7 +6113,7 @@ vErrors.push(err7);
 errors++;
 }
 if(!((((((data3 === "pending") || (data3 === "approved")) || (data3 === "executed")) || (data3 === "failed")) || (data3 === "rejected")) || (data3 === "expired"))){
-const err8 = {instancePath:instancePath+"/approval_state",schemaPath:"#/properties/approval_state/enum",keyword:"enum",params:{allowedValues: schema65.properties.approval_state.enum},message:"must be equal to one of the allowed values"};
+const err8 = {instancePath:instancePath+"/approval_state",schemaPath:"#/properties/approval_state/enum",keyword:"enum",params:{allowedValues: schema66.properties.approval_state.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err8];
 }
@@ -5786,20 +6158,20 @@ vErrors.push(err11);
 }
 errors++;
 }
-validate46.errors = vErrors;
+validate47.errors = vErrors;
 return errors === 0;
 }
-validate46.evaluated = {"props":{"status":true,"code":true,"approval_id":true,"approval_state":true,"message":true,"request_id":true},"dynamicProps":false,"dynamicItems":false};
+validate47.evaluated = {"props":{"status":true,"code":true,"approval_id":true,"approval_state":true,"message":true,"request_id":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.validateRefusal = validate47;
-const schema66 = {"$id":"https://interlock.dev/spec/defs/Refusal.json","title":"Refusal","description":"structuredContent of a refused tool call (handshake dialect) and error.data of the JSON-RPC error (modern dialect).","type":"object","properties":{"status":{"type":"string","enum":["unauthorized","forbidden","rate_limited","not_found","unavailable"]},"code":{"type":"string","pattern":"^[a-z][a-z0-9_]*$"},"message":{"type":"string"},"retry_after_ms":{"type":"integer","minimum":0},"request_id":{"type":"string"}},"required":["status","code","message"]};
+exports.validateRefusal = validate48;
+const schema67 = {"$id":"https://interlock.dev/spec/defs/Refusal.json","title":"Refusal","description":"structuredContent of a refused tool call (handshake dialect) and error.data of the JSON-RPC error (modern dialect).","type":"object","properties":{"status":{"type":"string","enum":["unauthorized","forbidden","rate_limited","not_found","unavailable"]},"code":{"type":"string","pattern":"^[a-z][a-z0-9_]*$"},"message":{"type":"string"},"retry_after_ms":{"type":"integer","minimum":0},"request_id":{"type":"string"}},"required":["status","code","message"]};
 const pattern15 = new RegExp("^[a-z][a-z0-9_]*$", "u");
 
-function validate47(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate48(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/defs/Refusal.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate47.evaluated;
+const evaluated0 = validate48.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -5850,7 +6222,7 @@ vErrors.push(err3);
 errors++;
 }
 if(!(((((data0 === "unauthorized") || (data0 === "forbidden")) || (data0 === "rate_limited")) || (data0 === "not_found")) || (data0 === "unavailable"))){
-const err4 = {instancePath:instancePath+"/status",schemaPath:"#/properties/status/enum",keyword:"enum",params:{allowedValues: schema66.properties.status.enum},message:"must be equal to one of the allowed values"};
+const err4 = {instancePath:instancePath+"/status",schemaPath:"#/properties/status/enum",keyword:"enum",params:{allowedValues: schema67.properties.status.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err4];
 }
@@ -5945,19 +6317,19 @@ vErrors.push(err11);
 }
 errors++;
 }
-validate47.errors = vErrors;
+validate48.errors = vErrors;
 return errors === 0;
 }
-validate47.evaluated = {"props":{"status":true,"code":true,"message":true,"retry_after_ms":true,"request_id":true},"dynamicProps":false,"dynamicItems":false};
+validate48.evaluated = {"props":{"status":true,"code":true,"message":true,"retry_after_ms":true,"request_id":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.validateRefusalStatus = validate48;
-const schema67 = {"$id":"https://interlock.dev/spec/defs/RefusalStatus.json","title":"RefusalStatus","type":"string","enum":["unauthorized","forbidden","rate_limited","not_found","unavailable"]};
+exports.validateRefusalStatus = validate49;
+const schema68 = {"$id":"https://interlock.dev/spec/defs/RefusalStatus.json","title":"RefusalStatus","type":"string","enum":["unauthorized","forbidden","rate_limited","not_found","unavailable"]};
 
-function validate48(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate49(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/defs/RefusalStatus.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate48.evaluated;
+const evaluated0 = validate49.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -5975,7 +6347,7 @@ vErrors.push(err0);
 errors++;
 }
 if(!(((((data === "unauthorized") || (data === "forbidden")) || (data === "rate_limited")) || (data === "not_found")) || (data === "unavailable"))){
-const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema67.enum},message:"must be equal to one of the allowed values"};
+const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema68.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -5984,22 +6356,861 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate48.errors = vErrors;
+validate49.errors = vErrors;
 return errors === 0;
 }
-validate48.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate49.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
-exports.validateSourceDefinition = validate49;
-const schema68 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/source-v1.schema.json","title":"SourceDefinition","description":"A data source registered in the control database (`interlock source add FILE`, JSON or YAML). PostgreSQL sources name two database roles: a reader (SELECT only, used for every agent read and for catalog scans) and an optional writer (used only to execute approved writes). Credentials are stored in the control database; protect it accordingly. Issue 3, Build 1.","type":"object","properties":{"id":{"description":"Stable source id used by agents (source_id).","type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$"},"type":{"type":"string","enum":["postgres","documents"]},"name":{"description":"Display name.","type":"string","minLength":1,"maxLength":200},"description":{"type":"string","maxLength":1000},"enabled":{"description":"Disabled sources refuse every call with status unavailable (default true).","type":"boolean"},"settings":{"anyOf":[{"$ref":"#/$defs/postgresSettings"},{"$ref":"#/$defs/documentsSettings"}]}},"required":["id","type","name","settings"],"additionalProperties":false,"allOf":[{"if":{"properties":{"type":{"const":"postgres"}},"required":["type"]},"then":{"properties":{"settings":{"$ref":"#/$defs/postgresSettings"}}}},{"if":{"properties":{"type":{"const":"documents"}},"required":["type"]},"then":{"properties":{"settings":{"$ref":"#/$defs/documentsSettings"}}}}],"$defs":{"credentials":{"title":"DatabaseCredentials","type":"object","properties":{"user":{"type":"string","minLength":1,"maxLength":63},"password":{"type":"string","maxLength":1024}},"required":["user","password"],"additionalProperties":false},"tls":{"title":"SourceTls","description":"Upstream TLS. off: plaintext; require: encrypted, server not verified; verify-ca: certificate chain checked against ca; verify-full: chain and host name (servername, default host) checked.","type":"object","properties":{"mode":{"type":"string","enum":["off","require","verify-ca","verify-full"]},"ca":{"description":"PEM bundle of the trusted certificate authorities (verify-ca, verify-full; default: the system store).","type":"string","maxLength":1048576},"servername":{"description":"Host name expected in the server certificate (verify-full).","type":"string","minLength":1,"maxLength":255}},"required":["mode"],"additionalProperties":false},"postgresSettings":{"title":"PostgresSourceSettings","type":"object","properties":{"host":{"type":"string","minLength":1,"maxLength":255},"port":{"type":"integer","minimum":1,"maximum":65535},"database":{"type":"string","minLength":1,"maxLength":63},"reader":{"$ref":"#/$defs/credentials"},"writer":{"$ref":"#/$defs/credentials"},"tls":{"$ref":"#/$defs/tls"},"statement_timeout_ms":{"description":"Longest a statement may run (default 15000).","type":"integer","minimum":1,"maximum":3600000},"lock_timeout_ms":{"description":"Longest a statement may wait for a lock (default 2000).","type":"integer","minimum":1,"maximum":3600000},"max_rows":{"description":"Most rows a read returns, whatever the call asks (default 1000).","type":"integer","minimum":1,"maximum":100000},"pool_size":{"description":"Largest number of reader connections per gateway process (default 5).","type":"integer","minimum":1,"maximum":100}},"required":["host","port","database","reader","tls"],"additionalProperties":false},"documentsSettings":{"title":"DocumentsSourceSettings","type":"object","properties":{"path":{"description":"Folder holding the documents.","type":"string","minLength":1,"maxLength":4096}},"required":["path"],"additionalProperties":false}}};
-const schema73 = {"title":"DocumentsSourceSettings","type":"object","properties":{"path":{"description":"Folder holding the documents.","type":"string","minLength":1,"maxLength":4096}},"required":["path"],"additionalProperties":false};
-const schema69 = {"title":"PostgresSourceSettings","type":"object","properties":{"host":{"type":"string","minLength":1,"maxLength":255},"port":{"type":"integer","minimum":1,"maximum":65535},"database":{"type":"string","minLength":1,"maxLength":63},"reader":{"$ref":"#/$defs/credentials"},"writer":{"$ref":"#/$defs/credentials"},"tls":{"$ref":"#/$defs/tls"},"statement_timeout_ms":{"description":"Longest a statement may run (default 15000).","type":"integer","minimum":1,"maximum":3600000},"lock_timeout_ms":{"description":"Longest a statement may wait for a lock (default 2000).","type":"integer","minimum":1,"maximum":3600000},"max_rows":{"description":"Most rows a read returns, whatever the call asks (default 1000).","type":"integer","minimum":1,"maximum":100000},"pool_size":{"description":"Largest number of reader connections per gateway process (default 5).","type":"integer","minimum":1,"maximum":100}},"required":["host","port","database","reader","tls"],"additionalProperties":false};
-const schema70 = {"title":"DatabaseCredentials","type":"object","properties":{"user":{"type":"string","minLength":1,"maxLength":63},"password":{"type":"string","maxLength":1024}},"required":["user","password"],"additionalProperties":false};
-const schema72 = {"title":"SourceTls","description":"Upstream TLS. off: plaintext; require: encrypted, server not verified; verify-ca: certificate chain checked against ca; verify-full: chain and host name (servername, default host) checked.","type":"object","properties":{"mode":{"type":"string","enum":["off","require","verify-ca","verify-full"]},"ca":{"description":"PEM bundle of the trusted certificate authorities (verify-ca, verify-full; default: the system store).","type":"string","maxLength":1048576},"servername":{"description":"Host name expected in the server certificate (verify-full).","type":"string","minLength":1,"maxLength":255}},"required":["mode"],"additionalProperties":false};
+exports.validateRelatedDocument = validate50;
+const schema69 = {"$id":"https://interlock.dev/spec/defs/RelatedDocument.json","title":"RelatedDocument","type":"object","properties":{"asset_id":{"type":"string"},"title":{"type":"string"},"relation":{"type":"string","enum":["link","entity","similar"]},"score":{"type":"number"},"document_type":{"type":"string"},"category_path":{"type":"array","items":{"type":"string"}},"timestamp":{"type":["string","null"]}},"required":["asset_id","title","relation","score","document_type","category_path","timestamp"]};
 
 function validate50(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="https://interlock.dev/spec/defs/RelatedDocument.json" */;
 let vErrors = null;
 let errors = 0;
 const evaluated0 = validate50.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.asset_id === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "asset_id"},message:"must have required property '"+"asset_id"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.title === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "title"},message:"must have required property '"+"title"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.relation === undefined){
+const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "relation"},message:"must have required property '"+"relation"+"'"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(data.score === undefined){
+const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "score"},message:"must have required property '"+"score"+"'"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(data.document_type === undefined){
+const err4 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "document_type"},message:"must have required property '"+"document_type"+"'"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+if(data.category_path === undefined){
+const err5 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "category_path"},message:"must have required property '"+"category_path"+"'"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+if(data.timestamp === undefined){
+const err6 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "timestamp"},message:"must have required property '"+"timestamp"+"'"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+if(data.asset_id !== undefined){
+if(typeof data.asset_id !== "string"){
+const err7 = {instancePath:instancePath+"/asset_id",schemaPath:"#/properties/asset_id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+}
+if(data.title !== undefined){
+if(typeof data.title !== "string"){
+const err8 = {instancePath:instancePath+"/title",schemaPath:"#/properties/title/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+}
+if(data.relation !== undefined){
+let data2 = data.relation;
+if(typeof data2 !== "string"){
+const err9 = {instancePath:instancePath+"/relation",schemaPath:"#/properties/relation/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+if(!(((data2 === "link") || (data2 === "entity")) || (data2 === "similar"))){
+const err10 = {instancePath:instancePath+"/relation",schemaPath:"#/properties/relation/enum",keyword:"enum",params:{allowedValues: schema69.properties.relation.enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err10];
+}
+else {
+vErrors.push(err10);
+}
+errors++;
+}
+}
+if(data.score !== undefined){
+let data3 = data.score;
+if(!((typeof data3 == "number") && (isFinite(data3)))){
+const err11 = {instancePath:instancePath+"/score",schemaPath:"#/properties/score/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(vErrors === null){
+vErrors = [err11];
+}
+else {
+vErrors.push(err11);
+}
+errors++;
+}
+}
+if(data.document_type !== undefined){
+if(typeof data.document_type !== "string"){
+const err12 = {instancePath:instancePath+"/document_type",schemaPath:"#/properties/document_type/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err12];
+}
+else {
+vErrors.push(err12);
+}
+errors++;
+}
+}
+if(data.category_path !== undefined){
+let data5 = data.category_path;
+if(Array.isArray(data5)){
+const len0 = data5.length;
+for(let i0=0; i0<len0; i0++){
+if(typeof data5[i0] !== "string"){
+const err13 = {instancePath:instancePath+"/category_path/" + i0,schemaPath:"#/properties/category_path/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err13];
+}
+else {
+vErrors.push(err13);
+}
+errors++;
+}
+}
+}
+else {
+const err14 = {instancePath:instancePath+"/category_path",schemaPath:"#/properties/category_path/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err14];
+}
+else {
+vErrors.push(err14);
+}
+errors++;
+}
+}
+if(data.timestamp !== undefined){
+let data7 = data.timestamp;
+if((typeof data7 !== "string") && (data7 !== null)){
+const err15 = {instancePath:instancePath+"/timestamp",schemaPath:"#/properties/timestamp/type",keyword:"type",params:{type: schema69.properties.timestamp.type},message:"must be string,null"};
+if(vErrors === null){
+vErrors = [err15];
+}
+else {
+vErrors.push(err15);
+}
+errors++;
+}
+}
+}
+else {
+const err16 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err16];
+}
+else {
+vErrors.push(err16);
+}
+errors++;
+}
+validate50.errors = vErrors;
+return errors === 0;
+}
+validate50.evaluated = {"props":{"asset_id":true,"title":true,"relation":true,"score":true,"document_type":true,"category_path":true,"timestamp":true},"dynamicProps":false,"dynamicItems":false};
+
+exports.validateSourceDefinition = validate51;
+const schema70 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/source-v1.schema.json","title":"SourceDefinition","description":"A data source registered in the control database (`interlock source add FILE`, JSON or YAML). PostgreSQL sources name two database roles: a reader (SELECT only, used for every agent read and for catalog scans) and an optional writer (used only to execute approved writes). Credentials are stored in the control database; protect it accordingly. Issue 3, Build 1.","type":"object","properties":{"id":{"description":"Stable source id used by agents (source_id).","type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$"},"type":{"type":"string","enum":["postgres","documents"]},"name":{"description":"Display name.","type":"string","minLength":1,"maxLength":200},"description":{"type":"string","maxLength":1000},"enabled":{"description":"Disabled sources refuse every call with status unavailable (default true).","type":"boolean"},"settings":{"anyOf":[{"$ref":"#/$defs/postgresSettings"},{"$ref":"#/$defs/documentsSettings"}]}},"required":["id","type","name","settings"],"additionalProperties":false,"allOf":[{"if":{"properties":{"type":{"const":"postgres"}},"required":["type"]},"then":{"properties":{"settings":{"$ref":"#/$defs/postgresSettings"}}}},{"if":{"properties":{"type":{"const":"documents"}},"required":["type"]},"then":{"properties":{"settings":{"$ref":"#/$defs/documentsSettings"}}}}],"$defs":{"credentials":{"title":"DatabaseCredentials","type":"object","properties":{"user":{"type":"string","minLength":1,"maxLength":63},"password":{"type":"string","maxLength":1024}},"required":["user","password"],"additionalProperties":false},"tls":{"title":"SourceTls","description":"Upstream TLS. off: plaintext; require: encrypted, server not verified; verify-ca: certificate chain checked against ca; verify-full: chain and host name (servername, default host) checked.","type":"object","properties":{"mode":{"type":"string","enum":["off","require","verify-ca","verify-full"]},"ca":{"description":"PEM bundle of the trusted certificate authorities (verify-ca, verify-full; default: the system store).","type":"string","maxLength":1048576},"servername":{"description":"Host name expected in the server certificate (verify-full).","type":"string","minLength":1,"maxLength":255}},"required":["mode"],"additionalProperties":false},"postgresSettings":{"title":"PostgresSourceSettings","type":"object","properties":{"host":{"type":"string","minLength":1,"maxLength":255},"port":{"type":"integer","minimum":1,"maximum":65535},"database":{"type":"string","minLength":1,"maxLength":63},"reader":{"$ref":"#/$defs/credentials"},"writer":{"$ref":"#/$defs/credentials"},"tls":{"$ref":"#/$defs/tls"},"statement_timeout_ms":{"description":"Longest a statement may run (default 15000).","type":"integer","minimum":1,"maximum":3600000},"lock_timeout_ms":{"description":"Longest a statement may wait for a lock (default 2000).","type":"integer","minimum":1,"maximum":3600000},"max_rows":{"description":"Most rows a read returns, whatever the call asks (default 1000).","type":"integer","minimum":1,"maximum":100000},"pool_size":{"description":"Largest number of reader connections per gateway process (default 5).","type":"integer","minimum":1,"maximum":100},"document_tables":{"description":"Tables (or views) of this source that discovery indexes as assets (interlock index SOURCE), read as the reader role. Each row becomes asset <source_id>:<schema>.<table>/<id>.","type":"array","maxItems":100,"items":{"$ref":"#/$defs/documentTable"}}},"required":["host","port","database","reader","tls"],"additionalProperties":false},"columnName":{"title":"ColumnName","description":"A column name, exactly as stored (no quoting).","type":"string","minLength":1,"maxLength":63},"documentTable":{"title":"DocumentTableMapping","description":"Maps the rows of one table or view to discovery assets (issue 4, Build 2). Column values: id and title of any type (read as text); body text; type_column text; category_column text[] or text split on '/'; time_column a date or timestamp; audience_column text[] or text split on ','; entities_column jsonb [{type, value}]; links_column text[] of asset ids. A row whose id is NULL or empty is skipped.","type":"object","properties":{"table":{"description":"schema.table, exact names (no quoting).","type":"string","pattern":"^[^.\\s]+\\.[^.\\s]+$","maxLength":200},"id_column":{"$ref":"#/$defs/columnName"},"title_column":{"$ref":"#/$defs/columnName"},"body_column":{"$ref":"#/$defs/columnName"},"type_column":{"$ref":"#/$defs/columnName"},"document_type":{"description":"Document type of a row whose type_column is absent or NULL (default \"record\").","type":"string","minLength":1,"maxLength":64},"category_column":{"$ref":"#/$defs/columnName"},"category_path":{"description":"Category path of a row whose category_column is absent or empty (default [schema, table]). discover/request statements on this source match categories as on a documents source (*, a/b, a/b/*).","type":"array","maxItems":32,"items":{"type":"string","minLength":1,"maxLength":128}},"time_column":{"$ref":"#/$defs/columnName"},"audience_column":{"$ref":"#/$defs/columnName"},"audience":{"description":"Audience of a row whose audience_column is absent, NULL or empty (default none: visible to every identity that may discover it).","type":"array","maxItems":50,"items":{"type":"string","minLength":1,"maxLength":64}},"entities_column":{"$ref":"#/$defs/columnName"},"links_column":{"$ref":"#/$defs/columnName"},"max_rows":{"description":"Most rows indexed from this table (default 100000).","type":"integer","minimum":1,"maximum":1000000}},"required":["table","id_column","title_column","body_column"],"additionalProperties":false},"documentsSettings":{"title":"DocumentsSourceSettings","type":"object","properties":{"path":{"description":"Folder holding the documents: .md, .txt and .json files, searched recursively (hidden files and folders and symbolic links are skipped). Front matter (YAML between --- lines for .md/.txt, the object's own fields for .json): title, document_type, category_path, timestamp, audience, entities [{type, value}], links. Asset id <source_id>:<relative path>.","type":"string","minLength":1,"maxLength":4096}},"required":["path"],"additionalProperties":false}}};
+const schema85 = {"title":"DocumentsSourceSettings","type":"object","properties":{"path":{"description":"Folder holding the documents: .md, .txt and .json files, searched recursively (hidden files and folders and symbolic links are skipped). Front matter (YAML between --- lines for .md/.txt, the object's own fields for .json): title, document_type, category_path, timestamp, audience, entities [{type, value}], links. Asset id <source_id>:<relative path>.","type":"string","minLength":1,"maxLength":4096}},"required":["path"],"additionalProperties":false};
+const schema71 = {"title":"PostgresSourceSettings","type":"object","properties":{"host":{"type":"string","minLength":1,"maxLength":255},"port":{"type":"integer","minimum":1,"maximum":65535},"database":{"type":"string","minLength":1,"maxLength":63},"reader":{"$ref":"#/$defs/credentials"},"writer":{"$ref":"#/$defs/credentials"},"tls":{"$ref":"#/$defs/tls"},"statement_timeout_ms":{"description":"Longest a statement may run (default 15000).","type":"integer","minimum":1,"maximum":3600000},"lock_timeout_ms":{"description":"Longest a statement may wait for a lock (default 2000).","type":"integer","minimum":1,"maximum":3600000},"max_rows":{"description":"Most rows a read returns, whatever the call asks (default 1000).","type":"integer","minimum":1,"maximum":100000},"pool_size":{"description":"Largest number of reader connections per gateway process (default 5).","type":"integer","minimum":1,"maximum":100},"document_tables":{"description":"Tables (or views) of this source that discovery indexes as assets (interlock index SOURCE), read as the reader role. Each row becomes asset <source_id>:<schema>.<table>/<id>.","type":"array","maxItems":100,"items":{"$ref":"#/$defs/documentTable"}}},"required":["host","port","database","reader","tls"],"additionalProperties":false};
+const schema72 = {"title":"DatabaseCredentials","type":"object","properties":{"user":{"type":"string","minLength":1,"maxLength":63},"password":{"type":"string","maxLength":1024}},"required":["user","password"],"additionalProperties":false};
+const schema74 = {"title":"SourceTls","description":"Upstream TLS. off: plaintext; require: encrypted, server not verified; verify-ca: certificate chain checked against ca; verify-full: chain and host name (servername, default host) checked.","type":"object","properties":{"mode":{"type":"string","enum":["off","require","verify-ca","verify-full"]},"ca":{"description":"PEM bundle of the trusted certificate authorities (verify-ca, verify-full; default: the system store).","type":"string","maxLength":1048576},"servername":{"description":"Host name expected in the server certificate (verify-full).","type":"string","minLength":1,"maxLength":255}},"required":["mode"],"additionalProperties":false};
+const schema75 = {"title":"DocumentTableMapping","description":"Maps the rows of one table or view to discovery assets (issue 4, Build 2). Column values: id and title of any type (read as text); body text; type_column text; category_column text[] or text split on '/'; time_column a date or timestamp; audience_column text[] or text split on ','; entities_column jsonb [{type, value}]; links_column text[] of asset ids. A row whose id is NULL or empty is skipped.","type":"object","properties":{"table":{"description":"schema.table, exact names (no quoting).","type":"string","pattern":"^[^.\\s]+\\.[^.\\s]+$","maxLength":200},"id_column":{"$ref":"#/$defs/columnName"},"title_column":{"$ref":"#/$defs/columnName"},"body_column":{"$ref":"#/$defs/columnName"},"type_column":{"$ref":"#/$defs/columnName"},"document_type":{"description":"Document type of a row whose type_column is absent or NULL (default \"record\").","type":"string","minLength":1,"maxLength":64},"category_column":{"$ref":"#/$defs/columnName"},"category_path":{"description":"Category path of a row whose category_column is absent or empty (default [schema, table]). discover/request statements on this source match categories as on a documents source (*, a/b, a/b/*).","type":"array","maxItems":32,"items":{"type":"string","minLength":1,"maxLength":128}},"time_column":{"$ref":"#/$defs/columnName"},"audience_column":{"$ref":"#/$defs/columnName"},"audience":{"description":"Audience of a row whose audience_column is absent, NULL or empty (default none: visible to every identity that may discover it).","type":"array","maxItems":50,"items":{"type":"string","minLength":1,"maxLength":64}},"entities_column":{"$ref":"#/$defs/columnName"},"links_column":{"$ref":"#/$defs/columnName"},"max_rows":{"description":"Most rows indexed from this table (default 100000).","type":"integer","minimum":1,"maximum":1000000}},"required":["table","id_column","title_column","body_column"],"additionalProperties":false};
+const schema76 = {"title":"ColumnName","description":"A column name, exactly as stored (no quoting).","type":"string","minLength":1,"maxLength":63};
+const pattern16 = new RegExp("^[^.\\s]+\\.[^.\\s]+$", "u");
+
+function validate53(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate53.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.table === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "table"},message:"must have required property '"+"table"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.id_column === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "id_column"},message:"must have required property '"+"id_column"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.title_column === undefined){
+const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "title_column"},message:"must have required property '"+"title_column"+"'"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(data.body_column === undefined){
+const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "body_column"},message:"must have required property '"+"body_column"+"'"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+for(const key0 in data){
+if(!(func3.call(schema75.properties, key0))){
+const err4 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+}
+if(data.table !== undefined){
+let data0 = data.table;
+if(typeof data0 === "string"){
+if(func1(data0) > 200){
+const err5 = {instancePath:instancePath+"/table",schemaPath:"#/properties/table/maxLength",keyword:"maxLength",params:{limit: 200},message:"must NOT have more than 200 characters"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+if(!pattern16.test(data0)){
+const err6 = {instancePath:instancePath+"/table",schemaPath:"#/properties/table/pattern",keyword:"pattern",params:{pattern: "^[^.\\s]+\\.[^.\\s]+$"},message:"must match pattern \""+"^[^.\\s]+\\.[^.\\s]+$"+"\""};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+}
+else {
+const err7 = {instancePath:instancePath+"/table",schemaPath:"#/properties/table/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+}
+if(data.id_column !== undefined){
+let data1 = data.id_column;
+if(typeof data1 === "string"){
+if(func1(data1) > 63){
+const err8 = {instancePath:instancePath+"/id_column",schemaPath:"#/$defs/columnName/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+if(func1(data1) < 1){
+const err9 = {instancePath:instancePath+"/id_column",schemaPath:"#/$defs/columnName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+}
+else {
+const err10 = {instancePath:instancePath+"/id_column",schemaPath:"#/$defs/columnName/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err10];
+}
+else {
+vErrors.push(err10);
+}
+errors++;
+}
+}
+if(data.title_column !== undefined){
+let data2 = data.title_column;
+if(typeof data2 === "string"){
+if(func1(data2) > 63){
+const err11 = {instancePath:instancePath+"/title_column",schemaPath:"#/$defs/columnName/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
+if(vErrors === null){
+vErrors = [err11];
+}
+else {
+vErrors.push(err11);
+}
+errors++;
+}
+if(func1(data2) < 1){
+const err12 = {instancePath:instancePath+"/title_column",schemaPath:"#/$defs/columnName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err12];
+}
+else {
+vErrors.push(err12);
+}
+errors++;
+}
+}
+else {
+const err13 = {instancePath:instancePath+"/title_column",schemaPath:"#/$defs/columnName/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err13];
+}
+else {
+vErrors.push(err13);
+}
+errors++;
+}
+}
+if(data.body_column !== undefined){
+let data3 = data.body_column;
+if(typeof data3 === "string"){
+if(func1(data3) > 63){
+const err14 = {instancePath:instancePath+"/body_column",schemaPath:"#/$defs/columnName/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
+if(vErrors === null){
+vErrors = [err14];
+}
+else {
+vErrors.push(err14);
+}
+errors++;
+}
+if(func1(data3) < 1){
+const err15 = {instancePath:instancePath+"/body_column",schemaPath:"#/$defs/columnName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err15];
+}
+else {
+vErrors.push(err15);
+}
+errors++;
+}
+}
+else {
+const err16 = {instancePath:instancePath+"/body_column",schemaPath:"#/$defs/columnName/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err16];
+}
+else {
+vErrors.push(err16);
+}
+errors++;
+}
+}
+if(data.type_column !== undefined){
+let data4 = data.type_column;
+if(typeof data4 === "string"){
+if(func1(data4) > 63){
+const err17 = {instancePath:instancePath+"/type_column",schemaPath:"#/$defs/columnName/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
+if(vErrors === null){
+vErrors = [err17];
+}
+else {
+vErrors.push(err17);
+}
+errors++;
+}
+if(func1(data4) < 1){
+const err18 = {instancePath:instancePath+"/type_column",schemaPath:"#/$defs/columnName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err18];
+}
+else {
+vErrors.push(err18);
+}
+errors++;
+}
+}
+else {
+const err19 = {instancePath:instancePath+"/type_column",schemaPath:"#/$defs/columnName/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err19];
+}
+else {
+vErrors.push(err19);
+}
+errors++;
+}
+}
+if(data.document_type !== undefined){
+let data5 = data.document_type;
+if(typeof data5 === "string"){
+if(func1(data5) > 64){
+const err20 = {instancePath:instancePath+"/document_type",schemaPath:"#/properties/document_type/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"};
+if(vErrors === null){
+vErrors = [err20];
+}
+else {
+vErrors.push(err20);
+}
+errors++;
+}
+if(func1(data5) < 1){
+const err21 = {instancePath:instancePath+"/document_type",schemaPath:"#/properties/document_type/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err21];
+}
+else {
+vErrors.push(err21);
+}
+errors++;
+}
+}
+else {
+const err22 = {instancePath:instancePath+"/document_type",schemaPath:"#/properties/document_type/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err22];
+}
+else {
+vErrors.push(err22);
+}
+errors++;
+}
+}
+if(data.category_column !== undefined){
+let data6 = data.category_column;
+if(typeof data6 === "string"){
+if(func1(data6) > 63){
+const err23 = {instancePath:instancePath+"/category_column",schemaPath:"#/$defs/columnName/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
+if(vErrors === null){
+vErrors = [err23];
+}
+else {
+vErrors.push(err23);
+}
+errors++;
+}
+if(func1(data6) < 1){
+const err24 = {instancePath:instancePath+"/category_column",schemaPath:"#/$defs/columnName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err24];
+}
+else {
+vErrors.push(err24);
+}
+errors++;
+}
+}
+else {
+const err25 = {instancePath:instancePath+"/category_column",schemaPath:"#/$defs/columnName/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err25];
+}
+else {
+vErrors.push(err25);
+}
+errors++;
+}
+}
+if(data.category_path !== undefined){
+let data7 = data.category_path;
+if(Array.isArray(data7)){
+if(data7.length > 32){
+const err26 = {instancePath:instancePath+"/category_path",schemaPath:"#/properties/category_path/maxItems",keyword:"maxItems",params:{limit: 32},message:"must NOT have more than 32 items"};
+if(vErrors === null){
+vErrors = [err26];
+}
+else {
+vErrors.push(err26);
+}
+errors++;
+}
+const len0 = data7.length;
+for(let i0=0; i0<len0; i0++){
+let data8 = data7[i0];
+if(typeof data8 === "string"){
+if(func1(data8) > 128){
+const err27 = {instancePath:instancePath+"/category_path/" + i0,schemaPath:"#/properties/category_path/items/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
+if(vErrors === null){
+vErrors = [err27];
+}
+else {
+vErrors.push(err27);
+}
+errors++;
+}
+if(func1(data8) < 1){
+const err28 = {instancePath:instancePath+"/category_path/" + i0,schemaPath:"#/properties/category_path/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err28];
+}
+else {
+vErrors.push(err28);
+}
+errors++;
+}
+}
+else {
+const err29 = {instancePath:instancePath+"/category_path/" + i0,schemaPath:"#/properties/category_path/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err29];
+}
+else {
+vErrors.push(err29);
+}
+errors++;
+}
+}
+}
+else {
+const err30 = {instancePath:instancePath+"/category_path",schemaPath:"#/properties/category_path/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err30];
+}
+else {
+vErrors.push(err30);
+}
+errors++;
+}
+}
+if(data.time_column !== undefined){
+let data9 = data.time_column;
+if(typeof data9 === "string"){
+if(func1(data9) > 63){
+const err31 = {instancePath:instancePath+"/time_column",schemaPath:"#/$defs/columnName/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
+if(vErrors === null){
+vErrors = [err31];
+}
+else {
+vErrors.push(err31);
+}
+errors++;
+}
+if(func1(data9) < 1){
+const err32 = {instancePath:instancePath+"/time_column",schemaPath:"#/$defs/columnName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err32];
+}
+else {
+vErrors.push(err32);
+}
+errors++;
+}
+}
+else {
+const err33 = {instancePath:instancePath+"/time_column",schemaPath:"#/$defs/columnName/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err33];
+}
+else {
+vErrors.push(err33);
+}
+errors++;
+}
+}
+if(data.audience_column !== undefined){
+let data10 = data.audience_column;
+if(typeof data10 === "string"){
+if(func1(data10) > 63){
+const err34 = {instancePath:instancePath+"/audience_column",schemaPath:"#/$defs/columnName/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
+if(vErrors === null){
+vErrors = [err34];
+}
+else {
+vErrors.push(err34);
+}
+errors++;
+}
+if(func1(data10) < 1){
+const err35 = {instancePath:instancePath+"/audience_column",schemaPath:"#/$defs/columnName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err35];
+}
+else {
+vErrors.push(err35);
+}
+errors++;
+}
+}
+else {
+const err36 = {instancePath:instancePath+"/audience_column",schemaPath:"#/$defs/columnName/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err36];
+}
+else {
+vErrors.push(err36);
+}
+errors++;
+}
+}
+if(data.audience !== undefined){
+let data11 = data.audience;
+if(Array.isArray(data11)){
+if(data11.length > 50){
+const err37 = {instancePath:instancePath+"/audience",schemaPath:"#/properties/audience/maxItems",keyword:"maxItems",params:{limit: 50},message:"must NOT have more than 50 items"};
+if(vErrors === null){
+vErrors = [err37];
+}
+else {
+vErrors.push(err37);
+}
+errors++;
+}
+const len1 = data11.length;
+for(let i1=0; i1<len1; i1++){
+let data12 = data11[i1];
+if(typeof data12 === "string"){
+if(func1(data12) > 64){
+const err38 = {instancePath:instancePath+"/audience/" + i1,schemaPath:"#/properties/audience/items/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"};
+if(vErrors === null){
+vErrors = [err38];
+}
+else {
+vErrors.push(err38);
+}
+errors++;
+}
+if(func1(data12) < 1){
+const err39 = {instancePath:instancePath+"/audience/" + i1,schemaPath:"#/properties/audience/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err39];
+}
+else {
+vErrors.push(err39);
+}
+errors++;
+}
+}
+else {
+const err40 = {instancePath:instancePath+"/audience/" + i1,schemaPath:"#/properties/audience/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err40];
+}
+else {
+vErrors.push(err40);
+}
+errors++;
+}
+}
+}
+else {
+const err41 = {instancePath:instancePath+"/audience",schemaPath:"#/properties/audience/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err41];
+}
+else {
+vErrors.push(err41);
+}
+errors++;
+}
+}
+if(data.entities_column !== undefined){
+let data13 = data.entities_column;
+if(typeof data13 === "string"){
+if(func1(data13) > 63){
+const err42 = {instancePath:instancePath+"/entities_column",schemaPath:"#/$defs/columnName/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
+if(vErrors === null){
+vErrors = [err42];
+}
+else {
+vErrors.push(err42);
+}
+errors++;
+}
+if(func1(data13) < 1){
+const err43 = {instancePath:instancePath+"/entities_column",schemaPath:"#/$defs/columnName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err43];
+}
+else {
+vErrors.push(err43);
+}
+errors++;
+}
+}
+else {
+const err44 = {instancePath:instancePath+"/entities_column",schemaPath:"#/$defs/columnName/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err44];
+}
+else {
+vErrors.push(err44);
+}
+errors++;
+}
+}
+if(data.links_column !== undefined){
+let data14 = data.links_column;
+if(typeof data14 === "string"){
+if(func1(data14) > 63){
+const err45 = {instancePath:instancePath+"/links_column",schemaPath:"#/$defs/columnName/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
+if(vErrors === null){
+vErrors = [err45];
+}
+else {
+vErrors.push(err45);
+}
+errors++;
+}
+if(func1(data14) < 1){
+const err46 = {instancePath:instancePath+"/links_column",schemaPath:"#/$defs/columnName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err46];
+}
+else {
+vErrors.push(err46);
+}
+errors++;
+}
+}
+else {
+const err47 = {instancePath:instancePath+"/links_column",schemaPath:"#/$defs/columnName/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err47];
+}
+else {
+vErrors.push(err47);
+}
+errors++;
+}
+}
+if(data.max_rows !== undefined){
+let data15 = data.max_rows;
+if(!(((typeof data15 == "number") && (!(data15 % 1) && !isNaN(data15))) && (isFinite(data15)))){
+const err48 = {instancePath:instancePath+"/max_rows",schemaPath:"#/properties/max_rows/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err48];
+}
+else {
+vErrors.push(err48);
+}
+errors++;
+}
+if((typeof data15 == "number") && (isFinite(data15))){
+if(data15 > 1000000 || isNaN(data15)){
+const err49 = {instancePath:instancePath+"/max_rows",schemaPath:"#/properties/max_rows/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000000},message:"must be <= 1000000"};
+if(vErrors === null){
+vErrors = [err49];
+}
+else {
+vErrors.push(err49);
+}
+errors++;
+}
+if(data15 < 1 || isNaN(data15)){
+const err50 = {instancePath:instancePath+"/max_rows",schemaPath:"#/properties/max_rows/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err50];
+}
+else {
+vErrors.push(err50);
+}
+errors++;
+}
+}
+}
+}
+else {
+const err51 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err51];
+}
+else {
+vErrors.push(err51);
+}
+errors++;
+}
+validate53.errors = vErrors;
+return errors === 0;
+}
+validate53.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+
+function validate52(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate52.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -6058,7 +7269,7 @@ vErrors.push(err4);
 errors++;
 }
 for(const key0 in data){
-if(!(func3.call(schema69.properties, key0))){
+if(!(func3.call(schema71.properties, key0))){
 const err5 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err5];
@@ -6426,7 +7637,7 @@ vErrors.push(err35);
 errors++;
 }
 if(!((((data10 === "off") || (data10 === "require")) || (data10 === "verify-ca")) || (data10 === "verify-full"))){
-const err36 = {instancePath:instancePath+"/tls/mode",schemaPath:"#/$defs/tls/properties/mode/enum",keyword:"enum",params:{allowedValues: schema72.properties.mode.enum},message:"must be equal to one of the allowed values"};
+const err36 = {instancePath:instancePath+"/tls/mode",schemaPath:"#/$defs/tls/properties/mode/enum",keyword:"enum",params:{allowedValues: schema74.properties.mode.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err36];
 }
@@ -6648,9 +7859,11 @@ errors++;
 }
 }
 }
-}
-else {
-const err55 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data.document_tables !== undefined){
+let data17 = data.document_tables;
+if(Array.isArray(data17)){
+if(data17.length > 100){
+const err55 = {instancePath:instancePath+"/document_tables",schemaPath:"#/properties/document_tables/maxItems",keyword:"maxItems",params:{limit: 100},message:"must NOT have more than 100 items"};
 if(vErrors === null){
 vErrors = [err55];
 }
@@ -6659,17 +7872,47 @@ vErrors.push(err55);
 }
 errors++;
 }
-validate50.errors = vErrors;
+const len0 = data17.length;
+for(let i0=0; i0<len0; i0++){
+if(!(validate53(data17[i0], {instancePath:instancePath+"/document_tables/" + i0,parentData:data17,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate53.errors : vErrors.concat(validate53.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err56 = {instancePath:instancePath+"/document_tables",schemaPath:"#/properties/document_tables/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err56];
+}
+else {
+vErrors.push(err56);
+}
+errors++;
+}
+}
+}
+else {
+const err57 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err57];
+}
+else {
+vErrors.push(err57);
+}
+errors++;
+}
+validate52.errors = vErrors;
 return errors === 0;
 }
-validate50.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate52.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 
-function validate49(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate51(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/source-v1.schema.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate49.evaluated;
+const evaluated0 = validate51.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -6720,8 +7963,8 @@ if(_valid0){
 const _errs5 = errors;
 if(data && typeof data == "object" && !Array.isArray(data)){
 if(data.settings !== undefined){
-if(!(validate50(data.settings, {instancePath:instancePath+"/settings",parentData:data,parentDataProperty:"settings",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate50.errors : vErrors.concat(validate50.errors);
+if(!(validate52(data.settings, {instancePath:instancePath+"/settings",parentData:data,parentDataProperty:"settings",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate52.errors : vErrors.concat(validate52.errors);
 errors = vErrors.length;
 }
 }
@@ -6978,7 +8221,7 @@ vErrors.push(err19);
 errors++;
 }
 if(!((data6 === "postgres") || (data6 === "documents"))){
-const err20 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/enum",keyword:"enum",params:{allowedValues: schema68.properties.type.enum},message:"must be equal to one of the allowed values"};
+const err20 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/enum",keyword:"enum",params:{allowedValues: schema70.properties.type.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err20];
 }
@@ -7065,8 +8308,8 @@ let data10 = data.settings;
 const _errs30 = errors;
 let valid10 = false;
 const _errs31 = errors;
-if(!(validate50(data10, {instancePath:instancePath+"/settings",parentData:data,parentDataProperty:"settings",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate50.errors : vErrors.concat(validate50.errors);
+if(!(validate52(data10, {instancePath:instancePath+"/settings",parentData:data,parentDataProperty:"settings",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate52.errors : vErrors.concat(validate52.errors);
 errors = vErrors.length;
 }
 var _valid2 = _errs31 === errors;
@@ -7184,17 +8427,66 @@ vErrors.push(err34);
 }
 errors++;
 }
-validate49.errors = vErrors;
+validate51.errors = vErrors;
 return errors === 0;
 }
-validate49.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate51.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateSourceDefinitionCredentials = validate53;
+exports.validateSourceDefinitionColumnName = validate57;
 
-function validate53(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate57(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate53.evaluated;
+const evaluated0 = validate57.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(typeof data === "string"){
+if(func1(data) > 63){
+const err0 = {instancePath,schemaPath:"#/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(func1(data) < 1){
+const err1 = {instancePath,schemaPath:"#/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+}
+else {
+const err2 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+validate57.errors = vErrors;
+return errors === 0;
+}
+validate57.evaluated = {"dynamicProps":false,"dynamicItems":false};
+
+exports.validateSourceDefinitionCredentials = validate58;
+
+function validate58(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate58.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -7305,17 +8597,17 @@ vErrors.push(err8);
 }
 errors++;
 }
-validate53.errors = vErrors;
+validate58.errors = vErrors;
 return errors === 0;
 }
-validate53.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate58.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateSourceDefinitionDocumentsSettings = validate54;
+exports.validateSourceDefinitionDocumentsSettings = validate59;
 
-function validate54(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate59(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate54.evaluated;
+const evaluated0 = validate59.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -7391,17 +8683,640 @@ vErrors.push(err5);
 }
 errors++;
 }
-validate54.errors = vErrors;
+validate59.errors = vErrors;
 return errors === 0;
 }
-validate54.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate59.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateSourceDefinitionPostgresSettings = validate55;
+exports.validateSourceDefinitionDocumentTable = validate60;
 
-function validate55(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate60(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate55.evaluated;
+const evaluated0 = validate60.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.table === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "table"},message:"must have required property '"+"table"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.id_column === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "id_column"},message:"must have required property '"+"id_column"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.title_column === undefined){
+const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "title_column"},message:"must have required property '"+"title_column"+"'"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(data.body_column === undefined){
+const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "body_column"},message:"must have required property '"+"body_column"+"'"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+for(const key0 in data){
+if(!(func3.call(schema75.properties, key0))){
+const err4 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+}
+if(data.table !== undefined){
+let data0 = data.table;
+if(typeof data0 === "string"){
+if(func1(data0) > 200){
+const err5 = {instancePath:instancePath+"/table",schemaPath:"#/properties/table/maxLength",keyword:"maxLength",params:{limit: 200},message:"must NOT have more than 200 characters"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+if(!pattern16.test(data0)){
+const err6 = {instancePath:instancePath+"/table",schemaPath:"#/properties/table/pattern",keyword:"pattern",params:{pattern: "^[^.\\s]+\\.[^.\\s]+$"},message:"must match pattern \""+"^[^.\\s]+\\.[^.\\s]+$"+"\""};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+}
+else {
+const err7 = {instancePath:instancePath+"/table",schemaPath:"#/properties/table/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+}
+if(data.id_column !== undefined){
+let data1 = data.id_column;
+if(typeof data1 === "string"){
+if(func1(data1) > 63){
+const err8 = {instancePath:instancePath+"/id_column",schemaPath:"#/$defs/columnName/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+if(func1(data1) < 1){
+const err9 = {instancePath:instancePath+"/id_column",schemaPath:"#/$defs/columnName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+}
+else {
+const err10 = {instancePath:instancePath+"/id_column",schemaPath:"#/$defs/columnName/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err10];
+}
+else {
+vErrors.push(err10);
+}
+errors++;
+}
+}
+if(data.title_column !== undefined){
+let data2 = data.title_column;
+if(typeof data2 === "string"){
+if(func1(data2) > 63){
+const err11 = {instancePath:instancePath+"/title_column",schemaPath:"#/$defs/columnName/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
+if(vErrors === null){
+vErrors = [err11];
+}
+else {
+vErrors.push(err11);
+}
+errors++;
+}
+if(func1(data2) < 1){
+const err12 = {instancePath:instancePath+"/title_column",schemaPath:"#/$defs/columnName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err12];
+}
+else {
+vErrors.push(err12);
+}
+errors++;
+}
+}
+else {
+const err13 = {instancePath:instancePath+"/title_column",schemaPath:"#/$defs/columnName/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err13];
+}
+else {
+vErrors.push(err13);
+}
+errors++;
+}
+}
+if(data.body_column !== undefined){
+let data3 = data.body_column;
+if(typeof data3 === "string"){
+if(func1(data3) > 63){
+const err14 = {instancePath:instancePath+"/body_column",schemaPath:"#/$defs/columnName/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
+if(vErrors === null){
+vErrors = [err14];
+}
+else {
+vErrors.push(err14);
+}
+errors++;
+}
+if(func1(data3) < 1){
+const err15 = {instancePath:instancePath+"/body_column",schemaPath:"#/$defs/columnName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err15];
+}
+else {
+vErrors.push(err15);
+}
+errors++;
+}
+}
+else {
+const err16 = {instancePath:instancePath+"/body_column",schemaPath:"#/$defs/columnName/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err16];
+}
+else {
+vErrors.push(err16);
+}
+errors++;
+}
+}
+if(data.type_column !== undefined){
+let data4 = data.type_column;
+if(typeof data4 === "string"){
+if(func1(data4) > 63){
+const err17 = {instancePath:instancePath+"/type_column",schemaPath:"#/$defs/columnName/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
+if(vErrors === null){
+vErrors = [err17];
+}
+else {
+vErrors.push(err17);
+}
+errors++;
+}
+if(func1(data4) < 1){
+const err18 = {instancePath:instancePath+"/type_column",schemaPath:"#/$defs/columnName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err18];
+}
+else {
+vErrors.push(err18);
+}
+errors++;
+}
+}
+else {
+const err19 = {instancePath:instancePath+"/type_column",schemaPath:"#/$defs/columnName/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err19];
+}
+else {
+vErrors.push(err19);
+}
+errors++;
+}
+}
+if(data.document_type !== undefined){
+let data5 = data.document_type;
+if(typeof data5 === "string"){
+if(func1(data5) > 64){
+const err20 = {instancePath:instancePath+"/document_type",schemaPath:"#/properties/document_type/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"};
+if(vErrors === null){
+vErrors = [err20];
+}
+else {
+vErrors.push(err20);
+}
+errors++;
+}
+if(func1(data5) < 1){
+const err21 = {instancePath:instancePath+"/document_type",schemaPath:"#/properties/document_type/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err21];
+}
+else {
+vErrors.push(err21);
+}
+errors++;
+}
+}
+else {
+const err22 = {instancePath:instancePath+"/document_type",schemaPath:"#/properties/document_type/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err22];
+}
+else {
+vErrors.push(err22);
+}
+errors++;
+}
+}
+if(data.category_column !== undefined){
+let data6 = data.category_column;
+if(typeof data6 === "string"){
+if(func1(data6) > 63){
+const err23 = {instancePath:instancePath+"/category_column",schemaPath:"#/$defs/columnName/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
+if(vErrors === null){
+vErrors = [err23];
+}
+else {
+vErrors.push(err23);
+}
+errors++;
+}
+if(func1(data6) < 1){
+const err24 = {instancePath:instancePath+"/category_column",schemaPath:"#/$defs/columnName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err24];
+}
+else {
+vErrors.push(err24);
+}
+errors++;
+}
+}
+else {
+const err25 = {instancePath:instancePath+"/category_column",schemaPath:"#/$defs/columnName/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err25];
+}
+else {
+vErrors.push(err25);
+}
+errors++;
+}
+}
+if(data.category_path !== undefined){
+let data7 = data.category_path;
+if(Array.isArray(data7)){
+if(data7.length > 32){
+const err26 = {instancePath:instancePath+"/category_path",schemaPath:"#/properties/category_path/maxItems",keyword:"maxItems",params:{limit: 32},message:"must NOT have more than 32 items"};
+if(vErrors === null){
+vErrors = [err26];
+}
+else {
+vErrors.push(err26);
+}
+errors++;
+}
+const len0 = data7.length;
+for(let i0=0; i0<len0; i0++){
+let data8 = data7[i0];
+if(typeof data8 === "string"){
+if(func1(data8) > 128){
+const err27 = {instancePath:instancePath+"/category_path/" + i0,schemaPath:"#/properties/category_path/items/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
+if(vErrors === null){
+vErrors = [err27];
+}
+else {
+vErrors.push(err27);
+}
+errors++;
+}
+if(func1(data8) < 1){
+const err28 = {instancePath:instancePath+"/category_path/" + i0,schemaPath:"#/properties/category_path/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err28];
+}
+else {
+vErrors.push(err28);
+}
+errors++;
+}
+}
+else {
+const err29 = {instancePath:instancePath+"/category_path/" + i0,schemaPath:"#/properties/category_path/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err29];
+}
+else {
+vErrors.push(err29);
+}
+errors++;
+}
+}
+}
+else {
+const err30 = {instancePath:instancePath+"/category_path",schemaPath:"#/properties/category_path/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err30];
+}
+else {
+vErrors.push(err30);
+}
+errors++;
+}
+}
+if(data.time_column !== undefined){
+let data9 = data.time_column;
+if(typeof data9 === "string"){
+if(func1(data9) > 63){
+const err31 = {instancePath:instancePath+"/time_column",schemaPath:"#/$defs/columnName/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
+if(vErrors === null){
+vErrors = [err31];
+}
+else {
+vErrors.push(err31);
+}
+errors++;
+}
+if(func1(data9) < 1){
+const err32 = {instancePath:instancePath+"/time_column",schemaPath:"#/$defs/columnName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err32];
+}
+else {
+vErrors.push(err32);
+}
+errors++;
+}
+}
+else {
+const err33 = {instancePath:instancePath+"/time_column",schemaPath:"#/$defs/columnName/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err33];
+}
+else {
+vErrors.push(err33);
+}
+errors++;
+}
+}
+if(data.audience_column !== undefined){
+let data10 = data.audience_column;
+if(typeof data10 === "string"){
+if(func1(data10) > 63){
+const err34 = {instancePath:instancePath+"/audience_column",schemaPath:"#/$defs/columnName/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
+if(vErrors === null){
+vErrors = [err34];
+}
+else {
+vErrors.push(err34);
+}
+errors++;
+}
+if(func1(data10) < 1){
+const err35 = {instancePath:instancePath+"/audience_column",schemaPath:"#/$defs/columnName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err35];
+}
+else {
+vErrors.push(err35);
+}
+errors++;
+}
+}
+else {
+const err36 = {instancePath:instancePath+"/audience_column",schemaPath:"#/$defs/columnName/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err36];
+}
+else {
+vErrors.push(err36);
+}
+errors++;
+}
+}
+if(data.audience !== undefined){
+let data11 = data.audience;
+if(Array.isArray(data11)){
+if(data11.length > 50){
+const err37 = {instancePath:instancePath+"/audience",schemaPath:"#/properties/audience/maxItems",keyword:"maxItems",params:{limit: 50},message:"must NOT have more than 50 items"};
+if(vErrors === null){
+vErrors = [err37];
+}
+else {
+vErrors.push(err37);
+}
+errors++;
+}
+const len1 = data11.length;
+for(let i1=0; i1<len1; i1++){
+let data12 = data11[i1];
+if(typeof data12 === "string"){
+if(func1(data12) > 64){
+const err38 = {instancePath:instancePath+"/audience/" + i1,schemaPath:"#/properties/audience/items/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"};
+if(vErrors === null){
+vErrors = [err38];
+}
+else {
+vErrors.push(err38);
+}
+errors++;
+}
+if(func1(data12) < 1){
+const err39 = {instancePath:instancePath+"/audience/" + i1,schemaPath:"#/properties/audience/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err39];
+}
+else {
+vErrors.push(err39);
+}
+errors++;
+}
+}
+else {
+const err40 = {instancePath:instancePath+"/audience/" + i1,schemaPath:"#/properties/audience/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err40];
+}
+else {
+vErrors.push(err40);
+}
+errors++;
+}
+}
+}
+else {
+const err41 = {instancePath:instancePath+"/audience",schemaPath:"#/properties/audience/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err41];
+}
+else {
+vErrors.push(err41);
+}
+errors++;
+}
+}
+if(data.entities_column !== undefined){
+let data13 = data.entities_column;
+if(typeof data13 === "string"){
+if(func1(data13) > 63){
+const err42 = {instancePath:instancePath+"/entities_column",schemaPath:"#/$defs/columnName/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
+if(vErrors === null){
+vErrors = [err42];
+}
+else {
+vErrors.push(err42);
+}
+errors++;
+}
+if(func1(data13) < 1){
+const err43 = {instancePath:instancePath+"/entities_column",schemaPath:"#/$defs/columnName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err43];
+}
+else {
+vErrors.push(err43);
+}
+errors++;
+}
+}
+else {
+const err44 = {instancePath:instancePath+"/entities_column",schemaPath:"#/$defs/columnName/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err44];
+}
+else {
+vErrors.push(err44);
+}
+errors++;
+}
+}
+if(data.links_column !== undefined){
+let data14 = data.links_column;
+if(typeof data14 === "string"){
+if(func1(data14) > 63){
+const err45 = {instancePath:instancePath+"/links_column",schemaPath:"#/$defs/columnName/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
+if(vErrors === null){
+vErrors = [err45];
+}
+else {
+vErrors.push(err45);
+}
+errors++;
+}
+if(func1(data14) < 1){
+const err46 = {instancePath:instancePath+"/links_column",schemaPath:"#/$defs/columnName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err46];
+}
+else {
+vErrors.push(err46);
+}
+errors++;
+}
+}
+else {
+const err47 = {instancePath:instancePath+"/links_column",schemaPath:"#/$defs/columnName/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err47];
+}
+else {
+vErrors.push(err47);
+}
+errors++;
+}
+}
+if(data.max_rows !== undefined){
+let data15 = data.max_rows;
+if(!(((typeof data15 == "number") && (!(data15 % 1) && !isNaN(data15))) && (isFinite(data15)))){
+const err48 = {instancePath:instancePath+"/max_rows",schemaPath:"#/properties/max_rows/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err48];
+}
+else {
+vErrors.push(err48);
+}
+errors++;
+}
+if((typeof data15 == "number") && (isFinite(data15))){
+if(data15 > 1000000 || isNaN(data15)){
+const err49 = {instancePath:instancePath+"/max_rows",schemaPath:"#/properties/max_rows/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000000},message:"must be <= 1000000"};
+if(vErrors === null){
+vErrors = [err49];
+}
+else {
+vErrors.push(err49);
+}
+errors++;
+}
+if(data15 < 1 || isNaN(data15)){
+const err50 = {instancePath:instancePath+"/max_rows",schemaPath:"#/properties/max_rows/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err50];
+}
+else {
+vErrors.push(err50);
+}
+errors++;
+}
+}
+}
+}
+else {
+const err51 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err51];
+}
+else {
+vErrors.push(err51);
+}
+errors++;
+}
+validate60.errors = vErrors;
+return errors === 0;
+}
+validate60.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+exports.validateSourceDefinitionPostgresSettings = validate61;
+
+function validate61(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate61.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -7460,7 +9375,7 @@ vErrors.push(err4);
 errors++;
 }
 for(const key0 in data){
-if(!(func3.call(schema69.properties, key0))){
+if(!(func3.call(schema71.properties, key0))){
 const err5 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err5];
@@ -7828,7 +9743,7 @@ vErrors.push(err35);
 errors++;
 }
 if(!((((data10 === "off") || (data10 === "require")) || (data10 === "verify-ca")) || (data10 === "verify-full"))){
-const err36 = {instancePath:instancePath+"/tls/mode",schemaPath:"#/$defs/tls/properties/mode/enum",keyword:"enum",params:{allowedValues: schema72.properties.mode.enum},message:"must be equal to one of the allowed values"};
+const err36 = {instancePath:instancePath+"/tls/mode",schemaPath:"#/$defs/tls/properties/mode/enum",keyword:"enum",params:{allowedValues: schema74.properties.mode.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err36];
 }
@@ -8050,9 +9965,11 @@ errors++;
 }
 }
 }
-}
-else {
-const err55 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data.document_tables !== undefined){
+let data17 = data.document_tables;
+if(Array.isArray(data17)){
+if(data17.length > 100){
+const err55 = {instancePath:instancePath+"/document_tables",schemaPath:"#/properties/document_tables/maxItems",keyword:"maxItems",params:{limit: 100},message:"must NOT have more than 100 items"};
 if(vErrors === null){
 vErrors = [err55];
 }
@@ -8061,17 +9978,47 @@ vErrors.push(err55);
 }
 errors++;
 }
-validate55.errors = vErrors;
+const len0 = data17.length;
+for(let i0=0; i0<len0; i0++){
+if(!(validate53(data17[i0], {instancePath:instancePath+"/document_tables/" + i0,parentData:data17,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate53.errors : vErrors.concat(validate53.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err56 = {instancePath:instancePath+"/document_tables",schemaPath:"#/properties/document_tables/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err56];
+}
+else {
+vErrors.push(err56);
+}
+errors++;
+}
+}
+}
+else {
+const err57 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err57];
+}
+else {
+vErrors.push(err57);
+}
+errors++;
+}
+validate61.errors = vErrors;
 return errors === 0;
 }
-validate55.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate61.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateSourceDefinitionTls = validate56;
+exports.validateSourceDefinitionTls = validate63;
 
-function validate56(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate63(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate56.evaluated;
+const evaluated0 = validate63.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -8114,7 +10061,7 @@ vErrors.push(err2);
 errors++;
 }
 if(!((((data0 === "off") || (data0 === "require")) || (data0 === "verify-ca")) || (data0 === "verify-full"))){
-const err3 = {instancePath:instancePath+"/mode",schemaPath:"#/properties/mode/enum",keyword:"enum",params:{allowedValues: schema72.properties.mode.enum},message:"must be equal to one of the allowed values"};
+const err3 = {instancePath:instancePath+"/mode",schemaPath:"#/properties/mode/enum",keyword:"enum",params:{allowedValues: schema74.properties.mode.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err3];
 }
@@ -8195,19 +10142,19 @@ vErrors.push(err9);
 }
 errors++;
 }
-validate56.errors = vErrors;
+validate63.errors = vErrors;
 return errors === 0;
 }
-validate56.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate63.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateSourceEntry = validate57;
-const schema82 = {"$id":"https://interlock.dev/spec/defs/SourceEntry.json","title":"SourceEntry","type":"object","properties":{"name":{"type":"string"},"type":{"type":"string","enum":["postgres","documents"]},"description":{"type":"string"}},"required":["name","type"]};
+exports.validateSourceEntry = validate64;
+const schema105 = {"$id":"https://interlock.dev/spec/defs/SourceEntry.json","title":"SourceEntry","type":"object","properties":{"name":{"type":"string"},"type":{"type":"string","enum":["postgres","documents"]},"description":{"type":"string"}},"required":["name","type"]};
 
-function validate57(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate64(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/defs/SourceEntry.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate57.evaluated;
+const evaluated0 = validate64.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -8260,7 +10207,7 @@ vErrors.push(err3);
 errors++;
 }
 if(!((data1 === "postgres") || (data1 === "documents"))){
-const err4 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/enum",keyword:"enum",params:{allowedValues: schema82.properties.type.enum},message:"must be equal to one of the allowed values"};
+const err4 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/enum",keyword:"enum",params:{allowedValues: schema105.properties.type.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err4];
 }
@@ -8293,19 +10240,19 @@ vErrors.push(err6);
 }
 errors++;
 }
-validate57.errors = vErrors;
+validate64.errors = vErrors;
 return errors === 0;
 }
-validate57.evaluated = {"props":{"name":true,"type":true,"description":true},"dynamicProps":false,"dynamicItems":false};
+validate64.evaluated = {"props":{"name":true,"type":true,"description":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.validateSourceId = validate58;
-const schema83 = {"$id":"https://interlock.dev/spec/defs/SourceId.json","title":"SourceId","type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$","description":"A source id as listed by interlock_list_sources."};
+exports.validateSourceId = validate65;
+const schema106 = {"$id":"https://interlock.dev/spec/defs/SourceId.json","title":"SourceId","type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$","description":"A source id as listed by interlock_list_sources."};
 
-function validate58(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate65(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/defs/SourceId.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate58.evaluated;
+const evaluated0 = validate65.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -8334,21 +10281,21 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate58.errors = vErrors;
+validate65.errors = vErrors;
 return errors === 0;
 }
-validate58.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate65.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
-exports.validateSourceRole = validate59;
-const schema84 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/role-v1.schema.json","title":"SourceRole","description":"A source role: a named set of allow/deny statements (deny wins). Operators write it as JSON or YAML and load it with `interlock role create FILE`. A grant binds identity x role x source. Contract: Governance (source-role authorization); decisions.md governance model.","type":"object","properties":{"name":{"type":"string","pattern":"^[a-z0-9][a-z0-9_.-]{0,62}$"},"description":{"type":"string","maxLength":1000},"audiences":{"description":"Discovery audiences carried by identities holding this role: an asset with an audience is visible only to identities whose roles carry one of its audiences.","type":"array","items":{"type":"string","pattern":"^[a-z0-9][a-z0-9_.-]{0,62}$"},"maxItems":50},"statements":{"type":"array","minItems":1,"maxItems":1000,"items":{"$ref":"#/$defs/statement"}}},"required":["name","statements"],"additionalProperties":false,"$defs":{"statement":{"title":"RoleStatement","type":"object","properties":{"effect":{"type":"string","enum":["allow","deny"]},"action":{"type":"string","enum":["read","write","describe","discover","request","*"]},"resource":{"description":"SQL sources: schema.table or schema.table.column, each part a name or *, e.g. public.*, public.customer, public.customer.email, *.*. Documents sources: * or a category path prefix such as operations/runbooks/*.","type":"string","minLength":1,"maxLength":400,"pattern":"^[^\\s]+$"}},"required":["effect","action","resource"],"additionalProperties":false}}};
-const schema85 = {"title":"RoleStatement","type":"object","properties":{"effect":{"type":"string","enum":["allow","deny"]},"action":{"type":"string","enum":["read","write","describe","discover","request","*"]},"resource":{"description":"SQL sources: schema.table or schema.table.column, each part a name or *, e.g. public.*, public.customer, public.customer.email, *.*. Documents sources: * or a category path prefix such as operations/runbooks/*.","type":"string","minLength":1,"maxLength":400,"pattern":"^[^\\s]+$"}},"required":["effect","action","resource"],"additionalProperties":false};
-const pattern20 = new RegExp("^[^\\s]+$", "u");
+exports.validateSourceRole = validate66;
+const schema107 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/role-v1.schema.json","title":"SourceRole","description":"A source role: a named set of allow/deny statements (deny wins). Operators write it as JSON or YAML and load it with `interlock role create FILE`. A grant binds identity x role x source. Contract: Governance (source-role authorization); decisions.md governance model.","type":"object","properties":{"name":{"type":"string","pattern":"^[a-z0-9][a-z0-9_.-]{0,62}$"},"description":{"type":"string","maxLength":1000},"audiences":{"description":"Discovery audiences carried by identities holding this role: an asset with an audience is visible only to identities whose roles carry one of its audiences.","type":"array","items":{"type":"string","pattern":"^[a-z0-9][a-z0-9_.-]{0,62}$"},"maxItems":50},"statements":{"type":"array","minItems":1,"maxItems":1000,"items":{"$ref":"#/$defs/statement"}}},"required":["name","statements"],"additionalProperties":false,"$defs":{"statement":{"title":"RoleStatement","type":"object","properties":{"effect":{"type":"string","enum":["allow","deny"]},"action":{"type":"string","enum":["read","write","describe","discover","request","*"]},"resource":{"description":"SQL sources: schema.table or schema.table.column, each part a name or *, e.g. public.*, public.customer, public.customer.email, *.*. Documents sources: * or a category path prefix such as operations/runbooks/*.","type":"string","minLength":1,"maxLength":400,"pattern":"^[^\\s]+$"}},"required":["effect","action","resource"],"additionalProperties":false}}};
+const schema108 = {"title":"RoleStatement","type":"object","properties":{"effect":{"type":"string","enum":["allow","deny"]},"action":{"type":"string","enum":["read","write","describe","discover","request","*"]},"resource":{"description":"SQL sources: schema.table or schema.table.column, each part a name or *, e.g. public.*, public.customer, public.customer.email, *.*. Documents sources: * or a category path prefix such as operations/runbooks/*.","type":"string","minLength":1,"maxLength":400,"pattern":"^[^\\s]+$"}},"required":["effect","action","resource"],"additionalProperties":false};
+const pattern22 = new RegExp("^[^\\s]+$", "u");
 
-function validate59(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate66(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/role-v1.schema.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate59.evaluated;
+const evaluated0 = validate66.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -8571,7 +10518,7 @@ vErrors.push(err17);
 errors++;
 }
 if(!((data6 === "allow") || (data6 === "deny"))){
-const err18 = {instancePath:instancePath+"/statements/" + i1+"/effect",schemaPath:"#/$defs/statement/properties/effect/enum",keyword:"enum",params:{allowedValues: schema85.properties.effect.enum},message:"must be equal to one of the allowed values"};
+const err18 = {instancePath:instancePath+"/statements/" + i1+"/effect",schemaPath:"#/$defs/statement/properties/effect/enum",keyword:"enum",params:{allowedValues: schema108.properties.effect.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err18];
 }
@@ -8594,7 +10541,7 @@ vErrors.push(err19);
 errors++;
 }
 if(!((((((data7 === "read") || (data7 === "write")) || (data7 === "describe")) || (data7 === "discover")) || (data7 === "request")) || (data7 === "*"))){
-const err20 = {instancePath:instancePath+"/statements/" + i1+"/action",schemaPath:"#/$defs/statement/properties/action/enum",keyword:"enum",params:{allowedValues: schema85.properties.action.enum},message:"must be equal to one of the allowed values"};
+const err20 = {instancePath:instancePath+"/statements/" + i1+"/action",schemaPath:"#/$defs/statement/properties/action/enum",keyword:"enum",params:{allowedValues: schema108.properties.action.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err20];
 }
@@ -8627,7 +10574,7 @@ vErrors.push(err22);
 }
 errors++;
 }
-if(!pattern20.test(data8)){
+if(!pattern22.test(data8)){
 const err23 = {instancePath:instancePath+"/statements/" + i1+"/resource",schemaPath:"#/$defs/statement/properties/resource/pattern",keyword:"pattern",params:{pattern: "^[^\\s]+$"},message:"must match pattern \""+"^[^\\s]+$"+"\""};
 if(vErrors === null){
 vErrors = [err23];
@@ -8684,17 +10631,17 @@ vErrors.push(err27);
 }
 errors++;
 }
-validate59.errors = vErrors;
+validate66.errors = vErrors;
 return errors === 0;
 }
-validate59.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate66.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateSourceRoleStatement = validate60;
+exports.validateSourceRoleStatement = validate67;
 
-function validate60(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate67(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate60.evaluated;
+const evaluated0 = validate67.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -8757,7 +10704,7 @@ vErrors.push(err4);
 errors++;
 }
 if(!((data0 === "allow") || (data0 === "deny"))){
-const err5 = {instancePath:instancePath+"/effect",schemaPath:"#/properties/effect/enum",keyword:"enum",params:{allowedValues: schema85.properties.effect.enum},message:"must be equal to one of the allowed values"};
+const err5 = {instancePath:instancePath+"/effect",schemaPath:"#/properties/effect/enum",keyword:"enum",params:{allowedValues: schema108.properties.effect.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err5];
 }
@@ -8780,7 +10727,7 @@ vErrors.push(err6);
 errors++;
 }
 if(!((((((data1 === "read") || (data1 === "write")) || (data1 === "describe")) || (data1 === "discover")) || (data1 === "request")) || (data1 === "*"))){
-const err7 = {instancePath:instancePath+"/action",schemaPath:"#/properties/action/enum",keyword:"enum",params:{allowedValues: schema85.properties.action.enum},message:"must be equal to one of the allowed values"};
+const err7 = {instancePath:instancePath+"/action",schemaPath:"#/properties/action/enum",keyword:"enum",params:{allowedValues: schema108.properties.action.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err7];
 }
@@ -8813,7 +10760,7 @@ vErrors.push(err9);
 }
 errors++;
 }
-if(!pattern20.test(data2)){
+if(!pattern22.test(data2)){
 const err10 = {instancePath:instancePath+"/resource",schemaPath:"#/properties/resource/pattern",keyword:"pattern",params:{pattern: "^[^\\s]+$"},message:"must match pattern \""+"^[^\\s]+$"+"\""};
 if(vErrors === null){
 vErrors = [err10];
@@ -8846,7 +10793,7 @@ vErrors.push(err12);
 }
 errors++;
 }
-validate60.errors = vErrors;
+validate67.errors = vErrors;
 return errors === 0;
 }
-validate60.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate67.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
