@@ -102,6 +102,10 @@ export const DEFAULT_SETTINGS = {
 export const WATCHDOG_GRACE_MS = 2_000;
 /** Time allowed for a cancel request (connect, optional TLS, send) before falling back to pg_cancel_backend (ms). */
 export const CANCEL_TIMEOUT_MS = 1_000;
+/** Interval between repeated cancel requests while the cancelled statement still runs (ms). */
+export const CANCEL_RETRY_MS = 250;
+/** Most cancel requests sent for one statement. */
+export const CANCEL_ATTEMPTS = 4;
 
 /** A column of a read result: its name and the PostgreSQL type OID. */
 export interface ReadField {
@@ -387,6 +391,11 @@ class PortalRead {
     this.done = true;
     this.connection?.removeListener('parameterStatus', this.onParameterStatus);
     this.onDone(err);
+  }
+
+  /** True once the server ended the statement (ReadyForQuery or an error), even after the caller gave up. */
+  get finished(): boolean {
+    return this.done;
   }
 
   result(): ReadResult {
@@ -688,8 +697,14 @@ export class PostgresSourceConnector {
     });
   }
 
-  /** Cancels whatever `client`'s backend runs: CancelRequest to the same server, else pg_cancel_backend. Never throws. */
-  private cancelBackend(client: pg.PoolClient): void {
+  /**
+   * Cancels the statement `client`'s backend runs: the protocol's CancelRequest to the very server
+   * the connection is on (over TLS when TLS is configured), or, if that cannot be sent,
+   * pg_cancel_backend from a separate connection of the same role. PostgreSQL ignores a cancel that
+   * lands while the backend is between protocol messages, so while `stillRunning()` the cancel is
+   * repeated every CANCEL_RETRY_MS, at most CANCEL_ATTEMPTS times. Never throws.
+   */
+  private cancelBackend(client: pg.PoolClient, kind: 'reader' | 'writer', stillRunning: () => boolean, attempt = 1): void {
     const c = client as unknown as ClientInternals;
     const pid = c.processID;
     const key = c.secretKey;
@@ -699,14 +714,22 @@ export class PostgresSourceConnector {
       ? { path: `${this.s.host}/.s.PGSQL.${this.s.port}` }
       : { host: sock.remoteAddress ?? this.s.host, port: sock.remotePort ?? this.s.port };
     const cancelTls = this.ssl ? { ...this.ssl, ...(this.s.tls.servername || net.isIP(this.s.host) === 0 ? { servername: this.s.tls.servername ?? this.s.host } : {}) } : false;
-    sendCancelRequest(target, cancelTls, pid, key).catch((err: unknown) => {
+    const retry = () => {
+      if (attempt >= CANCEL_ATTEMPTS || this.closed) return;
+      const t = setTimeout(() => {
+        if (stillRunning()) this.cancelBackend(client, kind, stillRunning, attempt + 1);
+      }, CANCEL_RETRY_MS);
+      t.unref?.();
+    };
+    sendCancelRequest(target, cancelTls, pid, key).then(retry, (err: unknown) => {
       this.logger?.warn({ err, pid }, 'cancel request failed; trying pg_cancel_backend');
+      const who = kind === 'writer' && this.s.writer ? this.s.writer : this.s.reader;
       const fallback = new pg.Client({
         host: this.s.host,
         port: this.s.port,
         database: this.s.database,
-        user: this.s.reader.user,
-        password: () => this.s.reader.password ?? '',
+        user: who.user,
+        password: () => who.password ?? '',
         ssl: this.ssl,
         connectionTimeoutMillis: CANCEL_TIMEOUT_MS,
         application_name: applicationName(this.sourceId, 'cancel'),
@@ -715,7 +738,7 @@ export class PostgresSourceConnector {
       fallback
         .connect()
         .then(() => fallback.query('SELECT pg_catalog.pg_cancel_backend($1)', [pid]))
-        .catch((e: unknown) => this.logger?.error({ err: e, pid }, 'could not cancel the statement'))
+        .then(retry, (e: unknown) => this.logger?.error({ err: e, pid }, 'could not cancel the statement'))
         .finally(() => fallback.end().catch(() => undefined));
     });
   }
@@ -757,7 +780,7 @@ export class PostgresSourceConnector {
           const onAbort = () => {
             if (settled) return;
             cancelled = true;
-            this.cancelBackend(client);
+            this.cancelBackend(client, 'reader', () => !q.finished);
             finish(new SourceError('cancelled'));
           };
           const q = new PortalRead(sql, values, opts.maxRows, opts.maxBytes, finish);
@@ -771,7 +794,7 @@ export class PostgresSourceConnector {
             timer = setTimeout(() => {
               if (settled) return;
               watchdog = true;
-              this.cancelBackend(client);
+              this.cancelBackend(client, 'reader', () => !q.finished);
               finish(new Error('client-side watchdog: no answer within statement_timeout'));
             }, this.s.statementTimeout + WATCHDOG_GRACE_MS);
           }
@@ -786,6 +809,8 @@ export class PostgresSourceConnector {
         new Promise<{ rowCount: number }>((resolve, reject) => {
           const c = client as unknown as ClientInternals;
           let phase: 'begin' | 'statement' | 'commit' = 'begin';
+          let running = true; // the server has not answered the current query yet
+          const stillRunning = () => running;
           let settled = false;
           let cancelled = false;
           let watchdog = false;
@@ -801,7 +826,7 @@ export class PostgresSourceConnector {
             if (settled || phase === 'commit') return; // once COMMIT is sent, report the real outcome
             cancelled = true;
             cleanup();
-            this.cancelBackend(client);
+            this.cancelBackend(client, 'writer', stillRunning);
             client.release(true); // the open transaction dies with the session
             reject(this.fail(new SourceError('cancelled'), 'query'));
           };
@@ -813,7 +838,7 @@ export class PostgresSourceConnector {
               watchdog = true;
               const inCommit = phase === 'commit';
               cleanup();
-              this.cancelBackend(client);
+              this.cancelBackend(client, 'writer', stillRunning);
               client.release(true);
               reject(
                 inCommit
@@ -832,7 +857,12 @@ export class PostgresSourceConnector {
             if (c.getTransactionStatus?.() !== 'I') throw localFailure('the transaction did not end');
             return r.rowCount ?? 0;
           };
-          run().then(
+          const ran = run();
+          ran.then(
+            () => (running = false),
+            () => (running = false),
+          );
+          ran.then(
             (rowCount) => {
               if (settled) return;
               cleanup();

@@ -176,3 +176,22 @@ test('the operator log keeps the raw cause and the source id', async () => {
   expect(entry).toMatchObject({ source_id: 'orders-db', code: 'execution_failed', phase: 'connect' });
   expect(JSON.stringify(entry.err)).toContain('ECONNREFUSED');
 });
+
+test('the right password connects (SCRAM); PGPASSWORD and ~/.pgpass are never used for a source', async () => {
+  const ok = new PostgresSourceConnector('pw', { host: '127.0.0.1', port: cluster.port, database: 'postgres', reader: { user: PW_ROLE, password: PW } });
+  try {
+    expect((await ok.read('SELECT current_user AS u', [], BIG)).rows).toEqual([{ u: PW_ROLE }]);
+  } finally {
+    await ok.close();
+  }
+  const saved = process.env.PGPASSWORD;
+  process.env.PGPASSWORD = PW;
+  const noPw = new PostgresSourceConnector('nopw', { host: '127.0.0.1', port: cluster.port, database: 'postgres', reader: { user: PW_ROLE } });
+  try {
+    await expect(noPw.read('SELECT 1', [], BIG)).rejects.toMatchObject({ code: 'execution_failed', message: 'tool execution failed' });
+  } finally {
+    if (saved === undefined) delete process.env.PGPASSWORD;
+    else process.env.PGPASSWORD = saved;
+    await noPw.close();
+  }
+});

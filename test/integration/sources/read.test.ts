@@ -289,6 +289,24 @@ describe('timeouts and cancellation (issue 5 item 5)', () => {
     expect(c.breakerState()).toBe('closed');
   });
 
+  test('aborts at any moment (before, during or right after sending) never leave the statement running', async () => {
+    const c = connector({ pool_size: 3 }, 'race');
+    await Promise.all([0, 1, 2].map(() => c.read('SELECT 1', [], BIG)));
+    const tag = 'SELECT pg_sleep(30) /* abort race */';
+    for (let i = 0; i < 30; i++) {
+      const ac = new AbortController();
+      const p = c.read(tag, [], { ...BIG, signal: ac.signal }).catch((e: SourceError) => e.code);
+      const d = i % 6;
+      if (d === 0) await new Promise((r) => setImmediate(r));
+      else await sleep(d - 1);
+      ac.abort();
+      expect(await p).toBe('cancelled');
+    }
+    const left = await waitFor(async () => !(await src.activity()).some((a) => a.query === tag && a.state === 'active'), 1500);
+    expect(left).toBeGreaterThanOrEqual(0);
+    expect((await c.read('SELECT 1 AS ok', [], BIG)).rows).toEqual([{ ok: 1 }]);
+  });
+
   test('an already-aborted signal rejects at once without touching the network', async () => {
     const proxy = await startProxy({ host: src.host, port: src.port });
     try {
