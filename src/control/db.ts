@@ -265,12 +265,9 @@ export function isForeignKeyViolation(err: unknown): boolean {
   return (err as { code?: string })?.code === '23503';
 }
 
-/** The control tables the gateway reads. */
-const RUNTIME_READ_TABLES = ['settings', 'identities', 'api_keys', 'sources', 'roles', 'grants', 'policies', 'approvals', 'catalog_snapshots', MIGRATIONS_TABLE];
-
 /**
  * Grants the gateway's own database role what it needs and nothing more (run as the owner):
- * SELECT on the control tables; INSERT and SELECT on audit_events (never UPDATE, DELETE or
+ * SELECT on every control table; INSERT and SELECT on audit_events (never UPDATE, DELETE or
  * TRUNCATE: the trail is append-only even for the process that writes it); UPDATE of
  * api_keys.last_used_at; INSERT of approvals and UPDATE of their state columns (expiry);
  * INSERT/UPDATE of catalog_snapshots; read/write of rate_limits. `role` must exist.
@@ -285,7 +282,8 @@ export async function grantRuntimeRole(db: ControlDb, role: string): Promise<voi
     await c.query(`GRANT CONNECT ON DATABASE ${pg.Client.prototype.escapeIdentifier(dbName)} TO ${r}`);
     await c.query(`GRANT USAGE ON SCHEMA public TO ${r}`);
     await c.query(`REVOKE ALL ON audit_events FROM ${r}`);
-    await c.query(`GRANT SELECT ON ${RUNTIME_READ_TABLES.join(', ')} TO ${r}`);
+    // Every control table is readable (later migrations add tables the gateway reads); writes are listed one by one.
+    await c.query(`GRANT SELECT ON ALL TABLES IN SCHEMA public TO ${r}`);
     await c.query(`GRANT INSERT, SELECT ON audit_events TO ${r}`);
     await c.query(`GRANT USAGE ON SEQUENCE audit_events_id_seq TO ${r}`);
     await c.query(`GRANT UPDATE (last_used_at) ON api_keys TO ${r}`);

@@ -1,0 +1,110 @@
+/**
+ * The zero-setup path: no database URL, so `interlock` starts an embedded PostgreSQL in a fresh
+ * data folder (child processes, bounded time), keeps data across restarts, and `interlock demo`
+ * serves Chinook with a working key and the exact `claude mcp add` line; Ctrl-C stops everything.
+ */
+import { execFile, spawn } from 'node:child_process';
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+const BIN = join(__dirname, '..', '..', '..', 'bin', 'interlock.js');
+let dir: string;
+let env: NodeJS.ProcessEnv;
+
+function run(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [BIN, ...args], { env, timeout: 120_000 }, (err, stdout, stderr) => {
+      resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout: String(stdout), stderr: String(stderr) });
+    });
+  });
+}
+
+function postmasterAlive(): boolean {
+  const pidFile = join(dir, 'pg', 'data', 'postmaster.pid');
+  if (!existsSync(pidFile)) return false;
+  const pid = Number(readFileSync(pidFile, 'utf8').split('\n')[0]);
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+beforeAll(() => {
+  dir = mkdtempSync(join(tmpdir(), 'il-embedded-'));
+  chmodSync(dir, 0o755); // the server runs as the OS user postgres when tests run as root
+  env = {};
+  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('INTERLOCK_')) env[k] = v;
+  env.INTERLOCK_EMBEDDED_DATA_DIR = join(dir, 'pg');
+});
+
+afterAll(async () => {
+  // Should already be stopped; make sure no server outlives the test.
+  const pidFile = join(dir, 'pg', 'data', 'postmaster.pid');
+  if (existsSync(pidFile)) {
+    try {
+      process.kill(Number(readFileSync(pidFile, 'utf8').split('\n')[0]), 'SIGINT');
+    } catch {
+      /* gone */
+    }
+    await new Promise((r) => setTimeout(r, 1000));
+  }
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe('embedded PostgreSQL (zero setup)', () => {
+  test('CLI commands start it on demand, data persists across restarts, nothing is left running', async () => {
+    const created = await run(['identity', 'create', 'zero-agent']);
+    expect(created.stderr).toBe('');
+    expect(created.code).toBe(0);
+    expect(existsSync(join(dir, 'pg', 'data', 'PG_VERSION'))).toBe(true);
+    expect(existsSync(join(dir, 'pg', 'credentials.json'))).toBe(true);
+    expect(postmasterAlive()).toBe(false);
+    const listed = await run(['--json', 'identity', 'list']);
+    expect(listed.code).toBe(0);
+    expect((JSON.parse(listed.stdout) as Array<{ name: string }>).map((i) => i.name)).toEqual(['zero-agent']);
+    expect(postmasterAlive()).toBe(false);
+  }, 150_000);
+
+  test('interlock demo: serves Chinook with the printed key and claude line; Ctrl-C stops gateway and database', async () => {
+    const child = spawn(process.execPath, [BIN, 'demo', '--port', '0'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    try {
+      const deadline = Date.now() + 120_000;
+      while (!out.includes('Press Ctrl-C to stop.')) {
+        if (Date.now() > deadline || child.exitCode !== null) throw new Error(`demo did not start:\n${out}\n${err}`);
+        await new Promise((r) => setTimeout(r, 200));
+      }
+      const url = /MCP endpoint: +(http:\/\/127\.0\.0\.1:\d+\/mcp)/.exec(out)![1];
+      const key = /\n {4}(ilk_[A-Za-z0-9_-]{43})\n/.exec(out)![1];
+      expect(out).toContain(`\nclaude mcp add --transport http interlock "${url}" --header "Authorization: Bearer ${key}"\n`);
+      expect(out).toContain(`curl -s "${url}" -H "Content-Type: application/json"`);
+
+      const res = await fetch(url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${key}` },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'interlock_list_sources', arguments: {} } }),
+      });
+      expect(res.status).toBe(200);
+      const text = await res.text();
+      expect(text).toContain('chinook');
+
+      // The CLI attaches to the running server (it does not start a second one).
+      const approvals = await run(['--json', 'approval', 'list']);
+      expect(approvals.code).toBe(0);
+      expect(JSON.parse(approvals.stdout)).toEqual([]);
+      expect(postmasterAlive()).toBe(true);
+    } finally {
+      child.kill('SIGINT');
+    }
+    expect(await exited).toBe(0);
+    expect(err).toContain('SIGINT: shutting down');
+    expect(postmasterAlive()).toBe(false);
+  }, 180_000);
+});
