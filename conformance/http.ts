@@ -1,0 +1,112 @@
+/**
+ * The wire layer of the suite: a request is an exact HTTP method, an ordered header list (names sent
+ * with the casing given) and a raw body. It is sent with node:http / node:https rather than fetch,
+ * because fetch silently replaces the Host header and adds `Accept: * /*` when none is given, and the
+ * suite must be able to send a foreign Host and a request without Accept.
+ */
+import * as http from 'node:http';
+import * as https from 'node:https';
+
+/** One HTTP request exactly as the suite sends it. */
+export interface WireRequest {
+  method: string;
+  /** Header name/value pairs in order; a `Host` entry replaces the one derived from the URL. */
+  headers: Array<[string, string]>;
+  /** Raw body text (UTF-8); undefined sends no body. */
+  body?: string;
+}
+
+/** One HTTP response as received. `status` 0 means the connection failed (see `error`). */
+export interface WireResponse {
+  status: number;
+  /** Header names lower-cased; repeated headers joined with ", ". */
+  headers: Record<string, string>;
+  body: string;
+  error?: string;
+}
+
+/** Returns the value of header `name` (case-insensitive) of a request, or undefined. */
+export function header(req: WireRequest, name: string): string | undefined {
+  const n = name.toLowerCase();
+  const hit = req.headers.find(([k]) => k.toLowerCase() === n);
+  return hit?.[1];
+}
+
+/** The Host value a client derives from `url` (what is sent when a request has no Host entry). */
+export function defaultHost(url: URL): string {
+  return url.host;
+}
+
+/** A reusable HTTP client for one target URL. `close()` releases its keep-alive sockets. */
+export interface WireClient {
+  url: URL;
+  send(req: WireRequest): Promise<WireResponse>;
+  close(): void;
+}
+
+/** Creates a client sending every request to `url` (http: or https:), with a per-request timeout. */
+export function createClient(url: string, timeoutMs = 15000): WireClient {
+  const target = new URL(url);
+  const mod = target.protocol === 'https:' ? https : http;
+  const agent = new mod.Agent({ keepAlive: true, maxSockets: 4 });
+  const send = (req: WireRequest): Promise<WireResponse> =>
+    new Promise((resolve) => {
+      const body = req.body === undefined ? undefined : Buffer.from(req.body, 'utf8');
+      // Names keep the casing given; the suite never sends one header name twice.
+      const headers: Record<string, string> = {};
+      for (const [k, v] of req.headers) headers[k] = v;
+      const hasHost = req.headers.some(([k]) => k.toLowerCase() === 'host');
+      const r = mod.request(
+        {
+          protocol: target.protocol,
+          hostname: target.hostname.replace(/^\[(.*)\]$/, '$1'),
+          port: target.port,
+          path: target.pathname + target.search,
+          method: req.method,
+          agent,
+          timeout: timeoutMs,
+          headers,
+          // An explicit Host entry replaces the one node derives from the URL.
+          setHost: !hasHost,
+        },
+        (res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (c: Buffer) => chunks.push(c));
+          res.on('end', () => {
+            const out: Record<string, string> = {};
+            for (const [k, v] of Object.entries(res.headers)) {
+              if (v !== undefined) out[k.toLowerCase()] = Array.isArray(v) ? v.join(', ') : v;
+            }
+            resolve({ status: res.statusCode ?? 0, headers: out, body: Buffer.concat(chunks).toString('utf8') });
+          });
+          res.on('error', (e) => resolve({ status: 0, headers: {}, body: '', error: e.message }));
+        },
+      );
+      if (body !== undefined) r.setHeader('Content-Length', String(body.length));
+      r.on('timeout', () => r.destroy(new Error(`no response within ${timeoutMs} ms`)));
+      r.on('error', (e) => resolve({ status: 0, headers: {}, body: '', error: e.message }));
+      r.end(body);
+    });
+  return { url: target, send, close: () => agent.destroy() };
+}
+
+/** Renders a request as the lines a reader needs to replay it (curl-like, exact header casing). */
+export function formatRequest(req: WireRequest, url: URL): string {
+  const lines = [`${req.method} ${url.pathname}${url.search}`];
+  if (!req.headers.some(([k]) => k.toLowerCase() === 'host')) lines.push(`Host: ${url.host}   (derived from the URL)`);
+  for (const [k, v] of req.headers) lines.push(`${k}: ${v}`);
+  lines.push('');
+  lines.push(req.body === undefined ? '(no body)' : req.body === '' ? '(empty body)' : req.body);
+  return lines.join('\n');
+}
+
+/** Renders a response compactly (status, the headers that matter to the contract, body). */
+export function formatResponse(res: WireResponse): string {
+  if (res.status === 0) return `(no response: ${res.error ?? 'unknown error'})`;
+  const keep = ['content-type', 'allow', 'www-authenticate', 'mcp-session-id'];
+  const lines = [`HTTP ${res.status}`];
+  for (const k of keep) if (res.headers[k] !== undefined) lines.push(`${k}: ${res.headers[k]}`);
+  lines.push('');
+  lines.push(res.body.length > 2000 ? res.body.slice(0, 2000) + ' …' : res.body || '(empty body)');
+  return lines.join('\n');
+}

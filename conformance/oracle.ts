@@ -1,0 +1,491 @@
+/**
+ * The oracle: given one concrete HTTP request, computes the outcome the contract demands, purely from
+ * the spec files (protocol-v1.json `checks` in `order`, `versions`, `methods`, `headers`, `meta`;
+ * errors-v1.json; mcp-tools-v1.json). The first failing check wins. It imports nothing from src/.
+ *
+ * Where the spec leaves a case open (a partial `_meta` envelope next to an unsupported header, Accept
+ * lists whose q=0 entries different readings of RFC 9110 treat differently), the expectation lists the
+ * other permitted outcomes in `alternatives` and says why in `why`.
+ */
+import Ajv2020 from 'ajv/dist/2020';
+import addFormats from 'ajv-formats';
+import type { ValidateFunction } from 'ajv';
+import { header, type WireRequest } from './http';
+import { checkById, type CatalogueTool, type Spec } from './spec';
+
+/** A JSON-RPC id as MCP allows it on requests. */
+export type JsonRpcId = string | number;
+
+/** What a successful (or tool-level) result must look like. */
+export type ResultExpectation =
+  | { kind: 'discover' }
+  | { kind: 'initialize'; protocolVersion: string; requested: string; fallback: boolean }
+  | { kind: 'empty' }
+  | { kind: 'tools' }
+  /** A tool call that succeeded: isError absent or false. */
+  | { kind: 'tool-success' }
+  /** A tool result with isError true (argument errors in versions.argumentErrorsAsToolResults). */
+  | { kind: 'tool-error' }
+  /** A handshake-dialect refusal: tool result with isError true and structuredContent {status, code, message}. */
+  | { kind: 'tool-refusal'; status: string; code: string }
+  /** The tool ran against the server's own data: any well-formed tool result or governed refusal. */
+  | { kind: 'tool-any'; dialect: 'modern' | 'handshake' };
+
+/** The outcome the contract demands for one request. */
+export interface Expectation {
+  /** Rule id deciding the outcome: a `checks[].id` of protocol-v1.json, a `results.*` key for successes, or "unspecified". */
+  rule: string;
+  dialect: 'modern' | 'handshake' | 'none';
+  /** Protocol version the request is served in, when it gets that far. */
+  version?: string;
+  /** Expected HTTP status; for `tool-any` the status of a 200 answer (refusal statuses are also accepted). */
+  http: number;
+  body: 'empty' | 'error' | 'result' | 'unspecified';
+  /** JSON-RPC error code (body 'error'). */
+  code?: number;
+  /** The id the response must carry (null when it must be null). Undefined for an empty body. */
+  id?: JsonRpcId | null;
+  /** Required `error.data` content. */
+  errorData?: { supported?: string[]; requested?: string; refusal?: { status: string; code: string }; requiredCapabilities?: Record<string, unknown> };
+  result?: ResultExpectation;
+  /** Required response headers: `Allow` listing exactly these methods; `WWW-Authenticate` with this scheme. */
+  headers?: { allow?: string[]; wwwAuthenticate?: string };
+  /** True when the answer may be one text/event-stream carrying the JSON-RPC response (tools/call). */
+  mayStream?: boolean;
+  /** Human-readable derivation, printed with counterexamples. */
+  why: string;
+  /** Other outcomes the spec also permits for this request (open points of the spec). */
+  alternatives?: Expectation[];
+}
+
+/** Facts about the target that the oracle needs besides the request itself. */
+export interface OracleContext {
+  /** The endpoint URL the suite was pointed at; its host and scheme define "the request's own origin". */
+  url: URL;
+  /** A valid agent API key, when the operator gave one; any other Bearer token is invalid. */
+  apiKey?: string;
+}
+
+/** Name of the tool whose successful call is predictable (no required arguments, reads only the caller's grants). */
+export const PROBE_TOOL = 'interlock_list_sources';
+
+type Obj = Record<string, unknown>;
+
+/** True for a plain JSON object (not null, not an array). */
+export function isObject(v: unknown): v is Obj {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/** True for a valid MCP request id: a string or an integer. */
+export function isValidId(v: unknown): v is JsonRpcId {
+  return typeof v === 'string' || (typeof v === 'number' && Number.isInteger(v));
+}
+
+/** One parsed media range of an Accept header. */
+export interface AcceptRange {
+  type: string;
+  subtype: string;
+  q: number;
+}
+
+/** Parses an Accept header into media ranges (lower-cased, parameters other than q ignored). */
+export function parseAccept(value: string | undefined): AcceptRange[] {
+  if (value === undefined) return [];
+  const out: AcceptRange[] = [];
+  for (const part of value.split(',')) {
+    const [range, ...params] = part.split(';');
+    const m = /^\s*([^\s/]+)\/([^\s/]+)\s*$/.exec(range ?? '');
+    if (!m) continue;
+    let q = 1;
+    for (const p of params) {
+      const qm = /^\s*q\s*=\s*([0-9.]+)\s*$/i.exec(p);
+      if (qm) q = Number(qm[1]);
+    }
+    out.push({ type: m[1]!.toLowerCase(), subtype: m[2]!.toLowerCase(), q: Number.isFinite(q) ? q : 1 });
+  }
+  return out;
+}
+
+function matches(r: AcceptRange, type: string, subtype: string): number {
+  if (r.type === type && r.subtype === subtype) return 3;
+  if (r.type === type && r.subtype === '*') return 2;
+  if (r.type === '*' && r.subtype === '*') return 1;
+  return 0;
+}
+
+/**
+ * Whether `ranges` accept `mediaType` under three readings: `rfc` (the most specific matching range
+ * decides, RFC 9110 §12.5.1), `any` (some matching range has q > 0) and `strict` (some matching range
+ * has q > 0 and none has q = 0). The oracle expects `rfc` and also permits the others when they differ.
+ */
+export function acceptVerdicts(ranges: AcceptRange[], mediaType: string): { rfc: boolean; any: boolean; strict: boolean } {
+  const [type, subtype] = mediaType.toLowerCase().split('/') as [string, string];
+  const hits = ranges.map((r) => ({ r, s: matches(r, type, subtype) })).filter((h) => h.s > 0);
+  const best = Math.max(0, ...hits.map((h) => h.s));
+  const top = hits.filter((h) => h.s === best);
+  const rfc = top.length > 0 && Math.max(...top.map((h) => h.r.q)) > 0;
+  const any = hits.some((h) => h.r.q > 0);
+  const strict = any && !hits.some((h) => h.r.q === 0);
+  return { rfc, any, strict };
+}
+
+/** The host name of a Host header value (lower-cased, port removed, IPv6 kept in brackets), or undefined when malformed. */
+export function hostName(value: string): string | undefined {
+  const v = value.trim().toLowerCase();
+  if (v.startsWith('[')) {
+    const end = v.indexOf(']');
+    if (end < 0) return undefined;
+    const rest = v.slice(end + 1);
+    if (rest !== '' && !/^:\d+$/.test(rest)) return undefined;
+    return v.slice(0, end + 1);
+  }
+  const i = v.indexOf(':');
+  const name = i < 0 ? v : v.slice(0, i);
+  if (i >= 0 && !/^\d+$/.test(v.slice(i + 1))) return undefined;
+  return name === '' ? undefined : name;
+}
+
+/**
+ * Decodes an Mcp-Name header value: trims surrounding whitespace and decodes `=?base64?…?=` (markers in
+ * lower case only). Returns undefined when the Base64 payload is invalid (not canonical padded Base64 or
+ * not UTF-8); a value with upper-case markers is returned literally.
+ */
+export function decodeMcpName(value: string, prefix = '=?base64?', suffix = '?='): string | undefined {
+  const t = value.trim();
+  if (!(t.startsWith(prefix) && t.endsWith(suffix) && t.length >= prefix.length + suffix.length)) return t;
+  const b64 = t.slice(prefix.length, t.length - suffix.length);
+  if (b64.length % 4 !== 0 || !/^[A-Za-z0-9+/]*={0,2}$/.test(b64)) return undefined;
+  const buf = Buffer.from(b64, 'base64');
+  if (buf.toString('base64') !== b64) return undefined;
+  const s = buf.toString('utf8');
+  if (!Buffer.from(s, 'utf8').equals(buf)) return undefined;
+  return s;
+}
+
+/** The compiled oracle for one spec: `expect(req, ctx)` gives the demanded outcome. */
+export interface Oracle {
+  spec: Spec;
+  /** Computes the outcome the contract demands for `req` sent to `ctx.url`. */
+  expect(req: WireRequest, ctx: OracleContext): Expectation;
+  /** True when `args` satisfies the input schema of catalogue tool `name` (undefined arguments count as {}). */
+  argumentsValid(name: string, args: unknown): boolean;
+  /** The catalogue entry of `name`, or undefined for a name outside the catalogue. */
+  tool(name: string): CatalogueTool | undefined;
+}
+
+/** Builds the oracle for `spec` (compiles every tool's input schema with ajv, JSON Schema 2020-12). */
+export function createOracle(spec: Spec): Oracle {
+  const P = spec.protocol;
+  const ajv = new Ajv2020({ strict: false, allErrors: false, validateFormats: true });
+  addFormats(ajv);
+  const validators = new Map<string, ValidateFunction>();
+  const tools = new Map(spec.tools.map((t) => [t.name, t]));
+  const validatorFor = (t: CatalogueTool): ValidateFunction => {
+    let v = validators.get(t.canonical);
+    if (!v) {
+      v = ajv.compile(t.inputSchema);
+      validators.set(t.canonical, v);
+    }
+    return v;
+  };
+  const argumentsValid = (name: string, args: unknown): boolean => {
+    const t = tools.get(name);
+    if (!t) return false;
+    return validatorFor(t)(args === undefined ? {} : args) === true;
+  };
+
+  const methodEntry = (m: string) => P.methods.find((e) => e.method === m);
+  const servedRequest = (dialect: 'modern' | 'handshake', m: string): boolean => {
+    const e = methodEntry(m);
+    return !!e && e.kind === 'request' && e.dialects.includes(dialect);
+  };
+  const H = P.headers;
+  const M = P.meta;
+
+  const error = (rule: string, id: JsonRpcId | null, dialect: Expectation['dialect'], why: string, extra: Partial<Expectation> = {}): Expectation => {
+    const c = checkById(spec, rule);
+    return { rule, dialect, http: c.http, body: 'error', code: c.code, id, why, ...extra };
+  };
+  const accepted = (dialect: Expectation['dialect'], why: string, version?: string): Expectation => ({
+    rule: 'results.notification',
+    dialect,
+    version,
+    http: P.http.acceptedStatus,
+    body: 'empty',
+    why,
+  });
+  const unsupported = (id: JsonRpcId | null, requested: string, why: string): Expectation =>
+    error('VERSION-HEADER', id, 'none', why, { errorData: { supported: [...P.versions.supported], requested } });
+
+  function expect(req: WireRequest, ctx: OracleContext): Expectation {
+    // 1 HOST
+    const hostValue = header(req, H.host ?? 'Host') ?? ctx.url.host;
+    const allowedHosts = new Set([...P.http.defaultAllowedHosts.map((h) => h.toLowerCase()), ctx.url.hostname.toLowerCase()]);
+    const hn = hostName(hostValue);
+    if (hn === undefined || !allowedHosts.has(hn)) return error('HOST', null, 'none', `Host "${hostValue}" is not an allowed host (${[...allowedHosts].join(', ')}, any port)`);
+    // 2 ORIGIN
+    const origin = header(req, H.origin ?? 'Origin');
+    const ownOrigin = `${ctx.url.protocol}//${hostValue}`;
+    if (origin !== undefined && origin !== ownOrigin) return error('ORIGIN', null, 'none', `Origin "${origin}" differs from the request's own origin ${ownOrigin}`);
+    // 3 HTTP-METHOD
+    if (!P.http.allowedMethods.includes(req.method)) {
+      return error('HTTP-METHOD', null, 'none', `${req.method} is not served at the endpoint`, { headers: { allow: [...P.http.allowedMethods] } });
+    }
+    // 4 CONTENT-TYPE
+    const ct = header(req, 'Content-Type');
+    const media = ct?.split(';')[0]?.trim().toLowerCase();
+    if (media !== P.http.requiredContentType.toLowerCase()) return error('CONTENT-TYPE', null, 'none', `Content-Type ${ct === undefined ? 'absent' : `"${ct}"`} is not ${P.http.requiredContentType}`);
+    // 5 ACCEPT
+    const acceptValue = header(req, 'Accept');
+    const ranges = parseAccept(acceptValue);
+    const verdicts = P.http.requiredAccept.map((m) => acceptVerdicts(ranges, m));
+    const okRfc = verdicts.every((v) => v.rfc);
+    const okAny = verdicts.every((v) => v.any);
+    const okStrict = verdicts.every((v) => v.strict);
+    const acceptFailure = error('ACCEPT', null, 'none', `Accept ${acceptValue === undefined ? 'absent' : `"${acceptValue}"`} does not cover ${P.http.requiredAccept.join(' and ')}`);
+    const acceptAmbiguous = okRfc !== okAny || okRfc !== okStrict;
+    if (!okRfc) {
+      if (!acceptAmbiguous) return acceptFailure;
+      const rest = expectBody(req, ctx);
+      return { ...acceptFailure, why: acceptFailure.why + ' (RFC 9110 precedence; other readings of q=0 accept it)', alternatives: [rest, ...(rest.alternatives ?? [])] };
+    }
+    const after = expectBody(req, ctx);
+    if (acceptAmbiguous) {
+      return { ...after, alternatives: [...(after.alternatives ?? []), { ...acceptFailure, why: acceptFailure.why + ' (a reading where a q=0 range excludes)' }] };
+    }
+    return after;
+  }
+
+  function expectBody(req: WireRequest, ctx: OracleContext): Expectation {
+    // 6 JSON
+    let msg: unknown;
+    try {
+      msg = JSON.parse(req.body ?? '');
+    } catch {
+      return error('JSON', null, 'none', 'the body is not valid JSON');
+    }
+    // 7 NO-BATCH
+    if (Array.isArray(msg)) return error('NO-BATCH', null, 'none', 'the body is a JSON array (batch)');
+    // 8 JSONRPC-SHAPE
+    if (!isObject(msg)) return error('JSONRPC-SHAPE', null, 'none', 'the body is JSON but not an object');
+    const hasId = 'id' in msg;
+    const echoWhenValid = hasId && isValidId(msg.id) ? msg.id : null;
+    if (msg.jsonrpc !== '2.0') return error('JSONRPC-SHAPE', echoWhenValid, 'none', `jsonrpc is ${JSON.stringify(msg.jsonrpc)}, not "2.0"`);
+    let kind: 'request' | 'notification' | 'response';
+    if ('method' in msg) {
+      if (typeof msg.method !== 'string') return error('JSONRPC-SHAPE', echoWhenValid, 'none', 'method is not a string');
+      if (hasId && !isValidId(msg.id)) return error('JSONRPC-SHAPE', null, 'none', `id ${JSON.stringify(msg.id)} is neither a string nor an integer`);
+      if ('params' in msg && !isObject(msg.params)) return error('JSONRPC-SHAPE', echoWhenValid, 'none', 'params is present but not an object');
+      kind = hasId ? 'request' : 'notification';
+    } else {
+      const one = ('result' in msg ? 1 : 0) + ('error' in msg ? 1 : 0);
+      if (!hasId || !isValidId(msg.id) || one !== 1) {
+        return error('JSONRPC-SHAPE', echoWhenValid, 'none', 'neither a request (no method) nor a response (id plus exactly one of result or error)');
+      }
+      kind = 'response';
+    }
+    const id: JsonRpcId | null = kind === 'notification' ? null : (msg.id as JsonRpcId);
+    const method = kind === 'response' ? undefined : (msg.method as string);
+    const params = isObject(msg.params) ? msg.params : undefined;
+
+    // Envelope state of the body: none (no _meta), complete (both required keys with the right types) or partial.
+    const meta = params && '_meta' in params ? params._meta : undefined;
+    const hasMeta = !!params && '_meta' in params;
+    const metaPv = isObject(meta) ? meta[M.protocolVersion] : undefined;
+    const envComplete = isObject(meta) && typeof metaPv === 'string' && isObject(meta[M.clientCapabilities]);
+    const envelope: 'none' | 'complete' | 'partial' = !hasMeta ? 'none' : envComplete ? 'complete' : 'partial';
+    const envelopeWhy = !hasMeta
+      ? 'params._meta is absent'
+      : !isObject(meta)
+        ? 'params._meta is not an object'
+        : typeof metaPv !== 'string'
+          ? `_meta["${M.protocolVersion}"] is ${metaPv === undefined ? 'missing' : 'not a string'}`
+          : `_meta["${M.clientCapabilities}"] is ${meta[M.clientCapabilities] === undefined ? 'missing' : 'not an object'}`;
+
+    // 9 VERSION-HEADER and dialect selection
+    const mpv = header(req, H.protocolVersion ?? 'MCP-Protocol-Version');
+    let dialect: 'modern' | 'handshake';
+    let version: string;
+    if (mpv === undefined) {
+      dialect = 'handshake';
+      version = P.versions.assumedWhenHeaderAbsent;
+    } else if (P.versions.modern.includes(mpv)) {
+      dialect = 'modern';
+      version = mpv;
+    } else if (P.versions.handshake.includes(mpv)) {
+      dialect = 'handshake';
+      version = mpv;
+    } else {
+      const initException = method === 'initialize' && kind === 'request' && params?.protocolVersion === mpv;
+      const plain = unsupported(id, mpv, `MCP-Protocol-Version "${mpv}" is not supported`);
+      const initAccepted = (): Expectation => ({
+        ...dispatchHandshake(req, ctx, kind, method, id, params, P.versions.assumedWhenHeaderAbsent),
+        why: `initialize with MCP-Protocol-Version equal to params.protocolVersion ("${mpv}") is accepted; negotiation uses the body`,
+      });
+      if (kind === 'notification' && envelope !== 'none') {
+        // Open point: ENVELOPE and VERSION-MATCH are request rules (a modern notification skips them), but the
+        // VERSION-HEADER text says a body envelope is checked first. Both readings are accepted.
+        const chain =
+          envelope === 'partial'
+            ? error('ENVELOPE', id, 'modern', `the notification's _meta envelope is partial (${envelopeWhy})`)
+            : metaPv !== mpv
+              ? error('VERSION-MATCH', id, 'modern', `the notification's _meta names "${String(metaPv)}", the header "${mpv}"`)
+              : plain;
+        return { ...plain, why: plain.why + ' (a notification: envelope checks are request rules; checking its envelope first is also accepted)', alternatives: chain === plain ? undefined : [chain] };
+      }
+      if (envelope === 'complete') {
+        let chain: Expectation;
+        if (metaPv !== mpv) chain = error('VERSION-MATCH', id, 'modern', `the body carries a modern _meta envelope, so VERSION-MATCH is checked first: header "${mpv}" ≠ _meta protocolVersion "${String(metaPv)}"`);
+        else chain = { ...plain, why: `the body carries a modern _meta envelope naming "${mpv}" like the header, and that version is not supported` };
+        if (initException) return { ...chain, alternatives: [initAccepted()], why: chain.why + ' (open point: the initialize exception may also apply)' };
+        return chain;
+      }
+      if (envelope === 'partial') {
+        const env = error('ENVELOPE', id, 'modern', `open point: the body has a partial modern _meta envelope (${envelopeWhy}); ENVELOPE may be checked before the version`);
+        const alts = [env, ...(initException ? [initAccepted()] : [])];
+        return { ...plain, why: plain.why + ` (the body's _meta is partial: ${envelopeWhy}; ENVELOPE -32602 is also accepted)`, alternatives: alts };
+      }
+      if (initException) return initAccepted();
+      return plain;
+    }
+
+    if (kind === 'notification') return accepted(dialect, `a notification (${method}) is answered 202 with no body`, version);
+    if (dialect === 'handshake') return dispatchHandshake(req, ctx, kind, method, id, params, version);
+
+    // Modern dialect.
+    // 10 POSTED-RESPONSE
+    if (kind === 'response') return error('POSTED-RESPONSE', id, 'modern', 'a JSON-RPC response was posted in the modern dialect');
+    // 11 ENVELOPE
+    if (envelope !== 'complete') return error('ENVELOPE', id, 'modern', envelopeWhy);
+    // 12 VERSION-MATCH
+    if (metaPv !== mpv) return error('VERSION-MATCH', id, 'modern', `MCP-Protocol-Version "${mpv}" ≠ _meta protocolVersion "${String(metaPv)}"`);
+    // 13 MCP-METHOD
+    const mm = header(req, H.method ?? 'Mcp-Method');
+    if (mm === undefined) return error('MCP-METHOD', id, 'modern', 'Mcp-Method is missing');
+    if (mm.trim() !== method) return error('MCP-METHOD', id, 'modern', `Mcp-Method "${mm}" ≠ method "${method}"`);
+    // 14 MCP-NAME
+    if (method === 'tools/call') {
+      const mn = header(req, H.name ?? 'Mcp-Name');
+      if (mn === undefined) return error('MCP-NAME', id, 'modern', 'Mcp-Name is missing on tools/call');
+      const decoded = decodeMcpName(mn, H.base64Prefix, H.base64Suffix);
+      if (decoded === undefined) return error('MCP-NAME', id, 'modern', `Mcp-Name "${mn}" carries invalid Base64`);
+      if (decoded === mn.trim() && !/^[\x20-\x7e]*$/.test(decoded)) return error('MCP-NAME', id, 'modern', `Mcp-Name "${mn}" carries characters outside visible ASCII without Base64`);
+      if (decoded !== params?.name) return error('MCP-NAME', id, 'modern', `Mcp-Name "${mn}" (read as "${decoded}") ≠ params.name ${JSON.stringify(params?.name)}`);
+    }
+    // 15 METHOD-KNOWN
+    if (!servedRequest('modern', method!)) return error('METHOD-KNOWN', id, 'modern', `method "${method}" is not served in the modern dialect`);
+    return dispatchMethod(req, ctx, 'modern', version, method!, id as JsonRpcId, params);
+  }
+
+  function dispatchHandshake(
+    req: WireRequest,
+    ctx: OracleContext,
+    kind: 'request' | 'notification' | 'response',
+    method: string | undefined,
+    id: JsonRpcId | null,
+    params: Obj | undefined,
+    version: string,
+  ): Expectation {
+    if (kind === 'response') return accepted('handshake', 'a JSON-RPC response posted in the handshake dialect is answered 202 with no body', version);
+    if (kind === 'notification') return accepted('handshake', `a notification (${method}) is answered 202 with no body`, version);
+    if (!servedRequest('handshake', method!)) return error('METHOD-KNOWN-HANDSHAKE', id, 'handshake', `method "${method}" is not served in the handshake dialect`, { version });
+    return dispatchMethod(req, ctx, 'handshake', version, method!, id as JsonRpcId, params);
+  }
+
+  function dispatchMethod(req: WireRequest, ctx: OracleContext, dialect: 'modern' | 'handshake', version: string, method: string, id: JsonRpcId, params: Obj | undefined): Expectation {
+    const ok = (result: ResultExpectation, rule: string, why: string, extra: Partial<Expectation> = {}): Expectation => ({
+      rule,
+      dialect,
+      version,
+      http: 200,
+      body: 'result',
+      id,
+      result,
+      why,
+      ...extra,
+    });
+    const unspecified = (why: string): Expectation => ({ rule: 'unspecified', dialect, version, http: 0, body: 'unspecified', id, why });
+    const entry = methodEntry(method)!;
+    switch (entry.result) {
+      case 'discover':
+        return ok({ kind: 'discover' }, 'results.complete', `server/discover is answered in both dialects (${dialect})`);
+      case 'empty':
+        return ok({ kind: 'empty' }, 'results.plain', 'ping answers exactly {}');
+      case 'tools':
+        return ok({ kind: 'tools' }, 'results.complete', `tools/list (${dialect})`);
+      case 'initialize': {
+        const requested = params?.protocolVersion;
+        if (typeof requested !== 'string') return unspecified('initialize without a string params.protocolVersion (the spec names no outcome)');
+        const supported = P.versions.handshake.includes(requested);
+        const pv = supported ? requested : P.versions.initializeFallback;
+        return ok({ kind: 'initialize', protocolVersion: pv, requested, fallback: !supported }, 'results.plain', supported ? `initialize answers the requested version ${requested}` : `initialize answers ${pv} for the unsupported request ${requested}`);
+      }
+      case 'tool':
+        return dispatchTool(ctx, req, dialect, version, id, params, ok, unspecified);
+      default:
+        return unspecified(`method ${method} has result kind ${entry.result}, which the suite does not model`);
+    }
+  }
+
+  function dispatchTool(
+    ctx: OracleContext,
+    req: WireRequest,
+    dialect: 'modern' | 'handshake',
+    version: string,
+    id: JsonRpcId,
+    params: Obj | undefined,
+    ok: (result: ResultExpectation, rule: string, why: string, extra?: Partial<Expectation>) => Expectation,
+    unspecified: (why: string) => Expectation,
+  ): Expectation {
+    const name = params?.name;
+    // 16 TOOL-KNOWN (a tools/call without a string name names no tool of the catalogue either)
+    const tool = typeof name === 'string' ? tools.get(name) : undefined;
+    if (!tool || typeof name !== 'string') return { ...error('TOOL-KNOWN', id, dialect, `tool ${JSON.stringify(name)} is not in the catalogue`), version, mayStream: true };
+    // 16 CLIENT-CAPABILITY (modern): a tool's declared client capabilities must be in _meta clientCapabilities.
+    if (dialect === 'modern' && tool.requiredClientCapabilities) {
+      const meta = isObject(params?._meta) ? params._meta : {};
+      const declared = isObject(meta[P.meta.clientCapabilities]) ? (meta[P.meta.clientCapabilities] as Obj) : {};
+      const missing = Object.keys(tool.requiredClientCapabilities).filter((k) => !(k in declared));
+      if (missing.length > 0) {
+        const requiredCapabilities = Object.fromEntries(missing.map((k) => [k, tool.requiredClientCapabilities![k]]));
+        return { ...error('CLIENT-CAPABILITY', id, 'modern', `tool "${name}" requires client capabilities ${missing.join(', ')}`), version, errorData: { requiredCapabilities } };
+      }
+    }
+    // 17 AUTH
+    if (tool.governed) {
+      const auth = header(req, P.headers.authorization ?? 'Authorization');
+      const valid = ctx.apiKey !== undefined && auth === `Bearer ${ctx.apiKey}`;
+      if (!valid) {
+        const code = auth === undefined ? 'missing_api_key' : 'invalid_api_key';
+        const refusal = spec.errors.refusals.find((r) => r.code === code);
+        const status = refusal?.status ?? 'unauthorized';
+        const why = `governed tool "${name}" with ${auth === undefined ? 'no Authorization header' : 'an invalid key'}`;
+        if (dialect === 'handshake') return ok({ kind: 'tool-refusal', status, code }, 'AUTH', why + ': a tool result with isError true', { mayStream: true });
+        const st = spec.errors.statuses.find((s) => s.status === status);
+        const c = checkById(spec, 'AUTH');
+        return {
+          ...error('AUTH', id, 'modern', why + ': a JSON-RPC error with HTTP ' + (st?.http ?? c.http)),
+          version,
+          http: st?.http ?? c.http,
+          code: st?.modernCode ?? c.code,
+          errorData: { refusal: { status, code } },
+          headers: { wwwAuthenticate: 'Bearer' },
+        };
+      }
+    }
+    // 18 TOOL-ARGUMENTS
+    if (params !== undefined && 'arguments' in params && !isObject(params.arguments)) {
+      return unspecified('params.arguments is present but not an object (the spec names no outcome)');
+    }
+    if (!argumentsValid(name, params?.arguments)) {
+      if (P.versions.argumentErrorsAsToolResults.includes(version)) {
+        return ok({ kind: 'tool-error' }, 'TOOL-ARGUMENTS', `arguments fail the input schema of "${name}"; in ${version} that is a tool result with isError true`, { mayStream: true });
+      }
+      return { ...error('TOOL-ARGUMENTS', id, dialect, `arguments fail the input schema of "${name}"; in ${version} that is JSON-RPC -32602 in-band`), version, mayStream: true };
+    }
+    if (tool.canonical === PROBE_TOOL) return ok({ kind: 'tool-success' }, 'results.complete', `"${name}" with a valid key and valid arguments succeeds`, { mayStream: true });
+    return ok({ kind: 'tool-any', dialect }, 'results.complete', `"${name}" runs against the server's own data; any well-formed tool result or governed refusal`, { mayStream: true });
+  }
+
+  return { spec, expect, argumentsValid, tool: (n) => tools.get(n) };
+}

@@ -1,0 +1,313 @@
+/**
+ * Compares an actual HTTP response with the oracle's expectation and lists every violation, each named
+ * by the rule id it breaks (a `checks[].id` of protocol-v1.json, or a results/versions/capabilities/tools
+ * key of the spec files).
+ */
+import type { WireResponse } from './http';
+import { isObject, type Expectation, type ResultExpectation } from './oracle';
+import type { Spec } from './spec';
+
+/** One broken rule in one response. */
+export interface Violation {
+  rule: string;
+  message: string;
+}
+
+/** The JSON-RPC message carried by a response body, plus how it was framed. */
+export interface ParsedBody {
+  framing: 'json' | 'sse' | 'none';
+  message?: unknown;
+  problem?: string;
+}
+
+/** Splits a text/event-stream body into events ({event, data, id}); comment lines are dropped. */
+export function parseSse(text: string): Array<{ event?: string; data: string; id?: string }> {
+  const events: Array<{ event?: string; data: string; id?: string }> = [];
+  for (const block of text.replace(/\r\n?/g, '\n').split(/\n\n+/)) {
+    if (block.trim() === '') continue;
+    let event: string | undefined;
+    let id: string | undefined;
+    const data: string[] = [];
+    let sawField = false;
+    for (const line of block.split('\n')) {
+      if (line.startsWith(':')) continue;
+      const i = line.indexOf(':');
+      const field = i < 0 ? line : line.slice(0, i);
+      const value = i < 0 ? '' : line.slice(i + 1).replace(/^ /, '');
+      sawField = true;
+      if (field === 'event') event = value;
+      else if (field === 'data') data.push(value);
+      else if (field === 'id') id = value;
+    }
+    if (sawField) events.push({ event, data: data.join('\n'), id });
+  }
+  return events;
+}
+
+/** Reads the JSON-RPC message out of a response (application/json, or one text/event-stream message event). */
+export function parseBody(res: WireResponse): ParsedBody {
+  const ct = (res.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
+  if (ct === 'text/event-stream') {
+    const events = parseSse(res.body).filter((e) => e.data !== '');
+    if (events.length !== 1) return { framing: 'sse', problem: `the event stream carries ${events.length} data events, not exactly one` };
+    try {
+      return { framing: 'sse', message: JSON.parse(events[0]!.data) };
+    } catch {
+      return { framing: 'sse', problem: 'the event data is not JSON' };
+    }
+  }
+  if (ct !== 'application/json') return { framing: 'none', problem: `Content-Type is ${res.headers['content-type'] === undefined ? 'absent' : `"${res.headers['content-type']}"`}, not application/json` };
+  try {
+    return { framing: 'json', message: JSON.parse(res.body) };
+  } catch {
+    return { framing: 'json', problem: 'the body is not valid JSON' };
+  }
+}
+
+const sameJson = (a: unknown, b: unknown): boolean => JSON.stringify(canon(a)) === JSON.stringify(canon(b));
+function canon(v: unknown): unknown {
+  if (Array.isArray(v)) return v.map(canon);
+  if (isObject(v)) return Object.fromEntries(Object.keys(v).sort().map((k) => [k, canon(v[k])]));
+  return v;
+}
+const show = (v: unknown): string => (v === undefined ? 'absent' : JSON.stringify(v));
+
+/** Lists the violations of `res` against `exp` (alternatives are not consulted here; see `judge`). */
+export function violations(spec: Spec, exp: Expectation, res: WireResponse): Violation[] {
+  const out: Violation[] = [];
+  const add = (rule: string, message: string) => out.push({ rule, message });
+  if (res.status === 0) {
+    add(exp.rule, `no HTTP response (${res.error ?? 'connection failed'})`);
+    return out;
+  }
+  if (res.headers['mcp-session-id'] !== undefined) add('results.noSession', `the response issues Mcp-Session-Id "${res.headers['mcp-session-id']}"`);
+
+  if (exp.body === 'unspecified') {
+    // The spec names no outcome; only the envelope invariants are checked.
+    if (res.status === 202 || res.status >= 500) add('JSONRPC-SHAPE', `a request was answered HTTP ${res.status}`);
+    return out;
+  }
+  if (exp.result?.kind === 'tool-any') return [...out, ...toolAny(spec, exp, res)];
+
+  if (res.status !== exp.http) add(exp.rule, `expected HTTP ${exp.http}, got ${res.status}`);
+  if (exp.headers?.allow) {
+    const allow = (res.headers['allow'] ?? '').split(',').map((s) => s.trim().toUpperCase()).filter(Boolean).sort();
+    if (!sameJson(allow, [...exp.headers.allow].sort())) add(exp.rule, `expected Allow: ${exp.headers.allow.join(', ')}, got ${show(res.headers['allow'])}`);
+  }
+  if (exp.headers?.wwwAuthenticate) {
+    const w = res.headers['www-authenticate'];
+    if (w === undefined || !w.trim().toLowerCase().startsWith(exp.headers.wwwAuthenticate.toLowerCase())) add(exp.rule, `expected WWW-Authenticate: ${exp.headers.wwwAuthenticate}, got ${show(w)}`);
+  }
+  if (exp.body === 'empty') {
+    if (res.body !== '') add(exp.rule, `expected an empty body, got ${res.body.length} bytes`);
+    return out;
+  }
+  const parsed = parseBody(res);
+  if (parsed.problem) {
+    add(exp.rule, parsed.problem);
+    return out;
+  }
+  if (parsed.framing === 'sse') {
+    if (!exp.mayStream) add('results.toolCallStream', 'only tools/call may be answered with text/event-stream');
+    for (const e of parseSse(res.body)) if (e.id !== undefined) add('results.toolCallStream', `the event stream carries an event id ("${e.id}")`);
+    for (const e of parseSse(res.body)) if (e.data !== '' && e.event !== undefined && e.event !== 'message') add('results.toolCallStream', `event type "${e.event}", not message`);
+    if ((res.headers['x-accel-buffering'] ?? '').toLowerCase() !== 'no') add('results.toolCallStream', 'the event stream lacks X-Accel-Buffering: no');
+  }
+  const m = parsed.message;
+  if (!isObject(m)) {
+    add(exp.rule, 'the body is not a JSON-RPC object');
+    return out;
+  }
+  if (m.jsonrpc !== '2.0') add(exp.rule, `jsonrpc is ${show(m.jsonrpc)}`);
+  if ('result' in m && 'error' in m) add(exp.rule, 'the response carries both result and error');
+  if (!('id' in m)) add(exp.rule, `the response has no id (expected ${show(exp.id)})`);
+  else if (m.id !== exp.id) add(exp.rule, `id ${show(m.id)} does not echo ${show(exp.id)}`);
+
+  if (exp.body === 'error') {
+    if (!isObject(m.error)) {
+      add(exp.rule, `expected a JSON-RPC error ${exp.code}, got ${'result' in m ? 'a result' : 'no error object'}`);
+      return out;
+    }
+    const e = m.error;
+    if (e.code !== exp.code) add(exp.rule, `expected error code ${exp.code}, got ${show(e.code)}`);
+    if (typeof e.message !== 'string') add(exp.rule, 'error.message is not a string');
+    const d = exp.errorData;
+    if (d?.supported || d?.requested !== undefined) {
+      const data = isObject(e.data) ? e.data : {};
+      if (d.supported && !sameJson(data.supported, d.supported)) add(exp.rule, `error.data.supported is ${show(data.supported)}, expected ${show(d.supported)}`);
+      if (d.requested !== undefined && data.requested !== d.requested) add(exp.rule, `error.data.requested is ${show(data.requested)}, expected ${show(d.requested)}`);
+    }
+    if (d?.requiredCapabilities) {
+      const data = isObject(e.data) ? e.data : {};
+      if (!sameJson(data.requiredCapabilities, d.requiredCapabilities)) add(exp.rule, `error.data.requiredCapabilities is ${show(data.requiredCapabilities)}, expected ${show(d.requiredCapabilities)}`);
+    }
+    if (d?.refusal) {
+      const data = isObject(e.data) ? e.data : {};
+      if (data.status !== d.refusal.status || data.code !== d.refusal.code || typeof data.message !== 'string') {
+        add(exp.rule, `error.data should be {status: "${d.refusal.status}", code: "${d.refusal.code}", message}, got ${show(e.data)}`);
+      }
+    }
+    return out;
+  }
+  // Result expected.
+  if (!('result' in m)) {
+    add(exp.rule, `expected a result, got error ${show(isObject(m.error) ? m.error.code : m.error)}`);
+    return out;
+  }
+  resultChecks(spec, exp, exp.result!, m.result, add);
+  return out;
+}
+
+function completeEnvelope(spec: Spec, r: Record<string, unknown>, add: (rule: string, message: string) => void): void {
+  if (r.resultType !== 'complete') add('results.complete', `resultType is ${show(r.resultType)}, expected "complete"`);
+  const info = isObject(r._meta) ? r._meta[spec.protocol.meta.serverInfo] : undefined;
+  if (!isObject(info) || typeof info.name !== 'string' || typeof info.version !== 'string') {
+    add('results.complete', `_meta["${spec.protocol.meta.serverInfo}"] is ${show(info)}, expected {name, version}`);
+  }
+}
+
+function cacheable(r: Record<string, unknown>, add: (rule: string, message: string) => void): void {
+  if (typeof r.ttlMs !== 'number' || !Number.isInteger(r.ttlMs) || r.ttlMs < 0) add('results.cacheable', `ttlMs is ${show(r.ttlMs)}, expected an integer >= 0`);
+  if (r.cacheScope !== 'public' && r.cacheScope !== 'private') add('results.cacheable', `cacheScope is ${show(r.cacheScope)}, expected "public" or "private"`);
+}
+
+function toolContent(r: Record<string, unknown>, rule: string, add: (rule: string, message: string) => void): void {
+  if (!Array.isArray(r.content) || r.content.length === 0 || !r.content.every((c) => isObject(c) && typeof c.type === 'string')) {
+    add(rule, `content is ${show(r.content)}, expected a non-empty array of content items`);
+  }
+}
+
+function hasNull(node: unknown, path: string): string | undefined {
+  if (node === null) return path;
+  if (Array.isArray(node)) {
+    for (let i = 0; i < node.length; i++) {
+      const p = hasNull(node[i], `${path}[${i}]`);
+      if (p) return p;
+    }
+  } else if (isObject(node)) {
+    for (const [k, v] of Object.entries(node)) {
+      if (k === 'const' || k === 'default' || k === 'enum' || k === 'examples') continue;
+      const p = hasNull(v, `${path}.${k}`);
+      if (p) return p;
+    }
+  }
+  return undefined;
+}
+
+function resultChecks(spec: Spec, exp: Expectation, want: ResultExpectation, result: unknown, add: (rule: string, message: string) => void): void {
+  if (!isObject(result)) {
+    add(exp.rule, `result is ${show(result)}, not an object`);
+    return;
+  }
+  const P = spec.protocol;
+  switch (want.kind) {
+    case 'empty':
+      if (Object.keys(result).length !== 0) add('results.plain', `ping must answer exactly {}, got ${show(result)}`);
+      return;
+    case 'initialize': {
+      if (result.protocolVersion !== want.protocolVersion) {
+        add(want.fallback ? 'versions.initializeFallback' : 'results.plain', `protocolVersion is ${show(result.protocolVersion)}, expected "${want.protocolVersion}" (requested "${want.requested}")`);
+      }
+      if (!sameJson(result.capabilities, P.capabilities)) add('capabilities', `capabilities is ${show(result.capabilities)}, expected ${show(P.capabilities)}`);
+      const si = result.serverInfo;
+      if (!isObject(si) || typeof si.name !== 'string' || typeof si.version !== 'string') add('results.plain', `serverInfo is ${show(si)}, expected {name, version}`);
+      for (const k of ['resultType', 'ttlMs', 'cacheScope']) if (k in result) add('results.plain', `initialize carries "${k}"; it must be the plain shape`);
+      if (isObject(result._meta) && P.meta.serverInfo in result._meta) add('results.plain', `initialize carries _meta["${P.meta.serverInfo}"]; it must be the plain shape`);
+      return;
+    }
+    case 'discover':
+      completeEnvelope(spec, result, add);
+      cacheable(result, add);
+      if (!sameJson(result.supportedVersions, P.versions.supported)) add('versions.supported', `supportedVersions is ${show(result.supportedVersions)}, expected ${show(P.versions.supported)}`);
+      if (!sameJson(result.capabilities, P.capabilities)) add('capabilities', `capabilities is ${show(result.capabilities)}, expected ${show(P.capabilities)}`);
+      return;
+    case 'tools': {
+      completeEnvelope(spec, result, add);
+      cacheable(result, add);
+      if ('nextCursor' in result && typeof result.nextCursor !== 'string') add('results.noNextCursorNull', `nextCursor is ${show(result.nextCursor)}; it must be a string or absent`);
+      if (!Array.isArray(result.tools)) {
+        add('tools', `tools is ${show(result.tools)}, not an array`);
+        return;
+      }
+      const names = result.tools.map((t) => (isObject(t) ? t.name : undefined));
+      const want = spec.tools.map((t) => t.name);
+      const missing = want.filter((n) => !names.includes(n));
+      const extra = names.filter((n) => typeof n !== 'string' || !want.includes(n));
+      if (missing.length || extra.length) add('tools', `tools/list differs from the catalogue: missing ${show(missing)}, unexpected ${show(extra)}`);
+      for (const t of result.tools) {
+        if (!isObject(t)) continue;
+        const s = t.inputSchema;
+        if (!isObject(s) || s.type !== 'object') add('tools', `tool ${show(t.name)} has inputSchema.type ${show(isObject(s) ? s.type : s)}, expected "object"`);
+        const nul = hasNull(s, 'inputSchema');
+        if (nul) add('tools', `tool ${show(t.name)} has null at ${nul}`);
+      }
+      return;
+    }
+    case 'tool-success':
+      completeEnvelope(spec, result, add);
+      toolContent(result, exp.rule, add);
+      if (result.isError !== undefined && result.isError !== false) add(exp.rule, `isError is ${show(result.isError)}, expected absent or false`);
+      return;
+    case 'tool-error':
+      completeEnvelope(spec, result, add);
+      toolContent(result, exp.rule, add);
+      if (result.isError !== true) add(exp.rule, `isError is ${show(result.isError)}, expected true`);
+      return;
+    case 'tool-refusal': {
+      completeEnvelope(spec, result, add);
+      toolContent(result, exp.rule, add);
+      if (result.isError !== true) add(exp.rule, `isError is ${show(result.isError)}, expected true`);
+      const sc = result.structuredContent;
+      if (!isObject(sc) || sc.status !== want.status || sc.code !== want.code || typeof sc.message !== 'string') {
+        add(exp.rule, `structuredContent should be {status: "${want.status}", code: "${want.code}", message}, got ${show(sc)}`);
+      }
+      return;
+    }
+    case 'tool-any':
+      return;
+  }
+}
+
+/** The loose check for a tool that ran against the server's own data: a well-formed tool result or governed refusal. */
+function toolAny(spec: Spec, exp: Expectation, res: WireResponse): Violation[] {
+  const out: Violation[] = [];
+  const add = (rule: string, message: string) => out.push({ rule, message });
+  const parsed = parseBody(res);
+  if (parsed.problem || !isObject(parsed.message)) {
+    add(exp.rule, parsed.problem ?? 'the body is not a JSON-RPC object');
+    return out;
+  }
+  const m = parsed.message;
+  if (m.id !== exp.id) add(exp.rule, `id ${show(m.id)} does not echo ${show(exp.id)}`);
+  if ('result' in m) {
+    if (res.status !== 200) add(exp.rule, `a result with HTTP ${res.status}`);
+    if (!isObject(m.result)) add(exp.rule, 'result is not an object');
+    else {
+      completeEnvelope(spec, m.result, add);
+      toolContent(m.result, exp.rule, add);
+    }
+    return out;
+  }
+  const e = isObject(m.error) ? m.error : {};
+  const dialect = exp.result?.kind === 'tool-any' ? exp.result.dialect : 'handshake';
+  const statuses = spec.errors.statuses.filter((s) => s.isError);
+  if (dialect === 'handshake') {
+    // Handshake refusals and execution failures are tool results; only an invalid_params tool error of an
+    // older version (errors-v1.json toolErrorClasses) is a JSON-RPC error, -32602 in-band.
+    const older = !spec.protocol.versions.argumentErrorsAsToolResults.includes(exp.version ?? '');
+    if (!(older && res.status === 200 && e.code === -32602)) add(exp.rule, `handshake tool failures are tool results (isError true)${older ? ' or in-band -32602' : ''}, got HTTP ${res.status} error ${show(e.code)}`);
+  } else {
+    const okRefusal = statuses.some((s) => s.http === res.status && s.modernCode === e.code) && isObject(e.data) && typeof e.data.status === 'string' && typeof e.data.code === 'string';
+    const okInternal = res.status === 200 && e.code === -32603;
+    if (!okRefusal && !okInternal) add(exp.rule, `modern tool failure must be a governed refusal (${statuses.map((s) => `${s.http}/${s.modernCode}`).join(', ')}) with data {status, code, message} or in-band -32603, got HTTP ${res.status} code ${show(e.code)}`);
+  }
+  return out;
+}
+
+/** The verdict for one exchange: passes when the primary expectation or one of its alternatives holds. */
+export function judge(spec: Spec, exp: Expectation, res: WireResponse): { passed: boolean; violations: Violation[] } {
+  const primary = violations(spec, exp, res);
+  if (primary.length === 0) return { passed: true, violations: [] };
+  for (const alt of exp.alternatives ?? []) if (violations(spec, alt, res).length === 0) return { passed: true, violations: [] };
+  return { passed: false, violations: primary };
+}
