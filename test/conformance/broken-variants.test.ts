@@ -1,0 +1,78 @@
+/**
+ * The suite must catch real defects. Each variant is the real InterLock behind a proxy that breaks one
+ * rule (test/conformance/broken-proxy.ts); the suite must report failures, and among them the rule the
+ * defect breaks. Each variant is run twice: the whole suite (properties and examples), and its target
+ * property alone without the fixed examples, to show that the generated requests find it by themselves.
+ */
+import { runConformance, type RunReport } from '../../conformance/run';
+import { startTestServer, type TestServer } from '../helpers/server';
+import { startBrokenProxy, MUTATIONS } from './broken-proxy';
+
+const seed = process.env.CONFORMANCE_SEED ? Number(process.env.CONFORMANCE_SEED) : (Date.now() % 2_147_483_647) | 0;
+let server: TestServer;
+
+beforeAll(async () => {
+  server = await startTestServer();
+});
+afterAll(async () => {
+  await server?.close();
+});
+
+/** Rule ids of failed checks plus every rule named by a violation in their counterexamples. */
+function caughtRules(report: RunReport): string[] {
+  const out = new Set<string>();
+  for (const c of report.checks) {
+    if (c.passed) continue;
+    out.add(c.rule);
+    for (const d of c.details) for (const v of d.violations ?? []) out.add(v.rule);
+  }
+  return [...out];
+}
+
+// variant → [rule id the whole run must report (a failed rule or a violation in a counterexample),
+//            property that must fail on its own, without the fixed examples]
+const VARIANTS: Array<[keyof typeof MUTATIONS, string, string]> = [
+  ['precedenceSwapped', 'VERSION-MATCH', 'VERSION-MATCH'],
+  ['nullIdIn200Errors', 'METHOD-KNOWN-HANDSHAKE', 'METHOD-KNOWN-HANDSHAKE'],
+  ['batchesAccepted', 'NO-BATCH', 'NO-BATCH'],
+  ['getAnswered200', 'HTTP-METHOD', 'HTTP-METHOD'],
+  ['nextCursorNull', 'results.noNextCursorNull', 'results.noNextCursorNull'],
+  ['pingWithResultType', 'results.plain', 'results.plain'],
+  ['originUnchecked', 'ORIGIN', 'ORIGIN'],
+  ['mcpNameUncompared', 'MCP-NAME', 'MCP-NAME'],
+  ['accepted202ForRequests', 'METHOD-KNOWN', 'METHOD-KNOWN'],
+  ['noWwwAuthenticate', 'AUTH', 'AUTH'],
+  ['noTtlInModernToolsList', 'results.cacheable', 'results.cacheable'],
+  ['initializeAnswers2026', 'results.plain', 'results.plain'],
+  ['hostUnchecked', 'HOST', 'HOST'],
+  ['sessionIssued', 'results.noSession', 'results.noSession'],
+  ['idStringified', 'JSONRPC-SHAPE', 'results.plain'],
+  ['acceptUnchecked', 'ACCEPT', 'ACCEPT'],
+  ['handshakeRefusalAsError', 'AUTH', 'AUTH'],
+  ['sseEventIds', 'results.toolCallStream', 'AUTH'],
+];
+
+describe('broken variants are caught', () => {
+  it('the proxy alone (no mutation) passes, so every failure below comes from its mutation', async () => {
+    const proxy = await startBrokenProxy(server.url, MUTATIONS.identity!);
+    try {
+      const report = await runConformance({ url: proxy.url, apiKey: server.apiKey, numRuns: 15, seed });
+      expect({ seed, failed: report.checks.filter((c) => !c.passed).map((c) => c.counterexample) }).toEqual({ seed, failed: [] });
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it.each(VARIANTS)('%s is caught by %s', async (variant, rule, property) => {
+    const proxy = await startBrokenProxy(server.url, MUTATIONS[variant]!);
+    try {
+      const whole = await runConformance({ url: proxy.url, apiKey: server.apiKey, numRuns: 15, seed, maxShrinks: 40 });
+      expect(whole.failures).toBeGreaterThan(0);
+      expect({ seed, caught: caughtRules(whole).includes(rule) }).toEqual({ seed, caught: true });
+      const alone = await runConformance({ url: proxy.url, apiKey: server.apiKey, numRuns: 40, seed, rules: [property], skipExamples: true, maxShrinks: 40 });
+      expect({ seed, property, failed: alone.checks.map((c) => [c.rule, c.passed]) }).toEqual({ seed, property, failed: [[property, false]] });
+    } finally {
+      await proxy.close();
+    }
+  });
+});

@@ -1,0 +1,100 @@
+/**
+ * The conformance suite against the real in-process InterLock: every rule must pass. The seed is
+ * random unless CONFORMANCE_SEED is set; a failure prints it with the shrunk counterexample.
+ */
+import { spawn } from 'node:child_process';
+import * as path from 'node:path';
+import { runConformance, type RunReport } from '../../conformance/run';
+import { loadSpec } from '../../conformance/spec';
+import { startTestServer, type TestServer } from '../helpers/server';
+import { startBrokenProxy, MUTATIONS, type BrokenProxy } from './broken-proxy';
+
+const seed = process.env.CONFORMANCE_SEED ? Number(process.env.CONFORMANCE_SEED) : (Date.now() % 2_147_483_647) | 0;
+const spec = loadSpec();
+let server: TestServer;
+
+beforeAll(async () => {
+  server = await startTestServer();
+});
+afterAll(async () => {
+  await server?.close();
+});
+
+/** The report's failure lines (empty when everything passed), so a failing expectation shows the counterexamples. */
+function failuresOf(lines: string[]): string {
+  return lines.filter((l) => !l.startsWith('PASS') && !l.startsWith('SKIP')).join('\n');
+}
+
+describe('conformance suite against InterLock', () => {
+  it('passes every rule with an API key (50 runs per property)', async () => {
+    const lines: string[] = [];
+    const report: RunReport = await runConformance({ url: server.url, apiKey: server.apiKey, numRuns: 50, seed, log: (l) => lines.push(l) });
+    expect({ seed, failures: failuresOf(lines.slice(0, -1)) }).toEqual({ seed, failures: '' });
+    expect(report.failures).toBe(0);
+    expect(report.checks.filter((c) => c.skipped)).toEqual([]);
+    // Every check of protocol-v1.json is exercised, by a property and by at least one example.
+    for (const id of spec.checkIds) {
+      const c = report.checks.find((x) => x.rule === id);
+      expect(c?.details.some((d) => d.kind === 'property' && d.runs === 50)).toBe(true);
+      expect(c?.details.some((d) => d.kind === 'example')).toBe(true);
+    }
+    // Each property reaches its own rule at least once in 50 runs (the generators are aimed, not just random).
+    // CLIENT-CAPABILITY can only fire for a tool that declares a required capability; no catalogue tool does.
+    const canFire = (rule: string) => rule !== 'CLIENT-CAPABILITY' || spec.tools.some((t) => t.requiredClientCapabilities);
+    const hits = report.checks
+      .filter((c) => spec.checkIds.includes(c.rule) && canFire(c.rule))
+      .map((c) => [c.rule, (c.details.find((d) => d.kind === 'property')?.coverage?.[c.rule] ?? 0) > 0]);
+    expect(hits.filter(([, hit]) => !hit)).toEqual([]);
+    expect(hits.length).toBe(spec.checkIds.length - (canFire('CLIENT-CAPABILITY') ? 0 : 1));
+  });
+
+  it('skips only the authenticated argument checks without an API key, and still passes', async () => {
+    const report = await runConformance({ url: server.url, numRuns: 20, seed });
+    expect(report.failures).toBe(0);
+    expect(report.checks.filter((c) => c.skipped).map((c) => c.rule)).toEqual(['TOOL-ARGUMENTS']);
+  });
+});
+
+describe('interlock-conformance CLI', () => {
+  const bin = path.join(__dirname, '..', '..', 'bin', 'interlock-conformance.js');
+  const run = (args: string[]): Promise<{ code: number | null; out: string }> =>
+    new Promise((resolve) => {
+      const child = spawn(process.execPath, [bin, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+      let out = '';
+      child.stdout.on('data', (c: Buffer) => (out += c.toString()));
+      child.stderr.on('data', (c: Buffer) => (out += c.toString()));
+      child.on('close', (code) => resolve({ code, out }));
+    });
+  let proxy: BrokenProxy | undefined;
+  afterEach(async () => {
+    await proxy?.close();
+    proxy = undefined;
+  });
+
+  it('prints one line per rule and exits 0 when everything passes', async () => {
+    const { code, out } = await run(['--url', server.url, '--api-key', server.apiKey, '--num-runs', '5', '--seed', '7']);
+    expect(out).toMatch(/^PASS {2}HOST {2}\(5 generated, \d+ example\(s\)\)$/m);
+    expect(out).toMatch(/^PASS {2}MCP-NAME /m);
+    const passLines = out.split('\n').filter((l) => l.startsWith('PASS  ')).length;
+    expect(passLines).toBeGreaterThanOrEqual(spec.checkIds.length);
+    expect(out).toContain(`\n${passLines} passed, 0 failed (seed 7, 5 runs per property)\n`);
+    expect(code).toBe(0);
+  }, 60_000);
+
+  it('exits 1 and prints the counterexample when a rule fails', async () => {
+    proxy = await startBrokenProxy(server.url, MUTATIONS.getAnswered200!);
+    const { code, out } = await run(['--url', proxy.url, '--num-runs', '5', '--seed', '7', '--rule', 'HTTP-METHOD']);
+    expect(out).toMatch(/^FAIL {2}HTTP-METHOD /m);
+    expect(out).toContain('  Request:\n    GET /mcp');
+    expect(out).toContain('[HTTP-METHOD] expected HTTP 405, got 200');
+    expect(out).toMatch(/^0 passed, 1 failed \(seed 7, 5 runs per property\)$/m);
+    expect(code).toBe(1);
+  }, 60_000);
+
+  it('exits 2 on usage errors and unreachable servers', async () => {
+    expect((await run([])).code).toBe(2);
+    const down = await run(['--url', 'http://127.0.0.1:9/mcp', '--num-runs', '1']);
+    expect(down.out).toContain('cannot reach');
+    expect(down.code).toBe(2);
+  }, 60_000);
+});
