@@ -30,7 +30,7 @@ import { catalogSummaries } from '../control/catalog';
 import { getRole, listRoles, upsertRole } from '../control/roles';
 import { grantRole, listGrants, revokeGrant } from '../control/grants';
 import { addPolicies, getPolicy, listPolicies, removePolicy } from '../control/policies';
-import { APPROVAL_STATES, listApprovals, requireApproval, type ApprovalState } from '../control/approvals';
+import { APPROVAL_STATES, listApprovals, requireApproval, sweepExpiredApprovals, type ApprovalState } from '../control/approvals';
 import { searchAudit, tailAudit, type AuditKind, type AuditRecord } from '../control/audit';
 import type { GovernedGatewayOptions, GovernedGateway } from '../gateway';
 import { json, processIo, shortTime, table, type CliIo } from './output';
@@ -645,6 +645,7 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
     .action(async (o: { state?: ApprovalState; source?: string; identity?: string; limit: string }, cmd: Command) => {
       const s = session(cmd);
       const db = await s.db();
+      await sweepExpiredApprovals(db);
       const identityId = o.identity ? (await requireIdentity(db, o.identity)).id : undefined;
       const rows = await listApprovals(db, { state: o.state, sourceId: o.source, identityId, limit: parsePositiveInt(o.limit, '--limit', 1000) });
       s.print(
@@ -657,7 +658,9 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
     .argument('<id>')
     .action(async (id: string, _o: unknown, cmd: Command) => {
       const s = session(cmd);
-      const a = await requireApproval(await s.db(), id);
+      const db = await s.db();
+      await sweepExpiredApprovals(db);
+      const a = await requireApproval(db, id);
       s.print(YAML.stringify(a).trimEnd(), a);
     });
   const operatorOpt = () => new Option('--operator <name>', 'who decides (recorded in the audit; default: your OS user name)').default(userInfo().username);
@@ -669,6 +672,7 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
     .action(async (id: string, o: { operator: string }, cmd: Command) => {
       const s = session(cmd);
       const db = await s.db();
+      await sweepExpiredApprovals(db);
       const a = await requireApproval(db, id);
       if (a.identityName === o.operator) throw new ControlError('forbidden', `self_approval_forbidden: ${o.operator} requested this write and cannot approve it`);
       if (a.state !== 'pending') throw new ControlError('conflict', `approval ${id} is ${a.state}, not pending`);
@@ -687,6 +691,7 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
     .action(async (id: string, o: { operator: string; reason?: string }, cmd: Command) => {
       const s = session(cmd);
       const db = await s.db();
+      await sweepExpiredApprovals(db);
       const a = await requireApproval(db, id);
       if (a.state !== 'pending') throw new ControlError('conflict', `approval ${id} is ${a.state}, not pending`);
       await loadApprovalsModule().rejectApproval(db, id, { operator: o.operator, reason: o.reason });

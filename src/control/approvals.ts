@@ -10,6 +10,7 @@
 import type pg from 'pg';
 import type { ControlDb } from './db';
 import { NotFoundError, ValidationError } from './errors';
+import { recordApprovalEvent } from './audit';
 import { iso, newApprovalId } from './ids';
 
 /** Every approval state. */
@@ -209,4 +210,37 @@ export async function expireApprovals(db: Queryable, now: Date = new Date()): Pr
     [now],
   );
   return r.rows.map(toRecord);
+}
+
+/**
+ * Expires overdue pending approvals and records one audit event (kind approval, decision
+ * "expired", operator "system:expiry") for each, in one transaction. Returns the expired
+ * approvals. The CLI runs it before listing or deciding; the gateway should run it periodically.
+ */
+export async function sweepExpiredApprovals(db: ControlDb, now: Date = new Date()): Promise<ApprovalRecord[]> {
+  const c = await db.pool.connect();
+  try {
+    await c.query('BEGIN');
+    const expired = await expireApprovals(c, now);
+    for (const a of expired) {
+      await recordApprovalEvent(c, {
+        approvalId: a.id,
+        action: 'expired',
+        operator: 'system:expiry',
+        identityId: a.identityId,
+        keyId: a.keyId,
+        sourceId: a.sourceId,
+        requestId: a.requestId,
+        fingerprint: typeof a.classification.fingerprint === 'string' ? a.classification.fingerprint : null,
+        time: now,
+      });
+    }
+    await c.query('COMMIT');
+    return expired;
+  } catch (err) {
+    await c.query('ROLLBACK').catch(() => undefined);
+    throw err;
+  } finally {
+    c.release();
+  }
 }

@@ -2,7 +2,8 @@
 import { freshControlDb, type TestControlDb } from './control-db';
 import { createIdentity } from '../../../src/control/identities';
 import { addSource } from '../../../src/control/sources';
-import { createApproval, expireApprovals, getApproval, listApprovals, transitionApproval, type NewApproval } from '../../../src/control/approvals';
+import { createApproval, expireApprovals, getApproval, listApprovals, sweepExpiredApprovals, transitionApproval, type NewApproval } from '../../../src/control/approvals';
+import { searchAudit } from '../../../src/control/audit';
 import { openControlDb, type ControlDb } from '../../../src/control/db';
 
 let t: TestControlDb;
@@ -114,6 +115,16 @@ describe('approvals', () => {
     expect(after).toMatchObject({ state: 'expired', decidedBy: 'system:expiry' });
     expect((await getApproval(t.db, fresh.id))!.state).toBe('pending');
     expect(await expireApprovals(t.db)).toEqual([]);
+  });
+
+  test('sweepExpiredApprovals expires overdue approvals and audits each once', async () => {
+    const a = await createApproval(t.db, { ...request, requestId: 'req_sweep', expiresAt: new Date(Date.now() + 100) });
+    await new Promise((r) => setTimeout(r, 200));
+    const swept = await sweepExpiredApprovals(t.db);
+    expect(swept.map((x) => x.id)).toEqual([a.id]);
+    expect(await sweepExpiredApprovals(t.db)).toEqual([]);
+    const trail = await searchAudit(t.db, { approvalId: a.id });
+    expect(trail.events.map((e) => [e.kind, e.decision, e.operator, e.requestId, e.sourceId, e.fingerprint])).toEqual([['approval', 'expired', 'system:expiry', 'req_sweep', 'shop', 'abc123']]);
   });
 
   test('listing filters by state, source and identity', async () => {
