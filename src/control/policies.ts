@@ -114,6 +114,12 @@ export async function addPolicies(db: ControlDb, input: unknown, opts: { replace
   });
 }
 
+/** Adds one policy (see addPolicies). Throws ValidationError or ConflictError. */
+export async function addPolicy(db: ControlDb, policy: unknown, opts: { replace?: boolean } = {}): Promise<{ policy: PolicyRecord; created: boolean }> {
+  if (Array.isArray(policy)) throw new ValidationError('addPolicy takes one policy; use addPolicies for a list');
+  return (await addPolicies(db, policy, opts))[0];
+}
+
 /** Every policy (enabled or not), by name. */
 export async function listPolicies(db: ControlDb): Promise<PolicyRecord[]> {
   const r = await db.pool.query<PolicyRow>(`SELECT ${COLS} FROM policies ORDER BY name`);
