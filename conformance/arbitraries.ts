@@ -26,7 +26,7 @@ export interface GenContext {
 /** How the Host header is sent: derived from the URL, or an explicit value. */
 export type HostChoice = { kind: 'url' } | { kind: 'value'; value: string };
 /** How the Origin header is sent: absent, the request's own origin, or an explicit value. */
-export type OriginChoice = { kind: 'absent' } | { kind: 'own' } | { kind: 'value'; value: string };
+export type OriginChoice = { kind: 'absent' } | { kind: 'own' } | { kind: 'own-variant' } | { kind: 'value'; value: string };
 /** Mcp-Method relative to the body's method. */
 export type McpMethodMode = 'match' | 'absent' | 'mismatch' | 'padded' | 'upper';
 /** Mcp-Name relative to the body's params.name. */
@@ -47,8 +47,8 @@ export type MetaMode =
   | 'meta-empty';
 /** The version named in `_meta`: the header's value, or a literal. */
 export type MetaVersion = { kind: 'header' } | { kind: 'literal'; value: string };
-/** How the request authenticates. */
-export type AuthMode = 'absent' | 'invalid' | 'valid';
+/** How the request authenticates: no header, a wrong Bearer key, the valid key, the valid key with a lower-case scheme, another scheme. */
+export type AuthMode = 'absent' | 'invalid' | 'valid' | 'valid-lowercase-scheme' | 'other-scheme';
 /** Header-name casing on the wire. */
 export type HeaderCase = 'canonical' | 'lower' | 'upper' | 'mixed';
 
@@ -82,6 +82,9 @@ export type BodyDraft =
   | { kind: 'json'; value: unknown }
   | { kind: 'raw'; text: string }
   | { kind: 'none' };
+
+/** Body variants that are valid JSON-RPC only after a parser ignores a leading byte order mark (RFC 8259 §8.1). */
+export const BOM_BODIES = ['\ufeff{"jsonrpc":"2.0","id":1,"method":"tools/list"}', '\ufeff{"jsonrpc":"2.0","method":"notifications/initialized"}'];
 
 /** A generated request before rendering. */
 export interface Draft {
@@ -129,7 +132,8 @@ export const validIdArb: fc.Arbitrary<string | number> = fc.oneof(
 );
 /** An id MCP refuses on a request: null, fractions, booleans, objects, arrays. */
 export const invalidIdArb: fc.Arbitrary<unknown> = fc.oneof(
-  fc.constantFrom(null, true, false, 1.5, -0.25, 2.000001),
+  // 2^53 is an integer but not a safe one: an open point (echoed, or refused like an invalid id).
+  fc.constantFrom(null, true, false, 1.5, -0.25, 2.000001, 2 ** 53),
   fc.constant({}),
   fc.constant({ id: 1 }),
   fc.constant([]),
@@ -153,7 +157,7 @@ export function dimensions(g: GenContext) {
   const origin = {
     valid: fc.constantFrom<OriginChoice>({ kind: 'absent' }, { kind: 'own' }),
     all: fc.oneof(
-      fc.constantFrom<OriginChoice>({ kind: 'absent' }, { kind: 'own' }),
+      fc.constantFrom<OriginChoice>({ kind: 'absent' }, { kind: 'own' }, { kind: 'own-variant' }),
       fc
         .constantFrom('http://evil.example.com', 'null', `http://localhost:1`, `https://${g.url.host}`, `http://${g.url.hostname}:1`, 'http://evil.example.com:' + port)
         .map((value): OriginChoice => ({ kind: 'value', value })),
@@ -191,7 +195,7 @@ export function dimensions(g: GenContext) {
     valid: fc.constantFrom<McpNameMode>('match', 'padded', 'b64'),
     all: fc.constantFrom<McpNameMode>('match', 'absent', 'wrong', 'padded', 'b64', 'b64-padded', 'b64-invalid', 'b64-upper', 'b64-wrong'),
   };
-  const authModes: AuthMode[] = g.apiKey ? ['valid', 'absent', 'invalid'] : ['absent', 'invalid'];
+  const authModes: AuthMode[] = g.apiKey ? ['valid', 'absent', 'invalid', 'valid-lowercase-scheme', 'other-scheme'] : ['absent', 'invalid', 'other-scheme'];
   const auth = { valid: fc.constant<AuthMode>(g.apiKey ? 'valid' : 'absent'), all: fc.constantFrom(...authModes) };
   const headerCase = fc.constantFrom<HeaderCase>('canonical', 'lower', 'upper', 'mixed');
   const extra = {
@@ -382,7 +386,7 @@ export function messageArb(g: GenContext, o: MessageOptions = {}): fc.Arbitrary<
           { arbitrary: fc.constantFrom<unknown>([], null, 'params', 7, [{ name: 'x' }]).map((value): MessageDraft['params'] => ({ kind: 'raw', value })), weight: 1 },
         )
       : fc.oneof({ arbitrary: params(method), weight: 12 }, { arbitrary: fc.constant<MessageDraft['params']>({ kind: 'absent' }), weight: 1 });
-  const methodValue = o.shapeNoise ? fc.oneof({ arbitrary: methods as fc.Arbitrary<unknown>, weight: 6 }, { arbitrary: fc.constantFrom<unknown>(42, null, ['tools/list'], { m: 1 }), weight: 1 }) : (methods as fc.Arbitrary<unknown>);
+  const methodValue = o.shapeNoise ? fc.oneof({ arbitrary: methods as fc.Arbitrary<unknown>, weight: 6 }, { arbitrary: fc.constantFrom<unknown>(42, null, ['tools/list'], { m: 1 }, ''), weight: 1 }) : (methods as fc.Arbitrary<unknown>);
   return fc
     .record({
       kind: o.kind ?? fc.constant<MessageDraft['kind']>('request'),
@@ -517,6 +521,7 @@ export function render(g: GenContext, d: Draft): WireRequest {
   if (d.host.kind === 'value') put('Host', d.host.value);
   const hostValue = d.host.kind === 'value' ? d.host.value : g.url.host;
   if (d.origin.kind === 'own') put(P.headers.origin ?? 'Origin', `${g.url.protocol}//${hostValue}`);
+  else if (d.origin.kind === 'own-variant') put(P.headers.origin ?? 'Origin', `${g.url.protocol.toUpperCase()}//${hostValue}/`);
   else if (d.origin.kind === 'value') put(P.headers.origin ?? 'Origin', d.origin.value);
   if (d.httpMethod !== 'GET' && d.httpMethod !== 'DELETE' && d.contentType !== null) put('Content-Type', d.contentType);
   if (d.accept !== null) put('Accept', d.accept);
@@ -573,8 +578,11 @@ export function render(g: GenContext, d: Draft): WireRequest {
         break;
     }
   }
-  if (d.auth === 'valid' && g.apiKey) put(P.headers.authorization ?? 'Authorization', `Bearer ${g.apiKey}`);
-  else if (d.auth === 'invalid') put(P.headers.authorization ?? 'Authorization', 'Bearer ilk_conformance_not_a_valid_key_000000000000');
+  const authHeader = P.headers.authorization ?? 'Authorization';
+  if (d.auth === 'valid' && g.apiKey) put(authHeader, `Bearer ${g.apiKey}`);
+  else if (d.auth === 'valid-lowercase-scheme' && g.apiKey) put(authHeader, `bearer ${g.apiKey}`);
+  else if (d.auth === 'invalid') put(authHeader, 'Bearer ilk_conformance_not_a_valid_key_000000000000');
+  else if (d.auth === 'other-scheme') put(authHeader, 'Basic Y29uZm9ybWFuY2U6bm90LWEta2V5');
   for (const [k, v] of d.extra) put(k, v);
   let body: string | undefined;
   if (d.httpMethod === 'GET' || d.httpMethod === 'DELETE') body = undefined;

@@ -86,6 +86,8 @@ export interface AcceptRange {
   type: string;
   subtype: string;
   q: number;
+  /** True when a q parameter is present but not a valid qvalue (RFC 9110 §12.4.2); q is then read as 1. */
+  badQ?: boolean;
 }
 
 /** Parses an Accept header into media ranges (lower-cased, parameters other than q ignored). */
@@ -97,11 +99,14 @@ export function parseAccept(value: string | undefined): AcceptRange[] {
     const m = /^\s*([^\s/]+)\/([^\s/]+)\s*$/.exec(range ?? '');
     if (!m) continue;
     let q = 1;
+    let badQ = false;
     for (const p of params) {
-      const qm = /^\s*q\s*=\s*([0-9.]+)\s*$/i.exec(p);
-      if (qm) q = Number(qm[1]);
+      const qm = /^\s*q\s*=\s*(.*?)\s*$/i.exec(p);
+      if (!qm) continue;
+      if (/^(0(\.\d{0,3})?|1(\.0{0,3})?)$/.test(qm[1]!)) q = Number(qm[1]);
+      else badQ = true;
     }
-    out.push({ type: m[1]!.toLowerCase(), subtype: m[2]!.toLowerCase(), q: Number.isFinite(q) ? q : 1 });
+    out.push({ type: m[1]!.toLowerCase(), subtype: m[2]!.toLowerCase(), q, ...(badQ ? { badQ } : {}) });
   }
   return out;
 }
@@ -214,6 +219,8 @@ export function createOracle(spec: Spec): Oracle {
     body: 'empty',
     why,
   });
+  /** Adds `alt` (and its own alternatives) to the alternatives of `e`. */
+  const orElse = (e: Expectation, alt: Expectation): Expectation => ({ ...e, alternatives: [...(e.alternatives ?? []), alt, ...(alt.alternatives ?? [])] });
   const unsupported = (id: JsonRpcId | null, requested: string, why: string): Expectation =>
     error('VERSION-HEADER', id, 'none', why, { errorData: { supported: [...P.versions.supported], requested } });
 
@@ -226,7 +233,16 @@ export function createOracle(spec: Spec): Oracle {
     // 2 ORIGIN
     const origin = header(req, H.origin ?? 'Origin');
     const ownOrigin = `${ctx.url.protocol}//${hostValue}`;
-    if (origin !== undefined && origin !== ownOrigin) return error('ORIGIN', null, 'none', `Origin "${origin}" differs from the request's own origin ${ownOrigin}`);
+    if (origin !== undefined && origin !== ownOrigin) {
+      const refused = error('ORIGIN', null, 'none', `Origin "${origin}" differs from the request's own origin ${ownOrigin}`);
+      // Open point: an origin differing only in letter case or by a trailing slash (not a canonical serialization, RFC 6454 §6.2).
+      if (origin.toLowerCase().replace(/\/$/, '') === ownOrigin.toLowerCase()) return orElse(refused, afterOrigin(req, ctx));
+      return refused;
+    }
+    return afterOrigin(req, ctx);
+  }
+
+  function afterOrigin(req: WireRequest, ctx: OracleContext): Expectation {
     // 3 HTTP-METHOD
     if (!P.http.allowedMethods.includes(req.method)) {
       return error('HTTP-METHOD', null, 'none', `${req.method} is not served at the endpoint`, { headers: { allow: [...P.http.allowedMethods] } });
@@ -243,24 +259,50 @@ export function createOracle(spec: Spec): Oracle {
     const okAny = verdicts.every((v) => v.any);
     const okStrict = verdicts.every((v) => v.strict);
     const acceptFailure = error('ACCEPT', null, 'none', `Accept ${acceptValue === undefined ? 'absent' : `"${acceptValue}"`} does not cover ${P.http.requiredAccept.join(' and ')}`);
-    const acceptAmbiguous = okRfc !== okAny || okRfc !== okStrict;
+    const badQ = ranges.some((r) => r.badQ);
+    const acceptAmbiguous = okRfc !== okAny || okRfc !== okStrict || badQ;
     if (!okRfc) {
       if (!acceptAmbiguous) return acceptFailure;
       const rest = expectBody(req, ctx);
-      return { ...acceptFailure, why: acceptFailure.why + ' (RFC 9110 precedence; other readings of q=0 accept it)', alternatives: [rest, ...(rest.alternatives ?? [])] };
+      return { ...acceptFailure, why: acceptFailure.why + ' (RFC 9110 precedence; other readings of q=0 or of a malformed q accept it)', alternatives: [rest, ...(rest.alternatives ?? [])] };
     }
     const after = expectBody(req, ctx);
     if (acceptAmbiguous) {
-      return { ...after, alternatives: [...(after.alternatives ?? []), { ...acceptFailure, why: acceptFailure.why + ' (a reading where a q=0 range excludes)' }] };
+      return { ...after, alternatives: [...(after.alternatives ?? []), { ...acceptFailure, why: acceptFailure.why + ' (a reading where a q=0 range, or a malformed q, excludes)' }] };
     }
     return after;
   }
 
   function expectBody(req: WireRequest, ctx: OracleContext): Expectation {
+    const body = req.body ?? '';
+    // RFC 8259 §8.1 lets a parser ignore a leading byte order mark instead of rejecting it.
+    if (body.startsWith('\ufeff')) {
+      return orElse(error('JSON', null, 'none', 'the body starts with a byte order mark'), { ...expectParsed(req, ctx, body.slice(1)), why: 'open point: a parser may ignore a leading byte order mark (RFC 8259 §8.1)' });
+    }
+    const e = expectParsed(req, ctx, body);
+    const parsed = ((): unknown => {
+      try {
+        return JSON.parse(body);
+      } catch {
+        return undefined;
+      }
+    })();
+    if (isObject(parsed)) {
+      // An integer id beyond 2^53 cannot be echoed exactly by a JavaScript server; refusing it is accepted too.
+      if (typeof parsed.id === 'number' && Number.isInteger(parsed.id) && !Number.isSafeInteger(parsed.id)) {
+        return orElse(e, error('JSONRPC-SHAPE', null, 'none', 'open point: an integer id beyond 2^53 cannot be echoed exactly'));
+      }
+      // An empty method name is a string (primary), but reading it as no method is accepted too.
+      if (parsed.method === '' && parsed.jsonrpc === '2.0') return orElse(e, error('JSONRPC-SHAPE', isValidId(parsed.id) ? parsed.id : null, 'none', 'open point: an empty method name read as no method'));
+    }
+    return e;
+  }
+
+  function expectParsed(req: WireRequest, ctx: OracleContext, body: string): Expectation {
     // 6 JSON
     let msg: unknown;
     try {
-      msg = JSON.parse(req.body ?? '');
+      msg = JSON.parse(body);
     } catch {
       return error('JSON', null, 'none', 'the body is not valid JSON');
     }
@@ -415,7 +457,9 @@ export function createOracle(spec: Spec): Oracle {
         return ok({ kind: 'tools' }, 'results.complete', `tools/list (${dialect})`);
       case 'initialize': {
         const requested = params?.protocolVersion;
-        if (typeof requested !== 'string') return unspecified('initialize without a string params.protocolVersion (the spec names no outcome)');
+        if (typeof requested !== 'string' || !isObject(params?.capabilities) || !isObject(params?.clientInfo)) {
+          return unspecified('initialize without a string protocolVersion, an object capabilities and an object clientInfo (the spec names no outcome; the test matrix recommends -32602 in-band)');
+        }
         const supported = P.versions.handshake.includes(requested);
         const pv = supported ? requested : P.versions.initializeFallback;
         return ok({ kind: 'initialize', protocolVersion: pv, requested, fallback: !supported }, 'results.plain', supported ? `initialize answers the requested version ${requested}` : `initialize answers ${pv} for the unsupported request ${requested}`);
@@ -441,6 +485,9 @@ export function createOracle(spec: Spec): Oracle {
     // 16 TOOL-KNOWN (a tools/call without a string name names no tool of the catalogue either)
     const tool = typeof name === 'string' ? tools.get(name) : undefined;
     if (!tool || typeof name !== 'string') return { ...error('TOOL-KNOWN', id, dialect, `tool ${JSON.stringify(name)} is not in the catalogue`), version, mayStream: true };
+    if (params !== undefined && 'arguments' in params && !isObject(params.arguments)) {
+      return unspecified('params.arguments is present but not an object (the spec names no outcome)');
+    }
     // 16 CLIENT-CAPABILITY (modern): a tool's declared client capabilities must be in _meta clientCapabilities.
     if (dialect === 'modern' && tool.requiredClientCapabilities) {
       const meta = isObject(params?._meta) ? params._meta : {};
@@ -454,29 +501,33 @@ export function createOracle(spec: Spec): Oracle {
     // 17 AUTH
     if (tool.governed) {
       const auth = header(req, P.headers.authorization ?? 'Authorization');
-      const valid = ctx.apiKey !== undefined && auth === `Bearer ${ctx.apiKey}`;
+      // The scheme is case-insensitive (RFC 9110 §11.1).
+      const bearer = auth === undefined ? undefined : /^bearer +(\S+)\s*$/i.exec(auth.trim())?.[1];
+      const valid = ctx.apiKey !== undefined && bearer === ctx.apiKey;
       if (!valid) {
-        const code = auth === undefined ? 'missing_api_key' : 'invalid_api_key';
-        const refusal = spec.errors.refusals.find((r) => r.code === code);
-        const status = refusal?.status ?? 'unauthorized';
-        const why = `governed tool "${name}" with ${auth === undefined ? 'no Authorization header' : 'an invalid key'}`;
-        if (dialect === 'handshake') return ok({ kind: 'tool-refusal', status, code }, 'AUTH', why + ': a tool result with isError true', { mayStream: true });
-        const st = spec.errors.statuses.find((s) => s.status === status);
-        const c = checkById(spec, 'AUTH');
-        return {
-          ...error('AUTH', id, 'modern', why + ': a JSON-RPC error with HTTP ' + (st?.http ?? c.http)),
-          version,
-          http: st?.http ?? c.http,
-          code: st?.modernCode ?? c.code,
-          errorData: { refusal: { status, code } },
-          headers: { wwwAuthenticate: 'Bearer' },
+        // No Bearer credential at all (another scheme, an empty token) reads as missing; invalid_api_key is also accepted.
+        const noCredential = auth !== undefined && bearer === undefined;
+        const refusalFor = (code: string): Expectation => {
+          const status = spec.errors.refusals.find((r) => r.code === code)?.status ?? 'unauthorized';
+          const why = `governed tool "${name}" with ${auth === undefined ? 'no Authorization header' : noCredential ? 'no Bearer credential' : 'an invalid key'}`;
+          if (dialect === 'handshake') return ok({ kind: 'tool-refusal', status, code }, 'AUTH', why + ': a tool result with isError true', { mayStream: true });
+          const st = spec.errors.statuses.find((x) => x.status === status);
+          const c = checkById(spec, 'AUTH');
+          return {
+            ...error('AUTH', id, 'modern', why + ': a JSON-RPC error with HTTP ' + (st?.http ?? c.http)),
+            version,
+            http: st?.http ?? c.http,
+            code: st?.modernCode ?? c.code,
+            errorData: { refusal: { status, code } },
+            headers: { wwwAuthenticate: 'Bearer' },
+          };
         };
+        if (auth === undefined) return refusalFor('missing_api_key');
+        if (noCredential) return orElse(refusalFor('missing_api_key'), refusalFor('invalid_api_key'));
+        return refusalFor('invalid_api_key');
       }
     }
     // 18 TOOL-ARGUMENTS
-    if (params !== undefined && 'arguments' in params && !isObject(params.arguments)) {
-      return unspecified('params.arguments is present but not an object (the spec names no outcome)');
-    }
     if (!argumentsValid(name, params?.arguments)) {
       if (P.versions.argumentErrorsAsToolResults.includes(version)) {
         return ok({ kind: 'tool-error' }, 'TOOL-ARGUMENTS', `arguments fail the input schema of "${name}"; in ${version} that is a tool result with isError true`, { mayStream: true });

@@ -11,6 +11,7 @@ import {
   CAPABILITIES_ARB,
   FOREIGN_METHODS,
   MALFORMED_JSON,
+  BOM_BODIES,
   UNKNOWN_TOOLS,
   validIdArb,
   invalidIdArb,
@@ -68,7 +69,11 @@ export function properties(): PropertyDef[] {
       title: 'malformed JSON bodies among valid ones',
       arb: (g) =>
         draftArb(g, {
-          body: fc.oneof(fc.constantFrom(...MALFORMED_JSON).map((text): BodyDraft => ({ kind: 'raw', text })), message(messageArb(g))),
+          body: fc.oneof(
+            fc.constantFrom(...MALFORMED_JSON).map((text): BodyDraft => ({ kind: 'raw', text })),
+            message(messageArb(g)),
+            fc.constantFrom(...BOM_BODIES).map((text): BodyDraft => ({ kind: 'raw', text })),
+          ),
         }),
     },
     {

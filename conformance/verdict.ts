@@ -83,8 +83,14 @@ export function violations(spec: Spec, exp: Expectation, res: WireResponse): Vio
   if (res.headers['mcp-session-id'] !== undefined) add('results.noSession', `the response issues Mcp-Session-Id "${res.headers['mcp-session-id']}"`);
 
   if (exp.body === 'unspecified') {
-    // The spec names no outcome; only the envelope invariants are checked.
+    // The spec names no outcome; only the invariants of any answer to a request are checked: not 202 (a
+    // request is never accepted without an answer), not a server error, and an HTTP 200 answer echoes the id.
     if (res.status === 202 || res.status >= 500) add('JSONRPC-SHAPE', `a request was answered HTTP ${res.status}`);
+    if (res.status === 200) {
+      const p = parseBody(res);
+      if (p.problem || !isObject(p.message)) add('JSONRPC-SHAPE', p.problem ?? 'the body is not a JSON-RPC object');
+      else if (p.message.id !== exp.id) add('JSONRPC-SHAPE', `id ${show(p.message.id)} does not echo ${show(exp.id)}`);
+    }
     return out;
   }
   if (exp.result?.kind === 'tool-any') return [...out, ...toolAny(spec, exp, res)];

@@ -56,7 +56,7 @@ describe('broken variants are caught', () => {
   it('the proxy alone (no mutation) passes, so every failure below comes from its mutation', async () => {
     const proxy = await startBrokenProxy(server.url, MUTATIONS.identity!);
     try {
-      const report = await runConformance({ url: proxy.url, apiKey: server.apiKey, numRuns: 15, seed });
+      const report = await runConformance({ url: proxy.url, apiKey: server.apiKey, numRuns: 10, seed });
       expect({ seed, failed: report.checks.filter((c) => !c.passed).map((c) => c.counterexample) }).toEqual({ seed, failed: [] });
     } finally {
       await proxy.close();
@@ -66,10 +66,10 @@ describe('broken variants are caught', () => {
   it.each(VARIANTS)('%s is caught by %s', async (variant, rule, property) => {
     const proxy = await startBrokenProxy(server.url, MUTATIONS[variant]!);
     try {
-      const whole = await runConformance({ url: proxy.url, apiKey: server.apiKey, numRuns: 15, seed, maxShrinks: 40 });
+      const whole = await runConformance({ url: proxy.url, apiKey: server.apiKey, numRuns: 10, seed, maxShrinks: 20 });
       expect(whole.failures).toBeGreaterThan(0);
       expect({ seed, caught: caughtRules(whole).includes(rule) }).toEqual({ seed, caught: true });
-      const alone = await runConformance({ url: proxy.url, apiKey: server.apiKey, numRuns: 40, seed, rules: [property], skipExamples: true, maxShrinks: 40 });
+      const alone = await runConformance({ url: proxy.url, apiKey: server.apiKey, numRuns: 30, seed, rules: [property], skipExamples: true, maxShrinks: 20 });
       expect({ seed, property, failed: alone.checks.map((c) => [c.rule, c.passed]) }).toEqual({ seed, property, failed: [[property, false]] });
     } finally {
       await proxy.close();

@@ -255,6 +255,34 @@ describe('oracle: order and open points', () => {
     expect(call({ elicitation: {} }).rule).toBe('AUTH');
     expect(call({}, '2025-11-25').rule).toBe('AUTH');
   });
+  it('lists the other permitted outcome for each open point of the spec', () => {
+    const alts = (x: Expectation) => [x.rule, ...(x.alternatives ?? []).map((a) => a.rule)];
+    const list = { jsonrpc: '2.0', id: 1, method: 'tools/list' };
+    // A leading byte order mark: parse error, or ignored (RFC 8259 §8.1).
+    expect(alts(expectOf({ raw: '\ufeff' + JSON.stringify(list) }))).toEqual(['JSON', 'results.complete']);
+    // An integer id beyond 2^53: echoed, or refused like an invalid id.
+    expect(alts(expectOf({ mpv: '2025-06-18', body: { jsonrpc: '2.0', id: 2 ** 53, method: 'ping' } }))).toEqual(['results.plain', 'JSONRPC-SHAPE']);
+    // An empty method name: unknown method, or no method.
+    expect(alts(expectOf({ mpv: '2025-06-18', body: { jsonrpc: '2.0', id: 1, method: '' } }))).toEqual(['METHOD-KNOWN-HANDSHAKE', 'JSONRPC-SHAPE']);
+    // An own origin in upper case with a trailing slash: refused, or read as the own origin.
+    expect(alts(expectOf({ headers: { Origin: `HTTP://${url.host}/` }, body: list }))).toEqual(['ORIGIN', 'results.complete']);
+    // A malformed q value.
+    expect(alts(expectOf({ headers: { Accept: 'application/json;q=abc, text/event-stream' }, body: list }))).toEqual(['results.complete', 'ACCEPT']);
+    // Authorization with another scheme: missing_api_key, or invalid_api_key.
+    const basic = expectOf({ mpv: '2025-11-25', headers: { Authorization: 'Basic eDp5' }, body: { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'interlock_list_sources' } } });
+    expect([basic.result, basic.alternatives?.map((a) => a.result)]).toEqual([
+      { kind: 'tool-refusal', status: 'unauthorized', code: 'missing_api_key' },
+      [{ kind: 'tool-refusal', status: 'unauthorized', code: 'invalid_api_key' }],
+    ]);
+    // initialize without capabilities: the spec names no outcome.
+    expect(expectOf({ body: { jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: '2025-06-18', clientInfo: { name: 'c', version: '1' } } } }).body).toBe('unspecified');
+  });
+  it('reads the Bearer scheme case-insensitively', () => {
+    const call = (auth: string) => expectOf({ mpv: '2025-11-25', headers: { Authorization: auth }, body: { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'interlock_list_sources' } } }).result?.kind;
+    expect(call(`bearer ${apiKey}`)).toBe('tool-success');
+    expect(call(`Bearer ${apiKey}`)).toBe('tool-success');
+    expect(call(`Bearer ${apiKey}x`)).toBe('tool-refusal');
+  });
   it('does not depend on header-name casing', () => {
     fc.assert(
       fc.property(draftArb(g), (d) => {
