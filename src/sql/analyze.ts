@@ -30,6 +30,7 @@
  *   execution layer must never forward driver error text.
  * - Values can leak by inference through filters; see `filterSources`.
  */
+import { createHash } from 'node:crypto';
 import type { SourceCatalog } from './catalog-types';
 import { Analyzer, Refusal, statementName } from './analyzer';
 import { PreparedCatalog, prepareCatalog } from './prepared-catalog';
@@ -108,13 +109,6 @@ export function analyzeSql(sql: string, catalog: SourceCatalog | PreparedCatalog
     if (err instanceof RangeError) return refuse('invalid_sql', 'statement nests too deeply');
     throw err;
   }
-  let fingerprint: string;
-  try {
-    fingerprint = fingerprintSql(sql);
-  } catch {
-    return refuse('invalid_sql', 'statement cannot be fingerprinted');
-  }
-
   const reads = [...a.reads.values()].map(({ rel, cols }) => ({
     schema: rel.schema,
     table: rel.name,
@@ -125,7 +119,7 @@ export function analyzeSql(sql: string, catalog: SourceCatalog | PreparedCatalog
     const rels = o.lin.opq ? [...o.lin.opq.values()].map((r) => ({ schema: r.schema, table: r.table })) : [];
     return { name: o.name, sources, passthrough: o.lin.pass && sources.length === 1, opaque: rels.length > 0, opaqueRelations: rels };
   });
-  const result: SqlAnalysisOk = {
+  const result = {
     ok: true,
     kind: a.hasWrite ? 'write' : 'read',
     statement: type,
@@ -135,10 +129,29 @@ export function analyzeSql(sql: string, catalog: SourceCatalog | PreparedCatalog
     outputs,
     filterSources: [...a.filter.values()].map((c) => ({ ...c })),
     cacheable: a.cacheable && !a.hasWrite,
-    fingerprint,
+    fingerprint: '',
     paramCount: a.maxParam,
-  };
+  } as SqlAnalysisOk;
+  // The fingerprint costs a second parse; compute it on first access (enumerable, cached).
+  let fp: string | null = null;
+  Object.defineProperty(result, 'fingerprint', {
+    enumerable: true,
+    configurable: false,
+    get(): string {
+      if (fp === null) fp = lazyFingerprint(sql);
+      return fp;
+    },
+  });
   return result;
+}
+
+function lazyFingerprint(sql: string): string {
+  try {
+    return fingerprintSql(sql);
+  } catch {
+    // Never seen for a statement that parsed; fall back to a key that cannot collide across texts.
+    return 'sha256:' + createHash('sha256').update(sql).digest('hex');
+  }
 }
 
 /**

@@ -89,7 +89,10 @@ export interface SqlAnalysisOk {
   filterSources: ColumnRef[];
   /** False when any volatile or clock/session-dependent function or SQL value function is used, or the statement writes. */
   cacheable: boolean;
-  /** libpg-query fingerprint (constants and parameter numbers ignored). */
+  /**
+   * libpg-query fingerprint (16 hex digits; constants, comments and layout ignored). Computed on
+   * first access (it costs a second parse), then cached; enumerable, so it serialises normally.
+   */
   fingerprint: string;
   /** Highest `$n` parameter number used (0 when none). */
   paramCount: number;
