@@ -289,6 +289,9 @@ class PortalRead {
   private parsers: Array<(v: string) => unknown> = [];
   private full = false;
   private done = false;
+  private markEnded!: () => void;
+  /** Settles when the statement ended on the wire (ReadyForQuery, an error, or the connection's loss). */
+  readonly ended: Promise<void> = new Promise<void>((r) => (this.markEnded = r));
   private connection: WireConnection | null = null;
   private readonly onParameterStatus = () => {
     this.unexpected ??= 'session parameter changed';
@@ -390,12 +393,8 @@ class PortalRead {
     if (this.done) return;
     this.done = true;
     this.connection?.removeListener('parameterStatus', this.onParameterStatus);
+    this.markEnded();
     this.onDone(err);
-  }
-
-  /** True once the server ended the statement (ReadyForQuery or an error), even after the caller gave up. */
-  get finished(): boolean {
-    return this.done;
   }
 
   result(): ReadResult {
@@ -698,13 +697,11 @@ export class PostgresSourceConnector {
   }
 
   /**
-   * Cancels the statement `client`'s backend runs: the protocol's CancelRequest to the very server
-   * the connection is on (over TLS when TLS is configured), or, if that cannot be sent,
-   * pg_cancel_backend from a separate connection of the same role. PostgreSQL ignores a cancel that
-   * lands while the backend is between protocol messages, so while `stillRunning()` the cancel is
-   * repeated every CANCEL_RETRY_MS, at most CANCEL_ATTEMPTS times. Never throws.
+   * Sends one cancel for the statement `client`'s backend runs: the protocol's CancelRequest to the
+   * very server the connection is on (over TLS when TLS is configured), or, if that cannot be sent,
+   * pg_cancel_backend from a separate connection of the same role. Never rejects.
    */
-  private cancelBackend(client: pg.PoolClient, kind: 'reader' | 'writer', stillRunning: () => boolean, attempt = 1): void {
+  private async sendCancel(client: pg.PoolClient, kind: 'reader' | 'writer'): Promise<void> {
     const c = client as unknown as ClientInternals;
     const pid = c.processID;
     const key = c.secretKey;
@@ -714,33 +711,63 @@ export class PostgresSourceConnector {
       ? { path: `${this.s.host}/.s.PGSQL.${this.s.port}` }
       : { host: sock.remoteAddress ?? this.s.host, port: sock.remotePort ?? this.s.port };
     const cancelTls = this.ssl ? { ...this.ssl, ...(this.s.tls.servername || net.isIP(this.s.host) === 0 ? { servername: this.s.tls.servername ?? this.s.host } : {}) } : false;
-    const retry = () => {
-      if (attempt >= CANCEL_ATTEMPTS || this.closed) return;
-      const t = setTimeout(() => {
-        if (stillRunning()) this.cancelBackend(client, kind, stillRunning, attempt + 1);
-      }, CANCEL_RETRY_MS);
-      t.unref?.();
-    };
-    sendCancelRequest(target, cancelTls, pid, key).then(retry, (err: unknown) => {
+    try {
+      await sendCancelRequest(target, cancelTls, pid, key);
+      return;
+    } catch (err) {
       this.logger?.warn({ err, pid }, 'cancel request failed; trying pg_cancel_backend');
-      const who = kind === 'writer' && this.s.writer ? this.s.writer : this.s.reader;
-      const fallback = new pg.Client({
-        host: this.s.host,
-        port: this.s.port,
-        database: this.s.database,
-        user: who.user,
-        password: () => who.password ?? '',
-        ssl: this.ssl,
-        connectionTimeoutMillis: CANCEL_TIMEOUT_MS,
-        application_name: applicationName(this.sourceId, 'cancel'),
-      });
-      fallback.on('error', () => undefined);
-      fallback
-        .connect()
-        .then(() => fallback.query('SELECT pg_catalog.pg_cancel_backend($1)', [pid]))
-        .then(retry, (e: unknown) => this.logger?.error({ err: e, pid }, 'could not cancel the statement'))
-        .finally(() => fallback.end().catch(() => undefined));
+    }
+    const who = kind === 'writer' && this.s.writer ? this.s.writer : this.s.reader;
+    const fallback = new pg.Client({
+      host: this.s.host,
+      port: this.s.port,
+      database: this.s.database,
+      user: who.user,
+      password: () => who.password ?? '',
+      ssl: this.ssl,
+      connectionTimeoutMillis: CANCEL_TIMEOUT_MS,
+      application_name: applicationName(this.sourceId, 'cancel'),
     });
+    fallback.on('error', () => undefined);
+    try {
+      await fallback.connect();
+      await fallback.query('SELECT pg_catalog.pg_cancel_backend($1)', [pid]);
+    } catch (err) {
+      this.logger?.error({ err, pid }, 'could not cancel the statement');
+    } finally {
+      await fallback.end().catch(() => undefined);
+    }
+  }
+
+  /**
+   * Cancels what `client` runs and then destroys the connection (never returned to the pool). The
+   * connection is kept (and its pool slot held) until the server has answered — so a cancel that
+   * PostgreSQL ignored (it drops one landing while the backend reads the next protocol message)
+   * can be repeated: up to CANCEL_ATTEMPTS cancels, CANCEL_RETRY_MS apart, while `ended` is pending.
+   */
+  private cancelAndDrop(client: pg.PoolClient, kind: 'reader' | 'writer', ended: Promise<void>): void {
+    let over = false;
+    void ended.then(() => (over = true));
+    const onError = (err: unknown) => this.logger?.debug({ err }, 'connection error while cancelling');
+    client.on('error', onError);
+    const pause = () =>
+      new Promise<void>((r) => {
+        const t = setTimeout(r, CANCEL_RETRY_MS);
+        t.unref?.();
+        void ended.then(() => {
+          clearTimeout(t);
+          r();
+        });
+      });
+    void (async () => {
+      for (let attempt = 1; attempt <= CANCEL_ATTEMPTS && !over; attempt++) {
+        await this.sendCancel(client, kind);
+        await pause();
+      }
+      if (!over) this.logger?.warn({ attempts: CANCEL_ATTEMPTS }, 'statement did not end after cancel requests; dropping the connection');
+      client.removeListener('error', onError);
+      client.release(true);
+    })();
   }
 
   private doRead(sql: string, values: unknown[], opts: ReadOptions): Promise<ReadResult> {
@@ -749,55 +776,55 @@ export class PostgresSourceConnector {
       (client) =>
         new Promise<ReadResult>((resolve, reject) => {
           let settled = false;
-          let cancelled = false;
-          let watchdog = false;
           let timer: NodeJS.Timeout | null = null;
           const onClientError = (err: unknown) => {
             // The socket died: pg fails the active query right after; finish() handles it.
             this.logger?.debug({ err }, 'reader connection error');
           };
-          const finish = (err: unknown) => {
-            if (settled) return;
+          const settle = () => {
             settled = true;
             if (timer) clearTimeout(timer);
             signal?.removeEventListener('abort', onAbort);
             client.removeListener('error', onClientError);
+          };
+          /** The statement ended on the wire (result, error, or lost connection). */
+          const finish = (err: unknown) => {
+            if (settled) return;
+            settle();
             if (err === null && q.unexpected === null) {
               const tx = (client as unknown as ClientInternals).getTransactionStatus?.();
               client.release(tx !== 'I');
               resolve(q.result());
               return;
             }
-            const se =
-              err === null
-                ? this.fail(localFailure(`unexpected protocol traffic (${q.unexpected})`), 'query')
-                : this.fail(err, 'query', { cancelledByCaller: cancelled, watchdogFired: watchdog });
+            const se = err === null ? this.fail(localFailure(`unexpected protocol traffic (${q.unexpected})`), 'query') : this.fail(err, 'query');
             // Keep the connection only after a plain statement error from the server.
             const keep = err !== null && q.unexpected === null && isServerError(err) && !isFatalServerError(err) && se.code === 'execution_failed' && !se.sourceFailure;
             client.release(!keep);
             reject(se);
           };
-          const onAbort = () => {
+          /** The caller gave up (abort) or the client-side watchdog fired: answer now, cancel, then drop. */
+          const giveUp = (how: 'cancelled' | 'watchdog') => {
             if (settled) return;
-            cancelled = true;
-            this.cancelBackend(client, 'reader', () => !q.finished);
-            finish(new SourceError('cancelled'));
+            settle();
+            this.cancelAndDrop(client, 'reader', q.ended);
+            reject(
+              how === 'cancelled'
+                ? this.fail(new SourceError('cancelled'), 'query')
+                : this.fail(new Error('client-side watchdog: no answer within statement_timeout'), 'query', { watchdogFired: true }),
+            );
           };
+          const onAbort = () => giveUp('cancelled');
           const q = new PortalRead(sql, values, opts.maxRows, opts.maxBytes, finish);
           client.on('error', onClientError);
-          signal?.addEventListener('abort', onAbort, { once: true });
           if (signal?.aborted) {
-            onAbort();
+            settle();
+            client.release();
+            reject(new SourceError('cancelled'));
             return;
           }
-          if (this.s.statementTimeout > 0) {
-            timer = setTimeout(() => {
-              if (settled) return;
-              watchdog = true;
-              this.cancelBackend(client, 'reader', () => !q.finished);
-              finish(new Error('client-side watchdog: no answer within statement_timeout'));
-            }, this.s.statementTimeout + WATCHDOG_GRACE_MS);
-          }
+          signal?.addEventListener('abort', onAbort, { once: true });
+          if (this.s.statementTimeout > 0) timer = setTimeout(() => giveUp('watchdog'), this.s.statementTimeout + WATCHDOG_GRACE_MS);
           client.query(q as unknown as pg.Submittable);
         }),
     );
@@ -809,48 +836,47 @@ export class PostgresSourceConnector {
         new Promise<{ rowCount: number }>((resolve, reject) => {
           const c = client as unknown as ClientInternals;
           let phase: 'begin' | 'statement' | 'commit' = 'begin';
-          let running = true; // the server has not answered the current query yet
-          const stillRunning = () => running;
           let settled = false;
-          let cancelled = false;
-          let watchdog = false;
+          let gaveUp = false;
           let timer: NodeJS.Timeout | null = null;
+          let markEnded!: () => void;
+          const ended = new Promise<void>((r) => (markEnded = r));
           const onClientError = (err: unknown) => this.logger?.debug({ err }, 'writer connection error');
-          const cleanup = () => {
+          const settle = () => {
             settled = true;
             if (timer) clearTimeout(timer);
             signal?.removeEventListener('abort', onAbort);
             client.removeListener('error', onClientError);
           };
-          const onAbort = () => {
-            if (settled || phase === 'commit') return; // once COMMIT is sent, report the real outcome
-            cancelled = true;
-            cleanup();
-            this.cancelBackend(client, 'writer', stillRunning);
-            client.release(true); // the open transaction dies with the session
-            reject(this.fail(new SourceError('cancelled'), 'query'));
-          };
-          client.on('error', onClientError);
-          signal?.addEventListener('abort', onAbort, { once: true });
-          if (this.s.statementTimeout > 0) {
-            timer = setTimeout(() => {
-              if (settled) return;
-              watchdog = true;
-              const inCommit = phase === 'commit';
-              cleanup();
-              this.cancelBackend(client, 'writer', stillRunning);
-              client.release(true);
-              reject(
-                inCommit
+          /** Abort or watchdog: answer now, stop the remaining steps, cancel, then drop the connection (its open transaction dies with it). */
+          const giveUp = (how: 'cancelled' | 'watchdog') => {
+            if (settled) return;
+            if (how === 'cancelled' && phase === 'commit') return; // once COMMIT is sent, report the real outcome
+            const inCommit = phase === 'commit';
+            gaveUp = true;
+            settle();
+            this.cancelAndDrop(client, 'writer', ended);
+            reject(
+              how === 'cancelled'
+                ? new SourceError('cancelled')
+                : inCommit
                   ? new SourceError('execution_failed', { sourceFailure: true, message: 'tool execution failed: the source did not confirm the commit; the outcome is unknown' })
                   : this.fail(new Error('client-side watchdog'), 'query', { watchdogFired: true }),
-              );
-            }, this.s.statementTimeout + 2 * WATCHDOG_GRACE_MS);
-          }
+            );
+          };
+          const onAbort = () => giveUp('cancelled');
+          client.on('error', onClientError);
+          signal?.addEventListener('abort', onAbort, { once: true });
+          if (this.s.statementTimeout > 0) timer = setTimeout(() => giveUp('watchdog'), this.s.statementTimeout + 2 * WATCHDOG_GRACE_MS);
+          const stopIfGivenUp = () => {
+            if (gaveUp) throw new SourceError('cancelled');
+          };
           const run = async (): Promise<number> => {
             await client.query('BEGIN');
+            stopIfGivenUp();
             phase = 'statement';
             const r = await client.query({ text: sql, values, queryMode: 'extended' } as pg.QueryConfig);
+            stopIfGivenUp();
             if (c.getTransactionStatus?.() !== 'T') throw localFailure('the statement ended its transaction');
             phase = 'commit';
             await client.query('COMMIT');
@@ -858,20 +884,17 @@ export class PostgresSourceConnector {
             return r.rowCount ?? 0;
           };
           const ran = run();
-          ran.then(
-            () => (running = false),
-            () => (running = false),
-          );
+          ran.then(markEnded, markEnded);
           ran.then(
             (rowCount) => {
               if (settled) return;
-              cleanup();
+              settle();
               client.release();
               resolve({ rowCount });
             },
             async (err: unknown) => {
               if (settled) return;
-              const se = this.fail(err, 'query', { cancelledByCaller: cancelled, watchdogFired: watchdog });
+              const se = this.fail(err, 'query');
               const plain = isServerError(err) && !isFatalServerError(err) && se.code === 'execution_failed' && !se.sourceFailure;
               let keep = false;
               if (plain && phase !== 'commit') {
@@ -885,7 +908,7 @@ export class PostgresSourceConnector {
                 keep = c.getTransactionStatus?.() === 'I'; // a failed COMMIT rolls back by itself
               }
               if (settled) return;
-              cleanup();
+              settle();
               client.release(!keep);
               reject(se);
             },
