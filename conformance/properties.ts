@@ -19,6 +19,7 @@ import {
   type Draft,
   type GenContext,
   type MessageDraft,
+  type MetaVersion,
 } from './arbitraries';
 import { PROBE_TOOL } from './oracle';
 
@@ -146,7 +147,12 @@ export function properties(): PropertyDef[] {
           body: message(
             messageArb(g, {
               methods: modernMethods(g),
-              metaVersion: fc.oneof({ arbitrary: dimensions(g).metaVersion.valid, weight: 1 }, { arbitrary: dimensions(g).metaVersion.all, weight: 3 }),
+              // Matching, unsupported and other supported versions in _meta, in about equal parts.
+              metaVersion: fc.oneof(
+                { arbitrary: dimensions(g).metaVersion.valid, weight: 1 },
+                { arbitrary: fc.constantFrom('v999.0.0', '2099-01-01').map((value): MetaVersion => ({ kind: 'literal', value })), weight: 1 },
+                { arbitrary: fc.constantFrom(...g.spec.protocol.versions.supported).map((value): MetaVersion => ({ kind: 'literal', value })), weight: 1 },
+              ),
             }),
           ),
         }),

@@ -69,7 +69,7 @@ describe('broken variants are caught', () => {
       const whole = await runConformance({ url: proxy.url, apiKey: server.apiKey, numRuns: 10, seed, maxShrinks: 20 });
       expect(whole.failures).toBeGreaterThan(0);
       expect({ seed, caught: caughtRules(whole).includes(rule) }).toEqual({ seed, caught: true });
-      const alone = await runConformance({ url: proxy.url, apiKey: server.apiKey, numRuns: 30, seed, rules: [property], skipExamples: true, maxShrinks: 20 });
+      const alone = await runConformance({ url: proxy.url, apiKey: server.apiKey, numRuns: 40, seed, rules: [property], skipExamples: true, maxShrinks: 20 });
       expect({ seed, property, failed: alone.checks.map((c) => [c.rule, c.passed]) }).toEqual({ seed, property, failed: [[property, false]] });
     } finally {
       await proxy.close();
