@@ -1,0 +1,112 @@
+/**
+ * Who may see which asset (issue 4, Build 4–6), decided IN SQL so that every filter applies before
+ * LIMIT and ranking (a hidden asset can neither take a slot nor change a count).
+ *
+ * An asset of source S is visible to an identity for action A (discover, or request for
+ * get_document) when ALL of:
+ * 1. Role statements: some statement of a role granted on S allows A (or `*`) on the asset's
+ *    category key (its category path joined with '/'), and no deny statement for A (or `*`) matches
+ *    it. Matching is AccessEvaluator.decideOpaque's, exactly: resource `*` (or `*.*`) matches every
+ *    asset; `a/b` matches category key "a/b" only; `a/b/*` matches "a/b" and everything below it
+ *    ("a/b/c", …). An asset with no category is matched only by `*`.
+ * 2. Audience: the asset has no audience, or one of its audiences is carried by a role granted on S
+ *    (AccessEvaluator.audiences(S)).
+ * 3. Policies (hide_documents rules applying to the identity, its roles and S): its document type is
+ *    not hidden and its category path does not start with a hidden prefix (element-wise).
+ *
+ * The caller may use A on S at all when some allow statement for A exists on S (checked before any
+ * query; otherwise source_role_denied).
+ */
+import type { Policy } from '../../generated/policy-v1';
+import type { AccessEvaluator } from '../governance/evaluator';
+import { evaluatePolicies } from '../governance/policies';
+
+/** Everything the SQL needs to decide visibility for one identity on one source and one action. */
+export interface DiscoveryScope {
+  sourceId: string;
+  action: 'discover' | 'request';
+  /** Resources of allow statements for the action (or `*`) on the source. */
+  allow: string[];
+  /** Resources of deny statements for the action (or `*`) on the source. */
+  deny: string[];
+  /** Audiences carried by the identity's roles on the source. */
+  audiences: string[];
+  hiddenDocumentTypes: string[];
+  hiddenCategoryPrefixes: string[][];
+}
+
+/** Who is asking, for policy selection. */
+export interface DiscoverySubject {
+  identityId: string;
+  identityName: string;
+}
+
+/**
+ * The hide_documents restrictions that apply to the subject on `sourceId`. Only hide_documents
+ * rules are consulted, so a time window or another refusing rule never hides what should be hidden.
+ */
+export function hiddenFor(policies: Policy[], subject: DiscoverySubject & { roles: string[]; sourceId: string }, action: 'discover' | 'request', now: Date): { hiddenDocumentTypes: string[]; hiddenCategoryPrefixes: string[][] } {
+  const hide = policies.filter((p) => p.rule.type === 'hide_documents');
+  const v = evaluatePolicies(hide, { ...subject }, { action, relations: [], writes: [], now });
+  return v.ok ? { hiddenDocumentTypes: v.hiddenDocumentTypes, hiddenCategoryPrefixes: v.hiddenCategoryPrefixes } : { hiddenDocumentTypes: [], hiddenCategoryPrefixes: [] };
+}
+
+/**
+ * The refusal a policy imposes on the action for this subject (time windows and the like), or null.
+ * Returns {policy, reason} of the first refusing policy (policies are evaluated in name order).
+ */
+export function policyRefusal(policies: Policy[], subject: DiscoverySubject & { roles: string[]; sourceId: string }, action: 'discover' | 'request', now: Date): { policy: string; reason: string } | null {
+  const v = evaluatePolicies(policies, { ...subject }, { action, relations: [], writes: [], now });
+  return v.ok ? null : { policy: v.policy, reason: v.reason };
+}
+
+/** Builds the scope of `subject` on `sourceId` for `action` from the one evaluator and the active policies. */
+export function buildScope(evaluator: AccessEvaluator, policies: Policy[], subject: DiscoverySubject, sourceId: string, action: 'discover' | 'request', now: Date): DiscoveryScope {
+  const st = evaluator.statements(sourceId);
+  const pick = (list: Array<{ action: string; resource: string }>) => [...new Set(list.filter((s) => s.action === action || s.action === '*').map((s) => s.resource))].sort();
+  const hidden = hiddenFor(policies, { ...subject, roles: evaluator.roleNames(sourceId), sourceId }, action, now);
+  return { sourceId, action, allow: pick(st.allow), deny: pick(st.deny), audiences: evaluator.audiences(sourceId), ...hidden };
+}
+
+/** True when the scope lets the identity use its action on the source at all (some allow statement). */
+export function mayAct(scope: DiscoveryScope): boolean {
+  return scope.allow.length > 0;
+}
+
+/** Collects positional parameters for one statement: `p(value)` returns "$n". */
+export class SqlParams {
+  readonly values: unknown[] = [];
+  /** Adds a value; returns its placeholder. */
+  p(v: unknown): string {
+    this.values.push(v);
+    return `$${this.values.length}`;
+  }
+}
+
+/** SQL for "some pattern matches the asset's category key" (decideOpaque's matching); 'TRUE'/'FALSE' for trivial sets. */
+function patternSql(alias: string, patterns: string[], params: SqlParams): string {
+  if (patterns.length === 0) return 'FALSE';
+  if (patterns.some((p) => p === '*' || p === '*.*')) return 'TRUE';
+  const prefixes = patterns.filter((p) => p.endsWith('/*')).map((p) => p.slice(0, -1));
+  const exact = `${alias}.category_key = ANY(${params.p(patterns)}::text[])`;
+  if (prefixes.length === 0) return `(${exact})`;
+  return `(${exact} OR EXISTS (SELECT 1 FROM unnest(${params.p(prefixes)}::text[]) AS px(p) WHERE starts_with(${alias}.category_key || '/', px.p)))`;
+}
+
+/** SQL for "the asset's category path starts with `prefix`" (element-wise). */
+export function categoryPrefixSql(alias: string, prefix: string[], params: SqlParams): string {
+  return `(${alias}.category_path[1:${params.p(prefix.length)}::int] = ${params.p(prefix)}::text[])`;
+}
+
+/**
+ * The visibility predicate of the module comment for rows of `assets` aliased `alias`, with its
+ * values added to `params`. Always restricts to the scope's source.
+ */
+export function visibilitySql(alias: string, scope: DiscoveryScope, params: SqlParams): string {
+  const parts = [`${alias}.source_id = ${params.p(scope.sourceId)}`, patternSql(alias, scope.allow, params)];
+  if (scope.deny.length) parts.push(`NOT ${patternSql(alias, scope.deny, params)}`);
+  parts.push(`(cardinality(${alias}.audience) = 0 OR ${alias}.audience && ${params.p(scope.audiences)}::text[])`);
+  if (scope.hiddenDocumentTypes.length) parts.push(`NOT (${alias}.document_type = ANY(${params.p(scope.hiddenDocumentTypes)}::text[]))`);
+  for (const prefix of scope.hiddenCategoryPrefixes) if (prefix.length) parts.push(`NOT ${categoryPrefixSql(alias, prefix, params)}`);
+  return parts.join(' AND ');
+}

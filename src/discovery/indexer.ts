@@ -1,0 +1,192 @@
+/**
+ * The discovery indexer (issue 4, Build 3): reads a source's items (a documents folder, or the
+ * mapped tables of a PostgreSQL source), and brings table `assets` of the control database in line
+ * with them in ONE transaction per run: items whose content hash changed are written, unchanged
+ * ones are left alone, items no longer present (or no longer readable) are removed, and
+ * `asset_index_status` records when the source was indexed and what changed. Concurrent runs on
+ * the same source queue on an advisory lock; searches see the old or the new index, never a mix.
+ *
+ * The full-text vector is a generated column (migrations/20261129100000000_discovery.sql):
+ * title weighted A, body weighted B, 'english' configuration, GIN-indexed.
+ */
+import { createHash } from 'node:crypto';
+import type pg from 'pg';
+import type { ControlDb } from '../control/db';
+import { withTransaction } from '../control/db';
+import { requireSource } from '../control/sources';
+import type { PostgresSourceSettings } from '../../generated/source-v1';
+import { readDocumentsFolder } from './documents';
+import { readDocumentTables } from './tables';
+import { entityKey } from './metadata';
+import type { AssetInput, IndexProblem, IndexProgress, IndexResult, IndexStatus } from './types';
+
+/** Rows written per INSERT statement. */
+const WRITE_BATCH = 250;
+/** Problems kept in asset_index_status.problems. */
+const MAX_STORED_PROBLEMS = 100;
+
+/** Options of indexSource and indexAssets. */
+export interface IndexOptions {
+  /** Called as the run progresses (read, then write, then done). Must not throw. */
+  onProgress?: (p: IndexProgress) => void;
+}
+
+/**
+ * The content hash of an item: SHA-256 (hex) of a canonical JSON of every indexed field, so any
+ * change of text or metadata (audience included) re-indexes the item.
+ */
+export function contentHash(a: AssetInput): string {
+  const canonical = JSON.stringify([
+    'v1',
+    a.assetId,
+    a.documentType,
+    a.title,
+    a.body,
+    a.categoryPath,
+    a.timestamp,
+    [...a.audience].sort(),
+    a.entities.map((e) => [e.type, e.value]),
+    a.links,
+  ]);
+  return createHash('sha256').update(canonical).digest('hex');
+}
+
+function row(a: AssetInput, hash: string): Record<string, unknown> {
+  return {
+    asset_id: a.assetId,
+    document_type: a.documentType,
+    title: a.title,
+    body: a.body,
+    category_path: a.categoryPath,
+    category_key: a.categoryPath.join('/'),
+    ts: a.timestamp,
+    audience: a.audience,
+    entities: a.entities,
+    entity_keys: a.entities.map(entityKey),
+    links: a.links,
+    content_hash: hash,
+  };
+}
+
+const UPSERT = `
+INSERT INTO assets (asset_id, source_id, source_type, document_type, title, body, category_path, category_key, ts, audience, entities, entity_keys, links, content_hash, indexed_at)
+SELECT r.asset_id, $2, $3, r.document_type, r.title, r.body, r.category_path, r.category_key, r.ts, r.audience, r.entities, r.entity_keys, r.links, r.content_hash, now()
+  FROM jsonb_to_recordset($1::jsonb) AS r(asset_id text, document_type text, title text, body text, category_path text[], category_key text,
+                                          ts timestamptz, audience text[], entities jsonb, entity_keys text[], links text[], content_hash text)
+ON CONFLICT (asset_id) DO UPDATE SET
+  source_type = EXCLUDED.source_type, document_type = EXCLUDED.document_type, title = EXCLUDED.title, body = EXCLUDED.body,
+  category_path = EXCLUDED.category_path, category_key = EXCLUDED.category_key, ts = EXCLUDED.ts, audience = EXCLUDED.audience,
+  entities = EXCLUDED.entities, entity_keys = EXCLUDED.entity_keys, links = EXCLUDED.links, content_hash = EXCLUDED.content_hash,
+  indexed_at = EXCLUDED.indexed_at
+WHERE assets.source_id = EXCLUDED.source_id`;
+
+/**
+ * Writes `items` as the complete content of source `sourceId` (type `sourceType`): adds new items,
+ * rewrites changed ones (content hash), leaves unchanged ones, removes the source's other assets,
+ * and records the run in asset_index_status. `problems` are stored with the status (the items
+ * they name are not in `items`, so a previously indexed version of them is removed).
+ * Every asset id must start with `<sourceId>:`; throws otherwise (nothing written).
+ * Used by indexSource and by benchmarks (bench/) with generated items.
+ */
+export async function indexAssets(db: ControlDb, sourceId: string, sourceType: 'postgres' | 'documents', items: AssetInput[], problems: IndexProblem[] = [], opts: IndexOptions = {}): Promise<IndexResult> {
+  const started = Date.now();
+  const prefix = `${sourceId}:`;
+  const byId = new Map<string, AssetInput>();
+  for (const a of items) {
+    if (!a.assetId.startsWith(prefix)) throw new Error(`asset id ${a.assetId.slice(0, 80)} does not belong to source ${sourceId}`);
+    if (!byId.has(a.assetId)) byId.set(a.assetId, a);
+  }
+  const skipped = problems.filter((p) => p.skipped).length;
+  const counts = { added: 0, updated: 0, unchanged: 0, removed: 0, skipped };
+  const progress = (phase: IndexProgress['phase'], done: number, total: number | null) => opts.onProgress?.({ sourceId, phase, done, total, ...counts });
+
+  const result = await withTransaction(db, async (c: pg.PoolClient) => {
+    await c.query("SELECT pg_advisory_xact_lock(hashtext('interlock_index'), hashtext($1))", [sourceId]);
+    const existing = new Map<string, string>();
+    for (const r of (await c.query<{ asset_id: string; content_hash: string }>('SELECT asset_id, content_hash FROM assets WHERE source_id = $1', [sourceId])).rows) existing.set(r.asset_id, r.content_hash);
+    const changed: Array<Record<string, unknown>> = [];
+    for (const a of byId.values()) {
+      const h = contentHash(a);
+      const old = existing.get(a.assetId);
+      if (old === h) counts.unchanged++;
+      else {
+        if (old === undefined) counts.added++;
+        else counts.updated++;
+        changed.push(row(a, h));
+      }
+    }
+    const gone = [...existing.keys()].filter((id) => !byId.has(id));
+    counts.removed = gone.length;
+    progress('write', 0, changed.length);
+    for (let i = 0; i < changed.length; i += WRITE_BATCH) {
+      const batch = changed.slice(i, i + WRITE_BATCH);
+      await c.query(UPSERT, [JSON.stringify(batch), sourceId, sourceType]);
+      progress('write', Math.min(i + WRITE_BATCH, changed.length), changed.length);
+    }
+    for (let i = 0; i < gone.length; i += 5000) await c.query('DELETE FROM assets WHERE source_id = $1 AND asset_id = ANY($2::text[])', [sourceId, gone.slice(i, i + 5000)]);
+    const durationMs = Date.now() - started;
+    const st = await c.query<{ indexed_at: Date }>(
+      `INSERT INTO asset_index_status (source_id, indexed_at, duration_ms, assets, added, updated, unchanged, removed, skipped, problems)
+       VALUES ($1, now(), $2, $3, $4, $5, $6, $7, $8, $9)
+       ON CONFLICT (source_id) DO UPDATE SET indexed_at = EXCLUDED.indexed_at, duration_ms = EXCLUDED.duration_ms, assets = EXCLUDED.assets,
+         added = EXCLUDED.added, updated = EXCLUDED.updated, unchanged = EXCLUDED.unchanged, removed = EXCLUDED.removed,
+         skipped = EXCLUDED.skipped, problems = EXCLUDED.problems
+       RETURNING indexed_at`,
+      [sourceId, durationMs, byId.size, counts.added, counts.updated, counts.unchanged, counts.removed, counts.skipped, JSON.stringify(problems.slice(0, MAX_STORED_PROBLEMS))],
+    );
+    return { indexedAt: st.rows[0].indexed_at.toISOString(), durationMs };
+  });
+  progress('done', byId.size, byId.size);
+  return { sourceId, assets: byId.size, ...counts, problems, indexedAt: result.indexedAt, durationMs: Date.now() - started };
+}
+
+/**
+ * Indexes one registered source (`interlock index SOURCE`): a `documents` source's folder
+ * (settings.path) or a `postgres` source's mapped tables (settings.document_tables, read as the
+ * reader role; a source with no mapping ends up with no assets). Re-indexes only changed items,
+ * removes deleted ones, records the run. Resolves to the counts {assets, added, updated,
+ * unchanged, removed, skipped} with the problems (skipped files or rows and why).
+ *
+ * Throws NotFoundError (src/control/errors) for an unknown source; DocumentsFolderError when the
+ * folder cannot be read and DocumentTableError when a mapped table cannot be read — in both cases
+ * the index of the source is left as it was.
+ */
+export async function indexSource(db: ControlDb, sourceId: string, opts: IndexOptions = {}): Promise<IndexResult> {
+  const source = await requireSource(db, sourceId);
+  const onItem = (count: number) => opts.onProgress?.({ sourceId, phase: 'read', done: count, total: null, added: 0, updated: 0, unchanged: 0, removed: 0, skipped: 0 });
+  const read =
+    source.type === 'documents'
+      ? await readDocumentsFolder(sourceId, source.settings.path, { onItem })
+      : await readDocumentTables(sourceId, source.settings as PostgresSourceSettings, { onItem });
+  return indexAssets(db, sourceId, source.type, read.items, read.problems, opts);
+}
+
+/** The index status of one source (null when it was never indexed). */
+export async function getIndexStatus(db: ControlDb, sourceId: string): Promise<IndexStatus | null> {
+  const r = await db.pool.query('SELECT * FROM asset_index_status WHERE source_id = $1', [sourceId]);
+  const s = r.rows[0];
+  if (!s) return null;
+  return {
+    sourceId: s.source_id,
+    indexedAt: (s.indexed_at as Date).toISOString(),
+    durationMs: Number(s.duration_ms),
+    assets: s.assets,
+    added: s.added,
+    updated: s.updated,
+    unchanged: s.unchanged,
+    removed: s.removed,
+    skipped: s.skipped,
+    problems: s.problems,
+  };
+}
+
+/** The index status of every indexed source, by source id. */
+export async function listIndexStatus(db: ControlDb): Promise<IndexStatus[]> {
+  const r = await db.pool.query<{ source_id: string }>('SELECT source_id FROM asset_index_status ORDER BY source_id');
+  const out: IndexStatus[] = [];
+  for (const { source_id } of r.rows) {
+    const s = await getIndexStatus(db, source_id);
+    if (s) out.push(s);
+  }
+  return out;
+}

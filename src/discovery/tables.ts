@@ -1,0 +1,158 @@
+/**
+ * Document tables (issue 4, Build 2): rows of tables or views of a PostgreSQL source, mapped to
+ * assets by the source's `settings.document_tables` (spec/source-v1.schema.json DocumentTableMapping)
+ * and read as the source's READER role (the least-privilege role agents' reads use), in a
+ * read-only transaction, 500 rows at a time through a cursor.
+ *
+ * Asset id of a row: `<source_id>:<schema>.<table>/<id>`. A row whose id is NULL or empty, or
+ * whose mapped metadata cannot be read, is skipped and reported; a duplicate id keeps the first row.
+ */
+import pg from 'pg';
+import Cursor from 'pg-cursor';
+import type { DocumentTableMapping, PostgresSourceSettings } from '../../generated/source-v1';
+import { postgresClientConfig } from '../control/sources';
+import type { AssetInput, IndexProblem } from './types';
+import {
+  capBody,
+  cleanText,
+  MAX_ASSET_ID_LENGTH,
+  MetadataError,
+  normAudience,
+  normCategoryPath,
+  normDocumentType,
+  normEntities,
+  normLinkList,
+  normTimestamp,
+  normTitle,
+} from './metadata';
+
+/** Document type of a row when the mapping names none. */
+export const DEFAULT_ROW_DOCUMENT_TYPE = 'record';
+/** Rows indexed per table when the mapping sets no max_rows. */
+export const DEFAULT_TABLE_MAX_ROWS = 100_000;
+const BATCH = 500;
+
+/** Thrown when a mapped table cannot be read (connection refused, missing table or column, no SELECT). Nothing is indexed then. */
+export class DocumentTableError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'DocumentTableError';
+  }
+}
+
+/** The SELECT reading one mapping (identifiers quoted; the only parameter is the row cap). Exported for tests. */
+export function documentTableSql(m: DocumentTableMapping): string {
+  const q = (s: string) => pg.Client.prototype.escapeIdentifier(s);
+  const [schema, table] = m.table.split('.');
+  const col = (c: string | undefined, expr: (x: string) => string) => (c ? expr(q(c)) : 'NULL');
+  const cols = [
+    `(${q(m.id_column)})::text AS id`,
+    `(${q(m.title_column)})::text AS title`,
+    `(${q(m.body_column)})::text AS body`,
+    `${col(m.type_column, (x) => `(${x})::text`)} AS document_type`,
+    `${col(m.category_column, (x) => `to_jsonb(${x})`)} AS category`,
+    `${col(m.time_column, (x) => `(${x})::timestamptz`)} AS ts`,
+    `${col(m.audience_column, (x) => `to_jsonb(${x})`)} AS audience`,
+    `${col(m.entities_column, (x) => `to_jsonb(${x})`)} AS entities`,
+    `${col(m.links_column, (x) => `to_jsonb(${x})`)} AS links`,
+  ];
+  return `SELECT ${cols.join(', ')} FROM ${q(schema)}.${q(table)} ORDER BY 1 LIMIT $1`;
+}
+
+interface RowShape {
+  id: string | null;
+  title: string | null;
+  body: string | null;
+  document_type: string | null;
+  category: unknown;
+  ts: Date | null;
+  audience: unknown;
+  entities: unknown;
+  links: unknown;
+}
+
+/** Maps one row to an AssetInput (throws MetadataError). Exported for tests. */
+export function rowToAsset(sourceId: string, m: DocumentTableMapping, row: RowShape): AssetInput {
+  const id = row.id === null ? '' : cleanText(row.id).trim();
+  if (id === '') throw new MetadataError('the id column is NULL or empty');
+  const prefix = `${sourceId}:${m.table}/`;
+  const assetId = prefix + id;
+  if (assetId.length > MAX_ASSET_ID_LENGTH) throw new MetadataError(`asset id longer than ${MAX_ASSET_ID_LENGTH} characters`);
+  const category = normCategoryPath(row.category);
+  const audience = normAudience(row.audience);
+  const links: string[] = [];
+  for (const l of normLinkList(row.links)) {
+    const target = /^[a-z0-9][a-z0-9_-]{0,62}:/.test(l) ? l : prefix + l;
+    if (target.length <= MAX_ASSET_ID_LENGTH && !links.includes(target)) links.push(target);
+  }
+  return {
+    assetId,
+    documentType: normDocumentType(row.document_type, m.document_type ?? DEFAULT_ROW_DOCUMENT_TYPE),
+    title: normTitle(row.title) ?? id,
+    body: capBody(row.body ?? '').body,
+    categoryPath: category.length ? category : m.category_path ? normCategoryPath(m.category_path) : m.table.split('.'),
+    timestamp: normTimestamp(row.ts),
+    audience: audience.length ? audience : normAudience(m.audience ?? []),
+    entities: normEntities(row.entities),
+    links,
+  };
+}
+
+/**
+ * Reads every mapped table of a PostgreSQL source as its reader role. `onItem(count)` is called
+ * every 500 rows. Returns the items and the rows skipped. Throws DocumentTableError naming the
+ * table when a table cannot be read (the message carries the SQLSTATE, never credentials).
+ */
+export async function readDocumentTables(sourceId: string, settings: PostgresSourceSettings, opts: { onItem?: (count: number) => void } = {}): Promise<{ items: AssetInput[]; problems: IndexProblem[] }> {
+  const mappings = settings.document_tables ?? [];
+  const items: AssetInput[] = [];
+  const problems: IndexProblem[] = [];
+  if (mappings.length === 0) return { items, problems };
+  const client = new pg.Client(postgresClientConfig(settings, 'reader', { connectionTimeoutMillis: 10_000, application_name: 'interlock-index' }));
+  client.on('error', () => undefined);
+  try {
+    await client.connect();
+  } catch (err) {
+    throw new DocumentTableError(`cannot connect to source "${sourceId}" as its reader (${(err as { code?: string }).code ?? 'error'})`);
+  }
+  const seen = new Set<string>();
+  try {
+    await client.query('BEGIN READ ONLY');
+    await client.query("SET LOCAL TimeZone = 'UTC'");
+    const timeout = settings.statement_timeout_ms ?? 15_000;
+    await client.query(`SET LOCAL statement_timeout = ${Math.max(60_000, Math.floor(timeout))}`);
+    for (const m of mappings) {
+      const cursor = client.query(new Cursor<RowShape>(documentTableSql(m), [m.max_rows ?? DEFAULT_TABLE_MAX_ROWS]));
+      try {
+        for (;;) {
+          const rows = await cursor.read(BATCH);
+          if (rows.length === 0) break;
+          for (const row of rows) {
+            try {
+              const a = rowToAsset(sourceId, m, row);
+              if (seen.has(a.assetId)) {
+                problems.push({ item: a.assetId, reason: 'duplicate id: the first row was kept', skipped: true });
+                continue;
+              }
+              seen.add(a.assetId);
+              items.push(a);
+            } catch (err) {
+              const item = `${m.table}/${row.id ?? '(null id)'}`;
+              problems.push({ item, reason: err instanceof MetadataError ? err.message : 'unreadable row', skipped: true });
+            }
+          }
+          opts.onItem?.(items.length);
+        }
+      } catch (err) {
+        const code = (err as { code?: string }).code;
+        throw new DocumentTableError(`cannot read document table ${m.table} of source "${sourceId}" as its reader${code ? ` (SQLSTATE ${code})` : ''}`);
+      } finally {
+        await cursor.close().catch(() => undefined);
+      }
+    }
+    await client.query('COMMIT');
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+  return { items, problems };
+}

@@ -1,0 +1,125 @@
+/**
+ * interlock_discover (contract: interlock_discover; spec/mcp-tools-v1.json; issue 4, Build 4).
+ *
+ * Steps, in the contract's order: identity (the dispatcher) → source (granted and enabled, else
+ * not_found / unavailable) → source-role authorization (some role on the source allows `discover`,
+ * else forbidden source_role_denied) → policy (a refusing rule such as a time window → forbidden
+ * policy_denied) → rate limit → search → audit (details source_id, action 'discover', row_count).
+ * Per-asset visibility (category patterns, audience, hide_documents) is applied inside the SQL
+ * (src/discovery/access.ts), so hidden assets are never counted, ranked or hinted at.
+ */
+import catalogue from '../../../generated/tool-catalogue.json';
+import type { ControlDb } from '../../control/db';
+import { AccessEvaluator } from '../../governance/evaluator';
+import type { GovernanceStore } from '../../governance/store';
+import { sourceStep } from '../../pipeline/02-source';
+import { rateLimitStep, type RateLimiter } from '../../pipeline/05-rate-limit';
+import { TOOL_DEFAULTS } from '../registry';
+import type { ToolCallContext, ToolHandler, ToolOutcome } from '../types';
+import { buildScope, mayAct, policyRefusal } from '../../discovery/access';
+import { searchAssets, type DiscoverFilters } from '../../discovery/search';
+
+/** What the discovery tools need: the governance store, the shared rate limiter and the control database (the index). */
+export interface DiscoveryDeps {
+  store: GovernanceStore;
+  rateLimiter: RateLimiter;
+  /** The control database holding table `assets` (any object with a pg pool). */
+  db: Pick<ControlDb, 'pool'>;
+  now?: () => Date;
+}
+
+function maxLimit(tool: string, fallback: number): number {
+  const t = (catalogue.tools as unknown as Array<{ name: string; inputSchema: { properties?: Record<string, { maximum?: number }> } }>).find((x) => x.name === tool);
+  return t?.inputSchema.properties?.limit?.maximum ?? fallback;
+}
+
+/** Largest `limit` of interlock_discover (spec: 50). */
+export const DISCOVER_MAX_LIMIT = maxLimit('interlock_discover', 50);
+/** Largest `limit` of interlock_related_documents (spec: 50). */
+export const RELATED_MAX_LIMIT = maxLimit('interlock_related_documents', 50);
+
+/** The audit details object the dispatcher records for this call. */
+export function auditDetails(ctx: ToolCallContext): Record<string, unknown> {
+  return (ctx as ToolCallContext & { auditDetails?: Record<string, unknown> }).auditDetails ?? {};
+}
+
+/** A success outcome whose text is the JSON of `value` and whose structuredContent is `value`. */
+export function jsonResult(value: Record<string, unknown>): ToolOutcome {
+  return { kind: 'result', content: [{ type: 'text', text: JSON.stringify(value) }], structuredContent: value };
+}
+
+/** Clamps a requested limit to [1, max], defaulting to `dflt`. */
+export function clampLimit(v: unknown, dflt: number, max: number): number {
+  const n = typeof v === 'number' && Number.isFinite(v) ? Math.floor(v) : dflt;
+  return Math.min(Math.max(1, n), max);
+}
+
+function strings(v: unknown): string[] | undefined {
+  return Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : undefined;
+}
+
+/** Parses the filter arguments (already schema-valid); returns an error message for an unreadable time. */
+export function parseFilters(args: Record<string, unknown>): { ok: true; filters: DiscoverFilters } | { ok: false; message: string } {
+  const f: DiscoverFilters = {
+    sourceTypes: strings(args.source_types),
+    documentTypes: strings(args.document_types),
+    categoryPath: strings(args.category_path),
+    audience: strings(args.audience),
+  };
+  if (Array.isArray(args.entities)) f.entities = (args.entities as Array<{ type: string; value: string }>).map((e) => ({ type: String(e.type), value: String(e.value) }));
+  const tr = args.time_range as { from?: unknown; to?: unknown } | undefined;
+  if (tr && typeof tr === 'object') {
+    const range: { from?: string; to?: string } = {};
+    for (const k of ['from', 'to'] as const) {
+      if (tr[k] === undefined) continue;
+      const d = new Date(String(tr[k]));
+      if (Number.isNaN(d.getTime())) return { ok: false, message: `time_range.${k} is not an ISO-8601 date-time` };
+      range[k] = d.toISOString();
+    }
+    f.timeRange = range;
+  }
+  return { ok: true, filters: f };
+}
+
+/**
+ * Builds the interlock_discover handler. Result (text JSON and structuredContent):
+ * {hits: DiscoverHit[], truncated: boolean}; at most `limit` hits (default and maximum from
+ * spec/: 10 and 50), expansions included. Refusals: unknown_source (404), source_disabled (503),
+ * source_role_denied (403, no discover allow on the source), policy_denied (403), rate_limited
+ * (429); invalid_arguments for an unreadable time_range. Index errors → tool_execution_failed (opaque).
+ */
+export function discoverHandler(deps: DiscoveryDeps): ToolHandler {
+  const now = deps.now ?? (() => new Date());
+  return async (args, ctx) => {
+    const identity = ctx.identity;
+    if (!identity) return { kind: 'refusal', code: 'identity_required' };
+    const audit = auditDetails(ctx);
+    const sourceId = String(args.source_id);
+    audit.source_id = sourceId;
+    audit.action = 'discover';
+    const parsed = parseFilters(args);
+    if (!parsed.ok) return { kind: 'tool_error', code: 'invalid_arguments', message: parsed.message };
+
+    const evaluator = new AccessEvaluator(await deps.store.grantsForIdentity(identity.id));
+    const src = await sourceStep(deps.store, evaluator, sourceId);
+    if (!src.ok) return src.outcome;
+
+    const policies = await deps.store.activePolicies();
+    const at = now();
+    const subject = { identityId: identity.id, identityName: identity.name };
+    const scope = buildScope(evaluator, policies, subject, sourceId, 'discover', at);
+    if (!mayAct(scope)) return { kind: 'refusal', code: 'source_role_denied', message: `No role granted on source '${sourceId}' allows discover.` };
+    const refused = policyRefusal(policies, { ...subject, roles: evaluator.roleNames(sourceId), sourceId }, 'discover', at);
+    if (refused) {
+      audit.policy = refused.policy;
+      return { kind: 'refusal', code: 'policy_denied', message: refused.reason };
+    }
+    const limited = await rateLimitStep(deps.rateLimiter, identity.id, sourceId);
+    if (limited) return limited;
+
+    const limit = clampLimit(args.limit, TOOL_DEFAULTS.discover_limit, DISCOVER_MAX_LIMIT);
+    const out = await searchAssets(deps.db.pool, scope, { query: String(args.query), filters: parsed.filters, limit, expandRelated: args.expand_related === true });
+    audit.row_count = out.hits.length;
+    return jsonResult({ hits: out.hits, truncated: out.truncated });
+  };
+}

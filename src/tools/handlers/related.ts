@@ -1,0 +1,73 @@
+/**
+ * interlock_related_documents (contract: interlock_related_documents — "InterLock resolves the
+ * seed asset's source and prevents cross-source expansion"; issue 4, Build 5).
+ *
+ * The seed's source is read from the index itself, never from the caller. Then, in order:
+ * the caller must hold a grant on that source, a discover allow there, and be able to see the seed
+ * (category patterns, audience, hide_documents) — every failure of these answers not_found
+ * unknown_asset, exactly like an asset that does not exist (same code, same message); then the
+ * source must be enabled (unavailable source_disabled); then policy refusals (policy_denied), the
+ * rate limit, and the related assets of the SAME source only, under the same visibility rules.
+ * Audit details: source_id (once the seed is visible), action 'discover', row_count.
+ * Rate limit: a visible seed consumes the identity's and the source's points; an invisible or
+ * missing one consumes the identity's point only (both cases alike).
+ */
+import { AccessEvaluator } from '../../governance/evaluator';
+import { rateLimitStep } from '../../pipeline/05-rate-limit';
+import { TOOL_DEFAULTS } from '../registry';
+import type { ToolHandler, ToolOutcome } from '../types';
+import { buildScope, mayAct, policyRefusal } from '../../discovery/access';
+import { assetSource, assetVisible, relatedAssets } from '../../discovery/search';
+import { auditDetails, clampLimit, jsonResult, RELATED_MAX_LIMIT, type DiscoveryDeps } from './discover';
+
+/** The one answer for an asset that is missing or not visible to the caller. */
+export function unknownAsset(): ToolOutcome {
+  return { kind: 'refusal', code: 'unknown_asset', message: 'No asset with that id is visible to this identity. Use an asset_id returned by interlock_discover.' };
+}
+
+/**
+ * Builds the interlock_related_documents handler. Result (text JSON and structuredContent):
+ * {asset_id, source_id, related: RelatedDocument[]} with at most `limit` entries (default and
+ * maximum from spec/: 10 and 50). Refusals: unknown_asset (404; also for any asset the caller
+ * may not see), source_disabled (503), policy_denied (403), rate_limited (429).
+ */
+export function relatedDocumentsHandler(deps: DiscoveryDeps): ToolHandler {
+  const now = deps.now ?? (() => new Date());
+  return async (args, ctx) => {
+    const identity = ctx.identity;
+    if (!identity) return { kind: 'refusal', code: 'identity_required' };
+    const audit = auditDetails(ctx);
+    audit.action = 'discover';
+    const assetId = String(args.asset_id);
+
+    // Not visible, for whatever reason: one identity-level rate-limit point, then unknown_asset.
+    const invisible = async (): Promise<ToolOutcome> => (await rateLimitStep(deps.rateLimiter, identity.id, null)) ?? unknownAsset();
+    const located = await assetSource(deps.db.pool, assetId);
+    if (!located) return invisible();
+    const sourceId = located.sourceId;
+    const evaluator = new AccessEvaluator(await deps.store.grantsForIdentity(identity.id));
+    if (!evaluator.hasGrant(sourceId)) return invisible();
+    const source = await deps.store.getSource(sourceId);
+    if (!source) return invisible();
+    const policies = await deps.store.activePolicies();
+    const at = now();
+    const subject = { identityId: identity.id, identityName: identity.name };
+    const scope = buildScope(evaluator, policies, subject, sourceId, 'discover', at);
+    if (!mayAct(scope) || !(await assetVisible(deps.db.pool, scope, assetId))) return invisible();
+
+    audit.source_id = sourceId;
+    if (!source.enabled) return { kind: 'refusal', code: 'source_disabled', message: `Source '${sourceId}' is disabled by an operator.` };
+    const refused = policyRefusal(policies, { ...subject, roles: evaluator.roleNames(sourceId), sourceId }, 'discover', at);
+    if (refused) {
+      audit.policy = refused.policy;
+      return { kind: 'refusal', code: 'policy_denied', message: refused.reason };
+    }
+    const limited = await rateLimitStep(deps.rateLimiter, identity.id, sourceId);
+    if (limited) return limited;
+
+    const limit = clampLimit(args.limit, TOOL_DEFAULTS.related_limit, RELATED_MAX_LIMIT);
+    const related = await relatedAssets(deps.db.pool, scope, assetId, limit);
+    audit.row_count = related.length;
+    return jsonResult({ asset_id: assetId, source_id: sourceId, related });
+  };
+}
