@@ -61,6 +61,9 @@ export interface AnalyzeOptions {
   maxLength?: number;
 }
 
+/** The wire protocol's limit on bind parameters; `$n` above it cannot be executed. */
+const MAX_PARAMS = 65_535;
+
 const TOP_ALLOWED = new Set(['SelectStmt', 'InsertStmt', 'UpdateStmt', 'DeleteStmt', 'MergeStmt', 'ExplainStmt']);
 
 /**
@@ -109,6 +112,7 @@ export function analyzeSql(sql: string, catalog: SourceCatalog | PreparedCatalog
     if (err instanceof RangeError) return refuse('invalid_sql', 'statement nests too deeply');
     throw err;
   }
+  if (a.maxParam > MAX_PARAMS) return refuse('invalid_sql', `parameter numbers above $${MAX_PARAMS} are not allowed`);
   const reads = [...a.reads.values()].map(({ rel, cols }) => ({
     schema: rel.schema,
     table: rel.name,

@@ -817,8 +817,14 @@ export class Analyzer {
       lin = derive(lin);
       let names: string[];
       const deflist: N[] | null = defs ? (unwrap(defs, 'List').items as N[]) : funcs.length === 1 && rf.coldeflist ? rf.coldeflist : null;
-      if (deflist) names = deflist.map((cd: N) => String(unwrap(cd, 'ColumnDef').colname));
-      else if (routine?.outColumns) names = [...routine.outColumns];
+      if (deflist) {
+        names = deflist.map((cd: N) => {
+          const def = unwrap(cd, 'ColumnDef');
+          this.typeName(def.typeName);
+          if (def.collClause) checkFields('CollateClause', def.collClause);
+          return String(def.colname);
+        });
+      } else if (routine?.outColumns) names = [...routine.outColumns];
       else names = [funcs.length === 1 && rf.alias ? String(rf.alias.aliasname) : fname];
       for (const n of names) cols.push({ name: n, lin, reads: null });
     });
@@ -1186,7 +1192,7 @@ export class Analyzer {
   private jsonOutput(o: N | undefined): void {
     if (!o) return;
     checkFields('JsonOutput', o);
-    if (o.typeName) checkFields('TypeName', o.typeName);
+    this.typeName(o.typeName);
     if (o.returning) checkFields('JsonReturning', o.returning);
   }
 
@@ -1408,7 +1414,13 @@ export class Analyzer {
     if (!t) return;
     checkFields('TypeName', t);
     if (t.pct_type || t.setof) throw new Refusal('statement_not_allowed', 'unsupported type reference');
-    strings(t.names, 'type name');
+    const names = strings(t.names, 'type name');
+    if (names.length > 2) throw new Refusal('statement_not_allowed', 'cross-database type references are not supported');
+    const unsafe = this.cat.unsafeTypes.get(names[names.length - 1]);
+    if (unsafe) {
+      const hit = names.length === 2 ? unsafe.includes(names[0]) : unsafe.some((sch) => this.cat.path.includes(sch));
+      if (hit) throw new Refusal('function_not_allowed', `type ${q(names.join('.'))} runs user code (domain CHECK or input function) and cannot be used in a cast`);
+    }
     for (const m of t.typmods ?? []) {
       const mt = nodeType(m);
       if (mt !== 'A_Const' && mt !== 'ColumnRef') throw new Refusal('statement_not_allowed', 'unsupported type modifier');

@@ -74,4 +74,10 @@ export interface SourceCatalog {
    * `public`; the analyser refuses such names as `unknown_relation`.
    */
   systemRelations?: string[];
+  /**
+   * Types whose input runs user code: domains with CHECK constraints (directly or via a base
+   * domain), base types with a volatile input function, and composite types with a field of such a
+   * domain. A cast to one of them (`'1'::my_domain`) is refused as `function_not_allowed`.
+   */
+  unsafeTypes?: Array<{ schema: string; name: string }>;
 }

@@ -38,6 +38,8 @@ export interface PreparedCatalog {
   /** Key: bare operator name; absent when the catalogue has no operator list. */
   readonly operatorsByName: ReadonlyMap<string, readonly PreparedRoutine[]> | null;
   readonly systemRelations: ReadonlySet<string>;
+  /** Key: bare type name; value: schemas where a type of that name runs user code on input. */
+  readonly unsafeTypes: ReadonlyMap<string, readonly string[]>;
 }
 
 const cache = new WeakMap<SourceCatalog, PreparedCatalog>();
@@ -100,6 +102,12 @@ export function prepareCatalog(catalog: SourceCatalog | PreparedCatalog): Prepar
     operatorsByName = new Map();
     for (const o of src.operators) addRoutine(operatorsByName, o);
   }
+  const unsafeTypes = new Map<string, string[]>();
+  for (const t of src.unsafeTypes ?? []) {
+    const list = unsafeTypes.get(t.name);
+    if (list) list.push(t.schema);
+    else unsafeTypes.set(t.name, [t.schema]);
+  }
   const path = src.searchPath.includes('pg_catalog') ? [...src.searchPath] : ['pg_catalog', ...src.searchPath];
   const prepared: PreparedCatalog = {
     prepared: true,
@@ -109,6 +117,7 @@ export function prepareCatalog(catalog: SourceCatalog | PreparedCatalog): Prepar
     functionsByName,
     operatorsByName,
     systemRelations: new Set(src.systemRelations ?? []),
+    unsafeTypes,
   };
   cache.set(src, prepared);
   return prepared;

@@ -48,7 +48,18 @@ WITH rels AS (
   ORDER BY 1, 2
   LIMIT $1
 ), procs AS (
-  SELECT n.nspname AS s, p.proname AS n, p.provolatile AS v, p.proretset AS rs,
+  SELECT n.nspname AS s, p.proname AS n,
+    -- An aggregate is marked immutable in pg_proc whatever its support functions do; take the
+    -- most volatile of the aggregate and its transition/final/combine/(de)serial functions.
+    CASE WHEN p.prokind = 'a' THEN coalesce((
+      SELECT CASE WHEN bool_or(f.provolatile = 'v') OR p.provolatile = 'v' THEN 'v'
+                  WHEN bool_or(f.provolatile = 's') OR p.provolatile = 's' THEN 's' ELSE 'i' END
+      FROM pg_catalog.pg_aggregate a
+      JOIN pg_catalog.pg_proc f ON f.oid IN (a.aggtransfn::oid, a.aggfinalfn::oid, a.aggcombinefn::oid, a.aggserialfn::oid,
+                                             a.aggdeserialfn::oid, a.aggmtransfn::oid, a.aggminvtransfn::oid, a.aggmfinalfn::oid)
+      WHERE a.aggfnoid = p.oid), 'v')
+    ELSE p.provolatile::text END AS v,
+    p.proretset AS rs,
     CASE
       WHEN p.proargmodes IS NOT NULL AND p.proargmodes && ARRAY['o','b','t']::"char"[] THEN (
         SELECT json_agg(p.proargnames[i] ORDER BY i)::text
@@ -66,6 +77,28 @@ WITH rels AS (
   WHERE p.prokind <> 'p'
     AND n.nspname NOT LIKE 'pg\\_toast%'
     AND n.nspname NOT LIKE 'pg\\_temp\\_%'
+), unsafe_domains AS (
+  -- Domains whose CHECK constraints run on every cast to them (directly or through a base domain).
+  WITH RECURSIVE d(oid) AS (
+    SELECT t.oid FROM pg_catalog.pg_type t
+    WHERE t.typtype = 'd' AND EXISTS (SELECT 1 FROM pg_catalog.pg_constraint c WHERE c.contypid = t.oid AND c.contype = 'c')
+    UNION
+    SELECT t.oid FROM pg_catalog.pg_type t JOIN d ON t.typbasetype = d.oid WHERE t.typtype = 'd'
+  ) SELECT oid FROM d
+), unsafe_types AS (
+  SELECT n.nspname AS s, t.typname AS n
+  FROM pg_catalog.pg_type t
+  JOIN pg_catalog.pg_namespace n ON n.oid = t.typnamespace
+  WHERE n.nspname NOT IN ('pg_catalog', 'information_schema')
+    AND n.nspname NOT LIKE 'pg\\_toast%'
+    AND n.nspname NOT LIKE 'pg\\_temp\\_%'
+    AND (t.oid IN (SELECT oid FROM unsafe_domains)
+     OR (t.typtype = 'b' AND EXISTS (SELECT 1 FROM pg_catalog.pg_proc f WHERE f.oid = t.typinput AND f.provolatile = 'v'))
+     OR (t.typtype = 'c' AND EXISTS (
+          SELECT 1 FROM pg_catalog.pg_attribute a
+          LEFT JOIN pg_catalog.pg_type at ON at.oid = a.atttypid
+          WHERE a.attrelid = t.typrelid AND a.attnum > 0 AND NOT a.attisdropped
+            AND (a.atttypid IN (SELECT oid FROM unsafe_domains) OR at.typelem IN (SELECT oid FROM unsafe_domains)))))
 )
 SELECT
   (SELECT coalesce(json_agg(json_build_object(
@@ -91,6 +124,7 @@ SELECT
   (SELECT coalesce(json_agg(c.relname ORDER BY c.relname), '[]'::json)
      FROM pg_catalog.pg_class c
      WHERE c.relnamespace = 'pg_catalog'::regnamespace AND c.relkind IN ('r','v','m','f','p')) AS system_relations,
+  (SELECT coalesce(json_agg(json_build_array(u.s, u.n) ORDER BY u.s, u.n), '[]'::json) FROM unsafe_types u) AS unsafe_types,
   pg_catalog.current_schemas(false)::text[] AS search_path
 `;
 
@@ -99,6 +133,7 @@ interface ScanRow {
   functions: Array<[string, string, string, boolean, string | null]>;
   operators: Array<[string, string, string]>;
   system_relations: string[];
+  unsafe_types: Array<[string, string]>;
   search_path: string[];
 }
 
@@ -115,7 +150,8 @@ function isPool(client: pg.ClientBase | pg.Pool): client is pg.Pool {
  *   more exist.
  * - `functions`: every function/aggregate/window function of every schema, `pg_catalog` included,
  *   overloads folded per name (most volatile `provolatile` wins; see `CatalogFunction`).
- * - `operators`, `systemRelations`: see `SourceCatalog`.
+ * - `operators`, `systemRelations`, `unsafeTypes`: see `SourceCatalog`. Aggregates get the volatility
+ *   of their most volatile support function (pg_proc marks every aggregate immutable).
  * - `searchPath`: `current_schemas(false)` for the connection's role.
  *
  * One SQL statement (one snapshot, one round trip); a Pool is borrowed from and released.
@@ -160,6 +196,7 @@ export async function scanCatalog(
     functions,
     operators,
     systemRelations: row.system_relations,
+    unsafeTypes: row.unsafe_types.map(([schema, name]) => ({ schema, name })),
     searchPath: row.search_path,
     scannedAt: new Date().toISOString(),
     truncated,

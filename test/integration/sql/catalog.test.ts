@@ -35,6 +35,15 @@ CREATE MATERIALIZED VIEW mv AS SELECT 1 AS one;
 CREATE TABLE parted (k int, v text) PARTITION BY RANGE (k);
 CREATE TABLE dropped (a int, b int, c int);
 ALTER TABLE dropped DROP COLUMN b;
+CREATE FUNCTION sidefx_sfunc(int, int) RETURNS int LANGUAGE plpgsql VOLATILE AS $$
+BEGIN INSERT INTO t VALUES ((SELECT coalesce(max(a), 0) + 1 FROM t), 'agg'); RETURN coalesce($1, 0) + $2; END $$;
+CREATE AGGREGATE sneaky_sum(int) (sfunc = sidefx_sfunc, stype = int);
+CREATE FUNCTION sidefx_check(int) RETURNS bool LANGUAGE plpgsql VOLATILE AS $$
+BEGIN INSERT INTO t VALUES ((SELECT coalesce(max(a), 0) + 1 FROM t), 'check'); RETURN true; END $$;
+CREATE DOMAIN checked_dom AS int CHECK (sidefx_check(VALUE));
+CREATE DOMAIN plain_dom AS int;
+CREATE DOMAIN derived_dom AS checked_dom;
+CREATE TABLE with_dom (d checked_dom);
 `;
 
 let db: TempDatabase;
@@ -79,6 +88,7 @@ describe('scanCatalog', () => {
       'public.playlist_track:table',
       'public.t:table',
       'public.track:table',
+      'public.with_dom:table',
       's.only_in_s:table',
       's.t:table',
     ]);
@@ -125,6 +135,35 @@ describe('scanCatalog', () => {
     expect(catalog.systemRelations).toEqual(expect.arrayContaining(['pg_class', 'pg_authid', 'pg_stat_activity', 'pg_settings']));
     expect(catalog.systemRelations).not.toContain('customer');
     expect(catalog.searchPath).toEqual(['public']);
+  });
+
+  test('aggregates take the volatility of their support functions; unsafe types are listed', () => {
+    const fn = (name: string) => catalog.functions.find((f) => f.schema === 'public' && f.name === name);
+    expect(fn('sneaky_sum')).toEqual({ schema: 'public', name: 'sneaky_sum', volatility: 'volatile', returnsSet: false });
+    expect(catalog.functions.find((f) => f.schema === 'pg_catalog' && f.name === 'sum')).toMatchObject({ volatility: 'immutable' });
+    expect(catalog.functions.find((f) => f.schema === 'pg_catalog' && f.name === 'json_agg')).toMatchObject({ volatility: 'stable' });
+    expect(catalog.unsafeTypes).toEqual([
+      { schema: 'public', name: 'checked_dom' },
+      { schema: 'public', name: 'derived_dom' },
+      { schema: 'public', name: 'with_dom' },
+    ]);
+  });
+
+  test('such aggregates and casts are refused, and would really have written', async () => {
+    for (const sql of ['SELECT sneaky_sum(a) FROM t', 'SELECT 1::checked_dom', 'SELECT 1::derived_dom', "SELECT '(1)'::with_dom"]) {
+      expect([sql, analyzeSql(sql, catalog)]).toEqual([sql, expect.objectContaining({ ok: false, code: 'function_not_allowed' })]);
+    }
+    expect(analyzeSql('SELECT 1::plain_dom', catalog)).toMatchObject({ ok: true, kind: 'read' });
+    // The refusal matters: outside READ ONLY, PostgreSQL runs the side effect.
+    await client.query('BEGIN');
+    try {
+      await client.query('SELECT 1::checked_dom');
+      await client.query('SELECT sneaky_sum(a) FROM t');
+      const { rows } = await client.query("SELECT count(*)::int AS n FROM t WHERE b IN ('agg', 'check')");
+      expect(rows[0].n).toBeGreaterThan(0);
+    } finally {
+      await client.query('ROLLBACK');
+    }
   });
 
   test('the session search path is reported; a Pool works; maxRelations truncates', async () => {

@@ -316,6 +316,36 @@ describe('functions and operators', () => {
   });
 });
 
+describe('casts to types that run user code', () => {
+  const cat: SourceCatalog = { ...CATALOG, unsafeTypes: [{ schema: 'public', name: 'checked_dom' }, { schema: 'app', name: 'elsewhere' }] };
+
+  test.each([
+    'SELECT 1::checked_dom',
+    'SELECT CAST(1 AS public.checked_dom)',
+    "SELECT '{1}'::checked_dom[]",
+    'SELECT a::checked_dom FROM t',
+    "SELECT * FROM json_to_record('{}') AS x(a checked_dom)",
+    'SELECT * FROM t WHERE a = 1::checked_dom',
+    "SELECT app.elsewhere 'x'",
+  ])('%s is refused', (sql) => {
+    expect(refused(sql, cat).code).toBe('function_not_allowed');
+  });
+
+  test('other casts are fine, including a same-named type in a schema off the path', () => {
+    for (const sql of ['SELECT 1::int', "SELECT 'x'::text", 'SELECT 1::elsewhere', "SELECT '1'::pg_catalog.int8"]) {
+      const r = analyzeSql(sql, cat);
+      expect([sql, r.ok ? 'ok' : r.code]).toEqual([sql, 'ok']);
+    }
+  });
+});
+
+describe('parameters', () => {
+  test('$n above the protocol limit is refused', () => {
+    expect(ok('SELECT $65535::int').paramCount).toBe(65535);
+    expect(refused('SELECT $65536::int')).toMatchObject({ code: 'invalid_sql' });
+  });
+});
+
 describe('writes', () => {
   test.each([
     ["INSERT INTO t VALUES (1, 'x')", [{ schema: 'public', table: 't', operation: 'insert', columns: ['a', 'b'], hasWhere: false }], {}],
