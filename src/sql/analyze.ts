@@ -61,6 +61,8 @@ export interface AnalyzeOptions {
   maxLength?: number;
 }
 
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
 /** The wire protocol's limit on bind parameters; `$n` above it cannot be executed. */
 const MAX_PARAMS = 65_535;
 
@@ -82,6 +84,9 @@ const TOP_ALLOWED = new Set(['SelectStmt', 'InsertStmt', 'UpdateStmt', 'DeleteSt
 export function analyzeSql(sql: string, catalog: SourceCatalog | PreparedCatalog, opts?: AnalyzeOptions): SqlAnalysis {
   if (typeof sql !== 'string') return refuse('invalid_sql', 'SQL must be a string');
   if (sql.includes('\u0000')) return refuse('invalid_sql', 'SQL must not contain NUL bytes');
+  // A lone UTF-16 surrogate is encoded differently by the parser and by the driver: refuse it so
+  // that what is analysed is byte for byte what the server receives.
+  if (LONE_SURROGATE.test(sql)) return refuse('invalid_sql', 'SQL must be valid Unicode');
   const max = opts?.maxLength ?? DEFAULT_MAX_SQL_LENGTH;
   if (sql.length > max) return refuse('invalid_sql', `SQL is longer than ${max} characters`);
   if (sql.trim() === '') return refuse('invalid_sql', 'SQL is empty');

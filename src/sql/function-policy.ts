@@ -42,6 +42,9 @@ const DENY_EXACT: ReadonlyMap<string, string> = new Map<string, string>([
   ...['ts_stat', 'ts_rewrite', 'query_to_xml_and_xmlschema'].map((n) => [n, 'runs SQL text or reads relations by name'] as [string, string]),
   // network addresses of client and server (never shown to agents)
   ...['inet_client_addr', 'inet_client_port', 'inet_server_addr', 'inet_server_port'].map((n) => [n, 'reveals network addresses'] as [string, string]),
+  // catalogue metadata outside what policy exposes (definitions of views, functions, rules, comments)
+  ...['obj_description', 'col_description', 'shobj_description', 'pg_describe_object', 'pg_identify_object', 'pg_identify_object_as_address']
+    .map((n) => [n, 'reads catalogue metadata (use the describe tool)'] as [string, string]),
   // large objects
   ...['loread', 'lowrite'].map((n) => [n, 'accesses large objects'] as [string, string]),
   // shell access through the generic 'system' helpers some extensions add
@@ -77,6 +80,7 @@ const DENY_PREFIX: ReadonlyArray<readonly [string, string]> = [
   ['page_header', 'reads storage internals'],
   ['bt_', 'reads storage internals'],
   ['pg_event_trigger_', 'is an administrative function'],
+  ['pg_get_', 'reads catalogue metadata (use the describe tool)'],
   ['binary_upgrade_', 'is an administrative function'],
   ['lo_', 'accesses large objects'],
   ['dblink', 'opens connections to other servers'],

@@ -46,6 +46,13 @@ describe('sql-safety.md corpus, classes 1–5, verbatim', () => {
     }
   });
 
+  test('lone UTF-16 surrogates are refused (parser and driver would encode them differently)', () => {
+    for (const sql of ['SELECT 1 -- \ud800', "SELECT '\udc00'", 'SELECT "\ud83d" FROM t']) {
+      expect(analyzeSql(sql, CATALOG)).toEqual({ ok: false, code: 'invalid_sql', message: 'SQL must be valid Unicode' });
+    }
+    expect(analyzeSql("SELECT '\ud83d\ude00'", CATALOG)).toMatchObject({ ok: true, kind: 'read' });
+  });
+
   test('empty input and comment-only input are invalid', () => {
     for (const sql of ['', '   ', ';', '-- only a comment', '/* x */']) {
       const r = analyzeSql(sql, CATALOG);
