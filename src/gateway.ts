@@ -20,15 +20,16 @@ import { listSourcesHandler, StoreSourceDirectory } from './tools/handlers/list-
 import { describeAccessHandler, describeSourceHandler } from './tools/handlers/describe';
 import { queryHandler } from './pipeline/query';
 import { postgresRateLimiter, type RateLimitSettings } from './pipeline/05-rate-limit';
-import { ResultCache } from './pipeline/cache';
+import { CACHE_CHANNEL, ResultCache } from './pipeline/cache';
+import { sweepExpiredApprovals } from './control/approvals';
+import { scanSource } from './control/scan';
 import type { ConnectorProvider } from './pipeline/07-execute';
 import { createLogger } from './observability/logger';
 import type { OriginPolicy } from './transport/http-headers';
 import protocol from '../spec/protocol-v1.json';
 import type { ToolBinding } from './tools/types';
 
-/** PostgreSQL NOTIFY channel on which executed writes invalidate a source's cached reads on every replica. */
-export const CACHE_CHANNEL = 'interlock_cache';
+export { CACHE_CHANNEL };
 
 /** Options of startGovernedGateway. */
 export interface GovernedGatewayOptions {
@@ -40,6 +41,8 @@ export interface GovernedGatewayOptions {
   /** Adds the official conformance suite's test-only fixture tools. Never in production. */
   fixtures?: boolean;
   logger?: Logger;
+  /** How often SQL sources' catalogs are rescanned, in ms (default 15 minutes; 0 disables). */
+  catalogRescanMs?: number;
 }
 
 /** A running governed gateway. */
@@ -110,6 +113,23 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
     port: opts.port ?? config.listen.port,
     instructions: 'InterLock governs access to an organisation\'s data. Call interlock_list_sources, then interlock_describe_access, then interlock_query. Writes are queued for human approval: never retry a queued write.',
   });
+  // Housekeeping: expire stale approvals every minute; rescan SQL catalogs every catalog_rescan_ms.
+  const timers: NodeJS.Timeout[] = [];
+  timers.push(setInterval(() => void sweepExpiredApprovals(db).catch((err) => logger.warn({ err: String(err) }, 'approval expiry sweep failed')), 60_000));
+  const rescanMs = opts.catalogRescanMs ?? 15 * 60_000;
+  if (rescanMs > 0) {
+    timers.push(
+      setInterval(() => {
+        void (async () => {
+          for (const s of await store.listSources()) {
+            if (s.type !== 'postgres' || !s.enabled) continue;
+            await scanSource(db, s.id).catch((err) => logger.warn({ sourceId: s.id, code: (err as { code?: string }).code }, 'periodic catalog scan failed'));
+          }
+        })();
+      }, rescanMs),
+    );
+  }
+  for (const t of timers) t.unref();
   const close = running.close;
   return {
     ...running,
@@ -117,6 +137,7 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
     connectors: registry,
     cache,
     async close(deadlineMs?: number) {
+      for (const t of timers) clearInterval(t);
       await close(deadlineMs);
       await Promise.allSettled(listeners.map((l) => l.close()));
       await registry.closeAll();

@@ -20,7 +20,7 @@ import { authorizeStatement } from '../pipeline/03-authorize';
 import { policyStep } from '../pipeline/04-policy';
 import { SourceConnectorRegistry } from '../sources/registry';
 import type { PostgresSourceSettings } from '../sources/postgres/connector';
-import { CACHE_CHANNEL } from '../gateway';
+import { CACHE_CHANNEL } from '../pipeline/cache';
 
 /** Result of approveAndExecute. */
 export interface ApprovalExecution {
@@ -117,6 +117,6 @@ export async function rejectApproval(db: ControlDb, approvalId: string, opts: { 
   assertNotSelf(a, opts.operator);
   const r = await transitionApproval(db, approvalId, ['pending'], 'rejected', { decidedBy: opts.operator });
   if (!r) throw new ControlError('conflict', `Approval ${approvalId} is ${a.state}, not pending.`);
-  await recordApprovalEvent(db, { approvalId, action: 'rejected', operator: opts.operator, identityId: a.identityId, keyId: a.keyId, sourceId: a.sourceId, requestId: a.requestId, reasonCode: opts.reason ?? null } as Parameters<typeof recordApprovalEvent>[1]);
+  await recordApprovalEvent(db, { approvalId, action: 'rejected', operator: opts.operator, identityId: a.identityId, keyId: a.keyId, sourceId: a.sourceId, requestId: a.requestId, reasonCode: null, details: opts.reason ? { reason: opts.reason.slice(0, 1000) } : {} } as Parameters<typeof recordApprovalEvent>[1]);
   return r;
 }

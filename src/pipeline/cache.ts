@@ -8,6 +8,9 @@
 import { createHash } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 
+/** PostgreSQL NOTIFY channel on which an executed write invalidates its source's cached reads on every replica (payload: source id). */
+export const CACHE_CHANNEL = 'interlock_cache';
+
 /** A cached, already-redacted read result. */
 export interface CachedResult {
   rows: Record<string, unknown>[];
