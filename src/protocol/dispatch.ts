@@ -26,6 +26,8 @@ export interface DispatchDeps {
   inflight: InflightRegistry;
   /** Settles when every audit write started so far has finished (graceful shutdown awaits it). */
   pendingAudits: Set<Promise<void>>;
+  /** Optional observer of every finished tool call (metrics). */
+  observe?: (event: ToolCallAuditEvent) => void;
 }
 
 /** Per-HTTP-request facts the dispatcher needs besides the message. */
@@ -130,6 +132,81 @@ function decisionOf(o: ToolOutcome, aborted: boolean): { decision: AuditDecision
   }
 }
 
+/** What one tool call needs besides the tool and its arguments. */
+export interface ToolCallRequest {
+  name: string;
+  args: Record<string, unknown>;
+  apiKey: string | null;
+  requestId: string;
+  signal: AbortSignal;
+  dialect: 'modern' | 'handshake';
+  protocolVersion: string;
+  progressToken?: string | number;
+  notify?: (method: string, params: Record<string, unknown>) => void;
+  /** Key for notifications/cancelled (the JSON-RPC id), when there is one. */
+  cancelKey?: JsonRpcId;
+  abort?: (reason: string) => void;
+}
+
+/**
+ * Runs one governed tool call through the pipeline and records its audit event: identity (step 1)
+ * → argument validation → the tool's handler (steps 2–8) → audit (step 9). Shared by POST /mcp and
+ * the other HTTP routes (deprecated /mcp/tools/call, /v1), so every route gets the same answers.
+ * Returns null for an unknown tool. Never throws: a handler failure becomes the opaque failure.
+ */
+export async function runToolCall(deps: DispatchDeps, req: ToolCallRequest): Promise<{ outcome: ToolOutcome; tool: string; canonical: string } | null> {
+  const binding = deps.tools.get(req.name);
+  if (!binding) return null;
+  const started = Date.now();
+  const ctx: ToolCallContext & { auditDetails: Record<string, unknown> } = {
+    requestId: req.requestId,
+    apiKey: req.apiKey,
+    identity: null,
+    dialect: req.dialect,
+    protocolVersion: req.protocolVersion,
+    toolName: binding.name,
+    canonicalTool: binding.canonical,
+    signal: req.signal,
+    progressToken: req.progressToken,
+    notify: req.notify ?? (() => undefined),
+    auditDetails: {},
+  };
+  const unregister = req.cancelKey !== undefined && req.abort ? deps.inflight.add(req.apiKey, req.cancelKey, req.abort) : () => undefined;
+  let outcome: ToolOutcome;
+  try {
+    outcome = (binding.governed ? await identityStep(ctx, deps.identityResolver) : null) ?? { kind: 'result', content: [] };
+    if (outcome.kind === 'result') {
+      const invalid = binding.validate(req.args);
+      outcome = invalid ? { kind: 'tool_error', code: 'invalid_arguments', message: invalid } : await binding.handler(req.args, ctx);
+    }
+  } catch (err) {
+    deps.logger.error({ requestId: req.requestId, tool: binding.canonical, err }, 'tool call failed');
+    outcome = { kind: 'tool_error', code: req.signal.aborted ? 'cancelled' : 'tool_execution_failed' };
+  } finally {
+    unregister();
+  }
+  const { decision, reason } = decisionOf(outcome, req.signal.aborted);
+  const event: ToolCallAuditEvent = {
+    requestId: req.requestId,
+    time: new Date(started).toISOString(),
+    identityId: ctx.identity?.id ?? null,
+    keyId: ctx.identity?.keyId ?? null,
+    tool: binding.name,
+    canonicalTool: binding.canonical,
+    dialect: req.dialect,
+    protocolVersion: req.protocolVersion,
+    decision,
+    reasonCode: reason,
+    durationMs: Date.now() - started,
+    details: ctx.auditDetails,
+  };
+  const p = deps.audit.record(event).catch((err) => deps.logger.error({ requestId: req.requestId, err }, 'audit write failed'));
+  deps.pendingAudits.add(p);
+  void p.finally(() => deps.pendingAudits.delete(p));
+  deps.observe?.(event);
+  return { outcome, tool: binding.name, canonical: binding.canonical };
+}
+
 async function callTool(adm: Admitted, id: JsonRpcId, params: Record<string, unknown>, http: HttpContext, ch: ResponseChannel, deps: DispatchDeps): Promise<void> {
   const name = params.name;
   if (typeof name !== 'string') return invalidParams(ch, id, 'params.name must be a string');
@@ -149,55 +226,20 @@ async function callTool(adm: Admitted, id: JsonRpcId, params: Record<string, unk
   if (!isObject(args)) return invalidParams(ch, id, 'params.arguments must be an object');
   const meta = isObject(params._meta) ? params._meta : {};
   const progressToken = typeof meta.progressToken === 'string' || typeof meta.progressToken === 'number' ? meta.progressToken : undefined;
-
-  const started = Date.now();
-  const ctx: ToolCallContext & { auditDetails: Record<string, unknown> } = {
-    requestId: http.requestId,
+  const ran = await runToolCall(deps, {
+    name,
+    args,
     apiKey: http.apiKey,
-    identity: null,
+    requestId: http.requestId,
+    signal: http.signal,
     dialect: adm.dialect,
     protocolVersion: adm.version,
-    toolName: binding.name,
-    canonicalTool: binding.canonical,
-    signal: http.signal,
     progressToken,
     notify: (m, p) => ch.event({ jsonrpc: '2.0', method: m, params: p }),
-    auditDetails: {},
-  };
-  const unregister = deps.inflight.add(http.apiKey, id, (reason) => http.abort(reason));
-  let outcome: ToolOutcome;
-  try {
-    outcome = (binding.governed ? await identityStep(ctx, deps.identityResolver) : null) ?? { kind: 'result', content: [] };
-    if (outcome.kind === 'result') {
-      const invalid = binding.validate(args);
-      outcome = invalid ? { kind: 'tool_error', code: 'invalid_arguments', message: invalid } : await binding.handler(args, ctx);
-    }
-  } catch (err) {
-    deps.logger.error({ requestId: http.requestId, tool: binding.canonical, err }, 'tool call failed');
-    outcome = { kind: 'tool_error', code: http.signal.aborted ? 'cancelled' : 'tool_execution_failed' };
-  } finally {
-    unregister();
-  }
-  const { decision, reason } = decisionOf(outcome, http.signal.aborted);
-  const event: ToolCallAuditEvent = {
-    requestId: http.requestId,
-    time: new Date(started).toISOString(),
-    identityId: ctx.identity?.id ?? null,
-    keyId: ctx.identity?.keyId ?? null,
-    tool: binding.name,
-    canonicalTool: binding.canonical,
-    dialect: adm.dialect,
-    protocolVersion: adm.version,
-    decision,
-    reasonCode: reason,
-    durationMs: Date.now() - started,
-    details: ctx.auditDetails,
-  };
-  const p = deps.audit.record(event).catch((err) => deps.logger.error({ requestId: http.requestId, err }, 'audit write failed'));
-  deps.pendingAudits.add(p);
-  void p.finally(() => deps.pendingAudits.delete(p));
-
-  const rendered = renderOutcome(outcome, adm.dialect, adm.version, http.requestId);
+    cancelKey: id,
+    abort: (reason) => http.abort(reason),
+  });
+  const rendered = renderOutcome(ran!.outcome, adm.dialect, adm.version, http.requestId);
   if (rendered.kind === 'result') ch.final(200, resultResponse(id, rendered.result), {}, true);
   else ch.final(rendered.status, errorResponse(id, rendered.error), rendered.headers ?? {});
 }

@@ -31,6 +31,14 @@ export interface GatewayAppOptions {
   instructions?: string;
   /** Largest accepted request body in bytes (default 1 MiB). */
   bodyLimitBytes?: number;
+  /**
+   * Extra route modules (operations endpoints, deprecated routes, the /v1 proxy, the admin API),
+   * mounted before /mcp. Each receives the app and the dispatcher's dependencies, so it can run tool
+   * calls through the same pipeline and audit (runToolCall).
+   */
+  routes?: Array<(app: Express, deps: DispatchDeps) => void>;
+  /** Observer of every finished tool call (metrics). */
+  observe?: DispatchDeps['observe'];
 }
 
 /** The app plus what graceful shutdown needs. */
@@ -55,6 +63,7 @@ export function createGatewayApp(opts: GatewayAppOptions): GatewayApp {
     instructions: opts.instructions,
     inflight: new InflightRegistry(),
     pendingAudits: new Set(),
+    observe: opts.observe,
   };
   const controllers = new Set<AbortController>();
   const app = express();
@@ -64,6 +73,8 @@ export function createGatewayApp(opts: GatewayAppOptions): GatewayApp {
   app.get('/healthz', (_req, res) => {
     res.json({ status: 'ok' });
   });
+
+  for (const mount of opts.routes ?? []) mount(app, deps);
 
   const bodyParser = express.text({ type: () => true, limit: opts.bodyLimitBytes ?? 1024 * 1024 });
   app.all('/mcp', bodyParser, async (req: Request, res: Response) => {
