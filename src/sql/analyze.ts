@@ -6,29 +6,39 @@
  * touched, write targets, functions, output-column lineage and filter columns.
  *
  * What is refused (see `RefusalCode`):
- * - NUL bytes, empty input, input over `maxLength`, syntax errors → `invalid_sql`.
+ * - NUL bytes, lone UTF-16 surrogates, empty input, input over `maxLength`, syntax errors, nesting
+ *   deeper than the walker allows, `$n` above 65535 → `invalid_sql`.
  * - More than one statement; any top-level statement other than SELECT/VALUES/TABLE, INSERT,
  *   UPDATE, DELETE, MERGE or EXPLAIN (without ANALYZE, of a read); SELECT INTO; FOR UPDATE/SHARE/
- *   NO KEY UPDATE/KEY SHARE anywhere; WHERE CURRENT OF; XMLTABLE/JSON_TABLE; any parse-tree node
- *   or field the walker does not know → `statement_not_allowed` (fail closed).
- * - Deny-listed functions (any schema, any case), volatile functions other than a few harmless
- *   built-ins, unknown functions, volatile or unknown operators, TABLESAMPLE methods other than
- *   BERNOULLI/SYSTEM → `function_not_allowed`.
- * - Relations that are not in the catalogue, including system catalogues → `unknown_relation`.
+ *   NO KEY UPDATE/KEY SHARE anywhere; WHERE CURRENT OF; XMLTABLE/JSON_TABLE; RETURNING WITH (...);
+ *   any parse-tree node or field the walker does not know → `statement_not_allowed` (fail closed).
+ * - Deny-listed functions (any schema, any case; see function-policy.ts), volatile functions other
+ *   than a few harmless built-ins (random(), gen_random_uuid(), clock_timestamp(), …), unknown
+ *   functions, any same-named volatile candidate on the search path, volatile or unknown operators
+ *   (when the catalogue lists operators), TABLESAMPLE methods other than BERNOULLI/SYSTEM, casts to
+ *   types that run user code (domains with CHECK constraints), `generate_series`/`repeat`/`lpad`/
+ *   `rpad` with constant sizes over 10 million → `function_not_allowed`.
+ * - Relations that are not in the catalogue, system catalogues included (also when an unqualified
+ *   name would resolve to `pg_catalog` first) → `unknown_relation`.
  * - Columns no FROM item in scope has (system columns such as `ctid` included) → `unknown_column`.
  *
- * Residual risks (handled by the execution layer: read-only transaction, least-privilege role,
- * timeouts, row and byte caps, opaque error messages):
- * - Functions reached only implicitly (type input/cast functions, operators of user-defined types
- *   when the catalogue has no operator list, view bodies, RLS policies, column defaults and triggers
- *   of writes) are not inspected.
+ * Residual risks (for the execution layer: read-only transaction, least-privilege role, timeouts,
+ * row and byte caps, opaque error messages):
+ * - Code reached only implicitly is not inspected: view bodies, RLS policies, operators of
+ *   user-defined types when the catalogue has no operator list, domain coercions of arguments to
+ *   user functions, column defaults and triggers of writes.
  * - User-defined stable functions are allowed; they may read relations that `reads` does not show.
  *   `functions` lists them (schema ≠ `pg_catalog`) so policy can refuse them.
- * - Resource exhaustion (`generate_series(1, 1e9)`, `repeat('x', 1e9)`, huge cross joins) is
- *   classified as a read; timeouts and byte caps must stop it.
+ * - Resource exhaustion beyond the obvious constants (`generate_series(1, n)` with n from a table,
+ *   nested `repeat`, cross joins, unbounded recursive CTEs) is classified as a read.
  * - Error messages can carry values (`CAST(email AS int)` fails with the email in the message); the
  *   execution layer must never forward driver error text.
- * - Values can leak by inference through filters; see `filterSources`.
+ * - Values can leak by inference through filters (see `filterSources`), and EXPLAIN output shows
+ *   view definitions and filter constants of the plan.
+ * - Stable built-ins that reveal the existence of objects or settings are allowed
+ *   (`'x'::regclass`, `to_regclass`, `has_table_privilege`, `current_setting`, `version()`).
+ * - libpg-query 18 parses syntax a PostgreSQL 15 server rejects (and, rarely, the reverse, e.g.
+ *   `WITH /* c *\/ ORDINALITY`); either way the mismatch ends in a refusal or a server error.
  */
 import { createHash } from 'node:crypto';
 import type { SourceCatalog } from './catalog-types';

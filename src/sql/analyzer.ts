@@ -18,7 +18,6 @@ import { deniedFunctionReason, HARMLESS_VOLATILE, isCacheBreaking, resourceLimit
 import {
   alternative,
   ColumnRef,
-  colKey,
   derive,
   Lin,
   LIN_NONE,
@@ -1677,4 +1676,3 @@ function referencedNames(node: unknown, names: ReadonlySet<string>): Set<string>
   return out;
 }
 
-export { colKey };

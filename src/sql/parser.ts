@@ -73,8 +73,9 @@ export interface RawParseResult {
 }
 
 /**
- * Parses `sql` into the raw PostgreSQL parse tree.
- * Throws `SqlParseFailure` on a syntax error; throws `Error` if the parser is not initialised.
+ * Parses `sql` into the raw PostgreSQL parse tree with the real grammar (sql-safety.md layer 1).
+ * Callers must have rejected NUL bytes first (the parser stops at them). Throws `SqlParseFailure`
+ * on a syntax error; throws `Error` if the parser is not initialised.
  */
 export function parseSql(sql: string): RawParseResult {
   ensureLoaded();
@@ -85,7 +86,10 @@ export function parseSql(sql: string): RawParseResult {
   }
 }
 
-/** libpg-query's statement fingerprint (constants and parameters ignored), a cache-key ingredient. */
+/**
+ * libpg-query's statement fingerprint (16 hex digits; constants, comments and layout ignored), a
+ * cache-key ingredient. Throws `SqlParseFailure` for unparsable input, `Error` if not initialised.
+ */
 export function fingerprintSql(sql: string): string {
   ensureLoaded();
   try {
