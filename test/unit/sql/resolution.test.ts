@@ -212,6 +212,9 @@ describe('refusals for unknown names', () => {
     ['UPDATE t SET nosuch = 1', 'unknown_column'],
     ['WITH x AS (SELECT 1 AS a) INSERT INTO x VALUES (1)', 'unknown_relation'], // CTEs are never write targets
     ['SELECT * FROM t JOIN customer USING (nosuch)', 'unknown_column'],
+    ['DELETE FROM pg_catalog.pg_class', 'unknown_relation'],
+    ["UPDATE pg_authid SET rolsuper = true", 'unknown_relation'],
+    ['INSERT INTO information_schema.sql_features VALUES (1)', 'unknown_relation'],
   ] as const)('%s → %s', (sql, code) => {
     expect(refused(sql).code).toBe(code);
   });
