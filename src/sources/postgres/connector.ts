@@ -80,7 +80,12 @@ export interface PostgresSourceSettings {
   /** Time to open a connection or to wait for a free pooled one (ms, default 5000). */
   connect_timeout_ms?: number;
   breaker?: {
-    /** Consecutive source failures (connection failures, timeouts) that open the circuit (default 5). */
+    /**
+     * Consecutive source failures that open the circuit (default 5): failures to connect (refused,
+     * DNS, timeout, authentication, TLS), lost connections, server-side faults (SQLSTATE classes
+     * 08, 53, 57, 58, XX…), and a server that does not answer at all. Not counted: the statement's
+     * own errors, server-enforced statement timeouts, cancellations, local pool saturation.
+     */
     failure_threshold?: number;
     /** Time the circuit stays open before one half-open probe is let through (ms, default 10000). */
     reset_timeout_ms?: number;
@@ -726,6 +731,7 @@ export class PostgresSourceConnector {
       password: () => who.password ?? '',
       ssl: this.ssl,
       connectionTimeoutMillis: CANCEL_TIMEOUT_MS,
+      query_timeout: CANCEL_TIMEOUT_MS,
       application_name: applicationName(this.sourceId, 'cancel'),
     });
     fallback.on('error', () => undefined);

@@ -216,7 +216,11 @@ const POOL_WAIT_TIMEOUT = 'timeout exceeded when trying to connect';
  * Classifies a raw failure into a SourceError (safe message, raw error kept as `cause`).
  *
  * - cancelled by the caller → `cancelled` (not a source failure).
- * - watchdog fired, or SQLSTATE 57014 not caused by our cancel → `statement_timeout` (counts: timeouts open the breaker).
+ * - SQLSTATE 57014 not caused by our cancel (the server enforced statement_timeout) →
+ *   `statement_timeout`, NOT a source failure: the server is up and did its job, and the cost is the
+ *   statement's own (otherwise one agent's slow queries would open the circuit for every agent).
+ * - the client-side watchdog fired (the server did not answer at all, even past statement_timeout)
+ *   → `statement_timeout`, a source failure (the source is unresponsive).
  * - while connecting with TLS configured, a TLS failure → `upstream_tls_refused` (counts).
  * - while connecting, anything else (refused, DNS, timeout, authentication, unknown database,
  *   too many connections, starting up) → opaque `execution_failed` (counts), except waiting for a
@@ -232,7 +236,7 @@ export function classifyFailure(err: unknown, ctx: FailureContext): SourceError 
   if (ctx.cancelledByCaller) return new SourceError('cancelled', { cause: err });
   if (ctx.watchdogFired) return new SourceError('statement_timeout', { cause: err, sourceFailure: true });
   if (isServerError(err)) {
-    if (err.code === SQLSTATE_QUERY_CANCELED) return new SourceError('statement_timeout', { cause: err, sourceFailure: true, sqlState: err.code });
+    if (err.code === SQLSTATE_QUERY_CANCELED) return new SourceError('statement_timeout', { cause: err, sourceFailure: false, sqlState: err.code });
     if (ctx.phase === 'connect' || isFatalServerError(err) || SOURCE_FAILURE_CLASSES.has(err.code.slice(0, 2))) {
       return new SourceError('execution_failed', { cause: err, sourceFailure: true, sqlState: err.code });
     }

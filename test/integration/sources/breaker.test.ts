@@ -106,6 +106,25 @@ test('while open no connection is attempted; after reset_timeout_ms a single hal
   }
 });
 
+test('a source that stops answering: the client-side watchdog reports statement_timeout, cancels, drops the connection, and counts', async () => {
+  const fake = await startFakePg({ kind: 'query_silent' });
+  try {
+    const c = make(fake.port, { failure_threshold: 1, reset_timeout_ms: 60_000 }, undefined, { statement_timeout_ms: 100 });
+    const t0 = Date.now();
+    const err = await c.read('SELECT 1', [], BIG).catch((e: unknown) => e);
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(2000);
+    expect(Date.now() - t0).toBeLessThan(3500);
+    expect(err).toMatchObject({ code: 'statement_timeout', sourceFailure: true });
+    expect(c.breakerState()).toBe('open');
+    const t1 = Date.now();
+    await c.close(); // the dropped connection is released within the bounded cancel attempts
+    expect(Date.now() - t1).toBeLessThan(2500);
+    expect(fake.cancels).toBeGreaterThanOrEqual(1);
+  } finally {
+    await fake.close();
+  }
+}, 20_000);
+
 describe('a throwaway cluster stopped and restarted', () => {
   let cluster: Cluster;
   beforeAll(async () => {

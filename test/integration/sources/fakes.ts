@@ -38,19 +38,22 @@ export type FakeBehaviour =
   | { kind: 'startup_error'; fields: Record<string, string> }
   | { kind: 'query_error'; fields: Record<string, string> }
   | { kind: 'query_cut' }
+  | { kind: 'query_silent' }
   | { kind: 'silent' };
 
 /** A started fake server. */
 export interface FakePg {
   port: number;
   connections: number;
+  /** CancelRequests received (pid 4242, key 777 is what every fake session announces). */
+  cancels: number;
   close(): Promise<void>;
 }
 
 /** Starts a fake PostgreSQL server on 127.0.0.1. SSLRequests are answered 'N' (no SSL). */
 export function startFakePg(behaviour: FakeBehaviour): Promise<FakePg> {
   const sockets = new Set<net.Socket>();
-  const state = { connections: 0 };
+  const state = { connections: 0, cancels: 0 };
   const server = net.createServer((sock) => {
     state.connections++;
     sockets.add(sock);
@@ -69,6 +72,11 @@ export function startFakePg(behaviour: FakeBehaviour): Promise<FakePg> {
           if (code === 80877103) {
             sock.write('N');
             continue;
+          }
+          if (code === 80877102) {
+            state.cancels++;
+            sock.destroy();
+            return;
           }
           started = true;
           switch (behaviour.kind) {
@@ -98,6 +106,9 @@ export function startFakePg(behaviour: FakeBehaviour): Promise<FakePg> {
         port,
         get connections() {
           return state.connections;
+        },
+        get cancels() {
+          return state.cancels;
         },
         close: () =>
           new Promise<void>((r) => {
