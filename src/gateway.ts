@@ -15,6 +15,7 @@ import { initSqlParser } from './sql/analyze';
 import { SourceConnectorRegistry } from './sources/registry';
 import type { PostgresSourceSettings } from './sources/postgres/connector';
 import { listenGateway, type RunningGateway } from './server';
+import type { GatewayAppOptions } from './transport/app';
 import { interlockToolBindings } from './tools/registry';
 import { listSourcesHandler, StoreSourceDirectory } from './tools/handlers/list-sources';
 import { describeAccessHandler, describeSourceHandler } from './tools/handlers/describe';
@@ -25,6 +26,8 @@ import { sweepExpiredApprovals } from './control/approvals';
 import { scanSource } from './control/scan';
 import type { ConnectorProvider } from './pipeline/07-execute';
 import { createLogger } from './observability/logger';
+import { GatewayMetrics, mountOperations } from './observability/metrics';
+import { migrationStatus } from './control/db';
 import type { OriginPolicy } from './transport/http-headers';
 import protocol from '../spec/protocol-v1.json';
 import type { ToolBinding } from './tools/types';
@@ -43,10 +46,13 @@ export interface GovernedGatewayOptions {
   logger?: Logger;
   /** How often SQL sources' catalogs are rescanned, in ms (default 15 minutes; 0 disables). */
   catalogRescanMs?: number;
+  /** Extra route modules (deprecated routes, /v1, admin API), mounted before /mcp. */
+  routes?: GatewayAppOptions['routes'];
 }
 
 /** A running governed gateway. */
 export interface GovernedGateway extends RunningGateway {
+  metrics: GatewayMetrics;
   store: DbGovernanceStore;
   connectors: SourceConnectorRegistry;
   cache: ResultCache;
@@ -102,8 +108,18 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
     const { conformanceFixtureTools } = require('./fixtures/conformance-tools') as typeof import('./fixtures/conformance-tools');
     tools.unshift(...conformanceFixtureTools());
   }
+  const ops = {
+    ready: async () => (await migrationStatus(db)).upToDate,
+    circuitStates: () => registry.states(),
+    pendingApprovals: async () => (await db.pool.query("SELECT count(*)::int AS n FROM approvals WHERE state = 'pending'")).rows[0].n as number,
+    cacheStats: () => ({ hits: cache.hits, misses: cache.misses, entries: cache.size }),
+  };
+  const metrics = new GatewayMetrics(ops);
   const host = opts.host ?? config.listen.host;
   const running = await listenGateway({
+    routes: [(app) => mountOperations(app, metrics, ops), ...(opts.routes ?? [])],
+    observe: (e) => metrics.observeToolCall(e),
+    observeRequest: (m, d, s, sec) => metrics.observeRequest(m, d, s, sec),
     tools,
     identityResolver,
     audit: new DbAuditSink(db, logger),
@@ -133,6 +149,7 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
   const close = running.close;
   return {
     ...running,
+    metrics,
     store,
     connectors: registry,
     cache,

@@ -39,6 +39,8 @@ export interface GatewayAppOptions {
   routes?: Array<(app: Express, deps: DispatchDeps) => void>;
   /** Observer of every finished tool call (metrics). */
   observe?: DispatchDeps['observe'];
+  /** Observer of every answered /mcp request: JSON-RPC method ('-' when unreadable), dialect, HTTP status, seconds. */
+  observeRequest?: (method: string, dialect: string, status: number, seconds: number) => void;
 }
 
 /** The app plus what graceful shutdown needs. */
@@ -84,6 +86,12 @@ export function createGatewayApp(opts: GatewayAppOptions): GatewayApp {
     for (const [k, v] of Object.entries(req.headers)) headers[k.toLowerCase()] = Array.isArray(v) ? v.join(', ') : v;
     const verdict = admit({ method: req.method, headers, body: typeof req.body === 'string' ? req.body : undefined, scheme: req.protocol }, policy);
     const ch = new ResponseChannel(res);
+    if (opts.observeRequest) {
+      const t0 = process.hrtime.bigint();
+      const method = verdict.kind === 'admitted' ? verdict.message.method : '-';
+      const dialect = verdict.kind === 'admitted' ? verdict.dialect : '-';
+      res.on('finish', () => opts.observeRequest!(method, dialect, res.statusCode, Number(process.hrtime.bigint() - t0) / 1e9));
+    }
     if (verdict.kind === 'reply') {
       if (verdict.body) ch.final(verdict.status, verdict.body, verdict.headers ?? {});
       else {
