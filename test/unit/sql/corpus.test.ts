@@ -162,6 +162,8 @@ describe('structural oracle agrees with the classifier', () => {
     const { types, functions } = genericScan(tree);
     if (DML.some((t) => types.has(t))) expect(r.ok && r.kind === 'read').toBe(false);
     if ([...functions].some((f) => deniedFunctionReason(f) !== null)) expect(r.ok).toBe(false);
+    // Every function call in the tree went through the function policy.
+    if (r.ok) expect([...functions].filter((f) => !r.functions.some((x) => x.name === f))).toEqual([]);
     if (r.ok && r.kind === 'read') {
       const allowedTop = ['SelectStmt', 'ExplainStmt'];
       expect(allowedTop).toContain(r.statement);

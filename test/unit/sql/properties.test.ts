@@ -196,6 +196,9 @@ test('every referenced column is in reads, and only those', () => {
       const extra = [...got].filter((x) => !gen.refs.has(x));
       if (missing.length || extra.length) throw new Error(`missing ${JSON.stringify(missing)} extra ${JSON.stringify(extra)}\n${sql}`);
       expect(r.kind).toBe('read');
+      // every function call went through the function policy
+      const calls = new Set([...sql.matchAll(/\b([a-z_]+)\(/g)].map((m) => m[1]).filter((f) => !['exists', 'in', 'coalesce'].includes(f.toLowerCase()))); // not function calls
+      expect([...calls].filter((f) => !r.functions.some((x) => x.name === f))).toEqual([]);
     }),
     { numRuns: RUNS, endOnFailure: true },
   );
