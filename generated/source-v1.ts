@@ -61,6 +61,15 @@ export interface PostgresSourceSettings {
    * @maxItems 100
    */
   document_tables?: DocumentTableMapping[];
+  /**
+   * Longest a connection may sit idle inside a transaction (default 10000).
+   */
+  idle_in_transaction_timeout_ms?: number;
+  /**
+   * Longest to wait for a new connection or a pooled one (default 5000).
+   */
+  connect_timeout_ms?: number;
+  breaker?: SourceBreaker;
 }
 /**
  * This interface was referenced by `undefined`'s JSON-Schema
@@ -68,7 +77,10 @@ export interface PostgresSourceSettings {
  */
 export interface DatabaseCredentials {
   user: string;
-  password: string;
+  /**
+   * Omit for trust, peer or certificate authentication. Never read from PGPASSWORD or ~/.pgpass.
+   */
+  password?: string;
 }
 /**
  * Upstream TLS. off: plaintext; require: encrypted, server not verified; verify-ca: certificate chain checked against ca; verify-full: chain and host name (servername, default host) checked.
@@ -127,6 +139,13 @@ export interface DocumentTableMapping {
    * Most rows indexed from this table (default 100000).
    */
   max_rows?: number;
+}
+/**
+ * Circuit breaker: after failure_threshold consecutive source failures (connection refused or lost, TLS refused, server faults; not statement errors or statement timeouts) calls are refused at once as unavailable/circuit_open for reset_timeout_ms, then one probe decides.
+ */
+export interface SourceBreaker {
+  failure_threshold?: number;
+  reset_timeout_ms?: number;
 }
 /**
  * This interface was referenced by `undefined`'s JSON-Schema

@@ -6576,10 +6576,10 @@ return errors === 0;
 validate50.evaluated = {"props":{"asset_id":true,"title":true,"relation":true,"score":true,"document_type":true,"category_path":true,"timestamp":true},"dynamicProps":false,"dynamicItems":false};
 
 exports.validateSourceDefinition = validate51;
-const schema70 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/source-v1.schema.json","title":"SourceDefinition","description":"A data source registered in the control database (`interlock source add FILE`, JSON or YAML). PostgreSQL sources name two database roles: a reader (SELECT only, used for every agent read and for catalog scans) and an optional writer (used only to execute approved writes). Credentials are stored in the control database; protect it accordingly. Issue 3, Build 1.","type":"object","properties":{"id":{"description":"Stable source id used by agents (source_id).","type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$"},"type":{"type":"string","enum":["postgres","documents"]},"name":{"description":"Display name.","type":"string","minLength":1,"maxLength":200},"description":{"type":"string","maxLength":1000},"enabled":{"description":"Disabled sources refuse every call with status unavailable (default true).","type":"boolean"},"settings":{"anyOf":[{"$ref":"#/$defs/postgresSettings"},{"$ref":"#/$defs/documentsSettings"}]}},"required":["id","type","name","settings"],"additionalProperties":false,"allOf":[{"if":{"properties":{"type":{"const":"postgres"}},"required":["type"]},"then":{"properties":{"settings":{"$ref":"#/$defs/postgresSettings"}}}},{"if":{"properties":{"type":{"const":"documents"}},"required":["type"]},"then":{"properties":{"settings":{"$ref":"#/$defs/documentsSettings"}}}}],"$defs":{"credentials":{"title":"DatabaseCredentials","type":"object","properties":{"user":{"type":"string","minLength":1,"maxLength":63},"password":{"type":"string","maxLength":1024}},"required":["user","password"],"additionalProperties":false},"tls":{"title":"SourceTls","description":"Upstream TLS. off: plaintext; require: encrypted, server not verified; verify-ca: certificate chain checked against ca; verify-full: chain and host name (servername, default host) checked.","type":"object","properties":{"mode":{"type":"string","enum":["off","require","verify-ca","verify-full"]},"ca":{"description":"PEM bundle of the trusted certificate authorities (verify-ca, verify-full; default: the system store).","type":"string","maxLength":1048576},"servername":{"description":"Host name expected in the server certificate (verify-full).","type":"string","minLength":1,"maxLength":255}},"required":["mode"],"additionalProperties":false},"postgresSettings":{"title":"PostgresSourceSettings","type":"object","properties":{"host":{"type":"string","minLength":1,"maxLength":255},"port":{"type":"integer","minimum":1,"maximum":65535},"database":{"type":"string","minLength":1,"maxLength":63},"reader":{"$ref":"#/$defs/credentials"},"writer":{"$ref":"#/$defs/credentials"},"tls":{"$ref":"#/$defs/tls"},"statement_timeout_ms":{"description":"Longest a statement may run (default 15000).","type":"integer","minimum":1,"maximum":3600000},"lock_timeout_ms":{"description":"Longest a statement may wait for a lock (default 2000).","type":"integer","minimum":1,"maximum":3600000},"max_rows":{"description":"Most rows a read returns, whatever the call asks (default 1000).","type":"integer","minimum":1,"maximum":100000},"pool_size":{"description":"Largest number of reader connections per gateway process (default 5).","type":"integer","minimum":1,"maximum":100},"document_tables":{"description":"Tables (or views) of this source that discovery indexes as assets (interlock index SOURCE), read as the reader role. Each row becomes asset <source_id>:<schema>.<table>/<id>.","type":"array","maxItems":100,"items":{"$ref":"#/$defs/documentTable"}}},"required":["host","port","database","reader","tls"],"additionalProperties":false},"columnName":{"title":"ColumnName","description":"A column name, exactly as stored (no quoting).","type":"string","minLength":1,"maxLength":63},"documentTable":{"title":"DocumentTableMapping","description":"Maps the rows of one table or view to discovery assets (issue 4, Build 2). Column values: id and title of any type (read as text); body text; type_column text; category_column text[] or text split on '/'; time_column a date or timestamp; audience_column text[] or text split on ','; entities_column jsonb [{type, value}]; links_column text[] of asset ids. A row whose id is NULL or empty is skipped.","type":"object","properties":{"table":{"description":"schema.table, exact names (no quoting).","type":"string","pattern":"^[^.\\s]+\\.[^.\\s]+$","maxLength":200},"id_column":{"$ref":"#/$defs/columnName"},"title_column":{"$ref":"#/$defs/columnName"},"body_column":{"$ref":"#/$defs/columnName"},"type_column":{"$ref":"#/$defs/columnName"},"document_type":{"description":"Document type of a row whose type_column is absent or NULL (default \"record\").","type":"string","minLength":1,"maxLength":64},"category_column":{"$ref":"#/$defs/columnName"},"category_path":{"description":"Category path of a row whose category_column is absent or empty (default [schema, table]). discover/request statements on this source match categories as on a documents source (*, a/b, a/b/*).","type":"array","maxItems":32,"items":{"type":"string","minLength":1,"maxLength":128}},"time_column":{"$ref":"#/$defs/columnName"},"audience_column":{"$ref":"#/$defs/columnName"},"audience":{"description":"Audience of a row whose audience_column is absent, NULL or empty (default none: visible to every identity that may discover it).","type":"array","maxItems":50,"items":{"type":"string","minLength":1,"maxLength":64}},"entities_column":{"$ref":"#/$defs/columnName"},"links_column":{"$ref":"#/$defs/columnName"},"max_rows":{"description":"Most rows indexed from this table (default 100000).","type":"integer","minimum":1,"maximum":1000000}},"required":["table","id_column","title_column","body_column"],"additionalProperties":false},"documentsSettings":{"title":"DocumentsSourceSettings","type":"object","properties":{"path":{"description":"Folder holding the documents: .md, .txt and .json files, searched recursively (hidden files and folders and symbolic links are skipped). Front matter (YAML between --- lines for .md/.txt, the object's own fields for .json): title, document_type, category_path, timestamp, audience, entities [{type, value}], links. Asset id <source_id>:<relative path>.","type":"string","minLength":1,"maxLength":4096}},"required":["path"],"additionalProperties":false}}};
+const schema70 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/source-v1.schema.json","title":"SourceDefinition","description":"A data source registered in the control database (`interlock source add FILE`, JSON or YAML). PostgreSQL sources name two database roles: a reader (SELECT only, used for every agent read and for catalog scans) and an optional writer (used only to execute approved writes). Credentials are stored in the control database; protect it accordingly. Issue 3, Build 1.","type":"object","properties":{"id":{"description":"Stable source id used by agents (source_id).","type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$"},"type":{"type":"string","enum":["postgres","documents"]},"name":{"description":"Display name.","type":"string","minLength":1,"maxLength":200},"description":{"type":"string","maxLength":1000},"enabled":{"description":"Disabled sources refuse every call with status unavailable (default true).","type":"boolean"},"settings":{"anyOf":[{"$ref":"#/$defs/postgresSettings"},{"$ref":"#/$defs/documentsSettings"}]}},"required":["id","type","name","settings"],"additionalProperties":false,"allOf":[{"if":{"properties":{"type":{"const":"postgres"}},"required":["type"]},"then":{"properties":{"settings":{"$ref":"#/$defs/postgresSettings"}}}},{"if":{"properties":{"type":{"const":"documents"}},"required":["type"]},"then":{"properties":{"settings":{"$ref":"#/$defs/documentsSettings"}}}}],"$defs":{"credentials":{"title":"DatabaseCredentials","type":"object","properties":{"user":{"type":"string","minLength":1,"maxLength":63},"password":{"type":"string","maxLength":1024,"description":"Omit for trust, peer or certificate authentication. Never read from PGPASSWORD or ~/.pgpass."}},"required":["user"],"additionalProperties":false},"tls":{"title":"SourceTls","description":"Upstream TLS. off: plaintext; require: encrypted, server not verified; verify-ca: certificate chain checked against ca; verify-full: chain and host name (servername, default host) checked.","type":"object","properties":{"mode":{"type":"string","enum":["off","require","verify-ca","verify-full"]},"ca":{"description":"PEM bundle of the trusted certificate authorities (verify-ca, verify-full; default: the system store).","type":"string","maxLength":1048576},"servername":{"description":"Host name expected in the server certificate (verify-full).","type":"string","minLength":1,"maxLength":255}},"required":["mode"],"additionalProperties":false},"postgresSettings":{"title":"PostgresSourceSettings","type":"object","properties":{"host":{"type":"string","minLength":1,"maxLength":255},"port":{"type":"integer","minimum":1,"maximum":65535},"database":{"type":"string","minLength":1,"maxLength":63},"reader":{"$ref":"#/$defs/credentials"},"writer":{"$ref":"#/$defs/credentials"},"tls":{"$ref":"#/$defs/tls"},"statement_timeout_ms":{"description":"Longest a statement may run (default 15000).","type":"integer","minimum":1,"maximum":3600000},"lock_timeout_ms":{"description":"Longest a statement may wait for a lock (default 2000).","type":"integer","minimum":1,"maximum":3600000},"max_rows":{"description":"Most rows a read returns, whatever the call asks (default 1000).","type":"integer","minimum":1,"maximum":100000},"pool_size":{"description":"Largest number of reader connections per gateway process (default 5).","type":"integer","minimum":1,"maximum":100},"document_tables":{"description":"Tables (or views) of this source that discovery indexes as assets (interlock index SOURCE), read as the reader role. Each row becomes asset <source_id>:<schema>.<table>/<id>.","type":"array","maxItems":100,"items":{"$ref":"#/$defs/documentTable"}},"idle_in_transaction_timeout_ms":{"description":"Longest a connection may sit idle inside a transaction (default 10000).","type":"integer","minimum":1,"maximum":3600000},"connect_timeout_ms":{"description":"Longest to wait for a new connection or a pooled one (default 5000).","type":"integer","minimum":1,"maximum":600000},"breaker":{"title":"SourceBreaker","description":"Circuit breaker: after failure_threshold consecutive source failures (connection refused or lost, TLS refused, server faults; not statement errors or statement timeouts) calls are refused at once as unavailable/circuit_open for reset_timeout_ms, then one probe decides.","type":"object","properties":{"failure_threshold":{"type":"integer","minimum":1,"maximum":1000},"reset_timeout_ms":{"type":"integer","minimum":100,"maximum":3600000}},"additionalProperties":false}},"required":["host","port","database","reader","tls"],"additionalProperties":false},"columnName":{"title":"ColumnName","description":"A column name, exactly as stored (no quoting).","type":"string","minLength":1,"maxLength":63},"documentTable":{"title":"DocumentTableMapping","description":"Maps the rows of one table or view to discovery assets (issue 4, Build 2). Column values: id and title of any type (read as text); body text; type_column text; category_column text[] or text split on '/'; time_column a date or timestamp; audience_column text[] or text split on ','; entities_column jsonb [{type, value}]; links_column text[] of asset ids. A row whose id is NULL or empty is skipped.","type":"object","properties":{"table":{"description":"schema.table, exact names (no quoting).","type":"string","pattern":"^[^.\\s]+\\.[^.\\s]+$","maxLength":200},"id_column":{"$ref":"#/$defs/columnName"},"title_column":{"$ref":"#/$defs/columnName"},"body_column":{"$ref":"#/$defs/columnName"},"type_column":{"$ref":"#/$defs/columnName"},"document_type":{"description":"Document type of a row whose type_column is absent or NULL (default \"record\").","type":"string","minLength":1,"maxLength":64},"category_column":{"$ref":"#/$defs/columnName"},"category_path":{"description":"Category path of a row whose category_column is absent or empty (default [schema, table]). discover/request statements on this source match categories as on a documents source (*, a/b, a/b/*).","type":"array","maxItems":32,"items":{"type":"string","minLength":1,"maxLength":128}},"time_column":{"$ref":"#/$defs/columnName"},"audience_column":{"$ref":"#/$defs/columnName"},"audience":{"description":"Audience of a row whose audience_column is absent, NULL or empty (default none: visible to every identity that may discover it).","type":"array","maxItems":50,"items":{"type":"string","minLength":1,"maxLength":64}},"entities_column":{"$ref":"#/$defs/columnName"},"links_column":{"$ref":"#/$defs/columnName"},"max_rows":{"description":"Most rows indexed from this table (default 100000).","type":"integer","minimum":1,"maximum":1000000}},"required":["table","id_column","title_column","body_column"],"additionalProperties":false},"documentsSettings":{"title":"DocumentsSourceSettings","type":"object","properties":{"path":{"description":"Folder holding the documents: .md, .txt and .json files, searched recursively (hidden files and folders and symbolic links are skipped). Front matter (YAML between --- lines for .md/.txt, the object's own fields for .json): title, document_type, category_path, timestamp, audience, entities [{type, value}], links. Asset id <source_id>:<relative path>.","type":"string","minLength":1,"maxLength":4096}},"required":["path"],"additionalProperties":false}}};
 const schema85 = {"title":"DocumentsSourceSettings","type":"object","properties":{"path":{"description":"Folder holding the documents: .md, .txt and .json files, searched recursively (hidden files and folders and symbolic links are skipped). Front matter (YAML between --- lines for .md/.txt, the object's own fields for .json): title, document_type, category_path, timestamp, audience, entities [{type, value}], links. Asset id <source_id>:<relative path>.","type":"string","minLength":1,"maxLength":4096}},"required":["path"],"additionalProperties":false};
-const schema71 = {"title":"PostgresSourceSettings","type":"object","properties":{"host":{"type":"string","minLength":1,"maxLength":255},"port":{"type":"integer","minimum":1,"maximum":65535},"database":{"type":"string","minLength":1,"maxLength":63},"reader":{"$ref":"#/$defs/credentials"},"writer":{"$ref":"#/$defs/credentials"},"tls":{"$ref":"#/$defs/tls"},"statement_timeout_ms":{"description":"Longest a statement may run (default 15000).","type":"integer","minimum":1,"maximum":3600000},"lock_timeout_ms":{"description":"Longest a statement may wait for a lock (default 2000).","type":"integer","minimum":1,"maximum":3600000},"max_rows":{"description":"Most rows a read returns, whatever the call asks (default 1000).","type":"integer","minimum":1,"maximum":100000},"pool_size":{"description":"Largest number of reader connections per gateway process (default 5).","type":"integer","minimum":1,"maximum":100},"document_tables":{"description":"Tables (or views) of this source that discovery indexes as assets (interlock index SOURCE), read as the reader role. Each row becomes asset <source_id>:<schema>.<table>/<id>.","type":"array","maxItems":100,"items":{"$ref":"#/$defs/documentTable"}}},"required":["host","port","database","reader","tls"],"additionalProperties":false};
-const schema72 = {"title":"DatabaseCredentials","type":"object","properties":{"user":{"type":"string","minLength":1,"maxLength":63},"password":{"type":"string","maxLength":1024}},"required":["user","password"],"additionalProperties":false};
+const schema71 = {"title":"PostgresSourceSettings","type":"object","properties":{"host":{"type":"string","minLength":1,"maxLength":255},"port":{"type":"integer","minimum":1,"maximum":65535},"database":{"type":"string","minLength":1,"maxLength":63},"reader":{"$ref":"#/$defs/credentials"},"writer":{"$ref":"#/$defs/credentials"},"tls":{"$ref":"#/$defs/tls"},"statement_timeout_ms":{"description":"Longest a statement may run (default 15000).","type":"integer","minimum":1,"maximum":3600000},"lock_timeout_ms":{"description":"Longest a statement may wait for a lock (default 2000).","type":"integer","minimum":1,"maximum":3600000},"max_rows":{"description":"Most rows a read returns, whatever the call asks (default 1000).","type":"integer","minimum":1,"maximum":100000},"pool_size":{"description":"Largest number of reader connections per gateway process (default 5).","type":"integer","minimum":1,"maximum":100},"document_tables":{"description":"Tables (or views) of this source that discovery indexes as assets (interlock index SOURCE), read as the reader role. Each row becomes asset <source_id>:<schema>.<table>/<id>.","type":"array","maxItems":100,"items":{"$ref":"#/$defs/documentTable"}},"idle_in_transaction_timeout_ms":{"description":"Longest a connection may sit idle inside a transaction (default 10000).","type":"integer","minimum":1,"maximum":3600000},"connect_timeout_ms":{"description":"Longest to wait for a new connection or a pooled one (default 5000).","type":"integer","minimum":1,"maximum":600000},"breaker":{"title":"SourceBreaker","description":"Circuit breaker: after failure_threshold consecutive source failures (connection refused or lost, TLS refused, server faults; not statement errors or statement timeouts) calls are refused at once as unavailable/circuit_open for reset_timeout_ms, then one probe decides.","type":"object","properties":{"failure_threshold":{"type":"integer","minimum":1,"maximum":1000},"reset_timeout_ms":{"type":"integer","minimum":100,"maximum":3600000}},"additionalProperties":false}},"required":["host","port","database","reader","tls"],"additionalProperties":false};
+const schema72 = {"title":"DatabaseCredentials","type":"object","properties":{"user":{"type":"string","minLength":1,"maxLength":63},"password":{"type":"string","maxLength":1024,"description":"Omit for trust, peer or certificate authentication. Never read from PGPASSWORD or ~/.pgpass."}},"required":["user"],"additionalProperties":false};
 const schema74 = {"title":"SourceTls","description":"Upstream TLS. off: plaintext; require: encrypted, server not verified; verify-ca: certificate chain checked against ca; verify-full: chain and host name (servername, default host) checked.","type":"object","properties":{"mode":{"type":"string","enum":["off","require","verify-ca","verify-full"]},"ca":{"description":"PEM bundle of the trusted certificate authorities (verify-ca, verify-full; default: the system store).","type":"string","maxLength":1048576},"servername":{"description":"Host name expected in the server certificate (verify-full).","type":"string","minLength":1,"maxLength":255}},"required":["mode"],"additionalProperties":false};
 const schema75 = {"title":"DocumentTableMapping","description":"Maps the rows of one table or view to discovery assets (issue 4, Build 2). Column values: id and title of any type (read as text); body text; type_column text; category_column text[] or text split on '/'; time_column a date or timestamp; audience_column text[] or text split on ','; entities_column jsonb [{type, value}]; links_column text[] of asset ids. A row whose id is NULL or empty is skipped.","type":"object","properties":{"table":{"description":"schema.table, exact names (no quoting).","type":"string","pattern":"^[^.\\s]+\\.[^.\\s]+$","maxLength":200},"id_column":{"$ref":"#/$defs/columnName"},"title_column":{"$ref":"#/$defs/columnName"},"body_column":{"$ref":"#/$defs/columnName"},"type_column":{"$ref":"#/$defs/columnName"},"document_type":{"description":"Document type of a row whose type_column is absent or NULL (default \"record\").","type":"string","minLength":1,"maxLength":64},"category_column":{"$ref":"#/$defs/columnName"},"category_path":{"description":"Category path of a row whose category_column is absent or empty (default [schema, table]). discover/request statements on this source match categories as on a documents source (*, a/b, a/b/*).","type":"array","maxItems":32,"items":{"type":"string","minLength":1,"maxLength":128}},"time_column":{"$ref":"#/$defs/columnName"},"audience_column":{"$ref":"#/$defs/columnName"},"audience":{"description":"Audience of a row whose audience_column is absent, NULL or empty (default none: visible to every identity that may discover it).","type":"array","maxItems":50,"items":{"type":"string","minLength":1,"maxLength":64}},"entities_column":{"$ref":"#/$defs/columnName"},"links_column":{"$ref":"#/$defs/columnName"},"max_rows":{"description":"Most rows indexed from this table (default 100000).","type":"integer","minimum":1,"maximum":1000000}},"required":["table","id_column","title_column","body_column"],"additionalProperties":false};
 const schema76 = {"title":"ColumnName","description":"A column name, exactly as stored (no quoting).","type":"string","minLength":1,"maxLength":63};
@@ -7398,8 +7398,9 @@ vErrors.push(err15);
 }
 errors++;
 }
-if(data3.password === undefined){
-const err16 = {instancePath:instancePath+"/reader",schemaPath:"#/$defs/credentials/required",keyword:"required",params:{missingProperty: "password"},message:"must have required property '"+"password"+"'"};
+for(const key1 in data3){
+if(!((key1 === "user") || (key1 === "password"))){
+const err16 = {instancePath:instancePath+"/reader",schemaPath:"#/$defs/credentials/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err16];
 }
@@ -7408,9 +7409,12 @@ vErrors.push(err16);
 }
 errors++;
 }
-for(const key1 in data3){
-if(!((key1 === "user") || (key1 === "password"))){
-const err17 = {instancePath:instancePath+"/reader",schemaPath:"#/$defs/credentials/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
+}
+if(data3.user !== undefined){
+let data4 = data3.user;
+if(typeof data4 === "string"){
+if(func1(data4) > 63){
+const err17 = {instancePath:instancePath+"/reader/user",schemaPath:"#/$defs/credentials/properties/user/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
 if(vErrors === null){
 vErrors = [err17];
 }
@@ -7419,12 +7423,8 @@ vErrors.push(err17);
 }
 errors++;
 }
-}
-if(data3.user !== undefined){
-let data4 = data3.user;
-if(typeof data4 === "string"){
-if(func1(data4) > 63){
-const err18 = {instancePath:instancePath+"/reader/user",schemaPath:"#/$defs/credentials/properties/user/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
+if(func1(data4) < 1){
+const err18 = {instancePath:instancePath+"/reader/user",schemaPath:"#/$defs/credentials/properties/user/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err18];
 }
@@ -7433,8 +7433,9 @@ vErrors.push(err18);
 }
 errors++;
 }
-if(func1(data4) < 1){
-const err19 = {instancePath:instancePath+"/reader/user",schemaPath:"#/$defs/credentials/properties/user/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+}
+else {
+const err19 = {instancePath:instancePath+"/reader/user",schemaPath:"#/$defs/credentials/properties/user/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err19];
 }
@@ -7444,8 +7445,11 @@ vErrors.push(err19);
 errors++;
 }
 }
-else {
-const err20 = {instancePath:instancePath+"/reader/user",schemaPath:"#/$defs/credentials/properties/user/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data3.password !== undefined){
+let data5 = data3.password;
+if(typeof data5 === "string"){
+if(func1(data5) > 1024){
+const err20 = {instancePath:instancePath+"/reader/password",schemaPath:"#/$defs/credentials/properties/password/maxLength",keyword:"maxLength",params:{limit: 1024},message:"must NOT have more than 1024 characters"};
 if(vErrors === null){
 vErrors = [err20];
 }
@@ -7455,11 +7459,8 @@ vErrors.push(err20);
 errors++;
 }
 }
-if(data3.password !== undefined){
-let data5 = data3.password;
-if(typeof data5 === "string"){
-if(func1(data5) > 1024){
-const err21 = {instancePath:instancePath+"/reader/password",schemaPath:"#/$defs/credentials/properties/password/maxLength",keyword:"maxLength",params:{limit: 1024},message:"must NOT have more than 1024 characters"};
+else {
+const err21 = {instancePath:instancePath+"/reader/password",schemaPath:"#/$defs/credentials/properties/password/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err21];
 }
@@ -7469,8 +7470,9 @@ vErrors.push(err21);
 errors++;
 }
 }
+}
 else {
-const err22 = {instancePath:instancePath+"/reader/password",schemaPath:"#/$defs/credentials/properties/password/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const err22 = {instancePath:instancePath+"/reader",schemaPath:"#/$defs/credentials/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err22];
 }
@@ -7480,9 +7482,11 @@ vErrors.push(err22);
 errors++;
 }
 }
-}
-else {
-const err23 = {instancePath:instancePath+"/reader",schemaPath:"#/$defs/credentials/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data.writer !== undefined){
+let data6 = data.writer;
+if(data6 && typeof data6 == "object" && !Array.isArray(data6)){
+if(data6.user === undefined){
+const err23 = {instancePath:instancePath+"/writer",schemaPath:"#/$defs/credentials/required",keyword:"required",params:{missingProperty: "user"},message:"must have required property '"+"user"+"'"};
 if(vErrors === null){
 vErrors = [err23];
 }
@@ -7491,12 +7495,9 @@ vErrors.push(err23);
 }
 errors++;
 }
-}
-if(data.writer !== undefined){
-let data6 = data.writer;
-if(data6 && typeof data6 == "object" && !Array.isArray(data6)){
-if(data6.user === undefined){
-const err24 = {instancePath:instancePath+"/writer",schemaPath:"#/$defs/credentials/required",keyword:"required",params:{missingProperty: "user"},message:"must have required property '"+"user"+"'"};
+for(const key2 in data6){
+if(!((key2 === "user") || (key2 === "password"))){
+const err24 = {instancePath:instancePath+"/writer",schemaPath:"#/$defs/credentials/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key2},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err24];
 }
@@ -7505,8 +7506,12 @@ vErrors.push(err24);
 }
 errors++;
 }
-if(data6.password === undefined){
-const err25 = {instancePath:instancePath+"/writer",schemaPath:"#/$defs/credentials/required",keyword:"required",params:{missingProperty: "password"},message:"must have required property '"+"password"+"'"};
+}
+if(data6.user !== undefined){
+let data7 = data6.user;
+if(typeof data7 === "string"){
+if(func1(data7) > 63){
+const err25 = {instancePath:instancePath+"/writer/user",schemaPath:"#/$defs/credentials/properties/user/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
 if(vErrors === null){
 vErrors = [err25];
 }
@@ -7515,9 +7520,8 @@ vErrors.push(err25);
 }
 errors++;
 }
-for(const key2 in data6){
-if(!((key2 === "user") || (key2 === "password"))){
-const err26 = {instancePath:instancePath+"/writer",schemaPath:"#/$defs/credentials/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key2},message:"must NOT have additional properties"};
+if(func1(data7) < 1){
+const err26 = {instancePath:instancePath+"/writer/user",schemaPath:"#/$defs/credentials/properties/user/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err26];
 }
@@ -7527,11 +7531,8 @@ vErrors.push(err26);
 errors++;
 }
 }
-if(data6.user !== undefined){
-let data7 = data6.user;
-if(typeof data7 === "string"){
-if(func1(data7) > 63){
-const err27 = {instancePath:instancePath+"/writer/user",schemaPath:"#/$defs/credentials/properties/user/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
+else {
+const err27 = {instancePath:instancePath+"/writer/user",schemaPath:"#/$defs/credentials/properties/user/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err27];
 }
@@ -7540,8 +7541,12 @@ vErrors.push(err27);
 }
 errors++;
 }
-if(func1(data7) < 1){
-const err28 = {instancePath:instancePath+"/writer/user",schemaPath:"#/$defs/credentials/properties/user/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+}
+if(data6.password !== undefined){
+let data8 = data6.password;
+if(typeof data8 === "string"){
+if(func1(data8) > 1024){
+const err28 = {instancePath:instancePath+"/writer/password",schemaPath:"#/$defs/credentials/properties/password/maxLength",keyword:"maxLength",params:{limit: 1024},message:"must NOT have more than 1024 characters"};
 if(vErrors === null){
 vErrors = [err28];
 }
@@ -7552,7 +7557,7 @@ errors++;
 }
 }
 else {
-const err29 = {instancePath:instancePath+"/writer/user",schemaPath:"#/$defs/credentials/properties/user/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const err29 = {instancePath:instancePath+"/writer/password",schemaPath:"#/$defs/credentials/properties/password/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err29];
 }
@@ -7562,11 +7567,9 @@ vErrors.push(err29);
 errors++;
 }
 }
-if(data6.password !== undefined){
-let data8 = data6.password;
-if(typeof data8 === "string"){
-if(func1(data8) > 1024){
-const err30 = {instancePath:instancePath+"/writer/password",schemaPath:"#/$defs/credentials/properties/password/maxLength",keyword:"maxLength",params:{limit: 1024},message:"must NOT have more than 1024 characters"};
+}
+else {
+const err30 = {instancePath:instancePath+"/writer",schemaPath:"#/$defs/credentials/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err30];
 }
@@ -7576,8 +7579,11 @@ vErrors.push(err30);
 errors++;
 }
 }
-else {
-const err31 = {instancePath:instancePath+"/writer/password",schemaPath:"#/$defs/credentials/properties/password/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data.tls !== undefined){
+let data9 = data.tls;
+if(data9 && typeof data9 == "object" && !Array.isArray(data9)){
+if(data9.mode === undefined){
+const err31 = {instancePath:instancePath+"/tls",schemaPath:"#/$defs/tls/required",keyword:"required",params:{missingProperty: "mode"},message:"must have required property '"+"mode"+"'"};
 if(vErrors === null){
 vErrors = [err31];
 }
@@ -7586,10 +7592,9 @@ vErrors.push(err31);
 }
 errors++;
 }
-}
-}
-else {
-const err32 = {instancePath:instancePath+"/writer",schemaPath:"#/$defs/credentials/type",keyword:"type",params:{type: "object"},message:"must be object"};
+for(const key3 in data9){
+if(!(((key3 === "mode") || (key3 === "ca")) || (key3 === "servername"))){
+const err32 = {instancePath:instancePath+"/tls",schemaPath:"#/$defs/tls/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key3},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err32];
 }
@@ -7599,11 +7604,10 @@ vErrors.push(err32);
 errors++;
 }
 }
-if(data.tls !== undefined){
-let data9 = data.tls;
-if(data9 && typeof data9 == "object" && !Array.isArray(data9)){
-if(data9.mode === undefined){
-const err33 = {instancePath:instancePath+"/tls",schemaPath:"#/$defs/tls/required",keyword:"required",params:{missingProperty: "mode"},message:"must have required property '"+"mode"+"'"};
+if(data9.mode !== undefined){
+let data10 = data9.mode;
+if(typeof data10 !== "string"){
+const err33 = {instancePath:instancePath+"/tls/mode",schemaPath:"#/$defs/tls/properties/mode/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err33];
 }
@@ -7612,9 +7616,8 @@ vErrors.push(err33);
 }
 errors++;
 }
-for(const key3 in data9){
-if(!(((key3 === "mode") || (key3 === "ca")) || (key3 === "servername"))){
-const err34 = {instancePath:instancePath+"/tls",schemaPath:"#/$defs/tls/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key3},message:"must NOT have additional properties"};
+if(!((((data10 === "off") || (data10 === "require")) || (data10 === "verify-ca")) || (data10 === "verify-full"))){
+const err34 = {instancePath:instancePath+"/tls/mode",schemaPath:"#/$defs/tls/properties/mode/enum",keyword:"enum",params:{allowedValues: schema74.properties.mode.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err34];
 }
@@ -7624,10 +7627,11 @@ vErrors.push(err34);
 errors++;
 }
 }
-if(data9.mode !== undefined){
-let data10 = data9.mode;
-if(typeof data10 !== "string"){
-const err35 = {instancePath:instancePath+"/tls/mode",schemaPath:"#/$defs/tls/properties/mode/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data9.ca !== undefined){
+let data11 = data9.ca;
+if(typeof data11 === "string"){
+if(func1(data11) > 1048576){
+const err35 = {instancePath:instancePath+"/tls/ca",schemaPath:"#/$defs/tls/properties/ca/maxLength",keyword:"maxLength",params:{limit: 1048576},message:"must NOT have more than 1048576 characters"};
 if(vErrors === null){
 vErrors = [err35];
 }
@@ -7636,8 +7640,9 @@ vErrors.push(err35);
 }
 errors++;
 }
-if(!((((data10 === "off") || (data10 === "require")) || (data10 === "verify-ca")) || (data10 === "verify-full"))){
-const err36 = {instancePath:instancePath+"/tls/mode",schemaPath:"#/$defs/tls/properties/mode/enum",keyword:"enum",params:{allowedValues: schema74.properties.mode.enum},message:"must be equal to one of the allowed values"};
+}
+else {
+const err36 = {instancePath:instancePath+"/tls/ca",schemaPath:"#/$defs/tls/properties/ca/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err36];
 }
@@ -7647,11 +7652,11 @@ vErrors.push(err36);
 errors++;
 }
 }
-if(data9.ca !== undefined){
-let data11 = data9.ca;
-if(typeof data11 === "string"){
-if(func1(data11) > 1048576){
-const err37 = {instancePath:instancePath+"/tls/ca",schemaPath:"#/$defs/tls/properties/ca/maxLength",keyword:"maxLength",params:{limit: 1048576},message:"must NOT have more than 1048576 characters"};
+if(data9.servername !== undefined){
+let data12 = data9.servername;
+if(typeof data12 === "string"){
+if(func1(data12) > 255){
+const err37 = {instancePath:instancePath+"/tls/servername",schemaPath:"#/$defs/tls/properties/servername/maxLength",keyword:"maxLength",params:{limit: 255},message:"must NOT have more than 255 characters"};
 if(vErrors === null){
 vErrors = [err37];
 }
@@ -7660,9 +7665,8 @@ vErrors.push(err37);
 }
 errors++;
 }
-}
-else {
-const err38 = {instancePath:instancePath+"/tls/ca",schemaPath:"#/$defs/tls/properties/ca/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(func1(data12) < 1){
+const err38 = {instancePath:instancePath+"/tls/servername",schemaPath:"#/$defs/tls/properties/servername/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err38];
 }
@@ -7672,11 +7676,8 @@ vErrors.push(err38);
 errors++;
 }
 }
-if(data9.servername !== undefined){
-let data12 = data9.servername;
-if(typeof data12 === "string"){
-if(func1(data12) > 255){
-const err39 = {instancePath:instancePath+"/tls/servername",schemaPath:"#/$defs/tls/properties/servername/maxLength",keyword:"maxLength",params:{limit: 255},message:"must NOT have more than 255 characters"};
+else {
+const err39 = {instancePath:instancePath+"/tls/servername",schemaPath:"#/$defs/tls/properties/servername/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err39];
 }
@@ -7685,8 +7686,10 @@ vErrors.push(err39);
 }
 errors++;
 }
-if(func1(data12) < 1){
-const err40 = {instancePath:instancePath+"/tls/servername",schemaPath:"#/$defs/tls/properties/servername/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+}
+}
+else {
+const err40 = {instancePath:instancePath+"/tls",schemaPath:"#/$defs/tls/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err40];
 }
@@ -7696,8 +7699,10 @@ vErrors.push(err40);
 errors++;
 }
 }
-else {
-const err41 = {instancePath:instancePath+"/tls/servername",schemaPath:"#/$defs/tls/properties/servername/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data.statement_timeout_ms !== undefined){
+let data13 = data.statement_timeout_ms;
+if(!(((typeof data13 == "number") && (!(data13 % 1) && !isNaN(data13))) && (isFinite(data13)))){
+const err41 = {instancePath:instancePath+"/statement_timeout_ms",schemaPath:"#/properties/statement_timeout_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err41];
 }
@@ -7706,10 +7711,9 @@ vErrors.push(err41);
 }
 errors++;
 }
-}
-}
-else {
-const err42 = {instancePath:instancePath+"/tls",schemaPath:"#/$defs/tls/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data13 == "number") && (isFinite(data13))){
+if(data13 > 3600000 || isNaN(data13)){
+const err42 = {instancePath:instancePath+"/statement_timeout_ms",schemaPath:"#/properties/statement_timeout_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600000},message:"must be <= 3600000"};
 if(vErrors === null){
 vErrors = [err42];
 }
@@ -7718,11 +7722,8 @@ vErrors.push(err42);
 }
 errors++;
 }
-}
-if(data.statement_timeout_ms !== undefined){
-let data13 = data.statement_timeout_ms;
-if(!(((typeof data13 == "number") && (!(data13 % 1) && !isNaN(data13))) && (isFinite(data13)))){
-const err43 = {instancePath:instancePath+"/statement_timeout_ms",schemaPath:"#/properties/statement_timeout_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data13 < 1 || isNaN(data13)){
+const err43 = {instancePath:instancePath+"/statement_timeout_ms",schemaPath:"#/properties/statement_timeout_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err43];
 }
@@ -7731,9 +7732,12 @@ vErrors.push(err43);
 }
 errors++;
 }
-if((typeof data13 == "number") && (isFinite(data13))){
-if(data13 > 3600000 || isNaN(data13)){
-const err44 = {instancePath:instancePath+"/statement_timeout_ms",schemaPath:"#/properties/statement_timeout_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600000},message:"must be <= 3600000"};
+}
+}
+if(data.lock_timeout_ms !== undefined){
+let data14 = data.lock_timeout_ms;
+if(!(((typeof data14 == "number") && (!(data14 % 1) && !isNaN(data14))) && (isFinite(data14)))){
+const err44 = {instancePath:instancePath+"/lock_timeout_ms",schemaPath:"#/properties/lock_timeout_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err44];
 }
@@ -7742,8 +7746,9 @@ vErrors.push(err44);
 }
 errors++;
 }
-if(data13 < 1 || isNaN(data13)){
-const err45 = {instancePath:instancePath+"/statement_timeout_ms",schemaPath:"#/properties/statement_timeout_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if((typeof data14 == "number") && (isFinite(data14))){
+if(data14 > 3600000 || isNaN(data14)){
+const err45 = {instancePath:instancePath+"/lock_timeout_ms",schemaPath:"#/properties/lock_timeout_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600000},message:"must be <= 3600000"};
 if(vErrors === null){
 vErrors = [err45];
 }
@@ -7752,12 +7757,8 @@ vErrors.push(err45);
 }
 errors++;
 }
-}
-}
-if(data.lock_timeout_ms !== undefined){
-let data14 = data.lock_timeout_ms;
-if(!(((typeof data14 == "number") && (!(data14 % 1) && !isNaN(data14))) && (isFinite(data14)))){
-const err46 = {instancePath:instancePath+"/lock_timeout_ms",schemaPath:"#/properties/lock_timeout_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data14 < 1 || isNaN(data14)){
+const err46 = {instancePath:instancePath+"/lock_timeout_ms",schemaPath:"#/properties/lock_timeout_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err46];
 }
@@ -7766,9 +7767,12 @@ vErrors.push(err46);
 }
 errors++;
 }
-if((typeof data14 == "number") && (isFinite(data14))){
-if(data14 > 3600000 || isNaN(data14)){
-const err47 = {instancePath:instancePath+"/lock_timeout_ms",schemaPath:"#/properties/lock_timeout_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600000},message:"must be <= 3600000"};
+}
+}
+if(data.max_rows !== undefined){
+let data15 = data.max_rows;
+if(!(((typeof data15 == "number") && (!(data15 % 1) && !isNaN(data15))) && (isFinite(data15)))){
+const err47 = {instancePath:instancePath+"/max_rows",schemaPath:"#/properties/max_rows/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err47];
 }
@@ -7777,8 +7781,9 @@ vErrors.push(err47);
 }
 errors++;
 }
-if(data14 < 1 || isNaN(data14)){
-const err48 = {instancePath:instancePath+"/lock_timeout_ms",schemaPath:"#/properties/lock_timeout_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if((typeof data15 == "number") && (isFinite(data15))){
+if(data15 > 100000 || isNaN(data15)){
+const err48 = {instancePath:instancePath+"/max_rows",schemaPath:"#/properties/max_rows/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
 if(vErrors === null){
 vErrors = [err48];
 }
@@ -7787,12 +7792,8 @@ vErrors.push(err48);
 }
 errors++;
 }
-}
-}
-if(data.max_rows !== undefined){
-let data15 = data.max_rows;
-if(!(((typeof data15 == "number") && (!(data15 % 1) && !isNaN(data15))) && (isFinite(data15)))){
-const err49 = {instancePath:instancePath+"/max_rows",schemaPath:"#/properties/max_rows/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data15 < 1 || isNaN(data15)){
+const err49 = {instancePath:instancePath+"/max_rows",schemaPath:"#/properties/max_rows/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err49];
 }
@@ -7801,9 +7802,12 @@ vErrors.push(err49);
 }
 errors++;
 }
-if((typeof data15 == "number") && (isFinite(data15))){
-if(data15 > 100000 || isNaN(data15)){
-const err50 = {instancePath:instancePath+"/max_rows",schemaPath:"#/properties/max_rows/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+}
+}
+if(data.pool_size !== undefined){
+let data16 = data.pool_size;
+if(!(((typeof data16 == "number") && (!(data16 % 1) && !isNaN(data16))) && (isFinite(data16)))){
+const err50 = {instancePath:instancePath+"/pool_size",schemaPath:"#/properties/pool_size/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err50];
 }
@@ -7812,8 +7816,9 @@ vErrors.push(err50);
 }
 errors++;
 }
-if(data15 < 1 || isNaN(data15)){
-const err51 = {instancePath:instancePath+"/max_rows",schemaPath:"#/properties/max_rows/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if((typeof data16 == "number") && (isFinite(data16))){
+if(data16 > 100 || isNaN(data16)){
+const err51 = {instancePath:instancePath+"/pool_size",schemaPath:"#/properties/pool_size/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100},message:"must be <= 100"};
 if(vErrors === null){
 vErrors = [err51];
 }
@@ -7822,38 +7827,13 @@ vErrors.push(err51);
 }
 errors++;
 }
-}
-}
-if(data.pool_size !== undefined){
-let data16 = data.pool_size;
-if(!(((typeof data16 == "number") && (!(data16 % 1) && !isNaN(data16))) && (isFinite(data16)))){
-const err52 = {instancePath:instancePath+"/pool_size",schemaPath:"#/properties/pool_size/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data16 < 1 || isNaN(data16)){
+const err52 = {instancePath:instancePath+"/pool_size",schemaPath:"#/properties/pool_size/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err52];
 }
 else {
 vErrors.push(err52);
-}
-errors++;
-}
-if((typeof data16 == "number") && (isFinite(data16))){
-if(data16 > 100 || isNaN(data16)){
-const err53 = {instancePath:instancePath+"/pool_size",schemaPath:"#/properties/pool_size/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100},message:"must be <= 100"};
-if(vErrors === null){
-vErrors = [err53];
-}
-else {
-vErrors.push(err53);
-}
-errors++;
-}
-if(data16 < 1 || isNaN(data16)){
-const err54 = {instancePath:instancePath+"/pool_size",schemaPath:"#/properties/pool_size/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
-if(vErrors === null){
-vErrors = [err54];
-}
-else {
-vErrors.push(err54);
 }
 errors++;
 }
@@ -7863,12 +7843,12 @@ if(data.document_tables !== undefined){
 let data17 = data.document_tables;
 if(Array.isArray(data17)){
 if(data17.length > 100){
-const err55 = {instancePath:instancePath+"/document_tables",schemaPath:"#/properties/document_tables/maxItems",keyword:"maxItems",params:{limit: 100},message:"must NOT have more than 100 items"};
+const err53 = {instancePath:instancePath+"/document_tables",schemaPath:"#/properties/document_tables/maxItems",keyword:"maxItems",params:{limit: 100},message:"must NOT have more than 100 items"};
 if(vErrors === null){
-vErrors = [err55];
+vErrors = [err53];
 }
 else {
-vErrors.push(err55);
+vErrors.push(err53);
 }
 errors++;
 }
@@ -7881,7 +7861,31 @@ errors = vErrors.length;
 }
 }
 else {
-const err56 = {instancePath:instancePath+"/document_tables",schemaPath:"#/properties/document_tables/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err54 = {instancePath:instancePath+"/document_tables",schemaPath:"#/properties/document_tables/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err54];
+}
+else {
+vErrors.push(err54);
+}
+errors++;
+}
+}
+if(data.idle_in_transaction_timeout_ms !== undefined){
+let data19 = data.idle_in_transaction_timeout_ms;
+if(!(((typeof data19 == "number") && (!(data19 % 1) && !isNaN(data19))) && (isFinite(data19)))){
+const err55 = {instancePath:instancePath+"/idle_in_transaction_timeout_ms",schemaPath:"#/properties/idle_in_transaction_timeout_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err55];
+}
+else {
+vErrors.push(err55);
+}
+errors++;
+}
+if((typeof data19 == "number") && (isFinite(data19))){
+if(data19 > 3600000 || isNaN(data19)){
+const err56 = {instancePath:instancePath+"/idle_in_transaction_timeout_ms",schemaPath:"#/properties/idle_in_transaction_timeout_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600000},message:"must be <= 3600000"};
 if(vErrors === null){
 vErrors = [err56];
 }
@@ -7890,15 +7894,158 @@ vErrors.push(err56);
 }
 errors++;
 }
-}
-}
-else {
-const err57 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data19 < 1 || isNaN(data19)){
+const err57 = {instancePath:instancePath+"/idle_in_transaction_timeout_ms",schemaPath:"#/properties/idle_in_transaction_timeout_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err57];
 }
 else {
 vErrors.push(err57);
+}
+errors++;
+}
+}
+}
+if(data.connect_timeout_ms !== undefined){
+let data20 = data.connect_timeout_ms;
+if(!(((typeof data20 == "number") && (!(data20 % 1) && !isNaN(data20))) && (isFinite(data20)))){
+const err58 = {instancePath:instancePath+"/connect_timeout_ms",schemaPath:"#/properties/connect_timeout_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err58];
+}
+else {
+vErrors.push(err58);
+}
+errors++;
+}
+if((typeof data20 == "number") && (isFinite(data20))){
+if(data20 > 600000 || isNaN(data20)){
+const err59 = {instancePath:instancePath+"/connect_timeout_ms",schemaPath:"#/properties/connect_timeout_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 600000},message:"must be <= 600000"};
+if(vErrors === null){
+vErrors = [err59];
+}
+else {
+vErrors.push(err59);
+}
+errors++;
+}
+if(data20 < 1 || isNaN(data20)){
+const err60 = {instancePath:instancePath+"/connect_timeout_ms",schemaPath:"#/properties/connect_timeout_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err60];
+}
+else {
+vErrors.push(err60);
+}
+errors++;
+}
+}
+}
+if(data.breaker !== undefined){
+let data21 = data.breaker;
+if(data21 && typeof data21 == "object" && !Array.isArray(data21)){
+for(const key4 in data21){
+if(!((key4 === "failure_threshold") || (key4 === "reset_timeout_ms"))){
+const err61 = {instancePath:instancePath+"/breaker",schemaPath:"#/properties/breaker/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key4},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err61];
+}
+else {
+vErrors.push(err61);
+}
+errors++;
+}
+}
+if(data21.failure_threshold !== undefined){
+let data22 = data21.failure_threshold;
+if(!(((typeof data22 == "number") && (!(data22 % 1) && !isNaN(data22))) && (isFinite(data22)))){
+const err62 = {instancePath:instancePath+"/breaker/failure_threshold",schemaPath:"#/properties/breaker/properties/failure_threshold/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err62];
+}
+else {
+vErrors.push(err62);
+}
+errors++;
+}
+if((typeof data22 == "number") && (isFinite(data22))){
+if(data22 > 1000 || isNaN(data22)){
+const err63 = {instancePath:instancePath+"/breaker/failure_threshold",schemaPath:"#/properties/breaker/properties/failure_threshold/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000},message:"must be <= 1000"};
+if(vErrors === null){
+vErrors = [err63];
+}
+else {
+vErrors.push(err63);
+}
+errors++;
+}
+if(data22 < 1 || isNaN(data22)){
+const err64 = {instancePath:instancePath+"/breaker/failure_threshold",schemaPath:"#/properties/breaker/properties/failure_threshold/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err64];
+}
+else {
+vErrors.push(err64);
+}
+errors++;
+}
+}
+}
+if(data21.reset_timeout_ms !== undefined){
+let data23 = data21.reset_timeout_ms;
+if(!(((typeof data23 == "number") && (!(data23 % 1) && !isNaN(data23))) && (isFinite(data23)))){
+const err65 = {instancePath:instancePath+"/breaker/reset_timeout_ms",schemaPath:"#/properties/breaker/properties/reset_timeout_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err65];
+}
+else {
+vErrors.push(err65);
+}
+errors++;
+}
+if((typeof data23 == "number") && (isFinite(data23))){
+if(data23 > 3600000 || isNaN(data23)){
+const err66 = {instancePath:instancePath+"/breaker/reset_timeout_ms",schemaPath:"#/properties/breaker/properties/reset_timeout_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600000},message:"must be <= 3600000"};
+if(vErrors === null){
+vErrors = [err66];
+}
+else {
+vErrors.push(err66);
+}
+errors++;
+}
+if(data23 < 100 || isNaN(data23)){
+const err67 = {instancePath:instancePath+"/breaker/reset_timeout_ms",schemaPath:"#/properties/breaker/properties/reset_timeout_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 100},message:"must be >= 100"};
+if(vErrors === null){
+vErrors = [err67];
+}
+else {
+vErrors.push(err67);
+}
+errors++;
+}
+}
+}
+}
+else {
+const err68 = {instancePath:instancePath+"/breaker",schemaPath:"#/properties/breaker/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err68];
+}
+else {
+vErrors.push(err68);
+}
+errors++;
+}
+}
+}
+else {
+const err69 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err69];
+}
+else {
+vErrors.push(err69);
 }
 errors++;
 }
@@ -8504,8 +8651,9 @@ vErrors.push(err0);
 }
 errors++;
 }
-if(data.password === undefined){
-const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "password"},message:"must have required property '"+"password"+"'"};
+for(const key0 in data){
+if(!((key0 === "user") || (key0 === "password"))){
+const err1 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -8514,9 +8662,12 @@ vErrors.push(err1);
 }
 errors++;
 }
-for(const key0 in data){
-if(!((key0 === "user") || (key0 === "password"))){
-const err2 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+}
+if(data.user !== undefined){
+let data0 = data.user;
+if(typeof data0 === "string"){
+if(func1(data0) > 63){
+const err2 = {instancePath:instancePath+"/user",schemaPath:"#/properties/user/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
 if(vErrors === null){
 vErrors = [err2];
 }
@@ -8525,12 +8676,8 @@ vErrors.push(err2);
 }
 errors++;
 }
-}
-if(data.user !== undefined){
-let data0 = data.user;
-if(typeof data0 === "string"){
-if(func1(data0) > 63){
-const err3 = {instancePath:instancePath+"/user",schemaPath:"#/properties/user/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
+if(func1(data0) < 1){
+const err3 = {instancePath:instancePath+"/user",schemaPath:"#/properties/user/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err3];
 }
@@ -8539,8 +8686,9 @@ vErrors.push(err3);
 }
 errors++;
 }
-if(func1(data0) < 1){
-const err4 = {instancePath:instancePath+"/user",schemaPath:"#/properties/user/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+}
+else {
+const err4 = {instancePath:instancePath+"/user",schemaPath:"#/properties/user/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err4];
 }
@@ -8550,8 +8698,11 @@ vErrors.push(err4);
 errors++;
 }
 }
-else {
-const err5 = {instancePath:instancePath+"/user",schemaPath:"#/properties/user/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data.password !== undefined){
+let data1 = data.password;
+if(typeof data1 === "string"){
+if(func1(data1) > 1024){
+const err5 = {instancePath:instancePath+"/password",schemaPath:"#/properties/password/maxLength",keyword:"maxLength",params:{limit: 1024},message:"must NOT have more than 1024 characters"};
 if(vErrors === null){
 vErrors = [err5];
 }
@@ -8561,11 +8712,8 @@ vErrors.push(err5);
 errors++;
 }
 }
-if(data.password !== undefined){
-let data1 = data.password;
-if(typeof data1 === "string"){
-if(func1(data1) > 1024){
-const err6 = {instancePath:instancePath+"/password",schemaPath:"#/properties/password/maxLength",keyword:"maxLength",params:{limit: 1024},message:"must NOT have more than 1024 characters"};
+else {
+const err6 = {instancePath:instancePath+"/password",schemaPath:"#/properties/password/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err6];
 }
@@ -8575,25 +8723,14 @@ vErrors.push(err6);
 errors++;
 }
 }
+}
 else {
-const err7 = {instancePath:instancePath+"/password",schemaPath:"#/properties/password/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const err7 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err7];
 }
 else {
 vErrors.push(err7);
-}
-errors++;
-}
-}
-}
-else {
-const err8 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err8];
-}
-else {
-vErrors.push(err8);
 }
 errors++;
 }
@@ -9504,8 +9641,9 @@ vErrors.push(err15);
 }
 errors++;
 }
-if(data3.password === undefined){
-const err16 = {instancePath:instancePath+"/reader",schemaPath:"#/$defs/credentials/required",keyword:"required",params:{missingProperty: "password"},message:"must have required property '"+"password"+"'"};
+for(const key1 in data3){
+if(!((key1 === "user") || (key1 === "password"))){
+const err16 = {instancePath:instancePath+"/reader",schemaPath:"#/$defs/credentials/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err16];
 }
@@ -9514,9 +9652,12 @@ vErrors.push(err16);
 }
 errors++;
 }
-for(const key1 in data3){
-if(!((key1 === "user") || (key1 === "password"))){
-const err17 = {instancePath:instancePath+"/reader",schemaPath:"#/$defs/credentials/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
+}
+if(data3.user !== undefined){
+let data4 = data3.user;
+if(typeof data4 === "string"){
+if(func1(data4) > 63){
+const err17 = {instancePath:instancePath+"/reader/user",schemaPath:"#/$defs/credentials/properties/user/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
 if(vErrors === null){
 vErrors = [err17];
 }
@@ -9525,12 +9666,8 @@ vErrors.push(err17);
 }
 errors++;
 }
-}
-if(data3.user !== undefined){
-let data4 = data3.user;
-if(typeof data4 === "string"){
-if(func1(data4) > 63){
-const err18 = {instancePath:instancePath+"/reader/user",schemaPath:"#/$defs/credentials/properties/user/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
+if(func1(data4) < 1){
+const err18 = {instancePath:instancePath+"/reader/user",schemaPath:"#/$defs/credentials/properties/user/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err18];
 }
@@ -9539,8 +9676,9 @@ vErrors.push(err18);
 }
 errors++;
 }
-if(func1(data4) < 1){
-const err19 = {instancePath:instancePath+"/reader/user",schemaPath:"#/$defs/credentials/properties/user/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+}
+else {
+const err19 = {instancePath:instancePath+"/reader/user",schemaPath:"#/$defs/credentials/properties/user/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err19];
 }
@@ -9550,8 +9688,11 @@ vErrors.push(err19);
 errors++;
 }
 }
-else {
-const err20 = {instancePath:instancePath+"/reader/user",schemaPath:"#/$defs/credentials/properties/user/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data3.password !== undefined){
+let data5 = data3.password;
+if(typeof data5 === "string"){
+if(func1(data5) > 1024){
+const err20 = {instancePath:instancePath+"/reader/password",schemaPath:"#/$defs/credentials/properties/password/maxLength",keyword:"maxLength",params:{limit: 1024},message:"must NOT have more than 1024 characters"};
 if(vErrors === null){
 vErrors = [err20];
 }
@@ -9561,11 +9702,8 @@ vErrors.push(err20);
 errors++;
 }
 }
-if(data3.password !== undefined){
-let data5 = data3.password;
-if(typeof data5 === "string"){
-if(func1(data5) > 1024){
-const err21 = {instancePath:instancePath+"/reader/password",schemaPath:"#/$defs/credentials/properties/password/maxLength",keyword:"maxLength",params:{limit: 1024},message:"must NOT have more than 1024 characters"};
+else {
+const err21 = {instancePath:instancePath+"/reader/password",schemaPath:"#/$defs/credentials/properties/password/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err21];
 }
@@ -9575,8 +9713,9 @@ vErrors.push(err21);
 errors++;
 }
 }
+}
 else {
-const err22 = {instancePath:instancePath+"/reader/password",schemaPath:"#/$defs/credentials/properties/password/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const err22 = {instancePath:instancePath+"/reader",schemaPath:"#/$defs/credentials/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err22];
 }
@@ -9586,9 +9725,11 @@ vErrors.push(err22);
 errors++;
 }
 }
-}
-else {
-const err23 = {instancePath:instancePath+"/reader",schemaPath:"#/$defs/credentials/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data.writer !== undefined){
+let data6 = data.writer;
+if(data6 && typeof data6 == "object" && !Array.isArray(data6)){
+if(data6.user === undefined){
+const err23 = {instancePath:instancePath+"/writer",schemaPath:"#/$defs/credentials/required",keyword:"required",params:{missingProperty: "user"},message:"must have required property '"+"user"+"'"};
 if(vErrors === null){
 vErrors = [err23];
 }
@@ -9597,12 +9738,9 @@ vErrors.push(err23);
 }
 errors++;
 }
-}
-if(data.writer !== undefined){
-let data6 = data.writer;
-if(data6 && typeof data6 == "object" && !Array.isArray(data6)){
-if(data6.user === undefined){
-const err24 = {instancePath:instancePath+"/writer",schemaPath:"#/$defs/credentials/required",keyword:"required",params:{missingProperty: "user"},message:"must have required property '"+"user"+"'"};
+for(const key2 in data6){
+if(!((key2 === "user") || (key2 === "password"))){
+const err24 = {instancePath:instancePath+"/writer",schemaPath:"#/$defs/credentials/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key2},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err24];
 }
@@ -9611,8 +9749,12 @@ vErrors.push(err24);
 }
 errors++;
 }
-if(data6.password === undefined){
-const err25 = {instancePath:instancePath+"/writer",schemaPath:"#/$defs/credentials/required",keyword:"required",params:{missingProperty: "password"},message:"must have required property '"+"password"+"'"};
+}
+if(data6.user !== undefined){
+let data7 = data6.user;
+if(typeof data7 === "string"){
+if(func1(data7) > 63){
+const err25 = {instancePath:instancePath+"/writer/user",schemaPath:"#/$defs/credentials/properties/user/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
 if(vErrors === null){
 vErrors = [err25];
 }
@@ -9621,9 +9763,8 @@ vErrors.push(err25);
 }
 errors++;
 }
-for(const key2 in data6){
-if(!((key2 === "user") || (key2 === "password"))){
-const err26 = {instancePath:instancePath+"/writer",schemaPath:"#/$defs/credentials/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key2},message:"must NOT have additional properties"};
+if(func1(data7) < 1){
+const err26 = {instancePath:instancePath+"/writer/user",schemaPath:"#/$defs/credentials/properties/user/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err26];
 }
@@ -9633,11 +9774,8 @@ vErrors.push(err26);
 errors++;
 }
 }
-if(data6.user !== undefined){
-let data7 = data6.user;
-if(typeof data7 === "string"){
-if(func1(data7) > 63){
-const err27 = {instancePath:instancePath+"/writer/user",schemaPath:"#/$defs/credentials/properties/user/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
+else {
+const err27 = {instancePath:instancePath+"/writer/user",schemaPath:"#/$defs/credentials/properties/user/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err27];
 }
@@ -9646,8 +9784,12 @@ vErrors.push(err27);
 }
 errors++;
 }
-if(func1(data7) < 1){
-const err28 = {instancePath:instancePath+"/writer/user",schemaPath:"#/$defs/credentials/properties/user/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+}
+if(data6.password !== undefined){
+let data8 = data6.password;
+if(typeof data8 === "string"){
+if(func1(data8) > 1024){
+const err28 = {instancePath:instancePath+"/writer/password",schemaPath:"#/$defs/credentials/properties/password/maxLength",keyword:"maxLength",params:{limit: 1024},message:"must NOT have more than 1024 characters"};
 if(vErrors === null){
 vErrors = [err28];
 }
@@ -9658,7 +9800,7 @@ errors++;
 }
 }
 else {
-const err29 = {instancePath:instancePath+"/writer/user",schemaPath:"#/$defs/credentials/properties/user/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const err29 = {instancePath:instancePath+"/writer/password",schemaPath:"#/$defs/credentials/properties/password/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err29];
 }
@@ -9668,11 +9810,9 @@ vErrors.push(err29);
 errors++;
 }
 }
-if(data6.password !== undefined){
-let data8 = data6.password;
-if(typeof data8 === "string"){
-if(func1(data8) > 1024){
-const err30 = {instancePath:instancePath+"/writer/password",schemaPath:"#/$defs/credentials/properties/password/maxLength",keyword:"maxLength",params:{limit: 1024},message:"must NOT have more than 1024 characters"};
+}
+else {
+const err30 = {instancePath:instancePath+"/writer",schemaPath:"#/$defs/credentials/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err30];
 }
@@ -9682,8 +9822,11 @@ vErrors.push(err30);
 errors++;
 }
 }
-else {
-const err31 = {instancePath:instancePath+"/writer/password",schemaPath:"#/$defs/credentials/properties/password/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data.tls !== undefined){
+let data9 = data.tls;
+if(data9 && typeof data9 == "object" && !Array.isArray(data9)){
+if(data9.mode === undefined){
+const err31 = {instancePath:instancePath+"/tls",schemaPath:"#/$defs/tls/required",keyword:"required",params:{missingProperty: "mode"},message:"must have required property '"+"mode"+"'"};
 if(vErrors === null){
 vErrors = [err31];
 }
@@ -9692,10 +9835,9 @@ vErrors.push(err31);
 }
 errors++;
 }
-}
-}
-else {
-const err32 = {instancePath:instancePath+"/writer",schemaPath:"#/$defs/credentials/type",keyword:"type",params:{type: "object"},message:"must be object"};
+for(const key3 in data9){
+if(!(((key3 === "mode") || (key3 === "ca")) || (key3 === "servername"))){
+const err32 = {instancePath:instancePath+"/tls",schemaPath:"#/$defs/tls/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key3},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err32];
 }
@@ -9705,11 +9847,10 @@ vErrors.push(err32);
 errors++;
 }
 }
-if(data.tls !== undefined){
-let data9 = data.tls;
-if(data9 && typeof data9 == "object" && !Array.isArray(data9)){
-if(data9.mode === undefined){
-const err33 = {instancePath:instancePath+"/tls",schemaPath:"#/$defs/tls/required",keyword:"required",params:{missingProperty: "mode"},message:"must have required property '"+"mode"+"'"};
+if(data9.mode !== undefined){
+let data10 = data9.mode;
+if(typeof data10 !== "string"){
+const err33 = {instancePath:instancePath+"/tls/mode",schemaPath:"#/$defs/tls/properties/mode/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err33];
 }
@@ -9718,9 +9859,8 @@ vErrors.push(err33);
 }
 errors++;
 }
-for(const key3 in data9){
-if(!(((key3 === "mode") || (key3 === "ca")) || (key3 === "servername"))){
-const err34 = {instancePath:instancePath+"/tls",schemaPath:"#/$defs/tls/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key3},message:"must NOT have additional properties"};
+if(!((((data10 === "off") || (data10 === "require")) || (data10 === "verify-ca")) || (data10 === "verify-full"))){
+const err34 = {instancePath:instancePath+"/tls/mode",schemaPath:"#/$defs/tls/properties/mode/enum",keyword:"enum",params:{allowedValues: schema74.properties.mode.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err34];
 }
@@ -9730,10 +9870,11 @@ vErrors.push(err34);
 errors++;
 }
 }
-if(data9.mode !== undefined){
-let data10 = data9.mode;
-if(typeof data10 !== "string"){
-const err35 = {instancePath:instancePath+"/tls/mode",schemaPath:"#/$defs/tls/properties/mode/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data9.ca !== undefined){
+let data11 = data9.ca;
+if(typeof data11 === "string"){
+if(func1(data11) > 1048576){
+const err35 = {instancePath:instancePath+"/tls/ca",schemaPath:"#/$defs/tls/properties/ca/maxLength",keyword:"maxLength",params:{limit: 1048576},message:"must NOT have more than 1048576 characters"};
 if(vErrors === null){
 vErrors = [err35];
 }
@@ -9742,8 +9883,9 @@ vErrors.push(err35);
 }
 errors++;
 }
-if(!((((data10 === "off") || (data10 === "require")) || (data10 === "verify-ca")) || (data10 === "verify-full"))){
-const err36 = {instancePath:instancePath+"/tls/mode",schemaPath:"#/$defs/tls/properties/mode/enum",keyword:"enum",params:{allowedValues: schema74.properties.mode.enum},message:"must be equal to one of the allowed values"};
+}
+else {
+const err36 = {instancePath:instancePath+"/tls/ca",schemaPath:"#/$defs/tls/properties/ca/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err36];
 }
@@ -9753,11 +9895,11 @@ vErrors.push(err36);
 errors++;
 }
 }
-if(data9.ca !== undefined){
-let data11 = data9.ca;
-if(typeof data11 === "string"){
-if(func1(data11) > 1048576){
-const err37 = {instancePath:instancePath+"/tls/ca",schemaPath:"#/$defs/tls/properties/ca/maxLength",keyword:"maxLength",params:{limit: 1048576},message:"must NOT have more than 1048576 characters"};
+if(data9.servername !== undefined){
+let data12 = data9.servername;
+if(typeof data12 === "string"){
+if(func1(data12) > 255){
+const err37 = {instancePath:instancePath+"/tls/servername",schemaPath:"#/$defs/tls/properties/servername/maxLength",keyword:"maxLength",params:{limit: 255},message:"must NOT have more than 255 characters"};
 if(vErrors === null){
 vErrors = [err37];
 }
@@ -9766,9 +9908,8 @@ vErrors.push(err37);
 }
 errors++;
 }
-}
-else {
-const err38 = {instancePath:instancePath+"/tls/ca",schemaPath:"#/$defs/tls/properties/ca/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(func1(data12) < 1){
+const err38 = {instancePath:instancePath+"/tls/servername",schemaPath:"#/$defs/tls/properties/servername/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err38];
 }
@@ -9778,11 +9919,8 @@ vErrors.push(err38);
 errors++;
 }
 }
-if(data9.servername !== undefined){
-let data12 = data9.servername;
-if(typeof data12 === "string"){
-if(func1(data12) > 255){
-const err39 = {instancePath:instancePath+"/tls/servername",schemaPath:"#/$defs/tls/properties/servername/maxLength",keyword:"maxLength",params:{limit: 255},message:"must NOT have more than 255 characters"};
+else {
+const err39 = {instancePath:instancePath+"/tls/servername",schemaPath:"#/$defs/tls/properties/servername/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err39];
 }
@@ -9791,8 +9929,10 @@ vErrors.push(err39);
 }
 errors++;
 }
-if(func1(data12) < 1){
-const err40 = {instancePath:instancePath+"/tls/servername",schemaPath:"#/$defs/tls/properties/servername/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+}
+}
+else {
+const err40 = {instancePath:instancePath+"/tls",schemaPath:"#/$defs/tls/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err40];
 }
@@ -9802,8 +9942,10 @@ vErrors.push(err40);
 errors++;
 }
 }
-else {
-const err41 = {instancePath:instancePath+"/tls/servername",schemaPath:"#/$defs/tls/properties/servername/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data.statement_timeout_ms !== undefined){
+let data13 = data.statement_timeout_ms;
+if(!(((typeof data13 == "number") && (!(data13 % 1) && !isNaN(data13))) && (isFinite(data13)))){
+const err41 = {instancePath:instancePath+"/statement_timeout_ms",schemaPath:"#/properties/statement_timeout_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err41];
 }
@@ -9812,10 +9954,9 @@ vErrors.push(err41);
 }
 errors++;
 }
-}
-}
-else {
-const err42 = {instancePath:instancePath+"/tls",schemaPath:"#/$defs/tls/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data13 == "number") && (isFinite(data13))){
+if(data13 > 3600000 || isNaN(data13)){
+const err42 = {instancePath:instancePath+"/statement_timeout_ms",schemaPath:"#/properties/statement_timeout_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600000},message:"must be <= 3600000"};
 if(vErrors === null){
 vErrors = [err42];
 }
@@ -9824,11 +9965,8 @@ vErrors.push(err42);
 }
 errors++;
 }
-}
-if(data.statement_timeout_ms !== undefined){
-let data13 = data.statement_timeout_ms;
-if(!(((typeof data13 == "number") && (!(data13 % 1) && !isNaN(data13))) && (isFinite(data13)))){
-const err43 = {instancePath:instancePath+"/statement_timeout_ms",schemaPath:"#/properties/statement_timeout_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data13 < 1 || isNaN(data13)){
+const err43 = {instancePath:instancePath+"/statement_timeout_ms",schemaPath:"#/properties/statement_timeout_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err43];
 }
@@ -9837,9 +9975,12 @@ vErrors.push(err43);
 }
 errors++;
 }
-if((typeof data13 == "number") && (isFinite(data13))){
-if(data13 > 3600000 || isNaN(data13)){
-const err44 = {instancePath:instancePath+"/statement_timeout_ms",schemaPath:"#/properties/statement_timeout_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600000},message:"must be <= 3600000"};
+}
+}
+if(data.lock_timeout_ms !== undefined){
+let data14 = data.lock_timeout_ms;
+if(!(((typeof data14 == "number") && (!(data14 % 1) && !isNaN(data14))) && (isFinite(data14)))){
+const err44 = {instancePath:instancePath+"/lock_timeout_ms",schemaPath:"#/properties/lock_timeout_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err44];
 }
@@ -9848,8 +9989,9 @@ vErrors.push(err44);
 }
 errors++;
 }
-if(data13 < 1 || isNaN(data13)){
-const err45 = {instancePath:instancePath+"/statement_timeout_ms",schemaPath:"#/properties/statement_timeout_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if((typeof data14 == "number") && (isFinite(data14))){
+if(data14 > 3600000 || isNaN(data14)){
+const err45 = {instancePath:instancePath+"/lock_timeout_ms",schemaPath:"#/properties/lock_timeout_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600000},message:"must be <= 3600000"};
 if(vErrors === null){
 vErrors = [err45];
 }
@@ -9858,12 +10000,8 @@ vErrors.push(err45);
 }
 errors++;
 }
-}
-}
-if(data.lock_timeout_ms !== undefined){
-let data14 = data.lock_timeout_ms;
-if(!(((typeof data14 == "number") && (!(data14 % 1) && !isNaN(data14))) && (isFinite(data14)))){
-const err46 = {instancePath:instancePath+"/lock_timeout_ms",schemaPath:"#/properties/lock_timeout_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data14 < 1 || isNaN(data14)){
+const err46 = {instancePath:instancePath+"/lock_timeout_ms",schemaPath:"#/properties/lock_timeout_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err46];
 }
@@ -9872,9 +10010,12 @@ vErrors.push(err46);
 }
 errors++;
 }
-if((typeof data14 == "number") && (isFinite(data14))){
-if(data14 > 3600000 || isNaN(data14)){
-const err47 = {instancePath:instancePath+"/lock_timeout_ms",schemaPath:"#/properties/lock_timeout_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600000},message:"must be <= 3600000"};
+}
+}
+if(data.max_rows !== undefined){
+let data15 = data.max_rows;
+if(!(((typeof data15 == "number") && (!(data15 % 1) && !isNaN(data15))) && (isFinite(data15)))){
+const err47 = {instancePath:instancePath+"/max_rows",schemaPath:"#/properties/max_rows/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err47];
 }
@@ -9883,8 +10024,9 @@ vErrors.push(err47);
 }
 errors++;
 }
-if(data14 < 1 || isNaN(data14)){
-const err48 = {instancePath:instancePath+"/lock_timeout_ms",schemaPath:"#/properties/lock_timeout_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if((typeof data15 == "number") && (isFinite(data15))){
+if(data15 > 100000 || isNaN(data15)){
+const err48 = {instancePath:instancePath+"/max_rows",schemaPath:"#/properties/max_rows/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
 if(vErrors === null){
 vErrors = [err48];
 }
@@ -9893,12 +10035,8 @@ vErrors.push(err48);
 }
 errors++;
 }
-}
-}
-if(data.max_rows !== undefined){
-let data15 = data.max_rows;
-if(!(((typeof data15 == "number") && (!(data15 % 1) && !isNaN(data15))) && (isFinite(data15)))){
-const err49 = {instancePath:instancePath+"/max_rows",schemaPath:"#/properties/max_rows/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data15 < 1 || isNaN(data15)){
+const err49 = {instancePath:instancePath+"/max_rows",schemaPath:"#/properties/max_rows/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err49];
 }
@@ -9907,9 +10045,12 @@ vErrors.push(err49);
 }
 errors++;
 }
-if((typeof data15 == "number") && (isFinite(data15))){
-if(data15 > 100000 || isNaN(data15)){
-const err50 = {instancePath:instancePath+"/max_rows",schemaPath:"#/properties/max_rows/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+}
+}
+if(data.pool_size !== undefined){
+let data16 = data.pool_size;
+if(!(((typeof data16 == "number") && (!(data16 % 1) && !isNaN(data16))) && (isFinite(data16)))){
+const err50 = {instancePath:instancePath+"/pool_size",schemaPath:"#/properties/pool_size/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err50];
 }
@@ -9918,8 +10059,9 @@ vErrors.push(err50);
 }
 errors++;
 }
-if(data15 < 1 || isNaN(data15)){
-const err51 = {instancePath:instancePath+"/max_rows",schemaPath:"#/properties/max_rows/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if((typeof data16 == "number") && (isFinite(data16))){
+if(data16 > 100 || isNaN(data16)){
+const err51 = {instancePath:instancePath+"/pool_size",schemaPath:"#/properties/pool_size/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100},message:"must be <= 100"};
 if(vErrors === null){
 vErrors = [err51];
 }
@@ -9928,38 +10070,13 @@ vErrors.push(err51);
 }
 errors++;
 }
-}
-}
-if(data.pool_size !== undefined){
-let data16 = data.pool_size;
-if(!(((typeof data16 == "number") && (!(data16 % 1) && !isNaN(data16))) && (isFinite(data16)))){
-const err52 = {instancePath:instancePath+"/pool_size",schemaPath:"#/properties/pool_size/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data16 < 1 || isNaN(data16)){
+const err52 = {instancePath:instancePath+"/pool_size",schemaPath:"#/properties/pool_size/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err52];
 }
 else {
 vErrors.push(err52);
-}
-errors++;
-}
-if((typeof data16 == "number") && (isFinite(data16))){
-if(data16 > 100 || isNaN(data16)){
-const err53 = {instancePath:instancePath+"/pool_size",schemaPath:"#/properties/pool_size/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100},message:"must be <= 100"};
-if(vErrors === null){
-vErrors = [err53];
-}
-else {
-vErrors.push(err53);
-}
-errors++;
-}
-if(data16 < 1 || isNaN(data16)){
-const err54 = {instancePath:instancePath+"/pool_size",schemaPath:"#/properties/pool_size/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
-if(vErrors === null){
-vErrors = [err54];
-}
-else {
-vErrors.push(err54);
 }
 errors++;
 }
@@ -9969,12 +10086,12 @@ if(data.document_tables !== undefined){
 let data17 = data.document_tables;
 if(Array.isArray(data17)){
 if(data17.length > 100){
-const err55 = {instancePath:instancePath+"/document_tables",schemaPath:"#/properties/document_tables/maxItems",keyword:"maxItems",params:{limit: 100},message:"must NOT have more than 100 items"};
+const err53 = {instancePath:instancePath+"/document_tables",schemaPath:"#/properties/document_tables/maxItems",keyword:"maxItems",params:{limit: 100},message:"must NOT have more than 100 items"};
 if(vErrors === null){
-vErrors = [err55];
+vErrors = [err53];
 }
 else {
-vErrors.push(err55);
+vErrors.push(err53);
 }
 errors++;
 }
@@ -9987,7 +10104,31 @@ errors = vErrors.length;
 }
 }
 else {
-const err56 = {instancePath:instancePath+"/document_tables",schemaPath:"#/properties/document_tables/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err54 = {instancePath:instancePath+"/document_tables",schemaPath:"#/properties/document_tables/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err54];
+}
+else {
+vErrors.push(err54);
+}
+errors++;
+}
+}
+if(data.idle_in_transaction_timeout_ms !== undefined){
+let data19 = data.idle_in_transaction_timeout_ms;
+if(!(((typeof data19 == "number") && (!(data19 % 1) && !isNaN(data19))) && (isFinite(data19)))){
+const err55 = {instancePath:instancePath+"/idle_in_transaction_timeout_ms",schemaPath:"#/properties/idle_in_transaction_timeout_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err55];
+}
+else {
+vErrors.push(err55);
+}
+errors++;
+}
+if((typeof data19 == "number") && (isFinite(data19))){
+if(data19 > 3600000 || isNaN(data19)){
+const err56 = {instancePath:instancePath+"/idle_in_transaction_timeout_ms",schemaPath:"#/properties/idle_in_transaction_timeout_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600000},message:"must be <= 3600000"};
 if(vErrors === null){
 vErrors = [err56];
 }
@@ -9996,15 +10137,158 @@ vErrors.push(err56);
 }
 errors++;
 }
-}
-}
-else {
-const err57 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data19 < 1 || isNaN(data19)){
+const err57 = {instancePath:instancePath+"/idle_in_transaction_timeout_ms",schemaPath:"#/properties/idle_in_transaction_timeout_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err57];
 }
 else {
 vErrors.push(err57);
+}
+errors++;
+}
+}
+}
+if(data.connect_timeout_ms !== undefined){
+let data20 = data.connect_timeout_ms;
+if(!(((typeof data20 == "number") && (!(data20 % 1) && !isNaN(data20))) && (isFinite(data20)))){
+const err58 = {instancePath:instancePath+"/connect_timeout_ms",schemaPath:"#/properties/connect_timeout_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err58];
+}
+else {
+vErrors.push(err58);
+}
+errors++;
+}
+if((typeof data20 == "number") && (isFinite(data20))){
+if(data20 > 600000 || isNaN(data20)){
+const err59 = {instancePath:instancePath+"/connect_timeout_ms",schemaPath:"#/properties/connect_timeout_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 600000},message:"must be <= 600000"};
+if(vErrors === null){
+vErrors = [err59];
+}
+else {
+vErrors.push(err59);
+}
+errors++;
+}
+if(data20 < 1 || isNaN(data20)){
+const err60 = {instancePath:instancePath+"/connect_timeout_ms",schemaPath:"#/properties/connect_timeout_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err60];
+}
+else {
+vErrors.push(err60);
+}
+errors++;
+}
+}
+}
+if(data.breaker !== undefined){
+let data21 = data.breaker;
+if(data21 && typeof data21 == "object" && !Array.isArray(data21)){
+for(const key4 in data21){
+if(!((key4 === "failure_threshold") || (key4 === "reset_timeout_ms"))){
+const err61 = {instancePath:instancePath+"/breaker",schemaPath:"#/properties/breaker/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key4},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err61];
+}
+else {
+vErrors.push(err61);
+}
+errors++;
+}
+}
+if(data21.failure_threshold !== undefined){
+let data22 = data21.failure_threshold;
+if(!(((typeof data22 == "number") && (!(data22 % 1) && !isNaN(data22))) && (isFinite(data22)))){
+const err62 = {instancePath:instancePath+"/breaker/failure_threshold",schemaPath:"#/properties/breaker/properties/failure_threshold/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err62];
+}
+else {
+vErrors.push(err62);
+}
+errors++;
+}
+if((typeof data22 == "number") && (isFinite(data22))){
+if(data22 > 1000 || isNaN(data22)){
+const err63 = {instancePath:instancePath+"/breaker/failure_threshold",schemaPath:"#/properties/breaker/properties/failure_threshold/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000},message:"must be <= 1000"};
+if(vErrors === null){
+vErrors = [err63];
+}
+else {
+vErrors.push(err63);
+}
+errors++;
+}
+if(data22 < 1 || isNaN(data22)){
+const err64 = {instancePath:instancePath+"/breaker/failure_threshold",schemaPath:"#/properties/breaker/properties/failure_threshold/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err64];
+}
+else {
+vErrors.push(err64);
+}
+errors++;
+}
+}
+}
+if(data21.reset_timeout_ms !== undefined){
+let data23 = data21.reset_timeout_ms;
+if(!(((typeof data23 == "number") && (!(data23 % 1) && !isNaN(data23))) && (isFinite(data23)))){
+const err65 = {instancePath:instancePath+"/breaker/reset_timeout_ms",schemaPath:"#/properties/breaker/properties/reset_timeout_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err65];
+}
+else {
+vErrors.push(err65);
+}
+errors++;
+}
+if((typeof data23 == "number") && (isFinite(data23))){
+if(data23 > 3600000 || isNaN(data23)){
+const err66 = {instancePath:instancePath+"/breaker/reset_timeout_ms",schemaPath:"#/properties/breaker/properties/reset_timeout_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600000},message:"must be <= 3600000"};
+if(vErrors === null){
+vErrors = [err66];
+}
+else {
+vErrors.push(err66);
+}
+errors++;
+}
+if(data23 < 100 || isNaN(data23)){
+const err67 = {instancePath:instancePath+"/breaker/reset_timeout_ms",schemaPath:"#/properties/breaker/properties/reset_timeout_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 100},message:"must be >= 100"};
+if(vErrors === null){
+vErrors = [err67];
+}
+else {
+vErrors.push(err67);
+}
+errors++;
+}
+}
+}
+}
+else {
+const err68 = {instancePath:instancePath+"/breaker",schemaPath:"#/properties/breaker/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err68];
+}
+else {
+vErrors.push(err68);
+}
+errors++;
+}
+}
+}
+else {
+const err69 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err69];
+}
+else {
+vErrors.push(err69);
 }
 errors++;
 }

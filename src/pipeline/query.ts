@@ -106,7 +106,8 @@ export function queryHandler(deps: QueryPipelineDeps): ToolHandler {
 
     // Step 7: execution (or the cache).
     const requested = typeof args.max_rows === 'number' ? args.max_rows : TOOL_DEFAULTS.max_rows;
-    const maxRows = pol.restrictions.maxRows === null ? requested : Math.min(requested, pol.restrictions.maxRows);
+    const sourceCap = typeof source.settings.max_rows === 'number' ? source.settings.max_rows : Infinity;
+    const maxRows = Math.min(requested, sourceCap, pol.restrictions.maxRows ?? Infinity);
     const accessFingerprint = JSON.stringify([evaluator.statements(sourceId), pol.restrictions.fingerprint]);
     const key = analysis.cacheable ? deps.cache.key({ sourceId, sql, params, maxRows, accessFingerprint }) : null;
     const hit = key ? deps.cache.get(key) : undefined;
