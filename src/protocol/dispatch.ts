@@ -146,6 +146,11 @@ export interface ToolCallRequest {
   /** Key for notifications/cancelled (the JSON-RPC id), when there is one. */
   cancelKey?: JsonRpcId;
   abort?: (reason: string) => void;
+  /**
+   * Which HTTP surface carried the call when it is not POST /mcp ("mcp-tools-call", "mcp-sse",
+   * "v1"); recorded as details.route in the audit event.
+   */
+  route?: string;
 }
 
 /**
@@ -169,7 +174,7 @@ export async function runToolCall(deps: DispatchDeps, req: ToolCallRequest): Pro
     signal: req.signal,
     progressToken: req.progressToken,
     notify: req.notify ?? (() => undefined),
-    auditDetails: {},
+    auditDetails: req.route ? { route: req.route } : {},
   };
   const unregister = req.cancelKey !== undefined && req.abort ? deps.inflight.add(req.apiKey, req.cancelKey, req.abort) : () => undefined;
   let outcome: ToolOutcome;
