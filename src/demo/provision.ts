@@ -143,8 +143,8 @@ export async function provisionDemo(opts: ProvisionDemoOptions): Promise<Provisi
   // 2. Login roles: reuse the stored passwords when the source already names these roles.
   const existing = await getSource(opts.controlDb, sourceId);
   const prev = existing?.type === 'postgres' ? existing.settings : null;
-  const readerPassword = prev?.reader.user === readerRole ? prev.reader.password : randomBytes(24).toString('base64url');
-  const writerPassword = prev?.writer?.user === writerRole ? prev.writer.password : randomBytes(24).toString('base64url');
+  const readerPassword = (prev?.reader.user === readerRole ? prev.reader.password : undefined) ?? randomBytes(24).toString('base64url');
+  const writerPassword = (prev?.writer?.user === writerRole ? prev.writer.password : undefined) ?? randomBytes(24).toString('base64url');
   await withClient(opts.adminUrl, async (c) => {
     await ensureLoginRole(c, readerRole, readerPassword);
     await ensureLoginRole(c, writerRole, writerPassword);
