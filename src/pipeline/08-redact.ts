@@ -1,8 +1,8 @@
 /**
  * Pipeline step 8, redaction: applies the plan computed at step 4 to the rows by column position
  * (so duplicate output names cannot dodge a mask), then builds the row objects. If the executed
- * statement's columns do not line up with the analysed outputs while masks apply, nothing is
- * returned (fail closed).
+ * statement's columns do not line up with the analysed outputs (count or names: e.g. a column added
+ * under SELECT * since the catalog scan) while masks apply, nothing is returned (fail closed).
  */
 import type { SqlAnalysis } from '../sql/analyze';
 import { applyMask } from '../sql/redaction';
@@ -15,7 +15,7 @@ export function redactRows(read: ReadRows, a: Extract<SqlAnalysis, { ok: true }>
   const names = read.fields.map((f) => f.name);
   const methods: Array<string | null> = names.map(() => null);
   if (r.redaction) {
-    if (r.redaction.columns.length !== names.length) {
+    if (r.redaction.columns.length !== names.length || r.redaction.columns.some((c) => names[c.index] !== c.name)) {
       return { ok: false, outcome: { kind: 'refusal', code: 'redaction_unprovable', message: 'The result columns could not be matched to their sources, and masked columns are involved; select the columns individually.' } };
     }
     for (const c of r.redaction.columns) methods[c.index] = c.method;
