@@ -111,7 +111,7 @@ describe('provisionDemo', () => {
   });
 
   test('the reader role reads every table and can change nothing', async () => {
-    await asRole(settings.reader.user, settings.reader.password, async (c) => {
+    await asRole(settings.reader.user, settings.reader.password!, async (c) => {
       expect((await c.query('SELECT count(*)::int AS n FROM album')).rows[0].n).toBe(347);
       expect((await c.query('SELECT count(*)::int AS n FROM employee')).rows[0].n).toBe(8);
       expect((await c.query('SHOW default_transaction_read_only')).rows[0].default_transaction_read_only).toBe('on');
@@ -127,7 +127,7 @@ describe('provisionDemo', () => {
   });
 
   test('the writer role changes playlist and playlist_track only', async () => {
-    await asRole(settings.writer!.user, settings.writer!.password, async (c) => {
+    await asRole(settings.writer!.user, settings.writer!.password!, async (c) => {
       await c.query('BEGIN');
       expect((await c.query("INSERT INTO playlist (playlist_id, name) VALUES (9999, 'test')")).rowCount).toBe(1);
       expect((await c.query('INSERT INTO playlist_track (playlist_id, track_id) VALUES (9999, 1)')).rowCount).toBe(1);
@@ -163,7 +163,7 @@ describe('provisionDemo', () => {
     expect(await resolver.resolve(second.apiKey)).not.toBeNull();
     expect(await grantsForIdentity(t.db, first.identityId)).toHaveLength(1);
     expect(await listPolicies(t.db)).toHaveLength(2);
-    await asRole(settings.reader.user, settings.reader.password, async (c) => {
+    await asRole(settings.reader.user, settings.reader.password!, async (c) => {
       expect((await c.query('SELECT count(*)::int AS n FROM track')).rows[0].n).toBe(3503);
     });
   }, 60_000);

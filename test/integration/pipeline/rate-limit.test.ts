@@ -44,7 +44,7 @@ test('modern dialect: a rate-limited call is HTTP 429 with Retry-After', async (
   });
   expect(r.status).toBe(429);
   expect(Number(r.headers.get('retry-after'))).toBeGreaterThan(0);
-  const body = await r.json();
+  const body = (await r.json()) as { error: { code: number; data: unknown } };
   expect(body.error.code).toBe(-32602);
   expect(body.error.data).toMatchObject({ status: 'rate_limited', code: 'rate_limited' });
 });

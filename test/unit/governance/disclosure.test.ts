@@ -42,7 +42,9 @@ const world = fc.record({
   denyPolicies: fc.array(fc.tuple(part(SCHEMAS), part(TABLES)).map((p) => p.join('.')), { maxLength: 2 }),
 });
 
-function build(w: fc.Infer<typeof world>) {
+type WorldT = typeof world extends fc.Arbitrary<infer T> ? T : never;
+
+function build(w: WorldT) {
   const store = new MemoryGovernanceStore();
   for (const id of SOURCES) {
     store.sources.set(id, { id, type: 'postgres', name: id, enabled: !w.disabled.includes(id), settings: {} });
@@ -52,7 +54,7 @@ function build(w: fc.Infer<typeof world>) {
     const role = w.roles[g.role % w.roles.length];
     store.grants.push({ identityId: g.identity, sourceId: g.source, role: { name: `${role.name}-${g.role}`, statements: role.statements } as never });
   }
-  store.policies = w.denyPolicies.map((relations, i) => ({ name: `p${i}`, rule: { type: 'deny_relations', relations: [relations] } }) as never);
+  store.policies = w.denyPolicies.map((relations: string, i: number) => ({ name: `p${i}`, rule: { type: 'deny_relations', relations: [relations] } }) as never);
   return store;
 }
 
