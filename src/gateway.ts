@@ -117,7 +117,7 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
   const metrics = new GatewayMetrics(ops);
   const host = opts.host ?? config.listen.host;
   const running = await listenGateway({
-    routes: [(app) => mountOperations(app, metrics, ops), ...(opts.routes ?? [])],
+    routes: [(app) => mountOperations(app, metrics, ops), ...(require('./http') as typeof import('./http')).httpRoutes({ db, logger, circuitStates: () => registry.states(), connectors: registry, originPolicy: originPolicyFor(host, config) }), ...(opts.routes ?? [])], // eslint-disable-line @typescript-eslint/no-require-imports
     observe: (e) => metrics.observeToolCall(e),
     observeRequest: (m, d, s, sec) => metrics.observeRequest(m, d, s, sec),
     tools,

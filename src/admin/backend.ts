@@ -1,0 +1,270 @@
+/**
+ * The operator operations behind the admin API (/admin/v1) and the CLI: one interface, two
+ * implementations — `directBackend` works on the control database (the admin routes and the CLI's
+ * default mode use it), `remoteBackend` (src/admin/client.ts) calls the admin API (the CLI's
+ * `--server URL --token T` mode). Both report failures as ControlError kinds, so the CLI's exit
+ * codes and the API's HTTP statuses mean the same thing in both modes.
+ *
+ * Records keep the control plane's camelCase shapes (what `interlock … --json` prints).
+ */
+import type { Logger } from 'pino';
+import type { ControlDb } from '../control/db';
+import { ControlError, NotFoundError, ValidationError } from '../control/errors';
+import { createIdentity, disableIdentity, enableIdentity, listIdentities, requireIdentity, type IdentityRecord } from '../control/identities';
+import { createApiKey, listApiKeys, revokeApiKey, type ApiKeyRecord } from '../control/keys';
+import { addSource, listSources, redactSourceSettings, requireSource, setSourceEnabled, type SourceRecord } from '../control/sources';
+import { scanSource, type ScanResult } from '../control/scan';
+import { catalogSummaries } from '../control/catalog';
+import { getRole, listRoles, upsertRole, type SourceRoleRecord } from '../control/roles';
+import { grantRole, listGrants, revokeGrant, type GrantRecord } from '../control/grants';
+import { addPolicies, getPolicy, listPolicies, removePolicy, type PolicyRecord } from '../control/policies';
+import { listApprovals, requireApproval, sweepExpiredApprovals, type ApprovalRecord, type ApprovalState } from '../control/approvals';
+import { searchAudit, tailAudit, type AuditKind, type AuditPage, type AuditRecord } from '../control/audit';
+import type { SourceConnectorRegistry } from '../sources/registry';
+
+/** Catalog summary of a source (null when never scanned). */
+export interface CatalogSummary {
+  scannedAt: string;
+  truncated: boolean;
+  relations: number;
+}
+
+/** A source as operators see it: settings with passwords and CA bundles redacted, catalog, circuit. */
+export type SourceView = Omit<SourceRecord, 'settings'> & {
+  settings: Record<string, unknown>;
+  catalog: CatalogSummary | null;
+  /** Circuit breaker state on the answering replica: closed, open, half_open; "closed" when no connection was opened yet. */
+  circuit: string;
+};
+
+/** A new API key: the secret is shown once. */
+export interface CreatedKeyView {
+  keyId: string;
+  identity: string;
+  secret: string;
+  prefix: string;
+  expiresAt: string | null;
+  warning: string;
+}
+
+/** What approving a write did. */
+export interface ApprovalDecision {
+  id: string;
+  approvalId: string;
+  state: 'executed' | 'failed';
+  rowCount?: number;
+  errorCode?: string;
+}
+
+/** Audit search filters; `identity` is a name or an idn_ id. */
+export interface AuditQuery {
+  identity?: string;
+  source?: string;
+  decision?: string;
+  kind?: AuditKind;
+  approval?: string;
+  request?: string;
+  since?: string;
+  until?: string;
+  limit?: number;
+  cursor?: string | null;
+}
+
+/** The operator operations. Every method throws ControlError (validation, conflict, not_found, forbidden, unavailable). */
+export interface OperatorBackend {
+  listIdentities(): Promise<IdentityRecord[]>;
+  createIdentity(name: string): Promise<IdentityRecord>;
+  setIdentityEnabled(nameOrId: string, enabled: boolean): Promise<IdentityRecord>;
+
+  createKey(identity: string, opts?: { expiresAt?: string }): Promise<CreatedKeyView>;
+  listKeys(identity?: string): Promise<ApiKeyRecord[]>;
+  revokeKey(keyId: string): Promise<ApiKeyRecord>;
+
+  listSources(): Promise<SourceView[]>;
+  getSource(id: string): Promise<SourceView>;
+  addSource(definition: unknown, opts?: { scan?: boolean }): Promise<{ source: SourceView; scan: ScanResult | null; scanError: string | null }>;
+  setSourceEnabled(id: string, enabled: boolean): Promise<SourceView>;
+  scanSource(id: string): Promise<ScanResult>;
+  circuitState(id: string): Promise<{ sourceId: string; state: string }>;
+
+  listRoles(): Promise<SourceRoleRecord[]>;
+  getRole(name: string): Promise<SourceRoleRecord>;
+  putRole(role: unknown): Promise<{ role: SourceRoleRecord; created: boolean }>;
+
+  listGrants(filter?: { identity?: string; source?: string; role?: string }): Promise<GrantRecord[]>;
+  grant(g: { identity: string; role: string; source: string }): Promise<{ identity: string; role: string; source: string; created: boolean }>;
+  revoke(g: { identity: string; role: string; source: string }): Promise<{ identity: string; role: string; source: string; revoked: true }>;
+
+  listPolicies(): Promise<PolicyRecord[]>;
+  getPolicy(name: string): Promise<PolicyRecord>;
+  addPolicies(input: unknown, opts?: { replace?: boolean }): Promise<Array<{ policy: PolicyRecord; created: boolean }>>;
+  removePolicy(name: string): Promise<{ name: string; removed: true }>;
+
+  listApprovals(filter?: { state?: ApprovalState; source?: string; identity?: string; limit?: number }): Promise<ApprovalRecord[]>;
+  getApproval(id: string): Promise<ApprovalRecord>;
+  /** Approves and executes once. `operator` is ignored remotely (the token names the operator). */
+  approve(id: string, opts: { operator: string }): Promise<ApprovalDecision>;
+  reject(id: string, opts: { operator: string; reason?: string }): Promise<ApprovalRecord>;
+
+  searchAudit(q?: AuditQuery): Promise<AuditPage>;
+  tailAudit(lines: number): Promise<AuditRecord[]>;
+}
+
+/** Options of directBackend. */
+export interface DirectBackendOptions {
+  /** Circuit states of this replica's connectors (the gateway's registry); absent: every source "closed". */
+  circuitStates?: () => Record<string, string>;
+  /** Connector registry for approved writes (reused pools); absent: a registry per approval. */
+  connectors?: SourceConnectorRegistry;
+  logger?: Logger;
+}
+
+/** What approve/reject in src/approvals/execute.ts do (loaded on first use: the data plane owns it). */
+interface ApprovalsModule {
+  approveAndExecute(db: ControlDb, approvalId: string, opts: { operator: string; connectors?: SourceConnectorRegistry; logger?: Logger }): Promise<{ state: 'executed' | 'failed'; rowCount?: number; errorCode?: string }>;
+  rejectApproval(db: ControlDb, approvalId: string, opts: { operator: string; reason?: string }): Promise<ApprovalRecord>;
+}
+
+function approvalsModule(): ApprovalsModule {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  return require('../approvals/execute') as ApprovalsModule;
+}
+
+function toDate(text: string | undefined, what: string): Date | undefined {
+  if (text === undefined) return undefined;
+  const d = new Date(text);
+  if (Number.isNaN(d.getTime())) throw new ValidationError(`${what}: expected an ISO-8601 time (2026-11-29T12:00:00Z), got ${JSON.stringify(text)}`);
+  return d;
+}
+
+/** The operator operations on the control database. */
+export function directBackend(db: ControlDb, opts: DirectBackendOptions = {}): OperatorBackend {
+  const circuits = () => opts.circuitStates?.() ?? {};
+  const view = (r: SourceRecord, catalog: CatalogSummary | null, states: Record<string, string>): SourceView => ({
+    ...r,
+    settings: redactSourceSettings(r.settings),
+    catalog,
+    circuit: states[r.id] ?? 'closed',
+  });
+  const oneView = async (r: SourceRecord): Promise<SourceView> => view(r, (await catalogSummaries(db)).get(r.id) ?? null, circuits());
+  const identityId = async (nameOrId: string | undefined) => (nameOrId ? (await requireIdentity(db, nameOrId)).id : undefined);
+
+  return {
+    listIdentities: () => listIdentities(db),
+    createIdentity: (name) => createIdentity(db, name),
+    setIdentityEnabled: (name, enabled) => (enabled ? enableIdentity(db, name) : disableIdentity(db, name)),
+
+    async createKey(identity, o = {}) {
+      const idn = await requireIdentity(db, identity);
+      const k = await createApiKey(db, idn.id, { expiresAt: toDate(o.expiresAt, 'expiresAt') });
+      return { keyId: k.keyId, identity: idn.name, secret: k.secret, prefix: k.prefix, expiresAt: k.expiresAt, warning: 'Store this key now: it is shown only once and cannot be recovered.' };
+    },
+    async listKeys(identity) {
+      return listApiKeys(db, { identityId: await identityId(identity) });
+    },
+    revokeKey: (keyId) => revokeApiKey(db, keyId),
+
+    async listSources() {
+      const [rows, cats] = await Promise.all([listSources(db), catalogSummaries(db)]);
+      const states = circuits();
+      return rows.map((r) => view(r, cats.get(r.id) ?? null, states));
+    },
+    async getSource(id) {
+      return oneView(await requireSource(db, id));
+    },
+    async addSource(definition, o = {}) {
+      const rec = await addSource(db, definition);
+      let scan: ScanResult | null = null;
+      let scanError: string | null = null;
+      if (rec.type === 'postgres' && rec.enabled && o.scan !== false) {
+        try {
+          scan = await scanSource(db, rec.id);
+        } catch (err) {
+          scanError = (err as Error).message;
+        }
+      }
+      return { source: await oneView(rec), scan, scanError };
+    },
+    async setSourceEnabled(id, enabled) {
+      return oneView(await setSourceEnabled(db, id, enabled));
+    },
+    scanSource: (id) => scanSource(db, id),
+    async circuitState(id) {
+      await requireSource(db, id);
+      return { sourceId: id, state: circuits()[id] ?? 'closed' };
+    },
+
+    listRoles: () => listRoles(db),
+    async getRole(name) {
+      const r = await getRole(db, name);
+      if (!r) throw new NotFoundError(`role "${name}" not found`);
+      return r;
+    },
+    putRole: (role) => upsertRole(db, role),
+
+    async listGrants(f = {}) {
+      return listGrants(db, { identityId: await identityId(f.identity), sourceId: f.source, roleName: f.role });
+    },
+    async grant(g) {
+      const i = await requireIdentity(db, g.identity);
+      const created = await grantRole(db, { identityId: i.id, roleName: g.role, sourceId: g.source });
+      return { identity: i.name, role: g.role, source: g.source, created };
+    },
+    async revoke(g) {
+      const i = await requireIdentity(db, g.identity);
+      if (!(await revokeGrant(db, { identityId: i.id, roleName: g.role, sourceId: g.source }))) throw new NotFoundError(`${i.name} holds no role ${g.role} on ${g.source}`);
+      return { identity: i.name, role: g.role, source: g.source, revoked: true };
+    },
+
+    listPolicies: () => listPolicies(db),
+    async getPolicy(name) {
+      const p = await getPolicy(db, name);
+      if (!p) throw new NotFoundError(`policy "${name}" not found`);
+      return p;
+    },
+    addPolicies: (input, o = {}) => addPolicies(db, input, { replace: o.replace }),
+    async removePolicy(name) {
+      if (!(await removePolicy(db, name))) throw new NotFoundError(`policy "${name}" not found`);
+      return { name, removed: true };
+    },
+
+    async listApprovals(f = {}) {
+      await sweepExpiredApprovals(db);
+      return listApprovals(db, { state: f.state, sourceId: f.source, identityId: await identityId(f.identity), limit: f.limit });
+    },
+    async getApproval(id) {
+      await sweepExpiredApprovals(db);
+      return requireApproval(db, id);
+    },
+    async approve(id, o) {
+      await sweepExpiredApprovals(db);
+      const a = await requireApproval(db, id);
+      if (a.identityName === o.operator) throw new ControlError('forbidden', `self_approval_forbidden: ${o.operator} requested this write and cannot approve it`);
+      if (a.state !== 'pending') throw new ControlError('conflict', `approval ${id} is ${a.state}, not pending`);
+      const r = await approvalsModule().approveAndExecute(db, id, { operator: o.operator, connectors: opts.connectors, logger: opts.logger });
+      return { id, approvalId: id, state: r.state, ...(r.rowCount !== undefined ? { rowCount: r.rowCount } : {}), ...(r.errorCode !== undefined ? { errorCode: r.errorCode } : {}) };
+    },
+    async reject(id, o) {
+      await sweepExpiredApprovals(db);
+      const a = await requireApproval(db, id);
+      if (a.state !== 'pending') throw new ControlError('conflict', `approval ${id} is ${a.state}, not pending`);
+      return approvalsModule().rejectApproval(db, id, { operator: o.operator, reason: o.reason });
+    },
+
+    async searchAudit(q = {}) {
+      return searchAudit(db, {
+        identityId: await identityId(q.identity),
+        sourceId: q.source,
+        decision: q.decision,
+        kind: q.kind,
+        approvalId: q.approval,
+        requestId: q.request,
+        since: q.since,
+        until: q.until,
+        limit: q.limit,
+        cursor: q.cursor ?? null,
+      });
+    },
+    tailAudit: (lines) => tailAudit(db, lines),
+  };
+}

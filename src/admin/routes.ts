@@ -1,0 +1,207 @@
+/**
+ * The operators' admin API under /admin/v1 (issue 6, Build 4): identities, API keys, sources
+ * (with catalog and circuit state), roles, grants, policies, approvals and the audit trail — the
+ * operations of the CLI, through src/admin/backend.ts (directBackend), so both behave alike.
+ *
+ * Authentication: `Authorization: Bearer <operator token>` ("ilo_…", src/admin/tokens.ts). Agent
+ * API keys are not operator tokens: an agent key here is 401 invalid_operator_token, and an
+ * operator token on /mcp or /v1 is 401 invalid_api_key. Approvals are decided in the name of the
+ * token's operator (recorded as decided_by and in the audit).
+ *
+ * Bodies are JSON; single resources are answered bare, lists inside a named member
+ * (`{identities: [...]}`); records use the control plane's camelCase names, like `interlock …
+ * --json`. Errors are `{error, code, message, details?}`: ValidationError → 400
+ * validation_failed, NotFoundError → 404 not_found, ConflictError → 409 conflict, a self-approval
+ * → 403 self_approval_forbidden, an unreachable source → 503 unavailable.
+ * spec/openapi-v1.yaml describes every route.
+ */
+import express, { type Express, type NextFunction, type Request, type Response } from 'express';
+import type { Logger } from 'pino';
+import type { ControlDb } from '../control/db';
+import { ControlError } from '../control/errors';
+import { APPROVAL_STATES, type ApprovalState } from '../control/approvals';
+import type { AuditKind } from '../control/audit';
+import type { DispatchDeps } from '../protocol/dispatch';
+import { bearerToken } from '../pipeline/01-identity';
+import type { SourceConnectorRegistry } from '../sources/registry';
+import { defaultOriginPolicy, type OriginPolicy } from '../transport/http-headers';
+import { hostOriginGuard, isObject, jsonBody, routerErrorHandler, sendError, type HttpErrorCode } from '../http/common';
+import { directBackend, type OperatorBackend } from './backend';
+import { resolveOperatorToken, type Operator } from './tokens';
+
+/** Options of mountAdmin. */
+export interface AdminOptions {
+  db: ControlDb;
+  /** Circuit breaker state per source id on this replica (the gateway's SourceConnectorRegistry.states). */
+  circuitStates?: () => Record<string, string>;
+  /** The gateway's connector registry, reused for approved writes (optional). */
+  connectors?: SourceConnectorRegistry;
+  logger?: Logger;
+  /** Host/Origin guard (default: loopback names only). */
+  originPolicy?: OriginPolicy;
+}
+
+/** Path prefix of the admin API. */
+export const ADMIN_PREFIX = '/admin/v1';
+
+type Handler = (req: Request, res: Response, backend: OperatorBackend, operator: Operator) => Promise<unknown>;
+
+/** Maps a ControlError to the HTTP error shape. */
+export function sendControlError(res: Response, err: ControlError): void {
+  const map: Record<ControlError['kind'], HttpErrorCode> = { validation: 'validation_failed', conflict: 'conflict', not_found: 'not_found', forbidden: 'forbidden', unavailable: 'unavailable' };
+  if (err.kind === 'forbidden' && err.message.startsWith('self_approval_forbidden')) {
+    res.status(403).json({ error: 'forbidden', code: 'self_approval_forbidden', message: err.message });
+    return;
+  }
+  sendError(res, map[err.kind], err.message, { details: err.details });
+}
+
+function queryString(req: Request, name: string): string | undefined {
+  const v = req.query[name];
+  if (v === undefined) return undefined;
+  if (typeof v !== 'string') throw new ControlError('validation', `query parameter ${name} must be given once`);
+  return v;
+}
+
+function queryInt(req: Request, name: string, max: number): number | undefined {
+  const v = queryString(req, name);
+  if (v === undefined) return undefined;
+  if (!/^[0-9]{1,9}$/.test(v) || Number(v) < 1 || Number(v) > max) throw new ControlError('validation', `${name} must be a whole number from 1 to ${max}`);
+  return Number(v);
+}
+
+function queryBool(req: Request, name: string): boolean | undefined {
+  const v = queryString(req, name);
+  if (v === undefined) return undefined;
+  if (v !== 'true' && v !== 'false') throw new ControlError('validation', `${name} must be true or false`);
+  return v === 'true';
+}
+
+function bodyString(body: unknown, name: string, required: true): string;
+function bodyString(body: unknown, name: string, required: false): string | undefined;
+function bodyString(body: unknown, name: string, required: boolean): string | undefined {
+  const v = isObject(body) ? body[name] : undefined;
+  if (v === undefined && !required) return undefined;
+  if (typeof v !== 'string' || v.length === 0) throw new ControlError('validation', `the body needs ${name} (a non-empty string)`);
+  return v;
+}
+
+/** Mounts /admin/v1 on `app`. `deps` is unused (the admin API runs no tool calls) but keeps the route-module signature. */
+export function mountAdmin(app: Express, _deps: DispatchDeps | undefined, opts: AdminOptions): void {
+  const logger = opts.logger;
+  const router = express.Router();
+  router.use(ADMIN_PREFIX, hostOriginGuard(opts.originPolicy ?? defaultOriginPolicy()));
+  router.use(ADMIN_PREFIX, async (req: Request, res: Response, next: NextFunction) => {
+    const token = bearerToken(req.headers.authorization);
+    const challenge = { 'WWW-Authenticate': 'Bearer realm="interlock-admin"' };
+    if (!token) return sendError(res, 'missing_operator_token', 'The admin API needs an operator token: send Authorization: Bearer <ilo_… token> (interlock operator-token create NAME)', { headers: challenge });
+    try {
+      const operator = await resolveOperatorToken(opts.db, token);
+      if (!operator) return sendError(res, 'invalid_operator_token', 'The operator token is not valid: it is unknown, revoked or expired (agent API keys are not operator tokens)', { headers: challenge });
+      res.locals.operator = operator;
+      next();
+    } catch (err) {
+      next(err);
+    }
+  });
+
+  const backend = directBackend(opts.db, { circuitStates: opts.circuitStates, connectors: opts.connectors, logger });
+  const route = (method: 'get' | 'post' | 'put' | 'delete', path: string, handler: Handler, status = 200) => {
+    const run = async (req: Request, res: Response) => {
+      const operator = res.locals.operator as Operator;
+      try {
+        const body = await handler(req, res, backend, operator);
+        if (!res.headersSent) res.status(typeof status === 'number' ? status : 200).json(body);
+        if (method !== 'get') logger?.info({ component: 'admin', operator: operator.name, method: req.method, path: req.path, status: res.statusCode }, 'admin change');
+      } catch (err) {
+        if (err instanceof ControlError) return sendControlError(res, err);
+        logger?.error({ err, path: req.path }, 'admin route failed');
+        sendError(res, 'internal_error', 'internal error');
+      }
+    };
+    if (method === 'get' || method === 'delete') router[method](ADMIN_PREFIX + path, run);
+    else router[method](ADMIN_PREFIX + path, ...jsonBody(), run);
+  };
+
+  route('get', '/whoami', async (_q, _r, _b, op) => ({ operator: op.name, tokenId: op.tokenId }));
+
+  // identities
+  route('get', '/identities', async (_q, _r, b) => ({ identities: await b.listIdentities() }));
+  route('post', '/identities', async (q, _r, b) => b.createIdentity(bodyString(q.body, 'name', true)), 201);
+  route('post', '/identities/:name/disable', async (q, _r, b) => b.setIdentityEnabled(String(q.params.name), false));
+  route('post', '/identities/:name/enable', async (q, _r, b) => b.setIdentityEnabled(String(q.params.name), true));
+
+  // keys
+  route('get', '/keys', async (q, _r, b) => ({ keys: await b.listKeys(queryString(q, 'identity')) }));
+  route('post', '/keys', async (q, _r, b) => b.createKey(bodyString(q.body, 'identity', true), { expiresAt: bodyString(q.body, 'expiresAt', false) }), 201);
+  route('post', '/keys/:id/revoke', async (q, _r, b) => b.revokeKey(String(q.params.id)));
+
+  // sources
+  route('get', '/sources', async (_q, _r, b) => ({ sources: await b.listSources() }));
+  route('post', '/sources', async (q, _r, b) => b.addSource(q.body, { scan: queryBool(q, 'scan') }), 201);
+  route('get', '/sources/:id', async (q, _r, b) => b.getSource(String(q.params.id)));
+  route('post', '/sources/:id/enable', async (q, _r, b) => b.setSourceEnabled(String(q.params.id), true));
+  route('post', '/sources/:id/disable', async (q, _r, b) => b.setSourceEnabled(String(q.params.id), false));
+  route('post', '/sources/:id/scan', async (q, _r, b) => b.scanSource(String(q.params.id)));
+  route('get', '/sources/:id/circuit', async (q, _r, b) => b.circuitState(String(q.params.id)));
+
+  // roles
+  route('get', '/roles', async (_q, _r, b) => ({ roles: await b.listRoles() }));
+  route('get', '/roles/:name', async (q, _r, b) => b.getRole(String(q.params.name)));
+  route('put', '/roles/:name', async (q, res, b) => {
+    const name = String(q.params.name);
+    if (!isObject(q.body)) throw new ControlError('validation', 'the body must be a role object');
+    if (q.body.name !== undefined && q.body.name !== name) throw new ControlError('validation', `the body names role "${String(q.body.name)}" but the path names "${name}"`);
+    const r = await b.putRole({ ...q.body, name });
+    res.status(r.created ? 201 : 200);
+    return r;
+  });
+
+  // grants
+  route('get', '/grants', async (q, _r, b) => ({ grants: await b.listGrants({ identity: queryString(q, 'identity'), source: queryString(q, 'source'), role: queryString(q, 'role') }) }));
+  route('post', '/grants', async (q, res, b) => {
+    const r = await b.grant({ identity: bodyString(q.body, 'identity', true), role: bodyString(q.body, 'role', true), source: bodyString(q.body, 'source', true) });
+    res.status(r.created ? 201 : 200);
+    return r;
+  });
+  route('delete', '/grants/:identity/:role/:source', async (q, _r, b) => b.revoke({ identity: String(q.params.identity), role: String(q.params.role), source: String(q.params.source) }));
+
+  // policies
+  route('get', '/policies', async (_q, _r, b) => ({ policies: await b.listPolicies() }));
+  route('post', '/policies', async (q, _r, b) => ({ policies: await b.addPolicies(q.body, { replace: queryBool(q, 'replace') }) }), 201);
+  route('get', '/policies/:name', async (q, _r, b) => b.getPolicy(String(q.params.name)));
+  route('delete', '/policies/:name', async (q, _r, b) => b.removePolicy(String(q.params.name)));
+
+  // approvals
+  route('get', '/approvals', async (q, _r, b) => {
+    const state = queryString(q, 'state');
+    if (state !== undefined && !(APPROVAL_STATES as readonly string[]).includes(state)) throw new ControlError('validation', `unknown approval state "${state}" (${APPROVAL_STATES.join(', ')})`);
+    return { approvals: await b.listApprovals({ state: state as ApprovalState | undefined, source: queryString(q, 'source'), identity: queryString(q, 'identity'), limit: queryInt(q, 'limit', 1000) }) };
+  });
+  route('get', '/approvals/:id', async (q, _r, b) => b.getApproval(String(q.params.id)));
+  route('post', '/approvals/:id/approve', async (q, _r, b, op) => b.approve(String(q.params.id), { operator: op.name }));
+  route('post', '/approvals/:id/reject', async (q, _r, b, op) => b.reject(String(q.params.id), { operator: op.name, reason: bodyString(q.body, 'reason', false) }));
+
+  // audit
+  route('get', '/audit', async (q, _r, b) => {
+    const kind = queryString(q, 'kind');
+    if (kind !== undefined && kind !== 'tool_call' && kind !== 'approval') throw new ControlError('validation', 'kind must be tool_call or approval');
+    return b.searchAudit({
+      identity: queryString(q, 'identity'),
+      source: queryString(q, 'source'),
+      decision: queryString(q, 'decision'),
+      kind: kind as AuditKind | undefined,
+      approval: queryString(q, 'approval'),
+      request: queryString(q, 'request'),
+      since: queryString(q, 'since'),
+      until: queryString(q, 'until'),
+      limit: queryInt(q, 'limit', 1000),
+      cursor: queryString(q, 'cursor') ?? null,
+    });
+  });
+  route('get', '/audit/tail', async (q, _r, b) => ({ events: await b.tailAudit(queryInt(q, 'lines', 1000) ?? 20) }));
+
+  router.use(ADMIN_PREFIX, (_req, res) => sendError(res, 'unknown_route', 'No such admin route (or method)'));
+  router.use(routerErrorHandler(logger));
+  app.use(router);
+}
