@@ -1,0 +1,132 @@
+/**
+ * Shared harness for the red-team attack suites (defended.test.ts, found.test.ts): a governed gateway
+ * on this machine's PostgreSQL with Chinook (demo-agent / demo-analyst, e-mail partially and phone
+ * fully masked), rate limits lifted, a superuser client on the source database to read the real
+ * state, helpers to classify an answer, and a second, narrow identity for isolation checks.
+ */
+import pg from 'pg';
+import { startGovernedEnv, callTool, type GovernedEnv } from '../../helpers/governed';
+import { createIdentity } from '../../../src/control/identities';
+import { createApiKey } from '../../../src/control/keys';
+import { upsertRole } from '../../../src/control/roles';
+import { grantRole } from '../../../src/control/grants';
+
+export { callTool };
+export type { GovernedEnv };
+
+/** Rate limits high enough for hundreds of attack calls per file. */
+export const NO_LIMITS = {
+  rate_limits: { per_identity: { points: 1_000_000, window_seconds: 60 }, per_source: { points: 1_000_000, window_seconds: 60 } },
+} as const;
+
+/** The attack environment: the governed env plus a superuser client on the Chinook copy. */
+export interface AttackEnv {
+  env: GovernedEnv;
+  admin: pg.Client;
+  /** Cleartext contact details of customer 1 (read as superuser, never through the gateway). */
+  secret: { email: string; phone: string };
+  close(): Promise<void>;
+}
+
+export async function startAttackEnv(): Promise<AttackEnv> {
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  const env = await startGovernedEnv({ config: NO_LIMITS as any });
+  const admin = new pg.Client({ connectionString: env.sourceUrl });
+  admin.on('error', () => undefined);
+  await admin.connect();
+  const r = await admin.query('SELECT email, phone FROM customer WHERE customer_id = 1');
+  return {
+    env,
+    admin,
+    secret: { email: r.rows[0].email, phone: r.rows[0].phone },
+    async close() {
+      await admin.end().catch(() => undefined);
+      await env.close();
+    },
+  };
+}
+
+/** How the gateway answered one interlock_query call. */
+export type Kind = 'rows' | 'queued' | 'refused' | 'invalid' | 'failed' | 'transport';
+
+export interface Answer {
+  kind: Kind;
+  status: number;
+  /** structuredContent.code for refusals and tool errors. */
+  code?: string;
+  rows: Record<string, unknown>[];
+  /** structuredContent (or the JSON-RPC error) as sent. */
+  sc: any;
+  /** The whole JSON-RPC response, serialised (for leak checks). */
+  raw: string;
+}
+
+/** Classifies a tools/call answer of the handshake dialect. */
+export function classify(r: { status: number; body: any }): Answer {
+  const raw = JSON.stringify(r.body);
+  const res = r.body?.result;
+  if (!res) return { kind: 'transport', status: r.status, rows: [], sc: r.body?.error, raw };
+  const sc = res.structuredContent ?? {};
+  if (sc.status === 'queued') return { kind: 'queued', status: r.status, rows: [], sc, raw };
+  if (res.isError) {
+    if (['forbidden', 'unauthorized', 'rate_limited', 'not_found', 'unavailable'].includes(sc.status)) return { kind: 'refused', status: r.status, code: sc.code, rows: [], sc, raw };
+    if (sc.code === 'tool_execution_failed') return { kind: 'failed', status: r.status, code: sc.code, rows: [], sc, raw };
+    return { kind: 'invalid', status: r.status, code: sc.code, rows: [], sc, raw };
+  }
+  return { kind: 'rows', status: r.status, rows: Array.isArray(sc.rows) ? sc.rows : [], sc, raw };
+}
+
+/** Runs one interlock_query on source chinook as `apiKey` (default: demo-agent). */
+export async function query(a: AttackEnv, sql: string, extra: Record<string, unknown> = {}, apiKey?: string): Promise<Answer> {
+  const r = await callTool(a.env, 'interlock_query', { source_id: 'chinook', sql, ...extra }, apiKey ?? a.env.apiKey);
+  return classify(r);
+}
+
+/** A fingerprint of everything an attack could change in the source database. */
+export async function sourceState(a: AttackEnv): Promise<string> {
+  const r = await a.admin.query(`SELECT
+    (SELECT count(*) FROM playlist)::text AS playlists,
+    (SELECT coalesce(max(playlist_id), 0) FROM playlist)::text AS max_playlist,
+    (SELECT count(*) FROM playlist_track)::text AS playlist_tracks,
+    (SELECT md5(string_agg(name, ',' ORDER BY playlist_id)) FROM playlist) AS playlist_names,
+    (SELECT count(*) FROM customer)::text AS customers,
+    (SELECT md5(string_agg(coalesce(email, '') || coalesce(phone, ''), ',' ORDER BY customer_id)) FROM customer) AS contacts,
+    (SELECT count(*) FROM employee)::text AS employees,
+    (SELECT count(*) FROM pg_largeobject_metadata)::text AS lobs,
+    (SELECT count(*) FROM pg_class WHERE relnamespace = 'public'::regnamespace)::text AS relations,
+    (SELECT count(*) FROM pg_proc WHERE pronamespace = 'public'::regnamespace)::text AS functions`);
+  return JSON.stringify(r.rows[0]);
+}
+
+/** Locks and session state held by the gateway's reader connections (advisory locks, odd settings). */
+export async function readerSessions(a: AttackEnv): Promise<{ advisoryLocks: number; backends: number }> {
+  const role = a.env.demo.readerRole;
+  const locks = await a.admin.query(
+    "SELECT count(*)::int AS n FROM pg_locks l JOIN pg_stat_activity s ON s.pid = l.pid WHERE l.locktype = 'advisory' AND s.usename = $1",
+    [role],
+  );
+  const b = await a.admin.query('SELECT count(*)::int AS n FROM pg_stat_activity WHERE usename = $1', [role]);
+  return { advisoryLocks: locks.rows[0].n, backends: b.rows[0].n };
+}
+
+/**
+ * Creates a second identity whose only role reads `tables` (no describe, no write) on chinook and
+ * returns its API key. Used to check that what one identity may not see is not disclosed.
+ */
+export async function narrowIdentity(a: AttackEnv, name: string, tables: string[]): Promise<{ id: string; apiKey: string }> {
+  const identity = await createIdentity(a.env.db, name);
+  await upsertRole(a.env.db, {
+    name: `${name}-role`,
+    statements: tables.map((t) => ({ effect: 'allow', action: 'read', resource: `public.${t}` })),
+  });
+  await grantRole(a.env.db, { identityId: identity.id, roleName: `${name}-role`, sourceId: 'chinook' });
+  const key = await createApiKey(a.env.db, identity.id);
+  a.env.gateway.store.invalidate('*');
+  return { id: identity.id, apiKey: key.secret };
+}
+
+/** True when `text` carries `value` verbatim (also JSON-escaped). */
+export function leaks(text: string, value: string): boolean {
+  if (!value) return false;
+  return text.includes(value) || text.includes(JSON.stringify(value).slice(1, -1)) || text.includes(JSON.stringify(JSON.stringify(value)).slice(3, -3));
+}
