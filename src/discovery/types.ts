@@ -112,7 +112,7 @@ export interface RelatedDocument {
   asset_id: string;
   title: string;
   relation: Relation;
-  /** link: 1; entity: number of shared entities; similar: ts_rank_cd (normalisation 32) in [0, 1). */
+  /** link: 1; entity: number of shared entities; similar: ts_rank of the seed's salient terms (normalisation 32) in [0, 1). */
   score: number;
   document_type: string;
   category_path: string[];

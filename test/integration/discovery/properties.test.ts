@@ -217,7 +217,7 @@ const sorted = (xs: Iterable<string>) => [...xs].sort();
 test('search: results equal the brute force as sets, never exceed the limit, truncation is exact; expansions stay inside', async () => {
   const seen = { nonEmpty: 0, partial: 0, truncated: 0, expansions: 0, hiddenByPolicy: 0, outsideAudience: 0 };
   await fc.assert(
-    fc.asyncProperty(corpusArb, identityArb, policiesArb, filtersArb, fc.oneof(fc.integer({ min: 1, max: 6 }), fc.integer({ min: 1, max: 50 })), fc.constantFrom('common', ...WORDS), async (spec, identity, policies, filters, limit, word) => {
+    fc.asyncProperty(corpusArb, identityArb, policiesArb, filtersArb, fc.oneof(fc.integer({ min: 1, max: 3 }), fc.integer({ min: 1, max: 50 })), fc.constantFrom('common', ...WORDS), async (spec, identity, policies, filters, limit, word) => {
       const corpus = buildCorpus(spec);
       await indexCorpus(corpus);
       const ev = new AccessEvaluator(grantsOf(identity));
@@ -269,15 +269,17 @@ test('search: results equal the brute force as sets, never exceed the limit, tru
         seen.expansions += exp.length;
       }
     }),
-    { numRuns: 60 },
+    { numRuns: 100 },
   );
   // The generators must reach the interesting cases (otherwise the property proves little).
-  expect(seen.nonEmpty).toBeGreaterThan(20);
-  expect(seen.partial).toBeGreaterThan(10);
-  expect(seen.truncated).toBeGreaterThan(3);
-  expect(seen.expansions).toBeGreaterThan(5);
+  if (process.env.DISC_STATS) console.log(JSON.stringify(seen));
+  // (Typical counts over 100 runs: nonEmpty ~45, partial ~50, truncated ~10, expansions ~20, hidden ~15, outside ~40.)
+  expect(seen.nonEmpty).toBeGreaterThan(15);
+  expect(seen.partial).toBeGreaterThan(15);
+  expect(seen.truncated).toBeGreaterThan(2);
+  expect(seen.expansions).toBeGreaterThan(4);
   expect(seen.hiddenByPolicy).toBeGreaterThan(3);
-  expect(seen.outsideAudience).toBeGreaterThan(3);
+  expect(seen.outsideAudience).toBeGreaterThan(8);
 }, 240_000);
 
 test('related documents: same source only (even when links point across), visible only, every visible link and shared entity found', async () => {
@@ -321,7 +323,8 @@ test('related documents: same source only (even when links point across), visibl
     }),
     { numRuns: 40 },
   );
-  expect(seen.links).toBeGreaterThan(5);
+  if (process.env.DISC_STATS) console.log(JSON.stringify(seen));
+  expect(seen.links).toBeGreaterThan(3);
   expect(seen.entities).toBeGreaterThan(5);
   expect(seen.crossLinks).toBeGreaterThan(5);
 }, 240_000);
@@ -358,3 +361,17 @@ test('any query text is safe: no error, and only visible assets', async () => {
   const still = await db.pool.query("SELECT to_regclass('assets') AS t");
   expect(still.rows[0].t).toBe('assets');
 }, 120_000);
+
+test('regression: an expansion always refers to a direct hit that is still in the list (small limits)', async () => {
+  const spec = { 'src-a': [], 'src-b': [[], ['kilo'], ['kilo']].map((words) => ({ documentType: 'runbook', categoryPath: [], audience: [], entities: [], timestamp: null, words, links: [] })), 'src-c': [] } as unknown as Record<Src, DocSpec[]>;
+  const corpus = buildCorpus(spec);
+  await indexCorpus(corpus);
+  const all = { 'src-a': [], 'src-b': [{ name: 'r', audiences: [], statements: [{ effect: 'allow', action: 'discover', resource: '*' }] } as SourceRole], 'src-c': [] };
+  const scope = buildScope(new AccessEvaluator(grantsOf(all)), [], SUBJECT, 'src-b', 'discover', NOW);
+  for (const limit of [2, 3, 4]) {
+    const x = await searchAssets(db.pool, scope, { query: 'common', limit, expandRelated: true });
+    const direct = new Set(x.hits.filter((h) => !h.expansion).map((h) => h.asset_id));
+    expect(x.hits.length).toBeLessThanOrEqual(limit);
+    for (const h of x.hits.filter((e) => e.expansion)) expect(direct.has(h.related_to!)).toBe(true);
+  }
+});
