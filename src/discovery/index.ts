@@ -4,7 +4,7 @@
  * connector requests, the demo handbook and benchmark helpers. See docs in each module.
  */
 export * from './types';
-export { indexSource, indexAssets, contentHash, getIndexStatus, listIndexStatus, type IndexOptions } from './indexer';
+export { indexSource, indexAssets, contentHash, getIndexStatus, listIndexStatus, formatIndexProgress, type IndexOptions } from './indexer';
 export { readDocumentsFolder, documentFromText, splitFrontMatter, DocumentsFolderError } from './documents';
 export { readDocumentTables, DocumentTableError } from './tables';
 export { buildScope, mayAct, visibilitySql, type DiscoveryScope } from './access';

@@ -190,3 +190,15 @@ export async function listIndexStatus(db: ControlDb): Promise<IndexStatus[]> {
   }
   return out;
 }
+
+/**
+ * One plain progress line for an IndexProgress event (for `interlock index` without a progress-bar
+ * library), e.g. "handbook: reading… 120 items", "handbook: writing 40/120 (added 3, updated 1,
+ * unchanged 116, removed 0, skipped 0)", "handbook: done, 120 assets (…)".
+ */
+export function formatIndexProgress(p: IndexProgress): string {
+  const counts = `added ${p.added}, updated ${p.updated}, unchanged ${p.unchanged}, removed ${p.removed}, skipped ${p.skipped}`;
+  if (p.phase === 'read') return `${p.sourceId}: reading… ${p.done} items`;
+  if (p.phase === 'write') return `${p.sourceId}: writing ${p.done}/${p.total ?? '?'} (${counts})`;
+  return `${p.sourceId}: done, ${p.done} assets (${counts})`;
+}

@@ -14,7 +14,7 @@ import { openControlDb, type ControlDb } from '../../../src/control/db';
 import { putSource } from '../../../src/control/sources';
 import { createIdentity } from '../../../src/control/identities';
 import { listGrants } from '../../../src/control/grants';
-import { getIndexStatus, indexAssets, indexSource } from '../../../src/discovery/indexer';
+import { formatIndexProgress, getIndexStatus, indexAssets, indexSource } from '../../../src/discovery/indexer';
 import { DocumentsFolderError } from '../../../src/discovery/documents';
 import { DocumentTableError } from '../../../src/discovery/tables';
 import { provisionHandbook } from '../../../src/discovery/handbook';
@@ -63,6 +63,7 @@ describe('documents folder', () => {
     expect(first).toMatchObject({ assets: 4, added: 4, updated: 0, unchanged: 0, removed: 0, skipped: 0 });
     expect(progress.map((p) => p.phase)).toEqual(expect.arrayContaining(['read', 'write', 'done']));
     expect(progress.at(-1)).toMatchObject({ phase: 'done', added: 4 });
+    expect(formatIndexProgress(progress.at(-1)!)).toBe('docs: done, 4 assets (added 4, updated 0, unchanged 0, removed 0, skipped 0)');
     const rows = await assetRows('docs');
     expect([...rows.keys()].sort()).toEqual(['docs:a.md', 'docs:d.json', 'docs:notes.txt', 'docs:ops/runbooks/c.md']);
     const c = await db.pool.query("SELECT title, document_type, category_path, category_key, links FROM assets WHERE asset_id = 'docs:ops/runbooks/c.md'");
