@@ -24,6 +24,609 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/mcp/tools/list": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Deprecated: the tool catalogue (use tools/list on POST /mcp).
+         * @deprecated
+         */
+        get: operations["legacyToolsList"];
+        put?: never;
+        /**
+         * Deprecated: the tool catalogue (POST form; any body is ignored).
+         * @deprecated
+         */
+        post: operations["legacyToolsListPost"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/mcp/tools/call": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Deprecated: call one tool (use tools/call on POST /mcp).
+         * @deprecated
+         * @description Runs the tool through the same identity step, argument validation, pipeline and audit as POST /mcp (audited with details.route "mcp-tools-call"). The answer is the tool result as the handshake dialect renders it; a refusal, a queued write or a failure adds the error fields of the /v1 proxy with the same HTTP status.
+         */
+        post: operations["legacyToolsCall"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/mcp/sse": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Deprecated: open a handshake-era HTTP+SSE transport stream.
+         * @deprecated
+         * @description Opens a text/event-stream. The first event is `endpoint`, whose data is the message URL `/mcp/sse/messages?stream=<id>` (a random per-stream id). JSON-RPC messages POSTed there are answered on this stream as `message` events (initialize, ping, tools/list, tools/call, server/discover, notifications), exactly as the handshake dialect of POST /mcp answers them; comment lines keep the stream alive. Closing the stream cancels its in-flight tool calls. The stream lives on the replica that opened it: the GET and every POST of a stream must reach the same replica (route on the stream id, or serve these clients from one replica); elsewhere a POST is answered 404 unknown_stream. When the GET carries an Authorization header, POSTs to the stream must carry the same one.
+         */
+        get: operations["legacySseOpen"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/mcp/sse/messages": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Deprecated: post one JSON-RPC message to an open /mcp/sse stream.
+         * @deprecated
+         */
+        post: operations["legacySseMessage"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sources/{id}/query": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Run one governed SQL statement on a source (interlock_query). */
+        post: operations["v1Query"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sources": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The active sources the caller holds a grant on (interlock_list_sources). */
+        get: operations["v1ListSources"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/access": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** What the caller's own source roles allow and deny (interlock_describe_access). */
+        get: operations["v1DescribeAccess"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sources/{id}/describe": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The structure of one granted source (interlock_describe_source). */
+        get: operations["v1DescribeSource"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sources/{id}/discover": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Search one source's discovery index (interlock_discover). */
+        post: operations["v1Discover"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/assets/{asset_id}/related": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Documents related to one discovery asset, within its source (interlock_related_documents). */
+        get: operations["v1RelatedDocuments"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/whoami": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The operator the presented token authenticates. */
+        get: operations["adminWhoami"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/identities": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Every identity, by name. */
+        get: operations["adminListIdentities"];
+        put?: never;
+        /** Create an enabled identity. */
+        post: operations["adminCreateIdentity"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/identities/{name}/disable": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Disable an identity: its keys stop working (idempotent). */
+        post: operations["adminDisableIdentity"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/identities/{name}/enable": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Re-enable an identity (idempotent). */
+        post: operations["adminEnableIdentity"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/keys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** API keys, newest first (never secrets). */
+        get: operations["adminListKeys"];
+        put?: never;
+        /** Create an agent API key; the secret is in this answer only. */
+        post: operations["adminCreateKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/keys/{key_id}/revoke": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Revoke an API key (idempotent). */
+        post: operations["adminRevokeKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/sources": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Every source with redacted settings, catalog summary and circuit state. */
+        get: operations["adminListSources"];
+        put?: never;
+        /** Register a source (spec/source-v1.schema.json) and scan its catalog unless scan=false. */
+        post: operations["adminAddSource"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/sources/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One source (settings redacted). */
+        get: operations["adminGetSource"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/sources/{id}/enable": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Enable a source. */
+        post: operations["adminEnableSource"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/sources/{id}/disable": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Disable a source: calls to it are refused as unavailable. */
+        post: operations["adminDisableSource"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/sources/{id}/scan": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Scan a PostgreSQL source's catalog as its reader role. */
+        post: operations["adminScanSource"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/sources/{id}/circuit": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The circuit breaker state of a source on the answering replica. */
+        get: operations["adminSourceCircuit"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/roles": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Every source role. */
+        get: operations["adminListRoles"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/roles/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One source role. */
+        get: operations["adminGetRole"];
+        /** Create or replace a source role (spec/role-v1.schema.json; name may be omitted, it is the path's). */
+        put: operations["adminPutRole"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/grants": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Grants, optionally filtered. */
+        get: operations["adminListGrants"];
+        put?: never;
+        /** Grant a role on a source to an identity (200 when it already held it). */
+        post: operations["adminGrant"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/grants/{identity}/{role}/{source}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Revoke a grant. */
+        delete: operations["adminRevokeGrant"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/policies": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Every policy. */
+        get: operations["adminListPolicies"];
+        put?: never;
+        /** Add one policy or a list (spec/policy-v1.schema.json) in one transaction; replace=true replaces same-named ones. */
+        post: operations["adminAddPolicies"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/policies/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One policy. */
+        get: operations["adminGetPolicy"];
+        put?: never;
+        post?: never;
+        /** Remove a policy. */
+        delete: operations["adminRemovePolicy"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/approvals": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Approvals, newest first (overdue pending ones are expired first). */
+        get: operations["adminListApprovals"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/approvals/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One approval with its exact statement and parameters. */
+        get: operations["adminGetApproval"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/approvals/{id}/approve": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Approve a pending write in the token operator's name and execute it once with the writer role. */
+        post: operations["adminApprove"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/approvals/{id}/reject": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Reject a pending write in the token operator's name. */
+        post: operations["adminReject"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/audit": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Search the audit trail, newest first, one page at a time. */
+        get: operations["adminSearchAudit"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/audit/tail": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The latest audit events, oldest first. */
+        get: operations["adminTailAudit"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -56,11 +659,1004 @@ export interface components {
             id: components["schemas"]["JsonRpcId"] | null;
             error: components["schemas"]["JsonRpcError"];
         };
+        /** @description The error body of every non-MCP route. code is a refusal or tool-error code of errors-v1.json, or one of x-http-error-codes. */
+        ErrorBody: {
+            /** @enum {string} */
+            error: "unauthorized" | "forbidden" | "not_found" | "rate_limited" | "unavailable" | "invalid_request" | "payload_too_large" | "unsupported_media_type" | "method_not_allowed" | "conflict" | "internal_error";
+            code: string;
+            message: string;
+            request_id?: string;
+            retry_after_ms?: number;
+            details?: string[];
+        };
+        BadRequestBody: {
+            /** @constant */
+            error?: "invalid_request";
+        } & components["schemas"]["ErrorBody"];
+        ForbiddenBody: {
+            /** @constant */
+            error?: "forbidden";
+        } & components["schemas"]["ErrorBody"];
+        NotFoundBody: {
+            /** @constant */
+            error?: "not_found";
+        } & components["schemas"]["ErrorBody"];
+        UnavailableBody: {
+            /** @constant */
+            error?: "unavailable";
+        } & components["schemas"]["ErrorBody"];
+        PayloadTooLargeBody: {
+            /** @constant */
+            error?: "payload_too_large";
+        } & components["schemas"]["ErrorBody"];
+        UnsupportedMediaTypeBody: {
+            /** @constant */
+            error?: "unsupported_media_type";
+        } & components["schemas"]["ErrorBody"];
+        /** @enum {string} */
+        ApprovalState: "pending" | "approved" | "executed" | "failed" | "rejected" | "expired";
+        /** @description A write held for an operator's approval (HTTP 202). Not executed; do not retry it. */
+        QueuedBody: {
+            /** @constant */
+            error: "approval_required";
+            /** @constant */
+            code: "approval_required";
+            message: string;
+            request_id?: string;
+            approval_id: string;
+            approval_state: components["schemas"]["ApprovalState"];
+        };
+        ContentBlock: {
+            /** @enum {string} */
+            type: "text" | "image" | "audio" | "resource";
+            text?: string;
+        };
+        /** @description An MCP tool result as the handshake dialect renders it. */
+        ToolResult: {
+            content: components["schemas"]["ContentBlock"][];
+            structuredContent?: Record<string, never>;
+            isError?: boolean;
+        };
+        /** @description /mcp/tools/call, queued write: the tool result (isError false, structuredContent status queued) plus the /v1 proxy's 202 fields. */
+        LegacyQueuedResult: {
+            content: components["schemas"]["ContentBlock"][];
+            structuredContent: components["schemas"]["QueuedWrite"];
+            /** @constant */
+            isError: false;
+            /** @constant */
+            error: "approval_required";
+            /** @constant */
+            code: "approval_required";
+            message: string;
+            request_id?: string;
+            approval_id: string;
+            approval_state: components["schemas"]["ApprovalState"];
+        };
+        /** @description /mcp/tools/call, refused or failed call: the tool result (isError true) plus {error, code, message} with the HTTP status of the refusal. */
+        LegacyErrorResult: {
+            content: components["schemas"]["ContentBlock"][];
+            structuredContent?: Record<string, never>;
+            /** @constant */
+            isError: true;
+            error: string;
+            code: string;
+            message: string;
+            request_id?: string;
+            retry_after_ms?: number;
+        };
+        LegacyToolCallRequest: {
+            /** @description A tool name of the catalogue (interlock_* or a deprecated agentgate_* alias). */
+            name: string;
+            arguments?: Record<string, never>;
+        };
+        ToolCatalogue: {
+            tools: {
+                name: string;
+                title?: string;
+                description: string;
+                inputSchema: {
+                    /** @constant */
+                    type: "object";
+                };
+            }[];
+        };
+        QueryRequest: {
+            /** @description Exactly one PostgreSQL statement with $1 */
+            sql: string;
+            params?: (string | number | boolean | null)[];
+            max_rows?: number;
+        };
+        /** @description The arguments of interlock_discover without source_id (the path names the source). */
+        DiscoverRequest: {
+            query: string;
+            source_types?: ("postgres" | "documents")[];
+            document_types?: string[];
+            category_path?: string[];
+            time_range?: {
+                /** Format: date-time */
+                from?: string;
+                /** Format: date-time */
+                to?: string;
+            };
+            audience?: string[];
+            entities?: {
+                type: string;
+                value: string;
+            }[];
+            expand_related?: boolean;
+            limit?: number;
+        };
+        Whoami: {
+            operator: string;
+            tokenId: string;
+        };
+        Identity: {
+            id: string;
+            name: string;
+            disabled: boolean;
+            /** Format: date-time */
+            createdAt: string;
+            /** Format: date-time */
+            disabledAt: string | null;
+        };
+        IdentityCreate: {
+            name: string;
+        };
+        ApiKey: {
+            id: string;
+            identityId: string;
+            identityName: string;
+            prefix: string;
+            /** Format: date-time */
+            createdAt: string;
+            /** Format: date-time */
+            expiresAt: string | null;
+            /** Format: date-time */
+            revokedAt: string | null;
+            /** Format: date-time */
+            lastUsedAt: string | null;
+            /** @enum {string} */
+            status: "active" | "revoked" | "expired";
+        };
+        KeyCreate: {
+            /** @description Identity name or id. */
+            identity: string;
+            /**
+             * Format: date-time
+             * @description Optional expiry (in the future).
+             */
+            expiresAt?: string;
+        };
+        /** @description A new agent API key. The secret is shown in this answer only; it is not stored. */
+        CreatedKey: {
+            keyId: string;
+            identity: string;
+            secret: string;
+            prefix: string;
+            /** Format: date-time */
+            expiresAt: string | null;
+            warning: string;
+        };
+        CatalogSummary: {
+            /** Format: date-time */
+            scannedAt: string;
+            truncated: boolean;
+            relations: number;
+        };
+        /** @description A source with its settings redacted (passwords "***", CA bundles summarised), its catalog summary and its circuit state on the answering replica. */
+        SourceView: {
+            id: string;
+            /** @enum {string} */
+            type: "postgres" | "documents";
+            name: string;
+            description: string;
+            enabled: boolean;
+            /** Format: date-time */
+            createdAt: string;
+            /** Format: date-time */
+            updatedAt: string;
+            settings: Record<string, never>;
+            catalog: components["schemas"]["CatalogSummary"] | null;
+            /** @enum {string} */
+            circuit: "closed" | "open" | "half_open";
+        };
+        ScanResult: {
+            sourceId: string;
+            /** Format: date-time */
+            scannedAt: string;
+            relations: number;
+            truncated: boolean;
+        };
+        SourceAdded: {
+            source: components["schemas"]["SourceView"];
+            scan: components["schemas"]["ScanResult"] | null;
+            scanError: string | null;
+        };
+        CircuitState: {
+            sourceId: string;
+            /** @enum {string} */
+            state: "closed" | "open" | "half_open";
+        };
+        Role: {
+            name: string;
+            description: string;
+            audiences: string[];
+            statements: components["schemas"]["statement"][];
+            /** Format: date-time */
+            createdAt: string;
+            /** Format: date-time */
+            updatedAt: string;
+        };
+        RolePut: {
+            role: components["schemas"]["Role"];
+            created: boolean;
+        };
+        Grant: {
+            identityId: string;
+            identityName: string;
+            roleName: string;
+            sourceId: string;
+            /** Format: date-time */
+            createdAt: string;
+        };
+        GrantRequest: {
+            /** @description Identity name or id. */
+            identity: string;
+            role: string;
+            source: string;
+        };
+        GrantChange: {
+            identity: string;
+            role: string;
+            source: string;
+            created: boolean;
+        };
+        GrantRevoked: {
+            identity: string;
+            role: string;
+            source: string;
+            /** @constant */
+            revoked: true;
+        };
+        PolicyRecord: {
+            name: string;
+            description: string;
+            enabled: boolean;
+            applies_to?: components["schemas"]["applies_to"];
+            rule: components["schemas"]["rule"];
+            /** Format: date-time */
+            createdAt: string;
+            /** Format: date-time */
+            updatedAt: string;
+        };
+        PoliciesAdded: {
+            policies: {
+                policy: components["schemas"]["PolicyRecord"];
+                created: boolean;
+            }[];
+        };
+        PolicyRemoved: {
+            name: string;
+            /** @constant */
+            removed: true;
+        };
+        Approval: {
+            id: string;
+            sourceId: string;
+            identityId: string;
+            identityName: string;
+            keyId: string | null;
+            requestId: string;
+            sql: string;
+            params: unknown[];
+            classification: Record<string, never>;
+            state: components["schemas"]["ApprovalState"];
+            /** Format: date-time */
+            createdAt: string;
+            /** Format: date-time */
+            expiresAt: string;
+            decidedBy: string | null;
+            /** Format: date-time */
+            decidedAt: string | null;
+            /** Format: date-time */
+            executedAt: string | null;
+            outcome: null | {
+                row_count?: number;
+                error_code?: string;
+                sqlstate?: string;
+            };
+        };
+        RejectRequest: {
+            reason?: string;
+        };
+        ApprovalDecision: {
+            id: string;
+            approvalId: string;
+            /** @enum {string} */
+            state: "executed" | "failed";
+            rowCount?: number;
+            errorCode?: string;
+        };
+        AuditEvent: {
+            id: string;
+            /** @enum {string} */
+            kind: "tool_call" | "approval";
+            /** Format: date-time */
+            time: string;
+            requestId: string | null;
+            identityId: string | null;
+            keyId: string | null;
+            tool: string | null;
+            canonicalTool: string | null;
+            dialect: string | null;
+            protocolVersion: string | null;
+            decision: string;
+            reasonCode: string | null;
+            sourceId: string | null;
+            action: string | null;
+            fingerprint: string | null;
+            relations: string[] | null;
+            rowCount: number | null;
+            durationMs: number | null;
+            approvalId: string | null;
+            operator: string | null;
+            details: Record<string, never>;
+        };
+        AuditPage: {
+            events: components["schemas"]["AuditEvent"][];
+            nextCursor: string | null;
+        };
+        /**
+         * QueuedWrite
+         * @description structuredContent of a write held for approval (isError false). The statement was not executed and must not be retried.
+         */
+        QueuedWrite: {
+            /** @constant */
+            status: "queued";
+            /** @constant */
+            code?: "approval_required";
+            approval_id: string;
+            /** @enum {string} */
+            approval_state: "pending" | "approved" | "executed" | "failed" | "rejected" | "expired";
+            message: string;
+            request_id?: string;
+        };
+        /** QueryResult */
+        QueryResult: {
+            rows: Record<string, never>[];
+            row_count: number;
+            truncated: boolean;
+            cached: boolean;
+            masked_columns?: string[];
+        };
+        /** SourceEntry */
+        SourceEntry: {
+            name: string;
+            /** @enum {string} */
+            type: "postgres" | "documents";
+            description?: string;
+        };
+        /**
+         * SourceId
+         * @description A source id as listed by interlock_list_sources.
+         */
+        SourceId: string;
+        /** AccessStatement */
+        AccessStatement: {
+            /** @enum {string} */
+            action: "read" | "write" | "describe" | "discover" | "request";
+            resource: string;
+        };
+        /** AccessEntry */
+        AccessEntry: {
+            roles: string[];
+            allow: components["schemas"]["AccessStatement"][];
+            deny: components["schemas"]["AccessStatement"][];
+            resources: Record<string, never>;
+        };
+        /** CatalogRow */
+        CatalogRow: {
+            table_schema: string;
+            table_name: string;
+            column_name: string;
+            data_type: string;
+        };
+        /** DiscoverHit */
+        DiscoverHit: {
+            asset_id: string;
+            title: string;
+            snippet: string;
+            score: number;
+            document_type?: string;
+            category_path?: string[];
+            timestamp?: string | null;
+            source_id: string;
+            expansion: boolean;
+            /** @description Expansions only: the hit this asset is related to. */
+            related_to?: string;
+            /**
+             * @description Expansions only: how it is related.
+             * @enum {string}
+             */
+            relation?: "link" | "entity" | "similar";
+        };
+        /** RelatedDocument */
+        RelatedDocument: {
+            asset_id: string;
+            title: string;
+            /** @enum {string} */
+            relation: "link" | "entity" | "similar";
+            score: number;
+            document_type: string;
+            category_path: string[];
+            timestamp: string | null;
+        };
+        /** DatabaseCredentials */
+        credentials: {
+            user: string;
+            /** @description Omit for trust, peer or certificate authentication. Never read from PGPASSWORD or ~/.pgpass. */
+            password?: string;
+        };
+        /**
+         * SourceTls
+         * @description Upstream TLS. off: plaintext; require: encrypted, server not verified; verify-ca: certificate chain checked against ca; verify-full: chain and host name (servername, default host) checked.
+         */
+        tls: {
+            /** @enum {string} */
+            mode: "off" | "require" | "verify-ca" | "verify-full";
+            /** @description PEM bundle of the trusted certificate authorities (verify-ca, verify-full; default: the system store). */
+            ca?: string;
+            /** @description Host name expected in the server certificate (verify-full). */
+            servername?: string;
+        };
+        /**
+         * ColumnName
+         * @description A column name, exactly as stored (no quoting).
+         */
+        columnName: string;
+        /**
+         * DocumentTableMapping
+         * @description Maps the rows of one table or view to discovery assets (issue 4, Build 2). Column values: id and title of any type (read as text); body text; type_column text; category_column text[] or text split on '/'; time_column a date or timestamp; audience_column text[] or text split on ','; entities_column jsonb [{type, value}]; links_column text[] of asset ids. A row whose id is NULL or empty is skipped.
+         */
+        documentTable: {
+            /** @description schema.table, exact names (no quoting). */
+            table: string;
+            id_column: components["schemas"]["columnName"];
+            title_column: components["schemas"]["columnName"];
+            body_column: components["schemas"]["columnName"];
+            type_column?: components["schemas"]["columnName"];
+            /** @description Document type of a row whose type_column is absent or NULL (default "record"). */
+            document_type?: string;
+            category_column?: components["schemas"]["columnName"];
+            /** @description Category path of a row whose category_column is absent or empty (default [schema, table]). discover/request statements on this source match categories as on a documents source (*, a/b, a/b/*). */
+            category_path?: string[];
+            time_column?: components["schemas"]["columnName"];
+            audience_column?: components["schemas"]["columnName"];
+            /** @description Audience of a row whose audience_column is absent, NULL or empty (default none: visible to every identity that may discover it). */
+            audience?: string[];
+            entities_column?: components["schemas"]["columnName"];
+            links_column?: components["schemas"]["columnName"];
+            /** @description Most rows indexed from this table (default 100000). */
+            max_rows?: number;
+        };
+        /** PostgresSourceSettings */
+        postgresSettings: {
+            host: string;
+            port: number;
+            database: string;
+            reader: components["schemas"]["credentials"];
+            writer?: components["schemas"]["credentials"];
+            tls: components["schemas"]["tls"];
+            /** @description Longest a statement may run (default 15000). */
+            statement_timeout_ms?: number;
+            /** @description Longest a statement may wait for a lock (default 2000). */
+            lock_timeout_ms?: number;
+            /** @description Most rows a read returns, whatever the call asks (default 1000). */
+            max_rows?: number;
+            /** @description Largest number of reader connections per gateway process (default 5). */
+            pool_size?: number;
+            /** @description Tables (or views) of this source that discovery indexes as assets (interlock index SOURCE), read as the reader role. Each row becomes asset <source_id>:<schema>.<table>/<id>. */
+            document_tables?: components["schemas"]["documentTable"][];
+            /** @description Longest a connection may sit idle inside a transaction (default 10000). */
+            idle_in_transaction_timeout_ms?: number;
+            /** @description Longest to wait for a new connection or a pooled one (default 5000). */
+            connect_timeout_ms?: number;
+            /**
+             * SourceBreaker
+             * @description Circuit breaker: after failure_threshold consecutive source failures (connection refused or lost, TLS refused, server faults; not statement errors or statement timeouts) calls are refused at once as unavailable/circuit_open for reset_timeout_ms, then one probe decides.
+             */
+            breaker?: {
+                failure_threshold?: number;
+                reset_timeout_ms?: number;
+            };
+        };
+        /** DocumentsSourceSettings */
+        documentsSettings: {
+            /** @description Folder holding the documents: .md, .txt and .json files, searched recursively (hidden files and folders and symbolic links are skipped). Front matter (YAML between --- lines for .md/.txt, the object's own fields for .json): title, document_type, category_path, timestamp, audience, entities [{type, value}], links. Asset id <source_id>:<relative path>. */
+            path: string;
+        };
+        /**
+         * SourceDefinition
+         * @description A data source registered in the control database (`interlock source add FILE`, JSON or YAML). PostgreSQL sources name two database roles: a reader (SELECT only, used for every agent read and for catalog scans) and an optional writer (used only to execute approved writes). Credentials are stored in the control database; protect it accordingly. Issue 3, Build 1.
+         */
+        "source-v1.schema": {
+            /** @description Stable source id used by agents (source_id). */
+            id: string;
+            /** @enum {string} */
+            type: "postgres" | "documents";
+            /** @description Display name. */
+            name: string;
+            description?: string;
+            /** @description Disabled sources refuse every call with status unavailable (default true). */
+            enabled?: boolean;
+            settings: components["schemas"]["postgresSettings"] | components["schemas"]["documentsSettings"];
+            $defs: {
+                /** DatabaseCredentials */
+                credentials: {
+                    user: string;
+                    /** @description Omit for trust, peer or certificate authentication. Never read from PGPASSWORD or ~/.pgpass. */
+                    password?: string;
+                };
+                /**
+                 * SourceTls
+                 * @description Upstream TLS. off: plaintext; require: encrypted, server not verified; verify-ca: certificate chain checked against ca; verify-full: chain and host name (servername, default host) checked.
+                 */
+                tls: {
+                    /** @enum {string} */
+                    mode: "off" | "require" | "verify-ca" | "verify-full";
+                    /** @description PEM bundle of the trusted certificate authorities (verify-ca, verify-full; default: the system store). */
+                    ca?: string;
+                    /** @description Host name expected in the server certificate (verify-full). */
+                    servername?: string;
+                };
+                /** PostgresSourceSettings */
+                postgresSettings: {
+                    host: string;
+                    port: number;
+                    database: string;
+                    reader: components["schemas"]["credentials"];
+                    writer?: components["schemas"]["credentials"];
+                    tls: components["schemas"]["tls"];
+                    /** @description Longest a statement may run (default 15000). */
+                    statement_timeout_ms?: number;
+                    /** @description Longest a statement may wait for a lock (default 2000). */
+                    lock_timeout_ms?: number;
+                    /** @description Most rows a read returns, whatever the call asks (default 1000). */
+                    max_rows?: number;
+                    /** @description Largest number of reader connections per gateway process (default 5). */
+                    pool_size?: number;
+                    /** @description Tables (or views) of this source that discovery indexes as assets (interlock index SOURCE), read as the reader role. Each row becomes asset <source_id>:<schema>.<table>/<id>. */
+                    document_tables?: components["schemas"]["documentTable"][];
+                    /** @description Longest a connection may sit idle inside a transaction (default 10000). */
+                    idle_in_transaction_timeout_ms?: number;
+                    /** @description Longest to wait for a new connection or a pooled one (default 5000). */
+                    connect_timeout_ms?: number;
+                    /**
+                     * SourceBreaker
+                     * @description Circuit breaker: after failure_threshold consecutive source failures (connection refused or lost, TLS refused, server faults; not statement errors or statement timeouts) calls are refused at once as unavailable/circuit_open for reset_timeout_ms, then one probe decides.
+                     */
+                    breaker?: {
+                        failure_threshold?: number;
+                        reset_timeout_ms?: number;
+                    };
+                };
+                /**
+                 * ColumnName
+                 * @description A column name, exactly as stored (no quoting).
+                 */
+                columnName: string;
+                /**
+                 * DocumentTableMapping
+                 * @description Maps the rows of one table or view to discovery assets (issue 4, Build 2). Column values: id and title of any type (read as text); body text; type_column text; category_column text[] or text split on '/'; time_column a date or timestamp; audience_column text[] or text split on ','; entities_column jsonb [{type, value}]; links_column text[] of asset ids. A row whose id is NULL or empty is skipped.
+                 */
+                documentTable: {
+                    /** @description schema.table, exact names (no quoting). */
+                    table: string;
+                    id_column: components["schemas"]["columnName"];
+                    title_column: components["schemas"]["columnName"];
+                    body_column: components["schemas"]["columnName"];
+                    type_column?: components["schemas"]["columnName"];
+                    /** @description Document type of a row whose type_column is absent or NULL (default "record"). */
+                    document_type?: string;
+                    category_column?: components["schemas"]["columnName"];
+                    /** @description Category path of a row whose category_column is absent or empty (default [schema, table]). discover/request statements on this source match categories as on a documents source (*, a/b, a/b/*). */
+                    category_path?: string[];
+                    time_column?: components["schemas"]["columnName"];
+                    audience_column?: components["schemas"]["columnName"];
+                    /** @description Audience of a row whose audience_column is absent, NULL or empty (default none: visible to every identity that may discover it). */
+                    audience?: string[];
+                    entities_column?: components["schemas"]["columnName"];
+                    links_column?: components["schemas"]["columnName"];
+                    /** @description Most rows indexed from this table (default 100000). */
+                    max_rows?: number;
+                };
+                /** DocumentsSourceSettings */
+                documentsSettings: {
+                    /** @description Folder holding the documents: .md, .txt and .json files, searched recursively (hidden files and folders and symbolic links are skipped). Front matter (YAML between --- lines for .md/.txt, the object's own fields for .json): title, document_type, category_path, timestamp, audience, entities [{type, value}], links. Asset id <source_id>:<relative path>. */
+                    path: string;
+                };
+            };
+        } & (unknown & unknown);
+        /** RoleStatement */
+        statement: {
+            /** @enum {string} */
+            effect: "allow" | "deny";
+            /** @enum {string} */
+            action: "read" | "write" | "describe" | "discover" | "request" | "*";
+            /** @description SQL sources: schema.table or schema.table.column, each part a name or *, e.g. public.*, public.customer, public.customer.email, *.*. Documents sources: * or a category path prefix such as operations/runbooks/*. */
+            resource: string;
+        };
+        /**
+         * SourceRole
+         * @description A source role: a named set of allow/deny statements (deny wins). Operators write it as JSON or YAML and load it with `interlock role create FILE`. A grant binds identity x role x source. Contract: Governance (source-role authorization); decisions.md governance model.
+         */
+        "role-v1.schema": {
+            name: string;
+            description?: string;
+            /** @description Discovery audiences carried by identities holding this role: an asset with an audience is visible only to identities whose roles carry one of its audiences. */
+            audiences?: string[];
+            statements: components["schemas"]["statement"][];
+            $defs: {
+                /** RoleStatement */
+                statement: {
+                    /** @enum {string} */
+                    effect: "allow" | "deny";
+                    /** @enum {string} */
+                    action: "read" | "write" | "describe" | "discover" | "request" | "*";
+                    /** @description SQL sources: schema.table or schema.table.column, each part a name or *, e.g. public.*, public.customer, public.customer.email, *.*. Documents sources: * or a category path prefix such as operations/runbooks/*. */
+                    resource: string;
+                };
+            };
+        };
+        /** @description Whom and where the rule applies; an omitted list means every one. */
+        applies_to: {
+            identities?: string[];
+            roles?: string[];
+            sources?: string[];
+        };
+        /** @enum {string} */
+        action: "read" | "write" | "describe" | "discover" | "request";
+        /**
+         * DenyRelationsRule
+         * @description Refuse any statement touching these relations (schema.table, * wildcards) for the listed actions (default read and write).
+         */
+        denyRelations: {
+            /** @constant */
+            type: "deny_relations";
+            relations: string[];
+            actions?: components["schemas"]["action"][];
+            reason?: string;
+        };
+        /**
+         * RequireWhereRule
+         * @description Refuse UPDATE and DELETE (or the listed operations) without a WHERE clause.
+         */
+        requireWhere: {
+            /** @constant */
+            type: "require_where";
+            operations?: ("update" | "delete")[];
+            reason?: string;
+        };
+        /**
+         * MaxRowsRule
+         * @description Cap the rows a read returns (the smaller of this and the call's max_rows wins; truncated is set).
+         */
+        maxRows: {
+            /** @constant */
+            type: "max_rows";
+            max_rows: number;
+        };
+        /**
+         * TimeWindowRule
+         * @description Allow the listed actions only inside a weekly window; outside it they are refused.
+         */
+        timeWindow: {
+            /** @constant */
+            type: "time_window";
+            days: ("mon" | "tue" | "wed" | "thu" | "fri" | "sat" | "sun")[];
+            start: string;
+            end: string;
+            /** @default UTC */
+            timezone: string;
+            actions?: components["schemas"]["action"][];
+            reason?: string;
+        };
+        /**
+         * MaskColumnsRule
+         * @description Mask these columns (schema.table.column, * wildcards) wherever their values flow into a result: full, partial, hash or null.
+         */
+        maskColumns: {
+            /** @constant */
+            type: "mask_columns";
+            columns: string[];
+            /** @enum {string} */
+            method: "full" | "partial" | "hash" | "null";
+        };
+        /**
+         * HideDocumentsRule
+         * @description Hide assets of these document types or under these category prefixes from discovery and related documents (filtered out, never hinted at).
+         */
+        hideDocuments: {
+            /** @constant */
+            type: "hide_documents";
+            document_types?: string[];
+            category_prefixes?: string[][];
+        };
+        rule: components["schemas"]["denyRelations"] | components["schemas"]["requireWhere"] | components["schemas"]["maxRows"] | components["schemas"]["timeWindow"] | components["schemas"]["maskColumns"] | components["schemas"]["hideDocuments"];
+        /**
+         * Policy
+         * @description A declarative policy rule, evaluated on every request after source-role authorization. A policy can refuse or restrict what a role allows (deny relations, require a WHERE, cap rows, time windows, mask columns, hide document types or categories); it can never allow what no role allows. Contract: Governance And Errors.
+         */
+        "policy-v1.schema": {
+            name: string;
+            description?: string;
+            /** @default true */
+            enabled: boolean;
+            /** @description Whom and where the rule applies; an omitted list means every one. */
+            applies_to?: {
+                identities?: string[];
+                roles?: string[];
+                sources?: string[];
+            };
+            rule: components["schemas"]["denyRelations"] | components["schemas"]["requireWhere"] | components["schemas"]["maxRows"] | components["schemas"]["timeWindow"] | components["schemas"]["maskColumns"] | components["schemas"]["hideDocuments"];
+            $defs: {
+                /** @enum {string} */
+                action: "read" | "write" | "describe" | "discover" | "request";
+                /**
+                 * DenyRelationsRule
+                 * @description Refuse any statement touching these relations (schema.table, * wildcards) for the listed actions (default read and write).
+                 */
+                denyRelations: {
+                    /** @constant */
+                    type: "deny_relations";
+                    relations: string[];
+                    actions?: components["schemas"]["action"][];
+                    reason?: string;
+                };
+                /**
+                 * RequireWhereRule
+                 * @description Refuse UPDATE and DELETE (or the listed operations) without a WHERE clause.
+                 */
+                requireWhere: {
+                    /** @constant */
+                    type: "require_where";
+                    operations?: ("update" | "delete")[];
+                    reason?: string;
+                };
+                /**
+                 * MaxRowsRule
+                 * @description Cap the rows a read returns (the smaller of this and the call's max_rows wins; truncated is set).
+                 */
+                maxRows: {
+                    /** @constant */
+                    type: "max_rows";
+                    max_rows: number;
+                };
+                /**
+                 * TimeWindowRule
+                 * @description Allow the listed actions only inside a weekly window; outside it they are refused.
+                 */
+                timeWindow: {
+                    /** @constant */
+                    type: "time_window";
+                    days: ("mon" | "tue" | "wed" | "thu" | "fri" | "sat" | "sun")[];
+                    start: string;
+                    end: string;
+                    /** @default UTC */
+                    timezone: string;
+                    actions?: components["schemas"]["action"][];
+                    reason?: string;
+                };
+                /**
+                 * MaskColumnsRule
+                 * @description Mask these columns (schema.table.column, * wildcards) wherever their values flow into a result: full, partial, hash or null.
+                 */
+                maskColumns: {
+                    /** @constant */
+                    type: "mask_columns";
+                    columns: string[];
+                    /** @enum {string} */
+                    method: "full" | "partial" | "hash" | "null";
+                };
+                /**
+                 * HideDocumentsRule
+                 * @description Hide assets of these document types or under these category prefixes from discovery and related documents (filtered out, never hinted at).
+                 */
+                hideDocuments: {
+                    /** @constant */
+                    type: "hide_documents";
+                    document_types?: string[];
+                    category_prefixes?: string[][];
+                };
+            };
+        };
     };
-    responses: never;
-    parameters: never;
+    responses: {
+        /** @description Invalid body, parameters, tool arguments (invalid_arguments) or SQL (invalid_sql, statement_failed). */
+        V1BadRequest: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["BadRequestBody"];
+            };
+        };
+        /** @description No valid agent API key (missing_api_key, invalid_api_key). Operator tokens are not agent keys. */
+        V1Unauthorized: {
+            headers: {
+                "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    /** @constant */
+                    error?: "unauthorized";
+                } & components["schemas"]["ErrorBody"];
+            };
+        };
+        /** @description Refused by a source role, a policy or the statement rules; or a foreign Host or Origin. */
+        V1Forbidden: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ForbiddenBody"];
+            };
+        };
+        /** @description No source (or asset) with that id is visible to the caller (unknown_source, unknown_asset); or no such /v1 route (unknown_route). */
+        V1NotFound: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["NotFoundBody"];
+            };
+        };
+        /** @description A rate limit refuses the call; retry_after_ms and Retry-After say when to retry. */
+        V1RateLimited: {
+            headers: {
+                "Retry-After": components["headers"]["RetryAfter"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    /** @constant */
+                    error?: "rate_limited";
+                } & components["schemas"]["ErrorBody"];
+            };
+        };
+        /** @description The source cannot be used now (circuit_open, source_disabled, upstream_tls_refused, source_not_catalogued, statement_timeout). */
+        V1Unavailable: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["UnavailableBody"];
+            };
+        };
+        /** @description The opaque tool execution failure (tool_execution_failed) with the request id; never upstream text. */
+        V1Internal: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    /** @constant */
+                    error?: "internal_error";
+                } & components["schemas"]["ErrorBody"];
+            };
+        };
+        /** @description The body is larger than 1 MiB. */
+        PayloadTooLarge: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["PayloadTooLargeBody"];
+            };
+        };
+        /** @description A body that is not application/json. */
+        UnsupportedMediaType: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["UnsupportedMediaTypeBody"];
+            };
+        };
+        /** @description Invalid body or parameters (validation_failed with "path message" details, invalid_json). */
+        AdminBadRequest: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["BadRequestBody"];
+            };
+        };
+        /** @description No valid operator token (missing_operator_token, invalid_operator_token). Agent API keys are not operator tokens. */
+        AdminUnauthorized: {
+            headers: {
+                "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    /** @constant */
+                    error?: "unauthorized";
+                } & components["schemas"]["ErrorBody"];
+            };
+        };
+        /** @description A self-approval (self_approval_forbidden), or a foreign Host or Origin. */
+        AdminForbidden: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ForbiddenBody"];
+            };
+        };
+        /** @description The named identity, key, source, role, grant, policy or approval does not exist (not_found), or no such admin route (unknown_route). */
+        AdminNotFound: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["NotFoundBody"];
+            };
+        };
+        /** @description The thing exists already, or its state forbids the change (conflict), e.g. an approval that is not pending. */
+        AdminConflict: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    /** @constant */
+                    error?: "conflict";
+                } & components["schemas"]["ErrorBody"];
+            };
+        };
+        /** @description The source cannot be reached (unavailable). */
+        AdminUnavailable: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["UnavailableBody"];
+            };
+        };
+        /** @description An unexpected failure (internal_error); no detail is disclosed. */
+        AdminInternal: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    /** @constant */
+                    error?: "internal_error";
+                } & components["schemas"]["ErrorBody"];
+            };
+        };
+    };
+    parameters: {
+        /** @description A source id as listed by GET /v1/sources. */
+        SourceIdPath: string;
+    };
     requestBodies: never;
-    headers: never;
+    headers: {
+        /** @description RFC 9745: these routes are deprecated since 2026-11-29 (1.0.0). */
+        Deprecation: "@1795910400";
+        /** @description RFC 8594: the routes stay until at least this date and at least release 1.2.0, whichever is later (contract: earliest removal 1.2.0). */
+        Sunset: "Thu, 01 Jul 2027 00:00:00 GMT";
+        /** @description The successor of these routes is POST /mcp. */
+        SuccessorLink: "</mcp>; rel=\"successor-version\"";
+        /** @description The gateway request id, also in the logs and the audit. */
+        RequestId: string;
+        /** @description Seconds to wait before retrying. */
+        RetryAfter: string;
+        /** @description The Bearer challenge. */
+        WwwAuthenticate: string;
+    };
     pathItems: never;
 }
 export type $defs = Record<string, never>;
@@ -219,6 +1815,1564 @@ export interface operations {
                     "application/json": components["schemas"]["JsonRpcErrorResponse"];
                 };
             };
+        };
+    };
+    legacyToolsList: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The catalogue POST /mcp serves, as {tools}. */
+            200: {
+                headers: {
+                    Deprecation: components["headers"]["Deprecation"];
+                    Sunset: components["headers"]["Sunset"];
+                    Link: components["headers"]["SuccessorLink"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ToolCatalogue"];
+                };
+            };
+            /** @description Foreign Host or Origin. */
+            403: {
+                headers: {
+                    Deprecation: components["headers"]["Deprecation"];
+                    Sunset: components["headers"]["Sunset"];
+                    Link: components["headers"]["SuccessorLink"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ForbiddenBody"];
+                };
+            };
+        };
+    };
+    legacyToolsListPost: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The catalogue POST /mcp serves, as {tools}. */
+            200: {
+                headers: {
+                    Deprecation: components["headers"]["Deprecation"];
+                    Sunset: components["headers"]["Sunset"];
+                    Link: components["headers"]["SuccessorLink"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ToolCatalogue"];
+                };
+            };
+            /** @description The body is not JSON. */
+            400: {
+                headers: {
+                    Deprecation: components["headers"]["Deprecation"];
+                    Sunset: components["headers"]["Sunset"];
+                    Link: components["headers"]["SuccessorLink"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BadRequestBody"];
+                };
+            };
+            /** @description Foreign Host or Origin. */
+            403: {
+                headers: {
+                    Deprecation: components["headers"]["Deprecation"];
+                    Sunset: components["headers"]["Sunset"];
+                    Link: components["headers"]["SuccessorLink"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ForbiddenBody"];
+                };
+            };
+            /** @description A body that is not application/json. */
+            415: {
+                headers: {
+                    Deprecation: components["headers"]["Deprecation"];
+                    Sunset: components["headers"]["Sunset"];
+                    Link: components["headers"]["SuccessorLink"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaTypeBody"];
+                };
+            };
+        };
+    };
+    legacyToolsCall: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["LegacyToolCallRequest"];
+            };
+        };
+        responses: {
+            /** @description The tool result. */
+            200: {
+                headers: {
+                    Deprecation: components["headers"]["Deprecation"];
+                    Sunset: components["headers"]["Sunset"];
+                    Link: components["headers"]["SuccessorLink"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ToolResult"];
+                };
+            };
+            /** @description A write held for an operator's approval. It was not executed and must not be retried. */
+            202: {
+                headers: {
+                    Deprecation: components["headers"]["Deprecation"];
+                    Sunset: components["headers"]["Sunset"];
+                    Link: components["headers"]["SuccessorLink"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LegacyQueuedResult"];
+                };
+            };
+            /** @description Invalid body, arguments or SQL. */
+            400: {
+                headers: {
+                    Deprecation: components["headers"]["Deprecation"];
+                    Sunset: components["headers"]["Sunset"];
+                    Link: components["headers"]["SuccessorLink"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LegacyErrorResult"] | components["schemas"]["BadRequestBody"];
+                };
+            };
+            /** @description No valid agent API key (missing_api_key, invalid_api_key). */
+            401: {
+                headers: {
+                    Deprecation: components["headers"]["Deprecation"];
+                    Sunset: components["headers"]["Sunset"];
+                    Link: components["headers"]["SuccessorLink"];
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LegacyErrorResult"];
+                };
+            };
+            /** @description Refused by a source role or a policy, or a foreign Host or Origin. */
+            403: {
+                headers: {
+                    Deprecation: components["headers"]["Deprecation"];
+                    Sunset: components["headers"]["Sunset"];
+                    Link: components["headers"]["SuccessorLink"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LegacyErrorResult"] | components["schemas"]["ForbiddenBody"];
+                };
+            };
+            /** @description Unknown or ungranted source (unknown_source), unknown asset, or unknown tool (unknown_tool). */
+            404: {
+                headers: {
+                    Deprecation: components["headers"]["Deprecation"];
+                    Sunset: components["headers"]["Sunset"];
+                    Link: components["headers"]["SuccessorLink"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LegacyErrorResult"] | components["schemas"]["NotFoundBody"];
+                };
+            };
+            /** @description The body is too large. */
+            413: {
+                headers: {
+                    Deprecation: components["headers"]["Deprecation"];
+                    Sunset: components["headers"]["Sunset"];
+                    Link: components["headers"]["SuccessorLink"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLargeBody"];
+                };
+            };
+            /** @description The body is not application/json. */
+            415: {
+                headers: {
+                    Deprecation: components["headers"]["Deprecation"];
+                    Sunset: components["headers"]["Sunset"];
+                    Link: components["headers"]["SuccessorLink"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaTypeBody"];
+                };
+            };
+            /** @description A rate limit refuses the call. */
+            429: {
+                headers: {
+                    Deprecation: components["headers"]["Deprecation"];
+                    Sunset: components["headers"]["Sunset"];
+                    Link: components["headers"]["SuccessorLink"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LegacyErrorResult"];
+                };
+            };
+            /** @description The opaque tool execution failure (request id only). */
+            500: {
+                headers: {
+                    Deprecation: components["headers"]["Deprecation"];
+                    Sunset: components["headers"]["Sunset"];
+                    Link: components["headers"]["SuccessorLink"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LegacyErrorResult"];
+                };
+            };
+            /** @description The source is unavailable (circuit open, disabled, upstream TLS refused, not catalogued, statement timeout). */
+            503: {
+                headers: {
+                    Deprecation: components["headers"]["Deprecation"];
+                    Sunset: components["headers"]["Sunset"];
+                    Link: components["headers"]["SuccessorLink"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LegacyErrorResult"];
+                };
+            };
+        };
+    };
+    legacySseOpen: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The event stream. */
+            200: {
+                headers: {
+                    Deprecation: components["headers"]["Deprecation"];
+                    Sunset: components["headers"]["Sunset"];
+                    Link: components["headers"]["SuccessorLink"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": string;
+                };
+            };
+            /** @description Foreign Host or Origin. */
+            403: {
+                headers: {
+                    Deprecation: components["headers"]["Deprecation"];
+                    Sunset: components["headers"]["Sunset"];
+                    Link: components["headers"]["SuccessorLink"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ForbiddenBody"];
+                };
+            };
+            /** @description Too many open streams on this replica. */
+            503: {
+                headers: {
+                    Deprecation: components["headers"]["Deprecation"];
+                    Sunset: components["headers"]["Sunset"];
+                    Link: components["headers"]["SuccessorLink"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnavailableBody"];
+                };
+            };
+        };
+    };
+    legacySseMessage: {
+        parameters: {
+            query: {
+                /** @description The stream id announced by the endpoint event. */
+                stream: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["JsonRpcMessage"];
+            };
+        };
+        responses: {
+            /** @description Accepted; the answer (if any) is sent on the stream. Empty body. */
+            202: {
+                headers: {
+                    Deprecation: components["headers"]["Deprecation"];
+                    Sunset: components["headers"]["Sunset"];
+                    Link: components["headers"]["SuccessorLink"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not one JSON-RPC 2.0 message (batches are refused). */
+            400: {
+                headers: {
+                    Deprecation: components["headers"]["Deprecation"];
+                    Sunset: components["headers"]["Sunset"];
+                    Link: components["headers"]["SuccessorLink"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BadRequestBody"];
+                };
+            };
+            /** @description Foreign Host or Origin. */
+            403: {
+                headers: {
+                    Deprecation: components["headers"]["Deprecation"];
+                    Sunset: components["headers"]["Sunset"];
+                    Link: components["headers"]["SuccessorLink"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ForbiddenBody"];
+                };
+            };
+            /** @description No open stream has this id on this replica (unknown_stream). */
+            404: {
+                headers: {
+                    Deprecation: components["headers"]["Deprecation"];
+                    Sunset: components["headers"]["Sunset"];
+                    Link: components["headers"]["SuccessorLink"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFoundBody"];
+                };
+            };
+            /** @description The body is too large. */
+            413: {
+                headers: {
+                    Deprecation: components["headers"]["Deprecation"];
+                    Sunset: components["headers"]["Sunset"];
+                    Link: components["headers"]["SuccessorLink"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLargeBody"];
+                };
+            };
+            /** @description The body is not application/json. */
+            415: {
+                headers: {
+                    Deprecation: components["headers"]["Deprecation"];
+                    Sunset: components["headers"]["Sunset"];
+                    Link: components["headers"]["SuccessorLink"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaTypeBody"];
+                };
+            };
+        };
+    };
+    v1Query: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A source id as listed by GET /v1/sources. */
+                id: components["parameters"]["SourceIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["QueryRequest"];
+            };
+        };
+        responses: {
+            /** @description Rows (masked columns masked), truncated when more rows existed, cached when served from the cache. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["QueryResult"];
+                };
+            };
+            /** @description A write held for an operator's approval. It was not executed and must not be retried (a retry queues a second approval). */
+            202: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["QueuedBody"];
+                };
+            };
+            400: components["responses"]["V1BadRequest"];
+            401: components["responses"]["V1Unauthorized"];
+            403: components["responses"]["V1Forbidden"];
+            404: components["responses"]["V1NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["V1RateLimited"];
+            500: components["responses"]["V1Internal"];
+            503: components["responses"]["V1Unavailable"];
+        };
+    };
+    v1ListSources: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Sources keyed by id. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: components["schemas"]["SourceEntry"];
+                    };
+                };
+            };
+            401: components["responses"]["V1Unauthorized"];
+            403: components["responses"]["V1Forbidden"];
+            429: components["responses"]["V1RateLimited"];
+            500: components["responses"]["V1Internal"];
+        };
+    };
+    v1DescribeAccess: {
+        parameters: {
+            query?: {
+                /** @description Narrow the answer to one source; an ungranted source is omitted. */
+                source_id?: components["schemas"]["SourceId"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Access entries keyed by source id. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: components["schemas"]["AccessEntry"];
+                    };
+                };
+            };
+            400: components["responses"]["V1BadRequest"];
+            401: components["responses"]["V1Unauthorized"];
+            403: components["responses"]["V1Forbidden"];
+            429: components["responses"]["V1RateLimited"];
+            500: components["responses"]["V1Internal"];
+        };
+    };
+    v1DescribeSource: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A source id as listed by GET /v1/sources. */
+                id: components["parameters"]["SourceIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description For a catalogued PostgreSQL source {rows: [catalog rows]}; other connectors return their own introspection. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        rows?: components["schemas"]["CatalogRow"][];
+                    };
+                };
+            };
+            400: components["responses"]["V1BadRequest"];
+            401: components["responses"]["V1Unauthorized"];
+            403: components["responses"]["V1Forbidden"];
+            404: components["responses"]["V1NotFound"];
+            429: components["responses"]["V1RateLimited"];
+            500: components["responses"]["V1Internal"];
+            503: components["responses"]["V1Unavailable"];
+        };
+    };
+    v1Discover: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A source id as listed by GET /v1/sources. */
+                id: components["parameters"]["SourceIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DiscoverRequest"];
+            };
+        };
+        responses: {
+            /** @description Hits, best first; truncated when more matched than the limit. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        hits: components["schemas"]["DiscoverHit"][];
+                        truncated: boolean;
+                    };
+                };
+            };
+            400: components["responses"]["V1BadRequest"];
+            401: components["responses"]["V1Unauthorized"];
+            403: components["responses"]["V1Forbidden"];
+            404: components["responses"]["V1NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["V1RateLimited"];
+            500: components["responses"]["V1Internal"];
+            503: components["responses"]["V1Unavailable"];
+        };
+    };
+    v1RelatedDocuments: {
+        parameters: {
+            query?: {
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                /** @description The asset id (URL-encoded: ids may hold '/'). */
+                asset_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The seed asset, its source and the related documents. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        asset_id: string;
+                        source_id: string;
+                        related: components["schemas"]["RelatedDocument"][];
+                    };
+                };
+            };
+            400: components["responses"]["V1BadRequest"];
+            401: components["responses"]["V1Unauthorized"];
+            403: components["responses"]["V1Forbidden"];
+            404: components["responses"]["V1NotFound"];
+            429: components["responses"]["V1RateLimited"];
+            500: components["responses"]["V1Internal"];
+            503: components["responses"]["V1Unavailable"];
+        };
+    };
+    adminWhoami: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The operator name and token id. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Whoami"];
+                };
+            };
+            401: components["responses"]["AdminUnauthorized"];
+            403: components["responses"]["AdminForbidden"];
+            500: components["responses"]["AdminInternal"];
+        };
+    };
+    adminListIdentities: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Identities. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        identities: components["schemas"]["Identity"][];
+                    };
+                };
+            };
+            401: components["responses"]["AdminUnauthorized"];
+            403: components["responses"]["AdminForbidden"];
+            500: components["responses"]["AdminInternal"];
+        };
+    };
+    adminCreateIdentity: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["IdentityCreate"];
+            };
+        };
+        responses: {
+            /** @description The new identity. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Identity"];
+                };
+            };
+            400: components["responses"]["AdminBadRequest"];
+            401: components["responses"]["AdminUnauthorized"];
+            403: components["responses"]["AdminForbidden"];
+            404: components["responses"]["AdminNotFound"];
+            409: components["responses"]["AdminConflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["AdminInternal"];
+        };
+    };
+    adminDisableIdentity: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Identity name or idn_ id. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The identity. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Identity"];
+                };
+            };
+            400: components["responses"]["AdminBadRequest"];
+            401: components["responses"]["AdminUnauthorized"];
+            403: components["responses"]["AdminForbidden"];
+            404: components["responses"]["AdminNotFound"];
+            409: components["responses"]["AdminConflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["AdminInternal"];
+        };
+    };
+    adminEnableIdentity: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Identity name or idn_ id. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The identity. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Identity"];
+                };
+            };
+            400: components["responses"]["AdminBadRequest"];
+            401: components["responses"]["AdminUnauthorized"];
+            403: components["responses"]["AdminForbidden"];
+            404: components["responses"]["AdminNotFound"];
+            409: components["responses"]["AdminConflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["AdminInternal"];
+        };
+    };
+    adminListKeys: {
+        parameters: {
+            query?: {
+                /** @description Only this identity (name or id). */
+                identity?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Keys. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        keys: components["schemas"]["ApiKey"][];
+                    };
+                };
+            };
+            400: components["responses"]["AdminBadRequest"];
+            401: components["responses"]["AdminUnauthorized"];
+            403: components["responses"]["AdminForbidden"];
+            404: components["responses"]["AdminNotFound"];
+            500: components["responses"]["AdminInternal"];
+        };
+    };
+    adminCreateKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["KeyCreate"];
+            };
+        };
+        responses: {
+            /** @description The key with its secret (shown once). */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CreatedKey"];
+                };
+            };
+            400: components["responses"]["AdminBadRequest"];
+            401: components["responses"]["AdminUnauthorized"];
+            403: components["responses"]["AdminForbidden"];
+            404: components["responses"]["AdminNotFound"];
+            409: components["responses"]["AdminConflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["AdminInternal"];
+        };
+    };
+    adminRevokeKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description key_… id. */
+                key_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The key. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ApiKey"];
+                };
+            };
+            400: components["responses"]["AdminBadRequest"];
+            401: components["responses"]["AdminUnauthorized"];
+            403: components["responses"]["AdminForbidden"];
+            404: components["responses"]["AdminNotFound"];
+            409: components["responses"]["AdminConflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["AdminInternal"];
+        };
+    };
+    adminListSources: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Sources. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        sources: components["schemas"]["SourceView"][];
+                    };
+                };
+            };
+            401: components["responses"]["AdminUnauthorized"];
+            403: components["responses"]["AdminForbidden"];
+            500: components["responses"]["AdminInternal"];
+        };
+    };
+    adminAddSource: {
+        parameters: {
+            query?: {
+                /** @description false: do not scan now. */
+                scan?: "true" | "false";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["source-v1.schema"];
+            };
+        };
+        responses: {
+            /** @description The source, and the scan or why it failed. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SourceAdded"];
+                };
+            };
+            400: components["responses"]["AdminBadRequest"];
+            401: components["responses"]["AdminUnauthorized"];
+            403: components["responses"]["AdminForbidden"];
+            404: components["responses"]["AdminNotFound"];
+            409: components["responses"]["AdminConflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["AdminInternal"];
+        };
+    };
+    adminGetSource: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Source id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The source. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SourceView"];
+                };
+            };
+            401: components["responses"]["AdminUnauthorized"];
+            403: components["responses"]["AdminForbidden"];
+            404: components["responses"]["AdminNotFound"];
+            500: components["responses"]["AdminInternal"];
+        };
+    };
+    adminEnableSource: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Source id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The source. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SourceView"];
+                };
+            };
+            400: components["responses"]["AdminBadRequest"];
+            401: components["responses"]["AdminUnauthorized"];
+            403: components["responses"]["AdminForbidden"];
+            404: components["responses"]["AdminNotFound"];
+            409: components["responses"]["AdminConflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["AdminInternal"];
+        };
+    };
+    adminDisableSource: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Source id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The source. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SourceView"];
+                };
+            };
+            400: components["responses"]["AdminBadRequest"];
+            401: components["responses"]["AdminUnauthorized"];
+            403: components["responses"]["AdminForbidden"];
+            404: components["responses"]["AdminNotFound"];
+            409: components["responses"]["AdminConflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["AdminInternal"];
+        };
+    };
+    adminScanSource: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Source id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description What the scan found. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ScanResult"];
+                };
+            };
+            400: components["responses"]["AdminBadRequest"];
+            401: components["responses"]["AdminUnauthorized"];
+            403: components["responses"]["AdminForbidden"];
+            404: components["responses"]["AdminNotFound"];
+            409: components["responses"]["AdminConflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["AdminInternal"];
+            503: components["responses"]["AdminUnavailable"];
+        };
+    };
+    adminSourceCircuit: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Source id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The state. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CircuitState"];
+                };
+            };
+            401: components["responses"]["AdminUnauthorized"];
+            403: components["responses"]["AdminForbidden"];
+            404: components["responses"]["AdminNotFound"];
+            500: components["responses"]["AdminInternal"];
+        };
+    };
+    adminListRoles: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Roles. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        roles: components["schemas"]["Role"][];
+                    };
+                };
+            };
+            401: components["responses"]["AdminUnauthorized"];
+            403: components["responses"]["AdminForbidden"];
+            500: components["responses"]["AdminInternal"];
+        };
+    };
+    adminGetRole: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Role name. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The role. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Role"];
+                };
+            };
+            401: components["responses"]["AdminUnauthorized"];
+            403: components["responses"]["AdminForbidden"];
+            404: components["responses"]["AdminNotFound"];
+            500: components["responses"]["AdminInternal"];
+        };
+    };
+    adminPutRole: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Role name. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["role-v1.schema"];
+            };
+        };
+        responses: {
+            /** @description Replaced. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RolePut"];
+                };
+            };
+            /** @description Created. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RolePut"];
+                };
+            };
+            400: components["responses"]["AdminBadRequest"];
+            401: components["responses"]["AdminUnauthorized"];
+            403: components["responses"]["AdminForbidden"];
+            404: components["responses"]["AdminNotFound"];
+            409: components["responses"]["AdminConflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["AdminInternal"];
+        };
+    };
+    adminListGrants: {
+        parameters: {
+            query?: {
+                /** @description Identity name or id. */
+                identity?: string;
+                /** @description Source id. */
+                source?: string;
+                /** @description Role name. */
+                role?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Grants. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        grants: components["schemas"]["Grant"][];
+                    };
+                };
+            };
+            400: components["responses"]["AdminBadRequest"];
+            401: components["responses"]["AdminUnauthorized"];
+            403: components["responses"]["AdminForbidden"];
+            404: components["responses"]["AdminNotFound"];
+            500: components["responses"]["AdminInternal"];
+        };
+    };
+    adminGrant: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["GrantRequest"];
+            };
+        };
+        responses: {
+            /** @description Already granted. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GrantChange"];
+                };
+            };
+            /** @description Granted. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GrantChange"];
+                };
+            };
+            400: components["responses"]["AdminBadRequest"];
+            401: components["responses"]["AdminUnauthorized"];
+            403: components["responses"]["AdminForbidden"];
+            404: components["responses"]["AdminNotFound"];
+            409: components["responses"]["AdminConflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["AdminInternal"];
+        };
+    };
+    adminRevokeGrant: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Identity name or id. */
+                identity: string;
+                /** @description Role name. */
+                role: string;
+                /** @description Source id. */
+                source: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Revoked. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GrantRevoked"];
+                };
+            };
+            400: components["responses"]["AdminBadRequest"];
+            401: components["responses"]["AdminUnauthorized"];
+            403: components["responses"]["AdminForbidden"];
+            404: components["responses"]["AdminNotFound"];
+            500: components["responses"]["AdminInternal"];
+        };
+    };
+    adminListPolicies: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Policies. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        policies: components["schemas"]["PolicyRecord"][];
+                    };
+                };
+            };
+            401: components["responses"]["AdminUnauthorized"];
+            403: components["responses"]["AdminForbidden"];
+            500: components["responses"]["AdminInternal"];
+        };
+    };
+    adminAddPolicies: {
+        parameters: {
+            query?: {
+                /** @description Replace policies of the same names. */
+                replace?: "true" | "false";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["policy-v1.schema"] | components["schemas"]["policy-v1.schema"][];
+            };
+        };
+        responses: {
+            /** @description The stored policies. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PoliciesAdded"];
+                };
+            };
+            400: components["responses"]["AdminBadRequest"];
+            401: components["responses"]["AdminUnauthorized"];
+            403: components["responses"]["AdminForbidden"];
+            404: components["responses"]["AdminNotFound"];
+            409: components["responses"]["AdminConflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["AdminInternal"];
+        };
+    };
+    adminGetPolicy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Policy name. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The policy. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PolicyRecord"];
+                };
+            };
+            401: components["responses"]["AdminUnauthorized"];
+            403: components["responses"]["AdminForbidden"];
+            404: components["responses"]["AdminNotFound"];
+            500: components["responses"]["AdminInternal"];
+        };
+    };
+    adminRemovePolicy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Policy name. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Removed. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PolicyRemoved"];
+                };
+            };
+            401: components["responses"]["AdminUnauthorized"];
+            403: components["responses"]["AdminForbidden"];
+            404: components["responses"]["AdminNotFound"];
+            500: components["responses"]["AdminInternal"];
+        };
+    };
+    adminListApprovals: {
+        parameters: {
+            query?: {
+                /** @description Only this state. */
+                state?: components["schemas"]["ApprovalState"];
+                /** @description Source id. */
+                source?: string;
+                /** @description Requesting identity (name or id). */
+                identity?: string;
+                /** @description Most to return (default 100). */
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Approvals. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        approvals: components["schemas"]["Approval"][];
+                    };
+                };
+            };
+            400: components["responses"]["AdminBadRequest"];
+            401: components["responses"]["AdminUnauthorized"];
+            403: components["responses"]["AdminForbidden"];
+            404: components["responses"]["AdminNotFound"];
+            500: components["responses"]["AdminInternal"];
+        };
+    };
+    adminGetApproval: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description apr_… id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The approval. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Approval"];
+                };
+            };
+            401: components["responses"]["AdminUnauthorized"];
+            403: components["responses"]["AdminForbidden"];
+            404: components["responses"]["AdminNotFound"];
+            500: components["responses"]["AdminInternal"];
+        };
+    };
+    adminApprove: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description apr_… id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Executed, or failed with a stable error code (never driver text). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ApprovalDecision"];
+                };
+            };
+            400: components["responses"]["AdminBadRequest"];
+            401: components["responses"]["AdminUnauthorized"];
+            403: components["responses"]["AdminForbidden"];
+            404: components["responses"]["AdminNotFound"];
+            409: components["responses"]["AdminConflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["AdminInternal"];
+        };
+    };
+    adminReject: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description apr_… id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RejectRequest"];
+            };
+        };
+        responses: {
+            /** @description The rejected approval. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Approval"];
+                };
+            };
+            400: components["responses"]["AdminBadRequest"];
+            401: components["responses"]["AdminUnauthorized"];
+            403: components["responses"]["AdminForbidden"];
+            404: components["responses"]["AdminNotFound"];
+            409: components["responses"]["AdminConflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["AdminInternal"];
+        };
+    };
+    adminSearchAudit: {
+        parameters: {
+            query?: {
+                /** @description Identity name or id. */
+                identity?: string;
+                /** @description Source id. */
+                source?: string;
+                /** @description allowed, refused, queued, invalid, failed, cancelled, or an approval action. */
+                decision?: string;
+                /** @description Event kind. */
+                kind?: "tool_call" | "approval";
+                /** @description Approval id. */
+                approval?: string;
+                /** @description Gateway request id. */
+                request?: string;
+                /** @description Inclusive lower bound. */
+                since?: string;
+                /** @description Exclusive upper bound. */
+                until?: string;
+                /** @description Page size (default 100). */
+                limit?: number;
+                /** @description nextCursor of the previous page. */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page; nextCursor is null on the last page. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AuditPage"];
+                };
+            };
+            400: components["responses"]["AdminBadRequest"];
+            401: components["responses"]["AdminUnauthorized"];
+            403: components["responses"]["AdminForbidden"];
+            404: components["responses"]["AdminNotFound"];
+            500: components["responses"]["AdminInternal"];
+        };
+    };
+    adminTailAudit: {
+        parameters: {
+            query?: {
+                /** @description How many (default 20). */
+                lines?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Events. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        events: components["schemas"]["AuditEvent"][];
+                    };
+                };
+            };
+            400: components["responses"]["AdminBadRequest"];
+            401: components["responses"]["AdminUnauthorized"];
+            403: components["responses"]["AdminForbidden"];
+            500: components["responses"]["AdminInternal"];
         };
     };
 }

@@ -1,10 +1,15 @@
 /**
  * `interlock`, the operator CLI (issue 3, Build 2). It talks to the control database directly,
- * never through agent keys, so nothing an agent holds can approve a write or change a grant.
+ * or, in remote mode (`--server URL --token T`, issue 6), to the gateway's admin API (/admin/v1)
+ * with an operator token; never through agent keys, so nothing an agent holds can approve a write
+ * or change a grant. Both modes run the same operations (src/admin/backend.ts). Operator tokens
+ * themselves are made on the database directly (`interlock operator-token create NAME`), as are
+ * serve, demo and db.
  *
  * Global options: --config FILE (or INTERLOCK_CONFIG), --database-url URL (else
  * INTERLOCK_DATABASE_URL / database.url, else the embedded PostgreSQL in
- * database.embedded_data_dir), --json (machine output).
+ * database.embedded_data_dir), --json (machine output), --server URL with --token T (or
+ * --token-env VAR) for remote mode.
  *
  * Exit codes: 0 ok; 2 bad usage or invalid input (schema error paths are listed); 3 not found;
  * 1 anything else (unreachable database, failed execution). User errors never print stack traces.
@@ -21,34 +26,29 @@ import { ensureDatabase, grantRuntimeRole, migrationStatus, openControlDb, redac
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../control/embedded';
 import { provisionDemo } from '../demo/provision';
 import pg from 'pg';
-import { ControlError, NotFoundError, ValidationError } from '../control/errors';
-import { createIdentity, disableIdentity, enableIdentity, listIdentities, requireIdentity } from '../control/identities';
-import { createApiKey, listApiKeys, revokeApiKey } from '../control/keys';
-import { addSource, listSources, redactSourceSettings, requireSource, setSourceEnabled, type SourceDefinition } from '../control/sources';
-import { scanSource } from '../control/scan';
-import { catalogSummaries } from '../control/catalog';
-import { getRole, listRoles, upsertRole } from '../control/roles';
-import { grantRole, listGrants, revokeGrant } from '../control/grants';
-import { addPolicies, getPolicy, listPolicies, removePolicy } from '../control/policies';
-import { APPROVAL_STATES, listApprovals, requireApproval, sweepExpiredApprovals, type ApprovalState } from '../control/approvals';
-import { searchAudit, tailAudit, type AuditKind, type AuditRecord } from '../control/audit';
+import { ControlError, ValidationError } from '../control/errors';
+import type { SourceDefinition } from '../control/sources';
+import { APPROVAL_STATES, type ApprovalState } from '../control/approvals';
+import type { AuditKind, AuditRecord } from '../control/audit';
 import type { GovernedGatewayOptions, GovernedGateway } from '../gateway';
 import { json, processIo, shortTime, table, type CliIo } from './output';
+import { createOperatorToken, listOperatorTokens, revokeOperatorToken } from '../admin/tokens';
+import { directBackend, type OperatorBackend } from '../admin/backend';
+import { remoteBackend } from '../admin/client';
 
 /** Name of the control database created on the embedded server. */
 export const EMBEDDED_CONTROL_DB = 'interlock';
-
-/** What approve/reject in src/approvals/execute.ts do (owned by the data plane). */
-interface ApprovalsModule {
-  approveAndExecute(db: ControlDb, approvalId: string, opts: { operator: string }): Promise<{ state: 'executed' | 'failed'; rowCount?: number; errorCode?: string }>;
-  rejectApproval(db: ControlDb, approvalId: string, opts: { operator: string; reason?: string }): Promise<unknown>;
-}
 
 /** Global options. */
 interface GlobalOpts {
   config?: string;
   databaseUrl?: string;
   json?: boolean;
+  /** Remote mode: the gateway's base URL (the admin API is under /admin/v1). */
+  server?: string;
+  /** Remote mode: the operator token, or the environment variable holding it. */
+  token?: string;
+  tokenEnv?: string;
 }
 
 /** Lazily opened configuration, control database and embedded server of one CLI run. */
@@ -85,6 +85,40 @@ class Session {
       await ensureDatabase(this.embedded.adminUrl, EMBEDDED_CONTROL_DB);
     }
     return { controlUrl: this.embedded.urlFor(EMBEDDED_CONTROL_DB), adminUrl: this.embedded.adminUrl };
+  }
+
+  /** True in remote mode (--server): commands go through the admin API. */
+  get remote(): boolean {
+    return !!this.opts.server;
+  }
+
+  /**
+   * The operator operations: over the admin API with --server URL --token T (or --token-env VAR),
+   * else on the control database directly.
+   */
+  async backend(): Promise<OperatorBackend> {
+    if (this.opts.server) {
+      let token = this.opts.token;
+      if (!token && this.opts.tokenEnv) {
+        token = process.env[this.opts.tokenEnv];
+        if (!token) throw new ValidationError(`--token-env: environment variable ${this.opts.tokenEnv} is not set`);
+      }
+      if (!token) throw new ValidationError('--server needs --token or --token-env: an operator token from `interlock operator-token create NAME`');
+      return remoteBackend(this.opts.server, token);
+    }
+    return directBackend(await this.db(), { logger: this.logger });
+  }
+
+  /** In remote mode the approver is the token's operator: an explicit --operator is refused. */
+  assertLocalOperator(cmd: Command): void {
+    if (this.remote && cmd.getOptionValueSource('operator') === 'cli') {
+      throw new ValidationError('--operator is not used with --server: the operator token names the operator');
+    }
+  }
+
+  /** Refuses a command that needs the database host (serve, demo, db …) in remote mode. */
+  assertDirect(what: string): void {
+    if (this.remote) throw new ValidationError(`${what} works on the control database directly: run it without --server`);
   }
 
   db(): Promise<ControlDb> {
@@ -137,28 +171,14 @@ function parsePositiveInt(text: string, what: string, max: number): number {
   return Number(text);
 }
 
-function loadApprovalsModule(): ApprovalsModule {
-  try {
-    // Resolved at run time: the execution side belongs to the data plane.
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
-    return require('../approvals/execute') as ApprovalsModule;
-  } catch (err) {
-    const e = err as { code?: string; message?: string };
-    if (e.code === 'MODULE_NOT_FOUND' && /approvals\/execute/.test(e.message ?? '')) {
-      throw new ControlError('unavailable', 'approving and rejecting writes is not available in this build (src/approvals/execute.ts is missing)');
-    }
-    throw err;
-  }
-}
-
 function loadGateway(): { startGovernedGateway(opts: GovernedGatewayOptions): Promise<GovernedGateway> } {
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   return require('../gateway') as { startGovernedGateway(opts: GovernedGatewayOptions): Promise<GovernedGateway> };
 }
 
 /** Audit events as a table, identities shown by name. */
-async function auditRows(db: ControlDb, events: AuditRecord[]): Promise<string> {
-  const names = new Map((await listIdentities(db)).map((i) => [i.id, i.name]));
+async function auditRows(backend: OperatorBackend, events: AuditRecord[]): Promise<string> {
+  const names = new Map((await backend.listIdentities()).map((i) => [i.id, i.name]));
   return table(
     ['id', 'time', 'kind', 'decision', 'reason', 'identity', 'tool', 'source', 'action', 'rows', 'ms', 'approval', 'operator'],
     events.map((e) => [
@@ -225,10 +245,18 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
     .showHelpAfterError('(run with --help for usage)')
     .option('--config <file>', 'configuration file (JSON or YAML; default INTERLOCK_CONFIG)')
     .option('--database-url <url>', 'control database URL (default INTERLOCK_DATABASE_URL, else the embedded PostgreSQL)')
-    .option('--json', 'machine-readable JSON output');
+    .option('--json', 'machine-readable JSON output')
+    .option('--server <url>', 'remote mode: send commands to the admin API (/admin/v1) of the gateway at URL')
+    .option('--token <token>', 'remote mode: operator token (ilo_…)')
+    .option('--token-env <var>', 'remote mode: environment variable holding the operator token');
 
   const session = (cmd: Command): Session => {
-    state.session ??= new Session(cmd.optsWithGlobals() as GlobalOpts, io);
+    if (!state.session) {
+      const o = cmd.optsWithGlobals() as GlobalOpts;
+      state.session = new Session(o, io);
+      const path = cmd.parent && cmd.parent.name() !== 'interlock' ? `${cmd.parent.name()} ${cmd.name()}` : cmd.name();
+      if (/^(serve|demo|db )/.test(path + ' ')) state.session.assertDirect(`interlock ${path}`);
+    }
     return state.session;
   };
 
@@ -343,12 +371,12 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
     .argument('<name>', 'lower-case name, e.g. etl-agent')
     .action(async (name: string, _o: unknown, cmd: Command) => {
       const s = session(cmd);
-      const r = await createIdentity(await s.db(), name);
+      const r = await (await s.backend()).createIdentity(name);
       s.print(`created identity ${r.name} (${r.id}); next: interlock key create ${r.name}`, r);
     });
   idn.command('list').action(async (_o: unknown, cmd: Command) => {
     const s = session(cmd);
-    const rows = await listIdentities(await s.db());
+    const rows = await (await s.backend()).listIdentities();
     s.print(table(['name', 'id', 'status', 'created'], rows.map((r) => [r.name, r.id, r.disabled ? 'disabled' : 'enabled', shortTime(r.createdAt)])), rows);
   });
   idn
@@ -356,7 +384,7 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
     .argument('<name>')
     .action(async (name: string, _o: unknown, cmd: Command) => {
       const s = session(cmd);
-      const r = await disableIdentity(await s.db(), name);
+      const r = await (await s.backend()).setIdentityEnabled(name, false);
       s.print(`disabled identity ${r.name}: its keys stop working (within 2 s on running gateways)`, r);
     });
   idn
@@ -364,7 +392,7 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
     .argument('<name>')
     .action(async (name: string, _o: unknown, cmd: Command) => {
       const s = session(cmd);
-      const r = await enableIdentity(await s.db(), name);
+      const r = await (await s.backend()).setIdentityEnabled(name, true);
       s.print(`enabled identity ${r.name}`, r);
     });
 
@@ -379,13 +407,10 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
       const s = session(cmd);
       if (o.expiresIn && o.expiresAt) throw new ValidationError('use --expires-in or --expires-at, not both');
       const expiresAt = o.expiresIn ? new Date(Date.now() + parseDuration(o.expiresIn, '--expires-in')) : o.expiresAt ? parseTime(o.expiresAt, '--expires-at') : undefined;
-      const db = await s.db();
-      const identity = await requireIdentity(db, name);
-      const k = await createApiKey(db, identity.id, { expiresAt });
-      const warning = 'Store this key now: it is shown only once and cannot be recovered.';
+      const k = await (await s.backend()).createKey(name, { expiresAt: expiresAt?.toISOString() });
       s.print(
-        [`API key ${k.keyId} for ${identity.name}${k.expiresAt ? ` (expires ${shortTime(k.expiresAt)})` : ''}:`, '', `  ${k.secret}`, '', warning].join('\n'),
-        { keyId: k.keyId, identity: identity.name, secret: k.secret, prefix: k.prefix, expiresAt: k.expiresAt, warning },
+        [`API key ${k.keyId} for ${k.identity}${k.expiresAt ? ` (expires ${shortTime(k.expiresAt)})` : ''}:`, '', `  ${k.secret}`, '', k.warning].join('\n'),
+        { keyId: k.keyId, identity: k.identity, secret: k.secret, prefix: k.prefix, expiresAt: k.expiresAt, warning: k.warning },
       );
     });
   key
@@ -393,9 +418,7 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
     .option('--identity <name>', 'only this identity')
     .action(async (o: { identity?: string }, cmd: Command) => {
       const s = session(cmd);
-      const db = await s.db();
-      const identityId = o.identity ? (await requireIdentity(db, o.identity)).id : undefined;
-      const rows = await listApiKeys(db, { identityId });
+      const rows = await (await s.backend()).listKeys(o.identity);
       s.print(
         table(['id', 'identity', 'prefix', 'status', 'created', 'expires', 'last used'], rows.map((k) => [k.id, k.identityName, k.prefix + '…', k.status, shortTime(k.createdAt), shortTime(k.expiresAt), shortTime(k.lastUsedAt)])),
         rows,
@@ -406,7 +429,7 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
     .argument('<key-id>', 'key_… id (see key list)')
     .action(async (keyId: string, _o: unknown, cmd: Command) => {
       const s = session(cmd);
-      const k = await revokeApiKey(await s.db(), keyId);
+      const k = await (await s.backend()).revokeKey(keyId);
       s.print(`revoked ${k.id} (${k.identityName}); running gateways refuse it within 2 s`, k);
     });
 
@@ -474,37 +497,22 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
         def = JSON.parse(JSON.stringify(def)) as unknown; // drop undefined members so the schema names what is missing
       }
       if (o.disabled) (def as SourceDefinition).enabled = false;
-      const db = await s.db();
-      const rec = await addSource(db, def);
-      let scan: Awaited<ReturnType<typeof scanSource>> | null = null;
-      let scanError: string | null = null;
-      if (rec.type === 'postgres' && rec.enabled && o.scan !== false) {
-        try {
-          scan = await scanSource(db, rec.id);
-        } catch (err) {
-          scanError = (err as Error).message;
-          io.err(`warning: source ${rec.id} was added but its catalog scan failed: ${scanError}\n(fix the settings or the server, then run: interlock source scan ${rec.id})`);
-        }
-      }
-      s.print(
-        `added source ${rec.id} (${rec.type})${scan ? `; catalog: ${scan.relations} relation(s)${scan.truncated ? ', truncated' : ''}` : ''}`,
-        { source: { ...rec, settings: redactSourceSettings(rec.settings) }, scan, scanError },
-      );
+      const { source: rec, scan, scanError } = await (await s.backend()).addSource(def, { scan: o.scan !== false });
+      if (scanError) io.err(`warning: source ${rec.id} was added but its catalog scan failed: ${scanError}\n(fix the settings or the server, then run: interlock source scan ${rec.id})`);
+      s.print(`added source ${rec.id} (${rec.type})${scan ? `; catalog: ${scan.relations} relation(s)${scan.truncated ? ', truncated' : ''}` : ''}`, { source: rec, scan, scanError });
     });
   src.command('list').action(async (_o: unknown, cmd: Command) => {
     const s = session(cmd);
-    const db = await s.db();
-    const rows = await listSources(db);
-    const cats = await catalogSummaries(db);
+    const rows = await (await s.backend()).listSources();
     s.print(
       table(
         ['id', 'type', 'name', 'enabled', 'catalog'],
         rows.map((r) => {
-          const c = cats.get(r.id);
+          const c = r.catalog;
           return [r.id, r.type, r.name, r.enabled ? 'yes' : 'no', c ? `${c.relations} relations, ${shortTime(c.scannedAt)}${c.truncated ? ' (truncated)' : ''}` : 'not scanned'];
         }),
       ),
-      rows.map((r) => ({ ...r, settings: redactSourceSettings(r.settings), catalog: cats.get(r.id) ?? null })),
+      rows,
     );
   });
   src
@@ -512,8 +520,7 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
     .argument('<id>')
     .action(async (id: string, _o: unknown, cmd: Command) => {
       const s = session(cmd);
-      const r = await requireSource(await s.db(), id);
-      const shown = { ...r, settings: redactSourceSettings(r.settings) };
+      const shown = await (await s.backend()).getSource(id);
       s.print(YAML.stringify(shown).trimEnd(), shown);
     });
   for (const [name, enabled] of [
@@ -525,8 +532,8 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
       .argument('<id>')
       .action(async (id: string, _o: unknown, cmd: Command) => {
         const s = session(cmd);
-        const r = await setSourceEnabled(await s.db(), id, enabled);
-        s.print(`${enabled ? 'enabled' : 'disabled'} source ${r.id}${enabled ? '' : ': calls to it are refused as unavailable'}`, { ...r, settings: redactSourceSettings(r.settings) });
+        const r = await (await s.backend()).setSourceEnabled(id, enabled);
+        s.print(`${enabled ? 'enabled' : 'disabled'} source ${r.id}${enabled ? '' : ': calls to it are refused as unavailable'}`, r);
       });
   }
   src
@@ -534,7 +541,7 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
     .argument('<id>')
     .action(async (id: string, _o: unknown, cmd: Command) => {
       const s = session(cmd);
-      const r = await scanSource(await s.db(), id);
+      const r = await (await s.backend()).scanSource(id);
       s.print(`scanned ${r.sourceId}: ${r.relations} relation(s)${r.truncated ? ' (truncated)' : ''} at ${shortTime(r.scannedAt)}`, r);
     });
 
@@ -547,7 +554,7 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
     .action(async (file: string, _o: unknown, cmd: Command) => {
       const s = session(cmd);
       const data = readDataFile(file);
-      const r = await upsertRole(await s.db(), data);
+      const r = await (await s.backend()).putRole(data);
       s.print(`${r.created ? 'created' : 'updated'} role ${r.role.name} (${r.role.statements.length} statement(s))`, r);
     });
   role
@@ -555,8 +562,7 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
     .argument('<name>')
     .action(async (name: string, _o: unknown, cmd: Command) => {
       const s = session(cmd);
-      const r = await getRole(await s.db(), name);
-      if (!r) throw new NotFoundError(`role "${name}" not found`);
+      const r = await (await s.backend()).getRole(name);
       s.print(
         [`role ${r.name}${r.description ? `: ${r.description}` : ''}`, ...(r.audiences.length ? [`audiences: ${r.audiences.join(', ')}`] : []), '', table(['effect', 'action', 'resource'], r.statements.map((x) => [x.effect, x.action, x.resource]))].join('\n'),
         r,
@@ -564,7 +570,7 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
     });
   role.command('list').action(async (_o: unknown, cmd: Command) => {
     const s = session(cmd);
-    const rows = await listRoles(await s.db());
+    const rows = await (await s.backend()).listRoles();
     s.print(table(['name', 'statements', 'description'], rows.map((r) => [r.name, r.statements.length, r.description])), rows);
   });
 
@@ -572,17 +578,13 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
   const grantArgs = (c: Command) => c.argument('<identity>', 'identity name').argument('<role>', 'role name').argument('<source>', 'source id');
   grantArgs(program.command('grant').description('grant ROLE on SOURCE to IDENTITY')).action(async (identity: string, roleName: string, sourceId: string, _o: unknown, cmd: Command) => {
     const s = session(cmd);
-    const db = await s.db();
-    const i = await requireIdentity(db, identity);
-    const created = await grantRole(db, { identityId: i.id, roleName, sourceId });
-    s.print(created ? `granted role ${roleName} on ${sourceId} to ${i.name}` : `${i.name} already holds role ${roleName} on ${sourceId}`, { identity: i.name, role: roleName, source: sourceId, created });
+    const r = await (await s.backend()).grant({ identity, role: roleName, source: sourceId });
+    s.print(r.created ? `granted role ${roleName} on ${sourceId} to ${r.identity}` : `${r.identity} already holds role ${roleName} on ${sourceId}`, r);
   });
   grantArgs(program.command('revoke').description('revoke ROLE on SOURCE from IDENTITY')).action(async (identity: string, roleName: string, sourceId: string, _o: unknown, cmd: Command) => {
     const s = session(cmd);
-    const db = await s.db();
-    const i = await requireIdentity(db, identity);
-    if (!(await revokeGrant(db, { identityId: i.id, roleName, sourceId }))) throw new NotFoundError(`${i.name} holds no role ${roleName} on ${sourceId}`);
-    s.print(`revoked role ${roleName} on ${sourceId} from ${i.name}`, { identity: i.name, role: roleName, source: sourceId, revoked: true });
+    const r = await (await s.backend()).revoke({ identity, role: roleName, source: sourceId });
+    s.print(`revoked role ${roleName} on ${sourceId} from ${r.identity}`, r);
   });
   program
     .command('grants')
@@ -592,9 +594,7 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
     .option('--role <name>')
     .action(async (o: { identity?: string; source?: string; role?: string }, cmd: Command) => {
       const s = session(cmd);
-      const db = await s.db();
-      const identityId = o.identity ? (await requireIdentity(db, o.identity)).id : undefined;
-      const rows = await listGrants(db, { identityId, sourceId: o.source, roleName: o.role });
+      const rows = await (await s.backend()).listGrants({ identity: o.identity, source: o.source, role: o.role });
       s.print(table(['identity', 'role', 'source', 'granted'], rows.map((g) => [g.identityName, g.roleName, g.sourceId, shortTime(g.createdAt)])), rows);
     });
 
@@ -608,12 +608,12 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
     .action(async (file: string, o: { replace?: boolean }, cmd: Command) => {
       const s = session(cmd);
       const data = readDataFile(file);
-      const r = await addPolicies(await s.db(), data, { replace: o.replace });
+      const r = await (await s.backend()).addPolicies(data, { replace: o.replace });
       s.print(r.map((x) => `${x.created ? 'added' : 'replaced'} policy ${x.policy.name} (${x.policy.rule.type})`).join('\n'), r);
     });
   pol.command('list').action(async (_o: unknown, cmd: Command) => {
     const s = session(cmd);
-    const rows = await listPolicies(await s.db());
+    const rows = await (await s.backend()).listPolicies();
     s.print(table(['name', 'rule', 'enabled', 'applies to', 'description'], rows.map((p) => [p.name, p.rule.type, p.enabled ? 'yes' : 'no', p.applies_to ? JSON.stringify(p.applies_to) : 'everyone', p.description])), rows);
   });
   pol
@@ -621,8 +621,7 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
     .argument('<name>')
     .action(async (name: string, _o: unknown, cmd: Command) => {
       const s = session(cmd);
-      const p = await getPolicy(await s.db(), name);
-      if (!p) throw new NotFoundError(`policy "${name}" not found`);
+      const p = await (await s.backend()).getPolicy(name);
       s.print(YAML.stringify(p).trimEnd(), p);
     });
   pol
@@ -630,8 +629,8 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
     .argument('<name>')
     .action(async (name: string, _o: unknown, cmd: Command) => {
       const s = session(cmd);
-      if (!(await removePolicy(await s.db(), name))) throw new NotFoundError(`policy "${name}" not found`);
-      s.print(`removed policy ${name}`, { name, removed: true });
+      const r = await (await s.backend()).removePolicy(name);
+      s.print(`removed policy ${name}`, r);
     });
 
   // ---- approval ------------------------------------------------------------------------------
@@ -644,10 +643,7 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
     .option('--limit <n>', 'most to show (default 100)', '100')
     .action(async (o: { state?: ApprovalState; source?: string; identity?: string; limit: string }, cmd: Command) => {
       const s = session(cmd);
-      const db = await s.db();
-      await sweepExpiredApprovals(db);
-      const identityId = o.identity ? (await requireIdentity(db, o.identity)).id : undefined;
-      const rows = await listApprovals(db, { state: o.state, sourceId: o.source, identityId, limit: parsePositiveInt(o.limit, '--limit', 1000) });
+      const rows = await (await s.backend()).listApprovals({ state: o.state, source: o.source, identity: o.identity, limit: parsePositiveInt(o.limit, '--limit', 1000) });
       s.print(
         table(['id', 'state', 'identity', 'source', 'created', 'expires', 'statement'], rows.map((a) => [a.id, a.state, a.identityName, a.sourceId, shortTime(a.createdAt), shortTime(a.expiresAt), a.sql.replace(/\s+/g, ' ').slice(0, 60)])),
         rows,
@@ -658,9 +654,7 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
     .argument('<id>')
     .action(async (id: string, _o: unknown, cmd: Command) => {
       const s = session(cmd);
-      const db = await s.db();
-      await sweepExpiredApprovals(db);
-      const a = await requireApproval(db, id);
+      const a = await (await s.backend()).getApproval(id);
       s.print(YAML.stringify(a).trimEnd(), a);
     });
   const operatorOpt = () => new Option('--operator <name>', 'who decides (recorded in the audit; default: your OS user name)').default(userInfo().username);
@@ -671,17 +665,13 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
     .addOption(operatorOpt())
     .action(async (id: string, o: { operator: string }, cmd: Command) => {
       const s = session(cmd);
-      const db = await s.db();
-      await sweepExpiredApprovals(db);
-      const a = await requireApproval(db, id);
-      if (a.identityName === o.operator) throw new ControlError('forbidden', `self_approval_forbidden: ${o.operator} requested this write and cannot approve it`);
-      if (a.state !== 'pending') throw new ControlError('conflict', `approval ${id} is ${a.state}, not pending`);
-      const r = await loadApprovalsModule().approveAndExecute(db, id, { operator: o.operator });
+      s.assertLocalOperator(cmd);
+      const r = await (await s.backend()).approve(id, { operator: o.operator });
       if (r.state === 'failed') {
-        s.print(`approved ${id}, but the write failed: ${r.errorCode ?? 'unknown error'}`, { id, ...r });
+        s.print(`approved ${id}, but the write failed: ${r.errorCode ?? 'unknown error'}`, r);
         throw new ControlError('unavailable', `approval ${id}: execution failed (${r.errorCode ?? 'unknown error'})`);
       }
-      s.print(`approved and executed ${id}: ${r.rowCount ?? 0} row(s) affected`, { id, ...r });
+      s.print(`approved and executed ${id}: ${r.rowCount ?? 0} row(s) affected`, r);
     });
   apr
     .command('reject')
@@ -690,12 +680,43 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
     .option('--reason <text>', 'why (recorded in the audit)')
     .action(async (id: string, o: { operator: string; reason?: string }, cmd: Command) => {
       const s = session(cmd);
-      const db = await s.db();
-      await sweepExpiredApprovals(db);
-      const a = await requireApproval(db, id);
-      if (a.state !== 'pending') throw new ControlError('conflict', `approval ${id} is ${a.state}, not pending`);
-      await loadApprovalsModule().rejectApproval(db, id, { operator: o.operator, reason: o.reason });
+      s.assertLocalOperator(cmd);
+      await (await s.backend()).reject(id, { operator: o.operator, reason: o.reason });
       s.print(`rejected ${id}`, { id, state: 'rejected' });
+    });
+
+  // ---- operator-token ------------------------------------------------------------------------
+  const opt = program.command('operator-token').description('operator tokens for the admin API (/admin/v1); made on the database directly, never through the API');
+  opt
+    .command('create')
+    .description('create a token for operator NAME (recorded as the approver); the secret is shown once')
+    .argument('<name>', 'operator name, e.g. ops-anna')
+    .option('--expires-in <duration>', 'expire after a duration: 90s, 45m, 12h, 30d')
+    .action(async (name: string, o: { expiresIn?: string }, cmd: Command) => {
+      const s = session(cmd);
+      if (s.opts.server) throw new ValidationError('operator tokens are created on the control database directly: run this without --server');
+      const expiresAt = o.expiresIn ? new Date(Date.now() + parseDuration(o.expiresIn, '--expires-in')) : undefined;
+      const t = await createOperatorToken(await s.db(), name, { expiresAt });
+      const warning = 'Store this token now: it is shown only once and cannot be recovered. It works on /admin/v1 only.';
+      s.print([`operator token ${t.tokenId} for ${t.name}${t.expiresAt ? ` (expires ${shortTime(t.expiresAt)})` : ''}:`, '', `  ${t.secret}`, '', warning].join('\n'), { ...t, warning });
+    });
+  opt
+    .command('list')
+    .option('--name <name>', 'only this operator')
+    .action(async (o: { name?: string }, cmd: Command) => {
+      const s = session(cmd);
+      if (s.opts.server) throw new ValidationError('operator tokens are managed on the control database directly: run this without --server');
+      const rows = await listOperatorTokens(await s.db(), { name: o.name });
+      s.print(table(['id', 'operator', 'prefix', 'status', 'created', 'expires', 'last used'], rows.map((t) => [t.id, t.name, t.prefix + '…', t.status, shortTime(t.createdAt), shortTime(t.expiresAt), shortTime(t.lastUsedAt)])), rows);
+    });
+  opt
+    .command('revoke')
+    .argument('<token-id>', 'opt_… id (see operator-token list)')
+    .action(async (id: string, _o: unknown, cmd: Command) => {
+      const s = session(cmd);
+      if (s.opts.server) throw new ValidationError('operator tokens are managed on the control database directly: run this without --server');
+      const t = await revokeOperatorToken(await s.db(), id);
+      s.print(`revoked operator token ${t.id} (${t.name})`, t);
     });
 
   // ---- audit ---------------------------------------------------------------------------------
@@ -705,9 +726,9 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
     .option('-n, --lines <n>', 'how many of the latest events', '20')
     .action(async (o: { lines: string }, cmd: Command) => {
       const s = session(cmd);
-      const db = await s.db();
-      const rows = await tailAudit(db, parsePositiveInt(o.lines, '--lines', 1000));
-      s.print(s.opts.json ? '' : await auditRows(db, rows), rows);
+      const b = await s.backend();
+      const rows = await b.tailAudit(parsePositiveInt(o.lines, '--lines', 1000));
+      s.print(s.opts.json ? '' : await auditRows(b, rows), rows);
     });
   aud
     .command('search')
@@ -722,20 +743,19 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
     .option('--cursor <cursor>', 'next page (printed after a full page)')
     .action(async (o: { identity?: string; source?: string; decision?: string; kind?: AuditKind; approval?: string; since?: string; until?: string; limit: string; cursor?: string }, cmd: Command) => {
       const s = session(cmd);
-      const db = await s.db();
-      const identityId = o.identity ? (await requireIdentity(db, o.identity)).id : undefined;
-      const page = await searchAudit(db, {
-        identityId,
-        sourceId: o.source,
+      const b = await s.backend();
+      const page = await b.searchAudit({
+        identity: o.identity,
+        source: o.source,
         decision: o.decision,
         kind: o.kind,
-        approvalId: o.approval,
-        since: o.since ? parseTime(o.since, '--since') : undefined,
-        until: o.until ? parseTime(o.until, '--until') : undefined,
+        approval: o.approval,
+        since: o.since ? parseTime(o.since, '--since').toISOString() : undefined,
+        until: o.until ? parseTime(o.until, '--until').toISOString() : undefined,
         limit: parsePositiveInt(o.limit, '--limit', 1000),
         cursor: o.cursor ?? null,
       });
-      s.print(s.opts.json ? '' : (await auditRows(db, page.events)) + (page.nextCursor ? `\n(more: --cursor ${page.nextCursor})` : ''), page);
+      s.print(s.opts.json ? '' : (await auditRows(b, page.events)) + (page.nextCursor ? `\n(more: --cursor ${page.nextCursor})` : ''), page);
     });
 
   return program;
