@@ -46,9 +46,9 @@ export function demoPolicies(sourceId: string): Policy[] {
     },
     {
       name: 'demo-mask-contact-phone',
-      description: 'Demo: customer phone numbers are fully masked.',
+      description: 'Demo: customer phone and fax numbers are fully masked.',
       applies_to: { sources: [sourceId] },
-      rule: { type: 'mask_columns', columns: ['public.customer.phone'], method: 'full' },
+      rule: { type: 'mask_columns', columns: ['public.customer.phone', 'public.customer.fax'], method: 'full' },
     },
   ];
 }

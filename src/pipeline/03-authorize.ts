@@ -11,6 +11,13 @@ import type { ToolOutcome } from '../tools/types';
 
 type OkAnalysis = Extract<SqlAnalysis, { ok: true }>;
 
+/**
+ * The one text for every relation or column the caller may not use, whether it is denied, not
+ * granted or does not exist: naming the relation or column, or wording the cases differently, would
+ * let a caller probe what exists.
+ */
+export const DENIED_MESSAGE = 'The statement uses a relation or column that no source role granted to this identity allows, or that does not exist. Call interlock_describe_access for the tables and columns you may use.';
+
 /** Maps an analyzer refusal to the tool outcome of spec/errors-v1.json. */
 export function analysisRefusal(a: Extract<SqlAnalysis, { ok: false }>): ToolOutcome {
   switch (a.code) {
@@ -21,8 +28,8 @@ export function analysisRefusal(a: Extract<SqlAnalysis, { ok: false }>): ToolOut
     case 'function_not_allowed':
       return { kind: 'refusal', code: 'function_not_allowed', message: a.message };
     default:
-      // unknown_relation / unknown_column: indistinguishable from a denial on purpose.
-      return { kind: 'refusal', code: 'source_role_denied', message: `${a.message} No source role granted to this identity allows it, or it does not exist. Call interlock_describe_access for what you may use.` };
+      // unknown_relation / unknown_column: answered exactly like a denial (same code, same text).
+      return { kind: 'refusal', code: 'source_role_denied', message: DENIED_MESSAGE };
   }
 }
 
@@ -59,8 +66,7 @@ export function authorizeStatement(evaluator: AccessEvaluator, sourceId: string,
       ? evaluator.decide(sourceId, c.action, { schema: c.schema, table: c.table, column: c.column })
       : evaluator.decideTable(sourceId, c.action, c.schema, c.table, c.action === 'read' ? catalogColumns(catalog, c.schema, c.table) : []);
     if (d !== 'allow') {
-      const what = c.column !== undefined ? `${c.schema}.${c.table}.${c.column}` : `${c.schema}.${c.table}`;
-      return { kind: 'refusal', code: 'source_role_denied', message: `No source role granted to this identity allows ${c.action} on ${what} (or it does not exist). Call interlock_describe_access for what you may use.` };
+      return { kind: 'refusal', code: 'source_role_denied', message: DENIED_MESSAGE };
     }
   }
   return null;

@@ -53,13 +53,23 @@ export function policyStep(policies: Policy[], subject: PolicySubject, a: OkAnal
   }
   let redaction: PolicyRestrictions['redaction'] = null;
   if (masks.length) {
-    // A predicate on a masked column reveals its value by inference (WHERE email LIKE 'a%').
     const masked = new Set(masks.map((m) => `${m.column.schema}.${m.column.table}.${m.column.column}`));
-    const filtered = (a.filterSources ?? []).find((c) => masked.has(`${c.schema}.${c.table}.${c.column}`));
-    if (filtered) {
-      return { ok: false, outcome: { kind: 'refusal', code: 'policy_denied', message: `Column ${filtered.schema}.${filtered.table}.${filtered.column} is masked by policy; it cannot be used in WHERE, JOIN, GROUP BY, HAVING or ORDER BY.` } };
+    const key = (c: { schema: string; table: string; column: string }) => `${c.schema}.${c.table}.${c.column}`;
+    // A masked column may only be selected as it is: any other use (predicate, function or operator
+    // input, set operation, DISTINCT, window, FROM function, EXISTS, a value written elsewhere…) can
+    // reveal its value by inference. The analyser lists such uses in nonOutputUses (filterSources is
+    // the older, narrower list; use whichever is wider).
+    const uses = [...((a as { nonOutputUses?: typeof a.filterSources }).nonOutputUses ?? []), ...(a.filterSources ?? [])];
+    const misused = uses.find((c) => masked.has(key(c)));
+    if (misused) {
+      return { ok: false, outcome: { kind: 'refusal', code: 'policy_denied', message: `Column ${key(misused)} is masked by policy: it can only be selected as it is (or counted with count(${misused.column})), not used in conditions, expressions, joins, grouping, ordering, set operations or writes.` } };
     }
-    if (a.kind === 'read') {
+    if (a.kind === 'write') {
+      // A write must not copy a masked value somewhere it would be read back in clear.
+      const read = a.reads.flatMap((r) => r.columns.map((column) => ({ schema: r.schema, table: r.table, column })));
+      const copied = read.find((c) => masked.has(key(c)));
+      if (copied) return { ok: false, outcome: { kind: 'refusal', code: 'policy_denied', message: `Column ${key(copied)} is masked by policy; a write may not read it.` } };
+    } else {
       const plan = planRedaction(a.outputs, masks, { onOpaque: 'mask' });
       if (!plan.ok) return { ok: false, outcome: { kind: 'refusal', code: 'redaction_unprovable', message: plan.message } };
       redaction = plan;
