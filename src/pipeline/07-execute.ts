@@ -51,11 +51,11 @@ export function mapConnectorError(err: unknown): ToolOutcome {
       return { kind: 'tool_error', code: 'cancelled' };
     default: {
       const cls = typeof e?.sqlState === 'string' ? STATEMENT_CLASSES[e.sqlState.slice(0, 2)] : undefined;
+      if (!cls) return { kind: 'tool_error', code: 'tool_execution_failed' }; // no SQLSTATE (e.g. connection refused) or not the statement's
       // Value-level classes (22 data, 23 constraint) give the full SQLSTATE; others only the class, so
       // that e.g. 42P01 (undefined table) and 42501 (insufficient privilege) cannot be told apart.
-      const detail = e.sqlState && /^2[23]/.test(e.sqlState) ? `SQLSTATE ${e.sqlState}` : `SQLSTATE class ${e.sqlState!.slice(0, 2)}`;
-      if (cls) return { kind: 'tool_error', code: 'statement_failed', message: `The statement failed in the source database: ${cls} (${detail}).` };
-      return { kind: 'tool_error', code: 'tool_execution_failed' };
+      const detail = /^2[23]/.test(e.sqlState!) ? `SQLSTATE ${e.sqlState}` : `SQLSTATE class ${e.sqlState!.slice(0, 2)}`;
+      return { kind: 'tool_error', code: 'statement_failed', message: `The statement failed in the source database: ${cls} (${detail}).` };
     }
   }
 }
