@@ -15,6 +15,7 @@ import { identityStep } from '../pipeline/01-identity';
 import type { AuditDecision, AuditSink, ToolCallAuditEvent } from '../pipeline/audit-types';
 import { cacheable, complete, discoverResult, initializeResult } from './envelopes';
 import { renderOutcome } from './tool-results';
+import { refusalInfo } from '../errors/vocabulary';
 
 /** Everything the dispatcher needs; built once per gateway. */
 export interface DispatchDeps {
@@ -191,6 +192,12 @@ export async function runToolCall(deps: DispatchDeps, req: ToolCallRequest): Pro
     unregister();
   }
   const { decision, reason } = decisionOf(outcome, req.signal.aborted);
+  // The agent only sees a request id: let the operator find which source failed and why from it.
+  if (decision === 'failed' || (decision === 'refused' && reason && refusalInfo(reason).status === 'unavailable')) {
+    const line = { requestId: req.requestId, tool: binding.canonical, source_id: ctx.auditDetails.source_id, decision, reason };
+    if (decision === 'failed') deps.logger.warn(line, 'tool execution failed');
+    else deps.logger.info(line, 'tool call refused: source unavailable');
+  }
   const event: ToolCallAuditEvent = {
     requestId: req.requestId,
     time: new Date(started).toISOString(),

@@ -656,7 +656,10 @@ export class PostgresSourceConnector {
       keepAlive: true,
     });
     // An idle pooled connection that dies (server restart, network) is dropped by the pool; log it only.
-    pool.on('error', (err) => this.logger?.warn({ err, pool: kind }, 'idle source connection failed'));
+    pool.on('error', (err) => {
+      delete (err as { client?: unknown }).client; // pg-pool attaches the whole client (connection parameters, cancel key): log the error alone
+      this.logger?.warn({ err, pool: kind }, 'idle source connection failed');
+    });
     if (kind === 'reader') this.readerPool = pool;
     else this.writerPool = pool;
     return pool;
