@@ -19,6 +19,7 @@
 import { lstat, readdir, readFile } from 'node:fs/promises';
 import { basename, extname, join, posix } from 'node:path';
 import { parse as parseYaml } from 'yaml';
+import { ControlError } from '../control/errors';
 import type { AssetInput, IndexProblem } from './types';
 import {
   capBody,
@@ -52,10 +53,10 @@ export interface DocumentsRead {
   problems: IndexProblem[];
 }
 
-/** Thrown when the folder itself cannot be read (missing, not a folder, no permission). Nothing is indexed then. */
-export class DocumentsFolderError extends Error {
+/** Thrown when the folder itself cannot be read (missing, not a folder, no permission). Nothing is indexed then. A ControlError of kind unavailable (CLI exit code 1). */
+export class DocumentsFolderError extends ControlError {
   constructor(message: string) {
-    super(message);
+    super('unavailable', message);
     this.name = 'DocumentsFolderError';
   }
 }

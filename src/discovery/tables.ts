@@ -11,6 +11,7 @@ import pg from 'pg';
 import Cursor from 'pg-cursor';
 import type { DocumentTableMapping, PostgresSourceSettings } from '../../generated/source-v1';
 import { postgresClientConfig } from '../control/sources';
+import { ControlError } from '../control/errors';
 import type { AssetInput, IndexProblem } from './types';
 import {
   capBody,
@@ -32,10 +33,10 @@ export const DEFAULT_ROW_DOCUMENT_TYPE = 'record';
 export const DEFAULT_TABLE_MAX_ROWS = 100_000;
 const BATCH = 500;
 
-/** Thrown when a mapped table cannot be read (connection refused, missing table or column, no SELECT). Nothing is indexed then. */
-export class DocumentTableError extends Error {
+/** Thrown when a mapped table cannot be read (connection refused, missing table or column, no SELECT). Nothing is indexed then. A ControlError of kind unavailable (CLI exit code 1). */
+export class DocumentTableError extends ControlError {
   constructor(message: string) {
-    super(message);
+    super('unavailable', message);
     this.name = 'DocumentTableError';
   }
 }
