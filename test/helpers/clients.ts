@@ -42,6 +42,8 @@ export interface WireExchange {
   contentType: string;
   /** WWW-Authenticate response header, if any. */
   wwwAuthenticate?: string;
+  /** X-Request-Id response header (the gateway's request id, also in the audit), if any. */
+  requestId?: string;
 }
 
 /** What a client call returned or threw, reduced to plain data for assertions. */
@@ -115,6 +117,7 @@ function recordingFetch(wire: WireExchange[], state: { apiKey: string | null }, 
       status: res.status,
       contentType: res.headers.get('content-type') ?? '',
       wwwAuthenticate: res.headers.get('www-authenticate') ?? undefined,
+      requestId: res.headers.get('x-request-id') ?? undefined,
     });
     return res;
   };
