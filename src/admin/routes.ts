@@ -44,6 +44,7 @@ export interface AdminOptions {
 /** Path prefix of the admin API. */
 export const ADMIN_PREFIX = '/admin/v1';
 
+/** A route handler: returns the JSON body; may set res.locals.status to override the route's success status. */
 type Handler = (req: Request, res: Response, backend: OperatorBackend, operator: Operator) => Promise<unknown>;
 
 /** Maps a ControlError to the HTTP error shape. */
@@ -111,7 +112,7 @@ export function mountAdmin(app: Express, _deps: DispatchDeps | undefined, opts: 
       const operator = res.locals.operator as Operator;
       try {
         const body = await handler(req, res, backend, operator);
-        if (!res.headersSent) res.status(typeof status === 'number' ? status : 200).json(body);
+        if (!res.headersSent) res.status(typeof res.locals.status === 'number' ? res.locals.status : status).json(body);
         if (method !== 'get') logger?.info({ component: 'admin', operator: operator.name, method: req.method, path: req.path, status: res.statusCode }, 'admin change');
       } catch (err) {
         if (err instanceof ControlError) return sendControlError(res, err);
@@ -153,7 +154,7 @@ export function mountAdmin(app: Express, _deps: DispatchDeps | undefined, opts: 
     if (!isObject(q.body)) throw new ControlError('validation', 'the body must be a role object');
     if (q.body.name !== undefined && q.body.name !== name) throw new ControlError('validation', `the body names role "${String(q.body.name)}" but the path names "${name}"`);
     const r = await b.putRole({ ...q.body, name });
-    res.status(r.created ? 201 : 200);
+    res.locals.status = r.created ? 201 : 200;
     return r;
   });
 
@@ -161,7 +162,7 @@ export function mountAdmin(app: Express, _deps: DispatchDeps | undefined, opts: 
   route('get', '/grants', async (q, _r, b) => ({ grants: await b.listGrants({ identity: queryString(q, 'identity'), source: queryString(q, 'source'), role: queryString(q, 'role') }) }));
   route('post', '/grants', async (q, res, b) => {
     const r = await b.grant({ identity: bodyString(q.body, 'identity', true), role: bodyString(q.body, 'role', true), source: bodyString(q.body, 'source', true) });
-    res.status(r.created ? 201 : 200);
+    res.locals.status = r.created ? 201 : 200;
     return r;
   });
   route('delete', '/grants/:identity/:role/:source', async (q, _r, b) => b.revoke({ identity: String(q.params.identity), role: String(q.params.role), source: String(q.params.source) }));

@@ -1,0 +1,339 @@
+/**
+ * The operators' admin API (/admin/v1) on the real governed gateway: operator tokens versus agent
+ * keys (an agent key is 401 here, an operator token is 401 on /mcp, /mcp/tools/call and /v1),
+ * every resource (identities, keys, sources with circuit state, roles, grants, policies,
+ * approvals, audit paging), an approval made through the API executing the write exactly once, and
+ * the CLI's remote mode. Every response is validated against spec/openapi-v1.yaml, and every
+ * admin operation of the document is exercised.
+ */
+import pg from 'pg';
+import { startGovernedEnv, callTool, type GovernedEnv } from '../../helpers/governed';
+import { createOperatorToken, revokeOperatorToken } from '../../../src/admin/tokens';
+import { runCli } from '../../../src/cli/main';
+import { checkedFetch, covered, operations, type CheckedResponse } from './openapi';
+
+jest.setTimeout(180_000);
+
+let env: GovernedEnv;
+let base: string;
+let token: string;
+let tokenId: string;
+const problems: string[] = [];
+
+beforeAll(async () => {
+  env = await startGovernedEnv();
+  base = env.url.replace(/\/mcp$/, '');
+  const t = await createOperatorToken(env.db, 'ops-anna');
+  token = t.secret;
+  tokenId = t.tokenId;
+});
+afterAll(async () => {
+  await env?.close();
+});
+
+/** Calls the admin API with the operator token (or `auth`), validating the response. */
+async function admin(method: string, path: string, body?: unknown, auth: string | null = token, raw?: { body: string; type: string }): Promise<CheckedResponse> {
+  const headers: Record<string, string> = {};
+  if (auth) headers.authorization = `Bearer ${auth}`;
+  let payload: string | undefined;
+  if (raw) {
+    headers['content-type'] = raw.type;
+    payload = raw.body;
+  } else if (body !== undefined) {
+    headers['content-type'] = 'application/json';
+    payload = JSON.stringify(body);
+  }
+  const r = await checkedFetch(`${base}/admin/v1${path}`, { method, headers, body: payload });
+  problems.push(...r.problems);
+  return r;
+}
+
+async function v1(method: string, path: string, key: string | null, body?: unknown): Promise<CheckedResponse> {
+  const headers: Record<string, string> = {};
+  if (key) headers.authorization = `Bearer ${key}`;
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  const r = await checkedFetch(`${base}/v1${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  problems.push(...r.problems);
+  return r;
+}
+
+afterEach(() => {
+  expect(problems.splice(0)).toEqual([]);
+});
+
+describe('credentials', () => {
+  test('no token, an agent key, a malformed or revoked token: 401 with a Bearer challenge', async () => {
+    const none = await admin('GET', '/whoami', undefined, null);
+    expect(none.status).toBe(401);
+    expect(none.json).toMatchObject({ error: 'unauthorized', code: 'missing_operator_token' });
+    const agent = await admin('GET', '/identities', undefined, env.apiKey);
+    expect(agent.status).toBe(401);
+    expect(agent.json).toMatchObject({ error: 'unauthorized', code: 'invalid_operator_token' });
+    expect(agent.headers.get('www-authenticate')).toMatch(/^Bearer /);
+    expect((await admin('GET', '/whoami', undefined, 'ilo_' + 'x'.repeat(43))).status).toBe(401);
+    const t = await createOperatorToken(env.db, 'ops-temp');
+    expect((await admin('GET', '/whoami', undefined, t.secret)).json).toEqual({ operator: 'ops-temp', tokenId: t.tokenId });
+    await revokeOperatorToken(env.db, t.tokenId);
+    expect((await admin('GET', '/whoami', undefined, t.secret)).json).toMatchObject({ code: 'invalid_operator_token' });
+    expect((await admin('GET', '/whoami')).json).toEqual({ operator: 'ops-anna', tokenId });
+  });
+
+  test('an operator token is not an agent key: 401 on /mcp, /mcp/tools/call and /v1', async () => {
+    const mcp = await callTool(env, 'interlock_list_sources', {}, token);
+    expect(mcp.body.result.structuredContent).toMatchObject({ status: 'unauthorized', code: 'invalid_api_key' });
+    const modern = await fetch(env.url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tools/call', 'mcp-name': 'interlock_list_sources', authorization: `Bearer ${token}` },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'interlock_list_sources', arguments: {}, _meta: { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} } } }),
+    });
+    expect(modern.status).toBe(401);
+    const legacy = await checkedFetch(`${base}/mcp/tools/call`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` }, body: JSON.stringify({ name: 'interlock_list_sources', arguments: {} }) });
+    expect(legacy.problems).toEqual([]);
+    expect(legacy.status).toBe(401);
+    expect(legacy.json).toMatchObject({ error: 'unauthorized', code: 'invalid_api_key' });
+    const proxy = await v1('GET', '/sources', token);
+    expect(proxy.status).toBe(401);
+    expect(proxy.json).toMatchObject({ error: 'unauthorized', code: 'invalid_api_key' });
+  });
+});
+
+describe('resources', () => {
+  test('identities and keys', async () => {
+    const created = await admin('POST', '/identities', { name: 'api-agent' });
+    expect(created.status).toBe(201);
+    expect(created.json).toMatchObject({ name: 'api-agent', disabled: false });
+    expect((await admin('POST', '/identities', { name: 'api-agent' })).status).toBe(409);
+    const bad = await admin('POST', '/identities', { name: 'Bad Name' });
+    expect(bad.status).toBe(400);
+    expect(bad.json.code).toBe('validation_failed');
+    expect((await admin('POST', '/identities', {})).status).toBe(400);
+    expect((await admin('GET', '/identities')).json.identities.map((i: { name: string }) => i.name)).toEqual(expect.arrayContaining(['api-agent', 'demo-agent']));
+    expect((await admin('POST', '/identities/api-agent/disable')).json.disabled).toBe(true);
+    expect((await admin('POST', '/identities/api-agent/enable')).json.disabled).toBe(false);
+    expect((await admin('POST', '/identities/ghost/disable')).status).toBe(404);
+
+    const key = await admin('POST', '/keys', { identity: 'api-agent' });
+    expect(key.status).toBe(201);
+    expect(key.json.secret).toMatch(/^ilk_/);
+    expect((await admin('POST', '/keys', { identity: 'api-agent', expiresAt: '2000-01-01T00:00:00Z' })).status).toBe(400);
+    expect((await admin('POST', '/keys', { identity: 'ghost' })).status).toBe(404);
+    // The new key works as an agent key (no grant yet: no sources).
+    expect((await v1('GET', '/sources', key.json.secret)).json).toEqual({});
+    const listed = await admin('GET', '/keys?identity=api-agent');
+    expect(listed.json.keys).toEqual([expect.objectContaining({ id: key.json.keyId, status: 'active' })]);
+    expect(JSON.stringify(listed.json)).not.toContain(key.json.secret);
+    expect((await admin('POST', `/keys/${key.json.keyId}/revoke`)).json.status).toBe('revoked');
+    expect((await admin('POST', '/keys/key_00000000000000000000/revoke')).status).toBe(404);
+  });
+
+  test('sources: list with catalog and circuit, show, circuit, disable/enable, scan, add', async () => {
+    const list = await admin('GET', '/sources');
+    expect(list.json.sources).toEqual(expect.arrayContaining([expect.objectContaining({ id: 'chinook', enabled: true, circuit: 'closed', catalog: expect.objectContaining({ relations: expect.any(Number) }) })]));
+    expect(JSON.stringify(list.json)).not.toMatch(/"password":"(?!\*\*\*)/);
+    expect((await admin('GET', '/sources/chinook')).json.id).toBe('chinook');
+    expect((await admin('GET', '/sources/ghost')).status).toBe(404);
+    // A read opens the connector; its breaker is closed.
+    expect((await v1('POST', '/sources/chinook/query', env.apiKey, { sql: 'SELECT 1 AS one' })).status).toBe(200);
+    expect((await admin('GET', '/sources/chinook/circuit')).json).toEqual({ sourceId: 'chinook', state: 'closed' });
+    expect((await admin('GET', '/sources/ghost/circuit')).status).toBe(404);
+
+    expect((await admin('POST', '/sources/chinook/disable')).json.enabled).toBe(false);
+    // The governance store follows NOTIFY; poll until the proxy refuses as unavailable.
+    let refused: CheckedResponse | null = null;
+    for (let i = 0; i < 50 && !refused; i++) {
+      const r = await v1('POST', '/sources/chinook/query', env.apiKey, { sql: 'SELECT 2 AS two' });
+      if (r.status === 503) refused = r;
+      else await new Promise((res) => setTimeout(res, 100));
+    }
+    expect(refused?.json).toMatchObject({ error: 'unavailable', code: 'source_disabled' });
+    expect((await admin('POST', '/sources/chinook/enable')).json.enabled).toBe(true);
+    const scan = await admin('POST', '/sources/chinook/scan');
+    expect(scan.json).toMatchObject({ sourceId: 'chinook', relations: expect.any(Number), truncated: false });
+
+    const def = { id: 'far', type: 'postgres', name: 'Far', settings: { host: '127.0.0.1', port: 1, database: 'x', reader: { user: 'r', password: 'secret-pw' }, tls: { mode: 'off' } } };
+    const added = await admin('POST', '/sources', def);
+    expect(added.status).toBe(201);
+    expect(added.json).toMatchObject({ source: { id: 'far', settings: { reader: { password: '***' } } }, scan: null, scanError: expect.stringContaining('cannot connect') });
+    expect(added.text).not.toContain('secret-pw');
+    expect((await admin('POST', '/sources?scan=false', { ...def, id: 'far2' })).json).toMatchObject({ scan: null, scanError: null });
+    expect((await admin('POST', '/sources', def)).status).toBe(409);
+    const invalid = await admin('POST', '/sources', { id: 'half', type: 'postgres', name: 'x', settings: { host: 'h', tls: { mode: 'off' } } });
+    expect(invalid.status).toBe(400);
+    expect(invalid.json.details.length).toBeGreaterThan(0);
+    expect((await admin('POST', '/sources/far/scan')).status).toBe(503);
+    expect((await admin('POST', '/sources?scan=maybe', def)).status).toBe(400);
+  });
+
+  test('roles, grants, policies', async () => {
+    const role = { description: 'reads genres', statements: [{ effect: 'allow', action: 'read', resource: 'public.genre' }] };
+    const put = await admin('PUT', '/roles/genre-reader', role);
+    expect(put.status).toBe(201);
+    expect(put.json).toMatchObject({ created: true, role: { name: 'genre-reader' } });
+    expect((await admin('PUT', '/roles/genre-reader', { ...role, name: 'genre-reader' })).status).toBe(200);
+    expect((await admin('PUT', '/roles/genre-reader', { ...role, name: 'other' })).status).toBe(400);
+    expect((await admin('PUT', '/roles/broken', { statements: [{ effect: 'maybe' }] })).status).toBe(400);
+    expect((await admin('GET', '/roles/genre-reader')).json.statements).toHaveLength(1);
+    expect((await admin('GET', '/roles/ghost')).status).toBe(404);
+    expect((await admin('GET', '/roles')).json.roles.map((r: { name: string }) => r.name)).toEqual(expect.arrayContaining(['demo-analyst', 'genre-reader']));
+
+    await admin('POST', '/identities', { name: 'genre-agent' });
+    const g = await admin('POST', '/grants', { identity: 'genre-agent', role: 'genre-reader', source: 'chinook' });
+    expect(g.status).toBe(201);
+    expect((await admin('POST', '/grants', { identity: 'genre-agent', role: 'genre-reader', source: 'chinook' })).status).toBe(200);
+    expect((await admin('POST', '/grants', { identity: 'genre-agent', role: 'ghost', source: 'chinook' })).status).toBe(404);
+    expect((await admin('GET', '/grants?identity=genre-agent')).json.grants).toEqual([expect.objectContaining({ roleName: 'genre-reader', sourceId: 'chinook' })]);
+    expect((await admin('GET', '/grants?source=chinook&role=demo-analyst')).json.grants).toHaveLength(1);
+    expect((await admin('DELETE', '/grants/genre-agent/genre-reader/chinook')).json).toEqual({ identity: 'genre-agent', role: 'genre-reader', source: 'chinook', revoked: true });
+    expect((await admin('DELETE', '/grants/genre-agent/genre-reader/chinook')).status).toBe(404);
+
+    const pol = { name: 'cap-rows', rule: { type: 'max_rows', max_rows: 50 }, applies_to: { sources: ['chinook'] } };
+    const added = await admin('POST', '/policies', pol);
+    expect(added.status).toBe(201);
+    expect(added.json.policies).toEqual([expect.objectContaining({ created: true, policy: expect.objectContaining({ name: 'cap-rows', enabled: true }) })]);
+    expect((await admin('POST', '/policies', pol)).status).toBe(409);
+    expect((await admin('POST', '/policies?replace=true', [pol])).status).toBe(201);
+    expect((await admin('POST', '/policies', { name: 'x', rule: { type: 'nope' } })).json.code).toBe('validation_failed');
+    expect((await admin('GET', '/policies/cap-rows')).json.rule).toEqual({ type: 'max_rows', max_rows: 50 });
+    expect((await admin('GET', '/policies')).json.policies.map((p: { name: string }) => p.name)).toContain('cap-rows');
+    expect((await admin('DELETE', '/policies/cap-rows')).json).toEqual({ name: 'cap-rows', removed: true });
+    expect((await admin('DELETE', '/policies/cap-rows')).status).toBe(404);
+    expect((await admin('GET', '/policies/cap-rows')).status).toBe(404);
+  });
+
+  test('bodies: bad JSON, wrong media type, too large; unknown admin routes', async () => {
+    expect((await admin('POST', '/identities', undefined, token, { body: '{', type: 'application/json' })).json).toMatchObject({ error: 'invalid_request', code: 'invalid_json' });
+    expect((await admin('POST', '/identities', undefined, token, { body: 'name=x', type: 'application/x-www-form-urlencoded' })).status).toBe(415);
+    expect((await admin('POST', '/identities', undefined, token, { body: JSON.stringify({ name: 'x'.repeat(2 * 1024 * 1024) }), type: 'application/json' })).status).toBe(413);
+    const unknown = await fetch(`${base}/admin/v1/nothing`, { headers: { authorization: `Bearer ${token}` } });
+    expect(unknown.status).toBe(404);
+    expect(await unknown.json()).toMatchObject({ code: 'unknown_route' });
+  });
+});
+
+describe('approvals through the admin API', () => {
+  async function queueWrite(id: number): Promise<string> {
+    const r = await v1('POST', '/sources/chinook/query', env.apiKey, { sql: 'INSERT INTO playlist (playlist_id, name) VALUES ($1, $2)', params: [id, `admin-${id}`] });
+    expect(r.status).toBe(202);
+    return r.json.approval_id as string;
+  }
+  async function playlistCount(id: number): Promise<number> {
+    const c = new pg.Client({ connectionString: env.sourceUrl });
+    await c.connect();
+    try {
+      return Number((await c.query('SELECT count(*) AS n FROM playlist WHERE playlist_id = $1', [id])).rows[0].n);
+    } finally {
+      await c.end();
+    }
+  }
+
+  test('an approval made through /admin/v1 executes the write once, in the operator\'s name', async () => {
+    const id = await queueWrite(9201);
+    expect(await playlistCount(9201)).toBe(0);
+    const pending = await admin('GET', '/approvals?state=pending&identity=demo-agent&source=chinook&limit=10');
+    expect(pending.json.approvals.map((a: { id: string }) => a.id)).toContain(id);
+    expect((await admin('GET', `/approvals/${id}`)).json).toMatchObject({ id, state: 'pending', sql: expect.stringContaining('INSERT INTO playlist'), params: [9201, 'admin-9201'] });
+
+    // Two operators race: exactly one executes.
+    const other = await createOperatorToken(env.db, 'ops-ben');
+    const [a, b] = await Promise.all([admin('POST', `/approvals/${id}/approve`), admin('POST', `/approvals/${id}/approve`, undefined, other.secret)]);
+    const statuses = [a.status, b.status].sort();
+    expect(statuses).toEqual([200, 409]);
+    const winner = a.status === 200 ? a : b;
+    expect(winner.json).toMatchObject({ id, approvalId: id, state: 'executed', rowCount: 1 });
+    expect(await playlistCount(9201)).toBe(1);
+    expect((await admin('POST', `/approvals/${id}/approve`)).status).toBe(409);
+    expect(await playlistCount(9201)).toBe(1);
+    const shown = (await admin('GET', `/approvals/${id}`)).json;
+    expect(shown).toMatchObject({ state: 'executed', decidedBy: a.status === 200 ? 'ops-anna' : 'ops-ben', outcome: { row_count: 1 } });
+    const trail = await admin('GET', `/audit?approval=${id}&kind=approval`);
+    expect(trail.json.events.map((e: { decision: string }) => e.decision).sort()).toEqual(['approved', 'executed', 'queued']);
+  });
+
+  test('self-approval is refused (403); reject; unknown and bad filters', async () => {
+    const id = await queueWrite(9202);
+    const self = await createOperatorToken(env.db, 'demo-agent');
+    const refused = await admin('POST', `/approvals/${id}/approve`, undefined, self.secret);
+    expect(refused.status).toBe(403);
+    expect(refused.json).toMatchObject({ error: 'forbidden', code: 'self_approval_forbidden' });
+    const rejected = await admin('POST', `/approvals/${id}/reject`, { reason: 'not today' });
+    expect(rejected.json).toMatchObject({ id, state: 'rejected', decidedBy: 'ops-anna' });
+    expect((await admin('POST', `/approvals/${id}/reject`)).status).toBe(409);
+    expect(await playlistCount(9202)).toBe(0);
+    expect((await admin('GET', '/approvals/apr_000000000000000000000000')).status).toBe(404);
+    expect((await admin('POST', '/approvals/apr_000000000000000000000000/approve')).status).toBe(404);
+    expect((await admin('GET', '/approvals?state=done')).status).toBe(400);
+    expect((await admin('GET', '/approvals?limit=0')).status).toBe(400);
+    expect((await admin('GET', '/approvals?identity=ghost')).status).toBe(404);
+  });
+
+  test('audit search pages with a cursor; tail', async () => {
+    const first = await admin('GET', '/audit?limit=2');
+    expect(first.json.events).toHaveLength(2);
+    expect(first.json.nextCursor).toMatch(/^[0-9]+$/);
+    const second = await admin('GET', `/audit?limit=2&cursor=${first.json.nextCursor}`);
+    expect(Number(second.json.events[0].id)).toBeLessThan(Number(first.json.events[1].id));
+    const all: string[] = [];
+    let cursor: string | null = null;
+    do {
+      const page: CheckedResponse = await admin('GET', `/audit?limit=5&kind=tool_call${cursor ? `&cursor=${cursor}` : ''}`);
+      all.push(...page.json.events.map((e: { id: string }) => e.id));
+      cursor = page.json.nextCursor;
+    } while (cursor);
+    expect(new Set(all).size).toBe(all.length);
+    expect(all.length).toBeGreaterThan(5);
+    expect((await admin('GET', '/audit?identity=demo-agent&decision=queued&since=2000-01-01T00:00:00Z')).json.events.length).toBeGreaterThanOrEqual(2);
+    expect((await admin('GET', '/audit?cursor=abc')).status).toBe(400);
+    expect((await admin('GET', '/audit?since=yesterday')).status).toBe(400);
+    expect((await admin('GET', '/audit?kind=other')).status).toBe(400);
+    const tail = await admin('GET', '/audit/tail?lines=3');
+    expect(tail.json.events).toHaveLength(3);
+    expect((await admin('GET', '/audit/tail?lines=0')).status).toBe(400);
+  });
+});
+
+describe('the CLI in remote mode (--server URL --token T)', () => {
+  async function cli(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+    let stdout = '';
+    let stderr = '';
+    const code = await runCli(args, { out: (t) => (stdout += t.endsWith('\n') ? t : t + '\n'), err: (t) => (stderr += t.endsWith('\n') ? t : t + '\n') });
+    return { code, stdout, stderr };
+  }
+
+  test('commands go through the admin API with the same output and exit codes', async () => {
+    const remote = ['--server', base, '--token', token];
+    expect(await cli(...remote, 'identity', 'create', 'remote-agent')).toMatchObject({ code: 0, stdout: expect.stringMatching(/^created identity remote-agent \(idn_[0-9a-f]{20}\)/) });
+    expect(await cli(...remote, 'identity', 'create', 'remote-agent')).toEqual({ code: 2, stdout: '', stderr: 'error: identity "remote-agent" already exists\n' });
+    expect(await cli(...remote, 'identity', 'disable', 'ghost')).toEqual({ code: 3, stdout: '', stderr: 'error: identity "ghost" not found\n' });
+    const listed = JSON.parse((await cli(...remote, '--json', 'identity', 'list')).stdout) as Array<{ name: string }>;
+    expect(listed.map((i) => i.name)).toContain('remote-agent');
+    expect((await cli(...remote, 'source', 'list')).stdout).toMatch(/chinook +postgres +Chinook \(demo\) +yes +\d+ relations, /);
+    expect((await cli(...remote, 'grant', 'remote-agent', 'demo-analyst', 'chinook')).stdout).toBe('granted role demo-analyst on chinook to remote-agent\n');
+    const key = JSON.parse((await cli(...remote, '--json', 'key', 'create', 'remote-agent')).stdout) as { secret: string };
+    const queued = await v1('POST', '/sources/chinook/query', key.secret, { sql: "INSERT INTO playlist (playlist_id, name) VALUES (9301, 'remote')" });
+    expect(queued.status).toBe(202);
+    const approvals = JSON.parse((await cli(...remote, '--json', 'approval', 'list', '--state', 'pending', '--identity', 'remote-agent')).stdout) as Array<{ id: string }>;
+    expect(approvals.map((a) => a.id)).toEqual([queued.json.approval_id]);
+    expect(await cli(...remote, 'approval', 'approve', queued.json.approval_id, '--operator', 'someone')).toMatchObject({ code: 2, stderr: expect.stringContaining('--operator is not used with --server') });
+    expect(await cli(...remote, 'approval', 'approve', queued.json.approval_id)).toEqual({ code: 0, stdout: `approved and executed ${queued.json.approval_id}: 1 row(s) affected\n`, stderr: '' });
+    const trail = JSON.parse((await cli(...remote, '--json', 'audit', 'search', '--approval', queued.json.approval_id, '--kind', 'approval')).stdout) as { events: Array<{ decision: string; operator: string }> };
+    expect(trail.events.map((e) => [e.decision, e.operator]).sort()).toEqual([
+      ['approved', 'ops-anna'],
+      ['executed', 'ops-anna'],
+      ['queued', null],
+    ]);
+    expect((await cli(...remote, 'audit', 'tail', '-n', '2')).code).toBe(0);
+  });
+
+  test('remote-mode refusals: no token, an agent key, database-only commands', async () => {
+    expect(await cli('--server', base, 'identity', 'list')).toMatchObject({ code: 2, stderr: expect.stringContaining('--server needs --token') });
+    expect(await cli('--server', base, '--token', env.apiKey, 'identity', 'list')).toMatchObject({ code: 2, stderr: expect.stringContaining('operator token is not valid') });
+    expect(await cli('--server', base, '--token', token, 'operator-token', 'create', 'x')).toMatchObject({ code: 2, stderr: expect.stringContaining('without --server') });
+    expect(await cli('--server', base, '--token', token, 'db', 'status')).toMatchObject({ code: 2, stderr: expect.stringContaining('without --server') });
+    expect(await cli('--server', 'http://127.0.0.1:1', '--token', token, 'identity', 'list')).toMatchObject({ code: 1, stderr: expect.stringContaining('cannot reach the admin API') });
+  });
+});
+
+test('every admin operation of spec/openapi-v1.yaml was exercised', () => {
+  const hit = new Set([...covered].map((c) => c.split(' ')[0]));
+  expect(operations('/admin/v1').filter((op) => !hit.has(op))).toEqual([]);
+});
