@@ -20,6 +20,9 @@ import { interlockToolBindings } from './tools/registry';
 import { listSourcesHandler, StoreSourceDirectory } from './tools/handlers/list-sources';
 import { describeAccessHandler, describeSourceHandler } from './tools/handlers/describe';
 import { queryHandler } from './pipeline/query';
+import { discoverHandler } from './tools/handlers/discover';
+import { relatedDocumentsHandler } from './tools/handlers/related';
+import { documentsConnectorRequest } from './discovery/request';
 import { postgresRateLimiter, type RateLimitSettings } from './pipeline/05-rate-limit';
 import { CACHE_CHANNEL, ResultCache } from './pipeline/cache';
 import { sweepExpiredApprovals } from './control/approvals';
@@ -96,8 +99,11 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
   );
   listeners.push(await listenChannel(db.url, CACHE_CHANNEL, (sourceId) => cache.invalidateSource(sourceId), logger));
 
+  const discovery = { store, rateLimiter, db };
   const tools: ToolBinding[] = interlockToolBindings({
-    interlock_query: queryHandler({ store, connectors, rateLimiter, cache, catalog, maskSecret }),
+    interlock_query: queryHandler({ store, connectors, rateLimiter, cache, catalog, maskSecret, connectorRequest: documentsConnectorRequest(discovery) }),
+    interlock_discover: discoverHandler(discovery),
+    interlock_related_documents: relatedDocumentsHandler(discovery),
     interlock_list_sources: listSourcesHandler(new StoreSourceDirectory(store), rateLimiter),
     interlock_describe_access: describeAccessHandler({ store, rateLimiter, catalog }),
     interlock_describe_source: describeSourceHandler({ store, rateLimiter, catalog }),

@@ -14,6 +14,7 @@
  * Exit codes: 0 ok; 2 bad usage or invalid input (schema error paths are listed); 3 not found;
  * 1 anything else (unreachable database, failed execution). User errors never print stack traces.
  */
+import { resolve as resolvePath } from 'node:path';
 import { readFileSync, existsSync } from 'node:fs';
 import { extname } from 'node:path';
 import { userInfo } from 'node:os';
@@ -471,7 +472,7 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
           return value;
         };
         if (o.type === 'documents') {
-          def = { id: o.id, type: 'documents', name: o.name ?? o.id, description: o.description, settings: { path: o.path } };
+          def = { id: o.id, type: 'documents', name: o.name ?? o.id, description: o.description, settings: { path: typeof o.path === 'string' ? resolvePath(o.path) : o.path } };
         } else {
           const readerPassword = pw(o.readerPasswordEnv, '--reader-password-env') ?? '';
           const writerPassword = pw(o.writerPasswordEnv, '--writer-password-env');
@@ -543,6 +544,30 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
       const s = session(cmd);
       const r = await (await s.backend()).scanSource(id);
       s.print(`scanned ${r.sourceId}: ${r.relations} relation(s)${r.truncated ? ' (truncated)' : ''} at ${shortTime(r.scannedAt)}`, r);
+    });
+
+  // ---- index (discovery) ---------------------------------------------------------------------
+  const idx = program.command('index').description('discovery index: index a source (only changed items are re-indexed) or show index status');
+  idx
+    .argument('[source]', 'source id to index')
+    .action(async (sourceId: string | undefined, _o: unknown, cmd: Command) => {
+      const s = session(cmd);
+      s.assertDirect('index');
+      if (!sourceId) throw new ValidationError('usage: interlock index SOURCE, or interlock index status');
+      const { indexSource, formatIndexProgress } = await import('../discovery/indexer');
+      const db = await s.db();
+      const r = await indexSource(db, sourceId, { onProgress: (p) => s.io.err(formatIndexProgress(p)) });
+      s.print(`indexed ${sourceId}: ${r.assets} asset(s) — ${r.added} added, ${r.updated} updated, ${r.unchanged} unchanged, ${r.removed} removed, ${r.skipped} skipped (${r.durationMs} ms)`, r);
+    });
+  idx
+    .command('status')
+    .description('when each source was indexed, with counts')
+    .action(async (_o: unknown, cmd: Command) => {
+      const s = session(cmd);
+      s.assertDirect('index status');
+      const { listIndexStatus } = await import('../discovery/indexer');
+      const rows = await listIndexStatus(await s.db());
+      s.print(rows.length ? rows.map((r) => JSON.stringify(r)).join('\n') : 'no source has been indexed yet', rows);
     });
 
   // ---- role ----------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ import { addPolicies } from '../control/policies';
 import { getSource, putSource, type PostgresSourceSettings } from '../control/sources';
 import { scanSource } from '../control/scan';
 import { loadChinook } from './chinook';
+import { provisionHandbook } from '../discovery/handbook';
 
 /** Chinook tables the demo role may read (schema public). */
 export const DEMO_READ_TABLES = ['album', 'artist', 'genre', 'media_type', 'track', 'playlist', 'playlist_track', 'customer', 'invoice', 'invoice_line'] as const;
@@ -67,6 +68,8 @@ export interface ProvisionDemoOptions {
   /** Identity name (default "demo-agent"). */
   identityName?: string;
   logger?: Logger;
+  /** Also register and index the `handbook` documents source for the identity (default true). */
+  handbook?: boolean;
 }
 
 /** What provisionDemo set up. `apiKey` is shown once: it is not stored. */
@@ -198,6 +201,8 @@ export async function provisionDemo(opts: ProvisionDemoOptions): Promise<Provisi
   await upsertRole(opts.controlDb, DEMO_ROLE);
   await addPolicies(opts.controlDb, demoPolicies(sourceId), { replace: true });
   await grantRole(opts.controlDb, { identityId: identity.id, roleName: DEMO_ROLE.name, sourceId });
+  // The handbook documents source (issue 4): registered, indexed and discoverable by the demo identity.
+  if (opts.handbook !== false) await provisionHandbook(opts.controlDb, { identityId: identity.id });
   const key = await createApiKey(opts.controlDb, identity.id);
   return { apiKey: key.secret, keyId: key.keyId, sourceId, identityId: identity.id, databaseName, readerRole, writerRole };
 }

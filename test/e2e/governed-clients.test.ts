@@ -45,7 +45,7 @@ test.each(clients)('%s: list → describe → query (masked) → write queued �
   const client = await connect();
   try {
     const sources = structured(await client.callTool('interlock_list_sources', {}));
-    expect(sources).toEqual({ chinook: expect.objectContaining({ type: 'postgres' }) });
+    expect(sources).toEqual({ chinook: expect.objectContaining({ type: 'postgres' }), handbook: expect.objectContaining({ type: 'documents' }) });
 
     const access = structured(await client.callTool('interlock_describe_access', { source_id: 'chinook' }));
     expect(access.chinook.roles).toEqual(['demo-analyst']);

@@ -25,7 +25,7 @@ async function sourceQuery<T = any>(sql: string, params: unknown[] = []): Promis
 
 test('list_sources and describe_access name the granted source only', async () => {
   const list = await callTool(env, 'interlock_list_sources', {}, env.apiKey);
-  expect(Object.keys(sc(list))).toEqual(['chinook']);
+  expect(Object.keys(sc(list))).toEqual(['chinook', 'handbook']);
   const access = await callTool(env, 'interlock_describe_access', {}, env.apiKey);
   const entry = sc(access).chinook;
   expect(entry.roles).toEqual(['demo-analyst']);
@@ -34,6 +34,7 @@ test('list_sources and describe_access name the granted source only', async () =
   const tables = entry.resources.tables.map((t: { table: string }) => t.table);
   expect(tables).toContain('public.customer');
   expect(tables).not.toContain('public.employee');
+  expect(sc(access).handbook.resources).toEqual({ enforced: false });
   const none = await callTool(env, 'interlock_describe_access', { source_id: 'nope' }, env.apiKey);
   expect(sc(none)).toEqual({});
 });
