@@ -15,6 +15,7 @@
  * 1 anything else (unreachable database, failed execution). User errors never print stack traces.
  */
 import { resolve as resolvePath } from 'node:path';
+import { formatIndexProgress, indexSource, listIndexStatus } from '../discovery/indexer';
 import { readFileSync, existsSync } from 'node:fs';
 import { extname } from 'node:path';
 import { userInfo } from 'node:os';
@@ -554,7 +555,6 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
       const s = session(cmd);
       s.assertDirect('index');
       if (!sourceId) throw new ValidationError('usage: interlock index SOURCE, or interlock index status');
-      const { indexSource, formatIndexProgress } = await import('../discovery/indexer');
       const db = await s.db();
       const r = await indexSource(db, sourceId, { onProgress: (p) => s.io.err(formatIndexProgress(p)) });
       s.print(`indexed ${sourceId}: ${r.assets} asset(s) — ${r.added} added, ${r.updated} updated, ${r.unchanged} unchanged, ${r.removed} removed, ${r.skipped} skipped (${r.durationMs} ms)`, r);
@@ -565,7 +565,6 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
     .action(async (_o: unknown, cmd: Command) => {
       const s = session(cmd);
       s.assertDirect('index status');
-      const { listIndexStatus } = await import('../discovery/indexer');
       const rows = await listIndexStatus(await s.db());
       s.print(rows.length ? rows.map((r) => JSON.stringify(r)).join('\n') : 'no source has been indexed yet', rows);
     });
