@@ -523,7 +523,7 @@ test('32 agents for 20 s while the source is stopped and restarted: only contrac
   const summary = await verify({ records, calls, clients, keyIds: keys.map((k) => k.keyId), states, metricSamples, t0, runMs, ...times, finalMetrics }, db);
   if (process.env.LOAD_FAULT_LOG_SAMPLE) {
     const sample = ['source failure', 'source circuit opened', 'source circuit half-open', 'source circuit closed', 'idle source connection failed', 'tool execution failed', 'tool call refused: source unavailable'].flatMap((m) => logLines.filter((l) => JSON.parse(l).msg === m).slice(0, 2));
-    console.log(`load-fault logs\n${sample.join('\n')}\nload-fault metrics\n${finalMetrics.split('\n').filter((l) => /^interlock_(source_circuit_state|tool_calls_total\{tool="interlock_query")/.test(l)).join('\n')}`);
+    console.log(`load-fault logs\n${sample.join('\n')}\nload-fault metrics\n${finalMetrics.split('\n').filter((l) => /^interlock_(source_circuit_state|approvals_pending|tool_calls_total\{tool="interlock_query"|mcp_requests_total\{method="tools\/call")/.test(l)).join('\n')}`);
   }
 
   // ---- 5. memory: back to the warmed-up baseline once the agents are gone and the checks are done ----
