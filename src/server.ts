@@ -40,7 +40,10 @@ export async function listenGateway(opts: GatewayAppOptions & { host?: string; p
         server.closeIdleConnections();
         const deadline = new Promise<void>((resolve) => setTimeout(resolve, deadlineMs).unref());
         await Promise.race([closed, deadline]);
+        // Abort what is still running, then give the aborted calls a moment to write their
+        // `cancelled` answers (and audit) before the remaining connections are cut.
         gateway.abortAll();
+        await Promise.race([closed, new Promise<void>((resolve) => setTimeout(resolve, 500).unref())]);
         server.closeAllConnections();
         await closed;
         await gateway.flushAudit();

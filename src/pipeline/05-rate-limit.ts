@@ -26,20 +26,23 @@ export interface RateLimiter {
 class FlexibleRateLimiter implements RateLimiter {
   constructor(private readonly perIdentity: RateLimiterAbstract, private readonly perSource: RateLimiterAbstract) {}
   async consume(identityId: string, sourceId: string | null) {
-    try {
-      await this.perIdentity.consume(identityId, 1);
-    } catch (e) {
-      if (e instanceof RateLimiterRes) return { ok: false as const, retryAfterMs: Math.max(1, e.msBeforeNext), scope: 'identity' as const };
-      throw e;
-    }
-    if (sourceId === null) return { ok: true as const };
-    try {
-      await this.perSource.consume(sourceId, 1);
-    } catch (e) {
-      if (e instanceof RateLimiterRes) return { ok: false as const, retryAfterMs: Math.max(1, e.msBeforeNext), scope: 'source' as const };
-      throw e;
-    }
+    // Both keys are consumed concurrently (one round trip of latency, not two); a call refused for
+    // one key still spends a point of the other, which only errs on the side of limiting.
+    const [idn, src] = await Promise.all([settle(this.perIdentity.consume(identityId, 1)), sourceId === null ? Promise.resolve(null) : settle(this.perSource.consume(sourceId, 1))]);
+    if (idn) return { ok: false as const, retryAfterMs: Math.max(1, idn.msBeforeNext), scope: 'identity' as const };
+    if (src) return { ok: false as const, retryAfterMs: Math.max(1, src.msBeforeNext), scope: 'source' as const };
     return { ok: true as const };
+  }
+}
+
+/** Resolves to null when the point was consumed, to the RateLimiterRes when limited; rethrows store errors. */
+async function settle(p: Promise<unknown>): Promise<RateLimiterRes | null> {
+  try {
+    await p;
+    return null;
+  } catch (e) {
+    if (e instanceof RateLimiterRes) return e;
+    throw e;
   }
 }
 
