@@ -24,7 +24,7 @@ export class GatewayMetrics {
   readonly registry = new Registry();
   private readonly requests = new Counter({ name: 'interlock_mcp_requests_total', help: 'HTTP requests at the MCP endpoint by JSON-RPC method, dialect and HTTP status.', labelNames: ['method', 'dialect', 'status'], registers: [this.registry] });
   private readonly requestSeconds = new Histogram({ name: 'interlock_mcp_request_duration_seconds', help: 'Time to answer an MCP endpoint request, by JSON-RPC method.', labelNames: ['method'], buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30], registers: [this.registry] });
-  private readonly toolCalls = new Counter({ name: 'interlock_tool_calls_total', help: 'Tool calls by canonical tool and decision (allowed, refused, queued, invalid, failed, cancelled) and reason code.', labelNames: ['tool', 'decision', 'reason'], registers: [this.registry] });
+  private readonly toolCalls = new Counter({ name: 'interlock_tool_calls_total', help: 'Tool calls by canonical tool, source, decision (allowed, refused, queued, invalid, failed, cancelled) and reason code.', labelNames: ['tool', 'source', 'decision', 'reason'], registers: [this.registry] });
   private readonly toolSeconds = new Histogram({ name: 'interlock_tool_call_duration_seconds', help: 'Tool call latency through the governance pipeline, by canonical tool and decision.', labelNames: ['tool', 'decision'], buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30], registers: [this.registry] });
 
   constructor(src: OperationsSources) {
@@ -50,7 +50,8 @@ export class GatewayMetrics {
 
   /** Records one finished tool call from its audit event. */
   observeToolCall(e: ToolCallAuditEvent): void {
-    this.toolCalls.inc({ tool: e.canonicalTool, decision: e.decision, reason: e.reasonCode ?? '' });
+    const source = typeof e.details.source_id === 'string' ? e.details.source_id : '';
+    this.toolCalls.inc({ tool: e.canonicalTool, source, decision: e.decision, reason: e.reasonCode ?? '' });
     this.toolSeconds.observe({ tool: e.canonicalTool, decision: e.decision }, e.durationMs / 1000);
   }
 }

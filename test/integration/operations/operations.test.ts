@@ -75,8 +75,8 @@ test('/healthz, /readyz and /metrics tell an operator what happened', async () =
   await callTool(env, 'interlock_query', { source_id: 'chinook', sql: 'SELECT * FROM employee' }, env.apiKey);
   await callTool(env, 'interlock_query', { source_id: 'chinook', sql: "INSERT INTO playlist (playlist_id, name) VALUES (9500, 'm')" }, env.apiKey);
   const text = await (await fetch(`${base}/metrics`)).text();
-  expect(text).toMatch(/interlock_tool_calls_total\{tool="interlock_query",decision="refused",reason="source_role_denied"\} \d+/);
-  expect(text).toMatch(/interlock_tool_calls_total\{tool="interlock_query",decision="cancelled",reason="cancelled"\} 1/);
+  expect(text).toMatch(/interlock_tool_calls_total\{tool="interlock_query",source="chinook",decision="refused",reason="source_role_denied"\} \d+/);
+  expect(text).toMatch(/interlock_tool_calls_total\{tool="interlock_query",source="chinook",decision="cancelled",reason="cancelled"\} 1/);
   expect(text).toMatch(/interlock_mcp_requests_total\{method="tools\/call",dialect="handshake",status="200"\} \d+/);
   expect(text).toMatch(/interlock_source_circuit_state\{source="chinook"\} 0/);
   expect(text).toMatch(/interlock_approvals_pending [1-9]/);
