@@ -25,8 +25,13 @@ export interface GenContext {
 
 /** How the Host header is sent: derived from the URL, or an explicit value. */
 export type HostChoice = { kind: 'url' } | { kind: 'value'; value: string };
-/** How the Origin header is sent: absent, the request's own origin, or an explicit value. */
-export type OriginChoice = { kind: 'absent' } | { kind: 'own' } | { kind: 'own-variant' } | { kind: 'value'; value: string };
+/**
+ * Spellings of the request's own origin: `upper` (all upper case), `slash` (one trailing slash), `upper-slash`
+ * (both) are the own origin under rule ORIGIN; `double-slash` and `path` are not.
+ */
+export type OriginVariant = 'upper' | 'slash' | 'upper-slash' | 'double-slash' | 'path';
+/** How the Origin header is sent: absent, the request's own origin (possibly respelled), or an explicit value. */
+export type OriginChoice = { kind: 'absent' } | { kind: 'own' } | { kind: 'own-variant'; variant: OriginVariant } | { kind: 'value'; value: string };
 /** Mcp-Method relative to the body's method. */
 export type McpMethodMode = 'match' | 'absent' | 'mismatch' | 'padded' | 'upper';
 /** Mcp-Name relative to the body's params.name. */
@@ -47,8 +52,8 @@ export type MetaMode =
   | 'meta-empty';
 /** The version named in `_meta`: the header's value, or a literal. */
 export type MetaVersion = { kind: 'header' } | { kind: 'literal'; value: string };
-/** How the request authenticates: no header, a wrong Bearer key, the valid key, the valid key with a lower-case scheme, another scheme. */
-export type AuthMode = 'absent' | 'invalid' | 'valid' | 'valid-lowercase-scheme' | 'other-scheme';
+/** How the request authenticates: no header, a wrong Bearer key, the valid key, the valid key with a lower-case scheme, another scheme, Bearer with no token. */
+export type AuthMode = 'absent' | 'invalid' | 'valid' | 'valid-lowercase-scheme' | 'other-scheme' | 'empty-bearer';
 /** Header-name casing on the wire. */
 export type HeaderCase = 'canonical' | 'lower' | 'upper' | 'mixed';
 
@@ -64,6 +69,21 @@ export interface ParamsDraft {
   capabilities?: Record<string, unknown>;
 }
 
+/**
+ * Shape of initialize's params (rule INITIALIZE-PARAMS): complete, or one member missing or of another type.
+ * `absent-params` sends initialize without params at all.
+ */
+export type InitParamsMode =
+  | 'complete'
+  | 'no-capabilities'
+  | 'no-clientInfo'
+  | 'no-protocolVersion'
+  | 'capabilities-null'
+  | 'capabilities-array'
+  | 'clientInfo-string'
+  | 'protocolVersion-number'
+  | 'absent-params';
+
 /** One JSON-RPC message (or near-message) to render into the body. */
 export interface MessageDraft {
   kind: 'request' | 'notification' | 'response';
@@ -75,9 +95,10 @@ export interface MessageDraft {
   response: 'result' | 'error' | 'both' | 'neither';
 }
 
-/** The body of a generated request. */
+/** The body of a generated request; `bom` sends `inner` behind a UTF-8 byte order mark. */
 export type BodyDraft =
   | { kind: 'message'; message: MessageDraft }
+  | { kind: 'bom'; inner: BodyDraft }
   | { kind: 'batch'; items: MessageDraft[] }
   | { kind: 'json'; value: unknown }
   | { kind: 'raw'; text: string }
@@ -121,19 +142,27 @@ export const UNKNOWN_TOOLS = ['get_weather', 'interlock_drop_everything', 'agent
 const weighted = <T>(valid: fc.Arbitrary<T>, all: fc.Arbitrary<T>, noise = 20): fc.Arbitrary<T> =>
   fc.oneof({ arbitrary: valid, weight: noise }, { arbitrary: all, weight: 1 });
 
-/** A JSON-RPC id MCP accepts: integers (0, negatives, large) and strings. */
+/** Safe integers at the edges (rule JSONRPC-SHAPE: |id| <= 2^53-1 is valid and echoed exactly), beyond 32 bits. */
+export const SAFE_EDGE_IDS = [Number.MAX_SAFE_INTEGER, Number.MIN_SAFE_INTEGER, 2 ** 31, -(2 ** 31) - 1, 2 ** 32 + 1, 2 ** 52 + 3];
+/** Integers beyond 2^53-1 (rule JSONRPC-SHAPE: invalid, -32600 with id null); 1e21 is sent as 1e+21. */
+export const UNSAFE_IDS = [2 ** 53, -(2 ** 53), 2 ** 53 + 2, 2 ** 64, 1e21];
+/** Ids on both sides of the safe-integer limit. */
+export const boundaryIdArb: fc.Arbitrary<number> = fc.constantFrom(...SAFE_EDGE_IDS, ...UNSAFE_IDS);
+
+/** A JSON-RPC id MCP accepts: strings and safe integers (0, negatives, up to ±(2^53-1)). */
 export const validIdArb: fc.Arbitrary<string | number> = fc.oneof(
   fc.constant(0),
   fc.integer({ min: -1000, max: 1000 }),
   fc.integer({ min: Number.MIN_SAFE_INTEGER, max: Number.MAX_SAFE_INTEGER }),
+  fc.constantFrom(...SAFE_EDGE_IDS),
   fc.constant('0'),
   fc.string({ maxLength: 12 }),
   fc.string({ unit: 'grapheme', maxLength: 6 }),
 );
-/** An id MCP refuses on a request: null, fractions, booleans, objects, arrays. */
+/** An id MCP refuses: null, fractions, booleans, objects, arrays, integers beyond 2^53-1. */
 export const invalidIdArb: fc.Arbitrary<unknown> = fc.oneof(
-  // 2^53 is an integer but not a safe one: an open point (echoed, or refused like an invalid id).
-  fc.constantFrom(null, true, false, 1.5, -0.25, 2.000001, 2 ** 53),
+  fc.constantFrom(null, true, false, 1.5, -0.25, 2.000001),
+  fc.constantFrom(...UNSAFE_IDS),
   fc.constant({}),
   fc.constant({ id: 1 }),
   fc.constant([]),
@@ -145,19 +174,23 @@ export function dimensions(g: GenContext) {
   const P = g.spec.protocol;
   const port = g.url.port || (g.url.protocol === 'https:' ? '443' : '80');
   const loopbackHosts = P.http.defaultAllowedHosts.flatMap((h) => [`${h}:${port}`, h, `${h}:1`]);
-  const foreignHosts = ['evil.example.com', `evil.example.com:${port}`, `localhost.evil.example.com:${port}`, `127.0.0.1.nip.io:${port}`, `10.0.0.1:${port}`, `127.0.0.2:${port}`];
+  // Host names compare case-insensitively (rule HOST): names with letters, respelled.
+  const respelledHosts = P.http.defaultAllowedHosts.filter((h) => /[a-z]/i.test(h)).flatMap((h) => [`${h.toUpperCase()}:${port}`, `${h[0]!.toUpperCase()}${h.slice(1)}:1`, h.toUpperCase()]);
+  const foreignHosts = ['evil.example.com', `evil.example.com:${port}`, `EVIL.EXAMPLE.COM:${port}`, `localhost.evil.example.com:${port}`, `127.0.0.1.nip.io:${port}`, `10.0.0.1:${port}`, `127.0.0.2:${port}`];
   const host = {
     valid: fc.constant<HostChoice>({ kind: 'url' }),
     all: fc.oneof(
       fc.constant<HostChoice>({ kind: 'url' }),
       fc.constantFrom(...loopbackHosts).map((value): HostChoice => ({ kind: 'value', value })),
+      fc.constantFrom(...respelledHosts).map((value): HostChoice => ({ kind: 'value', value })),
       fc.constantFrom(...foreignHosts).map((value): HostChoice => ({ kind: 'value', value })),
     ),
   };
   const origin = {
     valid: fc.constantFrom<OriginChoice>({ kind: 'absent' }, { kind: 'own' }),
     all: fc.oneof(
-      fc.constantFrom<OriginChoice>({ kind: 'absent' }, { kind: 'own' }, { kind: 'own-variant' }),
+      fc.constantFrom<OriginChoice>({ kind: 'absent' }, { kind: 'own' }),
+      fc.constantFrom<OriginVariant>('upper', 'slash', 'upper-slash', 'upper', 'slash', 'upper-slash', 'double-slash', 'path').map((variant): OriginChoice => ({ kind: 'own-variant', variant })),
       fc
         .constantFrom('http://evil.example.com', 'null', `http://localhost:1`, `https://${g.url.host}`, `http://${g.url.hostname}:1`, 'http://evil.example.com:' + port)
         .map((value): OriginChoice => ({ kind: 'value', value })),
@@ -178,14 +211,30 @@ export function dimensions(g: GenContext) {
     '*/*;q=0.5',
     'application/json; charset=utf-8, text/event-stream',
   ];
+  // Rule ACCEPT: the most specific matching range decides; q=0 or a q that is not a number excludes.
+  const precedenceAccept = [
+    'application/json;q=0, */*',
+    'text/*;q=0, text/event-stream, application/json',
+    '*/*;q=0, application/json, text/event-stream',
+    'application/*;q=0, application/json, text/*',
+    'text/event-stream;q=0, text/*, application/json',
+    'application/json;q=abc, text/event-stream',
+    'application/json, text/event-stream;q=high',
+    'application/json;q=, text/event-stream',
+    'application/json;Q=0, text/event-stream',
+    '*/*;q=x',
+  ];
   const badAccept = [null, 'application/json', 'text/event-stream', 'text/html', 'application/json, text/event-stream;q=0', 'application/*', '*/*;q=0', 'text/*, image/png', 'application/json;q=0, text/event-stream'];
   const rangePool = ['application/json', 'text/event-stream', 'application/*', 'text/*', '*/*', 'text/html', 'application/xml', 'image/png', 'Application/Json', 'TEXT/EVENT-STREAM'];
   const composedAccept = fc
     .uniqueArray(fc.constantFrom(...rangePool), { minLength: 1, maxLength: 4, selector: (r) => r.toLowerCase() })
     .chain((ranges) =>
-      fc.tuple(...ranges.map((r) => fc.constantFrom('', ';q=1', ';q=0.5', ';q=0.001', ';q=0', '; charset=utf-8').map((p) => r + p))).map((parts) => parts.join(', ')),
+      fc.tuple(...ranges.map((r) => fc.constantFrom('', ';q=1', ';q=0.5', ';q=0.001', ';q=0', '; charset=utf-8', ';q=abc', ';q=').map((p) => r + p))).map((parts) => parts.join(', ')),
     );
-  const accept = { valid: fc.constantFrom<string | null>(...goodAccept), all: fc.oneof(fc.constantFrom<string | null>(...goodAccept, ...badAccept), composedAccept) };
+  const accept = {
+    valid: fc.constantFrom<string | null>(...goodAccept),
+    all: fc.oneof(fc.constantFrom<string | null>(...goodAccept, ...badAccept), fc.constantFrom<string | null>(...precedenceAccept), composedAccept),
+  };
   const mpvModern = fc.constantFrom<string | null>(...P.versions.modern);
   const mpvHandshake = fc.constantFrom<string | null>(null, ...P.versions.handshake);
   const mpvUnknown = fc.constantFrom<string | null>(...UNKNOWN_VERSIONS);
@@ -195,7 +244,7 @@ export function dimensions(g: GenContext) {
     valid: fc.constantFrom<McpNameMode>('match', 'padded', 'b64'),
     all: fc.constantFrom<McpNameMode>('match', 'absent', 'wrong', 'padded', 'b64', 'b64-padded', 'b64-invalid', 'b64-upper', 'b64-wrong'),
   };
-  const authModes: AuthMode[] = g.apiKey ? ['valid', 'absent', 'invalid', 'valid-lowercase-scheme', 'other-scheme'] : ['absent', 'invalid', 'other-scheme'];
+  const authModes: AuthMode[] = g.apiKey ? ['valid', 'absent', 'invalid', 'valid-lowercase-scheme', 'other-scheme', 'empty-bearer'] : ['absent', 'invalid', 'other-scheme', 'empty-bearer'];
   const auth = { valid: fc.constant<AuthMode>(g.apiKey ? 'valid' : 'absent'), all: fc.constantFrom(...authModes) };
   const headerCase = fc.constantFrom<HeaderCase>('canonical', 'lower', 'upper', 'mixed');
   const extra = {
@@ -229,7 +278,21 @@ export function dimensions(g: GenContext) {
       fc.constantFrom(...P.versions.supported, 'v999.0.0', '2099-01-01').map((value): MetaVersion => ({ kind: 'literal', value })),
     ),
   };
-  return { host, origin, httpMethod, contentType, accept, mpv, mcpMethod, mcpName, auth, headerCase, extra, meta, metaVersion };
+  const initParams = {
+    valid: fc.constant<InitParamsMode>('complete'),
+    all: fc.constantFrom<InitParamsMode>(
+      'complete',
+      'no-capabilities',
+      'no-clientInfo',
+      'no-protocolVersion',
+      'capabilities-null',
+      'capabilities-array',
+      'clientInfo-string',
+      'protocolVersion-number',
+      'absent-params',
+    ),
+  };
+  return { host, origin, httpMethod, contentType, accept, mpv, mcpMethod, mcpName, auth, headerCase, extra, meta, metaVersion, initParams };
 }
 
 // ---------------------------------------------------------------- tool arguments from the input schemas
@@ -337,7 +400,14 @@ export interface MessageOptions {
   /** The clientCapabilities declared in the envelope (default: mostly {}). */
   capabilities?: fc.Arbitrary<Record<string, unknown>>;
   response?: fc.Arbitrary<MessageDraft['response']>;
+  /** Shape of initialize's params (default: complete, 1 draw in 11 another shape). */
+  initParams?: fc.Arbitrary<InitParamsMode>;
+  /** For tools/call: 1 draw in this many sends params.arguments that is not an object ([], null, a string, …); default never. */
+  nonObjectArguments?: number;
 }
+
+/** params.arguments values that are not objects (rule TOOL-KNOWN: -32602 in-band, before AUTH). */
+export const NON_OBJECT_ARGUMENTS: unknown[] = [[], null, 'arguments', 7, true, [{ source_id: 'demo' }]];
 
 /** Generates one message: method-appropriate params with a `_meta` envelope mode, an id, a jsonrpc member. */
 export function messageArb(g: GenContext, o: MessageOptions = {}): fc.Arbitrary<MessageDraft> {
@@ -346,19 +416,55 @@ export function messageArb(g: GenContext, o: MessageOptions = {}): fc.Arbitrary<
   const tableMethods = P.methods.filter((m) => m.kind === 'request').map((m) => m.method);
   const methods = o.methods ?? fc.constantFrom(...tableMethods);
   const toolNames = o.toolNames ?? fc.constantFrom(...g.spec.tools.map((t) => t.name));
-  const paramsFor = (method: string): fc.Arbitrary<Record<string, unknown> & { __initFromHeader?: boolean }> => {
+  const paramsFor = (method: string): fc.Arbitrary<Record<string, unknown> & { __initFromHeader?: boolean; __absentParams?: boolean }> => {
     if (method === 'tools/call') {
-      return toolNames.chain((name) =>
-        argumentsArb(g, name, o.args ?? 'any').map((a) => (a.present ? { name, arguments: a.value } : { name })),
-      );
+      const shaped = toolNames.chain((name) => argumentsArb(g, name, o.args ?? 'any').map((a) => (a.present ? { name, arguments: a.value } : { name })));
+      if (!o.nonObjectArguments) return shaped;
+      const raw = fc.tuple(toolNames, fc.constantFrom(...NON_OBJECT_ARGUMENTS)).map(([name, value]) => ({ name, arguments: value }));
+      return fc.oneof({ arbitrary: shaped, weight: o.nonObjectArguments - 1 }, { arbitrary: raw, weight: 1 });
     }
     if (method === 'initialize') {
       return fc
-        .oneof(
-          fc.constantFrom(...P.versions.handshake, '2024-11-05', '1999-01-01', ...P.versions.modern, 'garbage').map((v) => ({ protocolVersion: v })),
-          fc.constant({ protocolVersion: '', __initFromHeader: true }),
+        .tuple(
+          fc.oneof(
+            fc.constantFrom(...P.versions.handshake, '2024-11-05', '1999-01-01', ...P.versions.modern, 'garbage').map((v) => ({ protocolVersion: v as unknown })),
+            fc.constant({ protocolVersion: '' as unknown, __initFromHeader: true }),
+          ),
+          o.initParams ?? weighted(d.initParams.valid, d.initParams.all, 10),
         )
-        .map((p) => ({ ...p, capabilities: {}, clientInfo: { name: 'interlock-conformance', version: '1.0.0' } }));
+        .map(([p, mode]) => {
+          const out: Record<string, unknown> & { __initFromHeader?: boolean; __absentParams?: boolean } = { ...p, capabilities: {}, clientInfo: { name: 'interlock-conformance', version: '1.0.0' } };
+          switch (mode) {
+            case 'complete':
+              break;
+            case 'no-capabilities':
+              delete out.capabilities;
+              break;
+            case 'no-clientInfo':
+              delete out.clientInfo;
+              break;
+            case 'no-protocolVersion':
+              delete out.protocolVersion;
+              delete out.__initFromHeader;
+              break;
+            case 'capabilities-null':
+              out.capabilities = null;
+              break;
+            case 'capabilities-array':
+              out.capabilities = [];
+              break;
+            case 'clientInfo-string':
+              out.clientInfo = 'interlock-conformance/1.0.0';
+              break;
+            case 'protocolVersion-number':
+              out.protocolVersion = 20250618;
+              delete out.__initFromHeader;
+              break;
+            case 'absent-params':
+              return { __absentParams: true };
+          }
+          return out;
+        });
     }
     if (method === 'notifications/cancelled') return fc.constant({ requestId: 1, reason: 'conformance' });
     if (method === 'resources/read') return fc.constant({ uri: 'file:///etc/hosts' });
@@ -374,8 +480,9 @@ export function messageArb(g: GenContext, o: MessageOptions = {}): fc.Arbitrary<
         o.metaVersion ?? weighted(d.metaVersion.valid, d.metaVersion.all, 10),
         o.capabilities ?? weighted(fc.constant({}), CAPABILITIES_ARB, 10),
       )
-      .map(([fields, meta, metaVersion, capabilities]) => {
-        const { __initFromHeader, ...rest } = fields;
+      .map(([fields, meta, metaVersion, capabilities]): MessageDraft['params'] => {
+        const { __initFromHeader, __absentParams, ...rest } = fields;
+        if (__absentParams) return { kind: 'absent' };
         return { kind: 'draft', draft: { meta, metaVersion, fields: rest, initVersionFromHeader: __initFromHeader === true, capabilities } };
       });
   const noisyParams = (method: string): fc.Arbitrary<MessageDraft['params']> =>
@@ -505,11 +612,28 @@ export function materializeMessage(g: GenContext, m: MessageDraft, mpv: string |
 
 /** The method and tool name a body claims (first batch item for batches), for the mirrored headers. */
 function bodyClaims(g: GenContext, body: BodyDraft): { method: string; name: string } {
+  if (body.kind === 'bom') return bodyClaims(g, body.inner);
   const first = body.kind === 'message' ? body.message : body.kind === 'batch' ? body.items[0] : undefined;
   const method = first && typeof first.method === 'string' ? first.method : 'tools/list';
   const fields = first && first.params.kind === 'draft' ? first.params.draft.fields : {};
   const name = typeof fields.name === 'string' ? fields.name : g.spec.tools[0]!.name;
   return { method, name };
+}
+
+/** The own origin `own` spelled as `variant` (see OriginVariant). */
+export function ownOriginVariant(own: string, variant: OriginVariant): string {
+  switch (variant) {
+    case 'upper':
+      return own.toUpperCase();
+    case 'slash':
+      return `${own}/`;
+    case 'upper-slash':
+      return `${own.toUpperCase()}/`;
+    case 'double-slash':
+      return `${own}//`;
+    case 'path':
+      return `${own}/mcp`;
+  }
 }
 
 /** Renders a draft into the exact request to send. */
@@ -521,7 +645,7 @@ export function render(g: GenContext, d: Draft): WireRequest {
   if (d.host.kind === 'value') put('Host', d.host.value);
   const hostValue = d.host.kind === 'value' ? d.host.value : g.url.host;
   if (d.origin.kind === 'own') put(P.headers.origin ?? 'Origin', `${g.url.protocol}//${hostValue}`);
-  else if (d.origin.kind === 'own-variant') put(P.headers.origin ?? 'Origin', `${g.url.protocol.toUpperCase()}//${hostValue}/`);
+  else if (d.origin.kind === 'own-variant') put(P.headers.origin ?? 'Origin', ownOriginVariant(`${g.url.protocol}//${hostValue}`, d.origin.variant));
   else if (d.origin.kind === 'value') put(P.headers.origin ?? 'Origin', d.origin.value);
   if (d.httpMethod !== 'GET' && d.httpMethod !== 'DELETE' && d.contentType !== null) put('Content-Type', d.contentType);
   if (d.accept !== null) put('Accept', d.accept);
@@ -583,26 +707,26 @@ export function render(g: GenContext, d: Draft): WireRequest {
   else if (d.auth === 'valid-lowercase-scheme' && g.apiKey) put(authHeader, `bearer ${g.apiKey}`);
   else if (d.auth === 'invalid') put(authHeader, 'Bearer ilk_conformance_not_a_valid_key_000000000000');
   else if (d.auth === 'other-scheme') put(authHeader, 'Basic Y29uZm9ybWFuY2U6bm90LWEta2V5');
+  else if (d.auth === 'empty-bearer') put(authHeader, 'Bearer');
   for (const [k, v] of d.extra) put(k, v);
-  let body: string | undefined;
-  if (d.httpMethod === 'GET' || d.httpMethod === 'DELETE') body = undefined;
-  else
-    switch (d.body.kind) {
-      case 'message':
-        body = JSON.stringify(materializeMessage(g, d.body.message, d.mpv));
-        break;
-      case 'batch':
-        body = JSON.stringify(d.body.items.map((m) => materializeMessage(g, m, d.mpv)));
-        break;
-      case 'json':
-        body = JSON.stringify(d.body.value);
-        break;
-      case 'raw':
-        body = d.body.text;
-        break;
-      case 'none':
-        body = undefined;
-        break;
-    }
+  const body = d.httpMethod === 'GET' || d.httpMethod === 'DELETE' ? undefined : renderBody(g, d.body, d.mpv);
   return { method: d.httpMethod, headers, body };
+}
+
+/** The body text of a draft body (undefined for none). */
+function renderBody(g: GenContext, b: BodyDraft, mpv: string | null): string | undefined {
+  switch (b.kind) {
+    case 'message':
+      return JSON.stringify(materializeMessage(g, b.message, mpv));
+    case 'bom':
+      return '\ufeff' + (renderBody(g, b.inner, mpv) ?? '');
+    case 'batch':
+      return JSON.stringify(b.items.map((m) => materializeMessage(g, m, mpv)));
+    case 'json':
+      return JSON.stringify(b.value);
+    case 'raw':
+      return b.text;
+    case 'none':
+      return undefined;
+  }
 }

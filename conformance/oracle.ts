@@ -3,9 +3,10 @@
  * the spec files (protocol-v1.json `checks` in `order`, `versions`, `methods`, `headers`, `meta`;
  * errors-v1.json; mcp-tools-v1.json). The first failing check wins. It imports nothing from src/.
  *
- * Where the spec leaves a case open (a partial `_meta` envelope next to an unsupported header, Accept
- * lists whose q=0 entries different readings of RFC 9110 treat differently), the expectation lists the
- * other permitted outcomes in `alternatives` and says why in `why`.
+ * Every outcome is single, as the `checks[].rule` texts settle it, with one exception the spec text does
+ * not settle (an initialize whose header equals params.protocolVersion, unsupported, next to a complete
+ * `_meta` envelope naming the same version): there the expectation lists the other permitted outcome in
+ * `alternatives` and says why in `why`.
  */
 import Ajv2020 from 'ajv/dist/2020';
 import addFormats from 'ajv-formats';
@@ -54,7 +55,7 @@ export interface Expectation {
   mayStream?: boolean;
   /** Human-readable derivation, printed with counterexamples. */
   why: string;
-  /** Other outcomes the spec also permits for this request (open points of the spec). */
+  /** Other outcomes the spec also permits for this request (only where the spec text leaves the case open). */
   alternatives?: Expectation[];
 }
 
@@ -76,21 +77,23 @@ export function isObject(v: unknown): v is Obj {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
-/** True for a valid MCP request id: a string or an integer. */
+/** True for a valid MCP id (JSONRPC-SHAPE): a string, or a safe integer (|id| <= 2^53-1, so it can be echoed exactly). */
 export function isValidId(v: unknown): v is JsonRpcId {
-  return typeof v === 'string' || (typeof v === 'number' && Number.isInteger(v));
+  return typeof v === 'string' || (typeof v === 'number' && Number.isSafeInteger(v));
 }
 
 /** One parsed media range of an Accept header. */
 export interface AcceptRange {
   type: string;
   subtype: string;
+  /** The q value; 0 when the q parameter is not a number (rule ACCEPT: such a range excludes). */
   q: number;
-  /** True when a q parameter is present but not a valid qvalue (RFC 9110 §12.4.2); q is then read as 1. */
-  badQ?: boolean;
 }
 
-/** Parses an Accept header into media ranges (lower-cased, parameters other than q ignored). */
+/**
+ * Parses an Accept header into media ranges (lower-cased, parameters other than q ignored). Rule ACCEPT:
+ * a q value that is not a number excludes its range, so it is read as q=0.
+ */
 export function parseAccept(value: string | undefined): AcceptRange[] {
   if (value === undefined) return [];
   const out: AcceptRange[] = [];
@@ -99,14 +102,12 @@ export function parseAccept(value: string | undefined): AcceptRange[] {
     const m = /^\s*([^\s/]+)\/([^\s/]+)\s*$/.exec(range ?? '');
     if (!m) continue;
     let q = 1;
-    let badQ = false;
     for (const p of params) {
       const qm = /^\s*q\s*=\s*(.*?)\s*$/i.exec(p);
       if (!qm) continue;
-      if (/^(0(\.\d{0,3})?|1(\.0{0,3})?)$/.test(qm[1]!)) q = Number(qm[1]);
-      else badQ = true;
+      q = /^[+-]?(\d+(\.\d*)?|\.\d+)$/.test(qm[1]!) ? Number(qm[1]) : 0;
     }
-    out.push({ type: m[1]!.toLowerCase(), subtype: m[2]!.toLowerCase(), q, ...(badQ ? { badQ } : {}) });
+    out.push({ type: m[1]!.toLowerCase(), subtype: m[2]!.toLowerCase(), q });
   }
   return out;
 }
@@ -119,19 +120,25 @@ function matches(r: AcceptRange, type: string, subtype: string): number {
 }
 
 /**
- * Whether `ranges` accept `mediaType` under three readings: `rfc` (the most specific matching range
- * decides, RFC 9110 §12.5.1), `any` (some matching range has q > 0) and `strict` (some matching range
- * has q > 0 and none has q = 0). The oracle expects `rfc` and also permits the others when they differ.
+ * Rule ACCEPT: whether `ranges` accept `mediaType`. The most specific matching range decides (exact type
+ * over `type/*` over `*\/*`, RFC 9110 §12.5.1), and it accepts when its q is above 0. Ties between equally
+ * specific ranges (the same range listed twice) are not ordered by the spec; the generators never send
+ * them, and the oracle lets any of them with q > 0 accept.
  */
-export function acceptVerdicts(ranges: AcceptRange[], mediaType: string): { rfc: boolean; any: boolean; strict: boolean } {
+export function acceptsMedia(ranges: AcceptRange[], mediaType: string): boolean {
   const [type, subtype] = mediaType.toLowerCase().split('/') as [string, string];
   const hits = ranges.map((r) => ({ r, s: matches(r, type, subtype) })).filter((h) => h.s > 0);
   const best = Math.max(0, ...hits.map((h) => h.s));
   const top = hits.filter((h) => h.s === best);
-  const rfc = top.length > 0 && Math.max(...top.map((h) => h.r.q)) > 0;
-  const any = hits.some((h) => h.r.q > 0);
-  const strict = any && !hits.some((h) => h.r.q === 0);
-  return { rfc, any, strict };
+  return top.length > 0 && Math.max(...top.map((h) => h.r.q)) > 0;
+}
+
+/**
+ * Rule ORIGIN: the comparable form of an origin: trimmed, lower-cased, one trailing slash removed
+ * ("HTTP://LocalHost:80/" → "http://localhost:80").
+ */
+export function normalizeOrigin(value: string): string {
+  return value.trim().toLowerCase().replace(/\/$/, '');
 }
 
 /** The host name of a Host header value (lower-cased, port removed, IPv6 kept in brackets), or undefined when malformed. */
@@ -231,18 +238,12 @@ export function createOracle(spec: Spec): Oracle {
     const hn = hostName(hostValue);
     if (hn === undefined || !allowedHosts.has(hn)) return error('HOST', null, 'none', `Host "${hostValue}" is not an allowed host (${[...allowedHosts].join(', ')}, any port)`);
     // 2 ORIGIN
+    // Compared case-insensitively, ignoring one trailing slash; 'null' matches no own origin, so it is foreign.
     const origin = header(req, H.origin ?? 'Origin');
     const ownOrigin = `${ctx.url.protocol}//${hostValue}`;
-    if (origin !== undefined && origin !== ownOrigin) {
-      const refused = error('ORIGIN', null, 'none', `Origin "${origin}" differs from the request's own origin ${ownOrigin}`);
-      // Open point: an origin differing only in letter case or by a trailing slash (not a canonical serialization, RFC 6454 §6.2).
-      if (origin.toLowerCase().replace(/\/$/, '') === ownOrigin.toLowerCase()) return orElse(refused, afterOrigin(req, ctx));
-      return refused;
+    if (origin !== undefined && normalizeOrigin(origin) !== normalizeOrigin(ownOrigin)) {
+      return error('ORIGIN', null, 'none', `Origin "${origin}" differs from the request's own origin ${ownOrigin} (compared case-insensitively, one trailing slash ignored)`);
     }
-    return afterOrigin(req, ctx);
-  }
-
-  function afterOrigin(req: WireRequest, ctx: OracleContext): Expectation {
     // 3 HTTP-METHOD
     if (!P.http.allowedMethods.includes(req.method)) {
       return error('HTTP-METHOD', null, 'none', `${req.method} is not served at the endpoint`, { headers: { allow: [...P.http.allowedMethods] } });
@@ -252,59 +253,21 @@ export function createOracle(spec: Spec): Oracle {
     const media = ct?.split(';')[0]?.trim().toLowerCase();
     if (media !== P.http.requiredContentType.toLowerCase()) return error('CONTENT-TYPE', null, 'none', `Content-Type ${ct === undefined ? 'absent' : `"${ct}"`} is not ${P.http.requiredContentType}`);
     // 5 ACCEPT
+    // The most specific matching range decides; q=0 or a q that is not a number excludes.
     const acceptValue = header(req, 'Accept');
     const ranges = parseAccept(acceptValue);
-    const verdicts = P.http.requiredAccept.map((m) => acceptVerdicts(ranges, m));
-    const okRfc = verdicts.every((v) => v.rfc);
-    const okAny = verdicts.every((v) => v.any);
-    const okStrict = verdicts.every((v) => v.strict);
-    const acceptFailure = error('ACCEPT', null, 'none', `Accept ${acceptValue === undefined ? 'absent' : `"${acceptValue}"`} does not cover ${P.http.requiredAccept.join(' and ')}`);
-    const badQ = ranges.some((r) => r.badQ);
-    const acceptAmbiguous = okRfc !== okAny || okRfc !== okStrict || badQ;
-    if (!okRfc) {
-      if (!acceptAmbiguous) return acceptFailure;
-      const rest = expectBody(req, ctx);
-      return { ...acceptFailure, why: acceptFailure.why + ' (RFC 9110 precedence; other readings of q=0 or of a malformed q accept it)', alternatives: [rest, ...(rest.alternatives ?? [])] };
+    if (!P.http.requiredAccept.every((m) => acceptsMedia(ranges, m))) {
+      return error('ACCEPT', null, 'none', `Accept ${acceptValue === undefined ? 'absent' : `"${acceptValue}"`} does not cover ${P.http.requiredAccept.join(' and ')} (the most specific matching range decides; q=0 or a non-numeric q excludes)`);
     }
-    const after = expectBody(req, ctx);
-    if (acceptAmbiguous) {
-      return { ...after, alternatives: [...(after.alternatives ?? []), { ...acceptFailure, why: acceptFailure.why + ' (a reading where a q=0 range, or a malformed q, excludes)' }] };
-    }
-    return after;
-  }
-
-  function expectBody(req: WireRequest, ctx: OracleContext): Expectation {
-    const body = req.body ?? '';
-    // RFC 8259 §8.1 lets a parser ignore a leading byte order mark instead of rejecting it.
-    if (body.startsWith('\ufeff')) {
-      return orElse(error('JSON', null, 'none', 'the body starts with a byte order mark'), { ...expectParsed(req, ctx, body.slice(1)), why: 'open point: a parser may ignore a leading byte order mark (RFC 8259 §8.1)' });
-    }
-    const e = expectParsed(req, ctx, body);
-    const parsed = ((): unknown => {
-      try {
-        return JSON.parse(body);
-      } catch {
-        return undefined;
-      }
-    })();
-    if (isObject(parsed)) {
-      // An integer id beyond 2^53 cannot be echoed exactly by a JavaScript server; refusing it is accepted too.
-      if (typeof parsed.id === 'number' && Number.isInteger(parsed.id) && !Number.isSafeInteger(parsed.id)) {
-        return orElse(e, error('JSONRPC-SHAPE', null, 'none', 'open point: an integer id beyond 2^53 cannot be echoed exactly'));
-      }
-      // An empty method name is a string (primary), but reading it as no method is accepted too.
-      if (parsed.method === '' && parsed.jsonrpc === '2.0') return orElse(e, error('JSONRPC-SHAPE', isValidId(parsed.id) ? parsed.id : null, 'none', 'open point: an empty method name read as no method'));
-    }
-    return e;
-  }
-
-  function expectParsed(req: WireRequest, ctx: OracleContext, body: string): Expectation {
-    // 6 JSON
+    // 6 JSON: one leading UTF-8 byte order mark is ignored (RFC 8259 §8.1), then the rest must parse.
+    const raw = req.body ?? '';
+    const bom = raw.startsWith('\ufeff');
+    const body = bom ? raw.slice(1) : raw;
     let msg: unknown;
     try {
       msg = JSON.parse(body);
     } catch {
-      return error('JSON', null, 'none', 'the body is not valid JSON');
+      return error('JSON', null, 'none', `the body is not valid JSON${bom ? ' after its byte order mark' : ''}`);
     }
     // 7 NO-BATCH
     if (Array.isArray(msg)) return error('NO-BATCH', null, 'none', 'the body is a JSON array (batch)');
@@ -316,7 +279,8 @@ export function createOracle(spec: Spec): Oracle {
     let kind: 'request' | 'notification' | 'response';
     if ('method' in msg) {
       if (typeof msg.method !== 'string') return error('JSONRPC-SHAPE', echoWhenValid, 'none', 'method is not a string');
-      if (hasId && !isValidId(msg.id)) return error('JSONRPC-SHAPE', null, 'none', `id ${JSON.stringify(msg.id)} is neither a string nor an integer`);
+      if (msg.method === '') return error('JSONRPC-SHAPE', echoWhenValid, 'none', 'method is the empty string');
+      if (hasId && !isValidId(msg.id)) return error('JSONRPC-SHAPE', null, 'none', `id ${JSON.stringify(msg.id)} is neither a string nor a safe integer (|id| <= 2^53-1)`);
       if ('params' in msg && !isObject(msg.params)) return error('JSONRPC-SHAPE', echoWhenValid, 'none', 'params is present but not an object');
       kind = hasId ? 'request' : 'notification';
     } else {
@@ -336,6 +300,8 @@ export function createOracle(spec: Spec): Oracle {
     const metaPv = isObject(meta) ? meta[M.protocolVersion] : undefined;
     const envComplete = isObject(meta) && typeof metaPv === 'string' && isObject(meta[M.clientCapabilities]);
     const envelope: 'none' | 'complete' | 'partial' = !hasMeta ? 'none' : envComplete ? 'complete' : 'partial';
+    // The body claims the modern envelope when _meta is an object carrying the protocolVersion key (VERSION-HEADER).
+    const claimsEnvelope = isObject(meta) && M.protocolVersion in meta;
     const envelopeWhy = !hasMeta
       ? 'params._meta is absent'
       : !isObject(meta)
@@ -358,34 +324,23 @@ export function createOracle(spec: Spec): Oracle {
       dialect = 'handshake';
       version = mpv;
     } else {
-      const initException = method === 'initialize' && kind === 'request' && params?.protocolVersion === mpv;
+      // Notifications and responses are checked against the header alone, and the error carries id null.
+      if (kind !== 'request') return unsupported(null, mpv, `MCP-Protocol-Version "${mpv}" is not supported (a ${kind} is checked against the header alone, id null)`);
+      const initException = method === 'initialize' && params?.protocolVersion === mpv;
       const plain = unsupported(id, mpv, `MCP-Protocol-Version "${mpv}" is not supported`);
       const initAccepted = (): Expectation => ({
         ...dispatchHandshake(req, ctx, kind, method, id, params, P.versions.assumedWhenHeaderAbsent),
         why: `initialize with MCP-Protocol-Version equal to params.protocolVersion ("${mpv}") is accepted; negotiation uses the body`,
       });
-      if (kind === 'notification' && envelope !== 'none') {
-        // Open point: ENVELOPE and VERSION-MATCH are request rules (a modern notification skips them), but the
-        // VERSION-HEADER text says a body envelope is checked first. Both readings are accepted.
-        const chain =
-          envelope === 'partial'
-            ? error('ENVELOPE', id, 'modern', `the notification's _meta envelope is partial (${envelopeWhy})`)
-            : metaPv !== mpv
-              ? error('VERSION-MATCH', id, 'modern', `the notification's _meta names "${String(metaPv)}", the header "${mpv}"`)
-              : plain;
-        return { ...plain, why: plain.why + ' (a notification: envelope checks are request rules; checking its envelope first is also accepted)', alternatives: chain === plain ? undefined : [chain] };
-      }
-      if (envelope === 'complete') {
-        let chain: Expectation;
-        if (metaPv !== mpv) chain = error('VERSION-MATCH', id, 'modern', `the body carries a modern _meta envelope, so VERSION-MATCH is checked first: header "${mpv}" ≠ _meta protocolVersion "${String(metaPv)}"`);
-        else chain = { ...plain, why: `the body carries a modern _meta envelope naming "${mpv}" like the header, and that version is not supported` };
-        if (initException) return { ...chain, alternatives: [initAccepted()], why: chain.why + ' (open point: the initialize exception may also apply)' };
+      // A request whose body claims the modern envelope: ENVELOPE and VERSION-MATCH are checked first.
+      if (claimsEnvelope) {
+        if (envelope !== 'complete') return error('ENVELOPE', id, 'modern', `the body claims a modern _meta envelope, so ENVELOPE is checked before the version: ${envelopeWhy}`);
+        if (metaPv !== mpv) return error('VERSION-MATCH', id, 'modern', `the body carries a modern _meta envelope, so VERSION-MATCH is checked first: header "${mpv}" ≠ _meta protocolVersion "${String(metaPv)}"`);
+        const chain = { ...plain, why: `the body carries a modern _meta envelope naming "${mpv}" like the header, and that version is not supported` };
+        // The one case the spec text leaves open: whether the initialize exception still applies once the
+        // envelope checks have passed. -32022 (InterLock) and the served initialize are both accepted.
+        if (initException) return orElse({ ...chain, why: chain.why + ' (open point: the initialize exception may also apply once ENVELOPE and VERSION-MATCH pass)' }, initAccepted());
         return chain;
-      }
-      if (envelope === 'partial') {
-        const env = error('ENVELOPE', id, 'modern', `open point: the body has a partial modern _meta envelope (${envelopeWhy}); ENVELOPE may be checked before the version`);
-        const alts = [env, ...(initException ? [initAccepted()] : [])];
-        return { ...plain, why: plain.why + ` (the body's _meta is partial: ${envelopeWhy}; ENVELOPE -32602 is also accepted)`, alternatives: alts };
       }
       if (initException) return initAccepted();
       return plain;
@@ -456,16 +411,24 @@ export function createOracle(spec: Spec): Oracle {
       case 'tools':
         return ok({ kind: 'tools' }, 'results.complete', `tools/list (${dialect})`);
       case 'initialize': {
+        // 16 INITIALIZE-PARAMS: protocolVersion a string, capabilities and clientInfo objects, else -32602 in-band.
         const requested = params?.protocolVersion;
-        if (typeof requested !== 'string' || !isObject(params?.capabilities) || !isObject(params?.clientInfo)) {
-          return unspecified('initialize without a string protocolVersion, an object capabilities and an object clientInfo (the spec names no outcome; the test matrix recommends -32602 in-band)');
-        }
+        const bad = params === undefined
+          ? 'params is absent'
+          : typeof requested !== 'string'
+            ? `params.protocolVersion is ${requested === undefined ? 'missing' : 'not a string'}`
+            : !isObject(params.capabilities)
+              ? `params.capabilities is ${params.capabilities === undefined ? 'missing' : 'not an object'}`
+              : !isObject(params.clientInfo)
+                ? `params.clientInfo is ${params.clientInfo === undefined ? 'missing' : 'not an object'}`
+                : undefined;
+        if (bad !== undefined || typeof requested !== 'string') return { ...error('INITIALIZE-PARAMS', id, dialect, `initialize: ${bad}`), version };
         const supported = P.versions.handshake.includes(requested);
         const pv = supported ? requested : P.versions.initializeFallback;
         return ok({ kind: 'initialize', protocolVersion: pv, requested, fallback: !supported }, 'results.plain', supported ? `initialize answers the requested version ${requested}` : `initialize answers ${pv} for the unsupported request ${requested}`);
       }
       case 'tool':
-        return dispatchTool(ctx, req, dialect, version, id, params, ok, unspecified);
+        return dispatchTool(ctx, req, dialect, version, id, params, ok);
       default:
         return unspecified(`method ${method} has result kind ${entry.result}, which the suite does not model`);
     }
@@ -479,14 +442,14 @@ export function createOracle(spec: Spec): Oracle {
     id: JsonRpcId,
     params: Obj | undefined,
     ok: (result: ResultExpectation, rule: string, why: string, extra?: Partial<Expectation>) => Expectation,
-    unspecified: (why: string) => Expectation,
   ): Expectation {
     const name = params?.name;
     // 16 TOOL-KNOWN (a tools/call without a string name names no tool of the catalogue either)
     const tool = typeof name === 'string' ? tools.get(name) : undefined;
     if (!tool || typeof name !== 'string') return { ...error('TOOL-KNOWN', id, dialect, `tool ${JSON.stringify(name)} is not in the catalogue`), version, mayStream: true };
+    // 16 TOOL-KNOWN also covers params.arguments: absent or an object, else -32602 in-band (before CLIENT-CAPABILITY and AUTH).
     if (params !== undefined && 'arguments' in params && !isObject(params.arguments)) {
-      return unspecified('params.arguments is present but not an object (the spec names no outcome)');
+      return { ...error('TOOL-KNOWN', id, dialect, `params.arguments is ${JSON.stringify(params.arguments)}, not an object: malformed params, answered before AUTH`), version, mayStream: true };
     }
     // 16 CLIENT-CAPABILITY (modern): a tool's declared client capabilities must be in _meta clientCapabilities.
     if (dialect === 'modern' && tool.requiredClientCapabilities) {
@@ -505,7 +468,7 @@ export function createOracle(spec: Spec): Oracle {
       const bearer = auth === undefined ? undefined : /^bearer +(\S+)\s*$/i.exec(auth.trim())?.[1];
       const valid = ctx.apiKey !== undefined && bearer === ctx.apiKey;
       if (!valid) {
-        // No Bearer credential at all (another scheme, an empty token) reads as missing; invalid_api_key is also accepted.
+        // No Authorization header, another scheme or an empty token is missing_api_key; a token is invalid_api_key.
         const noCredential = auth !== undefined && bearer === undefined;
         const refusalFor = (code: string): Expectation => {
           const status = spec.errors.refusals.find((r) => r.code === code)?.status ?? 'unauthorized';
@@ -522,9 +485,7 @@ export function createOracle(spec: Spec): Oracle {
             headers: { wwwAuthenticate: 'Bearer' },
           };
         };
-        if (auth === undefined) return refusalFor('missing_api_key');
-        if (noCredential) return orElse(refusalFor('missing_api_key'), refusalFor('invalid_api_key'));
-        return refusalFor('invalid_api_key');
+        return refusalFor(bearer === undefined ? 'missing_api_key' : 'invalid_api_key');
       }
     }
     // 18 TOOL-ARGUMENTS

@@ -15,6 +15,7 @@ import {
   UNKNOWN_TOOLS,
   validIdArb,
   invalidIdArb,
+  boundaryIdArb,
   type BodyDraft,
   type Draft,
   type GenContext,
@@ -67,15 +68,22 @@ export function properties(): PropertyDef[] {
     },
     {
       rule: 'JSON',
-      title: 'malformed JSON bodies among valid ones',
-      arb: (g) =>
-        draftArb(g, {
+      title: 'malformed JSON bodies among valid ones; bodies behind a UTF-8 byte order mark (ignored), or two',
+      arb: (g) => {
+        const malformed = fc.constantFrom(...MALFORMED_JSON).map((text): BodyDraft => ({ kind: 'raw', text }));
+        const valid = message(messageArb(g, { kind: fc.constantFrom('request', 'request', 'request', 'notification') }));
+        return draftArb(g, {
           body: fc.oneof(
-            fc.constantFrom(...MALFORMED_JSON).map((text): BodyDraft => ({ kind: 'raw', text })),
-            message(messageArb(g)),
-            fc.constantFrom(...BOM_BODIES).map((text): BodyDraft => ({ kind: 'raw', text })),
+            { arbitrary: malformed, weight: 2 },
+            { arbitrary: valid, weight: 1 },
+            // One leading byte order mark is ignored (RFC 8259 §8.1): the rest decides.
+            { arbitrary: valid.map((inner): BodyDraft => ({ kind: 'bom', inner })), weight: 2 },
+            { arbitrary: fc.constantFrom(...BOM_BODIES).map((text): BodyDraft => ({ kind: 'raw', text })), weight: 1 },
+            { arbitrary: malformed.map((inner): BodyDraft => ({ kind: 'bom', inner })), weight: 1 },
+            { arbitrary: valid.map((inner): BodyDraft => ({ kind: 'bom', inner: { kind: 'bom', inner } })), weight: 1 },
           ),
-        }),
+        });
+      },
     },
     {
       rule: 'NO-BATCH',
@@ -91,10 +99,22 @@ export function properties(): PropertyDef[] {
     },
     {
       rule: 'JSONRPC-SHAPE',
-      title: 'ids (null, fractions, booleans, objects, arrays), jsonrpc member, method and params types, non-object JSON',
+      title: 'ids (null, fractions, booleans, objects, arrays, integers on both sides of 2^53-1), jsonrpc member, method (incl. "") and params types, non-object JSON',
       arb: (g) =>
         draftArb(g, {
           body: fc.oneof(
+            // Settled edges: safe integers beyond 32 bits are echoed, integers beyond 2^53-1 are refused with id
+            // null, an empty method is -32600 (requests echo their id).
+            {
+              arbitrary: message(
+                messageArb(g, {
+                  kind: fc.constantFrom('request', 'request', 'notification', 'response'),
+                  id: fc.oneof({ arbitrary: boundaryIdArb, weight: 3 }, { arbitrary: validIdArb, weight: 1 }),
+                  methods: fc.oneof(fc.constant(''), fc.constantFrom(...g.spec.protocol.methods.filter((m) => m.kind === 'request').map((m) => m.method))),
+                }),
+              ),
+              weight: 3,
+            },
             message(
               messageArb(g, {
                 kind: fc.constantFrom('request', 'notification', 'response'),
@@ -184,11 +204,11 @@ export function properties(): PropertyDef[] {
     },
     {
       rule: 'TOOL-KNOWN',
-      title: 'tools/call with catalogue and unknown tool names, both dialects',
+      title: 'tools/call with catalogue and unknown tool names, params.arguments an object or not (-32602 before AUTH), both dialects',
       arb: (g) =>
         draftArb(g, {
           mpv: fc.oneof(dimensions(g).mpv.modern, dimensions(g).mpv.handshake),
-          body: message(messageArb(g, { methods: fc.constant('tools/call'), toolNames: fc.oneof(fc.constantFrom(...UNKNOWN_TOOLS), toolNames(g)) })),
+          body: message(messageArb(g, { methods: fc.constant('tools/call'), toolNames: fc.oneof(fc.constantFrom(...UNKNOWN_TOOLS), toolNames(g)), nonObjectArguments: 3 })),
         }),
     },
     {
@@ -202,12 +222,27 @@ export function properties(): PropertyDef[] {
     },
     {
       rule: 'AUTH',
-      title: 'governed tools without a key, with an invalid key, with a valid key (when given); both dialects',
+      title: 'governed tools without a key, with another scheme or an empty Bearer token (missing_api_key), an invalid key, a valid key (when given); both dialects',
       arb: (g) =>
         draftArb(g, {
           mpv: fc.oneof(dimensions(g).mpv.modern, dimensions(g).mpv.handshake),
           auth: dimensions(g).auth.all,
-          body: message(messageArb(g, { methods: fc.constant('tools/call'), toolNames: toolNames(g) })),
+          body: message(messageArb(g, { methods: fc.constant('tools/call'), toolNames: toolNames(g), nonObjectArguments: 8 })),
+        }),
+    },
+    {
+      rule: 'INITIALIZE-PARAMS',
+      title: 'initialize with params complete, absent, or missing or mistyping protocolVersion, capabilities or clientInfo (-32602 in-band)',
+      arb: (g) =>
+        draftArb(g, {
+          mpv: fc.oneof({ arbitrary: dimensions(g).mpv.handshake, weight: 3 }, { arbitrary: dimensions(g).mpv.unknown, weight: 1 }),
+          body: message(
+            messageArb(g, {
+              methods: fc.constant('initialize'),
+              meta: fc.oneof({ arbitrary: fc.constant('absent' as const), weight: 4 }, { arbitrary: dimensions(g).meta.all, weight: 1 }),
+              initParams: fc.oneof({ arbitrary: dimensions(g).initParams.valid, weight: 1 }, { arbitrary: dimensions(g).initParams.all, weight: 2 }),
+            }),
+          ),
         }),
     },
     {

@@ -1,13 +1,14 @@
 /**
  * The oracle against the literal rows of the test matrix (mcp-protocol.md §7) as spec/ settles them,
- * plus the helpers it rests on (Accept, Host, Mcp-Name decoding), the open points it must leave open,
- * and the verdict's ability to notice broken answers. Pure: no server.
+ * plus the helpers it rests on (Accept, Host, Origin, Mcp-Name decoding), the single answer it gives at
+ * each former open point now that spec/ settles it (and the one it must still leave open), and the
+ * verdict's ability to notice broken answers. Pure: no server.
  */
 import fc from 'fast-check';
 import { argumentsArb, draftArb, render, type GenContext } from '../../conformance/arbitraries';
 import { examples, envelope, wire } from '../../conformance/examples';
 import type { WireResponse } from '../../conformance/http';
-import { acceptVerdicts, createOracle, decodeMcpName, hostName, parseAccept, type Expectation } from '../../conformance/oracle';
+import { acceptsMedia, createOracle, decodeMcpName, hostName, normalizeOrigin, parseAccept, type Expectation } from '../../conformance/oracle';
 import { loadSpec } from '../../conformance/spec';
 import { judge, parseSse } from '../../conformance/verdict';
 
@@ -136,6 +137,44 @@ const TABLE: Array<[string, Record<string, unknown>]> = [
   ["unknown notification → 202", { rule: "results.notification", http: 202, body: "empty" }],
   ["Mcp-Session-Id on a request is ignored; none issued", { rule: "results.plain", http: 200, result: "initialize", id: 0, protocolVersion: "2025-11-25" }],
   ["Last-Event-ID on a request is ignored", { rule: "results.complete", http: 200, result: "tools", id: 1 }],
+  // Settled former open points (HOST, ORIGIN, ACCEPT, JSON byte order mark, JSONRPC-SHAPE ids and empty
+  // method, VERSION-HEADER for notifications and responses, TOOL-KNOWN arguments, AUTH schemes, INITIALIZE-PARAMS).
+  ["Host LOCALHOST:1 (upper case, another port) → served", { rule: "results.complete", http: 200, result: "tools", id: 1 }],
+  ["Host EVIL.EXAMPLE.COM → 403", { rule: "HOST", http: 403, code: -32600, id: null }],
+  ["Origin = own origin in upper case with one trailing slash → served", { rule: "results.complete", http: 200, result: "tools", id: 1 }],
+  ["Origin http://LOCALHOST:<port> with Host localhost:<port> → served", { rule: "results.complete", http: 200, result: "tools", id: 1 }],
+  ["Origin = own origin with two trailing slashes → 403", { rule: "ORIGIN", http: 403, code: -32600, id: null }],
+  ["Origin null → 403", { rule: "ORIGIN", http: 403, code: -32600, id: null }],
+  ["Accept application/json;q=0, */* → 406 (the most specific range decides)", { rule: "ACCEPT", http: 406, code: -32600, id: null }],
+  ["Accept text/*;q=0, text/event-stream, application/json → served (the exact range decides)", { rule: "results.complete", http: 200, result: "tools", id: 1 }],
+  ["Accept application/json;q=abc, text/event-stream → 406 (a non-numeric q excludes)", { rule: "ACCEPT", http: 406, code: -32600, id: null }],
+  ["request behind a UTF-8 byte order mark → the mark is ignored, served", { rule: "results.plain", http: 200, result: "empty", id: 1 }],
+  ["notification behind a UTF-8 byte order mark → 202", { rule: "results.notification", http: 202, body: "empty" }],
+  ["two byte order marks → 400 -32700 id null", { rule: "JSON", http: 400, code: -32700, id: null }],
+  ["id 2^53-1 → 200, echoed exactly", { rule: "results.plain", http: 200, result: "empty", id: 9007199254740991 }],
+  ["id -(2^53-1) → 200, echoed exactly", { rule: "results.plain", http: 200, result: "empty", id: -9007199254740991 }],
+  ["id 2^31 on a modern request → 200, echoed", { rule: "results.complete", http: 200, result: "tools", id: 2147483648 }],
+  ["id 2^53 → 400 -32600 id null", { rule: "JSONRPC-SHAPE", http: 400, code: -32600, id: null }],
+  ["id 1e+21 → 400 -32600 id null", { rule: "JSONRPC-SHAPE", http: 400, code: -32600, id: null }],
+  ["posted response with id 2^53 → 400 -32600 id null", { rule: "JSONRPC-SHAPE", http: 400, code: -32600, id: null }],
+  ["empty method \"\" → 400 -32600, id echoed", { rule: "JSONRPC-SHAPE", http: 400, code: -32600, id: 3 }],
+  ["modern request with empty method \"\" → 400 -32600, id echoed", { rule: "JSONRPC-SHAPE", http: 400, code: -32600, id: "e" }],
+  ["notification with empty method \"\" → 400 -32600 id null", { rule: "JSONRPC-SHAPE", http: 400, code: -32600, id: null }],
+  ["unsupported MPV, _meta with protocolVersion but no clientCapabilities → 400 -32602 (ENVELOPE first)", { rule: "ENVELOPE", http: 400, code: -32602, id: 3 }],
+  ["unsupported MPV, _meta without protocolVersion → 400 -32022 (no envelope claimed)", { rule: "VERSION-HEADER", http: 400, code: -32022, id: 3 }],
+  ["notification, unsupported MPV, envelope naming 2026-07-28 → 400 -32022 id null (header alone)", { rule: "VERSION-HEADER", http: 400, code: -32022, id: null }],
+  ["notification, unsupported MPV, partial envelope → 400 -32022 id null (header alone)", { rule: "VERSION-HEADER", http: 400, code: -32022, id: null }],
+  ["posted response, unsupported MPV → 400 -32022 id null (header alone)", { rule: "VERSION-HEADER", http: 400, code: -32022, id: null }],
+  ["handshake tools/call with arguments [] and no key → 200 -32602 (before AUTH)", { rule: "TOOL-KNOWN", http: 200, code: -32602, id: 7 }],
+  ["modern tools/call with arguments null and an invalid key → 200 -32602 (before AUTH)", { rule: "TOOL-KNOWN", http: 200, code: -32602, id: 7 }],
+  ["tools/call with arguments \"x\" and a valid key → 200 -32602", { rule: "TOOL-KNOWN", http: 200, code: -32602, id: 7 }],
+  ["handshake Authorization: Basic … → missing_api_key", { rule: "AUTH", http: 200, result: "tool-refusal", id: 8, refusal: "missing_api_key" }],
+  ["modern Authorization: Basic … → 401 missing_api_key", { rule: "AUTH", http: 401, code: -32602, id: 8, refusal: "missing_api_key" }],
+  ["modern Authorization: Bearer with an empty token → 401 missing_api_key", { rule: "AUTH", http: 401, code: -32602, id: 8, refusal: "missing_api_key" }],
+  ["initialize without capabilities → 200 -32602", { rule: "INITIALIZE-PARAMS", http: 200, code: -32602, id: 0 }],
+  ["initialize without clientInfo → 200 -32602", { rule: "INITIALIZE-PARAMS", http: 200, code: -32602, id: 0 }],
+  ["initialize without params → 200 -32602", { rule: "INITIALIZE-PARAMS", http: 200, code: -32602, id: 0 }],
+  ["initialize with capabilities null → 200 -32602", { rule: "INITIALIZE-PARAMS", http: 200, code: -32602, id: "i" }],
 ];
 
 describe('oracle: test-matrix rows', () => {
@@ -150,16 +189,25 @@ describe('oracle: test-matrix rows', () => {
 });
 
 describe('oracle: helpers', () => {
-  it('parses Accept and reads q=0 three ways', () => {
+  it('parses Accept (a non-numeric q reads as 0) and lets the most specific matching range decide', () => {
     expect(parseAccept('Application/JSON; charset=utf-8;q=0.5, */*')).toEqual([
       { type: 'application', subtype: 'json', q: 0.5 },
       { type: '*', subtype: '*', q: 1 },
     ]);
-    expect(acceptVerdicts(parseAccept('*/*'), 'text/event-stream')).toEqual({ rfc: true, any: true, strict: true });
-    expect(acceptVerdicts(parseAccept('text/*;q=0, text/event-stream'), 'text/event-stream')).toEqual({ rfc: true, any: true, strict: false });
-    expect(acceptVerdicts(parseAccept('application/json;q=0, */*'), 'application/json')).toEqual({ rfc: false, any: true, strict: false });
-    expect(acceptVerdicts(parseAccept(undefined), 'application/json')).toEqual({ rfc: false, any: false, strict: false });
-    expect(acceptVerdicts(parseAccept('application/*'), 'text/event-stream').rfc).toBe(false);
+    expect(parseAccept('a/b;q=abc, c/d;Q=, e/f;q=0.25, g/h;q=1.000').map((r) => r.q)).toEqual([0, 0, 0.25, 1]);
+    expect(acceptsMedia(parseAccept('*/*'), 'text/event-stream')).toBe(true);
+    expect(acceptsMedia(parseAccept('text/*;q=0, text/event-stream'), 'text/event-stream')).toBe(true);
+    expect(acceptsMedia(parseAccept('text/event-stream;q=0, text/*'), 'text/event-stream')).toBe(false);
+    expect(acceptsMedia(parseAccept('application/json;q=0, */*'), 'application/json')).toBe(false);
+    expect(acceptsMedia(parseAccept('application/json;q=0, */*'), 'text/event-stream')).toBe(true);
+    expect(acceptsMedia(parseAccept('application/json;q=abc, */*'), 'application/json')).toBe(false);
+    expect(acceptsMedia(parseAccept(undefined), 'application/json')).toBe(false);
+    expect(acceptsMedia(parseAccept('application/*'), 'text/event-stream')).toBe(false);
+  });
+  it('normalizes origins: case-insensitive, one trailing slash ignored', () => {
+    expect(normalizeOrigin(' HTTP://LocalHost:80/ ')).toBe('http://localhost:80');
+    expect(normalizeOrigin('http://localhost:80//')).toBe('http://localhost:80/');
+    expect(normalizeOrigin('null')).toBe('null');
   });
   it('reads host names from Host values', () => {
     expect(hostName('[::1]:8080')).toBe('[::1]');
@@ -193,7 +241,7 @@ describe('oracle: helpers', () => {
   });
 });
 
-describe('oracle: order and open points', () => {
+describe('oracle: order, settled points and the one open point', () => {
   const expectOf = (o: Parameters<typeof wire>[1]) => oracle.expect(wire(g, o), ctx);
   it('takes the first failing check in spec order', () => {
     const x = expectOf({ method: 'PUT', headers: { Host: 'evil.example.com', 'Content-Type': 'text/plain', Accept: 'text/html' }, raw: '{' });
@@ -208,30 +256,43 @@ describe('oracle: order and open points', () => {
     expect(expectOf({ method: 'GET', headers: { Origin: 'http://evil.example.com' } }).rule).toBe('ORIGIN');
     expect(expectOf({ method: 'DELETE' }).headers).toEqual({ allow: ['POST'] });
   });
-  it('accepts both readings when q=0 readings disagree', () => {
-    const x = expectOf({ headers: { Accept: 'application/json;q=0, */*' }, body: { jsonrpc: '2.0', id: 1, method: 'tools/list' } });
-    expect(x.rule).toBe('ACCEPT');
-    expect(x.alternatives?.map((a) => a.rule)).toEqual(['results.complete']);
-  });
   it('checks a complete envelope before an unsupported header, for requests', () => {
     const x = expectOf({ mpv: 'v999.0.0', body: { jsonrpc: '2.0', id: 3, method: 'tools/list', params: { _meta: envelope(g, '2026-07-28') } } });
     expect([x.rule, x.code, x.alternatives]).toEqual(['VERSION-MATCH', -32020, undefined]);
   });
-  it('leaves a partial envelope next to an unsupported header open: -32022, or ENVELOPE -32602', () => {
+  it('checks a partial envelope (protocolVersion present) before an unsupported header: ENVELOPE -32602 only', () => {
     const x = expectOf({ mpv: '2099-01-01', body: { jsonrpc: '2.0', id: 3, method: 'tools/list', params: { _meta: { 'io.modelcontextprotocol/protocolVersion': '2099-01-01' } } } });
-    expect([x.rule, x.code]).toEqual(['VERSION-HEADER', -32022]);
-    expect(x.errorData).toEqual({ supported: ['2026-07-28', '2025-11-25', '2025-06-18', '2025-03-26'], requested: '2099-01-01' });
-    expect(x.alternatives?.map((a) => [a.rule, a.code])).toEqual([['ENVELOPE', -32602]]);
+    expect([x.rule, x.code, x.id, x.alternatives]).toEqual(['ENVELOPE', -32602, 3, undefined]);
+    const wrongType = expectOf({ mpv: '2099-01-01', body: { jsonrpc: '2.0', id: 3, method: 'tools/list', params: { _meta: { 'io.modelcontextprotocol/protocolVersion': 20990101, 'io.modelcontextprotocol/clientCapabilities': {} } } } });
+    expect([wrongType.rule, wrongType.alternatives]).toEqual(['ENVELOPE', undefined]);
   });
-  it('answers a notification with an unsupported header -32022 with id null (its envelope check is open)', () => {
-    const x = expectOf({ mpv: '2099-01-01', body: { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 1, _meta: envelope(g) } } });
-    expect([x.rule, x.http, x.code, x.id]).toEqual(['VERSION-HEADER', 400, -32022, null]);
-    expect(x.alternatives?.map((a) => [a.rule, a.code, a.id])).toEqual([['VERSION-MATCH', -32020, null]]);
+  it('reads a _meta without the protocolVersion key as no envelope: -32022 with data only', () => {
+    for (const meta of [{}, { 'io.modelcontextprotocol/clientCapabilities': {} }, 'meta', ['2099-01-01']]) {
+      const x = expectOf({ mpv: '2099-01-01', body: { jsonrpc: '2.0', id: 3, method: 'tools/list', params: { _meta: meta } } });
+      expect([x.rule, x.code, x.id, x.alternatives]).toEqual(['VERSION-HEADER', -32022, 3, undefined]);
+      expect(x.errorData).toEqual({ supported: ['2026-07-28', '2025-11-25', '2025-06-18', '2025-03-26'], requested: '2099-01-01' });
+    }
   });
-  it('leaves initialize with a header equal to params.protocolVersion and an envelope open', () => {
+  it('checks notifications and responses with an unsupported header against the header alone, id null', () => {
+    const n = expectOf({ mpv: '2099-01-01', body: { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 1, _meta: envelope(g) } } });
+    expect([n.rule, n.http, n.code, n.id, n.alternatives]).toEqual(['VERSION-HEADER', 400, -32022, null, undefined]);
+    const partial = expectOf({ mpv: '2099-01-01', body: { jsonrpc: '2.0', method: 'notifications/initialized', params: { _meta: { 'io.modelcontextprotocol/protocolVersion': 7 } } } });
+    expect([partial.rule, partial.id, partial.alternatives]).toEqual(['VERSION-HEADER', null, undefined]);
+    const r = expectOf({ mpv: 'garbage', body: { jsonrpc: '2.0', id: 4, error: { code: -32601, message: 'm' } } });
+    expect([r.rule, r.http, r.code, r.id, r.errorData?.requested]).toEqual(['VERSION-HEADER', 400, -32022, null, 'garbage']);
+  });
+  it('still leaves initialize with a header equal to params.protocolVersion next to a matching complete envelope open', () => {
     const x = expectOf({ mpv: 'v999.0.0', body: { jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: 'v999.0.0', capabilities: {}, clientInfo: { name: 'c', version: '1' }, _meta: envelope(g, 'v999.0.0') } } });
     expect([x.rule, x.code]).toEqual(['VERSION-HEADER', -32022]);
     expect(x.alternatives?.map((a) => [a.rule, a.result?.kind])).toEqual([['results.plain', 'initialize']]);
+    // …but not when the envelope check or the version match fails first.
+    const partial = expectOf({ mpv: 'v999.0.0', body: { jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: 'v999.0.0', capabilities: {}, clientInfo: { name: 'c', version: '1' }, _meta: { 'io.modelcontextprotocol/protocolVersion': 'v999.0.0' } } } });
+    expect([partial.rule, partial.alternatives]).toEqual(['ENVELOPE', undefined]);
+    const mismatch = expectOf({ mpv: 'v999.0.0', body: { jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: 'v999.0.0', capabilities: {}, clientInfo: { name: 'c', version: '1' }, _meta: envelope(g) } } });
+    expect([mismatch.rule, mismatch.alternatives]).toEqual(['VERSION-MATCH', undefined]);
+    // Without an envelope the exception applies alone.
+    const plain = expectOf({ mpv: 'v999.0.0', body: { jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: 'v999.0.0', capabilities: {}, clientInfo: { name: 'c', version: '1' } } } });
+    expect(summary(plain)).toEqual({ rule: 'results.plain', http: 200, result: 'initialize', id: 0, protocolVersion: '2025-11-25' });
   });
   it('serves a modern notification without envelope or Mcp-Method', () => {
     expect(summary(expectOf({ mpv: '2026-07-28', mirror: false, body: { jsonrpc: '2.0', method: 'foo/bar' } }))).toEqual({ rule: 'results.notification', http: 202, body: 'empty' });
@@ -255,27 +316,59 @@ describe('oracle: order and open points', () => {
     expect(call({ elicitation: {} }).rule).toBe('AUTH');
     expect(call({}, '2025-11-25').rule).toBe('AUTH');
   });
-  it('lists the other permitted outcome for each open point of the spec', () => {
-    const alts = (x: Expectation) => [x.rule, ...(x.alternatives ?? []).map((a) => a.rule)];
+  it('gives exactly one answer at each former open point of the spec', () => {
+    const one = (x: Expectation) => {
+      expect(x.alternatives).toBeUndefined();
+      return summary(x);
+    };
     const list = { jsonrpc: '2.0', id: 1, method: 'tools/list' };
-    // A leading byte order mark: parse error, or ignored (RFC 8259 §8.1).
-    expect(alts(expectOf({ raw: '\ufeff' + JSON.stringify(list) }))).toEqual(['JSON', 'results.complete']);
-    // An integer id beyond 2^53: echoed, or refused like an invalid id.
-    expect(alts(expectOf({ mpv: '2025-06-18', body: { jsonrpc: '2.0', id: 2 ** 53, method: 'ping' } }))).toEqual(['results.plain', 'JSONRPC-SHAPE']);
-    // An empty method name: unknown method, or no method.
-    expect(alts(expectOf({ mpv: '2025-06-18', body: { jsonrpc: '2.0', id: 1, method: '' } }))).toEqual(['METHOD-KNOWN-HANDSHAKE', 'JSONRPC-SHAPE']);
-    // An own origin in upper case with a trailing slash: refused, or read as the own origin.
-    expect(alts(expectOf({ headers: { Origin: `HTTP://${url.host}/` }, body: list }))).toEqual(['ORIGIN', 'results.complete']);
-    // A malformed q value.
-    expect(alts(expectOf({ headers: { Accept: 'application/json;q=abc, text/event-stream' }, body: list }))).toEqual(['results.complete', 'ACCEPT']);
-    // Authorization with another scheme: missing_api_key, or invalid_api_key.
-    const basic = expectOf({ mpv: '2025-11-25', headers: { Authorization: 'Basic eDp5' }, body: { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'interlock_list_sources' } } });
-    expect([basic.result, basic.alternatives?.map((a) => a.result)]).toEqual([
-      { kind: 'tool-refusal', status: 'unauthorized', code: 'missing_api_key' },
-      [{ kind: 'tool-refusal', status: 'unauthorized', code: 'invalid_api_key' }],
-    ]);
-    // initialize without capabilities: the spec names no outcome.
-    expect(expectOf({ body: { jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: '2025-06-18', clientInfo: { name: 'c', version: '1' } } } }).body).toBe('unspecified');
+    const served = { rule: 'results.complete', http: 200, result: 'tools', id: 1 };
+    // HOST: any port, names case-insensitive.
+    expect(one(expectOf({ headers: { Host: 'LocalHost:9' }, body: list }))).toEqual(served);
+    expect(one(expectOf({ headers: { Host: '[::1]' }, body: list }))).toEqual(served);
+    // ORIGIN: case-insensitive, one trailing slash ignored, 'null' foreign.
+    expect(one(expectOf({ headers: { Origin: `HTTP://${url.host}/` }, body: list }))).toEqual(served);
+    expect(one(expectOf({ headers: { Host: 'localhost:8080', Origin: 'http://LOCALHOST:8080' }, body: list }))).toEqual(served);
+    expect(one(expectOf({ headers: { Origin: `http://${url.host}//` }, body: list })).rule).toBe('ORIGIN');
+    expect(one(expectOf({ headers: { Origin: `http://${url.host}/mcp` }, body: list })).rule).toBe('ORIGIN');
+    expect(one(expectOf({ headers: { Origin: 'null' }, body: list })).rule).toBe('ORIGIN');
+    // ACCEPT: the most specific range decides; q=0 or a non-numeric q excludes.
+    expect(one(expectOf({ headers: { Accept: 'application/json;q=0, */*' }, body: list })).rule).toBe('ACCEPT');
+    expect(one(expectOf({ headers: { Accept: 'application/json;q=abc, text/event-stream' }, body: list })).rule).toBe('ACCEPT');
+    expect(one(expectOf({ headers: { Accept: '*/*;q=0, application/json, text/event-stream' }, body: list }))).toEqual(served);
+    // JSON: a leading byte order mark is ignored.
+    expect(one(expectOf({ raw: '\ufeff' + JSON.stringify(list) }))).toEqual(served);
+    expect(one(expectOf({ raw: '\ufeff{' }))).toEqual({ rule: 'JSON', http: 400, code: -32700, id: null });
+    // JSONRPC-SHAPE: ids beyond 2^53-1 are invalid (id null); an empty method is -32600 with the id echoed.
+    expect(one(expectOf({ mpv: '2025-06-18', body: { jsonrpc: '2.0', id: 2 ** 53, method: 'ping' } }))).toEqual({ rule: 'JSONRPC-SHAPE', http: 400, code: -32600, id: null });
+    expect(one(expectOf({ mpv: '2025-06-18', body: { jsonrpc: '2.0', id: 2 ** 53 - 1, method: 'ping' } }))).toEqual({ rule: 'results.plain', http: 200, result: 'empty', id: 2 ** 53 - 1 });
+    expect(one(expectOf({ mpv: '2025-06-18', body: { jsonrpc: '2.0', id: 1, method: '' } }))).toEqual({ rule: 'JSONRPC-SHAPE', http: 400, code: -32600, id: 1 });
+    expect(one(expectOf({ mpv: '2025-06-18', body: { jsonrpc: '2.0', id: 1.5, method: '' } }))).toEqual({ rule: 'JSONRPC-SHAPE', http: 400, code: -32600, id: null });
+    // AUTH: another scheme or an empty token is missing_api_key; a token that is no key is invalid_api_key.
+    const call = (auth: string) => one(expectOf({ mpv: '2025-11-25', headers: { Authorization: auth }, body: { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'interlock_list_sources' } } })).refusal;
+    expect([call('Basic eDp5'), call('Bearer'), call('Bearer   '), call('Token abc'), call('Bearer nope')]).toEqual(['missing_api_key', 'missing_api_key', 'missing_api_key', 'missing_api_key', 'invalid_api_key']);
+    // INITIALIZE-PARAMS: -32602 in-band.
+    expect(one(expectOf({ body: { jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: '2025-06-18', clientInfo: { name: 'c', version: '1' } } } }))).toEqual({ rule: 'INITIALIZE-PARAMS', http: 200, code: -32602, id: 0 });
+    expect(one(expectOf({ body: { jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: 20250618, capabilities: {}, clientInfo: { name: 'c', version: '1' } } } })).rule).toBe('INITIALIZE-PARAMS');
+    // TOOL-KNOWN: non-object arguments are -32602 in-band, before AUTH (and before CLIENT-CAPABILITY).
+    expect(one(expectOf({ mpv: '2025-11-25', body: { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'interlock_query', arguments: [] } } }))).toEqual({ rule: 'TOOL-KNOWN', http: 200, code: -32602, id: 1 });
+    const declaring = createOracle({ ...spec, tools: spec.tools.map((t) => (t.name === 'interlock_discover' ? { ...t, requiredClientCapabilities: { elicitation: {} } } : t)) });
+    const beforeCaps = declaring.expect(wire(g, { mpv: '2026-07-28', body: { jsonrpc: '2.0', id: 4, method: 'tools/call', params: { name: 'interlock_discover', arguments: null, _meta: envelope(g) } } }), ctx);
+    expect([beforeCaps.rule, beforeCaps.http, beforeCaps.code]).toEqual(['TOOL-KNOWN', 200, -32602]);
+  });
+  it('lists alternatives for no generated request except the one open point', () => {
+    const isOpenPoint = (body: string | undefined) => {
+      const m = JSON.parse(body ?? 'null') as { method?: string; params?: { protocolVersion?: unknown; _meta?: Record<string, unknown> } } | null;
+      return m?.method === 'initialize' && typeof m.params?._meta?.['io.modelcontextprotocol/protocolVersion'] === 'string';
+    };
+    fc.assert(
+      fc.property(draftArb(g, { noise: 2 }), (d) => {
+        const req = render(g, d);
+        const x = oracle.expect(req, ctx);
+        if (x.alternatives !== undefined) expect(isOpenPoint(req.body)).toBe(true);
+      }),
+      { numRuns: 1000 },
+    );
   });
   it('reads the Bearer scheme case-insensitively', () => {
     const call = (auth: string) => expectOf({ mpv: '2025-11-25', headers: { Authorization: auth }, body: { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'interlock_list_sources' } } }).result?.kind;
@@ -357,12 +450,31 @@ describe('verdict: broken answers are noticed', () => {
     expect(rules(call, sse(`id: 1\nevent: message\ndata: ${msg}\n\n`))).toEqual(['results.toolCallStream']);
     expect(rules(ping, sse(`event: message\ndata: ${JSON.stringify({ jsonrpc: '2.0', id: 2, result: {} })}\n\n`))).toEqual(['results.toolCallStream']);
   });
-  it('accepts an alternative outcome only where the oracle lists one', () => {
-    const open = exp({ mpv: '2099-01-01', body: { jsonrpc: '2.0', id: 3, method: 'tools/list', params: { _meta: {} } } });
+  it('accepts an alternative outcome only at the one open point', () => {
+    const envelopeV999 = envelope(g, 'v999.0.0');
+    const open = exp({ mpv: 'v999.0.0', body: { jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: 'v999.0.0', capabilities: {}, clientInfo: { name: 'c', version: '1' }, _meta: envelopeV999 } } });
+    const unsupported = json(400, { jsonrpc: '2.0', id: 0, error: { code: -32022, message: 'm', data: { supported: [...spec.protocol.versions.supported], requested: 'v999.0.0' } } });
+    const initialized = json(200, { jsonrpc: '2.0', id: 0, result: { protocolVersion: '2025-11-25', capabilities: spec.protocol.capabilities, serverInfo: { name: 's', version: '1' } } });
+    expect([judge(spec, open, unsupported).passed, judge(spec, open, initialized).passed]).toEqual([true, true]);
+    // _meta {} claims no envelope: ENVELOPE -32602 (accepted before the spec settled it) now fails.
+    const closed = exp({ mpv: '2099-01-01', body: { jsonrpc: '2.0', id: 3, method: 'tools/list', params: { _meta: {} } } });
     const envelopeError = json(400, { jsonrpc: '2.0', id: 3, error: { code: -32602, message: 'm' } });
-    expect(judge(spec, open, envelopeError).passed).toBe(true);
-    const closed = exp({ mpv: '2099-01-01', body: { jsonrpc: '2.0', id: 3, method: 'tools/list' } });
     // wrong code, and no data.supported / data.requested
     expect(rules(closed, envelopeError)).toEqual(['VERSION-HEADER', 'VERSION-HEADER', 'VERSION-HEADER']);
+  });
+  it('fails the answers the settled rules no longer accept', () => {
+    const list = { jsonrpc: '2.0', id: 1, method: 'tools/list' };
+    const parseError = json(400, { jsonrpc: '2.0', id: null, error: { code: -32700, message: 'Parse error' } });
+    expect(rules(exp({ raw: '\ufeff' + JSON.stringify(list) }), parseError)).toContain('results.complete');
+    const unknownMethod = json(200, { jsonrpc: '2.0', id: 1, error: { code: -32601, message: 'Method not found' } });
+    expect(rules(exp({ mpv: '2025-06-18', body: { jsonrpc: '2.0', id: 1, method: '' } }), unknownMethod)).toEqual(['JSONRPC-SHAPE', 'JSONRPC-SHAPE']);
+    const echoedUnsafe = json(200, { jsonrpc: '2.0', id: 2 ** 53, result: {} });
+    expect(rules(exp({ mpv: '2025-06-18', body: { jsonrpc: '2.0', id: 2 ** 53, method: 'ping' } }), echoedUnsafe)).toContain('JSONRPC-SHAPE');
+    const refusedSafe = json(400, { jsonrpc: '2.0', id: null, error: { code: -32600, message: 'Invalid request' } });
+    expect(rules(exp({ mpv: '2025-06-18', body: { jsonrpc: '2.0', id: 2 ** 53 - 1, method: 'ping' } }), refusedSafe)).toContain('results.plain');
+    const forbidden = json(403, { jsonrpc: '2.0', id: null, error: { code: -32600, message: 'Forbidden' } });
+    expect(rules(exp({ headers: { Origin: `HTTP://${url.host}/` }, body: list }), forbidden)).toContain('results.complete');
+    const echoedResponseId = json(400, { jsonrpc: '2.0', id: 4, error: { code: -32022, message: 'm', data: { supported: [...spec.protocol.versions.supported], requested: 'garbage' } } });
+    expect(rules(exp({ mpv: 'garbage', body: { jsonrpc: '2.0', id: 4, result: {} } }), echoedResponseId)).toEqual(['VERSION-HEADER']);
   });
 });
