@@ -337,9 +337,7 @@ export function createOracle(spec: Spec): Oracle {
         if (envelope !== 'complete') return error('ENVELOPE', id, 'modern', `the body claims a modern _meta envelope, so ENVELOPE is checked before the version: ${envelopeWhy}`);
         if (metaPv !== mpv) return error('VERSION-MATCH', id, 'modern', `the body carries a modern _meta envelope, so VERSION-MATCH is checked first: header "${mpv}" ≠ _meta protocolVersion "${String(metaPv)}"`);
         const chain = { ...plain, why: `the body carries a modern _meta envelope naming "${mpv}" like the header, and that version is not supported` };
-        // The one case the spec text leaves open: whether the initialize exception still applies once the
-        // envelope checks have passed. -32022 (InterLock) and the served initialize are both accepted.
-        if (initException) return orElse({ ...chain, why: chain.why + ' (open point: the initialize exception may also apply once ENVELOPE and VERSION-MATCH pass)' }, initAccepted());
+        // Settled: the initialize exception does not apply to a request carrying a modern envelope.
         return chain;
       }
       if (initException) return initAccepted();

@@ -224,6 +224,8 @@ async function callTool(adm: Admitted, id: JsonRpcId, params: Record<string, unk
   if (typeof name !== 'string') return invalidParams(ch, id, 'params.name must be a string');
   const binding = deps.tools.get(name);
   if (!binding) return invalidParams(ch, id, `Unknown tool: ${name.slice(0, 128)}`);
+  const args = params.arguments === undefined ? {} : params.arguments;
+  if (!isObject(args)) return invalidParams(ch, id, 'params.arguments must be an object');
   if (adm.dialect === 'modern' && binding.requiredClientCapabilities) {
     const meta = isObject(params._meta) ? params._meta : {};
     const declared = isObject(meta['io.modelcontextprotocol/clientCapabilities']) ? (meta['io.modelcontextprotocol/clientCapabilities'] as Record<string, unknown>) : {};
@@ -234,8 +236,6 @@ async function callTool(adm: Admitted, id: JsonRpcId, params: Record<string, unk
       return;
     }
   }
-  const args = params.arguments === undefined ? {} : params.arguments;
-  if (!isObject(args)) return invalidParams(ch, id, 'params.arguments must be an object');
   const meta = isObject(params._meta) ? params._meta : {};
   const progressToken = typeof meta.progressToken === 'string' || typeof meta.progressToken === 'number' ? meta.progressToken : undefined;
   const ran = await runToolCall(deps, {

@@ -141,7 +141,8 @@ export function admit(req: HttpRequestView, policy: OriginPolicy): Reply | Admit
       dialect = 'handshake';
       version = mpv;
     } else {
-      return fail('VERSION-HEADER', 400, -32022, id, `Unsupported protocol version: ${mpv}`, unsupportedVersionData(mpv));
+      // Notifications and posted responses are judged by the header alone: their error carries id null.
+      return fail('VERSION-HEADER', 400, -32022, msg.type === 'request' ? id : null, `Unsupported protocol version: ${mpv}`, unsupportedVersionData(mpv));
     }
   }
 

@@ -82,10 +82,14 @@ export function hostName(host: string | undefined): string | null {
   const h = host.trim().toLowerCase();
   if (h.startsWith('[')) {
     const end = h.indexOf(']');
-    return end > 0 ? h.slice(0, end + 1) : null;
+    if (end < 0) return null;
+    const rest = h.slice(end + 1);
+    return rest === '' || /^:\d{1,5}$/.test(rest) ? h.slice(0, end + 1) : null;
   }
   const colon = h.lastIndexOf(':');
-  return colon >= 0 ? h.slice(0, colon) : h;
+  if (colon < 0) return h;
+  // A port must be digits; anything else makes the Host header invalid.
+  return /^\d{1,5}$/.test(h.slice(colon + 1)) ? h.slice(0, colon) : null;
 }
 
 /** Operator settings for the DNS-rebinding and cross-origin guards. */

@@ -166,17 +166,7 @@ const jsonAnswer = (status: number, body: unknown): ProxyResponse => ({ status, 
  * by an `it.failing` test that states the spec's answer: once src/ is fixed that test passes, jest reports
  * it, and the repair is deleted here.
  */
-export const INTERLOCK_REPAIRS: Record<string, (forwarded: ProxyRequest, res: ProxyResponse) => ProxyResponse> = {
-  /**
-   * VERSION-HEADER: "notifications and responses are checked against the header alone (id null)". InterLock
-   * answers a posted JSON-RPC response with an unsupported MCP-Protocol-Version -32022 echoing the response's id.
-   */
-  postedResponseUnsupportedVersionIdNull(forwarded, res) {
-    const j = jsonOf(forwarded.body);
-    if (res.status !== 400 || !isObj(j) || 'method' in j || !('id' in j)) return res;
-    return rewriteJson(res, (b) => (isObj(b.error) && b.error.code === -32022 && b.id !== null ? { ...b, id: null } : b));
-  },
-};
+export const INTERLOCK_REPAIRS: Record<string, (forwarded: ProxyRequest, res: ProxyResponse) => ProxyResponse> = {};
 
 /** Applies every repair of INTERLOCK_REPAIRS. */
 export function repairInterLock(forwarded: ProxyRequest, res: ProxyResponse): ProxyResponse {

@@ -125,13 +125,12 @@ function post(url: string, headers: Record<string, string>, body: string): Promi
   });
 }
 
-describe('InterLock disagreements with the settled spec (repaired in the tests above; delete repair and pin once src/ is fixed)', () => {
-  it('has exactly the repairs pinned here', () => {
-    expect(Object.keys(INTERLOCK_REPAIRS)).toEqual(['postedResponseUnsupportedVersionIdNull']);
+describe('InterLock agrees with the settled spec at former disagreements (no repairs remain)', () => {
+  it('needs no repairs', () => {
+    expect(Object.keys(INTERLOCK_REPAIRS)).toEqual([]);
   });
   // VERSION-HEADER: "notifications and responses are checked against the header alone (id null)".
-  // InterLock today: HTTP 400 {"jsonrpc":"2.0","id":4,"error":{"code":-32022,…}}.
-  it.failing('postedResponseUnsupportedVersionIdNull: a posted response with an unsupported MCP-Protocol-Version gets -32022 with id null', async () => {
+  it('a posted response with an unsupported MCP-Protocol-Version gets -32022 with id null', async () => {
     const res = await post(server.url, { 'MCP-Protocol-Version': '2099-01-01' }, '{"jsonrpc":"2.0","id":4,"result":{}}');
     expect(res.status).toBe(400);
     expect(res.json).toMatchObject({ jsonrpc: '2.0', id: null, error: { code: -32022 } });
