@@ -100,9 +100,9 @@ describe('provisionDemo', () => {
     const pols = await listPolicies(t.db);
     expect(pols.map((p) => [p.name, p.rule, p.applies_to])).toEqual([
       ['demo-mask-contact', { type: 'mask_columns', columns: ['public.customer.email'], method: 'partial' }, { sources: ['chinook'] }],
-      ['demo-mask-contact-phone', { type: 'mask_columns', columns: ['public.customer.phone'], method: 'full' }, { sources: ['chinook'] }],
+      ['demo-mask-contact-phone', { type: 'mask_columns', columns: ['public.customer.phone', 'public.customer.fax'], method: 'full' }, { sources: ['chinook'] }],
     ]);
-    expect((await grantsForIdentity(t.db, first.identityId)).map((g) => [g.sourceId, g.role.name])).toEqual([['chinook', 'demo-analyst']]);
+    expect((await grantsForIdentity(t.db, first.identityId)).map((g) => [g.sourceId, g.role.name]).sort()).toEqual([['chinook', 'demo-analyst'], ['handbook', 'handbook-reader']]);
     const catalog = await loadCatalog(t.db, 'chinook');
     expect(catalog!.truncated).toBe(false);
     expect(catalog!.relations.map((r) => `${r.schema}.${r.name}`)).toEqual(
@@ -161,7 +161,7 @@ describe('provisionDemo', () => {
     const resolver = new DbIdentityResolver(t.db, { cacheTtlMs: 0 });
     expect(await resolver.resolve(first.apiKey)).not.toBeNull();
     expect(await resolver.resolve(second.apiKey)).not.toBeNull();
-    expect(await grantsForIdentity(t.db, first.identityId)).toHaveLength(1);
+    expect(await grantsForIdentity(t.db, first.identityId)).toHaveLength(2);
     expect(await listPolicies(t.db)).toHaveLength(2);
     await asRole(settings.reader.user, settings.reader.password!, async (c) => {
       expect((await c.query('SELECT count(*)::int AS n FROM track')).rows[0].n).toBe(3503);
