@@ -7,7 +7,8 @@
  *
  * What is refused (see `RefusalCode`):
  * - NUL bytes, lone UTF-16 surrogates, empty input, input over `maxLength`, syntax errors, nesting
- *   deeper than the walker allows, `$n` above 65535 → `invalid_sql`.
+ *   deeper than the walker allows, `$n` above 65535, numeric literals that are not plain decimal
+ *   (`0x1F`, `0o17`, `0b1`, `1_000`: PostgreSQL 15 and older read them differently) → `invalid_sql`.
  * - More than one statement; any top-level statement other than SELECT/VALUES/TABLE, INSERT,
  *   UPDATE, DELETE, MERGE or EXPLAIN (without ANALYZE, of a read); SELECT INTO; FOR UPDATE/SHARE/
  *   NO KEY UPDATE/KEY SHARE anywhere; WHERE CURRENT OF; XMLTABLE/JSON_TABLE; RETURNING WITH (...);
@@ -17,7 +18,11 @@
  *   functions, any same-named volatile candidate on the search path, volatile or unknown operators
  *   (when the catalogue lists operators), TABLESAMPLE methods other than BERNOULLI/SYSTEM, casts to
  *   types that run user code (domains with CHECK constraints), `generate_series`/`repeat`/`lpad`/
- *   `rpad` with constant sizes over 10 million → `function_not_allowed`.
+ *   `rpad` with constant sizes over 10 million, casts to object-identifier types (`regclass`,
+ *   `regtype`, `regproc`, … and `aclitem`: they look names up in the system catalogues), SQL value
+ *   functions naming the connection (`CURRENT_USER`, `SESSION_USER`, `USER`, `CURRENT_ROLE`,
+ *   `CURRENT_CATALOG`, `CURRENT_SCHEMA`), `current_setting` except for a constant name in
+ *   `SAFE_SETTINGS` → `function_not_allowed`.
  * - Relations that are not in the catalogue, system catalogues included (also when an unqualified
  *   name would resolve to `pg_catalog` first) → `unknown_relation`.
  * - Columns no FROM item in scope has (system columns such as `ctid` included) → `unknown_column`.
@@ -29,22 +34,27 @@
  *   user functions, column defaults and triggers of writes.
  * - User-defined stable functions are allowed; they may read relations that `reads` does not show.
  *   `functions` lists them (schema ≠ `pg_catalog`) so policy can refuse them.
+ * - A relation's row type used as a type (`NULL::employee`) counts as reading all its columns, but
+ *   a type name that exists nowhere fails only on the server: without a type list in the catalogue
+ *   the analyser cannot tell an unknown type from a built-in one, so `NULL::no_such_type` (server
+ *   error) and `NULL::employee` (refused by authorization) still differ for a caller who may not
+ *   read `employee`.
  * - Resource exhaustion beyond the obvious constants (`generate_series(1, n)` with n from a table,
  *   nested `repeat`, cross joins, unbounded recursive CTEs) is classified as a read.
  * - Error messages can carry values (`CAST(email AS int)` fails with the email in the message); the
  *   execution layer must never forward driver error text.
  * - Values can leak by inference through filters (see `filterSources`), and EXPLAIN output shows
  *   view definitions and filter constants of the plan.
- * - Stable built-ins that reveal the existence of objects or settings are allowed
- *   (`'x'::regclass`, `to_regclass`, `has_table_privilege`, `current_setting`, `version()`).
  * - libpg-query 18 parses syntax a PostgreSQL 15 server rejects (and, rarely, the reverse, e.g.
- *   `WITH /* c *\/ ORDINALITY`); either way the mismatch ends in a refusal or a server error.
+ *   `WITH /* c *\/ ORDINALITY`); either way the mismatch ends in a refusal or a server error. The
+ *   one known difference that changes meaning on older servers (non-decimal and `_`-separated
+ *   numeric literals) is refused.
  */
 import { createHash } from 'node:crypto';
 import type { SourceCatalog } from './catalog-types';
 import { Analyzer, Refusal, statementName } from './analyzer';
 import { PreparedCatalog, prepareCatalog } from './prepared-catalog';
-import { fingerprintSql, initSqlParser, parseSql, SqlParseFailure } from './parser';
+import { fingerprintSql, initSqlParser, parseSql, scanSql, SqlParseFailure } from './parser';
 import type { ColumnRef, OutputColumn, SqlAnalysis, SqlAnalysisOk } from './types';
 
 export { initSqlParser } from './parser';
@@ -103,6 +113,8 @@ export function analyzeSql(sql: string, catalog: SourceCatalog | PreparedCatalog
   let parsed;
   try {
     parsed = parseSql(sql);
+    const literal = divergentNumericLiteral(sql);
+    if (literal) return refuse('invalid_sql', literal);
   } catch (err) {
     if (err instanceof SqlParseFailure) return refuse('invalid_sql', err.message);
     throw err;
@@ -162,6 +174,29 @@ export function analyzeSql(sql: string, catalog: SourceCatalog | PreparedCatalog
     },
   });
   return result;
+}
+
+/** A digit followed by a letter or `_`: the only way to write a literal the two lexers read differently. */
+const MAYBE_DIVERGENT = /[0-9][A-Za-z_]/;
+const DECIMAL_INTEGER = /^[0-9]+$/;
+const DECIMAL_NUMERIC = /^(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$/;
+const PARAMETER = /^\$[0-9]+$/;
+
+/**
+ * The parser follows PostgreSQL 18's lexer, which reads `0x1F`, `0o17`, `0b101` and `1_000` as
+ * numbers. PostgreSQL 15 refuses them ("trailing junk after numeric literal") and PostgreSQL 14
+ * and older read `0x1F` as `0 AS x1F`: the same text would mean something else on the source.
+ * Only plain decimal literals are accepted, so a lexer difference can only end in a refusal.
+ * Returns the refusal message, or null.
+ */
+function divergentNumericLiteral(sql: string): string | null {
+  if (!MAYBE_DIVERGENT.test(sql)) return null;
+  for (const t of scanSql(sql)) {
+    const ok =
+      t.tokenName === 'ICONST' ? DECIMAL_INTEGER.test(t.text) : t.tokenName === 'FCONST' ? DECIMAL_NUMERIC.test(t.text) : t.tokenName === 'PARAM' ? PARAMETER.test(t.text) : true;
+    if (!ok) return 'numeric literals must be plain decimal numbers (no 0x/0o/0b prefixes or _ separators: the source server reads them differently)';
+  }
+  return null;
 }
 
 function lazyFingerprint(sql: string): string {

@@ -14,7 +14,15 @@
  * unknown node type or field is refused as `statement_not_allowed`. Nothing is skipped silently.
  */
 import { figureColname } from './colname';
-import { deniedFunctionReason, HARMLESS_VOLATILE, isCacheBreaking, resourceLimitReason } from './function-policy';
+import {
+  deniedFunctionReason,
+  deniedSettingReason,
+  deniedTypeReason,
+  deniedValueFunctionReason,
+  HARMLESS_VOLATILE,
+  isCacheBreaking,
+  resourceLimitReason,
+} from './function-policy';
 import {
   alternative,
   ColumnRef,
@@ -353,6 +361,11 @@ export class Analyzer {
   }
   private addFilter(l: Lin): void {
     if (l.src) for (const [k, v] of l.src) this.filter.set(k, v);
+  }
+  /** Reading every column of `rel` (the relation's row type used as a type). */
+  private readAll(rel: PreparedRelation): void {
+    this.touchRelation(rel);
+    for (const column of rel.columnNames) this.readColumn({ rel, column });
   }
 
   // ----- relations -----
@@ -1119,7 +1132,9 @@ export class Analyzer {
 
   private funcCall(fc: N, ctx: Ctx): { lin: Lin; routine: PreparedRoutine } {
     checkFields('FuncCall', fc);
-    const routine = this.resolveFunction(strings(fc.funcname, 'function name'));
+    const fname = strings(fc.funcname, 'function name');
+    const routine = this.resolveFunction(fname);
+    if (fname[fname.length - 1].toLowerCase() === 'current_setting') this.checkSetting(fc.args ?? []);
     let lin = LIN_NONE;
     for (const a of fc.args ?? []) {
       if (hasOwn.call(a, 'NamedArgExpr')) {
@@ -1140,6 +1155,27 @@ export class Analyzer {
       if (why) throw new Refusal('function_not_allowed', `resource limit: ${why}`);
     }
     return { lin: derive(lin), routine };
+  }
+
+  /**
+   * `current_setting(name [, missing_ok])`: only a constant setting name from a short list of
+   * harmless client-facing settings (the rest reveal the server: port, addresses, paths, version).
+   */
+  private checkSetting(args: N[]): void {
+    let nameArg: N | undefined;
+    for (let i = 0; i < args.length; i++) {
+      const a = args[i];
+      if (hasOwn.call(a, 'NamedArgExpr')) {
+        const na = a.NamedArgExpr as N;
+        if (String(na.name) === 'setting_name') nameArg = na.arg;
+      } else if (i === 0) nameArg = a;
+    }
+    let v: N | undefined = nameArg;
+    if (v && hasOwn.call(v, 'TypeCast')) v = (v.TypeCast as N).arg;
+    const c = v && hasOwn.call(v, 'A_Const') ? (v.A_Const as N) : null;
+    const name = c && c.sval && typeof c.sval.sval === 'string' ? c.sval.sval : null;
+    const why = deniedSettingReason(name);
+    if (why) throw new Refusal('function_not_allowed', `function "current_setting" is not allowed ${why}`);
   }
 
   private over(w: N, ctx: Ctx): Lin {
@@ -1295,10 +1331,13 @@ export class Analyzer {
         case 'MinMaxExpr':
           checkFields(type, n);
           return derive(this.exList(n.args, ctx));
-        case 'SQLValueFunction':
+        case 'SQLValueFunction': {
           checkFields(type, n);
+          const why = deniedValueFunctionReason(String(n.op));
+          if (why) throw new Refusal('function_not_allowed', why);
           this.cacheable = false;
           return LIN_NONE;
+        }
         case 'CaseExpr': {
           checkFields(type, n);
           let lin = this.ex(n.arg, ctx);
@@ -1415,6 +1454,12 @@ export class Analyzer {
     if (t.pct_type || t.setof) throw new Refusal('statement_not_allowed', 'unsupported type reference');
     const names = strings(t.names, 'type name');
     if (names.length > 2) throw new Refusal('statement_not_allowed', 'cross-database type references are not supported');
+    const typeNameOnly = names[names.length - 1];
+    if (names.length === 1 || names[0] === 'pg_catalog') {
+      const why = deniedTypeReason(typeNameOnly);
+      if (why) throw new Refusal('function_not_allowed', `type ${q(names.join('.'))} is not allowed: it ${why}`);
+    }
+    this.rowTypeUse(names);
     const unsafe = this.cat.unsafeTypes.get(names[names.length - 1]);
     if (unsafe) {
       const hit = names.length === 2 ? unsafe.includes(names[0]) : unsafe.some((sch) => this.cat.path.includes(sch));
@@ -1427,6 +1472,28 @@ export class Analyzer {
       else strs((m.ColumnRef as N).fields ?? []); // e.g. INTERVAL field names are constants
     }
     for (const b of t.arrayBounds ?? []) if (!hasOwn.call(b, 'Integer')) throw new Refusal('statement_not_allowed', 'unsupported array bound');
+  }
+
+  /**
+   * A relation's row type used as a type (`NULL::employee`, `CAST(x AS employee)`, `employee[]`,
+   * a column definition list) reveals the relation's shape (`jsonb_populate_record(NULL::employee,
+   * '{}')` lists every column): it counts as reading every column, so authorization refuses it to
+   * callers who may not read the relation. Unqualified names are matched against every relation
+   * of that name on the search path (over-approximation when a built-in type has the same name).
+   */
+  private rowTypeUse(names: string[]): void {
+    const name = names[names.length - 1];
+    if (names.length === 2) {
+      if (SYSTEM_SCHEMAS.has(names[0])) return;
+      const rel = this.cat.relations.get(relKey(names[0], name));
+      if (rel) this.readAll(rel);
+      return;
+    }
+    for (const sch of this.cat.path) {
+      if (sch === 'pg_catalog') continue;
+      const rel = this.cat.relations.get(relKey(sch, name));
+      if (rel) this.readAll(rel);
+    }
   }
 
   // ----- DML -----

@@ -45,6 +45,23 @@ const DENY_EXACT: ReadonlyMap<string, string> = new Map<string, string>([
   // catalogue metadata outside what policy exposes (definitions of views, functions, rules, comments)
   ...['obj_description', 'col_description', 'shobj_description', 'pg_describe_object', 'pg_identify_object', 'pg_identify_object_as_address']
     .map((n) => [n, 'reads catalogue metadata (use the describe tool)'] as [string, string]),
+  // existence, shape and privileges of objects the caller may not be allowed to see
+  ...[
+    'format_type', 'pg_relation_size', 'pg_total_relation_size', 'pg_table_size', 'pg_indexes_size',
+    'pg_database_size', 'pg_tablespace_size', 'pg_tablespace_databases', 'pg_partition_tree', 'pg_partition_ancestors',
+    'pg_partition_root', 'pg_column_is_updatable', 'pg_relation_is_updatable', 'pg_relation_is_publishable',
+    'pg_index_column_has_property', 'pg_index_has_property', 'pg_indexam_has_property', 'pg_sequence_parameters',
+    'pg_input_is_valid', 'pg_input_error_info', 'row_security_active', 'pg_has_role', 'currtid', 'currtid2',
+    'acldefault', 'aclexplode', 'makeaclitem', 'aclitemin', 'pg_get_acl', 'pg_options_to_table', 'pg_collation_actual_version',
+    'pg_database_collation_actual_version', 'pg_is_other_temp_schema', 'pg_my_temp_schema',
+  ].map((n) => [n, 'reveals the existence, shape or privileges of database objects'] as [string, string]),
+  // who and where the gateway is connected (role, database, server, version, process)
+  ...[
+    'current_user', 'session_user', 'current_role', 'system_user', 'getpgusername', 'user', 'current_catalog',
+    'current_database', 'current_schema', 'current_schemas', 'version', 'pg_backend_pid', 'pg_postmaster_start_time',
+    'pg_conf_load_time', 'current_query', 'pg_is_in_recovery', 'pg_is_wal_replay_paused', 'pg_listening_channels',
+    'pg_notification_queue_usage', 'pg_blocking_pids', 'pg_safe_snapshot_blocking_pids',
+  ].map((n) => [n, 'reveals details of the server or the connection'] as [string, string]),
   // large objects
   ...['loread', 'lowrite'].map((n) => [n, 'accesses large objects'] as [string, string]),
   // shell access through the generic 'system' helpers some extensions add
@@ -85,14 +102,22 @@ const DENY_PREFIX: ReadonlyArray<readonly [string, string]> = [
   ['lo_', 'accesses large objects'],
   ['dblink', 'opens connections to other servers'],
   ['postgres_fdw', 'opens connections to other servers'],
-  ['txid_current', 'has transaction-level side effects'],
-  ['pg_current_xact_id', 'has transaction-level side effects'],
+  ['txid_', 'reveals transaction ids and snapshots'],
+  ['pg_current_', 'reveals transaction ids, snapshots or write-ahead log positions'],
+  ['pg_snapshot_', 'reveals transaction ids and snapshots'],
+  ['pg_xact_', 'reveals transaction ids and snapshots'],
+  ['pg_visible_in_snapshot', 'reveals transaction ids and snapshots'],
+  ['pg_last_', 'reveals replication state'],
+  ['to_reg', 'reveals the existence of database objects'],
   ['pg_current_wal', 'reads write-ahead log positions'],
 ];
 
 /** `query_to_xml`, `table_to_xmlschema`, `cursor_to_xml`, … run SQL text or read relations by name. */
 const DENY_RE: ReadonlyArray<readonly [RegExp, string]> = [
   [/^(query|table|cursor|database|schema)_to_xml/, 'runs SQL text or reads relations by name'],
+  // has_table_privilege, has_column_privilege, … and pg_table_is_visible, pg_type_is_visible, …
+  [/^has_.*privilege$/, 'reveals the existence, shape or privileges of database objects'],
+  [/^pg_.*_is_visible$/, 'reveals the existence, shape or privileges of database objects'],
 ];
 
 /**
@@ -158,6 +183,75 @@ const TIME_OR_SESSION_DEPENDENT: ReadonlySet<string> = new Set([
   'to_regrole',
   'to_regcollation',
 ]);
+
+/**
+ * Object-identifier alias types: a cast to one of them (`'employee'::regclass`, `'f'::regproc`)
+ * looks the name up in the system catalogues, telling an existing object from a missing one
+ * whatever the caller may read; `aclitem` input looks role names up the same way.
+ */
+const DENY_TYPES: ReadonlySet<string> = new Set([
+  'regclass', 'regcollation', 'regconfig', 'regdictionary', 'regnamespace', 'regoper', 'regoperator', 'regproc',
+  'regprocedure', 'regrole', 'regtype', 'aclitem',
+]);
+
+/**
+ * Returns the agent-facing reason why a cast to the built-in type `name` (bare, as parsed) is
+ * refused, or null. Case-insensitive.
+ */
+export function deniedTypeReason(name: string): string | null {
+  const n = name.toLowerCase();
+  const base = n.startsWith('_') ? n.slice(1) : n; // array type spelled by its internal name
+  return DENY_TYPES.has(base) ? 'looks objects up by name in the system catalogues (reveals which exist)' : null;
+}
+
+/**
+ * SQL value functions (`CURRENT_USER`, `SESSION_USER`, `USER`, `CURRENT_ROLE`, `CURRENT_CATALOG`,
+ * `CURRENT_SCHEMA`) reveal the gateway's connection; the date/time ones are allowed. Takes the
+ * parse tree's `op` (`SVFOP_…`); returns the refusal message or null.
+ */
+export function deniedValueFunctionReason(op: string): string | null {
+  switch (op) {
+    case 'SVFOP_CURRENT_DATE':
+    case 'SVFOP_CURRENT_TIME':
+    case 'SVFOP_CURRENT_TIME_N':
+    case 'SVFOP_CURRENT_TIMESTAMP':
+    case 'SVFOP_CURRENT_TIMESTAMP_N':
+    case 'SVFOP_LOCALTIME':
+    case 'SVFOP_LOCALTIME_N':
+    case 'SVFOP_LOCALTIMESTAMP':
+    case 'SVFOP_LOCALTIMESTAMP_N':
+      return null;
+    default: {
+      const word = op.replace(/^SVFOP_/, '').replace(/_N$/, '');
+      return `${word} is not allowed: it reveals details of the server or the connection`;
+    }
+  }
+}
+
+/**
+ * Settings `current_setting` may read: client-facing formatting settings that say nothing about
+ * the server, its address, files, version or roles. Lower case (setting names are case-insensitive).
+ */
+const SAFE_SETTING_NAMES = [
+  'TimeZone',
+  'DateStyle',
+  'IntervalStyle',
+  'client_encoding',
+  'server_encoding',
+  'standard_conforming_strings',
+  'extra_float_digits',
+];
+export const SAFE_SETTINGS: ReadonlySet<string> = new Set(SAFE_SETTING_NAMES.map((n) => n.toLowerCase()));
+
+/**
+ * Returns why `current_setting(name)` is refused (`null` name = not a constant), or null when the
+ * setting is in `SAFE_SETTINGS`. The text completes "function current_setting is not allowed …".
+ */
+export function deniedSettingReason(name: string | null): string | null {
+  if (name === null) return 'with a setting name that is not a constant';
+  if (!SAFE_SETTINGS.has(name.toLowerCase())) return `for this setting (allowed: ${SAFE_SETTING_NAMES.join(', ')})`;
+  return null;
+}
 
 /**
  * Returns the agent-facing reason why `name` (a bare function name as written after parsing) is on

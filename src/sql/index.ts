@@ -5,4 +5,4 @@
 export * from './analyze';
 export * from './catalog-types';
 export * from './redaction';
-export { deniedFunctionReason, HARMLESS_VOLATILE } from './function-policy';
+export { deniedFunctionReason, HARMLESS_VOLATILE, SAFE_SETTINGS } from './function-policy';

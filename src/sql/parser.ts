@@ -3,7 +3,7 @@
  * layer 1. Loads the WASM once; exposes synchronous parse/fingerprint calls that throw
  * `SqlParseFailure` with a short, agent-safe message (no echo of the statement).
  */
-import { fingerprintSync, loadModule, parseSync } from 'libpg-query';
+import { fingerprintSync, loadModule, parseSync, scanSync } from 'libpg-query';
 
 let loading: Promise<void> | null = null;
 let loaded = false;
@@ -94,6 +94,25 @@ export function fingerprintSql(sql: string): string {
   ensureLoaded();
   try {
     return fingerprintSync(sql);
+  } catch (err) {
+    throw wrapParseError(err);
+  }
+}
+
+/** One lexical token: its text and the scanner's token name (`ICONST`, `FCONST`, `PARAM`, …). */
+export interface SqlToken {
+  text: string;
+  tokenName: string;
+}
+
+/**
+ * Lexes `sql` with the parser's scanner (PostgreSQL 18 rules). Throws `SqlParseFailure` when the
+ * text cannot be lexed; `Error` if the parser is not initialised.
+ */
+export function scanSql(sql: string): SqlToken[] {
+  ensureLoaded();
+  try {
+    return scanSync(sql).tokens.map((t) => ({ text: t.text, tokenName: t.tokenName }));
   } catch (err) {
     throw wrapParseError(err);
   }
