@@ -3,7 +3,8 @@
  *
  * `analyzeSql(sql, catalog)` decides, before anything runs, whether a statement is a read, a write,
  * or refused, and reports everything authorization and redaction need: every relation and column
- * touched, write targets, functions, output-column lineage and filter columns.
+ * touched, write targets, functions, output-column lineage, filter columns, and every column whose
+ * value is used other than as a top-level passthrough output (`nonOutputUses`, `countUses`).
  *
  * What is refused (see `RefusalCode`):
  * - NUL bytes, lone UTF-16 surrogates, empty input, input over `maxLength`, syntax errors, nesting
@@ -43,8 +44,9 @@
  *   nested `repeat`, cross joins, unbounded recursive CTEs) is classified as a read.
  * - Error messages can carry values (`CAST(email AS int)` fails with the email in the message); the
  *   execution layer must never forward driver error text.
- * - Values can leak by inference through filters (see `filterSources`), and EXPLAIN output shows
- *   view definitions and filter constants of the plan.
+ * - Values can leak by inference through any use other than output (predicates, function
+ *   arguments, set operations, …): `nonOutputUses` lists them all so that policy can refuse masked
+ *   columns there. EXPLAIN output shows view definitions and filter constants of the plan.
  * - libpg-query 18 parses syntax a PostgreSQL 15 server rejects (and, rarely, the reverse, e.g.
  *   `WITH /* c *\/ ORDINALITY`); either way the mismatch ends in a refusal or a server error. The
  *   one known difference that changes meaning on older servers (non-decimal and `_`-separated
@@ -91,15 +93,15 @@ const TOP_ALLOWED = new Set(['SelectStmt', 'InsertStmt', 'UpdateStmt', 'DeleteSt
 /**
  * Analyses one SQL statement against a source catalogue (raw or prepared with `prepareCatalog`).
  *
- * Returns `{ ok: true, kind, statement, reads, writes, functions, outputs, filterSources, cacheable,
- * fingerprint, paramCount }` for an allowed read or write, or `{ ok: false, code, message }` for a
+ * Returns `{ ok: true, kind, statement, reads, writes, functions, outputs, filterSources,
+ * nonOutputUses, countUses, cacheable, fingerprint, paramCount }` for an allowed read or write, or `{ ok: false, code, message }` for a
  * refusal (codes and rules in the module comment and `RefusalCode`). Never throws for bad SQL; throws
  * `Error` only when `initSqlParser()` has not completed. Synchronous; about 30–100 µs for typical
  * statements after warm-up.
  *
  * Implements sql-safety.md layer 1 (NUL rejection, one statement, whole-tree walk, bare DML targets,
  * per-scope CTE names), layer 2 (read/write/refused classification), layer 3 (function policy),
- * and the analysis half of class 6 (lineage for redaction, filter columns).
+ * and the analysis half of class 6 (lineage for redaction, filter and other non-output uses).
  */
 export function analyzeSql(sql: string, catalog: SourceCatalog | PreparedCatalog, opts?: AnalyzeOptions): SqlAnalysis {
   if (typeof sql !== 'string') return refuse('invalid_sql', 'SQL must be a string');
@@ -150,6 +152,9 @@ export function analyzeSql(sql: string, catalog: SourceCatalog | PreparedCatalog
     const rels = o.lin.opq ? [...o.lin.opq.values()].map((r) => ({ schema: r.schema, table: r.table })) : [];
     return { name: o.name, sources, passthrough: o.lin.pass && sources.length === 1, opaque: rels.length > 0, opaqueRelations: rels };
   });
+  const filterSources = [...a.filter.values()].map((c) => ({ ...c }));
+  const nonOutputUses = [...a.nonOutput.values()].map((c) => ({ ...c }));
+  const countUses = [...a.countUses.values()].map((c) => ({ ...c }));
   const result = {
     ok: true,
     kind: a.hasWrite ? 'write' : 'read',
@@ -158,7 +163,9 @@ export function analyzeSql(sql: string, catalog: SourceCatalog | PreparedCatalog
     writes: a.writes,
     functions: [...a.functions.values()],
     outputs,
-    filterSources: [...a.filter.values()].map((c) => ({ ...c })),
+    filterSources,
+    nonOutputUses,
+    countUses,
     cacheable: a.cacheable && !a.hasWrite,
     fingerprint: '',
     paramCount: a.maxParam,
@@ -212,7 +219,8 @@ function lazyFingerprint(sql: string): string {
  * Columns the statement uses to select, order, group or limit rows rather than to compute output
  * values (`filterSources` of an ok analysis; `[]` for a refusal). A masked column used here can
  * leak by inference (`WHERE ssn LIKE '1%'`, `ORDER BY salary`), so policy should refuse predicates
- * on masked columns. Implements the filter half of sql-safety.md class 6.
+ * on masked columns. Implements the filter half of sql-safety.md class 6. Narrower than
+ * `nonOutputUses` (function arguments, set operations, writes, …), which policy should check.
  */
 export function filterColumns(analysis: SqlAnalysis): ColumnRef[] {
   return analysis.ok ? analysis.filterSources : [];

@@ -6,7 +6,8 @@
  *   are accepted; every other statement and construct is refused),
  * - resolves relations (CTE scopes first, then the catalogue through the search path), columns
  *   (FROM items of the current query level, then outer levels), functions and operators,
- * - records every column touched (reads), write targets, functions, filters, parameters,
+ * - records every column touched (reads), write targets, functions, filters, parameters, and
+ *   every value used other than as a top-level passthrough output (non-output uses, counts),
  * - computes each output column's lineage.
  *
  * Fail-closed allow-list: every node is dispatched on its type in an explicit switch and every
@@ -330,11 +331,17 @@ export class Analyzer {
   readonly writes: WriteAccess[] = [];
   readonly functions = new Map<string, FunctionUse>();
   readonly filter = new Map<string, ColumnRef>();
+  /** Columns whose values are used other than as a top-level passthrough output (see `SqlAnalysisOk.nonOutputUses`). */
+  readonly nonOutput = new Map<string, ColumnRef>();
+  /** Columns counted by a plain `count(col)` (see `SqlAnalysisOk.countUses`). */
+  readonly countUses = new Map<string, ColumnRef>();
   cacheable = true;
   maxParam = 0;
   hasWrite = false;
   private depth = 0;
   private readonly sublinkNames = new WeakMap<object, string>();
+  /** Body of the top-level statement: its select list / RETURNING is the statement's output. */
+  private topBody: N | null = null;
 
   constructor(private readonly cat: PreparedCatalog) {}
 
@@ -359,10 +366,29 @@ export class Analyzer {
     if (col.reads) for (const r of col.reads) this.readColumn(r);
     return col.lin;
   }
+  /** A value used to choose, order, group or limit rows (also a non-output use). */
   private addFilter(l: Lin): void {
     if (l.src) for (const [k, v] of l.src) this.filter.set(k, v);
+    this.consume(l);
   }
-  /** Reading every column of `rel` (the relation's row type used as a type). */
+  /**
+   * The value `l` is used other than by flowing unchanged into an output column: computed on,
+   * compared, written, counted in a set operation, … Every source goes to `nonOutput`. A value that
+   * embeds whole rows carries all their columns as sources (`wholeRow`), so they are included.
+   */
+  private consume(l: Lin): void {
+    if (l.src) for (const [k, v] of l.src) this.nonOutput.set(k, v);
+  }
+  /** Computed value: its inputs are consumed, the result is derived from them (never passthrough). */
+  private calc(l: Lin): Lin {
+    this.consume(l);
+    return derive(l);
+  }
+  /** Output columns of a sub-select whose values are consumed (EXISTS, IN, INTERSECT, INSERT … SELECT, …). */
+  private consumeAll(cols: readonly OutCol[]): void {
+    for (const c of cols) this.consume(c.lin);
+  }
+  /** Reading every column of `rel` (whole-row values, the relation's row type used as a type). */
   private readAll(rel: PreparedRelation): void {
     this.touchRelation(rel);
     for (const column of rel.columnNames) this.readColumn({ rel, column });
@@ -491,10 +517,12 @@ export class Analyzer {
       const inner = body.query as N;
       const t = inner ? nodeType(inner) : undefined;
       if (t !== 'SelectStmt') throw new Refusal('statement_not_allowed', 'EXPLAIN is only allowed for read statements');
+      // The plan shows no values: the inner statement's outputs are not used (its filters are).
       this.query(inner, null, null);
       if (this.hasWrite) throw new Refusal('statement_not_allowed', 'EXPLAIN is only allowed for read statements');
       return { cols: [{ name: 'QUERY PLAN', lin: LIN_NONE }] };
     }
+    this.topBody = body;
     return this.query({ [type]: body }, null, null);
   }
 
@@ -554,10 +582,17 @@ export class Analyzer {
         if (def.name !== undefined) windows.set(String(def.name), lin);
       }
     }
-    const outs = this.targetList(s.targetList ?? [], ctx);
+    const outs = this.targetList(s.targetList ?? [], ctx, s === this.topBody);
 
-    for (const d of s.distinctClause ?? []) {
-      if (d && nodeType(d) !== undefined) this.addFilter(this.sortTarget(d, ctx, outs));
+    const distinct: N[] = s.distinctClause ?? [];
+    if (distinct.length === 1 && nodeType(distinct[0] ?? {}) === undefined) {
+      // Plain DISTINCT compares every output value.
+      for (const o of outs) this.addFilter(o.lin);
+    } else {
+      for (const d of distinct) {
+        if (!d || nodeType(d) === undefined) throw new Refusal('statement_not_allowed', 'unsupported DISTINCT form');
+        this.addFilter(this.sortTarget(d, ctx, outs));
+      }
     }
     for (const g of s.groupClause ?? []) this.groupItem(g, ctx, outs);
     if (s.havingClause) this.addFilter(this.ex(s.havingClause, ctx));
@@ -576,7 +611,12 @@ export class Analyzer {
     let lins: Lin[] | null = null;
     for (const row of s.valuesLists) {
       const l = unwrap(row, 'List');
-      const cur = (l.items ?? []).map((e: N) => this.ex(e, ctx));
+      // A VALUES row is a constructed row: every value in it counts as used.
+      const cur = (l.items ?? []).map((e: N) => {
+        const lin = this.ex(e, ctx);
+        this.consume(lin);
+        return lin;
+      });
       if (!lins) lins = cur;
       else {
         if (cur.length !== lins.length) throw new Refusal('invalid_sql', 'VALUES lists must all be the same length');
@@ -614,6 +654,15 @@ export class Analyzer {
     const r = this.query({ SelectStmt: s.rarg }, parent, ctes);
     if (l.cols.length !== r.cols.length) throw new Refusal('invalid_sql', 'each UNION/INTERSECT/EXCEPT query must have the same number of columns');
     const outs = l.cols.map((c, i) => ({ name: c.name, lin: alternative(c.lin, r.cols[i].lin) }));
+    // INTERSECT and EXCEPT compare the branches' values, UNION (without ALL) removes duplicates:
+    // every value of both branches is used. UNION ALL only concatenates: a column stays an output
+    // use when it is still one column's value unchanged, otherwise its sources count as used.
+    if (s.op !== 'SETOP_UNION' || !s.all) {
+      this.consumeAll(l.cols);
+      this.consumeAll(r.cols);
+    } else {
+      for (const o of outs) if (!o.lin.pass) this.consume(o.lin);
+    }
     this.outputOnlyClauses(s, parent, ctes, outs);
     return { cols: outs };
   }
@@ -690,6 +739,9 @@ export class Analyzer {
         if (next.every((c, k) => sameLin(c.lin, cur[k].lin))) break;
         cur = next;
       }
+      // UNION (without ALL) compares rows; a column that is not one column's value unchanged
+      // across the terms is treated like a computed one.
+      for (const c of cur) if (!body.all || !c.lin.pass) this.consume(c.lin);
       outs = cur;
     }
     let cols = this.applyCteAliases(outs, aliases, name);
@@ -697,12 +749,14 @@ export class Analyzer {
       const sc = d.search_clause as N;
       checkFields('CTESearchClause', sc);
       const used = this.cteColumns(cols, strings(sc.search_col_list, 'SEARCH column'), name);
+      this.consume(used); // ordering by them
       cols = [...cols, { name: String(sc.search_seq_column), lin: derive(used), reads: null }];
     }
     if (d.cycle_clause) {
       const cc = d.cycle_clause as N;
       checkFields('CTECycleClause', cc);
       const used = this.cteColumns(cols, strings(cc.cycle_col_list, 'CYCLE column'), name);
+      this.consume(used); // compared to detect cycles
       const emptyCtx: Ctx = { scope: { parent: null, items: EMPTY_SCOPE_ITEMS }, ctes: null, windows: null };
       this.ex(cc.cycle_mark_value, emptyCtx);
       this.ex(cc.cycle_mark_default, emptyCtx);
@@ -784,8 +838,8 @@ export class Analyzer {
           }
           const items = this.fromItem(ts.relation, fc, left);
           const ctx: Ctx = { scope: { parent: fc.parent, items: EMPTY_SCOPE_ITEMS }, ctes: fc.ctes, windows: null };
-          for (const a of ts.args ?? []) this.ex(a, ctx);
-          if (ts.repeatable) this.ex(ts.repeatable, ctx);
+          for (const a of ts.args ?? []) this.consume(this.ex(a, ctx));
+          if (ts.repeatable) this.consume(this.ex(ts.repeatable, ctx));
           else this.cacheable = false;
           return items;
         }
@@ -808,6 +862,7 @@ export class Analyzer {
     if (funcs.length === 0) throw new Refusal('statement_not_allowed', 'empty function list in FROM');
     const cols: Col[] = [];
     let firstName = '';
+    let all = LIN_NONE;
     funcs.forEach((entry, idx) => {
       const pair = unwrap(entry, 'List').items as N[] | undefined;
       if (!pair || pair.length < 1 || pair.length > 2) throw new Refusal('statement_not_allowed', 'unsupported function in FROM');
@@ -826,7 +881,9 @@ export class Analyzer {
         fname = figureColname(call);
       }
       if (idx === 0) firstName = fname;
-      lin = derive(lin);
+      // The arguments decide which rows the function produces and how many: a non-output use.
+      lin = this.calc(lin);
+      all = merge(all, lin);
       let names: string[];
       const deflist: N[] | null = defs ? (unwrap(defs, 'List').items as N[]) : funcs.length === 1 && rf.coldeflist ? rf.coldeflist : null;
       if (deflist) {
@@ -840,7 +897,8 @@ export class Analyzer {
       else names = [funcs.length === 1 && rf.alias ? String(rf.alias.aliasname) : fname];
       for (const n of names) cols.push({ name: n, lin, reads: null });
     });
-    if (rf.ordinality) cols.push({ name: 'ordinality', lin: LIN_NONE, reads: null });
+    // The row number counts the rows produced from the arguments (e.g. the length of a value).
+    if (rf.ordinality) cols.push({ name: 'ordinality', lin: derive(all), reads: null });
     const renamed = renameCols(cols, rf.alias, 'function in FROM');
     return {
       refname: rf.alias ? String(rf.alias.aliasname) : firstName,
@@ -914,7 +972,12 @@ export class Analyzer {
   }
 
   // ----- select list -----
-  private targetList(list: N[], ctx: Ctx): OutCol[] {
+  /**
+   * Select list (or RETURNING list). `top`: this is the statement's own output, where a bare
+   * whole-row reference (`SELECT c FROM customer c`) is an output (redacted as opaque) rather than
+   * a use of every column.
+   */
+  private targetList(list: N[], ctx: Ctx, top: boolean): OutCol[] {
     const outs: OutCol[] = [];
     for (const t of list) {
       const rt = unwrap(t, 'ResTarget');
@@ -928,6 +991,11 @@ export class Analyzer {
         if (fields.length && hasOwn.call(fields[fields.length - 1], 'A_Star')) {
           if (rt.name !== undefined) throw new Refusal('invalid_sql', 'a star cannot have an alias');
           for (const c of this.starColumns(fields, ctx)) outs.push({ name: c.name, lin: this.use(c) });
+          continue;
+        }
+        if (top) {
+          const lin = this.columnRef(cr, ctx, true);
+          outs.push({ name: rt.name !== undefined ? String(rt.name) : figureColname(val, (s) => this.sublinkNames.get(s)), lin });
           continue;
         }
       }
@@ -1045,6 +1113,8 @@ export class Analyzer {
     }
     if (def.startOffset) lin = merge(lin, this.ex(def.startOffset, ctx));
     if (def.endOffset) lin = merge(lin, this.ex(def.endOffset, ctx));
+    // Partitioning and ordering compare values (row_number() OVER (ORDER BY email) ranks them).
+    this.consume(lin);
     return lin;
   }
 
@@ -1056,7 +1126,11 @@ export class Analyzer {
     return out;
   }
 
-  private columnRef(cr: N, ctx: Ctx): Lin {
+  /**
+   * A column reference's lineage. `output`: the reference is an entire item of the statement's own
+   * select list, where a whole-row value is an output (opaque) rather than a use of its columns.
+   */
+  private columnRef(cr: N, ctx: Ctx, output = false): Lin {
     checkFields('ColumnRef', cr);
     const fields: N[] = cr.fields ?? [];
     const last = fields[fields.length - 1];
@@ -1064,7 +1138,7 @@ export class Analyzer {
     if (hasOwn.call(last, 'A_Star')) {
       // `t.*` / `*` used as a value (function argument, ROW(...), comparison): a whole-row value.
       const cols = this.starColumns(fields, ctx);
-      return this.wholeRowOf(cols, fields.length === 1 ? null : this.findItem(strs(fields.slice(0, -1)), ctx.scope));
+      return this.wholeRowOf(cols, fields.length === 1 ? null : this.findItem(strs(fields.slice(0, -1)), ctx.scope), output);
     }
     const names = strs(fields);
     if (names.length > 3) throw new Refusal('unknown_column', 'cross-database references are not supported');
@@ -1077,11 +1151,11 @@ export class Analyzer {
           // Ambiguous (PostgreSQL refuses to run it): treat as reading every candidate.
           let lin = LIN_NONE;
           for (const h of hits) lin = merge(lin, this.use(h));
-          return lin;
+          return this.calc(lin);
         }
       }
       const item = this.findItem([name], ctx.scope);
-      if (item) return this.wholeRowOf(item.cols, item);
+      if (item) return this.wholeRowOf(item.cols, item, output);
       throw new Refusal('unknown_column', `unknown column ${q(name)}`);
     }
     // [rel, col] / [schema, rel, col], else [col, field] / [rel, col, field] (composite field selection).
@@ -1091,15 +1165,16 @@ export class Analyzer {
     if (item) {
       const hits = item.cols.filter((c) => c.name === colName);
       if (hits.length === 0) throw new Refusal('unknown_column', `unknown column ${q(relNames.join('.') + '.' + colName)}`);
-      let lin = hits.length === 1 ? this.use(hits[0]) : LIN_NONE;
-      if (hits.length > 1) for (const h of hits) lin = merge(lin, this.use(h));
-      return lin;
+      if (hits.length === 1) return this.use(hits[0]);
+      let lin = LIN_NONE;
+      for (const h of hits) lin = merge(lin, this.use(h));
+      return this.calc(lin); // ambiguous (PostgreSQL refuses it): every candidate counts as used
     }
     // Field of a composite column: `a.f` (column a) or `t.a.f` (column a of t).
     const compositeExists = names.length === 2 ? this.hasColumn(names[0], ctx.scope) : !!this.findItem([names[0]], ctx.scope);
     if (!compositeExists) throw new Refusal('unknown_column', `unknown column ${q(names.join('.'))} (no such FROM item or column)`);
     const inner = this.columnRef({ fields: fields.slice(0, -1) }, ctx);
-    return derive(inner);
+    return this.calc(inner); // a field taken out of a composite value
   }
 
   /** True when a column named `name` is visible at some query level (nothing recorded). */
@@ -1108,19 +1183,26 @@ export class Analyzer {
     return false;
   }
 
-  private wholeRowOf(cols: readonly Col[], item: NsItem | null): Lin {
+  /**
+   * A whole-row value over `cols` (of `item` when known). Its lineage carries every column; unless
+   * it is an entire item of the statement's select list (`output`), every column is also a
+   * non-output use (`row_to_json(c)`, `c = c2`, `count(c)`, `SELECT c` in a sub-select, …).
+   */
+  private wholeRowOf(cols: readonly Col[], item: NsItem | null, output = false): Lin {
     const lins: Lin[] = [];
     for (const c of cols) lins.push(this.use(c));
-    const w = wholeRow(lins);
+    let w = wholeRow(lins);
     if (item?.base) {
-      this.touchRelation(item.base);
+      // Every column of the base relation, also those hidden by nothing here (defensive).
+      this.readAll(item.base);
       const k = tableKey(item.base.schema, item.base.name);
       if (!w.opq || !w.opq.has(k)) {
         const opq = new Map<string, RelRef>(w.opq ?? []);
         opq.set(k, { schema: item.base.schema, table: item.base.name });
-        return { src: w.src, pass: false, opq };
+        w = { src: w.src, pass: false, opq };
       }
     }
+    if (!output) this.consume(w);
     return w;
   }
 
@@ -1134,27 +1216,53 @@ export class Analyzer {
     checkFields('FuncCall', fc);
     const fname = strings(fc.funcname, 'function name');
     const routine = this.resolveFunction(fname);
-    if (fname[fname.length - 1].toLowerCase() === 'current_setting') this.checkSetting(fc.args ?? []);
+    const bare = fname[fname.length - 1].toLowerCase();
+    if (bare === 'current_setting') this.checkSetting(fc.args ?? []);
+    const args: N[] = fc.args ?? [];
+    // A plain `count(col)` reveals only how many values are not null: listed in `countUses`
+    // (allowed for masked columns, its result is still redacted) instead of `nonOutputUses`.
+    const plainCount =
+      bare === 'count' &&
+      this.onlyBuiltIn(fname) &&
+      args.length === 1 &&
+      !hasOwn.call(args[0], 'NamedArgExpr') &&
+      !fc.agg_star &&
+      !fc.agg_distinct &&
+      !fc.agg_within_group &&
+      !fc.func_variadic &&
+      !(fc.agg_order && fc.agg_order.length);
     let lin = LIN_NONE;
-    for (const a of fc.args ?? []) {
+    for (const a of args) {
+      let al: Lin;
       if (hasOwn.call(a, 'NamedArgExpr')) {
         const na = a.NamedArgExpr as N;
         checkFields('NamedArgExpr', na);
-        lin = merge(lin, this.ex(na.arg, ctx));
-      } else lin = merge(lin, this.ex(a, ctx));
+        al = this.ex(na.arg, ctx);
+      } else al = this.ex(a, ctx);
+      if (plainCount && al.pass && al.src) {
+        for (const [k, v] of al.src) this.countUses.set(k, v);
+      } else this.consume(al);
+      lin = merge(lin, al);
     }
     for (const o of fc.agg_order ?? []) {
       const sb = unwrap(o, 'SortBy');
       if (sb.useOp) this.checkOperator(sb.useOp);
-      lin = merge(lin, this.ex(sb.node, ctx));
+      lin = merge(lin, this.calc(this.ex(sb.node, ctx)));
     }
-    if (fc.agg_filter) lin = merge(lin, this.ex(fc.agg_filter, ctx));
-    if (fc.over) lin = merge(lin, this.over(fc.over, ctx));
+    if (fc.agg_filter) lin = merge(lin, this.calc(this.ex(fc.agg_filter, ctx)));
+    if (fc.over) lin = merge(lin, this.calc(this.over(fc.over, ctx)));
     if (routine.schema === 'pg_catalog' && RESOURCE_CHECKED.has(routine.name) && fc.args) {
       const why = resourceLimitReason(routine.name, (fc.args as N[]).map(constNumber));
       if (why) throw new Refusal('function_not_allowed', `resource limit: ${why}`);
     }
     return { lin: derive(lin), routine };
+  }
+
+  /** True when every candidate PostgreSQL could pick for this function name is a `pg_catalog` one. */
+  private onlyBuiltIn(parts: string[]): boolean {
+    if (parts.length === 2) return parts[0] === 'pg_catalog';
+    const all = this.cat.functionsByName.get(parts[0]) ?? [];
+    return all.every((r) => r.schema === 'pg_catalog' || !this.cat.path.includes(r.schema));
   }
 
   /**
@@ -1196,20 +1304,26 @@ export class Analyzer {
     let lin = LIN_NONE;
     if (sl.testexpr) lin = merge(lin, this.ex(sl.testexpr, ctx));
     if (sl.operName) this.checkOperator(sl.operName);
+    this.consume(lin);
     const sub = this.query(sl.subselect, ctx.scope, ctx.ctes);
     if (sub.cols.length) this.sublinkNames.set(sl, sub.cols[0].name);
     switch (kind) {
       case 'EXISTS_SUBLINK':
-        return LIN_NONE; // value depends only on the sub-select's filters, which are in filterSources
+        // The result depends on the sub-select's rows (its filters are recorded); its select list
+        // counts as used too (conservative: `EXISTS (SELECT c.phone INTERSECT …)` is caught by
+        // INTERSECT, `EXISTS (SELECT *)` lists every column).
+        this.consumeAll(sub.cols);
+        return LIN_NONE;
       case 'EXPR_SUBLINK':
+        // A scalar sub-select's single value flows on unchanged (passthrough chains survive).
         if (sub.cols.length === 1) return sub.cols[0].lin;
-        return derive(sub.cols.reduce((a, c) => merge(a, c.lin), LIN_NONE));
+        return this.calc(sub.cols.reduce((a, c) => merge(a, c.lin), LIN_NONE));
       case 'ARRAY_SUBLINK':
       case 'MULTIEXPR_SUBLINK':
       case 'ANY_SUBLINK':
       case 'ALL_SUBLINK':
       case 'ROWCOMPARE_SUBLINK':
-        return derive(sub.cols.reduce((a, c) => merge(a, c.lin), lin));
+        return this.calc(sub.cols.reduce((a, c) => merge(a, c.lin), lin));
       default:
         throw new Refusal('statement_not_allowed', `unsupported sub-select kind ${kind}`);
     }
@@ -1276,22 +1390,22 @@ export class Analyzer {
           const kind = String(n.kind);
           if (!A_EXPR_KINDS.has(kind)) throw new Refusal('statement_not_allowed', `unsupported operator form ${kind}`);
           if (!kind.startsWith('AEXPR_BETWEEN') && !kind.startsWith('AEXPR_NOT_BETWEEN')) this.checkOperator(n.name);
-          return derive(merge(this.ex(n.lexpr, ctx), this.ex(n.rexpr, ctx)));
+          return this.calc(merge(this.ex(n.lexpr, ctx), this.ex(n.rexpr, ctx)));
         }
         case 'List':
           checkFields(type, n);
-          return this.exList(n.items, ctx);
+          return this.calc(this.exList(n.items, ctx));
         case 'BoolExpr':
           checkFields(type, n);
-          return this.exList(n.args, ctx);
+          return this.calc(this.exList(n.args, ctx));
         case 'NullTest':
         case 'BooleanTest':
           checkFields(type, n);
-          return derive(this.ex(n.arg, ctx));
+          return this.calc(this.ex(n.arg, ctx));
         case 'TypeCast': {
           checkFields(type, n);
           this.typeName(n.typeName);
-          return derive(this.ex(n.arg, ctx));
+          return this.calc(this.ex(n.arg, ctx));
         }
         case 'CollateClause':
           checkFields(type, n);
@@ -1310,27 +1424,28 @@ export class Analyzer {
             ind = ind.slice(1);
             if (ind.length === 0) return lin;
           }
-          lin = derive(lin ?? this.ex(n.arg, ctx));
+          // Subscripts and field selection compute on the value (and on the subscripts).
+          lin = this.calc(lin ?? this.ex(n.arg, ctx));
           for (const i of ind) {
             const t = nodeType(i);
             if (t === 'String' || t === 'A_Star') continue;
             if (t !== 'A_Indices') throw new Refusal('statement_not_allowed', 'unsupported indirection');
             const ai = i.A_Indices as N;
             checkFields('A_Indices', ai);
-            lin = merge(lin, merge(this.ex(ai.lidx, ctx), this.ex(ai.uidx, ctx)));
+            lin = merge(lin, this.calc(merge(this.ex(ai.lidx, ctx), this.ex(ai.uidx, ctx))));
           }
           return lin;
         }
         case 'A_ArrayExpr':
           checkFields(type, n);
-          return derive(this.exList(n.elements, ctx));
+          return this.calc(this.exList(n.elements, ctx));
         case 'RowExpr':
           checkFields(type, n);
-          return derive(this.exList(n.args, ctx));
+          return this.calc(this.exList(n.args, ctx));
         case 'CoalesceExpr':
         case 'MinMaxExpr':
           checkFields(type, n);
-          return derive(this.exList(n.args, ctx));
+          return this.calc(this.exList(n.args, ctx));
         case 'SQLValueFunction': {
           checkFields(type, n);
           const why = deniedValueFunctionReason(String(n.op));
@@ -1345,13 +1460,13 @@ export class Analyzer {
             const cw = unwrap(w, 'CaseWhen');
             lin = merge(lin, merge(this.ex(cw.expr, ctx), this.ex(cw.result, ctx)));
           }
-          return derive(merge(lin, this.ex(n.defresult, ctx)));
+          return this.calc(merge(lin, this.ex(n.defresult, ctx)));
         }
         case 'SubLink':
           return this.subLink(n, ctx);
         case 'GroupingFunc':
           checkFields(type, n);
-          return derive(this.exList(n.args, ctx));
+          return this.calc(this.exList(n.args, ctx));
         case 'NamedArgExpr':
           checkFields(type, n);
           return this.ex(n.arg, ctx);
@@ -1362,15 +1477,15 @@ export class Analyzer {
             const rt = unwrap(na, 'ResTarget');
             lin = merge(lin, this.ex(rt.val, ctx));
           }
-          return derive(lin);
+          return this.calc(lin);
         }
         case 'XmlSerialize':
           checkFields(type, n);
           this.typeName(n.typeName);
-          return derive(this.ex(n.expr, ctx));
+          return this.calc(this.ex(n.expr, ctx));
         case 'MultiAssignRef':
           checkFields(type, n);
-          return derive(this.ex(n.source, ctx));
+          return this.calc(this.ex(n.source, ctx));
         case 'SetToDefault':
         case 'MergeSupportFunc':
           checkFields(type, n);
@@ -1383,21 +1498,21 @@ export class Analyzer {
             const p = unwrap(kv, 'JsonKeyValue');
             lin = merge(lin, merge(this.ex(p.key, ctx), this.jsonValue(p.value, ctx)));
           }
-          return derive(lin);
+          return this.calc(lin);
         }
         case 'JsonArrayConstructor': {
           checkFields(type, n);
           this.jsonOutput(n.output);
           let lin = LIN_NONE;
           for (const v of n.exprs ?? []) lin = merge(lin, this.jsonValue(v, ctx));
-          return derive(lin);
+          return this.calc(lin);
         }
         case 'JsonArrayQueryConstructor': {
           checkFields(type, n);
           this.jsonOutput(n.output);
           if (n.format) checkFields('JsonFormat', n.format);
           const sub = this.query(n.query, ctx.scope, ctx.ctes);
-          return derive(sub.cols.reduce((a, c) => merge(a, c.lin), LIN_NONE));
+          return this.calc(sub.cols.reduce((a, c) => merge(a, c.lin), LIN_NONE));
         }
         case 'JsonObjectAgg': {
           checkFields(type, n);
@@ -1407,26 +1522,26 @@ export class Analyzer {
             checkFields('JsonKeyValue', n.arg);
             lin = merge(lin, merge(this.ex(n.arg.key, ctx), this.jsonValue(n.arg.value, ctx)));
           }
-          return derive(lin);
+          return this.calc(lin);
         }
         case 'JsonArrayAgg': {
           checkFields(type, n);
           const ctor = hasOwn.call(n, 'constructor') ? (n.constructor as N) : undefined;
-          return derive(merge(this.jsonAggCtor(ctor, ctx), this.jsonValue(n.arg, ctx)));
+          return this.calc(merge(this.jsonAggCtor(ctor, ctx), this.jsonValue(n.arg, ctx)));
         }
         case 'JsonParseExpr':
         case 'JsonSerializeExpr':
           checkFields(type, n);
           this.jsonOutput(n.output);
-          return derive(this.jsonValue(n.expr, ctx));
+          return this.calc(this.jsonValue(n.expr, ctx));
         case 'JsonScalarExpr':
           checkFields(type, n);
           this.jsonOutput(n.output);
-          return derive(this.ex(n.expr, ctx));
+          return this.calc(this.ex(n.expr, ctx));
         case 'JsonIsPredicate':
           checkFields(type, n);
           if (n.format) checkFields('JsonFormat', n.format);
-          return derive(this.ex(n.expr, ctx));
+          return this.calc(this.ex(n.expr, ctx));
         case 'JsonFuncExpr': {
           checkFields(type, n);
           this.jsonOutput(n.output);
@@ -1436,7 +1551,7 @@ export class Analyzer {
             lin = merge(lin, this.jsonValue(a.val, ctx));
           }
           lin = merge(lin, merge(this.jsonBehavior(n.on_empty, ctx), this.jsonBehavior(n.on_error, ctx)));
-          return derive(lin);
+          return this.calc(lin);
         }
         case 'CurrentOfExpr':
           throw new Refusal('statement_not_allowed', 'WHERE CURRENT OF (cursors) is not allowed');
@@ -1510,18 +1625,23 @@ export class Analyzer {
         if (it !== 'A_Indices' || !ctx) throw new Refusal('statement_not_allowed', 'unsupported assignment target');
         const ai = i.A_Indices as N;
         checkFields('A_Indices', ai);
-        this.ex(ai.lidx, ctx);
-        this.ex(ai.uidx, ctx);
+        this.consume(this.ex(ai.lidx, ctx));
+        this.consume(this.ex(ai.uidx, ctx));
       }
     }
     return out;
   }
 
-  private returning(rc: N | undefined, ctx: Ctx): OutCol[] {
+  private returning(rc: N | undefined, ctx: Ctx, top: boolean): OutCol[] {
     if (!rc) return [];
     checkFields('ReturningClause', rc);
     if (rc.options && rc.options.length) throw new Refusal('statement_not_allowed', 'RETURNING WITH (OLD/NEW aliases) is not supported');
-    return this.targetList(rc.exprs ?? [], ctx);
+    return this.targetList(rc.exprs ?? [], ctx, top);
+  }
+
+  /** Values assigned to written columns (SET, VALUES, INSERT … SELECT): a non-output use. */
+  private written(lin: Lin): void {
+    this.consume(lin);
   }
 
   private addWrite(rel: PreparedRelation, operation: WriteAccess['operation'], columns: string[], hasWhere: boolean): void {
@@ -1537,7 +1657,7 @@ export class Analyzer {
     const rel = this.writeTarget(rv);
     const target = this.baseItem(rel, rv.alias);
     const cols = s.cols ? this.dmlCols(rel, s.cols, null) : [...rel.columnNames];
-    if (s.selectStmt) this.query(s.selectStmt, parent, ctes);
+    if (s.selectStmt) for (const o of this.query(s.selectStmt, parent, ctes).cols) this.written(o.lin);
     this.addWrite(rel, 'insert', cols, false);
     if (s.onConflictClause) {
       const oc = s.onConflictClause as N;
@@ -1563,7 +1683,7 @@ export class Analyzer {
       }
       if (oc.action === 'ONCONFLICT_UPDATE') {
         const setCols = this.dmlCols(rel, oc.targetList, ctx);
-        for (const t of oc.targetList ?? []) this.ex(t.ResTarget.val, ctx);
+        for (const t of oc.targetList ?? []) this.written(this.ex(t.ResTarget.val, ctx));
         if (oc.whereClause) this.addFilter(this.ex(oc.whereClause, ctx));
         this.addWrite(rel, 'update', setCols, true);
       } else if (oc.action !== 'ONCONFLICT_NOTHING') {
@@ -1571,7 +1691,7 @@ export class Analyzer {
       }
     }
     const rctx: Ctx = { scope: { parent, items: [target] }, ctes, windows: null };
-    return { cols: this.returning(s.returningClause, rctx) };
+    return { cols: this.returning(s.returningClause, rctx, s === this.topBody) };
   }
 
   private update(s: N, parent: Scope | null, outer: CteEnv | null): QueryOut {
@@ -1588,11 +1708,11 @@ export class Analyzer {
         checkFields('MultiAssignRef', v.MultiAssignRef);
         continue; // the shared source is analysed once, with column 1
       }
-      this.ex(v, ctx);
+      this.written(this.ex(v, ctx));
     }
     if (s.whereClause) this.addFilter(this.ex(s.whereClause, ctx));
     this.addWrite(rel, 'update', setCols, !!s.whereClause);
-    return { cols: this.returning(s.returningClause, ctx) };
+    return { cols: this.returning(s.returningClause, ctx, s === this.topBody) };
   }
 
   private del(s: N, parent: Scope | null, outer: CteEnv | null): QueryOut {
@@ -1604,7 +1724,7 @@ export class Analyzer {
     const ctx: Ctx = { scope: { parent, items }, ctes, windows: null };
     if (s.whereClause) this.addFilter(this.ex(s.whereClause, ctx));
     this.addWrite(rel, 'delete', [...rel.columnNames], !!s.whereClause);
-    return { cols: this.returning(s.returningClause, ctx) };
+    return { cols: this.returning(s.returningClause, ctx, s === this.topBody) };
   }
 
   private mergeStmt(s: N, parent: Scope | null, outer: CteEnv | null): QueryOut {
@@ -1622,12 +1742,12 @@ export class Analyzer {
       switch (mw.commandType) {
         case 'CMD_UPDATE':
           for (const c of this.dmlCols(rel, mw.targetList, ctx)) cols.add(c);
-          for (const t of mw.targetList ?? []) this.ex(t.ResTarget.val, ctx);
+          for (const t of mw.targetList ?? []) this.written(this.ex(t.ResTarget.val, ctx));
           break;
         case 'CMD_INSERT': {
           const named = mw.targetList ? this.dmlCols(rel, mw.targetList, ctx) : rel.columnNames;
           for (const c of named) cols.add(c);
-          for (const v of mw.values ?? []) this.ex(v, ctx);
+          for (const v of mw.values ?? []) this.written(this.ex(v, ctx));
           break;
         }
         case 'CMD_DELETE':
@@ -1640,7 +1760,7 @@ export class Analyzer {
       }
     }
     this.addWrite(rel, 'merge', [...cols], true);
-    return { cols: this.returning(s.returningClause, ctx) };
+    return { cols: this.returning(s.returningClause, ctx, s === this.topBody) };
   }
 }
 

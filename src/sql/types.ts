@@ -85,8 +85,29 @@ export interface SqlAnalysisOk {
    * ORDER BY, DISTINCT ON, LIMIT/OFFSET, EXISTS/IN sub-selects, …) rather than to compute an output
    * value. They are in `reads` but not in output lineage. A masked column used here can leak by
    * inference (`WHERE ssn LIKE '1%'`), so policy should refuse predicates on masked columns.
+   * A subset of `nonOutputUses`, which is the list to check.
    */
   filterSources: ColumnRef[];
+  /**
+   * Every catalogue column whose value is used anywhere OTHER than as the entire expression of a
+   * top-level output column that is passthrough (directly, or through sub-select / CTE / UNION ALL
+   * passthrough chains). Includes `filterSources` and: arguments of functions and operators
+   * (also functions in FROM/LATERAL, set-returning functions, WITH ORDINALITY), CASE, casts,
+   * INTERSECT/EXCEPT/UNION branches (UNION ALL only when the column is not passthrough), DISTINCT,
+   * window PARTITION BY/ORDER BY, EXISTS/IN/ANY/ALL/ARRAY sub-selects, GROUP BY, ORDER BY,
+   * LIMIT/OFFSET, VALUES, aggregates other than a plain `count(col)` (see `countUses`), computed
+   * RETURNING items, values written by INSERT/UPDATE/MERGE (also INSERT … SELECT), and whole-row
+   * references anywhere but as an entire top-level select-list item (expanded to every column).
+   * Conservative: when unsure, a column is included. A masked column here can be inferred from the
+   * result (`EXISTS (SELECT c.phone INTERSECT SELECT '+1…')`), so policy refuses such statements.
+   */
+  nonOutputUses: ColumnRef[];
+  /**
+   * Columns counted by a plain `count(col)` (no DISTINCT, ORDER BY or VARIADIC; FILTER and OVER
+   * clauses are non-output uses of their own columns). The count only reveals how many values are
+   * not null; the result is still redacted like any value derived from the column.
+   */
+  countUses: ColumnRef[];
   /** False when any volatile or clock/session-dependent function or SQL value function is used, or the statement writes. */
   cacheable: boolean;
   /**
