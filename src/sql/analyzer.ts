@@ -10,6 +10,10 @@
  *   every value used other than as a top-level passthrough output (non-output uses, counts),
  * - computes each output column's lineage.
  *
+ * Every node is walked once: CTE bodies and sub-selects are analysed once and their columns reused,
+ * and a WITH RECURSIVE term is walked once with placeholders for its own columns (the fixpoint is
+ * solved on lineage values). A work budget bounds whatever remains (`WORK_BUDGET`).
+ *
  * Fail-closed allow-list: every node is dispatched on its type in an explicit switch and every
  * field of every handled node is checked against the set of fields this walker understands; an
  * unknown node type or field is refused as `statement_not_allowed`. Nothing is skipped silently.
@@ -28,12 +32,16 @@ import {
   alternative,
   ColumnRef,
   derive,
+  isPlaceholder,
   Lin,
   LIN_NONE,
   linColumn,
+  lineageWork,
   merge,
+  placeholder,
   RelRef,
   sameLin,
+  substitute,
   tableKey,
   wholeRow,
 } from './lineage';
@@ -56,7 +64,19 @@ export class Refusal extends Error {
 
 const MAX_DEPTH = 1000;
 const VOL_RANK: Record<string, number> = { immutable: 0, stable: 1, volatile: 2 };
-const MAX_RECURSIVE_ITERATIONS = 64;
+/** Sanity cap on lineage fixpoint rounds of one WITH RECURSIVE item (the work budget binds first). */
+const MAX_RECURSIVE_ITERATIONS = 10_000;
+
+/**
+ * Total work allowed for one analysis, in steps: parse-tree nodes visited, column lists built or
+ * scanned, lineage map entries visited or copied (`lineageWork`). The walker visits every node
+ * once (CTE bodies, sub-selects and recursive terms are analysed once and reused), so legitimate
+ * statements use a few thousand steps (a 40-way NATURAL JOIN: ~7 000); the budget is a backstop
+ * that bounds the synchronous work whatever the input's shape (5–25 ms warm on the development
+ * machine). Above it the statement is refused (`statement_not_allowed`, "statement too complex to
+ * analyse").
+ */
+export const WORK_BUDGET = 100_000;
 
 /** Cuts a name taken from the input before it goes into a message. */
 function q(name: unknown): string {
@@ -340,14 +360,38 @@ export class Analyzer {
   hasWrite = false;
   private depth = 0;
   private readonly sublinkNames = new WeakMap<object, string>();
+  /** Work done so far (see `WORK_BUDGET`); lineage work is read from `lineageWork`. */
+  private work = 0;
+  private readonly lineageStart = lineageWork.n;
+  private readonly budget: number;
+  /** Numbers the WITH RECURSIVE items (placeholders of each item's columns). */
+  private recSeq = 0;
   /** Body of the top-level statement: its select list / RETURNING is the statement's output. */
   private topBody: N | null = null;
 
-  constructor(private readonly cat: PreparedCatalog) {}
+  constructor(
+    private readonly cat: PreparedCatalog,
+    budget: number = WORK_BUDGET,
+  ) {
+    this.budget = budget;
+  }
+
+  /** Steps used so far (walker steps plus lineage work); read it before another analysis starts. */
+  get workUsed(): number {
+    return this.work + (lineageWork.n - this.lineageStart);
+  }
 
   // ----- bookkeeping -----
+  /** Adds `n` steps of work; refuses the statement above the budget. */
+  private charge(n: number): void {
+    this.work += n;
+    if (this.work + (lineageWork.n - this.lineageStart) > this.budget) {
+      throw new Refusal('statement_not_allowed', 'statement too complex to analyse (work budget exceeded); simplify it or split it into several statements');
+    }
+  }
   private enter(): void {
     if (++this.depth > MAX_DEPTH) throw new Refusal('invalid_sql', 'statement nests too deeply');
+    this.charge(1);
   }
   private leave(): void {
     this.depth--;
@@ -377,7 +421,10 @@ export class Analyzer {
    * embeds whole rows carries all their columns as sources (`wholeRow`), so they are included.
    */
   private consume(l: Lin): void {
-    if (l.src) for (const [k, v] of l.src) this.nonOutput.set(k, v);
+    if (l.src) {
+      this.charge(l.src.size);
+      for (const [k, v] of l.src) this.nonOutput.set(k, v);
+    }
   }
   /** Computed value: its inputs are consumed, the result is derived from them (never passthrough). */
   private calc(l: Lin): Lin {
@@ -391,7 +438,26 @@ export class Analyzer {
   /** Reading every column of `rel` (whole-row values, the relation's row type used as a type). */
   private readAll(rel: PreparedRelation): void {
     this.touchRelation(rel);
+    this.charge(rel.columnNames.length);
     for (const column of rel.columnNames) this.readColumn({ rel, column });
+  }
+  /**
+   * After a WITH RECURSIVE item is solved: rewrites everything recorded while its recursive term
+   * was walked (filters, non-output uses, counts) from placeholders to the final lineage.
+   */
+  private resolvePlaceholders(id: number, finals: readonly Lin[]): void {
+    for (const map of [this.filter, this.nonOutput, this.countUses]) {
+      const hits: Array<[string, ColumnRef]> = [];
+      this.charge(map.size);
+      for (const [k, c] of map) if (isPlaceholder(c, id)) hits.push([k, c]);
+      for (const [k, c] of hits) {
+        map.delete(k);
+        const f = finals[Number(c.column)];
+        // A count over a value that is not one column unchanged is a computation on it.
+        const into = map === this.countUses && !f?.pass ? this.nonOutput : map;
+        if (f?.src) for (const [fk, fc] of f.src) into.set(fk, fc);
+      }
+    }
   }
 
   // ----- relations -----
@@ -687,7 +753,7 @@ export class Analyzer {
     }
     // WITH RECURSIVE: every name of the list is visible in every body; analyse in dependency order.
     const deps = new Map<string, Set<string>>();
-    for (const d of defs) deps.set(String(d.ctename), referencedNames(d.ctequery, names));
+    for (const d of defs) deps.set(String(d.ctename), referencedNames(d.ctequery, names, (n) => this.charge(n)));
     const done = new Set<string>();
     const order: N[] = [];
     const visiting = new Set<string>();
@@ -729,20 +795,30 @@ export class Analyzer {
         throw new Refusal('statement_not_allowed', `unsupported clause in recursive query ${q(name)}`);
       }
       const left = this.query({ SelectStmt: body.larg }, parent, env).cols;
-      let cur = left;
+      // The recursive term is walked once, with each column of this item standing for itself
+      // (placeholders); the fixpoint is then solved on lineage values only.
+      const id = ++this.recSeq;
+      def!.cols = this.applyCteAliases(
+        left.map((c, k) => ({ name: c.name, lin: placeholder(id, k) })),
+        aliases,
+        name,
+      );
+      const right = this.query({ SelectStmt: body.rarg }, parent, env).cols;
+      if (right.length !== left.length) throw new Refusal('invalid_sql', 'each UNION query must have the same number of columns');
+      let cur: Lin[] = left.map((c) => c.lin);
       for (let i = 0; ; i++) {
-        if (i >= MAX_RECURSIVE_ITERATIONS) throw new Refusal('invalid_sql', `recursive query ${q(name)} is too complex to analyse`);
-        def!.cols = this.applyCteAliases(cur, aliases, name);
-        const right = this.query({ SelectStmt: body.rarg }, parent, env).cols;
-        if (right.length !== left.length) throw new Refusal('invalid_sql', 'each UNION query must have the same number of columns');
-        const next = left.map((c, k) => ({ name: c.name, lin: alternative(alternative(c.lin, cur[k].lin), right[k].lin) }));
-        if (next.every((c, k) => sameLin(c.lin, cur[k].lin))) break;
+        if (i >= MAX_RECURSIVE_ITERATIONS) throw new Refusal('statement_not_allowed', `recursive query ${q(name)} is too complex to analyse`);
+        this.charge(left.length);
+        const prev = cur;
+        const next = left.map((c, k) => alternative(alternative(c.lin, prev[k]), substitute(right[k].lin, id, prev)));
+        if (next.every((l, k) => sameLin(l, prev[k]))) break;
         cur = next;
       }
+      this.resolvePlaceholders(id, cur);
       // UNION (without ALL) compares rows; a column that is not one column's value unchanged
       // across the terms is treated like a computed one.
-      for (const c of cur) if (!body.all || !c.lin.pass) this.consume(c.lin);
-      outs = cur;
+      for (const l of cur) if (!body.all || !l.pass) this.consume(l);
+      outs = left.map((c, k) => ({ name: c.name, lin: cur[k] }));
     }
     let cols = this.applyCteAliases(outs, aliases, name);
     if (d.search_clause) {
@@ -800,12 +876,14 @@ export class Analyzer {
             const cte = this.lookupCte(fc.ctes, name);
             if (cte) {
               if (!cte.cols) throw new Refusal('invalid_sql', `recursive reference to ${q(name)} is not allowed here`);
+              this.charge(cte.cols.length);
               const cols = renameCols(cte.cols, rv.alias, `WITH query ${q(name)}`);
               return [{ refname: rv.alias ? String(rv.alias.aliasname) : name, schema: null, cols, relVisible: true, colsVisible: true, base: null }];
             }
           }
           const rel = this.resolveRelation(rv.schemaname, name);
           this.touchRelation(rel);
+          this.charge(rel.columnNames.length);
           return [this.baseItem(rel, rv.alias)];
         }
         case 'RangeSubselect': {
@@ -813,6 +891,7 @@ export class Analyzer {
           checkFields('RangeSubselect', rs);
           const parent: Scope | null = rs.lateral ? { parent: fc.parent, items: left } : fc.parent;
           const out = this.query(rs.subquery, parent, fc.ctes);
+          this.charge(out.cols.length);
           const cols = renameCols(
             out.cols.map((o) => ({ name: o.name, lin: o.lin, reads: null })),
             rs.alias,
@@ -918,6 +997,7 @@ export class Analyzer {
     const r = this.fromItem(j.rarg, fc, [...before, ...l]);
     const lcols = visibleCols(l);
     const rcols = visibleCols(r);
+    this.charge(before.length + 2 * (l.length + r.length) + 2 * (lcols.length + rcols.length));
     const onCtx: Ctx = { scope: { parent: fc.parent, items: [...l, ...r] }, ctes: fc.ctes, windows: null };
 
     let usingNames: string[] | null = null;
@@ -979,6 +1059,7 @@ export class Analyzer {
    */
   private targetList(list: N[], ctx: Ctx, top: boolean): OutCol[] {
     const outs: OutCol[] = [];
+    this.charge(list.length);
     for (const t of list) {
       const rt = unwrap(t, 'ResTarget');
       if (rt.indirection) throw new Refusal('statement_not_allowed', 'unsupported select-list form');
@@ -990,7 +1071,9 @@ export class Analyzer {
         const fields: N[] = cr.fields ?? [];
         if (fields.length && hasOwn.call(fields[fields.length - 1], 'A_Star')) {
           if (rt.name !== undefined) throw new Refusal('invalid_sql', 'a star cannot have an alias');
-          for (const c of this.starColumns(fields, ctx)) outs.push({ name: c.name, lin: this.use(c) });
+          const star = this.starColumns(fields, ctx);
+          this.charge(star.length);
+          for (const c of star) outs.push({ name: c.name, lin: this.use(c) });
           continue;
         }
         if (top) {
@@ -1019,7 +1102,9 @@ export class Analyzer {
     });
     if (names.length === 0) {
       const out: Col[] = [];
+      this.charge(ctx.scope.items.length);
       for (const it of ctx.scope.items) if (it.colsVisible) for (const c of it.cols) out.push(c);
+      this.charge(out.length);
       if (ctx.scope.items.length === 0) throw new Refusal('invalid_sql', 'SELECT * with no tables specified is not valid');
       return out;
     }
@@ -1033,6 +1118,7 @@ export class Analyzer {
   private findItem(names: string[], scope: Scope | null): NsItem | null {
     if (names.length > 2) throw new Refusal('unknown_column', 'cross-database references are not supported');
     for (let s = scope; s; s = s.parent) {
+      this.charge(s.items.length + 1);
       for (const it of s.items) {
         if (!it.relVisible || it.refname !== names[names.length - 1]) continue;
         if (names.length === 2 && it.schema !== names[0]) continue;
@@ -1122,7 +1208,12 @@ export class Analyzer {
   /** Visible columns named `name` at the innermost level only (no reads recorded). */
   private columnsAtLevel(name: string, scope: Scope): Col[] {
     const out: Col[] = [];
-    for (const it of scope.items) if (it.colsVisible) for (const c of it.cols) if (c.name === name) out.push(c);
+    this.charge(scope.items.length + 1);
+    for (const it of scope.items) {
+      if (!it.colsVisible) continue;
+      this.charge(it.cols.length);
+      for (const c of it.cols) if (c.name === name) out.push(c);
+    }
     return out;
   }
 
@@ -1190,6 +1281,7 @@ export class Analyzer {
    */
   private wholeRowOf(cols: readonly Col[], item: NsItem | null, output = false): Lin {
     const lins: Lin[] = [];
+    this.charge(cols.length);
     for (const c of cols) lins.push(this.use(c));
     let w = wholeRow(lins);
     if (item?.base) {
@@ -1846,20 +1938,29 @@ function bareName(node: N): string | null {
  * Unqualified relation names referenced anywhere below `node` that are in `names` (used to order
  * WITH RECURSIVE items). A cheap structural scan; over-approximation only affects ordering.
  */
-function referencedNames(node: unknown, names: ReadonlySet<string>): Set<string> {
+function referencedNames(node: unknown, names: ReadonlySet<string>, charge: (n: number) => void): Set<string> {
   const out = new Set<string>();
-  const stack: unknown[] = [node];
-  while (stack.length) {
-    const cur = stack.pop();
+  // Breadth first, stopping once every name is found: a self-reference sits near the top of a
+  // recursive term, nested sub-selects below it are not scanned again at every level.
+  const queue: unknown[] = [node];
+  let steps = 0;
+  for (let i = 0; i < queue.length && out.size < names.size; i++) {
+    if (++steps === 256) {
+      charge(steps);
+      steps = 0;
+    }
+    const cur = queue[i];
+    queue[i] = undefined;
     if (!cur || typeof cur !== 'object') continue;
     if (Array.isArray(cur)) {
-      for (const x of cur) stack.push(x);
+      for (const x of cur) queue.push(x);
       continue;
     }
     const o = cur as N;
     if (typeof o.relname === 'string' && o.schemaname === undefined && names.has(o.relname)) out.add(o.relname);
-    for (const k in o) if (typeof o[k] === 'object') stack.push(o[k]);
+    for (const k in o) if (typeof o[k] === 'object') queue.push(o[k]);
   }
+  charge(steps);
   return out;
 }
 

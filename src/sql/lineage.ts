@@ -31,6 +31,13 @@ export interface Lin {
   readonly opq: ReadonlyMap<string, RelRef> | null;
 }
 
+/**
+ * Work done by the lineage operations (map entries visited or copied), read by the analyser's work
+ * budget. Analyses are synchronous and never interleave, so a module-level counter is exact: the
+ * analyser reads it before and after.
+ */
+export const lineageWork = { n: 0 };
+
 /** Lineage of a value that depends on no column (constants, parameters, clock). */
 export const LIN_NONE: Lin = Object.freeze({ src: null, pass: false, opq: null });
 
@@ -60,9 +67,13 @@ function unionMaps<T>(a: ReadonlyMap<string, T> | null, b: ReadonlyMap<string, T
   if (!a || a.size === 0) return b;
   if (a === b) return a;
   let out: Map<string, T> | null = null;
+  lineageWork.n += b.size;
   for (const [k, v] of b) {
     if (!a.has(k)) {
-      if (!out) out = new Map(a);
+      if (!out) {
+        out = new Map(a);
+        lineageWork.n += a.size;
+      }
       out.set(k, v);
     }
   }
@@ -104,6 +115,7 @@ export function wholeRow(cols: readonly Lin[]): Lin {
     opq = unionMaps(opq, l.opq);
   }
   const rels = new Map<string, RelRef>(opq ?? []);
+  lineageWork.n += (src ? src.size : 0) + rels.size;
   if (src) for (const c of src.values()) {
     const k = tableKey(c.schema, c.table);
     if (!rels.has(k)) rels.set(k, { schema: c.schema, table: c.table });
@@ -123,6 +135,70 @@ function sameKeys(a: ReadonlyMap<string, unknown> | null, b: ReadonlyMap<string,
   const sb = b ? b.size : 0;
   if (sa !== sb) return false;
   if (sa === 0) return true;
+  lineageWork.n += sa;
   for (const k of a!.keys()) if (!b!.has(k)) return false;
   return true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Placeholders: the columns of a WITH RECURSIVE item while its recursive term is analysed.
+//
+// The recursive term is walked ONCE with each self-referenced column standing for itself (a
+// placeholder source); the fixpoint is then solved on lineage values alone (`substitute`), and
+// everything recorded during the walk that mentions a placeholder is rewritten with the final
+// lineage. Walking the term again per fixpoint round would multiply across nested recursive
+// items (exponential work).
+// ---------------------------------------------------------------------------------------------
+
+/** Schema marker of placeholder sources (a catalogue schema name can never contain NUL). */
+export const PLACEHOLDER_SCHEMA = '\u0000rec';
+
+/** Passthrough lineage of column `k` of the recursive item numbered `id`. */
+export function placeholder(id: number, k: number): Lin {
+  return linColumn({ schema: PLACEHOLDER_SCHEMA, table: String(id), column: String(k) });
+}
+
+/** True when `c` is a placeholder (of item `id` when given). */
+export function isPlaceholder(c: ColumnRef | RelRef, id?: number): boolean {
+  return c.schema === PLACEHOLDER_SCHEMA && (id === undefined || c.table === String(id));
+}
+
+/** Relations behind the sources of `l` (placeholders of other items included, to be resolved later). */
+function relationsOf(l: Lin, into: Map<string, RelRef>): void {
+  if (l.opq) for (const [k, r] of l.opq) into.set(k, r);
+  if (l.src) for (const c of l.src.values()) into.set(tableKey(c.schema, c.table), { schema: c.schema, table: c.table });
+}
+
+/**
+ * Replaces the placeholders of item `id` in `l` by `finals[k]`. A passthrough placeholder becomes
+ * the final lineage itself (passthrough survives only if the final lineage is passthrough); inside
+ * a computed value, the final sources and opaque relations are merged in. A value that embeds
+ * whole rows (opaque) over the item embeds whole rows of everything behind its final columns.
+ */
+export function substitute(l: Lin, id: number, finals: readonly Lin[]): Lin {
+  if (!l.src) return l;
+  const tid = String(id);
+  let hit = false;
+  for (const c of l.src.values()) if (c.schema === PLACEHOLDER_SCHEMA && c.table === tid) { hit = true; break; }
+  lineageWork.n += l.src.size;
+  if (!hit) return l;
+  if (l.pass) {
+    const c = l.src.values().next().value as ColumnRef;
+    return finals[Number(c.column)] ?? LIN_NONE;
+  }
+  const src = new Map<string, ColumnRef>();
+  const opq = new Map<string, RelRef>();
+  if (l.opq) for (const [k, r] of l.opq) if (!(r.schema === PLACEHOLDER_SCHEMA && r.table === tid)) opq.set(k, r);
+  for (const [k, c] of l.src) {
+    if (c.schema !== PLACEHOLDER_SCHEMA || c.table !== tid) {
+      src.set(k, c);
+      continue;
+    }
+    const f = finals[Number(c.column)] ?? LIN_NONE;
+    if (f.src) for (const [fk, fc] of f.src) src.set(fk, fc);
+    if (l.opq) relationsOf(f, opq);
+    else if (f.opq) for (const [fk, fr] of f.opq) opq.set(fk, fr);
+    lineageWork.n += (f.src ? f.src.size : 0) + (f.opq ? f.opq.size : 0);
+  }
+  return { src: src.size ? src : null, pass: false, opq: opq.size ? opq : null };
 }
