@@ -1,0 +1,125 @@
+/**
+ * Scenario 4's corpus: 100 analytical queries over Chinook of the kind an agent writes (lookups,
+ * joins, aggregates, window functions, CTEs, subqueries, date arithmetic, set operations), all of
+ * them allowed for the demo role (`demo-analyst`: the ten catalogue, customer and invoice tables)
+ * under the demo policies (customer e-mail and phone masked, so some outputs carry a redaction
+ * plan and no query filters on a masked column). `params` binds $n when the statement has any.
+ */
+
+/** One corpus statement. */
+export interface CorpusQuery {
+  sql: string;
+  params?: unknown[];
+}
+
+/** The 100 statements. */
+export const ANALYTICAL_QUERIES: CorpusQuery[] = [
+  // Point and range lookups
+  { sql: 'SELECT track_id, name, composer, unit_price FROM track WHERE track_id = $1', params: [42] },
+  { sql: 'SELECT album_id, title FROM album WHERE artist_id = $1 ORDER BY title', params: [22] },
+  { sql: 'SELECT name FROM artist WHERE artist_id = $1', params: [90] },
+  { sql: 'SELECT customer_id, first_name, last_name, country FROM customer WHERE customer_id = $1', params: [7] },
+  { sql: 'SELECT invoice_id, invoice_date, total FROM invoice WHERE customer_id = $1 ORDER BY invoice_date DESC LIMIT 10', params: [12] },
+  { sql: 'SELECT track_id, name, milliseconds FROM track WHERE album_id = $1 ORDER BY track_id', params: [1] },
+  { sql: "SELECT name FROM track WHERE name ILIKE '%love%' ORDER BY name LIMIT 50" },
+  { sql: 'SELECT playlist_id, name FROM playlist ORDER BY name' },
+  { sql: 'SELECT genre_id, name FROM genre ORDER BY genre_id' },
+  { sql: 'SELECT media_type_id, name FROM media_type' },
+  { sql: 'SELECT invoice_id, billing_city, total FROM invoice WHERE total BETWEEN $1 AND $2 ORDER BY total DESC', params: [10, 20] },
+  { sql: "SELECT customer_id, first_name, last_name, email FROM customer WHERE country = 'Brazil' ORDER BY last_name" },
+  { sql: 'SELECT first_name, last_name, phone, email FROM customer ORDER BY customer_id LIMIT 20' },
+  { sql: 'SELECT track_id, name FROM track WHERE composer IS NULL ORDER BY track_id LIMIT 100' },
+  { sql: 'SELECT * FROM album WHERE album_id IN (1, 2, 3, 4, 5)' },
+  // Aggregates
+  { sql: 'SELECT count(*) FROM track' },
+  { sql: 'SELECT genre_id, count(*) AS tracks FROM track GROUP BY genre_id ORDER BY tracks DESC' },
+  { sql: 'SELECT billing_country, sum(total) AS revenue FROM invoice GROUP BY billing_country ORDER BY revenue DESC' },
+  { sql: 'SELECT country, count(*) AS customers FROM customer GROUP BY country HAVING count(*) > 1 ORDER BY customers DESC' },
+  { sql: 'SELECT avg(milliseconds) / 60000.0 AS avg_minutes, max(milliseconds) / 60000.0 AS max_minutes FROM track' },
+  { sql: 'SELECT media_type_id, count(*), sum(bytes) AS total_bytes FROM track GROUP BY media_type_id' },
+  { sql: "SELECT date_trunc('month', invoice_date) AS month, sum(total) AS revenue FROM invoice GROUP BY 1 ORDER BY 1" },
+  { sql: 'SELECT extract(year FROM invoice_date) AS year, count(*) AS invoices, round(avg(total), 2) AS avg_total FROM invoice GROUP BY 1 ORDER BY 1' },
+  { sql: 'SELECT count(DISTINCT composer) FROM track' },
+  { sql: 'SELECT album_id, sum(milliseconds) / 1000 AS seconds FROM track GROUP BY album_id ORDER BY seconds DESC LIMIT 10' },
+  { sql: 'SELECT unit_price, count(*) FROM track GROUP BY unit_price' },
+  { sql: 'SELECT invoice_id, sum(unit_price * quantity) AS computed_total FROM invoice_line GROUP BY invoice_id ORDER BY computed_total DESC LIMIT 20' },
+  { sql: 'SELECT billing_country, billing_city, count(*) FROM invoice GROUP BY ROLLUP (billing_country, billing_city) ORDER BY 1, 2' },
+  { sql: 'SELECT count(*) FILTER (WHERE total > 10) AS large, count(*) FILTER (WHERE total <= 10) AS small FROM invoice' },
+  { sql: 'SELECT playlist_id, count(*) AS tracks FROM playlist_track GROUP BY playlist_id ORDER BY tracks DESC' },
+  // Joins
+  { sql: 'SELECT t.name AS track, a.title AS album, ar.name AS artist FROM track t JOIN album a ON a.album_id = t.album_id JOIN artist ar ON ar.artist_id = a.artist_id WHERE t.track_id = $1', params: [100] },
+  { sql: 'SELECT ar.name, count(*) AS albums FROM artist ar JOIN album a ON a.artist_id = ar.artist_id GROUP BY ar.name ORDER BY albums DESC LIMIT 10' },
+  { sql: 'SELECT g.name AS genre, sum(il.unit_price * il.quantity) AS revenue FROM invoice_line il JOIN track t ON t.track_id = il.track_id JOIN genre g ON g.genre_id = t.genre_id GROUP BY g.name ORDER BY revenue DESC' },
+  { sql: 'SELECT c.first_name, c.last_name, sum(i.total) AS spent FROM customer c JOIN invoice i ON i.customer_id = c.customer_id GROUP BY c.customer_id, c.first_name, c.last_name ORDER BY spent DESC LIMIT 5' },
+  { sql: 'SELECT c.customer_id, c.email, count(i.invoice_id) AS invoices FROM customer c LEFT JOIN invoice i ON i.customer_id = c.customer_id GROUP BY c.customer_id ORDER BY invoices DESC' },
+  { sql: 'SELECT p.name AS playlist, t.name AS track FROM playlist p JOIN playlist_track pt ON pt.playlist_id = p.playlist_id JOIN track t ON t.track_id = pt.track_id WHERE p.playlist_id = $1 ORDER BY t.name', params: [3] },
+  { sql: 'SELECT mt.name AS media, g.name AS genre, count(*) FROM track t JOIN media_type mt ON mt.media_type_id = t.media_type_id JOIN genre g ON g.genre_id = t.genre_id GROUP BY mt.name, g.name ORDER BY 3 DESC' },
+  { sql: 'SELECT a.title, count(t.track_id) AS tracks, sum(t.milliseconds) / 60000 AS minutes FROM album a LEFT JOIN track t ON t.album_id = a.album_id GROUP BY a.album_id, a.title ORDER BY minutes DESC NULLS LAST LIMIT 15' },
+  { sql: 'SELECT i.invoice_id, i.invoice_date, il.track_id, il.unit_price, il.quantity FROM invoice i JOIN invoice_line il ON il.invoice_id = i.invoice_id WHERE i.invoice_id = $1', params: [98] },
+  { sql: 'SELECT ar.name AS artist, g.name AS genre, count(*) AS tracks FROM artist ar JOIN album al ON al.artist_id = ar.artist_id JOIN track t ON t.album_id = al.album_id JOIN genre g ON g.genre_id = t.genre_id GROUP BY ar.name, g.name HAVING count(*) >= 10 ORDER BY tracks DESC' },
+  { sql: 'SELECT c.country, count(DISTINCT c.customer_id) AS customers, sum(i.total) AS revenue, round(sum(i.total) / count(DISTINCT c.customer_id), 2) AS per_customer FROM customer c JOIN invoice i ON i.customer_id = c.customer_id GROUP BY c.country ORDER BY revenue DESC' },
+  { sql: 'SELECT t.name, t.unit_price, il.quantity FROM invoice_line il JOIN track t USING (track_id) WHERE il.invoice_id = $1', params: [5] },
+  { sql: 'SELECT a.title, ar.name FROM album a NATURAL JOIN artist ar ORDER BY a.title LIMIT 20' },
+  { sql: 'SELECT DISTINCT c.city, c.country FROM customer c JOIN invoice i ON i.customer_id = c.customer_id WHERE i.total > $1 ORDER BY c.country, c.city', params: [15] },
+  { sql: 'SELECT p.name, count(DISTINCT t.genre_id) AS genres FROM playlist p JOIN playlist_track pt USING (playlist_id) JOIN track t USING (track_id) GROUP BY p.name ORDER BY genres DESC' },
+  // Subqueries
+  { sql: 'SELECT name FROM track WHERE track_id IN (SELECT track_id FROM invoice_line GROUP BY track_id HAVING count(*) > 1) ORDER BY name LIMIT 25' },
+  { sql: 'SELECT name FROM artist ar WHERE NOT EXISTS (SELECT 1 FROM album a WHERE a.artist_id = ar.artist_id) ORDER BY name' },
+  { sql: 'SELECT first_name, last_name FROM customer c WHERE EXISTS (SELECT 1 FROM invoice i WHERE i.customer_id = c.customer_id AND i.total > 20)' },
+  { sql: 'SELECT title, (SELECT count(*) FROM track t WHERE t.album_id = a.album_id) AS tracks FROM album a ORDER BY tracks DESC LIMIT 10' },
+  { sql: 'SELECT invoice_id, total FROM invoice WHERE total > (SELECT avg(total) FROM invoice) ORDER BY total DESC' },
+  { sql: 'SELECT name, milliseconds FROM track WHERE milliseconds = (SELECT max(milliseconds) FROM track)' },
+  { sql: 'SELECT g.name, x.tracks FROM (SELECT genre_id, count(*) AS tracks FROM track GROUP BY genre_id) x JOIN genre g ON g.genre_id = x.genre_id ORDER BY x.tracks DESC' },
+  { sql: 'SELECT customer_id, first_name FROM customer WHERE customer_id = ANY ($1::int[])', params: [[1, 2, 3, 4]] },
+  { sql: 'SELECT t.name FROM track t WHERE t.genre_id = (SELECT genre_id FROM genre WHERE name = $1) ORDER BY t.name LIMIT 30', params: ['Jazz'] },
+  { sql: 'SELECT a.title FROM album a WHERE a.album_id NOT IN (SELECT t.album_id FROM track t WHERE t.album_id IS NOT NULL AND t.unit_price > 0.99)' },
+  // Window functions
+  { sql: 'SELECT invoice_id, invoice_date, total, sum(total) OVER (ORDER BY invoice_date, invoice_id) AS running_total FROM invoice ORDER BY invoice_date, invoice_id' },
+  { sql: 'SELECT name, genre_id, milliseconds, rank() OVER (PARTITION BY genre_id ORDER BY milliseconds DESC) AS rnk FROM track' },
+  { sql: 'SELECT * FROM (SELECT name, album_id, milliseconds, row_number() OVER (PARTITION BY album_id ORDER BY milliseconds DESC) AS rn FROM track) x WHERE rn = 1 ORDER BY album_id' },
+  { sql: 'SELECT customer_id, invoice_date, total, lag(total) OVER (PARTITION BY customer_id ORDER BY invoice_date) AS previous_total FROM invoice' },
+  { sql: 'SELECT billing_country, total, ntile(4) OVER (ORDER BY total) AS quartile FROM invoice' },
+  { sql: "SELECT date_trunc('month', invoice_date) AS month, sum(total) AS revenue, avg(sum(total)) OVER (ORDER BY date_trunc('month', invoice_date) ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) AS moving_avg FROM invoice GROUP BY 1 ORDER BY 1" },
+  { sql: 'SELECT c.country, c.customer_id, sum(i.total) AS spent, dense_rank() OVER (PARTITION BY c.country ORDER BY sum(i.total) DESC) AS rank_in_country FROM customer c JOIN invoice i USING (customer_id) GROUP BY c.country, c.customer_id' },
+  { sql: 'SELECT track_id, unit_price, percent_rank() OVER (ORDER BY milliseconds) AS pr FROM track WHERE album_id = $1', params: [10] },
+  { sql: 'SELECT invoice_id, total, first_value(total) OVER w AS first_total, last_value(total) OVER w AS last_total FROM invoice WINDOW w AS (PARTITION BY customer_id ORDER BY invoice_date ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)' },
+  { sql: 'SELECT genre_id, count(*) AS tracks, round(100.0 * count(*) / sum(count(*)) OVER (), 2) AS share FROM track GROUP BY genre_id ORDER BY share DESC' },
+  // CTEs
+  { sql: 'WITH sales AS (SELECT il.track_id, sum(il.quantity) AS sold FROM invoice_line il GROUP BY il.track_id) SELECT t.name, s.sold FROM sales s JOIN track t USING (track_id) ORDER BY s.sold DESC, t.name LIMIT 10' },
+  { sql: 'WITH per_customer AS (SELECT customer_id, sum(total) AS spent FROM invoice GROUP BY customer_id) SELECT c.first_name, c.last_name, c.email, p.spent FROM per_customer p JOIN customer c USING (customer_id) WHERE p.spent > $1 ORDER BY p.spent DESC', params: [40] },
+  { sql: "WITH monthly AS (SELECT date_trunc('month', invoice_date) AS m, sum(total) AS revenue FROM invoice GROUP BY 1) SELECT m, revenue, revenue - lag(revenue) OVER (ORDER BY m) AS change FROM monthly ORDER BY m" },
+  { sql: 'WITH genre_sales AS (SELECT t.genre_id, sum(il.unit_price * il.quantity) AS revenue FROM invoice_line il JOIN track t USING (track_id) GROUP BY t.genre_id), ranked AS (SELECT genre_id, revenue, rank() OVER (ORDER BY revenue DESC) AS r FROM genre_sales) SELECT g.name, r.revenue FROM ranked r JOIN genre g USING (genre_id) WHERE r.r <= 5' },
+  { sql: 'WITH album_len AS (SELECT album_id, sum(milliseconds) AS ms FROM track GROUP BY album_id) SELECT ar.name, avg(al.ms) / 60000 AS avg_album_minutes FROM album_len al JOIN album a USING (album_id) JOIN artist ar USING (artist_id) GROUP BY ar.name ORDER BY 2 DESC LIMIT 10' },
+  { sql: 'WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 12) SELECT n.i AS month, count(inv.invoice_id) AS invoices FROM n LEFT JOIN invoice inv ON extract(month FROM inv.invoice_date) = n.i GROUP BY n.i ORDER BY n.i' },
+  { sql: 'WITH first_purchase AS (SELECT customer_id, min(invoice_date) AS first_date FROM invoice GROUP BY customer_id) SELECT extract(year FROM first_date) AS cohort, count(*) FROM first_purchase GROUP BY 1 ORDER BY 1' },
+  { sql: 'WITH pl AS (SELECT playlist_id, count(*) AS n FROM playlist_track GROUP BY playlist_id) SELECT p.name, coalesce(pl.n, 0) AS tracks FROM playlist p LEFT JOIN pl USING (playlist_id) ORDER BY tracks DESC' },
+  { sql: 'WITH big AS (SELECT invoice_id FROM invoice WHERE total >= 15) SELECT t.name, count(*) FROM invoice_line il JOIN big USING (invoice_id) JOIN track t USING (track_id) GROUP BY t.name ORDER BY 2 DESC LIMIT 10' },
+  { sql: 'WITH c AS (SELECT customer_id, country, phone FROM customer) SELECT country, phone FROM c ORDER BY country' },
+  // Strings, dates, CASE and expressions
+  { sql: "SELECT first_name || ' ' || last_name AS full_name, upper(country) AS country FROM customer ORDER BY full_name" },
+  { sql: "SELECT name, CASE WHEN milliseconds < 180000 THEN 'short' WHEN milliseconds < 360000 THEN 'medium' ELSE 'long' END AS length_class FROM track WHERE album_id = $1", params: [4] },
+  { sql: "SELECT to_char(invoice_date, 'YYYY-MM') AS month, count(*) FROM invoice GROUP BY 1 ORDER BY 1" },
+  { sql: 'SELECT length(name) AS len, count(*) FROM track GROUP BY 1 ORDER BY 1 DESC LIMIT 10' },
+  { sql: 'SELECT lower(city) AS city, count(*) FROM customer GROUP BY 1 ORDER BY 2 DESC' },
+  { sql: 'SELECT count(email) AS with_email, count(fax) AS with_fax, count(company) AS with_company FROM customer' },
+  { sql: 'SELECT invoice_id, invoice_date + interval \'30 days\' AS due_date, total FROM invoice WHERE invoice_date >= $1::timestamp ORDER BY invoice_date LIMIT 50', params: ['2024-01-01'] },
+  { sql: 'SELECT name, coalesce(composer, \'(unknown)\') AS composer FROM track ORDER BY track_id LIMIT 40' },
+  { sql: 'SELECT name, round(milliseconds / 1000.0 / 60, 1) AS minutes, round(bytes / 1048576.0, 2) AS megabytes FROM track WHERE genre_id = $1', params: [2] },
+  { sql: 'SELECT nullif(company, \'\') AS company, count(*) FROM customer GROUP BY 1 ORDER BY 2 DESC' },
+  { sql: "SELECT left(name, 20) AS short_name, greatest(unit_price, 0.99) AS price FROM track WHERE name LIKE 'A%' ORDER BY name LIMIT 30" },
+  { sql: "SELECT extract(dow FROM invoice_date) AS weekday, to_char(avg(total), 'FM999.00') AS avg_total FROM invoice GROUP BY 1 ORDER BY 1" },
+  { sql: 'SELECT customer_id, age(max(invoice_date), min(invoice_date)) AS customer_span FROM invoice GROUP BY customer_id ORDER BY customer_id' },
+  // Set operations, DISTINCT ON, LATERAL, ordered-set aggregates
+  { sql: 'SELECT billing_country AS country FROM invoice UNION SELECT country FROM customer ORDER BY 1' },
+  { sql: 'SELECT artist_id FROM album INTERSECT SELECT artist_id FROM artist WHERE name LIKE $1', params: ['The%'] },
+  { sql: 'SELECT track_id FROM track WHERE genre_id = 1 EXCEPT SELECT track_id FROM invoice_line' },
+  { sql: 'SELECT DISTINCT ON (customer_id) customer_id, invoice_id, invoice_date, total FROM invoice ORDER BY customer_id, invoice_date DESC' },
+  { sql: 'SELECT a.title, top.name, top.milliseconds FROM album a CROSS JOIN LATERAL (SELECT t.name, t.milliseconds FROM track t WHERE t.album_id = a.album_id ORDER BY t.milliseconds DESC LIMIT 1) top WHERE a.artist_id = $1', params: [1] },
+  { sql: 'SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY total) AS median_total, percentile_cont(0.9) WITHIN GROUP (ORDER BY total) AS p90_total FROM invoice' },
+  { sql: "SELECT g.name, string_agg(DISTINCT mt.name, ', ' ORDER BY mt.name) AS media FROM track t JOIN genre g USING (genre_id) JOIN media_type mt USING (media_type_id) GROUP BY g.name" },
+  { sql: 'SELECT album_id, array_agg(track_id ORDER BY track_id) AS tracks FROM track WHERE album_id <= 5 GROUP BY album_id' },
+  { sql: 'SELECT bool_and(unit_price > 0) AS all_priced, bool_or(composer IS NULL) AS some_anonymous FROM track' },
+  { sql: 'VALUES (1, \'one\'), (2, \'two\')' },
+  { sql: 'SELECT c.customer_id, c.first_name, c.email, c.phone, i.invoice_id, i.total FROM customer c JOIN invoice i USING (customer_id) WHERE i.invoice_date >= $1::timestamp AND i.invoice_date < $2::timestamp ORDER BY i.total DESC LIMIT 25', params: ['2024-01-01', '2025-01-01'] },
+  { sql: 'SELECT t.track_id, t.name, t.unit_price FROM track t ORDER BY t.track_id LIMIT $1 OFFSET $2', params: [20, 100] },
+];
