@@ -22,7 +22,8 @@ export function redactRows(read: ReadRows, a: Extract<SqlAnalysis, { ok: true }>
   }
   const masked = names.filter((_, i) => methods[i] !== null);
   const rows = read.rowsArray.map((arr) => {
-    const o: Record<string, unknown> = {};
+    // A prototype-less object: a column named __proto__ stays a plain key.
+    const o: Record<string, unknown> = Object.create(null);
     for (let i = 0; i < names.length; i++) {
       const m = methods[i];
       o[names[i]] = m === null ? arr[i] : applyMask(arr[i], m as Parameters<typeof applyMask>[1], secret);

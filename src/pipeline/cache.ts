@@ -31,10 +31,15 @@ export class ResultCache {
   hits = 0;
   misses = 0;
 
+  /** False when configured with ttlMs 0 or maxBytes 0: nothing is stored and every lookup misses. */
+  readonly enabled: boolean;
+
   constructor(opts: ResultCacheOptions = { ttlMs: 30_000, maxBytes: 32 * 1024 * 1024 }) {
+    // lru-cache reads ttl 0 as "no expiry"; for InterLock 0 means "cache disabled".
+    this.enabled = opts.ttlMs > 0 && opts.maxBytes > 0;
     this.lru = new LRUCache<string, CachedResult>({
-      ttl: opts.ttlMs,
-      maxSize: opts.maxBytes,
+      ttl: Math.max(1, opts.ttlMs),
+      maxSize: Math.max(1, opts.maxBytes),
       sizeCalculation: (v) => Math.max(1, Buffer.byteLength(JSON.stringify(v.rows))),
     });
   }
@@ -53,6 +58,7 @@ export class ResultCache {
   }
 
   set(key: string, value: CachedResult): void {
+    if (!this.enabled) return;
     this.lru.set(key, value);
   }
 

@@ -46,9 +46,15 @@ export class ResponseChannel {
    */
   final(status: number, message: unknown, headers: Record<string, string> = {}, stream = false): void {
     if (this.closed) return;
-    if (this.streaming || (stream && status === 200)) {
+    if (this.streaming) {
       this.event(message);
       this.res.end();
+      return;
+    }
+    if (stream && status === 200) {
+      // A one-event stream: headers and the event leave in one write.
+      this.res.writeHead(200, { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-cache, no-transform', 'X-Accel-Buffering': 'no' });
+      this.res.end(`event: message\ndata: ${JSON.stringify(message)}\n\n`);
       return;
     }
     this.res.status(status).set(headers).json(message);
