@@ -139,7 +139,6 @@ describe('V5: connection details', () => {
     "SELECT current_setting('data_directory')",
     "SELECT current_setting('config_file')",
     "SELECT current_setting('hba_file')",
-    "SELECT current_setting('search_path')",
     "SELECT current_setting('is_superuser')",
     "SELECT current_setting('session_authorization')",
     "SELECT current_setting('application_name')",
