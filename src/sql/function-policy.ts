@@ -229,8 +229,9 @@ export function deniedValueFunctionReason(op: string): string | null {
 }
 
 /**
- * Settings `current_setting` may read: client-facing formatting settings that say nothing about
- * the server, its address, files, version or roles. Lower case (setting names are case-insensitive).
+ * Settings `current_setting` may read: client-facing formatting settings, and the session's own
+ * safety limits (read-only, timeouts, search path), which an agent may want to know and which say
+ * nothing about the server, its address, files, version or roles. Compared case-insensitively.
  */
 const SAFE_SETTING_NAMES = [
   'TimeZone',
@@ -240,6 +241,12 @@ const SAFE_SETTING_NAMES = [
   'server_encoding',
   'standard_conforming_strings',
   'extra_float_digits',
+  'statement_timeout',
+  'lock_timeout',
+  'idle_in_transaction_session_timeout',
+  'default_transaction_read_only',
+  'transaction_read_only',
+  'search_path',
 ];
 export const SAFE_SETTINGS: ReadonlySet<string> = new Set(SAFE_SETTING_NAMES.map((n) => n.toLowerCase()));
 

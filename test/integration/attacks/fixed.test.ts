@@ -1,7 +1,8 @@
 /**
- * Red-team attacks that SUCCEED against InterLock today (real vulnerabilities). Every test asserts the
- * SAFE behaviour, so each one fails until its vulnerability is fixed; the describe is skipped so CI
- * stays green. Remove `.skip` (or move a test to defended.test.ts) once a fix lands.
+ * Red-team attacks that once SUCCEEDED against InterLock (V1–V6 of the red-team report), kept as
+ * regression tests: each asserts the safe behaviour that the fixes now provide (a work budget in the
+ * analyser; masked columns usable only as plain outputs; writes may not read masked columns;
+ * existence, privilege and connection probes refused; one refusal text for denied and missing).
  *
  * Environment: the governed gateway with the Chinook demo (demo-agent / demo-analyst: read on the
  * catalogue, customers and invoices; customer.email partially and customer.phone fully masked by
@@ -34,7 +35,7 @@ function recursiveBomb(depth: number): string {
   return level(1);
 }
 
-describe.skip('vulnerabilities found by the red team (each test asserts the safe outcome and fails today)', () => {
+describe('vulnerabilities found by the red team, now fixed (each test asserts the safe outcome)', () => {
   // ---------------------------------------------------------------------------------------------
   // V1 (critical): a 2 KB statement blocks the whole gateway (every identity, every source).
   // ---------------------------------------------------------------------------------------------
