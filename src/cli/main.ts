@@ -300,8 +300,8 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
         'InterLock demo is running.',
         '',
         `  MCP endpoint:   ${gw.url}`,
-        `  Source:         ${demo.sourceId} (Chinook, database "${demo.databaseName}")`,
-        `  Identity:       demo-agent (role demo-analyst; customer e-mail and phone masked; playlist writes need approval)`,
+        `  Sources:        ${demo.sourceId} (Chinook, database "${demo.databaseName}"); handbook (demo documents for interlock_discover)`,
+        `  Identity:       demo-agent (role demo-analyst; customer e-mail, phone and fax masked; playlist writes need approval)`,
         `  Control data:   ${s.embedded ? s.embedded.dataDir : redactUrl(db.url)}`,
         '',
         `  API key (shown once, not stored; a new one is made on every start):`,
@@ -818,6 +818,7 @@ export async function runCli(argv: string[], io: CliIo = processIo): Promise<num
       code = exitCodeFor(err);
       const e = err as Error & { details?: string[] };
       io.err(`error: ${e.message ?? String(err)}`);
+      if ((e as { code?: string }).code === 'EADDRINUSE') io.err('  the port is taken (another gateway running?): choose another with --port N or INTERLOCK_PORT=N');
       for (const d of e.details ?? []) io.err(`  ${d}`);
       if (!(err instanceof ControlError) && !(e as { code?: string }).code && process.env.INTERLOCK_LOG_LEVEL === 'debug') io.err(String(e.stack));
     }

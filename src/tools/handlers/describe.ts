@@ -5,7 +5,7 @@
  */
 import type { Policy } from '../../../generated/policy-v1';
 import { AccessEvaluator } from '../../governance/evaluator';
-import { evaluatePolicies } from '../../governance/policies';
+import { evaluatePolicies, maskFor } from '../../governance/policies';
 import type { GovernanceStore, SourceRecord } from '../../governance/store';
 import type { SourceCatalog } from '../../sql/catalog-types';
 import type { ToolCallContext, ToolHandler, ToolOutcome } from '../types';
@@ -49,6 +49,12 @@ export function sqlResources(evaluator: AccessEvaluator, sourceId: string, catal
     const entry: Record<string, unknown> = { table: `${rel.schema}.${rel.name}`, columns, all_columns: columns.length === rel.columns.length };
     const policy = refusingPolicy(policies, subject, rel.schema, rel.name, now);
     if (policy) entry.policy = policy;
+    // Columns a policy masks: selectable as they are (masked), never usable in conditions or expressions.
+    const v = evaluatePolicies(policies, subject, { action: 'read', relations: [], writes: [], now });
+    if (v.ok && v.maskPatterns.length) {
+      const masked = columns.filter((c) => maskFor(v.maskPatterns, rel.schema, rel.name, c) !== null);
+      if (masked.length) entry.masked_columns = masked;
+    }
     tables.push(entry);
   }
   return { enforced: true, catalogued: true, scanned_at: catalog.scannedAt, catalog_truncated: catalog.truncated, tables, truncated };

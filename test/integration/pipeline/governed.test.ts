@@ -34,6 +34,8 @@ test('list_sources and describe_access name the granted source only', async () =
   const tables = entry.resources.tables.map((t: { table: string }) => t.table);
   expect(tables).toContain('public.customer');
   expect(tables).not.toContain('public.employee');
+  const customer = entry.resources.tables.find((t: { table: string }) => t.table === 'public.customer');
+  expect([...customer.masked_columns].sort()).toEqual(['email', 'fax', 'phone']);
   expect(sc(access).handbook.resources).toEqual({ enforced: false });
   const none = await callTool(env, 'interlock_describe_access', { source_id: 'nope' }, env.apiKey);
   expect(sc(none)).toEqual({});
