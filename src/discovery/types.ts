@@ -107,29 +107,5 @@ export interface DiscoverHit {
 /** How a related asset relates to its seed. */
 export type Relation = 'link' | 'entity' | 'similar';
 
-/** One interlock_related_documents entry (spec/mcp-tools-v1.json $defs RelatedDocument). */
-export interface RelatedDocument {
-  asset_id: string;
-  title: string;
-  relation: Relation;
-  /** link: 1; entity: number of shared entities; similar: ts_rank of the seed's salient terms (normalisation 32) in [0, 1). */
-  score: number;
-  document_type: string;
-  category_path: string[];
-  timestamp: string | null;
-}
-
-/** The full content of one asset (spec/mcp-tools-v1.json $defs DocumentContent). */
-export interface DocumentContent {
-  asset_id: string;
-  source_id: string;
-  title: string;
-  body: string;
-  document_type: string;
-  category_path: string[];
-  timestamp: string | null;
-  entities: AssetEntity[];
-  /** Linked assets of the same source the caller may discover (others are left out, never hinted at). */
-  links: string[];
-  indexed_at: string;
-}
+/** One interlock_related_documents entry and the full content of one asset: the types generated from spec/mcp-tools-v1.json ($defs RelatedDocument, DocumentContent). */
+export type { RelatedDocument, DocumentContent } from '../../generated/mcp-tools-v1';
