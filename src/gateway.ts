@@ -9,7 +9,7 @@ import type { Logger } from 'pino';
 import { getKeyPepper, listenControlChanges, type ControlDb, type ControlListener } from './control/db';
 import type { ResolvedGatewayConfig } from './control/config';
 import { DbIdentityResolver } from './control/keys';
-import { DbAuditSink } from './control/audit';
+import { BatchingAuditSink } from './control/audit';
 import { DbGovernanceStore } from './governance/db-store';
 import { initSqlParser } from './sql/analyze';
 import { SourceConnectorRegistry } from './sources/registry';
@@ -133,7 +133,7 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
     observeRequest: (m, d, s, sec) => metrics.observeRequest(m, d, s, sec),
     tools,
     identityResolver,
-    audit: new DbAuditSink(db, logger),
+    audit: new BatchingAuditSink(db, logger),
     originPolicy: originPolicyFor(host, config, logger),
     logger,
     host,

@@ -89,8 +89,9 @@ const str = (v: unknown): string | null => (typeof v === 'string' && v.length > 
 const int = (v: unknown): number | null => (typeof v === 'number' && Number.isFinite(v) ? Math.trunc(v) : null);
 const strs = (v: unknown): string[] | null => (Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : null);
 
-const INSERT = `INSERT INTO audit_events (kind, time, request_id, identity_id, key_id, tool, canonical_tool, dialect, protocol_version,
-  decision, reason_code, source_id, action, fingerprint, relations, row_count, duration_ms, approval_id, operator, details)
+const INSERT_HEAD = `INSERT INTO audit_events (kind, time, request_id, identity_id, key_id, tool, canonical_tool, dialect, protocol_version,
+  decision, reason_code, source_id, action, fingerprint, relations, row_count, duration_ms, approval_id, operator, details)`;
+const INSERT = `${INSERT_HEAD}
   VALUES ($1, COALESCE($2::timestamptz, now()), $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)`;
 
 /** Columns taken out of ToolCallAuditEvent.details (the rest stays in the details column). */
@@ -152,6 +153,59 @@ export class DbAuditSink implements AuditSink {
       minimal[16] = null; // duration_ms
       minimal[19] = JSON.stringify({ audit_error: 'malformed_event' });
       await this.db.pool.query(INSERT, minimal);
+    }
+  }
+}
+
+/**
+ * An AuditSink that writes tool-call events in batches: events arriving within `maxDelayMs` (default
+ * 5 ms) share one multi-row INSERT (at most `maxBatch`, default 200), so a busy gateway commits the
+ * audit once per batch instead of once per call. Each `record` promise settles when its own row is
+ * stored; if a batch fails, its events are retried one by one through DbAuditSink (which stores a
+ * malformed event without its details rather than lose it). Nothing is dropped: graceful shutdown
+ * awaits every pending promise.
+ */
+export class BatchingAuditSink implements AuditSink {
+  private queue: Array<{ event: ToolCallAuditEvent; resolve: () => void; reject: (e: unknown) => void }> = [];
+  private timer: NodeJS.Timeout | null = null;
+  private readonly single: DbAuditSink;
+
+  constructor(
+    private readonly db: ControlDb,
+    private readonly logger?: Logger,
+    private readonly opts: { maxBatch?: number; maxDelayMs?: number } = {},
+  ) {
+    this.single = new DbAuditSink(db, logger);
+  }
+
+  record(event: ToolCallAuditEvent): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      this.queue.push({ event, resolve, reject });
+      if (this.queue.length >= (this.opts.maxBatch ?? 200)) void this.flush();
+      else this.timer ??= setTimeout(() => void this.flush(), this.opts.maxDelayMs ?? 5);
+    });
+  }
+
+  private async flush(): Promise<void> {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    const batch = this.queue.splice(0, this.opts.maxBatch ?? 200);
+    if (batch.length === 0) return;
+    if (this.queue.length) this.timer = setTimeout(() => void this.flush(), 0);
+    const rows: string[] = [];
+    const params: unknown[] = [];
+    for (const b of batch) {
+      const p = toolCallParams(b.event);
+      const n = params.length;
+      rows.push(`(${p.map((_, i) => (i === 1 ? `COALESCE($${n + i + 1}::timestamptz, now())` : `$${n + i + 1}`)).join(', ')})`);
+      params.push(...p);
+    }
+    try {
+      await this.db.pool.query(`${INSERT_HEAD} VALUES ${rows.join(', ')}`, params);
+      for (const b of batch) b.resolve();
+    } catch (err) {
+      this.logger?.warn({ component: 'audit', code: (err as { code?: string }).code, events: batch.length }, 'batched audit insert failed; storing the events one by one');
+      for (const b of batch) this.single.record(b.event).then(b.resolve, b.reject);
     }
   }
 }

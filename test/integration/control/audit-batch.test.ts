@@ -1,0 +1,46 @@
+/**
+ * BatchingAuditSink: many concurrent tool-call events share multi-row INSERTs, every promise settles
+ * once its row is stored, and a malformed event in a batch is still stored (without details) by the
+ * one-by-one fallback: exactly one row per event, none lost.
+ */
+import { freshControlDb, type TestControlDb } from './control-db';
+import { BatchingAuditSink, searchAudit } from '../../../src/control/audit';
+import type { ToolCallAuditEvent } from '../../../src/pipeline/audit-types';
+
+let t: TestControlDb;
+beforeAll(async () => {
+  t = await freshControlDb('ctl_auditbatch');
+});
+afterAll(async () => t.cleanup());
+
+const event = (requestId: string, details: Record<string, unknown> = {}): ToolCallAuditEvent => ({
+  requestId,
+  time: new Date().toISOString(),
+  identityId: null,
+  keyId: null,
+  tool: 'interlock_query',
+  canonicalTool: 'interlock_query',
+  dialect: 'handshake',
+  protocolVersion: '2025-11-25',
+  decision: 'allowed',
+  reasonCode: null,
+  durationMs: 3,
+  details: { source_id: 'chinook', action: 'read', row_count: 1, ...details },
+});
+
+test('450 concurrent events: one row each, stored in batches', async () => {
+  const sink = new BatchingAuditSink(t.db, undefined, { maxBatch: 200, maxDelayMs: 5 });
+  const ids = Array.from({ length: 450 }, (_, i) => `req_batch_${i}`);
+  await Promise.all(ids.map((id) => sink.record(event(id))));
+  const rows = (await searchAudit(t.db, { limit: 1000 })).events.filter((e) => e.requestId.startsWith('req_batch_'));
+  expect(rows.map((r) => r.requestId).sort()).toEqual([...ids].sort());
+  expect(rows.every((r) => r.sourceId === 'chinook' && r.rowCount === 1)).toBe(true);
+});
+
+test('a malformed event does not sink its batch: every event is stored exactly once', async () => {
+  const sink = new BatchingAuditSink(t.db, undefined, { maxBatch: 50, maxDelayMs: 5 });
+  const ids = Array.from({ length: 20 }, (_, i) => `req_mixed_${i}`);
+  await Promise.all(ids.map((id, i) => sink.record(event(id, i === 7 ? { note: 'bad\u0000byte' } : {}))));
+  const rows = (await searchAudit(t.db, { limit: 1000 })).events.filter((e) => e.requestId.startsWith('req_mixed_'));
+  expect(rows.map((r) => r.requestId).sort()).toEqual([...ids].sort());
+});
