@@ -32,7 +32,7 @@ test('450 concurrent events: one row each, stored in batches', async () => {
   const sink = new BatchingAuditSink(t.db, undefined, { maxBatch: 200, maxDelayMs: 5 });
   const ids = Array.from({ length: 450 }, (_, i) => `req_batch_${i}`);
   await Promise.all(ids.map((id) => sink.record(event(id))));
-  const rows = (await searchAudit(t.db, { limit: 1000 })).events.filter((e) => e.requestId.startsWith('req_batch_'));
+  const rows = (await searchAudit(t.db, { limit: 1000 })).events.filter((e) => (e.requestId ?? '').startsWith('req_batch_'));
   expect(rows.map((r) => r.requestId).sort()).toEqual([...ids].sort());
   expect(rows.every((r) => r.sourceId === 'chinook' && r.rowCount === 1)).toBe(true);
 });
@@ -41,6 +41,6 @@ test('a malformed event does not sink its batch: every event is stored exactly o
   const sink = new BatchingAuditSink(t.db, undefined, { maxBatch: 50, maxDelayMs: 5 });
   const ids = Array.from({ length: 20 }, (_, i) => `req_mixed_${i}`);
   await Promise.all(ids.map((id, i) => sink.record(event(id, i === 7 ? { note: 'bad\u0000byte' } : {}))));
-  const rows = (await searchAudit(t.db, { limit: 1000 })).events.filter((e) => e.requestId.startsWith('req_mixed_'));
+  const rows = (await searchAudit(t.db, { limit: 1000 })).events.filter((e) => (e.requestId ?? '').startsWith('req_mixed_'));
   expect(rows.map((r) => r.requestId).sort()).toEqual([...ids].sort());
 });
