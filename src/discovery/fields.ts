@@ -46,13 +46,27 @@ export interface RelationLineage {
 /** Anything with a pg-style query method. */
 type Queryable = { query: (sql: string, values?: unknown[]) => Promise<{ rows: unknown[] }> };
 
-/** The recorded lineage of every mapped relation of a source, by relation name. */
-export async function loadLineage(db: Queryable, sourceId: string): Promise<RelationLineage[]> {
-  const r = await db.query('SELECT relation, fields FROM asset_relations WHERE source_id = $1 ORDER BY relation', [sourceId]);
-  return (r.rows as Array<{ relation: string; fields: Partial<FieldColumns> }>).map((x) => ({
-    relation: x.relation,
-    fields: Object.fromEntries(INDEXED_FIELDS.map((f) => [f, Array.isArray(x.fields[f]) ? x.fields[f]!.map(String) : []])) as FieldColumns,
-  }));
+/**
+ * SQL (one scalar) digesting the recorded lineage of the source whose id is the placeholder `src`:
+ * md5 of every relation and its fields in relation order, NULL when there is none. Statements
+ * compare it with the digest the caller's decisions were made from (visibilitySql), so a re-index
+ * that changes the lineage between the decision and the search shows no mapped row (fail closed).
+ */
+export function lineageDigestSql(src: string): string {
+  return `(SELECT md5(string_agg(l.relation || ':' || l.fields::text, ',' ORDER BY l.relation)) FROM asset_relations l WHERE l.source_id = ${src})`;
+}
+
+/** The recorded lineage of every mapped relation of a source (relation order) and its digest (lineageDigestSql), read in one statement. */
+export async function loadLineage(db: Queryable, sourceId: string): Promise<{ relations: RelationLineage[]; digest: string | null }> {
+  const r = await db.query(`SELECT relation, fields, ${lineageDigestSql('$1')} AS digest FROM asset_relations WHERE source_id = $1 ORDER BY relation`, [sourceId]);
+  const rows = r.rows as Array<{ relation: string; fields: Partial<FieldColumns>; digest: string }>;
+  return {
+    digest: rows.length ? rows[0].digest : null,
+    relations: rows.map((x) => ({
+      relation: x.relation,
+      fields: Object.fromEntries(INDEXED_FIELDS.map((f) => [f, Array.isArray(x.fields[f]) ? x.fields[f]!.map(String) : []])) as FieldColumns,
+    })),
+  };
 }
 
 const RANK: Record<FieldState, number> = { show: 0, partial: 1, hash: 2, full: 3, hide: 4 };

@@ -5,7 +5,8 @@
  * interlock_related_documents and get_document (the connector-request hook) answer per caller:
  * a table denied for read (role deny, no read grant, deny_relations policy) is invisible; a denied
  * column's field is neither searchable nor shown; a masked column's field is not searchable and is
- * shown masked (interlock_query's masking, hash keyed by the mask secret).
+ * shown masked (interlock_query's masking, hash keyed by the mask secret); decisions made from a
+ * lineage a re-index has changed since show no mapped row.
  */
 import pg from 'pg';
 import { randomBytes } from 'node:crypto';
@@ -22,6 +23,8 @@ import { discoverHandler } from '../../../src/tools/handlers/discover';
 import { relatedDocumentsHandler } from '../../../src/tools/handlers/related';
 import { documentsConnectorRequest } from '../../../src/discovery/request';
 import { indexSource } from '../../../src/discovery/indexer';
+import { resolveScope } from '../../../src/discovery/access';
+import { getDocument, searchAssets } from '../../../src/discovery/search';
 import type { Identity, ToolCallContext, ToolOutcome } from '../../../src/tools/types';
 import { ADMIN_URL, createTempDatabase, urlFor, type TempDatabase } from '../../helpers/pg';
 
@@ -131,7 +134,7 @@ function caller(statements: RoleStatement[], policies: Policy[] = []) {
 
 const READ_ALL: RoleStatement[] = [{ effect: 'allow', action: 'read', resource: 'public.*' }];
 const mask = (columns: string[], method: 'full' | 'partial' | 'hash' | 'null'): Policy => ({ name: `mask-${method}`, rule: { type: 'mask_columns', columns: columns as [string, ...string[]], method } });
-const ids = (hits: Array<Record<string, unknown>>) => hits.map((h) => h.asset_id).sort();
+const ids = (hits: ReadonlyArray<object>) => hits.map((h) => (h as { asset_id: string }).asset_id).sort();
 
 test('the index records each mapped relation and the columns feeding each field', async () => {
   const rows = (await db.pool.query("SELECT asset_id, relation, tsv_title IS NOT NULL AS t, tsv_body IS NOT NULL AS b FROM assets WHERE source_id = 'hr' ORDER BY asset_id")).rows;
@@ -227,4 +230,23 @@ test('masked metadata: not filterable, shown masked or left out', async () => {
   expect(await c.get('hr:public.staff/1')).toMatchObject({ entities: [], document_type: '***', category_path: ['***'], timestamp: null });
   // The wiki table is untouched by the staff masks.
   expect(await c.discover('restart')).toEqual([expect.objectContaining({ asset_id: 'hr:public.wiki/1', title: 'Ledger runbook' })]);
+});
+
+test('decisions made from a lineage that a re-index has since changed show no mapped row (fail closed)', async () => {
+  const ev = new AccessEvaluator([{ sourceId: 'hr', role: { name: 'r', statements: [{ effect: 'allow', action: 'discover', resource: '*' }, ...READ_ALL] as SourceRole['statements'] } }]);
+  const subject = { identityId: AGENT.id, identityName: AGENT.name };
+  const at = new Date();
+  const scope = await resolveScope(db.pool, ev, [], subject, 'hr', 'discover', at);
+  expect(scope.relations?.map((r) => r.relation)).toEqual(['public.staff', 'public.wiki']);
+  expect(ids((await searchAssets(db.pool, scope, { query: 'ledger', limit: 10 })).hits)).toEqual(['hr:public.staff/1', 'hr:public.staff/2', 'hr:public.wiki/1']);
+  // A concurrent re-index now feeds the staff title from another column.
+  await db.pool.query(`UPDATE asset_relations SET fields = jsonb_set(fields, '{title}', '["notes", "id"]') WHERE source_id = 'hr' AND relation = 'public.staff'`);
+  try {
+    expect((await searchAssets(db.pool, scope, { query: 'ledger', limit: 10 })).hits).toEqual([]);
+    expect(await getDocument(db.pool, scope, scope, 'hr:public.wiki/1')).toBeNull();
+    const fresh = await resolveScope(db.pool, ev, [], subject, 'hr', 'discover', at);
+    expect(ids((await searchAssets(db.pool, fresh, { query: 'ledger', limit: 10 })).hits)).toHaveLength(3);
+  } finally {
+    await db.pool.query(`UPDATE asset_relations SET fields = jsonb_set(fields, '{title}', '["name", "id"]') WHERE source_id = 'hr' AND relation = 'public.staff'`);
+  }
 });
