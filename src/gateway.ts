@@ -104,7 +104,7 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
   );
   listeners.push(await listenChannel(db.url, CACHE_CHANNEL, (sourceId) => cache.invalidateSource(sourceId), logger));
 
-  const discovery = { store, rateLimiter, db };
+  const discovery = { store, rateLimiter, db, maskSecret };
   const tools: ToolBinding[] = interlockToolBindings({
     interlock_query: queryHandler({ store, connectors, rateLimiter, cache, catalog, maskSecret, connectorRequest: documentsConnectorRequest(discovery) }),
     interlock_discover: discoverHandler(discovery),

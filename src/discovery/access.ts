@@ -13,6 +13,10 @@
  *    (AccessEvaluator.audiences(S)).
  * 3. Policies (hide_documents rules applying to the identity, its roles and S): its document type is
  *    not hidden and its category path does not start with a hidden prefix (element-wise).
+ * 4. Column decisions (issue 12): a row of a mapped SQL table is visible only when its relation is
+ *    in the scope's `relations` (src/discovery/fields.ts: read allowed on the id column, not masked,
+ *    no policy refusing a read of the relation), and the recorded lineage is still the one those
+ *    decisions were made from; documents files have no relation.
  *
  * The caller may use A on S at all when some allow statement for A exists on S (checked before any
  * query; otherwise source_role_denied).
@@ -20,6 +24,7 @@
 import type { Policy } from '../../generated/policy-v1';
 import type { AccessEvaluator } from '../governance/evaluator';
 import { evaluatePolicies } from '../governance/policies';
+import { decideRelations, lineageDigestSql, loadLineage, type RelationAccess } from './fields';
 
 /** Everything the SQL needs to decide visibility for one identity on one source and one action. */
 export interface DiscoveryScope {
@@ -33,6 +38,12 @@ export interface DiscoveryScope {
   audiences: string[];
   hiddenDocumentTypes: string[];
   hiddenCategoryPrefixes: string[][];
+  /** Mapped relations the caller may see, with the state of each field (src/discovery/fields.ts). Absent or empty: no mapped row is visible. */
+  relations?: RelationAccess[];
+  /** Digest of the lineage `relations` were decided from (fields.ts lineageDigestSql); required for any mapped row to show. */
+  lineageDigest?: string;
+  /** Key of `hash` masks (the gateway's mask secret); without it `hash` masks as `full`. */
+  maskSecret?: string;
 }
 
 /** Who is asking, for policy selection. */
@@ -66,6 +77,28 @@ export function buildScope(evaluator: AccessEvaluator, policies: Policy[], subje
   const pick = (list: Array<{ action: string; resource: string }>) => [...new Set(list.filter((s) => s.action === action || s.action === '*').map((s) => s.resource))].sort();
   const hidden = hiddenFor(policies, { ...subject, roles: evaluator.roleNames(sourceId), sourceId }, action, now);
   return { sourceId, action, allow: pick(st.allow), deny: pick(st.deny), audiences: evaluator.audiences(sourceId), ...hidden };
+}
+
+/**
+ * buildScope plus the column decisions on the source's mapped relations (issue 12): reads the
+ * recorded lineage from the index (`db`, table asset_relations) and decides it with the same
+ * evaluator and policies (decideRelations). What the discovery tools and get_document use.
+ */
+export async function resolveScope(
+  db: { query: (sql: string, values?: unknown[]) => Promise<{ rows: unknown[] }> },
+  evaluator: AccessEvaluator,
+  policies: Policy[],
+  subject: DiscoverySubject,
+  sourceId: string,
+  action: 'discover' | 'request',
+  now: Date,
+  maskSecret?: string,
+): Promise<DiscoveryScope> {
+  const scope = buildScope(evaluator, policies, subject, sourceId, action, now);
+  if (!mayAct(scope)) return scope;
+  const lineage = await loadLineage(db, sourceId);
+  const relations = decideRelations(evaluator, policies, subject, sourceId, now, lineage.relations);
+  return { ...scope, relations, ...(lineage.digest ? { lineageDigest: lineage.digest } : {}), ...(maskSecret ? { maskSecret } : {}) };
 }
 
 /** True when the scope lets the identity use its action on the source at all (some allow statement). */
@@ -104,6 +137,12 @@ export function categoryPrefixSql(alias: string, prefix: string[], params: SqlPa
  */
 export function visibilitySql(alias: string, scope: DiscoveryScope, params: SqlParams): string {
   const parts = [`${alias}.source_id = ${params.p(scope.sourceId)}`, patternSql(alias, scope.allow, params)];
+  const visible = (scope.relations ?? []).map((r) => r.relation);
+  if (visible.length && scope.lineageDigest) {
+    // The digest check is one uncorrelated scalar (evaluated once per statement, in its snapshot).
+    const current = lineageDigestSql(`${params.p(scope.sourceId)}::text`);
+    parts.push(`(${alias}.relation IS NULL OR (${alias}.relation = ANY(${params.p(visible)}::text[]) AND ${current} = ${params.p(scope.lineageDigest)}))`);
+  } else parts.push(`${alias}.relation IS NULL`);
   if (scope.deny.length) parts.push(`NOT ${patternSql(alias, scope.deny, params)}`);
   parts.push(`(cardinality(${alias}.audience) = 0 OR ${alias}.audience && ${params.p(scope.audiences)}::text[])`);
   if (scope.hiddenDocumentTypes.length) parts.push(`NOT (${alias}.document_type = ANY(${params.p(scope.hiddenDocumentTypes)}::text[]))`);

@@ -6,8 +6,9 @@
 export * from './types';
 export { indexSource, indexAssets, contentHash, getIndexStatus, listIndexStatus, formatIndexProgress, type IndexOptions } from './indexer';
 export { readDocumentsFolder, documentFromText, splitFrontMatter, DocumentsFolderError } from './documents';
-export { readDocumentTables, DocumentTableError } from './tables';
-export { buildScope, mayAct, visibilitySql, type DiscoveryScope } from './access';
+export { readDocumentTables, fieldColumns, DocumentTableError } from './tables';
+export { decideRelations, loadLineage, type FieldState, type RelationAccess, type RelationLineage } from './fields';
+export { buildScope, resolveScope, mayAct, visibilitySql, type DiscoveryScope } from './access';
 export { searchAssets, relatedAssets, getDocument, assetVisible, type DiscoverFilters, type SearchOptions } from './search';
 export { documentsConnectorRequest, type ConnectorRequestDeps, type ConnectorRequestHook } from './request';
 export { provisionHandbook, HANDBOOK_PATH, HANDBOOK_ROLE, type ProvisionHandbookOptions } from './handbook';

@@ -7,7 +7,11 @@
  * the same source queue on an advisory lock; searches see the old or the new index, never a mix.
  *
  * The full-text vector is a generated column (migrations/20261129100000000_discovery.sql):
- * title weighted A, body weighted B, 'english' configuration, GIN-indexed.
+ * title weighted A, body weighted B, 'english' configuration, GIN-indexed. Rows of mapped tables
+ * also carry their relation and, per relation, the columns feeding each field (table
+ * asset_relations, migrations/20261201500000000_discovery-field-lineage.sql), so searches can
+ * apply the caller's column decisions (src/discovery/fields.ts); they get separate title and body
+ * vectors for that.
  */
 import { createHash } from 'node:crypto';
 import type pg from 'pg';
@@ -18,7 +22,8 @@ import type { PostgresSourceSettings } from '../../generated/source-v1';
 import { readDocumentsFolder } from './documents';
 import { readDocumentTables } from './tables';
 import { entityKey } from './metadata';
-import type { AssetInput, IndexProblem, IndexProgress, IndexResult, IndexStatus } from './types';
+import type { AssetInput, FieldColumns, IndexProblem, IndexProgress, IndexResult, IndexStatus } from './types';
+import { INDEXED_FIELDS } from './types';
 
 /** Rows written per INSERT statement. */
 const WRITE_BATCH = 250;
@@ -33,11 +38,13 @@ export interface IndexOptions {
 
 /**
  * The content hash of an item: SHA-256 (hex) of a canonical JSON of every indexed field, so any
- * change of text or metadata (audience included) re-indexes the item.
+ * change of text or metadata (audience included) re-indexes the item. A mapped row's origin
+ * (relation and feeding columns) is covered too ('v2'), so a changed mapping re-indexes its rows;
+ * documents files keep their 'v1' hashes.
  */
 export function contentHash(a: AssetInput): string {
   const canonical = JSON.stringify([
-    'v1',
+    a.origin ? 'v2' : 'v1',
     a.assetId,
     a.documentType,
     a.title,
@@ -47,6 +54,7 @@ export function contentHash(a: AssetInput): string {
     [...a.audience].sort(),
     a.entities.map((e) => [e.type, e.value]),
     a.links,
+    ...(a.origin ? [a.origin.relation, INDEXED_FIELDS.map((f) => a.origin!.fields[f])] : []),
   ]);
   return createHash('sha256').update(canonical).digest('hex');
 }
@@ -65,19 +73,35 @@ function row(a: AssetInput, hash: string): Record<string, unknown> {
     entity_keys: a.entities.map(entityKey),
     links: a.links,
     content_hash: hash,
+    relation: a.origin?.relation ?? null,
   };
 }
 
+/** The union, per mapped relation, of the columns feeding each field (several mappings may read one table). Exported for tests. */
+export function relationLineage(items: Iterable<AssetInput>): Map<string, FieldColumns> {
+  const out = new Map<string, FieldColumns>();
+  for (const a of items) {
+    if (!a.origin) continue;
+    const cur = out.get(a.origin.relation);
+    if (!cur) {
+      out.set(a.origin.relation, Object.fromEntries(INDEXED_FIELDS.map((f) => [f, [...a.origin!.fields[f]]])) as FieldColumns);
+      continue;
+    }
+    for (const f of INDEXED_FIELDS) for (const c of a.origin.fields[f]) if (!cur[f].includes(c)) cur[f].push(c);
+  }
+  return out;
+}
+
 const UPSERT = `
-INSERT INTO assets (asset_id, source_id, source_type, document_type, title, body, category_path, category_key, ts, audience, entities, entity_keys, links, content_hash, indexed_at)
-SELECT r.asset_id, $2, $3, r.document_type, r.title, r.body, r.category_path, r.category_key, r.ts, r.audience, r.entities, r.entity_keys, r.links, r.content_hash, now()
+INSERT INTO assets (asset_id, source_id, source_type, document_type, title, body, category_path, category_key, ts, audience, entities, entity_keys, links, content_hash, relation, indexed_at)
+SELECT r.asset_id, $2, $3, r.document_type, r.title, r.body, r.category_path, r.category_key, r.ts, r.audience, r.entities, r.entity_keys, r.links, r.content_hash, r.relation, now()
   FROM jsonb_to_recordset($1::jsonb) AS r(asset_id text, document_type text, title text, body text, category_path text[], category_key text,
-                                          ts timestamptz, audience text[], entities jsonb, entity_keys text[], links text[], content_hash text)
+                                          ts timestamptz, audience text[], entities jsonb, entity_keys text[], links text[], content_hash text, relation text)
 ON CONFLICT (asset_id) DO UPDATE SET
   source_type = EXCLUDED.source_type, document_type = EXCLUDED.document_type, title = EXCLUDED.title, body = EXCLUDED.body,
   category_path = EXCLUDED.category_path, category_key = EXCLUDED.category_key, ts = EXCLUDED.ts, audience = EXCLUDED.audience,
   entities = EXCLUDED.entities, entity_keys = EXCLUDED.entity_keys, links = EXCLUDED.links, content_hash = EXCLUDED.content_hash,
-  indexed_at = EXCLUDED.indexed_at
+  relation = EXCLUDED.relation, indexed_at = EXCLUDED.indexed_at
 WHERE assets.source_id = EXCLUDED.source_id`;
 
 /**
@@ -124,6 +148,12 @@ export async function indexAssets(db: ControlDb, sourceId: string, sourceType: '
       progress('write', Math.min(i + WRITE_BATCH, changed.length), changed.length);
     }
     for (let i = 0; i < gone.length; i += 5000) await c.query('DELETE FROM assets WHERE source_id = $1 AND asset_id = ANY($2::text[])', [sourceId, gone.slice(i, i + 5000)]);
+    // The lineage of every mapped relation, rewritten with the rows (same transaction).
+    await c.query('DELETE FROM asset_relations WHERE source_id = $1', [sourceId]);
+    const lineage = [...relationLineage(byId.values())].map(([relation, fields]) => ({ relation, fields }));
+    if (lineage.length) {
+      await c.query('INSERT INTO asset_relations (source_id, relation, fields) SELECT $1, r.relation, r.fields FROM jsonb_to_recordset($2::jsonb) AS r(relation text, fields jsonb)', [sourceId, JSON.stringify(lineage)]);
+    }
     const durationMs = Date.now() - started;
     const st = await c.query<{ indexed_at: Date }>(
       `INSERT INTO asset_index_status (source_id, indexed_at, duration_ms, assets, added, updated, unchanged, removed, skipped, problems)

@@ -8,7 +8,9 @@
  * Governance, in order: some role on the source allows `request` (else source_role_denied) →
  * policy refusals for action request (policy_denied) → rate limit → the asset must belong to THIS
  * source and be visible for `request` (category patterns, audience, hide_documents), else
- * not_found unknown_asset, the same answer as for a missing asset. Links in the answer keep only
+ * not_found unknown_asset, the same answer as for a missing asset (a row of a mapped table the
+ * caller may not read included: issue 12); fields fed by denied columns are empty, by masked
+ * columns masked (src/discovery/fields.ts). Links in the answer keep only
  * same-source assets the caller may discover.
  * interlock_describe_access reports such sources with `enforced: false` (contract): their requests
  * are not checked against catalogued resources.
@@ -18,7 +20,7 @@ import type { GovernanceStore, SourceRecord } from '../governance/store';
 import type { ControlDb } from '../control/db';
 import { rateLimitStep, type RateLimiter } from '../pipeline/05-rate-limit';
 import type { ToolCallContext, ToolOutcome } from '../tools/types';
-import { buildScope, mayAct, policyRefusal } from './access';
+import { mayAct, policyRefusal, resolveScope } from './access';
 import { getDocument } from './search';
 
 /** What documentsConnectorRequest needs (the same objects the discovery handlers get). */
@@ -27,6 +29,8 @@ export interface ConnectorRequestDeps {
   rateLimiter: RateLimiter;
   db: Pick<ControlDb, 'pool'>;
   now?: () => Date;
+  /** The gateway's mask secret (key of `hash` masks). */
+  maskSecret?: string;
 }
 
 /** The connector-request hook of src/pipeline/query.ts (QueryPipelineDeps.connectorRequest). */
@@ -52,7 +56,7 @@ export function documentsConnectorRequest(deps: ConnectorRequestDeps): Connector
     const policies = await deps.store.activePolicies();
     const at = now();
     const subject = { identityId: identity.id, identityName: identity.name };
-    const scope = buildScope(evaluator, policies, subject, source.id, 'request', at);
+    const scope = await resolveScope(deps.db.pool, evaluator, policies, subject, source.id, 'request', at, deps.maskSecret);
     if (!mayAct(scope)) return { kind: 'refusal', code: 'source_role_denied', message: `No role granted on source '${source.id}' allows request.` };
     const refused = policyRefusal(policies, { ...subject, roles: evaluator.roleNames(source.id), sourceId: source.id }, 'request', at);
     if (refused) {
@@ -61,7 +65,7 @@ export function documentsConnectorRequest(deps: ConnectorRequestDeps): Connector
     }
     const limited = await rateLimitStep(deps.rateLimiter, identity.id, source.id);
     if (limited) return limited;
-    const linkScope = buildScope(evaluator, policies, subject, source.id, 'discover', at);
+    const linkScope = await resolveScope(deps.db.pool, evaluator, policies, subject, source.id, 'discover', at, deps.maskSecret);
     const doc = await getDocument(deps.db.pool, scope, linkScope, request.asset_id);
     if (!doc) return { kind: 'refusal', code: 'unknown_asset', message: 'No asset with that id is visible to this identity. Use an asset_id returned by interlock_discover.' };
     audit.row_count = 1;

@@ -6,12 +6,18 @@
  * Ranking: ts_rank_cd(tsv, query, 32) — cover density over the weighted vector (title A, body B),
  * normalised into [0, 1); ties by asset id. Snippets: ts_headline over the body (first 100,000
  * characters), matches between <b> and </b>.
+ *
+ * Column decisions (issue 12, src/discovery/fields.ts): a mapped row is searched only through the
+ * fields its caller may see unmasked (src/discovery/field-sql.ts), filtered and related only on
+ * such fields, and presented with hidden fields empty and masked fields masked.
  */
 import type pg from 'pg';
 import { cleanText } from './metadata';
 import { categoryPrefixSql, SqlParams, visibilitySql, type DiscoveryScope } from './access';
 import type { AssetEntity, DiscoverHit, DocumentContent, Relation, RelatedDocument } from './types';
 import { entityKey } from './metadata';
+import { fieldShownSql, matchSql, vectorSql } from './field-sql';
+import { accessOf, presentItems, presentList, presentText, presentTime, stateOf, type RelationAccess } from './fields';
 
 /** Anything with a pg-style query method (a pg.Pool, a client, or ControlDb.pool). */
 export type Queryable = Pick<pg.Pool, 'query'>;
@@ -63,26 +69,63 @@ export function cleanQuery(q: string): string {
   return cleanText(q).slice(0, 1000);
 }
 
-/** The SQL conditions of the filters for rows aliased `a` (empty list: no condition). Exported for tests. */
-export function filterSql(alias: string, f: DiscoverFilters, params: SqlParams): string[] {
+/**
+ * The SQL conditions of the filters for rows aliased `a` (empty list: no condition). With `scope`,
+ * a filter on a field the caller may not see unmasked matches no row of that relation, so a filter
+ * confirms no hidden value. Exported for tests.
+ */
+export function filterSql(alias: string, f: DiscoverFilters, params: SqlParams, scope?: DiscoveryScope): string[] {
   const out: string[] = [];
+  const shown = (field: Parameters<typeof fieldShownSql>[2]) => {
+    if (!scope) return;
+    const c = fieldShownSql(alias, scope, field, params);
+    if (c !== 'TRUE') out.push(c);
+  };
   if (f.sourceTypes && f.sourceTypes.length) out.push(`${alias}.source_type = ANY(${params.p(f.sourceTypes)}::text[])`);
-  if (f.documentTypes && f.documentTypes.length) out.push(`${alias}.document_type = ANY(${params.p(f.documentTypes)}::text[])`);
-  if (f.categoryPath && f.categoryPath.length) out.push(categoryPrefixSql(alias, f.categoryPath.map(cleanText), params));
+  if (f.documentTypes && f.documentTypes.length) {
+    shown('document_type');
+    out.push(`${alias}.document_type = ANY(${params.p(f.documentTypes)}::text[])`);
+  }
+  if (f.categoryPath && f.categoryPath.length) {
+    shown('category_path');
+    out.push(categoryPrefixSql(alias, f.categoryPath.map(cleanText), params));
+  }
   if (f.timeRange && (f.timeRange.from !== undefined || f.timeRange.to !== undefined)) {
+    shown('timestamp');
     out.push(`${alias}.ts IS NOT NULL`);
     if (f.timeRange.from !== undefined) out.push(`${alias}.ts >= ${params.p(f.timeRange.from)}::timestamptz`);
     if (f.timeRange.to !== undefined) out.push(`${alias}.ts <= ${params.p(f.timeRange.to)}::timestamptz`);
   }
-  if (f.audience && f.audience.length) out.push(`${alias}.audience && ${params.p(f.audience.map(cleanText))}::text[]`);
-  if (f.entities && f.entities.length) out.push(`${alias}.entity_keys @> ${params.p(f.entities.map((e) => entityKey({ type: cleanText(e.type), value: cleanText(e.value) })))}::text[]`);
+  if (f.audience && f.audience.length) {
+    shown('audience');
+    out.push(`${alias}.audience && ${params.p(f.audience.map(cleanText))}::text[]`);
+  }
+  if (f.entities && f.entities.length) {
+    shown('entities');
+    out.push(`${alias}.entity_keys @> ${params.p(f.entities.map((e) => entityKey({ type: cleanText(e.type), value: cleanText(e.value) })))}::text[]`);
+  }
   return out;
+}
+
+/** The presented text fields of a row of `relation` (hidden empty, masked masked); `body` (when selected) gives the snippet of a restricted body. */
+function presentRow(scope: DiscoveryScope, r: { relation: string | null; title: string; document_type: string; category_path: string[]; ts: Date | null; snippet?: string | null; body?: string | null }) {
+  const access: RelationAccess | null = accessOf(scope.relations, r.relation);
+  const body = stateOf(access, 'body');
+  return {
+    title: presentText(r.title, stateOf(access, 'title'), scope.maskSecret),
+    document_type: presentText(r.document_type, stateOf(access, 'document_type'), scope.maskSecret),
+    category_path: presentList(r.category_path, stateOf(access, 'category_path')),
+    timestamp: presentTime(iso(r.ts), stateOf(access, 'timestamp')),
+    snippet: r.snippet === undefined ? undefined : body === 'show' ? (r.snippet ?? '') : presentText(r.body ?? '', body, scope.maskSecret),
+  };
 }
 
 interface HitRow {
   asset_id: string;
+  relation: string | null;
   title: string;
-  snippet: string;
+  snippet: string | null;
+  body: string | null;
   score: number;
   document_type: string;
   category_path: string[];
@@ -97,14 +140,17 @@ interface HitRow {
 export async function searchDirect(db: Queryable, scope: DiscoveryScope, query: string, filters: DiscoverFilters, limit: number): Promise<{ hits: DiscoverHit[]; more: boolean }> {
   const params = new SqlParams();
   const q = params.p(cleanQuery(query));
-  const where = [visibilitySql('a', scope, params), ...filterSql('a', filters, params), 'a.tsv @@ q.q'];
+  const where = [visibilitySql('a', scope, params), ...filterSql('a', filters, params, scope), matchSql('a', scope, 'q.q', params)];
+  const vector = vectorSql('a', scope, params);
   const lim = params.p(limit + 1);
   const headline = params.p(HEADLINE);
+  const bodyShown = fieldShownSql('m', scope, 'body', params);
   const sql = `
-    SELECT m.asset_id, m.title, m.score, m.document_type, m.category_path, m.ts, m.source_id,
-           ts_headline('english'::regconfig, left(m.body, 100000), m.q, ${headline}) AS snippet
-      FROM (SELECT a.asset_id, a.title, a.body, a.document_type, a.category_path, a.ts, a.source_id, q.q,
-                   ts_rank_cd(a.tsv, q.q, 32)::float8 AS score
+    SELECT m.asset_id, m.relation, m.title, m.score, m.document_type, m.category_path, m.ts, m.source_id,
+           CASE WHEN ${bodyShown} THEN ts_headline('english'::regconfig, left(m.body, 100000), m.q, ${headline}) END AS snippet,
+           CASE WHEN ${bodyShown} THEN NULL ELSE m.body END AS body
+      FROM (SELECT a.asset_id, a.relation, a.title, a.body, a.document_type, a.category_path, a.ts, a.source_id, q.q,
+                   ts_rank_cd(${vector}, q.q, 32)::float8 AS score
               FROM assets a, (SELECT websearch_to_tsquery('english'::regconfig, ${q}) AS q) q
              WHERE ${where.join(' AND ')}
              ORDER BY score DESC, a.asset_id
@@ -114,17 +160,20 @@ export async function searchDirect(db: Queryable, scope: DiscoveryScope, query: 
   const more = rows.length > limit;
   return {
     more,
-    hits: rows.slice(0, limit).map((r) => ({
-      asset_id: r.asset_id,
-      title: r.title,
-      snippet: r.snippet,
-      score: round(r.score),
-      document_type: r.document_type,
-      category_path: r.category_path,
-      timestamp: iso(r.ts),
-      source_id: r.source_id,
-      expansion: false,
-    })),
+    hits: rows.slice(0, limit).map((r) => {
+      const p = presentRow(scope, r);
+      return {
+        asset_id: r.asset_id,
+        title: p.title,
+        snippet: p.snippet ?? '',
+        score: round(r.score),
+        document_type: p.document_type,
+        category_path: p.category_path,
+        timestamp: p.timestamp,
+        source_id: r.source_id,
+        expansion: false,
+      };
+    }),
   };
 }
 
@@ -192,13 +241,15 @@ export async function assetVisible(db: Queryable, scope: DiscoveryScope, assetId
 
 interface RelatedRow {
   asset_id: string;
+  relation: string | null;
+  body?: string | null;
   title: string;
   document_type: string;
   category_path: string[];
   ts: Date | null;
   prio: number;
   score: number;
-  snippet?: string;
+  snippet?: string | null;
 }
 
 /**
@@ -226,11 +277,21 @@ export async function relatedAssets(
   const src = params.p(scope.sourceId);
   const lim = params.p(Math.max(1, Math.floor(limit)));
   // Visibility and filters go into every branch, before any ranking or LIMIT.
-  const where = () => [visibilitySql('c', scope, params), ...filterSql('c', opts.filters ?? {}, params), `c.asset_id <> ${seed}`].join(' AND ');
-  const snippet = opts.query !== undefined ? `, ts_headline('english'::regconfig, left(a.body, 100000), websearch_to_tsquery('english'::regconfig, ${params.p(cleanQuery(opts.query))}), ${params.p(HEADLINE)}) AS snippet` : '';
+  const where = () => [visibilitySql('c', scope, params), ...filterSql('c', opts.filters ?? {}, params, scope), `c.asset_id <> ${seed}`].join(' AND ');
+  // Only fields the caller may see unmasked relate documents: the seed's links, entities and
+  // searchable terms, and the candidate's links, entities and searchable vector.
+  const bodyShown = opts.query !== undefined ? fieldShownSql('a', scope, 'body', params) : '';
+  const snippet =
+    opts.query !== undefined
+      ? `, CASE WHEN ${bodyShown} THEN ts_headline('english'::regconfig, left(a.body, 100000), websearch_to_tsquery('english'::regconfig, ${params.p(cleanQuery(opts.query))}), ${params.p(HEADLINE)}) END AS snippet, CASE WHEN ${bodyShown} THEN NULL ELSE a.body END AS body`
+      : '';
   const sql = `
     WITH seed AS (
-      SELECT s.asset_id, s.links, s.entity_keys, s.tsv FROM assets s WHERE s.asset_id = ${seed} AND s.source_id = ${src}
+      SELECT s.asset_id,
+             CASE WHEN ${fieldShownSql('s', scope, 'links', params)} THEN s.links ELSE '{}'::text[] END AS links,
+             CASE WHEN ${fieldShownSql('s', scope, 'entities', params)} THEN s.entity_keys ELSE '{}'::text[] END AS entity_keys,
+             ${vectorSql('s', scope, params)} AS tsv
+        FROM assets s WHERE s.asset_id = ${seed} AND s.source_id = ${src}
     ), terms AS (
       SELECT websearch_to_tsquery('simple'::regconfig, coalesce(string_agg(t.lexeme, ' OR '), '')) AS q
         FROM (SELECT u.lexeme FROM seed, unnest(seed.tsv) u
@@ -240,13 +301,13 @@ export async function relatedAssets(
     ), link AS (
       SELECT c.asset_id, 1 AS prio, 1::float8 AS score FROM assets c, seed WHERE c.asset_id = ANY(seed.links) AND ${where()}
       UNION
-      SELECT c.asset_id, 1, 1::float8 FROM assets c, seed WHERE c.links @> ARRAY[seed.asset_id] AND ${where()}
+      SELECT c.asset_id, 1, 1::float8 FROM assets c, seed WHERE c.links @> ARRAY[seed.asset_id] AND ${fieldShownSql('c', scope, 'links', params)} AND ${where()}
     ), ent AS (
       SELECT c.asset_id, 2 AS prio, (SELECT count(*) FROM unnest(c.entity_keys) k WHERE k = ANY(seed.entity_keys))::float8 AS score
-        FROM assets c, seed WHERE c.entity_keys && seed.entity_keys AND ${where()}
+        FROM assets c, seed WHERE c.entity_keys && seed.entity_keys AND ${fieldShownSql('c', scope, 'entities', params)} AND ${where()}
     ), sim AS (
-      SELECT c.asset_id, 3 AS prio, ts_rank(c.tsv, terms.q, 32)::float8 AS score
-        FROM assets c, terms WHERE c.tsv @@ terms.q AND ${where()}
+      SELECT c.asset_id, 3 AS prio, ts_rank(${vectorSql('c', scope, params)}, terms.q, 32)::float8 AS score
+        FROM assets c, terms WHERE ${matchSql('c', scope, 'terms.q', params)} AND ${where()}
        ORDER BY score DESC, c.asset_id
        LIMIT ${lim}::int + (SELECT count(*) FROM link) + (SELECT count(*) FROM ent)
     ), best AS (
@@ -254,23 +315,24 @@ export async function relatedAssets(
         FROM (SELECT * FROM link UNION ALL SELECT * FROM ent UNION ALL SELECT * FROM sim) cand
        ORDER BY asset_id, prio, score DESC
     )
-    SELECT a.asset_id, a.title, a.document_type, a.category_path, a.ts, b.prio, b.score${snippet}
+    SELECT a.asset_id, a.relation, a.title, a.document_type, a.category_path, a.ts, b.prio, b.score${snippet}
       FROM best b JOIN assets a ON a.asset_id = b.asset_id AND a.source_id = ${src}
      ORDER BY b.prio, b.score DESC, a.asset_id
      LIMIT ${lim}`;
   const rows = (await db.query<RelatedRow>(sql, params.values)).rows;
   const rel: Relation[] = ['link', 'entity', 'similar'];
   return rows.map((r) => {
+    const p = presentRow(scope, r);
     const out: RelatedDocument & { snippet?: string } = {
       asset_id: r.asset_id,
-      title: r.title,
+      title: p.title,
       relation: rel[r.prio - 1],
       score: round(r.score),
-      document_type: r.document_type,
-      category_path: r.category_path,
-      timestamp: iso(r.ts),
+      document_type: p.document_type,
+      category_path: p.category_path,
+      timestamp: p.timestamp,
     };
-    if (r.snippet !== undefined) out.snippet = r.snippet;
+    if (p.snippet !== undefined) out.snippet = p.snippet;
     return out;
   });
 }
@@ -285,29 +347,32 @@ export async function getDocument(db: Queryable, scope: DiscoveryScope, linkScop
   const params = new SqlParams();
   const id = params.p(cleanText(assetId));
   const r = await db.query(
-    `SELECT a.asset_id, a.source_id, a.title, a.body, a.document_type, a.category_path, a.ts, a.entities, a.links, a.indexed_at
+    `SELECT a.asset_id, a.source_id, a.relation, a.title, a.body, a.document_type, a.category_path, a.ts, a.entities, a.links, a.indexed_at
        FROM assets a WHERE a.asset_id = ${id} AND ${visibilitySql('a', scope, params)}`,
     params.values,
   );
   const d = r.rows[0];
   if (!d) return null;
+  const access = accessOf(scope.relations, d.relation);
+  const shownLinks = presentItems(d.links as string[], stateOf(access, 'links'));
   let links: string[] = [];
-  if ((d.links as string[]).length) {
+  if (shownLinks.length) {
     const lp = new SqlParams();
-    const ids = lp.p(d.links);
+    const ids = lp.p(shownLinks);
     const lr = await db.query<{ asset_id: string }>(`SELECT a.asset_id FROM assets a WHERE a.asset_id = ANY(${ids}::text[]) AND ${visibilitySql('a', linkScope, lp)}`, lp.values);
     const ok = new Set(lr.rows.map((x) => x.asset_id));
-    links = (d.links as string[]).filter((l) => ok.has(l));
+    links = shownLinks.filter((l) => ok.has(l));
   }
+  const p = presentRow(scope, d);
   return {
     asset_id: d.asset_id,
     source_id: d.source_id,
-    title: d.title,
-    body: d.body,
-    document_type: d.document_type,
-    category_path: d.category_path,
-    timestamp: iso(d.ts),
-    entities: d.entities,
+    title: p.title,
+    body: presentText(d.body, stateOf(access, 'body'), scope.maskSecret),
+    document_type: p.document_type,
+    category_path: p.category_path,
+    timestamp: p.timestamp,
+    entities: presentItems(d.entities as AssetEntity[], stateOf(access, 'entities')),
     links,
     indexed_at: (d.indexed_at as Date).toISOString(),
   };

@@ -12,7 +12,7 @@ import Cursor from 'pg-cursor';
 import type { DocumentTableMapping, PostgresSourceSettings } from '../../generated/source-v1';
 import { postgresClientConfig } from '../control/sources';
 import { ControlError } from '../control/errors';
-import type { AssetInput, IndexProblem } from './types';
+import type { AssetInput, FieldColumns, IndexProblem } from './types';
 import {
   capBody,
   cleanText,
@@ -60,6 +60,26 @@ export function documentTableSql(m: DocumentTableMapping): string {
   return `SELECT ${cols.join(', ')} FROM ${q(schema)}.${q(table)} ORDER BY 1 LIMIT $1`;
 }
 
+/**
+ * The source columns feeding each indexed field of a mapping's rows (issue 12): the title falls
+ * back to the id when its column is NULL, so it is fed by both; a field the mapping gives no column
+ * (a constant default) is fed by none.
+ */
+export function fieldColumns(m: DocumentTableMapping): FieldColumns {
+  const one = (c: string | undefined) => (c ? [c] : []);
+  return {
+    id: [m.id_column],
+    title: [...new Set([m.title_column, m.id_column])],
+    body: [m.body_column],
+    document_type: one(m.type_column),
+    category_path: one(m.category_column),
+    timestamp: one(m.time_column),
+    audience: one(m.audience_column),
+    entities: one(m.entities_column),
+    links: one(m.links_column),
+  };
+}
+
 interface RowShape {
   id: string | null;
   title: string | null;
@@ -96,6 +116,7 @@ export function rowToAsset(sourceId: string, m: DocumentTableMapping, row: RowSh
     audience: audience.length ? audience : normAudience(m.audience ?? []),
     entities: normEntities(row.entities),
     links,
+    origin: { relation: m.table, fields: fieldColumns(m) },
   };
 }
 

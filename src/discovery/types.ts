@@ -30,6 +30,21 @@ export interface AssetInput {
   entities: AssetEntity[];
   /** Resolved asset ids (possibly of other sources; those are never followed). */
   links: string[];
+  /** Rows of mapped SQL tables only: the relation and the columns feeding each field (issue 12). Absent for documents files. */
+  origin?: AssetOrigin;
+}
+
+/** The fields of an indexed asset that can be fed by columns of a mapped table. `id` feeds the asset id. */
+export const INDEXED_FIELDS = ['id', 'title', 'body', 'document_type', 'category_path', 'timestamp', 'audience', 'entities', 'links'] as const;
+/** One of INDEXED_FIELDS. */
+export type IndexedField = (typeof INDEXED_FIELDS)[number];
+/** For each field, the source columns feeding it (empty: a constant of the mapping, or not mapped). */
+export type FieldColumns = Record<IndexedField, string[]>;
+
+/** Where a mapped row comes from: the relation ("schema.table", exact names) and the columns feeding each field. */
+export interface AssetOrigin {
+  relation: string;
+  fields: FieldColumns;
 }
 
 /** An item a reader could not index (skipped) or indexed with a remark, with the reason (for operators; never shown to agents). */

@@ -2,7 +2,9 @@
  * Discovery end to end (issue 4, "Done when"): real MCP clients — SDK v1 (handshake dialect) and
  * SDK v2 in legacy and auto (modern, 2026-07-28) modes — discover in the demo handbook through the
  * governed gateway, follow related documents and read a document with get_document, while the
- * handbook's audiences keep security and HR documents out of the demo agent's view.
+ * handbook's audiences keep security and HR documents out of the demo agent's view; and a mapped
+ * Chinook table whose body is the masked customer e-mail shows it masked exactly as interlock_query
+ * does, and a search for the e-mail itself confirms nothing (issue 12).
  *
  * Needs the gateway wiring of src/gateway.ts: interlock_discover → discoverHandler,
  * interlock_related_documents → relatedDocumentsHandler, and queryHandler's connectorRequest →
@@ -12,6 +14,10 @@
 import { startGovernedEnv, callTool, type GovernedEnv } from '../helpers/governed';
 import { connectSdkV1, connectSdkV2, type CallOutcome, type ConnectedClient } from '../helpers/clients';
 import { provisionHandbook } from '../../src/discovery/handbook';
+import { indexSource } from '../../src/discovery/indexer';
+import { getSource, putSource } from '../../src/control/sources';
+import { upsertRole } from '../../src/control/roles';
+import { grantRole } from '../../src/control/grants';
 
 const FAILOVER = 'handbook:operations/runbooks/database-failover.md';
 const BACKUP_DRILL = 'handbook:operations/runbooks/backup-restore-drill.md';
@@ -141,4 +147,48 @@ test('every discovery call is audited with source, action and row count', async 
     expect(e.row_count).not.toBeNull();
   }
   expect(r.rows.filter((e) => e.reason_code === 'unknown_asset').length).toBeGreaterThan(0);
+});
+
+describe('a mapped Chinook table follows interlock_query decisions (issue 12)', () => {
+  // public.customer mapped to documents: title last_name, body email (masked `partial` by the demo
+  // policy), category country. Discover on chinook is granted here, after the tests above.
+  const CUSTOMER = 'chinook:public.customer/1';
+  let client: ConnectedClient;
+  let email: string;
+  let maskedEmail: string;
+  let lastName: string;
+
+  beforeAll(async () => {
+    const src = await getSource(env.db, 'chinook');
+    const mapping = { table: 'public.customer', id_column: 'customer_id', title_column: 'last_name', body_column: 'email', category_column: 'country' };
+    await putSource(env.db, { id: 'chinook', type: 'postgres', name: src!.name, settings: { ...src!.settings, document_tables: [mapping] } });
+    await indexSource(env.db, 'chinook');
+    await upsertRole(env.db, { name: 'demo-discover-chinook', statements: [{ effect: 'allow', action: 'discover', resource: '*' }] });
+    await grantRole(env.db, { identityId: env.demo.identityId, roleName: 'demo-discover-chinook', sourceId: 'chinook' });
+    const row = (await env.db.pool.query<{ title: string; body: string }>('SELECT title, body FROM assets WHERE asset_id = $1', [CUSTOMER])).rows[0];
+    lastName = row.title;
+    email = row.body;
+    client = await connectSdkV1({ url: env.url, apiKey: env.apiKey });
+    for (let i = 0; i < 50; i++) {
+      const r = await client.callTool('interlock_discover', { source_id: 'chinook', query: lastName });
+      if (refusalCode(r) !== 'source_role_denied') break;
+      await new Promise((res) => setTimeout(res, 100));
+    }
+    const q = json(await client.callTool('interlock_query', { source_id: 'chinook', sql: 'SELECT email FROM customer WHERE customer_id = 1' }), 'query');
+    maskedEmail = (Array.isArray(q) ? q : q.rows)[0].email;
+  }, 60_000);
+  afterAll(async () => {
+    await client?.close();
+  });
+
+  test('the masked e-mail is shown exactly as interlock_query masks it, and searching it confirms nothing', async () => {
+    expect(maskedEmail).not.toBe(email);
+    expect(maskedEmail).toMatch(/^\S\*\*\*@\*\*\*\.\w+$|^\*\*\*/);
+    const byName = json(await client.callTool('interlock_discover', { source_id: 'chinook', query: lastName, limit: 50 }), 'discover name');
+    const hit = byName.hits.find((h: { asset_id: string }) => h.asset_id === CUSTOMER);
+    expect(hit).toMatchObject({ title: lastName, snippet: maskedEmail, source_id: 'chinook' });
+    expect(JSON.stringify(byName)).not.toContain(email);
+    const byEmail = json(await client.callTool('interlock_discover', { source_id: 'chinook', query: email }), 'discover email');
+    expect(byEmail).toEqual({ hits: [], truncated: false });
+  });
 });

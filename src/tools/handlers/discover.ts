@@ -6,7 +6,10 @@
  * else forbidden source_role_denied) → policy (a refusing rule such as a time window → forbidden
  * policy_denied) → rate limit → search → audit (details source_id, action 'discover', row_count).
  * Per-asset visibility (category patterns, audience, hide_documents) is applied inside the SQL
- * (src/discovery/access.ts), so hidden assets are never counted, ranked or hinted at.
+ * (src/discovery/access.ts), so hidden assets are never counted, ranked or hinted at. Rows of
+ * mapped SQL tables also follow interlock_query's read decisions and column masks on the columns
+ * feeding each field (issue 12, src/discovery/fields.ts): a denied table's rows are invisible, a
+ * denied or masked column's field is not searched, and is shown empty or masked.
  */
 import catalogue from '../../../generated/tool-catalogue.json';
 import type { ControlDb } from '../../control/db';
@@ -16,7 +19,7 @@ import { sourceStep } from '../../pipeline/02-source';
 import { rateLimitStep, type RateLimiter } from '../../pipeline/05-rate-limit';
 import { TOOL_DEFAULTS } from '../registry';
 import type { ToolCallContext, ToolHandler, ToolOutcome } from '../types';
-import { buildScope, mayAct, policyRefusal } from '../../discovery/access';
+import { mayAct, policyRefusal, resolveScope } from '../../discovery/access';
 import { searchAssets, type DiscoverFilters } from '../../discovery/search';
 
 /** What the discovery tools need: the governance store, the shared rate limiter and the control database (the index). */
@@ -26,6 +29,8 @@ export interface DiscoveryDeps {
   /** The control database holding table `assets` (any object with a pg pool). */
   db: Pick<ControlDb, 'pool'>;
   now?: () => Date;
+  /** The gateway's mask secret (the key of interlock_query's `hash` masks); without it `hash` masks show as `full`. */
+  maskSecret?: string;
 }
 
 function maxLimit(tool: string, fallback: number): number {
@@ -107,7 +112,7 @@ export function discoverHandler(deps: DiscoveryDeps): ToolHandler {
     const policies = await deps.store.activePolicies();
     const at = now();
     const subject = { identityId: identity.id, identityName: identity.name };
-    const scope = buildScope(evaluator, policies, subject, sourceId, 'discover', at);
+    const scope = await resolveScope(deps.db.pool, evaluator, policies, subject, sourceId, 'discover', at, deps.maskSecret);
     if (!mayAct(scope)) return { kind: 'refusal', code: 'source_role_denied', message: `No role granted on source '${sourceId}' allows discover.` };
     const refused = policyRefusal(policies, { ...subject, roles: evaluator.roleNames(sourceId), sourceId }, 'discover', at);
     if (refused) {

@@ -8,6 +8,8 @@
  * unknown_asset, exactly like an asset that does not exist (same code, same message); then the
  * source must be enabled (unavailable source_disabled); then policy refusals (policy_denied), the
  * rate limit, and the related assets of the SAME source only, under the same visibility rules.
+ * Rows of mapped SQL tables follow interlock_query's read decisions and column masks (issue 12):
+ * a seed of a denied table is unknown_asset, and only fields the caller may see unmasked relate.
  * Audit details: source_id (once the seed is visible), action 'discover', row_count.
  * Rate limit: a visible seed consumes the identity's and the source's points; an invisible or
  * missing one consumes the identity's point only (both cases alike).
@@ -16,7 +18,7 @@ import { AccessEvaluator } from '../../governance/evaluator';
 import { rateLimitStep } from '../../pipeline/05-rate-limit';
 import { TOOL_DEFAULTS } from '../registry';
 import type { ToolHandler, ToolOutcome } from '../types';
-import { buildScope, mayAct, policyRefusal } from '../../discovery/access';
+import { mayAct, policyRefusal, resolveScope } from '../../discovery/access';
 import { assetSource, assetVisible, relatedAssets } from '../../discovery/search';
 import { auditDetails, clampLimit, jsonResult, RELATED_MAX_LIMIT, type DiscoveryDeps } from './discover';
 
@@ -52,7 +54,7 @@ export function relatedDocumentsHandler(deps: DiscoveryDeps): ToolHandler {
     const policies = await deps.store.activePolicies();
     const at = now();
     const subject = { identityId: identity.id, identityName: identity.name };
-    const scope = buildScope(evaluator, policies, subject, sourceId, 'discover', at);
+    const scope = await resolveScope(deps.db.pool, evaluator, policies, subject, sourceId, 'discover', at, deps.maskSecret);
     if (!mayAct(scope) || !(await assetVisible(deps.db.pool, scope, assetId))) return invisible();
 
     audit.source_id = sourceId;

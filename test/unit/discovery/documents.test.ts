@@ -142,6 +142,10 @@ describe('document table rows', () => {
       audience: ['support'],
       entities: [{ type: 'customer', value: 'ACME' }],
       links: ['crm:public.tickets/8', 'hb:x.md'],
+      origin: {
+        relation: 'public.tickets',
+        fields: { id: ['id'], title: ['subject', 'id'], body: ['details'], document_type: [], category_path: ['tags'], timestamp: ['created'], audience: ['aud'], entities: ['ents'], links: ['refs'] },
+      },
     });
     const b = rowToAsset('crm', m, { id: '9', title: null, body: null, document_type: 'faq', category: 'help/billing', ts: null, audience: 'staff,hr', entities: null, links: null });
     expect(b).toMatchObject({ title: '9', body: '', documentType: 'faq', categoryPath: ['help', 'billing'], audience: ['staff', 'hr'] });
