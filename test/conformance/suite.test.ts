@@ -10,6 +10,7 @@ import { spawn } from 'node:child_process';
 import * as path from 'node:path';
 import { runConformance, type RunReport } from '../../conformance/run';
 import { loadSpec } from '../../conformance/spec';
+import { profileOf } from '../../conformance/profiles';
 import { startTestServer, type TestServer } from '../helpers/server';
 import * as http from 'node:http';
 import { startBrokenProxy, repairInterLock, INTERLOCK_REPAIRS, MUTATIONS, type BrokenProxy } from './broken-proxy';
@@ -31,7 +32,7 @@ afterAll(async () => {
 
 /** The report's failure lines (empty when everything passed), so a failing expectation shows the counterexamples. */
 function failuresOf(lines: string[]): string {
-  return lines.filter((l) => !l.startsWith('PASS') && !l.startsWith('SKIP')).join('\n');
+  return lines.filter((l) => !l.startsWith('PASS') && !l.startsWith('SKIP') && !/^\[[a-z0-9-]+\]$/.test(l)).join('\n');
 }
 
 describe('conformance suite against InterLock', () => {
@@ -41,6 +42,11 @@ describe('conformance suite against InterLock', () => {
     expect({ seed, failures: failuresOf(lines.slice(0, -1)) }).toEqual({ seed, failures: '' });
     expect(report.failures).toBe(0);
     expect(report.checks.filter((c) => c.skipped)).toEqual([]);
+    // The default run is the whole contract: both protocol profiles, with the contract's catalogue, each
+    // rule reported under its own profile, the profiles in order.
+    expect({ profiles: report.profiles, catalogue: report.catalogue }).toEqual({ profiles: ['mcp-stateless', 'interlock-v1'], catalogue: 'contract' });
+    expect(report.checks.every((c) => c.profile === profileOf(c.rule))).toBe(true);
+    expect(lines.filter((l) => /^\[[a-z0-9-]+\]$/.test(l))).toEqual(['[mcp-stateless]', '[interlock-v1]']);
     // Every check of protocol-v1.json is exercised, by a property and by at least one example.
     for (const id of spec.checkIds) {
       const c = report.checks.find((x) => x.rule === id);
@@ -65,7 +71,7 @@ describe('conformance suite against InterLock', () => {
 });
 
 describe('interlock-conformance CLI', () => {
-  const bin = path.join(__dirname, '..', '..', 'bin', 'interlock-conformance.js');
+  const bin = path.join(__dirname, '..', '..', 'conformance', 'bin', 'interlock-conformance.js');
   const run = (args: string[]): Promise<{ code: number | null; out: string }> =>
     new Promise((resolve) => {
       const child = spawn(process.execPath, [bin, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
