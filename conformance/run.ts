@@ -9,7 +9,7 @@ import { render, type Draft, type GenContext } from './arbitraries';
 import { examples, type ExampleDef } from './examples';
 import { createClient, DEFAULT_RETRY, formatRequest, formatResponse, type WireClient, type WireRequest, type WireResponse } from './http';
 import { createOracle, isObject, type Expectation } from './oracle';
-import { parseProfiles, profileOf, PROFILES, type Profile } from './profiles';
+import { knownRules, parseProfiles, profileOf, PROFILES, type Profile } from './profiles';
 import { properties, type PropertyDef } from './properties';
 import { DEFAULT_SPEC_DIR, loadSpec, withServerCatalogue, type JsonSchema, type Spec } from './spec';
 import type { ToolMap } from './toolmap';
@@ -222,6 +222,11 @@ export async function runConformance(opts: RunOptions): Promise<RunReport> {
     for (const p of properties()) if (wanted(p.rule)) push(p.rule, await runProperty(p));
     if (!opts.skipExamples) for (const e of examples()) if (wanted(e.rule)) push(e.rule, await runExample(e));
 
+    // Cross-cutting shape rules have no property of their own: every answer is checked against them, so
+    // one that no answer broke has passed.
+    for (const rule of knownRules()) {
+      if (!sub.has(rule) && wanted(rule) && !spec.checkIds.includes(rule)) push(rule, { kind: 'incidental', name: 'checked on every answer of the run', passed: true });
+    }
     const byCheckOrder = [...spec.checkIds, ...[...sub.keys()].filter((r) => !spec.checkIds.includes(r))];
     const order = PROFILES.flatMap((p) => byCheckOrder.filter((r) => profileOf(r) === p));
     const checks: RuleCheck[] = [];
@@ -245,7 +250,7 @@ export async function runConformance(opts: RunOptions): Promise<RunReport> {
       checks.push(check);
       const props = ran.filter((d) => d.kind === 'property');
       const exs = ran.filter((d) => d.kind === 'example');
-      const summary = `${props.length ? `${props.reduce((n, d) => n + (d.runs ?? 0), 0)} generated` : 'no property'}, ${exs.length} example(s)`;
+      const summary = props.length + exs.length === 0 ? 'checked on every answer' : `${props.length ? `${props.reduce((n, d) => n + (d.runs ?? 0), 0)} generated` : 'no property'}, ${exs.length} example(s)`;
       if (check.skipped) log(`SKIP  ${rule}  (${check.skipped})`);
       else if (check.passed) log(`PASS  ${rule}  (${summary})`);
       else {

@@ -92,17 +92,25 @@ describe('interlock-conformance CLI', () => {
     expect(out).toMatch(/^PASS {2}MCP-NAME /m);
     const passLines = out.split('\n').filter((l) => l.startsWith('PASS  ')).length;
     expect(passLines).toBeGreaterThanOrEqual(spec.checkIds.length);
-    expect(out).toContain(`\n${passLines} passed, 0 failed (seed 7, 5 runs per property)\n`);
+    expect(out).toContain(`\n${passLines} passed, 0 failed (profiles mcp-stateless, interlock-v1; seed 7, 5 runs per property)\n`);
+    // Cross-cutting shape rules are reported too, each under its profile.
+    expect(out).toMatch(/^\[interlock-v1\]$[\s\S]*^PASS {2}tools {2}\(checked on every answer\)$/m);
     expect(code).toBe(0);
   }, 60_000);
 
   it('exits 1 and prints the counterexample when a rule fails', async () => {
     proxy = await startBrokenProxy(server.url, MUTATIONS.getAnswered200!);
-    const { code, out } = await run(['--url', proxy.url, '--num-runs', '5', '--seed', '7', '--rule', 'HTTP-METHOD']);
+    // One screen by default: the failing rule, its first violations and how to replay it with details.
+    const compact = await run(['--url', proxy.url, '--num-runs', '5', '--seed', '7', '--rule', 'HTTP-METHOD']);
+    expect(compact.out).toMatch(/^FAIL {2}HTTP-METHOD .*\n {6}.*expected HTTP 405, got 200\n/m);
+    expect(compact.out).toContain('      replay with details: --rule HTTP-METHOD --seed 7 --num-runs 5 --verbose\n');
+    expect(compact.out).not.toContain('  Request:');
+    expect(compact.code).toBe(1);
+    const { code, out } = await run(['--url', proxy.url, '--num-runs', '5', '--seed', '7', '--rule', 'HTTP-METHOD', '--verbose']);
     expect(out).toMatch(/^FAIL {2}HTTP-METHOD /m);
     expect(out).toContain('  Request:\n    GET /mcp');
     expect(out).toContain('[HTTP-METHOD] expected HTTP 405, got 200');
-    expect(out).toMatch(/^0 passed, 1 failed \(seed 7, 5 runs per property\)$/m);
+    expect(out).toMatch(/^0 passed, 1 failed \(profiles mcp-stateless, interlock-v1; seed 7, 5 runs per property\)$/m);
     expect(code).toBe(1);
   }, 60_000);
 
