@@ -9,13 +9,8 @@
  * Run with tsx: node node_modules/tsx/dist/cli.mjs scripts/conformance-package-server.ts --out FILE
  */
 import * as fs from 'node:fs';
-import pg from 'pg';
 import { startGovernedEnv } from '../test/helpers/governed';
-import { createFixture } from '../conformance/sql/fixture';
-import { upsertRole } from '../src/control/roles';
-import { grantRole } from '../src/control/grants';
-import { addPolicies } from '../src/control/policies';
-import { scanSource } from '../src/control/scan';
+import { provisionConformanceFixture } from '../test/helpers/sql-fixture';
 import type { ResolvedGatewayConfig } from '../src/control/config';
 
 async function main(): Promise<void> {
@@ -24,18 +19,7 @@ async function main(): Promise<void> {
   if (!out) throw new Error('--out FILE is required');
   const unlimited = { points: 1_000_000, window_seconds: 60 };
   const env = await startGovernedEnv({ config: { rate_limits: { per_identity: unlimited, per_source: unlimited } } as Partial<ResolvedGatewayConfig> });
-  await createFixture(env.sourceUrl, new URL(env.sourceUrl).pathname.slice(1));
-  const admin = new pg.Client({ connectionString: env.sourceUrl });
-  await admin.connect();
-  try {
-    await admin.query(`GRANT SELECT ON icf_items, icf_people, icf_log TO "${env.demo.readerRole}"`);
-  } finally {
-    await admin.end();
-  }
-  await upsertRole(env.db, { name: 'icf-reader', description: 'conformance sql-gateway fixture', statements: ['icf_items', 'icf_people', 'icf_log'].map((t) => ({ effect: 'allow', action: 'read', resource: `public.${t}` })) });
-  await grantRole(env.db, { identityId: env.demo.identityId, roleName: 'icf-reader', sourceId: env.demo.sourceId });
-  await addPolicies(env.db, [{ name: 'icf-mask-email', description: 'conformance fixture', applies_to: {}, rule: { type: 'mask_columns', columns: ['public.icf_people.email'], method: 'full' } }]);
-  await scanSource(env.db, env.demo.sourceId);
+  await provisionConformanceFixture(env);
   let closing = false;
   const stop = async () => {
     if (closing) return;

@@ -6,14 +6,10 @@
  */
 import pg from 'pg';
 import { startGovernedEnv, type GovernedEnv } from '../helpers/governed';
-import { createFixture } from '../../conformance/sql/fixture';
+import { provisionConformanceFixture } from '../helpers/sql-fixture';
 import { runSqlPack, leakTokens, type SqlPackReport } from '../../conformance/sql/run';
 import { segments, variants } from '../../conformance/sql/payloads';
 import { INTERLOCK_TOOL_MAP, parseToolMap } from '../../conformance/toolmap';
-import { upsertRole } from '../../src/control/roles';
-import { grantRole } from '../../src/control/grants';
-import { addPolicies } from '../../src/control/policies';
-import { scanSource } from '../../src/control/scan';
 import type { ResolvedGatewayConfig } from '../../src/control/config';
 import { startWeakSqlGateway, type WeakServer } from './weak-sql-gateway';
 
@@ -25,22 +21,7 @@ let weak: WeakServer;
 beforeAll(async () => {
   env = await startGovernedEnv({ config: { rate_limits: { per_identity: { points: 100_000, window_seconds: 60 }, per_source: { points: 100_000, window_seconds: 60 } } } as Partial<ResolvedGatewayConfig> });
   // The fixture lives in the governed source's own database; the source's reader may read it.
-  await createFixture(env.sourceUrl, new URL(env.sourceUrl).pathname.slice(1));
-  const admin = new pg.Client({ connectionString: env.sourceUrl });
-  await admin.connect();
-  try {
-    await admin.query(`GRANT SELECT ON icf_items, icf_people, icf_log TO "${env.demo.readerRole}"`);
-  } finally {
-    await admin.end();
-  }
-  await upsertRole(env.db, {
-    name: 'icf-reader',
-    description: 'conformance sql-gateway fixture',
-    statements: ['icf_items', 'icf_people', 'icf_log'].map((t) => ({ effect: 'allow', action: 'read', resource: `public.${t}` })),
-  });
-  await grantRole(env.db, { identityId: env.demo.identityId, roleName: 'icf-reader', sourceId: 'chinook' });
-  await addPolicies(env.db, [{ name: 'icf-mask-email', description: 'conformance fixture', applies_to: {}, rule: { type: 'mask_columns', columns: ['public.icf_people.email'], method: 'full' } }]);
-  await scanSource(env.db, 'chinook');
+  await provisionConformanceFixture(env);
 });
 afterAll(async () => {
   await weak?.close();
