@@ -1,40 +1,72 @@
 /**
  * Command line of the conformance suite:
- *   interlock-conformance --url http://host:port/mcp [--api-key K] [--num-runs N] [--seed S] [--spec DIR] [--rule ID]...
- * Prints one PASS/FAIL/SKIP line per rule id, failure details, and "N passed, N failed".
- * Exit code: 0 when every rule passed, 1 when any failed, 2 for a usage or connection error.
+ *   interlock-conformance --url http://host:port/mcp [--profile P]... [--api-key K] [--tool-map FILE]
+ *                         [--pg-url URL --source-id ID] [--json] [--junit FILE] [--verbose] ...
+ *   interlock-conformance sql-fixture --pg-url URL [--database NAME]
+ * Prints one PASS/FAIL/SKIP line per rule, grouped by profile, and "N passed, N failed".
+ * Exit codes (README "Exit codes"): 0 every selected rule passed; 1 a rule failed (or the SQL pack
+ * found an escape, a leak or a false positive); 2 usage error, unreadable spec or tool map, or an
+ * unreachable server or database.
  */
+import * as fs from 'node:fs';
 import { parseArgs } from 'node:util';
-import { runConformance } from './run';
+import { parseProfiles } from './profiles';
+import { casesOf, toJUnit, type ReportCase } from './report';
+import { runConformance, type RunReport } from './run';
+import { loadToolMap, INTERLOCK_TOOL_MAP, type ToolMap } from './toolmap';
+import { createFixture, FIXTURE_SETUP_TEXT } from './sql/fixture';
+import { runSqlPack, sqlCases, type SqlPackReport } from './sql/run';
 
 const USAGE = `Usage: interlock-conformance --url http://host:port/mcp [options]
+       interlock-conformance sql-fixture --pg-url postgres://… [--database NAME]
 
 Options:
   --url URL          the MCP endpoint to test (required)
-  --api-key KEY      a valid agent API key (enables authenticated tool-call checks)
+  --profile P        mcp-stateless, interlock-v1 or sql-gateway (repeatable or comma-separated;
+                     default: mcp-stateless,interlock-v1)
+  --api-key KEY      a valid API key (enables authenticated tool-call checks; needed by sql-gateway
+                     on servers that require one)
+  --tool-map FILE    another server's tool and argument names (JSON; see README "Tool maps")
+  --pg-url URL       sql-gateway: the fixture database, as a role that may read its state
+  --source-id ID     sql-gateway: the source id the server uses for the fixture database
   --num-runs N       generated requests per property (default 100)
   --seed S           base seed, to replay a run (printed at the end of every run)
   --spec DIR         folder with protocol-v1.json, errors-v1.json, mcp-tools-v1.json
   --rule ID          run only this rule id (repeatable)
   --no-examples      run the properties only
   --timeout MS       per-request timeout (default 15000)
-  -h, --help         this text`;
+  --retries N        retries of a request answered 429, each after its Retry-After (default 8)
+  --json             print the whole report as JSON on stdout instead of the text report
+  --junit FILE       also write a JUnit XML report to FILE
+  --verbose          print every counterexample in full (default: one screen)
+  -h, --help         this text
+
+Exit codes: 0 passed; 1 a rule failed; 2 usage, spec, tool map, server or database error.`;
 
 /** Runs the CLI with `argv` (without node and script); resolves to the process exit code. */
 export async function main(argv: string[], out: (s: string) => void = (s) => process.stdout.write(s + '\n')): Promise<number> {
+  if (argv[0] === 'sql-fixture') return fixtureCommand(argv.slice(1), out);
   let values;
   try {
     ({ values } = parseArgs({
       args: argv,
       options: {
         url: { type: 'string' },
+        profile: { type: 'string', multiple: true },
         'api-key': { type: 'string' },
+        'tool-map': { type: 'string' },
+        'pg-url': { type: 'string' },
+        'source-id': { type: 'string' },
         'num-runs': { type: 'string' },
         seed: { type: 'string' },
         spec: { type: 'string' },
         rule: { type: 'string', multiple: true },
         'no-examples': { type: 'boolean' },
         timeout: { type: 'string' },
+        retries: { type: 'string' },
+        json: { type: 'boolean' },
+        junit: { type: 'string' },
+        verbose: { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
       },
       strict: true,
@@ -57,19 +89,84 @@ export async function main(argv: string[], out: (s: string) => void = (s) => pro
     if (!Number.isInteger(n)) throw new Error(`--${name} must be an integer, got "${v}"`);
     return n;
   };
+  let profiles;
+  let toolMap: ToolMap | undefined;
   try {
-    const report = await runConformance({
-      url: values.url,
-      apiKey: values['api-key'],
-      numRuns: int('num-runs', values['num-runs']),
-      seed: int('seed', values.seed),
-      specDir: values.spec,
-      rules: values.rule,
-      skipExamples: values['no-examples'],
-      timeoutMs: int('timeout', values.timeout),
-      log: out,
-    });
-    return report.failures > 0 ? 1 : 0;
+    profiles = parseProfiles(values.profile);
+    toolMap = values['tool-map'] ? loadToolMap(values['tool-map']) : undefined;
+    if (profiles.includes('sql-gateway') && !values['pg-url']) throw new Error('the sql-gateway profile needs --pg-url (the fixture database)');
+  } catch (e) {
+    out(`${(e as Error).message}\n\n${USAGE}`);
+    return 2;
+  }
+  const text = values.json ? () => undefined : out;
+  try {
+    const protocolProfiles = profiles.filter((p) => p !== 'sql-gateway');
+    let report: RunReport | undefined;
+    if (protocolProfiles.length > 0) {
+      report = await runConformance({
+        url: values.url,
+        apiKey: values['api-key'],
+        profiles: protocolProfiles,
+        toolMap,
+        numRuns: int('num-runs', values['num-runs']),
+        seed: int('seed', values.seed),
+        specDir: values.spec,
+        rules: values.rule,
+        skipExamples: values['no-examples'],
+        timeoutMs: int('timeout', values.timeout),
+        retries: int('retries', values.retries),
+        verbose: values.verbose === true,
+        log: text,
+      });
+    }
+    let sql: SqlPackReport | undefined;
+    if (profiles.includes('sql-gateway')) {
+      sql = await runSqlPack({
+        url: values.url,
+        apiKey: values['api-key'],
+        pgUrl: values['pg-url']!,
+        sourceId: values['source-id'],
+        toolMap: toolMap ?? INTERLOCK_TOOL_MAP,
+        timeoutMs: int('timeout', values.timeout),
+        retries: int('retries', values.retries),
+        verbose: values.verbose === true,
+        log: text,
+      });
+    }
+    const cases: ReportCase[] = [...(report ? casesOf(report.checks) : []), ...(sql ? sqlCases(sql) : [])];
+    if (values.junit) fs.writeFileSync(values.junit, toJUnit(cases));
+    if (values.json) out(JSON.stringify({ profiles, protocol: report ?? null, sql: sql ?? null, cases }, null, 2));
+    const failed = cases.filter((c) => !c.passed).length;
+    if (report && sql) out(`overall: ${cases.filter((c) => c.passed && !c.skipped).length} passed, ${failed} failed`);
+    return failed > 0 ? 1 : 0;
+  } catch (e) {
+    out(`error: ${(e as Error).message}`);
+    return 2;
+  }
+}
+
+/** `sql-fixture`: creates the sql-gateway profile's fixture database and prints how to register it. */
+async function fixtureCommand(argv: string[], out: (s: string) => void): Promise<number> {
+  let values;
+  try {
+    ({ values } = parseArgs({ args: argv, options: { 'pg-url': { type: 'string' }, database: { type: 'string' }, help: { type: 'boolean', short: 'h' } }, strict: true }));
+  } catch (e) {
+    out(`${(e as Error).message}\n\n${USAGE}`);
+    return 2;
+  }
+  if (values.help) {
+    out(USAGE);
+    return 0;
+  }
+  if (!values['pg-url']) {
+    out(`sql-fixture needs --pg-url (a role that may create databases)\n\n${USAGE}`);
+    return 2;
+  }
+  try {
+    const f = await createFixture(values['pg-url'], values.database);
+    out(`created fixture database ${f.database}\n  url: ${f.url}\n${FIXTURE_SETUP_TEXT}`);
+    return 0;
   } catch (e) {
     out(`error: ${(e as Error).message}`);
     return 2;

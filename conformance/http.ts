@@ -44,12 +44,57 @@ export interface WireClient {
   close(): void;
 }
 
-/** Creates a client sending every request to `url` (http: or https:), with a per-request timeout. */
-export function createClient(url: string, timeoutMs = 15000): WireClient {
+/** How the client treats HTTP 429: wait for Retry-After and send the same request again. */
+export interface RetryPolicy {
+  /** Most extra attempts of one request after a 429 (default 8; 0 disables retrying). */
+  attempts: number;
+  /** Longest single wait in milliseconds (default 60000); a longer Retry-After is cut to it. */
+  maxWaitMs: number;
+  /** Wait when a 429 carries no usable Retry-After (default 1000 ms). */
+  defaultWaitMs: number;
+  /** Called before each wait, for the run's log. */
+  onWait?: (waitMs: number, attempt: number) => void;
+  /** The sleep used between attempts (tests replace it). */
+  sleep?: (ms: number) => Promise<void>;
+}
+
+/** The default 429 policy: up to 8 retries, each wait at most 60 s, 1 s when Retry-After is absent. */
+export const DEFAULT_RETRY: RetryPolicy = { attempts: 8, maxWaitMs: 60_000, defaultWaitMs: 1000 };
+
+/**
+ * Milliseconds to wait for a Retry-After value (RFC 9110 §10.2.3: delay-seconds or an HTTP-date),
+ * or undefined when the value is absent or unreadable. `now` is the current time in ms since the epoch.
+ */
+export function retryAfterMs(value: string | undefined, now: number = Date.now()): number | undefined {
+  if (value === undefined) return undefined;
+  const v = value.trim();
+  if (/^\d+$/.test(v)) return Number(v) * 1000;
+  const at = Date.parse(v);
+  return Number.isNaN(at) ? undefined : Math.max(0, at - now);
+}
+
+/**
+ * Creates a client sending every request to `url` (http: or https:), with a per-request timeout in
+ * milliseconds. A 429 answer is not a verdict: the client waits for its Retry-After and sends the same
+ * request again (`retry`), so a run never fails on the host's own rate limit; the last 429 is returned
+ * when the attempts run out.
+ */
+export function createClient(url: string, timeoutMs = 15000, retry: RetryPolicy = DEFAULT_RETRY): WireClient {
   const target = new URL(url);
   const mod = target.protocol === 'https:' ? https : http;
   const agent = new mod.Agent({ keepAlive: true, maxSockets: 4 });
-  const send = (req: WireRequest): Promise<WireResponse> =>
+  const sleep = retry.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
+  const send = async (req: WireRequest): Promise<WireResponse> => {
+    let res = await sendOnce(req);
+    for (let attempt = 1; res.status === 429 && attempt <= retry.attempts; attempt++) {
+      const wait = Math.min(retry.maxWaitMs, retryAfterMs(res.headers['retry-after']) ?? retry.defaultWaitMs);
+      retry.onWait?.(wait, attempt);
+      await sleep(wait);
+      res = await sendOnce(req);
+    }
+    return res;
+  };
+  const sendOnce = (req: WireRequest): Promise<WireResponse> =>
     new Promise((resolve) => {
       const body = req.body === undefined ? undefined : Buffer.from(req.body, 'utf8');
       // Names keep the casing given; the suite never sends one header name twice.

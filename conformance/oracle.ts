@@ -67,9 +67,6 @@ export interface OracleContext {
   apiKey?: string;
 }
 
-/** Name of the tool whose successful call is predictable (no required arguments, reads only the caller's grants). */
-export const PROBE_TOOL = 'interlock_list_sources';
-
 type Obj = Record<string, unknown>;
 
 /** True for a plain JSON object (not null, not an array). */
@@ -493,7 +490,7 @@ export function createOracle(spec: Spec): Oracle {
       }
       return { ...error('TOOL-ARGUMENTS', id, dialect, `arguments fail the input schema of "${name}"; in ${version} that is JSON-RPC -32602 in-band`), version, mayStream: true };
     }
-    if (tool.canonical === PROBE_TOOL) return ok({ kind: 'tool-success' }, 'results.complete', `"${name}" with a valid key and valid arguments succeeds`, { mayStream: true });
+    if (spec.probeTool !== undefined && tool.canonical === spec.probeTool) return ok({ kind: 'tool-success' }, 'results.complete', `"${name}" with a valid key and valid arguments succeeds`, { mayStream: true });
     return ok({ kind: 'tool-any', dialect }, 'results.complete', `"${name}" runs against the server's own data; any well-formed tool result or governed refusal`, { mayStream: true });
   }
 

@@ -22,7 +22,6 @@ import {
   type MessageDraft,
   type MetaVersion,
 } from './arbitraries';
-import { PROBE_TOOL } from './oracle';
 
 /** One property of the suite. */
 export interface PropertyDef {
@@ -323,6 +322,8 @@ function allMethods(g: GenContext): fc.Arbitrary<string> {
 function toolNames(g: GenContext): fc.Arbitrary<string> {
   return fc.constantFrom(...g.spec.tools.map((t) => t.name));
 }
+/** Names of the probe tool (and its aliases); every catalogue name when the target has no probe tool. */
 function probeNames(g: GenContext): fc.Arbitrary<string> {
-  return fc.constantFrom(...g.spec.tools.filter((t) => t.canonical === PROBE_TOOL).map((t) => t.name));
+  const names = g.spec.tools.filter((t) => t.canonical === g.spec.probeTool).map((t) => t.name);
+  return names.length > 0 ? fc.constantFrom(...names) : toolNames(g);
 }

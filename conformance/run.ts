@@ -7,11 +7,13 @@
 import fc from 'fast-check';
 import { render, type Draft, type GenContext } from './arbitraries';
 import { examples, type ExampleDef } from './examples';
-import { createClient, formatRequest, formatResponse, type WireClient, type WireRequest, type WireResponse } from './http';
-import { createOracle, type Expectation } from './oracle';
+import { createClient, DEFAULT_RETRY, formatRequest, formatResponse, type WireClient, type WireRequest, type WireResponse } from './http';
+import { createOracle, isObject, type Expectation } from './oracle';
+import { knownRules, parseProfiles, profileOf, PROFILES, type Profile } from './profiles';
 import { properties, type PropertyDef } from './properties';
-import { DEFAULT_SPEC_DIR, loadSpec, type Spec } from './spec';
-import { judge, type Violation } from './verdict';
+import { DEFAULT_SPEC_DIR, loadSpec, withServerCatalogue, type JsonSchema, type Spec } from './spec';
+import type { ToolMap } from './toolmap';
+import { judge, parseSse, type Violation } from './verdict';
 
 /** Options of `runConformance`. */
 export interface RunOptions {
@@ -35,11 +37,19 @@ export interface RunOptions {
   timeoutMs?: number;
   /** Most shrink steps per failing property (default 300); each step is one request. */
   maxShrinks?: number;
+  /** Profiles to run (profiles.ts); default mcp-stateless and interlock-v1. The sql-gateway profile is run by sql/run.ts. */
+  profiles?: string[];
+  /** Another server's tool names (toolmap.ts); its `list` role is the probe tool of the mcp-stateless profile. */
+  toolMap?: ToolMap;
+  /** Most retries of one request after HTTP 429 (default 8); each waits for Retry-After. */
+  retries?: number;
+  /** False prints a one-screen report (a failing rule's first violations); true or absent prints every counterexample in full. */
+  verbose?: boolean;
 }
 
 /** The outcome of one property or one example. */
 export interface SubCheck {
-  kind: 'property' | 'example';
+  kind: 'property' | 'example' | 'incidental';
   name: string;
   passed: boolean;
   skipped?: string;
@@ -54,9 +64,14 @@ export interface SubCheck {
   coverage?: Record<string, number>;
 }
 
+/** A subcheck of kind 'incidental': a violation of this rule found while another rule's property or example ran. */
+export type IncidentalCheck = SubCheck & { kind: 'incidental' };
+
 /** The verdict for one rule id. */
 export interface RuleCheck {
   rule: string;
+  /** The profile the rule belongs to. */
+  profile: Profile;
   passed: boolean;
   /** Why the rule was not exercised at all (e.g. it needs --api-key). */
   skipped?: string;
@@ -72,6 +87,10 @@ export interface RunReport {
   failures: number;
   seed: number;
   numRuns: number;
+  /** The profiles that ran. */
+  profiles: Profile[];
+  /** Where the tool catalogue came from: the contract's spec files, or the server's own tools/list. */
+  catalogue: 'contract' | 'server';
 }
 
 /** Stable per-property seed: the base seed mixed with the rule id, so filtering rules does not change it. */
@@ -116,29 +135,48 @@ export function formatFailure(url: URL, req: WireRequest, exp: Expectation, res:
  * cannot be loaded or the endpoint cannot be reached at all.
  */
 export async function runConformance(opts: RunOptions): Promise<RunReport> {
-  const spec: Spec = loadSpec(opts.specDir ?? DEFAULT_SPEC_DIR);
-  const oracle = createOracle(spec);
+  const profiles: Profile[] = parseProfiles(opts.profiles).filter((p) => p !== 'sql-gateway');
+  const contractSpec: Spec = loadSpec(opts.specDir ?? DEFAULT_SPEC_DIR);
   const url = new URL(opts.url);
-  const client: WireClient = createClient(opts.url, opts.timeoutMs ?? 15000);
+  const log = opts.log ?? (() => undefined);
+  const retry = { ...DEFAULT_RETRY, attempts: opts.retries ?? DEFAULT_RETRY.attempts, onWait: (ms: number, n: number) => log(`(HTTP 429: waiting ${ms} ms for Retry-After, retry ${n})`) };
+  const client: WireClient = createClient(opts.url, opts.timeoutMs ?? 15000, retry);
   const numRuns = opts.numRuns ?? 100;
   const seed = opts.seed ?? (Date.now() ^ (Math.random() * 0x7fffffff)) | 0;
-  const log = opts.log ?? (() => undefined);
-  const g: GenContext = { spec, oracle, url, apiKey: opts.apiKey };
-  const ctx = { url, apiKey: opts.apiKey };
-  const wanted = (rule: string) => !opts.rules || opts.rules.includes(rule);
+  const inProfile = (rule: string): boolean => profiles.includes(profileOf(rule));
+  const wanted = (rule: string) => inProfile(rule) && (!opts.rules || opts.rules.includes(rule));
 
   try {
     const probe = await client.send({ method: 'POST', headers: [['Content-Type', 'application/json'], ['Accept', 'application/json, text/event-stream']], body: '{}' });
     if (probe.status === 0) throw new Error(`conformance: cannot reach ${opts.url}: ${probe.error}`);
 
+    // Without the interlock-v1 profile the contract's catalogue does not apply: test the server's own tools.
+    const spec: Spec = profiles.includes('interlock-v1') ? contractSpec : withServerCatalogue(contractSpec, await serverTools(client, contractSpec, opts.apiKey), opts.toolMap?.tools.list);
+    const oracle = createOracle(spec);
+    const g: GenContext = { spec, oracle, url, apiKey: opts.apiKey };
+    const ctx = { url, apiKey: opts.apiKey };
+
     const exchange = async (req: WireRequest) => {
       const exp = oracle.expect(req, ctx);
       const res = await client.send(req);
-      return { req, exp, res, verdict: judge(spec, exp, res) };
+      return { req, exp, res, verdict: judge(spec, exp, res, inProfile) };
     };
 
     const sub = new Map<string, SubCheck[]>();
     const push = (rule: string, s: SubCheck) => sub.set(rule, [...(sub.get(rule) ?? []), s]);
+    /** Violations of rules other than the one being run are reported under their own rule, once per rule. */
+    const incidental = new Set<string>();
+    const attribute = (own: string, x: { req: WireRequest; exp: Expectation; res: WireResponse; verdict: { violations: Violation[] } }, found: string): Violation[] => {
+      const all = x.verdict.violations.map((v) => ({ ...v, rule: ruleOf(spec, own, x.exp, v) }));
+      const others = new Map<string, Violation[]>();
+      for (const v of all) if (v.rule !== own) others.set(v.rule, [...(others.get(v.rule) ?? []), v]);
+      for (const [rule, vs] of others) {
+        if (incidental.has(rule) || (opts.rules && !opts.rules.includes(rule))) continue;
+        incidental.add(rule);
+        push(rule, { kind: 'incidental', name: `found by ${found}`, passed: false, counterexample: `  Found while running ${found}\n${formatFailure(url, x.req, x.exp, x.res, vs)}`, violations: vs });
+      }
+      return all.filter((v) => v.rule === own);
+    };
 
     const runProperty = async (p: PropertyDef): Promise<SubCheck> => {
       const pseed = seedFor(seed, p.rule);
@@ -149,8 +187,9 @@ export async function runConformance(opts: RunOptions): Promise<RunReport> {
       const prop = fc.asyncProperty(arb, async (draft: Draft) => {
         const x = await exchange(render(g, draft));
         if (!shrinking) coverage[x.exp.rule] = (coverage[x.exp.rule] ?? 0) + 1;
-        if (!x.verdict.passed) shrinking = true;
-        return x.verdict.passed;
+        const own = shrinking ? x.verdict.violations.filter((v) => ruleOf(spec, p.rule, x.exp, v) === p.rule) : attribute(p.rule, x, `property ${p.rule}`);
+        if (own.length > 0) shrinking = true;
+        return own.length === 0;
       });
       const out = await fc.check(prop, { numRuns, seed: pseed });
       if (!out.failed) return { kind: 'property', name: p.title, passed: true, runs: out.numRuns, seed: pseed, coverage };
@@ -158,7 +197,8 @@ export async function runConformance(opts: RunOptions): Promise<RunReport> {
         return { kind: 'property', name: p.title, passed: false, runs: out.numRuns, seed: pseed, counterexample: `  the property errored: ${String(out.errorInstance ?? 'unknown error')}`, violations: [] };
       }
       const again = await exchange(render(g, out.counterexample[0]));
-      const violations = again.verdict.passed ? [{ rule: p.rule, message: 'the counterexample passed when replayed (the server answered differently the second time)' }] : again.verdict.violations;
+      const replayed = again.verdict.violations.filter((v) => ruleOf(spec, p.rule, again.exp, v) === p.rule).map((v) => ({ ...v, rule: p.rule }));
+      const violations = replayed.length === 0 ? [{ rule: p.rule, message: 'the counterexample passed when replayed (the server answered differently the second time)' }] : replayed;
       const text = [
         `  Property "${p.title}" failed after ${out.numRuns} run(s), shrunk ${out.numShrinks} time(s); seed ${pseed}, path "${out.counterexamplePath}"`,
         `  Replay: --rule ${p.rule} --seed ${seed} --num-runs ${numRuns}`,
@@ -169,24 +209,39 @@ export async function runConformance(opts: RunOptions): Promise<RunReport> {
 
     const runExample = async (e: ExampleDef): Promise<SubCheck> => {
       const name = `${e.row ? `${e.row} ` : ''}${e.title}`;
-      if (e.needsApiKey && !opts.apiKey) return { kind: 'example', name, passed: true, skipped: 'needs --api-key' };
-      const x = await exchange(e.build(g));
-      if (x.verdict.passed) return { kind: 'example', name, passed: true };
-      return { kind: 'example', name, passed: false, counterexample: `  Example ${name}\n${formatFailure(url, x.req, x.exp, x.res, x.verdict.violations)}`, violations: x.verdict.violations };
+      if (e.needsApiKey && !opts.apiKey && spec.contractCatalogue) return { kind: 'example', name, passed: true, skipped: 'needs --api-key' };
+      const req = e.build(g);
+      const foreign = contractToolNamed(req, contractSpec, spec);
+      if (foreign) return { kind: 'example', name, passed: true, skipped: `calls the contract's tool ${foreign}, which the server under test does not list` };
+      const x = await exchange(req);
+      const own = attribute(e.rule, x, `example ${name}`);
+      if (own.length === 0) return { kind: 'example', name, passed: true };
+      return { kind: 'example', name, passed: false, counterexample: `  Example ${name}\n${formatFailure(url, x.req, x.exp, x.res, own)}`, violations: own };
     };
 
     for (const p of properties()) if (wanted(p.rule)) push(p.rule, await runProperty(p));
     if (!opts.skipExamples) for (const e of examples()) if (wanted(e.rule)) push(e.rule, await runExample(e));
 
-    const order = [...spec.checkIds, ...[...sub.keys()].filter((r) => !spec.checkIds.includes(r))];
+    // Cross-cutting shape rules have no property of their own: every answer is checked against them, so
+    // one that no answer broke has passed.
+    for (const rule of knownRules()) {
+      if (!sub.has(rule) && wanted(rule) && !spec.checkIds.includes(rule)) push(rule, { kind: 'incidental', name: 'checked on every answer of the run', passed: true });
+    }
+    const byCheckOrder = [...spec.checkIds, ...[...sub.keys()].filter((r) => !spec.checkIds.includes(r))];
+    const order = PROFILES.flatMap((p) => byCheckOrder.filter((r) => profileOf(r) === p));
     const checks: RuleCheck[] = [];
+    let lastProfile: Profile | undefined;
     for (const rule of order) {
       const details = sub.get(rule);
       if (!details) continue;
+      const profile = profileOf(rule);
+      if (profile !== lastProfile) log(`[${profile}]`);
+      lastProfile = profile;
       const ran = details.filter((d) => !d.skipped);
       const failed = ran.filter((d) => !d.passed);
       const check: RuleCheck = {
         rule,
+        profile,
         passed: failed.length === 0,
         skipped: ran.length === 0 ? details[0]!.skipped : undefined,
         counterexample: failed[0]?.counterexample,
@@ -195,20 +250,77 @@ export async function runConformance(opts: RunOptions): Promise<RunReport> {
       checks.push(check);
       const props = ran.filter((d) => d.kind === 'property');
       const exs = ran.filter((d) => d.kind === 'example');
-      const summary = `${props.length ? `${props.reduce((n, d) => n + (d.runs ?? 0), 0)} generated` : 'no property'}, ${exs.length} example(s)`;
+      const summary = props.length + exs.length === 0 ? 'checked on every answer' : `${props.length ? `${props.reduce((n, d) => n + (d.runs ?? 0), 0)} generated` : 'no property'}, ${exs.length} example(s)`;
       if (check.skipped) log(`SKIP  ${rule}  (${check.skipped})`);
       else if (check.passed) log(`PASS  ${rule}  (${summary})`);
       else {
         log(`FAIL  ${rule}  (${summary}; ${failed.length} failing)`);
-        for (const f of failed) log(f.counterexample ?? `  ${f.name}`);
+        if (opts.verbose === false) {
+          // One screen: the first failing check's first violations and how to replay it.
+          const f = failed[0]!;
+          for (const v of (f.violations ?? []).slice(0, 3)) log(`      ${f.name}: ${v.message}`);
+          log(`      replay with details: --rule ${rule} --seed ${seed} --num-runs ${numRuns} --verbose`);
+        } else for (const f of failed) log(f.counterexample ?? `  ${f.name}`);
       }
     }
     const failures = checks.filter((c) => !c.passed).length;
     const passed = checks.filter((c) => c.passed && !c.skipped).length;
     const skipped = checks.filter((c) => c.skipped).length;
-    log(`${passed} passed, ${failures} failed${skipped ? `, ${skipped} skipped` : ''} (seed ${seed}, ${numRuns} runs per property)`);
-    return { checks, failures, seed, numRuns };
+    log(`${passed} passed, ${failures} failed${skipped ? `, ${skipped} skipped` : ''} (profiles ${profiles.join(', ')}; seed ${seed}, ${numRuns} runs per property)`);
+    return { checks, failures, seed, numRuns, profiles, catalogue: spec.contractCatalogue ? 'contract' : 'server' };
   } finally {
     client.close();
   }
+}
+
+/**
+ * Reads the server's own catalogue with one handshake-dialect tools/list (no initialize: the endpoint
+ * is stateless). Throws when the answer holds no tools array.
+ */
+export async function serverTools(client: WireClient, spec: Spec, apiKey?: string): Promise<Array<{ name: string; inputSchema?: JsonSchema }>> {
+  const version = spec.protocol.versions.handshake[spec.protocol.versions.handshake.length - 1]!;
+  const headers: Array<[string, string]> = [
+    ['Content-Type', 'application/json'],
+    ['Accept', 'application/json, text/event-stream'],
+    [spec.protocol.headers.protocolVersion ?? 'MCP-Protocol-Version', version],
+  ];
+  if (apiKey) headers.push([spec.protocol.headers.authorization ?? 'Authorization', `Bearer ${apiKey}`]);
+  const res = await client.send({ method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }) });
+  let message: unknown;
+  try {
+    const sse = (res.headers['content-type'] ?? '').toLowerCase().startsWith('text/event-stream');
+    message = JSON.parse(sse ? (parseSse(res.body).find((e) => e.data !== '')?.data ?? '') : res.body);
+  } catch {
+    message = undefined;
+  }
+  const tools = isObject(message) && isObject(message.result) ? message.result.tools : undefined;
+  if (!Array.isArray(tools)) throw new Error(`conformance: tools/list of the server under test answered HTTP ${res.status} without a tools array; cannot run the mcp-stateless profile on its catalogue`);
+  return tools.filter(isObject).filter((t) => typeof t.name === 'string').map((t) => ({ name: t.name as string, inputSchema: isObject(t.inputSchema) ? (t.inputSchema as JsonSchema) : undefined }));
+}
+
+/** The name of a contract-catalogue tool that `req` calls and the tested catalogue lacks, if any. */
+function contractToolNamed(req: WireRequest, contract: Spec, tested: Spec): string | undefined {
+  if (tested.contractCatalogue || req.body === undefined) return undefined;
+  let m: unknown;
+  try {
+    m = JSON.parse(req.body.replace(/^\ufeff+/, ''));
+  } catch {
+    return undefined;
+  }
+  const name = isObject(m) && isObject(m.params) ? m.params.name : undefined;
+  if (typeof name !== 'string') return undefined;
+  return contract.tools.some((t) => t.name === name) && !tested.tools.some((t) => t.name === name) ? name : undefined;
+}
+
+/**
+ * The rule a violation is attributed to, for a request aimed at rule `aimed` (a property's or an
+ * example's rule). A cross-cutting shape violation belongs to its own rule. An outcome violation (the
+ * server answered the request wrongly) belongs to the aimed rule when that rule decided the expected
+ * outcome, or when the request was expected to get through every check (a `results.*` outcome: the
+ * server refused what the aimed rule lets through); when another check decided the outcome (one of
+ * the few noisy requests a property sends), it belongs to that check.
+ */
+export function ruleOf(spec: Spec, aimed: string, exp: Expectation, v: Violation): string {
+  if (!v.outcome) return v.rule;
+  return exp.rule === aimed || !spec.checkIds.includes(exp.rule) ? aimed : exp.rule;
 }

@@ -91,10 +91,42 @@ export interface Spec {
   tools: CatalogueTool[];
   /** Rule ids in `checks` order. */
   checkIds: string[];
+  /**
+   * Canonical name of the tool whose call with a valid key and `{}` arguments must succeed (its success
+   * is predictable), or undefined when no tool is known to be safe to call that way. The contract's is
+   * `interlock_list_sources`; a tool map's `list` role replaces it.
+   */
+  probeTool?: string;
+  /** True when `tools` is the contract's catalogue (mcp-tools-v1.json), false when read from the server under test. */
+  contractCatalogue: boolean;
 }
 
-/** Default spec folder: `spec/` beside `conformance/`. */
-export const DEFAULT_SPEC_DIR = path.resolve(__dirname, '..', 'spec');
+/** The contract's probe tool: no required arguments, reads only the caller's own grants. */
+export const CONTRACT_PROBE_TOOL = 'interlock_list_sources';
+
+/**
+ * Returns `spec` with the catalogue replaced by a server's own tools/list answer (every tool
+ * ungoverned: a generic server's authentication is not the contract's), for the `mcp-stateless`
+ * profile run alone. `probeTool` names the tool safe to call with `{}` (a tool map's `list` role).
+ */
+export function withServerCatalogue(spec: Spec, tools: Array<{ name: string; inputSchema?: JsonSchema }>, probeTool?: string): Spec {
+  const catalogue: CatalogueTool[] = tools.map((t) => ({
+    name: t.name,
+    canonical: t.name,
+    governed: false,
+    deprecated: false,
+    inputSchema: t.inputSchema && typeof t.inputSchema === 'object' ? t.inputSchema : { type: 'object' },
+  }));
+  return { ...spec, tools: catalogue, probeTool: probeTool && catalogue.some((t) => t.name === probeTool) ? probeTool : undefined, contractCatalogue: false };
+}
+
+/**
+ * Default spec folder: `contract/` inside an installed package (dist/contract, copied from spec/ at
+ * build time), else `spec/` beside `conformance/` in a source checkout.
+ */
+export const DEFAULT_SPEC_DIR = [path.resolve(__dirname, 'contract'), path.resolve(__dirname, '..', 'spec')].find((d) =>
+  fs.existsSync(path.join(d, 'protocol-v1.json')),
+) ?? path.resolve(__dirname, '..', 'spec');
 
 function readJson(dir: string, file: string): unknown {
   const p = path.join(dir, file);
@@ -135,7 +167,8 @@ export function loadSpec(dir: string = DEFAULT_SPEC_DIR): Spec {
     tools.push({ ...succ, name: a.name, deprecated: true });
   }
   const checkIds = [...protocol.checks].sort((a, b) => a.order - b.order).map((c) => c.id);
-  return { dir, protocol, errors, tools, checkIds };
+  const probeTool = tools.some((t) => t.name === CONTRACT_PROBE_TOOL) ? CONTRACT_PROBE_TOOL : undefined;
+  return { dir, protocol, errors, tools, checkIds, probeTool, contractCatalogue: true };
 }
 
 /** Returns the check entry with rule id `id`; throws when the spec has no such rule. */

@@ -11,6 +11,12 @@ import type { Spec } from './spec';
 export interface Violation {
   rule: string;
   message: string;
+  /**
+   * True when the answer contradicts the expected outcome itself (status, error code, id, result
+   * instead of error…), as opposed to a cross-cutting shape rule (`results.*`, `tools`, `capabilities`,
+   * `versions.*`). run.ts attributes outcome violations to the rule the request was aimed at.
+   */
+  outcome?: true;
 }
 
 /** The JSON-RPC message carried by a response body, plus how it was framed. */
@@ -76,8 +82,9 @@ const show = (v: unknown): string => (v === undefined ? 'absent' : JSON.stringif
 export function violations(spec: Spec, exp: Expectation, res: WireResponse): Violation[] {
   const out: Violation[] = [];
   const add = (rule: string, message: string) => out.push({ rule, message });
+  const fail = (message: string) => out.push({ rule: exp.rule, message, outcome: true });
   if (res.status === 0) {
-    add(exp.rule, `no HTTP response (${res.error ?? 'connection failed'})`);
+    fail(`no HTTP response (${res.error ?? 'connection failed'})`);
     return out;
   }
   if (res.headers['mcp-session-id'] !== undefined) add('results.noSession', `the response issues Mcp-Session-Id "${res.headers['mcp-session-id']}"`);
@@ -95,22 +102,22 @@ export function violations(spec: Spec, exp: Expectation, res: WireResponse): Vio
   }
   if (exp.result?.kind === 'tool-any') return [...out, ...toolAny(spec, exp, res)];
 
-  if (res.status !== exp.http) add(exp.rule, `expected HTTP ${exp.http}, got ${res.status}`);
+  if (res.status !== exp.http) fail(`expected HTTP ${exp.http}, got ${res.status}`);
   if (exp.headers?.allow) {
     const allow = (res.headers['allow'] ?? '').split(',').map((s) => s.trim().toUpperCase()).filter(Boolean).sort();
-    if (!sameJson(allow, [...exp.headers.allow].sort())) add(exp.rule, `expected Allow: ${exp.headers.allow.join(', ')}, got ${show(res.headers['allow'])}`);
+    if (!sameJson(allow, [...exp.headers.allow].sort())) fail(`expected Allow: ${exp.headers.allow.join(', ')}, got ${show(res.headers['allow'])}`);
   }
   if (exp.headers?.wwwAuthenticate) {
     const w = res.headers['www-authenticate'];
-    if (w === undefined || !w.trim().toLowerCase().startsWith(exp.headers.wwwAuthenticate.toLowerCase())) add(exp.rule, `expected WWW-Authenticate: ${exp.headers.wwwAuthenticate}, got ${show(w)}`);
+    if (w === undefined || !w.trim().toLowerCase().startsWith(exp.headers.wwwAuthenticate.toLowerCase())) fail(`expected WWW-Authenticate: ${exp.headers.wwwAuthenticate}, got ${show(w)}`);
   }
   if (exp.body === 'empty') {
-    if (res.body !== '') add(exp.rule, `expected an empty body, got ${res.body.length} bytes`);
+    if (res.body !== '') fail(`expected an empty body, got ${res.body.length} bytes`);
     return out;
   }
   const parsed = parseBody(res);
   if (parsed.problem) {
-    add(exp.rule, parsed.problem);
+    fail(parsed.problem);
     return out;
   }
   if (parsed.framing === 'sse') {
@@ -121,46 +128,46 @@ export function violations(spec: Spec, exp: Expectation, res: WireResponse): Vio
   }
   const m = parsed.message;
   if (!isObject(m)) {
-    add(exp.rule, 'the body is not a JSON-RPC object');
+    fail('the body is not a JSON-RPC object');
     return out;
   }
-  if (m.jsonrpc !== '2.0') add(exp.rule, `jsonrpc is ${show(m.jsonrpc)}`);
-  if ('result' in m && 'error' in m) add(exp.rule, 'the response carries both result and error');
-  if (!('id' in m)) add(exp.rule, `the response has no id (expected ${show(exp.id)})`);
-  else if (m.id !== exp.id) add(exp.rule, `id ${show(m.id)} does not echo ${show(exp.id)}`);
+  if (m.jsonrpc !== '2.0') fail(`jsonrpc is ${show(m.jsonrpc)}`);
+  if ('result' in m && 'error' in m) fail('the response carries both result and error');
+  if (!('id' in m)) fail(`the response has no id (expected ${show(exp.id)})`);
+  else if (m.id !== exp.id) fail(`id ${show(m.id)} does not echo ${show(exp.id)}`);
 
   if (exp.body === 'error') {
     if (!isObject(m.error)) {
-      add(exp.rule, `expected a JSON-RPC error ${exp.code}, got ${'result' in m ? 'a result' : 'no error object'}`);
+      fail(`expected a JSON-RPC error ${exp.code}, got ${'result' in m ? 'a result' : 'no error object'}`);
       return out;
     }
     const e = m.error;
-    if (e.code !== exp.code) add(exp.rule, `expected error code ${exp.code}, got ${show(e.code)}`);
-    if (typeof e.message !== 'string') add(exp.rule, 'error.message is not a string');
+    if (e.code !== exp.code) fail(`expected error code ${exp.code}, got ${show(e.code)}`);
+    if (typeof e.message !== 'string') fail('error.message is not a string');
     const d = exp.errorData;
     if (d?.supported || d?.requested !== undefined) {
       const data = isObject(e.data) ? e.data : {};
-      if (d.supported && !sameJson(data.supported, d.supported)) add(exp.rule, `error.data.supported is ${show(data.supported)}, expected ${show(d.supported)}`);
-      if (d.requested !== undefined && data.requested !== d.requested) add(exp.rule, `error.data.requested is ${show(data.requested)}, expected ${show(d.requested)}`);
+      if (d.supported && !sameJson(data.supported, d.supported)) fail(`error.data.supported is ${show(data.supported)}, expected ${show(d.supported)}`);
+      if (d.requested !== undefined && data.requested !== d.requested) fail(`error.data.requested is ${show(data.requested)}, expected ${show(d.requested)}`);
     }
     if (d?.requiredCapabilities) {
       const data = isObject(e.data) ? e.data : {};
-      if (!sameJson(data.requiredCapabilities, d.requiredCapabilities)) add(exp.rule, `error.data.requiredCapabilities is ${show(data.requiredCapabilities)}, expected ${show(d.requiredCapabilities)}`);
+      if (!sameJson(data.requiredCapabilities, d.requiredCapabilities)) fail(`error.data.requiredCapabilities is ${show(data.requiredCapabilities)}, expected ${show(d.requiredCapabilities)}`);
     }
     if (d?.refusal) {
       const data = isObject(e.data) ? e.data : {};
       if (data.status !== d.refusal.status || data.code !== d.refusal.code || typeof data.message !== 'string') {
-        add(exp.rule, `error.data should be {status: "${d.refusal.status}", code: "${d.refusal.code}", message}, got ${show(e.data)}`);
+        fail(`error.data should be {status: "${d.refusal.status}", code: "${d.refusal.code}", message}, got ${show(e.data)}`);
       }
     }
     return out;
   }
   // Result expected.
   if (!('result' in m)) {
-    add(exp.rule, `expected a result, got error ${show(isObject(m.error) ? m.error.code : m.error)}`);
+    fail(`expected a result, got error ${show(isObject(m.error) ? m.error.code : m.error)}`);
     return out;
   }
-  resultChecks(spec, exp, exp.result!, m.result, add);
+  resultChecks(spec, exp, exp.result!, m.result, add, fail);
   return out;
 }
 
@@ -177,9 +184,9 @@ function cacheable(r: Record<string, unknown>, add: (rule: string, message: stri
   if (r.cacheScope !== 'public' && r.cacheScope !== 'private') add('results.cacheable', `cacheScope is ${show(r.cacheScope)}, expected "public" or "private"`);
 }
 
-function toolContent(r: Record<string, unknown>, rule: string, add: (rule: string, message: string) => void): void {
+function toolContent(r: Record<string, unknown>, fail: (message: string) => void): void {
   if (!Array.isArray(r.content) || r.content.length === 0 || !r.content.every((c) => isObject(c) && typeof c.type === 'string')) {
-    add(rule, `content is ${show(r.content)}, expected a non-empty array of content items`);
+    fail(`content is ${show(r.content)}, expected a non-empty array of content items`);
   }
 }
 
@@ -200,9 +207,9 @@ function hasNull(node: unknown, path: string): string | undefined {
   return undefined;
 }
 
-function resultChecks(spec: Spec, exp: Expectation, want: ResultExpectation, result: unknown, add: (rule: string, message: string) => void): void {
+function resultChecks(spec: Spec, exp: Expectation, want: ResultExpectation, result: unknown, add: (rule: string, message: string) => void, fail: (message: string) => void): void {
   if (!isObject(result)) {
-    add(exp.rule, `result is ${show(result)}, not an object`);
+    fail(`result is ${show(result)}, not an object`);
     return;
   }
   const P = spec.protocol;
@@ -251,21 +258,21 @@ function resultChecks(spec: Spec, exp: Expectation, want: ResultExpectation, res
     }
     case 'tool-success':
       completeEnvelope(spec, result, add);
-      toolContent(result, exp.rule, add);
-      if (result.isError !== undefined && result.isError !== false) add(exp.rule, `isError is ${show(result.isError)}, expected absent or false`);
+      toolContent(result, fail);
+      if (result.isError !== undefined && result.isError !== false) fail(`isError is ${show(result.isError)}, expected absent or false`);
       return;
     case 'tool-error':
       completeEnvelope(spec, result, add);
-      toolContent(result, exp.rule, add);
-      if (result.isError !== true) add(exp.rule, `isError is ${show(result.isError)}, expected true`);
+      toolContent(result, fail);
+      if (result.isError !== true) fail(`isError is ${show(result.isError)}, expected true`);
       return;
     case 'tool-refusal': {
       completeEnvelope(spec, result, add);
-      toolContent(result, exp.rule, add);
-      if (result.isError !== true) add(exp.rule, `isError is ${show(result.isError)}, expected true`);
+      toolContent(result, fail);
+      if (result.isError !== true) fail(`isError is ${show(result.isError)}, expected true`);
       const sc = result.structuredContent;
       if (!isObject(sc) || sc.status !== want.status || sc.code !== want.code || typeof sc.message !== 'string') {
-        add(exp.rule, `structuredContent should be {status: "${want.status}", code: "${want.code}", message}, got ${show(sc)}`);
+        fail(`structuredContent should be {status: "${want.status}", code: "${want.code}", message}, got ${show(sc)}`);
       }
       return;
     }
@@ -278,19 +285,20 @@ function resultChecks(spec: Spec, exp: Expectation, want: ResultExpectation, res
 function toolAny(spec: Spec, exp: Expectation, res: WireResponse): Violation[] {
   const out: Violation[] = [];
   const add = (rule: string, message: string) => out.push({ rule, message });
+  const fail = (message: string) => out.push({ rule: exp.rule, message, outcome: true });
   const parsed = parseBody(res);
   if (parsed.problem || !isObject(parsed.message)) {
-    add(exp.rule, parsed.problem ?? 'the body is not a JSON-RPC object');
+    fail(parsed.problem ?? 'the body is not a JSON-RPC object');
     return out;
   }
   const m = parsed.message;
-  if (m.id !== exp.id) add(exp.rule, `id ${show(m.id)} does not echo ${show(exp.id)}`);
+  if (m.id !== exp.id) fail(`id ${show(m.id)} does not echo ${show(exp.id)}`);
   if ('result' in m) {
-    if (res.status !== 200) add(exp.rule, `a result with HTTP ${res.status}`);
-    if (!isObject(m.result)) add(exp.rule, 'result is not an object');
+    if (res.status !== 200) fail(`a result with HTTP ${res.status}`);
+    if (!isObject(m.result)) fail('result is not an object');
     else {
       completeEnvelope(spec, m.result, add);
-      toolContent(m.result, exp.rule, add);
+      toolContent(m.result, fail);
     }
     return out;
   }
@@ -301,19 +309,22 @@ function toolAny(spec: Spec, exp: Expectation, res: WireResponse): Violation[] {
     // Handshake refusals and execution failures are tool results; only an invalid_params tool error of an
     // older version (errors-v1.json toolErrorClasses) is a JSON-RPC error, -32602 in-band.
     const older = !spec.protocol.versions.argumentErrorsAsToolResults.includes(exp.version ?? '');
-    if (!(older && res.status === 200 && e.code === -32602)) add(exp.rule, `handshake tool failures are tool results (isError true)${older ? ' or in-band -32602' : ''}, got HTTP ${res.status} error ${show(e.code)}`);
+    if (!(older && res.status === 200 && e.code === -32602)) fail(`handshake tool failures are tool results (isError true)${older ? ' or in-band -32602' : ''}, got HTTP ${res.status} error ${show(e.code)}`);
   } else {
     const okRefusal = statuses.some((s) => s.http === res.status && s.modernCode === e.code) && isObject(e.data) && typeof e.data.status === 'string' && typeof e.data.code === 'string';
     const okInternal = res.status === 200 && e.code === -32603;
-    if (!okRefusal && !okInternal) add(exp.rule, `modern tool failure must be a governed refusal (${statuses.map((s) => `${s.http}/${s.modernCode}`).join(', ')}) with data {status, code, message} or in-band -32603, got HTTP ${res.status} code ${show(e.code)}`);
+    if (!okRefusal && !okInternal) fail(`modern tool failure must be a governed refusal (${statuses.map((s) => `${s.http}/${s.modernCode}`).join(', ')}) with data {status, code, message} or in-band -32603, got HTTP ${res.status} code ${show(e.code)}`);
   }
   return out;
 }
 
-/** The verdict for one exchange: passes when the primary expectation or one of its alternatives holds. */
-export function judge(spec: Spec, exp: Expectation, res: WireResponse): { passed: boolean; violations: Violation[] } {
-  const primary = violations(spec, exp, res);
+/**
+ * The verdict for one exchange: passes when the primary expectation or one of its alternatives holds.
+ * `keep` selects the rules that count (the run's profiles); violations of other rules are ignored.
+ */
+export function judge(spec: Spec, exp: Expectation, res: WireResponse, keep: (rule: string) => boolean = () => true): { passed: boolean; violations: Violation[] } {
+  const primary = violations(spec, exp, res).filter((v) => keep(v.rule));
   if (primary.length === 0) return { passed: true, violations: [] };
-  for (const alt of exp.alternatives ?? []) if (violations(spec, alt, res).length === 0) return { passed: true, violations: [] };
+  for (const alt of exp.alternatives ?? []) if (violations(spec, alt, res).filter((v) => keep(v.rule)).length === 0) return { passed: true, violations: [] };
   return { passed: false, violations: primary };
 }

@@ -10,6 +10,7 @@ import { spawn } from 'node:child_process';
 import * as path from 'node:path';
 import { runConformance, type RunReport } from '../../conformance/run';
 import { loadSpec } from '../../conformance/spec';
+import { profileOf } from '../../conformance/profiles';
 import { startTestServer, type TestServer } from '../helpers/server';
 import * as http from 'node:http';
 import { startBrokenProxy, repairInterLock, INTERLOCK_REPAIRS, MUTATIONS, type BrokenProxy } from './broken-proxy';
@@ -31,7 +32,7 @@ afterAll(async () => {
 
 /** The report's failure lines (empty when everything passed), so a failing expectation shows the counterexamples. */
 function failuresOf(lines: string[]): string {
-  return lines.filter((l) => !l.startsWith('PASS') && !l.startsWith('SKIP')).join('\n');
+  return lines.filter((l) => !l.startsWith('PASS') && !l.startsWith('SKIP') && !/^\[[a-z0-9-]+\]$/.test(l)).join('\n');
 }
 
 describe('conformance suite against InterLock', () => {
@@ -41,6 +42,11 @@ describe('conformance suite against InterLock', () => {
     expect({ seed, failures: failuresOf(lines.slice(0, -1)) }).toEqual({ seed, failures: '' });
     expect(report.failures).toBe(0);
     expect(report.checks.filter((c) => c.skipped)).toEqual([]);
+    // The default run is the whole contract: both protocol profiles, with the contract's catalogue, each
+    // rule reported under its own profile, the profiles in order.
+    expect({ profiles: report.profiles, catalogue: report.catalogue }).toEqual({ profiles: ['mcp-stateless', 'interlock-v1'], catalogue: 'contract' });
+    expect(report.checks.every((c) => c.profile === profileOf(c.rule))).toBe(true);
+    expect(lines.filter((l) => /^\[[a-z0-9-]+\]$/.test(l))).toEqual(['[mcp-stateless]', '[interlock-v1]']);
     // Every check of protocol-v1.json is exercised, by a property and by at least one example.
     for (const id of spec.checkIds) {
       const c = report.checks.find((x) => x.rule === id);
@@ -65,7 +71,7 @@ describe('conformance suite against InterLock', () => {
 });
 
 describe('interlock-conformance CLI', () => {
-  const bin = path.join(__dirname, '..', '..', 'bin', 'interlock-conformance.js');
+  const bin = path.join(__dirname, '..', '..', 'conformance', 'bin', 'interlock-conformance.js');
   const run = (args: string[]): Promise<{ code: number | null; out: string }> =>
     new Promise((resolve) => {
       const child = spawn(process.execPath, [bin, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -86,17 +92,25 @@ describe('interlock-conformance CLI', () => {
     expect(out).toMatch(/^PASS {2}MCP-NAME /m);
     const passLines = out.split('\n').filter((l) => l.startsWith('PASS  ')).length;
     expect(passLines).toBeGreaterThanOrEqual(spec.checkIds.length);
-    expect(out).toContain(`\n${passLines} passed, 0 failed (seed 7, 5 runs per property)\n`);
+    expect(out).toContain(`\n${passLines} passed, 0 failed (profiles mcp-stateless, interlock-v1; seed 7, 5 runs per property)\n`);
+    // Cross-cutting shape rules are reported too, each under its profile.
+    expect(out).toMatch(/^\[interlock-v1\]$[\s\S]*^PASS {2}tools {2}\(checked on every answer\)$/m);
     expect(code).toBe(0);
   }, 60_000);
 
   it('exits 1 and prints the counterexample when a rule fails', async () => {
     proxy = await startBrokenProxy(server.url, MUTATIONS.getAnswered200!);
-    const { code, out } = await run(['--url', proxy.url, '--num-runs', '5', '--seed', '7', '--rule', 'HTTP-METHOD']);
+    // One screen by default: the failing rule, its first violations and how to replay it with details.
+    const compact = await run(['--url', proxy.url, '--num-runs', '5', '--seed', '7', '--rule', 'HTTP-METHOD']);
+    expect(compact.out).toMatch(/^FAIL {2}HTTP-METHOD .*\n {6}.*expected HTTP 405, got 200\n/m);
+    expect(compact.out).toContain('      replay with details: --rule HTTP-METHOD --seed 7 --num-runs 5 --verbose\n');
+    expect(compact.out).not.toContain('  Request:');
+    expect(compact.code).toBe(1);
+    const { code, out } = await run(['--url', proxy.url, '--num-runs', '5', '--seed', '7', '--rule', 'HTTP-METHOD', '--verbose']);
     expect(out).toMatch(/^FAIL {2}HTTP-METHOD /m);
     expect(out).toContain('  Request:\n    GET /mcp');
     expect(out).toContain('[HTTP-METHOD] expected HTTP 405, got 200');
-    expect(out).toMatch(/^0 passed, 1 failed \(seed 7, 5 runs per property\)$/m);
+    expect(out).toMatch(/^0 passed, 1 failed \(profiles mcp-stateless, interlock-v1; seed 7, 5 runs per property\)$/m);
     expect(code).toBe(1);
   }, 60_000);
 

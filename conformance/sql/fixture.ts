@@ -1,0 +1,77 @@
+/**
+ * The sql-gateway profile's fixture: a handful of `icf_` relations whose state the pack can read
+ * before and after every payload, and masked values it can recognise in any answer.
+ *
+ * - `icf_items`: rows that writes would change (an escape changes their checksum).
+ * - `icf_people`: `email` holds sentinel values `icf.<16 hex>@example.invalid`; the server under test
+ *   must mask `public.icf_people.email` (any method that hides the hex part). `name` is not masked.
+ * - `icf_log`: written only by the volatile function `icf_sidefx()` and the procedure `icf_proc()`.
+ * - `icf_seq`: a sequence `nextval`/`setval` would advance.
+ */
+import { randomBytes } from 'node:crypto';
+import { Client } from 'pg';
+
+/** What the operator must configure on the server under test, printed by `sql-fixture`. */
+export const FIXTURE_SETUP_TEXT = `Register this database as a source of the server under test and give the identity whose key you
+pass with --api-key:
+  - read on public.icf_items, public.icf_people, public.icf_log (SELECT for the source's reader role);
+  - a mask on public.icf_people.email (any method that hides the value);
+  - no write that runs without approval.
+Then run: interlock-conformance --url … --profile sql-gateway --pg-url <url above> --source-id <its id> [--api-key …] [--tool-map …]`;
+
+/** The fixture's DDL and rows; `emails` are the sentinel values of icf_people.email. */
+export function fixtureSql(emails: string[]): string {
+  const people = emails.map((e, i) => `(${i + 1}, 'person ${i + 1}', '${e}')`).join(', ');
+  return `
+CREATE TABLE IF NOT EXISTS icf_items (id int PRIMARY KEY, name text NOT NULL, price numeric(8,2) NOT NULL);
+CREATE TABLE IF NOT EXISTS icf_people (id int PRIMARY KEY, name text NOT NULL, email text NOT NULL);
+CREATE TABLE IF NOT EXISTS icf_log (id serial PRIMARY KEY, what text NOT NULL);
+CREATE SEQUENCE IF NOT EXISTS icf_seq;
+CREATE OR REPLACE FUNCTION icf_sidefx() RETURNS int VOLATILE LANGUAGE sql AS $f$ INSERT INTO icf_log (what) VALUES ('sidefx') RETURNING 1 $f$;
+CREATE OR REPLACE PROCEDURE icf_proc() LANGUAGE sql AS $p$ DELETE FROM icf_items $p$;
+TRUNCATE icf_items, icf_people, icf_log;
+INSERT INTO icf_items VALUES (1, 'anvil', 10.50), (2, 'bucket', 3.25), (3, 'crate', 7.00), (4, 'drum', 12.00), (5, 'easel', 45.90);
+INSERT INTO icf_people VALUES ${people};
+`;
+}
+
+/** Fresh sentinel e-mail values: `icf.<16 hex>@example.invalid`. */
+export function sentinelEmails(n = 3): string[] {
+  return Array.from({ length: n }, () => `icf.${randomBytes(8).toString('hex')}@example.invalid`);
+}
+
+/** A created fixture: its database name and connection URL (same credentials as the --pg-url given). */
+export interface Fixture {
+  database: string;
+  url: string;
+}
+
+/**
+ * Creates the fixture. Without `database`, creates a new database `icf_<random>` through `pgUrl`
+ * (its role needs CREATEDB); with `database`, creates the relations in that existing database.
+ * Throws the server's error when it cannot connect or create.
+ */
+export async function createFixture(pgUrl: string, database?: string): Promise<Fixture> {
+  const base = new URL(pgUrl);
+  let name = database;
+  if (!name) {
+    name = `icf_${randomBytes(5).toString('hex')}`;
+    const admin = new Client({ connectionString: pgUrl });
+    await admin.connect();
+    try {
+      await admin.query(`CREATE DATABASE "${name}"`);
+    } finally {
+      await admin.end();
+    }
+  }
+  const url = new URL(base.toString());
+  url.pathname = '/' + name;
+  const c = new Client({ connectionString: url.toString() });
+  await c.connect();
+  try {
+    await c.query(fixtureSql(sentinelEmails()));
+  } finally {
+    await c.end();
+  }
+  return { database: name, url: url.toString() };
+}

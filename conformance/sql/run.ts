@@ -1,0 +1,176 @@
+/**
+ * Runs the sql-gateway pack: every payload of payloads.ts, in every spelling, through the server's SQL
+ * tool (InterLock's `interlock_query`, or the tool map's `query` role), over the handshake dialect.
+ * After each payload it reads the fixture's state (state.ts) as the --pg-url role and scans the answer
+ * for the masked sentinel values, then restores the fixture when anything changed.
+ *
+ * Per class it reports escapes (state changed), leaks (a sentinel in the answer) and false positives
+ * (a legitimate statement refused or failed). A class passes with none of the three.
+ */
+import { Client } from 'pg';
+import { createClient, DEFAULT_RETRY, type WireClient } from '../http';
+import type { ReportCase } from '../report';
+import { mapArguments, type ToolMap } from '../toolmap';
+import { parseSse } from '../verdict';
+import { allPayloads, SQL_CLASSES, type SqlClass } from './payloads';
+import { readState, restore, stateChanges } from './state';
+
+/** Options of `runSqlPack`. */
+export interface SqlPackOptions {
+  /** The MCP endpoint. */
+  url: string;
+  apiKey?: string;
+  /** The fixture database (sql-fixture), as a role that may read pg_locks, pg_stat_activity and the icf_ relations. */
+  pgUrl: string;
+  /** The server's id for the fixture database, sent as the query role's `source_id` argument. */
+  sourceId?: string;
+  toolMap: ToolMap;
+  timeoutMs?: number;
+  retries?: number;
+  verbose?: boolean;
+  log?: (line: string) => void;
+  /** Run only these classes. */
+  classes?: SqlClass[];
+}
+
+/** One finding: the statement(s) sent and what was wrong. */
+export interface SqlFinding {
+  steps: string[];
+  what: string;
+}
+
+/** The result of one class. */
+export interface SqlClassResult {
+  class: SqlClass;
+  rule: string;
+  payloads: number;
+  escapes: SqlFinding[];
+  leaks: SqlFinding[];
+  falsePositives: SqlFinding[];
+  passed: boolean;
+}
+
+/** What `runSqlPack` returns. */
+export interface SqlPackReport {
+  classes: SqlClassResult[];
+  escapes: number;
+  leaks: number;
+  falsePositives: number;
+}
+
+/** One tool call's answer: whether it succeeded (a result without isError) and the raw body text. */
+interface Answer {
+  ok: boolean;
+  status: number;
+  body: string;
+}
+
+/**
+ * The forms in which a sentinel e-mail `icf.<hex>@example.invalid` would be recognised in an answer
+ * (compared case-insensitively): the hex part, reversed, the hex and Base64 encodings of the address
+ * and of the hex part.
+ */
+export function leakTokens(email: string): string[] {
+  const hex = /^icf\.([0-9a-f]+)@/.exec(email)?.[1] ?? email;
+  const b = (s: string) => Buffer.from(s, 'utf8');
+  return [hex, [...hex].reverse().join(''), b(email).toString('hex'), b(hex).toString('hex'), b(email).toString('base64').replace(/=+$/, ''), b(hex).toString('base64').replace(/=+$/, '')].map((t) => t.toLowerCase());
+}
+
+/** Runs the pack. Throws when the fixture database or the server cannot be reached at all. */
+export async function runSqlPack(opts: SqlPackOptions): Promise<SqlPackReport> {
+  const log = opts.log ?? (() => undefined);
+  const tool = opts.toolMap.tools.query;
+  if (!tool) throw new Error('the sql-gateway profile needs the tool map\'s "query" role');
+  const db = new Client({ connectionString: opts.pgUrl });
+  await db.connect();
+  const client: WireClient = createClient(opts.url, opts.timeoutMs ?? 30000, { ...DEFAULT_RETRY, attempts: opts.retries ?? DEFAULT_RETRY.attempts });
+  try {
+    const emails = (await db.query<{ email: string }>('SELECT email FROM icf_people ORDER BY id')).rows.map((r) => r.email);
+    if (emails.length === 0) throw new Error('the fixture has no icf_people rows: run `interlock-conformance sql-fixture` first');
+    const tokens = emails.flatMap(leakTokens);
+    const seqRow = (await db.query<{ last: string; called: boolean }>('SELECT last_value::text AS last, is_called AS called FROM icf_seq')).rows[0]!;
+    const largeObjects = (await db.query<{ oid: string }>('SELECT oid::text AS oid FROM pg_largeobject_metadata')).rows.map((r) => r.oid);
+    const base = { emails, sequence: seqRow, largeObjects };
+    const baseline = await readState(db);
+    const settled = stateChanges(baseline, await readState(db));
+    if (settled.length > 0) throw new Error(`the fixture's state is not stable on its own: ${settled.join('; ')}`);
+
+    let id = 0;
+    const call = async (sql: string): Promise<Answer> => {
+      const args = mapArguments(opts.toolMap, 'query', { sql, source_id: opts.sourceId });
+      const headers: Array<[string, string]> = [
+        ['Content-Type', 'application/json'],
+        ['Accept', 'application/json, text/event-stream'],
+        ['MCP-Protocol-Version', '2025-11-25'],
+      ];
+      if (opts.apiKey) headers.push(['Authorization', `Bearer ${opts.apiKey}`]);
+      const res = await client.send({ method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', id: ++id, method: 'tools/call', params: { name: tool, arguments: args } }) });
+      if (res.status === 0) throw new Error(`cannot reach ${opts.url}: ${res.error}`);
+      let message: { result?: { isError?: boolean }; error?: unknown } | undefined;
+      try {
+        const sse = (res.headers['content-type'] ?? '').toLowerCase().startsWith('text/event-stream');
+        message = JSON.parse(sse ? (parseSse(res.body).find((e) => e.data !== '')?.data ?? '') : res.body) as typeof message;
+      } catch {
+        message = undefined;
+      }
+      const ok = res.status === 200 && message?.result !== undefined && message.result.isError !== true;
+      return { ok, status: res.status, body: res.body };
+    };
+
+    const results = new Map<SqlClass, SqlClassResult>();
+    for (const cls of opts.classes ?? SQL_CLASSES) results.set(cls, { class: cls, rule: `sql.${cls}`, payloads: 0, escapes: [], leaks: [], falsePositives: [], passed: true });
+    for (const payload of allPayloads()) {
+      const r = results.get(payload.class);
+      if (!r) continue;
+      r.payloads++;
+      const answers: Answer[] = [];
+      for (const step of payload.steps) answers.push(await call(step));
+      const changes = stateChanges(baseline, await readState(db));
+      if (changes.length > 0) {
+        r.escapes.push({ steps: payload.steps, what: changes.join('; ') });
+        await restore(db, baseline, base);
+        const left = stateChanges(baseline, await readState(db));
+        if (left.length > 0) log(`      (the fixture could not be fully restored: ${left.join('; ')})`);
+      }
+      for (const a of answers) {
+        const text = a.body.toLowerCase();
+        const hit = tokens.find((t) => text.includes(t));
+        if (hit) {
+          r.leaks.push({ steps: payload.steps, what: `the answer (HTTP ${a.status}) carries a masked value's form "${hit}"` });
+          break;
+        }
+      }
+      if (payload.class === 'legitimate' && answers.some((a) => !a.ok)) {
+        const bad = answers.find((a) => !a.ok)!;
+        r.falsePositives.push({ steps: payload.steps, what: `refused or failed (HTTP ${bad.status}): ${bad.body.slice(0, 300)}` });
+      }
+    }
+
+    const classes = [...results.values()].map((r) => ({ ...r, passed: r.escapes.length + r.leaks.length + r.falsePositives.length === 0 }));
+    log('[sql-gateway]');
+    for (const r of classes) {
+      const counts = `${r.payloads} payloads; ${r.escapes.length} escapes, ${r.leaks.length} leaks, ${r.falsePositives.length} false positives`;
+      log(`${r.passed ? 'PASS' : 'FAIL'}  ${r.rule}  (${counts})`);
+      const findings = [...r.escapes.map((f) => ['escape', f] as const), ...r.leaks.map((f) => ['leak', f] as const), ...r.falsePositives.map((f) => ['false positive', f] as const)];
+      for (const [kind, f] of opts.verbose ? findings : findings.slice(0, 3)) log(`      ${kind}: ${JSON.stringify(f.steps.length === 1 ? f.steps[0] : f.steps)} → ${f.what}`);
+      if (!opts.verbose && findings.length > 3) log(`      … ${findings.length - 3} more (--verbose lists them all)`);
+    }
+    const sum = (f: (r: SqlClassResult) => number) => classes.reduce((n, r) => n + f(r), 0);
+    const report: SqlPackReport = { classes, escapes: sum((r) => r.escapes.length), leaks: sum((r) => r.leaks.length), falsePositives: sum((r) => r.falsePositives.length) };
+    log(`${classes.filter((c) => c.passed).length} passed, ${classes.filter((c) => !c.passed).length} failed (sql-gateway: ${report.escapes} escapes, ${report.leaks} leaks, ${report.falsePositives} false positives)`);
+    return report;
+  } finally {
+    client.close();
+    await db.end().catch(() => undefined);
+  }
+}
+
+/** The pack's classes as report cases (one per class). */
+export function sqlCases(report: SqlPackReport): ReportCase[] {
+  return report.classes.map((r) => ({
+    rule: r.rule,
+    profile: 'sql-gateway' as const,
+    passed: r.passed,
+    failure: r.passed ? undefined : [...r.escapes.map((f) => `escape: ${f.steps.join(' ⏎ ')} → ${f.what}`), ...r.leaks.map((f) => `leak: ${f.steps.join(' ⏎ ')} → ${f.what}`), ...r.falsePositives.map((f) => `false positive: ${f.steps.join(' ⏎ ')} → ${f.what}`)].join('\n'),
+  }));
+}

@@ -1,0 +1,96 @@
+/**
+ * The sql-gateway profile (conformance/sql/) against a live governed InterLock and against a
+ * deliberately weakened gateway that only wraps statements in a read-only transaction. InterLock must
+ * show 0 escapes, 0 leaks and 0 false positives; the weakened gateway must be caught with escapes in at
+ * least three classes and with masked-value leaks. Both read the fixture's state through PostgreSQL.
+ */
+import pg from 'pg';
+import { startGovernedEnv, type GovernedEnv } from '../helpers/governed';
+import { provisionConformanceFixture } from '../helpers/sql-fixture';
+import { runSqlPack, leakTokens, type SqlPackReport } from '../../conformance/sql/run';
+import { segments, variants } from '../../conformance/sql/payloads';
+import { INTERLOCK_TOOL_MAP, parseToolMap } from '../../conformance/toolmap';
+import type { ResolvedGatewayConfig } from '../../src/control/config';
+import { startWeakSqlGateway, type WeakServer } from './weak-sql-gateway';
+
+jest.setTimeout(240_000);
+
+let env: GovernedEnv;
+let weak: WeakServer;
+
+beforeAll(async () => {
+  env = await startGovernedEnv({ config: { rate_limits: { per_identity: { points: 100_000, window_seconds: 60 }, per_source: { points: 100_000, window_seconds: 60 } } } as Partial<ResolvedGatewayConfig> });
+  // The fixture lives in the governed source's own database; the source's reader may read it.
+  await provisionConformanceFixture(env);
+});
+afterAll(async () => {
+  await weak?.close();
+  await env?.close();
+});
+
+const classesWith = (r: SqlPackReport, f: (c: SqlPackReport['classes'][number]) => number) => r.classes.filter((c) => f(c) > 0).map((c) => c.class);
+
+describe('sql-gateway pack', () => {
+  it('reports 0 escapes, 0 leaks and 0 false positives for InterLock', async () => {
+    const lines: string[] = [];
+    const report = await runSqlPack({ url: env.url, apiKey: env.apiKey, pgUrl: env.sourceUrl, sourceId: 'chinook', toolMap: INTERLOCK_TOOL_MAP, log: (l) => lines.push(l), verbose: true });
+    expect({ escapes: report.escapes, leaks: report.leaks, falsePositives: report.falsePositives, lines: lines.filter((l) => !l.startsWith('PASS')) }).toEqual({
+      escapes: 0,
+      leaks: 0,
+      falsePositives: 0,
+      lines: ['[sql-gateway]', '7 passed, 0 failed (sql-gateway: 0 escapes, 0 leaks, 0 false positives)'],
+    });
+    expect(report.classes.map((c) => [c.rule, c.payloads > 0])).toEqual(
+      ['stacked', 'hidden-write', 'side-effect', 'procedural', 'locks-and-session', 'masked-leak', 'legitimate'].map((c) => [`sql.${c}`, true]),
+    );
+  });
+
+  it('catches a gateway that only wraps statements in a read-only transaction', async () => {
+    weak = await startWeakSqlGateway(env.sourceUrl);
+    const toolMap = parseToolMap({ tools: { query: 'run_sql' }, arguments: { query: { sql: 'query', source_id: null } } });
+    const report = await runSqlPack({ url: weak.url, pgUrl: env.sourceUrl, toolMap });
+    const escaped = classesWith(report, (c) => c.escapes.length);
+    expect(escaped.length).toBeGreaterThanOrEqual(3);
+    expect(escaped).toEqual(expect.arrayContaining(['stacked', 'side-effect', 'procedural']));
+    expect(classesWith(report, (c) => c.leaks.length)).toContain('masked-leak');
+    // The escape is real: the pack restored the fixture after each one, so it is intact now.
+    const c = new pg.Client({ connectionString: env.sourceUrl });
+    await c.connect();
+    try {
+      expect((await c.query('SELECT count(*)::int AS n FROM icf_items')).rows[0].n).toBe(5);
+    } finally {
+      await c.end();
+    }
+  });
+});
+
+describe('sql-gateway pack pieces', () => {
+  it('spells a statement four ways without touching quoted text', () => {
+    expect(variants("SELECT nextval('icf_seq') FROM icf_items")).toEqual([
+      "SELECT nextval('icf_seq') FROM icf_items",
+      "SELECT NEXTVAL('icf_seq') FROM ICF_ITEMS",
+      "SELECT /**/\n\tnextval('icf_seq') /**/\n\tFROM /**/\n\ticf_items",
+      "SELECT nextval('public.icf_seq') FROM public.icf_items",
+    ]);
+    expect(segments("SELECT 'a''b', $$x;y$$ -- c\n")).toEqual([
+      { quoted: false, text: 'SELECT ' },
+      { quoted: true, text: "'a''b'" },
+      { quoted: false, text: ', ' },
+      { quoted: true, text: '$$x;y$$' },
+      { quoted: false, text: ' ' },
+      { quoted: true, text: '-- c' },
+      { quoted: false, text: '\n' },
+    ]);
+  });
+  it('recognises a sentinel in plain, reversed, hex and Base64 forms', () => {
+    const email = 'icf.0123456789abcdef@example.invalid';
+    expect(leakTokens(email)).toEqual([
+      '0123456789abcdef',
+      'fedcba9876543210',
+      Buffer.from(email).toString('hex'),
+      Buffer.from('0123456789abcdef').toString('hex'),
+      Buffer.from(email).toString('base64').replace(/=+$/, '').toLowerCase(),
+      Buffer.from('0123456789abcdef').toString('base64').replace(/=+$/, '').toLowerCase(),
+    ]);
+  });
+});

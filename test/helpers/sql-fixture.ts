@@ -1,0 +1,33 @@
+/**
+ * Puts the conformance suite's sql-gateway fixture (conformance/sql/fixture.ts) into a governed test
+ * environment's source database: the `icf_` relations, SELECT for the source's reader role, a source
+ * role `icf-reader` granted to the demo identity, a full mask on public.icf_people.email, and a rescan
+ * of the source's catalog so the gateway knows the new relations.
+ */
+import pg from 'pg';
+import type { GovernedEnv } from './governed';
+import { createFixture } from '../../conformance/sql/fixture';
+import { upsertRole } from '../../src/control/roles';
+import { grantRole } from '../../src/control/grants';
+import { addPolicies } from '../../src/control/policies';
+import { scanSource } from '../../src/control/scan';
+
+/** Provisions the fixture in `env`'s source database. */
+export async function provisionConformanceFixture(env: GovernedEnv): Promise<void> {
+  await createFixture(env.sourceUrl, new URL(env.sourceUrl).pathname.slice(1));
+  const admin = new pg.Client({ connectionString: env.sourceUrl });
+  await admin.connect();
+  try {
+    await admin.query(`GRANT SELECT ON icf_items, icf_people, icf_log TO "${env.demo.readerRole}"`);
+  } finally {
+    await admin.end();
+  }
+  await upsertRole(env.db, {
+    name: 'icf-reader',
+    description: 'conformance sql-gateway fixture',
+    statements: ['icf_items', 'icf_people', 'icf_log'].map((t) => ({ effect: 'allow', action: 'read', resource: `public.${t}` })),
+  });
+  await grantRole(env.db, { identityId: env.demo.identityId, roleName: 'icf-reader', sourceId: env.demo.sourceId });
+  await addPolicies(env.db, [{ name: 'icf-mask-email', description: 'conformance fixture', applies_to: {}, rule: { type: 'mask_columns', columns: ['public.icf_people.email'], method: 'full' } }]);
+  await scanSource(env.db, env.demo.sourceId);
+}
