@@ -57,6 +57,8 @@ export interface Expectation {
   why: string;
   /** Other outcomes the spec also permits for this request (only where the spec text leaves the case open). */
   alternatives?: Expectation[];
+  /** With body 'unspecified': a JSON array (a batch's answer) is an acceptable body too. */
+  batch?: true;
 }
 
 /** Facts about the target that the oracle needs besides the request itself. */
@@ -182,8 +184,19 @@ export interface Oracle {
   tool(name: string): CatalogueTool | undefined;
 }
 
+/** How the oracle reads the spec. */
+export interface OracleOptions {
+  /**
+   * MCP mode (the `mcp-stateless` profile run without `interlock-v1`): where the contract deliberately
+   * deviates from MCP (protocol-v1.json `deviations`) or fixes an order of checks MCP leaves open, the
+   * MCP behaviour is accepted as an alternative, so a correct generic server is not failed for
+   * InterLock's choices.
+   */
+  mcp?: boolean;
+}
+
 /** Builds the oracle for `spec` (compiles every tool's input schema with ajv, JSON Schema 2020-12). */
-export function createOracle(spec: Spec): Oracle {
+export function createOracle(spec: Spec, options: OracleOptions = {}): Oracle {
   const P = spec.protocol;
   const ajv = new Ajv2020({ strict: false, allErrors: false, validateFormats: true });
   addFormats(ajv);
@@ -494,5 +507,72 @@ export function createOracle(spec: Spec): Oracle {
     return ok({ kind: 'tool-any', dialect }, 'results.complete', `"${name}" runs against the server's own data; any well-formed tool result or governed refusal`, { mayStream: true });
   }
 
-  return { spec, expect, argumentsValid, tool: (n) => tools.get(n) };
+  /** Header fixes that make one failing header check pass, so the next check can be seen (MCP mode). */
+  const REPAIRS: Record<string, (r: WireRequest) => WireRequest | undefined> = {
+    HOST: (r) => withHeader(r, H.host ?? 'Host', undefined),
+    ORIGIN: (r) => withHeader(r, H.origin ?? 'Origin', undefined),
+    'CONTENT-TYPE': (r) => withHeader(r, 'Content-Type', P.http.requiredContentType),
+    ACCEPT: (r) => withHeader(r, 'Accept', P.http.requiredAccept.join(', ')),
+    'VERSION-HEADER': (r) => (header(r, H.protocolVersion ?? 'MCP-Protocol-Version') === undefined ? undefined : withHeader(r, H.protocolVersion ?? 'MCP-Protocol-Version', undefined)),
+  };
+
+  /**
+   * MCP mode: the contract's expectation, plus the MCP behaviour at each deviation (see OracleOptions)
+   * and, for a request that breaks several header checks, the error of any of them (MCP fixes no order).
+   */
+  function expectMcp(req: WireRequest, ctx: OracleContext, depth = 0): Expectation {
+    let e = expect(req, ctx);
+    const mpv = header(req, H.protocolVersion ?? 'MCP-Protocol-Version');
+    let msg: unknown;
+    try {
+      msg = JSON.parse((req.body ?? '').replace(/^\ufeff/, ''));
+    } catch {
+      msg = undefined;
+    }
+    const m = isObject(msg) ? msg : undefined;
+    const reqId = m && 'method' in m && isValidId(m.id) ? (m.id as JsonRpcId) : null;
+    const anyError = (why: string, extra: Partial<Expectation> = {}): Expectation => ({ ...e, code: undefined, errorData: undefined, headers: undefined, alternatives: undefined, why, ...extra });
+    // DEV-BATCH-2025-03-26 and the removal of batches: any JSON-RPC error for a batch, and for
+    // 2025-03-26 (no header or that header) a batch answered as a batch.
+    if (e.rule === 'NO-BATCH') {
+      e = orElse(e, anyError('MCP: a server that does not take batches refuses them with any JSON-RPC error'));
+      if (mpv === undefined || mpv === '2025-03-26') e = orElse(e, { rule: 'NO-BATCH', dialect: 'handshake', http: 200, body: 'unspecified', batch: true, why: 'MCP 2025-03-26: implementations MUST support receiving JSON-RPC batches' });
+    }
+    // DEV-UNSUPPORTED-VERSION-CODE: handshake-era revisions name only HTTP 400 for an unsupported version.
+    if (e.rule === 'VERSION-HEADER' && e.body === 'error') e = orElse(e, anyError('MCP: an unsupported MCP-Protocol-Version is answered HTTP 400; no JSON-RPC code is named', { http: 400 }));
+    // DEV-MODERN-MISSING-HEADER: a body claiming the modern envelope without the header is -32020 in 2026-07-28.
+    const meta = m && isObject(m.params) ? m.params._meta : undefined;
+    if (mpv === undefined && isObject(meta) && M.protocolVersion in meta && m && 'method' in m && e.body !== 'error') {
+      e = orElse(e, { ...error('VERSION-MATCH', reqId, 'modern', 'MCP 2026-07-28: a request whose body carries the modern envelope but no MCP-Protocol-Version header is rejected with -32020'), alternatives: undefined });
+    }
+    // DEV-DISCOVER-HANDSHAKE: server/discover is a 2026-07-28 method; handshake-era servers answer -32601.
+    if (e.result?.kind === 'discover' && e.dialect === 'handshake') {
+      e = orElse(e, { ...error('METHOD-KNOWN-HANDSHAKE', reqId, 'handshake', 'MCP: handshake-era servers answer server/discover with -32601'), version: e.version });
+    }
+    // Several failing header checks: MCP fixes no order among them.
+    const repair = e.body === 'error' ? REPAIRS[e.rule] : undefined;
+    const repaired = repair && depth < 5 ? repair(req) : undefined;
+    if (repaired) {
+      const next = expectMcp(repaired, ctx, depth + 1);
+      if (next.body === 'error') {
+        e = orElse(e, { ...next, alternatives: undefined, why: `${next.why} (MCP fixes no order between this and ${e.rule})` });
+        for (const a of next.alternatives ?? []) e = orElse(e, a);
+      }
+    }
+    // JSON-RPC asks for id null only when the id cannot be read: echoing a readable id is correct too.
+    if (depth === 0 && reqId !== null) {
+      for (const x of [e, ...(e.alternatives ?? [])]) if (x.body === 'error' && x.id === null) e = orElse(e, { ...x, id: reqId, alternatives: undefined });
+    }
+    return e;
+  }
+
+  return { spec, expect: options.mcp ? (req, ctx) => expectMcp(req, ctx) : expect, argumentsValid, tool: (n) => tools.get(n) };
+}
+
+/** `req` with header `name` (any casing) replaced by `value`, or removed when `value` is undefined. */
+function withHeader(req: WireRequest, name: string, value: string | undefined): WireRequest {
+  const n = name.toLowerCase();
+  const headers = req.headers.filter(([k]) => k.toLowerCase() !== n);
+  if (value !== undefined) headers.push([name, value]);
+  return { ...req, headers };
 }

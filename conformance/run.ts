@@ -152,7 +152,7 @@ export async function runConformance(opts: RunOptions): Promise<RunReport> {
 
     // Without the interlock-v1 profile the contract's catalogue does not apply: test the server's own tools.
     const spec: Spec = profiles.includes('interlock-v1') ? contractSpec : withServerCatalogue(contractSpec, await serverTools(client, contractSpec, opts.apiKey), opts.toolMap?.tools.list);
-    const oracle = createOracle(spec);
+    const oracle = createOracle(spec, { mcp: !profiles.includes('interlock-v1') });
     const g: GenContext = { spec, oracle, url, apiKey: opts.apiKey };
     const ctx = { url, apiKey: opts.apiKey };
 
