@@ -61,7 +61,7 @@
 import { createHash } from 'node:crypto';
 import type { SourceCatalog } from './catalog-types';
 import { Analyzer, Refusal, statementName, WORK_BUDGET } from './analyzer';
-import { isPlaceholder } from './lineage';
+import { isAnyColumn, isPlaceholder } from './lineage';
 import { PreparedCatalog, prepareCatalog } from './prepared-catalog';
 import { fingerprintSql, initSqlParser, parseSql, scanSql, SqlParseFailure } from './parser';
 import type { ColumnRef, OutputColumn, SqlAnalysis, SqlAnalysisOk } from './types';
@@ -165,14 +165,30 @@ export function analyzeSql(sql: string, catalog: SourceCatalog | PreparedCatalog
     table: rel.name,
     columns: rel.columnNames.filter((c) => cols.has(c)),
   }));
+  // `ANY_COLUMN` (a view column with unprovable lineage, views.ts) becomes the `unprovable` flags.
   const outputs: OutputColumn[] = outs.cols.map((o) => {
-    const sources = o.lin.src ? [...o.lin.src.values()].map((c) => ({ ...c })) : [];
-    const rels = o.lin.opq ? [...o.lin.opq.values()].map((r) => ({ schema: r.schema, table: r.table })) : [];
-    return { name: o.name, sources, passthrough: o.lin.pass && sources.length === 1, opaque: rels.length > 0, opaqueRelations: rels };
+    const all = o.lin.src ? [...o.lin.src.values()] : [];
+    const sources = all.filter((c) => !isAnyColumn(c)).map((c) => ({ ...c }));
+    const allRels = o.lin.opq ? [...o.lin.opq.values()] : [];
+    const rels = allRels.filter((r) => !isAnyColumn(r as ColumnRef)).map((r) => ({ schema: r.schema, table: r.table }));
+    const unprovable = sources.length !== all.length || rels.length !== allRels.length;
+    const out: OutputColumn = { name: o.name, sources, passthrough: o.lin.pass && !unprovable && sources.length > 0, opaque: rels.length > 0 || unprovable, opaqueRelations: rels };
+    if (unprovable) out.unprovable = true;
+    return out;
   });
-  const filterSources = [...a.filter.values()].map((c) => ({ ...c }));
-  const nonOutputUses = [...a.nonOutput.values()].map((c) => ({ ...c }));
-  const countUses = [...a.countUses.values()].map((c) => ({ ...c }));
+  let unprovableUses = false;
+  const columns = (m: Map<string, ColumnRef>): ColumnRef[] => {
+    const list: ColumnRef[] = [];
+    for (const c of m.values()) {
+      if (isAnyColumn(c)) unprovableUses = true;
+      else list.push({ ...c });
+    }
+    return list;
+  };
+  const filterSources = columns(a.filter);
+  const nonOutputUses = columns(a.nonOutput);
+  const countUses = columns(a.countUses);
+  const viewSources = [...a.viewSources.values()].map((c) => ({ ...c }));
   // Internal invariant: recursive-item placeholders never leave the walker. Fail closed if one did.
   const leaked =
     outputs.some((o) => o.sources.some((c) => isPlaceholder(c)) || o.opaqueRelations.some((r) => isPlaceholder(r))) ||
@@ -189,6 +205,9 @@ export function analyzeSql(sql: string, catalog: SourceCatalog | PreparedCatalog
     filterSources,
     nonOutputUses,
     countUses,
+    viewSources,
+    viewUnprovable: a.viewUnprovable,
+    unprovableUses,
     cacheable: a.cacheable && !a.hasWrite,
     fingerprint: '',
     paramCount: a.maxParam,

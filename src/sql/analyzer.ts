@@ -30,6 +30,7 @@ import {
 } from './function-policy';
 import {
   alternative,
+  colKey,
   ColumnRef,
   derive,
   isPlaceholder,
@@ -40,12 +41,14 @@ import {
   merge,
   placeholder,
   RelRef,
+  ANY_SCHEMA,
   sameLin,
   substitute,
   tableKey,
   wholeRow,
 } from './lineage';
 import { PreparedCatalog, PreparedRelation, PreparedRoutine, relKey } from './prepared-catalog';
+import { isViewLike, viewColumnLineage, type ViewBodyAnalysis } from './views';
 import type { FunctionUse, RefusalCode, WriteAccess } from './types';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -278,6 +281,8 @@ interface Col {
   readonly name: string;
   readonly lin: Lin;
   readonly reads: readonly ReadRef[] | null;
+  /** A column of a view or materialized view: using it records its lineage in `viewSources` (views.ts). */
+  readonly view?: true;
 }
 /** A FROM item (namespace entry), mirroring PostgreSQL's ParseNamespaceItem visibility flags. */
 interface NsItem {
@@ -336,7 +341,7 @@ function renameCols(cols: readonly Col[], alias: N | undefined, what: string): C
   const names = strings(alias.colnames, 'column alias');
   if (names.length > cols.length) throw new Refusal('unknown_column', `${what} has ${cols.length} columns but ${names.length} column aliases`);
   if (names.length === 0) return cols as Col[];
-  return cols.map((c, i) => (i < names.length ? { name: names[i], lin: c.lin, reads: c.reads } : c));
+  return cols.map((c, i) => (i < names.length ? { ...c, name: names[i] } : c));
 }
 
 const SYSTEM_SCHEMAS = new Set(['pg_catalog', 'information_schema', 'pg_toast']);
@@ -355,6 +360,10 @@ export class Analyzer {
   readonly nonOutput = new Map<string, ColumnRef>();
   /** Columns counted by a plain `count(col)` (see `SqlAnalysisOk.countUses`). */
   readonly countUses = new Map<string, ColumnRef>();
+  /** Columns (of base relations and nested views) whose values feed the view columns the statement uses (see `SqlAnalysisOk.viewSources`). */
+  readonly viewSources = new Map<string, ColumnRef>();
+  /** True when a used view column has unprovable lineage (see `SqlAnalysisOk.viewUnprovable`). */
+  viewUnprovable = false;
   cacheable = true;
   maxParam = 0;
   hasWrite = false;
@@ -408,7 +417,39 @@ export class Analyzer {
   }
   private use(col: Col): Lin {
     if (col.reads) for (const r of col.reads) this.readColumn(r);
+    if (col.view) this.viewUse(col.lin);
     return col.lin;
+  }
+  /** A view column is used: every column behind it (whole relations for embedded rows) feeds the value. */
+  private viewUse(l: Lin): void {
+    if (l.src) {
+      this.charge(l.src.size);
+      for (const [k, c] of l.src) {
+        if (c.schema === ANY_SCHEMA) this.viewUnprovable = true;
+        else this.viewSources.set(k, c);
+      }
+    }
+    if (l.opq) {
+      for (const r of l.opq.values()) {
+        if (r.schema === ANY_SCHEMA) { this.viewUnprovable = true; continue; }
+        const rel = this.cat.relations.get(relKey(r.schema, r.table));
+        if (!rel) { this.viewUnprovable = true; continue; }
+        this.charge(rel.columnNames.length);
+        for (const column of rel.columnNames) this.viewSources.set(colKey(rel.schema, rel.name, column), { schema: rel.schema, table: rel.name, column });
+      }
+    }
+  }
+  /** A FROM item for a view or materialized view: its columns carry the lineage of its definition (views.ts). */
+  private viewItem(rel: PreparedRelation, alias: N | undefined): NsItem {
+    const lins = viewColumnLineage(rel, (sel) => this.analyseViewBody(sel));
+    const cols: Col[] = rel.columnNames.map((c, i) => ({ name: c, lin: lins[i], reads: [{ rel, column: c }], view: true }));
+    return { ...this.baseItem(rel, alias), cols: renameCols(cols, alias, `relation ${q(rel.name)}`) };
+  }
+  /** Walks a view's definition with a fresh analyser over the same catalogue (throws `Refusal` when refused). */
+  private analyseViewBody(sel: N): ViewBodyAnalysis {
+    const a = new Analyzer(this.cat);
+    const out = a.top('SelectStmt', sel);
+    return { outputs: out.cols.map((c) => c.lin), userFunctions: [...a.functions.values()].some((f) => f.schema !== 'pg_catalog') };
   }
   /** A value used to choose, order, group or limit rows (also a non-output use). */
   private addFilter(l: Lin): void {
@@ -884,7 +925,7 @@ export class Analyzer {
           const rel = this.resolveRelation(rv.schemaname, name);
           this.touchRelation(rel);
           this.charge(rel.columnNames.length);
-          return [this.baseItem(rel, rv.alias)];
+          return [isViewLike(rel) ? this.viewItem(rel, rv.alias) : this.baseItem(rel, rv.alias)];
         }
         case 'RangeSubselect': {
           const rs = node.RangeSubselect as N;
