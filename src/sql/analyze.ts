@@ -277,3 +277,22 @@ export async function analyzeSqlAsync(sql: string, catalog: SourceCatalog | Prep
   await initSqlParser();
   return analyzeSql(sql, catalog, opts);
 }
+
+/**
+ * Views and materialized views of `catalog` whose column lineage cannot be proven (src/sql/views.ts:
+ * no recorded definition, a definition that does not parse or is refused, a function outside
+ * `pg_catalog`, a cycle), as `schema.name`, sorted. Reads of their columns fail closed (masked for
+ * callers with masks, refused for callers with read denies), so the catalogue scan reports them to
+ * operators. Requires `initSqlParser()`; the expansion is cached per prepared catalogue.
+ */
+export function unprovableViews(catalog: SourceCatalog | PreparedCatalog): string[] {
+  const cat = prepareCatalog(catalog);
+  const out: string[] = [];
+  const ident = (s: string): string => '"' + s.replace(/"/g, '""') + '"';
+  for (const rel of cat.relations.values()) {
+    if (rel.kind !== 'view' && rel.kind !== 'materialized_view') continue;
+    const a = analyzeSql(`SELECT * FROM ${ident(rel.schema)}.${ident(rel.name)}`, cat);
+    if (!a.ok || a.viewUnprovable) out.push(`${rel.schema}.${rel.name}`);
+  }
+  return out.sort();
+}

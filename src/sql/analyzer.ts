@@ -449,7 +449,12 @@ export class Analyzer {
   private analyseViewBody(sel: N): ViewBodyAnalysis {
     const a = new Analyzer(this.cat);
     const out = a.top('SelectStmt', sel);
-    return { outputs: out.cols.map((c) => c.lin), userFunctions: [...a.functions.values()].some((f) => f.schema !== 'pg_catalog') };
+    // A function outside pg_catalog, or one that a same-named function outside it may shadow
+    // (argument types decide), has a body the walker does not analyse.
+    const userFunctions = [...a.functions.values()].some(
+      (f) => f.schema !== 'pg_catalog' || (this.cat.functionsByName.get(f.name) ?? []).some((r) => r.schema !== 'pg_catalog' && this.cat.path.includes(r.schema)),
+    );
+    return { outputs: out.cols.map((c) => c.lin), userFunctions };
   }
   /** A value used to choose, order, group or limit rows (also a non-output use). */
   private addFilter(l: Lin): void {

@@ -112,6 +112,13 @@ describe('lineage through views', () => {
     }]);
   });
 
+  test('a pg_catalog function that a function outside pg_catalog may shadow counts as unanalysed', () => {
+    const shadow: SourceCatalog = { ...CAT, functions: [...CAT.functions, { schema: 'public', name: 'upper', volatility: 'stable', returnsSet: false }] };
+    const r = ok('SELECT shout, e FROM v_contact', shadow);
+    expect(r.outputs.map((o) => o.unprovable === true)).toEqual([true, true]);
+    expect(ok('SELECT shout FROM v_contact', CAT).outputs[0].unprovable).toBeUndefined();
+  });
+
   test('a plain table or view without masks is unaffected; the view still needs its own read', () => {
     const r = ok('SELECT e FROM v_contact', CAT);
     expect(r.reads).toEqual([{ schema: 'public', table: 'v_contact', columns: ['e'] }]);
