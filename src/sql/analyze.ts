@@ -35,7 +35,10 @@
  *
  * Residual risks (for the execution layer: read-only transaction, least-privilege role, timeouts,
  * row and byte caps, opaque error messages):
- * - Code reached only implicitly is not inspected: view bodies, RLS policies, operators of
+ * - View bodies are expanded for lineage only (src/sql/views.ts: masks and denies follow base
+ *   columns; unprovable lineage fails closed), not checked against the function policy: the
+ *   operator's definition runs as written.
+ * - Code reached only implicitly is not inspected: RLS policies, operators of
  *   user-defined types when the catalogue has no operator list, domain coercions of arguments to
  *   user functions, column defaults and triggers of writes.
  * - User-defined stable functions are allowed; they may read relations that `reads` does not show.
