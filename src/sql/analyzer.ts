@@ -35,6 +35,7 @@ import {
   derive,
   isPlaceholder,
   Lin,
+  LIN_ANY,
   LIN_NONE,
   linColumn,
   lineageWork,
@@ -378,9 +379,15 @@ export class Analyzer {
   /** Body of the top-level statement: its select list / RETURNING is the statement's output. */
   private topBody: N | null = null;
 
+  /**
+   * `viewBody`: this analyser walks a view's definition (views.ts), where a call of a function whose
+   * body is not analysed (outside pg_catalog, or shadowable by one outside it) yields a value of
+   * unprovable lineage (`LIN_ANY`).
+   */
   constructor(
     private readonly cat: PreparedCatalog,
     budget: number = WORK_BUDGET,
+    private readonly viewBody = false,
   ) {
     this.budget = budget;
   }
@@ -447,14 +454,8 @@ export class Analyzer {
   }
   /** Walks a view's definition with a fresh analyser over the same catalogue (throws `Refusal` when refused). */
   private analyseViewBody(sel: N): ViewBodyAnalysis {
-    const a = new Analyzer(this.cat);
-    const out = a.top('SelectStmt', sel);
-    // A function outside pg_catalog, or one that a same-named function outside it may shadow
-    // (argument types decide), has a body the walker does not analyse.
-    const userFunctions = [...a.functions.values()].some(
-      (f) => f.schema !== 'pg_catalog' || (this.cat.functionsByName.get(f.name) ?? []).some((r) => r.schema !== 'pg_catalog' && this.cat.path.includes(r.schema)),
-    );
-    return { outputs: out.cols.map((c) => c.lin), userFunctions };
+    const out = new Analyzer(this.cat, WORK_BUDGET, true).top('SelectStmt', sel);
+    return { outputs: out.cols.map((c) => c.lin) };
   }
   /** A value used to choose, order, group or limit rows (also a non-output use). */
   private addFilter(l: Lin): void {
@@ -1393,6 +1394,8 @@ export class Analyzer {
       const why = resourceLimitReason(routine.name, (fc.args as N[]).map(constNumber));
       if (why) throw new Refusal('function_not_allowed', `resource limit: ${why}`);
     }
+    // In a view's definition, a function whose body is not analysed may read any relation (views.ts).
+    if (this.viewBody && !this.onlyBuiltIn(fname)) return { lin: merge(derive(lin), LIN_ANY), routine };
     return { lin: derive(lin), routine };
   }
 

@@ -13,22 +13,25 @@
  * - the relation has no recorded definition (catalogue scanned by an older version);
  * - the definition does not parse, is not one SELECT, or the walker refuses it (unknown relation,
  *   refused function or construct, work budget, nesting);
- * - the definition calls a function outside `pg_catalog` (its body is not analysed and may read
- *   any relation) — every column of that view is then unprovable;
+ * - the column's value is computed by a function outside `pg_catalog`, or one such a function may
+ *   shadow (its body is not analysed and may read any relation): only the columns computed through
+ *   it are unprovable (the analyser's view-body mode marks the call's value);
  * - a cycle of views, or the definition's column count differs from the catalogue's.
  *
  * The expansion of a view is computed once per prepared catalogue and cached, so nested views cost
  * their analysis once; the walk of a definition has its own work budget and is not charged to the
  * statement that references the view.
  */
-import { LIN_ANY, Lin, lineageWork, merge, viewColumnLin, isPlaceholder } from './lineage';
+import { LIN_ANY, Lin, lineageWork, viewColumnLin, isPlaceholder } from './lineage';
 import { parseSql } from './parser';
 import type { PreparedRelation } from './prepared-catalog';
 
-/** What analysing a definition returned: output lineages in order and whether a non-`pg_catalog` function is called. */
+/**
+ * What analysing a definition returned: output lineages in order. A value computed by a function
+ * whose body is not analysed already carries `ANY_COLUMN` (the analyser's view-body mode).
+ */
 export interface ViewBodyAnalysis {
   outputs: readonly Lin[];
-  userFunctions: boolean;
 }
 
 /**
@@ -54,7 +57,7 @@ export function viewColumnLineage(rel: PreparedRelation, analyse: AnalyseViewBod
   const hit = cache.get(rel);
   if (hit) return hit;
   // A cycle of views: the inner reference is unprovable (and not cached; the outer one is).
-  if (inProgress.has(rel)) return columns(rel, null, true);
+  if (inProgress.has(rel)) return columns(rel, null);
   inProgress.add(rel);
   // The definition's own walk does not count against the referencing statement's budget.
   const savedWork = lineageWork.n;
@@ -71,29 +74,26 @@ export function viewColumnLineage(rel: PreparedRelation, analyse: AnalyseViewBod
 
 function expand(rel: PreparedRelation, analyse: AnalyseViewBody): readonly Lin[] {
   const def = rel.definition;
-  if (typeof def !== 'string' || def.trim() === '') return columns(rel, null, true);
+  if (typeof def !== 'string' || def.trim() === '') return columns(rel, null);
   let body: ViewBodyAnalysis;
   try {
     const stmts = parseSql(def).stmts ?? [];
     const stmt = stmts.length === 1 ? (stmts[0].stmt as Record<string, unknown> | undefined) : undefined;
-    if (!stmt || Object.keys(stmt).length !== 1 || !('SelectStmt' in stmt)) return columns(rel, null, true);
+    if (!stmt || Object.keys(stmt).length !== 1 || !('SelectStmt' in stmt)) return columns(rel, null);
     body = analyse(stmt.SelectStmt as Record<string, unknown>);
   } catch {
-    return columns(rel, null, true);
+    return columns(rel, null);
   }
-  if (body.outputs.length !== rel.columnNames.length) return columns(rel, null, true);
+  if (body.outputs.length !== rel.columnNames.length) return columns(rel, null);
   // Internal invariant of the walker (as in analyzeSql): no recursive placeholder leaves it.
   for (const l of body.outputs) {
-    if (l.src) for (const c of l.src.values()) if (isPlaceholder(c)) return columns(rel, null, true);
-    if (l.opq) for (const r of l.opq.values()) if (isPlaceholder(r)) return columns(rel, null, true);
+    if (l.src) for (const c of l.src.values()) if (isPlaceholder(c)) return columns(rel, null);
+    if (l.opq) for (const r of l.opq.values()) if (isPlaceholder(r)) return columns(rel, null);
   }
-  return columns(rel, body.outputs, body.userFunctions);
+  return columns(rel, body.outputs);
 }
 
-function columns(rel: PreparedRelation, body: readonly Lin[] | null, unprovable: boolean): Lin[] {
-  return rel.columnNames.map((column, i) => {
-    let l = body ? body[i] : LIN_ANY;
-    if (unprovable && body) l = merge(l, LIN_ANY);
-    return viewColumnLin({ schema: rel.schema, table: rel.name, column }, l);
-  });
+/** The view's column lineages; `body` null: nothing is provable (every column carries `ANY_COLUMN`). */
+function columns(rel: PreparedRelation, body: readonly Lin[] | null): Lin[] {
+  return rel.columnNames.map((column, i) => viewColumnLin({ schema: rel.schema, table: rel.name, column }, body ? body[i] : LIN_ANY));
 }

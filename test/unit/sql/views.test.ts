@@ -90,17 +90,27 @@ describe('lineage through views', () => {
     expect(ok(`SELECT 1 FROM ${name} WHERE ${name === 'v_cycle_a' ? 'x' : 'a'} IS NULL`, CAT).unprovableUses).toBe(true);
   });
 
-  test('a function outside pg_catalog makes every column of the view unprovable', () => {
-    const r = ok('SELECT b FROM v_userfn', CAT);
-    expect(r.outputs).toEqual([{
-      name: 'b',
-      sources: [{ schema: 'public', table: 'v_userfn', column: 'b' }, { schema: 'public', table: 'customer', column: 'email' }],
-      passthrough: false,
-      opaque: true,
-      opaqueRelations: [],
-      unprovable: true,
-    }]);
+  test('a column computed by a function outside pg_catalog is unprovable; the others keep their lineage', () => {
+    const r = ok('SELECT a, b FROM v_userfn', CAT);
+    expect(r.outputs).toEqual([
+      {
+        name: 'a',
+        sources: [{ schema: 'public', table: 'v_userfn', column: 'a' }, { schema: 'public', table: 'customer', column: 'customer_id' }],
+        passthrough: false,
+        opaque: true,
+        opaqueRelations: [],
+        unprovable: true,
+      },
+      {
+        name: 'b',
+        sources: [{ schema: 'public', table: 'v_userfn', column: 'b' }, { schema: 'public', table: 'customer', column: 'email' }],
+        passthrough: true,
+        opaque: false,
+        opaqueRelations: [],
+      },
+    ]);
     expect(r.viewUnprovable).toBe(true);
+    expect(ok('SELECT b FROM v_userfn', CAT).viewUnprovable).toBe(false);
     // A definition the walker refuses (a volatile function): no lineage is known at all.
     expect(ok('SELECT b FROM v_volatile', CAT).outputs).toEqual([{
       name: 'b',
@@ -115,8 +125,10 @@ describe('lineage through views', () => {
   test('a pg_catalog function that a function outside pg_catalog may shadow counts as unanalysed', () => {
     const shadow: SourceCatalog = { ...CAT, functions: [...CAT.functions, { schema: 'public', name: 'upper', volatility: 'stable', returnsSet: false }] };
     const r = ok('SELECT shout, e FROM v_contact', shadow);
-    expect(r.outputs.map((o) => o.unprovable === true)).toEqual([true, true]);
+    expect(r.outputs.map((o) => o.unprovable === true)).toEqual([true, false]);
     expect(ok('SELECT shout FROM v_contact', CAT).outputs[0].unprovable).toBeUndefined();
+    // The agent's own call of the same function is not affected (function policy decides there).
+    expect(ok('SELECT upper(email) FROM customer', shadow).outputs[0].unprovable).toBeUndefined();
   });
 
   test('a plain table or view without masks is unaffected; the view still needs its own read', () => {
