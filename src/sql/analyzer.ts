@@ -1399,6 +1399,14 @@ export class Analyzer {
     return { lin: derive(lin), routine };
   }
 
+  /** True when every candidate for this operator name is a `pg_catalog` one (false without an operator list). */
+  private builtInOperator(nameList: N[] | undefined): boolean {
+    const parts = strings(nameList, 'operator name');
+    if (parts.length === 2) return parts[0] === 'pg_catalog';
+    const all = this.cat.operatorsByName?.get(parts[0]);
+    return !!all && all.every((r) => r.schema === 'pg_catalog' || !this.cat.path.includes(r.schema));
+  }
+
   /** True when every candidate PostgreSQL could pick for this function name is a `pg_catalog` one. */
   private onlyBuiltIn(parts: string[]): boolean {
     if (parts.length === 2) return parts[0] === 'pg_catalog';
@@ -1530,8 +1538,11 @@ export class Analyzer {
           checkFields(type, n);
           const kind = String(n.kind);
           if (!A_EXPR_KINDS.has(kind)) throw new Refusal('statement_not_allowed', `unsupported operator form ${kind}`);
-          if (!kind.startsWith('AEXPR_BETWEEN') && !kind.startsWith('AEXPR_NOT_BETWEEN')) this.checkOperator(n.name);
-          return this.calc(merge(this.ex(n.lexpr, ctx), this.ex(n.rexpr, ctx)));
+          const between = kind.startsWith('AEXPR_BETWEEN') || kind.startsWith('AEXPR_NOT_BETWEEN');
+          if (!between) this.checkOperator(n.name);
+          const value = this.calc(merge(this.ex(n.lexpr, ctx), this.ex(n.rexpr, ctx)));
+          // In a view's definition, an operator whose function is not analysed may read any relation (views.ts).
+          return this.viewBody && !between && !this.builtInOperator(n.name) ? merge(value, LIN_ANY) : value;
         }
         case 'List':
           checkFields(type, n);

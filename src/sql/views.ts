@@ -13,8 +13,8 @@
  * - the relation has no recorded definition (catalogue scanned by an older version);
  * - the definition does not parse, is not one SELECT, or the walker refuses it (unknown relation,
  *   refused function or construct, work budget, nesting);
- * - the column's value is computed by a function outside `pg_catalog`, or one such a function may
- *   shadow (its body is not analysed and may read any relation): only the columns computed through
+ * - the column's value is computed by a function or operator outside `pg_catalog`, or one such a
+ *   function may shadow (its body is not analysed and may read any relation): only the columns computed through
  *   it are unprovable (the analyser's view-body mode marks the call's value);
  * - a cycle of views, or the definition's column count differs from the catalogue's.
  *

@@ -29,6 +29,10 @@ function ok(sql: string, cat: SourceCatalog): SqlAnalysisOk {
   return r;
 }
 
+function withViewsIn(base: SourceCatalog, ...views: CatalogRelation[]): SourceCatalog {
+  return { ...base, relations: [...base.relations, ...views] };
+}
+
 const CAT = withViews(
   view('v_contact', ['customer_id', 'e', 'shout', 'n'], ' SELECT customer.customer_id,\n    customer.email AS e,\n    upper((customer.email)::text) AS shout,\n    length((customer.phone)::text) AS n\n   FROM customer;'),
   view('v_nested', ['id', 'mail'], ' SELECT v_contact.customer_id AS id,\n    v_contact.e AS mail\n   FROM v_contact;'),
@@ -129,6 +133,13 @@ describe('lineage through views', () => {
     expect(ok('SELECT shout FROM v_contact', CAT).outputs[0].unprovable).toBeUndefined();
     // The agent's own call of the same function is not affected (function policy decides there).
     expect(ok('SELECT upper(email) FROM customer', shadow).outputs[0].unprovable).toBeUndefined();
+  });
+
+  test('an operator outside pg_catalog in a definition makes the columns it computes unprovable', () => {
+    const ops: SourceCatalog = { ...CAT, operators: [...(CAT.operators ?? []), { schema: 'public', name: '||', volatility: 'stable' }] };
+    const cat = withViewsIn(ops, view('v_op', ['x', 'y'], " SELECT (customer.email)::text || '!' AS x, customer.email AS y FROM customer;"));
+    expect(ok('SELECT x, y FROM v_op', cat).outputs.map((o) => o.unprovable === true)).toEqual([true, false]);
+    expect(ok('SELECT x FROM v_op', withViewsIn(CAT, view('v_op', ['x', 'y'], " SELECT (customer.email)::text || '!' AS x, customer.email AS y FROM customer;"))).outputs[0].unprovable).toBeUndefined();
   });
 
   test('a plain table or view without masks is unaffected; the view still needs its own read', () => {
