@@ -14,7 +14,7 @@ import fc from 'fast-check';
 import pg from 'pg';
 import { startGovernedEnv, callTool, type GovernedEnv } from '../../helpers/governed';
 import { upsertRole } from '../../../src/control/roles';
-import { grantRole } from '../../../src/control/grants';
+import { grantRole, revokeGrant } from '../../../src/control/grants';
 import { scanSource } from '../../../src/control/scan';
 import { loadCatalog } from '../../../src/control/catalog';
 import { addPolicy, removePolicy } from '../../../src/control/policies';
@@ -199,6 +199,25 @@ test('unprovable lineage (a function whose body is not analysed) fails closed', 
   expect(await rows('SELECT customer_id FROM v_peek ORDER BY customer_id LIMIT 2')).toEqual([{ customer_id: 1 }, { customer_id: 2 }]);
   // count(*) uses no column of the view.
   expect(await rows('SELECT count(*) AS n FROM v_peek')).toEqual([{ n: '59' }]);
+});
+
+test('unprovable lineage for a caller with masks but no denies: masked, and refused outside outputs', async () => {
+  await upsertRole(env.db, { name: 'views-open', statements: [{ effect: 'allow', action: 'read', resource: 'public.*' }] });
+  await revokeGrant(env.db, { identityId: env.demo.identityId, roleName: 'views-reader', sourceId: 'chinook' });
+  await grantRole(env.db, { identityId: env.demo.identityId, roleName: 'views-open', sourceId: 'chinook' });
+  env.gateway.store.invalidate('*');
+  try {
+    const got = await rows('SELECT customer_id, p FROM v_peek ORDER BY customer_id LIMIT 2');
+    expect(got).toEqual([{ customer_id: 1, p: FULL_MASK }, { customer_id: 2, p: FULL_MASK }]);
+    expect(await refusedWith("SELECT customer_id FROM v_peek WHERE p LIKE 'SSN-%'")).toBe('policy_denied');
+    // The secret table itself is readable for this role: the view adds no protection, but no less either.
+    const direct = await rows('SELECT ssn FROM secret WHERE customer_id = 1');
+    expect(direct).toEqual((await admin.query('SELECT ssn FROM secret WHERE customer_id = 1')).rows);
+  } finally {
+    await revokeGrant(env.db, { identityId: env.demo.identityId, roleName: 'views-open', sourceId: 'chinook' });
+    await grantRole(env.db, { identityId: env.demo.identityId, roleName: 'views-reader', sourceId: 'chinook' });
+    env.gateway.store.invalidate('*');
+  }
 });
 
 describe('property: random views never return a masked or denied value', () => {
