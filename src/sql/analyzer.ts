@@ -30,7 +30,6 @@ import {
 } from './function-policy';
 import {
   alternative,
-  colKey,
   ColumnRef,
   derive,
   isPlaceholder,
@@ -42,14 +41,13 @@ import {
   merge,
   placeholder,
   RelRef,
-  ANY_SCHEMA,
   sameLin,
   substitute,
   tableKey,
   wholeRow,
 } from './lineage';
 import { PreparedCatalog, PreparedRelation, PreparedRoutine, relKey } from './prepared-catalog';
-import { isViewLike, viewColumnLineage, type ViewBodyAnalysis } from './views';
+import { collectViewSources, isViewLike, viewColumnLineage, type ViewBodyAnalysis } from './views';
 import type { FunctionUse, RefusalCode, WriteAccess } from './types';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -429,22 +427,9 @@ export class Analyzer {
   }
   /** A view column is used: every column behind it (whole relations for embedded rows) feeds the value. */
   private viewUse(l: Lin): void {
-    if (l.src) {
-      this.charge(l.src.size);
-      for (const [k, c] of l.src) {
-        if (c.schema === ANY_SCHEMA) this.viewUnprovable = true;
-        else this.viewSources.set(k, c);
-      }
-    }
-    if (l.opq) {
-      for (const r of l.opq.values()) {
-        if (r.schema === ANY_SCHEMA) { this.viewUnprovable = true; continue; }
-        const rel = this.cat.relations.get(relKey(r.schema, r.table));
-        if (!rel) { this.viewUnprovable = true; continue; }
-        this.charge(rel.columnNames.length);
-        for (const column of rel.columnNames) this.viewSources.set(colKey(rel.schema, rel.name, column), { schema: rel.schema, table: rel.name, column });
-      }
-    }
+    const r = collectViewSources(l, this.cat, this.viewSources);
+    this.charge(r.work);
+    if (r.unprovable) this.viewUnprovable = true;
   }
   /** A FROM item for a view or materialized view: its columns carry the lineage of its definition (views.ts). */
   private viewItem(rel: PreparedRelation, alias: N | undefined): NsItem {

@@ -22,9 +22,9 @@
  * their analysis once; the walk of a definition has its own work budget and is not charged to the
  * statement that references the view.
  */
-import { LIN_ANY, Lin, lineageWork, viewColumnLin, isPlaceholder } from './lineage';
+import { ANY_SCHEMA, colKey, type ColumnRef, LIN_ANY, Lin, lineageWork, viewColumnLin, isPlaceholder } from './lineage';
 import { parseSql } from './parser';
-import type { PreparedRelation } from './prepared-catalog';
+import { type PreparedCatalog, type PreparedRelation, relKey } from './prepared-catalog';
 
 /**
  * What analysing a definition returned: output lineages in order. A value computed by a function
@@ -96,4 +96,34 @@ function expand(rel: PreparedRelation, analyse: AnalyseViewBody): readonly Lin[]
 /** The view's column lineages; `body` null: nothing is provable (every column carries `ANY_COLUMN`). */
 function columns(rel: PreparedRelation, body: readonly Lin[] | null): Lin[] {
   return rel.columnNames.map((column, i) => viewColumnLin({ schema: rel.schema, table: rel.name, column }, body ? body[i] : LIN_ANY));
+}
+
+/**
+ * A view column with lineage `l` is used: adds every column behind it to `into` (every column of a
+ * relation whose whole rows it embeds). Returns the work done (entries visited, for the analyser's
+ * budget) and whether the lineage is unprovable (`ANY_COLUMN`, or an embedded relation missing
+ * from the catalogue).
+ */
+export function collectViewSources(l: Lin, cat: PreparedCatalog, into: Map<string, ColumnRef>): { work: number; unprovable: boolean } {
+  let work = 0;
+  let unprovable = false;
+  if (l.src) {
+    work += l.src.size;
+    for (const [k, c] of l.src) {
+      if (c.schema === ANY_SCHEMA) unprovable = true;
+      else into.set(k, c);
+    }
+  }
+  if (l.opq) {
+    for (const r of l.opq.values()) {
+      const rel = r.schema === ANY_SCHEMA ? undefined : cat.relations.get(relKey(r.schema, r.table));
+      if (!rel) {
+        unprovable = true;
+        continue;
+      }
+      work += rel.columnNames.length;
+      for (const column of rel.columnNames) into.set(colKey(rel.schema, rel.name, column), { schema: rel.schema, table: rel.name, column });
+    }
+  }
+  return { work, unprovable };
 }
