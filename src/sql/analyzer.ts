@@ -431,6 +431,10 @@ export class Analyzer {
     this.charge(r.work);
     if (r.unprovable) this.viewUnprovable = true;
   }
+  /** A FROM item or write target: a view's columns carry the lineage of its definition (views.ts). */
+  private relationItem(rel: PreparedRelation, alias: N | undefined): NsItem {
+    return isViewLike(rel) ? this.viewItem(rel, alias) : this.baseItem(rel, alias);
+  }
   /** A FROM item for a view or materialized view: its columns carry the lineage of its definition (views.ts). */
   private viewItem(rel: PreparedRelation, alias: N | undefined): NsItem {
     const lins = viewColumnLineage(rel, (sel) => this.analyseViewBody(sel));
@@ -916,7 +920,7 @@ export class Analyzer {
           const rel = this.resolveRelation(rv.schemaname, name);
           this.touchRelation(rel);
           this.charge(rel.columnNames.length);
-          return [isViewLike(rel) ? this.viewItem(rel, rv.alias) : this.baseItem(rel, rv.alias)];
+          return [this.relationItem(rel, rv.alias)];
         }
         case 'RangeSubselect': {
           const rs = node.RangeSubselect as N;
@@ -1792,7 +1796,7 @@ export class Analyzer {
     const ctes = s.withClause ? this.withClause(s.withClause, parent, outer) : outer;
     const rv = s.relation as N;
     const rel = this.writeTarget(rv);
-    const target = this.baseItem(rel, rv.alias);
+    const target = this.relationItem(rel, rv.alias);
     const cols = s.cols ? this.dmlCols(rel, s.cols, null) : [...rel.columnNames];
     if (s.selectStmt) for (const o of this.query(s.selectStmt, parent, ctes).cols) this.written(o.lin);
     this.addWrite(rel, 'insert', cols, false);
@@ -1835,7 +1839,7 @@ export class Analyzer {
     const ctes = s.withClause ? this.withClause(s.withClause, parent, outer) : outer;
     const rv = s.relation as N;
     const rel = this.writeTarget(rv);
-    const items: NsItem[] = [this.baseItem(rel, rv.alias)];
+    const items: NsItem[] = [this.relationItem(rel, rv.alias)];
     for (const f of s.fromClause ?? []) for (const it of this.fromItem(f, { parent, ctes }, items)) items.push(it);
     const ctx: Ctx = { scope: { parent, items }, ctes, windows: null };
     const setCols = this.dmlCols(rel, s.targetList, ctx);
@@ -1856,7 +1860,7 @@ export class Analyzer {
     const ctes = s.withClause ? this.withClause(s.withClause, parent, outer) : outer;
     const rv = s.relation as N;
     const rel = this.writeTarget(rv);
-    const items: NsItem[] = [this.baseItem(rel, rv.alias)];
+    const items: NsItem[] = [this.relationItem(rel, rv.alias)];
     for (const f of s.usingClause ?? []) for (const it of this.fromItem(f, { parent, ctes }, items)) items.push(it);
     const ctx: Ctx = { scope: { parent, items }, ctes, windows: null };
     if (s.whereClause) this.addFilter(this.ex(s.whereClause, ctx));
@@ -1868,7 +1872,7 @@ export class Analyzer {
     const ctes = s.withClause ? this.withClause(s.withClause, parent, outer) : outer;
     const rv = s.relation as N;
     const rel = this.writeTarget(rv);
-    const items: NsItem[] = [this.baseItem(rel, rv.alias)];
+    const items: NsItem[] = [this.relationItem(rel, rv.alias)];
     for (const it of this.fromItem(s.sourceRelation, { parent, ctes }, EMPTY_SCOPE_ITEMS)) items.push(it);
     const ctx: Ctx = { scope: { parent, items }, ctes, windows: null };
     if (s.joinCondition) this.addFilter(this.ex(s.joinCondition, ctx));

@@ -142,6 +142,14 @@ describe('lineage through views', () => {
     expect(ok('SELECT x FROM v_op', withViewsIn(CAT, view('v_op', ['x', 'y'], " SELECT (customer.email)::text || '!' AS x, customer.email AS y FROM customer;"))).outputs[0].unprovable).toBeUndefined();
   });
 
+  test('a write through an updatable view: its WHERE and RETURNING follow the base columns', () => {
+    const r = ok("UPDATE v_contact SET customer_id = customer_id WHERE e LIKE 'a%' RETURNING e", CAT);
+    expect(r.kind).toBe('write');
+    expect(refs(r.nonOutputUses)).toContain('customer.email');
+    expect(lineage(r)).toEqual(['e: [customer.email,v_contact.e] pass']);
+    expect(refs(r.viewSources)).toContain('customer.email');
+  });
+
   test('a plain table or view without masks is unaffected; the view still needs its own read', () => {
     const r = ok('SELECT e FROM v_contact', CAT);
     expect(r.reads).toEqual([{ schema: 'public', table: 'v_contact', columns: ['e'] }]);
