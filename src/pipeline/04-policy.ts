@@ -73,7 +73,7 @@ export function policyStep(policies: Policy[], subject: PolicySubject, a: OkAnal
     }
     if (a.kind === 'write') {
       // A write must not copy a masked value somewhere it would be read back in clear.
-      const read = a.reads.flatMap((r) => r.columns.map((column) => ({ schema: r.schema, table: r.table, column })));
+      const read = [...a.reads.flatMap((r) => r.columns.map((column) => ({ schema: r.schema, table: r.table, column }))), ...(a.viewSources ?? [])];
       const copied = read.find((c) => masked.has(key(c)));
       if (copied) return { ok: false, outcome: { kind: 'refusal', code: 'policy_denied', message: `Column ${key(copied)} is masked by policy; a write may not read it.` } };
     } else {

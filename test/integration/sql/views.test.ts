@@ -32,12 +32,17 @@ async function ddl(sql: string): Promise<void> {
   env.gateway.store.invalidate('*');
 }
 
-type Answer = { kind: 'rows'; rows: Array<Record<string, unknown>>; text: string } | { kind: 'refused'; code: string; text: string } | { kind: 'error'; text: string };
+type Answer =
+  | { kind: 'rows'; rows: Array<Record<string, unknown>>; text: string }
+  | { kind: 'queued'; text: string }
+  | { kind: 'refused'; code: string; text: string }
+  | { kind: 'error'; text: string };
 
 async function query(sql: string): Promise<Answer> {
   const r = await callTool(env, 'interlock_query', { source_id: 'chinook', sql }, env.apiKey);
   const text = JSON.stringify(r.body);
   const res = r.body.result;
+  if (res && !res.isError && res.structuredContent?.status === 'queued') return { kind: 'queued', text };
   if (res && !res.isError) return { kind: 'rows', rows: JSON.parse(res.content[0].text), text };
   const code = res?.structuredContent?.code;
   if (res?.isError && res.structuredContent?.status === 'forbidden') return { kind: 'refused', code, text };
@@ -125,6 +130,7 @@ test('reading a view needs a read grant on the view itself', async () => {
       { effect: 'deny', action: 'read', resource: 'public.customer.address' },
       { effect: 'deny', action: 'read', resource: 'public.secret' },
       { effect: 'deny', action: 'read', resource: 'public.v_rows' },
+      { effect: 'allow', action: 'write', resource: 'public.v_contact' },
     ],
   });
   await grantRole(env.db, { identityId: env.demo.identityId, roleName: 'views-reader', sourceId: 'chinook' });
@@ -175,6 +181,12 @@ test('a masked view column may only be selected as it is', async () => {
     "SELECT e FROM v_contact INTERSECT SELECT 'luisg@embraer.com.br'",
     "SELECT 1 FROM v_union WHERE x LIKE 'l%'",
   ]) expect(await refusedWith(sql)).toBe('policy_denied');
+  // Writes through the (updatable) view: reading a masked base column is refused, the rest is queued.
+  const before = (await admin.query('SELECT first_name FROM customer WHERE customer_id = 1')).rows;
+  expect(await refusedWith('UPDATE v_contact SET first_name = first_name WHERE customer_id = 1 RETURNING e')).toBe('policy_denied');
+  expect(await refusedWith("UPDATE v_contact SET first_name = 'x' WHERE e LIKE 'l%'")).toBe('policy_denied');
+  expect((await query("UPDATE v_contact SET first_name = 'x' WHERE customer_id = 1")).kind).toBe('queued');
+  expect((await admin.query('SELECT first_name FROM customer WHERE customer_id = 1')).rows).toEqual(before);
 });
 
 test('denies on base columns and tables refuse the view columns fed from them', async () => {
