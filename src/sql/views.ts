@@ -14,8 +14,8 @@
  * - the definition does not parse, is not one SELECT, or the walker refuses it (unknown relation,
  *   refused function or construct, work budget, nesting);
  * - the column's value is computed by a function or operator outside `pg_catalog`, or one such a
- *   function may shadow (its body is not analysed and may read any relation): only the columns computed through
- *   it are unprovable (the analyser's view-body mode marks the call's value);
+ *   function may shadow (its body is not analysed and may read any relation): only the columns
+ *   computed through it are unprovable (the analyser's view-body mode marks the call's value);
  * - a cycle of views, or the definition's column count differs from the catalogue's.
  *
  * The expansion of a view is computed once per prepared catalogue and cached, so nested views cost
@@ -56,7 +56,8 @@ const inProgress = new Set<PreparedRelation>();
 export function viewColumnLineage(rel: PreparedRelation, analyse: AnalyseViewBody): readonly Lin[] {
   const hit = cache.get(rel);
   if (hit) return hit;
-  // A cycle of views: the inner reference is unprovable (and not cached; the outer one is).
+  // A cycle of views: the inner reference is unprovable (not cached here; every view of the cycle
+  // is cached with that unprovable lineage when its own expansion finishes).
   if (inProgress.has(rel)) return columns(rel, null);
   inProgress.add(rel);
   // The definition's own walk does not count against the referencing statement's budget.
