@@ -866,6 +866,10 @@ export interface components {
             scannedAt: string;
             relations: number;
             truncated: boolean;
+            /** @description Views and materialized views in the snapshot, each recorded with its definition. */
+            views?: number;
+            /** @description Views (schema.name) whose definition gives no provable column lineage; reads of their columns fail closed (masked or refused). */
+            unprovableViews?: string[];
         };
         SourceAdded: {
             source: components["schemas"]["SourceView"];

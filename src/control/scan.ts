@@ -4,6 +4,7 @@
  */
 import pg from 'pg';
 import { scanCatalog } from '../sources/postgres/catalog';
+import { initSqlParser, unprovableViews } from '../sql/analyze';
 import { saveCatalog } from './catalog';
 import type { ControlDb } from './db';
 import { ControlError, ValidationError } from './errors';
@@ -15,6 +16,13 @@ export interface ScanResult {
   scannedAt: string;
   relations: number;
   truncated: boolean;
+  /** Views and materialized views in the snapshot (each recorded with its definition). */
+  views: number;
+  /**
+   * Views whose definition (parsed with the analyser's parser) gives no provable column lineage,
+   * as `schema.name`: reads of their columns fail closed (issue 12; src/sql/views.ts).
+   */
+  unprovableViews: string[];
 }
 
 /**
@@ -37,7 +45,15 @@ export async function scanSource(db: ControlDb, sourceId: string, opts: { maxRel
   try {
     const catalog = await scanCatalog(client, { maxRelations: opts.maxRelations });
     await saveCatalog(db, sourceId, catalog);
-    return { sourceId, scannedAt: catalog.scannedAt, relations: catalog.relations.length, truncated: catalog.truncated };
+    await initSqlParser();
+    return {
+      sourceId,
+      scannedAt: catalog.scannedAt,
+      relations: catalog.relations.length,
+      truncated: catalog.truncated,
+      views: catalog.relations.filter((r) => r.kind === 'view' || r.kind === 'materialized_view').length,
+      unprovableViews: unprovableViews(catalog),
+    };
   } finally {
     await client.end().catch(() => undefined);
   }

@@ -69,5 +69,15 @@ export function authorizeStatement(evaluator: AccessEvaluator, sourceId: string,
       return { kind: 'refusal', code: 'source_role_denied', message: DENIED_MESSAGE };
     }
   }
+  // Views (issue 12): reading a view needs a grant on the view only, but an explicit deny on a
+  // column or table behind a used view column applies; unprovable lineage fails closed.
+  for (const c of a.viewSources ?? []) {
+    if (evaluator.decide(sourceId, 'read', { schema: c.schema, table: c.table, column: c.column }) === 'deny') {
+      return { kind: 'refusal', code: 'source_role_denied', message: DENIED_MESSAGE };
+    }
+  }
+  if (a.viewUnprovable && evaluator.statements(sourceId).deny.some((s) => s.action === 'read' || s.action === '*')) {
+    return { kind: 'refusal', code: 'source_role_denied', message: DENIED_MESSAGE };
+  }
   return null;
 }

@@ -41,7 +41,9 @@ export function policyStep(policies: Policy[], subject: PolicySubject, a: OkAnal
   const masks: MaskRule[] = [];
   if (verdict.maskPatterns.length) {
     const seen = new Set<string>();
-    for (const r of a.reads) {
+    // Relations read directly, and those behind used view columns (issue 12: masks follow lineage).
+    const behind = new Map((a.viewSources ?? []).map((c) => [`${c.schema}\u0000${c.table}`, { schema: c.schema, table: c.table }]));
+    for (const r of [...a.reads, ...behind.values()]) {
       for (const column of catalogColumns(catalog, r.schema, r.table)) {
         const key = `${r.schema}.${r.table}.${column}`;
         if (seen.has(key)) continue;
@@ -52,7 +54,12 @@ export function policyStep(policies: Policy[], subject: PolicySubject, a: OkAnal
     }
   }
   let redaction: PolicyRestrictions['redaction'] = null;
-  if (masks.length) {
+  // A view column with unprovable lineage may carry any masked column (issue 12: fail closed).
+  const unprovableMethod = verdict.maskPatterns.some((p) => p.method === 'null') ? 'null' : verdict.maskPatterns.length ? 'full' : null;
+  if (unprovableMethod && a.unprovableUses) {
+    return { ok: false, outcome: { kind: 'refusal', code: 'policy_denied', message: 'The statement uses a view column whose lineage cannot be proven in a condition, expression, join, grouping, ordering or set operation; masks apply to it, so it can only be selected as it is.' } };
+  }
+  if (masks.length || (unprovableMethod && a.viewUnprovable)) {
     const masked = new Set(masks.map((m) => `${m.column.schema}.${m.column.table}.${m.column.column}`));
     const key = (c: { schema: string; table: string; column: string }) => `${c.schema}.${c.table}.${c.column}`;
     // A masked column may only be selected as it is: any other use (predicate, function or operator
@@ -66,15 +73,17 @@ export function policyStep(policies: Policy[], subject: PolicySubject, a: OkAnal
     }
     if (a.kind === 'write') {
       // A write must not copy a masked value somewhere it would be read back in clear.
-      const read = a.reads.flatMap((r) => r.columns.map((column) => ({ schema: r.schema, table: r.table, column })));
+      const read = [...a.reads.flatMap((r) => r.columns.map((column) => ({ schema: r.schema, table: r.table, column }))), ...(a.viewSources ?? [])];
       const copied = read.find((c) => masked.has(key(c)));
       if (copied) return { ok: false, outcome: { kind: 'refusal', code: 'policy_denied', message: `Column ${key(copied)} is masked by policy; a write may not read it.` } };
     } else {
-      const plan = planRedaction(a.outputs, masks, { onOpaque: 'mask' });
+      const plan = planRedaction(a.outputs, masks, { onOpaque: 'mask', unprovable: unprovableMethod });
       if (!plan.ok) return { ok: false, outcome: { kind: 'refusal', code: 'redaction_unprovable', message: plan.message } };
       redaction = plan;
     }
   }
-  const fingerprint = JSON.stringify([verdict.maxRows, masks.map((m) => [m.column.schema, m.column.table, m.column.column, m.method])]);
+  const maskKey: unknown[] = masks.map((m) => [m.column.schema, m.column.table, m.column.column, m.method]);
+  if (a.viewUnprovable && unprovableMethod) maskKey.push(['*', unprovableMethod]);
+  const fingerprint = JSON.stringify([verdict.maxRows, maskKey]);
   return { ok: true, restrictions: { maxRows: verdict.maxRows, masks, redaction, fingerprint } };
 }

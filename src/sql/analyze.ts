@@ -35,7 +35,10 @@
  *
  * Residual risks (for the execution layer: read-only transaction, least-privilege role, timeouts,
  * row and byte caps, opaque error messages):
- * - Code reached only implicitly is not inspected: view bodies, RLS policies, operators of
+ * - View bodies are expanded for lineage only (src/sql/views.ts: masks and denies follow base
+ *   columns; unprovable lineage fails closed), not checked against the function policy: the
+ *   operator's definition runs as written.
+ * - Code reached only implicitly is not inspected: RLS policies, operators of
  *   user-defined types when the catalogue has no operator list, domain coercions of arguments to
  *   user functions, column defaults and triggers of writes.
  * - User-defined stable functions are allowed; they may read relations that `reads` does not show.
@@ -61,7 +64,7 @@
 import { createHash } from 'node:crypto';
 import type { SourceCatalog } from './catalog-types';
 import { Analyzer, Refusal, statementName, WORK_BUDGET } from './analyzer';
-import { isPlaceholder } from './lineage';
+import { isAnyColumn, isPlaceholder } from './lineage';
 import { PreparedCatalog, prepareCatalog } from './prepared-catalog';
 import { fingerprintSql, initSqlParser, parseSql, scanSql, SqlParseFailure } from './parser';
 import type { ColumnRef, OutputColumn, SqlAnalysis, SqlAnalysisOk } from './types';
@@ -165,14 +168,30 @@ export function analyzeSql(sql: string, catalog: SourceCatalog | PreparedCatalog
     table: rel.name,
     columns: rel.columnNames.filter((c) => cols.has(c)),
   }));
+  // `ANY_COLUMN` (a view column with unprovable lineage, views.ts) becomes the `unprovable` flags.
   const outputs: OutputColumn[] = outs.cols.map((o) => {
-    const sources = o.lin.src ? [...o.lin.src.values()].map((c) => ({ ...c })) : [];
-    const rels = o.lin.opq ? [...o.lin.opq.values()].map((r) => ({ schema: r.schema, table: r.table })) : [];
-    return { name: o.name, sources, passthrough: o.lin.pass && sources.length === 1, opaque: rels.length > 0, opaqueRelations: rels };
+    const all = o.lin.src ? [...o.lin.src.values()] : [];
+    const sources = all.filter((c) => !isAnyColumn(c)).map((c) => ({ ...c }));
+    const allRels = o.lin.opq ? [...o.lin.opq.values()] : [];
+    const rels = allRels.filter((r) => !isAnyColumn(r as ColumnRef)).map((r) => ({ schema: r.schema, table: r.table }));
+    const unprovable = sources.length !== all.length || rels.length !== allRels.length;
+    const out: OutputColumn = { name: o.name, sources, passthrough: o.lin.pass && !unprovable && sources.length > 0, opaque: rels.length > 0 || unprovable, opaqueRelations: rels };
+    if (unprovable) out.unprovable = true;
+    return out;
   });
-  const filterSources = [...a.filter.values()].map((c) => ({ ...c }));
-  const nonOutputUses = [...a.nonOutput.values()].map((c) => ({ ...c }));
-  const countUses = [...a.countUses.values()].map((c) => ({ ...c }));
+  let unprovableUses = false;
+  const columns = (m: Map<string, ColumnRef>): ColumnRef[] => {
+    const list: ColumnRef[] = [];
+    for (const c of m.values()) {
+      if (isAnyColumn(c)) unprovableUses = true;
+      else list.push({ ...c });
+    }
+    return list;
+  };
+  const filterSources = columns(a.filter);
+  const nonOutputUses = columns(a.nonOutput);
+  const countUses = columns(a.countUses);
+  const viewSources = [...a.viewSources.values()].map((c) => ({ ...c }));
   // Internal invariant: recursive-item placeholders never leave the walker. Fail closed if one did.
   const leaked =
     outputs.some((o) => o.sources.some((c) => isPlaceholder(c)) || o.opaqueRelations.some((r) => isPlaceholder(r))) ||
@@ -189,6 +208,9 @@ export function analyzeSql(sql: string, catalog: SourceCatalog | PreparedCatalog
     filterSources,
     nonOutputUses,
     countUses,
+    viewSources,
+    viewUnprovable: a.viewUnprovable,
+    unprovableUses,
     cacheable: a.cacheable && !a.hasWrite,
     fingerprint: '',
     paramCount: a.maxParam,
@@ -257,4 +279,23 @@ function refuse(code: Exclude<SqlAnalysis, { ok: true }>['code'], message: strin
 export async function analyzeSqlAsync(sql: string, catalog: SourceCatalog | PreparedCatalog, opts?: AnalyzeOptions): Promise<SqlAnalysis> {
   await initSqlParser();
   return analyzeSql(sql, catalog, opts);
+}
+
+/**
+ * Views and materialized views of `catalog` whose column lineage cannot be proven (src/sql/views.ts:
+ * no recorded definition, a definition that does not parse or is refused, a function outside
+ * `pg_catalog`, a cycle), as `schema.name`, sorted. Reads of their columns fail closed (masked for
+ * callers with masks, refused for callers with read denies), so the catalogue scan reports them to
+ * operators. Requires `initSqlParser()`; the expansion is cached per prepared catalogue.
+ */
+export function unprovableViews(catalog: SourceCatalog | PreparedCatalog): string[] {
+  const cat = prepareCatalog(catalog);
+  const out: string[] = [];
+  const ident = (s: string): string => '"' + s.replace(/"/g, '""') + '"';
+  for (const rel of cat.relations.values()) {
+    if (rel.kind !== 'view' && rel.kind !== 'materialized_view') continue;
+    const a = analyzeSql(`SELECT * FROM ${ident(rel.schema)}.${ident(rel.name)}`, cat);
+    if (!a.ok || a.viewUnprovable) out.push(`${rel.schema}.${rel.name}`);
+  }
+  return out.sort();
 }

@@ -34,6 +34,7 @@ import {
   derive,
   isPlaceholder,
   Lin,
+  LIN_ANY,
   LIN_NONE,
   linColumn,
   lineageWork,
@@ -46,6 +47,7 @@ import {
   wholeRow,
 } from './lineage';
 import { PreparedCatalog, PreparedRelation, PreparedRoutine, relKey } from './prepared-catalog';
+import { collectViewSources, isViewLike, viewColumnLineage, type ViewBodyAnalysis } from './views';
 import type { FunctionUse, RefusalCode, WriteAccess } from './types';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -278,6 +280,8 @@ interface Col {
   readonly name: string;
   readonly lin: Lin;
   readonly reads: readonly ReadRef[] | null;
+  /** A column of a view or materialized view: using it records its lineage in `viewSources` (views.ts). */
+  readonly view?: true;
 }
 /** A FROM item (namespace entry), mirroring PostgreSQL's ParseNamespaceItem visibility flags. */
 interface NsItem {
@@ -336,7 +340,7 @@ function renameCols(cols: readonly Col[], alias: N | undefined, what: string): C
   const names = strings(alias.colnames, 'column alias');
   if (names.length > cols.length) throw new Refusal('unknown_column', `${what} has ${cols.length} columns but ${names.length} column aliases`);
   if (names.length === 0) return cols as Col[];
-  return cols.map((c, i) => (i < names.length ? { name: names[i], lin: c.lin, reads: c.reads } : c));
+  return cols.map((c, i) => (i < names.length ? { ...c, name: names[i] } : c));
 }
 
 const SYSTEM_SCHEMAS = new Set(['pg_catalog', 'information_schema', 'pg_toast']);
@@ -355,6 +359,10 @@ export class Analyzer {
   readonly nonOutput = new Map<string, ColumnRef>();
   /** Columns counted by a plain `count(col)` (see `SqlAnalysisOk.countUses`). */
   readonly countUses = new Map<string, ColumnRef>();
+  /** Columns (of base relations and nested views) whose values feed the view columns the statement uses (see `SqlAnalysisOk.viewSources`). */
+  readonly viewSources = new Map<string, ColumnRef>();
+  /** True when a used view column has unprovable lineage (see `SqlAnalysisOk.viewUnprovable`). */
+  viewUnprovable = false;
   cacheable = true;
   maxParam = 0;
   hasWrite = false;
@@ -369,9 +377,15 @@ export class Analyzer {
   /** Body of the top-level statement: its select list / RETURNING is the statement's output. */
   private topBody: N | null = null;
 
+  /**
+   * `viewBody`: this analyser walks a view's definition (views.ts), where a call of a function whose
+   * body is not analysed (outside pg_catalog, or shadowable by one outside it) yields a value of
+   * unprovable lineage (`LIN_ANY`).
+   */
   constructor(
     private readonly cat: PreparedCatalog,
     budget: number = WORK_BUDGET,
+    private readonly viewBody = false,
   ) {
     this.budget = budget;
   }
@@ -408,7 +422,29 @@ export class Analyzer {
   }
   private use(col: Col): Lin {
     if (col.reads) for (const r of col.reads) this.readColumn(r);
+    if (col.view) this.viewUse(col.lin);
     return col.lin;
+  }
+  /** A view column is used: every column behind it (whole relations for embedded rows) feeds the value. */
+  private viewUse(l: Lin): void {
+    const r = collectViewSources(l, this.cat, this.viewSources);
+    this.charge(r.work);
+    if (r.unprovable) this.viewUnprovable = true;
+  }
+  /** A FROM item or write target: a view's columns carry the lineage of its definition (views.ts). */
+  private relationItem(rel: PreparedRelation, alias: N | undefined): NsItem {
+    return isViewLike(rel) ? this.viewItem(rel, alias) : this.baseItem(rel, alias);
+  }
+  /** A FROM item for a view or materialized view: its columns carry the lineage of its definition (views.ts). */
+  private viewItem(rel: PreparedRelation, alias: N | undefined): NsItem {
+    const lins = viewColumnLineage(rel, (sel) => this.analyseViewBody(sel));
+    const cols: Col[] = rel.columnNames.map((c, i) => ({ name: c, lin: lins[i], reads: [{ rel, column: c }], view: true }));
+    return { ...this.baseItem(rel, alias), cols: renameCols(cols, alias, `relation ${q(rel.name)}`) };
+  }
+  /** Walks a view's definition with a fresh analyser over the same catalogue (throws `Refusal` when refused). */
+  private analyseViewBody(sel: N): ViewBodyAnalysis {
+    const out = new Analyzer(this.cat, WORK_BUDGET, true).top('SelectStmt', sel);
+    return { outputs: out.cols.map((c) => c.lin) };
   }
   /** A value used to choose, order, group or limit rows (also a non-output use). */
   private addFilter(l: Lin): void {
@@ -884,7 +920,7 @@ export class Analyzer {
           const rel = this.resolveRelation(rv.schemaname, name);
           this.touchRelation(rel);
           this.charge(rel.columnNames.length);
-          return [this.baseItem(rel, rv.alias)];
+          return [this.relationItem(rel, rv.alias)];
         }
         case 'RangeSubselect': {
           const rs = node.RangeSubselect as N;
@@ -1347,7 +1383,17 @@ export class Analyzer {
       const why = resourceLimitReason(routine.name, (fc.args as N[]).map(constNumber));
       if (why) throw new Refusal('function_not_allowed', `resource limit: ${why}`);
     }
+    // In a view's definition, a function whose body is not analysed may read any relation (views.ts).
+    if (this.viewBody && !this.onlyBuiltIn(fname)) return { lin: merge(derive(lin), LIN_ANY), routine };
     return { lin: derive(lin), routine };
+  }
+
+  /** True when every candidate for this operator name is a `pg_catalog` one (false without an operator list). */
+  private builtInOperator(nameList: N[] | undefined): boolean {
+    const parts = strings(nameList, 'operator name');
+    if (parts.length === 2) return parts[0] === 'pg_catalog';
+    const all = this.cat.operatorsByName?.get(parts[0]);
+    return !!all && all.every((r) => r.schema === 'pg_catalog' || !this.cat.path.includes(r.schema));
   }
 
   /** True when every candidate PostgreSQL could pick for this function name is a `pg_catalog` one. */
@@ -1481,8 +1527,11 @@ export class Analyzer {
           checkFields(type, n);
           const kind = String(n.kind);
           if (!A_EXPR_KINDS.has(kind)) throw new Refusal('statement_not_allowed', `unsupported operator form ${kind}`);
-          if (!kind.startsWith('AEXPR_BETWEEN') && !kind.startsWith('AEXPR_NOT_BETWEEN')) this.checkOperator(n.name);
-          return this.calc(merge(this.ex(n.lexpr, ctx), this.ex(n.rexpr, ctx)));
+          const between = kind.startsWith('AEXPR_BETWEEN') || kind.startsWith('AEXPR_NOT_BETWEEN');
+          if (!between) this.checkOperator(n.name);
+          const value = this.calc(merge(this.ex(n.lexpr, ctx), this.ex(n.rexpr, ctx)));
+          // In a view's definition, an operator whose function is not analysed may read any relation (views.ts).
+          return this.viewBody && !between && !this.builtInOperator(n.name) ? merge(value, LIN_ANY) : value;
         }
         case 'List':
           checkFields(type, n);
@@ -1747,7 +1796,7 @@ export class Analyzer {
     const ctes = s.withClause ? this.withClause(s.withClause, parent, outer) : outer;
     const rv = s.relation as N;
     const rel = this.writeTarget(rv);
-    const target = this.baseItem(rel, rv.alias);
+    const target = this.relationItem(rel, rv.alias);
     const cols = s.cols ? this.dmlCols(rel, s.cols, null) : [...rel.columnNames];
     if (s.selectStmt) for (const o of this.query(s.selectStmt, parent, ctes).cols) this.written(o.lin);
     this.addWrite(rel, 'insert', cols, false);
@@ -1790,7 +1839,7 @@ export class Analyzer {
     const ctes = s.withClause ? this.withClause(s.withClause, parent, outer) : outer;
     const rv = s.relation as N;
     const rel = this.writeTarget(rv);
-    const items: NsItem[] = [this.baseItem(rel, rv.alias)];
+    const items: NsItem[] = [this.relationItem(rel, rv.alias)];
     for (const f of s.fromClause ?? []) for (const it of this.fromItem(f, { parent, ctes }, items)) items.push(it);
     const ctx: Ctx = { scope: { parent, items }, ctes, windows: null };
     const setCols = this.dmlCols(rel, s.targetList, ctx);
@@ -1811,7 +1860,7 @@ export class Analyzer {
     const ctes = s.withClause ? this.withClause(s.withClause, parent, outer) : outer;
     const rv = s.relation as N;
     const rel = this.writeTarget(rv);
-    const items: NsItem[] = [this.baseItem(rel, rv.alias)];
+    const items: NsItem[] = [this.relationItem(rel, rv.alias)];
     for (const f of s.usingClause ?? []) for (const it of this.fromItem(f, { parent, ctes }, items)) items.push(it);
     const ctx: Ctx = { scope: { parent, items }, ctes, windows: null };
     if (s.whereClause) this.addFilter(this.ex(s.whereClause, ctx));
@@ -1823,7 +1872,7 @@ export class Analyzer {
     const ctes = s.withClause ? this.withClause(s.withClause, parent, outer) : outer;
     const rv = s.relation as N;
     const rel = this.writeTarget(rv);
-    const items: NsItem[] = [this.baseItem(rel, rv.alias)];
+    const items: NsItem[] = [this.relationItem(rel, rv.alias)];
     for (const it of this.fromItem(s.sourceRelation, { parent, ctes }, EMPTY_SCOPE_ITEMS)) items.push(it);
     const ctx: Ctx = { scope: { parent, items }, ctes, windows: null };
     if (s.joinCondition) this.addFilter(this.ex(s.joinCondition, ctx));

@@ -20,6 +20,14 @@ export interface CatalogRelation {
   kind: RelationKind;
   /** Columns in physical order (dropped and system columns excluded); `dataType` is `format_type()`. */
   columns: Array<{ name: string; dataType: string }>;
+  /**
+   * Views and materialized views only: the defining SELECT as `pg_get_viewdef(oid)` prints it,
+   * with names qualified where the scanning role's search path would not find them. The analyser
+   * parses it with the same parser and expands a reference to the view into the lineage of its
+   * definition (src/sql/views.ts). Absent (catalogue scanned before this field existed, or not a
+   * view): the view's columns have unprovable lineage and fail closed.
+   */
+  definition?: string;
 }
 
 /** `pg_proc.provolatile` as a word. */

@@ -22,7 +22,9 @@ export interface RelRef {
 /**
  * Lineage of one value.
  * - `src`: source columns keyed by `colKey` (null = none).
- * - `pass`: true only when `src` has exactly one entry and the value is that column's value unchanged.
+ * - `pass`: true only when the value is the value of every entry of `src` unchanged: one catalogue
+ *   column, or a view column together with the columns it passes through (views.ts), which all
+ *   hold the same value.
  * - `opq`: relations whose whole rows may be embedded (null = none).
  */
 export interface Lin {
@@ -96,14 +98,56 @@ export function mergeAll(list: readonly Lin[]): Lin {
 
 /**
  * Union for values that are one of several alternatives unchanged (UNION branches, VALUES rows,
- * recursive CTE terms): passthrough survives only when every alternative passes the same column.
+ * recursive CTE terms): passthrough survives only when every alternative passes the same column
+ * (two passthrough lineages that share an entry hold the same value; the result keeps every name
+ * of it, so a mask on a view column still applies).
  */
 export function alternative(a: Lin, b: Lin): Lin {
   if (a.pass && b.pass && a.src && b.src) {
-    const ka = a.src.keys().next().value;
-    if (b.src.has(ka as string)) return a;
+    let shared = false;
+    lineageWork.n += a.src.size;
+    for (const k of a.src.keys()) if (b.src.has(k)) { shared = true; break; }
+    if (shared) {
+      const src = unionMaps(a.src, b.src);
+      const opq = unionMaps(a.opq, b.opq);
+      return src === a.src && opq === a.opq ? a : { src, pass: true, opq };
+    }
   }
   return merge(a, b);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Views (views.ts): a view column's lineage is the view column itself plus the lineage of its
+// definition. Where that lineage cannot be proven, the value carries `ANY_COLUMN`.
+// ---------------------------------------------------------------------------------------------
+
+/** Schema marker of the "any column" source (a catalogue schema name can never contain NUL). */
+export const ANY_SCHEMA = '\u0000any';
+
+/**
+ * The source of a value whose lineage cannot be proven (a view column computed by a function whose
+ * body is not analysed, a view whose definition is missing, does not parse or is refused, a cycle
+ * of views): it may carry any column of the source. `analyzeSql` turns it into the `unprovable`
+ * flags; it never appears in a result's column lists.
+ */
+export const ANY_COLUMN: ColumnRef = Object.freeze({ schema: ANY_SCHEMA, table: '*', column: '*' });
+
+/** Lineage of an unprovable value (derived, sourced from `ANY_COLUMN`). */
+export const LIN_ANY: Lin = Object.freeze({ src: new Map([[colKey(ANY_SCHEMA, '*', '*'), ANY_COLUMN]]), pass: false, opq: null });
+
+/** True when `c` is the `ANY_COLUMN` marker. */
+export function isAnyColumn(c: ColumnRef): boolean {
+  return c.schema === ANY_SCHEMA;
+}
+
+/**
+ * Lineage of view column `self` whose definition computes `body`: passthrough when the definition
+ * passes one column through unchanged (then both are names of the same value), derived otherwise.
+ */
+export function viewColumnLin(self: ColumnRef, body: Lin): Lin {
+  const own = linColumn(self);
+  if (body.pass && body.src) return { src: unionMaps(own.src, body.src), pass: true, opq: body.opq };
+  return merge(own, body);
 }
 
 /** Whole-row lineage over `cols`: all their sources, opaque over every relation behind them. */
@@ -182,7 +226,7 @@ export function substitute(l: Lin, id: number, finals: readonly Lin[]): Lin {
   for (const c of l.src.values()) if (c.schema === PLACEHOLDER_SCHEMA && c.table === tid) { hit = true; break; }
   lineageWork.n += l.src.size;
   if (!hit) return l;
-  if (l.pass) {
+  if (l.pass && l.src.size === 1) {
     const c = l.src.values().next().value as ColumnRef;
     return finals[Number(c.column)] ?? LIN_NONE;
   }

@@ -12,6 +12,8 @@ export interface PreparedRelation {
   /** Column names in catalogue order. */
   readonly columnNames: readonly string[];
   readonly columnSet: ReadonlySet<string>;
+  /** The defining SELECT of a view or materialized view (see `CatalogRelation.definition`). */
+  readonly definition?: string;
 }
 
 /** One candidate for a function or operator name: the schema that defines it and its volatility. */
@@ -93,6 +95,7 @@ export function prepareCatalog(catalog: SourceCatalog | PreparedCatalog): Prepar
       kind: r.kind,
       columnNames,
       columnSet: new Set(columnNames),
+      ...(typeof r.definition === 'string' ? { definition: r.definition } : {}),
     });
   }
   const functionsByName = new Map<string, PreparedRoutine[]>();

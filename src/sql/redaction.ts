@@ -14,6 +14,11 @@
  *   over a relation with ANY masked column gets `full` (`null` if one of that relation's rules is
  *   `null`) with `onOpaque: 'mask'` (default), or makes the whole plan fail with
  *   `redaction_unprovable` with `onOpaque: 'refuse'`.
+ * - A passthrough output seen through a view lists the view column and the columns it passes
+ *   through (one value under several names): it gets the strongest of their rules' methods.
+ * - An `unprovable` output (a view column whose lineage cannot be proven, src/sql/views.ts) may
+ *   carry any column: it gets `opts.unprovable`, by default `full` when any rule exists (`null`
+ *   when any rule is `null`), or fails the plan with `onOpaque: 'refuse'`.
  * - Several applicable methods: the strongest wins, `null` > `full` > `hash` > `partial`.
  * Columns used only in filters are not outputs; see `filterSources` in the analysis for those.
  */
@@ -41,6 +46,12 @@ export type RedactionPlan =
 export interface PlanOptions {
   /** What to do with opaque outputs over a relation with masked columns (default `'mask'`). */
   onOpaque: 'mask' | 'refuse';
+  /**
+   * Method for `unprovable` outputs (null: returned unchanged). Default: the strongest derived
+   * method over `rules` (`full`, `null` when a rule is `null`; null when there are no rules). A
+   * caller whose masks may cover relations outside `rules` passes the strongest over all of them.
+   */
+  unprovable?: MaskMethod | null;
 }
 
 const STRENGTH: Record<MaskMethod, number> = { partial: 1, hash: 2, full: 3, null: 4 };
@@ -69,11 +80,20 @@ export function planRedaction(outputs: OutputColumn[], rules: MaskRule[], opts?:
     const t = tkey(r.column.schema, r.column.table);
     byRelation.set(t, strongerMethod(byRelation.get(t) ?? null, r.method === 'null' ? 'null' : 'full')!);
   }
+  let anyDerived: MaskMethod | null = null;
+  for (const m of byRelation.values()) anyDerived = strongerMethod(anyDerived, m);
+  const unprovableMethod = opts && opts.unprovable !== undefined ? opts.unprovable : anyDerived;
   const columns: Array<{ index: number; name: string; method: MaskMethod | null }> = [];
   for (let i = 0; i < outputs.length; i++) {
     const o = outputs[i];
     let method: MaskMethod | null = null;
-    const passthrough = o.passthrough && o.sources.length === 1;
+    const passthrough = o.passthrough && o.sources.length >= 1 && !o.unprovable;
+    if (o.unprovable && unprovableMethod) {
+      if (onOpaque === 'refuse') {
+        return { ok: false, code: 'redaction_unprovable', message: `output column ${JSON.stringify(o.name.slice(0, 64))} comes from a view whose lineage cannot be proven` };
+      }
+      method = strongerMethod(method, unprovableMethod);
+    }
     for (const s of o.sources) {
       const m = byColumn.get(key(s.schema, s.table, s.column));
       if (!m) continue;

@@ -23,7 +23,8 @@ export type RefusalCode = 'invalid_sql' | 'statement_not_allowed' | 'function_no
  * comes from.
  * - `sources`: every catalogue column the value is computed from (empty for constants).
  * - `passthrough`: the value is exactly one source column's value, unchanged (through aliases,
- *   sub-selects, CTEs, UNION branches of the same column, COLLATE). Casts, functions, operators,
+ *   sub-selects, CTEs, UNION branches of the same column, COLLATE, views). Through a view,
+ *   `sources` lists the view column and every column it passes through: all hold the same value. Casts, functions, operators,
  *   CASE, aggregates and constructors are never passthrough.
  * - `opaque`: the value may embed whole rows of `opaqueRelations` (whole-row references such as
  *   `SELECT t FROM t`, `row_to_json(t)`, `array_agg(t.*)`), so column-by-column attribution is not
@@ -35,6 +36,12 @@ export interface OutputColumn {
   passthrough: boolean;
   opaque: boolean;
   opaqueRelations: Array<{ schema: string; table: string }>;
+  /**
+   * Present (true) when the value may come from a view column whose lineage cannot be proven
+   * (src/sql/views.ts): it may carry any column of the source. `opaque` is then true as well;
+   * redaction masks it whenever the caller has any mask (`planRedaction`).
+   */
+  unprovable?: true;
 }
 
 /** A relation read by the statement and every column of it that the statement touches anywhere. */
@@ -108,6 +115,26 @@ export interface SqlAnalysisOk {
    * not null; the result is still redacted like any value derived from the column.
    */
   countUses: ColumnRef[];
+  /**
+   * Columns behind the view and materialized-view columns the statement uses (src/sql/views.ts):
+   * base-table columns and nested-view columns whose values feed them by value lineage (all
+   * columns of a relation whose whole rows a view column embeds). They are NOT in `reads`: reading a
+   * view needs a grant on the view only, but an explicit deny on any of these columns (or their
+   * tables) refuses the statement (pipeline step 3). The view's own filters, joins and grouping are
+   * the operator's definition and are not listed.
+   */
+  viewSources: ColumnRef[];
+  /**
+   * True when a used view column has unprovable lineage (no recorded definition, a definition that
+   * does not parse or is refused, a function outside `pg_catalog`, a cycle): it may carry any
+   * column, so a caller with any read deny on the source is refused (fail closed).
+   */
+  viewUnprovable: boolean;
+  /**
+   * True when a value with unprovable lineage is used other than as an output (it would appear in
+   * `nonOutputUses`/`filterSources`): a caller with any mask is refused, as for a masked column.
+   */
+  unprovableUses: boolean;
   /** False when any volatile or clock/session-dependent function or SQL value function is used, or the statement writes. */
   cacheable: boolean;
   /**

@@ -103,6 +103,7 @@ WITH rels AS (
 SELECT
   (SELECT coalesce(json_agg(json_build_object(
       's', r.s, 'n', r.n, 'k', r.k,
+      'd', CASE WHEN r.k IN ('v', 'm') THEN pg_catalog.pg_get_viewdef(r.oid) END,
       'c', (SELECT coalesce(json_agg(json_build_array(a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod)) ORDER BY a.attnum), '[]'::json)
             FROM pg_catalog.pg_attribute a
             WHERE a.attrelid = r.oid AND a.attnum > 0 AND NOT a.attisdropped)
@@ -129,7 +130,7 @@ SELECT
 `;
 
 interface ScanRow {
-  relations: Array<{ s: string; n: string; k: string; c: Array<[string, string]> }>;
+  relations: Array<{ s: string; n: string; k: string; d: string | null; c: Array<[string, string]> }>;
   functions: Array<[string, string, string, boolean, string | null]>;
   operators: Array<[string, string, string]>;
   system_relations: string[];
@@ -147,7 +148,8 @@ function isPool(client: pg.ClientBase | pg.Pool): client is pg.Pool {
  * - `relations`: tables, views, materialized views, foreign and partitioned tables of every schema
  *   except `pg_catalog`, `information_schema`, TOAST and temporary schemas, with columns in order;
  *   sorted by schema then name; at most `opts.maxRelations` (default 10 000), `truncated` set when
- *   more exist.
+ *   more exist. Views and materialized views carry their `definition` (`pg_get_viewdef`, printed
+ *   for the scanning role's search path, which is the path the analyser resolves it with).
  * - `functions`: every function/aggregate/window function of every schema, `pg_catalog` included,
  *   overloads folded per name (most volatile `provolatile` wins; see `CatalogFunction`).
  * - `operators`, `systemRelations`, `unsafeTypes`: see `SourceCatalog`. Aggregates get the volatility
@@ -179,6 +181,7 @@ export async function scanCatalog(
     name: r.n,
     kind: KIND[r.k],
     columns: r.c.map(([name, dataType]) => ({ name, dataType })),
+    ...(typeof r.d === 'string' ? { definition: r.d } : {}),
   }));
   const functions: CatalogFunction[] = row.functions.map(([schema, name, v, rs, oc]) => {
     const f: CatalogFunction = { schema, name, volatility: VOLATILITY[v] ?? 'volatile', returnsSet: rs };

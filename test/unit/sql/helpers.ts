@@ -13,7 +13,7 @@ import fixture from './fixtures/pg15-chinook-catalog.json';
 /** The scanned catalogue, unchanged. */
 export const PG_CATALOG: SourceCatalog = fixture as unknown as SourceCatalog;
 
-/** Extra relations used by resolution tests: a schema `s` outside the search path, a view. */
+/** Extra relations used by resolution tests: a schema `s` outside the search path, a view (with its definition as `pg_get_viewdef` prints it). */
 export const EXTRA_RELATIONS: CatalogRelation[] = [
   { schema: 's', name: 't', kind: 'table', columns: [{ name: 'x', dataType: 'integer' }, { name: 'y', dataType: 'text' }] },
   { schema: 's', name: 'only_in_s', kind: 'table', columns: [{ name: 'z', dataType: 'integer' }] },
@@ -22,6 +22,7 @@ export const EXTRA_RELATIONS: CatalogRelation[] = [
     name: 'customer_view',
     kind: 'view',
     columns: [{ name: 'customer_id', dataType: 'integer' }, { name: 'email', dataType: 'character varying(60)' }],
+    definition: ' SELECT customer.customer_id,\n    customer.email\n   FROM customer;',
   },
   { schema: 'public', name: 'MixedCase', kind: 'table', columns: [{ name: 'Id', dataType: 'integer' }, { name: 'id', dataType: 'integer' }] },
 ];
