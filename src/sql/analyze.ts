@@ -10,9 +10,10 @@
  * - NUL bytes, lone UTF-16 surrogates, empty input, input over `maxLength`, syntax errors, nesting
  *   deeper than the walker allows, `$n` above 65535, numeric literals that are not plain decimal
  *   (`0x1F`, `0o17`, `0b1`, `1_000`: PostgreSQL 15 and older read them differently) → `invalid_sql`.
- * - Statements whose analysis would exceed the work budget (`WORK_BUDGET` steps: nodes visited,
- *   columns listed or scanned, lineage entries merged) → `statement_not_allowed`, "statement too
- *   complex to analyse". Every node is walked once (recursive terms too), so legitimate statements
+ * - Statements over the source's complexity limits (CTEs, range-table entries, join and subquery
+ *   depth, set-operation arms, parse-tree nodes: complexity.ts), checked on the parse tree before
+ *   the walk, and statements whose analysis would exceed the work budget (`WORK_BUDGET` steps:
+ *   nodes visited, columns listed or scanned, lineage entries merged) → `statement_too_complex`. Every node is walked once (recursive terms too), so legitimate statements
  *   stay far below it; the budget caps the synchronous walk of any input (5–25 ms warm on the
  *   development machine, several times that cold or under heavy load; parsing is separate).
  * - More than one statement; any top-level statement other than SELECT/VALUES/TABLE, INSERT,
@@ -61,12 +62,15 @@
 import { createHash } from 'node:crypto';
 import type { SourceCatalog } from './catalog-types';
 import { Analyzer, Refusal, statementName, WORK_BUDGET } from './analyzer';
+import { complexityRefusal, DEFAULT_COMPLEXITY_LIMITS, measureComplexity, type ComplexityLimits } from './complexity';
 import { isPlaceholder } from './lineage';
 import { PreparedCatalog, prepareCatalog } from './prepared-catalog';
 import { fingerprintSql, initSqlParser, parseSql, scanSql, SqlParseFailure } from './parser';
 import type { ColumnRef, OutputColumn, SqlAnalysis, SqlAnalysisOk } from './types';
 
 export { WORK_BUDGET } from './analyzer';
+export { complexityLimitsFromSettings, DEFAULT_COMPLEXITY_LIMITS } from './complexity';
+export type { ComplexityLimits } from './complexity';
 
 export { initSqlParser } from './parser';
 export { prepareCatalog } from './prepared-catalog';
@@ -99,6 +103,12 @@ export interface AnalyzeOptions {
    * as `statement_not_allowed` ("statement too complex to analyse"). For tests and tuning.
    */
   workBudget?: number;
+  /**
+   * Complexity bounds checked on the parse tree before the walk (default
+   * `DEFAULT_COMPLEXITY_LIMITS`; a source's own come from `complexityLimitsFromSettings`). Above
+   * any of them the statement is refused as `statement_too_complex` (issue 10, Build 3).
+   */
+  complexity?: ComplexityLimits;
 }
 
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
@@ -149,6 +159,10 @@ export function analyzeSql(sql: string, catalog: SourceCatalog | PreparedCatalog
   const type = keys[0];
   if (!TOP_ALLOWED.has(type)) return refuse('statement_not_allowed', `${statementName(type)} statements are not allowed`);
 
+  const limits = opts?.complexity ?? DEFAULT_COMPLEXITY_LIMITS;
+  const tooComplex = complexityRefusal(measureComplexity(stmt, limits.maxParseTreeNodes), limits);
+  if (tooComplex) return refuse('statement_too_complex', tooComplex);
+
   const cat = prepareCatalog(catalog);
   const a = new Analyzer(cat, opts?.workBudget ?? WORK_BUDGET);
   let outs;
@@ -177,7 +191,7 @@ export function analyzeSql(sql: string, catalog: SourceCatalog | PreparedCatalog
   const leaked =
     outputs.some((o) => o.sources.some((c) => isPlaceholder(c)) || o.opaqueRelations.some((r) => isPlaceholder(r))) ||
     [...filterSources, ...nonOutputUses, ...countUses].some((c) => isPlaceholder(c));
-  if (leaked) return refuse('statement_not_allowed', 'statement too complex to analyse (unresolved recursive query)');
+  if (leaked) return refuse('statement_too_complex', 'statement too complex to analyse (unresolved recursive query)');
   const result = {
     ok: true,
     kind: a.hasWrite ? 'write' : 'read',

@@ -73,7 +73,7 @@ const MAX_RECURSIVE_ITERATIONS = 10_000;
  * once (CTE bodies, sub-selects and recursive terms are analysed once and reused), so legitimate
  * statements use a few thousand steps (a 40-way NATURAL JOIN: ~7 000); the budget is a backstop
  * that bounds the synchronous work whatever the input's shape (5–25 ms warm on the development
- * machine). Above it the statement is refused (`statement_not_allowed`, "statement too complex to
+ * machine). Above it the statement is refused (`statement_too_complex`, "statement too complex to
  * analyse").
  */
 export const WORK_BUDGET = 100_000;
@@ -386,7 +386,7 @@ export class Analyzer {
   private charge(n: number): void {
     this.work += n;
     if (this.work + (lineageWork.n - this.lineageStart) > this.budget) {
-      throw new Refusal('statement_not_allowed', 'statement too complex to analyse (work budget exceeded); simplify it or split it into several statements');
+      throw new Refusal('statement_too_complex', 'statement too complex to analyse (work budget exceeded); simplify it or split it into several statements');
     }
   }
   private enter(): void {
@@ -807,7 +807,7 @@ export class Analyzer {
       if (right.length !== left.length) throw new Refusal('invalid_sql', 'each UNION query must have the same number of columns');
       let cur: Lin[] = left.map((c) => c.lin);
       for (let i = 0; ; i++) {
-        if (i >= MAX_RECURSIVE_ITERATIONS) throw new Refusal('statement_not_allowed', `recursive query ${q(name)} is too complex to analyse`);
+        if (i >= MAX_RECURSIVE_ITERATIONS) throw new Refusal('statement_too_complex', `recursive query ${q(name)} is too complex to analyse`);
         this.charge(left.length);
         const prev = cur;
         const next = left.map((c, k) => alternative(alternative(c.lin, prev[k]), substitute(right[k].lin, id, prev)));
