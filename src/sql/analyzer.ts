@@ -26,8 +26,10 @@ import {
   deniedValueFunctionReason,
   HARMLESS_VOLATILE,
   isCacheBreaking,
+  RESOURCE_CHECKED,
   resourceLimitReason,
 } from './function-policy';
+import { BUILTIN_SCHEMAS, builtinFunctionRefusal, regconfigCallReason } from './builtin-functions/classes';
 import {
   alternative,
   ColumnRef,
@@ -537,6 +539,9 @@ export class Analyzer {
     // candidate must be acceptable.
     let worst: PreparedRoutine = candidates[0];
     for (const c of candidates) {
+      // Built-ins: the classification of every pg_proc row (builtin-functions/, issue 12 Build 3).
+      const why = BUILTIN_SCHEMAS.has(c.schema) ? builtinFunctionRefusal(c.schema, c.name) : null;
+      if (why) throw new Refusal('function_not_allowed', `function ${q(c.name)} is not allowed: it ${why}`);
       if (c.volatility === 'volatile' && !(c.schema === 'pg_catalog' && HARMLESS_VOLATILE.has(c.name))) {
         throw new Refusal('function_not_allowed', `function ${q(c.schema + '.' + c.name)} is volatile (may have side effects)`);
       }
@@ -1343,6 +1348,11 @@ export class Analyzer {
     }
     if (fc.agg_filter) lin = merge(lin, this.calc(this.ex(fc.agg_filter, ctx)));
     if (fc.over) lin = merge(lin, this.calc(this.over(fc.over, ctx)));
+    if (routine.schema === 'pg_catalog') {
+      const first = args.length > 0 && !hasOwn.call(args[0], 'NamedArgExpr') ? constString(args[0]) : null;
+      const why = regconfigCallReason(routine.name, args.length, first);
+      if (why) throw new Refusal('function_not_allowed', `function ${q(routine.name)} is not allowed ${why}`);
+    }
     if (routine.schema === 'pg_catalog' && RESOURCE_CHECKED.has(routine.name) && fc.args) {
       const why = resourceLimitReason(routine.name, (fc.args as N[]).map(constNumber));
       if (why) throw new Refusal('function_not_allowed', `resource limit: ${why}`);
@@ -1875,7 +1885,11 @@ const A_EXPR_KINDS = new Set([
   'AEXPR_NOT_BETWEEN_SYM',
 ]);
 
-const RESOURCE_CHECKED = new Set(['generate_series', 'repeat', 'lpad', 'rpad']);
+/** Value of a bare string constant (`'english'`), else null (casts, parameters, columns, expressions). */
+function constString(node: N): string | null {
+  const c = node && hasOwn.call(node, 'A_Const') ? (node.A_Const as N) : null;
+  return c && c.sval && typeof c.sval.sval === 'string' ? c.sval.sval : null;
+}
 
 /** Value of a constant numeric argument (`1e9`, `-5`, `'100'`, `10::bigint`), else null. */
 function constNumber(node: N): number | null {
