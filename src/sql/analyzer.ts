@@ -30,6 +30,7 @@ import {
   resourceLimitReason,
 } from './function-policy';
 import { BUILTIN_SCHEMAS, builtinFunctionRefusal, regconfigCallReason } from './builtin-functions/classes';
+import { typeNameResolves } from './type-names';
 import {
   alternative,
   ColumnRef,
@@ -1677,6 +1678,8 @@ export class Analyzer {
       if (why) throw new Refusal('function_not_allowed', `type ${q(names.join('.'))} is not allowed: it ${why}`);
     }
     this.rowTypeUse(names);
+    // A type that exists nowhere answers like a missing relation (issue 12, Build 4).
+    if (!typeNameResolves(this.cat, names)) throw new Refusal('unknown_relation', `unknown type ${q(names.join('.'))}`);
     const unsafe = this.cat.unsafeTypes.get(names[names.length - 1]);
     if (unsafe) {
       const hit = names.length === 2 ? unsafe.includes(names[0]) : unsafe.some((sch) => this.cat.path.includes(sch));
