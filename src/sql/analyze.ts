@@ -41,11 +41,13 @@
  *   user functions, column defaults and triggers of writes.
  * - User-defined stable functions are allowed; they may read relations that `reads` does not show.
  *   `functions` lists them (schema ≠ `pg_catalog`) so policy can refuse them.
- * - A relation's row type used as a type (`NULL::employee`) counts as reading all its columns, but
- *   a type name that exists nowhere fails only on the server: without a type list in the catalogue
- *   the analyser cannot tell an unknown type from a built-in one, so `NULL::no_such_type` (server
- *   error) and `NULL::employee` (refused by authorization) still differ for a caller who may not
- *   read `employee`.
+ * - A relation's row type used as a type (`NULL::employee`) counts as reading all its columns; a
+ *   type name that exists nowhere is `unknown_relation` (type-names.ts), so both answer alike. Only
+ *   catalogues without a type list (snapshots scanned before `types` existed) skip that check.
+ * - Built-in functions follow the classification of every pg_proc row (builtin-functions/,
+ *   docs/function-policy.md); the analyser decides per name, so a few reviewed names are allowed
+ *   although an overload is refused (`MIXED_ALLOWED`): e.g. `age(xid)` is reachable only through a
+ *   granted column of type `xid`.
  * - Resource exhaustion beyond the obvious constants (`generate_series(1, n)` with n from a table,
  *   nested `repeat`, cross joins, unbounded recursive CTEs) is classified as a read (the work
  *   budget bounds the analysis, not the execution).

@@ -36,7 +36,7 @@ export interface BuiltinDecision {
  *   (`regconfigCallReason`), so nothing is probed.
  */
 export const MIXED_ALLOWED: ReadonlyMap<string, string> = new Map([
-  ['pg_catalog.age', 'the xid overload needs an xid value, which agent SQL cannot produce'],
+  ['pg_catalog.age', 'the xid overload needs an xid value, which agent SQL cannot produce (casts to xid and functions returning one are refused) except by reading a granted column of type xid'],
   ['pg_catalog.int8', 'the oid overload converts a number and looks nothing up'],
   ['pg_catalog.max', 'aggregates over values the statement already holds'],
   ['pg_catalog.min', 'aggregates over values the statement already holds'],
