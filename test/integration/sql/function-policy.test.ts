@@ -6,7 +6,8 @@
  */
 import { Client } from 'pg';
 import { builtinFunctionDecision, loadSnapshots } from '../../../src/sql/builtin-functions/classes';
-import { classifyRow } from '../../../src/sql/builtin-functions/rules';
+import { classifyRow, OBJECT_ID_TYPES } from '../../../src/sql/builtin-functions/rules';
+import { SERVER_STATE_TYPES } from '../../../src/sql/function-policy';
 import { PROC_SNAPSHOT_SQL, type ProcRow } from '../../../src/sql/builtin-functions/snapshot';
 import { ADMIN_URL } from '../../helpers/pg';
 
@@ -46,4 +47,26 @@ test("the server's rows are exactly the snapshot of its version (take a new snap
   const key = (r: ProcRow) => JSON.stringify(r);
   const known = new Set(snap.rows.map(key));
   expect(rows.filter((r) => !known.has(key(r))).map((r) => `${r[0]}.${r[1]}(${r[2]})`)).toEqual([]);
+});
+
+test('no built-in operator over ordinary types (not object identifiers, server-state types, aclitem or internal) is implemented by a refused function (operators are not classified separately)', async () => {
+  const c = new Client({ connectionString: ADMIN_URL });
+  await c.connect();
+  try {
+    const ops = await c.query<{ op: string; l: string; r: string; f: string }>(
+      `SELECT o.oprname AS op, coalesce(lt.typname, '-') AS l, coalesce(rt.typname, '-') AS r, p.proname AS f
+       FROM pg_operator o JOIN pg_proc p ON p.oid = o.oprcode
+       LEFT JOIN pg_type lt ON lt.oid = o.oprleft LEFT JOIN pg_type rt ON rt.oid = o.oprright
+       WHERE o.oprnamespace = 'pg_catalog'::regnamespace`,
+    );
+    expect(ops.rows.length).toBeGreaterThan(700);
+    const unproducible = (t: string) => {
+      const b = t.startsWith('_') ? t.slice(1) : t;
+      return OBJECT_ID_TYPES.has(b) || SERVER_STATE_TYPES.has(b) || b === 'aclitem' || b === 'internal';
+    };
+    const leaks = ops.rows.filter((o) => builtinFunctionDecision('pg_catalog', o.f)?.class === 'refused' && !unproducible(o.l) && !unproducible(o.r));
+    expect(leaks.map((o) => `${o.l} ${o.op} ${o.r} (${o.f})`)).toEqual([]);
+  } finally {
+    await c.end();
+  }
 });
