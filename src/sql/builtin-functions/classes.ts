@@ -1,7 +1,7 @@
 /**
  * The function policy's decision per built-in function name (issue 12, Build 3): the rules of
- * rules.ts applied to every pg_proc row of the snapshots (PostgreSQL 15 and 18, pg15.json and
- * pg18.json), folded per `schema.name` because the analyser does not resolve overloads.
+ * rules.ts applied to every pg_proc row of the snapshots (PostgreSQL 15, 16, 17 and 18,
+ * pg-proc.json), folded per `schema.name` because the analyser does not resolve overloads.
  *
  * Folding: a name is refused when any of its overloads is refused, except the reviewed
  * `MIXED_ALLOWED` names whose refused overloads take only types an agent cannot produce (see there).
@@ -9,9 +9,8 @@
  * snapshot (a function of a newer PostgreSQL) has no decision and the analyser refuses it.
  */
 import { classifyRow, type FunctionClass } from './rules';
-import type { ProcRow, ProcSnapshot } from './snapshot';
-import PG15 from './pg15.json';
-import PG18 from './pg18.json';
+import { expandSnapshots, type ProcRow, type ProcSnapshot, type ProcSnapshotFile } from './snapshot';
+import PG_PROC from './pg-proc.json';
 
 /** The decision for one built-in `schema.name`. `rule` is the id of the rule that decided it. */
 export interface BuiltinDecision {
@@ -52,8 +51,10 @@ export const BUILTIN_TS_CONFIGS: ReadonlySet<string> = new Set(
 
 /** The snapshots the policy covers. */
 export function loadSnapshots(): ProcSnapshot[] {
-  return [PG15 as unknown as ProcSnapshot, PG18 as unknown as ProcSnapshot];
+  snapshots ??= expandSnapshots(PG_PROC as unknown as ProcSnapshotFile);
+  return snapshots;
 }
+let snapshots: ProcSnapshot[] | null = null;
 
 /** Rows that no rule classifies (the tests require none). */
 export function unclassifiedRows(snapshots: ProcSnapshot[]): ProcRow[] {

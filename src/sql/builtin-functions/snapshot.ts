@@ -33,3 +33,45 @@ JOIN pg_catalog.pg_language l ON l.oid = p.prolang
 JOIN pg_catalog.pg_type rt ON rt.oid = p.prorettype
 WHERE n.nspname IN ('pg_catalog', 'information_schema')
 ORDER BY n.nspname, p.proname, 1::text`;
+
+/**
+ * The snapshots as stored (src/sql/builtin-functions/pg-proc.json): each distinct row once, with
+ * the major versions that have it as a last, space-separated element (`"15 16 17 18"`). Rows sorted
+ * by their JSON text, so a new snapshot changes only the lines it must.
+ */
+export interface ProcSnapshotFile {
+  versions: number[];
+  rows: Array<[...ProcRow, string]>;
+}
+
+/** Expands the stored file into one snapshot per version (rows in file order). */
+export function expandSnapshots(file: ProcSnapshotFile): ProcSnapshot[] {
+  return file.versions.map((v) => ({
+    postgres: v,
+    rows: file.rows.filter((r) => r[8].split(' ').includes(String(v))).map((r) => r.slice(0, 8) as ProcRow),
+  }));
+}
+
+/** Replaces (or adds) one version's snapshot in the stored file; pure. */
+export function mergeSnapshot(file: ProcSnapshotFile, snap: ProcSnapshot): ProcSnapshotFile {
+  const versions = [...new Set([...file.versions, snap.postgres])].sort((a, b) => a - b);
+  const byRow = new Map<string, Set<number>>();
+  for (const s of expandSnapshots(file)) {
+    if (s.postgres === snap.postgres) continue;
+    for (const r of s.rows) {
+      const k = JSON.stringify(r);
+      (byRow.get(k) ?? byRow.set(k, new Set()).get(k)!).add(s.postgres);
+    }
+  }
+  for (const r of snap.rows) {
+    const k = JSON.stringify(r);
+    (byRow.get(k) ?? byRow.set(k, new Set()).get(k)!).add(snap.postgres);
+  }
+  const rows = [...byRow.keys()].sort().map((k) => [...(JSON.parse(k) as ProcRow), versions.filter((v) => byRow.get(k)!.has(v)).join(' ')] as [...ProcRow, string]);
+  return { versions, rows };
+}
+
+/** The stored file's text: one row per line. */
+export function formatSnapshotFile(file: ProcSnapshotFile): string {
+  return '{"versions":' + JSON.stringify(file.versions) + ',"rows":[\n' + file.rows.map((r) => JSON.stringify(r)).join(',\n') + '\n]}\n';
+}

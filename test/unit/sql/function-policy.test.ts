@@ -1,6 +1,6 @@
 /**
  * Issue 12, Build 3: a function policy that covers every built-in function. Every pg_proc row of
- * the PostgreSQL 15 and 18 snapshots lands in exactly one class; the published table
+ * the PostgreSQL 15, 16, 17 and 18 snapshots lands in exactly one class; the published table
  * (docs/function-policy.md) is current; the disclosed families are refused by the analyser with
  * their reason; legitimate functions still pass. (test/integration/sql/function-policy.test.ts
  * checks the live server's pg_proc against the same rules.)
@@ -11,6 +11,7 @@ import { analyzeSql, initSqlParser, prepareCatalog } from '../../../src/sql/anal
 import { builtinFunctionDecision, foldDecisions, loadSnapshots, MIXED_ALLOWED, unclassifiedRows } from '../../../src/sql/builtin-functions/classes';
 import { renderPolicyMarkdown } from '../../../src/sql/builtin-functions/render';
 import { classifyRow, FUNCTION_RULES } from '../../../src/sql/builtin-functions/rules';
+import { expandSnapshots, formatSnapshotFile, mergeSnapshot, type ProcRow } from '../../../src/sql/builtin-functions/snapshot';
 import ALLOWED from '../../../src/sql/builtin-functions/allowed.json';
 import { CATALOG } from './helpers';
 
@@ -26,8 +27,8 @@ const answer = (sql: string) => {
 };
 
 describe('classification of every built-in function', () => {
-  test('the snapshots cover PostgreSQL 15 and 18, thousands of rows each', () => {
-    expect(snapshots.map((s) => s.postgres)).toEqual([15, 18]);
+  test('the snapshots cover PostgreSQL 15, 16, 17 and 18, thousands of rows each', () => {
+    expect(snapshots.map((s) => s.postgres)).toEqual([15, 16, 17, 18]);
     for (const s of snapshots) expect(s.rows.length).toBeGreaterThan(3000);
   });
 
@@ -101,6 +102,19 @@ describe('classification of every built-in function', () => {
 
   test('a function in no snapshot has no decision (refused by the analyser)', () => {
     expect(builtinFunctionDecision('pg_catalog', 'pg_brand_new_function')).toBeNull();
+  });
+});
+
+describe('the stored snapshot file', () => {
+  const a: ProcRow = ['pg_catalog', 'abs', 'int4', 'int4', 'internal', 'f', 'i', false];
+  const b: ProcRow = ['pg_catalog', 'new_fn', 'text', 'text', 'internal', 'f', 'i', false];
+  test('merging versions keeps each row once with its versions; re-merging a version replaces it', () => {
+    let f = mergeSnapshot({ versions: [], rows: [] }, { postgres: 15, rows: [a] });
+    f = mergeSnapshot(f, { postgres: 18, rows: [a, b] });
+    expect(f).toEqual({ versions: [15, 18], rows: [[...a, '15 18'], [...b, '18']] });
+    expect(mergeSnapshot(f, { postgres: 18, rows: [a] })).toEqual({ versions: [15, 18], rows: [[...a, '15 18']] });
+    expect(expandSnapshots(f)).toEqual([{ postgres: 15, rows: [a] }, { postgres: 18, rows: [a, b] }]);
+    expect(JSON.parse(formatSnapshotFile(f))).toEqual(f);
   });
 });
 
