@@ -67,14 +67,22 @@ import { Analyzer, Refusal, statementName, WORK_BUDGET } from './analyzer';
 import { complexityRefusal, DEFAULT_COMPLEXITY_LIMITS, measureComplexity, type ComplexityLimits } from './complexity';
 import { isPlaceholder } from './lineage';
 import { PreparedCatalog, prepareCatalog } from './prepared-catalog';
-import { fingerprintSql, initSqlParser, parseSql, scanSql, SqlParseFailure } from './parser';
+import { fingerprintSql, initSqlParser as loadParser, parseSql, scanSql, SqlParseFailure } from './parser';
+import { builtinFunctionDecision } from './builtin-functions/classes';
 import type { ColumnRef, OutputColumn, SqlAnalysis, SqlAnalysisOk } from './types';
 
 export { WORK_BUDGET } from './analyzer';
 export { complexityLimitsFromSettings, DEFAULT_COMPLEXITY_LIMITS } from './complexity';
 export type { ComplexityLimits } from './complexity';
 
-export { initSqlParser } from './parser';
+/**
+ * Loads the parser's WASM (idempotent) and builds the built-in function policy (about 0.1–0.4 s
+ * once per process), so that neither happens on an agent's first call.
+ */
+export async function initSqlParser(): Promise<void> {
+  await loadParser();
+  builtinFunctionDecision('pg_catalog', 'abs');
+}
 export { prepareCatalog } from './prepared-catalog';
 export type { PreparedCatalog } from './prepared-catalog';
 export type {

@@ -63,9 +63,14 @@ export function unclassifiedRows(snapshots: ProcSnapshot[]): ProcRow[] {
 
 /** Folds classified rows into one decision per `schema.name` (see the module comment). */
 export function foldDecisions(snapshots: ProcSnapshot[]): Map<string, BuiltinDecision> {
+  // Distinct rows only: most rows are the same in every version.
   const byName = new Map<string, ProcRow[]>();
+  const seen = new Set<string>();
   for (const s of snapshots) {
     for (const r of s.rows) {
+      const id = r.join('\u0001');
+      if (seen.has(id)) continue;
+      seen.add(id);
       const key = r[0] + '.' + r[1];
       const list = byName.get(key);
       if (list) list.push(r);
