@@ -107,9 +107,6 @@ async function withClient<T>(url: string, fn: (c: pg.Client) => Promise<T>): Pro
 }
 
 /** Creates (or resets) a login role with only LOGIN and the given password. */
-/** `temp_file_limit` the demo sets on its reader role (docs/operators.md recommends the same). */
-export const READER_TEMP_FILE_LIMIT = '256MB';
-
 async function ensureLoginRole(c: pg.Client, role: string, password: string): Promise<void> {
   const exists = await c.query('SELECT 1 FROM pg_roles WHERE rolname = $1', [role]);
   const r = c.escapeIdentifier(role);
@@ -155,12 +152,6 @@ export async function provisionDemo(opts: ProvisionDemoOptions): Promise<Provisi
     await ensureLoginRole(c, readerRole, readerPassword);
     await ensureLoginRole(c, writerRole, writerPassword);
     await c.query(`ALTER ROLE ${c.escapeIdentifier(readerRole)} SET default_transaction_read_only = on`);
-    // Bounds the temporary files one agent statement can write (sorts, hashes, CTEs spilled to
-    // disk; issue 10, Build 3). The setting has context superuser: a non-superuser admin without
-    // SET privilege on it cannot apply it, which only removes this layer (logged).
-    await c.query(`ALTER ROLE ${c.escapeIdentifier(readerRole)} SET temp_file_limit = '${READER_TEMP_FILE_LIMIT}'`).catch((err: unknown) => {
-      log?.warn({ component: 'demo', err: err instanceof Error ? err.message : String(err) }, 'could not set temp_file_limit for the reader role');
-    });
     const d = c.escapeIdentifier(databaseName);
     await c.query(`REVOKE ALL ON DATABASE ${d} FROM PUBLIC`);
     await c.query(`GRANT CONNECT ON DATABASE ${d} TO ${c.escapeIdentifier(readerRole)}, ${c.escapeIdentifier(writerRole)}`);
