@@ -20,7 +20,11 @@
  *   UPDATE, DELETE, MERGE or EXPLAIN (without ANALYZE, of a read); SELECT INTO; FOR UPDATE/SHARE/
  *   NO KEY UPDATE/KEY SHARE anywhere; WHERE CURRENT OF; XMLTABLE/JSON_TABLE; RETURNING WITH (...);
  *   any parse-tree node or field the walker does not know → `statement_not_allowed` (fail closed).
- * - Deny-listed functions (any schema, any case; see function-policy.ts), volatile functions other
+ * - Built-in functions (`pg_catalog`, `information_schema`) that the classification of every
+ *   pg_proc row refuses or does not classify (builtin-functions/, docs/function-policy.md), the
+ *   `regconfig` form of text-search functions without a constant built-in configuration name,
+ *   casts to transaction-id, snapshot, tuple-id and WAL-position types,
+ *   deny-listed functions (any schema, any case; see function-policy.ts), volatile functions other
  *   than a few harmless built-ins (random(), gen_random_uuid(), clock_timestamp(), …), unknown
  *   functions, any same-named volatile candidate on the search path, volatile or unknown operators
  *   (when the catalogue lists operators), TABLESAMPLE methods other than BERNOULLI/SYSTEM, casts to

@@ -7,6 +7,7 @@
 import { analyzeSql, complexityLimitsFromSettings, DEFAULT_COMPLEXITY_LIMITS, initSqlParser, prepareCatalog } from '../../../src/sql/analyze';
 import { complexityRefusal, measureComplexity, type ComplexityLimits } from '../../../src/sql/complexity';
 import { parseSql } from '../../../src/sql/parser';
+import { validateSourceDefinition } from '../../../generated/validators';
 import { ANALYTICAL_QUERIES } from '../../../bench/lib/corpus';
 import { CATALOG } from './helpers';
 import { LEGIT } from './corpus';
@@ -129,5 +130,20 @@ describe('analyzeSql refuses statements over a limit as statement_too_complex', 
     expect(complexityLimitsFromSettings(undefined)).toEqual(DEFAULT_COMPLEXITY_LIMITS);
     expect(complexityLimitsFromSettings({ host: 'x' })).toEqual(DEFAULT_COMPLEXITY_LIMITS);
     expect(complexityLimitsFromSettings({ complexity: { max_ctes: 0, max_join_depth: 'x', max_subquery_depth: 2.5 } })).toEqual(DEFAULT_COMPLEXITY_LIMITS);
+  });
+});
+
+describe('the source schema carries the limits (spec/source-v1.schema.json)', () => {
+  const source = (complexity: unknown) => ({
+    id: 'sales',
+    type: 'postgres',
+    name: 'Sales',
+    settings: { host: 'db', port: 5432, database: 'sales', reader: { user: 'r', password: 'p' }, tls: { mode: 'off' }, complexity },
+  });
+
+  test('every limit is a setting; unknown keys and non-positive values are rejected', () => {
+    expect(validateSourceDefinition(source({ max_ctes: 16, max_range_table_entries: 100, max_join_depth: 20, max_subquery_depth: 10, max_set_operation_arms: 50, max_parse_tree_nodes: 5000 }))).toBe(true);
+    expect(validateSourceDefinition(source({ max_cte: 16 }))).toBe(false);
+    expect(validateSourceDefinition(source({ max_ctes: 0 }))).toBe(false);
   });
 });
