@@ -1173,6 +1173,24 @@ export interface components {
                 failure_threshold?: number;
                 reset_timeout_ms?: number;
             };
+            /**
+             * SourceComplexityLimits
+             * @description Complexity bounds on agent SQL, checked on the parse tree before the statement is analysed or sent (issue 10, Build 3). Some planner work cannot be interrupted by statement_timeout or cancel, so a statement over any bound is refused as forbidden/statement_too_complex. The defaults leave a wide margin over real analytical SQL.
+             */
+            complexity?: {
+                /** @description Most WITH items (CTEs) in one statement (default 64). */
+                max_ctes?: number;
+                /** @description Most FROM items (tables, sub-selects, functions), joins and write targets in one statement (default 256). */
+                max_range_table_entries?: number;
+                /** @description Deepest nesting of JOINs (default 64). */
+                max_join_depth?: number;
+                /** @description Deepest nesting of query levels (sub-selects, CTE bodies, set-operation arms; the statement itself is level 1) (default 32). */
+                max_subquery_depth?: number;
+                /** @description Most UNION/INTERSECT/EXCEPT arms in one statement (default 256). */
+                max_set_operation_arms?: number;
+                /** @description Most parse-tree nodes in one statement (default 20000). */
+                max_parse_tree_nodes?: number;
+            };
         };
         /** DocumentsSourceSettings */
         documentsSettings: {
@@ -1242,6 +1260,24 @@ export interface components {
                     breaker?: {
                         failure_threshold?: number;
                         reset_timeout_ms?: number;
+                    };
+                    /**
+                     * SourceComplexityLimits
+                     * @description Complexity bounds on agent SQL, checked on the parse tree before the statement is analysed or sent (issue 10, Build 3). Some planner work cannot be interrupted by statement_timeout or cancel, so a statement over any bound is refused as forbidden/statement_too_complex. The defaults leave a wide margin over real analytical SQL.
+                     */
+                    complexity?: {
+                        /** @description Most WITH items (CTEs) in one statement (default 64). */
+                        max_ctes?: number;
+                        /** @description Most FROM items (tables, sub-selects, functions), joins and write targets in one statement (default 256). */
+                        max_range_table_entries?: number;
+                        /** @description Deepest nesting of JOINs (default 64). */
+                        max_join_depth?: number;
+                        /** @description Deepest nesting of query levels (sub-selects, CTE bodies, set-operation arms; the statement itself is level 1) (default 32). */
+                        max_subquery_depth?: number;
+                        /** @description Most UNION/INTERSECT/EXCEPT arms in one statement (default 256). */
+                        max_set_operation_arms?: number;
+                        /** @description Most parse-tree nodes in one statement (default 20000). */
+                        max_parse_tree_nodes?: number;
                     };
                 };
                 /**

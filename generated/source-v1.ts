@@ -70,6 +70,7 @@ export interface PostgresSourceSettings {
    */
   connect_timeout_ms?: number;
   breaker?: SourceBreaker;
+  complexity?: SourceComplexityLimits;
 }
 /**
  * This interface was referenced by `undefined`'s JSON-Schema
@@ -146,6 +147,35 @@ export interface DocumentTableMapping {
 export interface SourceBreaker {
   failure_threshold?: number;
   reset_timeout_ms?: number;
+}
+/**
+ * Complexity bounds on agent SQL, checked on the parse tree before the statement is analysed or sent (issue 10, Build 3). Some planner work cannot be interrupted by statement_timeout or cancel, so a statement over any bound is refused as forbidden/statement_too_complex. The defaults leave a wide margin over real analytical SQL.
+ */
+export interface SourceComplexityLimits {
+  /**
+   * Most WITH items (CTEs) in one statement (default 64).
+   */
+  max_ctes?: number;
+  /**
+   * Most FROM items (tables, sub-selects, functions), joins and write targets in one statement (default 256).
+   */
+  max_range_table_entries?: number;
+  /**
+   * Deepest nesting of JOINs (default 64).
+   */
+  max_join_depth?: number;
+  /**
+   * Deepest nesting of query levels (sub-selects, CTE bodies, set-operation arms; the statement itself is level 1) (default 32).
+   */
+  max_subquery_depth?: number;
+  /**
+   * Most UNION/INTERSECT/EXCEPT arms in one statement (default 256).
+   */
+  max_set_operation_arms?: number;
+  /**
+   * Most parse-tree nodes in one statement (default 20000).
+   */
+  max_parse_tree_nodes?: number;
 }
 /**
  * This interface was referenced by `undefined`'s JSON-Schema

@@ -6576,9 +6576,9 @@ return errors === 0;
 validate50.evaluated = {"props":{"asset_id":true,"title":true,"relation":true,"score":true,"document_type":true,"category_path":true,"timestamp":true},"dynamicProps":false,"dynamicItems":false};
 
 exports.validateSourceDefinition = validate51;
-const schema70 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/source-v1.schema.json","title":"SourceDefinition","description":"A data source registered in the control database (`interlock source add FILE`, JSON or YAML). PostgreSQL sources name two database roles: a reader (SELECT only, used for every agent read and for catalog scans) and an optional writer (used only to execute approved writes). Credentials are stored in the control database; protect it accordingly. Issue 3, Build 1.","type":"object","properties":{"id":{"description":"Stable source id used by agents (source_id).","type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$"},"type":{"type":"string","enum":["postgres","documents"]},"name":{"description":"Display name.","type":"string","minLength":1,"maxLength":200},"description":{"type":"string","maxLength":1000},"enabled":{"description":"Disabled sources refuse every call with status unavailable (default true).","type":"boolean"},"settings":{"anyOf":[{"$ref":"#/$defs/postgresSettings"},{"$ref":"#/$defs/documentsSettings"}]}},"required":["id","type","name","settings"],"additionalProperties":false,"allOf":[{"if":{"properties":{"type":{"const":"postgres"}},"required":["type"]},"then":{"properties":{"settings":{"$ref":"#/$defs/postgresSettings"}}}},{"if":{"properties":{"type":{"const":"documents"}},"required":["type"]},"then":{"properties":{"settings":{"$ref":"#/$defs/documentsSettings"}}}}],"$defs":{"credentials":{"title":"DatabaseCredentials","type":"object","properties":{"user":{"type":"string","minLength":1,"maxLength":63},"password":{"type":"string","maxLength":1024,"description":"Omit for trust, peer or certificate authentication. Never read from PGPASSWORD or ~/.pgpass."}},"required":["user"],"additionalProperties":false},"tls":{"title":"SourceTls","description":"Upstream TLS. off: plaintext; require: encrypted, server not verified; verify-ca: certificate chain checked against ca; verify-full: chain and host name (servername, default host) checked.","type":"object","properties":{"mode":{"type":"string","enum":["off","require","verify-ca","verify-full"]},"ca":{"description":"PEM bundle of the trusted certificate authorities (verify-ca, verify-full; default: the system store).","type":"string","maxLength":1048576},"servername":{"description":"Host name expected in the server certificate (verify-full).","type":"string","minLength":1,"maxLength":255}},"required":["mode"],"additionalProperties":false},"postgresSettings":{"title":"PostgresSourceSettings","type":"object","properties":{"host":{"type":"string","minLength":1,"maxLength":255},"port":{"type":"integer","minimum":1,"maximum":65535},"database":{"type":"string","minLength":1,"maxLength":63},"reader":{"$ref":"#/$defs/credentials"},"writer":{"$ref":"#/$defs/credentials"},"tls":{"$ref":"#/$defs/tls"},"statement_timeout_ms":{"description":"Longest a statement may run (default 15000).","type":"integer","minimum":1,"maximum":3600000},"lock_timeout_ms":{"description":"Longest a statement may wait for a lock (default 2000).","type":"integer","minimum":1,"maximum":3600000},"max_rows":{"description":"Most rows a read returns, whatever the call asks (default 1000).","type":"integer","minimum":1,"maximum":100000},"pool_size":{"description":"Largest number of reader connections per gateway process (default 5).","type":"integer","minimum":1,"maximum":100},"document_tables":{"description":"Tables (or views) of this source that discovery indexes as assets (interlock index SOURCE), read as the reader role. Each row becomes asset <source_id>:<schema>.<table>/<id>.","type":"array","maxItems":100,"items":{"$ref":"#/$defs/documentTable"}},"idle_in_transaction_timeout_ms":{"description":"Longest a connection may sit idle inside a transaction (default 10000).","type":"integer","minimum":1,"maximum":3600000},"connect_timeout_ms":{"description":"Longest to wait for a new connection or a pooled one (default 5000).","type":"integer","minimum":1,"maximum":600000},"breaker":{"title":"SourceBreaker","description":"Circuit breaker: after failure_threshold consecutive source failures (connection refused or lost, TLS refused, server faults; not statement errors or statement timeouts) calls are refused at once as unavailable/circuit_open for reset_timeout_ms, then one probe decides.","type":"object","properties":{"failure_threshold":{"type":"integer","minimum":1,"maximum":1000},"reset_timeout_ms":{"type":"integer","minimum":100,"maximum":3600000}},"additionalProperties":false}},"required":["host","port","database","reader","tls"],"additionalProperties":false},"columnName":{"title":"ColumnName","description":"A column name, exactly as stored (no quoting).","type":"string","minLength":1,"maxLength":63},"documentTable":{"title":"DocumentTableMapping","description":"Maps the rows of one table or view to discovery assets (issue 4, Build 2). Column values: id and title of any type (read as text); body text; type_column text; category_column text[] or text split on '/'; time_column a date or timestamp; audience_column text[] or text split on ','; entities_column jsonb [{type, value}]; links_column text[] of asset ids. A row whose id is NULL or empty is skipped.","type":"object","properties":{"table":{"description":"schema.table, exact names (no quoting).","type":"string","pattern":"^[^.\\s]+\\.[^.\\s]+$","maxLength":200},"id_column":{"$ref":"#/$defs/columnName"},"title_column":{"$ref":"#/$defs/columnName"},"body_column":{"$ref":"#/$defs/columnName"},"type_column":{"$ref":"#/$defs/columnName"},"document_type":{"description":"Document type of a row whose type_column is absent or NULL (default \"record\").","type":"string","minLength":1,"maxLength":64},"category_column":{"$ref":"#/$defs/columnName"},"category_path":{"description":"Category path of a row whose category_column is absent or empty (default [schema, table]). discover/request statements on this source match categories as on a documents source (*, a/b, a/b/*).","type":"array","maxItems":32,"items":{"type":"string","minLength":1,"maxLength":128}},"time_column":{"$ref":"#/$defs/columnName"},"audience_column":{"$ref":"#/$defs/columnName"},"audience":{"description":"Audience of a row whose audience_column is absent, NULL or empty (default none: visible to every identity that may discover it).","type":"array","maxItems":50,"items":{"type":"string","minLength":1,"maxLength":64}},"entities_column":{"$ref":"#/$defs/columnName"},"links_column":{"$ref":"#/$defs/columnName"},"max_rows":{"description":"Most rows indexed from this table (default 100000).","type":"integer","minimum":1,"maximum":1000000}},"required":["table","id_column","title_column","body_column"],"additionalProperties":false},"documentsSettings":{"title":"DocumentsSourceSettings","type":"object","properties":{"path":{"description":"Folder holding the documents: .md, .txt and .json files, searched recursively (hidden files and folders and symbolic links are skipped). Front matter (YAML between --- lines for .md/.txt, the object's own fields for .json): title, document_type, category_path, timestamp, audience, entities [{type, value}], links. Asset id <source_id>:<relative path>.","type":"string","minLength":1,"maxLength":4096}},"required":["path"],"additionalProperties":false}}};
+const schema70 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/source-v1.schema.json","title":"SourceDefinition","description":"A data source registered in the control database (`interlock source add FILE`, JSON or YAML). PostgreSQL sources name two database roles: a reader (SELECT only, used for every agent read and for catalog scans) and an optional writer (used only to execute approved writes). Credentials are stored in the control database; protect it accordingly. Issue 3, Build 1.","type":"object","properties":{"id":{"description":"Stable source id used by agents (source_id).","type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$"},"type":{"type":"string","enum":["postgres","documents"]},"name":{"description":"Display name.","type":"string","minLength":1,"maxLength":200},"description":{"type":"string","maxLength":1000},"enabled":{"description":"Disabled sources refuse every call with status unavailable (default true).","type":"boolean"},"settings":{"anyOf":[{"$ref":"#/$defs/postgresSettings"},{"$ref":"#/$defs/documentsSettings"}]}},"required":["id","type","name","settings"],"additionalProperties":false,"allOf":[{"if":{"properties":{"type":{"const":"postgres"}},"required":["type"]},"then":{"properties":{"settings":{"$ref":"#/$defs/postgresSettings"}}}},{"if":{"properties":{"type":{"const":"documents"}},"required":["type"]},"then":{"properties":{"settings":{"$ref":"#/$defs/documentsSettings"}}}}],"$defs":{"credentials":{"title":"DatabaseCredentials","type":"object","properties":{"user":{"type":"string","minLength":1,"maxLength":63},"password":{"type":"string","maxLength":1024,"description":"Omit for trust, peer or certificate authentication. Never read from PGPASSWORD or ~/.pgpass."}},"required":["user"],"additionalProperties":false},"tls":{"title":"SourceTls","description":"Upstream TLS. off: plaintext; require: encrypted, server not verified; verify-ca: certificate chain checked against ca; verify-full: chain and host name (servername, default host) checked.","type":"object","properties":{"mode":{"type":"string","enum":["off","require","verify-ca","verify-full"]},"ca":{"description":"PEM bundle of the trusted certificate authorities (verify-ca, verify-full; default: the system store).","type":"string","maxLength":1048576},"servername":{"description":"Host name expected in the server certificate (verify-full).","type":"string","minLength":1,"maxLength":255}},"required":["mode"],"additionalProperties":false},"postgresSettings":{"title":"PostgresSourceSettings","type":"object","properties":{"host":{"type":"string","minLength":1,"maxLength":255},"port":{"type":"integer","minimum":1,"maximum":65535},"database":{"type":"string","minLength":1,"maxLength":63},"reader":{"$ref":"#/$defs/credentials"},"writer":{"$ref":"#/$defs/credentials"},"tls":{"$ref":"#/$defs/tls"},"statement_timeout_ms":{"description":"Longest a statement may run (default 15000).","type":"integer","minimum":1,"maximum":3600000},"lock_timeout_ms":{"description":"Longest a statement may wait for a lock (default 2000).","type":"integer","minimum":1,"maximum":3600000},"max_rows":{"description":"Most rows a read returns, whatever the call asks (default 1000).","type":"integer","minimum":1,"maximum":100000},"pool_size":{"description":"Largest number of reader connections per gateway process (default 5).","type":"integer","minimum":1,"maximum":100},"document_tables":{"description":"Tables (or views) of this source that discovery indexes as assets (interlock index SOURCE), read as the reader role. Each row becomes asset <source_id>:<schema>.<table>/<id>.","type":"array","maxItems":100,"items":{"$ref":"#/$defs/documentTable"}},"idle_in_transaction_timeout_ms":{"description":"Longest a connection may sit idle inside a transaction (default 10000).","type":"integer","minimum":1,"maximum":3600000},"connect_timeout_ms":{"description":"Longest to wait for a new connection or a pooled one (default 5000).","type":"integer","minimum":1,"maximum":600000},"breaker":{"title":"SourceBreaker","description":"Circuit breaker: after failure_threshold consecutive source failures (connection refused or lost, TLS refused, server faults; not statement errors or statement timeouts) calls are refused at once as unavailable/circuit_open for reset_timeout_ms, then one probe decides.","type":"object","properties":{"failure_threshold":{"type":"integer","minimum":1,"maximum":1000},"reset_timeout_ms":{"type":"integer","minimum":100,"maximum":3600000}},"additionalProperties":false},"complexity":{"title":"SourceComplexityLimits","description":"Complexity bounds on agent SQL, checked on the parse tree before the statement is analysed or sent (issue 10, Build 3). Some planner work cannot be interrupted by statement_timeout or cancel, so a statement over any bound is refused as forbidden/statement_too_complex. The defaults leave a wide margin over real analytical SQL.","type":"object","properties":{"max_ctes":{"description":"Most WITH items (CTEs) in one statement (default 64).","type":"integer","minimum":1,"maximum":100000},"max_range_table_entries":{"description":"Most FROM items (tables, sub-selects, functions), joins and write targets in one statement (default 256).","type":"integer","minimum":1,"maximum":100000},"max_join_depth":{"description":"Deepest nesting of JOINs (default 64).","type":"integer","minimum":1,"maximum":100000},"max_subquery_depth":{"description":"Deepest nesting of query levels (sub-selects, CTE bodies, set-operation arms; the statement itself is level 1) (default 32).","type":"integer","minimum":1,"maximum":100000},"max_set_operation_arms":{"description":"Most UNION/INTERSECT/EXCEPT arms in one statement (default 256).","type":"integer","minimum":1,"maximum":100000},"max_parse_tree_nodes":{"description":"Most parse-tree nodes in one statement (default 20000).","type":"integer","minimum":1,"maximum":10000000}},"additionalProperties":false}},"required":["host","port","database","reader","tls"],"additionalProperties":false},"columnName":{"title":"ColumnName","description":"A column name, exactly as stored (no quoting).","type":"string","minLength":1,"maxLength":63},"documentTable":{"title":"DocumentTableMapping","description":"Maps the rows of one table or view to discovery assets (issue 4, Build 2). Column values: id and title of any type (read as text); body text; type_column text; category_column text[] or text split on '/'; time_column a date or timestamp; audience_column text[] or text split on ','; entities_column jsonb [{type, value}]; links_column text[] of asset ids. A row whose id is NULL or empty is skipped.","type":"object","properties":{"table":{"description":"schema.table, exact names (no quoting).","type":"string","pattern":"^[^.\\s]+\\.[^.\\s]+$","maxLength":200},"id_column":{"$ref":"#/$defs/columnName"},"title_column":{"$ref":"#/$defs/columnName"},"body_column":{"$ref":"#/$defs/columnName"},"type_column":{"$ref":"#/$defs/columnName"},"document_type":{"description":"Document type of a row whose type_column is absent or NULL (default \"record\").","type":"string","minLength":1,"maxLength":64},"category_column":{"$ref":"#/$defs/columnName"},"category_path":{"description":"Category path of a row whose category_column is absent or empty (default [schema, table]). discover/request statements on this source match categories as on a documents source (*, a/b, a/b/*).","type":"array","maxItems":32,"items":{"type":"string","minLength":1,"maxLength":128}},"time_column":{"$ref":"#/$defs/columnName"},"audience_column":{"$ref":"#/$defs/columnName"},"audience":{"description":"Audience of a row whose audience_column is absent, NULL or empty (default none: visible to every identity that may discover it).","type":"array","maxItems":50,"items":{"type":"string","minLength":1,"maxLength":64}},"entities_column":{"$ref":"#/$defs/columnName"},"links_column":{"$ref":"#/$defs/columnName"},"max_rows":{"description":"Most rows indexed from this table (default 100000).","type":"integer","minimum":1,"maximum":1000000}},"required":["table","id_column","title_column","body_column"],"additionalProperties":false},"documentsSettings":{"title":"DocumentsSourceSettings","type":"object","properties":{"path":{"description":"Folder holding the documents: .md, .txt and .json files, searched recursively (hidden files and folders and symbolic links are skipped). Front matter (YAML between --- lines for .md/.txt, the object's own fields for .json): title, document_type, category_path, timestamp, audience, entities [{type, value}], links. Asset id <source_id>:<relative path>.","type":"string","minLength":1,"maxLength":4096}},"required":["path"],"additionalProperties":false}}};
 const schema85 = {"title":"DocumentsSourceSettings","type":"object","properties":{"path":{"description":"Folder holding the documents: .md, .txt and .json files, searched recursively (hidden files and folders and symbolic links are skipped). Front matter (YAML between --- lines for .md/.txt, the object's own fields for .json): title, document_type, category_path, timestamp, audience, entities [{type, value}], links. Asset id <source_id>:<relative path>.","type":"string","minLength":1,"maxLength":4096}},"required":["path"],"additionalProperties":false};
-const schema71 = {"title":"PostgresSourceSettings","type":"object","properties":{"host":{"type":"string","minLength":1,"maxLength":255},"port":{"type":"integer","minimum":1,"maximum":65535},"database":{"type":"string","minLength":1,"maxLength":63},"reader":{"$ref":"#/$defs/credentials"},"writer":{"$ref":"#/$defs/credentials"},"tls":{"$ref":"#/$defs/tls"},"statement_timeout_ms":{"description":"Longest a statement may run (default 15000).","type":"integer","minimum":1,"maximum":3600000},"lock_timeout_ms":{"description":"Longest a statement may wait for a lock (default 2000).","type":"integer","minimum":1,"maximum":3600000},"max_rows":{"description":"Most rows a read returns, whatever the call asks (default 1000).","type":"integer","minimum":1,"maximum":100000},"pool_size":{"description":"Largest number of reader connections per gateway process (default 5).","type":"integer","minimum":1,"maximum":100},"document_tables":{"description":"Tables (or views) of this source that discovery indexes as assets (interlock index SOURCE), read as the reader role. Each row becomes asset <source_id>:<schema>.<table>/<id>.","type":"array","maxItems":100,"items":{"$ref":"#/$defs/documentTable"}},"idle_in_transaction_timeout_ms":{"description":"Longest a connection may sit idle inside a transaction (default 10000).","type":"integer","minimum":1,"maximum":3600000},"connect_timeout_ms":{"description":"Longest to wait for a new connection or a pooled one (default 5000).","type":"integer","minimum":1,"maximum":600000},"breaker":{"title":"SourceBreaker","description":"Circuit breaker: after failure_threshold consecutive source failures (connection refused or lost, TLS refused, server faults; not statement errors or statement timeouts) calls are refused at once as unavailable/circuit_open for reset_timeout_ms, then one probe decides.","type":"object","properties":{"failure_threshold":{"type":"integer","minimum":1,"maximum":1000},"reset_timeout_ms":{"type":"integer","minimum":100,"maximum":3600000}},"additionalProperties":false}},"required":["host","port","database","reader","tls"],"additionalProperties":false};
+const schema71 = {"title":"PostgresSourceSettings","type":"object","properties":{"host":{"type":"string","minLength":1,"maxLength":255},"port":{"type":"integer","minimum":1,"maximum":65535},"database":{"type":"string","minLength":1,"maxLength":63},"reader":{"$ref":"#/$defs/credentials"},"writer":{"$ref":"#/$defs/credentials"},"tls":{"$ref":"#/$defs/tls"},"statement_timeout_ms":{"description":"Longest a statement may run (default 15000).","type":"integer","minimum":1,"maximum":3600000},"lock_timeout_ms":{"description":"Longest a statement may wait for a lock (default 2000).","type":"integer","minimum":1,"maximum":3600000},"max_rows":{"description":"Most rows a read returns, whatever the call asks (default 1000).","type":"integer","minimum":1,"maximum":100000},"pool_size":{"description":"Largest number of reader connections per gateway process (default 5).","type":"integer","minimum":1,"maximum":100},"document_tables":{"description":"Tables (or views) of this source that discovery indexes as assets (interlock index SOURCE), read as the reader role. Each row becomes asset <source_id>:<schema>.<table>/<id>.","type":"array","maxItems":100,"items":{"$ref":"#/$defs/documentTable"}},"idle_in_transaction_timeout_ms":{"description":"Longest a connection may sit idle inside a transaction (default 10000).","type":"integer","minimum":1,"maximum":3600000},"connect_timeout_ms":{"description":"Longest to wait for a new connection or a pooled one (default 5000).","type":"integer","minimum":1,"maximum":600000},"breaker":{"title":"SourceBreaker","description":"Circuit breaker: after failure_threshold consecutive source failures (connection refused or lost, TLS refused, server faults; not statement errors or statement timeouts) calls are refused at once as unavailable/circuit_open for reset_timeout_ms, then one probe decides.","type":"object","properties":{"failure_threshold":{"type":"integer","minimum":1,"maximum":1000},"reset_timeout_ms":{"type":"integer","minimum":100,"maximum":3600000}},"additionalProperties":false},"complexity":{"title":"SourceComplexityLimits","description":"Complexity bounds on agent SQL, checked on the parse tree before the statement is analysed or sent (issue 10, Build 3). Some planner work cannot be interrupted by statement_timeout or cancel, so a statement over any bound is refused as forbidden/statement_too_complex. The defaults leave a wide margin over real analytical SQL.","type":"object","properties":{"max_ctes":{"description":"Most WITH items (CTEs) in one statement (default 64).","type":"integer","minimum":1,"maximum":100000},"max_range_table_entries":{"description":"Most FROM items (tables, sub-selects, functions), joins and write targets in one statement (default 256).","type":"integer","minimum":1,"maximum":100000},"max_join_depth":{"description":"Deepest nesting of JOINs (default 64).","type":"integer","minimum":1,"maximum":100000},"max_subquery_depth":{"description":"Deepest nesting of query levels (sub-selects, CTE bodies, set-operation arms; the statement itself is level 1) (default 32).","type":"integer","minimum":1,"maximum":100000},"max_set_operation_arms":{"description":"Most UNION/INTERSECT/EXCEPT arms in one statement (default 256).","type":"integer","minimum":1,"maximum":100000},"max_parse_tree_nodes":{"description":"Most parse-tree nodes in one statement (default 20000).","type":"integer","minimum":1,"maximum":10000000}},"additionalProperties":false}},"required":["host","port","database","reader","tls"],"additionalProperties":false};
 const schema72 = {"title":"DatabaseCredentials","type":"object","properties":{"user":{"type":"string","minLength":1,"maxLength":63},"password":{"type":"string","maxLength":1024,"description":"Omit for trust, peer or certificate authentication. Never read from PGPASSWORD or ~/.pgpass."}},"required":["user"],"additionalProperties":false};
 const schema74 = {"title":"SourceTls","description":"Upstream TLS. off: plaintext; require: encrypted, server not verified; verify-ca: certificate chain checked against ca; verify-full: chain and host name (servername, default host) checked.","type":"object","properties":{"mode":{"type":"string","enum":["off","require","verify-ca","verify-full"]},"ca":{"description":"PEM bundle of the trusted certificate authorities (verify-ca, verify-full; default: the system store).","type":"string","maxLength":1048576},"servername":{"description":"Host name expected in the server certificate (verify-full).","type":"string","minLength":1,"maxLength":255}},"required":["mode"],"additionalProperties":false};
 const schema75 = {"title":"DocumentTableMapping","description":"Maps the rows of one table or view to discovery assets (issue 4, Build 2). Column values: id and title of any type (read as text); body text; type_column text; category_column text[] or text split on '/'; time_column a date or timestamp; audience_column text[] or text split on ','; entities_column jsonb [{type, value}]; links_column text[] of asset ids. A row whose id is NULL or empty is skipped.","type":"object","properties":{"table":{"description":"schema.table, exact names (no quoting).","type":"string","pattern":"^[^.\\s]+\\.[^.\\s]+$","maxLength":200},"id_column":{"$ref":"#/$defs/columnName"},"title_column":{"$ref":"#/$defs/columnName"},"body_column":{"$ref":"#/$defs/columnName"},"type_column":{"$ref":"#/$defs/columnName"},"document_type":{"description":"Document type of a row whose type_column is absent or NULL (default \"record\").","type":"string","minLength":1,"maxLength":64},"category_column":{"$ref":"#/$defs/columnName"},"category_path":{"description":"Category path of a row whose category_column is absent or empty (default [schema, table]). discover/request statements on this source match categories as on a documents source (*, a/b, a/b/*).","type":"array","maxItems":32,"items":{"type":"string","minLength":1,"maxLength":128}},"time_column":{"$ref":"#/$defs/columnName"},"audience_column":{"$ref":"#/$defs/columnName"},"audience":{"description":"Audience of a row whose audience_column is absent, NULL or empty (default none: visible to every identity that may discover it).","type":"array","maxItems":50,"items":{"type":"string","minLength":1,"maxLength":64}},"entities_column":{"$ref":"#/$defs/columnName"},"links_column":{"$ref":"#/$defs/columnName"},"max_rows":{"description":"Most rows indexed from this table (default 100000).","type":"integer","minimum":1,"maximum":1000000}},"required":["table","id_column","title_column","body_column"],"additionalProperties":false};
@@ -8038,14 +8038,251 @@ vErrors.push(err68);
 errors++;
 }
 }
-}
-else {
-const err69 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data.complexity !== undefined){
+let data24 = data.complexity;
+if(data24 && typeof data24 == "object" && !Array.isArray(data24)){
+for(const key5 in data24){
+if(!((((((key5 === "max_ctes") || (key5 === "max_range_table_entries")) || (key5 === "max_join_depth")) || (key5 === "max_subquery_depth")) || (key5 === "max_set_operation_arms")) || (key5 === "max_parse_tree_nodes"))){
+const err69 = {instancePath:instancePath+"/complexity",schemaPath:"#/properties/complexity/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key5},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err69];
 }
 else {
 vErrors.push(err69);
+}
+errors++;
+}
+}
+if(data24.max_ctes !== undefined){
+let data25 = data24.max_ctes;
+if(!(((typeof data25 == "number") && (!(data25 % 1) && !isNaN(data25))) && (isFinite(data25)))){
+const err70 = {instancePath:instancePath+"/complexity/max_ctes",schemaPath:"#/properties/complexity/properties/max_ctes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err70];
+}
+else {
+vErrors.push(err70);
+}
+errors++;
+}
+if((typeof data25 == "number") && (isFinite(data25))){
+if(data25 > 100000 || isNaN(data25)){
+const err71 = {instancePath:instancePath+"/complexity/max_ctes",schemaPath:"#/properties/complexity/properties/max_ctes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+if(vErrors === null){
+vErrors = [err71];
+}
+else {
+vErrors.push(err71);
+}
+errors++;
+}
+if(data25 < 1 || isNaN(data25)){
+const err72 = {instancePath:instancePath+"/complexity/max_ctes",schemaPath:"#/properties/complexity/properties/max_ctes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err72];
+}
+else {
+vErrors.push(err72);
+}
+errors++;
+}
+}
+}
+if(data24.max_range_table_entries !== undefined){
+let data26 = data24.max_range_table_entries;
+if(!(((typeof data26 == "number") && (!(data26 % 1) && !isNaN(data26))) && (isFinite(data26)))){
+const err73 = {instancePath:instancePath+"/complexity/max_range_table_entries",schemaPath:"#/properties/complexity/properties/max_range_table_entries/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err73];
+}
+else {
+vErrors.push(err73);
+}
+errors++;
+}
+if((typeof data26 == "number") && (isFinite(data26))){
+if(data26 > 100000 || isNaN(data26)){
+const err74 = {instancePath:instancePath+"/complexity/max_range_table_entries",schemaPath:"#/properties/complexity/properties/max_range_table_entries/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+if(vErrors === null){
+vErrors = [err74];
+}
+else {
+vErrors.push(err74);
+}
+errors++;
+}
+if(data26 < 1 || isNaN(data26)){
+const err75 = {instancePath:instancePath+"/complexity/max_range_table_entries",schemaPath:"#/properties/complexity/properties/max_range_table_entries/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err75];
+}
+else {
+vErrors.push(err75);
+}
+errors++;
+}
+}
+}
+if(data24.max_join_depth !== undefined){
+let data27 = data24.max_join_depth;
+if(!(((typeof data27 == "number") && (!(data27 % 1) && !isNaN(data27))) && (isFinite(data27)))){
+const err76 = {instancePath:instancePath+"/complexity/max_join_depth",schemaPath:"#/properties/complexity/properties/max_join_depth/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err76];
+}
+else {
+vErrors.push(err76);
+}
+errors++;
+}
+if((typeof data27 == "number") && (isFinite(data27))){
+if(data27 > 100000 || isNaN(data27)){
+const err77 = {instancePath:instancePath+"/complexity/max_join_depth",schemaPath:"#/properties/complexity/properties/max_join_depth/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+if(vErrors === null){
+vErrors = [err77];
+}
+else {
+vErrors.push(err77);
+}
+errors++;
+}
+if(data27 < 1 || isNaN(data27)){
+const err78 = {instancePath:instancePath+"/complexity/max_join_depth",schemaPath:"#/properties/complexity/properties/max_join_depth/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err78];
+}
+else {
+vErrors.push(err78);
+}
+errors++;
+}
+}
+}
+if(data24.max_subquery_depth !== undefined){
+let data28 = data24.max_subquery_depth;
+if(!(((typeof data28 == "number") && (!(data28 % 1) && !isNaN(data28))) && (isFinite(data28)))){
+const err79 = {instancePath:instancePath+"/complexity/max_subquery_depth",schemaPath:"#/properties/complexity/properties/max_subquery_depth/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err79];
+}
+else {
+vErrors.push(err79);
+}
+errors++;
+}
+if((typeof data28 == "number") && (isFinite(data28))){
+if(data28 > 100000 || isNaN(data28)){
+const err80 = {instancePath:instancePath+"/complexity/max_subquery_depth",schemaPath:"#/properties/complexity/properties/max_subquery_depth/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+if(vErrors === null){
+vErrors = [err80];
+}
+else {
+vErrors.push(err80);
+}
+errors++;
+}
+if(data28 < 1 || isNaN(data28)){
+const err81 = {instancePath:instancePath+"/complexity/max_subquery_depth",schemaPath:"#/properties/complexity/properties/max_subquery_depth/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err81];
+}
+else {
+vErrors.push(err81);
+}
+errors++;
+}
+}
+}
+if(data24.max_set_operation_arms !== undefined){
+let data29 = data24.max_set_operation_arms;
+if(!(((typeof data29 == "number") && (!(data29 % 1) && !isNaN(data29))) && (isFinite(data29)))){
+const err82 = {instancePath:instancePath+"/complexity/max_set_operation_arms",schemaPath:"#/properties/complexity/properties/max_set_operation_arms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err82];
+}
+else {
+vErrors.push(err82);
+}
+errors++;
+}
+if((typeof data29 == "number") && (isFinite(data29))){
+if(data29 > 100000 || isNaN(data29)){
+const err83 = {instancePath:instancePath+"/complexity/max_set_operation_arms",schemaPath:"#/properties/complexity/properties/max_set_operation_arms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+if(vErrors === null){
+vErrors = [err83];
+}
+else {
+vErrors.push(err83);
+}
+errors++;
+}
+if(data29 < 1 || isNaN(data29)){
+const err84 = {instancePath:instancePath+"/complexity/max_set_operation_arms",schemaPath:"#/properties/complexity/properties/max_set_operation_arms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err84];
+}
+else {
+vErrors.push(err84);
+}
+errors++;
+}
+}
+}
+if(data24.max_parse_tree_nodes !== undefined){
+let data30 = data24.max_parse_tree_nodes;
+if(!(((typeof data30 == "number") && (!(data30 % 1) && !isNaN(data30))) && (isFinite(data30)))){
+const err85 = {instancePath:instancePath+"/complexity/max_parse_tree_nodes",schemaPath:"#/properties/complexity/properties/max_parse_tree_nodes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err85];
+}
+else {
+vErrors.push(err85);
+}
+errors++;
+}
+if((typeof data30 == "number") && (isFinite(data30))){
+if(data30 > 10000000 || isNaN(data30)){
+const err86 = {instancePath:instancePath+"/complexity/max_parse_tree_nodes",schemaPath:"#/properties/complexity/properties/max_parse_tree_nodes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 10000000},message:"must be <= 10000000"};
+if(vErrors === null){
+vErrors = [err86];
+}
+else {
+vErrors.push(err86);
+}
+errors++;
+}
+if(data30 < 1 || isNaN(data30)){
+const err87 = {instancePath:instancePath+"/complexity/max_parse_tree_nodes",schemaPath:"#/properties/complexity/properties/max_parse_tree_nodes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err87];
+}
+else {
+vErrors.push(err87);
+}
+errors++;
+}
+}
+}
+}
+else {
+const err88 = {instancePath:instancePath+"/complexity",schemaPath:"#/properties/complexity/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err88];
+}
+else {
+vErrors.push(err88);
+}
+errors++;
+}
+}
+}
+else {
+const err89 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err89];
+}
+else {
+vErrors.push(err89);
 }
 errors++;
 }
@@ -10281,14 +10518,251 @@ vErrors.push(err68);
 errors++;
 }
 }
-}
-else {
-const err69 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data.complexity !== undefined){
+let data24 = data.complexity;
+if(data24 && typeof data24 == "object" && !Array.isArray(data24)){
+for(const key5 in data24){
+if(!((((((key5 === "max_ctes") || (key5 === "max_range_table_entries")) || (key5 === "max_join_depth")) || (key5 === "max_subquery_depth")) || (key5 === "max_set_operation_arms")) || (key5 === "max_parse_tree_nodes"))){
+const err69 = {instancePath:instancePath+"/complexity",schemaPath:"#/properties/complexity/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key5},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err69];
 }
 else {
 vErrors.push(err69);
+}
+errors++;
+}
+}
+if(data24.max_ctes !== undefined){
+let data25 = data24.max_ctes;
+if(!(((typeof data25 == "number") && (!(data25 % 1) && !isNaN(data25))) && (isFinite(data25)))){
+const err70 = {instancePath:instancePath+"/complexity/max_ctes",schemaPath:"#/properties/complexity/properties/max_ctes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err70];
+}
+else {
+vErrors.push(err70);
+}
+errors++;
+}
+if((typeof data25 == "number") && (isFinite(data25))){
+if(data25 > 100000 || isNaN(data25)){
+const err71 = {instancePath:instancePath+"/complexity/max_ctes",schemaPath:"#/properties/complexity/properties/max_ctes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+if(vErrors === null){
+vErrors = [err71];
+}
+else {
+vErrors.push(err71);
+}
+errors++;
+}
+if(data25 < 1 || isNaN(data25)){
+const err72 = {instancePath:instancePath+"/complexity/max_ctes",schemaPath:"#/properties/complexity/properties/max_ctes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err72];
+}
+else {
+vErrors.push(err72);
+}
+errors++;
+}
+}
+}
+if(data24.max_range_table_entries !== undefined){
+let data26 = data24.max_range_table_entries;
+if(!(((typeof data26 == "number") && (!(data26 % 1) && !isNaN(data26))) && (isFinite(data26)))){
+const err73 = {instancePath:instancePath+"/complexity/max_range_table_entries",schemaPath:"#/properties/complexity/properties/max_range_table_entries/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err73];
+}
+else {
+vErrors.push(err73);
+}
+errors++;
+}
+if((typeof data26 == "number") && (isFinite(data26))){
+if(data26 > 100000 || isNaN(data26)){
+const err74 = {instancePath:instancePath+"/complexity/max_range_table_entries",schemaPath:"#/properties/complexity/properties/max_range_table_entries/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+if(vErrors === null){
+vErrors = [err74];
+}
+else {
+vErrors.push(err74);
+}
+errors++;
+}
+if(data26 < 1 || isNaN(data26)){
+const err75 = {instancePath:instancePath+"/complexity/max_range_table_entries",schemaPath:"#/properties/complexity/properties/max_range_table_entries/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err75];
+}
+else {
+vErrors.push(err75);
+}
+errors++;
+}
+}
+}
+if(data24.max_join_depth !== undefined){
+let data27 = data24.max_join_depth;
+if(!(((typeof data27 == "number") && (!(data27 % 1) && !isNaN(data27))) && (isFinite(data27)))){
+const err76 = {instancePath:instancePath+"/complexity/max_join_depth",schemaPath:"#/properties/complexity/properties/max_join_depth/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err76];
+}
+else {
+vErrors.push(err76);
+}
+errors++;
+}
+if((typeof data27 == "number") && (isFinite(data27))){
+if(data27 > 100000 || isNaN(data27)){
+const err77 = {instancePath:instancePath+"/complexity/max_join_depth",schemaPath:"#/properties/complexity/properties/max_join_depth/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+if(vErrors === null){
+vErrors = [err77];
+}
+else {
+vErrors.push(err77);
+}
+errors++;
+}
+if(data27 < 1 || isNaN(data27)){
+const err78 = {instancePath:instancePath+"/complexity/max_join_depth",schemaPath:"#/properties/complexity/properties/max_join_depth/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err78];
+}
+else {
+vErrors.push(err78);
+}
+errors++;
+}
+}
+}
+if(data24.max_subquery_depth !== undefined){
+let data28 = data24.max_subquery_depth;
+if(!(((typeof data28 == "number") && (!(data28 % 1) && !isNaN(data28))) && (isFinite(data28)))){
+const err79 = {instancePath:instancePath+"/complexity/max_subquery_depth",schemaPath:"#/properties/complexity/properties/max_subquery_depth/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err79];
+}
+else {
+vErrors.push(err79);
+}
+errors++;
+}
+if((typeof data28 == "number") && (isFinite(data28))){
+if(data28 > 100000 || isNaN(data28)){
+const err80 = {instancePath:instancePath+"/complexity/max_subquery_depth",schemaPath:"#/properties/complexity/properties/max_subquery_depth/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+if(vErrors === null){
+vErrors = [err80];
+}
+else {
+vErrors.push(err80);
+}
+errors++;
+}
+if(data28 < 1 || isNaN(data28)){
+const err81 = {instancePath:instancePath+"/complexity/max_subquery_depth",schemaPath:"#/properties/complexity/properties/max_subquery_depth/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err81];
+}
+else {
+vErrors.push(err81);
+}
+errors++;
+}
+}
+}
+if(data24.max_set_operation_arms !== undefined){
+let data29 = data24.max_set_operation_arms;
+if(!(((typeof data29 == "number") && (!(data29 % 1) && !isNaN(data29))) && (isFinite(data29)))){
+const err82 = {instancePath:instancePath+"/complexity/max_set_operation_arms",schemaPath:"#/properties/complexity/properties/max_set_operation_arms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err82];
+}
+else {
+vErrors.push(err82);
+}
+errors++;
+}
+if((typeof data29 == "number") && (isFinite(data29))){
+if(data29 > 100000 || isNaN(data29)){
+const err83 = {instancePath:instancePath+"/complexity/max_set_operation_arms",schemaPath:"#/properties/complexity/properties/max_set_operation_arms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+if(vErrors === null){
+vErrors = [err83];
+}
+else {
+vErrors.push(err83);
+}
+errors++;
+}
+if(data29 < 1 || isNaN(data29)){
+const err84 = {instancePath:instancePath+"/complexity/max_set_operation_arms",schemaPath:"#/properties/complexity/properties/max_set_operation_arms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err84];
+}
+else {
+vErrors.push(err84);
+}
+errors++;
+}
+}
+}
+if(data24.max_parse_tree_nodes !== undefined){
+let data30 = data24.max_parse_tree_nodes;
+if(!(((typeof data30 == "number") && (!(data30 % 1) && !isNaN(data30))) && (isFinite(data30)))){
+const err85 = {instancePath:instancePath+"/complexity/max_parse_tree_nodes",schemaPath:"#/properties/complexity/properties/max_parse_tree_nodes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err85];
+}
+else {
+vErrors.push(err85);
+}
+errors++;
+}
+if((typeof data30 == "number") && (isFinite(data30))){
+if(data30 > 10000000 || isNaN(data30)){
+const err86 = {instancePath:instancePath+"/complexity/max_parse_tree_nodes",schemaPath:"#/properties/complexity/properties/max_parse_tree_nodes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 10000000},message:"must be <= 10000000"};
+if(vErrors === null){
+vErrors = [err86];
+}
+else {
+vErrors.push(err86);
+}
+errors++;
+}
+if(data30 < 1 || isNaN(data30)){
+const err87 = {instancePath:instancePath+"/complexity/max_parse_tree_nodes",schemaPath:"#/properties/complexity/properties/max_parse_tree_nodes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err87];
+}
+else {
+vErrors.push(err87);
+}
+errors++;
+}
+}
+}
+}
+else {
+const err88 = {instancePath:instancePath+"/complexity",schemaPath:"#/properties/complexity/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err88];
+}
+else {
+vErrors.push(err88);
+}
+errors++;
+}
+}
+}
+else {
+const err89 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err89];
+}
+else {
+vErrors.push(err89);
 }
 errors++;
 }

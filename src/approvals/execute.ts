@@ -15,7 +15,7 @@ import { ControlError } from '../control/errors';
 import { getIdentity } from '../control/identities';
 import { DbGovernanceStore } from '../governance/db-store';
 import { AccessEvaluator } from '../governance/evaluator';
-import { analyzeSql, initSqlParser } from '../sql/analyze';
+import { analyzeSql, complexityLimitsFromSettings, initSqlParser } from '../sql/analyze';
 import { authorizeStatement } from '../pipeline/03-authorize';
 import { policyStep } from '../pipeline/04-policy';
 import { SourceConnectorRegistry } from '../sources/registry';
@@ -57,7 +57,7 @@ async function recheck(db: ControlDb, a: ApprovalRecord, now: Date): Promise<str
   const catalog = await store.loadCatalog(a.sourceId);
   if (!catalog) return 'source_not_catalogued';
   await initSqlParser();
-  const analysis = analyzeSql(a.sql, catalog);
+  const analysis = analyzeSql(a.sql, catalog, { complexity: complexityLimitsFromSettings(source.settings) });
   if (!analysis.ok) return analysis.code;
   if (analysis.kind !== 'write' || analysis.fingerprint !== a.classification.fingerprint) return 'classification_changed';
   const evaluator = new AccessEvaluator(await store.grantsForIdentity(a.identityId));

@@ -27,6 +27,8 @@ export function analysisRefusal(a: Extract<SqlAnalysis, { ok: false }>): ToolOut
       return { kind: 'refusal', code: 'statement_not_allowed', message: a.message };
     case 'function_not_allowed':
       return { kind: 'refusal', code: 'function_not_allowed', message: a.message };
+    case 'statement_too_complex':
+      return { kind: 'refusal', code: 'statement_too_complex', message: a.message };
     default:
       // unknown_relation / unknown_column: answered exactly like a denial (same code, same text).
       return { kind: 'refusal', code: 'source_role_denied', message: DENIED_MESSAGE };

@@ -5,7 +5,7 @@
  * Each step is its own module under src/pipeline/; this file only composes them.
  */
 import type { Pool } from 'pg';
-import { analyzeSql, type SqlAnalysis } from '../sql/analyze';
+import { analyzeSql, complexityLimitsFromSettings, type SqlAnalysis } from '../sql/analyze';
 import type { SourceCatalog } from '../sql/catalog-types';
 import { AccessEvaluator } from '../governance/evaluator';
 import type { GovernanceStore, SourceRecord } from '../governance/store';
@@ -74,7 +74,7 @@ export function queryHandler(deps: QueryPipelineDeps): ToolHandler {
     // Step 3: source-role authorization over the parsed statement.
     const catalog = await deps.catalog(source);
     if (!catalog) return { kind: 'refusal', code: 'source_not_catalogued' };
-    const analysis: SqlAnalysis = analyzeSql(sql, catalog);
+    const analysis: SqlAnalysis = analyzeSql(sql, catalog, { complexity: complexityLimitsFromSettings(source.settings) });
     if (!analysis.ok) {
       audit.reason_detail = analysis.code;
       return analysisRefusal(analysis);

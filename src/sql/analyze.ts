@@ -10,16 +10,21 @@
  * - NUL bytes, lone UTF-16 surrogates, empty input, input over `maxLength`, syntax errors, nesting
  *   deeper than the walker allows, `$n` above 65535, numeric literals that are not plain decimal
  *   (`0x1F`, `0o17`, `0b1`, `1_000`: PostgreSQL 15 and older read them differently) → `invalid_sql`.
- * - Statements whose analysis would exceed the work budget (`WORK_BUDGET` steps: nodes visited,
- *   columns listed or scanned, lineage entries merged) → `statement_not_allowed`, "statement too
- *   complex to analyse". Every node is walked once (recursive terms too), so legitimate statements
+ * - Statements over the source's complexity limits (CTEs, range-table entries, join and subquery
+ *   depth, set-operation arms, parse-tree nodes: complexity.ts), checked on the parse tree before
+ *   the walk, and statements whose analysis would exceed the work budget (`WORK_BUDGET` steps:
+ *   nodes visited, columns listed or scanned, lineage entries merged) → `statement_too_complex`. Every node is walked once (recursive terms too), so legitimate statements
  *   stay far below it; the budget caps the synchronous walk of any input (5–25 ms warm on the
  *   development machine, several times that cold or under heavy load; parsing is separate).
  * - More than one statement; any top-level statement other than SELECT/VALUES/TABLE, INSERT,
  *   UPDATE, DELETE, MERGE or EXPLAIN (without ANALYZE, of a read); SELECT INTO; FOR UPDATE/SHARE/
  *   NO KEY UPDATE/KEY SHARE anywhere; WHERE CURRENT OF; XMLTABLE/JSON_TABLE; RETURNING WITH (...);
  *   any parse-tree node or field the walker does not know → `statement_not_allowed` (fail closed).
- * - Deny-listed functions (any schema, any case; see function-policy.ts), volatile functions other
+ * - Built-in functions (`pg_catalog`, `information_schema`) that the classification of every
+ *   pg_proc row refuses or does not classify (builtin-functions/, docs/function-policy.md), the
+ *   `regconfig` form of text-search functions without a constant built-in configuration name,
+ *   casts to transaction-id, snapshot, tuple-id and WAL-position types,
+ *   deny-listed functions (any schema, any case; see function-policy.ts), volatile functions other
  *   than a few harmless built-ins (random(), gen_random_uuid(), clock_timestamp(), …), unknown
  *   functions, any same-named volatile candidate on the search path, volatile or unknown operators
  *   (when the catalogue lists operators), TABLESAMPLE methods other than BERNOULLI/SYSTEM, casts to
@@ -43,11 +48,13 @@
  *   user functions, column defaults and triggers of writes.
  * - User-defined stable functions are allowed; they may read relations that `reads` does not show.
  *   `functions` lists them (schema ≠ `pg_catalog`) so policy can refuse them.
- * - A relation's row type used as a type (`NULL::employee`) counts as reading all its columns, but
- *   a type name that exists nowhere fails only on the server: without a type list in the catalogue
- *   the analyser cannot tell an unknown type from a built-in one, so `NULL::no_such_type` (server
- *   error) and `NULL::employee` (refused by authorization) still differ for a caller who may not
- *   read `employee`.
+ * - A relation's row type used as a type (`NULL::employee`) counts as reading all its columns; a
+ *   type name that exists nowhere is `unknown_relation` (type-names.ts), so both answer alike. Only
+ *   catalogues without a type list (snapshots scanned before `types` existed) skip that check.
+ * - Built-in functions follow the classification of every pg_proc row (builtin-functions/,
+ *   docs/function-policy.md); the analyser decides per name, so a few reviewed names are allowed
+ *   although an overload is refused (`MIXED_ALLOWED`): e.g. `age(xid)` is reachable only through a
+ *   granted column of type `xid`.
  * - Resource exhaustion beyond the obvious constants (`generate_series(1, n)` with n from a table,
  *   nested `repeat`, cross joins, unbounded recursive CTEs) is classified as a read (the work
  *   budget bounds the analysis, not the execution).
@@ -64,14 +71,25 @@
 import { createHash } from 'node:crypto';
 import type { SourceCatalog } from './catalog-types';
 import { Analyzer, Refusal, statementName, WORK_BUDGET } from './analyzer';
+import { complexityRefusal, DEFAULT_COMPLEXITY_LIMITS, measureComplexity, type ComplexityLimits } from './complexity';
 import { isAnyColumn, isPlaceholder } from './lineage';
 import { PreparedCatalog, prepareCatalog } from './prepared-catalog';
-import { fingerprintSql, initSqlParser, parseSql, scanSql, SqlParseFailure } from './parser';
+import { fingerprintSql, initSqlParser as loadParser, parseSql, scanSql, SqlParseFailure } from './parser';
+import { builtinFunctionDecision } from './builtin-functions/classes';
 import type { ColumnRef, OutputColumn, SqlAnalysis, SqlAnalysisOk } from './types';
 
 export { WORK_BUDGET } from './analyzer';
+export { complexityLimitsFromSettings, DEFAULT_COMPLEXITY_LIMITS } from './complexity';
+export type { ComplexityLimits } from './complexity';
 
-export { initSqlParser } from './parser';
+/**
+ * Loads the parser's WASM (idempotent) and builds the built-in function policy (about 0.1–0.4 s
+ * once per process), so that neither happens on an agent's first call.
+ */
+export async function initSqlParser(): Promise<void> {
+  await loadParser();
+  builtinFunctionDecision('pg_catalog', 'abs');
+}
 export { prepareCatalog } from './prepared-catalog';
 export type { PreparedCatalog } from './prepared-catalog';
 export type {
@@ -102,6 +120,12 @@ export interface AnalyzeOptions {
    * as `statement_not_allowed` ("statement too complex to analyse"). For tests and tuning.
    */
   workBudget?: number;
+  /**
+   * Complexity bounds checked on the parse tree before the walk (default
+   * `DEFAULT_COMPLEXITY_LIMITS`; a source's own come from `complexityLimitsFromSettings`). Above
+   * any of them the statement is refused as `statement_too_complex` (issue 10, Build 3).
+   */
+  complexity?: ComplexityLimits;
 }
 
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
@@ -152,6 +176,10 @@ export function analyzeSql(sql: string, catalog: SourceCatalog | PreparedCatalog
   const type = keys[0];
   if (!TOP_ALLOWED.has(type)) return refuse('statement_not_allowed', `${statementName(type)} statements are not allowed`);
 
+  const limits = opts?.complexity ?? DEFAULT_COMPLEXITY_LIMITS;
+  const tooComplex = complexityRefusal(measureComplexity(stmt, limits.maxParseTreeNodes), limits);
+  if (tooComplex) return refuse('statement_too_complex', tooComplex);
+
   const cat = prepareCatalog(catalog);
   const a = new Analyzer(cat, opts?.workBudget ?? WORK_BUDGET);
   let outs;
@@ -196,7 +224,7 @@ export function analyzeSql(sql: string, catalog: SourceCatalog | PreparedCatalog
   const leaked =
     outputs.some((o) => o.sources.some((c) => isPlaceholder(c)) || o.opaqueRelations.some((r) => isPlaceholder(r))) ||
     [...filterSources, ...nonOutputUses, ...countUses].some((c) => isPlaceholder(c));
-  if (leaked) return refuse('statement_not_allowed', 'statement too complex to analyse (unresolved recursive query)');
+  if (leaked) return refuse('statement_too_complex', 'statement too complex to analyse (unresolved recursive query)');
   const result = {
     ok: true,
     kind: a.hasWrite ? 'write' : 'read',

@@ -26,8 +26,11 @@ import {
   deniedValueFunctionReason,
   HARMLESS_VOLATILE,
   isCacheBreaking,
+  RESOURCE_CHECKED,
   resourceLimitReason,
 } from './function-policy';
+import { BUILTIN_SCHEMAS, builtinFunctionRefusal, regconfigCallReason } from './builtin-functions/classes';
+import { typeNameResolves } from './type-names';
 import {
   alternative,
   ColumnRef,
@@ -75,7 +78,7 @@ const MAX_RECURSIVE_ITERATIONS = 10_000;
  * once (CTE bodies, sub-selects and recursive terms are analysed once and reused), so legitimate
  * statements use a few thousand steps (a 40-way NATURAL JOIN: ~7 000); the budget is a backstop
  * that bounds the synchronous work whatever the input's shape (5–25 ms warm on the development
- * machine). Above it the statement is refused (`statement_not_allowed`, "statement too complex to
+ * machine). Above it the statement is refused (`statement_too_complex`, "statement too complex to
  * analyse").
  */
 export const WORK_BUDGET = 100_000;
@@ -400,7 +403,7 @@ export class Analyzer {
   private charge(n: number): void {
     this.work += n;
     if (this.work + (lineageWork.n - this.lineageStart) > this.budget) {
-      throw new Refusal('statement_not_allowed', 'statement too complex to analyse (work budget exceeded); simplify it or split it into several statements');
+      throw new Refusal('statement_too_complex', 'statement too complex to analyse (work budget exceeded); simplify it or split it into several statements');
     }
   }
   private enter(): void {
@@ -573,6 +576,9 @@ export class Analyzer {
     // candidate must be acceptable.
     let worst: PreparedRoutine = candidates[0];
     for (const c of candidates) {
+      // Built-ins: the classification of every pg_proc row (builtin-functions/, issue 12 Build 3).
+      const why = BUILTIN_SCHEMAS.has(c.schema) ? builtinFunctionRefusal(c.schema, c.name) : null;
+      if (why) throw new Refusal('function_not_allowed', `function ${q(c.name)} is not allowed: it ${why}`);
       if (c.volatility === 'volatile' && !(c.schema === 'pg_catalog' && HARMLESS_VOLATILE.has(c.name))) {
         throw new Refusal('function_not_allowed', `function ${q(c.schema + '.' + c.name)} is volatile (may have side effects)`);
       }
@@ -843,7 +849,7 @@ export class Analyzer {
       if (right.length !== left.length) throw new Refusal('invalid_sql', 'each UNION query must have the same number of columns');
       let cur: Lin[] = left.map((c) => c.lin);
       for (let i = 0; ; i++) {
-        if (i >= MAX_RECURSIVE_ITERATIONS) throw new Refusal('statement_not_allowed', `recursive query ${q(name)} is too complex to analyse`);
+        if (i >= MAX_RECURSIVE_ITERATIONS) throw new Refusal('statement_too_complex', `recursive query ${q(name)} is too complex to analyse`);
         this.charge(left.length);
         const prev = cur;
         const next = left.map((c, k) => alternative(alternative(c.lin, prev[k]), substitute(right[k].lin, id, prev)));
@@ -1379,6 +1385,11 @@ export class Analyzer {
     }
     if (fc.agg_filter) lin = merge(lin, this.calc(this.ex(fc.agg_filter, ctx)));
     if (fc.over) lin = merge(lin, this.calc(this.over(fc.over, ctx)));
+    if (routine.schema === 'pg_catalog') {
+      const first = args.length > 0 && !hasOwn.call(args[0], 'NamedArgExpr') ? constString(args[0]) : null;
+      const why = regconfigCallReason(routine.name, args.length, first);
+      if (why) throw new Refusal('function_not_allowed', `function ${q(routine.name)} is not allowed ${why}`);
+    }
     if (routine.schema === 'pg_catalog' && RESOURCE_CHECKED.has(routine.name) && fc.args) {
       const why = resourceLimitReason(routine.name, (fc.args as N[]).map(constNumber));
       if (why) throw new Refusal('function_not_allowed', `resource limit: ${why}`);
@@ -1716,6 +1727,8 @@ export class Analyzer {
       if (why) throw new Refusal('function_not_allowed', `type ${q(names.join('.'))} is not allowed: it ${why}`);
     }
     this.rowTypeUse(names);
+    // A type that exists nowhere answers like a missing relation (issue 12, Build 4).
+    if (!typeNameResolves(this.cat, names)) throw new Refusal('unknown_relation', `unknown type ${q(names.join('.'))}`);
     const unsafe = this.cat.unsafeTypes.get(names[names.length - 1]);
     if (unsafe) {
       const hit = names.length === 2 ? unsafe.includes(names[0]) : unsafe.some((sch) => this.cat.path.includes(sch));
@@ -1924,7 +1937,11 @@ const A_EXPR_KINDS = new Set([
   'AEXPR_NOT_BETWEEN_SYM',
 ]);
 
-const RESOURCE_CHECKED = new Set(['generate_series', 'repeat', 'lpad', 'rpad']);
+/** Value of a bare string constant (`'english'`), else null (casts, parameters, columns, expressions). */
+function constString(node: N): string | null {
+  const c = node && hasOwn.call(node, 'A_Const') ? (node.A_Const as N) : null;
+  return c && c.sval && typeof c.sval.sval === 'string' ? c.sval.sval : null;
+}
 
 /** Value of a constant numeric argument (`1e9`, `-5`, `'100'`, `10::bigint`), else null. */
 function constNumber(node: N): number | null {

@@ -88,4 +88,13 @@ export interface SourceCatalog {
    * domain. A cast to one of them (`'1'::my_domain`) is refused as `function_not_allowed`.
    */
   unsafeTypes?: Array<{ schema: string; name: string }>;
+  /**
+   * Every type of every schema (`pg_catalog` included) that is not a relation's row type: base,
+   * enum, domain, range, multirange, pseudo- and stand-alone composite types (issue 12, Build 4).
+   * When present, a type name that is neither here nor a catalogue relation is refused as
+   * `unknown_relation`, so a cast to a missing type answers exactly like a cast to an ungranted
+   * relation's row type. When absent (older snapshots, hand-built catalogues) type names are not
+   * checked.
+   */
+  types?: Array<{ schema: string; name: string }>;
 }

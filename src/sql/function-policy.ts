@@ -194,6 +194,9 @@ const DENY_TYPES: ReadonlySet<string> = new Set([
   'regprocedure', 'regrole', 'regtype', 'aclitem',
 ]);
 
+/** Types whose values describe the server's state; no agent statement may produce one (issue 12, Build 3). */
+export const SERVER_STATE_TYPES: ReadonlySet<string> = new Set(['xid', 'xid8', 'cid', 'tid', 'txid_snapshot', 'pg_snapshot', 'pg_lsn']);
+
 /**
  * Returns the agent-facing reason why a cast to the built-in type `name` (bare, as parsed) is
  * refused, or null. Case-insensitive.
@@ -201,7 +204,9 @@ const DENY_TYPES: ReadonlySet<string> = new Set([
 export function deniedTypeReason(name: string): string | null {
   const n = name.toLowerCase();
   const base = n.startsWith('_') ? n.slice(1) : n; // array type spelled by its internal name
-  return DENY_TYPES.has(base) ? 'looks objects up by name in the system catalogues (reveals which exist)' : null;
+  if (DENY_TYPES.has(base)) return 'looks objects up by name in the system catalogues (reveals which exist)';
+  if (SERVER_STATE_TYPES.has(base)) return 'holds transaction ids, snapshots, tuple ids or write-ahead log positions (reveals server state)';
+  return null;
 }
 
 /**
@@ -291,6 +296,9 @@ export function isCacheBreaking(schema: string, name: string, volatility: string
  * obvious cases only (constant arguments); timeouts and byte caps remain the real defence.
  */
 export const RESOURCE_LIMIT = 10_000_000;
+
+/** Built-ins whose constant size arguments `resourceLimitReason` checks: the policy's `resource_checked` class. */
+export const RESOURCE_CHECKED: ReadonlySet<string> = new Set(['generate_series', 'repeat', 'lpad', 'rpad']);
 
 /**
  * Returns a refusal reason when a call to `pg_catalog.name` with the given constant numeric

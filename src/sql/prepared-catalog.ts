@@ -42,6 +42,8 @@ export interface PreparedCatalog {
   readonly systemRelations: ReadonlySet<string>;
   /** Key: bare type name; value: schemas where a type of that name runs user code on input. */
   readonly unsafeTypes: ReadonlyMap<string, readonly string[]>;
+  /** Keys `relKey(schema, name)` of `SourceCatalog.types`; null when the catalogue has no type list. */
+  readonly types: ReadonlySet<string> | null;
 }
 
 const cache = new WeakMap<SourceCatalog, PreparedCatalog>();
@@ -121,6 +123,7 @@ export function prepareCatalog(catalog: SourceCatalog | PreparedCatalog): Prepar
     operatorsByName,
     systemRelations: new Set(src.systemRelations ?? []),
     unsafeTypes,
+    types: src.types ? new Set(src.types.map((t) => relKey(t.schema, t.name))) : null,
   };
   cache.set(src, prepared);
   return prepared;

@@ -15,8 +15,10 @@ export type { ColumnRef } from './lineage';
  * - `function_not_allowed`: a deny-listed, volatile, unknown, or unresolvable function or operator.
  * - `unknown_relation`: a relation not in the source catalogue (system catalogues included).
  * - `unknown_column`: a column that no relation in scope has.
+ * - `statement_too_complex`: over a complexity limit of the source or the analyser's work budget
+ *   (issue 10, Build 3; src/sql/complexity.ts).
  */
-export type RefusalCode = 'invalid_sql' | 'statement_not_allowed' | 'function_not_allowed' | 'unknown_relation' | 'unknown_column';
+export type RefusalCode = 'invalid_sql' | 'statement_not_allowed' | 'statement_too_complex' | 'function_not_allowed' | 'unknown_relation' | 'unknown_column';
 
 /**
  * One output column of the statement (select list, or RETURNING of a write) and where its value

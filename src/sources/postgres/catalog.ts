@@ -126,6 +126,12 @@ SELECT
      FROM pg_catalog.pg_class c
      WHERE c.relnamespace = 'pg_catalog'::regnamespace AND c.relkind IN ('r','v','m','f','p')) AS system_relations,
   (SELECT coalesce(json_agg(json_build_array(u.s, u.n) ORDER BY u.s, u.n), '[]'::json) FROM unsafe_types u) AS unsafe_types,
+  (SELECT coalesce(json_agg(json_build_array(n.nspname, t.typname) ORDER BY n.nspname, t.typname), '[]'::json)
+     FROM pg_catalog.pg_type t
+     JOIN pg_catalog.pg_namespace n ON n.oid = t.typnamespace
+     LEFT JOIN pg_catalog.pg_class c ON c.oid = t.typrelid
+     WHERE n.nspname NOT LIKE 'pg\\_toast%' AND n.nspname NOT LIKE 'pg\\_temp\\_%'
+       AND (t.typrelid = 0 OR c.relkind = 'c')) AS types,
   pg_catalog.current_schemas(false)::text[] AS search_path
 `;
 
@@ -135,6 +141,7 @@ interface ScanRow {
   operators: Array<[string, string, string]>;
   system_relations: string[];
   unsafe_types: Array<[string, string]>;
+  types: Array<[string, string]>;
   search_path: string[];
 }
 
@@ -152,7 +159,7 @@ function isPool(client: pg.ClientBase | pg.Pool): client is pg.Pool {
  *   for the scanning role's search path, which is the path the analyser resolves it with).
  * - `functions`: every function/aggregate/window function of every schema, `pg_catalog` included,
  *   overloads folded per name (most volatile `provolatile` wins; see `CatalogFunction`).
- * - `operators`, `systemRelations`, `unsafeTypes`: see `SourceCatalog`. Aggregates get the volatility
+ * - `operators`, `systemRelations`, `unsafeTypes`, `types`: see `SourceCatalog`. Aggregates get the volatility
  *   of their most volatile support function (pg_proc marks every aggregate immutable).
  * - `searchPath`: `current_schemas(false)` for the connection's role.
  *
@@ -200,6 +207,7 @@ export async function scanCatalog(
     operators,
     systemRelations: row.system_relations,
     unsafeTypes: row.unsafe_types.map(([schema, name]) => ({ schema, name })),
+    types: row.types.map(([schema, name]) => ({ schema, name })),
     searchPath: row.search_path,
     scannedAt: new Date().toISOString(),
     truncated,

@@ -78,7 +78,8 @@ describe('sql-safety.md corpus, classes 1–5, verbatim', () => {
     const deep = 'SELECT ' + 'coalesce('.repeat(3000) + '1' + ')'.repeat(3000);
     expect(analyzeSql(deep, CATALOG)).toMatchObject({ ok: false, code: 'invalid_sql' });
     const deepSub = 'SELECT ' + '(SELECT '.repeat(1500) + '1' + ')'.repeat(1500);
-    expect(analyzeSql(deepSub, CATALOG)).toMatchObject({ ok: false, code: 'invalid_sql' });
+    // Nested query levels are a complexity limit (issue 10, Build 3), checked before the walk.
+    expect(analyzeSql(deepSub, CATALOG)).toMatchObject({ ok: false, code: 'statement_too_complex' });
   });
 });
 
