@@ -1155,6 +1155,10 @@ export interface components {
             max_rows?: number;
             /** @description Largest number of reader connections per gateway process (default 5). */
             pool_size?: number;
+            /** @description Statements one identity may run at once on this source (default: half of pool_size rounded up, below pool_size when pool_size > 1). Beyond it a call waits up to identity_wait_ms, then is refused concurrency_limited with retry_after_ms. */
+            max_concurrent_per_identity?: number;
+            /** @description Longest a call waits for one of its identity's concurrent-statement slots on this source (default 2000). */
+            identity_wait_ms?: number;
             /** @description Tables (or views) of this source that discovery indexes as assets (interlock index SOURCE), read as the reader role. Each row becomes asset <source_id>:<schema>.<table>/<id>. */
             document_tables?: components["schemas"]["documentTable"][];
             /** @description Longest a connection may sit idle inside a transaction (default 10000). */
@@ -1225,6 +1229,10 @@ export interface components {
                     max_rows?: number;
                     /** @description Largest number of reader connections per gateway process (default 5). */
                     pool_size?: number;
+                    /** @description Statements one identity may run at once on this source (default: half of pool_size rounded up, below pool_size when pool_size > 1). Beyond it a call waits up to identity_wait_ms, then is refused concurrency_limited with retry_after_ms. */
+                    max_concurrent_per_identity?: number;
+                    /** @description Longest a call waits for one of its identity's concurrent-statement slots on this source (default 2000). */
+                    identity_wait_ms?: number;
                     /** @description Tables (or views) of this source that discovery indexes as assets (interlock index SOURCE), read as the reader role. Each row becomes asset <source_id>:<schema>.<table>/<id>. */
                     document_tables?: components["schemas"]["documentTable"][];
                     /** @description Longest a connection may sit idle inside a transaction (default 10000). */

@@ -1,8 +1,10 @@
 /**
  * Pipeline step 7, execution: reads run on the source's reader connector (read-only connections,
- * extended protocol, a portal fetching max_rows + 1, a byte cap) with the call's AbortSignal, so
- * closing the client's stream cancels the statement in PostgreSQL. Connector failures are mapped
- * to the contract's refusals (circuit open, TLS refused, timeout) or to the opaque failure.
+ * extended protocol, a portal fetching max_rows + 1, a byte cap enforced on the wire before any row
+ * is decoded) with the call's AbortSignal, so closing the client's stream cancels the statement in
+ * PostgreSQL, and with the caller's identity, whose concurrent statements per source are capped.
+ * Connector failures are mapped to the contract's refusals (circuit open, TLS refused, timeout,
+ * source busy, concurrency cap, result too large) or to the opaque failure.
  */
 import type { SourceRecord } from '../governance/store';
 import type { ToolOutcome } from '../tools/types';
@@ -16,7 +18,7 @@ export interface ReadRows {
 
 /** The reader side of a source connector. Rejects with an error whose `code` is a SourceErrorCode. */
 export interface QueryConnector {
-  read(sql: string, params: unknown[], opts: { maxRows: number; maxBytes: number; signal?: AbortSignal }): Promise<ReadRows>;
+  read(sql: string, params: unknown[], opts: { maxRows: number; maxBytes: number; signal?: AbortSignal; identityId?: string }): Promise<ReadRows>;
 }
 
 /** Gives the connector of a source (pools are cached by the provider). */
@@ -39,8 +41,15 @@ const STATEMENT_CLASSES: Record<string, string> = {
  * SQLSTATE class name reach the agent; never the driver's text (it can carry hosts and addresses).
  */
 export function mapConnectorError(err: unknown): ToolOutcome {
-  const e = err as { code?: string; sqlState?: string };
+  const e = err as { code?: string; sqlState?: string; retryAfterMs?: number };
+  const retry = typeof e?.retryAfterMs === 'number' ? { retry_after_ms: e.retryAfterMs } : undefined;
   switch (e?.code) {
+    case 'source_busy':
+      return { kind: 'refusal', code: 'source_busy', ...(retry ? { extra: retry } : {}) };
+    case 'concurrency_limited':
+      return { kind: 'refusal', code: 'concurrency_limited', ...(retry ? { extra: retry } : {}) };
+    case 'result_too_large':
+      return { kind: 'refusal', code: 'result_too_large' };
     case 'circuit_open':
       return { kind: 'refusal', code: 'circuit_open' };
     case 'upstream_tls_refused':

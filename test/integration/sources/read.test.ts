@@ -215,12 +215,12 @@ describe('layer 4: read-only, extended protocol, one round trip', () => {
     expect(sessions.length).toBeLessThanOrEqual(2);
   });
 
-  test('waiting too long for a pooled connection fails opaquely and is not a source failure', async () => {
+  test('waiting too long for a pooled connection answers source_busy (retry hint) and is not a source failure', async () => {
     const c = connector({ pool_size: 1, connect_timeout_ms: 300, breaker: { failure_threshold: 1 } });
     const long = c.read('SELECT pg_sleep(1.2)', [], BIG);
     await sleep(50);
     const err = await c.read('SELECT 1', [], BIG).catch((e: unknown) => e);
-    expect(err).toMatchObject({ code: 'execution_failed', sourceFailure: false });
+    expect(err).toMatchObject({ code: 'source_busy', sourceFailure: false, retryAfterMs: 1000 });
     await long;
     expect(c.breakerState()).toBe('closed');
   });
