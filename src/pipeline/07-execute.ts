@@ -36,6 +36,9 @@ const STATEMENT_CLASSES: Record<string, string> = {
   '0A': 'feature not supported',
 };
 
+/** configuration_limit_exceeded: the statement passed a per-statement limit (e.g. the reader role's temp_file_limit). */
+const SQLSTATE_CONFIGURATION_LIMIT = '53400';
+
 /**
  * Maps a connector error to an outcome. Only the SourceError code and, for statement errors, the
  * SQLSTATE class name reach the agent; never the driver's text (it can carry hosts and addresses).
@@ -59,6 +62,9 @@ export function mapConnectorError(err: unknown): ToolOutcome {
     case 'cancelled':
       return { kind: 'tool_error', code: 'cancelled' };
     default: {
+      if (e?.sqlState === SQLSTATE_CONFIGURATION_LIMIT) {
+        return { kind: 'tool_error', code: 'statement_failed', message: `The statement failed in the source database: it passed a per-statement limit of the source, such as temp_file_limit (SQLSTATE ${SQLSTATE_CONFIGURATION_LIMIT}).` };
+      }
       const cls = typeof e?.sqlState === 'string' ? STATEMENT_CLASSES[e.sqlState.slice(0, 2)] : undefined;
       if (!cls) return { kind: 'tool_error', code: 'tool_execution_failed' }; // no SQLSTATE (e.g. connection refused) or not the statement's
       // Value-level classes (22 data, 23 constraint) give the full SQLSTATE; others only the class, so

@@ -3,7 +3,8 @@
  *
  * The circuit breaker counts only these, so that no agent can open a source's circuit for the
  * others with statements of its own making. Counted: the link or the server is in trouble —
- * connection exceptions (08), insufficient resources (53), operator intervention such as shutdown,
+ * connection exceptions (08), insufficient resources (53: disk full, out of memory, too many
+ * connections; but not 53400, a per-statement limit such as temp_file_limit), operator intervention such as shutdown,
  * crash shutdown, "cannot connect now" or a dropped database (57, except 57014 query_canceled),
  * system errors (58), configuration file errors (F0), data or index corruption (XX001, XX002),
  * authentication and unknown-database failures (28, 3D: only ever raised while connecting), and
@@ -17,7 +18,9 @@
 export const SOURCE_HEALTH_CLASSES: ReadonlySet<string> = new Set(['08', '28', '3D', '53', '57', '58', 'F0']);
 
 /** Individual SQLSTATEs of a counted class that are the statement's own, or of an uncounted class that are the source's. */
-const NOT_HEALTH_CODES: ReadonlySet<string> = new Set(['57014']); // query_canceled: a timeout or our own cancel
+// 57014 query_canceled: a timeout or our own cancel. 53400 configuration_limit_exceeded: the
+// statement passed a per-statement limit such as the reader role's temp_file_limit.
+const NOT_HEALTH_CODES: ReadonlySet<string> = new Set(['57014', '53400']);
 const HEALTH_CODES: ReadonlySet<string> = new Set(['XX001', 'XX002']); // data_corrupted, index_corrupted
 
 /**

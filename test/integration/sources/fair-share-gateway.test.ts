@@ -6,6 +6,8 @@
  * unavailable, retry_after_ms) — never the opaque failure. /metrics shows the pool gauges labelled
  * by the registered source id. The slow statement is the test's own fixture: a STABLE SQL function
  * created by the superuser in the source database (agents may not call pg_sleep themselves).
+ * The demo reader role's temp_file_limit ends a statement that spills too much (53400), which
+ * never counts against the source (breaker threshold 2 here).
  */
 import pg from 'pg';
 import { startGovernedEnv, callTool, type GovernedEnv } from '../../helpers/governed';
@@ -35,7 +37,7 @@ beforeAll(async () => {
     name: src.name,
     description: src.description,
     enabled: true,
-    settings: { ...src.settings, pool_size: 2, max_concurrent_per_identity: 2, identity_wait_ms: 200, connect_timeout_ms: 300 },
+    settings: { ...src.settings, pool_size: 2, max_concurrent_per_identity: 2, identity_wait_ms: 200, connect_timeout_ms: 300, breaker: { failure_threshold: 2 } },
   });
   await scanSource(env.db, 'chinook');
   const other = await createIdentity(env.db, 'polite-agent');
@@ -104,4 +106,22 @@ test('modern dialect: source_busy and concurrency_limited are JSON-RPC errors wi
   expect(polite.headers.get('retry-after')).toBe('1');
   expect(((await polite.json()) as { error: unknown }).error).toMatchObject({ code: -32603, data: { status: 'unavailable', code: 'source_busy', retry_after_ms: 1000 } });
   for (const r of await Promise.all(slow)) expect(r.status).toBe(200);
+});
+
+test('the demo reader role carries temp_file_limit; a statement past it is the statement\'s failure, not the source\'s', async () => {
+  const admin = new pg.Client({ connectionString: env.sourceUrl });
+  await admin.connect();
+  try {
+    const r = await admin.query("SELECT unnest(setconfig) AS s FROM pg_db_role_setting WHERE setrole = $1::regrole", [env.demo.readerRole]);
+    expect(r.rows.map((x: { s: string }) => x.s)).toContain('temp_file_limit=256MB');
+  } finally {
+    await admin.end();
+  }
+  for (let i = 0; i < 3; i++) {
+    const r = await callTool(env, 'interlock_query', { source_id: 'chinook', sql: 'SELECT count(DISTINCT g)::int AS n FROM generate_series(1, $1::int) AS g', params: [40_000_000] }, env.apiKey);
+    expect(r.body.result.isError).toBe(true);
+    expect(r.body.result.structuredContent).toMatchObject({ code: 'statement_failed' });
+    expect(r.body.result.content[0].text).toContain('53400');
+  }
+  expect(await metric('interlock_source_circuit_state')).toEqual(['interlock_source_circuit_state{source="chinook"} 0']);
 });

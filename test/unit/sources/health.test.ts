@@ -49,6 +49,7 @@ describe('serverErrorCountsAgainstSource', () => {
     ['25006', 'read_only_sql_transaction'],
     ['55P03', 'lock_not_available'],
     ['57014', 'query_canceled'],
+    ['53400', 'configuration_limit_exceeded (temp_file_limit)'],
     ['23505', 'unique_violation'],
     ['21000', 'cardinality_violation'],
   ])('%s (%s) is the statement\'s own and does not count', (code) => {
