@@ -16,7 +16,8 @@ export interface ReadField {
 /**
  * A read's result.
  * - `fields`: the columns in order.
- * - `rows`: one object per row keyed by column name (for duplicate names the later column wins).
+ * - `rows`: one object per row keyed by column name (for duplicate names the later column wins),
+ *   built from `rowsArray` on first access.
  * - `rowsArray`: the same rows as arrays in column order (nothing lost to duplicate names).
  * - `truncated`: more rows existed than maxRows, or rows were dropped to stay within maxBytes.
  * - `bytes`: UTF-8 length of `JSON.stringify(rows)` (always ≤ maxBytes unless even `[]` is larger).
@@ -50,13 +51,14 @@ type FieldMsg = { name: string; dataTypeID: number; format?: string };
  */
 export class PortalRead {
   fields: ReadField[] = [];
-  rows: Record<string, unknown>[] = [];
   rowsArray: unknown[][] = [];
   truncated = false;
   bytes = 2; // "[]"
   /** Why the connection must not be reused even though the statement succeeded (null: nothing odd). */
   unexpected: string | null = null;
   private names: string[] = [];
+  /** The columns a row object keeps (the last of duplicate names) and the UTF-8 bytes of `"name":`. */
+  private objectColumns: Array<{ index: number; keyBytes: number }> = [];
   private parsers: Array<(v: string) => unknown> = [];
   private full = false;
   private done = false;
@@ -95,30 +97,28 @@ export class PortalRead {
   handleRowDescription(msg: { fields: FieldMsg[] }): void {
     this.fields = msg.fields.map((f) => ({ name: f.name, dataTypeId: f.dataTypeID }));
     this.names = msg.fields.map((f) => f.name);
+    const last = new Map<string, number>();
+    this.names.forEach((n, i) => last.set(n, i));
+    this.objectColumns = [...last.entries()].map(([name, index]) => ({ index, keyBytes: Buffer.byteLength(JSON.stringify(name), 'utf8') + 1 }));
     this.parsers = msg.fields.map((f) => pg.types.getTypeParser(f.dataTypeID, 'text') as (v: string) => unknown);
   }
 
   handleDataRow(msg: { fields: Array<string | null> }): void {
     if (this.full) return;
-    if (this.rows.length >= this.maxRows) {
+    if (this.rowsArray.length >= this.maxRows) {
       this.truncated = true;
       this.full = true;
       return;
     }
     const n = this.names.length;
     const arr = new Array<unknown>(n);
-    const obj: Record<string, unknown> = {};
     for (let i = 0; i < n; i++) {
       const raw = msg.fields[i];
-      const v = raw === null || raw === undefined ? null : this.parsers[i](raw);
-      arr[i] = v;
-      const name = this.names[i];
-      if (name === '__proto__') Object.defineProperty(obj, name, { value: v, enumerable: true, writable: true, configurable: true });
-      else obj[name] = v;
+      arr[i] = raw === null || raw === undefined ? null : this.parsers[i](raw);
     }
     let size: number;
     try {
-      size = Buffer.byteLength(JSON.stringify(obj), 'utf8') + (this.rows.length > 0 ? 1 : 0);
+      size = this.objectJsonBytes(arr) + (this.rowsArray.length > 0 ? 1 : 0);
     } catch {
       this.unexpected ??= 'row not serialisable';
       this.full = true;
@@ -130,8 +130,14 @@ export class PortalRead {
       return;
     }
     this.bytes += size;
-    this.rows.push(obj);
     this.rowsArray.push(arr);
+  }
+
+  /** UTF-8 bytes of JSON.stringify of the row's object form, without building the object. */
+  private objectJsonBytes(arr: unknown[]): number {
+    let bytes = 2 + Math.max(0, this.objectColumns.length - 1);
+    for (const c of this.objectColumns) bytes += c.keyBytes + Buffer.byteLength(JSON.stringify(arr[c.index]) ?? 'null', 'utf8');
+    return bytes;
   }
 
   handlePortalSuspended(): void {
@@ -170,7 +176,7 @@ export class PortalRead {
 
   /** Rows kept so far. */
   get rowCount(): number {
-    return this.rows.length;
+    return this.rowsArray.length;
   }
 
   /** The result so far, marked truncated (the wire budget ended the read early). */
@@ -179,8 +185,25 @@ export class PortalRead {
     return this.result();
   }
 
+  /** The result. Its `rows` (objects) are built from `rowsArray` on first access only: the pipeline reads the arrays. */
   result(): ReadResult {
-    return { fields: this.fields, rows: this.rows, rowsArray: this.rowsArray, truncated: this.truncated, bytes: this.bytes };
+    const names = this.names;
+    const arrays = this.rowsArray;
+    let objects: Record<string, unknown>[] | null = null;
+    const r = { fields: this.fields, rowsArray: arrays, truncated: this.truncated, bytes: this.bytes } as ReadResult;
+    Object.defineProperty(r, 'rows', { enumerable: true, configurable: true, get: () => (objects ??= arrays.map((a) => rowObject(names, a))) });
+    return r;
   }
+}
+
+/** A row as an object keyed by column name (a later duplicate name wins; `__proto__` is an own property). */
+export function rowObject(names: string[], values: unknown[]): Record<string, unknown> {
+  const obj: Record<string, unknown> = {};
+  for (let i = 0; i < names.length; i++) {
+    const name = names[i];
+    if (name === '__proto__') Object.defineProperty(obj, name, { value: values[i], enumerable: true, writable: true, configurable: true });
+    else obj[name] = values[i];
+  }
+  return obj;
 }
 
