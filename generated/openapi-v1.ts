@@ -1502,7 +1502,7 @@ export interface components {
                 } & components["schemas"]["ErrorBody"];
             };
         };
-        /** @description Refused by a source role, a policy or the statement rules; or a foreign Host or Origin. */
+        /** @description Refused by a source role, a policy or the statement rules; not even one row of the result fits the call's byte budget (result_too_large); or a foreign Host or Origin. */
         V1Forbidden: {
             headers: {
                 [name: string]: unknown;
@@ -1520,7 +1520,7 @@ export interface components {
                 "application/json": components["schemas"]["NotFoundBody"];
             };
         };
-        /** @description A rate limit refuses the call; retry_after_ms and Retry-After say when to retry. */
+        /** @description A rate limit (rate_limited) or the identity's cap on concurrent statements per source (concurrency_limited) refuses the call; retry_after_ms and Retry-After say when to retry. */
         V1RateLimited: {
             headers: {
                 "Retry-After": components["headers"]["RetryAfter"];
@@ -1533,9 +1533,11 @@ export interface components {
                 } & components["schemas"]["ErrorBody"];
             };
         };
-        /** @description The source cannot be used now (circuit_open, source_disabled, upstream_tls_refused, source_not_catalogued, statement_timeout). */
+        /** @description The source cannot be used now (circuit_open, source_disabled, upstream_tls_refused, source_not_catalogued, statement_timeout, or source_busy when no pooled connection freed in time; source_busy carries retry_after_ms and Retry-After). */
         V1Unavailable: {
             headers: {
+                /** @description Seconds to wait before retrying (source_busy only). */
+                "Retry-After"?: string;
                 [name: string]: unknown;
             };
             content: {
