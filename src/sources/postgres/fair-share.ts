@@ -7,8 +7,12 @@ import { SourceError } from './errors';
 
 /** Retry hint of a `concurrency_limited` refusal (ms). */
 export const CONCURRENCY_RETRY_MS = 1_000;
-/** Waiters allowed per identity for each slot of its cap (beyond them a call is refused at once). */
-export const WAITERS_PER_SLOT = 4;
+/**
+ * Waiters allowed per identity for each slot of its cap (beyond them a call is refused at once).
+ * Generous: the wait itself is bounded in time, and each waiter is an HTTP request the rate limit
+ * already admitted; this only bounds the queue's memory.
+ */
+export const WAITERS_PER_SLOT = 64;
 
 /** What to do with a call: run it now, queue it for a bounded time, or refuse it at once. Pure. */
 export function decideSlot(running: number, waiting: number, cap: number): 'run' | 'wait' | 'refuse' {

@@ -30,11 +30,20 @@ export function wireError(message: string): Error {
 
 const guards = new WeakMap<object, WireGuard>();
 
-/** The wire guard of a pooled connection (installed when it connected). */
+/** Installs the wire guard on a connection that is ready for a query; `onDestroy` is told why the guard ended it. */
+function attachGuard(client: pg.PoolClient, onDestroy?: (err: Error) => void): WireGuard {
+  const stream = (client as unknown as ClientInternals).connection.stream;
+  const guard = installWireGuard(stream, (err) => {
+    onDestroy?.(err);
+    stream.destroy?.(Object.assign(err, { code: LOCAL_WIRE_ERROR_CODE }));
+  });
+  guards.set(client, guard);
+  return guard;
+}
+
+/** The wire guard of a pooled connection (installed when it connected; installed now if it was not). */
 export function guardOf(client: pg.PoolClient): WireGuard {
-  const g = guards.get(client);
-  if (!g) throw localFailure('connection without a wire guard');
-  return g;
+  return guards.get(client) ?? attachGuard(client);
 }
 
 /** The reader and writer pools of one source. */
@@ -124,14 +133,7 @@ export class SourcePools {
     });
     // Every protocol byte of a new connection passes the wire guard from now on (it is at a message boundary: ready for a query).
     pool.on('connect', (client) => {
-      const stream = (client as unknown as ClientInternals).connection.stream;
-      guards.set(
-        client,
-        installWireGuard(stream, (err) => {
-          this.logger?.warn({ err: { message: err.message }, pool: kind }, 'connection ended by the wire guard');
-          stream.destroy?.(Object.assign(err, { code: LOCAL_WIRE_ERROR_CODE }));
-        }),
-      );
+      attachGuard(client, (err) => this.logger?.warn({ err: { message: err.message }, pool: kind }, 'connection ended by the wire guard'));
     });
     // An idle pooled connection that dies (server restart, network) is dropped by the pool; log it only.
     pool.on('error', (err) => {
