@@ -54,6 +54,8 @@ export class PortalRead {
   rowsArray: unknown[][] = [];
   truncated = false;
   bytes = 2; // "[]"
+  /** A row was dropped because its JSON would pass maxBytes. */
+  overByteCap = false;
   /** Why the connection must not be reused even though the statement succeeded (null: nothing odd). */
   unexpected: string | null = null;
   private names: string[] = [];
@@ -127,6 +129,7 @@ export class PortalRead {
     if (this.bytes + size > this.maxBytes) {
       this.truncated = true;
       this.full = true;
+      this.overByteCap = true;
       return;
     }
     this.bytes += size;

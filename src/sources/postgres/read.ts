@@ -58,7 +58,9 @@ export function runRead(ctx: StatementContext, sql: string, values: unknown[], o
           if (err === null && q.unexpected === null) {
             const tx = (client as unknown as ClientInternals).getTransactionStatus?.();
             client.release(tx !== 'I');
-            resolve(q.result());
+            // Not even the first row's JSON fits the byte cap: the same answer as on the wire.
+            if (q.rowCount === 0 && q.overByteCap) reject(new SourceError('result_too_large'));
+            else resolve(q.result());
             return;
           }
           const se = err === null ? ctx.fail(localFailure(`unexpected protocol traffic (${q.unexpected})`), 'query') : ctx.fail(err, 'query');
