@@ -10,52 +10,9 @@
  */
 import { McpHttpClient, structuredResult } from './lib/http';
 import { emitResult, envInt, machineLine, round, summarize, table } from './lib/stats';
-import { gatewayVars, procMemory, resetPeakRss, sleep, startTsChild, withBenchEnv, type GatewayChild } from './lib/env';
+import { gatewayVars, startTsChild, withBenchEnv } from './lib/env';
+import { LARGE_ROWS, LARGE_SQL, measure, type Measured } from './lib/memory';
 
-/** 100,000 rows of track data (29 copies of the 3,503 tracks, cut at 100,000). */
-export const LARGE_SQL = 'SELECT t.track_id, t.name, t.album_id, t.milliseconds, t.unit_price, g.n AS copy FROM generate_series(1, 29) AS g(n) CROSS JOIN track t LIMIT 100000';
-/** Rows the large read returns (and the row cap it runs under). */
-export const LARGE_ROWS = 100_000;
-
-interface Measured {
-  ttfbMs: number;
-  totalMs: number;
-  idleKiB: number;
-  peakKiB: number;
-  growthMiB: number;
-  sampledPeakKiB: number;
-  bytes?: number;
-}
-
-/** Samples VmRSS every `ms` until stopped; returns the largest value seen (KiB). */
-function sampleRss(pid: number, ms = 5): { stop(): number } {
-  let max = 0;
-  const t = setInterval(() => {
-    try {
-      max = Math.max(max, procMemory(pid).rssKiB);
-    } catch {
-      // process gone
-    }
-  }, ms);
-  return {
-    stop() {
-      clearInterval(t);
-      return max;
-    },
-  };
-}
-
-async function measure(child: GatewayChild, run: () => Promise<{ ttfbMs: number; totalMs: number; bytes?: number }>): Promise<Measured> {
-  await child.ask({ cmd: 'gc' });
-  await sleep(200);
-  const idleKiB = procMemory(child.pid).rssKiB;
-  if (!resetPeakRss(child.pid)) throw new Error('cannot reset VmHWM (/proc/PID/clear_refs): run as the owner of the child on Linux');
-  const sampler = sampleRss(child.pid);
-  const r = await run();
-  const sampledPeakKiB = sampler.stop();
-  const peakKiB = procMemory(child.pid).hwmKiB;
-  return { ttfbMs: r.ttfbMs, totalMs: r.totalMs, bytes: r.bytes, idleKiB, peakKiB, growthMiB: (peakKiB - idleKiB) / 1024, sampledPeakKiB };
-}
 
 async function main(): Promise<void> {
   const runs = envInt('BENCH_LARGE_RUNS', 3);

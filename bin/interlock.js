@@ -7,6 +7,13 @@
 require('tsx/cjs');
 const { runCli } = require('../src/cli/main.ts');
 
+// The gateway keeps serving whatever escapes a call (issue 10, Build 2): log it, never exit on it.
+if (['serve', 'demo'].includes(process.argv[2])) {
+  const pino = require('pino');
+  const { installLastResortHandlers } = require('../src/server.ts');
+  installLastResortHandlers(pino({ base: undefined }, pino.destination(2)));
+}
+
 runCli(process.argv.slice(2)).then(
   (code) => {
     // Let stdout/stderr drain before exiting (pipes are asynchronous).

@@ -1159,6 +1159,10 @@ export interface components {
             max_rows?: number;
             /** @description Largest number of reader connections per gateway process (default 5). */
             pool_size?: number;
+            /** @description Statements one identity may run at once on this source (default: half of pool_size rounded up, below pool_size when pool_size > 1). Beyond it a call waits up to identity_wait_ms, then is refused concurrency_limited with retry_after_ms. */
+            max_concurrent_per_identity?: number;
+            /** @description Longest a call waits for one of its identity's concurrent-statement slots on this source (default 2000). */
+            identity_wait_ms?: number;
             /** @description Tables (or views) of this source that discovery indexes as assets (interlock index SOURCE), read as the reader role. Each row becomes asset <source_id>:<schema>.<table>/<id>. */
             document_tables?: components["schemas"]["documentTable"][];
             /** @description Longest a connection may sit idle inside a transaction (default 10000). */
@@ -1247,6 +1251,10 @@ export interface components {
                     max_rows?: number;
                     /** @description Largest number of reader connections per gateway process (default 5). */
                     pool_size?: number;
+                    /** @description Statements one identity may run at once on this source (default: half of pool_size rounded up, below pool_size when pool_size > 1). Beyond it a call waits up to identity_wait_ms, then is refused concurrency_limited with retry_after_ms. */
+                    max_concurrent_per_identity?: number;
+                    /** @description Longest a call waits for one of its identity's concurrent-statement slots on this source (default 2000). */
+                    identity_wait_ms?: number;
                     /** @description Tables (or views) of this source that discovery indexes as assets (interlock index SOURCE), read as the reader role. Each row becomes asset <source_id>:<schema>.<table>/<id>. */
                     document_tables?: components["schemas"]["documentTable"][];
                     /** @description Longest a connection may sit idle inside a transaction (default 10000). */
@@ -1534,7 +1542,7 @@ export interface components {
                 } & components["schemas"]["ErrorBody"];
             };
         };
-        /** @description Refused by a source role, a policy or the statement rules; or a foreign Host or Origin. */
+        /** @description Refused by a source role, a policy or the statement rules; not even one row of the result fits the call's byte budget (result_too_large); or a foreign Host or Origin. */
         V1Forbidden: {
             headers: {
                 [name: string]: unknown;
@@ -1552,7 +1560,7 @@ export interface components {
                 "application/json": components["schemas"]["NotFoundBody"];
             };
         };
-        /** @description A rate limit refuses the call; retry_after_ms and Retry-After say when to retry. */
+        /** @description A rate limit (rate_limited) or the identity's cap on concurrent statements per source (concurrency_limited) refuses the call; retry_after_ms and Retry-After say when to retry. */
         V1RateLimited: {
             headers: {
                 "Retry-After": components["headers"]["RetryAfter"];
@@ -1565,9 +1573,11 @@ export interface components {
                 } & components["schemas"]["ErrorBody"];
             };
         };
-        /** @description The source cannot be used now (circuit_open, source_disabled, upstream_tls_refused, source_not_catalogued, statement_timeout). */
+        /** @description The source cannot be used now (circuit_open, source_disabled, upstream_tls_refused, source_not_catalogued, statement_timeout, or source_busy when no pooled connection freed in time; source_busy carries retry_after_ms and Retry-After). */
         V1Unavailable: {
             headers: {
+                /** @description Seconds to wait before retrying (source_busy only). */
+                "Retry-After"?: string;
                 [name: string]: unknown;
             };
             content: {

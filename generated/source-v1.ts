@@ -56,6 +56,14 @@ export interface PostgresSourceSettings {
    */
   pool_size?: number;
   /**
+   * Statements one identity may run at once on this source (default: half of pool_size rounded up, below pool_size when pool_size > 1). Beyond it a call waits up to identity_wait_ms, then is refused concurrency_limited with retry_after_ms.
+   */
+  max_concurrent_per_identity?: number;
+  /**
+   * Longest a call waits for one of its identity's concurrent-statement slots on this source (default 2000).
+   */
+  identity_wait_ms?: number;
+  /**
    * Tables (or views) of this source that discovery indexes as assets (interlock index SOURCE), read as the reader role. Each row becomes asset <source_id>:<schema>.<table>/<id>.
    *
    * @maxItems 100

@@ -6576,9 +6576,9 @@ return errors === 0;
 validate50.evaluated = {"props":{"asset_id":true,"title":true,"relation":true,"score":true,"document_type":true,"category_path":true,"timestamp":true},"dynamicProps":false,"dynamicItems":false};
 
 exports.validateSourceDefinition = validate51;
-const schema70 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/source-v1.schema.json","title":"SourceDefinition","description":"A data source registered in the control database (`interlock source add FILE`, JSON or YAML). PostgreSQL sources name two database roles: a reader (SELECT only, used for every agent read and for catalog scans) and an optional writer (used only to execute approved writes). Credentials are stored in the control database; protect it accordingly. Issue 3, Build 1.","type":"object","properties":{"id":{"description":"Stable source id used by agents (source_id).","type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$"},"type":{"type":"string","enum":["postgres","documents"]},"name":{"description":"Display name.","type":"string","minLength":1,"maxLength":200},"description":{"type":"string","maxLength":1000},"enabled":{"description":"Disabled sources refuse every call with status unavailable (default true).","type":"boolean"},"settings":{"anyOf":[{"$ref":"#/$defs/postgresSettings"},{"$ref":"#/$defs/documentsSettings"}]}},"required":["id","type","name","settings"],"additionalProperties":false,"allOf":[{"if":{"properties":{"type":{"const":"postgres"}},"required":["type"]},"then":{"properties":{"settings":{"$ref":"#/$defs/postgresSettings"}}}},{"if":{"properties":{"type":{"const":"documents"}},"required":["type"]},"then":{"properties":{"settings":{"$ref":"#/$defs/documentsSettings"}}}}],"$defs":{"credentials":{"title":"DatabaseCredentials","type":"object","properties":{"user":{"type":"string","minLength":1,"maxLength":63},"password":{"type":"string","maxLength":1024,"description":"Omit for trust, peer or certificate authentication. Never read from PGPASSWORD or ~/.pgpass."}},"required":["user"],"additionalProperties":false},"tls":{"title":"SourceTls","description":"Upstream TLS. off: plaintext; require: encrypted, server not verified; verify-ca: certificate chain checked against ca; verify-full: chain and host name (servername, default host) checked.","type":"object","properties":{"mode":{"type":"string","enum":["off","require","verify-ca","verify-full"]},"ca":{"description":"PEM bundle of the trusted certificate authorities (verify-ca, verify-full; default: the system store).","type":"string","maxLength":1048576},"servername":{"description":"Host name expected in the server certificate (verify-full).","type":"string","minLength":1,"maxLength":255}},"required":["mode"],"additionalProperties":false},"postgresSettings":{"title":"PostgresSourceSettings","type":"object","properties":{"host":{"type":"string","minLength":1,"maxLength":255},"port":{"type":"integer","minimum":1,"maximum":65535},"database":{"type":"string","minLength":1,"maxLength":63},"reader":{"$ref":"#/$defs/credentials"},"writer":{"$ref":"#/$defs/credentials"},"tls":{"$ref":"#/$defs/tls"},"statement_timeout_ms":{"description":"Longest a statement may run (default 15000).","type":"integer","minimum":1,"maximum":3600000},"lock_timeout_ms":{"description":"Longest a statement may wait for a lock (default 2000).","type":"integer","minimum":1,"maximum":3600000},"max_rows":{"description":"Most rows a read returns, whatever the call asks (default 1000).","type":"integer","minimum":1,"maximum":100000},"pool_size":{"description":"Largest number of reader connections per gateway process (default 5).","type":"integer","minimum":1,"maximum":100},"document_tables":{"description":"Tables (or views) of this source that discovery indexes as assets (interlock index SOURCE), read as the reader role. Each row becomes asset <source_id>:<schema>.<table>/<id>.","type":"array","maxItems":100,"items":{"$ref":"#/$defs/documentTable"}},"idle_in_transaction_timeout_ms":{"description":"Longest a connection may sit idle inside a transaction (default 10000).","type":"integer","minimum":1,"maximum":3600000},"connect_timeout_ms":{"description":"Longest to wait for a new connection or a pooled one (default 5000).","type":"integer","minimum":1,"maximum":600000},"breaker":{"title":"SourceBreaker","description":"Circuit breaker: after failure_threshold consecutive source failures (connection refused or lost, TLS refused, server faults; not statement errors or statement timeouts) calls are refused at once as unavailable/circuit_open for reset_timeout_ms, then one probe decides.","type":"object","properties":{"failure_threshold":{"type":"integer","minimum":1,"maximum":1000},"reset_timeout_ms":{"type":"integer","minimum":100,"maximum":3600000}},"additionalProperties":false},"complexity":{"title":"SourceComplexityLimits","description":"Complexity bounds on agent SQL, checked on the parse tree before the statement is analysed or sent (issue 10, Build 3). Some planner work cannot be interrupted by statement_timeout or cancel, so a statement over any bound is refused as forbidden/statement_too_complex. The defaults leave a wide margin over real analytical SQL.","type":"object","properties":{"max_ctes":{"description":"Most WITH items (CTEs) in one statement (default 64).","type":"integer","minimum":1,"maximum":100000},"max_range_table_entries":{"description":"Most FROM items (tables, sub-selects, functions), joins and write targets in one statement (default 256).","type":"integer","minimum":1,"maximum":100000},"max_join_depth":{"description":"Deepest nesting of JOINs (default 64).","type":"integer","minimum":1,"maximum":100000},"max_subquery_depth":{"description":"Deepest nesting of query levels (sub-selects, CTE bodies, set-operation arms; the statement itself is level 1) (default 32).","type":"integer","minimum":1,"maximum":100000},"max_set_operation_arms":{"description":"Most UNION/INTERSECT/EXCEPT arms in one statement (default 256).","type":"integer","minimum":1,"maximum":100000},"max_parse_tree_nodes":{"description":"Most parse-tree nodes in one statement (default 20000).","type":"integer","minimum":1,"maximum":10000000}},"additionalProperties":false}},"required":["host","port","database","reader","tls"],"additionalProperties":false},"columnName":{"title":"ColumnName","description":"A column name, exactly as stored (no quoting).","type":"string","minLength":1,"maxLength":63},"documentTable":{"title":"DocumentTableMapping","description":"Maps the rows of one table or view to discovery assets (issue 4, Build 2). Column values: id and title of any type (read as text); body text; type_column text; category_column text[] or text split on '/'; time_column a date or timestamp; audience_column text[] or text split on ','; entities_column jsonb [{type, value}]; links_column text[] of asset ids. A row whose id is NULL or empty is skipped.","type":"object","properties":{"table":{"description":"schema.table, exact names (no quoting).","type":"string","pattern":"^[^.\\s]+\\.[^.\\s]+$","maxLength":200},"id_column":{"$ref":"#/$defs/columnName"},"title_column":{"$ref":"#/$defs/columnName"},"body_column":{"$ref":"#/$defs/columnName"},"type_column":{"$ref":"#/$defs/columnName"},"document_type":{"description":"Document type of a row whose type_column is absent or NULL (default \"record\").","type":"string","minLength":1,"maxLength":64},"category_column":{"$ref":"#/$defs/columnName"},"category_path":{"description":"Category path of a row whose category_column is absent or empty (default [schema, table]). discover/request statements on this source match categories as on a documents source (*, a/b, a/b/*).","type":"array","maxItems":32,"items":{"type":"string","minLength":1,"maxLength":128}},"time_column":{"$ref":"#/$defs/columnName"},"audience_column":{"$ref":"#/$defs/columnName"},"audience":{"description":"Audience of a row whose audience_column is absent, NULL or empty (default none: visible to every identity that may discover it).","type":"array","maxItems":50,"items":{"type":"string","minLength":1,"maxLength":64}},"entities_column":{"$ref":"#/$defs/columnName"},"links_column":{"$ref":"#/$defs/columnName"},"max_rows":{"description":"Most rows indexed from this table (default 100000).","type":"integer","minimum":1,"maximum":1000000}},"required":["table","id_column","title_column","body_column"],"additionalProperties":false},"documentsSettings":{"title":"DocumentsSourceSettings","type":"object","properties":{"path":{"description":"Folder holding the documents: .md, .txt and .json files, searched recursively (hidden files and folders and symbolic links are skipped). Front matter (YAML between --- lines for .md/.txt, the object's own fields for .json): title, document_type, category_path, timestamp, audience, entities [{type, value}], links. Asset id <source_id>:<relative path>.","type":"string","minLength":1,"maxLength":4096}},"required":["path"],"additionalProperties":false}}};
+const schema70 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/source-v1.schema.json","title":"SourceDefinition","description":"A data source registered in the control database (`interlock source add FILE`, JSON or YAML). PostgreSQL sources name two database roles: a reader (SELECT only, used for every agent read and for catalog scans) and an optional writer (used only to execute approved writes). Credentials are stored in the control database; protect it accordingly. Issue 3, Build 1.","type":"object","properties":{"id":{"description":"Stable source id used by agents (source_id).","type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$"},"type":{"type":"string","enum":["postgres","documents"]},"name":{"description":"Display name.","type":"string","minLength":1,"maxLength":200},"description":{"type":"string","maxLength":1000},"enabled":{"description":"Disabled sources refuse every call with status unavailable (default true).","type":"boolean"},"settings":{"anyOf":[{"$ref":"#/$defs/postgresSettings"},{"$ref":"#/$defs/documentsSettings"}]}},"required":["id","type","name","settings"],"additionalProperties":false,"allOf":[{"if":{"properties":{"type":{"const":"postgres"}},"required":["type"]},"then":{"properties":{"settings":{"$ref":"#/$defs/postgresSettings"}}}},{"if":{"properties":{"type":{"const":"documents"}},"required":["type"]},"then":{"properties":{"settings":{"$ref":"#/$defs/documentsSettings"}}}}],"$defs":{"credentials":{"title":"DatabaseCredentials","type":"object","properties":{"user":{"type":"string","minLength":1,"maxLength":63},"password":{"type":"string","maxLength":1024,"description":"Omit for trust, peer or certificate authentication. Never read from PGPASSWORD or ~/.pgpass."}},"required":["user"],"additionalProperties":false},"tls":{"title":"SourceTls","description":"Upstream TLS. off: plaintext; require: encrypted, server not verified; verify-ca: certificate chain checked against ca; verify-full: chain and host name (servername, default host) checked.","type":"object","properties":{"mode":{"type":"string","enum":["off","require","verify-ca","verify-full"]},"ca":{"description":"PEM bundle of the trusted certificate authorities (verify-ca, verify-full; default: the system store).","type":"string","maxLength":1048576},"servername":{"description":"Host name expected in the server certificate (verify-full).","type":"string","minLength":1,"maxLength":255}},"required":["mode"],"additionalProperties":false},"postgresSettings":{"title":"PostgresSourceSettings","type":"object","properties":{"host":{"type":"string","minLength":1,"maxLength":255},"port":{"type":"integer","minimum":1,"maximum":65535},"database":{"type":"string","minLength":1,"maxLength":63},"reader":{"$ref":"#/$defs/credentials"},"writer":{"$ref":"#/$defs/credentials"},"tls":{"$ref":"#/$defs/tls"},"statement_timeout_ms":{"description":"Longest a statement may run (default 15000).","type":"integer","minimum":1,"maximum":3600000},"lock_timeout_ms":{"description":"Longest a statement may wait for a lock (default 2000).","type":"integer","minimum":1,"maximum":3600000},"max_rows":{"description":"Most rows a read returns, whatever the call asks (default 1000).","type":"integer","minimum":1,"maximum":100000},"pool_size":{"description":"Largest number of reader connections per gateway process (default 5).","type":"integer","minimum":1,"maximum":100},"max_concurrent_per_identity":{"description":"Statements one identity may run at once on this source (default: half of pool_size rounded up, below pool_size when pool_size > 1). Beyond it a call waits up to identity_wait_ms, then is refused concurrency_limited with retry_after_ms.","type":"integer","minimum":1,"maximum":100},"identity_wait_ms":{"description":"Longest a call waits for one of its identity's concurrent-statement slots on this source (default 2000).","type":"integer","minimum":0,"maximum":60000},"document_tables":{"description":"Tables (or views) of this source that discovery indexes as assets (interlock index SOURCE), read as the reader role. Each row becomes asset <source_id>:<schema>.<table>/<id>.","type":"array","maxItems":100,"items":{"$ref":"#/$defs/documentTable"}},"idle_in_transaction_timeout_ms":{"description":"Longest a connection may sit idle inside a transaction (default 10000).","type":"integer","minimum":1,"maximum":3600000},"connect_timeout_ms":{"description":"Longest to wait for a new connection or a pooled one (default 5000).","type":"integer","minimum":1,"maximum":600000},"breaker":{"title":"SourceBreaker","description":"Circuit breaker: after failure_threshold consecutive source failures (connection refused or lost, TLS refused, server faults; not statement errors or statement timeouts) calls are refused at once as unavailable/circuit_open for reset_timeout_ms, then one probe decides.","type":"object","properties":{"failure_threshold":{"type":"integer","minimum":1,"maximum":1000},"reset_timeout_ms":{"type":"integer","minimum":100,"maximum":3600000}},"additionalProperties":false},"complexity":{"title":"SourceComplexityLimits","description":"Complexity bounds on agent SQL, checked on the parse tree before the statement is analysed or sent (issue 10, Build 3). Some planner work cannot be interrupted by statement_timeout or cancel, so a statement over any bound is refused as forbidden/statement_too_complex. The defaults leave a wide margin over real analytical SQL.","type":"object","properties":{"max_ctes":{"description":"Most WITH items (CTEs) in one statement (default 64).","type":"integer","minimum":1,"maximum":100000},"max_range_table_entries":{"description":"Most FROM items (tables, sub-selects, functions), joins and write targets in one statement (default 256).","type":"integer","minimum":1,"maximum":100000},"max_join_depth":{"description":"Deepest nesting of JOINs (default 64).","type":"integer","minimum":1,"maximum":100000},"max_subquery_depth":{"description":"Deepest nesting of query levels (sub-selects, CTE bodies, set-operation arms; the statement itself is level 1) (default 32).","type":"integer","minimum":1,"maximum":100000},"max_set_operation_arms":{"description":"Most UNION/INTERSECT/EXCEPT arms in one statement (default 256).","type":"integer","minimum":1,"maximum":100000},"max_parse_tree_nodes":{"description":"Most parse-tree nodes in one statement (default 20000).","type":"integer","minimum":1,"maximum":10000000}},"additionalProperties":false}},"required":["host","port","database","reader","tls"],"additionalProperties":false},"columnName":{"title":"ColumnName","description":"A column name, exactly as stored (no quoting).","type":"string","minLength":1,"maxLength":63},"documentTable":{"title":"DocumentTableMapping","description":"Maps the rows of one table or view to discovery assets (issue 4, Build 2). Column values: id and title of any type (read as text); body text; type_column text; category_column text[] or text split on '/'; time_column a date or timestamp; audience_column text[] or text split on ','; entities_column jsonb [{type, value}]; links_column text[] of asset ids. A row whose id is NULL or empty is skipped.","type":"object","properties":{"table":{"description":"schema.table, exact names (no quoting).","type":"string","pattern":"^[^.\\s]+\\.[^.\\s]+$","maxLength":200},"id_column":{"$ref":"#/$defs/columnName"},"title_column":{"$ref":"#/$defs/columnName"},"body_column":{"$ref":"#/$defs/columnName"},"type_column":{"$ref":"#/$defs/columnName"},"document_type":{"description":"Document type of a row whose type_column is absent or NULL (default \"record\").","type":"string","minLength":1,"maxLength":64},"category_column":{"$ref":"#/$defs/columnName"},"category_path":{"description":"Category path of a row whose category_column is absent or empty (default [schema, table]). discover/request statements on this source match categories as on a documents source (*, a/b, a/b/*).","type":"array","maxItems":32,"items":{"type":"string","minLength":1,"maxLength":128}},"time_column":{"$ref":"#/$defs/columnName"},"audience_column":{"$ref":"#/$defs/columnName"},"audience":{"description":"Audience of a row whose audience_column is absent, NULL or empty (default none: visible to every identity that may discover it).","type":"array","maxItems":50,"items":{"type":"string","minLength":1,"maxLength":64}},"entities_column":{"$ref":"#/$defs/columnName"},"links_column":{"$ref":"#/$defs/columnName"},"max_rows":{"description":"Most rows indexed from this table (default 100000).","type":"integer","minimum":1,"maximum":1000000}},"required":["table","id_column","title_column","body_column"],"additionalProperties":false},"documentsSettings":{"title":"DocumentsSourceSettings","type":"object","properties":{"path":{"description":"Folder holding the documents: .md, .txt and .json files, searched recursively (hidden files and folders and symbolic links are skipped). Front matter (YAML between --- lines for .md/.txt, the object's own fields for .json): title, document_type, category_path, timestamp, audience, entities [{type, value}], links. Asset id <source_id>:<relative path>.","type":"string","minLength":1,"maxLength":4096}},"required":["path"],"additionalProperties":false}}};
 const schema85 = {"title":"DocumentsSourceSettings","type":"object","properties":{"path":{"description":"Folder holding the documents: .md, .txt and .json files, searched recursively (hidden files and folders and symbolic links are skipped). Front matter (YAML between --- lines for .md/.txt, the object's own fields for .json): title, document_type, category_path, timestamp, audience, entities [{type, value}], links. Asset id <source_id>:<relative path>.","type":"string","minLength":1,"maxLength":4096}},"required":["path"],"additionalProperties":false};
-const schema71 = {"title":"PostgresSourceSettings","type":"object","properties":{"host":{"type":"string","minLength":1,"maxLength":255},"port":{"type":"integer","minimum":1,"maximum":65535},"database":{"type":"string","minLength":1,"maxLength":63},"reader":{"$ref":"#/$defs/credentials"},"writer":{"$ref":"#/$defs/credentials"},"tls":{"$ref":"#/$defs/tls"},"statement_timeout_ms":{"description":"Longest a statement may run (default 15000).","type":"integer","minimum":1,"maximum":3600000},"lock_timeout_ms":{"description":"Longest a statement may wait for a lock (default 2000).","type":"integer","minimum":1,"maximum":3600000},"max_rows":{"description":"Most rows a read returns, whatever the call asks (default 1000).","type":"integer","minimum":1,"maximum":100000},"pool_size":{"description":"Largest number of reader connections per gateway process (default 5).","type":"integer","minimum":1,"maximum":100},"document_tables":{"description":"Tables (or views) of this source that discovery indexes as assets (interlock index SOURCE), read as the reader role. Each row becomes asset <source_id>:<schema>.<table>/<id>.","type":"array","maxItems":100,"items":{"$ref":"#/$defs/documentTable"}},"idle_in_transaction_timeout_ms":{"description":"Longest a connection may sit idle inside a transaction (default 10000).","type":"integer","minimum":1,"maximum":3600000},"connect_timeout_ms":{"description":"Longest to wait for a new connection or a pooled one (default 5000).","type":"integer","minimum":1,"maximum":600000},"breaker":{"title":"SourceBreaker","description":"Circuit breaker: after failure_threshold consecutive source failures (connection refused or lost, TLS refused, server faults; not statement errors or statement timeouts) calls are refused at once as unavailable/circuit_open for reset_timeout_ms, then one probe decides.","type":"object","properties":{"failure_threshold":{"type":"integer","minimum":1,"maximum":1000},"reset_timeout_ms":{"type":"integer","minimum":100,"maximum":3600000}},"additionalProperties":false},"complexity":{"title":"SourceComplexityLimits","description":"Complexity bounds on agent SQL, checked on the parse tree before the statement is analysed or sent (issue 10, Build 3). Some planner work cannot be interrupted by statement_timeout or cancel, so a statement over any bound is refused as forbidden/statement_too_complex. The defaults leave a wide margin over real analytical SQL.","type":"object","properties":{"max_ctes":{"description":"Most WITH items (CTEs) in one statement (default 64).","type":"integer","minimum":1,"maximum":100000},"max_range_table_entries":{"description":"Most FROM items (tables, sub-selects, functions), joins and write targets in one statement (default 256).","type":"integer","minimum":1,"maximum":100000},"max_join_depth":{"description":"Deepest nesting of JOINs (default 64).","type":"integer","minimum":1,"maximum":100000},"max_subquery_depth":{"description":"Deepest nesting of query levels (sub-selects, CTE bodies, set-operation arms; the statement itself is level 1) (default 32).","type":"integer","minimum":1,"maximum":100000},"max_set_operation_arms":{"description":"Most UNION/INTERSECT/EXCEPT arms in one statement (default 256).","type":"integer","minimum":1,"maximum":100000},"max_parse_tree_nodes":{"description":"Most parse-tree nodes in one statement (default 20000).","type":"integer","minimum":1,"maximum":10000000}},"additionalProperties":false}},"required":["host","port","database","reader","tls"],"additionalProperties":false};
+const schema71 = {"title":"PostgresSourceSettings","type":"object","properties":{"host":{"type":"string","minLength":1,"maxLength":255},"port":{"type":"integer","minimum":1,"maximum":65535},"database":{"type":"string","minLength":1,"maxLength":63},"reader":{"$ref":"#/$defs/credentials"},"writer":{"$ref":"#/$defs/credentials"},"tls":{"$ref":"#/$defs/tls"},"statement_timeout_ms":{"description":"Longest a statement may run (default 15000).","type":"integer","minimum":1,"maximum":3600000},"lock_timeout_ms":{"description":"Longest a statement may wait for a lock (default 2000).","type":"integer","minimum":1,"maximum":3600000},"max_rows":{"description":"Most rows a read returns, whatever the call asks (default 1000).","type":"integer","minimum":1,"maximum":100000},"pool_size":{"description":"Largest number of reader connections per gateway process (default 5).","type":"integer","minimum":1,"maximum":100},"max_concurrent_per_identity":{"description":"Statements one identity may run at once on this source (default: half of pool_size rounded up, below pool_size when pool_size > 1). Beyond it a call waits up to identity_wait_ms, then is refused concurrency_limited with retry_after_ms.","type":"integer","minimum":1,"maximum":100},"identity_wait_ms":{"description":"Longest a call waits for one of its identity's concurrent-statement slots on this source (default 2000).","type":"integer","minimum":0,"maximum":60000},"document_tables":{"description":"Tables (or views) of this source that discovery indexes as assets (interlock index SOURCE), read as the reader role. Each row becomes asset <source_id>:<schema>.<table>/<id>.","type":"array","maxItems":100,"items":{"$ref":"#/$defs/documentTable"}},"idle_in_transaction_timeout_ms":{"description":"Longest a connection may sit idle inside a transaction (default 10000).","type":"integer","minimum":1,"maximum":3600000},"connect_timeout_ms":{"description":"Longest to wait for a new connection or a pooled one (default 5000).","type":"integer","minimum":1,"maximum":600000},"breaker":{"title":"SourceBreaker","description":"Circuit breaker: after failure_threshold consecutive source failures (connection refused or lost, TLS refused, server faults; not statement errors or statement timeouts) calls are refused at once as unavailable/circuit_open for reset_timeout_ms, then one probe decides.","type":"object","properties":{"failure_threshold":{"type":"integer","minimum":1,"maximum":1000},"reset_timeout_ms":{"type":"integer","minimum":100,"maximum":3600000}},"additionalProperties":false},"complexity":{"title":"SourceComplexityLimits","description":"Complexity bounds on agent SQL, checked on the parse tree before the statement is analysed or sent (issue 10, Build 3). Some planner work cannot be interrupted by statement_timeout or cancel, so a statement over any bound is refused as forbidden/statement_too_complex. The defaults leave a wide margin over real analytical SQL.","type":"object","properties":{"max_ctes":{"description":"Most WITH items (CTEs) in one statement (default 64).","type":"integer","minimum":1,"maximum":100000},"max_range_table_entries":{"description":"Most FROM items (tables, sub-selects, functions), joins and write targets in one statement (default 256).","type":"integer","minimum":1,"maximum":100000},"max_join_depth":{"description":"Deepest nesting of JOINs (default 64).","type":"integer","minimum":1,"maximum":100000},"max_subquery_depth":{"description":"Deepest nesting of query levels (sub-selects, CTE bodies, set-operation arms; the statement itself is level 1) (default 32).","type":"integer","minimum":1,"maximum":100000},"max_set_operation_arms":{"description":"Most UNION/INTERSECT/EXCEPT arms in one statement (default 256).","type":"integer","minimum":1,"maximum":100000},"max_parse_tree_nodes":{"description":"Most parse-tree nodes in one statement (default 20000).","type":"integer","minimum":1,"maximum":10000000}},"additionalProperties":false}},"required":["host","port","database","reader","tls"],"additionalProperties":false};
 const schema72 = {"title":"DatabaseCredentials","type":"object","properties":{"user":{"type":"string","minLength":1,"maxLength":63},"password":{"type":"string","maxLength":1024,"description":"Omit for trust, peer or certificate authentication. Never read from PGPASSWORD or ~/.pgpass."}},"required":["user"],"additionalProperties":false};
 const schema74 = {"title":"SourceTls","description":"Upstream TLS. off: plaintext; require: encrypted, server not verified; verify-ca: certificate chain checked against ca; verify-full: chain and host name (servername, default host) checked.","type":"object","properties":{"mode":{"type":"string","enum":["off","require","verify-ca","verify-full"]},"ca":{"description":"PEM bundle of the trusted certificate authorities (verify-ca, verify-full; default: the system store).","type":"string","maxLength":1048576},"servername":{"description":"Host name expected in the server certificate (verify-full).","type":"string","minLength":1,"maxLength":255}},"required":["mode"],"additionalProperties":false};
 const schema75 = {"title":"DocumentTableMapping","description":"Maps the rows of one table or view to discovery assets (issue 4, Build 2). Column values: id and title of any type (read as text); body text; type_column text; category_column text[] or text split on '/'; time_column a date or timestamp; audience_column text[] or text split on ','; entities_column jsonb [{type, value}]; links_column text[] of asset ids. A row whose id is NULL or empty is skipped.","type":"object","properties":{"table":{"description":"schema.table, exact names (no quoting).","type":"string","pattern":"^[^.\\s]+\\.[^.\\s]+$","maxLength":200},"id_column":{"$ref":"#/$defs/columnName"},"title_column":{"$ref":"#/$defs/columnName"},"body_column":{"$ref":"#/$defs/columnName"},"type_column":{"$ref":"#/$defs/columnName"},"document_type":{"description":"Document type of a row whose type_column is absent or NULL (default \"record\").","type":"string","minLength":1,"maxLength":64},"category_column":{"$ref":"#/$defs/columnName"},"category_path":{"description":"Category path of a row whose category_column is absent or empty (default [schema, table]). discover/request statements on this source match categories as on a documents source (*, a/b, a/b/*).","type":"array","maxItems":32,"items":{"type":"string","minLength":1,"maxLength":128}},"time_column":{"$ref":"#/$defs/columnName"},"audience_column":{"$ref":"#/$defs/columnName"},"audience":{"description":"Audience of a row whose audience_column is absent, NULL or empty (default none: visible to every identity that may discover it).","type":"array","maxItems":50,"items":{"type":"string","minLength":1,"maxLength":64}},"entities_column":{"$ref":"#/$defs/columnName"},"links_column":{"$ref":"#/$defs/columnName"},"max_rows":{"description":"Most rows indexed from this table (default 100000).","type":"integer","minimum":1,"maximum":1000000}},"required":["table","id_column","title_column","body_column"],"additionalProperties":false};
@@ -7839,11 +7839,10 @@ errors++;
 }
 }
 }
-if(data.document_tables !== undefined){
-let data17 = data.document_tables;
-if(Array.isArray(data17)){
-if(data17.length > 100){
-const err53 = {instancePath:instancePath+"/document_tables",schemaPath:"#/properties/document_tables/maxItems",keyword:"maxItems",params:{limit: 100},message:"must NOT have more than 100 items"};
+if(data.max_concurrent_per_identity !== undefined){
+let data17 = data.max_concurrent_per_identity;
+if(!(((typeof data17 == "number") && (!(data17 % 1) && !isNaN(data17))) && (isFinite(data17)))){
+const err53 = {instancePath:instancePath+"/max_concurrent_per_identity",schemaPath:"#/properties/max_concurrent_per_identity/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err53];
 }
@@ -7852,16 +7851,9 @@ vErrors.push(err53);
 }
 errors++;
 }
-const len0 = data17.length;
-for(let i0=0; i0<len0; i0++){
-if(!(validate53(data17[i0], {instancePath:instancePath+"/document_tables/" + i0,parentData:data17,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate53.errors : vErrors.concat(validate53.errors);
-errors = vErrors.length;
-}
-}
-}
-else {
-const err54 = {instancePath:instancePath+"/document_tables",schemaPath:"#/properties/document_tables/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if((typeof data17 == "number") && (isFinite(data17))){
+if(data17 > 100 || isNaN(data17)){
+const err54 = {instancePath:instancePath+"/max_concurrent_per_identity",schemaPath:"#/properties/max_concurrent_per_identity/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100},message:"must be <= 100"};
 if(vErrors === null){
 vErrors = [err54];
 }
@@ -7870,11 +7862,8 @@ vErrors.push(err54);
 }
 errors++;
 }
-}
-if(data.idle_in_transaction_timeout_ms !== undefined){
-let data19 = data.idle_in_transaction_timeout_ms;
-if(!(((typeof data19 == "number") && (!(data19 % 1) && !isNaN(data19))) && (isFinite(data19)))){
-const err55 = {instancePath:instancePath+"/idle_in_transaction_timeout_ms",schemaPath:"#/properties/idle_in_transaction_timeout_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data17 < 1 || isNaN(data17)){
+const err55 = {instancePath:instancePath+"/max_concurrent_per_identity",schemaPath:"#/properties/max_concurrent_per_identity/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err55];
 }
@@ -7883,9 +7872,12 @@ vErrors.push(err55);
 }
 errors++;
 }
-if((typeof data19 == "number") && (isFinite(data19))){
-if(data19 > 3600000 || isNaN(data19)){
-const err56 = {instancePath:instancePath+"/idle_in_transaction_timeout_ms",schemaPath:"#/properties/idle_in_transaction_timeout_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600000},message:"must be <= 3600000"};
+}
+}
+if(data.identity_wait_ms !== undefined){
+let data18 = data.identity_wait_ms;
+if(!(((typeof data18 == "number") && (!(data18 % 1) && !isNaN(data18))) && (isFinite(data18)))){
+const err56 = {instancePath:instancePath+"/identity_wait_ms",schemaPath:"#/properties/identity_wait_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err56];
 }
@@ -7894,8 +7886,9 @@ vErrors.push(err56);
 }
 errors++;
 }
-if(data19 < 1 || isNaN(data19)){
-const err57 = {instancePath:instancePath+"/idle_in_transaction_timeout_ms",schemaPath:"#/properties/idle_in_transaction_timeout_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if((typeof data18 == "number") && (isFinite(data18))){
+if(data18 > 60000 || isNaN(data18)){
+const err57 = {instancePath:instancePath+"/identity_wait_ms",schemaPath:"#/properties/identity_wait_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 60000},message:"must be <= 60000"};
 if(vErrors === null){
 vErrors = [err57];
 }
@@ -7904,12 +7897,8 @@ vErrors.push(err57);
 }
 errors++;
 }
-}
-}
-if(data.connect_timeout_ms !== undefined){
-let data20 = data.connect_timeout_ms;
-if(!(((typeof data20 == "number") && (!(data20 % 1) && !isNaN(data20))) && (isFinite(data20)))){
-const err58 = {instancePath:instancePath+"/connect_timeout_ms",schemaPath:"#/properties/connect_timeout_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data18 < 0 || isNaN(data18)){
+const err58 = {instancePath:instancePath+"/identity_wait_ms",schemaPath:"#/properties/identity_wait_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err58];
 }
@@ -7918,9 +7907,13 @@ vErrors.push(err58);
 }
 errors++;
 }
-if((typeof data20 == "number") && (isFinite(data20))){
-if(data20 > 600000 || isNaN(data20)){
-const err59 = {instancePath:instancePath+"/connect_timeout_ms",schemaPath:"#/properties/connect_timeout_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 600000},message:"must be <= 600000"};
+}
+}
+if(data.document_tables !== undefined){
+let data19 = data.document_tables;
+if(Array.isArray(data19)){
+if(data19.length > 100){
+const err59 = {instancePath:instancePath+"/document_tables",schemaPath:"#/properties/document_tables/maxItems",keyword:"maxItems",params:{limit: 100},message:"must NOT have more than 100 items"};
 if(vErrors === null){
 vErrors = [err59];
 }
@@ -7929,8 +7922,16 @@ vErrors.push(err59);
 }
 errors++;
 }
-if(data20 < 1 || isNaN(data20)){
-const err60 = {instancePath:instancePath+"/connect_timeout_ms",schemaPath:"#/properties/connect_timeout_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+const len0 = data19.length;
+for(let i0=0; i0<len0; i0++){
+if(!(validate53(data19[i0], {instancePath:instancePath+"/document_tables/" + i0,parentData:data19,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate53.errors : vErrors.concat(validate53.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err60 = {instancePath:instancePath+"/document_tables",schemaPath:"#/properties/document_tables/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err60];
 }
@@ -7940,13 +7941,10 @@ vErrors.push(err60);
 errors++;
 }
 }
-}
-if(data.breaker !== undefined){
-let data21 = data.breaker;
-if(data21 && typeof data21 == "object" && !Array.isArray(data21)){
-for(const key4 in data21){
-if(!((key4 === "failure_threshold") || (key4 === "reset_timeout_ms"))){
-const err61 = {instancePath:instancePath+"/breaker",schemaPath:"#/properties/breaker/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key4},message:"must NOT have additional properties"};
+if(data.idle_in_transaction_timeout_ms !== undefined){
+let data21 = data.idle_in_transaction_timeout_ms;
+if(!(((typeof data21 == "number") && (!(data21 % 1) && !isNaN(data21))) && (isFinite(data21)))){
+const err61 = {instancePath:instancePath+"/idle_in_transaction_timeout_ms",schemaPath:"#/properties/idle_in_transaction_timeout_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err61];
 }
@@ -7955,11 +7953,9 @@ vErrors.push(err61);
 }
 errors++;
 }
-}
-if(data21.failure_threshold !== undefined){
-let data22 = data21.failure_threshold;
-if(!(((typeof data22 == "number") && (!(data22 % 1) && !isNaN(data22))) && (isFinite(data22)))){
-const err62 = {instancePath:instancePath+"/breaker/failure_threshold",schemaPath:"#/properties/breaker/properties/failure_threshold/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data21 == "number") && (isFinite(data21))){
+if(data21 > 3600000 || isNaN(data21)){
+const err62 = {instancePath:instancePath+"/idle_in_transaction_timeout_ms",schemaPath:"#/properties/idle_in_transaction_timeout_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600000},message:"must be <= 3600000"};
 if(vErrors === null){
 vErrors = [err62];
 }
@@ -7968,9 +7964,8 @@ vErrors.push(err62);
 }
 errors++;
 }
-if((typeof data22 == "number") && (isFinite(data22))){
-if(data22 > 1000 || isNaN(data22)){
-const err63 = {instancePath:instancePath+"/breaker/failure_threshold",schemaPath:"#/properties/breaker/properties/failure_threshold/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000},message:"must be <= 1000"};
+if(data21 < 1 || isNaN(data21)){
+const err63 = {instancePath:instancePath+"/idle_in_transaction_timeout_ms",schemaPath:"#/properties/idle_in_transaction_timeout_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err63];
 }
@@ -7979,8 +7974,12 @@ vErrors.push(err63);
 }
 errors++;
 }
-if(data22 < 1 || isNaN(data22)){
-const err64 = {instancePath:instancePath+"/breaker/failure_threshold",schemaPath:"#/properties/breaker/properties/failure_threshold/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+}
+if(data.connect_timeout_ms !== undefined){
+let data22 = data.connect_timeout_ms;
+if(!(((typeof data22 == "number") && (!(data22 % 1) && !isNaN(data22))) && (isFinite(data22)))){
+const err64 = {instancePath:instancePath+"/connect_timeout_ms",schemaPath:"#/properties/connect_timeout_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err64];
 }
@@ -7989,12 +7988,9 @@ vErrors.push(err64);
 }
 errors++;
 }
-}
-}
-if(data21.reset_timeout_ms !== undefined){
-let data23 = data21.reset_timeout_ms;
-if(!(((typeof data23 == "number") && (!(data23 % 1) && !isNaN(data23))) && (isFinite(data23)))){
-const err65 = {instancePath:instancePath+"/breaker/reset_timeout_ms",schemaPath:"#/properties/breaker/properties/reset_timeout_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data22 == "number") && (isFinite(data22))){
+if(data22 > 600000 || isNaN(data22)){
+const err65 = {instancePath:instancePath+"/connect_timeout_ms",schemaPath:"#/properties/connect_timeout_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 600000},message:"must be <= 600000"};
 if(vErrors === null){
 vErrors = [err65];
 }
@@ -8003,9 +7999,8 @@ vErrors.push(err65);
 }
 errors++;
 }
-if((typeof data23 == "number") && (isFinite(data23))){
-if(data23 > 3600000 || isNaN(data23)){
-const err66 = {instancePath:instancePath+"/breaker/reset_timeout_ms",schemaPath:"#/properties/breaker/properties/reset_timeout_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600000},message:"must be <= 3600000"};
+if(data22 < 1 || isNaN(data22)){
+const err66 = {instancePath:instancePath+"/connect_timeout_ms",schemaPath:"#/properties/connect_timeout_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err66];
 }
@@ -8014,8 +8009,14 @@ vErrors.push(err66);
 }
 errors++;
 }
-if(data23 < 100 || isNaN(data23)){
-const err67 = {instancePath:instancePath+"/breaker/reset_timeout_ms",schemaPath:"#/properties/breaker/properties/reset_timeout_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 100},message:"must be >= 100"};
+}
+}
+if(data.breaker !== undefined){
+let data23 = data.breaker;
+if(data23 && typeof data23 == "object" && !Array.isArray(data23)){
+for(const key4 in data23){
+if(!((key4 === "failure_threshold") || (key4 === "reset_timeout_ms"))){
+const err67 = {instancePath:instancePath+"/breaker",schemaPath:"#/properties/breaker/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key4},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err67];
 }
@@ -8025,10 +8026,10 @@ vErrors.push(err67);
 errors++;
 }
 }
-}
-}
-else {
-const err68 = {instancePath:instancePath+"/breaker",schemaPath:"#/properties/breaker/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data23.failure_threshold !== undefined){
+let data24 = data23.failure_threshold;
+if(!(((typeof data24 == "number") && (!(data24 % 1) && !isNaN(data24))) && (isFinite(data24)))){
+const err68 = {instancePath:instancePath+"/breaker/failure_threshold",schemaPath:"#/properties/breaker/properties/failure_threshold/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err68];
 }
@@ -8037,13 +8038,9 @@ vErrors.push(err68);
 }
 errors++;
 }
-}
-if(data.complexity !== undefined){
-let data24 = data.complexity;
-if(data24 && typeof data24 == "object" && !Array.isArray(data24)){
-for(const key5 in data24){
-if(!((((((key5 === "max_ctes") || (key5 === "max_range_table_entries")) || (key5 === "max_join_depth")) || (key5 === "max_subquery_depth")) || (key5 === "max_set_operation_arms")) || (key5 === "max_parse_tree_nodes"))){
-const err69 = {instancePath:instancePath+"/complexity",schemaPath:"#/properties/complexity/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key5},message:"must NOT have additional properties"};
+if((typeof data24 == "number") && (isFinite(data24))){
+if(data24 > 1000 || isNaN(data24)){
+const err69 = {instancePath:instancePath+"/breaker/failure_threshold",schemaPath:"#/properties/breaker/properties/failure_threshold/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000},message:"must be <= 1000"};
 if(vErrors === null){
 vErrors = [err69];
 }
@@ -8052,11 +8049,8 @@ vErrors.push(err69);
 }
 errors++;
 }
-}
-if(data24.max_ctes !== undefined){
-let data25 = data24.max_ctes;
-if(!(((typeof data25 == "number") && (!(data25 % 1) && !isNaN(data25))) && (isFinite(data25)))){
-const err70 = {instancePath:instancePath+"/complexity/max_ctes",schemaPath:"#/properties/complexity/properties/max_ctes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data24 < 1 || isNaN(data24)){
+const err70 = {instancePath:instancePath+"/breaker/failure_threshold",schemaPath:"#/properties/breaker/properties/failure_threshold/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err70];
 }
@@ -8065,9 +8059,12 @@ vErrors.push(err70);
 }
 errors++;
 }
-if((typeof data25 == "number") && (isFinite(data25))){
-if(data25 > 100000 || isNaN(data25)){
-const err71 = {instancePath:instancePath+"/complexity/max_ctes",schemaPath:"#/properties/complexity/properties/max_ctes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+}
+}
+if(data23.reset_timeout_ms !== undefined){
+let data25 = data23.reset_timeout_ms;
+if(!(((typeof data25 == "number") && (!(data25 % 1) && !isNaN(data25))) && (isFinite(data25)))){
+const err71 = {instancePath:instancePath+"/breaker/reset_timeout_ms",schemaPath:"#/properties/breaker/properties/reset_timeout_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err71];
 }
@@ -8076,8 +8073,9 @@ vErrors.push(err71);
 }
 errors++;
 }
-if(data25 < 1 || isNaN(data25)){
-const err72 = {instancePath:instancePath+"/complexity/max_ctes",schemaPath:"#/properties/complexity/properties/max_ctes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if((typeof data25 == "number") && (isFinite(data25))){
+if(data25 > 3600000 || isNaN(data25)){
+const err72 = {instancePath:instancePath+"/breaker/reset_timeout_ms",schemaPath:"#/properties/breaker/properties/reset_timeout_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600000},message:"must be <= 3600000"};
 if(vErrors === null){
 vErrors = [err72];
 }
@@ -8086,12 +8084,8 @@ vErrors.push(err72);
 }
 errors++;
 }
-}
-}
-if(data24.max_range_table_entries !== undefined){
-let data26 = data24.max_range_table_entries;
-if(!(((typeof data26 == "number") && (!(data26 % 1) && !isNaN(data26))) && (isFinite(data26)))){
-const err73 = {instancePath:instancePath+"/complexity/max_range_table_entries",schemaPath:"#/properties/complexity/properties/max_range_table_entries/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data25 < 100 || isNaN(data25)){
+const err73 = {instancePath:instancePath+"/breaker/reset_timeout_ms",schemaPath:"#/properties/breaker/properties/reset_timeout_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 100},message:"must be >= 100"};
 if(vErrors === null){
 vErrors = [err73];
 }
@@ -8100,9 +8094,11 @@ vErrors.push(err73);
 }
 errors++;
 }
-if((typeof data26 == "number") && (isFinite(data26))){
-if(data26 > 100000 || isNaN(data26)){
-const err74 = {instancePath:instancePath+"/complexity/max_range_table_entries",schemaPath:"#/properties/complexity/properties/max_range_table_entries/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+}
+}
+}
+else {
+const err74 = {instancePath:instancePath+"/breaker",schemaPath:"#/properties/breaker/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err74];
 }
@@ -8111,8 +8107,13 @@ vErrors.push(err74);
 }
 errors++;
 }
-if(data26 < 1 || isNaN(data26)){
-const err75 = {instancePath:instancePath+"/complexity/max_range_table_entries",schemaPath:"#/properties/complexity/properties/max_range_table_entries/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+if(data.complexity !== undefined){
+let data26 = data.complexity;
+if(data26 && typeof data26 == "object" && !Array.isArray(data26)){
+for(const key5 in data26){
+if(!((((((key5 === "max_ctes") || (key5 === "max_range_table_entries")) || (key5 === "max_join_depth")) || (key5 === "max_subquery_depth")) || (key5 === "max_set_operation_arms")) || (key5 === "max_parse_tree_nodes"))){
+const err75 = {instancePath:instancePath+"/complexity",schemaPath:"#/properties/complexity/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key5},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err75];
 }
@@ -8122,11 +8123,10 @@ vErrors.push(err75);
 errors++;
 }
 }
-}
-if(data24.max_join_depth !== undefined){
-let data27 = data24.max_join_depth;
+if(data26.max_ctes !== undefined){
+let data27 = data26.max_ctes;
 if(!(((typeof data27 == "number") && (!(data27 % 1) && !isNaN(data27))) && (isFinite(data27)))){
-const err76 = {instancePath:instancePath+"/complexity/max_join_depth",schemaPath:"#/properties/complexity/properties/max_join_depth/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err76 = {instancePath:instancePath+"/complexity/max_ctes",schemaPath:"#/properties/complexity/properties/max_ctes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err76];
 }
@@ -8137,7 +8137,7 @@ errors++;
 }
 if((typeof data27 == "number") && (isFinite(data27))){
 if(data27 > 100000 || isNaN(data27)){
-const err77 = {instancePath:instancePath+"/complexity/max_join_depth",schemaPath:"#/properties/complexity/properties/max_join_depth/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+const err77 = {instancePath:instancePath+"/complexity/max_ctes",schemaPath:"#/properties/complexity/properties/max_ctes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
 if(vErrors === null){
 vErrors = [err77];
 }
@@ -8147,7 +8147,7 @@ vErrors.push(err77);
 errors++;
 }
 if(data27 < 1 || isNaN(data27)){
-const err78 = {instancePath:instancePath+"/complexity/max_join_depth",schemaPath:"#/properties/complexity/properties/max_join_depth/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+const err78 = {instancePath:instancePath+"/complexity/max_ctes",schemaPath:"#/properties/complexity/properties/max_ctes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err78];
 }
@@ -8158,10 +8158,10 @@ errors++;
 }
 }
 }
-if(data24.max_subquery_depth !== undefined){
-let data28 = data24.max_subquery_depth;
+if(data26.max_range_table_entries !== undefined){
+let data28 = data26.max_range_table_entries;
 if(!(((typeof data28 == "number") && (!(data28 % 1) && !isNaN(data28))) && (isFinite(data28)))){
-const err79 = {instancePath:instancePath+"/complexity/max_subquery_depth",schemaPath:"#/properties/complexity/properties/max_subquery_depth/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err79 = {instancePath:instancePath+"/complexity/max_range_table_entries",schemaPath:"#/properties/complexity/properties/max_range_table_entries/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err79];
 }
@@ -8172,7 +8172,7 @@ errors++;
 }
 if((typeof data28 == "number") && (isFinite(data28))){
 if(data28 > 100000 || isNaN(data28)){
-const err80 = {instancePath:instancePath+"/complexity/max_subquery_depth",schemaPath:"#/properties/complexity/properties/max_subquery_depth/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+const err80 = {instancePath:instancePath+"/complexity/max_range_table_entries",schemaPath:"#/properties/complexity/properties/max_range_table_entries/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
 if(vErrors === null){
 vErrors = [err80];
 }
@@ -8182,7 +8182,7 @@ vErrors.push(err80);
 errors++;
 }
 if(data28 < 1 || isNaN(data28)){
-const err81 = {instancePath:instancePath+"/complexity/max_subquery_depth",schemaPath:"#/properties/complexity/properties/max_subquery_depth/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+const err81 = {instancePath:instancePath+"/complexity/max_range_table_entries",schemaPath:"#/properties/complexity/properties/max_range_table_entries/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err81];
 }
@@ -8193,10 +8193,10 @@ errors++;
 }
 }
 }
-if(data24.max_set_operation_arms !== undefined){
-let data29 = data24.max_set_operation_arms;
+if(data26.max_join_depth !== undefined){
+let data29 = data26.max_join_depth;
 if(!(((typeof data29 == "number") && (!(data29 % 1) && !isNaN(data29))) && (isFinite(data29)))){
-const err82 = {instancePath:instancePath+"/complexity/max_set_operation_arms",schemaPath:"#/properties/complexity/properties/max_set_operation_arms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err82 = {instancePath:instancePath+"/complexity/max_join_depth",schemaPath:"#/properties/complexity/properties/max_join_depth/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err82];
 }
@@ -8207,7 +8207,7 @@ errors++;
 }
 if((typeof data29 == "number") && (isFinite(data29))){
 if(data29 > 100000 || isNaN(data29)){
-const err83 = {instancePath:instancePath+"/complexity/max_set_operation_arms",schemaPath:"#/properties/complexity/properties/max_set_operation_arms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+const err83 = {instancePath:instancePath+"/complexity/max_join_depth",schemaPath:"#/properties/complexity/properties/max_join_depth/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
 if(vErrors === null){
 vErrors = [err83];
 }
@@ -8217,7 +8217,7 @@ vErrors.push(err83);
 errors++;
 }
 if(data29 < 1 || isNaN(data29)){
-const err84 = {instancePath:instancePath+"/complexity/max_set_operation_arms",schemaPath:"#/properties/complexity/properties/max_set_operation_arms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+const err84 = {instancePath:instancePath+"/complexity/max_join_depth",schemaPath:"#/properties/complexity/properties/max_join_depth/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err84];
 }
@@ -8228,10 +8228,10 @@ errors++;
 }
 }
 }
-if(data24.max_parse_tree_nodes !== undefined){
-let data30 = data24.max_parse_tree_nodes;
+if(data26.max_subquery_depth !== undefined){
+let data30 = data26.max_subquery_depth;
 if(!(((typeof data30 == "number") && (!(data30 % 1) && !isNaN(data30))) && (isFinite(data30)))){
-const err85 = {instancePath:instancePath+"/complexity/max_parse_tree_nodes",schemaPath:"#/properties/complexity/properties/max_parse_tree_nodes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err85 = {instancePath:instancePath+"/complexity/max_subquery_depth",schemaPath:"#/properties/complexity/properties/max_subquery_depth/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err85];
 }
@@ -8241,8 +8241,8 @@ vErrors.push(err85);
 errors++;
 }
 if((typeof data30 == "number") && (isFinite(data30))){
-if(data30 > 10000000 || isNaN(data30)){
-const err86 = {instancePath:instancePath+"/complexity/max_parse_tree_nodes",schemaPath:"#/properties/complexity/properties/max_parse_tree_nodes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 10000000},message:"must be <= 10000000"};
+if(data30 > 100000 || isNaN(data30)){
+const err86 = {instancePath:instancePath+"/complexity/max_subquery_depth",schemaPath:"#/properties/complexity/properties/max_subquery_depth/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
 if(vErrors === null){
 vErrors = [err86];
 }
@@ -8252,7 +8252,7 @@ vErrors.push(err86);
 errors++;
 }
 if(data30 < 1 || isNaN(data30)){
-const err87 = {instancePath:instancePath+"/complexity/max_parse_tree_nodes",schemaPath:"#/properties/complexity/properties/max_parse_tree_nodes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+const err87 = {instancePath:instancePath+"/complexity/max_subquery_depth",schemaPath:"#/properties/complexity/properties/max_subquery_depth/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err87];
 }
@@ -8263,9 +8263,10 @@ errors++;
 }
 }
 }
-}
-else {
-const err88 = {instancePath:instancePath+"/complexity",schemaPath:"#/properties/complexity/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data26.max_set_operation_arms !== undefined){
+let data31 = data26.max_set_operation_arms;
+if(!(((typeof data31 == "number") && (!(data31 % 1) && !isNaN(data31))) && (isFinite(data31)))){
+const err88 = {instancePath:instancePath+"/complexity/max_set_operation_arms",schemaPath:"#/properties/complexity/properties/max_set_operation_arms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err88];
 }
@@ -8274,15 +8275,84 @@ vErrors.push(err88);
 }
 errors++;
 }
-}
-}
-else {
-const err89 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data31 == "number") && (isFinite(data31))){
+if(data31 > 100000 || isNaN(data31)){
+const err89 = {instancePath:instancePath+"/complexity/max_set_operation_arms",schemaPath:"#/properties/complexity/properties/max_set_operation_arms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
 if(vErrors === null){
 vErrors = [err89];
 }
 else {
 vErrors.push(err89);
+}
+errors++;
+}
+if(data31 < 1 || isNaN(data31)){
+const err90 = {instancePath:instancePath+"/complexity/max_set_operation_arms",schemaPath:"#/properties/complexity/properties/max_set_operation_arms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err90];
+}
+else {
+vErrors.push(err90);
+}
+errors++;
+}
+}
+}
+if(data26.max_parse_tree_nodes !== undefined){
+let data32 = data26.max_parse_tree_nodes;
+if(!(((typeof data32 == "number") && (!(data32 % 1) && !isNaN(data32))) && (isFinite(data32)))){
+const err91 = {instancePath:instancePath+"/complexity/max_parse_tree_nodes",schemaPath:"#/properties/complexity/properties/max_parse_tree_nodes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err91];
+}
+else {
+vErrors.push(err91);
+}
+errors++;
+}
+if((typeof data32 == "number") && (isFinite(data32))){
+if(data32 > 10000000 || isNaN(data32)){
+const err92 = {instancePath:instancePath+"/complexity/max_parse_tree_nodes",schemaPath:"#/properties/complexity/properties/max_parse_tree_nodes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 10000000},message:"must be <= 10000000"};
+if(vErrors === null){
+vErrors = [err92];
+}
+else {
+vErrors.push(err92);
+}
+errors++;
+}
+if(data32 < 1 || isNaN(data32)){
+const err93 = {instancePath:instancePath+"/complexity/max_parse_tree_nodes",schemaPath:"#/properties/complexity/properties/max_parse_tree_nodes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err93];
+}
+else {
+vErrors.push(err93);
+}
+errors++;
+}
+}
+}
+}
+else {
+const err94 = {instancePath:instancePath+"/complexity",schemaPath:"#/properties/complexity/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err94];
+}
+else {
+vErrors.push(err94);
+}
+errors++;
+}
+}
+}
+else {
+const err95 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err95];
+}
+else {
+vErrors.push(err95);
 }
 errors++;
 }
@@ -10319,11 +10389,10 @@ errors++;
 }
 }
 }
-if(data.document_tables !== undefined){
-let data17 = data.document_tables;
-if(Array.isArray(data17)){
-if(data17.length > 100){
-const err53 = {instancePath:instancePath+"/document_tables",schemaPath:"#/properties/document_tables/maxItems",keyword:"maxItems",params:{limit: 100},message:"must NOT have more than 100 items"};
+if(data.max_concurrent_per_identity !== undefined){
+let data17 = data.max_concurrent_per_identity;
+if(!(((typeof data17 == "number") && (!(data17 % 1) && !isNaN(data17))) && (isFinite(data17)))){
+const err53 = {instancePath:instancePath+"/max_concurrent_per_identity",schemaPath:"#/properties/max_concurrent_per_identity/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err53];
 }
@@ -10332,16 +10401,9 @@ vErrors.push(err53);
 }
 errors++;
 }
-const len0 = data17.length;
-for(let i0=0; i0<len0; i0++){
-if(!(validate53(data17[i0], {instancePath:instancePath+"/document_tables/" + i0,parentData:data17,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate53.errors : vErrors.concat(validate53.errors);
-errors = vErrors.length;
-}
-}
-}
-else {
-const err54 = {instancePath:instancePath+"/document_tables",schemaPath:"#/properties/document_tables/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if((typeof data17 == "number") && (isFinite(data17))){
+if(data17 > 100 || isNaN(data17)){
+const err54 = {instancePath:instancePath+"/max_concurrent_per_identity",schemaPath:"#/properties/max_concurrent_per_identity/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100},message:"must be <= 100"};
 if(vErrors === null){
 vErrors = [err54];
 }
@@ -10350,11 +10412,8 @@ vErrors.push(err54);
 }
 errors++;
 }
-}
-if(data.idle_in_transaction_timeout_ms !== undefined){
-let data19 = data.idle_in_transaction_timeout_ms;
-if(!(((typeof data19 == "number") && (!(data19 % 1) && !isNaN(data19))) && (isFinite(data19)))){
-const err55 = {instancePath:instancePath+"/idle_in_transaction_timeout_ms",schemaPath:"#/properties/idle_in_transaction_timeout_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data17 < 1 || isNaN(data17)){
+const err55 = {instancePath:instancePath+"/max_concurrent_per_identity",schemaPath:"#/properties/max_concurrent_per_identity/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err55];
 }
@@ -10363,9 +10422,12 @@ vErrors.push(err55);
 }
 errors++;
 }
-if((typeof data19 == "number") && (isFinite(data19))){
-if(data19 > 3600000 || isNaN(data19)){
-const err56 = {instancePath:instancePath+"/idle_in_transaction_timeout_ms",schemaPath:"#/properties/idle_in_transaction_timeout_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600000},message:"must be <= 3600000"};
+}
+}
+if(data.identity_wait_ms !== undefined){
+let data18 = data.identity_wait_ms;
+if(!(((typeof data18 == "number") && (!(data18 % 1) && !isNaN(data18))) && (isFinite(data18)))){
+const err56 = {instancePath:instancePath+"/identity_wait_ms",schemaPath:"#/properties/identity_wait_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err56];
 }
@@ -10374,8 +10436,9 @@ vErrors.push(err56);
 }
 errors++;
 }
-if(data19 < 1 || isNaN(data19)){
-const err57 = {instancePath:instancePath+"/idle_in_transaction_timeout_ms",schemaPath:"#/properties/idle_in_transaction_timeout_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if((typeof data18 == "number") && (isFinite(data18))){
+if(data18 > 60000 || isNaN(data18)){
+const err57 = {instancePath:instancePath+"/identity_wait_ms",schemaPath:"#/properties/identity_wait_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 60000},message:"must be <= 60000"};
 if(vErrors === null){
 vErrors = [err57];
 }
@@ -10384,12 +10447,8 @@ vErrors.push(err57);
 }
 errors++;
 }
-}
-}
-if(data.connect_timeout_ms !== undefined){
-let data20 = data.connect_timeout_ms;
-if(!(((typeof data20 == "number") && (!(data20 % 1) && !isNaN(data20))) && (isFinite(data20)))){
-const err58 = {instancePath:instancePath+"/connect_timeout_ms",schemaPath:"#/properties/connect_timeout_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data18 < 0 || isNaN(data18)){
+const err58 = {instancePath:instancePath+"/identity_wait_ms",schemaPath:"#/properties/identity_wait_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err58];
 }
@@ -10398,9 +10457,13 @@ vErrors.push(err58);
 }
 errors++;
 }
-if((typeof data20 == "number") && (isFinite(data20))){
-if(data20 > 600000 || isNaN(data20)){
-const err59 = {instancePath:instancePath+"/connect_timeout_ms",schemaPath:"#/properties/connect_timeout_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 600000},message:"must be <= 600000"};
+}
+}
+if(data.document_tables !== undefined){
+let data19 = data.document_tables;
+if(Array.isArray(data19)){
+if(data19.length > 100){
+const err59 = {instancePath:instancePath+"/document_tables",schemaPath:"#/properties/document_tables/maxItems",keyword:"maxItems",params:{limit: 100},message:"must NOT have more than 100 items"};
 if(vErrors === null){
 vErrors = [err59];
 }
@@ -10409,8 +10472,16 @@ vErrors.push(err59);
 }
 errors++;
 }
-if(data20 < 1 || isNaN(data20)){
-const err60 = {instancePath:instancePath+"/connect_timeout_ms",schemaPath:"#/properties/connect_timeout_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+const len0 = data19.length;
+for(let i0=0; i0<len0; i0++){
+if(!(validate53(data19[i0], {instancePath:instancePath+"/document_tables/" + i0,parentData:data19,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate53.errors : vErrors.concat(validate53.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err60 = {instancePath:instancePath+"/document_tables",schemaPath:"#/properties/document_tables/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err60];
 }
@@ -10420,13 +10491,10 @@ vErrors.push(err60);
 errors++;
 }
 }
-}
-if(data.breaker !== undefined){
-let data21 = data.breaker;
-if(data21 && typeof data21 == "object" && !Array.isArray(data21)){
-for(const key4 in data21){
-if(!((key4 === "failure_threshold") || (key4 === "reset_timeout_ms"))){
-const err61 = {instancePath:instancePath+"/breaker",schemaPath:"#/properties/breaker/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key4},message:"must NOT have additional properties"};
+if(data.idle_in_transaction_timeout_ms !== undefined){
+let data21 = data.idle_in_transaction_timeout_ms;
+if(!(((typeof data21 == "number") && (!(data21 % 1) && !isNaN(data21))) && (isFinite(data21)))){
+const err61 = {instancePath:instancePath+"/idle_in_transaction_timeout_ms",schemaPath:"#/properties/idle_in_transaction_timeout_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err61];
 }
@@ -10435,11 +10503,9 @@ vErrors.push(err61);
 }
 errors++;
 }
-}
-if(data21.failure_threshold !== undefined){
-let data22 = data21.failure_threshold;
-if(!(((typeof data22 == "number") && (!(data22 % 1) && !isNaN(data22))) && (isFinite(data22)))){
-const err62 = {instancePath:instancePath+"/breaker/failure_threshold",schemaPath:"#/properties/breaker/properties/failure_threshold/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data21 == "number") && (isFinite(data21))){
+if(data21 > 3600000 || isNaN(data21)){
+const err62 = {instancePath:instancePath+"/idle_in_transaction_timeout_ms",schemaPath:"#/properties/idle_in_transaction_timeout_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600000},message:"must be <= 3600000"};
 if(vErrors === null){
 vErrors = [err62];
 }
@@ -10448,9 +10514,8 @@ vErrors.push(err62);
 }
 errors++;
 }
-if((typeof data22 == "number") && (isFinite(data22))){
-if(data22 > 1000 || isNaN(data22)){
-const err63 = {instancePath:instancePath+"/breaker/failure_threshold",schemaPath:"#/properties/breaker/properties/failure_threshold/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000},message:"must be <= 1000"};
+if(data21 < 1 || isNaN(data21)){
+const err63 = {instancePath:instancePath+"/idle_in_transaction_timeout_ms",schemaPath:"#/properties/idle_in_transaction_timeout_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err63];
 }
@@ -10459,8 +10524,12 @@ vErrors.push(err63);
 }
 errors++;
 }
-if(data22 < 1 || isNaN(data22)){
-const err64 = {instancePath:instancePath+"/breaker/failure_threshold",schemaPath:"#/properties/breaker/properties/failure_threshold/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+}
+if(data.connect_timeout_ms !== undefined){
+let data22 = data.connect_timeout_ms;
+if(!(((typeof data22 == "number") && (!(data22 % 1) && !isNaN(data22))) && (isFinite(data22)))){
+const err64 = {instancePath:instancePath+"/connect_timeout_ms",schemaPath:"#/properties/connect_timeout_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err64];
 }
@@ -10469,12 +10538,9 @@ vErrors.push(err64);
 }
 errors++;
 }
-}
-}
-if(data21.reset_timeout_ms !== undefined){
-let data23 = data21.reset_timeout_ms;
-if(!(((typeof data23 == "number") && (!(data23 % 1) && !isNaN(data23))) && (isFinite(data23)))){
-const err65 = {instancePath:instancePath+"/breaker/reset_timeout_ms",schemaPath:"#/properties/breaker/properties/reset_timeout_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data22 == "number") && (isFinite(data22))){
+if(data22 > 600000 || isNaN(data22)){
+const err65 = {instancePath:instancePath+"/connect_timeout_ms",schemaPath:"#/properties/connect_timeout_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 600000},message:"must be <= 600000"};
 if(vErrors === null){
 vErrors = [err65];
 }
@@ -10483,9 +10549,8 @@ vErrors.push(err65);
 }
 errors++;
 }
-if((typeof data23 == "number") && (isFinite(data23))){
-if(data23 > 3600000 || isNaN(data23)){
-const err66 = {instancePath:instancePath+"/breaker/reset_timeout_ms",schemaPath:"#/properties/breaker/properties/reset_timeout_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600000},message:"must be <= 3600000"};
+if(data22 < 1 || isNaN(data22)){
+const err66 = {instancePath:instancePath+"/connect_timeout_ms",schemaPath:"#/properties/connect_timeout_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err66];
 }
@@ -10494,8 +10559,14 @@ vErrors.push(err66);
 }
 errors++;
 }
-if(data23 < 100 || isNaN(data23)){
-const err67 = {instancePath:instancePath+"/breaker/reset_timeout_ms",schemaPath:"#/properties/breaker/properties/reset_timeout_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 100},message:"must be >= 100"};
+}
+}
+if(data.breaker !== undefined){
+let data23 = data.breaker;
+if(data23 && typeof data23 == "object" && !Array.isArray(data23)){
+for(const key4 in data23){
+if(!((key4 === "failure_threshold") || (key4 === "reset_timeout_ms"))){
+const err67 = {instancePath:instancePath+"/breaker",schemaPath:"#/properties/breaker/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key4},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err67];
 }
@@ -10505,10 +10576,10 @@ vErrors.push(err67);
 errors++;
 }
 }
-}
-}
-else {
-const err68 = {instancePath:instancePath+"/breaker",schemaPath:"#/properties/breaker/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data23.failure_threshold !== undefined){
+let data24 = data23.failure_threshold;
+if(!(((typeof data24 == "number") && (!(data24 % 1) && !isNaN(data24))) && (isFinite(data24)))){
+const err68 = {instancePath:instancePath+"/breaker/failure_threshold",schemaPath:"#/properties/breaker/properties/failure_threshold/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err68];
 }
@@ -10517,13 +10588,9 @@ vErrors.push(err68);
 }
 errors++;
 }
-}
-if(data.complexity !== undefined){
-let data24 = data.complexity;
-if(data24 && typeof data24 == "object" && !Array.isArray(data24)){
-for(const key5 in data24){
-if(!((((((key5 === "max_ctes") || (key5 === "max_range_table_entries")) || (key5 === "max_join_depth")) || (key5 === "max_subquery_depth")) || (key5 === "max_set_operation_arms")) || (key5 === "max_parse_tree_nodes"))){
-const err69 = {instancePath:instancePath+"/complexity",schemaPath:"#/properties/complexity/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key5},message:"must NOT have additional properties"};
+if((typeof data24 == "number") && (isFinite(data24))){
+if(data24 > 1000 || isNaN(data24)){
+const err69 = {instancePath:instancePath+"/breaker/failure_threshold",schemaPath:"#/properties/breaker/properties/failure_threshold/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000},message:"must be <= 1000"};
 if(vErrors === null){
 vErrors = [err69];
 }
@@ -10532,11 +10599,8 @@ vErrors.push(err69);
 }
 errors++;
 }
-}
-if(data24.max_ctes !== undefined){
-let data25 = data24.max_ctes;
-if(!(((typeof data25 == "number") && (!(data25 % 1) && !isNaN(data25))) && (isFinite(data25)))){
-const err70 = {instancePath:instancePath+"/complexity/max_ctes",schemaPath:"#/properties/complexity/properties/max_ctes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data24 < 1 || isNaN(data24)){
+const err70 = {instancePath:instancePath+"/breaker/failure_threshold",schemaPath:"#/properties/breaker/properties/failure_threshold/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err70];
 }
@@ -10545,9 +10609,12 @@ vErrors.push(err70);
 }
 errors++;
 }
-if((typeof data25 == "number") && (isFinite(data25))){
-if(data25 > 100000 || isNaN(data25)){
-const err71 = {instancePath:instancePath+"/complexity/max_ctes",schemaPath:"#/properties/complexity/properties/max_ctes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+}
+}
+if(data23.reset_timeout_ms !== undefined){
+let data25 = data23.reset_timeout_ms;
+if(!(((typeof data25 == "number") && (!(data25 % 1) && !isNaN(data25))) && (isFinite(data25)))){
+const err71 = {instancePath:instancePath+"/breaker/reset_timeout_ms",schemaPath:"#/properties/breaker/properties/reset_timeout_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err71];
 }
@@ -10556,8 +10623,9 @@ vErrors.push(err71);
 }
 errors++;
 }
-if(data25 < 1 || isNaN(data25)){
-const err72 = {instancePath:instancePath+"/complexity/max_ctes",schemaPath:"#/properties/complexity/properties/max_ctes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if((typeof data25 == "number") && (isFinite(data25))){
+if(data25 > 3600000 || isNaN(data25)){
+const err72 = {instancePath:instancePath+"/breaker/reset_timeout_ms",schemaPath:"#/properties/breaker/properties/reset_timeout_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600000},message:"must be <= 3600000"};
 if(vErrors === null){
 vErrors = [err72];
 }
@@ -10566,12 +10634,8 @@ vErrors.push(err72);
 }
 errors++;
 }
-}
-}
-if(data24.max_range_table_entries !== undefined){
-let data26 = data24.max_range_table_entries;
-if(!(((typeof data26 == "number") && (!(data26 % 1) && !isNaN(data26))) && (isFinite(data26)))){
-const err73 = {instancePath:instancePath+"/complexity/max_range_table_entries",schemaPath:"#/properties/complexity/properties/max_range_table_entries/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data25 < 100 || isNaN(data25)){
+const err73 = {instancePath:instancePath+"/breaker/reset_timeout_ms",schemaPath:"#/properties/breaker/properties/reset_timeout_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 100},message:"must be >= 100"};
 if(vErrors === null){
 vErrors = [err73];
 }
@@ -10580,9 +10644,11 @@ vErrors.push(err73);
 }
 errors++;
 }
-if((typeof data26 == "number") && (isFinite(data26))){
-if(data26 > 100000 || isNaN(data26)){
-const err74 = {instancePath:instancePath+"/complexity/max_range_table_entries",schemaPath:"#/properties/complexity/properties/max_range_table_entries/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+}
+}
+}
+else {
+const err74 = {instancePath:instancePath+"/breaker",schemaPath:"#/properties/breaker/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err74];
 }
@@ -10591,8 +10657,13 @@ vErrors.push(err74);
 }
 errors++;
 }
-if(data26 < 1 || isNaN(data26)){
-const err75 = {instancePath:instancePath+"/complexity/max_range_table_entries",schemaPath:"#/properties/complexity/properties/max_range_table_entries/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+if(data.complexity !== undefined){
+let data26 = data.complexity;
+if(data26 && typeof data26 == "object" && !Array.isArray(data26)){
+for(const key5 in data26){
+if(!((((((key5 === "max_ctes") || (key5 === "max_range_table_entries")) || (key5 === "max_join_depth")) || (key5 === "max_subquery_depth")) || (key5 === "max_set_operation_arms")) || (key5 === "max_parse_tree_nodes"))){
+const err75 = {instancePath:instancePath+"/complexity",schemaPath:"#/properties/complexity/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key5},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err75];
 }
@@ -10602,11 +10673,10 @@ vErrors.push(err75);
 errors++;
 }
 }
-}
-if(data24.max_join_depth !== undefined){
-let data27 = data24.max_join_depth;
+if(data26.max_ctes !== undefined){
+let data27 = data26.max_ctes;
 if(!(((typeof data27 == "number") && (!(data27 % 1) && !isNaN(data27))) && (isFinite(data27)))){
-const err76 = {instancePath:instancePath+"/complexity/max_join_depth",schemaPath:"#/properties/complexity/properties/max_join_depth/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err76 = {instancePath:instancePath+"/complexity/max_ctes",schemaPath:"#/properties/complexity/properties/max_ctes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err76];
 }
@@ -10617,7 +10687,7 @@ errors++;
 }
 if((typeof data27 == "number") && (isFinite(data27))){
 if(data27 > 100000 || isNaN(data27)){
-const err77 = {instancePath:instancePath+"/complexity/max_join_depth",schemaPath:"#/properties/complexity/properties/max_join_depth/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+const err77 = {instancePath:instancePath+"/complexity/max_ctes",schemaPath:"#/properties/complexity/properties/max_ctes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
 if(vErrors === null){
 vErrors = [err77];
 }
@@ -10627,7 +10697,7 @@ vErrors.push(err77);
 errors++;
 }
 if(data27 < 1 || isNaN(data27)){
-const err78 = {instancePath:instancePath+"/complexity/max_join_depth",schemaPath:"#/properties/complexity/properties/max_join_depth/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+const err78 = {instancePath:instancePath+"/complexity/max_ctes",schemaPath:"#/properties/complexity/properties/max_ctes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err78];
 }
@@ -10638,10 +10708,10 @@ errors++;
 }
 }
 }
-if(data24.max_subquery_depth !== undefined){
-let data28 = data24.max_subquery_depth;
+if(data26.max_range_table_entries !== undefined){
+let data28 = data26.max_range_table_entries;
 if(!(((typeof data28 == "number") && (!(data28 % 1) && !isNaN(data28))) && (isFinite(data28)))){
-const err79 = {instancePath:instancePath+"/complexity/max_subquery_depth",schemaPath:"#/properties/complexity/properties/max_subquery_depth/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err79 = {instancePath:instancePath+"/complexity/max_range_table_entries",schemaPath:"#/properties/complexity/properties/max_range_table_entries/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err79];
 }
@@ -10652,7 +10722,7 @@ errors++;
 }
 if((typeof data28 == "number") && (isFinite(data28))){
 if(data28 > 100000 || isNaN(data28)){
-const err80 = {instancePath:instancePath+"/complexity/max_subquery_depth",schemaPath:"#/properties/complexity/properties/max_subquery_depth/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+const err80 = {instancePath:instancePath+"/complexity/max_range_table_entries",schemaPath:"#/properties/complexity/properties/max_range_table_entries/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
 if(vErrors === null){
 vErrors = [err80];
 }
@@ -10662,7 +10732,7 @@ vErrors.push(err80);
 errors++;
 }
 if(data28 < 1 || isNaN(data28)){
-const err81 = {instancePath:instancePath+"/complexity/max_subquery_depth",schemaPath:"#/properties/complexity/properties/max_subquery_depth/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+const err81 = {instancePath:instancePath+"/complexity/max_range_table_entries",schemaPath:"#/properties/complexity/properties/max_range_table_entries/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err81];
 }
@@ -10673,10 +10743,10 @@ errors++;
 }
 }
 }
-if(data24.max_set_operation_arms !== undefined){
-let data29 = data24.max_set_operation_arms;
+if(data26.max_join_depth !== undefined){
+let data29 = data26.max_join_depth;
 if(!(((typeof data29 == "number") && (!(data29 % 1) && !isNaN(data29))) && (isFinite(data29)))){
-const err82 = {instancePath:instancePath+"/complexity/max_set_operation_arms",schemaPath:"#/properties/complexity/properties/max_set_operation_arms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err82 = {instancePath:instancePath+"/complexity/max_join_depth",schemaPath:"#/properties/complexity/properties/max_join_depth/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err82];
 }
@@ -10687,7 +10757,7 @@ errors++;
 }
 if((typeof data29 == "number") && (isFinite(data29))){
 if(data29 > 100000 || isNaN(data29)){
-const err83 = {instancePath:instancePath+"/complexity/max_set_operation_arms",schemaPath:"#/properties/complexity/properties/max_set_operation_arms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+const err83 = {instancePath:instancePath+"/complexity/max_join_depth",schemaPath:"#/properties/complexity/properties/max_join_depth/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
 if(vErrors === null){
 vErrors = [err83];
 }
@@ -10697,7 +10767,7 @@ vErrors.push(err83);
 errors++;
 }
 if(data29 < 1 || isNaN(data29)){
-const err84 = {instancePath:instancePath+"/complexity/max_set_operation_arms",schemaPath:"#/properties/complexity/properties/max_set_operation_arms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+const err84 = {instancePath:instancePath+"/complexity/max_join_depth",schemaPath:"#/properties/complexity/properties/max_join_depth/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err84];
 }
@@ -10708,10 +10778,10 @@ errors++;
 }
 }
 }
-if(data24.max_parse_tree_nodes !== undefined){
-let data30 = data24.max_parse_tree_nodes;
+if(data26.max_subquery_depth !== undefined){
+let data30 = data26.max_subquery_depth;
 if(!(((typeof data30 == "number") && (!(data30 % 1) && !isNaN(data30))) && (isFinite(data30)))){
-const err85 = {instancePath:instancePath+"/complexity/max_parse_tree_nodes",schemaPath:"#/properties/complexity/properties/max_parse_tree_nodes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err85 = {instancePath:instancePath+"/complexity/max_subquery_depth",schemaPath:"#/properties/complexity/properties/max_subquery_depth/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err85];
 }
@@ -10721,8 +10791,8 @@ vErrors.push(err85);
 errors++;
 }
 if((typeof data30 == "number") && (isFinite(data30))){
-if(data30 > 10000000 || isNaN(data30)){
-const err86 = {instancePath:instancePath+"/complexity/max_parse_tree_nodes",schemaPath:"#/properties/complexity/properties/max_parse_tree_nodes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 10000000},message:"must be <= 10000000"};
+if(data30 > 100000 || isNaN(data30)){
+const err86 = {instancePath:instancePath+"/complexity/max_subquery_depth",schemaPath:"#/properties/complexity/properties/max_subquery_depth/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
 if(vErrors === null){
 vErrors = [err86];
 }
@@ -10732,7 +10802,7 @@ vErrors.push(err86);
 errors++;
 }
 if(data30 < 1 || isNaN(data30)){
-const err87 = {instancePath:instancePath+"/complexity/max_parse_tree_nodes",schemaPath:"#/properties/complexity/properties/max_parse_tree_nodes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+const err87 = {instancePath:instancePath+"/complexity/max_subquery_depth",schemaPath:"#/properties/complexity/properties/max_subquery_depth/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err87];
 }
@@ -10743,9 +10813,10 @@ errors++;
 }
 }
 }
-}
-else {
-const err88 = {instancePath:instancePath+"/complexity",schemaPath:"#/properties/complexity/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data26.max_set_operation_arms !== undefined){
+let data31 = data26.max_set_operation_arms;
+if(!(((typeof data31 == "number") && (!(data31 % 1) && !isNaN(data31))) && (isFinite(data31)))){
+const err88 = {instancePath:instancePath+"/complexity/max_set_operation_arms",schemaPath:"#/properties/complexity/properties/max_set_operation_arms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err88];
 }
@@ -10754,15 +10825,84 @@ vErrors.push(err88);
 }
 errors++;
 }
-}
-}
-else {
-const err89 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data31 == "number") && (isFinite(data31))){
+if(data31 > 100000 || isNaN(data31)){
+const err89 = {instancePath:instancePath+"/complexity/max_set_operation_arms",schemaPath:"#/properties/complexity/properties/max_set_operation_arms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
 if(vErrors === null){
 vErrors = [err89];
 }
 else {
 vErrors.push(err89);
+}
+errors++;
+}
+if(data31 < 1 || isNaN(data31)){
+const err90 = {instancePath:instancePath+"/complexity/max_set_operation_arms",schemaPath:"#/properties/complexity/properties/max_set_operation_arms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err90];
+}
+else {
+vErrors.push(err90);
+}
+errors++;
+}
+}
+}
+if(data26.max_parse_tree_nodes !== undefined){
+let data32 = data26.max_parse_tree_nodes;
+if(!(((typeof data32 == "number") && (!(data32 % 1) && !isNaN(data32))) && (isFinite(data32)))){
+const err91 = {instancePath:instancePath+"/complexity/max_parse_tree_nodes",schemaPath:"#/properties/complexity/properties/max_parse_tree_nodes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err91];
+}
+else {
+vErrors.push(err91);
+}
+errors++;
+}
+if((typeof data32 == "number") && (isFinite(data32))){
+if(data32 > 10000000 || isNaN(data32)){
+const err92 = {instancePath:instancePath+"/complexity/max_parse_tree_nodes",schemaPath:"#/properties/complexity/properties/max_parse_tree_nodes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 10000000},message:"must be <= 10000000"};
+if(vErrors === null){
+vErrors = [err92];
+}
+else {
+vErrors.push(err92);
+}
+errors++;
+}
+if(data32 < 1 || isNaN(data32)){
+const err93 = {instancePath:instancePath+"/complexity/max_parse_tree_nodes",schemaPath:"#/properties/complexity/properties/max_parse_tree_nodes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err93];
+}
+else {
+vErrors.push(err93);
+}
+errors++;
+}
+}
+}
+}
+else {
+const err94 = {instancePath:instancePath+"/complexity",schemaPath:"#/properties/complexity/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err94];
+}
+else {
+vErrors.push(err94);
+}
+errors++;
+}
+}
+}
+else {
+const err95 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err95];
+}
+else {
+vErrors.push(err95);
 }
 errors++;
 }

@@ -122,6 +122,7 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
   const ops = {
     ready: async () => (await migrationStatus(db)).upToDate,
     circuitStates: () => registry.states(),
+    poolStats: () => registry.poolStats(),
     pendingApprovals: async () => (await db.pool.query("SELECT count(*)::int AS n FROM approvals WHERE state = 'pending'")).rows[0].n as number,
     cacheStats: () => ({ hits: cache.hits, misses: cache.misses, entries: cache.size }),
   };

@@ -4,6 +4,7 @@
  */
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { Logger } from 'pino';
 import { createGatewayApp, type GatewayApp, type GatewayAppOptions } from './transport/app';
 
 /** A listening gateway. `url` is the MCP endpoint, e.g. http://127.0.0.1:8787/mcp. */
@@ -50,5 +51,44 @@ export async function listenGateway(opts: GatewayAppOptions & { host?: string; p
       })();
       return closing;
     },
+  };
+}
+
+let lastResort: { uncaught: (err: unknown) => void; rejected: (reason: unknown) => void } | null = null;
+
+/**
+ * Installs the process's last-resort handlers (issue 10, Build 2): an exception that escaped every
+ * call (`uncaughtException`) or a promise rejection nobody handled (`unhandledRejection`) is logged
+ * at error level, with its stack, and the process keeps serving. A call whose own code throws is
+ * failed by the dispatcher with the opaque failure; these handlers only catch what escapes a call's
+ * promise (e.g. a driver event handler). Idempotent; returns a function that removes the handlers.
+ * Installed by `interlock serve` and `interlock demo` (bin/interlock.js), never by tests in-process.
+ */
+export function installLastResortHandlers(logger: Pick<Logger, 'error'>): () => void {
+  if (!lastResort) {
+    lastResort = {
+      uncaught: (err: unknown) => {
+        try {
+          logger.error({ err, last_resort: 'uncaughtException' }, 'an error escaped every call; the gateway keeps serving');
+        } catch {
+          // logging itself failed: nothing more can be done without ending the process
+        }
+      },
+      rejected: (reason: unknown) => {
+        try {
+          logger.error({ err: reason, last_resort: 'unhandledRejection' }, 'a rejected promise was not handled; the gateway keeps serving');
+        } catch {
+          // as above
+        }
+      },
+    };
+    process.on('uncaughtException', lastResort.uncaught);
+    process.on('unhandledRejection', lastResort.rejected);
+  }
+  return () => {
+    if (!lastResort) return;
+    process.removeListener('uncaughtException', lastResort.uncaught);
+    process.removeListener('unhandledRejection', lastResort.rejected);
+    lastResort = null;
   };
 }

@@ -25,6 +25,9 @@ export const DEMO_READ_TABLES = ['album', 'artist', 'genre', 'media_type', 'trac
 /** Chinook tables the demo role may write (through approval) and the writer role may change. */
 export const DEMO_WRITE_TABLES = ['playlist', 'playlist_track'] as const;
 
+/** temp_file_limit of the demo's reader role: the most temporary-file space one of its statements may use. */
+export const DEMO_TEMP_FILE_LIMIT = '256MB';
+
 /** The demo's source role. */
 export const DEMO_ROLE: SourceRole = {
   name: 'demo-analyst',
@@ -152,6 +155,9 @@ export async function provisionDemo(opts: ProvisionDemoOptions): Promise<Provisi
     await ensureLoginRole(c, readerRole, readerPassword);
     await ensureLoginRole(c, writerRole, writerPassword);
     await c.query(`ALTER ROLE ${c.escapeIdentifier(readerRole)} SET default_transaction_read_only = on`);
+    // temp_file_limit has context superuser: the reader cannot raise it; a sort or hash of a huge
+    // generated set then fails (SQLSTATE 53400) instead of filling the server's disk (issue 10).
+    await c.query(`ALTER ROLE ${c.escapeIdentifier(readerRole)} SET temp_file_limit = ${c.escapeLiteral(DEMO_TEMP_FILE_LIMIT)}`);
     const d = c.escapeIdentifier(databaseName);
     await c.query(`REVOKE ALL ON DATABASE ${d} FROM PUBLIC`);
     await c.query(`GRANT CONNECT ON DATABASE ${d} TO ${c.escapeIdentifier(readerRole)}, ${c.escapeIdentifier(writerRole)}`);

@@ -17,6 +17,12 @@ export interface OperationsSources {
   /** Approvals in state pending. */
   pendingApprovals(): Promise<number>;
   cacheStats(): { hits: number; misses: number; entries: number };
+  /**
+   * Reader pool occupancy per registered source id (issue 10, Build 5): most connections, checked
+   * out, callers waiting for a connection, calls waiting for one of their identity's slots.
+   * Absent: no pool gauges are reported.
+   */
+  poolStats?(): Record<string, { size: number; inUse: number; waiting: number; identityWaiting: number }>;
 }
 
 /** Gateway metrics and their recording functions. */
@@ -37,6 +43,15 @@ export class GatewayMetrics {
     new Gauge({ name: 'interlock_approvals_pending', help: 'Writes waiting for an operator approval.', registers: [this.registry], async collect() {
       this.set(await src.pendingApprovals().catch(() => -1));
     } });
+    const pool = (name: string, help: string, pick: (p: { size: number; inUse: number; waiting: number; identityWaiting: number }) => number) =>
+      new Gauge({ name, help, labelNames: ['source'], registers: [this.registry], collect() {
+        this.reset();
+        for (const [source, stats] of Object.entries(src.poolStats?.() ?? {})) this.set({ source }, pick(stats));
+      } });
+    pool('interlock_source_pool_size', 'Most reader connections per source (pool_size).', (p) => p.size);
+    pool('interlock_source_pool_in_use', 'Reader connections checked out per source.', (p) => p.inUse);
+    pool('interlock_source_pool_waiters', 'Calls waiting for a free reader connection per source.', (p) => p.waiting);
+    pool('interlock_source_identity_waiters', 'Calls waiting for one of their identity\'s concurrent-statement slots per source.', (p) => p.identityWaiting);
     new Gauge({ name: 'interlock_cache_hits', help: 'Read-cache hits since start.', registers: [this.registry], collect() { this.set(src.cacheStats().hits); } });
     new Gauge({ name: 'interlock_cache_misses', help: 'Read-cache misses since start.', registers: [this.registry], collect() { this.set(src.cacheStats().misses); } });
     new Gauge({ name: 'interlock_cache_entries', help: 'Entries in the read cache.', registers: [this.registry], collect() { this.set(src.cacheStats().entries); } });

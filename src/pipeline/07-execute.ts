@@ -1,8 +1,10 @@
 /**
  * Pipeline step 7, execution: reads run on the source's reader connector (read-only connections,
- * extended protocol, a portal fetching max_rows + 1, a byte cap) with the call's AbortSignal, so
- * closing the client's stream cancels the statement in PostgreSQL. Connector failures are mapped
- * to the contract's refusals (circuit open, TLS refused, timeout) or to the opaque failure.
+ * extended protocol, a portal fetching max_rows + 1, a byte cap enforced on the wire before any row
+ * is decoded) with the call's AbortSignal, so closing the client's stream cancels the statement in
+ * PostgreSQL, and with the caller's identity, whose concurrent statements per source are capped.
+ * Connector failures are mapped to the contract's refusals (circuit open, TLS refused, timeout,
+ * source busy, concurrency cap, result too large) or to the opaque failure.
  */
 import type { SourceRecord } from '../governance/store';
 import type { ToolOutcome } from '../tools/types';
@@ -16,7 +18,7 @@ export interface ReadRows {
 
 /** The reader side of a source connector. Rejects with an error whose `code` is a SourceErrorCode. */
 export interface QueryConnector {
-  read(sql: string, params: unknown[], opts: { maxRows: number; maxBytes: number; signal?: AbortSignal }): Promise<ReadRows>;
+  read(sql: string, params: unknown[], opts: { maxRows: number; maxBytes: number; signal?: AbortSignal; identityId?: string }): Promise<ReadRows>;
 }
 
 /** Gives the connector of a source (pools are cached by the provider). */
@@ -34,13 +36,23 @@ const STATEMENT_CLASSES: Record<string, string> = {
   '0A': 'feature not supported',
 };
 
+/** configuration_limit_exceeded: the statement passed a per-statement limit (e.g. the reader role's temp_file_limit). */
+const SQLSTATE_CONFIGURATION_LIMIT = '53400';
+
 /**
  * Maps a connector error to an outcome. Only the SourceError code and, for statement errors, the
  * SQLSTATE class name reach the agent; never the driver's text (it can carry hosts and addresses).
  */
 export function mapConnectorError(err: unknown): ToolOutcome {
-  const e = err as { code?: string; sqlState?: string };
+  const e = err as { code?: string; sqlState?: string; retryAfterMs?: number };
+  const retry = typeof e?.retryAfterMs === 'number' ? { retry_after_ms: e.retryAfterMs } : undefined;
   switch (e?.code) {
+    case 'source_busy':
+      return { kind: 'refusal', code: 'source_busy', ...(retry ? { extra: retry } : {}) };
+    case 'concurrency_limited':
+      return { kind: 'refusal', code: 'concurrency_limited', ...(retry ? { extra: retry } : {}) };
+    case 'result_too_large':
+      return { kind: 'refusal', code: 'result_too_large' };
     case 'circuit_open':
       return { kind: 'refusal', code: 'circuit_open' };
     case 'upstream_tls_refused':
@@ -50,6 +62,9 @@ export function mapConnectorError(err: unknown): ToolOutcome {
     case 'cancelled':
       return { kind: 'tool_error', code: 'cancelled' };
     default: {
+      if (e?.sqlState === SQLSTATE_CONFIGURATION_LIMIT) {
+        return { kind: 'tool_error', code: 'statement_failed', message: `The statement failed in the source database: it passed a per-statement limit of the source, such as temp_file_limit (SQLSTATE ${SQLSTATE_CONFIGURATION_LIMIT}).` };
+      }
       const cls = typeof e?.sqlState === 'string' ? STATEMENT_CLASSES[e.sqlState.slice(0, 2)] : undefined;
       if (!cls) return { kind: 'tool_error', code: 'tool_execution_failed' }; // no SQLSTATE (e.g. connection refused) or not the statement's
       // Value-level classes (22 data, 23 constraint) give the full SQLSTATE; others only the class, so

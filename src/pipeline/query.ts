@@ -118,7 +118,7 @@ export function queryHandler(deps: QueryPipelineDeps): ToolHandler {
     }
     let read;
     try {
-      read = await deps.connectors.reader(source).read(sql, params, { maxRows, maxBytes: deps.maxResultBytes ?? 4 * 1024 * 1024, signal: ctx.signal });
+      read = await deps.connectors.reader(source).read(sql, params, { maxRows, maxBytes: deps.maxResultBytes ?? 4 * 1024 * 1024, signal: ctx.signal, identityId: identity.id });
     } catch (err) {
       return mapConnectorError(err);
     }

@@ -5,7 +5,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
-import { PostgresSourceConnector, type BreakerState, type PostgresSourceSettings } from './postgres/connector';
+import { PostgresSourceConnector, type BreakerState, type PoolStats, type PostgresSourceSettings } from './postgres/connector';
 
 /** Canonical JSON: object keys sorted, `undefined` members dropped (so equal settings hash equally). */
 export function canonicalJson(value: unknown): string {
@@ -64,6 +64,18 @@ export class SourceConnectorRegistry {
   states(): Record<string, string> {
     const out: Record<string, string> = {};
     for (const [id, e] of this.entries) out[id] = e.connector.breakerState();
+    return out;
+  }
+
+  /**
+   * Reader pool occupancy per cached source id (registered sources only: a connector is cached
+   * only for a source the pipeline resolved): `size` most connections, `inUse` checked out,
+   * `waiting` callers waiting for a pooled connection, `identityWaiting` calls waiting for one of
+   * their identity's slots (max_concurrent_per_identity).
+   */
+  poolStats(): Record<string, PoolStats & { identityWaiting: number }> {
+    const out: Record<string, PoolStats & { identityWaiting: number }> = {};
+    for (const [id, e] of this.entries) out[id] = e.connector.poolStats();
     return out;
   }
 

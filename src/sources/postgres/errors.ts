@@ -13,15 +13,27 @@
  * safe as well.
  */
 import { refusalInfo, toolErrorInfo } from '../../errors/vocabulary';
+import { isLocalWireError, serverErrorCountsAgainstSource } from './health';
 
 /** The connector's failure vocabulary (see the module comment for the contract mapping). */
-export type SourceErrorCode = 'circuit_open' | 'upstream_tls_refused' | 'statement_timeout' | 'cancelled' | 'execution_failed';
+export type SourceErrorCode =
+  | 'circuit_open'
+  | 'upstream_tls_refused'
+  | 'statement_timeout'
+  | 'source_busy'
+  | 'concurrency_limited'
+  | 'result_too_large'
+  | 'cancelled'
+  | 'execution_failed';
 
 /** The contract code each SourceErrorCode maps to (a refusal code or a tool-error code of spec/errors-v1.json). */
 export const CONTRACT_CODE: Record<SourceErrorCode, string> = {
   circuit_open: 'circuit_open',
   upstream_tls_refused: 'upstream_tls_refused',
   statement_timeout: 'statement_timeout',
+  source_busy: 'source_busy',
+  concurrency_limited: 'concurrency_limited',
+  result_too_large: 'result_too_large',
   cancelled: 'cancelled',
   execution_failed: 'tool_execution_failed',
 };
@@ -32,6 +44,9 @@ export function defaultMessage(code: SourceErrorCode): string {
     case 'circuit_open':
     case 'upstream_tls_refused':
     case 'statement_timeout':
+    case 'source_busy':
+    case 'concurrency_limited':
+    case 'result_too_large':
       return refusalInfo(code).message;
     case 'cancelled':
       return toolErrorInfo('cancelled').message;
@@ -48,8 +63,10 @@ export interface SourceErrorOptions {
   cause?: unknown;
   /** SQLSTATE of a statement error raised by the server (5 characters), when there was one. */
   sqlState?: string;
-  /** True when this failure counts against the source's circuit breaker (see `isSourceFailure`). */
+  /** True when this failure counts against the source's circuit breaker (see health.ts). */
   sourceFailure?: boolean;
+  /** For `concurrency_limited` and `source_busy`: when a retry may succeed (ms). */
+  retryAfterMs?: number;
 }
 
 /**
@@ -62,6 +79,8 @@ export class SourceError extends Error {
   readonly code: SourceErrorCode;
   readonly sqlState?: string;
   readonly sourceFailure: boolean;
+  /** When a retry may succeed (ms), for `concurrency_limited` and `source_busy`. */
+  readonly retryAfterMs?: number;
   declare readonly cause?: unknown;
 
   constructor(code: SourceErrorCode, opts: SourceErrorOptions = {}) {
@@ -70,6 +89,7 @@ export class SourceError extends Error {
     this.code = code;
     if (opts.sqlState !== undefined) this.sqlState = opts.sqlState;
     this.sourceFailure = opts.sourceFailure ?? false;
+    if (opts.retryAfterMs !== undefined) this.retryAfterMs = opts.retryAfterMs;
     if (opts.cause !== undefined) {
       Object.defineProperty(this, 'cause', { value: opts.cause, enumerable: false, writable: false, configurable: true });
     }
@@ -141,12 +161,6 @@ export function sqlStateClassName(sqlState: string): string {
 /** SQLSTATE of query cancellation: by statement_timeout, by a cancel request, or a COPY failure. */
 export const SQLSTATE_QUERY_CANCELED = '57014';
 
-/**
- * SQLSTATE classes that describe the source (server or link), not the statement: connection
- * exceptions, insufficient resources, operator intervention (shutdown, crash, "cannot connect now"),
- * system errors, internal errors, configuration file errors, and authentication failures.
- */
-const SOURCE_FAILURE_CLASSES = new Set(['08', '28', '3D', '53', '57', '58', 'XX', 'F0']);
 
 /** A server-side error (ErrorResponse) as pg-protocol reports it: a DatabaseError with a SQLSTATE. */
 export interface ServerError {
@@ -209,6 +223,9 @@ export interface FailureContext {
   watchdogFired?: boolean;
 }
 
+/** Retry hint of a `source_busy` answer (ms). */
+export const SOURCE_BUSY_RETRY_MS = 1_000;
+
 /** pg-pool's error when no pooled connection became free within the connect timeout (local saturation, not a source failure). */
 const POOL_WAIT_TIMEOUT = 'timeout exceeded when trying to connect';
 
@@ -224,12 +241,13 @@ const POOL_WAIT_TIMEOUT = 'timeout exceeded when trying to connect';
  * - while connecting with TLS configured, a TLS failure → `upstream_tls_refused` (counts).
  * - while connecting, anything else (refused, DNS, timeout, authentication, unknown database,
  *   too many connections, starting up) → opaque `execution_failed` (counts), except waiting for a
- *   free pooled connection (local saturation: does not count).
- * - while running: a server error of a source class (08, 28, 3D, 53, 57, 58, XX, F0) or a
- *   FATAL/PANIC → opaque `execution_failed` (counts); any other server error is the statement's
- *   own (syntax, permission, constraint, read-only violation, lock timeout, …) → `execution_failed`
- *   naming only the SQLSTATE class, with `sqlState` set (does not count); a non-server error
- *   (socket closed, protocol error) → opaque `execution_failed` (counts).
+ *   free pooled connection (local saturation) → `source_busy` (does not count).
+ * - while running: a server error that health.ts counts (08, 53, 57 but 57014, 58, F0, XX001/2,
+ *   FATAL/PANIC) → opaque `execution_failed` (counts); any other server error is the statement's
+ *   own (syntax, permission, constraint, read-only violation, lock timeout, XX000 from argument
+ *   input, …) → `execution_failed` naming only the SQLSTATE class, with `sqlState` set (does not
+ *   count); the gateway's own wire-guard failure → opaque (does not count); any other non-server
+ *   error (socket closed, protocol error) → opaque `execution_failed` (counts).
  */
 export function classifyFailure(err: unknown, ctx: FailureContext): SourceError {
   if (err instanceof SourceError) return err;
@@ -237,7 +255,7 @@ export function classifyFailure(err: unknown, ctx: FailureContext): SourceError 
   if (ctx.watchdogFired) return new SourceError('statement_timeout', { cause: err, sourceFailure: true });
   if (isServerError(err)) {
     if (err.code === SQLSTATE_QUERY_CANCELED) return new SourceError('statement_timeout', { cause: err, sourceFailure: false, sqlState: err.code });
-    if (ctx.phase === 'connect' || isFatalServerError(err) || SOURCE_FAILURE_CLASSES.has(err.code.slice(0, 2))) {
+    if (ctx.phase === 'connect' || serverErrorCountsAgainstSource(err.code, err.severity)) {
       return new SourceError('execution_failed', { cause: err, sourceFailure: true, sqlState: err.code });
     }
     return new SourceError('execution_failed', {
@@ -249,8 +267,9 @@ export function classifyFailure(err: unknown, ctx: FailureContext): SourceError 
   }
   if (ctx.phase === 'connect') {
     if (ctx.tlsConfigured && isTlsFailure(err)) return new SourceError('upstream_tls_refused', { cause: err, sourceFailure: true });
-    if (isErrorLike(err) && err.message === POOL_WAIT_TIMEOUT) return new SourceError('execution_failed', { cause: err, sourceFailure: false });
+    if (isErrorLike(err) && err.message === POOL_WAIT_TIMEOUT) return new SourceError('source_busy', { cause: err, sourceFailure: false, retryAfterMs: SOURCE_BUSY_RETRY_MS });
   }
+  if (isLocalWireError(err)) return new SourceError('execution_failed', { cause: err, sourceFailure: false });
   return new SourceError('execution_failed', { cause: err, sourceFailure: true });
 }
 

@@ -88,12 +88,17 @@ describe('results', () => {
     expect(Date.now() - t0).toBeLessThan(2000);
   });
 
-  test('byte cap: rows stop before the JSON size passes maxBytes; bytes is the exact JSON size (UTF-8)', async () => {
+  test('byte cap: rows stop before the JSON size passes maxBytes; bytes is the exact JSON size (UTF-8); no row fitting is result_too_large', async () => {
     const c = connector();
     const sql = `SELECT g, repeat('é', 50) AS s FROM generate_series(1, 100) g`;
     const full = await c.read(sql, [], BIG);
     expect(full.bytes).toBe(Buffer.byteLength(JSON.stringify(full.rows), 'utf8'));
-    for (const maxBytes of [0, 2, 50, 150, 1000, full.bytes - 1, full.bytes]) {
+    const firstRow = Buffer.byteLength(JSON.stringify([full.rows[0]]), 'utf8');
+    for (const maxBytes of [0, 2, 50]) {
+      // Not even the first row fits: refused, as when the wire budget stops the first row.
+      await expect(c.read(sql, [], { maxRows: 1000, maxBytes })).rejects.toMatchObject({ code: 'result_too_large', sourceFailure: false });
+    }
+    for (const maxBytes of [firstRow, 1000, full.bytes - 1, full.bytes]) {
       const r: ReadResult = await c.read(sql, [], { maxRows: 1000, maxBytes });
       const size = Buffer.byteLength(JSON.stringify(r.rows), 'utf8');
       expect(r.bytes).toBe(size);
@@ -215,12 +220,12 @@ describe('layer 4: read-only, extended protocol, one round trip', () => {
     expect(sessions.length).toBeLessThanOrEqual(2);
   });
 
-  test('waiting too long for a pooled connection fails opaquely and is not a source failure', async () => {
+  test('waiting too long for a pooled connection answers source_busy (retry hint) and is not a source failure', async () => {
     const c = connector({ pool_size: 1, connect_timeout_ms: 300, breaker: { failure_threshold: 1 } });
     const long = c.read('SELECT pg_sleep(1.2)', [], BIG);
     await sleep(50);
     const err = await c.read('SELECT 1', [], BIG).catch((e: unknown) => e);
-    expect(err).toMatchObject({ code: 'execution_failed', sourceFailure: false });
+    expect(err).toMatchObject({ code: 'source_busy', sourceFailure: false, retryAfterMs: 1000 });
     await long;
     expect(c.breakerState()).toBe('closed');
   });

@@ -154,3 +154,11 @@ test('cancellation works over TLS (the CancelRequest goes through TLS too) withi
     await admin.end();
   }
 });
+
+test('the wire budget reads the decrypted protocol: over TLS a row past the budget is result_too_large, earlier rows are truncated', async () => {
+  const c = make({ mode: 'require' });
+  await expect(c.read("SELECT repeat('x', 20000000) AS v", [], BIG)).rejects.toMatchObject({ code: 'result_too_large', sourceFailure: false });
+  const r = await c.read("SELECT g, CASE WHEN g < 3 THEN 'small' ELSE repeat('x', 20000000) END AS v FROM generate_series(1, 4) AS g", [], BIG);
+  expect(r).toMatchObject({ truncated: true, rows: [{ g: 1, v: 'small' }, { g: 2, v: 'small' }] });
+  expect((await c.read(SSL_SQL, [], BIG)).rows[0].ssl).toBe(true);
+});

@@ -129,8 +129,9 @@ describe('SourceConnectorRegistry', () => {
     const seen: string[] = [];
     const reg = new SourceConnectorRegistry({ onBreakerChange: (id, s) => seen.push(`${id}:${s}`) });
     const c = reg.get('s1', base);
-    (c as unknown as { breaker: { open(): void; close(): void } }).breaker.open();
-    (c as unknown as { breaker: { open(): void; close(): void } }).breaker.close();
+    const inner = (c as unknown as { breaker: { breaker: { open(): void; close(): void } } }).breaker.breaker;
+    inner.open();
+    inner.close();
     expect(seen).toEqual(['s1:open', 's1:closed']);
     return reg.closeAll();
   });

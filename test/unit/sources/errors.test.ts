@@ -75,13 +75,16 @@ describe('classifyFailure', () => {
     ['55P03', 'object_not_in_prerequisite_state'],
     ['40001', 'transaction_rollback'],
     ['0A000', 'feature_not_supported'],
+    ['XX000', 'internal_error'],
+    ['54000', 'program_limit_exceeded'],
+    ['2BP01', 'dependent_privilege_descriptors_still_exist'],
   ])('statement error %s: execution_failed naming only the class %s; does not count', (code, cls) => {
     const e = classifyFailure(serverError(code, `relation "secret_table" at 10.1.1.1 for user bob`), QUERY);
     expect(e).toMatchObject({ code: 'execution_failed', sourceFailure: false, sqlState: code });
     expect(e.message).toBe(`tool execution failed: the statement failed (${cls})`);
   });
 
-  test.each(['08006', '53300', '57P01', '57P03', '58030', 'XX000', 'F0000', '28P01', '3D000'])('source-class server error %s while running counts and is opaque', (code) => {
+  test.each(['08006', '53300', '57P01', '57P02', '57P03', '58030', 'XX001', 'XX002', 'F0000', '28P01', '3D000'])('source-class server error %s while running counts and is opaque', (code) => {
     const e = classifyFailure(serverError(code, 'server at db1.internal:5432 said no'), QUERY);
     expect(e).toMatchObject({ code: 'execution_failed', sourceFailure: true, sqlState: code, message: 'tool execution failed' });
   });
@@ -102,8 +105,13 @@ describe('classifyFailure', () => {
     }
   });
 
-  test('waiting for a free pooled connection is local saturation, not a source failure', () => {
-    expect(classifyFailure(new Error('timeout exceeded when trying to connect'), CONNECT)).toMatchObject({ code: 'execution_failed', sourceFailure: false });
+  test('waiting for a free pooled connection is local saturation: source_busy with a retry hint, not a source failure', () => {
+    expect(classifyFailure(new Error('timeout exceeded when trying to connect'), CONNECT)).toMatchObject({ code: 'source_busy', sourceFailure: false, retryAfterMs: 1000 });
+  });
+
+  test("the gateway's own wire-guard failure is opaque and never counts", () => {
+    const err = Object.assign(new Error('a message took the connection past its byte budget'), { code: 'EINTERLOCK_WIRE' });
+    expect(classifyFailure(err, QUERY)).toMatchObject({ code: 'execution_failed', sourceFailure: false, message: 'tool execution failed' });
   });
 
   test('TLS failures while connecting with TLS configured → upstream_tls_refused (counts)', () => {

@@ -1,0 +1,147 @@
+/**
+ * A source's connection pools: the reader pool (least-privilege, read-only, time-limited through
+ * startup options) and the optional writer pool, created lazily. Every new connection gets a wire
+ * guard (wire-budget.ts) in front of pg's parser. Checkout honours the caller's AbortSignal; a pool
+ * wait that times out becomes `source_busy` (errors.ts).
+ */
+import tls from 'node:tls';
+import pg from 'pg';
+import type { Logger } from 'pino';
+import { SourceError, localFailure } from './errors';
+import { LOCAL_WIRE_ERROR_CODE } from './health';
+import { applicationName, startupOptions, type Resolved } from './settings';
+import { installWireGuard, type WireGuard } from './wire-budget';
+import type { ClientInternals } from './wire';
+
+/** Kind of pooled connection. */
+export type PoolKind = 'reader' | 'writer';
+
+/** Pool occupancy: `size` = most connections, `inUse` = checked out, `waiting` = callers waiting for one. */
+export interface PoolStats {
+  size: number;
+  inUse: number;
+  waiting: number;
+}
+
+/** An Error raised by the gateway on a connection it ends itself (never counted against the source). */
+export function wireError(message: string): Error {
+  return Object.assign(new Error(message), { code: LOCAL_WIRE_ERROR_CODE });
+}
+
+const guards = new WeakMap<object, WireGuard>();
+
+/** Installs the wire guard on a connection that is ready for a query; `onDestroy` is told why the guard ended it. */
+function attachGuard(client: pg.PoolClient, onDestroy?: (err: Error) => void): WireGuard {
+  const stream = (client as unknown as ClientInternals).connection.stream;
+  const guard = installWireGuard(stream, (err) => {
+    onDestroy?.(err);
+    stream.destroy?.(Object.assign(err, { code: LOCAL_WIRE_ERROR_CODE }));
+  });
+  guards.set(client, guard);
+  return guard;
+}
+
+/** The wire guard of a pooled connection (installed when it connected; installed now if it was not). */
+export function guardOf(client: pg.PoolClient): WireGuard {
+  return guards.get(client) ?? attachGuard(client);
+}
+
+/** The reader and writer pools of one source. */
+export class SourcePools {
+  private readerPool: pg.Pool | null = null;
+  private writerPool: pg.Pool | null = null;
+  private closed = false;
+
+  /**
+   * @param s resolved settings; `ssl` the TLS options or false; `fail` classifies a raw failure
+   */
+  constructor(
+    private readonly s: Resolved,
+    private readonly ssl: tls.ConnectionOptions | false,
+    private readonly sourceId: string,
+    private readonly fail: (err: unknown, phase: 'connect' | 'query') => SourceError,
+    private readonly logger?: Logger,
+  ) {}
+
+  /** Occupancy of the reader pool (a pool not created yet is empty). */
+  readerStats(): PoolStats {
+    const p = this.readerPool;
+    return { size: this.s.poolSize, inUse: p ? p.totalCount - p.idleCount : 0, waiting: p ? p.waitingCount : 0 };
+  }
+
+  /** Checks a connection out of a pool; an abort while waiting rejects at once with 'cancelled'. */
+  checkout(kind: PoolKind, signal?: AbortSignal): Promise<pg.PoolClient> {
+    const pool = this.pool(kind);
+    return new Promise<pg.PoolClient>((resolve, reject) => {
+      let done = false;
+      const onAbort = () => {
+        if (done) return;
+        done = true;
+        reject(new SourceError('cancelled'));
+      };
+      signal?.addEventListener('abort', onAbort, { once: true });
+      pool.connect().then(
+        (c) => {
+          signal?.removeEventListener('abort', onAbort);
+          if (done) {
+            c.release(); // the caller gave up while waiting; the connection itself is clean
+            return;
+          }
+          done = true;
+          resolve(c);
+        },
+        (err: unknown) => {
+          signal?.removeEventListener('abort', onAbort);
+          if (done) return;
+          done = true;
+          reject(this.fail(err, 'connect'));
+        },
+      );
+    });
+  }
+
+  /** Ends both pools (waits for connections in use to be returned). */
+  async close(): Promise<void> {
+    this.closed = true;
+    const pools = [this.readerPool, this.writerPool].filter((p): p is pg.Pool => p !== null);
+    this.readerPool = null;
+    this.writerPool = null;
+    await Promise.all(pools.map((p) => p.end().catch((err: unknown) => this.logger?.warn({ err }, 'pool end failed'))));
+  }
+
+  private pool(kind: PoolKind): pg.Pool {
+    if (this.closed) throw localFailure('the source connector is closed');
+    const existing = kind === 'reader' ? this.readerPool : this.writerPool;
+    if (existing) return existing;
+    const who = kind === 'reader' ? this.s.reader : this.s.writer!;
+    // A password *function*: pg then never falls back to PGPASSWORD or ~/.pgpass for a source.
+    const password = who.password ?? '';
+    const pool = new pg.Pool({
+      host: this.s.host,
+      port: this.s.port,
+      database: this.s.database,
+      user: who.user,
+      password: () => password,
+      ssl: this.ssl,
+      options: startupOptions(this.s, kind === 'reader'),
+      application_name: applicationName(this.sourceId, kind),
+      max: kind === 'reader' ? this.s.poolSize : Math.min(2, this.s.poolSize),
+      idleTimeoutMillis: 30_000,
+      connectionTimeoutMillis: this.s.connectTimeout,
+      allowExitOnIdle: true,
+      keepAlive: true,
+    });
+    // Every protocol byte of a new connection passes the wire guard from now on (it is at a message boundary: ready for a query).
+    pool.on('connect', (client) => {
+      attachGuard(client, (err) => this.logger?.warn({ err: { message: err.message }, pool: kind }, 'connection ended by the wire guard'));
+    });
+    // An idle pooled connection that dies (server restart, network) is dropped by the pool; log it only.
+    pool.on('error', (err) => {
+      delete (err as { client?: unknown }).client; // pg-pool attaches the whole client (connection parameters, cancel key): log the error alone
+      this.logger?.warn({ err, pool: kind }, 'idle source connection failed');
+    });
+    if (kind === 'reader') this.readerPool = pool;
+    else this.writerPool = pool;
+    return pool;
+  }
+}

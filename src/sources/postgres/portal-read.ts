@@ -1,0 +1,212 @@
+/**
+ * One read on the wire (sql-safety layers 4 and 6): the result shapes, and the pg Submittable that
+ * runs the agent's statement as Parse/Bind/Describe/Execute(row limit)/Sync in one round trip and
+ * keeps rows only while their JSON fits the byte cap. The wire budget (wire-budget.ts) bounds what
+ * reaches it before decoding; this module bounds what it keeps after.
+ */
+import pg from 'pg';
+import type { WireConnection } from './wire';
+
+/** A column of a read result: its name and the PostgreSQL type OID. */
+export interface ReadField {
+  name: string;
+  dataTypeId: number;
+}
+
+/**
+ * A read's result.
+ * - `fields`: the columns in order.
+ * - `rows`: one object per row keyed by column name (for duplicate names the later column wins),
+ *   built from `rowsArray` on first access.
+ * - `rowsArray`: the same rows as arrays in column order (nothing lost to duplicate names).
+ * - `truncated`: more rows existed than maxRows, or rows were dropped to stay within maxBytes.
+ * - `bytes`: UTF-8 length of `JSON.stringify(rows)` (always ≤ maxBytes unless even `[]` is larger).
+ */
+export interface ReadResult {
+  fields: ReadField[];
+  rows: Record<string, unknown>[];
+  rowsArray: unknown[][];
+  truncated: boolean;
+  bytes: number;
+}
+
+/**
+ * Options of a read: `maxRows` (integer ≥ 0), `maxBytes` (bytes of the rows' JSON; the call's wire
+ * budget derives from it, see readWireBudget), the caller's cancellation signal, and `identityId`
+ * (the agent identity whose per-source concurrency cap applies; absent: no per-identity cap).
+ */
+export interface ReadOptions {
+  maxRows: number;
+  maxBytes: number;
+  signal?: AbortSignal;
+  identityId?: string;
+}
+
+type FieldMsg = { name: string; dataTypeID: number; format?: string };
+
+/**
+ * One read as a pg Submittable: Parse (unnamed statement), Bind (unnamed portal, text results),
+ * Describe portal, Execute with row limit `maxRows + 1`, Sync — written in one go, so the read is
+ * one round trip and the unnamed portal is closed by the Sync. Rows past the cap are not parsed.
+ */
+export class PortalRead {
+  fields: ReadField[] = [];
+  rowsArray: unknown[][] = [];
+  truncated = false;
+  bytes = 2; // "[]"
+  /** A row was dropped because its JSON would pass maxBytes. */
+  overByteCap = false;
+  /** Why the connection must not be reused even though the statement succeeded (null: nothing odd). */
+  unexpected: string | null = null;
+  private names: string[] = [];
+  /** The columns a row object keeps (the last of duplicate names) and the UTF-8 bytes of `"name":`. */
+  private objectColumns: Array<{ index: number; keyBytes: number }> = [];
+  private parsers: Array<(v: string) => unknown> = [];
+  private full = false;
+  private done = false;
+  private markEnded!: () => void;
+  /** Settles when the statement ended on the wire (ReadyForQuery, an error, or the connection's loss). */
+  readonly ended: Promise<void> = new Promise<void>((r) => (this.markEnded = r));
+  private connection: WireConnection | null = null;
+  private readonly onParameterStatus = () => {
+    this.unexpected ??= 'session parameter changed';
+  };
+
+  constructor(
+    private readonly text: string,
+    private readonly values: unknown[],
+    private readonly maxRows: number,
+    private readonly maxBytes: number,
+    private readonly onDone: (err: unknown) => void,
+  ) {}
+
+  submit(connection: WireConnection): void {
+    this.connection = connection;
+    connection.on('parameterStatus', this.onParameterStatus);
+    const s = connection.stream;
+    s.cork?.();
+    try {
+      connection.parse({ text: this.text });
+      connection.bind({ portal: '', statement: '', values: this.values });
+      connection.describe({ type: 'P', name: '' });
+      connection.execute({ portal: '', rows: this.maxRows + 1 });
+      connection.sync();
+    } finally {
+      s.uncork?.();
+    }
+  }
+
+  handleRowDescription(msg: { fields: FieldMsg[] }): void {
+    this.fields = msg.fields.map((f) => ({ name: f.name, dataTypeId: f.dataTypeID }));
+    this.names = msg.fields.map((f) => f.name);
+    const last = new Map<string, number>();
+    this.names.forEach((n, i) => last.set(n, i));
+    this.objectColumns = [...last.entries()].map(([name, index]) => ({ index, keyBytes: Buffer.byteLength(JSON.stringify(name), 'utf8') + 1 }));
+    this.parsers = msg.fields.map((f) => pg.types.getTypeParser(f.dataTypeID, 'text') as (v: string) => unknown);
+  }
+
+  handleDataRow(msg: { fields: Array<string | null> }): void {
+    if (this.full) return;
+    if (this.rowsArray.length >= this.maxRows) {
+      this.truncated = true;
+      this.full = true;
+      return;
+    }
+    const n = this.names.length;
+    const arr = new Array<unknown>(n);
+    for (let i = 0; i < n; i++) {
+      const raw = msg.fields[i];
+      arr[i] = raw === null || raw === undefined ? null : this.parsers[i](raw);
+    }
+    let size: number;
+    try {
+      size = this.objectJsonBytes(arr) + (this.rowsArray.length > 0 ? 1 : 0);
+    } catch {
+      this.unexpected ??= 'row not serialisable';
+      this.full = true;
+      return;
+    }
+    if (this.bytes + size > this.maxBytes) {
+      this.truncated = true;
+      this.full = true;
+      this.overByteCap = true;
+      return;
+    }
+    this.bytes += size;
+    this.rowsArray.push(arr);
+  }
+
+  /** UTF-8 bytes of JSON.stringify of the row's object form, without building the object. */
+  private objectJsonBytes(arr: unknown[]): number {
+    let bytes = 2 + Math.max(0, this.objectColumns.length - 1);
+    for (const c of this.objectColumns) bytes += c.keyBytes + Buffer.byteLength(JSON.stringify(arr[c.index]) ?? 'null', 'utf8');
+    return bytes;
+  }
+
+  handlePortalSuspended(): void {
+    // Row limit reached: more rows exist than maxRows (the (maxRows+1)-th already set `truncated`).
+    this.truncated = true;
+  }
+
+  handleCommandComplete(): void {}
+
+  handleEmptyQuery(): void {}
+
+  handleCopyInResponse(connection: WireConnection): void {
+    this.unexpected ??= 'copy';
+    connection.sendCopyFail('not supported');
+  }
+
+  handleCopyData(): void {
+    this.unexpected ??= 'copy';
+  }
+
+  handleError(err: unknown): void {
+    this.finish(err);
+  }
+
+  handleReadyForQuery(): void {
+    this.finish(null);
+  }
+
+  private finish(err: unknown): void {
+    if (this.done) return;
+    this.done = true;
+    this.connection?.removeListener('parameterStatus', this.onParameterStatus);
+    this.markEnded();
+    this.onDone(err);
+  }
+
+  /** Rows kept so far. */
+  get rowCount(): number {
+    return this.rowsArray.length;
+  }
+
+  /** The result so far, marked truncated (the wire budget ended the read early). */
+  truncatedResult(): ReadResult {
+    this.truncated = true;
+    return this.result();
+  }
+
+  /** The result. Its `rows` (objects) are built from `rowsArray` on first access only: the pipeline reads the arrays. */
+  result(): ReadResult {
+    const names = this.names;
+    const arrays = this.rowsArray;
+    let objects: Record<string, unknown>[] | null = null;
+    const r = { fields: this.fields, rowsArray: arrays, truncated: this.truncated, bytes: this.bytes } as ReadResult;
+    Object.defineProperty(r, 'rows', { enumerable: true, configurable: true, get: () => (objects ??= arrays.map((a) => rowObject(names, a))) });
+    return r;
+  }
+}
+
+/** A row as an object keyed by column name (a later duplicate name wins; `__proto__` is an own property). */
+export function rowObject(names: string[], values: unknown[]): Record<string, unknown> {
+  const obj: Record<string, unknown> = {};
+  for (let i = 0; i < names.length; i++) {
+    const name = names[i];
+    if (name === '__proto__') Object.defineProperty(obj, name, { value: values[i], enumerable: true, writable: true, configurable: true });
+    else obj[name] = values[i];
+  }
+  return obj;
+}
+

@@ -1,0 +1,111 @@
+/**
+ * An agent's read on one reader connection (sql-safety layers 4 and 6; issue 10 Build 1): the
+ * portal read (portal-read.ts) under the call's wire budget (wire-budget.ts), the caller's abort,
+ * the client-side watchdog, and the decision whether the connection may be reused.
+ *
+ * When the wire budget trips on a DataRow, the call answers at once with the rows kept so far and
+ * `truncated: true`, or with `result_too_large` when not even one row was kept; any other message
+ * over the budget fails the call opaquely. Either way the statement is cancelled and the
+ * connection destroyed without reading further: pg never holds more than the budget.
+ */
+import type pg from 'pg';
+import type { Logger } from 'pino';
+import type { StatementCanceller } from './cancel';
+import { SourceError, isFatalServerError, isServerError, localFailure, type FailurePhase } from './errors';
+import { PortalRead, type ReadOptions, type ReadResult } from './portal-read';
+import { guardOf, type SourcePools } from './pools';
+import type { Resolved } from './settings';
+import { readWireBudget, type WireTrip } from './wire-budget';
+import type { ClientInternals } from './wire';
+
+/** Extra time the client waits past statement_timeout before it cancels and drops a connection itself (ms). */
+export const WATCHDOG_GRACE_MS = 2_000;
+
+/** What a statement run needs of its connector. */
+export interface StatementContext {
+  s: Resolved;
+  pools: SourcePools;
+  canceller: StatementCanceller;
+  logger?: Logger;
+  /** Classifies (and logs) a raw failure. */
+  fail(err: unknown, phase: FailurePhase, extra?: { cancelledByCaller?: boolean; watchdogFired?: boolean }): SourceError;
+}
+
+/** Runs one approved read: checks out a reader connection and runs the portal read on it under the wire budget. */
+export function runRead(ctx: StatementContext, sql: string, values: unknown[], opts: ReadOptions): Promise<ReadResult> {
+  const signal = opts.signal;
+  return ctx.pools.checkout('reader', signal).then(
+    (client) =>
+      new Promise<ReadResult>((resolve, reject) => {
+        let settled = false;
+        let timer: NodeJS.Timeout | null = null;
+        const guard = guardOf(client);
+        const onClientError = (err: unknown) => {
+          // The socket died: pg fails the active query right after; finish() handles it.
+          ctx.logger?.debug({ err }, 'reader connection error');
+        };
+        const settle = () => {
+          settled = true;
+          if (timer) clearTimeout(timer);
+          signal?.removeEventListener('abort', onAbort);
+          client.removeListener('error', onClientError);
+          guard.disarm();
+        };
+        /** The statement ended on the wire (result, error, or lost connection). */
+        const finish = (err: unknown) => {
+          if (settled) return;
+          settle();
+          if (err === null && q.unexpected === null) {
+            const tx = (client as unknown as ClientInternals).getTransactionStatus?.();
+            client.release(tx !== 'I');
+            // Not even the first row's JSON fits the byte cap: the same answer as on the wire.
+            if (q.rowCount === 0 && q.overByteCap) reject(new SourceError('result_too_large'));
+            else resolve(q.result());
+            return;
+          }
+          const se = err === null ? ctx.fail(localFailure(`unexpected protocol traffic (${q.unexpected})`), 'query') : ctx.fail(err, 'query');
+          // Keep the connection only after a plain statement error from the server.
+          const keep = err !== null && q.unexpected === null && isServerError(err) && !isFatalServerError(err) && se.code === 'execution_failed' && !se.sourceFailure;
+          client.release(!keep);
+          reject(se);
+        };
+        /** The caller gave up (abort) or the client-side watchdog fired: answer now, cancel, then drop. */
+        const giveUp = (how: 'cancelled' | 'watchdog') => {
+          if (settled) return;
+          settle();
+          ctx.canceller.cancelAndDrop(client, 'reader', q.ended);
+          reject(
+            how === 'cancelled'
+              ? ctx.fail(new SourceError('cancelled'), 'query')
+              : ctx.fail(new Error('client-side watchdog: no answer within statement_timeout'), 'query', { watchdogFired: true }),
+          );
+        };
+        /** The wire budget tripped: answer with what fits, cancel the statement and destroy the connection. */
+        const overBudget = (trip: WireTrip) => {
+          if (settled) return;
+          settle();
+          ctx.canceller.dropNow(client, 'reader');
+          ctx.logger?.info({ message_code: trip.code, message_bytes: trip.messageBytes, data_row_bytes: trip.totalBytes, reason: trip.reason, rows: q.rowCount }, 'read ended by its wire budget');
+          if (trip.code === 'D' && trip.reason === 'budget') {
+            if (q.rowCount > 0) resolve(q.truncatedResult());
+            else reject(new SourceError('result_too_large'));
+            return;
+          }
+          reject(localFailure('a protocol message exceeded the call\'s byte budget'));
+        };
+        const onAbort = () => giveUp('cancelled');
+        const q = new PortalRead(sql, values, opts.maxRows, opts.maxBytes, finish);
+        client.on('error', onClientError);
+        if (signal?.aborted) {
+          settle();
+          client.release();
+          reject(new SourceError('cancelled'));
+          return;
+        }
+        signal?.addEventListener('abort', onAbort, { once: true });
+        if (ctx.s.statementTimeout > 0) timer = setTimeout(() => giveUp('watchdog'), ctx.s.statementTimeout + WATCHDOG_GRACE_MS);
+        guard.arm(readWireBudget(opts.maxBytes), overBudget);
+        client.query(q as unknown as pg.Submittable);
+      }),
+  );
+}

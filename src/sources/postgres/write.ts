@@ -1,0 +1,151 @@
+/**
+ * Approved writes on the writer pool (sql-safety layer 5), and reader connections lent to trusted
+ * internal code (the catalog scanner), each under a wire budget (wire-budget.ts).
+ */
+import type pg from 'pg';
+import { SourceError, isFatalServerError, isServerError, localFailure } from './errors';
+import { guardOf, wireError } from './pools';
+import { WATCHDOG_GRACE_MS, type StatementContext } from './read';
+import type { ClientInternals } from './wire';
+
+/** Most bytes of DataRows a write may send back (RETURNING), and the per-message cap during it. */
+export const WRITE_WIRE_BUDGET = 16 * 1024 * 1024;
+/** Most bytes of DataRows trusted internal code may read on one lent connection, and the per-message cap. */
+export const LEND_WIRE_BUDGET = 256 * 1024 * 1024;
+
+/**
+ * Runs one approved write on a writer connection: `BEGIN; <statement>; COMMIT`, rolling back on a
+ * statement error. The wire guard caps what the statement may send back (RETURNING rows) at
+ * WRITE_WIRE_BUDGET; past it the write fails and its connection (and transaction) is destroyed.
+ */
+export function runWrite(ctx: StatementContext, sql: string, values: unknown[], signal?: AbortSignal): Promise<{ rowCount: number }> {
+  return ctx.pools.checkout('writer', signal).then(
+    (client) =>
+      new Promise<{ rowCount: number }>((resolve, reject) => {
+        const c = client as unknown as ClientInternals;
+        let phase: 'begin' | 'statement' | 'commit' = 'begin';
+        let settled = false;
+        let gaveUp = false;
+        let timer: NodeJS.Timeout | null = null;
+        let markEnded!: () => void;
+        const ended = new Promise<void>((r) => (markEnded = r));
+        const onClientError = (err: unknown) => ctx.logger?.debug({ err }, 'writer connection error');
+        const guard = guardOf(client);
+        const settle = () => {
+          settled = true;
+          guard.disarm();
+          if (timer) clearTimeout(timer);
+          signal?.removeEventListener('abort', onAbort);
+          client.removeListener('error', onClientError);
+        };
+        /** Abort or watchdog: answer now, stop the remaining steps, cancel, then drop the connection (its open transaction dies with it). */
+        const giveUp = (how: 'cancelled' | 'watchdog') => {
+          if (settled) return;
+          if (how === 'cancelled' && phase === 'commit') return; // once COMMIT is sent, report the real outcome
+          const inCommit = phase === 'commit';
+          gaveUp = true;
+          settle();
+          ctx.canceller.cancelAndDrop(client, 'writer', ended);
+          reject(
+            how === 'cancelled'
+              ? new SourceError('cancelled')
+              : inCommit
+                ? new SourceError('execution_failed', { sourceFailure: true, message: 'tool execution failed: the source did not confirm the commit; the outcome is unknown' })
+                : ctx.fail(new Error('client-side watchdog'), 'query', { watchdogFired: true }),
+          );
+        };
+        const onAbort = () => giveUp('cancelled');
+        client.on('error', onClientError);
+        guard.arm(WRITE_WIRE_BUDGET, () => {
+          if (settled) return;
+          gaveUp = true;
+          settle();
+          ctx.canceller.dropNow(client, 'writer');
+          reject(localFailure('the statement returned more than the write\'s byte budget'));
+        });
+        signal?.addEventListener('abort', onAbort, { once: true });
+        if (ctx.s.statementTimeout > 0) timer = setTimeout(() => giveUp('watchdog'), ctx.s.statementTimeout + 2 * WATCHDOG_GRACE_MS);
+        const stopIfGivenUp = () => {
+          if (gaveUp) throw new SourceError('cancelled');
+        };
+        const run = async (): Promise<number> => {
+          await client.query('BEGIN');
+          stopIfGivenUp();
+          phase = 'statement';
+          const r = await client.query({ text: sql, values, queryMode: 'extended' } as pg.QueryConfig);
+          stopIfGivenUp();
+          if (c.getTransactionStatus?.() !== 'T') throw localFailure('the statement ended its transaction');
+          phase = 'commit';
+          await client.query('COMMIT');
+          if (c.getTransactionStatus?.() !== 'I') throw localFailure('the transaction did not end');
+          return r.rowCount ?? 0;
+        };
+        const ran = run();
+        ran.then(markEnded, markEnded);
+        ran.then(
+          (rowCount) => {
+            if (settled) return;
+            settle();
+            client.release();
+            resolve({ rowCount });
+          },
+          async (err: unknown) => {
+            if (settled) return;
+            const se = ctx.fail(err, 'query');
+            const plain = isServerError(err) && !isFatalServerError(err) && se.code === 'execution_failed' && !se.sourceFailure;
+            let keep = false;
+            if (plain && phase !== 'commit') {
+              try {
+                await client.query('ROLLBACK');
+                keep = c.getTransactionStatus?.() === 'I';
+              } catch {
+                keep = false;
+              }
+            } else if (plain) {
+              keep = c.getTransactionStatus?.() === 'I'; // a failed COMMIT rolls back by itself
+            }
+            if (settled) return;
+            settle();
+            client.release(!keep);
+            reject(se);
+          },
+        );
+      }),
+  );
+}
+
+/**
+ * Lends a reader connection to trusted internal code (the catalog scanner). The connection is
+ * destroyed instead of reused when `fn` throws, leaves a transaction open, or changes a reported
+ * session parameter. Its wire budget is LEND_WIRE_BUDGET for everything `fn` reads.
+ */
+export async function lendReader<T>(ctx: StatementContext, fn: (c: pg.PoolClient) => Promise<T>): Promise<T> {
+  const client = await ctx.pools.checkout('reader');
+  const guard = guardOf(client);
+  const stream = (client as unknown as ClientInternals).connection.stream;
+  guard.arm(LEND_WIRE_BUDGET, (trip) => stream.destroy?.(wireError(`a message took the lent connection past its byte budget (code ${trip.code})`)));
+  const conn = (client as unknown as ClientInternals).connection;
+  let changed = false;
+  const onParam = () => {
+    changed = true;
+  };
+  const onClientError = (err: unknown) => ctx.logger?.debug({ err }, 'reader connection error');
+  client.on('error', onClientError);
+  conn.on('parameterStatus', onParam);
+  let result: T;
+  try {
+    result = await fn(client);
+  } catch (err) {
+    conn.removeListener('parameterStatus', onParam);
+    client.removeListener('error', onClientError);
+    guard.disarm();
+    client.release(true);
+    throw err instanceof SourceError ? err : ctx.fail(err, 'query');
+  }
+  conn.removeListener('parameterStatus', onParam);
+  client.removeListener('error', onClientError);
+  const tx = (client as unknown as ClientInternals).getTransactionStatus?.();
+  guard.disarm();
+  client.release(changed || tx !== 'I');
+  return result;
+}
