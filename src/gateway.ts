@@ -168,6 +168,7 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
       for (const t of timers) clearInterval(t);
       await close(deadlineMs);
       await Promise.allSettled(listeners.map((l) => l.close()));
+      await identityResolver.close();
       await registry.closeAll();
       await limiterPool.end().catch(() => undefined);
     },
