@@ -25,6 +25,7 @@ import { relatedDocumentsHandler } from './tools/handlers/related';
 import { documentsConnectorRequest } from './discovery/request';
 import { postgresRateLimiter, type RateLimitSettings } from './pipeline/05-rate-limit';
 import { CACHE_CHANNEL, ResultCache } from './pipeline/cache';
+import { AnalysisCache } from './pipeline/analysis-cache';
 import { sweepExpiredApprovals } from './control/approvals';
 import { scanSource } from './control/scan';
 import type { ConnectorProvider } from './pipeline/07-execute';
@@ -59,6 +60,8 @@ export interface GovernedGateway extends RunningGateway {
   store: DbGovernanceStore;
   connectors: SourceConnectorRegistry;
   cache: ResultCache;
+  /** Cache of parsed, authorized statements (cleared on every control-table notification). */
+  analysisCache: AnalysisCache;
 }
 
 const LOOPBACK = new Set(['127.0.0.1', 'localhost', '::1', '[::1]']);
@@ -80,6 +83,7 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
   const store = new DbGovernanceStore(db, { approvalTtlSeconds: config.approvals.ttl_seconds });
   const identityResolver = new DbIdentityResolver(db, { logger });
   const cache = new ResultCache({ ttlMs: config.cache.ttl_ms, maxBytes: config.cache.max_bytes });
+  const analysisCache = new AnalysisCache();
   const registry = new SourceConnectorRegistry({ logger });
   const connectors: ConnectorProvider = { reader: (s) => registry.get(s.id, s.settings as unknown as PostgresSourceSettings) };
   const limits: RateLimitSettings = {
@@ -99,6 +103,7 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
   listeners.push(
     await listenControlChanges(db, (table) => {
       store.invalidate(table);
+      analysisCache.clear();
       if (table === '*' || table === 'api_keys' || table === 'identities') identityResolver.invalidate();
     }, logger),
   );
@@ -106,7 +111,7 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
 
   const discovery = { store, rateLimiter, db };
   const tools: ToolBinding[] = interlockToolBindings({
-    interlock_query: queryHandler({ store, connectors, rateLimiter, cache, catalog, maskSecret, connectorRequest: documentsConnectorRequest(discovery) }),
+    interlock_query: queryHandler({ store, connectors, rateLimiter, cache, analysisCache, catalog, maskSecret, connectorRequest: documentsConnectorRequest(discovery) }),
     interlock_discover: discoverHandler(discovery),
     interlock_related_documents: relatedDocumentsHandler(discovery),
     interlock_list_sources: listSourcesHandler(new StoreSourceDirectory(store), rateLimiter),
@@ -164,6 +169,7 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
     store,
     connectors: registry,
     cache,
+    analysisCache,
     async close(deadlineMs?: number) {
       for (const t of timers) clearInterval(t);
       await close(deadlineMs);
