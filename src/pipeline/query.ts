@@ -19,6 +19,7 @@ import { writeSafetyStep } from './06-write-safety';
 import { mapConnectorError, type ConnectorProvider } from './07-execute';
 import { redactRows } from './08-redact';
 import type { ResultCache } from './cache';
+import { rowsText } from './rows-json';
 import { AnalysisCache, evaluatorFor, hasTimeWindows, type CachedAnalysis, type CachedPolicy } from './analysis-cache';
 
 /** What the query pipeline needs. */
@@ -158,7 +159,7 @@ export function authorizeSql(evaluator: AccessEvaluator, sourceId: string, sql: 
 export function queryResult(rows: Record<string, unknown>[], truncated: boolean, cached: boolean, maskedColumns: string[]): ToolOutcome {
   const sc: Record<string, unknown> = { rows, row_count: rows.length, truncated, cached };
   if (maskedColumns.length) sc.masked_columns = maskedColumns;
-  return { kind: 'result', content: [{ type: 'text', text: JSON.stringify(rows) }], structuredContent: sc };
+  return { kind: 'result', content: [{ type: 'text', text: rowsText(rows) }], structuredContent: sc };
 }
 
 /** For pool-typed deps in other modules. */
