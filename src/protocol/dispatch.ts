@@ -13,7 +13,7 @@ import type { IdentityResolver, ToolCallContext, ToolOutcome } from '../tools/ty
 import type { ToolRegistry } from '../tools/registry';
 import { identityStep } from '../pipeline/01-identity';
 import type { AuditDecision, AuditSink, ToolCallAuditEvent } from '../pipeline/audit-types';
-import { cacheable, complete, discoverResult, initializeResult } from './envelopes';
+import { discoverResult, initializeResult, toolsListResult } from './envelopes';
 import { renderOutcome } from './tool-results';
 import { refusalInfo } from '../errors/vocabulary';
 
@@ -105,7 +105,7 @@ export async function dispatch(adm: Admitted, http: HttpContext, ch: ResponseCha
       ch.final(200, resultResponse(id, {}));
       return;
     case 'tools/list':
-      ch.final(200, resultResponse(id, complete(cacheable('tools/list', { tools: deps.tools.list() }))));
+      ch.final(200, resultResponse(id, toolsListResult(deps.tools)));
       return;
     case 'tools/call':
       return callTool(adm, id, params, http, ch, deps);

@@ -9,7 +9,7 @@ import { randomBytes } from 'node:crypto';
 import protocol from '../../spec/protocol-v1.json';
 import { refusalInfo, toolErrorInfo } from '../errors/vocabulary';
 import type { ToolOutcome } from '../tools/types';
-import { complete } from './envelopes';
+import { complete, frozenResultJson } from './envelopes';
 import { serializedRows } from '../pipeline/rows-json';
 import type { Dialect } from '../transport/admission';
 
@@ -75,11 +75,15 @@ const ROWS_SLOT = `"rows":${JSON.stringify(ROWS_TOKEN)}`;
 
 /**
  * Serialises a JSON-RPC message for the wire: JSON.stringify, except that a result whose
- * structuredContent.rows went through rowsText() (src/pipeline/rows-json.ts) reuses that text (one serialisation of the rows
- * per result). Returns the JSON text.
+ * structuredContent.rows went through rowsText() (src/pipeline/rows-json.ts) reuses that text (one
+ * serialisation of the rows per result), and a result from toolsListResult() is serialised once per
+ * process. Returns the same text as JSON.stringify(message).
  */
 export function serializeMessage(message: unknown): string {
-  const m = message as { result?: { structuredContent?: { rows?: unknown } } } | null;
+  const m = message as { jsonrpc?: unknown; id?: unknown; result?: { structuredContent?: { rows?: unknown } } } | null;
+  const frozen = m && typeof m.result === 'object' && m.result !== null ? frozenResultJson(m.result) : undefined;
+  // A response {jsonrpc, id, result} whose result was serialised once (tools/list): splice it in.
+  if (frozen !== undefined && m!.jsonrpc === '2.0' && Object.keys(m!).length === 3) return `{"jsonrpc":"2.0","id":${JSON.stringify(m!.id)},"result":${frozen}}`;
   const sc = m?.result?.structuredContent;
   const rows = sc && typeof sc === 'object' ? sc.rows : undefined;
   const json = rows && typeof rows === 'object' ? serializedRows(rows) : undefined;
