@@ -93,9 +93,14 @@ export class AnalysisCache {
   hits = 0;
   misses = 0;
 
-  /** `max` entries (default 5000); statements longer than `maxSqlLength` characters (default 16 384) are not cached. */
-  constructor(private readonly opts: { max?: number; maxSqlLength?: number } = {}) {
-    this.lru = new LRUCache<string, Entry>({ max: opts.max ?? 5000 });
+  /**
+   * At most `max` entries (default 5000) and about `maxBytes` (default 16 MiB; an entry counts twice
+   * its key's length plus 4 KiB for the analysis); statements longer than `maxSqlLength` characters
+   * (default 16 384) are not cached. The byte bound keeps a client sending many distinct long
+   * statements from growing the process.
+   */
+  constructor(private readonly opts: { max?: number; maxBytes?: number; maxSqlLength?: number } = {}) {
+    this.lru = new LRUCache<string, Entry>({ max: opts.max ?? 5000, maxSize: opts.maxBytes ?? 16 * 1024 * 1024, sizeCalculation: (_v, key) => key.length * 2 + 4096 });
   }
 
   private key(k: AnalysisKey): string {

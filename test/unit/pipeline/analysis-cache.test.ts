@@ -133,6 +133,11 @@ test('clear() drops every entry; the LRU is bounded; over-long statements are no
   expect(c.size).toBe(3);
   c.clear();
   expect(c.size).toBe(0);
+  // The byte bound: 10 entries of ~8 KiB fit in 64 KiB only partly.
+  const small = new AnalysisCache({ maxBytes: 64 * 1024 });
+  for (let i = 0; i < 10; i++) small.analyse({ sourceId: 's', sql: `${i}`.padEnd(2000, ' '), catalog: cat, grants: [] }, compute);
+  expect(small.size).toBeLessThanOrEqual(8);
+  expect(small.size).toBeGreaterThan(0);
   expect(contentFingerprint({ a: 1 })).toBe(contentFingerprint({ a: 1 }));
   expect(contentFingerprint({ a: 1 })).not.toBe(contentFingerprint({ a: 2 }));
 });
