@@ -90,9 +90,10 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
     perIdentity: { points: config.rate_limits.per_identity.points, windowSeconds: config.rate_limits.per_identity.window_seconds },
     perSource: { points: config.rate_limits.per_source.points, windowSeconds: config.rate_limits.per_source.window_seconds },
   };
-  // Rate-limit counters live in the control database (shared by replicas) but are not worth a disk
-  // flush per call: their pool commits asynchronously (a crash can forget the last few hundred
-  // milliseconds of counts, never grant access). The audit keeps its durable commits.
+  // Rate-limit counters live in the control database (shared by replicas); each replica claims them
+  // in blocks (05-rate-limit.ts), and the claims are not worth a disk flush: their pool commits
+  // asynchronously (a crash can forget the last few hundred milliseconds of claims, never grant
+  // access). The audit keeps its durable commits.
   const limiterPool = new pg.Pool({ connectionString: db.url, max: 4, application_name: 'interlock-ratelimit', options: '-c synchronous_commit=off' });
   limiterPool.on('error', (err) => logger.warn({ component: 'rate-limit', code: (err as { code?: string }).code }, 'rate-limit connection failed'));
   const rateLimiter = await postgresRateLimiter(limiterPool, limits);
