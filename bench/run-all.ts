@@ -92,6 +92,24 @@ export function summaryRows(results: Row[]): string[][] {
       if (m) out.push([`7 scale-out (${mode})`, m.rows.map((r) => `${r.processes}p ${fx(num(r.ratio_to_one))}×`).join(', '), '-', '']);
     }
   }
+  const tb = by.get('8-toolbox');
+  if (tb) {
+    const cpu = tb.cpuMsPerCall as Record<string, Record<string, Record<string, number>>>;
+    for (const r of tb.rows as Row[]) {
+      const c = String(r.concurrency);
+      out.push([`8 point read vs Toolbox postgres-sql c=${c}`, `${fx(num(r.il_vs_toolbox_sql))}×`, '≥ 1.0×', verdict(num(r.il_vs_toolbox_sql) >= 1)]);
+      out.push([`8 point read vs Toolbox execute-sql c=${c}`, `${fx(num(r.il_vs_toolbox_exec))}×`, '≥ 1.5×', verdict(num(r.il_vs_toolbox_exec) >= 1.5)]);
+      out.push([`8 cached point read vs pg c=${c}`, `${fx(num(r.cached_vs_direct))}×`, '≥ 1.0×', verdict(num(r.cached_vs_direct) >= 1)]);
+      out.push([`8 two gateway processes vs one c=${c}`, `${fx(num(r.x2_vs_x1))}×`, '≥ 1.0×', verdict(num(r.x2_vs_x1) >= 1)]);
+      if (c === '8') {
+        const il = cpu[c]?.interlock ?? {};
+        out.push(['8 gateway CPU per call c=8', `${fx(num(il.gateway) * 1000, 0)} µs`, '≤ 150 µs', verdict(num(il.gateway) * 1000 <= 150)]);
+        out.push(['8 control-DB CPU per call c=8', `${fx(num(il.controlDb) * 1000, 0)} µs`, '≤ 30 µs', verdict(num(il.controlDb) * 1000 <= 30)]);
+      }
+    }
+    const tl8 = tb.toolsList as { ratio: number };
+    out.push(['8 tools/list vs Toolbox c=8', `${fx(tl8.ratio)}×`, '≥ 1.0×', verdict(tl8.ratio >= 1)]);
+  }
   return out;
 }
 

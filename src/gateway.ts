@@ -25,6 +25,7 @@ import { relatedDocumentsHandler } from './tools/handlers/related';
 import { documentsConnectorRequest } from './discovery/request';
 import { postgresRateLimiter, type RateLimitSettings } from './pipeline/05-rate-limit';
 import { CACHE_CHANNEL, ResultCache } from './pipeline/cache';
+import { AnalysisCache } from './pipeline/analysis-cache';
 import { sweepExpiredApprovals } from './control/approvals';
 import { scanSource } from './control/scan';
 import type { ConnectorProvider } from './pipeline/07-execute';
@@ -59,6 +60,8 @@ export interface GovernedGateway extends RunningGateway {
   store: DbGovernanceStore;
   connectors: SourceConnectorRegistry;
   cache: ResultCache;
+  /** Cache of parsed, authorized statements (cleared on every control-table notification). */
+  analysisCache: AnalysisCache;
 }
 
 const LOOPBACK = new Set(['127.0.0.1', 'localhost', '::1', '[::1]']);
@@ -80,15 +83,17 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
   const store = new DbGovernanceStore(db, { approvalTtlSeconds: config.approvals.ttl_seconds });
   const identityResolver = new DbIdentityResolver(db, { logger });
   const cache = new ResultCache({ ttlMs: config.cache.ttl_ms, maxBytes: config.cache.max_bytes });
+  const analysisCache = new AnalysisCache();
   const registry = new SourceConnectorRegistry({ logger });
   const connectors: ConnectorProvider = { reader: (s) => registry.get(s.id, s.settings as unknown as PostgresSourceSettings) };
   const limits: RateLimitSettings = {
     perIdentity: { points: config.rate_limits.per_identity.points, windowSeconds: config.rate_limits.per_identity.window_seconds },
     perSource: { points: config.rate_limits.per_source.points, windowSeconds: config.rate_limits.per_source.window_seconds },
   };
-  // Rate-limit counters live in the control database (shared by replicas) but are not worth a disk
-  // flush per call: their pool commits asynchronously (a crash can forget the last few hundred
-  // milliseconds of counts, never grant access). The audit keeps its durable commits.
+  // Rate-limit counters live in the control database (shared by replicas); each replica claims them
+  // in blocks (05-rate-limit.ts), and the claims are not worth a disk flush: their pool commits
+  // asynchronously (a crash can forget the last few hundred milliseconds of claims, never grant
+  // access). The audit keeps its durable commits.
   const limiterPool = new pg.Pool({ connectionString: db.url, max: 4, application_name: 'interlock-ratelimit', options: '-c synchronous_commit=off' });
   limiterPool.on('error', (err) => logger.warn({ component: 'rate-limit', code: (err as { code?: string }).code }, 'rate-limit connection failed'));
   const rateLimiter = await postgresRateLimiter(limiterPool, limits);
@@ -99,6 +104,7 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
   listeners.push(
     await listenControlChanges(db, (table) => {
       store.invalidate(table);
+      analysisCache.clear();
       if (table === '*' || table === 'api_keys' || table === 'identities') identityResolver.invalidate();
     }, logger),
   );
@@ -106,7 +112,7 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
 
   const discovery = { store, rateLimiter, db, maskSecret };
   const tools: ToolBinding[] = interlockToolBindings({
-    interlock_query: queryHandler({ store, connectors, rateLimiter, cache, catalog, maskSecret, connectorRequest: documentsConnectorRequest(discovery) }),
+    interlock_query: queryHandler({ store, connectors, rateLimiter, cache, analysisCache, catalog, maskSecret, connectorRequest: documentsConnectorRequest(discovery) }),
     interlock_discover: discoverHandler(discovery),
     interlock_related_documents: relatedDocumentsHandler(discovery),
     interlock_list_sources: listSourcesHandler(new StoreSourceDirectory(store), rateLimiter),
@@ -165,10 +171,12 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
     store,
     connectors: registry,
     cache,
+    analysisCache,
     async close(deadlineMs?: number) {
       for (const t of timers) clearInterval(t);
       await close(deadlineMs);
       await Promise.allSettled(listeners.map((l) => l.close()));
+      await identityResolver.close();
       await registry.closeAll();
       await limiterPool.end().catch(() => undefined);
     },

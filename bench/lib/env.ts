@@ -206,10 +206,11 @@ function startChild(args: string[], env: NodeJS.ProcessEnv, ready: RegExp, label
 /**
  * Starts `node bin/interlock.js serve` on 127.0.0.1 with a free port and the given INTERLOCK_*
  * variables. `nodeFlags` (default: BENCH_GATEWAY_NODE_FLAGS split on spaces, e.g. "--cpu-prof
- * --cpu-prof-dir=/tmp/prof" to profile the gateway under load) go before the script.
+ * --cpu-prof-dir=/tmp/prof" to profile the gateway under load) go before the script. `root` is the
+ * checkout whose bin/interlock.js runs (default this one; another one for before/after runs).
  */
-export function startServe(vars: Record<string, string>, nodeFlags: string[] = (process.env.BENCH_GATEWAY_NODE_FLAGS ?? '').split(' ').filter(Boolean)): Promise<GatewayChild> {
-  return startChild([...nodeFlags, path.join(ROOT, 'bin', 'interlock.js'), 'serve', '--host', '127.0.0.1', '--port', '0'], childEnv(vars), /listening on (http:\/\/\S+\/mcp)/, 'interlock serve');
+export function startServe(vars: Record<string, string>, nodeFlags: string[] = (process.env.BENCH_GATEWAY_NODE_FLAGS ?? '').split(' ').filter(Boolean), root: string = ROOT): Promise<GatewayChild> {
+  return startChild([...nodeFlags, path.join(root, 'bin', 'interlock.js'), 'serve', '--host', '127.0.0.1', '--port', '0'], childEnv(vars), /listening on (http:\/\/\S+\/mcp)/, 'interlock serve');
 }
 
 /** Starts a TypeScript child under tsx (`node -r tsx/cjs FILE`) with extra node flags; it must print "READY <url>". */

@@ -146,6 +146,12 @@ export interface DbIdentityResolverOptions {
   cacheTtlMs?: number;
   /** Least interval between last_used_at updates of one key, in ms (default 60 000). */
   lastUsedIntervalMs?: number;
+  /**
+   * Delay before pending last_used_at updates are written, in ms (default 5000): every key used
+   * meanwhile is updated by one statement, so no call waits on, or pays for, a control-database
+   * write of its own. last_used_at is therefore up to this late, and a crash forgets at most this much.
+   */
+  lastUsedFlushMs?: number;
   logger?: Logger;
 }
 
@@ -164,7 +170,9 @@ const ZERO_HASH = Buffer.alloc(32);
  * Resolves Bearer API keys against the control database: HMAC the presented secret, look it up by
  * hash, compare with crypto.timingSafeEqual, and refuse revoked or expired keys and disabled
  * identities (null, never an exception, for any bad key). Updates api_keys.last_used_at at most
- * once per lastUsedIntervalMs per key (conditional UPDATE, so replicas do not pile up writes).
+ * once per lastUsedIntervalMs per key (conditional UPDATE, so replicas do not pile up writes), in
+ * batches: keys used within lastUsedFlushMs are written by one UPDATE (issue 13: no per-call
+ * control-database write other than the audit). close() writes what is pending.
  *
  * Revocation bound: positive results are cached for cacheTtlMs (default 2 s, capped at 5 s); call
  * invalidate() on a CONTROL_CHANNEL notification (listenControlChanges) to drop them at once.
@@ -175,6 +183,10 @@ export class DbIdentityResolver implements IdentityResolver {
   private readonly lastUsedIntervalMs: number;
   private readonly cache = new Map<string, { identity: Identity; until: number }>();
   private readonly lastTouched = new Map<string, number>();
+  private readonly lastUsedFlushMs: number;
+  private pending = new Set<string>();
+  private flushTimer: NodeJS.Timeout | null = null;
+  private flushing: Promise<void> = Promise.resolve();
 
   constructor(
     private readonly db: ControlDb,
@@ -182,6 +194,7 @@ export class DbIdentityResolver implements IdentityResolver {
   ) {
     this.cacheTtlMs = Math.max(0, Math.min(5000, opts.cacheTtlMs ?? 2000));
     this.lastUsedIntervalMs = Math.max(1000, opts.lastUsedIntervalMs ?? 60_000);
+    this.lastUsedFlushMs = Math.max(0, opts.lastUsedFlushMs ?? 5000);
   }
 
   /** Drops every cached resolution (call on any api_keys/identities change notification). */
@@ -223,12 +236,43 @@ export class DbIdentityResolver implements IdentityResolver {
     if (last !== undefined && now - last < this.lastUsedIntervalMs) return;
     this.lastTouched.set(keyId, now);
     if (this.lastTouched.size > 10_000) this.lastTouched.clear();
-    this.db.pool
-      .query(
-        `UPDATE api_keys SET last_used_at = now()
-         WHERE id = $1 AND (last_used_at IS NULL OR last_used_at <= now() - make_interval(secs => $2::double precision))`,
-        [keyId, this.lastUsedIntervalMs / 1000],
-      )
-      .catch((err: unknown) => this.opts.logger?.warn({ component: 'identity-resolver', code: (err as { code?: string }).code }, 'could not update api_keys.last_used_at'));
+    this.pending.add(keyId);
+    if (!this.flushTimer) {
+      this.flushTimer = setTimeout(() => void this.flush(), this.lastUsedFlushMs);
+      this.flushTimer.unref();
+    }
+  }
+
+  /**
+   * Writes pending last_used_at updates now (one UPDATE for every key used since the last flush).
+   * Resolves when written; a failure is logged, never thrown (the next use of the key retries).
+   */
+  flush(): Promise<void> {
+    if (this.flushTimer) clearTimeout(this.flushTimer);
+    this.flushTimer = null;
+    const ids = [...this.pending];
+    this.pending = new Set();
+    if (ids.length === 0) return this.flushing;
+    this.flushing = this.flushing.then(() =>
+      this.db.pool
+        .query(
+          `UPDATE api_keys SET last_used_at = now()
+           WHERE id = ANY($1::text[]) AND (last_used_at IS NULL OR last_used_at <= now() - make_interval(secs => $2::double precision))`,
+          [ids, this.lastUsedIntervalMs / 1000],
+        )
+        .then(
+          () => undefined,
+          (err: unknown) => {
+            for (const id of ids) this.lastTouched.delete(id);
+            this.opts.logger?.warn({ component: 'identity-resolver', code: (err as { code?: string }).code }, 'could not update api_keys.last_used_at');
+          },
+        ),
+    );
+    return this.flushing;
+  }
+
+  /** Writes what is pending and stops the flush timer (call on shutdown, before the pool closes). */
+  close(): Promise<void> {
+    return this.flush();
   }
 }

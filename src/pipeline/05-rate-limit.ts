@@ -1,10 +1,12 @@
 /**
  * Pipeline step 5, rate limit: per identity and per source, shared by every replica through the
- * control database (rate-limiter-flexible's PostgreSQL store) or in memory for a single process.
- * A refusal carries retry_after_ms.
+ * control database or in memory for a single process. Replicas keep token buckets in memory and
+ * claim the shared budget in blocks (BlockRateLimiter), so a call costs no control-database round
+ * trip unless its replica's bucket is empty. A refusal carries retry_after_ms.
  */
-import { RateLimiterMemory, RateLimiterPostgres, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
+import { RateLimiterMemory, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
 import type { Pool } from 'pg';
+import { PostgresRateBlockStore, type RateBlockStore } from '../control/rate-store';
 import type { ToolOutcome } from '../tools/types';
 
 /** Points per window for one key kind. */
@@ -55,18 +57,113 @@ export function memoryRateLimiter(s: RateLimitSettings = DEFAULT_RATE_LIMITS): R
 }
 
 /**
- * A limiter shared by every replica through table `rate_limits` of the control database.
- * Resolves once the table exists.
+ * Size of the next block a replica claims: a sixteenth of the window's budget (at most 1000), and
+ * never more than a quarter of what the replica last saw remaining, so blocks shrink as the budget
+ * runs out (few calls stranded in other replicas' blocks near the limit). Budgets under 32 points
+ * are claimed one call at a time, which makes small limits exact across replicas. Pure.
+ */
+export function blockSize(points: number, remaining: number): number {
+  const max = Math.max(1, Math.min(1000, Math.floor(points / 16)));
+  return Math.max(1, Math.min(max, Math.floor(remaining / 4)));
+}
+
+interface Bucket {
+  /** Calls claimed from the shared budget and not yet spent by this replica. */
+  tokens: number;
+  /** Local time (Date.now()) by which the window surely ends; tokens are void from then on. */
+  until: number;
+  /** The shared budget of the window is spent: refuse locally until `until`. */
+  exhausted: boolean;
+  /** Calls the shared budget had left at the last claim. */
+  remaining: number;
+  /** The claim in flight, shared by every call that found the bucket empty meanwhile. */
+  claiming: Promise<void> | null;
+}
+
+/**
+ * Per-replica token buckets over a shared budget claimed in blocks (issue 13): a call spends a
+ * token held in memory; only an empty bucket claims the next block from the store, and concurrent
+ * calls wait for that one claim. Once the store reports the window's budget spent, calls are refused
+ * in memory until the window ends.
+ *
+ * Accuracy bound (per key and window): the store never grants more than `points`, and a replica
+ * spends its tokens only before the window surely ends (its local end is the claim's send time plus
+ * the store's remaining window, so it falls before the store's end), so never more than `points`
+ * calls are admitted per window across all replicas. The error is the other way: up to one unspent
+ * block per replica (≤ blockSize(points, remaining) − 1 calls, at most a quarter of what remained
+ * when it was claimed) can be refused to other replicas until the window ends. Budgets under 32
+ * points are claimed call by call and are exact.
+ */
+export class BlockRateLimiter implements RateLimiter {
+  private readonly buckets = new Map<string, Bucket>();
+  constructor(private readonly store: RateBlockStore, private readonly settings: RateLimitSettings = DEFAULT_RATE_LIMITS, private readonly clock: () => number = Date.now) {}
+
+  async consume(identityId: string, sourceId: string | null) {
+    // Both keys are consumed concurrently (one claim of latency at most, not two); a call refused
+    // for one key still spends a token of the other, which only errs on the side of limiting.
+    const idn = this.take(`idn:${identityId}`, this.settings.perIdentity);
+    const src = sourceId === null ? null : this.take(`src:${sourceId}`, this.settings.perSource);
+    const [a, b] = await Promise.all([idn, src]);
+    if (a !== null) return { ok: false as const, retryAfterMs: a, scope: 'identity' as const };
+    if (b !== null) return { ok: false as const, retryAfterMs: b, scope: 'source' as const };
+    return { ok: true as const };
+  }
+
+  /** Spends one call of `key`: null when admitted, else the milliseconds until the window ends (≥ 1). */
+  private async take(key: string, limit: { points: number; windowSeconds: number }): Promise<number | null> {
+    const b = this.bucket(key, limit.points);
+    for (;;) {
+      const now = this.clock();
+      if (now >= b.until) {
+        b.tokens = 0;
+        b.exhausted = false;
+        b.remaining = limit.points;
+      }
+      if (b.tokens > 0) {
+        b.tokens--;
+        return null;
+      }
+      if (b.exhausted) return Math.max(1, b.until - now);
+      if (!b.claiming) b.claiming = this.claim(key, b, limit).finally(() => (b.claiming = null));
+      await b.claiming;
+    }
+  }
+
+  private async claim(key: string, b: Bucket, limit: { points: number; windowSeconds: number }): Promise<void> {
+    const sentAt = this.clock();
+    const c = await this.store.claim(key, blockSize(limit.points, b.remaining), limit.points, limit.windowSeconds * 1000);
+    b.until = sentAt + c.msLeft;
+    b.remaining = limit.points - c.consumed;
+    b.tokens += c.granted;
+    // Refused with nothing left: spent until the window ends. Refused with some left (a smaller
+    // block fits): the next loop claims again with a block sized to what remains.
+    b.exhausted = c.granted === 0 && b.remaining <= 0 && c.msLeft > 0;
+  }
+
+  private bucket(key: string, points: number): Bucket {
+    let b = this.buckets.get(key);
+    if (!b) {
+      if (this.buckets.size >= 10_000) this.prune();
+      b = { tokens: 0, until: 0, exhausted: false, remaining: points, claiming: null };
+      this.buckets.set(key, b);
+    }
+    return b;
+  }
+
+  /** Forgets buckets whose window has ended (their tokens are void anyway). */
+  private prune(): void {
+    const now = this.clock();
+    for (const [k, b] of this.buckets) if (b.until <= now && !b.claiming) this.buckets.delete(k);
+  }
+}
+
+/**
+ * A limiter shared by every replica through table `rate_limits` of the control database, claiming
+ * blocks of calls (see BlockRateLimiter for the accuracy bound). The table exists once the control
+ * database is migrated; store errors reject consume().
  */
 export async function postgresRateLimiter(pool: Pool, s: RateLimitSettings = DEFAULT_RATE_LIMITS): Promise<RateLimiter> {
-  const make = (keyPrefix: string, points: number, duration: number) =>
-    new Promise<RateLimiterPostgres>((resolve, reject) => {
-      const l: RateLimiterPostgres = new RateLimiterPostgres(
-        { storeClient: pool, storeType: 'pool', tableName: 'rate_limits', keyPrefix, points, duration, clearExpiredByTimeout: true },
-        (err?: Error) => (err ? reject(err) : resolve(l)),
-      );
-    });
-  return new FlexibleRateLimiter(await make('idn', s.perIdentity.points, s.perIdentity.windowSeconds), await make('src', s.perSource.points, s.perSource.windowSeconds));
+  return new BlockRateLimiter(new PostgresRateBlockStore(pool), s);
 }
 
 /** Runs the step: null to proceed, or the rate_limited refusal with retry_after_ms. */

@@ -5,9 +5,10 @@
  * Each step is its own module under src/pipeline/; this file only composes them.
  */
 import type { Pool } from 'pg';
-import { analyzeSql, complexityLimitsFromSettings, type SqlAnalysis } from '../sql/analyze';
+import { analyzeSql, complexityLimitsFromSettings } from '../sql/analyze';
+import type { ComplexityLimits } from '../sql/complexity';
 import type { SourceCatalog } from '../sql/catalog-types';
-import { AccessEvaluator } from '../governance/evaluator';
+import type { AccessEvaluator } from '../governance/evaluator';
 import type { GovernanceStore, SourceRecord } from '../governance/store';
 import type { ToolCallContext, ToolHandler, ToolOutcome } from '../tools/types';
 import { TOOL_DEFAULTS } from '../tools/registry';
@@ -19,6 +20,8 @@ import { writeSafetyStep } from './06-write-safety';
 import { mapConnectorError, type ConnectorProvider } from './07-execute';
 import { redactRows } from './08-redact';
 import type { ResultCache } from './cache';
+import { rowsText } from './rows-json';
+import { AnalysisCache, evaluatorFor, hasTimeWindows, type CachedAnalysis, type CachedPolicy } from './analysis-cache';
 
 /** What the query pipeline needs. */
 export interface QueryPipelineDeps {
@@ -33,6 +36,12 @@ export interface QueryPipelineDeps {
   /** Secret for the hash mask method. */
   maskSecret: string;
   now?: () => Date;
+  /**
+   * Cache of steps 3 and 4 (analysis-cache.ts); the gateway passes one it clears on control-table
+   * notifications. Absent: the handler keeps its own (safe: keys carry the grants, catalog and
+   * policies by content).
+   */
+  analysisCache?: AnalysisCache;
   /** Called after a documents-source request (issue 4) — absent means such sources answer request refusals. */
   connectorRequest?: (source: SourceRecord, request: Record<string, unknown>, ctx: ToolCallContext, evaluator: AccessEvaluator) => Promise<ToolOutcome>;
 }
@@ -45,6 +54,7 @@ function details(ctx: ToolCallContext): Record<string, unknown> {
 /** Builds the interlock_query handler. */
 export function queryHandler(deps: QueryPipelineDeps): ToolHandler {
   const now = deps.now ?? (() => new Date());
+  const analyses = deps.analysisCache ?? new AnalysisCache();
   return async (args, ctx) => {
     const identity = ctx.identity;
     if (!identity) return { kind: 'refusal', code: 'identity_required' };
@@ -53,7 +63,7 @@ export function queryHandler(deps: QueryPipelineDeps): ToolHandler {
     audit.source_id = sourceId;
 
     const grants = await deps.store.grantsForIdentity(identity.id);
-    const evaluator = new AccessEvaluator(grants);
+    const evaluator = evaluatorFor(grants);
     // Step 2: source.
     const src = await sourceStep(deps.store, evaluator, sourceId);
     if (!src.ok) return src.outcome;
@@ -71,26 +81,32 @@ export function queryHandler(deps: QueryPipelineDeps): ToolHandler {
     const sql = args.sql;
     const params = Array.isArray(args.params) ? (args.params as unknown[]) : [];
 
-    // Step 3: source-role authorization over the parsed statement.
+    // Step 3: source-role authorization over the parsed statement (cached by statement, catalog and grants).
     const catalog = await deps.catalog(source);
     if (!catalog) return { kind: 'refusal', code: 'source_not_catalogued' };
-    const analysis: SqlAnalysis = analyzeSql(sql, catalog, { complexity: complexityLimitsFromSettings(source.settings) });
+    const complexity = complexityLimitsFromSettings(source.settings);
+    const cached = analyses.analyse({ sourceId, sql, catalog, grants, complexity }, () => authorizeSql(evaluator, sourceId, sql, catalog, complexity));
+    const { analysis, relations } = cached.entry;
     if (!analysis.ok) {
       audit.reason_detail = analysis.code;
-      return analysisRefusal(analysis);
+      return cached.entry.denied!;
     }
     audit.action = analysis.kind;
     audit.fingerprint = analysis.fingerprint;
-    audit.relations = [...new Set([...analysis.reads, ...analysis.writes].map((r) => `${r.schema}.${r.table}`))].sort();
+    audit.relations = relations;
     if (analysis.paramCount !== params.length) {
       return { kind: 'tool_error', code: 'invalid_arguments', message: `The statement uses ${analysis.paramCount} parameter(s) ($1…) but params has ${params.length}.` };
     }
-    const denied = authorizeStatement(evaluator, sourceId, analysis, catalog);
-    if (denied) return denied;
+    if (cached.entry.denied) return cached.entry.denied;
 
-    // Step 4: policy.
+    // Step 4: policy (cached with the statement unless a time-window policy makes it depend on the clock).
     const policies = await deps.store.activePolicies();
-    const pol = policyStep(policies, { identityId: identity.id, identityName: identity.name, roles: evaluator.roleNames(sourceId), sourceId }, analysis, catalog, now());
+    const subject = { identityId: identity.id, identityName: identity.name, roles: evaluator.roleNames(sourceId), sourceId };
+    const decidePolicy = (): CachedPolicy => {
+      const r = policyStep(policies, subject, analysis, catalog, now());
+      return r.ok ? { ok: true, restrictions: r.restrictions, accessFingerprint: JSON.stringify([evaluator.statements(sourceId), r.restrictions.fingerprint]) } : r;
+    };
+    const pol = hasTimeWindows(policies) ? decidePolicy() : cached.policy(AnalysisCache.policyKey(policies, subject), decidePolicy);
     if (!pol.ok) return pol.outcome;
 
     // Step 5: rate limit.
@@ -108,7 +124,7 @@ export function queryHandler(deps: QueryPipelineDeps): ToolHandler {
     const requested = typeof args.max_rows === 'number' ? args.max_rows : TOOL_DEFAULTS.max_rows;
     const sourceCap = typeof source.settings.max_rows === 'number' ? source.settings.max_rows : Infinity;
     const maxRows = Math.min(requested, sourceCap, pol.restrictions.maxRows ?? Infinity);
-    const accessFingerprint = JSON.stringify([evaluator.statements(sourceId), pol.restrictions.fingerprint]);
+    const accessFingerprint = pol.accessFingerprint;
     const key = analysis.cacheable ? deps.cache.key({ sourceId, sql, params, maxRows, accessFingerprint }) : null;
     const hit = key ? deps.cache.get(key) : undefined;
     if (hit) {
@@ -133,11 +149,22 @@ export function queryHandler(deps: QueryPipelineDeps): ToolHandler {
   };
 }
 
+/**
+ * Step 3 uncached: parse and analyse `sql` against the catalog within the source's complexity limits
+ * (issue 10 item 3), then authorize every relation and column it touches.
+ */
+export function authorizeSql(evaluator: AccessEvaluator, sourceId: string, sql: string, catalog: SourceCatalog, complexity?: ComplexityLimits): CachedAnalysis {
+  const analysis = analyzeSql(sql, catalog, complexity ? { complexity } : {});
+  if (!analysis.ok) return { analysis, relations: [], denied: analysisRefusal(analysis) };
+  const relations = [...new Set([...analysis.reads, ...analysis.writes].map((r) => `${r.schema}.${r.table}`))].sort();
+  return { analysis, relations, denied: authorizeStatement(evaluator, sourceId, analysis, catalog) };
+}
+
 /** The interlock_query success result: text = JSON array of row objects; structuredContent {rows, row_count, truncated, cached, masked_columns}. */
 export function queryResult(rows: Record<string, unknown>[], truncated: boolean, cached: boolean, maskedColumns: string[]): ToolOutcome {
   const sc: Record<string, unknown> = { rows, row_count: rows.length, truncated, cached };
   if (maskedColumns.length) sc.masked_columns = maskedColumns;
-  return { kind: 'result', content: [{ type: 'text', text: JSON.stringify(rows) }], structuredContent: sc };
+  return { kind: 'result', content: [{ type: 'text', text: rowsText(rows) }], structuredContent: sc };
 }
 
 /** For pool-typed deps in other modules. */

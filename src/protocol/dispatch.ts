@@ -13,7 +13,7 @@ import type { IdentityResolver, ToolCallContext, ToolOutcome } from '../tools/ty
 import type { ToolRegistry } from '../tools/registry';
 import { identityStep } from '../pipeline/01-identity';
 import type { AuditDecision, AuditSink, ToolCallAuditEvent } from '../pipeline/audit-types';
-import { cacheable, complete, discoverResult, initializeResult } from './envelopes';
+import { discoverResult, initializeResult, toolsListResult } from './envelopes';
 import { renderOutcome } from './tool-results';
 import { refusalInfo } from '../errors/vocabulary';
 
@@ -67,9 +67,20 @@ export class InflightRegistry {
   }
 }
 
+// Random bytes for request ids, drawn from the CSPRNG 4 KiB at a time (each byte used once) rather
+// than one call per request.
+let idPool = Buffer.alloc(0);
+let idOffset = 0;
+
 /** A new gateway request id ("req_" + 12 random base64url characters). */
 export function newRequestId(): string {
-  return `req_${randomBytes(9).toString('base64url')}`;
+  if (idOffset + 9 > idPool.length) {
+    idPool = randomBytes(4096 - (4096 % 9));
+    idOffset = 0;
+  }
+  const id = idPool.toString('base64url', idOffset, idOffset + 9);
+  idOffset += 9;
+  return `req_${id}`;
 }
 
 function invalidParams(ch: ResponseChannel, id: JsonRpcId, message: string): void {
@@ -105,7 +116,7 @@ export async function dispatch(adm: Admitted, http: HttpContext, ch: ResponseCha
       ch.final(200, resultResponse(id, {}));
       return;
     case 'tools/list':
-      ch.final(200, resultResponse(id, complete(cacheable('tools/list', { tools: deps.tools.list() }))));
+      ch.final(200, resultResponse(id, toolsListResult(deps.tools)));
       return;
     case 'tools/call':
       return callTool(adm, id, params, http, ch, deps);

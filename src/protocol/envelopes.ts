@@ -43,3 +43,26 @@ export function initializeResult(requested: unknown, instructions?: string): Rec
   if (instructions) r.instructions = instructions;
   return r;
 }
+
+const toolsLists = new WeakMap<object, Record<string, unknown>>();
+const frozenJson = new WeakMap<object, string>();
+
+/**
+ * The tools/list result for a tool registry (complete envelope, ttlMs and cacheScope): built and
+ * serialised once per registry, since the catalogue does not change while the process runs
+ * (issue 13: tools/list answers without rebuilding or re-serialising eleven input schemas).
+ */
+export function toolsListResult(tools: { list(): Array<Record<string, unknown>> }): Record<string, unknown> {
+  let r = toolsLists.get(tools);
+  if (!r) {
+    r = complete(cacheable('tools/list', { tools: tools.list() }));
+    toolsLists.set(tools, r);
+    frozenJson.set(r, JSON.stringify(r));
+  }
+  return r;
+}
+
+/** The serialisation made once for a result from toolsListResult(), or undefined. */
+export function frozenResultJson(result: object): string | undefined {
+  return frozenJson.get(result);
+}

@@ -5,10 +5,12 @@
  *  - modern: refusals are JSON-RPC errors with the refusal's HTTP status and error.data {status, code, message};
  *  - both: a queued write is a result with isError false; the opaque failure never carries upstream text.
  */
+import { randomBytes } from 'node:crypto';
 import protocol from '../../spec/protocol-v1.json';
 import { refusalInfo, toolErrorInfo } from '../errors/vocabulary';
 import type { ToolOutcome } from '../tools/types';
-import { complete } from './envelopes';
+import { complete, frozenResultJson } from './envelopes';
+import { serializedRows } from '../pipeline/rows-json';
 import type { Dialect } from '../transport/admission';
 
 /** Either a result (HTTP 200) or a JSON-RPC error with its HTTP status and extra headers. */
@@ -64,4 +66,29 @@ export function renderOutcome(o: ToolOutcome, dialect: Dialect, version: string,
       return { kind: 'result', result: complete({ content: [{ type: 'text', text: `${message} (request ${requestId})` }], structuredContent: { code: info.code, message, request_id: requestId }, isError: true }) };
     }
   }
+}
+
+// Stands for the rows while the rest of the message is serialised. The per-process random part
+// cannot be guessed by a client, so no value it controls can be mistaken for it.
+const ROWS_TOKEN = `\u0000interlock-rows-${randomBytes(16).toString('hex')}`;
+const ROWS_SLOT = `"rows":${JSON.stringify(ROWS_TOKEN)}`;
+
+/**
+ * Serialises a JSON-RPC message for the wire: JSON.stringify, except that a result whose
+ * structuredContent.rows went through rowsText() (src/pipeline/rows-json.ts) reuses that text (one
+ * serialisation of the rows per result), and a result from toolsListResult() is serialised once per
+ * process. Returns the same text as JSON.stringify(message).
+ */
+export function serializeMessage(message: unknown): string {
+  const m = message as { jsonrpc?: unknown; id?: unknown; result?: { structuredContent?: { rows?: unknown } } } | null;
+  const frozen = m && typeof m.result === 'object' && m.result !== null ? frozenResultJson(m.result) : undefined;
+  // A response {jsonrpc, id, result} whose result was serialised once (tools/list): splice it in.
+  if (frozen !== undefined && m!.jsonrpc === '2.0' && Object.keys(m!).length === 3) return `{"jsonrpc":"2.0","id":${JSON.stringify(m!.id)},"result":${frozen}}`;
+  const sc = m?.result?.structuredContent;
+  const rows = sc && typeof sc === 'object' ? sc.rows : undefined;
+  const json = rows && typeof rows === 'object' ? serializedRows(rows) : undefined;
+  if (json === undefined) return JSON.stringify(message);
+  const s = JSON.stringify({ ...m, result: { ...m!.result, structuredContent: { ...sc, rows: ROWS_TOKEN } } });
+  const i = s.indexOf(ROWS_SLOT);
+  return `${s.slice(0, i)}"rows":${json}${s.slice(i + ROWS_SLOT.length)}`;
 }

@@ -4,6 +4,7 @@
  * notifications and then the one JSON-RPC response (contract: Transport; decision 16).
  */
 import type { Response } from 'express';
+import { serializeMessage } from '../protocol/tool-results';
 
 /** Writes JSON-RPC messages to one express Response, switching to SSE on first use of `event`. */
 export class ResponseChannel {
@@ -37,7 +38,7 @@ export class ResponseChannel {
   event(message: unknown): void {
     if (this.closed) return;
     this.startStream();
-    this.res.write(`event: message\ndata: ${JSON.stringify(message)}\n\n`);
+    this.res.write(`event: message\ndata: ${serializeMessage(message)}\n\n`);
   }
 
   /**
@@ -54,10 +55,10 @@ export class ResponseChannel {
     if (stream && status === 200) {
       // A one-event stream: headers and the event leave in one write.
       this.res.writeHead(200, { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-cache, no-transform', 'X-Accel-Buffering': 'no' });
-      this.res.end(`event: message\ndata: ${JSON.stringify(message)}\n\n`);
+      this.res.end(`event: message\ndata: ${serializeMessage(message)}\n\n`);
       return;
     }
-    this.res.status(status).set(headers).json(message);
+    this.res.status(status).set(headers).type('json').send(serializeMessage(message));
   }
 
   /** Answers with a status and no body (202 for notifications). */

@@ -145,15 +145,36 @@ describe('API keys', () => {
     const k = await createApiKey(t.db, idn.id);
     const resolver = new DbIdentityResolver(t.db, { cacheTtlMs: 0 });
     await resolver.resolve(k.secret);
-    await new Promise((r) => setTimeout(r, 100));
+    await resolver.flush();
     const first = (await t.db.pool.query('SELECT last_used_at FROM api_keys WHERE id = $1', [k.keyId])).rows[0].last_used_at as Date;
     expect(first).toBeInstanceOf(Date);
     // A second resolver (another replica) within the minute does not rewrite it.
-    await new DbIdentityResolver(t.db, { cacheTtlMs: 0 }).resolve(k.secret);
+    const other = new DbIdentityResolver(t.db, { cacheTtlMs: 0 });
+    await other.resolve(k.secret);
     await resolver.resolve(k.secret);
-    await new Promise((r) => setTimeout(r, 100));
+    await Promise.all([other.flush(), resolver.flush()]);
     const second = (await t.db.pool.query('SELECT last_used_at FROM api_keys WHERE id = $1', [k.keyId])).rows[0].last_used_at as Date;
     expect(second.getTime()).toBe(first.getTime());
+  });
+
+  test('last_used_at is written in batches: nothing per call, one UPDATE for every key used within the flush delay', async () => {
+    const idn = await createIdentity(t.db, 'batch-agent');
+    const keys = [await createApiKey(t.db, idn.id), await createApiKey(t.db, idn.id), await createApiKey(t.db, idn.id)];
+    const resolver = new DbIdentityResolver(t.db, { cacheTtlMs: 0, lastUsedFlushMs: 60_000 });
+    const spy = jest.spyOn(t.db.pool, 'query');
+    try {
+      for (const k of keys) expect(await resolver.resolve(k.secret)).not.toBeNull();
+      const writes = () => spy.mock.calls.filter((c) => /^\s*UPDATE/i.test(String(c[0]))).length;
+      expect(writes()).toBe(0);
+      const before = await t.db.pool.query('SELECT count(*)::int AS n FROM api_keys WHERE identity_id = $1 AND last_used_at IS NOT NULL', [idn.id]);
+      expect(before.rows[0].n).toBe(0);
+      await resolver.close();
+      expect(writes()).toBe(1);
+    } finally {
+      spy.mockRestore();
+    }
+    const after = await t.db.pool.query('SELECT count(*)::int AS n FROM api_keys WHERE identity_id = $1 AND last_used_at IS NOT NULL', [idn.id]);
+    expect(after.rows[0].n).toBe(3);
   });
 
   test('a different configured pepper is refused instead of silently invalidating every key', async () => {

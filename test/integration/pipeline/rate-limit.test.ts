@@ -6,6 +6,7 @@ import { startGovernedEnv, callTool, type GovernedEnv } from '../../helpers/gove
 import { startGovernedGateway, type GovernedGateway } from '../../../src/gateway';
 import { DEFAULT_CONFIG, type ResolvedGatewayConfig } from '../../../src/control/config';
 import { createLogger } from '../../../src/observability/logger';
+import { PostgresRateBlockStore } from '../../../src/control/rate-store';
 
 let env: GovernedEnv;
 let second: GovernedGateway;
@@ -47,4 +48,21 @@ test('modern dialect: a rate-limited call is HTTP 429 with Retry-After', async (
   const body = (await r.json()) as { error: { code: number; data: unknown } };
   expect(body.error.code).toBe(-32602);
   expect(body.error.data).toMatchObject({ status: 'rate_limited', code: 'rate_limited' });
+});
+
+test('the control-database store grants whole blocks atomically under concurrency and never past points', async () => {
+  const store = new PostgresRateBlockStore(env.db.pool);
+  const claims = await Promise.all(Array.from({ length: 40 }, () => store.claim('test:blocks', 3, 100, 60_000)));
+  const granted = claims.reduce((n, c) => n + c.granted, 0);
+  expect(granted).toBe(99);
+  expect(claims.filter((c) => c.granted === 3)).toHaveLength(33);
+  for (const c of claims.filter((x) => x.granted === 0)) expect(c).toMatchObject({ granted: 0, consumed: 99 });
+  expect(await store.claim('test:blocks', 1, 100, 60_000)).toMatchObject({ granted: 1, consumed: 100 });
+  const refused = await store.claim('test:blocks', 1, 100, 60_000);
+  expect(refused).toMatchObject({ granted: 0, consumed: 100 });
+  expect(refused.msLeft).toBeGreaterThan(50_000);
+  expect(refused.msLeft).toBeLessThanOrEqual(60_000);
+  // An ended window starts over.
+  await env.db.pool.query("UPDATE rate_limits SET expire = expire - 120000 WHERE key = 'test:blocks'");
+  expect(await store.claim('test:blocks', 3, 100, 60_000)).toMatchObject({ granted: 3, consumed: 3 });
 });

@@ -12,7 +12,7 @@
  * The first call of each kind in the fresh processes is reported apart ("cold": it also commits
  * V8's young generation, which the process then keeps), then BENCH_MEMORY_RUNS warm calls
  * (default 2). Target (issue 10): each at most 64 MB above idle.
- * Run: `npx tsx bench/08-memory-budget.ts`.
+ * Run: `npx tsx bench/09-memory-budget.ts`.
  */
 import { McpHttpClient, type PostResult } from './lib/http';
 import { emitResult, envInt, machineLine, round, summarize, table } from './lib/stats';

@@ -1,0 +1,25 @@
+/**
+ * One serialisation of a result's rows (issue 13): interlock_query's text item is the JSON array of
+ * row objects (contract: interlock_query), and the wire serialiser (src/protocol/tool-results.ts,
+ * serializeMessage) splices the same text into structuredContent.rows instead of serialising the
+ * rows a second time. A cached result keeps its rows array, so a cache hit serialises no row at all.
+ */
+const rowsJson = new WeakMap<object, string>();
+
+/**
+ * The JSON text of `rows`, computed once per array. The array must not change after this call
+ * (results are built once and never edited).
+ */
+export function rowsText(rows: object[]): string {
+  let j = rowsJson.get(rows);
+  if (j === undefined) {
+    j = JSON.stringify(rows);
+    rowsJson.set(rows, j);
+  }
+  return j;
+}
+
+/** The text rowsText() made for this array, or undefined when it never went through rowsText(). */
+export function serializedRows(rows: object): string | undefined {
+  return rowsJson.get(rows);
+}

@@ -1,0 +1,143 @@
+/**
+ * The analysis cache (issue 13): a repeated statement skips parsing, authorization and policy
+ * planning; a change of grants, role statements, policies or catalog is never answered from an
+ * entry made before it — even when no notification clears the cache (keys carry them by content).
+ */
+import { MemoryGovernanceStore } from '../../../src/governance/store';
+import { queryHandler } from '../../../src/pipeline/query';
+import { memoryRateLimiter } from '../../../src/pipeline/05-rate-limit';
+import { ResultCache } from '../../../src/pipeline/cache';
+import { AnalysisCache, contentFingerprint } from '../../../src/pipeline/analysis-cache';
+import { initSqlParser } from '../../../src/sql/analyze';
+import type { SourceCatalog } from '../../../src/sql/catalog-types';
+import type { ToolCallContext, ToolOutcome } from '../../../src/tools/types';
+
+beforeAll(() => initSqlParser());
+
+function catalog(tables = ['track', 'album']): SourceCatalog {
+  return {
+    relations: tables.map((name) => ({ schema: 'public', name, kind: 'table' as const, columns: ['id', 'name', 'price'].map((c) => ({ name: c, dataType: 'integer' })) })),
+    functions: [],
+    searchPath: ['public'],
+    scannedAt: '2026-12-01T00:00:00Z',
+    truncated: false,
+  } as unknown as SourceCatalog;
+}
+
+const allowAll = { name: 'reader', statements: [{ effect: 'allow', action: 'read', resource: 'public.*' }] };
+
+function setup() {
+  const store = new MemoryGovernanceStore();
+  store.sources.set('db', { id: 'db', type: 'postgres', name: 'db', enabled: true, settings: {} });
+  store.catalogs.set('db', catalog());
+  store.grants.push({ identityId: 'me', sourceId: 'db', role: allowAll as never });
+  const analysisCache = new AnalysisCache();
+  let reads = 0;
+  const reader = { read: async () => (reads++, { fields: [{ name: 'id' }], rowsArray: [[1]], truncated: false }) };
+  const rl = memoryRateLimiter({ perIdentity: { points: 1e6, windowSeconds: 60 }, perSource: { points: 1e6, windowSeconds: 60 } });
+  let clock = new Date('2026-12-01T10:00:00Z');
+  const query = queryHandler({ store, connectors: { reader: () => reader }, rateLimiter: rl, cache: new ResultCache({ ttlMs: 0, maxBytes: 0 }), analysisCache, catalog: (s) => store.loadCatalog(s.id), maskSecret: 's', now: () => clock });
+  const call = (sql: string, identity = 'me') => query({ source_id: 'db', sql }, ctx(identity));
+  return { store, analysisCache, call, reads: () => reads, setClock: (d: Date) => (clock = d) };
+}
+
+function ctx(identity: string): ToolCallContext & { auditDetails: Record<string, unknown> } {
+  return { requestId: 'r', apiKey: 'k', identity: { id: identity, name: identity, keyId: 'k1' }, dialect: 'handshake', protocolVersion: '2025-11-25', toolName: 't', canonicalTool: 't', signal: new AbortController().signal, notify: () => undefined, auditDetails: {} };
+}
+const ok = (o: ToolOutcome) => o.kind === 'result' && !o.isError;
+const SQL = 'SELECT id FROM track WHERE id = 1';
+
+test('a repeated statement is analysed once; audit details are the same on the cached path', async () => {
+  const t = setup();
+  expect(ok(await t.call(SQL))).toBe(true);
+  expect(t.analysisCache).toMatchObject({ hits: 0, misses: 1 });
+  for (let i = 0; i < 5; i++) expect(ok(await t.call(SQL))).toBe(true);
+  expect(t.analysisCache).toMatchObject({ hits: 5, misses: 1, size: 1 });
+  // Whitespace is part of the statement text: a different text is a different entry.
+  expect(ok(await t.call(SQL + ' '))).toBe(true);
+  expect(t.analysisCache).toMatchObject({ misses: 2, size: 2 });
+});
+
+test('refusals are cached too, and stay refusals', async () => {
+  const t = setup();
+  for (let i = 0; i < 3; i++) expect(await t.call('SELECT secret FROM nowhere')).toMatchObject({ kind: 'refusal', code: 'source_role_denied' });
+  for (let i = 0; i < 3; i++) expect(await t.call('SELEC 1')).toMatchObject({ kind: 'tool_error', code: 'invalid_sql' });
+  expect(t.analysisCache).toMatchObject({ hits: 4, misses: 2 });
+});
+
+test('SECURITY: a revoked grant is never answered by an allow cached before the revoke (no clear() needed)', async () => {
+  const t = setup();
+  expect(ok(await t.call(SQL))).toBe(true);
+  expect(ok(await t.call(SQL))).toBe(true);
+  t.store.grants = [];
+  const r = await t.call(SQL);
+  expect(ok(r)).toBe(false);
+  expect(r).toMatchObject({ kind: 'refusal' });
+  expect(t.reads()).toBe(2);
+});
+
+test('SECURITY: a role changed to deny a column is enforced at once, for the same statement text', async () => {
+  const t = setup();
+  expect(ok(await t.call(SQL))).toBe(true);
+  t.store.grants = [{ identityId: 'me', sourceId: 'db', role: { name: 'reader', statements: [...allowAll.statements, { effect: 'deny', action: 'read', resource: 'public.track.id' }] } as never }];
+  expect(await t.call(SQL)).toMatchObject({ kind: 'refusal', code: 'source_role_denied' });
+  // And back: the allow is computed again, not taken from the denied entry.
+  t.store.grants = [{ identityId: 'me', sourceId: 'db', role: allowAll as never }];
+  expect(ok(await t.call(SQL))).toBe(true);
+});
+
+test('SECURITY: entries are per grants, never shared with an identity holding other grants', async () => {
+  const t = setup();
+  expect(ok(await t.call(SQL, 'me'))).toBe(true);
+  expect(await t.call(SQL, 'other')).toMatchObject({ kind: 'refusal' });
+});
+
+test('a new policy applies to a statement analysed before it', async () => {
+  const t = setup();
+  expect(ok(await t.call(SQL))).toBe(true);
+  t.store.policies = [{ name: 'no-track', rule: { type: 'deny_relations', relations: ['public.track'] } } as never];
+  expect(await t.call(SQL)).toMatchObject({ kind: 'refusal', code: 'policy_denied' });
+  // A mask on a column the statement filters by refuses it (it could reveal the value by inference).
+  t.store.policies = [{ name: 'mask', rule: { type: 'mask_columns', columns: ['public.track.id'], method: 'full' } } as never];
+  expect(await t.call(SQL)).toMatchObject({ kind: 'refusal', code: 'policy_denied' });
+  t.store.policies = [];
+  expect(await t.call(SQL)).toMatchObject({ kind: 'result', structuredContent: { rows: [{ id: 1 }] } });
+});
+
+test('a time-window policy is decided on every call (the clock is not cached)', async () => {
+  const t = setup();
+  t.store.policies = [{ name: 'office', rule: { type: 'time_window', days: ['tue'], start: '09:00', end: '17:00' } } as never];
+  expect(ok(await t.call(SQL))).toBe(true); // Tuesday 10:00 UTC
+  t.setClock(new Date('2026-12-01T20:00:00Z'));
+  expect(await t.call(SQL)).toMatchObject({ kind: 'refusal', code: 'policy_denied' });
+  expect(t.analysisCache.hits).toBe(1);
+});
+
+test('a catalog change (relation gone after a rescan) is never answered from the old entry', async () => {
+  const t = setup();
+  expect(ok(await t.call(SQL))).toBe(true);
+  t.store.catalogs.set('db', catalog(['album']));
+  expect(await t.call(SQL)).toMatchObject({ kind: 'refusal', code: 'source_role_denied' });
+});
+
+test('clear() drops every entry; the LRU is bounded; over-long statements are not stored', async () => {
+  const c = new AnalysisCache({ max: 3, maxSqlLength: 40 });
+  const cat = catalog();
+  let computed = 0;
+  const compute = () => (computed++, { analysis: { ok: false } as never, relations: [], denied: null });
+  for (const sql of ['a', 'b', 'c', 'd']) c.analyse({ sourceId: 's', sql, catalog: cat, grants: [] }, compute);
+  expect(c.size).toBe(3);
+  c.analyse({ sourceId: 's', sql: 'd', catalog: cat, grants: [] }, compute);
+  expect(computed).toBe(4);
+  c.analyse({ sourceId: 's', sql: 'x'.repeat(41), catalog: cat, grants: [] }, compute);
+  expect(c.size).toBe(3);
+  c.clear();
+  expect(c.size).toBe(0);
+  // The byte bound: 10 entries of ~8 KiB fit in 64 KiB only partly.
+  const small = new AnalysisCache({ maxBytes: 64 * 1024 });
+  for (let i = 0; i < 10; i++) small.analyse({ sourceId: 's', sql: `${i}`.padEnd(2000, ' '), catalog: cat, grants: [] }, compute);
+  expect(small.size).toBeLessThanOrEqual(8);
+  expect(small.size).toBeGreaterThan(0);
+  expect(contentFingerprint({ a: 1 })).toBe(contentFingerprint({ a: 1 }));
+  expect(contentFingerprint({ a: 1 })).not.toBe(contentFingerprint({ a: 2 }));
+});
