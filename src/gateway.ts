@@ -95,10 +95,19 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
   const maskSecret = createHmac('sha256', await getKeyPepper(db)).update('interlock-mask-v1').digest('hex');
   const catalog = (s: { id: string }) => store.loadCatalog(s.id);
 
+  // Registered source ids, the closed set of the metrics' source label (issue 10, Build 7).
+  let sourceIds: ReadonlySet<string> = new Set();
+  const refreshSourceIds = () =>
+    store.listSources().then(
+      (all) => void (sourceIds = new Set(all.map((s) => s.id))),
+      (err: unknown) => logger.warn({ code: (err as { code?: string }).code }, 'could not list sources for metric labels'),
+    );
+  await refreshSourceIds();
   const listeners: ControlListener[] = [];
   listeners.push(
     await listenControlChanges(db, (table) => {
       store.invalidate(table);
+      if (table === '*' || table === 'sources') void refreshSourceIds();
       if (table === '*' || table === 'api_keys' || table === 'identities') identityResolver.invalidate();
     }, logger),
   );
@@ -125,7 +134,8 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
     pendingApprovals: async () => (await db.pool.query("SELECT count(*)::int AS n FROM approvals WHERE state = 'pending'")).rows[0].n as number,
     cacheStats: () => ({ hits: cache.hits, misses: cache.misses, entries: cache.size }),
   };
-  const metrics = new GatewayMetrics(ops);
+  const toolNames: ReadonlySet<string> = new Set(tools.map((t) => t.canonical));
+  const metrics = new GatewayMetrics(ops, { tools: () => toolNames, sources: () => sourceIds });
   const host = opts.host ?? config.listen.host;
   const running = await listenGateway({
     routes: [(app) => mountOperations(app, metrics, ops), ...(require('./http') as typeof import('./http')).httpRoutes({ db, logger, circuitStates: () => registry.states(), connectors: registry, originPolicy: originPolicyFor(host, config) }), ...(opts.routes ?? [])], // eslint-disable-line @typescript-eslint/no-require-imports
@@ -142,6 +152,7 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
   });
   // Housekeeping: expire stale approvals every minute; rescan SQL catalogs every catalog_rescan_ms.
   const timers: NodeJS.Timeout[] = [];
+  timers.push(setInterval(() => void refreshSourceIds(), 30_000));
   timers.push(setInterval(() => void sweepExpiredApprovals(db).catch((err) => logger.warn({ err: String(err) }, 'approval expiry sweep failed')), 60_000));
   const rescanMs = opts.catalogRescanMs ?? 15 * 60_000;
   if (rescanMs > 0) {
