@@ -29,7 +29,9 @@ import { sweepExpiredApprovals } from './control/approvals';
 import { scanSource } from './control/scan';
 import type { ConnectorProvider } from './pipeline/07-execute';
 import { createLogger } from './observability/logger';
-import { GatewayMetrics, mountOperations } from './observability/metrics';
+import { createOperationsApp, GatewayMetrics, mountOperations } from './observability/metrics';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { migrationStatus } from './control/db';
 import type { OriginPolicy } from './transport/http-headers';
 import protocol from '../spec/protocol-v1.json';
@@ -59,6 +61,8 @@ export interface GovernedGateway extends RunningGateway {
   store: DbGovernanceStore;
   connectors: SourceConnectorRegistry;
   cache: ResultCache;
+  /** Base URL of the operations listener (config ops_listen), e.g. http://127.0.0.1:9464; absent when /metrics is served on listen. */
+  opsUrl?: string;
 }
 
 const LOOPBACK = new Set(['127.0.0.1', 'localhost', '::1', '[::1]']);
@@ -137,8 +141,11 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
   const toolNames: ReadonlySet<string> = new Set(tools.map((t) => t.canonical));
   const metrics = new GatewayMetrics(ops, { tools: () => toolNames, sources: () => sourceIds });
   const host = opts.host ?? config.listen.host;
+  // Operations endpoints: on their own listener when ops_listen is set (issue 10, Build 8), else beside /mcp.
+  const opsServer = config.ops_listen ? await listenOperations(createOperationsApp(metrics, ops, originPolicyFor(config.ops_listen.host ?? '127.0.0.1', config, logger), logger), config.ops_listen.host ?? '127.0.0.1', config.ops_listen.port) : null;
   const running = await listenGateway({
-    routes: [(app) => mountOperations(app, metrics, ops), ...(require('./http') as typeof import('./http')).httpRoutes({ db, logger, circuitStates: () => registry.states(), connectors: registry, originPolicy: originPolicyFor(host, config) }), ...(opts.routes ?? [])], // eslint-disable-line @typescript-eslint/no-require-imports
+    healthz: !opsServer,
+    routes: [...(opsServer ? [] : [(app: import('express').Express) => mountOperations(app, metrics, ops, originPolicyFor(host, config))]), ...(require('./http') as typeof import('./http')).httpRoutes({ db, logger, circuitStates: () => registry.states(), connectors: registry, originPolicy: originPolicyFor(host, config) }), ...(opts.routes ?? [])], // eslint-disable-line @typescript-eslint/no-require-imports
     observe: (e) => metrics.observeToolCall(e),
     observeRequest: (m, d, s, sec) => metrics.observeRequest(m, d, s, sec),
     tools,
@@ -175,14 +182,30 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
     store,
     connectors: registry,
     cache,
+    opsUrl: opsServer?.url,
     async close(deadlineMs?: number) {
       for (const t of timers) clearInterval(t);
       await close(deadlineMs);
+      if (opsServer) {
+        opsServer.server.closeAllConnections();
+        await new Promise<void>((resolve) => opsServer.server.close(() => resolve()));
+      }
       await Promise.allSettled(listeners.map((l) => l.close()));
       await registry.closeAll();
       await limiterPool.end().catch(() => undefined);
     },
   };
+}
+
+/** Listens with the operations app on host:port; resolves with the server and its base URL. */
+async function listenOperations(app: import('express').Express, host: string, port: number): Promise<{ server: Server; url: string }> {
+  const server: Server = await new Promise((resolve, reject) => {
+    const s = app.listen(port, host);
+    s.once('listening', () => resolve(s));
+    s.once('error', reject);
+  });
+  const shownHost = host.includes(':') ? `[${host}]` : host;
+  return { server, url: `http://${shownHost}:${(server.address() as AddressInfo).port}` };
 }
 
 /** LISTENs on `channel` with a dedicated connection, reconnecting after errors (1 s back-off). */

@@ -88,7 +88,7 @@ function idKey(id: JsonRpcId): string {
  */
 export function mountLegacyRoutes(app: Express, deps: DispatchDeps, opts: LegacyRoutesOptions = {}): void {
   const logger = opts.logger ?? deps.logger;
-  const router = express.Router();
+  const router = express.Router({ caseSensitive: true, strict: true });
   const streams = new Map<string, SseStream>();
   const maxStreams = opts.maxStreams ?? 1000;
   const heartbeatMs = opts.heartbeatMs ?? 15_000;

@@ -36,7 +36,7 @@ export const V1_PROTOCOL_VERSION = '2025-11-25';
 
 /** Mounts the /v1 routes on `app`. */
 export function mountV1(app: Express, deps: DispatchDeps, opts: V1Options = {}): void {
-  const router = express.Router();
+  const router = express.Router({ caseSensitive: true, strict: true });
   router.use('/v1', hostOriginGuard(opts.originPolicy ?? defaultOriginPolicy()));
 
   /** Runs one tool call and answers it. */

@@ -4,7 +4,10 @@
  * status; tool calls by tool and decision; latency histograms; circuit state per source; pending
  * approvals; cache hits and misses). One prom-client Registry per gateway (no global state).
  */
-import type { Express } from 'express';
+import express, { type Express } from 'express';
+import type { Logger } from 'pino';
+import { errorBodyHandler, healthz, hostOriginGuard, unknownRoute } from '../transport/http-guard';
+import type { OriginPolicy } from '../transport/http-headers';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { ToolCallAuditEvent } from '../pipeline/audit-types';
 import { closedLabel, dialectLabel, methodLabel, reasonLabel, statusLabel } from './labels';
@@ -86,8 +89,12 @@ export class GatewayMetrics {
   }
 }
 
-/** Mounts /healthz, /readyz and /metrics. */
-export function mountOperations(app: Express, metrics: GatewayMetrics, src: OperationsSources): void {
+/**
+ * Mounts /readyz and /metrics (/healthz is the app's own), each behind the Host/Origin guard of
+ * `policy` when given (issue 10, Build 8: a DNS-rebinding page must not read them).
+ */
+export function mountOperations(app: Express, metrics: GatewayMetrics, src: OperationsSources, policy?: OriginPolicy): void {
+  if (policy) app.use(['/readyz', '/metrics'], hostOriginGuard(policy));
   app.get('/readyz', async (_req, res) => {
     const ok = await src.ready().catch(() => false);
     res.status(ok ? 200 : 503).json({ status: ok ? 'ready' : 'not_ready' });
@@ -95,4 +102,23 @@ export function mountOperations(app: Express, metrics: GatewayMetrics, src: Oper
   app.get('/metrics', async (_req, res) => {
     res.set('Content-Type', metrics.registry.contentType).send(await metrics.registry.metrics());
   });
+}
+
+/**
+ * A separate app for the operations endpoints, for config `ops_listen` (issue 10, Build 8): GET
+ * /healthz, /readyz and /metrics behind the same Host/Origin guard as every route (the policy for
+ * the ops address), exact paths, 404 unknown_route elsewhere, errors in the ErrorBody shape.
+ */
+export function createOperationsApp(metrics: GatewayMetrics, src: OperationsSources, policy: OriginPolicy, logger?: Logger): Express {
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('etag', false);
+  app.set('case sensitive routing', true);
+  app.set('strict routing', true);
+  app.use(hostOriginGuard(policy));
+  app.get('/healthz', healthz);
+  mountOperations(app, metrics, src);
+  app.use(unknownRoute);
+  app.use(errorBodyHandler(logger));
+  return app;
 }

@@ -2,6 +2,11 @@
  * The gateway's HTTP application (express 5): POST /mcp (both dialects), 405 for other methods
  * there, /healthz. Routes other than /mcp are added by the operations and admin modules.
  * Contract: Transport ("The canonical MCP endpoint is POST /mcp"); decisions 13–16.
+ *
+ * Issue 10, Build 8: paths are exact and case-sensitive, so only `/mcp` is the MCP endpoint
+ * (`/mcp/`, `/MCP` are unknown routes, 404 in the ErrorBody shape); the Host/Origin guard runs in
+ * front of every route (POST /mcp answers it in the JSON-RPC shape through admission); every error
+ * of every route has its documented shape in spec/openapi-v1.yaml.
  */
 import express, { type Express, type NextFunction, type Request, type Response } from 'express';
 import type { Logger } from 'pino';
@@ -15,6 +20,7 @@ import type { IdentityResolver, ToolBinding } from '../tools/types';
 import { MemoryAuditSink, type AuditSink } from '../pipeline/audit-types';
 import { bearerToken } from '../pipeline/01-identity';
 import { createLogger } from '../observability/logger';
+import { errorBodyHandler, healthz, hostOriginGuard, MCP_PATH, unknownRoute } from './http-guard';
 
 /** Options of createGatewayApp. */
 export interface GatewayAppOptions {
@@ -39,6 +45,8 @@ export interface GatewayAppOptions {
   routes?: Array<(app: Express, deps: DispatchDeps) => void>;
   /** Observer of every finished tool call (metrics). */
   observe?: DispatchDeps['observe'];
+  /** Serve GET /healthz on this app (default true; false when the operations endpoints have their own listener). */
+  healthz?: boolean;
   /** Observer of every answered /mcp request: JSON-RPC method ('-' when unreadable), dialect, HTTP status, seconds. */
   observeRequest?: (method: string, dialect: string, status: number, seconds: number) => void;
 }
@@ -71,15 +79,17 @@ export function createGatewayApp(opts: GatewayAppOptions): GatewayApp {
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
-
-  app.get('/healthz', (_req, res) => {
-    res.json({ status: 'ok' });
-  });
-
+  // Exact paths only: no case-insensitive or trailing-slash aliases of any route.
+  app.set('case sensitive routing', true);
+  app.set('strict routing', true);
+  // Route modules guard their own paths (so their answers carry their own headers, e.g. the
+  // deprecated routes' Deprecation/Sunset/Link); this guard covers /healthz and every unknown path.
   for (const mount of opts.routes ?? []) mount(app, deps);
+  app.use(hostOriginGuard(policy, [MCP_PATH]));
+  if (opts.healthz !== false) app.get('/healthz', healthz);
 
   const bodyParser = express.text({ type: () => true, limit: opts.bodyLimitBytes ?? 1024 * 1024 });
-  app.all('/mcp', bodyParser, async (req: Request, res: Response) => {
+  app.all(MCP_PATH, bodyParser, async (req: Request, res: Response) => {
     const requestId = newRequestId();
     res.setHeader('X-Request-Id', requestId);
     const headers: Record<string, string | undefined> = {};
@@ -117,17 +127,15 @@ export function createGatewayApp(opts: GatewayAppOptions): GatewayApp {
     }
   });
 
-  // Body-parser and other errors before dispatch: answer JSON-RPC without any upstream text.
-  app.use((err: unknown, req: Request, res: Response, _next: NextFunction) => {
+  app.use(unknownRoute);
+  // Body-parser and other errors before dispatch: JSON-RPC on /mcp, the ErrorBody shape elsewhere; never upstream text.
+  const elsewhere = errorBodyHandler(logger);
+  app.use((err: unknown, req: Request, res: Response, next: NextFunction) => {
     const e = err as { status?: number; type?: string };
     if (res.headersSent) return;
-    if (req.path === '/mcp') {
-      const status = e.type === 'entity.too.large' ? 413 : e.type === 'charset.unsupported' || e.type === 'encoding.unsupported' ? 415 : 400;
-      res.status(status).json(errorResponse(null, { code: -32600, message: status === 413 ? 'Invalid request: body too large' : 'Invalid request' }));
-      return;
-    }
-    logger.error({ err }, 'unhandled error');
-    res.status(500).json({ error: 'internal_error' });
+    if (req.path !== MCP_PATH) return elsewhere(err, req, res, next);
+    const status = e.type === 'entity.too.large' ? 413 : e.type === 'charset.unsupported' || e.type === 'encoding.unsupported' ? 415 : 400;
+    res.status(status).json(errorResponse(null, { code: -32600, message: status === 413 ? 'Invalid request: body too large' : 'Invalid request' }));
   });
 
   return {
