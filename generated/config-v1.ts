@@ -95,11 +95,11 @@ export interface GatewayConfig {
   client_limits?: {
     keyless?: RateLimit1;
     /**
-     * Open SSE streams (GET /mcp/sse and request-scoped tools/call streams of POST /mcp) per client address (INTERLOCK_STREAMS_PER_ADDRESS). Over it: 429 rate_limited with Retry-After. Default 64.
+     * Open SSE streams and in-flight tool calls (GET /mcp/sse streams, and tools/call on every route, each of which may answer as a request-scoped stream) per client address (INTERLOCK_STREAMS_PER_ADDRESS). Over it: 429 rate_limited with Retry-After. Default 128.
      */
     streams_per_address?: number;
     /**
-     * Open SSE streams per identity, across addresses (INTERLOCK_STREAMS_PER_IDENTITY). Over it: 429 rate_limited with Retry-After. Default 16.
+     * Open SSE streams and in-flight tool calls per identity, across addresses (INTERLOCK_STREAMS_PER_IDENTITY). Over it: 429 rate_limited with Retry-After. Default 64.
      */
     streams_per_identity?: number;
   };

@@ -7,7 +7,8 @@ import { createHmac } from 'node:crypto';
 import pg from 'pg';
 import type { Logger } from 'pino';
 import { getKeyPepper, listenControlChanges, type ControlDb, type ControlListener } from './control/db';
-import type { ResolvedGatewayConfig } from './control/config';
+import { DEFAULT_CONFIG, type ResolvedGatewayConfig } from './control/config';
+import type { ClientLimitSettings } from './transport/client-limits';
 import { DbIdentityResolver } from './control/keys';
 import { BatchingAuditSink } from './control/audit';
 import { DbGovernanceStore } from './governance/db-store';
@@ -24,6 +25,7 @@ import { discoverHandler } from './tools/handlers/discover';
 import { relatedDocumentsHandler } from './tools/handlers/related';
 import { documentsConnectorRequest } from './discovery/request';
 import { postgresRateLimiter, type RateLimitSettings } from './pipeline/05-rate-limit';
+import { trackedRateLimiter } from './protocol/call-limits';
 import { CACHE_CHANNEL, ResultCache } from './pipeline/cache';
 import { sweepExpiredApprovals } from './control/approvals';
 import { scanSource } from './control/scan';
@@ -95,7 +97,8 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
   // milliseconds of counts, never grant access). The audit keeps its durable commits.
   const limiterPool = new pg.Pool({ connectionString: db.url, max: 4, application_name: 'interlock-ratelimit', options: '-c synchronous_commit=off' });
   limiterPool.on('error', (err) => logger.warn({ component: 'rate-limit', code: (err as { code?: string }).code }, 'rate-limit connection failed'));
-  const rateLimiter = await postgresRateLimiter(limiterPool, limits);
+  // Tracked, so that every tools/call with an identity is charged whatever its outcome (issue 10, Build 6).
+  const rateLimiter = trackedRateLimiter(await postgresRateLimiter(limiterPool, limits));
   const maskSecret = createHmac('sha256', await getKeyPepper(db)).update('interlock-mask-v1').digest('hex');
   const catalog = (s: { id: string }) => store.loadCatalog(s.id);
 
@@ -147,6 +150,8 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
     healthz: !opsServer,
     routes: [...(opsServer ? [] : [(app: import('express').Express) => mountOperations(app, metrics, ops, originPolicyFor(host, config))]), ...(require('./http') as typeof import('./http')).httpRoutes({ db, logger, circuitStates: () => registry.states(), connectors: registry, originPolicy: originPolicyFor(host, config) }), ...(opts.routes ?? [])], // eslint-disable-line @typescript-eslint/no-require-imports
     observe: (e) => metrics.observeToolCall(e),
+    rateLimiter,
+    clientLimits: clientLimitSettings(config.client_limits ?? DEFAULT_CONFIG.client_limits),
     observeRequest: (m, d, s, sec) => metrics.observeRequest(m, d, s, sec),
     tools,
     identityResolver,
@@ -195,6 +200,11 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
       await limiterPool.end().catch(() => undefined);
     },
   };
+}
+
+/** config client_limits as ClientLimitSettings. */
+function clientLimitSettings(c: ResolvedGatewayConfig['client_limits']): ClientLimitSettings {
+  return { keyless: { points: c.keyless.points, windowSeconds: c.keyless.window_seconds }, streamsPerAddress: c.streams_per_address, streamsPerIdentity: c.streams_per_identity };
 }
 
 /** Listens with the operations app on host:port; resolves with the server and its base URL. */

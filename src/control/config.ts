@@ -42,7 +42,7 @@ export const DEFAULT_CONFIG: Readonly<ResolvedGatewayConfig> = Object.freeze({
   approvals: { ttl_seconds: 86_400 },
   cache: { ttl_ms: 30_000, max_bytes: 64 * 1024 * 1024 },
   log_level: 'info',
-  client_limits: { keyless: { points: 600, window_seconds: 60 }, streams_per_address: 64, streams_per_identity: 16 },
+  client_limits: { keyless: { points: 600, window_seconds: 60 }, streams_per_address: 128, streams_per_identity: 64 },
 });
 
 type EnvKind = 'string' | 'int' | 'list';

@@ -14,7 +14,9 @@
 import express, { type RequestHandler } from 'express';
 import { refusalInfo, toolErrorInfo } from '../errors/vocabulary';
 import type { ToolOutcome } from '../tools/types';
-import { sendError, type ErrorBody } from '../transport/http-errors';
+import { sendError, sendRateLimited, type ErrorBody } from '../transport/http-errors';
+import { keylessGate, limitMessage } from '../transport/client-limits';
+import type { DispatchDeps } from '../protocol/dispatch';
 
 export { HTTP_ERROR_CODES, sendError, type ErrorBody, type HttpErrorCode } from '../transport/http-errors';
 
@@ -102,6 +104,19 @@ export function jsonBody(limit = 1024 * 1024): RequestHandler[] {
 
 /** Error middleware for a router: body-parser failures in the shared shape; anything else 500 without detail. */
 export { errorBodyHandler as routerErrorHandler } from '../transport/http-guard';
+
+/**
+ * The keyless budget of the client address for a route module (issue 10, Build 6): a request
+ * without a Bearer token spends one token; over the budget → 429 RateLimitedBody with Retry-After,
+ * counted as an aggregated keyless refusal of `route`.
+ */
+export function keylessLimit(deps: DispatchDeps, route: string): RequestHandler {
+  return (req, res, next) => {
+    const r = keylessGate(deps.clientLimits, deps.keylessAudit, req, route);
+    if (!r) return next();
+    sendRateLimited(res, r.retryAfterMs, limitMessage(r));
+  };
+}
 
 /** True for a plain JSON object. */
 export function isObject(v: unknown): v is Record<string, unknown> {

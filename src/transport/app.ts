@@ -21,6 +21,9 @@ import { MemoryAuditSink, type AuditSink } from '../pipeline/audit-types';
 import { bearerToken } from '../pipeline/01-identity';
 import { createLogger } from '../observability/logger';
 import { errorBodyHandler, healthz, hostOriginGuard, MCP_PATH, unknownRoute } from './http-guard';
+import { ClientLimits, clientAddressKey, keylessGate, limitMessage, type ClientLimitSettings } from './client-limits';
+import { KeylessAuditAggregator } from './keyless-audit';
+import type { RateLimiter } from '../pipeline/05-rate-limit';
 
 /** Options of createGatewayApp. */
 export interface GatewayAppOptions {
@@ -45,6 +48,15 @@ export interface GatewayAppOptions {
   routes?: Array<(app: Express, deps: DispatchDeps) => void>;
   /** Observer of every finished tool call (metrics). */
   observe?: DispatchDeps['observe'];
+  /**
+   * Per-client-address and per-identity limits (issue 10, Build 6): the keyless budget, checked
+   * before anything else on every request without a Bearer token, and the stream caps. When set,
+   * keyless refusals are audited as aggregated events (src/transport/keyless-audit.ts). Default:
+   * no client limits (tests); the governed gateway always sets them from config client_limits.
+   */
+  clientLimits?: ClientLimitSettings;
+  /** The pipeline's tracked rate limiter (src/protocol/call-limits.ts), so every call with an identity is charged. */
+  rateLimiter?: RateLimiter;
   /** Serve GET /healthz on this app (default true; false when the operations endpoints have their own listener). */
   healthz?: boolean;
   /** Observer of every answered /mcp request: JSON-RPC method ('-' when unreadable), dialect, HTTP status, seconds. */
@@ -74,7 +86,12 @@ export function createGatewayApp(opts: GatewayAppOptions): GatewayApp {
     inflight: new InflightRegistry(),
     pendingAudits: new Set(),
     observe: opts.observe,
+    rateLimiter: opts.rateLimiter,
   };
+  if (opts.clientLimits) {
+    deps.clientLimits = new ClientLimits(opts.clientLimits);
+    deps.keylessAudit = new KeylessAuditAggregator(deps.audit, { logger, pending: deps.pendingAudits });
+  }
   const controllers = new Set<AbortController>();
   const app = express();
   app.disable('x-powered-by');
@@ -89,7 +106,15 @@ export function createGatewayApp(opts: GatewayAppOptions): GatewayApp {
   if (opts.healthz !== false) app.get('/healthz', healthz);
 
   const bodyParser = express.text({ type: () => true, limit: opts.bodyLimitBytes ?? 1024 * 1024 });
-  app.all(MCP_PATH, bodyParser, async (req: Request, res: Response) => {
+  // The keyless budget of the client address, before the body is even read (issue 10, Build 6).
+  const keyless = (req: Request, res: Response, next: NextFunction) => {
+    const r = keylessGate(deps.clientLimits, deps.keylessAudit, req, 'mcp');
+    if (!r) return next();
+    const message = limitMessage(r);
+    res.setHeader('Retry-After', String(Math.max(1, Math.ceil(r.retryAfterMs / 1000))));
+    res.status(429).json(errorResponse(null, { code: -32602, message, data: { status: 'rate_limited', code: 'rate_limited', message, retry_after_ms: r.retryAfterMs } }));
+  };
+  app.all(MCP_PATH, keyless, bodyParser, async (req: Request, res: Response) => {
     const requestId = newRequestId();
     res.setHeader('X-Request-Id', requestId);
     const headers: Record<string, string | undefined> = {};
@@ -118,7 +143,7 @@ export function createGatewayApp(opts: GatewayAppOptions): GatewayApp {
     });
     const apiKey = bearerToken(headers.authorization);
     try {
-      await dispatch(verdict, { requestId, apiKey, signal: controller.signal, abort: (r) => controller.abort(r) }, ch, deps);
+      await dispatch(verdict, { requestId, apiKey, clientAddress: clientAddressKey(req.socket.remoteAddress), signal: controller.signal, abort: (r) => controller.abort(r) }, ch, deps);
     } catch (err) {
       logger.error({ requestId, err }, 'dispatch failed');
       const id = verdict.message.type === 'request' ? verdict.message.id : null;
@@ -145,6 +170,7 @@ export function createGatewayApp(opts: GatewayAppOptions): GatewayApp {
       for (const c of controllers) c.abort('shutdown');
     },
     async flushAudit() {
+      await deps.keylessAudit?.flush();
       while (deps.pendingAudits.size) await Promise.allSettled([...deps.pendingAudits]);
     },
   };

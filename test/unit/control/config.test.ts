@@ -41,7 +41,7 @@ describe('loadConfig', () => {
       approvals: { ttl_seconds: 86400 },
       cache: { ttl_ms: 30000, max_bytes: 67108864 },
       log_level: 'info',
-      client_limits: { keyless: { points: 600, window_seconds: 60 }, streams_per_address: 64, streams_per_identity: 16 },
+      client_limits: { keyless: { points: 600, window_seconds: 60 }, streams_per_address: 128, streams_per_identity: 64 },
     });
   });
 
