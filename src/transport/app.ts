@@ -110,6 +110,7 @@ export function createGatewayApp(opts: GatewayAppOptions): GatewayApp {
   const keyless = (req: Request, res: Response, next: NextFunction) => {
     const r = keylessGate(deps.clientLimits, deps.keylessAudit, req, 'mcp');
     if (!r) return next();
+    opts.observeRequest?.('-', '-', 429, 0);
     const message = limitMessage(r);
     res.setHeader('Retry-After', String(Math.max(1, Math.ceil(r.retryAfterMs / 1000))));
     res.status(429).json(errorResponse(null, { code: -32602, message, data: { status: 'rate_limited', code: 'rate_limited', message, retry_after_ms: r.retryAfterMs } }));
