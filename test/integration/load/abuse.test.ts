@@ -4,8 +4,9 @@
  *  - Load: 16 well-behaved agents on the official SDK clients (v1 handshake; v2 legacy, auto and
  *    pinned 2026-07-28), each its own identity, pacing their calls (list, describe, reads).
  *  - Abuse: 4 hostile identities, each in a tight loop with 2 calls in flight: over-complex
- *    statements, statements that make PostgreSQL raise an internal error from argument input,
- *    slow queries, and (only with ABUSE_HUGE_VALUES=1) huge values; and a keyless flooder sending
+ *    statements, statements that make PostgreSQL raise an internal error from argument input (only
+ *    with ABUSE_INTERNAL_ERRORS=1, else refused calls), slow queries, and (only with
+ *    ABUSE_HUGE_VALUES=1) huge values, else more slow queries; and a keyless flooder sending
  *    notifications with 64 KiB method names and tools/call without a key, as fast as it can.
  *
  * Asserts: the well-behaved agents get at least 95% successful answers; the gateway keeps serving
@@ -14,6 +15,11 @@
  * (at most a few per address) whose counts add up to exactly what the flooder was refused.
  *
  * Payload classes that depend on pieces built on other branches of issue 10:
+ *  - ABUSE_INTERNAL_ERRORS=1 makes the second hostile identity send statements that make
+ *    PostgreSQL raise an internal error from argument input (`array_in` with odd arguments). Needs
+ *    Build 4 (the breaker counts only source health): without it they open the source's circuit
+ *    for everyone, which is the bug. Off by default; the identity then sends refused calls instead
+ *    (unknown sources and denied relations, which must still spend its rate-limit points).
  *  - ABUSE_HUGE_VALUES=1 adds the huge-value class (values of 300 MB and more: needs Build 1, the
  *    connector's byte budget; without it one such value can end the process). Off by default.
  *  - ABUSE_COMPLEX_CTES=N sets the length of the over-complex CTE chain (default 60: bounded work
@@ -41,6 +47,7 @@ const MAX_CALLS = 20_000;
 /** Allowed growth of the process RSS over the warmed-up baseline at any sample. */
 const RSS_GROWTH_BOUND = 256 * 1024 * 1024;
 const HUGE = process.env.ABUSE_HUGE_VALUES === '1';
+const INTERNAL_ERRORS = process.env.ABUSE_INTERNAL_ERRORS === '1';
 const COMPLEX_CTES = Number(process.env.ABUSE_COMPLEX_CTES ?? 60);
 
 jest.setTimeout(RUN_MS + WARMUP_MS + 120_000);
@@ -117,7 +124,9 @@ function complexStatement(n: number): string {
 
 const HOSTILE_CLASSES: Array<{ label: string; args: (i: number) => Record<string, unknown> }> = [
   { label: 'over-complex', args: () => ({ source_id: 'chinook', sql: complexStatement(COMPLEX_CTES) }) },
-  { label: 'internal-error', args: () => ({ source_id: 'chinook', sql: "SELECT array_in('{1}', 0, -1)::text AS v" }) },
+  INTERNAL_ERRORS
+    ? { label: 'internal-error', args: () => ({ source_id: 'chinook', sql: "SELECT array_in('{1}', 0, -1)::text AS v" }) }
+    : { label: 'refused', args: (i) => (i % 2 ? { source_id: `nope${i}`, sql: 'SELECT 1' } : { source_id: 'chinook', sql: 'SELECT first_name FROM employee' }) },
   { label: 'slow', args: (i) => ({ source_id: 'chinook', sql: 'SELECT count(*) AS n FROM track a, track b WHERE a.track_id + b.track_id = $1', params: [1000 + i] }) },
   HUGE
     ? { label: 'huge', args: (i) => ({ source_id: 'chinook', sql: i % 2 ? "SELECT repeat('x', 300000000) AS v" : 'SELECT string_agg(repeat(name, 20000), \',\') AS v FROM track' }) }
@@ -190,6 +199,9 @@ test('16 agents keep ≥95% success while 4 hostile identities and a keyless flo
 
   // ---- warm-up: the same mix for WARMUP_MS, so every series the run can create exists ----
   await Promise.all(everything());
+  // The warm-up must also have seen the keyless budget trip (its 429 is a series of its own).
+  for (let n = 0; counts.flood429 === 0 && n < 1000; n++) if ((await mcpPost({ jsonrpc: '2.0', method: 'notifications/initialized' }, null)) === 429) counts.flood429++;
+  expect(counts.flood429).toBeGreaterThan(0);
   await env.gateway.gateway.flushAudit();
   const seriesBefore = await series();
   const auditBefore = Number((await env.db.pool.query('SELECT max(id) AS m FROM audit_events')).rows[0].m ?? 0);
