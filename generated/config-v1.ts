@@ -77,6 +77,33 @@ export interface GatewayConfig {
     max_bytes?: number;
   };
   /**
+   * Optional separate listen address of the operations endpoints GET /healthz, /readyz and /metrics (INTERLOCK_OPS_HOST, INTERLOCK_OPS_PORT), e.g. for a Prometheus scraper on an internal interface. When set, those three endpoints are served only there (behind the same Host/Origin guard, with the loopback names plus allowed_hosts, or any host on a non-loopback bind without allowed_hosts) and no longer on listen. Default: unset (served on listen).
+   */
+  ops_listen?: {
+    /**
+     * Interface address of the operations listener (INTERLOCK_OPS_HOST). Default 127.0.0.1.
+     */
+    host?: string;
+    /**
+     * TCP port of the operations listener, 0 = any free port (INTERLOCK_OPS_PORT).
+     */
+    port: number;
+  };
+  /**
+   * Limits per client address and per identity, kept in memory on each replica (so N replicas allow up to N times the figure). The client address is the TCP peer address (an IPv6 address counts by its /64 prefix); behind a reverse proxy every client shares the proxy's address.
+   */
+  client_limits?: {
+    keyless?: RateLimit1;
+    /**
+     * Open SSE streams and in-flight tool calls (GET /mcp/sse streams, and tools/call on every route, each of which may answer as a request-scoped stream) per client address (INTERLOCK_STREAMS_PER_ADDRESS). Over it: 429 rate_limited with Retry-After. Default 128.
+     */
+    streams_per_address?: number;
+    /**
+     * Open SSE streams and in-flight tool calls per identity, across addresses (INTERLOCK_STREAMS_PER_IDENTITY). Over it: 429 rate_limited with Retry-After. Default 64.
+     */
+    streams_per_identity?: number;
+  };
+  /**
    * Operational log level (INTERLOCK_LOG_LEVEL). Default info.
    */
   log_level?: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
@@ -90,6 +117,19 @@ export interface GatewayConfig {
  * via the `definition` "rateLimit".
  */
 export interface RateLimit {
+  /**
+   * Calls allowed per window.
+   */
+  points: number;
+  /**
+   * Window length in seconds.
+   */
+  window_seconds: number;
+}
+/**
+ * Requests without a valid agent key (no Authorization Bearer, or a key that does not resolve) allowed per client address per window, counted before any other work (INTERLOCK_KEYLESS_POINTS, INTERLOCK_KEYLESS_WINDOW_SECONDS). Over it: 429 with Retry-After. Default 600 per 60 s.
+ */
+export interface RateLimit1 {
   /**
    * Calls allowed per window.
    */

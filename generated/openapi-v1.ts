@@ -110,6 +110,57 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/healthz": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The process is alive. Served on listen, or only on ops_listen when that is set. */
+        get: operations["healthz"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/readyz": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The control database answers and its migrations are applied. Served on listen, or only on ops_listen when that is set. */
+        get: operations["readyz"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/metrics": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Prometheus text exposition. Label values come only from closed sets (protocol methods, served tools, registered sources, spec error codes; anything else is "other"). Served on listen, or only on ops_listen when that is set. */
+        get: operations["metrics"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sources/{id}/query": {
         parameters: {
             query?: never;
@@ -689,6 +740,12 @@ export interface components {
             /** @constant */
             error?: "payload_too_large";
         } & components["schemas"]["ErrorBody"];
+        RateLimitedBody: {
+            /** @constant */
+            error?: "rate_limited";
+            /** @constant */
+            code?: "rate_limited";
+        } & WithRequired<components["schemas"]["ErrorBody"], "retry_after_ms">;
         UnsupportedMediaTypeBody: {
             /** @constant */
             error?: "unsupported_media_type";
@@ -1817,6 +1874,15 @@ export interface operations {
                     "application/json": components["schemas"]["JsonRpcErrorResponse"];
                 };
             };
+            /** @description The body is larger than the limit (1 MiB by default). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JsonRpcErrorResponse"];
+                };
+            };
             /** @description Content-Type is not application/json. */
             415: {
                 headers: {
@@ -1826,9 +1892,10 @@ export interface operations {
                     "application/json": components["schemas"]["JsonRpcErrorResponse"];
                 };
             };
-            /** @description Modern dialect refusal by a rate limit. */
+            /** @description Modern dialect refusal by a rate limit or an SSE stream cap; or, in either dialect, the client address has spent its budget of requests without a valid agent key (id null, error.data {status, code: rate_limited, message, retry_after_ms}). */
             429: {
                 headers: {
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1900,6 +1967,19 @@ export interface operations {
                     "application/json": components["schemas"]["ForbiddenBody"];
                 };
             };
+            /** @description The client address has spent its budget of requests without an agent key (rate_limited). */
+            429: {
+                headers: {
+                    Deprecation: components["headers"]["Deprecation"];
+                    Sunset: components["headers"]["Sunset"];
+                    Link: components["headers"]["SuccessorLink"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimitedBody"];
+                };
+            };
         };
     };
     legacyToolsListPost: {
@@ -1957,6 +2037,19 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["UnsupportedMediaTypeBody"];
+                };
+            };
+            /** @description The client address has spent its budget of requests without an agent key (rate_limited). */
+            429: {
+                headers: {
+                    Deprecation: components["headers"]["Deprecation"];
+                    Sunset: components["headers"]["Sunset"];
+                    Link: components["headers"]["SuccessorLink"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimitedBody"];
                 };
             };
         };
@@ -2071,7 +2164,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaTypeBody"];
                 };
             };
-            /** @description A rate limit refuses the call. */
+            /** @description A rate limit refuses the call (a tool result with the error fields), or the client address has spent its budget of requests without an agent key (RateLimitedBody). */
             429: {
                 headers: {
                     Deprecation: components["headers"]["Deprecation"];
@@ -2081,7 +2174,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["LegacyErrorResult"];
+                    "application/json": components["schemas"]["LegacyErrorResult"] | components["schemas"]["RateLimitedBody"];
                 };
             };
             /** @description The opaque tool execution failure (request id only). */
@@ -2141,6 +2234,19 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["ForbiddenBody"];
+                };
+            };
+            /** @description Too many open streams for this client address or identity (client_limits.streams_per_address, .streams_per_identity), or the address has spent its budget of requests without an agent key. */
+            429: {
+                headers: {
+                    Deprecation: components["headers"]["Deprecation"];
+                    Sunset: components["headers"]["Sunset"];
+                    Link: components["headers"]["SuccessorLink"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimitedBody"];
                 };
             };
             /** @description Too many open streams on this replica. */
@@ -2242,6 +2348,124 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["UnsupportedMediaTypeBody"];
+                };
+            };
+            /** @description The client address has spent its budget of requests without an agent key (rate_limited). */
+            429: {
+                headers: {
+                    Deprecation: components["headers"]["Deprecation"];
+                    Sunset: components["headers"]["Sunset"];
+                    Link: components["headers"]["SuccessorLink"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimitedBody"];
+                };
+            };
+        };
+    };
+    healthz: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Alive. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        status: "ok";
+                    };
+                };
+            };
+            /** @description Foreign Host or Origin. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ForbiddenBody"];
+                };
+            };
+        };
+    };
+    readyz: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Ready. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        status: "ready";
+                    };
+                };
+            };
+            /** @description Foreign Host or Origin. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ForbiddenBody"];
+                };
+            };
+            /** @description Not ready. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        status: "not_ready";
+                    };
+                };
+            };
+        };
+    };
+    metrics: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The metrics. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                };
+            };
+            /** @description Foreign Host or Origin. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ForbiddenBody"];
                 };
             };
         };
@@ -3426,3 +3650,6 @@ export interface operations {
         };
     };
 }
+type WithRequired<T, K extends keyof T> = T & {
+    [P in K]-?: T[P];
+};

@@ -7,7 +7,8 @@ import { createHmac } from 'node:crypto';
 import pg from 'pg';
 import type { Logger } from 'pino';
 import { getKeyPepper, listenControlChanges, type ControlDb, type ControlListener } from './control/db';
-import type { ResolvedGatewayConfig } from './control/config';
+import { DEFAULT_CONFIG, type ResolvedGatewayConfig } from './control/config';
+import type { ClientLimitSettings } from './transport/client-limits';
 import { DbIdentityResolver } from './control/keys';
 import { BatchingAuditSink } from './control/audit';
 import { DbGovernanceStore } from './governance/db-store';
@@ -24,13 +25,16 @@ import { discoverHandler } from './tools/handlers/discover';
 import { relatedDocumentsHandler } from './tools/handlers/related';
 import { documentsConnectorRequest } from './discovery/request';
 import { postgresRateLimiter, type RateLimitSettings } from './pipeline/05-rate-limit';
+import { trackedRateLimiter } from './protocol/call-limits';
 import { CACHE_CHANNEL, ResultCache } from './pipeline/cache';
 import { AnalysisCache } from './pipeline/analysis-cache';
 import { sweepExpiredApprovals } from './control/approvals';
 import { scanSource } from './control/scan';
 import type { ConnectorProvider } from './pipeline/07-execute';
 import { createLogger } from './observability/logger';
-import { GatewayMetrics, mountOperations } from './observability/metrics';
+import { createOperationsApp, GatewayMetrics, mountOperations } from './observability/metrics';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { migrationStatus } from './control/db';
 import type { OriginPolicy } from './transport/http-headers';
 import protocol from '../spec/protocol-v1.json';
@@ -62,6 +66,8 @@ export interface GovernedGateway extends RunningGateway {
   cache: ResultCache;
   /** Cache of parsed, authorized statements (cleared on every control-table notification). */
   analysisCache: AnalysisCache;
+  /** Base URL of the operations listener (config ops_listen), e.g. http://127.0.0.1:9464; absent when /metrics is served on listen. */
+  opsUrl?: string;
 }
 
 const LOOPBACK = new Set(['127.0.0.1', 'localhost', '::1', '[::1]']);
@@ -96,15 +102,25 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
   // access). The audit keeps its durable commits.
   const limiterPool = new pg.Pool({ connectionString: db.url, max: 4, application_name: 'interlock-ratelimit', options: '-c synchronous_commit=off' });
   limiterPool.on('error', (err) => logger.warn({ component: 'rate-limit', code: (err as { code?: string }).code }, 'rate-limit connection failed'));
-  const rateLimiter = await postgresRateLimiter(limiterPool, limits);
+  // Tracked, so that every tools/call with an identity is charged whatever its outcome (issue 10, Build 6).
+  const rateLimiter = trackedRateLimiter(await postgresRateLimiter(limiterPool, limits));
   const maskSecret = createHmac('sha256', await getKeyPepper(db)).update('interlock-mask-v1').digest('hex');
   const catalog = (s: { id: string }) => store.loadCatalog(s.id);
 
+  // Registered source ids, the closed set of the metrics' source label (issue 10, Build 7).
+  let sourceIds: ReadonlySet<string> = new Set();
+  const refreshSourceIds = () =>
+    store.listSources().then(
+      (all) => void (sourceIds = new Set(all.map((s) => s.id))),
+      (err: unknown) => logger.warn({ code: (err as { code?: string }).code }, 'could not list sources for metric labels'),
+    );
+  await refreshSourceIds();
   const listeners: ControlListener[] = [];
   listeners.push(
     await listenControlChanges(db, (table) => {
       store.invalidate(table);
       analysisCache.clear();
+      if (table === '*' || table === 'sources') void refreshSourceIds();
       if (table === '*' || table === 'api_keys' || table === 'identities') identityResolver.invalidate();
     }, logger),
   );
@@ -132,11 +148,17 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
     pendingApprovals: async () => (await db.pool.query("SELECT count(*)::int AS n FROM approvals WHERE state = 'pending'")).rows[0].n as number,
     cacheStats: () => ({ hits: cache.hits, misses: cache.misses, entries: cache.size }),
   };
-  const metrics = new GatewayMetrics(ops);
+  const toolNames: ReadonlySet<string> = new Set(tools.map((t) => t.canonical));
+  const metrics = new GatewayMetrics(ops, { tools: () => toolNames, sources: () => sourceIds });
   const host = opts.host ?? config.listen.host;
+  // Operations endpoints: on their own listener when ops_listen is set (issue 10, Build 8), else beside /mcp.
+  const opsServer = config.ops_listen ? await listenOperations(createOperationsApp(metrics, ops, originPolicyFor(config.ops_listen.host ?? '127.0.0.1', config, logger), logger), config.ops_listen.host ?? '127.0.0.1', config.ops_listen.port) : null;
   const running = await listenGateway({
-    routes: [(app) => mountOperations(app, metrics, ops), ...(require('./http') as typeof import('./http')).httpRoutes({ db, logger, circuitStates: () => registry.states(), connectors: registry, originPolicy: originPolicyFor(host, config) }), ...(opts.routes ?? [])], // eslint-disable-line @typescript-eslint/no-require-imports
+    healthz: !opsServer,
+    routes: [...(opsServer ? [] : [(app: import('express').Express) => mountOperations(app, metrics, ops, originPolicyFor(host, config))]), ...(require('./http') as typeof import('./http')).httpRoutes({ db, logger, circuitStates: () => registry.states(), connectors: registry, originPolicy: originPolicyFor(host, config) }), ...(opts.routes ?? [])], // eslint-disable-line @typescript-eslint/no-require-imports
     observe: (e) => metrics.observeToolCall(e),
+    rateLimiter,
+    clientLimits: clientLimitSettings(config.client_limits ?? DEFAULT_CONFIG.client_limits),
     observeRequest: (m, d, s, sec) => metrics.observeRequest(m, d, s, sec),
     tools,
     identityResolver,
@@ -149,6 +171,7 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
   });
   // Housekeeping: expire stale approvals every minute; rescan SQL catalogs every catalog_rescan_ms.
   const timers: NodeJS.Timeout[] = [];
+  timers.push(setInterval(() => void refreshSourceIds(), 30_000));
   timers.push(setInterval(() => void sweepExpiredApprovals(db).catch((err) => logger.warn({ err: String(err) }, 'approval expiry sweep failed')), 60_000));
   const rescanMs = opts.catalogRescanMs ?? 15 * 60_000;
   if (rescanMs > 0) {
@@ -172,15 +195,36 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
     connectors: registry,
     cache,
     analysisCache,
+    opsUrl: opsServer?.url,
     async close(deadlineMs?: number) {
       for (const t of timers) clearInterval(t);
       await close(deadlineMs);
+      if (opsServer) {
+        opsServer.server.closeAllConnections();
+        await new Promise<void>((resolve) => opsServer.server.close(() => resolve()));
+      }
       await Promise.allSettled(listeners.map((l) => l.close()));
       await identityResolver.close();
       await registry.closeAll();
       await limiterPool.end().catch(() => undefined);
     },
   };
+}
+
+/** config client_limits as ClientLimitSettings. */
+function clientLimitSettings(c: ResolvedGatewayConfig['client_limits']): ClientLimitSettings {
+  return { keyless: { points: c.keyless.points, windowSeconds: c.keyless.window_seconds }, streamsPerAddress: c.streams_per_address, streamsPerIdentity: c.streams_per_identity };
+}
+
+/** Listens with the operations app on host:port; resolves with the server and its base URL. */
+async function listenOperations(app: import('express').Express, host: string, port: number): Promise<{ server: Server; url: string }> {
+  const server: Server = await new Promise((resolve, reject) => {
+    const s = app.listen(port, host);
+    s.once('listening', () => resolve(s));
+    s.once('error', reject);
+  });
+  const shownHost = host.includes(':') ? `[${host}]` : host;
+  return { server, url: `http://${shownHost}:${(server.address() as AddressInfo).port}` };
 }
 
 /** LISTENs on `channel` with a dedicated connection, reconnecting after errors (1 s back-off). */

@@ -27,6 +27,9 @@ export interface ResolvedGatewayConfig {
   cache: { ttl_ms: number; max_bytes: number };
   log_level: NonNullable<GatewayConfig['log_level']>;
   key_pepper?: string;
+  /** Separate listener of /healthz, /readyz, /metrics (unset: served on listen). */
+  ops_listen?: { host?: string; port: number };
+  client_limits: { keyless: RateLimit; streams_per_address: number; streams_per_identity: number };
 }
 
 /** The defaults (docs/operators.md repeats them). */
@@ -39,6 +42,7 @@ export const DEFAULT_CONFIG: Readonly<ResolvedGatewayConfig> = Object.freeze({
   approvals: { ttl_seconds: 86_400 },
   cache: { ttl_ms: 30_000, max_bytes: 64 * 1024 * 1024 },
   log_level: 'info',
+  client_limits: { keyless: { points: 600, window_seconds: 60 }, streams_per_address: 128, streams_per_identity: 64 },
 });
 
 type EnvKind = 'string' | 'int' | 'list';
@@ -62,6 +66,12 @@ export const ENV_VARS: Readonly<Record<string, readonly [string[], EnvKind]>> = 
   INTERLOCK_CACHE_MAX_BYTES: [['cache', 'max_bytes'], 'int'],
   INTERLOCK_LOG_LEVEL: [['log_level'], 'string'],
   INTERLOCK_KEY_PEPPER: [['key_pepper'], 'string'],
+  INTERLOCK_OPS_HOST: [['ops_listen', 'host'], 'string'],
+  INTERLOCK_OPS_PORT: [['ops_listen', 'port'], 'int'],
+  INTERLOCK_KEYLESS_POINTS: [['client_limits', 'keyless', 'points'], 'int'],
+  INTERLOCK_KEYLESS_WINDOW_SECONDS: [['client_limits', 'keyless', 'window_seconds'], 'int'],
+  INTERLOCK_STREAMS_PER_ADDRESS: [['client_limits', 'streams_per_address'], 'int'],
+  INTERLOCK_STREAMS_PER_IDENTITY: [['client_limits', 'streams_per_identity'], 'int'],
 });
 
 /**

@@ -11,60 +11,14 @@
  * "approval_required" for a queued write, and for the rest invalid_request, not_found,
  * method_not_allowed, unsupported_media_type, conflict, payload_too_large, internal_error.
  */
-import express, { type NextFunction, type Request, type RequestHandler, type Response } from 'express';
-import type { Logger } from 'pino';
+import express, { type RequestHandler } from 'express';
 import { refusalInfo, toolErrorInfo } from '../errors/vocabulary';
 import type { ToolOutcome } from '../tools/types';
-import { hostAllowed, originAllowed, type OriginPolicy } from '../transport/http-headers';
+import { sendError, sendRateLimited, type ErrorBody } from '../transport/http-errors';
+import { keylessGate, limitMessage } from '../transport/client-limits';
+import type { DispatchDeps } from '../protocol/dispatch';
 
-/**
- * Codes of HTTP-level failures (not tool outcomes). spec/openapi-v1.yaml lists the same set in
- * components.schemas.ErrorBody (a test checks they agree).
- */
-export const HTTP_ERROR_CODES = {
-  invalid_json: { error: 'invalid_request', status: 400 },
-  invalid_body: { error: 'invalid_request', status: 400 },
-  invalid_parameter: { error: 'invalid_request', status: 400 },
-  validation_failed: { error: 'invalid_request', status: 400 },
-  body_too_large: { error: 'payload_too_large', status: 413 },
-  unsupported_media_type: { error: 'unsupported_media_type', status: 415 },
-  host_not_allowed: { error: 'forbidden', status: 403 },
-  origin_not_allowed: { error: 'forbidden', status: 403 },
-  unknown_route: { error: 'not_found', status: 404 },
-  unknown_tool: { error: 'not_found', status: 404 },
-  unknown_stream: { error: 'not_found', status: 404 },
-  not_found: { error: 'not_found', status: 404 },
-  method_not_allowed: { error: 'method_not_allowed', status: 405 },
-  missing_operator_token: { error: 'unauthorized', status: 401 },
-  invalid_operator_token: { error: 'unauthorized', status: 401 },
-  forbidden: { error: 'forbidden', status: 403 },
-  conflict: { error: 'conflict', status: 409 },
-  unavailable: { error: 'unavailable', status: 503 },
-  internal_error: { error: 'internal_error', status: 500 },
-} as const;
-
-/** One HTTP-level error code. */
-export type HttpErrorCode = keyof typeof HTTP_ERROR_CODES;
-
-/** The JSON error body of every non-MCP route. */
-export interface ErrorBody {
-  error: string;
-  code: string;
-  message: string;
-  request_id?: string;
-  retry_after_ms?: number;
-  details?: string[];
-}
-
-/** Sends an HTTP-level error in the shared shape. */
-export function sendError(res: Response, code: HttpErrorCode, message: string, extra: { details?: string[]; requestId?: string; headers?: Record<string, string>; status?: number } = {}): void {
-  const info = HTTP_ERROR_CODES[code];
-  const body: ErrorBody = { error: info.error, code, message };
-  if (extra.requestId) body.request_id = extra.requestId;
-  if (extra.details?.length) body.details = extra.details;
-  if (extra.headers) res.set(extra.headers);
-  res.status(extra.status ?? info.status).json(body);
-}
+export { HTTP_ERROR_CODES, sendError, type ErrorBody, type HttpErrorCode } from '../transport/http-errors';
 
 /** A governed outcome as an HTTP answer: status, extra headers and the `{error, code, message}` part (null for a success). */
 export interface HttpOutcome {
@@ -118,19 +72,8 @@ export function httpOutcome(o: ToolOutcome, requestId: string): HttpOutcome {
   }
 }
 
-/**
- * The Host/Origin guard of the MCP endpoint (decision 14) for these routes: a foreign Host or
- * Origin is refused with 403 before anything else (DNS-rebinding protection for a loopback bind).
- */
-export function hostOriginGuard(policy: OriginPolicy): RequestHandler {
-  return (req, res, next) => {
-    const host = req.headers.host;
-    if (!hostAllowed(host, policy)) return sendError(res, 'host_not_allowed', 'Forbidden: the Host header names a host this server does not serve');
-    const origin = typeof req.headers.origin === 'string' ? req.headers.origin : undefined;
-    if (!originAllowed(origin, host, req.protocol, policy)) return sendError(res, 'origin_not_allowed', 'Forbidden: the Origin is not allowed');
-    next();
-  };
-}
+/** The Host/Origin guard (decision 14), refusing with 403 before anything else (src/transport/http-guard.ts). */
+export { hostOriginGuard } from '../transport/http-guard';
 
 /**
  * Parses a JSON request body (any method with a body): Content-Type must be application/json
@@ -160,18 +103,18 @@ export function jsonBody(limit = 1024 * 1024): RequestHandler[] {
 }
 
 /** Error middleware for a router: body-parser failures in the shared shape; anything else 500 without detail. */
-export function routerErrorHandler(logger: Logger | undefined): (err: unknown, req: Request, res: Response, next: NextFunction) => void {
-  return (err, req, res, _next) => {
-    if (res.headersSent) {
-      res.end();
-      return;
-    }
-    const e = err as { type?: string; status?: number };
-    if (e.type === 'entity.too.large') return sendError(res, 'body_too_large', 'The body is too large');
-    if (e.type === 'charset.unsupported' || e.type === 'encoding.unsupported') return sendError(res, 'unsupported_media_type', 'Unsupported body encoding');
-    if (typeof e.status === 'number' && e.status >= 400 && e.status < 500) return sendError(res, 'invalid_body', 'The body could not be read');
-    logger?.error({ err, path: req.path }, 'http route failed');
-    sendError(res, 'internal_error', 'internal error');
+export { errorBodyHandler as routerErrorHandler } from '../transport/http-guard';
+
+/**
+ * The keyless budget of the client address for a route module (issue 10, Build 6): a request
+ * without a Bearer token spends one token; over the budget → 429 RateLimitedBody with Retry-After,
+ * counted as an aggregated keyless refusal of `route`.
+ */
+export function keylessLimit(deps: DispatchDeps, route: string): RequestHandler {
+  return (req, res, next) => {
+    const r = keylessGate(deps.clientLimits, deps.keylessAudit, req, route);
+    if (!r) return next();
+    sendRateLimited(res, r.retryAfterMs, limitMessage(r));
   };
 }
 

@@ -33,7 +33,9 @@ import { renderOutcome } from '../protocol/tool-results';
 import { bearerToken } from '../pipeline/01-identity';
 import { classifyMessage, errorResponse, resultResponse, type JsonRpcId } from '../transport/jsonrpc';
 import { defaultOriginPolicy, type OriginPolicy } from '../transport/http-headers';
-import { hostOriginGuard, httpOutcome, isObject, jsonBody, routerErrorHandler, sendError } from './common';
+import { hostOriginGuard, httpOutcome, isObject, jsonBody, keylessLimit, routerErrorHandler, sendError } from './common';
+import { clientAddressKey, limitMessage } from '../transport/client-limits';
+import { sendRateLimited } from '../transport/http-errors';
 import { setDeprecationHeaders } from './deprecation';
 
 /** Options of mountLegacyRoutes. */
@@ -88,7 +90,7 @@ function idKey(id: JsonRpcId): string {
  */
 export function mountLegacyRoutes(app: Express, deps: DispatchDeps, opts: LegacyRoutesOptions = {}): void {
   const logger = opts.logger ?? deps.logger;
-  const router = express.Router();
+  const router = express.Router({ caseSensitive: true, strict: true });
   const streams = new Map<string, SseStream>();
   const maxStreams = opts.maxStreams ?? 1000;
   const heartbeatMs = opts.heartbeatMs ?? 15_000;
@@ -98,6 +100,7 @@ export function mountLegacyRoutes(app: Express, deps: DispatchDeps, opts: Legacy
     next();
   });
   router.use(['/mcp/tools/list', '/mcp/tools/call', '/mcp/sse', '/mcp/sse/messages'], hostOriginGuard(opts.originPolicy ?? defaultOriginPolicy()));
+  router.use(['/mcp/tools/list', '/mcp/tools/call', '/mcp/sse', '/mcp/sse/messages'], keylessLimit(deps, 'mcp-legacy'));
 
   // ---- /mcp/tools/list ------------------------------------------------------------------------
   const list = (_req: Request, res: Response) => {
@@ -122,6 +125,7 @@ export function mountLegacyRoutes(app: Express, deps: DispatchDeps, opts: Legacy
       name: body.name,
       args,
       apiKey: bearerToken(req.headers.authorization),
+      clientAddress: clientAddressKey(req.socket.remoteAddress),
       requestId,
       signal: controller.signal,
       dialect: 'handshake',
@@ -135,8 +139,24 @@ export function mountLegacyRoutes(app: Express, deps: DispatchDeps, opts: Legacy
   });
 
   // ---- /mcp/sse (handshake-era HTTP+SSE transport) ---------------------------------------------
-  router.get('/mcp/sse', (req: Request, res: Response) => {
+  router.get('/mcp/sse', async (req: Request, res: Response) => {
     if (streams.size >= maxStreams) return sendError(res, 'unavailable', 'Too many open SSE streams on this replica; use POST /mcp', { headers: { 'Retry-After': '5' } });
+    // Stream caps per client address and per identity (issue 10, Build 6). A key that does not
+    // resolve counts as keyless and spends the address's keyless budget.
+    let release = () => undefined as void;
+    if (deps.clientLimits) {
+      const address = clientAddressKey(req.socket.remoteAddress);
+      const token = bearerToken(req.headers.authorization);
+      const identity = token ? await deps.identityResolver.resolve(token).catch(() => null) : null;
+      if (token && !identity) {
+        const t = deps.clientLimits.takeKeyless(address);
+        if (!t.ok) return sendRateLimited(res, t.retryAfterMs, limitMessage(t));
+      }
+      const slot = deps.clientLimits.openStream(address, identity?.id ?? null);
+      if (!slot.ok) return sendRateLimited(res, slot.retryAfterMs, limitMessage(slot));
+      if (res.destroyed) return slot.release();
+      release = slot.release;
+    }
     const id = randomBytes(16).toString('base64url');
     res.writeHead(200, {
       'Content-Type': 'text/event-stream',
@@ -159,6 +179,7 @@ export function mountLegacyRoutes(app: Express, deps: DispatchDeps, opts: Legacy
     streams.set(id, stream);
     res.write(`event: endpoint\ndata: /mcp/sse/messages?stream=${id}\n\n`);
     res.on('close', () => {
+      release();
       clearInterval(stream.heartbeat);
       streams.delete(id);
       for (const c of stream.inflight.values()) c.abort('client closed the stream');
@@ -186,7 +207,7 @@ export function mountLegacyRoutes(app: Express, deps: DispatchDeps, opts: Legacy
       }
       return;
     }
-    void handleRequest(stream, msg.id, msg.method, msg.params ?? {}, bearerToken(req.headers.authorization)).catch((err: unknown) => {
+    void handleRequest(stream, msg.id, msg.method, msg.params ?? {}, bearerToken(req.headers.authorization), clientAddressKey(req.socket.remoteAddress)).catch((err: unknown) => {
       logger.error({ err }, 'SSE message failed');
       send(stream, errorResponse(msg.id, { code: -32603, message: 'Internal error' }));
     });
@@ -204,7 +225,7 @@ export function mountLegacyRoutes(app: Express, deps: DispatchDeps, opts: Legacy
     stream.res.write(`event: message\ndata: ${JSON.stringify(message)}\n\n`);
   }
 
-  async function handleRequest(stream: SseStream, id: JsonRpcId, method: string, params: Record<string, unknown>, apiKey: string | null): Promise<void> {
+  async function handleRequest(stream: SseStream, id: JsonRpcId, method: string, params: Record<string, unknown>, apiKey: string | null, clientAddress: string): Promise<void> {
     switch (method) {
       case 'initialize': {
         const ok = typeof params.protocolVersion === 'string' && isObject(params.capabilities) && isObject(params.clientInfo);
@@ -219,13 +240,13 @@ export function mountLegacyRoutes(app: Express, deps: DispatchDeps, opts: Legacy
       case 'tools/list':
         return send(stream, resultResponse(id, complete(cacheable('tools/list', { tools: deps.tools.list() }))));
       case 'tools/call':
-        return callTool(stream, id, params, apiKey);
+        return callTool(stream, id, params, apiKey, clientAddress);
       default:
         return send(stream, errorResponse(id, { code: -32601, message: `Method not found: ${method.slice(0, 100)}` }));
     }
   }
 
-  async function callTool(stream: SseStream, id: JsonRpcId, params: Record<string, unknown>, apiKey: string | null): Promise<void> {
+  async function callTool(stream: SseStream, id: JsonRpcId, params: Record<string, unknown>, apiKey: string | null, clientAddress: string): Promise<void> {
     const name = params.name;
     if (typeof name !== 'string') return send(stream, errorResponse(id, { code: -32602, message: 'Invalid params: params.name must be a string' }));
     if (!deps.tools.get(name)) return send(stream, errorResponse(id, { code: -32602, message: `Invalid params: Unknown tool: ${name.slice(0, 128)}` }));
@@ -242,6 +263,7 @@ export function mountLegacyRoutes(app: Express, deps: DispatchDeps, opts: Legacy
         name,
         args,
         apiKey,
+        clientAddress,
         requestId,
         signal: controller.signal,
         dialect: 'handshake',

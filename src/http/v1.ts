@@ -22,7 +22,8 @@ import type { Logger } from 'pino';
 import { newRequestId, runToolCall, type DispatchDeps } from '../protocol/dispatch';
 import { bearerToken } from '../pipeline/01-identity';
 import { defaultOriginPolicy, type OriginPolicy } from '../transport/http-headers';
-import { hostOriginGuard, httpOutcome, isObject, jsonBody, routerErrorHandler, sendError } from './common';
+import { hostOriginGuard, httpOutcome, isObject, jsonBody, keylessLimit, routerErrorHandler, sendError } from './common';
+import { clientAddressKey } from '../transport/client-limits';
 
 /** Options of mountV1. */
 export interface V1Options {
@@ -36,8 +37,9 @@ export const V1_PROTOCOL_VERSION = '2025-11-25';
 
 /** Mounts the /v1 routes on `app`. */
 export function mountV1(app: Express, deps: DispatchDeps, opts: V1Options = {}): void {
-  const router = express.Router();
+  const router = express.Router({ caseSensitive: true, strict: true });
   router.use('/v1', hostOriginGuard(opts.originPolicy ?? defaultOriginPolicy()));
+  router.use('/v1', keylessLimit(deps, 'v1'));
 
   /** Runs one tool call and answers it. */
   const call = async (req: Request, res: Response, tool: string, args: Record<string, unknown>) => {
@@ -51,6 +53,7 @@ export function mountV1(app: Express, deps: DispatchDeps, opts: V1Options = {}):
       name: tool,
       args,
       apiKey: bearerToken(req.headers.authorization),
+      clientAddress: clientAddressKey(req.socket.remoteAddress),
       requestId,
       signal: controller.signal,
       dialect: 'handshake',

@@ -4,9 +4,13 @@
  * status; tool calls by tool and decision; latency histograms; circuit state per source; pending
  * approvals; cache hits and misses). One prom-client Registry per gateway (no global state).
  */
-import type { Express } from 'express';
+import express, { type Express } from 'express';
+import type { Logger } from 'pino';
+import { errorBodyHandler, healthz, hostOriginGuard, unknownRoute } from '../transport/http-guard';
+import type { OriginPolicy } from '../transport/http-headers';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { ToolCallAuditEvent } from '../pipeline/audit-types';
+import { closedLabel, dialectLabel, methodLabel, reasonLabel, statusLabel } from './labels';
 
 /** What the operations endpoints read at scrape time. */
 export interface OperationsSources {
@@ -25,6 +29,20 @@ export interface OperationsSources {
   poolStats?(): Record<string, { size: number; inUse: number; waiting: number; identityWaiting: number }>;
 }
 
+/**
+ * The closed sets of label values that depend on configuration (issue 10, Build 7): the served
+ * tools (canonical names) and the registered sources. A value outside them is recorded as `other`.
+ * Without this option every tool and source value is `other`.
+ */
+export interface LabelSets {
+  /** Canonical names of the served tools. */
+  tools(): ReadonlySet<string>;
+  /** Ids of the registered sources (read at observation time; keep it a cheap in-memory snapshot). */
+  sources(): ReadonlySet<string>;
+}
+
+const DECISIONS: ReadonlySet<string> = new Set(['allowed', 'refused', 'queued', 'invalid', 'failed', 'cancelled']);
+
 /** Gateway metrics and their recording functions. */
 export class GatewayMetrics {
   readonly registry = new Registry();
@@ -33,7 +51,12 @@ export class GatewayMetrics {
   private readonly toolCalls = new Counter({ name: 'interlock_tool_calls_total', help: 'Tool calls by canonical tool, source, decision (allowed, refused, queued, invalid, failed, cancelled) and reason code.', labelNames: ['tool', 'source', 'decision', 'reason'], registers: [this.registry] });
   private readonly toolSeconds = new Histogram({ name: 'interlock_tool_call_duration_seconds', help: 'Tool call latency through the governance pipeline, by canonical tool and decision.', labelNames: ['tool', 'decision'], buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30], registers: [this.registry] });
 
-  constructor(src: OperationsSources) {
+  private readonly labels: LabelSets;
+
+  /** `labels` gives the closed sets of tools and sources (see LabelSets). */
+  constructor(src: OperationsSources, labels?: LabelSets) {
+    const none: ReadonlySet<string> = new Set();
+    this.labels = labels ?? { tools: () => none, sources: () => none };
     collectDefaultMetrics({ register: this.registry, prefix: 'interlock_process_' });
     const circuit = new Gauge({ name: 'interlock_source_circuit_state', help: 'Circuit breaker state per source: 0 closed, 1 half_open, 2 open.', labelNames: ['source'], registers: [this.registry], collect() {
       this.reset();
@@ -57,22 +80,36 @@ export class GatewayMetrics {
     new Gauge({ name: 'interlock_cache_entries', help: 'Entries in the read cache.', registers: [this.registry], collect() { this.set(src.cacheStats().entries); } });
   }
 
-  /** Records one answered MCP endpoint request (durations in seconds). */
+  /**
+   * Records one answered MCP endpoint request (durations in seconds). The method becomes `other`
+   * unless it is in the protocol's method table, so client-chosen names never become series.
+   */
   observeRequest(method: string, dialect: string, status: number, seconds: number): void {
-    this.requests.inc({ method, dialect, status: String(status) });
-    this.requestSeconds.observe({ method }, seconds);
+    const m = methodLabel(method);
+    this.requests.inc({ method: m, dialect: dialectLabel(dialect), status: statusLabel(status) });
+    this.requestSeconds.observe({ method: m }, seconds);
   }
 
-  /** Records one finished tool call from its audit event. */
+  /**
+   * Records one finished tool call from its audit event. Tool, source and reason are labelled only
+   * from their closed sets (served tools, registered sources, spec/errors-v1.json codes), else
+   * `other`; a call without a source has source ''.
+   */
   observeToolCall(e: ToolCallAuditEvent): void {
-    const source = typeof e.details.source_id === 'string' ? e.details.source_id : '';
-    this.toolCalls.inc({ tool: e.canonicalTool, source, decision: e.decision, reason: e.reasonCode ?? '' });
-    this.toolSeconds.observe({ tool: e.canonicalTool, decision: e.decision }, e.durationMs / 1000);
+    const source = typeof e.details.source_id === 'string' ? closedLabel(e.details.source_id, this.labels.sources()) : '';
+    const tool = closedLabel(e.canonicalTool, this.labels.tools());
+    const decision = closedLabel(e.decision, DECISIONS);
+    this.toolCalls.inc({ tool, source, decision, reason: reasonLabel(e.reasonCode) });
+    this.toolSeconds.observe({ tool, decision }, e.durationMs / 1000);
   }
 }
 
-/** Mounts /healthz, /readyz and /metrics. */
-export function mountOperations(app: Express, metrics: GatewayMetrics, src: OperationsSources): void {
+/**
+ * Mounts /readyz and /metrics (/healthz is the app's own), each behind the Host/Origin guard of
+ * `policy` when given (issue 10, Build 8: a DNS-rebinding page must not read them).
+ */
+export function mountOperations(app: Express, metrics: GatewayMetrics, src: OperationsSources, policy?: OriginPolicy): void {
+  if (policy) app.use(['/readyz', '/metrics'], hostOriginGuard(policy));
   app.get('/readyz', async (_req, res) => {
     const ok = await src.ready().catch(() => false);
     res.status(ok ? 200 : 503).json({ status: ok ? 'ready' : 'not_ready' });
@@ -80,4 +117,23 @@ export function mountOperations(app: Express, metrics: GatewayMetrics, src: Oper
   app.get('/metrics', async (_req, res) => {
     res.set('Content-Type', metrics.registry.contentType).send(await metrics.registry.metrics());
   });
+}
+
+/**
+ * A separate app for the operations endpoints, for config `ops_listen` (issue 10, Build 8): GET
+ * /healthz, /readyz and /metrics behind the same Host/Origin guard as every route (the policy for
+ * the ops address), exact paths, 404 unknown_route elsewhere, errors in the ErrorBody shape.
+ */
+export function createOperationsApp(metrics: GatewayMetrics, src: OperationsSources, policy: OriginPolicy, logger?: Logger): Express {
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('etag', false);
+  app.set('case sensitive routing', true);
+  app.set('strict routing', true);
+  app.use(hostOriginGuard(policy));
+  app.get('/healthz', healthz);
+  mountOperations(app, metrics, src);
+  app.use(unknownRoute);
+  app.use(errorBodyHandler(logger));
+  return app;
 }

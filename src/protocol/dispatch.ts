@@ -16,6 +16,10 @@ import type { AuditDecision, AuditSink, ToolCallAuditEvent } from '../pipeline/a
 import { discoverResult, initializeResult, toolsListResult } from './envelopes';
 import { renderOutcome } from './tool-results';
 import { refusalInfo } from '../errors/vocabulary';
+import type { RateLimiter } from '../pipeline/05-rate-limit';
+import type { ClientLimits } from '../transport/client-limits';
+import { KEYLESS_REFUSALS, type KeylessAuditAggregator } from '../transport/keyless-audit';
+import { admitCall, chargeUnspent, runCharged } from './call-limits';
 
 /** Everything the dispatcher needs; built once per gateway. */
 export interface DispatchDeps {
@@ -29,12 +33,20 @@ export interface DispatchDeps {
   pendingAudits: Set<Promise<void>>;
   /** Optional observer of every finished tool call (metrics). */
   observe?: (event: ToolCallAuditEvent) => void;
+  /** Keyless budget and stream caps per client address and identity (issue 10, Build 6); none when absent. */
+  clientLimits?: ClientLimits;
+  /** Aggregates keyless refusals instead of one audit event each (issue 10, Build 6). */
+  keylessAudit?: KeylessAuditAggregator;
+  /** The pipeline's (tracked) rate limiter: a call that did not reach step 5 is charged here (call-limits.ts). */
+  rateLimiter?: RateLimiter;
 }
 
 /** Per-HTTP-request facts the dispatcher needs besides the message. */
 export interface HttpContext {
   requestId: string;
   apiKey: string | null;
+  /** The client address key (clientAddressKey of the TCP peer). */
+  clientAddress?: string;
   /** Aborted when the client closes the connection before the answer is complete. */
   signal: AbortSignal;
   abort(reason: string): void;
@@ -163,6 +175,8 @@ export interface ToolCallRequest {
    * "v1"); recorded as details.route in the audit event.
    */
   route?: string;
+  /** The client address key (clientAddressKey of the TCP peer), for the client limits. */
+  clientAddress?: string;
 }
 
 /**
@@ -189,19 +203,26 @@ export async function runToolCall(deps: DispatchDeps, req: ToolCallRequest): Pro
     auditDetails: req.route ? { route: req.route } : {},
   };
   const unregister = req.cancelKey !== undefined && req.abort ? deps.inflight.add(req.apiKey, req.cancelKey, req.abort) : () => undefined;
+  const address = req.clientAddress ?? 'unknown';
+  const charge = { charged: false };
+  let release = () => undefined as void;
   let outcome: ToolOutcome;
   try {
-    outcome = (binding.governed ? await identityStep(ctx, deps.identityResolver) : null) ?? { kind: 'result', content: [] };
+    const admitted = binding.governed ? admitCall(deps.clientLimits, address, await identityStep(ctx, deps.identityResolver), ctx.identity?.id ?? null) : { outcome: null, release };
+    release = admitted.release;
+    outcome = admitted.outcome ?? { kind: 'result', content: [] };
     if (outcome.kind === 'result') {
       const invalid = binding.validate(req.args);
-      outcome = invalid ? { kind: 'tool_error', code: 'invalid_arguments', message: invalid } : await binding.handler(req.args, ctx);
+      outcome = invalid ? { kind: 'tool_error', code: 'invalid_arguments', message: invalid } : await runCharged(charge, () => binding.handler(req.args, ctx));
     }
   } catch (err) {
     deps.logger.error({ requestId: req.requestId, tool: binding.canonical, err }, 'tool call failed');
     outcome = { kind: 'tool_error', code: req.signal.aborted ? 'cancelled' : 'tool_execution_failed' };
   } finally {
     unregister();
+    release();
   }
+  if (binding.governed) outcome = await chargeUnspent(deps.rateLimiter, charge, ctx.identity?.id ?? null, outcome, deps.logger);
   const { decision, reason } = decisionOf(outcome, req.signal.aborted);
   // The agent only sees a request id: let the operator find which source failed and why from it.
   if (decision === 'failed' || (decision === 'refused' && reason && refusalInfo(reason).status === 'unavailable')) {
@@ -223,10 +244,15 @@ export async function runToolCall(deps: DispatchDeps, req: ToolCallRequest): Pro
     durationMs: Date.now() - started,
     details: ctx.auditDetails,
   };
+  deps.observe?.(event);
+  // Keyless refusals are counted per client address per minute, never one row each (issue 10, Build 6).
+  if (deps.keylessAudit && !ctx.identity && outcome.kind === 'refusal' && (KEYLESS_REFUSALS.has(outcome.code) || outcome.code === 'rate_limited')) {
+    deps.keylessAudit.note(address, { reason: outcome.code, tool: binding.canonical, route: req.route ?? 'mcp', dialect: req.dialect, protocolVersion: req.protocolVersion, requestId: req.requestId });
+    return { outcome, tool: binding.name, canonical: binding.canonical };
+  }
   const p = deps.audit.record(event).catch((err) => deps.logger.error({ requestId: req.requestId, err }, 'audit write failed'));
   deps.pendingAudits.add(p);
   void p.finally(() => deps.pendingAudits.delete(p));
-  deps.observe?.(event);
   return { outcome, tool: binding.name, canonical: binding.canonical };
 }
 
@@ -253,6 +279,7 @@ async function callTool(adm: Admitted, id: JsonRpcId, params: Record<string, unk
     name,
     args,
     apiKey: http.apiKey,
+    clientAddress: http.clientAddress,
     requestId: http.requestId,
     signal: http.signal,
     dialect: adm.dialect,

@@ -130,7 +130,11 @@ test('SDK v1 SSEClientTransport: initialize, ping, the full catalogue, governed 
   await env.gateway.gateway.flushAudit();
   const audit = await searchAudit(env.db, { kind: 'tool_call', limit: 100 });
   const sse = audit.events.filter((e) => e.details.route === 'mcp-sse');
-  expect(sse.map((e) => e.decision).sort()).toEqual(['allowed', 'allowed', 'invalid', 'refused']);
+  expect(sse.map((e) => e.decision).sort()).toEqual(['allowed', 'allowed', 'invalid']);
+  // The keyless refusal is counted in the aggregated event of this address (issue 10, Build 6), not a row of its own.
+  const aggregated = audit.events.filter((e) => e.details.aggregated === true);
+  expect(aggregated).toHaveLength(1);
+  expect(aggregated[0].details).toMatchObject({ client_address: '127.0.0.1', count: 1, reasons: { missing_api_key: 1 }, routes: { 'mcp-sse': 1 } });
   expect(sse.find((e) => e.tool === 'agentgate_query')).toMatchObject({ canonicalTool: 'interlock_query', dialect: 'handshake', protocolVersion: '2025-11-25' });
 });
 

@@ -228,10 +228,15 @@ test('every surface is audited through the same pipeline, labelled by route', as
   const page = await searchAudit(env.db, { kind: 'tool_call', limit: 1000 });
   const routes = new Map<string, number>();
   for (const e of page.events) {
+    // Keyless refusals are aggregated per client address per minute (issue 10, Build 6): count their calls by route.
+    if (e.details.aggregated === true) {
+      for (const [route, n] of Object.entries(e.details.routes as Record<string, number>)) routes.set(route, (routes.get(route) ?? 0) + n);
+      continue;
+    }
     const route = String(e.details.route ?? 'mcp');
     routes.set(route, (routes.get(route) ?? 0) + 1);
   }
-  // One event per call: each surface saw every case once (the SSE and the two /mcp dialects share 'mcp-sse' / 'mcp').
+  // Every call counted once: each surface saw every case once (the SSE and the two /mcp dialects share 'mcp-sse' / 'mcp').
   expect(routes.get('v1')).toBe(CASES.length);
   expect(routes.get('mcp-tools-call')).toBe(CASES.length);
   expect(routes.get('mcp-sse')).toBe(CASES.length);

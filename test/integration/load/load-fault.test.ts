@@ -15,10 +15,9 @@
  * Loopback only; bounded in time (RUN_MS) and in count (MAX_CALLS_PER_AGENT); stops by itself.
  */
 import { Writable } from 'node:stream';
-import v8 from 'node:v8';
-import vm from 'node:vm';
 import pino from 'pino';
 import { startCluster, type Cluster } from '../sources/cluster';
+import { findGc, settledHeap } from '../../helpers/gc';
 import { createTempDatabase, type TempDatabase } from '../../helpers/pg';
 import { connectSdkV1, connectSdkV2, type CallOutcome, type ConnectedClient } from '../../helpers/clients';
 import { openControlDb, type ControlDb } from '../../../src/control/db';
@@ -49,33 +48,6 @@ const WARMUP_ROUNDS = 3;
 const HEAP_GROWTH_BOUND = 12 * 1024 * 1024;
 const SOURCE_ID = 'chinook';
 const BREAKER = { failure_threshold: 3, reset_timeout_ms: 1_000 };
-
-// ---- a forced, full garbage collection -------------------------------------------------------
-
-/**
- * The V8 gc() function. Jest runs without --expose-gc; setting the flag at run time makes V8 install
- * `gc` in contexts created afterwards, so a fresh vm context hands it over. Null if that fails.
- */
-function findGc(): (() => void) | null {
-  const g = (globalThis as { gc?: () => void }).gc;
-  if (typeof g === 'function') return g;
-  try {
-    v8.setFlagsFromString('--expose-gc');
-    const fn = vm.runInNewContext('gc') as unknown;
-    return typeof fn === 'function' ? (fn as () => void) : null;
-  } catch {
-    return null;
-  }
-}
-
-async function settledHeap(gc: () => void): Promise<{ heapUsed: number; rss: number }> {
-  for (let i = 0; i < 4; i++) {
-    gc();
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  const m = process.memoryUsage();
-  return { heapUsed: m.heapUsed, rss: m.rss };
-}
 
 // ---- what the agents do ---------------------------------------------------------------------
 

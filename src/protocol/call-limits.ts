@@ -1,0 +1,88 @@
+/**
+ * The limits runToolCall applies around the pipeline (issue 10, Build 6), kept out of dispatch.ts:
+ *
+ *  - after step 1, a key that did not resolve spends the keyless budget of the client address
+ *    (over it: rate_limited instead of invalid_api_key), and a resolved identity takes a stream
+ *    slot for the call (per client address and per identity; over a cap: rate_limited);
+ *  - every tools/call with a resolved identity consumes one rate-limit point of that identity
+ *    whatever its outcome: the handler runs in a charge scope, the limiter handed to the pipeline is
+ *    wrapped so that step 5 marks the scope as charged, and a call that ended without reaching
+ *    step 5 (refused at source, authorization, policy or parse time, invalid arguments, failed) is
+ *    charged afterwards. When that charge is refused, a refusal or failure is answered rate_limited.
+ *    The limiter's own internals (src/pipeline/05-rate-limit.ts) are untouched.
+ */
+import { AsyncLocalStorage } from 'node:async_hooks';
+import type { Logger } from 'pino';
+import type { RateLimiter } from '../pipeline/05-rate-limit';
+import type { ToolOutcome } from '../tools/types';
+import { limitMessage, type ClientLimits, type LimitRefusal } from '../transport/client-limits';
+
+/** Whether the current tool call has consumed its rate-limit point. */
+interface ChargeState {
+  charged: boolean;
+}
+
+const scope = new AsyncLocalStorage<ChargeState>();
+
+/**
+ * Wraps `inner` so that a consume() made inside a charge scope (runCharged) marks that call as
+ * charged. Hand the wrapped limiter both to the pipeline and to DispatchDeps.rateLimiter.
+ */
+export function trackedRateLimiter(inner: RateLimiter): RateLimiter {
+  return {
+    consume(identityId, sourceId) {
+      const s = scope.getStore();
+      if (s) s.charged = true;
+      return inner.consume(identityId, sourceId);
+    },
+  };
+}
+
+/** Runs `fn` (the tool's handler) in a charge scope; `state.charged` tells afterwards whether step 5 ran. */
+export function runCharged<T>(state: ChargeState, fn: () => Promise<T>): Promise<T> {
+  return scope.run(state, fn);
+}
+
+/** The rate_limited refusal of a client limit, with retry_after_ms. */
+export function limitRefusal(r: LimitRefusal): ToolOutcome {
+  return { kind: 'refusal', code: 'rate_limited', message: limitMessage(r), extra: { retry_after_ms: r.retryAfterMs } };
+}
+
+/**
+ * Applies the client limits after step 1. `identityOutcome` is step 1's answer (null = resolved,
+ * `identityId` set). Returns the outcome to answer instead (null = proceed) and the release of the
+ * stream slot taken (a no-op when none).
+ */
+export function admitCall(limits: ClientLimits | undefined, address: string, identityOutcome: ToolOutcome | null, identityId: string | null): { outcome: ToolOutcome | null; release: () => void } {
+  const none = () => undefined;
+  if (!limits) return { outcome: identityOutcome, release: none };
+  if (identityOutcome) {
+    if (identityOutcome.kind === 'refusal' && identityOutcome.code === 'invalid_api_key') {
+      const t = limits.takeKeyless(address);
+      if (!t.ok) return { outcome: limitRefusal(t), release: none };
+    }
+    return { outcome: identityOutcome, release: none };
+  }
+  if (identityId === null) return { outcome: null, release: none };
+  const slot = limits.openStream(address, identityId);
+  return slot.ok ? { outcome: null, release: slot.release } : { outcome: limitRefusal(slot), release: none };
+}
+
+/**
+ * Charges the identity one point when the call did not reach step 5. Returns the outcome to answer:
+ * unchanged, or rate_limited when the charge was refused and the call had not succeeded (a result
+ * or a queued write is never taken back). A limiter failure is logged and changes nothing.
+ */
+export async function chargeUnspent(limiter: RateLimiter | undefined, state: ChargeState, identityId: string | null, outcome: ToolOutcome, logger: Logger): Promise<ToolOutcome> {
+  if (!limiter || identityId === null || state.charged) return outcome;
+  state.charged = true;
+  try {
+    const r = await limiter.consume(identityId, null);
+    const succeeded = (outcome.kind === 'result' && !outcome.isError) || outcome.kind === 'queued';
+    if (r.ok || succeeded) return outcome;
+    return { kind: 'refusal', code: 'rate_limited', message: `Too many requests for this identity; wait ${r.retryAfterMs} ms before trying again.`, extra: { retry_after_ms: r.retryAfterMs } };
+  } catch (err) {
+    logger.warn({ component: 'rate-limit', code: (err as { code?: string }).code }, 'could not charge a refused call');
+    return outcome;
+  }
+}

@@ -1,0 +1,160 @@
+/**
+ * Limits per client address and per identity, in memory on each replica (issue 10, Build 6):
+ *
+ *  - keyless budget: requests without a valid agent key (no Bearer token, or a key that does not
+ *    resolve) spend one token of their client address's bucket (`points` per `windowSeconds`,
+ *    refilled continuously). It is checked before any other work (body parsing, audit), so an
+ *    unauthenticated flood costs a map lookup per request. Over it: 429 with Retry-After.
+ *  - stream slots: open SSE streams (GET /mcp/sse) and in-flight tool calls (each may answer as a
+ *    request-scoped SSE stream) per client address and per identity. Over a cap: 429 rate_limited
+ *    with Retry-After.
+ *
+ * The client address is the TCP peer address; an IPv4-mapped IPv6 address counts as its IPv4
+ * address and any other IPv6 address by its /64 prefix (one subscriber usually holds a whole /64).
+ * Buckets are kept for at most `maxAddresses` addresses (least recently used dropped first), so
+ * memory is bounded whatever the number of addresses. With N replicas a client may get up to N
+ * times each figure. The deciders (takeToken, clientAddressKey) are pure.
+ */
+import { LRUCache } from 'lru-cache';
+import { bearerToken } from '../pipeline/01-identity';
+
+/** Settings of ClientLimits (config client_limits). */
+export interface ClientLimitSettings {
+  /** Requests without a valid agent key allowed per client address per window. */
+  keyless: { points: number; windowSeconds: number };
+  /** Open SSE streams and in-flight tool calls per client address. */
+  streamsPerAddress: number;
+  /** Open SSE streams and in-flight tool calls per identity. */
+  streamsPerIdentity: number;
+}
+
+/** The defaults (config.ts DEFAULT_CONFIG.client_limits repeats them; docs/operators.md "Limits"). */
+export const DEFAULT_CLIENT_LIMITS: Readonly<ClientLimitSettings> = Object.freeze({ keyless: { points: 600, windowSeconds: 60 }, streamsPerAddress: 128, streamsPerIdentity: 64 });
+
+/** How long a refused stream is told to wait (ms): streams have no window, so this is a polite pause. */
+export const STREAM_RETRY_AFTER_MS = 1000;
+
+/** A token bucket: `tokens` available at time `at` (ms). */
+export interface Bucket {
+  tokens: number;
+  at: number;
+}
+
+/**
+ * Takes one token from `bucket` (undefined = a full bucket) at time `now` (ms), refilling
+ * `points` tokens per `windowMs` continuously, capped at `points`. Returns the new bucket, whether
+ * the token was granted, and when denied, the ms until one token is available.
+ */
+export function takeToken(bucket: Bucket | undefined, now: number, points: number, windowMs: number): { bucket: Bucket; ok: boolean; retryAfterMs: number } {
+  const rate = points / windowMs;
+  const tokens = bucket ? Math.min(points, bucket.tokens + Math.max(0, now - bucket.at) * rate) : points;
+  if (tokens >= 1) return { bucket: { tokens: tokens - 1, at: now }, ok: true, retryAfterMs: 0 };
+  return { bucket: { tokens, at: now }, ok: false, retryAfterMs: Math.max(1, Math.ceil((1 - tokens) / rate)) };
+}
+
+/**
+ * The key a client address counts under: IPv4 as is ("::ffff:1.2.3.4" → "1.2.3.4"), IPv6 by its
+ * /64 prefix ("2001:db8:1:2:aaaa::1" → "2001:db8:1:2::/64"), "unknown" when there is none.
+ */
+export function clientAddressKey(remote: string | undefined): string {
+  if (!remote) return 'unknown';
+  const a = remote.toLowerCase();
+  const mapped = /^::ffff:(\d{1,3}(?:\.\d{1,3}){3})$/.exec(a);
+  if (mapped) return mapped[1];
+  if (!a.includes(':')) return a;
+  // Expand "::" to get the first four hextets.
+  const [head, tail] = a.split('::', 2);
+  const h = head ? head.split(':') : [];
+  const t = tail !== undefined ? (tail ? tail.split(':') : []) : [];
+  const groups = tail !== undefined ? [...h, ...Array<string>(Math.max(0, 8 - h.length - t.length)).fill('0'), ...t] : h;
+  return `${groups.slice(0, 4).map((g) => g.replace(/^0+(?=.)/, '')).join(':')}::/64`;
+}
+
+/** A refused slot or token: when to retry and which limit refused. */
+export interface LimitRefusal {
+  ok: false;
+  retryAfterMs: number;
+  scope: 'keyless' | 'address' | 'identity';
+}
+
+/** The in-memory limits of one replica. */
+export class ClientLimits {
+  private readonly buckets: LRUCache<string, Bucket>;
+  private readonly perAddress = new Map<string, number>();
+  private readonly perIdentity = new Map<string, number>();
+  private readonly now: () => number;
+
+  /** `maxAddresses` bounds the keyless buckets kept (default 100 000); `now` is for tests. */
+  constructor(readonly settings: ClientLimitSettings = DEFAULT_CLIENT_LIMITS, opts: { maxAddresses?: number; now?: () => number } = {}) {
+    this.buckets = new LRUCache({ max: opts.maxAddresses ?? 100_000 });
+    this.now = opts.now ?? Date.now;
+  }
+
+  /** Spends one keyless token of `address` (a clientAddressKey). */
+  takeKeyless(address: string): { ok: true } | LimitRefusal {
+    const { points, windowSeconds } = this.settings.keyless;
+    const r = takeToken(this.buckets.get(address), this.now(), points, windowSeconds * 1000);
+    this.buckets.set(address, r.bucket);
+    return r.ok ? { ok: true } : { ok: false, retryAfterMs: r.retryAfterMs, scope: 'keyless' };
+  }
+
+  /**
+   * Opens one stream slot for `address` and, when known, `identityId`. Returns `release` (call it
+   * exactly once when the stream or call ends; later calls do nothing) or the refusal.
+   */
+  openStream(address: string, identityId: string | null): { ok: true; release: () => void } | LimitRefusal {
+    if ((this.perAddress.get(address) ?? 0) >= this.settings.streamsPerAddress) return { ok: false, retryAfterMs: STREAM_RETRY_AFTER_MS, scope: 'address' };
+    if (identityId !== null && (this.perIdentity.get(identityId) ?? 0) >= this.settings.streamsPerIdentity) return { ok: false, retryAfterMs: STREAM_RETRY_AFTER_MS, scope: 'identity' };
+    bump(this.perAddress, address, 1);
+    if (identityId !== null) bump(this.perIdentity, identityId, 1);
+    let open = true;
+    return {
+      ok: true,
+      release: () => {
+        if (!open) return;
+        open = false;
+        bump(this.perAddress, address, -1);
+        if (identityId !== null) bump(this.perIdentity, identityId, -1);
+      },
+    };
+  }
+
+  /** Open slots now (for tests and metrics). */
+  openStreams(): { addresses: number; identities: number; total: number } {
+    let total = 0;
+    for (const n of this.perAddress.values()) total += n;
+    return { addresses: this.perAddress.size, identities: this.perIdentity.size, total };
+  }
+}
+
+function bump(m: Map<string, number>, k: string, d: number): void {
+  const n = (m.get(k) ?? 0) + d;
+  if (n <= 0) m.delete(k);
+  else m.set(k, n);
+}
+
+/** The people-facing message of a refusal by a client limit. */
+export function limitMessage(r: LimitRefusal): string {
+  const wait = `wait ${r.retryAfterMs} ms before trying again`;
+  if (r.scope === 'keyless') return `Too many requests without a valid API key from this address; ${wait}.`;
+  return `Too many open streams or in-flight calls for this ${r.scope === 'address' ? 'client address' : 'identity'}; ${wait}.`;
+}
+
+/** Where a keyless refusal is counted (KeylessAuditAggregator.note). */
+export interface KeylessCounter {
+  note(address: string, r: { reason: string; tool: string; route: string }): void;
+}
+
+/**
+ * The keyless gate of one HTTP request: a request carrying no Bearer token spends one token of its
+ * client address. Returns null to proceed, or the refusal (already counted in `audit` as a
+ * rate_limited keyless refusal of `route`). No limits → always null.
+ */
+export function keylessGate(limits: ClientLimits | undefined, audit: KeylessCounter | undefined, req: { headers: { authorization?: string }; socket: { remoteAddress?: string } }, route: string): LimitRefusal | null {
+  if (!limits || bearerToken(req.headers.authorization)) return null;
+  const address = clientAddressKey(req.socket.remoteAddress);
+  const r = limits.takeKeyless(address);
+  if (r.ok) return null;
+  audit?.note(address, { reason: 'rate_limited', tool: '-', route });
+  return r;
+}
