@@ -9,7 +9,7 @@ import type { Logger } from 'pino';
 import { getKeyPepper, listenControlChanges, type ControlDb, type ControlListener } from './control/db';
 import type { ResolvedGatewayConfig } from './control/config';
 import { DbIdentityResolver } from './control/keys';
-import { BatchingAuditSink } from './control/audit';
+import { GroupCommitAuditSink, openAuditPool } from './control/audit';
 import { DbGovernanceStore } from './governance/db-store';
 import { initSqlParser } from './sql/analyze';
 import { SourceConnectorRegistry } from './sources/registry';
@@ -126,6 +126,9 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
     cacheStats: () => ({ hits: cache.hits, misses: cache.misses, entries: cache.size }),
   };
   const metrics = new GatewayMetrics(ops);
+  // The audit writer has its own connections, bounded by the commit timeout (fail closed, issue 11).
+  const auditCommitMs = config.audit?.commit_timeout_ms ?? 2000;
+  const auditPool = openAuditPool(db.url, auditCommitMs, logger);
   const host = opts.host ?? config.listen.host;
   const running = await listenGateway({
     routes: [(app) => mountOperations(app, metrics, ops), ...(require('./http') as typeof import('./http')).httpRoutes({ db, logger, circuitStates: () => registry.states(), connectors: registry, originPolicy: originPolicyFor(host, config) }), ...(opts.routes ?? [])], // eslint-disable-line @typescript-eslint/no-require-imports
@@ -133,7 +136,7 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
     observeRequest: (m, d, s, sec) => metrics.observeRequest(m, d, s, sec),
     tools,
     identityResolver,
-    audit: new BatchingAuditSink(db, logger),
+    audit: new GroupCommitAuditSink(auditPool, logger, { commitTimeoutMs: auditCommitMs }),
     originPolicy: originPolicyFor(host, config, logger),
     logger,
     host,
@@ -170,6 +173,7 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
       await Promise.allSettled(listeners.map((l) => l.close()));
       await registry.closeAll();
       await limiterPool.end().catch(() => undefined);
+      await auditPool.end().catch(() => undefined);
     },
   };
 }

@@ -8,7 +8,7 @@
  * of racing callers exactly one moves a given approval out of a given state.
  */
 import type pg from 'pg';
-import type { ControlDb } from './db';
+import { withTransaction, type ControlDb } from './db';
 import { NotFoundError, ValidationError } from './errors';
 import { recordApprovalEvent } from './audit';
 import { iso, newApprovalId } from './ids';
@@ -142,6 +142,27 @@ export async function createApproval(db: Queryable, a: NewApproval): Promise<App
     [id, a.sourceId, a.identityId, a.keyId, a.requestId, a.sql, JSON.stringify(a.params ?? []), JSON.stringify(a.classification ?? {}), a.expiresAt ?? null, ttl],
   );
   return toRecord(r.rows[0]);
+}
+
+/**
+ * Queues a write and records its audit event (kind approval, decision "queued") in one transaction
+ * (issue 11): the approval row never exists without its event, nor the event without the row.
+ * Returns the new approval. Errors as createApproval; a store failure rolls both back.
+ */
+export async function queueApproval(db: ControlDb, a: NewApproval): Promise<ApprovalRecord> {
+  return withTransaction(db, async (c) => {
+    const rec = await createApproval(c, a);
+    await recordApprovalEvent(c, {
+      approvalId: rec.id,
+      action: 'queued',
+      identityId: a.identityId,
+      keyId: a.keyId,
+      sourceId: a.sourceId,
+      requestId: a.requestId,
+      fingerprint: typeof a.classification.fingerprint === 'string' ? a.classification.fingerprint : null,
+    });
+    return rec;
+  });
 }
 
 /** The approval with id `id`, or null. */

@@ -10,8 +10,7 @@ import * as sources from '../control/sources';
 import { grantsForIdentity } from '../control/grants';
 import { activePolicies } from '../control/policies';
 import { loadCatalog } from '../control/catalog';
-import { createApproval } from '../control/approvals';
-import { recordApprovalEvent } from '../control/audit';
+import { queueApproval } from '../control/approvals';
 import type { SourceCatalog } from '../sql/catalog-types';
 import type { RoleGrant } from './evaluator';
 import type { GovernanceStore, NewApproval, SourceRecord } from './store';
@@ -91,18 +90,8 @@ export class DbGovernanceStore implements GovernanceStore {
   }
 
   async createApproval(a: NewApproval): Promise<{ id: string; state: string }> {
-    const rec = await createApproval(this.db, { ...a, ttlSeconds: this.opts.approvalTtlSeconds });
-    await recordApprovalEvent(this.db, {
-      approvalId: rec.id,
-      action: 'queued',
-      identityId: a.identityId,
-      keyId: a.keyId,
-      sourceId: a.sourceId,
-      requestId: a.requestId,
-      fingerprint: typeof a.classification.fingerprint === 'string' ? a.classification.fingerprint : null,
-      relations: null,
-      rowCount: null,
-    } as Parameters<typeof recordApprovalEvent>[1]);
+    // The approval row and its audit event commit together (issue 11).
+    const rec = await queueApproval(this.db, { ...a, ttlSeconds: this.opts.approvalTtlSeconds });
     return { id: rec.id, state: rec.state };
   }
 }

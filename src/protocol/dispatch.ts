@@ -16,6 +16,7 @@ import type { AuditDecision, AuditSink, ToolCallAuditEvent } from '../pipeline/a
 import { cacheable, complete, discoverResult, initializeResult } from './envelopes';
 import { renderOutcome } from './tool-results';
 import { refusalInfo } from '../errors/vocabulary';
+import { commitAuditEvent } from './audit-commit';
 
 /** Everything the dispatcher needs; built once per gateway. */
 export interface DispatchDeps {
@@ -212,10 +213,12 @@ export async function runToolCall(deps: DispatchDeps, req: ToolCallRequest): Pro
     durationMs: Date.now() - started,
     details: ctx.auditDetails,
   };
-  const p = deps.audit.record(event).catch((err) => deps.logger.error({ requestId: req.requestId, err }, 'audit write failed'));
-  deps.pendingAudits.add(p);
-  void p.finally(() => deps.pendingAudits.delete(p));
-  deps.observe?.(event);
+  // Audit before answer (issue 11): released only once the event committed; else audit_unavailable.
+  const ok = await commitAuditEvent(deps.audit, event, req.signal, deps.logger, deps.pendingAudits);
+  if (!ok) {
+    outcome = { kind: 'refusal', code: 'audit_unavailable' };
+    deps.observe?.({ ...event, decision: 'refused', reasonCode: 'audit_unavailable' });
+  } else deps.observe?.(event);
   return { outcome, tool: binding.name, canonical: binding.canonical };
 }
 
