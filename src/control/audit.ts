@@ -151,13 +151,21 @@ export function toolCallRow(e: ToolCallAuditEvent): AuditRowInput {
 /**
  * Stores `rows` as one sealed, hash-chained batch (interlock_audit_append) and returns the batch
  * id (decimal string). With a pooled client inside a transaction, the rows commit with the
- * caller's other writes; with the pool, the statement commits on its own (one commit).
- * Throws the driver error (class 22/23 for a malformed row; others when the store is down).
+ * caller's other writes; with the pool, the statement commits on its own (one commit). With
+ * `timeoutMs` the statement runs under that statement_timeout (SET LOCAL in the same round trip),
+ * so it either commits within it or not at all. Throws the driver error (class 22/23 for a
+ * malformed row, 57014 past the timeout, others when the store is down).
  */
-export async function appendAuditRows(db: Queryable | pg.Pool, rows: AuditRowInput[]): Promise<string> {
+export async function appendAuditRows(db: Queryable | pg.Pool, rows: AuditRowInput[], timeoutMs?: number): Promise<string> {
   const target = 'pool' in db ? db.pool : db;
-  const r = await target.query<{ b: string }>('SELECT interlock_audit_append($1::jsonb) AS b', [JSON.stringify(rows)]);
-  return String(r.rows[0].b);
+  const json = JSON.stringify(rows);
+  if (timeoutMs === undefined) {
+    const r = await target.query<{ b: string }>('SELECT interlock_audit_append($1::jsonb) AS b', [json]);
+    return String(r.rows[0].b);
+  }
+  const ms = Math.max(1, Math.ceil(timeoutMs));
+  const res = (await target.query(`SET LOCAL statement_timeout = ${ms}; SELECT interlock_audit_append(${pg.Client.prototype.escapeLiteral(json)}::jsonb) AS b`)) as unknown as pg.QueryResult<{ b: string }>[];
+  return String(res[res.length - 1].rows[0].b);
 }
 
 /** A copy of `row` that the database accepts whatever its content: no NUL characters, database times, details replaced by {audit_error: "malformed_event"}. */
@@ -191,6 +199,8 @@ interface Waiter {
   resolve: () => void;
   reject: (e: unknown) => void;
   taken: boolean;
+  /** Date.now() after which the caller is answered audit_unavailable. */
+  deadline: number;
   timer: NodeJS.Timeout;
 }
 
@@ -204,10 +214,10 @@ interface Waiter {
  * The event's row is built when the writer takes it, so details changed while it waits in the
  * queue (the dispatcher sets details.delivered = false when the client goes away) are stored.
  *
- * Fail closed: a waiter not committed within commitTimeoutMs rejects with AuditUnavailableError
- * (if its event had not been taken yet it is withdrawn, so it is never stored after the caller was
- * told it was not). Give the sink a pool whose statement_timeout equals the bound (openAuditPool), so
- * a batch stuck in the database is cancelled too. A batch the database rejects as malformed (class
+ * Fail closed: a waiter not committed within commitTimeoutMs rejects with AuditUnavailableError.
+ * An event not yet taken by the writer is withdrawn; a batch runs under a statement_timeout that
+ * ends at its earliest waiter's deadline, so it commits in time or not at all: an event is never
+ * stored after its caller was answered audit_unavailable. A batch the database rejects as malformed (class
  * 22/23) is retried one event at a time, and an event still rejected is stored without its details.
  * The pool reconnects by itself: once the database is back the next batch succeeds.
  */
@@ -231,8 +241,12 @@ export class GroupCommitAuditSink implements AuditSink {
         resolve,
         reject,
         taken: false,
+        deadline: Date.now() + this.timeoutMs,
+        // Not yet taken by the writer: withdraw it. Taken: its batch runs under a statement_timeout
+        // ending at the earliest deadline of the batch, so the batch's own result settles it in time.
         timer: setTimeout(() => {
-          if (!w.taken) this.queue = this.queue.filter((x) => x !== w);
+          if (w.taken) return;
+          this.queue = this.queue.filter((x) => x !== w);
           reject(new AuditUnavailableError());
         }, this.timeoutMs),
       };
@@ -245,12 +259,17 @@ export class GroupCommitAuditSink implements AuditSink {
     this.writing = true;
     try {
       while (this.queue.length) {
-        const batch = this.queue.splice(0, this.opts.maxBatch ?? 500);
-        for (const w of batch) {
+        const now = Date.now();
+        const batch: Waiter[] = [];
+        for (const w of this.queue.splice(0, this.opts.maxBatch ?? 500)) {
           w.taken = true;
-          w.row = toolCallRow(w.event);
+          if (w.deadline <= now) this.settle(w, new AuditUnavailableError());
+          else {
+            w.row = toolCallRow(w.event);
+            batch.push(w);
+          }
         }
-        await this.write(batch);
+        if (batch.length) await this.write(batch);
       }
     } finally {
       this.writing = false;
@@ -264,8 +283,9 @@ export class GroupCommitAuditSink implements AuditSink {
   }
 
   private async write(batch: Waiter[]): Promise<void> {
+    const left = () => Math.min(...batch.map((w) => w.deadline)) - Date.now();
     try {
-      await appendAuditRows(this.pool, batch.map((w) => w.row!));
+      await appendAuditRows(this.pool, batch.map((w) => w.row!), left());
       for (const w of batch) this.settle(w);
       return;
     } catch (err) {
@@ -277,10 +297,12 @@ export class GroupCommitAuditSink implements AuditSink {
     }
     for (const w of batch) {
       try {
-        await appendAuditRows(this.pool, [w.row!]).catch(async (err) => {
-          if (!isMalformed(err)) throw err;
+        const ms = () => w.deadline - Date.now();
+        if (ms() <= 0) throw new AuditUnavailableError();
+        await appendAuditRows(this.pool, [w.row!], ms()).catch(async (err) => {
+          if (!isMalformed(err) || ms() <= 0) throw err;
           this.logger?.warn({ component: 'audit', code: (err as { code?: string }).code, requestId: w.event.requestId }, 'malformed audit event; recording it without details');
-          return appendAuditRows(this.pool, [minimalRow(w.row!)]);
+          return appendAuditRows(this.pool, [minimalRow(w.row!)], ms());
         });
         this.settle(w);
       } catch (err) {
@@ -299,10 +321,12 @@ export class DbAuditSink extends GroupCommitAuditSink {
 
 /**
  * A pool for the audit writer: `max` connections (default 2), statement_timeout and connection
- * timeout equal to the commit bound, idle errors logged. End it after the gateway has flushed.
+ * timeout equal to the commit bound, a client-side query timeout one second past it, idle errors
+ * logged. End it after the gateway has flushed.
  */
 export function openAuditPool(url: string, commitTimeoutMs: number, logger?: Logger, max = 2): pg.Pool {
-  const pool = new pg.Pool({ connectionString: url, max, application_name: 'interlock-audit', connectionTimeoutMillis: commitTimeoutMs, options: `-c statement_timeout=${Math.max(1, Math.trunc(commitTimeoutMs))}` });
+  // query_timeout is a client-side backstop for a connection that stops answering altogether.
+  const pool = new pg.Pool({ connectionString: url, max, application_name: 'interlock-audit', connectionTimeoutMillis: commitTimeoutMs, query_timeout: commitTimeoutMs + 1000, options: `-c statement_timeout=${Math.max(1, Math.trunc(commitTimeoutMs))}` });
   pool.on('error', (err) => logger?.warn({ component: 'audit', code: (err as { code?: string }).code }, 'idle audit connection failed'));
   return pool;
 }

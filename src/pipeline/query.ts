@@ -18,6 +18,7 @@ import { rateLimitStep, type RateLimiter } from './05-rate-limit';
 import { writeSafetyStep } from './06-write-safety';
 import { mapConnectorError, type ConnectorProvider } from './07-execute';
 import { redactRows } from './08-redact';
+import { statementAuditFacts } from './audit-types';
 import type { ResultCache } from './cache';
 
 /** What the query pipeline needs. */
@@ -45,6 +46,23 @@ function details(ctx: ToolCallContext): Record<string, unknown> {
 /** Builds the interlock_query handler. */
 export function queryHandler(deps: QueryPipelineDeps): ToolHandler {
   const now = deps.now ?? (() => new Date());
+  const handler = pipeline(deps, now);
+  // Every event of a call with a statement records its fingerprint, also when the call was refused
+  // before analysis finished (parse or classification time, issue 11): never the text itself.
+  return async (args, ctx) => {
+    const out = await handler(args, ctx);
+    const audit = details(ctx);
+    if (typeof args.sql === 'string' && typeof audit.fingerprint !== 'string') {
+      const facts = statementAuditFacts(args.sql, deps.maskSecret);
+      Object.assign(audit, facts);
+      // A parser's message can quote the text; the analyser's name only identifiers.
+      if (facts.statement_unparsed) delete audit.refusal_message;
+    }
+    return out;
+  };
+}
+
+function pipeline(deps: QueryPipelineDeps, now: () => Date): ToolHandler {
   return async (args, ctx) => {
     const identity = ctx.identity;
     if (!identity) return { kind: 'refusal', code: 'identity_required' };
@@ -77,6 +95,7 @@ export function queryHandler(deps: QueryPipelineDeps): ToolHandler {
     const analysis: SqlAnalysis = analyzeSql(sql, catalog);
     if (!analysis.ok) {
       audit.reason_detail = analysis.code;
+      audit.refusal_message = analysis.message;
       return analysisRefusal(analysis);
     }
     audit.action = analysis.kind;

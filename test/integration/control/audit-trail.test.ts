@@ -87,3 +87,38 @@ test('a client that goes away while its event waits: the outcome is recorded wit
   }
   expect(ev).toMatchObject({ decision: 'allowed', rowCount: 1, sourceId: 'chinook', details: expect.objectContaining({ delivered: false }) });
 }, 30_000);
+
+test('refusals at parse and classification time record the statement fingerprint, reason and detail; unparsable text only as a keyed hash', async () => {
+  const q = (sql: string) => callTool(env, 'interlock_query', { source_id: 'chinook', sql }, env.apiKey);
+  const eventOf = async (r: { body: any }) => {
+    const rid = r.body.result.structuredContent.request_id as string;
+    const [e] = (await searchAudit(env.db, { requestId: rid, kind: 'tool_call' })).events;
+    return e;
+  };
+  const cases: Array<[string, string, string]> = [
+    ['SELECT pg_sleep(1)', 'forbidden', 'function_not_allowed'],
+    ["SELECT 1; SELECT 'x'", 'forbidden', 'statement_not_allowed'],
+    ['SELECT no_such_column FROM album WHERE album_id = 7', 'forbidden', 'unknown_column'],
+  ];
+  for (const [sql, status, detail] of cases) {
+    const r = await q(sql);
+    expect(r.body.result.structuredContent.status).toBe(status);
+    const e = await eventOf(r);
+    expect(e).toMatchObject({ decision: 'refused', reasonCode: r.body.result.structuredContent.code, fingerprint: expect.stringMatching(/^[0-9a-f]{16}$/) });
+    expect(e.details).toMatchObject({ reason_detail: detail, refusal_message: expect.any(String) });
+  }
+  // Constants removed: the same statement with another value has the same fingerprint.
+  const a = await eventOf(await q('SELECT no_such_column FROM album WHERE album_id = 7'));
+  const b = await eventOf(await q('SELECT no_such_column FROM album WHERE album_id = 99'));
+  expect(a.fingerprint).toBe(b.fingerprint);
+
+  // Text that does not parse may hold values: only an HMAC is kept, stable for equal texts.
+  const secretText = "SELEC email FROM customer WHERE password = 'hunter2-s3cr3t'";
+  const u1 = await eventOf(await q(secretText));
+  const u2 = await eventOf(await q(secretText));
+  expect(u1).toMatchObject({ decision: 'invalid', reasonCode: 'invalid_sql', fingerprint: expect.stringMatching(/^hmac:[0-9a-f]{64}$/) });
+  expect(u1.details).toMatchObject({ statement_unparsed: true, reason_detail: 'invalid_sql' });
+  expect(u2.fingerprint).toBe(u1.fingerprint);
+  expect(JSON.stringify(u1)).not.toContain('hunter2');
+  expect(JSON.stringify(u1)).not.toContain('SELEC');
+}, 30_000);
