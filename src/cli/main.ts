@@ -32,6 +32,7 @@ import { ControlError, ValidationError } from '../control/errors';
 import type { SourceDefinition } from '../control/sources';
 import { APPROVAL_STATES, type ApprovalState } from '../control/approvals';
 import type { AuditKind, AuditRecord } from '../control/audit';
+import { registerAuditChainCommands } from './audit';
 import type { GovernedGatewayOptions, GovernedGateway } from '../gateway';
 import { json, processIo, shortTime, table, type CliIo } from './output';
 import { createOperatorToken, listOperatorTokens, revokeOperatorToken } from '../admin/tokens';
@@ -781,6 +782,7 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
       });
       s.print(s.opts.json ? '' : (await auditRows(b, page.events)) + (page.nextCursor ? `\n(more: --cursor ${page.nextCursor})` : ''), page);
     });
+  registerAuditChainCommands(aud, session);
 
   return program;
 }

@@ -3,9 +3,8 @@
  * once its row is stored, and a malformed event in a batch is still stored (without details) by the
  * one-by-one fallback: exactly one row per event, none lost.
  */
-import { freshControlDb, type TestControlDb } from './control-db';
+import { freshControlDb, toolCallEvent, type TestControlDb } from './control-db';
 import { DbAuditSink, searchAudit } from '../../../src/control/audit';
-import type { ToolCallAuditEvent } from '../../../src/pipeline/audit-types';
 
 let t: TestControlDb;
 beforeAll(async () => {
@@ -13,20 +12,7 @@ beforeAll(async () => {
 });
 afterAll(async () => t.cleanup());
 
-const event = (requestId: string, details: Record<string, unknown> = {}): ToolCallAuditEvent => ({
-  requestId,
-  time: new Date().toISOString(),
-  identityId: null,
-  keyId: null,
-  tool: 'interlock_query',
-  canonicalTool: 'interlock_query',
-  dialect: 'handshake',
-  protocolVersion: '2025-11-25',
-  decision: 'allowed',
-  reasonCode: null,
-  durationMs: 3,
-  details: { source_id: 'chinook', action: 'read', row_count: 1, ...details },
-});
+const event = toolCallEvent;
 
 test('450 concurrent events: one row each, stored in batches', async () => {
   const sink = new DbAuditSink(t.db, undefined, { maxBatch: 200 });
