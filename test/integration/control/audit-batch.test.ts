@@ -3,7 +3,8 @@
  * once its row is stored, and a malformed event in a batch is still stored (without details) by the
  * one-by-one fallback: exactly one row per event, none lost.
  */
-import { freshControlDb, toolCallEvent, type TestControlDb } from './control-db';
+import { toolCallEvent } from '../../helpers/audit-events';
+import { freshControlDb, type TestControlDb } from './control-db';
 import { DbAuditSink, searchAudit } from '../../../src/control/audit';
 
 let t: TestControlDb;

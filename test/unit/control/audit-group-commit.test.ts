@@ -5,7 +5,7 @@
  */
 import type pg from 'pg';
 import { AuditUnavailableError, GroupCommitAuditSink } from '../../../src/control/audit';
-import type { ToolCallAuditEvent } from '../../../src/pipeline/audit-types';
+import { toolCallEvent } from '../../helpers/audit-events';
 
 interface Call {
   text: string;
@@ -31,20 +31,7 @@ function scriptedPool(): { pool: pg.Pool; calls: Call[] } {
   return { pool, calls };
 }
 
-const event = (requestId: string): ToolCallAuditEvent => ({
-  requestId,
-  time: '2026-12-01T00:00:00.000Z',
-  identityId: 'idn_1',
-  keyId: 'key_1',
-  tool: 'interlock_query',
-  canonicalTool: 'interlock_query',
-  dialect: 'handshake',
-  protocolVersion: '2025-11-25',
-  decision: 'allowed',
-  reasonCode: null,
-  durationMs: 1,
-  details: { source_id: 'chinook' },
-});
+const event = (requestId: string) => toolCallEvent(requestId, { action: undefined, row_count: undefined });
 
 const tick = () => new Promise((r) => setImmediate(r));
 
