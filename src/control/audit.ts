@@ -201,6 +201,7 @@ interface Waiter {
   taken: boolean;
   /** Date.now() after which the caller is answered audit_unavailable. */
   deadline: number;
+  settled?: boolean;
   timer: NodeJS.Timeout;
 }
 
@@ -260,16 +261,22 @@ export class GroupCommitAuditSink implements AuditSink {
     try {
       while (this.queue.length) {
         const now = Date.now();
+        const taken = this.queue.splice(0, this.opts.maxBatch ?? 500);
         const batch: Waiter[] = [];
-        for (const w of this.queue.splice(0, this.opts.maxBatch ?? 500)) {
-          w.taken = true;
-          if (w.deadline <= now) this.settle(w, new AuditUnavailableError());
-          else {
-            w.row = toolCallRow(w.event);
-            batch.push(w);
+        try {
+          for (const w of taken) {
+            w.taken = true;
+            if (w.deadline <= now) this.settle(w, new AuditUnavailableError());
+            else {
+              w.row = toolCallRow(w.event);
+              batch.push(w);
+            }
           }
+          if (batch.length) await this.write(batch);
+        } catch (err) {
+          // Never leave a taken caller waiting (its own timer does not settle it).
+          for (const w of taken) this.settle(w, err);
         }
-        if (batch.length) await this.write(batch);
       }
     } finally {
       this.writing = false;
@@ -277,6 +284,8 @@ export class GroupCommitAuditSink implements AuditSink {
   }
 
   private settle(w: Waiter, err?: unknown): void {
+    if (w.settled) return;
+    w.settled = true;
     clearTimeout(w.timer);
     if (err === undefined) w.resolve();
     else w.reject(err instanceof AuditUnavailableError ? err : new AuditUnavailableError(err));
