@@ -77,7 +77,7 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
   const logger = opts.logger ?? createLogger(opts.config.log_level);
   await initSqlParser();
   const { db, config } = opts;
-  const store = new DbGovernanceStore(db, { approvalTtlSeconds: config.approvals.ttl_seconds });
+  const store = new DbGovernanceStore(db, { approvalTtlSeconds: config.approvals.ttl_seconds, auditCommitTimeoutMs: config.audit?.commit_timeout_ms ?? 2000 });
   const identityResolver = new DbIdentityResolver(db, { logger });
   const cache = new ResultCache({ ttlMs: config.cache.ttl_ms, maxBytes: config.cache.max_bytes });
   const registry = new SourceConnectorRegistry({ logger });

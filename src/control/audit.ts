@@ -340,33 +340,35 @@ export function openAuditPool(url: string, commitTimeoutMs: number, logger?: Log
   return pool;
 }
 
-/** Records one approval action (kind approval; decision = the action) as its own chained batch. Accepts a pooled client to record inside a transaction. */
+/** The stored row of an approval action (kind approval; decision = the action). */
+export function approvalRow(e: ApprovalAuditEvent): AuditRowInput {
+  return {
+    kind: 'approval',
+    time: e.time instanceof Date ? e.time.toISOString() : (e.time ?? null),
+    request_id: e.requestId ?? null,
+    identity_id: e.identityId ?? null,
+    key_id: e.keyId ?? null,
+    tool: null,
+    canonical_tool: null,
+    dialect: null,
+    protocol_version: null,
+    decision: e.action,
+    reason_code: e.reasonCode ?? null,
+    source_id: e.sourceId ?? null,
+    action: 'write',
+    fingerprint: e.fingerprint ?? null,
+    relations: e.relations ?? null,
+    row_count: e.rowCount ?? null,
+    duration_ms: e.durationMs ?? null,
+    approval_id: e.approvalId,
+    operator: e.operator ?? null,
+    details: scrub(e.details ?? {}) as Record<string, unknown>,
+  };
+}
+
+/** Records one approval action as its own chained batch. Accepts a pooled client to record inside a transaction. */
 export async function recordApprovalEvent(db: Queryable, e: ApprovalAuditEvent): Promise<void> {
-  const time = e.time instanceof Date ? e.time.toISOString() : (e.time ?? null);
-  await appendAuditRows(db, [
-    {
-      kind: 'approval',
-      time,
-      request_id: e.requestId ?? null,
-      identity_id: e.identityId ?? null,
-      key_id: e.keyId ?? null,
-      tool: null,
-      canonical_tool: null,
-      dialect: null,
-      protocol_version: null,
-      decision: e.action,
-      reason_code: e.reasonCode ?? null,
-      source_id: e.sourceId ?? null,
-      action: 'write',
-      fingerprint: e.fingerprint ?? null,
-      relations: e.relations ?? null,
-      row_count: e.rowCount ?? null,
-      duration_ms: e.durationMs ?? null,
-      approval_id: e.approvalId,
-      operator: e.operator ?? null,
-      details: scrub(e.details ?? {}) as Record<string, unknown>,
-    },
-  ]);
+  await appendAuditRows(db, [approvalRow(e)]);
 }
 
 /** A stored audit_events row as the driver returns it (bigint row_count as a string). */

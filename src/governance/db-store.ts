@@ -12,6 +12,7 @@ import { activePolicies } from '../control/policies';
 import { loadCatalog } from '../control/catalog';
 import { queueApproval } from '../control/approvals';
 import type { SourceCatalog } from '../sql/catalog-types';
+import type { ToolCallAuditEvent } from '../pipeline/audit-types';
 import type { RoleGrant } from './evaluator';
 import type { GovernanceStore, NewApproval, SourceRecord } from './store';
 
@@ -24,6 +25,8 @@ interface Timed<T> {
 export interface DbGovernanceStoreOptions {
   ttlMs?: number;
   approvalTtlSeconds?: number;
+  /** Bound of the approval transaction that also commits the call's audit events (config audit.commit_timeout_ms). */
+  auditCommitTimeoutMs?: number;
 }
 
 /** GovernanceStore backed by src/control repositories. */
@@ -89,9 +92,9 @@ export class DbGovernanceStore implements GovernanceStore {
     return value;
   }
 
-  async createApproval(a: NewApproval): Promise<{ id: string; state: string }> {
-    // The approval row and its audit event commit together (issue 11).
-    const rec = await queueApproval(this.db, { ...a, ttlSeconds: this.opts.approvalTtlSeconds });
-    return { id: rec.id, state: rec.state };
+  async createApproval(a: NewApproval, toolCallEvent?: (approvalId: string) => ToolCallAuditEvent): Promise<{ id: string; state: string; audited: boolean }> {
+    // The approval row and its audit events commit together (issue 11).
+    const rec = await queueApproval(this.db, { ...a, ttlSeconds: this.opts.approvalTtlSeconds }, toolCallEvent, this.opts.auditCommitTimeoutMs);
+    return { id: rec.id, state: rec.state, audited: !!toolCallEvent };
   }
 }

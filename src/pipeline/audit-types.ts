@@ -26,6 +26,17 @@ export interface ToolCallAuditEvent {
   details: Record<string, unknown>;
 }
 
+/**
+ * What the dispatcher lends the pipeline about the call's audit event (on the context as
+ * `auditHooks`): `toolCallEvent` builds the event as it stands (details so far, duration until
+ * now); a step that commits the event itself, in its own transaction (a queued write with its
+ * approval row, issue 11), sets `committed` so the dispatcher does not record it again.
+ */
+export interface AuditHooks {
+  toolCallEvent(decision: AuditDecision, reason: string | null): ToolCallAuditEvent;
+  committed: boolean;
+}
+
 /** Where audit events go. `record` must not throw for a single bad event; it may throw when the store is down. */
 export interface AuditSink {
   record(event: ToolCallAuditEvent): Promise<void>;

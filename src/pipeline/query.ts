@@ -18,7 +18,7 @@ import { rateLimitStep, type RateLimiter } from './05-rate-limit';
 import { writeSafetyStep } from './06-write-safety';
 import { mapConnectorError, type ConnectorProvider } from './07-execute';
 import { redactRows } from './08-redact';
-import { statementAuditFacts } from './audit-types';
+import { statementAuditFacts, type AuditHooks } from './audit-types';
 import type { ResultCache } from './cache';
 
 /** What the query pipeline needs. */
@@ -118,7 +118,8 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date): ToolHandler {
 
     // Step 6: write safety — a write never runs on the agent's call.
     if (analysis.kind === 'write') {
-      const queued = await writeSafetyStep(deps.store, { source, identity, requestId: ctx.requestId, sql, params, analysis });
+      const hooks = (ctx as ToolCallContext & { auditHooks?: AuditHooks }).auditHooks;
+      const queued = await writeSafetyStep(deps.store, { source, identity, requestId: ctx.requestId, sql, params, analysis }, hooks && { hooks, details: audit });
       audit.approval_id = queued.kind === 'queued' ? queued.approvalId : undefined;
       return queued;
     }

@@ -12,7 +12,7 @@ import { errorResponse, resultResponse, type JsonRpcId } from '../transport/json
 import type { IdentityResolver, ToolCallContext, ToolOutcome } from '../tools/types';
 import type { ToolRegistry } from '../tools/registry';
 import { identityStep } from '../pipeline/01-identity';
-import type { AuditDecision, AuditSink, ToolCallAuditEvent } from '../pipeline/audit-types';
+import type { AuditDecision, AuditHooks, AuditSink, ToolCallAuditEvent } from '../pipeline/audit-types';
 import { cacheable, complete, discoverResult, initializeResult } from './envelopes';
 import { renderOutcome } from './tool-results';
 import { refusalInfo } from '../errors/vocabulary';
@@ -165,7 +165,7 @@ export async function runToolCall(deps: DispatchDeps, req: ToolCallRequest): Pro
   const binding = deps.tools.get(req.name);
   if (!binding) return null;
   const started = Date.now();
-  const ctx: ToolCallContext & { auditDetails: Record<string, unknown> } = {
+  const ctx: ToolCallContext & { auditDetails: Record<string, unknown>; auditHooks: AuditHooks } = {
     requestId: req.requestId,
     apiKey: req.apiKey,
     identity: null,
@@ -177,6 +177,23 @@ export async function runToolCall(deps: DispatchDeps, req: ToolCallRequest): Pro
     progressToken: req.progressToken,
     notify: req.notify ?? (() => undefined),
     auditDetails: req.route ? { route: req.route } : {},
+    auditHooks: {
+      committed: false,
+      toolCallEvent: (decision, reason) => ({
+        requestId: req.requestId,
+        time: new Date(started).toISOString(),
+        identityId: ctx.identity?.id ?? null,
+        keyId: ctx.identity?.keyId ?? null,
+        tool: binding.name,
+        canonicalTool: binding.canonical,
+        dialect: req.dialect,
+        protocolVersion: req.protocolVersion,
+        decision,
+        reasonCode: reason,
+        durationMs: Date.now() - started,
+        details: ctx.auditDetails,
+      }),
+    },
   };
   const unregister = req.cancelKey !== undefined && req.abort ? deps.inflight.add(req.apiKey, req.cancelKey, req.abort) : () => undefined;
   let outcome: ToolOutcome;
@@ -199,22 +216,10 @@ export async function runToolCall(deps: DispatchDeps, req: ToolCallRequest): Pro
     if (decision === 'failed') deps.logger.warn(line, 'tool execution failed');
     else deps.logger.info(line, 'tool call refused: source unavailable');
   }
-  const event: ToolCallAuditEvent = {
-    requestId: req.requestId,
-    time: new Date(started).toISOString(),
-    identityId: ctx.identity?.id ?? null,
-    keyId: ctx.identity?.keyId ?? null,
-    tool: binding.name,
-    canonicalTool: binding.canonical,
-    dialect: req.dialect,
-    protocolVersion: req.protocolVersion,
-    decision,
-    reasonCode: reason,
-    durationMs: Date.now() - started,
-    details: ctx.auditDetails,
-  };
+  const event = ctx.auditHooks.toolCallEvent(decision, reason);
   // Audit before answer (issue 11): released only once the event committed; else audit_unavailable.
-  const ok = await commitAuditEvent(deps.audit, event, req.signal, deps.logger, deps.pendingAudits);
+  // (A queued write's event was committed with its approval row, in one transaction.)
+  const ok = (outcome.kind === 'queued' && ctx.auditHooks.committed) || (await commitAuditEvent(deps.audit, event, req.signal, deps.logger, deps.pendingAudits));
   if (!ok) {
     outcome = { kind: 'refusal', code: 'audit_unavailable' };
     deps.observe?.({ ...event, decision: 'refused', reasonCode: 'audit_unavailable' });

@@ -60,6 +60,28 @@ test('a read is answered only with its event committed; a stuck audit store fail
   expect((await count()) - before).toBe(1);
 }, 60_000);
 
+test('a queued write commits its approval row with its audit events, or neither: a stuck store answers audit_unavailable and leaves no approval', async () => {
+  const write = (id: number) => callTool(env, 'interlock_query', { source_id: 'chinook', sql: `INSERT INTO playlist (playlist_id, name) VALUES (${id}, 'audit trail')` }, env.apiKey);
+  const ok = await write(7101);
+  expect(ok.body.result.structuredContent).toMatchObject({ status: 'queued', approval_id: expect.any(String) });
+  const apr = ok.body.result.structuredContent.approval_id as string;
+  const evs = (await searchAudit(env.db, { approvalId: apr })).events;
+  expect(evs.map((e) => [e.kind, e.decision]).sort()).toEqual([['approval', 'queued'], ['tool_call', 'queued']]);
+  // Both events are in one batch, committed with the approval row.
+  const b = await ctl.query('SELECT count(DISTINCT batch_id)::int AS n FROM audit_events WHERE approval_id = $1', [apr]);
+  expect(b.rows[0].n).toBe(1);
+
+  await ctl.query('SELECT pg_advisory_lock($1)', [CHAIN_LOCK]);
+  let stuck;
+  try {
+    stuck = await write(7102);
+  } finally {
+    await ctl.query('SELECT pg_advisory_unlock($1)', [CHAIN_LOCK]);
+  }
+  expect(stuck.body.result.structuredContent).toMatchObject({ status: 'unavailable', code: 'audit_unavailable' });
+  expect((await ctl.query("SELECT count(*)::int AS n FROM approvals WHERE sql LIKE '%7102%'")).rows[0].n).toBe(0);
+}, 30_000);
+
 test('a client that goes away while its event waits: the outcome is recorded with delivered: false', async () => {
   await read(); // warm the cache so the second call's execution is instant
   await ctl.query('SELECT pg_advisory_lock($1)', [CHAIN_LOCK]);
