@@ -64,6 +64,15 @@ export interface GatewayConfig {
     ttl_seconds?: number;
   };
   /**
+   * The audit trail (issue 11).
+   */
+  audit?: {
+    /**
+     * How long a tools/call waits for its audit event to commit before it is answered unavailable/audit_unavailable with no result (INTERLOCK_AUDIT_COMMIT_TIMEOUT_MS). Default 2000.
+     */
+    commit_timeout_ms?: number;
+  };
+  /**
    * Result cache of eligible reads.
    */
   cache?: {

@@ -1249,7 +1249,7 @@ return errors === 0;
 validate25.evaluated = {"props":{"asset_id":true,"source_id":true,"title":true,"body":true,"document_type":true,"category_path":true,"timestamp":true,"entities":true,"links":true,"indexed_at":true},"dynamicProps":false,"dynamicItems":false};
 
 exports.validateGatewayConfig = validate26;
-const schema37 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/config-v1.schema.json","title":"GatewayConfig","description":"InterLock gateway configuration: an optional JSON or YAML file (--config FILE) merged with INTERLOCK_* environment variables (environment wins) and then command-line flags. Unknown keys are errors everywhere, and so are unknown INTERLOCK_* environment variables: a misspelt safety setting must never be silently ignored. docs/operators.md lists every key with its variable and default.","type":"object","properties":{"listen":{"description":"Where the MCP endpoint listens.","type":"object","properties":{"host":{"description":"Interface address (INTERLOCK_HOST). Default 127.0.0.1.","type":"string","minLength":1,"maxLength":255},"port":{"description":"TCP port, 0 = any free port (INTERLOCK_PORT). Default 8787.","type":"integer","minimum":0,"maximum":65535}},"additionalProperties":false},"database":{"description":"The control database.","type":"object","properties":{"url":{"description":"PostgreSQL connection URL of the control database (INTERLOCK_DATABASE_URL). Without it an embedded PostgreSQL is started in embedded_data_dir.","type":"string","pattern":"^postgres(ql)?://"},"embedded_data_dir":{"description":"Folder of the embedded PostgreSQL, kept across restarts (INTERLOCK_EMBEDDED_DATA_DIR). Default .interlock/pg.","type":"string","minLength":1},"embedded_port":{"description":"Port of the embedded PostgreSQL, 0 = a free port (INTERLOCK_EMBEDDED_PORT). Default 0.","type":"integer","minimum":0,"maximum":65535},"pool_size":{"description":"Largest number of pooled control-database connections (INTERLOCK_DATABASE_POOL_SIZE). Default 10.","type":"integer","minimum":1,"maximum":1000}},"additionalProperties":false},"allowed_hosts":{"description":"Host header values accepted besides the loopback names when bound to loopback (INTERLOCK_ALLOWED_HOSTS, comma-separated), e.g. gateway.example.com:443. DNS-rebinding protection (decision 14).","type":"array","items":{"type":"string","minLength":1,"maxLength":300},"maxItems":100},"allowed_origins":{"description":"Origin values accepted besides the request's own origin (INTERLOCK_ALLOWED_ORIGINS, comma-separated), e.g. https://app.example.com.","type":"array","items":{"type":"string","pattern":"^https?://[^/\\s]+$"},"maxItems":100},"rate_limits":{"description":"Calls allowed per window, shared by every replica through the control database. per_identity counts every call of one identity across all sources (INTERLOCK_RATE_LIMIT_IDENTITY_POINTS, INTERLOCK_RATE_LIMIT_IDENTITY_WINDOW_SECONDS; default 120 per 60 s); per_source counts every call to one source across all identities (INTERLOCK_RATE_LIMIT_SOURCE_POINTS, INTERLOCK_RATE_LIMIT_SOURCE_WINDOW_SECONDS; default 600 per 60 s).","type":"object","properties":{"per_identity":{"$ref":"#/$defs/rateLimit"},"per_source":{"$ref":"#/$defs/rateLimit"}},"additionalProperties":false},"approvals":{"type":"object","properties":{"ttl_seconds":{"description":"How long a queued write waits for an operator before it expires (INTERLOCK_APPROVAL_TTL_SECONDS). Default 86400 (one day).","type":"integer","minimum":60,"maximum":2592000}},"additionalProperties":false},"cache":{"description":"Result cache of eligible reads.","type":"object","properties":{"ttl_ms":{"description":"Time to live of a cached result in milliseconds, 0 disables the cache (INTERLOCK_CACHE_TTL_MS). Default 30000.","type":"integer","minimum":0,"maximum":86400000},"max_bytes":{"description":"Byte budget of the cache (INTERLOCK_CACHE_MAX_BYTES). Default 67108864 (64 MiB).","type":"integer","minimum":0,"maximum":17179869184}},"additionalProperties":false},"ops_listen":{"description":"Optional separate listen address of the operations endpoints GET /healthz, /readyz and /metrics (INTERLOCK_OPS_HOST, INTERLOCK_OPS_PORT), e.g. for a Prometheus scraper on an internal interface. When set, those three endpoints are served only there (behind the same Host/Origin guard, with the loopback names plus allowed_hosts, or any host on a non-loopback bind without allowed_hosts) and no longer on listen. Default: unset (served on listen).","type":"object","properties":{"host":{"description":"Interface address of the operations listener (INTERLOCK_OPS_HOST). Default 127.0.0.1.","type":"string","minLength":1,"maxLength":255},"port":{"description":"TCP port of the operations listener, 0 = any free port (INTERLOCK_OPS_PORT).","type":"integer","minimum":0,"maximum":65535}},"required":["port"],"additionalProperties":false},"client_limits":{"description":"Limits per client address and per identity, kept in memory on each replica (so N replicas allow up to N times the figure). The client address is the TCP peer address (an IPv6 address counts by its /64 prefix); behind a reverse proxy every client shares the proxy's address.","type":"object","properties":{"keyless":{"$ref":"#/$defs/rateLimit","description":"Requests without a valid agent key (no Authorization Bearer, or a key that does not resolve) allowed per client address per window, counted before any other work (INTERLOCK_KEYLESS_POINTS, INTERLOCK_KEYLESS_WINDOW_SECONDS). Over it: 429 with Retry-After. Default 600 per 60 s."},"streams_per_address":{"description":"Open SSE streams and in-flight tool calls (GET /mcp/sse streams, and tools/call on every route, each of which may answer as a request-scoped stream) per client address (INTERLOCK_STREAMS_PER_ADDRESS). Over it: 429 rate_limited with Retry-After. Default 128.","type":"integer","minimum":1,"maximum":100000},"streams_per_identity":{"description":"Open SSE streams and in-flight tool calls per identity, across addresses (INTERLOCK_STREAMS_PER_IDENTITY). Over it: 429 rate_limited with Retry-After. Default 64.","type":"integer","minimum":1,"maximum":100000}},"additionalProperties":false},"log_level":{"description":"Operational log level (INTERLOCK_LOG_LEVEL). Default info.","type":"string","enum":["fatal","error","warn","info","debug","trace","silent"]},"key_pepper":{"description":"Secret HMAC key for API-key hashes, at least 32 characters (INTERLOCK_KEY_PEPPER; prefer the variable or a secret store to a file). Default: generated once and kept in the control database. Changing it invalidates every key, so the gateway refuses to start with a pepper that differs from the one on record.","type":"string","minLength":32,"maxLength":1024}},"additionalProperties":false,"$defs":{"rateLimit":{"title":"RateLimit","type":"object","properties":{"points":{"description":"Calls allowed per window.","type":"integer","minimum":1,"maximum":1000000},"window_seconds":{"description":"Window length in seconds.","type":"integer","minimum":1,"maximum":86400}},"required":["points","window_seconds"],"additionalProperties":false}}};
+const schema37 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/config-v1.schema.json","title":"GatewayConfig","description":"InterLock gateway configuration: an optional JSON or YAML file (--config FILE) merged with INTERLOCK_* environment variables (environment wins) and then command-line flags. Unknown keys are errors everywhere, and so are unknown INTERLOCK_* environment variables: a misspelt safety setting must never be silently ignored. docs/operators.md lists every key with its variable and default.","type":"object","properties":{"listen":{"description":"Where the MCP endpoint listens.","type":"object","properties":{"host":{"description":"Interface address (INTERLOCK_HOST). Default 127.0.0.1.","type":"string","minLength":1,"maxLength":255},"port":{"description":"TCP port, 0 = any free port (INTERLOCK_PORT). Default 8787.","type":"integer","minimum":0,"maximum":65535}},"additionalProperties":false},"database":{"description":"The control database.","type":"object","properties":{"url":{"description":"PostgreSQL connection URL of the control database (INTERLOCK_DATABASE_URL). Without it an embedded PostgreSQL is started in embedded_data_dir.","type":"string","pattern":"^postgres(ql)?://"},"embedded_data_dir":{"description":"Folder of the embedded PostgreSQL, kept across restarts (INTERLOCK_EMBEDDED_DATA_DIR). Default .interlock/pg.","type":"string","minLength":1},"embedded_port":{"description":"Port of the embedded PostgreSQL, 0 = a free port (INTERLOCK_EMBEDDED_PORT). Default 0.","type":"integer","minimum":0,"maximum":65535},"pool_size":{"description":"Largest number of pooled control-database connections (INTERLOCK_DATABASE_POOL_SIZE). Default 10.","type":"integer","minimum":1,"maximum":1000}},"additionalProperties":false},"allowed_hosts":{"description":"Host header values accepted besides the loopback names when bound to loopback (INTERLOCK_ALLOWED_HOSTS, comma-separated), e.g. gateway.example.com:443. DNS-rebinding protection (decision 14).","type":"array","items":{"type":"string","minLength":1,"maxLength":300},"maxItems":100},"allowed_origins":{"description":"Origin values accepted besides the request's own origin (INTERLOCK_ALLOWED_ORIGINS, comma-separated), e.g. https://app.example.com.","type":"array","items":{"type":"string","pattern":"^https?://[^/\\s]+$"},"maxItems":100},"rate_limits":{"description":"Calls allowed per window, shared by every replica through the control database. per_identity counts every call of one identity across all sources (INTERLOCK_RATE_LIMIT_IDENTITY_POINTS, INTERLOCK_RATE_LIMIT_IDENTITY_WINDOW_SECONDS; default 120 per 60 s); per_source counts every call to one source across all identities (INTERLOCK_RATE_LIMIT_SOURCE_POINTS, INTERLOCK_RATE_LIMIT_SOURCE_WINDOW_SECONDS; default 600 per 60 s).","type":"object","properties":{"per_identity":{"$ref":"#/$defs/rateLimit"},"per_source":{"$ref":"#/$defs/rateLimit"}},"additionalProperties":false},"approvals":{"type":"object","properties":{"ttl_seconds":{"description":"How long a queued write waits for an operator before it expires (INTERLOCK_APPROVAL_TTL_SECONDS). Default 86400 (one day).","type":"integer","minimum":60,"maximum":2592000}},"additionalProperties":false},"audit":{"description":"The audit trail (issue 11).","type":"object","properties":{"commit_timeout_ms":{"description":"How long a tools/call waits for its audit event to commit before it is answered unavailable/audit_unavailable with no result (INTERLOCK_AUDIT_COMMIT_TIMEOUT_MS). Default 2000.","type":"integer","minimum":100,"maximum":60000}},"additionalProperties":false},"cache":{"description":"Result cache of eligible reads.","type":"object","properties":{"ttl_ms":{"description":"Time to live of a cached result in milliseconds, 0 disables the cache (INTERLOCK_CACHE_TTL_MS). Default 30000.","type":"integer","minimum":0,"maximum":86400000},"max_bytes":{"description":"Byte budget of the cache (INTERLOCK_CACHE_MAX_BYTES). Default 67108864 (64 MiB).","type":"integer","minimum":0,"maximum":17179869184}},"additionalProperties":false},"ops_listen":{"description":"Optional separate listen address of the operations endpoints GET /healthz, /readyz and /metrics (INTERLOCK_OPS_HOST, INTERLOCK_OPS_PORT), e.g. for a Prometheus scraper on an internal interface. When set, those three endpoints are served only there (behind the same Host/Origin guard, with the loopback names plus allowed_hosts, or any host on a non-loopback bind without allowed_hosts) and no longer on listen. Default: unset (served on listen).","type":"object","properties":{"host":{"description":"Interface address of the operations listener (INTERLOCK_OPS_HOST). Default 127.0.0.1.","type":"string","minLength":1,"maxLength":255},"port":{"description":"TCP port of the operations listener, 0 = any free port (INTERLOCK_OPS_PORT).","type":"integer","minimum":0,"maximum":65535}},"required":["port"],"additionalProperties":false},"client_limits":{"description":"Limits per client address and per identity, kept in memory on each replica (so N replicas allow up to N times the figure). The client address is the TCP peer address (an IPv6 address counts by its /64 prefix); behind a reverse proxy every client shares the proxy's address.","type":"object","properties":{"keyless":{"$ref":"#/$defs/rateLimit","description":"Requests without a valid agent key (no Authorization Bearer, or a key that does not resolve) allowed per client address per window, counted before any other work (INTERLOCK_KEYLESS_POINTS, INTERLOCK_KEYLESS_WINDOW_SECONDS). Over it: 429 with Retry-After. Default 600 per 60 s."},"streams_per_address":{"description":"Open SSE streams and in-flight tool calls (GET /mcp/sse streams, and tools/call on every route, each of which may answer as a request-scoped stream) per client address (INTERLOCK_STREAMS_PER_ADDRESS). Over it: 429 rate_limited with Retry-After. Default 128.","type":"integer","minimum":1,"maximum":100000},"streams_per_identity":{"description":"Open SSE streams and in-flight tool calls per identity, across addresses (INTERLOCK_STREAMS_PER_IDENTITY). Over it: 429 rate_limited with Retry-After. Default 64.","type":"integer","minimum":1,"maximum":100000}},"additionalProperties":false},"log_level":{"description":"Operational log level (INTERLOCK_LOG_LEVEL). Default info.","type":"string","enum":["fatal","error","warn","info","debug","trace","silent"]},"key_pepper":{"description":"Secret HMAC key for API-key hashes, at least 32 characters (INTERLOCK_KEY_PEPPER; prefer the variable or a secret store to a file). Default: generated once and kept in the control database. Changing it invalidates every key, so the gateway refuses to start with a pepper that differs from the one on record.","type":"string","minLength":32,"maxLength":1024}},"additionalProperties":false,"$defs":{"rateLimit":{"title":"RateLimit","type":"object","properties":{"points":{"description":"Calls allowed per window.","type":"integer","minimum":1,"maximum":1000000},"window_seconds":{"description":"Window length in seconds.","type":"integer","minimum":1,"maximum":86400}},"required":["points","window_seconds"],"additionalProperties":false}}};
 const schema38 = {"title":"RateLimit","type":"object","properties":{"points":{"description":"Calls allowed per window.","type":"integer","minimum":1,"maximum":1000000},"window_seconds":{"description":"Window length in seconds.","type":"integer","minimum":1,"maximum":86400}},"required":["points","window_seconds"],"additionalProperties":false};
 const func3 = Object.prototype.hasOwnProperty;
 const pattern4 = new RegExp("^postgres(ql)?://", "u");
@@ -1958,12 +1958,12 @@ vErrors.push(err56);
 errors++;
 }
 }
-if(data.cache !== undefined){
-let data21 = data.cache;
+if(data.audit !== undefined){
+let data21 = data.audit;
 if(data21 && typeof data21 == "object" && !Array.isArray(data21)){
 for(const key7 in data21){
-if(!((key7 === "ttl_ms") || (key7 === "max_bytes"))){
-const err57 = {instancePath:instancePath+"/cache",schemaPath:"#/properties/cache/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key7},message:"must NOT have additional properties"};
+if(!(key7 === "commit_timeout_ms")){
+const err57 = {instancePath:instancePath+"/audit",schemaPath:"#/properties/audit/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key7},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err57];
 }
@@ -1973,10 +1973,10 @@ vErrors.push(err57);
 errors++;
 }
 }
-if(data21.ttl_ms !== undefined){
-let data22 = data21.ttl_ms;
+if(data21.commit_timeout_ms !== undefined){
+let data22 = data21.commit_timeout_ms;
 if(!(((typeof data22 == "number") && (!(data22 % 1) && !isNaN(data22))) && (isFinite(data22)))){
-const err58 = {instancePath:instancePath+"/cache/ttl_ms",schemaPath:"#/properties/cache/properties/ttl_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err58 = {instancePath:instancePath+"/audit/commit_timeout_ms",schemaPath:"#/properties/audit/properties/commit_timeout_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err58];
 }
@@ -1986,8 +1986,8 @@ vErrors.push(err58);
 errors++;
 }
 if((typeof data22 == "number") && (isFinite(data22))){
-if(data22 > 86400000 || isNaN(data22)){
-const err59 = {instancePath:instancePath+"/cache/ttl_ms",schemaPath:"#/properties/cache/properties/ttl_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400000},message:"must be <= 86400000"};
+if(data22 > 60000 || isNaN(data22)){
+const err59 = {instancePath:instancePath+"/audit/commit_timeout_ms",schemaPath:"#/properties/audit/properties/commit_timeout_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 60000},message:"must be <= 60000"};
 if(vErrors === null){
 vErrors = [err59];
 }
@@ -1996,8 +1996,8 @@ vErrors.push(err59);
 }
 errors++;
 }
-if(data22 < 0 || isNaN(data22)){
-const err60 = {instancePath:instancePath+"/cache/ttl_ms",schemaPath:"#/properties/cache/properties/ttl_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if(data22 < 100 || isNaN(data22)){
+const err60 = {instancePath:instancePath+"/audit/commit_timeout_ms",schemaPath:"#/properties/audit/properties/commit_timeout_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 100},message:"must be >= 100"};
 if(vErrors === null){
 vErrors = [err60];
 }
@@ -2008,10 +2008,9 @@ errors++;
 }
 }
 }
-if(data21.max_bytes !== undefined){
-let data23 = data21.max_bytes;
-if(!(((typeof data23 == "number") && (!(data23 % 1) && !isNaN(data23))) && (isFinite(data23)))){
-const err61 = {instancePath:instancePath+"/cache/max_bytes",schemaPath:"#/properties/cache/properties/max_bytes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+else {
+const err61 = {instancePath:instancePath+"/audit",schemaPath:"#/properties/audit/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err61];
 }
@@ -2020,9 +2019,13 @@ vErrors.push(err61);
 }
 errors++;
 }
-if((typeof data23 == "number") && (isFinite(data23))){
-if(data23 > 17179869184 || isNaN(data23)){
-const err62 = {instancePath:instancePath+"/cache/max_bytes",schemaPath:"#/properties/cache/properties/max_bytes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 17179869184},message:"must be <= 17179869184"};
+}
+if(data.cache !== undefined){
+let data23 = data.cache;
+if(data23 && typeof data23 == "object" && !Array.isArray(data23)){
+for(const key8 in data23){
+if(!((key8 === "ttl_ms") || (key8 === "max_bytes"))){
+const err62 = {instancePath:instancePath+"/cache",schemaPath:"#/properties/cache/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key8},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err62];
 }
@@ -2031,8 +2034,11 @@ vErrors.push(err62);
 }
 errors++;
 }
-if(data23 < 0 || isNaN(data23)){
-const err63 = {instancePath:instancePath+"/cache/max_bytes",schemaPath:"#/properties/cache/properties/max_bytes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(data23.ttl_ms !== undefined){
+let data24 = data23.ttl_ms;
+if(!(((typeof data24 == "number") && (!(data24 % 1) && !isNaN(data24))) && (isFinite(data24)))){
+const err63 = {instancePath:instancePath+"/cache/ttl_ms",schemaPath:"#/properties/cache/properties/ttl_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err63];
 }
@@ -2041,11 +2047,9 @@ vErrors.push(err63);
 }
 errors++;
 }
-}
-}
-}
-else {
-const err64 = {instancePath:instancePath+"/cache",schemaPath:"#/properties/cache/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data24 == "number") && (isFinite(data24))){
+if(data24 > 86400000 || isNaN(data24)){
+const err64 = {instancePath:instancePath+"/cache/ttl_ms",schemaPath:"#/properties/cache/properties/ttl_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400000},message:"must be <= 86400000"};
 if(vErrors === null){
 vErrors = [err64];
 }
@@ -2054,12 +2058,8 @@ vErrors.push(err64);
 }
 errors++;
 }
-}
-if(data.ops_listen !== undefined){
-let data24 = data.ops_listen;
-if(data24 && typeof data24 == "object" && !Array.isArray(data24)){
-if(data24.port === undefined){
-const err65 = {instancePath:instancePath+"/ops_listen",schemaPath:"#/properties/ops_listen/required",keyword:"required",params:{missingProperty: "port"},message:"must have required property '"+"port"+"'"};
+if(data24 < 0 || isNaN(data24)){
+const err65 = {instancePath:instancePath+"/cache/ttl_ms",schemaPath:"#/properties/cache/properties/ttl_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err65];
 }
@@ -2068,9 +2068,12 @@ vErrors.push(err65);
 }
 errors++;
 }
-for(const key8 in data24){
-if(!((key8 === "host") || (key8 === "port"))){
-const err66 = {instancePath:instancePath+"/ops_listen",schemaPath:"#/properties/ops_listen/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key8},message:"must NOT have additional properties"};
+}
+}
+if(data23.max_bytes !== undefined){
+let data25 = data23.max_bytes;
+if(!(((typeof data25 == "number") && (!(data25 % 1) && !isNaN(data25))) && (isFinite(data25)))){
+const err66 = {instancePath:instancePath+"/cache/max_bytes",schemaPath:"#/properties/cache/properties/max_bytes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err66];
 }
@@ -2079,12 +2082,9 @@ vErrors.push(err66);
 }
 errors++;
 }
-}
-if(data24.host !== undefined){
-let data25 = data24.host;
-if(typeof data25 === "string"){
-if(func1(data25) > 255){
-const err67 = {instancePath:instancePath+"/ops_listen/host",schemaPath:"#/properties/ops_listen/properties/host/maxLength",keyword:"maxLength",params:{limit: 255},message:"must NOT have more than 255 characters"};
+if((typeof data25 == "number") && (isFinite(data25))){
+if(data25 > 17179869184 || isNaN(data25)){
+const err67 = {instancePath:instancePath+"/cache/max_bytes",schemaPath:"#/properties/cache/properties/max_bytes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 17179869184},message:"must be <= 17179869184"};
 if(vErrors === null){
 vErrors = [err67];
 }
@@ -2093,8 +2093,8 @@ vErrors.push(err67);
 }
 errors++;
 }
-if(func1(data25) < 1){
-const err68 = {instancePath:instancePath+"/ops_listen/host",schemaPath:"#/properties/ops_listen/properties/host/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(data25 < 0 || isNaN(data25)){
+const err68 = {instancePath:instancePath+"/cache/max_bytes",schemaPath:"#/properties/cache/properties/max_bytes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err68];
 }
@@ -2104,8 +2104,10 @@ vErrors.push(err68);
 errors++;
 }
 }
+}
+}
 else {
-const err69 = {instancePath:instancePath+"/ops_listen/host",schemaPath:"#/properties/ops_listen/properties/host/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const err69 = {instancePath:instancePath+"/cache",schemaPath:"#/properties/cache/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err69];
 }
@@ -2115,10 +2117,11 @@ vErrors.push(err69);
 errors++;
 }
 }
-if(data24.port !== undefined){
-let data26 = data24.port;
-if(!(((typeof data26 == "number") && (!(data26 % 1) && !isNaN(data26))) && (isFinite(data26)))){
-const err70 = {instancePath:instancePath+"/ops_listen/port",schemaPath:"#/properties/ops_listen/properties/port/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data.ops_listen !== undefined){
+let data26 = data.ops_listen;
+if(data26 && typeof data26 == "object" && !Array.isArray(data26)){
+if(data26.port === undefined){
+const err70 = {instancePath:instancePath+"/ops_listen",schemaPath:"#/properties/ops_listen/required",keyword:"required",params:{missingProperty: "port"},message:"must have required property '"+"port"+"'"};
 if(vErrors === null){
 vErrors = [err70];
 }
@@ -2127,9 +2130,9 @@ vErrors.push(err70);
 }
 errors++;
 }
-if((typeof data26 == "number") && (isFinite(data26))){
-if(data26 > 65535 || isNaN(data26)){
-const err71 = {instancePath:instancePath+"/ops_listen/port",schemaPath:"#/properties/ops_listen/properties/port/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
+for(const key9 in data26){
+if(!((key9 === "host") || (key9 === "port"))){
+const err71 = {instancePath:instancePath+"/ops_listen",schemaPath:"#/properties/ops_listen/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key9},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err71];
 }
@@ -2138,8 +2141,12 @@ vErrors.push(err71);
 }
 errors++;
 }
-if(data26 < 0 || isNaN(data26)){
-const err72 = {instancePath:instancePath+"/ops_listen/port",schemaPath:"#/properties/ops_listen/properties/port/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(data26.host !== undefined){
+let data27 = data26.host;
+if(typeof data27 === "string"){
+if(func1(data27) > 255){
+const err72 = {instancePath:instancePath+"/ops_listen/host",schemaPath:"#/properties/ops_listen/properties/host/maxLength",keyword:"maxLength",params:{limit: 255},message:"must NOT have more than 255 characters"};
 if(vErrors === null){
 vErrors = [err72];
 }
@@ -2148,11 +2155,8 @@ vErrors.push(err72);
 }
 errors++;
 }
-}
-}
-}
-else {
-const err73 = {instancePath:instancePath+"/ops_listen",schemaPath:"#/properties/ops_listen/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(func1(data27) < 1){
+const err73 = {instancePath:instancePath+"/ops_listen/host",schemaPath:"#/properties/ops_listen/properties/host/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err73];
 }
@@ -2162,12 +2166,8 @@ vErrors.push(err73);
 errors++;
 }
 }
-if(data.client_limits !== undefined){
-let data27 = data.client_limits;
-if(data27 && typeof data27 == "object" && !Array.isArray(data27)){
-for(const key9 in data27){
-if(!(((key9 === "keyless") || (key9 === "streams_per_address")) || (key9 === "streams_per_identity"))){
-const err74 = {instancePath:instancePath+"/client_limits",schemaPath:"#/properties/client_limits/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key9},message:"must NOT have additional properties"};
+else {
+const err74 = {instancePath:instancePath+"/ops_listen/host",schemaPath:"#/properties/ops_listen/properties/host/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err74];
 }
@@ -2177,11 +2177,10 @@ vErrors.push(err74);
 errors++;
 }
 }
-if(data27.keyless !== undefined){
-let data28 = data27.keyless;
-if(data28 && typeof data28 == "object" && !Array.isArray(data28)){
-if(data28.points === undefined){
-const err75 = {instancePath:instancePath+"/client_limits/keyless",schemaPath:"#/$defs/rateLimit/required",keyword:"required",params:{missingProperty: "points"},message:"must have required property '"+"points"+"'"};
+if(data26.port !== undefined){
+let data28 = data26.port;
+if(!(((typeof data28 == "number") && (!(data28 % 1) && !isNaN(data28))) && (isFinite(data28)))){
+const err75 = {instancePath:instancePath+"/ops_listen/port",schemaPath:"#/properties/ops_listen/properties/port/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err75];
 }
@@ -2190,8 +2189,9 @@ vErrors.push(err75);
 }
 errors++;
 }
-if(data28.window_seconds === undefined){
-const err76 = {instancePath:instancePath+"/client_limits/keyless",schemaPath:"#/$defs/rateLimit/required",keyword:"required",params:{missingProperty: "window_seconds"},message:"must have required property '"+"window_seconds"+"'"};
+if((typeof data28 == "number") && (isFinite(data28))){
+if(data28 > 65535 || isNaN(data28)){
+const err76 = {instancePath:instancePath+"/ops_listen/port",schemaPath:"#/properties/ops_listen/properties/port/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
 if(vErrors === null){
 vErrors = [err76];
 }
@@ -2200,9 +2200,8 @@ vErrors.push(err76);
 }
 errors++;
 }
-for(const key10 in data28){
-if(!((key10 === "points") || (key10 === "window_seconds"))){
-const err77 = {instancePath:instancePath+"/client_limits/keyless",schemaPath:"#/$defs/rateLimit/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key10},message:"must NOT have additional properties"};
+if(data28 < 0 || isNaN(data28)){
+const err77 = {instancePath:instancePath+"/ops_listen/port",schemaPath:"#/properties/ops_listen/properties/port/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err77];
 }
@@ -2212,10 +2211,10 @@ vErrors.push(err77);
 errors++;
 }
 }
-if(data28.points !== undefined){
-let data29 = data28.points;
-if(!(((typeof data29 == "number") && (!(data29 % 1) && !isNaN(data29))) && (isFinite(data29)))){
-const err78 = {instancePath:instancePath+"/client_limits/keyless/points",schemaPath:"#/$defs/rateLimit/properties/points/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+}
+else {
+const err78 = {instancePath:instancePath+"/ops_listen",schemaPath:"#/properties/ops_listen/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err78];
 }
@@ -2224,9 +2223,13 @@ vErrors.push(err78);
 }
 errors++;
 }
-if((typeof data29 == "number") && (isFinite(data29))){
-if(data29 > 1000000 || isNaN(data29)){
-const err79 = {instancePath:instancePath+"/client_limits/keyless/points",schemaPath:"#/$defs/rateLimit/properties/points/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000000},message:"must be <= 1000000"};
+}
+if(data.client_limits !== undefined){
+let data29 = data.client_limits;
+if(data29 && typeof data29 == "object" && !Array.isArray(data29)){
+for(const key10 in data29){
+if(!(((key10 === "keyless") || (key10 === "streams_per_address")) || (key10 === "streams_per_identity"))){
+const err79 = {instancePath:instancePath+"/client_limits",schemaPath:"#/properties/client_limits/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key10},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err79];
 }
@@ -2235,8 +2238,12 @@ vErrors.push(err79);
 }
 errors++;
 }
-if(data29 < 1 || isNaN(data29)){
-const err80 = {instancePath:instancePath+"/client_limits/keyless/points",schemaPath:"#/$defs/rateLimit/properties/points/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+if(data29.keyless !== undefined){
+let data30 = data29.keyless;
+if(data30 && typeof data30 == "object" && !Array.isArray(data30)){
+if(data30.points === undefined){
+const err80 = {instancePath:instancePath+"/client_limits/keyless",schemaPath:"#/$defs/rateLimit/required",keyword:"required",params:{missingProperty: "points"},message:"must have required property '"+"points"+"'"};
 if(vErrors === null){
 vErrors = [err80];
 }
@@ -2245,12 +2252,8 @@ vErrors.push(err80);
 }
 errors++;
 }
-}
-}
-if(data28.window_seconds !== undefined){
-let data30 = data28.window_seconds;
-if(!(((typeof data30 == "number") && (!(data30 % 1) && !isNaN(data30))) && (isFinite(data30)))){
-const err81 = {instancePath:instancePath+"/client_limits/keyless/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data30.window_seconds === undefined){
+const err81 = {instancePath:instancePath+"/client_limits/keyless",schemaPath:"#/$defs/rateLimit/required",keyword:"required",params:{missingProperty: "window_seconds"},message:"must have required property '"+"window_seconds"+"'"};
 if(vErrors === null){
 vErrors = [err81];
 }
@@ -2259,9 +2262,9 @@ vErrors.push(err81);
 }
 errors++;
 }
-if((typeof data30 == "number") && (isFinite(data30))){
-if(data30 > 86400 || isNaN(data30)){
-const err82 = {instancePath:instancePath+"/client_limits/keyless/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
+for(const key11 in data30){
+if(!((key11 === "points") || (key11 === "window_seconds"))){
+const err82 = {instancePath:instancePath+"/client_limits/keyless",schemaPath:"#/$defs/rateLimit/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key11},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err82];
 }
@@ -2270,8 +2273,11 @@ vErrors.push(err82);
 }
 errors++;
 }
-if(data30 < 1 || isNaN(data30)){
-const err83 = {instancePath:instancePath+"/client_limits/keyless/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+if(data30.points !== undefined){
+let data31 = data30.points;
+if(!(((typeof data31 == "number") && (!(data31 % 1) && !isNaN(data31))) && (isFinite(data31)))){
+const err83 = {instancePath:instancePath+"/client_limits/keyless/points",schemaPath:"#/$defs/rateLimit/properties/points/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err83];
 }
@@ -2280,11 +2286,9 @@ vErrors.push(err83);
 }
 errors++;
 }
-}
-}
-}
-else {
-const err84 = {instancePath:instancePath+"/client_limits/keyless",schemaPath:"#/$defs/rateLimit/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data31 == "number") && (isFinite(data31))){
+if(data31 > 1000000 || isNaN(data31)){
+const err84 = {instancePath:instancePath+"/client_limits/keyless/points",schemaPath:"#/$defs/rateLimit/properties/points/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000000},message:"must be <= 1000000"};
 if(vErrors === null){
 vErrors = [err84];
 }
@@ -2293,11 +2297,8 @@ vErrors.push(err84);
 }
 errors++;
 }
-}
-if(data27.streams_per_address !== undefined){
-let data31 = data27.streams_per_address;
-if(!(((typeof data31 == "number") && (!(data31 % 1) && !isNaN(data31))) && (isFinite(data31)))){
-const err85 = {instancePath:instancePath+"/client_limits/streams_per_address",schemaPath:"#/properties/client_limits/properties/streams_per_address/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data31 < 1 || isNaN(data31)){
+const err85 = {instancePath:instancePath+"/client_limits/keyless/points",schemaPath:"#/$defs/rateLimit/properties/points/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err85];
 }
@@ -2306,9 +2307,12 @@ vErrors.push(err85);
 }
 errors++;
 }
-if((typeof data31 == "number") && (isFinite(data31))){
-if(data31 > 100000 || isNaN(data31)){
-const err86 = {instancePath:instancePath+"/client_limits/streams_per_address",schemaPath:"#/properties/client_limits/properties/streams_per_address/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+}
+}
+if(data30.window_seconds !== undefined){
+let data32 = data30.window_seconds;
+if(!(((typeof data32 == "number") && (!(data32 % 1) && !isNaN(data32))) && (isFinite(data32)))){
+const err86 = {instancePath:instancePath+"/client_limits/keyless/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err86];
 }
@@ -2317,8 +2321,9 @@ vErrors.push(err86);
 }
 errors++;
 }
-if(data31 < 1 || isNaN(data31)){
-const err87 = {instancePath:instancePath+"/client_limits/streams_per_address",schemaPath:"#/properties/client_limits/properties/streams_per_address/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if((typeof data32 == "number") && (isFinite(data32))){
+if(data32 > 86400 || isNaN(data32)){
+const err87 = {instancePath:instancePath+"/client_limits/keyless/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
 if(vErrors === null){
 vErrors = [err87];
 }
@@ -2327,12 +2332,8 @@ vErrors.push(err87);
 }
 errors++;
 }
-}
-}
-if(data27.streams_per_identity !== undefined){
-let data32 = data27.streams_per_identity;
-if(!(((typeof data32 == "number") && (!(data32 % 1) && !isNaN(data32))) && (isFinite(data32)))){
-const err88 = {instancePath:instancePath+"/client_limits/streams_per_identity",schemaPath:"#/properties/client_limits/properties/streams_per_identity/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data32 < 1 || isNaN(data32)){
+const err88 = {instancePath:instancePath+"/client_limits/keyless/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err88];
 }
@@ -2341,9 +2342,11 @@ vErrors.push(err88);
 }
 errors++;
 }
-if((typeof data32 == "number") && (isFinite(data32))){
-if(data32 > 100000 || isNaN(data32)){
-const err89 = {instancePath:instancePath+"/client_limits/streams_per_identity",schemaPath:"#/properties/client_limits/properties/streams_per_identity/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+}
+}
+}
+else {
+const err89 = {instancePath:instancePath+"/client_limits/keyless",schemaPath:"#/$defs/rateLimit/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err89];
 }
@@ -2352,8 +2355,11 @@ vErrors.push(err89);
 }
 errors++;
 }
-if(data32 < 1 || isNaN(data32)){
-const err90 = {instancePath:instancePath+"/client_limits/streams_per_identity",schemaPath:"#/properties/client_limits/properties/streams_per_identity/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+if(data29.streams_per_address !== undefined){
+let data33 = data29.streams_per_address;
+if(!(((typeof data33 == "number") && (!(data33 % 1) && !isNaN(data33))) && (isFinite(data33)))){
+const err90 = {instancePath:instancePath+"/client_limits/streams_per_address",schemaPath:"#/properties/client_limits/properties/streams_per_address/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err90];
 }
@@ -2362,11 +2368,9 @@ vErrors.push(err90);
 }
 errors++;
 }
-}
-}
-}
-else {
-const err91 = {instancePath:instancePath+"/client_limits",schemaPath:"#/properties/client_limits/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data33 == "number") && (isFinite(data33))){
+if(data33 > 100000 || isNaN(data33)){
+const err91 = {instancePath:instancePath+"/client_limits/streams_per_address",schemaPath:"#/properties/client_limits/properties/streams_per_address/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
 if(vErrors === null){
 vErrors = [err91];
 }
@@ -2375,11 +2379,8 @@ vErrors.push(err91);
 }
 errors++;
 }
-}
-if(data.log_level !== undefined){
-let data33 = data.log_level;
-if(typeof data33 !== "string"){
-const err92 = {instancePath:instancePath+"/log_level",schemaPath:"#/properties/log_level/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data33 < 1 || isNaN(data33)){
+const err92 = {instancePath:instancePath+"/client_limits/streams_per_address",schemaPath:"#/properties/client_limits/properties/streams_per_address/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err92];
 }
@@ -2388,8 +2389,12 @@ vErrors.push(err92);
 }
 errors++;
 }
-if(!(((((((data33 === "fatal") || (data33 === "error")) || (data33 === "warn")) || (data33 === "info")) || (data33 === "debug")) || (data33 === "trace")) || (data33 === "silent"))){
-const err93 = {instancePath:instancePath+"/log_level",schemaPath:"#/properties/log_level/enum",keyword:"enum",params:{allowedValues: schema37.properties.log_level.enum},message:"must be equal to one of the allowed values"};
+}
+}
+if(data29.streams_per_identity !== undefined){
+let data34 = data29.streams_per_identity;
+if(!(((typeof data34 == "number") && (!(data34 % 1) && !isNaN(data34))) && (isFinite(data34)))){
+const err93 = {instancePath:instancePath+"/client_limits/streams_per_identity",schemaPath:"#/properties/client_limits/properties/streams_per_identity/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err93];
 }
@@ -2398,12 +2403,9 @@ vErrors.push(err93);
 }
 errors++;
 }
-}
-if(data.key_pepper !== undefined){
-let data34 = data.key_pepper;
-if(typeof data34 === "string"){
-if(func1(data34) > 1024){
-const err94 = {instancePath:instancePath+"/key_pepper",schemaPath:"#/properties/key_pepper/maxLength",keyword:"maxLength",params:{limit: 1024},message:"must NOT have more than 1024 characters"};
+if((typeof data34 == "number") && (isFinite(data34))){
+if(data34 > 100000 || isNaN(data34)){
+const err94 = {instancePath:instancePath+"/client_limits/streams_per_identity",schemaPath:"#/properties/client_limits/properties/streams_per_identity/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
 if(vErrors === null){
 vErrors = [err94];
 }
@@ -2412,8 +2414,8 @@ vErrors.push(err94);
 }
 errors++;
 }
-if(func1(data34) < 32){
-const err95 = {instancePath:instancePath+"/key_pepper",schemaPath:"#/properties/key_pepper/minLength",keyword:"minLength",params:{limit: 32},message:"must NOT have fewer than 32 characters"};
+if(data34 < 1 || isNaN(data34)){
+const err95 = {instancePath:instancePath+"/client_limits/streams_per_identity",schemaPath:"#/properties/client_limits/properties/streams_per_identity/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err95];
 }
@@ -2423,8 +2425,10 @@ vErrors.push(err95);
 errors++;
 }
 }
+}
+}
 else {
-const err96 = {instancePath:instancePath+"/key_pepper",schemaPath:"#/properties/key_pepper/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const err96 = {instancePath:instancePath+"/client_limits",schemaPath:"#/properties/client_limits/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err96];
 }
@@ -2434,14 +2438,72 @@ vErrors.push(err96);
 errors++;
 }
 }
-}
-else {
-const err97 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data.log_level !== undefined){
+let data35 = data.log_level;
+if(typeof data35 !== "string"){
+const err97 = {instancePath:instancePath+"/log_level",schemaPath:"#/properties/log_level/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err97];
 }
 else {
 vErrors.push(err97);
+}
+errors++;
+}
+if(!(((((((data35 === "fatal") || (data35 === "error")) || (data35 === "warn")) || (data35 === "info")) || (data35 === "debug")) || (data35 === "trace")) || (data35 === "silent"))){
+const err98 = {instancePath:instancePath+"/log_level",schemaPath:"#/properties/log_level/enum",keyword:"enum",params:{allowedValues: schema37.properties.log_level.enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err98];
+}
+else {
+vErrors.push(err98);
+}
+errors++;
+}
+}
+if(data.key_pepper !== undefined){
+let data36 = data.key_pepper;
+if(typeof data36 === "string"){
+if(func1(data36) > 1024){
+const err99 = {instancePath:instancePath+"/key_pepper",schemaPath:"#/properties/key_pepper/maxLength",keyword:"maxLength",params:{limit: 1024},message:"must NOT have more than 1024 characters"};
+if(vErrors === null){
+vErrors = [err99];
+}
+else {
+vErrors.push(err99);
+}
+errors++;
+}
+if(func1(data36) < 32){
+const err100 = {instancePath:instancePath+"/key_pepper",schemaPath:"#/properties/key_pepper/minLength",keyword:"minLength",params:{limit: 32},message:"must NOT have fewer than 32 characters"};
+if(vErrors === null){
+vErrors = [err100];
+}
+else {
+vErrors.push(err100);
+}
+errors++;
+}
+}
+else {
+const err101 = {instancePath:instancePath+"/key_pepper",schemaPath:"#/properties/key_pepper/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err101];
+}
+else {
+vErrors.push(err101);
+}
+errors++;
+}
+}
+}
+else {
+const err102 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err102];
+}
+else {
+vErrors.push(err102);
 }
 errors++;
 }

@@ -10,7 +10,7 @@ import { getKeyPepper, listenControlChanges, type ControlDb, type ControlListene
 import { DEFAULT_CONFIG, type ResolvedGatewayConfig } from './control/config';
 import type { ClientLimitSettings } from './transport/client-limits';
 import { DbIdentityResolver } from './control/keys';
-import { BatchingAuditSink } from './control/audit';
+import { GroupCommitAuditSink, openAuditPool } from './control/audit';
 import { DbGovernanceStore } from './governance/db-store';
 import { initSqlParser } from './sql/analyze';
 import { SourceConnectorRegistry } from './sources/registry';
@@ -86,7 +86,7 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
   const logger = opts.logger ?? createLogger(opts.config.log_level);
   await initSqlParser();
   const { db, config } = opts;
-  const store = new DbGovernanceStore(db, { approvalTtlSeconds: config.approvals.ttl_seconds });
+  const store = new DbGovernanceStore(db, { approvalTtlSeconds: config.approvals.ttl_seconds, auditCommitTimeoutMs: config.audit?.commit_timeout_ms ?? 2000 });
   const identityResolver = new DbIdentityResolver(db, { logger });
   const cache = new ResultCache({ ttlMs: config.cache.ttl_ms, maxBytes: config.cache.max_bytes });
   const analysisCache = new AnalysisCache();
@@ -150,6 +150,9 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
   };
   const toolNames: ReadonlySet<string> = new Set(tools.map((t) => t.canonical));
   const metrics = new GatewayMetrics(ops, { tools: () => toolNames, sources: () => sourceIds });
+  // The audit writer has its own connections, bounded by the commit timeout (fail closed, issue 11).
+  const auditCommitMs = config.audit?.commit_timeout_ms ?? 2000;
+  const auditPool = openAuditPool(db.url, auditCommitMs, logger);
   const host = opts.host ?? config.listen.host;
   // Operations endpoints: on their own listener when ops_listen is set (issue 10, Build 8), else beside /mcp.
   const opsServer = config.ops_listen ? await listenOperations(createOperationsApp(metrics, ops, originPolicyFor(config.ops_listen.host ?? '127.0.0.1', config, logger), logger), config.ops_listen.host ?? '127.0.0.1', config.ops_listen.port) : null;
@@ -162,7 +165,7 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
     observeRequest: (m, d, s, sec) => metrics.observeRequest(m, d, s, sec),
     tools,
     identityResolver,
-    audit: new BatchingAuditSink(db, logger),
+    audit: new GroupCommitAuditSink(auditPool, logger, { commitTimeoutMs: auditCommitMs }),
     originPolicy: originPolicyFor(host, config, logger),
     logger,
     host,
@@ -207,6 +210,7 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
       await identityResolver.close();
       await registry.closeAll();
       await limiterPool.end().catch(() => undefined);
+      await auditPool.end().catch(() => undefined);
     },
   };
 }

@@ -32,6 +32,7 @@ import { ControlError, ValidationError } from '../control/errors';
 import type { SourceDefinition } from '../control/sources';
 import { APPROVAL_STATES, type ApprovalState } from '../control/approvals';
 import type { AuditKind, AuditRecord } from '../control/audit';
+import { registerAuditChainCommands } from './audit';
 import type { GovernedGatewayOptions, GovernedGateway } from '../gateway';
 import { json, processIo, shortTime, table, type CliIo } from './output';
 import { createOperatorToken, listOperatorTokens, revokeOperatorToken } from '../admin/tokens';
@@ -358,7 +359,7 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
     });
   dbCmd
     .command('grant-runtime-role')
-    .description("grant a database role what the gateway needs: read the control tables, INSERT/SELECT (never UPDATE/DELETE) on audit_events")
+    .description("grant a database role what the gateway needs: read the control tables, append audit events only through interlock_audit_append (never INSERT/UPDATE/DELETE on audit_events)")
     .argument('<role>', 'existing PostgreSQL role the gateway connects as')
     .action(async (role: string, _o: unknown, cmd: Command) => {
       const s = session(cmd);
@@ -781,6 +782,7 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
       });
       s.print(s.opts.json ? '' : (await auditRows(b, page.events)) + (page.nextCursor ? `\n(more: --cursor ${page.nextCursor})` : ''), page);
     });
+  registerAuditChainCommands(aud, session);
 
   return program;
 }

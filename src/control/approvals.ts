@@ -8,9 +8,10 @@
  * of racing callers exactly one moves a given approval out of a given state.
  */
 import type pg from 'pg';
-import type { ControlDb } from './db';
+import { withTransaction, type ControlDb } from './db';
 import { NotFoundError, ValidationError } from './errors';
-import { recordApprovalEvent } from './audit';
+import { appendAuditRows, approvalRow, recordApprovalEvent, toolCallRow } from './audit';
+import type { ToolCallAuditEvent } from '../pipeline/audit-types';
 import { iso, newApprovalId } from './ids';
 
 /** Every approval state. */
@@ -142,6 +143,35 @@ export async function createApproval(db: Queryable, a: NewApproval): Promise<App
     [id, a.sourceId, a.identityId, a.keyId, a.requestId, a.sql, JSON.stringify(a.params ?? []), JSON.stringify(a.classification ?? {}), a.expiresAt ?? null, ttl],
   );
   return toRecord(r.rows[0]);
+}
+
+/**
+ * Queues a write and records its audit events in one transaction (issue 11): the approval event
+ * (kind approval, decision "queued") and, when `toolCallEvent` is given, the call's tool-call event
+ * built for the new approval id, as one chained batch. The approval row never exists without its
+ * events, nor the events without the row. `timeoutMs` bounds each statement (statement_timeout). Returns the new approval. Errors as createApproval; a
+ * store failure rolls everything back.
+ */
+export async function queueApproval(db: ControlDb, a: NewApproval, toolCallEvent?: (approvalId: string) => ToolCallAuditEvent, timeoutMs?: number): Promise<ApprovalRecord> {
+  return withTransaction(db, async (c) => {
+    // Fail closed: past the bound every statement of the transaction is cancelled and nothing commits.
+    if (timeoutMs !== undefined) await c.query(`SET LOCAL statement_timeout = ${Math.max(1, Math.trunc(timeoutMs))}`);
+    const rec = await createApproval(c, a);
+    const rows = [
+      approvalRow({
+        approvalId: rec.id,
+        action: 'queued',
+        identityId: a.identityId,
+        keyId: a.keyId,
+        sourceId: a.sourceId,
+        requestId: a.requestId,
+        fingerprint: typeof a.classification.fingerprint === 'string' ? a.classification.fingerprint : null,
+      }),
+    ];
+    if (toolCallEvent) rows.push(toolCallRow(toolCallEvent(rec.id)));
+    await appendAuditRows(c, rows);
+    return rec;
+  });
 }
 
 /** The approval with id `id`, or null. */

@@ -5,7 +5,7 @@
  * (grantRuntimeRole). Never a key, never a redacted value: the pipeline redacts before it audits,
  * and this module also drops detail fields whose names say they hold secrets.
  */
-import type pg from 'pg';
+import pg from 'pg';
 import type { Logger } from 'pino';
 import type { AuditSink, ToolCallAuditEvent } from '../pipeline/audit-types';
 import type { ControlDb } from './db';
@@ -89,158 +89,13 @@ const str = (v: unknown): string | null => (typeof v === 'string' && v.length > 
 const int = (v: unknown): number | null => (typeof v === 'number' && Number.isFinite(v) ? Math.trunc(v) : null);
 const strs = (v: unknown): string[] | null => (Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : null);
 
-const INSERT_HEAD = `INSERT INTO audit_events (kind, time, request_id, identity_id, key_id, tool, canonical_tool, dialect, protocol_version,
-  decision, reason_code, source_id, action, fingerprint, relations, row_count, duration_ms, approval_id, operator, details)`;
-const INSERT = `${INSERT_HEAD}
-  VALUES ($1, COALESCE($2::timestamptz, now()), $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)`;
-
-/** Columns taken out of ToolCallAuditEvent.details (the rest stays in the details column). */
-const MAPPED_DETAILS = ['source_id', 'action', 'fingerprint', 'relations', 'row_count', 'approval_id'];
-
-/** The INSERT parameters for a tool-call event. */
-export function toolCallParams(e: ToolCallAuditEvent): unknown[] {
-  const d = (e.details ?? {}) as Record<string, unknown>;
-  const rest: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(d)) if (!MAPPED_DETAILS.includes(k)) rest[k] = v;
-  return [
-    'tool_call',
-    e.time ?? null,
-    e.requestId ?? null,
-    e.identityId ?? null,
-    e.keyId ?? null,
-    e.tool ?? null,
-    e.canonicalTool ?? null,
-    e.dialect ?? null,
-    e.protocolVersion ?? null,
-    e.decision,
-    e.reasonCode ?? null,
-    str(d.source_id),
-    str(d.action),
-    str(d.fingerprint),
-    strs(d.relations),
-    int(d.row_count),
-    typeof e.durationMs === 'number' && Number.isFinite(e.durationMs) ? e.durationMs : null,
-    str(d.approval_id),
-    null,
-    JSON.stringify(scrub(rest)),
-  ];
-}
-
 /**
- * An AuditSink writing to audit_events. Maps details.source_id, action, fingerprint, relations,
- * row_count and approval_id into columns and keeps the other details as JSON. An event the
- * database rejects as malformed (SQLSTATE class 22 or 23) is recorded again without its details
- * (details.audit_error = "malformed_event") rather than lost; connection failures throw.
+ * One row for interlock_audit_append (migration 20261201110000000): the audit_events columns
+ * without id, batch_id and recorded_at; a null `time` means the database's now().
  */
-export class DbAuditSink implements AuditSink {
-  constructor(
-    private readonly db: ControlDb,
-    private readonly logger?: Logger,
-  ) {}
-
-  async record(event: ToolCallAuditEvent): Promise<void> {
-    const params = toolCallParams(event);
-    try {
-      await this.db.pool.query(INSERT, params);
-    } catch (err) {
-      const code = (err as { code?: string }).code ?? '';
-      if (!/^2[23]/.test(code)) throw err;
-      this.logger?.warn({ component: 'audit', code, requestId: event.requestId }, 'malformed audit event; recording it without details');
-      const noNul = (v: unknown): unknown => (typeof v === 'string' ? v.replace(/\u0000/g, '') : Array.isArray(v) ? v.map(noNul) : v);
-      const minimal = params.map(noNul);
-      minimal[1] = null; // time: the database's now()
-      minimal[15] = null; // row_count
-      minimal[16] = null; // duration_ms
-      minimal[19] = JSON.stringify({ audit_error: 'malformed_event' });
-      await this.db.pool.query(INSERT, minimal);
-    }
-  }
-}
-
-/**
- * An AuditSink that writes tool-call events in batches: events arriving within `maxDelayMs` (default
- * 5 ms) share one multi-row INSERT (at most `maxBatch`, default 200), so a busy gateway commits the
- * audit once per batch instead of once per call. Each `record` promise settles when its own row is
- * stored; if a batch fails, its events are retried one by one through DbAuditSink (which stores a
- * malformed event without its details rather than lose it). Nothing is dropped: graceful shutdown
- * awaits every pending promise.
- */
-export class BatchingAuditSink implements AuditSink {
-  private queue: Array<{ event: ToolCallAuditEvent; resolve: () => void; reject: (e: unknown) => void }> = [];
-  private timer: NodeJS.Timeout | null = null;
-  private readonly single: DbAuditSink;
-
-  constructor(
-    private readonly db: ControlDb,
-    private readonly logger?: Logger,
-    private readonly opts: { maxBatch?: number; maxDelayMs?: number } = {},
-  ) {
-    this.single = new DbAuditSink(db, logger);
-  }
-
-  record(event: ToolCallAuditEvent): Promise<void> {
-    return new Promise<void>((resolve, reject) => {
-      this.queue.push({ event, resolve, reject });
-      if (this.queue.length >= (this.opts.maxBatch ?? 200)) void this.flush();
-      else this.timer ??= setTimeout(() => void this.flush(), this.opts.maxDelayMs ?? 5);
-    });
-  }
-
-  private async flush(): Promise<void> {
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = null;
-    const batch = this.queue.splice(0, this.opts.maxBatch ?? 200);
-    if (batch.length === 0) return;
-    if (this.queue.length) this.timer = setTimeout(() => void this.flush(), 0);
-    const rows: string[] = [];
-    const params: unknown[] = [];
-    for (const b of batch) {
-      const p = toolCallParams(b.event);
-      const n = params.length;
-      rows.push(`(${p.map((_, i) => (i === 1 ? `COALESCE($${n + i + 1}::timestamptz, now())` : `$${n + i + 1}`)).join(', ')})`);
-      params.push(...p);
-    }
-    try {
-      await this.db.pool.query(`${INSERT_HEAD} VALUES ${rows.join(', ')}`, params);
-      for (const b of batch) b.resolve();
-    } catch (err) {
-      this.logger?.warn({ component: 'audit', code: (err as { code?: string }).code, events: batch.length }, 'batched audit insert failed; storing the events one by one');
-      for (const b of batch) this.single.record(b.event).then(b.resolve, b.reject);
-    }
-  }
-}
-
-/** Records one approval action (kind approval; decision = the action). Accepts a pooled client to record inside a transaction. */
-export async function recordApprovalEvent(db: Queryable, e: ApprovalAuditEvent): Promise<void> {
-  const time = e.time instanceof Date ? e.time.toISOString() : (e.time ?? null);
-  await q(db).query(INSERT, [
-    'approval',
-    time,
-    e.requestId ?? null,
-    e.identityId ?? null,
-    e.keyId ?? null,
-    null,
-    null,
-    null,
-    null,
-    e.action,
-    e.reasonCode ?? null,
-    e.sourceId ?? null,
-    'write',
-    e.fingerprint ?? null,
-    e.relations ?? null,
-    e.rowCount ?? null,
-    e.durationMs ?? null,
-    e.approvalId,
-    e.operator ?? null,
-    JSON.stringify(scrub(e.details ?? {})),
-  ]);
-}
-
-interface AuditRow {
-  id: string;
+export interface AuditRowInput {
   kind: AuditKind;
-  time: Date;
+  time: string | null;
   request_id: string | null;
   identity_id: string | null;
   key_id: string | null;
@@ -254,11 +109,275 @@ interface AuditRow {
   action: string | null;
   fingerprint: string | null;
   relations: string[] | null;
-  row_count: string | null;
+  row_count: number | null;
   duration_ms: number | null;
   approval_id: string | null;
   operator: string | null;
   details: Record<string, unknown>;
+}
+
+/** Columns taken out of ToolCallAuditEvent.details (the rest stays in the details column). */
+const MAPPED_DETAILS = ['source_id', 'action', 'fingerprint', 'relations', 'row_count', 'approval_id'];
+
+/** The stored row of a tool-call event: details.source_id, action, fingerprint, relations, row_count and approval_id become columns. */
+export function toolCallRow(e: ToolCallAuditEvent): AuditRowInput {
+  const d = (e.details ?? {}) as Record<string, unknown>;
+  const rest: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(d)) if (!MAPPED_DETAILS.includes(k)) rest[k] = v;
+  return {
+    kind: 'tool_call',
+    time: e.time ?? null,
+    request_id: e.requestId ?? null,
+    identity_id: e.identityId ?? null,
+    key_id: e.keyId ?? null,
+    tool: e.tool ?? null,
+    canonical_tool: e.canonicalTool ?? null,
+    dialect: e.dialect ?? null,
+    protocol_version: e.protocolVersion ?? null,
+    decision: e.decision,
+    reason_code: e.reasonCode ?? null,
+    source_id: str(d.source_id),
+    action: str(d.action),
+    fingerprint: str(d.fingerprint),
+    relations: strs(d.relations),
+    row_count: int(d.row_count),
+    duration_ms: typeof e.durationMs === 'number' && Number.isFinite(e.durationMs) ? e.durationMs : null,
+    approval_id: str(d.approval_id),
+    operator: null,
+    details: scrub(rest) as Record<string, unknown>,
+  };
+}
+
+/**
+ * Stores `rows` as one sealed, hash-chained batch (interlock_audit_append) and returns the batch
+ * id (decimal string). With a pooled client inside a transaction, the rows commit with the
+ * caller's other writes; with the pool, the statement commits on its own (one commit). With
+ * `timeoutMs` the statement runs under that statement_timeout (SET LOCAL in the same round trip),
+ * so it either commits within it or not at all. Throws the driver error (class 22/23 for a
+ * malformed row, 57014 past the timeout, others when the store is down).
+ */
+export async function appendAuditRows(db: Queryable | pg.Pool, rows: AuditRowInput[], timeoutMs?: number): Promise<string> {
+  const target = 'pool' in db ? db.pool : db;
+  const json = JSON.stringify(rows);
+  if (timeoutMs === undefined) {
+    const r = await target.query<{ b: string }>('SELECT interlock_audit_append($1::jsonb) AS b', [json]);
+    return String(r.rows[0].b);
+  }
+  const ms = Math.max(1, Math.ceil(timeoutMs));
+  const res = (await target.query(`SET LOCAL statement_timeout = ${ms}; SELECT interlock_audit_append(${pg.Client.prototype.escapeLiteral(json)}::jsonb) AS b`)) as unknown as pg.QueryResult<{ b: string }>[];
+  return String(res[res.length - 1].rows[0].b);
+}
+
+/** A copy of `row` that the database accepts whatever its content: no NUL characters, database times, details replaced by {audit_error: "malformed_event"}. */
+function minimalRow(row: AuditRowInput): AuditRowInput {
+  const noNul = <T>(v: T): T => (typeof v === 'string' ? (v.replace(/\u0000/g, '') as T) : Array.isArray(v) ? (v.map(noNul) as T) : v);
+  const out = Object.fromEntries(Object.entries(row).map(([k, v]) => [k, noNul(v)])) as unknown as AuditRowInput;
+  return { ...out, time: null, row_count: null, duration_ms: null, details: { audit_error: 'malformed_event' } };
+}
+
+const isMalformed = (err: unknown) => /^2[23]/.test((err as { code?: string }).code ?? '');
+
+/** Thrown by GroupCommitAuditSink.record when the event could not be committed within the bound. */
+export class AuditUnavailableError extends Error {
+  constructor(readonly reason?: unknown) {
+    super('audit event not committed within the bound');
+  }
+}
+
+/** Options of GroupCommitAuditSink. */
+export interface GroupCommitOptions {
+  /** Most events per batch (default 500). */
+  maxBatch?: number;
+  /** How long record() waits for the commit before it rejects with AuditUnavailableError (ms, default 2000; config audit.commit_timeout_ms). */
+  commitTimeoutMs?: number;
+}
+
+interface Waiter {
+  event: ToolCallAuditEvent;
+  /** Built when the writer takes the event (so a late details.delivered = false is kept). */
+  row?: AuditRowInput;
+  resolve: () => void;
+  reject: (e: unknown) => void;
+  taken: boolean;
+  /** Date.now() after which the caller is answered audit_unavailable. */
+  deadline: number;
+  settled?: boolean;
+  timer: NodeJS.Timeout;
+}
+
+/**
+ * The durable audit writer (issue 11, Build 1–2): `record` resolves only after the event's batch
+ * has committed. One writer drains the queue: it takes every waiting event (up to maxBatch), stores
+ * them with one interlock_audit_append call (one statement, one commit, one chained batch), then
+ * settles every waiter and takes the next batch. At concurrency 1 that is one commit per call; under
+ * load events that arrive during a commit share the next one.
+ *
+ * The event's row is built when the writer takes it, so details changed while it waits in the
+ * queue (the dispatcher sets details.delivered = false when the client goes away) are stored.
+ *
+ * Fail closed: a waiter not committed within commitTimeoutMs rejects with AuditUnavailableError.
+ * An event not yet taken by the writer is withdrawn; a batch runs under a statement_timeout that
+ * ends at its earliest waiter's deadline, so it commits in time or not at all: an event is never
+ * stored after its caller was answered audit_unavailable. A batch the database rejects as malformed (class
+ * 22/23) is retried one event at a time, and an event still rejected is stored without its details.
+ * The pool reconnects by itself: once the database is back the next batch succeeds.
+ */
+export class GroupCommitAuditSink implements AuditSink {
+  private queue: Waiter[] = [];
+  private writing = false;
+  private readonly timeoutMs: number;
+
+  constructor(
+    private readonly pool: pg.Pool,
+    private readonly logger?: Logger,
+    private readonly opts: GroupCommitOptions = {},
+  ) {
+    this.timeoutMs = opts.commitTimeoutMs ?? 2000;
+  }
+
+  record(event: ToolCallAuditEvent): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      const w: Waiter = {
+        event,
+        resolve,
+        reject,
+        taken: false,
+        deadline: Date.now() + this.timeoutMs,
+        // Not yet taken by the writer: withdraw it. Taken: its batch runs under a statement_timeout
+        // ending at the earliest deadline of the batch, so the batch's own result settles it in time.
+        timer: setTimeout(() => {
+          if (w.taken) return;
+          this.queue = this.queue.filter((x) => x !== w);
+          reject(new AuditUnavailableError());
+        }, this.timeoutMs),
+      };
+      this.queue.push(w);
+      if (!this.writing) void this.drain();
+    });
+  }
+
+  private async drain(): Promise<void> {
+    this.writing = true;
+    try {
+      while (this.queue.length) {
+        const now = Date.now();
+        const taken = this.queue.splice(0, this.opts.maxBatch ?? 500);
+        const batch: Waiter[] = [];
+        try {
+          for (const w of taken) {
+            w.taken = true;
+            if (w.deadline <= now) this.settle(w, new AuditUnavailableError());
+            else {
+              w.row = toolCallRow(w.event);
+              batch.push(w);
+            }
+          }
+          if (batch.length) await this.write(batch);
+        } catch (err) {
+          // Never leave a taken caller waiting (its own timer does not settle it).
+          for (const w of taken) this.settle(w, err);
+        }
+      }
+    } finally {
+      this.writing = false;
+    }
+  }
+
+  private settle(w: Waiter, err?: unknown): void {
+    if (w.settled) return;
+    w.settled = true;
+    clearTimeout(w.timer);
+    if (err === undefined) w.resolve();
+    else w.reject(err instanceof AuditUnavailableError ? err : new AuditUnavailableError(err));
+  }
+
+  private async write(batch: Waiter[]): Promise<void> {
+    const left = () => Math.min(...batch.map((w) => w.deadline)) - Date.now();
+    try {
+      await appendAuditRows(this.pool, batch.map((w) => w.row!), left());
+      for (const w of batch) this.settle(w);
+      return;
+    } catch (err) {
+      if (!isMalformed(err)) {
+        this.logger?.error({ component: 'audit', code: (err as { code?: string }).code, events: batch.length }, 'audit batch not committed');
+        for (const w of batch) this.settle(w, err);
+        return;
+      }
+    }
+    for (const w of batch) {
+      try {
+        const ms = () => w.deadline - Date.now();
+        if (ms() <= 0) throw new AuditUnavailableError();
+        await appendAuditRows(this.pool, [w.row!], ms()).catch(async (err) => {
+          if (!isMalformed(err) || ms() <= 0) throw err;
+          this.logger?.warn({ component: 'audit', code: (err as { code?: string }).code, requestId: w.event.requestId }, 'malformed audit event; recording it without details');
+          return appendAuditRows(this.pool, [minimalRow(w.row!)], ms());
+        });
+        this.settle(w);
+      } catch (err) {
+        this.settle(w, err);
+      }
+    }
+  }
+}
+
+/** A GroupCommitAuditSink on the control database's shared pool (tests, tools); the gateway uses its own pool (openAuditPool). */
+export class DbAuditSink extends GroupCommitAuditSink {
+  constructor(db: ControlDb, logger?: Logger, opts: GroupCommitOptions = {}) {
+    super(db.pool, logger, { commitTimeoutMs: 30_000, ...opts });
+  }
+}
+
+/**
+ * A pool for the audit writer: `max` connections (default 2), statement_timeout and connection
+ * timeout equal to the commit bound, a client-side query timeout one second past it, idle errors
+ * logged. End it after the gateway has flushed.
+ */
+export function openAuditPool(url: string, commitTimeoutMs: number, logger?: Logger, max = 2): pg.Pool {
+  // query_timeout is a client-side backstop for a connection that stops answering altogether.
+  const pool = new pg.Pool({ connectionString: url, max, application_name: 'interlock-audit', connectionTimeoutMillis: commitTimeoutMs, query_timeout: commitTimeoutMs + 1000, options: `-c statement_timeout=${Math.max(1, Math.trunc(commitTimeoutMs))}` });
+  pool.on('error', (err) => logger?.warn({ component: 'audit', code: (err as { code?: string }).code }, 'idle audit connection failed'));
+  return pool;
+}
+
+/** The stored row of an approval action (kind approval; decision = the action). */
+export function approvalRow(e: ApprovalAuditEvent): AuditRowInput {
+  return {
+    kind: 'approval',
+    time: e.time instanceof Date ? e.time.toISOString() : (e.time ?? null),
+    request_id: e.requestId ?? null,
+    identity_id: e.identityId ?? null,
+    key_id: e.keyId ?? null,
+    tool: null,
+    canonical_tool: null,
+    dialect: null,
+    protocol_version: null,
+    decision: e.action,
+    reason_code: e.reasonCode ?? null,
+    source_id: e.sourceId ?? null,
+    action: 'write',
+    fingerprint: e.fingerprint ?? null,
+    relations: e.relations ?? null,
+    row_count: e.rowCount ?? null,
+    duration_ms: e.durationMs ?? null,
+    approval_id: e.approvalId,
+    operator: e.operator ?? null,
+    details: scrub(e.details ?? {}) as Record<string, unknown>,
+  };
+}
+
+/** Records one approval action as its own chained batch. Accepts a pooled client to record inside a transaction. */
+export async function recordApprovalEvent(db: Queryable, e: ApprovalAuditEvent): Promise<void> {
+  await appendAuditRows(db, [approvalRow(e)]);
+}
+
+/** A stored audit_events row as the driver returns it (bigint row_count as a string). */
+interface AuditRow extends Omit<AuditRowInput, 'time' | 'row_count'> {
+  id: string;
+  time: Date;
+  row_count: string | null;
+  batch_id: string;
+  recorded_at: Date;
 }
 
 function toRecord(r: AuditRow): AuditRecord {

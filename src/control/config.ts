@@ -25,6 +25,8 @@ export interface ResolvedGatewayConfig {
   rate_limits: { per_identity: RateLimit; per_source: RateLimit };
   approvals: { ttl_seconds: number };
   cache: { ttl_ms: number; max_bytes: number };
+  /** Audit trail: commit_timeout_ms bounds how long a call waits for its event to commit (fail closed after it). */
+  audit: { commit_timeout_ms: number };
   log_level: NonNullable<GatewayConfig['log_level']>;
   key_pepper?: string;
   /** Separate listener of /healthz, /readyz, /metrics (unset: served on listen). */
@@ -41,6 +43,7 @@ export const DEFAULT_CONFIG: Readonly<ResolvedGatewayConfig> = Object.freeze({
   rate_limits: { per_identity: { points: 120, window_seconds: 60 }, per_source: { points: 600, window_seconds: 60 } },
   approvals: { ttl_seconds: 86_400 },
   cache: { ttl_ms: 30_000, max_bytes: 64 * 1024 * 1024 },
+  audit: { commit_timeout_ms: 2000 },
   log_level: 'info',
   client_limits: { keyless: { points: 600, window_seconds: 60 }, streams_per_address: 128, streams_per_identity: 64 },
 });
@@ -64,6 +67,7 @@ export const ENV_VARS: Readonly<Record<string, readonly [string[], EnvKind]>> = 
   INTERLOCK_APPROVAL_TTL_SECONDS: [['approvals', 'ttl_seconds'], 'int'],
   INTERLOCK_CACHE_TTL_MS: [['cache', 'ttl_ms'], 'int'],
   INTERLOCK_CACHE_MAX_BYTES: [['cache', 'max_bytes'], 'int'],
+  INTERLOCK_AUDIT_COMMIT_TIMEOUT_MS: [['audit', 'commit_timeout_ms'], 'int'],
   INTERLOCK_LOG_LEVEL: [['log_level'], 'string'],
   INTERLOCK_KEY_PEPPER: [['key_pepper'], 'string'],
   INTERLOCK_OPS_HOST: [['ops_listen', 'host'], 'string'],

@@ -267,8 +267,9 @@ export function isForeignKeyViolation(err: unknown): boolean {
 
 /**
  * Grants the gateway's own database role what it needs and nothing more (run as the owner):
- * SELECT on every control table; INSERT and SELECT on audit_events (never UPDATE, DELETE or
- * TRUNCATE: the trail is append-only even for the process that writes it); UPDATE of
+ * SELECT on every control table; EXECUTE of interlock_audit_append, the only way it adds audit
+ * events (never INSERT, UPDATE, DELETE or TRUNCATE on the trail: it is append-only and
+ * hash-chained even for the process that writes it); UPDATE of
  * api_keys.last_used_at; INSERT of approvals and UPDATE of their state columns (expiry);
  * INSERT/UPDATE of catalog_snapshots; read/write of rate_limits. `role` must exist.
  * Throws NotFoundError-like ControlError when the role does not exist.
@@ -281,11 +282,11 @@ export async function grantRuntimeRole(db: ControlDb, role: string): Promise<voi
     const dbName = (await c.query<{ d: string }>('SELECT current_database() AS d')).rows[0].d;
     await c.query(`GRANT CONNECT ON DATABASE ${pg.Client.prototype.escapeIdentifier(dbName)} TO ${r}`);
     await c.query(`GRANT USAGE ON SCHEMA public TO ${r}`);
-    await c.query(`REVOKE ALL ON audit_events FROM ${r}`);
+    await c.query(`REVOKE ALL ON audit_events, audit_batches, audit_archives FROM ${r}`);
     // Every control table is readable (later migrations add tables the gateway reads); writes are listed one by one.
     await c.query(`GRANT SELECT ON ALL TABLES IN SCHEMA public TO ${r}`);
-    await c.query(`GRANT INSERT, SELECT ON audit_events TO ${r}`);
-    await c.query(`GRANT USAGE ON SEQUENCE audit_events_id_seq TO ${r}`);
+    // The trail is appended only through the chain function (owner's rights; issue 11).
+    await c.query(`GRANT EXECUTE ON FUNCTION interlock_audit_append(jsonb) TO ${r}`);
     await c.query(`GRANT UPDATE (last_used_at) ON api_keys TO ${r}`);
     await c.query(`GRANT INSERT, UPDATE (state, decided_by, decided_at, executed_at, outcome) ON approvals TO ${r}`);
     await c.query(`GRANT INSERT, UPDATE ON catalog_snapshots TO ${r}`);

@@ -10,9 +10,9 @@ import * as sources from '../control/sources';
 import { grantsForIdentity } from '../control/grants';
 import { activePolicies } from '../control/policies';
 import { loadCatalog } from '../control/catalog';
-import { createApproval } from '../control/approvals';
-import { recordApprovalEvent } from '../control/audit';
+import { queueApproval } from '../control/approvals';
 import type { SourceCatalog } from '../sql/catalog-types';
+import type { ToolCallAuditEvent } from '../pipeline/audit-types';
 import type { RoleGrant } from './evaluator';
 import type { GovernanceStore, NewApproval, SourceRecord } from './store';
 
@@ -25,6 +25,8 @@ interface Timed<T> {
 export interface DbGovernanceStoreOptions {
   ttlMs?: number;
   approvalTtlSeconds?: number;
+  /** Bound of the approval transaction that also commits the call's audit events (config audit.commit_timeout_ms). */
+  auditCommitTimeoutMs?: number;
 }
 
 /** GovernanceStore backed by src/control repositories. */
@@ -90,19 +92,9 @@ export class DbGovernanceStore implements GovernanceStore {
     return value;
   }
 
-  async createApproval(a: NewApproval): Promise<{ id: string; state: string }> {
-    const rec = await createApproval(this.db, { ...a, ttlSeconds: this.opts.approvalTtlSeconds });
-    await recordApprovalEvent(this.db, {
-      approvalId: rec.id,
-      action: 'queued',
-      identityId: a.identityId,
-      keyId: a.keyId,
-      sourceId: a.sourceId,
-      requestId: a.requestId,
-      fingerprint: typeof a.classification.fingerprint === 'string' ? a.classification.fingerprint : null,
-      relations: null,
-      rowCount: null,
-    } as Parameters<typeof recordApprovalEvent>[1]);
-    return { id: rec.id, state: rec.state };
+  async createApproval(a: NewApproval, toolCallEvent?: (approvalId: string) => ToolCallAuditEvent): Promise<{ id: string; state: string; audited: boolean }> {
+    // The approval row and its audit events commit together (issue 11).
+    const rec = await queueApproval(this.db, { ...a, ttlSeconds: this.opts.approvalTtlSeconds }, toolCallEvent, this.opts.auditCommitTimeoutMs);
+    return { id: rec.id, state: rec.state, audited: !!toolCallEvent };
   }
 }

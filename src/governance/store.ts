@@ -6,6 +6,7 @@
 import type { Policy } from '../../generated/policy-v1';
 import type { SourceCatalog } from '../sql/catalog-types';
 import type { RoleGrant } from './evaluator';
+import type { ToolCallAuditEvent } from '../pipeline/audit-types';
 
 /** A registered source as the pipeline needs it. `settings` is connector-specific (postgres: PostgresSourceSettings). */
 export interface SourceRecord {
@@ -35,7 +36,11 @@ export interface GovernanceStore {
   grantsForIdentity(identityId: string): Promise<RoleGrant[]>;
   activePolicies(): Promise<Policy[]>;
   loadCatalog(sourceId: string): Promise<SourceCatalog | null>;
-  createApproval(a: NewApproval): Promise<{ id: string; state: string }>;
+  /**
+   * Stores a write for approval. With `toolCallEvent`, a store that can also commits that event
+   * (built for the new approval id) in the same transaction, and answers `audited: true`.
+   */
+  createApproval(a: NewApproval, toolCallEvent?: (approvalId: string) => ToolCallAuditEvent): Promise<{ id: string; state: string; audited?: boolean }>;
 }
 
 /** An in-memory GovernanceStore (unit tests and property tests of the pipeline). */

@@ -6,11 +6,18 @@
 import type { SqlAnalysis } from '../sql/analyze';
 import type { GovernanceStore, SourceRecord } from '../governance/store';
 import type { Identity, ToolOutcome } from '../tools/types';
+import type { AuditHooks } from './audit-types';
 
-/** Queues the write and returns the queued outcome. */
+/**
+ * Queues the write and returns the queued outcome. With `audit` (the dispatcher's hooks) and
+ * `details` (the call's audit details), the call's tool-call event (decision queued, with
+ * details.approval_id) is committed in the same transaction as the approval row and its approval
+ * event when the store can (issue 11), and `audit.committed` is set.
+ */
 export async function writeSafetyStep(
   store: GovernanceStore,
   w: { source: SourceRecord; identity: Identity; requestId: string; sql: string; params: unknown[]; analysis: Extract<SqlAnalysis, { ok: true }> },
+  audit?: { hooks: AuditHooks; details: Record<string, unknown> },
 ): Promise<ToolOutcome> {
   const classification = {
     kind: w.analysis.kind,
@@ -19,6 +26,13 @@ export async function writeSafetyStep(
     writes: w.analysis.writes,
     reads: w.analysis.reads.map((r) => ({ schema: r.schema, table: r.table })),
   };
-  const a = await store.createApproval({ sourceId: w.source.id, identityId: w.identity.id, keyId: w.identity.keyId, requestId: w.requestId, sql: w.sql, params: w.params, classification });
+  const toolCallEvent = audit
+    ? (approvalId: string) => {
+        audit.details.approval_id = approvalId;
+        return audit.hooks.toolCallEvent('queued', 'approval_required');
+      }
+    : undefined;
+  const a = await store.createApproval({ sourceId: w.source.id, identityId: w.identity.id, keyId: w.identity.keyId, requestId: w.requestId, sql: w.sql, params: w.params, classification }, toolCallEvent);
+  if (audit && a.audited) audit.hooks.committed = true;
   return { kind: 'queued', approvalId: a.id, approvalState: a.state };
 }

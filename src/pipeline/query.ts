@@ -19,6 +19,7 @@ import { rateLimitStep, type RateLimiter } from './05-rate-limit';
 import { writeSafetyStep } from './06-write-safety';
 import { mapConnectorError, type ConnectorProvider } from './07-execute';
 import { redactRows } from './08-redact';
+import { statementAuditFacts, type AuditHooks } from './audit-types';
 import type { ResultCache } from './cache';
 import { rowsText } from './rows-json';
 import { AnalysisCache, evaluatorFor, hasTimeWindows, type CachedAnalysis, type CachedPolicy } from './analysis-cache';
@@ -55,6 +56,23 @@ function details(ctx: ToolCallContext): Record<string, unknown> {
 export function queryHandler(deps: QueryPipelineDeps): ToolHandler {
   const now = deps.now ?? (() => new Date());
   const analyses = deps.analysisCache ?? new AnalysisCache();
+  const handler = pipeline(deps, now, analyses);
+  // Every event of a call with a statement records its fingerprint, also when the call was refused
+  // before analysis finished (parse or classification time, issue 11): never the text itself.
+  return async (args, ctx) => {
+    const out = await handler(args, ctx);
+    const audit = details(ctx);
+    if (typeof args.sql === 'string' && typeof audit.fingerprint !== 'string') {
+      const facts = statementAuditFacts(args.sql, deps.maskSecret);
+      Object.assign(audit, facts);
+      // A parser's message can quote the text; the analyser's name only identifiers.
+      if (facts.statement_unparsed) delete audit.refusal_message;
+    }
+    return out;
+  };
+}
+
+function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCache): ToolHandler {
   return async (args, ctx) => {
     const identity = ctx.identity;
     if (!identity) return { kind: 'refusal', code: 'identity_required' };
@@ -89,6 +107,7 @@ export function queryHandler(deps: QueryPipelineDeps): ToolHandler {
     const { analysis, relations } = cached.entry;
     if (!analysis.ok) {
       audit.reason_detail = analysis.code;
+      audit.refusal_message = analysis.message;
       return cached.entry.denied!;
     }
     audit.action = analysis.kind;
@@ -115,7 +134,8 @@ export function queryHandler(deps: QueryPipelineDeps): ToolHandler {
 
     // Step 6: write safety — a write never runs on the agent's call.
     if (analysis.kind === 'write') {
-      const queued = await writeSafetyStep(deps.store, { source, identity, requestId: ctx.requestId, sql, params, analysis });
+      const hooks = (ctx as ToolCallContext & { auditHooks?: AuditHooks }).auditHooks;
+      const queued = await writeSafetyStep(deps.store, { source, identity, requestId: ctx.requestId, sql, params, analysis }, hooks && { hooks, details: audit });
       audit.approval_id = queued.kind === 'queued' ? queued.approvalId : undefined;
       return queued;
     }

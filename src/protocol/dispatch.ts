@@ -12,7 +12,7 @@ import { errorResponse, resultResponse, type JsonRpcId } from '../transport/json
 import type { IdentityResolver, ToolCallContext, ToolOutcome } from '../tools/types';
 import type { ToolRegistry } from '../tools/registry';
 import { identityStep } from '../pipeline/01-identity';
-import type { AuditDecision, AuditSink, ToolCallAuditEvent } from '../pipeline/audit-types';
+import type { AuditDecision, AuditHooks, AuditSink, ToolCallAuditEvent } from '../pipeline/audit-types';
 import { discoverResult, initializeResult, toolsListResult } from './envelopes';
 import { renderOutcome } from './tool-results';
 import { refusalInfo } from '../errors/vocabulary';
@@ -20,6 +20,7 @@ import type { RateLimiter } from '../pipeline/05-rate-limit';
 import type { ClientLimits } from '../transport/client-limits';
 import { KEYLESS_REFUSALS, type KeylessAuditAggregator } from '../transport/keyless-audit';
 import { admitCall, chargeUnspent, runCharged } from './call-limits';
+import { commitAuditEvent } from './audit-commit';
 
 /** Everything the dispatcher needs; built once per gateway. */
 export interface DispatchDeps {
@@ -189,7 +190,7 @@ export async function runToolCall(deps: DispatchDeps, req: ToolCallRequest): Pro
   const binding = deps.tools.get(req.name);
   if (!binding) return null;
   const started = Date.now();
-  const ctx: ToolCallContext & { auditDetails: Record<string, unknown> } = {
+  const ctx: ToolCallContext & { auditDetails: Record<string, unknown>; auditHooks: AuditHooks } = {
     requestId: req.requestId,
     apiKey: req.apiKey,
     identity: null,
@@ -201,6 +202,23 @@ export async function runToolCall(deps: DispatchDeps, req: ToolCallRequest): Pro
     progressToken: req.progressToken,
     notify: req.notify ?? (() => undefined),
     auditDetails: req.route ? { route: req.route } : {},
+    auditHooks: {
+      committed: false,
+      toolCallEvent: (decision, reason) => ({
+        requestId: req.requestId,
+        time: new Date(started).toISOString(),
+        identityId: ctx.identity?.id ?? null,
+        keyId: ctx.identity?.keyId ?? null,
+        tool: binding.name,
+        canonicalTool: binding.canonical,
+        dialect: req.dialect,
+        protocolVersion: req.protocolVersion,
+        decision,
+        reasonCode: reason,
+        durationMs: Date.now() - started,
+        details: ctx.auditDetails,
+      }),
+    },
   };
   const unregister = req.cancelKey !== undefined && req.abort ? deps.inflight.add(req.apiKey, req.cancelKey, req.abort) : () => undefined;
   const address = req.clientAddress ?? 'unknown';
@@ -230,29 +248,20 @@ export async function runToolCall(deps: DispatchDeps, req: ToolCallRequest): Pro
     if (decision === 'failed') deps.logger.warn(line, 'tool execution failed');
     else deps.logger.info(line, 'tool call refused: source unavailable');
   }
-  const event: ToolCallAuditEvent = {
-    requestId: req.requestId,
-    time: new Date(started).toISOString(),
-    identityId: ctx.identity?.id ?? null,
-    keyId: ctx.identity?.keyId ?? null,
-    tool: binding.name,
-    canonicalTool: binding.canonical,
-    dialect: req.dialect,
-    protocolVersion: req.protocolVersion,
-    decision,
-    reasonCode: reason,
-    durationMs: Date.now() - started,
-    details: ctx.auditDetails,
-  };
-  deps.observe?.(event);
+  const event = ctx.auditHooks.toolCallEvent(decision, reason);
   // Keyless refusals are counted per client address per minute, never one row each (issue 10, Build 6).
   if (deps.keylessAudit && !ctx.identity && outcome.kind === 'refusal' && (KEYLESS_REFUSALS.has(outcome.code) || outcome.code === 'rate_limited')) {
+    deps.observe?.(event);
     deps.keylessAudit.note(address, { reason: outcome.code, tool: binding.canonical, route: req.route ?? 'mcp', dialect: req.dialect, protocolVersion: req.protocolVersion, requestId: req.requestId });
     return { outcome, tool: binding.name, canonical: binding.canonical };
   }
-  const p = deps.audit.record(event).catch((err) => deps.logger.error({ requestId: req.requestId, err }, 'audit write failed'));
-  deps.pendingAudits.add(p);
-  void p.finally(() => deps.pendingAudits.delete(p));
+  // Audit before answer (issue 11): released only once the event committed; else audit_unavailable.
+  // (A queued write's event was committed with its approval row, in one transaction.)
+  const ok = (outcome.kind === 'queued' && ctx.auditHooks.committed) || (await commitAuditEvent(deps.audit, event, req.signal, deps.logger, deps.pendingAudits));
+  if (!ok) {
+    outcome = { kind: 'refusal', code: 'audit_unavailable' };
+    deps.observe?.({ ...event, decision: 'refused', reasonCode: 'audit_unavailable' });
+  } else deps.observe?.(event);
   return { outcome, tool: binding.name, canonical: binding.canonical };
 }
 

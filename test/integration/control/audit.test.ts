@@ -84,7 +84,7 @@ describe('audit trail', () => {
     expect((await searchAudit(t.db, { requestId: 'req_keep' })).events).toHaveLength(1);
   });
 
-  test('the runtime role can INSERT and SELECT the trail but not UPDATE, DELETE or TRUNCATE it', async () => {
+  test('the runtime role appends only through the chain function and reads the trail, never INSERT, UPDATE, DELETE, TRUNCATE or DETACH', async () => {
     const role = `il_rt_${randomBytes(4).toString('hex')}`;
     const admin = new Client({ connectionString: ADMIN_URL });
     await admin.connect();
@@ -97,10 +97,14 @@ describe('audit trail', () => {
       const c = new Client({ connectionString: u.toString() });
       await c.connect();
       try {
-        await c.query("INSERT INTO audit_events (decision, request_id) VALUES ('allowed', 'req_rt')");
+        await c.query(`SELECT interlock_audit_append('[{"decision": "allowed", "request_id": "req_rt"}]')`);
         expect((await c.query("SELECT count(*)::int AS n FROM audit_events WHERE request_id = 'req_rt'")).rows[0].n).toBe(1);
-        for (const sql of ["UPDATE audit_events SET decision = 'x'", 'DELETE FROM audit_events', 'TRUNCATE audit_events']) {
+        // Only through the chain: no direct INSERT (it could forge a batch), no UPDATE, DELETE or TRUNCATE.
+        for (const sql of ["INSERT INTO audit_events (decision, batch_id) VALUES ('allowed', 1)", "UPDATE audit_events SET decision = 'x'", 'DELETE FROM audit_events', 'TRUNCATE audit_events']) {
           await expect(c.query(sql)).rejects.toMatchObject({ code: '42501', message: 'permission denied for table audit_events' });
+        }
+        for (const sql of ["UPDATE audit_batches SET hash = hash", 'DELETE FROM audit_batches', `ALTER TABLE audit_events DETACH PARTITION audit_events_default`]) {
+          await expect(c.query(sql)).rejects.toMatchObject({ code: '42501' });
         }
         // It may read governance and record last use, but not change grants or keys.
         await c.query('SELECT * FROM grants');
@@ -113,6 +117,7 @@ describe('audit trail', () => {
     } finally {
       await t.db.pool.query(`REVOKE ALL ON ALL TABLES IN SCHEMA public FROM ${role}`);
       await t.db.pool.query(`REVOKE ALL ON ALL SEQUENCES IN SCHEMA public FROM ${role}`);
+      await t.db.pool.query(`REVOKE ALL ON ALL FUNCTIONS IN SCHEMA public FROM ${role}`);
       await t.db.pool.query(`REVOKE ALL ON SCHEMA public FROM ${role}`);
       await admin.query(`REVOKE ALL ON DATABASE "${t.temp.name}" FROM ${role}`);
       await admin.query(`DROP ROLE ${role}`);

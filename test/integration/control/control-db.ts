@@ -22,3 +22,4 @@ export async function freshControlDb(prefix: string, opts: { keyPepper?: string 
     },
   };
 }
+

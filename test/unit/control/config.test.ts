@@ -40,6 +40,7 @@ describe('loadConfig', () => {
       rate_limits: { per_identity: { points: 120, window_seconds: 60 }, per_source: { points: 600, window_seconds: 60 } },
       approvals: { ttl_seconds: 86400 },
       cache: { ttl_ms: 30000, max_bytes: 67108864 },
+      audit: { commit_timeout_ms: 2000 },
       log_level: 'info',
       client_limits: { keyless: { points: 600, window_seconds: 60 }, streams_per_address: 128, streams_per_identity: 64 },
     });
@@ -129,5 +130,12 @@ describe('loadConfig', () => {
       rate_limits: { per_source: { points: 9, window_seconds: 3 }, per_identity: { points: 120, window_seconds: 2 } },
       key_pepper: 'p'.repeat(32),
     });
+  });
+});
+
+describe('audit.commit_timeout_ms (issue 11)', () => {
+  test('set by INTERLOCK_AUDIT_COMMIT_TIMEOUT_MS; outside 100–60000 ms it is refused', () => {
+    expect(loadConfig({ env: { INTERLOCK_AUDIT_COMMIT_TIMEOUT_MS: '500' } }).audit).toEqual({ commit_timeout_ms: 500 });
+    expect(() => loadConfig({ env: { INTERLOCK_AUDIT_COMMIT_TIMEOUT_MS: '50' } })).toThrow(/invalid configuration/);
   });
 });

@@ -1,0 +1,63 @@
+/**
+ * `interlock audit archive` and `interlock audit verify` (issue 11, Build 5–6): retention and tamper
+ * evidence of the audit trail, on the control database directly (never through the admin API).
+ * Registered on the `audit` command by src/cli/main.ts.
+ */
+import type { Command } from 'commander';
+import type { ControlDb } from '../control/db';
+import { archiveAuditPartitions, verifyAuditChain } from '../control/audit-chain';
+import { ValidationError } from '../control/errors';
+import { table } from './output';
+
+/** What these commands need of the CLI's session. */
+export interface AuditCommandSession {
+  opts: { server?: string };
+  db(): Promise<ControlDb>;
+  print(human: string, machine: unknown): void;
+}
+
+/** A date (2026-11-01) or ISO-8601 time; a bare date means 00:00 UTC. Throws ValidationError. */
+function parseDate(text: string, what: string): Date {
+  const d = new Date(/^[0-9]{4}-[0-9]{2}-[0-9]{2}$/.test(text) ? `${text}T00:00:00Z` : text);
+  if (Number.isNaN(d.getTime())) throw new ValidationError(`${what}: expected a date (2026-11-01) or an ISO-8601 time, got ${JSON.stringify(text)}`);
+  return d;
+}
+
+function direct(s: AuditCommandSession, what: string): void {
+  if (s.opts.server) throw new ValidationError(`interlock audit ${what} works on the control database directly (as the owner of audit_events): run it without --server`);
+}
+
+/** Adds `archive` and `verify` to the `audit` command. Exit codes as main's: verify exits 1 when the chain does not match. */
+export function registerAuditChainCommands(aud: Command, session: (cmd: Command) => AuditCommandSession): void {
+  aud
+    .command('archive')
+    .description('export whole monthly partitions older than DATE to FILE (gzip JSON lines), then detach and drop them (owner of audit_events only)')
+    .requiredOption('--before <date>', 'archive every month that ends at or before this date (e.g. 2026-10-01)')
+    .requiredOption('--to <file>', 'archive file to create (never overwritten)')
+    .action(async (o: { before: string; to: string }, cmd: Command) => {
+      const s = session(cmd);
+      direct(s, 'archive');
+      const r = await archiveAuditPartitions(await s.db(), { before: parseDate(o.before, '--before'), file: o.to });
+      const human = r.partitions.length
+        ? `${table(['partition', 'from', 'to', 'events'], r.partitions.map((p) => [p.partition, p.rangeFrom, p.rangeTo, p.events]))}\narchived ${r.events} event(s) to ${r.file} (sha256 ${r.sha256}); partitions detached and dropped`
+        : `no whole month ends at or before ${o.before}: nothing archived (${r.file} is empty)`;
+      s.print(human, r);
+    });
+  aud
+    .command('verify')
+    .description('recompute the hash chain of the audit trail and name the first batch that does not match')
+    .option('--since <date>', 'start at the first batch committed at or after this date (its link to earlier batches is trusted)')
+    .option('--archive <file>', 'an archive written by `interlock audit archive`: recompute the archived batches too')
+    .action(async (o: { since?: string; archive?: string }, cmd: Command) => {
+      const s = session(cmd);
+      direct(s, 'verify');
+      const r = await verifyAuditChain(await s.db(), { since: o.since ? parseDate(o.since, '--since') : undefined, archiveFile: o.archive });
+      const summary = `${r.batchesChecked} batch(es), ${r.eventsChecked} event(s) checked${r.archiveEvents ? ` (${r.archiveEvents} from the archive)` : ''}${r.archivedBatchesSkipped ? `; ${r.archivedBatchesSkipped} archived batch(es) not checked (pass --archive FILE)` : ''}`;
+      if (r.ok) s.print(`audit chain OK: ${summary}`, r);
+      else {
+        const m = r.firstMismatch!;
+        s.print(`audit chain BROKEN at batch ${m.batchId}${m.committedAt ? ` (committed ${m.committedAt})` : ''}: ${m.fault}; ${summary} before it`, r);
+        throw Object.assign(new Error(`audit chain does not match at batch ${m.batchId} (${m.fault})`), { code: 'audit_chain_mismatch' });
+      }
+    });
+}

@@ -1,0 +1,287 @@
+/**
+ * Retention and tamper evidence of the audit trail (issue 11, Build 5–6).
+ *
+ * - `archiveAuditPartitions`: exports whole monthly partitions of audit_events (every row, as
+ *   gzip JSON lines in id order), then DETACHes and DROPs them and records the archive in
+ *   audit_archives, in one transaction. Only the owner of audit_events (or a superuser) can: no
+ *   row-level DELETE is ever used, so the append-only triggers keep holding on the rows that stay.
+ * - `verifyAuditChain`: recomputes every batch's hash (SHA-256 over the previous batch's hash, the
+ *   batch id and its events' canonical texts, in the database with the same functions that sealed
+ *   it) and checks each batch links to the one before; given an archive file, batches whose events
+ *   were archived are recomputed from the file. Names the first batch that does not match.
+ *
+ * What it proves, and what not, is written in docs/operators.md ("Audit trail").
+ */
+import { createHash } from 'node:crypto';
+import { createReadStream, createWriteStream, existsSync, promises as fsp } from 'node:fs';
+import { createInterface } from 'node:readline';
+import { createGunzip, createGzip } from 'node:zlib';
+import type pg from 'pg';
+import type { ControlDb } from './db';
+import { ControlError, ValidationError } from './errors';
+import { iso } from './ids';
+
+/** One archived partition. Times are ISO-8601 UTC. */
+export interface ArchivedPartition {
+  partition: string;
+  rangeFrom: string;
+  rangeTo: string;
+  events: number;
+  firstBatchId: string | null;
+  lastBatchId: string | null;
+}
+
+/** What `archiveAuditPartitions` did. `sha256` is the hex digest of the file as written. */
+export interface ArchiveResult {
+  file: string;
+  sha256: string;
+  events: number;
+  partitions: ArchivedPartition[];
+}
+
+const PARTITION = /^audit_events_p([0-9]{4})([0-9]{2})$/;
+
+/** [from, to) of a monthly partition named audit_events_pYYYYMM (UTC months). */
+function monthRange(name: string): { from: Date; to: Date } | null {
+  const m = PARTITION.exec(name);
+  if (!m) return null;
+  const y = Number(m[1]);
+  const mo = Number(m[2]) - 1;
+  return { from: new Date(Date.UTC(y, mo, 1)), to: new Date(Date.UTC(y, mo + 1, 1)) };
+}
+
+/** Throws ControlError('forbidden') unless the connected role owns audit_events (or is a superuser). */
+async function assertOwner(c: pg.ClientBase): Promise<void> {
+  const r = await c.query<{ owner: string; me: string; ok: boolean }>(
+    `SELECT pg_get_userbyid(c.relowner) AS owner, current_user AS me,
+            (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) OR pg_has_role(current_user, c.relowner, 'USAGE') AS ok
+     FROM pg_class c WHERE c.oid = 'audit_events'::regclass`,
+  );
+  const row = r.rows[0];
+  if (!row?.ok) throw new ControlError('forbidden', `only the owner of audit_events (role ${row?.owner ?? '?'}) can archive the audit trail; connected as ${row?.me ?? '?'}`);
+}
+
+/** Monthly partitions of audit_events, oldest first, with their UTC ranges. */
+async function monthlyPartitions(c: pg.ClientBase): Promise<Array<{ name: string; from: Date; to: Date }>> {
+  const r = await c.query<{ name: string }>("SELECT c.relname AS name FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = 'audit_events'::regclass");
+  return r.rows
+    .map((x) => ({ name: x.name, range: monthRange(x.name) }))
+    .filter((x): x is { name: string; range: { from: Date; to: Date } } => x.range !== null)
+    .map((x) => ({ name: x.name, ...x.range }))
+    .sort((a, b) => a.from.getTime() - b.from.getTime());
+}
+
+/**
+ * Archives every monthly partition of audit_events that ends at or before `before` (so only whole
+ * months go): writes their events to `file` (gzip; one JSON object per line, every column, times in
+ * UTC, in id order), flushes it to disk, then detaches and drops those partitions and records each
+ * in audit_archives, all in one transaction (a failure before COMMIT drops nothing). Afterwards it
+ * makes sure the next twelve months have partitions. Returns what was archived (no partitions: an
+ * empty file and nothing dropped).
+ * Throws ValidationError for a bad date or an existing file, ControlError('forbidden') when the
+ * connected role does not own audit_events.
+ */
+export async function archiveAuditPartitions(db: ControlDb, opts: { before: Date; file: string }): Promise<ArchiveResult> {
+  if (Number.isNaN(opts.before.getTime())) throw new ValidationError('--before: not a date');
+  if (existsSync(opts.file)) throw new ValidationError(`${opts.file} already exists: choose a new file (an archive is never overwritten)`);
+  const c = await db.pool.connect();
+  try {
+    await c.query('BEGIN');
+    await c.query("SET LOCAL TimeZone = 'UTC'");
+    await assertOwner(c);
+    const parts = (await monthlyPartitions(c)).filter((p) => p.to.getTime() <= opts.before.getTime());
+    const out = createWriteStream(opts.file, { flags: 'wx' });
+    const gz = createGzip();
+    const hash = createHash('sha256');
+    gz.on('data', (b: Buffer) => hash.update(b));
+    gz.pipe(out);
+    const done = new Promise<void>((resolve, reject) => {
+      out.on('finish', resolve);
+      out.on('error', reject);
+      gz.on('error', reject);
+    });
+    const write = (s: string) => (gz.write(s) ? Promise.resolve() : new Promise<void>((r) => gz.once('drain', () => r())));
+    const archived: ArchivedPartition[] = [];
+    let total = 0;
+    for (const p of parts) {
+      await c.query(`LOCK TABLE ${c.escapeIdentifier(p.name)} IN SHARE MODE`);
+      await c.query(`DECLARE audit_export NO SCROLL CURSOR FOR SELECT row_to_json(e)::text AS j, e.batch_id FROM ${c.escapeIdentifier(p.name)} e ORDER BY e.id`);
+      let n = 0;
+      let first: string | null = null;
+      let last: string | null = null;
+      for (;;) {
+        const r = await c.query<{ j: string; batch_id: string }>('FETCH 2000 FROM audit_export');
+        if (r.rows.length === 0) break;
+        for (const row of r.rows) {
+          await write(row.j + '\n');
+          if (first === null || BigInt(row.batch_id) < BigInt(first)) first = row.batch_id;
+          if (last === null || BigInt(row.batch_id) > BigInt(last)) last = row.batch_id;
+        }
+        n += r.rows.length;
+      }
+      await c.query('CLOSE audit_export');
+      archived.push({ partition: p.name, rangeFrom: p.from.toISOString(), rangeTo: p.to.toISOString(), events: n, firstBatchId: first, lastBatchId: last });
+      total += n;
+    }
+    gz.end();
+    await done;
+    const fh = await fsp.open(opts.file, 'r+');
+    await fh.sync();
+    await fh.close();
+    const sha256 = hash.digest('hex');
+    for (const a of archived) {
+      await c.query(`ALTER TABLE audit_events DETACH PARTITION ${c.escapeIdentifier(a.partition)}`);
+      await c.query(`DROP TABLE ${c.escapeIdentifier(a.partition)}`);
+      await c.query('INSERT INTO audit_archives (partition, range_from, range_to, event_count, first_batch_id, last_batch_id, file_sha256) VALUES ($1, $2, $3, $4, $5, $6, $7)', [
+        a.partition,
+        a.rangeFrom,
+        a.rangeTo,
+        a.events,
+        a.firstBatchId,
+        a.lastBatchId,
+        sha256,
+      ]);
+    }
+    await c.query("SELECT interlock_audit_ensure_partitions((now() AT TIME ZONE 'UTC')::date, 13)");
+    await c.query('COMMIT');
+    return { file: opts.file, sha256, events: total, partitions: archived };
+  } catch (err) {
+    await c.query('ROLLBACK').catch(() => undefined);
+    throw err;
+  } finally {
+    c.release();
+  }
+}
+
+/** Why a batch does not match. */
+export type ChainFault = 'hash_mismatch' | 'broken_link' | 'events_without_batch';
+
+/** The result of verifyAuditChain. `firstMismatch` is null when every checked batch matches. */
+export interface VerifyReport {
+  ok: boolean;
+  /** Batches whose hash was recomputed (from the table or the archive file). */
+  batchesChecked: number;
+  eventsChecked: number;
+  /** Batches of archived partitions whose events were not available (no --archive, or another file). */
+  archivedBatchesSkipped: number;
+  /** Events read from the archive file. */
+  archiveEvents: number;
+  firstMismatch: { batchId: string; committedAt: string | null; fault: ChainFault } | null;
+}
+
+const PAGE = 1000;
+
+/** Loads a file written by archiveAuditPartitions into the temporary table audit_archive_events. */
+async function loadArchive(c: pg.ClientBase, file: string): Promise<number> {
+  if (!existsSync(file)) throw new ValidationError(`archive file not found: ${file}`);
+  await c.query('CREATE TEMP TABLE audit_archive_events (LIKE audit_events) ON COMMIT PRESERVE ROWS');
+  const lines = createInterface({ input: createReadStream(file).pipe(createGunzip()), crlfDelay: Infinity });
+  let chunk: unknown[] = [];
+  let n = 0;
+  const flush = async () => {
+    if (!chunk.length) return;
+    await c.query('INSERT INTO audit_archive_events SELECT * FROM jsonb_populate_recordset(NULL::audit_events, $1::jsonb)', [JSON.stringify(chunk)]);
+    n += chunk.length;
+    chunk = [];
+  };
+  try {
+    for await (const line of lines) {
+      if (!line.trim()) continue;
+      try {
+        chunk.push(JSON.parse(line));
+      } catch {
+        throw new ValidationError(`${file}: line ${n + chunk.length + 1} is not JSON (not an audit archive?)`);
+      }
+      if (chunk.length >= 2000) await flush();
+    }
+  } catch (err) {
+    if (err instanceof ControlError) throw err;
+    throw new ValidationError(`${file} is not a gzip audit archive: ${(err as Error).message}`);
+  }
+  await flush();
+  await c.query('CREATE INDEX ON audit_archive_events (batch_id)');
+  return n;
+}
+
+interface BatchCheck {
+  id: string;
+  committed_at: Date;
+  prev_hash: Buffer | null;
+  hash: Buffer;
+  recomputed: Buffer;
+  events: number;
+  archived: boolean;
+}
+
+/**
+ * Recomputes the audit chain, oldest batch first (from the first batch committed at or after
+ * `since`, whose link to its predecessor is then taken on trust), and stops at the first batch
+ * that does not match: its stored hash differs from the one recomputed from its events
+ * (`hash_mismatch`: an event was changed, added or removed), or its prev_hash is not the stored
+ * hash of the batch before it (`broken_link`), or events name a batch that does not exist
+ * (`events_without_batch`). Batches of archived partitions are recomputed from `archiveFile` when
+ * given (its events are loaded into a temporary table), else skipped and counted.
+ * Throws ValidationError for an unreadable archive file.
+ */
+export async function verifyAuditChain(db: ControlDb, opts: { since?: Date; archiveFile?: string } = {}): Promise<VerifyReport> {
+  const c = await db.pool.connect();
+  try {
+    const archiveEvents = opts.archiveFile ? await loadArchive(c, opts.archiveFile) : 0;
+    const evSource = opts.archiveFile
+      ? '(SELECT * FROM audit_events WHERE batch_id BETWEEN $1 AND $2 UNION ALL SELECT * FROM audit_archive_events WHERE batch_id BETWEEN $1 AND $2)'
+      : '(SELECT * FROM audit_events WHERE batch_id BETWEEN $1 AND $2)';
+    const report: VerifyReport = { ok: true, batchesChecked: 0, eventsChecked: 0, archivedBatchesSkipped: 0, archiveEvents, firstMismatch: null };
+    const orphan = await c.query<{ b: string }>(
+      `SELECT min(e.batch_id)::text AS b FROM ${opts.archiveFile ? '(SELECT batch_id FROM audit_events UNION ALL SELECT batch_id FROM audit_archive_events)' : 'audit_events'} e
+       WHERE NOT EXISTS (SELECT 1 FROM audit_batches b WHERE b.id = e.batch_id)`,
+    );
+    const startRow = await c.query<{ id: string | null }>('SELECT min(id)::text AS id FROM audit_batches WHERE ($1::timestamptz IS NULL OR committed_at >= $1)', [opts.since ?? null]);
+    let prevHash: Buffer | null | undefined = opts.since ? undefined : null; // undefined: trust the first link
+    let from = startRow.rows[0].id;
+    while (from !== null && report.ok) {
+      const page = await c.query<{ id: string; hi: string }>('SELECT id::text AS id FROM audit_batches WHERE id >= $1 ORDER BY id LIMIT $2', [from, PAGE]);
+      if (page.rows.length === 0) break;
+      const lo = page.rows[0].id;
+      const hi = page.rows[page.rows.length - 1].id;
+      const r = await c.query<BatchCheck>(
+        `SELECT b.id::text AS id, b.committed_at, b.prev_hash, b.hash, count(e.id)::int AS events,
+                interlock_audit_batch_hash(b.prev_hash, b.id, string_agg(interlock_audit_event_text(to_jsonb(e), e.time, e.recorded_at), E'\\n' ORDER BY e.id)) AS recomputed,
+                EXISTS (SELECT 1 FROM audit_archives a WHERE b.committed_at >= a.range_from AND b.committed_at < a.range_to) AS archived
+         FROM audit_batches b LEFT JOIN ${evSource} e ON e.batch_id = b.id
+         WHERE b.id BETWEEN $1 AND $2
+         GROUP BY b.id ORDER BY b.id`,
+        [lo, hi],
+      );
+      for (const b of r.rows) {
+        const fault = (f: ChainFault) => {
+          report.ok = false;
+          report.firstMismatch = { batchId: b.id, committedAt: iso(b.committed_at), fault: f };
+        };
+        if (prevHash !== undefined && !bufEq(b.prev_hash, prevHash)) fault('broken_link');
+        else if (b.archived && b.events === 0) report.archivedBatchesSkipped++;
+        else if (!b.recomputed.equals(b.hash)) fault('hash_mismatch');
+        else {
+          report.batchesChecked++;
+          report.eventsChecked += b.events;
+        }
+        if (!report.ok) break;
+        prevHash = b.hash;
+      }
+      from = (BigInt(hi) + 1n).toString();
+    }
+    const o = orphan.rows[0].b;
+    if (o !== null && (report.ok || BigInt(o) < BigInt(report.firstMismatch!.batchId))) {
+      report.ok = false;
+      report.firstMismatch = { batchId: o, committedAt: null, fault: 'events_without_batch' };
+    }
+    return report;
+  } finally {
+    await c.query('DROP TABLE IF EXISTS audit_archive_events').catch(() => undefined);
+    c.release();
+  }
+}
+
+function bufEq(a: Buffer | null, b: Buffer | null): boolean {
+  if (a === null || b === null) return a === b;
+  return a.equals(b);
+}

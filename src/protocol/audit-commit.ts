@@ -1,0 +1,40 @@
+/**
+ * Audit before answer (issue 11, contract: Governance, "one canonical event per tools/call"): the
+ * dispatcher releases a tool call's answer only after `commitAuditEvent` says its event committed.
+ */
+import type { Logger } from 'pino';
+import type { AuditSink, ToolCallAuditEvent } from '../pipeline/audit-types';
+
+/**
+ * Records `event` through `sink` and resolves true once it has committed, false when the sink
+ * failed or gave up (its bound passed): the caller then answers unavailable/audit_unavailable and
+ * returns nothing. Never rejects. While the event waits, a client that goes away (`signal` aborts)
+ * marks it details.delivered = false, unless the call was already cancelled; the outcome is
+ * recorded either way. The settling promise is kept in `pending` until it settles (graceful
+ * shutdown awaits it). A failure is logged with the request id, tool and decision.
+ */
+export async function commitAuditEvent(sink: AuditSink, event: ToolCallAuditEvent, signal: AbortSignal, logger: Logger, pending: Set<Promise<void>>): Promise<boolean> {
+  const undelivered = () => {
+    if (event.decision !== 'cancelled') event.details.delivered = false;
+  };
+  if (signal.aborted) undelivered();
+  else signal.addEventListener('abort', undelivered, { once: true });
+  const committed = sink.record(event).then(
+    () => true,
+    (err) => {
+      logger.error(
+        { component: 'audit', requestId: event.requestId, tool: event.canonicalTool, decision: event.decision, reason: event.reasonCode, err: String((err as Error)?.message ?? err) },
+        'audit event not committed; answering audit_unavailable',
+      );
+      return false;
+    },
+  );
+  const settled = committed.then(() => undefined);
+  pending.add(settled);
+  void settled.finally(() => pending.delete(settled));
+  try {
+    return await committed;
+  } finally {
+    signal.removeEventListener('abort', undelivered);
+  }
+}
