@@ -13,7 +13,7 @@ import { ValidationError } from './errors';
 import { iso } from './ids';
 
 /** Kinds of audit event. */
-export type AuditKind = 'tool_call' | 'approval';
+export type AuditKind = 'tool_call' | 'approval' | 'config';
 
 /** Approval actions recorded in the trail (the `decision` column of kind approval). */
 export type ApprovalAction = 'queued' | 'approved' | 'rejected' | 'executed' | 'failed' | 'expired' | 'refused';
@@ -208,6 +208,22 @@ export class BatchingAuditSink implements AuditSink {
       for (const b of batch) this.single.record(b.event).then(b.resolve, b.reject);
     }
   }
+}
+
+/** A configuration change to record (kind config; issue 16): source update/remove, `interlock apply`. */
+export interface ConfigAuditEvent {
+  /** What changed: "source_updated", "source_removed", "applied". */
+  decision: string;
+  /** Operator who made the change (OS user name in direct mode, the token's operator remotely). */
+  operator: string;
+  sourceId?: string | null;
+  /** The change (field names, counts, file digest); secret-named fields are dropped. */
+  details?: Record<string, unknown>;
+}
+
+/** Records one configuration change (kind config). Accepts a pooled client to record inside a transaction. */
+export async function recordConfigEvent(db: Queryable, e: ConfigAuditEvent): Promise<void> {
+  await q(db).query(INSERT, ['config', null, null, null, null, null, null, null, null, e.decision, null, e.sourceId ?? null, 'config', null, null, null, null, null, e.operator, JSON.stringify(scrub(e.details ?? {}))]);
 }
 
 /** Records one approval action (kind approval; decision = the action). Accepts a pooled client to record inside a transaction. */
