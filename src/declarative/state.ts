@@ -20,7 +20,14 @@ export async function readConfigState(db: Queryable): Promise<ConfigState> {
   const grants = await c.query<{ identity: string; role: string; source: string }>('SELECT i.name AS identity, g.role_name AS role, g.source_id AS source FROM grants g JOIN identities i ON i.id = g.identity_id ORDER BY i.name, g.source_id, g.role_name');
   const policies = await c.query<PolicyState & { applies_to: NonNullable<PolicyState['applies_to']> }>('SELECT name, description, enabled, applies_to, rule FROM policies ORDER BY name');
   const state: ConfigState = { sources: new Map(), roles: new Map(), identities: new Map(), grants: new Map(), policies: new Map() };
-  for (const s of sources.rows) state.sources.set(s.id, { ...s } as SourceState);
+  for (const s of sources.rows) {
+    // An empty password is no password (`source add` without --reader-password-env stores ""): an exported file names no reference for it.
+    for (const who of ['reader', 'writer'] as const) {
+      const c = (s.settings as unknown as Record<string, { password?: string } | undefined>)[who];
+      if (c && c.password === '') delete c.password;
+    }
+    state.sources.set(s.id, { ...s } as SourceState);
+  }
   for (const r of roles.rows) state.roles.set(r.name, { name: r.name, description: r.description, audiences: r.audiences, statements: r.statements });
   for (const i of identities.rows) state.identities.set(i.name, { name: i.name, disabled: i.disabled });
   for (const g of grants.rows) state.grants.set(grantKey(g), { identity: g.identity, role: g.role, source: g.source });
