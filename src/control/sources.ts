@@ -186,9 +186,12 @@ export function mergePatch(base: unknown, patch: unknown): unknown {
 
 /** Dotted paths ("settings.tls.mode") whose values differ between two JSON values, sorted. Secrets are compared, never returned. */
 export function changedPaths(a: unknown, b: unknown, prefix = ''): string[] {
-  if (isPlainObject(a) && isPlainObject(b)) {
-    const keys = [...new Set([...Object.keys(a), ...Object.keys(b)])].sort();
-    return keys.flatMap((k) => changedPaths(a[k], b[k], prefix ? `${prefix}.${k}` : k));
+  // A member present on one side only is compared leaf by leaf (so a new credential is listed as its fields, never as one value).
+  if ((isPlainObject(a) || a === undefined) && (isPlainObject(b) || b === undefined) && (a !== undefined || b !== undefined)) {
+    const x = (a ?? {}) as Record<string, unknown>;
+    const y = (b ?? {}) as Record<string, unknown>;
+    const keys = [...new Set([...Object.keys(x), ...Object.keys(y)])].sort();
+    return keys.flatMap((k) => changedPaths(x[k], y[k], prefix ? `${prefix}.${k}` : k));
   }
   return canonicalJson(a) === canonicalJson(b) ? [] : [prefix];
 }

@@ -37,9 +37,17 @@ export interface Plan {
 
 const SECRET_PATH = /(^|\.)password$/;
 
+/** A copy of `v` with every member named password replaced by "***" (defence in depth for object values). */
+function redactDeep(v: unknown): unknown {
+  if (Array.isArray(v)) return v.map(redactDeep);
+  if (v && typeof v === 'object') return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, k === 'password' ? '***' : redactDeep(x)]));
+  return v;
+}
+
 function display(path: string, v: unknown): unknown {
   if (v === undefined) return undefined;
   if (SECRET_PATH.test(path)) return '***';
+  if (v && typeof v === 'object') return redactDeep(v);
   if (/(^|\.)tls\.ca$/.test(path) && typeof v === 'string') return `<PEM, ${v.length} characters>`;
   return v;
 }
