@@ -2,6 +2,9 @@
  * The pure parts of declarative configuration (issue 16): computePlan's ordering, section scoping,
  * pruning and grant checks; renderPlan; the merge patch and changed-path helpers of source update.
  */
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { computePlan, renderPlan } from '../../../src/declarative/plan';
 import { desiredStateOf } from '../../../src/declarative/schema';
 import { grantKey, type ConfigState } from '../../../src/declarative/types';
@@ -85,4 +88,14 @@ test('mergePatch merges objects, null removes, anything else replaces; changedPa
   expect(changedPaths({ a: [{ x: 1, y: 2 }] }, { a: [{ y: 2, x: 1 }] })).toEqual([]);
   expect(changedPaths({ a: 1, b: { c: 2 } }, { a: 1, b: { c: 3, d: 4 } })).toEqual(['b.c', 'b.d']);
   expect(canonicalJson({ b: 1, a: [{ d: 1, c: undefined }] })).toBe('{"a":[{"d":1}],"b":1}');
+});
+
+test('password_file is read without its trailing newline; a missing file is named', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'il-pwfile-'));
+  writeFileSync(`${dir}/pw`, 'from-file\n');
+  const withFile = { ...src, settings: { ...src.settings, reader: { user: 'u', password_file: `${dir}/pw` } } };
+  const state = desiredStateOf(file({ sources: [withFile] }));
+  expect(state.sources.get('s1')!.settings).toMatchObject({ reader: { user: 'u', password: 'from-file' } });
+  const missing = { ...src, settings: { ...src.settings, reader: { user: 'u', password_file: `${dir}/none` } } };
+  expect(() => desiredStateOf(file({ sources: [missing] }))).toThrow(`/sources/0/settings/reader/password_file: cannot read ${dir}/none`);
 });
