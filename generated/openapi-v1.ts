@@ -396,10 +396,12 @@ export interface paths {
         get: operations["adminGetSource"];
         put?: never;
         post?: never;
-        delete?: never;
+        /** Remove a source with its grants, catalog snapshot and discovery index; its audit events and approvals stay. 409 conflict while approvals of it are pending (details: their ids), unless force=true: they are then rejected in the operator's name. Audited as kind config, decision source_removed (issue 16). */
+        delete: operations["adminRemoveSource"];
         options?: never;
         head?: never;
-        patch?: never;
+        /** Change a source by a JSON merge patch of its definition (RFC 7396; null removes a member such as settings.writer). The id and type cannot change; the merged definition is validated against spec/source-v1.schema.json. After a connection change (host, port, database, reader, tls) the catalog is scanned again unless scan=false. Audited as kind config, decision source_updated (issue 16). */
+        patch: operations["adminUpdateSource"];
         trace?: never;
     };
     "/admin/v1/sources/{id}/enable": {
@@ -462,6 +464,40 @@ export interface paths {
         };
         /** The circuit breaker state of a source on the answering replica. */
         get: operations["adminSourceCircuit"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/apply": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Plan or apply an interlock file (spec/interlock-file-v1.schema.json), as `interlock apply`: in one transaction, idempotent, audited (kind config, decision applied) with the token's operator and the file's sha256 digest. password_env and password_file are resolved by the gateway process. plan=true changes nothing; prune=true deletes objects of the file's sections that the file leaves out (409 for a source with pending approvals unless force=true). Issue 16. */
+        post: operations["adminApply"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The current sources, roles, identities with grants and policies as an interlock file; passwords as password_env references (INTERLOCK_<SOURCE>_<READER|WRITER>_PASSWORD). Issue 16. */
+        get: operations["adminExport"];
         put?: never;
         post?: never;
         delete?: never;
@@ -933,6 +969,61 @@ export interface components {
             scan: components["schemas"]["ScanResult"] | null;
             scanError: string | null;
         };
+        SourceUpdated: {
+            source: components["schemas"]["SourceView"];
+            /** @description Dotted definition paths that changed, e.g. settings.tls.mode. */
+            changed: string[];
+            scan: components["schemas"]["ScanResult"] | null;
+            scanError: string | null;
+        };
+        SourceRemoved: {
+            id: string;
+            /** @constant */
+            removed: true;
+            /** @description Pending approvals rejected because of force. */
+            rejectedApprovals: string[];
+            grantsRemoved: number;
+        };
+        /** @description Exactly one of text (the file as YAML or JSON text; its bytes are digested) and document (the file as a JSON object; digested as canonical JSON). */
+        ApplyRequest: {
+            text: string;
+        } | {
+            document: components["schemas"]["interlock-file-v1.schema"];
+        };
+        PlanChange: {
+            /** @enum {string} */
+            action: "create" | "update" | "delete";
+            /** @enum {string} */
+            kind: "source" | "role" | "identity" | "grant" | "policy";
+            /** @description Id or name; identity/role/source for a grant. */
+            name: string;
+            note?: string;
+            fields: {
+                path: string;
+                /** @description Absent for a new field; passwords "***". */
+                before?: unknown;
+                /** @description Absent for a removed field; passwords "***". */
+                after?: unknown;
+            }[];
+        };
+        ApplyResult: {
+            /** @description false for plan=true. */
+            applied: boolean;
+            digest: string;
+            plan: {
+                changes: components["schemas"]["PlanChange"][];
+                summary: {
+                    create: number;
+                    update: number;
+                    delete: number;
+                };
+            };
+            scans: {
+                sourceId: string;
+                relations?: number;
+                error?: string;
+            }[];
+        };
         CircuitState: {
             sourceId: string;
             /** @enum {string} */
@@ -1041,7 +1132,7 @@ export interface components {
         AuditEvent: {
             id: string;
             /** @enum {string} */
-            kind: "tool_call" | "approval";
+            kind: "tool_call" | "approval" | "config";
             /** Format: date-time */
             time: string;
             requestId: string | null;
@@ -1382,6 +1473,36 @@ export interface components {
                 };
             };
         } & (unknown & unknown);
+        /**
+         * FileCredentials
+         * @description A database role and where its password comes from: password_env (an environment variable of the process that applies the file) or password_file (a file whose content, without the trailing newline, is the password). Neither: no password (trust, peer or certificate authentication). An inline password is refused.
+         */
+        "$defs-credentials": {
+            user: string;
+            password_env?: string;
+            password_file?: string;
+        };
+        /** FileGrant */
+        grant: {
+            role: string;
+            source: string;
+        };
+        /**
+         * FileSource
+         * @description A source as in spec/source-v1.schema.json, except that credentials hold secret references instead of passwords. The settings, once the references are resolved, are validated against spec/source-v1.schema.json.
+         */
+        source: {
+            id: string;
+            /** @enum {string} */
+            type: "postgres" | "documents";
+            name: string;
+            description?: string;
+            enabled?: boolean;
+            settings: {
+                reader?: components["schemas"]["$defs-credentials"];
+                writer?: components["schemas"]["$defs-credentials"];
+            };
+        };
         /** RoleStatement */
         statement: {
             /** @enum {string} */
@@ -1413,11 +1534,14 @@ export interface components {
                 };
             };
         };
-        /** @description Whom and where the rule applies; an omitted list means every one. */
-        applies_to: {
-            identities?: string[];
-            roles?: string[];
-            sources?: string[];
+        /**
+         * FileIdentity
+         * @description An identity and every grant it holds. disabled defaults to false.
+         */
+        identity: {
+            name: string;
+            disabled?: boolean;
+            grants?: components["schemas"]["grant"][];
         };
         /** @enum {string} */
         action: "read" | "write" | "describe" | "discover" | "request";
@@ -1487,7 +1611,6 @@ export interface components {
             document_types?: string[];
             category_prefixes?: string[][];
         };
-        rule: components["schemas"]["denyRelations"] | components["schemas"]["requireWhere"] | components["schemas"]["maxRows"] | components["schemas"]["timeWindow"] | components["schemas"]["maskColumns"] | components["schemas"]["hideDocuments"];
         /**
          * Policy
          * @description A declarative policy rule, evaluated on every request after source-role authorization. A policy can refuse or restrict what a role allows (deny relations, require a WHERE, cap rows, time windows, mask columns, hide document types or categories); it can never allow what no role allows. Contract: Governance And Errors.
@@ -1575,6 +1698,69 @@ export interface components {
                 };
             };
         };
+        /**
+         * InterlockFile
+         * @description Declarative configuration of an InterLock control plane (`interlock apply -f interlock.yaml`, `interlock export`; issue 16): sources, source roles, identities with their grants, and policies. API keys and operator tokens stay imperative (`interlock key create`). Secrets never appear inline: source credentials name an environment variable (password_env) or a file (password_file) read when the file is applied. Every section is optional; with --prune, objects of a section that the file leaves out are deleted.
+         */
+        "interlock-file-v1.schema": {
+            /**
+             * @description File format version.
+             * @constant
+             */
+            version: 1;
+            sources?: components["schemas"]["source"][];
+            roles?: components["schemas"]["role-v1.schema"][];
+            identities?: components["schemas"]["identity"][];
+            policies?: components["schemas"]["policy-v1.schema"][];
+            $defs: {
+                /**
+                 * FileSource
+                 * @description A source as in spec/source-v1.schema.json, except that credentials hold secret references instead of passwords. The settings, once the references are resolved, are validated against spec/source-v1.schema.json.
+                 */
+                source: {
+                    id: string;
+                    /** @enum {string} */
+                    type: "postgres" | "documents";
+                    name: string;
+                    description?: string;
+                    enabled?: boolean;
+                    settings: {
+                        reader?: components["schemas"]["$defs-credentials"];
+                        writer?: components["schemas"]["$defs-credentials"];
+                    };
+                };
+                /**
+                 * FileCredentials
+                 * @description A database role and where its password comes from: password_env (an environment variable of the process that applies the file) or password_file (a file whose content, without the trailing newline, is the password). Neither: no password (trust, peer or certificate authentication). An inline password is refused.
+                 */
+                credentials: {
+                    user: string;
+                    password_env?: string;
+                    password_file?: string;
+                };
+                /**
+                 * FileIdentity
+                 * @description An identity and every grant it holds. disabled defaults to false.
+                 */
+                identity: {
+                    name: string;
+                    disabled?: boolean;
+                    grants?: components["schemas"]["grant"][];
+                };
+                /** FileGrant */
+                grant: {
+                    role: string;
+                    source: string;
+                };
+            };
+        };
+        /** @description Whom and where the rule applies; an omitted list means every one. */
+        applies_to: {
+            identities?: string[];
+            roles?: string[];
+            sources?: string[];
+        };
+        rule: components["schemas"]["denyRelations"] | components["schemas"]["requireWhere"] | components["schemas"]["maxRows"] | components["schemas"]["timeWindow"] | components["schemas"]["maskColumns"] | components["schemas"]["hideDocuments"];
     };
     responses: {
         /** @description Invalid body, parameters, tool arguments (invalid_arguments) or SQL (invalid_sql, statement_failed). */
@@ -3007,6 +3193,75 @@ export interface operations {
             500: components["responses"]["AdminInternal"];
         };
     };
+    adminRemoveSource: {
+        parameters: {
+            query?: {
+                /** @description true: remove even with pending approvals (rejecting them). */
+                force?: "true" | "false";
+            };
+            header?: never;
+            path: {
+                /** @description Source id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description What was removed. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SourceRemoved"];
+                };
+            };
+            400: components["responses"]["AdminBadRequest"];
+            401: components["responses"]["AdminUnauthorized"];
+            403: components["responses"]["AdminForbidden"];
+            404: components["responses"]["AdminNotFound"];
+            409: components["responses"]["AdminConflict"];
+            500: components["responses"]["AdminInternal"];
+        };
+    };
+    adminUpdateSource: {
+        parameters: {
+            query?: {
+                /** @description false: do not scan after a connection change. */
+                scan?: "true" | "false";
+            };
+            header?: never;
+            path: {
+                /** @description Source id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
+        responses: {
+            /** @description The source, the changed definition paths (sorted; [] when nothing changed), and the scan or why it failed. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SourceUpdated"];
+                };
+            };
+            400: components["responses"]["AdminBadRequest"];
+            401: components["responses"]["AdminUnauthorized"];
+            403: components["responses"]["AdminForbidden"];
+            404: components["responses"]["AdminNotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["AdminInternal"];
+        };
+    };
     adminEnableSource: {
         parameters: {
             query?: never;
@@ -3125,6 +3380,67 @@ export interface operations {
             401: components["responses"]["AdminUnauthorized"];
             403: components["responses"]["AdminForbidden"];
             404: components["responses"]["AdminNotFound"];
+            500: components["responses"]["AdminInternal"];
+        };
+    };
+    adminApply: {
+        parameters: {
+            query?: {
+                /** @description true: only compute the plan. */
+                plan?: "true" | "false";
+                /** @description true: delete what the file leaves out. */
+                prune?: "true" | "false";
+                /** @description true: prune sources even with pending approvals. */
+                force?: "true" | "false";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ApplyRequest"];
+            };
+        };
+        responses: {
+            /** @description The plan, and whether it was applied. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ApplyResult"];
+                };
+            };
+            400: components["responses"]["AdminBadRequest"];
+            401: components["responses"]["AdminUnauthorized"];
+            403: components["responses"]["AdminForbidden"];
+            409: components["responses"]["AdminConflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["AdminInternal"];
+        };
+    };
+    adminExport: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The interlock file as JSON. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["interlock-file-v1.schema"];
+                };
+            };
+            401: components["responses"]["AdminUnauthorized"];
+            403: components["responses"]["AdminForbidden"];
             500: components["responses"]["AdminInternal"];
         };
     };
@@ -3583,8 +3899,8 @@ export interface operations {
                 source?: string;
                 /** @description allowed, refused, queued, invalid, failed, cancelled, or an approval action. */
                 decision?: string;
-                /** @description Event kind. */
-                kind?: "tool_call" | "approval";
+                /** @description Event kind (config: source update/remove and apply, issue 16). */
+                kind?: "tool_call" | "approval" | "config";
                 /** @description Approval id. */
                 approval?: string;
                 /** @description Gateway request id. */

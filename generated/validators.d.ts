@@ -25,6 +25,16 @@ export declare const validateInterlockDescribeAccessArguments: Validator;
 export declare const validateInterlockDescribeSourceArguments: Validator;
 /** Validates against https://interlock.dev/spec/tools/interlock_discover.json. */
 export declare const validateInterlockDiscoverArguments: Validator;
+/** Validates against https://interlock.dev/spec/interlock-file-v1.schema.json. */
+export declare const validateInterlockFile: Validator;
+/** Validates against https://interlock.dev/spec/interlock-file-v1.schema.json#/$defs/credentials. */
+export declare const validateInterlockFileCredentials: Validator;
+/** Validates against https://interlock.dev/spec/interlock-file-v1.schema.json#/$defs/grant. */
+export declare const validateInterlockFileGrant: Validator;
+/** Validates against https://interlock.dev/spec/interlock-file-v1.schema.json#/$defs/identity. */
+export declare const validateInterlockFileIdentity: Validator;
+/** Validates against https://interlock.dev/spec/interlock-file-v1.schema.json#/$defs/source. */
+export declare const validateInterlockFileSource: Validator;
 /** Validates against https://interlock.dev/spec/tools/interlock_list_sources.json. */
 export declare const validateInterlockListSourcesArguments: Validator;
 /** Validates against https://interlock.dev/spec/tools/interlock_query.json. */

@@ -12,7 +12,10 @@ import type { ControlDb } from '../control/db';
 import { ControlError, NotFoundError, ValidationError } from '../control/errors';
 import { createIdentity, disableIdentity, enableIdentity, listIdentities, requireIdentity, type IdentityRecord } from '../control/identities';
 import { createApiKey, listApiKeys, revokeApiKey, type ApiKeyRecord } from '../control/keys';
-import { addSource, listSources, redactSourceSettings, requireSource, setSourceEnabled, type SourceRecord } from '../control/sources';
+import { addSource, listSources, redactSourceSettings, removeSource, requireSource, setSourceEnabled, updateSource, type SourceRecord, type SourceRemoval } from '../control/sources';
+import { applyInterlockFile, type ApplyInput, type ApplyResult } from '../declarative/apply';
+import { exportInterlockFile } from '../declarative/export';
+import type { InterlockFile } from '../declarative/schema';
 import { scanSource, type ScanResult } from '../control/scan';
 import { catalogSummaries } from '../control/catalog';
 import { getRole, listRoles, upsertRole, type SourceRoleRecord } from '../control/roles';
@@ -86,6 +89,18 @@ export interface OperatorBackend {
   setSourceEnabled(id: string, enabled: boolean): Promise<SourceView>;
   scanSource(id: string): Promise<ScanResult>;
   circuitState(id: string): Promise<{ sourceId: string; state: string }>;
+  /**
+   * Changes a source by a JSON merge patch of its definition and, when a connection setting
+   * changed, scans its catalog again (unless scan is false). `operator` is ignored remotely. Issue 16.
+   */
+  updateSource(id: string, patch: unknown, opts: { operator: string; scan?: boolean }): Promise<{ source: SourceView; changed: string[]; scan: ScanResult | null; scanError: string | null }>;
+  /** Removes a source (audit and approvals kept); ConflictError while approvals are pending unless force. Issue 16. */
+  removeSource(id: string, opts: { operator: string; force?: boolean }): Promise<SourceRemoval>;
+
+  /** Plans or applies an interlock file (src/declarative/apply.ts). `operator` is ignored remotely. Issue 16. */
+  applyFile(input: ApplyInput, opts: { operator: string; plan?: boolean; prune?: boolean; force?: boolean }): Promise<ApplyResult>;
+  /** The current state as an interlock file, passwords as references. Issue 16. */
+  exportFile(): Promise<InterlockFile>;
 
   listRoles(): Promise<SourceRoleRecord[]>;
   getRole(name: string): Promise<SourceRoleRecord>;
@@ -193,6 +208,23 @@ export function directBackend(db: ControlDb, opts: DirectBackendOptions = {}): O
       await requireSource(db, id);
       return { sourceId: id, state: circuits()[id] ?? 'closed' };
     },
+    async updateSource(id, patch, o) {
+      const u = await updateSource(db, id, patch, { operator: o.operator });
+      let scan: ScanResult | null = null;
+      let scanError: string | null = null;
+      if (u.connectionChanged && u.source.type === 'postgres' && u.source.enabled && o.scan !== false) {
+        try {
+          scan = await scanSource(db, id);
+        } catch (err) {
+          scanError = (err as Error).message;
+        }
+      }
+      return { source: await oneView(u.source), changed: u.changed, scan, scanError };
+    },
+    removeSource: (id, o) => removeSource(db, id, o),
+
+    applyFile: (input, o) => applyInterlockFile(db, input, o),
+    exportFile: () => exportInterlockFile(db),
 
     listRoles: () => listRoles(db),
     async getRole(name) {

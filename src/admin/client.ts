@@ -91,6 +91,11 @@ export function remoteBackend(server: string, token: string, fetchFn: FetchFn = 
     setSourceEnabled: (id, enabled) => call('POST', `/sources/${enc(id)}/${enabled ? 'enable' : 'disable'}`, {}),
     scanSource: (id) => call<ScanResult>('POST', `/sources/${enc(id)}/scan`, {}),
     circuitState: (id) => call('GET', `/sources/${enc(id)}/circuit`),
+    updateSource: (id, patch, o) => call('PATCH', `/sources/${enc(id)}${qs({ scan: o.scan === false ? false : undefined })}`, patch),
+    removeSource: (id, o) => call('DELETE', `/sources/${enc(id)}${qs({ force: o.force ? true : undefined })}`),
+
+    applyFile: (input, o) => call('POST', `/apply${qs({ plan: o.plan ? true : undefined, prune: o.prune ? true : undefined, force: o.force ? true : undefined })}`, input),
+    exportFile: () => call('GET', '/export'),
 
     listRoles: async () => (await call<{ roles: SourceRoleRecord[] }>('GET', '/roles')).roles,
     getRole: (name) => call('GET', `/roles/${enc(name)}`),

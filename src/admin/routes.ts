@@ -107,7 +107,7 @@ export function mountAdmin(app: Express, _deps: DispatchDeps | undefined, opts: 
   });
 
   const backend = directBackend(opts.db, { circuitStates: opts.circuitStates, connectors: opts.connectors, logger });
-  const route = (method: 'get' | 'post' | 'put' | 'delete', path: string, handler: Handler, status = 200) => {
+  const route = (method: 'get' | 'post' | 'put' | 'patch' | 'delete', path: string, handler: Handler, status = 200) => {
     const run = async (req: Request, res: Response) => {
       const operator = res.locals.operator as Operator;
       try {
@@ -145,6 +145,17 @@ export function mountAdmin(app: Express, _deps: DispatchDeps | undefined, opts: 
   route('post', '/sources/:id/disable', async (q, _r, b) => b.setSourceEnabled(String(q.params.id), false));
   route('post', '/sources/:id/scan', async (q, _r, b) => b.scanSource(String(q.params.id)));
   route('get', '/sources/:id/circuit', async (q, _r, b) => b.circuitState(String(q.params.id)));
+  route('patch', '/sources/:id', async (q, _r, b, op) => b.updateSource(String(q.params.id), q.body, { operator: op.name, scan: queryBool(q, 'scan') }));
+  route('delete', '/sources/:id', async (q, _r, b, op) => b.removeSource(String(q.params.id), { operator: op.name, force: queryBool(q, 'force') }));
+
+  // declarative configuration (issue 16): POST /apply with {text} (YAML or JSON text) or {document}
+  route('post', '/apply', async (q, _r, b, op) => {
+    const body = q.body as Record<string, unknown>;
+    const input = typeof body.text === 'string' && body.document === undefined ? { text: body.text } : body.document !== undefined && body.text === undefined ? { document: body.document } : null;
+    if (!input) throw new ControlError('validation', 'the body needs exactly one of text (the interlock file as YAML or JSON text) and document (the file as a JSON object)');
+    return b.applyFile(input, { operator: op.name, plan: queryBool(q, 'plan'), prune: queryBool(q, 'prune'), force: queryBool(q, 'force') });
+  });
+  route('get', '/export', async (_q, _r, b) => b.exportFile());
 
   // roles
   route('get', '/roles', async (_q, _r, b) => ({ roles: await b.listRoles() }));
@@ -186,7 +197,7 @@ export function mountAdmin(app: Express, _deps: DispatchDeps | undefined, opts: 
   // audit
   route('get', '/audit', async (q, _r, b) => {
     const kind = queryString(q, 'kind');
-    if (kind !== undefined && kind !== 'tool_call' && kind !== 'approval') throw new ControlError('validation', 'kind must be tool_call or approval');
+    if (kind !== undefined && kind !== 'tool_call' && kind !== 'approval' && kind !== 'config') throw new ControlError('validation', 'kind must be tool_call, approval or config');
     return b.searchAudit({
       identity: queryString(q, 'identity'),
       source: queryString(q, 'source'),

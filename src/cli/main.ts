@@ -38,6 +38,10 @@ import { json, processIo, shortTime, table, type CliIo } from './output';
 import { createOperatorToken, listOperatorTokens, revokeOperatorToken } from '../admin/tokens';
 import { directBackend, type OperatorBackend } from '../admin/backend';
 import { remoteBackend } from '../admin/client';
+import { packageVersion, type CommandContext } from './context';
+import { registerSourceLifecycle } from './source';
+import { registerApply } from './apply';
+import { registerExport } from './export';
 
 /** Name of the control database created on the embedded server. */
 export const EMBEDDED_CONTROL_DB = 'interlock';
@@ -251,7 +255,8 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
     .option('--json', 'machine-readable JSON output')
     .option('--server <url>', 'remote mode: send commands to the admin API (/admin/v1) of the gateway at URL')
     .option('--token <token>', 'remote mode: operator token (ilo_…)')
-    .option('--token-env <var>', 'remote mode: environment variable holding the operator token');
+    .option('--token-env <var>', 'remote mode: environment variable holding the operator token')
+    .version(packageVersion(), '-V, --version', 'print the InterLock version');
 
   const session = (cmd: Command): Session => {
     if (!state.session) {
@@ -548,6 +553,11 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
       s.print(`scanned ${r.sourceId}: ${r.relations} relation(s)${r.truncated ? ' (truncated)' : ''} at ${shortTime(r.scannedAt)}`, r);
     });
 
+  const ctx: CommandContext = { session, readDataFile };
+  registerSourceLifecycle(src, ctx);
+  registerApply(program, ctx);
+  registerExport(program, ctx);
+
   // ---- index (discovery) ---------------------------------------------------------------------
   const idx = program.command('index').description('discovery index: index a source (only changed items are re-indexed) or show index status');
   idx
@@ -760,7 +770,7 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
     .option('--identity <name>', 'identity name or id')
     .option('--source <id>')
     .option('--decision <decision>', 'allowed, refused, queued, invalid, failed, cancelled; or an approval action')
-    .addOption(new Option('--kind <kind>').choices(['tool_call', 'approval']))
+    .addOption(new Option('--kind <kind>').choices(['tool_call', 'approval', 'config']))
     .option('--approval <id>')
     .option('--since <time>', 'ISO-8601 time or a duration ago (2h, 7d)')
     .option('--until <time>', 'ISO-8601 time or a duration ago')

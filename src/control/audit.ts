@@ -13,7 +13,7 @@ import { ValidationError } from './errors';
 import { iso } from './ids';
 
 /** Kinds of audit event. */
-export type AuditKind = 'tool_call' | 'approval';
+export type AuditKind = 'tool_call' | 'approval' | 'config';
 
 /** Approval actions recorded in the trail (the `decision` column of kind approval). */
 export type ApprovalAction = 'queued' | 'approved' | 'rejected' | 'executed' | 'failed' | 'expired' | 'refused';
@@ -369,6 +369,48 @@ export function approvalRow(e: ApprovalAuditEvent): AuditRowInput {
 /** Records one approval action as its own chained batch. Accepts a pooled client to record inside a transaction. */
 export async function recordApprovalEvent(db: Queryable, e: ApprovalAuditEvent): Promise<void> {
   await appendAuditRows(db, [approvalRow(e)]);
+}
+
+/** A configuration change to record (kind config; issue 16): source update/remove, `interlock apply`. */
+export interface ConfigAuditEvent {
+  /** What changed: "source_updated", "source_removed", "applied". */
+  decision: string;
+  /** Operator who made the change (OS user name in direct mode, the token's operator remotely). */
+  operator: string;
+  sourceId?: string | null;
+  /** The change (field names, counts, file digest); secret-named fields are dropped. */
+  details?: Record<string, unknown>;
+}
+
+/** The stored row of a configuration change (kind config, action config). */
+export function configRow(e: ConfigAuditEvent): AuditRowInput {
+  return {
+    kind: 'config',
+    time: null,
+    request_id: null,
+    identity_id: null,
+    key_id: null,
+    tool: null,
+    canonical_tool: null,
+    dialect: null,
+    protocol_version: null,
+    decision: e.decision,
+    reason_code: null,
+    source_id: e.sourceId ?? null,
+    action: 'config',
+    fingerprint: null,
+    relations: null,
+    row_count: null,
+    duration_ms: null,
+    approval_id: null,
+    operator: e.operator,
+    details: scrub(e.details ?? {}) as Record<string, unknown>,
+  };
+}
+
+/** Records one configuration change as its own chained batch. Accepts a pooled client to record inside a transaction. */
+export async function recordConfigEvent(db: Queryable, e: ConfigAuditEvent): Promise<void> {
+  await appendAuditRows(db, [configRow(e)]);
 }
 
 /** A stored audit_events row as the driver returns it (bigint row_count as a string). */

@@ -6,7 +6,8 @@ import type pg from 'pg';
 import type { ConnectionOptions } from 'node:tls';
 import { validateSourceDefinition, validateSourceDefinitionDocumentsSettings, validateSourceDefinitionPostgresSettings } from '../../generated/validators';
 import type { DocumentsSourceSettings, PostgresSourceSettings, SourceDefinition } from '../../generated/source-v1';
-import { isUniqueViolation, type ControlDb } from './db';
+import { isUniqueViolation, withTransaction, type ControlDb } from './db';
+import { recordApprovalEvent, recordConfigEvent } from './audit';
 import { ConflictError, formatSchemaErrors, NotFoundError, ValidationError } from './errors';
 import { iso } from './ids';
 
@@ -160,4 +161,129 @@ export function postgresClientConfig(settings: PostgresSourceSettings, role: 're
       break;
   }
   return { host: settings.host, port: settings.port, database: settings.database, user: cred.user, password: cred.password, ssl, ...extra };
+}
+
+/** Settings whose change means the catalog must be scanned again (the reader sees another server or database). */
+const CONNECTION_SETTINGS = ['host', 'port', 'database', 'reader', 'tls'];
+
+function isPlainObject(v: unknown): v is Record<string, unknown> {
+  return !!v && typeof v === 'object' && !Array.isArray(v);
+}
+
+/**
+ * `base` with `patch` merged in (JSON merge patch, RFC 7396): objects merge member by member,
+ * null removes a member, anything else replaces. Neither input is modified.
+ */
+export function mergePatch(base: unknown, patch: unknown): unknown {
+  if (!isPlainObject(patch)) return structuredClone(patch);
+  const out: Record<string, unknown> = isPlainObject(base) ? structuredClone(base) : {};
+  for (const [k, v] of Object.entries(patch)) {
+    if (v === null) delete out[k];
+    else out[k] = mergePatch(out[k], v);
+  }
+  return out;
+}
+
+/** Dotted paths ("settings.tls.mode") whose values differ between two JSON values, sorted. Secrets are compared, never returned. */
+export function changedPaths(a: unknown, b: unknown, prefix = ''): string[] {
+  // A member present on one side only is compared leaf by leaf (so a new credential is listed as its fields, never as one value).
+  if ((isPlainObject(a) || a === undefined) && (isPlainObject(b) || b === undefined) && (a !== undefined || b !== undefined)) {
+    const x = (a ?? {}) as Record<string, unknown>;
+    const y = (b ?? {}) as Record<string, unknown>;
+    const keys = [...new Set([...Object.keys(x), ...Object.keys(y)])].sort();
+    return keys.flatMap((k) => changedPaths(x[k], y[k], prefix ? `${prefix}.${k}` : k));
+  }
+  return canonicalJson(a) === canonicalJson(b) ? [] : [prefix];
+}
+
+/** JSON with object members sorted by name at every depth (jsonb does not keep member order). */
+export function canonicalJson(v: unknown): string {
+  if (Array.isArray(v)) return `[${v.map(canonicalJson).join(',')}]`;
+  if (isPlainObject(v)) return `{${Object.keys(v).sort().filter((k) => v[k] !== undefined).map((k) => `${JSON.stringify(k)}:${canonicalJson(v[k])}`).join(',')}}`;
+  return JSON.stringify(v) ?? 'null';
+}
+
+/** The stored source as a definition (spec/source-v1.schema.json), credentials included. */
+export function sourceDefinitionOf(s: SourceRecord): SourceDefinition {
+  return { id: s.id, type: s.type, name: s.name, description: s.description, enabled: s.enabled, settings: structuredClone(s.settings) } as SourceDefinition;
+}
+
+/** What updateSource changed. */
+export interface SourceUpdate {
+  source: SourceRecord;
+  /** Dotted paths of the definition that changed ("settings.tls.mode"), sorted; [] when nothing did. */
+  changed: string[];
+  /** True when a connection setting (host, port, database, reader, tls) changed: the catalog must be scanned again. */
+  connectionChanged: boolean;
+}
+
+/**
+ * Changes a source (issue 16, Build 3): `patch` is a JSON merge patch of its definition
+ * (spec/source-v1.schema.json; e.g. `{settings: {tls: {mode: "off"}}}`; null removes a member such as
+ * `settings.writer`). The id and type cannot change. The merged definition is validated whole.
+ * Records a kind-config audit event (decision source_updated, the changed paths, never values)
+ * when something changed. Throws NotFoundError, ValidationError (details are "path: message").
+ */
+export async function updateSource(db: ControlDb, id: string, patch: unknown, opts: { operator: string }): Promise<SourceUpdate> {
+  if (!isPlainObject(patch)) throw new ValidationError('the source update must be an object (a merge patch of the source definition)');
+  if (patch.id !== undefined && patch.id !== id) throw new ValidationError(`a source id cannot change (the update names "${String(patch.id)}", the source is "${id}")`);
+  const current = await requireSource(db, id);
+  if (patch.type !== undefined && patch.type !== current.type) throw new ValidationError(`a source type cannot change (${current.type}); remove the source and add a new one`);
+  const before = sourceDefinitionOf(current);
+  const merged = parseSourceDefinition(mergePatch(before, patch));
+  const changed = changedPaths(before, { ...merged, description: merged.description ?? '', enabled: merged.enabled ?? current.enabled });
+  if (changed.length === 0) return { source: current, changed, connectionChanged: false };
+  return withTransaction(db, async (c) => {
+    const r = await c.query<SourceRow>(
+      `UPDATE sources SET name = $2, description = $3, enabled = $4, settings = $5, updated_at = now() WHERE id = $1 RETURNING ${COLS}`,
+      [id, merged.name, merged.description ?? '', merged.enabled ?? current.enabled, JSON.stringify(merged.settings)],
+    );
+    if (r.rowCount === 0) throw new NotFoundError(`source "${id}" not found`);
+    await recordConfigEvent(c, { decision: 'source_updated', operator: opts.operator, sourceId: id, details: { changed } });
+    return { source: toRecord(r.rows[0]), changed, connectionChanged: changed.some((p) => CONNECTION_SETTINGS.includes(p.split('.')[1] ?? '')) };
+  });
+}
+
+/** What removeSource did. */
+export interface SourceRemoval {
+  id: string;
+  removed: true;
+  /** Pending approvals rejected because of --force (ids), [] otherwise. */
+  rejectedApprovals: string[];
+  /** Grants deleted with the source. */
+  grantsRemoved: number;
+}
+
+/**
+ * Removes a source and what only it used (issue 16, Build 3): its grants, catalog snapshot and
+ * discovery index; its audit events and approvals stay (history). Refuses with ConflictError while
+ * approvals of it are pending, unless `force`: then they are rejected in the operator's name
+ * (reason source_removed, each audited). One transaction; records a kind-config audit event
+ * (decision source_removed). Throws NotFoundError.
+ */
+export async function removeSource(db: ControlDb, id: string, opts: { operator: string; force?: boolean }): Promise<SourceRemoval> {
+  return withTransaction(db, (c) => removeSourceIn(c, id, opts));
+}
+
+/** removeSource inside the caller's transaction (used by `interlock apply --prune`). */
+export async function removeSourceIn(c: pg.ClientBase, id: string, opts: { operator: string; force?: boolean }): Promise<SourceRemoval> {
+  const found = await c.query('SELECT id FROM sources WHERE id = $1 FOR UPDATE', [id]);
+  if (found.rowCount === 0) throw new NotFoundError(`source "${id}" not found`);
+  const pending = await c.query<{ id: string; identity_id: string; key_id: string | null; request_id: string }>(
+    `SELECT id, identity_id, key_id, request_id FROM approvals WHERE source_id = $1 AND state = 'pending' ORDER BY created_at FOR UPDATE`,
+    [id],
+  );
+  if (pending.rows.length > 0 && !opts.force) {
+    throw new ConflictError(`source "${id}" has ${pending.rows.length} pending approval(s): approve or reject them first, or force the removal (they are then rejected)`, pending.rows.map((a) => a.id));
+  }
+  for (const a of pending.rows) {
+    await c.query(`UPDATE approvals SET state = 'rejected', decided_by = $2, decided_at = now() WHERE id = $1`, [a.id, opts.operator]);
+    await recordApprovalEvent(c, { approvalId: a.id, action: 'rejected', operator: opts.operator, identityId: a.identity_id, keyId: a.key_id, sourceId: id, requestId: a.request_id, reasonCode: 'source_removed' });
+  }
+  const grants = await c.query('DELETE FROM grants WHERE source_id = $1', [id]);
+  await c.query('DELETE FROM catalog_snapshots WHERE source_id = $1', [id]);
+  await c.query('DELETE FROM sources WHERE id = $1', [id]);
+  const rejectedApprovals = pending.rows.map((a) => a.id);
+  await recordConfigEvent(c, { decision: 'source_removed', operator: opts.operator, sourceId: id, details: { rejectedApprovals, grantsRemoved: grants.rowCount ?? 0 } });
+  return { id, removed: true, rejectedApprovals, grantsRemoved: grants.rowCount ?? 0 };
 }

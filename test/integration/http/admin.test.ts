@@ -11,6 +11,10 @@ import { startGovernedEnv, callTool, type GovernedEnv } from '../../helpers/gove
 import { createOperatorToken, revokeOperatorToken } from '../../../src/admin/tokens';
 import { runCli } from '../../../src/cli/main';
 import { checkedFetch, covered, operations, type CheckedResponse } from './openapi';
+import YAML from 'yaml';
+import { listSources, requireSource } from '../../../src/control/sources';
+import { passwordEnvName } from '../../../src/declarative/export';
+import { fileDigest } from '../../../src/declarative/schema';
 
 jest.setTimeout(180_000);
 
@@ -332,6 +336,108 @@ describe('the CLI in remote mode (--server URL --token T)', () => {
     expect(await cli('--server', base, '--token', token, 'operator-token', 'create', 'x')).toMatchObject({ code: 2, stderr: expect.stringContaining('without --server') });
     expect(await cli('--server', base, '--token', token, 'db', 'status')).toMatchObject({ code: 2, stderr: expect.stringContaining('without --server') });
     expect(await cli('--server', 'http://127.0.0.1:1', '--token', token, 'identity', 'list')).toMatchObject({ code: 1, stderr: expect.stringContaining('cannot reach the admin API') });
+  });
+});
+
+describe('source lifecycle and declarative configuration (issue 16)', () => {
+  /** Polls a /v1 query until `ok` accepts the response (the gateway follows grants and sources by NOTIFY). */
+  async function queryUntil(source: string, key: string, body: unknown, ok: (r: CheckedResponse) => boolean): Promise<CheckedResponse> {
+    let r = await v1('POST', `/sources/${source}/query`, key, body);
+    for (let i = 0; i < 50 && !ok(r); i++) {
+      await new Promise((res) => setTimeout(res, 100));
+      r = await v1('POST', `/sources/${source}/query`, key, body);
+    }
+    return r;
+  }
+
+  test('PATCH /sources/{id} fixes a wrong TLS mode, re-scans, and queries work; DELETE refuses while an approval is pending unless forced and keeps the audit', async () => {
+    const chinook = await requireSource(env.db, 'chinook');
+    const def = { id: 'chinook-tls', type: 'postgres', name: 'Chinook (wrong TLS)', settings: { ...chinook.settings, tls: { mode: 'verify-full' } } };
+    const added = await admin('POST', '/sources', def);
+    expect(added.status).toBe(201);
+    expect(added.json).toMatchObject({ scan: null, scanError: expect.stringContaining('cannot connect to source "chinook-tls"') });
+    expect((await admin('POST', '/grants', { identity: 'demo-agent', role: 'demo-analyst', source: 'chinook-tls' })).status).toBe(201);
+    const broken = await queryUntil('chinook-tls', env.apiKey, { sql: 'SELECT name FROM genre ORDER BY genre_id LIMIT 1' }, (r) => r.status !== 404);
+    expect(broken.status).toBe(503);
+    expect(broken.json.error).toBe('unavailable');
+
+    const fixed = await admin('PATCH', '/sources/chinook-tls', { settings: { tls: { mode: 'off' } } });
+    expect(fixed.status).toBe(200);
+    expect(fixed.json).toMatchObject({ source: { id: 'chinook-tls', settings: { tls: { mode: 'off' }, reader: { password: '***' } } }, changed: ['settings.tls.mode'], scan: { sourceId: 'chinook-tls', relations: expect.any(Number) }, scanError: null });
+    expect(fixed.json.scan.relations).toBeGreaterThan(0);
+    const works = await queryUntil('chinook-tls', env.apiKey, { sql: 'SELECT name FROM genre ORDER BY genre_id LIMIT 1' }, (r) => r.status === 200);
+    expect(works.status).toBe(200);
+    expect(JSON.stringify(works.json)).toContain('Rock');
+    expect((await admin('PATCH', '/sources/chinook-tls', { settings: { tls: { mode: 'off' } } })).json).toMatchObject({ changed: [], scan: null, scanError: null });
+    expect((await admin('PATCH', '/sources/chinook-tls', { type: 'documents' })).status).toBe(400);
+    expect((await admin('PATCH', '/sources/chinook-tls', { settings: { port: 'x' } })).json).toMatchObject({ code: 'validation_failed', details: ['/settings/port: must be integer'] });
+    expect((await admin('PATCH', '/sources/ghost', { name: 'x' })).status).toBe(404);
+
+    const queued = await v1('POST', '/sources/chinook-tls/query', env.apiKey, { sql: "INSERT INTO playlist (playlist_id, name) VALUES (9401, 'lifecycle')" });
+    expect(queued.status).toBe(202);
+    const refused = await admin('DELETE', '/sources/chinook-tls');
+    expect(refused.status).toBe(409);
+    expect(refused.json).toMatchObject({ error: 'conflict', code: 'conflict', details: [queued.json.approval_id] });
+    expect((await admin('DELETE', '/sources/chinook-tls?force=maybe')).status).toBe(400);
+    const removed = await admin('DELETE', '/sources/chinook-tls?force=true');
+    expect(removed.json).toEqual({ id: 'chinook-tls', removed: true, rejectedApprovals: [queued.json.approval_id], grantsRemoved: 1 });
+    expect((await admin('GET', '/sources/chinook-tls')).status).toBe(404);
+    expect((await admin('DELETE', '/sources/chinook-tls')).status).toBe(404);
+    expect((await admin('GET', `/approvals/${queued.json.approval_id}`)).json).toMatchObject({ state: 'rejected', decidedBy: 'ops-anna' });
+    const trail = (await admin('GET', '/audit?source=chinook-tls&limit=100')).json.events as Array<{ kind: string; decision: string }>;
+    // Newest first; the batched tool-call events may interleave with the approval events, so the rest is compared as a set
+    // (refused: the call before the fix, and any made before the new grant reached the gateway).
+    expect(trail.slice(0, 2).map((e) => `${e.kind} ${e.decision}`)).toEqual(['config source_removed', 'approval rejected']);
+    expect([...new Set(trail.map((e) => `${e.kind} ${e.decision}`))].sort()).toEqual(['approval queued', 'approval rejected', 'config source_removed', 'config source_updated', 'tool_call allowed', 'tool_call queued', 'tool_call refused']);
+  });
+
+  test('GET /export and POST /apply: round trip without changes, one changed field planned and applied with the operator and digest; the CLI in remote mode', async () => {
+    for (const s of await listSources(env.db)) {
+      for (const who of ['reader', 'writer'] as const) {
+        const pw = (s.settings as unknown as Record<string, { password?: string } | undefined>)[who]?.password;
+        if (pw) process.env[passwordEnvName(s.id, who)] = pw;
+      }
+    }
+    const exported = await admin('GET', '/export');
+    expect(exported.status).toBe(200);
+    expect(exported.text).not.toContain('secret-pw');
+    const document = exported.json;
+    expect(document.sources.find((s: { id: string }) => s.id === 'chinook').settings.reader).toEqual({ user: expect.any(String), password_env: 'INTERLOCK_CHINOOK_READER_PASSWORD' });
+    const same = await admin('POST', '/apply?plan=true', { document });
+    expect(same.json).toMatchObject({ applied: false, plan: { changes: [], summary: { create: 0, update: 0, delete: 0 } }, scans: [] });
+
+    const chinook = document.sources.find((s: { id: string }) => s.id === 'chinook');
+    chinook.description = 'Chinook, managed as code';
+    const text = YAML.stringify(document);
+    const plan = await admin('POST', '/apply?plan=true', { text });
+    expect(plan.json).toEqual({ applied: false, digest: fileDigest(text), plan: { changes: [{ action: 'update', kind: 'source', name: 'chinook', fields: [{ path: 'description', before: expect.any(String), after: 'Chinook, managed as code' }] }], summary: { create: 0, update: 1, delete: 0 } }, scans: [] });
+    const applied = await admin('POST', '/apply', { text });
+    expect(applied.json).toMatchObject({ applied: true, digest: fileDigest(text), plan: { summary: { create: 0, update: 1, delete: 0 } } });
+    expect((await admin('GET', '/sources/chinook')).json.description).toBe('Chinook, managed as code');
+    const events = (await admin('GET', '/audit?kind=config&decision=applied')).json.events;
+    expect(events[0]).toMatchObject({ kind: 'config', decision: 'applied', operator: 'ops-anna', details: { digest: fileDigest(text), changes: ['update source chinook: description'] } });
+    expect((await admin('POST', '/apply', { text, document })).status).toBe(400);
+    const inline = await admin('POST', '/apply', { document: { version: 1, sources: [{ ...chinook, settings: { ...chinook.settings, reader: { user: 'u', password: 'x' } } }] } });
+    expect(inline.status).toBe(400);
+    expect(inline.json.details).toEqual(['/sources/0/settings/reader/password: inline passwords are not allowed; use password_env (an environment variable) or password_file']);
+
+    let stdout = '';
+    let stderr = '';
+    const io = { out: (t: string) => (stdout += t.endsWith('\n') ? t : t + '\n'), err: (t: string) => (stderr += t.endsWith('\n') ? t : t + '\n') };
+    const remote = ['--server', base, '--token', token];
+    expect(await runCli([...remote, '--json', 'export'], io)).toBe(0);
+    const remoteDoc = JSON.parse(stdout);
+    expect(remoteDoc.sources.find((s: { id: string }) => s.id === 'chinook').description).toBe('Chinook, managed as code');
+    const { writeFileSync, mkdtempSync } = await import('node:fs');
+    const path = `${mkdtempSync('/tmp/il-admin-')}/interlock.yaml`;
+    writeFileSync(path, YAML.stringify(remoteDoc));
+    stdout = '';
+    expect(await runCli([...remote, 'apply', '-f', path, '--plan'], io)).toBe(0);
+    expect({ stdout, stderr }).toEqual({ stdout: 'No changes: the control plane matches the file.\n', stderr: '' });
+    stdout = '';
+    expect(await runCli([...remote, 'source', 'update', 'far', '--description', 'far away'], io)).toBe(0);
+    expect(stdout).toBe('updated source far: description\n');
+    expect((await admin('GET', '/audit?kind=config&source=far')).json.events[0]).toMatchObject({ decision: 'source_updated', operator: 'ops-anna' });
   });
 });
 

@@ -1,0 +1,37 @@
+/**
+ * What the CLI modules registered from main.ts (source.ts, apply.ts, export.ts; issue 16) need of
+ * a CLI run: the operator backend (direct or remote), output, and file reading. main.ts's Session
+ * satisfies it.
+ */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { userInfo } from 'node:os';
+import { Option, type Command } from 'commander';
+import type { OperatorBackend } from '../admin/backend';
+import type { CliIo } from './output';
+
+/** One CLI run, as the command modules see it. */
+export interface CommandSession {
+  readonly io: CliIo;
+  readonly remote: boolean;
+  readonly opts: { json?: boolean };
+  backend(): Promise<OperatorBackend>;
+  /** Prints `human`, or `machine` as JSON with --json. */
+  print(human: string, machine: unknown): void;
+}
+
+/** The session of the command being run, and the CLI's JSON/YAML file reader. */
+export interface CommandContext {
+  session(cmd: Command): CommandSession;
+  readDataFile(file: string): unknown;
+}
+
+/** --operator NAME (default: the OS user name): who makes a configuration change; in remote mode the operator token names the operator. */
+export function operatorOption(): Option {
+  return new Option('--operator <name>', 'who makes the change (recorded in the audit; default: your OS user name; remote: the token\'s operator)').default(userInfo().username);
+}
+
+/** The version in package.json (`interlock --version`). */
+export function packageVersion(): string {
+  return (JSON.parse(readFileSync(join(__dirname, '..', '..', 'package.json'), 'utf8')) as { version: string }).version;
+}

@@ -1,0 +1,97 @@
+/**
+ * `interlock source update ID` and `interlock source remove ID` (issue 16, Build 3), registered on
+ * the `source` command by main.ts. Update takes a JSON/YAML merge patch file (--file) or flags,
+ * and re-scans the catalog after a connection change; remove keeps the audit trail and refuses
+ * while approvals of the source are pending, unless --force (they are then rejected).
+ */
+import { readFileSync } from 'node:fs';
+import { Option, type Command } from 'commander';
+import { ValidationError } from '../control/errors';
+import { operatorOption, type CommandContext } from './context';
+
+type Flags = Record<string, string | boolean | undefined>;
+
+function passwordFromEnv(v: string | boolean | undefined, flag: string): string | undefined {
+  if (typeof v !== 'string') return undefined;
+  const value = process.env[v];
+  if (value === undefined) throw new ValidationError(`${flag}: environment variable ${v} is not set`);
+  return value;
+}
+
+function port(v: string | boolean | undefined): number | string | undefined {
+  if (typeof v !== 'string') return undefined;
+  return /^[0-9]{1,5}$/.test(v) ? Number(v) : v;
+}
+
+/** The merge patch the update flags describe (only the flags given). */
+export function patchFromFlags(o: Flags): Record<string, unknown> {
+  const str = (v: string | boolean | undefined) => (typeof v === 'string' ? v : undefined);
+  const settings: Record<string, unknown> = {
+    host: str(o.host),
+    port: port(o.port),
+    database: str(o.database),
+    path: str(o.path),
+  };
+  const reader = { user: str(o.readerUser), password: passwordFromEnv(o.readerPasswordEnv, '--reader-password-env') };
+  if (reader.user !== undefined || reader.password !== undefined) settings.reader = reader;
+  const writer = { user: str(o.writerUser), password: passwordFromEnv(o.writerPasswordEnv, '--writer-password-env') };
+  if (o.noWriter) settings.writer = null;
+  else if (writer.user !== undefined || writer.password !== undefined) settings.writer = writer;
+  const tls = { mode: str(o.tlsMode), ca: typeof o.tlsCaFile === 'string' ? readFileSync(o.tlsCaFile, 'utf8') : undefined, servername: str(o.tlsServername) };
+  if (Object.values(tls).some((v) => v !== undefined)) settings.tls = tls;
+  const patch: Record<string, unknown> = { name: str(o.name), description: str(o.description), settings };
+  const clean = JSON.parse(JSON.stringify(patch)) as Record<string, unknown>;
+  if (o.noWriter) (clean.settings as Record<string, unknown>).writer = null;
+  if (Object.keys(clean.settings as object).length === 0) delete clean.settings;
+  return clean;
+}
+
+/** Adds `update` and `remove` to the `source` command. */
+export function registerSourceLifecycle(src: Command, ctx: CommandContext): void {
+  src
+    .command('update')
+    .description('change a source from flags or a merge-patch file (JSON/YAML); re-scans the catalog after a connection change')
+    .argument('<id>', 'source id')
+    .option('-f, --file <file>', 'JSON/YAML merge patch of the source definition (null removes a member)')
+    .option('--name <name>', 'display name')
+    .option('--description <text>', 'description')
+    .option('--host <host>', 'PostgreSQL host')
+    .option('--port <port>', 'PostgreSQL port')
+    .option('--database <name>', 'PostgreSQL database')
+    .option('--reader-user <user>', 'reader role')
+    .option('--reader-password-env <var>', 'environment variable holding the reader password')
+    .option('--writer-user <user>', 'writer role')
+    .option('--writer-password-env <var>', 'environment variable holding the writer password')
+    .option('--no-writer', 'remove the writer credentials')
+    .addOption(new Option('--tls-mode <mode>', 'upstream TLS').choices(['off', 'require', 'verify-ca', 'verify-full']))
+    .option('--tls-ca-file <file>', 'PEM file of trusted CAs')
+    .option('--tls-servername <name>', 'expected certificate host name')
+    .option('--path <dir>', 'documents folder (type documents)')
+    .option('--no-scan', 'do not scan the catalog after a connection change')
+    .addOption(operatorOption())
+    .action(async (id: string, o: Flags, cmd: Command) => {
+      const s = ctx.session(cmd);
+      const flags: Flags = { ...o, noWriter: o.writer === false };
+      const flagGiven = ['name', 'description', 'host', 'port', 'database', 'readerUser', 'readerPasswordEnv', 'writerUser', 'writerPasswordEnv', 'tlsMode', 'tlsCaFile', 'tlsServername', 'path'].some((k) => o[k] !== undefined) || flags.noWriter;
+      if (o.file && flagGiven) throw new ValidationError('give --file or flags, not both');
+      if (!o.file && !flagGiven) throw new ValidationError('nothing to change: give --file FILE or flags such as --tls-mode, --host, --port, --database, --reader-user');
+      const patch = o.file ? ctx.readDataFile(String(o.file)) : patchFromFlags(flags);
+      const r = await (await s.backend()).updateSource(id, patch, { operator: String(o.operator), scan: o.scan !== false });
+      if (r.scanError) s.io.err(`warning: source ${id} was updated but its catalog scan failed: ${r.scanError}\n(fix the settings or the server, then run: interlock source scan ${id})`);
+      const human = r.changed.length
+        ? `updated source ${id}: ${r.changed.join(', ')}${r.scan ? `; catalog: ${r.scan.relations} relation(s)${r.scan.truncated ? ', truncated' : ''}` : ''}`
+        : `source ${id} unchanged`;
+      s.print(human, r);
+    });
+  src
+    .command('remove')
+    .description('remove a source (its audit trail and approvals stay); refused while approvals are pending unless --force')
+    .argument('<id>', 'source id')
+    .option('--force', 'remove even with pending approvals (they are rejected)')
+    .addOption(operatorOption())
+    .action(async (id: string, o: { force?: boolean; operator: string }, cmd: Command) => {
+      const s = ctx.session(cmd);
+      const r = await (await s.backend()).removeSource(id, { operator: o.operator, force: o.force });
+      s.print(`removed source ${id}${r.grantsRemoved ? ` and ${r.grantsRemoved} grant(s)` : ''}${r.rejectedApprovals.length ? `; rejected pending approval(s): ${r.rejectedApprovals.join(', ')}` : ''}`, r);
+    });
+}

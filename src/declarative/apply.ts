@@ -1,0 +1,186 @@
+/**
+ * `interlock apply -f FILE [--plan] [--prune] [--force]` and POST /admin/v1/apply (issue 16):
+ * makes the control plane what an interlock file describes. Reading the current state, checking,
+ * every change and the audit event happen in ONE transaction (serialized with other applies by an
+ * advisory lock), so a failure changes nothing. Applying the same file twice changes nothing the
+ * second time. The audit event (kind config, decision "applied") names the operator and the
+ * sha256 digest of the file. Catalog scans of new or re-connected sources run after the commit.
+ */
+import type pg from 'pg';
+import { withTransaction, type ControlDb } from '../control/db';
+import { ConflictError, ValidationError } from '../control/errors';
+import { recordConfigEvent } from '../control/audit';
+import { canonicalJson, removeSourceIn } from '../control/sources';
+import { newIdentityId } from '../control/ids';
+import { scanSource } from '../control/scan';
+import { computePlan, type Plan, type PlanChange } from './plan';
+import { desiredStateOf, fileDigest, parseFileText, processSecrets, validateInterlockFileDocument, type SecretResolver } from './schema';
+import { readConfigState } from './state';
+import type { DesiredState } from './types';
+
+/** Advisory lock key serializing applies (any constant; "interlock apply"). */
+const APPLY_LOCK = 0x1e7e_a991;
+
+/** What to apply: the file's text (YAML or JSON; its bytes are digested) or an already parsed document (digested as canonical JSON). */
+export type ApplyInput = { text: string } | { document: unknown };
+
+/** Options of applyInterlockFile. */
+export interface ApplyOptions {
+  /** Who applies (recorded in the audit). */
+  operator: string;
+  /** Only compute and return the plan; change nothing. */
+  plan?: boolean;
+  /** Delete objects of the file's sections that the file leaves out. */
+  prune?: boolean;
+  /** Let --prune remove a source with pending approvals (they are rejected). */
+  force?: boolean;
+  /** Scan the catalog of new or re-connected PostgreSQL sources after the commit (default true). */
+  scan?: boolean;
+  /** Where password_env / password_file are resolved (default: this process). */
+  secrets?: SecretResolver;
+}
+
+/** A catalog scan after an apply. */
+export interface ApplyScan {
+  sourceId: string;
+  relations?: number;
+  error?: string;
+}
+
+/** What applyInterlockFile did. */
+export interface ApplyResult {
+  /** False for --plan (nothing was changed). */
+  applied: boolean;
+  /** "sha256:<hex>" of the file. */
+  digest: string;
+  plan: Plan;
+  scans: ApplyScan[];
+}
+
+const CONNECTION = /^settings\.(host|port|database|reader|tls)(\.|$)/;
+
+/**
+ * Plans and (unless opts.plan) applies an interlock file. Throws ValidationError (schema errors
+ * as "path: message" details, unresolvable secret references, grants naming unknown roles or
+ * sources, a source type change) and ConflictError when --prune would remove a source with
+ * pending approvals and force is not set. Contract: issue 16, Build 1.
+ */
+export async function applyInterlockFile(db: ControlDb, input: ApplyInput, opts: ApplyOptions): Promise<ApplyResult> {
+  const doc = 'text' in input ? parseFileText(input.text) : input.document;
+  const digest = 'text' in input ? fileDigest(input.text) : fileDigest(canonicalJson(input.document));
+  const desired = desiredStateOf(validateInterlockFileDocument(doc), opts.secrets ?? processSecrets);
+  const plan = await withTransaction(db, async (c) => {
+    await c.query('SELECT pg_advisory_xact_lock($1)', [APPLY_LOCK]);
+    const current = await readConfigState(c);
+    const p = computePlan(current, desired, { prune: opts.prune });
+    for (const ch of p.changes) {
+      if (ch.kind === 'source' && ch.action === 'update' && ch.fields.some((f) => f.path === 'type')) throw new ValidationError(`source "${ch.name}": a source type cannot change; remove it and add a new one`);
+    }
+    await notePendingApprovals(c, p, !!opts.force);
+    if (opts.plan) return p;
+    for (const ch of p.changes) await execute(c, ch, desired, opts);
+    await recordConfigEvent(c, {
+      decision: 'applied',
+      operator: opts.operator,
+      details: { digest, prune: !!opts.prune, summary: p.summary, changes: p.changes.map((ch) => `${ch.action} ${ch.kind} ${ch.name}${ch.fields.length ? `: ${ch.fields.map((f) => f.path).join(', ')}` : ''}`) },
+    });
+    return p;
+  });
+  const scans: ApplyScan[] = [];
+  if (!opts.plan && opts.scan !== false) {
+    for (const ch of plan.changes) {
+      if (ch.kind !== 'source' || ch.action === 'delete') continue;
+      const s = desired.sources.get(ch.name);
+      if (!s || s.type !== 'postgres' || !s.enabled) continue;
+      if (ch.action === 'update' && !ch.fields.some((f) => CONNECTION.test(f.path) || f.path === 'enabled')) continue;
+      try {
+        scans.push({ sourceId: ch.name, relations: (await scanSource(db, ch.name)).relations });
+      } catch (err) {
+        scans.push({ sourceId: ch.name, error: (err as Error).message });
+      }
+    }
+  }
+  return { applied: !opts.plan, digest, plan, scans };
+}
+
+/** Notes pending approvals on source deletions; without force (and not planning) that is a ConflictError. */
+async function notePendingApprovals(c: pg.ClientBase, plan: Plan, force: boolean): Promise<void> {
+  const ids = plan.changes.filter((ch) => ch.kind === 'source' && ch.action === 'delete').map((ch) => ch.name);
+  if (ids.length === 0) return;
+  const r = await c.query<{ source_id: string; n: string }>(`SELECT source_id, count(*) AS n FROM approvals WHERE state = 'pending' AND source_id = ANY($1) GROUP BY source_id`, [ids]);
+  for (const row of r.rows) {
+    const ch = plan.changes.find((x) => x.kind === 'source' && x.name === row.source_id)!;
+    ch.note = `${row.n} pending approval(s): ${force ? 'rejected by --force' : 'refused unless --force'}`;
+  }
+}
+
+async function identityIdOf(c: pg.ClientBase, name: string): Promise<string> {
+  const r = await c.query<{ id: string }>('SELECT id FROM identities WHERE name = $1', [name]);
+  return r.rows[0].id;
+}
+
+/** Makes one change inside the apply transaction. */
+async function execute(c: pg.ClientBase, ch: PlanChange, desired: DesiredState, opts: ApplyOptions): Promise<void> {
+  switch (ch.kind) {
+    case 'source': {
+      if (ch.action === 'delete') {
+        try {
+          await removeSourceIn(c, ch.name, { operator: opts.operator, force: opts.force });
+        } catch (err) {
+          if (err instanceof ConflictError) throw new ConflictError(`${err.message.replace('force the removal', 'apply with --force')}`, err.details);
+          throw err;
+        }
+        return;
+      }
+      const s = desired.sources.get(ch.name)!;
+      await c.query(
+        `INSERT INTO sources (id, type, name, description, enabled, settings) VALUES ($1, $2, $3, $4, $5, $6)
+         ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name, description = EXCLUDED.description, enabled = EXCLUDED.enabled, settings = EXCLUDED.settings, updated_at = now()`,
+        [s.id, s.type, s.name, s.description, s.enabled, JSON.stringify(s.settings)],
+      );
+      return;
+    }
+    case 'role': {
+      if (ch.action === 'delete') {
+        await c.query('DELETE FROM roles WHERE name = $1', [ch.name]);
+        return;
+      }
+      const r = desired.roles.get(ch.name)!;
+      await c.query(
+        `INSERT INTO roles (name, description, audiences, statements) VALUES ($1, $2, $3, $4)
+         ON CONFLICT (name) DO UPDATE SET description = EXCLUDED.description, audiences = EXCLUDED.audiences, statements = EXCLUDED.statements, updated_at = now()`,
+        [r.name, r.description, r.audiences, JSON.stringify(r.statements)],
+      );
+      return;
+    }
+    case 'identity': {
+      const disabled = ch.action === 'delete' ? true : desired.identities.get(ch.name)!.disabled;
+      if (ch.action === 'create') {
+        await c.query(`INSERT INTO identities (id, name, disabled, disabled_at) VALUES ($1, $2, $3, CASE WHEN $3 THEN now() END)`, [newIdentityId(), ch.name, disabled]);
+      } else {
+        await c.query(`UPDATE identities SET disabled = $2, disabled_at = CASE WHEN $2 THEN COALESCE(disabled_at, now()) END WHERE name = $1`, [ch.name, disabled]);
+      }
+      return;
+    }
+    case 'grant': {
+      const [identity, role, source] = ch.name.split('/');
+      const id = await identityIdOf(c, identity);
+      if (ch.action === 'delete') await c.query('DELETE FROM grants WHERE identity_id = $1 AND role_name = $2 AND source_id = $3', [id, role, source]);
+      else await c.query('INSERT INTO grants (identity_id, role_name, source_id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING', [id, role, source]);
+      return;
+    }
+    case 'policy': {
+      if (ch.action === 'delete') {
+        await c.query('DELETE FROM policies WHERE name = $1', [ch.name]);
+        return;
+      }
+      const p = desired.policies.get(ch.name)!;
+      await c.query(
+        `INSERT INTO policies (name, description, enabled, applies_to, rule) VALUES ($1, $2, $3, $4, $5)
+         ON CONFLICT (name) DO UPDATE SET description = EXCLUDED.description, enabled = EXCLUDED.enabled, applies_to = EXCLUDED.applies_to, rule = EXCLUDED.rule, updated_at = now()`,
+        [p.name, p.description, p.enabled, JSON.stringify(p.applies_to ?? {}), JSON.stringify(p.rule)],
+      );
+      return;
+    }
+  }
+}

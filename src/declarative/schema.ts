@@ -1,0 +1,135 @@
+/**
+ * Reading an interlock file (spec/interlock-file-v1.schema.json, issue 16): validation, secret
+ * references resolved to passwords, defaults filled in, and the sha256 digest recorded in the
+ * audit. Secrets are only references (password_env, password_file): an inline password is a
+ * validation error naming its path.
+ */
+import { createHash } from 'node:crypto';
+import { existsSync, readFileSync } from 'node:fs';
+import YAML from 'yaml';
+import { validateInterlockFile } from '../../generated/validators';
+import type { FileCredentials, FileSource, InterlockFile } from '../../generated/interlock-file-v1';
+import { formatSchemaErrors, ValidationError } from '../control/errors';
+import { parseSourceDefinition } from '../control/sources';
+import { parsePolicies } from '../control/policies';
+import { grantKey, SECTIONS, type DesiredState, type PolicyState, type RoleState, type SourceState } from './types';
+
+export type { InterlockFile, FileSource, FileCredentials } from '../../generated/interlock-file-v1';
+
+/** Where secret references are resolved: the environment and files of the process applying the file. */
+export interface SecretResolver {
+  env(name: string): string | undefined;
+  file(path: string): string | undefined;
+}
+
+/** Resolves references against process.env and the local file system (a file's trailing newline is dropped). */
+export const processSecrets: SecretResolver = {
+  env: (name) => process.env[name],
+  file: (path) => (existsSync(path) ? readFileSync(path, 'utf8').replace(/\r?\n$/, '') : undefined),
+};
+
+/** sha256 of the file's bytes as "sha256:<64 hex>" (what the audit event records). */
+export function fileDigest(text: string): string {
+  return 'sha256:' + createHash('sha256').update(text, 'utf8').digest('hex');
+}
+
+/** Parses the text of an interlock file (YAML, which includes JSON). Throws ValidationError naming the first syntax error. */
+export function parseFileText(text: string): unknown {
+  try {
+    return YAML.parse(text, { uniqueKeys: true });
+  } catch (err) {
+    throw new ValidationError('the interlock file is not valid YAML or JSON', [String((err as Error).message).split('\n')[0]]);
+  }
+}
+
+/** "/sources/0/settings/reader/password: …" lines for inline passwords (refused before schema validation, with a pointed message). */
+function inlineSecrets(input: unknown): string[] {
+  const sources = (input as { sources?: unknown } | null)?.sources;
+  if (!Array.isArray(sources)) return [];
+  const out: string[] = [];
+  sources.forEach((s, i) => {
+    for (const who of ['reader', 'writer']) {
+      const c = (s as { settings?: Record<string, unknown> } | null)?.settings?.[who];
+      if (c && typeof c === 'object' && 'password' in c) out.push(`/sources/${i}/settings/${who}/password: inline passwords are not allowed; use password_env (an environment variable) or password_file`);
+    }
+  });
+  return out;
+}
+
+/** Validates a parsed interlock file against the schema. Throws ValidationError with "path: message" details. */
+export function validateInterlockFileDocument(input: unknown): InterlockFile {
+  const inline = inlineSecrets(input);
+  if (inline.length) throw new ValidationError('invalid interlock file: secrets must be references', inline);
+  if (!validateInterlockFile(input)) throw new ValidationError('invalid interlock file', formatSchemaErrors(validateInterlockFile.errors));
+  return input as InterlockFile;
+}
+
+function resolveCredentials(c: FileCredentials, where: string, secrets: SecretResolver): { user: string; password?: string } {
+  if (c.password_env !== undefined) {
+    const v = secrets.env(c.password_env);
+    if (v === undefined) throw new ValidationError(`${where}/password_env: environment variable ${c.password_env} is not set`);
+    return { user: c.user, password: v };
+  }
+  if (c.password_file !== undefined) {
+    const v = secrets.file(c.password_file);
+    if (v === undefined) throw new ValidationError(`${where}/password_file: cannot read ${c.password_file}`);
+    return { user: c.user, password: v };
+  }
+  return { user: c.user };
+}
+
+/** A file source as a stored definition: references resolved, validated against spec/source-v1.schema.json, defaults filled in. */
+export function resolveFileSource(s: FileSource, index: number, secrets: SecretResolver): SourceState {
+  const settings: Record<string, unknown> = { ...s.settings };
+  for (const who of ['reader', 'writer'] as const) {
+    const c = s.settings[who];
+    if (c) settings[who] = resolveCredentials(c, `/sources/${index}/settings/${who}`, secrets);
+  }
+  let def;
+  try {
+    def = parseSourceDefinition({ ...s, settings });
+  } catch (err) {
+    const e = err as ValidationError;
+    throw new ValidationError(`invalid source "${s.id}" (/sources/${index})`, e.details);
+  }
+  return { ...def, description: def.description ?? '', enabled: def.enabled ?? true } as SourceState;
+}
+
+function duplicates(names: string[]): string | undefined {
+  return names.find((n, i) => names.indexOf(n) !== i);
+}
+
+/**
+ * The state a validated file describes. Throws ValidationError for a duplicate id or name, an
+ * identity listing a grant twice, or an unresolvable secret reference.
+ */
+export function desiredStateOf(file: InterlockFile, secrets: SecretResolver = processSecrets): DesiredState {
+  const sections = new Set(SECTIONS.filter((s) => file[s] !== undefined));
+  for (const [section, names] of [
+    ['sources', (file.sources ?? []).map((s) => s.id)],
+    ['roles', (file.roles ?? []).map((r) => r.name)],
+    ['identities', (file.identities ?? []).map((i) => i.name)],
+    ['policies', (file.policies ?? []).map((p) => p.name)],
+  ] as const) {
+    const dup = duplicates([...names]);
+    if (dup) throw new ValidationError(`${section}: "${dup}" appears twice in the file`);
+  }
+  if (file.policies?.length) parsePolicies(file.policies);
+  const state: DesiredState = { sections, sources: new Map(), roles: new Map(), identities: new Map(), grants: new Map(), policies: new Map() };
+  (file.sources ?? []).forEach((s, i) => state.sources.set(s.id, resolveFileSource(s, i, secrets)));
+  for (const r of file.roles ?? []) state.roles.set(r.name, { name: r.name, description: r.description ?? '', audiences: r.audiences ?? [], statements: r.statements } as RoleState);
+  for (const idn of file.identities ?? []) {
+    state.identities.set(idn.name, { name: idn.name, disabled: idn.disabled ?? false });
+    for (const g of idn.grants ?? []) {
+      const grant = { identity: idn.name, role: g.role, source: g.source };
+      if (state.grants.has(grantKey(grant))) throw new ValidationError(`identity ${idn.name} lists the grant of role ${g.role} on ${g.source} twice`);
+      state.grants.set(grantKey(grant), grant);
+    }
+  }
+  for (const p of file.policies ?? []) {
+    const ps: PolicyState = { ...p, description: p.description ?? '', enabled: p.enabled ?? true };
+    if (ps.applies_to && Object.keys(ps.applies_to).length === 0) delete ps.applies_to;
+    state.policies.set(p.name, ps);
+  }
+  return state;
+}

@@ -1,0 +1,132 @@
+/**
+ * The CLI as a child process (`node bin/interlock.js …`) for issue 16: --version; a source added
+ * with the wrong TLS mode (verify-full against the local server, which has no TLS) fixed by
+ * `source update --tls-mode off` (the catalog is scanned again); `source remove` refused while an
+ * approval is pending, done with --force, the audit rows kept; export → apply --plan shows no
+ * changes, one changed field shows exactly that, apply records it.
+ */
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import YAML from 'yaml';
+import { createTempDatabase, execSql, type TempDatabase } from '../../helpers/pg';
+import { openControlDb, type ControlDb } from '../../../src/control/db';
+import { createApproval, getApproval } from '../../../src/control/approvals';
+import { getSource } from '../../../src/control/sources';
+import { fileDigest } from '../../../src/declarative/schema';
+
+const BIN = join(__dirname, '..', '..', '..', 'bin', 'interlock.js');
+
+interface Run {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+function run(args: string[]): Promise<Run> {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('INTERLOCK_')) env[k] = v;
+  return new Promise((resolve) => {
+    execFile(process.execPath, [BIN, ...args], { env, timeout: 60_000 }, (err, stdout, stderr) => {
+      const code = err ? (typeof (err as { code?: unknown }).code === 'number' ? (err as { code: number }).code : 1) : 0;
+      resolve({ code, stdout: String(stdout), stderr: String(stderr) });
+    });
+  });
+}
+
+jest.setTimeout(120_000);
+
+let control: TempDatabase;
+let source: TempDatabase;
+let db: ControlDb;
+let dir: string;
+const cli = (...args: string[]) => run(['--database-url', control.url, ...args]);
+
+beforeAll(async () => {
+  control = await createTempDatabase('ctl_life');
+  source = await createTempDatabase('src_life');
+  await execSql(source.url, 'CREATE TABLE public.item (id int PRIMARY KEY, label text)');
+  dir = mkdtempSync(join(tmpdir(), 'il-life-'));
+  expect((await cli('db', 'migrate')).code).toBe(0);
+  db = await openControlDb(control.url, { migrate: false });
+});
+afterAll(async () => {
+  await db?.close();
+  await control?.drop();
+  await source?.drop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+test('--version prints the version of package.json', async () => {
+  const { version } = JSON.parse(readFileSync(join(__dirname, '..', '..', '..', 'package.json'), 'utf8')) as { version: string };
+  expect(await run(['--version'])).toEqual({ code: 0, stdout: `${version}\n`, stderr: '' });
+});
+
+test('source update fixes a wrong TLS mode and scans the catalog again', async () => {
+  const dbName = new URL(source.url).pathname.slice(1);
+  const added = await cli('source', 'add', '--id', 'local', '--host', '127.0.0.1', '--port', '5432', '--database', dbName, '--reader-user', 'root');
+  expect(added.code).toBe(0);
+  expect(added.stdout).toBe('added source local (postgres)\n');
+  expect(added.stderr).toMatch(/^warning: source local was added but its catalog scan failed: cannot connect to source "local" as its reader/);
+
+  const fixed = await cli('source', 'update', 'local', '--tls-mode', 'off');
+  expect(fixed).toEqual({ code: 0, stdout: 'updated source local: settings.tls.mode; catalog: 1 relation(s)\n', stderr: '' });
+  expect((await getSource(db, 'local'))!.settings).toMatchObject({ tls: { mode: 'off' }, database: dbName, reader: { user: 'root' } });
+  expect(await cli('source', 'update', 'local', '--tls-mode', 'off')).toEqual({ code: 0, stdout: 'source local unchanged\n', stderr: '' });
+  expect(await cli('source', 'update', 'ghost', '--tls-mode', 'off')).toEqual({ code: 3, stdout: '', stderr: 'error: source "ghost" not found\n' });
+  expect(await cli('source', 'update', 'local')).toMatchObject({ code: 2, stderr: expect.stringContaining('nothing to change') });
+  const badPort = await cli('source', 'update', 'local', '--port', '99999');
+  expect(badPort.code).toBe(2);
+  expect(badPort.stderr).toContain('/settings/port: must be <= 65535');
+
+  const patch = join(dir, 'patch.yaml');
+  writeFileSync(patch, 'description: local test source\n');
+  expect(await cli('source', 'update', 'local', '--file', patch)).toEqual({ code: 0, stdout: 'updated source local: description\n', stderr: '' });
+  const audit = JSON.parse((await cli('--json', 'audit', 'search', '--kind', 'config', '--source', 'local')).stdout) as { events: Array<{ decision: string; details: { changed: string[] } }> };
+  expect(audit.events.map((e) => [e.decision, e.details.changed])).toEqual([
+    ['source_updated', ['description']],
+    ['source_updated', ['settings.tls.mode']],
+  ]);
+});
+
+test('export, apply --plan shows no changes; one changed field shows exactly that; apply records it', async () => {
+  const out = join(dir, 'interlock.yaml');
+  expect(await cli('export', '-o', out)).toEqual({ code: 0, stdout: `wrote ${out}: 1 source(s), 0 role(s), 0 identity(ies), 0 policy(ies)\n`, stderr: '' });
+  expect(await cli('apply', '-f', out, '--plan')).toEqual({ code: 0, stdout: 'No changes: the control plane matches the file.\n', stderr: '' });
+  const doc = YAML.parse(readFileSync(out, 'utf8')) as { sources: Array<{ name: string }> };
+  doc.sources[0].name = 'Local items';
+  writeFileSync(out, YAML.stringify(doc));
+  const plan = await cli('apply', '-f', out, '--plan');
+  expect(plan).toEqual({ code: 0, stdout: '~ update source local\n    ~ name: "local" → "Local items"\n\nPlan: 0 to create, 1 to update, 0 to delete.\n(plan only: nothing was changed)\n', stderr: '' });
+  const applied = await cli('apply', '-f', out, '--operator', 'ops-ben');
+  expect(applied).toEqual({ code: 0, stdout: `~ update source local\n    ~ name: "local" → "Local items"\n\nPlan: 0 to create, 1 to update, 0 to delete.\nApplied (${fileDigest(readFileSync(out, 'utf8'))}).\n`, stderr: '' });
+  expect((await getSource(db, 'local'))!.name).toBe('Local items');
+  expect(await cli('apply', '-f', out)).toEqual({ code: 0, stdout: 'No changes: the control plane matches the file.\n', stderr: '' });
+  const tail = JSON.parse((await cli('--json', 'audit', 'search', '--kind', 'config', '--decision', 'applied')).stdout) as { events: Array<{ operator: string; details: { digest: string; changes: string[] } }> };
+  expect(tail.events[1]).toMatchObject({ operator: 'ops-ben', details: { digest: fileDigest(readFileSync(out, 'utf8')), changes: ['update source local: name'] } });
+  const inline = join(dir, 'inline.yaml');
+  writeFileSync(inline, 'version: 1\nsources:\n  - { id: x, type: postgres, name: X, settings: { host: h, port: 1, database: d, reader: { user: u, password: hunter2 }, tls: { mode: "off" } } }\n');
+  expect(await cli('apply', '-f', inline)).toEqual({
+    code: 2,
+    stdout: '',
+    stderr: 'error: invalid interlock file: secrets must be references\n  /sources/0/settings/reader/password: inline passwords are not allowed; use password_env (an environment variable) or password_file\n',
+  });
+});
+
+test('source remove refuses while an approval is pending, removes with --force, keeps the audit rows', async () => {
+  const idn = JSON.parse((await cli('--json', 'identity', 'create', 'life-agent')).stdout) as { id: string };
+  const a = await createApproval(db, { sourceId: 'local', identityId: idn.id, keyId: null, requestId: 'req_life', sql: 'DELETE FROM item', params: [], classification: {} });
+  expect(await cli('source', 'remove', 'local')).toEqual({
+    code: 2,
+    stdout: '',
+    stderr: `error: source "local" has 1 pending approval(s): approve or reject them first, or force the removal (they are then rejected)\n  ${a.id}\n`,
+  });
+  expect(await getSource(db, 'local')).not.toBeNull();
+  expect(await cli('source', 'remove', 'local', '--force', '--operator', 'ops-ben')).toEqual({ code: 0, stdout: `removed source local; rejected pending approval(s): ${a.id}\n`, stderr: '' });
+  expect(await getSource(db, 'local')).toBeNull();
+  expect((await getApproval(db, a.id))!).toMatchObject({ state: 'rejected', decidedBy: 'ops-ben' });
+  const trail = JSON.parse((await cli('--json', 'audit', 'search', '--source', 'local')).stdout) as { events: Array<{ kind: string; decision: string }> };
+  expect(trail.events.map((e) => `${e.kind} ${e.decision}`)).toEqual(['config source_removed', 'approval rejected', 'config source_updated', 'config source_updated']);
+  expect(await cli('source', 'remove', 'local')).toEqual({ code: 3, stdout: '', stderr: 'error: source "local" not found\n' });
+});

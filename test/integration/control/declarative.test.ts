@@ -1,0 +1,183 @@
+/**
+ * Declarative configuration on a real control database (issue 16): export → plan shows no
+ * changes; one changed field plans exactly that change; apply records state and audit; applying
+ * again changes nothing; --prune removes exactly what the file left out (identities are disabled,
+ * not deleted); pending approvals block pruning a source unless forced; inline passwords and
+ * unresolvable references are refused; a failing apply changes nothing.
+ */
+import YAML from 'yaml';
+import { freshControlDb, type TestControlDb } from './control-db';
+import { applyInterlockFile } from '../../../src/declarative/apply';
+import { exportInterlockFile, passwordEnvName, renderInterlockFile } from '../../../src/declarative/export';
+import { renderPlan } from '../../../src/declarative/plan';
+import { fileDigest, validateInterlockFileDocument, type InterlockFile, type SecretResolver } from '../../../src/declarative/schema';
+import { addSource, getSource } from '../../../src/control/sources';
+import { upsertRole } from '../../../src/control/roles';
+import { createIdentity, getIdentityByName } from '../../../src/control/identities';
+import { grantRole, listGrants } from '../../../src/control/grants';
+import { addPolicies, listPolicies } from '../../../src/control/policies';
+import { listRoles } from '../../../src/control/roles';
+import { createApproval, getApproval } from '../../../src/control/approvals';
+import { searchAudit } from '../../../src/control/audit';
+import { ConflictError, ValidationError } from '../../../src/control/errors';
+
+jest.setTimeout(60_000);
+
+let t: TestControlDb;
+const env: Record<string, string> = {};
+const secrets: SecretResolver = { env: (n) => env[n], file: () => undefined };
+const op = { operator: 'ops-anna', secrets, scan: false };
+
+beforeAll(async () => {
+  t = await freshControlDb('ctl_decl');
+  const pgSettings = (db: string) => ({ host: '127.0.0.1', port: 5432, database: db, reader: { user: 'reader', password: 'pw-' + db }, tls: { mode: 'off' } });
+  await addSource(t.db, { id: 'sales', type: 'postgres', name: 'Sales', settings: pgSettings('sales') });
+  await addSource(t.db, { id: 'hr', type: 'postgres', name: 'HR', description: 'people', settings: { ...pgSettings('hr'), writer: { user: 'w', password: 'wpw' } } });
+  await upsertRole(t.db, { name: 'analyst', statements: [{ effect: 'allow', action: 'read', resource: '*' }] });
+  await upsertRole(t.db, { name: 'hr-reader', audiences: ['hr'], statements: [{ effect: 'allow', action: 'read', resource: 'public.*' }, { effect: 'deny', action: 'read', resource: 'public.salary' }] });
+  const a = await createIdentity(t.db, 'agent-a');
+  const b = await createIdentity(t.db, 'agent-b');
+  await grantRole(t.db, { identityId: a.id, roleName: 'analyst', sourceId: 'sales' });
+  await grantRole(t.db, { identityId: b.id, roleName: 'hr-reader', sourceId: 'hr' });
+  await addPolicies(t.db, [
+    { name: 'cap', rule: { type: 'max_rows', max_rows: 100 } },
+    { name: 'mask-hr', applies_to: { sources: ['hr'] }, rule: { type: 'mask_columns', columns: ['public.person.email'], method: 'partial' } },
+  ]);
+  env[passwordEnvName('sales', 'reader')] = 'pw-sales';
+  env[passwordEnvName('hr', 'reader')] = 'pw-hr';
+  env[passwordEnvName('hr', 'writer')] = 'wpw';
+});
+afterAll(async () => {
+  await t?.cleanup();
+});
+
+async function configEvents() {
+  return (await searchAudit(t.db, { kind: 'config', limit: 100 })).events;
+}
+
+test('export writes references, never passwords, and validates against its own schema', async () => {
+  const file = await exportInterlockFile(t.db);
+  const text = renderInterlockFile(file);
+  expect(text).not.toContain('pw-sales');
+  expect(text).not.toContain('wpw');
+  expect(file.sources!.find((s) => s.id === 'hr')!.settings).toMatchObject({ reader: { user: 'reader', password_env: 'INTERLOCK_HR_READER_PASSWORD' }, writer: { user: 'w', password_env: 'INTERLOCK_HR_WRITER_PASSWORD' } });
+  expect(file.identities).toEqual([
+    { name: 'agent-a', disabled: false, grants: [{ role: 'analyst', source: 'sales' }] },
+    { name: 'agent-b', disabled: false, grants: [{ role: 'hr-reader', source: 'hr' }] },
+  ]);
+  expect(text).toMatch(/^# InterLock configuration/);
+  expect(validateInterlockFileDocument(file)).toBe(file);
+  expect(validateInterlockFileDocument(YAML.parse(text))).toEqual(file);
+});
+
+test('round trip: export, plan shows no changes; one changed field plans exactly that; apply records it; a second apply changes nothing', async () => {
+  const text = renderInterlockFile(await exportInterlockFile(t.db));
+  const before = (await configEvents()).length;
+  const same = await applyInterlockFile(t.db, { text }, { ...op, plan: true });
+  expect(same).toEqual({ applied: false, digest: fileDigest(text), plan: { changes: [], summary: { create: 0, update: 0, delete: 0 } }, scans: [] });
+  expect(renderPlan(same.plan)).toBe('No changes: the control plane matches the file.');
+
+  const doc = YAML.parse(text) as InterlockFile;
+  (doc.sources!.find((s) => s.id === 'sales')!.settings as { tls: { mode: string } }).tls.mode = 'require';
+  const changed = YAML.stringify(doc);
+  const plan = await applyInterlockFile(t.db, { text: changed }, { ...op, plan: true });
+  expect(plan.plan).toEqual({ changes: [{ action: 'update', kind: 'source', name: 'sales', fields: [{ path: 'settings.tls.mode', before: 'off', after: 'require' }] }], summary: { create: 0, update: 1, delete: 0 } });
+  expect(renderPlan(plan.plan)).toBe('~ update source sales\n    ~ settings.tls.mode: "off" → "require"\n\nPlan: 0 to create, 1 to update, 0 to delete.');
+  expect((await getSource(t.db, 'sales'))!.settings).toMatchObject({ tls: { mode: 'off' } });
+  expect(await configEvents()).toHaveLength(before);
+
+  const applied = await applyInterlockFile(t.db, { text: changed }, op);
+  expect(applied.applied).toBe(true);
+  expect(applied.plan.summary).toEqual({ create: 0, update: 1, delete: 0 });
+  const src = (await getSource(t.db, 'sales'))!;
+  expect(src.settings).toMatchObject({ tls: { mode: 'require' } });
+  expect(src.type === 'postgres' && src.settings.reader.password).toBe('pw-sales');
+  const events = await configEvents();
+  expect(events).toHaveLength(before + 1);
+  expect(events[0]).toMatchObject({ kind: 'config', decision: 'applied', operator: 'ops-anna', details: { digest: fileDigest(changed), prune: false, summary: { create: 0, update: 1, delete: 0 }, changes: ['update source sales: settings.tls.mode'] } });
+  expect(events[0].details.digest).toMatch(/^sha256:[0-9a-f]{64}$/);
+
+  const again = await applyInterlockFile(t.db, { text: changed }, op);
+  expect(again.plan.changes).toEqual([]);
+  expect((await applyInterlockFile(t.db, { text: renderInterlockFile(await exportInterlockFile(t.db)) }, { ...op, plan: true })).plan.changes).toEqual([]);
+});
+
+test('a changed secret is planned as a change without showing either value', async () => {
+  const text = renderInterlockFile(await exportInterlockFile(t.db));
+  const plan = await applyInterlockFile(t.db, { text }, { ...op, plan: true, secrets: { env: (n) => (n === 'INTERLOCK_HR_WRITER_PASSWORD' ? 'rotated' : env[n]), file: () => undefined } });
+  expect(plan.plan.changes).toEqual([{ action: 'update', kind: 'source', name: 'hr', fields: [{ path: 'settings.writer.password', before: '***', after: '***' }] }]);
+  expect(JSON.stringify(plan)).not.toMatch(/rotated|wpw/);
+});
+
+test('--prune removes exactly what the file left out; without --prune nothing is deleted', async () => {
+  const doc = YAML.parse(renderInterlockFile(await exportInterlockFile(t.db))) as InterlockFile;
+  doc.policies = doc.policies!.filter((p) => p.name !== 'cap');
+  doc.identities = doc.identities!.filter((i) => i.name !== 'agent-b');
+  doc.roles!.push({ name: 'viewer', statements: [{ effect: 'allow', action: 'read', resource: 'public.view' }] });
+  doc.identities!.push({ name: 'agent-c', grants: [{ role: 'viewer', source: 'sales' }] });
+  const text = YAML.stringify(doc);
+
+  const noPrune = await applyInterlockFile(t.db, { text }, { ...op, plan: true });
+  expect(noPrune.plan.changes.map((c) => `${c.action} ${c.kind} ${c.name}`)).toEqual(['create role viewer', 'create identity agent-c', 'create grant agent-c/viewer/sales']);
+
+  const pruned = await applyInterlockFile(t.db, { text }, { ...op, prune: true });
+  expect(pruned.plan.changes.map((c) => `${c.action} ${c.kind} ${c.name}`)).toEqual([
+    'delete grant agent-b/hr-reader/hr',
+    'create role viewer',
+    'create identity agent-c',
+    'delete identity agent-b',
+    'create grant agent-c/viewer/sales',
+    'delete policy cap',
+  ]);
+  expect((await listPolicies(t.db)).map((p) => p.name)).toEqual(['mask-hr']);
+  expect((await listGrants(t.db)).map((g) => `${g.identityName}/${g.roleName}/${g.sourceId}`)).toEqual(['agent-a/analyst/sales', 'agent-c/viewer/sales']);
+  expect((await getIdentityByName(t.db, 'agent-b'))!.disabled).toBe(true);
+  expect((await listRoles(t.db)).map((r) => r.name)).toEqual(['analyst', 'hr-reader', 'viewer']);
+  // Pruned identities stay disabled without grants: pruning again changes nothing.
+  expect((await applyInterlockFile(t.db, { text }, { ...op, prune: true, plan: true })).plan.changes).toEqual([]);
+});
+
+test('pruning a source with a pending approval is refused unless forced; its audit rows stay', async () => {
+  const b = (await getIdentityByName(t.db, 'agent-a'))!;
+  const a = await createApproval(t.db, { sourceId: 'hr', identityId: b.id, keyId: null, requestId: 'req_decl', sql: 'DELETE FROM t', params: [], classification: {} });
+  const doc = YAML.parse(renderInterlockFile(await exportInterlockFile(t.db))) as InterlockFile;
+  doc.sources = doc.sources!.filter((s) => s.id !== 'hr');
+  doc.policies = [];
+  const text = YAML.stringify(doc);
+  const plan = await applyInterlockFile(t.db, { text }, { ...op, prune: true, plan: true });
+  expect(plan.plan.changes.find((c) => c.kind === 'source')).toMatchObject({ action: 'delete', name: 'hr', note: '1 pending approval(s): refused unless --force' });
+  const refused = applyInterlockFile(t.db, { text }, { ...op, prune: true });
+  await expect(refused).rejects.toBeInstanceOf(ConflictError);
+  await expect(refused).rejects.toThrow('source "hr" has 1 pending approval(s): approve or reject them first, or apply with --force (they are then rejected)');
+  // One transaction: the policy deletion planned before the source was not made either.
+  expect((await listPolicies(t.db)).map((p) => p.name)).toEqual(['mask-hr']);
+  expect(await getSource(t.db, 'hr')).not.toBeNull();
+
+  const forced = await applyInterlockFile(t.db, { text }, { ...op, prune: true, force: true });
+  expect(forced.plan.changes.map((c) => `${c.action} ${c.kind} ${c.name}`)).toEqual(['delete policy mask-hr', 'delete source hr']);
+  expect(await getSource(t.db, 'hr')).toBeNull();
+  expect(await listPolicies(t.db)).toEqual([]);
+  expect((await getApproval(t.db, a.id))!).toMatchObject({ state: 'rejected', decidedBy: 'ops-anna', sourceId: 'hr' });
+  const trail = (await searchAudit(t.db, { sourceId: 'hr', limit: 100 })).events.map((e) => [e.kind, e.decision, e.reasonCode, e.operator]);
+  expect(trail).toEqual([
+    ['config', 'source_removed', null, 'ops-anna'],
+    ['approval', 'rejected', 'source_removed', 'ops-anna'],
+  ]);
+});
+
+test('inline passwords, unset references, bad grants and schema errors are refused with their paths', async () => {
+  const inline = { version: 1, sources: [{ id: 'x', type: 'postgres', name: 'X', settings: { host: 'h', port: 1, database: 'd', reader: { user: 'u', password: 'plain' }, tls: { mode: 'off' } } }] };
+  const e1 = await applyInterlockFile(t.db, { document: inline }, op).catch((e: unknown) => e);
+  expect(e1).toBeInstanceOf(ValidationError);
+  expect((e1 as ValidationError).details).toEqual(['/sources/0/settings/reader/password: inline passwords are not allowed; use password_env (an environment variable) or password_file']);
+
+  const unset = { version: 1, sources: [{ ...inline.sources[0], settings: { ...inline.sources[0].settings, reader: { user: 'u', password_env: 'NOT_SET_ANYWHERE' } } }] };
+  await expect(applyInterlockFile(t.db, { document: unset }, op)).rejects.toThrow('/sources/0/settings/reader/password_env: environment variable NOT_SET_ANYWHERE is not set');
+
+  const badGrant = { version: 1, identities: [{ name: 'agent-a', grants: [{ role: 'ghost', source: 'sales' }] }] };
+  await expect(applyInterlockFile(t.db, { document: badGrant }, op)).rejects.toThrow('identity agent-a: grant of role ghost on sales: no role "ghost" in the file or the control plane');
+
+  const e4 = await applyInterlockFile(t.db, { document: { version: 2, webhooks: [] } }, op).catch((e: unknown) => e);
+  expect((e4 as ValidationError).details).toEqual(['/: unknown key "webhooks" (not allowed here)', '/version: must be 1']);
+  await expect(applyInterlockFile(t.db, { text: 'version: 1\nversion: 1\n' }, op)).rejects.toThrow('the interlock file is not valid YAML or JSON');
+});
