@@ -13,7 +13,17 @@
 -- Up Migration
 
 ALTER TABLE approvals DROP CONSTRAINT IF EXISTS approvals_source_id_fkey;
-ALTER TABLE audit_events DROP CONSTRAINT IF EXISTS audit_events_kind_check;
+-- The kind check's name depends on history (the partitioned table of 20261201110000000 was created
+-- beside the old one, so its check may be audit_events_kind_check1): drop whichever checks kind.
+DO $$
+DECLARE c record;
+BEGIN
+  FOR c IN SELECT conname FROM pg_constraint
+            WHERE conrelid = 'audit_events'::regclass AND contype = 'c' AND pg_get_constraintdef(oid) LIKE '%kind%'
+  LOOP
+    EXECUTE format('ALTER TABLE audit_events DROP CONSTRAINT %I', c.conname);
+  END LOOP;
+END $$;
 ALTER TABLE audit_events ADD CONSTRAINT audit_events_kind_check CHECK (kind IN ('tool_call', 'approval', 'config'));
 
 -- Down Migration
