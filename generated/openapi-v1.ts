@@ -1054,12 +1054,31 @@ export interface components {
             deny: components["schemas"]["AccessStatement"][];
             resources: Record<string, never>;
         };
-        /** CatalogRow */
+        /**
+         * CatalogRow
+         * @description One describe_source row. The fields after data_type appear when the source's catalog scan recorded them (every scan since 1.0.0-rc.1 does).
+         */
         CatalogRow: {
             table_schema: string;
             table_name: string;
             column_name: string;
             data_type: string;
+            /** @description The column accepts NULL (no NOT NULL constraint). */
+            is_nullable?: boolean;
+            /** @description The default expression as PostgreSQL prints it, e.g. nextval('playlist_playlist_id_seq'::regclass); null when none. */
+            column_default?: string | null;
+            /** @description An identity column (GENERATED … AS IDENTITY): omit it from INSERT and the database assigns the value. */
+            is_identity?: boolean;
+            /** @description "ALWAYS" or "BY DEFAULT" for an identity column, else null. */
+            identity_generation?: string | null;
+            /** @description A stored generated column: it cannot be written. */
+            is_generated?: boolean;
+            /** @description The default draws from a sequence (serial, bigserial, DEFAULT nextval(...)): omit it from INSERT. */
+            is_serial?: boolean;
+            /** @description Part of the primary key. */
+            primary_key?: boolean;
+            /** @description Unique on its own (a one-column primary or unique key). */
+            unique?: boolean;
         };
         /** DiscoverHit */
         DiscoverHit: {

@@ -7,6 +7,8 @@ export interface Validator { (data: unknown): boolean; errors?: ErrorObject[] | 
 export declare const validateAccessEntry: Validator;
 /** Validates against https://interlock.dev/spec/defs/AccessStatement.json. */
 export declare const validateAccessStatement: Validator;
+/** Validates against https://interlock.dev/spec/defs/CatalogKey.json. */
+export declare const validateCatalogKey: Validator;
 /** Validates against https://interlock.dev/spec/defs/CatalogRow.json. */
 export declare const validateCatalogRow: Validator;
 /** Validates against https://interlock.dev/spec/defs/ConnectorRequest.json. */

@@ -406,14 +406,183 @@ return errors === 0;
 }
 validate21.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateCatalogRow = validate22;
-const schema33 = {"$id":"https://interlock.dev/spec/defs/CatalogRow.json","title":"CatalogRow","type":"object","properties":{"table_schema":{"type":"string"},"table_name":{"type":"string"},"column_name":{"type":"string"},"data_type":{"type":"string"}},"required":["table_schema","table_name","column_name","data_type"],"additionalProperties":false};
+exports.validateCatalogKey = validate22;
+const schema33 = {"$id":"https://interlock.dev/spec/defs/CatalogKey.json","title":"CatalogKey","description":"A primary or unique key constraint of a table, listed only when you may describe every one of its columns.","type":"object","properties":{"table_schema":{"type":"string"},"table_name":{"type":"string"},"kind":{"type":"string","enum":["primary","unique"]},"columns":{"type":"array","items":{"type":"string"},"minItems":1}},"required":["table_schema","table_name","kind","columns"],"additionalProperties":false};
 
 function validate22(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
-/*# sourceURL="https://interlock.dev/spec/defs/CatalogRow.json" */;
+/*# sourceURL="https://interlock.dev/spec/defs/CatalogKey.json" */;
 let vErrors = null;
 let errors = 0;
 const evaluated0 = validate22.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.table_schema === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "table_schema"},message:"must have required property '"+"table_schema"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.table_name === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "table_name"},message:"must have required property '"+"table_name"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.kind === undefined){
+const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "kind"},message:"must have required property '"+"kind"+"'"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(data.columns === undefined){
+const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "columns"},message:"must have required property '"+"columns"+"'"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+for(const key0 in data){
+if(!((((key0 === "table_schema") || (key0 === "table_name")) || (key0 === "kind")) || (key0 === "columns"))){
+const err4 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+}
+if(data.table_schema !== undefined){
+if(typeof data.table_schema !== "string"){
+const err5 = {instancePath:instancePath+"/table_schema",schemaPath:"#/properties/table_schema/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+}
+if(data.table_name !== undefined){
+if(typeof data.table_name !== "string"){
+const err6 = {instancePath:instancePath+"/table_name",schemaPath:"#/properties/table_name/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+}
+if(data.kind !== undefined){
+let data2 = data.kind;
+if(typeof data2 !== "string"){
+const err7 = {instancePath:instancePath+"/kind",schemaPath:"#/properties/kind/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+if(!((data2 === "primary") || (data2 === "unique"))){
+const err8 = {instancePath:instancePath+"/kind",schemaPath:"#/properties/kind/enum",keyword:"enum",params:{allowedValues: schema33.properties.kind.enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+}
+if(data.columns !== undefined){
+let data3 = data.columns;
+if(Array.isArray(data3)){
+if(data3.length < 1){
+const err9 = {instancePath:instancePath+"/columns",schemaPath:"#/properties/columns/minItems",keyword:"minItems",params:{limit: 1},message:"must NOT have fewer than 1 items"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+const len0 = data3.length;
+for(let i0=0; i0<len0; i0++){
+if(typeof data3[i0] !== "string"){
+const err10 = {instancePath:instancePath+"/columns/" + i0,schemaPath:"#/properties/columns/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err10];
+}
+else {
+vErrors.push(err10);
+}
+errors++;
+}
+}
+}
+else {
+const err11 = {instancePath:instancePath+"/columns",schemaPath:"#/properties/columns/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err11];
+}
+else {
+vErrors.push(err11);
+}
+errors++;
+}
+}
+}
+else {
+const err12 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err12];
+}
+else {
+vErrors.push(err12);
+}
+errors++;
+}
+validate22.errors = vErrors;
+return errors === 0;
+}
+validate22.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+exports.validateCatalogRow = validate23;
+const schema34 = {"$id":"https://interlock.dev/spec/defs/CatalogRow.json","title":"CatalogRow","type":"object","properties":{"table_schema":{"type":"string"},"table_name":{"type":"string"},"column_name":{"type":"string"},"data_type":{"type":"string"},"is_nullable":{"type":"boolean","description":"The column accepts NULL (no NOT NULL constraint)."},"column_default":{"type":["string","null"],"description":"The default expression as PostgreSQL prints it, e.g. nextval('playlist_playlist_id_seq'::regclass); null when none."},"is_identity":{"type":"boolean","description":"An identity column (GENERATED … AS IDENTITY): omit it from INSERT and the database assigns the value."},"identity_generation":{"type":["string","null"],"description":"\"ALWAYS\" or \"BY DEFAULT\" for an identity column, else null."},"is_generated":{"type":"boolean","description":"A stored generated column: it cannot be written."},"is_serial":{"type":"boolean","description":"The default draws from a sequence (serial, bigserial, DEFAULT nextval(...)): omit it from INSERT."},"primary_key":{"type":"boolean","description":"Part of the primary key."},"unique":{"type":"boolean","description":"Unique on its own (a one-column primary or unique key)."}},"required":["table_schema","table_name","column_name","data_type"],"additionalProperties":false,"description":"One describe_source row. The fields after data_type appear when the source's catalog scan recorded them (every scan since 1.0.0-rc.1 does)."};
+const func1 = Object.prototype.hasOwnProperty;
+
+function validate23(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="https://interlock.dev/spec/defs/CatalogRow.json" */;
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate23.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -462,7 +631,7 @@ vErrors.push(err3);
 errors++;
 }
 for(const key0 in data){
-if(!((((key0 === "table_schema") || (key0 === "table_name")) || (key0 === "column_name")) || (key0 === "data_type"))){
+if(!(func1.call(schema34.properties, key0))){
 const err4 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err4];
@@ -521,9 +690,9 @@ vErrors.push(err8);
 errors++;
 }
 }
-}
-else {
-const err9 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data.is_nullable !== undefined){
+if(typeof data.is_nullable !== "boolean"){
+const err9 = {instancePath:instancePath+"/is_nullable",schemaPath:"#/properties/is_nullable/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err9];
 }
@@ -532,20 +701,118 @@ vErrors.push(err9);
 }
 errors++;
 }
-validate22.errors = vErrors;
+}
+if(data.column_default !== undefined){
+let data5 = data.column_default;
+if((typeof data5 !== "string") && (data5 !== null)){
+const err10 = {instancePath:instancePath+"/column_default",schemaPath:"#/properties/column_default/type",keyword:"type",params:{type: schema34.properties.column_default.type},message:"must be string,null"};
+if(vErrors === null){
+vErrors = [err10];
+}
+else {
+vErrors.push(err10);
+}
+errors++;
+}
+}
+if(data.is_identity !== undefined){
+if(typeof data.is_identity !== "boolean"){
+const err11 = {instancePath:instancePath+"/is_identity",schemaPath:"#/properties/is_identity/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(vErrors === null){
+vErrors = [err11];
+}
+else {
+vErrors.push(err11);
+}
+errors++;
+}
+}
+if(data.identity_generation !== undefined){
+let data7 = data.identity_generation;
+if((typeof data7 !== "string") && (data7 !== null)){
+const err12 = {instancePath:instancePath+"/identity_generation",schemaPath:"#/properties/identity_generation/type",keyword:"type",params:{type: schema34.properties.identity_generation.type},message:"must be string,null"};
+if(vErrors === null){
+vErrors = [err12];
+}
+else {
+vErrors.push(err12);
+}
+errors++;
+}
+}
+if(data.is_generated !== undefined){
+if(typeof data.is_generated !== "boolean"){
+const err13 = {instancePath:instancePath+"/is_generated",schemaPath:"#/properties/is_generated/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(vErrors === null){
+vErrors = [err13];
+}
+else {
+vErrors.push(err13);
+}
+errors++;
+}
+}
+if(data.is_serial !== undefined){
+if(typeof data.is_serial !== "boolean"){
+const err14 = {instancePath:instancePath+"/is_serial",schemaPath:"#/properties/is_serial/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(vErrors === null){
+vErrors = [err14];
+}
+else {
+vErrors.push(err14);
+}
+errors++;
+}
+}
+if(data.primary_key !== undefined){
+if(typeof data.primary_key !== "boolean"){
+const err15 = {instancePath:instancePath+"/primary_key",schemaPath:"#/properties/primary_key/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(vErrors === null){
+vErrors = [err15];
+}
+else {
+vErrors.push(err15);
+}
+errors++;
+}
+}
+if(data.unique !== undefined){
+if(typeof data.unique !== "boolean"){
+const err16 = {instancePath:instancePath+"/unique",schemaPath:"#/properties/unique/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(vErrors === null){
+vErrors = [err16];
+}
+else {
+vErrors.push(err16);
+}
+errors++;
+}
+}
+}
+else {
+const err17 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err17];
+}
+else {
+vErrors.push(err17);
+}
+errors++;
+}
+validate23.errors = vErrors;
 return errors === 0;
 }
-validate22.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate23.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateConnectorRequest = validate23;
-const schema34 = {"$id":"https://interlock.dev/spec/defs/ConnectorRequest.json","title":"ConnectorRequest","type":"object","description":"A request to a non-SQL source instead of sql. get_document fetches one asset's full content.","properties":{"operation":{"type":"string","enum":["get_document"]},"asset_id":{"type":"string","minLength":1,"maxLength":512}},"required":["operation","asset_id"],"additionalProperties":false};
-const func1 = require("ajv/dist/runtime/ucs2length").default;
+exports.validateConnectorRequest = validate24;
+const schema35 = {"$id":"https://interlock.dev/spec/defs/ConnectorRequest.json","title":"ConnectorRequest","type":"object","description":"A request to a non-SQL source instead of sql. get_document fetches one asset's full content.","properties":{"operation":{"type":"string","enum":["get_document"]},"asset_id":{"type":"string","minLength":1,"maxLength":512}},"required":["operation","asset_id"],"additionalProperties":false};
+const func2 = require("ajv/dist/runtime/ucs2length").default;
 
-function validate23(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate24(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/defs/ConnectorRequest.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate23.evaluated;
+const evaluated0 = validate24.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -598,7 +865,7 @@ vErrors.push(err3);
 errors++;
 }
 if(!(data0 === "get_document")){
-const err4 = {instancePath:instancePath+"/operation",schemaPath:"#/properties/operation/enum",keyword:"enum",params:{allowedValues: schema34.properties.operation.enum},message:"must be equal to one of the allowed values"};
+const err4 = {instancePath:instancePath+"/operation",schemaPath:"#/properties/operation/enum",keyword:"enum",params:{allowedValues: schema35.properties.operation.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err4];
 }
@@ -611,7 +878,7 @@ errors++;
 if(data.asset_id !== undefined){
 let data1 = data.asset_id;
 if(typeof data1 === "string"){
-if(func1(data1) > 512){
+if(func2(data1) > 512){
 const err5 = {instancePath:instancePath+"/asset_id",schemaPath:"#/properties/asset_id/maxLength",keyword:"maxLength",params:{limit: 512},message:"must NOT have more than 512 characters"};
 if(vErrors === null){
 vErrors = [err5];
@@ -621,7 +888,7 @@ vErrors.push(err5);
 }
 errors++;
 }
-if(func1(data1) < 1){
+if(func2(data1) < 1){
 const err6 = {instancePath:instancePath+"/asset_id",schemaPath:"#/properties/asset_id/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err6];
@@ -654,19 +921,19 @@ vErrors.push(err8);
 }
 errors++;
 }
-validate23.errors = vErrors;
+validate24.errors = vErrors;
 return errors === 0;
 }
-validate23.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate24.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateDiscoverHit = validate24;
-const schema35 = {"$id":"https://interlock.dev/spec/defs/DiscoverHit.json","title":"DiscoverHit","type":"object","properties":{"asset_id":{"type":"string"},"title":{"type":"string"},"snippet":{"type":"string"},"score":{"type":"number"},"document_type":{"type":"string"},"category_path":{"type":"array","items":{"type":"string"}},"timestamp":{"type":["string","null"]},"source_id":{"type":"string"},"expansion":{"type":"boolean"},"related_to":{"type":"string","description":"Expansions only: the hit this asset is related to."},"relation":{"type":"string","enum":["link","entity","similar"],"description":"Expansions only: how it is related."}},"required":["asset_id","title","snippet","score","source_id","expansion"]};
+exports.validateDiscoverHit = validate25;
+const schema36 = {"$id":"https://interlock.dev/spec/defs/DiscoverHit.json","title":"DiscoverHit","type":"object","properties":{"asset_id":{"type":"string"},"title":{"type":"string"},"snippet":{"type":"string"},"score":{"type":"number"},"document_type":{"type":"string"},"category_path":{"type":"array","items":{"type":"string"}},"timestamp":{"type":["string","null"]},"source_id":{"type":"string"},"expansion":{"type":"boolean"},"related_to":{"type":"string","description":"Expansions only: the hit this asset is related to."},"relation":{"type":"string","enum":["link","entity","similar"],"description":"Expansions only: how it is related."}},"required":["asset_id","title","snippet","score","source_id","expansion"]};
 
-function validate24(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate25(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/defs/DiscoverHit.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate24.evaluated;
+const evaluated0 = validate25.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -826,7 +1093,7 @@ errors++;
 if(data.timestamp !== undefined){
 let data7 = data.timestamp;
 if((typeof data7 !== "string") && (data7 !== null)){
-const err13 = {instancePath:instancePath+"/timestamp",schemaPath:"#/properties/timestamp/type",keyword:"type",params:{type: schema35.properties.timestamp.type},message:"must be string,null"};
+const err13 = {instancePath:instancePath+"/timestamp",schemaPath:"#/properties/timestamp/type",keyword:"type",params:{type: schema36.properties.timestamp.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err13];
 }
@@ -885,7 +1152,7 @@ vErrors.push(err17);
 errors++;
 }
 if(!(((data11 === "link") || (data11 === "entity")) || (data11 === "similar"))){
-const err18 = {instancePath:instancePath+"/relation",schemaPath:"#/properties/relation/enum",keyword:"enum",params:{allowedValues: schema35.properties.relation.enum},message:"must be equal to one of the allowed values"};
+const err18 = {instancePath:instancePath+"/relation",schemaPath:"#/properties/relation/enum",keyword:"enum",params:{allowedValues: schema36.properties.relation.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err18];
 }
@@ -906,19 +1173,19 @@ vErrors.push(err19);
 }
 errors++;
 }
-validate24.errors = vErrors;
+validate25.errors = vErrors;
 return errors === 0;
 }
-validate24.evaluated = {"props":{"asset_id":true,"title":true,"snippet":true,"score":true,"document_type":true,"category_path":true,"timestamp":true,"source_id":true,"expansion":true,"related_to":true,"relation":true},"dynamicProps":false,"dynamicItems":false};
+validate25.evaluated = {"props":{"asset_id":true,"title":true,"snippet":true,"score":true,"document_type":true,"category_path":true,"timestamp":true,"source_id":true,"expansion":true,"related_to":true,"relation":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.validateDocumentContent = validate25;
-const schema36 = {"$id":"https://interlock.dev/spec/defs/DocumentContent.json","title":"DocumentContent","description":"structuredContent of interlock_query with request {operation: get_document} on a documents source.","type":"object","properties":{"asset_id":{"type":"string"},"source_id":{"type":"string"},"title":{"type":"string"},"body":{"type":"string"},"document_type":{"type":"string"},"category_path":{"type":"array","items":{"type":"string"}},"timestamp":{"type":["string","null"]},"entities":{"type":"array","items":{"type":"object","properties":{"type":{"type":"string"},"value":{"type":"string"}},"required":["type","value"]}},"links":{"type":"array","items":{"type":"string"},"description":"Linked assets of the same source that the caller may discover."},"indexed_at":{"type":"string"}},"required":["asset_id","source_id","title","body","document_type","category_path","timestamp","entities","links"]};
+exports.validateDocumentContent = validate26;
+const schema37 = {"$id":"https://interlock.dev/spec/defs/DocumentContent.json","title":"DocumentContent","description":"structuredContent of interlock_query with request {operation: get_document} on a documents source.","type":"object","properties":{"asset_id":{"type":"string"},"source_id":{"type":"string"},"title":{"type":"string"},"body":{"type":"string"},"document_type":{"type":"string"},"category_path":{"type":"array","items":{"type":"string"}},"timestamp":{"type":["string","null"]},"entities":{"type":"array","items":{"type":"object","properties":{"type":{"type":"string"},"value":{"type":"string"}},"required":["type","value"]}},"links":{"type":"array","items":{"type":"string"},"description":"Linked assets of the same source that the caller may discover."},"indexed_at":{"type":"string"}},"required":["asset_id","source_id","title","body","document_type","category_path","timestamp","entities","links"]};
 
-function validate25(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate26(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/defs/DocumentContent.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate25.evaluated;
+const evaluated0 = validate26.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -1107,7 +1374,7 @@ errors++;
 if(data.timestamp !== undefined){
 let data7 = data.timestamp;
 if((typeof data7 !== "string") && (data7 !== null)){
-const err16 = {instancePath:instancePath+"/timestamp",schemaPath:"#/properties/timestamp/type",keyword:"type",params:{type: schema36.properties.timestamp.type},message:"must be string,null"};
+const err16 = {instancePath:instancePath+"/timestamp",schemaPath:"#/properties/timestamp/type",keyword:"type",params:{type: schema37.properties.timestamp.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err16];
 }
@@ -1243,23 +1510,22 @@ vErrors.push(err26);
 }
 errors++;
 }
-validate25.errors = vErrors;
+validate26.errors = vErrors;
 return errors === 0;
 }
-validate25.evaluated = {"props":{"asset_id":true,"source_id":true,"title":true,"body":true,"document_type":true,"category_path":true,"timestamp":true,"entities":true,"links":true,"indexed_at":true},"dynamicProps":false,"dynamicItems":false};
+validate26.evaluated = {"props":{"asset_id":true,"source_id":true,"title":true,"body":true,"document_type":true,"category_path":true,"timestamp":true,"entities":true,"links":true,"indexed_at":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.validateGatewayConfig = validate26;
-const schema37 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/config-v1.schema.json","title":"GatewayConfig","description":"InterLock gateway configuration: an optional JSON or YAML file (--config FILE) merged with INTERLOCK_* environment variables (environment wins) and then command-line flags. Unknown keys are errors everywhere, and so are unknown INTERLOCK_* environment variables: a misspelt safety setting must never be silently ignored. docs/operators.md lists every key with its variable and default.","type":"object","properties":{"listen":{"description":"Where the MCP endpoint listens.","type":"object","properties":{"host":{"description":"Interface address (INTERLOCK_HOST). Default 127.0.0.1.","type":"string","minLength":1,"maxLength":255},"port":{"description":"TCP port, 0 = any free port (INTERLOCK_PORT). Default 8787.","type":"integer","minimum":0,"maximum":65535}},"additionalProperties":false},"database":{"description":"The control database.","type":"object","properties":{"url":{"description":"PostgreSQL connection URL of the control database (INTERLOCK_DATABASE_URL). Without it an embedded PostgreSQL is started in embedded_data_dir.","type":"string","pattern":"^postgres(ql)?://"},"embedded_data_dir":{"description":"Folder of the embedded PostgreSQL, kept across restarts (INTERLOCK_EMBEDDED_DATA_DIR). Default .interlock/pg.","type":"string","minLength":1},"embedded_port":{"description":"Port of the embedded PostgreSQL, 0 = a free port (INTERLOCK_EMBEDDED_PORT). Default 0.","type":"integer","minimum":0,"maximum":65535},"pool_size":{"description":"Largest number of pooled control-database connections (INTERLOCK_DATABASE_POOL_SIZE). Default 10.","type":"integer","minimum":1,"maximum":1000}},"additionalProperties":false},"allowed_hosts":{"description":"Host header values accepted besides the loopback names when bound to loopback (INTERLOCK_ALLOWED_HOSTS, comma-separated), e.g. gateway.example.com:443. DNS-rebinding protection (decision 14).","type":"array","items":{"type":"string","minLength":1,"maxLength":300},"maxItems":100},"allowed_origins":{"description":"Origin values accepted besides the request's own origin (INTERLOCK_ALLOWED_ORIGINS, comma-separated), e.g. https://app.example.com.","type":"array","items":{"type":"string","pattern":"^https?://[^/\\s]+$"},"maxItems":100},"rate_limits":{"description":"Calls allowed per window, shared by every replica through the control database. per_identity counts every call of one identity across all sources (INTERLOCK_RATE_LIMIT_IDENTITY_POINTS, INTERLOCK_RATE_LIMIT_IDENTITY_WINDOW_SECONDS; default 120 per 60 s); per_source counts every call to one source across all identities (INTERLOCK_RATE_LIMIT_SOURCE_POINTS, INTERLOCK_RATE_LIMIT_SOURCE_WINDOW_SECONDS; default 600 per 60 s).","type":"object","properties":{"per_identity":{"$ref":"#/$defs/rateLimit"},"per_source":{"$ref":"#/$defs/rateLimit"}},"additionalProperties":false},"approvals":{"type":"object","properties":{"ttl_seconds":{"description":"How long a queued write waits for an operator before it expires (INTERLOCK_APPROVAL_TTL_SECONDS). Default 86400 (one day).","type":"integer","minimum":60,"maximum":2592000}},"additionalProperties":false},"cache":{"description":"Result cache of eligible reads.","type":"object","properties":{"ttl_ms":{"description":"Time to live of a cached result in milliseconds, 0 disables the cache (INTERLOCK_CACHE_TTL_MS). Default 30000.","type":"integer","minimum":0,"maximum":86400000},"max_bytes":{"description":"Byte budget of the cache (INTERLOCK_CACHE_MAX_BYTES). Default 67108864 (64 MiB).","type":"integer","minimum":0,"maximum":17179869184}},"additionalProperties":false},"log_level":{"description":"Operational log level (INTERLOCK_LOG_LEVEL). Default info.","type":"string","enum":["fatal","error","warn","info","debug","trace","silent"]},"key_pepper":{"description":"Secret HMAC key for API-key hashes, at least 32 characters (INTERLOCK_KEY_PEPPER; prefer the variable or a secret store to a file). Default: generated once and kept in the control database. Changing it invalidates every key, so the gateway refuses to start with a pepper that differs from the one on record.","type":"string","minLength":32,"maxLength":1024}},"additionalProperties":false,"$defs":{"rateLimit":{"title":"RateLimit","type":"object","properties":{"points":{"description":"Calls allowed per window.","type":"integer","minimum":1,"maximum":1000000},"window_seconds":{"description":"Window length in seconds.","type":"integer","minimum":1,"maximum":86400}},"required":["points","window_seconds"],"additionalProperties":false}}};
-const schema38 = {"title":"RateLimit","type":"object","properties":{"points":{"description":"Calls allowed per window.","type":"integer","minimum":1,"maximum":1000000},"window_seconds":{"description":"Window length in seconds.","type":"integer","minimum":1,"maximum":86400}},"required":["points","window_seconds"],"additionalProperties":false};
-const func3 = Object.prototype.hasOwnProperty;
+exports.validateGatewayConfig = validate27;
+const schema38 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/config-v1.schema.json","title":"GatewayConfig","description":"InterLock gateway configuration: an optional JSON or YAML file (--config FILE) merged with INTERLOCK_* environment variables (environment wins) and then command-line flags. Unknown keys are errors everywhere, and so are unknown INTERLOCK_* environment variables: a misspelt safety setting must never be silently ignored. docs/operators.md lists every key with its variable and default.","type":"object","properties":{"listen":{"description":"Where the MCP endpoint listens.","type":"object","properties":{"host":{"description":"Interface address (INTERLOCK_HOST). Default 127.0.0.1.","type":"string","minLength":1,"maxLength":255},"port":{"description":"TCP port, 0 = any free port (INTERLOCK_PORT). Default 8787.","type":"integer","minimum":0,"maximum":65535}},"additionalProperties":false},"database":{"description":"The control database.","type":"object","properties":{"url":{"description":"PostgreSQL connection URL of the control database (INTERLOCK_DATABASE_URL). Without it an embedded PostgreSQL is started in embedded_data_dir.","type":"string","pattern":"^postgres(ql)?://"},"embedded_data_dir":{"description":"Folder of the embedded PostgreSQL, kept across restarts (INTERLOCK_EMBEDDED_DATA_DIR). Default .interlock/pg.","type":"string","minLength":1},"embedded_port":{"description":"Port of the embedded PostgreSQL, 0 = a free port (INTERLOCK_EMBEDDED_PORT). Default 0.","type":"integer","minimum":0,"maximum":65535},"pool_size":{"description":"Largest number of pooled control-database connections (INTERLOCK_DATABASE_POOL_SIZE). Default 10.","type":"integer","minimum":1,"maximum":1000}},"additionalProperties":false},"allowed_hosts":{"description":"Host header values accepted besides the loopback names when bound to loopback (INTERLOCK_ALLOWED_HOSTS, comma-separated), e.g. gateway.example.com:443. DNS-rebinding protection (decision 14).","type":"array","items":{"type":"string","minLength":1,"maxLength":300},"maxItems":100},"allowed_origins":{"description":"Origin values accepted besides the request's own origin (INTERLOCK_ALLOWED_ORIGINS, comma-separated), e.g. https://app.example.com.","type":"array","items":{"type":"string","pattern":"^https?://[^/\\s]+$"},"maxItems":100},"rate_limits":{"description":"Calls allowed per window, shared by every replica through the control database. per_identity counts every call of one identity across all sources (INTERLOCK_RATE_LIMIT_IDENTITY_POINTS, INTERLOCK_RATE_LIMIT_IDENTITY_WINDOW_SECONDS; default 120 per 60 s); per_source counts every call to one source across all identities (INTERLOCK_RATE_LIMIT_SOURCE_POINTS, INTERLOCK_RATE_LIMIT_SOURCE_WINDOW_SECONDS; default 600 per 60 s).","type":"object","properties":{"per_identity":{"$ref":"#/$defs/rateLimit"},"per_source":{"$ref":"#/$defs/rateLimit"}},"additionalProperties":false},"approvals":{"type":"object","properties":{"ttl_seconds":{"description":"How long a queued write waits for an operator before it expires (INTERLOCK_APPROVAL_TTL_SECONDS). Default 86400 (one day).","type":"integer","minimum":60,"maximum":2592000}},"additionalProperties":false},"cache":{"description":"Result cache of eligible reads.","type":"object","properties":{"ttl_ms":{"description":"Time to live of a cached result in milliseconds, 0 disables the cache (INTERLOCK_CACHE_TTL_MS). Default 30000.","type":"integer","minimum":0,"maximum":86400000},"max_bytes":{"description":"Byte budget of the cache (INTERLOCK_CACHE_MAX_BYTES). Default 67108864 (64 MiB).","type":"integer","minimum":0,"maximum":17179869184}},"additionalProperties":false},"log_level":{"description":"Operational log level (INTERLOCK_LOG_LEVEL). Default info.","type":"string","enum":["fatal","error","warn","info","debug","trace","silent"]},"key_pepper":{"description":"Secret HMAC key for API-key hashes, at least 32 characters (INTERLOCK_KEY_PEPPER; prefer the variable or a secret store to a file). Default: generated once and kept in the control database. Changing it invalidates every key, so the gateway refuses to start with a pepper that differs from the one on record.","type":"string","minLength":32,"maxLength":1024}},"additionalProperties":false,"$defs":{"rateLimit":{"title":"RateLimit","type":"object","properties":{"points":{"description":"Calls allowed per window.","type":"integer","minimum":1,"maximum":1000000},"window_seconds":{"description":"Window length in seconds.","type":"integer","minimum":1,"maximum":86400}},"required":["points","window_seconds"],"additionalProperties":false}}};
+const schema39 = {"title":"RateLimit","type":"object","properties":{"points":{"description":"Calls allowed per window.","type":"integer","minimum":1,"maximum":1000000},"window_seconds":{"description":"Window length in seconds.","type":"integer","minimum":1,"maximum":86400}},"required":["points","window_seconds"],"additionalProperties":false};
 const pattern4 = new RegExp("^postgres(ql)?://", "u");
 const pattern5 = new RegExp("^https?://[^/\\s]+$", "u");
 
-function validate26(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate27(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/config-v1.schema.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate26.evaluated;
+const evaluated0 = validate27.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -1268,7 +1534,7 @@ evaluated0.items = undefined;
 }
 if(data && typeof data == "object" && !Array.isArray(data)){
 for(const key0 in data){
-if(!(func3.call(schema37.properties, key0))){
+if(!(func1.call(schema38.properties, key0))){
 const err0 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err0];
@@ -1297,7 +1563,7 @@ errors++;
 if(data0.host !== undefined){
 let data1 = data0.host;
 if(typeof data1 === "string"){
-if(func1(data1) > 255){
+if(func2(data1) > 255){
 const err2 = {instancePath:instancePath+"/listen/host",schemaPath:"#/properties/listen/properties/host/maxLength",keyword:"maxLength",params:{limit: 255},message:"must NOT have more than 255 characters"};
 if(vErrors === null){
 vErrors = [err2];
@@ -1307,7 +1573,7 @@ vErrors.push(err2);
 }
 errors++;
 }
-if(func1(data1) < 1){
+if(func2(data1) < 1){
 const err3 = {instancePath:instancePath+"/listen/host",schemaPath:"#/properties/listen/properties/host/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err3];
@@ -1419,7 +1685,7 @@ errors++;
 if(data3.embedded_data_dir !== undefined){
 let data5 = data3.embedded_data_dir;
 if(typeof data5 === "string"){
-if(func1(data5) < 1){
+if(func2(data5) < 1){
 const err12 = {instancePath:instancePath+"/database/embedded_data_dir",schemaPath:"#/properties/database/properties/embedded_data_dir/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err12];
@@ -1540,7 +1806,7 @@ const len0 = data8.length;
 for(let i0=0; i0<len0; i0++){
 let data9 = data8[i0];
 if(typeof data9 === "string"){
-if(func1(data9) > 300){
+if(func2(data9) > 300){
 const err22 = {instancePath:instancePath+"/allowed_hosts/" + i0,schemaPath:"#/properties/allowed_hosts/items/maxLength",keyword:"maxLength",params:{limit: 300},message:"must NOT have more than 300 characters"};
 if(vErrors === null){
 vErrors = [err22];
@@ -1550,7 +1816,7 @@ vErrors.push(err22);
 }
 errors++;
 }
-if(func1(data9) < 1){
+if(func2(data9) < 1){
 const err23 = {instancePath:instancePath+"/allowed_hosts/" + i0,schemaPath:"#/properties/allowed_hosts/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err23];
@@ -2068,7 +2334,7 @@ vErrors.push(err65);
 errors++;
 }
 if(!(((((((data24 === "fatal") || (data24 === "error")) || (data24 === "warn")) || (data24 === "info")) || (data24 === "debug")) || (data24 === "trace")) || (data24 === "silent"))){
-const err66 = {instancePath:instancePath+"/log_level",schemaPath:"#/properties/log_level/enum",keyword:"enum",params:{allowedValues: schema37.properties.log_level.enum},message:"must be equal to one of the allowed values"};
+const err66 = {instancePath:instancePath+"/log_level",schemaPath:"#/properties/log_level/enum",keyword:"enum",params:{allowedValues: schema38.properties.log_level.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err66];
 }
@@ -2081,7 +2347,7 @@ errors++;
 if(data.key_pepper !== undefined){
 let data25 = data.key_pepper;
 if(typeof data25 === "string"){
-if(func1(data25) > 1024){
+if(func2(data25) > 1024){
 const err67 = {instancePath:instancePath+"/key_pepper",schemaPath:"#/properties/key_pepper/maxLength",keyword:"maxLength",params:{limit: 1024},message:"must NOT have more than 1024 characters"};
 if(vErrors === null){
 vErrors = [err67];
@@ -2091,7 +2357,7 @@ vErrors.push(err67);
 }
 errors++;
 }
-if(func1(data25) < 32){
+if(func2(data25) < 32){
 const err68 = {instancePath:instancePath+"/key_pepper",schemaPath:"#/properties/key_pepper/minLength",keyword:"minLength",params:{limit: 32},message:"must NOT have fewer than 32 characters"};
 if(vErrors === null){
 vErrors = [err68];
@@ -2124,17 +2390,17 @@ vErrors.push(err70);
 }
 errors++;
 }
-validate26.errors = vErrors;
+validate27.errors = vErrors;
 return errors === 0;
 }
-validate26.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate27.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateGatewayConfigRateLimit = validate27;
+exports.validateGatewayConfigRateLimit = validate28;
 
-function validate27(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate28(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate27.evaluated;
+const evaluated0 = validate28.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2255,20 +2521,20 @@ vErrors.push(err9);
 }
 errors++;
 }
-validate27.errors = vErrors;
+validate28.errors = vErrors;
 return errors === 0;
 }
-validate27.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate28.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateInterlockDescribeAccessArguments = validate28;
-const schema41 = {"$id":"https://interlock.dev/spec/tools/interlock_describe_access.json","title":"InterlockDescribeAccessArguments","type":"object","properties":{"source_id":{"type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$","description":"A source id as listed by interlock_list_sources."}},"additionalProperties":false};
+exports.validateInterlockDescribeAccessArguments = validate29;
+const schema42 = {"$id":"https://interlock.dev/spec/tools/interlock_describe_access.json","title":"InterlockDescribeAccessArguments","type":"object","properties":{"source_id":{"type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$","description":"A source id as listed by interlock_list_sources."}},"additionalProperties":false};
 const pattern6 = new RegExp("^[a-z0-9][a-z0-9_-]{0,62}$", "u");
 
-function validate28(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate29(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/tools/interlock_describe_access.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate28.evaluated;
+const evaluated0 = validate29.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2324,19 +2590,19 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate28.errors = vErrors;
+validate29.errors = vErrors;
 return errors === 0;
 }
-validate28.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate29.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateInterlockDescribeSourceArguments = validate29;
-const schema42 = {"$id":"https://interlock.dev/spec/tools/interlock_describe_source.json","title":"InterlockDescribeSourceArguments","type":"object","properties":{"source_id":{"type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$","description":"A source id as listed by interlock_list_sources."}},"required":["source_id"],"additionalProperties":false};
+exports.validateInterlockDescribeSourceArguments = validate30;
+const schema43 = {"$id":"https://interlock.dev/spec/tools/interlock_describe_source.json","title":"InterlockDescribeSourceArguments","type":"object","properties":{"source_id":{"type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$","description":"A source id as listed by interlock_list_sources."}},"required":["source_id"],"additionalProperties":false};
 
-function validate29(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate30(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/tools/interlock_describe_source.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate29.evaluated;
+const evaluated0 = validate30.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2402,20 +2668,20 @@ vErrors.push(err4);
 }
 errors++;
 }
-validate29.errors = vErrors;
+validate30.errors = vErrors;
 return errors === 0;
 }
-validate29.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate30.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateInterlockDiscoverArguments = validate30;
-const schema43 = {"$id":"https://interlock.dev/spec/tools/interlock_discover.json","title":"InterlockDiscoverArguments","type":"object","properties":{"source_id":{"type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$","description":"A source id as listed by interlock_list_sources."},"query":{"type":"string","minLength":1,"maxLength":1000,"description":"Web-search syntax."},"source_types":{"type":"array","maxItems":10,"items":{"type":"string","enum":["postgres","documents"]}},"document_types":{"type":"array","maxItems":20,"items":{"type":"string","minLength":1,"maxLength":64}},"category_path":{"type":"array","maxItems":10,"items":{"type":"string","minLength":1,"maxLength":128},"description":"A category prefix, outermost first, e.g. [\"operations\", \"runbooks\"]."},"time_range":{"type":"object","properties":{"from":{"type":"string","format":"date-time"},"to":{"type":"string","format":"date-time"}},"additionalProperties":false},"audience":{"type":"array","maxItems":20,"items":{"type":"string","minLength":1,"maxLength":64}},"entities":{"type":"array","maxItems":20,"items":{"type":"object","properties":{"type":{"type":"string","minLength":1,"maxLength":64},"value":{"type":"string","minLength":1,"maxLength":256}},"required":["type","value"],"additionalProperties":false}},"expand_related":{"type":"boolean","description":"Also return assets related to the top three hits (marked expansion true, with related_to and relation); they share the limit with the direct hits, at most half of it."},"limit":{"type":"integer","minimum":1,"maximum":50,"description":"Most hits to return (default 10, at most 50)."}},"required":["source_id","query"],"additionalProperties":false};
+exports.validateInterlockDiscoverArguments = validate31;
+const schema44 = {"$id":"https://interlock.dev/spec/tools/interlock_discover.json","title":"InterlockDiscoverArguments","type":"object","properties":{"source_id":{"type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$","description":"A source id as listed by interlock_list_sources."},"query":{"type":"string","minLength":1,"maxLength":1000,"description":"Web-search syntax."},"source_types":{"type":"array","maxItems":10,"items":{"type":"string","enum":["postgres","documents"]}},"document_types":{"type":"array","maxItems":20,"items":{"type":"string","minLength":1,"maxLength":64}},"category_path":{"type":"array","maxItems":10,"items":{"type":"string","minLength":1,"maxLength":128},"description":"A category prefix, outermost first, e.g. [\"operations\", \"runbooks\"]."},"time_range":{"type":"object","properties":{"from":{"type":"string","format":"date-time"},"to":{"type":"string","format":"date-time"}},"additionalProperties":false},"audience":{"type":"array","maxItems":20,"items":{"type":"string","minLength":1,"maxLength":64}},"entities":{"type":"array","maxItems":20,"items":{"type":"object","properties":{"type":{"type":"string","minLength":1,"maxLength":64},"value":{"type":"string","minLength":1,"maxLength":256}},"required":["type","value"],"additionalProperties":false}},"expand_related":{"type":"boolean","description":"Also return assets related to the top three hits (marked expansion true, with related_to and relation); they share the limit with the direct hits, at most half of it."},"limit":{"type":"integer","minimum":1,"maximum":50,"description":"Most hits to return (default 10, at most 50)."}},"required":["source_id","query"],"additionalProperties":false};
 const formats0 = require("ajv-formats/dist/formats").fullFormats["date-time"];
 
-function validate30(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate31(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/tools/interlock_discover.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate30.evaluated;
+const evaluated0 = validate31.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2444,7 +2710,7 @@ vErrors.push(err1);
 errors++;
 }
 for(const key0 in data){
-if(!(func3.call(schema43.properties, key0))){
+if(!(func1.call(schema44.properties, key0))){
 const err2 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err2];
@@ -2483,7 +2749,7 @@ errors++;
 if(data.query !== undefined){
 let data1 = data.query;
 if(typeof data1 === "string"){
-if(func1(data1) > 1000){
+if(func2(data1) > 1000){
 const err5 = {instancePath:instancePath+"/query",schemaPath:"#/properties/query/maxLength",keyword:"maxLength",params:{limit: 1000},message:"must NOT have more than 1000 characters"};
 if(vErrors === null){
 vErrors = [err5];
@@ -2493,7 +2759,7 @@ vErrors.push(err5);
 }
 errors++;
 }
-if(func1(data1) < 1){
+if(func2(data1) < 1){
 const err6 = {instancePath:instancePath+"/query",schemaPath:"#/properties/query/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err6];
@@ -2542,7 +2808,7 @@ vErrors.push(err9);
 errors++;
 }
 if(!((data3 === "postgres") || (data3 === "documents"))){
-const err10 = {instancePath:instancePath+"/source_types/" + i0,schemaPath:"#/properties/source_types/items/enum",keyword:"enum",params:{allowedValues: schema43.properties.source_types.items.enum},message:"must be equal to one of the allowed values"};
+const err10 = {instancePath:instancePath+"/source_types/" + i0,schemaPath:"#/properties/source_types/items/enum",keyword:"enum",params:{allowedValues: schema44.properties.source_types.items.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err10];
 }
@@ -2581,7 +2847,7 @@ const len1 = data4.length;
 for(let i1=0; i1<len1; i1++){
 let data5 = data4[i1];
 if(typeof data5 === "string"){
-if(func1(data5) > 64){
+if(func2(data5) > 64){
 const err13 = {instancePath:instancePath+"/document_types/" + i1,schemaPath:"#/properties/document_types/items/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"};
 if(vErrors === null){
 vErrors = [err13];
@@ -2591,7 +2857,7 @@ vErrors.push(err13);
 }
 errors++;
 }
-if(func1(data5) < 1){
+if(func2(data5) < 1){
 const err14 = {instancePath:instancePath+"/document_types/" + i1,schemaPath:"#/properties/document_types/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err14];
@@ -2642,7 +2908,7 @@ const len2 = data6.length;
 for(let i2=0; i2<len2; i2++){
 let data7 = data6[i2];
 if(typeof data7 === "string"){
-if(func1(data7) > 128){
+if(func2(data7) > 128){
 const err18 = {instancePath:instancePath+"/category_path/" + i2,schemaPath:"#/properties/category_path/items/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
 if(vErrors === null){
 vErrors = [err18];
@@ -2652,7 +2918,7 @@ vErrors.push(err18);
 }
 errors++;
 }
-if(func1(data7) < 1){
+if(func2(data7) < 1){
 const err19 = {instancePath:instancePath+"/category_path/" + i2,schemaPath:"#/properties/category_path/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err19];
@@ -2780,7 +3046,7 @@ const len3 = data11.length;
 for(let i3=0; i3<len3; i3++){
 let data12 = data11[i3];
 if(typeof data12 === "string"){
-if(func1(data12) > 64){
+if(func2(data12) > 64){
 const err29 = {instancePath:instancePath+"/audience/" + i3,schemaPath:"#/properties/audience/items/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"};
 if(vErrors === null){
 vErrors = [err29];
@@ -2790,7 +3056,7 @@ vErrors.push(err29);
 }
 errors++;
 }
-if(func1(data12) < 1){
+if(func2(data12) < 1){
 const err30 = {instancePath:instancePath+"/audience/" + i3,schemaPath:"#/properties/audience/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err30];
@@ -2876,7 +3142,7 @@ errors++;
 if(data14.type !== undefined){
 let data15 = data14.type;
 if(typeof data15 === "string"){
-if(func1(data15) > 64){
+if(func2(data15) > 64){
 const err37 = {instancePath:instancePath+"/entities/" + i4+"/type",schemaPath:"#/properties/entities/items/properties/type/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"};
 if(vErrors === null){
 vErrors = [err37];
@@ -2886,7 +3152,7 @@ vErrors.push(err37);
 }
 errors++;
 }
-if(func1(data15) < 1){
+if(func2(data15) < 1){
 const err38 = {instancePath:instancePath+"/entities/" + i4+"/type",schemaPath:"#/properties/entities/items/properties/type/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err38];
@@ -2911,7 +3177,7 @@ errors++;
 if(data14.value !== undefined){
 let data16 = data14.value;
 if(typeof data16 === "string"){
-if(func1(data16) > 256){
+if(func2(data16) > 256){
 const err40 = {instancePath:instancePath+"/entities/" + i4+"/value",schemaPath:"#/properties/entities/items/properties/value/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"};
 if(vErrors === null){
 vErrors = [err40];
@@ -2921,7 +3187,7 @@ vErrors.push(err40);
 }
 errors++;
 }
-if(func1(data16) < 1){
+if(func2(data16) < 1){
 const err41 = {instancePath:instancePath+"/entities/" + i4+"/value",schemaPath:"#/properties/entities/items/properties/value/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err41];
@@ -3025,19 +3291,19 @@ vErrors.push(err49);
 }
 errors++;
 }
-validate30.errors = vErrors;
+validate31.errors = vErrors;
 return errors === 0;
 }
-validate30.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate31.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateInterlockListSourcesArguments = validate31;
-const schema44 = {"$id":"https://interlock.dev/spec/tools/interlock_list_sources.json","title":"InterlockListSourcesArguments","type":"object","properties":{},"additionalProperties":false};
+exports.validateInterlockListSourcesArguments = validate32;
+const schema45 = {"$id":"https://interlock.dev/spec/tools/interlock_list_sources.json","title":"InterlockListSourcesArguments","type":"object","properties":{},"additionalProperties":false};
 
-function validate31(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate32(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/tools/interlock_list_sources.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate31.evaluated;
+const evaluated0 = validate32.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3066,19 +3332,19 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate31.errors = vErrors;
+validate32.errors = vErrors;
 return errors === 0;
 }
-validate31.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate32.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateInterlockQueryArguments = validate32;
-const schema45 = {"$id":"https://interlock.dev/spec/tools/interlock_query.json","title":"InterlockQueryArguments","type":"object","properties":{"source_id":{"type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$","description":"A source id as listed by interlock_list_sources."},"sql":{"type":"string","minLength":1,"maxLength":100000,"description":"Exactly one PostgreSQL statement. Use $1, $2 … placeholders with params for values."},"params":{"type":"array","maxItems":100,"items":{"type":["string","number","boolean","null"]},"description":"Values for the $n placeholders, in order."},"max_rows":{"type":"integer","minimum":1,"maximum":10000,"description":"Most rows to return (default 1000). Extra rows are not sent and truncated is true."},"request":{"type":"object","description":"A request to a non-SQL source instead of sql. get_document fetches one asset's full content.","properties":{"operation":{"type":"string","enum":["get_document"]},"asset_id":{"type":"string","minLength":1,"maxLength":512}},"required":["operation","asset_id"],"additionalProperties":false}},"required":["source_id"],"additionalProperties":false};
+exports.validateInterlockQueryArguments = validate33;
+const schema46 = {"$id":"https://interlock.dev/spec/tools/interlock_query.json","title":"InterlockQueryArguments","type":"object","properties":{"source_id":{"type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$","description":"A source id as listed by interlock_list_sources."},"sql":{"type":"string","minLength":1,"maxLength":100000,"description":"Exactly one PostgreSQL statement. Use $1, $2 … placeholders with params for values."},"params":{"type":"array","maxItems":100,"items":{"type":["string","number","boolean","null"]},"description":"Values for the $n placeholders, in order."},"max_rows":{"type":"integer","minimum":1,"maximum":10000,"description":"Most rows to return (default 1000). Extra rows are not sent and truncated is true."},"request":{"type":"object","description":"A request to a non-SQL source instead of sql. get_document fetches one asset's full content.","properties":{"operation":{"type":"string","enum":["get_document"]},"asset_id":{"type":"string","minLength":1,"maxLength":512}},"required":["operation","asset_id"],"additionalProperties":false}},"required":["source_id"],"additionalProperties":false};
 
-function validate32(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate33(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/tools/interlock_query.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate32.evaluated;
+const evaluated0 = validate33.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3136,7 +3402,7 @@ errors++;
 if(data.sql !== undefined){
 let data1 = data.sql;
 if(typeof data1 === "string"){
-if(func1(data1) > 100000){
+if(func2(data1) > 100000){
 const err4 = {instancePath:instancePath+"/sql",schemaPath:"#/properties/sql/maxLength",keyword:"maxLength",params:{limit: 100000},message:"must NOT have more than 100000 characters"};
 if(vErrors === null){
 vErrors = [err4];
@@ -3146,7 +3412,7 @@ vErrors.push(err4);
 }
 errors++;
 }
-if(func1(data1) < 1){
+if(func2(data1) < 1){
 const err5 = {instancePath:instancePath+"/sql",schemaPath:"#/properties/sql/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err5];
@@ -3185,7 +3451,7 @@ const len0 = data2.length;
 for(let i0=0; i0<len0; i0++){
 let data3 = data2[i0];
 if((((typeof data3 !== "string") && (!((typeof data3 == "number") && (isFinite(data3))))) && (typeof data3 !== "boolean")) && (data3 !== null)){
-const err8 = {instancePath:instancePath+"/params/" + i0,schemaPath:"#/properties/params/items/type",keyword:"type",params:{type: schema45.properties.params.items.type},message:"must be string,number,boolean,null"};
+const err8 = {instancePath:instancePath+"/params/" + i0,schemaPath:"#/properties/params/items/type",keyword:"type",params:{type: schema46.properties.params.items.type},message:"must be string,number,boolean,null"};
 if(vErrors === null){
 vErrors = [err8];
 }
@@ -3290,7 +3556,7 @@ vErrors.push(err16);
 errors++;
 }
 if(!(data6 === "get_document")){
-const err17 = {instancePath:instancePath+"/request/operation",schemaPath:"#/properties/request/properties/operation/enum",keyword:"enum",params:{allowedValues: schema45.properties.request.properties.operation.enum},message:"must be equal to one of the allowed values"};
+const err17 = {instancePath:instancePath+"/request/operation",schemaPath:"#/properties/request/properties/operation/enum",keyword:"enum",params:{allowedValues: schema46.properties.request.properties.operation.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err17];
 }
@@ -3303,7 +3569,7 @@ errors++;
 if(data5.asset_id !== undefined){
 let data7 = data5.asset_id;
 if(typeof data7 === "string"){
-if(func1(data7) > 512){
+if(func2(data7) > 512){
 const err18 = {instancePath:instancePath+"/request/asset_id",schemaPath:"#/properties/request/properties/asset_id/maxLength",keyword:"maxLength",params:{limit: 512},message:"must NOT have more than 512 characters"};
 if(vErrors === null){
 vErrors = [err18];
@@ -3313,7 +3579,7 @@ vErrors.push(err18);
 }
 errors++;
 }
-if(func1(data7) < 1){
+if(func2(data7) < 1){
 const err19 = {instancePath:instancePath+"/request/asset_id",schemaPath:"#/properties/request/properties/asset_id/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err19];
@@ -3358,19 +3624,19 @@ vErrors.push(err22);
 }
 errors++;
 }
-validate32.errors = vErrors;
+validate33.errors = vErrors;
 return errors === 0;
 }
-validate32.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate33.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateInterlockRelatedDocumentsArguments = validate33;
-const schema46 = {"$id":"https://interlock.dev/spec/tools/interlock_related_documents.json","title":"InterlockRelatedDocumentsArguments","type":"object","properties":{"asset_id":{"type":"string","minLength":1,"maxLength":512},"limit":{"type":"integer","minimum":1,"maximum":50,"description":"Most related documents to return (default 10, at most 50)."}},"required":["asset_id"],"additionalProperties":false};
+exports.validateInterlockRelatedDocumentsArguments = validate34;
+const schema47 = {"$id":"https://interlock.dev/spec/tools/interlock_related_documents.json","title":"InterlockRelatedDocumentsArguments","type":"object","properties":{"asset_id":{"type":"string","minLength":1,"maxLength":512},"limit":{"type":"integer","minimum":1,"maximum":50,"description":"Most related documents to return (default 10, at most 50)."}},"required":["asset_id"],"additionalProperties":false};
 
-function validate33(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate34(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/tools/interlock_related_documents.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate33.evaluated;
+const evaluated0 = validate34.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3403,7 +3669,7 @@ errors++;
 if(data.asset_id !== undefined){
 let data0 = data.asset_id;
 if(typeof data0 === "string"){
-if(func1(data0) > 512){
+if(func2(data0) > 512){
 const err2 = {instancePath:instancePath+"/asset_id",schemaPath:"#/properties/asset_id/maxLength",keyword:"maxLength",params:{limit: 512},message:"must NOT have more than 512 characters"};
 if(vErrors === null){
 vErrors = [err2];
@@ -3413,7 +3679,7 @@ vErrors.push(err2);
 }
 errors++;
 }
-if(func1(data0) < 1){
+if(func2(data0) < 1){
 const err3 = {instancePath:instancePath+"/asset_id",schemaPath:"#/properties/asset_id/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err3];
@@ -3481,25 +3747,25 @@ vErrors.push(err8);
 }
 errors++;
 }
-validate33.errors = vErrors;
+validate34.errors = vErrors;
 return errors === 0;
 }
-validate33.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate34.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validatePolicy = validate34;
-const schema47 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/policy-v1.schema.json","title":"Policy","description":"A declarative policy rule, evaluated on every request after source-role authorization. A policy can refuse or restrict what a role allows (deny relations, require a WHERE, cap rows, time windows, mask columns, hide document types or categories); it can never allow what no role allows. Contract: Governance And Errors.","type":"object","properties":{"name":{"type":"string","pattern":"^[a-z0-9][a-z0-9_.-]{0,62}$"},"description":{"type":"string","maxLength":1000},"enabled":{"type":"boolean","default":true},"applies_to":{"description":"Whom and where the rule applies; an omitted list means every one.","type":"object","properties":{"identities":{"type":"array","items":{"type":"string"},"maxItems":1000},"roles":{"type":"array","items":{"type":"string"},"maxItems":1000},"sources":{"type":"array","items":{"type":"string"},"maxItems":1000}},"additionalProperties":false},"rule":{"oneOf":[{"$ref":"#/$defs/denyRelations"},{"$ref":"#/$defs/requireWhere"},{"$ref":"#/$defs/maxRows"},{"$ref":"#/$defs/timeWindow"},{"$ref":"#/$defs/maskColumns"},{"$ref":"#/$defs/hideDocuments"}]}},"required":["name","rule"],"additionalProperties":false,"$defs":{"action":{"type":"string","enum":["read","write","describe","discover","request"]},"denyRelations":{"title":"DenyRelationsRule","description":"Refuse any statement touching these relations (schema.table, * wildcards) for the listed actions (default read and write).","type":"object","properties":{"type":{"const":"deny_relations"},"relations":{"type":"array","minItems":1,"items":{"type":"string","minLength":1}},"actions":{"type":"array","items":{"$ref":"#/$defs/action"}},"reason":{"type":"string","maxLength":500}},"required":["type","relations"],"additionalProperties":false},"requireWhere":{"title":"RequireWhereRule","description":"Refuse UPDATE and DELETE (or the listed operations) without a WHERE clause.","type":"object","properties":{"type":{"const":"require_where"},"operations":{"type":"array","items":{"type":"string","enum":["update","delete"]}},"reason":{"type":"string","maxLength":500}},"required":["type"],"additionalProperties":false},"maxRows":{"title":"MaxRowsRule","description":"Cap the rows a read returns (the smaller of this and the call's max_rows wins; truncated is set).","type":"object","properties":{"type":{"const":"max_rows"},"max_rows":{"type":"integer","minimum":1,"maximum":100000}},"required":["type","max_rows"],"additionalProperties":false},"timeWindow":{"title":"TimeWindowRule","description":"Allow the listed actions only inside a weekly window; outside it they are refused.","type":"object","properties":{"type":{"const":"time_window"},"days":{"type":"array","minItems":1,"items":{"type":"string","enum":["mon","tue","wed","thu","fri","sat","sun"]}},"start":{"type":"string","pattern":"^([01][0-9]|2[0-3]):[0-5][0-9]$"},"end":{"type":"string","pattern":"^([01][0-9]|2[0-4]):[0-5][0-9]$"},"timezone":{"type":"string","default":"UTC"},"actions":{"type":"array","items":{"$ref":"#/$defs/action"}},"reason":{"type":"string","maxLength":500}},"required":["type","days","start","end"],"additionalProperties":false},"maskColumns":{"title":"MaskColumnsRule","description":"Mask these columns (schema.table.column, * wildcards) wherever their values flow into a result: full, partial, hash or null.","type":"object","properties":{"type":{"const":"mask_columns"},"columns":{"type":"array","minItems":1,"items":{"type":"string","minLength":1}},"method":{"type":"string","enum":["full","partial","hash","null"]}},"required":["type","columns","method"],"additionalProperties":false},"hideDocuments":{"title":"HideDocumentsRule","description":"Hide assets of these document types or under these category prefixes from discovery and related documents (filtered out, never hinted at).","type":"object","properties":{"type":{"const":"hide_documents"},"document_types":{"type":"array","items":{"type":"string"}},"category_prefixes":{"type":"array","items":{"type":"array","items":{"type":"string"},"minItems":1}}},"required":["type"],"additionalProperties":false}}};
-const schema50 = {"title":"RequireWhereRule","description":"Refuse UPDATE and DELETE (or the listed operations) without a WHERE clause.","type":"object","properties":{"type":{"const":"require_where"},"operations":{"type":"array","items":{"type":"string","enum":["update","delete"]}},"reason":{"type":"string","maxLength":500}},"required":["type"],"additionalProperties":false};
-const schema51 = {"title":"MaxRowsRule","description":"Cap the rows a read returns (the smaller of this and the call's max_rows wins; truncated is set).","type":"object","properties":{"type":{"const":"max_rows"},"max_rows":{"type":"integer","minimum":1,"maximum":100000}},"required":["type","max_rows"],"additionalProperties":false};
-const schema54 = {"title":"MaskColumnsRule","description":"Mask these columns (schema.table.column, * wildcards) wherever their values flow into a result: full, partial, hash or null.","type":"object","properties":{"type":{"const":"mask_columns"},"columns":{"type":"array","minItems":1,"items":{"type":"string","minLength":1}},"method":{"type":"string","enum":["full","partial","hash","null"]}},"required":["type","columns","method"],"additionalProperties":false};
-const schema55 = {"title":"HideDocumentsRule","description":"Hide assets of these document types or under these category prefixes from discovery and related documents (filtered out, never hinted at).","type":"object","properties":{"type":{"const":"hide_documents"},"document_types":{"type":"array","items":{"type":"string"}},"category_prefixes":{"type":"array","items":{"type":"array","items":{"type":"string"},"minItems":1}}},"required":["type"],"additionalProperties":false};
+exports.validatePolicy = validate35;
+const schema48 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/policy-v1.schema.json","title":"Policy","description":"A declarative policy rule, evaluated on every request after source-role authorization. A policy can refuse or restrict what a role allows (deny relations, require a WHERE, cap rows, time windows, mask columns, hide document types or categories); it can never allow what no role allows. Contract: Governance And Errors.","type":"object","properties":{"name":{"type":"string","pattern":"^[a-z0-9][a-z0-9_.-]{0,62}$"},"description":{"type":"string","maxLength":1000},"enabled":{"type":"boolean","default":true},"applies_to":{"description":"Whom and where the rule applies; an omitted list means every one.","type":"object","properties":{"identities":{"type":"array","items":{"type":"string"},"maxItems":1000},"roles":{"type":"array","items":{"type":"string"},"maxItems":1000},"sources":{"type":"array","items":{"type":"string"},"maxItems":1000}},"additionalProperties":false},"rule":{"oneOf":[{"$ref":"#/$defs/denyRelations"},{"$ref":"#/$defs/requireWhere"},{"$ref":"#/$defs/maxRows"},{"$ref":"#/$defs/timeWindow"},{"$ref":"#/$defs/maskColumns"},{"$ref":"#/$defs/hideDocuments"}]}},"required":["name","rule"],"additionalProperties":false,"$defs":{"action":{"type":"string","enum":["read","write","describe","discover","request"]},"denyRelations":{"title":"DenyRelationsRule","description":"Refuse any statement touching these relations (schema.table, * wildcards) for the listed actions (default read and write).","type":"object","properties":{"type":{"const":"deny_relations"},"relations":{"type":"array","minItems":1,"items":{"type":"string","minLength":1}},"actions":{"type":"array","items":{"$ref":"#/$defs/action"}},"reason":{"type":"string","maxLength":500}},"required":["type","relations"],"additionalProperties":false},"requireWhere":{"title":"RequireWhereRule","description":"Refuse UPDATE and DELETE (or the listed operations) without a WHERE clause.","type":"object","properties":{"type":{"const":"require_where"},"operations":{"type":"array","items":{"type":"string","enum":["update","delete"]}},"reason":{"type":"string","maxLength":500}},"required":["type"],"additionalProperties":false},"maxRows":{"title":"MaxRowsRule","description":"Cap the rows a read returns (the smaller of this and the call's max_rows wins; truncated is set).","type":"object","properties":{"type":{"const":"max_rows"},"max_rows":{"type":"integer","minimum":1,"maximum":100000}},"required":["type","max_rows"],"additionalProperties":false},"timeWindow":{"title":"TimeWindowRule","description":"Allow the listed actions only inside a weekly window; outside it they are refused.","type":"object","properties":{"type":{"const":"time_window"},"days":{"type":"array","minItems":1,"items":{"type":"string","enum":["mon","tue","wed","thu","fri","sat","sun"]}},"start":{"type":"string","pattern":"^([01][0-9]|2[0-3]):[0-5][0-9]$"},"end":{"type":"string","pattern":"^([01][0-9]|2[0-4]):[0-5][0-9]$"},"timezone":{"type":"string","default":"UTC"},"actions":{"type":"array","items":{"$ref":"#/$defs/action"}},"reason":{"type":"string","maxLength":500}},"required":["type","days","start","end"],"additionalProperties":false},"maskColumns":{"title":"MaskColumnsRule","description":"Mask these columns (schema.table.column, * wildcards) wherever their values flow into a result: full, partial, hash or null.","type":"object","properties":{"type":{"const":"mask_columns"},"columns":{"type":"array","minItems":1,"items":{"type":"string","minLength":1}},"method":{"type":"string","enum":["full","partial","hash","null"]}},"required":["type","columns","method"],"additionalProperties":false},"hideDocuments":{"title":"HideDocumentsRule","description":"Hide assets of these document types or under these category prefixes from discovery and related documents (filtered out, never hinted at).","type":"object","properties":{"type":{"const":"hide_documents"},"document_types":{"type":"array","items":{"type":"string"}},"category_prefixes":{"type":"array","items":{"type":"array","items":{"type":"string"},"minItems":1}}},"required":["type"],"additionalProperties":false}}};
+const schema51 = {"title":"RequireWhereRule","description":"Refuse UPDATE and DELETE (or the listed operations) without a WHERE clause.","type":"object","properties":{"type":{"const":"require_where"},"operations":{"type":"array","items":{"type":"string","enum":["update","delete"]}},"reason":{"type":"string","maxLength":500}},"required":["type"],"additionalProperties":false};
+const schema52 = {"title":"MaxRowsRule","description":"Cap the rows a read returns (the smaller of this and the call's max_rows wins; truncated is set).","type":"object","properties":{"type":{"const":"max_rows"},"max_rows":{"type":"integer","minimum":1,"maximum":100000}},"required":["type","max_rows"],"additionalProperties":false};
+const schema55 = {"title":"MaskColumnsRule","description":"Mask these columns (schema.table.column, * wildcards) wherever their values flow into a result: full, partial, hash or null.","type":"object","properties":{"type":{"const":"mask_columns"},"columns":{"type":"array","minItems":1,"items":{"type":"string","minLength":1}},"method":{"type":"string","enum":["full","partial","hash","null"]}},"required":["type","columns","method"],"additionalProperties":false};
+const schema56 = {"title":"HideDocumentsRule","description":"Hide assets of these document types or under these category prefixes from discovery and related documents (filtered out, never hinted at).","type":"object","properties":{"type":{"const":"hide_documents"},"document_types":{"type":"array","items":{"type":"string"}},"category_prefixes":{"type":"array","items":{"type":"array","items":{"type":"string"},"minItems":1}}},"required":["type"],"additionalProperties":false};
 const pattern10 = new RegExp("^[a-z0-9][a-z0-9_.-]{0,62}$", "u");
-const schema48 = {"title":"DenyRelationsRule","description":"Refuse any statement touching these relations (schema.table, * wildcards) for the listed actions (default read and write).","type":"object","properties":{"type":{"const":"deny_relations"},"relations":{"type":"array","minItems":1,"items":{"type":"string","minLength":1}},"actions":{"type":"array","items":{"$ref":"#/$defs/action"}},"reason":{"type":"string","maxLength":500}},"required":["type","relations"],"additionalProperties":false};
-const schema49 = {"type":"string","enum":["read","write","describe","discover","request"]};
+const schema49 = {"title":"DenyRelationsRule","description":"Refuse any statement touching these relations (schema.table, * wildcards) for the listed actions (default read and write).","type":"object","properties":{"type":{"const":"deny_relations"},"relations":{"type":"array","minItems":1,"items":{"type":"string","minLength":1}},"actions":{"type":"array","items":{"$ref":"#/$defs/action"}},"reason":{"type":"string","maxLength":500}},"required":["type","relations"],"additionalProperties":false};
+const schema50 = {"type":"string","enum":["read","write","describe","discover","request"]};
 
-function validate35(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate36(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate35.evaluated;
+const evaluated0 = validate36.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3568,7 +3834,7 @@ const len0 = data1.length;
 for(let i0=0; i0<len0; i0++){
 let data2 = data1[i0];
 if(typeof data2 === "string"){
-if(func1(data2) < 1){
+if(func2(data2) < 1){
 const err5 = {instancePath:instancePath+"/relations/" + i0,schemaPath:"#/properties/relations/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err5];
@@ -3619,7 +3885,7 @@ vErrors.push(err8);
 errors++;
 }
 if(!(((((data4 === "read") || (data4 === "write")) || (data4 === "describe")) || (data4 === "discover")) || (data4 === "request"))){
-const err9 = {instancePath:instancePath+"/actions/" + i1,schemaPath:"#/$defs/action/enum",keyword:"enum",params:{allowedValues: schema49.enum},message:"must be equal to one of the allowed values"};
+const err9 = {instancePath:instancePath+"/actions/" + i1,schemaPath:"#/$defs/action/enum",keyword:"enum",params:{allowedValues: schema50.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err9];
 }
@@ -3644,7 +3910,7 @@ errors++;
 if(data.reason !== undefined){
 let data5 = data.reason;
 if(typeof data5 === "string"){
-if(func1(data5) > 500){
+if(func2(data5) > 500){
 const err11 = {instancePath:instancePath+"/reason",schemaPath:"#/properties/reason/maxLength",keyword:"maxLength",params:{limit: 500},message:"must NOT have more than 500 characters"};
 if(vErrors === null){
 vErrors = [err11];
@@ -3677,19 +3943,19 @@ vErrors.push(err13);
 }
 errors++;
 }
-validate35.errors = vErrors;
+validate36.errors = vErrors;
 return errors === 0;
 }
-validate35.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate36.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-const schema52 = {"title":"TimeWindowRule","description":"Allow the listed actions only inside a weekly window; outside it they are refused.","type":"object","properties":{"type":{"const":"time_window"},"days":{"type":"array","minItems":1,"items":{"type":"string","enum":["mon","tue","wed","thu","fri","sat","sun"]}},"start":{"type":"string","pattern":"^([01][0-9]|2[0-3]):[0-5][0-9]$"},"end":{"type":"string","pattern":"^([01][0-9]|2[0-4]):[0-5][0-9]$"},"timezone":{"type":"string","default":"UTC"},"actions":{"type":"array","items":{"$ref":"#/$defs/action"}},"reason":{"type":"string","maxLength":500}},"required":["type","days","start","end"],"additionalProperties":false};
+const schema53 = {"title":"TimeWindowRule","description":"Allow the listed actions only inside a weekly window; outside it they are refused.","type":"object","properties":{"type":{"const":"time_window"},"days":{"type":"array","minItems":1,"items":{"type":"string","enum":["mon","tue","wed","thu","fri","sat","sun"]}},"start":{"type":"string","pattern":"^([01][0-9]|2[0-3]):[0-5][0-9]$"},"end":{"type":"string","pattern":"^([01][0-9]|2[0-4]):[0-5][0-9]$"},"timezone":{"type":"string","default":"UTC"},"actions":{"type":"array","items":{"$ref":"#/$defs/action"}},"reason":{"type":"string","maxLength":500}},"required":["type","days","start","end"],"additionalProperties":false};
 const pattern11 = new RegExp("^([01][0-9]|2[0-3]):[0-5][0-9]$", "u");
 const pattern12 = new RegExp("^([01][0-9]|2[0-4]):[0-5][0-9]$", "u");
 
-function validate37(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate38(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate37.evaluated;
+const evaluated0 = validate38.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3788,7 +4054,7 @@ vErrors.push(err7);
 errors++;
 }
 if(!(((((((data2 === "mon") || (data2 === "tue")) || (data2 === "wed")) || (data2 === "thu")) || (data2 === "fri")) || (data2 === "sat")) || (data2 === "sun"))){
-const err8 = {instancePath:instancePath+"/days/" + i0,schemaPath:"#/properties/days/items/enum",keyword:"enum",params:{allowedValues: schema52.properties.days.items.enum},message:"must be equal to one of the allowed values"};
+const err8 = {instancePath:instancePath+"/days/" + i0,schemaPath:"#/properties/days/items/enum",keyword:"enum",params:{allowedValues: schema53.properties.days.items.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err8];
 }
@@ -3889,7 +4155,7 @@ vErrors.push(err15);
 errors++;
 }
 if(!(((((data7 === "read") || (data7 === "write")) || (data7 === "describe")) || (data7 === "discover")) || (data7 === "request"))){
-const err16 = {instancePath:instancePath+"/actions/" + i1,schemaPath:"#/$defs/action/enum",keyword:"enum",params:{allowedValues: schema49.enum},message:"must be equal to one of the allowed values"};
+const err16 = {instancePath:instancePath+"/actions/" + i1,schemaPath:"#/$defs/action/enum",keyword:"enum",params:{allowedValues: schema50.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err16];
 }
@@ -3914,7 +4180,7 @@ errors++;
 if(data.reason !== undefined){
 let data8 = data.reason;
 if(typeof data8 === "string"){
-if(func1(data8) > 500){
+if(func2(data8) > 500){
 const err18 = {instancePath:instancePath+"/reason",schemaPath:"#/properties/reason/maxLength",keyword:"maxLength",params:{limit: 500},message:"must NOT have more than 500 characters"};
 if(vErrors === null){
 vErrors = [err18];
@@ -3947,17 +4213,17 @@ vErrors.push(err20);
 }
 errors++;
 }
-validate37.errors = vErrors;
+validate38.errors = vErrors;
 return errors === 0;
 }
-validate37.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate38.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 
-function validate34(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate35(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/policy-v1.schema.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate34.evaluated;
+const evaluated0 = validate35.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -4025,7 +4291,7 @@ errors++;
 if(data.description !== undefined){
 let data1 = data.description;
 if(typeof data1 === "string"){
-if(func1(data1) > 1000){
+if(func2(data1) > 1000){
 const err5 = {instancePath:instancePath+"/description",schemaPath:"#/properties/description/maxLength",keyword:"maxLength",params:{limit: 1000},message:"must NOT have more than 1000 characters"};
 if(vErrors === null){
 vErrors = [err5];
@@ -4206,8 +4472,8 @@ const _errs24 = errors;
 let valid8 = false;
 let passing0 = null;
 const _errs25 = errors;
-if(!(validate35(data10, {instancePath:instancePath+"/rule",parentData:data,parentDataProperty:"rule",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate35.errors : vErrors.concat(validate35.errors);
+if(!(validate36(data10, {instancePath:instancePath+"/rule",parentData:data,parentDataProperty:"rule",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate36.errors : vErrors.concat(validate36.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs25 === errors;
@@ -4269,7 +4535,7 @@ vErrors.push(err22);
 errors++;
 }
 if(!((data13 === "update") || (data13 === "delete"))){
-const err23 = {instancePath:instancePath+"/rule/operations/" + i3,schemaPath:"#/$defs/requireWhere/properties/operations/items/enum",keyword:"enum",params:{allowedValues: schema50.properties.operations.items.enum},message:"must be equal to one of the allowed values"};
+const err23 = {instancePath:instancePath+"/rule/operations/" + i3,schemaPath:"#/$defs/requireWhere/properties/operations/items/enum",keyword:"enum",params:{allowedValues: schema51.properties.operations.items.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err23];
 }
@@ -4294,7 +4560,7 @@ errors++;
 if(data10.reason !== undefined){
 let data14 = data10.reason;
 if(typeof data14 === "string"){
-if(func1(data14) > 500){
+if(func2(data14) > 500){
 const err25 = {instancePath:instancePath+"/rule/reason",schemaPath:"#/$defs/requireWhere/properties/reason/maxLength",keyword:"maxLength",params:{limit: 500},message:"must NOT have more than 500 characters"};
 if(vErrors === null){
 vErrors = [err25];
@@ -4446,8 +4712,8 @@ props0 = true;
 }
 }
 const _errs44 = errors;
-if(!(validate37(data10, {instancePath:instancePath+"/rule",parentData:data,parentDataProperty:"rule",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate37.errors : vErrors.concat(validate37.errors);
+if(!(validate38(data10, {instancePath:instancePath+"/rule",parentData:data,parentDataProperty:"rule",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate38.errors : vErrors.concat(validate38.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs44 === errors;
@@ -4536,7 +4802,7 @@ const len4 = data18.length;
 for(let i4=0; i4<len4; i4++){
 let data19 = data18[i4];
 if(typeof data19 === "string"){
-if(func1(data19) < 1){
+if(func2(data19) < 1){
 const err42 = {instancePath:instancePath+"/rule/columns/" + i4,schemaPath:"#/$defs/maskColumns/properties/columns/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err42];
@@ -4583,7 +4849,7 @@ vErrors.push(err45);
 errors++;
 }
 if(!((((data20 === "full") || (data20 === "partial")) || (data20 === "hash")) || (data20 === "null"))){
-const err46 = {instancePath:instancePath+"/rule/method",schemaPath:"#/$defs/maskColumns/properties/method/enum",keyword:"enum",params:{allowedValues: schema54.properties.method.enum},message:"must be equal to one of the allowed values"};
+const err46 = {instancePath:instancePath+"/rule/method",schemaPath:"#/$defs/maskColumns/properties/method/enum",keyword:"enum",params:{allowedValues: schema55.properties.method.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err46];
 }
@@ -4797,17 +5063,17 @@ vErrors.push(err59);
 }
 errors++;
 }
-validate34.errors = vErrors;
+validate35.errors = vErrors;
 return errors === 0;
 }
-validate34.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate35.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validatePolicyAction = validate39;
+exports.validatePolicyAction = validate40;
 
-function validate39(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate40(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate39.evaluated;
+const evaluated0 = validate40.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -4825,7 +5091,7 @@ vErrors.push(err0);
 errors++;
 }
 if(!(((((data === "read") || (data === "write")) || (data === "describe")) || (data === "discover")) || (data === "request"))){
-const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema49.enum},message:"must be equal to one of the allowed values"};
+const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema50.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -4834,17 +5100,17 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate39.errors = vErrors;
+validate40.errors = vErrors;
 return errors === 0;
 }
-validate39.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate40.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
-exports.validatePolicyDenyRelations = validate40;
+exports.validatePolicyDenyRelations = validate41;
 
-function validate40(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate41(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate40.evaluated;
+const evaluated0 = validate41.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -4913,7 +5179,7 @@ const len0 = data1.length;
 for(let i0=0; i0<len0; i0++){
 let data2 = data1[i0];
 if(typeof data2 === "string"){
-if(func1(data2) < 1){
+if(func2(data2) < 1){
 const err5 = {instancePath:instancePath+"/relations/" + i0,schemaPath:"#/properties/relations/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err5];
@@ -4964,7 +5230,7 @@ vErrors.push(err8);
 errors++;
 }
 if(!(((((data4 === "read") || (data4 === "write")) || (data4 === "describe")) || (data4 === "discover")) || (data4 === "request"))){
-const err9 = {instancePath:instancePath+"/actions/" + i1,schemaPath:"#/$defs/action/enum",keyword:"enum",params:{allowedValues: schema49.enum},message:"must be equal to one of the allowed values"};
+const err9 = {instancePath:instancePath+"/actions/" + i1,schemaPath:"#/$defs/action/enum",keyword:"enum",params:{allowedValues: schema50.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err9];
 }
@@ -4989,7 +5255,7 @@ errors++;
 if(data.reason !== undefined){
 let data5 = data.reason;
 if(typeof data5 === "string"){
-if(func1(data5) > 500){
+if(func2(data5) > 500){
 const err11 = {instancePath:instancePath+"/reason",schemaPath:"#/properties/reason/maxLength",keyword:"maxLength",params:{limit: 500},message:"must NOT have more than 500 characters"};
 if(vErrors === null){
 vErrors = [err11];
@@ -5022,17 +5288,17 @@ vErrors.push(err13);
 }
 errors++;
 }
-validate40.errors = vErrors;
+validate41.errors = vErrors;
 return errors === 0;
 }
-validate40.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate41.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validatePolicyHideDocuments = validate41;
+exports.validatePolicyHideDocuments = validate42;
 
-function validate41(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate42(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate41.evaluated;
+const evaluated0 = validate42.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -5167,17 +5433,17 @@ vErrors.push(err9);
 }
 errors++;
 }
-validate41.errors = vErrors;
+validate42.errors = vErrors;
 return errors === 0;
 }
-validate41.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate42.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validatePolicyMaskColumns = validate42;
+exports.validatePolicyMaskColumns = validate43;
 
-function validate42(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate43(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate42.evaluated;
+const evaluated0 = validate43.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -5256,7 +5522,7 @@ const len0 = data1.length;
 for(let i0=0; i0<len0; i0++){
 let data2 = data1[i0];
 if(typeof data2 === "string"){
-if(func1(data2) < 1){
+if(func2(data2) < 1){
 const err6 = {instancePath:instancePath+"/columns/" + i0,schemaPath:"#/properties/columns/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err6];
@@ -5303,7 +5569,7 @@ vErrors.push(err9);
 errors++;
 }
 if(!((((data3 === "full") || (data3 === "partial")) || (data3 === "hash")) || (data3 === "null"))){
-const err10 = {instancePath:instancePath+"/method",schemaPath:"#/properties/method/enum",keyword:"enum",params:{allowedValues: schema54.properties.method.enum},message:"must be equal to one of the allowed values"};
+const err10 = {instancePath:instancePath+"/method",schemaPath:"#/properties/method/enum",keyword:"enum",params:{allowedValues: schema55.properties.method.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err10];
 }
@@ -5324,17 +5590,17 @@ vErrors.push(err11);
 }
 errors++;
 }
-validate42.errors = vErrors;
+validate43.errors = vErrors;
 return errors === 0;
 }
-validate42.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate43.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validatePolicyMaxRows = validate43;
+exports.validatePolicyMaxRows = validate44;
 
-function validate43(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate44(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate43.evaluated;
+const evaluated0 = validate44.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -5432,17 +5698,17 @@ vErrors.push(err7);
 }
 errors++;
 }
-validate43.errors = vErrors;
+validate44.errors = vErrors;
 return errors === 0;
 }
-validate43.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate44.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validatePolicyRequireWhere = validate44;
+exports.validatePolicyRequireWhere = validate45;
 
-function validate44(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate45(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate44.evaluated;
+const evaluated0 = validate45.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -5501,7 +5767,7 @@ vErrors.push(err3);
 errors++;
 }
 if(!((data2 === "update") || (data2 === "delete"))){
-const err4 = {instancePath:instancePath+"/operations/" + i0,schemaPath:"#/properties/operations/items/enum",keyword:"enum",params:{allowedValues: schema50.properties.operations.items.enum},message:"must be equal to one of the allowed values"};
+const err4 = {instancePath:instancePath+"/operations/" + i0,schemaPath:"#/properties/operations/items/enum",keyword:"enum",params:{allowedValues: schema51.properties.operations.items.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err4];
 }
@@ -5526,7 +5792,7 @@ errors++;
 if(data.reason !== undefined){
 let data3 = data.reason;
 if(typeof data3 === "string"){
-if(func1(data3) > 500){
+if(func2(data3) > 500){
 const err6 = {instancePath:instancePath+"/reason",schemaPath:"#/properties/reason/maxLength",keyword:"maxLength",params:{limit: 500},message:"must NOT have more than 500 characters"};
 if(vErrors === null){
 vErrors = [err6];
@@ -5559,17 +5825,17 @@ vErrors.push(err8);
 }
 errors++;
 }
-validate44.errors = vErrors;
+validate45.errors = vErrors;
 return errors === 0;
 }
-validate44.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate45.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validatePolicyTimeWindow = validate45;
+exports.validatePolicyTimeWindow = validate46;
 
-function validate45(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate46(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate45.evaluated;
+const evaluated0 = validate46.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -5668,7 +5934,7 @@ vErrors.push(err7);
 errors++;
 }
 if(!(((((((data2 === "mon") || (data2 === "tue")) || (data2 === "wed")) || (data2 === "thu")) || (data2 === "fri")) || (data2 === "sat")) || (data2 === "sun"))){
-const err8 = {instancePath:instancePath+"/days/" + i0,schemaPath:"#/properties/days/items/enum",keyword:"enum",params:{allowedValues: schema52.properties.days.items.enum},message:"must be equal to one of the allowed values"};
+const err8 = {instancePath:instancePath+"/days/" + i0,schemaPath:"#/properties/days/items/enum",keyword:"enum",params:{allowedValues: schema53.properties.days.items.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err8];
 }
@@ -5769,7 +6035,7 @@ vErrors.push(err15);
 errors++;
 }
 if(!(((((data7 === "read") || (data7 === "write")) || (data7 === "describe")) || (data7 === "discover")) || (data7 === "request"))){
-const err16 = {instancePath:instancePath+"/actions/" + i1,schemaPath:"#/$defs/action/enum",keyword:"enum",params:{allowedValues: schema49.enum},message:"must be equal to one of the allowed values"};
+const err16 = {instancePath:instancePath+"/actions/" + i1,schemaPath:"#/$defs/action/enum",keyword:"enum",params:{allowedValues: schema50.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err16];
 }
@@ -5794,7 +6060,7 @@ errors++;
 if(data.reason !== undefined){
 let data8 = data.reason;
 if(typeof data8 === "string"){
-if(func1(data8) > 500){
+if(func2(data8) > 500){
 const err18 = {instancePath:instancePath+"/reason",schemaPath:"#/properties/reason/maxLength",keyword:"maxLength",params:{limit: 500},message:"must NOT have more than 500 characters"};
 if(vErrors === null){
 vErrors = [err18];
@@ -5827,19 +6093,19 @@ vErrors.push(err20);
 }
 errors++;
 }
-validate45.errors = vErrors;
+validate46.errors = vErrors;
 return errors === 0;
 }
-validate45.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate46.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateQueryResult = validate46;
-const schema65 = {"$id":"https://interlock.dev/spec/defs/QueryResult.json","title":"QueryResult","type":"object","properties":{"rows":{"type":"array","items":{"type":"object"}},"row_count":{"type":"integer","minimum":0},"truncated":{"type":"boolean"},"cached":{"type":"boolean"},"masked_columns":{"type":"array","items":{"type":"string"}}},"required":["rows","row_count","truncated","cached"]};
+exports.validateQueryResult = validate47;
+const schema66 = {"$id":"https://interlock.dev/spec/defs/QueryResult.json","title":"QueryResult","type":"object","properties":{"rows":{"type":"array","items":{"type":"object"}},"row_count":{"type":"integer","minimum":0},"truncated":{"type":"boolean"},"cached":{"type":"boolean"},"masked_columns":{"type":"array","items":{"type":"string"}}},"required":["rows","row_count","truncated","cached"]};
 
-function validate46(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate47(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/defs/QueryResult.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate46.evaluated;
+const evaluated0 = validate47.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -6004,19 +6270,19 @@ vErrors.push(err12);
 }
 errors++;
 }
-validate46.errors = vErrors;
+validate47.errors = vErrors;
 return errors === 0;
 }
-validate46.evaluated = {"props":{"rows":true,"row_count":true,"truncated":true,"cached":true,"masked_columns":true},"dynamicProps":false,"dynamicItems":false};
+validate47.evaluated = {"props":{"rows":true,"row_count":true,"truncated":true,"cached":true,"masked_columns":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.validateQueuedWrite = validate47;
-const schema66 = {"$id":"https://interlock.dev/spec/defs/QueuedWrite.json","title":"QueuedWrite","description":"structuredContent of a write held for approval (isError false). The statement was not executed and must not be retried.","type":"object","properties":{"status":{"const":"queued"},"code":{"const":"approval_required"},"approval_id":{"type":"string"},"approval_state":{"type":"string","enum":["pending","approved","executed","failed","rejected","expired"]},"message":{"type":"string"},"request_id":{"type":"string"}},"required":["status","approval_id","approval_state","message"]};
+exports.validateQueuedWrite = validate48;
+const schema67 = {"$id":"https://interlock.dev/spec/defs/QueuedWrite.json","title":"QueuedWrite","description":"structuredContent of a write held for approval (isError false). The statement was not executed and must not be retried.","type":"object","properties":{"status":{"const":"queued"},"code":{"const":"approval_required"},"approval_id":{"type":"string"},"approval_state":{"type":"string","enum":["pending","approved","executed","failed","rejected","expired"]},"message":{"type":"string"},"request_id":{"type":"string"}},"required":["status","approval_id","approval_state","message"]};
 
-function validate47(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate48(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/defs/QueuedWrite.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate47.evaluated;
+const evaluated0 = validate48.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -6113,7 +6379,7 @@ vErrors.push(err7);
 errors++;
 }
 if(!((((((data3 === "pending") || (data3 === "approved")) || (data3 === "executed")) || (data3 === "failed")) || (data3 === "rejected")) || (data3 === "expired"))){
-const err8 = {instancePath:instancePath+"/approval_state",schemaPath:"#/properties/approval_state/enum",keyword:"enum",params:{allowedValues: schema66.properties.approval_state.enum},message:"must be equal to one of the allowed values"};
+const err8 = {instancePath:instancePath+"/approval_state",schemaPath:"#/properties/approval_state/enum",keyword:"enum",params:{allowedValues: schema67.properties.approval_state.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err8];
 }
@@ -6158,20 +6424,20 @@ vErrors.push(err11);
 }
 errors++;
 }
-validate47.errors = vErrors;
+validate48.errors = vErrors;
 return errors === 0;
 }
-validate47.evaluated = {"props":{"status":true,"code":true,"approval_id":true,"approval_state":true,"message":true,"request_id":true},"dynamicProps":false,"dynamicItems":false};
+validate48.evaluated = {"props":{"status":true,"code":true,"approval_id":true,"approval_state":true,"message":true,"request_id":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.validateRefusal = validate48;
-const schema67 = {"$id":"https://interlock.dev/spec/defs/Refusal.json","title":"Refusal","description":"structuredContent of a refused tool call (handshake dialect) and error.data of the JSON-RPC error (modern dialect).","type":"object","properties":{"status":{"type":"string","enum":["unauthorized","forbidden","rate_limited","not_found","unavailable"]},"code":{"type":"string","pattern":"^[a-z][a-z0-9_]*$"},"message":{"type":"string"},"retry_after_ms":{"type":"integer","minimum":0},"request_id":{"type":"string"}},"required":["status","code","message"]};
+exports.validateRefusal = validate49;
+const schema68 = {"$id":"https://interlock.dev/spec/defs/Refusal.json","title":"Refusal","description":"structuredContent of a refused tool call (handshake dialect) and error.data of the JSON-RPC error (modern dialect).","type":"object","properties":{"status":{"type":"string","enum":["unauthorized","forbidden","rate_limited","not_found","unavailable"]},"code":{"type":"string","pattern":"^[a-z][a-z0-9_]*$"},"message":{"type":"string"},"retry_after_ms":{"type":"integer","minimum":0},"request_id":{"type":"string"}},"required":["status","code","message"]};
 const pattern15 = new RegExp("^[a-z][a-z0-9_]*$", "u");
 
-function validate48(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate49(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/defs/Refusal.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate48.evaluated;
+const evaluated0 = validate49.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -6222,7 +6488,7 @@ vErrors.push(err3);
 errors++;
 }
 if(!(((((data0 === "unauthorized") || (data0 === "forbidden")) || (data0 === "rate_limited")) || (data0 === "not_found")) || (data0 === "unavailable"))){
-const err4 = {instancePath:instancePath+"/status",schemaPath:"#/properties/status/enum",keyword:"enum",params:{allowedValues: schema67.properties.status.enum},message:"must be equal to one of the allowed values"};
+const err4 = {instancePath:instancePath+"/status",schemaPath:"#/properties/status/enum",keyword:"enum",params:{allowedValues: schema68.properties.status.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err4];
 }
@@ -6317,19 +6583,19 @@ vErrors.push(err11);
 }
 errors++;
 }
-validate48.errors = vErrors;
+validate49.errors = vErrors;
 return errors === 0;
 }
-validate48.evaluated = {"props":{"status":true,"code":true,"message":true,"retry_after_ms":true,"request_id":true},"dynamicProps":false,"dynamicItems":false};
+validate49.evaluated = {"props":{"status":true,"code":true,"message":true,"retry_after_ms":true,"request_id":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.validateRefusalStatus = validate49;
-const schema68 = {"$id":"https://interlock.dev/spec/defs/RefusalStatus.json","title":"RefusalStatus","type":"string","enum":["unauthorized","forbidden","rate_limited","not_found","unavailable"]};
+exports.validateRefusalStatus = validate50;
+const schema69 = {"$id":"https://interlock.dev/spec/defs/RefusalStatus.json","title":"RefusalStatus","type":"string","enum":["unauthorized","forbidden","rate_limited","not_found","unavailable"]};
 
-function validate49(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate50(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/defs/RefusalStatus.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate49.evaluated;
+const evaluated0 = validate50.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -6347,7 +6613,7 @@ vErrors.push(err0);
 errors++;
 }
 if(!(((((data === "unauthorized") || (data === "forbidden")) || (data === "rate_limited")) || (data === "not_found")) || (data === "unavailable"))){
-const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema68.enum},message:"must be equal to one of the allowed values"};
+const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema69.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -6356,19 +6622,19 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate49.errors = vErrors;
+validate50.errors = vErrors;
 return errors === 0;
 }
-validate49.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate50.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
-exports.validateRelatedDocument = validate50;
-const schema69 = {"$id":"https://interlock.dev/spec/defs/RelatedDocument.json","title":"RelatedDocument","type":"object","properties":{"asset_id":{"type":"string"},"title":{"type":"string"},"relation":{"type":"string","enum":["link","entity","similar"]},"score":{"type":"number"},"document_type":{"type":"string"},"category_path":{"type":"array","items":{"type":"string"}},"timestamp":{"type":["string","null"]}},"required":["asset_id","title","relation","score","document_type","category_path","timestamp"]};
+exports.validateRelatedDocument = validate51;
+const schema70 = {"$id":"https://interlock.dev/spec/defs/RelatedDocument.json","title":"RelatedDocument","type":"object","properties":{"asset_id":{"type":"string"},"title":{"type":"string"},"relation":{"type":"string","enum":["link","entity","similar"]},"score":{"type":"number"},"document_type":{"type":"string"},"category_path":{"type":"array","items":{"type":"string"}},"timestamp":{"type":["string","null"]}},"required":["asset_id","title","relation","score","document_type","category_path","timestamp"]};
 
-function validate50(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate51(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/defs/RelatedDocument.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate50.evaluated;
+const evaluated0 = validate51.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -6483,7 +6749,7 @@ vErrors.push(err9);
 errors++;
 }
 if(!(((data2 === "link") || (data2 === "entity")) || (data2 === "similar"))){
-const err10 = {instancePath:instancePath+"/relation",schemaPath:"#/properties/relation/enum",keyword:"enum",params:{allowedValues: schema69.properties.relation.enum},message:"must be equal to one of the allowed values"};
+const err10 = {instancePath:instancePath+"/relation",schemaPath:"#/properties/relation/enum",keyword:"enum",params:{allowedValues: schema70.properties.relation.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err10];
 }
@@ -6549,7 +6815,7 @@ errors++;
 if(data.timestamp !== undefined){
 let data7 = data.timestamp;
 if((typeof data7 !== "string") && (data7 !== null)){
-const err15 = {instancePath:instancePath+"/timestamp",schemaPath:"#/properties/timestamp/type",keyword:"type",params:{type: schema69.properties.timestamp.type},message:"must be string,null"};
+const err15 = {instancePath:instancePath+"/timestamp",schemaPath:"#/properties/timestamp/type",keyword:"type",params:{type: schema70.properties.timestamp.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err15];
 }
@@ -6570,25 +6836,25 @@ vErrors.push(err16);
 }
 errors++;
 }
-validate50.errors = vErrors;
+validate51.errors = vErrors;
 return errors === 0;
 }
-validate50.evaluated = {"props":{"asset_id":true,"title":true,"relation":true,"score":true,"document_type":true,"category_path":true,"timestamp":true},"dynamicProps":false,"dynamicItems":false};
+validate51.evaluated = {"props":{"asset_id":true,"title":true,"relation":true,"score":true,"document_type":true,"category_path":true,"timestamp":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.validateSourceDefinition = validate51;
-const schema70 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/source-v1.schema.json","title":"SourceDefinition","description":"A data source registered in the control database (`interlock source add FILE`, JSON or YAML). PostgreSQL sources name two database roles: a reader (SELECT only, used for every agent read and for catalog scans) and an optional writer (used only to execute approved writes). Credentials are stored in the control database; protect it accordingly. Issue 3, Build 1.","type":"object","properties":{"id":{"description":"Stable source id used by agents (source_id).","type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$"},"type":{"type":"string","enum":["postgres","documents"]},"name":{"description":"Display name.","type":"string","minLength":1,"maxLength":200},"description":{"type":"string","maxLength":1000},"enabled":{"description":"Disabled sources refuse every call with status unavailable (default true).","type":"boolean"},"settings":{"anyOf":[{"$ref":"#/$defs/postgresSettings"},{"$ref":"#/$defs/documentsSettings"}]}},"required":["id","type","name","settings"],"additionalProperties":false,"allOf":[{"if":{"properties":{"type":{"const":"postgres"}},"required":["type"]},"then":{"properties":{"settings":{"$ref":"#/$defs/postgresSettings"}}}},{"if":{"properties":{"type":{"const":"documents"}},"required":["type"]},"then":{"properties":{"settings":{"$ref":"#/$defs/documentsSettings"}}}}],"$defs":{"credentials":{"title":"DatabaseCredentials","type":"object","properties":{"user":{"type":"string","minLength":1,"maxLength":63},"password":{"type":"string","maxLength":1024,"description":"Omit for trust, peer or certificate authentication. Never read from PGPASSWORD or ~/.pgpass."}},"required":["user"],"additionalProperties":false},"tls":{"title":"SourceTls","description":"Upstream TLS. off: plaintext; require: encrypted, server not verified; verify-ca: certificate chain checked against ca; verify-full: chain and host name (servername, default host) checked.","type":"object","properties":{"mode":{"type":"string","enum":["off","require","verify-ca","verify-full"]},"ca":{"description":"PEM bundle of the trusted certificate authorities (verify-ca, verify-full; default: the system store).","type":"string","maxLength":1048576},"servername":{"description":"Host name expected in the server certificate (verify-full).","type":"string","minLength":1,"maxLength":255}},"required":["mode"],"additionalProperties":false},"postgresSettings":{"title":"PostgresSourceSettings","type":"object","properties":{"host":{"type":"string","minLength":1,"maxLength":255},"port":{"type":"integer","minimum":1,"maximum":65535},"database":{"type":"string","minLength":1,"maxLength":63},"reader":{"$ref":"#/$defs/credentials"},"writer":{"$ref":"#/$defs/credentials"},"tls":{"$ref":"#/$defs/tls"},"statement_timeout_ms":{"description":"Longest a statement may run (default 15000).","type":"integer","minimum":1,"maximum":3600000},"lock_timeout_ms":{"description":"Longest a statement may wait for a lock (default 2000).","type":"integer","minimum":1,"maximum":3600000},"max_rows":{"description":"Most rows a read returns, whatever the call asks (default 1000).","type":"integer","minimum":1,"maximum":100000},"pool_size":{"description":"Largest number of reader connections per gateway process (default 5).","type":"integer","minimum":1,"maximum":100},"document_tables":{"description":"Tables (or views) of this source that discovery indexes as assets (interlock index SOURCE), read as the reader role. Each row becomes asset <source_id>:<schema>.<table>/<id>.","type":"array","maxItems":100,"items":{"$ref":"#/$defs/documentTable"}},"idle_in_transaction_timeout_ms":{"description":"Longest a connection may sit idle inside a transaction (default 10000).","type":"integer","minimum":1,"maximum":3600000},"connect_timeout_ms":{"description":"Longest to wait for a new connection or a pooled one (default 5000).","type":"integer","minimum":1,"maximum":600000},"breaker":{"title":"SourceBreaker","description":"Circuit breaker: after failure_threshold consecutive source failures (connection refused or lost, TLS refused, server faults; not statement errors or statement timeouts) calls are refused at once as unavailable/circuit_open for reset_timeout_ms, then one probe decides.","type":"object","properties":{"failure_threshold":{"type":"integer","minimum":1,"maximum":1000},"reset_timeout_ms":{"type":"integer","minimum":100,"maximum":3600000}},"additionalProperties":false}},"required":["host","port","database","reader","tls"],"additionalProperties":false},"columnName":{"title":"ColumnName","description":"A column name, exactly as stored (no quoting).","type":"string","minLength":1,"maxLength":63},"documentTable":{"title":"DocumentTableMapping","description":"Maps the rows of one table or view to discovery assets (issue 4, Build 2). Column values: id and title of any type (read as text); body text; type_column text; category_column text[] or text split on '/'; time_column a date or timestamp; audience_column text[] or text split on ','; entities_column jsonb [{type, value}]; links_column text[] of asset ids. A row whose id is NULL or empty is skipped.","type":"object","properties":{"table":{"description":"schema.table, exact names (no quoting).","type":"string","pattern":"^[^.\\s]+\\.[^.\\s]+$","maxLength":200},"id_column":{"$ref":"#/$defs/columnName"},"title_column":{"$ref":"#/$defs/columnName"},"body_column":{"$ref":"#/$defs/columnName"},"type_column":{"$ref":"#/$defs/columnName"},"document_type":{"description":"Document type of a row whose type_column is absent or NULL (default \"record\").","type":"string","minLength":1,"maxLength":64},"category_column":{"$ref":"#/$defs/columnName"},"category_path":{"description":"Category path of a row whose category_column is absent or empty (default [schema, table]). discover/request statements on this source match categories as on a documents source (*, a/b, a/b/*).","type":"array","maxItems":32,"items":{"type":"string","minLength":1,"maxLength":128}},"time_column":{"$ref":"#/$defs/columnName"},"audience_column":{"$ref":"#/$defs/columnName"},"audience":{"description":"Audience of a row whose audience_column is absent, NULL or empty (default none: visible to every identity that may discover it).","type":"array","maxItems":50,"items":{"type":"string","minLength":1,"maxLength":64}},"entities_column":{"$ref":"#/$defs/columnName"},"links_column":{"$ref":"#/$defs/columnName"},"max_rows":{"description":"Most rows indexed from this table (default 100000).","type":"integer","minimum":1,"maximum":1000000}},"required":["table","id_column","title_column","body_column"],"additionalProperties":false},"documentsSettings":{"title":"DocumentsSourceSettings","type":"object","properties":{"path":{"description":"Folder holding the documents: .md, .txt and .json files, searched recursively (hidden files and folders and symbolic links are skipped). Front matter (YAML between --- lines for .md/.txt, the object's own fields for .json): title, document_type, category_path, timestamp, audience, entities [{type, value}], links. Asset id <source_id>:<relative path>.","type":"string","minLength":1,"maxLength":4096}},"required":["path"],"additionalProperties":false}}};
-const schema85 = {"title":"DocumentsSourceSettings","type":"object","properties":{"path":{"description":"Folder holding the documents: .md, .txt and .json files, searched recursively (hidden files and folders and symbolic links are skipped). Front matter (YAML between --- lines for .md/.txt, the object's own fields for .json): title, document_type, category_path, timestamp, audience, entities [{type, value}], links. Asset id <source_id>:<relative path>.","type":"string","minLength":1,"maxLength":4096}},"required":["path"],"additionalProperties":false};
-const schema71 = {"title":"PostgresSourceSettings","type":"object","properties":{"host":{"type":"string","minLength":1,"maxLength":255},"port":{"type":"integer","minimum":1,"maximum":65535},"database":{"type":"string","minLength":1,"maxLength":63},"reader":{"$ref":"#/$defs/credentials"},"writer":{"$ref":"#/$defs/credentials"},"tls":{"$ref":"#/$defs/tls"},"statement_timeout_ms":{"description":"Longest a statement may run (default 15000).","type":"integer","minimum":1,"maximum":3600000},"lock_timeout_ms":{"description":"Longest a statement may wait for a lock (default 2000).","type":"integer","minimum":1,"maximum":3600000},"max_rows":{"description":"Most rows a read returns, whatever the call asks (default 1000).","type":"integer","minimum":1,"maximum":100000},"pool_size":{"description":"Largest number of reader connections per gateway process (default 5).","type":"integer","minimum":1,"maximum":100},"document_tables":{"description":"Tables (or views) of this source that discovery indexes as assets (interlock index SOURCE), read as the reader role. Each row becomes asset <source_id>:<schema>.<table>/<id>.","type":"array","maxItems":100,"items":{"$ref":"#/$defs/documentTable"}},"idle_in_transaction_timeout_ms":{"description":"Longest a connection may sit idle inside a transaction (default 10000).","type":"integer","minimum":1,"maximum":3600000},"connect_timeout_ms":{"description":"Longest to wait for a new connection or a pooled one (default 5000).","type":"integer","minimum":1,"maximum":600000},"breaker":{"title":"SourceBreaker","description":"Circuit breaker: after failure_threshold consecutive source failures (connection refused or lost, TLS refused, server faults; not statement errors or statement timeouts) calls are refused at once as unavailable/circuit_open for reset_timeout_ms, then one probe decides.","type":"object","properties":{"failure_threshold":{"type":"integer","minimum":1,"maximum":1000},"reset_timeout_ms":{"type":"integer","minimum":100,"maximum":3600000}},"additionalProperties":false}},"required":["host","port","database","reader","tls"],"additionalProperties":false};
-const schema72 = {"title":"DatabaseCredentials","type":"object","properties":{"user":{"type":"string","minLength":1,"maxLength":63},"password":{"type":"string","maxLength":1024,"description":"Omit for trust, peer or certificate authentication. Never read from PGPASSWORD or ~/.pgpass."}},"required":["user"],"additionalProperties":false};
-const schema74 = {"title":"SourceTls","description":"Upstream TLS. off: plaintext; require: encrypted, server not verified; verify-ca: certificate chain checked against ca; verify-full: chain and host name (servername, default host) checked.","type":"object","properties":{"mode":{"type":"string","enum":["off","require","verify-ca","verify-full"]},"ca":{"description":"PEM bundle of the trusted certificate authorities (verify-ca, verify-full; default: the system store).","type":"string","maxLength":1048576},"servername":{"description":"Host name expected in the server certificate (verify-full).","type":"string","minLength":1,"maxLength":255}},"required":["mode"],"additionalProperties":false};
-const schema75 = {"title":"DocumentTableMapping","description":"Maps the rows of one table or view to discovery assets (issue 4, Build 2). Column values: id and title of any type (read as text); body text; type_column text; category_column text[] or text split on '/'; time_column a date or timestamp; audience_column text[] or text split on ','; entities_column jsonb [{type, value}]; links_column text[] of asset ids. A row whose id is NULL or empty is skipped.","type":"object","properties":{"table":{"description":"schema.table, exact names (no quoting).","type":"string","pattern":"^[^.\\s]+\\.[^.\\s]+$","maxLength":200},"id_column":{"$ref":"#/$defs/columnName"},"title_column":{"$ref":"#/$defs/columnName"},"body_column":{"$ref":"#/$defs/columnName"},"type_column":{"$ref":"#/$defs/columnName"},"document_type":{"description":"Document type of a row whose type_column is absent or NULL (default \"record\").","type":"string","minLength":1,"maxLength":64},"category_column":{"$ref":"#/$defs/columnName"},"category_path":{"description":"Category path of a row whose category_column is absent or empty (default [schema, table]). discover/request statements on this source match categories as on a documents source (*, a/b, a/b/*).","type":"array","maxItems":32,"items":{"type":"string","minLength":1,"maxLength":128}},"time_column":{"$ref":"#/$defs/columnName"},"audience_column":{"$ref":"#/$defs/columnName"},"audience":{"description":"Audience of a row whose audience_column is absent, NULL or empty (default none: visible to every identity that may discover it).","type":"array","maxItems":50,"items":{"type":"string","minLength":1,"maxLength":64}},"entities_column":{"$ref":"#/$defs/columnName"},"links_column":{"$ref":"#/$defs/columnName"},"max_rows":{"description":"Most rows indexed from this table (default 100000).","type":"integer","minimum":1,"maximum":1000000}},"required":["table","id_column","title_column","body_column"],"additionalProperties":false};
-const schema76 = {"title":"ColumnName","description":"A column name, exactly as stored (no quoting).","type":"string","minLength":1,"maxLength":63};
+exports.validateSourceDefinition = validate52;
+const schema71 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/source-v1.schema.json","title":"SourceDefinition","description":"A data source registered in the control database (`interlock source add FILE`, JSON or YAML). PostgreSQL sources name two database roles: a reader (SELECT only, used for every agent read and for catalog scans) and an optional writer (used only to execute approved writes). Credentials are stored in the control database; protect it accordingly. Issue 3, Build 1.","type":"object","properties":{"id":{"description":"Stable source id used by agents (source_id).","type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$"},"type":{"type":"string","enum":["postgres","documents"]},"name":{"description":"Display name.","type":"string","minLength":1,"maxLength":200},"description":{"type":"string","maxLength":1000},"enabled":{"description":"Disabled sources refuse every call with status unavailable (default true).","type":"boolean"},"settings":{"anyOf":[{"$ref":"#/$defs/postgresSettings"},{"$ref":"#/$defs/documentsSettings"}]}},"required":["id","type","name","settings"],"additionalProperties":false,"allOf":[{"if":{"properties":{"type":{"const":"postgres"}},"required":["type"]},"then":{"properties":{"settings":{"$ref":"#/$defs/postgresSettings"}}}},{"if":{"properties":{"type":{"const":"documents"}},"required":["type"]},"then":{"properties":{"settings":{"$ref":"#/$defs/documentsSettings"}}}}],"$defs":{"credentials":{"title":"DatabaseCredentials","type":"object","properties":{"user":{"type":"string","minLength":1,"maxLength":63},"password":{"type":"string","maxLength":1024,"description":"Omit for trust, peer or certificate authentication. Never read from PGPASSWORD or ~/.pgpass."}},"required":["user"],"additionalProperties":false},"tls":{"title":"SourceTls","description":"Upstream TLS. off: plaintext; require: encrypted, server not verified; verify-ca: certificate chain checked against ca; verify-full: chain and host name (servername, default host) checked.","type":"object","properties":{"mode":{"type":"string","enum":["off","require","verify-ca","verify-full"]},"ca":{"description":"PEM bundle of the trusted certificate authorities (verify-ca, verify-full; default: the system store).","type":"string","maxLength":1048576},"servername":{"description":"Host name expected in the server certificate (verify-full).","type":"string","minLength":1,"maxLength":255}},"required":["mode"],"additionalProperties":false},"postgresSettings":{"title":"PostgresSourceSettings","type":"object","properties":{"host":{"type":"string","minLength":1,"maxLength":255},"port":{"type":"integer","minimum":1,"maximum":65535},"database":{"type":"string","minLength":1,"maxLength":63},"reader":{"$ref":"#/$defs/credentials"},"writer":{"$ref":"#/$defs/credentials"},"tls":{"$ref":"#/$defs/tls"},"statement_timeout_ms":{"description":"Longest a statement may run (default 15000).","type":"integer","minimum":1,"maximum":3600000},"lock_timeout_ms":{"description":"Longest a statement may wait for a lock (default 2000).","type":"integer","minimum":1,"maximum":3600000},"max_rows":{"description":"Most rows a read returns, whatever the call asks (default 1000).","type":"integer","minimum":1,"maximum":100000},"pool_size":{"description":"Largest number of reader connections per gateway process (default 5).","type":"integer","minimum":1,"maximum":100},"document_tables":{"description":"Tables (or views) of this source that discovery indexes as assets (interlock index SOURCE), read as the reader role. Each row becomes asset <source_id>:<schema>.<table>/<id>.","type":"array","maxItems":100,"items":{"$ref":"#/$defs/documentTable"}},"idle_in_transaction_timeout_ms":{"description":"Longest a connection may sit idle inside a transaction (default 10000).","type":"integer","minimum":1,"maximum":3600000},"connect_timeout_ms":{"description":"Longest to wait for a new connection or a pooled one (default 5000).","type":"integer","minimum":1,"maximum":600000},"breaker":{"title":"SourceBreaker","description":"Circuit breaker: after failure_threshold consecutive source failures (connection refused or lost, TLS refused, server faults; not statement errors or statement timeouts) calls are refused at once as unavailable/circuit_open for reset_timeout_ms, then one probe decides.","type":"object","properties":{"failure_threshold":{"type":"integer","minimum":1,"maximum":1000},"reset_timeout_ms":{"type":"integer","minimum":100,"maximum":3600000}},"additionalProperties":false}},"required":["host","port","database","reader","tls"],"additionalProperties":false},"columnName":{"title":"ColumnName","description":"A column name, exactly as stored (no quoting).","type":"string","minLength":1,"maxLength":63},"documentTable":{"title":"DocumentTableMapping","description":"Maps the rows of one table or view to discovery assets (issue 4, Build 2). Column values: id and title of any type (read as text); body text; type_column text; category_column text[] or text split on '/'; time_column a date or timestamp; audience_column text[] or text split on ','; entities_column jsonb [{type, value}]; links_column text[] of asset ids. A row whose id is NULL or empty is skipped.","type":"object","properties":{"table":{"description":"schema.table, exact names (no quoting).","type":"string","pattern":"^[^.\\s]+\\.[^.\\s]+$","maxLength":200},"id_column":{"$ref":"#/$defs/columnName"},"title_column":{"$ref":"#/$defs/columnName"},"body_column":{"$ref":"#/$defs/columnName"},"type_column":{"$ref":"#/$defs/columnName"},"document_type":{"description":"Document type of a row whose type_column is absent or NULL (default \"record\").","type":"string","minLength":1,"maxLength":64},"category_column":{"$ref":"#/$defs/columnName"},"category_path":{"description":"Category path of a row whose category_column is absent or empty (default [schema, table]). discover/request statements on this source match categories as on a documents source (*, a/b, a/b/*).","type":"array","maxItems":32,"items":{"type":"string","minLength":1,"maxLength":128}},"time_column":{"$ref":"#/$defs/columnName"},"audience_column":{"$ref":"#/$defs/columnName"},"audience":{"description":"Audience of a row whose audience_column is absent, NULL or empty (default none: visible to every identity that may discover it).","type":"array","maxItems":50,"items":{"type":"string","minLength":1,"maxLength":64}},"entities_column":{"$ref":"#/$defs/columnName"},"links_column":{"$ref":"#/$defs/columnName"},"max_rows":{"description":"Most rows indexed from this table (default 100000).","type":"integer","minimum":1,"maximum":1000000}},"required":["table","id_column","title_column","body_column"],"additionalProperties":false},"documentsSettings":{"title":"DocumentsSourceSettings","type":"object","properties":{"path":{"description":"Folder holding the documents: .md, .txt and .json files, searched recursively (hidden files and folders and symbolic links are skipped). Front matter (YAML between --- lines for .md/.txt, the object's own fields for .json): title, document_type, category_path, timestamp, audience, entities [{type, value}], links. Asset id <source_id>:<relative path>.","type":"string","minLength":1,"maxLength":4096}},"required":["path"],"additionalProperties":false}}};
+const schema86 = {"title":"DocumentsSourceSettings","type":"object","properties":{"path":{"description":"Folder holding the documents: .md, .txt and .json files, searched recursively (hidden files and folders and symbolic links are skipped). Front matter (YAML between --- lines for .md/.txt, the object's own fields for .json): title, document_type, category_path, timestamp, audience, entities [{type, value}], links. Asset id <source_id>:<relative path>.","type":"string","minLength":1,"maxLength":4096}},"required":["path"],"additionalProperties":false};
+const schema72 = {"title":"PostgresSourceSettings","type":"object","properties":{"host":{"type":"string","minLength":1,"maxLength":255},"port":{"type":"integer","minimum":1,"maximum":65535},"database":{"type":"string","minLength":1,"maxLength":63},"reader":{"$ref":"#/$defs/credentials"},"writer":{"$ref":"#/$defs/credentials"},"tls":{"$ref":"#/$defs/tls"},"statement_timeout_ms":{"description":"Longest a statement may run (default 15000).","type":"integer","minimum":1,"maximum":3600000},"lock_timeout_ms":{"description":"Longest a statement may wait for a lock (default 2000).","type":"integer","minimum":1,"maximum":3600000},"max_rows":{"description":"Most rows a read returns, whatever the call asks (default 1000).","type":"integer","minimum":1,"maximum":100000},"pool_size":{"description":"Largest number of reader connections per gateway process (default 5).","type":"integer","minimum":1,"maximum":100},"document_tables":{"description":"Tables (or views) of this source that discovery indexes as assets (interlock index SOURCE), read as the reader role. Each row becomes asset <source_id>:<schema>.<table>/<id>.","type":"array","maxItems":100,"items":{"$ref":"#/$defs/documentTable"}},"idle_in_transaction_timeout_ms":{"description":"Longest a connection may sit idle inside a transaction (default 10000).","type":"integer","minimum":1,"maximum":3600000},"connect_timeout_ms":{"description":"Longest to wait for a new connection or a pooled one (default 5000).","type":"integer","minimum":1,"maximum":600000},"breaker":{"title":"SourceBreaker","description":"Circuit breaker: after failure_threshold consecutive source failures (connection refused or lost, TLS refused, server faults; not statement errors or statement timeouts) calls are refused at once as unavailable/circuit_open for reset_timeout_ms, then one probe decides.","type":"object","properties":{"failure_threshold":{"type":"integer","minimum":1,"maximum":1000},"reset_timeout_ms":{"type":"integer","minimum":100,"maximum":3600000}},"additionalProperties":false}},"required":["host","port","database","reader","tls"],"additionalProperties":false};
+const schema73 = {"title":"DatabaseCredentials","type":"object","properties":{"user":{"type":"string","minLength":1,"maxLength":63},"password":{"type":"string","maxLength":1024,"description":"Omit for trust, peer or certificate authentication. Never read from PGPASSWORD or ~/.pgpass."}},"required":["user"],"additionalProperties":false};
+const schema75 = {"title":"SourceTls","description":"Upstream TLS. off: plaintext; require: encrypted, server not verified; verify-ca: certificate chain checked against ca; verify-full: chain and host name (servername, default host) checked.","type":"object","properties":{"mode":{"type":"string","enum":["off","require","verify-ca","verify-full"]},"ca":{"description":"PEM bundle of the trusted certificate authorities (verify-ca, verify-full; default: the system store).","type":"string","maxLength":1048576},"servername":{"description":"Host name expected in the server certificate (verify-full).","type":"string","minLength":1,"maxLength":255}},"required":["mode"],"additionalProperties":false};
+const schema76 = {"title":"DocumentTableMapping","description":"Maps the rows of one table or view to discovery assets (issue 4, Build 2). Column values: id and title of any type (read as text); body text; type_column text; category_column text[] or text split on '/'; time_column a date or timestamp; audience_column text[] or text split on ','; entities_column jsonb [{type, value}]; links_column text[] of asset ids. A row whose id is NULL or empty is skipped.","type":"object","properties":{"table":{"description":"schema.table, exact names (no quoting).","type":"string","pattern":"^[^.\\s]+\\.[^.\\s]+$","maxLength":200},"id_column":{"$ref":"#/$defs/columnName"},"title_column":{"$ref":"#/$defs/columnName"},"body_column":{"$ref":"#/$defs/columnName"},"type_column":{"$ref":"#/$defs/columnName"},"document_type":{"description":"Document type of a row whose type_column is absent or NULL (default \"record\").","type":"string","minLength":1,"maxLength":64},"category_column":{"$ref":"#/$defs/columnName"},"category_path":{"description":"Category path of a row whose category_column is absent or empty (default [schema, table]). discover/request statements on this source match categories as on a documents source (*, a/b, a/b/*).","type":"array","maxItems":32,"items":{"type":"string","minLength":1,"maxLength":128}},"time_column":{"$ref":"#/$defs/columnName"},"audience_column":{"$ref":"#/$defs/columnName"},"audience":{"description":"Audience of a row whose audience_column is absent, NULL or empty (default none: visible to every identity that may discover it).","type":"array","maxItems":50,"items":{"type":"string","minLength":1,"maxLength":64}},"entities_column":{"$ref":"#/$defs/columnName"},"links_column":{"$ref":"#/$defs/columnName"},"max_rows":{"description":"Most rows indexed from this table (default 100000).","type":"integer","minimum":1,"maximum":1000000}},"required":["table","id_column","title_column","body_column"],"additionalProperties":false};
+const schema77 = {"title":"ColumnName","description":"A column name, exactly as stored (no quoting).","type":"string","minLength":1,"maxLength":63};
 const pattern16 = new RegExp("^[^.\\s]+\\.[^.\\s]+$", "u");
 
-function validate53(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate54(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate53.evaluated;
+const evaluated0 = validate54.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -6637,7 +6903,7 @@ vErrors.push(err3);
 errors++;
 }
 for(const key0 in data){
-if(!(func3.call(schema75.properties, key0))){
+if(!(func1.call(schema76.properties, key0))){
 const err4 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err4];
@@ -6651,7 +6917,7 @@ errors++;
 if(data.table !== undefined){
 let data0 = data.table;
 if(typeof data0 === "string"){
-if(func1(data0) > 200){
+if(func2(data0) > 200){
 const err5 = {instancePath:instancePath+"/table",schemaPath:"#/properties/table/maxLength",keyword:"maxLength",params:{limit: 200},message:"must NOT have more than 200 characters"};
 if(vErrors === null){
 vErrors = [err5];
@@ -6686,7 +6952,7 @@ errors++;
 if(data.id_column !== undefined){
 let data1 = data.id_column;
 if(typeof data1 === "string"){
-if(func1(data1) > 63){
+if(func2(data1) > 63){
 const err8 = {instancePath:instancePath+"/id_column",schemaPath:"#/$defs/columnName/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
 if(vErrors === null){
 vErrors = [err8];
@@ -6696,7 +6962,7 @@ vErrors.push(err8);
 }
 errors++;
 }
-if(func1(data1) < 1){
+if(func2(data1) < 1){
 const err9 = {instancePath:instancePath+"/id_column",schemaPath:"#/$defs/columnName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err9];
@@ -6721,7 +6987,7 @@ errors++;
 if(data.title_column !== undefined){
 let data2 = data.title_column;
 if(typeof data2 === "string"){
-if(func1(data2) > 63){
+if(func2(data2) > 63){
 const err11 = {instancePath:instancePath+"/title_column",schemaPath:"#/$defs/columnName/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
 if(vErrors === null){
 vErrors = [err11];
@@ -6731,7 +6997,7 @@ vErrors.push(err11);
 }
 errors++;
 }
-if(func1(data2) < 1){
+if(func2(data2) < 1){
 const err12 = {instancePath:instancePath+"/title_column",schemaPath:"#/$defs/columnName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err12];
@@ -6756,7 +7022,7 @@ errors++;
 if(data.body_column !== undefined){
 let data3 = data.body_column;
 if(typeof data3 === "string"){
-if(func1(data3) > 63){
+if(func2(data3) > 63){
 const err14 = {instancePath:instancePath+"/body_column",schemaPath:"#/$defs/columnName/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
 if(vErrors === null){
 vErrors = [err14];
@@ -6766,7 +7032,7 @@ vErrors.push(err14);
 }
 errors++;
 }
-if(func1(data3) < 1){
+if(func2(data3) < 1){
 const err15 = {instancePath:instancePath+"/body_column",schemaPath:"#/$defs/columnName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err15];
@@ -6791,7 +7057,7 @@ errors++;
 if(data.type_column !== undefined){
 let data4 = data.type_column;
 if(typeof data4 === "string"){
-if(func1(data4) > 63){
+if(func2(data4) > 63){
 const err17 = {instancePath:instancePath+"/type_column",schemaPath:"#/$defs/columnName/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
 if(vErrors === null){
 vErrors = [err17];
@@ -6801,7 +7067,7 @@ vErrors.push(err17);
 }
 errors++;
 }
-if(func1(data4) < 1){
+if(func2(data4) < 1){
 const err18 = {instancePath:instancePath+"/type_column",schemaPath:"#/$defs/columnName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err18];
@@ -6826,7 +7092,7 @@ errors++;
 if(data.document_type !== undefined){
 let data5 = data.document_type;
 if(typeof data5 === "string"){
-if(func1(data5) > 64){
+if(func2(data5) > 64){
 const err20 = {instancePath:instancePath+"/document_type",schemaPath:"#/properties/document_type/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"};
 if(vErrors === null){
 vErrors = [err20];
@@ -6836,7 +7102,7 @@ vErrors.push(err20);
 }
 errors++;
 }
-if(func1(data5) < 1){
+if(func2(data5) < 1){
 const err21 = {instancePath:instancePath+"/document_type",schemaPath:"#/properties/document_type/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err21];
@@ -6861,7 +7127,7 @@ errors++;
 if(data.category_column !== undefined){
 let data6 = data.category_column;
 if(typeof data6 === "string"){
-if(func1(data6) > 63){
+if(func2(data6) > 63){
 const err23 = {instancePath:instancePath+"/category_column",schemaPath:"#/$defs/columnName/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
 if(vErrors === null){
 vErrors = [err23];
@@ -6871,7 +7137,7 @@ vErrors.push(err23);
 }
 errors++;
 }
-if(func1(data6) < 1){
+if(func2(data6) < 1){
 const err24 = {instancePath:instancePath+"/category_column",schemaPath:"#/$defs/columnName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err24];
@@ -6910,7 +7176,7 @@ const len0 = data7.length;
 for(let i0=0; i0<len0; i0++){
 let data8 = data7[i0];
 if(typeof data8 === "string"){
-if(func1(data8) > 128){
+if(func2(data8) > 128){
 const err27 = {instancePath:instancePath+"/category_path/" + i0,schemaPath:"#/properties/category_path/items/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
 if(vErrors === null){
 vErrors = [err27];
@@ -6920,7 +7186,7 @@ vErrors.push(err27);
 }
 errors++;
 }
-if(func1(data8) < 1){
+if(func2(data8) < 1){
 const err28 = {instancePath:instancePath+"/category_path/" + i0,schemaPath:"#/properties/category_path/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err28];
@@ -6957,7 +7223,7 @@ errors++;
 if(data.time_column !== undefined){
 let data9 = data.time_column;
 if(typeof data9 === "string"){
-if(func1(data9) > 63){
+if(func2(data9) > 63){
 const err31 = {instancePath:instancePath+"/time_column",schemaPath:"#/$defs/columnName/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
 if(vErrors === null){
 vErrors = [err31];
@@ -6967,7 +7233,7 @@ vErrors.push(err31);
 }
 errors++;
 }
-if(func1(data9) < 1){
+if(func2(data9) < 1){
 const err32 = {instancePath:instancePath+"/time_column",schemaPath:"#/$defs/columnName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err32];
@@ -6992,7 +7258,7 @@ errors++;
 if(data.audience_column !== undefined){
 let data10 = data.audience_column;
 if(typeof data10 === "string"){
-if(func1(data10) > 63){
+if(func2(data10) > 63){
 const err34 = {instancePath:instancePath+"/audience_column",schemaPath:"#/$defs/columnName/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
 if(vErrors === null){
 vErrors = [err34];
@@ -7002,7 +7268,7 @@ vErrors.push(err34);
 }
 errors++;
 }
-if(func1(data10) < 1){
+if(func2(data10) < 1){
 const err35 = {instancePath:instancePath+"/audience_column",schemaPath:"#/$defs/columnName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err35];
@@ -7041,7 +7307,7 @@ const len1 = data11.length;
 for(let i1=0; i1<len1; i1++){
 let data12 = data11[i1];
 if(typeof data12 === "string"){
-if(func1(data12) > 64){
+if(func2(data12) > 64){
 const err38 = {instancePath:instancePath+"/audience/" + i1,schemaPath:"#/properties/audience/items/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"};
 if(vErrors === null){
 vErrors = [err38];
@@ -7051,7 +7317,7 @@ vErrors.push(err38);
 }
 errors++;
 }
-if(func1(data12) < 1){
+if(func2(data12) < 1){
 const err39 = {instancePath:instancePath+"/audience/" + i1,schemaPath:"#/properties/audience/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err39];
@@ -7088,7 +7354,7 @@ errors++;
 if(data.entities_column !== undefined){
 let data13 = data.entities_column;
 if(typeof data13 === "string"){
-if(func1(data13) > 63){
+if(func2(data13) > 63){
 const err42 = {instancePath:instancePath+"/entities_column",schemaPath:"#/$defs/columnName/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
 if(vErrors === null){
 vErrors = [err42];
@@ -7098,7 +7364,7 @@ vErrors.push(err42);
 }
 errors++;
 }
-if(func1(data13) < 1){
+if(func2(data13) < 1){
 const err43 = {instancePath:instancePath+"/entities_column",schemaPath:"#/$defs/columnName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err43];
@@ -7123,7 +7389,7 @@ errors++;
 if(data.links_column !== undefined){
 let data14 = data.links_column;
 if(typeof data14 === "string"){
-if(func1(data14) > 63){
+if(func2(data14) > 63){
 const err45 = {instancePath:instancePath+"/links_column",schemaPath:"#/$defs/columnName/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
 if(vErrors === null){
 vErrors = [err45];
@@ -7133,7 +7399,7 @@ vErrors.push(err45);
 }
 errors++;
 }
-if(func1(data14) < 1){
+if(func2(data14) < 1){
 const err46 = {instancePath:instancePath+"/links_column",schemaPath:"#/$defs/columnName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err46];
@@ -7201,16 +7467,16 @@ vErrors.push(err51);
 }
 errors++;
 }
-validate53.errors = vErrors;
+validate54.errors = vErrors;
 return errors === 0;
 }
-validate53.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate54.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 
-function validate52(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate53(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate52.evaluated;
+const evaluated0 = validate53.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -7269,7 +7535,7 @@ vErrors.push(err4);
 errors++;
 }
 for(const key0 in data){
-if(!(func3.call(schema71.properties, key0))){
+if(!(func1.call(schema72.properties, key0))){
 const err5 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err5];
@@ -7283,7 +7549,7 @@ errors++;
 if(data.host !== undefined){
 let data0 = data.host;
 if(typeof data0 === "string"){
-if(func1(data0) > 255){
+if(func2(data0) > 255){
 const err6 = {instancePath:instancePath+"/host",schemaPath:"#/properties/host/maxLength",keyword:"maxLength",params:{limit: 255},message:"must NOT have more than 255 characters"};
 if(vErrors === null){
 vErrors = [err6];
@@ -7293,7 +7559,7 @@ vErrors.push(err6);
 }
 errors++;
 }
-if(func1(data0) < 1){
+if(func2(data0) < 1){
 const err7 = {instancePath:instancePath+"/host",schemaPath:"#/properties/host/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err7];
@@ -7353,7 +7619,7 @@ errors++;
 if(data.database !== undefined){
 let data2 = data.database;
 if(typeof data2 === "string"){
-if(func1(data2) > 63){
+if(func2(data2) > 63){
 const err12 = {instancePath:instancePath+"/database",schemaPath:"#/properties/database/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
 if(vErrors === null){
 vErrors = [err12];
@@ -7363,7 +7629,7 @@ vErrors.push(err12);
 }
 errors++;
 }
-if(func1(data2) < 1){
+if(func2(data2) < 1){
 const err13 = {instancePath:instancePath+"/database",schemaPath:"#/properties/database/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err13];
@@ -7413,7 +7679,7 @@ errors++;
 if(data3.user !== undefined){
 let data4 = data3.user;
 if(typeof data4 === "string"){
-if(func1(data4) > 63){
+if(func2(data4) > 63){
 const err17 = {instancePath:instancePath+"/reader/user",schemaPath:"#/$defs/credentials/properties/user/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
 if(vErrors === null){
 vErrors = [err17];
@@ -7423,7 +7689,7 @@ vErrors.push(err17);
 }
 errors++;
 }
-if(func1(data4) < 1){
+if(func2(data4) < 1){
 const err18 = {instancePath:instancePath+"/reader/user",schemaPath:"#/$defs/credentials/properties/user/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err18];
@@ -7448,7 +7714,7 @@ errors++;
 if(data3.password !== undefined){
 let data5 = data3.password;
 if(typeof data5 === "string"){
-if(func1(data5) > 1024){
+if(func2(data5) > 1024){
 const err20 = {instancePath:instancePath+"/reader/password",schemaPath:"#/$defs/credentials/properties/password/maxLength",keyword:"maxLength",params:{limit: 1024},message:"must NOT have more than 1024 characters"};
 if(vErrors === null){
 vErrors = [err20];
@@ -7510,7 +7776,7 @@ errors++;
 if(data6.user !== undefined){
 let data7 = data6.user;
 if(typeof data7 === "string"){
-if(func1(data7) > 63){
+if(func2(data7) > 63){
 const err25 = {instancePath:instancePath+"/writer/user",schemaPath:"#/$defs/credentials/properties/user/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
 if(vErrors === null){
 vErrors = [err25];
@@ -7520,7 +7786,7 @@ vErrors.push(err25);
 }
 errors++;
 }
-if(func1(data7) < 1){
+if(func2(data7) < 1){
 const err26 = {instancePath:instancePath+"/writer/user",schemaPath:"#/$defs/credentials/properties/user/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err26];
@@ -7545,7 +7811,7 @@ errors++;
 if(data6.password !== undefined){
 let data8 = data6.password;
 if(typeof data8 === "string"){
-if(func1(data8) > 1024){
+if(func2(data8) > 1024){
 const err28 = {instancePath:instancePath+"/writer/password",schemaPath:"#/$defs/credentials/properties/password/maxLength",keyword:"maxLength",params:{limit: 1024},message:"must NOT have more than 1024 characters"};
 if(vErrors === null){
 vErrors = [err28];
@@ -7617,7 +7883,7 @@ vErrors.push(err33);
 errors++;
 }
 if(!((((data10 === "off") || (data10 === "require")) || (data10 === "verify-ca")) || (data10 === "verify-full"))){
-const err34 = {instancePath:instancePath+"/tls/mode",schemaPath:"#/$defs/tls/properties/mode/enum",keyword:"enum",params:{allowedValues: schema74.properties.mode.enum},message:"must be equal to one of the allowed values"};
+const err34 = {instancePath:instancePath+"/tls/mode",schemaPath:"#/$defs/tls/properties/mode/enum",keyword:"enum",params:{allowedValues: schema75.properties.mode.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err34];
 }
@@ -7630,7 +7896,7 @@ errors++;
 if(data9.ca !== undefined){
 let data11 = data9.ca;
 if(typeof data11 === "string"){
-if(func1(data11) > 1048576){
+if(func2(data11) > 1048576){
 const err35 = {instancePath:instancePath+"/tls/ca",schemaPath:"#/$defs/tls/properties/ca/maxLength",keyword:"maxLength",params:{limit: 1048576},message:"must NOT have more than 1048576 characters"};
 if(vErrors === null){
 vErrors = [err35];
@@ -7655,7 +7921,7 @@ errors++;
 if(data9.servername !== undefined){
 let data12 = data9.servername;
 if(typeof data12 === "string"){
-if(func1(data12) > 255){
+if(func2(data12) > 255){
 const err37 = {instancePath:instancePath+"/tls/servername",schemaPath:"#/$defs/tls/properties/servername/maxLength",keyword:"maxLength",params:{limit: 255},message:"must NOT have more than 255 characters"};
 if(vErrors === null){
 vErrors = [err37];
@@ -7665,7 +7931,7 @@ vErrors.push(err37);
 }
 errors++;
 }
-if(func1(data12) < 1){
+if(func2(data12) < 1){
 const err38 = {instancePath:instancePath+"/tls/servername",schemaPath:"#/$defs/tls/properties/servername/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err38];
@@ -7854,8 +8120,8 @@ errors++;
 }
 const len0 = data17.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate53(data17[i0], {instancePath:instancePath+"/document_tables/" + i0,parentData:data17,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate53.errors : vErrors.concat(validate53.errors);
+if(!(validate54(data17[i0], {instancePath:instancePath+"/document_tables/" + i0,parentData:data17,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate54.errors : vErrors.concat(validate54.errors);
 errors = vErrors.length;
 }
 }
@@ -8049,17 +8315,17 @@ vErrors.push(err69);
 }
 errors++;
 }
-validate52.errors = vErrors;
+validate53.errors = vErrors;
 return errors === 0;
 }
-validate52.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate53.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 
-function validate51(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate52(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/source-v1.schema.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate51.evaluated;
+const evaluated0 = validate52.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -8110,8 +8376,8 @@ if(_valid0){
 const _errs5 = errors;
 if(data && typeof data == "object" && !Array.isArray(data)){
 if(data.settings !== undefined){
-if(!(validate52(data.settings, {instancePath:instancePath+"/settings",parentData:data,parentDataProperty:"settings",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate52.errors : vErrors.concat(validate52.errors);
+if(!(validate53(data.settings, {instancePath:instancePath+"/settings",parentData:data,parentDataProperty:"settings",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate53.errors : vErrors.concat(validate53.errors);
 errors = vErrors.length;
 }
 }
@@ -8205,7 +8471,7 @@ errors++;
 if(data3.path !== undefined){
 let data4 = data3.path;
 if(typeof data4 === "string"){
-if(func1(data4) > 4096){
+if(func2(data4) > 4096){
 const err7 = {instancePath:instancePath+"/settings/path",schemaPath:"#/$defs/documentsSettings/properties/path/maxLength",keyword:"maxLength",params:{limit: 4096},message:"must NOT have more than 4096 characters"};
 if(vErrors === null){
 vErrors = [err7];
@@ -8215,7 +8481,7 @@ vErrors.push(err7);
 }
 errors++;
 }
-if(func1(data4) < 1){
+if(func2(data4) < 1){
 const err8 = {instancePath:instancePath+"/settings/path",schemaPath:"#/$defs/documentsSettings/properties/path/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err8];
@@ -8368,7 +8634,7 @@ vErrors.push(err19);
 errors++;
 }
 if(!((data6 === "postgres") || (data6 === "documents"))){
-const err20 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/enum",keyword:"enum",params:{allowedValues: schema70.properties.type.enum},message:"must be equal to one of the allowed values"};
+const err20 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/enum",keyword:"enum",params:{allowedValues: schema71.properties.type.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err20];
 }
@@ -8381,7 +8647,7 @@ errors++;
 if(data.name !== undefined){
 let data7 = data.name;
 if(typeof data7 === "string"){
-if(func1(data7) > 200){
+if(func2(data7) > 200){
 const err21 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/maxLength",keyword:"maxLength",params:{limit: 200},message:"must NOT have more than 200 characters"};
 if(vErrors === null){
 vErrors = [err21];
@@ -8391,7 +8657,7 @@ vErrors.push(err21);
 }
 errors++;
 }
-if(func1(data7) < 1){
+if(func2(data7) < 1){
 const err22 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err22];
@@ -8416,7 +8682,7 @@ errors++;
 if(data.description !== undefined){
 let data8 = data.description;
 if(typeof data8 === "string"){
-if(func1(data8) > 1000){
+if(func2(data8) > 1000){
 const err24 = {instancePath:instancePath+"/description",schemaPath:"#/properties/description/maxLength",keyword:"maxLength",params:{limit: 1000},message:"must NOT have more than 1000 characters"};
 if(vErrors === null){
 vErrors = [err24];
@@ -8455,8 +8721,8 @@ let data10 = data.settings;
 const _errs30 = errors;
 let valid10 = false;
 const _errs31 = errors;
-if(!(validate52(data10, {instancePath:instancePath+"/settings",parentData:data,parentDataProperty:"settings",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate52.errors : vErrors.concat(validate52.errors);
+if(!(validate53(data10, {instancePath:instancePath+"/settings",parentData:data,parentDataProperty:"settings",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate53.errors : vErrors.concat(validate53.errors);
 errors = vErrors.length;
 }
 var _valid2 = _errs31 === errors;
@@ -8491,7 +8757,7 @@ errors++;
 if(data10.path !== undefined){
 let data11 = data10.path;
 if(typeof data11 === "string"){
-if(func1(data11) > 4096){
+if(func2(data11) > 4096){
 const err29 = {instancePath:instancePath+"/settings/path",schemaPath:"#/$defs/documentsSettings/properties/path/maxLength",keyword:"maxLength",params:{limit: 4096},message:"must NOT have more than 4096 characters"};
 if(vErrors === null){
 vErrors = [err29];
@@ -8501,7 +8767,7 @@ vErrors.push(err29);
 }
 errors++;
 }
-if(func1(data11) < 1){
+if(func2(data11) < 1){
 const err30 = {instancePath:instancePath+"/settings/path",schemaPath:"#/$defs/documentsSettings/properties/path/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err30];
@@ -8574,17 +8840,17 @@ vErrors.push(err34);
 }
 errors++;
 }
-validate51.errors = vErrors;
+validate52.errors = vErrors;
 return errors === 0;
 }
-validate51.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate52.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateSourceDefinitionColumnName = validate57;
+exports.validateSourceDefinitionColumnName = validate58;
 
-function validate57(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate58(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate57.evaluated;
+const evaluated0 = validate58.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -8592,7 +8858,7 @@ if(evaluated0.dynamicItems){
 evaluated0.items = undefined;
 }
 if(typeof data === "string"){
-if(func1(data) > 63){
+if(func2(data) > 63){
 const err0 = {instancePath,schemaPath:"#/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
 if(vErrors === null){
 vErrors = [err0];
@@ -8602,7 +8868,7 @@ vErrors.push(err0);
 }
 errors++;
 }
-if(func1(data) < 1){
+if(func2(data) < 1){
 const err1 = {instancePath,schemaPath:"#/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err1];
@@ -8623,17 +8889,17 @@ vErrors.push(err2);
 }
 errors++;
 }
-validate57.errors = vErrors;
+validate58.errors = vErrors;
 return errors === 0;
 }
-validate57.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate58.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
-exports.validateSourceDefinitionCredentials = validate58;
+exports.validateSourceDefinitionCredentials = validate59;
 
-function validate58(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate59(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate58.evaluated;
+const evaluated0 = validate59.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -8666,7 +8932,7 @@ errors++;
 if(data.user !== undefined){
 let data0 = data.user;
 if(typeof data0 === "string"){
-if(func1(data0) > 63){
+if(func2(data0) > 63){
 const err2 = {instancePath:instancePath+"/user",schemaPath:"#/properties/user/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
 if(vErrors === null){
 vErrors = [err2];
@@ -8676,7 +8942,7 @@ vErrors.push(err2);
 }
 errors++;
 }
-if(func1(data0) < 1){
+if(func2(data0) < 1){
 const err3 = {instancePath:instancePath+"/user",schemaPath:"#/properties/user/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err3];
@@ -8701,7 +8967,7 @@ errors++;
 if(data.password !== undefined){
 let data1 = data.password;
 if(typeof data1 === "string"){
-if(func1(data1) > 1024){
+if(func2(data1) > 1024){
 const err5 = {instancePath:instancePath+"/password",schemaPath:"#/properties/password/maxLength",keyword:"maxLength",params:{limit: 1024},message:"must NOT have more than 1024 characters"};
 if(vErrors === null){
 vErrors = [err5];
@@ -8734,17 +9000,17 @@ vErrors.push(err7);
 }
 errors++;
 }
-validate58.errors = vErrors;
+validate59.errors = vErrors;
 return errors === 0;
 }
-validate58.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate59.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateSourceDefinitionDocumentsSettings = validate59;
+exports.validateSourceDefinitionDocumentsSettings = validate60;
 
-function validate59(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate60(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate59.evaluated;
+const evaluated0 = validate60.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -8777,7 +9043,7 @@ errors++;
 if(data.path !== undefined){
 let data0 = data.path;
 if(typeof data0 === "string"){
-if(func1(data0) > 4096){
+if(func2(data0) > 4096){
 const err2 = {instancePath:instancePath+"/path",schemaPath:"#/properties/path/maxLength",keyword:"maxLength",params:{limit: 4096},message:"must NOT have more than 4096 characters"};
 if(vErrors === null){
 vErrors = [err2];
@@ -8787,7 +9053,7 @@ vErrors.push(err2);
 }
 errors++;
 }
-if(func1(data0) < 1){
+if(func2(data0) < 1){
 const err3 = {instancePath:instancePath+"/path",schemaPath:"#/properties/path/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err3];
@@ -8820,17 +9086,17 @@ vErrors.push(err5);
 }
 errors++;
 }
-validate59.errors = vErrors;
+validate60.errors = vErrors;
 return errors === 0;
 }
-validate59.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate60.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateSourceDefinitionDocumentTable = validate60;
+exports.validateSourceDefinitionDocumentTable = validate61;
 
-function validate60(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate61(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate60.evaluated;
+const evaluated0 = validate61.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -8879,7 +9145,7 @@ vErrors.push(err3);
 errors++;
 }
 for(const key0 in data){
-if(!(func3.call(schema75.properties, key0))){
+if(!(func1.call(schema76.properties, key0))){
 const err4 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err4];
@@ -8893,7 +9159,7 @@ errors++;
 if(data.table !== undefined){
 let data0 = data.table;
 if(typeof data0 === "string"){
-if(func1(data0) > 200){
+if(func2(data0) > 200){
 const err5 = {instancePath:instancePath+"/table",schemaPath:"#/properties/table/maxLength",keyword:"maxLength",params:{limit: 200},message:"must NOT have more than 200 characters"};
 if(vErrors === null){
 vErrors = [err5];
@@ -8928,7 +9194,7 @@ errors++;
 if(data.id_column !== undefined){
 let data1 = data.id_column;
 if(typeof data1 === "string"){
-if(func1(data1) > 63){
+if(func2(data1) > 63){
 const err8 = {instancePath:instancePath+"/id_column",schemaPath:"#/$defs/columnName/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
 if(vErrors === null){
 vErrors = [err8];
@@ -8938,7 +9204,7 @@ vErrors.push(err8);
 }
 errors++;
 }
-if(func1(data1) < 1){
+if(func2(data1) < 1){
 const err9 = {instancePath:instancePath+"/id_column",schemaPath:"#/$defs/columnName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err9];
@@ -8963,7 +9229,7 @@ errors++;
 if(data.title_column !== undefined){
 let data2 = data.title_column;
 if(typeof data2 === "string"){
-if(func1(data2) > 63){
+if(func2(data2) > 63){
 const err11 = {instancePath:instancePath+"/title_column",schemaPath:"#/$defs/columnName/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
 if(vErrors === null){
 vErrors = [err11];
@@ -8973,7 +9239,7 @@ vErrors.push(err11);
 }
 errors++;
 }
-if(func1(data2) < 1){
+if(func2(data2) < 1){
 const err12 = {instancePath:instancePath+"/title_column",schemaPath:"#/$defs/columnName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err12];
@@ -8998,7 +9264,7 @@ errors++;
 if(data.body_column !== undefined){
 let data3 = data.body_column;
 if(typeof data3 === "string"){
-if(func1(data3) > 63){
+if(func2(data3) > 63){
 const err14 = {instancePath:instancePath+"/body_column",schemaPath:"#/$defs/columnName/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
 if(vErrors === null){
 vErrors = [err14];
@@ -9008,7 +9274,7 @@ vErrors.push(err14);
 }
 errors++;
 }
-if(func1(data3) < 1){
+if(func2(data3) < 1){
 const err15 = {instancePath:instancePath+"/body_column",schemaPath:"#/$defs/columnName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err15];
@@ -9033,7 +9299,7 @@ errors++;
 if(data.type_column !== undefined){
 let data4 = data.type_column;
 if(typeof data4 === "string"){
-if(func1(data4) > 63){
+if(func2(data4) > 63){
 const err17 = {instancePath:instancePath+"/type_column",schemaPath:"#/$defs/columnName/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
 if(vErrors === null){
 vErrors = [err17];
@@ -9043,7 +9309,7 @@ vErrors.push(err17);
 }
 errors++;
 }
-if(func1(data4) < 1){
+if(func2(data4) < 1){
 const err18 = {instancePath:instancePath+"/type_column",schemaPath:"#/$defs/columnName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err18];
@@ -9068,7 +9334,7 @@ errors++;
 if(data.document_type !== undefined){
 let data5 = data.document_type;
 if(typeof data5 === "string"){
-if(func1(data5) > 64){
+if(func2(data5) > 64){
 const err20 = {instancePath:instancePath+"/document_type",schemaPath:"#/properties/document_type/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"};
 if(vErrors === null){
 vErrors = [err20];
@@ -9078,7 +9344,7 @@ vErrors.push(err20);
 }
 errors++;
 }
-if(func1(data5) < 1){
+if(func2(data5) < 1){
 const err21 = {instancePath:instancePath+"/document_type",schemaPath:"#/properties/document_type/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err21];
@@ -9103,7 +9369,7 @@ errors++;
 if(data.category_column !== undefined){
 let data6 = data.category_column;
 if(typeof data6 === "string"){
-if(func1(data6) > 63){
+if(func2(data6) > 63){
 const err23 = {instancePath:instancePath+"/category_column",schemaPath:"#/$defs/columnName/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
 if(vErrors === null){
 vErrors = [err23];
@@ -9113,7 +9379,7 @@ vErrors.push(err23);
 }
 errors++;
 }
-if(func1(data6) < 1){
+if(func2(data6) < 1){
 const err24 = {instancePath:instancePath+"/category_column",schemaPath:"#/$defs/columnName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err24];
@@ -9152,7 +9418,7 @@ const len0 = data7.length;
 for(let i0=0; i0<len0; i0++){
 let data8 = data7[i0];
 if(typeof data8 === "string"){
-if(func1(data8) > 128){
+if(func2(data8) > 128){
 const err27 = {instancePath:instancePath+"/category_path/" + i0,schemaPath:"#/properties/category_path/items/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
 if(vErrors === null){
 vErrors = [err27];
@@ -9162,7 +9428,7 @@ vErrors.push(err27);
 }
 errors++;
 }
-if(func1(data8) < 1){
+if(func2(data8) < 1){
 const err28 = {instancePath:instancePath+"/category_path/" + i0,schemaPath:"#/properties/category_path/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err28];
@@ -9199,7 +9465,7 @@ errors++;
 if(data.time_column !== undefined){
 let data9 = data.time_column;
 if(typeof data9 === "string"){
-if(func1(data9) > 63){
+if(func2(data9) > 63){
 const err31 = {instancePath:instancePath+"/time_column",schemaPath:"#/$defs/columnName/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
 if(vErrors === null){
 vErrors = [err31];
@@ -9209,7 +9475,7 @@ vErrors.push(err31);
 }
 errors++;
 }
-if(func1(data9) < 1){
+if(func2(data9) < 1){
 const err32 = {instancePath:instancePath+"/time_column",schemaPath:"#/$defs/columnName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err32];
@@ -9234,7 +9500,7 @@ errors++;
 if(data.audience_column !== undefined){
 let data10 = data.audience_column;
 if(typeof data10 === "string"){
-if(func1(data10) > 63){
+if(func2(data10) > 63){
 const err34 = {instancePath:instancePath+"/audience_column",schemaPath:"#/$defs/columnName/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
 if(vErrors === null){
 vErrors = [err34];
@@ -9244,7 +9510,7 @@ vErrors.push(err34);
 }
 errors++;
 }
-if(func1(data10) < 1){
+if(func2(data10) < 1){
 const err35 = {instancePath:instancePath+"/audience_column",schemaPath:"#/$defs/columnName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err35];
@@ -9283,7 +9549,7 @@ const len1 = data11.length;
 for(let i1=0; i1<len1; i1++){
 let data12 = data11[i1];
 if(typeof data12 === "string"){
-if(func1(data12) > 64){
+if(func2(data12) > 64){
 const err38 = {instancePath:instancePath+"/audience/" + i1,schemaPath:"#/properties/audience/items/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"};
 if(vErrors === null){
 vErrors = [err38];
@@ -9293,7 +9559,7 @@ vErrors.push(err38);
 }
 errors++;
 }
-if(func1(data12) < 1){
+if(func2(data12) < 1){
 const err39 = {instancePath:instancePath+"/audience/" + i1,schemaPath:"#/properties/audience/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err39];
@@ -9330,7 +9596,7 @@ errors++;
 if(data.entities_column !== undefined){
 let data13 = data.entities_column;
 if(typeof data13 === "string"){
-if(func1(data13) > 63){
+if(func2(data13) > 63){
 const err42 = {instancePath:instancePath+"/entities_column",schemaPath:"#/$defs/columnName/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
 if(vErrors === null){
 vErrors = [err42];
@@ -9340,7 +9606,7 @@ vErrors.push(err42);
 }
 errors++;
 }
-if(func1(data13) < 1){
+if(func2(data13) < 1){
 const err43 = {instancePath:instancePath+"/entities_column",schemaPath:"#/$defs/columnName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err43];
@@ -9365,7 +9631,7 @@ errors++;
 if(data.links_column !== undefined){
 let data14 = data.links_column;
 if(typeof data14 === "string"){
-if(func1(data14) > 63){
+if(func2(data14) > 63){
 const err45 = {instancePath:instancePath+"/links_column",schemaPath:"#/$defs/columnName/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
 if(vErrors === null){
 vErrors = [err45];
@@ -9375,7 +9641,7 @@ vErrors.push(err45);
 }
 errors++;
 }
-if(func1(data14) < 1){
+if(func2(data14) < 1){
 const err46 = {instancePath:instancePath+"/links_column",schemaPath:"#/$defs/columnName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err46];
@@ -9443,17 +9709,17 @@ vErrors.push(err51);
 }
 errors++;
 }
-validate60.errors = vErrors;
+validate61.errors = vErrors;
 return errors === 0;
 }
-validate60.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate61.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateSourceDefinitionPostgresSettings = validate61;
+exports.validateSourceDefinitionPostgresSettings = validate62;
 
-function validate61(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate62(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate61.evaluated;
+const evaluated0 = validate62.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -9512,7 +9778,7 @@ vErrors.push(err4);
 errors++;
 }
 for(const key0 in data){
-if(!(func3.call(schema71.properties, key0))){
+if(!(func1.call(schema72.properties, key0))){
 const err5 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err5];
@@ -9526,7 +9792,7 @@ errors++;
 if(data.host !== undefined){
 let data0 = data.host;
 if(typeof data0 === "string"){
-if(func1(data0) > 255){
+if(func2(data0) > 255){
 const err6 = {instancePath:instancePath+"/host",schemaPath:"#/properties/host/maxLength",keyword:"maxLength",params:{limit: 255},message:"must NOT have more than 255 characters"};
 if(vErrors === null){
 vErrors = [err6];
@@ -9536,7 +9802,7 @@ vErrors.push(err6);
 }
 errors++;
 }
-if(func1(data0) < 1){
+if(func2(data0) < 1){
 const err7 = {instancePath:instancePath+"/host",schemaPath:"#/properties/host/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err7];
@@ -9596,7 +9862,7 @@ errors++;
 if(data.database !== undefined){
 let data2 = data.database;
 if(typeof data2 === "string"){
-if(func1(data2) > 63){
+if(func2(data2) > 63){
 const err12 = {instancePath:instancePath+"/database",schemaPath:"#/properties/database/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
 if(vErrors === null){
 vErrors = [err12];
@@ -9606,7 +9872,7 @@ vErrors.push(err12);
 }
 errors++;
 }
-if(func1(data2) < 1){
+if(func2(data2) < 1){
 const err13 = {instancePath:instancePath+"/database",schemaPath:"#/properties/database/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err13];
@@ -9656,7 +9922,7 @@ errors++;
 if(data3.user !== undefined){
 let data4 = data3.user;
 if(typeof data4 === "string"){
-if(func1(data4) > 63){
+if(func2(data4) > 63){
 const err17 = {instancePath:instancePath+"/reader/user",schemaPath:"#/$defs/credentials/properties/user/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
 if(vErrors === null){
 vErrors = [err17];
@@ -9666,7 +9932,7 @@ vErrors.push(err17);
 }
 errors++;
 }
-if(func1(data4) < 1){
+if(func2(data4) < 1){
 const err18 = {instancePath:instancePath+"/reader/user",schemaPath:"#/$defs/credentials/properties/user/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err18];
@@ -9691,7 +9957,7 @@ errors++;
 if(data3.password !== undefined){
 let data5 = data3.password;
 if(typeof data5 === "string"){
-if(func1(data5) > 1024){
+if(func2(data5) > 1024){
 const err20 = {instancePath:instancePath+"/reader/password",schemaPath:"#/$defs/credentials/properties/password/maxLength",keyword:"maxLength",params:{limit: 1024},message:"must NOT have more than 1024 characters"};
 if(vErrors === null){
 vErrors = [err20];
@@ -9753,7 +10019,7 @@ errors++;
 if(data6.user !== undefined){
 let data7 = data6.user;
 if(typeof data7 === "string"){
-if(func1(data7) > 63){
+if(func2(data7) > 63){
 const err25 = {instancePath:instancePath+"/writer/user",schemaPath:"#/$defs/credentials/properties/user/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
 if(vErrors === null){
 vErrors = [err25];
@@ -9763,7 +10029,7 @@ vErrors.push(err25);
 }
 errors++;
 }
-if(func1(data7) < 1){
+if(func2(data7) < 1){
 const err26 = {instancePath:instancePath+"/writer/user",schemaPath:"#/$defs/credentials/properties/user/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err26];
@@ -9788,7 +10054,7 @@ errors++;
 if(data6.password !== undefined){
 let data8 = data6.password;
 if(typeof data8 === "string"){
-if(func1(data8) > 1024){
+if(func2(data8) > 1024){
 const err28 = {instancePath:instancePath+"/writer/password",schemaPath:"#/$defs/credentials/properties/password/maxLength",keyword:"maxLength",params:{limit: 1024},message:"must NOT have more than 1024 characters"};
 if(vErrors === null){
 vErrors = [err28];
@@ -9860,7 +10126,7 @@ vErrors.push(err33);
 errors++;
 }
 if(!((((data10 === "off") || (data10 === "require")) || (data10 === "verify-ca")) || (data10 === "verify-full"))){
-const err34 = {instancePath:instancePath+"/tls/mode",schemaPath:"#/$defs/tls/properties/mode/enum",keyword:"enum",params:{allowedValues: schema74.properties.mode.enum},message:"must be equal to one of the allowed values"};
+const err34 = {instancePath:instancePath+"/tls/mode",schemaPath:"#/$defs/tls/properties/mode/enum",keyword:"enum",params:{allowedValues: schema75.properties.mode.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err34];
 }
@@ -9873,7 +10139,7 @@ errors++;
 if(data9.ca !== undefined){
 let data11 = data9.ca;
 if(typeof data11 === "string"){
-if(func1(data11) > 1048576){
+if(func2(data11) > 1048576){
 const err35 = {instancePath:instancePath+"/tls/ca",schemaPath:"#/$defs/tls/properties/ca/maxLength",keyword:"maxLength",params:{limit: 1048576},message:"must NOT have more than 1048576 characters"};
 if(vErrors === null){
 vErrors = [err35];
@@ -9898,7 +10164,7 @@ errors++;
 if(data9.servername !== undefined){
 let data12 = data9.servername;
 if(typeof data12 === "string"){
-if(func1(data12) > 255){
+if(func2(data12) > 255){
 const err37 = {instancePath:instancePath+"/tls/servername",schemaPath:"#/$defs/tls/properties/servername/maxLength",keyword:"maxLength",params:{limit: 255},message:"must NOT have more than 255 characters"};
 if(vErrors === null){
 vErrors = [err37];
@@ -9908,7 +10174,7 @@ vErrors.push(err37);
 }
 errors++;
 }
-if(func1(data12) < 1){
+if(func2(data12) < 1){
 const err38 = {instancePath:instancePath+"/tls/servername",schemaPath:"#/$defs/tls/properties/servername/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err38];
@@ -10097,8 +10363,8 @@ errors++;
 }
 const len0 = data17.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate53(data17[i0], {instancePath:instancePath+"/document_tables/" + i0,parentData:data17,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate53.errors : vErrors.concat(validate53.errors);
+if(!(validate54(data17[i0], {instancePath:instancePath+"/document_tables/" + i0,parentData:data17,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate54.errors : vErrors.concat(validate54.errors);
 errors = vErrors.length;
 }
 }
@@ -10292,17 +10558,17 @@ vErrors.push(err69);
 }
 errors++;
 }
-validate61.errors = vErrors;
+validate62.errors = vErrors;
 return errors === 0;
 }
-validate61.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate62.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateSourceDefinitionTls = validate63;
+exports.validateSourceDefinitionTls = validate64;
 
-function validate63(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate64(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate63.evaluated;
+const evaluated0 = validate64.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -10345,7 +10611,7 @@ vErrors.push(err2);
 errors++;
 }
 if(!((((data0 === "off") || (data0 === "require")) || (data0 === "verify-ca")) || (data0 === "verify-full"))){
-const err3 = {instancePath:instancePath+"/mode",schemaPath:"#/properties/mode/enum",keyword:"enum",params:{allowedValues: schema74.properties.mode.enum},message:"must be equal to one of the allowed values"};
+const err3 = {instancePath:instancePath+"/mode",schemaPath:"#/properties/mode/enum",keyword:"enum",params:{allowedValues: schema75.properties.mode.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err3];
 }
@@ -10358,7 +10624,7 @@ errors++;
 if(data.ca !== undefined){
 let data1 = data.ca;
 if(typeof data1 === "string"){
-if(func1(data1) > 1048576){
+if(func2(data1) > 1048576){
 const err4 = {instancePath:instancePath+"/ca",schemaPath:"#/properties/ca/maxLength",keyword:"maxLength",params:{limit: 1048576},message:"must NOT have more than 1048576 characters"};
 if(vErrors === null){
 vErrors = [err4];
@@ -10383,7 +10649,7 @@ errors++;
 if(data.servername !== undefined){
 let data2 = data.servername;
 if(typeof data2 === "string"){
-if(func1(data2) > 255){
+if(func2(data2) > 255){
 const err6 = {instancePath:instancePath+"/servername",schemaPath:"#/properties/servername/maxLength",keyword:"maxLength",params:{limit: 255},message:"must NOT have more than 255 characters"};
 if(vErrors === null){
 vErrors = [err6];
@@ -10393,7 +10659,7 @@ vErrors.push(err6);
 }
 errors++;
 }
-if(func1(data2) < 1){
+if(func2(data2) < 1){
 const err7 = {instancePath:instancePath+"/servername",schemaPath:"#/properties/servername/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err7];
@@ -10426,19 +10692,19 @@ vErrors.push(err9);
 }
 errors++;
 }
-validate63.errors = vErrors;
+validate64.errors = vErrors;
 return errors === 0;
 }
-validate63.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate64.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateSourceEntry = validate64;
-const schema105 = {"$id":"https://interlock.dev/spec/defs/SourceEntry.json","title":"SourceEntry","type":"object","properties":{"name":{"type":"string"},"type":{"type":"string","enum":["postgres","documents"]},"description":{"type":"string"}},"required":["name","type"]};
+exports.validateSourceEntry = validate65;
+const schema106 = {"$id":"https://interlock.dev/spec/defs/SourceEntry.json","title":"SourceEntry","type":"object","properties":{"name":{"type":"string"},"type":{"type":"string","enum":["postgres","documents"]},"description":{"type":"string"}},"required":["name","type"]};
 
-function validate64(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate65(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/defs/SourceEntry.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate64.evaluated;
+const evaluated0 = validate65.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -10491,7 +10757,7 @@ vErrors.push(err3);
 errors++;
 }
 if(!((data1 === "postgres") || (data1 === "documents"))){
-const err4 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/enum",keyword:"enum",params:{allowedValues: schema105.properties.type.enum},message:"must be equal to one of the allowed values"};
+const err4 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/enum",keyword:"enum",params:{allowedValues: schema106.properties.type.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err4];
 }
@@ -10524,19 +10790,19 @@ vErrors.push(err6);
 }
 errors++;
 }
-validate64.errors = vErrors;
+validate65.errors = vErrors;
 return errors === 0;
 }
-validate64.evaluated = {"props":{"name":true,"type":true,"description":true},"dynamicProps":false,"dynamicItems":false};
+validate65.evaluated = {"props":{"name":true,"type":true,"description":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.validateSourceId = validate65;
-const schema106 = {"$id":"https://interlock.dev/spec/defs/SourceId.json","title":"SourceId","type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$","description":"A source id as listed by interlock_list_sources."};
+exports.validateSourceId = validate66;
+const schema107 = {"$id":"https://interlock.dev/spec/defs/SourceId.json","title":"SourceId","type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$","description":"A source id as listed by interlock_list_sources."};
 
-function validate65(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate66(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/defs/SourceId.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate65.evaluated;
+const evaluated0 = validate66.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -10565,21 +10831,21 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate65.errors = vErrors;
+validate66.errors = vErrors;
 return errors === 0;
 }
-validate65.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate66.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
-exports.validateSourceRole = validate66;
-const schema107 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/role-v1.schema.json","title":"SourceRole","description":"A source role: a named set of allow/deny statements (deny wins). Operators write it as JSON or YAML and load it with `interlock role create FILE`. A grant binds identity x role x source. Contract: Governance (source-role authorization); decisions.md governance model.","type":"object","properties":{"name":{"type":"string","pattern":"^[a-z0-9][a-z0-9_.-]{0,62}$"},"description":{"type":"string","maxLength":1000},"audiences":{"description":"Discovery audiences carried by identities holding this role: an asset with an audience is visible only to identities whose roles carry one of its audiences.","type":"array","items":{"type":"string","pattern":"^[a-z0-9][a-z0-9_.-]{0,62}$"},"maxItems":50},"statements":{"type":"array","minItems":1,"maxItems":1000,"items":{"$ref":"#/$defs/statement"}}},"required":["name","statements"],"additionalProperties":false,"$defs":{"statement":{"title":"RoleStatement","type":"object","properties":{"effect":{"type":"string","enum":["allow","deny"]},"action":{"type":"string","enum":["read","write","describe","discover","request","*"]},"resource":{"description":"SQL sources: schema.table or schema.table.column, each part a name or *, e.g. public.*, public.customer, public.customer.email, *.*. Documents sources: * or a category path prefix such as operations/runbooks/*.","type":"string","minLength":1,"maxLength":400,"pattern":"^[^\\s]+$"}},"required":["effect","action","resource"],"additionalProperties":false}}};
-const schema108 = {"title":"RoleStatement","type":"object","properties":{"effect":{"type":"string","enum":["allow","deny"]},"action":{"type":"string","enum":["read","write","describe","discover","request","*"]},"resource":{"description":"SQL sources: schema.table or schema.table.column, each part a name or *, e.g. public.*, public.customer, public.customer.email, *.*. Documents sources: * or a category path prefix such as operations/runbooks/*.","type":"string","minLength":1,"maxLength":400,"pattern":"^[^\\s]+$"}},"required":["effect","action","resource"],"additionalProperties":false};
+exports.validateSourceRole = validate67;
+const schema108 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/role-v1.schema.json","title":"SourceRole","description":"A source role: a named set of allow/deny statements (deny wins). Operators write it as JSON or YAML and load it with `interlock role create FILE`. A grant binds identity x role x source. Contract: Governance (source-role authorization); decisions.md governance model.","type":"object","properties":{"name":{"type":"string","pattern":"^[a-z0-9][a-z0-9_.-]{0,62}$"},"description":{"type":"string","maxLength":1000},"audiences":{"description":"Discovery audiences carried by identities holding this role: an asset with an audience is visible only to identities whose roles carry one of its audiences.","type":"array","items":{"type":"string","pattern":"^[a-z0-9][a-z0-9_.-]{0,62}$"},"maxItems":50},"statements":{"type":"array","minItems":1,"maxItems":1000,"items":{"$ref":"#/$defs/statement"}}},"required":["name","statements"],"additionalProperties":false,"$defs":{"statement":{"title":"RoleStatement","type":"object","properties":{"effect":{"type":"string","enum":["allow","deny"]},"action":{"type":"string","enum":["read","write","describe","discover","request","*"]},"resource":{"description":"SQL sources: schema.table or schema.table.column, each part a name or *, e.g. public.*, public.customer, public.customer.email, *.*. Documents sources: * or a category path prefix such as operations/runbooks/*.","type":"string","minLength":1,"maxLength":400,"pattern":"^[^\\s]+$"}},"required":["effect","action","resource"],"additionalProperties":false}}};
+const schema109 = {"title":"RoleStatement","type":"object","properties":{"effect":{"type":"string","enum":["allow","deny"]},"action":{"type":"string","enum":["read","write","describe","discover","request","*"]},"resource":{"description":"SQL sources: schema.table or schema.table.column, each part a name or *, e.g. public.*, public.customer, public.customer.email, *.*. Documents sources: * or a category path prefix such as operations/runbooks/*.","type":"string","minLength":1,"maxLength":400,"pattern":"^[^\\s]+$"}},"required":["effect","action","resource"],"additionalProperties":false};
 const pattern22 = new RegExp("^[^\\s]+$", "u");
 
-function validate66(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate67(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/role-v1.schema.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate66.evaluated;
+const evaluated0 = validate67.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -10647,7 +10913,7 @@ errors++;
 if(data.description !== undefined){
 let data1 = data.description;
 if(typeof data1 === "string"){
-if(func1(data1) > 1000){
+if(func2(data1) > 1000){
 const err5 = {instancePath:instancePath+"/description",schemaPath:"#/properties/description/maxLength",keyword:"maxLength",params:{limit: 1000},message:"must NOT have more than 1000 characters"};
 if(vErrors === null){
 vErrors = [err5];
@@ -10802,7 +11068,7 @@ vErrors.push(err17);
 errors++;
 }
 if(!((data6 === "allow") || (data6 === "deny"))){
-const err18 = {instancePath:instancePath+"/statements/" + i1+"/effect",schemaPath:"#/$defs/statement/properties/effect/enum",keyword:"enum",params:{allowedValues: schema108.properties.effect.enum},message:"must be equal to one of the allowed values"};
+const err18 = {instancePath:instancePath+"/statements/" + i1+"/effect",schemaPath:"#/$defs/statement/properties/effect/enum",keyword:"enum",params:{allowedValues: schema109.properties.effect.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err18];
 }
@@ -10825,7 +11091,7 @@ vErrors.push(err19);
 errors++;
 }
 if(!((((((data7 === "read") || (data7 === "write")) || (data7 === "describe")) || (data7 === "discover")) || (data7 === "request")) || (data7 === "*"))){
-const err20 = {instancePath:instancePath+"/statements/" + i1+"/action",schemaPath:"#/$defs/statement/properties/action/enum",keyword:"enum",params:{allowedValues: schema108.properties.action.enum},message:"must be equal to one of the allowed values"};
+const err20 = {instancePath:instancePath+"/statements/" + i1+"/action",schemaPath:"#/$defs/statement/properties/action/enum",keyword:"enum",params:{allowedValues: schema109.properties.action.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err20];
 }
@@ -10838,7 +11104,7 @@ errors++;
 if(data5.resource !== undefined){
 let data8 = data5.resource;
 if(typeof data8 === "string"){
-if(func1(data8) > 400){
+if(func2(data8) > 400){
 const err21 = {instancePath:instancePath+"/statements/" + i1+"/resource",schemaPath:"#/$defs/statement/properties/resource/maxLength",keyword:"maxLength",params:{limit: 400},message:"must NOT have more than 400 characters"};
 if(vErrors === null){
 vErrors = [err21];
@@ -10848,7 +11114,7 @@ vErrors.push(err21);
 }
 errors++;
 }
-if(func1(data8) < 1){
+if(func2(data8) < 1){
 const err22 = {instancePath:instancePath+"/statements/" + i1+"/resource",schemaPath:"#/$defs/statement/properties/resource/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err22];
@@ -10915,17 +11181,17 @@ vErrors.push(err27);
 }
 errors++;
 }
-validate66.errors = vErrors;
+validate67.errors = vErrors;
 return errors === 0;
 }
-validate66.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate67.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateSourceRoleStatement = validate67;
+exports.validateSourceRoleStatement = validate68;
 
-function validate67(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate68(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate67.evaluated;
+const evaluated0 = validate68.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -10988,7 +11254,7 @@ vErrors.push(err4);
 errors++;
 }
 if(!((data0 === "allow") || (data0 === "deny"))){
-const err5 = {instancePath:instancePath+"/effect",schemaPath:"#/properties/effect/enum",keyword:"enum",params:{allowedValues: schema108.properties.effect.enum},message:"must be equal to one of the allowed values"};
+const err5 = {instancePath:instancePath+"/effect",schemaPath:"#/properties/effect/enum",keyword:"enum",params:{allowedValues: schema109.properties.effect.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err5];
 }
@@ -11011,7 +11277,7 @@ vErrors.push(err6);
 errors++;
 }
 if(!((((((data1 === "read") || (data1 === "write")) || (data1 === "describe")) || (data1 === "discover")) || (data1 === "request")) || (data1 === "*"))){
-const err7 = {instancePath:instancePath+"/action",schemaPath:"#/properties/action/enum",keyword:"enum",params:{allowedValues: schema108.properties.action.enum},message:"must be equal to one of the allowed values"};
+const err7 = {instancePath:instancePath+"/action",schemaPath:"#/properties/action/enum",keyword:"enum",params:{allowedValues: schema109.properties.action.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err7];
 }
@@ -11024,7 +11290,7 @@ errors++;
 if(data.resource !== undefined){
 let data2 = data.resource;
 if(typeof data2 === "string"){
-if(func1(data2) > 400){
+if(func2(data2) > 400){
 const err8 = {instancePath:instancePath+"/resource",schemaPath:"#/properties/resource/maxLength",keyword:"maxLength",params:{limit: 400},message:"must NOT have more than 400 characters"};
 if(vErrors === null){
 vErrors = [err8];
@@ -11034,7 +11300,7 @@ vErrors.push(err8);
 }
 errors++;
 }
-if(func1(data2) < 1){
+if(func2(data2) < 1){
 const err9 = {instancePath:instancePath+"/resource",schemaPath:"#/properties/resource/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err9];
@@ -11077,7 +11343,7 @@ vErrors.push(err12);
 }
 errors++;
 }
-validate67.errors = vErrors;
+validate68.errors = vErrors;
 return errors === 0;
 }
-validate67.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate68.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
