@@ -593,6 +593,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/admin/v1/approvals/{id}/requeue": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Make a new pending approval from a failed one (same statement, parameters, identity and source), linked by requeuedFrom. */
+        post: operations["adminRequeue"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/admin/v1/audit": {
         parameters: {
             query?: never;
@@ -965,6 +982,16 @@ export interface components {
                 error_code?: string;
                 sqlstate?: string;
             };
+            /** @description Operators only: why the execution failed (PostgreSQL's SQLSTATE, message, detail and hint, or the re-check that refused it). Never shown to agents. */
+            failure: null | components["schemas"]["ApprovalFailure"];
+            /** @description The failed approval this one was requeued from. */
+            requeuedFrom: string | null;
+        };
+        ApprovalFailure: {
+            sqlstate?: string;
+            message: string;
+            detail?: string;
+            hint?: string;
         };
         RejectRequest: {
             reason?: string;
@@ -976,6 +1003,7 @@ export interface components {
             state: "executed" | "failed";
             rowCount?: number;
             errorCode?: string;
+            failure?: components["schemas"]["ApprovalFailure"];
         };
         AuditEvent: {
             id: string;
@@ -3302,6 +3330,37 @@ export interface operations {
         responses: {
             /** @description The rejected approval. */
             200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Approval"];
+                };
+            };
+            400: components["responses"]["AdminBadRequest"];
+            401: components["responses"]["AdminUnauthorized"];
+            403: components["responses"]["AdminForbidden"];
+            404: components["responses"]["AdminNotFound"];
+            409: components["responses"]["AdminConflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["AdminInternal"];
+        };
+    };
+    adminRequeue: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description apr_… id of a failed approval. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The new pending approval. */
+            201: {
                 headers: {
                     [name: string]: unknown;
                 };

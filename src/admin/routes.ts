@@ -182,6 +182,7 @@ export function mountAdmin(app: Express, _deps: DispatchDeps | undefined, opts: 
   route('get', '/approvals/:id', async (q, _r, b) => b.getApproval(String(q.params.id)));
   route('post', '/approvals/:id/approve', async (q, _r, b, op) => b.approve(String(q.params.id), { operator: op.name }));
   route('post', '/approvals/:id/reject', async (q, _r, b, op) => b.reject(String(q.params.id), { operator: op.name, reason: bodyString(q.body, 'reason', false) }));
+  route('post', '/approvals/:id/requeue', async (q, _r, b, op) => b.requeue(String(q.params.id), { operator: op.name }), 201);
 
   // audit
   route('get', '/audit', async (q, _r, b) => {

@@ -18,7 +18,6 @@ import { resolve as resolvePath } from 'node:path';
 import { formatIndexProgress, indexSource, listIndexStatus } from '../discovery/indexer';
 import { readFileSync, existsSync } from 'node:fs';
 import { extname } from 'node:path';
-import { userInfo } from 'node:os';
 import { Command, CommanderError, Option } from 'commander';
 import pino, { type Logger } from 'pino';
 import YAML from 'yaml';
@@ -30,13 +29,14 @@ import { provisionDemo } from '../demo/provision';
 import pg from 'pg';
 import { ControlError, ValidationError } from '../control/errors';
 import type { SourceDefinition } from '../control/sources';
-import { APPROVAL_STATES, type ApprovalState } from '../control/approvals';
 import type { AuditKind, AuditRecord } from '../control/audit';
 import type { GovernedGatewayOptions, GovernedGateway } from '../gateway';
 import { json, processIo, shortTime, table, type CliIo } from './output';
 import { createOperatorToken, listOperatorTokens, revokeOperatorToken } from '../admin/tokens';
 import { directBackend, type OperatorBackend } from '../admin/backend';
 import { remoteBackend } from '../admin/client';
+import { registerApprovalCommands } from './approval';
+import { parsePositiveInt } from './args';
 
 /** Name of the control database created on the embedded server. */
 export const EMBEDDED_CONTROL_DB = 'interlock';
@@ -166,11 +166,6 @@ function parseTime(text: string, what: string): Date {
   const d = new Date(text);
   if (Number.isNaN(d.getTime())) throw new ValidationError(`${what}: expected an ISO-8601 time (2026-11-29T12:00:00Z) or a duration (2h), got ${JSON.stringify(text)}`);
   return d;
-}
-
-function parsePositiveInt(text: string, what: string, max: number): number {
-  if (!/^[0-9]{1,9}$/.test(text) || Number(text) < 1 || Number(text) > max) throw new ValidationError(`${what} must be a whole number from 1 to ${max}, got ${JSON.stringify(text)}`);
-  return Number(text);
 }
 
 function loadGateway(): { startGovernedGateway(opts: GovernedGatewayOptions): Promise<GovernedGateway> } {
@@ -657,57 +652,8 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
       s.print(`removed policy ${name}`, r);
     });
 
-  // ---- approval ------------------------------------------------------------------------------
-  const apr = program.command('approval').description('writes waiting for an operator');
-  apr
-    .command('list')
-    .addOption(new Option('--state <state>', 'only this state').choices([...APPROVAL_STATES]))
-    .option('--source <id>')
-    .option('--identity <name>')
-    .option('--limit <n>', 'most to show (default 100)', '100')
-    .action(async (o: { state?: ApprovalState; source?: string; identity?: string; limit: string }, cmd: Command) => {
-      const s = session(cmd);
-      const rows = await (await s.backend()).listApprovals({ state: o.state, source: o.source, identity: o.identity, limit: parsePositiveInt(o.limit, '--limit', 1000) });
-      s.print(
-        table(['id', 'state', 'identity', 'source', 'created', 'expires', 'statement'], rows.map((a) => [a.id, a.state, a.identityName, a.sourceId, shortTime(a.createdAt), shortTime(a.expiresAt), a.sql.replace(/\s+/g, ' ').slice(0, 60)])),
-        rows,
-      );
-    });
-  apr
-    .command('show')
-    .argument('<id>')
-    .action(async (id: string, _o: unknown, cmd: Command) => {
-      const s = session(cmd);
-      const a = await (await s.backend()).getApproval(id);
-      s.print(YAML.stringify(a).trimEnd(), a);
-    });
-  const operatorOpt = () => new Option('--operator <name>', 'who decides (recorded in the audit; default: your OS user name)').default(userInfo().username);
-  apr
-    .command('approve')
-    .description('approve a pending write and execute it once with the source writer role')
-    .argument('<id>')
-    .addOption(operatorOpt())
-    .action(async (id: string, o: { operator: string }, cmd: Command) => {
-      const s = session(cmd);
-      s.assertLocalOperator(cmd);
-      const r = await (await s.backend()).approve(id, { operator: o.operator });
-      if (r.state === 'failed') {
-        s.print(`approved ${id}, but the write failed: ${r.errorCode ?? 'unknown error'}`, r);
-        throw new ControlError('unavailable', `approval ${id}: execution failed (${r.errorCode ?? 'unknown error'})`);
-      }
-      s.print(`approved and executed ${id}: ${r.rowCount ?? 0} row(s) affected`, r);
-    });
-  apr
-    .command('reject')
-    .argument('<id>')
-    .addOption(operatorOpt())
-    .option('--reason <text>', 'why (recorded in the audit)')
-    .action(async (id: string, o: { operator: string; reason?: string }, cmd: Command) => {
-      const s = session(cmd);
-      s.assertLocalOperator(cmd);
-      await (await s.backend()).reject(id, { operator: o.operator, reason: o.reason });
-      s.print(`rejected ${id}`, { id, state: 'rejected' });
-    });
+  // ---- approval (src/cli/approval.ts) -------------------------------------------------------
+  registerApprovalCommands(program, session);
 
   // ---- operator-token ------------------------------------------------------------------------
   const opt = program.command('operator-token').description('operator tokens for the admin API (/admin/v1); made on the database directly, never through the API');
