@@ -1348,6 +1348,16 @@ export interface InterlockRelatedDocumentsArguments {
   limit?: number;
 }
 /**
+ * This interface was referenced by `InterlockTools`'s JSON-Schema
+ * via the `definition` "InterlockApprovalStatusArguments".
+ */
+export interface InterlockApprovalStatusArguments {
+  /**
+   * The approval_id of a queued write (apr_…).
+   */
+  approval_id: string;
+}
+/**
  * A request to a non-SQL source instead of sql. get_document fetches one asset's full content.
  *
  * This interface was referenced by `InterlockTools`'s JSON-Schema
@@ -1540,4 +1550,37 @@ export interface CatalogKey {
    * @minItems 1
    */
   columns: [string, ...string[]];
+}
+/**
+ * structuredContent of interlock_approval_status: what became of a queued write. Never carries database text: a failure is a stable code and a fixed message.
+ *
+ * This interface was referenced by `InterlockTools`'s JSON-Schema
+ * via the `definition` "ApprovalStatus".
+ */
+export interface ApprovalStatus {
+  approval_id: string;
+  source_id: string;
+  state: 'pending' | 'approved' | 'executed' | 'failed' | 'rejected' | 'expired';
+  requested_at: string;
+  expires_at: string;
+  decided_at: string | null;
+  executed_at: string | null;
+  outcome: null | ApprovalOutcome;
+  /**
+   * Present when an operator requeued this write from an earlier failed approval.
+   */
+  requeued_from?: string;
+  message: string;
+}
+/**
+ * executed: {row_count}; failed: {error_code, message} (error_code from spec/errors-v1.json approvalFailures); rejected: {reason} when the operator gave one.
+ *
+ * This interface was referenced by `InterlockTools`'s JSON-Schema
+ * via the `definition` "ApprovalOutcome".
+ */
+export interface ApprovalOutcome {
+  row_count?: number;
+  error_code?: string;
+  message?: string;
+  reason?: string;
 }

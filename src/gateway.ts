@@ -22,6 +22,8 @@ import { describeAccessHandler, describeSourceHandler } from './tools/handlers/d
 import { queryHandler } from './pipeline/query';
 import { discoverHandler } from './tools/handlers/discover';
 import { relatedDocumentsHandler } from './tools/handlers/related';
+import { approvalStatusHandler } from './tools/handlers/approval-status';
+import { approvalLookup } from './approvals/status';
 import { documentsConnectorRequest } from './discovery/request';
 import { postgresRateLimiter, type RateLimitSettings } from './pipeline/05-rate-limit';
 import { CACHE_CHANNEL, ResultCache } from './pipeline/cache';
@@ -112,6 +114,7 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
     interlock_list_sources: listSourcesHandler(new StoreSourceDirectory(store), rateLimiter),
     interlock_describe_access: describeAccessHandler({ store, rateLimiter, catalog }),
     interlock_describe_source: describeSourceHandler({ store, rateLimiter, catalog }),
+    interlock_approval_status: approvalStatusHandler({ lookup: approvalLookup(db), rateLimiter }),
   });
   if (opts.fixtures) {
     // Test-only pack, loaded only on explicit request.

@@ -4,7 +4,9 @@
  * shows the default that makes it work.
  */
 import { startGovernedEnv, callTool, sourceQuery as sourceQueryOn, type GovernedEnv } from '../../helpers/governed';
-import { approveAndExecute } from '../../../src/approvals/execute';
+import { approveAndExecute, rejectApproval } from '../../../src/approvals/execute';
+import { createIdentity } from '../../../src/control/identities';
+import { createApiKey } from '../../../src/control/keys';
 import { getApproval } from '../../../src/control/approvals';
 import { searchAudit } from '../../../src/control/audit';
 import { createOperatorToken } from '../../../src/admin/tokens';
@@ -85,5 +87,64 @@ describe('item 4: operators see why a write failed; a failed approval can be req
 
   test('the failure column is write-once (database guard)', async () => {
     await expect(env.db.pool.query(`UPDATE approvals SET failure = '{"message":"x"}' WHERE id = $1`, [failedId])).rejects.toThrow(/failure is recorded once|illegal state transition/);
+  });
+});
+
+describe('item 3: interlock_approval_status', () => {
+  let otherKey: string;
+  const status = (id: string, key = env.apiKey) => callTool(env, 'interlock_approval_status', { approval_id: id }, key);
+  const withoutRequestId = (r: { body: any }) => {
+    const { request_id: _omit, ...rest } = r.body.result.structuredContent;
+    return { isError: r.body.result.isError, rest };
+  };
+
+  beforeAll(async () => {
+    const other = await createIdentity(env.db, 'other-agent');
+    otherKey = (await createApiKey(env.db, other.id)).secret;
+  });
+
+  test('the queued result names the tool; pending, then executed with the row count', async () => {
+    const q = await query('INSERT INTO playlist (name) VALUES ($1)', ['Status check']);
+    expect(sc(q).message).toContain('interlock_approval_status');
+    expect(q.body.result.content[0].text).toContain('call interlock_approval_status with this approval_id');
+    const id = sc(q).approval_id;
+    const pending = await status(id);
+    expect(pending.body.result.isError).toBeUndefined();
+    expect(sc(pending)).toEqual({
+      approval_id: id, source_id: 'chinook', state: 'pending', requested_at: expect.any(String), expires_at: expect.any(String),
+      decided_at: null, executed_at: null, outcome: null, message: 'Waiting for an operator to approve or reject it. Nothing has run yet; do not queue it again.',
+    });
+    expect(JSON.parse(pending.body.result.content[0].text)).toEqual(sc(pending));
+    await approveAndExecute(env.db, id, { operator: 'ops-alice' });
+    const done = await status(id);
+    expect(sc(done)).toMatchObject({ state: 'executed', decided_at: expect.any(String), executed_at: expect.any(String), outcome: { row_count: 1 }, message: 'An operator approved it and it ran once. 1 row(s) changed.' });
+  });
+
+  test('a failed write: a stable code and a safe message, no database text', async () => {
+    const q = await query('INSERT INTO playlist_track (playlist_id, track_id) VALUES ($1, $2)', [876543, 1]);
+    await approveAndExecute(env.db, sc(q).approval_id, { operator: 'ops-alice' });
+    const r = await status(sc(q).approval_id);
+    expect(sc(r)).toMatchObject({ state: 'failed', outcome: { error_code: 'statement_failed', message: 'The source database refused the statement when it ran (for example a constraint or a missing privilege). Nothing was changed; an operator can see the database\'s reason.' } });
+    const text = r.body.result.content[0].text as string;
+    for (const leak of ['23503', 'foreign key', 'playlist_track_playlist_id_fkey', '876543', 'Key (']) expect(text).not.toContain(leak);
+  });
+
+  test('rejected with the operator\'s reason', async () => {
+    const q = await query('DELETE FROM playlist_track WHERE playlist_id = $1', [1]);
+    await rejectApproval(env.db, sc(q).approval_id, { operator: 'ops-alice', reason: 'too broad' });
+    expect(sc(await status(sc(q).approval_id))).toMatchObject({ state: 'rejected', outcome: { reason: 'too broad' }, message: 'An operator rejected it; it was not run.' });
+  });
+
+  test("another identity's approval answers exactly like an unknown id", async () => {
+    const q = await query('INSERT INTO playlist (name) VALUES ($1)', ['Mine']);
+    const foreign = await status(sc(q).approval_id, otherKey);
+    const unknown = await status('apr_000000000000000000000000', otherKey);
+    const garbage = await status('not-an-id', otherKey);
+    expect(withoutRequestId(foreign)).toEqual({ isError: true, rest: { status: 'not_found', code: 'unknown_approval', message: 'No approval with that id was requested by this identity.' } });
+    expect(withoutRequestId(unknown)).toEqual(withoutRequestId(foreign));
+    expect(withoutRequestId(garbage)).toEqual(withoutRequestId(foreign));
+    const texts = (r: { body: any }) => (r.body.result.content[0].text as string).replace(/req_[0-9A-Za-z_-]+/g, 'req');
+    expect(texts(foreign)).toBe(texts(unknown));
+    expect((await status(sc(q).approval_id, null as unknown as string)).body.result.structuredContent).toMatchObject({ status: 'unauthorized', code: 'missing_api_key' });
   });
 });
