@@ -212,6 +212,110 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/console": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The web approval console (HTML). Static assets are under /console/assets/ (console.js, console.css). */
+        get: operations["consolePage"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/console/api/session": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The signed-in operator and the session's CSRF token. */
+        get: operations["consoleWhoAmI"];
+        put?: never;
+        /** Sign in with an operator token; sets the HttpOnly, SameSite=Strict session cookie (interlock_console, Path=/console, 8 h). Agent API keys are refused. */
+        post: operations["consoleSignIn"];
+        /** Sign out (clears the cookie). Needs X-CSRF-Token. */
+        delete: operations["consoleSignOut"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/console/api/approvals": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Approvals, newest first, with the one-line statement (comments removed and counted). */
+        get: operations["consoleListApprovals"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/console/api/approvals/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One approval with its statement (comments listed), relations, plan (EXPLAIN as the writer, pending only) and approval audit history. */
+        get: operations["consoleGetApproval"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/console/api/approvals/{id}/{action}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** approve (executes once as the writer), reject, or requeue (a failed one) in the signed-in operator's name, with an optional reason. Needs X-CSRF-Token. */
+        post: operations["consoleDecide"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/console/api/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Server-sent events: `event: queue` with data {pending: [ConsoleApprovalSummary]} at once and whenever the pending queue changes. */
+        get: operations["consoleEvents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/admin/v1/whoami": {
         parameters: {
             query?: never;
@@ -987,12 +1091,34 @@ export interface components {
             /** @description The failed approval this one was requeued from. */
             requeuedFrom: string | null;
         };
+        ConsoleSession: {
+            operator: string;
+            csrfToken: string;
+        };
+        ConsoleApprovalSummary: {
+            id: string;
+            state: components["schemas"]["ApprovalState"];
+            identity: string;
+            source: string;
+            /** Format: date-time */
+            createdAt: string;
+            /** Format: date-time */
+            expiresAt: string;
+            /** @description One line, comments removed; ends in … when shortened. */
+            statement: string;
+            truncated: boolean;
+            /** @description How many comments the statement holds. */
+            comments: number;
+            errorCode: string | null;
+            requeuedFrom: string | null;
+        };
         ApprovalFailure: {
             sqlstate?: string;
             message: string;
             detail?: string;
             hint?: string;
         };
+        /** @description An optional reason (approve or reject), recorded in the audit event's details. */
         RejectRequest: {
             reason?: string;
         };
@@ -1624,6 +1750,18 @@ export interface components {
         AdminUnauthorized: {
             headers: {
                 "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    /** @constant */
+                    error?: "unauthorized";
+                } & components["schemas"]["ErrorBody"];
+            };
+        };
+        /** @description No console session (sign in with an operator token), or the token was not an active operator token (agent API keys cannot sign in). */
+        ConsoleUnauthorized: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -2456,6 +2594,229 @@ export interface operations {
             429: components["responses"]["V1RateLimited"];
             500: components["responses"]["V1Internal"];
             503: components["responses"]["V1Unavailable"];
+        };
+    };
+    consolePage: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The page. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": string;
+                };
+            };
+            403: components["responses"]["AdminForbidden"];
+        };
+    };
+    consoleWhoAmI: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Signed in. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ConsoleSession"];
+                };
+            };
+            401: components["responses"]["ConsoleUnauthorized"];
+        };
+    };
+    consoleSignIn: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    token: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Signed in: the operator and the CSRF token to send as X-CSRF-Token on every change. */
+            200: {
+                headers: {
+                    "Set-Cookie": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ConsoleSession"];
+                };
+            };
+            400: components["responses"]["AdminBadRequest"];
+            401: components["responses"]["ConsoleUnauthorized"];
+            403: components["responses"]["AdminForbidden"];
+            415: components["responses"]["UnsupportedMediaType"];
+        };
+    };
+    consoleSignOut: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Signed out. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        signedOut: true;
+                    };
+                };
+            };
+            401: components["responses"]["ConsoleUnauthorized"];
+            403: components["responses"]["AdminForbidden"];
+        };
+    };
+    consoleListApprovals: {
+        parameters: {
+            query?: {
+                state?: components["schemas"]["ApprovalState"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Approvals. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        approvals: components["schemas"]["ConsoleApprovalSummary"][];
+                    };
+                };
+            };
+            400: components["responses"]["AdminBadRequest"];
+            401: components["responses"]["ConsoleUnauthorized"];
+        };
+    };
+    consoleGetApproval: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The approval. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        approval: components["schemas"]["Approval"];
+                        statement: {
+                            text: string;
+                            comments: string[];
+                        };
+                        relations: string[];
+                        plan: null | {
+                            ok: boolean;
+                            lines?: string[];
+                            reason?: string;
+                        };
+                        audit: Record<string, never>[];
+                    };
+                };
+            };
+            401: components["responses"]["ConsoleUnauthorized"];
+            404: components["responses"]["AdminNotFound"];
+        };
+    };
+    consoleDecide: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+                action: "approve" | "reject" | "requeue";
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["RejectRequest"];
+            };
+        };
+        responses: {
+            /** @description approve: the decision (with the operator-only failure cause when it failed); reject: the approval. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ApprovalDecision"] | components["schemas"]["Approval"];
+                };
+            };
+            /** @description requeue: the new pending approval. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Approval"];
+                };
+            };
+            400: components["responses"]["AdminBadRequest"];
+            401: components["responses"]["ConsoleUnauthorized"];
+            403: components["responses"]["AdminForbidden"];
+            404: components["responses"]["AdminNotFound"];
+            409: components["responses"]["AdminConflict"];
+        };
+    };
+    consoleEvents: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The event stream. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": string;
+                };
+            };
+            401: components["responses"]["ConsoleUnauthorized"];
         };
     };
     adminWhoami: {
@@ -3291,7 +3652,11 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["RejectRequest"];
+            };
+        };
         responses: {
             /** @description Executed, or failed with a stable error code (never driver text). */
             200: {

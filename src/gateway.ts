@@ -24,6 +24,7 @@ import { discoverHandler } from './tools/handlers/discover';
 import { relatedDocumentsHandler } from './tools/handlers/related';
 import { approvalStatusHandler } from './tools/handlers/approval-status';
 import { approvalLookup } from './approvals/status';
+import { mountConsole } from './console/routes';
 import { documentsConnectorRequest } from './discovery/request';
 import { postgresRateLimiter, type RateLimitSettings } from './pipeline/05-rate-limit';
 import { CACHE_CHANNEL, ResultCache } from './pipeline/cache';
@@ -131,7 +132,7 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
   const metrics = new GatewayMetrics(ops);
   const host = opts.host ?? config.listen.host;
   const running = await listenGateway({
-    routes: [(app) => mountOperations(app, metrics, ops), ...(require('./http') as typeof import('./http')).httpRoutes({ db, logger, circuitStates: () => registry.states(), connectors: registry, originPolicy: originPolicyFor(host, config) }), ...(opts.routes ?? [])], // eslint-disable-line @typescript-eslint/no-require-imports
+    routes: [(app) => mountOperations(app, metrics, ops), ...(require('./http') as typeof import('./http')).httpRoutes({ db, logger, circuitStates: () => registry.states(), connectors: registry, originPolicy: originPolicyFor(host, config) }), (app) => mountConsole(app, { db, connectors: registry, originPolicy: originPolicyFor(host, config), logger }), ...(opts.routes ?? [])], // eslint-disable-line @typescript-eslint/no-require-imports
     observe: (e) => metrics.observeToolCall(e),
     observeRequest: (m, d, s, sec) => metrics.observeRequest(m, d, s, sec),
     tools,

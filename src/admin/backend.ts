@@ -105,7 +105,7 @@ export interface OperatorBackend {
   listApprovals(filter?: { state?: ApprovalState; source?: string; identity?: string; limit?: number }): Promise<ApprovalRecord[]>;
   getApproval(id: string): Promise<ApprovalRecord>;
   /** Approves and executes once. `operator` is ignored remotely (the token names the operator). */
-  approve(id: string, opts: { operator: string }): Promise<ApprovalDecision>;
+  approve(id: string, opts: { operator: string; reason?: string }): Promise<ApprovalDecision>;
   reject(id: string, opts: { operator: string; reason?: string }): Promise<ApprovalRecord>;
   /** A new pending approval from a failed one (src/approvals/requeue.ts). */
   requeue(id: string, opts: { operator: string }): Promise<ApprovalRecord>;
@@ -125,7 +125,7 @@ export interface DirectBackendOptions {
 
 /** What approve/reject in src/approvals/execute.ts do (loaded on first use: the data plane owns it). */
 interface ApprovalsModule {
-  approveAndExecute(db: ControlDb, approvalId: string, opts: { operator: string; connectors?: SourceConnectorRegistry; logger?: Logger }): Promise<{ state: 'executed' | 'failed'; rowCount?: number; errorCode?: string; failure?: ApprovalFailureCause }>;
+  approveAndExecute(db: ControlDb, approvalId: string, opts: { operator: string; reason?: string; connectors?: SourceConnectorRegistry; logger?: Logger }): Promise<{ state: 'executed' | 'failed'; rowCount?: number; errorCode?: string; failure?: ApprovalFailureCause }>;
   rejectApproval(db: ControlDb, approvalId: string, opts: { operator: string; reason?: string }): Promise<ApprovalRecord>;
 }
 
@@ -245,7 +245,7 @@ export function directBackend(db: ControlDb, opts: DirectBackendOptions = {}): O
       const a = await requireApproval(db, id);
       if (a.identityName === o.operator) throw new ControlError('forbidden', `self_approval_forbidden: ${o.operator} requested this write and cannot approve it`);
       if (a.state !== 'pending') throw new ControlError('conflict', `approval ${id} is ${a.state}, not pending`);
-      const r = await approvalsModule().approveAndExecute(db, id, { operator: o.operator, connectors: opts.connectors, logger: opts.logger });
+      const r = await approvalsModule().approveAndExecute(db, id, { operator: o.operator, reason: o.reason, connectors: opts.connectors, logger: opts.logger });
       return { id, approvalId: id, state: r.state, ...(r.rowCount !== undefined ? { rowCount: r.rowCount } : {}), ...(r.errorCode !== undefined ? { errorCode: r.errorCode } : {}), ...(r.failure ? { failure: r.failure } : {}) };
     },
     async reject(id, o) {

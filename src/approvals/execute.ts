@@ -36,6 +36,8 @@ export interface ApprovalExecution {
 /** Options: who approves, and optionally a shared connector registry and logger. */
 export interface ApproveOptions {
   operator: string;
+  /** Why the operator approves (recorded in the audit event's details, at most 1000 characters). */
+  reason?: string;
   connectors?: SourceConnectorRegistry;
   logger?: Logger;
   now?: Date;
@@ -88,7 +90,7 @@ export async function approveAndExecute(db: ControlDb, approvalId: string, opts:
   const won = await transitionApproval(db, approvalId, ['pending'], 'approved', { decidedBy: opts.operator });
   if (!won) throw new ControlError('conflict', `Approval ${approvalId} was decided by someone else first.`);
   const base = { approvalId, operator: opts.operator, identityId: a.identityId, keyId: a.keyId, sourceId: a.sourceId, requestId: a.requestId, fingerprint: (a.classification.fingerprint as string) ?? null };
-  await recordApprovalEvent(db, { ...base, action: 'approved' } as Parameters<typeof recordApprovalEvent>[1]);
+  await recordApprovalEvent(db, { ...base, action: 'approved', ...(opts.reason ? { details: { reason: opts.reason.slice(0, 1000) } } : {}) } as Parameters<typeof recordApprovalEvent>[1]);
 
   const finish = async (state: 'executed' | 'failed', outcome: { row_count?: number; error_code?: string; sqlstate?: string }, failure?: ApprovalFailureCause): Promise<ApprovalExecution> => {
     await transitionApproval(db, approvalId, ['approved'], state, { outcome, failure });
