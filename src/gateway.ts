@@ -25,6 +25,7 @@ import { relatedDocumentsHandler } from './tools/handlers/related';
 import { approvalStatusHandler } from './tools/handlers/approval-status';
 import { approvalLookup } from './approvals/status';
 import { mountConsole } from './console/routes';
+import { startWebhookDispatcher } from './approvals/webhooks';
 import { documentsConnectorRequest } from './discovery/request';
 import { postgresRateLimiter, type RateLimitSettings } from './pipeline/05-rate-limit';
 import { CACHE_CHANNEL, ResultCache } from './pipeline/cache';
@@ -144,6 +145,8 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
     port: opts.port ?? config.listen.port,
     instructions: 'InterLock governs access to an organisation\'s data. Call interlock_list_sources, then interlock_describe_access, then interlock_query. Writes are queued for human approval: never retry a queued write.',
   });
+  // Approval notifications (config notifications.webhooks).
+  const webhooks = await startWebhookDispatcher({ db, webhooks: config.notifications?.webhooks ?? [], logger });
   // Housekeeping: expire stale approvals every minute; rescan SQL catalogs every catalog_rescan_ms.
   const timers: NodeJS.Timeout[] = [];
   timers.push(setInterval(() => void sweepExpiredApprovals(db).catch((err) => logger.warn({ err: String(err) }, 'approval expiry sweep failed')), 60_000));
@@ -171,6 +174,7 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
     async close(deadlineMs?: number) {
       for (const t of timers) clearInterval(t);
       await close(deadlineMs);
+      await webhooks.close();
       await Promise.allSettled(listeners.map((l) => l.close()));
       await registry.closeAll();
       await limiterPool.end().catch(() => undefined);
