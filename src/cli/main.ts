@@ -25,7 +25,7 @@ import type { GatewayConfig } from '../../generated/config-v1';
 import { loadConfig, type ResolvedGatewayConfig } from '../control/config';
 import { ensureDatabase, grantRuntimeRole, migrationStatus, openControlDb, redactUrl, runMigrations, type ControlDb } from '../control/db';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../control/embedded';
-import { provisionDemo } from '../demo/provision';
+import { issueDemoKey, provisionDemoSetup } from '../demo/provision';
 import pg from 'pg';
 import { ControlError, ValidationError } from '../control/errors';
 import type { SourceDefinition } from '../control/sources';
@@ -36,7 +36,12 @@ import { createOperatorToken, listOperatorTokens, revokeOperatorToken } from '..
 import { directBackend, type OperatorBackend } from '../admin/backend';
 import { remoteBackend } from '../admin/client';
 import { registerApprovalCommands } from './approval';
+import { hasCluster, missingDatabaseMessage, resolveEmbeddedDataDir } from './data-dir';
+import { homedir } from 'node:os';
 import { parsePositiveInt } from './args';
+
+/** Commands that only read: with no control database they say where they looked instead of creating one. */
+const READ_COMMANDS = new Set(['list', 'show', 'status', 'search', 'tail', 'grants', 'whoami']);
 
 /** Name of the control database created on the embedded server. */
 export const EMBEDDED_CONTROL_DB = 'interlock';
@@ -78,12 +83,21 @@ class Session {
     return this.cfg;
   }
 
-  /** The control database URL and, for the embedded server, the admin URL. Starts the embedded server when no URL is configured. */
+  /** True for a command that only reads (list, show, …): it never creates an embedded database. */
+  readOnly = false;
+
+  /**
+   * The control database URL and, for the embedded server, the admin URL. Starts the embedded
+   * server when no URL is configured, in the folder src/cli/data-dir.ts chooses; a read-only
+   * command refuses (not_found) instead of creating an empty one.
+   */
   async databaseUrls(): Promise<{ controlUrl: string; adminUrl: string }> {
     const cfg = this.config();
     if (cfg.database.url) return { controlUrl: cfg.database.url, adminUrl: cfg.database.url };
     if (!this.embedded) {
-      this.embedded = await startEmbeddedPostgres({ dataDir: cfg.database.embedded_data_dir, port: cfg.database.embedded_port, logger: this.logger });
+      const where = resolveEmbeddedDataDir(cfg.database.embedded_data_dir, { cwd: process.cwd(), home: homedir(), env: process.env, exists: existsSync });
+      if (this.readOnly && !hasCluster(where.dir, existsSync)) throw new ControlError('not_found', missingDatabaseMessage(where));
+      this.embedded = await startEmbeddedPostgres({ dataDir: where.dir, port: cfg.database.embedded_port, logger: this.logger });
       await ensureDatabase(this.embedded.adminUrl, EMBEDDED_CONTROL_DB);
     }
     return { controlUrl: this.embedded.urlFor(EMBEDDED_CONTROL_DB), adminUrl: this.embedded.adminUrl };
@@ -251,6 +265,7 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
     if (!state.session) {
       const o = cmd.optsWithGlobals() as GlobalOpts;
       state.session = new Session(o, io);
+      state.session.readOnly = READ_COMMANDS.has(cmd.name()) && !(cmd.parent?.name() === 'db' && cmd.name() !== 'status');
       const path = cmd.parent && cmd.parent.name() !== 'interlock' ? `${cmd.parent.name()} ${cmd.name()}` : cmd.name();
       if (/^(serve|demo|db )/.test(path + ' ')) state.session.assertDirect(`interlock ${path}`);
     }
@@ -287,9 +302,13 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
       const cfg = s.config({ listen: { ...(o.host ? { host: o.host } : {}), ...(o.port !== undefined ? { port: o.port } : {}) } });
       const { adminUrl } = await s.databaseUrls();
       const db = await s.db();
-      const demo = await provisionDemo({ adminUrl, controlDb: db, logger: s.logger });
+      const setup = await provisionDemoSetup({ adminUrl, controlDb: db, logger: s.logger });
       const { startGovernedGateway } = loadGateway();
       const gw = await startGovernedGateway({ db, config: cfg });
+      // Only once the gateway listens: a failed start (a busy port) leaves no new key behind.
+      const key = await issueDemoKey(db, setup.identityId);
+      const demo = { ...setup, apiKey: key.apiKey, keyId: key.keyId };
+      const consoleUrl = new URL('/console', gw.url).toString();
       const lines = [
         '',
         'InterLock demo is running.',
@@ -299,7 +318,7 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
         `  Identity:       demo-agent (role demo-analyst; customer e-mail, phone and fax masked; playlist writes need approval)`,
         `  Control data:   ${s.embedded ? s.embedded.dataDir : redactUrl(db.url)}`,
         '',
-        `  API key (shown once, not stored; a new one is made on every start):`,
+        `  API key (shown once, not stored; a new one is made on every start and ${key.revoked.length ? `the ${key.revoked.length} earlier demo key(s) were revoked` : 'there was no earlier demo key'}, so only this key works):`,
         '',
         `    ${demo.apiKey}`,
         '',
@@ -311,11 +330,12 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
         '',
         curlExample(gw.url, demo.apiKey, demo.sourceId),
         '',
-        'Approve queued writes from another terminal: npx interlock approval list, then npx interlock approval approve <id>',
+        `Approve queued writes in the console at ${consoleUrl} (sign in with a token from: npm exec -- interlock operator-token create YOUR_NAME),`,
+        'or from another terminal, in any folder of this clone: npm exec -- interlock approval list, then npm exec -- interlock approval approve <id>',
         'Press Ctrl-C to stop.',
         '',
       ];
-      if (s.opts.json) io.out(json({ url: gw.url, apiKey: demo.apiKey, keyId: demo.keyId, sourceId: demo.sourceId, claude: claudeMcpAddLine(gw.url, demo.apiKey) }));
+      if (s.opts.json) io.out(json({ url: gw.url, apiKey: demo.apiKey, keyId: demo.keyId, revokedKeys: key.revoked, console: consoleUrl, sourceId: demo.sourceId, claude: claudeMcpAddLine(gw.url, demo.apiKey) }));
       else io.out(lines.join('\n'));
       await untilSignal(io, async () => {
         await gw.close();

@@ -10,7 +10,7 @@ import type { Logger } from 'pino';
 import type { SourceRole } from '../../generated/role-v1';
 import type { Policy } from '../../generated/policy-v1';
 import { ensureDatabase, type ControlDb } from '../control/db';
-import { createApiKey } from '../control/keys';
+import { createApiKey, listApiKeys, revokeApiKey } from '../control/keys';
 import { createIdentity, enableIdentity, getIdentityByName } from '../control/identities';
 import { upsertRole } from '../control/roles';
 import { grantRole } from '../control/grants';
@@ -137,12 +137,42 @@ BEGIN
 END $$`);
 }
 
+/** What provisionDemoSetup set up (everything but the key). */
+export type DemoSetup = Omit<ProvisionedDemo, 'apiKey' | 'keyId'>;
+
 /**
  * Provisions the demo (see the module comment) and returns a NEW API key for the demo identity.
  * Database and roles are created through `adminUrl`; the control records go to `controlDb`.
  * Throws on any database error (the CLI reports it).
  */
 export async function provisionDemo(opts: ProvisionDemoOptions): Promise<ProvisionedDemo> {
+  const setup = await provisionDemoSetup(opts);
+  const key = await createApiKey(opts.controlDb, setup.identityId);
+  return { ...setup, apiKey: key.secret, keyId: key.keyId };
+}
+
+/** A demo key issued by issueDemoKey: the new secret (shown once) and the earlier keys it revoked. */
+export interface IssuedDemoKey {
+  apiKey: string;
+  keyId: string;
+  /** Ids of the identity's earlier active keys, now revoked. */
+  revoked: string[];
+}
+
+/**
+ * Issues the demo identity's key for this start and revokes its earlier active keys, so exactly one
+ * demo key works at a time (issue 14, item 9). `interlock demo` calls it only after the gateway is
+ * listening, so a start that fails (a busy port) leaves no new key behind.
+ */
+export async function issueDemoKey(db: ControlDb, identityId: string): Promise<IssuedDemoKey> {
+  const earlier = (await listApiKeys(db, { identityId })).filter((k) => k.status === 'active');
+  const key = await createApiKey(db, identityId);
+  for (const k of earlier) await revokeApiKey(db, k.id);
+  return { apiKey: key.secret, keyId: key.keyId, revoked: earlier.map((k) => k.id) };
+}
+
+/** Provisions everything of the demo except a key (idempotent; see provisionDemo). */
+export async function provisionDemoSetup(opts: ProvisionDemoOptions): Promise<DemoSetup> {
   const databaseName = opts.databaseName ?? 'chinook';
   const prefix = opts.rolePrefix ?? 'interlock_chinook';
   const sourceId = opts.sourceId ?? 'chinook';
@@ -229,6 +259,5 @@ export async function provisionDemo(opts: ProvisionDemoOptions): Promise<Provisi
   await grantRole(opts.controlDb, { identityId: identity.id, roleName: DEMO_ROLE.name, sourceId });
   // The handbook documents source (issue 4): registered, indexed and discoverable by the demo identity.
   if (opts.handbook !== false) await provisionHandbook(opts.controlDb, { identityId: identity.id });
-  const key = await createApiKey(opts.controlDb, identity.id);
-  return { apiKey: key.secret, keyId: key.keyId, sourceId, identityId: identity.id, databaseName, readerRole, writerRole };
+  return { sourceId, identityId: identity.id, databaseName, readerRole, writerRole };
 }
