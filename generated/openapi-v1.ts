@@ -212,6 +212,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Redirects to the approval console. */
+        get: operations["rootRedirect"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/console": {
         parameters: {
             query?: never;
@@ -2594,6 +2611,26 @@ export interface operations {
             429: components["responses"]["V1RateLimited"];
             500: components["responses"]["V1Internal"];
             503: components["responses"]["V1Unavailable"];
+        };
+    };
+    rootRedirect: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Location: /console */
+            302: {
+                headers: {
+                    Location: "/console";
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            403: components["responses"]["AdminForbidden"];
         };
     };
     consolePage: {

@@ -1,6 +1,7 @@
 /**
  * The web approval console at /console (issue 14, item 1), served by the gateway.
  *
+ *   GET  /                              302 to /console
  *   GET  /console                       the page (static HTML, JS and CSS under /console/assets/)
  *   POST /console/api/session           sign in with an operator token {token} → session cookie + csrf
  *   GET  /console/api/session           who is signed in (+ csrf), 401 without a session
@@ -97,7 +98,10 @@ export function mountConsole(app: Express, opts: ConsoleOptions): void {
   const nowS = () => Math.floor(Date.now() / 1000);
   const secure = (req: Request) => req.protocol === 'https';
 
-  router.use('/console', hostOriginGuard(opts.originPolicy ?? defaultOriginPolicy()));
+  const guard = hostOriginGuard(opts.originPolicy ?? defaultOriginPolicy());
+  // A person who opens the gateway's address finds the console (GET / was a bare 404).
+  router.get('/', guard, (_req, res) => res.redirect(302, '/console'));
+  router.use('/console', guard);
   router.use('/console', (_req, res, next) => {
     res.set(PAGE_HEADERS);
     next();

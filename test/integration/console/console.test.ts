@@ -51,6 +51,9 @@ function rawStatus(path: string, headers: Record<string, string>): Promise<numbe
 const queue = async (sql: string, params: unknown[]) => (await callTool(env, 'interlock_query', { source_id: 'chinook', sql, params }, env.apiKey)).body.result.structuredContent.approval_id as string;
 
 test('the page is served with a strict CSP; assets load; unknown console routes are 404', async () => {
+  const root = await fetch(base() + '/', { redirect: 'manual' });
+  expect(root.status).toBe(302);
+  expect(root.headers.get('location')).toBe('/console');
   const page = await http('GET', '/console');
   expect(page.status).toBe(200);
   expect(page.headers.get('content-type')).toMatch(/^text\/html/);
