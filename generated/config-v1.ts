@@ -73,6 +73,4046 @@ export interface GatewayConfig {
     commit_timeout_ms?: number;
   };
   /**
+   * Where InterLock tells people about approvals. Each webhook receives a signed JSON POST for the events it names.
+   */
+  notifications?: {
+    /**
+     * @maxItems 20
+     */
+    webhooks?:
+      | []
+      | [
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          }
+        ]
+      | [
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          }
+        ]
+      | [
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          }
+        ]
+      | [
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          }
+        ]
+      | [
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          }
+        ]
+      | [
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          }
+        ]
+      | [
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          }
+        ]
+      | [
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          }
+        ]
+      | [
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          }
+        ]
+      | [
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          }
+        ]
+      | [
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          }
+        ]
+      | [
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          }
+        ]
+      | [
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          }
+        ]
+      | [
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          }
+        ]
+      | [
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          }
+        ]
+      | [
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          }
+        ]
+      | [
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          }
+        ]
+      | [
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          }
+        ]
+      | [
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          }
+        ]
+      | [
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
+              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          }
+        ];
+  };
+  /**
    * Result cache of eligible reads.
    */
   cache?: {

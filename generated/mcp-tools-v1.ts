@@ -1348,6 +1348,16 @@ export interface InterlockRelatedDocumentsArguments {
   limit?: number;
 }
 /**
+ * This interface was referenced by `InterlockTools`'s JSON-Schema
+ * via the `definition` "InterlockApprovalStatusArguments".
+ */
+export interface InterlockApprovalStatusArguments {
+  /**
+   * The approval_id of a queued write (apr_…).
+   */
+  approval_id: string;
+}
+/**
  * A request to a non-SQL source instead of sql. get_document fetches one asset's full content.
  *
  * This interface was referenced by `InterlockTools`'s JSON-Schema
@@ -1423,6 +1433,8 @@ export interface AccessEntry {
   resources: {};
 }
 /**
+ * One describe_source row. The fields after data_type appear when the source's catalog scan recorded them (every scan since 1.0.0-rc.1 does).
+ *
  * This interface was referenced by `InterlockTools`'s JSON-Schema
  * via the `definition` "CatalogRow".
  */
@@ -1431,6 +1443,38 @@ export interface CatalogRow {
   table_name: string;
   column_name: string;
   data_type: string;
+  /**
+   * The column accepts NULL (no NOT NULL constraint).
+   */
+  is_nullable?: boolean;
+  /**
+   * The default expression as PostgreSQL prints it, e.g. nextval('playlist_playlist_id_seq'::regclass); null when none.
+   */
+  column_default?: string | null;
+  /**
+   * An identity column (GENERATED … AS IDENTITY): omit it from INSERT and the database assigns the value.
+   */
+  is_identity?: boolean;
+  /**
+   * "ALWAYS" or "BY DEFAULT" for an identity column, else null.
+   */
+  identity_generation?: string | null;
+  /**
+   * A stored generated column: it cannot be written.
+   */
+  is_generated?: boolean;
+  /**
+   * The default draws from a sequence (serial, bigserial, DEFAULT nextval(...)): omit it from INSERT.
+   */
+  is_serial?: boolean;
+  /**
+   * Part of the primary key.
+   */
+  primary_key?: boolean;
+  /**
+   * Unique on its own (a one-column primary or unique key).
+   */
+  unique?: boolean;
 }
 /**
  * This interface was referenced by `InterlockTools`'s JSON-Schema
@@ -1491,4 +1535,52 @@ export interface DocumentContent {
    */
   links: string[];
   indexed_at?: string;
+}
+/**
+ * A primary or unique key constraint of a table, listed only when you may describe every one of its columns.
+ *
+ * This interface was referenced by `InterlockTools`'s JSON-Schema
+ * via the `definition` "CatalogKey".
+ */
+export interface CatalogKey {
+  table_schema: string;
+  table_name: string;
+  kind: 'primary' | 'unique';
+  /**
+   * @minItems 1
+   */
+  columns: [string, ...string[]];
+}
+/**
+ * structuredContent of interlock_approval_status: what became of a queued write. Never carries database text: a failure is a stable code and a fixed message.
+ *
+ * This interface was referenced by `InterlockTools`'s JSON-Schema
+ * via the `definition` "ApprovalStatus".
+ */
+export interface ApprovalStatus {
+  approval_id: string;
+  source_id: string;
+  state: 'pending' | 'approved' | 'executed' | 'failed' | 'rejected' | 'expired';
+  requested_at: string;
+  expires_at: string;
+  decided_at: string | null;
+  executed_at: string | null;
+  outcome: null | ApprovalOutcome;
+  /**
+   * Present when an operator requeued this write from an earlier failed approval.
+   */
+  requeued_from?: string;
+  message: string;
+}
+/**
+ * executed: {row_count}; failed: {error_code, message} (error_code from spec/errors-v1.json approvalFailures); rejected: {reason} when the operator gave one.
+ *
+ * This interface was referenced by `InterlockTools`'s JSON-Schema
+ * via the `definition` "ApprovalOutcome".
+ */
+export interface ApprovalOutcome {
+  row_count?: number;
+  error_code?: string;
+  message?: string;
+  reason?: string;
 }

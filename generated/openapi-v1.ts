@@ -263,6 +263,127 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Redirects to the approval console. */
+        get: operations["rootRedirect"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/console": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The web approval console (HTML). Static assets are under /console/assets/ (console.js, console.css). */
+        get: operations["consolePage"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/console/api/session": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The signed-in operator and the session's CSRF token. */
+        get: operations["consoleWhoAmI"];
+        put?: never;
+        /** Sign in with an operator token; sets the HttpOnly, SameSite=Strict session cookie (interlock_console, Path=/console, 8 h). Agent API keys are refused. */
+        post: operations["consoleSignIn"];
+        /** Sign out (clears the cookie). Needs X-CSRF-Token. */
+        delete: operations["consoleSignOut"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/console/api/approvals": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Approvals, newest first, with the one-line statement (comments removed and counted). */
+        get: operations["consoleListApprovals"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/console/api/approvals/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One approval with its statement (comments listed), relations, plan (EXPLAIN as the writer, pending only) and approval audit history. */
+        get: operations["consoleGetApproval"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/console/api/approvals/{id}/{action}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** approve (executes once as the writer), reject, or requeue (a failed one) in the signed-in operator's name, with an optional reason. Needs X-CSRF-Token. */
+        post: operations["consoleDecide"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/console/api/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Server-sent events: `event: queue` with data {pending: [ConsoleApprovalSummary]} at once and whenever the pending queue changes. */
+        get: operations["consoleEvents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/admin/v1/whoami": {
         parameters: {
             query?: never;
@@ -674,6 +795,23 @@ export interface paths {
         put?: never;
         /** Reject a pending write in the token operator's name. */
         post: operations["adminReject"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/approvals/{id}/requeue": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Make a new pending approval from a failed one (same statement, parameters, identity and source), linked by requeuedFrom. */
+        post: operations["adminRequeue"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1117,7 +1255,39 @@ export interface components {
                 error_code?: string;
                 sqlstate?: string;
             };
+            /** @description Operators only: why the execution failed (PostgreSQL's SQLSTATE, message, detail and hint, or the re-check that refused it). Never shown to agents. */
+            failure: null | components["schemas"]["ApprovalFailure"];
+            /** @description The failed approval this one was requeued from. */
+            requeuedFrom: string | null;
         };
+        ConsoleSession: {
+            operator: string;
+            csrfToken: string;
+        };
+        ConsoleApprovalSummary: {
+            id: string;
+            state: components["schemas"]["ApprovalState"];
+            identity: string;
+            source: string;
+            /** Format: date-time */
+            createdAt: string;
+            /** Format: date-time */
+            expiresAt: string;
+            /** @description One line, comments removed; ends in … when shortened. */
+            statement: string;
+            truncated: boolean;
+            /** @description How many comments the statement holds. */
+            comments: number;
+            errorCode: string | null;
+            requeuedFrom: string | null;
+        };
+        ApprovalFailure: {
+            sqlstate?: string;
+            message: string;
+            detail?: string;
+            hint?: string;
+        };
+        /** @description An optional reason (approve or reject), recorded in the audit event's details. */
         RejectRequest: {
             reason?: string;
         };
@@ -1128,6 +1298,7 @@ export interface components {
             state: "executed" | "failed";
             rowCount?: number;
             errorCode?: string;
+            failure?: components["schemas"]["ApprovalFailure"];
         };
         AuditEvent: {
             id: string;
@@ -1206,12 +1377,31 @@ export interface components {
             deny: components["schemas"]["AccessStatement"][];
             resources: Record<string, never>;
         };
-        /** CatalogRow */
+        /**
+         * CatalogRow
+         * @description One describe_source row. The fields after data_type appear when the source's catalog scan recorded them (every scan since 1.0.0-rc.1 does).
+         */
         CatalogRow: {
             table_schema: string;
             table_name: string;
             column_name: string;
             data_type: string;
+            /** @description The column accepts NULL (no NOT NULL constraint). */
+            is_nullable?: boolean;
+            /** @description The default expression as PostgreSQL prints it, e.g. nextval('playlist_playlist_id_seq'::regclass); null when none. */
+            column_default?: string | null;
+            /** @description An identity column (GENERATED … AS IDENTITY): omit it from INSERT and the database assigns the value. */
+            is_identity?: boolean;
+            /** @description "ALWAYS" or "BY DEFAULT" for an identity column, else null. */
+            identity_generation?: string | null;
+            /** @description A stored generated column: it cannot be written. */
+            is_generated?: boolean;
+            /** @description The default draws from a sequence (serial, bigserial, DEFAULT nextval(...)): omit it from INSERT. */
+            is_serial?: boolean;
+            /** @description Part of the primary key. */
+            primary_key?: boolean;
+            /** @description Unique on its own (a one-column primary or unique key). */
+            unique?: boolean;
         };
         /** DiscoverHit */
         DiscoverHit: {
@@ -1870,6 +2060,18 @@ export interface components {
         AdminUnauthorized: {
             headers: {
                 "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    /** @constant */
+                    error?: "unauthorized";
+                } & components["schemas"]["ErrorBody"];
+            };
+        };
+        /** @description No console session (sign in with an operator token), or the token was not an active operator token (agent API keys cannot sign in). */
+        ConsoleUnauthorized: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -2871,6 +3073,249 @@ export interface operations {
             503: components["responses"]["V1Unavailable"];
         };
     };
+    rootRedirect: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Location: /console */
+            302: {
+                headers: {
+                    Location: "/console";
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            403: components["responses"]["AdminForbidden"];
+        };
+    };
+    consolePage: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The page. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": string;
+                };
+            };
+            403: components["responses"]["AdminForbidden"];
+        };
+    };
+    consoleWhoAmI: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Signed in. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ConsoleSession"];
+                };
+            };
+            401: components["responses"]["ConsoleUnauthorized"];
+        };
+    };
+    consoleSignIn: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    token: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Signed in: the operator and the CSRF token to send as X-CSRF-Token on every change. */
+            200: {
+                headers: {
+                    "Set-Cookie": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ConsoleSession"];
+                };
+            };
+            400: components["responses"]["AdminBadRequest"];
+            401: components["responses"]["ConsoleUnauthorized"];
+            403: components["responses"]["AdminForbidden"];
+            415: components["responses"]["UnsupportedMediaType"];
+        };
+    };
+    consoleSignOut: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Signed out. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        signedOut: true;
+                    };
+                };
+            };
+            401: components["responses"]["ConsoleUnauthorized"];
+            403: components["responses"]["AdminForbidden"];
+        };
+    };
+    consoleListApprovals: {
+        parameters: {
+            query?: {
+                state?: components["schemas"]["ApprovalState"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Approvals. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        approvals: components["schemas"]["ConsoleApprovalSummary"][];
+                    };
+                };
+            };
+            400: components["responses"]["AdminBadRequest"];
+            401: components["responses"]["ConsoleUnauthorized"];
+        };
+    };
+    consoleGetApproval: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The approval. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        approval: components["schemas"]["Approval"];
+                        statement: {
+                            text: string;
+                            comments: string[];
+                        };
+                        relations: string[];
+                        plan: null | {
+                            ok: boolean;
+                            lines?: string[];
+                            reason?: string;
+                        };
+                        audit: Record<string, never>[];
+                    };
+                };
+            };
+            401: components["responses"]["ConsoleUnauthorized"];
+            404: components["responses"]["AdminNotFound"];
+        };
+    };
+    consoleDecide: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+                action: "approve" | "reject" | "requeue";
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["RejectRequest"];
+            };
+        };
+        responses: {
+            /** @description approve: the decision (with the operator-only failure cause when it failed); reject: the approval. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ApprovalDecision"] | components["schemas"]["Approval"];
+                };
+            };
+            /** @description requeue: the new pending approval. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Approval"];
+                };
+            };
+            400: components["responses"]["AdminBadRequest"];
+            401: components["responses"]["ConsoleUnauthorized"];
+            403: components["responses"]["AdminForbidden"];
+            404: components["responses"]["AdminNotFound"];
+            409: components["responses"]["AdminConflict"];
+        };
+    };
+    consoleEvents: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The event stream. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": string;
+                };
+            };
+            401: components["responses"]["ConsoleUnauthorized"];
+        };
+    };
     adminWhoami: {
         parameters: {
             query?: never;
@@ -3834,7 +4279,11 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["RejectRequest"];
+            };
+        };
         responses: {
             /** @description Executed, or failed with a stable error code (never driver text). */
             200: {
@@ -3873,6 +4322,37 @@ export interface operations {
         responses: {
             /** @description The rejected approval. */
             200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Approval"];
+                };
+            };
+            400: components["responses"]["AdminBadRequest"];
+            401: components["responses"]["AdminUnauthorized"];
+            403: components["responses"]["AdminForbidden"];
+            404: components["responses"]["AdminNotFound"];
+            409: components["responses"]["AdminConflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["AdminInternal"];
+        };
+    };
+    adminRequeue: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description apr_… id of a failed approval. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The new pending approval. */
+            201: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -7,6 +7,12 @@ export interface Validator { (data: unknown): boolean; errors?: ErrorObject[] | 
 export declare const validateAccessEntry: Validator;
 /** Validates against https://interlock.dev/spec/defs/AccessStatement.json. */
 export declare const validateAccessStatement: Validator;
+/** Validates against https://interlock.dev/spec/defs/ApprovalOutcome.json. */
+export declare const validateApprovalOutcome: Validator;
+/** Validates against https://interlock.dev/spec/defs/ApprovalStatus.json. */
+export declare const validateApprovalStatus: Validator;
+/** Validates against https://interlock.dev/spec/defs/CatalogKey.json. */
+export declare const validateCatalogKey: Validator;
 /** Validates against https://interlock.dev/spec/defs/CatalogRow.json. */
 export declare const validateCatalogRow: Validator;
 /** Validates against https://interlock.dev/spec/defs/ConnectorRequest.json. */
@@ -19,6 +25,8 @@ export declare const validateDocumentContent: Validator;
 export declare const validateGatewayConfig: Validator;
 /** Validates against https://interlock.dev/spec/config-v1.schema.json#/$defs/rateLimit. */
 export declare const validateGatewayConfigRateLimit: Validator;
+/** Validates against https://interlock.dev/spec/tools/interlock_approval_status.json. */
+export declare const validateInterlockApprovalStatusArguments: Validator;
 /** Validates against https://interlock.dev/spec/tools/interlock_describe_access.json. */
 export declare const validateInterlockDescribeAccessArguments: Validator;
 /** Validates against https://interlock.dev/spec/tools/interlock_describe_source.json. */

@@ -23,6 +23,10 @@ import { describeAccessHandler, describeSourceHandler } from './tools/handlers/d
 import { queryHandler } from './pipeline/query';
 import { discoverHandler } from './tools/handlers/discover';
 import { relatedDocumentsHandler } from './tools/handlers/related';
+import { approvalStatusHandler } from './tools/handlers/approval-status';
+import { approvalLookup } from './approvals/status';
+import { mountConsole } from './console/routes';
+import { startWebhookDispatcher } from './approvals/webhooks';
 import { documentsConnectorRequest } from './discovery/request';
 import { postgresRateLimiter, type RateLimitSettings } from './pipeline/05-rate-limit';
 import { trackedRateLimiter } from './protocol/call-limits';
@@ -134,6 +138,7 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
     interlock_list_sources: listSourcesHandler(new StoreSourceDirectory(store), rateLimiter),
     interlock_describe_access: describeAccessHandler({ store, rateLimiter, catalog }),
     interlock_describe_source: describeSourceHandler({ store, rateLimiter, catalog }),
+    interlock_approval_status: approvalStatusHandler({ lookup: approvalLookup(db), rateLimiter }),
   });
   if (opts.fixtures) {
     // Test-only pack, loaded only on explicit request.
@@ -158,7 +163,7 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
   const opsServer = config.ops_listen ? await listenOperations(createOperationsApp(metrics, ops, originPolicyFor(config.ops_listen.host ?? '127.0.0.1', config, logger), logger), config.ops_listen.host ?? '127.0.0.1', config.ops_listen.port) : null;
   const running = await listenGateway({
     healthz: !opsServer,
-    routes: [...(opsServer ? [] : [(app: import('express').Express) => mountOperations(app, metrics, ops, originPolicyFor(host, config))]), ...(require('./http') as typeof import('./http')).httpRoutes({ db, logger, circuitStates: () => registry.states(), connectors: registry, originPolicy: originPolicyFor(host, config) }), ...(opts.routes ?? [])], // eslint-disable-line @typescript-eslint/no-require-imports
+    routes: [...(opsServer ? [] : [(app: import('express').Express) => mountOperations(app, metrics, ops, originPolicyFor(host, config))]), ...(require('./http') as typeof import('./http')).httpRoutes({ db, logger, circuitStates: () => registry.states(), connectors: registry, originPolicy: originPolicyFor(host, config) }), (app) => mountConsole(app, { db, connectors: registry, originPolicy: originPolicyFor(host, config), logger }), ...(opts.routes ?? [])], // eslint-disable-line @typescript-eslint/no-require-imports
     observe: (e) => metrics.observeToolCall(e),
     rateLimiter,
     clientLimits: clientLimitSettings(config.client_limits ?? DEFAULT_CONFIG.client_limits),
@@ -172,6 +177,8 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
     port: opts.port ?? config.listen.port,
     instructions: 'InterLock governs access to an organisation\'s data. Call interlock_list_sources, then interlock_describe_access, then interlock_query. Writes are queued for human approval: never retry a queued write.',
   });
+  // Approval notifications (config notifications.webhooks).
+  const webhooks = await startWebhookDispatcher({ db, webhooks: config.notifications?.webhooks ?? [], logger });
   // Housekeeping: expire stale approvals every minute; rescan SQL catalogs every catalog_rescan_ms.
   const timers: NodeJS.Timeout[] = [];
   timers.push(setInterval(() => void refreshSourceIds(), 30_000));
@@ -206,6 +213,7 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
         opsServer.server.closeAllConnections();
         await new Promise<void>((resolve) => opsServer.server.close(() => resolve()));
       }
+      await webhooks.close();
       await Promise.allSettled(listeners.map((l) => l.close()));
       await identityResolver.close();
       await registry.closeAll();

@@ -21,7 +21,7 @@ import { catalogSummaries } from '../control/catalog';
 import { getRole, listRoles, upsertRole, type SourceRoleRecord } from '../control/roles';
 import { grantRole, listGrants, revokeGrant, type GrantRecord } from '../control/grants';
 import { addPolicies, getPolicy, listPolicies, removePolicy, type PolicyRecord } from '../control/policies';
-import { listApprovals, requireApproval, sweepExpiredApprovals, type ApprovalRecord, type ApprovalState } from '../control/approvals';
+import { listApprovals, requireApproval, sweepExpiredApprovals, type ApprovalFailureCause, type ApprovalRecord, type ApprovalState } from '../control/approvals';
 import { searchAudit, tailAudit, type AuditKind, type AuditPage, type AuditRecord } from '../control/audit';
 import type { SourceConnectorRegistry } from '../sources/registry';
 
@@ -57,6 +57,8 @@ export interface ApprovalDecision {
   state: 'executed' | 'failed';
   rowCount?: number;
   errorCode?: string;
+  /** Operators only: why the execution failed. */
+  failure?: ApprovalFailureCause;
 }
 
 /** Audit search filters; `identity` is a name or an idn_ id. */
@@ -118,8 +120,10 @@ export interface OperatorBackend {
   listApprovals(filter?: { state?: ApprovalState; source?: string; identity?: string; limit?: number }): Promise<ApprovalRecord[]>;
   getApproval(id: string): Promise<ApprovalRecord>;
   /** Approves and executes once. `operator` is ignored remotely (the token names the operator). */
-  approve(id: string, opts: { operator: string }): Promise<ApprovalDecision>;
+  approve(id: string, opts: { operator: string; reason?: string }): Promise<ApprovalDecision>;
   reject(id: string, opts: { operator: string; reason?: string }): Promise<ApprovalRecord>;
+  /** A new pending approval from a failed one (src/approvals/requeue.ts). */
+  requeue(id: string, opts: { operator: string }): Promise<ApprovalRecord>;
 
   searchAudit(q?: AuditQuery): Promise<AuditPage>;
   tailAudit(lines: number): Promise<AuditRecord[]>;
@@ -136,7 +140,7 @@ export interface DirectBackendOptions {
 
 /** What approve/reject in src/approvals/execute.ts do (loaded on first use: the data plane owns it). */
 interface ApprovalsModule {
-  approveAndExecute(db: ControlDb, approvalId: string, opts: { operator: string; connectors?: SourceConnectorRegistry; logger?: Logger }): Promise<{ state: 'executed' | 'failed'; rowCount?: number; errorCode?: string }>;
+  approveAndExecute(db: ControlDb, approvalId: string, opts: { operator: string; reason?: string; connectors?: SourceConnectorRegistry; logger?: Logger }): Promise<{ state: 'executed' | 'failed'; rowCount?: number; errorCode?: string; failure?: ApprovalFailureCause }>;
   rejectApproval(db: ControlDb, approvalId: string, opts: { operator: string; reason?: string }): Promise<ApprovalRecord>;
 }
 
@@ -273,14 +277,19 @@ export function directBackend(db: ControlDb, opts: DirectBackendOptions = {}): O
       const a = await requireApproval(db, id);
       if (a.identityName === o.operator) throw new ControlError('forbidden', `self_approval_forbidden: ${o.operator} requested this write and cannot approve it`);
       if (a.state !== 'pending') throw new ControlError('conflict', `approval ${id} is ${a.state}, not pending`);
-      const r = await approvalsModule().approveAndExecute(db, id, { operator: o.operator, connectors: opts.connectors, logger: opts.logger });
-      return { id, approvalId: id, state: r.state, ...(r.rowCount !== undefined ? { rowCount: r.rowCount } : {}), ...(r.errorCode !== undefined ? { errorCode: r.errorCode } : {}) };
+      const r = await approvalsModule().approveAndExecute(db, id, { operator: o.operator, reason: o.reason, connectors: opts.connectors, logger: opts.logger });
+      return { id, approvalId: id, state: r.state, ...(r.rowCount !== undefined ? { rowCount: r.rowCount } : {}), ...(r.errorCode !== undefined ? { errorCode: r.errorCode } : {}), ...(r.failure ? { failure: r.failure } : {}) };
     },
     async reject(id, o) {
       await sweepExpiredApprovals(db);
       const a = await requireApproval(db, id);
       if (a.state !== 'pending') throw new ControlError('conflict', `approval ${id} is ${a.state}, not pending`);
       return approvalsModule().rejectApproval(db, id, { operator: o.operator, reason: o.reason });
+    },
+    async requeue(id, o) {
+      await sweepExpiredApprovals(db);
+      // eslint-disable-next-line @typescript-eslint/no-require-imports
+      return (require('../approvals/requeue') as typeof import('../approvals/requeue')).requeueApproval(db, id, { operator: o.operator });
     },
 
     async searchAudit(q = {}) {

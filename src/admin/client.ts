@@ -116,8 +116,9 @@ export function remoteBackend(server: string, token: string, fetchFn: FetchFn = 
 
     listApprovals: async (f = {}) => (await call<{ approvals: ApprovalRecord[] }>('GET', `/approvals${qs(f)}`)).approvals,
     getApproval: (id) => call('GET', `/approvals/${enc(id)}`),
-    approve: (id) => call<ApprovalDecision>('POST', `/approvals/${enc(id)}/approve`, {}),
+    approve: (id, o) => call<ApprovalDecision>('POST', `/approvals/${enc(id)}/approve`, o.reason ? { reason: o.reason } : {}),
     reject: (id, o) => call('POST', `/approvals/${enc(id)}/reject`, o.reason ? { reason: o.reason } : {}),
+    requeue: (id) => call('POST', `/approvals/${enc(id)}/requeue`, {}),
 
     searchAudit: (q = {}) => call<AuditPage>('GET', `/audit${qs({ ...q })}`),
     tailAudit: async (lines) => (await call<{ events: AuditRecord[] }>('GET', `/audit/tail${qs({ lines })}`)).events,

@@ -191,8 +191,9 @@ export function mountAdmin(app: Express, _deps: DispatchDeps | undefined, opts: 
     return { approvals: await b.listApprovals({ state: state as ApprovalState | undefined, source: queryString(q, 'source'), identity: queryString(q, 'identity'), limit: queryInt(q, 'limit', 1000) }) };
   });
   route('get', '/approvals/:id', async (q, _r, b) => b.getApproval(String(q.params.id)));
-  route('post', '/approvals/:id/approve', async (q, _r, b, op) => b.approve(String(q.params.id), { operator: op.name }));
+  route('post', '/approvals/:id/approve', async (q, _r, b, op) => b.approve(String(q.params.id), { operator: op.name, reason: bodyString(q.body, 'reason', false) }));
   route('post', '/approvals/:id/reject', async (q, _r, b, op) => b.reject(String(q.params.id), { operator: op.name, reason: bodyString(q.body, 'reason', false) }));
+  route('post', '/approvals/:id/requeue', async (q, _r, b, op) => b.requeue(String(q.params.id), { operator: op.name }), 201);
 
   // audit
   route('get', '/audit', async (q, _r, b) => {

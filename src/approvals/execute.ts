@@ -9,7 +9,8 @@
  */
 import type { Logger } from 'pino';
 import type { ControlDb } from '../control/db';
-import { requireApproval, transitionApproval, type ApprovalRecord } from '../control/approvals';
+import { requireApproval, transitionApproval, type ApprovalFailureCause, type ApprovalRecord } from '../control/approvals';
+import { failureCause, failureCode, recheckCause } from './causes';
 import { recordApprovalEvent } from '../control/audit';
 import { ControlError } from '../control/errors';
 import { getIdentity } from '../control/identities';
@@ -28,11 +29,15 @@ export interface ApprovalExecution {
   state: 'executed' | 'failed';
   rowCount?: number;
   errorCode?: string;
+  /** Operators only: why it failed (PostgreSQL's SQLSTATE, message, detail, hint). */
+  failure?: ApprovalFailureCause;
 }
 
 /** Options: who approves, and optionally a shared connector registry and logger. */
 export interface ApproveOptions {
   operator: string;
+  /** Why the operator approves (recorded in the audit event's details, at most 1000 characters). */
+  reason?: string;
   connectors?: SourceConnectorRegistry;
   logger?: Logger;
   now?: Date;
@@ -58,7 +63,7 @@ async function recheck(db: ControlDb, a: ApprovalRecord, now: Date): Promise<str
   if (!catalog) return 'source_not_catalogued';
   await initSqlParser();
   const analysis = analyzeSql(a.sql, catalog, { complexity: complexityLimitsFromSettings(source.settings) });
-  if (!analysis.ok) return analysis.code;
+  if (!analysis.ok) return 'classification_changed';
   if (analysis.kind !== 'write' || analysis.fingerprint !== a.classification.fingerprint) return 'classification_changed';
   const evaluator = new AccessEvaluator(await store.grantsForIdentity(a.identityId));
   if (!evaluator.hasGrant(a.sourceId)) return 'source_role_denied';
@@ -85,16 +90,16 @@ export async function approveAndExecute(db: ControlDb, approvalId: string, opts:
   const won = await transitionApproval(db, approvalId, ['pending'], 'approved', { decidedBy: opts.operator });
   if (!won) throw new ControlError('conflict', `Approval ${approvalId} was decided by someone else first.`);
   const base = { approvalId, operator: opts.operator, identityId: a.identityId, keyId: a.keyId, sourceId: a.sourceId, requestId: a.requestId, fingerprint: (a.classification.fingerprint as string) ?? null };
-  await recordApprovalEvent(db, { ...base, action: 'approved' } as Parameters<typeof recordApprovalEvent>[1]);
+  await recordApprovalEvent(db, { ...base, action: 'approved', ...(opts.reason ? { details: { reason: opts.reason.slice(0, 1000) } } : {}) } as Parameters<typeof recordApprovalEvent>[1]);
 
-  const finish = async (state: 'executed' | 'failed', outcome: { row_count?: number; error_code?: string; sqlstate?: string }): Promise<ApprovalExecution> => {
-    await transitionApproval(db, approvalId, ['approved'], state, { outcome });
+  const finish = async (state: 'executed' | 'failed', outcome: { row_count?: number; error_code?: string; sqlstate?: string }, failure?: ApprovalFailureCause): Promise<ApprovalExecution> => {
+    await transitionApproval(db, approvalId, ['approved'], state, { outcome, failure });
     await recordApprovalEvent(db, { ...base, action: state, reasonCode: outcome.error_code ?? null, rowCount: outcome.row_count ?? null } as Parameters<typeof recordApprovalEvent>[1]);
-    return { approvalId, state, rowCount: outcome.row_count, errorCode: outcome.error_code };
+    return { approvalId, state, rowCount: outcome.row_count, errorCode: outcome.error_code, ...(failure ? { failure } : {}) };
   };
 
   const denied = await recheck(db, a, opts.now ?? new Date());
-  if (denied) return finish('failed', { error_code: denied });
+  if (denied) return finish('failed', { error_code: denied }, recheckCause(denied));
   const store = new DbGovernanceStore(db, { ttlMs: 0 });
   const source = (await store.getSource(a.sourceId))!;
   const registry = opts.connectors ?? new SourceConnectorRegistry({ logger: opts.logger });
@@ -105,7 +110,7 @@ export async function approveAndExecute(db: ControlDb, approvalId: string, opts:
   } catch (err) {
     const e = err as { code?: string; sqlState?: string };
     opts.logger?.warn({ approvalId, code: e.code, sqlState: e.sqlState }, 'approved write failed');
-    return finish('failed', { error_code: e.code === 'execution_failed' && e.sqlState ? 'statement_failed' : (e.code ?? 'execution_failed'), ...(e.sqlState ? { sqlstate: e.sqlState } : {}) });
+    return finish('failed', { error_code: failureCode(err), ...(e.sqlState ? { sqlstate: e.sqlState } : {}) }, failureCause(err));
   } finally {
     if (!opts.connectors) await registry.closeAll();
   }

@@ -18,7 +18,6 @@ import { resolve as resolvePath } from 'node:path';
 import { formatIndexProgress, indexSource, listIndexStatus } from '../discovery/indexer';
 import { readFileSync, existsSync } from 'node:fs';
 import { extname } from 'node:path';
-import { userInfo } from 'node:os';
 import { Command, CommanderError, Option } from 'commander';
 import pino, { type Logger } from 'pino';
 import YAML from 'yaml';
@@ -26,11 +25,10 @@ import type { GatewayConfig } from '../../generated/config-v1';
 import { loadConfig, type ResolvedGatewayConfig } from '../control/config';
 import { ensureDatabase, grantRuntimeRole, migrationStatus, openControlDb, redactUrl, runMigrations, type ControlDb } from '../control/db';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../control/embedded';
-import { provisionDemo } from '../demo/provision';
+import { issueDemoKey, provisionDemoSetup } from '../demo/provision';
 import pg from 'pg';
 import { ControlError, ValidationError } from '../control/errors';
 import type { SourceDefinition } from '../control/sources';
-import { APPROVAL_STATES, type ApprovalState } from '../control/approvals';
 import type { AuditKind, AuditRecord } from '../control/audit';
 import { registerAuditChainCommands } from './audit';
 import type { GovernedGatewayOptions, GovernedGateway } from '../gateway';
@@ -42,6 +40,13 @@ import { packageVersion, type CommandContext } from './context';
 import { registerSourceLifecycle } from './source';
 import { registerApply } from './apply';
 import { registerExport } from './export';
+import { registerApprovalCommands } from './approval';
+import { hasCluster, missingDatabaseMessage, resolveEmbeddedDataDir } from './data-dir';
+import { homedir } from 'node:os';
+import { parsePositiveInt } from './args';
+
+/** Commands that only read: with no control database they say where they looked instead of creating one. */
+const READ_COMMANDS = new Set(['list', 'show', 'status', 'search', 'tail', 'grants', 'whoami']);
 
 /** Name of the control database created on the embedded server. */
 export const EMBEDDED_CONTROL_DB = 'interlock';
@@ -83,12 +88,21 @@ class Session {
     return this.cfg;
   }
 
-  /** The control database URL and, for the embedded server, the admin URL. Starts the embedded server when no URL is configured. */
+  /** True for a command that only reads (list, show, …): it never creates an embedded database. */
+  readOnly = false;
+
+  /**
+   * The control database URL and, for the embedded server, the admin URL. Starts the embedded
+   * server when no URL is configured, in the folder src/cli/data-dir.ts chooses; a read-only
+   * command refuses (not_found) instead of creating an empty one.
+   */
   async databaseUrls(): Promise<{ controlUrl: string; adminUrl: string }> {
     const cfg = this.config();
     if (cfg.database.url) return { controlUrl: cfg.database.url, adminUrl: cfg.database.url };
     if (!this.embedded) {
-      this.embedded = await startEmbeddedPostgres({ dataDir: cfg.database.embedded_data_dir, port: cfg.database.embedded_port, logger: this.logger });
+      const where = resolveEmbeddedDataDir(cfg.database.embedded_data_dir, { cwd: process.cwd(), home: homedir(), env: process.env, exists: existsSync });
+      if (this.readOnly && !hasCluster(where.dir, existsSync)) throw new ControlError('not_found', missingDatabaseMessage(where));
+      this.embedded = await startEmbeddedPostgres({ dataDir: where.dir, port: cfg.database.embedded_port, logger: this.logger });
       await ensureDatabase(this.embedded.adminUrl, EMBEDDED_CONTROL_DB);
     }
     return { controlUrl: this.embedded.urlFor(EMBEDDED_CONTROL_DB), adminUrl: this.embedded.adminUrl };
@@ -171,11 +185,6 @@ function parseTime(text: string, what: string): Date {
   const d = new Date(text);
   if (Number.isNaN(d.getTime())) throw new ValidationError(`${what}: expected an ISO-8601 time (2026-11-29T12:00:00Z) or a duration (2h), got ${JSON.stringify(text)}`);
   return d;
-}
-
-function parsePositiveInt(text: string, what: string, max: number): number {
-  if (!/^[0-9]{1,9}$/.test(text) || Number(text) < 1 || Number(text) > max) throw new ValidationError(`${what} must be a whole number from 1 to ${max}, got ${JSON.stringify(text)}`);
-  return Number(text);
 }
 
 function loadGateway(): { startGovernedGateway(opts: GovernedGatewayOptions): Promise<GovernedGateway> } {
@@ -262,6 +271,7 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
     if (!state.session) {
       const o = cmd.optsWithGlobals() as GlobalOpts;
       state.session = new Session(o, io);
+      state.session.readOnly = READ_COMMANDS.has(cmd.name()) && !(cmd.parent?.name() === 'db' && cmd.name() !== 'status');
       const path = cmd.parent && cmd.parent.name() !== 'interlock' ? `${cmd.parent.name()} ${cmd.name()}` : cmd.name();
       if (/^(serve|demo|db )/.test(path + ' ')) state.session.assertDirect(`interlock ${path}`);
     }
@@ -298,9 +308,13 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
       const cfg = s.config({ listen: { ...(o.host ? { host: o.host } : {}), ...(o.port !== undefined ? { port: o.port } : {}) } });
       const { adminUrl } = await s.databaseUrls();
       const db = await s.db();
-      const demo = await provisionDemo({ adminUrl, controlDb: db, logger: s.logger });
+      const setup = await provisionDemoSetup({ adminUrl, controlDb: db, logger: s.logger });
       const { startGovernedGateway } = loadGateway();
       const gw = await startGovernedGateway({ db, config: cfg });
+      // Only once the gateway listens: a failed start (a busy port) leaves no new key behind.
+      const key = await issueDemoKey(db, setup.identityId);
+      const demo = { ...setup, apiKey: key.apiKey, keyId: key.keyId };
+      const consoleUrl = new URL('/console', gw.url).toString();
       const lines = [
         '',
         'InterLock demo is running.',
@@ -310,7 +324,7 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
         `  Identity:       demo-agent (role demo-analyst; customer e-mail, phone and fax masked; playlist writes need approval)`,
         `  Control data:   ${s.embedded ? s.embedded.dataDir : redactUrl(db.url)}`,
         '',
-        `  API key (shown once, not stored; a new one is made on every start):`,
+        `  API key (shown once, not stored; a new one is made on every start and ${key.revoked.length ? `the ${key.revoked.length} earlier demo key(s) were revoked` : 'there was no earlier demo key'}, so only this key works):`,
         '',
         `    ${demo.apiKey}`,
         '',
@@ -322,11 +336,12 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
         '',
         curlExample(gw.url, demo.apiKey, demo.sourceId),
         '',
-        'Approve queued writes from another terminal: npx interlock approval list, then npx interlock approval approve <id>',
+        `Approve queued writes in the console at ${consoleUrl} (sign in with a token from: npm exec -- interlock operator-token create YOUR_NAME),`,
+        'or from another terminal, in any folder of this clone: npm exec -- interlock approval list, then npm exec -- interlock approval approve <id>',
         'Press Ctrl-C to stop.',
         '',
       ];
-      if (s.opts.json) io.out(json({ url: gw.url, apiKey: demo.apiKey, keyId: demo.keyId, sourceId: demo.sourceId, claude: claudeMcpAddLine(gw.url, demo.apiKey) }));
+      if (s.opts.json) io.out(json({ url: gw.url, apiKey: demo.apiKey, keyId: demo.keyId, revokedKeys: key.revoked, console: consoleUrl, sourceId: demo.sourceId, claude: claudeMcpAddLine(gw.url, demo.apiKey) }));
       else io.out(lines.join('\n'));
       await untilSignal(io, async () => {
         await gw.close();
@@ -668,57 +683,8 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
       s.print(`removed policy ${name}`, r);
     });
 
-  // ---- approval ------------------------------------------------------------------------------
-  const apr = program.command('approval').description('writes waiting for an operator');
-  apr
-    .command('list')
-    .addOption(new Option('--state <state>', 'only this state').choices([...APPROVAL_STATES]))
-    .option('--source <id>')
-    .option('--identity <name>')
-    .option('--limit <n>', 'most to show (default 100)', '100')
-    .action(async (o: { state?: ApprovalState; source?: string; identity?: string; limit: string }, cmd: Command) => {
-      const s = session(cmd);
-      const rows = await (await s.backend()).listApprovals({ state: o.state, source: o.source, identity: o.identity, limit: parsePositiveInt(o.limit, '--limit', 1000) });
-      s.print(
-        table(['id', 'state', 'identity', 'source', 'created', 'expires', 'statement'], rows.map((a) => [a.id, a.state, a.identityName, a.sourceId, shortTime(a.createdAt), shortTime(a.expiresAt), a.sql.replace(/\s+/g, ' ').slice(0, 60)])),
-        rows,
-      );
-    });
-  apr
-    .command('show')
-    .argument('<id>')
-    .action(async (id: string, _o: unknown, cmd: Command) => {
-      const s = session(cmd);
-      const a = await (await s.backend()).getApproval(id);
-      s.print(YAML.stringify(a).trimEnd(), a);
-    });
-  const operatorOpt = () => new Option('--operator <name>', 'who decides (recorded in the audit; default: your OS user name)').default(userInfo().username);
-  apr
-    .command('approve')
-    .description('approve a pending write and execute it once with the source writer role')
-    .argument('<id>')
-    .addOption(operatorOpt())
-    .action(async (id: string, o: { operator: string }, cmd: Command) => {
-      const s = session(cmd);
-      s.assertLocalOperator(cmd);
-      const r = await (await s.backend()).approve(id, { operator: o.operator });
-      if (r.state === 'failed') {
-        s.print(`approved ${id}, but the write failed: ${r.errorCode ?? 'unknown error'}`, r);
-        throw new ControlError('unavailable', `approval ${id}: execution failed (${r.errorCode ?? 'unknown error'})`);
-      }
-      s.print(`approved and executed ${id}: ${r.rowCount ?? 0} row(s) affected`, r);
-    });
-  apr
-    .command('reject')
-    .argument('<id>')
-    .addOption(operatorOpt())
-    .option('--reason <text>', 'why (recorded in the audit)')
-    .action(async (id: string, o: { operator: string; reason?: string }, cmd: Command) => {
-      const s = session(cmd);
-      s.assertLocalOperator(cmd);
-      await (await s.backend()).reject(id, { operator: o.operator, reason: o.reason });
-      s.print(`rejected ${id}`, { id, state: 'rejected' });
-    });
+  // ---- approval (src/cli/approval.ts) -------------------------------------------------------
+  registerApprovalCommands(program, session);
 
   // ---- operator-token ------------------------------------------------------------------------
   const opt = program.command('operator-token').description('operator tokens for the admin API (/admin/v1); made on the database directly, never through the API');

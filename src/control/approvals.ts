@@ -30,6 +30,18 @@ export interface ApprovalOutcome {
   sqlstate?: string;
 }
 
+/**
+ * Why an approved write failed, for operators only (CLI, admin API, console; never agents):
+ * PostgreSQL's SQLSTATE, message, detail and hint for a statement the source refused, or for a
+ * re-check that refused it at approval time, `message` naming the reason. Issue 14, item 4.
+ */
+export interface ApprovalFailureCause {
+  sqlstate?: string;
+  message: string;
+  detail?: string;
+  hint?: string;
+}
+
 /** One approval. Times are ISO-8601 UTC. */
 export interface ApprovalRecord {
   id: string;
@@ -50,6 +62,10 @@ export interface ApprovalRecord {
   decidedAt: string | null;
   executedAt: string | null;
   outcome: ApprovalOutcome | null;
+  /** Operator-only cause of a failed execution (null unless failed). */
+  failure: ApprovalFailureCause | null;
+  /** The failed approval this one was requeued from, or null. */
+  requeuedFrom: string | null;
 }
 
 /** A write to hold for approval. */
@@ -64,6 +80,8 @@ export interface NewApproval {
   /** Seconds until it expires (default DEFAULT_APPROVAL_TTL_SECONDS); ignored when expiresAt is given. */
   ttlSeconds?: number;
   expiresAt?: Date;
+  /** The failed approval this one requeues (interlock approval requeue). */
+  requeuedFrom?: string;
 }
 
 /** Fields set together with a transition. */
@@ -72,6 +90,8 @@ export interface TransitionFields {
   decidedBy?: string;
   /** Outcome of an execution (for executed/failed). */
   outcome?: ApprovalOutcome;
+  /** Operator-only cause (for failed). */
+  failure?: ApprovalFailureCause;
 }
 
 type Queryable = ControlDb | pg.ClientBase;
@@ -94,10 +114,12 @@ interface ApprovalRow {
   decided_at: Date | null;
   executed_at: Date | null;
   outcome: ApprovalOutcome | null;
+  failure: ApprovalFailureCause | null;
+  requeued_from: string | null;
 }
 
 const COLS = `a.id, a.source_id, a.identity_id, i.name AS identity_name, a.key_id, a.request_id, a.sql, a.params, a.classification,
-  a.state, a.created_at, a.expires_at, a.decided_by, a.decided_at, a.executed_at, a.outcome`;
+  a.state, a.created_at, a.expires_at, a.decided_by, a.decided_at, a.executed_at, a.outcome, a.failure, a.requeued_from`;
 
 function toRecord(r: ApprovalRow): ApprovalRecord {
   return {
@@ -117,6 +139,8 @@ function toRecord(r: ApprovalRow): ApprovalRecord {
     decidedAt: iso(r.decided_at),
     executedAt: iso(r.executed_at),
     outcome: r.outcome,
+    failure: r.failure,
+    requeuedFrom: r.requeued_from,
   };
 }
 
@@ -136,11 +160,11 @@ export async function createApproval(db: Queryable, a: NewApproval): Promise<App
   const id = newApprovalId();
   const r = await q(db).query<ApprovalRow>(
     `WITH ins AS (
-       INSERT INTO approvals (id, source_id, identity_id, key_id, request_id, sql, params, classification, expires_at)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, COALESCE($9::timestamptz, now() + make_interval(secs => $10::double precision)))
+       INSERT INTO approvals (id, source_id, identity_id, key_id, request_id, sql, params, classification, expires_at, requeued_from)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, COALESCE($9::timestamptz, now() + make_interval(secs => $10::double precision)), $11)
        RETURNING *)
      SELECT ${COLS} FROM ins a JOIN identities i ON i.id = a.identity_id`,
-    [id, a.sourceId, a.identityId, a.keyId, a.requestId, a.sql, JSON.stringify(a.params ?? []), JSON.stringify(a.classification ?? {}), a.expiresAt ?? null, ttl],
+    [id, a.sourceId, a.identityId, a.keyId, a.requestId, a.sql, JSON.stringify(a.params ?? []), JSON.stringify(a.classification ?? {}), a.expiresAt ?? null, ttl, a.requeuedFrom ?? null],
   );
   return toRecord(r.rows[0]);
 }
@@ -220,11 +244,12 @@ export async function transitionApproval(db: Queryable, id: string, from: Approv
          decided_by = CASE WHEN $4 THEN $5 ELSE decided_by END,
          decided_at = CASE WHEN $4 THEN now() ELSE decided_at END,
          executed_at = CASE WHEN $6 THEN now() ELSE executed_at END,
-         outcome = CASE WHEN $6 THEN $7::jsonb ELSE outcome END
+         outcome = CASE WHEN $6 THEN $7::jsonb ELSE outcome END,
+         failure = CASE WHEN $3 = 'failed' THEN $8::jsonb ELSE failure END
        WHERE id = $1 AND state = ANY($2::text[]) AND ($3 <> 'approved' OR expires_at > now())
        RETURNING *)
      SELECT ${COLS} FROM upd a JOIN identities i ON i.id = a.identity_id`,
-    [id, from, to, decision, fields.decidedBy ?? null, execution, fields.outcome ? JSON.stringify(fields.outcome) : null],
+    [id, from, to, decision, fields.decidedBy ?? null, execution, fields.outcome ? JSON.stringify(fields.outcome) : null, fields.failure ? JSON.stringify(fields.failure) : null],
   );
   return r.rows[0] ? toRecord(r.rows[0]) : null;
 }

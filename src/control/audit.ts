@@ -16,7 +16,7 @@ import { iso } from './ids';
 export type AuditKind = 'tool_call' | 'approval' | 'config';
 
 /** Approval actions recorded in the trail (the `decision` column of kind approval). */
-export type ApprovalAction = 'queued' | 'approved' | 'rejected' | 'executed' | 'failed' | 'expired' | 'refused';
+export type ApprovalAction = 'queued' | 'approved' | 'rejected' | 'executed' | 'failed' | 'expired' | 'refused' | 'requeued';
 
 /** One stored audit event. `id` is a decimal string (bigserial); times are ISO-8601 UTC. */
 export interface AuditRecord {

@@ -24,6 +24,8 @@ export interface ResolvedGatewayConfig {
   allowed_origins: string[];
   rate_limits: { per_identity: RateLimit; per_source: RateLimit };
   approvals: { ttl_seconds: number };
+  /** Approval notifications (spec/config-v1.schema.json notifications; src/approvals/webhooks.ts). */
+  notifications: { webhooks: Array<{ url: string; events: string[]; secret_env: string }> };
   cache: { ttl_ms: number; max_bytes: number };
   /** Audit trail: commit_timeout_ms bounds how long a call waits for its event to commit (fail closed after it). */
   audit: { commit_timeout_ms: number };
@@ -42,6 +44,7 @@ export const DEFAULT_CONFIG: Readonly<ResolvedGatewayConfig> = Object.freeze({
   allowed_origins: [],
   rate_limits: { per_identity: { points: 120, window_seconds: 60 }, per_source: { points: 600, window_seconds: 60 } },
   approvals: { ttl_seconds: 86_400 },
+  notifications: { webhooks: [] },
   cache: { ttl_ms: 30_000, max_bytes: 64 * 1024 * 1024 },
   audit: { commit_timeout_ms: 2000 },
   log_level: 'info',

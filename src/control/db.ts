@@ -288,8 +288,10 @@ export async function grantRuntimeRole(db: ControlDb, role: string): Promise<voi
     // The trail is appended only through the chain function (owner's rights; issue 11).
     await c.query(`GRANT EXECUTE ON FUNCTION interlock_audit_append(jsonb) TO ${r}`);
     await c.query(`GRANT UPDATE (last_used_at) ON api_keys TO ${r}`);
-    await c.query(`GRANT INSERT, UPDATE (state, decided_by, decided_at, executed_at, outcome) ON approvals TO ${r}`);
+    await c.query(`GRANT INSERT, UPDATE (state, decided_by, decided_at, executed_at, outcome, failure) ON approvals TO ${r}`);
     await c.query(`GRANT INSERT, UPDATE ON catalog_snapshots TO ${r}`);
+    await c.query(`GRANT INSERT, UPDATE ON webhook_deliveries TO ${r}`);
+    await c.query(`GRANT USAGE ON SEQUENCE webhook_deliveries_id_seq TO ${r}`);
     await c.query(`GRANT SELECT, INSERT, UPDATE, DELETE ON rate_limits TO ${r}`);
   });
 }

@@ -22,7 +22,7 @@ const TOOL_RESULT_VERSIONS = new Set(protocol.versions.argumentErrorsAsToolResul
 
 /** The queued-write text: not executed, must not be retried. */
 export function queuedText(approvalId: string, state: string): string {
-  return `NOT EXECUTED. This write was queued for an operator's approval (approval_id ${approvalId}, state ${state}). Do not retry it: every retry queues another approval. Tell the user the approval_id; the write runs once an operator approves it.`;
+  return `NOT EXECUTED. This write was queued for an operator's approval (approval_id ${approvalId}, state ${state}). Do not retry it: every retry queues another approval. Tell the user the approval_id; the write runs once an operator approves it. To learn the outcome later, call interlock_approval_status with this approval_id.`;
 }
 
 /** Renders `o` for `dialect`/`version`; `requestId` goes into refusals and opaque failures for the operator. */

@@ -19,7 +19,7 @@ export interface CatalogRelation {
   name: string;
   kind: RelationKind;
   /** Columns in physical order (dropped and system columns excluded); `dataType` is `format_type()`. */
-  columns: Array<{ name: string; dataType: string }>;
+  columns: CatalogColumn[];
   /**
    * Views and materialized views only: the defining SELECT as `pg_get_viewdef(oid)` prints it,
    * with names qualified where the scanning role's search path would not find them. The analyser
@@ -28,6 +28,30 @@ export interface CatalogRelation {
    * view): the view's columns have unprovable lineage and fail closed.
    */
   definition?: string;
+  /** Primary and unique key constraints (absent in snapshots taken before keys were scanned). */
+  keys?: CatalogKey[];
+}
+
+/**
+ * A column. The optional fields come from the scan (snapshots taken before they existed lack them):
+ * `nullable` is NOT attnotnull; `default` is the default expression as `pg_get_expr` prints it
+ * (e.g. "nextval('playlist_playlist_id_seq'::regclass)"), null when none; `identity` is the
+ * identity kind (GENERATED ALWAYS / BY DEFAULT AS IDENTITY), null when not an identity column;
+ * `generated` is true for a stored generated column.
+ */
+export interface CatalogColumn {
+  name: string;
+  dataType: string;
+  nullable?: boolean;
+  default?: string | null;
+  identity?: 'always' | 'by_default' | null;
+  generated?: boolean;
+}
+
+/** A primary or unique key constraint: its columns in key order. */
+export interface CatalogKey {
+  kind: 'primary' | 'unique';
+  columns: string[];
 }
 
 /** `pg_proc.provolatile` as a word. */

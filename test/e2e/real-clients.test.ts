@@ -39,7 +39,7 @@ async function assertCatalogueAndSuccess(client: ConnectedClient): Promise<void>
 
   const names = await client.listToolNames();
   expect(names).toEqual(expect.arrayContaining([...INTERLOCK_TOOL_NAMES]));
-  expect(INTERLOCK_TOOL_NAMES).toHaveLength(11);
+  expect(INTERLOCK_TOOL_NAMES).toHaveLength(12);
 
   const ok = await client.callTool('interlock_list_sources', {}, { apiKey: server.apiKey });
   if (ok.kind !== 'result') throw new Error(`interlock_list_sources failed in ${client.label}: ${ok.message}`);

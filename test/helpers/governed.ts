@@ -69,3 +69,14 @@ export async function callTool(env: { url: string }, name: string, args: Record<
   const body = ct.startsWith('text/event-stream') ? JSON.parse(text.split('\n').filter((l) => l.startsWith('data: ')).at(-1)!.slice(6)) : JSON.parse(text);
   return { status: r.status, body };
 }
+
+/** Runs `sql` on the environment's Chinook copy as the superuser (to check database state directly). */
+export async function sourceQuery<T = any>(env: { sourceUrl: string }, sql: string, params: unknown[] = []): Promise<T[]> {
+  const c = new pg.Client({ connectionString: env.sourceUrl });
+  await c.connect();
+  try {
+    return (await c.query(sql, params)).rows;
+  } finally {
+    await c.end();
+  }
+}

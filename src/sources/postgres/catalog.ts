@@ -5,7 +5,9 @@
  */
 import type pg from 'pg';
 import type {
+  CatalogColumn,
   CatalogFunction,
+  CatalogKey,
   CatalogOperator,
   CatalogRelation,
   RelationKind,
@@ -104,9 +106,20 @@ SELECT
   (SELECT coalesce(json_agg(json_build_object(
       's', r.s, 'n', r.n, 'k', r.k,
       'd', CASE WHEN r.k IN ('v', 'm') THEN pg_catalog.pg_get_viewdef(r.oid) END,
-      'c', (SELECT coalesce(json_agg(json_build_array(a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod)) ORDER BY a.attnum), '[]'::json)
+      'c', (SELECT coalesce(json_agg(json_build_array(a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod),
+                   NOT a.attnotnull, pg_catalog.pg_get_expr(d.adbin, d.adrelid),
+                   nullif(a.attidentity::text, ''), nullif(a.attgenerated::text, '')) ORDER BY a.attnum), '[]'::json)
             FROM pg_catalog.pg_attribute a
-            WHERE a.attrelid = r.oid AND a.attnum > 0 AND NOT a.attisdropped)
+            LEFT JOIN pg_catalog.pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+            WHERE a.attrelid = r.oid AND a.attnum > 0 AND NOT a.attisdropped),
+      -- Primary and unique keys: [contype, [column, …]] in key order.
+      'x', (SELECT coalesce(json_agg(json_build_array(con.contype,
+                   (SELECT json_agg(ka.attname ORDER BY k.ord)
+                    FROM unnest(con.conkey) WITH ORDINALITY AS k(attnum, ord)
+                    JOIN pg_catalog.pg_attribute ka ON ka.attrelid = con.conrelid AND ka.attnum = k.attnum))
+                 ORDER BY con.contype, con.conname), '[]'::json)
+            FROM pg_catalog.pg_constraint con
+            WHERE con.conrelid = r.oid AND con.contype IN ('p', 'u'))
     ) ORDER BY r.s, r.n), '[]'::json) FROM rels r) AS relations,
   (SELECT coalesce(json_agg(json_build_array(f.s, f.n, f.v, f.rs, f.oc) ORDER BY f.s, f.n), '[]'::json) FROM (
      SELECT s, n,
@@ -136,13 +149,26 @@ SELECT
 `;
 
 interface ScanRow {
-  relations: Array<{ s: string; n: string; k: string; d: string | null; c: Array<[string, string]> }>;
+  /** d: view definition (views and materialized views); c: [name, format_type, nullable, default expression, attidentity ('a'|'d'), attgenerated ('s')]; x: [contype ('p'|'u'), columns]. */
+  relations: Array<{ s: string; n: string; k: string; d: string | null; c: Array<[string, string, boolean?, (string | null)?, (string | null)?, (string | null)?]>; x?: Array<[string, string[] | null]> }>;
   functions: Array<[string, string, string, boolean, string | null]>;
   operators: Array<[string, string, string]>;
   system_relations: string[];
   unsafe_types: Array<[string, string]>;
   types: Array<[string, string]>;
   search_path: string[];
+}
+
+/** One scanned column: name and type, plus nullability, default, identity and generation when the scan reported them. */
+function columnOf([name, dataType, nullable, def, identity, generated]: ScanRow['relations'][number]['c'][number]): CatalogColumn {
+  const c: CatalogColumn = { name, dataType };
+  if (typeof nullable === 'boolean') {
+    c.nullable = nullable;
+    c.default = def ?? null;
+    c.identity = identity === 'a' ? 'always' : identity === 'd' ? 'by_default' : null;
+    c.generated = generated === 's';
+  }
+  return c;
 }
 
 function isPool(client: pg.ClientBase | pg.Pool): client is pg.Pool {
@@ -187,8 +213,9 @@ export async function scanCatalog(
     schema: r.s,
     name: r.n,
     kind: KIND[r.k],
-    columns: r.c.map(([name, dataType]) => ({ name, dataType })),
+    columns: r.c.map(columnOf),
     ...(typeof r.d === 'string' ? { definition: r.d } : {}),
+    keys: (r.x ?? []).filter(([, cols]) => Array.isArray(cols) && cols.length > 0).map(([t, cols]) => ({ kind: t === 'p' ? 'primary' : 'unique', columns: cols! }) as CatalogKey),
   }));
   const functions: CatalogFunction[] = row.functions.map(([schema, name, v, rs, oc]) => {
     const f: CatalogFunction = { schema, name, volatility: VOLATILITY[v] ?? 'volatile', returnsSet: rs };

@@ -7,7 +7,8 @@ import type { Policy } from '../../../generated/policy-v1';
 import { AccessEvaluator } from '../../governance/evaluator';
 import { evaluatePolicies, maskFor } from '../../governance/policies';
 import type { GovernanceStore, SourceRecord } from '../../governance/store';
-import type { SourceCatalog } from '../../sql/catalog-types';
+import type { CatalogKey as CatalogKeyDef, CatalogColumn, SourceCatalog } from '../../sql/catalog-types';
+import type { CatalogKey, CatalogRow } from '../../../generated/mcp-tools-v1';
 import type { ToolCallContext, ToolHandler, ToolOutcome } from '../types';
 import { sourceStep } from '../../pipeline/02-source';
 import { rateLimitStep, type RateLimiter } from '../../pipeline/05-rate-limit';
@@ -86,7 +87,36 @@ export function describeAccessHandler(deps: DescribeDeps): ToolHandler {
   };
 }
 
-/** interlock_describe_source: catalog rows {table_schema, table_name, column_name, data_type} the caller may describe. */
+/** One describe_source row (spec/mcp-tools-v1.json $defs CatalogRow); the optional fields appear when the catalog scan recorded them. */
+export type CatalogRowView = CatalogRow;
+/** A primary or unique key whose every column the caller may describe (spec $defs CatalogKey). */
+export type CatalogKeyView = CatalogKey & { columns: string[] };
+
+/** The describe_source row of one column (pure). `keys` are the relation's key constraints. */
+export function catalogRow(schema: string, table: string, c: CatalogColumn, keys: CatalogKeyDef[] | undefined): CatalogRowView {
+  const row: CatalogRowView = { table_schema: schema, table_name: table, column_name: c.name, data_type: c.dataType };
+  if (c.nullable !== undefined) {
+    row.is_nullable = c.nullable;
+    row.column_default = c.default ?? null;
+    row.is_identity = !!c.identity;
+    row.identity_generation = c.identity === 'always' ? 'ALWAYS' : c.identity === 'by_default' ? 'BY DEFAULT' : null;
+    row.is_generated = c.generated === true;
+    row.is_serial = typeof c.default === 'string' && /^nextval\(/.test(c.default);
+  }
+  if (keys) {
+    row.primary_key = keys.some((k) => k.kind === 'primary' && k.columns.includes(c.name));
+    row.unique = keys.some((k) => k.columns.length === 1 && k.columns[0] === c.name);
+  }
+  return row;
+}
+
+/**
+ * interlock_describe_source: catalog rows {table_schema, table_name, column_name, data_type, and,
+ * when scanned, is_nullable, column_default, is_identity, identity_generation, is_generated,
+ * is_serial, primary_key, unique} the caller may describe; structuredContent {rows, keys} where
+ * keys lists only key constraints whose every column the caller may describe (contract:
+ * interlock_describe_source, "Shape is connector-specific and additive").
+ */
 export function describeSourceHandler(deps: DescribeDeps): ToolHandler {
   const now = deps.now ?? (() => new Date());
   return async (args, ctx) => {
@@ -107,18 +137,19 @@ export function describeSourceHandler(deps: DescribeDeps): ToolHandler {
     if (!catalog) return { kind: 'refusal', code: 'source_not_catalogued' };
     const policies = await deps.store.activePolicies();
     const subject = { identityId: ctx.identity.id, identityName: ctx.identity.name, roles: evaluator.roleNames(sourceId), sourceId };
-    const rows: Array<{ table_schema: string; table_name: string; column_name: string; data_type: string }> = [];
+    const rows: CatalogRowView[] = [];
+    const keys: CatalogKeyView[] = [];
     const relations = [...catalog.relations].sort((a, b) => `${a.schema}.${a.name}`.localeCompare(`${b.schema}.${b.name}`));
     for (const rel of relations) {
       const v = evaluatePolicies(policies, subject, { action: 'describe', relations: [{ schema: rel.schema, table: rel.name, action: 'describe' }], writes: [], now: now() });
       if (!v.ok) continue;
-      for (const c of rel.columns) {
-        if (evaluator.decide(sourceId, 'describe', { schema: rel.schema, table: rel.name, column: c.name }) === 'allow') {
-          rows.push({ table_schema: rel.schema, table_name: rel.name, column_name: c.name, data_type: c.dataType });
-        }
-      }
+      const visible = new Set(rel.columns.filter((c) => evaluator.decide(sourceId, 'describe', { schema: rel.schema, table: rel.name, column: c.name }) === 'allow').map((c) => c.name));
+      // A key is described only when every one of its columns is: nothing hidden is named or hinted.
+      const shown = rel.keys?.filter((k) => k.columns.every((c) => visible.has(c)));
+      for (const c of rel.columns) if (visible.has(c.name)) rows.push(catalogRow(rel.schema, rel.name, c, shown));
+      for (const k of shown ?? []) keys.push({ table_schema: rel.schema, table_name: rel.name, kind: k.kind, columns: k.columns as [string, ...string[]] });
     }
     audit.row_count = rows.length;
-    return text(rows, { rows });
+    return text(rows, { rows, keys });
   };
 }

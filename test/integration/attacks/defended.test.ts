@@ -707,12 +707,13 @@ test('approvals: the stored statement and parameters are what runs, re-checked a
 test('approvals: agents have no tool to list, approve or reject approvals', async () => {
   const r = await fetch(a.env.url, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-11-25' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }) });
   const names = ((await r.json()) as any).result.tools.map((t: { name: string }) => t.name) as string[];
-  expect(names.filter((n) => /approv|reject|admin|grant|role|policy/i.test(n))).toEqual([]);
+  // interlock_approval_status only reads the caller's own approvals (issue 14); nothing decides one.
+  expect(names.filter((n) => /approv|reject|admin|grant|role|policy/i.test(n))).toEqual(['interlock_approval_status']);
   for (const name of ['interlock_approve', 'approve', 'interlock_admin']) {
     const c = await callTool(a.env, name, { approval_id: 'apr_x' }, a.env.apiKey);
     expect(c.body.error?.code).toBe(-32602);
   }
-  for (const path of ['/approvals', '/admin/approvals', '/mcp/approvals', '/api/approvals']) {
+  for (const path of ['/approvals', '/admin/approvals', '/mcp/approvals', '/api/approvals', '/console/api/approvals/apr_x/approve', '/console/api/session']) {
     const res = await fetch(new URL(path, a.env.url), { method: 'POST', headers: { authorization: `Bearer ${a.env.apiKey}`, 'content-type': 'application/json' }, body: '{}' });
     expect(res.status).toBeGreaterThanOrEqual(400);
   }

@@ -47,6 +47,8 @@ describe('approvals', () => {
       decidedAt: null,
       executedAt: null,
       outcome: null,
+      failure: null,
+      requeuedFrom: null,
     });
     expect(Date.parse(a.expiresAt) - Date.parse(a.createdAt)).toBe(3_600_000);
     expect(await getApproval(t.db, a.id)).toEqual(a);

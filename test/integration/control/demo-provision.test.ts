@@ -134,6 +134,10 @@ describe('provisionDemo', () => {
       expect((await c.query("UPDATE playlist SET name = 'renamed' WHERE playlist_id = 9999")).rowCount).toBe(1);
       expect((await c.query('DELETE FROM playlist_track WHERE playlist_id = 9999')).rowCount).toBe(1);
       await c.query('ROLLBACK');
+      // The demo copy's playlist ids have a default (identity): the README's example needs no id.
+      await c.query('BEGIN');
+      expect((await c.query("INSERT INTO playlist (name) VALUES ('Focus') RETURNING playlist_id")).rows[0].playlist_id).toBeGreaterThan(18);
+      await c.query('ROLLBACK');
       for (const sql of ['SELECT * FROM customer LIMIT 1', "UPDATE track SET name = 'x' WHERE track_id = 1", 'DELETE FROM invoice', "INSERT INTO artist (artist_id, name) VALUES (9999, 'x')", 'TRUNCATE playlist', 'CREATE TABLE public.sneaky (x int)']) {
         await expect(c.query(sql)).rejects.toMatchObject({ code: '42501' });
       }

@@ -270,6 +270,19 @@ describe('approvals through the admin API', () => {
     expect((await admin('GET', '/approvals?identity=ghost')).status).toBe(404);
   });
 
+  test('a failed approval shows its operator-only cause; requeue makes a linked pending one (issue 14)', async () => {
+    const id = await queueWrite(9201); // playlist 9201 exists already: the insert fails (23505)
+    const failed = await admin('POST', `/approvals/${id}/approve`);
+    expect(failed.status).toBe(200);
+    expect(failed.json).toMatchObject({ state: 'failed', errorCode: 'statement_failed', failure: { sqlstate: '23505', message: expect.stringContaining('duplicate key value violates unique constraint') } });
+    expect((await admin('GET', `/approvals/${id}`)).json).toMatchObject({ state: 'failed', failure: { sqlstate: '23505', detail: 'Key (playlist_id)=(9201) already exists.' } });
+    const requeued = await admin('POST', `/approvals/${id}/requeue`);
+    expect(requeued.status).toBe(201);
+    expect(requeued.json).toMatchObject({ state: 'pending', requeuedFrom: id, failure: null });
+    expect((await admin('POST', `/approvals/${requeued.json.id}/requeue`)).status).toBe(409);
+    expect((await admin('POST', '/approvals/apr_000000000000000000000000/requeue')).status).toBe(404);
+  });
+
   test('audit search pages with a cursor; tail', async () => {
     // Keyless refusals (the operator token tried on /mcp) are written as one aggregated event per address per minute (issue 10, Build 6).
     await env.gateway.gateway.flushAudit();

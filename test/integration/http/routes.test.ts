@@ -124,7 +124,7 @@ describe('/v1', () => {
     expect((await req('GET', '/v1/access?source_id=a&source_id=b', { key })).json).toMatchObject({ code: 'invalid_parameter' });
     expect((await req('GET', '/v1/access?source_id=Bad!', { key })).json).toMatchObject({ code: 'invalid_arguments' });
     const described = await req('GET', '/v1/sources/chinook/describe', { key });
-    expect(described.json.rows).toEqual(expect.arrayContaining([{ table_schema: 'public', table_name: 'artist', column_name: 'name', data_type: expect.any(String) }]));
+    expect(described.json.rows).toEqual(expect.arrayContaining([expect.objectContaining({ table_schema: 'public', table_name: 'artist', column_name: 'name', data_type: expect.any(String), is_nullable: true })]));
     expect((await req('GET', '/v1/sources/nope/describe', { key })).json).toMatchObject({ error: 'not_found', code: 'unknown_source' });
     expect((await req('GET', '/v1/sources', { key: null })).status).toBe(401);
   });

@@ -1,5 +1,4 @@
-import pg from 'pg';
-import { startGovernedEnv, callTool, type GovernedEnv } from '../../helpers/governed';
+import { startGovernedEnv, callTool, sourceQuery as sourceQueryOn, type GovernedEnv } from '../../helpers/governed';
 import { approveAndExecute } from '../../../src/approvals/execute';
 import { listApprovals } from '../../../src/control/approvals';
 import { searchAudit } from '../../../src/control/audit';
@@ -13,15 +12,7 @@ afterAll(async () => env?.close());
 const q = (sql: string, extra: Record<string, unknown> = {}) => callTool(env, 'interlock_query', { source_id: 'chinook', sql, ...extra }, env.apiKey);
 const sc = (r: { body: any }) => r.body.result.structuredContent;
 
-async function sourceQuery<T = any>(sql: string, params: unknown[] = []): Promise<T[]> {
-  const c = new pg.Client({ connectionString: env.sourceUrl });
-  await c.connect();
-  try {
-    return (await c.query(sql, params)).rows;
-  } finally {
-    await c.end();
-  }
-}
+const sourceQuery = <T = any>(sql: string, params: unknown[] = []) => sourceQueryOn<T>(env, sql, params);
 
 test('list_sources and describe_access name the granted source only', async () => {
   const list = await callTool(env, 'interlock_list_sources', {}, env.apiKey);
@@ -46,7 +37,7 @@ test('describe_source lists the describable columns (the demo role may describe 
   const rows = JSON.parse(r.body.result.content[0].text) as Array<{ table_name: string; column_name: string }>;
   const all = await sourceQuery("SELECT count(*)::int AS n FROM information_schema.columns WHERE table_schema = 'public'");
   expect(rows.length).toBe(all[0].n);
-  expect(rows.find((x) => x.table_name === 'album' && x.column_name === 'title')).toEqual({ table_schema: 'public', table_name: 'album', column_name: 'title', data_type: 'character varying(160)' });
+  expect(rows.find((x) => x.table_name === 'album' && x.column_name === 'title')).toEqual({ table_schema: 'public', table_name: 'album', column_name: 'title', data_type: 'character varying(160)', is_nullable: false, column_default: null, is_identity: false, identity_generation: null, is_generated: false, is_serial: false, primary_key: false, unique: false });
 });
 
 test('a read returns rows; the second identical read comes from the cache', async () => {

@@ -98,19 +98,19 @@ describe('scanCatalog', () => {
 
   test('columns in order with formatted types; dropped columns are gone', () => {
     expect(rel('public', 'customer')!.columns.slice(0, 3)).toEqual([
-      { name: 'customer_id', dataType: 'integer' },
-      { name: 'first_name', dataType: 'character varying(40)' },
-      { name: 'last_name', dataType: 'character varying(20)' },
+      { name: 'customer_id', dataType: 'integer', nullable: false, default: null, identity: null, generated: false },
+      { name: 'first_name', dataType: 'character varying(40)', nullable: false, default: null, identity: null, generated: false },
+      { name: 'last_name', dataType: 'character varying(20)', nullable: false, default: null, identity: null, generated: false },
     ]);
     expect(rel('public', 'customer')!.columns.map((c) => c.name)).toEqual([
       'customer_id', 'first_name', 'last_name', 'company', 'address', 'city', 'state', 'country', 'postal_code', 'phone', 'fax', 'email', 'support_rep_id',
     ]);
     expect(rel('public', 'dropped')!.columns).toEqual([
-      { name: 'a', dataType: 'integer' },
-      { name: 'c', dataType: 'integer' },
+      { name: 'a', dataType: 'integer', nullable: true, default: null, identity: null, generated: false },
+      { name: 'c', dataType: 'integer', nullable: true, default: null, identity: null, generated: false },
     ]);
     expect(rel('public', 'MixedCase')!.columns.map((c) => c.name)).toEqual(['Id', 'id']);
-    expect(rel('public', 'invoice')!.columns.find((c) => c.name === 'total')).toEqual({ name: 'total', dataType: 'numeric(10,2)' });
+    expect(rel('public', 'invoice')!.columns.find((c) => c.name === 'total')).toEqual({ name: 'total', dataType: 'numeric(10,2)', nullable: false, default: null, identity: null, generated: false });
   });
 
   test('functions from every schema including pg_catalog, with volatility; procedures excluded', () => {

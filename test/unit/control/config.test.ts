@@ -39,6 +39,7 @@ describe('loadConfig', () => {
       allowed_origins: [],
       rate_limits: { per_identity: { points: 120, window_seconds: 60 }, per_source: { points: 600, window_seconds: 60 } },
       approvals: { ttl_seconds: 86400 },
+      notifications: { webhooks: [] },
       cache: { ttl_ms: 30000, max_bytes: 67108864 },
       audit: { commit_timeout_ms: 2000 },
       log_level: 'info',

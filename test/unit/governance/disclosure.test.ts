@@ -24,7 +24,7 @@ const SOURCES = ['src1', 'src2', 'src3'];
 
 function catalog(): SourceCatalog {
   return {
-    relations: SCHEMAS.flatMap((schema) => TABLES.map((name) => ({ schema, name, kind: 'table' as const, columns: COLUMNS.map((c) => ({ name: c, dataType: 'integer' })) }))),
+    relations: SCHEMAS.flatMap((schema) => TABLES.map((name) => ({ schema, name, kind: 'table' as const, columns: COLUMNS.map((c) => ({ name: c, dataType: 'integer', nullable: c !== 'x', default: null, identity: c === 'x' ? 'always' : null, generated: false })), keys: [{ kind: 'primary', columns: ['x'] }, { kind: 'unique', columns: ['y', 'z'] }] }))),
     functions: [],
     searchPath: ['s1'],
     scannedAt: '2026-11-29T00:00:00Z',
@@ -88,6 +88,9 @@ test('nothing ungranted is ever named by list_sources, describe_access or descri
         }
         const rows = (structured(out)?.rows ?? []) as Array<{ table_schema: string; table_name: string; column_name: string }>;
         for (const r of rows) expect(ev.decide(id, 'describe', { schema: r.table_schema, table: r.table_name, column: r.column_name })).toBe('allow');
+        // Keys are named only when every one of their columns may be described.
+        const keys = (structured(out)?.keys ?? []) as Array<{ table_schema: string; table_name: string; columns: string[] }>;
+        for (const k of keys) for (const column of k.columns) expect(ev.decide(id, 'describe', { schema: k.table_schema, table: k.table_name, column })).toBe('allow');
       }
     }),
     { numRuns: 150 },

@@ -38,12 +38,12 @@ async function post(body: unknown, headers: Record<string, string> = {}) {
 const auth = () => ({ authorization: `Bearer ${s.apiKey}` });
 const modernHeaders = (method: string, name?: string) => ({ 'mcp-protocol-version': '2026-07-28', 'mcp-method': method, ...(name ? { 'mcp-name': name } : {}) });
 
-test('tools/list serves the generated catalogue (11 tools) with the complete envelope and cache hints', async () => {
+test('tools/list serves the generated catalogue (12 tools) with the complete envelope and cache hints', async () => {
   const r = await post({ jsonrpc: '2.0', id: 1, method: 'tools/list' });
   expect(r.status).toBe(200);
   const names = r.json.result.tools.map((t: { name: string }) => t.name);
-  expect(names.slice(0, 11)).toEqual(catalogue.tools.map((t) => t.name));
-  expect(names.slice(0, 11)).toHaveLength(11);
+  expect(names.slice(0, 12)).toEqual(catalogue.tools.map((t) => t.name));
+  expect(names.slice(0, 12)).toHaveLength(12);
   expect(r.json.result.resultType).toBe('complete');
   expect(r.json.result._meta['io.modelcontextprotocol/serverInfo'].name).toBe('interlock');
   expect(r.json.result.ttlMs).toBe(300000);

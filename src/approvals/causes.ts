@@ -1,0 +1,73 @@
+/**
+ * Why an approved write failed (issue 14, item 4). Pure functions: `failureCause` turns what the
+ * execution threw, or the code of a re-check that refused it, into the operator-only cause stored
+ * on the approval (approvals.failure: PostgreSQL's SQLSTATE, message, detail and hint);
+ * `failureCode` gives the stable code agents see (spec/errors-v1.json `approvalFailures`).
+ *
+ * Operators see the cause in the CLI, the admin API and the console. Agents never do: they get the
+ * code and its fixed message (src/approvals/status.ts), so no driver or server text reaches them.
+ */
+import type { ApprovalFailureCause } from '../control/approvals';
+
+/** Longest stored message, detail or hint, in characters. */
+const MAX_TEXT = 2000;
+
+/** What an operator is told when a re-check refused the write at approval time, by code. */
+const RECHECK_CAUSES: Record<string, string> = {
+  identity_disabled: 'the requesting identity is disabled (or no longer exists)',
+  source_disabled: 'the source is disabled (or no longer exists)',
+  source_not_catalogued: 'the source has no catalog snapshot: run interlock source scan',
+  classification_changed: 'the statement no longer analyses as the same write against the current catalog',
+  source_role_denied: "the requesting identity's source roles no longer allow this write",
+  policy_denied: 'a policy now refuses this write',
+};
+
+/** What an operator is told for a connector failure that carries no server error, by connector code. */
+const CONNECTOR_CAUSES: Record<string, string> = {
+  circuit_open: "the source's circuit breaker is open after repeated failures",
+  upstream_tls_refused: "the source's TLS was refused",
+  statement_timeout: "the statement ran longer than the source's statement_timeout_ms and was cancelled",
+  cancelled: 'the execution was cancelled',
+  execution_failed: 'the source could not run the statement (connection failed, or no writer role is configured)',
+};
+
+const clip = (v: unknown): string | undefined => (typeof v === 'string' && v.length > 0 ? v.slice(0, MAX_TEXT) : undefined);
+
+/**
+ * The operator-only cause of a failed execution. `err` is what the connector threw (a SourceError
+ * whose non-enumerable `cause` is the driver's error, with PostgreSQL's code/message/detail/hint).
+ * For a server error: {sqlstate, message, detail?, hint?} from PostgreSQL. Otherwise a fixed
+ * sentence for the connector code (no host, port or driver text is kept).
+ */
+export function failureCause(err: unknown): ApprovalFailureCause {
+  const e = (err ?? {}) as { code?: string; sqlState?: string; cause?: unknown };
+  const server = (e.cause ?? {}) as { code?: unknown; message?: unknown; detail?: unknown; hint?: unknown };
+  const sqlstate = typeof server.code === 'string' && /^[0-9A-Z]{5}$/.test(server.code) ? server.code : e.sqlState;
+  if (sqlstate && typeof server.message === 'string') {
+    const c: ApprovalFailureCause = { sqlstate, message: clip(server.message)! };
+    const detail = clip(server.detail);
+    const hint = clip(server.hint);
+    if (detail) c.detail = detail;
+    if (hint) c.hint = hint;
+    return c;
+  }
+  const c: ApprovalFailureCause = { message: CONNECTOR_CAUSES[e.code ?? ''] ?? CONNECTOR_CAUSES.execution_failed };
+  if (sqlstate) c.sqlstate = sqlstate;
+  return c;
+}
+
+/** The operator-only cause of a re-check refusal (`code` from recheck, e.g. "policy_denied"). */
+export function recheckCause(code: string): ApprovalFailureCause {
+  return { message: `re-checked at approval: ${RECHECK_CAUSES[code] ?? code}` };
+}
+
+/**
+ * The stable failure code agents see for what the connector threw: statement_failed when the
+ * server refused the statement (a SQLSTATE), else the connector's code (statement_timeout,
+ * circuit_open, upstream_tls_refused, cancelled, execution_failed).
+ */
+export function failureCode(err: unknown): string {
+  const e = (err ?? {}) as { code?: string; sqlState?: string };
+  if (e.code === 'execution_failed' && e.sqlState) return 'statement_failed';
+  return e.code && CONNECTOR_CAUSES[e.code] ? e.code : 'execution_failed';
+}

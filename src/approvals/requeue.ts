@@ -1,0 +1,47 @@
+/**
+ * `interlock approval requeue apr_…` (issue 14, item 4): a failed approval is final, but an
+ * operator who fixed the cause (a grant, a sequence privilege, a constraint) can queue the exact
+ * same write again. The new approval is pending, carries the same statement, parameters,
+ * identity, key, source and classification, and names the failed one in `requeuedFrom`; the audit
+ * records action "requeued" on the new approval. It goes through the normal approve/reject path.
+ */
+import { withTransaction, type ControlDb } from '../control/db';
+import { createApproval, requireApproval, DEFAULT_APPROVAL_TTL_SECONDS, type ApprovalRecord } from '../control/approvals';
+import { recordApprovalEvent } from '../control/audit';
+import { ControlError } from '../control/errors';
+
+/**
+ * Makes a new pending approval from failed approval `id`. Throws ControlError: not_found (no such
+ * approval), conflict (not failed, or it already has a pending requeue).
+ */
+export async function requeueApproval(db: ControlDb, id: string, opts: { operator: string; ttlSeconds?: number }): Promise<ApprovalRecord> {
+  const a = await requireApproval(db, id);
+  if (a.state !== 'failed') throw new ControlError('conflict', `approval ${id} is ${a.state}: only a failed approval can be requeued`);
+  const open = await db.pool.query<{ id: string }>("SELECT id FROM approvals WHERE requeued_from = $1 AND state = 'pending' LIMIT 1", [id]);
+  if (open.rows[0]) throw new ControlError('conflict', `approval ${id} was already requeued as ${open.rows[0].id}, which is pending`);
+  return withTransaction(db, async (c) => {
+    const created = await createApproval(c, {
+      sourceId: a.sourceId,
+      identityId: a.identityId,
+      keyId: a.keyId,
+      requestId: a.requestId,
+      sql: a.sql,
+      params: a.params,
+      classification: a.classification,
+      ttlSeconds: opts.ttlSeconds ?? DEFAULT_APPROVAL_TTL_SECONDS,
+      requeuedFrom: a.id,
+    });
+    await recordApprovalEvent(c, {
+      approvalId: created.id,
+      action: 'requeued',
+      operator: opts.operator,
+      identityId: a.identityId,
+      keyId: a.keyId,
+      sourceId: a.sourceId,
+      requestId: a.requestId,
+      fingerprint: typeof a.classification.fingerprint === 'string' ? a.classification.fingerprint : null,
+      details: { requeued_from: a.id },
+    });
+    return created;
+  });
+}

@@ -1,0 +1,67 @@
+/**
+ * How a queued statement is shown to operators (issue 14, item 7): honestly. Comments are taken
+ * out of the one-line form and flagged (a leading comment such as `/* add a playlist *\/` must not
+ * be all an operator sees of a DELETE), whitespace between tokens is collapsed, and a shortened
+ * form always ends with a visible mark, never silently. The stored statement is never changed: this
+ * is display only, and `approval show` / the console show it in full, comments included.
+ *
+ * Tokens come from PostgreSQL's own scanner (libpg-query scanSync), so a "--" or "/*" inside a
+ * string or dollar-quoted constant is not mistaken for a comment. Pure once the parser is loaded.
+ */
+import { scanSync } from 'libpg-query';
+import { initSqlParser, isSqlParserReady } from '../sql/parser';
+
+/** The mark that ends a shortened statement. */
+export const TRUNCATION_MARK = '…';
+
+/** A statement prepared for display. */
+export interface DisplayStatement {
+  /** One line: comments removed, whitespace between tokens collapsed; shortened when `truncated`. */
+  text: string;
+  /** The comments found in the statement, verbatim, in order (empty when none). */
+  comments: string[];
+  /** True when `text` was cut to the requested length (it then ends with TRUNCATION_MARK). */
+  truncated: boolean;
+  /** Length in characters of the full one-line form. */
+  fullLength: number;
+}
+
+/** Loads the scanner (the CLI and console call it once before statementForDisplay). */
+export const initStatementDisplay = initSqlParser;
+
+/**
+ * The display form of `sql`; `maxChars` (≥ 2) shortens the one-line text with TRUNCATION_MARK.
+ * Falls back to collapsing whitespace (comments not detected, so none reported) when the scanner is
+ * not loaded or cannot scan the text.
+ */
+export function statementForDisplay(sql: string, maxChars?: number): DisplayStatement {
+  let line: string;
+  const comments: string[] = [];
+  try {
+    if (!isSqlParserReady()) throw new Error('scanner not loaded');
+    const bytes = Buffer.from(sql, 'utf8');
+    const piece = (a: number, b: number) => bytes.subarray(a, b).toString('utf8');
+    const parts: string[] = [];
+    let prevEnd = -1;
+    let gap = false;
+    for (const t of scanSync(sql).tokens) {
+      if (t.tokenName === 'C_COMMENT' || t.tokenName === 'SQL_COMMENT') {
+        comments.push(piece(t.start, t.end).trim());
+        gap = true;
+        continue;
+      }
+      if (prevEnd >= 0 && (gap || /\s/.test(piece(prevEnd, t.start)))) parts.push(' ');
+      parts.push(piece(t.start, t.end));
+      prevEnd = t.end;
+      gap = false;
+    }
+    line = parts.join('');
+  } catch {
+    line = sql.replace(/\s+/g, ' ').trim();
+  }
+  const fullLength = [...line].length;
+  if (maxChars !== undefined && fullLength > Math.max(2, maxChars)) {
+    return { text: [...line].slice(0, Math.max(2, maxChars) - 1).join('') + TRUNCATION_MARK, comments, truncated: true, fullLength };
+  }
+  return { text: line, comments, truncated: false, fullLength };
+}

@@ -1,0 +1,77 @@
+/**
+ * What an agent may learn about its own queued write (issue 14, item 3; tool
+ * interlock_approval_status, spec/mcp-tools-v1.json $defs ApprovalStatus). Pure: `agentApprovalView`
+ * maps an approval to the agent-safe shape. A failure is a stable code from spec/errors-v1.json
+ * `approvalFailures` with its fixed message, never the database's text (that stays with operators,
+ * approvals.failure). `approvalLookup` reads the control database for the handler.
+ */
+import errors from '../../spec/errors-v1.json';
+import type { ApprovalStatus } from '../../generated/mcp-tools-v1';
+import type { ControlDb } from '../control/db';
+import { getApproval, type ApprovalRecord } from '../control/approvals';
+
+const FAILURES = new Map<string, string>((errors as unknown as { approvalFailures: Array<{ code: string; message: string }> }).approvalFailures.map((f) => [f.code, f.message]));
+
+/** The code agents see for a stored error code: itself when listed in approvalFailures, else execution_failed. */
+export function agentFailureCode(code: string | undefined): string {
+  return code && FAILURES.has(code) ? code : 'execution_failed';
+}
+
+const STATE_MESSAGES: Record<ApprovalRecord['state'], string> = {
+  pending: 'Waiting for an operator to approve or reject it. Nothing has run yet; do not queue it again.',
+  approved: 'An operator approved it and it is running now.',
+  executed: 'An operator approved it and it ran once.',
+  failed: 'An operator approved it but it did not complete; nothing was changed.',
+  rejected: 'An operator rejected it; it was not run.',
+  expired: 'Nobody decided in time; it expired and was not run.',
+};
+
+/** An approval plus what only the audit trail holds (the operator's rejection reason). */
+export interface ApprovalLookup {
+  approval: ApprovalRecord;
+  rejectionReason: string | null;
+}
+
+/** The agent-safe status of an approval (spec $defs ApprovalStatus). */
+export function agentApprovalView(l: ApprovalLookup): ApprovalStatus {
+  const a = l.approval;
+  let outcome: ApprovalStatus['outcome'] = null;
+  let message = STATE_MESSAGES[a.state];
+  if (a.state === 'executed') {
+    outcome = { row_count: a.outcome?.row_count ?? 0 };
+    message = `${message} ${outcome.row_count} row(s) changed.`;
+  } else if (a.state === 'failed') {
+    const code = agentFailureCode(a.outcome?.error_code);
+    outcome = { error_code: code, message: FAILURES.get(code)! };
+    message = `${message} ${outcome.message}`;
+  } else if (a.state === 'rejected' && l.rejectionReason) {
+    outcome = { reason: l.rejectionReason };
+  }
+  return {
+    approval_id: a.id,
+    source_id: a.sourceId,
+    state: a.state,
+    requested_at: a.createdAt,
+    expires_at: a.expiresAt,
+    decided_at: a.decidedAt,
+    executed_at: a.executedAt,
+    outcome,
+    ...(a.requeuedFrom ? { requeued_from: a.requeuedFrom } : {}),
+    message,
+  };
+}
+
+/** Reads approval `id` and, when rejected, the operator's reason from the audit; null when unknown. */
+export function approvalLookup(db: ControlDb): (id: string) => Promise<ApprovalLookup | null> {
+  return async (id) => {
+    if (!/^apr_[0-9a-f]{24}$/.test(id)) return null;
+    const approval = await getApproval(db, id);
+    if (!approval) return null;
+    let rejectionReason: string | null = null;
+    if (approval.state === 'rejected') {
+      const r = await db.pool.query<{ reason: string | null }>("SELECT details->>'reason' AS reason FROM audit_events WHERE approval_id = $1 AND kind = 'approval' AND decision = 'rejected' ORDER BY id DESC LIMIT 1", [id]);
+      rejectionReason = r.rows[0]?.reason ?? null;
+    }
+    return { approval, rejectionReason };
+  };
+}

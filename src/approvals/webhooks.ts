@@ -1,0 +1,240 @@
+/**
+ * Approval notifications by webhook (issue 14, item 2; config `notifications.webhooks`,
+ * spec/config-v1.schema.json). The gateway follows the approval audit trail (kind approval), so
+ * every approval action is seen whichever process made it (an agent's call on any replica, the
+ * CLI, the admin API, the console), and POSTs one JSON body per subscribed event:
+ *
+ *   approval.queued    a write waits for an operator     (audit decision queued)
+ *   approval.decided   approved, rejected or expired     (approved | rejected | expired)
+ *   approval.executed  ran once, with the row count      (executed)
+ *   approval.failed    did not complete, with the code   (failed)
+ *
+ * Body: {id, event, time, approval: {id, state, source_id, identity, operator, row_count,
+ * error_code, reason, statement}, text}; `text` is one readable line for chat tools that accept
+ * incoming webhooks. No database error text is sent (the cause stays in the console and CLI).
+ * Headers: X-InterLock-Event, X-InterLock-Delivery, X-InterLock-Timestamp (Unix seconds) and
+ * X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + "." + body)), the secret read
+ * from the environment variable `secret_env`. A webhook whose variable is unset is skipped (logged).
+ *
+ * Delivery: a 2xx answer is delivered; anything else (or no answer in 10 s) is retried with
+ * exponential backoff (default 0.5 s, 1 s, 2 s, 4 s: five attempts), then marked failed. Every
+ * attempt is recorded in webhook_deliveries, whose unique (webhook, event) row is also the claim
+ * that keeps replicas from sending an event twice. History before the gateway started is not sent.
+ */
+import crypto from 'node:crypto';
+import type { Logger } from 'pino';
+import type { ControlDb } from '../control/db';
+import { getApproval } from '../control/approvals';
+import { initStatementDisplay, statementForDisplay } from './statement';
+
+/** The events a webhook can subscribe to. */
+export const WEBHOOK_EVENTS = ['approval.queued', 'approval.decided', 'approval.executed', 'approval.failed'] as const;
+export type WebhookEvent = (typeof WEBHOOK_EVENTS)[number];
+
+/** One configured webhook (config notifications.webhooks[]). */
+export interface WebhookConfig {
+  url: string;
+  events: string[];
+  secret_env: string;
+}
+
+/** The event of an approval audit decision, or null for decisions that are not notified. */
+export function eventFor(decision: string): WebhookEvent | null {
+  switch (decision) {
+    case 'queued':
+      return 'approval.queued';
+    case 'approved':
+    case 'rejected':
+    case 'expired':
+      return 'approval.decided';
+    case 'executed':
+      return 'approval.executed';
+    case 'failed':
+      return 'approval.failed';
+    default:
+      return null;
+  }
+}
+
+/** The signature header value of `body` sent at `timestamp` (Unix seconds). */
+export function signWebhook(secret: string, timestamp: number, body: string): string {
+  return 'sha256=' + crypto.createHmac('sha256', secret).update(`${timestamp}.${body}`).digest('hex');
+}
+
+/** True when `signature` is the signature of `body` at `timestamp` (constant time); for receivers and tests. */
+export function verifyWebhook(secret: string, timestamp: string | number, body: string, signature: string | undefined): boolean {
+  if (typeof signature !== 'string') return false;
+  const want = Buffer.from(signWebhook(secret, Number(timestamp), body));
+  const got = Buffer.from(signature);
+  return want.length === got.length && crypto.timingSafeEqual(want, got);
+}
+
+/** The approval as a webhook payload describes it. */
+export interface WebhookApproval {
+  id: string;
+  state: string;
+  source_id: string;
+  identity: string;
+  operator: string | null;
+  row_count: number | null;
+  error_code: string | null;
+  reason: string | null;
+  statement: string;
+}
+
+/** One readable line for chat tools. */
+export function webhookText(event: WebhookEvent, decision: string, a: WebhookApproval): string {
+  const who = `${a.identity} on ${a.source_id}`;
+  switch (event) {
+    case 'approval.queued':
+      return `A write by ${who} is waiting for approval (${a.id}): ${a.statement}`;
+    case 'approval.decided':
+      return decision === 'expired' ? `Approval ${a.id} (${who}) expired undecided.` : `Approval ${a.id} (${who}) was ${decision} by ${a.operator ?? 'an operator'}${a.reason ? `: ${a.reason}` : ''}.`;
+    case 'approval.executed':
+      return `Approval ${a.id} (${who}) executed: ${a.row_count ?? 0} row(s) changed.`;
+    case 'approval.failed':
+      return `Approval ${a.id} (${who}) failed: ${a.error_code ?? 'execution_failed'}. See the console or interlock approval show ${a.id} for the cause.`;
+  }
+}
+
+/** Options of startWebhookDispatcher. */
+export interface WebhookDispatcherOptions {
+  db: ControlDb;
+  webhooks: WebhookConfig[];
+  logger?: Logger;
+  env?: NodeJS.ProcessEnv;
+  /** How often the audit trail is read, in ms (default 500). */
+  pollMs?: number;
+  /** Delays before retries 2, 3, … in ms (default [500, 1000, 2000, 4000]: five attempts). */
+  backoffMs?: number[];
+  /** Per-attempt timeout in ms (default 10 000). */
+  timeoutMs?: number;
+}
+
+/** A running dispatcher. */
+export interface WebhookDispatcher {
+  /** Stops polling and waits for deliveries in flight. */
+  close(): Promise<void>;
+}
+
+interface AuditRow {
+  id: string;
+  time: Date;
+  decision: string;
+  approval_id: string;
+  operator: string | null;
+  reason_code: string | null;
+  row_count: string | null;
+  details: Record<string, unknown>;
+}
+
+/** Starts following the approval audit trail and delivering to `webhooks`. With no usable webhook it does nothing. */
+export async function startWebhookDispatcher(opts: WebhookDispatcherOptions): Promise<WebhookDispatcher> {
+  const env = opts.env ?? process.env;
+  const hooks = opts.webhooks.flatMap((w) => {
+    const secret = env[w.secret_env];
+    if (!secret) {
+      opts.logger?.warn({ component: 'webhooks', url: w.url, secret_env: w.secret_env }, 'webhook skipped: its secret_env variable is not set');
+      return [];
+    }
+    return [{ ...w, secret }];
+  });
+  if (hooks.length === 0) return { close: async () => undefined };
+  const backoff = opts.backoffMs ?? [500, 1000, 2000, 4000];
+  const inflight = new Set<Promise<void>>();
+  let stopped = false;
+  let cursor = (await opts.db.pool.query<{ m: string }>("SELECT coalesce(max(id), 0)::text AS m FROM audit_events")).rows[0].m;
+  await initStatementDisplay();
+
+  const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms).unref());
+
+  const deliver = async (hook: (typeof hooks)[number], deliveryId: string, event: WebhookEvent, body: string) => {
+    for (let attempt = 1; ; attempt++) {
+      const ts = Math.floor(Date.now() / 1000);
+      let status: number | null = null;
+      let error: string | null = null;
+      try {
+        const r = await fetch(hook.url, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'user-agent': 'InterLock-Webhook/1', 'x-interlock-event': event, 'x-interlock-delivery': deliveryId, 'x-interlock-timestamp': String(ts), 'x-interlock-signature': signWebhook(hook.secret, ts, body) },
+          body,
+          signal: AbortSignal.timeout(opts.timeoutMs ?? 10_000),
+          redirect: 'manual',
+        });
+        status = r.status;
+        await r.arrayBuffer().catch(() => undefined);
+      } catch (err) {
+        error = (err as Error).name === 'TimeoutError' ? 'timeout' : 'connection failed';
+      }
+      const ok = status !== null && status >= 200 && status < 300;
+      const last = ok || attempt > backoff.length || stopped;
+      await opts.db.pool
+        .query('UPDATE webhook_deliveries SET attempts = $2, last_status = $3, last_error = $4, status = $5, finished_at = CASE WHEN $5 = \'sending\' THEN NULL ELSE now() END WHERE id = $1', [deliveryId, attempt, status, ok ? null : (error ?? `HTTP ${status}`), ok ? 'delivered' : last ? 'failed' : 'sending'])
+        .catch(() => undefined);
+      if (ok) return;
+      if (last) {
+        opts.logger?.warn({ component: 'webhooks', url: hook.url, event, deliveryId, status, error }, 'webhook delivery failed after retries');
+        return;
+      }
+      await sleep(backoff[attempt - 1]);
+    }
+  };
+
+  const poll = async () => {
+    const r = await opts.db.pool.query<AuditRow>(
+      `SELECT id::text, time, decision, approval_id, operator, reason_code, row_count::text, details FROM audit_events
+       WHERE id > $1 AND kind = 'approval' AND approval_id IS NOT NULL ORDER BY id LIMIT 200`,
+      [cursor],
+    );
+    for (const row of r.rows) {
+      cursor = row.id;
+      const event = eventFor(row.decision);
+      if (!event) continue;
+      const targets = hooks.filter((h) => h.events.includes(event));
+      if (targets.length === 0) continue;
+      const a = await getApproval(opts.db, row.approval_id);
+      if (!a) continue;
+      const approval: WebhookApproval = {
+        id: a.id,
+        state: a.state,
+        source_id: a.sourceId,
+        identity: a.identityName,
+        operator: row.operator,
+        row_count: row.row_count === null ? null : Number(row.row_count),
+        error_code: row.reason_code,
+        reason: typeof row.details?.reason === 'string' ? row.details.reason : null,
+        statement: statementForDisplay(a.sql, 200).text,
+      };
+      for (const hook of targets) {
+        const claim = await opts.db.pool.query<{ id: string }>(
+          'INSERT INTO webhook_deliveries (webhook, event_id, event, approval_id) VALUES ($1, $2, $3, $4) ON CONFLICT (webhook, event_id) DO NOTHING RETURNING id::text',
+          [hook.url, row.id, event, a.id],
+        );
+        if (!claim.rows[0]) continue; // another replica has it
+        const deliveryId = claim.rows[0].id;
+        const body = JSON.stringify({ id: deliveryId, event, time: new Date(row.time).toISOString(), approval, text: webhookText(event, row.decision, approval) });
+        const p = deliver(hook, deliveryId, event, body).finally(() => inflight.delete(p));
+        inflight.add(p);
+      }
+    }
+  };
+
+  let running: Promise<void> | null = null;
+  const timer = setInterval(() => {
+    if (stopped || running) return;
+    running = poll()
+      .catch((err) => opts.logger?.warn({ component: 'webhooks', err: String(err) }, 'webhook poll failed'))
+      .finally(() => {
+        running = null;
+      });
+  }, opts.pollMs ?? 500);
+  timer.unref();
+  return {
+    async close() {
+      stopped = true;
+      clearInterval(timer);
+      await running;
+      await Promise.allSettled([...inflight]);
+    },
+  };
+}

@@ -1,0 +1,226 @@
+/**
+ * The web approval console at /console (issue 14, item 1), served by the gateway.
+ *
+ *   GET  /                              302 to /console
+ *   GET  /console                       the page (static HTML, JS and CSS under /console/assets/)
+ *   POST /console/api/session           sign in with an operator token {token} → session cookie + csrf
+ *   GET  /console/api/session           who is signed in (+ csrf), 401 without a session
+ *   DELETE /console/api/session         sign out
+ *   GET  /console/api/approvals[?state] approvals (display statement, comments flagged)
+ *   GET  /console/api/approvals/:id     one approval: statement, params, classification, relations,
+ *                                       plan (EXPLAIN as the writer), audit history, failure cause
+ *   POST /console/api/approvals/:id/{approve,reject,requeue}  {reason?}
+ *   GET  /console/api/events            SSE: `event: queue` with the pending queue whenever it changes
+ *
+ * Security: the Host/Origin guard of every non-MCP route; only operator tokens sign in (an agent
+ * key is 401 invalid_operator_token, like /admin/v1); the session is an HttpOnly, SameSite=Strict
+ * cookie sealed with a key derived from the control database's pepper (src/console/session.ts);
+ * state-changing requests need the X-CSRF-Token header; the token's revocation ends the session
+ * on the next request; pages carry a strict Content-Security-Policy and frame-ancestors 'none'.
+ * Decisions go through the same operator backend as the CLI and /admin/v1.
+ */
+import { join } from 'node:path';
+import express, { type Express, type NextFunction, type Request, type Response } from 'express';
+import type { Logger } from 'pino';
+import { getKeyPepper, type ControlDb } from '../control/db';
+import { ControlError } from '../control/errors';
+import { APPROVAL_STATES, type ApprovalRecord, type ApprovalState } from '../control/approvals';
+import { searchAudit } from '../control/audit';
+import { requireSource } from '../control/sources';
+import { directBackend } from '../admin/backend';
+import { resolveOperatorToken } from '../admin/tokens';
+import { sendControlError } from '../admin/routes';
+import { initStatementDisplay, statementForDisplay } from '../approvals/statement';
+import type { SourceConnectorRegistry } from '../sources/registry';
+import { defaultOriginPolicy, type OriginPolicy } from '../transport/http-headers';
+import { hostOriginGuard, isObject, jsonBody, routerErrorHandler, sendError } from '../http/common';
+import { explainAsWriter } from './plan';
+import { consoleKey, csrfToken, csrfValid, openSession, readCookie, sealSession, sessionCookie, SESSION_COOKIE, SESSION_TTL_SECONDS, type ConsoleSession } from './session';
+
+/** Options of mountConsole. */
+export interface ConsoleOptions {
+  db: ControlDb;
+  connectors?: SourceConnectorRegistry;
+  originPolicy?: OriginPolicy;
+  logger?: Logger;
+  /** How often the event stream looks for queue changes, in ms (default 1000). */
+  pollMs?: number;
+}
+
+/** Folder of the console's static files. */
+export const CONSOLE_STATIC_DIR = join(__dirname, 'static');
+
+const PAGE_HEADERS = {
+  'Content-Security-Policy': "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
+  'X-Frame-Options': 'DENY',
+  'X-Content-Type-Options': 'nosniff',
+  'Referrer-Policy': 'no-referrer',
+  'Cache-Control': 'no-store',
+};
+
+/** An approval as the console lists it. */
+function summary(a: ApprovalRecord) {
+  const s = statementForDisplay(a.sql, 160);
+  return {
+    id: a.id,
+    state: a.state,
+    identity: a.identityName,
+    source: a.sourceId,
+    createdAt: a.createdAt,
+    expiresAt: a.expiresAt,
+    statement: s.text,
+    truncated: s.truncated,
+    comments: s.comments.length,
+    errorCode: a.outcome?.error_code ?? null,
+    requeuedFrom: a.requeuedFrom,
+  };
+}
+
+/** The relations a classification names, as "schema.table (insert: col, …)" for writes and "schema.table (read)" for reads. */
+export function affectedRelations(classification: Record<string, unknown>): string[] {
+  const writes = (classification.writes as Array<{ schema: string; table: string; operation?: string; columns?: string[] }> | undefined) ?? [];
+  const reads = (classification.reads as Array<{ schema: string; table: string }> | undefined) ?? [];
+  return [
+    ...new Set([
+      ...writes.map((w) => `${w.schema}.${w.table} (${w.operation ?? 'write'}${w.columns?.length ? `: ${w.columns.join(', ')}` : ''})`),
+      ...reads.map((r) => `${r.schema}.${r.table} (read)`),
+    ]),
+  ];
+}
+
+/** Mounts /console on `app`. */
+export function mountConsole(app: Express, opts: ConsoleOptions): void {
+  const { db, logger } = opts;
+  const router = express.Router();
+  const backend = directBackend(db, { connectors: opts.connectors, logger });
+  let keyP: Promise<Buffer> | null = null;
+  const key = () => (keyP ??= getKeyPepper(db).then(consoleKey));
+  const nowS = () => Math.floor(Date.now() / 1000);
+  const secure = (req: Request) => req.protocol === 'https';
+
+  const guard = hostOriginGuard(opts.originPolicy ?? defaultOriginPolicy());
+  // A person who opens the gateway's address finds the console (GET / was a bare 404).
+  router.get('/', guard, (_req, res) => res.redirect(302, '/console'));
+  router.use('/console', guard);
+  router.use('/console', (_req, res, next) => {
+    res.set(PAGE_HEADERS);
+    next();
+  });
+  router.get('/console', (_req, res) => res.sendFile(join(CONSOLE_STATIC_DIR, 'index.html')));
+  router.use('/console/assets', express.static(CONSOLE_STATIC_DIR, { index: false, dotfiles: 'deny' }));
+
+  /** The session of the request (re-checking that its operator token is still active), or null. */
+  const sessionOf = async (req: Request): Promise<{ session: ConsoleSession; cookie: string } | null> => {
+    const cookie = readCookie(req.headers.cookie, SESSION_COOKIE);
+    const session = openSession(await key(), cookie, nowS());
+    if (!session || !cookie) return null;
+    const r = await db.pool.query('SELECT 1 FROM operator_tokens WHERE id = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())', [session.tokenId]);
+    return r.rowCount ? { session, cookie } : null;
+  };
+  const authed = (write: boolean) => async (req: Request, res: Response, next: NextFunction) => {
+    try {
+      const s = await sessionOf(req);
+      if (!s) return sendError(res, 'missing_operator_token', 'Sign in to the console with an operator token');
+      if (write && !csrfValid(await key(), s.cookie, req.get('x-csrf-token'))) return sendError(res, 'forbidden', 'Missing or wrong X-CSRF-Token');
+      res.locals.session = s.session;
+      res.locals.cookie = s.cookie;
+      next();
+    } catch (err) {
+      next(err);
+    }
+  };
+  const run = (fn: (req: Request, res: Response) => Promise<unknown>, status = 200) => async (req: Request, res: Response) => {
+    try {
+      const body = await fn(req, res);
+      if (!res.headersSent) res.status(status).json(body);
+    } catch (err) {
+      if (err instanceof ControlError) return sendControlError(res, err);
+      logger?.error({ err, path: req.path }, 'console route failed');
+      sendError(res, 'internal_error', 'internal error');
+    }
+  };
+  const reasonOf = (req: Request): string | undefined => {
+    const v = isObject(req.body) ? req.body.reason : undefined;
+    if (v === undefined || v === '') return undefined;
+    if (typeof v !== 'string' || v.length > 1000) throw new ControlError('validation', 'reason must be a string of at most 1000 characters');
+    return v;
+  };
+
+  router.post('/console/api/session', ...jsonBody(16 * 1024), run(async (req, res) => {
+    const token = isObject(req.body) && typeof req.body.token === 'string' ? req.body.token.trim() : '';
+    const operator = await resolveOperatorToken(db, token);
+    if (!operator) {
+      sendError(res, 'invalid_operator_token', 'That is not an active operator token (agent API keys cannot sign in)');
+      return undefined;
+    }
+    const value = sealSession(await key(), { tokenId: operator.tokenId, operator: operator.name, exp: nowS() + SESSION_TTL_SECONDS });
+    res.setHeader('Set-Cookie', sessionCookie(value, SESSION_TTL_SECONDS, secure(req)));
+    logger?.info({ component: 'console', operator: operator.name }, 'console sign-in');
+    return { operator: operator.name, csrfToken: csrfToken(await key(), value) };
+  }));
+  router.get('/console/api/session', authed(false), run(async (_req, res) => ({ operator: (res.locals.session as ConsoleSession).operator, csrfToken: csrfToken(await key(), res.locals.cookie as string) })));
+  router.delete('/console/api/session', authed(true), run(async (req, res) => {
+    res.setHeader('Set-Cookie', sessionCookie('', 0, secure(req)));
+    return { signedOut: true };
+  }));
+
+  router.get('/console/api/approvals', authed(false), run(async (req) => {
+    const state = typeof req.query.state === 'string' && req.query.state !== '' ? req.query.state : undefined;
+    if (state !== undefined && !(APPROVAL_STATES as readonly string[]).includes(state)) throw new ControlError('validation', `unknown approval state "${state}"`);
+    await initStatementDisplay();
+    return { approvals: (await backend.listApprovals({ state: state as ApprovalState | undefined, limit: 200 })).map(summary) };
+  }));
+  router.get('/console/api/approvals/:id', authed(false), run(async (req) => {
+    const a = await backend.getApproval(String(req.params.id));
+    await initStatementDisplay();
+    const display = statementForDisplay(a.sql);
+    const source = await requireSource(db, a.sourceId);
+    const [plan, audit] = await Promise.all([
+      a.state === 'pending' ? explainAsWriter(source, a.sql, a.params) : Promise.resolve(null),
+      searchAudit(db, { approvalId: a.id, kind: 'approval', limit: 100 }),
+    ]);
+    const relations = affectedRelations(a.classification);
+    return {
+      approval: a,
+      statement: { text: display.text, comments: display.comments },
+      relations,
+      plan,
+      audit: audit.events.map((e) => ({ time: e.time, decision: e.decision, operator: e.operator, reasonCode: e.reasonCode, rowCount: e.rowCount, details: e.details })).reverse(),
+    };
+  }));
+  router.post('/console/api/approvals/:id/approve', authed(true), ...jsonBody(16 * 1024), run(async (req, res) => backend.approve(String(req.params.id), { operator: (res.locals.session as ConsoleSession).operator, reason: reasonOf(req) })));
+  router.post('/console/api/approvals/:id/reject', authed(true), ...jsonBody(16 * 1024), run(async (req, res) => backend.reject(String(req.params.id), { operator: (res.locals.session as ConsoleSession).operator, reason: reasonOf(req) })));
+  router.post('/console/api/approvals/:id/requeue', authed(true), ...jsonBody(16 * 1024), run(async (req, res) => backend.requeue(String(req.params.id), { operator: (res.locals.session as ConsoleSession).operator }), 201));
+
+  router.get('/console/api/events', authed(false), async (req, res) => {
+    res.writeHead(200, { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-store', 'X-Accel-Buffering': 'no', Connection: 'keep-alive' });
+    res.write('retry: 2000\n\n');
+    let last: string | null = null;
+    let stopped = false;
+    const tick = async () => {
+      if (stopped) return;
+      try {
+        await initStatementDisplay();
+        const pending = (await backend.listApprovals({ state: 'pending', limit: 200 })).map(summary);
+        const sig = pending.map((p) => p.id).join(',');
+        if (sig !== last) {
+          last = sig;
+          res.write(`event: queue\ndata: ${JSON.stringify({ pending })}\n\n`);
+        } else res.write(': keep-alive\n\n');
+      } catch (err) {
+        logger?.warn({ component: 'console', err: String(err) }, 'console event poll failed');
+      }
+    };
+    const timer = setInterval(() => void tick(), opts.pollMs ?? 1000);
+    timer.unref();
+    req.on('close', () => {
+      stopped = true;
+      clearInterval(timer);
+    });
+    await tick();
+  });
+
+  router.use('/console', (_req, res) => sendError(res, 'unknown_route', 'No such console route (or method)'));
+  router.use(routerErrorHandler(logger));
+  app.use(router);
+}

@@ -1,0 +1,172 @@
+// InterLock approval console (issue 14, item 1). Plain JS, no build step. Everything shown is set
+// with textContent (never innerHTML), so statements and parameters cannot inject markup.
+'use strict';
+(function () {
+  const $ = (id) => document.getElementById(id);
+  let csrf = '';
+  let selected = null;
+  let events = null;
+
+  function say(text) { $('status').textContent = text; }
+
+  async function api(method, path, body) {
+    const headers = { Accept: 'application/json' };
+    if (method !== 'GET') { headers['Content-Type'] = 'application/json'; headers['X-CSRF-Token'] = csrf; }
+    const r = await fetch('/console/api' + path, { method, headers, credentials: 'same-origin', body: body === undefined ? undefined : JSON.stringify(body) });
+    const json = await r.json().catch(() => ({}));
+    if (!r.ok) { const e = new Error(json.message || ('HTTP ' + r.status)); e.status = r.status; e.body = json; throw e; }
+    return json;
+  }
+
+  function showSignedIn(operator) {
+    $('signin').hidden = true;
+    $('app').hidden = false;
+    $('who').hidden = false;
+    $('operator').textContent = 'Signed in as ' + operator;
+    refresh();
+    listen();
+  }
+
+  function showSignedOut() {
+    if (events) { events.close(); events = null; }
+    csrf = '';
+    $('app').hidden = true;
+    $('who').hidden = true;
+    $('signin').hidden = false;
+    $('token').focus();
+  }
+
+  function time(iso) { return iso ? iso.replace('T', ' ').replace(/\.\d{3}Z$/, 'Z') : '-'; }
+
+  function renderList(items) {
+    const list = $('list');
+    list.textContent = '';
+    $('empty').hidden = items.length > 0;
+    for (const a of items) {
+      const li = document.createElement('li');
+      const b = document.createElement('button');
+      b.type = 'button';
+      b.dataset.id = a.id;
+      b.setAttribute('aria-current', String(a.id === selected));
+      const meta = document.createElement('span');
+      meta.className = 'meta';
+      meta.textContent = a.state + ' · ' + a.identity + ' on ' + a.source + ' · ' + time(a.createdAt) + (a.errorCode ? ' · ' + a.errorCode : '');
+      const stmt = document.createElement('span');
+      stmt.className = 'stmt';
+      stmt.textContent = a.statement;
+      b.append(meta, stmt);
+      if (a.comments > 0) {
+        const f = document.createElement('span');
+        f.className = 'flag';
+        f.textContent = '⚠ ' + a.comments + ' comment(s) in the statement — open to read them';
+        b.append(f);
+      }
+      b.addEventListener('click', () => open(a.id));
+      li.append(b);
+      list.append(li);
+    }
+  }
+
+  async function refresh() {
+    try {
+      const state = $('filter').value;
+      const r = await api('GET', '/approvals' + (state ? '?state=' + encodeURIComponent(state) : ''));
+      renderList(r.approvals);
+    } catch (e) { handle(e); }
+  }
+
+  function listen() {
+    if (events) events.close();
+    events = new EventSource('/console/api/events');
+    let first = true;
+    events.addEventListener('queue', (ev) => {
+      const data = JSON.parse(ev.data);
+      if ($('filter').value === 'pending') renderList(data.pending);
+      if (!first) say(data.pending.length + ' write(s) waiting for approval.');
+      first = false;
+    });
+  }
+
+  function fill(id, text) { $(id).textContent = text == null || text === '' ? '-' : String(text); }
+
+  async function open(id) {
+    try {
+      const d = await api('GET', '/approvals/' + encodeURIComponent(id));
+      selected = id;
+      const a = d.approval;
+      fill('d-id', a.id);
+      fill('d-state', a.state + (a.outcome && a.outcome.row_count != null ? ' (' + a.outcome.row_count + ' row(s))' : '') + (a.outcome && a.outcome.error_code ? ' (' + a.outcome.error_code + ')' : ''));
+      fill('d-identity', a.identityName + ' (' + a.identityId + ', key ' + (a.keyId || '-') + ')');
+      fill('d-source', a.sourceId);
+      fill('d-created', time(a.createdAt));
+      fill('d-expires', time(a.expiresAt));
+      fill('d-relations', d.relations.join(', '));
+      fill('d-class', [a.classification.statement, a.classification.kind, a.classification.fingerprint ? 'fingerprint ' + a.classification.fingerprint : ''].filter(Boolean).join(' · '));
+      fill('d-requeued', a.requeuedFrom);
+      $('d-failure').hidden = !a.failure;
+      if (a.failure) {
+        const f = a.failure;
+        $('d-failure-text').textContent = (f.sqlstate ? 'SQLSTATE ' + f.sqlstate + ': ' : '') + f.message + (f.detail ? ' — detail: ' + f.detail : '') + (f.hint ? ' — hint: ' + f.hint : '');
+      }
+      $('d-comments').hidden = d.statement.comments.length === 0;
+      $('d-comments').textContent = '⚠ This statement contains ' + d.statement.comments.length + ' comment(s). Comments do not run: check the statement itself, not the comment. ' + d.statement.comments.join('  ');
+      $('d-sql').textContent = a.sql;
+      $('d-params').textContent = JSON.stringify(a.params, null, 2);
+      $('d-plan').textContent = d.plan == null ? '(plans are shown for pending approvals)' : d.plan.ok ? d.plan.lines.join('\n') : 'No plan: ' + d.plan.reason;
+      const tbody = $('d-audit');
+      tbody.textContent = '';
+      for (const e of d.audit) {
+        const tr = document.createElement('tr');
+        const detail = [e.reasonCode, e.rowCount != null ? e.rowCount + ' row(s)' : '', e.details && e.details.reason ? 'reason: ' + e.details.reason : '', e.details && e.details.requeued_from ? 'from ' + e.details.requeued_from : ''].filter(Boolean).join(' · ');
+        for (const v of [time(e.time), e.decision, e.operator || '-', detail || '-']) { const td = document.createElement('td'); td.textContent = v; tr.append(td); }
+        tbody.append(tr);
+      }
+      $('approve').disabled = a.state !== 'pending';
+      $('reject').disabled = a.state !== 'pending';
+      $('requeue').disabled = a.state !== 'failed';
+      $('reason').value = '';
+      $('detail').hidden = false;
+      $('detail').focus();
+      for (const b of document.querySelectorAll('#list button')) b.setAttribute('aria-current', String(b.dataset.id === id));
+    } catch (e) { handle(e); }
+  }
+
+  async function decide(action) {
+    if (!selected) return;
+    const reason = $('reason').value.trim();
+    try {
+      const r = await api('POST', '/approvals/' + encodeURIComponent(selected) + '/' + action, reason ? { reason } : {});
+      if (action === 'approve') say(r.state === 'executed' ? 'Approved and executed: ' + r.rowCount + ' row(s) affected.' : 'Approved, but the write failed: ' + r.errorCode + (r.failure ? ' — ' + r.failure.message : ''));
+      else if (action === 'reject') say('Rejected ' + selected + '.');
+      else say('Requeued as ' + r.id + ' (pending).');
+      const next = action === 'requeue' ? r.id : selected;
+      await refresh();
+      await open(next);
+    } catch (e) { handle(e); }
+  }
+
+  function handle(e) {
+    if (e && e.status === 401) { showSignedOut(); $('signin-error').textContent = 'Your session ended: sign in again.'; return; }
+    say('Error: ' + (e && e.message ? e.message : String(e)));
+  }
+
+  $('signin-form').addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    $('signin-error').textContent = '';
+    try {
+      const r = await api('POST', '/session', { token: $('token').value });
+      $('token').value = '';
+      csrf = r.csrfToken;
+      showSignedIn(r.operator);
+    } catch (e) {
+      $('signin-error').textContent = e.message;
+    }
+  });
+  $('signout').addEventListener('click', async () => { try { await api('DELETE', '/session'); } catch (e) { /* already gone */ } showSignedOut(); });
+  $('filter').addEventListener('change', refresh);
+  $('approve').addEventListener('click', () => decide('approve'));
+  $('reject').addEventListener('click', () => decide('reject'));
+  $('requeue').addEventListener('click', () => decide('requeue'));
+
+  api('GET', '/session').then((r) => { csrf = r.csrfToken; showSignedIn(r.operator); }, () => showSignedOut());
+})();

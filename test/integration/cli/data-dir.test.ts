@@ -1,0 +1,84 @@
+/**
+ * Issue 14 items 8 and 9: the CLI finds the same embedded control database from any folder and a
+ * read command never creates one; the demo's key for a start revokes the earlier demo keys.
+ */
+import { execFile } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { missingDatabaseMessage, resolveEmbeddedDataDir, userDataDir } from '../../../src/cli/data-dir';
+import { freshControlDb, type TestControlDb } from '../control/control-db';
+import { createIdentity } from '../../../src/control/identities';
+import { createApiKey, DbIdentityResolver, listApiKeys } from '../../../src/control/keys';
+import { issueDemoKey } from '../../../src/demo/provision';
+
+const BIN = join(__dirname, '..', '..', '..', 'bin', 'interlock.js');
+
+describe('resolveEmbeddedDataDir (pure)', () => {
+  const clusters = new Set(['/work/clone/.interlock/pg/data/PG_VERSION']);
+  const ctx = (cwd: string, env: NodeJS.ProcessEnv = {}) => ({ cwd, home: '/home/ana', env, exists: (p: string) => clusters.has(p) });
+
+  test("a clone's database is found from any subfolder", () => {
+    expect(resolveEmbeddedDataDir('.interlock/pg', ctx('/work/clone/src/cli'))).toEqual({
+      dir: '/work/clone/.interlock/pg', source: 'found',
+      looked: ['/work/clone/src/cli/.interlock/pg', '/work/clone/src/.interlock/pg', '/work/clone/.interlock/pg'],
+    });
+  });
+  test('elsewhere: the per-user data folder (XDG_DATA_HOME when absolute)', () => {
+    expect(resolveEmbeddedDataDir('.interlock/pg', ctx('/tmp/x'))).toMatchObject({ dir: '/home/ana/.local/share/interlock/pg', source: 'user' });
+    expect(resolveEmbeddedDataDir('.interlock/pg', ctx('/tmp/x', { XDG_DATA_HOME: '/data' })).dir).toBe('/data/interlock/pg');
+    expect(userDataDir({ home: '/home/ana', env: { XDG_DATA_HOME: 'relative' } })).toBe('/home/ana/.local/share/interlock/pg');
+  });
+  test('a configured folder is used as given', () => {
+    expect(resolveEmbeddedDataDir('db/pg', ctx('/srv'))).toEqual({ dir: '/srv/db/pg', source: 'configured', looked: ['/srv/db/pg'] });
+  });
+  test('the message says where it looked and how to point elsewhere', () => {
+    const r = resolveEmbeddedDataDir('.interlock/pg', ctx('/tmp/x'));
+    expect(missingDatabaseMessage(r)).toBe(
+      'no InterLock control database found (looked for .interlock/pg in /tmp/x and every parent folder, and /home/ana/.local/share/interlock/pg); nothing was created. Start one with npm start (or interlock demo / serve), or point the CLI at yours with --database-url URL, INTERLOCK_DATABASE_URL, or database.embedded_data_dir in --config FILE',
+    );
+  });
+});
+
+test('a read command with no control database anywhere exits 3 and creates nothing', async () => {
+  const home = mkdtempSync(join(tmpdir(), 'il-home-'));
+  const cwd = join(home, 'some', 'folder');
+  mkdirSync(cwd, { recursive: true });
+  try {
+    const env: NodeJS.ProcessEnv = {};
+    for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('INTERLOCK_') && k !== 'XDG_DATA_HOME') env[k] = v;
+    env.HOME = home;
+    const r = await new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
+      execFile(process.execPath, [BIN, 'approval', 'list'], { cwd, env, timeout: 60_000 }, (err, stdout, stderr) => resolve({ code: err ? Number((err as { code?: unknown }).code ?? 1) : 0, stdout: String(stdout), stderr: String(stderr) }));
+    });
+    expect(r.code).toBe(3);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toContain(`error: no InterLock control database found (looked for .interlock/pg in ${cwd} and every parent folder, and ${join(home, '.local', 'share', 'interlock', 'pg')}); nothing was created.`);
+    expect(existsSync(join(home, '.local'))).toBe(false);
+    expect(readdirSync(cwd)).toEqual([]);
+  } finally {
+    rmSync(home, { recursive: true, force: true });
+  }
+}, 60_000);
+
+describe('issueDemoKey', () => {
+  let t: TestControlDb;
+  beforeAll(async () => {
+    t = await freshControlDb('ctl_demokey');
+  });
+  afterAll(async () => t?.cleanup());
+
+  test('each start issues one key and revokes the earlier ones, so only the newest works', async () => {
+    const idn = await createIdentity(t.db, 'demo-agent');
+    const old = await createApiKey(t.db, idn.id);
+    const first = await issueDemoKey(t.db, idn.id);
+    expect(first.revoked).toEqual([old.keyId]);
+    const second = await issueDemoKey(t.db, idn.id);
+    expect(second.revoked).toEqual([first.keyId]);
+    const resolver = new DbIdentityResolver(t.db, { cacheTtlMs: 0 });
+    expect(await resolver.resolve(old.secret)).toBeNull();
+    expect(await resolver.resolve(first.apiKey)).toBeNull();
+    expect(await resolver.resolve(second.apiKey)).toMatchObject({ name: 'demo-agent', keyId: second.keyId });
+    expect((await listApiKeys(t.db, { identityId: idn.id })).filter((k) => k.status === 'active').map((k) => k.id)).toEqual([second.keyId]);
+  });
+});
