@@ -4,27 +4,20 @@
  *  - Load: 16 well-behaved agents on the official SDK clients (v1 handshake; v2 legacy, auto and
  *    pinned 2026-07-28), each its own identity, pacing their calls (list, describe, reads).
  *  - Abuse: 4 hostile identities, each in a tight loop with 2 calls in flight: over-complex
- *    statements, statements that make PostgreSQL raise an internal error from argument input (only
- *    with ABUSE_INTERNAL_ERRORS=1, else refused calls), slow queries, and (only with
- *    ABUSE_HUGE_VALUES=1) huge values, else more slow queries; and a keyless flooder sending
- *    notifications with 64 KiB method names and tools/call without a key, as fast as it can.
+ *    statements (a chain of 3,000 CTEs, about 94 KB: refused as statement_too_complex before it is
+ *    sent), statements that make PostgreSQL raise an internal error from argument input
+ *    (`array_in` with odd arguments: the breaker must not count them), slow queries, and huge values
+ *    (300 MB and more, built with a $1 parameter, || and string_agg: the per-call byte budget on the
+ *    wire answers result_too_large); and a keyless flooder sending notifications with 64 KiB method
+ *    names and tools/call without a key, as fast as it can.
  *
  * Asserts: the well-behaved agents get at least 95% successful answers; the gateway keeps serving
  * (/healthz, a final call); the process's RSS stays bounded; the /metrics series count is the same
  * as after the warm-up; and the audit grows, for the keyless traffic, only by aggregated events
  * (at most a few per address) whose counts add up to exactly what the flooder was refused.
  *
- * Payload classes that depend on pieces built on other branches of issue 10:
- *  - ABUSE_INTERNAL_ERRORS=1 makes the second hostile identity send statements that make
- *    PostgreSQL raise an internal error from argument input (`array_in` with odd arguments). Needs
- *    Build 4 (the breaker counts only source health): without it they open the source's circuit
- *    for everyone, which is the bug. Off by default; the identity then sends refused calls instead
- *    (unknown sources and denied relations, which must still spend its rate-limit points).
- *  - ABUSE_HUGE_VALUES=1 adds the huge-value class (values of 300 MB and more: needs Build 1, the
- *    connector's byte budget; without it one such value can end the process). Off by default.
- *  - ABUSE_COMPLEX_CTES=N sets the length of the over-complex CTE chain (default 60: bounded work
- *    for PostgreSQL). The attack of the issue is a few thousand; use that only with Build 3
- *    (statement_too_complex), since PostgreSQL cannot interrupt such a statement once sent.
+ * To isolate one class while investigating: ABUSE_INTERNAL_ERRORS=0 (refused calls instead),
+ * ABUSE_HUGE_VALUES=0 (more slow queries instead), ABUSE_COMPLEX_CTES=N (chain length).
  * The RSS figure is the whole test process (gateway and clients), an upper bound for the gateway.
  */
 import { randomBytes } from 'node:crypto';
@@ -46,9 +39,9 @@ const AGENT_PAUSE_MS = 150;
 const MAX_CALLS = 20_000;
 /** Allowed growth of the process RSS over the warmed-up baseline at any sample. */
 const RSS_GROWTH_BOUND = 256 * 1024 * 1024;
-const HUGE = process.env.ABUSE_HUGE_VALUES === '1';
-const INTERNAL_ERRORS = process.env.ABUSE_INTERNAL_ERRORS === '1';
-const COMPLEX_CTES = Number(process.env.ABUSE_COMPLEX_CTES ?? 60);
+const HUGE = process.env.ABUSE_HUGE_VALUES !== '0';
+const INTERNAL_ERRORS = process.env.ABUSE_INTERNAL_ERRORS !== '0';
+const COMPLEX_CTES = Number(process.env.ABUSE_COMPLEX_CTES ?? 3000);
 
 jest.setTimeout(RUN_MS + WARMUP_MS + 120_000);
 
