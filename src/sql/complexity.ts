@@ -62,6 +62,14 @@ export interface ComplexityMeasure {
   subqueryDepth: number;
   setOperationArms: number;
   parseTreeNodes: number;
+  /**
+   * `WITH … AS NOT MATERIALIZED` items. PostgreSQL copies such a CTE's body into every reference, so
+   * a chain of a dozen of them, each referencing the previous one twice, doubles the work at each
+   * step (2^N copies from about 1 KB of SQL, gigabytes of backend memory that neither work_mem nor
+   * statement_timeout bound in time). Always refused; without the hint a CTE referenced more than
+   * once is materialised once.
+   */
+  notMaterializedCtes: number;
 }
 
 /** Source setting names (snake_case, as in spec/source-v1.schema.json) per limit. */
@@ -88,7 +96,7 @@ function isSetOp(sel: Record<string, unknown>): boolean {
  * the node limit is already exceeded). Pure; linear; iterative.
  */
 export function measureComplexity(tree: unknown, stopAfterNodes = Infinity): ComplexityMeasure {
-  const m: ComplexityMeasure = { ctes: 0, rangeTableEntries: 0, joinDepth: 0, subqueryDepth: 0, setOperationArms: 0, parseTreeNodes: 0 };
+  const m: ComplexityMeasure = { ctes: 0, rangeTableEntries: 0, joinDepth: 0, subqueryDepth: 0, setOperationArms: 0, parseTreeNodes: 0, notMaterializedCtes: 0 };
   // Each entry: a value, the query depth and join depth above it, and whether it is the bare body
   // of a set operation's arm (libpg-query writes larg/rarg without the SelectStmt wrapper).
   const stack: Array<[unknown, number, number, boolean]> = [[tree, 0, 0, false]];
@@ -127,7 +135,10 @@ export function measureComplexity(tree: unknown, stopAfterNodes = Infinity): Com
         continue;
       }
       let j = jd;
-      if (type === 'CommonTableExpr') m.ctes++;
+      if (type === 'CommonTableExpr') {
+        m.ctes++;
+        if (body.ctematerialized === 'CTEMaterializeNever') m.notMaterializedCtes++;
+      }
       else if (RTE_NODES.has(type)) m.rangeTableEntries++;
       else if (DML.has(type) && body.relation) m.rangeTableEntries++; // the bare RangeVar target
       if (type === 'JoinExpr') {
@@ -147,6 +158,7 @@ export function measureComplexity(tree: unknown, stopAfterNodes = Infinity): Com
  * message names the limit, its setting and its value, never any part of the statement.
  */
 export function complexityRefusal(m: ComplexityMeasure, limits: ComplexityLimits): string | null {
+  if (m.notMaterializedCtes > 0) return 'statement too complex: WITH … AS NOT MATERIALIZED is not allowed (inlining a CTE into each of its references multiplies the work); drop NOT MATERIALIZED';
   const checks: Array<[keyof ComplexityLimits, number, string]> = [
     ['maxParseTreeNodes', m.parseTreeNodes, 'parse-tree nodes'],
     ['maxCtes', m.ctes, 'WITH items (CTEs)'],

@@ -22,6 +22,7 @@ export class SourceBreaker {
    * @param resetTimeout time the circuit stays open before a half-open probe (ms)
    * @param onChange observer of state changes (errors it throws are logged)
    * @param toSourceError maps anything else the breaker rejects with to a SourceError
+   * @param rollingWindowMs opossum's rolling statistics window (ms, default 10000; its error-rate rule is disabled)
    */
   constructor(
     name: string,
@@ -30,13 +31,18 @@ export class SourceBreaker {
     private readonly toSourceError: (err: unknown) => SourceError,
     private readonly logger?: Logger,
     onChange?: (state: BreakerState) => void,
+    rollingWindowMs = 10_000,
   ) {
     this.breaker = new CircuitBreaker((fn: () => Promise<unknown>) => fn(), {
       name,
       timeout: false, // the server's statement_timeout and the client watchdog bound each call
       resetTimeout,
-      errorThresholdPercentage: 100, // never opens on the rate: we open it on consecutive failures below
-      volumeThreshold: 0,
+      // Never opens on opossum's error rate: we open it on consecutive failures below. The rate rule
+      // is disabled by an unreachable volume threshold; with 0, one failure of a call that started
+      // before the rolling window (failures/fires = 1/0) would open the circuit for everyone.
+      errorThresholdPercentage: 100,
+      volumeThreshold: Number.MAX_SAFE_INTEGER,
+      rollingCountTimeout: rollingWindowMs,
       rollingPercentilesEnabled: false,
       errorFilter: (err: unknown) => !(err instanceof SourceError && err.sourceFailure),
     });

@@ -236,7 +236,8 @@ const POOL_WAIT_TIMEOUT = 'timeout exceeded when trying to connect';
  * - SQLSTATE 57014 not caused by our cancel (the server enforced statement_timeout) →
  *   `statement_timeout`, NOT a source failure: the server is up and did its job, and the cost is the
  *   statement's own (otherwise one agent's slow queries would open the circuit for every agent).
- * - the client-side watchdog fired (the server did not answer at all, even past statement_timeout)
+ * - the client-side watchdog fired (the server did not answer at all, even past statement_timeout;
+ *   does not count: the agent's statement caused it)
  *   → `statement_timeout`, a source failure (the source is unresponsive).
  * - while connecting with TLS configured, a TLS failure → `upstream_tls_refused` (counts).
  * - while connecting, anything else (refused, DNS, timeout, authentication, unknown database,
@@ -252,7 +253,10 @@ const POOL_WAIT_TIMEOUT = 'timeout exceeded when trying to connect';
 export function classifyFailure(err: unknown, ctx: FailureContext): SourceError {
   if (err instanceof SourceError) return err;
   if (ctx.cancelledByCaller) return new SourceError('cancelled', { cause: err });
-  if (ctx.watchdogFired) return new SourceError('statement_timeout', { cause: err, sourceFailure: true });
+  // The statement outlived statement_timeout and the cancel: what keeps a backend from answering is
+  // the agent's own statement (planning PostgreSQL cannot interrupt), not the source's health, and a
+  // dead server shows as connection failures, which count (red-team F2).
+  if (ctx.watchdogFired) return new SourceError('statement_timeout', { cause: err, sourceFailure: false });
   if (isServerError(err)) {
     if (err.code === SQLSTATE_QUERY_CANCELED) return new SourceError('statement_timeout', { cause: err, sourceFailure: false, sqlState: err.code });
     if (ctx.phase === 'connect' || serverErrorCountsAgainstSource(err.code, err.severity)) {

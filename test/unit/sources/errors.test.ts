@@ -60,9 +60,9 @@ describe('classifyFailure', () => {
     expect(e).toMatchObject({ code: 'cancelled', sourceFailure: false });
   });
 
-  test('57014 not caused by us is a statement timeout (the statement cost: does not count); the watchdog (no answer) counts', () => {
+  test('57014 not caused by us is a statement timeout (the statement cost: does not count); the watchdog (a statement that outlived its cancel) does not count either', () => {
     expect(classifyFailure(serverError('57014', 'canceling statement due to statement timeout'), QUERY)).toMatchObject({ code: 'statement_timeout', sourceFailure: false });
-    expect(classifyFailure(new Error('no answer'), { ...QUERY, watchdogFired: true })).toMatchObject({ code: 'statement_timeout', sourceFailure: true });
+    expect(classifyFailure(new Error('no answer'), { ...QUERY, watchdogFired: true })).toMatchObject({ code: 'statement_timeout', sourceFailure: false });
   });
 
   test.each([

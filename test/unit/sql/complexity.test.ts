@@ -26,13 +26,14 @@ export function cteChain(n: number): string {
 
 describe('measureComplexity counts each dimension', () => {
   test.each([
-    ['SELECT 1', { ctes: 0, rangeTableEntries: 0, joinDepth: 0, subqueryDepth: 1, setOperationArms: 0 }],
-    ['SELECT * FROM track t JOIN album a USING (album_id) JOIN artist r USING (artist_id)', { ctes: 0, rangeTableEntries: 5, joinDepth: 2, subqueryDepth: 1, setOperationArms: 0 }],
-    ['WITH a AS (SELECT 1), b AS (SELECT * FROM a) SELECT * FROM b', { ctes: 2, rangeTableEntries: 2, joinDepth: 0, subqueryDepth: 2, setOperationArms: 0 }],
-    ['SELECT 1 UNION SELECT 2 UNION ALL SELECT 3 EXCEPT SELECT 4', { ctes: 0, rangeTableEntries: 0, joinDepth: 0, subqueryDepth: 1, setOperationArms: 4 }],
-    ['SELECT (SELECT (SELECT 1))', { ctes: 0, rangeTableEntries: 0, joinDepth: 0, subqueryDepth: 3, setOperationArms: 0 }],
-    ['INSERT INTO t (a) SELECT a FROM t', { ctes: 0, rangeTableEntries: 2, joinDepth: 0, subqueryDepth: 1, setOperationArms: 0 }],
-    ['SELECT * FROM (SELECT * FROM t JOIN t u USING (a)) s JOIN t v USING (a)', { ctes: 0, rangeTableEntries: 6, joinDepth: 1, subqueryDepth: 2, setOperationArms: 0 }],
+    ['SELECT 1', { ctes: 0, rangeTableEntries: 0, joinDepth: 0, subqueryDepth: 1, setOperationArms: 0, notMaterializedCtes: 0 }],
+    ['SELECT * FROM track t JOIN album a USING (album_id) JOIN artist r USING (artist_id)', { ctes: 0, rangeTableEntries: 5, joinDepth: 2, subqueryDepth: 1, setOperationArms: 0, notMaterializedCtes: 0 }],
+    ['WITH a AS (SELECT 1), b AS (SELECT * FROM a) SELECT * FROM b', { ctes: 2, rangeTableEntries: 2, joinDepth: 0, subqueryDepth: 2, setOperationArms: 0, notMaterializedCtes: 0 }],
+    ['SELECT 1 UNION SELECT 2 UNION ALL SELECT 3 EXCEPT SELECT 4', { ctes: 0, rangeTableEntries: 0, joinDepth: 0, subqueryDepth: 1, setOperationArms: 4, notMaterializedCtes: 0 }],
+    ['SELECT (SELECT (SELECT 1))', { ctes: 0, rangeTableEntries: 0, joinDepth: 0, subqueryDepth: 3, setOperationArms: 0, notMaterializedCtes: 0 }],
+    ['INSERT INTO t (a) SELECT a FROM t', { ctes: 0, rangeTableEntries: 2, joinDepth: 0, subqueryDepth: 1, setOperationArms: 0, notMaterializedCtes: 0 }],
+    ['SELECT * FROM (SELECT * FROM t JOIN t u USING (a)) s JOIN t v USING (a)', { ctes: 0, rangeTableEntries: 6, joinDepth: 1, subqueryDepth: 2, setOperationArms: 0, notMaterializedCtes: 0 }],
+    ['WITH a AS NOT MATERIALIZED (SELECT 1), b AS MATERIALIZED (SELECT * FROM a) SELECT * FROM b', { ctes: 2, rangeTableEntries: 2, joinDepth: 0, subqueryDepth: 2, setOperationArms: 0, notMaterializedCtes: 1 }],
   ])('%s', (sql, expected) => {
     const m = measure(sql);
     expect({ ...m, parseTreeNodes: undefined }).toEqual({ ...expected, parseTreeNodes: undefined });
@@ -103,6 +104,17 @@ describe('analyzeSql refuses statements over a limit as statement_too_complex', 
 
   test('just under each default is analysed normally', () => {
     for (const sql of [cteChain(64), deepSubqueries(30), unionChain(256), joinChain(63), fromList(255), wideList(3000)]) expect(refusal(sql)).toEqual({ ok: true });
+  });
+
+  test('a doubling chain of NOT MATERIALIZED CTEs (red-team F1: ~1.5 KB, 2^N inlined copies) is refused; the same chain without the hint is analysed', () => {
+    const doubling = (n: number, hint: string) =>
+      `WITH a0 AS ${hint}(SELECT 1 AS x), ${Array.from({ length: n }, (_, i) => `a${i + 1} AS ${hint}(SELECT x FROM a${i} UNION ALL SELECT x FROM a${i})`).join(', ')} SELECT count(*) FROM a${n}`;
+    const message = 'statement too complex: WITH … AS NOT MATERIALIZED is not allowed (inlining a CTE into each of its references multiplies the work); drop NOT MATERIALIZED';
+    expect(refusal(doubling(15, 'NOT MATERIALIZED '))).toEqual({ code: 'statement_too_complex', message });
+    expect(refusal('WITH a AS NOT MATERIALIZED (SELECT 1 AS x) SELECT x FROM a')).toEqual({ code: 'statement_too_complex', message });
+    expect(refusal(`SELECT * FROM (${doubling(3, 'NOT MATERIALIZED ')}) s`)).toEqual({ code: 'statement_too_complex', message });
+    expect(refusal(doubling(15, ''))).toEqual({ ok: true });
+    expect(refusal(doubling(15, 'MATERIALIZED '))).toEqual({ ok: true });
   });
 
   test('the 3,000-CTE chain is refused even when it hides inside EXPLAIN, a sub-select or a write', () => {
