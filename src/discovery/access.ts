@@ -25,6 +25,8 @@ import type { Policy } from '../../generated/policy-v1';
 import type { AccessEvaluator } from '../governance/evaluator';
 import { evaluatePolicies } from '../governance/policies';
 import { decideRelations, lineageDigestSql, loadLineage, type RelationAccess } from './fields';
+import { viewColumnExpander } from './view-columns';
+import type { SourceCatalog } from '../sql/catalog-types';
 
 /** Everything the SQL needs to decide visibility for one identity on one source and one action. */
 export interface DiscoveryScope {
@@ -82,7 +84,8 @@ export function buildScope(evaluator: AccessEvaluator, policies: Policy[], subje
 /**
  * buildScope plus the column decisions on the source's mapped relations (issue 12): reads the
  * recorded lineage from the index (`db`, table asset_relations) and decides it with the same
- * evaluator and policies (decideRelations). What the discovery tools and get_document use.
+ * evaluator and policies (decideRelations), following view columns to their base columns when the
+ * source's `catalog` is given. What the discovery tools and get_document use.
  */
 export async function resolveScope(
   db: { query: (sql: string, values?: unknown[]) => Promise<{ rows: unknown[] }> },
@@ -93,11 +96,13 @@ export async function resolveScope(
   action: 'discover' | 'request',
   now: Date,
   maskSecret?: string,
+  catalog?: SourceCatalog | null,
 ): Promise<DiscoveryScope> {
   const scope = buildScope(evaluator, policies, subject, sourceId, action, now);
   if (!mayAct(scope)) return scope;
   const lineage = await loadLineage(db, sourceId);
-  const relations = decideRelations(evaluator, policies, subject, sourceId, now, lineage.relations);
+  // Mapped views: the base columns behind each view column are decided too (view-columns.ts).
+  const relations = decideRelations(evaluator, policies, subject, sourceId, now, lineage.relations, catalog ? viewColumnExpander(catalog) : undefined);
   return { ...scope, relations, ...(lineage.digest ? { lineageDigest: lineage.digest } : {}), ...(maskSecret ? { maskSecret } : {}) };
 }
 

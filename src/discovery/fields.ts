@@ -25,6 +25,7 @@ import type { AccessEvaluator } from '../governance/evaluator';
 import { evaluatePolicies, maskFor } from '../governance/policies';
 import { applyMask, FULL_MASK, type MaskMethod } from '../sql/redaction';
 import type { AssetEntity, FieldColumns, IndexedField } from './types';
+import type { ExpandColumn } from './view-columns';
 import { INDEXED_FIELDS } from './types';
 
 /** How one field of one relation is presented to one caller: shown, hidden, or shown masked with a method. */
@@ -83,9 +84,14 @@ export function decideRelations(
   sourceId: string,
   now: Date,
   lineage: RelationLineage[],
+  expand?: ExpandColumn,
 ): RelationAccess[] {
   const out: RelationAccess[] = [];
   const roles = evaluator.roleNames(sourceId);
+  // A view column carries its base columns' values: their denies and masks apply too, as in
+  // interlock_query (src/sql/views.ts). Unprovable lineage fails closed: hidden for a caller with any
+  // read deny on the source, masked in full for a caller with any mask.
+  const anyDeny = evaluator.statements(sourceId).deny.some((s) => s.action === 'read' || s.action === '*');
   for (const { relation, fields } of lineage) {
     const dot = relation.indexOf('.');
     if (dot <= 0) continue;
@@ -93,10 +99,27 @@ export function decideRelations(
     const table = relation.slice(dot + 1);
     const verdict = evaluatePolicies(policies, { ...subject, roles, sourceId }, { action: 'read', relations: [{ schema, table, action: 'read' }], writes: [], now });
     if (!verdict.ok) continue;
-    const columnState = (column: string): FieldState => {
+    const ownState = (column: string): FieldState => {
       if (evaluator.decide(sourceId, 'read', { schema, table, column }) !== 'allow') return 'hide';
       const m = maskFor(verdict.maskPatterns, schema, table, column);
       return m === null ? 'show' : m === 'null' ? 'hide' : m;
+    };
+    const columnState = (column: string): FieldState => {
+      let st = ownState(column);
+      const e = expand?.(schema, table, column);
+      if (!e) return st;
+      for (const b of e.sources) {
+        // Base columns need no read grant (the view's is enough), but an explicit deny or a mask on them applies.
+        if (evaluator.decide(sourceId, 'read', b) === 'deny') return 'hide';
+        const m = maskFor(verdict.maskPatterns, b.schema, b.table, b.column);
+        const bs: FieldState = m === null ? 'show' : m === 'null' ? 'hide' : 'full';
+        if (RANK[bs] > RANK[st]) st = bs;
+      }
+      if (e.unprovable) {
+        if (anyDeny) return 'hide';
+        if (verdict.maskPatterns.length > 0 && RANK.full > RANK[st]) st = 'full';
+      }
+      return st;
     };
     const states = {} as Record<IndexedField, FieldState>;
     for (const f of INDEXED_FIELDS) {

@@ -56,7 +56,7 @@ export function documentsConnectorRequest(deps: ConnectorRequestDeps): Connector
     const policies = await deps.store.activePolicies();
     const at = now();
     const subject = { identityId: identity.id, identityName: identity.name };
-    const scope = await resolveScope(deps.db.pool, evaluator, policies, subject, source.id, 'request', at, deps.maskSecret);
+    const scope = await resolveScope(deps.db.pool, evaluator, policies, subject, source.id, 'request', at, deps.maskSecret, await deps.store.loadCatalog(source.id));
     if (!mayAct(scope)) return { kind: 'refusal', code: 'source_role_denied', message: `No role granted on source '${source.id}' allows request.` };
     const refused = policyRefusal(policies, { ...subject, roles: evaluator.roleNames(source.id), sourceId: source.id }, 'request', at);
     if (refused) {
@@ -65,7 +65,7 @@ export function documentsConnectorRequest(deps: ConnectorRequestDeps): Connector
     }
     const limited = await rateLimitStep(deps.rateLimiter, identity.id, source.id);
     if (limited) return limited;
-    const linkScope = await resolveScope(deps.db.pool, evaluator, policies, subject, source.id, 'discover', at, deps.maskSecret);
+    const linkScope = await resolveScope(deps.db.pool, evaluator, policies, subject, source.id, 'discover', at, deps.maskSecret, await deps.store.loadCatalog(source.id));
     const doc = await getDocument(deps.db.pool, scope, linkScope, request.asset_id);
     if (!doc) return { kind: 'refusal', code: 'unknown_asset', message: 'No asset with that id is visible to this identity. Use an asset_id returned by interlock_discover.' };
     audit.row_count = 1;

@@ -54,7 +54,7 @@ export function relatedDocumentsHandler(deps: DiscoveryDeps): ToolHandler {
     const policies = await deps.store.activePolicies();
     const at = now();
     const subject = { identityId: identity.id, identityName: identity.name };
-    const scope = await resolveScope(deps.db.pool, evaluator, policies, subject, sourceId, 'discover', at, deps.maskSecret);
+    const scope = await resolveScope(deps.db.pool, evaluator, policies, subject, sourceId, 'discover', at, deps.maskSecret, await deps.store.loadCatalog(sourceId));
     if (!mayAct(scope) || !(await assetVisible(deps.db.pool, scope, assetId))) return invisible();
 
     audit.source_id = sourceId;

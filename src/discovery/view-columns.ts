@@ -1,0 +1,45 @@
+/**
+ * Discovery over mapped views (issue 12 items 1 and 2; red-team F3): a documents mapping may read a
+ * view or materialized view, whose columns carry values of base columns under other names. The
+ * column decisions of fields.ts must then reach those base columns too, exactly as interlock_query's
+ * do through view expansion (src/sql/views.ts). This module asks the analyser, with the source's
+ * catalogue, which base columns feed one view column (`SELECT "col" FROM "schema"."view"`), and
+ * whether that lineage is provable.
+ */
+import { analyzeSql, prepareCatalog } from '../sql/analyze';
+import type { SourceCatalog } from '../sql/catalog-types';
+
+/** What feeds one column of a mapped relation: base columns behind a view column, and whether the lineage is unprovable. */
+export interface ColumnExpansion {
+  sources: Array<{ schema: string; table: string; column: string }>;
+  unprovable: boolean;
+}
+
+/** Expands (schema, table, column) of a mapped relation; null when the relation is not a view (nothing behind it). */
+export type ExpandColumn = (schema: string, table: string, column: string) => ColumnExpansion | null;
+
+const ident = (s: string): string => `"${s.replace(/"/g, '""')}"`;
+
+/**
+ * The expansion function for `catalog` (cached per column). A view column whose analysis fails, or
+ * a view unknown to the catalogue, is unprovable (fail closed).
+ */
+export function viewColumnExpander(catalog: SourceCatalog): ExpandColumn {
+  const prepared = prepareCatalog(catalog);
+  const kinds = new Map(catalog.relations.map((r) => [`${r.schema}.${r.name}`, r.kind]));
+  const memo = new Map<string, ColumnExpansion>();
+  return (schema, table, column) => {
+    const kind = kinds.get(`${schema}.${table}`);
+    if (kind !== 'view' && kind !== 'materialized_view') return null;
+    const key = `${schema}\u0000${table}\u0000${column}`;
+    let e = memo.get(key);
+    if (!e) {
+      const a = analyzeSql(`SELECT ${ident(column)} FROM ${ident(schema)}.${ident(table)}`, prepared);
+      e = a.ok
+        ? { sources: a.viewSources.map((c) => ({ schema: c.schema, table: c.table, column: c.column })), unprovable: a.viewUnprovable || a.outputs.some((o) => o.unprovable === true) }
+        : { sources: [], unprovable: true };
+      memo.set(key, e);
+    }
+    return e;
+  };
+}
