@@ -233,7 +233,7 @@ describe('oracle: helpers', () => {
     expect(oracle.argumentsValid('interlock_discover', { source_id: 'demo', query: 'x', limit: 51 })).toBe(false);
     expect(oracle.argumentsValid('interlock_discover', { source_id: 'demo', query: 'x', time_range: { from: 'yesterday' } })).toBe(false);
     expect(oracle.argumentsValid('no_such_tool', {})).toBe(false);
-    expect(spec.tools).toHaveLength(11);
+    expect(spec.tools).toHaveLength(12);
   });
   it.each(spec.tools.map((t) => t.name))('generates valid and broken arguments for %s', (name) => {
     fc.assert(fc.property(argumentsArb(g, name, 'valid'), (a) => oracle.argumentsValid(name, a.present ? a.value : undefined)), { numRuns: 100 });
