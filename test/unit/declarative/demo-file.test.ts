@@ -7,6 +7,7 @@ import { readFileSync } from 'node:fs';
 import { DEMO_FILE, DEMO_READ_TABLES, DEMO_WRITE_TABLES, DEMO_PASSWORD_ENV, demoFileFor, readDemoFile } from '../../../src/demo/provision';
 import { HANDBOOK_PATH, HANDBOOK_ROLE } from '../../../src/discovery/handbook';
 import { desiredStateOf } from '../../../src/declarative/schema';
+import type { PostgresSourceSettings } from '../../../src/control/sources';
 
 const params = { host: 'db.test', port: 6543, databaseName: 'chinook_x', readerRole: 'x_reader', writerRole: 'x_writer', sourceId: 'music', identityName: 'load-agent', handbook: true };
 
@@ -35,7 +36,9 @@ test('demoFileFor fills in the connection and names of one run; secrets resolve 
   expect(doc.policies!.map((p) => p.applies_to)).toEqual([{ sources: ['music'] }, { sources: ['music'] }]);
   const state = desiredStateOf(doc, { env: (n) => ({ [DEMO_PASSWORD_ENV.reader]: 'r-pw', [DEMO_PASSWORD_ENV.writer]: 'w-pw' })[n], file: () => undefined });
   const music = state.sources.get('music')!;
-  expect(music.type === 'postgres' && [music.settings.reader.password, music.settings.writer?.password]).toEqual(['r-pw', 'w-pw']);
+  expect(music.type).toBe('postgres');
+  const creds = music.settings as PostgresSourceSettings;
+  expect([creds.reader.password, creds.writer?.password]).toEqual(['r-pw', 'w-pw']);
   expect(() => desiredStateOf(doc, { env: () => undefined, file: () => undefined })).toThrow('/sources/0/settings/reader/password_env: environment variable INTERLOCK_DEMO_READER_PASSWORD is not set');
 });
 
