@@ -3,7 +3,6 @@
  * (`grant`, `revoke`, `grants`), registered by main.ts.
  */
 import type { Command } from 'commander';
-import YAML from 'yaml';
 import { shortTime, table } from './output';
 import type { CommandContext } from './context';
 
