@@ -66,6 +66,7 @@ export function registerApprovalCommands(program: Command, session: (cmd: Comman
   const apr = program.command('approval').description('writes waiting for an operator');
   apr
     .command('list')
+    .description('list approvals (newest first)')
     .addOption(new Option('--state <state>', 'only this state').choices([...APPROVAL_STATES]))
     .option('--source <id>')
     .option('--identity <name>')
@@ -79,6 +80,7 @@ export function registerApprovalCommands(program: Command, session: (cmd: Comman
     });
   apr
     .command('show')
+    .description('show one approval with its statement')
     .argument('<id>')
     .action(async (id: string, _o: unknown, cmd: Command) => {
       const s = session(cmd);
@@ -104,6 +106,7 @@ export function registerApprovalCommands(program: Command, session: (cmd: Comman
     });
   apr
     .command('reject')
+    .description('reject a pending write')
     .argument('<id>')
     .addOption(operatorOpt())
     .option('--reason <text>', 'why (recorded in the audit)')

@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { userInfo } from 'node:os';
 import { Option, type Command } from 'commander';
 import type { OperatorBackend } from '../admin/backend';
+import type { ControlDb } from '../control/db';
 import type { CliIo } from './output';
 
 /** One CLI run, as the command modules see it. */
@@ -16,6 +17,10 @@ export interface CommandSession {
   readonly remote: boolean;
   readonly opts: { json?: boolean };
   backend(): Promise<OperatorBackend>;
+  /** The control database (direct mode only; commands that need it call assertDirect first). */
+  db(): Promise<ControlDb>;
+  /** Throws ValidationError in remote mode: `what` works on the control database directly. */
+  assertDirect(what: string): void;
   /** Prints `human`, or `machine` as JSON with --json. */
   print(human: string, machine: unknown): void;
 }

@@ -15,7 +15,6 @@
  * 1 anything else (unreachable database, failed execution). User errors never print stack traces.
  */
 import { resolve as resolvePath } from 'node:path';
-import { formatIndexProgress, indexSource, listIndexStatus } from '../discovery/indexer';
 import { readFileSync, existsSync } from 'node:fs';
 import { extname } from 'node:path';
 import { Command, CommanderError, Option } from 'commander';
@@ -33,7 +32,6 @@ import type { AuditKind, AuditRecord } from '../control/audit';
 import { registerAuditChainCommands } from './audit';
 import type { GovernedGatewayOptions, GovernedGateway } from '../gateway';
 import { json, processIo, shortTime, table, type CliIo } from './output';
-import { createOperatorToken, listOperatorTokens, revokeOperatorToken } from '../admin/tokens';
 import { directBackend, type OperatorBackend } from '../admin/backend';
 import { remoteBackend } from '../admin/client';
 import { packageVersion, type CommandContext } from './context';
@@ -43,7 +41,13 @@ import { registerExport } from './export';
 import { registerApprovalCommands } from './approval';
 import { hasCluster, missingDatabaseMessage, resolveEmbeddedDataDir } from './data-dir';
 import { homedir } from 'node:os';
-import { parsePositiveInt } from './args';
+import { parsePositiveInt, parseTime } from './args';
+import { registerIdentityCommands } from './identity';
+import { registerKeyCommands } from './key';
+import { registerIndexCommands } from './discovery-index';
+import { registerRoleCommands } from './role';
+import { registerPolicyCommands } from './policy';
+import { registerOperatorTokenCommands } from './operator-token';
 
 /** Commands that only read: with no control database they say where they looked instead of creating one. */
 const READ_COMMANDS = new Set(['list', 'show', 'status', 'search', 'tail', 'grants', 'whoami']);
@@ -170,21 +174,6 @@ function readDataFile(file: string): unknown {
   } catch (err) {
     throw new ValidationError(`${file} is not valid ${extname(file).toLowerCase() === '.json' ? 'JSON' : 'YAML'}`, [String((err as Error).message).split('\n')[0]]);
   }
-}
-
-/** "30d", "12h", "45m", "90s" → milliseconds. */
-function parseDuration(text: string, what: string): number {
-  const m = /^([0-9]{1,9})([smhd])$/.exec(text.trim());
-  if (!m) throw new ValidationError(`${what}: expected a duration such as 90s, 45m, 12h or 30d, got ${JSON.stringify(text)}`);
-  return Number(m[1]) * { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[m[2] as 's' | 'm' | 'h' | 'd'];
-}
-
-/** An ISO-8601 time or a duration before now ("2h" = two hours ago). */
-function parseTime(text: string, what: string): Date {
-  if (/^[0-9]+[smhd]$/.test(text.trim())) return new Date(Date.now() - parseDuration(text, what));
-  const d = new Date(text);
-  if (Number.isNaN(d.getTime())) throw new ValidationError(`${what}: expected an ISO-8601 time (2026-11-29T12:00:00Z) or a duration (2h), got ${JSON.stringify(text)}`);
-  return d;
 }
 
 function loadGateway(): { startGovernedGateway(opts: GovernedGatewayOptions): Promise<GovernedGateway> } {
@@ -387,75 +376,6 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
       s.print(`granted the gateway runtime privileges to database role ${role}`, { role, granted: true });
     });
 
-  // ---- identity ------------------------------------------------------------------------------
-  const idn = program.command('identity').description('agent identities');
-  idn
-    .command('create')
-    .argument('<name>', 'lower-case name, e.g. etl-agent')
-    .action(async (name: string, _o: unknown, cmd: Command) => {
-      const s = session(cmd);
-      const r = await (await s.backend()).createIdentity(name);
-      s.print(`created identity ${r.name} (${r.id}); next: interlock key create ${r.name}`, r);
-    });
-  idn.command('list').action(async (_o: unknown, cmd: Command) => {
-    const s = session(cmd);
-    const rows = await (await s.backend()).listIdentities();
-    s.print(table(['name', 'id', 'status', 'created'], rows.map((r) => [r.name, r.id, r.disabled ? 'disabled' : 'enabled', shortTime(r.createdAt)])), rows);
-  });
-  idn
-    .command('disable')
-    .argument('<name>')
-    .action(async (name: string, _o: unknown, cmd: Command) => {
-      const s = session(cmd);
-      const r = await (await s.backend()).setIdentityEnabled(name, false);
-      s.print(`disabled identity ${r.name}: its keys stop working (within 2 s on running gateways)`, r);
-    });
-  idn
-    .command('enable')
-    .argument('<name>')
-    .action(async (name: string, _o: unknown, cmd: Command) => {
-      const s = session(cmd);
-      const r = await (await s.backend()).setIdentityEnabled(name, true);
-      s.print(`enabled identity ${r.name}`, r);
-    });
-
-  // ---- key -----------------------------------------------------------------------------------
-  const key = program.command('key').description('API keys (the secret is shown once, at creation)');
-  key
-    .command('create')
-    .argument('<identity>', 'identity name')
-    .option('--expires-in <duration>', 'expire after a duration: 90s, 45m, 12h, 30d')
-    .option('--expires-at <time>', 'expire at an ISO-8601 time')
-    .action(async (name: string, o: { expiresIn?: string; expiresAt?: string }, cmd: Command) => {
-      const s = session(cmd);
-      if (o.expiresIn && o.expiresAt) throw new ValidationError('use --expires-in or --expires-at, not both');
-      const expiresAt = o.expiresIn ? new Date(Date.now() + parseDuration(o.expiresIn, '--expires-in')) : o.expiresAt ? parseTime(o.expiresAt, '--expires-at') : undefined;
-      const k = await (await s.backend()).createKey(name, { expiresAt: expiresAt?.toISOString() });
-      s.print(
-        [`API key ${k.keyId} for ${k.identity}${k.expiresAt ? ` (expires ${shortTime(k.expiresAt)})` : ''}:`, '', `  ${k.secret}`, '', k.warning].join('\n'),
-        { keyId: k.keyId, identity: k.identity, secret: k.secret, prefix: k.prefix, expiresAt: k.expiresAt, warning: k.warning },
-      );
-    });
-  key
-    .command('list')
-    .option('--identity <name>', 'only this identity')
-    .action(async (o: { identity?: string }, cmd: Command) => {
-      const s = session(cmd);
-      const rows = await (await s.backend()).listKeys(o.identity);
-      s.print(
-        table(['id', 'identity', 'prefix', 'status', 'created', 'expires', 'last used'], rows.map((k) => [k.id, k.identityName, k.prefix + '…', k.status, shortTime(k.createdAt), shortTime(k.expiresAt), shortTime(k.lastUsedAt)])),
-        rows,
-      );
-    });
-  key
-    .command('revoke')
-    .argument('<key-id>', 'key_… id (see key list)')
-    .action(async (keyId: string, _o: unknown, cmd: Command) => {
-      const s = session(cmd);
-      const k = await (await s.backend()).revokeKey(keyId);
-      s.print(`revoked ${k.id} (${k.identityName}); running gateways refuse it within 2 s`, k);
-    });
-
   // ---- source --------------------------------------------------------------------------------
   const src = program.command('source').description('data sources');
   src
@@ -524,7 +444,7 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
       if (scanError) io.err(`warning: source ${rec.id} was added but its catalog scan failed: ${scanError}\n(fix the settings or the server, then run: interlock source scan ${rec.id})`);
       s.print(`added source ${rec.id} (${rec.type})${scan ? `; catalog: ${scan.relations} relation(s)${scan.truncated ? ', truncated' : ''}` : ''}`, { source: rec, scan, scanError });
     });
-  src.command('list').action(async (_o: unknown, cmd: Command) => {
+  src.command('list').description('list sources with their type, state and catalog scan').action(async (_o: unknown, cmd: Command) => {
     const s = session(cmd);
     const rows = await (await s.backend()).listSources();
     s.print(
@@ -540,6 +460,7 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
   });
   src
     .command('show')
+    .description('show one source (secrets redacted)')
     .argument('<id>')
     .action(async (id: string, _o: unknown, cmd: Command) => {
       const s = session(cmd);
@@ -552,6 +473,7 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
   ] as const) {
     src
       .command(name)
+      .description(enabled ? 'enable a source' : 'disable a source: calls to it are refused as unavailable')
       .argument('<id>')
       .action(async (id: string, _o: unknown, cmd: Command) => {
         const s = session(cmd);
@@ -561,6 +483,7 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
   }
   src
     .command('scan')
+    .description('re-scan the catalog of a source')
     .argument('<id>')
     .action(async (id: string, _o: unknown, cmd: Command) => {
       const s = session(cmd);
@@ -573,157 +496,21 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
   registerApply(program, ctx);
   registerExport(program, ctx);
 
-  // ---- index (discovery) ---------------------------------------------------------------------
-  const idx = program.command('index').description('discovery index: index a source (only changed items are re-indexed) or show index status');
-  idx
-    .argument('[source]', 'source id to index')
-    .action(async (sourceId: string | undefined, _o: unknown, cmd: Command) => {
-      const s = session(cmd);
-      s.assertDirect('index');
-      if (!sourceId) throw new ValidationError('usage: interlock index SOURCE, or interlock index status');
-      const db = await s.db();
-      const r = await indexSource(db, sourceId, { onProgress: (p) => s.io.err(formatIndexProgress(p)) });
-      s.print(`indexed ${sourceId}: ${r.assets} asset(s) — ${r.added} added, ${r.updated} updated, ${r.unchanged} unchanged, ${r.removed} removed, ${r.skipped} skipped (${r.durationMs} ms)`, r);
-    });
-  idx
-    .command('status')
-    .description('when each source was indexed, with counts')
-    .action(async (_o: unknown, cmd: Command) => {
-      const s = session(cmd);
-      s.assertDirect('index status');
-      const rows = await listIndexStatus(await s.db());
-      s.print(rows.length ? rows.map((r) => JSON.stringify(r)).join('\n') : 'no source has been indexed yet', rows);
-    });
-
-  // ---- role ----------------------------------------------------------------------------------
-  const role = program.command('role').description('source roles (spec/role-v1.schema.json)');
-  role
-    .command('create')
-    .description('create or replace a role from a JSON or YAML file')
-    .argument('<file>')
-    .action(async (file: string, _o: unknown, cmd: Command) => {
-      const s = session(cmd);
-      const data = readDataFile(file);
-      const r = await (await s.backend()).putRole(data);
-      s.print(`${r.created ? 'created' : 'updated'} role ${r.role.name} (${r.role.statements.length} statement(s))`, r);
-    });
-  role
-    .command('show')
-    .argument('<name>')
-    .action(async (name: string, _o: unknown, cmd: Command) => {
-      const s = session(cmd);
-      const r = await (await s.backend()).getRole(name);
-      s.print(
-        [`role ${r.name}${r.description ? `: ${r.description}` : ''}`, ...(r.audiences.length ? [`audiences: ${r.audiences.join(', ')}`] : []), '', table(['effect', 'action', 'resource'], r.statements.map((x) => [x.effect, x.action, x.resource]))].join('\n'),
-        r,
-      );
-    });
-  role.command('list').action(async (_o: unknown, cmd: Command) => {
-    const s = session(cmd);
-    const rows = await (await s.backend()).listRoles();
-    s.print(table(['name', 'statements', 'description'], rows.map((r) => [r.name, r.statements.length, r.description])), rows);
-  });
-
-  // ---- grant / revoke ------------------------------------------------------------------------
-  const grantArgs = (c: Command) => c.argument('<identity>', 'identity name').argument('<role>', 'role name').argument('<source>', 'source id');
-  grantArgs(program.command('grant').description('grant ROLE on SOURCE to IDENTITY')).action(async (identity: string, roleName: string, sourceId: string, _o: unknown, cmd: Command) => {
-    const s = session(cmd);
-    const r = await (await s.backend()).grant({ identity, role: roleName, source: sourceId });
-    s.print(r.created ? `granted role ${roleName} on ${sourceId} to ${r.identity}` : `${r.identity} already holds role ${roleName} on ${sourceId}`, r);
-  });
-  grantArgs(program.command('revoke').description('revoke ROLE on SOURCE from IDENTITY')).action(async (identity: string, roleName: string, sourceId: string, _o: unknown, cmd: Command) => {
-    const s = session(cmd);
-    const r = await (await s.backend()).revoke({ identity, role: roleName, source: sourceId });
-    s.print(`revoked role ${roleName} on ${sourceId} from ${r.identity}`, r);
-  });
-  program
-    .command('grants')
-    .description('list grants')
-    .option('--identity <name>')
-    .option('--source <id>')
-    .option('--role <name>')
-    .action(async (o: { identity?: string; source?: string; role?: string }, cmd: Command) => {
-      const s = session(cmd);
-      const rows = await (await s.backend()).listGrants({ identity: o.identity, source: o.source, role: o.role });
-      s.print(table(['identity', 'role', 'source', 'granted'], rows.map((g) => [g.identityName, g.roleName, g.sourceId, shortTime(g.createdAt)])), rows);
-    });
-
-  // ---- policy --------------------------------------------------------------------------------
-  const pol = program.command('policy').description('policies (spec/policy-v1.schema.json)');
-  pol
-    .command('add')
-    .description('add one policy or a list from a JSON or YAML file')
-    .argument('<file>')
-    .option('--replace', 'replace policies of the same names')
-    .action(async (file: string, o: { replace?: boolean }, cmd: Command) => {
-      const s = session(cmd);
-      const data = readDataFile(file);
-      const r = await (await s.backend()).addPolicies(data, { replace: o.replace });
-      s.print(r.map((x) => `${x.created ? 'added' : 'replaced'} policy ${x.policy.name} (${x.policy.rule.type})`).join('\n'), r);
-    });
-  pol.command('list').action(async (_o: unknown, cmd: Command) => {
-    const s = session(cmd);
-    const rows = await (await s.backend()).listPolicies();
-    s.print(table(['name', 'rule', 'enabled', 'applies to', 'description'], rows.map((p) => [p.name, p.rule.type, p.enabled ? 'yes' : 'no', p.applies_to ? JSON.stringify(p.applies_to) : 'everyone', p.description])), rows);
-  });
-  pol
-    .command('show')
-    .argument('<name>')
-    .action(async (name: string, _o: unknown, cmd: Command) => {
-      const s = session(cmd);
-      const p = await (await s.backend()).getPolicy(name);
-      s.print(YAML.stringify(p).trimEnd(), p);
-    });
-  pol
-    .command('remove')
-    .argument('<name>')
-    .action(async (name: string, _o: unknown, cmd: Command) => {
-      const s = session(cmd);
-      const r = await (await s.backend()).removePolicy(name);
-      s.print(`removed policy ${name}`, r);
-    });
-
-  // ---- approval (src/cli/approval.ts) -------------------------------------------------------
+  // ---- identity, key (src/cli/identity.ts, key.ts) -----------------------------------------
+  registerIdentityCommands(program, ctx);
+  registerKeyCommands(program, ctx);
+  // ---- index, role/grants, policy, approval, operator-token (one module per noun) -------------
+  registerIndexCommands(program, ctx);
+  registerRoleCommands(program, ctx);
+  registerPolicyCommands(program, ctx);
   registerApprovalCommands(program, session);
-
-  // ---- operator-token ------------------------------------------------------------------------
-  const opt = program.command('operator-token').description('operator tokens for the admin API (/admin/v1); made on the database directly, never through the API');
-  opt
-    .command('create')
-    .description('create a token for operator NAME (recorded as the approver); the secret is shown once')
-    .argument('<name>', 'operator name, e.g. ops-anna')
-    .option('--expires-in <duration>', 'expire after a duration: 90s, 45m, 12h, 30d')
-    .action(async (name: string, o: { expiresIn?: string }, cmd: Command) => {
-      const s = session(cmd);
-      if (s.opts.server) throw new ValidationError('operator tokens are created on the control database directly: run this without --server');
-      const expiresAt = o.expiresIn ? new Date(Date.now() + parseDuration(o.expiresIn, '--expires-in')) : undefined;
-      const t = await createOperatorToken(await s.db(), name, { expiresAt });
-      const warning = 'Store this token now: it is shown only once and cannot be recovered. It works on /admin/v1 only.';
-      s.print([`operator token ${t.tokenId} for ${t.name}${t.expiresAt ? ` (expires ${shortTime(t.expiresAt)})` : ''}:`, '', `  ${t.secret}`, '', warning].join('\n'), { ...t, warning });
-    });
-  opt
-    .command('list')
-    .option('--name <name>', 'only this operator')
-    .action(async (o: { name?: string }, cmd: Command) => {
-      const s = session(cmd);
-      if (s.opts.server) throw new ValidationError('operator tokens are managed on the control database directly: run this without --server');
-      const rows = await listOperatorTokens(await s.db(), { name: o.name });
-      s.print(table(['id', 'operator', 'prefix', 'status', 'created', 'expires', 'last used'], rows.map((t) => [t.id, t.name, t.prefix + '…', t.status, shortTime(t.createdAt), shortTime(t.expiresAt), shortTime(t.lastUsedAt)])), rows);
-    });
-  opt
-    .command('revoke')
-    .argument('<token-id>', 'opt_… id (see operator-token list)')
-    .action(async (id: string, _o: unknown, cmd: Command) => {
-      const s = session(cmd);
-      if (s.opts.server) throw new ValidationError('operator tokens are managed on the control database directly: run this without --server');
-      const t = await revokeOperatorToken(await s.db(), id);
-      s.print(`revoked operator token ${t.id} (${t.name})`, t);
-    });
+  registerOperatorTokenCommands(program, ctx);
 
   // ---- audit ---------------------------------------------------------------------------------
   const aud = program.command('audit').description('the audit trail (append-only)');
   aud
     .command('tail')
+    .description('print the latest audit events')
     .option('-n, --lines <n>', 'how many of the latest events', '20')
     .action(async (o: { lines: string }, cmd: Command) => {
       const s = session(cmd);
@@ -733,6 +520,7 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
     });
   aud
     .command('search')
+    .description('search the audit trail by identity, source, decision, kind, approval or time')
     .option('--identity <name>', 'identity name or id')
     .option('--source <id>')
     .option('--decision <decision>', 'allowed, refused, queued, invalid, failed, cancelled; or an approval action')
@@ -804,4 +592,9 @@ export async function runCli(argv: string[], io: CliIo = processIo): Promise<num
     await state.session?.close().catch(() => undefined);
   }
   return code;
+}
+
+/** The whole commander tree of `interlock`, without running anything (for tests that inspect help lines). */
+export function cliProgram(io: CliIo = processIo): Command {
+  return buildProgram(io, { session: null });
 }

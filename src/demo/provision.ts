@@ -1,24 +1,31 @@
 /**
- * Demo provisioning (issue 3, Build 3): Chinook as source `chinook` with a least-privilege reader
- * role and a separate writer role, identity `demo-agent` with role `demo-analyst`, masking policies
- * on customer contact columns, and a fresh API key. Idempotent: every run converges to the same
- * state and only adds a new key (earlier demo keys stay valid until revoked).
+ * Demo provisioning (issue 3, Build 3; issue 16, Build 5): Chinook as source `chinook` with a
+ * least-privilege reader role and a separate writer role, identity `demo-agent` with role
+ * `demo-analyst`, masking policies on customer contact columns, the `handbook` documents source,
+ * and a fresh API key. The governed objects (sources, roles, identity and grants, policies) are the
+ * shipped interlock file examples/demo.interlock.yaml, applied with the same code as `interlock
+ * apply` (src/declarative/apply.ts); what is not in a file stays here: the database copy, the login
+ * roles and their privileges, the catalog scan, the handbook index and the key. Idempotent: every
+ * run converges to the same state and only adds a new key.
  */
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
 import pg from 'pg';
 import type { Logger } from 'pino';
 import type { SourceRole } from '../../generated/role-v1';
 import type { Policy } from '../../generated/policy-v1';
 import { ensureDatabase, type ControlDb } from '../control/db';
 import { createApiKey, listApiKeys, revokeApiKey } from '../control/keys';
-import { createIdentity, enableIdentity, getIdentityByName } from '../control/identities';
-import { upsertRole } from '../control/roles';
-import { grantRole } from '../control/grants';
-import { addPolicies } from '../control/policies';
-import { getSource, putSource, type PostgresSourceSettings } from '../control/sources';
+import { getIdentityByName } from '../control/identities';
+import { getSource } from '../control/sources';
 import { scanSource } from '../control/scan';
+import { NotFoundError } from '../control/errors';
+import { applyInterlockFile } from '../declarative/apply';
+import { parseFileText, validateInterlockFileDocument, type InterlockFile } from '../declarative/schema';
 import { loadChinook } from './chinook';
-import { provisionHandbook } from '../discovery/handbook';
+import { HANDBOOK_PATH, HANDBOOK_ROLE } from '../discovery/handbook';
+import { indexSource } from '../discovery/indexer';
 
 /** Chinook tables the demo role may read (schema public). */
 export const DEMO_READ_TABLES = ['album', 'artist', 'genre', 'media_type', 'track', 'playlist', 'playlist_track', 'customer', 'invoice', 'invoice_line'] as const;
@@ -28,33 +35,60 @@ export const DEMO_WRITE_TABLES = ['playlist', 'playlist_track'] as const;
 /** temp_file_limit of the demo's reader role: the most temporary-file space one of its statements may use. */
 export const DEMO_TEMP_FILE_LIMIT = '256MB';
 
-/** The demo's source role. */
-export const DEMO_ROLE: SourceRole = {
-  name: 'demo-analyst',
-  description: 'Demo: read the Chinook catalogue, customers and invoices (contact details masked); write playlists through approval.',
-  statements: [
-    ...DEMO_READ_TABLES.map((t) => ({ effect: 'allow' as const, action: 'read' as const, resource: `public.${t}` })),
-    { effect: 'allow', action: 'describe', resource: 'public.*' },
-    ...DEMO_WRITE_TABLES.map((t) => ({ effect: 'allow' as const, action: 'write' as const, resource: `public.${t}` })),
-  ] as SourceRole['statements'],
-};
+/** The demo's desired state, shipped in the repository: an interlock file (spec/interlock-file-v1.schema.json). */
+export const DEMO_FILE = resolve(__dirname, '..', '..', 'examples', 'demo.interlock.yaml');
+/** Environment variables the demo file's credentials name (password_env); the demo sets them in its own process before applying. */
+export const DEMO_PASSWORD_ENV = { reader: 'INTERLOCK_DEMO_READER_PASSWORD', writer: 'INTERLOCK_DEMO_WRITER_PASSWORD' } as const;
 
-/** The demo's masking policies (one method per rule: partial e-mail, fully masked phone), applied on `sourceId`. */
+/** The demo file, parsed and validated (throws ValidationError naming the path of a schema error). */
+export function readDemoFile(): InterlockFile {
+  return validateInterlockFileDocument(parseFileText(readFileSync(DEMO_FILE, 'utf8')));
+}
+
+const DEMO_FILE_DOC = readDemoFile();
+
+/** The demo's source role (from the demo file). */
+export const DEMO_ROLE: SourceRole = (DEMO_FILE_DOC.roles ?? []).find((r) => r.name === 'demo-analyst')!;
+
+/** The demo's masking policies (from the demo file: partial e-mail, fully masked phone and fax), applied on `sourceId`. */
 export function demoPolicies(sourceId: string): Policy[] {
-  return [
-    {
-      name: 'demo-mask-contact',
-      description: 'Demo: customer e-mail addresses are partially masked.',
-      applies_to: { sources: [sourceId] },
-      rule: { type: 'mask_columns', columns: ['public.customer.email'], method: 'partial' },
-    },
-    {
-      name: 'demo-mask-contact-phone',
-      description: 'Demo: customer phone and fax numbers are fully masked.',
-      applies_to: { sources: [sourceId] },
-      rule: { type: 'mask_columns', columns: ['public.customer.phone', 'public.customer.fax'], method: 'full' },
-    },
-  ];
+  return (DEMO_FILE_DOC.policies ?? []).map((p) => ({ ...p, applies_to: { sources: [sourceId] } }));
+}
+
+/** Where the demo file is instantiated: the server holding the Chinook copy and the names of this run. */
+export interface DemoFileParams {
+  host: string;
+  port: number;
+  databaseName: string;
+  readerRole: string;
+  writerRole: string;
+  sourceId: string;
+  identityName: string;
+  /** Keep the handbook source, its role and grant (default true). */
+  handbook: boolean;
+}
+
+/**
+ * The demo file with this run's connection and names filled in: the Chinook source's host, port,
+ * database and login roles, its id (also in the grant and the policies), the identity name, and
+ * the handbook's absolute folder (or no handbook). Secrets stay references (DEMO_PASSWORD_ENV).
+ */
+export function demoFileFor(p: DemoFileParams): InterlockFile {
+  const doc = JSON.parse(JSON.stringify(DEMO_FILE_DOC)) as InterlockFile;
+  const isHandbook = (id: string) => id === 'handbook';
+  doc.sources = (doc.sources ?? []).filter((s) => p.handbook || !isHandbook(s.id)).map((s) => {
+    if (s.id === 'handbook') return { ...s, settings: { ...s.settings, path: HANDBOOK_PATH } };
+    const st = s.settings as Record<string, unknown> & { reader: { user: string }; writer: { user: string } };
+    return { ...s, id: p.sourceId, settings: { ...st, host: p.host, port: p.port, database: p.databaseName, reader: { ...st.reader, user: p.readerRole }, writer: { ...st.writer, user: p.writerRole } } };
+  });
+  doc.roles = (doc.roles ?? []).filter((r) => p.handbook || r.name !== HANDBOOK_ROLE.name);
+  doc.identities = (doc.identities ?? []).map((i) => ({
+    ...i,
+    name: p.identityName,
+    grants: (i.grants ?? []).filter((g) => p.handbook || !isHandbook(g.source)).map((g) => (isHandbook(g.source) ? g : { ...g, source: p.sourceId })),
+  }));
+  doc.policies = demoPolicies(p.sourceId);
+  return doc;
 }
 
 /** Options of provisionDemo. The names default to the demo's; tests pass unique ones. */
@@ -232,38 +266,18 @@ export async function provisionDemoSetup(opts: ProvisionDemoOptions): Promise<De
     await c.query('COMMIT');
   });
 
-  // 3. The source, and its catalog as the reader sees it.
+  // 3. Sources, roles, the identity with its grants and the policies: the demo file, applied as
+  // `interlock apply` does (one transaction, audited). Its password_env references are set here.
   const { host, port } = hostAndPort(opts.adminUrl);
-  const settings: PostgresSourceSettings = {
-    host,
-    port,
-    database: databaseName,
-    reader: { user: readerRole, password: readerPassword },
-    writer: { user: writerRole, password: writerPassword },
-    tls: { mode: 'off' },
-    statement_timeout_ms: 15_000,
-    lock_timeout_ms: 2_000,
-    max_rows: 1_000,
-    pool_size: 5,
-  };
-  await putSource(opts.controlDb, {
-    id: sourceId,
-    type: 'postgres',
-    name: 'Chinook (demo)',
-    description: 'The Chinook sample database: a digital media store with artists, albums, tracks, playlists, customers and invoices.',
-    enabled: true,
-    settings,
-  });
-  await scanSource(opts.controlDb, sourceId);
+  const doc = demoFileFor({ host, port, databaseName, readerRole, writerRole, sourceId, identityName, handbook: opts.handbook !== false });
+  process.env[DEMO_PASSWORD_ENV.reader] = readerPassword;
+  process.env[DEMO_PASSWORD_ENV.writer] = writerPassword;
+  await applyInterlockFile(opts.controlDb, { document: doc }, { operator: 'interlock-demo', scan: false });
 
-  // 4. Identity, role, policies, grant, key.
-  let identity = await getIdentityByName(opts.controlDb, identityName);
-  if (!identity) identity = await createIdentity(opts.controlDb, identityName);
-  else if (identity.disabled) identity = await enableIdentity(opts.controlDb, identity.id);
-  await upsertRole(opts.controlDb, DEMO_ROLE);
-  await addPolicies(opts.controlDb, demoPolicies(sourceId), { replace: true });
-  await grantRole(opts.controlDb, { identityId: identity.id, roleName: DEMO_ROLE.name, sourceId });
-  // The handbook documents source (issue 4): registered, indexed and discoverable by the demo identity.
-  if (opts.handbook !== false) await provisionHandbook(opts.controlDb, { identityId: identity.id });
+  // 4. The catalog as the reader sees it, and the handbook's discovery index.
+  await scanSource(opts.controlDb, sourceId);
+  if (opts.handbook !== false) await indexSource(opts.controlDb, 'handbook');
+  const identity = await getIdentityByName(opts.controlDb, identityName);
+  if (!identity) throw new NotFoundError(`identity "${identityName}" not found after applying the demo file`);
   return { sourceId, identityId: identity.id, databaseName, readerRole, writerRole };
 }

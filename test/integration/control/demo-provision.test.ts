@@ -7,7 +7,9 @@ import { randomBytes } from 'node:crypto';
 import { Client } from 'pg';
 import { ADMIN_URL } from '../../helpers/pg';
 import { freshControlDb, type TestControlDb } from './control-db';
-import { provisionDemo, DEMO_ROLE, type ProvisionedDemo } from '../../../src/demo/provision';
+import { provisionDemo, demoFileFor, DEMO_ROLE, type ProvisionedDemo } from '../../../src/demo/provision';
+import { applyInterlockFile } from '../../../src/declarative/apply';
+import { searchAudit } from '../../../src/control/audit';
 import { DbIdentityResolver } from '../../../src/control/keys';
 import { getSource } from '../../../src/control/sources';
 import { getRole } from '../../../src/control/roles';
@@ -171,4 +173,20 @@ describe('provisionDemo', () => {
       expect((await c.query('SELECT count(*)::int AS n FROM track')).rows[0].n).toBe(3503);
     });
   }, 60_000);
+
+  test('provisioned through the declarative path: the demo file applied as `interlock apply` (audited), and re-planning it shows no change', async () => {
+    const events = (await searchAudit(t.db, { kind: 'config', limit: 100 })).events.filter((e) => e.decision === 'applied');
+    // The first run created everything; the second found nothing to change.
+    expect(events.map((e) => [e.operator, (e.details as { summary: unknown }).summary])).toEqual([
+      ['interlock-demo', { create: 0, update: 0, delete: 0 }],
+      ['interlock-demo', { create: 9, update: 0, delete: 0 }],
+    ]);
+    const u = new URL(ADMIN_URL);
+    const doc = demoFileFor({ host: u.hostname, port: Number(u.port || 5432), databaseName: DB_NAME, readerRole: `${PREFIX}_reader`, writerRole: `${PREFIX}_writer`, sourceId: 'chinook', identityName: 'demo-agent', handbook: true });
+    // Secrets stay references in the file; the demo set the variables in this process.
+    expect(doc.sources![0].settings.reader).toEqual({ user: `${PREFIX}_reader`, password_env: 'INTERLOCK_DEMO_READER_PASSWORD' });
+    expect(process.env.INTERLOCK_DEMO_READER_PASSWORD).toBe(settings.reader.password);
+    const plan = await applyInterlockFile(t.db, { document: doc }, { operator: 'test', plan: true });
+    expect(plan.plan).toEqual({ changes: [], summary: { create: 0, update: 0, delete: 0 } });
+  });
 });

@@ -1,0 +1,45 @@
+/**
+ * `interlock identity …`: agent identities (create, list, enable, disable), registered by main.ts.
+ * Both modes (direct and --server) go through the operator backend (src/admin/backend.ts).
+ */
+import type { Command } from 'commander';
+import { shortTime, table } from './output';
+import type { CommandContext } from './context';
+
+/** Registers `identity create|list|disable|enable`. */
+export function registerIdentityCommands(program: Command, ctx: CommandContext): void {
+  // ---- identity ------------------------------------------------------------------------------
+  const idn = program.command('identity').description('agent identities');
+  idn
+    .command('create')
+    .description('create an agent identity')
+    .argument('<name>', 'lower-case name, e.g. etl-agent')
+    .action(async (name: string, _o: unknown, cmd: Command) => {
+      const s = ctx.session(cmd);
+      const r = await (await s.backend()).createIdentity(name);
+      s.print(`created identity ${r.name} (${r.id}); next: interlock key create ${r.name}`, r);
+    });
+  idn.command('list').description('list identities').action(async (_o: unknown, cmd: Command) => {
+    const s = ctx.session(cmd);
+    const rows = await (await s.backend()).listIdentities();
+    s.print(table(['name', 'id', 'status', 'created'], rows.map((r) => [r.name, r.id, r.disabled ? 'disabled' : 'enabled', shortTime(r.createdAt)])), rows);
+  });
+  idn
+    .command('disable')
+    .description('disable an identity: its keys stop working')
+    .argument('<name>')
+    .action(async (name: string, _o: unknown, cmd: Command) => {
+      const s = ctx.session(cmd);
+      const r = await (await s.backend()).setIdentityEnabled(name, false);
+      s.print(`disabled identity ${r.name}: its keys stop working (within 2 s on running gateways)`, r);
+    });
+  idn
+    .command('enable')
+    .description('enable an identity')
+    .argument('<name>')
+    .action(async (name: string, _o: unknown, cmd: Command) => {
+      const s = ctx.session(cmd);
+      const r = await (await s.backend()).setIdentityEnabled(name, true);
+      s.print(`enabled identity ${r.name}`, r);
+    });
+}

@@ -1,0 +1,53 @@
+/**
+ * The shape of the operator CLI (issue 16, Build 4): every command of the commander tree has a help
+ * line, and `index status` renders a table for people.
+ */
+import type { Command } from 'commander';
+import { cliProgram } from '../../../src/cli/main';
+import { indexStatusTable } from '../../../src/cli/discovery-index';
+
+/** Every command below `c`, as "parent child" paths. */
+function allCommands(c: Command, path: string[] = []): Array<{ path: string; cmd: Command }> {
+  return c.commands.flatMap((sub) => [{ path: [...path, sub.name()].join(' '), cmd: sub }, ...allCommands(sub, [...path, sub.name()])]);
+}
+
+const silent = { out: () => undefined, err: () => undefined };
+
+describe('interlock command tree', () => {
+  const commands = allCommands(cliProgram(silent));
+
+  test('walks the whole tree (nested commands included)', () => {
+    const paths = commands.map((c) => c.path);
+    for (const p of ['serve', 'demo', 'apply', 'export', 'source update', 'index status', 'audit verify', 'approval requeue', 'operator-token list', 'db grant-runtime-role']) expect(paths).toContain(p);
+    expect(paths.length).toBeGreaterThanOrEqual(45);
+  });
+
+  test('every command has a help line', () => {
+    expect(commands.filter((c) => !c.cmd.description().trim()).map((c) => c.path)).toEqual([]);
+  });
+
+  test('the program help lists every top-level command with its help line', () => {
+    const out: string[] = [];
+    const program = cliProgram({ out: (t) => out.push(t), err: () => undefined });
+    const help = program.helpInformation();
+    for (const c of program.commands) expect(help).toMatch(new RegExp(`\\n  ${c.name()}\\b[^\\n]*  ${c.description().slice(0, 20).replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}`));
+    expect(out).toEqual([]);
+  });
+});
+
+describe('index status table', () => {
+  test('one aligned row per source, problems counted', () => {
+    const rows = [
+      { sourceId: 'handbook', indexedAt: '2026-11-29T21:03:00.123Z', durationMs: 42, assets: 12, added: 12, updated: 0, unchanged: 0, removed: 0, skipped: 1, problems: [{ path: 'x.bin', reason: 'binary' }] },
+      { sourceId: 'chinook', indexedAt: '2026-11-30T08:00:00.000Z', durationMs: 310, assets: 11, added: 0, updated: 1, unchanged: 10, removed: 0, skipped: 0, problems: [] },
+    ] as unknown as Parameters<typeof indexStatusTable>[0];
+    expect(indexStatusTable(rows).split('\n')).toEqual([
+      'SOURCE    INDEXED               MS   ASSETS  ADDED  UPDATED  UNCHANGED  REMOVED  SKIPPED  PROBLEMS',
+      'handbook  2026-11-29 21:03:00Z  42   12      12     0        0          0        1        1',
+      'chinook   2026-11-30 08:00:00Z  310  11      0      1        10         0        0        0',
+    ]);
+  });
+  test('no rows: (none)', () => {
+    expect(indexStatusTable([])).toBe('(none)');
+  });
+});
