@@ -6,7 +6,10 @@
  *   1. walk up from the current folder to the filesystem root; the first ".interlock/pg" holding a
  *      cluster (data/PG_VERSION) is used: a clone's database is found from any of its subfolders;
  *   2. otherwise the per-user data folder: $XDG_DATA_HOME/interlock/pg, else
- *      ~/.local/share/interlock/pg (where `npm start` creates it when no clone database exists).
+ *      ~/.local/share/interlock/pg (where `npm start` creates it when no clone database exists);
+ *   2'. except as root (`privateHome`): the embedded server then runs as an unprivileged system
+ *      user that cannot enter /root, so the installation's own `.interlock/pg` (`installRoot`, the
+ *      clone holding this code) is used instead, found there from any folder.
  * A configured folder (config file or INTERLOCK_EMBEDDED_DATA_DIR) other than the default is used
  * as given, relative to the current folder.
  *
@@ -35,6 +38,10 @@ export interface DataDirContext {
   env: NodeJS.ProcessEnv;
   /** True when the path exists. */
   exists(path: string): boolean;
+  /** The folder of this InterLock installation (a clone); with `privateHome` its `.interlock/pg` replaces the per-user folder. */
+  installRoot?: string;
+  /** True when the home folder is not usable by the embedded server's system user (running as root). */
+  privateHome?: boolean;
 }
 
 /** True when `dir` holds an initialised cluster. */
@@ -57,6 +64,11 @@ export function resolveEmbeddedDataDir(configured: string, ctx: DataDirContext):
     looked.push(candidate);
     if (hasCluster(candidate, ctx.exists)) return { dir: candidate, source: 'found', looked };
     if (dirname(d) === d) break;
+  }
+  if (ctx.privateHome && ctx.installRoot) {
+    const own = join(resolve(ctx.installRoot), PROJECT_DATA_DIR);
+    if (!looked.includes(own)) looked.push(own);
+    return { dir: own, source: hasCluster(own, ctx.exists) ? 'found' : 'user', looked };
   }
   const user = userDataDir(ctx);
   looked.push(user);

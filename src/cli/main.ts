@@ -52,6 +52,9 @@ import { registerOperatorTokenCommands } from './operator-token';
 /** Commands that only read: with no control database they say where they looked instead of creating one. */
 const READ_COMMANDS = new Set(['list', 'show', 'status', 'search', 'tail', 'grants', 'whoami']);
 
+/** The folder of this installation (the clone holding src/ and bin/). */
+const INSTALL_ROOT = resolvePath(__dirname, '..', '..');
+
 /** Name of the control database created on the embedded server. */
 export const EMBEDDED_CONTROL_DB = 'interlock';
 
@@ -104,7 +107,7 @@ class Session {
     const cfg = this.config();
     if (cfg.database.url) return { controlUrl: cfg.database.url, adminUrl: cfg.database.url };
     if (!this.embedded) {
-      const where = resolveEmbeddedDataDir(cfg.database.embedded_data_dir, { cwd: process.cwd(), home: homedir(), env: process.env, exists: existsSync });
+      const where = resolveEmbeddedDataDir(cfg.database.embedded_data_dir, { cwd: process.cwd(), home: homedir(), env: process.env, exists: existsSync, installRoot: INSTALL_ROOT, privateHome: process.getuid?.() === 0 });
       if (this.readOnly && !hasCluster(where.dir, existsSync)) throw new ControlError('not_found', missingDatabaseMessage(where));
       this.embedded = await startEmbeddedPostgres({ dataDir: where.dir, port: cfg.database.embedded_port, logger: this.logger });
       await ensureDatabase(this.embedded.adminUrl, EMBEDDED_CONTROL_DB);

@@ -23,7 +23,7 @@ export function registerOperatorTokenCommands(program: Command, ctx: CommandCont
       if (s.remote) throw new ValidationError('operator tokens are created on the control database directly: run this without --server');
       const expiresAt = o.expiresIn ? new Date(Date.now() + parseDuration(o.expiresIn, '--expires-in')) : undefined;
       const t = await createOperatorToken(await s.db(), name, { expiresAt });
-      const warning = 'Store this token now: it is shown only once and cannot be recovered. It works on /admin/v1 only.';
+      const warning = 'Store this token now: it is shown only once and cannot be recovered. It signs in to the console (/console) and authenticates the admin API (/admin/v1, remote CLI); it is not an agent key.';
       s.print([`operator token ${t.tokenId} for ${t.name}${t.expiresAt ? ` (expires ${shortTime(t.expiresAt)})` : ''}:`, '', `  ${t.secret}`, '', warning].join('\n'), { ...t, warning });
     });
   opt

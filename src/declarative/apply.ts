@@ -14,7 +14,7 @@ import { canonicalJson, removeSourceIn } from '../control/sources';
 import { newIdentityId } from '../control/ids';
 import { scanSource } from '../control/scan';
 import { computePlan, type Plan, type PlanChange } from './plan';
-import { desiredStateOf, fileDigest, parseFileText, processSecrets, validateInterlockFileDocument, type SecretResolver } from './schema';
+import { desiredStateOf, fileDigest, keepStoredSecrets, parseFileText, processSecrets, validateInterlockFileDocument, type SecretResolver } from './schema';
 import { readConfigState } from './state';
 import type { DesiredState } from './types';
 
@@ -72,6 +72,7 @@ export async function applyInterlockFile(db: ControlDb, input: ApplyInput, opts:
   const plan = await withTransaction(db, async (c) => {
     await c.query('SELECT pg_advisory_xact_lock($1)', [APPLY_LOCK]);
     const current = await readConfigState(c);
+    keepStoredSecrets(desired, current);
     const p = computePlan(current, desired, { prune: opts.prune });
     for (const ch of p.changes) {
       if (ch.kind === 'source' && ch.action === 'update' && ch.fields.some((f) => f.path === 'type')) throw new ValidationError(`source "${ch.name}": a source type cannot change; remove it and add a new one`);

@@ -2,7 +2,8 @@
  * `interlock export` and GET /admin/v1/export (issue 16, Build 2): the current governed objects as
  * an interlock file (spec/interlock-file-v1.schema.json). Passwords are never written: each
  * credential that has one names an environment variable instead
- * (INTERLOCK_<SOURCE>_<READER|WRITER>_PASSWORD, upper case, other characters as "_"), which must
+ * (<SOURCE>_<READER|WRITER>_PASSWORD, upper case, other characters as "_"; not INTERLOCK_*, which
+ * the gateway's configuration reserves), which may
  * hold the password when the file is applied.
  */
 import YAML from 'yaml';
@@ -13,7 +14,7 @@ import type { SourceState } from './types';
 
 /** The environment variable an exported file names for a source credential's password. */
 export function passwordEnvName(sourceId: string, who: 'reader' | 'writer'): string {
-  return `INTERLOCK_${sourceId.toUpperCase().replace(/[^A-Z0-9]/g, '_')}_${who.toUpperCase()}_PASSWORD`;
+  return `${sourceId.toUpperCase().replace(/[^A-Z0-9]/g, '_')}_${who.toUpperCase()}_PASSWORD`;
 }
 
 function fileSource(s: SourceState): FileSource {

@@ -64,10 +64,17 @@ export function validateInterlockFileDocument(input: unknown): InterlockFile {
   return input as InterlockFile;
 }
 
+/**
+ * Stands for the password of a `password_env` reference whose variable is not set. `keepStoredSecrets`
+ * replaces it with the stored password of the same source and user (so an exported file plans and
+ * applies with no variables set, changing no secret), or refuses when there is none to keep.
+ */
+const UNSET_PREFIX = '\u0000unset-secret:';
+
 function resolveCredentials(c: FileCredentials, where: string, secrets: SecretResolver): { user: string; password?: string } {
   if (c.password_env !== undefined) {
     const v = secrets.env(c.password_env);
-    if (v === undefined) throw new ValidationError(`${where}/password_env: environment variable ${c.password_env} is not set`);
+    if (v === undefined) return { user: c.user, password: `${UNSET_PREFIX}${where}/password_env: environment variable ${c.password_env} is not set` };
     return { user: c.user, password: v };
   }
   if (c.password_file !== undefined) {
@@ -132,4 +139,21 @@ export function desiredStateOf(file: InterlockFile, secrets: SecretResolver = pr
     state.policies.set(p.name, ps);
   }
   return state;
+}
+
+/**
+ * Resolves unset `password_env` references (see UNSET_PREFIX) against the current state: a source
+ * whose reader or writer keeps its user keeps its stored password; a new source, a changed user or
+ * nothing stored is a ValidationError naming the variable. Mutates `desired`.
+ */
+export function keepStoredSecrets(desired: DesiredState, current: { sources: Map<string, SourceState> }): void {
+  for (const [id, s] of desired.sources) {
+    for (const who of ['reader', 'writer'] as const) {
+      const want = (s.settings as unknown as Record<string, { user: string; password?: string } | undefined>)[who];
+      if (!want || typeof want.password !== 'string' || !want.password.startsWith(UNSET_PREFIX)) continue;
+      const have = (current.sources.get(id)?.settings as unknown as Record<string, { user: string; password?: string } | undefined> | undefined)?.[who];
+      if (have && have.user === want.user && typeof have.password === 'string') want.password = have.password;
+      else throw new ValidationError(`${want.password.slice(UNSET_PREFIX.length)} (needed: no stored password to keep for ${who} ${want.user} of source ${id})`);
+    }
+  }
 }

@@ -38,7 +38,7 @@ export const DEMO_TEMP_FILE_LIMIT = '256MB';
 /** The demo's desired state, shipped in the repository: an interlock file (spec/interlock-file-v1.schema.json). */
 export const DEMO_FILE = resolve(__dirname, '..', '..', 'examples', 'demo.interlock.yaml');
 /** Environment variables the demo file's credentials name (password_env); the demo sets them in its own process before applying. */
-export const DEMO_PASSWORD_ENV = { reader: 'INTERLOCK_DEMO_READER_PASSWORD', writer: 'INTERLOCK_DEMO_WRITER_PASSWORD' } as const;
+export const DEMO_PASSWORD_ENV = { reader: 'CHINOOK_READER_PASSWORD', writer: 'CHINOOK_WRITER_PASSWORD' } as const;
 
 /** The demo file, parsed and validated (throws ValidationError naming the path of a schema error). */
 export function readDemoFile(): InterlockFile {

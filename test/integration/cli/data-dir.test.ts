@@ -29,6 +29,17 @@ describe('resolveEmbeddedDataDir (pure)', () => {
     expect(resolveEmbeddedDataDir('.interlock/pg', ctx('/tmp/x', { XDG_DATA_HOME: '/data' })).dir).toBe('/data/interlock/pg');
     expect(userDataDir({ home: '/home/ana', env: { XDG_DATA_HOME: 'relative' } })).toBe('/home/ana/.local/share/interlock/pg');
   });
+  test("as root (the home is private to the embedded server's system user): the installation's own .interlock/pg", () => {
+    const root = { ...ctx('/tmp/x'), installRoot: '/srv/interlock', privateHome: true };
+    expect(resolveEmbeddedDataDir('.interlock/pg', root)).toEqual({
+      dir: '/srv/interlock/.interlock/pg',
+      source: 'user',
+      looked: ['/tmp/x/.interlock/pg', '/tmp/.interlock/pg', '/.interlock/pg', '/srv/interlock/.interlock/pg'],
+    });
+    // a clone's database under the current folder still wins
+    expect(resolveEmbeddedDataDir('.interlock/pg', { ...root, cwd: '/work/clone/src' }).dir).toBe('/work/clone/.interlock/pg');
+  });
+
   test('a configured folder is used as given', () => {
     expect(resolveEmbeddedDataDir('db/pg', ctx('/srv'))).toEqual({ dir: '/srv/db/pg', source: 'configured', looked: ['/srv/db/pg'] });
   });
@@ -53,7 +64,9 @@ test('a read command with no control database anywhere exits 3 and creates nothi
     });
     expect(r.code).toBe(3);
     expect(r.stdout).toBe('');
-    expect(r.stderr).toContain(`error: no InterLock control database found (looked for .interlock/pg in ${cwd} and every parent folder, and ${join(home, '.local', 'share', 'interlock', 'pg')}); nothing was created.`);
+    // As root the installation's own folder replaces the per-user one (the embedded server cannot enter /root).
+    const fallback = process.getuid?.() === 0 ? join(__dirname, '..', '..', '..', '.interlock', 'pg') : join(home, '.local', 'share', 'interlock', 'pg');
+    expect(r.stderr).toContain(`error: no InterLock control database found (looked for .interlock/pg in ${cwd} and every parent folder, and ${fallback}); nothing was created.`);
     expect(existsSync(join(home, '.local'))).toBe(false);
     expect(readdirSync(cwd)).toEqual([]);
   } finally {

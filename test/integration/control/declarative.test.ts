@@ -60,7 +60,7 @@ test('export writes references, never passwords, and validates against its own s
   const text = renderInterlockFile(file);
   expect(text).not.toContain('pw-sales');
   expect(text).not.toContain('wpw');
-  expect(file.sources!.find((s) => s.id === 'hr')!.settings).toMatchObject({ reader: { user: 'reader', password_env: 'INTERLOCK_HR_READER_PASSWORD' }, writer: { user: 'w', password_env: 'INTERLOCK_HR_WRITER_PASSWORD' } });
+  expect(file.sources!.find((s) => s.id === 'hr')!.settings).toMatchObject({ reader: { user: 'reader', password_env: 'HR_READER_PASSWORD' }, writer: { user: 'w', password_env: 'HR_WRITER_PASSWORD' } });
   expect(file.identities).toEqual([
     { name: 'agent-a', disabled: false, grants: [{ role: 'analyst', source: 'sales' }] },
     { name: 'agent-b', disabled: false, grants: [{ role: 'hr-reader', source: 'hr' }] },
@@ -76,6 +76,9 @@ test('round trip: export, plan shows no changes; one changed field plans exactly
   const same = await applyInterlockFile(t.db, { text }, { ...op, plan: true });
   expect(same).toEqual({ applied: false, digest: fileDigest(text), plan: { changes: [], summary: { create: 0, update: 0, delete: 0 } }, scans: [] });
   expect(renderPlan(same.plan)).toBe('No changes: the control plane matches the file.');
+  // With none of the referenced variables set (a user who just exported), stored secrets are kept: still no changes.
+  const bare = await applyInterlockFile(t.db, { text }, { ...op, plan: true, secrets: { env: () => undefined, file: () => undefined } });
+  expect(bare.plan).toEqual({ changes: [], summary: { create: 0, update: 0, delete: 0 } });
 
   const doc = YAML.parse(text) as InterlockFile;
   (doc.sources!.find((s) => s.id === 'sales')!.settings as { tls: { mode: string } }).tls.mode = 'require';
@@ -104,7 +107,7 @@ test('round trip: export, plan shows no changes; one changed field plans exactly
 
 test('a changed secret is planned as a change without showing either value', async () => {
   const text = renderInterlockFile(await exportInterlockFile(t.db));
-  const plan = await applyInterlockFile(t.db, { text }, { ...op, plan: true, secrets: { env: (n) => (n === 'INTERLOCK_HR_WRITER_PASSWORD' ? 'rotated' : env[n]), file: () => undefined } });
+  const plan = await applyInterlockFile(t.db, { text }, { ...op, plan: true, secrets: { env: (n) => (n === 'HR_WRITER_PASSWORD' ? 'rotated' : env[n]), file: () => undefined } });
   expect(plan.plan.changes).toEqual([{ action: 'update', kind: 'source', name: 'hr', fields: [{ path: 'settings.writer.password', before: '***', after: '***' }] }]);
   expect(JSON.stringify(plan)).not.toMatch(/rotated|wpw/);
 });

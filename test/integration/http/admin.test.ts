@@ -415,7 +415,7 @@ describe('source lifecycle and declarative configuration (issue 16)', () => {
     expect(exported.status).toBe(200);
     expect(exported.text).not.toContain('secret-pw');
     const document = exported.json;
-    expect(document.sources.find((s: { id: string }) => s.id === 'chinook').settings.reader).toEqual({ user: expect.any(String), password_env: 'INTERLOCK_CHINOOK_READER_PASSWORD' });
+    expect(document.sources.find((s: { id: string }) => s.id === 'chinook').settings.reader).toEqual({ user: expect.any(String), password_env: 'CHINOOK_READER_PASSWORD' });
     const same = await admin('POST', '/apply?plan=true', { document });
     expect(same.json).toMatchObject({ applied: false, plan: { changes: [], summary: { create: 0, update: 0, delete: 0 } }, scans: [] });
 

@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { DEMO_FILE, DEMO_READ_TABLES, DEMO_WRITE_TABLES, DEMO_PASSWORD_ENV, demoFileFor, readDemoFile } from '../../../src/demo/provision';
 import { HANDBOOK_PATH, HANDBOOK_ROLE } from '../../../src/discovery/handbook';
-import { desiredStateOf } from '../../../src/declarative/schema';
+import { desiredStateOf, keepStoredSecrets } from '../../../src/declarative/schema';
 import type { PostgresSourceSettings } from '../../../src/control/sources';
 
 const params = { host: 'db.test', port: 6543, databaseName: 'chinook_x', readerRole: 'x_reader', writerRole: 'x_writer', sourceId: 'music', identityName: 'load-agent', handbook: true };
@@ -39,7 +39,12 @@ test('demoFileFor fills in the connection and names of one run; secrets resolve 
   expect(music.type).toBe('postgres');
   const creds = music.settings as PostgresSourceSettings;
   expect([creds.reader.password, creds.writer?.password]).toEqual(['r-pw', 'w-pw']);
-  expect(() => desiredStateOf(doc, { env: () => undefined, file: () => undefined })).toThrow('/sources/0/settings/reader/password_env: environment variable INTERLOCK_DEMO_READER_PASSWORD is not set');
+  // An unset reference keeps a stored password; with nothing stored (a new source) it is refused.
+  const unset = desiredStateOf(doc, { env: () => undefined, file: () => undefined });
+  expect(() => keepStoredSecrets(unset, { sources: new Map() })).toThrow('/sources/0/settings/reader/password_env: environment variable CHINOOK_READER_PASSWORD is not set (needed: no stored password to keep for reader');
+  const kept = desiredStateOf(doc, { env: () => undefined, file: () => undefined });
+  keepStoredSecrets(kept, { sources: new Map([['music', state.sources.get('music')!]]) });
+  expect([(kept.sources.get('music')!.settings as PostgresSourceSettings).reader.password, (kept.sources.get('music')!.settings as PostgresSourceSettings).writer?.password]).toEqual(['r-pw', 'w-pw']);
 });
 
 test('without the handbook: no handbook source, role or grant', () => {
