@@ -142,18 +142,21 @@ describe('keyless budget, aggregated audit and stream caps', () => {
     await env.gateway.gateway.flushAudit();
     const all = (await searchAudit(env.db, { kind: 'tool_call', limit: 1000 })).events;
     expect(all.filter((e) => e.identityId).length).toBeGreaterThan(0);
+    // One aggregated event per address per minute: two when the test straddles a minute boundary.
     const fresh = all.filter((e) => !e.identityId);
-    expect(fresh).toHaveLength(1);
-    const agg = fresh[0];
-    expect(agg).toMatchObject({ decision: 'refused', identityId: null, tool: '*' });
-    expect(agg.details).toMatchObject({
-      aggregated: true,
-      client_address: '127.0.0.1',
-      window_seconds: 60,
-      count: 11,
-      reasons: { missing_api_key: 3, invalid_api_key: 1, rate_limited: 7 },
-      routes: { mcp: 6, v1: 2, 'mcp-legacy': 3 },
-    });
+    expect(fresh.length === 1 || fresh.length === 2).toBe(true);
+    for (const agg of fresh) {
+      expect(agg).toMatchObject({ decision: 'refused', identityId: null, tool: '*' });
+      expect(agg.details).toMatchObject({ aggregated: true, client_address: '127.0.0.1', window_seconds: 60 });
+    }
+    const sum = (k: 'reasons' | 'routes') => {
+      const out: Record<string, number> = {};
+      for (const agg of fresh) for (const [n, c] of Object.entries((agg.details as Record<string, Record<string, number>>)[k])) out[n] = (out[n] ?? 0) + c;
+      return out;
+    };
+    expect(fresh.reduce((n, agg) => n + Number((agg.details as { count: number }).count), 0)).toBe(11);
+    expect(sum('reasons')).toEqual({ missing_api_key: 3, invalid_api_key: 1, rate_limited: 7 });
+    expect(sum('routes')).toEqual({ mcp: 6, v1: 2, 'mcp-legacy': 3 });
   });
 });
 

@@ -97,7 +97,8 @@ test('only the owner of audit_events can archive', async () => {
     }
     expect((await t.db.pool.query('SELECT count(*)::int AS n FROM audit_events')).rows[0].n).toBe(40);
   } finally {
-    for (const sql of [`REVOKE ALL ON ALL TABLES IN SCHEMA public FROM ${role}`, `REVOKE ALL ON ALL FUNCTIONS IN SCHEMA public FROM ${role}`, `REVOKE ALL ON SCHEMA public FROM ${role}`]) await t.db.pool.query(sql);
+    // DROP OWNED also revokes column and sequence privileges the runtime-role grant gives.
+    await t.db.pool.query(`DROP OWNED BY ${role}`);
     await admin.query(`REVOKE ALL ON DATABASE "${t.temp.name}" FROM ${role}`);
     await admin.query(`DROP ROLE ${role}`);
     await admin.end();
