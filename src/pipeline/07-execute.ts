@@ -34,6 +34,8 @@ const STATEMENT_CLASSES: Record<string, string> = {
   '2B': 'dependent privilege descriptors still exist',
   '21': 'cardinality violation',
   '0A': 'feature not supported',
+  // Program limits the statement itself passed (too many arguments, a value or nesting too large).
+  '54': 'program limit exceeded',
 };
 
 /** configuration_limit_exceeded: the statement passed a per-statement limit (e.g. the reader role's temp_file_limit). */

@@ -107,7 +107,9 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
     const { analysis, relations } = cached.entry;
     if (!analysis.ok) {
       audit.reason_detail = analysis.code;
-      audit.refusal_message = analysis.message;
+      // Quoted names are withheld: an agent may have put a value where an identifier goes
+      // (`WHERE phone = "+55 …"`), and the audit must not store values (red-team F6).
+      audit.refusal_message = analysis.message.replace(/"(?:[^"]|"")*"/g, '"…"');
       return cached.entry.denied!;
     }
     audit.action = analysis.kind;

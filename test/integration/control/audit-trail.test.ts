@@ -128,7 +128,13 @@ test('refusals at parse and classification time record the statement fingerprint
     const e = await eventOf(r);
     expect(e).toMatchObject({ decision: 'refused', reasonCode: r.body.result.structuredContent.code, fingerprint: expect.stringMatching(/^[0-9a-f]{16}$/) });
     expect(e.details).toMatchObject({ reason_detail: detail, refusal_message: expect.any(String) });
+    // Quoted names in the analyser's message are withheld (a value typed as an identifier is not stored).
+    expect((String(e.details.refusal_message).match(/"(?:[^"]|"")*"/g) ?? []).every((x) => x === '"…"')).toBe(true);
   }
+  // A value typed where an identifier goes (red-team F6) reaches no stored field.
+  const typed = await eventOf(await q('SELECT * FROM album WHERE title = "SECRET-VALUE-4111"'));
+  expect(typed.details).toMatchObject({ reason_detail: 'unknown_column' });
+  expect(JSON.stringify(typed)).not.toContain('SECRET-VALUE-4111');
   // Constants removed: the same statement with another value has the same fingerprint.
   const a = await eventOf(await q('SELECT no_such_column FROM album WHERE album_id = 7'));
   const b = await eventOf(await q('SELECT no_such_column FROM album WHERE album_id = 99'));

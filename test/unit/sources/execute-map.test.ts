@@ -12,6 +12,11 @@ describe('mapConnectorError', () => {
     expect(mapConnectorError(new SourceError('result_too_large'))).toEqual({ kind: 'refusal', code: 'result_too_large' });
   });
 
+  test('program limits the statement passed (class 54, red-team F7) are statement_failed naming the class, not the opaque failure', () => {
+    expect(mapConnectorError(new SourceError('execution_failed', { sqlState: '54000' }))).toEqual({ kind: 'tool_error', code: 'statement_failed', message: 'The statement failed in the source database: program limit exceeded (SQLSTATE class 54).' });
+    expect(mapConnectorError(new SourceError('execution_failed', { sqlState: '54023' }))).toMatchObject({ kind: 'tool_error', code: 'statement_failed' });
+  });
+
   test('53400 (temp_file_limit) is statement_failed naming the SQLSTATE; XX000 is the opaque failure', () => {
     const temp = mapConnectorError(new SourceError('execution_failed', { sqlState: '53400' }));
     expect(temp).toMatchObject({ kind: 'tool_error', code: 'statement_failed' });
