@@ -15,7 +15,8 @@ import express, { type RequestHandler } from 'express';
 import { refusalInfo, toolErrorInfo } from '../errors/vocabulary';
 import type { ToolOutcome } from '../tools/types';
 import { sendError, sendRateLimited, type ErrorBody } from '../transport/http-errors';
-import { keylessGate, limitMessage } from '../transport/client-limits';
+import { clientAddressKey, keylessGate, limitMessage, unverifiedKeyGate } from '../transport/client-limits';
+import { bearerToken } from '../pipeline/01-identity';
 import type { DispatchDeps } from '../protocol/dispatch';
 
 export { HTTP_ERROR_CODES, sendError, type ErrorBody, type HttpErrorCode } from '../transport/http-errors';
@@ -113,8 +114,14 @@ export { errorBodyHandler as routerErrorHandler } from '../transport/http-guard'
 export function keylessLimit(deps: DispatchDeps, route: string): RequestHandler {
   return (req, res, next) => {
     const r = keylessGate(deps.clientLimits, deps.keylessAudit, req, route);
-    if (!r) return next();
-    sendRateLimited(res, r.retryAfterMs, limitMessage(r));
+    if (r) return sendRateLimited(res, r.retryAfterMs, limitMessage(r));
+    // A Bearer token that no tool call will check (every path but the tool-call routes) spends the
+    // same budget unless it resolves (red-team F4).
+    if (/\/tools\/call$|^\/v1(\/|$)/.test(req.originalUrl.split('?')[0]!)) return next();
+    void unverifiedKeyGate(deps.clientLimits, deps.keylessAudit, (k) => deps.identityResolver.resolve(k), bearerToken(req.headers.authorization) ?? undefined, clientAddressKey(req.socket.remoteAddress), route).then(
+      (over) => (over ? sendRateLimited(res, over.retryAfterMs, limitMessage(over)) : next()),
+      next,
+    );
   };
 }
 

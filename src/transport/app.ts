@@ -21,7 +21,7 @@ import { MemoryAuditSink, type AuditSink } from '../pipeline/audit-types';
 import { bearerToken } from '../pipeline/01-identity';
 import { createLogger } from '../observability/logger';
 import { errorBodyHandler, healthz, hostOriginGuard, MCP_PATH, unknownRoute } from './http-guard';
-import { ClientLimits, clientAddressKey, keylessGate, limitMessage, type ClientLimitSettings } from './client-limits';
+import { ClientLimits, clientAddressKey, keylessGate, limitMessage, unverifiedKeyGate, type ClientLimitSettings } from './client-limits';
 import { KeylessAuditAggregator } from './keyless-audit';
 import type { RateLimiter } from '../pipeline/05-rate-limit';
 
@@ -143,6 +143,16 @@ export function createGatewayApp(opts: GatewayAppOptions): GatewayApp {
       controllers.delete(controller);
     });
     const apiKey = bearerToken(headers.authorization);
+    if (verdict.message.type !== 'request' || verdict.message.method !== 'tools/call') {
+      const over = await unverifiedKeyGate(deps.clientLimits, deps.keylessAudit, (k) => deps.identityResolver.resolve(k), apiKey ?? undefined, clientAddressKey(req.socket.remoteAddress), 'mcp');
+      if (over) {
+        controllers.delete(controller);
+        const message = limitMessage(over);
+        res.setHeader('Retry-After', String(Math.max(1, Math.ceil(over.retryAfterMs / 1000))));
+        res.status(429).json(errorResponse(null, { code: -32602, message, data: { status: 'rate_limited', code: 'rate_limited', message, retry_after_ms: over.retryAfterMs } }));
+        return;
+      }
+    }
     try {
       await dispatch(verdict, { requestId, apiKey, clientAddress: clientAddressKey(req.socket.remoteAddress), signal: controller.signal, abort: (r) => controller.abort(r) }, ch, deps);
     } catch (err) {

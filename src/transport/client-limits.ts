@@ -146,6 +146,28 @@ export interface KeylessCounter {
 }
 
 /**
+ * For a request that carries a Bearer token no tools/call will check (initialize, ping, tools/list,
+ * notifications, the legacy catalogue route): unless the token resolves to an identity, the request
+ * spends the address's keyless budget like a request without one (issue 10 Build 6; red-team F4:
+ * `Bearer junk` must not bypass the limit). Resolves to the refusal when over budget, else null.
+ */
+export async function unverifiedKeyGate(
+  limits: ClientLimits | undefined,
+  audit: KeylessCounter | undefined,
+  resolve: (apiKey: string) => Promise<unknown>,
+  apiKey: string | undefined,
+  address: string,
+  route: string,
+): Promise<LimitRefusal | null> {
+  if (!limits || !apiKey) return null;
+  if (await resolve(apiKey).catch(() => null)) return null;
+  const r = limits.takeKeyless(address);
+  if (r.ok) return null;
+  audit?.note(address, { reason: 'rate_limited', tool: '-', route });
+  return r;
+}
+
+/**
  * The keyless gate of one HTTP request: a request carrying no Bearer token spends one token of its
  * client address. Returns null to proceed, or the refusal (already counted in `audit` as a
  * rate_limited keyless refusal of `route`). No limits → always null.

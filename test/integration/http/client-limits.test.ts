@@ -186,3 +186,27 @@ describe('every tools/call with an identity spends a rate-limit point, whatever 
     expect(seventh.body.result.structuredContent).toMatchObject({ code: 'rate_limited' });
   });
 });
+
+describe('a Bearer token no tool call checks spends the keyless budget unless it resolves (red-team F4)', () => {
+  let env: GovernedEnv;
+  let base: string;
+  beforeAll(async () => {
+    env = await startGovernedEnv({ config: { client_limits: { keyless: { points: 3, window_seconds: 600 }, streams_per_address: 128, streams_per_identity: 64 } } });
+    base = env.url.replace(/\/mcp$/, '');
+  });
+  afterAll(async () => {
+    await env?.close();
+  });
+
+  test('ping and tools/list with junk keys are charged; the same requests with a valid key are not', async () => {
+    const ping = (key: string) => checked(env.url, { method: 'POST', headers: { ...MCP_HEADERS, authorization: `Bearer ${key}` }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' }) });
+    const statuses: number[] = [];
+    for (let i = 0; i < 4; i++) statuses.push((await ping(`ilk_junk_${i}_000000000000000000000000000000`)).status);
+    expect(statuses).toEqual([200, 200, 200, 429]);
+    const legacy = await checked(`${base}/mcp/tools/list`, { headers: { authorization: 'Bearer ilk_junk_legacy_0000000000000000000000000' } });
+    expect([legacy.status, legacy.json.code]).toEqual([429, 'rate_limited']);
+    // A valid key from the same address is unaffected.
+    expect((await ping(env.apiKey)).status).toBe(200);
+    expect((await checked(`${base}/mcp/tools/list`, { headers: { authorization: `Bearer ${env.apiKey}` } })).status).toBe(200);
+  });
+});
