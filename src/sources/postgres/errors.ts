@@ -237,7 +237,7 @@ const POOL_WAIT_TIMEOUT = 'timeout exceeded when trying to connect';
  *   `statement_timeout`, NOT a source failure: the server is up and did its job, and the cost is the
  *   statement's own (otherwise one agent's slow queries would open the circuit for every agent).
  * - the client-side watchdog fired (the server did not answer at all, even past statement_timeout;
- *   does not count: the agent's statement caused it)
+ *   not counted here: read.ts counts it only when a fresh connection's probe gets no answer either)
  *   → `statement_timeout`, a source failure (the source is unresponsive).
  * - while connecting with TLS configured, a TLS failure → `upstream_tls_refused` (counts).
  * - while connecting, anything else (refused, DNS, timeout, authentication, unknown database,
@@ -253,9 +253,8 @@ const POOL_WAIT_TIMEOUT = 'timeout exceeded when trying to connect';
 export function classifyFailure(err: unknown, ctx: FailureContext): SourceError {
   if (err instanceof SourceError) return err;
   if (ctx.cancelledByCaller) return new SourceError('cancelled', { cause: err });
-  // The statement outlived statement_timeout and the cancel: what keeps a backend from answering is
-  // the agent's own statement (planning PostgreSQL cannot interrupt), not the source's health, and a
-  // dead server shows as connection failures, which count (red-team F2).
+  // The statement outlived statement_timeout and the cancel. Not counted here: read.ts probes the
+  // source on a fresh connection and counts it only when the source does not answer (red-team F2).
   if (ctx.watchdogFired) return new SourceError('statement_timeout', { cause: err, sourceFailure: false });
   if (isServerError(err)) {
     if (err.code === SQLSTATE_QUERY_CANCELED) return new SourceError('statement_timeout', { cause: err, sourceFailure: false, sqlState: err.code });

@@ -100,6 +100,40 @@ export class SourcePools {
     });
   }
 
+  /**
+   * Health probe on a fresh, unpooled reader connection: connect and answer `SELECT 1` within
+   * `timeoutMs` (default: the connect timeout, at most 1.5 s). True when the source answered. Used when
+   * a statement outlived statement_timeout and its cancel (read.ts): a source that still answers is
+   * healthy and the statement was the cause; one that does not counts against the circuit.
+   */
+  async probe(timeoutMs = Math.min(1500, this.s.connectTimeout)): Promise<boolean> {
+    if (this.closed) return true;
+    const who = this.s.reader;
+    const password = who.password ?? '';
+    const client = new pg.Client({
+      host: this.s.host,
+      port: this.s.port,
+      database: this.s.database,
+      user: who.user,
+      password: () => password,
+      ssl: this.ssl,
+      options: startupOptions(this.s, true),
+      application_name: applicationName(this.sourceId, 'reader'),
+      connectionTimeoutMillis: timeoutMs,
+    });
+    client.on('error', () => undefined);
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<boolean>((resolve) => {
+      timer = setTimeout(() => resolve(false), timeoutMs);
+    });
+    try {
+      return await Promise.race([client.connect().then(() => client.query('SELECT 1')).then(() => true, () => false), deadline]);
+    } finally {
+      if (timer) clearTimeout(timer);
+      void client.end().catch(() => undefined);
+    }
+  }
+
   /** Ends both pools (waits for connections in use to be returned). */
   async close(): Promise<void> {
     this.closed = true;

@@ -74,10 +74,13 @@ export function runRead(ctx: StatementContext, sql: string, values: unknown[], o
           if (settled) return;
           settle();
           ctx.canceller.cancelAndDrop(client, 'reader', q.ended);
-          reject(
-            how === 'cancelled'
-              ? ctx.fail(new SourceError('cancelled'), 'query')
-              : ctx.fail(new Error('client-side watchdog: no answer within statement_timeout'), 'query', { watchdogFired: true }),
+          if (how === 'cancelled') return reject(ctx.fail(new SourceError('cancelled'), 'query'));
+          const se = ctx.fail(new Error('client-side watchdog: no answer within statement_timeout'), 'query', { watchdogFired: true });
+          // Who kept the backend: a source that still answers a fresh connection is healthy (the
+          // agent's statement was the cause: not counted, red-team F2); one that does not counts.
+          ctx.pools.probe().then(
+            (healthy) => reject(healthy ? se : new SourceError('statement_timeout', { cause: se, sourceFailure: true })),
+            () => reject(new SourceError('statement_timeout', { cause: se, sourceFailure: true })),
           );
         };
         /** The wire budget tripped: answer with what fits, cancel the statement and destroy the connection. */

@@ -106,20 +106,34 @@ test('while open no connection is attempted; after reset_timeout_ms a single hal
   }
 });
 
-test('a source that stops answering: the client-side watchdog reports statement_timeout, cancels, drops the connection, and counts', async () => {
+test('a source that stops answering: the client-side watchdog reports statement_timeout, cancels, drops the connection, and counts (a fresh connection gets no answer either)', async () => {
   const fake = await startFakePg({ kind: 'query_silent' });
   try {
     const c = make(fake.port, { failure_threshold: 1, reset_timeout_ms: 60_000 }, undefined, { statement_timeout_ms: 100 });
     const t0 = Date.now();
     const err = await c.read('SELECT 1', [], BIG).catch((e: unknown) => e);
+    // statement_timeout (100 ms) + the watchdog's grace (2 s) + the health probe (at most 1.5 s)
     expect(Date.now() - t0).toBeGreaterThanOrEqual(2000);
-    expect(Date.now() - t0).toBeLessThan(3500);
+    expect(Date.now() - t0).toBeLessThan(5000);
     expect(err).toMatchObject({ code: 'statement_timeout', sourceFailure: true });
     expect(c.breakerState()).toBe('open');
     const t1 = Date.now();
     await c.close(); // the dropped connection is released within the bounded cancel attempts
     expect(Date.now() - t1).toBeLessThan(2500);
     expect(fake.cancels).toBeGreaterThanOrEqual(1);
+  } finally {
+    await fake.close();
+  }
+}, 20_000);
+
+test('a statement that outlives its cancel on a source that still answers: statement_timeout, not counted, the circuit stays closed (red-team F2)', async () => {
+  const fake = await startFakePg({ kind: 'query_silent_first' });
+  try {
+    const c = make(fake.port, { failure_threshold: 1, reset_timeout_ms: 60_000 }, undefined, { statement_timeout_ms: 100 });
+    const err = await c.read('SELECT 1', [], BIG).catch((e: unknown) => e);
+    expect(err).toMatchObject({ code: 'statement_timeout', sourceFailure: false });
+    expect(c.breakerState()).toBe('closed');
+    await c.close();
   } finally {
     await fake.close();
   }

@@ -39,6 +39,8 @@ export type FakeBehaviour =
   | { kind: 'query_error'; fields: Record<string, string> }
   | { kind: 'query_cut' }
   | { kind: 'query_silent' }
+  /** The first session's first query gets no answer; any later session answers every query (an empty result): a healthy server busy with one statement. */
+  | { kind: 'query_silent_first' }
   | { kind: 'silent' };
 
 /** A started fake server. */
@@ -53,7 +55,7 @@ export interface FakePg {
 /** Starts a fake PostgreSQL server on 127.0.0.1. SSLRequests are answered 'N' (no SSL). */
 export function startFakePg(behaviour: FakeBehaviour): Promise<FakePg> {
   const sockets = new Set<net.Socket>();
-  const state = { connections: 0, cancels: 0 };
+  const state = { connections: 0, cancels: 0, silenced: false };
   const server = net.createServer((sock) => {
     state.connections++;
     sockets.add(sock);
@@ -97,6 +99,10 @@ export function startFakePg(behaviour: FakeBehaviour): Promise<FakePg> {
       buf = Buffer.alloc(0);
       if (behaviour.kind === 'query_error') sock.write(Buffer.concat([errorResponse(behaviour.fields), READY]));
       else if (behaviour.kind === 'query_cut') sock.destroy();
+      else if (behaviour.kind === 'query_silent_first') {
+        if (!state.silenced) state.silenced = true;
+        else sock.write(Buffer.concat([msg('C', Buffer.from('SELECT 0\0')), READY]));
+      }
     });
   });
   return new Promise((resolve) => {
