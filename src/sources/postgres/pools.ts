@@ -108,19 +108,7 @@ export class SourcePools {
    */
   async probe(timeoutMs = Math.min(1500, this.s.connectTimeout)): Promise<boolean> {
     if (this.closed) return true;
-    const who = this.s.reader;
-    const password = who.password ?? '';
-    const client = new pg.Client({
-      host: this.s.host,
-      port: this.s.port,
-      database: this.s.database,
-      user: who.user,
-      password: () => password,
-      ssl: this.ssl,
-      options: startupOptions(this.s, true),
-      application_name: applicationName(this.sourceId, 'reader'),
-      connectionTimeoutMillis: timeoutMs,
-    });
+    const client = new pg.Client({ ...this.connectionConfig('reader'), connectionTimeoutMillis: timeoutMs });
     client.on('error', () => undefined);
     let timer: NodeJS.Timeout | undefined;
     const deadline = new Promise<boolean>((resolve) => {
@@ -143,14 +131,12 @@ export class SourcePools {
     await Promise.all(pools.map((p) => p.end().catch((err: unknown) => this.logger?.warn({ err }, 'pool end failed'))));
   }
 
-  private pool(kind: PoolKind): pg.Pool {
-    if (this.closed) throw localFailure('the source connector is closed');
-    const existing = kind === 'reader' ? this.readerPool : this.writerPool;
-    if (existing) return existing;
+  /** Connection parameters of the reader or writer role (read-only startup options for the reader). */
+  private connectionConfig(kind: PoolKind): pg.ClientConfig {
     const who = kind === 'reader' ? this.s.reader : this.s.writer!;
     // A password *function*: pg then never falls back to PGPASSWORD or ~/.pgpass for a source.
     const password = who.password ?? '';
-    const pool = new pg.Pool({
+    return {
       host: this.s.host,
       port: this.s.port,
       database: this.s.database,
@@ -159,6 +145,15 @@ export class SourcePools {
       ssl: this.ssl,
       options: startupOptions(this.s, kind === 'reader'),
       application_name: applicationName(this.sourceId, kind),
+    };
+  }
+
+  private pool(kind: PoolKind): pg.Pool {
+    if (this.closed) throw localFailure('the source connector is closed');
+    const existing = kind === 'reader' ? this.readerPool : this.writerPool;
+    if (existing) return existing;
+    const pool = new pg.Pool({
+      ...this.connectionConfig(kind),
       max: kind === 'reader' ? this.s.poolSize : Math.min(2, this.s.poolSize),
       idleTimeoutMillis: 30_000,
       connectionTimeoutMillis: this.s.connectTimeout,
