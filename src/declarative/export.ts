@@ -45,6 +45,6 @@ export async function exportInterlockFile(db: ControlDb): Promise<InterlockFile>
 /** The file as YAML text, with a header naming the password variables it expects. */
 export function renderInterlockFile(file: InterlockFile): string {
   const vars = (file.sources ?? []).flatMap((s) => ['reader', 'writer'].map((w) => (s.settings as Record<string, FileCredentials | undefined>)[w]?.password_env).filter((v): v is string => !!v));
-  const header = ['# InterLock configuration (interlock export). Apply with: interlock apply -f FILE --plan', ...(vars.length ? [`# Passwords are references: set ${vars.join(', ')} before applying.`] : [])];
+  const header = ['# InterLock configuration (interlock export). Apply with: interlock apply -f FILE --plan', ...(vars.length ? [`# Passwords are references (${vars.join(', ')}): an unset variable keeps the stored password; set one to change it.`] : [])];
   return `${header.join('\n')}\n${YAML.stringify(file)}`;
 }
