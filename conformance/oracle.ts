@@ -558,12 +558,18 @@ export function createOracle(spec: Spec, options: OracleOptions = {}): Oracle {
     // A request carrying the modern envelope "is served statelessly according to" 2026-07-28 (its
     // versioning section): the header checks (-32020) and the version check (-32022) of that revision
     // apply, whatever version the envelope names.
+    // An envelope claim with a protocolVersion that is not a string, or without an object
+    // clientCapabilities, is malformed: -32602 (2026-07-28 _meta).
+    if (isObject(meta) && M.protocolVersion in meta && !isNotification && method !== undefined && (envVersion === undefined || !isObject(meta[M.clientCapabilities]))) {
+      e = orElse(e, { ...error('ENVELOPE', reqId, 'modern', 'MCP 2026-07-28: a malformed envelope is rejected with -32602'), alternatives: undefined });
+    }
     if (envVersion !== undefined && !isNotification && method !== undefined) {
-      // An envelope whose required clientCapabilities is missing or not an object: -32602 (2026-07-28 _meta).
-      if (isObject(meta) && !isObject(meta[M.clientCapabilities])) e = orElse(e, { ...error('ENVELOPE', reqId, 'modern', 'MCP 2026-07-28: an envelope without an object clientCapabilities is malformed: -32602'), alternatives: undefined });
       if (mpv === undefined || mpv !== envVersion) {
         e = orElse(e, { ...error('VERSION-MATCH', reqId, 'modern', 'MCP 2026-07-28: the MCP-Protocol-Version header is missing or differs from the envelope version: -32020'), alternatives: undefined });
-      } else if (!P.versions.modern.includes(envVersion)) {
+      }
+      // The version check, against the envelope's version (the SDK reads no header when the envelope is
+      // valid; MCP fixes no order between a missing header and an unsupported version).
+      if ((mpv === undefined || mpv === envVersion) && !P.versions.modern.includes(envVersion)) {
         e = orElse(e, { ...error('VERSION-HEADER', reqId, 'modern', `MCP 2026-07-28: the envelope names ${envVersion}, not a modern version the server implements: -32022`), errorData: { requested: envVersion }, alternatives: undefined });
       }
     }
@@ -571,7 +577,9 @@ export function createOracle(spec: Spec, options: OracleOptions = {}): Oracle {
     // Mcp-Method header naming another method): "it MUST return an HTTP error status code (e.g., 400 Bad
     // Request)", with an error that has no id.
     const mcpMethodHeader = header(req, H.method ?? 'Mcp-Method');
-    if (isNotification && ((envVersion !== undefined && !P.versions.modern.includes(envVersion)) || (mcpMethodHeader !== undefined && mcpMethodHeader.trim() !== method))) {
+    const claimsModern = isObject(meta) && M.protocolVersion in meta && !P.versions.modern.includes(meta[M.protocolVersion] as string);
+    const badMeta = !!m && isObject(m.params) && '_meta' in m.params && !isObject(meta);
+    if (isNotification && (claimsModern || badMeta || (mcpMethodHeader !== undefined && mcpMethodHeader.trim() !== method))) {
       e = orElse(e, { rule: e.rule, dialect: e.dialect, http: 400, body: 'error', id: null, why: 'MCP: a notification the server cannot accept gets an HTTP error status (e.g. 400) and an error without id' });
     }
     // initialize "selects legacy semantics" (2026-07-28 versioning): it may be served as a legacy
@@ -592,17 +600,19 @@ export function createOracle(spec: Spec, options: OracleOptions = {}): Oracle {
       e = orElse(e, { ...e, result: { ...e.result, protocolVersion: e.result.requested, fallback: false }, alternatives: undefined, why: `MCP: a server supporting ${e.result.requested} answers it` });
     }
     // The same revisions in MCP-Protocol-Version: a server that supports them serves the request.
+    // What the request gets when the version is served is the main expectation, so a failure is charged
+    // to the rule that decides it; the refusal stays allowed.
     if (e.rule === 'VERSION-HEADER' && mpv !== undefined && PUBLISHED_REVISIONS.includes(mpv) && depth < 5) {
       const next = expectMcp(withHeader(req, H.protocolVersion ?? 'MCP-Protocol-Version', undefined), ctx, depth + 1);
-      e = orElse(e, { ...next, alternatives: undefined, why: `${next.why} (MCP: a server may support ${mpv})` });
-      for (const a of next.alternatives ?? []) e = orElse(e, a);
+      e = { ...next, why: `${next.why} (MCP: a server may support ${mpv})`, alternatives: [...(next.alternatives ?? []), { ...e, alternatives: undefined }, ...(e.alternatives ?? [])] };
     }
     // Posted responses the server does not take: "an HTTP error status code (e.g., 400 Bad Request)",
     // the body "MAY comprise a JSON-RPC error response that has no id".
     if (e.rule === 'POSTED-RESPONSE' && e.body === 'error') e = orElse(e, anyError('MCP: a posted response the server cannot accept gets HTTP 400 with any error', { id: null }));
     // A _meta that is not an object makes the request fail the Request schema: Invalid Request (-32600)
     // is as fitting as Invalid params (MCP's -32602 rule names missing fields).
-    if (e.rule === 'ENVELOPE' && m && isObject(m.params) && '_meta' in m.params && !isObject(meta)) e = orElse(e, { ...e, code: -32600, alternatives: undefined, why: 'JSON-RPC: _meta of the wrong type is an Invalid Request' });
+    // (Every MCP revision's schema types _meta as an object.)
+    if (badMeta && !isNotification) e = orElse(e, { ...error('JSONRPC-SHAPE', reqId, e.dialect, 'JSON-RPC: a request whose _meta is not an object is not a valid MCP request object'), alternatives: undefined });
     // Methods MCP 2026-07-28 defines and a server may implement (or refuse per its capabilities).
     if (e.rule === 'METHOD-KNOWN' && method !== undefined && OPTIONAL_MODERN_METHODS.includes(method)) {
       e = orElse(e, { rule: 'METHOD-KNOWN', dialect: 'modern', http: 200, body: 'unspecified', id: reqId, why: `MCP 2026-07-28 defines ${method}; a server may implement it` });
@@ -628,13 +638,9 @@ export function createOracle(spec: Spec, options: OracleOptions = {}): Oracle {
     if (serveAnyway) {
       const next = expectMcp(serveAnyway, ctx, depth + 1);
       const served: Expectation = { ...next, alternatives: undefined, why: `${next.why} (MCP: no ${e.rule} rule binds the server here)` };
-      // With no Host rule in MCP, what the request gets apart from its Host is the main expectation, so
-      // a failure is charged to the rule that really decides it (e.g. ORIGIN); the 403 stays allowed.
-      if (e.rule === 'HOST') e = orElse({ ...served, alternatives: next.alternatives }, { ...e, alternatives: undefined });
-      else {
-        e = orElse(e, served);
-        for (const a of next.alternatives ?? []) e = orElse(e, a);
-      }
+      // With no such rule in MCP, what the request gets apart from that header is the main expectation,
+      // so a failure is charged to the rule that really decides it (e.g. ORIGIN); the refusal stays allowed.
+      e = { ...served, alternatives: [...(next.alternatives ?? []), { ...e, alternatives: undefined }, ...(e.alternatives ?? [])] };
     }
     // JSON-RPC: method is "A String"; the empty string is an unknown method, not an invalid request.
     if (m && m.method === '' && depth < 5) {
