@@ -563,7 +563,9 @@ export function createOracle(spec: Spec, options: OracleOptions = {}): Oracle {
     if (isObject(meta) && M.protocolVersion in meta && !isNotification && method !== undefined && (envVersion === undefined || !isObject(meta[M.clientCapabilities]))) {
       e = orElse(e, { ...error('ENVELOPE', reqId, 'modern', 'MCP 2026-07-28: a malformed envelope is rejected with -32602'), alternatives: undefined });
     }
+    const mcpMethodHeader = header(req, H.method ?? 'Mcp-Method');
     if (envVersion !== undefined && !isNotification && method !== undefined) {
+      if (mcpMethodHeader !== undefined && mcpMethodHeader.trim() !== method) e = orElse(e, { ...error('MCP-METHOD', reqId, 'modern', 'MCP 2026-07-28: an Mcp-Method header that differs from the body method is rejected with -32020'), alternatives: undefined });
       if (mpv === undefined || mpv !== envVersion) {
         e = orElse(e, { ...error('VERSION-MATCH', reqId, 'modern', 'MCP 2026-07-28: the MCP-Protocol-Version header is missing or differs from the envelope version: -32020'), alternatives: undefined });
       }
@@ -576,7 +578,6 @@ export function createOracle(spec: Spec, options: OracleOptions = {}): Oracle {
     // A notification the server cannot accept (an envelope naming a version it does not serve, or an
     // Mcp-Method header naming another method): "it MUST return an HTTP error status code (e.g., 400 Bad
     // Request)", with an error that has no id.
-    const mcpMethodHeader = header(req, H.method ?? 'Mcp-Method');
     const claimsModern = isObject(meta) && M.protocolVersion in meta && !P.versions.modern.includes(meta[M.protocolVersion] as string);
     const badMeta = !!m && isObject(m.params) && '_meta' in m.params && !isObject(meta);
     if (isNotification && (claimsModern || badMeta || (mcpMethodHeader !== undefined && mcpMethodHeader.trim() !== method))) {
