@@ -645,7 +645,7 @@ export function createOracle(spec: Spec, options: OracleOptions = {}): Oracle {
     }
     // JSON-RPC: method is "A String"; the empty string is an unknown method, not an invalid request.
     if (m && m.method === '' && depth < 5) {
-      const renamed = withHeader({ ...req, body: JSON.stringify({ ...m, method: 'conformance/unknown-method' }) }, H.method ?? 'Mcp-Method', header(req, H.method ?? 'Mcp-Method') === '' ? 'conformance/unknown-method' : header(req, H.method ?? 'Mcp-Method'));
+      const renamed = withHeader({ ...req, body: JSON.stringify({ ...m, method: 'conformance/unknown-method' }) }, H.method ?? 'Mcp-Method', header(req, H.method ?? 'Mcp-Method')?.trim() === '' ? 'conformance/unknown-method' : header(req, H.method ?? 'Mcp-Method'));
       const next = expectMcp(renamed, ctx, depth + 1);
       e = orElse(e, { ...next, alternatives: undefined, why: `${next.why} (JSON-RPC: "" is a method name)` });
       for (const a of next.alternatives ?? []) e = orElse(e, a);
