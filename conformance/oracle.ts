@@ -190,7 +190,7 @@ export interface OracleOptions {
    * MCP mode (the `mcp-stateless` profile run without `interlock-v1`): where the contract deliberately
    * deviates from MCP (protocol-v1.json `deviations`) or fixes an order of checks MCP leaves open, the
    * MCP behaviour is accepted as an alternative, so a correct generic server is not failed for
-   * InterLock's choices.
+   * InterLock's choices (the full list is in conformance/README.md, "Against other MCP servers").
    */
   mcp?: boolean;
 }
@@ -555,14 +555,14 @@ export function createOracle(spec: Spec, options: OracleOptions = {}): Oracle {
     const method = m && typeof m.method === 'string' ? m.method : undefined;
     const isNotification = !!m && method !== undefined && !('id' in m);
     const envVersion = isObject(meta) && typeof meta[M.protocolVersion] === 'string' ? (meta[M.protocolVersion] as string) : undefined;
-    // A request carrying the modern envelope "is served statelessly according to" 2026-07-28 (its
-    // versioning section): the header checks (-32020) and the version check (-32022) of that revision
-    // apply, whatever version the envelope names.
     // An envelope claim with a protocolVersion that is not a string, or without an object
     // clientCapabilities, is malformed: -32602 (2026-07-28 _meta).
     if (isObject(meta) && M.protocolVersion in meta && !isNotification && method !== undefined && (envVersion === undefined || !isObject(meta[M.clientCapabilities]))) {
       e = orElse(e, { ...error('ENVELOPE', reqId, 'modern', 'MCP 2026-07-28: a malformed envelope is rejected with -32602'), alternatives: undefined });
     }
+    // A request carrying the modern envelope "is served statelessly according to" 2026-07-28 (its
+    // versioning section): the header checks (-32020) and the version check (-32022) of that revision
+    // apply, whatever version the envelope names.
     const mcpMethodHeader = header(req, H.method ?? 'Mcp-Method');
     if (envVersion !== undefined && !isNotification && method !== undefined) {
       if (mcpMethodHeader !== undefined && mcpMethodHeader.trim() !== method) e = orElse(e, { ...error('MCP-METHOD', reqId, 'modern', 'MCP 2026-07-28: an Mcp-Method header that differs from the body method is rejected with -32020'), alternatives: undefined });
@@ -588,9 +588,8 @@ export function createOracle(spec: Spec, options: OracleOptions = {}): Oracle {
     // version may instead be refused as a header/body mismatch (-32020).
     if (method === 'initialize' && depth < 5) {
       if (mpv !== undefined && !P.versions.handshake.includes(mpv)) e = orElse(e, { ...error('VERSION-MATCH', reqId, 'modern', `MCP: initialize with the non-handshake MCP-Protocol-Version ${mpv} may be refused with 400`), alternatives: undefined });
-      const legacy = withoutMeta(withHeader(req, H.protocolVersion ?? 'MCP-Protocol-Version', undefined), m);
-      if (legacy !== req) {
-        const next = expectMcp(legacy, ctx, depth + 1);
+      if (mpv !== undefined || (isObject(m?.params) && '_meta' in m.params)) {
+        const next = expectMcp(withoutMeta(withHeader(req, H.protocolVersion ?? 'MCP-Protocol-Version', undefined), m), ctx, depth + 1);
         e = orElse(e, { ...next, alternatives: undefined, why: `${next.why} (MCP 2026-07-28: initialize selects legacy semantics)` });
         for (const a of next.alternatives ?? []) e = orElse(e, a);
       }
@@ -610,9 +609,9 @@ export function createOracle(spec: Spec, options: OracleOptions = {}): Oracle {
     // Posted responses the server does not take: "an HTTP error status code (e.g., 400 Bad Request)",
     // the body "MAY comprise a JSON-RPC error response that has no id".
     if (e.rule === 'POSTED-RESPONSE' && e.body === 'error') e = orElse(e, anyError('MCP: a posted response the server cannot accept gets HTTP 400 with any error', { id: null }));
-    // A _meta that is not an object makes the request fail the Request schema: Invalid Request (-32600)
-    // is as fitting as Invalid params (MCP's -32602 rule names missing fields).
-    // (Every MCP revision's schema types _meta as an object.)
+    // Every MCP revision's schema types _meta as an object, so a request whose _meta is not one is no
+    // valid request object: Invalid Request (-32600) fits as well as Invalid params (MCP's -32602 rule
+    // names missing fields).
     if (badMeta && !isNotification) e = orElse(e, { ...error('JSONRPC-SHAPE', reqId, e.dialect, 'JSON-RPC: a request whose _meta is not an object is not a valid MCP request object'), alternatives: undefined });
     // Methods MCP 2026-07-28 defines and a server may implement (or refuse per its capabilities).
     if (e.rule === 'METHOD-KNOWN' && method !== undefined && OPTIONAL_MODERN_METHODS.includes(method)) {
