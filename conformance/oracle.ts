@@ -190,7 +190,7 @@ export interface OracleOptions {
    * MCP mode (the `mcp-stateless` profile run without `interlock-v1`): where the contract deliberately
    * deviates from MCP (protocol-v1.json `deviations`) or fixes an order of checks MCP leaves open, the
    * MCP behaviour is accepted as an alternative, so a correct generic server is not failed for
-   * InterLock's choices.
+   * InterLock's choices (the full list is in conformance/README.md, "Against other MCP servers").
    */
   mcp?: boolean;
 }
@@ -536,18 +536,118 @@ export function createOracle(spec: Spec, options: OracleOptions = {}): Oracle {
     // 2025-03-26 (no header or that header) a batch answered as a batch.
     if (e.rule === 'NO-BATCH') {
       e = orElse(e, anyError('MCP: a server that does not take batches refuses them with any JSON-RPC error'));
-      if (mpv === undefined || mpv === '2025-03-26') e = orElse(e, { rule: 'NO-BATCH', dialect: 'handshake', http: 200, body: 'unspecified', batch: true, why: 'MCP 2025-03-26: implementations MUST support receiving JSON-RPC batches' });
+      // 2025-06-18 and later only say what a client sends ("MUST be a single JSON-RPC request…"); a
+      // server may go on serving batches in any handshake-era version.
+      if (mpv === undefined || !P.versions.modern.includes(mpv)) {
+        e = orElse(e, { rule: 'NO-BATCH', dialect: 'handshake', http: 200, body: 'unspecified', batch: true, why: 'MCP 2025-03-26: implementations MUST support receiving JSON-RPC batches' });
+        const all = Array.isArray(msg) ? msg : [];
+        if (all.length > 0 && all.every((x) => isObject(x) && !('method' in x && 'id' in x))) e = orElse(e, { rule: 'NO-BATCH', dialect: 'handshake', http: 202, body: 'empty', why: 'MCP 2025-03-26: a batch of only notifications or responses is answered 202 with no body' });
+      }
     }
     // DEV-UNSUPPORTED-VERSION-CODE: handshake-era revisions name only HTTP 400 for an unsupported version.
-    if (e.rule === 'VERSION-HEADER' && e.body === 'error') e = orElse(e, anyError('MCP: an unsupported MCP-Protocol-Version is answered HTTP 400; no JSON-RPC code is named', { http: 400 }));
+    // MCP names no body either, so an error without the request's id (id null) is acceptable too.
+    if (e.rule === 'VERSION-HEADER' && e.body === 'error') {
+      e = orElse(e, anyError('MCP: an unsupported MCP-Protocol-Version is answered HTTP 400; no JSON-RPC code is named', { http: 400 }));
+      e = orElse(e, anyError('MCP: an unsupported MCP-Protocol-Version is answered HTTP 400; no body is named', { http: 400, id: null }));
+    }
     // DEV-MODERN-MISSING-HEADER: a body claiming the modern envelope without the header is -32020 in 2026-07-28.
     const meta = m && isObject(m.params) ? m.params._meta : undefined;
-    if (mpv === undefined && isObject(meta) && M.protocolVersion in meta && m && 'method' in m && e.body !== 'error') {
-      e = orElse(e, { ...error('VERSION-MATCH', reqId, 'modern', 'MCP 2026-07-28: a request whose body carries the modern envelope but no MCP-Protocol-Version header is rejected with -32020'), alternatives: undefined });
+    const method = m && typeof m.method === 'string' ? m.method : undefined;
+    const isNotification = !!m && method !== undefined && !('id' in m);
+    const envVersion = isObject(meta) && typeof meta[M.protocolVersion] === 'string' ? (meta[M.protocolVersion] as string) : undefined;
+    // An envelope claim with a protocolVersion that is not a string, or without an object
+    // clientCapabilities, is malformed: -32602 (2026-07-28 _meta).
+    if (isObject(meta) && M.protocolVersion in meta && !isNotification && method !== undefined && (envVersion === undefined || !isObject(meta[M.clientCapabilities]))) {
+      e = orElse(e, { ...error('ENVELOPE', reqId, 'modern', 'MCP 2026-07-28: a malformed envelope is rejected with -32602'), alternatives: undefined });
+    }
+    // A request carrying the modern envelope "is served statelessly according to" 2026-07-28 (its
+    // versioning section): the header checks (-32020) and the version check (-32022) of that revision
+    // apply, whatever version the envelope names.
+    const mcpMethodHeader = header(req, H.method ?? 'Mcp-Method');
+    if (envVersion !== undefined && !isNotification && method !== undefined) {
+      if (mcpMethodHeader !== undefined && mcpMethodHeader.trim() !== method) e = orElse(e, { ...error('MCP-METHOD', reqId, 'modern', 'MCP 2026-07-28: an Mcp-Method header that differs from the body method is rejected with -32020'), alternatives: undefined });
+      if (mpv === undefined || mpv !== envVersion) {
+        e = orElse(e, { ...error('VERSION-MATCH', reqId, 'modern', 'MCP 2026-07-28: the MCP-Protocol-Version header is missing or differs from the envelope version: -32020'), alternatives: undefined });
+      }
+      // The version check, against the envelope's version (the SDK reads no header when the envelope is
+      // valid; MCP fixes no order between a missing header and an unsupported version).
+      if ((mpv === undefined || mpv === envVersion) && !P.versions.modern.includes(envVersion)) {
+        e = orElse(e, { ...error('VERSION-HEADER', reqId, 'modern', `MCP 2026-07-28: the envelope names ${envVersion}, not a modern version the server implements: -32022`), errorData: { requested: envVersion }, alternatives: undefined });
+      }
+    }
+    // A notification the server cannot accept (an envelope naming a version it does not serve, or an
+    // Mcp-Method header naming another method): "it MUST return an HTTP error status code (e.g., 400 Bad
+    // Request)", with an error that has no id.
+    const claimsModern = isObject(meta) && M.protocolVersion in meta && !P.versions.modern.includes(meta[M.protocolVersion] as string);
+    const badMeta = !!m && isObject(m.params) && '_meta' in m.params && !isObject(meta);
+    if (isNotification && (claimsModern || badMeta || (mcpMethodHeader !== undefined && mcpMethodHeader.trim() !== method))) {
+      e = orElse(e, { rule: e.rule, dialect: e.dialect, http: 400, body: 'error', id: null, why: 'MCP: a notification the server cannot accept gets an HTTP error status (e.g. 400) and an error without id' });
+    }
+    // initialize "selects legacy semantics" (2026-07-28 versioning): it may be served as a legacy
+    // initialize whatever its envelope or header says; an MCP-Protocol-Version that is no handshake-era
+    // version may instead be refused as a header/body mismatch (-32020).
+    if (method === 'initialize' && depth < 5) {
+      if (mpv !== undefined && !P.versions.handshake.includes(mpv)) e = orElse(e, { ...error('VERSION-MATCH', reqId, 'modern', `MCP: initialize with the non-handshake MCP-Protocol-Version ${mpv} may be refused with 400`), alternatives: undefined });
+      if (mpv !== undefined || (isObject(m?.params) && '_meta' in m.params)) {
+        const next = expectMcp(withoutMeta(withHeader(req, H.protocolVersion ?? 'MCP-Protocol-Version', undefined), m), ctx, depth + 1);
+        e = orElse(e, { ...next, alternatives: undefined, why: `${next.why} (MCP 2026-07-28: initialize selects legacy semantics)` });
+        for (const a of next.alternatives ?? []) e = orElse(e, a);
+      }
+    }
+    // MCP: a server that supports the requested version "MUST respond with the same version"; a server
+    // may support the published revisions the contract does not (2024-11-05).
+    if (e.result?.kind === 'initialize' && e.result.fallback && PUBLISHED_REVISIONS.includes(e.result.requested)) {
+      e = orElse(e, { ...e, result: { ...e.result, protocolVersion: e.result.requested, fallback: false }, alternatives: undefined, why: `MCP: a server supporting ${e.result.requested} answers it` });
+    }
+    // The same revisions in MCP-Protocol-Version: a server that supports them serves the request.
+    // What the request gets when the version is served is the main expectation, so a failure is charged
+    // to the rule that decides it; the refusal stays allowed.
+    if (e.rule === 'VERSION-HEADER' && mpv !== undefined && PUBLISHED_REVISIONS.includes(mpv) && depth < 5) {
+      const next = expectMcp(withHeader(req, H.protocolVersion ?? 'MCP-Protocol-Version', undefined), ctx, depth + 1);
+      e = { ...next, why: `${next.why} (MCP: a server may support ${mpv})`, alternatives: [...(next.alternatives ?? []), { ...e, alternatives: undefined }, ...(e.alternatives ?? [])] };
+    }
+    // Posted responses the server does not take: "an HTTP error status code (e.g., 400 Bad Request)",
+    // the body "MAY comprise a JSON-RPC error response that has no id".
+    if (e.rule === 'POSTED-RESPONSE' && e.body === 'error') e = orElse(e, anyError('MCP: a posted response the server cannot accept gets HTTP 400 with any error', { id: null }));
+    // Every MCP revision's schema types _meta as an object, so a request whose _meta is not one is no
+    // valid request object: Invalid Request (-32600) fits as well as Invalid params (MCP's -32602 rule
+    // names missing fields).
+    if (badMeta && !isNotification) e = orElse(e, { ...error('JSONRPC-SHAPE', reqId, e.dialect, 'JSON-RPC: a request whose _meta is not an object is not a valid MCP request object'), alternatives: undefined });
+    // Methods MCP 2026-07-28 defines and a server may implement (or refuse per its capabilities).
+    if (e.rule === 'METHOD-KNOWN' && method !== undefined && OPTIONAL_MODERN_METHODS.includes(method)) {
+      e = orElse(e, { rule: 'METHOD-KNOWN', dialect: 'modern', http: 200, body: 'unspecified', id: reqId, why: `MCP 2026-07-28 defines ${method}; a server may implement it` });
     }
     // DEV-DISCOVER-HANDSHAKE: server/discover is a 2026-07-28 method; handshake-era servers answer -32601.
     if (e.result?.kind === 'discover' && e.dialect === 'handshake') {
       e = orElse(e, { ...error('METHOD-KNOWN-HANDSHAKE', reqId, 'handshake', 'MCP: handshake-era servers answer server/discover with -32601'), version: e.version });
+    }
+    // Transport refusals for which MCP names only an HTTP status (405, 406, 415): any JSON-RPC error
+    // code, or none (the SDK sends -32000).
+    if (e.body === 'error' && (e.rule === 'HTTP-METHOD' || e.rule === 'CONTENT-TYPE' || e.rule === 'ACCEPT')) {
+      e = orElse(e, anyError(`MCP names only HTTP ${e.http} here, no JSON-RPC code`, { headers: e.rule === 'HTTP-METHOD' ? e.headers : undefined }));
+    }
+    // Accept: MCP puts the rule on the client ("MUST include an Accept header, listing both") and names
+    // no server reaction, so a server may refuse an Accept that does not list both types with 406.
+    const accept = header(req, 'Accept') ?? '';
+    if (req.method === 'POST' && !(accept.includes(P.http.requiredAccept[0] ?? 'application/json') && accept.includes(P.http.requiredAccept[1] ?? 'text/event-stream'))) {
+      e = orElse(e, { rule: 'ACCEPT', dialect: 'none', http: 406, body: 'error', id: null, why: 'MCP: the Accept header does not list both application/json and text/event-stream; a server may refuse it (406)' });
+    }
+    // Host and Accept: MCP requires no Host check and no reaction to Accept, so serving the request as
+    // if that header were fine is correct too.
+    const serveAnyway = (e.rule === 'HOST' || e.rule === 'ACCEPT') && e.body === 'error' && depth < 5 ? REPAIRS[e.rule](req) : undefined;
+    if (serveAnyway) {
+      const next = expectMcp(serveAnyway, ctx, depth + 1);
+      const served: Expectation = { ...next, alternatives: undefined, why: `${next.why} (MCP: no ${e.rule} rule binds the server here)` };
+      // With no such rule in MCP, what the request gets apart from that header is the main expectation,
+      // so a failure is charged to the rule that really decides it (e.g. ORIGIN); the refusal stays allowed.
+      e = { ...served, alternatives: [...(next.alternatives ?? []), { ...e, alternatives: undefined }, ...(e.alternatives ?? [])] };
+    }
+    // JSON-RPC: method is "A String"; the empty string is an unknown method, not an invalid request.
+    if (m && m.method === '' && depth < 5) {
+      const renamed = withHeader({ ...req, body: JSON.stringify({ ...m, method: 'conformance/unknown-method' }) }, H.method ?? 'Mcp-Method', header(req, H.method ?? 'Mcp-Method')?.trim() === '' ? 'conformance/unknown-method' : header(req, H.method ?? 'Mcp-Method'));
+      const next = expectMcp(renamed, ctx, depth + 1);
+      e = orElse(e, { ...next, alternatives: undefined, why: `${next.why} (JSON-RPC: "" is a method name)` });
+      for (const a of next.alternatives ?? []) e = orElse(e, a);
     }
     // Several failing header checks: MCP fixes no order among them.
     const repair = e.body === 'error' ? REPAIRS[e.rule] : undefined;
@@ -563,10 +663,32 @@ export function createOracle(spec: Spec, options: OracleOptions = {}): Oracle {
     if (depth === 0 && reqId !== null) {
       for (const x of [e, ...(e.alternatives ?? [])]) if (x.body === 'error' && x.id === null) e = orElse(e, { ...x, id: reqId, alternatives: undefined });
     }
+    // JSON-RPC: an Invalid Request (-32600) or Parse error carries id null when the server could not
+    // detect the id; a server may treat an invalid message's id as undetected, or echo a readable one.
+    const rawId = m && (typeof m.id === 'string' || typeof m.id === 'number') ? (m.id as JsonRpcId) : undefined;
+    if (depth === 0) {
+      for (const x of [e, ...(e.alternatives ?? [])]) {
+        if (x.body !== 'error' || (x.code !== -32600 && x.code !== -32700)) continue;
+        if (x.id !== null) e = orElse(e, { ...x, id: null, alternatives: undefined });
+        if (rawId !== undefined && x.id !== rawId) e = orElse(e, { ...x, id: rawId, alternatives: undefined });
+      }
+    }
     return e;
   }
 
   return { spec, expect: options.mcp ? (req, ctx) => expectMcp(req, ctx) : expect, argumentsValid, tool: (n) => tools.get(n) };
+}
+
+/** Published MCP revisions the contract does not serve but another server may (MCP mode). */
+const PUBLISHED_REVISIONS = ['2024-11-05'];
+/** Methods MCP 2026-07-28 defines that a server may implement or refuse per its capabilities (MCP mode). */
+const OPTIONAL_MODERN_METHODS = ['subscriptions/listen', 'prompts/list', 'prompts/get', 'resources/list', 'resources/read', 'resources/templates/list', 'completion/complete'];
+
+/** `req` with `params._meta` removed from its body (`m`, the parsed body), or `req` itself when it has none. */
+function withoutMeta(req: WireRequest, m: Record<string, unknown> | undefined): WireRequest {
+  if (!m || !isObject(m.params) || !('_meta' in m.params)) return req;
+  const { _meta: _dropped, ...params } = m.params;
+  return { ...req, body: JSON.stringify({ ...m, params }) };
 }
 
 /** `req` with header `name` (any casing) replaced by `value`, or removed when `value` is undefined. */

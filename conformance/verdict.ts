@@ -50,6 +50,19 @@ export function parseSse(text: string): Array<{ event?: string; data: string; id
   return events;
 }
 
+/** True when `res` is a batch's answer: a JSON array, or an event stream whose every data event is a JSON-RPC object. */
+function batchAnswer(res: WireResponse): boolean {
+  const ct = (res.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
+  try {
+    if (ct === 'application/json') return Array.isArray(JSON.parse(res.body));
+    if (ct !== 'text/event-stream') return false;
+    const events = parseSse(res.body).filter((e) => e.data !== '');
+    return events.length > 0 && events.every((e) => isObject(JSON.parse(e.data)));
+  } catch {
+    return false;
+  }
+}
+
 /** Reads the JSON-RPC message out of a response (application/json, or one text/event-stream message event). */
 export function parseBody(res: WireResponse): ParsedBody {
   const ct = (res.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
@@ -94,8 +107,9 @@ export function violations(spec: Spec, exp: Expectation, res: WireResponse): Vio
     // request is never accepted without an answer), not a server error, and an HTTP 200 answer echoes the id.
     if (res.status === 202 || res.status >= 500) add('JSONRPC-SHAPE', `a request was answered HTTP ${res.status}`);
     if (res.status === 200) {
+      // A batch's answer: a JSON array, or (2025-03-26) an event stream carrying one response per event.
+      if (exp.batch && batchAnswer(res)) return out;
       const p = parseBody(res);
-      if (exp.batch && Array.isArray(p.message)) return out;
       if (p.problem || !isObject(p.message)) add('JSONRPC-SHAPE', p.problem ?? 'the body is not a JSON-RPC object');
       else if (p.message.id !== exp.id) add('JSONRPC-SHAPE', `id ${show(p.message.id)} does not echo ${show(exp.id)}`);
     }
