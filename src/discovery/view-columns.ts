@@ -7,6 +7,7 @@
  * whether that lineage is provable.
  */
 import { analyzeSql, prepareCatalog } from '../sql/analyze';
+import { relKey } from '../sql/prepared-catalog';
 import type { SourceCatalog } from '../sql/catalog-types';
 
 /** What feeds one column of a mapped relation: base columns behind a view column, and whether the lineage is unprovable. */
@@ -20,18 +21,22 @@ export type ExpandColumn = (schema: string, table: string, column: string) => Co
 
 const ident = (s: string): string => `"${s.replace(/"/g, '""')}"`;
 
+const expanders = new WeakMap<SourceCatalog, ExpandColumn>();
+
 /**
- * The expansion function for `catalog` (cached per column). A view column whose analysis fails, or
- * a view unknown to the catalogue, is unprovable (fail closed).
+ * The expansion function for `catalog`, made once per catalogue snapshot (the store caches the
+ * snapshot object, so the per-column analyses are reused across calls). A view column whose
+ * analysis fails is unprovable (fail closed).
  */
 export function viewColumnExpander(catalog: SourceCatalog): ExpandColumn {
+  const hit = expanders.get(catalog);
+  if (hit) return hit;
   const prepared = prepareCatalog(catalog);
-  const kinds = new Map(catalog.relations.map((r) => [`${r.schema}.${r.name}`, r.kind]));
   const memo = new Map<string, ColumnExpansion>();
-  return (schema, table, column) => {
-    const kind = kinds.get(`${schema}.${table}`);
+  const expand: ExpandColumn = (schema, table, column) => {
+    const kind = prepared.relations.get(relKey(schema, table))?.kind;
     if (kind !== 'view' && kind !== 'materialized_view') return null;
-    const key = `${schema}\u0000${table}\u0000${column}`;
+    const key = `${relKey(schema, table)}\u0000${column}`;
     let e = memo.get(key);
     if (!e) {
       const a = analyzeSql(`SELECT ${ident(column)} FROM ${ident(schema)}.${ident(table)}`, prepared);
@@ -42,4 +47,6 @@ export function viewColumnExpander(catalog: SourceCatalog): ExpandColumn {
     }
     return e;
   };
+  expanders.set(catalog, expand);
+  return expand;
 }
