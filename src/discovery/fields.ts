@@ -22,7 +22,7 @@
  */
 import type { Policy } from '../../generated/policy-v1';
 import type { AccessEvaluator } from '../governance/evaluator';
-import { evaluatePolicies, maskFor } from '../governance/policies';
+import { evaluatePolicies, maskFor, unprovableMaskMethod } from '../governance/policies';
 import { applyMask, FULL_MASK, type MaskMethod } from '../sql/redaction';
 import type { AssetEntity, FieldColumns, IndexedField } from './types';
 import type { ExpandColumn } from './view-columns';
@@ -91,7 +91,7 @@ export function decideRelations(
   // A view column carries its base columns' values: their denies and masks apply too, as in
   // interlock_query (src/sql/views.ts). Unprovable lineage fails closed: hidden for a caller with any
   // read deny on the source, masked in full for a caller with any mask.
-  const anyDeny = evaluator.statements(sourceId).deny.some((s) => s.action === 'read' || s.action === '*');
+  const anyDeny = evaluator.hasReadDeny(sourceId);
   for (const { relation, fields } of lineage) {
     const dot = relation.indexOf('.');
     if (dot <= 0) continue;
@@ -111,13 +111,16 @@ export function decideRelations(
       for (const b of e.sources) {
         // Base columns need no read grant (the view's is enough), but an explicit deny or a mask on them applies.
         if (evaluator.decide(sourceId, 'read', b) === 'deny') return 'hide';
+        // As interlock_query: a passthrough view column keeps its base column's method, a derived one is masked in full.
         const m = maskFor(verdict.maskPatterns, b.schema, b.table, b.column);
-        const bs: FieldState = m === null ? 'show' : m === 'null' ? 'hide' : 'full';
+        const bs: FieldState = m === null ? 'show' : m === 'null' ? 'hide' : e.passthrough ? m : 'full';
         if (RANK[bs] > RANK[st]) st = bs;
       }
       if (e.unprovable) {
         if (anyDeny) return 'hide';
-        if (verdict.maskPatterns.length > 0 && RANK.full > RANK[st]) st = 'full';
+        const um = unprovableMaskMethod(verdict.maskPatterns);
+        const us: FieldState = um === null ? 'show' : um === 'null' ? 'hide' : um;
+        if (RANK[us] > RANK[st]) st = us;
       }
       return st;
     };

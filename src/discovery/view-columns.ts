@@ -13,6 +13,8 @@ import type { SourceCatalog } from '../sql/catalog-types';
 /** What feeds one column of a mapped relation: base columns behind a view column, and whether the lineage is unprovable. */
 export interface ColumnExpansion {
   sources: Array<{ schema: string; table: string; column: string }>;
+  /** True when the view column passes one base value through unchanged (a mask keeps its method, as in interlock_query). */
+  passthrough: boolean;
   unprovable: boolean;
 }
 
@@ -41,8 +43,8 @@ export function viewColumnExpander(catalog: SourceCatalog): ExpandColumn {
     if (!e) {
       const a = analyzeSql(`SELECT ${ident(column)} FROM ${ident(schema)}.${ident(table)}`, prepared);
       e = a.ok
-        ? { sources: a.viewSources.map((c) => ({ schema: c.schema, table: c.table, column: c.column })), unprovable: a.viewUnprovable || a.outputs.some((o) => o.unprovable === true) }
-        : { sources: [], unprovable: true };
+        ? { sources: a.viewSources.map((c) => ({ schema: c.schema, table: c.table, column: c.column })), passthrough: a.outputs[0]?.passthrough === true, unprovable: a.viewUnprovable || a.outputs.some((o) => o.unprovable === true) }
+        : { sources: [], passthrough: false, unprovable: true };
       memo.set(key, e);
     }
     return e;

@@ -111,6 +111,11 @@ export class AccessEvaluator {
     return { allow: sort(allow), deny: sort(deny) };
   }
 
+  /** True when any of the caller's roles on the source denies reads (or everything): unprovable lineage is then refused (issue 12). */
+  hasReadDeny(sourceId: string): boolean {
+    return this.statements(sourceId).deny.some((s) => s.action === 'read' || s.action === '*');
+  }
+
   /** Decides one action on one resource: deny wins over allow; nothing matching → none. */
   decide(sourceId: string, action: Action, resource: ResourceRef): Decision {
     let allowed = false;

@@ -119,6 +119,14 @@ export function evaluatePolicies(policies: Policy[], subject: PolicySubject, req
   return { ok: true, maxRows, maskPatterns, hiddenDocumentTypes, hiddenCategoryPrefixes };
 }
 
+/**
+ * The mask a value of unprovable lineage gets for a caller with these mask patterns (issue 12, fail
+ * closed): `null` when any of the caller's masks is `null`, `full` when any mask applies, else none.
+ */
+export function unprovableMaskMethod(patterns: Array<{ method: ColumnMask['method'] }>): 'null' | 'full' | null {
+  return patterns.some((p) => p.method === 'null') ? 'null' : patterns.length ? 'full' : null;
+}
+
 /** The method masking a column, or null: the strongest of all matching mask patterns (null > full > hash > partial). */
 export function maskFor(patterns: Array<{ parts: string[]; method: ColumnMask['method'] }>, schema: string, table: string, column: string): ColumnMask['method'] | null {
   const rank = { partial: 1, hash: 2, full: 3, null: 4 } as const;

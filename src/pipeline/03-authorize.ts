@@ -78,7 +78,7 @@ export function authorizeStatement(evaluator: AccessEvaluator, sourceId: string,
       return { kind: 'refusal', code: 'source_role_denied', message: DENIED_MESSAGE };
     }
   }
-  if (a.viewUnprovable && evaluator.statements(sourceId).deny.some((s) => s.action === 'read' || s.action === '*')) {
+  if (a.viewUnprovable && evaluator.hasReadDeny(sourceId)) {
     return { kind: 'refusal', code: 'source_role_denied', message: DENIED_MESSAGE };
   }
   return null;

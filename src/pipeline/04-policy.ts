@@ -9,7 +9,7 @@ import type { Policy } from '../../generated/policy-v1';
 import type { SqlAnalysis } from '../sql/analyze';
 import { planRedaction, type MaskRule, type RedactionPlan } from '../sql/redaction';
 import type { SourceCatalog } from '../sql/catalog-types';
-import { evaluatePolicies, maskFor, type PolicySubject } from '../governance/policies';
+import { evaluatePolicies, maskFor, unprovableMaskMethod, type PolicySubject } from '../governance/policies';
 import type { ToolOutcome } from '../tools/types';
 import { catalogColumns } from './03-authorize';
 
@@ -55,7 +55,7 @@ export function policyStep(policies: Policy[], subject: PolicySubject, a: OkAnal
   }
   let redaction: PolicyRestrictions['redaction'] = null;
   // A view column with unprovable lineage may carry any masked column (issue 12: fail closed).
-  const unprovableMethod = verdict.maskPatterns.some((p) => p.method === 'null') ? 'null' : verdict.maskPatterns.length ? 'full' : null;
+  const unprovableMethod = unprovableMaskMethod(verdict.maskPatterns);
   if (unprovableMethod && a.unprovableUses) {
     return { ok: false, outcome: { kind: 'refusal', code: 'policy_denied', message: 'The statement uses a view column whose lineage cannot be proven in a condition, expression, join, grouping, ordering or set operation; masks apply to it, so it can only be selected as it is.' } };
   }

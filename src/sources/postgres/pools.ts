@@ -106,7 +106,14 @@ export class SourcePools {
    * a statement outlived statement_timeout and its cancel (read.ts): a source that still answers is
    * healthy and the statement was the cause; one that does not counts against the circuit.
    */
-  async probe(timeoutMs = Math.min(1500, this.s.connectTimeout)): Promise<boolean> {
+  probe(timeoutMs = Math.min(1500, this.s.connectTimeout)): Promise<boolean> {
+    // Concurrent timed-out calls share one probe (one fresh connection, not one each).
+    return (this.probing ??= this.probeOnce(timeoutMs).finally(() => (this.probing = null)));
+  }
+
+  private probing: Promise<boolean> | null = null;
+
+  private async probeOnce(timeoutMs: number): Promise<boolean> {
     if (this.closed) return true;
     const client = new pg.Client({ ...this.connectionConfig('reader'), connectionTimeoutMillis: timeoutMs });
     client.on('error', () => undefined);

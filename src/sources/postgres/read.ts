@@ -31,6 +31,18 @@ export interface StatementContext {
   fail(err: unknown, phase: FailurePhase, extra?: { cancelledByCaller?: boolean; watchdogFired?: boolean }): SourceError;
 }
 
+/**
+ * The failure of a statement the client-side watchdog ended (it outlived statement_timeout and the
+ * cancel). Who kept the backend decides whether it counts against the circuit: a source that still
+ * answers a fresh connection (SourcePools.probe) is healthy and the statement was the cause (not
+ * counted, red-team F2); one that does not answer counts. Used by reads and writes.
+ */
+export async function watchdogFailure(ctx: StatementContext, what: string): Promise<SourceError> {
+  const se = ctx.fail(new Error(what), 'query', { watchdogFired: true });
+  const healthy = await ctx.pools.probe().catch(() => false);
+  return healthy ? se : new SourceError('statement_timeout', { cause: se, sourceFailure: true });
+}
+
 /** Runs one approved read: checks out a reader connection and runs the portal read on it under the wire budget. */
 export function runRead(ctx: StatementContext, sql: string, values: unknown[], opts: ReadOptions): Promise<ReadResult> {
   const signal = opts.signal;
@@ -75,13 +87,7 @@ export function runRead(ctx: StatementContext, sql: string, values: unknown[], o
           settle();
           ctx.canceller.cancelAndDrop(client, 'reader', q.ended);
           if (how === 'cancelled') return reject(ctx.fail(new SourceError('cancelled'), 'query'));
-          const se = ctx.fail(new Error('client-side watchdog: no answer within statement_timeout'), 'query', { watchdogFired: true });
-          // Who kept the backend: a source that still answers a fresh connection is healthy (the
-          // agent's statement was the cause: not counted, red-team F2); one that does not counts.
-          ctx.pools.probe().then(
-            (healthy) => reject(healthy ? se : new SourceError('statement_timeout', { cause: se, sourceFailure: true })),
-            () => reject(new SourceError('statement_timeout', { cause: se, sourceFailure: true })),
-          );
+          void watchdogFailure(ctx, 'client-side watchdog: no answer within statement_timeout').then(reject);
         };
         /** The wire budget tripped: answer with what fits, cancel the statement and destroy the connection. */
         const overBudget = (trip: WireTrip) => {

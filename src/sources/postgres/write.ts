@@ -5,7 +5,7 @@
 import type pg from 'pg';
 import { SourceError, isFatalServerError, isServerError, localFailure } from './errors';
 import { guardOf, wireError } from './pools';
-import { WATCHDOG_GRACE_MS, type StatementContext } from './read';
+import { WATCHDOG_GRACE_MS, watchdogFailure, type StatementContext } from './read';
 import type { ClientInternals } from './wire';
 
 /** Most bytes of DataRows a write may send back (RETURNING), and the per-message cap during it. */
@@ -46,13 +46,9 @@ export function runWrite(ctx: StatementContext, sql: string, values: unknown[], 
           gaveUp = true;
           settle();
           ctx.canceller.cancelAndDrop(client, 'writer', ended);
-          reject(
-            how === 'cancelled'
-              ? new SourceError('cancelled')
-              : inCommit
-                ? new SourceError('execution_failed', { sourceFailure: true, message: 'tool execution failed: the source did not confirm the commit; the outcome is unknown' })
-                : ctx.fail(new Error('client-side watchdog'), 'query', { watchdogFired: true }),
-          );
+          if (how === 'cancelled') reject(new SourceError('cancelled'));
+          else if (inCommit) reject(new SourceError('execution_failed', { sourceFailure: true, message: 'tool execution failed: the source did not confirm the commit; the outcome is unknown' }));
+          else void watchdogFailure(ctx, 'client-side watchdog').then(reject);
         };
         const onAbort = () => giveUp('cancelled');
         client.on('error', onClientError);

@@ -126,6 +126,19 @@ test('a source that stops answering: the client-side watchdog reports statement_
   }
 }, 20_000);
 
+test('a write on a source that stops answering: the watchdog counts it too (a fresh connection gets no answer either)', async () => {
+  const fake = await startFakePg({ kind: 'query_silent' });
+  try {
+    const c = make(fake.port, { failure_threshold: 1, reset_timeout_ms: 60_000 }, undefined, { statement_timeout_ms: 100, writer: { user: 'postgres' } });
+    const err = await c.write('INSERT INTO t VALUES (1)', []).catch((e: unknown) => e);
+    expect(err).toMatchObject({ code: 'statement_timeout', sourceFailure: true });
+    expect(c.breakerState()).toBe('open');
+    await c.close();
+  } finally {
+    await fake.close();
+  }
+}, 20_000);
+
 test('a statement that outlives its cancel on a source that still answers: statement_timeout, not counted, the circuit stays closed (red-team F2)', async () => {
   const fake = await startFakePg({ kind: 'query_silent_first' });
   try {
