@@ -15,7 +15,7 @@ import { createApiKey, listApiKeys, revokeApiKey, type ApiKeyRecord } from '../c
 import { addSource, listSources, redactSourceSettings, removeSource, requireSource, setSourceEnabled, updateSource, type SourceRecord, type SourceRemoval } from '../control/sources';
 import { applyInterlockFile, type ApplyInput, type ApplyResult } from '../declarative/apply';
 import { exportInterlockFile } from '../declarative/export';
-import type { InterlockFile } from '../declarative/schema';
+import type { InterlockFile, SecretResolver } from '../declarative/schema';
 import { scanSource, type ScanResult } from '../control/scan';
 import { catalogSummaries } from '../control/catalog';
 import { getRole, listRoles, upsertRole, type SourceRoleRecord } from '../control/roles';
@@ -100,7 +100,7 @@ export interface OperatorBackend {
   removeSource(id: string, opts: { operator: string; force?: boolean }): Promise<SourceRemoval>;
 
   /** Plans or applies an interlock file (src/declarative/apply.ts). `operator` is ignored remotely. Issue 16. */
-  applyFile(input: ApplyInput, opts: { operator: string; plan?: boolean; prune?: boolean; force?: boolean }): Promise<ApplyResult>;
+  applyFile(input: ApplyInput, opts: { operator: string; plan?: boolean; prune?: boolean; force?: boolean; secrets?: SecretResolver }): Promise<ApplyResult>;
   /** The current state as an interlock file, passwords as references. Issue 16. */
   exportFile(): Promise<InterlockFile>;
 

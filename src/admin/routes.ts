@@ -28,6 +28,7 @@ import { defaultOriginPolicy, type OriginPolicy } from '../transport/http-header
 import { hostOriginGuard, isObject, jsonBody, routerErrorHandler, sendError, type HttpErrorCode } from '../http/common';
 import { directBackend, type OperatorBackend } from './backend';
 import { resolveOperatorToken, type Operator } from './tokens';
+import { adminApiSecrets } from '../declarative/schema';
 
 /** Options of mountAdmin. */
 export interface AdminOptions {
@@ -153,7 +154,7 @@ export function mountAdmin(app: Express, _deps: DispatchDeps | undefined, opts: 
     const body = q.body as Record<string, unknown>;
     const input = typeof body.text === 'string' && body.document === undefined ? { text: body.text } : body.document !== undefined && body.text === undefined ? { document: body.document } : null;
     if (!input) throw new ControlError('validation', 'the body needs exactly one of text (the interlock file as YAML or JSON text) and document (the file as a JSON object)');
-    return b.applyFile(input, { operator: op.name, plan: queryBool(q, 'plan'), prune: queryBool(q, 'prune'), force: queryBool(q, 'force') });
+    return b.applyFile(input, { operator: op.name, plan: queryBool(q, 'plan'), prune: queryBool(q, 'prune'), force: queryBool(q, 'force'), secrets: adminApiSecrets });
   });
   route('get', '/export', async (_q, _r, b) => b.exportFile());
 

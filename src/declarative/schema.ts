@@ -22,6 +22,17 @@ export interface SecretResolver {
   file(path: string): string | undefined;
 }
 
+/**
+ * Secrets of an apply through the admin API (a remote operator token): only variables named like
+ * export's references (`<SOURCE>_<READER|WRITER>_PASSWORD`, never the gateway's own INTERLOCK_*), and
+ * no files, so an operator token cannot copy the gateway's environment or files into a source
+ * password, nor probe which files exist.
+ */
+export const adminApiSecrets: SecretResolver = {
+  env: (name) => (/^[A-Z0-9_]+_(READER|WRITER)_PASSWORD$/.test(name) && !name.startsWith('INTERLOCK_') ? process.env[name] : undefined),
+  file: () => undefined,
+};
+
 /** Resolves references against process.env and the local file system (a file's trailing newline is dropped). */
 export const processSecrets: SecretResolver = {
   env: (name) => process.env[name],

@@ -267,12 +267,12 @@ export async function provisionDemoSetup(opts: ProvisionDemoOptions): Promise<De
   });
 
   // 3. Sources, roles, the identity with its grants and the policies: the demo file, applied as
-  // `interlock apply` does (one transaction, audited). Its password_env references are set here.
+  // `interlock apply` does (one transaction, audited). Its password_env references resolve to this
+  // run's passwords (never put into the process environment).
   const { host, port } = hostAndPort(opts.adminUrl);
   const doc = demoFileFor({ host, port, databaseName, readerRole, writerRole, sourceId, identityName, handbook: opts.handbook !== false });
-  process.env[DEMO_PASSWORD_ENV.reader] = readerPassword;
-  process.env[DEMO_PASSWORD_ENV.writer] = writerPassword;
-  await applyInterlockFile(opts.controlDb, { document: doc }, { operator: 'interlock-demo', scan: false });
+  const passwords: Record<string, string> = { [DEMO_PASSWORD_ENV.reader]: readerPassword, [DEMO_PASSWORD_ENV.writer]: writerPassword };
+  await applyInterlockFile(opts.controlDb, { document: doc }, { operator: 'interlock-demo', scan: false, secrets: { env: (n) => passwords[n], file: () => undefined } });
 
   // 4. The catalog as the reader sees it, and the handbook's discovery index.
   await scanSource(opts.controlDb, sourceId);

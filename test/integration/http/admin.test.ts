@@ -433,6 +433,18 @@ describe('source lifecycle and declarative configuration (issue 16)', () => {
     const inline = await admin('POST', '/apply', { document: { version: 1, sources: [{ ...chinook, settings: { ...chinook.settings, reader: { user: 'u', password: 'x' } } }] } });
     expect(inline.status).toBe(400);
     expect(inline.json.details).toEqual(['/sources/0/settings/reader/password: inline passwords are not allowed; use password_env (an environment variable) or password_file']);
+    // An operator token cannot copy the gateway's own environment or files into a source password:
+    // through the admin API only <SOURCE>_<READER|WRITER>_PASSWORD variables resolve, and no files.
+    process.env.INTERLOCK_TEST_SECRET_PROBE = 'gateway-secret';
+    try {
+      const viaEnv = await admin('POST', '/apply?plan=true', { document: { version: 1, sources: [{ ...chinook, id: 'probe', settings: { ...chinook.settings, reader: { user: 'u', password_env: 'INTERLOCK_TEST_SECRET_PROBE' } } }] } });
+      expect([viaEnv.status, viaEnv.json.code]).toEqual([400, 'validation_failed']);
+      expect(JSON.stringify(viaEnv.json)).toContain('INTERLOCK_TEST_SECRET_PROBE is not set');
+    } finally {
+      delete process.env.INTERLOCK_TEST_SECRET_PROBE;
+    }
+    const viaFile = await admin('POST', '/apply?plan=true', { document: { version: 1, sources: [{ ...chinook, id: 'probe', settings: { ...chinook.settings, reader: { user: 'u', password_file: '/etc/hostname' } } }] } });
+    expect([viaFile.status, viaFile.json.code]).toEqual([400, 'validation_failed']);
 
     let stdout = '';
     let stderr = '';
