@@ -108,16 +108,17 @@ export { errorBodyHandler as routerErrorHandler } from '../transport/http-guard'
 
 /**
  * The keyless budget of the client address for a route module (issue 10, Build 6): a request
- * without a Bearer token spends one token; over the budget → 429 RateLimitedBody with Retry-After,
+ * without a Bearer token spends one token; with `keyCheckedDownstream` false, so does one whose
+ * token does not resolve; over the budget → 429 RateLimitedBody with Retry-After,
  * counted as an aggregated keyless refusal of `route`.
  */
-export function keylessLimit(deps: DispatchDeps, route: string): RequestHandler {
+export function keylessLimit(deps: DispatchDeps, route: string, opts: { keyCheckedDownstream: boolean }): RequestHandler {
   return (req, res, next) => {
     const r = keylessGate(deps.clientLimits, deps.keylessAudit, req, route);
     if (r) return sendRateLimited(res, r.retryAfterMs, limitMessage(r));
-    // A Bearer token that no tool call will check (every path but the tool-call routes) spends the
-    // same budget unless it resolves (red-team F4).
-    if (/\/tools\/call$|^\/v1(\/|$)/.test(req.originalUrl.split('?')[0]!)) return next();
+    // A route whose handler checks (and charges) the key itself is done here; on any other route a
+    // Bearer token spends the same budget unless it resolves (red-team F4).
+    if (opts.keyCheckedDownstream) return next();
     void unverifiedKeyGate(deps.clientLimits, deps.keylessAudit, (k) => deps.identityResolver.resolve(k), bearerToken(req.headers.authorization) ?? undefined, clientAddressKey(req.socket.remoteAddress), route).then(
       (over) => (over ? sendRateLimited(res, over.retryAfterMs, limitMessage(over)) : next()),
       next,

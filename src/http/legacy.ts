@@ -100,7 +100,9 @@ export function mountLegacyRoutes(app: Express, deps: DispatchDeps, opts: Legacy
     next();
   });
   router.use(['/mcp/tools/list', '/mcp/tools/call', '/mcp/sse', '/mcp/sse/messages'], hostOriginGuard(opts.originPolicy ?? defaultOriginPolicy()));
-  router.use(['/mcp/tools/list', '/mcp/tools/call', '/mcp/sse', '/mcp/sse/messages'], keylessLimit(deps, 'mcp-legacy'));
+  // Tool calls and the SSE stream check (and charge) keys themselves; the catalogue route checks none.
+  router.use('/mcp/tools/list', keylessLimit(deps, 'mcp-legacy', { keyCheckedDownstream: false }));
+  router.use(['/mcp/tools/call', '/mcp/sse', '/mcp/sse/messages'], keylessLimit(deps, 'mcp-legacy', { keyCheckedDownstream: true }));
 
   // ---- /mcp/tools/list ------------------------------------------------------------------------
   const list = (_req: Request, res: Response) => {

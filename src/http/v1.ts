@@ -39,7 +39,7 @@ export const V1_PROTOCOL_VERSION = '2025-11-25';
 export function mountV1(app: Express, deps: DispatchDeps, opts: V1Options = {}): void {
   const router = express.Router({ caseSensitive: true, strict: true });
   router.use('/v1', hostOriginGuard(opts.originPolicy ?? defaultOriginPolicy()));
-  router.use('/v1', keylessLimit(deps, 'v1'));
+  router.use('/v1', keylessLimit(deps, 'v1', { keyCheckedDownstream: true }));
 
   /** Runs one tool call and answers it. */
   const call = async (req: Request, res: Response, tool: string, args: Record<string, unknown>) => {
