@@ -85,7 +85,11 @@ describe('item 4: operators see why a write failed; a failed approval can be req
     expect(trail.events.map((e) => [e.decision, e.operator, e.details])).toEqual([['requeued', 'ops-bob', { requeued_from: failedId }]]);
   });
 
-  test('the failure column is write-once (database guard)', async () => {
+  test('failure and requeued_from are write-once (database guard)', async () => {
+    // A transition the state guard allows (pending → rejected), so only the cause guard can refuse it.
+    const pending = (await env.db.pool.query("SELECT id FROM approvals WHERE state = 'pending' AND requeued_from IS NOT NULL LIMIT 1")).rows[0].id as string;
+    await expect(env.db.pool.query(`UPDATE approvals SET state = 'rejected', failure = '{"message":"x"}' WHERE id = $1`, [pending])).rejects.toThrow(/failure is recorded once/);
+    await expect(env.db.pool.query('UPDATE approvals SET requeued_from = NULL WHERE id = $1', [pending])).rejects.toThrow(/requeued_from is immutable/);
     await expect(env.db.pool.query(`UPDATE approvals SET failure = '{"message":"x"}' WHERE id = $1`, [failedId])).rejects.toThrow(/failure is recorded once|illegal state transition/);
   });
 });
