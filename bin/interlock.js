@@ -11,7 +11,8 @@ const { runCli } = require('../src/cli/main.ts');
 if (['serve', 'demo'].includes(process.argv[2])) {
   const pino = require('pino');
   const { installLastResortHandlers } = require('../src/server.ts');
-  installLastResortHandlers(pino({ base: undefined }, pino.destination(2)));
+  const { createLogger } = require('../src/observability/logger.ts');
+  installLastResortHandlers(createLogger(undefined, pino.destination(2)));
 }
 
 runCli(process.argv.slice(2)).then(
