@@ -21,7 +21,7 @@ async function stateChecksum(): Promise<string> {
     (SELECT coalesce(string_agg(a::text || ':' || coalesce(b, ''), ',' ORDER BY a, b), '') FROM t) AS t_rows,
     (SELECT last_value::text || is_called::text FROM s) AS seq,
     (SELECT count(*) FROM playlist)::text AS playlists,
-    (SELECT count(*) FROM pg_locks WHERE locktype = 'advisory')::text AS advisory,
+    (SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database()))::text AS advisory,
     (SELECT count(*) FROM pg_class WHERE relname IN ('newt', 'x'))::text AS created,
     (SELECT count(*) FROM pg_largeobject_metadata)::text AS lobs`);
   return JSON.stringify(r.rows[0]);
