@@ -4,12 +4,12 @@
  * satisfies it.
  */
 import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { userInfo } from 'node:os';
 import { Option, type Command } from 'commander';
 import type { OperatorBackend } from '../admin/backend';
 import type { ControlDb } from '../control/db';
 import type { CliIo } from './output';
+import { installPath } from '../install-root';
 
 /** One CLI run, as the command modules see it. */
 export interface CommandSession {
@@ -38,5 +38,5 @@ export function operatorOption(): Option {
 
 /** The version in package.json (`interlock --version`). */
 export function packageVersion(): string {
-  return (JSON.parse(readFileSync(join(__dirname, '..', '..', 'package.json'), 'utf8')) as { version: string }).version;
+  return (JSON.parse(readFileSync(installPath('package.json'), 'utf8')) as { version: string }).version;
 }

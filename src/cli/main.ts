@@ -48,12 +48,13 @@ import { registerIndexCommands } from './discovery-index';
 import { registerRoleCommands } from './role';
 import { registerPolicyCommands } from './policy';
 import { registerOperatorTokenCommands } from './operator-token';
+import { INSTALL_ROOT as INSTALL_ROOT_DIR } from '../install-root';
 
 /** Commands that only read: with no control database they say where they looked instead of creating one. */
 const READ_COMMANDS = new Set(['list', 'show', 'status', 'search', 'tail', 'grants', 'whoami']);
 
 /** The folder of this installation (the clone holding src/ and bin/). */
-const INSTALL_ROOT = resolvePath(__dirname, '..', '..');
+const INSTALL_ROOT = INSTALL_ROOT_DIR;
 
 /** Name of the control database created on the embedded server. */
 export const EMBEDDED_CONTROL_DB = 'interlock';

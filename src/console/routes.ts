@@ -36,6 +36,7 @@ import { defaultOriginPolicy, type OriginPolicy } from '../transport/http-header
 import { hostOriginGuard, isObject, jsonBody, routerErrorHandler, sendError } from '../http/common';
 import { explainAsWriter } from './plan';
 import { consoleKey, csrfToken, csrfValid, openSession, readCookie, sealSession, sessionCookie, SESSION_COOKIE, SESSION_TTL_SECONDS, type ConsoleSession } from './session';
+import { installPath } from '../install-root';
 
 /** Options of mountConsole. */
 export interface ConsoleOptions {
@@ -48,7 +49,7 @@ export interface ConsoleOptions {
 }
 
 /** Folder of the console's static files. */
-export const CONSOLE_STATIC_DIR = join(__dirname, 'static');
+export const CONSOLE_STATIC_DIR = installPath('src', 'console', 'static');
 
 const PAGE_HEADERS = {
   'Content-Security-Policy': "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'",

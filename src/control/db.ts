@@ -9,14 +9,14 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { readdirSync } from 'node:fs';
-import { join } from 'node:path';
 import pg from 'pg';
 import { runner } from 'node-pg-migrate';
 import type { Logger } from 'pino';
 import { ConflictError, ControlError } from './errors';
+import { installPath } from '../install-root';
 
 /** Directory holding the SQL migrations. */
-export const MIGRATIONS_DIR = join(__dirname, '..', '..', 'migrations');
+export const MIGRATIONS_DIR = installPath('migrations');
 /** Table in which node-pg-migrate records applied migrations. */
 export const MIGRATIONS_TABLE = 'interlock_migrations';
 /** node-pg-migrate's advisory lock id; held (blocking) around every migration run. */

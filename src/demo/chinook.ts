@@ -2,11 +2,11 @@
  * The Chinook sample database (MIT licence, data/chinook/LICENSE.md), used by the demo and the tests.
  */
 import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { Client } from 'pg';
+import { installPath } from '../install-root';
 
 /** Absolute path of the bundled Chinook script. */
-export const CHINOOK_SQL_PATH = join(__dirname, '..', '..', 'data', 'chinook', 'Chinook_PostgreSql.sql');
+export const CHINOOK_SQL_PATH = installPath('data', 'chinook', 'Chinook_PostgreSql.sql');
 
 /**
  * The Chinook script without its DROP/CREATE DATABASE and `\c` lines, ready to run inside an

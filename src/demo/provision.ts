@@ -10,7 +10,6 @@
  */
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { resolve } from 'node:path';
 import pg from 'pg';
 import type { Logger } from 'pino';
 import type { SourceRole } from '../../generated/role-v1';
@@ -26,6 +25,7 @@ import { parseFileText, validateInterlockFileDocument, type InterlockFile } from
 import { loadChinook } from './chinook';
 import { HANDBOOK_PATH, HANDBOOK_ROLE } from '../discovery/handbook';
 import { indexSource } from '../discovery/indexer';
+import { installPath } from '../install-root';
 
 /** Chinook tables the demo role may read (schema public). */
 export const DEMO_READ_TABLES = ['album', 'artist', 'genre', 'media_type', 'track', 'playlist', 'playlist_track', 'customer', 'invoice', 'invoice_line'] as const;
@@ -36,7 +36,7 @@ export const DEMO_WRITE_TABLES = ['playlist', 'playlist_track'] as const;
 export const DEMO_TEMP_FILE_LIMIT = '256MB';
 
 /** The demo's desired state, shipped in the repository: an interlock file (spec/interlock-file-v1.schema.json). */
-export const DEMO_FILE = resolve(__dirname, '..', '..', 'examples', 'demo.interlock.yaml');
+export const DEMO_FILE = installPath('examples', 'demo.interlock.yaml');
 /** Environment variables the demo file's credentials name (password_env); the demo sets them in its own process before applying. */
 export const DEMO_PASSWORD_ENV = { reader: 'CHINOOK_READER_PASSWORD', writer: 'CHINOOK_WRITER_PASSWORD' } as const;
 

@@ -11,9 +11,10 @@ import { upsertRole } from '../control/roles';
 import { putSource } from '../control/sources';
 import { indexSource, type IndexOptions } from './indexer';
 import type { IndexResult } from './types';
+import { installPath } from '../install-root';
 
 /** The folder shipped with InterLock (absolute). */
-export const HANDBOOK_PATH = resolve(__dirname, '..', '..', 'data', 'handbook');
+export const HANDBOOK_PATH = installPath('data', 'handbook');
 
 /** The demo's discovery role: discover and request everything, audience `staff`. */
 export const HANDBOOK_ROLE: SourceRole = {

@@ -1,0 +1,64 @@
+/**
+ * Which code `bin/interlock.js` runs (issue 13, "Ship compiled JavaScript"): the compiled tree in
+ * `dist/` (made by `npm run build`, also run by `npm ci`/`npm install` through `prepare`) when it is
+ * at least as new as every file under src/, generated/ and spec/; otherwise the TypeScript sources
+ * through tsx, so an edited checkout never runs stale code. Plain JavaScript: it runs before tsx.
+ *
+ * Environment: INTERLOCK_RUNTIME=source|compiled forces one (compiled fails when dist/ is missing
+ * or stale); INTERLOCK_DIST_DIR names another compiled tree (tests).
+ */
+'use strict';
+const fs = require('node:fs');
+const path = require('node:path');
+
+/** Name of the file, inside a compiled tree, that records when its build started (ms since the epoch). */
+const STAMP = '.built-at';
+
+/** Newest modification time (ms) of the files under `dirs` (absolute paths); 0 when there are none. */
+function newestMtime(dirs) {
+  let newest = 0;
+  const walk = (dir) => {
+    let entries;
+    try {
+      entries = fs.readdirSync(dir, { withFileTypes: true });
+    } catch {
+      return;
+    }
+    for (const e of entries) {
+      const p = path.join(dir, e.name);
+      if (e.isDirectory()) walk(p);
+      else if (e.isFile()) newest = Math.max(newest, fs.statSync(p).mtimeMs);
+    }
+  };
+  for (const d of dirs) walk(d);
+  return newest;
+}
+
+/** The source folders a compiled tree is built from. */
+function sourceDirs(root) {
+  return ['src', 'generated', 'spec'].map((d) => path.join(root, d));
+}
+
+/**
+ * Decides the runtime for the installation at `root`.
+ * Returns {kind: 'compiled', dir} or {kind: 'source', reason}; throws when INTERLOCK_RUNTIME=compiled
+ * cannot be honoured.
+ */
+function chooseRuntime(root, env = process.env) {
+  const dir = env.INTERLOCK_DIST_DIR ? path.resolve(env.INTERLOCK_DIST_DIR) : path.join(root, 'dist');
+  const forced = env.INTERLOCK_RUNTIME;
+  if (forced === 'source') return { kind: 'source', reason: 'INTERLOCK_RUNTIME=source' };
+  let builtAt = 0;
+  try {
+    builtAt = Number(fs.readFileSync(path.join(dir, STAMP), 'utf8'));
+  } catch {
+    builtAt = 0;
+  }
+  let reason = null;
+  if (!builtAt || !fs.existsSync(path.join(dir, 'src', 'cli', 'main.js'))) reason = `no compiled tree in ${dir} (npm run build makes one)`;
+  else if (newestMtime(sourceDirs(root)) > builtAt) reason = `${dir} is older than the sources (npm run build refreshes it)`;
+  if (reason && forced === 'compiled') throw new Error(`INTERLOCK_RUNTIME=compiled: ${reason}`);
+  return reason ? { kind: 'source', reason } : { kind: 'compiled', dir };
+}
+
+module.exports = { chooseRuntime, newestMtime, sourceDirs, STAMP };

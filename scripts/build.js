@@ -1,0 +1,48 @@
+#!/usr/bin/env node
+/**
+ * npm run build: compiles src/ and generated/ into dist/ with tsc (tsconfig.build.json), copies the
+ * plain-JavaScript validators that tsc does not emit, and stamps the tree with the time the build
+ * started, so bin/runtime.js runs it only while no source is newer. Also run by `prepare` (npm ci,
+ * npm install); there `--if-possible` skips the build with a note when TypeScript is not installed
+ * (the CLI then runs the sources through tsx).
+ *
+ *   node scripts/build.js [--out DIR] [--if-possible]
+ */
+'use strict';
+const fs = require('node:fs');
+const path = require('node:path');
+const { execFileSync } = require('node:child_process');
+const { STAMP } = require('../bin/runtime');
+
+const root = path.resolve(__dirname, '..');
+const args = process.argv.slice(2);
+const outIndex = args.indexOf('--out');
+const out = outIndex >= 0 ? path.resolve(args[outIndex + 1]) : path.join(root, 'dist');
+const ifPossible = args.includes('--if-possible');
+
+let tsc;
+try {
+  tsc = require.resolve('typescript/bin/tsc', { paths: [root] });
+} catch {
+  if (ifPossible) {
+    process.stdout.write('interlock build: TypeScript is not installed; the CLI will run the sources through tsx\n');
+    process.exit(0);
+  }
+  process.stderr.write('interlock build: TypeScript is not installed (npm ci installs it)\n');
+  process.exit(1);
+}
+
+const started = Date.now();
+fs.rmSync(out, { recursive: true, force: true });
+try {
+  execFileSync(process.execPath, [tsc, '-p', path.join(root, 'tsconfig.build.json'), '--outDir', out], { cwd: root, stdio: 'inherit' });
+} catch {
+  fs.rmSync(out, { recursive: true, force: true });
+  process.stderr.write('interlock build: tsc failed; nothing was written to ' + out + '\n');
+  process.exit(1);
+}
+for (const f of fs.readdirSync(path.join(root, 'generated'))) {
+  if (f.endsWith('.js')) fs.copyFileSync(path.join(root, 'generated', f), path.join(out, 'generated', f));
+}
+fs.writeFileSync(path.join(out, STAMP), String(started));
+process.stdout.write(`interlock build: compiled JavaScript in ${path.relative(root, out) || out} (${((Date.now() - started) / 1000).toFixed(1)} s)\n`);
