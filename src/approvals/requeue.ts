@@ -17,9 +17,12 @@ import { ControlError } from '../control/errors';
 export async function requeueApproval(db: ControlDb, id: string, opts: { operator: string; ttlSeconds?: number }): Promise<ApprovalRecord> {
   const a = await requireApproval(db, id);
   if (a.state !== 'failed') throw new ControlError('conflict', `approval ${id} is ${a.state}: only a failed approval can be requeued`);
-  const open = await db.pool.query<{ id: string }>("SELECT id FROM approvals WHERE requeued_from = $1 AND state = 'pending' LIMIT 1", [id]);
-  if (open.rows[0]) throw new ControlError('conflict', `approval ${id} was already requeued as ${open.rows[0].id}, which is pending`);
   return withTransaction(db, async (c) => {
+    // Concurrent requeues of one approval queue in turn on its row, so the second sees the first's
+    // pending approval and is a conflict (never two pending requeues of one failed write).
+    await c.query('SELECT id FROM approvals WHERE id = $1 FOR UPDATE', [id]);
+    const open = await c.query<{ id: string }>("SELECT id FROM approvals WHERE requeued_from = $1 AND state = 'pending' LIMIT 1", [id]);
+    if (open.rows[0]) throw new ControlError('conflict', `approval ${id} was already requeued as ${open.rows[0].id}, which is pending`);
     const created = await createApproval(c, {
       sourceId: a.sourceId,
       identityId: a.identityId,

@@ -85,6 +85,20 @@ describe('item 4: operators see why a write failed; a failed approval can be req
     expect(trail.events.map((e) => [e.decision, e.operator, e.details])).toEqual([['requeued', 'ops-bob', { requeued_from: failedId }]]);
   });
 
+  test('concurrent requeues of one failed approval make exactly one pending approval; the others are conflicts', async () => {
+    const r = await query('INSERT INTO playlist_track (playlist_id, track_id) VALUES ($1, $2)', [987655, 1]);
+    const id = sc(r).approval_id as string;
+    expect((await admin('POST', `/approvals/${id}/approve`, {})).status).toBe(200);
+    const answers = await Promise.all(Array.from({ length: 6 }, () => admin('POST', `/approvals/${id}/requeue`, {})));
+    expect(answers.map((a) => a.status).sort()).toEqual([201, 409, 409, 409, 409, 409]);
+    const created = (await answers.find((a) => a.status === 201)!.json()) as { id: string };
+    for (const a of answers.filter((x) => x.status === 409)) {
+      expect(await a.json()).toMatchObject({ code: 'conflict', message: `approval ${id} was already requeued as ${created.id}, which is pending` });
+    }
+    const rows = (await env.db.pool.query("SELECT id FROM approvals WHERE requeued_from = $1", [id])).rows.map((x) => x.id);
+    expect(rows).toEqual([created.id]);
+  });
+
   test('failure and requeued_from are write-once (database guard)', async () => {
     // A transition the state guard allows (pending → rejected), so only the cause guard can refuse it.
     const pending = (await env.db.pool.query("SELECT id FROM approvals WHERE state = 'pending' AND requeued_from IS NOT NULL LIMIT 1")).rows[0].id as string;
