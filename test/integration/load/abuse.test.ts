@@ -12,10 +12,12 @@
  *    names and tools/call without a key, as fast as it can.
  *
  * Asserts: the well-behaved agents get at least 95% successful answers; the gateway keeps serving
- * (/healthz, a final call); the process's RSS stays bounded; no /metrics series carries a label
- * value outside the closed sets, so the series count is bounded (metrics-labels.test.ts checks the
- * exact count under a flood); and the audit grows, for the keyless traffic, only by aggregated events
- * (at most a few per address) whose counts add up to exactly what the flooder was refused.
+ * (/healthz, a final call); the process's RSS stays bounded; the /metrics series (names and labels)
+ * after the run are exactly those after the warm-up, so their count is constant (the warm-up creates
+ * every series the run can: the keyless budget and an identity's rate limit are made to trip in it),
+ * and no series carries a label value outside the closed sets; and the audit grows, for the keyless
+ * traffic, only by aggregated events (at most a few per address) whose counts add up to exactly what
+ * the flooder was refused.
  *
  * To isolate one class while investigating: ABUSE_INTERNAL_ERRORS=0 (refused calls instead),
  * ABUSE_HUGE_VALUES=0 (more slow queries instead), ABUSE_COMPLEX_CTES=N (chain length).
