@@ -12,6 +12,10 @@
  * The first call of each kind in the fresh processes is reported apart ("cold": it also commits
  * V8's young generation, which the process then keeps), then BENCH_MEMORY_RUNS warm calls
  * (default 2). Target (issue 10): each at most 64 MB above idle.
+ * The gateway child runs with the node flags production uses (none; `--expose-gc` is the bench's
+ * own, for the collection before each idle reading); BENCH_GATEWAY_NODE_FLAGS adds others (e.g.
+ * `--max-semi-space-size=4`), BENCH_MEMORY_PREWARM=N sends N point reads before the first measured
+ * call (a gateway that has served traffic).
  * Run: `npx tsx bench/09-memory-budget.ts`.
  */
 import { McpHttpClient, type PostResult } from './lib/http';
