@@ -12,12 +12,17 @@
  * The first call of each kind in the fresh processes is reported apart ("cold": it also commits
  * V8's young generation, which the process then keeps), then BENCH_MEMORY_RUNS warm calls
  * (default 2). Target (issue 10): each at most 64 MB above idle.
+ * The gateway child runs with the node flags production uses (none; `--expose-gc` is the bench's
+ * own, for the collection before each idle reading); BENCH_GATEWAY_NODE_FLAGS adds others (e.g.
+ * `--max-semi-space-size=4`), BENCH_MEMORY_PREWARM=N sends N point reads before the first measured
+ * call (a gateway that has served traffic).
  * Run: `npx tsx bench/09-memory-budget.ts`.
  */
 import { McpHttpClient, type PostResult } from './lib/http';
 import { emitResult, envInt, machineLine, round, summarize, table } from './lib/stats';
 import { gatewayVars, startTsChild, withBenchEnv } from './lib/env';
 import { LARGE_ROWS, LARGE_SQL, measure, type Measured } from './lib/memory';
+import { POINT_SQL } from './lib/point-read';
 
 /** The 300 MB value. */
 const HUGE_SQL = "SELECT repeat('x', $1::int) AS v";
@@ -39,7 +44,9 @@ async function main(): Promise<void> {
   console.log('# 8-memory-budget: peak RSS growth above idle for one 300 MB value and a 100,000-row read (gateway vs pg direct)');
   console.log(machineLine());
   await withBenchEnv({ sourceSettings: { max_rows: LARGE_ROWS, statement_timeout_ms: 120_000 } }, async (env) => {
-    const gw = await startTsChild('bench/lib/gateway-harness.ts', { ...gatewayVars(env.controlUrl, { cacheTtlMs: 1 }), BENCH_MAX_ROWS: String(LARGE_ROWS), BENCH_MAX_RESULT_BYTES: String(BUDGET_BYTES) }, ['--expose-gc']);
+    const gwFlags = (process.env.BENCH_GATEWAY_NODE_FLAGS ?? '').split(' ').filter(Boolean);
+    console.log(`gateway node flags: ${gwFlags.join(' ') || '(none)'}`);
+    const gw = await startTsChild('bench/lib/gateway-harness.ts', { ...gatewayVars(env.controlUrl, { cacheTtlMs: 1 }), BENCH_MAX_ROWS: String(LARGE_ROWS), BENCH_MAX_RESULT_BYTES: String(BUDGET_BYTES) }, [...gwFlags, '--expose-gc']);
     const direct = await startTsChild('bench/lib/pg-direct-child.ts', { BENCH_PG_CONFIG: JSON.stringify(env.reader) }, ['--expose-gc']);
     const client = new McpHttpClient(gw.url, { apiKey: env.apiKey, maxSockets: 1 });
     try {
@@ -47,6 +54,10 @@ async function main(): Promise<void> {
         answer(await client.callTool('interlock_query', { source_id: 'chinook', sql: LARGE_SQL.replace('100000', '200'), max_rows: 1000 }));
         await direct.ask({ cmd: 'read', sql: LARGE_SQL.replace('100000', '200') });
       }
+      // BENCH_MEMORY_PREWARM: point reads before the first measured call (a gateway that has served traffic).
+      const prewarm = envInt('BENCH_MEMORY_PREWARM', 0);
+      for (let i = 0; i < prewarm; i++) answer(await client.callTool('interlock_query', { source_id: 'chinook', sql: POINT_SQL, params: [1 + (i % 3503)] }));
+      if (prewarm) console.log(`prewarm: ${prewarm} point reads`);
       const cases = [
         {
           name: '300 MB value',

@@ -12,10 +12,12 @@
  *    names and tools/call without a key, as fast as it can.
  *
  * Asserts: the well-behaved agents get at least 95% successful answers; the gateway keeps serving
- * (/healthz, a final call); the process's RSS stays bounded; no /metrics series carries a label
- * value outside the closed sets, so the series count is bounded (metrics-labels.test.ts checks the
- * exact count under a flood); and the audit grows, for the keyless traffic, only by aggregated events
- * (at most a few per address) whose counts add up to exactly what the flooder was refused.
+ * (/healthz, a final call); the process's RSS stays bounded; the /metrics series (names and labels)
+ * after the run are exactly those after the warm-up, so their count is constant (the warm-up creates
+ * every series the run can: the keyless budget and an identity's rate limit are made to trip in it),
+ * and no series carries a label value outside the closed sets; and the audit grows, for the keyless
+ * traffic, only by aggregated events (at most a few per address) whose counts add up to exactly what
+ * the flooder was refused.
  *
  * To isolate one class while investigating: ABUSE_INTERNAL_ERRORS=0 (refused calls instead),
  * ABUSE_HUGE_VALUES=0 (more slow queries instead), ABUSE_COMPLEX_CTES=N (chain length).
@@ -153,6 +155,8 @@ test('16 agents keep ≥95% success while 4 hostile identities and a keyless flo
   expect(gc).not.toBeNull();
   const goodKeys = await Promise.all(Array.from({ length: AGENTS }, (_, i) => identityWithKey(`good-${i}`)));
   const hostileKeys = await Promise.all(Array.from({ length: HOSTILE }, (_, i) => identityWithKey(`hostile-${i}`)));
+  // An identity of its own that the warm-up drives past its rate limit (see below).
+  const limitProbeKey = await identityWithKey('limit-probe');
   const agents = await Promise.all(goodKeys.map((k, i) => connectAgent(i, k)));
 
   const counts = { good: 0, goodOk: 0, goodFailures: new Map<string, number>(), hostile: 0, hostileAnswers: new Map<string, number>(), floodCalls: 0, floodCallsAnswered: 0, flood429: 0, floodNotifications: 0, floodOther: new Map<string, number>() };
@@ -170,14 +174,18 @@ test('16 agents keep ≥95% success while 4 hostile identities and a keyless flo
       await sleep(AGENT_PAUSE_MS);
     }
   };
+  /** One interlock_query call with `key`; the answer's code (or http_<status>, network). */
+  const queryCode = async (key: string, args: Record<string, unknown>, id: number): Promise<string> => {
+    const body = { jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'interlock_query', arguments: args } };
+    const h: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-11-25', authorization: `Bearer ${key}` };
+    const r = await fetch(env.url, { method: 'POST', headers: h, body: JSON.stringify(body) }).catch(() => null);
+    const text = r ? await r.text().catch(() => '') : '';
+    return /"code":"([a-z_]+)"/.exec(text)?.[1] ?? (r ? (r.status === 200 ? 'ok' : `http_${r.status}`) : 'network');
+  };
   const runHostile = async (key: string, cls: (typeof HOSTILE_CLASSES)[number]) => {
     for (let n = 0; Date.now() < stopAt && n < MAX_CALLS; n++) {
-      const body = { jsonrpc: '2.0', id: n, method: 'tools/call', params: { name: 'interlock_query', arguments: cls.args(n) } };
-      const h: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-11-25', authorization: `Bearer ${key}` };
-      const r = await fetch(env.url, { method: 'POST', headers: h, body: JSON.stringify(body) }).catch(() => null);
-      const text = r ? await r.text().catch(() => '') : '';
+      const code = await queryCode(key, cls.args(n), n);
       counts.hostile++;
-      const code = /"code":"([a-z_]+)"/.exec(text)?.[1] ?? (r ? `http_${r.status}` : 'network');
       bump(counts.hostileAnswers, `${cls.label}:${code}`);
       if (code === 'rate_limited') await sleep(250);
     }
@@ -209,6 +217,19 @@ test('16 agents keep ≥95% success while 4 hostile identities and a keyless flo
   // The warm-up must also have seen the keyless budget trip (its 429 is a series of its own).
   for (let n = 0; counts.flood429 === 0 && n < 1000; n++) if ((await mcpPost({ jsonrpc: '2.0', method: 'notifications/initialized' }, null)) === 429) counts.flood429++;
   expect(counts.flood429).toBeGreaterThan(0);
+  // And an identity's rate limit tripping, as a hostile identity's may at any moment of the run:
+  // the probe identity spends its points on cheap reads (4 in flight), then sends every hostile
+  // class's statements once, each answered rate_limited on its own path (refused at step 5, or
+  // refused before it and charged afterwards). So every rate_limited series exists before the run.
+  const probeArgs = GOOD_OPS[2][1];
+  let probeLimited = false;
+  await Promise.all(
+    Array.from({ length: 4 }, async (_, w) => {
+      for (let n = w; !probeLimited && n < 4 * 1000; n += 4) if ((await queryCode(limitProbeKey, probeArgs(n), n)) === 'rate_limited') probeLimited = true;
+    }),
+  );
+  expect(probeLimited).toBe(true);
+  for (const cls of HOSTILE_CLASSES) for (const n of [0, 1]) expect(`${cls.label}:${await queryCode(limitProbeKey, cls.args(n), n)}`).toBe(`${cls.label}:rate_limited`);
   await env.gateway.gateway.flushAudit();
   const seriesBefore = await series();
   const auditBefore = Number((await env.db.pool.query('SELECT max(id) AS m FROM audit_events')).rows[0].m ?? 0);
@@ -231,6 +252,8 @@ test('16 agents keep ≥95% success while 4 hostile identities and a keyless flo
   // No crash: the gateway answers, and a well-behaved call still succeeds.
   expect((await fetch(`${base}/healthz`)).status).toBe(200);
   expect(succeeded(await agents[0].callTool('interlock_list_sources', {}))).toBe(true);
+  // The series before the agents disconnect (closing a session is traffic the warm-up never sent).
+  const seriesAfter = await series();
   await Promise.all(agents.map((a) => a.close().catch(() => undefined)));
 
   const report = {
@@ -254,14 +277,17 @@ test('16 agents keep ≥95% success while 4 hostile identities and a keyless flo
   expect(counts.floodOther.size).toBe(0);
   // RSS bounded.
   expect(rssPeak - rssBaseline).toBeLessThan(RSS_GROWTH_BOUND);
-  // No series carries a label value from outside the closed sets: a series new since the warm-up
-  // may only combine values already seen there, tool names of the catalogue and error codes of
-  // spec/errors-v1.json (a hostile identity reaching its rate limit only after the warm-up is a
-  // legitimate new combination; a flooded method name or source id is not).
-  const seriesAfter = await series();
+  // The metrics series stay the same: the set of series (names and labels) after the run is the
+  // set before it, so their count is constant. First, as a diagnostic, no new series carries a label
+  // value from outside the closed sets (values already seen, tool names of the catalogue, error
+  // codes of spec/errors-v1.json): a flooded method name or source id would show up here.
   const labelValues = (s: string) => [...s.matchAll(/="((?:[^"\\]|\\.)*)"/g)].map((m) => m[1]!);
   const closed = new Set<string>([...seriesBefore.flatMap(labelValues), ...catalogue.tools.map((t) => t.name), ...errorCodes(), 'other']);
   expect(seriesAfter.filter((s) => !seriesBefore.includes(s)).filter((s) => labelValues(s).some((v) => !closed.has(v)))).toEqual([]);
+  // Then the exact criterion (a series new only in combination would mean the warm-up missed a path).
+  expect(seriesAfter.filter((s) => !seriesBefore.includes(s))).toEqual([]);
+  expect(new Set(seriesAfter)).toEqual(new Set(seriesBefore));
+  expect(seriesAfter.length).toBe(seriesBefore.length);
 
   // Audit: keyless traffic only as aggregated events, whose counts are exactly the flooder's refusals.
   await env.gateway.gateway.flushAudit();
