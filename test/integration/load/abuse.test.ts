@@ -4,12 +4,14 @@
  *  - Load: 16 well-behaved agents on the official SDK clients (v1 handshake; v2 legacy, auto and
  *    pinned 2026-07-28), each its own identity, pacing their calls (list, describe, reads).
  *  - Abuse: 4 hostile identities, each in a tight loop with 2 calls in flight: over-complex
- *    statements (a chain of 3,000 CTEs, about 94 KB: refused as statement_too_complex before it is
- *    sent), statements that make PostgreSQL raise an internal error from argument input
- *    (`array_in` with odd arguments: the breaker must not count them), slow queries, and huge values
- *    (300 MB and more, built with a $1 parameter, || and string_agg: the per-call byte budget on the
- *    wire answers result_too_large); and a keyless flooder sending notifications with 64 KiB method
- *    names and tools/call without a key, as fast as it can.
+ *    statements (a chain of 2,000 CTEs, about 84 KB, within the tool's sql length: refused as
+ *    statement_too_complex before it is sent), statements whose errors PostgreSQL raises on the
+ *    agent's own input (a parameter that is not a number, a division by zero at run time:
+ *    statement_failed, and the breaker must not count them), slow queries, and huge values (300 MB
+ *    from a $1 parameter, ~140 MB from string_agg: they pass every static guard and the per-call
+ *    byte budget on the wire answers result_too_large); and a keyless flooder sending notifications
+ *    with 64 KiB method names and tools/call without a key, as fast as it can. The test checks that
+ *    each class reached that defence and that no hostile call got the opaque failure.
  *
  * Asserts: the well-behaved agents get at least 95% successful answers; the gateway keeps serving
  * (/healthz, a final call); the process's RSS stays bounded; the /metrics series (names and labels)
@@ -57,7 +59,7 @@ const MAX_CALLS = 20_000;
 const RSS_GROWTH_BOUND = 256 * 1024 * 1024;
 const HUGE = process.env.ABUSE_HUGE_VALUES !== '0';
 const INTERNAL_ERRORS = process.env.ABUSE_INTERNAL_ERRORS !== '0';
-const COMPLEX_CTES = Number(process.env.ABUSE_COMPLEX_CTES ?? 3000);
+const COMPLEX_CTES = Number(process.env.ABUSE_COMPLEX_CTES ?? 2000); // ~84 KB: within the tool's 100,000-character sql, far over max_ctes
 
 jest.setTimeout(RUN_MS + WARMUP_MS + 120_000);
 
@@ -134,11 +136,21 @@ function complexStatement(n: number): string {
 const HOSTILE_CLASSES: Array<{ label: string; args: (i: number) => Record<string, unknown> }> = [
   { label: 'over-complex', args: () => ({ source_id: 'chinook', sql: complexStatement(COMPLEX_CTES) }) },
   INTERNAL_ERRORS
-    ? { label: 'internal-error', args: () => ({ source_id: 'chinook', sql: "SELECT array_in('{1}', 0, -1)::text AS v" }) }
+    ? {
+        label: 'statement-error',
+        // Errors the statement itself makes PostgreSQL raise (bad parameter input, a runtime data
+        // exception): they reach the source and must never count against its circuit.
+        args: (i) => (i % 2 ? { source_id: 'chinook', sql: 'SELECT $1::int AS v', params: [`not a number ${i}`] } : { source_id: 'chinook', sql: 'SELECT 1 / (track_id - track_id) AS v FROM track WHERE track_id = $1', params: [1 + (i % 3000)] }),
+      }
     : { label: 'refused', args: (i) => (i % 2 ? { source_id: `nope${i}`, sql: 'SELECT 1' } : { source_id: 'chinook', sql: 'SELECT first_name FROM employee' }) },
   { label: 'slow', args: (i) => ({ source_id: 'chinook', sql: 'SELECT count(*) AS n FROM track a, track b WHERE a.track_id + b.track_id = $1', params: [1000 + i] }) },
   HUGE
-    ? { label: 'huge', args: (i) => ({ source_id: 'chinook', sql: i % 2 ? "SELECT repeat('x', 300000000) AS v" : 'SELECT string_agg(repeat(name, 20000), \',\') AS v FROM track' }) }
+    ? {
+        label: 'huge',
+        // A 300 MB value from a parameter, and a ~140 MB one from an aggregate: both pass every
+        // static guard and end at the call's wire budget.
+        args: (i) => (i % 2 ? { source_id: 'chinook', sql: 'SELECT repeat($2, $1::int) AS v', params: [300_000_000, 'x'] } : { source_id: 'chinook', sql: "SELECT string_agg(repeat(name, 2000), ',') AS v FROM track" }),
+      }
     : { label: 'slow-2', args: (i) => ({ source_id: 'chinook', sql: 'SELECT count(*) AS n FROM invoice_line a, invoice_line b WHERE a.invoice_id = $1 OR b.quantity > $1', params: [i % 400] }) },
 ];
 
@@ -268,6 +280,13 @@ test('16 agents keep ≥95% success while 4 hostile identities and a keyless flo
   // eslint-disable-next-line no-console
   console.log(JSON.stringify(report, null, 1));
 
+  // Each hostile class reached the defence it is there to test (not an earlier refusal), and no
+  // hostile call got the opaque failure.
+  const seen = (label: string) => [...counts.hostileAnswers.keys()].filter((k) => k.startsWith(`${label}:`)).map((k) => k.slice(label.length + 1));
+  expect(seen('over-complex')).toContain('statement_too_complex');
+  if (INTERNAL_ERRORS) expect(seen('statement-error')).toContain('statement_failed');
+  if (HUGE) expect(seen('huge')).toContain('result_too_large');
+  expect([...counts.hostileAnswers.keys()].filter((k) => /:(tool_execution_failed|invalid_arguments|network|http_5\d\d)$/.test(k))).toEqual([]);
   // ≥95% success for the well-behaved agents, and they were busy.
   expect(counts.good).toBeGreaterThan(AGENTS * 10);
   expect(counts.goodOk / counts.good).toBeGreaterThanOrEqual(0.95);
