@@ -9,6 +9,7 @@ import pg from 'pg';
 import type { Logger } from 'pino';
 import type { AuditSink, ToolCallAuditEvent } from '../pipeline/audit-types';
 import type { ControlDb } from './db';
+import { appendAuditBatch } from './audit-append';
 import { ValidationError } from './errors';
 import { iso } from './ids';
 
@@ -152,9 +153,10 @@ export function toolCallRow(e: ToolCallAuditEvent): AuditRowInput {
  * Stores `rows` as one sealed, hash-chained batch (interlock_audit_append) and returns the batch
  * id (decimal string). With a pooled client inside a transaction, the rows commit with the
  * caller's other writes; with the pool, the statement commits on its own (one commit). With
- * `timeoutMs` the statement runs under that statement_timeout (SET LOCAL in the same round trip),
- * so it either commits within it or not at all. Throws the driver error (class 22/23 for a
- * malformed row, 57014 past the timeout, others when the store is down).
+ * `timeoutMs` the statement runs under that statement_timeout (set_config(…, true) in the same
+ * implicit transaction and round trip, through named statements prepared once per connection:
+ * audit-append.ts), so it either commits within it or not at all. Throws the driver error (class
+ * 22/23 for a malformed row, 57014 past the timeout, others when the store is down).
  */
 export async function appendAuditRows(db: Queryable | pg.Pool, rows: AuditRowInput[], timeoutMs?: number): Promise<string> {
   const target = 'pool' in db ? db.pool : db;
@@ -163,9 +165,7 @@ export async function appendAuditRows(db: Queryable | pg.Pool, rows: AuditRowInp
     const r = await target.query<{ b: string }>('SELECT interlock_audit_append($1::jsonb) AS b', [json]);
     return String(r.rows[0].b);
   }
-  const ms = Math.max(1, Math.ceil(timeoutMs));
-  const res = (await target.query(`SET LOCAL statement_timeout = ${ms}; SELECT interlock_audit_append(${pg.Client.prototype.escapeLiteral(json)}::jsonb) AS b`)) as unknown as pg.QueryResult<{ b: string }>[];
-  return String(res[res.length - 1].rows[0].b);
+  return appendAuditBatch(target, json, timeoutMs);
 }
 
 /** A copy of `row` that the database accepts whatever its content: no NUL characters, database times, details replaced by {audit_error: "malformed_event"}. */

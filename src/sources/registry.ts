@@ -1,7 +1,9 @@
 /**
  * Per-source connector cache: one PostgresSourceConnector (pools + circuit breaker) per source id,
  * reused across calls so the hot path never opens pools, and recreated when the source's settings
- * change (compared by a SHA-256 of their canonical JSON; the hash stays in memory only).
+ * change (compared by a SHA-256 of their canonical JSON; the hash stays in memory only). The hash of
+ * a settings object is computed once per object (the store hands out the same record until the
+ * source changes, and a change is a new object), so the hot path does no serialising or hashing.
  */
 import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
@@ -23,6 +25,15 @@ export function settingsHash(settings: PostgresSourceSettings): string {
   return createHash('sha256').update(canonicalJson(settings)).digest('hex');
 }
 
+/** Hash per settings object: settings objects are treated as immutable once handed to the registry. */
+const hashes = new WeakMap<object, string>();
+
+function hashOf(settings: PostgresSourceSettings): string {
+  let h = hashes.get(settings);
+  if (h === undefined) hashes.set(settings, (h = settingsHash(settings)));
+  return h;
+}
+
 /** Registry options: a logger handed to each connector, and a breaker observer told which source changed. */
 export interface RegistryOptions {
   logger?: Logger;
@@ -31,6 +42,8 @@ export interface RegistryOptions {
 
 interface Entry {
   hash: string;
+  /** The settings object the connector was last looked up with (identity fast path). */
+  settings: PostgresSourceSettings;
   connector: PostgresSourceConnector;
 }
 
@@ -45,17 +58,22 @@ export class SourceConnectorRegistry {
    * The connector of `sourceId` for `settings`: the cached one when the settings are unchanged,
    * otherwise a new one (the old one is closed in the background once its connections in use are
    * returned; its in-flight calls finish). Throws SourceError 'execution_failed' for invalid settings
-   * (the cached connector, if any, is kept).
+   * (the cached connector, if any, is kept). `settings` must not be mutated afterwards (pass a new
+   * object for new settings): its hash is remembered per object.
    */
   get(sourceId: string, settings: PostgresSourceSettings): PostgresSourceConnector {
-    const hash = settingsHash(settings);
     const cur = this.entries.get(sourceId);
-    if (cur && cur.hash === hash) return cur.connector;
+    if (cur && cur.settings === settings) return cur.connector;
+    const hash = hashOf(settings);
+    if (cur && cur.hash === hash) {
+      cur.settings = settings;
+      return cur.connector;
+    }
     const connector = new PostgresSourceConnector(sourceId, settings, {
       logger: this.opts.logger,
       onBreakerChange: this.opts.onBreakerChange ? (state) => this.opts.onBreakerChange!(sourceId, state) : undefined,
     });
-    this.entries.set(sourceId, { hash, connector });
+    this.entries.set(sourceId, { hash, settings, connector });
     if (cur) this.retire(cur.connector);
     return connector;
   }

@@ -44,10 +44,48 @@ export interface ReadOptions {
 
 type FieldMsg = { name: string; dataTypeID: number; format?: string };
 
+/** Most named statements a reader connection keeps (least recently used first out, closed on the wire). */
+export const STATEMENTS_PER_CONNECTION = 100;
+
 /**
- * One read as a pg Submittable: Parse (unnamed statement), Bind (unnamed portal, text results),
- * Describe portal, Execute with row limit `maxRows + 1`, Sync — written in one go, so the read is
- * one round trip and the unnamed portal is closed by the Sync. Rows past the cap are not parsed.
+ * The named statements of one connection: statement text → name, least recently used first. A
+ * text is entered only once PostgreSQL confirmed its Parse (ParseComplete), so a name here always
+ * exists on that connection and was parsed from exactly that text, with no declared parameter
+ * types (PostgreSQL infers them from the text, as for the unnamed statement). `toClose`: names
+ * evicted or abandoned, closed (Close 'S') at the head of the next read on the connection. Kept per
+ * pg Connection object: a replaced or destroyed connection takes its names with it.
+ */
+interface ConnectionStatements {
+  byText: Map<string, string>;
+  next: number;
+  toClose: string[];
+}
+
+const statementsByConnection = new WeakMap<object, ConnectionStatements>();
+
+function statementsOf(connection: object): ConnectionStatements {
+  let st = statementsByConnection.get(connection);
+  if (!st) statementsByConnection.set(connection, (st = { byText: new Map(), next: 1, toClose: [] }));
+  return st;
+}
+
+/**
+ * Whether a read failed only because of its connection's named statement, so parsing the text again
+ * will do: the plan's result columns changed under it (0A000 "cached plan must not change result
+ * type", after a catalogue change) or the name is unknown to the server (26000).
+ */
+export function isStaleStatementError(err: unknown): boolean {
+  const e = err as { code?: unknown; message?: unknown };
+  return e.code === '26000' || (e.code === '0A000' && typeof e.message === 'string' && e.message.includes('cached plan must not change result type'));
+}
+
+/**
+ * One read as a pg Submittable: Parse of a named statement the first time the connection sees the
+ * text (then Bind to that name only), Bind (unnamed portal, text results), Describe portal, Execute
+ * with row limit `maxRows + 1`, Sync — written in one go, so the read is one round trip and the
+ * unnamed portal is closed by the Sync. Rows past the cap are not parsed. `reparse`: parse the text
+ * under a new name even if the connection has one (the retry after isStaleStatementError; the old
+ * name is closed). `usedNamedStatement` tells the caller whether the read bound an existing name.
  */
 export class PortalRead {
   fields: ReadField[] = [];
@@ -68,8 +106,18 @@ export class PortalRead {
   /** Settles when the statement ended on the wire (ReadyForQuery, an error, or the connection's loss). */
   readonly ended: Promise<void> = new Promise<void>((r) => (this.markEnded = r));
   private connection: WireConnection | null = null;
+  /** The read bound a statement the connection already had (a failure may be a stale plan). */
+  usedNamedStatement = false;
+  /** The name this read's Parse creates, entered once ParseComplete confirms it. */
+  private parsing: { st: ConnectionStatements; name: string } | null = null;
   private readonly onParameterStatus = () => {
     this.unexpected ??= 'session parameter changed';
+  };
+  private readonly onParseComplete = () => {
+    const p = this.parsing;
+    if (!p) return;
+    this.parsing = null;
+    p.st.byText.set(this.text, p.name);
   };
 
   constructor(
@@ -78,16 +126,38 @@ export class PortalRead {
     private readonly maxRows: number,
     private readonly maxBytes: number,
     private readonly onDone: (err: unknown) => void,
+    private readonly reparse = false,
   ) {}
 
   submit(connection: WireConnection): void {
     this.connection = connection;
     connection.on('parameterStatus', this.onParameterStatus);
+    const st = statementsOf(connection);
+    let name = st.byText.get(this.text);
+    if (name !== undefined && !this.reparse) {
+      st.byText.delete(this.text); // most recently used last
+      st.byText.set(this.text, name);
+      this.usedNamedStatement = true;
+    } else {
+      if (name !== undefined) {
+        st.byText.delete(this.text);
+        st.toClose.push(name);
+      }
+      while (st.byText.size >= STATEMENTS_PER_CONNECTION) {
+        const [oldText, oldName] = st.byText.entries().next().value as [string, string];
+        st.byText.delete(oldText);
+        st.toClose.push(oldName);
+      }
+      name = `interlock_r${st.next++}`;
+      this.parsing = { st, name };
+      connection.on('parseComplete', this.onParseComplete);
+    }
     const s = connection.stream;
     s.cork?.();
     try {
-      connection.parse({ text: this.text });
-      connection.bind({ portal: '', statement: '', values: this.values });
+      for (const old of st.toClose.splice(0)) connection.close({ type: 'S', name: old });
+      if (this.parsing) connection.parse({ name, text: this.text });
+      connection.bind({ portal: '', statement: name, values: this.values });
       connection.describe({ type: 'P', name: '' });
       connection.execute({ portal: '', rows: this.maxRows + 1 });
       connection.sync();
@@ -173,6 +243,7 @@ export class PortalRead {
     if (this.done) return;
     this.done = true;
     this.connection?.removeListener('parameterStatus', this.onParameterStatus);
+    this.connection?.removeListener('parseComplete', this.onParseComplete);
     this.markEnded();
     this.onDone(err);
   }

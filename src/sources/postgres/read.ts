@@ -12,7 +12,7 @@ import type pg from 'pg';
 import type { Logger } from 'pino';
 import type { StatementCanceller } from './cancel';
 import { SourceError, isFatalServerError, isServerError, localFailure, type FailurePhase } from './errors';
-import { PortalRead, type ReadOptions, type ReadResult } from './portal-read';
+import { isStaleStatementError, PortalRead, type ReadOptions, type ReadResult } from './portal-read';
 import { guardOf, type SourcePools } from './pools';
 import type { Resolved } from './settings';
 import { readWireBudget, type WireTrip } from './wire-budget';
@@ -66,6 +66,14 @@ export function runRead(ctx: StatementContext, sql: string, values: unknown[], o
         /** The statement ended on the wire (result, error, or lost connection). */
         const finish = (err: unknown) => {
           if (settled) return;
+          if (err !== null && !reparsed && q.usedNamedStatement && isStaleStatementError(err)) {
+            // The connection's prepared statement went stale (a catalogue change altered its result
+            // columns): parse the approved text again, once, on the same connection.
+            reparsed = true;
+            q = new PortalRead(sql, values, opts.maxRows, opts.maxBytes, finish, true);
+            client.query(q as unknown as pg.Submittable);
+            return;
+          }
           settle();
           if (err === null && q.unexpected === null) {
             const tx = (client as unknown as ClientInternals).getTransactionStatus?.();
@@ -103,7 +111,8 @@ export function runRead(ctx: StatementContext, sql: string, values: unknown[], o
           reject(localFailure('a protocol message exceeded the call\'s byte budget'));
         };
         const onAbort = () => giveUp('cancelled');
-        const q = new PortalRead(sql, values, opts.maxRows, opts.maxBytes, finish);
+        let reparsed = false;
+        let q = new PortalRead(sql, values, opts.maxRows, opts.maxBytes, finish);
         client.on('error', onClientError);
         if (signal?.aborted) {
           settle();

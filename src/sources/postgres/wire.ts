@@ -15,6 +15,8 @@ export interface WireConnection {
   bind(msg: { portal: string; statement: string; values: unknown[] }): void;
   describe(msg: { type: 'P' | 'S'; name: string }): void;
   execute(msg: { portal: string; rows: number }): void;
+  /** Close message: 'S' a named statement, 'P' a portal (closing an unknown name is not an error). */
+  close(msg: { type: 'S' | 'P'; name: string }): void;
   sync(): void;
   sendCopyFail(msg: string): void;
   on(ev: string, fn: (...a: unknown[]) => void): void;

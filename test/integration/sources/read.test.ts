@@ -6,6 +6,7 @@
  */
 import { PostgresSourceConnector, SourceError, type ReadResult } from '../../../src/sources/postgres/connector';
 import { scanCatalog } from '../../../src/sources/postgres/catalog';
+import { STATEMENTS_PER_CONNECTION } from '../../../src/sources/postgres/portal-read';
 import { createSourceDb, sleep, waitFor, type SourceDb } from './source-db';
 import { startProxy, type Proxy } from './fakes';
 
@@ -175,10 +176,74 @@ describe('layer 4: read-only, extended protocol, one round trip', () => {
         expect(proxy.flights).toBe(1);
         expect(proxy.clientMessages).toEqual(['P', 'B', 'D', 'E', 'S']);
       }
+      // A text seen before on the connection binds its named statement: no Parse.
+      proxy.reset();
+      await c.read('SELECT name FROM artist WHERE artist_id < $1', [3], { maxRows: 10, maxBytes: 1e6 });
+      expect(proxy.flights).toBe(1);
+      expect(proxy.clientMessages).toEqual(['B', 'D', 'E', 'S']);
+      // A text whose Parse failed has no name: it is parsed again.
+      proxy.reset();
+      await c.read('SELECT 1 FROM no_such_table', [], { maxRows: 10, maxBytes: 1e6 }).catch(() => undefined);
+      expect(proxy.clientMessages).toEqual(['P', 'B', 'D', 'E', 'S']);
       expect(proxy.connections).toBe(1);
     } finally {
       await proxy.close();
     }
+  });
+
+  test('named statements: one per text on the connection, exactly that text; a new connection parses again', async () => {
+    const proxy: Proxy = await startProxy({ host: src.host, port: src.port });
+    try {
+      const c = connector({ host: '127.0.0.1', port: proxy.port, pool_size: 1 });
+      const text = 'SELECT artist_id, name FROM artist WHERE artist_id = $1';
+      for (const id of [1, 2, 3]) expect((await c.read(text, [id], BIG)).rows).toEqual([expect.objectContaining({ artist_id: id })]);
+      const ps = await c.read("SELECT name, statement, parameter_types::text AS types FROM pg_prepared_statements WHERE statement NOT LIKE '%pg_prepared_statements%' ORDER BY name", [], BIG);
+      expect(ps.rows).toEqual([{ name: 'interlock_r1', statement: text, types: '{integer}' }]);
+      // COPY destroys the connection: its names go with it, and the fresh connection parses again.
+      await c.read('COPY (SELECT 1) TO STDOUT', [], BIG).catch(() => undefined);
+      await sleep(200); // the old connection's Terminate
+      proxy.reset();
+      expect((await c.read(text, [4], BIG)).rows).toEqual([expect.objectContaining({ artist_id: 4 })]);
+      expect(proxy.clientMessages).toEqual(['P', 'B', 'D', 'E', 'S']);
+      expect(proxy.connections).toBe(2);
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  test('a catalogue change under a named statement is not a failure: the text is parsed again, once', async () => {
+    await src.admin.query('CREATE TABLE il_changing (id int PRIMARY KEY, a text); INSERT INTO il_changing VALUES (1, $$x$$); GRANT SELECT ON il_changing TO ' + src.readerRole);
+    try {
+      const c = connector({ pool_size: 1, breaker: { failure_threshold: 1, reset_timeout_ms: 60_000 } });
+      const text = 'SELECT * FROM il_changing WHERE id = $1';
+      for (let i = 0; i < 6; i++) expect((await c.read(text, [1], BIG)).rows).toEqual([{ id: 1, a: 'x' }]);
+      const nameOf = async () => (await c.read('SELECT name FROM pg_prepared_statements WHERE statement = $1', [text], BIG)).rows.map((r) => r.name);
+      const before = await nameOf();
+      expect(before).toHaveLength(1);
+      await src.admin.query('ALTER TABLE il_changing ADD COLUMN b int DEFAULT 7');
+      const r = await c.read(text, [1], BIG);
+      expect(r.rows).toEqual([{ id: 1, a: 'x', b: 7 }]);
+      expect(r.fields.map((f) => f.name)).toEqual(['id', 'a', 'b']);
+      expect(c.breakerState()).toBe('closed');
+      // PostgreSQL refused the stale plan (0A000): the text was parsed under a new name, the old one closed.
+      const after = await nameOf();
+      expect(after).toHaveLength(1);
+      expect(after).not.toEqual(before);
+    } finally {
+      await src.admin.query('DROP TABLE il_changing');
+    }
+  });
+
+  test(`at most ${STATEMENTS_PER_CONNECTION} named statements per connection: the least recently used is closed`, async () => {
+    const c = connector({ pool_size: 1 }, 'lru');
+    const texts = Array.from({ length: STATEMENTS_PER_CONNECTION + 5 }, (_, i) => `SELECT ${i} AS n`);
+    for (const t of texts) await c.read(t, [], BIG);
+    const ps = await c.read('SELECT statement FROM pg_prepared_statements ORDER BY name', [], BIG);
+    const left = ps.rows.map((r) => r.statement);
+    expect(left).toHaveLength(STATEMENTS_PER_CONNECTION);
+    expect(left).toContain('SELECT statement FROM pg_prepared_statements ORDER BY name');
+    expect(left).toContain(texts[texts.length - 1]);
+    expect(left).not.toContain(texts[5]);
   });
 
   test('a statement that changes a reported session parameter fails and its connection is destroyed', async () => {

@@ -5,30 +5,43 @@
  */
 import type pg from 'pg';
 import { AuditUnavailableError, GroupCommitAuditSink } from '../../../src/control/audit';
+import { AuditAppend } from '../../../src/control/audit-append';
 import { toolCallEvent } from '../../helpers/audit-events';
 
 interface Call {
-  text: string;
+  /** The statement_timeout the batch runs under (ms). */
+  timeoutMs: number;
   requestIds: string[];
   finish(err?: Error): void;
 }
 
-/** A pool whose every query waits until the test finishes it. */
-function scriptedPool(): { pool: pg.Pool; calls: Call[] } {
+/**
+ * A pool whose every batch (an AuditAppend submitted on a pooled client) waits until the test
+ * finishes it: with the append's row and ReadyForQuery, or with an error, as pg delivers them.
+ */
+function scriptedPool(): { pool: pg.Pool; calls: Call[]; released: Array<Error | undefined> } {
   const calls: Call[] = [];
-  const pool = {
-    query(text: string, params?: unknown[]) {
-      const json = params ? String(params[0]) : /interlock_audit_append\('(.*)'::jsonb\)/s.exec(text)?.[1].replace(/''/g, "'") ?? '[]';
-      return new Promise((resolve, reject) => {
-        calls.push({
-          text,
-          requestIds: (JSON.parse(json) as Array<{ request_id: string }>).map((r) => r.request_id),
-          finish: (err) => (err ? reject(err) : resolve([{ rows: [] }, { rows: [{ b: String(calls.length) }] }])),
-        });
+  const released: Array<Error | undefined> = [];
+  const client = {
+    query(sub: AuditAppend) {
+      expect(sub).toBeInstanceOf(AuditAppend);
+      calls.push({
+        timeoutMs: sub.timeoutMs,
+        requestIds: (JSON.parse(sub.json) as Array<{ request_id: string }>).map((r) => r.request_id),
+        finish: (err) => {
+          if (err) return sub.handleError(err);
+          sub.handleRowDescription();
+          sub.handleDataRow({ fields: [String(calls.length)] });
+          sub.handleReadyForQuery();
+        },
       });
     },
-  } as unknown as pg.Pool;
-  return { pool, calls };
+    release: (err?: Error) => void released.push(err),
+    on: () => undefined,
+    removeListener: () => undefined,
+  };
+  const pool = { totalCount: 1, connect: async () => client } as unknown as pg.Pool;
+  return { pool, calls, released };
 }
 
 const event = (requestId: string) => toolCallEvent(requestId, { action: undefined, row_count: undefined });
@@ -41,8 +54,8 @@ test('concurrency 1: one statement per event, each under a statement_timeout wit
   const p = sink.record(event('r1'));
   await tick();
   expect(calls).toHaveLength(1);
-  expect(calls[0].text).toMatch(/^SET LOCAL statement_timeout = (\d+); SELECT interlock_audit_append\(/);
-  expect(Number(/= (\d+);/.exec(calls[0].text)![1])).toBeLessThanOrEqual(2000);
+  expect(calls[0].timeoutMs).toBeGreaterThan(1900);
+  expect(calls[0].timeoutMs).toBeLessThanOrEqual(2000);
   let settled = false;
   void p.then(() => (settled = true));
   await tick();
@@ -70,16 +83,26 @@ test('events that arrive during a commit share the next one', async () => {
 });
 
 test('a failed batch rejects each of its callers with AuditUnavailableError; the next batch is tried again', async () => {
-  const { pool, calls } = scriptedPool();
+  const { pool, calls, released } = scriptedPool();
   const sink = new GroupCommitAuditSink(pool, undefined, { commitTimeoutMs: 2000 });
-  const p = sink.record(event('x'));
+  const failures = [
+    Object.assign(new Error('canceling statement due to statement timeout'), { code: '57014', severity: 'ERROR' }),
+    Object.assign(new Error('terminating connection due to administrator command'), { code: '57P01', severity: 'FATAL' }),
+    new Error('Connection terminated unexpectedly'),
+  ];
+  for (const [i, err] of failures.entries()) {
+    const p = sink.record(event(`x${i}`));
+    await tick();
+    calls[i].finish(err);
+    await expect(p).rejects.toBeInstanceOf(AuditUnavailableError);
+  }
+  const r = sink.record(event('z'));
   await tick();
-  calls[0].finish(Object.assign(new Error('connection terminated'), { code: '57P01' }));
-  await expect(p).rejects.toBeInstanceOf(AuditUnavailableError);
-  const q = sink.record(event('y'));
-  await tick();
-  calls[1].finish();
-  await q;
+  calls[3].finish();
+  await r;
+  expect(calls.map((c) => c.requestIds)).toEqual([['x0'], ['x1'], ['x2'], ['z']]);
+  // A statement error leaves the connection usable; a FATAL error or a lost connection discards it.
+  expect(released.map((e) => e?.message)).toEqual([undefined, 'terminating connection due to administrator command', 'Connection terminated unexpectedly', undefined]);
 });
 
 test('past the bound an event still waiting is withdrawn: answered unavailable and never written', async () => {

@@ -1,0 +1,166 @@
+/**
+ * The audit writer's statement on the wire (issue 13): one batch of audit rows stored under a
+ * statement_timeout, in one round trip, through two named prepared statements that stay the same
+ * whatever the batch (so PostgreSQL parses and plans them once per connection, not per batch):
+ *
+ *   Parse  interlock_audit_timeout  SELECT set_config('statement_timeout', $1, true)   (first use on a connection)
+ *   Parse  interlock_audit_append   SELECT interlock_audit_append($1::jsonb) AS b      (first use on a connection)
+ *   Bind/Execute interlock_audit_timeout ('<ms>')
+ *   Bind/Describe/Execute interlock_audit_append (the batch as one JSON array)
+ *   Sync
+ *
+ * Everything before the Sync is one implicit transaction: set_config(…, true) lasts until its end,
+ * and PostgreSQL starts the next Execute's statement timer with the new value, so the append runs
+ * under `timeoutMs` and either commits at the Sync or not at all (an error skips to the Sync and
+ * rolls back). The set of statements parsed on each connection is remembered per pg Connection
+ * object (a reconnected client has a new one); a Parse counts only once PostgreSQL confirmed it
+ * (ParseComplete), so a batch that failed before or during a Parse parses again next time.
+ */
+import type pg from 'pg';
+import type { WireConnection } from '../sources/postgres/wire';
+
+const TIMEOUT_STATEMENT = { name: 'interlock_audit_timeout', text: "SELECT set_config('statement_timeout', $1, true)" };
+const APPEND_STATEMENT = { name: 'interlock_audit_append', text: 'SELECT interlock_audit_append($1::jsonb) AS b' };
+
+/** Names of the statements PostgreSQL confirmed, per connection. */
+const parsed = new WeakMap<object, Set<string>>();
+
+/**
+ * A pg Submittable storing one batch (see the module comment). `json` is the batch as a JSON array
+ * of AuditRowInput; `timeoutMs` (integer ≥ 1) the statement_timeout of the append. `onDone` is
+ * called once: with the batch id (decimal string) after ReadyForQuery, or with the error
+ * (a PostgreSQL DatabaseError with its SQLSTATE in `code`, or a connection error without one).
+ */
+export class AuditAppend {
+  private batchId: string | null = null;
+  private error: unknown = null;
+  private done = false;
+  private described = false;
+  private connection: WireConnection | null = null;
+  /** Statements whose Parse this submission sent, in order; the k-th ParseComplete confirms the k-th. */
+  private pendingParses: string[] = [];
+  private readonly onParseComplete = () => {
+    const name = this.pendingParses.shift();
+    if (name && this.connection) parsedSet(this.connection).add(name);
+  };
+
+  constructor(
+    readonly json: string,
+    readonly timeoutMs: number,
+    private readonly onDone: (err: unknown, batchId?: string) => void,
+  ) {}
+
+  submit(connection: WireConnection): void {
+    this.connection = connection;
+    const known = parsedSet(connection);
+    connection.on('parseComplete', this.onParseComplete);
+    const s = connection.stream;
+    s.cork?.();
+    try {
+      for (const st of [TIMEOUT_STATEMENT, APPEND_STATEMENT]) {
+        if (known.has(st.name)) continue;
+        connection.parse({ name: st.name, text: st.text });
+        this.pendingParses.push(st.name);
+      }
+      connection.bind({ portal: '', statement: TIMEOUT_STATEMENT.name, values: [String(this.timeoutMs)] });
+      connection.execute({ portal: '', rows: 0 });
+      connection.bind({ portal: '', statement: APPEND_STATEMENT.name, values: [this.json] });
+      connection.describe({ type: 'P', name: '' });
+      connection.execute({ portal: '', rows: 0 });
+      connection.sync();
+    } finally {
+      s.uncork?.();
+    }
+  }
+
+  handleRowDescription(): void {
+    this.described = true;
+  }
+
+  handleDataRow(msg: { fields: Array<string | null> }): void {
+    // Only the append is described: set_config's row (sent before it) is ignored.
+    const v = msg.fields[0];
+    if (this.described && typeof v === 'string' && /^[0-9]+$/.test(v)) this.batchId = v;
+  }
+
+  handlePortalSuspended(): void {}
+
+  handleCommandComplete(): void {}
+
+  handleEmptyQuery(): void {}
+
+  handleCopyInResponse(connection: WireConnection): void {
+    connection.sendCopyFail('not supported');
+  }
+
+  handleCopyData(): void {}
+
+  handleError(err: unknown): void {
+    // pg hands an ErrorResponse here and then forgets this submission (the ReadyForQuery that
+    // follows is not passed on), as it does for a connection error: either way this is the end.
+    this.error ??= err;
+    this.finish();
+  }
+
+  handleReadyForQuery(): void {
+    this.finish();
+  }
+
+  private finish(): void {
+    if (this.done) return;
+    this.done = true;
+    this.connection?.removeListener('parseComplete', this.onParseComplete);
+    if (this.error) this.onDone(this.error);
+    else if (this.batchId === null) this.onDone(new Error('interlock_audit_append returned no batch id'));
+    else this.onDone(null, this.batchId);
+  }
+}
+
+function parsedSet(connection: object): Set<string> {
+  let s = parsed.get(connection);
+  if (!s) parsed.set(connection, (s = new Set()));
+  return s;
+}
+
+/**
+ * Whether the client must not go back to the pool: a connection error (no SQLSTATE), a FATAL or
+ * PANIC error (the server ends the session, e.g. 57P01 after pg_terminate_backend), or class 08.
+ * Statement errors (a timeout 57014, a malformed row 22/23) leave the session usable.
+ */
+function isConnectionError(err: unknown): boolean {
+  const { code, severity } = err as { code?: unknown; severity?: unknown };
+  if (!(typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code))) return true;
+  return severity === 'FATAL' || severity === 'PANIC' || code.startsWith('08') || code.startsWith('57P');
+}
+
+/**
+ * Stores the JSON array `json` as one sealed audit batch under statement_timeout `timeoutMs`, in one
+ * round trip over a connection of `pool` (or the given client), through the named statements above.
+ * Resolves with the batch id; rejects with the driver's error (class 22/23 for a malformed row, 57014
+ * past the timeout, a connection error when the store is down; such a client is discarded).
+ */
+export async function appendAuditBatch(pool: pg.Pool | pg.ClientBase, json: string, timeoutMs: number): Promise<string> {
+  const ms = Math.max(1, Math.ceil(timeoutMs));
+  const isPool = typeof (pool as pg.Pool).totalCount === 'number';
+  const client = isPool ? await (pool as pg.Pool).connect() : (pool as pg.ClientBase);
+  let failure: unknown = undefined;
+  // A checked-out client's socket error is emitted on the client (pool.query listens for it; with
+  // connect() it is ours to catch): the submission is failed by pg itself, the client discarded.
+  const onError = (err: Error) => void (failure ??= err);
+  if (isPool) client.on('error', onError);
+  try {
+    return await new Promise<string>((resolve, reject) => {
+      (client as unknown as { query(s: unknown): unknown }).query(new AuditAppend(json, ms, (err, id) => (err ? reject(err) : resolve(id!))));
+    });
+  } catch (err) {
+    failure ??= err;
+    throw err;
+  } finally {
+    if (isPool) {
+      const broken = failure !== undefined && isConnectionError(failure);
+      // A discarded client keeps the listener: its socket may still report the error afterwards.
+      if (!broken) client.removeListener('error', onError);
+      (client as pg.PoolClient).release(broken ? (failure as Error) : undefined);
+    }
+  }
+}

@@ -1,0 +1,83 @@
+/**
+ * The audit writer's statement on real PostgreSQL (issue 13, src/control/audit-append.ts): named
+ * statements parsed once per connection and reused for any batch size, the batch's
+ * statement_timeout applying to the append only (past it nothing is stored and the session's
+ * setting is untouched), a rejected batch not breaking the next one on the same connection, and the
+ * chain still verifying.
+ */
+import pg from 'pg';
+import { appendAuditRows, toolCallRow } from '../../../src/control/audit';
+import { verifyAuditChain } from '../../../src/control/audit-chain';
+import { toolCallEvent } from '../../helpers/audit-events';
+import { freshControlDb, type TestControlDb } from './control-db';
+
+let t: TestControlDb;
+let pool: pg.Pool;
+beforeAll(async () => {
+  t = await freshControlDb('ctl_auditappend');
+  pool = new pg.Pool({ connectionString: t.db.url, max: 1 });
+  pool.on('error', () => undefined); // the idle client terminated on purpose below
+});
+afterAll(async () => {
+  await pool.end();
+  await t.cleanup();
+});
+
+const rows = (prefix: string, n: number) => Array.from({ length: n }, (_, i) => toolCallRow(toolCallEvent(`${prefix}_${i}`)));
+const stored = async (prefix: string) =>
+  (await t.db.pool.query<{ request_id: string; batch_id: string }>('SELECT request_id, batch_id::text FROM audit_events WHERE request_id LIKE $1 ORDER BY id', [`${prefix}_%`])).rows;
+
+test('batches of 1, 3 and 8 events: one batch each, two statements prepared once on the connection', async () => {
+  const ids = [];
+  for (const n of [1, 3, 8]) ids.push(await appendAuditRows(pool, rows(`req_ap${n}`, n), 2000));
+  for (const [i, n] of [1, 3, 8].entries()) {
+    const r = await stored(`req_ap${n}`);
+    expect(r.map((x) => x.request_id)).toEqual(Array.from({ length: n }, (_, k) => `req_ap${n}_${k}`));
+    expect(new Set(r.map((x) => x.batch_id))).toEqual(new Set([ids[i]]));
+  }
+  const c = await pool.connect();
+  try {
+    const ps = await c.query('SELECT name, statement FROM pg_prepared_statements ORDER BY name');
+    expect(ps.rows).toEqual([
+      { name: 'interlock_audit_append', statement: 'SELECT interlock_audit_append($1::jsonb) AS b' },
+      { name: 'interlock_audit_timeout', statement: "SELECT set_config('statement_timeout', $1, true)" },
+    ]);
+    expect((await c.query('SHOW statement_timeout')).rows).toEqual([{ statement_timeout: '0' }]);
+  } finally {
+    c.release();
+  }
+  expect(await verifyAuditChain(t.db)).toMatchObject({ ok: true, firstMismatch: null });
+});
+
+test('past its statement_timeout a batch stores nothing (57014), and the next batch on the connection commits', async () => {
+  // Hold the chain lock so the append waits past its 150 ms bound.
+  const holder = await t.db.pool.connect();
+  try {
+    await holder.query('BEGIN');
+    await holder.query('SELECT pg_advisory_xact_lock(7264116111)');
+    const started = Date.now();
+    await expect(appendAuditRows(pool, rows('req_late', 2), 150)).rejects.toMatchObject({ code: '57014' });
+    expect(Date.now() - started).toBeLessThan(1500);
+  } finally {
+    await holder.query('ROLLBACK');
+    holder.release();
+  }
+  expect(await stored('req_late')).toEqual([]);
+  const id = await appendAuditRows(pool, rows('req_after', 1), 2000);
+  expect(await stored('req_after')).toEqual([{ request_id: 'req_after_0', batch_id: id }]);
+});
+
+test('a malformed batch (22007) leaves the connection usable; a new connection prepares again', async () => {
+  const bad = [{ ...rows('req_bad', 1)[0], time: 'not a time' }];
+  await expect(appendAuditRows(pool, bad, 2000)).rejects.toMatchObject({ code: '22007' });
+  const c = await pool.connect();
+  const pid = (await c.query<{ p: number }>('SELECT pg_backend_pid() AS p')).rows[0].p;
+  c.release();
+  await t.db.pool.query('SELECT pg_terminate_backend($1)', [pid]);
+  // The pool's idle client died: the next batch fails with a connection error or runs on a fresh
+  // connection, which has no prepared statements yet and must parse them.
+  await appendAuditRows(pool, rows('req_fresh', 1), 2000).catch(() => appendAuditRows(pool, rows('req_fresh', 1), 2000));
+  expect((await stored('req_fresh')).map((r) => r.request_id)).toEqual(['req_fresh_0']);
+  expect(await stored('req_bad')).toEqual([]);
+  expect(await verifyAuditChain(t.db)).toMatchObject({ ok: true, firstMismatch: null });
+});
