@@ -2,7 +2,7 @@
  * Starting and stopping the gateway's HTTP server, with graceful shutdown (stop accepting, let
  * in-flight calls finish up to a deadline, abort the rest, flush the audit).
  */
-import type { Server } from 'node:http';
+import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import { createGatewayApp, type GatewayApp, type GatewayAppOptions } from './transport/app';
@@ -22,9 +22,11 @@ export async function listenGateway(opts: GatewayAppOptions & { host?: string; p
   const gateway = createGatewayApp(opts);
   const host = opts.host ?? '127.0.0.1';
   const server: Server = await new Promise((resolve, reject) => {
-    const s = gateway.app.listen(opts.port ?? 0, host);
+    // The gateway's own listener: /mcp goes straight to the MCP handler, the rest to Express (issue 13).
+    const s = createServer(gateway.handler);
     s.once('listening', () => resolve(s));
     s.once('error', reject);
+    s.listen(opts.port ?? 0, host);
   });
   server.keepAliveTimeout = 65_000;
   const port = (server.address() as AddressInfo).port;

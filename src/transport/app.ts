@@ -8,20 +8,18 @@
  * front of every route (POST /mcp answers it in the JSON-RPC shape through admission); every error
  * of every route has its documented shape in spec/openapi-v1.yaml.
  */
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import express, { type Express, type NextFunction, type Request, type Response } from 'express';
 import type { Logger } from 'pino';
-import { admit } from './admission';
-import { ResponseChannel } from './channel';
 import { defaultOriginPolicy, type OriginPolicy } from './http-headers';
-import { errorResponse } from './jsonrpc';
-import { dispatch, InflightRegistry, newRequestId, type DispatchDeps } from '../protocol/dispatch';
+import { InflightRegistry, type DispatchDeps } from '../protocol/dispatch';
 import { ToolRegistry } from '../tools/registry';
 import type { IdentityResolver, ToolBinding } from '../tools/types';
 import { MemoryAuditSink, type AuditSink } from '../pipeline/audit-types';
-import { bearerToken } from '../pipeline/01-identity';
 import { createLogger } from '../observability/logger';
 import { errorBodyHandler, healthz, hostOriginGuard, MCP_PATH, unknownRoute } from './http-guard';
-import { ClientLimits, clientAddressKey, keylessGate, limitMessage, unverifiedKeyGate, type ClientLimitSettings } from './client-limits';
+import { ClientLimits, type ClientLimitSettings } from './client-limits';
+import { MCP_QUERY_PREFIX, mcpHandler, sendMcpRequestError } from './mcp-endpoint';
 import { KeylessAuditAggregator } from './keyless-audit';
 import type { RateLimiter } from '../pipeline/05-rate-limit';
 
@@ -65,7 +63,13 @@ export interface GatewayAppOptions {
 
 /** The app plus what graceful shutdown needs. */
 export interface GatewayApp {
+  /** The Express app: every route but the MCP endpoint's own requests (see `handler`). */
   app: Express;
+  /**
+   * The request listener to serve (`http.createServer(handler)`): requests for exactly `/mcp`
+   * (with or without a query string) go straight to the MCP handler, everything else to `app`.
+   */
+  handler: (req: IncomingMessage, res: ServerResponse) => void;
   deps: DispatchDeps;
   /** Aborts every in-flight tool call (reason "shutdown"). */
   abortAll(): void;
@@ -105,77 +109,32 @@ export function createGatewayApp(opts: GatewayAppOptions): GatewayApp {
   app.use(hostOriginGuard(policy, [MCP_PATH]));
   if (opts.healthz !== false) app.get('/healthz', healthz);
 
-  const bodyParser = express.text({ type: () => true, limit: opts.bodyLimitBytes ?? 1024 * 1024 });
-  // The keyless budget of the client address, before the body is even read (issue 10, Build 6).
-  const keyless = (req: Request, res: Response, next: NextFunction) => {
-    const r = keylessGate(deps.clientLimits, deps.keylessAudit, req, 'mcp');
-    if (!r) return next();
-    opts.observeRequest?.('-', '-', 429, 0);
-    const message = limitMessage(r);
-    res.setHeader('Retry-After', String(Math.max(1, Math.ceil(r.retryAfterMs / 1000))));
-    res.status(429).json(errorResponse(null, { code: -32602, message, data: { status: 'rate_limited', code: 'rate_limited', message, retry_after_ms: r.retryAfterMs } }));
-  };
-  app.all(MCP_PATH, keyless, bodyParser, async (req: Request, res: Response) => {
-    const requestId = newRequestId();
-    res.setHeader('X-Request-Id', requestId);
-    const headers: Record<string, string | undefined> = {};
-    for (const [k, v] of Object.entries(req.headers)) headers[k.toLowerCase()] = Array.isArray(v) ? v.join(', ') : v;
-    const verdict = admit({ method: req.method, headers, body: typeof req.body === 'string' ? req.body : undefined, scheme: req.protocol }, policy);
-    const ch = new ResponseChannel(res);
-    if (opts.observeRequest) {
-      const t0 = process.hrtime.bigint();
-      const method = verdict.kind === 'admitted' ? verdict.message.method : '-';
-      const dialect = verdict.kind === 'admitted' ? verdict.dialect : '-';
-      res.on('finish', () => opts.observeRequest!(method, dialect, res.statusCode, Number(process.hrtime.bigint() - t0) / 1e9));
-    }
-    if (verdict.kind === 'reply') {
-      if (verdict.body) ch.final(verdict.status, verdict.body, verdict.headers ?? {});
-      else {
-        if (verdict.headers) res.set(verdict.headers);
-        ch.empty(verdict.status);
-      }
-      return;
-    }
-    const controller = new AbortController();
-    controllers.add(controller);
-    res.on('close', () => {
-      if (!res.writableFinished) controller.abort('client closed the stream');
-      controllers.delete(controller);
-    });
-    const apiKey = bearerToken(headers.authorization);
-    if (verdict.message.type !== 'request' || verdict.message.method !== 'tools/call') {
-      const over = await unverifiedKeyGate(deps.clientLimits, deps.keylessAudit, (k) => deps.identityResolver.resolve(k), apiKey ?? undefined, clientAddressKey(req.socket.remoteAddress), 'mcp');
-      if (over) {
-        controllers.delete(controller);
-        const message = limitMessage(over);
-        res.setHeader('Retry-After', String(Math.max(1, Math.ceil(over.retryAfterMs / 1000))));
-        res.status(429).json(errorResponse(null, { code: -32602, message, data: { status: 'rate_limited', code: 'rate_limited', message, retry_after_ms: over.retryAfterMs } }));
-        return;
-      }
-    }
-    try {
-      await dispatch(verdict, { requestId, apiKey, clientAddress: clientAddressKey(req.socket.remoteAddress), signal: controller.signal, abort: (r) => controller.abort(r) }, ch, deps);
-    } catch (err) {
-      logger.error({ requestId, err }, 'dispatch failed');
-      const id = verdict.message.type === 'request' ? verdict.message.id : null;
-      if (id !== null) ch.final(200, errorResponse(id, { code: -32603, message: 'Internal error' }));
-      else ch.empty(202);
-    }
-  });
+  // POST /mcp (and every other method on exactly /mcp) is served by `serveMcp`, a plain node:http
+  // handler (issue 13: no router, no middleware chain per call). `handler` sends the usual request
+  // targets (`/mcp`, `/mcp?…`) straight to it; any other spelling Express still routes to /mcp
+  // (e.g. an absolute-form target) reaches the same function through the route below.
+  const serveMcp = mcpHandler(opts, deps, policy, controllers);
+  app.all(MCP_PATH, (req: Request, res: Response) => serveMcp(req, res));
 
   app.use(unknownRoute);
-  // Body-parser and other errors before dispatch: JSON-RPC on /mcp, the ErrorBody shape elsewhere; never upstream text.
+  // Errors before an answer: JSON-RPC on /mcp (serveMcp answers its own; this covers anything that
+  // escapes it), the ErrorBody shape elsewhere; never upstream text.
   const elsewhere = errorBodyHandler(logger);
   app.use((err: unknown, req: Request, res: Response, next: NextFunction) => {
-    const e = err as { status?: number; type?: string };
     if (res.headersSent) return;
     if (req.path !== MCP_PATH) return elsewhere(err, req, res, next);
-    const status = e.type === 'entity.too.large' ? 413 : e.type === 'charset.unsupported' || e.type === 'encoding.unsupported' ? 415 : 400;
-    res.status(status).json(errorResponse(null, { code: -32600, message: status === 413 ? 'Invalid request: body too large' : 'Invalid request' }));
+    sendMcpRequestError(res, err);
   });
+
+  const handler = (req: IncomingMessage, res: ServerResponse): void => {
+    const url = req.url;
+    if (url === MCP_PATH || (url !== undefined && url.startsWith(MCP_QUERY_PREFIX))) serveMcp(req, res);
+    else app(req, res);
+  };
 
   return {
     app,
+    handler,
     deps,
     abortAll() {
       for (const c of controllers) c.abort('shutdown');

@@ -2,14 +2,36 @@
  * One HTTP response of the MCP endpoint: either a single application/json body, or one
  * request-scoped SSE stream (event: message, no event ids, X-Accel-Buffering: no) that carries
  * notifications and then the one JSON-RPC response (contract: Transport; decision 16).
+ *
+ * Works on a plain `node:http` ServerResponse (POST /mcp is served without Express, issue 13), and
+ * answers with the same bytes Express's `res.status().set().type('json').send()` gave: the given
+ * headers, `Content-Type: application/json; charset=utf-8`, `Content-Length`, no body for HEAD.
+ * Every one-message answer leaves in one `res.end`, so headers and body share one socket write.
  */
-import type { Response } from 'express';
+import type { ServerResponse } from 'node:http';
 import { serializeMessage } from '../protocol/tool-results';
 
-/** Writes JSON-RPC messages to one express Response, switching to SSE on first use of `event`. */
+/** The Content-Type of every JSON answer (what Express's `res.type('json')` / `res.json()` set). */
+export const JSON_CONTENT_TYPE = 'application/json; charset=utf-8';
+
+/**
+ * Sends `text` (a JSON document) with `status`: `headers` first, then Content-Type and
+ * Content-Length, in that order (Express's order); the body is left out for a HEAD request, as
+ * Express does, but Content-Length still gives its size. One `res.end`, so one socket write.
+ */
+export function sendJsonText(res: ServerResponse, status: number, text: string, headers?: Record<string, string>): void {
+  res.statusCode = status;
+  if (headers) for (const name in headers) res.setHeader(name, headers[name]);
+  res.setHeader('Content-Type', JSON_CONTENT_TYPE);
+  res.setHeader('Content-Length', Buffer.byteLength(text));
+  if (res.req?.method === 'HEAD') res.end();
+  else res.end(text);
+}
+
+/** Writes JSON-RPC messages to one response, switching to SSE on first use of `event`. */
 export class ResponseChannel {
   private streaming = false;
-  constructor(private readonly res: Response) {}
+  constructor(private readonly res: ServerResponse) {}
 
   /** True once the response has switched to text/event-stream. */
   get isStreaming(): boolean {
@@ -45,7 +67,7 @@ export class ResponseChannel {
    * Sends the final JSON-RPC message. On an open stream it becomes the last event; otherwise a
    * JSON body with `status` (or, when `stream` is true and the status is 200, a one-event stream).
    */
-  final(status: number, message: unknown, headers: Record<string, string> = {}, stream = false): void {
+  final(status: number, message: unknown, headers?: Record<string, string>, stream = false): void {
     if (this.closed) return;
     if (this.streaming) {
       this.event(message);
@@ -58,12 +80,13 @@ export class ResponseChannel {
       this.res.end(`event: message\ndata: ${serializeMessage(message)}\n\n`);
       return;
     }
-    this.res.status(status).set(headers).type('json').send(serializeMessage(message));
+    sendJsonText(this.res, status, serializeMessage(message), headers);
   }
 
   /** Answers with a status and no body (202 for notifications). */
   empty(status: number): void {
     if (this.closed) return;
-    this.res.status(status).end();
+    this.res.statusCode = status;
+    this.res.end();
   }
 }

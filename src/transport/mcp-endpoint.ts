@@ -1,0 +1,138 @@
+/**
+ * The MCP endpoint as a plain `node:http` request handler (issue 13, "Lean request handling"):
+ * every request for exactly `/mcp` goes through the keyless gate, the body read, admission
+ * (src/transport/admission.ts), the unverified-key gate and the dispatcher, with no Express router
+ * or middleware chain in between. Clients see the same bytes as when Express served the route:
+ *
+ *  - keyless budget exhausted: 429 JSON-RPC -32602 `rate_limited`, Retry-After (whole seconds);
+ *  - body errors (body-parser's `text()` reader, called directly): 413 when over the limit, 415 for
+ *    an unsupported charset or Content-Encoding (gzip, deflate, br are inflated), 400 otherwise,
+ *    each `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,…}}`, no X-Request-Id;
+ *  - then X-Request-Id on every answer, admission's replies (403, 405 with Allow, 406, 415, 400…),
+ *    the dispatcher's answers, and 429 for a Bearer token that resolves to nobody once the
+ *    address's keyless budget is spent.
+ *
+ * A tools/call is aborted when its client goes away before the answer is complete; the
+ * observeRequest hook sees every answered request that passed the keyless gate and the body read
+ * (method, dialect, status, seconds since admission).
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import express from 'express';
+import { admit } from './admission';
+import type { OriginPolicy } from './http-headers';
+import { ResponseChannel, sendJsonText } from './channel';
+import { errorResponse } from './jsonrpc';
+import { dispatch, newRequestId, type DispatchDeps } from '../protocol/dispatch';
+import { bearerToken } from '../pipeline/01-identity';
+import { clientAddressKey, keylessGate, limitMessage, unverifiedKeyGate, type LimitRefusal } from './client-limits';
+import { MCP_PATH } from './http-guard';
+
+/** Request targets with this prefix are the MCP endpoint with a query string (`/mcp?…`). */
+export const MCP_QUERY_PREFIX = `${MCP_PATH}?`;
+
+/** What the MCP handler takes from GatewayAppOptions. */
+export interface McpEndpointOptions {
+  /** Largest accepted request body in bytes (default 1 MiB). */
+  bodyLimitBytes?: number;
+  /** Observer of every answered request: JSON-RPC method ('-' when unreadable), dialect, HTTP status, seconds. */
+  observeRequest?: (method: string, dialect: string, status: number, seconds: number) => void;
+}
+
+/** A request after body-parser's reader: `body` is the decoded text, or undefined for no body. */
+type ReadRequest = IncomingMessage & { body?: unknown };
+
+// A signal that never aborts, for the methods that run nothing abortable (all but tools/call).
+const NEVER = new AbortController().signal;
+const noAbort = (): void => undefined;
+
+/**
+ * Answers a request error before admission (the body could not be read, or something escaped the
+ * handler): 413 for `entity.too.large`, 415 for an unsupported charset or content encoding, else
+ * 400; always JSON-RPC -32600 with id null. Does nothing once headers were sent.
+ */
+export function sendMcpRequestError(res: ServerResponse, err: unknown): void {
+  if (res.headersSent) return;
+  const type = (err as { type?: unknown } | null)?.type;
+  const status = type === 'entity.too.large' ? 413 : type === 'charset.unsupported' || type === 'encoding.unsupported' ? 415 : 400;
+  sendJsonText(res, status, JSON.stringify(errorResponse(null, { code: -32600, message: status === 413 ? 'Invalid request: body too large' : 'Invalid request' })));
+}
+
+/** 429 for a client-limit refusal at the MCP endpoint: JSON-RPC -32602 with data rate_limited, Retry-After. */
+function sendLimited(res: ServerResponse, r: LimitRefusal): void {
+  const message = limitMessage(r);
+  const body = errorResponse(null, { code: -32602, message, data: { status: 'rate_limited', code: 'rate_limited', message, retry_after_ms: r.retryAfterMs } });
+  sendJsonText(res, 429, JSON.stringify(body), { 'Retry-After': String(Math.max(1, Math.ceil(r.retryAfterMs / 1000))) });
+}
+
+/**
+ * Builds the handler of the MCP endpoint. `controllers` receives the abort controller of every
+ * in-flight tools/call (graceful shutdown aborts them); the handler never throws and never rejects.
+ */
+export function mcpHandler(opts: McpEndpointOptions, deps: DispatchDeps, policy: OriginPolicy, controllers: Set<AbortController>): (req: IncomingMessage, res: ServerResponse) => void {
+  const readBody = express.text({ type: () => true, limit: opts.bodyLimitBytes ?? 1024 * 1024 }) as unknown as (req: IncomingMessage, res: ServerResponse, next: (err?: unknown) => void) => void;
+  const observe = opts.observeRequest;
+
+  const answer = async (req: ReadRequest, res: ServerResponse): Promise<void> => {
+    const requestId = newRequestId();
+    res.setHeader('X-Request-Id', requestId);
+    // Node already lower-cases header names and joins repeated ones (set-cookie, the only array, is not read).
+    const headers = req.headers as Record<string, string | undefined>;
+    const verdict = admit({ method: req.method ?? '', headers, body: typeof req.body === 'string' ? req.body : undefined, scheme: (req.socket as { encrypted?: boolean }).encrypted ? 'https' : 'http' }, policy);
+    const ch = new ResponseChannel(res);
+    const admitted = verdict.kind === 'admitted' ? verdict : null;
+    const isCall = admitted !== null && admitted.message.type === 'request' && admitted.message.method === 'tools/call';
+    const controller = isCall ? new AbortController() : null;
+    if (observe || controller) {
+      const t0 = observe ? process.hrtime.bigint() : 0n;
+      // One listener per request: 'close' follows 'finish' for an answered request, and comes alone
+      // when the client went away first (then an in-flight tools/call is aborted).
+      res.once('close', () => {
+        if (res.writableFinished) {
+          if (observe) observe(admitted ? admitted.message.method : '-', admitted ? admitted.dialect : '-', res.statusCode, Number(process.hrtime.bigint() - t0) / 1e9);
+        } else controller?.abort('client closed the stream');
+        if (controller) controllers.delete(controller);
+      });
+    }
+    if (!admitted) {
+      if (verdict.kind !== 'reply') return;
+      if (verdict.body) ch.final(verdict.status, verdict.body, verdict.headers);
+      else {
+        if (verdict.headers) for (const name in verdict.headers) res.setHeader(name, verdict.headers[name]);
+        ch.empty(verdict.status);
+      }
+      return;
+    }
+    const apiKey = bearerToken(headers.authorization);
+    const clientAddress = clientAddressKey(req.socket.remoteAddress);
+    if (!controller) {
+      const over = await unverifiedKeyGate(deps.clientLimits, deps.keylessAudit, (k) => deps.identityResolver.resolve(k), apiKey ?? undefined, clientAddress, 'mcp');
+      if (over) return sendLimited(res, over);
+    } else controllers.add(controller);
+    try {
+      await dispatch(admitted, { requestId, apiKey, clientAddress, signal: controller ? controller.signal : NEVER, abort: controller ? (r) => controller.abort(r) : noAbort }, ch, deps);
+    } catch (err) {
+      deps.logger.error({ requestId, err }, 'dispatch failed');
+      const id = admitted.message.type === 'request' ? admitted.message.id : null;
+      if (id !== null) ch.final(200, errorResponse(id, { code: -32603, message: 'Internal error' }));
+      else ch.empty(202);
+    }
+  };
+
+  return (req, res) => {
+    try {
+      // The keyless budget of the client address, before the body is even read (issue 10, Build 6).
+      const refused = keylessGate(deps.clientLimits, deps.keylessAudit, req, 'mcp');
+      if (refused) {
+        observe?.('-', '-', 429, 0);
+        return sendLimited(res, refused);
+      }
+      readBody(req, res, (err) => {
+        if (err) return sendMcpRequestError(res, err);
+        answer(req, res).catch((e: unknown) => sendMcpRequestError(res, e));
+      });
+    } catch (err) {
+      // body-parser throws synchronously on a Content-Type it cannot parse (400, as under Express).
+      sendMcpRequestError(res, err);
+    }
+  };
+}
