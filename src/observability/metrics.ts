@@ -52,6 +52,10 @@ export class GatewayMetrics {
   private readonly toolSeconds = new Histogram({ name: 'interlock_tool_call_duration_seconds', help: 'Tool call latency through the governance pipeline, by canonical tool and decision.', labelNames: ['tool', 'decision'], buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30], registers: [this.registry] });
 
   private readonly labels: LabelSets;
+  // Label children per closed-set combination, bound once (issue 13: no label object per call).
+  // The sets are closed (labels.ts), so these maps are bounded like the series themselves.
+  private readonly requestChildren = new Map<string, { inc: (n?: number) => void; observe: (v: number) => void }>();
+  private readonly toolChildren = new Map<string, { inc: (n?: number) => void; observe: (v: number) => void }>();
 
   /** `labels` gives the closed sets of tools and sources (see LabelSets). */
   constructor(src: OperationsSources, labels?: LabelSets) {
@@ -86,8 +90,16 @@ export class GatewayMetrics {
    */
   observeRequest(method: string, dialect: string, status: number, seconds: number): void {
     const m = methodLabel(method);
-    this.requests.inc({ method: m, dialect: dialectLabel(dialect), status: statusLabel(status) });
-    this.requestSeconds.observe({ method: m }, seconds);
+    const d = dialectLabel(dialect);
+    const st = statusLabel(status);
+    const key = `${m}\u0000${d}\u0000${st}`;
+    let child = this.requestChildren.get(key);
+    if (!child) {
+      child = { inc: this.requests.labels(m, d, st).inc, observe: this.requestSeconds.labels(m).observe };
+      this.requestChildren.set(key, child);
+    }
+    child.inc();
+    child.observe(seconds);
   }
 
   /**
@@ -99,8 +111,15 @@ export class GatewayMetrics {
     const source = typeof e.details.source_id === 'string' ? closedLabel(e.details.source_id, this.labels.sources()) : '';
     const tool = closedLabel(e.canonicalTool, this.labels.tools());
     const decision = closedLabel(e.decision, DECISIONS);
-    this.toolCalls.inc({ tool, source, decision, reason: reasonLabel(e.reasonCode) });
-    this.toolSeconds.observe({ tool, decision }, e.durationMs / 1000);
+    const reason = reasonLabel(e.reasonCode);
+    const key = `${tool}\u0000${source}\u0000${decision}\u0000${reason}`;
+    let child = this.toolChildren.get(key);
+    if (!child) {
+      child = { inc: this.toolCalls.labels(tool, source, decision, reason).inc, observe: this.toolSeconds.labels(tool, decision).observe };
+      this.toolChildren.set(key, child);
+    }
+    child.inc();
+    child.observe(e.durationMs / 1000);
   }
 }
 
