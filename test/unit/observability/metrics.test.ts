@@ -1,0 +1,46 @@
+/**
+ * GatewayMetrics records through label children bound once per closed-set combination (issue 13):
+ * the series and values must be exactly those of one observation per call.
+ */
+import { GatewayMetrics } from '../../../src/observability/metrics';
+import type { ToolCallAuditEvent } from '../../../src/pipeline/audit-types';
+
+const sources = { ready: async () => true, circuitStates: () => ({}), pendingApprovals: async () => 0, cacheStats: () => ({ hits: 0, misses: 0, entries: 0 }) };
+
+async function series(m: GatewayMetrics, name: string): Promise<Array<{ labels: Record<string, unknown>; value: number; metricName?: string }>> {
+  const metric = m.registry.getSingleMetric(name);
+  return (await metric!.get()).values as Array<{ labels: Record<string, unknown>; value: number; metricName?: string }>;
+}
+
+test('requests: one count per call per (method, dialect, status); client-chosen methods collapse into other', async () => {
+  const m = new GatewayMetrics(sources);
+  m.observeRequest('tools/list', 'handshake', 200, 0.002);
+  m.observeRequest('tools/list', 'handshake', 200, 0.004);
+  m.observeRequest('tools/list', 'modern', 200, 0.001);
+  m.observeRequest('no/such/one', 'handshake', 200, 0.001);
+  m.observeRequest('another/unknown', 'handshake', 200, 0.001);
+  m.observeRequest('-', '-', 429, 0);
+  const counts = (await series(m, 'interlock_mcp_requests_total')).map((v) => [v.labels.method, v.labels.dialect, v.labels.status, v.value]);
+  expect(counts.sort()).toEqual([['-', '-', '429', 1], ['other', 'handshake', '200', 2], ['tools/list', 'handshake', '200', 2], ['tools/list', 'modern', '200', 1]].sort());
+  const hist = await series(m, 'interlock_mcp_request_duration_seconds');
+  const countOf = (method: string) => hist.find((v) => v.metricName === 'interlock_mcp_request_duration_seconds_count' && v.labels.method === method)?.value;
+  const sumOf = (method: string) => hist.find((v) => v.metricName === 'interlock_mcp_request_duration_seconds_sum' && v.labels.method === method)?.value;
+  expect([countOf('tools/list'), countOf('other'), countOf('-')]).toEqual([3, 2, 1]);
+  expect(sumOf('tools/list')).toBeCloseTo(0.007, 9);
+  const le = (method: string, bound: number) => hist.find((v) => v.metricName === 'interlock_mcp_request_duration_seconds_bucket' && v.labels.method === method && v.labels.le === bound)?.value;
+  expect([le('tools/list', 0.001), le('tools/list', 0.0025), le('tools/list', 0.005)]).toEqual([1, 2, 3]);
+});
+
+test('tool calls: one count per call per (tool, source, decision, reason) from the closed sets', async () => {
+  const m = new GatewayMetrics(sources, { tools: () => new Set(['interlock_query']), sources: () => new Set(['chinook']) });
+  const ev = (over: Partial<ToolCallAuditEvent>): ToolCallAuditEvent => ({ requestId: 'req_x', time: new Date(0).toISOString(), identityId: 'i', keyId: 'k', tool: 'interlock_query', canonicalTool: 'interlock_query', dialect: 'handshake', protocolVersion: '2025-11-25', decision: 'allowed', reasonCode: null, durationMs: 3, details: { source_id: 'chinook' }, ...over }) as ToolCallAuditEvent;
+  m.observeToolCall(ev({}));
+  m.observeToolCall(ev({ durationMs: 7 }));
+  m.observeToolCall(ev({ decision: 'refused', reasonCode: 'rate_limited', details: { source_id: 'unknown-src' } }));
+  m.observeToolCall(ev({ canonicalTool: 'made_up', decision: 'refused', reasonCode: 'not a code', details: {} }));
+  const counts = (await series(m, 'interlock_tool_calls_total')).map((v) => [v.labels.tool, v.labels.source, v.labels.decision, v.labels.reason, v.value]);
+  expect(counts.sort()).toEqual([['interlock_query', 'chinook', 'allowed', '', 2], ['interlock_query', 'other', 'refused', 'rate_limited', 1], ['other', '', 'refused', 'other', 1]].sort());
+  const hist = await series(m, 'interlock_tool_call_duration_seconds');
+  const allowed = hist.find((v) => v.metricName === 'interlock_tool_call_duration_seconds_sum' && v.labels.tool === 'interlock_query' && v.labels.decision === 'allowed');
+  expect(allowed?.value).toBeCloseTo(0.01, 9);
+});
