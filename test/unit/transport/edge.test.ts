@@ -63,6 +63,11 @@ function send(method: string, target: string, opts: { headers?: Record<string, s
   const h: Record<string, string> = { Host: opts.host ?? `127.0.0.1:${gw.port}`, Connection: 'close', ...(opts.headers ?? {}) };
   if (body) h['Content-Length'] = String(body.length);
   const head = `${method} ${target} HTTP/1.1\r\n${Object.entries(h).map(([k, v]) => `${k}: ${v}\r\n`).join('')}\r\n`;
+  return exchange(body ? Buffer.concat([Buffer.from(head, 'latin1'), body]) : Buffer.from(head, 'latin1'));
+}
+
+/** Writes `data` on a new connection and parses the answer (the request must say Connection: close). */
+function exchange(data: Buffer | string): Promise<RawResponse> {
   return new Promise((resolve, reject) => {
     const socket = net.connect(gw.port, '127.0.0.1');
     const parts: Buffer[] = [];
@@ -82,7 +87,7 @@ function send(method: string, target: string, opts: { headers?: Record<string, s
       resolve({ status: Number(statusLine.split(' ')[1]), headers, names, body: text.slice(split + 4) });
     });
     // write, not end: a half-closed client makes node:http abort a request still being read.
-    socket.write(body ? Buffer.concat([Buffer.from(head, 'latin1'), body]) : Buffer.from(head, 'latin1'));
+    socket.write(data);
   });
 }
 
@@ -171,19 +176,8 @@ describe('the body on the fast path (body-parser\'s reader)', () => {
 
 /** Sends a chunked POST /mcp whose chunked body text is given verbatim. */
 function sendRawBody(chunkedBody: string): Promise<RawResponse> {
-  return new Promise((resolve, reject) => {
-    const socket = net.connect(gw.port, '127.0.0.1');
-    const parts: Buffer[] = [];
-    socket.on('data', (d) => parts.push(d));
-    socket.on('error', reject);
-    socket.on('end', () => {
-      const text = Buffer.concat(parts).toString('utf8');
-      const split = text.indexOf('\r\n\r\n');
-      resolve({ status: Number(text.split(' ')[1]), headers: {}, names: [], body: text.slice(split + 4) });
-    });
-    const head = Object.entries({ ...JSON_HEADERS, Host: `127.0.0.1:${gw.port}`, Connection: 'close', 'Transfer-Encoding': 'chunked' }).map(([k, v]) => `${k}: ${v}\r\n`).join('');
-    socket.write(`POST /mcp HTTP/1.1\r\n${head}\r\n${chunkedBody}`);
-  });
+  const head = Object.entries({ ...JSON_HEADERS, Host: `127.0.0.1:${gw.port}`, Connection: 'close', 'Transfer-Encoding': 'chunked' }).map(([k, v]) => `${k}: ${v}\r\n`).join('');
+  return exchange(`POST /mcp HTTP/1.1\r\n${head}\r\n${chunkedBody}`);
 }
 
 test('every one-message answer leaves in one socket write (headers and body together)', async () => {
