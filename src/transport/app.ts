@@ -1,6 +1,8 @@
 /**
- * The gateway's HTTP application (express 5): POST /mcp (both dialects), 405 for other methods
- * there, /healthz. Routes other than /mcp are added by the operations and admin modules.
+ * The gateway's HTTP application: POST /mcp (both dialects), 405 for other methods there, /healthz.
+ * Requests for /mcp are served by the node:http handler of src/transport/mcp-endpoint.ts without
+ * Express's router (issue 13); every other route is the Express app (express 5), to which the
+ * operations and admin modules add theirs. Serve `GatewayApp.handler`, not `app`.
  * Contract: Transport ("The canonical MCP endpoint is POST /mcp"); decisions 13–16.
  *
  * Issue 10, Build 8: paths are exact and case-sensitive, so only `/mcp` is the MCP endpoint
