@@ -3,15 +3,30 @@
  * `BEFORE_ROOT` (default /work/main) and this checkout, one process each on the same control
  * database, alternating rounds at BENCH_CONCURRENCY (default 8). Prints calls per second and CPU
  * milliseconds per call of each gateway process and of the control database's backends. Noisy on
- * a shared machine: read the ratio. Run: `npx tsx bench/before-after.ts`.
+ * a shared machine: read the ratio. `BENCH_LOAD=tools-list` drives tools/list instead of the point
+ * read (the HTTP edge alone: no source, no audit). Run: `npx tsx bench/before-after.ts`.
  */
 import pg from 'pg';
 import path from 'node:path';
-import { interleave } from './lib/load';
+import { closedLoop, interleave, type LoadRun } from './lib/load';
+import { McpHttpClient } from './lib/http';
 import { concurrencyLevels, envInt, envSeconds, machineLine, round, table } from './lib/stats';
 import { gatewayVars, ROOT, startServe, withBenchEnv } from './lib/env';
 import { CpuMeter } from './lib/cpu';
 import { CpuLedger, preflight, runGatewayPointReads, SOURCE_POOL_SIZE } from './lib/point-read';
+
+/** Closed-loop tools/list calls at concurrency `c` (each answer checked for the tools array). */
+async function runToolsList(url: string, apiKey: string, c: number, opts: { durationMs: number; warmupMs: number }): Promise<LoadRun> {
+  const client = new McpHttpClient(url, { apiKey, maxSockets: c });
+  try {
+    return await closedLoop({ concurrency: c, ...opts, op: async () => {
+      const r = await client.rpc('tools/list');
+      if (r.status !== 200 || !r.text.includes('"tools"')) throw new Error(`tools/list: HTTP ${r.status} ${r.text.slice(0, 200)}`);
+    } });
+  } finally {
+    client.close();
+  }
+}
 
 async function main(): Promise<void> {
   const before = path.resolve(process.env.BEFORE_ROOT ?? '/work/main');
@@ -19,7 +34,8 @@ async function main(): Promise<void> {
   const warmupMs = envSeconds('BENCH_WARMUP_SECONDS', 1);
   const rounds = envInt('BENCH_ROUNDS', 2);
   const levels = concurrencyLevels([8]);
-  console.log(`# before-after: uncached point read, gateway of ${before} (before) vs ${ROOT} (after)`);
+  const toolsList = process.env.BENCH_LOAD === 'tools-list';
+  console.log(`# before-after: ${toolsList ? 'tools/list' : 'uncached point read'}, gateway of ${before} (before) vs ${ROOT} (after)`);
   console.log(machineLine());
   await withBenchEnv({}, async (env) => {
     const vars = gatewayVars(env.controlUrl, { cacheTtlMs: 1 });
@@ -31,7 +47,7 @@ async function main(): Promise<void> {
       const ledger = new CpuLedger();
       const meters = Object.fromEntries(Object.entries(gws).map(([k, gw]) => [k, new CpuMeter({ client: { self: true }, gateway: { pids: [gw.pid] }, controlDb, sourceDb: { databases: [env.demo.databaseName] } })]));
       const res = await interleave(
-        Object.entries(gws).map(([name, gw]) => ({ name, run: (c: number) => ledger.metered(meters[name], name, c, () => runGatewayPointReads([gw.url], env.apiKey, c, { durationMs, warmupMs })) })),
+        Object.entries(gws).map(([name, gw]) => ({ name, run: (c: number) => ledger.metered(meters[name], name, c, () => (toolsList ? runToolsList(gw.url, env.apiKey, c, { durationMs, warmupMs }) : runGatewayPointReads([gw.url], env.apiKey, c, { durationMs, warmupMs }))) })),
         levels,
         rounds,
         (l) => console.log(l),

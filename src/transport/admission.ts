@@ -44,6 +44,9 @@ export interface Admitted {
 const SUPPORTED = new Set(protocol.versions.supported);
 const MODERN = new Set(protocol.versions.modern);
 const META = protocol.meta;
+/** The request methods of the protocol table by name (the first entry of each name, as a search would find). */
+const REQUEST_METHODS = new Map<string, (typeof protocol.methods)[number]>();
+for (const m of protocol.methods) if (m.kind === 'request' && !REQUEST_METHODS.has(m.method)) REQUEST_METHODS.set(m.method, m);
 const H = {
   version: protocol.headers.protocolVersion.toLowerCase(),
   method: protocol.headers.method.toLowerCase(),
@@ -173,7 +176,7 @@ export function admit(req: HttpRequestView, policy: OriginPolicy): Reply | Admit
     }
   }
   // METHOD-KNOWN.
-  const entry = protocol.methods.find((m) => m.method === msg.method && m.kind === 'request');
+  const entry = REQUEST_METHODS.get(msg.method);
   if (!entry || !entry.dialects.includes(dialect)) {
     if (dialect === 'modern') return fail('METHOD-KNOWN', 404, -32601, id, `Method not found: ${msg.method.slice(0, 100)}`);
     return fail('METHOD-KNOWN-HANDSHAKE', 200, -32601, id, `Method not found: ${msg.method.slice(0, 100)}`);

@@ -54,8 +54,15 @@ export function acceptsMediaType(accept: string | undefined, wanted: string): bo
 
 /** True when Accept covers every media type the contract requires (application/json and text/event-stream). */
 export function acceptsRequired(accept: string | undefined): boolean {
-  return protocol.http.requiredAccept.every((m) => acceptsMediaType(accept, m));
+  // Clients send the same Accept on every request: the last value's verdict is kept (a pure function of it).
+  if (accept !== undefined && accept === lastAccept) return lastAcceptVerdict;
+  const verdict = protocol.http.requiredAccept.every((m) => acceptsMediaType(accept, m));
+  lastAccept = accept;
+  lastAcceptVerdict = verdict;
+  return verdict;
 }
+let lastAccept: string | undefined;
+let lastAcceptVerdict = false;
 
 /**
  * Decodes an Mcp-Name (or Mcp-Param-*) value: trims surrounding whitespace, and decodes the
@@ -109,8 +116,16 @@ export function defaultOriginPolicy(): OriginPolicy {
 export function hostAllowed(host: string | undefined, policy: OriginPolicy): boolean {
   if (policy.allowedHosts === 'any') return true;
   const name = hostName(host);
-  return name !== null && policy.allowedHosts.map((h) => h.toLowerCase()).includes(name);
+  if (name === null) return false;
+  let hosts = lowerCasedHosts.get(policy.allowedHosts);
+  if (!hosts) {
+    hosts = new Set(policy.allowedHosts.map((h) => h.toLowerCase()));
+    lowerCasedHosts.set(policy.allowedHosts, hosts);
+  }
+  return hosts.has(name);
 }
+// The lower-cased allow-list per policy array, built once (policies are not mutated in place).
+const lowerCasedHosts = new WeakMap<readonly string[], ReadonlySet<string>>();
 
 /** Rule ORIGIN: true when Origin is absent, equals the request's own origin, or is allow-listed. */
 export function originAllowed(origin: string | undefined, host: string | undefined, scheme: string, policy: OriginPolicy): boolean {
