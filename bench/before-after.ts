@@ -8,25 +8,12 @@
  */
 import pg from 'pg';
 import path from 'node:path';
-import { closedLoop, interleave, type LoadRun } from './lib/load';
-import { McpHttpClient } from './lib/http';
+import { interleave } from './lib/load';
+import { runToolsList } from './lib/http';
 import { concurrencyLevels, envInt, envSeconds, machineLine, round, table } from './lib/stats';
 import { gatewayVars, ROOT, startServe, withBenchEnv } from './lib/env';
 import { CpuMeter } from './lib/cpu';
 import { CpuLedger, preflight, runGatewayPointReads, SOURCE_POOL_SIZE } from './lib/point-read';
-
-/** Closed-loop tools/list calls at concurrency `c` (each answer checked for the tools array). */
-async function runToolsList(url: string, apiKey: string, c: number, opts: { durationMs: number; warmupMs: number }): Promise<LoadRun> {
-  const client = new McpHttpClient(url, { apiKey, maxSockets: c });
-  try {
-    return await closedLoop({ concurrency: c, ...opts, op: async () => {
-      const r = await client.rpc('tools/list');
-      if (r.status !== 200 || !r.text.includes('"tools"')) throw new Error(`tools/list: HTTP ${r.status} ${r.text.slice(0, 200)}`);
-    } });
-  } finally {
-    client.close();
-  }
-}
 
 async function main(): Promise<void> {
   const before = path.resolve(process.env.BEFORE_ROOT ?? '/work/main');

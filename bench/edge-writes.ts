@@ -9,8 +9,7 @@
  */
 import { spawn } from 'node:child_process';
 import path from 'node:path';
-import { McpHttpClient, structuredResult } from './lib/http';
-import { closedLoop } from './lib/load';
+import { McpHttpClient, runToolsList, structuredResult } from './lib/http';
 import { envInt, envSeconds, machineLine, table } from './lib/stats';
 import { gatewayVars, ROOT, startServe, withBenchEnv } from './lib/env';
 import { POINT_SQL, runGatewayPointReads } from './lib/point-read';
@@ -54,15 +53,7 @@ async function main(): Promise<void> {
         rows.push([name, r.ops, per(['write', 'writev', 'sendto', 'sendmsg']), per(['writev']), per(['write']), per(['read', 'readv', 'recvfrom', 'recvmsg'])]);
       };
       report('uncached point read', await counted(gw.pid, async () => (await runGatewayPointReads([gw.url], env.apiKey, c, { durationMs, warmupMs: 0 })).allOps));
-      const client = new McpHttpClient(gw.url, { apiKey: env.apiKey, maxSockets: c });
-      report('tools/list', await counted(gw.pid, async () => {
-        const run = await closedLoop({ concurrency: c, durationMs, warmupMs: 0, op: async () => {
-          const r = await client.rpc('tools/list');
-          if (r.status !== 200) throw new Error(`tools/list: HTTP ${r.status}`);
-        } });
-        return run.allOps;
-      }));
-      client.close();
+      report('tools/list', await counted(gw.pid, async () => (await runToolsList(gw.url, env.apiKey, c, { durationMs, warmupMs: 0 })).allOps));
       console.log(table(['load', 'calls', 'writes per call (write, writev, send*)', 'writev', 'write', 'reads per call'], rows));
     } finally {
       await gw.stop();

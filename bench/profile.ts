@@ -5,13 +5,13 @@
  * prints the top self-time frames and the self time per area (src/, express, pg, tsx, node
  * internals, GC…). `PROFILE_ROOT` selects the checkout whose gateway is profiled (default this
  * one), so a before/after pair uses the same bench and environment. `PROFILE_CACHED=1` profiles
- * warm-cache reads. Run: `npx tsx bench/profile.ts`.
+ * warm-cache reads; `PROFILE_LOAD=tools-list` profiles tools/list calls instead (the HTTP edge alone). Run: `npx tsx bench/profile.ts`.
  */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { McpHttpClient, structuredResult } from './lib/http';
+import { McpHttpClient, runToolsList, structuredResult } from './lib/http';
 import { envInt, envSeconds, machineLine, table } from './lib/stats';
 import { gatewayVars, ROOT, withBenchEnv } from './lib/env';
 import { POINT_SQL, runGatewayPointReads } from './lib/point-read';
@@ -75,10 +75,11 @@ export function summarise(p: Profile, fromUs = 0): { frames: Array<[string, numb
 async function main(): Promise<void> {
   const root = path.resolve(process.env.PROFILE_ROOT ?? ROOT);
   const cached = process.env.PROFILE_CACHED === '1';
+  const toolsList = process.env.PROFILE_LOAD === 'tools-list';
   const c = envInt('BENCH_CONCURRENCY', 8);
   const durationMs = envSeconds('BENCH_SECONDS', 6);
   const top = envInt('PROFILE_TOP', 20);
-  console.log(`# profile: ${cached ? 'cached' : 'uncached'} point read, c=${c}, ${durationMs / 1000} s, gateway from ${root}`);
+  console.log(`# profile: ${toolsList ? 'tools/list' : cached ? 'cached point read' : 'uncached point read'}, c=${c}, ${durationMs / 1000} s, gateway from ${root}`);
   console.log(machineLine());
   const dir = mkdtempSync(path.join(os.tmpdir(), 'il-prof-'));
   try {
@@ -100,7 +101,7 @@ async function main(): Promise<void> {
       for (let id = 1; id <= 64; id++) structuredResult(await warm.callTool('interlock_query', { source_id: 'chinook', sql: POINT_SQL, params: [id] }));
       warm.close();
       const fromUs = Number(process.hrtime.bigint() / 1000n) + 1_000_000; // after the 1 s warm-up
-      const run = await runGatewayPointReads([url], env.apiKey, c, { durationMs, warmupMs: 1000, hot: cached ? 64 : undefined });
+      const run = toolsList ? await runToolsList(url, env.apiKey, c, { durationMs, warmupMs: 1000 }) : await runGatewayPointReads([url], env.apiKey, c, { durationMs, warmupMs: 1000, hot: cached ? 64 : undefined });
       console.log(`load: ${((run.ops * 1000) / run.elapsedMs).toFixed(0)} calls/s, ${run.allOps} calls profiled (warm-up included), ${run.errors} errors`);
       await new Promise<void>((resolve) => {
         proc.once('exit', () => resolve());

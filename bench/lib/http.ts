@@ -6,6 +6,7 @@
  */
 import http from 'node:http';
 import { performance } from 'node:perf_hooks';
+import { closedLoop, type LoadRun } from './load';
 
 /** The answer to one POST. Times in milliseconds from the moment the request was written. */
 export interface PostResult {
@@ -116,4 +117,20 @@ export function structuredResult(r: PostResult): Record<string, unknown> {
   if (msg.error || !msg.result) throw new Error(`JSON-RPC error: ${r.text.slice(0, 300)}`);
   if (msg.result.isError) throw new Error(`tool error: ${JSON.stringify(msg.result.structuredContent ?? msg.result).slice(0, 300)}`);
   return msg.result.structuredContent ?? {};
+}
+
+/**
+ * Closed-loop tools/list calls at concurrency `c` on one keep-alive client (each answer must be
+ * HTTP 200 holding the tools array, or the run fails).
+ */
+export async function runToolsList(url: string, apiKey: string, c: number, opts: { durationMs: number; warmupMs: number }): Promise<LoadRun> {
+  const client = new McpHttpClient(url, { apiKey, maxSockets: c });
+  try {
+    return await closedLoop({ concurrency: c, ...opts, op: async () => {
+      const r = await client.rpc('tools/list');
+      if (r.status !== 200 || !r.text.includes('"tools"')) throw new Error(`tools/list: HTTP ${r.status} ${r.text.slice(0, 200)}`);
+    } });
+  } finally {
+    client.close();
+  }
 }
