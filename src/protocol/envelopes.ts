@@ -66,3 +66,21 @@ export function toolsListResult(tools: { list(): Array<Record<string, unknown>> 
 export function frozenResultJson(result: object): string | undefined {
   return frozenJson.get(result);
 }
+
+const frozenTails = new WeakMap<object, Buffer>();
+
+/**
+ * The UTF-8 bytes of `,"result":<frozen JSON>}` for a result from toolsListResult() (made once per
+ * result), or undefined: a response `{"jsonrpc":"2.0","id":…` followed by these bytes is the whole
+ * answer, so tools/list is written from precomputed bytes (issue 13).
+ */
+export function frozenResultTail(result: object): Buffer | undefined {
+  let tail = frozenTails.get(result);
+  if (!tail) {
+    const json = frozenJson.get(result);
+    if (json === undefined) return undefined;
+    tail = Buffer.from(`,"result":${json}}`, 'utf8');
+    frozenTails.set(result, tail);
+  }
+  return tail;
+}

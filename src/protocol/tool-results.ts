@@ -9,7 +9,7 @@ import { randomBytes } from 'node:crypto';
 import protocol from '../../spec/protocol-v1.json';
 import { refusalInfo, toolErrorInfo } from '../errors/vocabulary';
 import type { ToolOutcome } from '../tools/types';
-import { complete, frozenResultJson } from './envelopes';
+import { complete, frozenResultJson, frozenResultTail } from './envelopes';
 import { serializedRows } from '../pipeline/rows-json';
 import type { Dialect } from '../transport/admission';
 
@@ -91,4 +91,28 @@ export function serializeMessage(message: unknown): string {
   const s = JSON.stringify({ ...m, result: { ...m!.result, structuredContent: { ...sc, rows: ROWS_TOKEN } } });
   const i = s.indexOf(ROWS_SLOT);
   return `${s.slice(0, i)}"rows":${json}${s.slice(i + ROWS_SLOT.length)}`;
+}
+
+/** Texts this long or longer are encoded once into a Buffer for the wire (Express's threshold). */
+const BUFFER_FROM_CHARS = 1000;
+
+/**
+ * The message as the bytes to write: what serializeMessage(message) gives, as a Buffer (the UTF-8
+ * bytes) when it is long, else as the string. A tools/list response is assembled from the bytes
+ * made once per catalogue (frozenResultTail), and a long text is encoded once, so neither the
+ * Content-Length nor the socket write measures or encodes the text again.
+ */
+export function serializeMessageForWire(message: unknown): string | Buffer {
+  const m = message as { jsonrpc?: unknown; id?: unknown; result?: unknown } | null;
+  const tail = m && m.jsonrpc === '2.0' && typeof m.result === 'object' && m.result !== null && Object.keys(m).length === 3 ? frozenResultTail(m.result) : undefined;
+  if (tail) {
+    const head = `{"jsonrpc":"2.0","id":${JSON.stringify(m!.id)}`;
+    const headBytes = Buffer.byteLength(head);
+    const out = Buffer.allocUnsafe(headBytes + tail.length);
+    out.write(head, 0, 'utf8');
+    tail.copy(out, headBytes);
+    return out;
+  }
+  const text = serializeMessage(message);
+  return text.length < BUFFER_FROM_CHARS ? text : Buffer.from(text, 'utf8');
 }

@@ -9,23 +9,24 @@
  * Every one-message answer leaves in one `res.end`, so headers and body share one socket write.
  */
 import type { ServerResponse } from 'node:http';
-import { serializeMessage } from '../protocol/tool-results';
+import { serializeMessage, serializeMessageForWire } from '../protocol/tool-results';
 
 /** The Content-Type of every JSON answer (what Express's `res.type('json')` / `res.json()` set). */
 export const JSON_CONTENT_TYPE = 'application/json; charset=utf-8';
 
 /**
- * Sends `text` (a JSON document) with `status`: `headers` first, then Content-Type and
- * Content-Length, in that order (Express's order); the body is left out for a HEAD request, as
- * Express does, but Content-Length still gives its size. One `res.end`, so one socket write.
+ * Sends `body` (a JSON document, as text or its UTF-8 bytes) with `status`: `headers` first, then
+ * Content-Type and Content-Length, in that order (Express's order); the body is left out for a
+ * HEAD request, as Express does, but Content-Length still gives its size. One `res.end`, so one
+ * socket write.
  */
-export function sendJsonText(res: ServerResponse, status: number, text: string, headers?: Record<string, string>): void {
+export function sendJsonText(res: ServerResponse, status: number, body: string | Buffer, headers?: Record<string, string>): void {
   res.statusCode = status;
   if (headers) for (const name in headers) res.setHeader(name, headers[name]);
   res.setHeader('Content-Type', JSON_CONTENT_TYPE);
-  res.setHeader('Content-Length', Buffer.byteLength(text));
+  res.setHeader('Content-Length', typeof body === 'string' ? Buffer.byteLength(body) : body.length);
   if (res.req?.method === 'HEAD') res.end();
-  else res.end(text);
+  else res.end(body);
 }
 
 /** Writes JSON-RPC messages to one response, switching to SSE on first use of `event`. */
@@ -77,10 +78,10 @@ export class ResponseChannel {
     if (stream && status === 200) {
       // A one-event stream: headers and the event leave in one write.
       this.res.writeHead(200, { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-cache, no-transform', 'X-Accel-Buffering': 'no' });
-      this.res.end(`event: message\ndata: ${serializeMessage(message)}\n\n`);
+      this.res.end(Buffer.from(`event: message\ndata: ${serializeMessage(message)}\n\n`, 'utf8'));
       return;
     }
-    sendJsonText(this.res, status, serializeMessage(message), headers);
+    sendJsonText(this.res, status, serializeMessageForWire(message), headers);
   }
 
   /** Answers with a status and no body (202 for notifications). */

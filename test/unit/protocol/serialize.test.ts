@@ -3,7 +3,7 @@
  * from the text item's serialisation, is byte-for-byte JSON.stringify of the message.
  */
 import fc from 'fast-check';
-import { serializeMessage, renderOutcome } from '../../../src/protocol/tool-results';
+import { serializeMessage, serializeMessageForWire, renderOutcome } from '../../../src/protocol/tool-results';
 import { queryResult } from '../../../src/pipeline/query';
 import { rowsText, serializedRows } from '../../../src/pipeline/rows-json';
 import { toolsListResult } from '../../../src/protocol/envelopes';
@@ -58,4 +58,29 @@ test('tools/list: the result is built and serialised once per registry; the wire
   // Anything else around the result is serialised in full.
   const odd = { jsonrpc: '2.0', id: 1, result: r1, extra: true };
   expect(serializeMessage(odd)).toBe(JSON.stringify(odd));
+});
+
+test('the wire form is the UTF-8 of serializeMessage: the string when short, the bytes when long, tools/list from precomputed bytes', () => {
+  const bytes = (w: string | Buffer) => (typeof w === 'string' ? Buffer.from(w, 'utf8') : w);
+  const tools = { list: () => Array.from({ length: 20 }, (_, i) => ({ name: `t${i}`, description: 'déjà vu ✓ "quoted"', inputSchema: { type: 'object' } })) };
+  const list = toolsListResult(tools);
+  for (const id of [1, 'x"y', 'ünï', 0, -5]) {
+    const msg = { jsonrpc: '2.0', id, result: list };
+    const wire = serializeMessageForWire(msg);
+    expect(Buffer.isBuffer(wire)).toBe(true);
+    expect(bytes(wire).equals(Buffer.from(JSON.stringify(msg), 'utf8'))).toBe(true);
+  }
+  const short = { jsonrpc: '2.0', id: 1, result: {} };
+  expect(serializeMessageForWire(short)).toBe('{"jsonrpc":"2.0","id":1,"result":{}}');
+  fc.assert(
+    fc.property(rows, fc.integer(), (rs, id) => {
+      const out = renderOutcome(queryResult(rs, false, false, []), 'handshake', '2025-11-25', 'req-1');
+      const msg = { jsonrpc: '2.0', id, result: out.kind === 'result' ? out.result : null };
+      const wire = serializeMessageForWire(msg);
+      const expected = JSON.stringify(msg);
+      expect(typeof wire === 'string').toBe(expected.length < 1000);
+      expect(bytes(wire).equals(Buffer.from(expected, 'utf8'))).toBe(true);
+    }),
+    { numRuns: 200 },
+  );
 });
