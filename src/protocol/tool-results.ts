@@ -96,23 +96,20 @@ export function serializeMessage(message: unknown): string {
 /** Texts this long or longer are encoded once into a Buffer for the wire (Express's threshold). */
 const BUFFER_FROM_CHARS = 1000;
 
+/** An answer in two parts written back to back: a short text (encoded per call) and bytes made once. */
+export type WirePair = readonly [head: string, tail: Buffer];
+
 /**
- * The message as the bytes to write: what serializeMessage(message) gives, as a Buffer (the UTF-8
- * bytes) when it is long, else as the string. A tools/list response is assembled from the bytes
- * made once per catalogue (frozenResultTail), and a long text is encoded once, so neither the
- * Content-Length nor the socket write measures or encodes the text again.
+ * The message as what to write: the UTF-8 of serializeMessage(message), as a Buffer when it is
+ * long, else as the string. A tools/list response is the pair (`{"jsonrpc":"2.0","id":…`, the
+ * catalogue's bytes made once by frozenResultTail), so only the id is encoded per call; a long
+ * text is encoded once, so neither the Content-Length nor the socket write measures or encodes it
+ * again.
  */
-export function serializeMessageForWire(message: unknown): string | Buffer {
+export function serializeMessageForWire(message: unknown): string | Buffer | WirePair {
   const m = message as { jsonrpc?: unknown; id?: unknown; result?: unknown } | null;
   const tail = m && m.jsonrpc === '2.0' && typeof m.result === 'object' && m.result !== null && Object.keys(m).length === 3 ? frozenResultTail(m.result) : undefined;
-  if (tail) {
-    const head = `{"jsonrpc":"2.0","id":${JSON.stringify(m!.id)}`;
-    const headBytes = Buffer.byteLength(head);
-    const out = Buffer.allocUnsafe(headBytes + tail.length);
-    out.write(head, 0, 'utf8');
-    tail.copy(out, headBytes);
-    return out;
-  }
+  if (tail) return [`{"jsonrpc":"2.0","id":${JSON.stringify(m!.id)}`, tail];
   const text = serializeMessage(message);
   return text.length < BUFFER_FROM_CHARS ? text : Buffer.from(text, 'utf8');
 }

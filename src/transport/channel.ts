@@ -9,24 +9,31 @@
  * Every one-message answer leaves in one `res.end`, so headers and body share one socket write.
  */
 import type { ServerResponse } from 'node:http';
-import { serializeMessage, serializeMessageForWire } from '../protocol/tool-results';
+import { serializeMessage, serializeMessageForWire, type WirePair } from '../protocol/tool-results';
 
 /** The Content-Type of every JSON answer (what Express's `res.type('json')` / `res.json()` set). */
 export const JSON_CONTENT_TYPE = 'application/json; charset=utf-8';
 
 /**
- * Sends `body` (a JSON document, as text or its UTF-8 bytes) with `status`: `headers` first, then
- * Content-Type and Content-Length, in that order (Express's order); the body is left out for a
- * HEAD request, as Express does, but Content-Length still gives its size. One `res.end`, so one
- * socket write.
+ * Sends `body` (a JSON document: text, its UTF-8 bytes, or a text followed by bytes) with `status`:
+ * `headers` first, then Content-Type and Content-Length, in that order (Express's order); the body
+ * is left out for a HEAD request, as Express does, but Content-Length still gives its size.
+ * Headers and body leave in one socket write.
  */
-export function sendJsonText(res: ServerResponse, status: number, body: string | Buffer, headers?: Record<string, string>): void {
+export function sendJsonText(res: ServerResponse, status: number, body: string | Buffer | WirePair, headers?: Record<string, string>): void {
   res.statusCode = status;
   if (headers) for (const name in headers) res.setHeader(name, headers[name]);
   res.setHeader('Content-Type', JSON_CONTENT_TYPE);
-  res.setHeader('Content-Length', typeof body === 'string' ? Buffer.byteLength(body) : body.length);
+  const pair = typeof body !== 'string' && !Buffer.isBuffer(body) ? body : null;
+  res.setHeader('Content-Length', pair ? Buffer.byteLength(pair[0]) + pair[1].length : typeof body === 'string' ? Buffer.byteLength(body) : body.length);
   if (res.req?.method === 'HEAD') res.end();
-  else res.end(body);
+  else if (!pair) res.end(body);
+  else {
+    // node:http corks the socket on write() until the next tick, and end() flushes: headers + head
+    // and the bytes leave in one writev (test/unit/transport/edge.test.ts counts the writes).
+    res.write(pair[0]);
+    res.end(pair[1]);
+  }
 }
 
 /** Writes JSON-RPC messages to one response, switching to SSE on first use of `event`. */

@@ -60,14 +60,14 @@ test('tools/list: the result is built and serialised once per registry; the wire
   expect(serializeMessage(odd)).toBe(JSON.stringify(odd));
 });
 
-test('the wire form is the UTF-8 of serializeMessage: the string when short, the bytes when long, tools/list from precomputed bytes', () => {
-  const bytes = (w: string | Buffer) => (typeof w === 'string' ? Buffer.from(w, 'utf8') : w);
+test('the wire form is the UTF-8 of serializeMessage: the string when short, the bytes when long, tools/list as the id text then precomputed bytes', () => {
+  const bytes = (w: string | Buffer | readonly [string, Buffer]) => (typeof w === 'string' ? Buffer.from(w, 'utf8') : Buffer.isBuffer(w) ? w : Buffer.concat([Buffer.from(w[0], 'utf8'), w[1]]));
   const tools = { list: () => Array.from({ length: 20 }, (_, i) => ({ name: `t${i}`, description: 'déjà vu ✓ "quoted"', inputSchema: { type: 'object' } })) };
   const list = toolsListResult(tools);
   for (const id of [1, 'x"y', 'ünï', 0, -5]) {
     const msg = { jsonrpc: '2.0', id, result: list };
     const wire = serializeMessageForWire(msg);
-    expect(Buffer.isBuffer(wire)).toBe(true);
+    expect(Array.isArray(wire)).toBe(true);
     expect(bytes(wire).equals(Buffer.from(JSON.stringify(msg), 'utf8'))).toBe(true);
   }
   const short = { jsonrpc: '2.0', id: 1, result: {} };
