@@ -7,9 +7,16 @@ import protocol from '../../spec/protocol-v1.json';
 /** Lower-cased media type without parameters ("Application/JSON; charset=utf-8" → "application/json"), or null. */
 export function mediaType(value: string | undefined): string | null {
   if (!value) return null;
-  const t = value.split(';')[0].trim().toLowerCase();
-  return t.length ? t : null;
+  // Clients send the same Content-Type on every request: the last answer is kept (a pure function of it).
+  if (value === lastMediaTypeOf) return lastMediaType;
+  const semi = value.indexOf(';');
+  const t = (semi < 0 ? value : value.slice(0, semi)).trim().toLowerCase();
+  lastMediaTypeOf = value;
+  lastMediaType = t.length ? t : null;
+  return lastMediaType;
 }
+let lastMediaTypeOf: string | undefined;
+let lastMediaType: string | null = null;
 
 /** One Accept range with its q value. */
 interface AcceptRange {
@@ -115,15 +122,22 @@ export function defaultOriginPolicy(): OriginPolicy {
 /** Rule HOST: true when the Host header names an allowed host. */
 export function hostAllowed(host: string | undefined, policy: OriginPolicy): boolean {
   if (policy.allowedHosts === 'any') return true;
+  // Clients send the same Host on every request: the last verdict per allow-list is kept.
+  if (host !== undefined && host === lastHost && policy.allowedHosts === lastHostList) return lastHostVerdict;
   const name = hostName(host);
-  if (name === null) return false;
   let hosts = lowerCasedHosts.get(policy.allowedHosts);
   if (!hosts) {
     hosts = new Set(policy.allowedHosts.map((h) => h.toLowerCase()));
     lowerCasedHosts.set(policy.allowedHosts, hosts);
   }
-  return hosts.has(name);
+  lastHost = host;
+  lastHostList = policy.allowedHosts;
+  lastHostVerdict = name !== null && hosts.has(name);
+  return lastHostVerdict;
 }
+let lastHost: string | undefined;
+let lastHostList: readonly string[] | undefined;
+let lastHostVerdict = false;
 // The lower-cased allow-list per policy array, built once (policies are not mutated in place).
 const lowerCasedHosts = new WeakMap<readonly string[], ReadonlySet<string>>();
 
