@@ -29,7 +29,6 @@ import { mountConsole } from './console/routes';
 import { startWebhookDispatcher } from './approvals/webhooks';
 import { documentsConnectorRequest } from './discovery/request';
 import { postgresRateLimiter, type RateLimitSettings } from './pipeline/05-rate-limit';
-import { trackedRateLimiter } from './protocol/call-limits';
 import { CACHE_CHANNEL, ResultCache } from './pipeline/cache';
 import { AnalysisCache } from './pipeline/analysis-cache';
 import { sweepExpiredApprovals } from './control/approvals';
@@ -107,7 +106,7 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
   const limiterPool = new pg.Pool({ connectionString: db.url, max: 4, application_name: 'interlock-ratelimit', options: '-c synchronous_commit=off' });
   limiterPool.on('error', (err) => logger.warn({ component: 'rate-limit', code: (err as { code?: string }).code }, 'rate-limit connection failed'));
   // Tracked, so that every tools/call with an identity is charged whatever its outcome (issue 10, Build 6).
-  const rateLimiter = trackedRateLimiter(await postgresRateLimiter(limiterPool, limits));
+  const rateLimiter = await postgresRateLimiter(limiterPool, limits);
   const maskSecret = createHmac('sha256', await getKeyPepper(db)).update('interlock-mask-v1').digest('hex');
   const catalog = (s: { id: string }) => store.loadCatalog(s.id);
 

@@ -63,7 +63,7 @@ export function documentsConnectorRequest(deps: ConnectorRequestDeps): Connector
       audit.policy = refused.policy;
       return { kind: 'refusal', code: 'policy_denied', message: refused.reason };
     }
-    const limited = await rateLimitStep(deps.rateLimiter, identity.id, source.id);
+    const limited = await rateLimitStep(deps.rateLimiter, ctx, identity.id, source.id);
     if (limited) return limited;
     const linkScope = await resolveScope(deps.db.pool, evaluator, policies, subject, source.id, 'discover', at, deps.maskSecret, await deps.store.loadCatalog(source.id));
     const doc = await getDocument(deps.db.pool, scope, linkScope, request.asset_id);

@@ -7,7 +7,7 @@
 import { RateLimiterMemory, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
 import type { Pool } from 'pg';
 import { PostgresRateBlockStore, type RateBlockStore } from '../control/rate-store';
-import type { ToolOutcome } from '../tools/types';
+import type { ToolCallContext, ToolOutcome } from '../tools/types';
 
 /** Points per window for one key kind. */
 export interface RateLimitSettings {
@@ -166,8 +166,13 @@ export async function postgresRateLimiter(pool: Pool, s: RateLimitSettings = DEF
   return new BlockRateLimiter(new PostgresRateBlockStore(pool), s);
 }
 
-/** Runs the step: null to proceed, or the rate_limited refusal with retry_after_ms. */
-export async function rateLimitStep(limiter: RateLimiter, identityId: string, sourceId: string | null): Promise<ToolOutcome | null> {
+/**
+ * Runs the step for the call `ctx` (its identity `identityId`, on `sourceId` or null for
+ * identity-level calls): marks the call's point as consumed (ctx.rateLimitCharge), then returns
+ * null to proceed or the rate_limited refusal with retry_after_ms. Limiter errors reject.
+ */
+export async function rateLimitStep(limiter: RateLimiter, ctx: Pick<ToolCallContext, 'rateLimitCharge'>, identityId: string, sourceId: string | null): Promise<ToolOutcome | null> {
+  if (ctx.rateLimitCharge) ctx.rateLimitCharge.charged = true;
   const r = await limiter.consume(identityId, sourceId);
   if (r.ok) return null;
   const who = r.scope === 'identity' ? 'this identity' : `source '${sourceId}'`;

@@ -131,7 +131,7 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
     if (!pol.ok) return pol.outcome;
 
     // Step 5: rate limit.
-    const limited = await rateLimitStep(deps.rateLimiter, identity.id, sourceId);
+    const limited = await rateLimitStep(deps.rateLimiter, ctx, identity.id, sourceId);
     if (limited) return limited;
 
     // Step 6: write safety — a write never runs on the agent's call.

@@ -5,42 +5,21 @@
  *    (over it: rate_limited instead of invalid_api_key), and a resolved identity takes a stream
  *    slot for the call (per client address and per identity; over a cap: rate_limited);
  *  - every tools/call with a resolved identity consumes one rate-limit point of that identity
- *    whatever its outcome: the handler runs in a charge scope, the limiter handed to the pipeline is
- *    wrapped so that step 5 marks the scope as charged, and a call that ended without reaching
- *    step 5 (refused at source, authorization, policy or parse time, invalid arguments, failed) is
- *    charged afterwards. When that charge is refused, a refusal or failure is answered rate_limited.
- *    The limiter's own internals (src/pipeline/05-rate-limit.ts) are untouched.
+ *    whatever its outcome: pipeline step 5 (rateLimitStep) marks the call's ChargeState
+ *    (ctx.rateLimitCharge), and a call that ended without reaching step 5 (refused at source,
+ *    authorization, policy or parse time, invalid arguments, failed) is charged afterwards by
+ *    chargeUnspent. When that charge is refused, a refusal or failure is answered rate_limited.
+ *    (The state travels on the call's context, not in AsyncLocalStorage: on Node 20 that installs
+ *    promise hooks for every promise of the process, which the issue-13 profile showed per call.)
  */
-import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Logger } from 'pino';
 import type { RateLimiter } from '../pipeline/05-rate-limit';
 import type { ToolOutcome } from '../tools/types';
 import { limitMessage, type ClientLimits, type LimitRefusal } from '../transport/client-limits';
 
-/** Whether the current tool call has consumed its rate-limit point. */
-interface ChargeState {
+/** Whether the current tool call has consumed its rate-limit point (ToolCallContext.rateLimitCharge). */
+export interface ChargeState {
   charged: boolean;
-}
-
-const scope = new AsyncLocalStorage<ChargeState>();
-
-/**
- * Wraps `inner` so that a consume() made inside a charge scope (runCharged) marks that call as
- * charged. Hand the wrapped limiter both to the pipeline and to DispatchDeps.rateLimiter.
- */
-export function trackedRateLimiter(inner: RateLimiter): RateLimiter {
-  return {
-    consume(identityId, sourceId) {
-      const s = scope.getStore();
-      if (s) s.charged = true;
-      return inner.consume(identityId, sourceId);
-    },
-  };
-}
-
-/** Runs `fn` (the tool's handler) in a charge scope; `state.charged` tells afterwards whether step 5 ran. */
-export function runCharged<T>(state: ChargeState, fn: () => Promise<T>): Promise<T> {
-  return scope.run(state, fn);
 }
 
 /** The rate_limited refusal of a client limit, with retry_after_ms. */

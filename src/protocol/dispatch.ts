@@ -19,7 +19,7 @@ import { refusalInfo } from '../errors/vocabulary';
 import type { RateLimiter } from '../pipeline/05-rate-limit';
 import type { ClientLimits } from '../transport/client-limits';
 import { KEYLESS_REFUSALS, type KeylessAuditAggregator } from '../transport/keyless-audit';
-import { admitCall, chargeUnspent, runCharged } from './call-limits';
+import { admitCall, chargeUnspent } from './call-limits';
 import { commitAuditEvent } from './audit-commit';
 
 /** Everything the dispatcher needs; built once per gateway. */
@@ -223,6 +223,7 @@ export async function runToolCall(deps: DispatchDeps, req: ToolCallRequest): Pro
   const unregister = req.cancelKey !== undefined && req.abort ? deps.inflight.add(req.apiKey, req.cancelKey, req.abort) : () => undefined;
   const address = req.clientAddress ?? 'unknown';
   const charge = { charged: false };
+  ctx.rateLimitCharge = charge;
   let release = () => undefined as void;
   let outcome: ToolOutcome;
   try {
@@ -231,7 +232,7 @@ export async function runToolCall(deps: DispatchDeps, req: ToolCallRequest): Pro
     outcome = admitted.outcome ?? { kind: 'result', content: [] };
     if (outcome.kind === 'result') {
       const invalid = binding.validate(req.args);
-      outcome = invalid ? { kind: 'tool_error', code: 'invalid_arguments', message: invalid } : await runCharged(charge, () => binding.handler(req.args, ctx));
+      outcome = invalid ? { kind: 'tool_error', code: 'invalid_arguments', message: invalid } : await binding.handler(req.args, ctx);
     }
   } catch (err) {
     deps.logger.error({ requestId: req.requestId, tool: binding.canonical, err }, 'tool call failed');

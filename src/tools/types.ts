@@ -67,6 +67,12 @@ export interface ToolCallContext {
    * response to text/event-stream if it was not already). Used for notifications/progress.
    */
   notify(method: string, params: Record<string, unknown>): void;
+  /**
+   * Whether this call has consumed its rate-limit point (pipeline step 5): rateLimitStep sets
+   * `charged`, and the dispatcher charges a call that ended without reaching step 5 afterwards
+   * (issue 10, Build 6; src/protocol/call-limits.ts). Absent outside the dispatcher (tests).
+   */
+  rateLimitCharge?: { charged: boolean };
 }
 
 /** A tool implementation bound to a catalogue entry. `args` has already passed the inputSchema. */

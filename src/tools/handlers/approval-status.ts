@@ -18,7 +18,7 @@ export interface ApprovalStatusDeps {
 export function approvalStatusHandler(deps: ApprovalStatusDeps): ToolHandler {
   return async (args, ctx) => {
     if (!ctx.identity) return { kind: 'refusal', code: 'identity_required' };
-    const limited = await rateLimitStep(deps.rateLimiter, ctx.identity.id, null);
+    const limited = await rateLimitStep(deps.rateLimiter, ctx, ctx.identity.id, null);
     if (limited) return limited;
     const audit = (ctx as ToolCallContext & { auditDetails?: Record<string, unknown> }).auditDetails ?? {};
     const id = String(args.approval_id);

@@ -67,7 +67,7 @@ export function describeAccessHandler(deps: DescribeDeps): ToolHandler {
   return async (args, ctx: ToolCallContext) => {
     // Contract: without a resolved identity the tool refuses with 403 rather than answering {}.
     if (!ctx.identity) return { kind: 'refusal', code: 'identity_required' };
-    const limited = await rateLimitStep(deps.rateLimiter, ctx.identity.id, null);
+    const limited = await rateLimitStep(deps.rateLimiter, ctx, ctx.identity.id, null);
     if (limited) return limited;
     const evaluator = new AccessEvaluator(await deps.store.grantsForIdentity(ctx.identity.id));
     const wanted = typeof args.source_id === 'string' ? [args.source_id] : evaluator.grantedSources().sort();
@@ -128,7 +128,7 @@ export function describeSourceHandler(deps: DescribeDeps): ToolHandler {
     const evaluator = new AccessEvaluator(await deps.store.grantsForIdentity(ctx.identity.id));
     const src = await sourceStep(deps.store, evaluator, sourceId);
     if (!src.ok) return src.outcome;
-    const limited = await rateLimitStep(deps.rateLimiter, ctx.identity.id, sourceId);
+    const limited = await rateLimitStep(deps.rateLimiter, ctx, ctx.identity.id, sourceId);
     if (limited) return limited;
     if (src.source.type !== 'postgres') {
       return text({ source_id: sourceId, type: src.source.type, name: src.source.name, description: src.source.description ?? null });

@@ -119,7 +119,7 @@ export function discoverHandler(deps: DiscoveryDeps): ToolHandler {
       audit.policy = refused.policy;
       return { kind: 'refusal', code: 'policy_denied', message: refused.reason };
     }
-    const limited = await rateLimitStep(deps.rateLimiter, identity.id, sourceId);
+    const limited = await rateLimitStep(deps.rateLimiter, ctx, identity.id, sourceId);
     if (limited) return limited;
 
     const limit = clampLimit(args.limit, TOOL_DEFAULTS.discover_limit, DISCOVER_MAX_LIMIT);

@@ -50,7 +50,7 @@ export function listSourcesHandler(dir: SourceDirectory, rateLimiter?: RateLimit
   return async (_args, ctx) => {
     if (!ctx.identity) return { kind: 'refusal', code: 'identity_required' };
     if (rateLimiter) {
-      const limited = await rateLimitStep(rateLimiter, ctx.identity.id, null);
+      const limited = await rateLimitStep(rateLimiter, ctx, ctx.identity.id, null);
       if (limited) return limited;
     }
     const sources = await dir.listVisibleSources(ctx.identity.id);

@@ -43,7 +43,7 @@ export function relatedDocumentsHandler(deps: DiscoveryDeps): ToolHandler {
     const assetId = String(args.asset_id);
 
     // Not visible, for whatever reason: one identity-level rate-limit point, then unknown_asset.
-    const invisible = async (): Promise<ToolOutcome> => (await rateLimitStep(deps.rateLimiter, identity.id, null)) ?? unknownAsset();
+    const invisible = async (): Promise<ToolOutcome> => (await rateLimitStep(deps.rateLimiter, ctx, identity.id, null)) ?? unknownAsset();
     const located = await assetSource(deps.db.pool, assetId);
     if (!located) return invisible();
     const sourceId = located.sourceId;
@@ -64,7 +64,7 @@ export function relatedDocumentsHandler(deps: DiscoveryDeps): ToolHandler {
       audit.policy = refused.policy;
       return { kind: 'refusal', code: 'policy_denied', message: refused.reason };
     }
-    const limited = await rateLimitStep(deps.rateLimiter, identity.id, sourceId);
+    const limited = await rateLimitStep(deps.rateLimiter, ctx, identity.id, sourceId);
     if (limited) return limited;
 
     const limit = clampLimit(args.limit, TOOL_DEFAULTS.related_limit, RELATED_MAX_LIMIT);

@@ -187,6 +187,29 @@ describe('every tools/call with an identity spends a rate-limit point, whatever 
   });
 });
 
+describe('a call that reaches the rate-limit step is charged exactly once', () => {
+  let env: GovernedEnv;
+  beforeAll(async () => {
+    env = await startGovernedEnv({ config: { rate_limits: { per_identity: { points: 5, window_seconds: 600 }, per_source: { points: 10_000, window_seconds: 60 } } } });
+  });
+  afterAll(async () => {
+    await env?.close();
+  });
+
+  test('five successful calls over four tools spend the five points; the sixth is rate_limited', async () => {
+    const ok = [
+      await callTool(env, 'interlock_query', { source_id: 'chinook', sql: 'SELECT 1 AS one' }, env.apiKey),
+      await callTool(env, 'interlock_list_sources', {}, env.apiKey),
+      await callTool(env, 'interlock_describe_source', { source_id: 'chinook' }, env.apiKey),
+      await callTool(env, 'interlock_describe_access', { source_id: 'chinook' }, env.apiKey),
+      await callTool(env, 'interlock_query', { source_id: 'chinook', sql: 'SELECT 2 AS two' }, env.apiKey),
+    ];
+    expect(ok.map((a) => a.body.result.isError ?? false)).toEqual([false, false, false, false, false]);
+    const sixth = await callTool(env, 'interlock_query', { source_id: 'chinook', sql: 'SELECT 3 AS three' }, env.apiKey);
+    expect(sixth.body.result.structuredContent).toMatchObject({ status: 'rate_limited', code: 'rate_limited', retry_after_ms: expect.any(Number) });
+  });
+});
+
 describe('a Bearer token no tool call checks spends the keyless budget unless it resolves (red-team F4)', () => {
   let env: GovernedEnv;
   let base: string;

@@ -81,9 +81,12 @@ test('small budgets are exact across replicas: 5 points, alternating replicas, 5
 
 test('the source budget is shared by identities; the refusal names the source', async () => {
   const l = new BlockRateLimiter(new MemoryRateBlockStore(), { perIdentity: wide, perSource: { points: 2, windowSeconds: 10 } });
-  expect(await rateLimitStep(l, 'id-1', 'chinook')).toBeNull();
-  expect(await rateLimitStep(l, 'id-2', 'chinook')).toBeNull();
-  const r = await rateLimitStep(l, 'id-3', 'chinook');
+  const charges = [{ charged: false }, { charged: false }, { charged: false }];
+  expect(await rateLimitStep(l, { rateLimitCharge: charges[0] }, 'id-1', 'chinook')).toBeNull();
+  expect(await rateLimitStep(l, { rateLimitCharge: charges[1] }, 'id-2', 'chinook')).toBeNull();
+  const r = await rateLimitStep(l, { rateLimitCharge: charges[2] }, 'id-3', 'chinook');
+  // Every call that reached the step consumed its point, the refused one included.
+  expect(charges.map((c) => c.charged)).toEqual([true, true, true]);
   expect(r).toMatchObject({ kind: 'refusal', code: 'rate_limited', message: expect.stringContaining("source 'chinook'") });
   expect((r as { extra: { retry_after_ms: number } }).extra.retry_after_ms).toBeGreaterThan(9_000);
   expect((r as { extra: { retry_after_ms: number } }).extra.retry_after_ms).toBeLessThanOrEqual(10_000);
