@@ -48,6 +48,17 @@ type FieldMsg = { name: string; dataTypeID: number; format?: string };
 export const STATEMENTS_PER_CONNECTION = 100;
 
 /**
+ * Longest statement text (characters) kept as a named statement; longer texts run as the unnamed
+ * statement, freed by the next Parse. A prepared statement holds several times its text in the
+ * source's backend (red team: ~530 KB for a 95 KB text), so an agent sending long distinct texts
+ * could otherwise pin pool_size × 100 of them on the operator's database.
+ */
+export const NAMED_STATEMENT_MAX_CHARS = 4096;
+
+/** Most statement text (characters, summed) a reader connection keeps as named statements. */
+export const NAMED_STATEMENT_CHARS_PER_CONNECTION = 128 * 1024;
+
+/**
  * The named statements of one connection: statement text → name, least recently used first. A
  * text is entered only once PostgreSQL confirmed its Parse (ParseComplete), so a name here always
  * exists on that connection and was parsed from exactly that text, with no declared parameter
@@ -57,6 +68,8 @@ export const STATEMENTS_PER_CONNECTION = 100;
  */
 interface ConnectionStatements {
   byText: Map<string, string>;
+  /** Characters of the texts in byText. */
+  chars: number;
   next: number;
   toClose: string[];
 }
@@ -65,7 +78,7 @@ const statementsByConnection = new WeakMap<object, ConnectionStatements>();
 
 function statementsOf(connection: object): ConnectionStatements {
   let st = statementsByConnection.get(connection);
-  if (!st) statementsByConnection.set(connection, (st = { byText: new Map(), next: 1, toClose: [] }));
+  if (!st) statementsByConnection.set(connection, (st = { byText: new Map(), chars: 0, next: 1, toClose: [] }));
   return st;
 }
 
@@ -118,6 +131,7 @@ export class PortalRead {
     if (!p) return;
     this.parsing = null;
     p.st.byText.set(this.text, p.name);
+    p.st.chars += this.text.length;
   };
 
   constructor(
@@ -134,6 +148,7 @@ export class PortalRead {
     connection.on('parameterStatus', this.onParameterStatus);
     const st = statementsOf(connection);
     let name = st.byText.get(this.text);
+    let parse = false;
     if (name !== undefined && !this.reparse) {
       st.byText.delete(this.text); // most recently used last
       st.byText.set(this.text, name);
@@ -141,22 +156,29 @@ export class PortalRead {
     } else {
       if (name !== undefined) {
         st.byText.delete(this.text);
+        st.chars -= this.text.length;
         st.toClose.push(name);
       }
-      while (st.byText.size >= STATEMENTS_PER_CONNECTION) {
-        const [oldText, oldName] = st.byText.entries().next().value as [string, string];
-        st.byText.delete(oldText);
-        st.toClose.push(oldName);
+      parse = true;
+      if (this.text.length > NAMED_STATEMENT_MAX_CHARS) {
+        name = ''; // the unnamed statement: replaced by the next Parse, never kept
+      } else {
+        while (st.byText.size > 0 && (st.byText.size >= STATEMENTS_PER_CONNECTION || st.chars + this.text.length > NAMED_STATEMENT_CHARS_PER_CONNECTION)) {
+          const [oldText, oldName] = st.byText.entries().next().value as [string, string];
+          st.byText.delete(oldText);
+          st.chars -= oldText.length;
+          st.toClose.push(oldName);
+        }
+        name = `interlock_r${st.next++}`;
+        this.parsing = { st, name };
+        connection.on('parseComplete', this.onParseComplete);
       }
-      name = `interlock_r${st.next++}`;
-      this.parsing = { st, name };
-      connection.on('parseComplete', this.onParseComplete);
     }
     const s = connection.stream;
     s.cork?.();
     try {
       for (const old of st.toClose.splice(0)) connection.close({ type: 'S', name: old });
-      if (this.parsing) connection.parse({ name, text: this.text });
+      if (parse) connection.parse({ name, text: this.text });
       connection.bind({ portal: '', statement: name, values: this.values });
       connection.describe({ type: 'P', name: '' });
       connection.execute({ portal: '', rows: this.maxRows + 1 });

@@ -6,7 +6,7 @@
  */
 import { PostgresSourceConnector, SourceError, type ReadResult } from '../../../src/sources/postgres/connector';
 import { scanCatalog } from '../../../src/sources/postgres/catalog';
-import { STATEMENTS_PER_CONNECTION } from '../../../src/sources/postgres/portal-read';
+import { NAMED_STATEMENT_CHARS_PER_CONNECTION, NAMED_STATEMENT_MAX_CHARS, STATEMENTS_PER_CONNECTION } from '../../../src/sources/postgres/portal-read';
 import { createSourceDb, sleep, waitFor, type SourceDb } from './source-db';
 import { startProxy, type Proxy } from './fakes';
 
@@ -244,6 +244,28 @@ describe('layer 4: read-only, extended protocol, one round trip', () => {
     expect(left).toContain('SELECT statement FROM pg_prepared_statements ORDER BY name');
     expect(left).toContain(texts[texts.length - 1]);
     expect(left).not.toContain(texts[5]);
+  });
+
+  test(`a text over ${NAMED_STATEMENT_MAX_CHARS} characters runs as the unnamed statement and is never kept (red team F1)`, async () => {
+    const c = connector({ pool_size: 1 }, 'long');
+    const long = `SELECT 1 AS n WHERE '${'x'.repeat(NAMED_STATEMENT_MAX_CHARS)}' <> ''`;
+    for (let i = 0; i < 3; i++) expect((await c.read(long, [], BIG)).rows).toEqual([{ n: 1 }]);
+    const ps = await c.read('SELECT name, length(statement) AS chars FROM pg_prepared_statements ORDER BY name', [], BIG);
+    expect(ps.rows).toEqual([{ name: 'interlock_r1', chars: 'SELECT name, length(statement) AS chars FROM pg_prepared_statements ORDER BY name'.length }]);
+  });
+
+  test(`at most ${NAMED_STATEMENT_CHARS_PER_CONNECTION} characters of named statements per connection: the least recently used go first`, async () => {
+    const c = connector({ pool_size: 1 }, 'chars');
+    // 40 distinct texts of about 4,000 characters: 160,000 in all, over the per-connection budget.
+    const texts = Array.from({ length: 40 }, (_, i) => `SELECT ${i} AS n WHERE '${'y'.repeat(NAMED_STATEMENT_MAX_CHARS - 64)}' <> ''`);
+    for (const t of texts) await c.read(t, [], BIG);
+    const ps = await c.read('SELECT statement FROM pg_prepared_statements ORDER BY name', [], BIG);
+    const kept = ps.rows.map((r) => r.statement as string);
+    const chars = kept.reduce((n, t) => n + t.length, 0);
+    expect(chars).toBeLessThanOrEqual(NAMED_STATEMENT_CHARS_PER_CONNECTION);
+    expect(kept).toContain(texts[39]);
+    expect(kept).not.toContain(texts[0]);
+    expect(kept.filter((t) => texts.includes(t)).length).toBe(Math.floor((NAMED_STATEMENT_CHARS_PER_CONNECTION - 'SELECT statement FROM pg_prepared_statements ORDER BY name'.length) / texts[39].length));
   });
 
   test('a statement that changes a reported session parameter fails and its connection is destroyed', async () => {
