@@ -217,8 +217,10 @@ interface Waiter {
  *
  * Fail closed: a waiter not committed within commitTimeoutMs rejects with AuditUnavailableError.
  * An event not yet taken by the writer is withdrawn; a batch runs under a statement_timeout that
- * ends at its earliest waiter's deadline, so it commits in time or not at all: an event is never
- * stored after its caller was answered audit_unavailable. A batch the database rejects as malformed (class
+ * ends at its earliest waiter's deadline, so a slow database commits it in time or not at all. Not
+ * covered: a backend stalled before it starts the batch (paused process, frozen VM, healed
+ * partition) has not started that timer and may commit the batch after its callers were answered
+ * audit_unavailable (over-recording; docs/operators.md). A batch the database rejects as malformed (class
  * 22/23) is retried one event at a time, and an event still rejected is stored without its details.
  * The pool reconnects by itself: once the database is back the next batch succeeds.
  */
