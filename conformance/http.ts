@@ -44,9 +44,9 @@ export interface WireClient {
   close(): void;
 }
 
-/** How the client treats HTTP 429: wait for Retry-After and send the same request again. */
+/** How the client treats a rate limit (HTTP 429, or the in-band rate_limited tool result): wait as asked and send the same request again. */
 export interface RetryPolicy {
-  /** Most extra attempts of one request after a 429 (default 8; 0 disables retrying). */
+  /** Most extra attempts of one request after a rate limit (default 8; 0 disables retrying). */
   attempts: number;
   /** Longest single wait in milliseconds (default 60000); a longer Retry-After is cut to it. */
   maxWaitMs: number;
@@ -74,10 +74,35 @@ export function retryAfterMs(value: string | undefined, now: number = Date.now()
 }
 
 /**
+ * Milliseconds to wait when `res` is the contract's in-band rate-limit refusal: an HTTP 200 answer
+ * whose (last) JSON-RPC message is a tool result with `structuredContent.status` "rate_limited"
+ * (the handshake dialect's refusal shape; contract: Governance And Errors), waiting its
+ * `retry_after_ms` (capped by the caller). Undefined for any other answer, JSON or SSE.
+ */
+export function inBandRateLimitMs(res: WireResponse): number | undefined {
+  if (res.status !== 200 || !res.body.includes('rate_limited')) return undefined;
+  const ct = (res.headers['content-type'] ?? '').toLowerCase();
+  const texts = ct.startsWith('text/event-stream')
+    ? res.body.split('\n').filter((l) => l.startsWith('data:')).map((l) => l.slice(5).trim())
+    : [res.body];
+  const last = texts.at(-1);
+  if (!last) return undefined;
+  try {
+    const msg = JSON.parse(last) as { result?: { structuredContent?: { status?: unknown; retry_after_ms?: unknown } } };
+    const sc = msg.result?.structuredContent;
+    if (!sc || sc.status !== 'rate_limited') return undefined;
+    return typeof sc.retry_after_ms === 'number' && Number.isFinite(sc.retry_after_ms) && sc.retry_after_ms >= 0 ? sc.retry_after_ms : 1000;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
  * Creates a client sending every request to `url` (http: or https:), with a per-request timeout in
- * milliseconds. A 429 answer is not a verdict: the client waits for its Retry-After and sends the same
- * request again (`retry`), so a run never fails on the host's own rate limit; the last 429 is returned
- * when the attempts run out.
+ * milliseconds. A rate limit is not a verdict: on an HTTP 429 the client waits for its Retry-After,
+ * and on the in-band rate_limited tool result (inBandRateLimitMs) for its retry_after_ms, then sends
+ * the same request again (`retry`), so a run never fails on the host's own rate limit; the last
+ * answer is returned when the attempts run out.
  */
 export function createClient(url: string, timeoutMs = 15000, retry: RetryPolicy = DEFAULT_RETRY): WireClient {
   const target = new URL(url);
@@ -86,8 +111,9 @@ export function createClient(url: string, timeoutMs = 15000, retry: RetryPolicy 
   const sleep = retry.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
   const send = async (req: WireRequest): Promise<WireResponse> => {
     let res = await sendOnce(req);
-    for (let attempt = 1; res.status === 429 && attempt <= retry.attempts; attempt++) {
-      const wait = Math.min(retry.maxWaitMs, retryAfterMs(res.headers['retry-after']) ?? retry.defaultWaitMs);
+    const limited = (r: WireResponse) => r.status === 429 || inBandRateLimitMs(r) !== undefined;
+    for (let attempt = 1; limited(res) && attempt <= retry.attempts; attempt++) {
+      const wait = Math.min(retry.maxWaitMs, res.status === 429 ? (retryAfterMs(res.headers['retry-after']) ?? retry.defaultWaitMs) : inBandRateLimitMs(res)!);
       retry.onWait?.(wait, attempt);
       await sleep(wait);
       res = await sendOnce(req);

@@ -41,7 +41,7 @@ export interface RunOptions {
   profiles?: string[];
   /** Another server's tool names (toolmap.ts); its `list` role is the probe tool of the mcp-stateless profile. */
   toolMap?: ToolMap;
-  /** Most retries of one request after HTTP 429 (default 8); each waits for Retry-After. */
+  /** Most retries of one request after a rate limit (HTTP 429, or the in-band rate_limited tool result; default 8); each waits as the answer asks. */
   retries?: number;
   /** False prints a one-screen report (a failing rule's first violations); true or absent prints every counterexample in full. */
   verbose?: boolean;
@@ -139,7 +139,7 @@ export async function runConformance(opts: RunOptions): Promise<RunReport> {
   const contractSpec: Spec = loadSpec(opts.specDir ?? DEFAULT_SPEC_DIR);
   const url = new URL(opts.url);
   const log = opts.log ?? (() => undefined);
-  const retry = { ...DEFAULT_RETRY, attempts: opts.retries ?? DEFAULT_RETRY.attempts, onWait: (ms: number, n: number) => log(`(HTTP 429: waiting ${ms} ms for Retry-After, retry ${n})`) };
+  const retry = { ...DEFAULT_RETRY, attempts: opts.retries ?? DEFAULT_RETRY.attempts, onWait: (ms: number, n: number) => log(`(rate limited: waiting ${ms} ms as the answer asked, retry ${n})`) };
   const client: WireClient = createClient(opts.url, opts.timeoutMs ?? 15000, retry);
   const numRuns = opts.numRuns ?? 100;
   const seed = opts.seed ?? (Date.now() ^ (Math.random() * 0x7fffffff)) | 0;

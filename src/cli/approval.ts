@@ -32,6 +32,17 @@ export interface ApprovalCliSession {
 /** Width of the statement column of `approval list` (without --full). */
 export const LIST_STATEMENT_WIDTH = 80;
 
+/** Width of the params column of `approval list` (without --full). */
+export const LIST_PARAMS_WIDTH = 40;
+
+/** The parameter values of an approval as the list shows them: JSON, shortened with … past `width` characters; '' when there are none. */
+export function paramsForDisplay(params: unknown[] | null | undefined, width?: number): { text: string; truncated: boolean } {
+  if (!params || params.length === 0) return { text: '', truncated: false };
+  const text = JSON.stringify(params);
+  if (width === undefined || text.length <= width) return { text, truncated: false };
+  return { text: `${text.slice(0, width - 1)}…`, truncated: true };
+}
+
 /** The cause of a failed approval as operator text: "SQLSTATE 42501: permission denied … (detail: …; hint: …)". */
 export function formatFailure(f: ApprovalFailureCause | null | undefined): string {
   if (!f) return '';
@@ -44,12 +55,14 @@ export function approvalListTable(rows: ApprovalRecord[], full: boolean): string
   let truncated = false;
   const body = rows.map((a) => {
     const s = statementForDisplay(a.sql, full ? undefined : LIST_STATEMENT_WIDTH);
-    truncated ||= s.truncated;
+    // The values the write will use, beside its text: an operator approves both (new-user pass).
+    const p = paramsForDisplay(a.params, full ? undefined : LIST_PARAMS_WIDTH);
+    truncated ||= s.truncated || p.truncated;
     const notes = [s.comments.length ? `${s.comments.length} comment(s) stripped` : '', a.outcome?.error_code ?? '', a.requeuedFrom ? `requeue of ${a.requeuedFrom}` : ''].filter(Boolean).join('; ');
-    return [a.id, a.state, a.identityName, a.sourceId, shortTime(a.createdAt), shortTime(a.expiresAt), notes, s.text];
+    return [a.id, a.state, a.identityName, a.sourceId, shortTime(a.createdAt), shortTime(a.expiresAt), notes, p.text, s.text];
   });
-  const out = table(['id', 'state', 'identity', 'source', 'created', 'expires', 'notes', 'statement'], body);
-  return truncated ? `${out}\n(statements ending in … are shortened: approval list --full, or approval show ID for the exact text with comments)` : out;
+  const out = table(['id', 'state', 'identity', 'source', 'created', 'expires', 'notes', 'params', 'statement'], body);
+  return truncated ? `${out}\n(statements or params ending in … are shortened: approval list --full, or approval show ID for the exact text with comments)` : out;
 }
 
 /** The human form of `approval show`. */

@@ -1,10 +1,10 @@
 /**
- * The conformance package's own pieces: 429 handling (Retry-After), profiles (every rule in exactly
+ * The conformance package's own pieces: rate-limit handling (429 Retry-After, in-band rate_limited), profiles (every rule in exactly
  * one), tool maps, and the JUnit report.
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { createClient, retryAfterMs } from '../../conformance/http';
+import { createClient, inBandRateLimitMs, retryAfterMs } from '../../conformance/http';
 import { knownRules, parseProfiles, profileOf, PROFILES } from '../../conformance/profiles';
 import { loadSpec } from '../../conformance/spec';
 import { mapArguments, parseToolMap } from '../../conformance/toolmap';
@@ -45,6 +45,41 @@ describe('429 handling', () => {
       const last = await limited.send({ method: 'POST', headers: [], body: '{}' });
       expect({ status: last.status, waits: waits.slice(2) }).toEqual({ status: 429, waits: [500, 500] });
       limited.close();
+    } finally {
+      await new Promise<void>((r) => server.close(() => r()));
+    }
+  });
+});
+
+describe('in-band rate limits (the rate_limited tool result)', () => {
+  const sse = (msg: unknown) => ({ status: 200, headers: { 'content-type': 'text/event-stream' }, body: `event: message\ndata: ${JSON.stringify(msg)}\n\n` });
+  const limitedResult = (ms?: number) => ({ jsonrpc: '2.0', id: 1, result: { isError: true, content: [{ type: 'text', text: 'Too many requests' }], structuredContent: { status: 'rate_limited', code: 'rate_limited', message: 'x', ...(ms === undefined ? {} : { retry_after_ms: ms }) } } });
+  it('reads retry_after_ms from a rate_limited tool result, in JSON or SSE; anything else is not a rate limit', () => {
+    expect(inBandRateLimitMs(sse(limitedResult(4321)))).toBe(4321);
+    expect(inBandRateLimitMs({ status: 200, headers: { 'content-type': 'application/json' }, body: JSON.stringify(limitedResult(0)) })).toBe(0);
+    expect(inBandRateLimitMs(sse(limitedResult()))).toBe(1000);
+    expect(inBandRateLimitMs(sse({ jsonrpc: '2.0', id: 1, result: { isError: true, content: [], structuredContent: { status: 'forbidden', code: 'rate_limited_words' } } }))).toBeUndefined();
+    expect(inBandRateLimitMs(sse({ jsonrpc: '2.0', id: 1, result: { content: [{ type: 'text', text: '[{"status":"rate_limited"}]' }] } }))).toBeUndefined();
+    expect(inBandRateLimitMs({ status: 400, headers: {}, body: JSON.stringify(limitedResult(5)) })).toBeUndefined();
+  });
+
+  it('waits retry_after_ms and sends the same request again', async () => {
+    let calls = 0;
+    const server = http.createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        calls++;
+        if (calls === 1) res.writeHead(200, { 'Content-Type': 'application/json' }).end(JSON.stringify(limitedResult(1500)));
+        else res.writeHead(200, { 'Content-Type': 'application/json' }).end('{"ok":true}');
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const waits: number[] = [];
+    try {
+      const c = createClient(`http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`, 5000, { attempts: 3, maxWaitMs: 60_000, defaultWaitMs: 1000, onWait: (ms) => waits.push(ms), sleep: async () => undefined });
+      const res = await c.send({ method: 'POST', headers: [], body: '{}' });
+      expect({ body: res.body, waits, calls }).toEqual({ body: '{"ok":true}', waits: [1500], calls: 2 });
+      c.close();
     } finally {
       await new Promise<void>((r) => server.close(() => r()));
     }

@@ -11,6 +11,7 @@ import { createApproval, getApproval, transitionApproval } from '../../../src/co
 import { createIdentity } from '../../../src/control/identities';
 import { putSource } from '../../../src/control/sources';
 import { initStatementDisplay, statementForDisplay } from '../../../src/approvals/statement';
+import { paramsForDisplay } from '../../../src/cli/approval';
 
 const BIN = join(__dirname, '..', '..', '..', 'bin', 'interlock.js');
 let temp: TempDatabase;
@@ -56,6 +57,14 @@ describe('statementForDisplay (pure)', () => {
   });
 });
 
+describe('paramsForDisplay (pure)', () => {
+  test('JSON of the values; none is empty; shortening ends with the mark', () => {
+    expect(paramsForDisplay(['Focus', 3, null])).toEqual({ text: '["Focus",3,null]', truncated: false });
+    expect(paramsForDisplay([])).toEqual({ text: '', truncated: false });
+    expect(paramsForDisplay(['x'.repeat(50)], 10)).toEqual({ text: '["xxxxxxx…', truncated: true });
+  });
+});
+
 describe('interlock approval', () => {
   test('list: comment stripped and flagged, long statements marked and explained, --full prints them whole', async () => {
     const hidden = await queue("/* add the playlist 'Focus' */ DELETE FROM playlist_track WHERE playlist_id > 0");
@@ -63,9 +72,9 @@ describe('interlock approval', () => {
     const list = await cli('approval', 'list');
     expect(list.code).toBe(0);
     const line = (id: string, out: string) => out.split('\n').find((l) => l.startsWith(id))!;
-    expect(line(hidden.id, list.stdout)).toMatch(/1 comment\(s\) stripped +DELETE FROM playlist_track WHERE playlist_id > 0$/);
-    expect(line(long.id, list.stdout)).toMatch(/UPDATE playlist SET name = \$1 WHERE playlist_id IN \(1, 2, 3, .*…$/);
-    expect(list.stdout).toContain('(statements ending in … are shortened: approval list --full, or approval show ID for the exact text with comments)');
+    expect(line(hidden.id, list.stdout)).toMatch(/1 comment\(s\) stripped +\["Focus"\] +DELETE FROM playlist_track WHERE playlist_id > 0$/);
+    expect(line(long.id, list.stdout)).toMatch(/\["Focus"\] +UPDATE playlist SET name = \$1 WHERE playlist_id IN \(1, 2, 3, .*…$/);
+    expect(list.stdout).toContain('(statements or params ending in … are shortened: approval list --full, or approval show ID for the exact text with comments)');
     const full = await cli('approval', 'list', '--full');
     expect(line(long.id, full.stdout)).toMatch(/, 39, 40\)$/);
     expect(full.stdout).not.toContain('…');
