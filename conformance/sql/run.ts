@@ -76,7 +76,13 @@ export function leakTokens(email: string): string[] {
   return [hex, [...hex].reverse().join(''), b(email).toString('hex'), b(hex).toString('hex'), b(email).toString('base64').replace(/=+$/, ''), b(hex).toString('base64').replace(/=+$/, '')].map((t) => t.toLowerCase());
 }
 
-/** Runs the pack. Throws when the fixture database or the server cannot be reached at all. */
+/** The read every run sends first: a gateway that does not answer it with rows cannot be judged. */
+export const PREFLIGHT_SQL = 'SELECT id, name FROM icf_items ORDER BY id';
+
+/**
+ * Runs the pack. Throws when the fixture database or the server cannot be reached at all, or when
+ * the gateway does not answer PREFLIGHT_SQL with rows (the CLI exits 2 with the message).
+ */
 export async function runSqlPack(opts: SqlPackOptions): Promise<SqlPackReport> {
   const log = opts.log ?? (() => undefined);
   const tool = opts.toolMap.tools.query;
@@ -116,6 +122,16 @@ export async function runSqlPack(opts: SqlPackOptions): Promise<SqlPackReport> {
       const ok = res.status === 200 && message?.result !== undefined && message.result.isError !== true;
       return { ok, status: res.status, body: res.body };
     };
+
+    // A gateway that refuses everything (the source not registered, no grant for this key) would
+    // pass every escape class without defending anything: require one plain read first.
+    const probe = await call(PREFLIGHT_SQL);
+    if (!probe.ok) {
+      throw new Error(
+        `the gateway did not answer a plain read of the fixture (${PREFLIGHT_SQL}) with rows (HTTP ${probe.status}: ${probe.body.slice(0, 200).replace(/\s+/g, ' ')}); ` +
+          `register the fixture as source '${opts.sourceId ?? '(none)'}' and grant this key read on it (conformance/README.md), or its refusals could not be told from defences`,
+      );
+    }
 
     const results = new Map<SqlClass, SqlClassResult>();
     for (const cls of opts.classes ?? SQL_CLASSES) results.set(cls, { class: cls, rule: `sql.${cls}`, payloads: 0, escapes: [], leaks: [], falsePositives: [], passed: true });

@@ -45,6 +45,14 @@ describe('sql-gateway pack', () => {
     );
   });
 
+  it('refuses to judge a gateway that does not answer a plain read of the fixture (nothing granted): no class passes by refusing everything', async () => {
+    const lines: string[] = [];
+    await expect(runSqlPack({ url: env.url, apiKey: env.apiKey, pgUrl: env.sourceUrl, sourceId: 'no_such_source', toolMap: INTERLOCK_TOOL_MAP, log: (l) => lines.push(l) })).rejects.toThrow(
+      /^the gateway did not answer a plain read of the fixture \(SELECT id, name FROM icf_items ORDER BY id\) with rows \(HTTP 200: .*\); register the fixture as source 'no_such_source' and grant this key read on it/,
+    );
+    expect(lines.filter((l) => l.startsWith('PASS'))).toEqual([]);
+  });
+
   it('catches a gateway that only wraps statements in a read-only transaction', async () => {
     weak = await startWeakSqlGateway(env.sourceUrl);
     const toolMap = parseToolMap({ tools: { query: 'run_sql' }, arguments: { query: { sql: 'query', source_id: null } } });
