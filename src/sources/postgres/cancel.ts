@@ -147,8 +147,10 @@ export class StatementCanceller {
    * connection is kept (and its pool slot held) until the server has answered — so a cancel that
    * PostgreSQL ignored (it drops one landing while the backend reads the next protocol message)
    * can be repeated: up to CANCEL_ATTEMPTS cancels, CANCEL_RETRY_MS apart, while `ended` is pending.
+   * Resolves once the connection has left the pool (its statement ended or it was dropped), so the
+   * caller's per-identity slot is given back only then (fair-share.ts).
    */
-  cancelAndDrop(client: pg.PoolClient, kind: 'reader' | 'writer', ended: Promise<void>): void {
+  cancelAndDrop(client: pg.PoolClient, kind: 'reader' | 'writer', ended: Promise<void>): Promise<void> {
     let over = false;
     void ended.then(() => (over = true));
     const onError = (err: unknown) => this.logger?.debug({ err }, 'connection error while cancelling');
@@ -162,14 +164,17 @@ export class StatementCanceller {
           r();
         });
       });
-    void (async () => {
-      for (let attempt = 1; attempt <= CANCEL_ATTEMPTS && !over; attempt++) {
-        await this.sendCancel(client, kind);
-        await pause();
+    return (async () => {
+      try {
+        for (let attempt = 1; attempt <= CANCEL_ATTEMPTS && !over; attempt++) {
+          await this.sendCancel(client, kind);
+          await pause();
+        }
+        if (!over) this.logger?.warn({ attempts: CANCEL_ATTEMPTS }, 'statement did not end after cancel requests; dropping the connection');
+      } finally {
+        client.removeListener('error', onError);
+        client.release(true);
       }
-      if (!over) this.logger?.warn({ attempts: CANCEL_ATTEMPTS }, 'statement did not end after cancel requests; dropping the connection');
-      client.removeListener('error', onError);
-      client.release(true);
     })();
   }
 

@@ -118,7 +118,13 @@ export class PostgresSourceConnector {
     if (identityId === undefined) return this.guard(() => runRead(this.ctx, sql, values, opts));
     return this.slots.acquire(identityId, opts.signal).then((release) => {
       const run = this.guard(() => runRead(this.ctx, sql, values, opts));
-      void run.then(release, release);
+      // A call that gave up before its statement ended keeps its slot until the connection is back
+      // (cancel acknowledged or the connection dropped), so cancelling cannot take more connections.
+      void run.then(release, (err: unknown) => {
+        const held = (err as SourceError | undefined)?.connectionReleased;
+        if (held) void held.then(release, release);
+        else release();
+      });
       return run;
     });
   }

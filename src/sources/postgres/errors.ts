@@ -81,6 +81,11 @@ export class SourceError extends Error {
   readonly sourceFailure: boolean;
   /** When a retry may succeed (ms), for `concurrency_limited` and `source_busy`. */
   readonly retryAfterMs?: number;
+  /**
+   * Settles once the failed statement's connection has left the pool, when the call gave up before
+   * the statement ended (cancelled, watchdog): the connector holds the identity's slot until then.
+   */
+  connectionReleased?: Promise<void>;
   declare readonly cause?: unknown;
 
   constructor(code: SourceErrorCode, opts: SourceErrorOptions = {}) {

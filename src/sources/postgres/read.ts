@@ -93,9 +93,10 @@ export function runRead(ctx: StatementContext, sql: string, values: unknown[], o
         const giveUp = (how: 'cancelled' | 'watchdog') => {
           if (settled) return;
           settle();
-          ctx.canceller.cancelAndDrop(client, 'reader', q.ended);
-          if (how === 'cancelled') return reject(ctx.fail(new SourceError('cancelled'), 'query'));
-          void watchdogFailure(ctx, 'client-side watchdog: no answer within statement_timeout').then(reject);
+          const released = ctx.canceller.cancelAndDrop(client, 'reader', q.ended);
+          const holding = (se: SourceError) => Object.assign(se, { connectionReleased: released });
+          if (how === 'cancelled') return reject(holding(ctx.fail(new SourceError('cancelled'), 'query')));
+          void watchdogFailure(ctx, 'client-side watchdog: no answer within statement_timeout').then((se) => reject(holding(se)));
         };
         /** The wire budget tripped: answer with what fits, cancel the statement and destroy the connection. */
         const overBudget = (trip: WireTrip) => {

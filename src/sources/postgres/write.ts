@@ -45,7 +45,7 @@ export function runWrite(ctx: StatementContext, sql: string, values: unknown[], 
           const inCommit = phase === 'commit';
           gaveUp = true;
           settle();
-          ctx.canceller.cancelAndDrop(client, 'writer', ended);
+          void ctx.canceller.cancelAndDrop(client, 'writer', ended);
           if (how === 'cancelled') reject(new SourceError('cancelled'));
           else if (inCommit) reject(new SourceError('execution_failed', { sourceFailure: true, message: 'tool execution failed: the source did not confirm the commit; the outcome is unknown' }));
           else void watchdogFailure(ctx, 'client-side watchdog').then(reject);

@@ -8,6 +8,8 @@
  */
 import { PostgresSourceConnector } from '../../../src/sources/postgres/connector';
 import { createSourceDb, sleep, waitFor, type SourceDb } from './source-db';
+import { startFakePg } from './fakes';
+import { CANCEL_ATTEMPTS, CANCEL_RETRY_MS } from '../../../src/sources/postgres/cancel';
 
 jest.setTimeout(60_000);
 
@@ -67,4 +69,32 @@ test('a pool wait that times out is source_busy with a retry hint, and does not 
   await Promise.all(slow);
   expect(c.breakerState()).toBe('closed');
   expect(c.poolStats()).toMatchObject({ inUse: 0, waiting: 0 });
+});
+
+test('a cancelled call keeps its identity slot until its connection is back: cancelling cannot take more connections than the cap', async () => {
+  // A server that never answers the statement and ignores cancel requests: the connector cancels
+  // CANCEL_ATTEMPTS times, CANCEL_RETRY_MS apart, then drops the connection.
+  const fake = await startFakePg({ kind: 'query_silent' });
+  const c = new PostgresSourceConnector('fair-fake', { host: '127.0.0.1', port: fake.port, database: 'postgres', reader: { user: 'postgres' }, pool_size: 4, max_concurrent_per_identity: 1, identity_wait_ms: 5_000, connect_timeout_ms: 2_000 });
+  open.push(c);
+  try {
+    const first = new AbortController();
+    const firstRead = c.read('SELECT 1', [], { ...CALL, identityId: 'idn_a', signal: first.signal }).catch((e: unknown) => e);
+    await waitFor(async () => c.poolStats().inUse === 1, 5_000);
+    first.abort();
+    expect(await firstRead).toMatchObject({ code: 'cancelled' });
+    // The first connection is still being cancelled: the same identity's next call waits for the slot.
+    const second = new AbortController();
+    const secondRead = c.read('SELECT 2', [], { ...CALL, identityId: 'idn_a', signal: second.signal }).catch((e: unknown) => e);
+    await sleep(100);
+    expect(c.poolStats()).toMatchObject({ inUse: 1, identityWaiting: 1 });
+    // Once the first connection is dropped (after the last cancel attempt), the slot passes on.
+    await waitFor(async () => c.poolStats().identityWaiting === 0, CANCEL_ATTEMPTS * CANCEL_RETRY_MS + 3_000);
+    expect(fake.cancels).toBeGreaterThanOrEqual(CANCEL_ATTEMPTS);
+    second.abort();
+    expect(await secondRead).toMatchObject({ code: 'cancelled' });
+  } finally {
+    await c.close();
+    await fake.close();
+  }
 });
