@@ -124,6 +124,11 @@ describe('API keys', () => {
     const k = await createApiKey(t.db, idn.id);
     const resolver = new DbIdentityResolver(t.db, { cacheTtlMs: 300 });
     expect(await resolver.resolve(k.secret)).not.toBeNull();
+    // The cache is keyed by a salted digest (44 base64 characters), never by the secret.
+    const keys = [...(resolver as unknown as { cache: Map<string, unknown> }).cache.keys()];
+    expect(keys).toHaveLength(1);
+    expect(keys[0]).toMatch(/^[A-Za-z0-9+/]{43}=$/);
+    expect(keys[0]).not.toContain(k.secret);
     await revokeApiKey(t.db, k.keyId);
     // Within the bound the cached answer may still be served …
     expect(await resolver.resolve(k.secret)).not.toBeNull();
