@@ -18,6 +18,7 @@
  */
 import type pg from 'pg';
 import type { WireConnection } from '../sources/postgres/wire';
+import { isFatalServerError, isServerError } from '../sources/postgres/errors';
 
 const TIMEOUT_STATEMENT = { name: 'interlock_audit_timeout', text: "SELECT set_config('statement_timeout', $1, true)" };
 const APPEND_STATEMENT = { name: 'interlock_audit_append', text: 'SELECT interlock_audit_append($1::jsonb) AS b' };
@@ -128,9 +129,8 @@ function parsedSet(connection: object): Set<string> {
  * Statement errors (a timeout 57014, a malformed row 22/23) leave the session usable.
  */
 function isConnectionError(err: unknown): boolean {
-  const { code, severity } = err as { code?: unknown; severity?: unknown };
-  if (!(typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code))) return true;
-  return severity === 'FATAL' || severity === 'PANIC' || code.startsWith('08') || code.startsWith('57P');
+  if (!isServerError(err)) return true;
+  return isFatalServerError(err) || err.code.startsWith('08') || err.code.startsWith('57P');
 }
 
 /**
