@@ -119,7 +119,7 @@ export function keylessLimit(deps: DispatchDeps, route: string, opts: { keyCheck
     // A route whose handler checks (and charges) the key itself is done here; on any other route a
     // Bearer token spends the same budget unless it resolves (red-team F4).
     if (opts.keyCheckedDownstream) return next();
-    void unverifiedKeyGate(deps.clientLimits, deps.keylessAudit, (k) => deps.identityResolver.resolve(k), bearerToken(req.headers.authorization) ?? undefined, clientAddressKey(req.socket.remoteAddress), route).then(
+    void unverifiedKeyGate(deps.clientLimits, deps.keylessAudit, deps.identityResolver, bearerToken(req.headers.authorization) ?? undefined, clientAddressKey(req.socket.remoteAddress), route).then(
       (over) => (over ? sendRateLimited(res, over.retryAfterMs, limitMessage(over)) : next()),
       next,
     );

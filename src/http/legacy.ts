@@ -34,7 +34,7 @@ import { bearerToken } from '../pipeline/01-identity';
 import { classifyMessage, errorResponse, resultResponse, type JsonRpcId } from '../transport/jsonrpc';
 import { defaultOriginPolicy, type OriginPolicy } from '../transport/http-headers';
 import { hostOriginGuard, httpOutcome, isObject, jsonBody, keylessLimit, routerErrorHandler, sendError } from './common';
-import { clientAddressKey, limitMessage } from '../transport/client-limits';
+import { clientAddressKey, limitMessage, unverifiedKeyGate } from '../transport/client-limits';
 import { sendRateLimited } from '../transport/http-errors';
 import { setDeprecationHeaders } from './deprecation';
 
@@ -152,7 +152,10 @@ export function mountLegacyRoutes(app: Express, deps: DispatchDeps, opts: Legacy
       const identity = token ? await deps.identityResolver.resolve(token).catch(() => null) : null;
       if (token && !identity) {
         const t = deps.clientLimits.takeKeyless(address);
-        if (!t.ok) return sendRateLimited(res, t.retryAfterMs, limitMessage(t));
+        if (!t.ok) {
+          deps.keylessAudit?.note(address, { reason: 'rate_limited', tool: '-', route: 'mcp-legacy' });
+          return sendRateLimited(res, t.retryAfterMs, limitMessage(t));
+        }
       }
       const slot = deps.clientLimits.openStream(address, identity?.id ?? null);
       if (!slot.ok) return sendRateLimited(res, slot.retryAfterMs, limitMessage(slot));
@@ -189,7 +192,7 @@ export function mountLegacyRoutes(app: Express, deps: DispatchDeps, opts: Legacy
     });
   });
 
-  router.post('/mcp/sse/messages', ...jsonBody(), (req: Request, res: Response) => {
+  router.post('/mcp/sse/messages', ...jsonBody(), async (req: Request, res: Response) => {
     const streamId = typeof req.query.stream === 'string' ? req.query.stream : '';
     const stream = streams.get(streamId);
     // A stream bound to a credential only accepts messages carrying the same one.
@@ -200,6 +203,12 @@ export function mountLegacyRoutes(app: Express, deps: DispatchDeps, opts: Legacy
     if (Array.isArray(body)) return sendError(res, 'invalid_body', 'Batches are not accepted; send one JSON-RPC message per request');
     const msg = isObject(body) ? classifyMessage(body) : null;
     if (!msg) return sendError(res, 'invalid_body', 'Not a JSON-RPC 2.0 request, notification or response');
+    // Anything but tools/call (which checks and charges the key itself) spends the address's keyless
+    // budget unless its token resolves, as on POST /mcp (red-team F4).
+    if (!(msg.type === 'request' && msg.method === 'tools/call')) {
+      const over = await unverifiedKeyGate(deps.clientLimits, deps.keylessAudit, deps.identityResolver, bearerToken(req.headers.authorization) ?? undefined, clientAddressKey(req.socket.remoteAddress), 'mcp-legacy');
+      if (over) return sendRateLimited(res, over.retryAfterMs, limitMessage(over));
+    }
     res.status(202).end();
     if (msg.type === 'response') return;
     if (msg.type === 'notification') {

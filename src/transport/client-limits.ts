@@ -17,6 +17,7 @@
  */
 import { LRUCache } from 'lru-cache';
 import { bearerToken } from '../pipeline/01-identity';
+import type { IdentityResolver } from '../tools/types';
 
 /** Settings of ClientLimits (config client_limits). */
 export interface ClientLimitSettings {
@@ -154,13 +155,13 @@ export interface KeylessCounter {
 export async function unverifiedKeyGate(
   limits: ClientLimits | undefined,
   audit: KeylessCounter | undefined,
-  resolve: (apiKey: string) => Promise<unknown>,
+  resolver: IdentityResolver,
   apiKey: string | undefined,
   address: string,
   route: string,
 ): Promise<LimitRefusal | null> {
   if (!limits || !apiKey) return null;
-  if (await resolve(apiKey).catch(() => null)) return null;
+  if (await resolver.resolve(apiKey).catch(() => null)) return null;
   const r = limits.takeKeyless(address);
   if (r.ok) return null;
   audit?.note(address, { reason: 'rate_limited', tool: '-', route });

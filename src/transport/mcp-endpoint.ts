@@ -105,7 +105,7 @@ export function mcpHandler(opts: McpEndpointOptions, deps: DispatchDeps, policy:
     const apiKey = bearerToken(headers.authorization);
     const clientAddress = clientAddressKey(req.socket.remoteAddress);
     if (!controller) {
-      const over = await unverifiedKeyGate(deps.clientLimits, deps.keylessAudit, (k) => deps.identityResolver.resolve(k), apiKey ?? undefined, clientAddress, 'mcp');
+      const over = await unverifiedKeyGate(deps.clientLimits, deps.keylessAudit, deps.identityResolver, apiKey ?? undefined, clientAddress, 'mcp');
       if (over) return sendLimited(res, over);
     } else controllers.add(controller);
     try {

@@ -233,3 +233,34 @@ describe('a Bearer token no tool call checks spends the keyless budget unless it
     expect((await checked(`${base}/mcp/tools/list`, { headers: { authorization: `Bearer ${env.apiKey}` } })).status).toBe(200);
   });
 });
+
+describe('the legacy SSE transport charges a junk Bearer token like POST /mcp (red-team F4)', () => {
+  let env: GovernedEnv;
+  beforeAll(async () => {
+    env = await startGovernedEnv({ config: { client_limits: { keyless: { points: 3, window_seconds: 600 }, streams_per_address: 128, streams_per_identity: 64 } } });
+  });
+  afterAll(async () => {
+    await env?.close();
+  });
+
+  test('opening the stream spends one keyless token; every ping message on it spends another; then 429', async () => {
+    const base = env.url.replace(/\/mcp$/, '');
+    const junk = 'Bearer ilk_junk_sse_00000000000000000000000000000000';
+    const controller = new AbortController();
+    const stream = await fetch(`${base}/mcp/sse`, { headers: { authorization: junk, accept: 'text/event-stream' }, signal: controller.signal });
+    expect(stream.status).toBe(200);
+    const reader = stream.body!.getReader();
+    let text = '';
+    while (!/data: (\/mcp\/sse\/messages\?stream=\S+)/.test(text)) text += new TextDecoder().decode((await reader.read()).value);
+    const endpoint = /data: (\/mcp\/sse\/messages\?stream=\S+)/.exec(text)![1];
+    const ping = () => fetch(`${base}${endpoint}`, { method: 'POST', headers: { authorization: junk, 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' }) });
+    const statuses: number[] = [];
+    for (let i = 0; i < 3; i++) {
+      const r = await ping();
+      await r.arrayBuffer();
+      statuses.push(r.status);
+    }
+    controller.abort();
+    expect(statuses).toEqual([202, 202, 429]);
+  });
+});
