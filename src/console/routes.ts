@@ -26,7 +26,7 @@ import { getKeyPepper, type ControlDb } from '../control/db';
 import { ControlError } from '../control/errors';
 import { APPROVAL_STATES, type ApprovalRecord, type ApprovalState } from '../control/approvals';
 import { searchAudit } from '../control/audit';
-import { requireSource } from '../control/sources';
+import { getSource } from '../control/sources';
 import { directBackend } from '../admin/backend';
 import { resolveOperatorToken } from '../admin/tokens';
 import { sendControlError } from '../admin/routes';
@@ -175,9 +175,11 @@ export function mountConsole(app: Express, opts: ConsoleOptions): void {
     const a = await backend.getApproval(String(req.params.id));
     await initStatementDisplay();
     const display = statementForDisplay(a.sql);
-    const source = await requireSource(db, a.sourceId);
+    // Approvals outlive their source (a removed source keeps its decided approvals): only a pending
+    // one needs the source, for the writer's plan.
+    const source = a.state === 'pending' ? await getSource(db, a.sourceId) : null;
     const [plan, audit] = await Promise.all([
-      a.state === 'pending' ? explainAsWriter(source, a.sql, a.params) : Promise.resolve(null),
+      source ? explainAsWriter(source, a.sql, a.params) : Promise.resolve(null),
       searchAudit(db, { approvalId: a.id, kind: 'approval', limit: 100 }),
     ]);
     const relations = affectedRelations(a.classification);

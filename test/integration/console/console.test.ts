@@ -6,6 +6,7 @@
 import { request as httpRequest } from 'node:http';
 import { startGovernedEnv, callTool, sourceQuery, type GovernedEnv } from '../../helpers/governed';
 import { createOperatorToken, revokeOperatorToken } from '../../../src/admin/tokens';
+import { removeSource } from '../../../src/control/sources';
 
 let env: GovernedEnv;
 let token: { secret: string; tokenId: string };
@@ -144,4 +145,15 @@ test('sign-out clears the cookie; a revoked token ends the session', async () =>
   expect((await http('GET', '/console/api/approvals', { cookie: s2.cookie })).status).toBe(200);
   await revokeOperatorToken(env.db, other.tokenId);
   expect((await http('GET', '/console/api/approvals', { cookie: s2.cookie })).status).toBe(401);
+});
+
+test('the detail of an approval whose source was removed still opens (no plan), with its audit', async () => {
+  const id = await queue('INSERT INTO playlist (name) VALUES ($1)', ['Orphan']);
+  const s = await signIn();
+  expect((await http('POST', `/console/api/approvals/${id}/approve`, { cookie: s.cookie, csrf: s.csrf, body: {} })).json).toMatchObject({ id, state: 'executed' });
+  await removeSource(env.db, 'chinook', { operator: 'ops-carol', force: true });
+  const d = await http('GET', `/console/api/approvals/${id}`, { cookie: s.cookie });
+  expect(d.status).toBe(200);
+  expect(d.json).toMatchObject({ approval: { id, state: 'executed', sourceId: 'chinook' }, plan: null });
+  expect(d.json.audit.map((e: { decision: string }) => e.decision)).toEqual(['queued', 'approved', 'executed']);
 });
