@@ -67,15 +67,20 @@ export function policyStep(policies: Policy[], subject: PolicySubject, a: OkAnal
     // reveal its value by inference. The analyser lists such uses in nonOutputUses (filterSources is
     // the older, narrower list; use whichever is wider).
     const uses = [...((a as { nonOutputUses?: typeof a.filterSources }).nonOutputUses ?? []), ...(a.filterSources ?? [])];
+    // A masked column the statement reached only through a view is not named: the caller may hold no
+    // grant on the view's base relation, whose structure the refusal must not disclose.
+    const named = new Set(a.reads.map((r) => `${r.schema}.${r.table}`));
+    const shown = (c: { schema: string; table: string; column: string }) => (named.has(`${c.schema}.${c.table}`) ? `Column ${key(c)} is` : 'A column this statement reads through a view is');
     const misused = uses.find((c) => masked.has(key(c)));
     if (misused) {
-      return { ok: false, outcome: { kind: 'refusal', code: 'policy_denied', message: `Column ${key(misused)} is masked by policy: it can only be selected as it is (or counted with count(${misused.column})), not used in conditions, expressions, joins, grouping, ordering, set operations or writes.` } };
+      const count = named.has(`${misused.schema}.${misused.table}`) ? ` (or counted with count(${misused.column}))` : '';
+      return { ok: false, outcome: { kind: 'refusal', code: 'policy_denied', message: `${shown(misused)} masked by policy: it can only be selected as it is${count}, not used in conditions, expressions, joins, grouping, ordering, set operations or writes.` } };
     }
     if (a.kind === 'write') {
       // A write must not copy a masked value somewhere it would be read back in clear.
       const read = [...a.reads.flatMap((r) => r.columns.map((column) => ({ schema: r.schema, table: r.table, column }))), ...(a.viewSources ?? [])];
       const copied = read.find((c) => masked.has(key(c)));
-      if (copied) return { ok: false, outcome: { kind: 'refusal', code: 'policy_denied', message: `Column ${key(copied)} is masked by policy; a write may not read it.` } };
+      if (copied) return { ok: false, outcome: { kind: 'refusal', code: 'policy_denied', message: `${shown(copied)} masked by policy; a write may not read it.` } };
     } else {
       const plan = planRedaction(a.outputs, masks, { onOpaque: 'mask', unprovable: unprovableMethod });
       if (!plan.ok) return { ok: false, outcome: { kind: 'refusal', code: 'redaction_unprovable', message: plan.message } };

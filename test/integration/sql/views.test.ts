@@ -187,6 +187,14 @@ test('a masked view column may only be selected as it is', async () => {
   expect(await refusedWith("UPDATE v_contact SET first_name = 'x' WHERE e LIKE 'l%'")).toBe('policy_denied');
   expect((await query("UPDATE v_contact SET first_name = 'x' WHERE customer_id = 1")).kind).toBe('queued');
   expect((await admin.query('SELECT first_name FROM customer WHERE customer_id = 1')).rows).toEqual(before);
+  // The refusal does not name the view's base relation (the caller need hold no grant on it).
+  for (const sql of ["SELECT customer_id FROM v_contact WHERE e LIKE 'a%'", "UPDATE v_contact SET first_name = 'x' WHERE e LIKE 'l%'"]) {
+    const r = await query(sql);
+    expect(r.text).toContain('A column this statement reads through a view is masked by policy');
+    expect(r.text).not.toContain('customer.email');
+  }
+  // Named when the statement reads the masked relation itself.
+  expect((await query("SELECT customer_id FROM customer WHERE email LIKE 'a%'")).text).toContain('Column public.customer.email is masked by policy');
 });
 
 test('denies on base columns and tables refuse the view columns fed from them', async () => {
