@@ -13,7 +13,7 @@
  *    promise hooks for every promise of the process, which the issue-13 profile showed per call.)
  */
 import type { Logger } from 'pino';
-import type { RateLimiter } from '../pipeline/05-rate-limit';
+import { rateLimitStep, type RateLimiter } from '../pipeline/05-rate-limit';
 import type { ToolOutcome } from '../tools/types';
 import { limitMessage, type ClientLimits, type LimitRefusal } from '../transport/client-limits';
 
@@ -54,12 +54,11 @@ export function admitCall(limits: ClientLimits | undefined, address: string, ide
  */
 export async function chargeUnspent(limiter: RateLimiter | undefined, state: ChargeState, identityId: string | null, outcome: ToolOutcome, logger: Logger): Promise<ToolOutcome> {
   if (!limiter || identityId === null || state.charged) return outcome;
-  state.charged = true;
   try {
-    const r = await limiter.consume(identityId, null);
+    // Pipeline step 5 itself, at identity level: it marks the call charged and words the refusal.
+    const refused = await rateLimitStep(limiter, { rateLimitCharge: state }, identityId, null);
     const succeeded = (outcome.kind === 'result' && !outcome.isError) || outcome.kind === 'queued';
-    if (r.ok || succeeded) return outcome;
-    return { kind: 'refusal', code: 'rate_limited', message: `Too many requests for this identity; wait ${r.retryAfterMs} ms before trying again.`, extra: { retry_after_ms: r.retryAfterMs } };
+    return refused && !succeeded ? refused : outcome;
   } catch (err) {
     logger.warn({ component: 'rate-limit', code: (err as { code?: string }).code }, 'could not charge a refused call');
     return outcome;
