@@ -186,11 +186,14 @@ export function dimensions(g: GenContext) {
       fc.constantFrom(...foreignHosts).map((value): HostChoice => ({ kind: 'value', value })),
     ),
   };
+  const ownVariant = fc.constantFrom<OriginVariant>('upper', 'slash', 'upper-slash', 'upper', 'slash', 'upper-slash', 'double-slash', 'path').map((variant): OriginChoice => ({ kind: 'own-variant', variant }));
   const origin = {
     valid: fc.constantFrom<OriginChoice>({ kind: 'absent' }, { kind: 'own' }),
+    /** Respellings of the request's own origin only (the ORIGIN property draws them more often). */
+    ownVariant,
     all: fc.oneof(
       fc.constantFrom<OriginChoice>({ kind: 'absent' }, { kind: 'own' }),
-      fc.constantFrom<OriginVariant>('upper', 'slash', 'upper-slash', 'upper', 'slash', 'upper-slash', 'double-slash', 'path').map((variant): OriginChoice => ({ kind: 'own-variant', variant })),
+      ownVariant,
       fc
         .constantFrom('http://evil.example.com', 'null', `http://localhost:1`, `https://${g.url.host}`, `http://${g.url.hostname}:1`, 'http://evil.example.com:' + port)
         .map((value): OriginChoice => ({ kind: 'value', value })),

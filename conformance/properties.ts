@@ -48,7 +48,9 @@ export function properties(): PropertyDef[] {
     {
       rule: 'ORIGIN',
       title: 'Origin: absent, own origin, foreign, null, other port or scheme',
-      arb: (g) => draftArb(g, { origin: dimensions(g).origin.all, host: fc.oneof({ arbitrary: dimensions(g).host.valid, weight: 4 }, { arbitrary: dimensions(g).host.all, weight: 1 }) }),
+      // Respellings of the own origin get extra weight: a case- or slash-sensitive comparison is the
+      // usual mistake, and it shows only on them.
+      arb: (g) => draftArb(g, { origin: fc.oneof({ arbitrary: dimensions(g).origin.all, weight: 2 }, { arbitrary: dimensions(g).origin.ownVariant, weight: 1 }), host: fc.oneof({ arbitrary: dimensions(g).host.valid, weight: 4 }, { arbitrary: dimensions(g).host.all, weight: 1 }) }),
     },
     {
       rule: 'HTTP-METHOD',
