@@ -39,6 +39,11 @@ function event(i: number): AuditRowInput {
   };
 }
 
+/** Chain format 1 through one named statement (the writer between migrations 20261201700000000 and 20261201800000000, minus its second statement). */
+async function format1Append(c: pg.Client, rows: AuditRowInput[], ms: number): Promise<void> {
+  await c.query({ name: 'bench_format1', text: "SELECT set_config('statement_timeout', $2, true), interlock_audit_append($1::jsonb) AS b", values: [JSON.stringify(rows), String(ms)] });
+}
+
 /** The writer before issue 13: SET LOCAL and the batch's JSON written into one simple query's text. */
 async function literalAppend(c: pg.Client, rows: AuditRowInput[], ms: number): Promise<void> {
   await c.query(`SET LOCAL statement_timeout = ${ms}; SELECT interlock_audit_append(${c.escapeLiteral(JSON.stringify(rows))}::jsonb) AS b`);
@@ -47,7 +52,7 @@ async function literalAppend(c: pg.Client, rows: AuditRowInput[], ms: number): P
 async function main(): Promise<void> {
   const events = envInt('BENCH_EVENTS', 3000);
   const sizes = (process.env.BENCH_BATCH ?? '1,3,8').split(',').map(Number);
-  const variants = (process.env.BENCH_VARIANTS ?? 'literal,prepared').split(',');
+  const variants = (process.env.BENCH_VARIANTS ?? 'literal,format1,prepared').split(',');
   console.log(`# audit-writer: control-database backend CPU per audit event (${events} events per cell)`);
   console.log(machineLine());
   const db = await createTempDatabase('bench_audit');
@@ -64,6 +69,7 @@ async function main(): Promise<void> {
           const one = async () => {
             const batch = Array.from({ length: size }, () => event(n++));
             if (variant === 'literal') await literalAppend(c, batch, 2000);
+            else if (variant === 'format1') await format1Append(c, batch, 2000);
             else await appendAuditRows(c, batch, 2000);
           };
           for (let i = 0; i < 50; i++) await one();

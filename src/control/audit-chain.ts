@@ -5,10 +5,12 @@
  *   gzip JSON lines in id order), then DETACHes and DROPs them and records the archive in
  *   audit_archives, in one transaction. Only the owner of audit_events (or a superuser) can: no
  *   row-level DELETE is ever used, so the append-only triggers keep holding on the rows that stay.
- * - `verifyAuditChain`: recomputes every batch's hash (SHA-256 over the previous batch's hash, the
- *   batch id and its events' canonical texts, in the database with the same functions that sealed
- *   it) and checks each batch links to the one before; given an archive file, batches whose events
- *   were archived are recomputed from the file. Names the first batch that does not match.
+ * - `verifyAuditChain`: recomputes every batch's hash and checks each batch links to the one before;
+ *   given an archive file, batches whose events were archived are recomputed from the file. Names
+ *   the first batch that does not match. Format 1 (SHA-256 over the previous batch's hash, the batch
+ *   id and its events' canonical texts) is recomputed in the database with the functions that sealed
+ *   it; format 2 (migration 20261201800000000) here, from the stored rows, with the functions the
+ *   gateway sealed it with (audit-event-text.ts).
  *
  * What it proves, and what not, is written in docs/operators.md ("Audit trail").
  */
@@ -20,6 +22,7 @@ import type pg from 'pg';
 import type { ControlDb } from './db';
 import { ControlError, ValidationError } from './errors';
 import { iso } from './ids';
+import { auditEventText, batchHashV2, eventsSha256, type StoredEventValues } from './audit-event-text';
 
 /** One archived partition. Times are ISO-8601 UTC. */
 export interface ArchivedPartition {
@@ -206,11 +209,34 @@ async function loadArchive(c: pg.ClientBase, file: string): Promise<number> {
 interface BatchCheck {
   id: string;
   committed_at: Date;
+  /** committed_at in UTC with microseconds (format 2 hashes it). */
+  committed_text: string;
+  format: number;
   prev_hash: Buffer | null;
   hash: Buffer;
-  recomputed: Buffer;
+  /** Format 1 only: the hash recomputed in the database. */
+  recomputed: Buffer | null;
   events: number;
   archived: boolean;
+}
+
+/** A stored event of a format-2 batch, as verify reads it. */
+interface StoredV2Row extends Omit<StoredEventValues, 'row_count'> {
+  batch_id: string;
+  recorded_text: string;
+  row_count: string | null;
+}
+
+const UTC_US = `'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'`;
+
+/** Recomputes a format-2 batch's hash from its stored events (id order); null when an event's recorded_at is not the batch's commit time. */
+function recomputeV2(b: BatchCheck, rows: StoredV2Row[]): Buffer | null {
+  const texts: string[] = [];
+  for (const r of rows) {
+    if (r.recorded_text !== b.committed_text) return null;
+    texts.push(auditEventText({ ...r, row_count: r.row_count === null ? null : Number(r.row_count) }));
+  }
+  return batchHashV2(b.prev_hash, b.id, b.committed_text, eventsSha256(texts));
 }
 
 /**
@@ -244,14 +270,34 @@ export async function verifyAuditChain(db: ControlDb, opts: { since?: Date; arch
       const lo = page.rows[0].id;
       const hi = page.rows[page.rows.length - 1].id;
       const r = await c.query<BatchCheck>(
-        `SELECT b.id::text AS id, b.committed_at, b.prev_hash, b.hash, count(e.id)::int AS events,
-                interlock_audit_batch_hash(b.prev_hash, b.id, string_agg(interlock_audit_event_text(to_jsonb(e), e.time, e.recorded_at), E'\\n' ORDER BY e.id)) AS recomputed,
+        `SELECT b.id::text AS id, b.committed_at, to_char(b.committed_at AT TIME ZONE 'UTC', ${UTC_US}) AS committed_text, b.format,
+                b.prev_hash, b.hash, count(e.id)::int AS events,
+                CASE WHEN b.format = 1 THEN
+                  interlock_audit_batch_hash(b.prev_hash, b.id, string_agg(interlock_audit_event_text(to_jsonb(e), e.time, e.recorded_at), E'\\n' ORDER BY e.id))
+                END AS recomputed,
                 EXISTS (SELECT 1 FROM audit_archives a WHERE b.committed_at >= a.range_from AND b.committed_at < a.range_to) AS archived
          FROM audit_batches b LEFT JOIN ${evSource} e ON e.batch_id = b.id
          WHERE b.id BETWEEN $1 AND $2
          GROUP BY b.id ORDER BY b.id`,
         [lo, hi],
       );
+      const v2 = new Map<string, StoredV2Row[]>();
+      if (r.rows.some((b) => b.format === 2 && b.events > 0)) {
+        const ev = await c.query<StoredV2Row>(
+          `SELECT e.batch_id::text AS batch_id, to_char(e.recorded_at AT TIME ZONE 'UTC', ${UTC_US}) AS recorded_text,
+                  e.kind, to_char(e.time AT TIME ZONE 'UTC', ${UTC_US}) AS time, e.request_id, e.identity_id, e.key_id, e.tool, e.canonical_tool,
+                  e.dialect, e.protocol_version, e.decision, e.reason_code, e.source_id, e.action, e.fingerprint, e.relations,
+                  e.row_count::text AS row_count, e.duration_ms, e.approval_id, e.operator, e.details
+           FROM ${evSource} e JOIN audit_batches b ON b.id = e.batch_id AND b.format = 2
+           ORDER BY e.batch_id, e.id`,
+          [lo, hi],
+        );
+        for (const row of ev.rows) {
+          let list = v2.get(row.batch_id);
+          if (!list) v2.set(row.batch_id, (list = []));
+          list.push(row);
+        }
+      }
       for (const b of r.rows) {
         const fault = (f: ChainFault) => {
           report.ok = false;
@@ -259,7 +305,7 @@ export async function verifyAuditChain(db: ControlDb, opts: { since?: Date; arch
         };
         if (prevHash !== undefined && !bufEq(b.prev_hash, prevHash)) fault('broken_link');
         else if (b.archived && b.events === 0) report.archivedBatchesSkipped++;
-        else if (!b.recomputed.equals(b.hash)) fault('hash_mismatch');
+        else if (!bufEq(b.format === 2 ? recomputeV2(b, v2.get(b.id) ?? []) : b.recomputed, b.hash)) fault('hash_mismatch');
         else {
           report.batchesChecked++;
           report.eventsChecked += b.events;

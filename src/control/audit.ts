@@ -10,6 +10,7 @@ import type { Logger } from 'pino';
 import type { AuditSink, ToolCallAuditEvent } from '../pipeline/audit-types';
 import type { ControlDb } from './db';
 import { appendAuditBatch } from './audit-append';
+import { eventsSha256, normalizeAuditRow, rowEventText } from './audit-event-text';
 import { ValidationError } from './errors';
 import { iso } from './ids';
 
@@ -91,8 +92,8 @@ const int = (v: unknown): number | null => (typeof v === 'number' && Number.isFi
 const strs = (v: unknown): string[] | null => (Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : null);
 
 /**
- * One row for interlock_audit_append (migration 20261201110000000): the audit_events columns
- * without id, batch_id and recorded_at; a null `time` means the database's now().
+ * One row for interlock_audit_append_hashed (migration 20261201800000000): the audit_events columns
+ * without id, batch_id and recorded_at; a null `time` means the time it is appended.
  */
 export interface AuditRowInput {
   kind: AuditKind;
@@ -150,29 +151,31 @@ export function toolCallRow(e: ToolCallAuditEvent): AuditRowInput {
 }
 
 /**
- * Stores `rows` as one sealed, hash-chained batch (interlock_audit_append) and returns the batch
- * id (decimal string). With a pooled client inside a transaction, the rows commit with the
- * caller's other writes; with the pool, the statement commits on its own (one commit). With
- * `timeoutMs` the statement runs under that statement_timeout (set_config(…, true) in the same
- * implicit transaction and round trip, through named statements prepared once per connection:
- * audit-append.ts), so it either commits within it or not at all. Throws the driver error (class
- * 22/23 for a malformed row, 57014 past the timeout, others when the store is down).
+ * Stores `rows` as one sealed, hash-chained batch (format 2: interlock_audit_append_hashed, whose
+ * events_sha256 this computes from the rows as normalised for storage, audit-event-text.ts) and
+ * returns the batch id (decimal string). A row without a valid time gets the current time. With a
+ * pooled client inside a transaction, the rows commit with the caller's other writes; with the
+ * pool, the statement commits on its own (one commit). With `timeoutMs` the statement runs under
+ * that statement_timeout (set_config(…, true) in the same implicit transaction and round trip,
+ * through named statements prepared once per connection: audit-append.ts), so it either commits
+ * within it or not at all. Throws the driver error (class 22/23 for a malformed row, 57014 past the
+ * timeout, others when the store is down).
  */
 export async function appendAuditRows(db: Queryable | pg.Pool, rows: AuditRowInput[], timeoutMs?: number): Promise<string> {
   const target = 'pool' in db ? db.pool : db;
-  const json = JSON.stringify(rows);
+  const stored = rows.map((r) => normalizeAuditRow(r));
+  const digest = eventsSha256(stored.map(rowEventText));
+  const json = JSON.stringify(stored);
   if (timeoutMs === undefined) {
-    const r = await target.query<{ b: string }>('SELECT interlock_audit_append($1::jsonb) AS b', [json]);
+    const r = await target.query<{ b: string }>('SELECT interlock_audit_append_hashed($1::jsonb, $2::bytea) AS b', [json, digest]);
     return String(r.rows[0].b);
   }
-  return appendAuditBatch(target, json, timeoutMs);
+  return appendAuditBatch(target, json, digest, timeoutMs);
 }
 
-/** A copy of `row` that the database accepts whatever its content: no NUL characters, database times, details replaced by {audit_error: "malformed_event"}. */
+/** A copy of `row` that the database accepts whatever its content: the current time, no counts, details replaced by {audit_error: "malformed_event"} (strings are made storable by appendAuditRows). */
 function minimalRow(row: AuditRowInput): AuditRowInput {
-  const noNul = <T>(v: T): T => (typeof v === 'string' ? (v.replace(/\u0000/g, '') as T) : Array.isArray(v) ? (v.map(noNul) as T) : v);
-  const out = Object.fromEntries(Object.entries(row).map(([k, v]) => [k, noNul(v)])) as unknown as AuditRowInput;
-  return { ...out, time: null, row_count: null, duration_ms: null, details: { audit_error: 'malformed_event' } };
+  return { ...row, time: null, row_count: null, duration_ms: null, details: { audit_error: 'malformed_event' } };
 }
 
 const isMalformed = (err: unknown) => /^2[23]/.test((err as { code?: string }).code ?? '');
@@ -208,7 +211,7 @@ interface Waiter {
 /**
  * The durable audit writer (issue 11, Build 1–2): `record` resolves only after the event's batch
  * has committed. One writer drains the queue: it takes every waiting event (up to maxBatch), stores
- * them with one interlock_audit_append call (one statement, one commit, one chained batch), then
+ * them with one interlock_audit_append_hashed call (one statement, one commit, one chained batch), then
  * settles every waiter and takes the next batch. At concurrency 1 that is one commit per call; under
  * load events that arrive during a commit share the next one.
  *

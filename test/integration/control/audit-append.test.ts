@@ -39,7 +39,7 @@ test('batches of 1, 3 and 8 events: one batch each, two statements prepared once
   try {
     const ps = await c.query('SELECT name, statement FROM pg_prepared_statements ORDER BY name');
     expect(ps.rows).toEqual([
-      { name: 'interlock_audit_append', statement: 'SELECT interlock_audit_append($1::jsonb) AS b' },
+      { name: 'interlock_audit_append_hashed', statement: 'SELECT interlock_audit_append_hashed($1::jsonb, $2::bytea) AS b' },
       { name: 'interlock_audit_timeout', statement: "SELECT set_config('statement_timeout', $1, true)" },
     ]);
     expect((await c.query('SHOW statement_timeout')).rows).toEqual([{ statement_timeout: '0' }]);
@@ -67,9 +67,15 @@ test('past its statement_timeout a batch stores nothing (57014), and the next ba
   expect(await stored('req_after')).toEqual([{ request_id: 'req_after_0', batch_id: id }]);
 });
 
-test('a malformed batch (22007) leaves the connection usable; a new connection prepares again', async () => {
-  const bad = [{ ...rows('req_bad', 1)[0], time: 'not a time' }];
-  await expect(appendAuditRows(pool, bad, 2000)).rejects.toMatchObject({ code: '22007' });
+test('a batch the database rejects (23514) leaves the connection usable; a new connection prepares again', async () => {
+  // Rows are normalised before they are sent, so only a constraint the writer cannot know about rejects one.
+  await t.db.pool.query("ALTER TABLE audit_events ADD CONSTRAINT test_no_poison CHECK (coalesce(details->>'note', '') <> 'poison')");
+  try {
+    const bad = [{ ...rows('req_bad', 1)[0], details: { note: 'poison' } }];
+    await expect(appendAuditRows(pool, bad, 2000)).rejects.toMatchObject({ code: '23514' });
+  } finally {
+    await t.db.pool.query('ALTER TABLE audit_events DROP CONSTRAINT test_no_poison');
+  }
   const c = await pool.connect();
   const pid = (await c.query<{ p: number }>('SELECT pg_backend_pid() AS p')).rows[0].p;
   c.release();

@@ -4,7 +4,8 @@ import { Client } from 'pg';
 import { ADMIN_URL } from '../../helpers/pg';
 import { freshControlDb, type TestControlDb } from './control-db';
 import { grantRuntimeRole } from '../../../src/control/db';
-import { DbAuditSink, recordApprovalEvent, searchAudit, tailAudit } from '../../../src/control/audit';
+import { appendAuditRows, DbAuditSink, recordApprovalEvent, searchAudit, tailAudit, toolCallRow } from '../../../src/control/audit';
+import { verifyAuditChain } from '../../../src/control/audit-chain';
 import type { ToolCallAuditEvent } from '../../../src/pipeline/audit-types';
 
 let t: TestControlDb;
@@ -66,12 +67,16 @@ describe('audit trail', () => {
     ]);
   });
 
-  test('a malformed event is still recorded, without its details', async () => {
+  test('an event PostgreSQL could not store as given is recorded whole: NUL and lone surrogates as U+FFFD, a bad time as the time of writing', async () => {
     const sink = new DbAuditSink(t.db);
-    await sink.record(event({ requestId: 'req_bad', time: 'not a time', details: { source_id: 'x\u0000y', note: 'a\u0000b' } }));
+    const before = Date.now();
+    await sink.record(event({ requestId: 'req_bad', time: 'not a time', details: { source_id: 'x\u0000y', note: 'a\u0000b', ['k\ud800']: ['\udc00z'] } }));
     const [e] = (await searchAudit(t.db, { requestId: 'req_bad' })).events;
-    expect(e.sourceId).toBe('xy');
-    expect(e.details).toEqual({ audit_error: 'malformed_event' });
+    expect(e.sourceId).toBe('x\ufffdy');
+    expect(e.details).toEqual({ note: 'a\ufffdb', 'k\ufffd': ['\ufffdz'] });
+    expect(Date.parse(e.time)).toBeGreaterThanOrEqual(before - 1);
+    expect(Date.parse(e.time)).toBeLessThanOrEqual(Date.now());
+    expect(await verifyAuditChain(t.db)).toMatchObject({ ok: true, firstMismatch: null });
   });
 
   test('UPDATE, DELETE and TRUNCATE raise, even for the owner (superuser)', async () => {
@@ -98,7 +103,9 @@ describe('audit trail', () => {
       await c.connect();
       try {
         await c.query(`SELECT interlock_audit_append('[{"decision": "allowed", "request_id": "req_rt"}]')`);
-        expect((await c.query("SELECT count(*)::int AS n FROM audit_events WHERE request_id = 'req_rt'")).rows[0].n).toBe(1);
+        await appendAuditRows(c, [{ ...toolCallRow(event()), request_id: 'req_rt2' }]);
+        await appendAuditRows(c, [toolCallRow(event({ requestId: 'req_rt3' }))], 2000);
+        expect((await c.query("SELECT request_id FROM audit_events WHERE request_id LIKE 'req_rt%' ORDER BY id")).rows).toEqual([{ request_id: 'req_rt' }, { request_id: 'req_rt2' }, { request_id: 'req_rt3' }]);
         // Only through the chain: no direct INSERT (it could forge a batch), no UPDATE, DELETE or TRUNCATE.
         for (const sql of ["INSERT INTO audit_events (decision, batch_id) VALUES ('allowed', 1)", "UPDATE audit_events SET decision = 'x'", 'DELETE FROM audit_events', 'TRUNCATE audit_events']) {
           await expect(c.query(sql)).rejects.toMatchObject({ code: '42501', message: 'permission denied for table audit_events' });
