@@ -51,7 +51,7 @@ import { registerOperatorTokenCommands } from './operator-token';
 import { INSTALL_ROOT as INSTALL_ROOT_DIR } from '../install-root';
 
 /** Commands that only read: with no control database they say where they looked instead of creating one. */
-const READ_COMMANDS = new Set(['list', 'show', 'status', 'search', 'tail', 'grants', 'whoami']);
+const READ_COMMANDS = new Set(['list', 'show', 'status', 'search', 'tail', 'grants', 'whoami', 'export', 'verify']);
 
 /** The folder of this installation (the clone holding src/ and bin/). */
 const INSTALL_ROOT = INSTALL_ROOT_DIR;

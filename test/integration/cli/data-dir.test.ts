@@ -51,7 +51,7 @@ describe('resolveEmbeddedDataDir (pure)', () => {
   });
 });
 
-test('a read command with no control database anywhere exits 3 and creates nothing', async () => {
+test.each([[['approval', 'list']], [['export']], [['audit', 'verify']]])('a read command (%j) with no control database anywhere exits 3 and creates nothing', async (args) => {
   const home = mkdtempSync(join(tmpdir(), 'il-home-'));
   const cwd = join(home, 'some', 'folder');
   mkdirSync(cwd, { recursive: true });
@@ -60,7 +60,7 @@ test('a read command with no control database anywhere exits 3 and creates nothi
     for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('INTERLOCK_') && k !== 'XDG_DATA_HOME') env[k] = v;
     env.HOME = home;
     const r = await new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
-      execFile(process.execPath, [BIN, 'approval', 'list'], { cwd, env, timeout: 60_000 }, (err, stdout, stderr) => resolve({ code: err ? Number((err as { code?: unknown }).code ?? 1) : 0, stdout: String(stdout), stderr: String(stderr) }));
+      execFile(process.execPath, [BIN, ...args], { cwd, env, timeout: 60_000 }, (err, stdout, stderr) => resolve({ code: err ? Number((err as { code?: unknown }).code ?? 1) : 0, stdout: String(stdout), stderr: String(stderr) }));
     });
     expect(r.code).toBe(3);
     expect(r.stdout).toBe('');
