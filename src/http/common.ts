@@ -11,7 +11,8 @@
  * "approval_required" for a queued write, and for the rest invalid_request, not_found,
  * method_not_allowed, unsupported_media_type, conflict, payload_too_large, internal_error.
  */
-import express, { type RequestHandler } from 'express';
+import type { RequestHandler } from 'express';
+import { utf8BodyReader } from '../transport/body';
 import { refusalInfo, toolErrorInfo } from '../errors/vocabulary';
 import type { ToolOutcome } from '../tools/types';
 import { sendError, sendRateLimited, type ErrorBody } from '../transport/http-errors';
@@ -78,11 +79,11 @@ export { hostOriginGuard } from '../transport/http-guard';
 
 /**
  * Parses a JSON request body (any method with a body): Content-Type must be application/json
- * (415 otherwise), the body valid JSON (400 invalid_json) and at most `limit` bytes (413). An empty
- * body is an empty object.
+ * (415 otherwise), the body valid JSON (400 invalid_json, read as UTF-8 whatever the charset
+ * parameter: src/transport/body.ts) and at most `limit` bytes (413). An empty body is an empty object.
  */
 export function jsonBody(limit = 1024 * 1024): RequestHandler[] {
-  const parse = express.text({ type: () => true, limit });
+  const parse = utf8BodyReader(limit) as unknown as RequestHandler;
   return [
     parse,
     (req, res, next) => {

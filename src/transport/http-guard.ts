@@ -51,7 +51,7 @@ export function errorBodyHandler(logger: Logger | undefined): (err: unknown, req
     }
     const e = err as { type?: string; status?: number };
     if (e.type === 'entity.too.large') return sendError(res, 'body_too_large', 'The body is too large');
-    if (e.type === 'charset.unsupported' || e.type === 'encoding.unsupported') return sendError(res, 'unsupported_media_type', 'Unsupported body encoding');
+    if (e.type === 'encoding.unsupported') return sendError(res, 'unsupported_media_type', 'Unsupported body encoding');
     if (typeof e.status === 'number' && e.status >= 400 && e.status < 500) return sendError(res, 'invalid_body', 'The body could not be read');
     logger?.error({ err, path: req.path }, 'http route failed');
     sendError(res, 'internal_error', 'internal error');

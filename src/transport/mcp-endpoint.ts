@@ -5,8 +5,9 @@
  * or middleware chain in between. Clients see the same bytes as when Express served the route:
  *
  *  - keyless budget exhausted: 429 JSON-RPC -32602 `rate_limited`, Retry-After (whole seconds);
- *  - body errors (body-parser's `text()` reader, called directly): 413 when over the limit, 415 for
- *    an unsupported charset or Content-Encoding (gzip, deflate, br are inflated), 400 otherwise,
+ *  - body errors (body-parser's reader, src/transport/body.ts; the bytes are read as UTF-8 whatever
+ *    the charset parameter): 413 when over the limit, 415 for an unsupported Content-Encoding
+ *    (gzip, deflate, br are inflated), 400 otherwise,
  *    each `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,…}}`, no X-Request-Id;
  *  - then X-Request-Id on every answer, admission's replies (403, 405 with Allow, 406, 415, 400…),
  *    the dispatcher's answers, and 429 for a Bearer token that resolves to nobody once the
@@ -17,7 +18,7 @@
  * (method, dialect, status, seconds since admission).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import express from 'express';
+import { utf8BodyReader } from './body';
 import { admit } from './admission';
 import type { OriginPolicy } from './http-headers';
 import { ResponseChannel, sendJsonText } from './channel';
@@ -38,7 +39,7 @@ export interface McpEndpointOptions {
   observeRequest?: (method: string, dialect: string, status: number, seconds: number) => void;
 }
 
-/** A request after body-parser's reader: `body` is the decoded text, or undefined for no body. */
+/** A request after the body reader: `body` is the decoded text, or `{}` for no body. */
 type ReadRequest = IncomingMessage & { body?: unknown };
 
 // A signal that never aborts, for the methods that run nothing abortable (all but tools/call).
@@ -47,13 +48,13 @@ const noAbort = (): void => undefined;
 
 /**
  * Answers a request error before admission (the body could not be read, or something escaped the
- * handler): 413 for `entity.too.large`, 415 for an unsupported charset or content encoding, else
+ * handler): 413 for `entity.too.large`, 415 for an unsupported content encoding, else
  * 400; always JSON-RPC -32600 with id null. Does nothing once headers were sent.
  */
 export function sendMcpRequestError(res: ServerResponse, err: unknown): void {
   if (res.headersSent) return;
   const type = (err as { type?: unknown } | null)?.type;
-  const status = type === 'entity.too.large' ? 413 : type === 'charset.unsupported' || type === 'encoding.unsupported' ? 415 : 400;
+  const status = type === 'entity.too.large' ? 413 : type === 'encoding.unsupported' ? 415 : 400;
   sendJsonText(res, status, JSON.stringify(errorResponse(null, { code: -32600, message: status === 413 ? 'Invalid request: body too large' : 'Invalid request' })));
 }
 
@@ -69,7 +70,7 @@ function sendLimited(res: ServerResponse, r: LimitRefusal): void {
  * in-flight tools/call (graceful shutdown aborts them); the handler never throws and never rejects.
  */
 export function mcpHandler(opts: McpEndpointOptions, deps: DispatchDeps, policy: OriginPolicy, controllers: Set<AbortController>): (req: IncomingMessage, res: ServerResponse) => void {
-  const readBody = express.text({ type: () => true, limit: opts.bodyLimitBytes ?? 1024 * 1024 }) as unknown as (req: IncomingMessage, res: ServerResponse, next: (err?: unknown) => void) => void;
+  const readBody = utf8BodyReader(opts.bodyLimitBytes ?? 1024 * 1024);
   const observe = opts.observeRequest;
 
   const answer = async (req: ReadRequest, res: ServerResponse): Promise<void> => {

@@ -137,6 +137,11 @@ describe('/v1', () => {
     expect((await req('POST', '/v1/sources/chinook/query', { key, body: { sql: 'SELECT $1::int AS n', params: [] } })).json).toMatchObject({ code: 'invalid_arguments' });
     const ok = await req('POST', '/v1/sources/chinook/query', { key, body: { sql: 'SELECT $1::int AS n', params: [41] } });
     expect(ok.json).toEqual({ rows: [{ n: 41 }], row_count: 1, truncated: false, cached: false });
+    // The body is UTF-8 whatever the charset parameter (latin1 would read the bytes of "é" as "Ã©"; an unknown charset is not refused).
+    for (const type of ['application/json; charset=latin1', 'application/json; charset=bogus-9']) {
+      const text = await req('POST', '/v1/sources/chinook/query', { key, raw: JSON.stringify({ sql: 'SELECT $1::text AS t', params: ['é'] }), type });
+      expect([type, text.status, text.json]).toEqual([type, 200, { rows: [{ t: 'é' }], row_count: 1, truncated: false, cached: type.endsWith('bogus-9') }]);
+    }
     const again = await req('POST', '/v1/sources/chinook/query', { key, body: { sql: 'SELECT $1::int AS n', params: [41] } });
     expect(again.json.cached).toBe(true);
     expect(ok.headers.get('x-request-id')).toMatch(/^req_/);
