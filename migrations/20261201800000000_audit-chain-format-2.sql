@@ -6,45 +6,48 @@
 -- database (to_jsonb of the inserted row, two to_char per event) and hashed the batch there.
 -- Measured on this project's 2-core machine (bench/RESULTS.md), that sealing was about 240 µs of
 -- the control database's ~360 µs of CPU for a batch of three events: the largest cost left per
--- tool call at c=8. In format 2 the gateway computes each event's canonical text from the exact
--- values it stores (src/control/audit-event-text.ts) and sends the SHA-256 of the batch's texts;
--- the database only inserts the events and chains the batch:
+-- tool call at c=8. In format 2 the gateway sends the batch as one canonical JSON text
+-- (src/control/audit-event-text.ts: every value first made storable, columns in the table's order,
+-- details with sorted keys), and the database parses exactly that text into the rows it stores and
+-- hashes the text itself:
 --
---   hash = SHA-256(prev_hash ‖ UTF8("interlock-audit-v2\n" ‖ batch id ‖ "\n" ‖ committed_at as
---                  UTC microseconds ‖ "\n") ‖ events_sha256)
+--   hash = SHA-256(prev_hash ‖ UTF8("interlock-audit-v2\n" ‖ batch id ‖ "\n" ‖ committed_at as UTC
+--                  microseconds ‖ "\n" ‖ the events' ids, ascending, joined by "," ‖ "\n" ‖ the text))
 --
--- `interlock audit verify` recomputes each format-2 event's text from the stored row (in the CLI,
--- with the same function), their SHA-256 and the batch hash, and checks every event's recorded_at
--- equals its batch's committed_at. Format-1 batches keep verifying as before; both formats link in
--- one chain (prev_hash is the previous batch's hash whatever its format). interlock_audit_append
--- (format 1) stays for gateways not yet upgraded.
+-- so the writer cannot seal anything but what was stored, and sealing costs one SHA-256 over bytes
+-- the database already holds. `interlock audit verify` rebuilds the text from the stored rows (in
+-- the CLI, with the same function the gateway used) and recomputes the hash; a stored value the
+-- gateway never writes (sub-millisecond times, NaN, a number printed otherwise) cannot match.
+-- Format-1 batches keep verifying as before; both formats link in one chain (prev_hash is the
+-- previous batch's hash whatever its format). interlock_audit_append (format 1) stays for gateways
+-- not yet upgraded.
 
 -- Up Migration
 
 ALTER TABLE audit_batches ADD COLUMN format smallint NOT NULL DEFAULT 1 CHECK (format IN (1, 2));
 
 -- The hash of a format-2 batch (see above). `committed` is rendered in UTC with microseconds.
-CREATE FUNCTION interlock_audit_batch_hash_v2(prev bytea, batch bigint, committed timestamptz, events_sha256 bytea) RETURNS bytea
+CREATE FUNCTION interlock_audit_batch_hash_v2(prev bytea, batch bigint, committed timestamptz, ids text, events text) RETURNS bytea
 LANGUAGE sql IMMUTABLE AS $$
   SELECT sha256(coalesce(prev, '\x'::bytea)
     || convert_to('interlock-audit-v2' || E'\n' || batch::text || E'\n'
-       || to_char(committed AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') || E'\n', 'UTF8')
-    || events_sha256)
+       || to_char(committed AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') || E'\n'
+       || coalesce(ids, '') || E'\n' || events, 'UTF8'))
 $$;
 
--- The gateway's writer (format 2): stores `events` (a JSON array of audit_events rows without id,
--- batch_id and recorded_at; every row has its time) as one batch chained to the latest batch, with
--- `events_sha256` = SHA-256 of the events' canonical texts joined by "\n" in the array's order, and
--- returns the batch id. The events get ids in the array's order. Runs in the caller's transaction.
-CREATE FUNCTION interlock_audit_append_hashed(events jsonb, events_sha256 bytea) RETURNS bigint
+-- The gateway's writer (format 2): stores `events` (the batch's canonical text: a JSON array of
+-- audit_events rows without id, batch_id and recorded_at, every row with its time) as one batch
+-- chained to the latest batch, and returns the batch id. The events get ids in the array's order.
+-- Runs in the caller's transaction.
+CREATE FUNCTION interlock_audit_append_v2(events text) RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
 #variable_conflict use_variable
 DECLARE
   batch bigint;
   committed timestamptz := now();
 BEGIN
-  IF events_sha256 IS NULL OR octet_length(events_sha256) <> 32 THEN
-    RAISE EXCEPTION 'events_sha256 must be 32 bytes' USING ERRCODE = '22023';
+  IF events IS NULL THEN
+    RAISE EXCEPTION 'events must not be null' USING ERRCODE = '22004';
   END IF;
   PERFORM pg_advisory_xact_lock(7264116111);
   batch := nextval('audit_batches_id_seq');
@@ -54,25 +57,26 @@ BEGIN
       SELECT r.kind, r.time, r.request_id, r.identity_id, r.key_id, r.tool, r.canonical_tool, r.dialect,
         r.protocol_version, r.decision, r.reason_code, r.source_id, r.action, r.fingerprint, r.relations, r.row_count, r.duration_ms,
         r.approval_id, r.operator, r.details, batch, committed
-      FROM jsonb_populate_recordset(NULL::audit_events, events) WITH ORDINALITY AS r
+      FROM jsonb_populate_recordset(NULL::audit_events, events::jsonb) WITH ORDINALITY AS r
       ORDER BY r.ordinality
       RETURNING id
   ), agg AS (
-    SELECT count(*)::integer AS n, min(ins.id) AS lo, max(ins.id) AS hi FROM ins
+    SELECT count(*)::integer AS n, min(ins.id) AS lo, max(ins.id) AS hi, string_agg(ins.id::text, ',' ORDER BY ins.id) AS ids FROM ins
   ), prev AS (
     SELECT b.hash FROM audit_batches b ORDER BY b.id DESC LIMIT 1
   )
   INSERT INTO audit_batches (id, committed_at, event_count, first_event_id, last_event_id, prev_hash, hash, format)
-    SELECT batch, committed, agg.n, agg.lo, agg.hi, prev.hash, interlock_audit_batch_hash_v2(prev.hash, batch, committed, events_sha256), 2
+    SELECT batch, committed, agg.n, agg.lo, agg.hi, prev.hash, interlock_audit_batch_hash_v2(prev.hash, batch, committed, agg.ids, events), 2
       FROM agg LEFT JOIN prev ON true;
   RETURN batch;
 END
 $$;
 
-REVOKE EXECUTE ON FUNCTION interlock_audit_append_hashed(jsonb, bytea) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION interlock_audit_append_v2(text) FROM PUBLIC;
 
 -- Roles that may append through format 1 (granted by `interlock db grant-runtime-role`) may append
--- through format 2, so an upgraded gateway keeps its audit without a new grant.
+-- through format 2, so an upgraded gateway keeps its audit without a new grant. (Revoking a role's
+-- right to append means revoking both functions.)
 DO $$
 DECLARE
   r record;
@@ -83,7 +87,7 @@ BEGIN
      WHERE p.oid = 'interlock_audit_append(jsonb)'::regprocedure
        AND a.privilege_type = 'EXECUTE' AND a.grantee <> p.proowner
   LOOP
-    EXECUTE format('GRANT EXECUTE ON FUNCTION interlock_audit_append_hashed(jsonb, bytea) TO %I', r.rolname);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION interlock_audit_append_v2(text) TO %I', r.rolname);
   END LOOP;
 END
 $$;
@@ -98,6 +102,6 @@ BEGIN
   END IF;
 END
 $$;
-DROP FUNCTION IF EXISTS interlock_audit_append_hashed(jsonb, bytea);
-DROP FUNCTION IF EXISTS interlock_audit_batch_hash_v2(bytea, bigint, timestamptz, bytea);
+DROP FUNCTION IF EXISTS interlock_audit_append_v2(text);
+DROP FUNCTION IF EXISTS interlock_audit_batch_hash_v2(bytea, bigint, timestamptz, text, text);
 ALTER TABLE audit_batches DROP COLUMN format;

@@ -45,7 +45,7 @@ export function registerAuditChainCommands(aud: Command, session: (cmd: Command)
     });
   aud
     .command('verify')
-    .description('recompute the hash chain of the audit trail and name the first batch that does not match')
+    .description('recompute the hash chain of the audit trail and name the batches that do not match')
     .option('--since <date>', 'start at the first batch committed at or after this date (its link to earlier batches is trusted)')
     .option('--archive <file>', 'an archive written by `interlock audit archive`: recompute the archived batches too')
     .action(async (o: { since?: string; archive?: string }, cmd: Command) => {
@@ -54,9 +54,14 @@ export function registerAuditChainCommands(aud: Command, session: (cmd: Command)
       const r = await verifyAuditChain(await s.db(), { since: o.since ? parseDate(o.since, '--since') : undefined, archiveFile: o.archive });
       const summary = `${r.batchesChecked} batch(es), ${r.eventsChecked} event(s) checked${r.archiveEvents ? ` (${r.archiveEvents} from the archive)` : ''}${r.archivedBatchesSkipped ? `; ${r.archivedBatchesSkipped} archived batch(es) not checked (pass --archive FILE)` : ''}`;
       if (r.ok) s.print(`audit chain OK: ${summary}`, r);
-      else {
-        const m = r.firstMismatch!;
-        s.print(`audit chain BROKEN at batch ${m.batchId}${m.committedAt ? ` (committed ${m.committedAt})` : ''}: ${m.fault}; ${summary} before it`, r);
+      else if (!r.firstMismatch) {
+        s.print(`audit chain NOT VERIFIED: ${o.archive} (sha256 ${r.archive!.sha256}) is not an archive \`interlock audit archive\` wrote for this database, or it was changed since; ${summary}`, r);
+        throw Object.assign(new Error(`archive ${o.archive} is not recorded in audit_archives`), { code: 'audit_chain_mismatch' });
+      } else {
+        const m = r.firstMismatch;
+        const more = r.mismatchCount > 1 ? `; ${r.mismatchCount} batch(es) do not match in all (${r.mismatches.map((x) => x.batchId).join(', ')}${r.mismatchCount > r.mismatches.length ? ', …' : ''})` : '';
+        const archive = r.archive && !r.archive.recorded ? `; the archive file is not one audit_archives records` : '';
+        s.print(`audit chain BROKEN at batch ${m.batchId}${m.committedAt ? ` (committed ${m.committedAt})` : ''}: ${m.fault}${more}${archive}; ${summary}`, r);
         throw Object.assign(new Error(`audit chain does not match at batch ${m.batchId} (${m.fault})`), { code: 'audit_chain_mismatch' });
       }
     });

@@ -4,9 +4,9 @@
  * whatever the batch (so PostgreSQL parses and plans them once per connection, not per batch):
  *
  *   Parse  interlock_audit_timeout  SELECT set_config('statement_timeout', $1, true)   (first use on a connection)
- *   Parse  interlock_audit_append_hashed   SELECT interlock_audit_append_hashed($1::jsonb, $2::bytea) AS b   (first use on a connection)
+ *   Parse  interlock_audit_append_v2   SELECT interlock_audit_append_v2($1) AS b   (first use on a connection)
  *   Bind/Execute interlock_audit_timeout ('<ms>')
- *   Bind/Describe/Execute interlock_audit_append_hashed (the batch as one JSON array, the SHA-256 of its event texts in binary)
+ *   Bind/Describe/Execute interlock_audit_append_v2 (the batch's canonical text, audit-event-text.ts)
  *   Sync
  *
  * Everything before the Sync is one implicit transaction: set_config(…, true) lasts until its end,
@@ -21,14 +21,14 @@ import type { WireConnection } from '../sources/postgres/wire';
 import { isFatalServerError, isServerError } from '../sources/postgres/errors';
 
 const TIMEOUT_STATEMENT = { name: 'interlock_audit_timeout', text: "SELECT set_config('statement_timeout', $1, true)" };
-const APPEND_STATEMENT = { name: 'interlock_audit_append_hashed', text: 'SELECT interlock_audit_append_hashed($1::jsonb, $2::bytea) AS b' };
+const APPEND_STATEMENT = { name: 'interlock_audit_append_v2', text: 'SELECT interlock_audit_append_v2($1) AS b' };
 
 /** Names of the statements PostgreSQL confirmed, per connection. */
 const parsed = new WeakMap<object, Set<string>>();
 
 /**
- * A pg Submittable storing one batch (see the module comment). `json` is the batch as a JSON array
- * of normalised AuditRowInput, `digest` the 32-byte SHA-256 of their event texts (audit-event-text.ts); `timeoutMs` (integer ≥ 1) the statement_timeout of the append. `onDone` is
+ * A pg Submittable storing one batch (see the module comment). `json` is the batch's canonical
+ * text (eventsText of normalised rows, audit-event-text.ts); `timeoutMs` (integer ≥ 1) the statement_timeout of the append. `onDone` is
  * called once: with the batch id (decimal string) after ReadyForQuery, or with the error
  * (a PostgreSQL DatabaseError with its SQLSTATE in `code`, or a connection error without one).
  */
@@ -47,7 +47,6 @@ export class AuditAppend {
 
   constructor(
     readonly json: string,
-    readonly digest: Buffer,
     readonly timeoutMs: number,
     private readonly onDone: (err: unknown, batchId?: string) => void,
   ) {}
@@ -66,7 +65,7 @@ export class AuditAppend {
       }
       connection.bind({ portal: '', statement: TIMEOUT_STATEMENT.name, values: [String(this.timeoutMs)] });
       connection.execute({ portal: '', rows: 0 });
-      connection.bind({ portal: '', statement: APPEND_STATEMENT.name, values: [this.json, this.digest] });
+      connection.bind({ portal: '', statement: APPEND_STATEMENT.name, values: [this.json] });
       connection.describe({ type: 'P', name: '' });
       connection.execute({ portal: '', rows: 0 });
       connection.sync();
@@ -113,7 +112,7 @@ export class AuditAppend {
     this.done = true;
     this.connection?.removeListener('parseComplete', this.onParseComplete);
     if (this.error) this.onDone(this.error);
-    else if (this.batchId === null) this.onDone(new Error('interlock_audit_append_hashed returned no batch id'));
+    else if (this.batchId === null) this.onDone(new Error('interlock_audit_append_v2 returned no batch id'));
     else this.onDone(null, this.batchId);
   }
 }
@@ -135,13 +134,13 @@ function isConnectionError(err: unknown): boolean {
 }
 
 /**
- * Stores the JSON array `json` (normalised rows) with `digest` (SHA-256 of their event texts) as one
- * sealed format-2 audit batch under statement_timeout `timeoutMs`, in one
+ * Stores `json` (a batch's canonical text: eventsText of normalised rows) as one sealed format-2
+ * audit batch under statement_timeout `timeoutMs`, in one
  * round trip over a connection of `pool` (or the given client), through the named statements above.
  * Resolves with the batch id; rejects with the driver's error (class 22/23 for a malformed row, 57014
  * past the timeout, a connection error when the store is down; such a client is discarded).
  */
-export async function appendAuditBatch(pool: pg.Pool | pg.ClientBase, json: string, digest: Buffer, timeoutMs: number): Promise<string> {
+export async function appendAuditBatch(pool: pg.Pool | pg.ClientBase, json: string, timeoutMs: number): Promise<string> {
   const ms = Math.max(1, Math.ceil(timeoutMs));
   const isPool = typeof (pool as pg.Pool).totalCount === 'number';
   const client = isPool ? await (pool as pg.Pool).connect() : (pool as pg.ClientBase);
@@ -152,7 +151,7 @@ export async function appendAuditBatch(pool: pg.Pool | pg.ClientBase, json: stri
   if (isPool) client.on('error', onError);
   try {
     return await new Promise<string>((resolve, reject) => {
-      (client as unknown as { query(s: unknown): unknown }).query(new AuditAppend(json, digest, ms, (err, id) => (err ? reject(err) : resolve(id!))));
+      (client as unknown as { query(s: unknown): unknown }).query(new AuditAppend(json, ms, (err, id) => (err ? reject(err) : resolve(id!))));
     });
   } catch (err) {
     failure ??= err;

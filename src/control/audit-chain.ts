@@ -22,7 +22,7 @@ import type pg from 'pg';
 import type { ControlDb } from './db';
 import { ControlError, ValidationError } from './errors';
 import { iso } from './ids';
-import { auditEventText, batchHashV2, eventsSha256, type StoredEventValues } from './audit-event-text';
+import { batchHashV2, eventsText, rowFromStored, type StoredEventV2 } from './audit-event-text';
 
 /** One archived partition. Times are ISO-8601 UTC. */
 export interface ArchivedPartition {
@@ -91,6 +91,8 @@ export async function archiveAuditPartitions(db: ControlDb, opts: { before: Date
   try {
     await c.query('BEGIN');
     await c.query("SET LOCAL TimeZone = 'UTC'");
+    // Every float8 printed exactly (shortest round-trip digits), whatever the server's default: format 2 rebuilds texts from them.
+    await c.query('SET LOCAL extra_float_digits = 3');
     await assertOwner(c);
     const parts = (await monthlyPartitions(c)).filter((p) => p.to.getTime() <= opts.before.getTime());
     const out = createWriteStream(opts.file, { flags: 'wx' });
@@ -159,26 +161,46 @@ export async function archiveAuditPartitions(db: ControlDb, opts: { before: Date
 /** Why a batch does not match. */
 export type ChainFault = 'hash_mismatch' | 'broken_link' | 'events_without_batch';
 
+/** One batch that does not match. `committedAt` is null for events whose batch does not exist. */
+export interface ChainMismatch {
+  batchId: string;
+  committedAt: string | null;
+  fault: ChainFault;
+}
+
 /** The result of verifyAuditChain. `firstMismatch` is null when every checked batch matches. */
 export interface VerifyReport {
   ok: boolean;
-  /** Batches whose hash was recomputed (from the table or the archive file). */
+  /** Batches whose hash was recomputed and matched (from the table or the archive file). */
   batchesChecked: number;
   eventsChecked: number;
   /** Batches of archived partitions whose events were not available (no --archive, or another file). */
   archivedBatchesSkipped: number;
   /** Events read from the archive file. */
   archiveEvents: number;
-  firstMismatch: { batchId: string; committedAt: string | null; fault: ChainFault } | null;
+  /** The archive file given: its SHA-256 (hex) and whether audit_archives records a file with that digest (false: not written by `interlock audit archive` here, or changed since; then ok is false). */
+  archive: { sha256: string; recorded: boolean } | null;
+  /** Batches that do not match, in chain order: the first MAX_LISTED of them. */
+  mismatches: ChainMismatch[];
+  /** How many batches do not match in all (verify goes on past the first, checking each link against the stored hash). */
+  mismatchCount: number;
+  firstMismatch: ChainMismatch | null;
 }
 
+/** Batches read per page (fewer when they hold more than PAGE_EVENTS events together). */
 const PAGE = 1000;
+const PAGE_EVENTS = 20_000;
+/** Most mismatches a report lists. */
+const MAX_LISTED = 20;
 
-/** Loads a file written by archiveAuditPartitions into the temporary table audit_archive_events. */
-async function loadArchive(c: pg.ClientBase, file: string): Promise<number> {
+/** Loads a file written by archiveAuditPartitions into the temporary table audit_archive_events; returns its event count and the SHA-256 (hex) of its bytes. */
+async function loadArchive(c: pg.ClientBase, file: string): Promise<{ events: number; sha256: string }> {
   if (!existsSync(file)) throw new ValidationError(`archive file not found: ${file}`);
   await c.query('CREATE TEMP TABLE audit_archive_events (LIKE audit_events) ON COMMIT PRESERVE ROWS');
-  const lines = createInterface({ input: createReadStream(file).pipe(createGunzip()), crlfDelay: Infinity });
+  const digest = createHash('sha256');
+  const input = createReadStream(file);
+  input.on('data', (b) => digest.update(b));
+  const lines = createInterface({ input: input.pipe(createGunzip()), crlfDelay: Infinity });
   let chunk: unknown[] = [];
   let n = 0;
   const flush = async () => {
@@ -203,7 +225,7 @@ async function loadArchive(c: pg.ClientBase, file: string): Promise<number> {
   }
   await flush();
   await c.query('CREATE INDEX ON audit_archive_events (batch_id)');
-  return n;
+  return { events: n, sha256: digest.digest('hex') };
 }
 
 interface BatchCheck {
@@ -212,6 +234,7 @@ interface BatchCheck {
   /** committed_at in UTC with microseconds (format 2 hashes it). */
   committed_text: string;
   format: number;
+  event_count: number;
   prev_hash: Buffer | null;
   hash: Buffer;
   /** Format 1 only: the hash recomputed in the database. */
@@ -221,42 +244,76 @@ interface BatchCheck {
 }
 
 /** A stored event of a format-2 batch, as verify reads it. */
-interface StoredV2Row extends Omit<StoredEventValues, 'row_count'> {
+interface StoredV2Row extends StoredEventV2 {
   batch_id: string;
   recorded_text: string;
-  row_count: string | null;
 }
 
 const UTC_US = `'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'`;
 
-/** Recomputes a format-2 batch's hash from its stored events (id order); null when an event's recorded_at is not the batch's commit time. */
+/**
+ * Recomputes a format-2 batch's hash from its stored events (id order), as interlock_audit_append_v2
+ * computed it from the text it stored; null when an event cannot be one format 2 wrote (its
+ * recorded_at is not the batch's commit time, or rowFromStored refuses a value).
+ */
 function recomputeV2(b: BatchCheck, rows: StoredV2Row[]): Buffer | null {
-  const texts: string[] = [];
+  const input = [];
   for (const r of rows) {
     if (r.recorded_text !== b.committed_text) return null;
-    texts.push(auditEventText({ ...r, row_count: r.row_count === null ? null : Number(r.row_count) }));
+    const row = rowFromStored(r);
+    if (!row) return null;
+    input.push(row);
   }
-  return batchHashV2(b.prev_hash, b.id, b.committed_text, eventsSha256(texts));
+  return batchHashV2(b.prev_hash, b.id, b.committed_text, rows.map((r) => r.id), eventsText(input));
 }
 
 /**
  * Recomputes the audit chain, oldest batch first (from the first batch committed at or after
- * `since`, whose link to its predecessor is then taken on trust), and stops at the first batch
- * that does not match: its stored hash differs from the one recomputed from its events
- * (`hash_mismatch`: an event was changed, added or removed), or its prev_hash is not the stored
- * hash of the batch before it (`broken_link`), or events name a batch that does not exist
- * (`events_without_batch`). Batches of archived partitions are recomputed from `archiveFile` when
- * given (its events are loaded into a temporary table), else skipped and counted.
- * Throws ValidationError for an unreadable archive file.
+ * `since`, whose link to its predecessor is then taken on trust). A batch does not match when its
+ * stored hash differs from the one recomputed from its events (`hash_mismatch`: an event was
+ * changed, added or removed), or its prev_hash is not the stored hash of the batch before it
+ * (`broken_link`); events that name a batch that does not exist are `events_without_batch`. Verify
+ * goes on past a batch that does not match (each link is checked against the stored hash) and
+ * lists the first 20. Batches of archived partitions are recomputed from `archiveFile` when given
+ * (its events are loaded into a temporary table, and its SHA-256 must be one audit_archives
+ * recorded, and a batch committed within the span of the file's events must have its events in it),
+ * else skipped and counted. Format-1 batches are recomputed in the database, format-2
+ * batches here (audit-event-text.ts). Memory is bounded by pages of at most 1,000 batches and about
+ * 20,000 events. Throws ValidationError for an unreadable archive file.
  */
 export async function verifyAuditChain(db: ControlDb, opts: { since?: Date; archiveFile?: string } = {}): Promise<VerifyReport> {
   const c = await db.pool.connect();
   try {
-    const archiveEvents = opts.archiveFile ? await loadArchive(c, opts.archiveFile) : 0;
+    const loaded = opts.archiveFile ? await loadArchive(c, opts.archiveFile) : null;
     const evSource = opts.archiveFile
       ? '(SELECT * FROM audit_events WHERE batch_id BETWEEN $1 AND $2 UNION ALL SELECT * FROM audit_archive_events WHERE batch_id BETWEEN $1 AND $2)'
       : '(SELECT * FROM audit_events WHERE batch_id BETWEEN $1 AND $2)';
-    const report: VerifyReport = { ok: true, batchesChecked: 0, eventsChecked: 0, archivedBatchesSkipped: 0, archiveEvents, firstMismatch: null };
+    const report: VerifyReport = {
+      ok: true,
+      batchesChecked: 0,
+      eventsChecked: 0,
+      archivedBatchesSkipped: 0,
+      archiveEvents: loaded?.events ?? 0,
+      archive: null,
+      mismatches: [],
+      mismatchCount: 0,
+      firstMismatch: null,
+    };
+    // The span of commit times the archive file holds: a batch inside it whose events are not in the file was cut out of it.
+    let fileSpan: { from: Date; to: Date } | null = null;
+    if (loaded) {
+      const rec = await c.query('SELECT 1 FROM audit_archives WHERE file_sha256 = $1 LIMIT 1', [loaded.sha256]);
+      report.archive = { sha256: loaded.sha256, recorded: (rec.rowCount ?? 0) > 0 };
+      if (!report.archive.recorded) report.ok = false;
+      const span = await c.query<{ from: Date | null; to: Date | null }>('SELECT min(recorded_at) AS from, max(recorded_at) AS to FROM audit_archive_events');
+      if (span.rows[0].from && span.rows[0].to) fileSpan = { from: span.rows[0].from, to: span.rows[0].to };
+    }
+    const fault = (m: ChainMismatch) => {
+      report.ok = false;
+      report.mismatchCount++;
+      report.firstMismatch ??= m;
+      if (report.mismatches.length < MAX_LISTED) report.mismatches.push(m);
+    };
     const orphan = await c.query<{ b: string }>(
       `SELECT min(e.batch_id)::text AS b FROM ${opts.archiveFile ? '(SELECT batch_id FROM audit_events UNION ALL SELECT batch_id FROM audit_archive_events)' : 'audit_events'} e
        WHERE NOT EXISTS (SELECT 1 FROM audit_batches b WHERE b.id = e.batch_id)`,
@@ -264,13 +321,15 @@ export async function verifyAuditChain(db: ControlDb, opts: { since?: Date; arch
     const startRow = await c.query<{ id: string | null }>('SELECT min(id)::text AS id FROM audit_batches WHERE ($1::timestamptz IS NULL OR committed_at >= $1)', [opts.since ?? null]);
     let prevHash: Buffer | null | undefined = opts.since ? undefined : null; // undefined: trust the first link
     let from = startRow.rows[0].id;
-    while (from !== null && report.ok) {
-      const page = await c.query<{ id: string; hi: string }>('SELECT id::text AS id FROM audit_batches WHERE id >= $1 ORDER BY id LIMIT $2', [from, PAGE]);
+    while (from !== null) {
+      const page = await c.query<{ id: string; n: number }>('SELECT id::text AS id, event_count AS n FROM audit_batches WHERE id >= $1 ORDER BY id LIMIT $2', [from, PAGE]);
       if (page.rows.length === 0) break;
+      let last = 0;
+      for (let events = page.rows[0].n; last + 1 < page.rows.length && events + page.rows[last + 1].n <= PAGE_EVENTS; ) events += page.rows[++last].n;
       const lo = page.rows[0].id;
-      const hi = page.rows[page.rows.length - 1].id;
+      const hi = page.rows[last].id;
       const r = await c.query<BatchCheck>(
-        `SELECT b.id::text AS id, b.committed_at, to_char(b.committed_at AT TIME ZONE 'UTC', ${UTC_US}) AS committed_text, b.format,
+        `SELECT b.id::text AS id, b.committed_at, to_char(b.committed_at AT TIME ZONE 'UTC', ${UTC_US}) AS committed_text, b.format, b.event_count,
                 b.prev_hash, b.hash, count(e.id)::int AS events,
                 CASE WHEN b.format = 1 THEN
                   interlock_audit_batch_hash(b.prev_hash, b.id, string_agg(interlock_audit_event_text(to_jsonb(e), e.time, e.recorded_at), E'\\n' ORDER BY e.id))
@@ -283,15 +342,19 @@ export async function verifyAuditChain(db: ControlDb, opts: { since?: Date; arch
       );
       const v2 = new Map<string, StoredV2Row[]>();
       if (r.rows.some((b) => b.format === 2 && b.events > 0)) {
+        // Format-2 texts hold every float8 exactly (shortest round-trip digits): read them so whatever the
+        // server's or role's default; format-1 texts were sealed under the default, so only this query.
+        await c.query('SET extra_float_digits = 3');
         const ev = await c.query<StoredV2Row>(
-          `SELECT e.batch_id::text AS batch_id, to_char(e.recorded_at AT TIME ZONE 'UTC', ${UTC_US}) AS recorded_text,
+          `SELECT e.batch_id::text AS batch_id, e.id::text AS id, to_char(e.recorded_at AT TIME ZONE 'UTC', ${UTC_US}) AS recorded_text,
                   e.kind, to_char(e.time AT TIME ZONE 'UTC', ${UTC_US}) AS time, e.request_id, e.identity_id, e.key_id, e.tool, e.canonical_tool,
                   e.dialect, e.protocol_version, e.decision, e.reason_code, e.source_id, e.action, e.fingerprint, e.relations,
-                  e.row_count::text AS row_count, e.duration_ms, e.approval_id, e.operator, e.details
+                  e.row_count::text AS row_count, e.duration_ms::text AS duration_ms, e.approval_id, e.operator, e.details::text AS details
            FROM ${evSource} e JOIN audit_batches b ON b.id = e.batch_id AND b.format = 2
            ORDER BY e.batch_id, e.id`,
           [lo, hi],
         );
+        await c.query('RESET extra_float_digits');
         for (const row of ev.rows) {
           let list = v2.get(row.batch_id);
           if (!list) v2.set(row.batch_id, (list = []));
@@ -299,30 +362,38 @@ export async function verifyAuditChain(db: ControlDb, opts: { since?: Date; arch
         }
       }
       for (const b of r.rows) {
-        const fault = (f: ChainFault) => {
-          report.ok = false;
-          report.firstMismatch = { batchId: b.id, committedAt: iso(b.committed_at), fault: f };
-        };
-        if (prevHash !== undefined && !bufEq(b.prev_hash, prevHash)) fault('broken_link');
+        const m = (f: ChainFault) => fault({ batchId: b.id, committedAt: iso(b.committed_at), fault: f });
+        if (prevHash !== undefined && !bufEq(b.prev_hash, prevHash)) m('broken_link');
+        else if (b.archived && b.events === 0 && b.event_count > 0 && fileSpan && b.committed_at >= fileSpan.from && b.committed_at <= fileSpan.to) m('hash_mismatch');
         else if (b.archived && b.events === 0) report.archivedBatchesSkipped++;
-        else if (!bufEq(b.format === 2 ? recomputeV2(b, v2.get(b.id) ?? []) : b.recomputed, b.hash)) fault('hash_mismatch');
         else {
-          report.batchesChecked++;
-          report.eventsChecked += b.events;
+          let recomputed: Buffer | null;
+          try {
+            recomputed = b.format === 2 ? recomputeV2(b, v2.get(b.id) ?? []) : b.recomputed;
+          } catch {
+            recomputed = null; // a stored value no writer produces (e.g. nested past any limit)
+          }
+          if (!bufEq(recomputed, b.hash)) m('hash_mismatch');
+          else {
+            report.batchesChecked++;
+            report.eventsChecked += b.events;
+          }
         }
-        if (!report.ok) break;
         prevHash = b.hash;
       }
       from = (BigInt(hi) + 1n).toString();
     }
     const o = orphan.rows[0].b;
-    if (o !== null && (report.ok || BigInt(o) < BigInt(report.firstMismatch!.batchId))) {
-      report.ok = false;
-      report.firstMismatch = { batchId: o, committedAt: null, fault: 'events_without_batch' };
+    if (o !== null) {
+      fault({ batchId: o, committedAt: null, fault: 'events_without_batch' });
+      // In chain order: events of a missing batch come before the batches after it.
+      report.mismatches.sort((a, b) => (BigInt(a.batchId) < BigInt(b.batchId) ? -1 : BigInt(a.batchId) > BigInt(b.batchId) ? 1 : 0));
+      report.firstMismatch = report.mismatches[0];
     }
     return report;
   } finally {
     await c.query('DROP TABLE IF EXISTS audit_archive_events').catch(() => undefined);
+    await c.query('RESET extra_float_digits').catch(() => undefined);
     c.release();
   }
 }

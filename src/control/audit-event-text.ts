@@ -1,31 +1,38 @@
 /**
- * Audit chain format 2 (migration 20261201800000000; issue 13): the gateway, not the control
- * database, computes each event's canonical text, and `interlock audit verify` recomputes it from the
- * stored row with the same function. That only works if what is hashed is exactly what is stored,
- * so a row is first normalised to values that survive the round trip through PostgreSQL unchanged:
+ * Audit chain format 2 (migration 20261201800000000; issue 13). The gateway sends a batch as one
+ * canonical JSON text; the control database parses that text into the rows it stores and hashes
+ * the text itself, so what is sealed is exactly what was stored (the writer cannot seal anything
+ * else), and sealing costs the database one SHA-256 instead of rendering every stored row again.
+ * `interlock audit verify` rebuilds the same text from the stored rows with `eventsText` and
+ * recomputes the hash.
+ *
+ * That only works if a row's text is a function of the values PostgreSQL stores, so a row is first
+ * normalised to values that survive the round trip unchanged:
  *
  * - text (every text column, every string inside `details`, every key): NUL (U+0000, which
  *   PostgreSQL's text and jsonb refuse) and lone UTF-16 surrogates (not encodable in UTF-8) become
- *   U+FFFD;
- * - `time`: a valid instant from year 1 to 9999, rendered `YYYY-MM-DDTHH:MM:SS.mmmZ` (milliseconds:
- *   what a JavaScript Date holds); anything else (missing, unparsable, out of range) is "now";
+ *   U+FFFD; the indexed columns (request_id, identity_id, source_id, approval_id) longer than 512
+ *   code units are cut to 500 plus "…[truncated]" (a B-tree entry must stay under 2,704 bytes);
+ * - `time`: a valid instant from year 1 to 9999, as `YYYY-MM-DDTHH:MM:SS.mmmZ` (milliseconds: what a
+ *   JavaScript Date holds); anything else (missing, unparsable, out of range) is "now";
  * - `row_count`: a safe integer or null; `duration_ms`: a finite number or null (−0 as 0);
  * - `relations`: strings only;
- * - `details`: a JSON object of plain values (objects by own enumerable keys, arrays, strings,
- *   finite numbers, booleans, null; a BigInt becomes its decimal string, a Date its ISO string,
- *   undefined / functions / symbols are left out of objects and null in arrays, nesting deeper than
- *   20 levels becomes "[depth]").
+ * - `details`: a JSON object of plain values (objects by own enumerable keys, arrays with holes as
+ *   null, strings, finite numbers, booleans, null; a BigInt becomes its decimal string, a Date its ISO
+ *   string, undefined / functions / symbols are left out of objects and null in arrays; nesting
+ *   deeper than 20 levels becomes "[depth]", a value met again inside itself "[cycle]", and past
+ *   10,000 values in one row the rest "[truncated]").
  *
- * The canonical text of an event is the JSON array of its twenty stored columns in the table's
- * order (kind, time with microseconds in UTC, request_id, …, operator, details with keys sorted by
- * UTF-16 code units at every level). A batch's hash is
- * SHA-256(prev_hash ‖ UTF8("interlock-audit-v2\n" ‖ batch id ‖ "\n" ‖ committed_at ‖ "\n") ‖
- * SHA-256(the batch's event texts joined by "\n", in id order)).
+ * A row's text is a JSON object of its twenty columns in the table's order, `details` with keys
+ * sorted by UTF-16 code units at every level; a batch's text is the JSON array of its rows' texts.
+ * A batch's hash (computed by the database, recomputed by verify) is
+ * SHA-256(prev_hash ‖ UTF8("interlock-audit-v2\n" ‖ batch id ‖ "\n" ‖ committed_at in UTC with
+ * microseconds ‖ "\n" ‖ the events' ids, ascending, joined by "," ‖ "\n" ‖ the batch's text)).
  */
 import { createHash } from 'node:crypto';
 import type { AuditRowInput } from './audit';
 
-/** The prefix of a format-2 batch's hashed header. */
+/** The first line of a format-2 batch's hashed header. */
 export const CHAIN_V2_TAG = 'interlock-audit-v2';
 
 const NEEDS_FIX = /[\u0000\uD800-\uDFFF]/;
@@ -37,6 +44,13 @@ export function storableText(s: string): string {
 }
 
 const text = (v: string | null | undefined): string | null => (typeof v === 'string' ? storableText(v) : null);
+
+/** Longest value (UTF-16 code units) kept in an indexed column: a B-tree entry must stay under 2,704 bytes. */
+const INDEXED_MAX = 512;
+
+/** `v` for an indexed column (request_id, identity_id, source_id, approval_id): storable, and cut to 500 units plus "…[truncated]" past 512. */
+const indexedText = (v: string | null | undefined): string | null =>
+  typeof v === 'string' ? storableText(v.length > INDEXED_MAX ? `${v.slice(0, 500)}…[truncated]` : v) : null;
 
 /** 0001-01-01T00:00:00.000Z and 9999-12-31T23:59:59.999Z in ms since the epoch (four-digit years render alike in JavaScript and PostgreSQL). */
 const MIN_TIME = -62135596800000;
@@ -52,11 +66,17 @@ function storableTime(t: string | Date | null | undefined, now: () => Date): str
   return now().toISOString();
 }
 
+/** Most values `details` keeps per row (objects, arrays and scalars counted alike). */
+const MAX_DETAIL_VALUES = 10_000;
+
 /**
  * A JSON-plain copy of `v` (see the module comment) whose every string is storable. `inArray` says
- * whether a value that JSON cannot hold becomes null (array element) or is left out (undefined).
+ * whether a value JSON cannot hold becomes null (array element) or is left out (undefined).
+ * `path` holds the objects being copied (a cycle's way back), `budget.left` the values still allowed.
  */
-function plain(v: unknown, depth: number, inArray: boolean): unknown {
+function plain(v: unknown, depth: number, inArray: boolean, path: Set<object>, budget: { left: number }): unknown {
+  if (budget.left <= 0) return '[truncated]';
+  budget.left--;
   if (v === null) return null;
   switch (typeof v) {
     case 'string':
@@ -74,27 +94,43 @@ function plain(v: unknown, depth: number, inArray: boolean): unknown {
   }
   if (depth > 20) return '[depth]';
   if (v instanceof Date) return Number.isNaN(v.getTime()) ? null : v.toISOString();
-  if (Array.isArray(v)) return v.map((x) => plain(x, depth + 1, true));
-  const out: Record<string, unknown> = Object.create(null) as Record<string, unknown>;
-  for (const [k, x] of Object.entries(v as Record<string, unknown>)) {
-    const p = plain(x, depth + 1, false);
-    if (p !== undefined) out[storableText(k)] = p;
+  if (path.has(v)) return '[cycle]';
+  path.add(v);
+  try {
+    if (Array.isArray(v)) {
+      const out: unknown[] = new Array(v.length);
+      for (let i = 0; i < v.length; i++) out[i] = plain(v[i], depth + 1, true, path, budget);
+      return out;
+    }
+    const out: Record<string, unknown> = Object.create(null) as Record<string, unknown>;
+    for (const [k, x] of Object.entries(v as Record<string, unknown>)) {
+      const p = plain(x, depth + 1, false, path, budget);
+      if (p !== undefined) out[storableText(k)] = p;
+    }
+    return out;
+  } finally {
+    path.delete(v);
   }
-  return out;
 }
 
 /**
- * The row as it will be stored (see the module comment): what interlock_audit_append_hashed gets
- * and what the event's canonical text is computed from. `now` gives the time of a row without a
- * valid one (default: the current time).
+ * The row as it will be stored (see the module comment): what eventsText renders and
+ * interlock_audit_append_v2 stores. `now` gives the time of a row without a valid one (default:
+ * the current time).
  */
 export function normalizeAuditRow(row: AuditRowInput, now: () => Date = () => new Date()): AuditRowInput {
-  const details = plain(row.details ?? {}, 0, false);
+  let details: unknown;
+  try {
+    details = plain(row.details ?? {}, 0, false, new Set(), { left: MAX_DETAIL_VALUES });
+  } catch {
+    // A getter or proxy that throws: the event is still recorded, without its details.
+    details = { audit_error: 'unreadable_details' };
+  }
   return {
     kind: row.kind,
     time: storableTime(row.time, now),
-    request_id: text(row.request_id),
-    identity_id: text(row.identity_id),
+    request_id: indexedText(row.request_id),
+    identity_id: indexedText(row.identity_id),
     key_id: text(row.key_id),
     tool: text(row.tool),
     canonical_tool: text(row.canonical_tool),
@@ -102,82 +138,194 @@ export function normalizeAuditRow(row: AuditRowInput, now: () => Date = () => ne
     protocol_version: text(row.protocol_version),
     decision: storableText(String(row.decision ?? '')),
     reason_code: text(row.reason_code),
-    source_id: text(row.source_id),
+    source_id: indexedText(row.source_id),
     action: text(row.action),
     fingerprint: text(row.fingerprint),
     relations: Array.isArray(row.relations) ? row.relations.filter((x): x is string => typeof x === 'string').map(storableText) : null,
     row_count: typeof row.row_count === 'number' && Number.isSafeInteger(row.row_count) ? row.row_count : null,
     duration_ms: typeof row.duration_ms === 'number' && Number.isFinite(row.duration_ms) ? (Object.is(row.duration_ms, -0) ? 0 : row.duration_ms) : null,
-    approval_id: text(row.approval_id),
+    approval_id: indexedText(row.approval_id),
     operator: text(row.operator),
     details: (details !== null && typeof details === 'object' && !Array.isArray(details) ? details : {}) as Record<string, unknown>,
   };
 }
 
-/** Canonical JSON of a JSON-plain value: object keys sorted by UTF-16 code units at every level. */
-export function canonicalAuditJson(v: unknown): string {
+/** Thrown by canonicalAuditJson for a value nested deeper than any row format 2 writes. */
+export class AuditTextDepthError extends Error {}
+
+/** Deeper than this, a value cannot come from normalizeAuditRow (which stops at 21 levels). */
+const MAX_CANONICAL_DEPTH = 64;
+
+/**
+ * Canonical JSON of a JSON-plain value: object keys sorted by UTF-16 code units at every level.
+ * Throws AuditTextDepthError past 64 levels of nesting.
+ */
+export function canonicalAuditJson(v: unknown, depth = 0): string {
   if (v === null || typeof v !== 'object') return JSON.stringify(v) ?? 'null';
-  if (Array.isArray(v)) return `[${v.map(canonicalAuditJson).join(',')}]`;
+  if (depth > MAX_CANONICAL_DEPTH) throw new AuditTextDepthError('nested too deep');
+  if (Array.isArray(v)) {
+    let s = '[';
+    for (let i = 0; i < v.length; i++) s += `${i ? ',' : ''}${canonicalAuditJson(v[i] === undefined ? null : v[i], depth + 1)}`;
+    return `${s}]`;
+  }
   const o = v as Record<string, unknown>;
   const keys = Object.keys(o).sort();
   let s = '{';
-  for (let i = 0; i < keys.length; i++) s += `${i ? ',' : ''}${JSON.stringify(keys[i])}:${canonicalAuditJson(o[keys[i]])}`;
+  let first = true;
+  for (const k of keys) {
+    if (o[k] === undefined) continue;
+    s += `${first ? '' : ','}${JSON.stringify(k)}:${canonicalAuditJson(o[k], depth + 1)}`;
+    first = false;
+  }
   return `${s}}`;
 }
 
-/**
- * One event's stored values as the chain reads them: `time` in UTC with microseconds
- * (`YYYY-MM-DDTHH:MM:SS.ffffffZ`, as to_char(… 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') renders it),
- * `row_count` a number, `details` the parsed jsonb.
- */
-export type StoredEventValues = Omit<AuditRowInput, 'time'> & { time: string };
-
-/** The canonical text of one stored event (format 2): the JSON array of its twenty columns. */
-export function auditEventText(e: StoredEventValues): string {
-  const head = JSON.stringify([
-    e.kind,
-    e.time,
-    e.request_id,
-    e.identity_id,
-    e.key_id,
-    e.tool,
-    e.canonical_tool,
-    e.dialect,
-    e.protocol_version,
-    e.decision,
-    e.reason_code,
-    e.source_id,
-    e.action,
-    e.fingerprint,
-    e.relations,
-    e.row_count,
-    e.duration_ms,
-    e.approval_id,
-    e.operator,
-  ]);
-  return `${head.slice(0, -1)},${canonicalAuditJson(e.details)}]`;
+/** The text of one normalised row (normalizeAuditRow): a JSON object of its columns in the table's order. */
+export function eventJson(r: AuditRowInput): string {
+  const head = JSON.stringify({
+    kind: r.kind,
+    time: r.time,
+    request_id: r.request_id,
+    identity_id: r.identity_id,
+    key_id: r.key_id,
+    tool: r.tool,
+    canonical_tool: r.canonical_tool,
+    dialect: r.dialect,
+    protocol_version: r.protocol_version,
+    decision: r.decision,
+    reason_code: r.reason_code,
+    source_id: r.source_id,
+    action: r.action,
+    fingerprint: r.fingerprint,
+    relations: r.relations,
+    row_count: r.row_count,
+    duration_ms: r.duration_ms,
+    approval_id: r.approval_id,
+    operator: r.operator,
+  });
+  return `${head.slice(0, -1)},"details":${canonicalAuditJson(r.details)}}`;
 }
 
-/** `YYYY-MM-DDTHH:MM:SS.mmmZ` (a normalised row's time) as the chain's microsecond text. */
-export function microsecondTime(isoMs: string): string {
-  return `${isoMs.slice(0, -1)}000Z`;
+/** The text of a batch of normalised rows: what the gateway sends and the database hashes. */
+export function eventsText(rows: AuditRowInput[]): string {
+  return `[${rows.map(eventJson).join(',')}]`;
 }
 
-/** The canonical text of a normalised row (normalizeAuditRow) before it is stored. */
-export function rowEventText(row: AuditRowInput): string {
-  return auditEventText({ ...row, time: microsecondTime(row.time!) });
-}
-
-/** SHA-256 of event texts joined by "\n" (the `events_sha256` of interlock_audit_append_hashed). */
-export function eventsSha256(texts: string[]): Buffer {
-  return createHash('sha256').update(texts.join('\n'), 'utf8').digest();
-}
-
-/** A format-2 batch's hash (see the module comment); `committed` in UTC with microseconds. */
-export function batchHashV2(prev: Buffer | null, batchId: string, committed: string, eventsDigest: Buffer): Buffer {
+/** A format-2 batch's hash (see the module comment); `committed` in UTC with microseconds, `ids` ascending. */
+export function batchHashV2(prev: Buffer | null, batchId: string, committed: string, ids: string[], batchText: string): Buffer {
   const h = createHash('sha256');
   if (prev) h.update(prev);
-  h.update(`${CHAIN_V2_TAG}\n${batchId}\n${committed}\n`, 'utf8');
-  h.update(eventsDigest);
+  h.update(`${CHAIN_V2_TAG}\n${batchId}\n${committed}\n${ids.join(',')}\n${batchText}`, 'utf8');
   return h.digest();
+}
+
+/**
+ * `x`'s shortest round-trip decimal (as JSON.stringify writes it) in the plain notation PostgreSQL's
+ * numeric prints for it ("1e+21" → "1000000000000000000000", "1.5e-7" → "0.00000015").
+ */
+export function plainDecimal(x: number): string {
+  const s = JSON.stringify(x);
+  const m = /^(-?)(\d)(?:\.(\d+))?e([+-]\d+)$/.exec(s);
+  if (!m) return s;
+  const digits = m[2] + (m[3] ?? '');
+  const point = 1 + Number(m[4]); // digits before the decimal point
+  if (point <= 0) return `${m[1]}0.${'0'.repeat(-point)}${digits}`;
+  if (point >= digits.length) return `${m[1]}${digits}${'0'.repeat(point - digits.length)}`;
+  return `${m[1]}${digits.slice(0, point)}.${digits.slice(point)}`;
+}
+
+/**
+ * Whether every number in `jsonbText` (a jsonb value as PostgreSQL prints it) is printed exactly as
+ * a number format 2 wrote: the plain form of a finite double's shortest decimal. A stored number
+ * another decimal (that may read back as the same double, "0.1000000000000000000001") was not
+ * written by the gateway.
+ */
+export function jsonbNumbersCanonical(jsonbText: string): boolean {
+  const NUM = /"(?:[^"\\]|\\.)*"|(-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)/g;
+  for (let m = NUM.exec(jsonbText); m; m = NUM.exec(jsonbText)) {
+    const lexeme = m[1];
+    if (lexeme === undefined) continue;
+    const x = Number(lexeme);
+    if (!Number.isFinite(x) || plainDecimal(x) !== lexeme) return false;
+  }
+  return true;
+}
+
+/** One stored event of a format-2 batch as verify reads it (every value as PostgreSQL prints it). */
+export interface StoredEventV2 {
+  id: string;
+  kind: string;
+  /** time in UTC with microseconds (`YYYY-MM-DDTHH:MM:SS.ffffffZ`). */
+  time: string;
+  request_id: string | null;
+  identity_id: string | null;
+  key_id: string | null;
+  tool: string | null;
+  canonical_tool: string | null;
+  dialect: string | null;
+  protocol_version: string | null;
+  decision: string;
+  reason_code: string | null;
+  source_id: string | null;
+  action: string | null;
+  fingerprint: string | null;
+  relations: Array<string | null> | null;
+  row_count: string | null;
+  /** float8 as text printed with extra_float_digits = 3 (shortest exact), or null. */
+  duration_ms: string | null;
+  approval_id: string | null;
+  operator: string | null;
+  /** jsonb as text. */
+  details: string;
+}
+
+/**
+ * The normalised row whose text format 2 would have sealed for a stored event, or null when a
+ * stored value is one format 2 never writes (a time with sub-millisecond digits, a row_count past
+ * 2^53, a NaN, infinite or −0 duration, a number in `details` printed other than as written,
+ * details nested past 64 levels): the stored event then cannot match its seal.
+ */
+export function rowFromStored(e: StoredEventV2): AuditRowInput | null {
+  if (!/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}000Z$/.test(e.time)) return null;
+  let rowCount: number | null = null;
+  if (e.row_count !== null) {
+    rowCount = Number(e.row_count);
+    if (!Number.isSafeInteger(rowCount) || String(rowCount) !== e.row_count) return null;
+  }
+  let duration: number | null = null;
+  if (e.duration_ms !== null) {
+    duration = Number(e.duration_ms);
+    if (!Number.isFinite(duration) || Object.is(duration, -0) || e.duration_ms === '-0') return null;
+  }
+  if (!jsonbNumbersCanonical(e.details)) return null;
+  let details: unknown;
+  try {
+    details = JSON.parse(e.details);
+    canonicalAuditJson(details);
+  } catch {
+    return null;
+  }
+  if (details === null || typeof details !== 'object' || Array.isArray(details)) return null;
+  return {
+    kind: e.kind as AuditRowInput['kind'],
+    time: `${e.time.slice(0, 23)}Z`,
+    request_id: e.request_id,
+    identity_id: e.identity_id,
+    key_id: e.key_id,
+    tool: e.tool,
+    canonical_tool: e.canonical_tool,
+    dialect: e.dialect,
+    protocol_version: e.protocol_version,
+    decision: e.decision,
+    reason_code: e.reason_code,
+    source_id: e.source_id,
+    action: e.action,
+    fingerprint: e.fingerprint,
+    relations: e.relations as string[] | null,
+    row_count: rowCount,
+    duration_ms: duration,
+    approval_id: e.approval_id,
+    operator: e.operator,
+    details: details as Record<string, unknown>,
+  };
 }

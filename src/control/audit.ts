@@ -10,7 +10,7 @@ import type { Logger } from 'pino';
 import type { AuditSink, ToolCallAuditEvent } from '../pipeline/audit-types';
 import type { ControlDb } from './db';
 import { appendAuditBatch } from './audit-append';
-import { eventsSha256, normalizeAuditRow, rowEventText } from './audit-event-text';
+import { eventsText, normalizeAuditRow } from './audit-event-text';
 import { ValidationError } from './errors';
 import { iso } from './ids';
 
@@ -71,20 +71,33 @@ const q = (db: Queryable) => ('pool' in db ? db.pool : db);
 
 const SECRET_KEY = /^(api_?key|authorization|password|secret|token|bearer|key_?pepper)$/i;
 
-/** A deep copy of `v` without fields whose names say they hold secrets (defence in depth). */
-function scrub(v: unknown, depth = 0): unknown {
+/**
+ * A deep copy of `v` without fields whose names say they hold secrets (defence in depth). Nesting
+ * deeper than 20 levels becomes "[depth]", a value met again inside itself "[cycle]", and past 10,000
+ * values the rest "[truncated]" (so a shared or cyclic structure cannot cost exponential time).
+ */
+function scrub(v: unknown, depth = 0, path: Set<object> = new Set(), budget = { left: 10_000 }): unknown {
+  if (budget.left-- <= 0) return '[truncated]';
   if (depth > 20) return '[depth]';
-  if (Array.isArray(v)) return v.map((x) => scrub(x, depth + 1));
-  if (v && typeof v === 'object') {
+  if (typeof v === 'bigint') return v.toString();
+  if (!v || typeof v !== 'object') return v;
+  if (path.has(v)) return '[cycle]';
+  path.add(v);
+  try {
+    if (Array.isArray(v)) {
+      const out: unknown[] = new Array(v.length);
+      for (let i = 0; i < v.length; i++) out[i] = scrub(v[i], depth + 1, path, budget);
+      return out;
+    }
     const out: Record<string, unknown> = {};
     for (const [k, x] of Object.entries(v as Record<string, unknown>)) {
       if (SECRET_KEY.test(k)) continue;
-      out[k] = scrub(x, depth + 1);
+      Object.defineProperty(out, k, { value: scrub(x, depth + 1, path, budget), enumerable: true, writable: true, configurable: true });
     }
     return out;
+  } finally {
+    path.delete(v);
   }
-  if (typeof v === 'bigint') return v.toString();
-  return v;
 }
 
 const str = (v: unknown): string | null => (typeof v === 'string' && v.length > 0 ? v : null);
@@ -92,7 +105,7 @@ const int = (v: unknown): number | null => (typeof v === 'number' && Number.isFi
 const strs = (v: unknown): string[] | null => (Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : null);
 
 /**
- * One row for interlock_audit_append_hashed (migration 20261201800000000): the audit_events columns
+ * One row for interlock_audit_append_v2 (migration 20261201800000000): the audit_events columns
  * without id, batch_id and recorded_at; a null `time` means the time it is appended.
  */
 export interface AuditRowInput {
@@ -151,26 +164,24 @@ export function toolCallRow(e: ToolCallAuditEvent): AuditRowInput {
 }
 
 /**
- * Stores `rows` as one sealed, hash-chained batch (format 2: interlock_audit_append_hashed, whose
- * events_sha256 this computes from the rows as normalised for storage, audit-event-text.ts) and
- * returns the batch id (decimal string). A row without a valid time gets the current time. With a
- * pooled client inside a transaction, the rows commit with the caller's other writes; with the
- * pool, the statement commits on its own (one commit). With `timeoutMs` the statement runs under
- * that statement_timeout (set_config(…, true) in the same implicit transaction and round trip,
- * through named statements prepared once per connection: audit-append.ts), so it either commits
- * within it or not at all. Throws the driver error (class 22/23 for a malformed row, 57014 past the
- * timeout, others when the store is down).
+ * Stores `rows` as one sealed, hash-chained batch (format 2: interlock_audit_append_v2 parses and
+ * hashes the batch's canonical text, audit-event-text.ts, built from the rows as normalised for
+ * storage) and returns the batch id (decimal string). A row without a valid time gets the current
+ * time. With a pooled client inside a transaction, the rows commit with the caller's other writes;
+ * with the pool, the statement commits on its own (one commit). With `timeoutMs` the statement runs
+ * under that statement_timeout (set_config(…, true) in the same implicit transaction and round
+ * trip, through named statements prepared once per connection: audit-append.ts), so it either
+ * commits within it or not at all. Throws the driver error (class 22/23 for a malformed row, 57014
+ * past the timeout, others when the store is down).
  */
 export async function appendAuditRows(db: Queryable | pg.Pool, rows: AuditRowInput[], timeoutMs?: number): Promise<string> {
   const target = 'pool' in db ? db.pool : db;
-  const stored = rows.map((r) => normalizeAuditRow(r));
-  const digest = eventsSha256(stored.map(rowEventText));
-  const json = JSON.stringify(stored);
+  const batchText = eventsText(rows.map((r) => normalizeAuditRow(r)));
   if (timeoutMs === undefined) {
-    const r = await target.query<{ b: string }>('SELECT interlock_audit_append_hashed($1::jsonb, $2::bytea) AS b', [json, digest]);
+    const r = await target.query<{ b: string }>('SELECT interlock_audit_append_v2($1) AS b', [batchText]);
     return String(r.rows[0].b);
   }
-  return appendAuditBatch(target, json, digest, timeoutMs);
+  return appendAuditBatch(target, batchText, timeoutMs);
 }
 
 /** A copy of `row` that the database accepts whatever its content: the current time, no counts, details replaced by {audit_error: "malformed_event"} (strings are made storable by appendAuditRows). */
@@ -178,7 +189,8 @@ function minimalRow(row: AuditRowInput): AuditRowInput {
   return { ...row, time: null, row_count: null, duration_ms: null, details: { audit_error: 'malformed_event' } };
 }
 
-const isMalformed = (err: unknown) => /^2[23]/.test((err as { code?: string }).code ?? '');
+/** A row the database refuses (data exception 22, constraint 23, program limit 54 such as an index entry too large): retried alone, then without details. */
+const isMalformed = (err: unknown) => /^(2[23]|54)/.test((err as { code?: string }).code ?? '');
 
 /** Thrown by GroupCommitAuditSink.record when the event could not be committed within the bound. */
 export class AuditUnavailableError extends Error {
@@ -211,7 +223,7 @@ interface Waiter {
 /**
  * The durable audit writer (issue 11, Build 1–2): `record` resolves only after the event's batch
  * has committed. One writer drains the queue: it takes every waiting event (up to maxBatch), stores
- * them with one interlock_audit_append_hashed call (one statement, one commit, one chained batch), then
+ * them with one interlock_audit_append_v2 call (one statement, one commit, one chained batch), then
  * settles every waiter and takes the next batch. At concurrency 1 that is one commit per call; under
  * load events that arrive during a commit share the next one.
  *
@@ -273,8 +285,13 @@ export class GroupCommitAuditSink implements AuditSink {
             w.taken = true;
             if (w.deadline <= now) this.settle(w, new AuditUnavailableError());
             else {
-              w.row = toolCallRow(w.event);
-              batch.push(w);
+              try {
+                w.row = toolCallRow(w.event);
+                batch.push(w);
+              } catch (err) {
+                // Only this event's details could not be read: its caller alone is refused.
+                this.settle(w, err);
+              }
             }
           }
           if (batch.length) await this.write(batch);

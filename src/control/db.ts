@@ -267,7 +267,7 @@ export function isForeignKeyViolation(err: unknown): boolean {
 
 /**
  * Grants the gateway's own database role what it needs and nothing more (run as the owner):
- * SELECT on every control table; EXECUTE of interlock_audit_append_hashed (and of the format-1
+ * SELECT on every control table; EXECUTE of interlock_audit_append_v2 (and of the format-1
  * interlock_audit_append, for a gateway not yet upgraded), the only way it adds audit
  * events (never INSERT, UPDATE, DELETE or TRUNCATE on the trail: it is append-only and
  * hash-chained even for the process that writes it); UPDATE of
@@ -287,7 +287,7 @@ export async function grantRuntimeRole(db: ControlDb, role: string): Promise<voi
     // Every control table is readable (later migrations add tables the gateway reads); writes are listed one by one.
     await c.query(`GRANT SELECT ON ALL TABLES IN SCHEMA public TO ${r}`);
     // The trail is appended only through the chain function (owner's rights; issue 11).
-    await c.query(`GRANT EXECUTE ON FUNCTION interlock_audit_append(jsonb), interlock_audit_append_hashed(jsonb, bytea) TO ${r}`);
+    await c.query(`GRANT EXECUTE ON FUNCTION interlock_audit_append(jsonb), interlock_audit_append_v2(text) TO ${r}`);
     await c.query(`GRANT UPDATE (last_used_at) ON api_keys TO ${r}`);
     await c.query(`GRANT INSERT, UPDATE (state, decided_by, decided_at, executed_at, outcome, failure) ON approvals TO ${r}`);
     await c.query(`GRANT INSERT, UPDATE ON catalog_snapshots TO ${r}`);

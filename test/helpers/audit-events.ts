@@ -1,4 +1,6 @@
 /** Audit events for tests. */
+import type pg from 'pg';
+import type { AuditRowInput } from '../../src/control/audit';
 import type { ToolCallAuditEvent } from '../../src/pipeline/audit-types';
 
 /** A tool-call audit event for tests: an allowed interlock_query read of chinook (1 row) with `details` merged in. */
@@ -17,4 +19,40 @@ export function toolCallEvent(requestId: string, details: Record<string, unknown
     durationMs: 3,
     details: { source_id: 'chinook', action: 'read', row_count: 1, ...details },
   };
+}
+
+/** One stored audit row for chain tests: an allowed interlock_query read of chinook with a fixed time. */
+export const BASE_AUDIT_ROW: AuditRowInput = {
+  kind: 'tool_call',
+  time: '2026-12-01T10:00:00.123Z',
+  request_id: 'req_x',
+  identity_id: 'idn_0123456789abcdef0123',
+  key_id: null,
+  tool: 'interlock_query',
+  canonical_tool: 'interlock_query',
+  dialect: 'handshake',
+  protocol_version: '2025-11-25',
+  decision: 'allowed',
+  reason_code: null,
+  source_id: 'chinook',
+  action: 'read',
+  fingerprint: 'fp',
+  relations: ['public.track'],
+  row_count: 1,
+  duration_ms: 0.25,
+  approval_id: null,
+  operator: null,
+  details: {},
+};
+
+/** Runs `sql` on `pool` as its (superuser) role with triggers off: what only the owner or a superuser can do to the trail. */
+export async function tamperAsSuperuser(pool: pg.Pool, sql: string, params: unknown[] = []): Promise<void> {
+  const c = await pool.connect();
+  try {
+    await c.query("SET session_replication_role = 'replica'");
+    await c.query(sql, params);
+  } finally {
+    await c.query("SET session_replication_role = 'origin'").catch(() => undefined);
+    c.release();
+  }
 }

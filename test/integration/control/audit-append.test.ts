@@ -39,7 +39,7 @@ test('batches of 1, 3 and 8 events: one batch each, two statements prepared once
   try {
     const ps = await c.query('SELECT name, statement FROM pg_prepared_statements ORDER BY name');
     expect(ps.rows).toEqual([
-      { name: 'interlock_audit_append_hashed', statement: 'SELECT interlock_audit_append_hashed($1::jsonb, $2::bytea) AS b' },
+      { name: 'interlock_audit_append_v2', statement: 'SELECT interlock_audit_append_v2($1) AS b' },
       { name: 'interlock_audit_timeout', statement: "SELECT set_config('statement_timeout', $1, true)" },
     ]);
     expect((await c.query('SHOW statement_timeout')).rows).toEqual([{ statement_timeout: '0' }]);

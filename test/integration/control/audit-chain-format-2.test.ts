@@ -1,18 +1,20 @@
 /**
  * Audit chain format 2 on real PostgreSQL (migration 20261201800000000, src/control/audit-event-text.ts):
- * whatever a row holds, what the gateway hashed is what PostgreSQL stored (verify recomputes the same
- * texts from the stored rows), a change to any stored value of an event or batch is found, format-1
- * and format-2 batches verify in one chain, and the migration carries the format-1 grant over.
+ * whatever a row holds, the text the database sealed is the text verify rebuilds from what it stored,
+ * a change to any stored value of an event or batch is found, format-1 and format-2 batches verify in
+ * one chain, numbers are printed by PostgreSQL as verify expects, and the migration carries the
+ * format-1 grant over. (More attacks: audit-chain-attacks.test.ts.)
  */
 import { randomBytes } from 'node:crypto';
 import fc from 'fast-check';
 import pg from 'pg';
 import { runner } from 'node-pg-migrate';
 import { ADMIN_URL, createTempDatabase } from '../../helpers/pg';
+import { BASE_AUDIT_ROW, tamperAsSuperuser } from '../../helpers/audit-events';
 import { freshControlDb, type TestControlDb } from './control-db';
 import { appendAuditRows, type AuditRowInput } from '../../../src/control/audit';
 import { verifyAuditChain } from '../../../src/control/audit-chain';
-import { normalizeAuditRow } from '../../../src/control/audit-event-text';
+import { normalizeAuditRow, plainDecimal } from '../../../src/control/audit-event-text';
 import { MIGRATIONS_DIR, MIGRATIONS_TABLE, migrationNames, runMigrations } from '../../../src/control/db';
 
 let t: TestControlDb;
@@ -101,17 +103,17 @@ test('any rows: stored exactly as normalised, and the chain verifies (through th
   expect(await verifyAuditChain(t.db)).toMatchObject({ ok: true, firstMismatch: null });
 }, 120_000);
 
-/** Runs `sql` as the superuser with triggers off (what only the owner or a superuser can do). */
-async function tamper(sql: string, params: unknown[] = []): Promise<void> {
-  const c = await t.db.pool.connect();
-  try {
-    await c.query("SET session_replication_role = 'replica'");
-    await c.query(sql, params);
-  } finally {
-    await c.query("SET session_replication_role = 'origin'").catch(() => undefined);
-    c.release();
-  }
-}
+test('every finite double, written as JSON.stringify writes it, is printed by jsonb as plainDecimal says (what verify checks stored numbers against)', async () => {
+  await fc.assert(
+    fc.asyncProperty(fc.array(fc.oneof(fc.double({ noNaN: true, noDefaultInfinity: true }), fc.integer(), fc.constantFrom(5e-324, 1e21, 1.5e-7, 123e300, -2.5e-8, 0)), { minLength: 1, maxLength: 50 }), async (xs) => {
+      const r = await t.db.pool.query<{ s: string }>('SELECT (x::jsonb)::text AS s FROM unnest($1::text[]) WITH ORDINALITY AS u(x, o) ORDER BY o', [xs.map((x) => JSON.stringify(x))]);
+      expect(r.rows.map((x) => x.s)).toEqual(xs.map(plainDecimal));
+    }),
+    { numRuns: 40 },
+  );
+});
+
+const tamper = (sql: string, params: unknown[] = []) => tamperAsSuperuser(t.db.pool, sql, params);
 
 describe('a change to a format-2 batch is found at that batch', () => {
   const cases: Array<[string, (batch: string, eventId: string) => [string, unknown[]]]> = [
@@ -149,28 +151,7 @@ describe('a change to a format-2 batch is found at that batch', () => {
   }, 60_000);
 });
 
-const baseRow: AuditRowInput = {
-  kind: 'tool_call',
-  time: '2026-12-01T10:00:00.123Z',
-  request_id: 'req_x',
-  identity_id: 'idn_0123456789abcdef0123',
-  key_id: null,
-  tool: 'interlock_query',
-  canonical_tool: 'interlock_query',
-  dialect: 'handshake',
-  protocol_version: '2025-11-25',
-  decision: 'allowed',
-  reason_code: null,
-  source_id: 'chinook',
-  action: 'read',
-  fingerprint: 'fp',
-  relations: ['public.track'],
-  row_count: 1,
-  duration_ms: 0.25,
-  approval_id: null,
-  operator: null,
-  details: {},
-};
+const baseRow = BASE_AUDIT_ROW;
 
 test('format-1 batches (a gateway not yet upgraded) and format-2 batches verify in one chain; a change to either is found', async () => {
   const own = await freshControlDb('ctl_chainv2_mix');
@@ -188,7 +169,7 @@ test('format-1 batches (a gateway not yet upgraded) and format-2 batches verify 
       { id: b3, format: 1 },
       { id: b4, format: 2 },
     ]);
-    expect(await verifyAuditChain(own.db)).toEqual({ ok: true, batchesChecked: 4, eventsChecked: 4, archivedBatchesSkipped: 0, archiveEvents: 0, firstMismatch: null });
+    expect(await verifyAuditChain(own.db)).toEqual({ ok: true, batchesChecked: 4, eventsChecked: 4, archivedBatchesSkipped: 0, archiveEvents: 0, archive: null, mismatches: [], mismatchCount: 0, firstMismatch: null });
     const saved = t;
     t = own;
     try {
@@ -219,8 +200,8 @@ test('the migration lets every role that could append through format 1 append th
     expect(await runMigrations(temp.url)).toContain('20261201800000000_audit-chain-format-2');
     const can = (await client.query<{ v1: boolean; v2: boolean; pub: boolean }>(
       `SELECT has_function_privilege($1, 'interlock_audit_append(jsonb)', 'EXECUTE') AS v1,
-              has_function_privilege($1, 'interlock_audit_append_hashed(jsonb, bytea)', 'EXECUTE') AS v2,
-              has_function_privilege('public', 'interlock_audit_append_hashed(jsonb, bytea)', 'EXECUTE') AS pub`,
+              has_function_privilege($1, 'interlock_audit_append_v2(text)', 'EXECUTE') AS v2,
+              has_function_privilege('public', 'interlock_audit_append_v2(text)', 'EXECUTE') AS pub`,
       [role],
     )).rows[0];
     expect(can).toEqual({ v1: true, v2: true, pub: false });
