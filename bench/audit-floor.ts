@@ -28,7 +28,7 @@ async function main() {
       lock_nextval_insert: () => c.query({ name: 'c', text: 'WITH l AS (SELECT pg_advisory_xact_lock(1), nextval(\'s\') AS n) INSERT INTO scratch SELECT n FROM l' }),
       populate_wide_insert: () => c.query({ name: 'd', text: 'INSERT INTO scratch_wide (kind, time, request_id, decision, details, batch_id, recorded_at) SELECT r.kind, r.time, r.request_id, r.decision, r.details, 1, now() FROM jsonb_populate_recordset(NULL::audit_events, $1::jsonb) r', values: [json] }),
       populate_partitioned_insert: () => c.query({ name: 'e', text: 'INSERT INTO audit_events (kind, time, request_id, identity_id, key_id, tool, canonical_tool, dialect, protocol_version, decision, reason_code, source_id, action, fingerprint, relations, row_count, duration_ms, approval_id, operator, details, batch_id, recorded_at) SELECT r.kind, r.time, r.request_id, r.identity_id, r.key_id, r.tool, r.canonical_tool, r.dialect, r.protocol_version, r.decision, r.reason_code, r.source_id, r.action, r.fingerprint, r.relations, r.row_count, r.duration_ms, r.approval_id, r.operator, r.details, 1, now() FROM jsonb_populate_recordset(NULL::audit_events, $1::jsonb) r', values: [json] }),
-      append_hashed: () => appendAuditRows(c, [row], 2000),
+      append_v2: () => appendAuditRows(c, [row], 2000),
     };
     for (const round of [1, 2]) for (const [name, fn] of Object.entries(variants)) {
       for (let i = 0; i < 200; i++) await fn();
