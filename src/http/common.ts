@@ -15,7 +15,7 @@ import type { RequestHandler } from 'express';
 import { utf8BodyReader } from '../transport/body';
 import { refusalInfo, toolErrorInfo } from '../errors/vocabulary';
 import type { ToolOutcome } from '../tools/types';
-import { sendError, sendRateLimited, type ErrorBody } from '../transport/http-errors';
+import { retryAfterSeconds, sendError, sendRateLimited, type ErrorBody } from '../transport/http-errors';
 import { clientAddressKey, keylessGate, limitMessage, unverifiedKeyGate } from '../transport/client-limits';
 import { bearerToken } from '../pipeline/01-identity';
 import type { DispatchDeps } from '../protocol/dispatch';
@@ -60,7 +60,7 @@ export function httpOutcome(o: ToolOutcome, requestId: string): HttpOutcome {
       const body: ErrorBody = { error: info.status, code: info.code, message: o.message ?? info.message, request_id: requestId };
       if (typeof o.extra?.retry_after_ms === 'number') {
         body.retry_after_ms = o.extra.retry_after_ms;
-        headers['Retry-After'] = String(Math.max(1, Math.ceil(o.extra.retry_after_ms / 1000)));
+        headers['Retry-After'] = retryAfterSeconds(o.extra.retry_after_ms);
       } else if (info.http === 429) {
         headers['Retry-After'] = '1';
       }

@@ -12,6 +12,7 @@ import type { ToolOutcome } from '../tools/types';
 import { complete, frozenResultJson, frozenResultTail } from './envelopes';
 import { serializedRows } from '../pipeline/rows-json';
 import type { Dialect } from '../transport/admission';
+import { retryAfterSeconds } from '../transport/http-errors';
 
 /** Either a result (HTTP 200) or a JSON-RPC error with its HTTP status and extra headers. */
 export type RenderedOutcome =
@@ -46,7 +47,7 @@ export function renderOutcome(o: ToolOutcome, dialect: Dialect, version: string,
       if (dialect === 'modern') {
         const headers: Record<string, string> = {};
         if (info.http === 401) headers['WWW-Authenticate'] = 'Bearer realm="interlock"';
-        if (typeof o.extra?.retry_after_ms === 'number') headers['Retry-After'] = String(Math.ceil(o.extra.retry_after_ms / 1000));
+        if (typeof o.extra?.retry_after_ms === 'number') headers['Retry-After'] = retryAfterSeconds(o.extra.retry_after_ms);
         return { kind: 'error', status: info.http, error: { code: info.modernCode, message, data: sc }, headers };
       }
       return { kind: 'result', result: complete({ content: [{ type: 'text', text: `Refused (${info.status}, ${info.code}): ${message}` }], structuredContent: sc, isError: true }) };

@@ -56,6 +56,11 @@ export function sendError(res: Response, code: HttpErrorCode, message: string, e
 }
 
 
+/** The Retry-After header value for a wait of `ms` milliseconds: whole seconds, rounded up, at least 1 (RFC 9110 §10.2.3 delay-seconds). */
+export function retryAfterSeconds(ms: number): string {
+  return String(Math.max(1, Math.ceil(ms / 1000)));
+}
+
 /**
  * Sends the 429 refusal of a client limit (code rate_limited of spec/errors-v1.json) in the
  * ErrorBody shape, with Retry-After in whole seconds (at least 1) and retry_after_ms.
@@ -63,5 +68,5 @@ export function sendError(res: Response, code: HttpErrorCode, message: string, e
 export function sendRateLimited(res: Response, retryAfterMs: number, message: string): void {
   const ms = Math.max(1, Math.ceil(retryAfterMs));
   const body: ErrorBody = { error: 'rate_limited', code: 'rate_limited', message, retry_after_ms: ms };
-  res.status(429).set('Retry-After', String(Math.max(1, Math.ceil(ms / 1000)))).json(body);
+  res.status(429).set('Retry-After', retryAfterSeconds(ms)).json(body);
 }

@@ -27,6 +27,7 @@ import { dispatch, newRequestId, type DispatchDeps } from '../protocol/dispatch'
 import { bearerToken } from '../pipeline/01-identity';
 import { clientAddressKey, keylessGate, limitMessage, unverifiedKeyGate, type LimitRefusal } from './client-limits';
 import { MCP_PATH } from './http-guard';
+import { retryAfterSeconds } from './http-errors';
 
 /** Request targets with this prefix are the MCP endpoint with a query string (`/mcp?…`). */
 export const MCP_QUERY_PREFIX = `${MCP_PATH}?`;
@@ -62,7 +63,7 @@ export function sendMcpRequestError(res: ServerResponse, err: unknown): void {
 function sendLimited(res: ServerResponse, r: LimitRefusal): void {
   const message = limitMessage(r);
   const body = errorResponse(null, { code: -32602, message, data: { status: 'rate_limited', code: 'rate_limited', message, retry_after_ms: r.retryAfterMs } });
-  sendJsonText(res, 429, JSON.stringify(body), { 'Retry-After': String(Math.max(1, Math.ceil(r.retryAfterMs / 1000))) });
+  sendJsonText(res, 429, JSON.stringify(body), { 'Retry-After': retryAfterSeconds(r.retryAfterMs) });
 }
 
 /**

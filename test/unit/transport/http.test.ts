@@ -122,6 +122,14 @@ test('modern unavailable refusal → HTTP 503 with -32603; not_found → 404 wit
   expect([b.status, b.json.error.code, b.json.error.data.status]).toEqual([404, -32602, 'not_found']);
 });
 
+test('modern rate_limited refusal → HTTP 429 with Retry-After in whole seconds, at least 1 (also for a wait under a second)', async () => {
+  for (const [ms, header] of [[0, '1'], [250, '1'], [1000, '1'], [1001, '2'], [61_500, '62']] as const) {
+    fixedOutcome = { kind: 'refusal', code: 'rate_limited', extra: { retry_after_ms: ms } };
+    const r = await post({ jsonrpc: '2.0', id: 12, method: 'tools/call', params: { name: 'fixed_probe', arguments: {}, _meta: ENV } }, { ...auth(), ...modernHeaders('tools/call', 'fixed_probe') });
+    expect([ms, r.status, r.headers.get('retry-after'), r.json.error.data.retry_after_ms]).toEqual([ms, 429, header, ms]);
+  }
+});
+
 test('a thrown upstream error becomes the opaque failure with no host, address, port or user', async () => {
   const r = await post({ jsonrpc: '2.0', id: 12, method: 'tools/call', params: { name: 'throwing_probe', arguments: {} } }, auth());
   const text = JSON.stringify(r.json);
