@@ -26,6 +26,47 @@
 
 ALTER TABLE audit_batches ADD COLUMN format smallint NOT NULL DEFAULT 1 CHECK (format IN (1, 2));
 
+-- The chain's lock: one row that only the owner (through the SECURITY DEFINER append functions) can
+-- lock. It replaces pg_advisory_xact_lock(7264116111), which any role allowed to connect could take
+-- (advisory locks need no privilege) and so stall every audit append: with a fail-closed audit,
+-- every tool call of every agent.
+CREATE TABLE audit_chain_lock (id smallint PRIMARY KEY CHECK (id = 1));
+INSERT INTO audit_chain_lock VALUES (1);
+REVOKE ALL ON audit_chain_lock FROM PUBLIC;
+
+-- Format 1 (gateways not yet upgraded) takes the same lock, so both formats keep one linear chain.
+CREATE OR REPLACE FUNCTION interlock_audit_append(events jsonb) RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
+#variable_conflict use_variable
+DECLARE
+  batch bigint;
+  committed timestamptz := now();
+BEGIN
+  PERFORM 1 FROM audit_chain_lock WHERE id = 1 FOR UPDATE;
+  batch := nextval('audit_batches_id_seq');
+  WITH ins AS (
+    INSERT INTO audit_events (kind, time, request_id, identity_id, key_id, tool, canonical_tool, dialect, protocol_version,
+        decision, reason_code, source_id, action, fingerprint, relations, row_count, duration_ms, approval_id, operator, details, batch_id, recorded_at)
+      SELECT coalesce(r.kind, 'tool_call'), coalesce(r.time, now()), r.request_id, r.identity_id, r.key_id, r.tool, r.canonical_tool, r.dialect,
+        r.protocol_version, r.decision, r.reason_code, r.source_id, r.action, r.fingerprint, r.relations, r.row_count, r.duration_ms,
+        r.approval_id, r.operator, coalesce(r.details, '{}'::jsonb), batch, committed
+      FROM jsonb_populate_recordset(NULL::audit_events, events) WITH ORDINALITY AS r
+      ORDER BY r.ordinality
+      RETURNING *
+  ), agg AS (
+    SELECT count(*)::integer AS n, min(e.id) AS lo, max(e.id) AS hi,
+           string_agg(interlock_audit_event_text(to_jsonb(e), e.time, e.recorded_at), E'\n' ORDER BY e.id) AS body
+      FROM ins e
+  ), prev AS (
+    SELECT b.hash FROM audit_batches b ORDER BY b.id DESC LIMIT 1
+  )
+  INSERT INTO audit_batches (id, committed_at, event_count, first_event_id, last_event_id, prev_hash, hash)
+    SELECT batch, committed, agg.n, agg.lo, agg.hi, prev.hash, interlock_audit_batch_hash(prev.hash, batch, agg.body)
+      FROM agg LEFT JOIN prev ON true;
+  RETURN batch;
+END
+$$;
+
 -- The hash of a format-2 batch (see above). `committed` is rendered in UTC with microseconds.
 CREATE FUNCTION interlock_audit_batch_hash_v2(prev bytea, batch bigint, committed timestamptz, ids text, events text) RETURNS bytea
 LANGUAGE sql IMMUTABLE AS $$
@@ -49,7 +90,7 @@ BEGIN
   IF events IS NULL THEN
     RAISE EXCEPTION 'events must not be null' USING ERRCODE = '22004';
   END IF;
-  PERFORM pg_advisory_xact_lock(7264116111);
+  PERFORM 1 FROM audit_chain_lock WHERE id = 1 FOR UPDATE;
   batch := nextval('audit_batches_id_seq');
   WITH ins AS (
     INSERT INTO audit_events (kind, time, request_id, identity_id, key_id, tool, canonical_tool, dialect, protocol_version,
@@ -102,6 +143,38 @@ BEGIN
   END IF;
 END
 $$;
+CREATE OR REPLACE FUNCTION interlock_audit_append(events jsonb) RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
+#variable_conflict use_variable
+DECLARE
+  batch bigint;
+  committed timestamptz := now();
+BEGIN
+  PERFORM pg_advisory_xact_lock(7264116111);
+  batch := nextval('audit_batches_id_seq');
+  WITH ins AS (
+    INSERT INTO audit_events (kind, time, request_id, identity_id, key_id, tool, canonical_tool, dialect, protocol_version,
+        decision, reason_code, source_id, action, fingerprint, relations, row_count, duration_ms, approval_id, operator, details, batch_id, recorded_at)
+      SELECT coalesce(r.kind, 'tool_call'), coalesce(r.time, now()), r.request_id, r.identity_id, r.key_id, r.tool, r.canonical_tool, r.dialect,
+        r.protocol_version, r.decision, r.reason_code, r.source_id, r.action, r.fingerprint, r.relations, r.row_count, r.duration_ms,
+        r.approval_id, r.operator, coalesce(r.details, '{}'::jsonb), batch, committed
+      FROM jsonb_populate_recordset(NULL::audit_events, events) WITH ORDINALITY AS r
+      ORDER BY r.ordinality
+      RETURNING *
+  ), agg AS (
+    SELECT count(*)::integer AS n, min(e.id) AS lo, max(e.id) AS hi,
+           string_agg(interlock_audit_event_text(to_jsonb(e), e.time, e.recorded_at), E'\n' ORDER BY e.id) AS body
+      FROM ins e
+  ), prev AS (
+    SELECT b.hash FROM audit_batches b ORDER BY b.id DESC LIMIT 1
+  )
+  INSERT INTO audit_batches (id, committed_at, event_count, first_event_id, last_event_id, prev_hash, hash)
+    SELECT batch, committed, agg.n, agg.lo, agg.hi, prev.hash, interlock_audit_batch_hash(prev.hash, batch, agg.body)
+      FROM agg LEFT JOIN prev ON true;
+  RETURN batch;
+END
+$$;
+DROP TABLE IF EXISTS audit_chain_lock;
 DROP FUNCTION IF EXISTS interlock_audit_append_v2(text);
 DROP FUNCTION IF EXISTS interlock_audit_batch_hash_v2(bytea, bigint, timestamptz, text, text);
 ALTER TABLE audit_batches DROP COLUMN format;

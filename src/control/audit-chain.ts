@@ -21,7 +21,6 @@ import { createGunzip, createGzip } from 'node:zlib';
 import type pg from 'pg';
 import type { ControlDb } from './db';
 import { ControlError, ValidationError } from './errors';
-import { iso } from './ids';
 import { batchHashV2, eventsText, rowFromStored, type StoredEventV2 } from './audit-event-text';
 
 /** One archived partition. Times are ISO-8601 UTC. */
@@ -241,6 +240,8 @@ interface BatchCheck {
   recomputed: Buffer | null;
   events: number;
   archived: boolean;
+  /** A stored value no writer produces: a time before year 1 or infinite, a relations array not 1-based and one-dimensional. */
+  unwritable: boolean;
 }
 
 /** A stored event of a format-2 batch, as verify reads it. */
@@ -250,6 +251,26 @@ interface StoredV2Row extends StoredEventV2 {
 }
 
 const UTC_US = `'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'`;
+
+/** The first instant no writer precedes (to_char prints no era: a time moved to the same date BC would render alike). */
+const YEAR_ONE = `'0001-01-01 00:00:00+00'::timestamptz`;
+
+/**
+ * The audit_archives records that can stand for events no longer in audit_events: each covers one
+ * whole UTC month (as `interlock audit archive` writes them) and none of its batches
+ * (first_batch_id..last_batch_id) still has an event in that month. A record made up or widened to
+ * hide deleted events of a live month is no such record, and those batches fail as hash_mismatch.
+ */
+const VALID_ARCHIVES = `SELECT a.* FROM audit_archives a
+  WHERE a.first_batch_id IS NOT NULL
+    AND date_trunc('month', a.range_from AT TIME ZONE 'UTC') = a.range_from AT TIME ZONE 'UTC'
+    AND a.range_to AT TIME ZONE 'UTC' = (a.range_from AT TIME ZONE 'UTC') + interval '1 month'
+    AND NOT EXISTS (SELECT 1 FROM audit_events x WHERE x.recorded_at >= a.range_from AND x.recorded_at < a.range_to AND x.batch_id BETWEEN a.first_batch_id AND a.last_batch_id)`;
+
+/** ISO-8601 of a stored time, or null for one a Date cannot hold (±infinity, out of range). */
+function safeIso(d: Date | null): string | null {
+  return d instanceof Date && !Number.isNaN(d.getTime()) ? d.toISOString() : null;
+}
 
 /**
  * Recomputes a format-2 batch's hash from its stored events (id order), as interlock_audit_append_v2
@@ -284,6 +305,10 @@ function recomputeV2(b: BatchCheck, rows: StoredV2Row[]): Buffer | null {
 export async function verifyAuditChain(db: ControlDb, opts: { since?: Date; archiveFile?: string } = {}): Promise<VerifyReport> {
   const c = await db.pool.connect();
   try {
+    // Times read in a form the driver parses whatever the database's or role's defaults (format-1
+    // texts render their times with to_char in UTC, format-2 texts are rebuilt from UTC text).
+    await c.query("SET DateStyle = 'ISO, YMD'");
+    await c.query("SET TimeZone = 'UTC'");
     const loaded = opts.archiveFile ? await loadArchive(c, opts.archiveFile) : null;
     const evSource = opts.archiveFile
       ? '(SELECT * FROM audit_events WHERE batch_id BETWEEN $1 AND $2 UNION ALL SELECT * FROM audit_archive_events WHERE batch_id BETWEEN $1 AND $2)'
@@ -329,12 +354,16 @@ export async function verifyAuditChain(db: ControlDb, opts: { since?: Date; arch
       const lo = page.rows[0].id;
       const hi = page.rows[last].id;
       const r = await c.query<BatchCheck>(
-        `SELECT b.id::text AS id, b.committed_at, to_char(b.committed_at AT TIME ZONE 'UTC', ${UTC_US}) AS committed_text, b.format, b.event_count,
+        `WITH valid_archives AS (${VALID_ARCHIVES})
+         SELECT b.id::text AS id, b.committed_at, to_char(b.committed_at AT TIME ZONE 'UTC', ${UTC_US}) AS committed_text, b.format, b.event_count,
                 b.prev_hash, b.hash, count(e.id)::int AS events,
                 CASE WHEN b.format = 1 THEN
                   interlock_audit_batch_hash(b.prev_hash, b.id, string_agg(interlock_audit_event_text(to_jsonb(e), e.time, e.recorded_at), E'\\n' ORDER BY e.id))
                 END AS recomputed,
-                EXISTS (SELECT 1 FROM audit_archives a WHERE b.committed_at >= a.range_from AND b.committed_at < a.range_to) AS archived
+                EXISTS (SELECT 1 FROM valid_archives a WHERE b.committed_at >= a.range_from AND b.committed_at < a.range_to AND b.id BETWEEN a.first_batch_id AND a.last_batch_id) AS archived,
+                NOT isfinite(b.committed_at) OR b.committed_at < ${YEAR_ONE}
+                  OR coalesce(bool_or(NOT isfinite(e.time) OR e.time < ${YEAR_ONE} OR NOT isfinite(e.recorded_at) OR e.recorded_at < ${YEAR_ONE}
+                    OR (cardinality(e.relations) > 0 AND (array_lower(e.relations, 1) <> 1 OR array_ndims(e.relations) <> 1))), false) AS unwritable
          FROM audit_batches b LEFT JOIN ${evSource} e ON e.batch_id = b.id
          WHERE b.id BETWEEN $1 AND $2
          GROUP BY b.id ORDER BY b.id`,
@@ -362,8 +391,9 @@ export async function verifyAuditChain(db: ControlDb, opts: { since?: Date; arch
         }
       }
       for (const b of r.rows) {
-        const m = (f: ChainFault) => fault({ batchId: b.id, committedAt: iso(b.committed_at), fault: f });
+        const m = (f: ChainFault) => fault({ batchId: b.id, committedAt: safeIso(b.committed_at), fault: f });
         if (prevHash !== undefined && !bufEq(b.prev_hash, prevHash)) m('broken_link');
+        else if (b.unwritable) m('hash_mismatch');
         else if (b.archived && b.events === 0 && b.event_count > 0 && fileSpan && b.committed_at >= fileSpan.from && b.committed_at <= fileSpan.to) m('hash_mismatch');
         else if (b.archived && b.events === 0) report.archivedBatchesSkipped++;
         else {
@@ -393,7 +423,7 @@ export async function verifyAuditChain(db: ControlDb, opts: { since?: Date; arch
     return report;
   } finally {
     await c.query('DROP TABLE IF EXISTS audit_archive_events').catch(() => undefined);
-    await c.query('RESET extra_float_digits').catch(() => undefined);
+    await c.query('RESET extra_float_digits; RESET DateStyle; RESET TimeZone').catch(() => undefined);
     c.release();
   }
 }

@@ -241,12 +241,30 @@ export function plainDecimal(x: number): string {
  * written by the gateway.
  */
 export function jsonbNumbersCanonical(jsonbText: string): boolean {
-  const NUM = /"(?:[^"\\]|\\.)*"|(-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)/g;
-  for (let m = NUM.exec(jsonbText); m; m = NUM.exec(jsonbText)) {
-    const lexeme = m[1];
-    if (lexeme === undefined) continue;
-    const x = Number(lexeme);
-    if (!Number.isFinite(x) || plainDecimal(x) !== lexeme) return false;
+  // One linear pass (a regex over long strings can exhaust V8's backtracking stack): strings are
+  // skipped escape by escape, every other run of number characters is one number.
+  const n = jsonbText.length;
+  let i = 0;
+  while (i < n) {
+    const ch = jsonbText.charCodeAt(i);
+    if (ch === 0x22) {
+      // '"': to the closing quote, a backslash escaping the next character.
+      for (i++; i < n; i++) {
+        const c = jsonbText.charCodeAt(i);
+        if (c === 0x5c) i++;
+        else if (c === 0x22) break;
+      }
+      i++;
+    } else if (ch === 0x2d || (ch >= 0x30 && ch <= 0x39)) {
+      const start = i;
+      for (i++; i < n; i++) {
+        const c = jsonbText.charCodeAt(i);
+        if (!((c >= 0x30 && c <= 0x39) || c === 0x2e || c === 0x65 || c === 0x45 || c === 0x2b || c === 0x2d)) break;
+      }
+      const lexeme = jsonbText.slice(start, i);
+      const x = Number(lexeme);
+      if (!Number.isFinite(x) || plainDecimal(x) !== lexeme) return false;
+    } else i++;
   }
   return true;
 }

@@ -286,6 +286,8 @@ export async function grantRuntimeRole(db: ControlDb, role: string): Promise<voi
     await c.query(`REVOKE ALL ON audit_events, audit_batches, audit_archives FROM ${r}`);
     // Every control table is readable (later migrations add tables the gateway reads); writes are listed one by one.
     await c.query(`GRANT SELECT ON ALL TABLES IN SCHEMA public TO ${r}`);
+    // The chain's lock row is the append functions' alone (no role may hold it and stall the trail).
+    await c.query(`REVOKE ALL ON audit_chain_lock FROM ${r}`);
     // The trail is appended only through the chain function (owner's rights; issue 11).
     await c.query(`GRANT EXECUTE ON FUNCTION interlock_audit_append(jsonb), interlock_audit_append_v2(text) TO ${r}`);
     await c.query(`GRANT UPDATE (last_used_at) ON api_keys TO ${r}`);

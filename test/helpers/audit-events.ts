@@ -56,3 +56,21 @@ export async function tamperAsSuperuser(pool: pg.Pool, sql: string, params: unkn
     c.release();
   }
 }
+
+/**
+ * Takes the audit chain's lock (the row of audit_chain_lock, migration 20261201800000000) on `client`
+ * (a superuser or the owner) in an open transaction, so every audit append waits; the returned
+ * function lets it go (ROLLBACK).
+ */
+export async function holdChainLock(client: pg.ClientBase): Promise<() => Promise<void>> {
+  await client.query('BEGIN');
+  await client.query('SELECT 1 FROM audit_chain_lock WHERE id = 1 FOR UPDATE');
+  return async () => {
+    await client.query('ROLLBACK');
+  };
+}
+
+/** Appends `rows` through the format-1 function interlock_audit_append (what a gateway before format 2 does); returns the batch id. */
+export async function appendFormat1(pool: pg.Pool, rows: Array<Partial<AuditRowInput>>): Promise<string> {
+  return (await pool.query<{ b: string }>('SELECT interlock_audit_append($1::jsonb)::text AS b', [JSON.stringify(rows)])).rows[0].b;
+}

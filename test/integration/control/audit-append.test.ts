@@ -8,7 +8,7 @@
 import pg from 'pg';
 import { appendAuditRows, toolCallRow } from '../../../src/control/audit';
 import { verifyAuditChain } from '../../../src/control/audit-chain';
-import { toolCallEvent } from '../../helpers/audit-events';
+import { holdChainLock, toolCallEvent } from '../../helpers/audit-events';
 import { freshControlDb, type TestControlDb } from './control-db';
 
 let t: TestControlDb;
@@ -53,8 +53,7 @@ test('past its statement_timeout a batch stores nothing (57014), and the next ba
   // Hold the chain lock so the append waits past its 150 ms bound.
   const holder = await t.db.pool.connect();
   try {
-    await holder.query('BEGIN');
-    await holder.query('SELECT pg_advisory_xact_lock(7264116111)');
+    await holdChainLock(holder);
     const started = Date.now();
     await expect(appendAuditRows(pool, rows('req_late', 2), 150)).rejects.toMatchObject({ code: '57014' });
     expect(Date.now() - started).toBeLessThan(1500);

@@ -14,8 +14,8 @@ import { join } from 'node:path';
 import { gunzipSync, gzipSync } from 'node:zlib';
 import pg from 'pg';
 import { ADMIN_URL } from '../../helpers/pg';
-import { BASE_AUDIT_ROW, tamperAsSuperuser } from '../../helpers/audit-events';
-import { freshControlDb, type TestControlDb } from './control-db';
+import { appendFormat1, BASE_AUDIT_ROW, tamperAsSuperuser } from '../../helpers/audit-events';
+import { freshControlDb, withFreshControlDb, type TestControlDb } from './control-db';
 import { appendAuditRows, DbAuditSink, recordApprovalEvent, recordConfigEvent, toolCallRow, type AuditRowInput } from '../../../src/control/audit';
 import { archiveAuditPartitions, verifyAuditChain } from '../../../src/control/audit-chain';
 import { eventsText, normalizeAuditRow } from '../../../src/control/audit-event-text';
@@ -44,18 +44,9 @@ function event(requestId: string, over: Partial<ToolCallAuditEvent> = {}): ToolC
 
 const tamper = (db: ControlDb, sql: string, params: unknown[] = []) => tamperAsSuperuser(db.pool, sql, params);
 
-const v1Append = async (db: ControlDb, rows: Partial<AuditRowInput>[]) =>
-  (await db.pool.query<{ b: string }>('SELECT interlock_audit_append($1::jsonb)::text AS b', [JSON.stringify(rows)])).rows[0].b;
+const v1Append = (db: ControlDb, rows: Partial<AuditRowInput>[]) => appendFormat1(db.pool, rows);
 
-/** A fresh control database for one test. */
-async function withDb<T>(prefix: string, fn: (t: TestControlDb) => Promise<T>): Promise<T> {
-  const t = await freshControlDb(prefix);
-  try {
-    return await fn(t);
-  } finally {
-    await t.cleanup();
-  }
-}
+const withDb = withFreshControlDb;
 
 // ---------------------------------------------------------------------------------------------
 // 1. False alarms: stored differs from hashed although nobody tampered

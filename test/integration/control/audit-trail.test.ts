@@ -8,10 +8,20 @@ import http from 'node:http';
 import pg from 'pg';
 import { startGovernedEnv, callTool, type GovernedEnv } from '../../helpers/governed';
 import { searchAudit } from '../../../src/control/audit';
+import { holdChainLock } from '../../helpers/audit-events';
 
 let env: GovernedEnv;
 let ctl: pg.Client;
-const CHAIN_LOCK = '7264116111';
+let unlockChain: (() => Promise<void>) | null = null;
+/** Holds the audit chain's lock on `ctl` (every append waits) until releaseChain(). */
+const lockChain = async () => {
+  unlockChain = await holdChainLock(ctl);
+};
+const releaseChain = async () => {
+  const u = unlockChain;
+  unlockChain = null;
+  await u?.();
+};
 const read = () => callTool(env, 'interlock_query', { source_id: 'chinook', sql: 'SELECT album_id, title FROM album WHERE album_id = 1' }, env.apiKey);
 
 beforeAll(async () => {
@@ -34,7 +44,7 @@ test('a read is answered only with its event committed; a stuck audit store fail
   expect(all[0]).toMatchObject({ decision: 'allowed', rowCount: 1, sourceId: 'chinook' });
 
   // The store stops committing: the chain lock is held elsewhere and the writer's connections die.
-  await ctl.query('SELECT pg_advisory_lock($1)', [CHAIN_LOCK]);
+  await lockChain();
   await ctl.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'interlock-audit' AND datname = current_database()");
   const count = async () => Number((await ctl.query("SELECT count(*) AS n FROM audit_events WHERE kind = 'tool_call'")).rows[0].n);
   const before = await count();
@@ -51,7 +61,7 @@ test('a read is answered only with its event committed; a stuck audit store fail
   expect(metrics).toMatch(/reason="audit_unavailable"[^\n]*\} 3/);
 
   // Back: no restart, no operator action.
-  await ctl.query('SELECT pg_advisory_unlock($1)', [CHAIN_LOCK]);
+  await releaseChain();
   let again = await read();
   for (let i = 0; i < 20 && again.body.result.isError; i++) again = await read();
   expect(again.body.result.isError ?? false).toBe(false);
@@ -71,12 +81,12 @@ test('a queued write commits its approval row with its audit events, or neither:
   const b = await ctl.query('SELECT count(DISTINCT batch_id)::int AS n FROM audit_events WHERE approval_id = $1', [apr]);
   expect(b.rows[0].n).toBe(1);
 
-  await ctl.query('SELECT pg_advisory_lock($1)', [CHAIN_LOCK]);
+  await lockChain();
   let stuck;
   try {
     stuck = await write(7102);
   } finally {
-    await ctl.query('SELECT pg_advisory_unlock($1)', [CHAIN_LOCK]);
+    await releaseChain();
   }
   expect(stuck.body.result.structuredContent).toMatchObject({ status: 'unavailable', code: 'audit_unavailable' });
   expect((await ctl.query("SELECT count(*)::int AS n FROM approvals WHERE sql LIKE '%7102%'")).rows[0].n).toBe(0);
@@ -84,7 +94,7 @@ test('a queued write commits its approval row with its audit events, or neither:
 
 test('a client that goes away while its event waits: the outcome is recorded with delivered: false', async () => {
   await read(); // warm the cache so the second call's execution is instant
-  await ctl.query('SELECT pg_advisory_lock($1)', [CHAIN_LOCK]);
+  await lockChain();
   try {
     // Call 1 occupies the writer (its batch waits on the chain lock) ...
     const first = read();
@@ -97,10 +107,10 @@ test('a client that goes away while its event waits: the outcome is recorded wit
     await new Promise((r) => setTimeout(r, 300));
     req.destroy();
     await new Promise((r) => setTimeout(r, 100));
-    await ctl.query('SELECT pg_advisory_unlock($1)', [CHAIN_LOCK]);
+    await releaseChain();
     await first;
   } finally {
-    await ctl.query('SELECT pg_advisory_unlock_all()');
+    await releaseChain();
   }
   let ev: Awaited<ReturnType<typeof searchAudit>>['events'][number] | undefined;
   for (let i = 0; i < 40 && !ev; i++) {

@@ -23,3 +23,13 @@ export async function freshControlDb(prefix: string, opts: { keyPepper?: string 
   };
 }
 
+
+/** Runs `fn` on a fresh migrated control database, dropped afterwards whatever `fn` does. */
+export async function withFreshControlDb<T>(prefix: string, fn: (t: TestControlDb) => Promise<T>): Promise<T> {
+  const t = await freshControlDb(prefix);
+  try {
+    return await fn(t);
+  } finally {
+    await t.cleanup();
+  }
+}

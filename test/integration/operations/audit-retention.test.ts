@@ -44,7 +44,7 @@ async function oldBatch(at: Date, n: number, tag: string): Promise<void> {
   const c = await t.db.pool.connect();
   try {
     await c.query('BEGIN');
-    await c.query('SELECT pg_advisory_xact_lock(7264116111)');
+    await c.query('SELECT 1 FROM audit_chain_lock WHERE id = 1 FOR UPDATE');
     const b = (await c.query("SELECT nextval('audit_batches_id_seq')::text AS b")).rows[0].b;
     for (let i = 0; i < n; i++) {
       await c.query("INSERT INTO audit_events (decision, request_id, time, relations, duration_ms, details, batch_id, recorded_at) VALUES ('refused', $1, $2, '{public.track}', 0.5, '{\"k\": [1, \"x\"]}', $3, $2)", [`${tag}_${i}`, at, b]);
