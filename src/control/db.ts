@@ -214,7 +214,13 @@ export function getKeyPepper(db: ControlDb): Promise<Buffer> {
 export async function openControlDb(url: string, opts: OpenControlDbOptions = {}): Promise<ControlDb> {
   if (opts.migrate !== false) await runMigrations(url, opts.logger);
   const pool = new pg.Pool({ connectionString: url, max: opts.poolSize ?? 10, application_name: 'interlock-control' });
-  pool.on('error', (err) => opts.logger?.warn({ component: 'control-db', code: (err as { code?: string }).code }, 'idle control-database connection failed'));
+  pool.on('error', (err) => {
+    const code = (err as { code?: string }).code;
+    // 57P01: the server ended an idle session (shutdown, e.g. the embedded server on Ctrl-C, or
+    // pg_terminate_backend): expected, and the pool opens a new connection when one is needed.
+    if (code === '57P01') opts.logger?.info({ component: 'control-db', code }, 'idle control-database connection closed by the server (shutdown or terminated); a new one is opened when needed');
+    else opts.logger?.warn({ component: 'control-db', code }, 'idle control-database connection failed');
+  });
   let closed: Promise<void> | null = null;
   const db: ControlDb = {
     pool,
