@@ -166,6 +166,16 @@ interface ResolveRow {
 
 const ZERO_HASH = Buffer.alloc(32);
 
+/** Usable keys kept as known hashes at most (beyond, every key is looked up). */
+const KNOWN_MAX = 200_000;
+/** The known-hash set is reloaded at least this often (a lost notification heals), in ms. */
+const KNOWN_MAX_AGE_MS = 60_000;
+/** Past the miss budget, the set is reloaded at most this often, in ms. */
+const KNOWN_MIN_RELOAD_MS = 1000;
+/** Lookups per second, and their burst, of hashes not in the known set. */
+const MISS_RATE = 20;
+const MISS_BURST = 40;
+
 /** Random per process: the resolution cache is keyed by a salted digest, never by the secret itself. */
 const CACHE_SALT = crypto.randomBytes(16).toString('base64');
 const oneShotHash = (crypto as unknown as { hash?: (algorithm: string, data: string, encoding: 'base64') => string }).hash;
@@ -190,6 +200,14 @@ function cacheKeyOf(secret: string): string {
  * Revocation bound: positive results are cached for cacheTtlMs (default 2 s, capped at 5 s); call
  * invalidate() on a CONTROL_CHANNEL notification (listenControlChanges) to drop them at once.
  * Negative results are never cached.
+ *
+ * Made-up keys (issue 10, availability): the resolver keeps the keyed hashes of every usable key in
+ * memory (reloaded after invalidate(), and at least every 60 s). A presented key whose hash is not
+ * among them is looked up in the database only while a per-process budget allows (20 lookups per
+ * second, bursts of 40: a key created on another replica is found before its notification arrives);
+ * past it the set is reloaded at most once per second and checked again, so a flood of made-up
+ * tokens costs one HMAC each instead of a control-database query each. With more than 200,000 usable
+ * keys, or while the set cannot be read, every key is looked up as before.
  */
 export class DbIdentityResolver implements IdentityResolver {
   private readonly cacheTtlMs: number;
@@ -200,6 +218,14 @@ export class DbIdentityResolver implements IdentityResolver {
   private pending = new Set<string>();
   private flushTimer: NodeJS.Timeout | null = null;
   private flushing: Promise<void> = Promise.resolve();
+  /** Keyed hashes (base64) of the usable keys, when loaded; null when too many or unreadable. */
+  private known: Set<string> | null = null;
+  private knownAt = 0;
+  private knownStale = true;
+  private knownLoading: Promise<void> | null = null;
+  /** Lookups of hashes not in `known`: a token bucket (MISS_RATE per second, MISS_BURST). */
+  private missTokens = MISS_BURST;
+  private missAt = Date.now();
 
   constructor(
     private readonly db: ControlDb,
@@ -213,6 +239,40 @@ export class DbIdentityResolver implements IdentityResolver {
   /** Drops every cached resolution (call on any api_keys/identities change notification). */
   invalidate(): void {
     this.cache.clear();
+    this.knownStale = true;
+  }
+
+  /** The known-hash set, (re)loaded when stale, older than KNOWN_MAX_AGE_MS, or when `reloadOlderThanMs` says so; null when unusable. */
+  private async knownHashes(now: number, reloadOlderThanMs = KNOWN_MAX_AGE_MS): Promise<Set<string> | null> {
+    if (!this.knownStale && now - this.knownAt < reloadOlderThanMs) return this.known;
+    this.knownLoading ??= (async () => {
+      this.knownStale = false;
+      const at = Date.now();
+      try {
+        const r = await this.db.pool.query<{ h: string }>(
+          `SELECT encode(hash, 'base64') AS h FROM api_keys WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now()) LIMIT ${KNOWN_MAX + 1}`,
+        );
+        this.known = r.rows.length > KNOWN_MAX ? null : new Set(r.rows.map((x) => x.h));
+      } catch (err) {
+        this.known = null;
+        this.knownStale = true;
+        this.opts.logger?.warn({ component: 'identity-resolver', code: (err as { code?: string }).code }, 'could not read the usable keys; every key is looked up');
+      }
+      this.knownAt = at;
+    })().finally(() => {
+      this.knownLoading = null;
+    });
+    await this.knownLoading;
+    return this.known;
+  }
+
+  /** Whether a hash outside the known set may still be looked up now (the miss budget). */
+  private takeMiss(now: number): boolean {
+    this.missTokens = Math.min(MISS_BURST, this.missTokens + ((now - this.missAt) / 1000) * MISS_RATE);
+    this.missAt = now;
+    if (this.missTokens < 1) return false;
+    this.missTokens -= 1;
+    return true;
   }
 
   async resolve(apiKey: string): Promise<Identity | null> {
@@ -224,6 +284,12 @@ export class DbIdentityResolver implements IdentityResolver {
     if (hit) this.cache.delete(cacheKey);
     const pepper = await getKeyPepper(this.db);
     const hash = hashApiKey(pepper, apiKey);
+    const known = await this.knownHashes(now);
+    if (known && !known.has(hash.toString('base64')) && !this.takeMiss(now)) {
+      // Past the miss budget: only a key created since the set was loaded (at most a second ago) is looked up.
+      const fresh = await this.knownHashes(Date.now(), KNOWN_MIN_RELOAD_MS);
+      if (fresh && !fresh.has(hash.toString('base64'))) return null;
+    }
 
     const r = await this.db.pool.query<ResolveRow>(
       `SELECT k.id AS key_id, k.hash, i.id AS identity_id, i.name AS identity_name,

@@ -119,6 +119,46 @@ describe('API keys', () => {
     }
   });
 
+  test('a flood of made-up keys costs at most the miss budget of control-database lookups; valid keys, and a key created meanwhile, still resolve', async () => {
+    const idn = await createIdentity(t.db, 'flood-agent');
+    const k = await createApiKey(t.db, idn.id);
+    const resolver = new DbIdentityResolver(t.db, { cacheTtlMs: 0 });
+    expect(await resolver.resolve(k.secret)).toMatchObject({ id: idn.id }); // loads the known-key set
+    const lookups = () => spy.mock.calls.filter(([q]) => typeof q === 'string' && q.includes('FROM api_keys k JOIN identities')).length;
+    const reloads = () => spy.mock.calls.filter(([q]) => typeof q === 'string' && q.includes("encode(hash, 'base64')")).length;
+    const spy = jest.spyOn(t.db.pool, 'query');
+    try {
+      const junk = Array.from({ length: 600 }, () => 'ilk_' + crypto.randomBytes(32).toString('base64url'));
+      const results = await Promise.all(junk.map((j) => resolver.resolve(j)));
+      expect(results.every((r) => r === null)).toBe(true);
+      // The burst (40) is looked up; past it, at most one reload of the set per second instead of a lookup each.
+      expect(lookups()).toBeLessThanOrEqual(45);
+      expect(reloads()).toBeLessThanOrEqual(3);
+      // Valid keys are unaffected: found in the set, then looked up.
+      expect(await resolver.resolve(k.secret)).toMatchObject({ id: idn.id });
+      // A key created after the set was loaded, with no notification and the budget spent: found once the set is reloaded (at most a second).
+      const late = await createApiKey(t.db, idn.id);
+      let found = await resolver.resolve(late.secret);
+      for (let i = 0; i < 30 && !found; i++) {
+        await new Promise((r) => setTimeout(r, 100));
+        found = await resolver.resolve(late.secret);
+      }
+      expect(found).toMatchObject({ id: idn.id, keyId: late.keyId });
+      // invalidate() (what a change notification calls) makes the next resolution reload the set.
+      const later = await createApiKey(t.db, idn.id);
+      resolver.invalidate();
+      spy.mockClear();
+      expect(await resolver.resolve(later.secret)).toMatchObject({ keyId: later.keyId });
+      expect(reloads()).toBe(1);
+      // A revoked key leaves the set and is refused.
+      await revokeApiKey(t.db, later.keyId);
+      resolver.invalidate();
+      expect(await resolver.resolve(later.secret)).toBeNull();
+    } finally {
+      spy.mockRestore();
+    }
+  });
+
   test('positive results are cached at most cacheTtlMs; invalidate() drops them at once', async () => {
     const idn = await createIdentity(t.db, 'cache-agent');
     const k = await createApiKey(t.db, idn.id);
