@@ -181,9 +181,10 @@ export async function startWebhookDispatcher(opts: WebhookDispatcherOptions): Pr
   };
 
   const poll = async () => {
+    // ORDER BY the bigint column (audit_events.id): the output column `id` is text, and text order ('10' < '9') would move the cursor past events.
     const r = await opts.db.pool.query<AuditRow>(
       `SELECT id::text, time, decision, approval_id, operator, reason_code, row_count::text, details FROM audit_events
-       WHERE id > $1 AND kind = 'approval' AND approval_id IS NOT NULL ORDER BY id LIMIT 200`,
+       WHERE id > $1 AND kind = 'approval' AND approval_id IS NOT NULL ORDER BY audit_events.id LIMIT 200`,
       [cursor],
     );
     for (const row of r.rows) {

@@ -256,15 +256,19 @@ const UTC_US = `'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'`;
 const YEAR_ONE = `'0001-01-01 00:00:00+00'::timestamptz`;
 
 /**
- * The audit_archives records that can stand for events no longer in audit_events: each covers one
- * whole UTC month (as `interlock audit archive` writes them) and none of its batches
- * (first_batch_id..last_batch_id) still has an event in that month. A record made up or widened to
- * hide deleted events of a live month is no such record, and those batches fail as hash_mismatch.
+ * The audit_archives records that can stand for events no longer in audit_events, as
+ * `interlock audit archive` writes them: each covers one whole UTC month, starts at that month's
+ * first batch (an archive takes a month's partition whole), and none of its batches
+ * (first_batch_id..last_batch_id) still has an event in that month. A record made up, narrowed or
+ * widened to hide deleted events of a live month is no such record, and those batches fail as
+ * hash_mismatch. (What this cannot tell apart: a month's first batches deleted by someone with the
+ * owner's rights who also records them as archived; docs/operators.md.)
  */
 const VALID_ARCHIVES = `SELECT a.* FROM audit_archives a
   WHERE a.first_batch_id IS NOT NULL
     AND date_trunc('month', a.range_from AT TIME ZONE 'UTC') = a.range_from AT TIME ZONE 'UTC'
     AND a.range_to AT TIME ZONE 'UTC' = (a.range_from AT TIME ZONE 'UTC') + interval '1 month'
+    AND NOT EXISTS (SELECT 1 FROM audit_batches y WHERE y.committed_at >= a.range_from AND y.committed_at < a.range_to AND y.id < a.first_batch_id)
     AND NOT EXISTS (SELECT 1 FROM audit_events x WHERE x.recorded_at >= a.range_from AND x.recorded_at < a.range_to AND x.batch_id BETWEEN a.first_batch_id AND a.last_batch_id)`;
 
 /** ISO-8601 of a stored time, or null for one a Date cannot hold (±infinity, out of range). */
@@ -347,7 +351,8 @@ export async function verifyAuditChain(db: ControlDb, opts: { since?: Date; arch
     let prevHash: Buffer | null | undefined = opts.since ? undefined : null; // undefined: trust the first link
     let from = startRow.rows[0].id;
     while (from !== null) {
-      const page = await c.query<{ id: string; n: number }>('SELECT id::text AS id, event_count AS n FROM audit_batches WHERE id >= $1 ORDER BY id LIMIT $2', [from, PAGE]);
+      // Ordered by the bigint column: `ORDER BY id` would sort the text output column ('10' < '9') and skip batches.
+      const page = await c.query<{ id: string; n: number }>('SELECT b.id::text AS id, b.event_count AS n FROM audit_batches b WHERE b.id >= $1 ORDER BY b.id LIMIT $2', [from, PAGE]);
       if (page.rows.length === 0) break;
       let last = 0;
       for (let events = page.rows[0].n; last + 1 < page.rows.length && events + page.rows[last + 1].n <= PAGE_EVENTS; ) events += page.rows[++last].n;
@@ -415,9 +420,12 @@ export async function verifyAuditChain(db: ControlDb, opts: { since?: Date; arch
     }
     const o = orphan.rows[0].b;
     if (o !== null) {
-      fault({ batchId: o, committedAt: null, fault: 'events_without_batch' });
-      // In chain order: events of a missing batch come before the batches after it.
+      // In chain order: events of a missing batch come before the batches after it, even in a full list.
+      report.ok = false;
+      report.mismatchCount++;
+      report.mismatches.push({ batchId: o, committedAt: null, fault: 'events_without_batch' });
       report.mismatches.sort((a, b) => (BigInt(a.batchId) < BigInt(b.batchId) ? -1 : BigInt(a.batchId) > BigInt(b.batchId) ? 1 : 0));
+      report.mismatches.length = Math.min(report.mismatches.length, MAX_LISTED);
       report.firstMismatch = report.mismatches[0];
     }
     return report;

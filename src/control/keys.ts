@@ -172,6 +172,8 @@ const KNOWN_MAX = 200_000;
 const KNOWN_MAX_AGE_MS = 60_000;
 /** Past the miss budget, the set is reloaded at most this often, in ms. */
 const KNOWN_MIN_RELOAD_MS = 1000;
+/** First wait before reading the usable keys again after a failure, in ms (doubles up to KNOWN_MAX_AGE_MS). */
+const KNOWN_RETRY_MS = 1000;
 /** Lookups per second, and their burst, of hashes not in the known set. */
 const MISS_RATE = 20;
 const MISS_BURST = 40;
@@ -202,7 +204,8 @@ function cacheKeyOf(secret: string): string {
  * Negative results are never cached.
  *
  * Made-up keys (issue 10, availability): the resolver keeps the keyed hashes of every usable key in
- * memory (reloaded after invalidate(), and at least every 60 s). A presented key whose hash is not
+ * memory (reloaded in the background after invalidate(), and at least every 60 s; after a failed
+ * read, retried with a backoff from 1 s to 60 s while the last set keeps answering). A presented key whose hash is not
  * among them is looked up in the database only while a per-process budget allows (20 lookups per
  * second, bursts of 40: a key created on another replica is found before its notification arrives);
  * past it the set is reloaded at most once per second and checked again, so a flood of made-up
@@ -223,6 +226,9 @@ export class DbIdentityResolver implements IdentityResolver {
   private knownAt = 0;
   private knownStale = true;
   private knownLoading: Promise<void> | null = null;
+  /** After a failed load: no new attempt before knownRetryAt (ms since the epoch); the current backoff in ms. */
+  private knownRetryAt = 0;
+  private knownRetryMs = 0;
   /** Lookups of hashes not in `known`: a token bucket (MISS_RATE per second, MISS_BURST). */
   private missTokens = MISS_BURST;
   private missAt = Date.now();
@@ -242,10 +248,23 @@ export class DbIdentityResolver implements IdentityResolver {
     this.knownStale = true;
   }
 
-  /** The known-hash set, (re)loaded when stale, older than KNOWN_MAX_AGE_MS, or when `reloadOlderThanMs` says so; null when unusable. */
-  private async knownHashes(now: number, reloadOlderThanMs = KNOWN_MAX_AGE_MS): Promise<Set<string> | null> {
-    if (!this.knownStale && now - this.knownAt < reloadOlderThanMs) return this.known;
-    this.knownLoading ??= (async () => {
+  /**
+   * The known-hash set; null when unusable (never loaded, more than KNOWN_MAX keys, or unreadable:
+   * then every key is looked up). A reload is due when the set is stale (invalidate()), older than
+   * KNOWN_MAX_AGE_MS, or older than `reloadOlderThanMs`. Only the first load is waited for: later
+   * reloads run in the background while the current set keeps answering, except `awaitReload`
+   * (the past-budget recheck, which must see a key created since). After a failed load the next
+   * attempt waits KNOWN_RETRY_MS, doubling to KNOWN_MAX_AGE_MS, and the failure is logged once per streak.
+   */
+  private async knownHashes(now: number, reloadOlderThanMs = KNOWN_MAX_AGE_MS, awaitReload = false): Promise<Set<string> | null> {
+    const due = now >= this.knownRetryAt && (this.knownStale || now - this.knownAt >= reloadOlderThanMs);
+    if (due) this.knownLoading ??= this.loadKnown();
+    if (this.knownLoading && (awaitReload || this.knownAt === 0)) await this.knownLoading;
+    return this.known;
+  }
+
+  private loadKnown(): Promise<void> {
+    return (async () => {
       this.knownStale = false;
       const at = Date.now();
       try {
@@ -253,17 +272,18 @@ export class DbIdentityResolver implements IdentityResolver {
           `SELECT encode(hash, 'base64') AS h FROM api_keys WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now()) LIMIT ${KNOWN_MAX + 1}`,
         );
         this.known = r.rows.length > KNOWN_MAX ? null : new Set(r.rows.map((x) => x.h));
+        this.knownAt = at;
+        this.knownRetryMs = 0;
       } catch (err) {
-        this.known = null;
+        // Keep answering from the set we have (or look every key up if there is none); retry later.
         this.knownStale = true;
-        this.opts.logger?.warn({ component: 'identity-resolver', code: (err as { code?: string }).code }, 'could not read the usable keys; every key is looked up');
+        this.knownRetryMs = Math.min(KNOWN_MAX_AGE_MS, this.knownRetryMs ? this.knownRetryMs * 2 : KNOWN_RETRY_MS);
+        this.knownRetryAt = Date.now() + this.knownRetryMs;
+        if (this.knownRetryMs === KNOWN_RETRY_MS) this.opts.logger?.warn({ component: 'identity-resolver', code: (err as { code?: string }).code }, 'could not read the usable keys; retrying with backoff');
       }
-      this.knownAt = at;
     })().finally(() => {
       this.knownLoading = null;
     });
-    await this.knownLoading;
-    return this.known;
   }
 
   /** Whether a hash outside the known set may still be looked up now (the miss budget). */
@@ -287,7 +307,7 @@ export class DbIdentityResolver implements IdentityResolver {
     const known = await this.knownHashes(now);
     if (known && !known.has(hash.toString('base64')) && !this.takeMiss(now)) {
       // Past the miss budget: only a key created since the set was loaded (at most a second ago) is looked up.
-      const fresh = await this.knownHashes(Date.now(), KNOWN_MIN_RELOAD_MS);
+      const fresh = await this.knownHashes(Date.now(), KNOWN_MIN_RELOAD_MS, true);
       if (fresh && !fresh.has(hash.toString('base64'))) return null;
     }
 

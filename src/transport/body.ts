@@ -12,7 +12,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import express from 'express';
 
-/** A connect-style body reader: sets `req.body` to the decoded text (or leaves `{}` for a request without a body), or calls `next(err)` with body-parser's error. */
+/** A connect-style body reader: sets `req.body` to the decoded text (left undefined for a request without a body), or calls `next(err)` with body-parser's error. */
 export type BodyReader = (req: IncomingMessage & { body?: unknown }, res: ServerResponse, next: (err?: unknown) => void) => void;
 
 const UTF8 = new TextDecoder('utf-8');

@@ -40,7 +40,7 @@ export interface McpEndpointOptions {
   observeRequest?: (method: string, dialect: string, status: number, seconds: number) => void;
 }
 
-/** A request after the body reader: `body` is the decoded text, or `{}` for no body. */
+/** A request after the body reader: `body` is the decoded text, or undefined for no body. */
 type ReadRequest = IncomingMessage & { body?: unknown };
 
 // A signal that never aborts, for the methods that run nothing abortable (all but tools/call).

@@ -1,5 +1,5 @@
 /**
- * GroupCommitAuditSink: many concurrent tool-call events share batches (one interlock_audit_append_hashed call each), every promise settles
+ * GroupCommitAuditSink: many concurrent tool-call events share batches (one interlock_audit_append_v2 call each), every promise settles
  * once its row is stored, and an event the database rejects is still stored (without details) by the
  * one-by-one fallback: exactly one row per event, none lost.
  */

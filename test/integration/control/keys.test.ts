@@ -159,6 +159,28 @@ describe('API keys', () => {
     }
   });
 
+  test('when the usable keys cannot be read, every key is looked up and the read is retried with a backoff, not on every request', async () => {
+    const idn = await createIdentity(t.db, 'backoff-agent');
+    const k = await createApiKey(t.db, idn.id);
+    const resolver = new DbIdentityResolver(t.db, { cacheTtlMs: 0 });
+    const original = t.db.pool.query.bind(t.db.pool) as (...a: unknown[]) => Promise<unknown>;
+    let reads = 0;
+    const spy = jest.spyOn(t.db.pool, 'query').mockImplementation(((q: unknown, ...rest: unknown[]) => {
+      if (typeof q === 'string' && q.includes("encode(hash, 'base64')")) {
+        reads++;
+        return Promise.reject(Object.assign(new Error('canceling statement due to statement timeout'), { code: '57014' }));
+      }
+      return original(q, ...rest);
+    }) as never);
+    try {
+      for (let i = 0; i < 50; i++) expect(await resolver.resolve(k.secret)).toMatchObject({ id: idn.id });
+      expect(await resolver.resolve('ilk_' + crypto.randomBytes(32).toString('base64url'))).toBeNull();
+      expect(reads).toBe(1);
+    } finally {
+      spy.mockRestore();
+    }
+  });
+
   test('positive results are cached at most cacheTtlMs; invalidate() drops them at once', async () => {
     const idn = await createIdentity(t.db, 'cache-agent');
     const k = await createApiKey(t.db, idn.id);
