@@ -152,9 +152,17 @@ async function resolveKeyPepper(pool: pg.Pool, configured: string | undefined): 
   }
   const c = await pool.connect();
   try {
+    // Once a pepper and its fingerprint are stored (every start after the first), nothing is written
+    // and no lock is taken: a role holding the advisory lock below can delay only the very first start.
+    const SETTINGS_SQL = "SELECT key, value FROM settings WHERE key IN ('key_pepper', 'key_pepper_fingerprint')";
+    const seen = (await c.query<{ key: string; value: string }>(SETTINGS_SQL)).rows;
+    const seenPepper = seen.find((r) => r.key === 'key_pepper')?.value;
+    const seenFp = seen.find((r) => r.key === 'key_pepper_fingerprint')?.value;
+    const ready = configured !== undefined ? Buffer.from(configured, 'utf8') : seenPepper !== undefined ? Buffer.from(seenPepper, 'base64url') : null;
+    if (ready && seenFp !== undefined && pepperFingerprint(ready) === seenFp) return ready;
     await c.query('BEGIN');
     await c.query("SELECT pg_advisory_xact_lock(hashtext('interlock_key_pepper'))");
-    const rows = (await c.query<{ key: string; value: string }>("SELECT key, value FROM settings WHERE key IN ('key_pepper', 'key_pepper_fingerprint')")).rows;
+    const rows = (await c.query<{ key: string; value: string }>(SETTINGS_SQL)).rows;
     const stored = rows.find((r) => r.key === 'key_pepper')?.value;
     const fp = rows.find((r) => r.key === 'key_pepper_fingerprint')?.value;
     let pepper: Buffer;

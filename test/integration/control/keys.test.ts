@@ -3,7 +3,7 @@ import crypto from 'node:crypto';
 import { freshControlDb, type TestControlDb } from './control-db';
 import { API_KEY_PATTERN, createApiKey, DbIdentityResolver, hashApiKey, listApiKeys, revokeApiKey } from '../../../src/control/keys';
 import { createIdentity, disableIdentity, enableIdentity } from '../../../src/control/identities';
-import { openControlDb } from '../../../src/control/db';
+import { getKeyPepper, openControlDb } from '../../../src/control/db';
 
 let t: TestControlDb;
 beforeAll(async () => {
@@ -242,6 +242,25 @@ describe('API keys', () => {
     }
     const after = await t.db.pool.query('SELECT count(*)::int AS n FROM api_keys WHERE identity_id = $1 AND last_used_at IS NOT NULL', [idn.id]);
     expect(after.rows[0].n).toBe(3);
+  });
+
+  test('once the pepper exists, a session holding its first-use lock delays no start (nothing is written, no lock is taken)', async () => {
+    const { Client } = await import('pg');
+    const holder = new Client({ connectionString: t.temp.url });
+    await holder.connect();
+    try {
+      await holder.query("SELECT pg_advisory_lock(hashtext('interlock_key_pepper'))");
+      const db = await openControlDb(t.temp.url, { migrate: false });
+      try {
+        let timer: NodeJS.Timeout | undefined;
+        const pepper = await Promise.race([getKeyPepper(db), new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error('pepper resolution waited on the lock')), 5000)))]).finally(() => clearTimeout(timer));
+        expect(pepper.equals(await getKeyPepper(t.db))).toBe(true);
+      } finally {
+        await db.close();
+      }
+    } finally {
+      await holder.end();
+    }
   });
 
   test('a different configured pepper is refused instead of silently invalidating every key', async () => {
