@@ -86,10 +86,11 @@ test('a cancelled call keeps its identity slot until its connection is back: can
     // The first connection is still being cancelled: the same identity's next call waits for the slot.
     const second = new AbortController();
     const secondRead = c.read('SELECT 2', [], { ...CALL, identityId: 'idn_a', signal: second.signal }).catch((e: unknown) => e);
-    await sleep(100);
+    // Under load the second call may take more than a few milliseconds to reach the slot queue: wait for it (bounded).
+    expect(await waitFor(async () => c.poolStats().identityWaiting === 1, 3_000)).toBeGreaterThanOrEqual(0);
     expect(c.poolStats()).toMatchObject({ inUse: 1, identityWaiting: 1 });
     // Once the first connection is dropped (after the last cancel attempt), the slot passes on.
-    await waitFor(async () => c.poolStats().identityWaiting === 0, CANCEL_ATTEMPTS * CANCEL_RETRY_MS + 3_000);
+    expect(await waitFor(async () => c.poolStats().identityWaiting === 0, CANCEL_ATTEMPTS * CANCEL_RETRY_MS + 3_000)).toBeGreaterThanOrEqual(0);
     expect(fake.cancels).toBeGreaterThanOrEqual(CANCEL_ATTEMPTS);
     second.abort();
     expect(await secondRead).toMatchObject({ code: 'cancelled' });
