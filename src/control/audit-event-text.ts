@@ -17,7 +17,8 @@
  *   JavaScript Date holds); anything else (missing, unparsable, out of range) is "now";
  * - `row_count`: a safe integer or null; `duration_ms`: a finite number or null (−0 as 0);
  * - `relations`: strings only;
- * - `details`: a JSON object of plain values (objects by own enumerable keys, arrays with holes as
+ * - `details`: without fields whose names say they hold secrets (api_key, password, token, …, at
+ *   every level), a JSON object of plain values (objects by own enumerable keys, arrays with holes as
  *   null, strings, finite numbers, booleans, null; a BigInt becomes its decimal string, a Date its ISO
  *   string, undefined / functions / symbols are left out of objects and null in arrays; nesting
  *   deeper than 20 levels becomes "[depth]", a value met again inside itself "[cycle]", and past
@@ -66,6 +67,9 @@ function storableTime(t: string | Date | null | undefined, now: () => Date): str
   return now().toISOString();
 }
 
+/** Names of fields that say they hold secrets: left out of `details` at every level (defence in depth). */
+const SECRET_KEY = /^(api_?key|authorization|password|secret|token|bearer|key_?pepper)$/i;
+
 /** Most values `details` keeps per row (objects, arrays and scalars counted alike). */
 const MAX_DETAIL_VALUES = 10_000;
 
@@ -104,6 +108,7 @@ function plain(v: unknown, depth: number, inArray: boolean, path: Set<object>, b
     }
     const out: Record<string, unknown> = Object.create(null) as Record<string, unknown>;
     for (const [k, x] of Object.entries(v as Record<string, unknown>)) {
+      if (SECRET_KEY.test(k)) continue;
       const p = plain(x, depth + 1, false, path, budget);
       if (p !== undefined) out[storableText(k)] = p;
     }
@@ -269,33 +274,21 @@ export function jsonbNumbersCanonical(jsonbText: string): boolean {
   return true;
 }
 
-/** One stored event of a format-2 batch as verify reads it (every value as PostgreSQL prints it). */
-export interface StoredEventV2 {
+/**
+ * One stored event of a format-2 batch as verify reads it: the text columns as stored, and every
+ * other value as PostgreSQL prints it (`time` in UTC with microseconds, `YYYY-MM-DDTHH:MM:SS.ffffffZ`;
+ * `row_count` and `duration_ms` as text, float8 printed with extra_float_digits = 3; `details` as
+ * jsonb text; `relations` as read, NULL elements included).
+ */
+export type StoredEventV2 = Omit<AuditRowInput, 'kind' | 'time' | 'relations' | 'row_count' | 'duration_ms' | 'details'> & {
   id: string;
   kind: string;
-  /** time in UTC with microseconds (`YYYY-MM-DDTHH:MM:SS.ffffffZ`). */
   time: string;
-  request_id: string | null;
-  identity_id: string | null;
-  key_id: string | null;
-  tool: string | null;
-  canonical_tool: string | null;
-  dialect: string | null;
-  protocol_version: string | null;
-  decision: string;
-  reason_code: string | null;
-  source_id: string | null;
-  action: string | null;
-  fingerprint: string | null;
   relations: Array<string | null> | null;
   row_count: string | null;
-  /** float8 as text printed with extra_float_digits = 3 (shortest exact), or null. */
   duration_ms: string | null;
-  approval_id: string | null;
-  operator: string | null;
-  /** jsonb as text. */
   details: string;
-}
+};
 
 /**
  * The normalised row whose text format 2 would have sealed for a stored event, or null when a
@@ -324,26 +317,14 @@ export function rowFromStored(e: StoredEventV2): AuditRowInput | null {
     return null;
   }
   if (details === null || typeof details !== 'object' || Array.isArray(details)) return null;
+  // Every text column as stored; eventJson reads the columns by name, so other fields of `e` (id, …) are ignored.
   return {
+    ...e,
     kind: e.kind as AuditRowInput['kind'],
     time: `${e.time.slice(0, 23)}Z`,
-    request_id: e.request_id,
-    identity_id: e.identity_id,
-    key_id: e.key_id,
-    tool: e.tool,
-    canonical_tool: e.canonical_tool,
-    dialect: e.dialect,
-    protocol_version: e.protocol_version,
-    decision: e.decision,
-    reason_code: e.reason_code,
-    source_id: e.source_id,
-    action: e.action,
-    fingerprint: e.fingerprint,
     relations: e.relations as string[] | null,
     row_count: rowCount,
     duration_ms: duration,
-    approval_id: e.approval_id,
-    operator: e.operator,
     details: details as Record<string, unknown>,
   };
 }

@@ -3,7 +3,8 @@
  * (kind tool_call) and per approval action (kind approval). Append-only: the table's trigger
  * refuses UPDATE, DELETE and TRUNCATE, and the gateway's role gets INSERT and SELECT only
  * (grantRuntimeRole). Never a key, never a redacted value: the pipeline redacts before it audits,
- * and this module also drops detail fields whose names say they hold secrets.
+ * and every row is normalised before it is stored (audit-event-text.ts), which also drops detail
+ * fields whose names say they hold secrets.
  */
 import pg from 'pg';
 import type { Logger } from 'pino';
@@ -69,37 +70,6 @@ export interface ApprovalAuditEvent {
 type Queryable = ControlDb | pg.ClientBase;
 const q = (db: Queryable) => ('pool' in db ? db.pool : db);
 
-const SECRET_KEY = /^(api_?key|authorization|password|secret|token|bearer|key_?pepper)$/i;
-
-/**
- * A deep copy of `v` without fields whose names say they hold secrets (defence in depth). Nesting
- * deeper than 20 levels becomes "[depth]", a value met again inside itself "[cycle]", and past 10,000
- * values the rest "[truncated]" (so a shared or cyclic structure cannot cost exponential time).
- */
-function scrub(v: unknown, depth = 0, path: Set<object> = new Set(), budget = { left: 10_000 }): unknown {
-  if (budget.left-- <= 0) return '[truncated]';
-  if (depth > 20) return '[depth]';
-  if (typeof v === 'bigint') return v.toString();
-  if (!v || typeof v !== 'object') return v;
-  if (path.has(v)) return '[cycle]';
-  path.add(v);
-  try {
-    if (Array.isArray(v)) {
-      const out: unknown[] = new Array(v.length);
-      for (let i = 0; i < v.length; i++) out[i] = scrub(v[i], depth + 1, path, budget);
-      return out;
-    }
-    const out: Record<string, unknown> = {};
-    for (const [k, x] of Object.entries(v as Record<string, unknown>)) {
-      if (SECRET_KEY.test(k)) continue;
-      Object.defineProperty(out, k, { value: scrub(x, depth + 1, path, budget), enumerable: true, writable: true, configurable: true });
-    }
-    return out;
-  } finally {
-    path.delete(v);
-  }
-}
-
 const str = (v: unknown): string | null => (typeof v === 'string' && v.length > 0 ? v : null);
 const int = (v: unknown): number | null => (typeof v === 'number' && Number.isFinite(v) ? Math.trunc(v) : null);
 const strs = (v: unknown): string[] | null => (Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : null);
@@ -159,7 +129,7 @@ export function toolCallRow(e: ToolCallAuditEvent): AuditRowInput {
     duration_ms: typeof e.durationMs === 'number' && Number.isFinite(e.durationMs) ? e.durationMs : null,
     approval_id: str(d.approval_id),
     operator: null,
-    details: scrub(rest) as Record<string, unknown>,
+    details: rest,
   };
 }
 
@@ -384,7 +354,7 @@ export function approvalRow(e: ApprovalAuditEvent): AuditRowInput {
     duration_ms: e.durationMs ?? null,
     approval_id: e.approvalId,
     operator: e.operator ?? null,
-    details: scrub(e.details ?? {}) as Record<string, unknown>,
+    details: e.details ?? {},
   };
 }
 
@@ -426,7 +396,7 @@ export function configRow(e: ConfigAuditEvent): AuditRowInput {
     duration_ms: null,
     approval_id: null,
     operator: e.operator,
-    details: scrub(e.details ?? {}) as Record<string, unknown>,
+    details: e.details ?? {},
   };
 }
 

@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { gunzipSync, gzipSync } from 'node:zlib';
 import pg from 'pg';
 import { ADMIN_URL } from '../../helpers/pg';
-import { appendFormat1, BASE_AUDIT_ROW, tamperAsSuperuser } from '../../helpers/audit-events';
+import { appendFormat1, BASE_AUDIT_ROW, tamperAsSuperuser, toolCallEvent } from '../../helpers/audit-events';
 import { freshControlDb, withFreshControlDb, type TestControlDb } from './control-db';
 import { appendAuditRows, DbAuditSink, recordApprovalEvent, recordConfigEvent, toolCallRow, type AuditRowInput } from '../../../src/control/audit';
 import { archiveAuditPartitions, verifyAuditChain } from '../../../src/control/audit-chain';
@@ -24,23 +24,8 @@ import type { ToolCallAuditEvent } from '../../../src/pipeline/audit-types';
 
 const baseRow = BASE_AUDIT_ROW;
 
-function event(requestId: string, over: Partial<ToolCallAuditEvent> = {}): ToolCallAuditEvent {
-  return {
-    requestId,
-    time: new Date().toISOString(),
-    identityId: 'idn_0123456789abcdef0123',
-    keyId: null,
-    tool: 'interlock_query',
-    canonicalTool: 'interlock_query',
-    dialect: 'handshake',
-    protocolVersion: '2025-11-25',
-    decision: 'allowed',
-    reasonCode: null,
-    durationMs: 3,
-    details: { source_id: 'chinook', action: 'read', row_count: 1 },
-    ...over,
-  };
-}
+/** A tool-call event of the shared test shape, with an identity and `over` applied. */
+const event = (requestId: string, over: Partial<ToolCallAuditEvent> = {}): ToolCallAuditEvent => ({ ...toolCallEvent(requestId), identityId: 'idn_0123456789abcdef0123', ...over });
 
 const tamper = (db: ControlDb, sql: string, params: unknown[] = []) => tamperAsSuperuser(db.pool, sql, params);
 
