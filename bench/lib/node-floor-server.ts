@@ -1,0 +1,113 @@
+/**
+ * The floor of any Node.js MCP gateway built on the design's own parts (node:http and `pg`), run as
+ * a bench child for scenario 8 (issue 13): POST /mcp answers `tools/call` of one point-read tool
+ * with the bench's point read ($1 = `track_id`, a named statement on a pool of the reader role) as
+ * a JSON-RPC result whose text item and structuredContent carry the rows. Nothing else: no API key,
+ * no dialect or header checks, no schema validation, no SQL analysis, no policy, no rate limit, no
+ * redaction, no metrics.
+ *
+ * With BENCH_FLOOR_AUDIT_URL set, every answer also waits for its audit row to be committed on that
+ * database (one writer, group commit: one multi-row INSERT per batch of waiting calls into an
+ * unindexed, unchained table), the least a durable audit-before-answer can cost.
+ *
+ * Environment: BENCH_FLOOR_READER (JSON `pg.ClientConfig` of the reader role), BENCH_FLOOR_SQL (the
+ * statement), BENCH_FLOOR_POOL (reader connections, default 5), BENCH_FLOOR_AUDIT_URL (optional).
+ * Prints "READY <url>" when listening.
+ */
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import pg from 'pg';
+
+/** The tool name the floor serves. */
+export const FLOOR_TOOL = 'point_read';
+
+interface AuditRow {
+  tool: string;
+  trackId: number;
+  rows: number;
+  ms: number;
+}
+
+/** One writer that commits every waiting row in one INSERT and then releases their answers. */
+class GroupCommit {
+  private queue: Array<{ row: AuditRow; done: (err?: Error) => void }> = [];
+  private busy = false;
+
+  constructor(private readonly pool: pg.Pool) {}
+
+  /** Resolves once `row` is committed (synchronous_commit as the server sets it: on by default). */
+  append(row: AuditRow): Promise<void> {
+    return new Promise((resolve, reject) => {
+      this.queue.push({ row, done: (err) => (err ? reject(err) : resolve()) });
+      if (!this.busy) void this.drain();
+    });
+  }
+
+  private async drain(): Promise<void> {
+    this.busy = true;
+    while (this.queue.length > 0) {
+      const batch = this.queue;
+      this.queue = [];
+      try {
+        await this.pool.query({
+          name: 'floor-audit',
+          text: 'INSERT INTO bench_floor_audit (tool, track_id, row_count, duration_ms) SELECT * FROM unnest($1::text[], $2::int[], $3::int[], $4::float8[])',
+          values: [batch.map((b) => b.row.tool), batch.map((b) => b.row.trackId), batch.map((b) => b.row.rows), batch.map((b) => b.row.ms)],
+        });
+        for (const b of batch) b.done();
+      } catch (err) {
+        for (const b of batch) b.done(err as Error);
+      }
+    }
+    this.busy = false;
+  }
+}
+
+async function main(): Promise<void> {
+  const reader = new pg.Pool({ ...(JSON.parse(process.env.BENCH_FLOOR_READER ?? '{}') as pg.PoolConfig), max: Number(process.env.BENCH_FLOOR_POOL ?? 5) });
+  const sql = process.env.BENCH_FLOOR_SQL ?? '';
+  let audit: GroupCommit | null = null;
+  if (process.env.BENCH_FLOOR_AUDIT_URL) {
+    const control = new pg.Pool({ connectionString: process.env.BENCH_FLOOR_AUDIT_URL, max: 1 });
+    await control.query('CREATE TABLE IF NOT EXISTS bench_floor_audit (occurred_at timestamptz NOT NULL DEFAULT now(), tool text NOT NULL, track_id int, row_count int NOT NULL, duration_ms float8 NOT NULL)');
+    audit = new GroupCommit(control);
+  }
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const started = performance.now();
+      let id: unknown = null;
+      const fail = (status: number, message: string) => {
+        res.writeHead(status, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ jsonrpc: '2.0', id, error: { code: -32603, message } }));
+      };
+      let msg: { id?: unknown; method?: string; params?: { name?: string; arguments?: { track_id?: number } } };
+      try {
+        msg = JSON.parse(Buffer.concat(chunks).toString('utf8')) as typeof msg;
+      } catch {
+        return fail(400, 'parse error');
+      }
+      id = msg.id ?? null;
+      if (req.method !== 'POST' || msg.method !== 'tools/call' || msg.params?.name !== FLOOR_TOOL) return fail(400, 'only tools/call of point_read');
+      const trackId = Number(msg.params.arguments?.track_id);
+      reader.query({ name: 'floor-point', text: sql, values: [trackId] }).then(
+        async (r) => {
+          if (audit) await audit.append({ tool: FLOOR_TOOL, trackId, rows: r.rowCount ?? 0, ms: performance.now() - started });
+          const text = JSON.stringify(r.rows);
+          res.writeHead(200, { 'content-type': 'application/json' });
+          res.end(JSON.stringify({ jsonrpc: '2.0', id, result: { content: [{ type: 'text', text }], structuredContent: { rows: r.rows, row_count: r.rowCount } } }));
+        },
+        () => fail(500, 'query failed'),
+      );
+    });
+  });
+  server.keepAliveTimeout = 65_000;
+  server.listen(0, '127.0.0.1', () => {
+    process.stdout.write(`READY http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp\n`);
+  });
+  process.on('SIGTERM', () => server.close(() => process.exit(0)));
+  process.on('disconnect', () => process.exit(0));
+}
+
+if (require.main === module) void main();
