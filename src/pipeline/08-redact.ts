@@ -3,15 +3,22 @@
  * (so duplicate output names cannot dodge a mask), then builds the row objects. If the executed
  * statement's columns do not line up with the analysed outputs (count or names: e.g. a column added
  * under SELECT * since the catalog scan) while masks apply, nothing is returned (fail closed).
+ *
+ * When step 7 ran the statement with its masks applied in SQL (`premasked`, src/sql/mask-sql.ts),
+ * the masked columns arrive masked: `full`, `null` and `partial` values pass as they are, and a
+ * `hash` column's digest becomes its keyed token here (the key never goes to the source).
  */
 import type { SqlAnalysis } from '../sql/analyze';
-import { applyMask } from '../sql/redaction';
+import { applyMask, hashTokenFromDigest } from '../sql/redaction';
 import type { ToolOutcome } from '../tools/types';
 import type { PolicyRestrictions } from './04-policy';
 import type { ReadRows } from './07-execute';
 
-/** Redacted rows and the names of masked output columns, or a refusal. */
-export function redactRows(read: ReadRows, a: Extract<SqlAnalysis, { ok: true }>, r: PolicyRestrictions, secret: string): { ok: true; rows: Record<string, unknown>[]; maskedColumns: string[] } | { ok: false; outcome: ToolOutcome } {
+/**
+ * Redacted rows and the names of masked output columns, or a refusal (`redaction_unprovable`).
+ * `premasked`: the read ran the statement from `maskedStatement` (masks already applied in SQL).
+ */
+export function redactRows(read: ReadRows, a: Extract<SqlAnalysis, { ok: true }>, r: PolicyRestrictions, secret: string, premasked = false): { ok: true; rows: Record<string, unknown>[]; maskedColumns: string[] } | { ok: false; outcome: ToolOutcome } {
   const names = read.fields.map((f) => f.name);
   const methods: Array<string | null> = names.map(() => null);
   if (r.redaction) {
@@ -29,7 +36,7 @@ export function redactRows(read: ReadRows, a: Extract<SqlAnalysis, { ok: true }>
     const o: Record<string, unknown> = {};
     for (let i = 0; i < names.length; i++) {
       const m = methods[i];
-      const v = m === null ? arr[i] : applyMask(arr[i], m as Parameters<typeof applyMask>[1], secret);
+      const v = m === null ? arr[i] : premasked ? (m === 'hash' ? hashTokenFromDigest(arr[i] as string | null, secret) : arr[i]) : applyMask(arr[i], m as Parameters<typeof applyMask>[1], secret);
       if (names[i] === '__proto__') Object.defineProperty(o, '__proto__', { value: v, enumerable: true, writable: true, configurable: true });
       else o[names[i]] = v;
     }

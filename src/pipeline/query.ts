@@ -19,6 +19,7 @@ import { rateLimitStep, type RateLimiter } from './05-rate-limit';
 import { writeSafetyStep } from './06-write-safety';
 import { mapConnectorError, type ConnectorProvider } from './07-execute';
 import { redactRows } from './08-redact';
+import { maskedStatement } from '../sql/mask-sql';
 import { statementAuditFacts, type AuditHooks } from './audit-types';
 import type { ResultCache } from './cache';
 import { rowsText } from './rows-json';
@@ -154,15 +155,19 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
       audit.cached = true;
       return queryResult(hit.rows, hit.truncated, true, hit.maskedColumns);
     }
+    // Masked columns are masked in SQL, so their raw values never reach the gateway (mask-sql.ts).
+    const plan = pol.restrictions.redaction;
+    const wrapped = plan && analysis.statement === 'SelectStmt' ? maskedStatement(sql, plan.columns) : null;
+    const premasked = wrapped !== null && wrapped !== sql;
     let read;
     try {
-      read = await deps.connectors.reader(source).read(sql, params, { maxRows, maxBytes: deps.maxResultBytes ?? 4 * 1024 * 1024, signal: ctx.signal, identityId: identity.id });
+      read = await deps.connectors.reader(source).read(premasked ? wrapped : sql, params, { maxRows, maxBytes: deps.maxResultBytes ?? 4 * 1024 * 1024, signal: ctx.signal, identityId: identity.id });
     } catch (err) {
       return mapConnectorError(err);
     }
 
     // Step 8: redaction (before caching, logging and audit).
-    const red = redactRows(read, analysis, pol.restrictions, deps.maskSecret);
+    const red = redactRows(read, analysis, pol.restrictions, deps.maskSecret, premasked);
     if (!red.ok) return red.outcome;
     if (key) deps.cache.set(key, { rows: red.rows, truncated: read.truncated, maskedColumns: red.maskedColumns });
     audit.row_count = red.rows.length;

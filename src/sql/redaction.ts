@@ -22,7 +22,7 @@
  * - Several applicable methods: the strongest wins, `null` > `full` > `hash` > `partial`.
  * Columns used only in filters are not outputs; see `filterSources` in the analysis for those.
  */
-import { createHmac } from 'node:crypto';
+import { createHash, createHmac } from 'node:crypto';
 import type { ColumnRef, OutputColumn } from './types';
 
 /** How a value is masked; see `applyMask`. */
@@ -153,7 +153,8 @@ function canonical(value: unknown): string {
  *   top-level domain fits that budget becomes `'j***@***.com'`; values shorter than 4 characters
  *   and other types (objects, dates, buffers, booleans) become `'***'`.
  * - `hash`: null stays null; otherwise `'sha256:' + first 16 hex digits of HMAC-SHA-256(secret,
- *   value as text)`: equal values give equal tokens (joins and counts still work) without revealing
+ *   hex SHA-256 of the value as text)` (the inner digest is what a source computes when the mask is
+ *   applied in SQL, mask-sql.ts; `hashTokenFromDigest` finishes it): equal values give equal tokens (joins and counts still work) without revealing
  *   them. Without a non-empty `secret` it falls back to `full` (an unkeyed hash of a low-entropy
  *   value is reversible by guessing).
  * - `null`: null.
@@ -172,10 +173,21 @@ export function applyMask(value: unknown, method: MaskMethod, secret?: string): 
     case 'hash':
       if (value === null || value === undefined) return null;
       if (!secret) return FULL_MASK;
-      return 'sha256:' + createHmac('sha256', secret).update(canonical(value)).digest('hex').slice(0, 16);
+      return hashTokenFromDigest(createHash('sha256').update(canonical(value)).digest('hex'), secret);
     default:
       return FULL_MASK; // unknown method: fail closed
   }
+}
+
+/**
+ * The `hash` mask's token from the hex SHA-256 of a value's text (lower-case, as PostgreSQL's
+ * `encode(sha256(…), 'hex')` prints it): `'sha256:'` + the first 16 hex digits of HMAC-SHA-256 keyed
+ * with `secret`; `'***'` without a non-empty secret; null for a null digest.
+ */
+export function hashTokenFromDigest(digestHex: string | null, secret?: string): string | null {
+  if (digestHex === null) return null;
+  if (!secret) return FULL_MASK;
+  return 'sha256:' + createHmac('sha256', secret).update(digestHex).digest('hex').slice(0, 16);
 }
 
 /** Thrown by `applyRedaction` when the rows do not match the plan (fail closed: return nothing). */

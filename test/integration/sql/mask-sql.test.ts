@@ -1,0 +1,78 @@
+/**
+ * The masks PostgreSQL applies (src/sql/mask-sql.ts) give what the gateway's applyMask gives for
+ * the same value: partial for strings (e-mail shapes, short values, non-ASCII, '@' at either end)
+ * and numbers, '***' for types the gateway does not read as a string or a number, hash tokens equal
+ * through hashTokenFromDigest, and the statement wrapper's shapes on a real server.
+ */
+import pg from 'pg';
+import { ADMIN_URL } from '../../helpers/pg';
+import { initSqlParser } from '../../../src/sql/analyze';
+import { maskExpression, maskedStatement, statementText } from '../../../src/sql/mask-sql';
+import { applyMask, hashTokenFromDigest } from '../../../src/sql/redaction';
+
+let c: pg.Client;
+beforeAll(async () => {
+  await initSqlParser();
+  c = new pg.Client({ connectionString: ADMIN_URL });
+  await c.connect();
+});
+afterAll(async () => c?.end());
+
+async function masked(method: 'full' | 'partial' | 'hash' | 'null', value: unknown, type: string): Promise<unknown> {
+  const r = await c.query(`SELECT ${maskExpression('q.v', method)} AS m FROM (SELECT $1::${type} AS v) AS q`, [value]);
+  return r.rows[0].m;
+}
+
+const STRINGS = ['luisg@embraer.com.br', 'a@b.co', 'x@y', '@example.com', 'name@', 'a@@b.org', 'ab', 'abc', 'abcd', 'abcdefgh', 'abcdefghijklmnop', '+55 (12) 3923-5555', 'ünïcødé@dömäin.dé', 'emoji😀@mail.io', 'a.b.c.d@sub.domain.travel', 'plain text, no at sign at all', '', ' spaced @ x . y '];
+
+test.each(STRINGS)('partial of %j is the gateway’s', async (s) => {
+  expect(await masked('partial', s, 'text')).toBe(applyMask(s, 'partial'));
+  expect(await masked('partial', s, 'varchar')).toBe(applyMask(s, 'partial'));
+});
+
+test('partial of numbers is the gateway’s; other types and nulls follow applyMask', async () => {
+  for (const n of [7, 1234, 123456789, -98765]) expect(await masked('partial', n, 'int4')).toBe(applyMask(n, 'partial'));
+  expect(await masked('partial', '12345678901234567890', 'numeric')).toBe(applyMask('12345678901234567890', 'partial'));
+  expect(await masked('partial', '9007199254740993', 'int8')).toBe(applyMask('9007199254740993', 'partial'));
+  expect(await masked('partial', true, 'bool')).toBe('***');
+  expect(await masked('partial', '2024-05-06', 'date')).toBe('***');
+  expect(await masked('partial', '{"a":"secretvalue"}', 'jsonb')).toBe('***');
+  expect(await masked('partial', null, 'text')).toBeNull();
+  expect(await masked('full', null, 'text')).toBe('***');
+  expect(await masked('full', 'secret', 'text')).toBe('***');
+  expect(await masked('null', 'secret', 'text')).toBeNull();
+  expect(await masked('hash', null, 'text')).toBeNull();
+});
+
+test('hash tokens from the source’s digest equal the gateway’s tokens', async () => {
+  for (const s of STRINGS) {
+    const digest = (await masked('hash', s, 'text')) as string;
+    expect(digest).toMatch(/^[0-9a-f]{64}$/);
+    expect(hashTokenFromDigest(digest, 'k3y')).toBe(applyMask(s, 'hash', 'k3y'));
+  }
+  expect(hashTokenFromDigest('ab', '')).toBe('***');
+  expect(hashTokenFromDigest(null, 'k3y')).toBeNull();
+});
+
+test('statementText drops a trailing semicolon and what follows it, by UTF-8 offsets', () => {
+  expect(statementText('SELECT 1')).toBe('SELECT 1');
+  expect(statementText("SELECT 'é😀' AS x; -- trailing")).toBe("SELECT 'é😀' AS x");
+  expect(statementText('  /* lead */ SELECT 2 ;  ')).toBe('SELECT 2 ');
+  expect(statementText('SELECT 1; SELECT 2')).toBeNull();
+});
+
+test('the wrapper runs on a real server, keeps order and parameters, and renames repeated names by position', async () => {
+  const cols = [
+    { index: 0, name: 'id', method: null },
+    { index: 1, name: 'v', method: 'full' as const },
+    { index: 2, name: 'id', method: null },
+  ];
+  const sql = maskedStatement('SELECT g AS id, g::text AS v, -g AS id FROM generate_series(1, $1::int) g ORDER BY g DESC -- c', cols)!;
+  expect(sql).toContain('AS q("c1", "c2", "c3")');
+  const r = await c.query({ text: sql, values: [3], rowMode: 'array' });
+  expect(r.fields.map((f) => f.name)).toEqual(['id', 'v', 'id']);
+  expect(r.rows).toEqual([[3, '***', -3], [2, '***', -2], [1, '***', -1]]);
+  const unique = maskedStatement('SELECT 1 AS "we""ird", 2 AS b', [{ index: 0, name: 'we"ird', method: 'full' }, { index: 1, name: 'b', method: null }])!;
+  expect((await c.query(unique)).rows).toEqual([{ 'we"ird': '***', b: 2 }]);
+  expect(maskedStatement('SELECT 1 AS a', [{ index: 0, name: 'a', method: null }])).toBe('SELECT 1 AS a');
+});
