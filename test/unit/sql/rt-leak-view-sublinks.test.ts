@@ -2,8 +2,8 @@
  * Red-team regression (rt-leak): a view column computed by a sub-select over a masked column
  * (EXISTS, IN, a scalar sub-select whose WHERE compares the masked value) carries information about
  * that value, exactly like `CASE WHEN email LIKE … THEN …` does, which IS masked. Today the sublink
- * kinds return no lineage from the sub-select's filters, so the view column is returned in clear.
- * These tests are marked `failing` to document the gap: remove `.failing` once it is fixed.
+ * kinds returned no lineage from the sub-select's filters, so the view column was returned in clear;
+ * a sublink's value now carries every column its sub-select consumes, as derived lineage.
  */
 import { analyzeSql, initSqlParser } from '../../../src/sql/analyze';
 import type { CatalogRelation, SourceCatalog } from '../../../src/sql/catalog-types';
@@ -43,20 +43,14 @@ test('control: a CASE condition on a masked column masks the view column', () =>
   expect(methodOf('SELECT * FROM v_case', 'prov')).toBe('full');
 });
 
-test.failing('EXISTS over a masked column in a view column is masked', () => {
-  expect(methodOf('SELECT * FROM v_exists', 'starts_l')).not.toBeNull();
+test('EXISTS over a masked column in a view column is masked', () => {
+  expect(methodOf('SELECT * FROM v_exists', 'starts_l')).toBe('full');
 });
 
-test.failing('IN (sub-select filtered on a masked column) in a view column is masked', () => {
-  expect(methodOf('SELECT * FROM v_in', 'gm')).not.toBeNull();
+test('IN (sub-select filtered on a masked column) in a view column is masked', () => {
+  expect(methodOf('SELECT * FROM v_in', 'gm')).toBe('full');
 });
 
-test.failing('a scalar sub-select comparing a masked column in a view column is masked', () => {
-  expect(methodOf('SELECT * FROM v_sub', 'rk')).not.toBeNull();
-});
-
-test('today (remove with the .failing marks once fixed): the sublink view columns are analysed and left unmasked (the gap)', () => {
-  expect(methodOf('SELECT * FROM v_exists', 'starts_l')).toBeNull();
-  expect(methodOf('SELECT * FROM v_in', 'gm')).toBeNull();
-  expect(methodOf('SELECT * FROM v_sub', 'rk')).toBeNull();
+test('a scalar sub-select comparing a masked column in a view column is masked', () => {
+  expect(methodOf('SELECT * FROM v_sub', 'rk')).toBe('full');
 });
