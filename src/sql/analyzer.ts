@@ -371,6 +371,14 @@ export class Analyzer {
   hasWrite = false;
   private depth = 0;
   private readonly sublinkNames = new WeakMap<object, string>();
+  /**
+   * While a per-row sub-select (a sublink, a LATERAL sub-select) is walked: the sources of every
+   * value it consumes (filters, join conditions, ORDER BY, LIMIT, computations), innermost only;
+   * see `perRowQuery`.
+   */
+  private perRowReads: Map<string, ColumnRef> | null = null;
+  /** LATERAL sub-selects being walked: the query levels outside each, and whether it referenced one. */
+  private readonly lateralFrames: Array<{ readonly outer: ReadonlySet<Scope>; correlated: boolean }> = [];
   /** Work done so far (see `WORK_BUDGET`); lineage work is read from `lineageWork`. */
   private work = 0;
   private readonly lineageStart = lineageWork.n;
@@ -463,7 +471,32 @@ export class Analyzer {
     if (l.src) {
       this.charge(l.src.size);
       for (const [k, v] of l.src) this.nonOutput.set(k, v);
+      const into = this.perRowReads;
+      if (into) for (const [k, v] of l.src) into.set(k, v);
     }
+  }
+  /**
+   * Walks a sub-select whose value is computed per row of the enclosing query (a sublink, a LATERAL
+   * sub-select) and returns, besides its outputs, `control`: the derived lineage of every value the
+   * sub-select consumed (WHERE, JOIN conditions, GROUP BY/HAVING, ORDER BY/LIMIT, computations,
+   * nested sub-selects), `LIN_NONE` when none. Which rows it yields, so its value, depends on them:
+   * the caller merges `control` into the value, as a CASE condition is merged into the CASE's value,
+   * so a view column computed this way over a masked column is masked (a view body's own filters
+   * are not checked as non-output uses). The uses are recorded as before (`nonOutput`, `filter`).
+   * Only the innermost walk collects: a nested sub-select's `control` reaches the outer one through
+   * its value, which the outer sub-select consumes or outputs.
+   */
+  private perRowQuery(node: N, scope: Scope | null, ctes: CteEnv | null): { out: QueryOut; control: Lin } {
+    const saved = this.perRowReads;
+    const reads = new Map<string, ColumnRef>();
+    this.perRowReads = reads;
+    let out: QueryOut;
+    try {
+      out = this.query(node, scope, ctes);
+    } finally {
+      this.perRowReads = saved;
+    }
+    return { out, control: reads.size ? { src: reads, pass: false, opq: null } : LIN_NONE };
   }
   /** Computed value: its inputs are consumed, the result is derived from them (never passthrough). */
   private calc(l: Lin): Lin {
@@ -931,8 +964,7 @@ export class Analyzer {
         case 'RangeSubselect': {
           const rs = node.RangeSubselect as N;
           checkFields('RangeSubselect', rs);
-          const parent: Scope | null = rs.lateral ? { parent: fc.parent, items: left } : fc.parent;
-          const out = this.query(rs.subquery, parent, fc.ctes);
+          const out = rs.lateral ? this.lateralSubselect(rs.subquery, { parent: fc.parent, items: left }, fc.ctes) : this.query(rs.subquery, fc.parent, fc.ctes);
           this.charge(out.cols.length);
           const cols = renameCols(
             out.cols.map((o) => ({ name: o.name, lin: o.lin, reads: null })),
@@ -974,6 +1006,40 @@ export class Analyzer {
     } finally {
       this.leave();
     }
+  }
+
+  /**
+   * A LATERAL sub-select. When it references a column of an outer query level (the items to its
+   * left, enclosing levels) it is evaluated per outer row like a sublink, and each of its outputs
+   * also carries everything it consumed (`perRowQuery`): `LATERAL (SELECT count(*) … WHERE c2.phone
+   * < c.phone)` is derived from phone. Without such a reference it is an ordinary derived table,
+   * whose WHERE restricts rows (in a view body, the operator's decision; README, views).
+   */
+  private lateralSubselect(node: N, scope: Scope, ctes: CteEnv | null): QueryOut {
+    const outer = new Set<Scope>();
+    for (let s: Scope | null = scope; s; s = s.parent) outer.add(s);
+    this.charge(outer.size);
+    const frame = { outer, correlated: false };
+    this.lateralFrames.push(frame);
+    let r: { out: QueryOut; control: Lin };
+    try {
+      r = this.perRowQuery(node, scope, ctes);
+    } finally {
+      this.lateralFrames.pop();
+    }
+    // Its filters decide the rows of the enclosing query too (a sublink around it collects them).
+    this.consume(r.control);
+    if (!frame.correlated || r.control === LIN_NONE) return r.out;
+    this.charge(r.out.cols.length);
+    return { cols: r.out.cols.map((o) => ({ name: o.name, lin: merge(o.lin, r.control) })) };
+  }
+
+  /** A name was resolved at query level `s`: marks the LATERAL sub-selects it is outside of as correlated. */
+  private reached(s: Scope): void {
+    const frames = this.lateralFrames;
+    if (frames.length === 0) return;
+    this.charge(frames.length);
+    for (const f of frames) if (f.outer.has(s)) f.correlated = true;
   }
 
   private rangeFunction(rf: N, lateral: Scope, ctes: CteEnv | null): NsItem {
@@ -1164,6 +1230,7 @@ export class Analyzer {
       for (const it of s.items) {
         if (!it.relVisible || it.refname !== names[names.length - 1]) continue;
         if (names.length === 2 && it.schema !== names[0]) continue;
+        this.reached(s);
         return it;
       }
     }
@@ -1279,6 +1346,7 @@ export class Analyzer {
       const name = names[0];
       for (let s: Scope | null = ctx.scope; s; s = s.parent) {
         const hits = this.columnsAtLevel(name, s);
+        if (hits.length) this.reached(s);
         if (hits.length === 1) return this.use(hits[0]);
         if (hits.length > 1) {
           // Ambiguous (PostgreSQL refuses to run it): treat as reading every candidate.
@@ -1446,7 +1514,12 @@ export class Analyzer {
     return this.windowDef(w, ctx);
   }
 
-  /** Lineage of a sub-select used as an expression; its query level sees the current one. */
+  /**
+   * Lineage of a sub-select used as an expression; its query level sees the current one. The value
+   * carries, as derived lineage, every column the sub-select consumed (`perRowQuery`: its filters
+   * decide the value as much as its select list does) as well as its test expression and select
+   * list. A scalar sub-select stays passthrough only when it consumed nothing.
+   */
   private subLink(sl: N, ctx: Ctx): Lin {
     checkFields('SubLink', sl);
     const kind = String(sl.subLinkType);
@@ -1454,25 +1527,26 @@ export class Analyzer {
     if (sl.testexpr) lin = merge(lin, this.ex(sl.testexpr, ctx));
     if (sl.operName) this.checkOperator(sl.operName);
     this.consume(lin);
-    const sub = this.query(sl.subselect, ctx.scope, ctx.ctes);
+    const { out: sub, control } = this.perRowQuery(sl.subselect, ctx.scope, ctx.ctes);
     if (sub.cols.length) this.sublinkNames.set(sl, sub.cols[0].name);
     switch (kind) {
       case 'EXISTS_SUBLINK':
-        // The result depends on the sub-select's rows (its filters are recorded); its select list
+        // The result depends on the sub-select's rows (its filters: `control`); its select list
         // counts as used too (conservative: `EXISTS (SELECT c.phone INTERSECT …)` is caught by
         // INTERSECT, `EXISTS (SELECT *)` lists every column).
         this.consumeAll(sub.cols);
-        return LIN_NONE;
+        return derive(sub.cols.reduce((a, c) => merge(a, c.lin), control));
       case 'EXPR_SUBLINK':
-        // A scalar sub-select's single value flows on unchanged (passthrough chains survive).
-        if (sub.cols.length === 1) return sub.cols[0].lin;
-        return this.calc(sub.cols.reduce((a, c) => merge(a, c.lin), LIN_NONE));
+        // A scalar sub-select's single value flows on unchanged (passthrough chains survive) when
+        // nothing else decides it; otherwise it is derived from its filters too.
+        if (sub.cols.length === 1) return control === LIN_NONE ? sub.cols[0].lin : merge(sub.cols[0].lin, control);
+        return this.calc(sub.cols.reduce((a, c) => merge(a, c.lin), control));
       case 'ARRAY_SUBLINK':
       case 'MULTIEXPR_SUBLINK':
       case 'ANY_SUBLINK':
       case 'ALL_SUBLINK':
       case 'ROWCOMPARE_SUBLINK':
-        return this.calc(sub.cols.reduce((a, c) => merge(a, c.lin), lin));
+        return this.calc(sub.cols.reduce((a, c) => merge(a, c.lin), merge(lin, control)));
       default:
         throw new Refusal('statement_not_allowed', `unsupported sub-select kind ${kind}`);
     }
@@ -1663,8 +1737,8 @@ export class Analyzer {
           checkFields(type, n);
           this.jsonOutput(n.output);
           if (n.format) checkFields('JsonFormat', n.format);
-          const sub = this.query(n.query, ctx.scope, ctx.ctes);
-          return this.calc(sub.cols.reduce((a, c) => merge(a, c.lin), LIN_NONE));
+          const { out: sub, control } = this.perRowQuery(n.query, ctx.scope, ctx.ctes);
+          return this.calc(sub.cols.reduce((a, c) => merge(a, c.lin), control));
         }
         case 'JsonObjectAgg': {
           checkFields(type, n);
