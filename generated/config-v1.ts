@@ -4148,9 +4148,13 @@ export interface GatewayConfig {
      */
     streams_per_address?: number;
     /**
-     * Open SSE streams and in-flight tool calls per identity, across addresses (INTERLOCK_STREAMS_PER_IDENTITY). Over it: 429 rate_limited with Retry-After. Default 64.
+     * Open SSE streams and in-flight tool calls per identity, across addresses (INTERLOCK_STREAMS_PER_IDENTITY). Over it: 429 rate_limited with Retry-After. Default 64. A tool call keeps its slot until its answer has been flushed to the client or its connection closed, so this also bounds the answers an identity can leave unread in memory.
      */
     streams_per_identity?: number;
+    /**
+     * How long a tool call's answer may wait unread by its client, in milliseconds (INTERLOCK_ANSWER_WRITE_TIMEOUT_MS): an answer not flushed to the client by then has its connection closed (the call stays audited), which frees the answer's memory and its stream slot. 0 disables the deadline. Default 30000.
+     */
+    answer_write_timeout_ms?: number;
   };
   /**
    * Operational log level (INTERLOCK_LOG_LEVEL). Default info.

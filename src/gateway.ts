@@ -166,6 +166,7 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
     observe: (e) => metrics.observeToolCall(e),
     rateLimiter,
     clientLimits: clientLimitSettings(config.client_limits ?? DEFAULT_CONFIG.client_limits),
+    answerWriteTimeoutMs: config.client_limits?.answer_write_timeout_ms ?? DEFAULT_CONFIG.client_limits.answer_write_timeout_ms,
     observeRequest: (m, d, s, sec) => metrics.observeRequest(m, d, s, sec),
     tools,
     identityResolver,

@@ -33,7 +33,7 @@ export interface ResolvedGatewayConfig {
   key_pepper?: string;
   /** Separate listener of /healthz, /readyz, /metrics (unset: served on listen). */
   ops_listen?: { host?: string; port: number };
-  client_limits: { keyless: RateLimit; streams_per_address: number; streams_per_identity: number };
+  client_limits: { keyless: RateLimit; streams_per_address: number; streams_per_identity: number; answer_write_timeout_ms?: number };
 }
 
 /** The defaults (docs/operators.md repeats them). */
@@ -48,7 +48,7 @@ export const DEFAULT_CONFIG: Readonly<ResolvedGatewayConfig> = Object.freeze({
   cache: { ttl_ms: 30_000, max_bytes: 64 * 1024 * 1024 },
   audit: { commit_timeout_ms: 2000 },
   log_level: 'info',
-  client_limits: { keyless: { points: 600, window_seconds: 60 }, streams_per_address: 128, streams_per_identity: 64 },
+  client_limits: { keyless: { points: 600, window_seconds: 60 }, streams_per_address: 128, streams_per_identity: 64, answer_write_timeout_ms: 30_000 },
 });
 
 type EnvKind = 'string' | 'int' | 'list';
@@ -79,6 +79,7 @@ export const ENV_VARS: Readonly<Record<string, readonly [string[], EnvKind]>> = 
   INTERLOCK_KEYLESS_WINDOW_SECONDS: [['client_limits', 'keyless', 'window_seconds'], 'int'],
   INTERLOCK_STREAMS_PER_ADDRESS: [['client_limits', 'streams_per_address'], 'int'],
   INTERLOCK_STREAMS_PER_IDENTITY: [['client_limits', 'streams_per_identity'], 'int'],
+  INTERLOCK_ANSWER_WRITE_TIMEOUT_MS: [['client_limits', 'answer_write_timeout_ms'], 'int'],
 });
 
 /**

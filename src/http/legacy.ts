@@ -36,6 +36,7 @@ import { defaultOriginPolicy, type OriginPolicy } from '../transport/http-header
 import { hostOriginGuard, httpOutcome, isObject, jsonBody, keylessLimit, routerErrorHandler, sendError } from './common';
 import { clientAddressKey, limitMessage, unverifiedKeyGate } from '../transport/client-limits';
 import { sendRateLimited } from '../transport/http-errors';
+import { armWriteDeadline, DEFAULT_ANSWER_WRITE_TIMEOUT_MS, whenResponseDone } from '../transport/channel';
 import { setDeprecationHeaders } from './deprecation';
 
 /** Options of mountLegacyRoutes. */
@@ -133,11 +134,14 @@ export function mountLegacyRoutes(app: Express, deps: DispatchDeps, opts: Legacy
       dialect: 'handshake',
       protocolVersion: LEGACY_CALL_VERSION,
       route: 'mcp-tools-call',
+      // The stream slot is held until the answer has left or the socket closed (red-team F1).
+      holdSlot: (release) => whenResponseDone(res, release),
     });
     if (!ran) return sendError(res, 'unknown_tool', `Unknown tool: ${body.name.slice(0, 128)}`, { requestId });
     const fields = toolResultFields(renderOutcome(ran.outcome, 'handshake', LEGACY_CALL_VERSION, requestId));
     const http = httpOutcome(ran.outcome, requestId);
     res.status(http.status).set(http.headers).json(http.error ? { ...fields, ...http.error } : fields);
+    armWriteDeadline(res, deps.answerWriteTimeoutMs ?? DEFAULT_ANSWER_WRITE_TIMEOUT_MS);
   });
 
   // ---- /mcp/sse (handshake-era HTTP+SSE transport) ---------------------------------------------

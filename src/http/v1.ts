@@ -24,6 +24,7 @@ import { bearerToken } from '../pipeline/01-identity';
 import { defaultOriginPolicy, type OriginPolicy } from '../transport/http-headers';
 import { hostOriginGuard, httpOutcome, isObject, jsonBody, keylessLimit, routerErrorHandler, sendError } from './common';
 import { clientAddressKey } from '../transport/client-limits';
+import { armWriteDeadline, DEFAULT_ANSWER_WRITE_TIMEOUT_MS, whenResponseDone } from '../transport/channel';
 
 /** Options of mountV1. */
 export interface V1Options {
@@ -59,13 +60,15 @@ export function mountV1(app: Express, deps: DispatchDeps, opts: V1Options = {}):
       dialect: 'handshake',
       protocolVersion: V1_PROTOCOL_VERSION,
       route: 'v1',
+      // The stream slot is held until the answer has left or the socket closed (red-team F1).
+      holdSlot: (release) => whenResponseDone(res, release),
     });
     if (!ran) return sendError(res, 'unknown_route', 'This operation is not served by this gateway', { requestId });
     const http = httpOutcome(ran.outcome, requestId);
     res.status(http.status).set(http.headers);
-    if (http.error) return res.json(http.error);
     const o = ran.outcome;
-    res.json(o.kind === 'result' ? (o.structuredContent ?? {}) : {});
+    res.json(http.error ? http.error : o.kind === 'result' ? (o.structuredContent ?? {}) : {});
+    armWriteDeadline(res, deps.answerWriteTimeoutMs ?? DEFAULT_ANSWER_WRITE_TIMEOUT_MS);
   };
 
   router.post('/v1/sources/:id/query', ...jsonBody(), async (req: Request, res: Response) => {

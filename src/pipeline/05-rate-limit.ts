@@ -20,7 +20,10 @@ export interface RateLimitSettings {
 /** Defaults: 120 calls per identity per minute, 600 per source per minute. */
 export const DEFAULT_RATE_LIMITS: RateLimitSettings = { perIdentity: { points: 120, windowSeconds: 60 }, perSource: { points: 600, windowSeconds: 60 } };
 
-/** Consumes one point for the identity and, when the call names a source, one for the source. */
+/**
+ * Consumes one point for the identity and, when the call names a source and the identity admitted
+ * it, one for the source: a call refused for its identity never spends a source point.
+ */
 export interface RateLimiter {
   consume(identityId: string, sourceId: string | null): Promise<{ ok: true } | { ok: false; retryAfterMs: number; scope: 'identity' | 'source' }>;
 }
@@ -28,10 +31,11 @@ export interface RateLimiter {
 class FlexibleRateLimiter implements RateLimiter {
   constructor(private readonly perIdentity: RateLimiterAbstract, private readonly perSource: RateLimiterAbstract) {}
   async consume(identityId: string, sourceId: string | null) {
-    // Both keys are consumed concurrently (one round trip of latency, not two); a call refused for
-    // one key still spends a point of the other, which only errs on the side of limiting.
-    const [idn, src] = await Promise.all([settle(this.perIdentity.consume(identityId, 1)), sourceId === null ? Promise.resolve(null) : settle(this.perSource.consume(sourceId, 1))]);
+    // The identity decides first; only a call its identity admitted spends a source point, so one
+    // identity spends at most its own budget of a source's (red-team F2).
+    const idn = await settle(this.perIdentity.consume(identityId, 1));
     if (idn) return { ok: false as const, retryAfterMs: Math.max(1, idn.msBeforeNext), scope: 'identity' as const };
+    const src = sourceId === null ? null : await settle(this.perSource.consume(sourceId, 1));
     if (src) return { ok: false as const, retryAfterMs: Math.max(1, src.msBeforeNext), scope: 'source' as const };
     return { ok: true as const };
   }
@@ -92,19 +96,25 @@ interface Bucket {
  * calls are admitted per window across all replicas. The error is the other way: up to one unspent
  * block per replica (≤ blockSize(points, remaining) − 1 calls, at most a quarter of what remained
  * when it was claimed) can be refused to other replicas until the window ends. Budgets under 32
- * points are claimed call by call and are exact.
+ * points are claimed call by call and are exact. A source token is taken only for a call its
+ * identity admitted, so the bound holds per key and the source budget counts admitted calls only.
  */
 export class BlockRateLimiter implements RateLimiter {
   private readonly buckets = new Map<string, Bucket>();
   constructor(private readonly store: RateBlockStore, private readonly settings: RateLimitSettings = DEFAULT_RATE_LIMITS, private readonly clock: () => number = Date.now) {}
 
+  /**
+   * Spends one call of the identity and then, only when the identity admitted it, one of the source
+   * (red-team F2: a call refused for its identity spends nothing of the source, so one identity can
+   * use at most its own budget of a source's and cannot lock the source for every other identity).
+   * Resolves { ok: true } or the refusal with retryAfterMs (≥ 1, until the refusing key's window
+   * ends) and the refusing scope; a store failure rejects. The two keys are taken one after the
+   * other, which costs a second claim's latency only when both local buckets are empty at once.
+   */
   async consume(identityId: string, sourceId: string | null) {
-    // Both keys are consumed concurrently (one claim of latency at most, not two); a call refused
-    // for one key still spends a token of the other, which only errs on the side of limiting.
-    const idn = this.take(`idn:${identityId}`, this.settings.perIdentity);
-    const src = sourceId === null ? null : this.take(`src:${sourceId}`, this.settings.perSource);
-    const [a, b] = await Promise.all([idn, src]);
+    const a = await this.take(`idn:${identityId}`, this.settings.perIdentity);
     if (a !== null) return { ok: false as const, retryAfterMs: a, scope: 'identity' as const };
+    const b = sourceId === null ? null : await this.take(`src:${sourceId}`, this.settings.perSource);
     if (b !== null) return { ok: false as const, retryAfterMs: b, scope: 'source' as const };
     return { ok: true as const };
   }

@@ -7,7 +7,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Admitted } from '../transport/admission';
-import type { ResponseChannel } from '../transport/channel';
+import { DEFAULT_ANSWER_WRITE_TIMEOUT_MS, type ResponseChannel } from '../transport/channel';
 import { errorResponse, resultResponse, type JsonRpcId } from '../transport/jsonrpc';
 import type { IdentityResolver, ToolCallContext, ToolOutcome } from '../tools/types';
 import type { ToolRegistry } from '../tools/registry';
@@ -40,6 +40,11 @@ export interface DispatchDeps {
   keylessAudit?: KeylessAuditAggregator;
   /** The pipeline's (tracked) rate limiter: a call that did not reach step 5 is charged here (call-limits.ts). */
   rateLimiter?: RateLimiter;
+  /**
+   * Milliseconds a tools/call answer may wait unread before its socket is destroyed (red-team F1;
+   * client_limits.answer_write_timeout_ms, default DEFAULT_ANSWER_WRITE_TIMEOUT_MS; 0 = none).
+   */
+  answerWriteTimeoutMs?: number;
 }
 
 /** Per-HTTP-request facts the dispatcher needs besides the message. */
@@ -178,6 +183,13 @@ export interface ToolCallRequest {
   route?: string;
   /** The client address key (clientAddressKey of the TCP peer), for the client limits. */
   clientAddress?: string;
+  /**
+   * Takes over the release of the call's stream slot (red-team F1): when given, runToolCall calls
+   * it exactly once, with the release (a no-op when no slot was taken), when the pipeline ends on
+   * any path, instead of releasing the slot itself; the caller then releases it once the answer
+   * has left (whenResponseDone), so the slot also bounds answers waiting unread in memory.
+   */
+  holdSlot?: (release: () => void) => void;
 }
 
 /**
@@ -239,7 +251,8 @@ export async function runToolCall(deps: DispatchDeps, req: ToolCallRequest): Pro
     outcome = { kind: 'tool_error', code: req.signal.aborted ? 'cancelled' : 'tool_execution_failed' };
   } finally {
     unregister();
-    release();
+    if (req.holdSlot) req.holdSlot(release);
+    else release();
   }
   if (binding.governed) outcome = await chargeUnspent(deps.rateLimiter, charge, ctx.identity?.id ?? null, outcome, deps.logger);
   const { decision, reason } = decisionOf(outcome, req.signal.aborted);
@@ -298,8 +311,16 @@ async function callTool(adm: Admitted, id: JsonRpcId, params: Record<string, unk
     notify: (m, p) => ch.event({ jsonrpc: '2.0', method: m, params: p }),
     cancelKey: id,
     abort: (reason) => http.abort(reason),
+    // The stream slot is held until the answer has left or the socket closed (red-team F1).
+    holdSlot: (release) => ch.whenDone(release),
   });
   const rendered = renderOutcome(ran!.outcome, adm.dialect, adm.version, http.requestId);
   if (rendered.kind === 'result') ch.final(200, resultResponse(id, rendered.result), {}, true);
   else ch.final(rendered.status, errorResponse(id, rendered.error), rendered.headers ?? {});
+  ch.writeDeadline(deps.answerWriteTimeoutMs ?? DEFAULT_ANSWER_WRITE_TIMEOUT_MS, () => answerExpired(deps, http.requestId, ran!.canonical));
+}
+
+/** Logs an answer whose write deadline passed (its socket is then destroyed; the call stays audited). */
+function answerExpired(deps: DispatchDeps, requestId: string, tool: string): void {
+  deps.logger.warn({ requestId, tool, timeoutMs: deps.answerWriteTimeoutMs ?? DEFAULT_ANSWER_WRITE_TIMEOUT_MS }, 'answer not read within the write deadline; closing the connection');
 }

@@ -57,6 +57,8 @@ export interface GatewayAppOptions {
   clientLimits?: ClientLimitSettings;
   /** The pipeline's tracked rate limiter (src/protocol/call-limits.ts), so every call with an identity is charged. */
   rateLimiter?: RateLimiter;
+  /** Milliseconds a tool call's answer may wait unread before its socket is destroyed (DispatchDeps.answerWriteTimeoutMs). */
+  answerWriteTimeoutMs?: number;
   /** Serve GET /healthz on this app (default true; false when the operations endpoints have their own listener). */
   healthz?: boolean;
   /** Observer of every answered /mcp request: JSON-RPC method ('-' when unreadable), dialect, HTTP status, seconds. */
@@ -93,6 +95,7 @@ export function createGatewayApp(opts: GatewayAppOptions): GatewayApp {
     pendingAudits: new Set(),
     observe: opts.observe,
     rateLimiter: opts.rateLimiter,
+    answerWriteTimeoutMs: opts.answerWriteTimeoutMs,
   };
   if (opts.clientLimits) {
     deps.clientLimits = new ClientLimits(opts.clientLimits);

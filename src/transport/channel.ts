@@ -36,6 +36,48 @@ export function sendJsonText(res: ServerResponse, status: number, body: string |
   }
 }
 
+/** Default of client_limits.answer_write_timeout_ms: how long a written answer may wait unread (red-team F1). */
+export const DEFAULT_ANSWER_WRITE_TIMEOUT_MS = 30_000;
+
+/**
+ * Calls `fn` exactly once, when `res` has finished (its last byte handed to the kernel, 'finish')
+ * or closed ('close': answered, client gone, or socket destroyed), whichever comes first; at once
+ * when it already has. Used to hold a tool call's stream slot while its answer waits in memory
+ * (red-team F1), so an identity has at most client_limits.streams_per_identity unread answers.
+ */
+export function whenResponseDone(res: ServerResponse, fn: () => void): void {
+  let done = false;
+  const once = () => {
+    if (done) return;
+    done = true;
+    res.off('finish', once);
+    res.off('close', once);
+    fn();
+  };
+  if (res.writableFinished || res.destroyed || (res as { closed?: boolean }).closed) return once();
+  res.once('finish', once);
+  res.once('close', once);
+}
+
+/**
+ * Write deadline of an answer already handed to `res` (red-team F1): when it has not finished
+ * (every byte flushed to the kernel, so the client is reading) within `ms` milliseconds, calls
+ * `onExpired` and destroys the response's socket, which frees the buffered answer and, through
+ * whenResponseDone, the stream slot. Does nothing when `ms` ≤ 0 or the response has already
+ * finished or closed. The timer is unref'd and cleared on 'finish' or 'close'. The audit event of a
+ * tool call was committed before its answer was written, so a destroyed answer stays recorded.
+ */
+export function armWriteDeadline(res: ServerResponse, ms: number, onExpired?: () => void): void {
+  if (!(ms > 0) || res.writableFinished || res.destroyed) return;
+  const timer = setTimeout(() => {
+    if (res.writableFinished || res.destroyed) return;
+    onExpired?.();
+    res.destroy();
+  }, ms);
+  timer.unref();
+  whenResponseDone(res, () => clearTimeout(timer));
+}
+
 /** Writes JSON-RPC messages to one response, switching to SSE on first use of `event`. */
 export class ResponseChannel {
   private streaming = false;
@@ -89,6 +131,16 @@ export class ResponseChannel {
       return;
     }
     sendJsonText(this.res, status, serializeMessageForWire(message), headers);
+  }
+
+  /** Calls `fn` once when the response has finished or closed (whenResponseDone). */
+  whenDone(fn: () => void): void {
+    whenResponseDone(this.res, fn);
+  }
+
+  /** Destroys the socket when the answer written has not drained within `ms` (armWriteDeadline). */
+  writeDeadline(ms: number, onExpired?: () => void): void {
+    armWriteDeadline(this.res, ms, onExpired);
   }
 
   /** Answers with a status and no body (202 for notifications). */

@@ -43,14 +43,14 @@ describe('loadConfig', () => {
       cache: { ttl_ms: 30000, max_bytes: 67108864 },
       audit: { commit_timeout_ms: 2000 },
       log_level: 'info',
-      client_limits: { keyless: { points: 600, window_seconds: 60 }, streams_per_address: 128, streams_per_identity: 64 },
+      client_limits: { keyless: { points: 600, window_seconds: 60 }, streams_per_address: 128, streams_per_identity: 64, answer_write_timeout_ms: 30000 },
     });
   });
 
   test('ops_listen and client_limits from the environment (issue 10)', () => {
-    const cfg = loadConfig({ env: { INTERLOCK_OPS_HOST: '0.0.0.0', INTERLOCK_OPS_PORT: '9464', INTERLOCK_KEYLESS_POINTS: '30', INTERLOCK_KEYLESS_WINDOW_SECONDS: '10', INTERLOCK_STREAMS_PER_ADDRESS: '8', INTERLOCK_STREAMS_PER_IDENTITY: '4' } });
+    const cfg = loadConfig({ env: { INTERLOCK_OPS_HOST: '0.0.0.0', INTERLOCK_OPS_PORT: '9464', INTERLOCK_KEYLESS_POINTS: '30', INTERLOCK_KEYLESS_WINDOW_SECONDS: '10', INTERLOCK_STREAMS_PER_ADDRESS: '8', INTERLOCK_STREAMS_PER_IDENTITY: '4', INTERLOCK_ANSWER_WRITE_TIMEOUT_MS: '5000' } });
     expect(cfg.ops_listen).toEqual({ host: '0.0.0.0', port: 9464 });
-    expect(cfg.client_limits).toEqual({ keyless: { points: 30, window_seconds: 10 }, streams_per_address: 8, streams_per_identity: 4 });
+    expect(cfg.client_limits).toEqual({ keyless: { points: 30, window_seconds: 10 }, streams_per_address: 8, streams_per_identity: 4, answer_write_timeout_ms: 5000 });
     expect(() => loadConfig({ env: { INTERLOCK_OPS_HOST: '0.0.0.0' } })).toThrow(/invalid configuration/);
     expect(() => loadConfig({ env: { INTERLOCK_STREAMS_PER_IDENTITY: '0' } })).toThrow(/invalid configuration/);
   });

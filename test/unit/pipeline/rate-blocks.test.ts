@@ -3,7 +3,7 @@
  * limiters sharing one MemoryRateBlockStore stand for replicas sharing the control database; a
  * counting wrapper shows how many claims reach the store.
  */
-import { BlockRateLimiter, blockSize, rateLimitStep } from '../../../src/pipeline/05-rate-limit';
+import { BlockRateLimiter, blockSize, memoryRateLimiter, rateLimitStep } from '../../../src/pipeline/05-rate-limit';
 import { MemoryRateBlockStore, type RateBlockStore } from '../../../src/control/rate-store';
 
 function counting(store: RateBlockStore) {
@@ -99,4 +99,52 @@ test('a store failure rejects the call (the pipeline maps it), and a later call 
   await expect(l.consume('id-1', null)).rejects.toThrow('down');
   fail = false;
   expect(await l.consume('id-1', null)).toEqual({ ok: true });
+});
+
+/** Runs `n` calls of `identity` on `source`, `width` at a time; returns [admitted, refused by scope]. */
+async function burst(l: { consume: BlockRateLimiter['consume'] }, identity: string, source: string, n: number, width: number) {
+  const out = { ok: 0, identity: 0, source: 0 };
+  for (let i = 0; i < n; i += width) {
+    const rs = await Promise.all(Array.from({ length: Math.min(width, n - i) }, () => l.consume(identity, source)));
+    for (const r of rs) out[r.ok ? 'ok' : r.scope]++;
+  }
+  return out;
+}
+
+test('red-team F2: an identity bursting past its budget spends only its own share of the source; other identities still get answers', async () => {
+  // The defaults (120 per identity, 600 per source per minute), one replica: block claims are exact here.
+  let t = 1_000;
+  const l = new BlockRateLimiter(new MemoryRateBlockStore(() => t), undefined, () => t);
+  expect(await burst(l, 'hostile', 'chinook', 800, 50)).toEqual({ ok: 120, identity: 680, source: 0 });
+  expect(await burst(l, 'honest', 'chinook', 10, 5)).toEqual({ ok: 10, identity: 0, source: 0 });
+  // The source budget still binds across identities: 120 + 10 + 3 × 120 + 110 = 600, then the source refuses.
+  for (const id of ['b', 'c', 'd']) expect(await burst(l, id, 'chinook', 120, 20)).toEqual({ ok: 120, identity: 0, source: 0 });
+  expect(await burst(l, 'e', 'chinook', 110, 10)).toEqual({ ok: 110, identity: 0, source: 0 });
+  expect(await l.consume('f', 'chinook')).toEqual({ ok: false, retryAfterMs: 60_000, scope: 'source' });
+  // A refusal for the identity is still answered for the identity, whatever the source's state.
+  expect(await l.consume('hostile', 'chinook')).toEqual({ ok: false, retryAfterMs: 60_000, scope: 'identity' });
+});
+
+test('red-team F2 across two replicas: the hostile identity spends at most its budget of the source', async () => {
+  const shared = new MemoryRateBlockStore();
+  const limits = { perIdentity: { points: 5, windowSeconds: 60 }, perSource: { points: 8, windowSeconds: 60 } };
+  const a = new BlockRateLimiter(shared, limits);
+  const b = new BlockRateLimiter(shared, limits);
+  const [x, y] = await Promise.all([burst(a, 'hostile', 'chinook', 40, 10), burst(b, 'hostile', 'chinook', 40, 10)]);
+  expect(x.ok + y.ok).toBe(5);
+  expect(x.identity + y.identity).toBe(75);
+  expect(x.source + y.source).toBe(0);
+  // Three source calls are left (8 − 5): the honest identity gets them, then the source refuses.
+  const out: Array<boolean | string> = [];
+  for (let i = 0; i < 5; i++) {
+    const r = await (i % 2 ? b : a).consume('honest', 'chinook');
+    out.push(r.ok || r.scope);
+  }
+  expect(out).toEqual([true, true, true, 'source', 'source']);
+});
+
+test('red-team F2, memory limiter: a refusal for the identity spends no source point', async () => {
+  const l = memoryRateLimiter({ perIdentity: { points: 5, windowSeconds: 60 }, perSource: { points: 8, windowSeconds: 60 } });
+  expect(await burst(l as BlockRateLimiter, 'hostile', 'chinook', 40, 10)).toEqual({ ok: 5, identity: 35, source: 0 });
+  expect(await burst(l as BlockRateLimiter, 'honest', 'chinook', 5, 1)).toEqual({ ok: 3, identity: 0, source: 2 });
 });
