@@ -288,13 +288,14 @@ class Oracle {
         return { sql: `row_to_json(${it.alias})::text`, lin };
       }
       default: {
-        // correlated scalar sub-select returning a passthrough column
+        // correlated scalar sub-select of a column: derived, since its filter decides which value it
+        // returns (the filter's columns are consumed by pred already, so only `pass` changes)
         const t = this.pick(TABLES);
         const a = `q${this.seq++}`;
         const inner: OItem = { alias: a, cols: t.columns.map((c) => ({ name: c, lin: { cols: new Set([`${t.name}.${c}`]), pass: true } })) };
         const col = this.pick(inner.cols);
         const p = this.pred([...levels, [inner]], depth - 1);
-        return { sql: `(SELECT ${a}.${col.name} FROM ${t.name} ${a} WHERE ${p} LIMIT 1)`, lin: col.lin };
+        return { sql: `(SELECT ${a}.${col.name} FROM ${t.name} ${a} WHERE ${p} LIMIT 1)`, lin: { cols: new Set(col.lin.cols), pass: false } };
       }
     }
   }
