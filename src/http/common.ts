@@ -18,6 +18,7 @@ import type { ToolOutcome } from '../tools/types';
 import { retryAfterSeconds, sendError, sendRateLimited, type ErrorBody } from '../transport/http-errors';
 import { clientAddressKey, keylessGate, limitMessage, unverifiedKeyGate } from '../transport/client-limits';
 import { bearerToken } from '../pipeline/01-identity';
+import { jsonNestsDeeperThan, MAX_JSON_DEPTH } from '../transport/json-depth';
 import type { DispatchDeps } from '../protocol/dispatch';
 
 export { HTTP_ERROR_CODES, sendError, type ErrorBody, type HttpErrorCode } from '../transport/http-errors';
@@ -81,6 +82,8 @@ export { hostOriginGuard } from '../transport/http-guard';
  * Parses a JSON request body (any method with a body): Content-Type must be application/json
  * (415 otherwise), the body valid JSON (400 invalid_json, read as UTF-8 whatever the charset
  * parameter: src/transport/body.ts) and at most `limit` bytes (413). An empty body is an empty object.
+ * A body nesting arrays and objects deeper than MAX_JSON_DEPTH (64) levels is refused as
+ * 400 invalid_json before JSON.parse (src/transport/json-depth.ts, red-team F3).
  */
 export function jsonBody(limit = 1024 * 1024): RequestHandler[] {
   const parse = utf8BodyReader(limit) as unknown as RequestHandler;
@@ -94,6 +97,7 @@ export function jsonBody(limit = 1024 * 1024): RequestHandler[] {
       }
       const ct = (req.headers['content-type'] ?? '').split(';')[0].trim().toLowerCase();
       if (ct !== 'application/json') return sendError(res, 'unsupported_media_type', 'Unsupported Media Type: send Content-Type: application/json');
+      if (jsonNestsDeeperThan(raw)) return sendError(res, 'invalid_json', `The body nests arrays and objects deeper than ${MAX_JSON_DEPTH} levels`);
       try {
         req.body = JSON.parse(raw);
       } catch {
