@@ -113,13 +113,13 @@ export { errorBodyHandler as routerErrorHandler } from '../transport/http-guard'
 
 /**
  * The keyless budget of the client address for a route module (issue 10, Build 6): a request
- * without a Bearer token spends one token; with `keyCheckedDownstream` false, so does one whose
+ * without a Bearer token, or with one the resolver rejects by its form, spends one token; with `keyCheckedDownstream` false, so does one whose
  * token does not resolve; over the budget → 429 RateLimitedBody with Retry-After,
  * counted as an aggregated keyless refusal of `route`.
  */
 export function keylessLimit(deps: DispatchDeps, route: string, opts: { keyCheckedDownstream: boolean }): RequestHandler {
   return (req, res, next) => {
-    const r = keylessGate(deps.clientLimits, deps.keylessAudit, req, route);
+    const r = keylessGate(deps.clientLimits, deps.keylessAudit, req, route, deps.identityResolver);
     if (r) return sendRateLimited(res, r.retryAfterMs, limitMessage(r));
     // A route whose handler checks (and charges) the key itself is done here; on any other route a
     // Bearer token spends the same budget unless it resolves (red-team F4).

@@ -4,7 +4,10 @@
  *  - keyless budget: requests without a valid agent key (no Bearer token, or a key that does not
  *    resolve) spend one token of their client address's bucket (`points` per `windowSeconds`,
  *    refilled continuously). It is checked before any other work (body parsing, audit), so an
- *    unauthenticated flood costs a map lookup per request. Over it: 429 with Retry-After.
+ *    unauthenticated flood costs a map lookup per request. Over it: 429 with Retry-After. A token
+ *    the identity resolver rejects by its form alone (IdentityResolver.rejectsByFormat: not an API
+ *    key) is charged there too, once; the later gates (unverifiedKeyGate, the tools/call admission
+ *    of call-limits.ts, the legacy SSE stream) skip it so that it never pays twice.
  *  - stream slots: open SSE streams (GET /mcp/sse) and in-flight tool calls (each may answer as a
  *    request-scoped SSE stream) per client address and per identity. Over a cap: 429 rate_limited
  *    with Retry-After.
@@ -161,6 +164,8 @@ export async function unverifiedKeyGate(
   route: string,
 ): Promise<LimitRefusal | null> {
   if (!limits || !apiKey) return null;
+  // Charged up front by keylessGate.
+  if (resolver.rejectsByFormat?.(apiKey)) return null;
   if (await resolver.resolve(apiKey).catch(() => null)) return null;
   const r = limits.takeKeyless(address);
   if (r.ok) return null;
@@ -169,12 +174,29 @@ export async function unverifiedKeyGate(
 }
 
 /**
- * The keyless gate of one HTTP request: a request carrying no Bearer token spends one token of its
- * client address. Returns null to proceed, or the refusal (already counted in `audit` as a
- * rate_limited keyless refusal of `route`). No limits → always null.
+ * True when the request's Bearer token was charged to the keyless budget by keylessGate because
+ * `resolver` rejects it by its form (so later gates must not charge it again).
  */
-export function keylessGate(limits: ClientLimits | undefined, audit: KeylessCounter | undefined, req: { headers: { authorization?: string }; socket: { remoteAddress?: string } }, route: string): LimitRefusal | null {
-  if (!limits || bearerToken(req.headers.authorization)) return null;
+export function chargedUpFront(resolver: IdentityResolver | undefined, apiKey: string | null | undefined): boolean {
+  return !!apiKey && !!resolver?.rejectsByFormat?.(apiKey);
+}
+
+/**
+ * The keyless gate of one HTTP request, before its body is read: a request carrying no Bearer
+ * token, or one `resolver` rejects by its form alone (red-team F4: `Bearer junk` must not skip
+ * the budget), spends one token of its client address. Returns null to proceed, or the refusal
+ * (already counted in `audit` as a rate_limited keyless refusal of `route`). No limits → always null.
+ */
+export function keylessGate(
+  limits: ClientLimits | undefined,
+  audit: KeylessCounter | undefined,
+  req: { headers: { authorization?: string }; socket: { remoteAddress?: string } },
+  route: string,
+  resolver?: IdentityResolver,
+): LimitRefusal | null {
+  if (!limits) return null;
+  const token = bearerToken(req.headers.authorization);
+  if (token && !chargedUpFront(resolver, token)) return null;
   const address = clientAddressKey(req.socket.remoteAddress);
   const r = limits.takeKeyless(address);
   if (r.ok) return null;

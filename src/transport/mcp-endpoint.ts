@@ -123,7 +123,7 @@ export function mcpHandler(opts: McpEndpointOptions, deps: DispatchDeps, policy:
   return (req, res) => {
     try {
       // The keyless budget of the client address, before the body is even read (issue 10, Build 6).
-      const refused = keylessGate(deps.clientLimits, deps.keylessAudit, req, 'mcp');
+      const refused = keylessGate(deps.clientLimits, deps.keylessAudit, req, 'mcp', deps.identityResolver);
       if (refused) {
         observe?.('-', '-', 429, 0);
         return sendLimited(res, refused);
