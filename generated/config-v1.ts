@@ -16,6 +16,14 @@ export interface GatewayConfig {
      * TCP port, 0 = any free port (INTERLOCK_PORT). Default 8787.
      */
     port?: number;
+    /**
+     * Longest time a client may take to send one whole request, headers and body (INTERLOCK_REQUEST_TIMEOUT_MS); past it the connection is answered 408 and closed. Does not limit how long an answer or an SSE stream takes. Default 30000.
+     */
+    request_timeout_ms?: number;
+    /**
+     * Longest time a client may take to send a request's headers (INTERLOCK_HEADERS_TIMEOUT_MS); at most request_timeout_ms (a larger value is lowered to it). Default 20000.
+     */
+    headers_timeout_ms?: number;
   };
   /**
    * The control database.
@@ -4155,6 +4163,14 @@ export interface GatewayConfig {
      * How long a tool call's answer may wait unread by its client, in milliseconds (INTERLOCK_ANSWER_WRITE_TIMEOUT_MS): an answer not flushed to the client by then has its connection closed (the call stays audited), which frees the answer's memory and its stream slot. 0 disables the deadline. Default 30000.
      */
     answer_write_timeout_ms?: number;
+    /**
+     * Request bodies being received at once per client address, on every route, checked before the body is read (INTERLOCK_BODY_READS_PER_ADDRESS). Over it: 429 rate_limited with Retry-After, and the connection is closed. Default 64.
+     */
+    body_reads_per_address?: number;
+    /**
+     * Bytes of request bodies being received at once on a replica, all client addresses together, each body counted at its Content-Length (the body limit, 1 MiB, when undeclared or compressed) before it is read (INTERLOCK_BODY_BYTES_IN_FLIGHT). Over it: 429 rate_limited with Retry-After, and the connection is closed; one body is always admitted when none is being read. Default 134217728 (128 MiB).
+     */
+    body_bytes_in_flight?: number;
   };
   /**
    * Operational log level (INTERLOCK_LOG_LEVEL). Default info.

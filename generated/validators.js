@@ -2092,7 +2092,7 @@ return errors === 0;
 validate28.evaluated = {"props":{"asset_id":true,"source_id":true,"title":true,"body":true,"document_type":true,"category_path":true,"timestamp":true,"entities":true,"links":true,"indexed_at":true},"dynamicProps":false,"dynamicItems":false};
 
 exports.validateGatewayConfig = validate29;
-const schema40 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/config-v1.schema.json","title":"GatewayConfig","description":"InterLock gateway configuration: an optional JSON or YAML file (--config FILE) merged with INTERLOCK_* environment variables (environment wins) and then command-line flags. Unknown keys are errors everywhere, and so are unknown INTERLOCK_* environment variables: a misspelt safety setting must never be silently ignored. docs/operators.md lists every key with its variable and default.","type":"object","properties":{"listen":{"description":"Where the MCP endpoint listens.","type":"object","properties":{"host":{"description":"Interface address (INTERLOCK_HOST). Default 127.0.0.1.","type":"string","minLength":1,"maxLength":255},"port":{"description":"TCP port, 0 = any free port (INTERLOCK_PORT). Default 8787.","type":"integer","minimum":0,"maximum":65535}},"additionalProperties":false},"database":{"description":"The control database.","type":"object","properties":{"url":{"description":"PostgreSQL connection URL of the control database (INTERLOCK_DATABASE_URL). Without it an embedded PostgreSQL is started in embedded_data_dir.","type":"string","pattern":"^postgres(ql)?://"},"embedded_data_dir":{"description":"Folder of the embedded PostgreSQL, kept across restarts (INTERLOCK_EMBEDDED_DATA_DIR). Default .interlock/pg.","type":"string","minLength":1},"embedded_port":{"description":"Port of the embedded PostgreSQL, 0 = a free port (INTERLOCK_EMBEDDED_PORT). Default 0.","type":"integer","minimum":0,"maximum":65535},"pool_size":{"description":"Largest number of pooled control-database connections (INTERLOCK_DATABASE_POOL_SIZE). Default 10.","type":"integer","minimum":1,"maximum":1000}},"additionalProperties":false},"allowed_hosts":{"description":"Host header values accepted besides the loopback names when bound to loopback (INTERLOCK_ALLOWED_HOSTS, comma-separated), e.g. gateway.example.com:443. DNS-rebinding protection (decision 14).","type":"array","items":{"type":"string","minLength":1,"maxLength":300},"maxItems":100},"allowed_origins":{"description":"Origin values accepted besides the request's own origin (INTERLOCK_ALLOWED_ORIGINS, comma-separated), e.g. https://app.example.com.","type":"array","items":{"type":"string","pattern":"^https?://[^/\\s]+$"},"maxItems":100},"rate_limits":{"description":"Calls allowed per window, shared by every replica through the control database. per_identity counts every call of one identity across all sources (INTERLOCK_RATE_LIMIT_IDENTITY_POINTS, INTERLOCK_RATE_LIMIT_IDENTITY_WINDOW_SECONDS; default 120 per 60 s); per_source counts every call to one source across all identities (INTERLOCK_RATE_LIMIT_SOURCE_POINTS, INTERLOCK_RATE_LIMIT_SOURCE_WINDOW_SECONDS; default 600 per 60 s).","type":"object","properties":{"per_identity":{"$ref":"#/$defs/rateLimit"},"per_source":{"$ref":"#/$defs/rateLimit"}},"additionalProperties":false},"approvals":{"type":"object","properties":{"ttl_seconds":{"description":"How long a queued write waits for an operator before it expires (INTERLOCK_APPROVAL_TTL_SECONDS). Default 86400 (one day).","type":"integer","minimum":60,"maximum":2592000}},"additionalProperties":false},"audit":{"description":"The audit trail (issue 11).","type":"object","properties":{"commit_timeout_ms":{"description":"How long a tools/call waits for its audit event to commit before it is answered unavailable/audit_unavailable with no result (INTERLOCK_AUDIT_COMMIT_TIMEOUT_MS). Default 2000.","type":"integer","minimum":100,"maximum":60000}},"additionalProperties":false},"notifications":{"description":"Where InterLock tells people about approvals. Each webhook receives a signed JSON POST for the events it names.","type":"object","properties":{"webhooks":{"type":"array","maxItems":20,"items":{"type":"object","properties":{"url":{"description":"Where to POST (http or https).","type":"string","pattern":"^https?://[^\\s]+$"},"events":{"description":"Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.","type":"array","minItems":1,"uniqueItems":true,"items":{"type":"string","enum":["approval.queued","approval.decided","approval.executed","approval.failed"]}},"secret_env":{"description":"Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).","type":"string","pattern":"^[A-Z_][A-Z0-9_]*$"}},"required":["url","events","secret_env"],"additionalProperties":false}}},"additionalProperties":false},"cache":{"description":"Result cache of eligible reads.","type":"object","properties":{"ttl_ms":{"description":"Time to live of a cached result in milliseconds, 0 disables the cache (INTERLOCK_CACHE_TTL_MS). Default 30000.","type":"integer","minimum":0,"maximum":86400000},"max_bytes":{"description":"Byte budget of the cache (INTERLOCK_CACHE_MAX_BYTES). Default 67108864 (64 MiB).","type":"integer","minimum":0,"maximum":17179869184}},"additionalProperties":false},"ops_listen":{"description":"Optional separate listen address of the operations endpoints GET /healthz, /readyz and /metrics (INTERLOCK_OPS_HOST, INTERLOCK_OPS_PORT), e.g. for a Prometheus scraper on an internal interface. When set, those three endpoints are served only there (behind the same Host/Origin guard, with the loopback names plus allowed_hosts, or any host on a non-loopback bind without allowed_hosts) and no longer on listen. Default: unset (served on listen).","type":"object","properties":{"host":{"description":"Interface address of the operations listener (INTERLOCK_OPS_HOST). Default 127.0.0.1.","type":"string","minLength":1,"maxLength":255},"port":{"description":"TCP port of the operations listener, 0 = any free port (INTERLOCK_OPS_PORT).","type":"integer","minimum":0,"maximum":65535}},"required":["port"],"additionalProperties":false},"client_limits":{"description":"Limits per client address and per identity, kept in memory on each replica (so N replicas allow up to N times the figure). The client address is the TCP peer address (an IPv6 address counts by its /64 prefix); behind a reverse proxy every client shares the proxy's address.","type":"object","properties":{"keyless":{"$ref":"#/$defs/rateLimit","description":"Requests without a valid agent key (no Authorization Bearer, or a key that does not resolve) allowed per client address per window, counted before any other work (INTERLOCK_KEYLESS_POINTS, INTERLOCK_KEYLESS_WINDOW_SECONDS). Over it: 429 with Retry-After. Default 600 per 60 s."},"streams_per_address":{"description":"Open SSE streams and in-flight tool calls (GET /mcp/sse streams, and tools/call on every route, each of which may answer as a request-scoped stream) per client address (INTERLOCK_STREAMS_PER_ADDRESS). Over it: 429 rate_limited with Retry-After. Default 128.","type":"integer","minimum":1,"maximum":100000},"streams_per_identity":{"description":"Open SSE streams and in-flight tool calls per identity, across addresses (INTERLOCK_STREAMS_PER_IDENTITY). Over it: 429 rate_limited with Retry-After. Default 64. A tool call keeps its slot until its answer has been flushed to the client or its connection closed, so this also bounds the answers an identity can leave unread in memory.","type":"integer","minimum":1,"maximum":100000},"answer_write_timeout_ms":{"description":"How long a tool call's answer may wait unread by its client, in milliseconds (INTERLOCK_ANSWER_WRITE_TIMEOUT_MS): an answer not flushed to the client by then has its connection closed (the call stays audited), which frees the answer's memory and its stream slot. 0 disables the deadline. Default 30000.","type":"integer","minimum":0,"maximum":3600000}},"additionalProperties":false},"log_level":{"description":"Operational log level (INTERLOCK_LOG_LEVEL). Default info.","type":"string","enum":["fatal","error","warn","info","debug","trace","silent"]},"key_pepper":{"description":"Secret HMAC key for API-key hashes, at least 32 characters (INTERLOCK_KEY_PEPPER; prefer the variable or a secret store to a file). Default: generated once and kept in the control database. Changing it invalidates every key, so the gateway refuses to start with a pepper that differs from the one on record.","type":"string","minLength":32,"maxLength":1024}},"additionalProperties":false,"$defs":{"rateLimit":{"title":"RateLimit","type":"object","properties":{"points":{"description":"Calls allowed per window.","type":"integer","minimum":1,"maximum":1000000},"window_seconds":{"description":"Window length in seconds.","type":"integer","minimum":1,"maximum":86400}},"required":["points","window_seconds"],"additionalProperties":false}}};
+const schema40 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/config-v1.schema.json","title":"GatewayConfig","description":"InterLock gateway configuration: an optional JSON or YAML file (--config FILE) merged with INTERLOCK_* environment variables (environment wins) and then command-line flags. Unknown keys are errors everywhere, and so are unknown INTERLOCK_* environment variables: a misspelt safety setting must never be silently ignored. docs/operators.md lists every key with its variable and default.","type":"object","properties":{"listen":{"description":"Where the MCP endpoint listens.","type":"object","properties":{"host":{"description":"Interface address (INTERLOCK_HOST). Default 127.0.0.1.","type":"string","minLength":1,"maxLength":255},"port":{"description":"TCP port, 0 = any free port (INTERLOCK_PORT). Default 8787.","type":"integer","minimum":0,"maximum":65535},"request_timeout_ms":{"description":"Longest time a client may take to send one whole request, headers and body (INTERLOCK_REQUEST_TIMEOUT_MS); past it the connection is answered 408 and closed. Does not limit how long an answer or an SSE stream takes. Default 30000.","type":"integer","minimum":1000,"maximum":3600000},"headers_timeout_ms":{"description":"Longest time a client may take to send a request's headers (INTERLOCK_HEADERS_TIMEOUT_MS); at most request_timeout_ms (a larger value is lowered to it). Default 20000.","type":"integer","minimum":1000,"maximum":3600000}},"additionalProperties":false},"database":{"description":"The control database.","type":"object","properties":{"url":{"description":"PostgreSQL connection URL of the control database (INTERLOCK_DATABASE_URL). Without it an embedded PostgreSQL is started in embedded_data_dir.","type":"string","pattern":"^postgres(ql)?://"},"embedded_data_dir":{"description":"Folder of the embedded PostgreSQL, kept across restarts (INTERLOCK_EMBEDDED_DATA_DIR). Default .interlock/pg.","type":"string","minLength":1},"embedded_port":{"description":"Port of the embedded PostgreSQL, 0 = a free port (INTERLOCK_EMBEDDED_PORT). Default 0.","type":"integer","minimum":0,"maximum":65535},"pool_size":{"description":"Largest number of pooled control-database connections (INTERLOCK_DATABASE_POOL_SIZE). Default 10.","type":"integer","minimum":1,"maximum":1000}},"additionalProperties":false},"allowed_hosts":{"description":"Host header values accepted besides the loopback names when bound to loopback (INTERLOCK_ALLOWED_HOSTS, comma-separated), e.g. gateway.example.com:443. DNS-rebinding protection (decision 14).","type":"array","items":{"type":"string","minLength":1,"maxLength":300},"maxItems":100},"allowed_origins":{"description":"Origin values accepted besides the request's own origin (INTERLOCK_ALLOWED_ORIGINS, comma-separated), e.g. https://app.example.com.","type":"array","items":{"type":"string","pattern":"^https?://[^/\\s]+$"},"maxItems":100},"rate_limits":{"description":"Calls allowed per window, shared by every replica through the control database. per_identity counts every call of one identity across all sources (INTERLOCK_RATE_LIMIT_IDENTITY_POINTS, INTERLOCK_RATE_LIMIT_IDENTITY_WINDOW_SECONDS; default 120 per 60 s); per_source counts every call to one source across all identities (INTERLOCK_RATE_LIMIT_SOURCE_POINTS, INTERLOCK_RATE_LIMIT_SOURCE_WINDOW_SECONDS; default 600 per 60 s).","type":"object","properties":{"per_identity":{"$ref":"#/$defs/rateLimit"},"per_source":{"$ref":"#/$defs/rateLimit"}},"additionalProperties":false},"approvals":{"type":"object","properties":{"ttl_seconds":{"description":"How long a queued write waits for an operator before it expires (INTERLOCK_APPROVAL_TTL_SECONDS). Default 86400 (one day).","type":"integer","minimum":60,"maximum":2592000}},"additionalProperties":false},"audit":{"description":"The audit trail (issue 11).","type":"object","properties":{"commit_timeout_ms":{"description":"How long a tools/call waits for its audit event to commit before it is answered unavailable/audit_unavailable with no result (INTERLOCK_AUDIT_COMMIT_TIMEOUT_MS). Default 2000.","type":"integer","minimum":100,"maximum":60000}},"additionalProperties":false},"notifications":{"description":"Where InterLock tells people about approvals. Each webhook receives a signed JSON POST for the events it names.","type":"object","properties":{"webhooks":{"type":"array","maxItems":20,"items":{"type":"object","properties":{"url":{"description":"Where to POST (http or https).","type":"string","pattern":"^https?://[^\\s]+$"},"events":{"description":"Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.","type":"array","minItems":1,"uniqueItems":true,"items":{"type":"string","enum":["approval.queued","approval.decided","approval.executed","approval.failed"]}},"secret_env":{"description":"Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).","type":"string","pattern":"^[A-Z_][A-Z0-9_]*$"}},"required":["url","events","secret_env"],"additionalProperties":false}}},"additionalProperties":false},"cache":{"description":"Result cache of eligible reads.","type":"object","properties":{"ttl_ms":{"description":"Time to live of a cached result in milliseconds, 0 disables the cache (INTERLOCK_CACHE_TTL_MS). Default 30000.","type":"integer","minimum":0,"maximum":86400000},"max_bytes":{"description":"Byte budget of the cache (INTERLOCK_CACHE_MAX_BYTES). Default 67108864 (64 MiB).","type":"integer","minimum":0,"maximum":17179869184}},"additionalProperties":false},"ops_listen":{"description":"Optional separate listen address of the operations endpoints GET /healthz, /readyz and /metrics (INTERLOCK_OPS_HOST, INTERLOCK_OPS_PORT), e.g. for a Prometheus scraper on an internal interface. When set, those three endpoints are served only there (behind the same Host/Origin guard, with the loopback names plus allowed_hosts, or any host on a non-loopback bind without allowed_hosts) and no longer on listen. Default: unset (served on listen).","type":"object","properties":{"host":{"description":"Interface address of the operations listener (INTERLOCK_OPS_HOST). Default 127.0.0.1.","type":"string","minLength":1,"maxLength":255},"port":{"description":"TCP port of the operations listener, 0 = any free port (INTERLOCK_OPS_PORT).","type":"integer","minimum":0,"maximum":65535}},"required":["port"],"additionalProperties":false},"client_limits":{"description":"Limits per client address and per identity, kept in memory on each replica (so N replicas allow up to N times the figure). The client address is the TCP peer address (an IPv6 address counts by its /64 prefix); behind a reverse proxy every client shares the proxy's address.","type":"object","properties":{"keyless":{"$ref":"#/$defs/rateLimit","description":"Requests without a valid agent key (no Authorization Bearer, or a key that does not resolve) allowed per client address per window, counted before any other work (INTERLOCK_KEYLESS_POINTS, INTERLOCK_KEYLESS_WINDOW_SECONDS). Over it: 429 with Retry-After. Default 600 per 60 s."},"streams_per_address":{"description":"Open SSE streams and in-flight tool calls (GET /mcp/sse streams, and tools/call on every route, each of which may answer as a request-scoped stream) per client address (INTERLOCK_STREAMS_PER_ADDRESS). Over it: 429 rate_limited with Retry-After. Default 128.","type":"integer","minimum":1,"maximum":100000},"streams_per_identity":{"description":"Open SSE streams and in-flight tool calls per identity, across addresses (INTERLOCK_STREAMS_PER_IDENTITY). Over it: 429 rate_limited with Retry-After. Default 64. A tool call keeps its slot until its answer has been flushed to the client or its connection closed, so this also bounds the answers an identity can leave unread in memory.","type":"integer","minimum":1,"maximum":100000},"answer_write_timeout_ms":{"description":"How long a tool call's answer may wait unread by its client, in milliseconds (INTERLOCK_ANSWER_WRITE_TIMEOUT_MS): an answer not flushed to the client by then has its connection closed (the call stays audited), which frees the answer's memory and its stream slot. 0 disables the deadline. Default 30000.","type":"integer","minimum":0,"maximum":3600000},"body_reads_per_address":{"description":"Request bodies being received at once per client address, on every route, checked before the body is read (INTERLOCK_BODY_READS_PER_ADDRESS). Over it: 429 rate_limited with Retry-After, and the connection is closed. Default 64.","type":"integer","minimum":1,"maximum":100000},"body_bytes_in_flight":{"description":"Bytes of request bodies being received at once on a replica, all client addresses together, each body counted at its Content-Length (the body limit, 1 MiB, when undeclared or compressed) before it is read (INTERLOCK_BODY_BYTES_IN_FLIGHT). Over it: 429 rate_limited with Retry-After, and the connection is closed; one body is always admitted when none is being read. Default 134217728 (128 MiB).","type":"integer","minimum":1048576,"maximum":68719476736}},"additionalProperties":false},"log_level":{"description":"Operational log level (INTERLOCK_LOG_LEVEL). Default info.","type":"string","enum":["fatal","error","warn","info","debug","trace","silent"]},"key_pepper":{"description":"Secret HMAC key for API-key hashes, at least 32 characters (INTERLOCK_KEY_PEPPER; prefer the variable or a secret store to a file). Default: generated once and kept in the control database. Changing it invalidates every key, so the gateway refuses to start with a pepper that differs from the one on record.","type":"string","minLength":32,"maxLength":1024}},"additionalProperties":false,"$defs":{"rateLimit":{"title":"RateLimit","type":"object","properties":{"points":{"description":"Calls allowed per window.","type":"integer","minimum":1,"maximum":1000000},"window_seconds":{"description":"Window length in seconds.","type":"integer","minimum":1,"maximum":86400}},"required":["points","window_seconds"],"additionalProperties":false}}};
 const schema41 = {"title":"RateLimit","type":"object","properties":{"points":{"description":"Calls allowed per window.","type":"integer","minimum":1,"maximum":1000000},"window_seconds":{"description":"Window length in seconds.","type":"integer","minimum":1,"maximum":86400}},"required":["points","window_seconds"],"additionalProperties":false};
 const pattern6 = new RegExp("^postgres(ql)?://", "u");
 const pattern7 = new RegExp("^https?://[^/\\s]+$", "u");
@@ -2127,7 +2127,7 @@ if(data.listen !== undefined){
 let data0 = data.listen;
 if(data0 && typeof data0 == "object" && !Array.isArray(data0)){
 for(const key1 in data0){
-if(!((key1 === "host") || (key1 === "port"))){
+if(!((((key1 === "host") || (key1 === "port")) || (key1 === "request_timeout_ms")) || (key1 === "headers_timeout_ms"))){
 const err1 = {instancePath:instancePath+"/listen",schemaPath:"#/properties/listen/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err1];
@@ -2208,9 +2208,10 @@ errors++;
 }
 }
 }
-}
-else {
-const err8 = {instancePath:instancePath+"/listen",schemaPath:"#/properties/listen/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data0.request_timeout_ms !== undefined){
+let data3 = data0.request_timeout_ms;
+if(!(((typeof data3 == "number") && (!(data3 % 1) && !isNaN(data3))) && (isFinite(data3)))){
+const err8 = {instancePath:instancePath+"/listen/request_timeout_ms",schemaPath:"#/properties/listen/properties/request_timeout_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err8];
 }
@@ -2219,13 +2220,9 @@ vErrors.push(err8);
 }
 errors++;
 }
-}
-if(data.database !== undefined){
-let data3 = data.database;
-if(data3 && typeof data3 == "object" && !Array.isArray(data3)){
-for(const key2 in data3){
-if(!((((key2 === "url") || (key2 === "embedded_data_dir")) || (key2 === "embedded_port")) || (key2 === "pool_size"))){
-const err9 = {instancePath:instancePath+"/database",schemaPath:"#/properties/database/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key2},message:"must NOT have additional properties"};
+if((typeof data3 == "number") && (isFinite(data3))){
+if(data3 > 3600000 || isNaN(data3)){
+const err9 = {instancePath:instancePath+"/listen/request_timeout_ms",schemaPath:"#/properties/listen/properties/request_timeout_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600000},message:"must be <= 3600000"};
 if(vErrors === null){
 vErrors = [err9];
 }
@@ -2234,12 +2231,8 @@ vErrors.push(err9);
 }
 errors++;
 }
-}
-if(data3.url !== undefined){
-let data4 = data3.url;
-if(typeof data4 === "string"){
-if(!pattern6.test(data4)){
-const err10 = {instancePath:instancePath+"/database/url",schemaPath:"#/properties/database/properties/url/pattern",keyword:"pattern",params:{pattern: "^postgres(ql)?://"},message:"must match pattern \""+"^postgres(ql)?://"+"\""};
+if(data3 < 1000 || isNaN(data3)){
+const err10 = {instancePath:instancePath+"/listen/request_timeout_ms",schemaPath:"#/properties/listen/properties/request_timeout_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1000},message:"must be >= 1000"};
 if(vErrors === null){
 vErrors = [err10];
 }
@@ -2249,8 +2242,11 @@ vErrors.push(err10);
 errors++;
 }
 }
-else {
-const err11 = {instancePath:instancePath+"/database/url",schemaPath:"#/properties/database/properties/url/type",keyword:"type",params:{type: "string"},message:"must be string"};
+}
+if(data0.headers_timeout_ms !== undefined){
+let data4 = data0.headers_timeout_ms;
+if(!(((typeof data4 == "number") && (!(data4 % 1) && !isNaN(data4))) && (isFinite(data4)))){
+const err11 = {instancePath:instancePath+"/listen/headers_timeout_ms",schemaPath:"#/properties/listen/properties/headers_timeout_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err11];
 }
@@ -2259,12 +2255,9 @@ vErrors.push(err11);
 }
 errors++;
 }
-}
-if(data3.embedded_data_dir !== undefined){
-let data5 = data3.embedded_data_dir;
-if(typeof data5 === "string"){
-if(func3(data5) < 1){
-const err12 = {instancePath:instancePath+"/database/embedded_data_dir",schemaPath:"#/properties/database/properties/embedded_data_dir/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if((typeof data4 == "number") && (isFinite(data4))){
+if(data4 > 3600000 || isNaN(data4)){
+const err12 = {instancePath:instancePath+"/listen/headers_timeout_ms",schemaPath:"#/properties/listen/properties/headers_timeout_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600000},message:"must be <= 3600000"};
 if(vErrors === null){
 vErrors = [err12];
 }
@@ -2273,9 +2266,8 @@ vErrors.push(err12);
 }
 errors++;
 }
-}
-else {
-const err13 = {instancePath:instancePath+"/database/embedded_data_dir",schemaPath:"#/properties/database/properties/embedded_data_dir/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data4 < 1000 || isNaN(data4)){
+const err13 = {instancePath:instancePath+"/listen/headers_timeout_ms",schemaPath:"#/properties/listen/properties/headers_timeout_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1000},message:"must be >= 1000"};
 if(vErrors === null){
 vErrors = [err13];
 }
@@ -2285,10 +2277,10 @@ vErrors.push(err13);
 errors++;
 }
 }
-if(data3.embedded_port !== undefined){
-let data6 = data3.embedded_port;
-if(!(((typeof data6 == "number") && (!(data6 % 1) && !isNaN(data6))) && (isFinite(data6)))){
-const err14 = {instancePath:instancePath+"/database/embedded_port",schemaPath:"#/properties/database/properties/embedded_port/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+}
+else {
+const err14 = {instancePath:instancePath+"/listen",schemaPath:"#/properties/listen/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err14];
 }
@@ -2297,9 +2289,13 @@ vErrors.push(err14);
 }
 errors++;
 }
-if((typeof data6 == "number") && (isFinite(data6))){
-if(data6 > 65535 || isNaN(data6)){
-const err15 = {instancePath:instancePath+"/database/embedded_port",schemaPath:"#/properties/database/properties/embedded_port/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
+}
+if(data.database !== undefined){
+let data5 = data.database;
+if(data5 && typeof data5 == "object" && !Array.isArray(data5)){
+for(const key2 in data5){
+if(!((((key2 === "url") || (key2 === "embedded_data_dir")) || (key2 === "embedded_port")) || (key2 === "pool_size"))){
+const err15 = {instancePath:instancePath+"/database",schemaPath:"#/properties/database/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key2},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err15];
 }
@@ -2308,8 +2304,12 @@ vErrors.push(err15);
 }
 errors++;
 }
-if(data6 < 0 || isNaN(data6)){
-const err16 = {instancePath:instancePath+"/database/embedded_port",schemaPath:"#/properties/database/properties/embedded_port/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(data5.url !== undefined){
+let data6 = data5.url;
+if(typeof data6 === "string"){
+if(!pattern6.test(data6)){
+const err16 = {instancePath:instancePath+"/database/url",schemaPath:"#/properties/database/properties/url/pattern",keyword:"pattern",params:{pattern: "^postgres(ql)?://"},message:"must match pattern \""+"^postgres(ql)?://"+"\""};
 if(vErrors === null){
 vErrors = [err16];
 }
@@ -2319,11 +2319,8 @@ vErrors.push(err16);
 errors++;
 }
 }
-}
-if(data3.pool_size !== undefined){
-let data7 = data3.pool_size;
-if(!(((typeof data7 == "number") && (!(data7 % 1) && !isNaN(data7))) && (isFinite(data7)))){
-const err17 = {instancePath:instancePath+"/database/pool_size",schemaPath:"#/properties/database/properties/pool_size/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+else {
+const err17 = {instancePath:instancePath+"/database/url",schemaPath:"#/properties/database/properties/url/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err17];
 }
@@ -2332,9 +2329,12 @@ vErrors.push(err17);
 }
 errors++;
 }
-if((typeof data7 == "number") && (isFinite(data7))){
-if(data7 > 1000 || isNaN(data7)){
-const err18 = {instancePath:instancePath+"/database/pool_size",schemaPath:"#/properties/database/properties/pool_size/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000},message:"must be <= 1000"};
+}
+if(data5.embedded_data_dir !== undefined){
+let data7 = data5.embedded_data_dir;
+if(typeof data7 === "string"){
+if(func3(data7) < 1){
+const err18 = {instancePath:instancePath+"/database/embedded_data_dir",schemaPath:"#/properties/database/properties/embedded_data_dir/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err18];
 }
@@ -2343,8 +2343,9 @@ vErrors.push(err18);
 }
 errors++;
 }
-if(data7 < 1 || isNaN(data7)){
-const err19 = {instancePath:instancePath+"/database/pool_size",schemaPath:"#/properties/database/properties/pool_size/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+else {
+const err19 = {instancePath:instancePath+"/database/embedded_data_dir",schemaPath:"#/properties/database/properties/embedded_data_dir/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err19];
 }
@@ -2354,10 +2355,10 @@ vErrors.push(err19);
 errors++;
 }
 }
-}
-}
-else {
-const err20 = {instancePath:instancePath+"/database",schemaPath:"#/properties/database/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data5.embedded_port !== undefined){
+let data8 = data5.embedded_port;
+if(!(((typeof data8 == "number") && (!(data8 % 1) && !isNaN(data8))) && (isFinite(data8)))){
+const err20 = {instancePath:instancePath+"/database/embedded_port",schemaPath:"#/properties/database/properties/embedded_port/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err20];
 }
@@ -2366,12 +2367,9 @@ vErrors.push(err20);
 }
 errors++;
 }
-}
-if(data.allowed_hosts !== undefined){
-let data8 = data.allowed_hosts;
-if(Array.isArray(data8)){
-if(data8.length > 100){
-const err21 = {instancePath:instancePath+"/allowed_hosts",schemaPath:"#/properties/allowed_hosts/maxItems",keyword:"maxItems",params:{limit: 100},message:"must NOT have more than 100 items"};
+if((typeof data8 == "number") && (isFinite(data8))){
+if(data8 > 65535 || isNaN(data8)){
+const err21 = {instancePath:instancePath+"/database/embedded_port",schemaPath:"#/properties/database/properties/embedded_port/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
 if(vErrors === null){
 vErrors = [err21];
 }
@@ -2380,12 +2378,8 @@ vErrors.push(err21);
 }
 errors++;
 }
-const len0 = data8.length;
-for(let i0=0; i0<len0; i0++){
-let data9 = data8[i0];
-if(typeof data9 === "string"){
-if(func3(data9) > 300){
-const err22 = {instancePath:instancePath+"/allowed_hosts/" + i0,schemaPath:"#/properties/allowed_hosts/items/maxLength",keyword:"maxLength",params:{limit: 300},message:"must NOT have more than 300 characters"};
+if(data8 < 0 || isNaN(data8)){
+const err22 = {instancePath:instancePath+"/database/embedded_port",schemaPath:"#/properties/database/properties/embedded_port/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err22];
 }
@@ -2394,8 +2388,12 @@ vErrors.push(err22);
 }
 errors++;
 }
-if(func3(data9) < 1){
-const err23 = {instancePath:instancePath+"/allowed_hosts/" + i0,schemaPath:"#/properties/allowed_hosts/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+}
+}
+if(data5.pool_size !== undefined){
+let data9 = data5.pool_size;
+if(!(((typeof data9 == "number") && (!(data9 % 1) && !isNaN(data9))) && (isFinite(data9)))){
+const err23 = {instancePath:instancePath+"/database/pool_size",schemaPath:"#/properties/database/properties/pool_size/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err23];
 }
@@ -2404,9 +2402,9 @@ vErrors.push(err23);
 }
 errors++;
 }
-}
-else {
-const err24 = {instancePath:instancePath+"/allowed_hosts/" + i0,schemaPath:"#/properties/allowed_hosts/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if((typeof data9 == "number") && (isFinite(data9))){
+if(data9 > 1000 || isNaN(data9)){
+const err24 = {instancePath:instancePath+"/database/pool_size",schemaPath:"#/properties/database/properties/pool_size/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000},message:"must be <= 1000"};
 if(vErrors === null){
 vErrors = [err24];
 }
@@ -2415,10 +2413,8 @@ vErrors.push(err24);
 }
 errors++;
 }
-}
-}
-else {
-const err25 = {instancePath:instancePath+"/allowed_hosts",schemaPath:"#/properties/allowed_hosts/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data9 < 1 || isNaN(data9)){
+const err25 = {instancePath:instancePath+"/database/pool_size",schemaPath:"#/properties/database/properties/pool_size/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err25];
 }
@@ -2428,11 +2424,10 @@ vErrors.push(err25);
 errors++;
 }
 }
-if(data.allowed_origins !== undefined){
-let data10 = data.allowed_origins;
-if(Array.isArray(data10)){
-if(data10.length > 100){
-const err26 = {instancePath:instancePath+"/allowed_origins",schemaPath:"#/properties/allowed_origins/maxItems",keyword:"maxItems",params:{limit: 100},message:"must NOT have more than 100 items"};
+}
+}
+else {
+const err26 = {instancePath:instancePath+"/database",schemaPath:"#/properties/database/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err26];
 }
@@ -2441,12 +2436,12 @@ vErrors.push(err26);
 }
 errors++;
 }
-const len1 = data10.length;
-for(let i1=0; i1<len1; i1++){
-let data11 = data10[i1];
-if(typeof data11 === "string"){
-if(!pattern7.test(data11)){
-const err27 = {instancePath:instancePath+"/allowed_origins/" + i1,schemaPath:"#/properties/allowed_origins/items/pattern",keyword:"pattern",params:{pattern: "^https?://[^/\\s]+$"},message:"must match pattern \""+"^https?://[^/\\s]+$"+"\""};
+}
+if(data.allowed_hosts !== undefined){
+let data10 = data.allowed_hosts;
+if(Array.isArray(data10)){
+if(data10.length > 100){
+const err27 = {instancePath:instancePath+"/allowed_hosts",schemaPath:"#/properties/allowed_hosts/maxItems",keyword:"maxItems",params:{limit: 100},message:"must NOT have more than 100 items"};
 if(vErrors === null){
 vErrors = [err27];
 }
@@ -2455,9 +2450,12 @@ vErrors.push(err27);
 }
 errors++;
 }
-}
-else {
-const err28 = {instancePath:instancePath+"/allowed_origins/" + i1,schemaPath:"#/properties/allowed_origins/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const len0 = data10.length;
+for(let i0=0; i0<len0; i0++){
+let data11 = data10[i0];
+if(typeof data11 === "string"){
+if(func3(data11) > 300){
+const err28 = {instancePath:instancePath+"/allowed_hosts/" + i0,schemaPath:"#/properties/allowed_hosts/items/maxLength",keyword:"maxLength",params:{limit: 300},message:"must NOT have more than 300 characters"};
 if(vErrors === null){
 vErrors = [err28];
 }
@@ -2466,10 +2464,8 @@ vErrors.push(err28);
 }
 errors++;
 }
-}
-}
-else {
-const err29 = {instancePath:instancePath+"/allowed_origins",schemaPath:"#/properties/allowed_origins/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(func3(data11) < 1){
+const err29 = {instancePath:instancePath+"/allowed_hosts/" + i0,schemaPath:"#/properties/allowed_hosts/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err29];
 }
@@ -2479,12 +2475,8 @@ vErrors.push(err29);
 errors++;
 }
 }
-if(data.rate_limits !== undefined){
-let data12 = data.rate_limits;
-if(data12 && typeof data12 == "object" && !Array.isArray(data12)){
-for(const key3 in data12){
-if(!((key3 === "per_identity") || (key3 === "per_source"))){
-const err30 = {instancePath:instancePath+"/rate_limits",schemaPath:"#/properties/rate_limits/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key3},message:"must NOT have additional properties"};
+else {
+const err30 = {instancePath:instancePath+"/allowed_hosts/" + i0,schemaPath:"#/properties/allowed_hosts/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err30];
 }
@@ -2494,11 +2486,9 @@ vErrors.push(err30);
 errors++;
 }
 }
-if(data12.per_identity !== undefined){
-let data13 = data12.per_identity;
-if(data13 && typeof data13 == "object" && !Array.isArray(data13)){
-if(data13.points === undefined){
-const err31 = {instancePath:instancePath+"/rate_limits/per_identity",schemaPath:"#/$defs/rateLimit/required",keyword:"required",params:{missingProperty: "points"},message:"must have required property '"+"points"+"'"};
+}
+else {
+const err31 = {instancePath:instancePath+"/allowed_hosts",schemaPath:"#/properties/allowed_hosts/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err31];
 }
@@ -2507,8 +2497,12 @@ vErrors.push(err31);
 }
 errors++;
 }
-if(data13.window_seconds === undefined){
-const err32 = {instancePath:instancePath+"/rate_limits/per_identity",schemaPath:"#/$defs/rateLimit/required",keyword:"required",params:{missingProperty: "window_seconds"},message:"must have required property '"+"window_seconds"+"'"};
+}
+if(data.allowed_origins !== undefined){
+let data12 = data.allowed_origins;
+if(Array.isArray(data12)){
+if(data12.length > 100){
+const err32 = {instancePath:instancePath+"/allowed_origins",schemaPath:"#/properties/allowed_origins/maxItems",keyword:"maxItems",params:{limit: 100},message:"must NOT have more than 100 items"};
 if(vErrors === null){
 vErrors = [err32];
 }
@@ -2517,9 +2511,12 @@ vErrors.push(err32);
 }
 errors++;
 }
-for(const key4 in data13){
-if(!((key4 === "points") || (key4 === "window_seconds"))){
-const err33 = {instancePath:instancePath+"/rate_limits/per_identity",schemaPath:"#/$defs/rateLimit/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key4},message:"must NOT have additional properties"};
+const len1 = data12.length;
+for(let i1=0; i1<len1; i1++){
+let data13 = data12[i1];
+if(typeof data13 === "string"){
+if(!pattern7.test(data13)){
+const err33 = {instancePath:instancePath+"/allowed_origins/" + i1,schemaPath:"#/properties/allowed_origins/items/pattern",keyword:"pattern",params:{pattern: "^https?://[^/\\s]+$"},message:"must match pattern \""+"^https?://[^/\\s]+$"+"\""};
 if(vErrors === null){
 vErrors = [err33];
 }
@@ -2529,10 +2526,8 @@ vErrors.push(err33);
 errors++;
 }
 }
-if(data13.points !== undefined){
-let data14 = data13.points;
-if(!(((typeof data14 == "number") && (!(data14 % 1) && !isNaN(data14))) && (isFinite(data14)))){
-const err34 = {instancePath:instancePath+"/rate_limits/per_identity/points",schemaPath:"#/$defs/rateLimit/properties/points/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+else {
+const err34 = {instancePath:instancePath+"/allowed_origins/" + i1,schemaPath:"#/properties/allowed_origins/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err34];
 }
@@ -2541,9 +2536,10 @@ vErrors.push(err34);
 }
 errors++;
 }
-if((typeof data14 == "number") && (isFinite(data14))){
-if(data14 > 1000000 || isNaN(data14)){
-const err35 = {instancePath:instancePath+"/rate_limits/per_identity/points",schemaPath:"#/$defs/rateLimit/properties/points/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000000},message:"must be <= 1000000"};
+}
+}
+else {
+const err35 = {instancePath:instancePath+"/allowed_origins",schemaPath:"#/properties/allowed_origins/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err35];
 }
@@ -2552,8 +2548,13 @@ vErrors.push(err35);
 }
 errors++;
 }
-if(data14 < 1 || isNaN(data14)){
-const err36 = {instancePath:instancePath+"/rate_limits/per_identity/points",schemaPath:"#/$defs/rateLimit/properties/points/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+if(data.rate_limits !== undefined){
+let data14 = data.rate_limits;
+if(data14 && typeof data14 == "object" && !Array.isArray(data14)){
+for(const key3 in data14){
+if(!((key3 === "per_identity") || (key3 === "per_source"))){
+const err36 = {instancePath:instancePath+"/rate_limits",schemaPath:"#/properties/rate_limits/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key3},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err36];
 }
@@ -2563,11 +2564,11 @@ vErrors.push(err36);
 errors++;
 }
 }
-}
-if(data13.window_seconds !== undefined){
-let data15 = data13.window_seconds;
-if(!(((typeof data15 == "number") && (!(data15 % 1) && !isNaN(data15))) && (isFinite(data15)))){
-const err37 = {instancePath:instancePath+"/rate_limits/per_identity/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data14.per_identity !== undefined){
+let data15 = data14.per_identity;
+if(data15 && typeof data15 == "object" && !Array.isArray(data15)){
+if(data15.points === undefined){
+const err37 = {instancePath:instancePath+"/rate_limits/per_identity",schemaPath:"#/$defs/rateLimit/required",keyword:"required",params:{missingProperty: "points"},message:"must have required property '"+"points"+"'"};
 if(vErrors === null){
 vErrors = [err37];
 }
@@ -2576,9 +2577,8 @@ vErrors.push(err37);
 }
 errors++;
 }
-if((typeof data15 == "number") && (isFinite(data15))){
-if(data15 > 86400 || isNaN(data15)){
-const err38 = {instancePath:instancePath+"/rate_limits/per_identity/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
+if(data15.window_seconds === undefined){
+const err38 = {instancePath:instancePath+"/rate_limits/per_identity",schemaPath:"#/$defs/rateLimit/required",keyword:"required",params:{missingProperty: "window_seconds"},message:"must have required property '"+"window_seconds"+"'"};
 if(vErrors === null){
 vErrors = [err38];
 }
@@ -2587,8 +2587,9 @@ vErrors.push(err38);
 }
 errors++;
 }
-if(data15 < 1 || isNaN(data15)){
-const err39 = {instancePath:instancePath+"/rate_limits/per_identity/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+for(const key4 in data15){
+if(!((key4 === "points") || (key4 === "window_seconds"))){
+const err39 = {instancePath:instancePath+"/rate_limits/per_identity",schemaPath:"#/$defs/rateLimit/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key4},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err39];
 }
@@ -2598,10 +2599,10 @@ vErrors.push(err39);
 errors++;
 }
 }
-}
-}
-else {
-const err40 = {instancePath:instancePath+"/rate_limits/per_identity",schemaPath:"#/$defs/rateLimit/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data15.points !== undefined){
+let data16 = data15.points;
+if(!(((typeof data16 == "number") && (!(data16 % 1) && !isNaN(data16))) && (isFinite(data16)))){
+const err40 = {instancePath:instancePath+"/rate_limits/per_identity/points",schemaPath:"#/$defs/rateLimit/properties/points/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err40];
 }
@@ -2610,12 +2611,9 @@ vErrors.push(err40);
 }
 errors++;
 }
-}
-if(data12.per_source !== undefined){
-let data16 = data12.per_source;
-if(data16 && typeof data16 == "object" && !Array.isArray(data16)){
-if(data16.points === undefined){
-const err41 = {instancePath:instancePath+"/rate_limits/per_source",schemaPath:"#/$defs/rateLimit/required",keyword:"required",params:{missingProperty: "points"},message:"must have required property '"+"points"+"'"};
+if((typeof data16 == "number") && (isFinite(data16))){
+if(data16 > 1000000 || isNaN(data16)){
+const err41 = {instancePath:instancePath+"/rate_limits/per_identity/points",schemaPath:"#/$defs/rateLimit/properties/points/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000000},message:"must be <= 1000000"};
 if(vErrors === null){
 vErrors = [err41];
 }
@@ -2624,8 +2622,8 @@ vErrors.push(err41);
 }
 errors++;
 }
-if(data16.window_seconds === undefined){
-const err42 = {instancePath:instancePath+"/rate_limits/per_source",schemaPath:"#/$defs/rateLimit/required",keyword:"required",params:{missingProperty: "window_seconds"},message:"must have required property '"+"window_seconds"+"'"};
+if(data16 < 1 || isNaN(data16)){
+const err42 = {instancePath:instancePath+"/rate_limits/per_identity/points",schemaPath:"#/$defs/rateLimit/properties/points/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err42];
 }
@@ -2634,9 +2632,12 @@ vErrors.push(err42);
 }
 errors++;
 }
-for(const key5 in data16){
-if(!((key5 === "points") || (key5 === "window_seconds"))){
-const err43 = {instancePath:instancePath+"/rate_limits/per_source",schemaPath:"#/$defs/rateLimit/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key5},message:"must NOT have additional properties"};
+}
+}
+if(data15.window_seconds !== undefined){
+let data17 = data15.window_seconds;
+if(!(((typeof data17 == "number") && (!(data17 % 1) && !isNaN(data17))) && (isFinite(data17)))){
+const err43 = {instancePath:instancePath+"/rate_limits/per_identity/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err43];
 }
@@ -2645,11 +2646,9 @@ vErrors.push(err43);
 }
 errors++;
 }
-}
-if(data16.points !== undefined){
-let data17 = data16.points;
-if(!(((typeof data17 == "number") && (!(data17 % 1) && !isNaN(data17))) && (isFinite(data17)))){
-const err44 = {instancePath:instancePath+"/rate_limits/per_source/points",schemaPath:"#/$defs/rateLimit/properties/points/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data17 == "number") && (isFinite(data17))){
+if(data17 > 86400 || isNaN(data17)){
+const err44 = {instancePath:instancePath+"/rate_limits/per_identity/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
 if(vErrors === null){
 vErrors = [err44];
 }
@@ -2658,9 +2657,8 @@ vErrors.push(err44);
 }
 errors++;
 }
-if((typeof data17 == "number") && (isFinite(data17))){
-if(data17 > 1000000 || isNaN(data17)){
-const err45 = {instancePath:instancePath+"/rate_limits/per_source/points",schemaPath:"#/$defs/rateLimit/properties/points/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000000},message:"must be <= 1000000"};
+if(data17 < 1 || isNaN(data17)){
+const err45 = {instancePath:instancePath+"/rate_limits/per_identity/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err45];
 }
@@ -2669,8 +2667,11 @@ vErrors.push(err45);
 }
 errors++;
 }
-if(data17 < 1 || isNaN(data17)){
-const err46 = {instancePath:instancePath+"/rate_limits/per_source/points",schemaPath:"#/$defs/rateLimit/properties/points/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+}
+}
+else {
+const err46 = {instancePath:instancePath+"/rate_limits/per_identity",schemaPath:"#/$defs/rateLimit/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err46];
 }
@@ -2680,11 +2681,11 @@ vErrors.push(err46);
 errors++;
 }
 }
-}
-if(data16.window_seconds !== undefined){
-let data18 = data16.window_seconds;
-if(!(((typeof data18 == "number") && (!(data18 % 1) && !isNaN(data18))) && (isFinite(data18)))){
-const err47 = {instancePath:instancePath+"/rate_limits/per_source/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data14.per_source !== undefined){
+let data18 = data14.per_source;
+if(data18 && typeof data18 == "object" && !Array.isArray(data18)){
+if(data18.points === undefined){
+const err47 = {instancePath:instancePath+"/rate_limits/per_source",schemaPath:"#/$defs/rateLimit/required",keyword:"required",params:{missingProperty: "points"},message:"must have required property '"+"points"+"'"};
 if(vErrors === null){
 vErrors = [err47];
 }
@@ -2693,9 +2694,8 @@ vErrors.push(err47);
 }
 errors++;
 }
-if((typeof data18 == "number") && (isFinite(data18))){
-if(data18 > 86400 || isNaN(data18)){
-const err48 = {instancePath:instancePath+"/rate_limits/per_source/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
+if(data18.window_seconds === undefined){
+const err48 = {instancePath:instancePath+"/rate_limits/per_source",schemaPath:"#/$defs/rateLimit/required",keyword:"required",params:{missingProperty: "window_seconds"},message:"must have required property '"+"window_seconds"+"'"};
 if(vErrors === null){
 vErrors = [err48];
 }
@@ -2704,8 +2704,9 @@ vErrors.push(err48);
 }
 errors++;
 }
-if(data18 < 1 || isNaN(data18)){
-const err49 = {instancePath:instancePath+"/rate_limits/per_source/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+for(const key5 in data18){
+if(!((key5 === "points") || (key5 === "window_seconds"))){
+const err49 = {instancePath:instancePath+"/rate_limits/per_source",schemaPath:"#/$defs/rateLimit/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key5},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err49];
 }
@@ -2715,10 +2716,10 @@ vErrors.push(err49);
 errors++;
 }
 }
-}
-}
-else {
-const err50 = {instancePath:instancePath+"/rate_limits/per_source",schemaPath:"#/$defs/rateLimit/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data18.points !== undefined){
+let data19 = data18.points;
+if(!(((typeof data19 == "number") && (!(data19 % 1) && !isNaN(data19))) && (isFinite(data19)))){
+const err50 = {instancePath:instancePath+"/rate_limits/per_source/points",schemaPath:"#/$defs/rateLimit/properties/points/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err50];
 }
@@ -2727,10 +2728,9 @@ vErrors.push(err50);
 }
 errors++;
 }
-}
-}
-else {
-const err51 = {instancePath:instancePath+"/rate_limits",schemaPath:"#/properties/rate_limits/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data19 == "number") && (isFinite(data19))){
+if(data19 > 1000000 || isNaN(data19)){
+const err51 = {instancePath:instancePath+"/rate_limits/per_source/points",schemaPath:"#/$defs/rateLimit/properties/points/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000000},message:"must be <= 1000000"};
 if(vErrors === null){
 vErrors = [err51];
 }
@@ -2739,13 +2739,8 @@ vErrors.push(err51);
 }
 errors++;
 }
-}
-if(data.approvals !== undefined){
-let data19 = data.approvals;
-if(data19 && typeof data19 == "object" && !Array.isArray(data19)){
-for(const key6 in data19){
-if(!(key6 === "ttl_seconds")){
-const err52 = {instancePath:instancePath+"/approvals",schemaPath:"#/properties/approvals/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key6},message:"must NOT have additional properties"};
+if(data19 < 1 || isNaN(data19)){
+const err52 = {instancePath:instancePath+"/rate_limits/per_source/points",schemaPath:"#/$defs/rateLimit/properties/points/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err52];
 }
@@ -2755,10 +2750,11 @@ vErrors.push(err52);
 errors++;
 }
 }
-if(data19.ttl_seconds !== undefined){
-let data20 = data19.ttl_seconds;
+}
+if(data18.window_seconds !== undefined){
+let data20 = data18.window_seconds;
 if(!(((typeof data20 == "number") && (!(data20 % 1) && !isNaN(data20))) && (isFinite(data20)))){
-const err53 = {instancePath:instancePath+"/approvals/ttl_seconds",schemaPath:"#/properties/approvals/properties/ttl_seconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err53 = {instancePath:instancePath+"/rate_limits/per_source/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err53];
 }
@@ -2768,8 +2764,8 @@ vErrors.push(err53);
 errors++;
 }
 if((typeof data20 == "number") && (isFinite(data20))){
-if(data20 > 2592000 || isNaN(data20)){
-const err54 = {instancePath:instancePath+"/approvals/ttl_seconds",schemaPath:"#/properties/approvals/properties/ttl_seconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 2592000},message:"must be <= 2592000"};
+if(data20 > 86400 || isNaN(data20)){
+const err54 = {instancePath:instancePath+"/rate_limits/per_source/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
 if(vErrors === null){
 vErrors = [err54];
 }
@@ -2778,8 +2774,8 @@ vErrors.push(err54);
 }
 errors++;
 }
-if(data20 < 60 || isNaN(data20)){
-const err55 = {instancePath:instancePath+"/approvals/ttl_seconds",schemaPath:"#/properties/approvals/properties/ttl_seconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 60},message:"must be >= 60"};
+if(data20 < 1 || isNaN(data20)){
+const err55 = {instancePath:instancePath+"/rate_limits/per_source/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err55];
 }
@@ -2792,7 +2788,7 @@ errors++;
 }
 }
 else {
-const err56 = {instancePath:instancePath+"/approvals",schemaPath:"#/properties/approvals/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err56 = {instancePath:instancePath+"/rate_limits/per_source",schemaPath:"#/$defs/rateLimit/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err56];
 }
@@ -2802,12 +2798,9 @@ vErrors.push(err56);
 errors++;
 }
 }
-if(data.audit !== undefined){
-let data21 = data.audit;
-if(data21 && typeof data21 == "object" && !Array.isArray(data21)){
-for(const key7 in data21){
-if(!(key7 === "commit_timeout_ms")){
-const err57 = {instancePath:instancePath+"/audit",schemaPath:"#/properties/audit/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key7},message:"must NOT have additional properties"};
+}
+else {
+const err57 = {instancePath:instancePath+"/rate_limits",schemaPath:"#/properties/rate_limits/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err57];
 }
@@ -2817,10 +2810,12 @@ vErrors.push(err57);
 errors++;
 }
 }
-if(data21.commit_timeout_ms !== undefined){
-let data22 = data21.commit_timeout_ms;
-if(!(((typeof data22 == "number") && (!(data22 % 1) && !isNaN(data22))) && (isFinite(data22)))){
-const err58 = {instancePath:instancePath+"/audit/commit_timeout_ms",schemaPath:"#/properties/audit/properties/commit_timeout_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data.approvals !== undefined){
+let data21 = data.approvals;
+if(data21 && typeof data21 == "object" && !Array.isArray(data21)){
+for(const key6 in data21){
+if(!(key6 === "ttl_seconds")){
+const err58 = {instancePath:instancePath+"/approvals",schemaPath:"#/properties/approvals/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key6},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err58];
 }
@@ -2829,9 +2824,11 @@ vErrors.push(err58);
 }
 errors++;
 }
-if((typeof data22 == "number") && (isFinite(data22))){
-if(data22 > 60000 || isNaN(data22)){
-const err59 = {instancePath:instancePath+"/audit/commit_timeout_ms",schemaPath:"#/properties/audit/properties/commit_timeout_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 60000},message:"must be <= 60000"};
+}
+if(data21.ttl_seconds !== undefined){
+let data22 = data21.ttl_seconds;
+if(!(((typeof data22 == "number") && (!(data22 % 1) && !isNaN(data22))) && (isFinite(data22)))){
+const err59 = {instancePath:instancePath+"/approvals/ttl_seconds",schemaPath:"#/properties/approvals/properties/ttl_seconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err59];
 }
@@ -2840,8 +2837,9 @@ vErrors.push(err59);
 }
 errors++;
 }
-if(data22 < 100 || isNaN(data22)){
-const err60 = {instancePath:instancePath+"/audit/commit_timeout_ms",schemaPath:"#/properties/audit/properties/commit_timeout_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 100},message:"must be >= 100"};
+if((typeof data22 == "number") && (isFinite(data22))){
+if(data22 > 2592000 || isNaN(data22)){
+const err60 = {instancePath:instancePath+"/approvals/ttl_seconds",schemaPath:"#/properties/approvals/properties/ttl_seconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 2592000},message:"must be <= 2592000"};
 if(vErrors === null){
 vErrors = [err60];
 }
@@ -2850,11 +2848,8 @@ vErrors.push(err60);
 }
 errors++;
 }
-}
-}
-}
-else {
-const err61 = {instancePath:instancePath+"/audit",schemaPath:"#/properties/audit/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data22 < 60 || isNaN(data22)){
+const err61 = {instancePath:instancePath+"/approvals/ttl_seconds",schemaPath:"#/properties/approvals/properties/ttl_seconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 60},message:"must be >= 60"};
 if(vErrors === null){
 vErrors = [err61];
 }
@@ -2864,12 +2859,10 @@ vErrors.push(err61);
 errors++;
 }
 }
-if(data.notifications !== undefined){
-let data23 = data.notifications;
-if(data23 && typeof data23 == "object" && !Array.isArray(data23)){
-for(const key8 in data23){
-if(!(key8 === "webhooks")){
-const err62 = {instancePath:instancePath+"/notifications",schemaPath:"#/properties/notifications/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key8},message:"must NOT have additional properties"};
+}
+}
+else {
+const err62 = {instancePath:instancePath+"/approvals",schemaPath:"#/properties/approvals/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err62];
 }
@@ -2879,11 +2872,12 @@ vErrors.push(err62);
 errors++;
 }
 }
-if(data23.webhooks !== undefined){
-let data24 = data23.webhooks;
-if(Array.isArray(data24)){
-if(data24.length > 20){
-const err63 = {instancePath:instancePath+"/notifications/webhooks",schemaPath:"#/properties/notifications/properties/webhooks/maxItems",keyword:"maxItems",params:{limit: 20},message:"must NOT have more than 20 items"};
+if(data.audit !== undefined){
+let data23 = data.audit;
+if(data23 && typeof data23 == "object" && !Array.isArray(data23)){
+for(const key7 in data23){
+if(!(key7 === "commit_timeout_ms")){
+const err63 = {instancePath:instancePath+"/audit",schemaPath:"#/properties/audit/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key7},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err63];
 }
@@ -2892,12 +2886,11 @@ vErrors.push(err63);
 }
 errors++;
 }
-const len2 = data24.length;
-for(let i2=0; i2<len2; i2++){
-let data25 = data24[i2];
-if(data25 && typeof data25 == "object" && !Array.isArray(data25)){
-if(data25.url === undefined){
-const err64 = {instancePath:instancePath+"/notifications/webhooks/" + i2,schemaPath:"#/properties/notifications/properties/webhooks/items/required",keyword:"required",params:{missingProperty: "url"},message:"must have required property '"+"url"+"'"};
+}
+if(data23.commit_timeout_ms !== undefined){
+let data24 = data23.commit_timeout_ms;
+if(!(((typeof data24 == "number") && (!(data24 % 1) && !isNaN(data24))) && (isFinite(data24)))){
+const err64 = {instancePath:instancePath+"/audit/commit_timeout_ms",schemaPath:"#/properties/audit/properties/commit_timeout_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err64];
 }
@@ -2906,8 +2899,9 @@ vErrors.push(err64);
 }
 errors++;
 }
-if(data25.events === undefined){
-const err65 = {instancePath:instancePath+"/notifications/webhooks/" + i2,schemaPath:"#/properties/notifications/properties/webhooks/items/required",keyword:"required",params:{missingProperty: "events"},message:"must have required property '"+"events"+"'"};
+if((typeof data24 == "number") && (isFinite(data24))){
+if(data24 > 60000 || isNaN(data24)){
+const err65 = {instancePath:instancePath+"/audit/commit_timeout_ms",schemaPath:"#/properties/audit/properties/commit_timeout_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 60000},message:"must be <= 60000"};
 if(vErrors === null){
 vErrors = [err65];
 }
@@ -2916,8 +2910,8 @@ vErrors.push(err65);
 }
 errors++;
 }
-if(data25.secret_env === undefined){
-const err66 = {instancePath:instancePath+"/notifications/webhooks/" + i2,schemaPath:"#/properties/notifications/properties/webhooks/items/required",keyword:"required",params:{missingProperty: "secret_env"},message:"must have required property '"+"secret_env"+"'"};
+if(data24 < 100 || isNaN(data24)){
+const err66 = {instancePath:instancePath+"/audit/commit_timeout_ms",schemaPath:"#/properties/audit/properties/commit_timeout_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 100},message:"must be >= 100"};
 if(vErrors === null){
 vErrors = [err66];
 }
@@ -2926,9 +2920,11 @@ vErrors.push(err66);
 }
 errors++;
 }
-for(const key9 in data25){
-if(!(((key9 === "url") || (key9 === "events")) || (key9 === "secret_env"))){
-const err67 = {instancePath:instancePath+"/notifications/webhooks/" + i2,schemaPath:"#/properties/notifications/properties/webhooks/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key9},message:"must NOT have additional properties"};
+}
+}
+}
+else {
+const err67 = {instancePath:instancePath+"/audit",schemaPath:"#/properties/audit/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err67];
 }
@@ -2938,11 +2934,12 @@ vErrors.push(err67);
 errors++;
 }
 }
-if(data25.url !== undefined){
-let data26 = data25.url;
-if(typeof data26 === "string"){
-if(!pattern8.test(data26)){
-const err68 = {instancePath:instancePath+"/notifications/webhooks/" + i2+"/url",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/url/pattern",keyword:"pattern",params:{pattern: "^https?://[^\\s]+$"},message:"must match pattern \""+"^https?://[^\\s]+$"+"\""};
+if(data.notifications !== undefined){
+let data25 = data.notifications;
+if(data25 && typeof data25 == "object" && !Array.isArray(data25)){
+for(const key8 in data25){
+if(!(key8 === "webhooks")){
+const err68 = {instancePath:instancePath+"/notifications",schemaPath:"#/properties/notifications/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key8},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err68];
 }
@@ -2952,8 +2949,11 @@ vErrors.push(err68);
 errors++;
 }
 }
-else {
-const err69 = {instancePath:instancePath+"/notifications/webhooks/" + i2+"/url",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/url/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data25.webhooks !== undefined){
+let data26 = data25.webhooks;
+if(Array.isArray(data26)){
+if(data26.length > 20){
+const err69 = {instancePath:instancePath+"/notifications/webhooks",schemaPath:"#/properties/notifications/properties/webhooks/maxItems",keyword:"maxItems",params:{limit: 20},message:"must NOT have more than 20 items"};
 if(vErrors === null){
 vErrors = [err69];
 }
@@ -2962,12 +2962,12 @@ vErrors.push(err69);
 }
 errors++;
 }
-}
-if(data25.events !== undefined){
-let data27 = data25.events;
-if(Array.isArray(data27)){
-if(data27.length < 1){
-const err70 = {instancePath:instancePath+"/notifications/webhooks/" + i2+"/events",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/events/minItems",keyword:"minItems",params:{limit: 1},message:"must NOT have fewer than 1 items"};
+const len2 = data26.length;
+for(let i2=0; i2<len2; i2++){
+let data27 = data26[i2];
+if(data27 && typeof data27 == "object" && !Array.isArray(data27)){
+if(data27.url === undefined){
+const err70 = {instancePath:instancePath+"/notifications/webhooks/" + i2,schemaPath:"#/properties/notifications/properties/webhooks/items/required",keyword:"required",params:{missingProperty: "url"},message:"must have required property '"+"url"+"'"};
 if(vErrors === null){
 vErrors = [err70];
 }
@@ -2976,11 +2976,8 @@ vErrors.push(err70);
 }
 errors++;
 }
-const len3 = data27.length;
-for(let i3=0; i3<len3; i3++){
-let data28 = data27[i3];
-if(typeof data28 !== "string"){
-const err71 = {instancePath:instancePath+"/notifications/webhooks/" + i2+"/events/" + i3,schemaPath:"#/properties/notifications/properties/webhooks/items/properties/events/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data27.events === undefined){
+const err71 = {instancePath:instancePath+"/notifications/webhooks/" + i2,schemaPath:"#/properties/notifications/properties/webhooks/items/required",keyword:"required",params:{missingProperty: "events"},message:"must have required property '"+"events"+"'"};
 if(vErrors === null){
 vErrors = [err71];
 }
@@ -2989,8 +2986,8 @@ vErrors.push(err71);
 }
 errors++;
 }
-if(!((((data28 === "approval.queued") || (data28 === "approval.decided")) || (data28 === "approval.executed")) || (data28 === "approval.failed"))){
-const err72 = {instancePath:instancePath+"/notifications/webhooks/" + i2+"/events/" + i3,schemaPath:"#/properties/notifications/properties/webhooks/items/properties/events/items/enum",keyword:"enum",params:{allowedValues: schema40.properties.notifications.properties.webhooks.items.properties.events.items.enum},message:"must be equal to one of the allowed values"};
+if(data27.secret_env === undefined){
+const err72 = {instancePath:instancePath+"/notifications/webhooks/" + i2,schemaPath:"#/properties/notifications/properties/webhooks/items/required",keyword:"required",params:{missingProperty: "secret_env"},message:"must have required property '"+"secret_env"+"'"};
 if(vErrors === null){
 vErrors = [err72];
 }
@@ -2999,19 +2996,9 @@ vErrors.push(err72);
 }
 errors++;
 }
-}
-let i4 = data27.length;
-let j0;
-if(i4 > 1){
-const indices0 = {};
-for(;i4--;){
-let item0 = data27[i4];
-if(typeof item0 !== "string"){
-continue;
-}
-if(typeof indices0[item0] == "number"){
-j0 = indices0[item0];
-const err73 = {instancePath:instancePath+"/notifications/webhooks/" + i2+"/events",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/events/uniqueItems",keyword:"uniqueItems",params:{i: i4, j: j0},message:"must NOT have duplicate items (items ## "+j0+" and "+i4+" are identical)"};
+for(const key9 in data27){
+if(!(((key9 === "url") || (key9 === "events")) || (key9 === "secret_env"))){
+const err73 = {instancePath:instancePath+"/notifications/webhooks/" + i2,schemaPath:"#/properties/notifications/properties/webhooks/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key9},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err73];
 }
@@ -3019,14 +3006,13 @@ else {
 vErrors.push(err73);
 }
 errors++;
-break;
-}
-indices0[item0] = i4;
 }
 }
-}
-else {
-const err74 = {instancePath:instancePath+"/notifications/webhooks/" + i2+"/events",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/events/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data27.url !== undefined){
+let data28 = data27.url;
+if(typeof data28 === "string"){
+if(!pattern8.test(data28)){
+const err74 = {instancePath:instancePath+"/notifications/webhooks/" + i2+"/url",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/url/pattern",keyword:"pattern",params:{pattern: "^https?://[^\\s]+$"},message:"must match pattern \""+"^https?://[^\\s]+$"+"\""};
 if(vErrors === null){
 vErrors = [err74];
 }
@@ -3036,11 +3022,8 @@ vErrors.push(err74);
 errors++;
 }
 }
-if(data25.secret_env !== undefined){
-let data29 = data25.secret_env;
-if(typeof data29 === "string"){
-if(!pattern9.test(data29)){
-const err75 = {instancePath:instancePath+"/notifications/webhooks/" + i2+"/secret_env",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/secret_env/pattern",keyword:"pattern",params:{pattern: "^[A-Z_][A-Z0-9_]*$"},message:"must match pattern \""+"^[A-Z_][A-Z0-9_]*$"+"\""};
+else {
+const err75 = {instancePath:instancePath+"/notifications/webhooks/" + i2+"/url",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/url/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err75];
 }
@@ -3050,8 +3033,11 @@ vErrors.push(err75);
 errors++;
 }
 }
-else {
-const err76 = {instancePath:instancePath+"/notifications/webhooks/" + i2+"/secret_env",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/secret_env/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data27.events !== undefined){
+let data29 = data27.events;
+if(Array.isArray(data29)){
+if(data29.length < 1){
+const err76 = {instancePath:instancePath+"/notifications/webhooks/" + i2+"/events",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/events/minItems",keyword:"minItems",params:{limit: 1},message:"must NOT have fewer than 1 items"};
 if(vErrors === null){
 vErrors = [err76];
 }
@@ -3060,10 +3046,11 @@ vErrors.push(err76);
 }
 errors++;
 }
-}
-}
-else {
-const err77 = {instancePath:instancePath+"/notifications/webhooks/" + i2,schemaPath:"#/properties/notifications/properties/webhooks/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const len3 = data29.length;
+for(let i3=0; i3<len3; i3++){
+let data30 = data29[i3];
+if(typeof data30 !== "string"){
+const err77 = {instancePath:instancePath+"/notifications/webhooks/" + i2+"/events/" + i3,schemaPath:"#/properties/notifications/properties/webhooks/items/properties/events/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err77];
 }
@@ -3072,10 +3059,8 @@ vErrors.push(err77);
 }
 errors++;
 }
-}
-}
-else {
-const err78 = {instancePath:instancePath+"/notifications/webhooks",schemaPath:"#/properties/notifications/properties/webhooks/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(!((((data30 === "approval.queued") || (data30 === "approval.decided")) || (data30 === "approval.executed")) || (data30 === "approval.failed"))){
+const err78 = {instancePath:instancePath+"/notifications/webhooks/" + i2+"/events/" + i3,schemaPath:"#/properties/notifications/properties/webhooks/items/properties/events/items/enum",keyword:"enum",params:{allowedValues: schema40.properties.notifications.properties.webhooks.items.properties.events.items.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err78];
 }
@@ -3085,9 +3070,18 @@ vErrors.push(err78);
 errors++;
 }
 }
+let i4 = data29.length;
+let j0;
+if(i4 > 1){
+const indices0 = {};
+for(;i4--;){
+let item0 = data29[i4];
+if(typeof item0 !== "string"){
+continue;
 }
-else {
-const err79 = {instancePath:instancePath+"/notifications",schemaPath:"#/properties/notifications/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(typeof indices0[item0] == "number"){
+j0 = indices0[item0];
+const err79 = {instancePath:instancePath+"/notifications/webhooks/" + i2+"/events",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/events/uniqueItems",keyword:"uniqueItems",params:{i: i4, j: j0},message:"must NOT have duplicate items (items ## "+j0+" and "+i4+" are identical)"};
 if(vErrors === null){
 vErrors = [err79];
 }
@@ -3095,14 +3089,14 @@ else {
 vErrors.push(err79);
 }
 errors++;
+break;
+}
+indices0[item0] = i4;
 }
 }
-if(data.cache !== undefined){
-let data30 = data.cache;
-if(data30 && typeof data30 == "object" && !Array.isArray(data30)){
-for(const key10 in data30){
-if(!((key10 === "ttl_ms") || (key10 === "max_bytes"))){
-const err80 = {instancePath:instancePath+"/cache",schemaPath:"#/properties/cache/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key10},message:"must NOT have additional properties"};
+}
+else {
+const err80 = {instancePath:instancePath+"/notifications/webhooks/" + i2+"/events",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/events/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err80];
 }
@@ -3112,10 +3106,11 @@ vErrors.push(err80);
 errors++;
 }
 }
-if(data30.ttl_ms !== undefined){
-let data31 = data30.ttl_ms;
-if(!(((typeof data31 == "number") && (!(data31 % 1) && !isNaN(data31))) && (isFinite(data31)))){
-const err81 = {instancePath:instancePath+"/cache/ttl_ms",schemaPath:"#/properties/cache/properties/ttl_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data27.secret_env !== undefined){
+let data31 = data27.secret_env;
+if(typeof data31 === "string"){
+if(!pattern9.test(data31)){
+const err81 = {instancePath:instancePath+"/notifications/webhooks/" + i2+"/secret_env",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/secret_env/pattern",keyword:"pattern",params:{pattern: "^[A-Z_][A-Z0-9_]*$"},message:"must match pattern \""+"^[A-Z_][A-Z0-9_]*$"+"\""};
 if(vErrors === null){
 vErrors = [err81];
 }
@@ -3124,9 +3119,9 @@ vErrors.push(err81);
 }
 errors++;
 }
-if((typeof data31 == "number") && (isFinite(data31))){
-if(data31 > 86400000 || isNaN(data31)){
-const err82 = {instancePath:instancePath+"/cache/ttl_ms",schemaPath:"#/properties/cache/properties/ttl_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400000},message:"must be <= 86400000"};
+}
+else {
+const err82 = {instancePath:instancePath+"/notifications/webhooks/" + i2+"/secret_env",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/secret_env/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err82];
 }
@@ -3135,8 +3130,10 @@ vErrors.push(err82);
 }
 errors++;
 }
-if(data31 < 0 || isNaN(data31)){
-const err83 = {instancePath:instancePath+"/cache/ttl_ms",schemaPath:"#/properties/cache/properties/ttl_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+}
+else {
+const err83 = {instancePath:instancePath+"/notifications/webhooks/" + i2,schemaPath:"#/properties/notifications/properties/webhooks/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err83];
 }
@@ -3147,10 +3144,8 @@ errors++;
 }
 }
 }
-if(data30.max_bytes !== undefined){
-let data32 = data30.max_bytes;
-if(!(((typeof data32 == "number") && (!(data32 % 1) && !isNaN(data32))) && (isFinite(data32)))){
-const err84 = {instancePath:instancePath+"/cache/max_bytes",schemaPath:"#/properties/cache/properties/max_bytes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+else {
+const err84 = {instancePath:instancePath+"/notifications/webhooks",schemaPath:"#/properties/notifications/properties/webhooks/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err84];
 }
@@ -3159,9 +3154,10 @@ vErrors.push(err84);
 }
 errors++;
 }
-if((typeof data32 == "number") && (isFinite(data32))){
-if(data32 > 17179869184 || isNaN(data32)){
-const err85 = {instancePath:instancePath+"/cache/max_bytes",schemaPath:"#/properties/cache/properties/max_bytes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 17179869184},message:"must be <= 17179869184"};
+}
+}
+else {
+const err85 = {instancePath:instancePath+"/notifications",schemaPath:"#/properties/notifications/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err85];
 }
@@ -3170,8 +3166,13 @@ vErrors.push(err85);
 }
 errors++;
 }
-if(data32 < 0 || isNaN(data32)){
-const err86 = {instancePath:instancePath+"/cache/max_bytes",schemaPath:"#/properties/cache/properties/max_bytes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(data.cache !== undefined){
+let data32 = data.cache;
+if(data32 && typeof data32 == "object" && !Array.isArray(data32)){
+for(const key10 in data32){
+if(!((key10 === "ttl_ms") || (key10 === "max_bytes"))){
+const err86 = {instancePath:instancePath+"/cache",schemaPath:"#/properties/cache/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key10},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err86];
 }
@@ -3181,10 +3182,10 @@ vErrors.push(err86);
 errors++;
 }
 }
-}
-}
-else {
-const err87 = {instancePath:instancePath+"/cache",schemaPath:"#/properties/cache/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data32.ttl_ms !== undefined){
+let data33 = data32.ttl_ms;
+if(!(((typeof data33 == "number") && (!(data33 % 1) && !isNaN(data33))) && (isFinite(data33)))){
+const err87 = {instancePath:instancePath+"/cache/ttl_ms",schemaPath:"#/properties/cache/properties/ttl_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err87];
 }
@@ -3193,12 +3194,9 @@ vErrors.push(err87);
 }
 errors++;
 }
-}
-if(data.ops_listen !== undefined){
-let data33 = data.ops_listen;
-if(data33 && typeof data33 == "object" && !Array.isArray(data33)){
-if(data33.port === undefined){
-const err88 = {instancePath:instancePath+"/ops_listen",schemaPath:"#/properties/ops_listen/required",keyword:"required",params:{missingProperty: "port"},message:"must have required property '"+"port"+"'"};
+if((typeof data33 == "number") && (isFinite(data33))){
+if(data33 > 86400000 || isNaN(data33)){
+const err88 = {instancePath:instancePath+"/cache/ttl_ms",schemaPath:"#/properties/cache/properties/ttl_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400000},message:"must be <= 86400000"};
 if(vErrors === null){
 vErrors = [err88];
 }
@@ -3207,9 +3205,8 @@ vErrors.push(err88);
 }
 errors++;
 }
-for(const key11 in data33){
-if(!((key11 === "host") || (key11 === "port"))){
-const err89 = {instancePath:instancePath+"/ops_listen",schemaPath:"#/properties/ops_listen/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key11},message:"must NOT have additional properties"};
+if(data33 < 0 || isNaN(data33)){
+const err89 = {instancePath:instancePath+"/cache/ttl_ms",schemaPath:"#/properties/cache/properties/ttl_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err89];
 }
@@ -3219,11 +3216,11 @@ vErrors.push(err89);
 errors++;
 }
 }
-if(data33.host !== undefined){
-let data34 = data33.host;
-if(typeof data34 === "string"){
-if(func3(data34) > 255){
-const err90 = {instancePath:instancePath+"/ops_listen/host",schemaPath:"#/properties/ops_listen/properties/host/maxLength",keyword:"maxLength",params:{limit: 255},message:"must NOT have more than 255 characters"};
+}
+if(data32.max_bytes !== undefined){
+let data34 = data32.max_bytes;
+if(!(((typeof data34 == "number") && (!(data34 % 1) && !isNaN(data34))) && (isFinite(data34)))){
+const err90 = {instancePath:instancePath+"/cache/max_bytes",schemaPath:"#/properties/cache/properties/max_bytes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err90];
 }
@@ -3232,8 +3229,9 @@ vErrors.push(err90);
 }
 errors++;
 }
-if(func3(data34) < 1){
-const err91 = {instancePath:instancePath+"/ops_listen/host",schemaPath:"#/properties/ops_listen/properties/host/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if((typeof data34 == "number") && (isFinite(data34))){
+if(data34 > 17179869184 || isNaN(data34)){
+const err91 = {instancePath:instancePath+"/cache/max_bytes",schemaPath:"#/properties/cache/properties/max_bytes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 17179869184},message:"must be <= 17179869184"};
 if(vErrors === null){
 vErrors = [err91];
 }
@@ -3242,9 +3240,8 @@ vErrors.push(err91);
 }
 errors++;
 }
-}
-else {
-const err92 = {instancePath:instancePath+"/ops_listen/host",schemaPath:"#/properties/ops_listen/properties/host/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data34 < 0 || isNaN(data34)){
+const err92 = {instancePath:instancePath+"/cache/max_bytes",schemaPath:"#/properties/cache/properties/max_bytes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err92];
 }
@@ -3254,10 +3251,10 @@ vErrors.push(err92);
 errors++;
 }
 }
-if(data33.port !== undefined){
-let data35 = data33.port;
-if(!(((typeof data35 == "number") && (!(data35 % 1) && !isNaN(data35))) && (isFinite(data35)))){
-const err93 = {instancePath:instancePath+"/ops_listen/port",schemaPath:"#/properties/ops_listen/properties/port/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+}
+else {
+const err93 = {instancePath:instancePath+"/cache",schemaPath:"#/properties/cache/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err93];
 }
@@ -3266,9 +3263,12 @@ vErrors.push(err93);
 }
 errors++;
 }
-if((typeof data35 == "number") && (isFinite(data35))){
-if(data35 > 65535 || isNaN(data35)){
-const err94 = {instancePath:instancePath+"/ops_listen/port",schemaPath:"#/properties/ops_listen/properties/port/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
+}
+if(data.ops_listen !== undefined){
+let data35 = data.ops_listen;
+if(data35 && typeof data35 == "object" && !Array.isArray(data35)){
+if(data35.port === undefined){
+const err94 = {instancePath:instancePath+"/ops_listen",schemaPath:"#/properties/ops_listen/required",keyword:"required",params:{missingProperty: "port"},message:"must have required property '"+"port"+"'"};
 if(vErrors === null){
 vErrors = [err94];
 }
@@ -3277,8 +3277,9 @@ vErrors.push(err94);
 }
 errors++;
 }
-if(data35 < 0 || isNaN(data35)){
-const err95 = {instancePath:instancePath+"/ops_listen/port",schemaPath:"#/properties/ops_listen/properties/port/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+for(const key11 in data35){
+if(!((key11 === "host") || (key11 === "port"))){
+const err95 = {instancePath:instancePath+"/ops_listen",schemaPath:"#/properties/ops_listen/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key11},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err95];
 }
@@ -3288,10 +3289,11 @@ vErrors.push(err95);
 errors++;
 }
 }
-}
-}
-else {
-const err96 = {instancePath:instancePath+"/ops_listen",schemaPath:"#/properties/ops_listen/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data35.host !== undefined){
+let data36 = data35.host;
+if(typeof data36 === "string"){
+if(func3(data36) > 255){
+const err96 = {instancePath:instancePath+"/ops_listen/host",schemaPath:"#/properties/ops_listen/properties/host/maxLength",keyword:"maxLength",params:{limit: 255},message:"must NOT have more than 255 characters"};
 if(vErrors === null){
 vErrors = [err96];
 }
@@ -3300,13 +3302,8 @@ vErrors.push(err96);
 }
 errors++;
 }
-}
-if(data.client_limits !== undefined){
-let data36 = data.client_limits;
-if(data36 && typeof data36 == "object" && !Array.isArray(data36)){
-for(const key12 in data36){
-if(!((((key12 === "keyless") || (key12 === "streams_per_address")) || (key12 === "streams_per_identity")) || (key12 === "answer_write_timeout_ms"))){
-const err97 = {instancePath:instancePath+"/client_limits",schemaPath:"#/properties/client_limits/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key12},message:"must NOT have additional properties"};
+if(func3(data36) < 1){
+const err97 = {instancePath:instancePath+"/ops_listen/host",schemaPath:"#/properties/ops_listen/properties/host/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err97];
 }
@@ -3316,11 +3313,8 @@ vErrors.push(err97);
 errors++;
 }
 }
-if(data36.keyless !== undefined){
-let data37 = data36.keyless;
-if(data37 && typeof data37 == "object" && !Array.isArray(data37)){
-if(data37.points === undefined){
-const err98 = {instancePath:instancePath+"/client_limits/keyless",schemaPath:"#/$defs/rateLimit/required",keyword:"required",params:{missingProperty: "points"},message:"must have required property '"+"points"+"'"};
+else {
+const err98 = {instancePath:instancePath+"/ops_listen/host",schemaPath:"#/properties/ops_listen/properties/host/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err98];
 }
@@ -3329,8 +3323,11 @@ vErrors.push(err98);
 }
 errors++;
 }
-if(data37.window_seconds === undefined){
-const err99 = {instancePath:instancePath+"/client_limits/keyless",schemaPath:"#/$defs/rateLimit/required",keyword:"required",params:{missingProperty: "window_seconds"},message:"must have required property '"+"window_seconds"+"'"};
+}
+if(data35.port !== undefined){
+let data37 = data35.port;
+if(!(((typeof data37 == "number") && (!(data37 % 1) && !isNaN(data37))) && (isFinite(data37)))){
+const err99 = {instancePath:instancePath+"/ops_listen/port",schemaPath:"#/properties/ops_listen/properties/port/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err99];
 }
@@ -3339,9 +3336,9 @@ vErrors.push(err99);
 }
 errors++;
 }
-for(const key13 in data37){
-if(!((key13 === "points") || (key13 === "window_seconds"))){
-const err100 = {instancePath:instancePath+"/client_limits/keyless",schemaPath:"#/$defs/rateLimit/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key13},message:"must NOT have additional properties"};
+if((typeof data37 == "number") && (isFinite(data37))){
+if(data37 > 65535 || isNaN(data37)){
+const err100 = {instancePath:instancePath+"/ops_listen/port",schemaPath:"#/properties/ops_listen/properties/port/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
 if(vErrors === null){
 vErrors = [err100];
 }
@@ -3350,11 +3347,8 @@ vErrors.push(err100);
 }
 errors++;
 }
-}
-if(data37.points !== undefined){
-let data38 = data37.points;
-if(!(((typeof data38 == "number") && (!(data38 % 1) && !isNaN(data38))) && (isFinite(data38)))){
-const err101 = {instancePath:instancePath+"/client_limits/keyless/points",schemaPath:"#/$defs/rateLimit/properties/points/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data37 < 0 || isNaN(data37)){
+const err101 = {instancePath:instancePath+"/ops_listen/port",schemaPath:"#/properties/ops_listen/properties/port/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err101];
 }
@@ -3363,9 +3357,11 @@ vErrors.push(err101);
 }
 errors++;
 }
-if((typeof data38 == "number") && (isFinite(data38))){
-if(data38 > 1000000 || isNaN(data38)){
-const err102 = {instancePath:instancePath+"/client_limits/keyless/points",schemaPath:"#/$defs/rateLimit/properties/points/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000000},message:"must be <= 1000000"};
+}
+}
+}
+else {
+const err102 = {instancePath:instancePath+"/ops_listen",schemaPath:"#/properties/ops_listen/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err102];
 }
@@ -3374,8 +3370,13 @@ vErrors.push(err102);
 }
 errors++;
 }
-if(data38 < 1 || isNaN(data38)){
-const err103 = {instancePath:instancePath+"/client_limits/keyless/points",schemaPath:"#/$defs/rateLimit/properties/points/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+if(data.client_limits !== undefined){
+let data38 = data.client_limits;
+if(data38 && typeof data38 == "object" && !Array.isArray(data38)){
+for(const key12 in data38){
+if(!((((((key12 === "keyless") || (key12 === "streams_per_address")) || (key12 === "streams_per_identity")) || (key12 === "answer_write_timeout_ms")) || (key12 === "body_reads_per_address")) || (key12 === "body_bytes_in_flight"))){
+const err103 = {instancePath:instancePath+"/client_limits",schemaPath:"#/properties/client_limits/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key12},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err103];
 }
@@ -3385,11 +3386,11 @@ vErrors.push(err103);
 errors++;
 }
 }
-}
-if(data37.window_seconds !== undefined){
-let data39 = data37.window_seconds;
-if(!(((typeof data39 == "number") && (!(data39 % 1) && !isNaN(data39))) && (isFinite(data39)))){
-const err104 = {instancePath:instancePath+"/client_limits/keyless/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data38.keyless !== undefined){
+let data39 = data38.keyless;
+if(data39 && typeof data39 == "object" && !Array.isArray(data39)){
+if(data39.points === undefined){
+const err104 = {instancePath:instancePath+"/client_limits/keyless",schemaPath:"#/$defs/rateLimit/required",keyword:"required",params:{missingProperty: "points"},message:"must have required property '"+"points"+"'"};
 if(vErrors === null){
 vErrors = [err104];
 }
@@ -3398,9 +3399,8 @@ vErrors.push(err104);
 }
 errors++;
 }
-if((typeof data39 == "number") && (isFinite(data39))){
-if(data39 > 86400 || isNaN(data39)){
-const err105 = {instancePath:instancePath+"/client_limits/keyless/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
+if(data39.window_seconds === undefined){
+const err105 = {instancePath:instancePath+"/client_limits/keyless",schemaPath:"#/$defs/rateLimit/required",keyword:"required",params:{missingProperty: "window_seconds"},message:"must have required property '"+"window_seconds"+"'"};
 if(vErrors === null){
 vErrors = [err105];
 }
@@ -3409,8 +3409,9 @@ vErrors.push(err105);
 }
 errors++;
 }
-if(data39 < 1 || isNaN(data39)){
-const err106 = {instancePath:instancePath+"/client_limits/keyless/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+for(const key13 in data39){
+if(!((key13 === "points") || (key13 === "window_seconds"))){
+const err106 = {instancePath:instancePath+"/client_limits/keyless",schemaPath:"#/$defs/rateLimit/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key13},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err106];
 }
@@ -3420,10 +3421,10 @@ vErrors.push(err106);
 errors++;
 }
 }
-}
-}
-else {
-const err107 = {instancePath:instancePath+"/client_limits/keyless",schemaPath:"#/$defs/rateLimit/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data39.points !== undefined){
+let data40 = data39.points;
+if(!(((typeof data40 == "number") && (!(data40 % 1) && !isNaN(data40))) && (isFinite(data40)))){
+const err107 = {instancePath:instancePath+"/client_limits/keyless/points",schemaPath:"#/$defs/rateLimit/properties/points/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err107];
 }
@@ -3432,11 +3433,9 @@ vErrors.push(err107);
 }
 errors++;
 }
-}
-if(data36.streams_per_address !== undefined){
-let data40 = data36.streams_per_address;
-if(!(((typeof data40 == "number") && (!(data40 % 1) && !isNaN(data40))) && (isFinite(data40)))){
-const err108 = {instancePath:instancePath+"/client_limits/streams_per_address",schemaPath:"#/properties/client_limits/properties/streams_per_address/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data40 == "number") && (isFinite(data40))){
+if(data40 > 1000000 || isNaN(data40)){
+const err108 = {instancePath:instancePath+"/client_limits/keyless/points",schemaPath:"#/$defs/rateLimit/properties/points/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000000},message:"must be <= 1000000"};
 if(vErrors === null){
 vErrors = [err108];
 }
@@ -3445,9 +3444,8 @@ vErrors.push(err108);
 }
 errors++;
 }
-if((typeof data40 == "number") && (isFinite(data40))){
-if(data40 > 100000 || isNaN(data40)){
-const err109 = {instancePath:instancePath+"/client_limits/streams_per_address",schemaPath:"#/properties/client_limits/properties/streams_per_address/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+if(data40 < 1 || isNaN(data40)){
+const err109 = {instancePath:instancePath+"/client_limits/keyless/points",schemaPath:"#/$defs/rateLimit/properties/points/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err109];
 }
@@ -3456,8 +3454,12 @@ vErrors.push(err109);
 }
 errors++;
 }
-if(data40 < 1 || isNaN(data40)){
-const err110 = {instancePath:instancePath+"/client_limits/streams_per_address",schemaPath:"#/properties/client_limits/properties/streams_per_address/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+}
+if(data39.window_seconds !== undefined){
+let data41 = data39.window_seconds;
+if(!(((typeof data41 == "number") && (!(data41 % 1) && !isNaN(data41))) && (isFinite(data41)))){
+const err110 = {instancePath:instancePath+"/client_limits/keyless/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err110];
 }
@@ -3466,12 +3468,9 @@ vErrors.push(err110);
 }
 errors++;
 }
-}
-}
-if(data36.streams_per_identity !== undefined){
-let data41 = data36.streams_per_identity;
-if(!(((typeof data41 == "number") && (!(data41 % 1) && !isNaN(data41))) && (isFinite(data41)))){
-const err111 = {instancePath:instancePath+"/client_limits/streams_per_identity",schemaPath:"#/properties/client_limits/properties/streams_per_identity/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data41 == "number") && (isFinite(data41))){
+if(data41 > 86400 || isNaN(data41)){
+const err111 = {instancePath:instancePath+"/client_limits/keyless/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
 if(vErrors === null){
 vErrors = [err111];
 }
@@ -3480,9 +3479,8 @@ vErrors.push(err111);
 }
 errors++;
 }
-if((typeof data41 == "number") && (isFinite(data41))){
-if(data41 > 100000 || isNaN(data41)){
-const err112 = {instancePath:instancePath+"/client_limits/streams_per_identity",schemaPath:"#/properties/client_limits/properties/streams_per_identity/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+if(data41 < 1 || isNaN(data41)){
+const err112 = {instancePath:instancePath+"/client_limits/keyless/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err112];
 }
@@ -3491,8 +3489,11 @@ vErrors.push(err112);
 }
 errors++;
 }
-if(data41 < 1 || isNaN(data41)){
-const err113 = {instancePath:instancePath+"/client_limits/streams_per_identity",schemaPath:"#/properties/client_limits/properties/streams_per_identity/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+}
+}
+else {
+const err113 = {instancePath:instancePath+"/client_limits/keyless",schemaPath:"#/$defs/rateLimit/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err113];
 }
@@ -3502,11 +3503,10 @@ vErrors.push(err113);
 errors++;
 }
 }
-}
-if(data36.answer_write_timeout_ms !== undefined){
-let data42 = data36.answer_write_timeout_ms;
+if(data38.streams_per_address !== undefined){
+let data42 = data38.streams_per_address;
 if(!(((typeof data42 == "number") && (!(data42 % 1) && !isNaN(data42))) && (isFinite(data42)))){
-const err114 = {instancePath:instancePath+"/client_limits/answer_write_timeout_ms",schemaPath:"#/properties/client_limits/properties/answer_write_timeout_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err114 = {instancePath:instancePath+"/client_limits/streams_per_address",schemaPath:"#/properties/client_limits/properties/streams_per_address/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err114];
 }
@@ -3516,8 +3516,8 @@ vErrors.push(err114);
 errors++;
 }
 if((typeof data42 == "number") && (isFinite(data42))){
-if(data42 > 3600000 || isNaN(data42)){
-const err115 = {instancePath:instancePath+"/client_limits/answer_write_timeout_ms",schemaPath:"#/properties/client_limits/properties/answer_write_timeout_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600000},message:"must be <= 3600000"};
+if(data42 > 100000 || isNaN(data42)){
+const err115 = {instancePath:instancePath+"/client_limits/streams_per_address",schemaPath:"#/properties/client_limits/properties/streams_per_address/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
 if(vErrors === null){
 vErrors = [err115];
 }
@@ -3526,8 +3526,8 @@ vErrors.push(err115);
 }
 errors++;
 }
-if(data42 < 0 || isNaN(data42)){
-const err116 = {instancePath:instancePath+"/client_limits/answer_write_timeout_ms",schemaPath:"#/properties/client_limits/properties/answer_write_timeout_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if(data42 < 1 || isNaN(data42)){
+const err116 = {instancePath:instancePath+"/client_limits/streams_per_address",schemaPath:"#/properties/client_limits/properties/streams_per_address/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err116];
 }
@@ -3538,9 +3538,10 @@ errors++;
 }
 }
 }
-}
-else {
-const err117 = {instancePath:instancePath+"/client_limits",schemaPath:"#/properties/client_limits/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data38.streams_per_identity !== undefined){
+let data43 = data38.streams_per_identity;
+if(!(((typeof data43 == "number") && (!(data43 % 1) && !isNaN(data43))) && (isFinite(data43)))){
+const err117 = {instancePath:instancePath+"/client_limits/streams_per_identity",schemaPath:"#/properties/client_limits/properties/streams_per_identity/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err117];
 }
@@ -3549,11 +3550,9 @@ vErrors.push(err117);
 }
 errors++;
 }
-}
-if(data.log_level !== undefined){
-let data43 = data.log_level;
-if(typeof data43 !== "string"){
-const err118 = {instancePath:instancePath+"/log_level",schemaPath:"#/properties/log_level/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if((typeof data43 == "number") && (isFinite(data43))){
+if(data43 > 100000 || isNaN(data43)){
+const err118 = {instancePath:instancePath+"/client_limits/streams_per_identity",schemaPath:"#/properties/client_limits/properties/streams_per_identity/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
 if(vErrors === null){
 vErrors = [err118];
 }
@@ -3562,8 +3561,8 @@ vErrors.push(err118);
 }
 errors++;
 }
-if(!(((((((data43 === "fatal") || (data43 === "error")) || (data43 === "warn")) || (data43 === "info")) || (data43 === "debug")) || (data43 === "trace")) || (data43 === "silent"))){
-const err119 = {instancePath:instancePath+"/log_level",schemaPath:"#/properties/log_level/enum",keyword:"enum",params:{allowedValues: schema40.properties.log_level.enum},message:"must be equal to one of the allowed values"};
+if(data43 < 1 || isNaN(data43)){
+const err119 = {instancePath:instancePath+"/client_limits/streams_per_identity",schemaPath:"#/properties/client_limits/properties/streams_per_identity/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err119];
 }
@@ -3573,11 +3572,11 @@ vErrors.push(err119);
 errors++;
 }
 }
-if(data.key_pepper !== undefined){
-let data44 = data.key_pepper;
-if(typeof data44 === "string"){
-if(func3(data44) > 1024){
-const err120 = {instancePath:instancePath+"/key_pepper",schemaPath:"#/properties/key_pepper/maxLength",keyword:"maxLength",params:{limit: 1024},message:"must NOT have more than 1024 characters"};
+}
+if(data38.answer_write_timeout_ms !== undefined){
+let data44 = data38.answer_write_timeout_ms;
+if(!(((typeof data44 == "number") && (!(data44 % 1) && !isNaN(data44))) && (isFinite(data44)))){
+const err120 = {instancePath:instancePath+"/client_limits/answer_write_timeout_ms",schemaPath:"#/properties/client_limits/properties/answer_write_timeout_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err120];
 }
@@ -3586,8 +3585,9 @@ vErrors.push(err120);
 }
 errors++;
 }
-if(func3(data44) < 32){
-const err121 = {instancePath:instancePath+"/key_pepper",schemaPath:"#/properties/key_pepper/minLength",keyword:"minLength",params:{limit: 32},message:"must NOT have fewer than 32 characters"};
+if((typeof data44 == "number") && (isFinite(data44))){
+if(data44 > 3600000 || isNaN(data44)){
+const err121 = {instancePath:instancePath+"/client_limits/answer_write_timeout_ms",schemaPath:"#/properties/client_limits/properties/answer_write_timeout_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600000},message:"must be <= 3600000"};
 if(vErrors === null){
 vErrors = [err121];
 }
@@ -3596,9 +3596,8 @@ vErrors.push(err121);
 }
 errors++;
 }
-}
-else {
-const err122 = {instancePath:instancePath+"/key_pepper",schemaPath:"#/properties/key_pepper/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data44 < 0 || isNaN(data44)){
+const err122 = {instancePath:instancePath+"/client_limits/answer_write_timeout_ms",schemaPath:"#/properties/client_limits/properties/answer_write_timeout_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err122];
 }
@@ -3609,13 +3608,154 @@ errors++;
 }
 }
 }
-else {
-const err123 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data38.body_reads_per_address !== undefined){
+let data45 = data38.body_reads_per_address;
+if(!(((typeof data45 == "number") && (!(data45 % 1) && !isNaN(data45))) && (isFinite(data45)))){
+const err123 = {instancePath:instancePath+"/client_limits/body_reads_per_address",schemaPath:"#/properties/client_limits/properties/body_reads_per_address/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err123];
 }
 else {
 vErrors.push(err123);
+}
+errors++;
+}
+if((typeof data45 == "number") && (isFinite(data45))){
+if(data45 > 100000 || isNaN(data45)){
+const err124 = {instancePath:instancePath+"/client_limits/body_reads_per_address",schemaPath:"#/properties/client_limits/properties/body_reads_per_address/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+if(vErrors === null){
+vErrors = [err124];
+}
+else {
+vErrors.push(err124);
+}
+errors++;
+}
+if(data45 < 1 || isNaN(data45)){
+const err125 = {instancePath:instancePath+"/client_limits/body_reads_per_address",schemaPath:"#/properties/client_limits/properties/body_reads_per_address/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err125];
+}
+else {
+vErrors.push(err125);
+}
+errors++;
+}
+}
+}
+if(data38.body_bytes_in_flight !== undefined){
+let data46 = data38.body_bytes_in_flight;
+if(!(((typeof data46 == "number") && (!(data46 % 1) && !isNaN(data46))) && (isFinite(data46)))){
+const err126 = {instancePath:instancePath+"/client_limits/body_bytes_in_flight",schemaPath:"#/properties/client_limits/properties/body_bytes_in_flight/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err126];
+}
+else {
+vErrors.push(err126);
+}
+errors++;
+}
+if((typeof data46 == "number") && (isFinite(data46))){
+if(data46 > 68719476736 || isNaN(data46)){
+const err127 = {instancePath:instancePath+"/client_limits/body_bytes_in_flight",schemaPath:"#/properties/client_limits/properties/body_bytes_in_flight/maximum",keyword:"maximum",params:{comparison: "<=", limit: 68719476736},message:"must be <= 68719476736"};
+if(vErrors === null){
+vErrors = [err127];
+}
+else {
+vErrors.push(err127);
+}
+errors++;
+}
+if(data46 < 1048576 || isNaN(data46)){
+const err128 = {instancePath:instancePath+"/client_limits/body_bytes_in_flight",schemaPath:"#/properties/client_limits/properties/body_bytes_in_flight/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1048576},message:"must be >= 1048576"};
+if(vErrors === null){
+vErrors = [err128];
+}
+else {
+vErrors.push(err128);
+}
+errors++;
+}
+}
+}
+}
+else {
+const err129 = {instancePath:instancePath+"/client_limits",schemaPath:"#/properties/client_limits/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err129];
+}
+else {
+vErrors.push(err129);
+}
+errors++;
+}
+}
+if(data.log_level !== undefined){
+let data47 = data.log_level;
+if(typeof data47 !== "string"){
+const err130 = {instancePath:instancePath+"/log_level",schemaPath:"#/properties/log_level/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err130];
+}
+else {
+vErrors.push(err130);
+}
+errors++;
+}
+if(!(((((((data47 === "fatal") || (data47 === "error")) || (data47 === "warn")) || (data47 === "info")) || (data47 === "debug")) || (data47 === "trace")) || (data47 === "silent"))){
+const err131 = {instancePath:instancePath+"/log_level",schemaPath:"#/properties/log_level/enum",keyword:"enum",params:{allowedValues: schema40.properties.log_level.enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err131];
+}
+else {
+vErrors.push(err131);
+}
+errors++;
+}
+}
+if(data.key_pepper !== undefined){
+let data48 = data.key_pepper;
+if(typeof data48 === "string"){
+if(func3(data48) > 1024){
+const err132 = {instancePath:instancePath+"/key_pepper",schemaPath:"#/properties/key_pepper/maxLength",keyword:"maxLength",params:{limit: 1024},message:"must NOT have more than 1024 characters"};
+if(vErrors === null){
+vErrors = [err132];
+}
+else {
+vErrors.push(err132);
+}
+errors++;
+}
+if(func3(data48) < 32){
+const err133 = {instancePath:instancePath+"/key_pepper",schemaPath:"#/properties/key_pepper/minLength",keyword:"minLength",params:{limit: 32},message:"must NOT have fewer than 32 characters"};
+if(vErrors === null){
+vErrors = [err133];
+}
+else {
+vErrors.push(err133);
+}
+errors++;
+}
+}
+else {
+const err134 = {instancePath:instancePath+"/key_pepper",schemaPath:"#/properties/key_pepper/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err134];
+}
+else {
+vErrors.push(err134);
+}
+errors++;
+}
+}
+}
+else {
+const err135 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err135];
+}
+else {
+vErrors.push(err135);
 }
 errors++;
 }

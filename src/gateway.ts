@@ -175,6 +175,8 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
     logger,
     host,
     port: opts.port ?? config.listen.port,
+    requestTimeoutMs: config.listen.request_timeout_ms,
+    headersTimeoutMs: config.listen.headers_timeout_ms,
     instructions: 'InterLock governs access to an organisation\'s data. Call interlock_list_sources, then interlock_describe_access, then interlock_query. Writes are queued for human approval: never retry a queued write.',
   });
   // Approval notifications (config notifications.webhooks).
@@ -225,7 +227,13 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
 
 /** config client_limits as ClientLimitSettings. */
 function clientLimitSettings(c: ResolvedGatewayConfig['client_limits']): ClientLimitSettings {
-  return { keyless: { points: c.keyless.points, windowSeconds: c.keyless.window_seconds }, streamsPerAddress: c.streams_per_address, streamsPerIdentity: c.streams_per_identity };
+  return {
+    keyless: { points: c.keyless.points, windowSeconds: c.keyless.window_seconds },
+    streamsPerAddress: c.streams_per_address,
+    streamsPerIdentity: c.streams_per_identity,
+    bodyReadsPerAddress: c.body_reads_per_address,
+    bodyBytesInFlight: c.body_bytes_in_flight,
+  };
 }
 
 /** Listens with the operations app on host:port; resolves with the server and its base URL. */

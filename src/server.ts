@@ -17,13 +17,41 @@ export interface RunningGateway {
   close(deadlineMs?: number): Promise<void>;
 }
 
-/** Listens on host:port (port 0 picks a free port). Rejects when the port cannot be bound. */
-export async function listenGateway(opts: GatewayAppOptions & { host?: string; port?: number }): Promise<RunningGateway> {
+/** Default of ListenOptions.requestTimeoutMs (config listen.request_timeout_ms). */
+export const DEFAULT_REQUEST_TIMEOUT_MS = 30_000;
+/** Default of ListenOptions.headersTimeoutMs (config listen.headers_timeout_ms). */
+export const DEFAULT_HEADERS_TIMEOUT_MS = 20_000;
+
+/** Where and how listenGateway listens. */
+export interface ListenOptions {
+  host?: string;
+  /** 0 picks a free port. */
+  port?: number;
+  /**
+   * Longest time (ms) a client may take to send one whole request, headers and body: node:http
+   * requestTimeout (its default, 300 s, let stalled 1 MiB bodies pile up: red-team F4). Past it
+   * Node answers 408 and closes the connection. Default DEFAULT_REQUEST_TIMEOUT_MS.
+   */
+  requestTimeoutMs?: number;
+  /** Longest time (ms) for a request's headers: node:http headersTimeout, at most requestTimeoutMs. Default DEFAULT_HEADERS_TIMEOUT_MS. */
+  headersTimeoutMs?: number;
+}
+
+/** The node:http server options for the timeouts of `opts`: headersTimeout ≤ requestTimeout, both checked at least every 5 s. */
+export function serverTimeouts(opts: ListenOptions): { requestTimeout: number; headersTimeout: number; connectionsCheckingInterval: number } {
+  const requestTimeout = opts.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
+  const headersTimeout = Math.min(opts.headersTimeoutMs ?? DEFAULT_HEADERS_TIMEOUT_MS, requestTimeout);
+  // Node checks the timeouts every connectionsCheckingInterval (default 30 s, as long as the timeout itself).
+  return { requestTimeout, headersTimeout, connectionsCheckingInterval: Math.max(100, Math.min(5000, Math.floor(headersTimeout / 4))) };
+}
+
+/** Listens on host:port (port 0 picks a free port), with the request timeouts of `opts`. Rejects when the port cannot be bound. */
+export async function listenGateway(opts: GatewayAppOptions & ListenOptions): Promise<RunningGateway> {
   const gateway = createGatewayApp(opts);
   const host = opts.host ?? '127.0.0.1';
   const server: Server = await new Promise((resolve, reject) => {
     // The gateway's own listener: /mcp goes straight to the MCP handler, the rest to Express (issue 13).
-    const s = createServer(gateway.handler);
+    const s = createServer(serverTimeouts(opts), gateway.handler);
     s.once('listening', () => resolve(s));
     s.once('error', reject);
     s.listen(opts.port ?? 0, host);

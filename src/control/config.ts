@@ -18,7 +18,8 @@ export type { GatewayConfig } from '../../generated/config-v1';
 
 /** A configuration with every default filled in (assignable to GatewayConfig). */
 export interface ResolvedGatewayConfig {
-  listen: { host: string; port: number };
+  /** request_timeout_ms / headers_timeout_ms: node:http requestTimeout and headersTimeout (red-team F4). */
+  listen: { host: string; port: number; request_timeout_ms: number; headers_timeout_ms: number };
   database: { url?: string; embedded_data_dir: string; embedded_port: number; pool_size: number };
   allowed_hosts: string[];
   allowed_origins: string[];
@@ -33,12 +34,12 @@ export interface ResolvedGatewayConfig {
   key_pepper?: string;
   /** Separate listener of /healthz, /readyz, /metrics (unset: served on listen). */
   ops_listen?: { host?: string; port: number };
-  client_limits: { keyless: RateLimit; streams_per_address: number; streams_per_identity: number; answer_write_timeout_ms?: number };
+  client_limits: { keyless: RateLimit; streams_per_address: number; streams_per_identity: number; body_reads_per_address: number; body_bytes_in_flight: number; answer_write_timeout_ms?: number };
 }
 
 /** The defaults (docs/operators.md repeats them). */
 export const DEFAULT_CONFIG: Readonly<ResolvedGatewayConfig> = Object.freeze({
-  listen: { host: '127.0.0.1', port: 8787 },
+  listen: { host: '127.0.0.1', port: 8787, request_timeout_ms: 30_000, headers_timeout_ms: 20_000 },
   database: { embedded_data_dir: '.interlock/pg', embedded_port: 0, pool_size: 10 },
   allowed_hosts: [],
   allowed_origins: [],
@@ -48,7 +49,7 @@ export const DEFAULT_CONFIG: Readonly<ResolvedGatewayConfig> = Object.freeze({
   cache: { ttl_ms: 30_000, max_bytes: 64 * 1024 * 1024 },
   audit: { commit_timeout_ms: 2000 },
   log_level: 'info',
-  client_limits: { keyless: { points: 600, window_seconds: 60 }, streams_per_address: 128, streams_per_identity: 64, answer_write_timeout_ms: 30_000 },
+  client_limits: { keyless: { points: 600, window_seconds: 60 }, streams_per_address: 128, streams_per_identity: 64, body_reads_per_address: 64, body_bytes_in_flight: 128 * 1024 * 1024, answer_write_timeout_ms: 30_000 },
 });
 
 type EnvKind = 'string' | 'int' | 'list';
@@ -57,6 +58,8 @@ type EnvKind = 'string' | 'int' | 'list';
 export const ENV_VARS: Readonly<Record<string, readonly [string[], EnvKind]>> = Object.freeze({
   INTERLOCK_HOST: [['listen', 'host'], 'string'],
   INTERLOCK_PORT: [['listen', 'port'], 'int'],
+  INTERLOCK_REQUEST_TIMEOUT_MS: [['listen', 'request_timeout_ms'], 'int'],
+  INTERLOCK_HEADERS_TIMEOUT_MS: [['listen', 'headers_timeout_ms'], 'int'],
   INTERLOCK_DATABASE_URL: [['database', 'url'], 'string'],
   INTERLOCK_EMBEDDED_DATA_DIR: [['database', 'embedded_data_dir'], 'string'],
   INTERLOCK_EMBEDDED_PORT: [['database', 'embedded_port'], 'int'],
@@ -80,6 +83,8 @@ export const ENV_VARS: Readonly<Record<string, readonly [string[], EnvKind]>> = 
   INTERLOCK_STREAMS_PER_ADDRESS: [['client_limits', 'streams_per_address'], 'int'],
   INTERLOCK_STREAMS_PER_IDENTITY: [['client_limits', 'streams_per_identity'], 'int'],
   INTERLOCK_ANSWER_WRITE_TIMEOUT_MS: [['client_limits', 'answer_write_timeout_ms'], 'int'],
+  INTERLOCK_BODY_READS_PER_ADDRESS: [['client_limits', 'body_reads_per_address'], 'int'],
+  INTERLOCK_BODY_BYTES_IN_FLIGHT: [['client_limits', 'body_bytes_in_flight'], 'int'],
 });
 
 /**

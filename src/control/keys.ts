@@ -295,8 +295,13 @@ export class DbIdentityResolver implements IdentityResolver {
     return true;
   }
 
+  /** True when `apiKey` does not match API_KEY_PATTERN (`ilk_` and 43 base64url characters): it never resolves. */
+  rejectsByFormat(apiKey: string): boolean {
+    return typeof apiKey !== 'string' || !API_KEY_PATTERN.test(apiKey);
+  }
+
   async resolve(apiKey: string): Promise<Identity | null> {
-    if (typeof apiKey !== 'string' || !API_KEY_PATTERN.test(apiKey)) return null;
+    if (this.rejectsByFormat(apiKey)) return null;
     const cacheKey = cacheKeyOf(apiKey);
     const now = Date.now();
     const hit = this.cache.get(cacheKey);

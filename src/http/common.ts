@@ -18,6 +18,7 @@ import type { ToolOutcome } from '../tools/types';
 import { retryAfterSeconds, sendError, sendRateLimited, type ErrorBody } from '../transport/http-errors';
 import { clientAddressKey, keylessGate, limitMessage, unverifiedKeyGate } from '../transport/client-limits';
 import { bearerToken } from '../pipeline/01-identity';
+import { jsonNestsDeeperThan, MAX_JSON_DEPTH } from '../transport/json-depth';
 import type { DispatchDeps } from '../protocol/dispatch';
 
 export { HTTP_ERROR_CODES, sendError, type ErrorBody, type HttpErrorCode } from '../transport/http-errors';
@@ -81,6 +82,8 @@ export { hostOriginGuard } from '../transport/http-guard';
  * Parses a JSON request body (any method with a body): Content-Type must be application/json
  * (415 otherwise), the body valid JSON (400 invalid_json, read as UTF-8 whatever the charset
  * parameter: src/transport/body.ts) and at most `limit` bytes (413). An empty body is an empty object.
+ * A body nesting arrays and objects deeper than MAX_JSON_DEPTH (64) levels is refused as
+ * 400 invalid_json before JSON.parse (src/transport/json-depth.ts, red-team F3).
  */
 export function jsonBody(limit = 1024 * 1024): RequestHandler[] {
   const parse = utf8BodyReader(limit) as unknown as RequestHandler;
@@ -94,6 +97,7 @@ export function jsonBody(limit = 1024 * 1024): RequestHandler[] {
       }
       const ct = (req.headers['content-type'] ?? '').split(';')[0].trim().toLowerCase();
       if (ct !== 'application/json') return sendError(res, 'unsupported_media_type', 'Unsupported Media Type: send Content-Type: application/json');
+      if (jsonNestsDeeperThan(raw)) return sendError(res, 'invalid_json', `The body nests arrays and objects deeper than ${MAX_JSON_DEPTH} levels`);
       try {
         req.body = JSON.parse(raw);
       } catch {
@@ -109,13 +113,13 @@ export { errorBodyHandler as routerErrorHandler } from '../transport/http-guard'
 
 /**
  * The keyless budget of the client address for a route module (issue 10, Build 6): a request
- * without a Bearer token spends one token; with `keyCheckedDownstream` false, so does one whose
+ * without a Bearer token, or with one the resolver rejects by its form, spends one token; with `keyCheckedDownstream` false, so does one whose
  * token does not resolve; over the budget → 429 RateLimitedBody with Retry-After,
  * counted as an aggregated keyless refusal of `route`.
  */
 export function keylessLimit(deps: DispatchDeps, route: string, opts: { keyCheckedDownstream: boolean }): RequestHandler {
   return (req, res, next) => {
-    const r = keylessGate(deps.clientLimits, deps.keylessAudit, req, route);
+    const r = keylessGate(deps.clientLimits, deps.keylessAudit, req, route, deps.identityResolver);
     if (r) return sendRateLimited(res, r.retryAfterMs, limitMessage(r));
     // A route whose handler checks (and charges) the key itself is done here; on any other route a
     // Bearer token spends the same budget unless it resolves (red-team F4).

@@ -34,7 +34,7 @@ import { bearerToken } from '../pipeline/01-identity';
 import { classifyMessage, errorResponse, resultResponse, type JsonRpcId } from '../transport/jsonrpc';
 import { defaultOriginPolicy, type OriginPolicy } from '../transport/http-headers';
 import { hostOriginGuard, httpOutcome, isObject, jsonBody, keylessLimit, routerErrorHandler, sendError } from './common';
-import { clientAddressKey, limitMessage, unverifiedKeyGate } from '../transport/client-limits';
+import { chargedUpFront, clientAddressKey, limitMessage, unverifiedKeyGate } from '../transport/client-limits';
 import { sendRateLimited } from '../transport/http-errors';
 import { armWriteDeadline, DEFAULT_ANSWER_WRITE_TIMEOUT_MS, whenResponseDone } from '../transport/channel';
 import { setDeprecationHeaders } from './deprecation';
@@ -154,7 +154,7 @@ export function mountLegacyRoutes(app: Express, deps: DispatchDeps, opts: Legacy
       const address = clientAddressKey(req.socket.remoteAddress);
       const token = bearerToken(req.headers.authorization);
       const identity = token ? await deps.identityResolver.resolve(token).catch(() => null) : null;
-      if (token && !identity) {
+      if (token && !identity && !chargedUpFront(deps.identityResolver, token)) {
         const t = deps.clientLimits.takeKeyless(address);
         if (!t.ok) {
           deps.keylessAudit?.note(address, { reason: 'rate_limited', tool: '-', route: 'mcp-legacy' });

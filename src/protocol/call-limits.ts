@@ -2,7 +2,8 @@
  * The limits runToolCall applies around the pipeline (issue 10, Build 6), kept out of dispatch.ts:
  *
  *  - after step 1, a key that did not resolve spends the keyless budget of the client address
- *    (over it: rate_limited instead of invalid_api_key), and a resolved identity takes a stream
+ *    (over it: rate_limited instead of invalid_api_key), unless the edge's keylessGate already
+ *    charged it for its form (client-limits.ts chargedUpFront), and a resolved identity takes a stream
  *    slot for the call (per client address and per identity; over a cap: rate_limited);
  *  - every tools/call with a resolved identity consumes one rate-limit point of that identity
  *    whatever its outcome: pipeline step 5 (rateLimitStep) marks the call's ChargeState
@@ -30,13 +31,14 @@ export function limitRefusal(r: LimitRefusal): ToolOutcome {
 /**
  * Applies the client limits after step 1. `identityOutcome` is step 1's answer (null = resolved,
  * `identityId` set). Returns the outcome to answer instead (null = proceed) and the release of the
- * stream slot taken (a no-op when none).
+ * stream slot taken (a no-op when none). `paidUpFront`: the key was charged to the keyless budget
+ * before the body was read (client-limits.ts chargedUpFront), so a refusal of it is not charged again.
  */
-export function admitCall(limits: ClientLimits | undefined, address: string, identityOutcome: ToolOutcome | null, identityId: string | null): { outcome: ToolOutcome | null; release: () => void } {
+export function admitCall(limits: ClientLimits | undefined, address: string, identityOutcome: ToolOutcome | null, identityId: string | null, paidUpFront = false): { outcome: ToolOutcome | null; release: () => void } {
   const none = () => undefined;
   if (!limits) return { outcome: identityOutcome, release: none };
   if (identityOutcome) {
-    if (identityOutcome.kind === 'refusal' && identityOutcome.code === 'invalid_api_key') {
+    if (identityOutcome.kind === 'refusal' && identityOutcome.code === 'invalid_api_key' && !paidUpFront) {
       const t = limits.takeKeyless(address);
       if (!t.ok) return { outcome: limitRefusal(t), release: none };
     }

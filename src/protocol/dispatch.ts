@@ -17,7 +17,7 @@ import { discoverResult, initializeResult, toolsListResult } from './envelopes';
 import { renderOutcome } from './tool-results';
 import { refusalInfo } from '../errors/vocabulary';
 import type { RateLimiter } from '../pipeline/05-rate-limit';
-import type { ClientLimits } from '../transport/client-limits';
+import { chargedUpFront, type ClientLimits } from '../transport/client-limits';
 import { KEYLESS_REFUSALS, type KeylessAuditAggregator } from '../transport/keyless-audit';
 import { admitCall, chargeUnspent } from './call-limits';
 import { commitAuditEvent } from './audit-commit';
@@ -239,7 +239,7 @@ export async function runToolCall(deps: DispatchDeps, req: ToolCallRequest): Pro
   let release = () => undefined as void;
   let outcome: ToolOutcome;
   try {
-    const admitted = binding.governed ? admitCall(deps.clientLimits, address, await identityStep(ctx, deps.identityResolver), ctx.identity?.id ?? null) : { outcome: null, release };
+    const admitted = binding.governed ? admitCall(deps.clientLimits, address, await identityStep(ctx, deps.identityResolver), ctx.identity?.id ?? null, chargedUpFront(deps.identityResolver, req.apiKey)) : { outcome: null, release };
     release = admitted.release;
     outcome = admitted.outcome ?? { kind: 'result', content: [] };
     if (outcome.kind === 'result') {

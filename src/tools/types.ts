@@ -22,6 +22,12 @@ export interface Identity {
  */
 export interface IdentityResolver {
   resolve(apiKey: string): Promise<Identity | null>;
+  /**
+   * Optional, synchronous: true when `apiKey` can never resolve, judged by its form alone (e.g. it
+   * does not match the API key format). Such a token is charged to the keyless budget before the
+   * body is read, like no token at all (client-limits.ts keylessGate; red-team F4).
+   */
+  rejectsByFormat?(apiKey: string): boolean;
 }
 
 /** MCP content blocks InterLock emits (a subset of the MCP ContentBlock union). */

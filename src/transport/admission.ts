@@ -8,6 +8,7 @@ import protocol from '../../spec/protocol-v1.json';
 import { acceptsRequired, decodeMirroredHeader, hostAllowed, mediaType, originAllowed, type OriginPolicy } from './http-headers';
 import { classifyMessage, errorResponse, readableId, type InboundMessage, type JsonRpcId } from './jsonrpc';
 import { jsonRpcMessage } from '../errors/vocabulary';
+import { jsonNestsDeeperThan, TOO_DEEP_MESSAGE } from './json-depth';
 
 /** "modern" = 2026-07-28 per-request dialect; "handshake" = initialize-negotiated 2025 dialect. */
 export type Dialect = 'modern' | 'handshake';
@@ -102,7 +103,9 @@ export function admit(req: HttpRequestView, policy: OriginPolicy): Reply | Admit
   if (!acceptsRequired(h.accept)) {
     return fail('ACCEPT', 406, -32600, null, 'Not Acceptable: Accept must include application/json and text/event-stream');
   }
-  // JSON (400 / -32700).
+  // JSON (400 / -32700). A body nested deeper than MAX_JSON_DEPTH is refused by one linear scan
+  // before JSON.parse, which would spend ~1 s on half a million levels (red-team F3).
+  if (req.body !== undefined && jsonNestsDeeperThan(req.body)) return fail('JSON', 400, -32700, null, TOO_DEEP_MESSAGE);
   let parsed: unknown;
   try {
     parsed = JSON.parse(req.body ?? '');

@@ -20,8 +20,10 @@ import type { IdentityResolver, ToolBinding } from '../tools/types';
 import { MemoryAuditSink, type AuditSink } from '../pipeline/audit-types';
 import { createLogger } from '../observability/logger';
 import { errorBodyHandler, healthz, hostOriginGuard, MCP_PATH, unknownRoute } from './http-guard';
-import { ClientLimits, type ClientLimitSettings } from './client-limits';
-import { MCP_QUERY_PREFIX, mcpHandler, sendMcpRequestError } from './mcp-endpoint';
+import { bodyReservation, clientAddressKey, ClientLimits, limitMessage, type ClientLimitSettings } from './client-limits';
+import { MCP_QUERY_PREFIX, mcpHandler, sendMcpLimited, sendMcpRequestError } from './mcp-endpoint';
+import { sendJsonText } from './channel';
+import { retryAfterSeconds } from './http-errors';
 import { KeylessAuditAggregator } from './keyless-audit';
 import type { RateLimiter } from '../pipeline/05-rate-limit';
 
@@ -131,9 +133,12 @@ export function createGatewayApp(opts: GatewayAppOptions): GatewayApp {
     sendMcpRequestError(res, err);
   });
 
+  const bodyLimit = opts.bodyLimitBytes ?? 1024 * 1024;
   const handler = (req: IncomingMessage, res: ServerResponse): void => {
     const url = req.url;
-    if (url === MCP_PATH || (url !== undefined && url.startsWith(MCP_QUERY_PREFIX))) serveMcp(req, res);
+    const isMcp = url === MCP_PATH || (url !== undefined && url.startsWith(MCP_QUERY_PREFIX));
+    if (deps.clientLimits && !admitBody(deps.clientLimits, req, res, bodyLimit, isMcp)) return;
+    if (isMcp) serveMcp(req, res);
     else app(req, res);
   };
 
@@ -149,4 +154,31 @@ export function createGatewayApp(opts: GatewayAppOptions): GatewayApp {
       while (deps.pendingAudits.size) await Promise.allSettled([...deps.pendingAudits]);
     },
   };
+}
+
+/**
+ * The body-read cap of every route (red-team F4), before a byte of the body is read: a request with
+ * a body (bodyReservation) takes one of its client address's body reads and its reserved bytes of
+ * the replica's total (ClientLimits.openBodyRead), given back when the body has been read or the
+ * request is over. Refused: 429 rate_limited with Retry-After (POST /mcp: JSON-RPC -32602, id null,
+ * data rate_limited, as the keyless budget; elsewhere the ErrorBody shape) and `Connection: close`,
+ * so the unread body is not waited for. Returns false when it answered.
+ */
+function admitBody(limits: ClientLimits, req: IncomingMessage, res: ServerResponse, bodyLimit: number, isMcp: boolean): boolean {
+  const bytes = bodyReservation(req.headers as Record<string, string | undefined>, bodyLimit);
+  if (bytes === null) return true;
+  const r = limits.openBodyRead(clientAddressKey(req.socket.remoteAddress), bytes);
+  if (r.ok) {
+    req.once('end', r.release);
+    req.once('close', r.release);
+    res.once('close', r.release);
+    return true;
+  }
+  res.setHeader('Connection', 'close');
+  if (isMcp) sendMcpLimited(res, r);
+  else {
+    const ms = r.retryAfterMs;
+    sendJsonText(res, 429, JSON.stringify({ error: 'rate_limited', code: 'rate_limited', message: limitMessage(r), retry_after_ms: ms }), { 'Retry-After': retryAfterSeconds(ms) });
+  }
+  return false;
 }

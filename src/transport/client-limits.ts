@@ -4,7 +4,15 @@
  *  - keyless budget: requests without a valid agent key (no Bearer token, or a key that does not
  *    resolve) spend one token of their client address's bucket (`points` per `windowSeconds`,
  *    refilled continuously). It is checked before any other work (body parsing, audit), so an
- *    unauthenticated flood costs a map lookup per request. Over it: 429 with Retry-After.
+ *    unauthenticated flood costs a map lookup per request. Over it: 429 with Retry-After. A token
+ *    the identity resolver rejects by its form alone (IdentityResolver.rejectsByFormat: not an API
+ *    key) is charged there too, once; the later gates (unverifiedKeyGate, the tools/call admission
+ *    of call-limits.ts, the legacy SSE stream) skip it so that it never pays twice.
+ *  - body reads (red-team F4): request bodies being received at once, per client address
+ *    (`bodyReadsPerAddress`) and in bytes across all clients (`bodyBytesInFlight`, each read counted
+ *    at its declared Content-Length, or the body limit when undeclared or compressed), checked
+ *    before a byte of the body is read. Over either: 429 rate_limited with Retry-After, and the
+ *    connection is closed (src/transport/app.ts).
  *  - stream slots: open SSE streams (GET /mcp/sse) and in-flight tool calls (each may answer as a
  *    request-scoped SSE stream) per client address and per identity. Over a cap: 429 rate_limited
  *    with Retry-After.
@@ -27,12 +35,22 @@ export interface ClientLimitSettings {
   streamsPerAddress: number;
   /** Open SSE streams and in-flight tool calls per identity. */
   streamsPerIdentity: number;
+  /** Request bodies being read at once per client address (absent: DEFAULT_CLIENT_LIMITS). */
+  bodyReadsPerAddress?: number;
+  /** Bytes of request bodies being read at once on this replica, all addresses together (absent: DEFAULT_CLIENT_LIMITS). */
+  bodyBytesInFlight?: number;
 }
 
 /** The defaults (config.ts DEFAULT_CONFIG.client_limits repeats them; docs/operators.md "Limits"). */
-export const DEFAULT_CLIENT_LIMITS: Readonly<ClientLimitSettings> = Object.freeze({ keyless: { points: 600, windowSeconds: 60 }, streamsPerAddress: 128, streamsPerIdentity: 64 });
+export const DEFAULT_CLIENT_LIMITS: Readonly<Required<ClientLimitSettings>> = Object.freeze({
+  keyless: { points: 600, windowSeconds: 60 },
+  streamsPerAddress: 128,
+  streamsPerIdentity: 64,
+  bodyReadsPerAddress: 64,
+  bodyBytesInFlight: 128 * 1024 * 1024,
+});
 
-/** How long a refused stream is told to wait (ms): streams have no window, so this is a polite pause. */
+/** How long a refused stream or body read is told to wait (ms): they have no window, so this is a polite pause. */
 export const STREAM_RETRY_AFTER_MS = 1000;
 
 /** A token bucket: `tokens` available at time `at` (ms). */
@@ -75,7 +93,8 @@ export function clientAddressKey(remote: string | undefined): string {
 export interface LimitRefusal {
   ok: false;
   retryAfterMs: number;
-  scope: 'keyless' | 'address' | 'identity';
+  /** keyless budget; stream slots per address or identity; body reads per address or in total bytes. */
+  scope: 'keyless' | 'address' | 'identity' | 'body-address' | 'body-total';
 }
 
 /** The in-memory limits of one replica. */
@@ -83,6 +102,8 @@ export class ClientLimits {
   private readonly buckets: LRUCache<string, Bucket>;
   private readonly perAddress = new Map<string, number>();
   private readonly perIdentity = new Map<string, number>();
+  private readonly bodiesPerAddress = new Map<string, number>();
+  private bodyBytes = 0;
   private readonly now: () => number;
 
   /** `maxAddresses` bounds the keyless buckets kept (default 100 000); `now` is for tests. */
@@ -108,16 +129,44 @@ export class ClientLimits {
     if (identityId !== null && (this.perIdentity.get(identityId) ?? 0) >= this.settings.streamsPerIdentity) return { ok: false, retryAfterMs: STREAM_RETRY_AFTER_MS, scope: 'identity' };
     bump(this.perAddress, address, 1);
     if (identityId !== null) bump(this.perIdentity, identityId, 1);
-    let open = true;
     return {
       ok: true,
-      release: () => {
-        if (!open) return;
-        open = false;
+      release: once(() => {
         bump(this.perAddress, address, -1);
         if (identityId !== null) bump(this.perIdentity, identityId, -1);
-      },
+      }),
     };
+  }
+
+  /**
+   * Admits one request body of at most `bytes` bytes from `address` before it is read. Returns
+   * `release` (call it once the body is read or the request is over; later calls do nothing), or
+   * the refusal: `body-address` when the address already has bodyReadsPerAddress bodies in flight,
+   * `body-total` when `bytes` would take the replica over bodyBytesInFlight (a single body is
+   * always admitted when nothing else is in flight, so a limit below the body limit cannot block
+   * every request).
+   */
+  openBodyRead(address: string, bytes: number): { ok: true; release: () => void } | LimitRefusal {
+    const perAddress = this.settings.bodyReadsPerAddress ?? DEFAULT_CLIENT_LIMITS.bodyReadsPerAddress;
+    const total = this.settings.bodyBytesInFlight ?? DEFAULT_CLIENT_LIMITS.bodyBytesInFlight;
+    if ((this.bodiesPerAddress.get(address) ?? 0) >= perAddress) return { ok: false, retryAfterMs: STREAM_RETRY_AFTER_MS, scope: 'body-address' };
+    if (this.bodyBytes > 0 && this.bodyBytes + bytes > total) return { ok: false, retryAfterMs: STREAM_RETRY_AFTER_MS, scope: 'body-total' };
+    bump(this.bodiesPerAddress, address, 1);
+    this.bodyBytes += bytes;
+    return {
+      ok: true,
+      release: once(() => {
+        bump(this.bodiesPerAddress, address, -1);
+        this.bodyBytes -= bytes;
+      }),
+    };
+  }
+
+  /** Request bodies being read now: per address (count), total reads and reserved bytes (for tests and metrics). */
+  bodyReads(): { addresses: number; reads: number; bytes: number } {
+    let reads = 0;
+    for (const n of this.bodiesPerAddress.values()) reads += n;
+    return { addresses: this.bodiesPerAddress.size, reads, bytes: this.bodyBytes };
   }
 
   /** Open slots now (for tests and metrics). */
@@ -128,16 +177,45 @@ export class ClientLimits {
   }
 }
 
+/** `fn` callable once: later calls do nothing. */
+function once(fn: () => void): () => void {
+  let open = true;
+  return () => {
+    if (!open) return;
+    open = false;
+    fn();
+  };
+}
+
 function bump(m: Map<string, number>, k: string, d: number): void {
   const n = (m.get(k) ?? 0) + d;
   if (n <= 0) m.delete(k);
   else m.set(k, n);
 }
 
+/**
+ * How many bytes a request's body is counted at while it is read (ClientLimits.openBodyRead), from
+ * its headers (lower-case names): null for a request without a body (no Transfer-Encoding and no or
+ * a zero Content-Length); the declared Content-Length, at most `limit`; `limit` (the largest body
+ * accepted, after inflation) when the length is undeclared (chunked), not a number, or the body is
+ * compressed (Content-Encoding other than identity: it may inflate up to the limit). Pure.
+ */
+export function bodyReservation(headers: { 'content-length'?: string; 'transfer-encoding'?: string; 'content-encoding'?: string }, limit: number): number | null {
+  const cl = headers['content-length'];
+  const te = headers['transfer-encoding'];
+  if (te === undefined && (cl === undefined || cl.trim() === '0')) return null;
+  const ce = headers['content-encoding'];
+  if (ce !== undefined && ce.trim().toLowerCase() !== 'identity') return limit;
+  const n = te === undefined && cl !== undefined && /^\s*\d+\s*$/.test(cl) ? Number(cl) : limit;
+  return Math.min(n, limit);
+}
+
 /** The people-facing message of a refusal by a client limit. */
 export function limitMessage(r: LimitRefusal): string {
   const wait = `wait ${r.retryAfterMs} ms before trying again`;
   if (r.scope === 'keyless') return `Too many requests without a valid API key from this address; ${wait}.`;
+  if (r.scope === 'body-address') return `Too many request bodies being received from this client address; ${wait}.`;
+  if (r.scope === 'body-total') return `Too many request bytes being received by this server; ${wait}.`;
   return `Too many open streams or in-flight calls for this ${r.scope === 'address' ? 'client address' : 'identity'}; ${wait}.`;
 }
 
@@ -161,6 +239,8 @@ export async function unverifiedKeyGate(
   route: string,
 ): Promise<LimitRefusal | null> {
   if (!limits || !apiKey) return null;
+  // Charged up front by keylessGate.
+  if (resolver.rejectsByFormat?.(apiKey)) return null;
   if (await resolver.resolve(apiKey).catch(() => null)) return null;
   const r = limits.takeKeyless(address);
   if (r.ok) return null;
@@ -169,12 +249,29 @@ export async function unverifiedKeyGate(
 }
 
 /**
- * The keyless gate of one HTTP request: a request carrying no Bearer token spends one token of its
- * client address. Returns null to proceed, or the refusal (already counted in `audit` as a
- * rate_limited keyless refusal of `route`). No limits → always null.
+ * True when the request's Bearer token was charged to the keyless budget by keylessGate because
+ * `resolver` rejects it by its form (so later gates must not charge it again).
  */
-export function keylessGate(limits: ClientLimits | undefined, audit: KeylessCounter | undefined, req: { headers: { authorization?: string }; socket: { remoteAddress?: string } }, route: string): LimitRefusal | null {
-  if (!limits || bearerToken(req.headers.authorization)) return null;
+export function chargedUpFront(resolver: IdentityResolver | undefined, apiKey: string | null | undefined): boolean {
+  return !!apiKey && !!resolver?.rejectsByFormat?.(apiKey);
+}
+
+/**
+ * The keyless gate of one HTTP request, before its body is read: a request carrying no Bearer
+ * token, or one `resolver` rejects by its form alone (red-team F4: `Bearer junk` must not skip
+ * the budget), spends one token of its client address. Returns null to proceed, or the refusal
+ * (already counted in `audit` as a rate_limited keyless refusal of `route`). No limits → always null.
+ */
+export function keylessGate(
+  limits: ClientLimits | undefined,
+  audit: KeylessCounter | undefined,
+  req: { headers: { authorization?: string }; socket: { remoteAddress?: string } },
+  route: string,
+  resolver?: IdentityResolver,
+): LimitRefusal | null {
+  if (!limits) return null;
+  const token = bearerToken(req.headers.authorization);
+  if (token && !chargedUpFront(resolver, token)) return null;
   const address = clientAddressKey(req.socket.remoteAddress);
   const r = limits.takeKeyless(address);
   if (r.ok) return null;

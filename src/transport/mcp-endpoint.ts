@@ -59,8 +59,8 @@ export function sendMcpRequestError(res: ServerResponse, err: unknown): void {
   sendJsonText(res, status, JSON.stringify(errorResponse(null, { code: -32600, message: status === 413 ? 'Invalid request: body too large' : 'Invalid request' })));
 }
 
-/** 429 for a client-limit refusal at the MCP endpoint: JSON-RPC -32602 with data rate_limited, Retry-After. */
-function sendLimited(res: ServerResponse, r: LimitRefusal): void {
+/** 429 for a client-limit refusal at the MCP endpoint: JSON-RPC -32602, id null, data `{status, code: "rate_limited", message, retry_after_ms}`, Retry-After in whole seconds. */
+export function sendMcpLimited(res: ServerResponse, r: LimitRefusal): void {
   const message = limitMessage(r);
   const body = errorResponse(null, { code: -32602, message, data: { status: 'rate_limited', code: 'rate_limited', message, retry_after_ms: r.retryAfterMs } });
   sendJsonText(res, 429, JSON.stringify(body), { 'Retry-After': retryAfterSeconds(r.retryAfterMs) });
@@ -108,7 +108,7 @@ export function mcpHandler(opts: McpEndpointOptions, deps: DispatchDeps, policy:
     const clientAddress = clientAddressKey(req.socket.remoteAddress);
     if (!controller) {
       const over = await unverifiedKeyGate(deps.clientLimits, deps.keylessAudit, deps.identityResolver, apiKey ?? undefined, clientAddress, 'mcp');
-      if (over) return sendLimited(res, over);
+      if (over) return sendMcpLimited(res, over);
     } else controllers.add(controller);
     try {
       await dispatch(admitted, { requestId, apiKey, clientAddress, signal: controller ? controller.signal : NEVER, abort: controller ? (r) => controller.abort(r) : noAbort }, ch, deps);
@@ -123,10 +123,10 @@ export function mcpHandler(opts: McpEndpointOptions, deps: DispatchDeps, policy:
   return (req, res) => {
     try {
       // The keyless budget of the client address, before the body is even read (issue 10, Build 6).
-      const refused = keylessGate(deps.clientLimits, deps.keylessAudit, req, 'mcp');
+      const refused = keylessGate(deps.clientLimits, deps.keylessAudit, req, 'mcp', deps.identityResolver);
       if (refused) {
         observe?.('-', '-', 429, 0);
-        return sendLimited(res, refused);
+        return sendMcpLimited(res, refused);
       }
       readBody(req, res, (err) => {
         if (err) return sendMcpRequestError(res, err);

@@ -25,7 +25,7 @@ export interface GovernedEnv {
 }
 
 /** Starts the environment. `config` overrides parts of the default configuration (e.g. rate limits). */
-export async function startGovernedEnv(opts: { config?: Partial<ResolvedGatewayConfig>; fixtures?: boolean; logger?: import('pino').Logger } = {}): Promise<GovernedEnv> {
+export async function startGovernedEnv(opts: { config?: { [K in keyof ResolvedGatewayConfig]?: Partial<ResolvedGatewayConfig[K]> }; fixtures?: boolean; logger?: import('pino').Logger } = {}): Promise<GovernedEnv> {
   const tag = randomBytes(4).toString('hex');
   const control: TempDatabase = await createTempDatabase('control');
   const databaseName = `il_chinook_${tag}`;
@@ -33,8 +33,10 @@ export async function startGovernedEnv(opts: { config?: Partial<ResolvedGatewayC
   const logger = opts.logger ?? createLogger('silent');
   const db = await openControlDb(control.url, { logger });
   const demo = await provisionDemo({ adminUrl: ADMIN_URL, controlDb: db, databaseName, rolePrefix, sourceId: 'chinook', identityName: 'demo-agent', logger });
-  const config: ResolvedGatewayConfig = { ...structuredClone(DEFAULT_CONFIG as ResolvedGatewayConfig), ...(opts.config ?? {}) };
-  const gateway = await startGovernedGateway({ db, config, host: '127.0.0.1', port: 0, fixtures: opts.fixtures, logger });
+  // Each section of opts.config is merged over the default section (so a test names only what it changes).
+  const config = structuredClone(DEFAULT_CONFIG as ResolvedGatewayConfig) as unknown as Record<string, unknown>;
+  for (const [k, v] of Object.entries(opts.config ?? {})) config[k] = v && typeof v === 'object' && !Array.isArray(v) && config[k] && typeof config[k] === 'object' ? { ...(config[k] as object), ...v } : v;
+  const gateway = await startGovernedGateway({ db, config: config as unknown as ResolvedGatewayConfig, host: '127.0.0.1', port: 0, fixtures: opts.fixtures, logger });
   return {
     url: gateway.url,
     apiKey: demo.apiKey,

@@ -131,9 +131,12 @@ describe('keyless budget, aggregated audit and stream caps', () => {
     expect(legacyCall.status).toBe(429);
     const sse = await checked(`${base}/mcp/sse`);
     expect(sse.status).toBe(429);
-    // A key that does not resolve spends the same budget: now refused as rate_limited.
+    // A token that is not an API key by its form is charged before the body, like no token: 429 at the edge.
     const bad2 = await callTool(env, 'interlock_list_sources', {}, 'ilk_not_a_key_000000000000000000000000000000');
-    expect(bad2.body.result.structuredContent).toMatchObject({ status: 'rate_limited', code: 'rate_limited' });
+    expect([bad2.status, bad2.body.error?.data?.code]).toEqual([429, 'rate_limited']);
+    // A well-formed key that does not resolve spends the same budget after step 1: refused as rate_limited.
+    const bad3 = await callTool(env, 'interlock_list_sources', {}, `ilk_${'0'.repeat(43)}`);
+    expect(bad3.body.result.structuredContent).toMatchObject({ status: 'rate_limited', code: 'rate_limited' });
     // A valid key from the same address is unaffected.
     const ok = await callTool(env, 'interlock_query', { source_id: 'chinook', sql: 'SELECT 1 AS one' }, env.apiKey);
     expect(ok.body.result.structuredContent.rows).toEqual([{ one: 1 }]);
@@ -154,9 +157,9 @@ describe('keyless budget, aggregated audit and stream caps', () => {
       for (const agg of fresh) for (const [n, c] of Object.entries((agg.details as Record<string, Record<string, number>>)[k])) out[n] = (out[n] ?? 0) + c;
       return out;
     };
-    expect(fresh.reduce((n, agg) => n + Number((agg.details as { count: number }).count), 0)).toBe(11);
-    expect(sum('reasons')).toEqual({ missing_api_key: 3, invalid_api_key: 1, rate_limited: 7 });
-    expect(sum('routes')).toEqual({ mcp: 6, v1: 2, 'mcp-legacy': 3 });
+    expect(fresh.reduce((n, agg) => n + Number((agg.details as { count: number }).count), 0)).toBe(12);
+    expect(sum('reasons')).toEqual({ missing_api_key: 3, invalid_api_key: 1, rate_limited: 8 });
+    expect(sum('routes')).toEqual({ mcp: 7, v1: 2, 'mcp-legacy': 3 });
   });
 });
 
@@ -262,5 +265,29 @@ describe('the legacy SSE transport charges a junk Bearer token like POST /mcp (r
     }
     controller.abort();
     expect(statuses).toEqual([202, 202, 429]);
+  });
+});
+
+describe('a Bearer token that is not an API key spends the keyless budget before the body is read (red-team F4)', () => {
+  let env: GovernedEnv;
+  beforeAll(async () => {
+    env = await startGovernedEnv({ config: { client_limits: { keyless: { points: 3, window_seconds: 600 }, streams_per_address: 128, streams_per_identity: 64 } } });
+  });
+  afterAll(async () => {
+    await env?.close();
+  });
+
+  test('tools/call with `Bearer junk`: charged once each (invalid_api_key), then 429 before admission; a valid key is unaffected', async () => {
+    const codes: unknown[] = [];
+    for (let i = 0; i < 3; i++) codes.push((await callTool(env, 'interlock_list_sources', {}, 'junk')).body.result?.structuredContent?.code);
+    // Charged once each: a second charge per request would have refused the second call.
+    expect(codes).toEqual(['invalid_api_key', 'invalid_api_key', 'invalid_api_key']);
+    const over = await checked(env.url, { method: 'POST', headers: { ...MCP_HEADERS, authorization: 'Bearer junk' }, body: toolCall('interlock_list_sources', {}) });
+    // Refused by the keyless gate before the body read and admission: no X-Request-Id.
+    expect([over.status, over.headers.get('retry-after') !== null, over.headers.get('x-request-id'), over.json.error.code, over.json.error.data.code]).toEqual([429, true, null, -32602, 'rate_limited']);
+    const v1 = await checked(`${env.url.replace(/\/mcp$/, '')}/v1/sources`, { headers: { authorization: 'Bearer junk' } });
+    expect([v1.status, v1.json.code]).toEqual([429, 'rate_limited']);
+    const ok = await callTool(env, 'interlock_list_sources', {}, env.apiKey);
+    expect([ok.status, ok.body.result.isError]).toEqual([200, undefined]);
   });
 });

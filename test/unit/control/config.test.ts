@@ -33,7 +33,7 @@ describe('loadConfig', () => {
   test('no file, no variables: the defaults', () => {
     expect(loadConfig({ env: { PATH: '/bin', HOME: '/root' } })).toEqual(DEFAULT_CONFIG);
     expect(DEFAULT_CONFIG).toEqual({
-      listen: { host: '127.0.0.1', port: 8787 },
+      listen: { host: '127.0.0.1', port: 8787, request_timeout_ms: 30000, headers_timeout_ms: 20000 },
       database: { embedded_data_dir: '.interlock/pg', embedded_port: 0, pool_size: 10 },
       allowed_hosts: [],
       allowed_origins: [],
@@ -43,14 +43,15 @@ describe('loadConfig', () => {
       cache: { ttl_ms: 30000, max_bytes: 67108864 },
       audit: { commit_timeout_ms: 2000 },
       log_level: 'info',
-      client_limits: { keyless: { points: 600, window_seconds: 60 }, streams_per_address: 128, streams_per_identity: 64, answer_write_timeout_ms: 30000 },
+      client_limits: { keyless: { points: 600, window_seconds: 60 }, streams_per_address: 128, streams_per_identity: 64, body_reads_per_address: 64, body_bytes_in_flight: 134217728, answer_write_timeout_ms: 30000 },
     });
   });
 
   test('ops_listen and client_limits from the environment (issue 10)', () => {
-    const cfg = loadConfig({ env: { INTERLOCK_OPS_HOST: '0.0.0.0', INTERLOCK_OPS_PORT: '9464', INTERLOCK_KEYLESS_POINTS: '30', INTERLOCK_KEYLESS_WINDOW_SECONDS: '10', INTERLOCK_STREAMS_PER_ADDRESS: '8', INTERLOCK_STREAMS_PER_IDENTITY: '4', INTERLOCK_ANSWER_WRITE_TIMEOUT_MS: '5000' } });
+    const cfg = loadConfig({ env: { INTERLOCK_OPS_HOST: '0.0.0.0', INTERLOCK_OPS_PORT: '9464', INTERLOCK_KEYLESS_POINTS: '30', INTERLOCK_KEYLESS_WINDOW_SECONDS: '10', INTERLOCK_STREAMS_PER_ADDRESS: '8', INTERLOCK_STREAMS_PER_IDENTITY: '4', INTERLOCK_BODY_READS_PER_ADDRESS: '16', INTERLOCK_BODY_BYTES_IN_FLIGHT: '16777216', INTERLOCK_ANSWER_WRITE_TIMEOUT_MS: '5000' } });
     expect(cfg.ops_listen).toEqual({ host: '0.0.0.0', port: 9464 });
-    expect(cfg.client_limits).toEqual({ keyless: { points: 30, window_seconds: 10 }, streams_per_address: 8, streams_per_identity: 4, answer_write_timeout_ms: 5000 });
+    expect(cfg.client_limits).toEqual({ keyless: { points: 30, window_seconds: 10 }, streams_per_address: 8, streams_per_identity: 4, body_reads_per_address: 16, body_bytes_in_flight: 16777216, answer_write_timeout_ms: 5000 });
+    expect(() => loadConfig({ env: { INTERLOCK_BODY_BYTES_IN_FLIGHT: '1000' } })).toThrow(/invalid configuration/);
     expect(() => loadConfig({ env: { INTERLOCK_OPS_HOST: '0.0.0.0' } })).toThrow(/invalid configuration/);
     expect(() => loadConfig({ env: { INTERLOCK_STREAMS_PER_IDENTITY: '0' } })).toThrow(/invalid configuration/);
   });
@@ -62,7 +63,8 @@ describe('loadConfig', () => {
       env: { INTERLOCK_PORT: '9100', INTERLOCK_ALLOWED_ORIGINS: 'https://a.example, https://b.example', INTERLOCK_RATE_LIMIT_IDENTITY_POINTS: '7', INTERLOCK_DATABASE_URL: 'postgres://u@db/interlock' },
       overrides: { listen: { port: 9200 } },
     });
-    expect(cfg.listen).toEqual({ host: '0.0.0.0', port: 9200 });
+    expect(cfg.listen).toEqual({ host: '0.0.0.0', port: 9200, request_timeout_ms: 30000, headers_timeout_ms: 20000 });
+    expect(loadConfig({ env: { INTERLOCK_REQUEST_TIMEOUT_MS: '5000', INTERLOCK_HEADERS_TIMEOUT_MS: '4000' } }).listen).toEqual({ host: '127.0.0.1', port: 8787, request_timeout_ms: 5000, headers_timeout_ms: 4000 });
     expect(cfg.cache).toEqual({ ttl_ms: 0, max_bytes: 67108864 });
     expect(cfg.allowed_origins).toEqual(['https://a.example', 'https://b.example']);
     expect(cfg.rate_limits).toEqual({ per_identity: { points: 7, window_seconds: 60 }, per_source: { points: 5, window_seconds: 10 } });

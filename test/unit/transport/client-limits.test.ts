@@ -1,5 +1,6 @@
 /** Issue 10, Build 6: the pure deciders and in-memory state of the client limits and the keyless audit aggregator. */
-import { ClientLimits, clientAddressKey, takeToken } from '../../../src/transport/client-limits';
+import { bodyReservation, ClientLimits, clientAddressKey, DEFAULT_CLIENT_LIMITS, limitMessage, takeToken } from '../../../src/transport/client-limits';
+import { serverTimeouts } from '../../../src/server';
 import { KeylessAuditAggregator } from '../../../src/transport/keyless-audit';
 import { MemoryAuditSink } from '../../../src/pipeline/audit-types';
 
@@ -87,4 +88,46 @@ test('KeylessAuditAggregator: one event per address per window with counts; ende
   await agg.flush();
   expect(sink.events).toHaveLength(4);
   expect(agg.open).toBe(0);
+});
+
+test('bodyReservation: no body → null; the declared length up to the limit; the limit when undeclared, malformed or compressed', () => {
+  const L = 1024 * 1024;
+  expect(bodyReservation({}, L)).toBeNull();
+  expect(bodyReservation({ 'content-length': '0' }, L)).toBeNull();
+  expect(bodyReservation({ 'content-length': '300' }, L)).toBe(300);
+  expect(bodyReservation({ 'content-length': String(L) }, L)).toBe(L);
+  expect(bodyReservation({ 'content-length': String(50 * L) }, L)).toBe(L);
+  expect(bodyReservation({ 'transfer-encoding': 'chunked' }, L)).toBe(L);
+  expect(bodyReservation({ 'content-length': '12abc' }, L)).toBe(L);
+  expect(bodyReservation({ 'content-length': '300', 'content-encoding': 'gzip' }, L)).toBe(L);
+  expect(bodyReservation({ 'content-length': '300', 'content-encoding': 'identity' }, L)).toBe(300);
+});
+
+test('openBodyRead: per-address count and total bytes, refused before reading; release is idempotent', () => {
+  const limits = new ClientLimits({ ...DEFAULT_CLIENT_LIMITS, bodyReadsPerAddress: 2, bodyBytesInFlight: 1000 });
+  const a1 = limits.openBodyRead('1.1.1.1', 100);
+  const a2 = limits.openBodyRead('1.1.1.1', 100);
+  const a3 = limits.openBodyRead('1.1.1.1', 100);
+  expect([a1.ok, a2.ok, a3]).toEqual([true, true, { ok: false, retryAfterMs: 1000, scope: 'body-address' }]);
+  expect(limitMessage(a3 as Extract<typeof a3, { ok: false }>)).toBe('Too many request bodies being received from this client address; wait 1000 ms before trying again.');
+  // 200 of 1000 bytes held: 900 more from another address would exceed the total.
+  const b1 = limits.openBodyRead('2.2.2.2', 900);
+  expect(b1).toEqual({ ok: false, retryAfterMs: 1000, scope: 'body-total' });
+  const b2 = limits.openBodyRead('2.2.2.2', 800);
+  expect(b2.ok).toBe(true);
+  expect(limits.bodyReads()).toEqual({ addresses: 2, reads: 3, bytes: 1000 });
+  for (const r of [a1, a2, b2]) if (r.ok) r.release(), r.release();
+  expect(limits.bodyReads()).toEqual({ addresses: 0, reads: 0, bytes: 0 });
+  // One body is always admitted when none is in flight, even over the total.
+  expect(limits.openBodyRead('3.3.3.3', 5000).ok).toBe(true);
+  // Settings without the body fields (older callers) fall back to the defaults: 64 per address.
+  const old = new ClientLimits({ keyless: { points: 1, windowSeconds: 1 }, streamsPerAddress: 1, streamsPerIdentity: 1 });
+  const got = Array.from({ length: 65 }, () => old.openBodyRead('4.4.4.4', 1).ok);
+  expect(got.filter(Boolean)).toHaveLength(64);
+});
+
+test('serverTimeouts: defaults 30 s / 20 s; headersTimeout never above requestTimeout; checked at least every 5 s', () => {
+  expect(serverTimeouts({})).toEqual({ requestTimeout: 30_000, headersTimeout: 20_000, connectionsCheckingInterval: 5000 });
+  expect(serverTimeouts({ requestTimeoutMs: 2000, headersTimeoutMs: 20_000 })).toEqual({ requestTimeout: 2000, headersTimeout: 2000, connectionsCheckingInterval: 500 });
+  expect(serverTimeouts({ requestTimeoutMs: 1000, headersTimeoutMs: 200 })).toEqual({ requestTimeout: 1000, headersTimeout: 200, connectionsCheckingInterval: 100 });
 });
