@@ -4168,7 +4168,7 @@ export interface GatewayConfig {
      */
     body_reads_per_address?: number;
     /**
-     * Bytes of request bodies being received at once on a replica, all client addresses together, each body counted at its Content-Length (the body limit, 1 MiB, when undeclared or compressed) before it is read (INTERLOCK_BODY_BYTES_IN_FLIGHT). Over it: 429 rate_limited with Retry-After, and the connection is closed; one body is always admitted when none is being read. Default 134217728 (128 MiB).
+     * Bytes of request bodies over 64 KiB being received at once on a replica, all client addresses together (one address at most an eighth), each body counted at its Content-Length (the body limit, 1 MiB, when undeclared or compressed) before it is read; smaller bodies count only against body_reads_per_address (INTERLOCK_BODY_BYTES_IN_FLIGHT). Over it: 429 rate_limited with Retry-After, and the connection is closed; one body is always admitted when none is being read. Default 134217728 (128 MiB).
      */
     body_bytes_in_flight?: number;
   };

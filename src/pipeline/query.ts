@@ -158,10 +158,11 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
     // Masked columns are masked in SQL, so their raw values never reach the gateway (mask-sql.ts).
     const plan = pol.restrictions.redaction;
     const wrapped = plan && analysis.statement === 'SelectStmt' ? maskedStatement(sql, plan.columns) : null;
-    const premasked = wrapped !== null && wrapped !== sql;
+    if (wrapped && 'refused' in wrapped) return { kind: 'refusal', code: 'redaction_unprovable', message: wrapped.refused };
+    const premasked = wrapped !== null && wrapped.sql !== sql;
     let read;
     try {
-      read = await deps.connectors.reader(source).read(premasked ? wrapped : sql, params, { maxRows, maxBytes: deps.maxResultBytes ?? 4 * 1024 * 1024, signal: ctx.signal, identityId: identity.id });
+      read = await deps.connectors.reader(source).read(premasked ? wrapped.sql : sql, params, { maxRows, maxBytes: deps.maxResultBytes ?? 4 * 1024 * 1024, signal: ctx.signal, identityId: identity.id });
     } catch (err) {
       return mapConnectorError(err);
     }

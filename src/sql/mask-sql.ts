@@ -15,15 +15,19 @@
  * - `full`: the text `'***'` (nullness and type hidden too);
  * - `null`: a text NULL;
  * - `partial`: the same string as `applyMask(value, 'partial')` computes in the gateway, built from
- *   the value's text; values whose type the gateway would not have read as a string or a number
- *   (booleans, dates and times, JSON, arrays, bytea, geometric types, domains…) become `'***'`;
+ *   the value's text as its output function writes it; values of a (domain's base) type the gateway
+ *   reads as something other than a string or a number (booleans, dates and timestamps, JSON,
+ *   arrays, bytea, interval, point, circle) become `'***'`. Floats are the one difference: the
+ *   source writes `1.234e-05` where JavaScript writes `0.00001234`, so the trailing characters
+ *   shown can differ for very large or small values;
  * - `hash`: the hex SHA-256 of the value's text (null stays null); the gateway turns it into the
  *   keyed token with `hashTokenFromDigest`, the same token `applyMask(value, 'hash')` gives for a
- *   value whose text is the same.
+ *   string or integer with the same text. For booleans, dates, JSON and bytea the two paths write
+ *   the value differently, so a token from a query and one masked in the gateway (discovery) differ.
  *
- * Columns are referred to by their output names when the names are unique, so a stale catalogue that
- * placed a masked column elsewhere fails (the name is missing) or still masks the right column. When
- * names repeat (a join's `SELECT *`), they are renamed by position through a column alias list.
+ * Columns are referred to by their output names, so a stale catalogue that placed a masked column
+ * elsewhere fails (the name is missing) or still masks the right column; when names repeat (a
+ * join's `SELECT *`) the read is refused and the agent asked to alias its columns.
  */
 import { parseSql } from './parser';
 import type { MaskMethod } from './redaction';
@@ -35,8 +39,18 @@ export interface PlannedColumn {
   method: MaskMethod | null;
 }
 
-/** Types node-postgres reads as a string or a number, for which `partial` keeps trailing characters. */
-const PARTIAL_TYPES = ['text', 'character varying', 'character', 'name', 'smallint', 'integer', 'bigint', 'numeric', 'real', 'double precision', 'oid', 'uuid'];
+/**
+ * Base types node-postgres reads into something other than a string or a number (bool, bytea,
+ * json, jsonb, date, timestamp, timestamptz, interval, point, circle), for which `partial` gives
+ * `'***'` as applyMask does; arrays too. PostgreSQL describes a domain by its base type, so a
+ * domain is judged by that.
+ */
+const NON_STRING_BASE_TYPES = [16, 17, 114, 3802, 1082, 1114, 1184, 1186, 600, 718];
+
+/** The value's text as its type's output function writes it (what node-postgres receives), not a `::text` cast (inet's adds `/32`). */
+function valueText(ref: string): string {
+  return `pg_catalog.format('%s', ${ref})`;
+}
 
 /** A double-quoted identifier. */
 export function quoteIdent(name: string): string {
@@ -52,9 +66,12 @@ export function maskExpression(ref: string, method: MaskMethod): string {
     case 'null':
       return 'NULL::text';
     case 'hash':
-      return `CASE WHEN ${ref} IS NULL THEN NULL::text ELSE pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(${ref}::text, 'UTF8')), 'hex') END`;
+      return `CASE WHEN ${ref} IS NULL THEN NULL::text ELSE pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(${valueText(ref)}, 'UTF8')), 'hex') END`;
     case 'partial': {
-      const types = `'{${PARTIAL_TYPES.map((t) => `"${t}"`).join(',')}}'::pg_catalog.regtype[]`;
+      const base =
+        `(SELECT pg_catalog.bool_or(b.oid = ANY ('{${NON_STRING_BASE_TYPES.join(',')}}'::pg_catalog.oid[]) OR b.typcategory = 'A') ` +
+        `FROM pg_catalog.pg_type AS d JOIN pg_catalog.pg_type AS b ON b.oid = CASE WHEN d.typtype = 'd' THEN d.typbasetype ELSE d.oid END ` +
+        `WHERE d.oid = pg_catalog.pg_typeof(${ref}))`;
       // t: the value's text; b: at most a quarter of its characters; tld: an e-mail address's last
       // dotted label (with its dot) when the last '@' has text before and after it.
       const partial =
@@ -62,8 +79,8 @@ export function maskExpression(ref: string, method: MaskMethod): string {
         "THEN pg_catalog.concat(pg_catalog.\"left\"(m.t, 1), '***@***', m.tld) " +
         "WHEN LEAST(4, m.b) > 0 THEN pg_catalog.concat('***', pg_catalog.\"right\"(m.t, LEAST(4, m.b))) ELSE '***' END " +
         "FROM (SELECT s.t, pg_catalog.char_length(s.t) / 4 AS b, pg_catalog.substring(pg_catalog.substring(s.t, '^.+@([^@]+)$'), '([.][^.]*)$') AS tld " +
-        `FROM (SELECT ${ref}::text AS t) AS s) AS m)`;
-      return `CASE WHEN ${ref} IS NULL THEN NULL::text WHEN pg_catalog.pg_typeof(${ref}) = ANY (${types}) THEN ${partial} ELSE '***' END`;
+        `FROM (SELECT ${valueText(ref)} AS t) AS s) AS m)`;
+      return `CASE WHEN ${ref} IS NULL THEN NULL::text WHEN ${base} THEN '***' ELSE ${partial} END`;
     }
     case 'full':
     default:
@@ -84,22 +101,49 @@ export function statementText(sql: string): string | null {
   return bytes.subarray(loc, len > 0 ? loc + len : bytes.length).toString('utf8');
 }
 
+/** PostgreSQL's longest identifier in bytes (NAMEDATALEN - 1); longer names are cut to it. */
+const MAX_IDENTIFIER_BYTES = 63;
+
+/** `name` as PostgreSQL stores it: cut to 63 bytes of UTF-8 at a character boundary. */
+export function identifierAsStored(name: string): string {
+  if (Buffer.byteLength(name, 'utf8') <= MAX_IDENTIFIER_BYTES) return name;
+  let out = '';
+  let bytes = 0;
+  for (const ch of name) {
+    const n = Buffer.byteLength(ch, 'utf8');
+    if (bytes + n > MAX_IDENTIFIER_BYTES) break;
+    out += ch;
+    bytes += n;
+  }
+  return out;
+}
+
 /**
  * The statement to run for a read of `sql` whose redaction plan is `columns` (one per output column,
- * in order): `sql` itself when nothing is masked, else the wrapping projection of the module comment.
- * Returns null when masks apply but `sql` cannot be wrapped (not exactly one statement): the caller
- * masks in the gateway only. The wrapped statement keeps the inner statement's row order (no
- * ORDER BY, join or aggregate is added around it) and its `$n` parameters.
+ * in order):
+ * - `{ sql }` unchanged when nothing is masked;
+ * - `{ sql: wrapped }`, the projection of the module comment, referring to each column by its name;
+ * - `{ refused }` when masks apply but the output names repeat (after PostgreSQL's 63-byte cut):
+ *   columns could then only be matched by position, and a catalogue gone stale since the plan (a
+ *   column added under `SELECT *`) would put a raw value under a masked column's neighbour's name;
+ * - null when masks apply but `sql` is not exactly one statement: the caller masks in the gateway.
+ * The wrapped statement keeps the inner statement's row order (no ORDER BY, join or aggregate is
+ * added around it) and its `$n` parameters.
  */
-export function maskedStatement(sql: string, columns: PlannedColumn[]): string | null {
-  if (!columns.some((c) => c.method !== null)) return sql;
+export function maskedStatement(sql: string, columns: PlannedColumn[]): { sql: string } | { refused: string } | null {
+  if (!columns.some((c) => c.method !== null)) return { sql };
+  const stored = columns.map((c) => identifierAsStored(c.name));
+  const seen = new Set<string>();
+  for (const n of stored) {
+    if (seen.has(n)) return { refused: `output columns share the name ${JSON.stringify(n.slice(0, 64))} while masked columns are involved; give each output column its own alias.` };
+    seen.add(n);
+  }
   const inner = statementText(sql);
   if (inner === null) return null;
-  const names = columns.map((c) => c.name);
-  const unique = new Set(names).size === names.length;
-  const ref = (c: PlannedColumn) => (unique ? `q.${quoteIdent(c.name)}` : `q.${quoteIdent(`c${c.index + 1}`)}`);
-  const list = columns.map((c) => `${c.method === null ? ref(c) : maskExpression(ref(c), c.method)} AS ${quoteIdent(c.name)}`).join(', ');
-  const alias = unique ? 'q' : `q(${columns.map((c) => quoteIdent(`c${c.index + 1}`)).join(', ')})`;
+  const list = columns.map((c, i) => {
+    const ref = `q.${quoteIdent(stored[i])}`;
+    return `${c.method === null ? ref : maskExpression(ref, c.method)} AS ${quoteIdent(stored[i])}`;
+  });
   // Newlines around the inner text: a trailing line comment in it cannot swallow the closing parenthesis.
-  return `SELECT ${list} FROM (\n${inner}\n) AS ${alias}`;
+  return { sql: `SELECT ${list.join(', ')} FROM (\n${inner}\n) AS q` };
 }

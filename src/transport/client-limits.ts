@@ -9,8 +9,9 @@
  *    key) is charged there too, once; the later gates (unverifiedKeyGate, the tools/call admission
  *    of call-limits.ts, the legacy SSE stream) skip it so that it never pays twice.
  *  - body reads (red-team F4): request bodies being received at once, per client address
- *    (`bodyReadsPerAddress`) and in bytes across all clients (`bodyBytesInFlight`, each read counted
- *    at its declared Content-Length, or the body limit when undeclared or compressed), checked
+ *    (`bodyReadsPerAddress`) and, for bodies over 64 KiB, in bytes per address (an eighth of the total)
+ *    and across all clients (`bodyBytesInFlight`, each read counted at its declared
+ *    Content-Length, or the body limit when undeclared or compressed), checked
  *    before a byte of the body is read. Over either: 429 rate_limited with Retry-After, and the
  *    connection is closed (src/transport/app.ts).
  *  - stream slots: open SSE streams (GET /mcp/sse) and in-flight tool calls (each may answer as a
@@ -97,12 +98,16 @@ export interface LimitRefusal {
   scope: 'keyless' | 'address' | 'identity' | 'body-address' | 'body-total';
 }
 
+/** Request bodies of at most this many bytes (64 KiB) count only against their address's number of body reads, never against the byte caps. */
+export const SMALL_BODY_BYTES = 64 * 1024;
+
 /** The in-memory limits of one replica. */
 export class ClientLimits {
   private readonly buckets: LRUCache<string, Bucket>;
   private readonly perAddress = new Map<string, number>();
   private readonly perIdentity = new Map<string, number>();
   private readonly bodiesPerAddress = new Map<string, number>();
+  private readonly bodyBytesPerAddress = new Map<string, number>();
   private bodyBytes = 0;
   private readonly now: () => number;
 
@@ -142,22 +147,33 @@ export class ClientLimits {
    * Admits one request body of at most `bytes` bytes from `address` before it is read. Returns
    * `release` (call it once the body is read or the request is over; later calls do nothing), or
    * the refusal: `body-address` when the address already has bodyReadsPerAddress bodies in flight,
-   * `body-total` when `bytes` would take the replica over bodyBytesInFlight (a single body is
-   * always admitted when nothing else is in flight, so a limit below the body limit cannot block
-   * every request).
+   * or a large body would take the address past an eighth of bodyBytesInFlight; `body-total` when a
+   * large body would take the replica over bodyBytesInFlight (a single body is always admitted when
+   * nothing else is in flight, so a limit below the body limit cannot block every request).
+   * Bodies of at most SMALL_BODY_BYTES (every ordinary tool call) count only against the address's
+   * number of reads: clients that declare large bodies and stall (each held up to the request
+   * timeout) cannot lock the replica's small requests out, and filling the total takes at least
+   * eight addresses.
    */
   openBodyRead(address: string, bytes: number): { ok: true; release: () => void } | LimitRefusal {
     const perAddress = this.settings.bodyReadsPerAddress ?? DEFAULT_CLIENT_LIMITS.bodyReadsPerAddress;
     const total = this.settings.bodyBytesInFlight ?? DEFAULT_CLIENT_LIMITS.bodyBytesInFlight;
     if ((this.bodiesPerAddress.get(address) ?? 0) >= perAddress) return { ok: false, retryAfterMs: STREAM_RETRY_AFTER_MS, scope: 'body-address' };
-    if (this.bodyBytes > 0 && this.bodyBytes + bytes > total) return { ok: false, retryAfterMs: STREAM_RETRY_AFTER_MS, scope: 'body-total' };
+    const counted = bytes > SMALL_BODY_BYTES ? bytes : 0;
+    if (counted > 0) {
+      const mine = this.bodyBytesPerAddress.get(address) ?? 0;
+      if (mine > 0 && mine + counted > Math.floor(total / 8)) return { ok: false, retryAfterMs: STREAM_RETRY_AFTER_MS, scope: 'body-address' };
+      if (this.bodyBytes > 0 && this.bodyBytes + counted > total) return { ok: false, retryAfterMs: STREAM_RETRY_AFTER_MS, scope: 'body-total' };
+    }
     bump(this.bodiesPerAddress, address, 1);
-    this.bodyBytes += bytes;
+    if (counted > 0) bump(this.bodyBytesPerAddress, address, counted);
+    this.bodyBytes += counted;
     return {
       ok: true,
       release: once(() => {
         bump(this.bodiesPerAddress, address, -1);
-        this.bodyBytes -= bytes;
+        if (counted > 0) bump(this.bodyBytesPerAddress, address, -counted);
+        this.bodyBytes -= counted;
       }),
     };
   }

@@ -7,7 +7,7 @@
 import pg from 'pg';
 import { ADMIN_URL } from '../../helpers/pg';
 import { initSqlParser } from '../../../src/sql/analyze';
-import { maskExpression, maskedStatement, statementText } from '../../../src/sql/mask-sql';
+import { identifierAsStored, maskExpression, maskedStatement, statementText } from '../../../src/sql/mask-sql';
 import { applyMask, hashTokenFromDigest } from '../../../src/sql/redaction';
 
 let c: pg.Client;
@@ -61,18 +61,50 @@ test('statementText drops a trailing semicolon and what follows it, by UTF-8 off
   expect(statementText('SELECT 1; SELECT 2')).toBeNull();
 });
 
-test('the wrapper runs on a real server, keeps order and parameters, and renames repeated names by position', async () => {
+test('the wrapper runs on a real server by column names, keeps order and parameters; repeated names are refused', async () => {
   const cols = [
     { index: 0, name: 'id', method: null },
     { index: 1, name: 'v', method: 'full' as const },
-    { index: 2, name: 'id', method: null },
+    { index: 2, name: 'neg', method: null },
   ];
-  const sql = maskedStatement('SELECT g AS id, g::text AS v, -g AS id FROM generate_series(1, $1::int) g ORDER BY g DESC -- c', cols)!;
-  expect(sql).toContain('AS q("c1", "c2", "c3")');
-  const r = await c.query({ text: sql, values: [3], rowMode: 'array' });
-  expect(r.fields.map((f) => f.name)).toEqual(['id', 'v', 'id']);
+  const w = maskedStatement('SELECT g AS id, g::text AS v, -g AS neg FROM generate_series(1, $1::int) g ORDER BY g DESC -- c', cols);
+  if (!w || !('sql' in w)) throw new Error('expected a wrapped statement');
+  const r = await c.query({ text: w.sql, values: [3], rowMode: 'array' });
+  expect(r.fields.map((f) => f.name)).toEqual(['id', 'v', 'neg']);
   expect(r.rows).toEqual([[3, '***', -3], [2, '***', -2], [1, '***', -1]]);
-  const unique = maskedStatement('SELECT 1 AS "we""ird", 2 AS b', [{ index: 0, name: 'we"ird', method: 'full' }, { index: 1, name: 'b', method: null }])!;
-  expect((await c.query(unique)).rows).toEqual([{ 'we"ird': '***', b: 2 }]);
-  expect(maskedStatement('SELECT 1 AS a', [{ index: 0, name: 'a', method: null }])).toBe('SELECT 1 AS a');
+  const quoted = maskedStatement('SELECT 1 AS "we""ird", 2 AS b', [{ index: 0, name: 'we"ird', method: 'full' }, { index: 1, name: 'b', method: null }]);
+  if (!quoted || !('sql' in quoted)) throw new Error('expected a wrapped statement');
+  expect((await c.query(quoted.sql)).rows).toEqual([{ 'we"ird': '***', b: 2 }]);
+  expect(maskedStatement('SELECT 1 AS a', [{ index: 0, name: 'a', method: null }])).toEqual({ sql: 'SELECT 1 AS a' });
+  expect(maskedStatement('SELECT 1 AS a, 2 AS a', [{ index: 0, name: 'a', method: 'full' }, { index: 1, name: 'a', method: null }])).toEqual({ refused: 'output columns share the name "a" while masked columns are involved; give each output column its own alias.' });
+  // Names equal in their first 63 bytes are the same name to PostgreSQL.
+  const long = 'x'.repeat(63);
+  expect(identifierAsStored(`${long}é`)).toBe(long);
+  expect(identifierAsStored(`${'x'.repeat(62)}é`)).toBe('x'.repeat(62));
+  expect(maskedStatement('SELECT 1', [{ index: 0, name: `${long}1`, method: 'full' }, { index: 1, name: `${long}2`, method: null }])).toHaveProperty('refused');
+});
+
+test('partial judges a domain by its base type and uses the output function’s text, as node-postgres reads it', async () => {
+  await c.query('BEGIN');
+  try {
+    await c.query("CREATE DOMAIN pg_temp.il_mail AS text; CREATE TYPE pg_temp.il_mood AS ENUM ('okvalue'); CREATE DOMAIN pg_temp.il_day AS date");
+    const cases: Array<[string, string, unknown]> = [
+      ["'luisg@embraer.com.br'::pg_temp.il_mail", 'luisg@embraer.com.br', 'text'],
+      ["'okvalue'::pg_temp.il_mood", 'okvalue', 'enum'],
+      ["'10.0.0.3'::inet", '10.0.0.3', 'inet'],
+      ["'12:34:56'::time", '12:34:56', 'time'],
+      ["'ab      '::char(8)", 'ab      ', 'bpchar'],
+    ];
+    for (const [expr, asRead] of cases) {
+      const r = await c.query(`SELECT ${maskExpression('q.v', 'partial')} AS m, ${maskExpression('q.v', 'hash')} AS h FROM (SELECT ${expr} AS v) AS q`);
+      expect(r.rows[0].m).toBe(applyMask(asRead, 'partial'));
+      expect(hashTokenFromDigest(r.rows[0].h, 'k3y')).toBe(applyMask(asRead, 'hash', 'k3y'));
+    }
+    const day = await c.query(`SELECT ${maskExpression('q.v', 'partial')} AS m FROM (SELECT '2024-05-06'::pg_temp.il_day AS v) AS q`);
+    expect(day.rows[0].m).toBe('***');
+    const arr = await c.query(`SELECT ${maskExpression('q.v', 'partial')} AS m FROM (SELECT ARRAY['secretvalue'] AS v) AS q`);
+    expect(arr.rows[0].m).toBe('***');
+  } finally {
+    await c.query('ROLLBACK');
+  }
 });

@@ -1,5 +1,5 @@
 /** Issue 10, Build 6: the pure deciders and in-memory state of the client limits and the keyless audit aggregator. */
-import { bodyReservation, ClientLimits, clientAddressKey, DEFAULT_CLIENT_LIMITS, limitMessage, takeToken } from '../../../src/transport/client-limits';
+import { bodyReservation, ClientLimits, clientAddressKey, DEFAULT_CLIENT_LIMITS, limitMessage, SMALL_BODY_BYTES, takeToken } from '../../../src/transport/client-limits';
 import { serverTimeouts } from '../../../src/server';
 import { KeylessAuditAggregator } from '../../../src/transport/keyless-audit';
 import { MemoryAuditSink } from '../../../src/pipeline/audit-types';
@@ -104,22 +104,30 @@ test('bodyReservation: no body → null; the declared length up to the limit; th
 });
 
 test('openBodyRead: per-address count and total bytes, refused before reading; release is idempotent', () => {
-  const limits = new ClientLimits({ ...DEFAULT_CLIENT_LIMITS, bodyReadsPerAddress: 2, bodyBytesInFlight: 1000 });
+  const MiB = 1024 * 1024;
+  const limits = new ClientLimits({ ...DEFAULT_CLIENT_LIMITS, bodyReadsPerAddress: 2, bodyBytesInFlight: 8 * MiB });
   const a1 = limits.openBodyRead('1.1.1.1', 100);
   const a2 = limits.openBodyRead('1.1.1.1', 100);
   const a3 = limits.openBodyRead('1.1.1.1', 100);
   expect([a1.ok, a2.ok, a3]).toEqual([true, true, { ok: false, retryAfterMs: 1000, scope: 'body-address' }]);
   expect(limitMessage(a3 as Extract<typeof a3, { ok: false }>)).toBe('Too many request bodies being received from this client address; wait 1000 ms before trying again.');
-  // 200 of 1000 bytes held: 900 more from another address would exceed the total.
-  const b1 = limits.openBodyRead('2.2.2.2', 900);
-  expect(b1).toEqual({ ok: false, retryAfterMs: 1000, scope: 'body-total' });
-  const b2 = limits.openBodyRead('2.2.2.2', 800);
-  expect(b2.ok).toBe(true);
-  expect(limits.bodyReads()).toEqual({ addresses: 2, reads: 3, bytes: 1000 });
-  for (const r of [a1, a2, b2]) if (r.ok) r.release(), r.release();
+  // Small bodies (≤ 64 KiB) count only against their address's number of reads.
+  expect(limits.bodyReads()).toEqual({ addresses: 1, reads: 2, bytes: 0 });
+  // One address may hold at most an eighth of the total in large bodies (its first is always admitted).
+  const b1 = limits.openBodyRead('2.2.2.2', MiB);
+  expect(b1.ok).toBe(true);
+  expect(limits.openBodyRead('2.2.2.2', SMALL_BODY_BYTES + 1)).toEqual({ ok: false, retryAfterMs: 1000, scope: 'body-address' });
+  // Filling the total takes eight addresses; then a ninth's large body is refused, its small one is not.
+  const held = ['3', '4', '5', '6', '7', '8', '9'].map((n) => limits.openBodyRead(`${n}.${n}.${n}.${n}`, MiB));
+  expect(held.every((r) => r.ok)).toBe(true);
+  expect(limits.bodyReads().bytes).toBe(8 * MiB);
+  expect(limits.openBodyRead('10.0.0.1', MiB)).toEqual({ ok: false, retryAfterMs: 1000, scope: 'body-total' });
+  const small = limits.openBodyRead('10.0.0.1', SMALL_BODY_BYTES);
+  expect(small.ok).toBe(true);
+  for (const r of [a1, a2, b1, small, ...held]) if (r.ok) r.release(), r.release();
   expect(limits.bodyReads()).toEqual({ addresses: 0, reads: 0, bytes: 0 });
   // One body is always admitted when none is in flight, even over the total.
-  expect(limits.openBodyRead('3.3.3.3', 5000).ok).toBe(true);
+  expect(limits.openBodyRead('3.3.3.3', 20 * MiB).ok).toBe(true);
   // Settings without the body fields (older callers) fall back to the defaults: 64 per address.
   const old = new ClientLimits({ keyless: { points: 1, windowSeconds: 1 }, streamsPerAddress: 1, streamsPerIdentity: 1 });
   const got = Array.from({ length: 65 }, () => old.openBodyRead('4.4.4.4', 1).ok);
