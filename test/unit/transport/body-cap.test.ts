@@ -22,7 +22,7 @@ beforeAll(async () => {
     identityResolver: new StaticIdentityResolver({ [KEY]: { id: 'id-cap', name: 'cap' } }),
     audit: new MemoryAuditSink(),
     logger: createLogger('silent'),
-    clientLimits: { keyless: { points: 1000, windowSeconds: 60 }, streamsPerAddress: 8, streamsPerIdentity: 8, bodyReadsPerAddress: 2, bodyBytesInFlight: 8 * 1024 * 1024 },
+    clientLimits: { keyless: { points: 1000, windowSeconds: 60 }, streamsPerAddress: 8, streamsPerIdentity: 8, bodyReadsPerAddress: 2, bodyBytesInFlight: 64 * 1024 * 1024 },
     requestTimeoutMs: 1500,
     headersTimeoutMs: 1000,
     port: 0,
