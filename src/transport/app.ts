@@ -23,7 +23,7 @@ import { errorBodyHandler, healthz, hostOriginGuard, MCP_PATH, unknownRoute } fr
 import { bodyReservation, clientAddressKey, ClientLimits, limitMessage, type ClientLimitSettings } from './client-limits';
 import { MCP_QUERY_PREFIX, mcpHandler, sendMcpLimited, sendMcpRequestError } from './mcp-endpoint';
 import { sendJsonText } from './channel';
-import { retryAfterSeconds } from './http-errors';
+import { rateLimitedBody, retryAfterSeconds } from './http-errors';
 import { KeylessAuditAggregator } from './keyless-audit';
 import type { RateLimiter } from '../pipeline/05-rate-limit';
 
@@ -177,8 +177,8 @@ function admitBody(limits: ClientLimits, req: IncomingMessage, res: ServerRespon
   res.setHeader('Connection', 'close');
   if (isMcp) sendMcpLimited(res, r);
   else {
-    const ms = r.retryAfterMs;
-    sendJsonText(res, 429, JSON.stringify({ error: 'rate_limited', code: 'rate_limited', message: limitMessage(r), retry_after_ms: ms }), { 'Retry-After': retryAfterSeconds(ms) });
+    const body = rateLimitedBody(r.retryAfterMs, limitMessage(r));
+    sendJsonText(res, 429, JSON.stringify(body), { 'Retry-After': retryAfterSeconds(body.retry_after_ms!) });
   }
   return false;
 }

@@ -66,7 +66,11 @@ export function retryAfterSeconds(ms: number): string {
  * ErrorBody shape, with Retry-After in whole seconds (at least 1) and retry_after_ms.
  */
 export function sendRateLimited(res: Response, retryAfterMs: number, message: string): void {
-  const ms = Math.max(1, Math.ceil(retryAfterMs));
-  const body: ErrorBody = { error: 'rate_limited', code: 'rate_limited', message, retry_after_ms: ms };
-  res.status(429).set('Retry-After', retryAfterSeconds(ms)).json(body);
+  const body = rateLimitedBody(retryAfterMs, message);
+  res.status(429).set('Retry-After', retryAfterSeconds(body.retry_after_ms!)).json(body);
+}
+
+/** The 429 `rate_limited` ErrorBody of a wait of `retryAfterMs` (rounded up to a whole ms, at least 1). */
+export function rateLimitedBody(retryAfterMs: number, message: string): ErrorBody {
+  return { error: 'rate_limited', code: 'rate_limited', message, retry_after_ms: Math.max(1, Math.ceil(retryAfterMs)) };
 }
