@@ -1,0 +1,58 @@
+/**
+ * The session settings InterLock pins on every connection it opens to a PostgreSQL source
+ * (issue 22 "pinned session settings", issue 23 "host independence").
+ *
+ * Two families, one list:
+ * - lexer settings: what the SQL analyser (libpg-query, which always lexes as the defaults below)
+ *   assumes about how the server reads a statement's text; a difference is a bypass;
+ * - output settings: what the value mapping (spec/value-mapping-v1.json) assumes about PostgreSQL's
+ *   text output; a difference is a wrong value.
+ *
+ * Each is sent in the startup packet (`options=-c name=value`) and, for those the server reports in
+ * ParameterStatus (GUC_REPORT), verified after connect: a server that reports another value makes the
+ * source `unavailable` with an operator-visible cause.
+ *
+ * This module is the single source of truth: connection code, the analyser's assumptions and the
+ * value decoder all import from here.
+ */
+
+/** One pinned setting. `reported` is true when PostgreSQL sends it in ParameterStatus (GUC_REPORT). */
+export interface PinnedSetting {
+  /** The GUC name as PostgreSQL spells it in ParameterStatus (case matters for DateStyle etc.). */
+  readonly name: string;
+  /** The value sent in the startup packet. */
+  readonly value: string;
+  /** The value the server reports back in ParameterStatus when the pin held. */
+  readonly expected: string;
+  /** Whether PostgreSQL reports this setting in ParameterStatus (so it can be verified without a query). */
+  readonly reported: boolean;
+  /** `lexer`: the analyser depends on it; `output`: the value mapping depends on it. */
+  readonly family: 'lexer' | 'output';
+  /** Why InterLock pins it (shown in docs/operators.md). */
+  readonly why: string;
+}
+
+/** The pinned settings, in the order they are sent. */
+export const PINNED_SESSION_SETTINGS: readonly PinnedSetting[] = [
+  { name: 'standard_conforming_strings', value: 'on', expected: 'on', reported: true, family: 'lexer',
+    why: "the analyser lexes '…' literals with backslashes as ordinary characters; off makes the server read \\' as an escaped quote, so text the analyser sees as a constant would run as SQL" },
+  { name: 'backslash_quote', value: 'safe_encoding', expected: 'safe_encoding', reported: false, family: 'lexer',
+    why: "with standard_conforming_strings on, \\' is never an escape; safe_encoding refuses it in client encodings where a backslash can end a multibyte character" },
+  { name: 'client_encoding', value: 'UTF8', expected: 'UTF8', reported: true, family: 'lexer',
+    why: 'statements and results travel as UTF-8; another encoding changes how bytes become characters on both sides' },
+  { name: 'DateStyle', value: 'ISO, YMD', expected: 'ISO, YMD', reported: true, family: 'output',
+    why: 'dates and timestamps are returned as PostgreSQL writes them in ISO 8601 form' },
+  { name: 'IntervalStyle', value: 'postgres', expected: 'postgres', reported: true, family: 'output',
+    why: "intervals are returned in PostgreSQL's default text form" },
+  { name: 'TimeZone', value: 'UTC', expected: 'UTC', reported: true, family: 'output',
+    why: 'timestamptz values are written with an explicit +00 offset, whatever the server or gateway host zone' },
+  { name: 'extra_float_digits', value: '1', expected: '1', reported: false, family: 'output',
+    why: 'float4/float8 are written as the shortest text that reads back exactly (PostgreSQL 12+)' },
+  { name: 'bytea_output', value: 'hex', expected: 'hex', reported: false, family: 'output',
+    why: 'bytea is returned as PostgreSQL hex text (\\x…)' },
+] as const;
+
+/** The `-c name=value` startup options for every pinned setting (values with spaces escaped as PostgreSQL's options parser wants). */
+export function pinnedStartupOptions(): string {
+  return PINNED_SESSION_SETTINGS.map((s) => `-c ${s.name}=${s.value.replace(/\\/g, '\\\\').replace(/ /g, '\\ ')}`).join(' ');
+}
