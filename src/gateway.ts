@@ -10,7 +10,7 @@ import { getKeyPepper, listenControlChanges, type ControlDb, type ControlListene
 import { DEFAULT_CONFIG, type ResolvedGatewayConfig } from './control/config';
 import type { ClientLimitSettings } from './transport/client-limits';
 import { DbIdentityResolver } from './control/keys';
-import { GroupCommitAuditSink, openAuditPool } from './control/audit';
+import { GroupCommitAuditSink, openAuditPool } from './audit/writer';
 import { DbGovernanceStore } from './governance/db-store';
 import { initSqlParser } from './sql/analyze';
 import { SourceConnectorRegistry } from './sources/registry';

@@ -5,7 +5,7 @@
  */
 import type { Command } from 'commander';
 import type { ControlDb } from '../control/db';
-import { archiveAuditPartitions, verifyAuditChain } from '../control/audit-chain';
+import { archiveAuditPartitions, verifyAuditChain } from '../audit/chain';
 import { ValidationError } from '../control/errors';
 import { table } from './output';
 

@@ -17,7 +17,7 @@ import { defaultOriginPolicy, type OriginPolicy } from './http-headers';
 import { InflightRegistry, type DispatchDeps } from '../protocol/dispatch';
 import { ToolRegistry } from '../tools/registry';
 import type { IdentityResolver, ToolBinding } from '../tools/types';
-import { MemoryAuditSink, type AuditSink } from '../pipeline/audit-types';
+import { MemoryAuditSink, type AuditSink } from '../audit/types';
 import { createLogger } from '../observability/logger';
 import { errorBodyHandler, healthz, hostOriginGuard, MCP_PATH, unknownRoute } from './http-guard';
 import { bodyReservation, clientAddressKey, ClientLimits, limitMessage, type ClientLimitSettings } from './client-limits';

@@ -10,7 +10,7 @@
  *   the first batch that does not match. Format 1 (SHA-256 over the previous batch's hash, the batch
  *   id and its events' canonical texts) is recomputed in the database with the functions that sealed
  *   it; format 2 (migration 20261201800000000) here, from the stored rows, with the functions the
- *   gateway sealed it with (audit-event-text.ts).
+ *   gateway sealed it with (event-text.ts).
  *
  * What it proves, and what not, is written in docs/operators.md ("Audit trail").
  */
@@ -19,9 +19,9 @@ import { createReadStream, createWriteStream, existsSync, promises as fsp } from
 import { createInterface } from 'node:readline';
 import { createGunzip, createGzip } from 'node:zlib';
 import type pg from 'pg';
-import type { ControlDb } from './db';
-import { ControlError, ValidationError } from './errors';
-import { batchHashV2, eventsText, rowFromStored, type StoredEventV2 } from './audit-event-text';
+import type { ControlDb } from '../control/db';
+import { ControlError, ValidationError } from '../control/errors';
+import { batchHashV2, eventsText, rowFromStored, type StoredEventV2 } from './event-text';
 
 /** One archived partition. Times are ISO-8601 UTC. */
 export interface ArchivedPartition {
@@ -303,7 +303,7 @@ function recomputeV2(b: BatchCheck, rows: StoredV2Row[]): Buffer | null {
  * (its events are loaded into a temporary table, and its SHA-256 must be one audit_archives
  * recorded, and a batch committed within the span of the file's events must have its events in it),
  * else skipped and counted. Format-1 batches are recomputed in the database, format-2
- * batches here (audit-event-text.ts). Memory is bounded by pages of at most 1,000 batches and about
+ * batches here (event-text.ts). Memory is bounded by pages of at most 1,000 batches and about
  * 20,000 events. Throws ValidationError for an unreadable archive file.
  */
 export async function verifyAuditChain(db: ControlDb, opts: { since?: Date; archiveFile?: string } = {}): Promise<VerifyReport> {
