@@ -27,7 +27,7 @@ import { approvalStatusHandler } from './tools/handlers/approval-status';
 import { approvalLookup } from './approvals/status';
 import { mountConsole } from './console/routes';
 import { startWebhookDispatcher } from './approvals/webhooks';
-import { documentsConnectorRequest } from './discovery/request';
+import { documentsConnectorRequest } from './tools/handlers/documents-request';
 import { postgresRateLimiter, type RateLimitSettings } from './pipeline/05-rate-limit';
 import { CACHE_CHANNEL, ResultCache } from './pipeline/cache';
 import { AnalysisCache } from './pipeline/analysis-cache';

@@ -5,7 +5,8 @@
  */
 import type { SqlAnalysis } from '../sql/analyze';
 import type { GovernanceStore, SourceRecord } from '../governance/store';
-import type { Identity, ToolOutcome } from '../tools/types';
+import type { Identity } from '../control/identities';
+import type { ToolOutcome } from './types';
 import type { AuditHooks } from '../audit/types';
 
 /**
