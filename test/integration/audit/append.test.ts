@@ -7,7 +7,7 @@
  */
 import pg from 'pg';
 import { appendAuditRows, toolCallRow } from '../../../src/audit/writer';
-import { verifyAuditChain } from '../../../src/audit/chain';
+import { verifyAuditChain } from '../../../src/audit/verify';
 import { holdChainLock, toolCallEvent } from '../../helpers/audit-events';
 import { freshControlDb, type TestControlDb } from '../control/control-db';
 

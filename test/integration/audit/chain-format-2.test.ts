@@ -13,7 +13,7 @@ import { ADMIN_URL, createTempDatabase } from '../../helpers/pg';
 import { BASE_AUDIT_ROW, tamperAsSuperuser } from '../../helpers/audit-events';
 import { freshControlDb, type TestControlDb } from '../control/control-db';
 import { appendAuditRows, type AuditRowInput } from '../../../src/audit/writer';
-import { verifyAuditChain } from '../../../src/audit/chain';
+import { verifyAuditChain } from '../../../src/audit/verify';
 import { normalizeAuditRow, plainDecimal } from '../../../src/audit/event-text';
 import { MIGRATIONS_DIR, MIGRATIONS_TABLE, migrationNames, runMigrations } from '../../../src/control/db';
 

@@ -5,7 +5,7 @@ import { ADMIN_URL } from '../../helpers/pg';
 import { freshControlDb, type TestControlDb } from '../control/control-db';
 import { grantRuntimeRole } from '../../../src/control/db';
 import { appendAuditRows, DbAuditSink, recordApprovalEvent, searchAudit, tailAudit, toolCallRow } from '../../../src/audit/writer';
-import { verifyAuditChain } from '../../../src/audit/chain';
+import { verifyAuditChain } from '../../../src/audit/verify';
 import type { ToolCallAuditEvent } from '../../../src/audit/types';
 
 let t: TestControlDb;

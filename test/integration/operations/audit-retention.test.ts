@@ -15,7 +15,7 @@ import { toolCallEvent } from '../../helpers/audit-events';
 import { freshControlDb, type TestControlDb } from '../control/control-db';
 import { DbAuditSink, recordApprovalEvent } from '../../../src/audit/writer';
 import { grantRuntimeRole, openControlDb } from '../../../src/control/db';
-import { archiveAuditPartitions } from '../../../src/audit/chain';
+import { archiveAuditPartitions } from '../../../src/audit/archive';
 
 const BIN = join(__dirname, '..', '..', '..', 'bin', 'interlock.js');
 
