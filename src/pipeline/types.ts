@@ -1,9 +1,9 @@
 /**
  * What every step of the pipeline shares with the tools and the protocol above it (contract: "Tool
  * results for refusals and queued writes"; issue 25, item 3): the ToolOutcome a step or handler
- * returns, its MCP ContentBlocks, the per-call ToolCallContext, the ToolHandler signature, and the catalogue defaults that
- * steps apply (TOOL_DEFAULTS, from generated/tool-catalogue.json). Defined here, below the tools,
- * so that no step imports a higher layer; src/tools/types.ts re-exports them.
+ * returns, its MCP ContentBlocks, the per-call ToolCallContext, the ToolHandler signature, and the
+ * catalogue defaults that steps apply (TOOL_DEFAULTS, from generated/tool-catalogue.json). Defined
+ * here, below the tools, so that no step imports a higher layer; src/tools/types.ts re-exports them.
  */
 import catalogue from '../../generated/tool-catalogue.json';
 import type { Identity } from '../control/identities';
