@@ -11,7 +11,7 @@ import pg from 'pg';
 import { runMigrations } from '../src/control/db';
 import { createTempDatabase } from '../test/helpers/pg';
 import { procCpuMs } from './lib/cpu';
-import { appendAuditRows, type AuditRowInput } from '../src/control/audit';
+import { appendAuditRows, type AuditRowInput } from '../src/audit/writer';
 const row = { kind: 'tool_call', time: new Date().toISOString(), request_id: 'req_x', identity_id: 'idn_0123456789abcdef0123', key_id: 'key_0123456789abcdef0123', tool: 'interlock_query', canonical_tool: 'interlock_query', dialect: '2025-11-25', protocol_version: '2025-11-25', decision: 'allowed', reason_code: null, source_id: 'chinook', action: 'read', fingerprint: '5f1c0a3b9d2e7f64', relations: ['public.track'], row_count: 1, duration_ms: 1.234, approval_id: null, operator: null, details: { cached: false } } as AuditRowInput;
 async function main() {
   const db = await createTempDatabase('bench_fixed');

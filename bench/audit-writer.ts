@@ -8,7 +8,7 @@
  * whatever the batch size). Run: `npx tsx bench/audit-writer.ts`.
  */
 import pg from 'pg';
-import { appendAuditRows, type AuditRowInput } from '../src/control/audit';
+import { appendAuditRows, type AuditRowInput } from '../src/audit/writer';
 import { runMigrations } from '../src/control/db';
 import { createTempDatabase } from '../test/helpers/pg';
 import { procCpuMs } from './lib/cpu';

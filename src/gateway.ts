@@ -10,7 +10,7 @@ import { getKeyPepper, listenControlChanges, type ControlDb, type ControlListene
 import { DEFAULT_CONFIG, type ResolvedGatewayConfig } from './control/config';
 import type { ClientLimitSettings } from './transport/client-limits';
 import { DbIdentityResolver } from './control/keys';
-import { GroupCommitAuditSink, openAuditPool } from './control/audit';
+import { GroupCommitAuditSink, openAuditPool } from './audit/writer';
 import { DbGovernanceStore } from './governance/db-store';
 import { initSqlParser } from './sql/analyze';
 import { SourceConnectorRegistry } from './sources/registry';
@@ -27,7 +27,7 @@ import { approvalStatusHandler } from './tools/handlers/approval-status';
 import { approvalLookup } from './approvals/status';
 import { mountConsole } from './console/routes';
 import { startWebhookDispatcher } from './approvals/webhooks';
-import { documentsConnectorRequest } from './discovery/request';
+import { documentsConnectorRequest } from './tools/handlers/documents-request';
 import { postgresRateLimiter, type RateLimitSettings } from './pipeline/05-rate-limit';
 import { CACHE_CHANNEL, ResultCache } from './pipeline/cache';
 import { AnalysisCache } from './pipeline/analysis-cache';

@@ -5,6 +5,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
+import { createLogger } from './observability/logger';
 import { createGatewayApp, type GatewayApp, type GatewayAppOptions } from './transport/app';
 
 /** A listening gateway. `url` is the MCP endpoint, e.g. http://127.0.0.1:8787/mcp. */
@@ -47,7 +48,7 @@ export function serverTimeouts(opts: ListenOptions): { requestTimeout: number; h
 
 /** Listens on host:port (port 0 picks a free port), with the request timeouts of `opts`. Rejects when the port cannot be bound. */
 export async function listenGateway(opts: GatewayAppOptions & ListenOptions): Promise<RunningGateway> {
-  const gateway = createGatewayApp(opts);
+  const gateway = createGatewayApp({ ...opts, logger: opts.logger ?? createLogger() });
   const host = opts.host ?? '127.0.0.1';
   const server: Server = await new Promise((resolve, reject) => {
     // The gateway's own listener: /mcp goes straight to the MCP handler, the rest to Express (issue 13).

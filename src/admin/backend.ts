@@ -22,7 +22,7 @@ import { getRole, listRoles, upsertRole, type SourceRoleRecord } from '../contro
 import { grantRole, listGrants, revokeGrant, type GrantRecord } from '../control/grants';
 import { addPolicies, getPolicy, listPolicies, removePolicy, type PolicyRecord } from '../control/policies';
 import { listApprovals, requireApproval, sweepExpiredApprovals, type ApprovalFailureCause, type ApprovalRecord, type ApprovalState } from '../control/approvals';
-import { searchAudit, tailAudit, type AuditKind, type AuditPage, type AuditRecord } from '../control/audit';
+import { searchAudit, tailAudit, type AuditKind, type AuditPage, type AuditRecord } from '../audit/writer';
 import type { SourceConnectorRegistry } from '../sources/registry';
 
 /** Catalog summary of a source (null when never scanned). */

@@ -13,7 +13,7 @@ import type { SourceRoleRecord } from '../control/roles';
 import type { GrantRecord } from '../control/grants';
 import type { PolicyRecord } from '../control/policies';
 import type { ApprovalRecord } from '../control/approvals';
-import type { AuditPage, AuditRecord } from '../control/audit';
+import type { AuditPage, AuditRecord } from '../audit/writer';
 import type { ApprovalDecision, CreatedKeyView, OperatorBackend, SourceView } from './backend';
 import { ADMIN_PREFIX } from './routes';
 

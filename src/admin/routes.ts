@@ -20,7 +20,7 @@ import type { Logger } from 'pino';
 import type { ControlDb } from '../control/db';
 import { ControlError } from '../control/errors';
 import { APPROVAL_STATES, type ApprovalState } from '../control/approvals';
-import type { AuditKind } from '../control/audit';
+import type { AuditKind } from '../audit/writer';
 import type { DispatchDeps } from '../protocol/dispatch';
 import { bearerToken } from '../pipeline/01-identity';
 import type { SourceConnectorRegistry } from '../sources/registry';

@@ -11,7 +11,7 @@ import type { Logger } from 'pino';
 import type { ControlDb } from '../control/db';
 import { requireApproval, transitionApproval, type ApprovalFailureCause, type ApprovalRecord } from '../control/approvals';
 import { failureCause, failureCode, recheckCause } from './causes';
-import { recordApprovalEvent } from '../control/audit';
+import { recordApprovalEvent } from '../audit/writer';
 import { ControlError } from '../control/errors';
 import { getIdentity } from '../control/identities';
 import { DbGovernanceStore } from '../governance/db-store';

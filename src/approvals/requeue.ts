@@ -7,7 +7,7 @@
  */
 import { withTransaction, type ControlDb } from '../control/db';
 import { createApproval, requireApproval, DEFAULT_APPROVAL_TTL_SECONDS, type ApprovalRecord } from '../control/approvals';
-import { recordApprovalEvent } from '../control/audit';
+import { recordApprovalEvent } from '../audit/writer';
 import { ControlError } from '../control/errors';
 
 /**

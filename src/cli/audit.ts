@@ -5,7 +5,8 @@
  */
 import type { Command } from 'commander';
 import type { ControlDb } from '../control/db';
-import { archiveAuditPartitions, verifyAuditChain } from '../control/audit-chain';
+import { archiveAuditPartitions } from '../audit/archive';
+import { verifyAuditChain } from '../audit/verify';
 import { ValidationError } from '../control/errors';
 import { table } from './output';
 

@@ -28,7 +28,7 @@ import { issueDemoKey, provisionDemoSetup } from '../demo/provision';
 import pg from 'pg';
 import { ControlError, ValidationError } from '../control/errors';
 import type { SourceDefinition } from '../control/sources';
-import type { AuditKind, AuditRecord } from '../control/audit';
+import type { AuditKind, AuditRecord } from '../audit/writer';
 import { registerAuditChainCommands } from './audit';
 import type { GovernedGatewayOptions, GovernedGateway } from '../gateway';
 import { json, processIo, shortTime, table, type CliIo } from './output';

@@ -25,7 +25,7 @@ import type { Logger } from 'pino';
 import { getKeyPepper, type ControlDb } from '../control/db';
 import { ControlError } from '../control/errors';
 import { APPROVAL_STATES, type ApprovalRecord, type ApprovalState } from '../control/approvals';
-import { searchAudit } from '../control/audit';
+import { searchAudit } from '../audit/writer';
 import { getSource } from '../control/sources';
 import { directBackend } from '../admin/backend';
 import { resolveOperatorToken } from '../admin/tokens';

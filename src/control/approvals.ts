@@ -10,8 +10,8 @@
 import type pg from 'pg';
 import { withTransaction, type ControlDb } from './db';
 import { NotFoundError, ValidationError } from './errors';
-import { appendAuditRows, approvalRow, recordApprovalEvent, toolCallRow } from './audit';
-import type { ToolCallAuditEvent } from '../pipeline/audit-types';
+import { appendAuditRows, approvalRow, recordApprovalEvent, toolCallRow } from '../audit/writer';
+import type { ToolCallAuditEvent } from '../audit/types';
 import { iso, newApprovalId } from './ids';
 
 /** Every approval state. */

@@ -9,6 +9,31 @@ import { isUniqueViolation } from './db';
 import { ConflictError, NotFoundError, ValidationError } from './errors';
 import { iso, newIdentityId } from './ids';
 
+/** An authenticated agent identity (contract: Governance, identity resolution). */
+export interface Identity {
+  /** Stable identity id (control database primary key, or a configured id). */
+  id: string;
+  /** Human-readable name, e.g. "demo-agent". */
+  name: string;
+  /** Id of the API key that authenticated this call (never the key itself). */
+  keyId: string;
+}
+
+/**
+ * Resolves a presented Bearer API key to an identity. Returns null for an unknown, revoked or
+ * expired key or a disabled identity. Must not throw for bad keys; throws only on infrastructure
+ * failure (which the caller maps to the opaque tool execution failure).
+ */
+export interface IdentityResolver {
+  resolve(apiKey: string): Promise<Identity | null>;
+  /**
+   * Optional, synchronous: true when `apiKey` can never resolve, judged by its form alone (e.g. it
+   * does not match the API key format). Such a token is charged to the keyless budget before the
+   * body is read, like no token at all (client-limits.ts keylessGate; red-team F4).
+   */
+  rejectsByFormat?(apiKey: string): boolean;
+}
+
 /** Pattern of identity names, e.g. "demo-agent", "etl.bot", "ana@example.com". */
 export const IDENTITY_NAME_PATTERN = /^[a-z0-9][a-z0-9_.@-]{0,127}$/;
 

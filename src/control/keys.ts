@@ -8,7 +8,7 @@
  */
 import crypto from 'node:crypto';
 import type { Logger } from 'pino';
-import type { Identity, IdentityResolver } from '../tools/types';
+import type { Identity, IdentityResolver } from './identities';
 import { getKeyPepper, isUniqueViolation, type ControlDb } from './db';
 import { ConflictError, NotFoundError, ValidationError } from './errors';
 import { iso, newKeyId } from './ids';

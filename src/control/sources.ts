@@ -7,7 +7,7 @@ import type { ConnectionOptions } from 'node:tls';
 import { validateSourceDefinition, validateSourceDefinitionDocumentsSettings, validateSourceDefinitionPostgresSettings } from '../../generated/validators';
 import type { DocumentsSourceSettings, PostgresSourceSettings, SourceDefinition } from '../../generated/source-v1';
 import { isUniqueViolation, withTransaction, type ControlDb } from './db';
-import { recordApprovalEvent, recordConfigEvent } from './audit';
+import { recordApprovalEvent, recordConfigEvent } from '../audit/writer';
 import { ConflictError, formatSchemaErrors, NotFoundError, ValidationError } from './errors';
 import { iso } from './ids';
 

@@ -9,7 +9,7 @@
 import type pg from 'pg';
 import { withTransaction, type ControlDb } from '../control/db';
 import { ConflictError, ValidationError } from '../control/errors';
-import { recordConfigEvent } from '../control/audit';
+import { recordConfigEvent } from '../audit/writer';
 import { canonicalJson, removeSourceIn } from '../control/sources';
 import { newIdentityId } from '../control/ids';
 import { scanSource } from '../control/scan';

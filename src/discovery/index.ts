@@ -10,6 +10,5 @@ export { readDocumentTables, fieldColumns, DocumentTableError } from './tables';
 export { decideRelations, loadLineage, type FieldState, type RelationAccess, type RelationLineage } from './fields';
 export { buildScope, resolveScope, mayAct, visibilitySql, type DiscoveryScope } from './access';
 export { searchAssets, relatedAssets, getDocument, assetVisible, type DiscoverFilters, type SearchOptions } from './search';
-export { documentsConnectorRequest, type ConnectorRequestDeps, type ConnectorRequestHook } from './request';
 export { provisionHandbook, HANDBOOK_PATH, HANDBOOK_ROLE, type ProvisionHandbookOptions } from './handbook';
 export { benchDiscovery, generateDocuments, indexGeneratedCorpus, timeSearches, benchScope, benchQueries, summarise, type DiscoveryBenchReport, type LatencySummary } from './bench';

@@ -12,7 +12,7 @@ import { activePolicies } from '../control/policies';
 import { loadCatalog } from '../control/catalog';
 import { queueApproval } from '../control/approvals';
 import type { SourceCatalog } from '../sql/catalog-types';
-import type { ToolCallAuditEvent } from '../pipeline/audit-types';
+import type { ToolCallAuditEvent } from '../audit/types';
 import type { RoleGrant } from './evaluator';
 import type { GovernanceStore, NewApproval, SourceRecord } from './store';
 

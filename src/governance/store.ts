@@ -6,7 +6,7 @@
 import type { Policy } from '../../generated/policy-v1';
 import type { SourceCatalog } from '../sql/catalog-types';
 import type { RoleGrant } from './evaluator';
-import type { ToolCallAuditEvent } from '../pipeline/audit-types';
+import type { ToolCallAuditEvent } from '../audit/types';
 
 /** A registered source as the pipeline needs it. `settings` is connector-specific (postgres: PostgresSourceSettings). */
 export interface SourceRecord {

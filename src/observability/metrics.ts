@@ -9,7 +9,7 @@ import type { Logger } from 'pino';
 import { errorBodyHandler, healthz, hostOriginGuard, unknownRoute } from '../transport/http-guard';
 import type { OriginPolicy } from '../transport/http-headers';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { ToolCallAuditEvent } from '../pipeline/audit-types';
+import type { ToolCallAuditEvent } from '../audit/types';
 import { closedLabel, dialectLabel, methodLabel, reasonLabel, statusLabel } from './labels';
 
 /** What the operations endpoints read at scrape time. */

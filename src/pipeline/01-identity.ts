@@ -3,7 +3,8 @@
  * Bearer API key to an identity. Runs before argument validation, so an unauthenticated caller
  * learns nothing beyond "unauthorized".
  */
-import type { IdentityResolver, ToolCallContext, ToolOutcome } from '../tools/types';
+import type { IdentityResolver } from '../control/identities';
+import type { ToolCallContext, ToolOutcome } from './types';
 
 /** Extracts the token from an Authorization header value ("Bearer <token>", scheme case-insensitive), or null. */
 export function bearerToken(header: string | undefined): string | null {

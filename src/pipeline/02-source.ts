@@ -5,7 +5,7 @@
  */
 import type { AccessEvaluator } from '../governance/evaluator';
 import type { GovernanceStore, SourceRecord } from '../governance/store';
-import type { ToolOutcome } from '../tools/types';
+import type { ToolOutcome } from './types';
 
 /** Resolves `sourceId` for the caller; returns the record or the refusal. */
 export async function sourceStep(store: GovernanceStore, evaluator: AccessEvaluator, sourceId: string): Promise<{ ok: true; source: SourceRecord } | { ok: false; outcome: ToolOutcome }> {

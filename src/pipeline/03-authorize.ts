@@ -7,7 +7,7 @@
 import type { SqlAnalysis } from '../sql/analyze';
 import type { SourceCatalog } from '../sql/catalog-types';
 import type { AccessEvaluator, Action } from '../governance/evaluator';
-import type { ToolOutcome } from '../tools/types';
+import type { ToolOutcome } from './types';
 
 type OkAnalysis = Extract<SqlAnalysis, { ok: true }>;
 

@@ -10,7 +10,7 @@ import type { SqlAnalysis } from '../sql/analyze';
 import { planRedaction, type MaskRule, type RedactionPlan } from '../sql/redaction';
 import type { SourceCatalog } from '../sql/catalog-types';
 import { evaluatePolicies, maskFor, unprovableMaskMethod, type PolicySubject } from '../governance/policies';
-import type { ToolOutcome } from '../tools/types';
+import type { ToolOutcome } from './types';
 import { catalogColumns } from './03-authorize';
 
 type OkAnalysis = Extract<SqlAnalysis, { ok: true }>;

@@ -7,7 +7,7 @@
 import { RateLimiterMemory, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
 import type { Pool } from 'pg';
 import { PostgresRateBlockStore, type RateBlockStore } from '../control/rate-store';
-import type { ToolCallContext, ToolOutcome } from '../tools/types';
+import type { ToolCallContext, ToolOutcome } from './types';
 
 /** Points per window for one key kind. */
 export interface RateLimitSettings {

@@ -5,8 +5,9 @@
  */
 import type { SqlAnalysis } from '../sql/analyze';
 import type { GovernanceStore, SourceRecord } from '../governance/store';
-import type { Identity, ToolOutcome } from '../tools/types';
-import type { AuditHooks } from './audit-types';
+import type { Identity } from '../control/identities';
+import type { ToolOutcome } from './types';
+import type { AuditHooks } from '../audit/types';
 
 /**
  * Queues the write and returns the queued outcome. With `audit` (the dispatcher's hooks) and

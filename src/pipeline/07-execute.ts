@@ -7,7 +7,7 @@
  * source busy, concurrency cap, result too large) or to the opaque failure.
  */
 import type { SourceRecord } from '../governance/store';
-import type { ToolOutcome } from '../tools/types';
+import type { ToolOutcome } from './types';
 
 /** A read as the connector returns it: columns in order, and the rows as arrays. */
 export interface ReadRows {

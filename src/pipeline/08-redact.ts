@@ -10,7 +10,7 @@
  */
 import type { SqlAnalysis } from '../sql/analyze';
 import { applyMask, hashTokenFromDigest } from '../sql/redaction';
-import type { ToolOutcome } from '../tools/types';
+import type { ToolOutcome } from './types';
 import type { PolicyRestrictions } from './04-policy';
 import type { ReadRows } from './07-execute';
 

@@ -18,7 +18,7 @@ import type { Policy } from '../../generated/policy-v1';
 import type { SqlAnalysis } from '../sql/analyze';
 import type { SourceCatalog } from '../sql/catalog-types';
 import { AccessEvaluator, type RoleGrant } from '../governance/evaluator';
-import type { ToolOutcome } from '../tools/types';
+import type { ToolOutcome } from './types';
 import type { PolicyRestrictions } from './04-policy';
 
 /** Steps 3's cached outcome for one statement, catalog and set of grants. */

@@ -3,7 +3,7 @@
  * dispatcher releases a tool call's answer only after `commitAuditEvent` says its event committed.
  */
 import type { Logger } from 'pino';
-import type { AuditSink, ToolCallAuditEvent } from '../pipeline/audit-types';
+import type { AuditSink, ToolCallAuditEvent } from '../audit/types';
 
 /**
  * Records `event` through `sink` and resolves true once it has committed, false when the sink

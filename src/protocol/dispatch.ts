@@ -12,7 +12,7 @@ import { errorResponse, resultResponse, type JsonRpcId } from '../transport/json
 import type { IdentityResolver, ToolCallContext, ToolOutcome } from '../tools/types';
 import type { ToolRegistry } from '../tools/registry';
 import { identityStep } from '../pipeline/01-identity';
-import type { AuditDecision, AuditHooks, AuditSink, ToolCallAuditEvent } from '../pipeline/audit-types';
+import type { AuditDecision, AuditHooks, AuditSink, ToolCallAuditEvent } from '../audit/types';
 import { discoverResult, initializeResult, toolsListResult } from './envelopes';
 import { renderOutcome } from './tool-results';
 import { refusalInfo } from '../errors/vocabulary';

@@ -79,4 +79,4 @@ export function interlockToolBindings(handlers: ToolHandlers): ToolBinding[] {
 }
 
 /** Default values of optional arguments (spec/mcp-tools-v1.json `defaults`). */
-export const TOOL_DEFAULTS = catalogue.defaults as { max_rows: number; discover_limit: number; related_limit: number };
+export { TOOL_DEFAULTS } from '../pipeline/types';

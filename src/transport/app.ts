@@ -17,8 +17,7 @@ import { defaultOriginPolicy, type OriginPolicy } from './http-headers';
 import { InflightRegistry, type DispatchDeps } from '../protocol/dispatch';
 import { ToolRegistry } from '../tools/registry';
 import type { IdentityResolver, ToolBinding } from '../tools/types';
-import { MemoryAuditSink, type AuditSink } from '../pipeline/audit-types';
-import { createLogger } from '../observability/logger';
+import { MemoryAuditSink, type AuditSink } from '../audit/types';
 import { errorBodyHandler, healthz, hostOriginGuard, MCP_PATH, unknownRoute } from './http-guard';
 import { bodyReservation, clientAddressKey, ClientLimits, limitMessage, type ClientLimitSettings } from './client-limits';
 import { MCP_QUERY_PREFIX, mcpHandler, sendMcpLimited, sendMcpRequestError } from './mcp-endpoint';
@@ -37,6 +36,7 @@ export interface GatewayAppOptions {
   audit?: AuditSink;
   /** Host/Origin guard (default: loopback host names, no extra origins). */
   originPolicy?: OriginPolicy;
+  /** Operational logger; `listenGateway` (src/server.ts) creates the default one (src/observability/logger.ts). */
   logger?: Logger;
   /** Optional `instructions` for initialize and server/discover. */
   instructions?: string;
@@ -83,9 +83,12 @@ export interface GatewayApp {
   flushAudit(): Promise<void>;
 }
 
-/** Builds the express app serving the MCP endpoint. */
-export function createGatewayApp(opts: GatewayAppOptions): GatewayApp {
-  const logger = opts.logger ?? createLogger();
+/**
+ * Builds the express app serving the MCP endpoint. The logger is passed in (the caller above
+ * transport chooses it), so transport imports no observability module (issue 25, item 3).
+ */
+export function createGatewayApp(opts: GatewayAppOptions & { logger: Logger }): GatewayApp {
+  const logger = opts.logger;
   const policy = opts.originPolicy ?? defaultOriginPolicy();
   const deps: DispatchDeps = {
     tools: new ToolRegistry(opts.tools),

@@ -18,7 +18,7 @@
  * memory and audit growth are bounded whatever the traffic.
  */
 import type { Logger } from 'pino';
-import type { AuditSink, ToolCallAuditEvent } from '../pipeline/audit-types';
+import type { AuditSink, ToolCallAuditEvent } from '../audit/types';
 
 /** One keyless refusal to count. */
 export interface KeylessRefusal {

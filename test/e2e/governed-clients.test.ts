@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { startGovernedEnv, type GovernedEnv } from '../helpers/governed';
 import { connectSdkV1, connectSdkV2, type ConnectedClient, type CallOutcome } from '../helpers/clients';
-import { searchAudit } from '../../src/control/audit';
+import { searchAudit } from '../../src/audit/writer';
 
 const run = promisify(execFile);
 const BIN = join(__dirname, '..', '..', 'bin', 'interlock.js');

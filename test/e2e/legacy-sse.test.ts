@@ -11,7 +11,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
 import { startGovernedEnv, type GovernedEnv } from '../helpers/governed';
 import { INTERLOCK_TOOL_NAMES } from '../helpers/clients';
-import { searchAudit } from '../../src/control/audit';
+import { searchAudit } from '../../src/audit/writer';
 import { DEPRECATION_HEADERS } from '../../src/http/deprecation';
 import { covered, operations, validateComponent, validateResponse } from '../integration/http/openapi';
 

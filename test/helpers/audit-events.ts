@@ -1,7 +1,7 @@
 /** Audit events for tests. */
 import type pg from 'pg';
-import type { AuditRowInput } from '../../src/control/audit';
-import type { ToolCallAuditEvent } from '../../src/pipeline/audit-types';
+import type { AuditRowInput } from '../../src/audit/writer';
+import type { ToolCallAuditEvent } from '../../src/audit/types';
 
 /** A tool-call audit event for tests: an allowed interlock_query read of chinook (1 row) with `details` merged in. */
 export function toolCallEvent(requestId: string, details: Record<string, unknown> = {}): ToolCallAuditEvent {

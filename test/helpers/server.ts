@@ -7,7 +7,7 @@ import { listenGateway, type RunningGateway } from '../../src/server';
 import { interlockToolBindings } from '../../src/tools/registry';
 import { StaticIdentityResolver } from '../../src/pipeline/01-identity';
 import { listSourcesHandler, StaticSourceDirectory } from '../../src/tools/handlers/list-sources';
-import { MemoryAuditSink } from '../../src/pipeline/audit-types';
+import { MemoryAuditSink } from '../../src/audit/types';
 import { createLogger } from '../../src/observability/logger';
 import type { ToolBinding } from '../../src/tools/types';
 

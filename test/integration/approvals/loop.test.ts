@@ -8,7 +8,7 @@ import { approveAndExecute, rejectApproval } from '../../../src/approvals/execut
 import { createIdentity } from '../../../src/control/identities';
 import { createApiKey } from '../../../src/control/keys';
 import { getApproval } from '../../../src/control/approvals';
-import { searchAudit } from '../../../src/control/audit';
+import { searchAudit } from '../../../src/audit/writer';
 import { createOperatorToken } from '../../../src/admin/tokens';
 
 let env: GovernedEnv;

@@ -10,7 +10,7 @@ import { freshControlDb, type TestControlDb } from '../control/control-db';
 import { createIdentity } from '../../../src/control/identities';
 import { addSource } from '../../../src/control/sources';
 import { createApproval } from '../../../src/control/approvals';
-import { appendAuditRows, approvalRow } from '../../../src/control/audit';
+import { appendAuditRows, approvalRow } from '../../../src/audit/writer';
 import { startWebhookDispatcher, type WebhookDispatcher } from '../../../src/approvals/webhooks';
 import { BASE_AUDIT_ROW } from '../../helpers/audit-events';
 

@@ -3,7 +3,7 @@ import { freshControlDb, type TestControlDb } from './control-db';
 import { createIdentity } from '../../../src/control/identities';
 import { addSource } from '../../../src/control/sources';
 import { createApproval, expireApprovals, getApproval, listApprovals, sweepExpiredApprovals, transitionApproval, type NewApproval } from '../../../src/control/approvals';
-import { searchAudit } from '../../../src/control/audit';
+import { searchAudit } from '../../../src/audit/writer';
 import { openControlDb, type ControlDb } from '../../../src/control/db';
 
 let t: TestControlDb;

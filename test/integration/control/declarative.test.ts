@@ -18,7 +18,7 @@ import { grantRole, listGrants } from '../../../src/control/grants';
 import { addPolicies, listPolicies } from '../../../src/control/policies';
 import { listRoles } from '../../../src/control/roles';
 import { createApproval, getApproval } from '../../../src/control/approvals';
-import { searchAudit } from '../../../src/control/audit';
+import { searchAudit } from '../../../src/audit/writer';
 import { ConflictError, ValidationError } from '../../../src/control/errors';
 
 jest.setTimeout(60_000);

@@ -9,7 +9,7 @@ import { ADMIN_URL } from '../../helpers/pg';
 import { freshControlDb, type TestControlDb } from './control-db';
 import { provisionDemo, demoFileFor, DEMO_ROLE, type ProvisionedDemo } from '../../../src/demo/provision';
 import { applyInterlockFile } from '../../../src/declarative/apply';
-import { searchAudit } from '../../../src/control/audit';
+import { searchAudit } from '../../../src/audit/writer';
 import { DbIdentityResolver } from '../../../src/control/keys';
 import { getSource } from '../../../src/control/sources';
 import { getRole } from '../../../src/control/roles';

@@ -16,7 +16,7 @@ import { ResultCache } from '../../../src/pipeline/cache';
 import { describeAccessHandler } from '../../../src/tools/handlers/describe';
 import { discoverHandler, type DiscoveryDeps } from '../../../src/tools/handlers/discover';
 import { relatedDocumentsHandler } from '../../../src/tools/handlers/related';
-import { documentsConnectorRequest } from '../../../src/discovery/request';
+import { documentsConnectorRequest } from '../../../src/tools/handlers/documents-request';
 import { indexAssets } from '../../../src/discovery/indexer';
 import type { AssetInput } from '../../../src/discovery/types';
 import type { Identity, ToolCallContext, ToolHandler, ToolOutcome } from '../../../src/tools/types';

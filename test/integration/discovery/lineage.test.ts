@@ -21,7 +21,7 @@ import { memoryRateLimiter } from '../../../src/pipeline/05-rate-limit';
 import { applyMask } from '../../../src/sql/redaction';
 import { discoverHandler } from '../../../src/tools/handlers/discover';
 import { relatedDocumentsHandler } from '../../../src/tools/handlers/related';
-import { documentsConnectorRequest } from '../../../src/discovery/request';
+import { documentsConnectorRequest } from '../../../src/tools/handlers/documents-request';
 import { indexSource } from '../../../src/discovery/indexer';
 import { resolveScope } from '../../../src/discovery/access';
 import { getDocument, searchAssets } from '../../../src/discovery/search';

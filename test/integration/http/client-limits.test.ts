@@ -8,7 +8,7 @@
  */
 import http from 'node:http';
 import { startGovernedEnv, callTool, type GovernedEnv } from '../../helpers/governed';
-import { searchAudit } from '../../../src/control/audit';
+import { searchAudit } from '../../../src/audit/writer';
 import { createIdentity } from '../../../src/control/identities';
 import { createApiKey } from '../../../src/control/keys';
 import { checkedFetch, type CheckedResponse } from './openapi';

@@ -11,7 +11,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
 import { startGovernedEnv, type GovernedEnv } from '../../helpers/governed';
 import type { ResolvedGatewayConfig } from '../../../src/control/config';
-import { searchAudit } from '../../../src/control/audit';
+import { searchAudit } from '../../../src/audit/writer';
 import { listApprovals } from '../../../src/control/approvals';
 import { checkedFetch, validateComponent, validateResponse } from './openapi';
 

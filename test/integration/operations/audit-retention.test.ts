@@ -13,9 +13,9 @@ import pg from 'pg';
 import { ADMIN_URL } from '../../helpers/pg';
 import { toolCallEvent } from '../../helpers/audit-events';
 import { freshControlDb, type TestControlDb } from '../control/control-db';
-import { DbAuditSink, recordApprovalEvent } from '../../../src/control/audit';
+import { DbAuditSink, recordApprovalEvent } from '../../../src/audit/writer';
 import { grantRuntimeRole, openControlDb } from '../../../src/control/db';
-import { archiveAuditPartitions } from '../../../src/control/audit-chain';
+import { archiveAuditPartitions } from '../../../src/audit/archive';
 
 const BIN = join(__dirname, '..', '..', '..', 'bin', 'interlock.js');
 

@@ -6,7 +6,7 @@
 import http from 'node:http';
 import pg from 'pg';
 import { startGovernedEnv, callTool, type GovernedEnv } from '../../helpers/governed';
-import { searchAudit } from '../../../src/control/audit';
+import { searchAudit } from '../../../src/audit/writer';
 import { getSource, putSource } from '../../../src/control/sources';
 
 let env: GovernedEnv;

@@ -1,7 +1,7 @@
 import { startGovernedEnv, callTool, sourceQuery as sourceQueryOn, type GovernedEnv } from '../../helpers/governed';
 import { approveAndExecute } from '../../../src/approvals/execute';
 import { listApprovals } from '../../../src/control/approvals';
-import { searchAudit } from '../../../src/control/audit';
+import { searchAudit } from '../../../src/audit/writer';
 
 let env: GovernedEnv;
 beforeAll(async () => {

@@ -8,7 +8,7 @@ import pg from 'pg';
 import pino from 'pino';
 import { Writable } from 'node:stream';
 import { startGovernedEnv, callTool, type GovernedEnv } from '../../helpers/governed';
-import { searchAudit } from '../../../src/control/audit';
+import { searchAudit } from '../../../src/audit/writer';
 
 let env: GovernedEnv;
 const logLines: string[] = [];

@@ -3,7 +3,7 @@
  * the series and values must be exactly those of one observation per call.
  */
 import { GatewayMetrics } from '../../../src/observability/metrics';
-import type { ToolCallAuditEvent } from '../../../src/pipeline/audit-types';
+import type { ToolCallAuditEvent } from '../../../src/audit/types';
 
 const sources = { ready: async () => true, circuitStates: () => ({}), pendingApprovals: async () => 0, cacheStats: () => ({ hits: 0, misses: 0, entries: 0 }) };
 

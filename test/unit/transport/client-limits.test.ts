@@ -2,7 +2,7 @@
 import { bodyReservation, ClientLimits, clientAddressKey, DEFAULT_CLIENT_LIMITS, limitMessage, SMALL_BODY_BYTES, takeToken } from '../../../src/transport/client-limits';
 import { serverTimeouts } from '../../../src/server';
 import { KeylessAuditAggregator } from '../../../src/transport/keyless-audit';
-import { MemoryAuditSink } from '../../../src/pipeline/audit-types';
+import { MemoryAuditSink } from '../../../src/audit/types';
 
 test('takeToken: a full bucket grants `points` tokens, then refuses with the time to the next token; refills continuously', () => {
   let b;

@@ -10,7 +10,7 @@ import { listenGateway, type RunningGateway } from '../../../src/server';
 import { interlockToolBindings } from '../../../src/tools/registry';
 import { StaticIdentityResolver } from '../../../src/pipeline/01-identity';
 import { listSourcesHandler, StaticSourceDirectory } from '../../../src/tools/handlers/list-sources';
-import { MemoryAuditSink } from '../../../src/pipeline/audit-types';
+import { MemoryAuditSink } from '../../../src/audit/types';
 import { createLogger } from '../../../src/observability/logger';
 
 const KEY = 'ilk_test_edge_0123456789abcdefghijklmnop';

@@ -1,5 +1,5 @@
 /**
- * Audit chain format 2 on real PostgreSQL (migration 20261201800000000, src/control/audit-event-text.ts):
+ * Audit chain format 2 on real PostgreSQL (migration 20261201800000000, src/audit/event-text.ts):
  * whatever a row holds, the text the database sealed is the text verify rebuilds from what it stored,
  * a change to any stored value of an event or batch is found, format-1 and format-2 batches verify in
  * one chain, numbers are printed by PostgreSQL as verify expects, and the migration carries the
@@ -11,10 +11,10 @@ import pg from 'pg';
 import { runner } from 'node-pg-migrate';
 import { ADMIN_URL, createTempDatabase } from '../../helpers/pg';
 import { BASE_AUDIT_ROW, tamperAsSuperuser } from '../../helpers/audit-events';
-import { freshControlDb, type TestControlDb } from './control-db';
-import { appendAuditRows, type AuditRowInput } from '../../../src/control/audit';
-import { verifyAuditChain } from '../../../src/control/audit-chain';
-import { normalizeAuditRow, plainDecimal } from '../../../src/control/audit-event-text';
+import { freshControlDb, type TestControlDb } from '../control/control-db';
+import { appendAuditRows, type AuditRowInput } from '../../../src/audit/writer';
+import { verifyAuditChain } from '../../../src/audit/verify';
+import { normalizeAuditRow, plainDecimal } from '../../../src/audit/event-text';
 import { MIGRATIONS_DIR, MIGRATIONS_TABLE, migrationNames, runMigrations } from '../../../src/control/db';
 
 let t: TestControlDb;

@@ -1,6 +1,6 @@
 /**
  * A second red team's attacks on audit chain format 2 (migration 20261201800000000,
- * src/control/audit-event-text.ts, src/control/audit-chain.ts), kept as regressions of the fixes:
+ * src/audit/event-text.ts, src/audit/verify.ts), kept as regressions of the fixes:
  * times moved to the same date BC (to_char prints no era), archive records made up or widened to
  * hide deleted events, relations re-based to another lower bound, an infinite commit time, a very
  * long string (no regex backtracking), a DateStyle the driver cannot read; and the chain's lock,
@@ -11,9 +11,10 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { appendFormat1, BASE_AUDIT_ROW, tamperAsSuperuser } from '../../helpers/audit-events';
-import { freshControlDb, withFreshControlDb, type TestControlDb } from './control-db';
-import { appendAuditRows, type AuditRowInput } from '../../../src/control/audit';
-import { archiveAuditPartitions, verifyAuditChain } from '../../../src/control/audit-chain';
+import { freshControlDb, withFreshControlDb, type TestControlDb } from '../control/control-db';
+import { appendAuditRows, type AuditRowInput } from '../../../src/audit/writer';
+import { archiveAuditPartitions } from '../../../src/audit/archive';
+import { verifyAuditChain } from '../../../src/audit/verify';
 import { grantRuntimeRole, openControlDb, type ControlDb } from '../../../src/control/db';
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';

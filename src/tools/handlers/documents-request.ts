@@ -15,13 +15,13 @@
  * interlock_describe_access reports such sources with `enforced: false` (contract): their requests
  * are not checked against catalogued resources.
  */
-import type { AccessEvaluator } from '../governance/evaluator';
-import type { GovernanceStore, SourceRecord } from '../governance/store';
-import type { ControlDb } from '../control/db';
-import { rateLimitStep, type RateLimiter } from '../pipeline/05-rate-limit';
-import type { ToolCallContext, ToolOutcome } from '../tools/types';
-import { mayAct, policyRefusal, resolveScope } from './access';
-import { getDocument } from './search';
+import type { AccessEvaluator } from '../../governance/evaluator';
+import type { GovernanceStore, SourceRecord } from '../../governance/store';
+import type { ControlDb } from '../../control/db';
+import { rateLimitStep, type RateLimiter } from '../../pipeline/05-rate-limit';
+import type { ToolCallContext, ToolOutcome } from '../types';
+import { mayAct, policyRefusal, resolveScope } from '../../discovery/access';
+import { getDocument } from '../../discovery/search';
 
 /** What documentsConnectorRequest needs (the same objects the discovery handlers get). */
 export interface ConnectorRequestDeps {

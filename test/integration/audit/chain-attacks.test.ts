@@ -1,5 +1,5 @@
 /**
- * Attacks on audit chain format 2 (migration 20261201800000000, src/control/audit-event-text.ts),
+ * Attacks on audit chain format 2 (migration 20261201800000000, src/audit/event-text.ts),
  * written by a red team against its first design (the gateway sent a digest of its own; commit
  * 77fb730) and kept as regressions of the fixes: no false alarm whatever a row holds or the
  * server's float settings; every change to a stored value found, including ids, number spellings
@@ -15,12 +15,13 @@ import { gunzipSync, gzipSync } from 'node:zlib';
 import pg from 'pg';
 import { ADMIN_URL } from '../../helpers/pg';
 import { appendFormat1, BASE_AUDIT_ROW, tamperAsSuperuser, toolCallEvent } from '../../helpers/audit-events';
-import { freshControlDb, withFreshControlDb, type TestControlDb } from './control-db';
-import { appendAuditRows, DbAuditSink, recordApprovalEvent, recordConfigEvent, toolCallRow, type AuditRowInput } from '../../../src/control/audit';
-import { archiveAuditPartitions, verifyAuditChain } from '../../../src/control/audit-chain';
-import { eventsText, normalizeAuditRow } from '../../../src/control/audit-event-text';
+import { freshControlDb, withFreshControlDb, type TestControlDb } from '../control/control-db';
+import { appendAuditRows, DbAuditSink, recordApprovalEvent, recordConfigEvent, toolCallRow, type AuditRowInput } from '../../../src/audit/writer';
+import { archiveAuditPartitions } from '../../../src/audit/archive';
+import { verifyAuditChain } from '../../../src/audit/verify';
+import { eventsText, normalizeAuditRow } from '../../../src/audit/event-text';
 import { grantRuntimeRole, openControlDb, type ControlDb } from '../../../src/control/db';
-import type { ToolCallAuditEvent } from '../../../src/pipeline/audit-types';
+import type { ToolCallAuditEvent } from '../../../src/audit/types';
 
 const baseRow = BASE_AUDIT_ROW;
 

@@ -1,15 +1,15 @@
 /**
- * The audit writer's statement on real PostgreSQL (issue 13, src/control/audit-append.ts): named
+ * The audit writer's statement on real PostgreSQL (issue 13, src/audit/append.ts): named
  * statements parsed once per connection and reused for any batch size, the batch's
  * statement_timeout applying to the append only (past it nothing is stored and the session's
  * setting is untouched), a rejected batch not breaking the next one on the same connection, and the
  * chain still verifying.
  */
 import pg from 'pg';
-import { appendAuditRows, toolCallRow } from '../../../src/control/audit';
-import { verifyAuditChain } from '../../../src/control/audit-chain';
+import { appendAuditRows, toolCallRow } from '../../../src/audit/writer';
+import { verifyAuditChain } from '../../../src/audit/verify';
 import { holdChainLock, toolCallEvent } from '../../helpers/audit-events';
-import { freshControlDb, type TestControlDb } from './control-db';
+import { freshControlDb, type TestControlDb } from '../control/control-db';
 
 let t: TestControlDb;
 let pool: pg.Pool;

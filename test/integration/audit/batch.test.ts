@@ -4,8 +4,8 @@
  * one-by-one fallback: exactly one row per event, none lost.
  */
 import { toolCallEvent } from '../../helpers/audit-events';
-import { freshControlDb, type TestControlDb } from './control-db';
-import { DbAuditSink, searchAudit } from '../../../src/control/audit';
+import { freshControlDb, type TestControlDb } from '../control/control-db';
+import { DbAuditSink, searchAudit } from '../../../src/audit/writer';
 
 let t: TestControlDb;
 beforeAll(async () => {

@@ -6,7 +6,7 @@
  *   Parse  interlock_audit_timeout  SELECT set_config('statement_timeout', $1, true)   (first use on a connection)
  *   Parse  interlock_audit_append_v2   SELECT interlock_audit_append_v2($1) AS b   (first use on a connection)
  *   Bind/Execute interlock_audit_timeout ('<ms>')
- *   Bind/Describe/Execute interlock_audit_append_v2 (the batch's canonical text, audit-event-text.ts)
+ *   Bind/Describe/Execute interlock_audit_append_v2 (the batch's canonical text, event-text.ts)
  *   Sync
  *
  * Everything before the Sync is one implicit transaction: set_config(…, true) lasts until its end,
@@ -28,7 +28,7 @@ const parsed = new WeakMap<object, Set<string>>();
 
 /**
  * A pg Submittable storing one batch (see the module comment). `json` is the batch's canonical
- * text (eventsText of normalised rows, audit-event-text.ts); `timeoutMs` (integer ≥ 1) the statement_timeout of the append. `onDone` is
+ * text (eventsText of normalised rows, event-text.ts); `timeoutMs` (integer ≥ 1) the statement_timeout of the append. `onDone` is
  * called once: with the batch id (decimal string) after ReadyForQuery, or with the error
  * (a PostgreSQL DatabaseError with its SQLSTATE in `code`, or a connection error without one).
  */

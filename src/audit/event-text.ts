@@ -31,7 +31,7 @@
  * microseconds ‖ "\n" ‖ the events' ids, ascending, joined by "," ‖ "\n" ‖ the batch's text)).
  */
 import { createHash } from 'node:crypto';
-import type { AuditRowInput } from './audit';
+import type { AuditRowInput } from './types';
 
 /** The first line of a format-2 batch's hashed header. */
 export const CHAIN_V2_TAG = 'interlock-audit-v2';

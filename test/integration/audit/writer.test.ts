@@ -2,11 +2,11 @@
 import { randomBytes } from 'node:crypto';
 import { Client } from 'pg';
 import { ADMIN_URL } from '../../helpers/pg';
-import { freshControlDb, type TestControlDb } from './control-db';
+import { freshControlDb, type TestControlDb } from '../control/control-db';
 import { grantRuntimeRole } from '../../../src/control/db';
-import { appendAuditRows, DbAuditSink, recordApprovalEvent, searchAudit, tailAudit, toolCallRow } from '../../../src/control/audit';
-import { verifyAuditChain } from '../../../src/control/audit-chain';
-import type { ToolCallAuditEvent } from '../../../src/pipeline/audit-types';
+import { appendAuditRows, DbAuditSink, recordApprovalEvent, searchAudit, tailAudit, toolCallRow } from '../../../src/audit/writer';
+import { verifyAuditChain } from '../../../src/audit/verify';
+import type { ToolCallAuditEvent } from '../../../src/audit/types';
 
 let t: TestControlDb;
 beforeAll(async () => {

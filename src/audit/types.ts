@@ -1,9 +1,9 @@
 /**
- * The canonical audit event, one per tools/call (contract: Governance, "canonical audit").
- * Never carries an API key or a redacted value.
+ * The audit module's shared types (issue 25, item 2): the canonical event, one per tools/call
+ * (contract: Governance, "canonical audit"), the sink every layer records through, and the stored
+ * row the writer appends. Types only (and the in-memory sink), so every layer may import them
+ * without importing upward. Never carries an API key or a redacted value.
  */
-import { createHmac } from 'node:crypto';
-import { fingerprintSql } from '../sql/parser';
 
 /** How a tool call ended. */
 export type AuditDecision = 'allowed' | 'refused' | 'queued' | 'invalid' | 'failed' | 'cancelled';
@@ -50,17 +50,32 @@ export class MemoryAuditSink implements AuditSink {
   }
 }
 
+/** Kinds of audit event. */
+export type AuditKind = 'tool_call' | 'approval' | 'config';
+
 /**
- * What the audit records of a statement's text (issue 11, Build 4), for every event that carries
- * one, refused or not: `{fingerprint}` = libpg-query's fingerprint (16 hex digits; constants,
- * comments and layout removed) when the text parses; otherwise `{fingerprint: "hmac:<64 hex>",
- * statement_unparsed: true}`, an HMAC-SHA-256 keyed with `secret` (derived from the server's key
- * pepper), so equal texts can be matched without the text, which may hold values, being stored.
+ * One row for interlock_audit_append_v2 (migration 20261201800000000): the audit_events columns
+ * without id, batch_id and recorded_at; a null `time` means the time it is appended.
  */
-export function statementAuditFacts(sql: string, secret: string): { fingerprint: string; statement_unparsed?: true } {
-  try {
-    return { fingerprint: fingerprintSql(sql) };
-  } catch {
-    return { fingerprint: `hmac:${createHmac('sha256', secret).update('interlock-audit-statement-v1\u0000').update(sql).digest('hex')}`, statement_unparsed: true };
-  }
+export interface AuditRowInput {
+  kind: AuditKind;
+  time: string | null;
+  request_id: string | null;
+  identity_id: string | null;
+  key_id: string | null;
+  tool: string | null;
+  canonical_tool: string | null;
+  dialect: string | null;
+  protocol_version: string | null;
+  decision: string;
+  reason_code: string | null;
+  source_id: string | null;
+  action: string | null;
+  fingerprint: string | null;
+  relations: string[] | null;
+  row_count: number | null;
+  duration_ms: number | null;
+  approval_id: string | null;
+  operator: string | null;
+  details: Record<string, unknown>;
 }

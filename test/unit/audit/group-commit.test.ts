@@ -4,8 +4,8 @@
  * committed, and an event whose caller was told "not committed" is never written afterwards.
  */
 import type pg from 'pg';
-import { AuditUnavailableError, GroupCommitAuditSink } from '../../../src/control/audit';
-import { AuditAppend } from '../../../src/control/audit-append';
+import { AuditUnavailableError, GroupCommitAuditSink } from '../../../src/audit/writer';
+import { AuditAppend } from '../../../src/audit/append';
 import { toolCallEvent } from '../../helpers/audit-events';
 
 interface Call {

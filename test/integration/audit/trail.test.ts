@@ -7,7 +7,7 @@
 import http from 'node:http';
 import pg from 'pg';
 import { startGovernedEnv, callTool, type GovernedEnv } from '../../helpers/governed';
-import { searchAudit } from '../../../src/control/audit';
+import { searchAudit } from '../../../src/audit/writer';
 import { holdChainLock } from '../../helpers/audit-events';
 
 let env: GovernedEnv;

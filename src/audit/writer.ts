@@ -3,20 +3,20 @@
  * (kind tool_call) and per approval action (kind approval). Append-only: the table's trigger
  * refuses UPDATE, DELETE and TRUNCATE, and the gateway's role gets INSERT and SELECT only
  * (grantRuntimeRole). Never a key, never a redacted value: the pipeline redacts before it audits,
- * and every row is normalised before it is stored (audit-event-text.ts), which also drops detail
+ * and every row is normalised before it is stored (event-text.ts), which also drops detail
  * fields whose names say they hold secrets.
  */
 import pg from 'pg';
 import type { Logger } from 'pino';
-import type { AuditSink, ToolCallAuditEvent } from '../pipeline/audit-types';
-import type { ControlDb } from './db';
-import { appendAuditBatch } from './audit-append';
-import { eventsText, normalizeAuditRow } from './audit-event-text';
-import { ValidationError } from './errors';
-import { iso } from './ids';
+import type { ControlDb } from '../control/db';
+import { ValidationError } from '../control/errors';
+import { iso } from '../control/ids';
+import { appendAuditBatch } from './append';
+import { eventsText, normalizeAuditRow } from './event-text';
+import type { AuditKind, AuditRowInput, AuditSink, ToolCallAuditEvent } from './types';
 
-/** Kinds of audit event. */
-export type AuditKind = 'tool_call' | 'approval' | 'config';
+export type { AuditKind, AuditRowInput } from './types';
+
 
 /** Approval actions recorded in the trail (the `decision` column of kind approval). */
 export type ApprovalAction = 'queued' | 'approved' | 'rejected' | 'executed' | 'failed' | 'expired' | 'refused' | 'requeued';
@@ -74,32 +74,6 @@ const str = (v: unknown): string | null => (typeof v === 'string' && v.length > 
 const int = (v: unknown): number | null => (typeof v === 'number' && Number.isFinite(v) ? Math.trunc(v) : null);
 const strs = (v: unknown): string[] | null => (Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : null);
 
-/**
- * One row for interlock_audit_append_v2 (migration 20261201800000000): the audit_events columns
- * without id, batch_id and recorded_at; a null `time` means the time it is appended.
- */
-export interface AuditRowInput {
-  kind: AuditKind;
-  time: string | null;
-  request_id: string | null;
-  identity_id: string | null;
-  key_id: string | null;
-  tool: string | null;
-  canonical_tool: string | null;
-  dialect: string | null;
-  protocol_version: string | null;
-  decision: string;
-  reason_code: string | null;
-  source_id: string | null;
-  action: string | null;
-  fingerprint: string | null;
-  relations: string[] | null;
-  row_count: number | null;
-  duration_ms: number | null;
-  approval_id: string | null;
-  operator: string | null;
-  details: Record<string, unknown>;
-}
 
 /** Columns taken out of ToolCallAuditEvent.details (the rest stays in the details column). */
 const MAPPED_DETAILS = ['source_id', 'action', 'fingerprint', 'relations', 'row_count', 'approval_id'];
@@ -135,12 +109,12 @@ export function toolCallRow(e: ToolCallAuditEvent): AuditRowInput {
 
 /**
  * Stores `rows` as one sealed, hash-chained batch (format 2: interlock_audit_append_v2 parses and
- * hashes the batch's canonical text, audit-event-text.ts, built from the rows as normalised for
+ * hashes the batch's canonical text, event-text.ts, built from the rows as normalised for
  * storage) and returns the batch id (decimal string). A row without a valid time gets the current
  * time. With a pooled client inside a transaction, the rows commit with the caller's other writes;
  * with the pool, the statement commits on its own (one commit). With `timeoutMs` the statement runs
  * under that statement_timeout (set_config(…, true) in the same implicit transaction and round
- * trip, through named statements prepared once per connection: audit-append.ts), so it either
+ * trip, through named statements prepared once per connection: append.ts), so it either
  * commits within it or not at all. Throws the driver error (class 22/23 for a malformed row, 57014
  * past the timeout, others when the store is down).
  */
