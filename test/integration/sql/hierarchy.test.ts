@@ -202,7 +202,7 @@ test('describe_access reports kinds and lists partitions under their parent, mas
     part('public.meas_def'),
   ]);
   expect(tables.find((t) => t.table === 'public.cat')).toMatchObject({ kind: 'table', columns: ['id', 'name', 'lives'], masked_columns: ['name'] });
-  expect(tables.find((t) => t.table === 'public.animal').policy).toEqual({ refused: true, rule: 'hier-no-dogs', reason: 'No dogs.' });
+  expect(tables.find((t) => t.table === 'public.animal')!.policy).toEqual({ refused: true, rule: 'hier-no-dogs', reason: 'No dogs.' });
   expect(tables.find((t) => t.table === 'public.customer')).toMatchObject({ kind: 'table' });
 });
 
