@@ -46,6 +46,9 @@ class MapHierarchy implements RelationHierarchy {
   }
 }
 
+/** The hierarchy of a catalogue without trees (or none known): every relation stands alone. */
+export const NO_HIERARCHY: RelationHierarchy = new MapHierarchy(new Map(), new Map());
+
 const cache = new WeakMap<SourceCatalog, RelationHierarchy>();
 
 /** Walks `parents` breadth-first (nearest first, each ancestor once, cycles impossible in PostgreSQL but cut anyway). */
