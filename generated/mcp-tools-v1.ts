@@ -1433,7 +1433,7 @@ export interface AccessEntry {
   resources: {};
 }
 /**
- * One describe_source row. The fields after data_type appear when the source's catalog scan recorded them (every scan since 1.0.0-rc.1 does).
+ * One describe_source row. The fields after data_type appear when the source's catalog scan recorded them (every scan since 1.0.0-rc.1 does; table_kind, partition_of and inherits since issue 22).
  *
  * This interface was referenced by `InterlockTools`'s JSON-Schema
  * via the `definition` "CatalogRow".
@@ -1475,6 +1475,18 @@ export interface CatalogRow {
    * Unique on its own (a one-column primary or unique key).
    */
   unique?: boolean;
+  /**
+   * The relation's kind (pg_class.relkind; relispartition gives partition, also for a sub-partitioned or foreign partition). A partition or inheritance child is governed by every rule written on its ancestors, and reading a parent without ONLY also reads its descendants.
+   */
+  table_kind?: 'table' | 'view' | 'materialized_view' | 'partitioned_table' | 'partition' | 'foreign_table';
+  /**
+   * A partition's parent as schema.table (the partitioned table it is attached to). Rows are listed after their parent's.
+   */
+  partition_of?: string;
+  /**
+   * Inheritance parents (INHERITS) as schema.table, in declaration order; absent when none.
+   */
+  inherits?: string[];
 }
 /**
  * This interface was referenced by `InterlockTools`'s JSON-Schema

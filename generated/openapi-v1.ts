@@ -1379,7 +1379,7 @@ export interface components {
         };
         /**
          * CatalogRow
-         * @description One describe_source row. The fields after data_type appear when the source's catalog scan recorded them (every scan since 1.0.0-rc.1 does).
+         * @description One describe_source row. The fields after data_type appear when the source's catalog scan recorded them (every scan since 1.0.0-rc.1 does; table_kind, partition_of and inherits since issue 22).
          */
         CatalogRow: {
             table_schema: string;
@@ -1402,6 +1402,15 @@ export interface components {
             primary_key?: boolean;
             /** @description Unique on its own (a one-column primary or unique key). */
             unique?: boolean;
+            /**
+             * @description The relation's kind (pg_class.relkind; relispartition gives partition, also for a sub-partitioned or foreign partition). A partition or inheritance child is governed by every rule written on its ancestors, and reading a parent without ONLY also reads its descendants.
+             * @enum {string}
+             */
+            table_kind?: "table" | "view" | "materialized_view" | "partitioned_table" | "partition" | "foreign_table";
+            /** @description A partition's parent as schema.table (the partitioned table it is attached to). Rows are listed after their parent's. */
+            partition_of?: string;
+            /** @description Inheritance parents (INHERITS) as schema.table, in declaration order; absent when none. */
+            inherits?: string[];
         };
         /** DiscoverHit */
         DiscoverHit: {

@@ -1152,7 +1152,7 @@ return errors === 0;
 validate24.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.validateCatalogRow = validate25;
-const schema36 = {"$id":"https://interlock.dev/spec/defs/CatalogRow.json","title":"CatalogRow","type":"object","properties":{"table_schema":{"type":"string"},"table_name":{"type":"string"},"column_name":{"type":"string"},"data_type":{"type":"string"},"is_nullable":{"type":"boolean","description":"The column accepts NULL (no NOT NULL constraint)."},"column_default":{"type":["string","null"],"description":"The default expression as PostgreSQL prints it, e.g. nextval('playlist_playlist_id_seq'::regclass); null when none."},"is_identity":{"type":"boolean","description":"An identity column (GENERATED … AS IDENTITY): omit it from INSERT and the database assigns the value."},"identity_generation":{"type":["string","null"],"description":"\"ALWAYS\" or \"BY DEFAULT\" for an identity column, else null."},"is_generated":{"type":"boolean","description":"A stored generated column: it cannot be written."},"is_serial":{"type":"boolean","description":"The default draws from a sequence (serial, bigserial, DEFAULT nextval(...)): omit it from INSERT."},"primary_key":{"type":"boolean","description":"Part of the primary key."},"unique":{"type":"boolean","description":"Unique on its own (a one-column primary or unique key)."}},"required":["table_schema","table_name","column_name","data_type"],"additionalProperties":false,"description":"One describe_source row. The fields after data_type appear when the source's catalog scan recorded them (every scan since 1.0.0-rc.1 does)."};
+const schema36 = {"$id":"https://interlock.dev/spec/defs/CatalogRow.json","title":"CatalogRow","type":"object","properties":{"table_schema":{"type":"string"},"table_name":{"type":"string"},"column_name":{"type":"string"},"data_type":{"type":"string"},"is_nullable":{"type":"boolean","description":"The column accepts NULL (no NOT NULL constraint)."},"column_default":{"type":["string","null"],"description":"The default expression as PostgreSQL prints it, e.g. nextval('playlist_playlist_id_seq'::regclass); null when none."},"is_identity":{"type":"boolean","description":"An identity column (GENERATED … AS IDENTITY): omit it from INSERT and the database assigns the value."},"identity_generation":{"type":["string","null"],"description":"\"ALWAYS\" or \"BY DEFAULT\" for an identity column, else null."},"is_generated":{"type":"boolean","description":"A stored generated column: it cannot be written."},"is_serial":{"type":"boolean","description":"The default draws from a sequence (serial, bigserial, DEFAULT nextval(...)): omit it from INSERT."},"primary_key":{"type":"boolean","description":"Part of the primary key."},"unique":{"type":"boolean","description":"Unique on its own (a one-column primary or unique key)."},"table_kind":{"type":"string","enum":["table","view","materialized_view","partitioned_table","partition","foreign_table"],"description":"The relation's kind (pg_class.relkind; relispartition gives partition, also for a sub-partitioned or foreign partition). A partition or inheritance child is governed by every rule written on its ancestors, and reading a parent without ONLY also reads its descendants."},"partition_of":{"type":"string","description":"A partition's parent as schema.table (the partitioned table it is attached to). Rows are listed after their parent's."},"inherits":{"type":"array","items":{"type":"string"},"description":"Inheritance parents (INHERITS) as schema.table, in declaration order; absent when none."}},"required":["table_schema","table_name","column_name","data_type"],"additionalProperties":false,"description":"One describe_source row. The fields after data_type appear when the source's catalog scan recorded them (every scan since 1.0.0-rc.1 does; table_kind, partition_of and inherits since issue 22)."};
 
 function validate25(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/defs/CatalogRow.json" */;
@@ -1364,14 +1364,77 @@ vErrors.push(err16);
 errors++;
 }
 }
-}
-else {
-const err17 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data.table_kind !== undefined){
+let data12 = data.table_kind;
+if(typeof data12 !== "string"){
+const err17 = {instancePath:instancePath+"/table_kind",schemaPath:"#/properties/table_kind/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err17];
 }
 else {
 vErrors.push(err17);
+}
+errors++;
+}
+if(!((((((data12 === "table") || (data12 === "view")) || (data12 === "materialized_view")) || (data12 === "partitioned_table")) || (data12 === "partition")) || (data12 === "foreign_table"))){
+const err18 = {instancePath:instancePath+"/table_kind",schemaPath:"#/properties/table_kind/enum",keyword:"enum",params:{allowedValues: schema36.properties.table_kind.enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err18];
+}
+else {
+vErrors.push(err18);
+}
+errors++;
+}
+}
+if(data.partition_of !== undefined){
+if(typeof data.partition_of !== "string"){
+const err19 = {instancePath:instancePath+"/partition_of",schemaPath:"#/properties/partition_of/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err19];
+}
+else {
+vErrors.push(err19);
+}
+errors++;
+}
+}
+if(data.inherits !== undefined){
+let data14 = data.inherits;
+if(Array.isArray(data14)){
+const len0 = data14.length;
+for(let i0=0; i0<len0; i0++){
+if(typeof data14[i0] !== "string"){
+const err20 = {instancePath:instancePath+"/inherits/" + i0,schemaPath:"#/properties/inherits/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err20];
+}
+else {
+vErrors.push(err20);
+}
+errors++;
+}
+}
+}
+else {
+const err21 = {instancePath:instancePath+"/inherits",schemaPath:"#/properties/inherits/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err21];
+}
+else {
+vErrors.push(err21);
+}
+errors++;
+}
+}
+}
+else {
+const err22 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err22];
+}
+else {
+vErrors.push(err22);
 }
 errors++;
 }

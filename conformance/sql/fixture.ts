@@ -7,6 +7,10 @@
  *   must mask `public.icf_people.email` (any method that hides the hex part). `name` is not masked.
  * - `icf_log`: written only by the volatile function `icf_sidefx()` and the procedure `icf_proc()`.
  * - `icf_seq`: a sequence `nextval`/`setval` would advance.
+ * - `icf_parts`: range-partitioned copy of icf_people (`icf_parts_a`; `icf_parts_b`, itself
+ *   list-partitioned into `icf_parts_b_one`; the default `icf_parts_def`), and `icf_base` with the
+ *   inheritance child `icf_kid` holding the same rows: the server must mask `email` on both parents,
+ *   and the mask must cover every partition and child (class `partition`).
  */
 import { randomBytes } from 'node:crypto';
 import { Client } from 'pg';
@@ -14,8 +18,10 @@ import { Client } from 'pg';
 /** What the operator must configure on the server under test, printed by `sql-fixture`. */
 export const FIXTURE_SETUP_TEXT = `Register this database as a source of the server under test and give the identity whose key you
 pass with --api-key:
-  - read on public.icf_items, public.icf_people, public.icf_log (SELECT for the source's reader role);
-  - a mask on public.icf_people.email (any method that hides the value);
+  - read on public.icf_items, public.icf_people, public.icf_log, public.icf_parts, public.icf_base
+    (SELECT on every icf_ relation for the source's reader role; grants name the parents only);
+  - a mask on public.icf_people.email, public.icf_parts.email and public.icf_base.email (any method that
+    hides the value; the parents' masks must cover their partitions and inheritance children);
   - no write that runs without approval.
 Then run: interlock-conformance --url … --profile sql-gateway --pg-url <url above> --source-id <its id> [--api-key …] [--tool-map …]`;
 
@@ -27,11 +33,20 @@ CREATE TABLE IF NOT EXISTS icf_items (id int PRIMARY KEY, name text NOT NULL, pr
 CREATE TABLE IF NOT EXISTS icf_people (id int PRIMARY KEY, name text NOT NULL, email text NOT NULL);
 CREATE TABLE IF NOT EXISTS icf_log (id serial PRIMARY KEY, what text NOT NULL);
 CREATE SEQUENCE IF NOT EXISTS icf_seq;
+CREATE TABLE IF NOT EXISTS icf_parts (id int NOT NULL, name text NOT NULL, email text NOT NULL) PARTITION BY RANGE (id);
+CREATE TABLE IF NOT EXISTS icf_parts_a PARTITION OF icf_parts FOR VALUES FROM (1) TO (2);
+CREATE TABLE IF NOT EXISTS icf_parts_b PARTITION OF icf_parts FOR VALUES FROM (2) TO (3) PARTITION BY LIST (id);
+CREATE TABLE IF NOT EXISTS icf_parts_b_one PARTITION OF icf_parts_b FOR VALUES IN (2);
+CREATE TABLE IF NOT EXISTS icf_parts_def PARTITION OF icf_parts DEFAULT;
+CREATE TABLE IF NOT EXISTS icf_base (id int NOT NULL, name text NOT NULL, email text NOT NULL);
+CREATE TABLE IF NOT EXISTS icf_kid (extra int NOT NULL DEFAULT 7) INHERITS (icf_base);
 CREATE OR REPLACE FUNCTION icf_sidefx() RETURNS int VOLATILE LANGUAGE sql AS $f$ INSERT INTO icf_log (what) VALUES ('sidefx') RETURNING 1 $f$;
 CREATE OR REPLACE PROCEDURE icf_proc() LANGUAGE sql AS $p$ DELETE FROM icf_items $p$;
-TRUNCATE icf_items, icf_people, icf_log;
+TRUNCATE icf_items, icf_people, icf_log, icf_parts, icf_base;
 INSERT INTO icf_items VALUES (1, 'anvil', 10.50), (2, 'bucket', 3.25), (3, 'crate', 7.00), (4, 'drum', 12.00), (5, 'easel', 45.90);
 INSERT INTO icf_people VALUES ${people};
+INSERT INTO icf_parts SELECT * FROM icf_people;
+INSERT INTO icf_kid (id, name, email) SELECT * FROM icf_people;
 `;
 }
 

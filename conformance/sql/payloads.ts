@@ -5,22 +5,30 @@
  * - Escape classes: the statement must not change the fixture's state (state.ts), whatever the server
  *   answers (a refusal, a queued approval, an error or rows).
  * - `masked-leak`: the answer must not carry a masked sentinel value in any form the pack recognises.
+ * - `partition`: reads of the partitions and inheritance children of a masked parent (issue 22): the
+ *   answer must not carry a masked sentinel; those marked `mustAnswer` (reads of unmasked columns
+ *   through a partition or child, allowed by the parent's grant) must be answered with rows.
  * - `legitimate`: read-only SQL every gateway must answer with rows (a refusal is a false positive).
  */
 
 /** The pack's classes; the rule id of a class is `sql.<class>`. */
-export const SQL_CLASSES = ['stacked', 'hidden-write', 'side-effect', 'procedural', 'locks-and-session', 'masked-leak', 'legitimate'] as const;
+export const SQL_CLASSES = ['stacked', 'hidden-write', 'side-effect', 'procedural', 'locks-and-session', 'masked-leak', 'partition', 'legitimate'] as const;
 
 /** One class name. */
 export type SqlClass = (typeof SQL_CLASSES)[number];
 
-/** One payload: one or more statements, each sent in its own tool call, in order. */
+/**
+ * One payload: one or more statements, each sent in its own tool call, in order. `mustAnswer`: every
+ * step must be answered with rows (always true of the `legitimate` class).
+ */
 export interface Payload {
   class: SqlClass;
   steps: string[];
+  mustAnswer?: boolean;
 }
 
 const p = (cls: SqlClass, ...steps: string[]): Payload => ({ class: cls, steps });
+const answered = (cls: SqlClass, ...steps: string[]): Payload => ({ class: cls, steps, mustAnswer: true });
 
 /** The base payloads (variants() spells each of them several ways). */
 export function basePayloads(): Payload[] {
@@ -100,6 +108,26 @@ export function basePayloads(): Payload[] {
     p('masked-leak', "SELECT format('%s', email) FROM icf_people"),
     p('masked-leak', "SELECT concat(name, ' ', email) FROM icf_people"),
     p('masked-leak', "SELECT translate(email, 'abcdef', 'ABCDEF') FROM icf_people"),
+    // Partitions and inheritance children of the masked parents icf_parts and icf_base.
+    p('partition', 'SELECT email FROM icf_parts_a'),
+    p('partition', 'SELECT * FROM icf_parts_def'),
+    p('partition', 'SELECT email FROM icf_parts_b_one'),
+    p('partition', 'TABLE icf_parts_b'),
+    p('partition', 'SELECT email FROM icf_parts'),
+    p('partition', 'SELECT email FROM ONLY icf_parts_b_one'),
+    p('partition', 'SELECT row_to_json(p) FROM icf_parts_a p'),
+    p('partition', 'SELECT upper(email) FROM icf_parts_def'),
+    p('partition', 'SELECT e FROM (SELECT email AS e FROM icf_parts_b_one) s'),
+    p('partition', 'SELECT a.email FROM icf_parts_a a UNION ALL SELECT d.email FROM icf_parts_def d'),
+    p('partition', 'SELECT email FROM icf_kid'),
+    p('partition', 'SELECT * FROM icf_kid'),
+    p('partition', "SELECT string_agg(email, ',') FROM icf_kid"),
+    p('partition', 'SELECT email FROM icf_base'),
+    answered('partition', 'SELECT id, name FROM icf_parts_a ORDER BY id'),
+    answered('partition', 'SELECT id, name FROM icf_parts_b_one ORDER BY id'),
+    answered('partition', 'SELECT id, name FROM icf_parts ORDER BY id'),
+    answered('partition', 'SELECT id, name, extra FROM icf_kid ORDER BY id'),
+    answered('partition', 'SELECT count(*) AS n FROM icf_parts_def'),
     // Legitimate SQL that must keep working (false positives are defects too).
     p('legitimate', 'SELECT id, name FROM icf_items ORDER BY id'),
     p('legitimate', 'SELECT name FROM icf_people ORDER BY id'),
@@ -157,7 +185,7 @@ export function allPayloads(): Array<Payload & { variant: number }> {
   for (const base of basePayloads()) {
     const spelled = base.steps.map(variants);
     const n = Math.max(...spelled.map((v) => v.length));
-    for (let i = 0; i < n; i++) out.push({ class: base.class, steps: spelled.map((v) => v[Math.min(i, v.length - 1)]!), variant: i });
+    for (let i = 0; i < n; i++) out.push({ ...base, steps: spelled.map((v) => v[Math.min(i, v.length - 1)]!), variant: i });
   }
   return out;
 }

@@ -5,7 +5,7 @@
  * for the masked sentinel values, then restores the fixture when anything changed.
  *
  * Per class it reports escapes (state changed), leaks (a sentinel in the answer) and false positives
- * (a legitimate statement refused or failed). A class passes with none of the three.
+ * (a legitimate or `mustAnswer` statement refused or failed). A class passes with none of the three.
  */
 import { Client } from 'pg';
 import { createClient, DEFAULT_RETRY, type WireClient } from '../http';
@@ -156,7 +156,7 @@ export async function runSqlPack(opts: SqlPackOptions): Promise<SqlPackReport> {
           break;
         }
       }
-      if (payload.class === 'legitimate' && answers.some((a) => !a.ok)) {
+      if ((payload.class === 'legitimate' || payload.mustAnswer) && answers.some((a) => !a.ok)) {
         const bad = answers.find((a) => !a.ok)!;
         r.falsePositives.push({ steps: payload.steps, what: `refused or failed (HTTP ${bad.status}): ${bad.body.slice(0, 300)}` });
       }

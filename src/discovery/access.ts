@@ -27,6 +27,7 @@ import { evaluatePolicies } from '../governance/policies';
 import { decideRelations, lineageDigestSql, loadLineage, type RelationAccess } from './fields';
 import { viewColumnExpander } from './view-columns';
 import type { SourceCatalog } from '../sql/catalog-types';
+import { catalogHierarchy } from '../sql/hierarchy';
 
 /** Everything the SQL needs to decide visibility for one identity on one source and one action. */
 export interface DiscoveryScope {
@@ -102,7 +103,8 @@ export async function resolveScope(
   if (!mayAct(scope)) return scope;
   const lineage = await loadLineage(db, sourceId);
   // Mapped views: the base columns behind each view column are decided too (view-columns.ts).
-  const relations = decideRelations(evaluator, policies, subject, sourceId, now, lineage.relations, catalog ? viewColumnExpander(catalog) : undefined);
+  // Mapped partitions and inheritance children follow their trees' rules (issue 22 item 1).
+  const relations = decideRelations(evaluator, policies, subject, sourceId, now, lineage.relations, catalog ? viewColumnExpander(catalog) : undefined, catalog ? catalogHierarchy(catalog) : undefined);
   return { ...scope, relations, ...(lineage.digest ? { lineageDigest: lineage.digest } : {}), ...(maskSecret ? { maskSecret } : {}) };
 }
 

@@ -22,7 +22,9 @@
  */
 import type { Policy } from '../../generated/policy-v1';
 import type { AccessEvaluator } from '../governance/evaluator';
-import { evaluatePolicies, maskFor, unprovableMaskMethod } from '../governance/policies';
+import { evaluatePolicies, unprovableMaskMethod } from '../governance/policies';
+import { decideInHierarchy, governingRelations, maskInHierarchy } from '../governance/hierarchy';
+import { NO_HIERARCHY, type RelationHierarchy } from '../sql/hierarchy';
 import { applyMask, FULL_MASK, type MaskMethod } from '../sql/redaction';
 import type { AssetEntity, FieldColumns, IndexedField } from './types';
 import type { ExpandColumn } from './view-columns';
@@ -75,7 +77,9 @@ const RANK: Record<FieldState, number> = { show: 0, partial: 1, hash: 2, full: 3
 /**
  * Decides, for one caller (its evaluator, the active policies and the policy subject) on
  * `sourceId` at `now`, the visible relations and their field states (module comment). Pure.
- * Relations left out of the answer are invisible.
+ * Relations left out of the answer are invisible. `hierarchy` (the source catalogue's partition and
+ * inheritance trees) makes a mapped partition or child follow its ancestors' denies, masks and
+ * `deny_relations`, as interlock_query does (issue 22 item 1).
  */
 export function decideRelations(
   evaluator: AccessEvaluator,
@@ -85,6 +89,7 @@ export function decideRelations(
   now: Date,
   lineage: RelationLineage[],
   expand?: ExpandColumn,
+  hierarchy: RelationHierarchy = NO_HIERARCHY,
 ): RelationAccess[] {
   const out: RelationAccess[] = [];
   const roles = evaluator.roleNames(sourceId);
@@ -97,11 +102,11 @@ export function decideRelations(
     if (dot <= 0) continue;
     const schema = relation.slice(0, dot);
     const table = relation.slice(dot + 1);
-    const verdict = evaluatePolicies(policies, { ...subject, roles, sourceId }, { action: 'read', relations: [{ schema, table, action: 'read' }], writes: [], now });
+    const verdict = evaluatePolicies(policies, { ...subject, roles, sourceId }, { action: 'read', relations: [{ schema, table, action: 'read', governing: governingRelations(schema, table, hierarchy).slice(1) }], writes: [], now });
     if (!verdict.ok) continue;
     const ownState = (column: string): FieldState => {
-      if (evaluator.decide(sourceId, 'read', { schema, table, column }) !== 'allow') return 'hide';
-      const m = maskFor(verdict.maskPatterns, schema, table, column);
+      if (decideInHierarchy(evaluator, sourceId, 'read', { schema, table, column }, hierarchy) !== 'allow') return 'hide';
+      const m = maskInHierarchy(verdict.maskPatterns, schema, table, column, hierarchy);
       return m === null ? 'show' : m === 'null' ? 'hide' : m;
     };
     const columnState = (column: string): FieldState => {
@@ -110,9 +115,9 @@ export function decideRelations(
       if (!e) return st;
       for (const b of e.sources) {
         // Base columns need no read grant (the view's is enough), but an explicit deny or a mask on them applies.
-        if (evaluator.decide(sourceId, 'read', b) === 'deny') return 'hide';
+        if (decideInHierarchy(evaluator, sourceId, 'read', b, hierarchy) === 'deny') return 'hide';
         // As interlock_query: a passthrough view column keeps its base column's method, a derived one is masked in full.
-        const m = maskFor(verdict.maskPatterns, b.schema, b.table, b.column);
+        const m = maskInHierarchy(verdict.maskPatterns, b.schema, b.table, b.column, hierarchy);
         const bs: FieldState = m === null ? 'show' : m === 'null' ? 'hide' : e.passthrough ? m : 'full';
         if (RANK[bs] > RANK[st]) st = bs;
       }

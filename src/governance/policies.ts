@@ -18,8 +18,12 @@ export interface PolicySubject {
 /** What the request does, as far as policies care. */
 export interface PolicyRequest {
   action: Action;
-  /** Relations touched, with the action on each ("read" for reads, the write operation's "write"). */
-  relations: Array<{ schema: string; table: string; action: Action }>;
+  /**
+   * Relations touched, with the action on each ("read" for reads, the write operation's "write").
+   * `governing`: the relation's ancestors and descendants (src/governance/hierarchy.ts), whose
+   * `deny_relations` rules apply to it too; the refusal still names the relation touched.
+   */
+  relations: Array<{ schema: string; table: string; action: Action; governing?: Array<{ schema: string; table: string }> }>;
   /** UPDATE/DELETE targets with whether they have a WHERE clause. */
   writes: Array<{ schema: string; table: string; operation: string; hasWhere: boolean }>;
   now: Date;
@@ -85,7 +89,7 @@ export function evaluatePolicies(policies: Policy[], subject: PolicySubject, req
       case 'deny_relations': {
         const actions = r.actions ?? ['read', 'write'];
         for (const rel of req.relations) {
-          if (actions.includes(rel.action) && r.relations.some((pat) => patternMatches(pat, rel.schema, rel.table))) {
+          if (actions.includes(rel.action) && r.relations.some((pat) => [rel, ...(rel.governing ?? [])].some((g) => patternMatches(pat, g.schema, g.table)))) {
             return { ok: false, policy: p.name, reason: r.reason ?? `Policy ${p.name} refuses ${rel.action} on ${rel.schema}.${rel.table}.` };
           }
         }

@@ -7,6 +7,8 @@
 import type { SqlAnalysis } from '../sql/analyze';
 import type { SourceCatalog } from '../sql/catalog-types';
 import type { AccessEvaluator, Action } from '../governance/evaluator';
+import { decideInHierarchy } from '../governance/hierarchy';
+import { catalogHierarchy, type RelationHierarchy } from '../sql/hierarchy';
 import type { ToolOutcome } from './types';
 
 type OkAnalysis = Extract<SqlAnalysis, { ok: true }>;
@@ -61,12 +63,15 @@ export function requiredChecks(a: OkAnalysis): Array<{ action: Action; schema: s
   return out;
 }
 
-/** Runs the step: null when every check is allowed, else the source_role_denied refusal naming the first denied resource. */
-export function authorizeStatement(evaluator: AccessEvaluator, sourceId: string, a: OkAnalysis, catalog: SourceCatalog): ToolOutcome | null {
+/**
+ * Runs the step: null when every check is allowed, else the source_role_denied refusal.
+ * Each relation is decided with its ancestors and descendants in `hierarchy` (default: the
+ * catalogue's; issue 22 item 1, src/governance/hierarchy.ts): a deny on any of them wins, an allow
+ * on the relation or an ancestor grants.
+ */
+export function authorizeStatement(evaluator: AccessEvaluator, sourceId: string, a: OkAnalysis, catalog: SourceCatalog, hierarchy: RelationHierarchy = catalogHierarchy(catalog)): ToolOutcome | null {
   for (const c of requiredChecks(a)) {
-    const d = c.column !== undefined
-      ? evaluator.decide(sourceId, c.action, { schema: c.schema, table: c.table, column: c.column })
-      : evaluator.decideTable(sourceId, c.action, c.schema, c.table, c.action === 'read' ? catalogColumns(catalog, c.schema, c.table) : []);
+    const d = decideInHierarchy(evaluator, sourceId, c.action, c, hierarchy, c.column === undefined && c.action === 'read' ? catalogColumns(catalog, c.schema, c.table) : []);
     if (d !== 'allow') {
       return { kind: 'refusal', code: 'source_role_denied', message: DENIED_MESSAGE };
     }
@@ -74,7 +79,7 @@ export function authorizeStatement(evaluator: AccessEvaluator, sourceId: string,
   // Views (issue 12): reading a view needs a grant on the view only, but an explicit deny on a
   // column or table behind a used view column applies; unprovable lineage fails closed.
   for (const c of a.viewSources ?? []) {
-    if (evaluator.decide(sourceId, 'read', { schema: c.schema, table: c.table, column: c.column }) === 'deny') {
+    if (decideInHierarchy(evaluator, sourceId, 'read', { schema: c.schema, table: c.table, column: c.column }, hierarchy) === 'deny') {
       return { kind: 'refusal', code: 'source_role_denied', message: DENIED_MESSAGE };
     }
   }

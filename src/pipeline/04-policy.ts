@@ -9,7 +9,9 @@ import type { Policy } from '../../generated/policy-v1';
 import type { SqlAnalysis } from '../sql/analyze';
 import { planRedaction, type MaskRule, type RedactionPlan } from '../sql/redaction';
 import type { SourceCatalog } from '../sql/catalog-types';
-import { evaluatePolicies, maskFor, unprovableMaskMethod, type PolicySubject } from '../governance/policies';
+import { evaluatePolicies, unprovableMaskMethod, type PolicySubject } from '../governance/policies';
+import { governingRelations, maskInHierarchy } from '../governance/hierarchy';
+import { catalogHierarchy, type RelationHierarchy } from '../sql/hierarchy';
 import type { ToolOutcome } from './types';
 import { catalogColumns } from './03-authorize';
 
@@ -24,11 +26,16 @@ export interface PolicyRestrictions {
   fingerprint: string;
 }
 
-/** Runs the step for a SQL statement. */
-export function policyStep(policies: Policy[], subject: PolicySubject, a: OkAnalysis, catalog: SourceCatalog, now: Date): { ok: true; restrictions: PolicyRestrictions } | { ok: false; outcome: ToolOutcome } {
+/**
+ * Runs the step for a SQL statement. `deny_relations` and column masks written on a relation's
+ * ancestors or descendants in `hierarchy` (default: the catalogue's) apply to it as well (issue 22
+ * item 1, src/governance/hierarchy.ts).
+ */
+export function policyStep(policies: Policy[], subject: PolicySubject, a: OkAnalysis, catalog: SourceCatalog, now: Date, hierarchy: RelationHierarchy = catalogHierarchy(catalog)): { ok: true; restrictions: PolicyRestrictions } | { ok: false; outcome: ToolOutcome } {
+  const governing = (schema: string, table: string) => governingRelations(schema, table, hierarchy).slice(1);
   const relations = [
-    ...a.reads.map((r) => ({ schema: r.schema, table: r.table, action: 'read' as const })),
-    ...a.writes.map((w) => ({ schema: w.schema, table: w.table, action: 'write' as const })),
+    ...a.reads.map((r) => ({ schema: r.schema, table: r.table, action: 'read' as const, governing: governing(r.schema, r.table) })),
+    ...a.writes.map((w) => ({ schema: w.schema, table: w.table, action: 'write' as const, governing: governing(w.schema, w.table) })),
   ];
   const verdict = evaluatePolicies(policies, subject, {
     action: a.kind === 'write' ? 'write' : 'read',
@@ -48,7 +55,7 @@ export function policyStep(policies: Policy[], subject: PolicySubject, a: OkAnal
         const key = `${r.schema}.${r.table}.${column}`;
         if (seen.has(key)) continue;
         seen.add(key);
-        const method = maskFor(verdict.maskPatterns, r.schema, r.table, column);
+        const method = maskInHierarchy(verdict.maskPatterns, r.schema, r.table, column, hierarchy);
         if (method) masks.push({ column: { schema: r.schema, table: r.table, column }, method });
       }
     }

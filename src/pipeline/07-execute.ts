@@ -8,6 +8,8 @@
  */
 import type { SourceRecord } from '../governance/store';
 import type { ToolOutcome } from './types';
+import type { RelationName } from '../sql/catalog-types';
+import type { LiveRelationTree } from '../sql/hierarchy';
 
 /** A read as the connector returns it: columns in order, and the rows as arrays. */
 export interface ReadRows {
@@ -19,6 +21,12 @@ export interface ReadRows {
 /** The reader side of a source connector. Rejects with an error whose `code` is a SourceErrorCode. */
 export interface QueryConnector {
   read(sql: string, params: unknown[], opts: { maxRows: number; maxBytes: number; signal?: AbortSignal; identityId?: string }): Promise<ReadRows>;
+  /**
+   * The live ancestors and descendants of relations (issue 22 item 1), keyed by
+   * `relationKey(schema, name)`; the PostgreSQL connector has it (src/sources/postgres/hierarchy.ts).
+   * A connector without it (test doubles) is not re-checked before reads.
+   */
+  relationTrees?(relations: readonly RelationName[], opts: { signal?: AbortSignal; identityId?: string }): Promise<Map<string, LiveRelationTree>>;
 }
 
 /** Gives the connector of a source (pools are cached by the provider). */

@@ -18,6 +18,7 @@ import { policyStep } from './04-policy';
 import { rateLimitStep, type RateLimiter } from './05-rate-limit';
 import { writeSafetyStep } from './06-write-safety';
 import { mapConnectorError, type ConnectorProvider } from './07-execute';
+import { checkHierarchy } from './hierarchy-check';
 import { redactRows } from './08-redact';
 import { maskedStatement } from '../sql/mask-sql';
 import type { AuditHooks } from '../audit/types';
@@ -144,12 +145,19 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
       return queued;
     }
 
+    // Before the cache and execution: the relation hierarchy as the server has it now (issue 22
+    // item 1); a change since the scan re-decides steps 3 and 4 and bypasses the result cache.
+    const connector = deps.connectors.reader(source);
+    const hier = await checkHierarchy({ connector, evaluator, sourceId, analysis, catalog, policies, subject, now: now(), restrictions: pol.restrictions, signal: ctx.signal, identityId: identity.id });
+    if (!hier.ok) return hier.outcome;
+    const restrictions = hier.restrictions;
+
     // Step 7: execution (or the cache).
     const requested = typeof args.max_rows === 'number' ? args.max_rows : TOOL_DEFAULTS.max_rows;
     const sourceCap = typeof source.settings.max_rows === 'number' ? source.settings.max_rows : Infinity;
-    const maxRows = Math.min(requested, sourceCap, pol.restrictions.maxRows ?? Infinity);
+    const maxRows = Math.min(requested, sourceCap, restrictions.maxRows ?? Infinity);
     const accessFingerprint = pol.accessFingerprint;
-    const key = analysis.cacheable ? deps.cache.key({ sourceId, sql, params, maxRows, accessFingerprint }) : null;
+    const key = analysis.cacheable && !hier.changed ? deps.cache.key({ sourceId, sql, params, maxRows, accessFingerprint }) : null;
     const hit = key ? deps.cache.get(key) : undefined;
     if (hit) {
       audit.row_count = hit.rows.length;
@@ -157,19 +165,19 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
       return queryResult(hit.rows, hit.truncated, true, hit.maskedColumns);
     }
     // Masked columns are masked in SQL, so their raw values never reach the gateway (mask-sql.ts).
-    const plan = pol.restrictions.redaction;
+    const plan = restrictions.redaction;
     const wrapped = plan && analysis.statement === 'SelectStmt' ? maskedStatement(sql, plan.columns) : null;
     if (wrapped && 'refused' in wrapped) return { kind: 'refusal', code: 'redaction_unprovable', message: wrapped.refused };
     const premasked = wrapped !== null && wrapped.sql !== sql;
     let read;
     try {
-      read = await deps.connectors.reader(source).read(premasked ? wrapped.sql : sql, params, { maxRows, maxBytes: deps.maxResultBytes ?? 4 * 1024 * 1024, signal: ctx.signal, identityId: identity.id });
+      read = await connector.read(premasked ? wrapped.sql : sql, params, { maxRows, maxBytes: deps.maxResultBytes ?? 4 * 1024 * 1024, signal: ctx.signal, identityId: identity.id });
     } catch (err) {
       return mapConnectorError(err);
     }
 
     // Step 8: redaction (before caching, logging and audit).
-    const red = redactRows(read, analysis, pol.restrictions, deps.maskSecret, premasked);
+    const red = redactRows(read, analysis, restrictions, deps.maskSecret, premasked);
     if (!red.ok) return red.outcome;
     if (key) deps.cache.set(key, { rows: red.rows, truncated: read.truncated, maskedColumns: red.maskedColumns });
     audit.row_count = red.rows.length;

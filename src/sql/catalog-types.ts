@@ -30,6 +30,30 @@ export interface CatalogRelation {
   definition?: string;
   /** Primary and unique key constraints (absent in snapshots taken before keys were scanned). */
   keys?: CatalogKey[];
+  /**
+   * True when the relation is a partition (`pg_class.relispartition`): it is then a `table`, a
+   * `partitioned_table` (a sub-partitioned level) or a `foreign_table` whose only parent is the
+   * partitioned table it is attached to. Absent in snapshots taken before the hierarchy was scanned.
+   */
+  partition?: boolean;
+  /**
+   * Direct parents from `pg_inherits` (partition parent or inheritance parents, in `inhseqno`
+   * order). Absent or empty: no parent. Issue 22 item 1.
+   */
+  parents?: RelationName[];
+  /**
+   * Every ancestor (parents, their parents, …: the whole partition or inheritance chain up to the
+   * root, nearest first, each once), recorded by the scan so that a parent cut off by truncation
+   * still governs its descendants. Rules written on any ancestor apply to this relation
+   * (src/sql/hierarchy.ts). Absent: computed from `parents` of catalogued relations.
+   */
+  ancestors?: RelationName[];
+}
+
+/** A relation named by schema and name (as PostgreSQL stores them). */
+export interface RelationName {
+  schema: string;
+  name: string;
 }
 
 /**

@@ -1,7 +1,8 @@
 /**
  * Puts the conformance suite's sql-gateway fixture (conformance/sql/fixture.ts) into a governed test
  * environment's source database: the `icf_` relations, SELECT for the source's reader role, a source
- * role `icf-reader` granted to the demo identity, a full mask on public.icf_people.email, and a rescan
+ * role `icf-reader` (reads of the parents icf_parts and icf_base only: their grants cover partitions and
+ * children) granted to the demo identity, a full mask on the `email` of icf_people, icf_parts and icf_base, and a rescan
  * of the source's catalog so the gateway knows the new relations.
  */
 import pg from 'pg';
@@ -18,16 +19,16 @@ export async function provisionConformanceFixture(env: GovernedEnv): Promise<voi
   const admin = new pg.Client({ connectionString: env.sourceUrl });
   await admin.connect();
   try {
-    await admin.query(`GRANT SELECT ON icf_items, icf_people, icf_log TO "${env.demo.readerRole}"`);
+    await admin.query(`GRANT SELECT ON icf_items, icf_people, icf_log, icf_parts, icf_parts_a, icf_parts_b, icf_parts_b_one, icf_parts_def, icf_base, icf_kid TO "${env.demo.readerRole}"`);
   } finally {
     await admin.end();
   }
   await upsertRole(env.db, {
     name: 'icf-reader',
     description: 'conformance sql-gateway fixture',
-    statements: ['icf_items', 'icf_people', 'icf_log'].map((t) => ({ effect: 'allow', action: 'read', resource: `public.${t}` })),
+    statements: ['icf_items', 'icf_people', 'icf_log', 'icf_parts', 'icf_base'].map((t) => ({ effect: 'allow', action: 'read', resource: `public.${t}` })),
   });
   await grantRole(env.db, { identityId: env.demo.identityId, roleName: 'icf-reader', sourceId: env.demo.sourceId });
-  await addPolicies(env.db, [{ name: 'icf-mask-email', description: 'conformance fixture', applies_to: {}, rule: { type: 'mask_columns', columns: ['public.icf_people.email'], method: 'full' } }]);
+  await addPolicies(env.db, [{ name: 'icf-mask-email', description: 'conformance fixture', applies_to: {}, rule: { type: 'mask_columns', columns: ['public.icf_people.email', 'public.icf_parts.email', 'public.icf_base.email'], method: 'full' } }]);
   await scanSource(env.db, env.demo.sourceId);
 }

@@ -40,7 +40,7 @@ const VOLATILITY: Record<string, Volatility> = { i: 'immutable', s: 'stable', v:
  */
 const SCAN_SQL = `
 WITH rels AS (
-  SELECT n.nspname AS s, c.relname AS n, c.relkind AS k, c.oid
+  SELECT n.nspname AS s, c.relname AS n, c.relkind AS k, c.oid, c.relispartition AS ip
   FROM pg_catalog.pg_class c
   JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
   WHERE c.relkind IN ('r','v','m','f','p')
@@ -104,7 +104,22 @@ WITH rels AS (
 )
 SELECT
   (SELECT coalesce(json_agg(json_build_object(
-      's', r.s, 'n', r.n, 'k', r.k,
+      's', r.s, 'n', r.n, 'k', r.k, 'ip', r.ip,
+      -- Direct parents (partition parent or inheritance parents) in inhseqno order.
+      'p', (SELECT coalesce(json_agg(json_build_array(pn.nspname, pc.relname) ORDER BY i.inhseqno), '[]'::json)
+            FROM pg_catalog.pg_inherits i
+            JOIN pg_catalog.pg_class pc ON pc.oid = i.inhparent
+            JOIN pg_catalog.pg_namespace pn ON pn.oid = pc.relnamespace
+            WHERE i.inhrelid = r.oid),
+      -- Every ancestor, nearest first (multi-level partition trees, multiple inheritance).
+      'a', (WITH RECURSIVE up(oid, depth) AS (
+              SELECT i.inhparent, 1 FROM pg_catalog.pg_inherits i WHERE i.inhrelid = r.oid
+              UNION
+              SELECT i.inhparent, up.depth + 1 FROM pg_catalog.pg_inherits i JOIN up ON i.inhrelid = up.oid WHERE up.depth < 64)
+            SELECT coalesce(json_agg(json_build_array(an.nspname, ac.relname) ORDER BY u.depth, an.nspname, ac.relname), '[]'::json)
+            FROM (SELECT oid, min(depth) AS depth FROM up GROUP BY oid) u
+            JOIN pg_catalog.pg_class ac ON ac.oid = u.oid
+            JOIN pg_catalog.pg_namespace an ON an.oid = ac.relnamespace),
       'd', CASE WHEN r.k IN ('v', 'm') THEN pg_catalog.pg_get_viewdef(r.oid) END,
       'c', (SELECT coalesce(json_agg(json_build_array(a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod),
                    NOT a.attnotnull, pg_catalog.pg_get_expr(d.adbin, d.adrelid),
@@ -150,7 +165,7 @@ SELECT
 
 interface ScanRow {
   /** d: view definition (views and materialized views); c: [name, format_type, nullable, default expression, attidentity ('a'|'d'), attgenerated ('s')]; x: [contype ('p'|'u'), columns]. */
-  relations: Array<{ s: string; n: string; k: string; d: string | null; c: Array<[string, string, boolean?, (string | null)?, (string | null)?, (string | null)?]>; x?: Array<[string, string[] | null]> }>;
+  relations: Array<{ s: string; n: string; k: string; ip?: boolean; p?: Array<[string, string]>; a?: Array<[string, string]>; d: string | null; c: Array<[string, string, boolean?, (string | null)?, (string | null)?, (string | null)?]>; x?: Array<[string, string[] | null]> }>;
   functions: Array<[string, string, string, boolean, string | null]>;
   operators: Array<[string, string, string]>;
   system_relations: string[];
@@ -183,6 +198,8 @@ function isPool(client: pg.ClientBase | pg.Pool): client is pg.Pool {
  *   sorted by schema then name; at most `opts.maxRelations` (default 10 000), `truncated` set when
  *   more exist. Views and materialized views carry their `definition` (`pg_get_viewdef`, printed
  *   for the scanning role's search path, which is the path the analyser resolves it with).
+ *   Every relation records whether it is a partition, its direct `parents` and all its `ancestors`
+ *   from `pg_inherits` (partition trees of any depth, default partitions, inheritance; issue 22 item 1).
  * - `functions`: every function/aggregate/window function of every schema, `pg_catalog` included,
  *   overloads folded per name (most volatile `provolatile` wins; see `CatalogFunction`).
  * - `operators`, `systemRelations`, `unsafeTypes`, `types`: see `SourceCatalog`. Aggregates get the volatility
@@ -216,6 +233,9 @@ export async function scanCatalog(
     columns: r.c.map(columnOf),
     ...(typeof r.d === 'string' ? { definition: r.d } : {}),
     keys: (r.x ?? []).filter(([, cols]) => Array.isArray(cols) && cols.length > 0).map(([t, cols]) => ({ kind: t === 'p' ? 'primary' : 'unique', columns: cols! }) as CatalogKey),
+    partition: r.ip === true,
+    parents: (r.p ?? []).map(([schema, name]) => ({ schema, name })),
+    ancestors: (r.a ?? []).map(([schema, name]) => ({ schema, name })),
   }));
   const functions: CatalogFunction[] = row.functions.map(([schema, name, v, rs, oc]) => {
     const f: CatalogFunction = { schema, name, volatility: VOLATILITY[v] ?? 'volatile', returnsSet: rs };

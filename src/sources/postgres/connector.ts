@@ -25,6 +25,9 @@ import type { ReadOptions, ReadResult } from './portal-read';
 import { runRead, type StatementContext } from './read';
 import { resolveSettings, tlsOptions, type PostgresSourceSettings, type Resolved } from './settings';
 import { encodeParams } from './wire';
+import { readRelationTrees, MAX_HIERARCHY_ROWS } from './hierarchy';
+import type { RelationName } from '../../sql/catalog-types';
+import type { LiveRelationTree } from '../../sql/hierarchy';
 import { lendReader, runWrite } from './write';
 
 export { SourceError, type SourceErrorCode } from './errors';
@@ -127,6 +130,15 @@ export class PostgresSourceConnector {
       });
       return run;
     });
+  }
+
+  /**
+   * The ancestors and descendants of `relations` as the server has them now (issue 22 item 1; see
+   * hierarchy.ts): one read with the caller's identity, so the fair share and breaker apply.
+   * @throws as `read`, or Error when the answer was incomplete
+   */
+  relationTrees(relations: readonly RelationName[], opts: { signal?: AbortSignal; identityId?: string } = {}): Promise<Map<string, LiveRelationTree>> {
+    return readRelationTrees((sql, params) => this.read(sql, params, { maxRows: MAX_HIERARCHY_ROWS, maxBytes: 4 * 1024 * 1024, ...opts }), relations);
   }
 
   /**

@@ -5,9 +5,11 @@
  */
 import type { Policy } from '../../../generated/policy-v1';
 import { AccessEvaluator } from '../../governance/evaluator';
-import { evaluatePolicies, maskFor } from '../../governance/policies';
+import { evaluatePolicies } from '../../governance/policies';
+import { decideInHierarchy, governingRelations, maskInHierarchy } from '../../governance/hierarchy';
+import { catalogHierarchy, type RelationHierarchy } from '../../sql/hierarchy';
 import type { GovernanceStore, SourceRecord } from '../../governance/store';
-import type { CatalogKey as CatalogKeyDef, CatalogColumn, SourceCatalog } from '../../sql/catalog-types';
+import type { CatalogKey as CatalogKeyDef, CatalogColumn, CatalogRelation, SourceCatalog } from '../../sql/catalog-types';
 import type { CatalogKey, CatalogRow } from '../../../generated/mcp-tools-v1';
 import type { ToolCallContext, ToolHandler, ToolOutcome } from '../types';
 import { sourceStep } from '../../pipeline/02-source';
@@ -28,35 +30,79 @@ function text(value: unknown, structured?: Record<string, unknown>): ToolOutcome
   return { kind: 'result', content: [{ type: 'text', text: JSON.stringify(value) }], structuredContent: structured ?? (value as Record<string, unknown>) };
 }
 
-/** The policy that would refuse `action` on the table for this subject, if any. */
-function refusingPolicy(policies: Policy[], subject: { identityId: string; identityName: string; roles: string[]; sourceId: string }, schema: string, table: string, now: Date) {
-  const v = evaluatePolicies(policies, subject, { action: 'read', relations: [{ schema, table, action: 'read' }], writes: [], now });
+/** The policy that would refuse `action` on the table (or, issue 22, on its ancestors or descendants) for this subject, if any. */
+function refusingPolicy(policies: Policy[], subject: { identityId: string; identityName: string; roles: string[]; sourceId: string }, schema: string, table: string, now: Date, h: RelationHierarchy, action: 'read' | 'describe' = 'read') {
+  const v = evaluatePolicies(policies, subject, { action, relations: [{ schema, table, action, governing: governingRelations(schema, table, h).slice(1) }], writes: [], now });
   return v.ok ? null : { refused: true, rule: v.policy, reason: v.reason };
 }
 
-/** Builds describe_access's `resources` for one SQL source. */
+/** Kinds reported by the describe tools (spec $defs CatalogRow.table_kind): a relation with relispartition is a `partition`. */
+export type DescribedKind = CatalogRelation['kind'] | 'partition';
+
+/** The reported kind of a catalogued relation (issue 22 item 1). */
+export function describedKind(rel: CatalogRelation): DescribedKind {
+  return rel.partition ? 'partition' : rel.kind;
+}
+
+/** `schema.name` of a partition's parent, or null when the relation is not a partition. */
+function partitionOf(rel: CatalogRelation): string | null {
+  const p = rel.partition ? rel.parents?.[0] : undefined;
+  return p ? `${p.schema}.${p.name}` : null;
+}
+
+/**
+ * Catalogue relations in describe order: by schema.name, except that partitions follow their
+ * partition root, nested by level (issue 22: partitions are listed under their parent).
+ */
+function describeOrder(catalog: SourceCatalog): CatalogRelation[] {
+  const path = (r: CatalogRelation) => [...(r.partition ? [...(r.ancestors ?? r.parents ?? [])].reverse() : []), r].map((x) => `${x.schema}.${x.name}`);
+  const cmp = (a: string[], b: string[]) => {
+    for (let i = 0; i < Math.min(a.length, b.length); i++) {
+      const c = a[i].localeCompare(b[i]);
+      if (c !== 0) return c;
+    }
+    return a.length - b.length;
+  };
+  return catalog.relations.map((r) => ({ r, k: path(r) })).sort((a, b) => cmp(a.k, b.k)).map((x) => x.r);
+}
+
+/**
+ * Builds describe_access's `resources` for one SQL source. Each table entry is {table, kind, columns,
+ * all_columns, policy?, masked_columns?, partitions?}; columns, masks and policy refusals are decided
+ * across the relation hierarchy exactly as reads are (src/governance/hierarchy.ts), and a partition
+ * whose parent is listed is nested in the parent's `partitions` instead of listed on its own.
+ */
 export function sqlResources(evaluator: AccessEvaluator, sourceId: string, catalog: SourceCatalog | null, policies: Policy[], subject: { identityId: string; identityName: string; roles: string[]; sourceId: string }, now: Date): Record<string, unknown> {
   if (!catalog) return { enforced: true, catalogued: false };
+  const h = catalogHierarchy(catalog);
   const tables: Array<Record<string, unknown>> = [];
+  const entries = new Map<string, Record<string, unknown>>();
+  let count = 0;
   let truncated = false;
-  const relations = [...catalog.relations].sort((a, b) => `${a.schema}.${a.name}`.localeCompare(`${b.schema}.${b.name}`));
-  for (const rel of relations) {
-    const columns = rel.columns.map((c) => c.name).filter((column) => evaluator.decide(sourceId, 'read', { schema: rel.schema, table: rel.name, column }) === 'allow');
+  // Masks do not depend on the relation: evaluated once.
+  const v = evaluatePolicies(policies, subject, { action: 'read', relations: [], writes: [], now });
+  for (const rel of describeOrder(catalog)) {
+    const columns = rel.columns.map((c) => c.name).filter((column) => decideInHierarchy(evaluator, sourceId, 'read', { schema: rel.schema, table: rel.name, column }, h) === 'allow');
     if (columns.length === 0) continue;
-    if (tables.length >= DESCRIBE_ACCESS_TABLE_LIMIT) {
+    if (count >= DESCRIBE_ACCESS_TABLE_LIMIT) {
       truncated = true;
       break;
     }
-    const entry: Record<string, unknown> = { table: `${rel.schema}.${rel.name}`, columns, all_columns: columns.length === rel.columns.length };
-    const policy = refusingPolicy(policies, subject, rel.schema, rel.name, now);
+    count++;
+    const name = `${rel.schema}.${rel.name}`;
+    const entry: Record<string, unknown> = { table: name, kind: describedKind(rel), columns, all_columns: columns.length === rel.columns.length };
+    const policy = refusingPolicy(policies, subject, rel.schema, rel.name, now, h);
     if (policy) entry.policy = policy;
     // Columns a policy masks: selectable as they are (masked), never usable in conditions or expressions.
-    const v = evaluatePolicies(policies, subject, { action: 'read', relations: [], writes: [], now });
     if (v.ok && v.maskPatterns.length) {
-      const masked = columns.filter((c) => maskFor(v.maskPatterns, rel.schema, rel.name, c) !== null);
+      const masked = columns.filter((c) => maskInHierarchy(v.maskPatterns, rel.schema, rel.name, c, h) !== null);
       if (masked.length) entry.masked_columns = masked;
     }
-    tables.push(entry);
+    entries.set(name, entry);
+    const parent = partitionOf(rel);
+    const holder = parent ? entries.get(parent) : undefined;
+    if (holder) ((holder.partitions ??= []) as Array<Record<string, unknown>>).push(entry);
+    else tables.push(entry);
   }
   return { enforced: true, catalogued: true, scanned_at: catalog.scannedAt, catalog_truncated: catalog.truncated, tables, truncated };
 }
@@ -92,9 +138,18 @@ export type CatalogRowView = CatalogRow;
 /** A primary or unique key whose every column the caller may describe (spec $defs CatalogKey). */
 export type CatalogKeyView = CatalogKey & { columns: string[] };
 
-/** The describe_source row of one column (pure). `keys` are the relation's key constraints. */
-export function catalogRow(schema: string, table: string, c: CatalogColumn, keys: CatalogKeyDef[] | undefined): CatalogRowView {
+/**
+ * The describe_source row of one column (pure). `keys` are the relation's key constraints; `rel`
+ * (when given) adds table_kind, partition_of and inherits (issue 22 item 1).
+ */
+export function catalogRow(schema: string, table: string, c: CatalogColumn, keys: CatalogKeyDef[] | undefined, rel?: CatalogRelation): CatalogRowView {
   const row: CatalogRowView = { table_schema: schema, table_name: table, column_name: c.name, data_type: c.dataType };
+  if (rel) {
+    row.table_kind = describedKind(rel);
+    const parent = partitionOf(rel);
+    if (parent) row.partition_of = parent;
+    else if (rel.parents?.length) row.inherits = rel.parents.map((p) => `${p.schema}.${p.name}`);
+  }
   if (c.nullable !== undefined) {
     row.is_nullable = c.nullable;
     row.column_default = c.default ?? null;
@@ -139,14 +194,13 @@ export function describeSourceHandler(deps: DescribeDeps): ToolHandler {
     const subject = { identityId: ctx.identity.id, identityName: ctx.identity.name, roles: evaluator.roleNames(sourceId), sourceId };
     const rows: CatalogRowView[] = [];
     const keys: CatalogKeyView[] = [];
-    const relations = [...catalog.relations].sort((a, b) => `${a.schema}.${a.name}`.localeCompare(`${b.schema}.${b.name}`));
-    for (const rel of relations) {
-      const v = evaluatePolicies(policies, subject, { action: 'describe', relations: [{ schema: rel.schema, table: rel.name, action: 'describe' }], writes: [], now: now() });
-      if (!v.ok) continue;
-      const visible = new Set(rel.columns.filter((c) => evaluator.decide(sourceId, 'describe', { schema: rel.schema, table: rel.name, column: c.name }) === 'allow').map((c) => c.name));
+    const h = catalogHierarchy(catalog);
+    for (const rel of describeOrder(catalog)) {
+      if (refusingPolicy(policies, subject, rel.schema, rel.name, now(), h, 'describe')) continue;
+      const visible = new Set(rel.columns.filter((c) => decideInHierarchy(evaluator, sourceId, 'describe', { schema: rel.schema, table: rel.name, column: c.name }, h) === 'allow').map((c) => c.name));
       // A key is described only when every one of its columns is: nothing hidden is named or hinted.
       const shown = rel.keys?.filter((k) => k.columns.every((c) => visible.has(c)));
-      for (const c of rel.columns) if (visible.has(c.name)) rows.push(catalogRow(rel.schema, rel.name, c, shown));
+      for (const c of rel.columns) if (visible.has(c.name)) rows.push(catalogRow(rel.schema, rel.name, c, shown, rel));
       for (const k of shown ?? []) keys.push({ table_schema: rel.schema, table_name: rel.name, kind: k.kind, columns: k.columns as [string, ...string[]] });
     }
     audit.row_count = rows.length;

@@ -1,0 +1,59 @@
+/**
+ * Rules across the relation hierarchy (issue 22 item 1). A partition or inheritance child holds rows
+ * its parent shows, and a parent read without ONLY shows its descendants' rows, so:
+ *
+ * - reading or writing relation R is decided on R and on every ancestor of R: a deny on any of them
+ *   wins, and an allow on R or on any ancestor grants (an operator who allows `public.measurements`
+ *   may read `public.measurements_2024`, masked the same way);
+ * - a deny on a descendant of R also refuses R (R's rows include the descendant's; `ONLY R` is
+ *   decided the same way, which can only refuse more);
+ * - masks and `deny_relations` policies on R, its ancestors and its descendants all apply, the
+ *   strongest mask winning. Partitions share their parent's columns; a column an inheritance child
+ *   adds is governed by the parent's table-wide rules and the child's own.
+ *
+ * The one evaluator (src/governance/evaluator.ts) still makes every single decision; this module
+ * only chooses which relations each decision is asked about.
+ */
+import type { RelationHierarchy } from '../sql/hierarchy';
+import type { AccessEvaluator, Action, Decision, ResourceRef } from './evaluator';
+import { maskFor, type ColumnMask } from './policies';
+
+/**
+ * Decides `action` on a relation or column of it across the hierarchy (see module doc).
+ * `tableColumns` are the relation's columns, used when no column is named (count(*), DELETE): see
+ * `AccessEvaluator.decideTable`. Returns 'deny' when R, an ancestor or a descendant denies;
+ * 'allow' when R or an ancestor allows; else 'none'.
+ */
+export function decideInHierarchy(evaluator: AccessEvaluator, sourceId: string, action: Action, ref: ResourceRef, h: RelationHierarchy, tableColumns: string[] = []): Decision {
+  const one = (table: { schema: string; name: string }): Decision =>
+    ref.column !== undefined
+      ? evaluator.decide(sourceId, action, { schema: table.schema, table: table.name, column: ref.column })
+      : evaluator.decideTable(sourceId, action, table.schema, table.name, tableColumns);
+  let allowed = false;
+  for (const t of [{ schema: ref.schema, name: ref.table }, ...h.ancestors(ref.schema, ref.table)]) {
+    const d = one(t);
+    if (d === 'deny') return 'deny';
+    if (d === 'allow') allowed = true;
+  }
+  for (const t of h.descendants(ref.schema, ref.table)) {
+    const d = ref.column !== undefined ? evaluator.decide(sourceId, action, { schema: t.schema, table: t.name, column: ref.column }) : evaluator.decide(sourceId, action, { schema: t.schema, table: t.name });
+    if (d === 'deny') return 'deny';
+  }
+  return allowed ? 'allow' : 'none';
+}
+
+/** R, its ancestors and its descendants: the relations whose policies govern a use of R. */
+export function governingRelations(schema: string, table: string, h: RelationHierarchy): Array<{ schema: string; table: string }> {
+  return [{ schema, name: table }, ...h.ancestors(schema, table), ...h.descendants(schema, table)].map((r) => ({ schema: r.schema, table: r.name }));
+}
+
+/** The strongest mask any of R's governing relations puts on the same-named column (null > full > hash > partial), or null. */
+export function maskInHierarchy(patterns: Array<{ parts: string[]; method: ColumnMask['method'] }>, schema: string, table: string, column: string, h: RelationHierarchy): ColumnMask['method'] | null {
+  const rank = { partial: 1, hash: 2, full: 3, null: 4 } as const;
+  let best: ColumnMask['method'] | null = null;
+  for (const r of governingRelations(schema, table, h)) {
+    const m = maskFor(patterns, r.schema, r.table, column);
+    if (m && (best === null || rank[m] > rank[best])) best = m;
+  }
+  return best;
+}

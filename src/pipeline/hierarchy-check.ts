@@ -1,0 +1,82 @@
+/**
+ * Between policy (step 4) and execution (step 7) of a read: the relation hierarchy is checked against
+ * the server (issue 22 item 1). The catalogue can be older than the source: a table attached as a
+ * partition of a masked or denied parent after the scan, a partition detached from one, or a new
+ * partition under a parent with a denied descendant rule. When the server's hierarchy of the
+ * relations the read touches differs from the catalogue's, steps 3 and 4 are decided again with the
+ * union of both (src/sql/hierarchy.ts `overlayHierarchy`), so such a relation is never read as
+ * unruled; when the server cannot be asked, the read is refused.
+ *
+ * Only callers whose rules can refuse or mask (a read deny in their roles, or a `mask_columns` or
+ * `deny_relations` policy that applies to them) are checked: for anyone else a change of hierarchy
+ * cannot reveal anything, and their reads keep one round trip. A relation named in the statement but
+ * unknown to the catalogue never gets here: the analyser refuses it (`source_role_denied`).
+ */
+import type { Policy } from '../../generated/policy-v1';
+import type { AccessEvaluator } from '../governance/evaluator';
+import { policyApplies, type PolicySubject } from '../governance/policies';
+import type { SqlAnalysis } from '../sql/analyze';
+import type { RelationName, SourceCatalog } from '../sql/catalog-types';
+import { catalogHierarchy, hierarchyChanged, overlayHierarchy } from '../sql/hierarchy';
+import type { ToolOutcome } from '../tools/types';
+import { authorizeStatement } from './03-authorize';
+import { policyStep, type PolicyRestrictions } from './04-policy';
+import { mapConnectorError, type QueryConnector } from './07-execute';
+
+type OkAnalysis = Extract<SqlAnalysis, { ok: true }>;
+
+/** Inputs of the check: the request's decisions so far and how to reach the server. */
+export interface HierarchyCheckInput {
+  connector: QueryConnector;
+  evaluator: AccessEvaluator;
+  sourceId: string;
+  analysis: OkAnalysis;
+  catalog: SourceCatalog;
+  policies: Policy[];
+  subject: PolicySubject;
+  now: Date;
+  restrictions: PolicyRestrictions;
+  signal?: AbortSignal;
+  identityId: string;
+}
+
+/**
+ * The outcome: `changed` false → proceed with the restrictions already decided; `changed` true →
+ * proceed with `restrictions` decided on the live hierarchy (the result must not be cached under the
+ * old decisions' key); `ok` false → answer `outcome` (a refusal of step 3 or 4, or the mapped
+ * connector failure when the server could not be asked).
+ */
+export type HierarchyCheck = { ok: true; changed: boolean; restrictions: PolicyRestrictions } | { ok: false; outcome: ToolOutcome };
+
+/** True when the caller's rules on the source can refuse or mask something (the check is needed). */
+export function hierarchySensitive(evaluator: AccessEvaluator, sourceId: string, policies: Policy[], subject: PolicySubject): boolean {
+  if (evaluator.hasReadDeny(sourceId)) return true;
+  return policies.some((p) => (p.rule.type === 'mask_columns' || p.rule.type === 'deny_relations') && policyApplies(p, subject));
+}
+
+/** Relations the read touches: those it names and those behind the view columns it uses. */
+function touched(a: OkAnalysis): RelationName[] {
+  const out = new Map<string, RelationName>();
+  for (const r of [...a.reads, ...a.writes, ...(a.viewSources ?? [])]) out.set(`${r.schema}\u0000${r.table}`, { schema: r.schema, name: r.table });
+  return [...out.values()];
+}
+
+/** Runs the check (see module doc). Never throws: connector failures become outcomes. */
+export async function checkHierarchy(i: HierarchyCheckInput): Promise<HierarchyCheck> {
+  const unchanged: HierarchyCheck = { ok: true, changed: false, restrictions: i.restrictions };
+  if (!i.connector.relationTrees || !hierarchySensitive(i.evaluator, i.sourceId, i.policies, i.subject)) return unchanged;
+  let live;
+  try {
+    live = await i.connector.relationTrees(touched(i.analysis), { signal: i.signal, identityId: i.identityId });
+  } catch (err) {
+    return { ok: false, outcome: mapConnectorError(err) };
+  }
+  const base = catalogHierarchy(i.catalog);
+  if (!hierarchyChanged(base, live)) return unchanged;
+  const h = overlayHierarchy(base, live);
+  const denied = authorizeStatement(i.evaluator, i.sourceId, i.analysis, i.catalog, h);
+  if (denied) return { ok: false, outcome: denied };
+  const pol = policyStep(i.policies, i.subject, i.analysis, i.catalog, i.now, h);
+  if (!pol.ok) return pol;
+  return { ok: true, changed: true, restrictions: pol.restrictions };
+}

@@ -1,0 +1,66 @@
+/**
+ * The live relation hierarchy (issue 22 item 1): right before a governed read, the ancestors and
+ * descendants of the relations it touches, as the server has them now. A partition attached,
+ * detached or created after the catalogue scan is thereby governed by its tree's rules on the very
+ * next read, not after the next scan (src/pipeline/hierarchy-check.ts compares and re-decides).
+ */
+import type { RelationName } from '../../sql/catalog-types';
+import { relationKey, type LiveRelationTree } from '../../sql/hierarchy';
+
+/** Most rows the query may return: beyond, the answer is incomplete and the caller must refuse. */
+export const MAX_HIERARCHY_ROWS = 10_000;
+
+/**
+ * $1 schemas, $2 names (parallel text arrays). One row per (relation, related relation, direction):
+ * direction 'a' = ancestor, 'd' = descendant, at any depth (pg_inherits holds both partition and
+ * inheritance edges; depth capped at 64 like the scan). Names are returned as text.
+ */
+export const HIERARCHY_SQL = `
+WITH RECURSIVE t AS (
+  SELECT u.s, u.n, c.oid
+  FROM unnest($1::text[], $2::text[]) AS u(s, n)
+  JOIN pg_catalog.pg_namespace ns ON ns.nspname = u.s
+  JOIN pg_catalog.pg_class c ON c.relnamespace = ns.oid AND c.relname = u.n
+), up(s, n, oid, depth) AS (
+  SELECT t.s, t.n, i.inhparent, 1 FROM t JOIN pg_catalog.pg_inherits i ON i.inhrelid = t.oid
+  UNION
+  SELECT up.s, up.n, i.inhparent, up.depth + 1 FROM up JOIN pg_catalog.pg_inherits i ON i.inhrelid = up.oid WHERE up.depth < 64
+), down(s, n, oid, depth) AS (
+  SELECT t.s, t.n, i.inhrelid, 1 FROM t JOIN pg_catalog.pg_inherits i ON i.inhparent = t.oid
+  UNION
+  SELECT down.s, down.n, i.inhrelid, down.depth + 1 FROM down JOIN pg_catalog.pg_inherits i ON i.inhparent = down.oid WHERE down.depth < 64
+)
+SELECT x.s::text AS s, x.n::text AS n, x.dir, rn.nspname::text AS rs, rc.relname::text AS rr
+FROM (SELECT s, n, 'a' AS dir, oid, min(depth) AS depth FROM up GROUP BY s, n, oid
+      UNION ALL
+      SELECT s, n, 'd' AS dir, oid, min(depth) AS depth FROM down GROUP BY s, n, oid) x
+JOIN pg_catalog.pg_class rc ON rc.oid = x.oid
+JOIN pg_catalog.pg_namespace rn ON rn.oid = rc.relnamespace
+ORDER BY x.s, x.n, x.dir, x.depth, rn.nspname, rc.relname
+`;
+
+/** How the query is run: a read on the source's reader (read-only, time-limited, fair-shared). */
+export type HierarchyRead = (sql: string, params: unknown[]) => Promise<{ rowsArray: unknown[][]; truncated: boolean }>;
+
+/**
+ * Asks the server for the ancestors and descendants of `relations`.
+ * @returns a map keyed by `relationKey(schema, name)` with an entry for every requested relation
+ *   (empty lists when it has no parent or child, or no longer exists)
+ * @throws the read's error; Error('hierarchy answer incomplete') when the answer was cut or malformed
+ *   (callers must then refuse the read rather than treat the relation as unruled)
+ */
+export async function readRelationTrees(read: HierarchyRead, relations: readonly RelationName[]): Promise<Map<string, LiveRelationTree>> {
+  const out = new Map<string, LiveRelationTree>();
+  for (const r of relations) out.set(relationKey(r.schema, r.name), { ancestors: [], descendants: [] });
+  if (!relations.length) return out;
+  const res = await read(HIERARCHY_SQL, [relations.map((r) => r.schema), relations.map((r) => r.name)]);
+  if (res.truncated) throw new Error('hierarchy answer incomplete');
+  for (const row of res.rowsArray) {
+    const [s, n, dir, rs, rr] = row;
+    if (typeof s !== 'string' || typeof n !== 'string' || typeof rs !== 'string' || typeof rr !== 'string' || (dir !== 'a' && dir !== 'd')) throw new Error('hierarchy answer incomplete');
+    const tree = out.get(relationKey(s, n));
+    if (!tree) continue;
+    (dir === 'a' ? tree.ancestors : tree.descendants).push({ schema: rs, name: rr });
+  }
+  return out;
+}
