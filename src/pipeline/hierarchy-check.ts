@@ -18,7 +18,7 @@ import { policyApplies, type PolicySubject } from '../governance/policies';
 import type { SqlAnalysis } from '../sql/analyze';
 import type { RelationName, SourceCatalog } from '../sql/catalog-types';
 import { catalogHierarchy, hierarchyChanged, overlayHierarchy } from '../sql/hierarchy';
-import type { ToolOutcome } from '../tools/types';
+import type { ToolOutcome } from './types';
 import { authorizeStatement } from './03-authorize';
 import { policyStep, type PolicyRestrictions } from './04-policy';
 import { mapConnectorError, type QueryConnector } from './07-execute';
