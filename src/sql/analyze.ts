@@ -28,8 +28,10 @@
  *   than a few harmless built-ins (random(), gen_random_uuid(), clock_timestamp(), …), unknown
  *   functions, any same-named volatile candidate on the search path, volatile or unknown operators
  *   (when the catalogue lists operators), TABLESAMPLE methods other than BERNOULLI/SYSTEM, casts to
- *   types that run user code (domains with CHECK constraints), `generate_series`/`repeat`/`lpad`/
- *   `rpad` with constant sizes over 10 million, casts to object-identifier types (`regclass`,
+ *   types that run user code (domains with CHECK constraints), allocation-sized built-ins
+ *   (`generate_series` in every form, `repeat`, `lpad`/`rpad`, `array_fill`, `bit`, `bpchar`, and
+ *   `bit(n)`/`char(n)` type modifiers: builtin-functions/sizing.ts, issue 22 item 4) with constant
+ *   sizes over 10 million rows, characters, bits or elements, casts to object-identifier types (`regclass`,
  *   `regtype`, `regproc`, … and `aclitem`: they look names up in the system catalogues), SQL value
  *   functions naming the connection (`CURRENT_USER`, `SESSION_USER`, `USER`, `CURRENT_ROLE`,
  *   `CURRENT_CATALOG`, `CURRENT_SCHEMA`), `current_setting` except for a constant name in

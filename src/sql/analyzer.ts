@@ -26,9 +26,8 @@ import {
   deniedValueFunctionReason,
   HARMLESS_VOLATILE,
   isCacheBreaking,
-  RESOURCE_CHECKED,
-  resourceLimitReason,
 } from './function-policy';
+import { allocationSizeReason, typeModifierReason } from './builtin-functions/sizing';
 import { BUILTIN_SCHEMAS, builtinFunctionRefusal, regconfigCallReason } from './builtin-functions/classes';
 import { typeNameResolves } from './type-names';
 import {
@@ -1458,8 +1457,8 @@ export class Analyzer {
       const why = regconfigCallReason(routine.name, args.length, first);
       if (why) throw new Refusal('function_not_allowed', `function ${q(routine.name)} is not allowed ${why}`);
     }
-    if (routine.schema === 'pg_catalog' && RESOURCE_CHECKED.has(routine.name) && fc.args) {
-      const why = resourceLimitReason(routine.name, (fc.args as N[]).map(constNumber));
+    if (routine.schema === 'pg_catalog' && fc.args) {
+      const why = allocationSizeReason(routine.name, fc.args as N[]);
       if (why) throw new Refusal('function_not_allowed', `resource limit: ${why}`);
     }
     // In a view's definition, a function whose body is not analysed may read any relation (views.ts).
@@ -1815,6 +1814,8 @@ export class Analyzer {
       else strs((m.ColumnRef as N).fields ?? []); // e.g. INTERVAL field names are constants
     }
     for (const b of t.arrayBounds ?? []) if (!hasOwn.call(b, 'Integer')) throw new Refusal('statement_not_allowed', 'unsupported array bound');
+    const sized = names.length === 1 || names[0] === 'pg_catalog' ? typeModifierReason(typeNameOnly, t.typmods) : null;
+    if (sized) throw new Refusal('function_not_allowed', `resource limit: ${sized}`);
   }
 
   /**
@@ -2015,30 +2016,6 @@ const A_EXPR_KINDS = new Set([
 function constString(node: N): string | null {
   const c = node && hasOwn.call(node, 'A_Const') ? (node.A_Const as N) : null;
   return c && c.sval && typeof c.sval.sval === 'string' ? c.sval.sval : null;
-}
-
-/** Value of a constant numeric argument (`1e9`, `-5`, `'100'`, `10::bigint`), else null. */
-function constNumber(node: N): number | null {
-  if (!node) return null;
-  if (hasOwn.call(node, 'TypeCast')) return constNumber(node.TypeCast.arg);
-  if (hasOwn.call(node, 'A_Expr')) {
-    const e = node.A_Expr as N;
-    const op = e.name?.[0]?.String?.sval;
-    if (e.kind === 'AEXPR_OP' && !e.lexpr && (op === '-' || op === '+')) {
-      const v = constNumber(e.rexpr);
-      return v === null ? null : op === '-' ? -v : v;
-    }
-    return null;
-  }
-  if (!hasOwn.call(node, 'A_Const')) return null;
-  const c = node.A_Const as N;
-  let text: string | undefined;
-  if (c.ival) text = String(c.ival.ival ?? 0);
-  else if (c.fval) text = String(c.fval.fval);
-  else if (c.sval && typeof c.sval.sval === 'string') text = c.sval.sval.trim();
-  if (text === undefined || text === '') return null;
-  const v = Number(text);
-  return Number.isFinite(v) ? v : null;
 }
 
 function unwrapJson(n: N, type: string): N {
