@@ -83,7 +83,7 @@ interface OpRow {
   volatility: Volatility;
 }
 
-/** Indexes of one catalogue's resolution rows (built once per catalogue object). */
+/** Indexes of one catalogue's resolution rows and column types (built once per catalogue object). */
 interface Index {
   types: Map<number, TypeRow>;
   /** `format_type` spellings (without type modifiers) → oid. */
@@ -99,10 +99,10 @@ interface Index {
 }
 
 const VOL: Record<string, Volatility> = { i: 'immutable', s: 'stable', v: 'volatile' };
-const indexes = new WeakMap<OperatorResolution, Index>();
+const indexes = new WeakMap<SourceCatalog, Index>();
 
 function buildIndex(src: SourceCatalog, res: OperatorResolution): Index {
-  const hit = indexes.get(res);
+  const hit = indexes.get(src);
   if (hit) return hit;
   const types = new Map<number, TypeRow>();
   const byFormat = new Map<string, number>();
@@ -122,7 +122,7 @@ function buildIndex(src: SourceCatalog, res: OperatorResolution): Index {
   const columns = new Map<string, Map<string, string>>();
   for (const r of src.relations) columns.set(r.schema + '\u0000' + r.name, new Map(r.columns.map((c) => [c.name, c.dataType])));
   const idx: Index = { types, byFormat, byName, arrayOf, casts: new Set(res.implicitCasts.map(([a, b]) => a + ':' + b)), ops, columns };
-  indexes.set(res, idx);
+  indexes.set(src, idx);
   return idx;
 }
 
@@ -151,8 +151,8 @@ const hasOwn = Object.prototype.hasOwnProperty;
  * the analyser judges operators by name).
  */
 export class OperatorResolver {
-  /** Expressions whose value is one unchanged catalogue column (noted by the analyser). */
-  private readonly columnOf = new WeakMap<N, ColumnRef>();
+  /** Expressions whose value is an unchanged catalogue column (passthrough lineage noted by the analyser). */
+  private readonly columnOf = new WeakMap<N, Lin>();
   /** Result types of operator expressions resolved exactly (A_Expr bodies). */
   private readonly results = new WeakMap<N, OperandType>();
   /** Output lineage of sub-selects (SubLink bodies). */
@@ -174,10 +174,9 @@ export class OperatorResolver {
     this.outputsOf.set(sublink, outputs);
   }
 
-  /** Records the lineage the analyser computed for an expression node (only one-column passthroughs are kept). */
+  /** Records the lineage the analyser computed for an expression node (only passthrough lineage is kept). */
   note(node: N, lin: Lin): void {
-    if (!lin.pass || !lin.src || lin.src.size !== 1) return;
-    for (const c of lin.src.values()) this.columnOf.set(node, c);
+    if (lin.pass && lin.src) this.columnOf.set(node, lin);
   }
 
   /**
@@ -451,11 +450,19 @@ export class OperatorResolver {
     return this.idx.types.get(t)?.display ?? `type ${t}`;
   }
 
-  /** Type of a value with this lineage: the column's catalogue type when it is one unchanged column. */
+  /**
+   * Type of a value with this lineage: an unchanged column's catalogue type (a view column's, or one
+   * of several alternatives', e.g. both sides of `USING`, when all of them have the same type).
+   */
   private typeOfLin(lin: Lin): OperandType {
-    if (!lin.pass || !lin.src || lin.src.size !== 1) return null;
-    for (const c of lin.src.values()) return this.columnType(c);
-    return null;
+    if (!lin.pass || !lin.src || lin.src.size === 0) return null;
+    let t: OperandType | undefined;
+    for (const c of lin.src.values()) {
+      const ct = this.columnType(c);
+      if (ct === null || (t !== undefined && ct !== t)) return null;
+      t = ct;
+    }
+    return t ?? null;
   }
 
   private columnType(c: ColumnRef): OperandType {
@@ -486,7 +493,7 @@ export class OperatorResolver {
   typeOf(node: N | undefined): OperandType {
     if (!node) return null;
     const col = this.columnOf.get(node);
-    if (col) return this.columnType(col);
+    if (col) return this.typeOfLin(col);
     const type = Object.keys(node)[0];
     const n = node[type] as N;
     switch (type) {
