@@ -96,6 +96,15 @@ interface Index {
   ops: Map<string, OpRow[]>;
   /** relKey-like `schema\0table` → column → dataType. */
   columns: Map<string, Map<string, string>>;
+  /** Memoised judgements (`OperatorResolver.judge`), at most 10 000 per catalogue. */
+  judged: Map<string, Judgement>;
+}
+
+/** One resolved operator use: the refusal (or null), the result type, and whether the chosen operator keeps the statement cacheable. */
+interface Judgement {
+  refusal: string | null;
+  result: OperandType;
+  cacheable: boolean;
 }
 
 const VOL: Record<string, Volatility> = { i: 'immutable', s: 'stable', v: 'volatile' };
@@ -121,7 +130,7 @@ function buildIndex(src: SourceCatalog, res: OperatorResolution): Index {
   }
   const columns = new Map<string, Map<string, string>>();
   for (const r of src.relations) columns.set(r.schema + '\u0000' + r.name, new Map(r.columns.map((c) => [c.name, c.dataType])));
-  const idx: Index = { types, byFormat, byName, arrayOf, casts: new Set(res.implicitCasts.map(([a, b]) => a + ':' + b)), ops, columns };
+  const idx: Index = { types, byFormat, byName, arrayOf, casts: new Set(res.implicitCasts.map(([a, b]) => a + ':' + b)), ops, columns, judged: new Map() };
   indexes.set(src, idx);
   return idx;
 }
@@ -295,7 +304,20 @@ export class OperatorResolver {
   }
 
   /** Resolves `parts` for the operand types and judges the operator PostgreSQL can choose. */
-  private judge(parts: string[], left: OperandType | 'none', right: OperandType, acc: { cacheable: boolean }): { refusal: string | null; result: OperandType } {
+  private judge(parts: string[], left: OperandType | 'none', right: OperandType, acc: { cacheable: boolean }): Judgement {
+    // The answer depends only on the catalogue and the operand types: memoised per catalogue.
+    const key = parts.join('\u0000') + '\u0001' + left + '\u0001' + right;
+    let j = this.idx.judged.get(key);
+    if (!j) {
+      const own = { cacheable: true };
+      j = { ...this.resolve(parts, left, right, own), cacheable: own.cacheable };
+      if (this.idx.judged.size < 10_000) this.idx.judged.set(key, j);
+    }
+    if (!j.cacheable) acc.cacheable = false;
+    return j;
+  }
+
+  private resolve(parts: string[], left: OperandType | 'none', right: OperandType, acc: { cacheable: boolean }): { refusal: string | null; result: OperandType } {
     const name = parts[parts.length - 1];
     const schema = parts.length === 2 ? parts[0] : undefined;
     const path = schema !== undefined ? [schema] : this.cat.path;
