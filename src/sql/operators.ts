@@ -364,7 +364,7 @@ export class OperatorResolver {
     for (const o of reachable) {
       if (o.volatility === 'volatile') {
         return {
-          refusal: `operator ${q(shown)} for operand types (${prefix ? 'none' : this.show(left as OperandType)}, ${this.show(right)}) may resolve to ${o.schema}.${o.name}(${this.show(o.left || null, 'none')}, ${this.show(o.right)}), which is implemented by a volatile function`,
+          refusal: `operator ${q(shown)} for operand types (${prefix ? 'none' : this.show(left as OperandType)}, ${this.show(right)}) may resolve to ${o.schema}.${o.name}(${this.show(o.left, 'none')}, ${this.show(o.right)}), which is implemented by a volatile function`,
           result: null,
         };
       }
@@ -377,7 +377,7 @@ export class OperatorResolver {
   /** Refusal text when the chosen operator's function is volatile; marks stable user-defined operators as not cacheable. */
   private verdict(o: OpRow, acc: { cacheable: boolean }): string | null {
     if (o.volatility === 'volatile') {
-      return `operator ${q(o.name)} (${this.show(o.left || null, 'none')}, ${this.show(o.right)}) in schema ${q(o.schema)} is implemented by a volatile function`;
+      return `operator ${q(o.name)} (${this.show(o.left, 'none')}, ${this.show(o.right)}) in schema ${q(o.schema)} is implemented by a volatile function`;
     }
     if (o.schema !== 'pg_catalog') acc.cacheable = false;
     return null;
