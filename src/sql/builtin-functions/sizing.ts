@@ -132,8 +132,8 @@ function seriesReason(args: readonly N[]): string | null {
   if (args.length < 3) return null;
   const step = constInterval(args[2]);
   const stopText = constText(args[1])?.trim().toLowerCase();
-  if (step !== null && step > 0 && stopText === 'infinity') return limit; // never ends
-  if (step !== null && step < 0 && constText(args[1])?.trim().toLowerCase() === '-infinity') return limit;
+  // An infinite stop in the step's direction never ends.
+  if (step !== null && ((step > 0 && stopText === 'infinity') || (step < 0 && stopText === '-infinity'))) return limit;
   const t0 = constTimestamp(args[0]);
   const t1 = constTimestamp(args[1]);
   if (t0 === null || t1 === null || step === null || step === 0) return null;
