@@ -11,6 +11,10 @@
  *   list-partitioned into `icf_parts_b_one`; the default `icf_parts_def`), and `icf_base` with the
  *   inheritance child `icf_kid` holding the same rows: the server must mask `email` on both parents,
  *   and the mask must cover every partition and child (class `partition`).
+ * - Operators `=`, `>=`, `<=` on (integer, text) in `public`, implemented by the volatile
+ *   `icf_op_sidefx(int, text)`, which takes a session advisory lock (a side effect that survives a
+ *   read-only transaction): every syntactic form that runs an operator can reach them, while
+ *   `integer = integer` still resolves to the built-in operator.
  */
 import { randomBytes } from 'node:crypto';
 import { Client } from 'pg';
@@ -42,6 +46,13 @@ CREATE TABLE IF NOT EXISTS icf_base (id int NOT NULL, name text NOT NULL, email 
 CREATE TABLE IF NOT EXISTS icf_kid (extra int NOT NULL DEFAULT 7) INHERITS (icf_base);
 CREATE OR REPLACE FUNCTION icf_sidefx() RETURNS int VOLATILE LANGUAGE sql AS $f$ INSERT INTO icf_log (what) VALUES ('sidefx') RETURNING 1 $f$;
 CREATE OR REPLACE PROCEDURE icf_proc() LANGUAGE sql AS $p$ DELETE FROM icf_items $p$;
+CREATE OR REPLACE FUNCTION icf_op_sidefx(int, text) RETURNS bool VOLATILE LANGUAGE sql AS $f$ SELECT true FROM (SELECT pg_advisory_lock(4245)) s $f$;
+DO $d$ BEGIN
+  CREATE OPERATOR public.= (LEFTARG = int, RIGHTARG = text, FUNCTION = icf_op_sidefx);
+  CREATE OPERATOR public.>= (LEFTARG = int, RIGHTARG = text, FUNCTION = icf_op_sidefx);
+  CREATE OPERATOR public.<= (LEFTARG = int, RIGHTARG = text, FUNCTION = icf_op_sidefx);
+EXCEPTION WHEN duplicate_function THEN NULL;
+END $d$;
 TRUNCATE icf_items, icf_people, icf_log, icf_parts, icf_base;
 INSERT INTO icf_items VALUES (1, 'anvil', 10.50), (2, 'bucket', 3.25), (3, 'crate', 7.00), (4, 'drum', 12.00), (5, 'easel', 45.90);
 INSERT INTO icf_people VALUES ${people};

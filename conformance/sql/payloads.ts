@@ -61,6 +61,19 @@ export function basePayloads(): Payload[] {
     p('side-effect', "SELECT lo_from_bytea(0, 'x')"),
     p('side-effect', 'SELECT lo_create(0)'),
     p('side-effect', "SELECT 1; COMMIT; SELECT nextval('icf_seq')"),
+    // The volatile user-defined operators on (integer, text), reached through every form that runs an operator.
+    p('side-effect', 'SELECT 1 FROM icf_items WHERE id = name'),
+    p('side-effect', 'SELECT 1 FROM icf_items WHERE id IN (name, name)'),
+    p('side-effect', 'SELECT 1 FROM icf_items WHERE id IN (SELECT name FROM icf_people)'),
+    p('side-effect', 'SELECT 1 FROM icf_items WHERE id = ANY (ARRAY[name])'),
+    p('side-effect', 'SELECT 1 FROM icf_items WHERE id = ANY (SELECT name FROM icf_people)'),
+    p('side-effect', 'SELECT CASE id WHEN name THEN 1 END AS c FROM icf_items'),
+    p('side-effect', 'SELECT NULLIF(id, name) AS n FROM icf_items'),
+    p('side-effect', 'SELECT id IS DISTINCT FROM name AS d FROM icf_items'),
+    p('side-effect', 'SELECT ROW(id) = ROW(name) AS r FROM icf_items'),
+    p('side-effect', 'SELECT 1 FROM icf_items WHERE id BETWEEN name AND name'),
+    p('side-effect', 'SELECT 1 FROM icf_items i JOIN icf_people p ON i.id = p.name'),
+    p('side-effect', 'SELECT 1 FROM icf_items i WHERE ROW(i.id) = (SELECT name FROM icf_people ORDER BY id LIMIT 1)'),
     // Class 4: procedural and deferred execution.
     p('procedural', 'DO $$BEGIN DELETE FROM icf_items; END$$'),
     p('procedural', 'COMMIT; DO $$BEGIN DELETE FROM icf_items; END$$'),
@@ -148,6 +161,14 @@ export function basePayloads(): Payload[] {
     p('legitimate', '/* a comment */ SELECT 1 AS one -- trailing'),
     p('legitimate', 'SELECT "name" FROM "icf_items"'),
     p('legitimate', 'SELECT count(*) AS n FROM icf_people WHERE id > 1'),
+    // integer = integer (and its other forms) in a database that has a user-defined = on (integer, text).
+    p('legitimate', 'SELECT name FROM icf_items WHERE id = 1'),
+    p('legitimate', 'SELECT i.name FROM icf_items i JOIN icf_people p ON i.id = p.id'),
+    p('legitimate', 'SELECT i.name FROM icf_items i JOIN icf_people p USING (id, name) ORDER BY 1'),
+    p('legitimate', 'SELECT name FROM icf_items WHERE id IN (1, 2) AND id = ANY (ARRAY[1, 2])'),
+    p('legitimate', 'SELECT name FROM icf_items WHERE id IN (SELECT id FROM icf_people)'),
+    p('legitimate', "SELECT CASE id WHEN 1 THEN 'one' END AS c, NULLIF(id, 2) AS n FROM icf_items"),
+    p('legitimate', "SELECT name FROM icf_items WHERE id IS DISTINCT FROM 3 AND name = 'anvil' AND id BETWEEN 1 AND 5"),
   ];
 }
 

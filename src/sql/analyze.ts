@@ -26,10 +26,16 @@
  *   casts to transaction-id, snapshot, tuple-id and WAL-position types,
  *   deny-listed functions (any schema, any case; see function-policy.ts), volatile functions other
  *   than a few harmless built-ins (random(), gen_random_uuid(), clock_timestamp(), …), unknown
- *   functions, any same-named volatile candidate on the search path, volatile or unknown operators
- *   (when the catalogue lists operators), TABLESAMPLE methods other than BERNOULLI/SYSTEM, casts to
- *   types that run user code (domains with CHECK constraints), `generate_series`/`repeat`/`lpad`/
- *   `rpad` with constant sizes over 10 million, casts to object-identifier types (`regclass`,
+ *   functions, any same-named volatile candidate on the search path, operators whose resolved
+ *   implementation is volatile or unknown (operators.ts, issue 22 item 5: each use, in every form —
+ *   IN lists and sub-selects, = ANY/ALL, simple CASE, NULLIF, IS DISTINCT FROM, BETWEEN, row
+ *   comparisons, JOIN ON/USING/NATURAL, ORDER BY USING, MERGE ON — is resolved by its operand types
+ *   as PostgreSQL's lookup does; when the choice cannot be proven and a volatile candidate is
+ *   reachable, refused; catalogues without resolution rows judge operators by name), TABLESAMPLE methods other than BERNOULLI/SYSTEM, casts to
+ *   types that run user code (domains with CHECK constraints), allocation-sized built-ins
+ *   (`generate_series` in every form, `repeat`, `lpad`/`rpad`, `array_fill`, `bit`, `bpchar`, and
+ *   `bit(n)`/`char(n)` type modifiers: builtin-functions/sizing.ts, issue 22 item 4) with constant
+ *   sizes over 10 million rows, characters, bits or elements, casts to object-identifier types (`regclass`,
  *   `regtype`, `regproc`, … and `aclitem`: they look names up in the system catalogues), SQL value
  *   functions naming the connection (`CURRENT_USER`, `SESSION_USER`, `USER`, `CURRENT_ROLE`,
  *   `CURRENT_CATALOG`, `CURRENT_SCHEMA`), `current_setting` except for a constant name in
@@ -44,7 +50,9 @@
  *   columns; unprovable lineage fails closed), not checked against the function policy: the
  *   operator's definition runs as written.
  * - Code reached only implicitly is not inspected: RLS policies, operators of
- *   user-defined types when the catalogue has no operator list, domain coercions of arguments to
+ *   user-defined types when the catalogue has no operator list, equality and ordering taken from a
+ *   type's default operator class rather than by operator name (DISTINCT, GROUP BY, UNION, ORDER BY
+ *   without USING, record comparisons of composite values), domain coercions of arguments to
  *   user functions, column defaults and triggers of writes.
  * - User-defined stable functions are allowed; they may read relations that `reads` does not show.
  *   `functions` lists them (schema ≠ `pg_catalog`) so policy can refuse them.

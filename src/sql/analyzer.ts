@@ -26,9 +26,8 @@ import {
   deniedValueFunctionReason,
   HARMLESS_VOLATILE,
   isCacheBreaking,
-  RESOURCE_CHECKED,
-  resourceLimitReason,
 } from './function-policy';
+import { allocationSizeReason, typeModifierReason } from './builtin-functions/sizing';
 import { BUILTIN_SCHEMAS, builtinFunctionRefusal, regconfigCallReason } from './builtin-functions/classes';
 import { typeNameResolves } from './type-names';
 import {
@@ -49,6 +48,7 @@ import {
   tableKey,
   wholeRow,
 } from './lineage';
+import { OperatorResolver, type OperatorForm } from './operators';
 import { PreparedCatalog, PreparedRelation, PreparedRoutine, relKey } from './prepared-catalog';
 import { collectViewSources, isViewLike, viewColumnLineage, type ViewBodyAnalysis } from './views';
 import type { FunctionUse, RefusalCode, WriteAccess } from './types';
@@ -399,7 +399,11 @@ export class Analyzer {
     private readonly viewBody = false,
   ) {
     this.budget = budget;
+    this.ops = OperatorResolver.for(cat);
   }
+
+  /** Operators resolved by operand types (issue 22, item 5); null when the catalogue lacks the rows (then judged by name). */
+  private readonly ops: OperatorResolver | null;
 
   /** Steps used so far (walker steps plus lineage work); read it before another analysis starts. */
   get workUsed(): number {
@@ -642,6 +646,20 @@ export class Analyzer {
       }
     }
     if (!found) throw new Refusal('function_not_allowed', `unknown operator ${q(schema !== undefined ? schema + '.' + name : name)}`);
+  }
+
+  /** Judges one operator use by the operator PostgreSQL resolves (operators.ts); refuses when it cannot be proven safe. */
+  private operatorUse(form: OperatorForm): void {
+    const d = this.ops!.use(form);
+    if (d.refusal !== null) throw new Refusal('function_not_allowed', d.refusal);
+    if (!d.cacheable) this.cacheable = false;
+  }
+
+  /** `ORDER BY x USING op` (statements, windows, aggregates); call after `x` was walked. */
+  private sortOperator(sb: N): void {
+    if (!sb.useOp) return;
+    if (this.ops) this.operatorUse({ kind: 'sort', useOp: sb.useOp, node: sb.node });
+    else this.checkOperator(sb.useOp);
   }
 
   // ----- statements -----
@@ -1131,6 +1149,7 @@ export class Analyzer {
         rUsed.add(rc[0]);
         const a = this.use(lc[0]);
         const b = this.use(rc[0]);
+        if (this.ops) this.operatorUse({ kind: 'using', left: a, right: b }); // USING/NATURAL compare with =
         this.addFilter(a);
         this.addFilter(b);
         // The merged value is one side's value (or COALESCE of both for FULL JOIN) and equals the
@@ -1255,8 +1274,8 @@ export class Analyzer {
 
   private sortBy(node: N, ctx: Ctx, outs: readonly OutCol[]): void {
     const sb = unwrap(node, 'SortBy');
-    if (sb.useOp) this.checkOperator(sb.useOp);
     this.addFilter(this.sortTarget(sb.node, ctx, outs));
+    this.sortOperator(sb);
   }
 
   /** GROUP BY item: input columns first, then output names/positions (PostgreSQL's rule). */
@@ -1303,8 +1322,8 @@ export class Analyzer {
     for (const p of def.partitionClause ?? []) lin = merge(lin, this.ex(p, ctx));
     for (const o of def.orderClause ?? []) {
       const sb = unwrap(o, 'SortBy');
-      if (sb.useOp) this.checkOperator(sb.useOp);
       lin = merge(lin, this.ex(sb.node, ctx));
+      this.sortOperator(sb);
     }
     if (def.startOffset) lin = merge(lin, this.ex(def.startOffset, ctx));
     if (def.endOffset) lin = merge(lin, this.ex(def.endOffset, ctx));
@@ -1448,8 +1467,8 @@ export class Analyzer {
     }
     for (const o of fc.agg_order ?? []) {
       const sb = unwrap(o, 'SortBy');
-      if (sb.useOp) this.checkOperator(sb.useOp);
       lin = merge(lin, this.calc(this.ex(sb.node, ctx)));
+      this.sortOperator(sb);
     }
     if (fc.agg_filter) lin = merge(lin, this.calc(this.ex(fc.agg_filter, ctx)));
     if (fc.over) lin = merge(lin, this.calc(this.over(fc.over, ctx)));
@@ -1458,8 +1477,8 @@ export class Analyzer {
       const why = regconfigCallReason(routine.name, args.length, first);
       if (why) throw new Refusal('function_not_allowed', `function ${q(routine.name)} is not allowed ${why}`);
     }
-    if (routine.schema === 'pg_catalog' && RESOURCE_CHECKED.has(routine.name) && fc.args) {
-      const why = resourceLimitReason(routine.name, (fc.args as N[]).map(constNumber));
+    if (routine.schema === 'pg_catalog' && fc.args) {
+      const why = allocationSizeReason(routine.name, fc.args as N[]);
       if (why) throw new Refusal('function_not_allowed', `resource limit: ${why}`);
     }
     // In a view's definition, a function whose body is not analysed may read any relation (views.ts).
@@ -1525,9 +1544,13 @@ export class Analyzer {
     const kind = String(sl.subLinkType);
     let lin = LIN_NONE;
     if (sl.testexpr) lin = merge(lin, this.ex(sl.testexpr, ctx));
-    if (sl.operName) this.checkOperator(sl.operName);
+    if (sl.operName && !this.ops) this.checkOperator(sl.operName);
     this.consume(lin);
     const { out: sub, control } = this.perRowQuery(sl.subselect, ctx.scope, ctx.ctes);
+    if (this.ops) {
+      this.ops.noteOutputs(sl, sub.cols.map((c) => c.lin));
+      if (kind === 'ANY_SUBLINK' || kind === 'ALL_SUBLINK' || kind === 'ROWCOMPARE_SUBLINK') this.operatorUse({ kind: 'sublink', sublink: sl });
+    }
     if (sub.cols.length) this.sublinkNames.set(sl, sub.cols[0].name);
     switch (kind) {
       case 'EXISTS_SUBLINK':
@@ -1576,8 +1599,8 @@ export class Analyzer {
     if (c.agg_filter) lin = merge(lin, this.ex(c.agg_filter, ctx));
     for (const o of c.agg_order ?? []) {
       const sb = unwrap(o, 'SortBy');
-      if (sb.useOp) this.checkOperator(sb.useOp);
       lin = merge(lin, this.ex(sb.node, ctx));
+      this.sortOperator(sb);
     }
     if (c.over) lin = merge(lin, this.over(c.over, ctx));
     return lin;
@@ -1591,6 +1614,12 @@ export class Analyzer {
 
   /** Lineage of an expression; records reads, functions, parameters on the way. */
   ex(node: N | undefined, ctx: Ctx): Lin {
+    const lin = this.exNode(node, ctx);
+    if (this.ops && node) this.ops.note(node, lin);
+    return lin;
+  }
+
+  private exNode(node: N | undefined, ctx: Ctx): Lin {
     if (!node) return LIN_NONE;
     const type = nodeType(node);
     if (type === undefined) return LIN_NONE;
@@ -1613,8 +1642,9 @@ export class Analyzer {
           const kind = String(n.kind);
           if (!A_EXPR_KINDS.has(kind)) throw new Refusal('statement_not_allowed', `unsupported operator form ${kind}`);
           const between = kind.startsWith('AEXPR_BETWEEN') || kind.startsWith('AEXPR_NOT_BETWEEN');
-          if (!between) this.checkOperator(n.name);
+          if (!between && !this.ops) this.checkOperator(n.name);
           const value = this.calc(merge(this.ex(n.lexpr, ctx), this.ex(n.rexpr, ctx)));
+          if (this.ops) this.operatorUse({ kind: 'expr', expr: n });
           // In a view's definition, an operator whose function is not analysed may read any relation (views.ts).
           return this.viewBody && !between && !this.builtInOperator(n.name) ? merge(value, LIN_ANY) : value;
         }
@@ -1685,6 +1715,7 @@ export class Analyzer {
           for (const w of n.args ?? []) {
             const cw = unwrap(w, 'CaseWhen');
             lin = merge(lin, merge(this.ex(cw.expr, ctx), this.ex(cw.result, ctx)));
+            if (this.ops && n.arg) this.operatorUse({ kind: 'case', arg: n.arg, when: cw.expr }); // simple CASE: arg = expr
           }
           return this.calc(merge(lin, this.ex(n.defresult, ctx)));
         }
@@ -1815,6 +1846,8 @@ export class Analyzer {
       else strs((m.ColumnRef as N).fields ?? []); // e.g. INTERVAL field names are constants
     }
     for (const b of t.arrayBounds ?? []) if (!hasOwn.call(b, 'Integer')) throw new Refusal('statement_not_allowed', 'unsupported array bound');
+    const sized = names.length === 1 || names[0] === 'pg_catalog' ? typeModifierReason(typeNameOnly, t.typmods) : null;
+    if (sized) throw new Refusal('function_not_allowed', `resource limit: ${sized}`);
   }
 
   /**
@@ -2015,30 +2048,6 @@ const A_EXPR_KINDS = new Set([
 function constString(node: N): string | null {
   const c = node && hasOwn.call(node, 'A_Const') ? (node.A_Const as N) : null;
   return c && c.sval && typeof c.sval.sval === 'string' ? c.sval.sval : null;
-}
-
-/** Value of a constant numeric argument (`1e9`, `-5`, `'100'`, `10::bigint`), else null. */
-function constNumber(node: N): number | null {
-  if (!node) return null;
-  if (hasOwn.call(node, 'TypeCast')) return constNumber(node.TypeCast.arg);
-  if (hasOwn.call(node, 'A_Expr')) {
-    const e = node.A_Expr as N;
-    const op = e.name?.[0]?.String?.sval;
-    if (e.kind === 'AEXPR_OP' && !e.lexpr && (op === '-' || op === '+')) {
-      const v = constNumber(e.rexpr);
-      return v === null ? null : op === '-' ? -v : v;
-    }
-    return null;
-  }
-  if (!hasOwn.call(node, 'A_Const')) return null;
-  const c = node.A_Const as N;
-  let text: string | undefined;
-  if (c.ival) text = String(c.ival.ival ?? 0);
-  else if (c.fval) text = String(c.fval.fval);
-  else if (c.sval && typeof c.sval.sval === 'string') text = c.sval.sval.trim();
-  if (text === undefined || text === '') return null;
-  const v = Number(text);
-  return Number.isFinite(v) ? v : null;
 }
 
 function unwrapJson(n: N, type: string): N {

@@ -145,4 +145,27 @@ export interface SourceCatalog {
    * checked.
    */
   types?: Array<{ schema: string; name: string }>;
+  /**
+   * What PostgreSQL's operator lookup needs (issue 22, item 5; src/sql/operators.ts). When present,
+   * each operator use is resolved by its operand types and judged by the operator chosen; when
+   * absent (older snapshots, hand-built catalogues) operators are judged by name (`operators`).
+   */
+  operatorResolution?: OperatorResolution;
+}
+
+/**
+ * Catalogue rows for operator resolution (PostgreSQL docs §10.2), as compact tuples; type ids are
+ * `pg_type` oids (0 = none: the left operand of a prefix operator).
+ * - `operators`: `[schema, name, oprleft, oprright, oprresult, volatility of oprcode ('i'|'s'|'v';
+ *   'v' for a shell operator)]`, every schema.
+ * - `types`: `[oid, schema, typname, typtype, typcategory, typispreferred, typbasetype, typelem,
+ *   format_type(oid, NULL), format_type(oid, -1)]` for every type except relation row types and
+ *   their arrays (both spellings of the name match `CatalogColumn.dataType` once type modifiers are
+ *   removed).
+ * - `implicitCasts`: `[castsource, casttarget]` of `pg_cast` rows with `castcontext = 'i'`.
+ */
+export interface OperatorResolution {
+  operators: Array<[string, string, number, number, number, string]>;
+  types: Array<[number, string, string, string, string, boolean, number, number, string, string]>;
+  implicitCasts: Array<[number, number]>;
 }

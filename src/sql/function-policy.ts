@@ -290,33 +290,5 @@ export function isCacheBreaking(schema: string, name: string, volatility: string
   return TIME_OR_SESSION_DEPENDENT.has(name) || name.startsWith('has_') || name.endsWith('_privilege');
 }
 
-/**
- * Largest constant size accepted for the few built-ins that turn a small statement into a huge
- * result (`generate_series` rows, `repeat`/`lpad`/`rpad` characters). A static guard for the
- * obvious cases only (constant arguments); timeouts and byte caps remain the real defence.
- */
-export const RESOURCE_LIMIT = 10_000_000;
-
-/** Built-ins whose constant size arguments `resourceLimitReason` checks: the policy's `resource_checked` class. */
-export const RESOURCE_CHECKED: ReadonlySet<string> = new Set(['generate_series', 'repeat', 'lpad', 'rpad']);
-
-/**
- * Returns a refusal reason when a call to `pg_catalog.name` with the given constant numeric
- * arguments (`null` = not a constant) obviously exceeds `RESOURCE_LIMIT`, else null.
- */
-export function resourceLimitReason(name: string, args: ReadonlyArray<number | null>): string | null {
-  if (name === 'generate_series' && args.length >= 2) {
-    const [start, stop] = args;
-    const step = args.length >= 3 ? args[2] : 1;
-    if (start === null || stop === null || step === null) return null;
-    if (step === 0) return null; // PostgreSQL refuses a zero step itself
-    const rows = Math.floor((stop - start) / step) + 1;
-    if (rows > RESOURCE_LIMIT) return `generate_series would produce more than ${RESOURCE_LIMIT} rows`;
-    return null;
-  }
-  if ((name === 'repeat' || name === 'lpad' || name === 'rpad') && args.length >= 2) {
-    const n = args[1];
-    if (n !== null && n > RESOURCE_LIMIT) return `${name} would produce more than ${RESOURCE_LIMIT} characters`;
-  }
-  return null;
-}
+/** The constant-size check of allocation-sized built-ins lives in builtin-functions/sizing.ts (issue 22, item 4). */
+export { RESOURCE_CHECKED, RESOURCE_LIMIT } from './builtin-functions/sizing';

@@ -8,7 +8,7 @@ import pg from 'pg';
 import { startGovernedEnv, type GovernedEnv } from '../helpers/governed';
 import { provisionConformanceFixture } from '../helpers/sql-fixture';
 import { runSqlPack, leakTokens, type SqlPackReport } from '../../conformance/sql/run';
-import { segments, variants } from '../../conformance/sql/payloads';
+import { basePayloads, segments, variants } from '../../conformance/sql/payloads';
 import { INTERLOCK_TOOL_MAP, parseToolMap } from '../../conformance/toolmap';
 import type { ResolvedGatewayConfig } from '../../src/control/config';
 import { startWeakSqlGateway, type WeakServer } from './weak-sql-gateway';
@@ -61,6 +61,11 @@ describe('sql-gateway pack', () => {
     expect(escaped.length).toBeGreaterThanOrEqual(3);
     expect(escaped).toEqual(expect.arrayContaining(['stacked', 'side-effect', 'procedural']));
     expect(classesWith(report, (c) => c.leaks.length)).toEqual(expect.arrayContaining(['masked-leak', 'partition']));
+    // The volatile user-defined operators of the fixture run through each operator form (issue 22, item 5).
+    const operatorForms = basePayloads().filter((p) => p.class === 'side-effect' && /\b(id|name)\b/.test(p.steps[0])).map((p) => p.steps[0]);
+    expect(operatorForms.length).toBe(12);
+    const sideEffects = new Set(report.classes.find((c) => c.class === 'side-effect')!.escapes.map((f) => f.steps[0]));
+    expect(operatorForms.filter((s) => !sideEffects.has(s))).toEqual([]);
     // The escape is real: the pack restored the fixture after each one, so it is intact now.
     const c = new pg.Client({ connectionString: env.sourceUrl });
     await c.connect();

@@ -10,6 +10,7 @@ import type {
   CatalogKey,
   CatalogOperator,
   CatalogRelation,
+  OperatorResolution,
   RelationKind,
   SourceCatalog,
   Volatility,
@@ -160,7 +161,29 @@ SELECT
      LEFT JOIN pg_catalog.pg_class c ON c.oid = t.typrelid
      WHERE n.nspname NOT LIKE 'pg\\_toast%' AND n.nspname NOT LIKE 'pg\\_temp\\_%'
        AND (t.typrelid = 0 OR c.relkind = 'c')) AS types,
-  pg_catalog.current_schemas(false)::text[] AS search_path
+  pg_catalog.current_schemas(false)::text[] AS search_path,
+  -- ---- Operator resolution (issue 22, item 5; src/sql/operators.ts) ----
+  -- Every operator with its declared operand and result types and the volatility of its function
+  -- (a shell operator counts as volatile); the types operands can have (relation row types and
+  -- their arrays excluded: an operand of one is unprovable); the implicit casts.
+  (SELECT coalesce(json_agg(json_build_array(n.nspname, o.oprname, o.oprleft::int8, o.oprright::int8, o.oprresult::int8,
+            coalesce(p.provolatile::text, 'v')) ORDER BY o.oid), '[]'::json)
+     FROM pg_catalog.pg_operator o
+     JOIN pg_catalog.pg_namespace n ON n.oid = o.oprnamespace
+     LEFT JOIN pg_catalog.pg_proc p ON p.oid = o.oprcode
+     WHERE n.nspname NOT LIKE 'pg\\_temp\\_%') AS operator_signatures,
+  (SELECT coalesce(json_agg(json_build_array(t.oid::int8, n.nspname, t.typname, t.typtype, t.typcategory, t.typispreferred,
+            t.typbasetype::int8, t.typelem::int8, pg_catalog.format_type(t.oid, NULL), pg_catalog.format_type(t.oid, -1)) ORDER BY t.oid), '[]'::json)
+     FROM pg_catalog.pg_type t
+     JOIN pg_catalog.pg_namespace n ON n.oid = t.typnamespace
+     LEFT JOIN pg_catalog.pg_class c ON c.oid = t.typrelid
+     LEFT JOIN pg_catalog.pg_type e ON e.oid = t.typelem AND t.typcategory = 'A'
+     LEFT JOIN pg_catalog.pg_class ec ON ec.oid = e.typrelid
+     WHERE n.nspname NOT LIKE 'pg\\_toast%' AND n.nspname NOT LIKE 'pg\\_temp\\_%'
+       AND (t.typrelid = 0 OR c.relkind = 'c') AND (e.typrelid IS NULL OR e.typrelid = 0 OR ec.relkind = 'c')) AS type_details,
+  (SELECT coalesce(json_agg(json_build_array(k.castsource::int8, k.casttarget::int8) ORDER BY k.castsource, k.casttarget), '[]'::json)
+     FROM pg_catalog.pg_cast k WHERE k.castcontext = 'i') AS implicit_casts
+  -- ---- end of operator resolution ----
 `;
 
 interface ScanRow {
@@ -172,6 +195,9 @@ interface ScanRow {
   unsafe_types: Array<[string, string]>;
   types: Array<[string, string]>;
   search_path: string[];
+  operator_signatures: OperatorResolution['operators'];
+  type_details: OperatorResolution['types'];
+  implicit_casts: OperatorResolution['implicitCasts'];
 }
 
 /** One scanned column: name and type, plus nullability, default, identity and generation when the scan reported them. */
@@ -202,7 +228,7 @@ function isPool(client: pg.ClientBase | pg.Pool): client is pg.Pool {
  *   from `pg_inherits` (partition trees of any depth, default partitions, inheritance; issue 22 item 1).
  * - `functions`: every function/aggregate/window function of every schema, `pg_catalog` included,
  *   overloads folded per name (most volatile `provolatile` wins; see `CatalogFunction`).
- * - `operators`, `systemRelations`, `unsafeTypes`, `types`: see `SourceCatalog`. Aggregates get the volatility
+ * - `operators`, `systemRelations`, `unsafeTypes`, `types`, `operatorResolution`: see `SourceCatalog`. Aggregates get the volatility
  *   of their most volatile support function (pg_proc marks every aggregate immutable).
  * - `searchPath`: `current_schemas(false)` for the connection's role.
  *
@@ -256,6 +282,7 @@ export async function scanCatalog(
     unsafeTypes: row.unsafe_types.map(([schema, name]) => ({ schema, name })),
     types: row.types.map(([schema, name]) => ({ schema, name })),
     searchPath: row.search_path,
+    operatorResolution: { operators: row.operator_signatures, types: row.type_details, implicitCasts: row.implicit_casts },
     scannedAt: new Date().toISOString(),
     truncated,
   };
