@@ -7,6 +7,10 @@
  * `truncated: true`, or with `result_too_large` when not even one row was kept; any other message
  * over the budget fails the call opaquely. Either way the statement is cancelled and the
  * connection destroyed without reading further: pg never holds more than the budget.
+ *
+ * Values are decoded by the value mapping (values.ts). When a result has a column whose type the
+ * source's decoders do not know yet (an enum array, say), the read loads that type from pg_type on
+ * the same connection and runs once more under a fresh budget: once per type per source.
  */
 import type pg from 'pg';
 import type { Logger } from 'pino';
@@ -16,6 +20,7 @@ import { isStaleStatementError, PortalRead, type ReadOptions, type ReadResult } 
 import { guardOf, type SourcePools } from './pools';
 import type { Resolved } from './settings';
 import { readWireBudget, type WireTrip } from './wire-budget';
+import { sourceTypesOf } from './values';
 import type { ClientInternals } from './wire';
 
 /** Extra time the client waits past statement_timeout before it cancels and drops a connection itself (ms). */
@@ -70,8 +75,22 @@ export function runRead(ctx: StatementContext, sql: string, values: unknown[], o
             // The connection's prepared statement went stale (a catalogue change altered its result
             // columns): parse the approved text again, once, on the same connection.
             reparsed = true;
-            q = new PortalRead(sql, values, opts.maxRows, opts.maxBytes, finish, true);
+            q = new PortalRead(sql, values, opts.maxRows, opts.maxBytes, finish, types, true);
             client.query(q as unknown as pg.Submittable);
+            return;
+          }
+          if (err === null && q.unexpected === null && q.unknownTypes.length > 0 && !typesLoaded) {
+            // Types new to this source: load their decoders, then read again with them.
+            typesLoaded = true;
+            types.load(client, q.unknownTypes).then(
+              () => {
+                if (settled) return;
+                guard.arm(readWireBudget(opts.maxBytes), overBudget);
+                q = new PortalRead(sql, values, opts.maxRows, opts.maxBytes, finish, types);
+                client.query(q as unknown as pg.Submittable);
+              },
+              (loadErr: unknown) => finish(loadErr),
+            );
             return;
           }
           settle();
@@ -113,7 +132,9 @@ export function runRead(ctx: StatementContext, sql: string, values: unknown[], o
         };
         const onAbort = () => giveUp('cancelled');
         let reparsed = false;
-        let q = new PortalRead(sql, values, opts.maxRows, opts.maxBytes, finish);
+        let typesLoaded = false;
+        const types = sourceTypesOf(ctx.pools);
+        let q = new PortalRead(sql, values, opts.maxRows, opts.maxBytes, finish, types);
         client.on('error', onClientError);
         if (signal?.aborted) {
           settle();
