@@ -127,7 +127,7 @@ describe('truncation a text-only client can see', () => {
       structuredContent: { rows, row_count: 2, truncated: true, truncated_by: 'max_rows', cached: false },
     });
     const bytes = queryResult([{ a: 1 }], true, true, [], 'max_bytes');
-    expect(bytes.kind === 'result' && bytes.content[1].text).toBe("TRUNCATED: this result is incomplete: the rows would have exceeded the result's size limit. 1 row returned. Narrow the query (WHERE, fewer columns) or page with ORDER BY and LIMIT/OFFSET to see the rest.");
+    expect(bytes.kind === 'result' && (bytes.content[1] as { text: string }).text).toBe("TRUNCATED: this result is incomplete: the rows would have exceeded the result's size limit. 1 row returned. Narrow the query (WHERE, fewer columns) or page with ORDER BY and LIMIT/OFFSET to see the rest.");
     const whole = queryResult(rows, false, false, []);
     expect(whole.kind === 'result' && whole.content).toEqual([{ type: 'text', text: '[{"a":1},{"a":2}]' }]);
     expect(whole.kind === 'result' && whole.structuredContent).toEqual({ rows, row_count: 2, truncated: false, cached: false });
