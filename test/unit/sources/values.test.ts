@@ -3,6 +3,8 @@
  * PostgreSQL's array text, raw JSON spliced verbatim, and the truncation notice of interlock_query.
  * The server-side matrix is test/integration/sources/value-matrix.test.ts.
  */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import fc from 'fast-check';
 import { parse as postgresArray } from 'postgres-array';
 import { BUILTIN_TYPE_MAPPINGS } from '../../../generated/value-mapping-v1';
@@ -139,4 +141,9 @@ describe('truncation a text-only client can see', () => {
     const wire = serializeMessage({ jsonrpc: '2.0', id: 1, result: r.kind === 'result' ? { content: r.content, structuredContent: r.structuredContent } : null });
     expect(wire).toBe('{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"[{\\"doc\\":{\\"n\\": 12345678901234567890}}]"}],"structuredContent":{"rows":[{"doc":{"n": 12345678901234567890}}],"row_count":1,"truncated":false,"cached":false}}}');
   });
+});
+
+test('docs/values.md names every type of the spec table', () => {
+  const doc = readFileSync(join(__dirname, '..', '..', '..', 'docs', 'values.md'), 'utf8');
+  expect(BUILTIN_TYPE_MAPPINGS.filter((t) => !doc.includes(`\`${t.name}\``)).map((t) => t.name)).toEqual([]);
 });
