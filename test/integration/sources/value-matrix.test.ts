@@ -213,3 +213,31 @@ test('a truncated result says so in a second text item', async () => {
   ]);
   expect(r.body.result.structuredContent).toEqual({ rows: [{ k: 1 }, { k: 2 }], row_count: 2, truncated: true, truncated_by: 'max_rows', cached: false });
 });
+
+test('everywhere the same: POST /mcp (fresh and cached), the legacy /mcp/tools/call and /v1 carry the mapped values verbatim', async () => {
+  const sql = `SELECT '{"id": 9007199254740993}'::jsonb AS j, 9007199254740993::int8 AS n, '2024-01-15 12:00'::timestamp AS ts, 'NaN'::float8 AS f FROM m_bool WHERE k = 1 /* routes */`;
+  const rows = '[{"j":{"id": 9007199254740993},"n":"9007199254740993","ts":"2024-01-15 12:00:00","f":"NaN"}]';
+  const auth = { authorization: `Bearer ${env.apiKey}`, 'content-type': 'application/json', accept: 'application/json' };
+  const mcp = async () => {
+    const r = await fetch(env.url, {
+      method: 'POST',
+      headers: { ...auth, accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-11-25' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'interlock_query', arguments: { source_id: 'chinook', sql } } }),
+    });
+    return r.text();
+  };
+  const fresh = await mcp();
+  const cached = await mcp();
+  for (const [raw, wasCached] of [[fresh, false], [cached, true]] as const) {
+    expect(raw).toContain(`"text":${JSON.stringify(rows)}`);
+    expect(raw).toContain(`"structuredContent":{"rows":${rows},"row_count":1,"truncated":false,"cached":${wasCached}}`);
+  }
+  const legacy = await fetch(new URL('/mcp/tools/call', env.url), { method: 'POST', headers: auth, body: JSON.stringify({ name: 'interlock_query', arguments: { source_id: 'chinook', sql } }) });
+  expect(legacy.status).toBe(200);
+  expect(legacy.headers.get('content-type')).toBe('application/json; charset=utf-8');
+  expect(await legacy.text()).toContain(`"structuredContent":{"rows":${rows},`);
+  const v1 = await fetch(new URL('/v1/sources/chinook/query', env.url), { method: 'POST', headers: auth, body: JSON.stringify({ sql }) });
+  expect(v1.status).toBe(200);
+  expect(v1.headers.get('content-type')).toBe('application/json; charset=utf-8');
+  expect(await v1.text()).toBe(`{"rows":${rows},"row_count":1,"truncated":false,"cached":true}`);
+});
