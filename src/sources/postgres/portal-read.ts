@@ -290,6 +290,32 @@ export class PortalRead {
     return this.rowsArray.length;
   }
 
+  /**
+   * Decodes again, with `types` now loaded, the columns whose types were unknown when the rows
+   * arrived (they hold PostgreSQL's text, as the text decoder left it), then drops rows from the end
+   * while the rows' JSON passes maxBytes (an array's JSON can be a little longer than its text's).
+   * For a read the wire budget ended, whose connection cannot run the read again.
+   */
+  redecode(): void {
+    const cols = this.fields.map((f, i) => (this.unknownTypes.includes(f.dataTypeId) ? i : -1)).filter((i) => i >= 0);
+    if (cols.length === 0) return;
+    let bytes = 2;
+    const kept: unknown[][] = [];
+    for (const row of this.rowsArray) {
+      for (const i of cols) if (typeof row[i] === 'string') row[i] = (this.types.decoder(this.fields[i].dataTypeId) ?? textValue)(row[i] as string);
+      const size = this.objectJsonBytes(row) + (kept.length > 0 ? 1 : 0);
+      if (bytes + size > this.maxBytes) {
+        this.truncated = true;
+        this.overByteCap = true;
+        break;
+      }
+      bytes += size;
+      kept.push(row);
+    }
+    this.rowsArray = kept;
+    this.bytes = bytes;
+  }
+
   /** The result so far, marked truncated (the wire budget ended the read early). */
   truncatedResult(): ReadResult {
     this.truncated = true;

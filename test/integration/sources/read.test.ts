@@ -118,6 +118,25 @@ describe('results', () => {
   });
 });
 
+describe('value mapping of types new to the source (issue 23)', () => {
+  test('an enum array on first sight is loaded from pg_type: the read runs again, and a read the wire budget ended is decoded again and trimmed to the byte cap', async () => {
+    const suffix = Math.random().toString(36).slice(2, 8);
+    await src.admin.query(`CREATE TYPE il_mood_${suffix} AS ENUM ('sad', 'happy'); GRANT USAGE ON TYPE il_mood_${suffix} TO ${src.readerRole}`);
+    const c = connector();
+    const small = await c.read(`SELECT '{sad,happy}'::il_mood_${suffix}[] AS m`, [], BIG);
+    expect(small.rowsArray).toEqual([[['sad', 'happy']]]);
+    expect(small.truncatedBy).toBeNull();
+    // A fresh connector (fresh decoders) and a read far past the wire budget.
+    const big = await connector().read(`SELECT '{sad,happy,NULL}'::il_mood_${suffix}[] AS m, pg_catalog.repeat('x', 100) AS pad FROM pg_catalog.generate_series(1, 200000)`, [], { maxRows: 1_000_000, maxBytes: 50_000 });
+    expect(big.truncated).toBe(true);
+    expect(big.truncatedBy).toBe('max_bytes');
+    expect(big.rowsArray.length).toBeGreaterThan(100);
+    for (const row of big.rowsArray) expect(row[0]).toEqual(['sad', 'happy', null]);
+    expect(big.bytes).toBe(Buffer.byteLength(JSON.stringify(big.rows), 'utf8'));
+    expect(big.bytes).toBeLessThanOrEqual(50_000);
+  });
+});
+
 describe('layer 4: read-only, extended protocol, one round trip', () => {
   test('stacked statements are refused by PostgreSQL (extended protocol); nothing runs', async () => {
     const c = connector();
