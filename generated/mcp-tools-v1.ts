@@ -1402,6 +1402,10 @@ export interface QueryResult {
   rows: {}[];
   row_count: number;
   truncated: boolean;
+  /**
+   * Present when truncated: max_rows when more rows matched than the row limit, max_bytes when the result's size limit cut it.
+   */
+  truncated_by?: 'max_rows' | 'max_bytes';
   cached: boolean;
   masked_columns?: string[];
 }

@@ -1349,6 +1349,11 @@ export interface components {
             rows: Record<string, never>[];
             row_count: number;
             truncated: boolean;
+            /**
+             * @description Present when truncated: max_rows when more rows matched than the row limit, max_bytes when the result's size limit cut it.
+             * @enum {string}
+             */
+            truncated_by?: "max_rows" | "max_bytes";
             cached: boolean;
             masked_columns?: string[];
         };

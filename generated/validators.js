@@ -9989,7 +9989,7 @@ return errors === 0;
 validate61.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.validateQueryResult = validate62;
-const schema85 = {"$id":"https://interlock.dev/spec/defs/QueryResult.json","title":"QueryResult","type":"object","properties":{"rows":{"type":"array","items":{"type":"object"}},"row_count":{"type":"integer","minimum":0},"truncated":{"type":"boolean"},"cached":{"type":"boolean"},"masked_columns":{"type":"array","items":{"type":"string"}}},"required":["rows","row_count","truncated","cached"]};
+const schema85 = {"$id":"https://interlock.dev/spec/defs/QueryResult.json","title":"QueryResult","type":"object","properties":{"rows":{"type":"array","items":{"type":"object"}},"row_count":{"type":"integer","minimum":0},"truncated":{"type":"boolean"},"truncated_by":{"type":"string","enum":["max_rows","max_bytes"],"description":"Present when truncated: max_rows when more rows matched than the row limit, max_bytes when the result's size limit cut it."},"cached":{"type":"boolean"},"masked_columns":{"type":"array","items":{"type":"string"}}},"required":["rows","row_count","truncated","cached"]};
 
 function validate62(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/defs/QueryResult.json" */;
@@ -10109,9 +10109,10 @@ vErrors.push(err8);
 errors++;
 }
 }
-if(data.cached !== undefined){
-if(typeof data.cached !== "boolean"){
-const err9 = {instancePath:instancePath+"/cached",schemaPath:"#/properties/cached/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(data.truncated_by !== undefined){
+let data4 = data.truncated_by;
+if(typeof data4 !== "string"){
+const err9 = {instancePath:instancePath+"/truncated_by",schemaPath:"#/properties/truncated_by/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err9];
 }
@@ -10120,14 +10121,8 @@ vErrors.push(err9);
 }
 errors++;
 }
-}
-if(data.masked_columns !== undefined){
-let data5 = data.masked_columns;
-if(Array.isArray(data5)){
-const len1 = data5.length;
-for(let i1=0; i1<len1; i1++){
-if(typeof data5[i1] !== "string"){
-const err10 = {instancePath:instancePath+"/masked_columns/" + i1,schemaPath:"#/properties/masked_columns/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(!((data4 === "max_rows") || (data4 === "max_bytes"))){
+const err10 = {instancePath:instancePath+"/truncated_by",schemaPath:"#/properties/truncated_by/enum",keyword:"enum",params:{allowedValues: schema85.properties.truncated_by.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err10];
 }
@@ -10137,9 +10132,9 @@ vErrors.push(err10);
 errors++;
 }
 }
-}
-else {
-const err11 = {instancePath:instancePath+"/masked_columns",schemaPath:"#/properties/masked_columns/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data.cached !== undefined){
+if(typeof data.cached !== "boolean"){
+const err11 = {instancePath:instancePath+"/cached",schemaPath:"#/properties/cached/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err11];
 }
@@ -10149,9 +10144,13 @@ vErrors.push(err11);
 errors++;
 }
 }
-}
-else {
-const err12 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data.masked_columns !== undefined){
+let data6 = data.masked_columns;
+if(Array.isArray(data6)){
+const len1 = data6.length;
+for(let i1=0; i1<len1; i1++){
+if(typeof data6[i1] !== "string"){
+const err12 = {instancePath:instancePath+"/masked_columns/" + i1,schemaPath:"#/properties/masked_columns/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err12];
 }
@@ -10160,10 +10159,34 @@ vErrors.push(err12);
 }
 errors++;
 }
+}
+}
+else {
+const err13 = {instancePath:instancePath+"/masked_columns",schemaPath:"#/properties/masked_columns/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err13];
+}
+else {
+vErrors.push(err13);
+}
+errors++;
+}
+}
+}
+else {
+const err14 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err14];
+}
+else {
+vErrors.push(err14);
+}
+errors++;
+}
 validate62.errors = vErrors;
 return errors === 0;
 }
-validate62.evaluated = {"props":{"rows":true,"row_count":true,"truncated":true,"cached":true,"masked_columns":true},"dynamicProps":false,"dynamicItems":false};
+validate62.evaluated = {"props":{"rows":true,"row_count":true,"truncated":true,"truncated_by":true,"cached":true,"masked_columns":true},"dynamicProps":false,"dynamicItems":false};
 
 exports.validateQueuedWrite = validate63;
 const schema86 = {"$id":"https://interlock.dev/spec/defs/QueuedWrite.json","title":"QueuedWrite","description":"structuredContent of a write held for approval (isError false). The statement was not executed and must not be retried.","type":"object","properties":{"status":{"const":"queued"},"code":{"const":"approval_required"},"approval_id":{"type":"string"},"approval_state":{"type":"string","enum":["pending","approved","executed","failed","rejected","expired"]},"message":{"type":"string"},"request_id":{"type":"string"}},"required":["status","approval_id","approval_state","message"]};

@@ -7,6 +7,7 @@
  *   spec/*-v1.schema.json         -> generated/<name>-v1.ts          (types, json-schema-to-typescript)
  *   all of the above              -> generated/validators.js + .d.ts (ajv standalone, JSON Schema 2020-12)
  *   spec/openapi-v1.yaml          -> generated/openapi-v1.ts         (types, openapi-typescript)
+ *   spec/value-mapping-v1.json    -> generated/value-mapping-v1.ts   (the type table as typed data, issue 23)
  *
  * npm run generate:check writes the same into a temporary folder and exits 1, naming the files,
  * when generated/ differs (CI runs it).
@@ -146,6 +147,36 @@ async function generate(outDir) {
   const openapiText = fs.readFileSync(openapiOut, 'utf8');
   fs.writeFileSync(openapiOut, BANNER + openapiText);
   written.push('openapi-v1.ts');
+
+  // 4. The value mapping (issue 23): its table as typed data, keyed by type OID.
+  const mapping = JSON.parse(fs.readFileSync(path.join(SPEC, 'value-mapping-v1.json'), 'utf8'));
+  const forms = Object.keys(mapping.forms);
+  const types = mapping.families.flatMap((f) => f.types.map((t) => {
+    if (!forms.includes(f.form)) throw new Error(`spec/value-mapping-v1.json: family ${f.family} has unknown form ${f.form}`);
+    return { name: t.name, oid: t.oid, arrayOid: t.array_oid, arrayDelimiter: t.array_delimiter ?? ',', form: f.form, family: f.family };
+  }));
+  write('value-mapping-v1.ts', [
+    BANNER,
+    '/** How a value of a type reaches a client (spec/value-mapping-v1.json `forms`). */',
+    `export type ValueForm = ${forms.map((f) => `'${f}'`).join(' | ')};`,
+    '',
+    '/** One built-in PostgreSQL type: its OID, its array type\'s OID (null: none), the array text\'s element delimiter, its form and family. */',
+    'export interface BuiltinTypeMapping {',
+    '  readonly name: string;',
+    '  readonly oid: number;',
+    '  readonly arrayOid: number | null;',
+    '  readonly arrayDelimiter: string;',
+    '  readonly form: ValueForm;',
+    '  readonly family: string;',
+    '}',
+    '',
+    '/** The session settings the mapping assumes (PostgreSQL spelling). */',
+    `export const VALUE_MAPPING_SETTINGS: Readonly<Record<string, string>> = ${JSON.stringify(mapping.assumes_settings)};`,
+    '',
+    '/** Every built-in type the mapping lists, in family order; any type not here is `text`. */',
+    `export const BUILTIN_TYPE_MAPPINGS: readonly BuiltinTypeMapping[] = ${JSON.stringify(types, null, 2)};`,
+    '',
+  ].join('\n'));
   return written;
 }
 

@@ -12,6 +12,7 @@ import Cursor from 'pg-cursor';
 import type { DocumentTableMapping, PostgresSourceSettings } from '../../generated/source-v1';
 import { postgresClientConfig } from '../control/sources';
 import { ControlError } from '../control/errors';
+import { PINNED_SESSION_SETTINGS } from '../sources/postgres/session-settings';
 import type { AssetInput, FieldColumns, IndexProblem } from './types';
 import {
   capBody,
@@ -140,7 +141,8 @@ export async function readDocumentTables(sourceId: string, settings: PostgresSou
   const seen = new Set<string>();
   try {
     await client.query('BEGIN READ ONLY');
-    await client.query("SET LOCAL TimeZone = 'UTC'");
+    // The pinned output settings (issue 23): mapped rows' text (timestamps cast to text, say) is the same on every source and host.
+    for (const s of PINNED_SESSION_SETTINGS) if (s.family === 'output') await client.query(`SET LOCAL ${s.name} = ${client.escapeLiteral(s.value)}`);
     const timeout = settings.statement_timeout_ms ?? 15_000;
     await client.query(`SET LOCAL statement_timeout = ${Math.max(60_000, Math.floor(timeout))}`);
     for (const m of mappings) {

@@ -11,7 +11,8 @@
  * "approval_required" for a queued write, and for the rest invalid_request, not_found,
  * method_not_allowed, unsupported_media_type, conflict, payload_too_large, internal_error.
  */
-import type { RequestHandler } from 'express';
+import type { RequestHandler, Response } from 'express';
+import { jsonText } from '../sources/postgres/raw-json';
 import { utf8BodyReader } from '../transport/body';
 import { refusalInfo, toolErrorInfo } from '../errors/vocabulary';
 import type { ToolOutcome } from '../tools/types';
@@ -129,6 +130,14 @@ export function keylessLimit(deps: DispatchDeps, route: string, opts: { keyCheck
       next,
     );
   };
+}
+
+/**
+ * Sends `body` as `application/json; charset=utf-8` like Express's res.json, but serialised by
+ * jsonText, so query rows keep their value mapping (json/jsonb verbatim; issue 23 item 3).
+ */
+export function sendJsonText(res: Response, body: unknown): void {
+  res.type('application/json').send(jsonText(body));
 }
 
 /** True for a plain JSON object. */

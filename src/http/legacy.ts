@@ -29,11 +29,11 @@ import type { Logger } from 'pino';
 import protocol from '../../spec/protocol-v1.json';
 import { newRequestId, runToolCall, type DispatchDeps } from '../protocol/dispatch';
 import { cacheable, complete, discoverResult, initializeResult, negotiateVersion } from '../protocol/envelopes';
-import { renderOutcome } from '../protocol/tool-results';
+import { renderOutcome, serializeMessage } from '../protocol/tool-results';
 import { bearerToken } from '../pipeline/01-identity';
 import { classifyMessage, errorResponse, resultResponse, type JsonRpcId } from '../transport/jsonrpc';
 import { defaultOriginPolicy, type OriginPolicy } from '../transport/http-headers';
-import { hostOriginGuard, httpOutcome, isObject, jsonBody, keylessLimit, routerErrorHandler, sendError } from './common';
+import { hostOriginGuard, httpOutcome, isObject, jsonBody, keylessLimit, routerErrorHandler, sendError, sendJsonText } from './common';
 import { chargedUpFront, clientAddressKey, limitMessage, unverifiedKeyGate } from '../transport/client-limits';
 import { sendRateLimited } from '../transport/http-errors';
 import { armWriteDeadline, DEFAULT_ANSWER_WRITE_TIMEOUT_MS, whenResponseDone } from '../transport/channel';
@@ -140,7 +140,7 @@ export function mountLegacyRoutes(app: Express, deps: DispatchDeps, opts: Legacy
     if (!ran) return sendError(res, 'unknown_tool', `Unknown tool: ${body.name.slice(0, 128)}`, { requestId });
     const fields = toolResultFields(renderOutcome(ran.outcome, 'handshake', LEGACY_CALL_VERSION, requestId));
     const http = httpOutcome(ran.outcome, requestId);
-    res.status(http.status).set(http.headers).json(http.error ? { ...fields, ...http.error } : fields);
+    sendJsonText(res.status(http.status).set(http.headers), http.error ? { ...fields, ...http.error } : fields);
     armWriteDeadline(res, deps.answerWriteTimeoutMs ?? DEFAULT_ANSWER_WRITE_TIMEOUT_MS);
   });
 
@@ -237,7 +237,7 @@ export function mountLegacyRoutes(app: Express, deps: DispatchDeps, opts: Legacy
 
   function send(stream: SseStream, message: unknown): void {
     if (stream.res.writableEnded || stream.res.destroyed) return;
-    stream.res.write(`event: message\ndata: ${JSON.stringify(message)}\n\n`);
+    stream.res.write(`event: message\ndata: ${serializeMessage(message)}\n\n`);
   }
 
   async function handleRequest(stream: SseStream, id: JsonRpcId, method: string, params: Record<string, unknown>, apiKey: string | null, clientAddress: string): Promise<void> {

@@ -22,7 +22,7 @@ import type { Logger } from 'pino';
 import { newRequestId, runToolCall, type DispatchDeps } from '../protocol/dispatch';
 import { bearerToken } from '../pipeline/01-identity';
 import { defaultOriginPolicy, type OriginPolicy } from '../transport/http-headers';
-import { hostOriginGuard, httpOutcome, isObject, jsonBody, keylessLimit, routerErrorHandler, sendError } from './common';
+import { hostOriginGuard, httpOutcome, isObject, jsonBody, keylessLimit, routerErrorHandler, sendError, sendJsonText } from './common';
 import { clientAddressKey } from '../transport/client-limits';
 import { armWriteDeadline, DEFAULT_ANSWER_WRITE_TIMEOUT_MS, whenResponseDone } from '../transport/channel';
 
@@ -67,7 +67,7 @@ export function mountV1(app: Express, deps: DispatchDeps, opts: V1Options = {}):
     const http = httpOutcome(ran.outcome, requestId);
     res.status(http.status).set(http.headers);
     const o = ran.outcome;
-    res.json(http.error ? http.error : o.kind === 'result' ? (o.structuredContent ?? {}) : {});
+    sendJsonText(res, http.error ? http.error : o.kind === 'result' ? (o.structuredContent ?? {}) : {});
     armWriteDeadline(res, deps.answerWriteTimeoutMs ?? DEFAULT_ANSWER_WRITE_TIMEOUT_MS);
   };
 

@@ -16,7 +16,12 @@ export interface ReadRows {
   fields: Array<{ name: string }>;
   rowsArray: unknown[][];
   truncated: boolean;
+  /** Why rows were cut when `truncated` (issue 23 item 4): the row cap, or the byte cap / wire budget. Absent: not said. */
+  truncatedBy?: TruncatedBy | null;
 }
+
+/** What cut a result: `max_rows` (more rows matched than the row cap) or `max_bytes` (the result's byte cap). */
+export type TruncatedBy = 'max_rows' | 'max_bytes';
 
 /** The reader side of a source connector. Rejects with an error whose `code` is a SourceErrorCode. */
 export interface QueryConnector {

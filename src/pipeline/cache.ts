@@ -7,6 +7,8 @@
  */
 import { createHash } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
+import type { TruncatedBy } from './07-execute';
+import { rowsText } from './rows-json';
 
 /** PostgreSQL NOTIFY channel on which an executed write invalidates its source's cached reads on every replica (payload: source id). */
 export const CACHE_CHANNEL = 'interlock_cache';
@@ -15,6 +17,7 @@ export const CACHE_CHANNEL = 'interlock_cache';
 export interface CachedResult {
   rows: Record<string, unknown>[];
   truncated: boolean;
+  truncatedBy?: TruncatedBy | null;
   maskedColumns: string[];
 }
 
@@ -40,7 +43,7 @@ export class ResultCache {
     this.lru = new LRUCache<string, CachedResult>({
       ttl: Math.max(1, opts.ttlMs),
       maxSize: Math.max(1, opts.maxBytes),
-      sizeCalculation: (v) => Math.max(1, Buffer.byteLength(JSON.stringify(v.rows))),
+      sizeCalculation: (v) => Math.max(1, Buffer.byteLength(rowsText(v.rows))),
     });
   }
 

@@ -17,7 +17,7 @@ import { analysisRefusal, authorizeStatement } from './03-authorize';
 import { policyStep } from './04-policy';
 import { rateLimitStep, type RateLimiter } from './05-rate-limit';
 import { writeSafetyStep } from './06-write-safety';
-import { mapConnectorError, type ConnectorProvider } from './07-execute';
+import { mapConnectorError, type ConnectorProvider, type TruncatedBy } from './07-execute';
 import { checkHierarchy } from './hierarchy-check';
 import { redactRows } from './08-redact';
 import { maskedStatement } from '../sql/mask-sql';
@@ -162,7 +162,7 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
     if (hit) {
       audit.row_count = hit.rows.length;
       audit.cached = true;
-      return queryResult(hit.rows, hit.truncated, true, hit.maskedColumns);
+      return queryResult(hit.rows, hit.truncated, true, hit.maskedColumns, hit.truncatedBy);
     }
     // Masked columns are masked in SQL, so their raw values never reach the gateway (mask-sql.ts).
     const plan = restrictions.redaction;
@@ -179,10 +179,10 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
     // Step 8: redaction (before caching, logging and audit).
     const red = redactRows(read, analysis, restrictions, deps.maskSecret, premasked);
     if (!red.ok) return red.outcome;
-    if (key) deps.cache.set(key, { rows: red.rows, truncated: read.truncated, maskedColumns: red.maskedColumns });
+    if (key) deps.cache.set(key, { rows: red.rows, truncated: read.truncated, truncatedBy: read.truncatedBy, maskedColumns: red.maskedColumns });
     audit.row_count = red.rows.length;
     audit.cached = false;
-    return queryResult(red.rows, read.truncated, false, red.maskedColumns);
+    return queryResult(red.rows, read.truncated, false, red.maskedColumns, read.truncatedBy);
   };
 }
 
@@ -197,11 +197,29 @@ export function authorizeSql(evaluator: AccessEvaluator, sourceId: string, sql: 
   return { analysis, relations, denied: authorizeStatement(evaluator, sourceId, analysis, catalog) };
 }
 
-/** The interlock_query success result: text = JSON array of row objects; structuredContent {rows, row_count, truncated, cached, masked_columns}. */
-export function queryResult(rows: Record<string, unknown>[], truncated: boolean, cached: boolean, maskedColumns: string[]): ToolOutcome {
+/**
+ * The interlock_query success result (contract: interlock_query; issue 23 item 4): the first text
+ * item is the JSON array of row objects; structuredContent is {rows, row_count, truncated, cached,
+ * truncated_by?, masked_columns?}. When rows were cut, a second text item says so, why and how many
+ * rows were returned (truncationText), so a client that shows only text never presents a cut
+ * result as complete; `truncated_by` is `max_rows` or `max_bytes` when the reader said which.
+ */
+export function queryResult(rows: Record<string, unknown>[], truncated: boolean, cached: boolean, maskedColumns: string[], truncatedBy?: TruncatedBy | null): ToolOutcome {
   const sc: Record<string, unknown> = { rows, row_count: rows.length, truncated, cached };
+  if (truncated && truncatedBy) sc.truncated_by = truncatedBy;
   if (maskedColumns.length) sc.masked_columns = maskedColumns;
-  return { kind: 'result', content: [{ type: 'text', text: rowsText(rows) }], structuredContent: sc };
+  const content = [{ type: 'text' as const, text: rowsText(rows) }];
+  if (truncated) content.push({ type: 'text', text: truncationText(rows.length, truncatedBy) });
+  return { kind: 'result', content, structuredContent: sc };
+}
+
+/** The second text item of a truncated interlock_query result: that it was cut, why, and how many rows it holds. */
+export function truncationText(rowCount: number, by?: TruncatedBy | null): string {
+  const why =
+    by === 'max_rows' ? 'more rows matched than the row limit (max_rows, or a source or policy row cap)'
+    : by === 'max_bytes' ? "the rows would have exceeded the result's size limit"
+    : 'a row or size limit was reached';
+  return `TRUNCATED: this result is incomplete: ${why}. ${rowCount} row${rowCount === 1 ? '' : 's'} returned. Narrow the query (WHERE, fewer columns) or page with ORDER BY and LIMIT/OFFSET to see the rest.`;
 }
 
 /** For pool-typed deps in other modules. */

@@ -3,7 +3,10 @@
  * row objects (contract: interlock_query), and the wire serialiser (src/protocol/tool-results.ts,
  * serializeMessage) splices the same text into structuredContent.rows instead of serialising the
  * rows a second time. A cached result keeps its rows array, so a cache hit serialises no row at all.
+ * Values of the `json` form (RawJson, issue 23) are written verbatim (jsonText).
  */
+import { jsonText } from '../sources/postgres/raw-json';
+
 const rowsJson = new WeakMap<object, string>();
 
 /**
@@ -13,7 +16,7 @@ const rowsJson = new WeakMap<object, string>();
 export function rowsText(rows: object[]): string {
   let j = rowsJson.get(rows);
   if (j === undefined) {
-    j = JSON.stringify(rows);
+    j = jsonText(rows);
     rowsJson.set(rows, j);
   }
   return j;

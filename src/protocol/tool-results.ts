@@ -11,6 +11,7 @@ import { refusalInfo, toolErrorInfo } from '../errors/vocabulary';
 import type { ToolOutcome } from '../tools/types';
 import { complete, frozenResultJson, frozenResultTail } from './envelopes';
 import { serializedRows } from '../pipeline/rows-json';
+import { jsonText } from '../sources/postgres/raw-json';
 import type { Dialect } from '../transport/admission';
 import { retryAfterSeconds } from '../transport/http-errors';
 
@@ -78,7 +79,7 @@ const ROWS_SLOT = `"rows":${JSON.stringify(ROWS_TOKEN)}`;
  * Serialises a JSON-RPC message for the wire: JSON.stringify, except that a result whose
  * structuredContent.rows went through rowsText() (src/pipeline/rows-json.ts) reuses that text (one
  * serialisation of the rows per result), and a result from toolsListResult() is serialised once per
- * process. Returns the same text as JSON.stringify(message).
+ * process. Returns the same text as jsonText(message) (JSON.stringify, with RawJson values verbatim).
  */
 export function serializeMessage(message: unknown): string {
   const m = message as { jsonrpc?: unknown; id?: unknown; result?: { structuredContent?: { rows?: unknown } } } | null;
@@ -88,8 +89,8 @@ export function serializeMessage(message: unknown): string {
   const sc = m?.result?.structuredContent;
   const rows = sc && typeof sc === 'object' ? sc.rows : undefined;
   const json = rows && typeof rows === 'object' ? serializedRows(rows) : undefined;
-  if (json === undefined) return JSON.stringify(message);
-  const s = JSON.stringify({ ...m, result: { ...m!.result, structuredContent: { ...sc, rows: ROWS_TOKEN } } });
+  if (json === undefined) return jsonText(message);
+  const s = jsonText({ ...m, result: { ...m!.result, structuredContent: { ...sc, rows: ROWS_TOKEN } } });
   const i = s.indexOf(ROWS_SLOT);
   return `${s.slice(0, i)}"rows":${json}${s.slice(i + ROWS_SLOT.length)}`;
 }

@@ -15,20 +15,23 @@
  * - `full`: the text `'***'` (nullness and type hidden too);
  * - `null`: a text NULL;
  * - `partial`: the same string as `applyMask(value, 'partial')` computes in the gateway, built from
- *   the value's text as its output function writes it; values of a (domain's base) type the gateway
- *   reads as something other than a string or a number (booleans, dates and timestamps, JSON,
- *   arrays, bytea, interval, point, circle) become `'***'`. Floats are the one difference: the
- *   source writes `1.234e-05` where JavaScript writes `0.00001234`, so the trailing characters
- *   shown can differ for very large or small values;
+ *   the value's text as its output function writes it, which is the value's mapped text (issue 23,
+ *   spec/value-mapping-v1.json: dates, timestamps, intervals, bytea, numeric, geometric and every
+ *   other `text`-form type arrive as exactly that text); values of a (domain's base) type whose
+ *   mapped form is not a string or a number (booleans, json/jsonb) and arrays become `'***'`.
+ *   Floats are the one difference: the source writes `1.234e-05` where JavaScript writes
+ *   `0.00001234`, so the trailing characters shown can differ for very large or small values;
  * - `hash`: the hex SHA-256 of the value's text (null stays null); the gateway turns it into the
- *   keyed token with `hashTokenFromDigest`, the same token `applyMask(value, 'hash')` gives for a
- *   string or integer with the same text. For booleans, dates, JSON and bytea the two paths write
- *   the value differently, so a token from a query and one masked in the gateway (discovery) differ.
+ *   keyed token with `hashTokenFromDigest`, the same token `applyMask(value, 'hash')` gives for any
+ *   value of the text form, an integer, or json/jsonb (hashed as the server's JSON text). Booleans
+ *   (`t` against `true`), floats and arrays are written differently by the two paths, so a token from
+ *   a query and one masked in the gateway (discovery) differ for them.
  *
  * Columns are referred to by their output names, so a stale catalogue that placed a masked column
  * elsewhere fails (the name is missing) or still masks the right column; when names repeat (a
  * join's `SELECT *`) the read is refused and the agent asked to alias its columns.
  */
+import { BUILTIN_TYPE_MAPPINGS } from '../../generated/value-mapping-v1';
 import { parseSql } from './parser';
 import type { MaskMethod } from './redaction';
 
@@ -40,12 +43,11 @@ export interface PlannedColumn {
 }
 
 /**
- * Base types node-postgres reads into something other than a string or a number (bool, bytea,
- * json, jsonb, date, timestamp, timestamptz, interval, point, circle), for which `partial` gives
- * `'***'` as applyMask does; arrays too. PostgreSQL describes a domain by its base type, so a
- * domain is judged by that.
+ * Base types whose mapped form (spec/value-mapping-v1.json) is neither a string nor a number
+ * (bool; json and jsonb), for which `partial` gives `'***'` as applyMask does; arrays too.
+ * PostgreSQL describes a domain by its base type, so a domain is judged by that.
  */
-const NON_STRING_BASE_TYPES = [16, 17, 114, 3802, 1082, 1114, 1184, 1186, 600, 718];
+const NON_STRING_BASE_TYPES = BUILTIN_TYPE_MAPPINGS.filter((t) => t.form === 'boolean' || t.form === 'json').map((t) => t.oid);
 
 /** The value's text as its type's output function writes it (what node-postgres receives), not a `::text` cast (inet's adds `/32`). */
 function valueText(ref: string): string {

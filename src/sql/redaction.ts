@@ -24,6 +24,7 @@
  */
 import { createHash, createHmac } from 'node:crypto';
 import type { ColumnRef, OutputColumn } from './types';
+import { RawJson } from '../sources/postgres/raw-json';
 
 /** How a value is masked; see `applyMask`. */
 export type MaskMethod = 'full' | 'partial' | 'hash' | 'null';
@@ -139,6 +140,7 @@ function partialString(s: string): string {
 
 function canonical(value: unknown): string {
   if (typeof value === 'string') return value;
+  if (value instanceof RawJson) return value.json;
   if (typeof value === 'number' || typeof value === 'bigint' || typeof value === 'boolean') return String(value);
   if (value instanceof Date) return value.toISOString();
   if (Buffer.isBuffer(value)) return value.toString('hex');

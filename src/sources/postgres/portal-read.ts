@@ -1,10 +1,12 @@
 /**
  * One read on the wire (sql-safety layers 4 and 6): the result shapes, and the pg Submittable that
  * runs the agent's statement as Parse/Bind/Describe/Execute(row limit)/Sync in one round trip and
- * keeps rows only while their JSON fits the byte cap. The wire budget (wire-budget.ts) bounds what
+ * keeps rows only while their JSON fits the byte cap. Values are decoded by the value mapping
+ * (values.ts, issue 23), never by node-postgres's default parsers. The wire budget (wire-budget.ts) bounds what
  * reaches it before decoding; this module bounds what it keeps after.
  */
-import pg from 'pg';
+import { jsonBytes } from './raw-json';
+import type { Decoder, SourceTypes } from './values';
 import type { WireConnection } from './wire';
 
 /** A column of a read result: its name and the PostgreSQL type OID. */
@@ -20,13 +22,15 @@ export interface ReadField {
  *   built from `rowsArray` on first access.
  * - `rowsArray`: the same rows as arrays in column order (nothing lost to duplicate names).
  * - `truncated`: more rows existed than maxRows, or rows were dropped to stay within maxBytes.
- * - `bytes`: UTF-8 length of `JSON.stringify(rows)` (always ≤ maxBytes unless even `[]` is larger).
+ * - `bytes`: UTF-8 length of the rows' JSON text (`jsonText(rows)`, always ≤ maxBytes unless even `[]` is larger).
  */
 export interface ReadResult {
   fields: ReadField[];
   rows: Record<string, unknown>[];
   rowsArray: unknown[][];
   truncated: boolean;
+  /** When `truncated`: `max_bytes` if rows were dropped to stay within maxBytes (or the wire budget), else `max_rows`; null otherwise. */
+  truncatedBy: 'max_rows' | 'max_bytes' | null;
   bytes: number;
 }
 
@@ -41,6 +45,9 @@ export interface ReadOptions {
   signal?: AbortSignal;
   identityId?: string;
 }
+
+/** A type not loaded yet: its text, as the mapping gives every non-array type it does not list. */
+const textValue: Decoder = (s) => s;
 
 type FieldMsg = { name: string; dataTypeID: number; format?: string };
 
@@ -107,12 +114,16 @@ export class PortalRead {
   bytes = 2; // "[]"
   /** A row was dropped because its JSON would pass maxBytes. */
   overByteCap = false;
+  /** The wire budget ended the read (truncatedResult). */
+  private cutByWire = false;
   /** Why the connection must not be reused even though the statement succeeded (null: nothing odd). */
   unexpected: string | null = null;
   private names: string[] = [];
   /** The columns a row object keeps (the last of duplicate names) and the UTF-8 bytes of `"name":`. */
   private objectColumns: Array<{ index: number; keyBytes: number }> = [];
-  private parsers: Array<(v: string) => unknown> = [];
+  private parsers: Decoder[] = [];
+  /** Column type OIDs the source's types had no decoder for yet (decoded as text by this read; load them and read again). */
+  unknownTypes: number[] = [];
   private full = false;
   private done = false;
   private markEnded!: () => void;
@@ -140,6 +151,7 @@ export class PortalRead {
     private readonly maxRows: number,
     private readonly maxBytes: number,
     private readonly onDone: (err: unknown) => void,
+    private readonly types: SourceTypes,
     private readonly reparse = false,
   ) {}
 
@@ -194,7 +206,10 @@ export class PortalRead {
     const last = new Map<string, number>();
     this.names.forEach((n, i) => last.set(n, i));
     this.objectColumns = [...last.entries()].map(([name, index]) => ({ index, keyBytes: Buffer.byteLength(JSON.stringify(name), 'utf8') + 1 }));
-    this.parsers = msg.fields.map((f) => pg.types.getTypeParser(f.dataTypeID, 'text') as (v: string) => unknown);
+    this.parsers = msg.fields.map((f) => {
+      if (this.types.needsLoad(f.dataTypeID) && !this.unknownTypes.includes(f.dataTypeID)) this.unknownTypes.push(f.dataTypeID);
+      return this.types.decoder(f.dataTypeID) ?? textValue;
+    });
   }
 
   handleDataRow(msg: { fields: Array<string | null> }): void {
@@ -231,7 +246,7 @@ export class PortalRead {
   /** UTF-8 bytes of JSON.stringify of the row's object form, without building the object. */
   private objectJsonBytes(arr: unknown[]): number {
     let bytes = 2 + Math.max(0, this.objectColumns.length - 1);
-    for (const c of this.objectColumns) bytes += c.keyBytes + Buffer.byteLength(JSON.stringify(arr[c.index]) ?? 'null', 'utf8');
+    for (const c of this.objectColumns) bytes += c.keyBytes + jsonBytes(arr[c.index]);
     return bytes;
   }
 
@@ -275,9 +290,36 @@ export class PortalRead {
     return this.rowsArray.length;
   }
 
+  /**
+   * Decodes again, with `types` now loaded, the columns whose types were unknown when the rows
+   * arrived (they hold PostgreSQL's text, as the text decoder left it), then drops rows from the end
+   * while the rows' JSON passes maxBytes (an array's JSON can be a little longer than its text's).
+   * For a read the wire budget ended, whose connection cannot run the read again.
+   */
+  redecode(): void {
+    const cols = this.fields.map((f, i) => (this.unknownTypes.includes(f.dataTypeId) ? i : -1)).filter((i) => i >= 0);
+    if (cols.length === 0) return;
+    let bytes = 2;
+    const kept: unknown[][] = [];
+    for (const row of this.rowsArray) {
+      for (const i of cols) if (typeof row[i] === 'string') row[i] = (this.types.decoder(this.fields[i].dataTypeId) ?? textValue)(row[i] as string);
+      const size = this.objectJsonBytes(row) + (kept.length > 0 ? 1 : 0);
+      if (bytes + size > this.maxBytes) {
+        this.truncated = true;
+        this.overByteCap = true;
+        break;
+      }
+      bytes += size;
+      kept.push(row);
+    }
+    this.rowsArray = kept;
+    this.bytes = bytes;
+  }
+
   /** The result so far, marked truncated (the wire budget ended the read early). */
   truncatedResult(): ReadResult {
     this.truncated = true;
+    this.cutByWire = true;
     return this.result();
   }
 
@@ -286,7 +328,8 @@ export class PortalRead {
     const names = this.names;
     const arrays = this.rowsArray;
     let objects: Record<string, unknown>[] | null = null;
-    const r = { fields: this.fields, rowsArray: arrays, truncated: this.truncated, bytes: this.bytes } as ReadResult;
+    const truncatedBy = !this.truncated ? null : this.overByteCap || this.cutByWire ? 'max_bytes' : 'max_rows';
+    const r = { fields: this.fields, rowsArray: arrays, truncated: this.truncated, truncatedBy, bytes: this.bytes } as ReadResult;
     Object.defineProperty(r, 'rows', { enumerable: true, configurable: true, get: () => (objects ??= arrays.map((a) => rowObject(names, a))) });
     return r;
   }

@@ -7,6 +7,10 @@
  * `truncated: true`, or with `result_too_large` when not even one row was kept; any other message
  * over the budget fails the call opaquely. Either way the statement is cancelled and the
  * connection destroyed without reading further: pg never holds more than the budget.
+ *
+ * Values are decoded by the value mapping (values.ts). When a result has a column whose type the
+ * source's decoders do not know yet (an enum array, say), the read loads that type from pg_type on
+ * the same connection and runs once more under a fresh budget: once per type per source.
  */
 import type pg from 'pg';
 import type { Logger } from 'pino';
@@ -16,6 +20,7 @@ import { isStaleStatementError, PortalRead, type ReadOptions, type ReadResult } 
 import { guardOf, type SourcePools } from './pools';
 import type { Resolved } from './settings';
 import { readWireBudget, type WireTrip } from './wire-budget';
+import { sourceTypesOf, type SourceTypes } from './values';
 import type { ClientInternals } from './wire';
 
 /** Extra time the client waits past statement_timeout before it cancels and drops a connection itself (ms). */
@@ -41,6 +46,18 @@ export async function watchdogFailure(ctx: StatementContext, what: string): Prom
   const se = ctx.fail(new Error(what), 'query', { watchdogFired: true });
   const healthy = await ctx.pools.probe().catch(() => false);
   return healthy ? se : new SourceError('statement_timeout', { cause: se, sourceFailure: true });
+}
+
+/** Loads `oids` into the source's decoders on a reader connection of its own (checked out and released here). */
+async function loadTypes(ctx: StatementContext, types: SourceTypes, oids: number[], signal?: AbortSignal): Promise<void> {
+  const client = await ctx.pools.checkout('reader', signal);
+  let ok = false;
+  try {
+    await types.load(client, oids);
+    ok = true;
+  } finally {
+    client.release(!ok);
+  }
 }
 
 /** Runs one approved read: checks out a reader connection and runs the portal read on it under the wire budget. */
@@ -70,8 +87,22 @@ export function runRead(ctx: StatementContext, sql: string, values: unknown[], o
             // The connection's prepared statement went stale (a catalogue change altered its result
             // columns): parse the approved text again, once, on the same connection.
             reparsed = true;
-            q = new PortalRead(sql, values, opts.maxRows, opts.maxBytes, finish, true);
+            q = new PortalRead(sql, values, opts.maxRows, opts.maxBytes, finish, types, true);
             client.query(q as unknown as pg.Submittable);
+            return;
+          }
+          if (err === null && q.unexpected === null && q.unknownTypes.length > 0 && !typesLoaded) {
+            // Types new to this source: load their decoders, then read again with them.
+            typesLoaded = true;
+            types.load(client, q.unknownTypes).then(
+              () => {
+                if (settled) return;
+                guard.arm(readWireBudget(opts.maxBytes), overBudget);
+                q = new PortalRead(sql, values, opts.maxRows, opts.maxBytes, finish, types);
+                client.query(q as unknown as pg.Submittable);
+              },
+              (loadErr: unknown) => finish(loadErr),
+            );
             return;
           }
           settle();
@@ -105,15 +136,28 @@ export function runRead(ctx: StatementContext, sql: string, values: unknown[], o
           ctx.canceller.dropNow(client, 'reader');
           ctx.logger?.info({ message_code: trip.code, message_bytes: trip.messageBytes, data_row_bytes: trip.totalBytes, reason: trip.reason, rows: q.rowCount }, 'read ended by its wire budget');
           if (trip.code === 'D' && trip.reason === 'budget') {
-            if (q.rowCount > 0) resolve(q.truncatedResult());
-            else reject(new SourceError('result_too_large'));
+            if (q.rowCount === 0) return reject(new SourceError('result_too_large'));
+            if (q.unknownTypes.length === 0) return resolve(q.truncatedResult());
+            // Types new to this source, and this connection is gone: load them on another one and
+            // decode the kept rows' text again.
+            const cut = q;
+            void loadTypes(ctx, types, cut.unknownTypes, signal).then(
+              () => {
+                cut.redecode();
+                if (cut.rowCount > 0) resolve(cut.truncatedResult());
+                else reject(new SourceError('result_too_large'));
+              },
+              (err: unknown) => reject(ctx.fail(err, 'query')),
+            );
             return;
           }
           reject(localFailure('a protocol message exceeded the call\'s byte budget'));
         };
         const onAbort = () => giveUp('cancelled');
         let reparsed = false;
-        let q = new PortalRead(sql, values, opts.maxRows, opts.maxBytes, finish);
+        let typesLoaded = false;
+        const types = sourceTypesOf(ctx.pools);
+        let q = new PortalRead(sql, values, opts.maxRows, opts.maxBytes, finish, types);
         client.on('error', onClientError);
         if (signal?.aborted) {
           settle();

@@ -7,6 +7,7 @@ import { SourceError, isFatalServerError, isServerError, localFailure } from './
 import { guardOf, wireError } from './pools';
 import { WATCHDOG_GRACE_MS, watchdogFailure, type StatementContext } from './read';
 import type { ClientInternals } from './wire';
+import { MAPPED_PG_TYPES } from './values';
 
 /** Most bytes of DataRows a write may send back (RETURNING), and the per-message cap during it. */
 export const WRITE_WIRE_BUDGET = 16 * 1024 * 1024;
@@ -68,7 +69,8 @@ export function runWrite(ctx: StatementContext, sql: string, values: unknown[], 
           await client.query('BEGIN');
           stopIfGivenUp();
           phase = 'statement';
-          const r = await client.query({ text: sql, values, queryMode: 'extended' } as pg.QueryConfig);
+          // RETURNING rows are not kept; the value mapping's decoders (values.ts) keep pg from parsing them (JSON.parse, Dates).
+          const r = await client.query({ text: sql, values, queryMode: 'extended', types: MAPPED_PG_TYPES } as pg.QueryConfig);
           stopIfGivenUp();
           if (c.getTransactionStatus?.() !== 'T') throw localFailure('the statement ended its transaction');
           phase = 'commit';

@@ -7,6 +7,7 @@
 import { PostgresSourceConnector, SourceError, type ReadResult } from '../../../src/sources/postgres/connector';
 import { scanCatalog } from '../../../src/sources/postgres/catalog';
 import { NAMED_STATEMENT_CHARS_PER_CONNECTION, NAMED_STATEMENT_MAX_CHARS, STATEMENTS_PER_CONNECTION } from '../../../src/sources/postgres/portal-read';
+import { jsonText, RawJson } from '../../../src/sources/postgres/raw-json';
 import { createSourceDb, sleep, waitFor, type SourceDb } from './source-db';
 import { startProxy, type Proxy } from './fakes';
 
@@ -56,11 +57,11 @@ describe('results', () => {
     const c = connector();
     const r = await c.read(`SELECT 1 AS a, 2 AS a, '{"polluted":true}'::json AS "__proto__"`, [], BIG);
     expect(r.rows[0].a).toBe(2);
-    expect(r.rowsArray[0]).toEqual([1, 2, { polluted: true }]);
+    expect(r.rowsArray[0]).toEqual([1, 2, new RawJson('{"polluted":true}')]);
     expect(Object.getPrototypeOf(r.rows[0])).toBe(Object.prototype);
     expect(Object.keys(r.rows[0])).toEqual(['a', '__proto__']);
     expect(({} as Record<string, unknown>).polluted).toBeUndefined();
-    expect(JSON.parse(JSON.stringify(r.rows[0]))).toEqual({ a: 2, ['__proto__']: { polluted: true } });
+    expect(jsonText(r.rows[0])).toBe('{"a":2,"__proto__":{"polluted":true}}');
   });
 
   test('row cap: the portal fetches maxRows + 1; truncated only when more rows exist', async () => {
@@ -114,6 +115,25 @@ describe('results', () => {
     expect((await c.read('SELECT 1 AS x -- a trailing comment', [], BIG)).rows).toEqual([{ x: 1 }]);
     expect((await c.read("SELECT 'a;b' AS x /* c */", [], BIG)).rows).toEqual([{ x: 'a;b' }]);
     expect((await c.read('TABLE media_type', [], { maxRows: 1, maxBytes: 1e6 })).truncated).toBe(true);
+  });
+});
+
+describe('value mapping of types new to the source (issue 23)', () => {
+  test('an enum array on first sight is loaded from pg_type: the read runs again, and a read the wire budget ended is decoded again and trimmed to the byte cap', async () => {
+    const suffix = Math.random().toString(36).slice(2, 8);
+    await src.admin.query(`CREATE TYPE il_mood_${suffix} AS ENUM ('sad', 'happy'); GRANT USAGE ON TYPE il_mood_${suffix} TO ${src.readerRole}`);
+    const c = connector();
+    const small = await c.read(`SELECT '{sad,happy}'::il_mood_${suffix}[] AS m`, [], BIG);
+    expect(small.rowsArray).toEqual([[['sad', 'happy']]]);
+    expect(small.truncatedBy).toBeNull();
+    // A fresh connector (fresh decoders) and a read far past the wire budget.
+    const big = await connector().read(`SELECT '{sad,happy,NULL}'::il_mood_${suffix}[] AS m, pg_catalog.repeat('x', 100) AS pad FROM pg_catalog.generate_series(1, 200000)`, [], { maxRows: 1_000_000, maxBytes: 50_000 });
+    expect(big.truncated).toBe(true);
+    expect(big.truncatedBy).toBe('max_bytes');
+    expect(big.rowsArray.length).toBeGreaterThan(100);
+    for (const row of big.rowsArray) expect(row[0]).toEqual(['sad', 'happy', null]);
+    expect(big.bytes).toBe(Buffer.byteLength(JSON.stringify(big.rows), 'utf8'));
+    expect(big.bytes).toBeLessThanOrEqual(50_000);
   });
 });
 

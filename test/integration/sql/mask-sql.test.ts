@@ -30,12 +30,14 @@ test.each(STRINGS)('partial of %j is the gateway’s', async (s) => {
   expect(await masked('partial', s, 'varchar')).toBe(applyMask(s, 'partial'));
 });
 
-test('partial of numbers is the gateway’s; other types and nulls follow applyMask', async () => {
+test('partial of numbers is the gateway’s; other types and nulls follow applyMask on their mapped text (issue 23)', async () => {
   for (const n of [7, 1234, 123456789, -98765]) expect(await masked('partial', n, 'int4')).toBe(applyMask(n, 'partial'));
   expect(await masked('partial', '12345678901234567890', 'numeric')).toBe(applyMask('12345678901234567890', 'partial'));
   expect(await masked('partial', '9007199254740993', 'int8')).toBe(applyMask('9007199254740993', 'partial'));
   expect(await masked('partial', true, 'bool')).toBe('***');
-  expect(await masked('partial', '2024-05-06', 'date')).toBe('***');
+  // A date's mapped form is its text (spec/value-mapping-v1.json), so partial works on that text.
+  expect(await masked('partial', '2024-05-06', 'date')).toBe('***06');
+  expect(await masked('partial', '2024-05-06', 'date')).toBe(applyMask('2024-05-06', 'partial'));
   expect(await masked('partial', '{"a":"secretvalue"}', 'jsonb')).toBe('***');
   expect(await masked('partial', null, 'text')).toBeNull();
   expect(await masked('full', null, 'text')).toBe('***');
@@ -84,7 +86,7 @@ test('the wrapper runs on a real server by column names, keeps order and paramet
   expect(maskedStatement('SELECT 1', [{ index: 0, name: `${long}1`, method: 'full' }, { index: 1, name: `${long}2`, method: null }])).toHaveProperty('refused');
 });
 
-test('partial judges a domain by its base type and uses the output function’s text, as node-postgres reads it', async () => {
+test('partial judges a domain by its base type and uses the output function’s text, the mapped text the gateway reads', async () => {
   await c.query('BEGIN');
   try {
     await c.query("CREATE DOMAIN pg_temp.il_mail AS text; CREATE TYPE pg_temp.il_mood AS ENUM ('okvalue'); CREATE DOMAIN pg_temp.il_day AS date");
@@ -94,6 +96,9 @@ test('partial judges a domain by its base type and uses the output function’s 
       ["'10.0.0.3'::inet", '10.0.0.3', 'inet'],
       ["'12:34:56'::time", '12:34:56', 'time'],
       ["'ab      '::char(8)", 'ab      ', 'bpchar'],
+      ["'2024-01-15 12:00'::timestamp", '2024-01-15 12:00:00', 'timestamp'],
+      ["'\\x00ff10'::bytea", '\\x00ff10', 'bytea'],
+      ["'1 day 02:00'::interval", '1 day 02:00:00', 'interval'],
     ];
     for (const [expr, asRead] of cases) {
       const r = await c.query(`SELECT ${maskExpression('q.v', 'partial')} AS m, ${maskExpression('q.v', 'hash')} AS h FROM (SELECT ${expr} AS v) AS q`);
@@ -101,7 +106,9 @@ test('partial judges a domain by its base type and uses the output function’s 
       expect(hashTokenFromDigest(r.rows[0].h, 'k3y')).toBe(applyMask(asRead, 'hash', 'k3y'));
     }
     const day = await c.query(`SELECT ${maskExpression('q.v', 'partial')} AS m FROM (SELECT '2024-05-06'::pg_temp.il_day AS v) AS q`);
-    expect(day.rows[0].m).toBe('***');
+    expect(day.rows[0].m).toBe(applyMask('2024-05-06', 'partial'));
+    const json = await c.query(`SELECT ${maskExpression('q.v', 'partial')} AS m FROM (SELECT '{"a": "secretvalue"}'::jsonb AS v) AS q`);
+    expect(json.rows[0].m).toBe('***');
     const arr = await c.query(`SELECT ${maskExpression('q.v', 'partial')} AS m FROM (SELECT ARRAY['secretvalue'] AS v) AS q`);
     expect(arr.rows[0].m).toBe('***');
   } finally {

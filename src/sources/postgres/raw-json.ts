@@ -1,0 +1,59 @@
+/**
+ * JSON text that must reach the client verbatim (issue 23, spec/value-mapping-v1.json forms `json`
+ * and `float`'s -0): a `json`/`jsonb` value as the server wrote it, so an integer above 2^53 inside
+ * it keeps every digit, which `JSON.parse` would round.
+ *
+ * Node 20 has no `JSON.rawJSON`, so `jsonText()` serialises a value with `JSON.stringify` while
+ * every RawJson inside it stands in as a placeholder string, then splices each raw text in place of
+ * its placeholder. The placeholder's per-process random part cannot be guessed by a client, so no
+ * value it controls can be mistaken for one. Anything that writes rows for a client (rowsText,
+ * serializeMessage, the /v1 and legacy routes) goes through `jsonText()`.
+ */
+import { randomBytes } from 'node:crypto';
+
+const MARK = `\u0000interlock-raw-${randomBytes(12).toString('hex')}:`;
+/** A placeholder as JSON.stringify writes it: `"\u0000interlock-raw-<hex>:<n>"`. */
+const PLACEHOLDER = new RegExp(`"${JSON.stringify(MARK).slice(1, -1).replace(/\\/g, '\\\\')}(\\d+)"`, 'g');
+
+/** The raw texts of the jsonText() call in progress (null: none; JSON.stringify is synchronous). */
+let pending: string[] | null = null;
+
+/**
+ * A value whose JSON form is `json`, a complete JSON text (a PostgreSQL `json`/`jsonb` output is
+ * always one). Outside jsonText(), `JSON.stringify` writes `JSON.parse(json)` (lossy for integers
+ * above 2^53), so every path that writes rows for a client must use jsonText().
+ */
+export class RawJson {
+  constructor(readonly json: string) {}
+
+  /** The placeholder inside jsonText(); the parsed value elsewhere. */
+  toJSON(): unknown {
+    if (pending === null) return JSON.parse(this.json);
+    pending.push(this.json);
+    return MARK + (pending.length - 1);
+  }
+}
+
+/** `JSON.stringify(value)` with every RawJson inside it written verbatim. Throws as JSON.stringify does. */
+export function jsonText(value: unknown): string {
+  const outer = pending;
+  const mine: string[] = [];
+  pending = mine;
+  let s: string;
+  try {
+    s = JSON.stringify(value);
+  } finally {
+    pending = outer;
+  }
+  if (mine.length === 0) return s;
+  return s.replace(PLACEHOLDER, (_, i: string) => mine[Number(i)]);
+}
+
+/** UTF-8 bytes of `jsonText(value)` (`undefined` counts as `null`, as in an array or a row). */
+export function jsonBytes(value: unknown): number {
+  if (value === null || value === undefined) return 4;
+  if (typeof value === 'number') return Number.isFinite(value) ? String(value).length : 4;
+  if (typeof value === 'boolean') return value ? 4 : 5;
+  if (value instanceof RawJson) return Buffer.byteLength(value.json, 'utf8');
+  return Buffer.byteLength(jsonText(value) ?? 'null', 'utf8');
+}
