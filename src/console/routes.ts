@@ -8,7 +8,9 @@
  *   DELETE /console/api/session         sign out
  *   GET  /console/api/approvals[?state] approvals (display statement, comments flagged)
  *   GET  /console/api/approvals/:id     one approval: statement, params, classification, relations,
- *                                       plan (EXPLAIN as the writer), audit history, failure cause
+ *                                       plan (EXPLAIN as the writer), audit history, failure cause,
+ *                                       requester problem of a pending one (revoked or expired key,
+ *                                       disabled identity: issue 24, item 4)
  *   POST /console/api/approvals/:id/{approve,reject,requeue}  {reason?}
  *   GET  /console/api/events            SSE: `event: queue` with the pending queue whenever it changes
  *
@@ -35,6 +37,7 @@ import type { SourceConnectorRegistry } from '../sources/registry';
 import { defaultOriginPolicy, type OriginPolicy } from '../transport/http-headers';
 import { hostOriginGuard, isObject, jsonBody, routerErrorHandler, sendError } from '../http/common';
 import { explainAsWriter } from './plan';
+import { REQUESTER_PROBLEMS, requesterProblem, requesterProblems, type RequesterProblem } from '../approvals/requester';
 import { consoleKey, csrfToken, csrfValid, openSession, readCookie, sealSession, sessionCookie, SESSION_COOKIE, SESSION_TTL_SECONDS, type ConsoleSession } from './session';
 import { installPath } from '../install-root';
 
@@ -59,8 +62,8 @@ const PAGE_HEADERS = {
   'Cache-Control': 'no-store',
 };
 
-/** An approval as the console lists it. */
-function summary(a: ApprovalRecord) {
+/** An approval as the console lists it; `requester` is the requester problem of a pending one (issue 24, item 4), else null. */
+function summary(a: ApprovalRecord, requester: RequesterProblem | null = null) {
   const s = statementForDisplay(a.sql, 160);
   return {
     id: a.id,
@@ -74,7 +77,14 @@ function summary(a: ApprovalRecord) {
     comments: s.comments.length,
     errorCode: a.outcome?.error_code ?? null,
     requeuedFrom: a.requeuedFrom,
+    requesterProblem: requester,
   };
+}
+
+/** Console summaries of `list`, each pending one with its requester problem (one query). */
+async function summaries(db: ControlDb, list: ApprovalRecord[]) {
+  const problems = await requesterProblems(db, list.filter((a) => a.state === 'pending'));
+  return list.map((a) => summary(a, problems.get(a.id) ?? null));
 }
 
 /** The relations a classification names, as "schema.table (insert: col, …)" for writes and "schema.table (read)" for reads. */
@@ -169,7 +179,7 @@ export function mountConsole(app: Express, opts: ConsoleOptions): void {
     const state = typeof req.query.state === 'string' && req.query.state !== '' ? req.query.state : undefined;
     if (state !== undefined && !(APPROVAL_STATES as readonly string[]).includes(state)) throw new ControlError('validation', `unknown approval state "${state}"`);
     await initStatementDisplay();
-    return { approvals: (await backend.listApprovals({ state: state as ApprovalState | undefined, limit: 200 })).map(summary) };
+    return { approvals: await summaries(db, await backend.listApprovals({ state: state as ApprovalState | undefined, limit: 200 })) };
   }));
   router.get('/console/api/approvals/:id', authed(false), run(async (req) => {
     const a = await backend.getApproval(String(req.params.id));
@@ -178,9 +188,10 @@ export function mountConsole(app: Express, opts: ConsoleOptions): void {
     // Approvals outlive their source (a removed source keeps its decided approvals): only a pending
     // one needs the source, for the writer's plan.
     const source = a.state === 'pending' ? await getSource(db, a.sourceId) : null;
-    const [plan, audit] = await Promise.all([
+    const [plan, audit, problem] = await Promise.all([
       source ? explainAsWriter(source, a.sql, a.params) : Promise.resolve(null),
       searchAudit(db, { approvalId: a.id, kind: 'approval', limit: 100 }),
+      a.state === 'pending' ? requesterProblem(db, a) : Promise.resolve(null),
     ]);
     const relations = affectedRelations(a.classification);
     return {
@@ -188,6 +199,8 @@ export function mountConsole(app: Express, opts: ConsoleOptions): void {
       statement: { text: display.text, comments: display.comments },
       relations,
       plan,
+      // Shown before anyone clicks: approving now would end the write failed with this code (issue 24, item 4).
+      requester: problem ? { code: problem, message: `Approving will not run this write: ${REQUESTER_PROBLEMS[problem]}. It would end failed (${problem}).` } : null,
       audit: audit.events.map((e) => ({ time: e.time, decision: e.decision, operator: e.operator, reasonCode: e.reasonCode, rowCount: e.rowCount, details: e.details })).reverse(),
     };
   }));
@@ -204,8 +217,8 @@ export function mountConsole(app: Express, opts: ConsoleOptions): void {
       if (stopped) return;
       try {
         await initStatementDisplay();
-        const pending = (await backend.listApprovals({ state: 'pending', limit: 200 })).map(summary);
-        const sig = pending.map((p) => p.id).join(',');
+        const pending = await summaries(db, await backend.listApprovals({ state: 'pending', limit: 200 }));
+        const sig = pending.map((p) => `${p.id}:${p.requesterProblem ?? ''}`).join(',');
         if (sig !== last) {
           last = sig;
           res.write(`event: queue\ndata: ${JSON.stringify({ pending })}\n\n`);
