@@ -85,6 +85,8 @@
       if (!first) say(data.pending.length + ' write(s) waiting for approval.');
       first = false;
     });
+    // Signed out elsewhere, timed out, or the token revoked: the server ended the session (issue 24, item 3).
+    events.addEventListener('session_ended', () => { showSignedOut(); $('signin-error').textContent = 'Your session ended: sign in again.'; });
   }
 
   function fill(id, text) { $(id).textContent = text == null || text === '' ? '-' : String(text); }
