@@ -12,6 +12,7 @@ import { grantRole, listGrants } from '../../../src/control/grants';
 import { getApproval } from '../../../src/control/approvals';
 import { requesterProblems } from '../../../src/approvals/requester';
 import errors from '../../../spec/errors-v1.json';
+import { checkedFetch } from '../http/openapi';
 
 jest.setTimeout(120_000);
 
@@ -41,7 +42,10 @@ async function consoleGet(path: string) {
   const base = new URL(env.url).origin;
   const s = await fetch(`${base}/console/api/session`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ token }) });
   const cookie = (s.headers.get('set-cookie') ?? '').split(';')[0];
-  return (await (await fetch(`${base}/console/api${path}`, { headers: { cookie } })).json()) as any;
+  // Validated against spec/openapi-v1.yaml (requesterProblem, requester).
+  const r = await checkedFetch(`${base}/console/api${path}`, { headers: { cookie } });
+  expect(r.problems).toEqual([]);
+  return r.json as any;
 }
 const consoleDetail = (id: string) => consoleGet(`/approvals/${id}`);
 const rows = async (name: string) => (await sourceQuery(env, 'SELECT count(*)::int AS n FROM playlist WHERE name = $1', [name]))[0].n;
