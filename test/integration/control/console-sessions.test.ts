@@ -3,11 +3,8 @@
  * least-privilege runtime role (`interlock db grant-runtime-role`): it can sign in, touch, sign
  * out and clean up sessions, but cannot rewrite who a session belongs to or when it expires.
  */
-import { randomBytes } from 'node:crypto';
-import { Client } from 'pg';
-import { ADMIN_URL } from '../../helpers/pg';
-import { freshControlDb, type TestControlDb } from './control-db';
-import { grantRuntimeRole, openControlDb } from '../../../src/control/db';
+import { freshControlDb, withRuntimeRole, type TestControlDb } from './control-db';
+import { openControlDb } from '../../../src/control/db';
 import { createOperatorToken } from '../../../src/admin/tokens';
 import { createConsoleSession, endConsoleSession, resolveConsoleSession } from '../../../src/console/session';
 
@@ -20,16 +17,8 @@ afterAll(async () => {
 });
 
 test('the runtime role signs in, touches, signs out and cleans up; it cannot change a session owner or expiry', async () => {
-  const role = `il_rt_${randomBytes(4).toString('hex')}`;
-  const admin = new Client({ connectionString: ADMIN_URL });
-  await admin.connect();
-  try {
-    await admin.query(`CREATE ROLE ${role} LOGIN PASSWORD 'rt-${role}'`);
-    await grantRuntimeRole(t.db, role);
-    const u = new URL(t.temp.url);
-    u.username = role;
-    u.password = `rt-${role}`;
-    const rt = await openControlDb(u.toString(), { migrate: false, poolSize: 2 });
+  await withRuntimeRole(t, async (url) => {
+    const rt = await openControlDb(url, { migrate: false, poolSize: 2 });
     try {
       const tok = await createOperatorToken(t.db, 'ops-vic');
       const timeouts = { idleSeconds: 60, absoluteSeconds: 600 };
@@ -49,13 +38,5 @@ test('the runtime role signs in, touches, signs out and cleans up; it cannot cha
     } finally {
       await rt.close();
     }
-  } finally {
-    await t.db.pool.query(`REVOKE ALL ON ALL TABLES IN SCHEMA public FROM ${role}`);
-    await t.db.pool.query(`REVOKE ALL ON ALL SEQUENCES IN SCHEMA public FROM ${role}`);
-    await t.db.pool.query(`REVOKE ALL ON ALL FUNCTIONS IN SCHEMA public FROM ${role}`);
-    await t.db.pool.query(`REVOKE ALL ON SCHEMA public FROM ${role}`);
-    await admin.query(`REVOKE ALL ON DATABASE "${t.temp.name}" FROM ${role}`);
-    await admin.query(`DROP ROLE ${role}`);
-    await admin.end();
-  }
+  });
 });
