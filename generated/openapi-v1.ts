@@ -307,9 +307,9 @@ export interface paths {
         /** The signed-in operator and the session's CSRF token. */
         get: operations["consoleWhoAmI"];
         put?: never;
-        /** Sign in with an operator token; sets the HttpOnly, SameSite=Strict session cookie (interlock_console, Path=/console, 8 h). Agent API keys are refused. */
+        /** Sign in with an operator token; creates a server-side session (control database) and sets the HttpOnly, SameSite=Strict session cookie (interlock_console, Path=/console, Max-Age console.session_absolute_timeout_seconds, Secure over TLS or a trusted proxy). Agent API keys are refused. */
         post: operations["consoleSignIn"];
-        /** Sign out (clears the cookie). Needs X-CSRF-Token. */
+        /** Sign out: ends the session in the control database (every copy of the cookie, on every replica) and clears the cookie. Needs X-CSRF-Token. */
         delete: operations["consoleSignOut"];
         options?: never;
         head?: never;
@@ -374,7 +374,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Server-sent events: `event: queue` with data {pending: [ConsoleApprovalSummary]} at once and whenever the pending queue changes. */
+        /** Server-sent events: `event: queue` with data {pending: [ConsoleApprovalSummary]} at once and whenever the pending queue changes; `event: session_ended` and the end of the stream when the session ends (signed out, timed out, token revoked). */
         get: operations["consoleEvents"];
         put?: never;
         post?: never;
@@ -1280,6 +1280,11 @@ export interface components {
             comments: number;
             errorCode: string | null;
             requeuedFrom: string | null;
+            /**
+             * @description Pending only (issue 24, item 4): the key that queued the write is revoked or expired, or its identity disabled; approving will not run it. null otherwise.
+             * @enum {string|null}
+             */
+            requesterProblem: "identity_disabled" | "key_revoked" | "key_expired" | null;
         };
         ApprovalFailure: {
             sqlstate?: string;
@@ -3259,6 +3264,12 @@ export interface operations {
                             ok: boolean;
                             lines?: string[];
                             reason?: string;
+                        };
+                        /** @description Pending only (issue 24, item 4): why approving will not run the write (the queuing key revoked or expired, or its identity disabled), shown before anyone clicks; null otherwise. */
+                        requester: null | {
+                            /** @enum {string} */
+                            code: "identity_disabled" | "key_revoked" | "key_expired";
+                            message: string;
                         };
                         audit: Record<string, never>[];
                     };

@@ -2155,7 +2155,7 @@ return errors === 0;
 validate28.evaluated = {"props":{"asset_id":true,"source_id":true,"title":true,"body":true,"document_type":true,"category_path":true,"timestamp":true,"entities":true,"links":true,"indexed_at":true},"dynamicProps":false,"dynamicItems":false};
 
 exports.validateGatewayConfig = validate29;
-const schema40 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/config-v1.schema.json","title":"GatewayConfig","description":"InterLock gateway configuration: an optional JSON or YAML file (--config FILE) merged with INTERLOCK_* environment variables (environment wins) and then command-line flags. Unknown keys are errors everywhere, and so are unknown INTERLOCK_* environment variables: a misspelt safety setting must never be silently ignored. docs/operators.md lists every key with its variable and default.","type":"object","properties":{"listen":{"description":"Where the MCP endpoint listens.","type":"object","properties":{"host":{"description":"Interface address (INTERLOCK_HOST). Default 127.0.0.1.","type":"string","minLength":1,"maxLength":255},"port":{"description":"TCP port, 0 = any free port (INTERLOCK_PORT). Default 8787.","type":"integer","minimum":0,"maximum":65535},"request_timeout_ms":{"description":"Longest time a client may take to send one whole request, headers and body (INTERLOCK_REQUEST_TIMEOUT_MS); past it the connection is answered 408 and closed. Does not limit how long an answer or an SSE stream takes. Default 30000.","type":"integer","minimum":1000,"maximum":3600000},"headers_timeout_ms":{"description":"Longest time a client may take to send a request's headers (INTERLOCK_HEADERS_TIMEOUT_MS); at most request_timeout_ms (a larger value is lowered to it). Default 20000.","type":"integer","minimum":1000,"maximum":3600000}},"additionalProperties":false},"database":{"description":"The control database.","type":"object","properties":{"url":{"description":"PostgreSQL connection URL of the control database (INTERLOCK_DATABASE_URL). Without it an embedded PostgreSQL is started in embedded_data_dir.","type":"string","pattern":"^postgres(ql)?://"},"embedded_data_dir":{"description":"Folder of the embedded PostgreSQL, kept across restarts (INTERLOCK_EMBEDDED_DATA_DIR). Default .interlock/pg.","type":"string","minLength":1},"embedded_port":{"description":"Port of the embedded PostgreSQL, 0 = a free port (INTERLOCK_EMBEDDED_PORT). Default 0.","type":"integer","minimum":0,"maximum":65535},"pool_size":{"description":"Largest number of pooled control-database connections (INTERLOCK_DATABASE_POOL_SIZE). Default 10.","type":"integer","minimum":1,"maximum":1000}},"additionalProperties":false},"allowed_hosts":{"description":"Host header values accepted besides the loopback names when bound to loopback (INTERLOCK_ALLOWED_HOSTS, comma-separated), e.g. gateway.example.com:443. DNS-rebinding protection (decision 14).","type":"array","items":{"type":"string","minLength":1,"maxLength":300},"maxItems":100},"allowed_origins":{"description":"Origin values accepted besides the request's own origin (INTERLOCK_ALLOWED_ORIGINS, comma-separated), e.g. https://app.example.com.","type":"array","items":{"type":"string","pattern":"^https?://[^/\\s]+$"},"maxItems":100},"rate_limits":{"description":"Calls allowed per window, shared by every replica through the control database. per_identity counts every call of one identity across all sources (INTERLOCK_RATE_LIMIT_IDENTITY_POINTS, INTERLOCK_RATE_LIMIT_IDENTITY_WINDOW_SECONDS; default 120 per 60 s); per_source counts every call to one source across all identities (INTERLOCK_RATE_LIMIT_SOURCE_POINTS, INTERLOCK_RATE_LIMIT_SOURCE_WINDOW_SECONDS; default 600 per 60 s).","type":"object","properties":{"per_identity":{"$ref":"#/$defs/rateLimit"},"per_source":{"$ref":"#/$defs/rateLimit"}},"additionalProperties":false},"approvals":{"type":"object","properties":{"ttl_seconds":{"description":"How long a queued write waits for an operator before it expires (INTERLOCK_APPROVAL_TTL_SECONDS). Default 86400 (one day).","type":"integer","minimum":60,"maximum":2592000}},"additionalProperties":false},"audit":{"description":"The audit trail (issue 11).","type":"object","properties":{"commit_timeout_ms":{"description":"How long a tools/call waits for its audit event to commit before it is answered unavailable/audit_unavailable with no result (INTERLOCK_AUDIT_COMMIT_TIMEOUT_MS). Default 2000.","type":"integer","minimum":100,"maximum":60000}},"additionalProperties":false},"notifications":{"description":"Where InterLock tells people about approvals. Each webhook receives a signed JSON POST for the events it names.","type":"object","properties":{"webhooks":{"type":"array","maxItems":20,"items":{"type":"object","properties":{"url":{"description":"Where to POST (http or https).","type":"string","pattern":"^https?://[^\\s]+$"},"events":{"description":"Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.","type":"array","minItems":1,"uniqueItems":true,"items":{"type":"string","enum":["approval.queued","approval.decided","approval.executed","approval.failed"]}},"secret_env":{"description":"Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).","type":"string","pattern":"^[A-Z_][A-Z0-9_]*$"}},"required":["url","events","secret_env"],"additionalProperties":false}}},"additionalProperties":false},"cache":{"description":"Result cache of eligible reads.","type":"object","properties":{"ttl_ms":{"description":"Time to live of a cached result in milliseconds, 0 disables the cache (INTERLOCK_CACHE_TTL_MS). Default 30000.","type":"integer","minimum":0,"maximum":86400000},"max_bytes":{"description":"Byte budget of the cache (INTERLOCK_CACHE_MAX_BYTES). Default 67108864 (64 MiB).","type":"integer","minimum":0,"maximum":17179869184}},"additionalProperties":false},"ops_listen":{"description":"Optional separate listen address of the operations endpoints GET /healthz, /readyz and /metrics (INTERLOCK_OPS_HOST, INTERLOCK_OPS_PORT), e.g. for a Prometheus scraper on an internal interface. When set, those three endpoints are served only there (behind the same Host/Origin guard, with the loopback names plus allowed_hosts, or any host on a non-loopback bind without allowed_hosts) and no longer on listen. Default: unset (served on listen).","type":"object","properties":{"host":{"description":"Interface address of the operations listener (INTERLOCK_OPS_HOST). Default 127.0.0.1.","type":"string","minLength":1,"maxLength":255},"port":{"description":"TCP port of the operations listener, 0 = any free port (INTERLOCK_OPS_PORT).","type":"integer","minimum":0,"maximum":65535}},"required":["port"],"additionalProperties":false},"client_limits":{"description":"Limits per client address and per identity, kept in memory on each replica (so N replicas allow up to N times the figure). The client address is the TCP peer address (an IPv6 address counts by its /64 prefix); behind a reverse proxy every client shares the proxy's address.","type":"object","properties":{"keyless":{"$ref":"#/$defs/rateLimit","description":"Requests without a valid agent key (no Authorization Bearer, or a key that does not resolve) allowed per client address per window, counted before any other work (INTERLOCK_KEYLESS_POINTS, INTERLOCK_KEYLESS_WINDOW_SECONDS). Over it: 429 with Retry-After. Default 600 per 60 s."},"streams_per_address":{"description":"Open SSE streams and in-flight tool calls (GET /mcp/sse streams, and tools/call on every route, each of which may answer as a request-scoped stream) per client address (INTERLOCK_STREAMS_PER_ADDRESS). Over it: 429 rate_limited with Retry-After. Default 128.","type":"integer","minimum":1,"maximum":100000},"streams_per_identity":{"description":"Open SSE streams and in-flight tool calls per identity, across addresses (INTERLOCK_STREAMS_PER_IDENTITY). Over it: 429 rate_limited with Retry-After. Default 64. A tool call keeps its slot until its answer has been flushed to the client or its connection closed, so this also bounds the answers an identity can leave unread in memory.","type":"integer","minimum":1,"maximum":100000},"answer_write_timeout_ms":{"description":"How long a tool call's answer may wait unread by its client, in milliseconds (INTERLOCK_ANSWER_WRITE_TIMEOUT_MS): an answer not flushed to the client by then has its connection closed (the call stays audited), which frees the answer's memory and its stream slot. 0 disables the deadline. Default 30000.","type":"integer","minimum":0,"maximum":3600000},"body_reads_per_address":{"description":"Request bodies being received at once per client address, on every route, checked before the body is read (INTERLOCK_BODY_READS_PER_ADDRESS). Over it: 429 rate_limited with Retry-After, and the connection is closed. Default 64.","type":"integer","minimum":1,"maximum":100000},"body_bytes_in_flight":{"description":"Bytes of request bodies over 64 KiB being received at once on a replica, all client addresses together (one address at most an eighth), each body counted at its Content-Length (the body limit, 1 MiB, when undeclared or compressed) before it is read; smaller bodies count only against body_reads_per_address (INTERLOCK_BODY_BYTES_IN_FLIGHT). Over it: 429 rate_limited with Retry-After, and the connection is closed; one body is always admitted when none is being read. Default 134217728 (128 MiB).","type":"integer","minimum":1048576,"maximum":68719476736}},"additionalProperties":false},"log_level":{"description":"Operational log level (INTERLOCK_LOG_LEVEL). Default info.","type":"string","enum":["fatal","error","warn","info","debug","trace","silent"]},"key_pepper":{"description":"Secret HMAC key for API-key hashes, at least 32 characters (INTERLOCK_KEY_PEPPER; prefer the variable or a secret store to a file). Default: generated once and kept in the control database. Changing it invalidates every key, so the gateway refuses to start with a pepper that differs from the one on record.","type":"string","minLength":32,"maxLength":1024}},"additionalProperties":false,"$defs":{"rateLimit":{"title":"RateLimit","type":"object","properties":{"points":{"description":"Calls allowed per window.","type":"integer","minimum":1,"maximum":1000000},"window_seconds":{"description":"Window length in seconds.","type":"integer","minimum":1,"maximum":86400}},"required":["points","window_seconds"],"additionalProperties":false}}};
+const schema40 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/config-v1.schema.json","title":"GatewayConfig","description":"InterLock gateway configuration: an optional JSON or YAML file (--config FILE) merged with INTERLOCK_* environment variables (environment wins) and then command-line flags. Unknown keys are errors everywhere, and so are unknown INTERLOCK_* environment variables: a misspelt safety setting must never be silently ignored. docs/operators.md lists every key with its variable and default.","type":"object","properties":{"listen":{"description":"Where the MCP endpoint listens.","type":"object","properties":{"host":{"description":"Interface address (INTERLOCK_HOST). Default 127.0.0.1.","type":"string","minLength":1,"maxLength":255},"port":{"description":"TCP port, 0 = any free port (INTERLOCK_PORT). Default 8787.","type":"integer","minimum":0,"maximum":65535},"request_timeout_ms":{"description":"Longest time a client may take to send one whole request, headers and body (INTERLOCK_REQUEST_TIMEOUT_MS); past it the connection is answered 408 and closed. Does not limit how long an answer or an SSE stream takes. Default 30000.","type":"integer","minimum":1000,"maximum":3600000},"headers_timeout_ms":{"description":"Longest time a client may take to send a request's headers (INTERLOCK_HEADERS_TIMEOUT_MS); at most request_timeout_ms (a larger value is lowered to it). Default 20000.","type":"integer","minimum":1000,"maximum":3600000},"tls":{"description":"Serve the gateway (MCP endpoint, console, admin API) over TLS on listen.host:port instead of plain HTTP (INTERLOCK_TLS_CERT_FILE, INTERLOCK_TLS_KEY_FILE; issue 24, item 3). Both files are PEM; they are read at start and again on SIGHUP (a failed reload keeps the current certificate and is logged). Console cookies are then Secure. Default: plain HTTP.","type":"object","properties":{"cert_file":{"description":"PEM certificate chain file (leaf first).","type":"string","minLength":1},"key_file":{"description":"PEM private key file of the certificate.","type":"string","minLength":1}},"required":["cert_file","key_file"],"additionalProperties":false}},"additionalProperties":false},"database":{"description":"The control database.","type":"object","properties":{"url":{"description":"PostgreSQL connection URL of the control database (INTERLOCK_DATABASE_URL). Without it an embedded PostgreSQL is started in embedded_data_dir.","type":"string","pattern":"^postgres(ql)?://"},"embedded_data_dir":{"description":"Folder of the embedded PostgreSQL, kept across restarts (INTERLOCK_EMBEDDED_DATA_DIR). Default .interlock/pg.","type":"string","minLength":1},"embedded_port":{"description":"Port of the embedded PostgreSQL, 0 = a free port (INTERLOCK_EMBEDDED_PORT). Default 0.","type":"integer","minimum":0,"maximum":65535},"pool_size":{"description":"Largest number of pooled control-database connections (INTERLOCK_DATABASE_POOL_SIZE). Default 10.","type":"integer","minimum":1,"maximum":1000}},"additionalProperties":false},"allowed_hosts":{"description":"Host header values accepted besides the loopback names when bound to loopback (INTERLOCK_ALLOWED_HOSTS, comma-separated), e.g. gateway.example.com:443. DNS-rebinding protection (decision 14).","type":"array","items":{"type":"string","minLength":1,"maxLength":300},"maxItems":100},"allowed_origins":{"description":"Origin values accepted besides the request's own origin (INTERLOCK_ALLOWED_ORIGINS, comma-separated), e.g. https://app.example.com.","type":"array","items":{"type":"string","pattern":"^https?://[^/\\s]+$"},"maxItems":100},"trust_proxy":{"description":"Which proxies in front of the gateway are trusted to give the client's scheme and address in X-Forwarded-Proto and X-Forwarded-For (INTERLOCK_TRUST_PROXY, comma-separated), with Express's `trust proxy` semantics: true trusts every hop, a number that many hops, a list names trusted addresses or subnets (CIDR) or loopback, linklocal, uniquelocal. Set it when a TLS-terminating proxy serves the console, so its cookies are Secure (issue 24, item 3). Applies to every route but POST /mcp. Default false: X-Forwarded-* is ignored.","anyOf":[{"type":"boolean"},{"type":"integer","minimum":0,"maximum":100},{"type":"array","items":{"type":"string","minLength":1,"maxLength":100},"minItems":1,"maxItems":100}]},"console":{"description":"The web approval console at /console (issue 24, item 3). Sessions are kept in the control database, so sign-out, operator-token revocation and the timeouts hold on every replica.","type":"object","properties":{"session_idle_timeout_seconds":{"description":"A console session ends after this long without a request (INTERLOCK_CONSOLE_SESSION_IDLE_TIMEOUT_SECONDS). Default 1800 (30 minutes).","type":"integer","minimum":60,"maximum":86400},"session_absolute_timeout_seconds":{"description":"A console session ends this long after sign-in, however active (INTERLOCK_CONSOLE_SESSION_ABSOLUTE_TIMEOUT_SECONDS). Default 28800 (8 hours).","type":"integer","minimum":300,"maximum":604800}},"additionalProperties":false},"rate_limits":{"description":"Calls allowed per window, shared by every replica through the control database. per_identity counts every call of one identity across all sources (INTERLOCK_RATE_LIMIT_IDENTITY_POINTS, INTERLOCK_RATE_LIMIT_IDENTITY_WINDOW_SECONDS; default 120 per 60 s); per_source counts every call to one source across all identities (INTERLOCK_RATE_LIMIT_SOURCE_POINTS, INTERLOCK_RATE_LIMIT_SOURCE_WINDOW_SECONDS; default 600 per 60 s).","type":"object","properties":{"per_identity":{"$ref":"#/$defs/rateLimit"},"per_source":{"$ref":"#/$defs/rateLimit"}},"additionalProperties":false},"approvals":{"type":"object","properties":{"ttl_seconds":{"description":"How long a queued write waits for an operator before it expires (INTERLOCK_APPROVAL_TTL_SECONDS). Default 86400 (one day).","type":"integer","minimum":60,"maximum":2592000}},"additionalProperties":false},"audit":{"description":"The audit trail (issue 11).","type":"object","properties":{"commit_timeout_ms":{"description":"How long a tools/call waits for its audit event to commit before it is answered unavailable/audit_unavailable with no result (INTERLOCK_AUDIT_COMMIT_TIMEOUT_MS). Default 2000.","type":"integer","minimum":100,"maximum":60000}},"additionalProperties":false},"notifications":{"description":"Where InterLock tells people about approvals. Each webhook receives a signed JSON POST for the events it names.","type":"object","properties":{"webhooks":{"type":"array","maxItems":20,"items":{"type":"object","properties":{"url":{"description":"Where to POST (http or https).","type":"string","pattern":"^https?://[^\\s]+$"},"events":{"description":"Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.","type":"array","minItems":1,"uniqueItems":true,"items":{"type":"string","enum":["approval.queued","approval.decided","approval.executed","approval.failed"]}},"secret_env":{"description":"Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).","type":"string","pattern":"^[A-Z_][A-Z0-9_]*$"}},"required":["url","events","secret_env"],"additionalProperties":false}}},"additionalProperties":false},"cache":{"description":"Result cache of eligible reads.","type":"object","properties":{"ttl_ms":{"description":"Time to live of a cached result in milliseconds, 0 disables the cache (INTERLOCK_CACHE_TTL_MS). Default 30000.","type":"integer","minimum":0,"maximum":86400000},"max_bytes":{"description":"Byte budget of the cache (INTERLOCK_CACHE_MAX_BYTES). Default 67108864 (64 MiB).","type":"integer","minimum":0,"maximum":17179869184}},"additionalProperties":false},"ops_listen":{"description":"Optional separate listen address of the operations endpoints GET /healthz, /readyz and /metrics (INTERLOCK_OPS_HOST, INTERLOCK_OPS_PORT), e.g. for a Prometheus scraper on an internal interface. When set, those three endpoints are served only there (behind the same Host/Origin guard, with the loopback names plus allowed_hosts, or any host on a non-loopback bind without allowed_hosts) and no longer on listen. Default: unset (served on listen).","type":"object","properties":{"host":{"description":"Interface address of the operations listener (INTERLOCK_OPS_HOST). Default 127.0.0.1.","type":"string","minLength":1,"maxLength":255},"port":{"description":"TCP port of the operations listener, 0 = any free port (INTERLOCK_OPS_PORT).","type":"integer","minimum":0,"maximum":65535}},"required":["port"],"additionalProperties":false},"client_limits":{"description":"Limits per client address and per identity, kept in memory on each replica (so N replicas allow up to N times the figure). The client address is the TCP peer address (an IPv6 address counts by its /64 prefix); behind a reverse proxy every client shares the proxy's address.","type":"object","properties":{"keyless":{"$ref":"#/$defs/rateLimit","description":"Requests without a valid agent key (no Authorization Bearer, or a key that does not resolve) allowed per client address per window, counted before any other work (INTERLOCK_KEYLESS_POINTS, INTERLOCK_KEYLESS_WINDOW_SECONDS). Over it: 429 with Retry-After. Default 600 per 60 s."},"streams_per_address":{"description":"Open SSE streams and in-flight tool calls (GET /mcp/sse streams, and tools/call on every route, each of which may answer as a request-scoped stream) per client address (INTERLOCK_STREAMS_PER_ADDRESS). Over it: 429 rate_limited with Retry-After. Default 128.","type":"integer","minimum":1,"maximum":100000},"streams_per_identity":{"description":"Open SSE streams and in-flight tool calls per identity, across addresses (INTERLOCK_STREAMS_PER_IDENTITY). Over it: 429 rate_limited with Retry-After. Default 64. A tool call keeps its slot until its answer has been flushed to the client or its connection closed, so this also bounds the answers an identity can leave unread in memory.","type":"integer","minimum":1,"maximum":100000},"answer_write_timeout_ms":{"description":"How long a tool call's answer may wait unread by its client, in milliseconds (INTERLOCK_ANSWER_WRITE_TIMEOUT_MS): an answer not flushed to the client by then has its connection closed (the call stays audited), which frees the answer's memory and its stream slot. 0 disables the deadline. Default 30000.","type":"integer","minimum":0,"maximum":3600000},"body_reads_per_address":{"description":"Request bodies being received at once per client address, on every route, checked before the body is read (INTERLOCK_BODY_READS_PER_ADDRESS). Over it: 429 rate_limited with Retry-After, and the connection is closed. Default 64.","type":"integer","minimum":1,"maximum":100000},"body_bytes_in_flight":{"description":"Bytes of request bodies over 64 KiB being received at once on a replica, all client addresses together (one address at most an eighth), each body counted at its Content-Length (the body limit, 1 MiB, when undeclared or compressed) before it is read; smaller bodies count only against body_reads_per_address (INTERLOCK_BODY_BYTES_IN_FLIGHT). Over it: 429 rate_limited with Retry-After, and the connection is closed; one body is always admitted when none is being read. Default 134217728 (128 MiB).","type":"integer","minimum":1048576,"maximum":68719476736}},"additionalProperties":false},"log_level":{"description":"Operational log level (INTERLOCK_LOG_LEVEL). Default info.","type":"string","enum":["fatal","error","warn","info","debug","trace","silent"]},"key_pepper":{"description":"Secret HMAC key for API-key hashes, at least 32 characters (INTERLOCK_KEY_PEPPER; prefer the variable or a secret store to a file). Default: generated once and kept in the control database. Changing it invalidates every key, so the gateway refuses to start with a pepper that differs from the one on record.","type":"string","minLength":32,"maxLength":1024}},"additionalProperties":false,"$defs":{"rateLimit":{"title":"RateLimit","type":"object","properties":{"points":{"description":"Calls allowed per window.","type":"integer","minimum":1,"maximum":1000000},"window_seconds":{"description":"Window length in seconds.","type":"integer","minimum":1,"maximum":86400}},"required":["points","window_seconds"],"additionalProperties":false}}};
 const schema41 = {"title":"RateLimit","type":"object","properties":{"points":{"description":"Calls allowed per window.","type":"integer","minimum":1,"maximum":1000000},"window_seconds":{"description":"Window length in seconds.","type":"integer","minimum":1,"maximum":86400}},"required":["points","window_seconds"],"additionalProperties":false};
 const pattern6 = new RegExp("^postgres(ql)?://", "u");
 const pattern7 = new RegExp("^https?://[^/\\s]+$", "u");
@@ -2190,7 +2190,7 @@ if(data.listen !== undefined){
 let data0 = data.listen;
 if(data0 && typeof data0 == "object" && !Array.isArray(data0)){
 for(const key1 in data0){
-if(!((((key1 === "host") || (key1 === "port")) || (key1 === "request_timeout_ms")) || (key1 === "headers_timeout_ms"))){
+if(!(((((key1 === "host") || (key1 === "port")) || (key1 === "request_timeout_ms")) || (key1 === "headers_timeout_ms")) || (key1 === "tls"))){
 const err1 = {instancePath:instancePath+"/listen",schemaPath:"#/properties/listen/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err1];
@@ -2341,9 +2341,11 @@ errors++;
 }
 }
 }
-}
-else {
-const err14 = {instancePath:instancePath+"/listen",schemaPath:"#/properties/listen/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data0.tls !== undefined){
+let data5 = data0.tls;
+if(data5 && typeof data5 == "object" && !Array.isArray(data5)){
+if(data5.cert_file === undefined){
+const err14 = {instancePath:instancePath+"/listen/tls",schemaPath:"#/properties/listen/properties/tls/required",keyword:"required",params:{missingProperty: "cert_file"},message:"must have required property '"+"cert_file"+"'"};
 if(vErrors === null){
 vErrors = [err14];
 }
@@ -2352,13 +2354,8 @@ vErrors.push(err14);
 }
 errors++;
 }
-}
-if(data.database !== undefined){
-let data5 = data.database;
-if(data5 && typeof data5 == "object" && !Array.isArray(data5)){
-for(const key2 in data5){
-if(!((((key2 === "url") || (key2 === "embedded_data_dir")) || (key2 === "embedded_port")) || (key2 === "pool_size"))){
-const err15 = {instancePath:instancePath+"/database",schemaPath:"#/properties/database/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key2},message:"must NOT have additional properties"};
+if(data5.key_file === undefined){
+const err15 = {instancePath:instancePath+"/listen/tls",schemaPath:"#/properties/listen/properties/tls/required",keyword:"required",params:{missingProperty: "key_file"},message:"must have required property '"+"key_file"+"'"};
 if(vErrors === null){
 vErrors = [err15];
 }
@@ -2367,12 +2364,9 @@ vErrors.push(err15);
 }
 errors++;
 }
-}
-if(data5.url !== undefined){
-let data6 = data5.url;
-if(typeof data6 === "string"){
-if(!pattern6.test(data6)){
-const err16 = {instancePath:instancePath+"/database/url",schemaPath:"#/properties/database/properties/url/pattern",keyword:"pattern",params:{pattern: "^postgres(ql)?://"},message:"must match pattern \""+"^postgres(ql)?://"+"\""};
+for(const key2 in data5){
+if(!((key2 === "cert_file") || (key2 === "key_file"))){
+const err16 = {instancePath:instancePath+"/listen/tls",schemaPath:"#/properties/listen/properties/tls/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key2},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err16];
 }
@@ -2382,8 +2376,11 @@ vErrors.push(err16);
 errors++;
 }
 }
-else {
-const err17 = {instancePath:instancePath+"/database/url",schemaPath:"#/properties/database/properties/url/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data5.cert_file !== undefined){
+let data6 = data5.cert_file;
+if(typeof data6 === "string"){
+if(func3(data6) < 1){
+const err17 = {instancePath:instancePath+"/listen/tls/cert_file",schemaPath:"#/properties/listen/properties/tls/properties/cert_file/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err17];
 }
@@ -2393,11 +2390,8 @@ vErrors.push(err17);
 errors++;
 }
 }
-if(data5.embedded_data_dir !== undefined){
-let data7 = data5.embedded_data_dir;
-if(typeof data7 === "string"){
-if(func3(data7) < 1){
-const err18 = {instancePath:instancePath+"/database/embedded_data_dir",schemaPath:"#/properties/database/properties/embedded_data_dir/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+else {
+const err18 = {instancePath:instancePath+"/listen/tls/cert_file",schemaPath:"#/properties/listen/properties/tls/properties/cert_file/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err18];
 }
@@ -2407,8 +2401,11 @@ vErrors.push(err18);
 errors++;
 }
 }
-else {
-const err19 = {instancePath:instancePath+"/database/embedded_data_dir",schemaPath:"#/properties/database/properties/embedded_data_dir/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data5.key_file !== undefined){
+let data7 = data5.key_file;
+if(typeof data7 === "string"){
+if(func3(data7) < 1){
+const err19 = {instancePath:instancePath+"/listen/tls/key_file",schemaPath:"#/properties/listen/properties/tls/properties/key_file/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err19];
 }
@@ -2418,10 +2415,8 @@ vErrors.push(err19);
 errors++;
 }
 }
-if(data5.embedded_port !== undefined){
-let data8 = data5.embedded_port;
-if(!(((typeof data8 == "number") && (!(data8 % 1) && !isNaN(data8))) && (isFinite(data8)))){
-const err20 = {instancePath:instancePath+"/database/embedded_port",schemaPath:"#/properties/database/properties/embedded_port/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+else {
+const err20 = {instancePath:instancePath+"/listen/tls/key_file",schemaPath:"#/properties/listen/properties/tls/properties/key_file/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err20];
 }
@@ -2430,9 +2425,10 @@ vErrors.push(err20);
 }
 errors++;
 }
-if((typeof data8 == "number") && (isFinite(data8))){
-if(data8 > 65535 || isNaN(data8)){
-const err21 = {instancePath:instancePath+"/database/embedded_port",schemaPath:"#/properties/database/properties/embedded_port/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
+}
+}
+else {
+const err21 = {instancePath:instancePath+"/listen/tls",schemaPath:"#/properties/listen/properties/tls/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err21];
 }
@@ -2441,8 +2437,10 @@ vErrors.push(err21);
 }
 errors++;
 }
-if(data8 < 0 || isNaN(data8)){
-const err22 = {instancePath:instancePath+"/database/embedded_port",schemaPath:"#/properties/database/properties/embedded_port/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+}
+else {
+const err22 = {instancePath:instancePath+"/listen",schemaPath:"#/properties/listen/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err22];
 }
@@ -2452,11 +2450,12 @@ vErrors.push(err22);
 errors++;
 }
 }
-}
-if(data5.pool_size !== undefined){
-let data9 = data5.pool_size;
-if(!(((typeof data9 == "number") && (!(data9 % 1) && !isNaN(data9))) && (isFinite(data9)))){
-const err23 = {instancePath:instancePath+"/database/pool_size",schemaPath:"#/properties/database/properties/pool_size/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data.database !== undefined){
+let data8 = data.database;
+if(data8 && typeof data8 == "object" && !Array.isArray(data8)){
+for(const key3 in data8){
+if(!((((key3 === "url") || (key3 === "embedded_data_dir")) || (key3 === "embedded_port")) || (key3 === "pool_size"))){
+const err23 = {instancePath:instancePath+"/database",schemaPath:"#/properties/database/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key3},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err23];
 }
@@ -2465,9 +2464,12 @@ vErrors.push(err23);
 }
 errors++;
 }
-if((typeof data9 == "number") && (isFinite(data9))){
-if(data9 > 1000 || isNaN(data9)){
-const err24 = {instancePath:instancePath+"/database/pool_size",schemaPath:"#/properties/database/properties/pool_size/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000},message:"must be <= 1000"};
+}
+if(data8.url !== undefined){
+let data9 = data8.url;
+if(typeof data9 === "string"){
+if(!pattern6.test(data9)){
+const err24 = {instancePath:instancePath+"/database/url",schemaPath:"#/properties/database/properties/url/pattern",keyword:"pattern",params:{pattern: "^postgres(ql)?://"},message:"must match pattern \""+"^postgres(ql)?://"+"\""};
 if(vErrors === null){
 vErrors = [err24];
 }
@@ -2476,8 +2478,9 @@ vErrors.push(err24);
 }
 errors++;
 }
-if(data9 < 1 || isNaN(data9)){
-const err25 = {instancePath:instancePath+"/database/pool_size",schemaPath:"#/properties/database/properties/pool_size/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+else {
+const err25 = {instancePath:instancePath+"/database/url",schemaPath:"#/properties/database/properties/url/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err25];
 }
@@ -2487,10 +2490,11 @@ vErrors.push(err25);
 errors++;
 }
 }
-}
-}
-else {
-const err26 = {instancePath:instancePath+"/database",schemaPath:"#/properties/database/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data8.embedded_data_dir !== undefined){
+let data10 = data8.embedded_data_dir;
+if(typeof data10 === "string"){
+if(func3(data10) < 1){
+const err26 = {instancePath:instancePath+"/database/embedded_data_dir",schemaPath:"#/properties/database/properties/embedded_data_dir/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err26];
 }
@@ -2500,11 +2504,8 @@ vErrors.push(err26);
 errors++;
 }
 }
-if(data.allowed_hosts !== undefined){
-let data10 = data.allowed_hosts;
-if(Array.isArray(data10)){
-if(data10.length > 100){
-const err27 = {instancePath:instancePath+"/allowed_hosts",schemaPath:"#/properties/allowed_hosts/maxItems",keyword:"maxItems",params:{limit: 100},message:"must NOT have more than 100 items"};
+else {
+const err27 = {instancePath:instancePath+"/database/embedded_data_dir",schemaPath:"#/properties/database/properties/embedded_data_dir/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err27];
 }
@@ -2513,12 +2514,11 @@ vErrors.push(err27);
 }
 errors++;
 }
-const len0 = data10.length;
-for(let i0=0; i0<len0; i0++){
-let data11 = data10[i0];
-if(typeof data11 === "string"){
-if(func3(data11) > 300){
-const err28 = {instancePath:instancePath+"/allowed_hosts/" + i0,schemaPath:"#/properties/allowed_hosts/items/maxLength",keyword:"maxLength",params:{limit: 300},message:"must NOT have more than 300 characters"};
+}
+if(data8.embedded_port !== undefined){
+let data11 = data8.embedded_port;
+if(!(((typeof data11 == "number") && (!(data11 % 1) && !isNaN(data11))) && (isFinite(data11)))){
+const err28 = {instancePath:instancePath+"/database/embedded_port",schemaPath:"#/properties/database/properties/embedded_port/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err28];
 }
@@ -2527,8 +2527,9 @@ vErrors.push(err28);
 }
 errors++;
 }
-if(func3(data11) < 1){
-const err29 = {instancePath:instancePath+"/allowed_hosts/" + i0,schemaPath:"#/properties/allowed_hosts/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if((typeof data11 == "number") && (isFinite(data11))){
+if(data11 > 65535 || isNaN(data11)){
+const err29 = {instancePath:instancePath+"/database/embedded_port",schemaPath:"#/properties/database/properties/embedded_port/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
 if(vErrors === null){
 vErrors = [err29];
 }
@@ -2537,9 +2538,8 @@ vErrors.push(err29);
 }
 errors++;
 }
-}
-else {
-const err30 = {instancePath:instancePath+"/allowed_hosts/" + i0,schemaPath:"#/properties/allowed_hosts/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data11 < 0 || isNaN(data11)){
+const err30 = {instancePath:instancePath+"/database/embedded_port",schemaPath:"#/properties/database/properties/embedded_port/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err30];
 }
@@ -2550,8 +2550,10 @@ errors++;
 }
 }
 }
-else {
-const err31 = {instancePath:instancePath+"/allowed_hosts",schemaPath:"#/properties/allowed_hosts/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data8.pool_size !== undefined){
+let data12 = data8.pool_size;
+if(!(((typeof data12 == "number") && (!(data12 % 1) && !isNaN(data12))) && (isFinite(data12)))){
+const err31 = {instancePath:instancePath+"/database/pool_size",schemaPath:"#/properties/database/properties/pool_size/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err31];
 }
@@ -2560,12 +2562,9 @@ vErrors.push(err31);
 }
 errors++;
 }
-}
-if(data.allowed_origins !== undefined){
-let data12 = data.allowed_origins;
-if(Array.isArray(data12)){
-if(data12.length > 100){
-const err32 = {instancePath:instancePath+"/allowed_origins",schemaPath:"#/properties/allowed_origins/maxItems",keyword:"maxItems",params:{limit: 100},message:"must NOT have more than 100 items"};
+if((typeof data12 == "number") && (isFinite(data12))){
+if(data12 > 1000 || isNaN(data12)){
+const err32 = {instancePath:instancePath+"/database/pool_size",schemaPath:"#/properties/database/properties/pool_size/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000},message:"must be <= 1000"};
 if(vErrors === null){
 vErrors = [err32];
 }
@@ -2574,12 +2573,8 @@ vErrors.push(err32);
 }
 errors++;
 }
-const len1 = data12.length;
-for(let i1=0; i1<len1; i1++){
-let data13 = data12[i1];
-if(typeof data13 === "string"){
-if(!pattern7.test(data13)){
-const err33 = {instancePath:instancePath+"/allowed_origins/" + i1,schemaPath:"#/properties/allowed_origins/items/pattern",keyword:"pattern",params:{pattern: "^https?://[^/\\s]+$"},message:"must match pattern \""+"^https?://[^/\\s]+$"+"\""};
+if(data12 < 1 || isNaN(data12)){
+const err33 = {instancePath:instancePath+"/database/pool_size",schemaPath:"#/properties/database/properties/pool_size/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err33];
 }
@@ -2589,8 +2584,10 @@ vErrors.push(err33);
 errors++;
 }
 }
+}
+}
 else {
-const err34 = {instancePath:instancePath+"/allowed_origins/" + i1,schemaPath:"#/properties/allowed_origins/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const err34 = {instancePath:instancePath+"/database",schemaPath:"#/properties/database/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err34];
 }
@@ -2600,9 +2597,11 @@ vErrors.push(err34);
 errors++;
 }
 }
-}
-else {
-const err35 = {instancePath:instancePath+"/allowed_origins",schemaPath:"#/properties/allowed_origins/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data.allowed_hosts !== undefined){
+let data13 = data.allowed_hosts;
+if(Array.isArray(data13)){
+if(data13.length > 100){
+const err35 = {instancePath:instancePath+"/allowed_hosts",schemaPath:"#/properties/allowed_hosts/maxItems",keyword:"maxItems",params:{limit: 100},message:"must NOT have more than 100 items"};
 if(vErrors === null){
 vErrors = [err35];
 }
@@ -2611,13 +2610,12 @@ vErrors.push(err35);
 }
 errors++;
 }
-}
-if(data.rate_limits !== undefined){
-let data14 = data.rate_limits;
-if(data14 && typeof data14 == "object" && !Array.isArray(data14)){
-for(const key3 in data14){
-if(!((key3 === "per_identity") || (key3 === "per_source"))){
-const err36 = {instancePath:instancePath+"/rate_limits",schemaPath:"#/properties/rate_limits/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key3},message:"must NOT have additional properties"};
+const len0 = data13.length;
+for(let i0=0; i0<len0; i0++){
+let data14 = data13[i0];
+if(typeof data14 === "string"){
+if(func3(data14) > 300){
+const err36 = {instancePath:instancePath+"/allowed_hosts/" + i0,schemaPath:"#/properties/allowed_hosts/items/maxLength",keyword:"maxLength",params:{limit: 300},message:"must NOT have more than 300 characters"};
 if(vErrors === null){
 vErrors = [err36];
 }
@@ -2626,12 +2624,8 @@ vErrors.push(err36);
 }
 errors++;
 }
-}
-if(data14.per_identity !== undefined){
-let data15 = data14.per_identity;
-if(data15 && typeof data15 == "object" && !Array.isArray(data15)){
-if(data15.points === undefined){
-const err37 = {instancePath:instancePath+"/rate_limits/per_identity",schemaPath:"#/$defs/rateLimit/required",keyword:"required",params:{missingProperty: "points"},message:"must have required property '"+"points"+"'"};
+if(func3(data14) < 1){
+const err37 = {instancePath:instancePath+"/allowed_hosts/" + i0,schemaPath:"#/properties/allowed_hosts/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err37];
 }
@@ -2640,8 +2634,9 @@ vErrors.push(err37);
 }
 errors++;
 }
-if(data15.window_seconds === undefined){
-const err38 = {instancePath:instancePath+"/rate_limits/per_identity",schemaPath:"#/$defs/rateLimit/required",keyword:"required",params:{missingProperty: "window_seconds"},message:"must have required property '"+"window_seconds"+"'"};
+}
+else {
+const err38 = {instancePath:instancePath+"/allowed_hosts/" + i0,schemaPath:"#/properties/allowed_hosts/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err38];
 }
@@ -2650,9 +2645,10 @@ vErrors.push(err38);
 }
 errors++;
 }
-for(const key4 in data15){
-if(!((key4 === "points") || (key4 === "window_seconds"))){
-const err39 = {instancePath:instancePath+"/rate_limits/per_identity",schemaPath:"#/$defs/rateLimit/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key4},message:"must NOT have additional properties"};
+}
+}
+else {
+const err39 = {instancePath:instancePath+"/allowed_hosts",schemaPath:"#/properties/allowed_hosts/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err39];
 }
@@ -2662,10 +2658,11 @@ vErrors.push(err39);
 errors++;
 }
 }
-if(data15.points !== undefined){
-let data16 = data15.points;
-if(!(((typeof data16 == "number") && (!(data16 % 1) && !isNaN(data16))) && (isFinite(data16)))){
-const err40 = {instancePath:instancePath+"/rate_limits/per_identity/points",schemaPath:"#/$defs/rateLimit/properties/points/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data.allowed_origins !== undefined){
+let data15 = data.allowed_origins;
+if(Array.isArray(data15)){
+if(data15.length > 100){
+const err40 = {instancePath:instancePath+"/allowed_origins",schemaPath:"#/properties/allowed_origins/maxItems",keyword:"maxItems",params:{limit: 100},message:"must NOT have more than 100 items"};
 if(vErrors === null){
 vErrors = [err40];
 }
@@ -2674,9 +2671,12 @@ vErrors.push(err40);
 }
 errors++;
 }
-if((typeof data16 == "number") && (isFinite(data16))){
-if(data16 > 1000000 || isNaN(data16)){
-const err41 = {instancePath:instancePath+"/rate_limits/per_identity/points",schemaPath:"#/$defs/rateLimit/properties/points/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000000},message:"must be <= 1000000"};
+const len1 = data15.length;
+for(let i1=0; i1<len1; i1++){
+let data16 = data15[i1];
+if(typeof data16 === "string"){
+if(!pattern7.test(data16)){
+const err41 = {instancePath:instancePath+"/allowed_origins/" + i1,schemaPath:"#/properties/allowed_origins/items/pattern",keyword:"pattern",params:{pattern: "^https?://[^/\\s]+$"},message:"must match pattern \""+"^https?://[^/\\s]+$"+"\""};
 if(vErrors === null){
 vErrors = [err41];
 }
@@ -2685,8 +2685,9 @@ vErrors.push(err41);
 }
 errors++;
 }
-if(data16 < 1 || isNaN(data16)){
-const err42 = {instancePath:instancePath+"/rate_limits/per_identity/points",schemaPath:"#/$defs/rateLimit/properties/points/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+else {
+const err42 = {instancePath:instancePath+"/allowed_origins/" + i1,schemaPath:"#/properties/allowed_origins/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err42];
 }
@@ -2697,10 +2698,8 @@ errors++;
 }
 }
 }
-if(data15.window_seconds !== undefined){
-let data17 = data15.window_seconds;
-if(!(((typeof data17 == "number") && (!(data17 % 1) && !isNaN(data17))) && (isFinite(data17)))){
-const err43 = {instancePath:instancePath+"/rate_limits/per_identity/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+else {
+const err43 = {instancePath:instancePath+"/allowed_origins",schemaPath:"#/properties/allowed_origins/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err43];
 }
@@ -2709,9 +2708,14 @@ vErrors.push(err43);
 }
 errors++;
 }
-if((typeof data17 == "number") && (isFinite(data17))){
-if(data17 > 86400 || isNaN(data17)){
-const err44 = {instancePath:instancePath+"/rate_limits/per_identity/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
+}
+if(data.trust_proxy !== undefined){
+let data17 = data.trust_proxy;
+const _errs40 = errors;
+let valid8 = false;
+const _errs41 = errors;
+if(typeof data17 !== "boolean"){
+const err44 = {instancePath:instancePath+"/trust_proxy",schemaPath:"#/properties/trust_proxy/anyOf/0/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err44];
 }
@@ -2720,8 +2724,11 @@ vErrors.push(err44);
 }
 errors++;
 }
-if(data17 < 1 || isNaN(data17)){
-const err45 = {instancePath:instancePath+"/rate_limits/per_identity/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+var _valid0 = _errs41 === errors;
+valid8 = valid8 || _valid0;
+const _errs43 = errors;
+if(!(((typeof data17 == "number") && (!(data17 % 1) && !isNaN(data17))) && (isFinite(data17)))){
+const err45 = {instancePath:instancePath+"/trust_proxy",schemaPath:"#/properties/trust_proxy/anyOf/1/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err45];
 }
@@ -2730,11 +2737,9 @@ vErrors.push(err45);
 }
 errors++;
 }
-}
-}
-}
-else {
-const err46 = {instancePath:instancePath+"/rate_limits/per_identity",schemaPath:"#/$defs/rateLimit/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data17 == "number") && (isFinite(data17))){
+if(data17 > 100 || isNaN(data17)){
+const err46 = {instancePath:instancePath+"/trust_proxy",schemaPath:"#/properties/trust_proxy/anyOf/1/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100},message:"must be <= 100"};
 if(vErrors === null){
 vErrors = [err46];
 }
@@ -2743,12 +2748,8 @@ vErrors.push(err46);
 }
 errors++;
 }
-}
-if(data14.per_source !== undefined){
-let data18 = data14.per_source;
-if(data18 && typeof data18 == "object" && !Array.isArray(data18)){
-if(data18.points === undefined){
-const err47 = {instancePath:instancePath+"/rate_limits/per_source",schemaPath:"#/$defs/rateLimit/required",keyword:"required",params:{missingProperty: "points"},message:"must have required property '"+"points"+"'"};
+if(data17 < 0 || isNaN(data17)){
+const err47 = {instancePath:instancePath+"/trust_proxy",schemaPath:"#/properties/trust_proxy/anyOf/1/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err47];
 }
@@ -2757,8 +2758,13 @@ vErrors.push(err47);
 }
 errors++;
 }
-if(data18.window_seconds === undefined){
-const err48 = {instancePath:instancePath+"/rate_limits/per_source",schemaPath:"#/$defs/rateLimit/required",keyword:"required",params:{missingProperty: "window_seconds"},message:"must have required property '"+"window_seconds"+"'"};
+}
+var _valid0 = _errs43 === errors;
+valid8 = valid8 || _valid0;
+const _errs45 = errors;
+if(Array.isArray(data17)){
+if(data17.length > 100){
+const err48 = {instancePath:instancePath+"/trust_proxy",schemaPath:"#/properties/trust_proxy/anyOf/2/maxItems",keyword:"maxItems",params:{limit: 100},message:"must NOT have more than 100 items"};
 if(vErrors === null){
 vErrors = [err48];
 }
@@ -2767,9 +2773,8 @@ vErrors.push(err48);
 }
 errors++;
 }
-for(const key5 in data18){
-if(!((key5 === "points") || (key5 === "window_seconds"))){
-const err49 = {instancePath:instancePath+"/rate_limits/per_source",schemaPath:"#/$defs/rateLimit/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key5},message:"must NOT have additional properties"};
+if(data17.length < 1){
+const err49 = {instancePath:instancePath+"/trust_proxy",schemaPath:"#/properties/trust_proxy/anyOf/2/minItems",keyword:"minItems",params:{limit: 1},message:"must NOT have fewer than 1 items"};
 if(vErrors === null){
 vErrors = [err49];
 }
@@ -2778,11 +2783,12 @@ vErrors.push(err49);
 }
 errors++;
 }
-}
-if(data18.points !== undefined){
-let data19 = data18.points;
-if(!(((typeof data19 == "number") && (!(data19 % 1) && !isNaN(data19))) && (isFinite(data19)))){
-const err50 = {instancePath:instancePath+"/rate_limits/per_source/points",schemaPath:"#/$defs/rateLimit/properties/points/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const len2 = data17.length;
+for(let i2=0; i2<len2; i2++){
+let data18 = data17[i2];
+if(typeof data18 === "string"){
+if(func3(data18) > 100){
+const err50 = {instancePath:instancePath+"/trust_proxy/" + i2,schemaPath:"#/properties/trust_proxy/anyOf/2/items/maxLength",keyword:"maxLength",params:{limit: 100},message:"must NOT have more than 100 characters"};
 if(vErrors === null){
 vErrors = [err50];
 }
@@ -2791,9 +2797,8 @@ vErrors.push(err50);
 }
 errors++;
 }
-if((typeof data19 == "number") && (isFinite(data19))){
-if(data19 > 1000000 || isNaN(data19)){
-const err51 = {instancePath:instancePath+"/rate_limits/per_source/points",schemaPath:"#/$defs/rateLimit/properties/points/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000000},message:"must be <= 1000000"};
+if(func3(data18) < 1){
+const err51 = {instancePath:instancePath+"/trust_proxy/" + i2,schemaPath:"#/properties/trust_proxy/anyOf/2/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err51];
 }
@@ -2802,8 +2807,9 @@ vErrors.push(err51);
 }
 errors++;
 }
-if(data19 < 1 || isNaN(data19)){
-const err52 = {instancePath:instancePath+"/rate_limits/per_source/points",schemaPath:"#/$defs/rateLimit/properties/points/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+else {
+const err52 = {instancePath:instancePath+"/trust_proxy/" + i2,schemaPath:"#/properties/trust_proxy/anyOf/2/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err52];
 }
@@ -2814,10 +2820,8 @@ errors++;
 }
 }
 }
-if(data18.window_seconds !== undefined){
-let data20 = data18.window_seconds;
-if(!(((typeof data20 == "number") && (!(data20 % 1) && !isNaN(data20))) && (isFinite(data20)))){
-const err53 = {instancePath:instancePath+"/rate_limits/per_source/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+else {
+const err53 = {instancePath:instancePath+"/trust_proxy",schemaPath:"#/properties/trust_proxy/anyOf/2/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err53];
 }
@@ -2826,9 +2830,10 @@ vErrors.push(err53);
 }
 errors++;
 }
-if((typeof data20 == "number") && (isFinite(data20))){
-if(data20 > 86400 || isNaN(data20)){
-const err54 = {instancePath:instancePath+"/rate_limits/per_source/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
+var _valid0 = _errs45 === errors;
+valid8 = valid8 || _valid0;
+if(!valid8){
+const err54 = {instancePath:instancePath+"/trust_proxy",schemaPath:"#/properties/trust_proxy/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
 if(vErrors === null){
 vErrors = [err54];
 }
@@ -2837,8 +2842,24 @@ vErrors.push(err54);
 }
 errors++;
 }
-if(data20 < 1 || isNaN(data20)){
-const err55 = {instancePath:instancePath+"/rate_limits/per_source/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+else {
+errors = _errs40;
+if(vErrors !== null){
+if(_errs40){
+vErrors.length = _errs40;
+}
+else {
+vErrors = null;
+}
+}
+}
+}
+if(data.console !== undefined){
+let data19 = data.console;
+if(data19 && typeof data19 == "object" && !Array.isArray(data19)){
+for(const key4 in data19){
+if(!((key4 === "session_idle_timeout_seconds") || (key4 === "session_absolute_timeout_seconds"))){
+const err55 = {instancePath:instancePath+"/console",schemaPath:"#/properties/console/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key4},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err55];
 }
@@ -2848,10 +2869,10 @@ vErrors.push(err55);
 errors++;
 }
 }
-}
-}
-else {
-const err56 = {instancePath:instancePath+"/rate_limits/per_source",schemaPath:"#/$defs/rateLimit/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data19.session_idle_timeout_seconds !== undefined){
+let data20 = data19.session_idle_timeout_seconds;
+if(!(((typeof data20 == "number") && (!(data20 % 1) && !isNaN(data20))) && (isFinite(data20)))){
+const err56 = {instancePath:instancePath+"/console/session_idle_timeout_seconds",schemaPath:"#/properties/console/properties/session_idle_timeout_seconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err56];
 }
@@ -2860,10 +2881,9 @@ vErrors.push(err56);
 }
 errors++;
 }
-}
-}
-else {
-const err57 = {instancePath:instancePath+"/rate_limits",schemaPath:"#/properties/rate_limits/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data20 == "number") && (isFinite(data20))){
+if(data20 > 86400 || isNaN(data20)){
+const err57 = {instancePath:instancePath+"/console/session_idle_timeout_seconds",schemaPath:"#/properties/console/properties/session_idle_timeout_seconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
 if(vErrors === null){
 vErrors = [err57];
 }
@@ -2872,13 +2892,8 @@ vErrors.push(err57);
 }
 errors++;
 }
-}
-if(data.approvals !== undefined){
-let data21 = data.approvals;
-if(data21 && typeof data21 == "object" && !Array.isArray(data21)){
-for(const key6 in data21){
-if(!(key6 === "ttl_seconds")){
-const err58 = {instancePath:instancePath+"/approvals",schemaPath:"#/properties/approvals/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key6},message:"must NOT have additional properties"};
+if(data20 < 60 || isNaN(data20)){
+const err58 = {instancePath:instancePath+"/console/session_idle_timeout_seconds",schemaPath:"#/properties/console/properties/session_idle_timeout_seconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 60},message:"must be >= 60"};
 if(vErrors === null){
 vErrors = [err58];
 }
@@ -2888,10 +2903,11 @@ vErrors.push(err58);
 errors++;
 }
 }
-if(data21.ttl_seconds !== undefined){
-let data22 = data21.ttl_seconds;
-if(!(((typeof data22 == "number") && (!(data22 % 1) && !isNaN(data22))) && (isFinite(data22)))){
-const err59 = {instancePath:instancePath+"/approvals/ttl_seconds",schemaPath:"#/properties/approvals/properties/ttl_seconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+if(data19.session_absolute_timeout_seconds !== undefined){
+let data21 = data19.session_absolute_timeout_seconds;
+if(!(((typeof data21 == "number") && (!(data21 % 1) && !isNaN(data21))) && (isFinite(data21)))){
+const err59 = {instancePath:instancePath+"/console/session_absolute_timeout_seconds",schemaPath:"#/properties/console/properties/session_absolute_timeout_seconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err59];
 }
@@ -2900,9 +2916,9 @@ vErrors.push(err59);
 }
 errors++;
 }
-if((typeof data22 == "number") && (isFinite(data22))){
-if(data22 > 2592000 || isNaN(data22)){
-const err60 = {instancePath:instancePath+"/approvals/ttl_seconds",schemaPath:"#/properties/approvals/properties/ttl_seconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 2592000},message:"must be <= 2592000"};
+if((typeof data21 == "number") && (isFinite(data21))){
+if(data21 > 604800 || isNaN(data21)){
+const err60 = {instancePath:instancePath+"/console/session_absolute_timeout_seconds",schemaPath:"#/properties/console/properties/session_absolute_timeout_seconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 604800},message:"must be <= 604800"};
 if(vErrors === null){
 vErrors = [err60];
 }
@@ -2911,8 +2927,8 @@ vErrors.push(err60);
 }
 errors++;
 }
-if(data22 < 60 || isNaN(data22)){
-const err61 = {instancePath:instancePath+"/approvals/ttl_seconds",schemaPath:"#/properties/approvals/properties/ttl_seconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 60},message:"must be >= 60"};
+if(data21 < 300 || isNaN(data21)){
+const err61 = {instancePath:instancePath+"/console/session_absolute_timeout_seconds",schemaPath:"#/properties/console/properties/session_absolute_timeout_seconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 300},message:"must be >= 300"};
 if(vErrors === null){
 vErrors = [err61];
 }
@@ -2925,7 +2941,7 @@ errors++;
 }
 }
 else {
-const err62 = {instancePath:instancePath+"/approvals",schemaPath:"#/properties/approvals/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err62 = {instancePath:instancePath+"/console",schemaPath:"#/properties/console/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err62];
 }
@@ -2935,12 +2951,12 @@ vErrors.push(err62);
 errors++;
 }
 }
-if(data.audit !== undefined){
-let data23 = data.audit;
-if(data23 && typeof data23 == "object" && !Array.isArray(data23)){
-for(const key7 in data23){
-if(!(key7 === "commit_timeout_ms")){
-const err63 = {instancePath:instancePath+"/audit",schemaPath:"#/properties/audit/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key7},message:"must NOT have additional properties"};
+if(data.rate_limits !== undefined){
+let data22 = data.rate_limits;
+if(data22 && typeof data22 == "object" && !Array.isArray(data22)){
+for(const key5 in data22){
+if(!((key5 === "per_identity") || (key5 === "per_source"))){
+const err63 = {instancePath:instancePath+"/rate_limits",schemaPath:"#/properties/rate_limits/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key5},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err63];
 }
@@ -2950,10 +2966,11 @@ vErrors.push(err63);
 errors++;
 }
 }
-if(data23.commit_timeout_ms !== undefined){
-let data24 = data23.commit_timeout_ms;
-if(!(((typeof data24 == "number") && (!(data24 % 1) && !isNaN(data24))) && (isFinite(data24)))){
-const err64 = {instancePath:instancePath+"/audit/commit_timeout_ms",schemaPath:"#/properties/audit/properties/commit_timeout_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data22.per_identity !== undefined){
+let data23 = data22.per_identity;
+if(data23 && typeof data23 == "object" && !Array.isArray(data23)){
+if(data23.points === undefined){
+const err64 = {instancePath:instancePath+"/rate_limits/per_identity",schemaPath:"#/$defs/rateLimit/required",keyword:"required",params:{missingProperty: "points"},message:"must have required property '"+"points"+"'"};
 if(vErrors === null){
 vErrors = [err64];
 }
@@ -2962,9 +2979,8 @@ vErrors.push(err64);
 }
 errors++;
 }
-if((typeof data24 == "number") && (isFinite(data24))){
-if(data24 > 60000 || isNaN(data24)){
-const err65 = {instancePath:instancePath+"/audit/commit_timeout_ms",schemaPath:"#/properties/audit/properties/commit_timeout_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 60000},message:"must be <= 60000"};
+if(data23.window_seconds === undefined){
+const err65 = {instancePath:instancePath+"/rate_limits/per_identity",schemaPath:"#/$defs/rateLimit/required",keyword:"required",params:{missingProperty: "window_seconds"},message:"must have required property '"+"window_seconds"+"'"};
 if(vErrors === null){
 vErrors = [err65];
 }
@@ -2973,8 +2989,9 @@ vErrors.push(err65);
 }
 errors++;
 }
-if(data24 < 100 || isNaN(data24)){
-const err66 = {instancePath:instancePath+"/audit/commit_timeout_ms",schemaPath:"#/properties/audit/properties/commit_timeout_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 100},message:"must be >= 100"};
+for(const key6 in data23){
+if(!((key6 === "points") || (key6 === "window_seconds"))){
+const err66 = {instancePath:instancePath+"/rate_limits/per_identity",schemaPath:"#/$defs/rateLimit/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key6},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err66];
 }
@@ -2984,10 +3001,10 @@ vErrors.push(err66);
 errors++;
 }
 }
-}
-}
-else {
-const err67 = {instancePath:instancePath+"/audit",schemaPath:"#/properties/audit/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data23.points !== undefined){
+let data24 = data23.points;
+if(!(((typeof data24 == "number") && (!(data24 % 1) && !isNaN(data24))) && (isFinite(data24)))){
+const err67 = {instancePath:instancePath+"/rate_limits/per_identity/points",schemaPath:"#/$defs/rateLimit/properties/points/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err67];
 }
@@ -2996,13 +3013,9 @@ vErrors.push(err67);
 }
 errors++;
 }
-}
-if(data.notifications !== undefined){
-let data25 = data.notifications;
-if(data25 && typeof data25 == "object" && !Array.isArray(data25)){
-for(const key8 in data25){
-if(!(key8 === "webhooks")){
-const err68 = {instancePath:instancePath+"/notifications",schemaPath:"#/properties/notifications/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key8},message:"must NOT have additional properties"};
+if((typeof data24 == "number") && (isFinite(data24))){
+if(data24 > 1000000 || isNaN(data24)){
+const err68 = {instancePath:instancePath+"/rate_limits/per_identity/points",schemaPath:"#/$defs/rateLimit/properties/points/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000000},message:"must be <= 1000000"};
 if(vErrors === null){
 vErrors = [err68];
 }
@@ -3011,12 +3024,8 @@ vErrors.push(err68);
 }
 errors++;
 }
-}
-if(data25.webhooks !== undefined){
-let data26 = data25.webhooks;
-if(Array.isArray(data26)){
-if(data26.length > 20){
-const err69 = {instancePath:instancePath+"/notifications/webhooks",schemaPath:"#/properties/notifications/properties/webhooks/maxItems",keyword:"maxItems",params:{limit: 20},message:"must NOT have more than 20 items"};
+if(data24 < 1 || isNaN(data24)){
+const err69 = {instancePath:instancePath+"/rate_limits/per_identity/points",schemaPath:"#/$defs/rateLimit/properties/points/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err69];
 }
@@ -3025,12 +3034,12 @@ vErrors.push(err69);
 }
 errors++;
 }
-const len2 = data26.length;
-for(let i2=0; i2<len2; i2++){
-let data27 = data26[i2];
-if(data27 && typeof data27 == "object" && !Array.isArray(data27)){
-if(data27.url === undefined){
-const err70 = {instancePath:instancePath+"/notifications/webhooks/" + i2,schemaPath:"#/properties/notifications/properties/webhooks/items/required",keyword:"required",params:{missingProperty: "url"},message:"must have required property '"+"url"+"'"};
+}
+}
+if(data23.window_seconds !== undefined){
+let data25 = data23.window_seconds;
+if(!(((typeof data25 == "number") && (!(data25 % 1) && !isNaN(data25))) && (isFinite(data25)))){
+const err70 = {instancePath:instancePath+"/rate_limits/per_identity/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err70];
 }
@@ -3039,8 +3048,9 @@ vErrors.push(err70);
 }
 errors++;
 }
-if(data27.events === undefined){
-const err71 = {instancePath:instancePath+"/notifications/webhooks/" + i2,schemaPath:"#/properties/notifications/properties/webhooks/items/required",keyword:"required",params:{missingProperty: "events"},message:"must have required property '"+"events"+"'"};
+if((typeof data25 == "number") && (isFinite(data25))){
+if(data25 > 86400 || isNaN(data25)){
+const err71 = {instancePath:instancePath+"/rate_limits/per_identity/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
 if(vErrors === null){
 vErrors = [err71];
 }
@@ -3049,8 +3059,8 @@ vErrors.push(err71);
 }
 errors++;
 }
-if(data27.secret_env === undefined){
-const err72 = {instancePath:instancePath+"/notifications/webhooks/" + i2,schemaPath:"#/properties/notifications/properties/webhooks/items/required",keyword:"required",params:{missingProperty: "secret_env"},message:"must have required property '"+"secret_env"+"'"};
+if(data25 < 1 || isNaN(data25)){
+const err72 = {instancePath:instancePath+"/rate_limits/per_identity/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err72];
 }
@@ -3059,9 +3069,11 @@ vErrors.push(err72);
 }
 errors++;
 }
-for(const key9 in data27){
-if(!(((key9 === "url") || (key9 === "events")) || (key9 === "secret_env"))){
-const err73 = {instancePath:instancePath+"/notifications/webhooks/" + i2,schemaPath:"#/properties/notifications/properties/webhooks/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key9},message:"must NOT have additional properties"};
+}
+}
+}
+else {
+const err73 = {instancePath:instancePath+"/rate_limits/per_identity",schemaPath:"#/$defs/rateLimit/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err73];
 }
@@ -3071,11 +3083,11 @@ vErrors.push(err73);
 errors++;
 }
 }
-if(data27.url !== undefined){
-let data28 = data27.url;
-if(typeof data28 === "string"){
-if(!pattern8.test(data28)){
-const err74 = {instancePath:instancePath+"/notifications/webhooks/" + i2+"/url",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/url/pattern",keyword:"pattern",params:{pattern: "^https?://[^\\s]+$"},message:"must match pattern \""+"^https?://[^\\s]+$"+"\""};
+if(data22.per_source !== undefined){
+let data26 = data22.per_source;
+if(data26 && typeof data26 == "object" && !Array.isArray(data26)){
+if(data26.points === undefined){
+const err74 = {instancePath:instancePath+"/rate_limits/per_source",schemaPath:"#/$defs/rateLimit/required",keyword:"required",params:{missingProperty: "points"},message:"must have required property '"+"points"+"'"};
 if(vErrors === null){
 vErrors = [err74];
 }
@@ -3084,9 +3096,8 @@ vErrors.push(err74);
 }
 errors++;
 }
-}
-else {
-const err75 = {instancePath:instancePath+"/notifications/webhooks/" + i2+"/url",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/url/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data26.window_seconds === undefined){
+const err75 = {instancePath:instancePath+"/rate_limits/per_source",schemaPath:"#/$defs/rateLimit/required",keyword:"required",params:{missingProperty: "window_seconds"},message:"must have required property '"+"window_seconds"+"'"};
 if(vErrors === null){
 vErrors = [err75];
 }
@@ -3095,12 +3106,9 @@ vErrors.push(err75);
 }
 errors++;
 }
-}
-if(data27.events !== undefined){
-let data29 = data27.events;
-if(Array.isArray(data29)){
-if(data29.length < 1){
-const err76 = {instancePath:instancePath+"/notifications/webhooks/" + i2+"/events",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/events/minItems",keyword:"minItems",params:{limit: 1},message:"must NOT have fewer than 1 items"};
+for(const key7 in data26){
+if(!((key7 === "points") || (key7 === "window_seconds"))){
+const err76 = {instancePath:instancePath+"/rate_limits/per_source",schemaPath:"#/$defs/rateLimit/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key7},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err76];
 }
@@ -3109,11 +3117,11 @@ vErrors.push(err76);
 }
 errors++;
 }
-const len3 = data29.length;
-for(let i3=0; i3<len3; i3++){
-let data30 = data29[i3];
-if(typeof data30 !== "string"){
-const err77 = {instancePath:instancePath+"/notifications/webhooks/" + i2+"/events/" + i3,schemaPath:"#/properties/notifications/properties/webhooks/items/properties/events/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+}
+if(data26.points !== undefined){
+let data27 = data26.points;
+if(!(((typeof data27 == "number") && (!(data27 % 1) && !isNaN(data27))) && (isFinite(data27)))){
+const err77 = {instancePath:instancePath+"/rate_limits/per_source/points",schemaPath:"#/$defs/rateLimit/properties/points/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err77];
 }
@@ -3122,8 +3130,9 @@ vErrors.push(err77);
 }
 errors++;
 }
-if(!((((data30 === "approval.queued") || (data30 === "approval.decided")) || (data30 === "approval.executed")) || (data30 === "approval.failed"))){
-const err78 = {instancePath:instancePath+"/notifications/webhooks/" + i2+"/events/" + i3,schemaPath:"#/properties/notifications/properties/webhooks/items/properties/events/items/enum",keyword:"enum",params:{allowedValues: schema40.properties.notifications.properties.webhooks.items.properties.events.items.enum},message:"must be equal to one of the allowed values"};
+if((typeof data27 == "number") && (isFinite(data27))){
+if(data27 > 1000000 || isNaN(data27)){
+const err78 = {instancePath:instancePath+"/rate_limits/per_source/points",schemaPath:"#/$defs/rateLimit/properties/points/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000000},message:"must be <= 1000000"};
 if(vErrors === null){
 vErrors = [err78];
 }
@@ -3132,19 +3141,8 @@ vErrors.push(err78);
 }
 errors++;
 }
-}
-let i4 = data29.length;
-let j0;
-if(i4 > 1){
-const indices0 = {};
-for(;i4--;){
-let item0 = data29[i4];
-if(typeof item0 !== "string"){
-continue;
-}
-if(typeof indices0[item0] == "number"){
-j0 = indices0[item0];
-const err79 = {instancePath:instancePath+"/notifications/webhooks/" + i2+"/events",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/events/uniqueItems",keyword:"uniqueItems",params:{i: i4, j: j0},message:"must NOT have duplicate items (items ## "+j0+" and "+i4+" are identical)"};
+if(data27 < 1 || isNaN(data27)){
+const err79 = {instancePath:instancePath+"/rate_limits/per_source/points",schemaPath:"#/$defs/rateLimit/properties/points/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err79];
 }
@@ -3152,14 +3150,13 @@ else {
 vErrors.push(err79);
 }
 errors++;
-break;
-}
-indices0[item0] = i4;
 }
 }
 }
-else {
-const err80 = {instancePath:instancePath+"/notifications/webhooks/" + i2+"/events",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/events/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data26.window_seconds !== undefined){
+let data28 = data26.window_seconds;
+if(!(((typeof data28 == "number") && (!(data28 % 1) && !isNaN(data28))) && (isFinite(data28)))){
+const err80 = {instancePath:instancePath+"/rate_limits/per_source/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err80];
 }
@@ -3168,12 +3165,9 @@ vErrors.push(err80);
 }
 errors++;
 }
-}
-if(data27.secret_env !== undefined){
-let data31 = data27.secret_env;
-if(typeof data31 === "string"){
-if(!pattern9.test(data31)){
-const err81 = {instancePath:instancePath+"/notifications/webhooks/" + i2+"/secret_env",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/secret_env/pattern",keyword:"pattern",params:{pattern: "^[A-Z_][A-Z0-9_]*$"},message:"must match pattern \""+"^[A-Z_][A-Z0-9_]*$"+"\""};
+if((typeof data28 == "number") && (isFinite(data28))){
+if(data28 > 86400 || isNaN(data28)){
+const err81 = {instancePath:instancePath+"/rate_limits/per_source/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
 if(vErrors === null){
 vErrors = [err81];
 }
@@ -3182,9 +3176,8 @@ vErrors.push(err81);
 }
 errors++;
 }
-}
-else {
-const err82 = {instancePath:instancePath+"/notifications/webhooks/" + i2+"/secret_env",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/secret_env/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data28 < 1 || isNaN(data28)){
+const err82 = {instancePath:instancePath+"/rate_limits/per_source/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err82];
 }
@@ -3195,8 +3188,9 @@ errors++;
 }
 }
 }
+}
 else {
-const err83 = {instancePath:instancePath+"/notifications/webhooks/" + i2,schemaPath:"#/properties/notifications/properties/webhooks/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err83 = {instancePath:instancePath+"/rate_limits/per_source",schemaPath:"#/$defs/rateLimit/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err83];
 }
@@ -3208,7 +3202,7 @@ errors++;
 }
 }
 else {
-const err84 = {instancePath:instancePath+"/notifications/webhooks",schemaPath:"#/properties/notifications/properties/webhooks/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err84 = {instancePath:instancePath+"/rate_limits",schemaPath:"#/properties/rate_limits/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err84];
 }
@@ -3218,9 +3212,12 @@ vErrors.push(err84);
 errors++;
 }
 }
-}
-else {
-const err85 = {instancePath:instancePath+"/notifications",schemaPath:"#/properties/notifications/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data.approvals !== undefined){
+let data29 = data.approvals;
+if(data29 && typeof data29 == "object" && !Array.isArray(data29)){
+for(const key8 in data29){
+if(!(key8 === "ttl_seconds")){
+const err85 = {instancePath:instancePath+"/approvals",schemaPath:"#/properties/approvals/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key8},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err85];
 }
@@ -3230,12 +3227,10 @@ vErrors.push(err85);
 errors++;
 }
 }
-if(data.cache !== undefined){
-let data32 = data.cache;
-if(data32 && typeof data32 == "object" && !Array.isArray(data32)){
-for(const key10 in data32){
-if(!((key10 === "ttl_ms") || (key10 === "max_bytes"))){
-const err86 = {instancePath:instancePath+"/cache",schemaPath:"#/properties/cache/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key10},message:"must NOT have additional properties"};
+if(data29.ttl_seconds !== undefined){
+let data30 = data29.ttl_seconds;
+if(!(((typeof data30 == "number") && (!(data30 % 1) && !isNaN(data30))) && (isFinite(data30)))){
+const err86 = {instancePath:instancePath+"/approvals/ttl_seconds",schemaPath:"#/properties/approvals/properties/ttl_seconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err86];
 }
@@ -3244,11 +3239,9 @@ vErrors.push(err86);
 }
 errors++;
 }
-}
-if(data32.ttl_ms !== undefined){
-let data33 = data32.ttl_ms;
-if(!(((typeof data33 == "number") && (!(data33 % 1) && !isNaN(data33))) && (isFinite(data33)))){
-const err87 = {instancePath:instancePath+"/cache/ttl_ms",schemaPath:"#/properties/cache/properties/ttl_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data30 == "number") && (isFinite(data30))){
+if(data30 > 2592000 || isNaN(data30)){
+const err87 = {instancePath:instancePath+"/approvals/ttl_seconds",schemaPath:"#/properties/approvals/properties/ttl_seconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 2592000},message:"must be <= 2592000"};
 if(vErrors === null){
 vErrors = [err87];
 }
@@ -3257,9 +3250,8 @@ vErrors.push(err87);
 }
 errors++;
 }
-if((typeof data33 == "number") && (isFinite(data33))){
-if(data33 > 86400000 || isNaN(data33)){
-const err88 = {instancePath:instancePath+"/cache/ttl_ms",schemaPath:"#/properties/cache/properties/ttl_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400000},message:"must be <= 86400000"};
+if(data30 < 60 || isNaN(data30)){
+const err88 = {instancePath:instancePath+"/approvals/ttl_seconds",schemaPath:"#/properties/approvals/properties/ttl_seconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 60},message:"must be >= 60"};
 if(vErrors === null){
 vErrors = [err88];
 }
@@ -3268,8 +3260,11 @@ vErrors.push(err88);
 }
 errors++;
 }
-if(data33 < 0 || isNaN(data33)){
-const err89 = {instancePath:instancePath+"/cache/ttl_ms",schemaPath:"#/properties/cache/properties/ttl_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+}
+}
+else {
+const err89 = {instancePath:instancePath+"/approvals",schemaPath:"#/properties/approvals/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err89];
 }
@@ -3279,11 +3274,12 @@ vErrors.push(err89);
 errors++;
 }
 }
-}
-if(data32.max_bytes !== undefined){
-let data34 = data32.max_bytes;
-if(!(((typeof data34 == "number") && (!(data34 % 1) && !isNaN(data34))) && (isFinite(data34)))){
-const err90 = {instancePath:instancePath+"/cache/max_bytes",schemaPath:"#/properties/cache/properties/max_bytes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data.audit !== undefined){
+let data31 = data.audit;
+if(data31 && typeof data31 == "object" && !Array.isArray(data31)){
+for(const key9 in data31){
+if(!(key9 === "commit_timeout_ms")){
+const err90 = {instancePath:instancePath+"/audit",schemaPath:"#/properties/audit/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key9},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err90];
 }
@@ -3292,9 +3288,11 @@ vErrors.push(err90);
 }
 errors++;
 }
-if((typeof data34 == "number") && (isFinite(data34))){
-if(data34 > 17179869184 || isNaN(data34)){
-const err91 = {instancePath:instancePath+"/cache/max_bytes",schemaPath:"#/properties/cache/properties/max_bytes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 17179869184},message:"must be <= 17179869184"};
+}
+if(data31.commit_timeout_ms !== undefined){
+let data32 = data31.commit_timeout_ms;
+if(!(((typeof data32 == "number") && (!(data32 % 1) && !isNaN(data32))) && (isFinite(data32)))){
+const err91 = {instancePath:instancePath+"/audit/commit_timeout_ms",schemaPath:"#/properties/audit/properties/commit_timeout_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err91];
 }
@@ -3303,8 +3301,9 @@ vErrors.push(err91);
 }
 errors++;
 }
-if(data34 < 0 || isNaN(data34)){
-const err92 = {instancePath:instancePath+"/cache/max_bytes",schemaPath:"#/properties/cache/properties/max_bytes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if((typeof data32 == "number") && (isFinite(data32))){
+if(data32 > 60000 || isNaN(data32)){
+const err92 = {instancePath:instancePath+"/audit/commit_timeout_ms",schemaPath:"#/properties/audit/properties/commit_timeout_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 60000},message:"must be <= 60000"};
 if(vErrors === null){
 vErrors = [err92];
 }
@@ -3313,11 +3312,8 @@ vErrors.push(err92);
 }
 errors++;
 }
-}
-}
-}
-else {
-const err93 = {instancePath:instancePath+"/cache",schemaPath:"#/properties/cache/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data32 < 100 || isNaN(data32)){
+const err93 = {instancePath:instancePath+"/audit/commit_timeout_ms",schemaPath:"#/properties/audit/properties/commit_timeout_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 100},message:"must be >= 100"};
 if(vErrors === null){
 vErrors = [err93];
 }
@@ -3327,11 +3323,10 @@ vErrors.push(err93);
 errors++;
 }
 }
-if(data.ops_listen !== undefined){
-let data35 = data.ops_listen;
-if(data35 && typeof data35 == "object" && !Array.isArray(data35)){
-if(data35.port === undefined){
-const err94 = {instancePath:instancePath+"/ops_listen",schemaPath:"#/properties/ops_listen/required",keyword:"required",params:{missingProperty: "port"},message:"must have required property '"+"port"+"'"};
+}
+}
+else {
+const err94 = {instancePath:instancePath+"/audit",schemaPath:"#/properties/audit/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err94];
 }
@@ -3340,9 +3335,13 @@ vErrors.push(err94);
 }
 errors++;
 }
-for(const key11 in data35){
-if(!((key11 === "host") || (key11 === "port"))){
-const err95 = {instancePath:instancePath+"/ops_listen",schemaPath:"#/properties/ops_listen/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key11},message:"must NOT have additional properties"};
+}
+if(data.notifications !== undefined){
+let data33 = data.notifications;
+if(data33 && typeof data33 == "object" && !Array.isArray(data33)){
+for(const key10 in data33){
+if(!(key10 === "webhooks")){
+const err95 = {instancePath:instancePath+"/notifications",schemaPath:"#/properties/notifications/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key10},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err95];
 }
@@ -3352,11 +3351,11 @@ vErrors.push(err95);
 errors++;
 }
 }
-if(data35.host !== undefined){
-let data36 = data35.host;
-if(typeof data36 === "string"){
-if(func3(data36) > 255){
-const err96 = {instancePath:instancePath+"/ops_listen/host",schemaPath:"#/properties/ops_listen/properties/host/maxLength",keyword:"maxLength",params:{limit: 255},message:"must NOT have more than 255 characters"};
+if(data33.webhooks !== undefined){
+let data34 = data33.webhooks;
+if(Array.isArray(data34)){
+if(data34.length > 20){
+const err96 = {instancePath:instancePath+"/notifications/webhooks",schemaPath:"#/properties/notifications/properties/webhooks/maxItems",keyword:"maxItems",params:{limit: 20},message:"must NOT have more than 20 items"};
 if(vErrors === null){
 vErrors = [err96];
 }
@@ -3365,8 +3364,12 @@ vErrors.push(err96);
 }
 errors++;
 }
-if(func3(data36) < 1){
-const err97 = {instancePath:instancePath+"/ops_listen/host",schemaPath:"#/properties/ops_listen/properties/host/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+const len3 = data34.length;
+for(let i3=0; i3<len3; i3++){
+let data35 = data34[i3];
+if(data35 && typeof data35 == "object" && !Array.isArray(data35)){
+if(data35.url === undefined){
+const err97 = {instancePath:instancePath+"/notifications/webhooks/" + i3,schemaPath:"#/properties/notifications/properties/webhooks/items/required",keyword:"required",params:{missingProperty: "url"},message:"must have required property '"+"url"+"'"};
 if(vErrors === null){
 vErrors = [err97];
 }
@@ -3375,9 +3378,8 @@ vErrors.push(err97);
 }
 errors++;
 }
-}
-else {
-const err98 = {instancePath:instancePath+"/ops_listen/host",schemaPath:"#/properties/ops_listen/properties/host/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data35.events === undefined){
+const err98 = {instancePath:instancePath+"/notifications/webhooks/" + i3,schemaPath:"#/properties/notifications/properties/webhooks/items/required",keyword:"required",params:{missingProperty: "events"},message:"must have required property '"+"events"+"'"};
 if(vErrors === null){
 vErrors = [err98];
 }
@@ -3386,11 +3388,8 @@ vErrors.push(err98);
 }
 errors++;
 }
-}
-if(data35.port !== undefined){
-let data37 = data35.port;
-if(!(((typeof data37 == "number") && (!(data37 % 1) && !isNaN(data37))) && (isFinite(data37)))){
-const err99 = {instancePath:instancePath+"/ops_listen/port",schemaPath:"#/properties/ops_listen/properties/port/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data35.secret_env === undefined){
+const err99 = {instancePath:instancePath+"/notifications/webhooks/" + i3,schemaPath:"#/properties/notifications/properties/webhooks/items/required",keyword:"required",params:{missingProperty: "secret_env"},message:"must have required property '"+"secret_env"+"'"};
 if(vErrors === null){
 vErrors = [err99];
 }
@@ -3399,9 +3398,9 @@ vErrors.push(err99);
 }
 errors++;
 }
-if((typeof data37 == "number") && (isFinite(data37))){
-if(data37 > 65535 || isNaN(data37)){
-const err100 = {instancePath:instancePath+"/ops_listen/port",schemaPath:"#/properties/ops_listen/properties/port/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
+for(const key11 in data35){
+if(!(((key11 === "url") || (key11 === "events")) || (key11 === "secret_env"))){
+const err100 = {instancePath:instancePath+"/notifications/webhooks/" + i3,schemaPath:"#/properties/notifications/properties/webhooks/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key11},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err100];
 }
@@ -3410,8 +3409,12 @@ vErrors.push(err100);
 }
 errors++;
 }
-if(data37 < 0 || isNaN(data37)){
-const err101 = {instancePath:instancePath+"/ops_listen/port",schemaPath:"#/properties/ops_listen/properties/port/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(data35.url !== undefined){
+let data36 = data35.url;
+if(typeof data36 === "string"){
+if(!pattern8.test(data36)){
+const err101 = {instancePath:instancePath+"/notifications/webhooks/" + i3+"/url",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/url/pattern",keyword:"pattern",params:{pattern: "^https?://[^\\s]+$"},message:"must match pattern \""+"^https?://[^\\s]+$"+"\""};
 if(vErrors === null){
 vErrors = [err101];
 }
@@ -3421,10 +3424,8 @@ vErrors.push(err101);
 errors++;
 }
 }
-}
-}
 else {
-const err102 = {instancePath:instancePath+"/ops_listen",schemaPath:"#/properties/ops_listen/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err102 = {instancePath:instancePath+"/notifications/webhooks/" + i3+"/url",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/url/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err102];
 }
@@ -3434,12 +3435,11 @@ vErrors.push(err102);
 errors++;
 }
 }
-if(data.client_limits !== undefined){
-let data38 = data.client_limits;
-if(data38 && typeof data38 == "object" && !Array.isArray(data38)){
-for(const key12 in data38){
-if(!((((((key12 === "keyless") || (key12 === "streams_per_address")) || (key12 === "streams_per_identity")) || (key12 === "answer_write_timeout_ms")) || (key12 === "body_reads_per_address")) || (key12 === "body_bytes_in_flight"))){
-const err103 = {instancePath:instancePath+"/client_limits",schemaPath:"#/properties/client_limits/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key12},message:"must NOT have additional properties"};
+if(data35.events !== undefined){
+let data37 = data35.events;
+if(Array.isArray(data37)){
+if(data37.length < 1){
+const err103 = {instancePath:instancePath+"/notifications/webhooks/" + i3+"/events",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/events/minItems",keyword:"minItems",params:{limit: 1},message:"must NOT have fewer than 1 items"};
 if(vErrors === null){
 vErrors = [err103];
 }
@@ -3448,12 +3448,11 @@ vErrors.push(err103);
 }
 errors++;
 }
-}
-if(data38.keyless !== undefined){
-let data39 = data38.keyless;
-if(data39 && typeof data39 == "object" && !Array.isArray(data39)){
-if(data39.points === undefined){
-const err104 = {instancePath:instancePath+"/client_limits/keyless",schemaPath:"#/$defs/rateLimit/required",keyword:"required",params:{missingProperty: "points"},message:"must have required property '"+"points"+"'"};
+const len4 = data37.length;
+for(let i4=0; i4<len4; i4++){
+let data38 = data37[i4];
+if(typeof data38 !== "string"){
+const err104 = {instancePath:instancePath+"/notifications/webhooks/" + i3+"/events/" + i4,schemaPath:"#/properties/notifications/properties/webhooks/items/properties/events/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err104];
 }
@@ -3462,8 +3461,8 @@ vErrors.push(err104);
 }
 errors++;
 }
-if(data39.window_seconds === undefined){
-const err105 = {instancePath:instancePath+"/client_limits/keyless",schemaPath:"#/$defs/rateLimit/required",keyword:"required",params:{missingProperty: "window_seconds"},message:"must have required property '"+"window_seconds"+"'"};
+if(!((((data38 === "approval.queued") || (data38 === "approval.decided")) || (data38 === "approval.executed")) || (data38 === "approval.failed"))){
+const err105 = {instancePath:instancePath+"/notifications/webhooks/" + i3+"/events/" + i4,schemaPath:"#/properties/notifications/properties/webhooks/items/properties/events/items/enum",keyword:"enum",params:{allowedValues: schema40.properties.notifications.properties.webhooks.items.properties.events.items.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err105];
 }
@@ -3472,9 +3471,19 @@ vErrors.push(err105);
 }
 errors++;
 }
-for(const key13 in data39){
-if(!((key13 === "points") || (key13 === "window_seconds"))){
-const err106 = {instancePath:instancePath+"/client_limits/keyless",schemaPath:"#/$defs/rateLimit/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key13},message:"must NOT have additional properties"};
+}
+let i5 = data37.length;
+let j0;
+if(i5 > 1){
+const indices0 = {};
+for(;i5--;){
+let item0 = data37[i5];
+if(typeof item0 !== "string"){
+continue;
+}
+if(typeof indices0[item0] == "number"){
+j0 = indices0[item0];
+const err106 = {instancePath:instancePath+"/notifications/webhooks/" + i3+"/events",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/events/uniqueItems",keyword:"uniqueItems",params:{i: i5, j: j0},message:"must NOT have duplicate items (items ## "+j0+" and "+i5+" are identical)"};
 if(vErrors === null){
 vErrors = [err106];
 }
@@ -3482,12 +3491,14 @@ else {
 vErrors.push(err106);
 }
 errors++;
+break;
+}
+indices0[item0] = i5;
 }
 }
-if(data39.points !== undefined){
-let data40 = data39.points;
-if(!(((typeof data40 == "number") && (!(data40 % 1) && !isNaN(data40))) && (isFinite(data40)))){
-const err107 = {instancePath:instancePath+"/client_limits/keyless/points",schemaPath:"#/$defs/rateLimit/properties/points/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+else {
+const err107 = {instancePath:instancePath+"/notifications/webhooks/" + i3+"/events",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/events/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err107];
 }
@@ -3496,9 +3507,12 @@ vErrors.push(err107);
 }
 errors++;
 }
-if((typeof data40 == "number") && (isFinite(data40))){
-if(data40 > 1000000 || isNaN(data40)){
-const err108 = {instancePath:instancePath+"/client_limits/keyless/points",schemaPath:"#/$defs/rateLimit/properties/points/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000000},message:"must be <= 1000000"};
+}
+if(data35.secret_env !== undefined){
+let data39 = data35.secret_env;
+if(typeof data39 === "string"){
+if(!pattern9.test(data39)){
+const err108 = {instancePath:instancePath+"/notifications/webhooks/" + i3+"/secret_env",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/secret_env/pattern",keyword:"pattern",params:{pattern: "^[A-Z_][A-Z0-9_]*$"},message:"must match pattern \""+"^[A-Z_][A-Z0-9_]*$"+"\""};
 if(vErrors === null){
 vErrors = [err108];
 }
@@ -3507,8 +3521,9 @@ vErrors.push(err108);
 }
 errors++;
 }
-if(data40 < 1 || isNaN(data40)){
-const err109 = {instancePath:instancePath+"/client_limits/keyless/points",schemaPath:"#/$defs/rateLimit/properties/points/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+else {
+const err109 = {instancePath:instancePath+"/notifications/webhooks/" + i3+"/secret_env",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/secret_env/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err109];
 }
@@ -3519,10 +3534,8 @@ errors++;
 }
 }
 }
-if(data39.window_seconds !== undefined){
-let data41 = data39.window_seconds;
-if(!(((typeof data41 == "number") && (!(data41 % 1) && !isNaN(data41))) && (isFinite(data41)))){
-const err110 = {instancePath:instancePath+"/client_limits/keyless/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+else {
+const err110 = {instancePath:instancePath+"/notifications/webhooks/" + i3,schemaPath:"#/properties/notifications/properties/webhooks/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err110];
 }
@@ -3531,9 +3544,10 @@ vErrors.push(err110);
 }
 errors++;
 }
-if((typeof data41 == "number") && (isFinite(data41))){
-if(data41 > 86400 || isNaN(data41)){
-const err111 = {instancePath:instancePath+"/client_limits/keyless/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
+}
+}
+else {
+const err111 = {instancePath:instancePath+"/notifications/webhooks",schemaPath:"#/properties/notifications/properties/webhooks/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err111];
 }
@@ -3542,8 +3556,10 @@ vErrors.push(err111);
 }
 errors++;
 }
-if(data41 < 1 || isNaN(data41)){
-const err112 = {instancePath:instancePath+"/client_limits/keyless/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+}
+else {
+const err112 = {instancePath:instancePath+"/notifications",schemaPath:"#/properties/notifications/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err112];
 }
@@ -3553,10 +3569,12 @@ vErrors.push(err112);
 errors++;
 }
 }
-}
-}
-else {
-const err113 = {instancePath:instancePath+"/client_limits/keyless",schemaPath:"#/$defs/rateLimit/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data.cache !== undefined){
+let data40 = data.cache;
+if(data40 && typeof data40 == "object" && !Array.isArray(data40)){
+for(const key12 in data40){
+if(!((key12 === "ttl_ms") || (key12 === "max_bytes"))){
+const err113 = {instancePath:instancePath+"/cache",schemaPath:"#/properties/cache/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key12},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err113];
 }
@@ -3566,10 +3584,10 @@ vErrors.push(err113);
 errors++;
 }
 }
-if(data38.streams_per_address !== undefined){
-let data42 = data38.streams_per_address;
-if(!(((typeof data42 == "number") && (!(data42 % 1) && !isNaN(data42))) && (isFinite(data42)))){
-const err114 = {instancePath:instancePath+"/client_limits/streams_per_address",schemaPath:"#/properties/client_limits/properties/streams_per_address/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data40.ttl_ms !== undefined){
+let data41 = data40.ttl_ms;
+if(!(((typeof data41 == "number") && (!(data41 % 1) && !isNaN(data41))) && (isFinite(data41)))){
+const err114 = {instancePath:instancePath+"/cache/ttl_ms",schemaPath:"#/properties/cache/properties/ttl_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err114];
 }
@@ -3578,9 +3596,9 @@ vErrors.push(err114);
 }
 errors++;
 }
-if((typeof data42 == "number") && (isFinite(data42))){
-if(data42 > 100000 || isNaN(data42)){
-const err115 = {instancePath:instancePath+"/client_limits/streams_per_address",schemaPath:"#/properties/client_limits/properties/streams_per_address/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+if((typeof data41 == "number") && (isFinite(data41))){
+if(data41 > 86400000 || isNaN(data41)){
+const err115 = {instancePath:instancePath+"/cache/ttl_ms",schemaPath:"#/properties/cache/properties/ttl_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400000},message:"must be <= 86400000"};
 if(vErrors === null){
 vErrors = [err115];
 }
@@ -3589,8 +3607,8 @@ vErrors.push(err115);
 }
 errors++;
 }
-if(data42 < 1 || isNaN(data42)){
-const err116 = {instancePath:instancePath+"/client_limits/streams_per_address",schemaPath:"#/properties/client_limits/properties/streams_per_address/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(data41 < 0 || isNaN(data41)){
+const err116 = {instancePath:instancePath+"/cache/ttl_ms",schemaPath:"#/properties/cache/properties/ttl_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err116];
 }
@@ -3601,10 +3619,10 @@ errors++;
 }
 }
 }
-if(data38.streams_per_identity !== undefined){
-let data43 = data38.streams_per_identity;
-if(!(((typeof data43 == "number") && (!(data43 % 1) && !isNaN(data43))) && (isFinite(data43)))){
-const err117 = {instancePath:instancePath+"/client_limits/streams_per_identity",schemaPath:"#/properties/client_limits/properties/streams_per_identity/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data40.max_bytes !== undefined){
+let data42 = data40.max_bytes;
+if(!(((typeof data42 == "number") && (!(data42 % 1) && !isNaN(data42))) && (isFinite(data42)))){
+const err117 = {instancePath:instancePath+"/cache/max_bytes",schemaPath:"#/properties/cache/properties/max_bytes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err117];
 }
@@ -3613,9 +3631,9 @@ vErrors.push(err117);
 }
 errors++;
 }
-if((typeof data43 == "number") && (isFinite(data43))){
-if(data43 > 100000 || isNaN(data43)){
-const err118 = {instancePath:instancePath+"/client_limits/streams_per_identity",schemaPath:"#/properties/client_limits/properties/streams_per_identity/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+if((typeof data42 == "number") && (isFinite(data42))){
+if(data42 > 17179869184 || isNaN(data42)){
+const err118 = {instancePath:instancePath+"/cache/max_bytes",schemaPath:"#/properties/cache/properties/max_bytes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 17179869184},message:"must be <= 17179869184"};
 if(vErrors === null){
 vErrors = [err118];
 }
@@ -3624,8 +3642,8 @@ vErrors.push(err118);
 }
 errors++;
 }
-if(data43 < 1 || isNaN(data43)){
-const err119 = {instancePath:instancePath+"/client_limits/streams_per_identity",schemaPath:"#/properties/client_limits/properties/streams_per_identity/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(data42 < 0 || isNaN(data42)){
+const err119 = {instancePath:instancePath+"/cache/max_bytes",schemaPath:"#/properties/cache/properties/max_bytes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err119];
 }
@@ -3636,10 +3654,9 @@ errors++;
 }
 }
 }
-if(data38.answer_write_timeout_ms !== undefined){
-let data44 = data38.answer_write_timeout_ms;
-if(!(((typeof data44 == "number") && (!(data44 % 1) && !isNaN(data44))) && (isFinite(data44)))){
-const err120 = {instancePath:instancePath+"/client_limits/answer_write_timeout_ms",schemaPath:"#/properties/client_limits/properties/answer_write_timeout_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+else {
+const err120 = {instancePath:instancePath+"/cache",schemaPath:"#/properties/cache/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err120];
 }
@@ -3648,9 +3665,12 @@ vErrors.push(err120);
 }
 errors++;
 }
-if((typeof data44 == "number") && (isFinite(data44))){
-if(data44 > 3600000 || isNaN(data44)){
-const err121 = {instancePath:instancePath+"/client_limits/answer_write_timeout_ms",schemaPath:"#/properties/client_limits/properties/answer_write_timeout_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600000},message:"must be <= 3600000"};
+}
+if(data.ops_listen !== undefined){
+let data43 = data.ops_listen;
+if(data43 && typeof data43 == "object" && !Array.isArray(data43)){
+if(data43.port === undefined){
+const err121 = {instancePath:instancePath+"/ops_listen",schemaPath:"#/properties/ops_listen/required",keyword:"required",params:{missingProperty: "port"},message:"must have required property '"+"port"+"'"};
 if(vErrors === null){
 vErrors = [err121];
 }
@@ -3659,8 +3679,9 @@ vErrors.push(err121);
 }
 errors++;
 }
-if(data44 < 0 || isNaN(data44)){
-const err122 = {instancePath:instancePath+"/client_limits/answer_write_timeout_ms",schemaPath:"#/properties/client_limits/properties/answer_write_timeout_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+for(const key13 in data43){
+if(!((key13 === "host") || (key13 === "port"))){
+const err122 = {instancePath:instancePath+"/ops_listen",schemaPath:"#/properties/ops_listen/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key13},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err122];
 }
@@ -3670,11 +3691,11 @@ vErrors.push(err122);
 errors++;
 }
 }
-}
-if(data38.body_reads_per_address !== undefined){
-let data45 = data38.body_reads_per_address;
-if(!(((typeof data45 == "number") && (!(data45 % 1) && !isNaN(data45))) && (isFinite(data45)))){
-const err123 = {instancePath:instancePath+"/client_limits/body_reads_per_address",schemaPath:"#/properties/client_limits/properties/body_reads_per_address/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data43.host !== undefined){
+let data44 = data43.host;
+if(typeof data44 === "string"){
+if(func3(data44) > 255){
+const err123 = {instancePath:instancePath+"/ops_listen/host",schemaPath:"#/properties/ops_listen/properties/host/maxLength",keyword:"maxLength",params:{limit: 255},message:"must NOT have more than 255 characters"};
 if(vErrors === null){
 vErrors = [err123];
 }
@@ -3683,9 +3704,8 @@ vErrors.push(err123);
 }
 errors++;
 }
-if((typeof data45 == "number") && (isFinite(data45))){
-if(data45 > 100000 || isNaN(data45)){
-const err124 = {instancePath:instancePath+"/client_limits/body_reads_per_address",schemaPath:"#/properties/client_limits/properties/body_reads_per_address/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+if(func3(data44) < 1){
+const err124 = {instancePath:instancePath+"/ops_listen/host",schemaPath:"#/properties/ops_listen/properties/host/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err124];
 }
@@ -3694,8 +3714,9 @@ vErrors.push(err124);
 }
 errors++;
 }
-if(data45 < 1 || isNaN(data45)){
-const err125 = {instancePath:instancePath+"/client_limits/body_reads_per_address",schemaPath:"#/properties/client_limits/properties/body_reads_per_address/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+else {
+const err125 = {instancePath:instancePath+"/ops_listen/host",schemaPath:"#/properties/ops_listen/properties/host/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err125];
 }
@@ -3705,11 +3726,10 @@ vErrors.push(err125);
 errors++;
 }
 }
-}
-if(data38.body_bytes_in_flight !== undefined){
-let data46 = data38.body_bytes_in_flight;
-if(!(((typeof data46 == "number") && (!(data46 % 1) && !isNaN(data46))) && (isFinite(data46)))){
-const err126 = {instancePath:instancePath+"/client_limits/body_bytes_in_flight",schemaPath:"#/properties/client_limits/properties/body_bytes_in_flight/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data43.port !== undefined){
+let data45 = data43.port;
+if(!(((typeof data45 == "number") && (!(data45 % 1) && !isNaN(data45))) && (isFinite(data45)))){
+const err126 = {instancePath:instancePath+"/ops_listen/port",schemaPath:"#/properties/ops_listen/properties/port/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err126];
 }
@@ -3718,9 +3738,9 @@ vErrors.push(err126);
 }
 errors++;
 }
-if((typeof data46 == "number") && (isFinite(data46))){
-if(data46 > 68719476736 || isNaN(data46)){
-const err127 = {instancePath:instancePath+"/client_limits/body_bytes_in_flight",schemaPath:"#/properties/client_limits/properties/body_bytes_in_flight/maximum",keyword:"maximum",params:{comparison: "<=", limit: 68719476736},message:"must be <= 68719476736"};
+if((typeof data45 == "number") && (isFinite(data45))){
+if(data45 > 65535 || isNaN(data45)){
+const err127 = {instancePath:instancePath+"/ops_listen/port",schemaPath:"#/properties/ops_listen/properties/port/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
 if(vErrors === null){
 vErrors = [err127];
 }
@@ -3729,8 +3749,8 @@ vErrors.push(err127);
 }
 errors++;
 }
-if(data46 < 1048576 || isNaN(data46)){
-const err128 = {instancePath:instancePath+"/client_limits/body_bytes_in_flight",schemaPath:"#/properties/client_limits/properties/body_bytes_in_flight/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1048576},message:"must be >= 1048576"};
+if(data45 < 0 || isNaN(data45)){
+const err128 = {instancePath:instancePath+"/ops_listen/port",schemaPath:"#/properties/ops_listen/properties/port/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err128];
 }
@@ -3743,7 +3763,7 @@ errors++;
 }
 }
 else {
-const err129 = {instancePath:instancePath+"/client_limits",schemaPath:"#/properties/client_limits/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err129 = {instancePath:instancePath+"/ops_listen",schemaPath:"#/properties/ops_listen/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err129];
 }
@@ -3753,10 +3773,12 @@ vErrors.push(err129);
 errors++;
 }
 }
-if(data.log_level !== undefined){
-let data47 = data.log_level;
-if(typeof data47 !== "string"){
-const err130 = {instancePath:instancePath+"/log_level",schemaPath:"#/properties/log_level/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data.client_limits !== undefined){
+let data46 = data.client_limits;
+if(data46 && typeof data46 == "object" && !Array.isArray(data46)){
+for(const key14 in data46){
+if(!((((((key14 === "keyless") || (key14 === "streams_per_address")) || (key14 === "streams_per_identity")) || (key14 === "answer_write_timeout_ms")) || (key14 === "body_reads_per_address")) || (key14 === "body_bytes_in_flight"))){
+const err130 = {instancePath:instancePath+"/client_limits",schemaPath:"#/properties/client_limits/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key14},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err130];
 }
@@ -3765,8 +3787,12 @@ vErrors.push(err130);
 }
 errors++;
 }
-if(!(((((((data47 === "fatal") || (data47 === "error")) || (data47 === "warn")) || (data47 === "info")) || (data47 === "debug")) || (data47 === "trace")) || (data47 === "silent"))){
-const err131 = {instancePath:instancePath+"/log_level",schemaPath:"#/properties/log_level/enum",keyword:"enum",params:{allowedValues: schema40.properties.log_level.enum},message:"must be equal to one of the allowed values"};
+}
+if(data46.keyless !== undefined){
+let data47 = data46.keyless;
+if(data47 && typeof data47 == "object" && !Array.isArray(data47)){
+if(data47.points === undefined){
+const err131 = {instancePath:instancePath+"/client_limits/keyless",schemaPath:"#/$defs/rateLimit/required",keyword:"required",params:{missingProperty: "points"},message:"must have required property '"+"points"+"'"};
 if(vErrors === null){
 vErrors = [err131];
 }
@@ -3775,12 +3801,8 @@ vErrors.push(err131);
 }
 errors++;
 }
-}
-if(data.key_pepper !== undefined){
-let data48 = data.key_pepper;
-if(typeof data48 === "string"){
-if(func3(data48) > 1024){
-const err132 = {instancePath:instancePath+"/key_pepper",schemaPath:"#/properties/key_pepper/maxLength",keyword:"maxLength",params:{limit: 1024},message:"must NOT have more than 1024 characters"};
+if(data47.window_seconds === undefined){
+const err132 = {instancePath:instancePath+"/client_limits/keyless",schemaPath:"#/$defs/rateLimit/required",keyword:"required",params:{missingProperty: "window_seconds"},message:"must have required property '"+"window_seconds"+"'"};
 if(vErrors === null){
 vErrors = [err132];
 }
@@ -3789,8 +3811,9 @@ vErrors.push(err132);
 }
 errors++;
 }
-if(func3(data48) < 32){
-const err133 = {instancePath:instancePath+"/key_pepper",schemaPath:"#/properties/key_pepper/minLength",keyword:"minLength",params:{limit: 32},message:"must NOT have fewer than 32 characters"};
+for(const key15 in data47){
+if(!((key15 === "points") || (key15 === "window_seconds"))){
+const err133 = {instancePath:instancePath+"/client_limits/keyless",schemaPath:"#/$defs/rateLimit/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key15},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err133];
 }
@@ -3800,8 +3823,10 @@ vErrors.push(err133);
 errors++;
 }
 }
-else {
-const err134 = {instancePath:instancePath+"/key_pepper",schemaPath:"#/properties/key_pepper/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data47.points !== undefined){
+let data48 = data47.points;
+if(!(((typeof data48 == "number") && (!(data48 % 1) && !isNaN(data48))) && (isFinite(data48)))){
+const err134 = {instancePath:instancePath+"/client_limits/keyless/points",schemaPath:"#/$defs/rateLimit/properties/points/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err134];
 }
@@ -3810,15 +3835,329 @@ vErrors.push(err134);
 }
 errors++;
 }
-}
-}
-else {
-const err135 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data48 == "number") && (isFinite(data48))){
+if(data48 > 1000000 || isNaN(data48)){
+const err135 = {instancePath:instancePath+"/client_limits/keyless/points",schemaPath:"#/$defs/rateLimit/properties/points/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000000},message:"must be <= 1000000"};
 if(vErrors === null){
 vErrors = [err135];
 }
 else {
 vErrors.push(err135);
+}
+errors++;
+}
+if(data48 < 1 || isNaN(data48)){
+const err136 = {instancePath:instancePath+"/client_limits/keyless/points",schemaPath:"#/$defs/rateLimit/properties/points/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err136];
+}
+else {
+vErrors.push(err136);
+}
+errors++;
+}
+}
+}
+if(data47.window_seconds !== undefined){
+let data49 = data47.window_seconds;
+if(!(((typeof data49 == "number") && (!(data49 % 1) && !isNaN(data49))) && (isFinite(data49)))){
+const err137 = {instancePath:instancePath+"/client_limits/keyless/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err137];
+}
+else {
+vErrors.push(err137);
+}
+errors++;
+}
+if((typeof data49 == "number") && (isFinite(data49))){
+if(data49 > 86400 || isNaN(data49)){
+const err138 = {instancePath:instancePath+"/client_limits/keyless/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
+if(vErrors === null){
+vErrors = [err138];
+}
+else {
+vErrors.push(err138);
+}
+errors++;
+}
+if(data49 < 1 || isNaN(data49)){
+const err139 = {instancePath:instancePath+"/client_limits/keyless/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err139];
+}
+else {
+vErrors.push(err139);
+}
+errors++;
+}
+}
+}
+}
+else {
+const err140 = {instancePath:instancePath+"/client_limits/keyless",schemaPath:"#/$defs/rateLimit/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err140];
+}
+else {
+vErrors.push(err140);
+}
+errors++;
+}
+}
+if(data46.streams_per_address !== undefined){
+let data50 = data46.streams_per_address;
+if(!(((typeof data50 == "number") && (!(data50 % 1) && !isNaN(data50))) && (isFinite(data50)))){
+const err141 = {instancePath:instancePath+"/client_limits/streams_per_address",schemaPath:"#/properties/client_limits/properties/streams_per_address/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err141];
+}
+else {
+vErrors.push(err141);
+}
+errors++;
+}
+if((typeof data50 == "number") && (isFinite(data50))){
+if(data50 > 100000 || isNaN(data50)){
+const err142 = {instancePath:instancePath+"/client_limits/streams_per_address",schemaPath:"#/properties/client_limits/properties/streams_per_address/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+if(vErrors === null){
+vErrors = [err142];
+}
+else {
+vErrors.push(err142);
+}
+errors++;
+}
+if(data50 < 1 || isNaN(data50)){
+const err143 = {instancePath:instancePath+"/client_limits/streams_per_address",schemaPath:"#/properties/client_limits/properties/streams_per_address/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err143];
+}
+else {
+vErrors.push(err143);
+}
+errors++;
+}
+}
+}
+if(data46.streams_per_identity !== undefined){
+let data51 = data46.streams_per_identity;
+if(!(((typeof data51 == "number") && (!(data51 % 1) && !isNaN(data51))) && (isFinite(data51)))){
+const err144 = {instancePath:instancePath+"/client_limits/streams_per_identity",schemaPath:"#/properties/client_limits/properties/streams_per_identity/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err144];
+}
+else {
+vErrors.push(err144);
+}
+errors++;
+}
+if((typeof data51 == "number") && (isFinite(data51))){
+if(data51 > 100000 || isNaN(data51)){
+const err145 = {instancePath:instancePath+"/client_limits/streams_per_identity",schemaPath:"#/properties/client_limits/properties/streams_per_identity/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+if(vErrors === null){
+vErrors = [err145];
+}
+else {
+vErrors.push(err145);
+}
+errors++;
+}
+if(data51 < 1 || isNaN(data51)){
+const err146 = {instancePath:instancePath+"/client_limits/streams_per_identity",schemaPath:"#/properties/client_limits/properties/streams_per_identity/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err146];
+}
+else {
+vErrors.push(err146);
+}
+errors++;
+}
+}
+}
+if(data46.answer_write_timeout_ms !== undefined){
+let data52 = data46.answer_write_timeout_ms;
+if(!(((typeof data52 == "number") && (!(data52 % 1) && !isNaN(data52))) && (isFinite(data52)))){
+const err147 = {instancePath:instancePath+"/client_limits/answer_write_timeout_ms",schemaPath:"#/properties/client_limits/properties/answer_write_timeout_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err147];
+}
+else {
+vErrors.push(err147);
+}
+errors++;
+}
+if((typeof data52 == "number") && (isFinite(data52))){
+if(data52 > 3600000 || isNaN(data52)){
+const err148 = {instancePath:instancePath+"/client_limits/answer_write_timeout_ms",schemaPath:"#/properties/client_limits/properties/answer_write_timeout_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600000},message:"must be <= 3600000"};
+if(vErrors === null){
+vErrors = [err148];
+}
+else {
+vErrors.push(err148);
+}
+errors++;
+}
+if(data52 < 0 || isNaN(data52)){
+const err149 = {instancePath:instancePath+"/client_limits/answer_write_timeout_ms",schemaPath:"#/properties/client_limits/properties/answer_write_timeout_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if(vErrors === null){
+vErrors = [err149];
+}
+else {
+vErrors.push(err149);
+}
+errors++;
+}
+}
+}
+if(data46.body_reads_per_address !== undefined){
+let data53 = data46.body_reads_per_address;
+if(!(((typeof data53 == "number") && (!(data53 % 1) && !isNaN(data53))) && (isFinite(data53)))){
+const err150 = {instancePath:instancePath+"/client_limits/body_reads_per_address",schemaPath:"#/properties/client_limits/properties/body_reads_per_address/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err150];
+}
+else {
+vErrors.push(err150);
+}
+errors++;
+}
+if((typeof data53 == "number") && (isFinite(data53))){
+if(data53 > 100000 || isNaN(data53)){
+const err151 = {instancePath:instancePath+"/client_limits/body_reads_per_address",schemaPath:"#/properties/client_limits/properties/body_reads_per_address/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+if(vErrors === null){
+vErrors = [err151];
+}
+else {
+vErrors.push(err151);
+}
+errors++;
+}
+if(data53 < 1 || isNaN(data53)){
+const err152 = {instancePath:instancePath+"/client_limits/body_reads_per_address",schemaPath:"#/properties/client_limits/properties/body_reads_per_address/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err152];
+}
+else {
+vErrors.push(err152);
+}
+errors++;
+}
+}
+}
+if(data46.body_bytes_in_flight !== undefined){
+let data54 = data46.body_bytes_in_flight;
+if(!(((typeof data54 == "number") && (!(data54 % 1) && !isNaN(data54))) && (isFinite(data54)))){
+const err153 = {instancePath:instancePath+"/client_limits/body_bytes_in_flight",schemaPath:"#/properties/client_limits/properties/body_bytes_in_flight/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err153];
+}
+else {
+vErrors.push(err153);
+}
+errors++;
+}
+if((typeof data54 == "number") && (isFinite(data54))){
+if(data54 > 68719476736 || isNaN(data54)){
+const err154 = {instancePath:instancePath+"/client_limits/body_bytes_in_flight",schemaPath:"#/properties/client_limits/properties/body_bytes_in_flight/maximum",keyword:"maximum",params:{comparison: "<=", limit: 68719476736},message:"must be <= 68719476736"};
+if(vErrors === null){
+vErrors = [err154];
+}
+else {
+vErrors.push(err154);
+}
+errors++;
+}
+if(data54 < 1048576 || isNaN(data54)){
+const err155 = {instancePath:instancePath+"/client_limits/body_bytes_in_flight",schemaPath:"#/properties/client_limits/properties/body_bytes_in_flight/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1048576},message:"must be >= 1048576"};
+if(vErrors === null){
+vErrors = [err155];
+}
+else {
+vErrors.push(err155);
+}
+errors++;
+}
+}
+}
+}
+else {
+const err156 = {instancePath:instancePath+"/client_limits",schemaPath:"#/properties/client_limits/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err156];
+}
+else {
+vErrors.push(err156);
+}
+errors++;
+}
+}
+if(data.log_level !== undefined){
+let data55 = data.log_level;
+if(typeof data55 !== "string"){
+const err157 = {instancePath:instancePath+"/log_level",schemaPath:"#/properties/log_level/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err157];
+}
+else {
+vErrors.push(err157);
+}
+errors++;
+}
+if(!(((((((data55 === "fatal") || (data55 === "error")) || (data55 === "warn")) || (data55 === "info")) || (data55 === "debug")) || (data55 === "trace")) || (data55 === "silent"))){
+const err158 = {instancePath:instancePath+"/log_level",schemaPath:"#/properties/log_level/enum",keyword:"enum",params:{allowedValues: schema40.properties.log_level.enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err158];
+}
+else {
+vErrors.push(err158);
+}
+errors++;
+}
+}
+if(data.key_pepper !== undefined){
+let data56 = data.key_pepper;
+if(typeof data56 === "string"){
+if(func3(data56) > 1024){
+const err159 = {instancePath:instancePath+"/key_pepper",schemaPath:"#/properties/key_pepper/maxLength",keyword:"maxLength",params:{limit: 1024},message:"must NOT have more than 1024 characters"};
+if(vErrors === null){
+vErrors = [err159];
+}
+else {
+vErrors.push(err159);
+}
+errors++;
+}
+if(func3(data56) < 32){
+const err160 = {instancePath:instancePath+"/key_pepper",schemaPath:"#/properties/key_pepper/minLength",keyword:"minLength",params:{limit: 32},message:"must NOT have fewer than 32 characters"};
+if(vErrors === null){
+vErrors = [err160];
+}
+else {
+vErrors.push(err160);
+}
+errors++;
+}
+}
+else {
+const err161 = {instancePath:instancePath+"/key_pepper",schemaPath:"#/properties/key_pepper/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err161];
+}
+else {
+vErrors.push(err161);
+}
+errors++;
+}
+}
+}
+else {
+const err162 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err162];
+}
+else {
+vErrors.push(err162);
 }
 errors++;
 }

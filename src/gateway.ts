@@ -162,7 +162,7 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
   const opsServer = config.ops_listen ? await listenOperations(createOperationsApp(metrics, ops, originPolicyFor(config.ops_listen.host ?? '127.0.0.1', config, logger), logger), config.ops_listen.host ?? '127.0.0.1', config.ops_listen.port) : null;
   const running = await listenGateway({
     healthz: !opsServer,
-    routes: [...(opsServer ? [] : [(app: import('express').Express) => mountOperations(app, metrics, ops, originPolicyFor(host, config))]), ...(require('./http') as typeof import('./http')).httpRoutes({ db, logger, circuitStates: () => registry.states(), connectors: registry, originPolicy: originPolicyFor(host, config) }), (app) => mountConsole(app, { db, connectors: registry, originPolicy: originPolicyFor(host, config), logger }), ...(opts.routes ?? [])], // eslint-disable-line @typescript-eslint/no-require-imports
+    routes: [...(opsServer ? [] : [(app: import('express').Express) => mountOperations(app, metrics, ops, originPolicyFor(host, config))]), ...(require('./http') as typeof import('./http')).httpRoutes({ db, logger, circuitStates: () => registry.states(), connectors: registry, originPolicy: originPolicyFor(host, config) }), (app) => mountConsole(app, { db, connectors: registry, originPolicy: originPolicyFor(host, config), logger, sessions: consoleSessionTimeouts(config) }), ...(opts.routes ?? [])], // eslint-disable-line @typescript-eslint/no-require-imports
     observe: (e) => metrics.observeToolCall(e),
     rateLimiter,
     clientLimits: clientLimitSettings(config.client_limits ?? DEFAULT_CONFIG.client_limits),
@@ -177,6 +177,8 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
     port: opts.port ?? config.listen.port,
     requestTimeoutMs: config.listen.request_timeout_ms,
     headersTimeoutMs: config.listen.headers_timeout_ms,
+    tls: config.listen.tls,
+    trustProxy: config.trust_proxy ?? false,
     instructions: 'InterLock governs access to an organisation\'s data. Call interlock_list_sources, then interlock_describe_access, then interlock_query. Writes are queued for human approval: never retry a queued write.',
   });
   // Approval notifications (config notifications.webhooks).
@@ -223,6 +225,12 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
       await auditPool.end().catch(() => undefined);
     },
   };
+}
+
+/** config console as the console's session timeouts (defaults for a config without the section). */
+function consoleSessionTimeouts(config: ResolvedGatewayConfig): { idleSeconds: number; absoluteSeconds: number } {
+  const c = config.console ?? DEFAULT_CONFIG.console;
+  return { idleSeconds: c.session_idle_timeout_seconds, absoluteSeconds: c.session_absolute_timeout_seconds };
 }
 
 /** config client_limits as ClientLimitSettings. */

@@ -1,8 +1,11 @@
 /**
- * Starting and stopping the gateway's HTTP server, with graceful shutdown (stop accepting, let
- * in-flight calls finish up to a deadline, abort the rest, flush the audit).
+ * Starting and stopping the gateway's HTTP server (HTTPS with listen.tls, its certificate reloaded
+ * on SIGHUP), with graceful shutdown (stop accepting, let in-flight calls finish up to a deadline,
+ * abort the rest, flush the audit).
  */
+import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
+import { createServer as createTlsServer, type Server as TlsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import { createLogger } from './observability/logger';
@@ -16,6 +19,12 @@ export interface RunningGateway {
   gateway: GatewayApp;
   /** Graceful stop: refuses new connections, waits up to `deadlineMs` (default 10 000) for in-flight calls, aborts the rest, flushes the audit. */
   close(deadlineMs?: number): Promise<void>;
+  /**
+   * With listen.tls: reads the certificate and key files again and serves them to new connections
+   * (what SIGHUP does). Resolves true when reloaded; false (logged, the current certificate kept)
+   * when the files cannot be read or do not form a valid pair. Without TLS: false.
+   */
+  reloadTls(): Promise<boolean>;
 }
 
 /** Default of ListenOptions.requestTimeoutMs (config listen.request_timeout_ms). */
@@ -36,6 +45,16 @@ export interface ListenOptions {
   requestTimeoutMs?: number;
   /** Longest time (ms) for a request's headers: node:http headersTimeout, at most requestTimeoutMs. Default DEFAULT_HEADERS_TIMEOUT_MS. */
   headersTimeoutMs?: number;
+  /**
+   * Serve over TLS (config listen.tls; issue 24, item 3): PEM certificate chain and key files, read
+   * now and again on SIGHUP (RunningGateway.reloadTls). Absent: plain HTTP.
+   */
+  tls?: { cert_file: string; key_file: string };
+}
+
+/** Reads the PEM files of ListenOptions.tls. Throws the file system's error (at start) for a missing or unreadable file. */
+function readTlsFiles(tls: { cert_file: string; key_file: string }): { cert: Buffer; key: Buffer } {
+  return { cert: readFileSync(tls.cert_file), key: readFileSync(tls.key_file) };
 }
 
 /** The node:http server options for the timeouts of `opts`: headersTimeout ≤ requestTimeout, both checked at least every 5 s. */
@@ -52,7 +71,8 @@ export async function listenGateway(opts: GatewayAppOptions & ListenOptions): Pr
   const host = opts.host ?? '127.0.0.1';
   const server: Server = await new Promise((resolve, reject) => {
     // The gateway's own listener: /mcp goes straight to the MCP handler, the rest to Express (issue 13).
-    const s = createServer(serverTimeouts(opts), gateway.handler);
+    // With listen.tls the same handler behind node:https (issue 24, item 3).
+    const s: Server = opts.tls ? createTlsServer({ ...serverTimeouts(opts), ...readTlsFiles(opts.tls) }, gateway.handler) : createServer(serverTimeouts(opts), gateway.handler);
     s.once('listening', () => resolve(s));
     s.once('error', reject);
     s.listen(opts.port ?? 0, host);
@@ -61,13 +81,28 @@ export async function listenGateway(opts: GatewayAppOptions & ListenOptions): Pr
   const port = (server.address() as AddressInfo).port;
   const shownHost = host.includes(':') ? `[${host}]` : host;
   let closing: Promise<void> | null = null;
+  const reloadTls = async (): Promise<boolean> => {
+    if (!opts.tls) return false;
+    try {
+      (server as TlsServer).setSecureContext(readTlsFiles(opts.tls));
+      opts.logger?.info({ component: 'tls', cert_file: opts.tls.cert_file }, 'TLS certificate reloaded');
+      return true;
+    } catch (err) {
+      opts.logger?.error({ component: 'tls', cert_file: opts.tls.cert_file, err: (err as Error).message }, 'TLS certificate reload failed; the current certificate stays');
+      return false;
+    }
+  };
+  const onHangup = () => void reloadTls();
+  if (opts.tls) process.on('SIGHUP', onHangup);
   return {
-    url: `http://${shownHost}:${port}/mcp`,
+    url: `${opts.tls ? 'https' : 'http'}://${shownHost}:${port}/mcp`,
     port,
     server,
     gateway,
+    reloadTls,
     close(deadlineMs = 10_000) {
       closing ??= (async () => {
+        process.removeListener('SIGHUP', onHangup);
         const closed = new Promise<void>((resolve) => server.close(() => resolve()));
         server.closeIdleConnections();
         const deadline = new Promise<void>((resolve) => setTimeout(resolve, deadlineMs).unref());

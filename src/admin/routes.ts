@@ -12,13 +12,14 @@
  * (`{identities: [...]}`); records use the control plane's camelCase names, like `interlock …
  * --json`. Errors are `{error, code, message, details?}`: ValidationError → 400
  * validation_failed, NotFoundError → 404 not_found, ConflictError → 409 conflict, a self-approval
- * → 403 self_approval_forbidden, an unreachable source → 503 unavailable.
+ * → 403 self_approval_forbidden, a stored password that would follow a changed endpoint → 400
+ * password_required (issue 24, item 1), an unreachable source → 503 unavailable.
  * spec/openapi-v1.yaml describes every route.
  */
 import express, { type Express, type NextFunction, type Request, type Response } from 'express';
 import type { Logger } from 'pino';
 import type { ControlDb } from '../control/db';
-import { ControlError } from '../control/errors';
+import { ControlError, PasswordRequiredError } from '../control/errors';
 import { APPROVAL_STATES, type ApprovalState } from '../control/approvals';
 import type { AuditKind } from '../audit/writer';
 import type { DispatchDeps } from '../protocol/dispatch';
@@ -55,6 +56,7 @@ export function sendControlError(res: Response, err: ControlError): void {
     res.status(403).json({ error: 'forbidden', code: 'self_approval_forbidden', message: err.message });
     return;
   }
+  if (err instanceof PasswordRequiredError) return sendError(res, err.code, err.message, { details: err.details });
   sendError(res, map[err.kind], err.message, { details: err.details });
 }
 

@@ -8,13 +8,14 @@
  * code and its fixed message (src/approvals/status.ts), so no driver or server text reaches them.
  */
 import type { ApprovalFailureCause } from '../control/approvals';
+import { REQUESTER_PROBLEMS } from './requester';
 
 /** Longest stored message, detail or hint, in characters. */
 const MAX_TEXT = 2000;
 
 /** What an operator is told when a re-check refused the write at approval time, by code. */
 const RECHECK_CAUSES: Record<string, string> = {
-  identity_disabled: 'the requesting identity is disabled (or no longer exists)',
+  ...REQUESTER_PROBLEMS,
   source_disabled: 'the source is disabled (or no longer exists)',
   source_not_catalogued: 'the source has no catalog snapshot: run interlock source scan',
   classification_changed: 'the statement no longer analyses as the same write against the current catalog',

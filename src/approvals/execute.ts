@@ -13,7 +13,7 @@ import { requireApproval, transitionApproval, type ApprovalFailureCause, type Ap
 import { failureCause, failureCode, recheckCause } from './causes';
 import { recordApprovalEvent } from '../audit/writer';
 import { ControlError } from '../control/errors';
-import { getIdentity } from '../control/identities';
+import { requesterProblem } from './requester';
 import { DbGovernanceStore } from '../governance/db-store';
 import { AccessEvaluator } from '../governance/evaluator';
 import { analyzeSql, complexityLimitsFromSettings, initSqlParser } from '../sql/analyze';
@@ -50,12 +50,15 @@ function assertNotSelf(a: ApprovalRecord, operator: string): void {
 }
 
 /**
- * Re-checks that the requesting identity may still perform the write (identity enabled, source
- * enabled, source role, policy) against the current catalog. Returns null when allowed, else a code.
+ * Re-checks that the requester may still have the write run (its key neither revoked nor expired,
+ * its identity enabled: src/approvals/requester.ts), and that the write is still allowed (source
+ * enabled, source role, policy) against the current catalog. Returns null when allowed, else an
+ * approvalFailures code.
  */
 async function recheck(db: ControlDb, a: ApprovalRecord, now: Date): Promise<string | null> {
-  const identity = await getIdentity(db, a.identityId);
-  if (!identity || identity.disabled) return 'identity_disabled';
+  // The requester first (issue 24, item 4): the key that queued the write and its identity.
+  const requester = await requesterProblem(db, a, now);
+  if (requester) return requester;
   const store = new DbGovernanceStore(db, { ttlMs: 0 });
   const source = await store.getSource(a.sourceId);
   if (!source || !source.enabled) return 'source_disabled';

@@ -8,15 +8,17 @@
  *   DELETE /console/api/session         sign out
  *   GET  /console/api/approvals[?state] approvals (display statement, comments flagged)
  *   GET  /console/api/approvals/:id     one approval: statement, params, classification, relations,
- *                                       plan (EXPLAIN as the writer), audit history, failure cause
+ *                                       plan (EXPLAIN as the writer), audit history, failure cause,
+ *                                       requester problem of a pending one (revoked or expired key,
+ *                                       disabled identity: issue 24, item 4)
  *   POST /console/api/approvals/:id/{approve,reject,requeue}  {reason?}
  *   GET  /console/api/events            SSE: `event: queue` with the pending queue whenever it changes
  *
  * Security: the Host/Origin guard of every non-MCP route; only operator tokens sign in (an agent
- * key is 401 invalid_operator_token, like /admin/v1); the session is an HttpOnly, SameSite=Strict
- * cookie sealed with a key derived from the control database's pepper (src/console/session.ts);
- * state-changing requests need the X-CSRF-Token header; the token's revocation ends the session
- * on the next request; pages carry a strict Content-Security-Policy and frame-ancestors 'none'.
+ * key is 401 invalid_operator_token, like /admin/v1); the session is server-side in the control
+ * database, its id in an HttpOnly, SameSite=Strict cookie (Secure over TLS) (src/console/session.ts):
+ * sign-out, the token's revocation and the idle and absolute timeouts end it on every replica, and
+ * an open event stream with it; state-changing requests need the X-CSRF-Token header; pages carry a strict Content-Security-Policy and frame-ancestors 'none'.
  * Decisions go through the same operator backend as the CLI and /admin/v1.
  */
 import { join } from 'node:path';
@@ -35,7 +37,8 @@ import type { SourceConnectorRegistry } from '../sources/registry';
 import { defaultOriginPolicy, type OriginPolicy } from '../transport/http-headers';
 import { hostOriginGuard, isObject, jsonBody, routerErrorHandler, sendError } from '../http/common';
 import { explainAsWriter } from './plan';
-import { consoleKey, csrfToken, csrfValid, openSession, readCookie, sealSession, sessionCookie, SESSION_COOKIE, SESSION_TTL_SECONDS, type ConsoleSession } from './session';
+import { REQUESTER_PROBLEMS, requesterProblem, requesterProblems, type RequesterProblem } from '../approvals/requester';
+import { consoleKey, createConsoleSession, csrfToken, csrfValid, DEFAULT_SESSION_TIMEOUTS, endConsoleSession, readCookie, resolveConsoleSession, sessionCookie, SESSION_COOKIE, type ConsoleSession, type SessionTimeouts } from './session';
 import { installPath } from '../install-root';
 
 /** Options of mountConsole. */
@@ -46,6 +49,8 @@ export interface ConsoleOptions {
   logger?: Logger;
   /** How often the event stream looks for queue changes, in ms (default 1000). */
   pollMs?: number;
+  /** Session timeouts (config console.*; default DEFAULT_SESSION_TIMEOUTS). */
+  sessions?: SessionTimeouts;
 }
 
 /** Folder of the console's static files. */
@@ -59,8 +64,8 @@ const PAGE_HEADERS = {
   'Cache-Control': 'no-store',
 };
 
-/** An approval as the console lists it. */
-function summary(a: ApprovalRecord) {
+/** An approval as the console lists it; `requester` is the requester problem of a pending one (issue 24, item 4), else null. */
+function summary(a: ApprovalRecord, requester: RequesterProblem | null = null) {
   const s = statementForDisplay(a.sql, 160);
   return {
     id: a.id,
@@ -74,7 +79,14 @@ function summary(a: ApprovalRecord) {
     comments: s.comments.length,
     errorCode: a.outcome?.error_code ?? null,
     requeuedFrom: a.requeuedFrom,
+    requesterProblem: requester,
   };
+}
+
+/** Console summaries of `list`, each pending one with its requester problem (one query). */
+async function summaries(db: ControlDb, list: ApprovalRecord[]) {
+  const problems = await requesterProblems(db, list.filter((a) => a.state === 'pending'));
+  return list.map((a) => summary(a, problems.get(a.id) ?? null));
 }
 
 /** The relations a classification names, as "schema.table (insert: col, …)" for writes and "schema.table (read)" for reads. */
@@ -96,8 +108,9 @@ export function mountConsole(app: Express, opts: ConsoleOptions): void {
   const backend = directBackend(db, { connectors: opts.connectors, logger });
   let keyP: Promise<Buffer> | null = null;
   const key = () => (keyP ??= getKeyPepper(db).then(consoleKey));
-  const nowS = () => Math.floor(Date.now() / 1000);
-  const secure = (req: Request) => req.protocol === 'https';
+  const timeouts = opts.sessions ?? DEFAULT_SESSION_TIMEOUTS;
+  // True over the native TLS listener, or behind a proxy config trust_proxy trusts (X-Forwarded-Proto).
+  const secure = (req: Request) => req.secure;
 
   const guard = hostOriginGuard(opts.originPolicy ?? defaultOriginPolicy());
   // A person who opens the gateway's address finds the console (GET / was a bare 404).
@@ -110,13 +123,11 @@ export function mountConsole(app: Express, opts: ConsoleOptions): void {
   router.get('/console', (_req, res) => res.sendFile(join(CONSOLE_STATIC_DIR, 'index.html')));
   router.use('/console/assets', express.static(CONSOLE_STATIC_DIR, { index: false, dotfiles: 'deny' }));
 
-  /** The session of the request (re-checking that its operator token is still active), or null. */
+  /** The live session of the request (server-side: signed out, timed out or token revoked is null); a request restarts its idle clock. */
   const sessionOf = async (req: Request): Promise<{ session: ConsoleSession; cookie: string } | null> => {
     const cookie = readCookie(req.headers.cookie, SESSION_COOKIE);
-    const session = openSession(await key(), cookie, nowS());
-    if (!session || !cookie) return null;
-    const r = await db.pool.query('SELECT 1 FROM operator_tokens WHERE id = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())', [session.tokenId]);
-    return r.rowCount ? { session, cookie } : null;
+    const session = await resolveConsoleSession(db, cookie, timeouts, true);
+    return session && cookie ? { session, cookie } : null;
   };
   const authed = (write: boolean) => async (req: Request, res: Response, next: NextFunction) => {
     try {
@@ -154,13 +165,16 @@ export function mountConsole(app: Express, opts: ConsoleOptions): void {
       sendError(res, 'invalid_operator_token', 'That is not an active operator token (agent API keys cannot sign in)');
       return undefined;
     }
-    const value = sealSession(await key(), { tokenId: operator.tokenId, operator: operator.name, exp: nowS() + SESSION_TTL_SECONDS });
-    res.setHeader('Set-Cookie', sessionCookie(value, SESSION_TTL_SECONDS, secure(req)));
+    const { cookie: value } = await createConsoleSession(db, { tokenId: operator.tokenId, operator: operator.name }, timeouts);
+    res.setHeader('Set-Cookie', sessionCookie(value, timeouts.absoluteSeconds, secure(req)));
     logger?.info({ component: 'console', operator: operator.name }, 'console sign-in');
     return { operator: operator.name, csrfToken: csrfToken(await key(), value) };
   }));
   router.get('/console/api/session', authed(false), run(async (_req, res) => ({ operator: (res.locals.session as ConsoleSession).operator, csrfToken: csrfToken(await key(), res.locals.cookie as string) })));
   router.delete('/console/api/session', authed(true), run(async (req, res) => {
+    // Ends the session in the control database: the cookie is dead on every replica and in every copy.
+    await endConsoleSession(db, res.locals.cookie as string);
+    logger?.info({ component: 'console', operator: (res.locals.session as ConsoleSession).operator }, 'console sign-out');
     res.setHeader('Set-Cookie', sessionCookie('', 0, secure(req)));
     return { signedOut: true };
   }));
@@ -169,7 +183,7 @@ export function mountConsole(app: Express, opts: ConsoleOptions): void {
     const state = typeof req.query.state === 'string' && req.query.state !== '' ? req.query.state : undefined;
     if (state !== undefined && !(APPROVAL_STATES as readonly string[]).includes(state)) throw new ControlError('validation', `unknown approval state "${state}"`);
     await initStatementDisplay();
-    return { approvals: (await backend.listApprovals({ state: state as ApprovalState | undefined, limit: 200 })).map(summary) };
+    return { approvals: await summaries(db, await backend.listApprovals({ state: state as ApprovalState | undefined, limit: 200 })) };
   }));
   router.get('/console/api/approvals/:id', authed(false), run(async (req) => {
     const a = await backend.getApproval(String(req.params.id));
@@ -178,9 +192,10 @@ export function mountConsole(app: Express, opts: ConsoleOptions): void {
     // Approvals outlive their source (a removed source keeps its decided approvals): only a pending
     // one needs the source, for the writer's plan.
     const source = a.state === 'pending' ? await getSource(db, a.sourceId) : null;
-    const [plan, audit] = await Promise.all([
+    const [plan, audit, problem] = await Promise.all([
       source ? explainAsWriter(source, a.sql, a.params) : Promise.resolve(null),
       searchAudit(db, { approvalId: a.id, kind: 'approval', limit: 100 }),
+      a.state === 'pending' ? requesterProblem(db, a) : Promise.resolve(null),
     ]);
     const relations = affectedRelations(a.classification);
     return {
@@ -188,6 +203,8 @@ export function mountConsole(app: Express, opts: ConsoleOptions): void {
       statement: { text: display.text, comments: display.comments },
       relations,
       plan,
+      // Shown before anyone clicks: approving now would end the write failed with this code (issue 24, item 4).
+      requester: problem ? { code: problem, message: `Approving will not run this write: ${REQUESTER_PROBLEMS[problem]}. It would end failed (${problem}).` } : null,
       audit: audit.events.map((e) => ({ time: e.time, decision: e.decision, operator: e.operator, reasonCode: e.reasonCode, rowCount: e.rowCount, details: e.details })).reverse(),
     };
   }));
@@ -200,12 +217,20 @@ export function mountConsole(app: Express, opts: ConsoleOptions): void {
     res.write('retry: 2000\n\n');
     let last: string | null = null;
     let stopped = false;
+    const cookie = res.locals.cookie as string;
     const tick = async () => {
       if (stopped) return;
       try {
+        // A stream outlives no session: signed out, timed out or token revoked ends it (without touching the idle clock).
+        if (!(await resolveConsoleSession(db, cookie, timeouts, false))) {
+          stopped = true;
+          clearInterval(timer);
+          res.end('event: session_ended\ndata: {}\n\n');
+          return;
+        }
         await initStatementDisplay();
-        const pending = (await backend.listApprovals({ state: 'pending', limit: 200 })).map(summary);
-        const sig = pending.map((p) => p.id).join(',');
+        const pending = await summaries(db, await backend.listApprovals({ state: 'pending', limit: 200 }));
+        const sig = pending.map((p) => `${p.id}:${p.requesterProblem ?? ''}`).join(',');
         if (sig !== last) {
           last = sig;
           res.write(`event: queue\ndata: ${JSON.stringify({ pending })}\n\n`);

@@ -1,56 +1,89 @@
 /**
- * Console sessions (issue 14, item 1): pure functions over a server key. Signing in with an
- * operator token gives a session cookie holding {token id, operator name, expiry} sealed with
- * HMAC-SHA-256, so any replica can check it (no server-side session store, like the rest of the
- * gateway). The cookie is HttpOnly, SameSite=Strict and scoped to /console; the CSRF token is an
- * HMAC of the cookie value, sent by the page in the X-CSRF-Token header of every state-changing
- * request (double defence with SameSite=Strict and the Host/Origin guard).
- *
- * The routes re-check the token id on every request, so revoking the operator token ends the
- * session at once.
+ * Console sessions (issue 14, item 1; server-side since issue 24, item 3). Signing in with an
+ * operator token creates a row in the control database's console_sessions; the cookie holds only a
+ * random session id (256 bits, base64url), the table its SHA-256. Every request checks the row, on
+ * whichever replica it lands:
+ * - signing out ends the session everywhere (ended_at), not just the browser's cookie;
+ * - a revoked or expired operator token ends its sessions (the check joins operator_tokens);
+ * - the idle timeout (no request for console.session_idle_timeout_seconds) and the absolute
+ *   timeout (console.session_absolute_timeout_seconds after sign-in) are enforced in SQL.
+ * The cookie is HttpOnly, SameSite=Strict, scoped to /console, and Secure when the request came
+ * over TLS (a native TLS listener, or a trusted proxy's X-Forwarded-Proto: config trust_proxy). The
+ * CSRF token is an HMAC of the cookie value under a key derived from the control database's
+ * pepper, sent by the page in the X-CSRF-Token header of every state-changing request.
  */
 import crypto from 'node:crypto';
+import type { ControlDb } from '../control/db';
 
 /** Name of the session cookie. */
 export const SESSION_COOKIE = 'interlock_console';
-/** Session lifetime in seconds (8 hours). */
-export const SESSION_TTL_SECONDS = 8 * 3600;
 
-/** What a session holds. `exp` is seconds since the epoch. */
+/** Session timeouts in seconds (config console.*; defaults in DEFAULT_CONFIG). */
+export interface SessionTimeouts {
+  idleSeconds: number;
+  absoluteSeconds: number;
+}
+
+/** Defaults of SessionTimeouts: 30 minutes idle, 8 hours absolute. */
+export const DEFAULT_SESSION_TIMEOUTS: Readonly<SessionTimeouts> = Object.freeze({ idleSeconds: 1800, absoluteSeconds: 28_800 });
+
+/** A live session. */
 export interface ConsoleSession {
   tokenId: string;
   operator: string;
-  exp: number;
+  /** When the session ends at the latest (absolute timeout), ISO-8601 UTC. */
+  expiresAt: string;
 }
 
 const mac = (key: Buffer, label: string, value: string) => crypto.createHmac('sha256', key).update(label).update('\u0000').update(value).digest('base64url');
+const idHash = (cookie: string) => crypto.createHash('sha256').update(cookie, 'utf8').digest();
+/** Shape of a session cookie value: 32 random bytes, base64url. */
+const COOKIE_VALUE = /^[A-Za-z0-9_-]{43}$/;
 
-/** The console's key, derived from the control database's key pepper. */
+/** The console's CSRF key, derived from the control database's key pepper. */
 export function consoleKey(pepper: Buffer): Buffer {
   return crypto.createHmac('sha256', pepper).update('interlock-console-v1').digest();
 }
 
-/** Seals a session into a cookie value: base64url(JSON) + "." + MAC. */
-export function sealSession(key: Buffer, s: ConsoleSession): string {
-  const body = Buffer.from(JSON.stringify({ t: s.tokenId, o: s.operator, e: s.exp })).toString('base64url');
-  return `${body}.${mac(key, 'session', body)}`;
+/**
+ * Creates a session for an operator token and returns its cookie value (shown to the browser only).
+ * Deletes sessions that ended or expired more than a day ago on the way (the table stays small).
+ */
+export async function createConsoleSession(db: ControlDb, s: { tokenId: string; operator: string }, t: SessionTimeouts): Promise<{ cookie: string; session: ConsoleSession }> {
+  await db.pool.query("DELETE FROM console_sessions WHERE expires_at < now() - interval '1 day' OR ended_at < now() - interval '1 day'");
+  const cookie = crypto.randomBytes(32).toString('base64url');
+  const r = await db.pool.query<{ expires_at: Date }>(
+    'INSERT INTO console_sessions (id_hash, token_id, operator, expires_at) VALUES ($1, $2, $3, now() + make_interval(secs => $4)) RETURNING expires_at',
+    [idHash(cookie), s.tokenId, s.operator, t.absoluteSeconds],
+  );
+  return { cookie, session: { tokenId: s.tokenId, operator: s.operator, expiresAt: r.rows[0].expires_at.toISOString() } };
 }
 
-/** Opens a cookie value: the session, or null when malformed, forged or expired at `nowSeconds`. */
-export function openSession(key: Buffer, value: string | undefined, nowSeconds: number): ConsoleSession | null {
-  if (!value || value.length > 1024) return null;
-  const [body, sig, extra] = value.split('.');
-  if (!body || !sig || extra !== undefined) return null;
-  const want = Buffer.from(mac(key, 'session', body));
-  const got = Buffer.from(sig);
-  if (want.length !== got.length || !crypto.timingSafeEqual(want, got)) return null;
-  try {
-    const j = JSON.parse(Buffer.from(body, 'base64url').toString('utf8')) as { t?: unknown; o?: unknown; e?: unknown };
-    if (typeof j.t !== 'string' || typeof j.o !== 'string' || typeof j.e !== 'number' || j.e <= nowSeconds) return null;
-    return { tokenId: j.t, operator: j.o, exp: j.e };
-  } catch {
-    return null;
-  }
+/**
+ * The live session of a cookie value, or null: unknown, signed out, idle longer than
+ * `t.idleSeconds`, past its absolute expiry, or its operator token revoked or expired. With
+ * `touch` (a request by the person), its idle clock restarts; the event stream's periodic checks
+ * do not touch, so an open page left alone still times out.
+ */
+export async function resolveConsoleSession(db: ControlDb, cookie: string | undefined, t: SessionTimeouts, touch: boolean): Promise<ConsoleSession | null> {
+  if (!cookie || !COOKIE_VALUE.test(cookie)) return null;
+  const r = await db.pool.query<{ token_id: string; operator: string; expires_at: Date }>(
+    `${touch ? 'UPDATE console_sessions s SET last_seen_at = now() FROM operator_tokens o' : 'SELECT s.token_id, s.operator, s.expires_at FROM console_sessions s JOIN operator_tokens o ON true'}
+     WHERE s.id_hash = $1 AND o.id = s.token_id AND s.ended_at IS NULL AND s.expires_at > now()
+       AND s.last_seen_at > now() - make_interval(secs => $2)
+       AND o.revoked_at IS NULL AND (o.expires_at IS NULL OR o.expires_at > now())
+     ${touch ? 'RETURNING s.token_id, s.operator, s.expires_at' : ''}`,
+    [idHash(cookie), t.idleSeconds],
+  );
+  const row = r.rows[0];
+  return row ? { tokenId: row.token_id, operator: row.operator, expiresAt: row.expires_at.toISOString() } : null;
+}
+
+/** Ends the session of a cookie value everywhere (sign-out). True when a live session was ended. */
+export async function endConsoleSession(db: ControlDb, cookie: string): Promise<boolean> {
+  if (!COOKIE_VALUE.test(cookie)) return false;
+  const r = await db.pool.query("UPDATE console_sessions SET ended_at = now(), ended_reason = 'signed_out' WHERE id_hash = $1 AND ended_at IS NULL", [idHash(cookie)]);
+  return (r.rowCount ?? 0) > 0;
 }
 
 /** The CSRF token bound to a cookie value. */
@@ -75,7 +108,7 @@ export function readCookie(header: string | undefined, name: string): string | u
   return undefined;
 }
 
-/** The Set-Cookie value of a session (empty value + Max-Age=0 clears it). Secure when served over HTTPS. */
+/** The Set-Cookie value of a session (empty value + Max-Age=0 clears it). Secure when the request came over TLS (req.secure). */
 export function sessionCookie(value: string, maxAgeSeconds: number, secure: boolean): string {
   return `${SESSION_COOKIE}=${value}; Path=/console; HttpOnly; SameSite=Strict; Max-Age=${maxAgeSeconds}${secure ? '; Secure' : ''}`;
 }

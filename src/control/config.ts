@@ -19,10 +19,14 @@ export type { GatewayConfig } from '../../generated/config-v1';
 /** A configuration with every default filled in (assignable to GatewayConfig). */
 export interface ResolvedGatewayConfig {
   /** request_timeout_ms / headers_timeout_ms: node:http requestTimeout and headersTimeout (red-team F4). */
-  listen: { host: string; port: number; request_timeout_ms: number; headers_timeout_ms: number };
+  listen: { host: string; port: number; request_timeout_ms: number; headers_timeout_ms: number; tls?: { cert_file: string; key_file: string } };
   database: { url?: string; embedded_data_dir: string; embedded_port: number; pool_size: number };
   allowed_hosts: string[];
   allowed_origins: string[];
+  /** Express `trust proxy` (issue 24, item 3): which proxies' X-Forwarded-Proto/-For are believed. */
+  trust_proxy: boolean | number | string[];
+  /** Console sessions (issue 24, item 3), in seconds. */
+  console: { session_idle_timeout_seconds: number; session_absolute_timeout_seconds: number };
   rate_limits: { per_identity: RateLimit; per_source: RateLimit };
   approvals: { ttl_seconds: number };
   /** Approval notifications (spec/config-v1.schema.json notifications; src/approvals/webhooks.ts). */
@@ -43,6 +47,8 @@ export const DEFAULT_CONFIG: Readonly<ResolvedGatewayConfig> = Object.freeze({
   database: { embedded_data_dir: '.interlock/pg', embedded_port: 0, pool_size: 10 },
   allowed_hosts: [],
   allowed_origins: [],
+  trust_proxy: false,
+  console: { session_idle_timeout_seconds: 1800, session_absolute_timeout_seconds: 28_800 },
   rate_limits: { per_identity: { points: 120, window_seconds: 60 }, per_source: { points: 600, window_seconds: 60 } },
   approvals: { ttl_seconds: 86_400 },
   notifications: { webhooks: [] },
@@ -52,7 +58,8 @@ export const DEFAULT_CONFIG: Readonly<ResolvedGatewayConfig> = Object.freeze({
   client_limits: { keyless: { points: 600, window_seconds: 60 }, streams_per_address: 128, streams_per_identity: 64, body_reads_per_address: 64, body_bytes_in_flight: 128 * 1024 * 1024, answer_write_timeout_ms: 30_000 },
 });
 
-type EnvKind = 'string' | 'int' | 'list';
+/** How a variable's text becomes a value: 'trust' is trust_proxy's (true/false, a hop count, else a comma-separated list). */
+type EnvKind = 'string' | 'int' | 'list' | 'trust';
 
 /** Every INTERLOCK_* variable that sets a config key: variable → [config path, value kind]. */
 export const ENV_VARS: Readonly<Record<string, readonly [string[], EnvKind]>> = Object.freeze({
@@ -66,6 +73,11 @@ export const ENV_VARS: Readonly<Record<string, readonly [string[], EnvKind]>> = 
   INTERLOCK_DATABASE_POOL_SIZE: [['database', 'pool_size'], 'int'],
   INTERLOCK_ALLOWED_HOSTS: [['allowed_hosts'], 'list'],
   INTERLOCK_ALLOWED_ORIGINS: [['allowed_origins'], 'list'],
+  INTERLOCK_TLS_CERT_FILE: [['listen', 'tls', 'cert_file'], 'string'],
+  INTERLOCK_TLS_KEY_FILE: [['listen', 'tls', 'key_file'], 'string'],
+  INTERLOCK_TRUST_PROXY: [['trust_proxy'], 'trust'],
+  INTERLOCK_CONSOLE_SESSION_IDLE_TIMEOUT_SECONDS: [['console', 'session_idle_timeout_seconds'], 'int'],
+  INTERLOCK_CONSOLE_SESSION_ABSOLUTE_TIMEOUT_SECONDS: [['console', 'session_absolute_timeout_seconds'], 'int'],
   INTERLOCK_RATE_LIMIT_IDENTITY_POINTS: [['rate_limits', 'per_identity', 'points'], 'int'],
   INTERLOCK_RATE_LIMIT_IDENTITY_WINDOW_SECONDS: [['rate_limits', 'per_identity', 'window_seconds'], 'int'],
   INTERLOCK_RATE_LIMIT_SOURCE_POINTS: [['rate_limits', 'per_source', 'points'], 'int'],
@@ -191,6 +203,9 @@ function configFromEnv(env: Record<string, string | undefined>, problems: string
         continue;
       }
       setPath(out, path, Number(raw.trim()));
+    } else if (kind === 'trust') {
+      const t = raw.trim();
+      setPath(out, path, t === 'true' ? true : t === 'false' ? false : /^[0-9]{1,3}$/.test(t) ? Number(t) : t.split(',').map((x) => x.trim()).filter((x) => x.length > 0));
     } else if (kind === 'list') {
       setPath(out, path, raw.split(',').map((s) => s.trim()).filter((s) => s.length > 0));
     } else {

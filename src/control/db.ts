@@ -286,7 +286,8 @@ export function isForeignKeyViolation(err: unknown): boolean {
  * events (never INSERT, UPDATE, DELETE or TRUNCATE on the trail: it is append-only and
  * hash-chained even for the process that writes it); UPDATE of
  * api_keys.last_used_at; INSERT of approvals and UPDATE of their state columns (expiry);
- * INSERT/UPDATE of catalog_snapshots; read/write of rate_limits. `role` must exist.
+ * INSERT/UPDATE of catalog_snapshots; read/write of rate_limits; INSERT, DELETE and UPDATE of the
+ * activity and end of console_sessions. `role` must exist.
  * Throws NotFoundError-like ControlError when the role does not exist.
  */
 export async function grantRuntimeRole(db: ControlDb, role: string): Promise<void> {
@@ -310,6 +311,8 @@ export async function grantRuntimeRole(db: ControlDb, role: string): Promise<voi
     await c.query(`GRANT INSERT, UPDATE ON webhook_deliveries TO ${r}`);
     await c.query(`GRANT USAGE ON SEQUENCE webhook_deliveries_id_seq TO ${r}`);
     await c.query(`GRANT SELECT, INSERT, UPDATE, DELETE ON rate_limits TO ${r}`);
+    // Console sign-in, activity, sign-out and clean-up (issue 24, item 3).
+    await c.query(`GRANT INSERT, UPDATE (last_seen_at, ended_at, ended_reason), DELETE ON console_sessions TO ${r}`);
   });
 }
 

@@ -43,6 +43,20 @@ export class NotFoundError extends ControlError {
   }
 }
 
+/**
+ * A change would keep a stored source password for another endpoint (issue 24, item 1): the
+ * password must be given again. Validation kind (CLI exit code 2); the admin API and console answer
+ * 400 with code password_required (spec/errors-v1.json operatorRefusals).
+ */
+export class PasswordRequiredError extends ValidationError {
+  /** The client-visible code. */
+  readonly code = 'password_required';
+  constructor(message: string, details: string[] = []) {
+    super(message, details);
+    this.name = 'PasswordRequiredError';
+  }
+}
+
 /** Formats ajv errors as "path: message" lines ("/statements/0/effect: must be equal to one of the allowed values (allow, deny)"). */
 export function formatSchemaErrors(
   errors: ReadonlyArray<{ instancePath: string; message?: string; keyword: string; params: Record<string, unknown> }> | null | undefined,

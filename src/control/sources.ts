@@ -8,7 +8,7 @@ import { validateSourceDefinition, validateSourceDefinitionDocumentsSettings, va
 import type { DocumentsSourceSettings, PostgresSourceSettings, SourceDefinition } from '../../generated/source-v1';
 import { isUniqueViolation, withTransaction, type ControlDb } from './db';
 import { recordApprovalEvent, recordConfigEvent } from '../audit/writer';
-import { ConflictError, formatSchemaErrors, NotFoundError, ValidationError } from './errors';
+import { ConflictError, formatSchemaErrors, NotFoundError, PasswordRequiredError, ValidationError } from './errors';
 import { iso } from './ids';
 
 export type { DocumentsSourceSettings, PostgresSourceSettings, SourceDefinition } from '../../generated/source-v1';
@@ -208,6 +208,41 @@ export function sourceDefinitionOf(s: SourceRecord): SourceDefinition {
   return { id: s.id, type: s.type, name: s.name, description: s.description, enabled: s.enabled, settings: structuredClone(s.settings) } as SourceDefinition;
 }
 
+/** The roles of a PostgreSQL source that carry a password. */
+export const CREDENTIAL_ROLES = ['reader', 'writer'] as const;
+/** One of CREDENTIAL_ROLES. */
+export type CredentialRole = (typeof CREDENTIAL_ROLES)[number];
+
+/**
+ * The endpoint a stored password is bound to (issue 24, item 1): host, port, database, the whole
+ * TLS settings (mode, ca, servername) and the role's user, as canonical JSON; null when the role
+ * has no credentials. A stored password may be kept only while this is unchanged.
+ */
+export function credentialEndpoint(settings: PostgresSourceSettings, who: CredentialRole): string | null {
+  const cred = settings[who];
+  if (!cred) return null;
+  return canonicalJson({ host: settings.host, port: settings.port, database: settings.database, tls: settings.tls ?? null, user: cred.user });
+}
+
+/**
+ * Checks that no stored password is kept for another endpoint (issue 24, item 1). For each role
+ * whose password `kept(who)` says was carried over from `before` (not given again), the new
+ * settings must have the same credentialEndpoint; an empty password is no secret and may follow.
+ * Throws PasswordRequiredError (HTTP 400 password_required) naming the roles and what changed,
+ * never a value.
+ */
+export function assertPasswordsBound(sourceId: string, before: PostgresSourceSettings | undefined, after: PostgresSourceSettings, kept: (who: CredentialRole) => boolean): void {
+  const problems: string[] = [];
+  for (const who of CREDENTIAL_ROLES) {
+    const old = before?.[who];
+    if (!old || !old.password || !after[who] || !kept(who)) continue;
+    if (credentialEndpoint(before!, who) === credentialEndpoint(after, who)) continue;
+    const moved = changedPaths({ host: before!.host, port: before!.port, database: before!.database, tls: before!.tls, user: old.user }, { host: after.host, port: after.port, database: after.database, tls: after.tls, user: after[who]!.user });
+    problems.push(`settings.${who}.password: the stored ${who} password is bound to its endpoint; ${moved.join(', ')} changed, so give the ${who} password again`);
+  }
+  if (problems.length) throw new PasswordRequiredError(`source "${sourceId}": a stored password is kept only while host, port, database, user and TLS settings are unchanged`, problems);
+}
+
 /** What updateSource changed. */
 export interface SourceUpdate {
   source: SourceRecord;
@@ -231,6 +266,11 @@ export async function updateSource(db: ControlDb, id: string, patch: unknown, op
   if (patch.type !== undefined && patch.type !== current.type) throw new ValidationError(`a source type cannot change (${current.type}); remove the source and add a new one`);
   const before = sourceDefinitionOf(current);
   const merged = parseSourceDefinition(mergePatch(before, patch));
+  if (current.type === 'postgres' && merged.type === 'postgres') {
+    const given = (patch.settings ?? {}) as Record<string, unknown>;
+    const passwordGiven = (who: CredentialRole) => isPlainObject(given[who]) && typeof (given[who] as Record<string, unknown>).password === 'string';
+    assertPasswordsBound(id, current.settings, merged.settings as PostgresSourceSettings, (who) => !passwordGiven(who));
+  }
   const changed = changedPaths(before, { ...merged, description: merged.description ?? '', enabled: merged.enabled ?? current.enabled });
   if (changed.length === 0) return { source: current, changed, connectionChanged: false };
   return withTransaction(db, async (c) => {

@@ -10,7 +10,7 @@ import YAML from 'yaml';
 import { validateInterlockFile } from '../../generated/validators';
 import type { FileCredentials, FileSource, InterlockFile } from '../../generated/interlock-file-v1';
 import { formatSchemaErrors, ValidationError } from '../control/errors';
-import { parseSourceDefinition } from '../control/sources';
+import { assertPasswordsBound, CREDENTIAL_ROLES, parseSourceDefinition, type CredentialRole, type PostgresSourceSettings } from '../control/sources';
 import { parsePolicies } from '../control/policies';
 import { grantKey, SECTIONS, type DesiredState, type PolicyState, type RoleState, type SourceState } from './types';
 
@@ -154,17 +154,24 @@ export function desiredStateOf(file: InterlockFile, secrets: SecretResolver = pr
 
 /**
  * Resolves unset `password_env` references (see UNSET_PREFIX) against the current state: a source
- * whose reader or writer keeps its user keeps its stored password; a new source, a changed user or
- * nothing stored is a ValidationError naming the variable. Mutates `desired`.
+ * whose reader or writer keeps its endpoint (host, port, database, TLS settings and user: issue 24,
+ * item 1) keeps its stored password. A changed endpoint is a PasswordRequiredError
+ * (password_required) naming what changed; a new source or nothing stored is a ValidationError
+ * naming the variable. Mutates `desired`.
  */
 export function keepStoredSecrets(desired: DesiredState, current: { sources: Map<string, SourceState> }): void {
+  type Creds = Record<string, { user: string; password?: string } | undefined>;
   for (const [id, s] of desired.sources) {
-    for (const who of ['reader', 'writer'] as const) {
-      const want = (s.settings as unknown as Record<string, { user: string; password?: string } | undefined>)[who];
-      if (!want || typeof want.password !== 'string' || !want.password.startsWith(UNSET_PREFIX)) continue;
-      const have = (current.sources.get(id)?.settings as unknown as Record<string, { user: string; password?: string } | undefined> | undefined)?.[who];
+    const wanted = s.settings as unknown as Creds;
+    const unset = (who: CredentialRole) => typeof wanted[who]?.password === 'string' && wanted[who]!.password!.startsWith(UNSET_PREFIX);
+    const cur = current.sources.get(id);
+    if (s.type === 'postgres' && cur?.type === 'postgres') assertPasswordsBound(id, cur.settings as PostgresSourceSettings, s.settings as PostgresSourceSettings, unset);
+    for (const who of CREDENTIAL_ROLES) {
+      if (!unset(who)) continue;
+      const want = wanted[who]!;
+      const have = (cur?.settings as unknown as Creds | undefined)?.[who];
       if (have && have.user === want.user && typeof have.password === 'string') want.password = have.password;
-      else throw new ValidationError(`${want.password.slice(UNSET_PREFIX.length)} (needed: no stored password to keep for ${who} ${want.user} of source ${id})`);
+      else throw new ValidationError(`${want.password!.slice(UNSET_PREFIX.length)} (needed: no stored password to keep for ${who} ${want.user} of source ${id})`);
     }
   }
 }

@@ -61,6 +61,8 @@ export interface GatewayAppOptions {
   rateLimiter?: RateLimiter;
   /** Milliseconds a tool call's answer may wait unread before its socket is destroyed (DispatchDeps.answerWriteTimeoutMs). */
   answerWriteTimeoutMs?: number;
+  /** Express `trust proxy` for the routes Express serves (config trust_proxy; issue 24, item 3): req.secure and req.ip believe X-Forwarded-* only from these proxies. Default false. */
+  trustProxy?: boolean | number | string[];
   /** Serve GET /healthz on this app (default true; false when the operations endpoints have their own listener). */
   healthz?: boolean;
   /** Observer of every answered /mcp request: JSON-RPC method ('-' when unreadable), dialect, HTTP status, seconds. */
@@ -113,6 +115,7 @@ export function createGatewayApp(opts: GatewayAppOptions & { logger: Logger }): 
   // Exact paths only: no case-insensitive or trailing-slash aliases of any route.
   app.set('case sensitive routing', true);
   app.set('strict routing', true);
+  app.set('trust proxy', opts.trustProxy ?? false);
   // Route modules guard their own paths (so their answers carry their own headers, e.g. the
   // deprecated routes' Deprecation/Sunset/Link); this guard covers /healthz and every unknown path.
   for (const mount of opts.routes ?? []) mount(app, deps);

@@ -26,6 +26,8 @@ export const HTTP_ERROR_CODES = {
   method_not_allowed: { error: 'method_not_allowed', status: 405 },
   missing_operator_token: { error: 'unauthorized', status: 401 },
   invalid_operator_token: { error: 'unauthorized', status: 401 },
+  /** A stored source password would follow a changed endpoint (spec/errors-v1.json operatorRefusals; issue 24, item 1). */
+  password_required: { error: 'invalid_request', status: 400 },
   forbidden: { error: 'forbidden', status: 403 },
   conflict: { error: 'conflict', status: 409 },
   unavailable: { error: 'unavailable', status: 503 },

@@ -11,6 +11,8 @@ test('errors-v1.md names every code of errors-v1.json', () => {
     ...errors.statuses.map((s) => `\`${s.status}\``),
     ...errors.refusals.map((r) => `\`${r.code}\``),
     ...errors.toolErrors.map((t) => `\`${t.code}\``),
+    ...errors.operatorRefusals.map((o) => `\`${o.code}\``),
+    ...errors.approvalFailures.map((f) => `\`${f.code}\``),
   ].filter((k) => !md.includes(k));
   expect(missing).toEqual([]);
 });

@@ -50,7 +50,7 @@
       b.setAttribute('aria-current', String(a.id === selected));
       const meta = document.createElement('span');
       meta.className = 'meta';
-      meta.textContent = a.state + ' · ' + a.identity + ' on ' + a.source + ' · ' + time(a.createdAt) + (a.errorCode ? ' · ' + a.errorCode : '');
+      meta.textContent = a.state + ' · ' + a.identity + ' on ' + a.source + ' · ' + time(a.createdAt) + (a.errorCode ? ' · ' + a.errorCode : '') + (a.requesterProblem ? ' · ⚠ ' + a.requesterProblem : '');
       const stmt = document.createElement('span');
       stmt.className = 'stmt';
       stmt.textContent = a.statement;
@@ -85,6 +85,8 @@
       if (!first) say(data.pending.length + ' write(s) waiting for approval.');
       first = false;
     });
+    // Signed out elsewhere, timed out, or the token revoked: the server ended the session (issue 24, item 3).
+    events.addEventListener('session_ended', () => { showSignedOut(); $('signin-error').textContent = 'Your session ended: sign in again.'; });
   }
 
   function fill(id, text) { $(id).textContent = text == null || text === '' ? '-' : String(text); }
@@ -108,6 +110,9 @@
         const f = a.failure;
         $('d-failure-text').textContent = (f.sqlstate ? 'SQLSTATE ' + f.sqlstate + ': ' : '') + f.message + (f.detail ? ' — detail: ' + f.detail : '') + (f.hint ? ' — hint: ' + f.hint : '');
       }
+      // The requester's key revoked or expired, or its identity disabled: approving will not run it (issue 24, item 4).
+      $('d-requester').hidden = !d.requester;
+      $('d-requester').textContent = d.requester ? '⚠ ' + d.requester.message : '';
       $('d-comments').hidden = d.statement.comments.length === 0;
       $('d-comments').textContent = '⚠ This statement contains ' + d.statement.comments.length + ' comment(s). Comments do not run: check the statement itself, not the comment. ' + d.statement.comments.join('  ');
       $('d-sql').textContent = a.sql;

@@ -1,8 +1,6 @@
 /** The audit trail: append-only for everyone, INSERT/SELECT only for the runtime role, column mapping, keyset paging. */
-import { randomBytes } from 'node:crypto';
 import { Client } from 'pg';
-import { ADMIN_URL } from '../../helpers/pg';
-import { freshControlDb, type TestControlDb } from '../control/control-db';
+import { freshControlDb, withRuntimeRole, type TestControlDb } from '../control/control-db';
 import { grantRuntimeRole } from '../../../src/control/db';
 import { appendAuditRows, DbAuditSink, recordApprovalEvent, searchAudit, tailAudit, toolCallRow } from '../../../src/audit/writer';
 import { verifyAuditChain } from '../../../src/audit/verify';
@@ -90,16 +88,8 @@ describe('audit trail', () => {
   });
 
   test('the runtime role appends only through the chain function and reads the trail, never INSERT, UPDATE, DELETE, TRUNCATE or DETACH', async () => {
-    const role = `il_rt_${randomBytes(4).toString('hex')}`;
-    const admin = new Client({ connectionString: ADMIN_URL });
-    await admin.connect();
-    try {
-      await admin.query(`CREATE ROLE ${role} LOGIN PASSWORD 'rt-${role}'`);
-      await grantRuntimeRole(t.db, role);
-      const u = new URL(t.temp.url);
-      u.username = role;
-      u.password = `rt-${role}`;
-      const c = new Client({ connectionString: u.toString() });
+    await withRuntimeRole(t, async (url) => {
+      const c = new Client({ connectionString: url });
       await c.connect();
       try {
         await c.query(`SELECT interlock_audit_append('[{"decision": "allowed", "request_id": "req_rt"}]')`);
@@ -121,15 +111,7 @@ describe('audit trail', () => {
       } finally {
         await c.end();
       }
-    } finally {
-      await t.db.pool.query(`REVOKE ALL ON ALL TABLES IN SCHEMA public FROM ${role}`);
-      await t.db.pool.query(`REVOKE ALL ON ALL SEQUENCES IN SCHEMA public FROM ${role}`);
-      await t.db.pool.query(`REVOKE ALL ON ALL FUNCTIONS IN SCHEMA public FROM ${role}`);
-      await t.db.pool.query(`REVOKE ALL ON SCHEMA public FROM ${role}`);
-      await admin.query(`REVOKE ALL ON DATABASE "${t.temp.name}" FROM ${role}`);
-      await admin.query(`DROP ROLE ${role}`);
-      await admin.end();
-    }
+    });
   });
 
   test('grantRuntimeRole names a missing role clearly', async () => {

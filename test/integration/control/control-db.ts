@@ -1,6 +1,8 @@
 /** Test helper: a migrated control database in a fresh temporary PostgreSQL database. */
-import { createTempDatabase, type TempDatabase } from '../../helpers/pg';
-import { openControlDb, type ControlDb } from '../../../src/control/db';
+import { randomBytes } from 'node:crypto';
+import { Client } from 'pg';
+import { ADMIN_URL, createTempDatabase, type TempDatabase } from '../../helpers/pg';
+import { grantRuntimeRole, openControlDb, type ControlDb } from '../../../src/control/db';
 
 export interface TestControlDb {
   db: ControlDb;
@@ -31,5 +33,31 @@ export async function withFreshControlDb<T>(prefix: string, fn: (t: TestControlD
     return await fn(t);
   } finally {
     await t.cleanup();
+  }
+}
+
+/**
+ * Runs `fn` with the URL of a new login role `il_rt_<random>` holding the gateway's runtime grants
+ * (grantRuntimeRole) on `t`'s database; the role's grants are revoked and the role dropped afterwards.
+ */
+export async function withRuntimeRole<T>(t: TestControlDb, fn: (url: string) => Promise<T>): Promise<T> {
+  const role = `il_rt_${randomBytes(4).toString('hex')}`;
+  const admin = new Client({ connectionString: ADMIN_URL });
+  await admin.connect();
+  try {
+    await admin.query(`CREATE ROLE ${role} LOGIN PASSWORD 'rt-${role}'`);
+    await grantRuntimeRole(t.db, role);
+    const u = new URL(t.temp.url);
+    u.username = role;
+    u.password = `rt-${role}`;
+    return await fn(u.toString());
+  } finally {
+    await t.db.pool.query(`REVOKE ALL ON ALL TABLES IN SCHEMA public FROM ${role}`);
+    await t.db.pool.query(`REVOKE ALL ON ALL SEQUENCES IN SCHEMA public FROM ${role}`);
+    await t.db.pool.query(`REVOKE ALL ON ALL FUNCTIONS IN SCHEMA public FROM ${role}`);
+    await t.db.pool.query(`REVOKE ALL ON SCHEMA public FROM ${role}`);
+    await admin.query(`REVOKE ALL ON DATABASE "${t.temp.name}" FROM ${role}`);
+    await admin.query(`DROP ROLE ${role}`);
+    await admin.end();
   }
 }

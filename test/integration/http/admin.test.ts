@@ -374,7 +374,12 @@ describe('source lifecycle and declarative configuration (issue 16)', () => {
     expect(broken.status).toBe(503);
     expect(broken.json.error).toBe('unavailable');
 
-    const fixed = await admin('PATCH', '/sources/chinook-tls', { settings: { tls: { mode: 'off' } } });
+    // A new TLS mode keeps no stored password (issue 24, item 1): the patch gives them again.
+    const bare = await admin('PATCH', '/sources/chinook-tls', { settings: { tls: { mode: 'off' } } });
+    expect(bare.status).toBe(400);
+    expect(bare.json).toMatchObject({ error: 'invalid_request', code: 'password_required' });
+    const cs = chinook.settings as { reader: { password?: string }; writer?: { password?: string } };
+    const fixed = await admin('PATCH', '/sources/chinook-tls', { settings: { tls: { mode: 'off' }, reader: { password: cs.reader.password }, writer: { password: cs.writer!.password } } });
     expect(fixed.status).toBe(200);
     expect(fixed.json).toMatchObject({ source: { id: 'chinook-tls', settings: { tls: { mode: 'off' }, reader: { password: '***' } } }, changed: ['settings.tls.mode'], scan: { sourceId: 'chinook-tls', relations: expect.any(Number) }, scanError: null });
     expect(fixed.json.scan.relations).toBeGreaterThan(0);

@@ -37,6 +37,8 @@ describe('loadConfig', () => {
       database: { embedded_data_dir: '.interlock/pg', embedded_port: 0, pool_size: 10 },
       allowed_hosts: [],
       allowed_origins: [],
+      trust_proxy: false,
+      console: { session_idle_timeout_seconds: 1800, session_absolute_timeout_seconds: 28800 },
       rate_limits: { per_identity: { points: 120, window_seconds: 60 }, per_source: { points: 600, window_seconds: 60 } },
       approvals: { ttl_seconds: 86400 },
       notifications: { webhooks: [] },
@@ -45,6 +47,20 @@ describe('loadConfig', () => {
       log_level: 'info',
       client_limits: { keyless: { points: 600, window_seconds: 60 }, streams_per_address: 128, streams_per_identity: 64, body_reads_per_address: 64, body_bytes_in_flight: 134217728, answer_write_timeout_ms: 30000 },
     });
+  });
+
+  test('listen.tls, trust_proxy and console session timeouts from the environment and a file (issue 24, item 3)', () => {
+    const cfg = loadConfig({ env: { INTERLOCK_TLS_CERT_FILE: '/etc/il/cert.pem', INTERLOCK_TLS_KEY_FILE: '/etc/il/key.pem', INTERLOCK_TRUST_PROXY: 'loopback, 10.0.0.0/8', INTERLOCK_CONSOLE_SESSION_IDLE_TIMEOUT_SECONDS: '600', INTERLOCK_CONSOLE_SESSION_ABSOLUTE_TIMEOUT_SECONDS: '3600' } });
+    expect(cfg.listen.tls).toEqual({ cert_file: '/etc/il/cert.pem', key_file: '/etc/il/key.pem' });
+    expect(cfg.trust_proxy).toEqual(['loopback', '10.0.0.0/8']);
+    expect(cfg.console).toEqual({ session_idle_timeout_seconds: 600, session_absolute_timeout_seconds: 3600 });
+    expect(loadConfig({ env: { INTERLOCK_TRUST_PROXY: 'true' } }).trust_proxy).toBe(true);
+    expect(loadConfig({ env: { INTERLOCK_TRUST_PROXY: '2' } }).trust_proxy).toBe(2);
+    expect(loadConfig({ env: {}, overrides: { trust_proxy: ['127.0.0.1'] } }).trust_proxy).toEqual(['127.0.0.1']);
+    // A certificate without its key, and timeouts outside their ranges, are refused.
+    expect(() => loadConfig({ env: { INTERLOCK_TLS_CERT_FILE: '/etc/il/cert.pem' } })).toThrow(/invalid configuration/);
+    expect(() => loadConfig({ env: { INTERLOCK_CONSOLE_SESSION_IDLE_TIMEOUT_SECONDS: '5' } })).toThrow(/invalid configuration/);
+    expect(() => loadConfig({ env: {}, overrides: { console: { session_absolute_timeout_seconds: 10 } } as never })).toThrow(/invalid configuration/);
   });
 
   test('ops_listen and client_limits from the environment (issue 10)', () => {

@@ -1,0 +1,122 @@
+/**
+ * Issue 24, item 4: requester checks at decision time, on the real gateway. A pending write whose
+ * API key has been revoked or has expired, or whose identity is disabled, cannot be approved: it
+ * ends `failed` with the requester's code (nothing runs), the agent reads the code through
+ * interlock_approval_status, and the console's detail shows the problem while it is still pending.
+ */
+import { startGovernedEnv, callTool, sourceQuery, type GovernedEnv } from '../../helpers/governed';
+import { createOperatorToken } from '../../../src/admin/tokens';
+import { createApiKey, revokeApiKey } from '../../../src/control/keys';
+import { createIdentity, disableIdentity, requireIdentity } from '../../../src/control/identities';
+import { grantRole, listGrants } from '../../../src/control/grants';
+import { getApproval } from '../../../src/control/approvals';
+import { requesterProblems } from '../../../src/approvals/requester';
+import errors from '../../../spec/errors-v1.json';
+import { checkedFetch } from '../http/openapi';
+
+jest.setTimeout(120_000);
+
+let env: GovernedEnv;
+let token: string;
+let agentId: string;
+beforeAll(async () => {
+  env = await startGovernedEnv();
+  token = (await createOperatorToken(env.db, 'ops-dora')).secret;
+  agentId = (await requireIdentity(env.db, 'demo-agent')).id;
+});
+afterAll(async () => env?.close());
+
+const failureMessage = (code: string) => errors.approvalFailures.find((f) => f.code === code)!.message;
+const sc = (r: { body: any }) => r.body.result.structuredContent;
+
+async function queue(key: string, name: string): Promise<string> {
+  const r = await callTool(env, 'interlock_query', { source_id: 'chinook', sql: 'INSERT INTO playlist (name) VALUES ($1)', params: [name] }, key);
+  expect(sc(r)).toMatchObject({ status: 'queued', approval_state: 'pending' });
+  return sc(r).approval_id;
+}
+async function admin(method: string, path: string, body?: unknown) {
+  const r = await fetch(new URL(`/admin/v1${path}`, env.url).toString(), { method, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
+  return { status: r.status, json: (await r.json()) as any };
+}
+async function consoleGet(path: string) {
+  const base = new URL(env.url).origin;
+  const s = await fetch(`${base}/console/api/session`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ token }) });
+  const cookie = (s.headers.get('set-cookie') ?? '').split(';')[0];
+  // Validated against spec/openapi-v1.yaml (requesterProblem, requester).
+  const r = await checkedFetch(`${base}/console/api${path}`, { headers: { cookie } });
+  expect(r.problems).toEqual([]);
+  return r.json as any;
+}
+const consoleDetail = (id: string) => consoleGet(`/approvals/${id}`);
+const rows = async (name: string) => (await sourceQuery(env, 'SELECT count(*)::int AS n FROM playlist WHERE name = $1', [name]))[0].n;
+
+test('a revoked key: the console warns before the click, approving ends failed key_revoked, nothing runs, the agent reads why', async () => {
+  const key = await createApiKey(env.db, agentId);
+  const id = await queue(key.secret, 'revoked-key');
+  expect((await consoleDetail(id)).requester).toBeNull();
+  await revokeApiKey(env.db, key.keyId);
+
+  const detail = await consoleDetail(id);
+  expect(detail.requester).toEqual({ code: 'key_revoked', message: 'Approving will not run this write: the API key that queued this write has been revoked (or no longer exists). It would end failed (key_revoked).' });
+  expect(detail.approval).toMatchObject({ id, state: 'pending', keyId: key.keyId });
+
+  const decided = await admin('POST', `/approvals/${id}/approve`, {});
+  expect(decided).toEqual({ status: 200, json: { id, approvalId: id, state: 'failed', errorCode: 'key_revoked', failure: { message: 're-checked at approval: the API key that queued this write has been revoked (or no longer exists)' } } });
+  expect(await rows('revoked-key')).toBe(0);
+  expect((await getApproval(env.db, id))!).toMatchObject({ state: 'failed', decidedBy: 'ops-dora', outcome: { error_code: 'key_revoked' } });
+  // The identity's other key reads the outcome; the message is the fixed one, never the operator's cause.
+  const status = await callTool(env, 'interlock_approval_status', { approval_id: id }, env.apiKey);
+  expect(sc(status)).toMatchObject({ approval_id: id, state: 'failed', outcome: { error_code: 'key_revoked', message: failureMessage('key_revoked') } });
+  expect(sc(status).message).toBe(`An operator approved it but it did not complete; nothing was changed. ${failureMessage('key_revoked')}`);
+});
+
+test('an expired key: approving ends failed key_expired and nothing runs', async () => {
+  const key = await createApiKey(env.db, agentId, { expiresAt: new Date(Date.now() + 3_600_000) });
+  const id = await queue(key.secret, 'expired-key');
+  await env.db.pool.query("UPDATE api_keys SET expires_at = now() - interval '1 second' WHERE id = $1", [key.keyId]);
+  expect((await consoleDetail(id)).requester).toMatchObject({ code: 'key_expired' });
+  const decided = await admin('POST', `/approvals/${id}/approve`, {});
+  expect(decided.json).toMatchObject({ state: 'failed', errorCode: 'key_expired', failure: { message: 're-checked at approval: the API key that queued this write has expired' } });
+  expect(await rows('expired-key')).toBe(0);
+  const status = await callTool(env, 'interlock_approval_status', { approval_id: id }, env.apiKey);
+  expect(sc(status).outcome).toEqual({ error_code: 'key_expired', message: failureMessage('key_expired') });
+});
+
+test('a disabled identity: the console list and detail flag it; approving ends failed identity_disabled', async () => {
+  const other = await createIdentity(env.db, 'agent-two');
+  for (const g of await listGrants(env.db, { identityId: agentId })) await grantRole(env.db, { identityId: other.id, roleName: g.roleName, sourceId: g.sourceId });
+  const key = await createApiKey(env.db, other.id);
+  const id = await queue(key.secret, 'disabled-identity');
+  await disableIdentity(env.db, 'agent-two');
+  expect((await consoleDetail(id)).requester).toMatchObject({ code: 'identity_disabled' });
+  const listed = (await consoleGet('/approvals?state=pending')).approvals as Array<{ id: string; requesterProblem: string | null }>;
+  expect(listed.find((a) => a.id === id)!.requesterProblem).toBe('identity_disabled');
+  expect(listed.filter((a) => a.id !== id).map((a) => a.requesterProblem)).toEqual(listed.filter((a) => a.id !== id).map(() => null));
+  const decided = await admin('POST', `/approvals/${id}/approve`, {});
+  expect(decided.json).toMatchObject({ state: 'failed', errorCode: 'identity_disabled' });
+  expect(await rows('disabled-identity')).toBe(0);
+});
+
+test('a live key and identity: no requester problem, and the write runs', async () => {
+  const id = await queue(env.apiKey, 'live-key');
+  expect((await consoleDetail(id)).requester).toBeNull();
+  expect((await admin('POST', `/approvals/${id}/approve`, {})).json).toMatchObject({ state: 'executed', rowCount: 1 });
+  expect(await rows('live-key')).toBe(1);
+});
+
+test('requesterProblems judges many approvals in one query, by key and identity, null key checked by identity only', async () => {
+  const revoked = await createApiKey(env.db, agentId);
+  await revokeApiKey(env.db, revoked.keyId);
+  const live = await createApiKey(env.db, agentId);
+  const other = await requireIdentity(env.db, 'agent-two');
+  const m = await requesterProblems(env.db, [
+    { id: 'a', identityId: agentId, keyId: live.keyId },
+    { id: 'b', identityId: agentId, keyId: revoked.keyId },
+    { id: 'c', identityId: agentId, keyId: null },
+    { id: 'd', identityId: other.id, keyId: null },
+    { id: 'e', identityId: agentId, keyId: 'key_00000000000000000000' },
+    // A key of another identity does not count as the requester's.
+    { id: 'f', identityId: other.id, keyId: live.keyId },
+  ]);
+  expect(Object.fromEntries(m)).toEqual({ b: 'key_revoked', d: 'identity_disabled', e: 'key_revoked', f: 'identity_disabled' });
+});
