@@ -10,7 +10,8 @@
 import pg from 'pg';
 import Cursor from 'pg-cursor';
 import type { DocumentTableMapping, PostgresSourceSettings } from '../../generated/source-v1';
-import { postgresClientConfig } from '../control/sources';
+import { connectSourceClient } from '../control/sources';
+import { isSessionSettingsMismatch } from '../sources/postgres/pinned-client';
 import { ControlError } from '../control/errors';
 import type { AssetInput, FieldColumns, IndexProblem } from './types';
 import {
@@ -130,12 +131,12 @@ export async function readDocumentTables(sourceId: string, settings: PostgresSou
   const items: AssetInput[] = [];
   const problems: IndexProblem[] = [];
   if (mappings.length === 0) return { items, problems };
-  const client = new pg.Client(postgresClientConfig(settings, 'reader', { connectionTimeoutMillis: 10_000, application_name: 'interlock-index' }));
-  client.on('error', () => undefined);
+  let client: pg.Client;
   try {
-    await client.connect();
+    client = await connectSourceClient(settings, 'reader', { connectionTimeoutMillis: 10_000, application_name: 'interlock-index' });
   } catch (err) {
-    throw new DocumentTableError(`cannot connect to source "${sourceId}" as its reader (${(err as { code?: string }).code ?? 'error'})`);
+    const why = isSessionSettingsMismatch(err) ? err.message : ((err as { code?: string }).code ?? 'error');
+    throw new DocumentTableError(`cannot connect to source "${sourceId}" as its reader (${why})`);
   }
   const seen = new Set<string>();
   try {

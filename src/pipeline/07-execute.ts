@@ -59,6 +59,8 @@ export function mapConnectorError(err: unknown): ToolOutcome {
       return { kind: 'refusal', code: 'circuit_open' };
     case 'upstream_tls_refused':
       return { kind: 'refusal', code: 'upstream_tls_refused' };
+    case 'session_settings_mismatch':
+      return { kind: 'refusal', code: 'session_settings_mismatch' };
     case 'statement_timeout':
       return { kind: 'refusal', code: 'statement_timeout' };
     case 'cancelled':
