@@ -11,8 +11,9 @@
  * logs and never reaches an agent.
  *
  * After verification the client keeps watching: a ParameterStatus that moves a pinned setting away
- * from its value (something ran SET on the session) destroys the connection at once, so no later
- * statement can run on it.
+ * from its value (something ran SET on the session) fails the statement in flight and destroys the
+ * connection at once, so no later statement can run on it (the error carries LOCAL_WIRE_ERROR_CODE:
+ * the gateway ended the connection, which does not count against the source).
  *
  * Use `pinnedPoolOptions()` for pg.Pool (a `Client` class and an `onConnect` hook) and
  * `connectPinned()` for a single connection; both put `pinnedStartupOptions()` in the startup packet
@@ -83,6 +84,8 @@ export class PinnedClient extends pg.Client {
       const pin = PINNED_BY_KEY.get(key(parameterName));
       if (this.verified && pin && parameterValue !== pin.expected) {
         const err = Object.assign(new SessionSettingsMismatch([{ name: pin.name, expected: pin.expected, actual: parameterValue }]), { code: LOCAL_WIRE_ERROR_CODE });
+        // Fail the statement in flight now (its CommandComplete may be in the same chunk), then drop the socket.
+        (this as unknown as { _handleErrorEvent(e: Error): void })._handleErrorEvent(err);
         conn.stream.destroy?.(err);
       }
     });

@@ -235,3 +235,73 @@ export function startProxy(target: { host: string; port: number }): Promise<Prox
     });
   });
 }
+
+/** A proxy that forwards everything, but drops the `options` parameter from the startup packet (and can override others). */
+export interface StrippingProxy {
+  port: number;
+  /** Startup packets seen: the parameters the client sent, before stripping. */
+  startups: Array<Record<string, string>>;
+  close(): Promise<void>;
+}
+
+/**
+ * Starts a proxy on 127.0.0.1 in front of `target` that behaves like a connection pooler dropping
+ * startup options (issue 22 item 2): the client's `options` (`-c name=value …`) never reach the
+ * server, so role and database defaults stay in force; `override` replaces startup parameters the way
+ * a pooler sets its own (e.g. client_encoding). Plain TCP only (no SSLRequest handling).
+ */
+export function startOptionsStrippingProxy(target: { host: string; port: number }, override: Record<string, string> = {}): Promise<StrippingProxy> {
+  const sockets = new Set<net.Socket>();
+  const startups: Array<Record<string, string>> = [];
+  const server = net.createServer((client) => {
+    const upstream = net.connect(target.port, target.host);
+    sockets.add(client).add(upstream);
+    let head = Buffer.alloc(0);
+    let started = false;
+    const onData = (d: Buffer) => {
+      if (started) {
+        upstream.write(d);
+        return;
+      }
+      head = Buffer.concat([head, d]);
+      if (head.length < 4 || head.length < head.readInt32BE(0)) return;
+      const len = head.readInt32BE(0);
+      const parts = head.subarray(8, len - 1).toString('utf8').split('\0');
+      const params: Record<string, string> = {};
+      for (let i = 0; i + 1 < parts.length; i += 2) params[parts[i]] = parts[i + 1];
+      startups.push(params);
+      const kept = Object.entries({ ...params, ...override }).filter(([k]) => k !== 'options').flatMap(([k, v]) => [k, v]);
+      const body = Buffer.from(kept.join('\0') + '\0\0', 'utf8');
+      const packet = Buffer.alloc(8);
+      packet.writeInt32BE(8 + body.length, 0);
+      packet.writeInt32BE(head.readInt32BE(4), 4);
+      upstream.write(Buffer.concat([packet, body, head.subarray(len)]));
+      started = true;
+    };
+    client.on('data', onData);
+    upstream.on('data', (d: Buffer) => client.write(d));
+    const end = () => {
+      client.destroy();
+      upstream.destroy();
+      sockets.delete(client);
+      sockets.delete(upstream);
+    };
+    for (const s of [client, upstream]) {
+      s.on('close', end);
+      s.on('error', end);
+    }
+  });
+  return new Promise((resolve) => {
+    server.listen(0, '127.0.0.1', () => {
+      resolve({
+        port: (server.address() as net.AddressInfo).port,
+        startups,
+        close: () =>
+          new Promise<void>((r) => {
+            for (const s of sockets) s.destroy();
+            server.close(() => r());
+          }),
+      });
+    });
+  });
+}
