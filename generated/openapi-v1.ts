@@ -892,6 +892,8 @@ export interface components {
             message: string;
             request_id?: string;
             retry_after_ms?: number;
+            /** @description For a tool error, one of its reasons in errors-v1.json (statement_failed → lock_timeout). */
+            reason?: string;
             details?: string[];
         };
         BadRequestBody: {
