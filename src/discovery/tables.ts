@@ -143,7 +143,8 @@ export async function readDocumentTables(sourceId: string, settings: PostgresSou
     await client.query('BEGIN READ ONLY');
     await client.query("SET LOCAL TimeZone = 'UTC'");
     const timeout = settings.statement_timeout_ms ?? 15_000;
-    await client.query(`SET LOCAL statement_timeout = ${Math.max(60_000, Math.floor(timeout))}`);
+    // set_config(…, true) is SET LOCAL with a parameter: no text is built (issue 22 item 3).
+    await client.query("SELECT pg_catalog.set_config('statement_timeout', $1, true)", [String(Math.max(60_000, Math.floor(timeout)))]);
     for (const m of mappings) {
       const cursor = client.query(new Cursor<RowShape>(documentTableSql(m), [m.max_rows ?? DEFAULT_TABLE_MAX_ROWS]));
       try {
