@@ -8,6 +8,7 @@
  * code and its fixed message (src/approvals/status.ts), so no driver or server text reaches them.
  */
 import type { ApprovalFailureCause } from '../control/approvals';
+import { cutText } from '../errors/cut-text';
 
 /** Longest stored message, detail or hint, in characters. */
 const MAX_TEXT = 2000;
@@ -32,7 +33,7 @@ const CONNECTOR_CAUSES: Record<string, string> = {
   execution_failed: 'the source could not run the statement (connection failed, or no writer role is configured)',
 };
 
-const clip = (v: unknown): string | undefined => (typeof v === 'string' && v.length > 0 ? v.slice(0, MAX_TEXT) : undefined);
+const clip = (v: unknown): string | undefined => (typeof v === 'string' && v.length > 0 ? cutText(v, MAX_TEXT) : undefined);
 
 /**
  * The operator-only cause of a failed execution. `err` is what the connector threw (a SourceError

@@ -18,6 +18,7 @@ import type { AssetEntity, DiscoverHit, DocumentContent, Relation, RelatedDocume
 import { entityKey } from './metadata';
 import { fieldShownSql, matchSql, vectorSql } from './field-sql';
 import { accessOf, presentItems, presentList, presentText, presentTime, stateOf, type RelationAccess } from './fields';
+import { cutText } from '../errors/cut-text';
 
 /** Anything with a pg-style query method (a pg.Pool, a client, or ControlDb.pool). */
 export type Queryable = Pick<pg.Pool, 'query'>;
@@ -66,7 +67,7 @@ function round(n: number): number {
 
 /** Query text safe for PostgreSQL (no NUL, no lone surrogate) and at most 1000 characters. */
 export function cleanQuery(q: string): string {
-  return cleanText(q).slice(0, 1000);
+  return cutText(cleanText(q), 1000);
 }
 
 /**
