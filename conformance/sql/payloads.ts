@@ -6,10 +6,13 @@
  *   answers (a refusal, a queued approval, an error or rows).
  * - `masked-leak`: the answer must not carry a masked sentinel value in any form the pack recognises.
  * - `legitimate`: read-only SQL every gateway must answer with rows (a refusal is a false positive).
+ * - `session-settings`: escapes and leaks that work only on a server lexing with
+ *   `standard_conforming_strings = off`; run last, with that setting as the database default (session.ts).
  */
+import { SESSION_SETTINGS_PAYLOADS } from './session';
 
 /** The pack's classes; the rule id of a class is `sql.<class>`. */
-export const SQL_CLASSES = ['stacked', 'hidden-write', 'side-effect', 'procedural', 'locks-and-session', 'masked-leak', 'legitimate'] as const;
+export const SQL_CLASSES = ['stacked', 'hidden-write', 'side-effect', 'procedural', 'locks-and-session', 'masked-leak', 'legitimate', 'session-settings'] as const;
 
 /** One class name. */
 export type SqlClass = (typeof SQL_CLASSES)[number];
@@ -120,6 +123,8 @@ export function basePayloads(): Payload[] {
     p('legitimate', '/* a comment */ SELECT 1 AS one -- trailing'),
     p('legitimate', 'SELECT "name" FROM "icf_items"'),
     p('legitimate', 'SELECT count(*) AS n FROM icf_people WHERE id > 1'),
+    // Class 7 (last: runs with standard_conforming_strings = off as the database default).
+    ...SESSION_SETTINGS_PAYLOADS.map((sql) => p('session-settings', sql)),
   ];
 }
 
