@@ -892,6 +892,8 @@ export interface components {
             message: string;
             request_id?: string;
             retry_after_ms?: number;
+            /** @description For a tool error, one of its reasons in errors-v1.json (statement_failed → lock_timeout). */
+            reason?: string;
             details?: string[];
         };
         BadRequestBody: {
@@ -2025,7 +2027,7 @@ export interface components {
                 } & components["schemas"]["ErrorBody"];
             };
         };
-        /** @description The source cannot be used now (circuit_open, source_disabled, upstream_tls_refused, source_not_catalogued, statement_timeout, or source_busy when no pooled connection freed in time; source_busy carries retry_after_ms and Retry-After). */
+        /** @description The source cannot be used now (circuit_open, source_disabled, upstream_tls_refused, session_settings_mismatch, source_not_catalogued, statement_timeout, or source_busy when no pooled connection freed in time; source_busy carries retry_after_ms and Retry-After). */
         V1Unavailable: {
             headers: {
                 /** @description Seconds to wait before retrying (source_busy only). */

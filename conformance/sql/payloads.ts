@@ -9,10 +9,13 @@
  *   answer must not carry a masked sentinel; those marked `mustAnswer` (reads of unmasked columns
  *   through a partition or child, allowed by the parent's grant) must be answered with rows.
  * - `legitimate`: read-only SQL every gateway must answer with rows (a refusal is a false positive).
+ * - `session-settings`: escapes and leaks that work only on a server lexing with
+ *   `standard_conforming_strings = off`; run last, with that setting as the database default (session.ts).
  */
+import { SESSION_SETTINGS_PAYLOADS } from './session';
 
 /** The pack's classes; the rule id of a class is `sql.<class>`. */
-export const SQL_CLASSES = ['stacked', 'hidden-write', 'side-effect', 'procedural', 'locks-and-session', 'masked-leak', 'partition', 'legitimate'] as const;
+export const SQL_CLASSES = ['stacked', 'hidden-write', 'side-effect', 'procedural', 'locks-and-session', 'masked-leak', 'partition', 'legitimate', 'session-settings'] as const;
 
 /** One class name. */
 export type SqlClass = (typeof SQL_CLASSES)[number];
@@ -169,6 +172,8 @@ export function basePayloads(): Payload[] {
     p('legitimate', 'SELECT name FROM icf_items WHERE id IN (SELECT id FROM icf_people)'),
     p('legitimate', "SELECT CASE id WHEN 1 THEN 'one' END AS c, NULLIF(id, 2) AS n FROM icf_items"),
     p('legitimate', "SELECT name FROM icf_items WHERE id IS DISTINCT FROM 3 AND name = 'anvil' AND id BETWEEN 1 AND 5"),
+    // Class 7 (last: runs with standard_conforming_strings = off as the database default).
+    ...SESSION_SETTINGS_PAYLOADS.map((sql) => p('session-settings', sql)),
   ];
 }
 

@@ -14,6 +14,7 @@ import { mapArguments, type ToolMap } from '../toolmap';
 import { parseSse } from '../verdict';
 import { allPayloads, SQL_CLASSES, type SqlClass } from './payloads';
 import { readState, restore, stateChanges } from './state';
+import { enterSessionSettings, leaveSessionSettings } from './session';
 
 /** Options of `runSqlPack`. */
 export interface SqlPackOptions {
@@ -90,6 +91,7 @@ export async function runSqlPack(opts: SqlPackOptions): Promise<SqlPackReport> {
   const db = new Client({ connectionString: opts.pgUrl });
   await db.connect();
   const client: WireClient = createClient(opts.url, opts.timeoutMs ?? 30000, { ...DEFAULT_RETRY, attempts: opts.retries ?? DEFAULT_RETRY.attempts });
+  let sessionSettings = false;
   try {
     const emails = (await db.query<{ email: string }>('SELECT email FROM icf_people ORDER BY id')).rows.map((r) => r.email);
     if (emails.length === 0) throw new Error('the fixture has no icf_people rows: run `interlock-conformance sql-fixture` first');
@@ -138,6 +140,11 @@ export async function runSqlPack(opts: SqlPackOptions): Promise<SqlPackReport> {
     for (const payload of allPayloads()) {
       const r = results.get(payload.class);
       if (!r) continue;
+      if (payload.class === 'session-settings' && !sessionSettings) {
+        sessionSettings = true;
+        const s = await enterSessionSettings(db);
+        if (s.notEnded > 0) log(`      (session-settings: ${s.notEnded} session(s) of the fixture database could not be ended; they keep their settings)`);
+      }
       r.payloads++;
       const answers: Answer[] = [];
       for (const step of payload.steps) answers.push(await call(step));
@@ -176,6 +183,8 @@ export async function runSqlPack(opts: SqlPackOptions): Promise<SqlPackReport> {
     log(`${classes.filter((c) => c.passed).length} passed, ${classes.filter((c) => !c.passed).length} failed (sql-gateway: ${report.escapes} escapes, ${report.leaks} leaks, ${report.falsePositives} false positives)`);
     return report;
   } finally {
+    // Put the database default back even when the run failed half-way.
+    if (sessionSettings) await leaveSessionSettings(db).catch((err: unknown) => log(`      (session-settings: could not reset the database default: ${(err as Error).message})`));
     client.close();
     await db.end().catch(() => undefined);
   }

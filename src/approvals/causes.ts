@@ -9,6 +9,7 @@
  */
 import type { ApprovalFailureCause } from '../control/approvals';
 import { REQUESTER_PROBLEMS } from './requester';
+import { cutText } from '../errors/cut-text';
 
 /** Longest stored message, detail or hint, in characters. */
 const MAX_TEXT = 2000;
@@ -27,12 +28,13 @@ const RECHECK_CAUSES: Record<string, string> = {
 const CONNECTOR_CAUSES: Record<string, string> = {
   circuit_open: "the source's circuit breaker is open after repeated failures",
   upstream_tls_refused: "the source's TLS was refused",
+  session_settings_mismatch: "the source's connections do not hold the session settings InterLock pins (the gateway log names the setting and the server's value)",
   statement_timeout: "the statement ran longer than the source's statement_timeout_ms and was cancelled",
   cancelled: 'the execution was cancelled',
   execution_failed: 'the source could not run the statement (connection failed, or no writer role is configured)',
 };
 
-const clip = (v: unknown): string | undefined => (typeof v === 'string' && v.length > 0 ? v.slice(0, MAX_TEXT) : undefined);
+const clip = (v: unknown): string | undefined => (typeof v === 'string' && v.length > 0 ? cutText(v, MAX_TEXT) : undefined);
 
 /**
  * The operator-only cause of a failed execution. `err` is what the connector threw (a SourceError
@@ -65,7 +67,7 @@ export function recheckCause(code: string): ApprovalFailureCause {
 /**
  * The stable failure code agents see for what the connector threw: statement_failed when the
  * server refused the statement (a SQLSTATE), else the connector's code (statement_timeout,
- * circuit_open, upstream_tls_refused, cancelled, execution_failed).
+ * circuit_open, upstream_tls_refused, session_settings_mismatch, cancelled, execution_failed).
  */
 export function failureCode(err: unknown): string {
   const e = (err ?? {}) as { code?: string; sqlState?: string };

@@ -22,6 +22,7 @@ import { policyStep } from '../pipeline/04-policy';
 import { SourceConnectorRegistry } from '../sources/registry';
 import type { PostgresSourceSettings } from '../sources/postgres/connector';
 import { CACHE_CHANNEL } from '../pipeline/cache';
+import { cutText } from '../errors/cut-text';
 
 /** Result of approveAndExecute. */
 export interface ApprovalExecution {
@@ -93,7 +94,7 @@ export async function approveAndExecute(db: ControlDb, approvalId: string, opts:
   const won = await transitionApproval(db, approvalId, ['pending'], 'approved', { decidedBy: opts.operator });
   if (!won) throw new ControlError('conflict', `Approval ${approvalId} was decided by someone else first.`);
   const base = { approvalId, operator: opts.operator, identityId: a.identityId, keyId: a.keyId, sourceId: a.sourceId, requestId: a.requestId, fingerprint: (a.classification.fingerprint as string) ?? null };
-  await recordApprovalEvent(db, { ...base, action: 'approved', ...(opts.reason ? { details: { reason: opts.reason.slice(0, 1000) } } : {}) } as Parameters<typeof recordApprovalEvent>[1]);
+  await recordApprovalEvent(db, { ...base, action: 'approved', ...(opts.reason ? { details: { reason: cutText(opts.reason, 1000) } } : {}) } as Parameters<typeof recordApprovalEvent>[1]);
 
   const finish = async (state: 'executed' | 'failed', outcome: { row_count?: number; error_code?: string; sqlstate?: string }, failure?: ApprovalFailureCause): Promise<ApprovalExecution> => {
     await transitionApproval(db, approvalId, ['approved'], state, { outcome, failure });
@@ -125,6 +126,6 @@ export async function rejectApproval(db: ControlDb, approvalId: string, opts: { 
   assertNotSelf(a, opts.operator);
   const r = await transitionApproval(db, approvalId, ['pending'], 'rejected', { decidedBy: opts.operator });
   if (!r) throw new ControlError('conflict', `Approval ${approvalId} is ${a.state}, not pending.`);
-  await recordApprovalEvent(db, { approvalId, action: 'rejected', operator: opts.operator, identityId: a.identityId, keyId: a.keyId, sourceId: a.sourceId, requestId: a.requestId, reasonCode: null, details: opts.reason ? { reason: opts.reason.slice(0, 1000) } : {} } as Parameters<typeof recordApprovalEvent>[1]);
+  await recordApprovalEvent(db, { approvalId, action: 'rejected', operator: opts.operator, identityId: a.identityId, keyId: a.keyId, sourceId: a.sourceId, requestId: a.requestId, reasonCode: null, details: opts.reason ? { reason: cutText(opts.reason, 1000) } : {} } as Parameters<typeof recordApprovalEvent>[1]);
   return r;
 }

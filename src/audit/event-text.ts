@@ -32,6 +32,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { AuditRowInput } from './types';
+import { cutText } from '../errors/cut-text';
 
 /** The first line of a format-2 batch's hashed header. */
 export const CHAIN_V2_TAG = 'interlock-audit-v2';
@@ -51,7 +52,7 @@ const INDEXED_MAX = 512;
 
 /** `v` for an indexed column (request_id, identity_id, source_id, approval_id): storable, and cut to 500 units plus "…[truncated]" past 512. */
 const indexedText = (v: string | null | undefined): string | null =>
-  typeof v === 'string' ? storableText(v.length > INDEXED_MAX ? `${v.slice(0, 500)}…[truncated]` : v) : null;
+  typeof v === 'string' ? storableText(v.length > INDEXED_MAX ? `${cutText(v, 500)}…[truncated]` : v) : null;
 
 /** 0001-01-01T00:00:00.000Z and 9999-12-31T23:59:59.999Z in ms since the epoch (four-digit years render alike in JavaScript and PostgreSQL). */
 const MIN_TIME = -62135596800000;

@@ -21,6 +21,7 @@ import { ControlError } from '../control/errors';
 import { initStatementDisplay, statementForDisplay } from '../approvals/statement';
 import { parsePositiveInt } from './args';
 import { shortTime, table } from './output';
+import { cutText } from '../errors/cut-text';
 
 /** What the approval commands need from the CLI's session. */
 export interface ApprovalCliSession {
@@ -40,7 +41,7 @@ export function paramsForDisplay(params: unknown[] | null | undefined, width?: n
   if (!params || params.length === 0) return { text: '', truncated: false };
   const text = JSON.stringify(params);
   if (width === undefined || text.length <= width) return { text, truncated: false };
-  return { text: `${text.slice(0, width - 1)}…`, truncated: true };
+  return { text: `${cutText(text, width - 1)}…`, truncated: true };
 }
 
 /** The cause of a failed approval as operator text: "SQLSTATE 42501: permission denied … (detail: …; hint: …)". */

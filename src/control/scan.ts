@@ -2,13 +2,13 @@
  * `interlock source scan`: reads a PostgreSQL source's catalog as its reader role (what the
  * gateway's reads can see) and stores the snapshot. Issue 3, Build 12.
  */
-import pg from 'pg';
+import type pg from 'pg';
 import { scanCatalog } from '../sources/postgres/catalog';
 import { initSqlParser, unprovableViews } from '../sql/analyze';
 import { saveCatalog } from './catalog';
 import type { ControlDb } from './db';
 import { ControlError, ValidationError } from './errors';
-import { postgresClientConfig, requireSource } from './sources';
+import { connectSourceClient, requireSource } from './sources';
 
 /** What a scan found. */
 export interface ScanResult {
@@ -34,10 +34,9 @@ export interface ScanResult {
 export async function scanSource(db: ControlDb, sourceId: string, opts: { maxRelations?: number } = {}): Promise<ScanResult> {
   const source = await requireSource(db, sourceId);
   if (source.type !== 'postgres') throw new ValidationError(`source "${sourceId}" is of type ${source.type}: only PostgreSQL sources have a catalog to scan`);
-  const client = new pg.Client(postgresClientConfig(source.settings, 'reader', { connectionTimeoutMillis: 10_000, application_name: 'interlock-scan' }));
-  client.on('error', () => undefined);
+  let client: pg.Client;
   try {
-    await client.connect();
+    client = await connectSourceClient(source.settings, 'reader', { connectionTimeoutMillis: 10_000, application_name: 'interlock-scan' });
   } catch (err) {
     const e = err as { code?: string; message?: string };
     throw new ControlError('unavailable', `cannot connect to source "${sourceId}" as its reader: ${e.code ?? ''} ${e.message ?? ''}`.trim());

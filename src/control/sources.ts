@@ -10,6 +10,8 @@ import { isUniqueViolation, withTransaction, type ControlDb } from './db';
 import { recordApprovalEvent, recordConfigEvent } from '../audit/writer';
 import { ConflictError, formatSchemaErrors, NotFoundError, PasswordRequiredError, ValidationError } from './errors';
 import { iso } from './ids';
+import { connectPinned, type PinnedClient } from '../sources/postgres/pinned-client';
+import { pinnedStartupOptions } from '../sources/postgres/session-settings';
 
 export type { DocumentsSourceSettings, PostgresSourceSettings, SourceDefinition } from '../../generated/source-v1';
 
@@ -140,6 +142,8 @@ export function redactSourceSettings(settings: PostgresSourceSettings | Document
  * objects, never sslmode strings, whose pg 8 meaning differs from libpq's):
  * off → no TLS; require → TLS without verification; verify-ca → chain checked against `ca`
  * (host name not checked); verify-full → chain and host name (servername, default host) checked.
+ * Every connection starts with the pinned session settings in its startup packet (issue 22 item 2;
+ * src/sources/postgres/session-settings.ts); open it with `connectSourceClient` to have them verified.
  * Throws ValidationError when the writer is asked for and none is configured.
  */
 export function postgresClientConfig(settings: PostgresSourceSettings, role: 'reader' | 'writer', extra: Partial<pg.ClientConfig> = {}): pg.ClientConfig {
@@ -160,7 +164,19 @@ export function postgresClientConfig(settings: PostgresSourceSettings, role: 're
       ssl = { rejectUnauthorized: true, ...(settings.tls.ca ? { ca: settings.tls.ca } : {}), servername: settings.tls.servername ?? settings.host };
       break;
   }
-  return { host: settings.host, port: settings.port, database: settings.database, user: cred.user, password: cred.password, ssl, ...extra };
+  return { host: settings.host, port: settings.port, database: settings.database, user: cred.user, password: cred.password, ssl, options: pinnedStartupOptions(), ...extra };
+}
+
+/**
+ * Opens one connection to a PostgreSQL source as `role` (postgresClientConfig) and verifies that the
+ * server holds the pinned session settings (issue 22 item 2). Used by the catalog scan, the document
+ * table indexer and the console's plan view; the caller ends the client.
+ * @throws ValidationError (no such role configured), SessionSettingsMismatch (the server overrides a
+ *   pinned setting; its message names the setting and the server's value, for operators), or pg's
+ *   connect error
+ */
+export function connectSourceClient(settings: PostgresSourceSettings, role: 'reader' | 'writer', extra: Partial<pg.ClientConfig> = {}): Promise<PinnedClient> {
+  return connectPinned(postgresClientConfig(settings, role, extra));
 }
 
 /** Settings whose change means the catalog must be scanned again (the reader sees another server or database). */

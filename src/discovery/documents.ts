@@ -35,6 +35,7 @@ import {
   normTitle,
   resolveDocumentLink,
 } from './metadata';
+import { cutText } from '../errors/cut-text';
 
 /** File extensions read (lower case). */
 export const DOCUMENT_EXTENSIONS = ['.md', '.markdown', '.txt', '.json'] as const;
@@ -76,7 +77,7 @@ function parseFrontMatter(src: string): Record<string, unknown> {
   try {
     v = parseYaml(src, { maxAliasCount: 50, prettyErrors: false });
   } catch (err) {
-    throw new MetadataError(`front matter is not valid YAML (${(err as Error).message.split('\n')[0].slice(0, 120)})`);
+    throw new MetadataError(`front matter is not valid YAML (${cutText((err as Error).message.split('\n')[0], 120)})`);
   }
   if (v === null || v === undefined) return {};
   if (typeof v !== 'object' || Array.isArray(v)) throw new MetadataError('front matter must be a YAML mapping');

@@ -24,6 +24,7 @@ import { readDocumentTables } from './tables';
 import { entityKey } from './metadata';
 import type { AssetInput, FieldColumns, IndexProblem, IndexProgress, IndexResult, IndexStatus } from './types';
 import { INDEXED_FIELDS } from './types';
+import { cutText } from '../errors/cut-text';
 
 /** Rows written per INSERT statement. */
 const WRITE_BATCH = 250;
@@ -117,7 +118,7 @@ export async function indexAssets(db: ControlDb, sourceId: string, sourceType: '
   const prefix = `${sourceId}:`;
   const byId = new Map<string, AssetInput>();
   for (const a of items) {
-    if (!a.assetId.startsWith(prefix)) throw new Error(`asset id ${a.assetId.slice(0, 80)} does not belong to source ${sourceId}`);
+    if (!a.assetId.startsWith(prefix)) throw new Error(`asset id ${cutText(a.assetId, 80)} does not belong to source ${sourceId}`);
     if (!byId.has(a.assetId)) byId.set(a.assetId, a);
   }
   const skipped = problems.filter((p) => p.skipped).length;

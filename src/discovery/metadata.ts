@@ -6,6 +6,7 @@
  */
 import { posix } from 'node:path';
 import type { AssetEntity } from './types';
+import { cutText } from '../errors/cut-text';
 
 /** Largest body indexed, in characters; longer bodies are cut (PostgreSQL's tsvector is limited to 1 MB). */
 export const MAX_BODY_CHARS = 1_000_000;
@@ -83,7 +84,7 @@ export function normTimestamp(v: unknown): string | null {
   if (v instanceof Date) d = v;
   else if (typeof v === 'string') d = new Date(v.trim());
   else throw new MetadataError('timestamp must be an ISO-8601 string');
-  if (Number.isNaN(d.getTime())) throw new MetadataError(`timestamp is not a date: ${String(v).slice(0, 40)}`);
+  if (Number.isNaN(d.getTime())) throw new MetadataError(`timestamp is not a date: ${cutText(String(v), 40)}`);
   return d.toISOString();
 }
 
@@ -159,5 +160,5 @@ export function resolveDocumentLink(sourceId: string, fromPath: string, link: st
 /** Cuts a body to MAX_BODY_CHARS; returns it and whether it was cut. */
 export function capBody(body: string): { body: string; cut: boolean } {
   const clean = cleanText(body);
-  return clean.length > MAX_BODY_CHARS ? { body: clean.slice(0, MAX_BODY_CHARS), cut: true } : { body: clean, cut: false };
+  return clean.length > MAX_BODY_CHARS ? { body: cutText(clean, MAX_BODY_CHARS), cut: true } : { body: clean, cut: false };
 }

@@ -18,6 +18,7 @@ import type { AssetEntity, DiscoverHit, DocumentContent, Relation, RelatedDocume
 import { entityKey } from './metadata';
 import { fieldShownSql, matchSql, vectorSql } from './field-sql';
 import { accessOf, presentItems, presentList, presentText, presentTime, stateOf, type RelationAccess } from './fields';
+import { cutText } from '../errors/cut-text';
 
 /** Anything with a pg-style query method (a pg.Pool, a client, or ControlDb.pool). */
 export type Queryable = Pick<pg.Pool, 'query'>;
@@ -66,7 +67,27 @@ function round(n: number): number {
 
 /** Query text safe for PostgreSQL (no NUL, no lone surrogate) and at most 1000 characters. */
 export function cleanQuery(q: string): string {
-  return cleanText(q).slice(0, 1000);
+  return cutText(cleanText(q), 1000);
+}
+
+/** SQLSTATE classes that say the database, not the query text, is at fault (connection, resources, operator intervention). */
+const DATABASE_FAULT_CLASSES: ReadonlySet<string> = new Set(['08', '53', '57', '58']);
+
+/**
+ * Whether PostgreSQL refuses to turn `query` into a tsquery (issue 22 item 6): websearch_to_tsquery
+ * raises for text such as a long run of `-` operators ("tsquery stack too small", XX000) or a word
+ * too long (54000). Asked after a search failed, so the search itself costs nothing more: the
+ * statement below holds only the agent's text as a parameter, so an error it raises that is not a
+ * database fault (classes 08, 53, 57, 58) is the text's. Resolves true when the text is at fault.
+ */
+export async function tsqueryRefuses(db: Queryable, query: string): Promise<boolean> {
+  try {
+    await db.query("SELECT pg_catalog.numnode(pg_catalog.websearch_to_tsquery('english'::regconfig, $1)) AS n", [cleanQuery(query)]);
+    return false;
+  } catch (err) {
+    const code = (err as { code?: unknown }).code;
+    return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) && !DATABASE_FAULT_CLASSES.has(code.slice(0, 2));
+  }
 }
 
 /**

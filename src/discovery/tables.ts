@@ -10,7 +10,8 @@
 import pg from 'pg';
 import Cursor from 'pg-cursor';
 import type { DocumentTableMapping, PostgresSourceSettings } from '../../generated/source-v1';
-import { postgresClientConfig } from '../control/sources';
+import { connectSourceClient } from '../control/sources';
+import { isSessionSettingsMismatch } from '../sources/postgres/pinned-client';
 import { ControlError } from '../control/errors';
 import { PINNED_SESSION_SETTINGS } from '../sources/postgres/session-settings';
 import type { AssetInput, FieldColumns, IndexProblem } from './types';
@@ -131,12 +132,12 @@ export async function readDocumentTables(sourceId: string, settings: PostgresSou
   const items: AssetInput[] = [];
   const problems: IndexProblem[] = [];
   if (mappings.length === 0) return { items, problems };
-  const client = new pg.Client(postgresClientConfig(settings, 'reader', { connectionTimeoutMillis: 10_000, application_name: 'interlock-index' }));
-  client.on('error', () => undefined);
+  let client: pg.Client;
   try {
-    await client.connect();
+    client = await connectSourceClient(settings, 'reader', { connectionTimeoutMillis: 10_000, application_name: 'interlock-index' });
   } catch (err) {
-    throw new DocumentTableError(`cannot connect to source "${sourceId}" as its reader (${(err as { code?: string }).code ?? 'error'})`);
+    const why = isSessionSettingsMismatch(err) ? err.message : ((err as { code?: string }).code ?? 'error');
+    throw new DocumentTableError(`cannot connect to source "${sourceId}" as its reader (${why})`);
   }
   const seen = new Set<string>();
   try {
@@ -144,7 +145,8 @@ export async function readDocumentTables(sourceId: string, settings: PostgresSou
     // The pinned output settings (issue 23): mapped rows' text (timestamps cast to text, say) is the same on every source and host.
     for (const s of PINNED_SESSION_SETTINGS) if (s.family === 'output') await client.query(`SET LOCAL ${s.name} = ${client.escapeLiteral(s.value)}`);
     const timeout = settings.statement_timeout_ms ?? 15_000;
-    await client.query(`SET LOCAL statement_timeout = ${Math.max(60_000, Math.floor(timeout))}`);
+    // set_config(…, true) is SET LOCAL with a parameter: no text is built (issue 22 item 3).
+    await client.query("SELECT pg_catalog.set_config('statement_timeout', $1, true)", [String(Math.max(60_000, Math.floor(timeout)))]);
     for (const m of mappings) {
       const cursor = client.query(new Cursor<RowShape>(documentTableSql(m), [m.max_rows ?? DEFAULT_TABLE_MAX_ROWS]));
       try {

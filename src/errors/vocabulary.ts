@@ -27,12 +27,23 @@ export interface RefusalInfo {
   modernCode: number;
 }
 
-/** A tool error's class (invalid_params or internal) and default message. */
+/**
+ * A cause a tool error can name (spec/errors-v1.json `toolErrors[].reasons`, issue 22 item 6): the
+ * machine key agents read in `reason`, the SQLSTATE it stands for, and its fixed message.
+ */
+export interface ToolErrorReason {
+  reason: string;
+  sqlstate?: string;
+  message: string;
+}
+
+/** A tool error's class (invalid_params or internal), default message, and the reasons it can carry. */
 export interface ToolErrorInfo {
   code: string;
   class: 'invalid_params' | 'internal';
   message: string;
   retryable: boolean;
+  reasons?: ToolErrorReason[];
 }
 
 const statusByName = new Map<string, StatusInfo>(errors.statuses.map((s) => [s.status, s as StatusInfo]));
@@ -56,6 +67,14 @@ export function toolErrorInfo(code: ToolErrorCode): ToolErrorInfo {
   const t = toolErrorByCode.get(code);
   if (!t) throw new Error(`tool error code not in spec/errors-v1.json: ${code}`);
   return t;
+}
+
+/**
+ * The reason of tool error `code` that stands for SQLSTATE `sqlState` (e.g. statement_failed and
+ * 55P03 → lock_timeout), or undefined when the table names none.
+ */
+export function toolErrorReasonForSqlState(code: ToolErrorCode, sqlState: string): ToolErrorReason | undefined {
+  return toolErrorInfo(code).reasons?.find((r) => r.sqlstate === sqlState);
 }
 
 /** JSON-RPC error codes of the contract by name (ParseError → -32700, …). */

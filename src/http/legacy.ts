@@ -38,6 +38,7 @@ import { chargedUpFront, clientAddressKey, limitMessage, unverifiedKeyGate } fro
 import { sendRateLimited } from '../transport/http-errors';
 import { armWriteDeadline, DEFAULT_ANSWER_WRITE_TIMEOUT_MS, whenResponseDone } from '../transport/channel';
 import { setDeprecationHeaders } from './deprecation';
+import { cutText } from '../errors/cut-text';
 
 /** Options of mountLegacyRoutes. */
 export interface LegacyRoutesOptions {
@@ -137,7 +138,7 @@ export function mountLegacyRoutes(app: Express, deps: DispatchDeps, opts: Legacy
       // The stream slot is held until the answer has left or the socket closed (red-team F1).
       holdSlot: (release) => whenResponseDone(res, release),
     });
-    if (!ran) return sendError(res, 'unknown_tool', `Unknown tool: ${body.name.slice(0, 128)}`, { requestId });
+    if (!ran) return sendError(res, 'unknown_tool', `Unknown tool: ${cutText(body.name, 128)}`, { requestId });
     const fields = toolResultFields(renderOutcome(ran.outcome, 'handshake', LEGACY_CALL_VERSION, requestId));
     const http = httpOutcome(ran.outcome, requestId);
     sendJsonText(res.status(http.status).set(http.headers), http.error ? { ...fields, ...http.error } : fields);
@@ -257,14 +258,14 @@ export function mountLegacyRoutes(app: Express, deps: DispatchDeps, opts: Legacy
       case 'tools/call':
         return callTool(stream, id, params, apiKey, clientAddress);
       default:
-        return send(stream, errorResponse(id, { code: -32601, message: `Method not found: ${method.slice(0, 100)}` }));
+        return send(stream, errorResponse(id, { code: -32601, message: `Method not found: ${cutText(method, 100)}` }));
     }
   }
 
   async function callTool(stream: SseStream, id: JsonRpcId, params: Record<string, unknown>, apiKey: string | null, clientAddress: string): Promise<void> {
     const name = params.name;
     if (typeof name !== 'string') return send(stream, errorResponse(id, { code: -32602, message: 'Invalid params: params.name must be a string' }));
-    if (!deps.tools.get(name)) return send(stream, errorResponse(id, { code: -32602, message: `Invalid params: Unknown tool: ${name.slice(0, 128)}` }));
+    if (!deps.tools.get(name)) return send(stream, errorResponse(id, { code: -32602, message: `Invalid params: Unknown tool: ${cutText(name, 128)}` }));
     const args = params.arguments === undefined ? {} : params.arguments;
     if (!isObject(args)) return send(stream, errorResponse(id, { code: -32602, message: 'Invalid params: params.arguments must be an object' }));
     const meta = isObject(params._meta) ? params._meta : {};

@@ -6,6 +6,7 @@
  * Connector failures are mapped to the contract's refusals (circuit open, TLS refused, timeout,
  * source busy, concurrency cap, result too large) or to the opaque failure.
  */
+import { toolErrorReasonForSqlState } from '../errors/vocabulary';
 import type { SourceRecord } from '../governance/store';
 import type { ToolOutcome } from './types';
 import type { RelationName } from '../sql/catalog-types';
@@ -57,6 +58,8 @@ const SQLSTATE_CONFIGURATION_LIMIT = '53400';
 /**
  * Maps a connector error to an outcome. Only the SourceError code and, for statement errors, the
  * SQLSTATE class name reach the agent; never the driver's text (it can carry hosts and addresses).
+ * A SQLSTATE that spec/errors-v1.json names as a `statement_failed` reason (55P03 → `lock_timeout`,
+ * issue 22 item 6) answers with that reason and its fixed message.
  */
 export function mapConnectorError(err: unknown): ToolOutcome {
   const e = err as { code?: string; sqlState?: string; retryAfterMs?: number };
@@ -72,11 +75,16 @@ export function mapConnectorError(err: unknown): ToolOutcome {
       return { kind: 'refusal', code: 'circuit_open' };
     case 'upstream_tls_refused':
       return { kind: 'refusal', code: 'upstream_tls_refused' };
+    case 'session_settings_mismatch':
+      return { kind: 'refusal', code: 'session_settings_mismatch' };
     case 'statement_timeout':
       return { kind: 'refusal', code: 'statement_timeout' };
     case 'cancelled':
       return { kind: 'tool_error', code: 'cancelled' };
     default: {
+      // A cause the agent can act on (lock_timeout, 55P03) has its own reason and fixed message.
+      const reason = typeof e?.sqlState === 'string' ? toolErrorReasonForSqlState('statement_failed', e.sqlState) : undefined;
+      if (reason) return { kind: 'tool_error', code: 'statement_failed', reason: reason.reason, message: reason.message };
       if (e?.sqlState === SQLSTATE_CONFIGURATION_LIMIT) {
         return { kind: 'tool_error', code: 'statement_failed', message: `The statement failed in the source database: it passed a per-statement limit of the source, such as temp_file_limit (SQLSTATE ${SQLSTATE_CONFIGURATION_LIMIT}).` };
       }

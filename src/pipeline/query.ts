@@ -173,7 +173,13 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
     try {
       read = await connector.read(premasked ? wrapped.sql : sql, params, { maxRows, maxBytes: deps.maxResultBytes ?? 4 * 1024 * 1024, signal: ctx.signal, identityId: identity.id });
     } catch (err) {
-      return mapConnectorError(err);
+      const failed = mapConnectorError(err);
+      // The cause is the audit's too (issue 22 item 6): the reason, and the SQLSTATE it stands for.
+      if (failed.kind === 'tool_error' && failed.reason) {
+        audit.cause = failed.reason;
+        audit.sqlstate = (err as { sqlState?: string }).sqlState;
+      }
+      return failed;
     }
 
     // Step 8: redaction (before caching, logging and audit).

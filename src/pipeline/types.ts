@@ -21,13 +21,14 @@ export type ContentBlock =
  * - `result`: a successful (or tool-level error, isError) MCP result.
  * - `refusal`: a governed refusal with a code from spec/errors-v1.json `refusals` (401/403/404/429/503).
  * - `queued`: a write held for approval (never an error; must not be retried).
- * - `tool_error`: a code from spec/errors-v1.json `toolErrors` (invalid arguments/SQL, or the opaque failure).
+ * - `tool_error`: a code from spec/errors-v1.json `toolErrors` (invalid arguments/SQL, or the opaque failure);
+ *   `reason`, for an invalid_params code, is one of that code's `reasons` (e.g. statement_failed → lock_timeout).
  */
 export type ToolOutcome =
   | { kind: 'result'; content: ContentBlock[]; structuredContent?: Record<string, unknown>; isError?: boolean }
   | { kind: 'refusal'; code: RefusalCode; message?: string; extra?: { retry_after_ms?: number; [k: string]: unknown } }
   | { kind: 'queued'; approvalId: string; approvalState: string; message?: string }
-  | { kind: 'tool_error'; code: ToolErrorCode; message?: string };
+  | { kind: 'tool_error'; code: ToolErrorCode; message?: string; reason?: string };
 
 /** Per-call context handed to every tool handler. */
 export interface ToolCallContext {

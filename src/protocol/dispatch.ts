@@ -21,6 +21,7 @@ import { chargedUpFront, type ClientLimits } from '../transport/client-limits';
 import { KEYLESS_REFUSALS, type KeylessAuditAggregator } from '../transport/keyless-audit';
 import { admitCall, chargeUnspent } from './call-limits';
 import { commitAuditEvent } from './audit-commit';
+import { cutText } from '../errors/cut-text';
 
 /** Everything the dispatcher needs; built once per gateway. */
 export interface DispatchDeps {
@@ -283,7 +284,7 @@ async function callTool(adm: Admitted, id: JsonRpcId, params: Record<string, unk
   const name = params.name;
   if (typeof name !== 'string') return invalidParams(ch, id, 'params.name must be a string');
   const binding = deps.tools.get(name);
-  if (!binding) return invalidParams(ch, id, `Unknown tool: ${name.slice(0, 128)}`);
+  if (!binding) return invalidParams(ch, id, `Unknown tool: ${cutText(name, 128)}`);
   const args = params.arguments === undefined ? {} : params.arguments;
   if (!isObject(args)) return invalidParams(ch, id, 'params.arguments must be an object');
   if (adm.dialect === 'modern' && binding.requiredClientCapabilities) {

@@ -57,10 +57,11 @@ export function renderOutcome(o: ToolOutcome, dialect: Dialect, version: string,
       const info = toolErrorInfo(o.code);
       if (info.class === 'invalid_params') {
         const message = o.message ?? info.message;
+        const sc = { code: info.code, message, ...(o.reason ? { reason: o.reason } : {}) };
         if (TOOL_RESULT_VERSIONS.has(version)) {
-          return { kind: 'result', result: complete({ content: [{ type: 'text', text: `Invalid call (${info.code}): ${message}` }], structuredContent: { code: info.code, message }, isError: true }) };
+          return { kind: 'result', result: complete({ content: [{ type: 'text', text: `Invalid call (${info.code}): ${message}` }], structuredContent: sc, isError: true }) };
         }
-        return { kind: 'error', status: 200, error: { code: -32602, message: `Invalid params: ${message}`, data: { code: info.code, message } } };
+        return { kind: 'error', status: 200, error: { code: -32602, message: `Invalid params: ${message}`, data: sc } };
       }
       // internal: opaque. Only the code and the request id; never the underlying error's text.
       const message = info.message;

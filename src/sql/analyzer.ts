@@ -52,6 +52,7 @@ import { OperatorResolver, type OperatorForm } from './operators';
 import { PreparedCatalog, PreparedRelation, PreparedRoutine, relKey } from './prepared-catalog';
 import { collectViewSources, isViewLike, viewColumnLineage, type ViewBodyAnalysis } from './views';
 import type { FunctionUse, RefusalCode, WriteAccess } from './types';
+import { clipText } from '../errors/cut-text';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type N = Record<string, any>;
@@ -86,7 +87,7 @@ export const WORK_BUDGET = 100_000;
 /** Cuts a name taken from the input before it goes into a message. */
 function q(name: unknown): string {
   const s = String(name);
-  return '"' + (s.length > 64 ? s.slice(0, 64) + '…' : s).replace(/[\u0000-\u001f\u007f"]/g, '?') + '"';
+  return '"' + clipText(s, 64).replace(/[\u0000-\u001f\u007f"]/g, '?') + '"';
 }
 
 // ---------------------------------------------------------------------------------------------

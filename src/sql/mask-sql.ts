@@ -34,6 +34,7 @@
 import { BUILTIN_TYPE_MAPPINGS } from '../../generated/value-mapping-v1';
 import { parseSql } from './parser';
 import type { MaskMethod } from './redaction';
+import { cutText } from '../errors/cut-text';
 
 /** A column of the redaction plan: its position in the output, its name and its mask (null: none). */
 export interface PlannedColumn {
@@ -137,7 +138,7 @@ export function maskedStatement(sql: string, columns: PlannedColumn[]): { sql: s
   const stored = columns.map((c) => identifierAsStored(c.name));
   const seen = new Set<string>();
   for (const n of stored) {
-    if (seen.has(n)) return { refused: `output columns share the name ${JSON.stringify(n.slice(0, 64))} while masked columns are involved; give each output column its own alias.` };
+    if (seen.has(n)) return { refused: `output columns share the name ${JSON.stringify(cutText(n, 64))} while masked columns are involved; give each output column its own alias.` };
     seen.add(n);
   }
   const inner = statementText(sql);

@@ -4,6 +4,7 @@
  * `SqlParseFailure` with a short, agent-safe message (no echo of the statement).
  */
 import { fingerprintSync, loadModule, parseSync, scanSync } from 'libpg-query';
+import { clipText } from '../errors/cut-text';
 
 let loading: Promise<void> | null = null;
 let loaded = false;
@@ -47,11 +48,11 @@ export function safeParserMessage(raw: string): string {
   const near = / at or near /.exec(msg);
   if (near) {
     const rest = msg.slice(near.index + near[0].length);
-    msg = msg.slice(0, near.index + near[0].length) + (rest.length > 26 ? rest.slice(0, 26) + '…' : rest);
+    msg = msg.slice(0, near.index + near[0].length) + clipText(rest, 26);
   }
-  msg = msg.replace(/"([^"]*)"/g, (_m, inner: string) => `"${inner.length > 24 ? inner.slice(0, 24) + '…' : inner}"`);
+  msg = msg.replace(/"([^"]*)"/g, (_m, inner: string) => `"${clipText(inner, 24)}"`);
   msg = msg.replace(/[\u0000-\u001f\u007f]/g, ' ');
-  if (msg.length > 160) msg = msg.slice(0, 160) + '…';
+  msg = clipText(msg, 160);
   return msg;
 }
 

@@ -25,6 +25,7 @@
 import { createHash, createHmac } from 'node:crypto';
 import type { ColumnRef, OutputColumn } from './types';
 import { RawJson } from '../sources/postgres/raw-json';
+import { cutText } from '../errors/cut-text';
 
 /** How a value is masked; see `applyMask`. */
 export type MaskMethod = 'full' | 'partial' | 'hash' | 'null';
@@ -91,7 +92,7 @@ export function planRedaction(outputs: OutputColumn[], rules: MaskRule[], opts?:
     const passthrough = o.passthrough && o.sources.length >= 1 && !o.unprovable;
     if (o.unprovable && unprovableMethod) {
       if (onOpaque === 'refuse') {
-        return { ok: false, code: 'redaction_unprovable', message: `output column ${JSON.stringify(o.name.slice(0, 64))} comes from a view whose lineage cannot be proven` };
+        return { ok: false, code: 'redaction_unprovable', message: `output column ${JSON.stringify(cutText(o.name, 64))} comes from a view whose lineage cannot be proven` };
       }
       method = strongerMethod(method, unprovableMethod);
     }
@@ -108,7 +109,7 @@ export function planRedaction(outputs: OutputColumn[], rules: MaskRule[], opts?:
           return {
             ok: false,
             code: 'redaction_unprovable',
-            message: `output column ${JSON.stringify(o.name.slice(0, 64))} embeds whole rows of ${rel.schema}.${rel.table}, which has masked columns`,
+            message: `output column ${JSON.stringify(cutText(o.name, 64))} embeds whole rows of ${rel.schema}.${rel.table}, which has masked columns`,
           };
         }
         method = strongerMethod(method, m);

@@ -9,6 +9,7 @@ import { acceptsRequired, decodeMirroredHeader, hostAllowed, mediaType, originAl
 import { classifyMessage, errorResponse, readableId, type InboundMessage, type JsonRpcId } from './jsonrpc';
 import { jsonRpcMessage } from '../errors/vocabulary';
 import { jsonNestsDeeperThan, TOO_DEEP_MESSAGE } from './json-depth';
+import { cutText } from '../errors/cut-text';
 
 /** "modern" = 2026-07-28 per-request dialect; "handshake" = initialize-negotiated 2025 dialect. */
 export type Dialect = 'modern' | 'handshake';
@@ -164,7 +165,7 @@ export function admit(req: HttpRequestView, policy: OriginPolicy): Reply | Admit
     // ENVELOPE (-32602), VERSION-MATCH (-32020).
     if (!envelopeValid(params)) return fail('ENVELOPE', 400, -32602, id, 'Invalid params: _meta must carry io.modelcontextprotocol/protocolVersion and io.modelcontextprotocol/clientCapabilities');
     const envVersion = envelopeOf(params)![META.protocolVersion] as string;
-    if (envVersion !== mpv) return fail('VERSION-MATCH', 400, -32020, id, `Header mismatch: MCP-Protocol-Version '${mpv}' does not match _meta protocolVersion '${String(envVersion).slice(0, 64)}'`);
+    if (envVersion !== mpv) return fail('VERSION-MATCH', 400, -32020, id, `Header mismatch: MCP-Protocol-Version '${mpv}' does not match _meta protocolVersion '${cutText(String(envVersion), 64)}'`);
     // MCP-METHOD (-32020).
     const mcpMethod = h[H.method];
     if (mcpMethod === undefined) return fail('MCP-METHOD', 400, -32020, id, 'Header mismatch: Mcp-Method header is required');
@@ -181,8 +182,8 @@ export function admit(req: HttpRequestView, policy: OriginPolicy): Reply | Admit
   // METHOD-KNOWN.
   const entry = REQUEST_METHODS.get(msg.method);
   if (!entry || !entry.dialects.includes(dialect)) {
-    if (dialect === 'modern') return fail('METHOD-KNOWN', 404, -32601, id, `Method not found: ${msg.method.slice(0, 100)}`);
-    return fail('METHOD-KNOWN-HANDSHAKE', 200, -32601, id, `Method not found: ${msg.method.slice(0, 100)}`);
+    if (dialect === 'modern') return fail('METHOD-KNOWN', 404, -32601, id, `Method not found: ${cutText(msg.method, 100)}`);
+    return fail('METHOD-KNOWN-HANDSHAKE', 200, -32601, id, `Method not found: ${cutText(msg.method, 100)}`);
   }
   return { kind: 'admitted', dialect, version, message: msg };
 }

@@ -38,10 +38,10 @@ describe('sql-gateway pack', () => {
       escapes: 0,
       leaks: 0,
       falsePositives: 0,
-      lines: ['[sql-gateway]', '8 passed, 0 failed (sql-gateway: 0 escapes, 0 leaks, 0 false positives)'],
+      lines: ['[sql-gateway]', '9 passed, 0 failed (sql-gateway: 0 escapes, 0 leaks, 0 false positives)'],
     });
     expect(report.classes.map((c) => [c.rule, c.payloads > 0])).toEqual(
-      ['stacked', 'hidden-write', 'side-effect', 'procedural', 'locks-and-session', 'masked-leak', 'partition', 'legitimate'].map((c) => [`sql.${c}`, true]),
+      ['stacked', 'hidden-write', 'side-effect', 'procedural', 'locks-and-session', 'masked-leak', 'partition', 'legitimate', 'session-settings'].map((c) => [`sql.${c}`, true]),
     );
   });
 
@@ -66,6 +66,13 @@ describe('sql-gateway pack', () => {
     expect(operatorForms.length).toBe(12);
     const sideEffects = new Set(report.classes.find((c) => c.class === 'side-effect')!.escapes.map((f) => f.steps[0]));
     expect(operatorForms.filter((s) => !sideEffects.has(s))).toEqual([]);
+    // With standard_conforming_strings = off as the database default, constants become SQL on the weak gateway.
+    const session = report.classes.find((c) => c.class === 'session-settings')!;
+    // Five statements, three spellings each (their relation names sit inside what the analyser reads as quotes).
+    expect(session.payloads).toBe(5 * 3);
+    // (The first call after the pack ended the weak gateway's pooled session fails on the dead connection.)
+    expect(session.escapes.filter((f) => f.steps[0]!.includes('; COMMIT; DELETE FROM icf_items; --')).length).toBeGreaterThan(0);
+    expect(session.leaks.length).toBeGreaterThan(0);
     // The escape is real: the pack restored the fixture after each one, so it is intact now.
     const c = new pg.Client({ connectionString: env.sourceUrl });
     await c.connect();

@@ -5,8 +5,10 @@
  */
 import net from 'node:net';
 import tls from 'node:tls';
-import pg from 'pg';
+import type pg from 'pg';
 import type { Logger } from 'pino';
+import { PinnedClient, verifyPinnedSettings } from './pinned-client';
+import { pinnedStartupOptions } from './session-settings';
 import { applicationName, type Resolved } from './settings';
 import type { ClientInternals } from './wire';
 
@@ -120,7 +122,9 @@ export class StatementCanceller {
       this.logger?.warn({ err, pid }, 'cancel request failed; trying pg_cancel_backend');
     }
     const who = kind === 'writer' && this.s.writer ? this.s.writer : this.s.reader;
-    const fallback = new pg.Client({
+    // Pinned and verified like every source connection (issue 22 item 2), though its text is fixed.
+    const fallback = new PinnedClient({
+      options: pinnedStartupOptions(),
       host: this.s.host,
       port: this.s.port,
       database: this.s.database,
@@ -134,6 +138,7 @@ export class StatementCanceller {
     fallback.on('error', () => undefined);
     try {
       await fallback.connect();
+      await verifyPinnedSettings(fallback);
       await fallback.query('SELECT pg_catalog.pg_cancel_backend($1)', [pid]);
     } catch (err) {
       this.logger?.error({ err, pid }, 'could not cancel the statement');

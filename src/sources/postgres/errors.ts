@@ -3,7 +3,8 @@
  *
  * Contract ("Unavailable or unknown source" and the opaque failure rule, spec/errors-v1.json):
  * a connector failure reaches the pipeline only as a `SourceError` whose `code` is one of
- * `circuit_open`, `upstream_tls_refused`, `statement_timeout` (refusals, status `unavailable`),
+ * `circuit_open`, `upstream_tls_refused`, `session_settings_mismatch`, `statement_timeout` (refusals,
+ * status `unavailable`),
  * `cancelled` (tool error) or `execution_failed` (the opaque "tool execution failed").
  *
  * The `message` of a SourceError is SAFE to show an agent: it never holds a host name, address,
@@ -14,11 +15,13 @@
  */
 import { refusalInfo, toolErrorInfo } from '../../errors/vocabulary';
 import { isLocalWireError, serverErrorCountsAgainstSource } from './health';
+import { isSessionSettingsMismatch } from './pinned-client';
 
 /** The connector's failure vocabulary (see the module comment for the contract mapping). */
 export type SourceErrorCode =
   | 'circuit_open'
   | 'upstream_tls_refused'
+  | 'session_settings_mismatch'
   | 'statement_timeout'
   | 'source_busy'
   | 'concurrency_limited'
@@ -30,6 +33,7 @@ export type SourceErrorCode =
 export const CONTRACT_CODE: Record<SourceErrorCode, string> = {
   circuit_open: 'circuit_open',
   upstream_tls_refused: 'upstream_tls_refused',
+  session_settings_mismatch: 'session_settings_mismatch',
   statement_timeout: 'statement_timeout',
   source_busy: 'source_busy',
   concurrency_limited: 'concurrency_limited',
@@ -43,6 +47,7 @@ export function defaultMessage(code: SourceErrorCode): string {
   switch (code) {
     case 'circuit_open':
     case 'upstream_tls_refused':
+    case 'session_settings_mismatch':
     case 'statement_timeout':
     case 'source_busy':
     case 'concurrency_limited':
@@ -245,6 +250,9 @@ const POOL_WAIT_TIMEOUT = 'timeout exceeded when trying to connect';
  *   not counted here: read.ts counts it only when a fresh connection's probe gets no answer either)
  *   → `statement_timeout`, a source failure (the source is unresponsive).
  * - while connecting with TLS configured, a TLS failure → `upstream_tls_refused` (counts).
+ * - a connection that does not hold the pinned session settings (pinned-client.ts; issue 22 item 2)
+ *   → `session_settings_mismatch` (counts: the source is misconfigured for every caller, not the
+ *   statement; the operator's log line names the setting and the server's value).
  * - while connecting, anything else (refused, DNS, timeout, authentication, unknown database,
  *   too many connections, starting up) → opaque `execution_failed` (counts), except waiting for a
  *   free pooled connection (local saturation) → `source_busy` (does not count).
@@ -261,6 +269,7 @@ export function classifyFailure(err: unknown, ctx: FailureContext): SourceError 
   // The statement outlived statement_timeout and the cancel. Not counted here: read.ts probes the
   // source on a fresh connection and counts it only when the source does not answer (red-team F2).
   if (ctx.watchdogFired) return new SourceError('statement_timeout', { cause: err, sourceFailure: false });
+  if (isSessionSettingsMismatch(err)) return new SourceError('session_settings_mismatch', { cause: err, sourceFailure: true });
   if (isServerError(err)) {
     if (err.code === SQLSTATE_QUERY_CANCELED) return new SourceError('statement_timeout', { cause: err, sourceFailure: false, sqlState: err.code });
     if (ctx.phase === 'connect' || serverErrorCountsAgainstSource(err.code, err.severity)) {

@@ -1,6 +1,7 @@
 /**
  * A source's connection pools: the reader pool (least-privilege, read-only, time-limited through
- * startup options) and the optional writer pool, created lazily. Every new connection gets a wire
+ * startup options) and the optional writer pool, created lazily. Every connection starts with the
+ * pinned session settings and is verified to hold them before first use (pinned-client.ts). Every new connection gets a wire
  * guard (wire-budget.ts) in front of pg's parser. Checkout honours the caller's AbortSignal; a pool
  * wait that times out becomes `source_busy` (errors.ts).
  */
@@ -9,6 +10,7 @@ import pg from 'pg';
 import type { Logger } from 'pino';
 import { SourceError, localFailure } from './errors';
 import { LOCAL_WIRE_ERROR_CODE } from './health';
+import { pinnedPoolOptions, connectPinned } from './pinned-client';
 import { applicationName, startupOptions, type Resolved } from './settings';
 import { installWireGuard, type WireGuard } from './wire-budget';
 import type { ClientInternals } from './wire';
@@ -115,17 +117,17 @@ export class SourcePools {
 
   private async probeOnce(timeoutMs: number): Promise<boolean> {
     if (this.closed) return true;
-    const client = new pg.Client({ ...this.connectionConfig('reader'), connectionTimeoutMillis: timeoutMs });
-    client.on('error', () => undefined);
     let timer: NodeJS.Timeout | undefined;
     const deadline = new Promise<boolean>((resolve) => {
       timer = setTimeout(() => resolve(false), timeoutMs);
     });
+    // A connection whose pinned settings do not hold is no answer either (connectPinned ends it).
+    const opened = connectPinned({ ...this.connectionConfig('reader'), connectionTimeoutMillis: timeoutMs });
     try {
-      return await Promise.race([client.connect().then(() => client.query('SELECT 1')).then(() => true, () => false), deadline]);
+      return await Promise.race([opened.then((c) => c.query('SELECT 1')).then(() => true, () => false), deadline]);
     } finally {
       if (timer) clearTimeout(timer);
-      void client.end().catch(() => undefined);
+      void opened.then((c) => c.end()).catch(() => undefined);
     }
   }
 
@@ -138,7 +140,7 @@ export class SourcePools {
     await Promise.all(pools.map((p) => p.end().catch((err: unknown) => this.logger?.warn({ err }, 'pool end failed'))));
   }
 
-  /** Connection parameters of the reader or writer role (read-only startup options for the reader). */
+  /** Connection parameters of the reader or writer role: the pinned session settings and timeouts, read-only for the reader. */
   private connectionConfig(kind: PoolKind): pg.ClientConfig {
     const who = kind === 'reader' ? this.s.reader : this.s.writer!;
     // A password *function*: pg then never falls back to PGPASSWORD or ~/.pgpass for a source.
@@ -161,6 +163,8 @@ export class SourcePools {
     if (existing) return existing;
     const pool = new pg.Pool({
       ...this.connectionConfig(kind),
+      // Every connection is verified to hold the pinned session settings before it is used (pinned-client.ts).
+      ...pinnedPoolOptions(),
       max: kind === 'reader' ? this.s.poolSize : Math.min(2, this.s.poolSize),
       idleTimeoutMillis: 30_000,
       connectionTimeoutMillis: this.s.connectTimeout,

@@ -5,6 +5,7 @@
 import net from 'node:net';
 import tls from 'node:tls';
 import { localFailure } from './errors';
+import { pinnedStartupOptions } from './session-settings';
 
 /** TLS settings of a source. `ca` is a PEM bundle; `servername` is the name verify-full checks (default: host). */
 export interface PostgresTlsSettings {
@@ -184,9 +185,13 @@ export function tlsOptions(t: PostgresTlsSettings, host: string): tls.Connection
   }
 }
 
-/** The `options` startup parameter: read-only (reader only) and the three timeouts, fixed for the connection's life. */
+/**
+ * The `options` startup parameter: the pinned session settings (session-settings.ts, issue 22 item 2),
+ * read-only (reader only) and the three timeouts, fixed for the connection's life.
+ */
 export function startupOptions(r: Pick<Resolved, 'statementTimeout' | 'lockTimeout' | 'idleInTxTimeout'>, readOnly: boolean): string {
   return [
+    pinnedStartupOptions(),
     `-c default_transaction_read_only=${readOnly ? 'on' : 'off'}`,
     `-c statement_timeout=${r.statementTimeout}`,
     `-c lock_timeout=${r.lockTimeout}`,

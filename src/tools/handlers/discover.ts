@@ -20,7 +20,7 @@ import { rateLimitStep, type RateLimiter } from '../../pipeline/05-rate-limit';
 import { TOOL_DEFAULTS } from '../registry';
 import type { ToolCallContext, ToolHandler, ToolOutcome } from '../types';
 import { mayAct, policyRefusal, resolveScope } from '../../discovery/access';
-import { searchAssets, type DiscoverFilters } from '../../discovery/search';
+import { searchAssets, tsqueryRefuses, type DiscoverFilters } from '../../discovery/search';
 
 /** What the discovery tools need: the governance store, the shared rate limiter and the control database (the index). */
 export interface DiscoveryDeps {
@@ -86,12 +86,16 @@ export function parseFilters(args: Record<string, unknown>): { ok: true; filters
   return { ok: true, filters: f };
 }
 
+/** The answer to a query PostgreSQL cannot turn into a text-search query. */
+const UNUSABLE_QUERY = 'The query cannot be turned into a PostgreSQL text-search query (for example a long run of "-" operators or a very long word); write it as plain words, "quoted phrases", OR and -word.';
+
 /**
  * Builds the interlock_discover handler. Result (text JSON and structuredContent):
  * {hits: DiscoverHit[], truncated: boolean}; at most `limit` hits (default and maximum from
  * spec/: 10 and 50), expansions included. Refusals: unknown_source (404), source_disabled (503),
  * source_role_denied (403, no discover allow on the source), policy_denied (403), rate_limited
- * (429); invalid_arguments for an unreadable time_range. Index errors → tool_execution_failed (opaque).
+ * (429); invalid_arguments for an unreadable time_range, or for query text PostgreSQL cannot turn into
+ * a tsquery (checked only once the search failed). Other index errors → tool_execution_failed (opaque).
  */
 export function discoverHandler(deps: DiscoveryDeps): ToolHandler {
   const now = deps.now ?? (() => new Date());
@@ -123,7 +127,15 @@ export function discoverHandler(deps: DiscoveryDeps): ToolHandler {
     if (limited) return limited;
 
     const limit = clampLimit(args.limit, TOOL_DEFAULTS.discover_limit, DISCOVER_MAX_LIMIT);
-    const out = await searchAssets(deps.db.pool, scope, { query: String(args.query), filters: parsed.filters, limit, expandRelated: args.expand_related === true });
+    const query = String(args.query);
+    let out;
+    try {
+      out = await searchAssets(deps.db.pool, scope, { query, filters: parsed.filters, limit, expandRelated: args.expand_related === true });
+    } catch (err) {
+      // Text PostgreSQL cannot turn into a tsquery is the caller's input, not a failure (issue 22 item 6).
+      if (await tsqueryRefuses(deps.db.pool, query)) return { kind: 'tool_error', code: 'invalid_arguments', message: UNUSABLE_QUERY };
+      throw err;
+    }
     audit.row_count = out.hits.length;
     return jsonResult({ hits: out.hits, truncated: out.truncated });
   };

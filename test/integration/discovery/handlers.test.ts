@@ -145,6 +145,21 @@ describe('interlock_discover', () => {
     expect(c.auditDetails).toEqual({ source_id: 'kb', action: 'discover', row_count: hits.length });
   });
 
+  test('a query PostgreSQL cannot turn into a tsquery is invalid_arguments, not a failure (issue 22 item 6)', async () => {
+    const c = ctx(AGENT);
+    // A run of "-" operators overflows websearch_to_tsquery's operator stack ("tsquery stack too small").
+    const r = await discover({ source_id: 'kb', query: `${'-'.repeat(600)}failover` }, c);
+    expect(r).toEqual({
+      kind: 'tool_error',
+      code: 'invalid_arguments',
+      message: 'The query cannot be turned into a PostgreSQL text-search query (for example a long run of "-" operators or a very long word); write it as plain words, "quoted phrases", OR and -word.',
+    });
+    expect(c.auditDetails).toEqual({ source_id: 'kb', action: 'discover' });
+    // Many excluded words are a query like any other.
+    const many = sc(await discover({ source_id: 'kb', query: `failover ${Array.from({ length: 200 }, (_, i) => `-w${i}`).join(' ')}` }, ctx(AGENT)));
+    expect((many.hits as Array<{ asset_id: string }>).map((h) => h.asset_id)).toContain('kb:ops/failover.md');
+  });
+
   test('limit: default 10 from spec, at most 50, truncated set when more matched', async () => {
     const d = sc(await discover({ source_id: 'kb', query: 'bulk' }, ctx(AGENT)));
     expect((d.hits as unknown[]).length).toBe(10);

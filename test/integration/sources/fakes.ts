@@ -2,11 +2,13 @@
  * Loopback network fakes for connector tests:
  * - `startFakePg`: a minimal PostgreSQL wire-protocol server that fails on purpose (startup
  *   ErrorResponse, query-phase ErrorResponse, socket cut mid-query, silence, SSL refusal), with
- *   server text chosen by the test (to check that none of it reaches a SourceError).
+ *   server text chosen by the test (to check that none of it reaches a SourceError). It holds the
+ *   pinned session settings (ParameterStatus and the connector's check), so failures are the queries'.
  * - `startProxy`: a TCP proxy in front of a real server that counts connections and "flights"
  *   (bursts of client bytes between server answers) and records the client's protocol messages.
  */
 import net from 'node:net';
+import { PINNED_SESSION_SETTINGS } from '../../../src/sources/postgres/session-settings';
 
 /** Builds one backend message: type byte, int32 length, body. */
 function msg(type: string, body: Buffer): Buffer {
@@ -32,6 +34,34 @@ const int32 = (n: number) => {
 const AUTH_OK = msg('R', int32(0));
 const KEY_DATA = msg('K', Buffer.concat([int32(4242), int32(777)]));
 const READY = msg('Z', Buffer.from('I'));
+const cstr = (v: string) => Buffer.from(v + '\0', 'utf8');
+const int16 = (n: number) => {
+  const b = Buffer.alloc(2);
+  b.writeInt16BE(n, 0);
+  return b;
+};
+/** ParameterStatus for every pinned setting PostgreSQL reports, with the pinned value (a server that honoured the startup options). */
+const PINNED_STATUS = Buffer.concat(PINNED_SESSION_SETTINGS.filter((s) => s.reported).map((s) => msg('S', Buffer.concat([cstr(s.name), cstr(s.expected)]))));
+const SYNC = msg('S', Buffer.alloc(0));
+
+/**
+ * The answer to the connector's pinned-settings check (`SELECT pg_catalog.current_setting('x') AS s0, …`
+ * over the extended protocol, pinned-client.ts): one row holding each pinned value.
+ */
+function pinnedSettingsAnswer(text: string): Buffer {
+  const names = [...text.matchAll(/current_setting\('([^']+)'\)/g)].map((m) => m[1]);
+  const values = names.map((n) => PINNED_SESSION_SETTINGS.find((s) => s.name === n)?.expected ?? '');
+  const columns = names.map((_, i) => Buffer.concat([cstr(`s${i}`), int32(0), int16(0), int32(25), int16(-1), int32(-1), int16(0)]));
+  const cells = values.map((v) => Buffer.concat([int32(Buffer.byteLength(v)), Buffer.from(v, 'utf8')]));
+  return Buffer.concat([
+    msg('1', Buffer.alloc(0)),
+    msg('2', Buffer.alloc(0)),
+    msg('T', Buffer.concat([int16(names.length), ...columns])),
+    msg('D', Buffer.concat([int16(values.length), ...cells])),
+    msg('C', cstr('SELECT 1')),
+    READY,
+  ]);
+}
 
 /** What the fake server does after reading the startup packet. */
 export type FakeBehaviour =
@@ -88,7 +118,7 @@ export function startFakePg(behaviour: FakeBehaviour): Promise<FakePg> {
             case 'silent':
               return;
             default:
-              sock.write(Buffer.concat([AUTH_OK, KEY_DATA, READY]));
+              sock.write(Buffer.concat([AUTH_OK, PINNED_STATUS, KEY_DATA, READY]));
               return;
           }
         }
@@ -96,6 +126,14 @@ export function startFakePg(behaviour: FakeBehaviour): Promise<FakePg> {
       }
       // A query arrived on an established fake session.
       if (buf.length === 0) return;
+      // The connector's pinned-settings check is answered like a server that honoured the pins.
+      if (buf.includes('pg_catalog.current_setting(')) {
+        if (!buf.subarray(-SYNC.length).equals(SYNC)) return; // wait for the whole P/B/D/E/S flight
+        const text = buf.toString('utf8');
+        buf = Buffer.alloc(0);
+        sock.write(pinnedSettingsAnswer(text));
+        return;
+      }
       buf = Buffer.alloc(0);
       if (behaviour.kind === 'query_error') sock.write(Buffer.concat([errorResponse(behaviour.fields), READY]));
       else if (behaviour.kind === 'query_cut') sock.destroy();
@@ -229,6 +267,76 @@ export function startProxy(target: { host: string; port: number }): Promise<Prox
         close: () =>
           new Promise<void>((r) => {
             cutAll();
+            server.close(() => r());
+          }),
+      });
+    });
+  });
+}
+
+/** A proxy that forwards everything, but drops the `options` parameter from the startup packet (and can override others). */
+export interface StrippingProxy {
+  port: number;
+  /** Startup packets seen: the parameters the client sent, before stripping. */
+  startups: Array<Record<string, string>>;
+  close(): Promise<void>;
+}
+
+/**
+ * Starts a proxy on 127.0.0.1 in front of `target` that behaves like a connection pooler dropping
+ * startup options (issue 22 item 2): the client's `options` (`-c name=value …`) never reach the
+ * server, so role and database defaults stay in force; `override` replaces startup parameters the way
+ * a pooler sets its own (e.g. client_encoding). Plain TCP only (no SSLRequest handling).
+ */
+export function startOptionsStrippingProxy(target: { host: string; port: number }, override: Record<string, string> = {}): Promise<StrippingProxy> {
+  const sockets = new Set<net.Socket>();
+  const startups: Array<Record<string, string>> = [];
+  const server = net.createServer((client) => {
+    const upstream = net.connect(target.port, target.host);
+    sockets.add(client).add(upstream);
+    let head = Buffer.alloc(0);
+    let started = false;
+    const onData = (d: Buffer) => {
+      if (started) {
+        upstream.write(d);
+        return;
+      }
+      head = Buffer.concat([head, d]);
+      if (head.length < 4 || head.length < head.readInt32BE(0)) return;
+      const len = head.readInt32BE(0);
+      const parts = head.subarray(8, len - 1).toString('utf8').split('\0');
+      const params: Record<string, string> = {};
+      for (let i = 0; i + 1 < parts.length; i += 2) params[parts[i]] = parts[i + 1];
+      startups.push(params);
+      const kept = Object.entries({ ...params, ...override }).filter(([k]) => k !== 'options').flatMap(([k, v]) => [k, v]);
+      const body = Buffer.from(kept.join('\0') + '\0\0', 'utf8');
+      const packet = Buffer.alloc(8);
+      packet.writeInt32BE(8 + body.length, 0);
+      packet.writeInt32BE(head.readInt32BE(4), 4);
+      upstream.write(Buffer.concat([packet, body, head.subarray(len)]));
+      started = true;
+    };
+    client.on('data', onData);
+    upstream.on('data', (d: Buffer) => client.write(d));
+    const end = () => {
+      client.destroy();
+      upstream.destroy();
+      sockets.delete(client);
+      sockets.delete(upstream);
+    };
+    for (const s of [client, upstream]) {
+      s.on('close', end);
+      s.on('error', end);
+    }
+  });
+  return new Promise((resolve) => {
+    server.listen(0, '127.0.0.1', () => {
+      resolve({
+        port: (server.address() as net.AddressInfo).port,
+        startups,
+        close: () =>
+          new Promise<void>((r) => {
+            for (const s of sockets) s.destroy();
             server.close(() => r());
           }),
       });

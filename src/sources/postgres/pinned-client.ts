@@ -1,0 +1,149 @@
+/**
+ * Source connections that start with the pinned session settings and prove it (issue 22, item 2).
+ *
+ * `PinnedClient` is a pg.Client that records every ParameterStatus the server sends from the first
+ * byte of the session. `verifyPinnedSettings` checks, once per connection right after connect, that
+ * the server holds every setting of PINNED_SESSION_SETTINGS: the reported ones (GUC_REPORT) from
+ * ParameterStatus, the others (and any reported one the server did not report, e.g. behind a pooler)
+ * with one extended-protocol `SELECT current_setting(…)` statement. A difference raises
+ * `SessionSettingsMismatch`, which errors.ts turns into the `session_settings_mismatch` refusal
+ * (status `unavailable`); its message names the settings and the server's values for the operator's
+ * logs and never reaches an agent.
+ *
+ * After verification the client keeps watching: a ParameterStatus that moves a pinned setting away
+ * from its value (something ran SET on the session) fails the statement in flight and destroys the
+ * connection at once, so no later statement can run on it (the error carries LOCAL_WIRE_ERROR_CODE:
+ * the gateway ended the connection, which does not count against the source).
+ *
+ * Use `pinnedPoolOptions()` for pg.Pool (a `Client` class and an `onConnect` hook) and
+ * `connectPinned()` for a single connection; both put `pinnedStartupOptions()` in the startup packet
+ * through the caller's `options` (see settings.ts `startupOptions` and control/sources.ts).
+ */
+import pg from 'pg';
+import { LOCAL_WIRE_ERROR_CODE } from './health';
+import { PINNED_SESSION_SETTINGS, type PinnedSetting } from './session-settings';
+import type { ClientInternals } from './wire';
+
+/** Error code of a connection whose session settings are not the pinned ones. */
+export const SESSION_SETTINGS_MISMATCH_CODE = 'EINTERLOCK_SESSION_SETTINGS';
+
+/** One pinned setting the server did not hold: `actual` is what it reported (null: it did not say). */
+export interface SettingMismatch {
+  name: string;
+  expected: string;
+  actual: string | null;
+}
+
+/**
+ * A connection whose server does not hold the pinned settings (a pooler that dropped the startup
+ * options, an override that won). `message` names each setting with the server's value: operator
+ * text for logs, never for an agent (SourceError carries it only as its non-enumerable cause).
+ */
+export class SessionSettingsMismatch extends Error {
+  readonly code = SESSION_SETTINGS_MISMATCH_CODE;
+  constructor(readonly mismatches: readonly SettingMismatch[]) {
+    super(
+      `the source connection does not hold the session settings InterLock pins: ${mismatches
+        .map((m) => `${m.name} is ${m.actual === null ? 'not reported' : JSON.stringify(m.actual)}, expected ${JSON.stringify(m.expected)}`)
+        .join('; ')}`,
+    );
+    this.name = 'SessionSettingsMismatch';
+  }
+}
+
+/** True for a SessionSettingsMismatch (duck-typed on its code, as errors may cross realms). */
+export function isSessionSettingsMismatch(err: unknown): err is SessionSettingsMismatch {
+  return typeof err === 'object' && err !== null && (err as { code?: unknown }).code === SESSION_SETTINGS_MISMATCH_CODE;
+}
+
+/** PostgreSQL's GUC names are case-insensitive; ParameterStatus spells some in mixed case (DateStyle). */
+const key = (name: string) => name.toLowerCase();
+const PINNED_BY_KEY = new Map<string, PinnedSetting>(PINNED_SESSION_SETTINGS.map((s) => [key(s.name), s]));
+
+/**
+ * The one statement that reads the settings ParameterStatus did not give: `SELECT
+ * pg_catalog.current_setting('a'), …`, columns named s0, s1, … (extended protocol, one round trip).
+ */
+function currentSettingsSql(names: readonly string[]): string {
+  return `SELECT ${names.map((n, i) => `pg_catalog.current_setting('${n}') AS s${i}`).join(', ')}`;
+}
+
+/** A pg.Client that records the server's ParameterStatus values from the start of the session. */
+export class PinnedClient extends pg.Client {
+  /** Last value the server reported for each parameter, by lower-cased name. */
+  readonly reported = new Map<string, string>();
+  /** Set once verifyPinnedSettings passed; from then on a change of a pinned setting destroys the connection. */
+  verified = false;
+
+  constructor(config?: string | pg.ClientConfig) {
+    super(config);
+    const conn = (this as unknown as ClientInternals).connection;
+    conn.on('parameterStatus', (msg: unknown) => {
+      const { parameterName, parameterValue } = msg as { parameterName: string; parameterValue: string };
+      this.reported.set(key(parameterName), parameterValue);
+      const pin = PINNED_BY_KEY.get(key(parameterName));
+      if (this.verified && pin && parameterValue !== pin.expected) {
+        const err = Object.assign(new SessionSettingsMismatch([{ name: pin.name, expected: pin.expected, actual: parameterValue }]), { code: LOCAL_WIRE_ERROR_CODE });
+        // Fail the statement in flight now (its CommandComplete may be in the same chunk), then drop the socket.
+        (this as unknown as { _handleErrorEvent(e: Error): void })._handleErrorEvent(err);
+        conn.stream.destroy?.(err);
+      }
+    });
+  }
+}
+
+/**
+ * Checks a freshly connected PinnedClient against PINNED_SESSION_SETTINGS (see the module comment).
+ * Costs nothing when every setting was reported and no query is needed, else one extended-protocol
+ * statement. Resolves when every setting holds (and marks the client verified).
+ * @throws SessionSettingsMismatch naming every setting that differs; driver errors of the query as they are
+ */
+export async function verifyPinnedSettings(client: PinnedClient): Promise<void> {
+  const mismatches: SettingMismatch[] = [];
+  const toQuery: PinnedSetting[] = [];
+  for (const s of PINNED_SESSION_SETTINGS) {
+    const got = s.reported ? client.reported.get(key(s.name)) : undefined;
+    if (got === undefined) toQuery.push(s);
+    else if (got !== s.expected) mismatches.push({ name: s.name, expected: s.expected, actual: got });
+  }
+  if (toQuery.length > 0) {
+    const r = await client.query({ text: currentSettingsSql(toQuery.map((s) => s.name)), queryMode: 'extended' } as pg.QueryConfig);
+    const row = (r.rows[0] ?? {}) as Record<string, unknown>;
+    toQuery.forEach((s, i) => {
+      const got = row[`s${i}`];
+      if (got !== s.expected) mismatches.push({ name: s.name, expected: s.expected, actual: typeof got === 'string' ? got : null });
+    });
+  }
+  if (mismatches.length > 0) throw new SessionSettingsMismatch(mismatches);
+  client.verified = true;
+}
+
+/**
+ * pg.Pool options that make every pooled connection a verified PinnedClient: pg-pool ends a client
+ * whose `onConnect` hook rejects and hands the error to the caller waiting for it. The caller still
+ * passes `options` with the pinned startup options.
+ */
+export function pinnedPoolOptions(): Pick<pg.PoolConfig, 'Client' | 'onConnect'> {
+  return {
+    Client: PinnedClient as unknown as pg.PoolConfig['Client'],
+    onConnect: ((client: pg.ClientBase) => verifyPinnedSettings(client as unknown as PinnedClient)) as unknown as pg.PoolConfig['onConnect'],
+  };
+}
+
+/**
+ * Opens one verified source connection (`config.options` must hold the pinned startup options).
+ * On any failure the connection is ended before the error is rethrown.
+ * @throws SessionSettingsMismatch, or pg's connect error
+ */
+export async function connectPinned(config: pg.ClientConfig): Promise<PinnedClient> {
+  const client = new PinnedClient(config);
+  client.on('error', () => undefined); // a dropped idle connection is reported by the next query
+  try {
+    await client.connect();
+    await verifyPinnedSettings(client);
+    return client;
+  } catch (err) {
+    await client.end().catch(() => undefined);
+    throw err;
+  }
+}
