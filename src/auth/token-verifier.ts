@@ -23,20 +23,9 @@ export const DEFAULT_CLOCK_SKEW_SECONDS = 60;
  * `valid`): the refusal code is invalid_token for all but `insufficient_scope` (insufficient_scope)
  * and `keys_unavailable` (identity_provider_unavailable).
  */
-export type TokenFailure =
-  | 'oversized'
-  | 'malformed'
-  | 'unknown_issuer'
-  | 'expired'
-  | 'not_yet_valid'
-  | 'wrong_issuer'
-  | 'wrong_audience'
-  | 'alg_not_allowed'
-  | 'bad_signature'
-  | 'unknown_kid'
-  | 'invalid_claims'
-  | 'insufficient_scope'
-  | 'keys_unavailable';
+export const TOKEN_FAILURES = ['oversized', 'malformed', 'unknown_issuer', 'expired', 'not_yet_valid', 'wrong_issuer', 'wrong_audience', 'alg_not_allowed', 'bad_signature', 'unknown_kid', 'invalid_claims', 'insufficient_scope', 'keys_unavailable'] as const;
+/** One of TOKEN_FAILURES. */
+export type TokenFailure = (typeof TOKEN_FAILURES)[number];
 
 /** A verified token: its issuer settings and claims. */
 export interface VerifiedToken {

@@ -286,7 +286,9 @@ export function isForeignKeyViolation(err: unknown): boolean {
  * events (never INSERT, UPDATE, DELETE or TRUNCATE on the trail: it is append-only and
  * hash-chained even for the process that writes it); UPDATE of
  * api_keys.last_used_at; INSERT of approvals and UPDATE of their state columns (expiry);
- * INSERT/UPDATE of catalog_snapshots; read/write of rate_limits. `role` must exist.
+ * INSERT/UPDATE of catalog_snapshots; read/write of rate_limits; for token identities (issue 26),
+ * INSERT of identities and identity_subjects, UPDATE of identity_subjects.last_used_at and
+ * INSERT/DELETE of grants (claim-derived grants). `role` must exist.
  * Throws NotFoundError-like ControlError when the role does not exist.
  */
 export async function grantRuntimeRole(db: ControlDb, role: string): Promise<void> {
@@ -310,6 +312,10 @@ export async function grantRuntimeRole(db: ControlDb, role: string): Promise<voi
     await c.query(`GRANT INSERT, UPDATE ON webhook_deliveries TO ${r}`);
     await c.query(`GRANT USAGE ON SEQUENCE webhook_deliveries_id_seq TO ${r}`);
     await c.query(`GRANT SELECT, INSERT, UPDATE, DELETE ON rate_limits TO ${r}`);
+    // Identities from tokens (issue 26, src/auth/token-identities.ts): provisioning, last use, grants that follow claims.
+    await c.query(`GRANT INSERT ON identities, identity_subjects TO ${r}`);
+    await c.query(`GRANT UPDATE (last_used_at) ON identity_subjects TO ${r}`);
+    await c.query(`GRANT INSERT, DELETE ON grants TO ${r}`);
   });
 }
 

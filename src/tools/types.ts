@@ -11,9 +11,16 @@ export interface Identity {
   id: string;
   /** Human-readable name, e.g. "demo-agent". */
   name: string;
-  /** Id of the API key that authenticated this call (never the key itself). */
+  /** Id of the API key that authenticated this call (never the key itself); for an access token, "token:<jti>" (or "token" without a jti). */
   keyId: string;
+  /** For an identity from an access token (issue 26): issuer, subject and token id (`jti`), never the token. */
+  token?: { issuer: string; subject: string; jti: string | null };
+  /** Identity attributes from token claims (auth.issuers[].attribute_claims), for policies and row rules. */
+  attributes?: Record<string, unknown>;
 }
+
+/** Step 1's detailed answer: the identity, or the refusal code (spec/errors-v1.json) and a log-only reason. */
+export type IdentityResolution = { identity: Identity } | { refusal: RefusalCode; reason: string };
 
 /**
  * Resolves a presented Bearer API key to an identity. Returns null for an unknown, revoked or
@@ -28,6 +35,12 @@ export interface IdentityResolver {
    * body is read, like no token at all (client-limits.ts keylessGate; red-team F4).
    */
   rejectsByFormat?(apiKey: string): boolean;
+  /**
+   * Optional: like resolve, but a refusal says which (invalid_api_key, invalid_token,
+   * insufficient_scope, identity_provider_unavailable) and why (for the log, never the client).
+   * Step 1 uses it when present (issue 26).
+   */
+  resolveDetailed?(token: string): Promise<IdentityResolution>;
 }
 
 /** MCP content blocks InterLock emits (a subset of the MCP ContentBlock union). */
