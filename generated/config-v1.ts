@@ -4268,6 +4268,10 @@ export interface TokenIssuer {
    */
   required_scopes?: string[];
   /**
+   * Least interval between two fetches of the issuer's JWKS, in seconds: a token with an unknown `kid` (a rotated key) refetches at most this often. Default 30.
+   */
+  jwks_cooldown_seconds?: number;
+  /**
    * Tolerance for exp, nbf and iat, in seconds. Default 60.
    */
   clock_skew_seconds?: number;

@@ -2092,14 +2092,14 @@ return errors === 0;
 validate28.evaluated = {"props":{"asset_id":true,"source_id":true,"title":true,"body":true,"document_type":true,"category_path":true,"timestamp":true,"entities":true,"links":true,"indexed_at":true},"dynamicProps":false,"dynamicItems":false};
 
 exports.validateGatewayConfig = validate29;
-const schema40 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/config-v1.schema.json","title":"GatewayConfig","description":"InterLock gateway configuration: an optional JSON or YAML file (--config FILE) merged with INTERLOCK_* environment variables (environment wins) and then command-line flags. Unknown keys are errors everywhere, and so are unknown INTERLOCK_* environment variables: a misspelt safety setting must never be silently ignored. docs/operators.md lists every key with its variable and default.","type":"object","properties":{"listen":{"description":"Where the MCP endpoint listens.","type":"object","properties":{"host":{"description":"Interface address (INTERLOCK_HOST). Default 127.0.0.1.","type":"string","minLength":1,"maxLength":255},"port":{"description":"TCP port, 0 = any free port (INTERLOCK_PORT). Default 8787.","type":"integer","minimum":0,"maximum":65535},"request_timeout_ms":{"description":"Longest time a client may take to send one whole request, headers and body (INTERLOCK_REQUEST_TIMEOUT_MS); past it the connection is answered 408 and closed. Does not limit how long an answer or an SSE stream takes. Default 30000.","type":"integer","minimum":1000,"maximum":3600000},"headers_timeout_ms":{"description":"Longest time a client may take to send a request's headers (INTERLOCK_HEADERS_TIMEOUT_MS); at most request_timeout_ms (a larger value is lowered to it). Default 20000.","type":"integer","minimum":1000,"maximum":3600000}},"additionalProperties":false},"database":{"description":"The control database.","type":"object","properties":{"url":{"description":"PostgreSQL connection URL of the control database (INTERLOCK_DATABASE_URL). Without it an embedded PostgreSQL is started in embedded_data_dir.","type":"string","pattern":"^postgres(ql)?://"},"embedded_data_dir":{"description":"Folder of the embedded PostgreSQL, kept across restarts (INTERLOCK_EMBEDDED_DATA_DIR). Default .interlock/pg.","type":"string","minLength":1},"embedded_port":{"description":"Port of the embedded PostgreSQL, 0 = a free port (INTERLOCK_EMBEDDED_PORT). Default 0.","type":"integer","minimum":0,"maximum":65535},"pool_size":{"description":"Largest number of pooled control-database connections (INTERLOCK_DATABASE_POOL_SIZE). Default 10.","type":"integer","minimum":1,"maximum":1000}},"additionalProperties":false},"allowed_hosts":{"description":"Host header values accepted besides the loopback names when bound to loopback (INTERLOCK_ALLOWED_HOSTS, comma-separated), e.g. gateway.example.com:443. DNS-rebinding protection (decision 14).","type":"array","items":{"type":"string","minLength":1,"maxLength":300},"maxItems":100},"allowed_origins":{"description":"Origin values accepted besides the request's own origin (INTERLOCK_ALLOWED_ORIGINS, comma-separated), e.g. https://app.example.com.","type":"array","items":{"type":"string","pattern":"^https?://[^/\\s]+$"},"maxItems":100},"rate_limits":{"description":"Calls allowed per window, shared by every replica through the control database. per_identity counts every call of one identity across all sources (INTERLOCK_RATE_LIMIT_IDENTITY_POINTS, INTERLOCK_RATE_LIMIT_IDENTITY_WINDOW_SECONDS; default 120 per 60 s); per_source counts every call to one source across all identities (INTERLOCK_RATE_LIMIT_SOURCE_POINTS, INTERLOCK_RATE_LIMIT_SOURCE_WINDOW_SECONDS; default 600 per 60 s).","type":"object","properties":{"per_identity":{"$ref":"#/$defs/rateLimit"},"per_source":{"$ref":"#/$defs/rateLimit"}},"additionalProperties":false},"approvals":{"type":"object","properties":{"ttl_seconds":{"description":"How long a queued write waits for an operator before it expires (INTERLOCK_APPROVAL_TTL_SECONDS). Default 86400 (one day).","type":"integer","minimum":60,"maximum":2592000}},"additionalProperties":false},"audit":{"description":"The audit trail (issue 11).","type":"object","properties":{"commit_timeout_ms":{"description":"How long a tools/call waits for its audit event to commit before it is answered unavailable/audit_unavailable with no result (INTERLOCK_AUDIT_COMMIT_TIMEOUT_MS). Default 2000.","type":"integer","minimum":100,"maximum":60000}},"additionalProperties":false},"notifications":{"description":"Where InterLock tells people about approvals. Each webhook receives a signed JSON POST for the events it names.","type":"object","properties":{"webhooks":{"type":"array","maxItems":20,"items":{"type":"object","properties":{"url":{"description":"Where to POST (http or https).","type":"string","pattern":"^https?://[^\\s]+$"},"events":{"description":"Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.","type":"array","minItems":1,"uniqueItems":true,"items":{"type":"string","enum":["approval.queued","approval.decided","approval.executed","approval.failed"]}},"secret_env":{"description":"Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).","type":"string","pattern":"^[A-Z_][A-Z0-9_]*$"}},"required":["url","events","secret_env"],"additionalProperties":false}}},"additionalProperties":false},"cache":{"description":"Result cache of eligible reads.","type":"object","properties":{"ttl_ms":{"description":"Time to live of a cached result in milliseconds, 0 disables the cache (INTERLOCK_CACHE_TTL_MS). Default 30000.","type":"integer","minimum":0,"maximum":86400000},"max_bytes":{"description":"Byte budget of the cache (INTERLOCK_CACHE_MAX_BYTES). Default 67108864 (64 MiB).","type":"integer","minimum":0,"maximum":17179869184}},"additionalProperties":false},"ops_listen":{"description":"Optional separate listen address of the operations endpoints GET /healthz, /readyz and /metrics (INTERLOCK_OPS_HOST, INTERLOCK_OPS_PORT), e.g. for a Prometheus scraper on an internal interface. When set, those three endpoints are served only there (behind the same Host/Origin guard, with the loopback names plus allowed_hosts, or any host on a non-loopback bind without allowed_hosts) and no longer on listen. Default: unset (served on listen).","type":"object","properties":{"host":{"description":"Interface address of the operations listener (INTERLOCK_OPS_HOST). Default 127.0.0.1.","type":"string","minLength":1,"maxLength":255},"port":{"description":"TCP port of the operations listener, 0 = any free port (INTERLOCK_OPS_PORT).","type":"integer","minimum":0,"maximum":65535}},"required":["port"],"additionalProperties":false},"client_limits":{"description":"Limits per client address and per identity, kept in memory on each replica (so N replicas allow up to N times the figure). The client address is the TCP peer address (an IPv6 address counts by its /64 prefix); behind a reverse proxy every client shares the proxy's address.","type":"object","properties":{"keyless":{"$ref":"#/$defs/rateLimit","description":"Requests without a valid agent key (no Authorization Bearer, or a key that does not resolve) allowed per client address per window, counted before any other work (INTERLOCK_KEYLESS_POINTS, INTERLOCK_KEYLESS_WINDOW_SECONDS). Over it: 429 with Retry-After. Default 600 per 60 s."},"streams_per_address":{"description":"Open SSE streams and in-flight tool calls (GET /mcp/sse streams, and tools/call on every route, each of which may answer as a request-scoped stream) per client address (INTERLOCK_STREAMS_PER_ADDRESS). Over it: 429 rate_limited with Retry-After. Default 128.","type":"integer","minimum":1,"maximum":100000},"streams_per_identity":{"description":"Open SSE streams and in-flight tool calls per identity, across addresses (INTERLOCK_STREAMS_PER_IDENTITY). Over it: 429 rate_limited with Retry-After. Default 64. A tool call keeps its slot until its answer has been flushed to the client or its connection closed, so this also bounds the answers an identity can leave unread in memory.","type":"integer","minimum":1,"maximum":100000},"answer_write_timeout_ms":{"description":"How long a tool call's answer may wait unread by its client, in milliseconds (INTERLOCK_ANSWER_WRITE_TIMEOUT_MS): an answer not flushed to the client by then has its connection closed (the call stays audited), which frees the answer's memory and its stream slot. 0 disables the deadline. Default 30000.","type":"integer","minimum":0,"maximum":3600000},"body_reads_per_address":{"description":"Request bodies being received at once per client address, on every route, checked before the body is read (INTERLOCK_BODY_READS_PER_ADDRESS). Over it: 429 rate_limited with Retry-After, and the connection is closed. Default 64.","type":"integer","minimum":1,"maximum":100000},"body_bytes_in_flight":{"description":"Bytes of request bodies over 64 KiB being received at once on a replica, all client addresses together (one address at most an eighth), each body counted at its Content-Length (the body limit, 1 MiB, when undeclared or compressed) before it is read; smaller bodies count only against body_reads_per_address (INTERLOCK_BODY_BYTES_IN_FLIGHT). Over it: 429 rate_limited with Retry-After, and the connection is closed; one body is always admitted when none is being read. Default 134217728 (128 MiB).","type":"integer","minimum":1048576,"maximum":68719476736}},"additionalProperties":false},"auth":{"description":"InterLock as an OAuth 2.1 resource server (issue 26): JWT access tokens from the organisation's identity providers are accepted beside API keys. docs/operators.md \"Identity providers\".","type":"object","properties":{"resource":{"description":"The gateway's canonical resource URL (RFC 8707; RFC 9728 `resource`), e.g. https://gateway.example.com/mcp: the default expected audience of every issuer and the `resource` of /.well-known/oauth-protected-resource. Required when issuers are configured.","type":"string","pattern":"^https?://","maxLength":2048},"scopes_supported":{"description":"Scopes advertised in the protected resource metadata (scopes_supported). Default: none advertised.","type":"array","items":{"type":"string","minLength":1,"maxLength":256},"maxItems":64,"uniqueItems":true},"handshake_challenge":{"description":"Handshake dialect (2025-*): answer a tools/call refused as unauthorized with HTTP 401 and the WWW-Authenticate challenge (so OAuth-capable clients start their flow) instead of the contract's default tool-result refusal. Default false.","type":"boolean"},"issuers":{"description":"Trusted issuers of JWT access tokens. A token whose unverified `iss` names none of them is refused before any network or database work.","type":"array","maxItems":32,"items":{"$ref":"#/$defs/tokenIssuer"}}},"additionalProperties":false},"log_level":{"description":"Operational log level (INTERLOCK_LOG_LEVEL). Default info.","type":"string","enum":["fatal","error","warn","info","debug","trace","silent"]},"key_pepper":{"description":"Secret HMAC key for API-key hashes, at least 32 characters (INTERLOCK_KEY_PEPPER; prefer the variable or a secret store to a file). Default: generated once and kept in the control database. Changing it invalidates every key, so the gateway refuses to start with a pepper that differs from the one on record.","type":"string","minLength":32,"maxLength":1024}},"additionalProperties":false,"$defs":{"tokenIssuer":{"title":"TokenIssuer","description":"One trusted OAuth 2.1 / OpenID Connect issuer (issue 26 item 1) and how its tokens map to identities (item 2).","type":"object","properties":{"issuer":{"description":"The issuer identifier, compared exactly with the token's `iss` (and with the discovery document's `issuer`).","type":"string","pattern":"^https?://","maxLength":2048},"jwks_uri":{"description":"The issuer's JWKS URL. Absent: discovered from <issuer>/.well-known/openid-configuration.","type":"string","pattern":"^https?://","maxLength":2048},"audience":{"description":"Expected `aud` (one of the token's audiences must equal it). Default: auth.resource.","type":"string","minLength":1,"maxLength":2048},"algorithms":{"description":"Allowed JWS algorithms, asymmetric only (`none` and HMAC are never accepted). Default [RS256, ES256].","type":"array","minItems":1,"uniqueItems":true,"items":{"type":"string","enum":["RS256","RS384","RS512","PS256","PS384","PS512","ES256","ES384","ES512","EdDSA"]}},"required_scopes":{"description":"Scopes the token's `scope` (or `scp`) claim must all carry; a token missing one is refused 403 insufficient_scope. Default none.","type":"array","items":{"type":"string","minLength":1,"maxLength":256},"maxItems":64,"uniqueItems":true},"clock_skew_seconds":{"description":"Tolerance for exp, nbf and iat, in seconds. Default 60.","type":"integer","minimum":0,"maximum":600},"identity_claim":{"description":"The claim that names the identity (e.g. sub, email, preferred_username); lower-cased, it must be a valid identity name. Default sub.","type":"string","minLength":1,"maxLength":128},"unknown_subjects":{"description":"A subject with no identity yet: refuse (invalid_token) or provision an identity named by identity_claim. Default refuse.","type":"string","enum":["refuse","provision"]},"role_grants":{"description":"Claim values that grant source roles: every rule whose claim carries the value (equal, or an element of an array claim) grants role on source to the token's identity; such grants follow the claims on each sign-in.","type":"array","maxItems":256,"items":{"$ref":"#/$defs/claimRoleGrant"}},"attribute_claims":{"description":"Claims copied into the identity's attributes for policies and row rules. Default [email, groups, roles].","type":"array","items":{"type":"string","minLength":1,"maxLength":128},"maxItems":32,"uniqueItems":true}},"required":["issuer"],"additionalProperties":false},"claimRoleGrant":{"title":"ClaimRoleGrant","description":"A claim value that grants a source role on a source.","type":"object","properties":{"claim":{"description":"Claim name, e.g. groups.","type":"string","minLength":1,"maxLength":128},"value":{"description":"Claim value that grants the role.","type":"string","minLength":1,"maxLength":256},"role":{"description":"Source role name.","type":"string","minLength":1,"maxLength":128},"source":{"description":"Source id.","type":"string","minLength":1,"maxLength":128}},"required":["claim","value","role","source"],"additionalProperties":false},"rateLimit":{"title":"RateLimit","type":"object","properties":{"points":{"description":"Calls allowed per window.","type":"integer","minimum":1,"maximum":1000000},"window_seconds":{"description":"Window length in seconds.","type":"integer","minimum":1,"maximum":86400}},"required":["points","window_seconds"],"additionalProperties":false}}};
+const schema40 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/config-v1.schema.json","title":"GatewayConfig","description":"InterLock gateway configuration: an optional JSON or YAML file (--config FILE) merged with INTERLOCK_* environment variables (environment wins) and then command-line flags. Unknown keys are errors everywhere, and so are unknown INTERLOCK_* environment variables: a misspelt safety setting must never be silently ignored. docs/operators.md lists every key with its variable and default.","type":"object","properties":{"listen":{"description":"Where the MCP endpoint listens.","type":"object","properties":{"host":{"description":"Interface address (INTERLOCK_HOST). Default 127.0.0.1.","type":"string","minLength":1,"maxLength":255},"port":{"description":"TCP port, 0 = any free port (INTERLOCK_PORT). Default 8787.","type":"integer","minimum":0,"maximum":65535},"request_timeout_ms":{"description":"Longest time a client may take to send one whole request, headers and body (INTERLOCK_REQUEST_TIMEOUT_MS); past it the connection is answered 408 and closed. Does not limit how long an answer or an SSE stream takes. Default 30000.","type":"integer","minimum":1000,"maximum":3600000},"headers_timeout_ms":{"description":"Longest time a client may take to send a request's headers (INTERLOCK_HEADERS_TIMEOUT_MS); at most request_timeout_ms (a larger value is lowered to it). Default 20000.","type":"integer","minimum":1000,"maximum":3600000}},"additionalProperties":false},"database":{"description":"The control database.","type":"object","properties":{"url":{"description":"PostgreSQL connection URL of the control database (INTERLOCK_DATABASE_URL). Without it an embedded PostgreSQL is started in embedded_data_dir.","type":"string","pattern":"^postgres(ql)?://"},"embedded_data_dir":{"description":"Folder of the embedded PostgreSQL, kept across restarts (INTERLOCK_EMBEDDED_DATA_DIR). Default .interlock/pg.","type":"string","minLength":1},"embedded_port":{"description":"Port of the embedded PostgreSQL, 0 = a free port (INTERLOCK_EMBEDDED_PORT). Default 0.","type":"integer","minimum":0,"maximum":65535},"pool_size":{"description":"Largest number of pooled control-database connections (INTERLOCK_DATABASE_POOL_SIZE). Default 10.","type":"integer","minimum":1,"maximum":1000}},"additionalProperties":false},"allowed_hosts":{"description":"Host header values accepted besides the loopback names when bound to loopback (INTERLOCK_ALLOWED_HOSTS, comma-separated), e.g. gateway.example.com:443. DNS-rebinding protection (decision 14).","type":"array","items":{"type":"string","minLength":1,"maxLength":300},"maxItems":100},"allowed_origins":{"description":"Origin values accepted besides the request's own origin (INTERLOCK_ALLOWED_ORIGINS, comma-separated), e.g. https://app.example.com.","type":"array","items":{"type":"string","pattern":"^https?://[^/\\s]+$"},"maxItems":100},"rate_limits":{"description":"Calls allowed per window, shared by every replica through the control database. per_identity counts every call of one identity across all sources (INTERLOCK_RATE_LIMIT_IDENTITY_POINTS, INTERLOCK_RATE_LIMIT_IDENTITY_WINDOW_SECONDS; default 120 per 60 s); per_source counts every call to one source across all identities (INTERLOCK_RATE_LIMIT_SOURCE_POINTS, INTERLOCK_RATE_LIMIT_SOURCE_WINDOW_SECONDS; default 600 per 60 s).","type":"object","properties":{"per_identity":{"$ref":"#/$defs/rateLimit"},"per_source":{"$ref":"#/$defs/rateLimit"}},"additionalProperties":false},"approvals":{"type":"object","properties":{"ttl_seconds":{"description":"How long a queued write waits for an operator before it expires (INTERLOCK_APPROVAL_TTL_SECONDS). Default 86400 (one day).","type":"integer","minimum":60,"maximum":2592000}},"additionalProperties":false},"audit":{"description":"The audit trail (issue 11).","type":"object","properties":{"commit_timeout_ms":{"description":"How long a tools/call waits for its audit event to commit before it is answered unavailable/audit_unavailable with no result (INTERLOCK_AUDIT_COMMIT_TIMEOUT_MS). Default 2000.","type":"integer","minimum":100,"maximum":60000}},"additionalProperties":false},"notifications":{"description":"Where InterLock tells people about approvals. Each webhook receives a signed JSON POST for the events it names.","type":"object","properties":{"webhooks":{"type":"array","maxItems":20,"items":{"type":"object","properties":{"url":{"description":"Where to POST (http or https).","type":"string","pattern":"^https?://[^\\s]+$"},"events":{"description":"Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.","type":"array","minItems":1,"uniqueItems":true,"items":{"type":"string","enum":["approval.queued","approval.decided","approval.executed","approval.failed"]}},"secret_env":{"description":"Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).","type":"string","pattern":"^[A-Z_][A-Z0-9_]*$"}},"required":["url","events","secret_env"],"additionalProperties":false}}},"additionalProperties":false},"cache":{"description":"Result cache of eligible reads.","type":"object","properties":{"ttl_ms":{"description":"Time to live of a cached result in milliseconds, 0 disables the cache (INTERLOCK_CACHE_TTL_MS). Default 30000.","type":"integer","minimum":0,"maximum":86400000},"max_bytes":{"description":"Byte budget of the cache (INTERLOCK_CACHE_MAX_BYTES). Default 67108864 (64 MiB).","type":"integer","minimum":0,"maximum":17179869184}},"additionalProperties":false},"ops_listen":{"description":"Optional separate listen address of the operations endpoints GET /healthz, /readyz and /metrics (INTERLOCK_OPS_HOST, INTERLOCK_OPS_PORT), e.g. for a Prometheus scraper on an internal interface. When set, those three endpoints are served only there (behind the same Host/Origin guard, with the loopback names plus allowed_hosts, or any host on a non-loopback bind without allowed_hosts) and no longer on listen. Default: unset (served on listen).","type":"object","properties":{"host":{"description":"Interface address of the operations listener (INTERLOCK_OPS_HOST). Default 127.0.0.1.","type":"string","minLength":1,"maxLength":255},"port":{"description":"TCP port of the operations listener, 0 = any free port (INTERLOCK_OPS_PORT).","type":"integer","minimum":0,"maximum":65535}},"required":["port"],"additionalProperties":false},"client_limits":{"description":"Limits per client address and per identity, kept in memory on each replica (so N replicas allow up to N times the figure). The client address is the TCP peer address (an IPv6 address counts by its /64 prefix); behind a reverse proxy every client shares the proxy's address.","type":"object","properties":{"keyless":{"$ref":"#/$defs/rateLimit","description":"Requests without a valid agent key (no Authorization Bearer, or a key that does not resolve) allowed per client address per window, counted before any other work (INTERLOCK_KEYLESS_POINTS, INTERLOCK_KEYLESS_WINDOW_SECONDS). Over it: 429 with Retry-After. Default 600 per 60 s."},"streams_per_address":{"description":"Open SSE streams and in-flight tool calls (GET /mcp/sse streams, and tools/call on every route, each of which may answer as a request-scoped stream) per client address (INTERLOCK_STREAMS_PER_ADDRESS). Over it: 429 rate_limited with Retry-After. Default 128.","type":"integer","minimum":1,"maximum":100000},"streams_per_identity":{"description":"Open SSE streams and in-flight tool calls per identity, across addresses (INTERLOCK_STREAMS_PER_IDENTITY). Over it: 429 rate_limited with Retry-After. Default 64. A tool call keeps its slot until its answer has been flushed to the client or its connection closed, so this also bounds the answers an identity can leave unread in memory.","type":"integer","minimum":1,"maximum":100000},"answer_write_timeout_ms":{"description":"How long a tool call's answer may wait unread by its client, in milliseconds (INTERLOCK_ANSWER_WRITE_TIMEOUT_MS): an answer not flushed to the client by then has its connection closed (the call stays audited), which frees the answer's memory and its stream slot. 0 disables the deadline. Default 30000.","type":"integer","minimum":0,"maximum":3600000},"body_reads_per_address":{"description":"Request bodies being received at once per client address, on every route, checked before the body is read (INTERLOCK_BODY_READS_PER_ADDRESS). Over it: 429 rate_limited with Retry-After, and the connection is closed. Default 64.","type":"integer","minimum":1,"maximum":100000},"body_bytes_in_flight":{"description":"Bytes of request bodies over 64 KiB being received at once on a replica, all client addresses together (one address at most an eighth), each body counted at its Content-Length (the body limit, 1 MiB, when undeclared or compressed) before it is read; smaller bodies count only against body_reads_per_address (INTERLOCK_BODY_BYTES_IN_FLIGHT). Over it: 429 rate_limited with Retry-After, and the connection is closed; one body is always admitted when none is being read. Default 134217728 (128 MiB).","type":"integer","minimum":1048576,"maximum":68719476736}},"additionalProperties":false},"auth":{"description":"InterLock as an OAuth 2.1 resource server (issue 26): JWT access tokens from the organisation's identity providers are accepted beside API keys. docs/operators.md \"Identity providers\".","type":"object","properties":{"resource":{"description":"The gateway's canonical resource URL (RFC 8707; RFC 9728 `resource`), e.g. https://gateway.example.com/mcp: the default expected audience of every issuer and the `resource` of /.well-known/oauth-protected-resource. Required when issuers are configured.","type":"string","pattern":"^https?://","maxLength":2048},"scopes_supported":{"description":"Scopes advertised in the protected resource metadata (scopes_supported). Default: none advertised.","type":"array","items":{"type":"string","minLength":1,"maxLength":256},"maxItems":64,"uniqueItems":true},"handshake_challenge":{"description":"Handshake dialect (2025-*): answer a tools/call refused as unauthorized with HTTP 401 and the WWW-Authenticate challenge (so OAuth-capable clients start their flow) instead of the contract's default tool-result refusal. Default false.","type":"boolean"},"issuers":{"description":"Trusted issuers of JWT access tokens. A token whose unverified `iss` names none of them is refused before any network or database work.","type":"array","maxItems":32,"items":{"$ref":"#/$defs/tokenIssuer"}}},"additionalProperties":false},"log_level":{"description":"Operational log level (INTERLOCK_LOG_LEVEL). Default info.","type":"string","enum":["fatal","error","warn","info","debug","trace","silent"]},"key_pepper":{"description":"Secret HMAC key for API-key hashes, at least 32 characters (INTERLOCK_KEY_PEPPER; prefer the variable or a secret store to a file). Default: generated once and kept in the control database. Changing it invalidates every key, so the gateway refuses to start with a pepper that differs from the one on record.","type":"string","minLength":32,"maxLength":1024}},"additionalProperties":false,"$defs":{"tokenIssuer":{"title":"TokenIssuer","description":"One trusted OAuth 2.1 / OpenID Connect issuer (issue 26 item 1) and how its tokens map to identities (item 2).","type":"object","properties":{"issuer":{"description":"The issuer identifier, compared exactly with the token's `iss` (and with the discovery document's `issuer`).","type":"string","pattern":"^https?://","maxLength":2048},"jwks_uri":{"description":"The issuer's JWKS URL. Absent: discovered from <issuer>/.well-known/openid-configuration.","type":"string","pattern":"^https?://","maxLength":2048},"audience":{"description":"Expected `aud` (one of the token's audiences must equal it). Default: auth.resource.","type":"string","minLength":1,"maxLength":2048},"algorithms":{"description":"Allowed JWS algorithms, asymmetric only (`none` and HMAC are never accepted). Default [RS256, ES256].","type":"array","minItems":1,"uniqueItems":true,"items":{"type":"string","enum":["RS256","RS384","RS512","PS256","PS384","PS512","ES256","ES384","ES512","EdDSA"]}},"required_scopes":{"description":"Scopes the token's `scope` (or `scp`) claim must all carry; a token missing one is refused 403 insufficient_scope. Default none.","type":"array","items":{"type":"string","minLength":1,"maxLength":256},"maxItems":64,"uniqueItems":true},"jwks_cooldown_seconds":{"description":"Least interval between two fetches of the issuer's JWKS, in seconds: a token with an unknown `kid` (a rotated key) refetches at most this often. Default 30.","type":"integer","minimum":1,"maximum":3600},"clock_skew_seconds":{"description":"Tolerance for exp, nbf and iat, in seconds. Default 60.","type":"integer","minimum":0,"maximum":600},"identity_claim":{"description":"The claim that names the identity (e.g. sub, email, preferred_username); lower-cased, it must be a valid identity name. Default sub.","type":"string","minLength":1,"maxLength":128},"unknown_subjects":{"description":"A subject with no identity yet: refuse (invalid_token) or provision an identity named by identity_claim. Default refuse.","type":"string","enum":["refuse","provision"]},"role_grants":{"description":"Claim values that grant source roles: every rule whose claim carries the value (equal, or an element of an array claim) grants role on source to the token's identity; such grants follow the claims on each sign-in.","type":"array","maxItems":256,"items":{"$ref":"#/$defs/claimRoleGrant"}},"attribute_claims":{"description":"Claims copied into the identity's attributes for policies and row rules. Default [email, groups, roles].","type":"array","items":{"type":"string","minLength":1,"maxLength":128},"maxItems":32,"uniqueItems":true}},"required":["issuer"],"additionalProperties":false},"claimRoleGrant":{"title":"ClaimRoleGrant","description":"A claim value that grants a source role on a source.","type":"object","properties":{"claim":{"description":"Claim name, e.g. groups.","type":"string","minLength":1,"maxLength":128},"value":{"description":"Claim value that grants the role.","type":"string","minLength":1,"maxLength":256},"role":{"description":"Source role name.","type":"string","minLength":1,"maxLength":128},"source":{"description":"Source id.","type":"string","minLength":1,"maxLength":128}},"required":["claim","value","role","source"],"additionalProperties":false},"rateLimit":{"title":"RateLimit","type":"object","properties":{"points":{"description":"Calls allowed per window.","type":"integer","minimum":1,"maximum":1000000},"window_seconds":{"description":"Window length in seconds.","type":"integer","minimum":1,"maximum":86400}},"required":["points","window_seconds"],"additionalProperties":false}}};
 const schema41 = {"title":"RateLimit","type":"object","properties":{"points":{"description":"Calls allowed per window.","type":"integer","minimum":1,"maximum":1000000},"window_seconds":{"description":"Window length in seconds.","type":"integer","minimum":1,"maximum":86400}},"required":["points","window_seconds"],"additionalProperties":false};
 const pattern6 = new RegExp("^postgres(ql)?://", "u");
 const pattern7 = new RegExp("^https?://[^/\\s]+$", "u");
 const pattern8 = new RegExp("^https?://[^\\s]+$", "u");
 const pattern9 = new RegExp("^[A-Z_][A-Z0-9_]*$", "u");
 const pattern10 = new RegExp("^https?://", "u");
-const schema44 = {"title":"TokenIssuer","description":"One trusted OAuth 2.1 / OpenID Connect issuer (issue 26 item 1) and how its tokens map to identities (item 2).","type":"object","properties":{"issuer":{"description":"The issuer identifier, compared exactly with the token's `iss` (and with the discovery document's `issuer`).","type":"string","pattern":"^https?://","maxLength":2048},"jwks_uri":{"description":"The issuer's JWKS URL. Absent: discovered from <issuer>/.well-known/openid-configuration.","type":"string","pattern":"^https?://","maxLength":2048},"audience":{"description":"Expected `aud` (one of the token's audiences must equal it). Default: auth.resource.","type":"string","minLength":1,"maxLength":2048},"algorithms":{"description":"Allowed JWS algorithms, asymmetric only (`none` and HMAC are never accepted). Default [RS256, ES256].","type":"array","minItems":1,"uniqueItems":true,"items":{"type":"string","enum":["RS256","RS384","RS512","PS256","PS384","PS512","ES256","ES384","ES512","EdDSA"]}},"required_scopes":{"description":"Scopes the token's `scope` (or `scp`) claim must all carry; a token missing one is refused 403 insufficient_scope. Default none.","type":"array","items":{"type":"string","minLength":1,"maxLength":256},"maxItems":64,"uniqueItems":true},"clock_skew_seconds":{"description":"Tolerance for exp, nbf and iat, in seconds. Default 60.","type":"integer","minimum":0,"maximum":600},"identity_claim":{"description":"The claim that names the identity (e.g. sub, email, preferred_username); lower-cased, it must be a valid identity name. Default sub.","type":"string","minLength":1,"maxLength":128},"unknown_subjects":{"description":"A subject with no identity yet: refuse (invalid_token) or provision an identity named by identity_claim. Default refuse.","type":"string","enum":["refuse","provision"]},"role_grants":{"description":"Claim values that grant source roles: every rule whose claim carries the value (equal, or an element of an array claim) grants role on source to the token's identity; such grants follow the claims on each sign-in.","type":"array","maxItems":256,"items":{"$ref":"#/$defs/claimRoleGrant"}},"attribute_claims":{"description":"Claims copied into the identity's attributes for policies and row rules. Default [email, groups, roles].","type":"array","items":{"type":"string","minLength":1,"maxLength":128},"maxItems":32,"uniqueItems":true}},"required":["issuer"],"additionalProperties":false};
+const schema44 = {"title":"TokenIssuer","description":"One trusted OAuth 2.1 / OpenID Connect issuer (issue 26 item 1) and how its tokens map to identities (item 2).","type":"object","properties":{"issuer":{"description":"The issuer identifier, compared exactly with the token's `iss` (and with the discovery document's `issuer`).","type":"string","pattern":"^https?://","maxLength":2048},"jwks_uri":{"description":"The issuer's JWKS URL. Absent: discovered from <issuer>/.well-known/openid-configuration.","type":"string","pattern":"^https?://","maxLength":2048},"audience":{"description":"Expected `aud` (one of the token's audiences must equal it). Default: auth.resource.","type":"string","minLength":1,"maxLength":2048},"algorithms":{"description":"Allowed JWS algorithms, asymmetric only (`none` and HMAC are never accepted). Default [RS256, ES256].","type":"array","minItems":1,"uniqueItems":true,"items":{"type":"string","enum":["RS256","RS384","RS512","PS256","PS384","PS512","ES256","ES384","ES512","EdDSA"]}},"required_scopes":{"description":"Scopes the token's `scope` (or `scp`) claim must all carry; a token missing one is refused 403 insufficient_scope. Default none.","type":"array","items":{"type":"string","minLength":1,"maxLength":256},"maxItems":64,"uniqueItems":true},"jwks_cooldown_seconds":{"description":"Least interval between two fetches of the issuer's JWKS, in seconds: a token with an unknown `kid` (a rotated key) refetches at most this often. Default 30.","type":"integer","minimum":1,"maximum":3600},"clock_skew_seconds":{"description":"Tolerance for exp, nbf and iat, in seconds. Default 60.","type":"integer","minimum":0,"maximum":600},"identity_claim":{"description":"The claim that names the identity (e.g. sub, email, preferred_username); lower-cased, it must be a valid identity name. Default sub.","type":"string","minLength":1,"maxLength":128},"unknown_subjects":{"description":"A subject with no identity yet: refuse (invalid_token) or provision an identity named by identity_claim. Default refuse.","type":"string","enum":["refuse","provision"]},"role_grants":{"description":"Claim values that grant source roles: every rule whose claim carries the value (equal, or an element of an array claim) grants role on source to the token's identity; such grants follow the claims on each sign-in.","type":"array","maxItems":256,"items":{"$ref":"#/$defs/claimRoleGrant"}},"attribute_claims":{"description":"Claims copied into the identity's attributes for policies and row rules. Default [email, groups, roles].","type":"array","items":{"type":"string","minLength":1,"maxLength":128},"maxItems":32,"uniqueItems":true}},"required":["issuer"],"additionalProperties":false};
 const schema45 = {"title":"ClaimRoleGrant","description":"A claim value that grants a source role on a source.","type":"object","properties":{"claim":{"description":"Claim name, e.g. groups.","type":"string","minLength":1,"maxLength":128},"value":{"description":"Claim value that grants the role.","type":"string","minLength":1,"maxLength":256},"role":{"description":"Source role name.","type":"string","minLength":1,"maxLength":128},"source":{"description":"Source id.","type":"string","minLength":1,"maxLength":128}},"required":["claim","value","role","source"],"additionalProperties":false};
 
 function validate30(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
@@ -2398,10 +2398,10 @@ vErrors.push(err21);
 errors++;
 }
 }
-if(data.clock_skew_seconds !== undefined){
-let data7 = data.clock_skew_seconds;
+if(data.jwks_cooldown_seconds !== undefined){
+let data7 = data.jwks_cooldown_seconds;
 if(!(((typeof data7 == "number") && (!(data7 % 1) && !isNaN(data7))) && (isFinite(data7)))){
-const err22 = {instancePath:instancePath+"/clock_skew_seconds",schemaPath:"#/properties/clock_skew_seconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err22 = {instancePath:instancePath+"/jwks_cooldown_seconds",schemaPath:"#/properties/jwks_cooldown_seconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err22];
 }
@@ -2411,8 +2411,8 @@ vErrors.push(err22);
 errors++;
 }
 if((typeof data7 == "number") && (isFinite(data7))){
-if(data7 > 600 || isNaN(data7)){
-const err23 = {instancePath:instancePath+"/clock_skew_seconds",schemaPath:"#/properties/clock_skew_seconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 600},message:"must be <= 600"};
+if(data7 > 3600 || isNaN(data7)){
+const err23 = {instancePath:instancePath+"/jwks_cooldown_seconds",schemaPath:"#/properties/jwks_cooldown_seconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600},message:"must be <= 3600"};
 if(vErrors === null){
 vErrors = [err23];
 }
@@ -2421,8 +2421,8 @@ vErrors.push(err23);
 }
 errors++;
 }
-if(data7 < 0 || isNaN(data7)){
-const err24 = {instancePath:instancePath+"/clock_skew_seconds",schemaPath:"#/properties/clock_skew_seconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if(data7 < 1 || isNaN(data7)){
+const err24 = {instancePath:instancePath+"/jwks_cooldown_seconds",schemaPath:"#/properties/jwks_cooldown_seconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err24];
 }
@@ -2433,11 +2433,10 @@ errors++;
 }
 }
 }
-if(data.identity_claim !== undefined){
-let data8 = data.identity_claim;
-if(typeof data8 === "string"){
-if(func3(data8) > 128){
-const err25 = {instancePath:instancePath+"/identity_claim",schemaPath:"#/properties/identity_claim/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
+if(data.clock_skew_seconds !== undefined){
+let data8 = data.clock_skew_seconds;
+if(!(((typeof data8 == "number") && (!(data8 % 1) && !isNaN(data8))) && (isFinite(data8)))){
+const err25 = {instancePath:instancePath+"/clock_skew_seconds",schemaPath:"#/properties/clock_skew_seconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err25];
 }
@@ -2446,8 +2445,9 @@ vErrors.push(err25);
 }
 errors++;
 }
-if(func3(data8) < 1){
-const err26 = {instancePath:instancePath+"/identity_claim",schemaPath:"#/properties/identity_claim/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if((typeof data8 == "number") && (isFinite(data8))){
+if(data8 > 600 || isNaN(data8)){
+const err26 = {instancePath:instancePath+"/clock_skew_seconds",schemaPath:"#/properties/clock_skew_seconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 600},message:"must be <= 600"};
 if(vErrors === null){
 vErrors = [err26];
 }
@@ -2456,9 +2456,8 @@ vErrors.push(err26);
 }
 errors++;
 }
-}
-else {
-const err27 = {instancePath:instancePath+"/identity_claim",schemaPath:"#/properties/identity_claim/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data8 < 0 || isNaN(data8)){
+const err27 = {instancePath:instancePath+"/clock_skew_seconds",schemaPath:"#/properties/clock_skew_seconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err27];
 }
@@ -2468,10 +2467,12 @@ vErrors.push(err27);
 errors++;
 }
 }
-if(data.unknown_subjects !== undefined){
-let data9 = data.unknown_subjects;
-if(typeof data9 !== "string"){
-const err28 = {instancePath:instancePath+"/unknown_subjects",schemaPath:"#/properties/unknown_subjects/type",keyword:"type",params:{type: "string"},message:"must be string"};
+}
+if(data.identity_claim !== undefined){
+let data9 = data.identity_claim;
+if(typeof data9 === "string"){
+if(func3(data9) > 128){
+const err28 = {instancePath:instancePath+"/identity_claim",schemaPath:"#/properties/identity_claim/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
 if(vErrors === null){
 vErrors = [err28];
 }
@@ -2480,8 +2481,8 @@ vErrors.push(err28);
 }
 errors++;
 }
-if(!((data9 === "refuse") || (data9 === "provision"))){
-const err29 = {instancePath:instancePath+"/unknown_subjects",schemaPath:"#/properties/unknown_subjects/enum",keyword:"enum",params:{allowedValues: schema44.properties.unknown_subjects.enum},message:"must be equal to one of the allowed values"};
+if(func3(data9) < 1){
+const err29 = {instancePath:instancePath+"/identity_claim",schemaPath:"#/properties/identity_claim/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err29];
 }
@@ -2491,11 +2492,8 @@ vErrors.push(err29);
 errors++;
 }
 }
-if(data.role_grants !== undefined){
-let data10 = data.role_grants;
-if(Array.isArray(data10)){
-if(data10.length > 256){
-const err30 = {instancePath:instancePath+"/role_grants",schemaPath:"#/properties/role_grants/maxItems",keyword:"maxItems",params:{limit: 256},message:"must NOT have more than 256 items"};
+else {
+const err30 = {instancePath:instancePath+"/identity_claim",schemaPath:"#/properties/identity_claim/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err30];
 }
@@ -2504,12 +2502,11 @@ vErrors.push(err30);
 }
 errors++;
 }
-const len2 = data10.length;
-for(let i4=0; i4<len2; i4++){
-let data11 = data10[i4];
-if(data11 && typeof data11 == "object" && !Array.isArray(data11)){
-if(data11.claim === undefined){
-const err31 = {instancePath:instancePath+"/role_grants/" + i4,schemaPath:"#/$defs/claimRoleGrant/required",keyword:"required",params:{missingProperty: "claim"},message:"must have required property '"+"claim"+"'"};
+}
+if(data.unknown_subjects !== undefined){
+let data10 = data.unknown_subjects;
+if(typeof data10 !== "string"){
+const err31 = {instancePath:instancePath+"/unknown_subjects",schemaPath:"#/properties/unknown_subjects/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err31];
 }
@@ -2518,8 +2515,8 @@ vErrors.push(err31);
 }
 errors++;
 }
-if(data11.value === undefined){
-const err32 = {instancePath:instancePath+"/role_grants/" + i4,schemaPath:"#/$defs/claimRoleGrant/required",keyword:"required",params:{missingProperty: "value"},message:"must have required property '"+"value"+"'"};
+if(!((data10 === "refuse") || (data10 === "provision"))){
+const err32 = {instancePath:instancePath+"/unknown_subjects",schemaPath:"#/properties/unknown_subjects/enum",keyword:"enum",params:{allowedValues: schema44.properties.unknown_subjects.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err32];
 }
@@ -2528,8 +2525,12 @@ vErrors.push(err32);
 }
 errors++;
 }
-if(data11.role === undefined){
-const err33 = {instancePath:instancePath+"/role_grants/" + i4,schemaPath:"#/$defs/claimRoleGrant/required",keyword:"required",params:{missingProperty: "role"},message:"must have required property '"+"role"+"'"};
+}
+if(data.role_grants !== undefined){
+let data11 = data.role_grants;
+if(Array.isArray(data11)){
+if(data11.length > 256){
+const err33 = {instancePath:instancePath+"/role_grants",schemaPath:"#/properties/role_grants/maxItems",keyword:"maxItems",params:{limit: 256},message:"must NOT have more than 256 items"};
 if(vErrors === null){
 vErrors = [err33];
 }
@@ -2538,8 +2539,12 @@ vErrors.push(err33);
 }
 errors++;
 }
-if(data11.source === undefined){
-const err34 = {instancePath:instancePath+"/role_grants/" + i4,schemaPath:"#/$defs/claimRoleGrant/required",keyword:"required",params:{missingProperty: "source"},message:"must have required property '"+"source"+"'"};
+const len2 = data11.length;
+for(let i4=0; i4<len2; i4++){
+let data12 = data11[i4];
+if(data12 && typeof data12 == "object" && !Array.isArray(data12)){
+if(data12.claim === undefined){
+const err34 = {instancePath:instancePath+"/role_grants/" + i4,schemaPath:"#/$defs/claimRoleGrant/required",keyword:"required",params:{missingProperty: "claim"},message:"must have required property '"+"claim"+"'"};
 if(vErrors === null){
 vErrors = [err34];
 }
@@ -2548,9 +2553,8 @@ vErrors.push(err34);
 }
 errors++;
 }
-for(const key1 in data11){
-if(!((((key1 === "claim") || (key1 === "value")) || (key1 === "role")) || (key1 === "source"))){
-const err35 = {instancePath:instancePath+"/role_grants/" + i4,schemaPath:"#/$defs/claimRoleGrant/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
+if(data12.value === undefined){
+const err35 = {instancePath:instancePath+"/role_grants/" + i4,schemaPath:"#/$defs/claimRoleGrant/required",keyword:"required",params:{missingProperty: "value"},message:"must have required property '"+"value"+"'"};
 if(vErrors === null){
 vErrors = [err35];
 }
@@ -2559,12 +2563,8 @@ vErrors.push(err35);
 }
 errors++;
 }
-}
-if(data11.claim !== undefined){
-let data12 = data11.claim;
-if(typeof data12 === "string"){
-if(func3(data12) > 128){
-const err36 = {instancePath:instancePath+"/role_grants/" + i4+"/claim",schemaPath:"#/$defs/claimRoleGrant/properties/claim/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
+if(data12.role === undefined){
+const err36 = {instancePath:instancePath+"/role_grants/" + i4,schemaPath:"#/$defs/claimRoleGrant/required",keyword:"required",params:{missingProperty: "role"},message:"must have required property '"+"role"+"'"};
 if(vErrors === null){
 vErrors = [err36];
 }
@@ -2573,8 +2573,8 @@ vErrors.push(err36);
 }
 errors++;
 }
-if(func3(data12) < 1){
-const err37 = {instancePath:instancePath+"/role_grants/" + i4+"/claim",schemaPath:"#/$defs/claimRoleGrant/properties/claim/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(data12.source === undefined){
+const err37 = {instancePath:instancePath+"/role_grants/" + i4,schemaPath:"#/$defs/claimRoleGrant/required",keyword:"required",params:{missingProperty: "source"},message:"must have required property '"+"source"+"'"};
 if(vErrors === null){
 vErrors = [err37];
 }
@@ -2583,9 +2583,9 @@ vErrors.push(err37);
 }
 errors++;
 }
-}
-else {
-const err38 = {instancePath:instancePath+"/role_grants/" + i4+"/claim",schemaPath:"#/$defs/claimRoleGrant/properties/claim/type",keyword:"type",params:{type: "string"},message:"must be string"};
+for(const key1 in data12){
+if(!((((key1 === "claim") || (key1 === "value")) || (key1 === "role")) || (key1 === "source"))){
+const err38 = {instancePath:instancePath+"/role_grants/" + i4,schemaPath:"#/$defs/claimRoleGrant/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err38];
 }
@@ -2595,11 +2595,11 @@ vErrors.push(err38);
 errors++;
 }
 }
-if(data11.value !== undefined){
-let data13 = data11.value;
+if(data12.claim !== undefined){
+let data13 = data12.claim;
 if(typeof data13 === "string"){
-if(func3(data13) > 256){
-const err39 = {instancePath:instancePath+"/role_grants/" + i4+"/value",schemaPath:"#/$defs/claimRoleGrant/properties/value/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"};
+if(func3(data13) > 128){
+const err39 = {instancePath:instancePath+"/role_grants/" + i4+"/claim",schemaPath:"#/$defs/claimRoleGrant/properties/claim/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
 if(vErrors === null){
 vErrors = [err39];
 }
@@ -2609,7 +2609,7 @@ vErrors.push(err39);
 errors++;
 }
 if(func3(data13) < 1){
-const err40 = {instancePath:instancePath+"/role_grants/" + i4+"/value",schemaPath:"#/$defs/claimRoleGrant/properties/value/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+const err40 = {instancePath:instancePath+"/role_grants/" + i4+"/claim",schemaPath:"#/$defs/claimRoleGrant/properties/claim/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err40];
 }
@@ -2620,7 +2620,7 @@ errors++;
 }
 }
 else {
-const err41 = {instancePath:instancePath+"/role_grants/" + i4+"/value",schemaPath:"#/$defs/claimRoleGrant/properties/value/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const err41 = {instancePath:instancePath+"/role_grants/" + i4+"/claim",schemaPath:"#/$defs/claimRoleGrant/properties/claim/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err41];
 }
@@ -2630,11 +2630,11 @@ vErrors.push(err41);
 errors++;
 }
 }
-if(data11.role !== undefined){
-let data14 = data11.role;
+if(data12.value !== undefined){
+let data14 = data12.value;
 if(typeof data14 === "string"){
-if(func3(data14) > 128){
-const err42 = {instancePath:instancePath+"/role_grants/" + i4+"/role",schemaPath:"#/$defs/claimRoleGrant/properties/role/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
+if(func3(data14) > 256){
+const err42 = {instancePath:instancePath+"/role_grants/" + i4+"/value",schemaPath:"#/$defs/claimRoleGrant/properties/value/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"};
 if(vErrors === null){
 vErrors = [err42];
 }
@@ -2644,7 +2644,7 @@ vErrors.push(err42);
 errors++;
 }
 if(func3(data14) < 1){
-const err43 = {instancePath:instancePath+"/role_grants/" + i4+"/role",schemaPath:"#/$defs/claimRoleGrant/properties/role/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+const err43 = {instancePath:instancePath+"/role_grants/" + i4+"/value",schemaPath:"#/$defs/claimRoleGrant/properties/value/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err43];
 }
@@ -2655,7 +2655,7 @@ errors++;
 }
 }
 else {
-const err44 = {instancePath:instancePath+"/role_grants/" + i4+"/role",schemaPath:"#/$defs/claimRoleGrant/properties/role/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const err44 = {instancePath:instancePath+"/role_grants/" + i4+"/value",schemaPath:"#/$defs/claimRoleGrant/properties/value/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err44];
 }
@@ -2665,11 +2665,11 @@ vErrors.push(err44);
 errors++;
 }
 }
-if(data11.source !== undefined){
-let data15 = data11.source;
+if(data12.role !== undefined){
+let data15 = data12.role;
 if(typeof data15 === "string"){
 if(func3(data15) > 128){
-const err45 = {instancePath:instancePath+"/role_grants/" + i4+"/source",schemaPath:"#/$defs/claimRoleGrant/properties/source/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
+const err45 = {instancePath:instancePath+"/role_grants/" + i4+"/role",schemaPath:"#/$defs/claimRoleGrant/properties/role/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
 if(vErrors === null){
 vErrors = [err45];
 }
@@ -2679,7 +2679,7 @@ vErrors.push(err45);
 errors++;
 }
 if(func3(data15) < 1){
-const err46 = {instancePath:instancePath+"/role_grants/" + i4+"/source",schemaPath:"#/$defs/claimRoleGrant/properties/source/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+const err46 = {instancePath:instancePath+"/role_grants/" + i4+"/role",schemaPath:"#/$defs/claimRoleGrant/properties/role/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err46];
 }
@@ -2690,7 +2690,7 @@ errors++;
 }
 }
 else {
-const err47 = {instancePath:instancePath+"/role_grants/" + i4+"/source",schemaPath:"#/$defs/claimRoleGrant/properties/source/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const err47 = {instancePath:instancePath+"/role_grants/" + i4+"/role",schemaPath:"#/$defs/claimRoleGrant/properties/role/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err47];
 }
@@ -2700,9 +2700,11 @@ vErrors.push(err47);
 errors++;
 }
 }
-}
-else {
-const err48 = {instancePath:instancePath+"/role_grants/" + i4,schemaPath:"#/$defs/claimRoleGrant/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data12.source !== undefined){
+let data16 = data12.source;
+if(typeof data16 === "string"){
+if(func3(data16) > 128){
+const err48 = {instancePath:instancePath+"/role_grants/" + i4+"/source",schemaPath:"#/$defs/claimRoleGrant/properties/source/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
 if(vErrors === null){
 vErrors = [err48];
 }
@@ -2711,10 +2713,8 @@ vErrors.push(err48);
 }
 errors++;
 }
-}
-}
-else {
-const err49 = {instancePath:instancePath+"/role_grants",schemaPath:"#/properties/role_grants/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(func3(data16) < 1){
+const err49 = {instancePath:instancePath+"/role_grants/" + i4+"/source",schemaPath:"#/$defs/claimRoleGrant/properties/source/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err49];
 }
@@ -2724,11 +2724,8 @@ vErrors.push(err49);
 errors++;
 }
 }
-if(data.attribute_claims !== undefined){
-let data16 = data.attribute_claims;
-if(Array.isArray(data16)){
-if(data16.length > 32){
-const err50 = {instancePath:instancePath+"/attribute_claims",schemaPath:"#/properties/attribute_claims/maxItems",keyword:"maxItems",params:{limit: 32},message:"must NOT have more than 32 items"};
+else {
+const err50 = {instancePath:instancePath+"/role_grants/" + i4+"/source",schemaPath:"#/$defs/claimRoleGrant/properties/source/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err50];
 }
@@ -2737,12 +2734,10 @@ vErrors.push(err50);
 }
 errors++;
 }
-const len3 = data16.length;
-for(let i5=0; i5<len3; i5++){
-let data17 = data16[i5];
-if(typeof data17 === "string"){
-if(func3(data17) > 128){
-const err51 = {instancePath:instancePath+"/attribute_claims/" + i5,schemaPath:"#/properties/attribute_claims/items/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
+}
+}
+else {
+const err51 = {instancePath:instancePath+"/role_grants/" + i4,schemaPath:"#/$defs/claimRoleGrant/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err51];
 }
@@ -2751,8 +2746,10 @@ vErrors.push(err51);
 }
 errors++;
 }
-if(func3(data17) < 1){
-const err52 = {instancePath:instancePath+"/attribute_claims/" + i5,schemaPath:"#/properties/attribute_claims/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+}
+}
+else {
+const err52 = {instancePath:instancePath+"/role_grants",schemaPath:"#/properties/role_grants/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err52];
 }
@@ -2762,8 +2759,11 @@ vErrors.push(err52);
 errors++;
 }
 }
-else {
-const err53 = {instancePath:instancePath+"/attribute_claims/" + i5,schemaPath:"#/properties/attribute_claims/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data.attribute_claims !== undefined){
+let data17 = data.attribute_claims;
+if(Array.isArray(data17)){
+if(data17.length > 32){
+const err53 = {instancePath:instancePath+"/attribute_claims",schemaPath:"#/properties/attribute_claims/maxItems",keyword:"maxItems",params:{limit: 32},message:"must NOT have more than 32 items"};
 if(vErrors === null){
 vErrors = [err53];
 }
@@ -2772,19 +2772,12 @@ vErrors.push(err53);
 }
 errors++;
 }
-}
-let i6 = data16.length;
-let j2;
-if(i6 > 1){
-const indices2 = {};
-for(;i6--;){
-let item2 = data16[i6];
-if(typeof item2 !== "string"){
-continue;
-}
-if(typeof indices2[item2] == "number"){
-j2 = indices2[item2];
-const err54 = {instancePath:instancePath+"/attribute_claims",schemaPath:"#/properties/attribute_claims/uniqueItems",keyword:"uniqueItems",params:{i: i6, j: j2},message:"must NOT have duplicate items (items ## "+j2+" and "+i6+" are identical)"};
+const len3 = data17.length;
+for(let i5=0; i5<len3; i5++){
+let data18 = data17[i5];
+if(typeof data18 === "string"){
+if(func3(data18) > 128){
+const err54 = {instancePath:instancePath+"/attribute_claims/" + i5,schemaPath:"#/properties/attribute_claims/items/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
 if(vErrors === null){
 vErrors = [err54];
 }
@@ -2792,14 +2785,9 @@ else {
 vErrors.push(err54);
 }
 errors++;
-break;
 }
-indices2[item2] = i6;
-}
-}
-}
-else {
-const err55 = {instancePath:instancePath+"/attribute_claims",schemaPath:"#/properties/attribute_claims/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(func3(data18) < 1){
+const err55 = {instancePath:instancePath+"/attribute_claims/" + i5,schemaPath:"#/properties/attribute_claims/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err55];
 }
@@ -2809,14 +2797,61 @@ vErrors.push(err55);
 errors++;
 }
 }
-}
 else {
-const err56 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err56 = {instancePath:instancePath+"/attribute_claims/" + i5,schemaPath:"#/properties/attribute_claims/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err56];
 }
 else {
 vErrors.push(err56);
+}
+errors++;
+}
+}
+let i6 = data17.length;
+let j2;
+if(i6 > 1){
+const indices2 = {};
+for(;i6--;){
+let item2 = data17[i6];
+if(typeof item2 !== "string"){
+continue;
+}
+if(typeof indices2[item2] == "number"){
+j2 = indices2[item2];
+const err57 = {instancePath:instancePath+"/attribute_claims",schemaPath:"#/properties/attribute_claims/uniqueItems",keyword:"uniqueItems",params:{i: i6, j: j2},message:"must NOT have duplicate items (items ## "+j2+" and "+i6+" are identical)"};
+if(vErrors === null){
+vErrors = [err57];
+}
+else {
+vErrors.push(err57);
+}
+errors++;
+break;
+}
+indices2[item2] = i6;
+}
+}
+}
+else {
+const err58 = {instancePath:instancePath+"/attribute_claims",schemaPath:"#/properties/attribute_claims/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err58];
+}
+else {
+vErrors.push(err58);
+}
+errors++;
+}
+}
+}
+else {
+const err59 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err59];
+}
+else {
+vErrors.push(err59);
 }
 errors++;
 }
@@ -5332,10 +5367,10 @@ vErrors.push(err21);
 errors++;
 }
 }
-if(data.clock_skew_seconds !== undefined){
-let data7 = data.clock_skew_seconds;
+if(data.jwks_cooldown_seconds !== undefined){
+let data7 = data.jwks_cooldown_seconds;
 if(!(((typeof data7 == "number") && (!(data7 % 1) && !isNaN(data7))) && (isFinite(data7)))){
-const err22 = {instancePath:instancePath+"/clock_skew_seconds",schemaPath:"#/properties/clock_skew_seconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err22 = {instancePath:instancePath+"/jwks_cooldown_seconds",schemaPath:"#/properties/jwks_cooldown_seconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err22];
 }
@@ -5345,8 +5380,8 @@ vErrors.push(err22);
 errors++;
 }
 if((typeof data7 == "number") && (isFinite(data7))){
-if(data7 > 600 || isNaN(data7)){
-const err23 = {instancePath:instancePath+"/clock_skew_seconds",schemaPath:"#/properties/clock_skew_seconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 600},message:"must be <= 600"};
+if(data7 > 3600 || isNaN(data7)){
+const err23 = {instancePath:instancePath+"/jwks_cooldown_seconds",schemaPath:"#/properties/jwks_cooldown_seconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600},message:"must be <= 3600"};
 if(vErrors === null){
 vErrors = [err23];
 }
@@ -5355,8 +5390,8 @@ vErrors.push(err23);
 }
 errors++;
 }
-if(data7 < 0 || isNaN(data7)){
-const err24 = {instancePath:instancePath+"/clock_skew_seconds",schemaPath:"#/properties/clock_skew_seconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if(data7 < 1 || isNaN(data7)){
+const err24 = {instancePath:instancePath+"/jwks_cooldown_seconds",schemaPath:"#/properties/jwks_cooldown_seconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err24];
 }
@@ -5367,11 +5402,10 @@ errors++;
 }
 }
 }
-if(data.identity_claim !== undefined){
-let data8 = data.identity_claim;
-if(typeof data8 === "string"){
-if(func3(data8) > 128){
-const err25 = {instancePath:instancePath+"/identity_claim",schemaPath:"#/properties/identity_claim/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
+if(data.clock_skew_seconds !== undefined){
+let data8 = data.clock_skew_seconds;
+if(!(((typeof data8 == "number") && (!(data8 % 1) && !isNaN(data8))) && (isFinite(data8)))){
+const err25 = {instancePath:instancePath+"/clock_skew_seconds",schemaPath:"#/properties/clock_skew_seconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err25];
 }
@@ -5380,8 +5414,9 @@ vErrors.push(err25);
 }
 errors++;
 }
-if(func3(data8) < 1){
-const err26 = {instancePath:instancePath+"/identity_claim",schemaPath:"#/properties/identity_claim/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if((typeof data8 == "number") && (isFinite(data8))){
+if(data8 > 600 || isNaN(data8)){
+const err26 = {instancePath:instancePath+"/clock_skew_seconds",schemaPath:"#/properties/clock_skew_seconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 600},message:"must be <= 600"};
 if(vErrors === null){
 vErrors = [err26];
 }
@@ -5390,9 +5425,8 @@ vErrors.push(err26);
 }
 errors++;
 }
-}
-else {
-const err27 = {instancePath:instancePath+"/identity_claim",schemaPath:"#/properties/identity_claim/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data8 < 0 || isNaN(data8)){
+const err27 = {instancePath:instancePath+"/clock_skew_seconds",schemaPath:"#/properties/clock_skew_seconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err27];
 }
@@ -5402,10 +5436,12 @@ vErrors.push(err27);
 errors++;
 }
 }
-if(data.unknown_subjects !== undefined){
-let data9 = data.unknown_subjects;
-if(typeof data9 !== "string"){
-const err28 = {instancePath:instancePath+"/unknown_subjects",schemaPath:"#/properties/unknown_subjects/type",keyword:"type",params:{type: "string"},message:"must be string"};
+}
+if(data.identity_claim !== undefined){
+let data9 = data.identity_claim;
+if(typeof data9 === "string"){
+if(func3(data9) > 128){
+const err28 = {instancePath:instancePath+"/identity_claim",schemaPath:"#/properties/identity_claim/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
 if(vErrors === null){
 vErrors = [err28];
 }
@@ -5414,8 +5450,8 @@ vErrors.push(err28);
 }
 errors++;
 }
-if(!((data9 === "refuse") || (data9 === "provision"))){
-const err29 = {instancePath:instancePath+"/unknown_subjects",schemaPath:"#/properties/unknown_subjects/enum",keyword:"enum",params:{allowedValues: schema44.properties.unknown_subjects.enum},message:"must be equal to one of the allowed values"};
+if(func3(data9) < 1){
+const err29 = {instancePath:instancePath+"/identity_claim",schemaPath:"#/properties/identity_claim/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err29];
 }
@@ -5425,11 +5461,8 @@ vErrors.push(err29);
 errors++;
 }
 }
-if(data.role_grants !== undefined){
-let data10 = data.role_grants;
-if(Array.isArray(data10)){
-if(data10.length > 256){
-const err30 = {instancePath:instancePath+"/role_grants",schemaPath:"#/properties/role_grants/maxItems",keyword:"maxItems",params:{limit: 256},message:"must NOT have more than 256 items"};
+else {
+const err30 = {instancePath:instancePath+"/identity_claim",schemaPath:"#/properties/identity_claim/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err30];
 }
@@ -5438,12 +5471,11 @@ vErrors.push(err30);
 }
 errors++;
 }
-const len2 = data10.length;
-for(let i4=0; i4<len2; i4++){
-let data11 = data10[i4];
-if(data11 && typeof data11 == "object" && !Array.isArray(data11)){
-if(data11.claim === undefined){
-const err31 = {instancePath:instancePath+"/role_grants/" + i4,schemaPath:"#/$defs/claimRoleGrant/required",keyword:"required",params:{missingProperty: "claim"},message:"must have required property '"+"claim"+"'"};
+}
+if(data.unknown_subjects !== undefined){
+let data10 = data.unknown_subjects;
+if(typeof data10 !== "string"){
+const err31 = {instancePath:instancePath+"/unknown_subjects",schemaPath:"#/properties/unknown_subjects/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err31];
 }
@@ -5452,8 +5484,8 @@ vErrors.push(err31);
 }
 errors++;
 }
-if(data11.value === undefined){
-const err32 = {instancePath:instancePath+"/role_grants/" + i4,schemaPath:"#/$defs/claimRoleGrant/required",keyword:"required",params:{missingProperty: "value"},message:"must have required property '"+"value"+"'"};
+if(!((data10 === "refuse") || (data10 === "provision"))){
+const err32 = {instancePath:instancePath+"/unknown_subjects",schemaPath:"#/properties/unknown_subjects/enum",keyword:"enum",params:{allowedValues: schema44.properties.unknown_subjects.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err32];
 }
@@ -5462,8 +5494,12 @@ vErrors.push(err32);
 }
 errors++;
 }
-if(data11.role === undefined){
-const err33 = {instancePath:instancePath+"/role_grants/" + i4,schemaPath:"#/$defs/claimRoleGrant/required",keyword:"required",params:{missingProperty: "role"},message:"must have required property '"+"role"+"'"};
+}
+if(data.role_grants !== undefined){
+let data11 = data.role_grants;
+if(Array.isArray(data11)){
+if(data11.length > 256){
+const err33 = {instancePath:instancePath+"/role_grants",schemaPath:"#/properties/role_grants/maxItems",keyword:"maxItems",params:{limit: 256},message:"must NOT have more than 256 items"};
 if(vErrors === null){
 vErrors = [err33];
 }
@@ -5472,8 +5508,12 @@ vErrors.push(err33);
 }
 errors++;
 }
-if(data11.source === undefined){
-const err34 = {instancePath:instancePath+"/role_grants/" + i4,schemaPath:"#/$defs/claimRoleGrant/required",keyword:"required",params:{missingProperty: "source"},message:"must have required property '"+"source"+"'"};
+const len2 = data11.length;
+for(let i4=0; i4<len2; i4++){
+let data12 = data11[i4];
+if(data12 && typeof data12 == "object" && !Array.isArray(data12)){
+if(data12.claim === undefined){
+const err34 = {instancePath:instancePath+"/role_grants/" + i4,schemaPath:"#/$defs/claimRoleGrant/required",keyword:"required",params:{missingProperty: "claim"},message:"must have required property '"+"claim"+"'"};
 if(vErrors === null){
 vErrors = [err34];
 }
@@ -5482,9 +5522,8 @@ vErrors.push(err34);
 }
 errors++;
 }
-for(const key1 in data11){
-if(!((((key1 === "claim") || (key1 === "value")) || (key1 === "role")) || (key1 === "source"))){
-const err35 = {instancePath:instancePath+"/role_grants/" + i4,schemaPath:"#/$defs/claimRoleGrant/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
+if(data12.value === undefined){
+const err35 = {instancePath:instancePath+"/role_grants/" + i4,schemaPath:"#/$defs/claimRoleGrant/required",keyword:"required",params:{missingProperty: "value"},message:"must have required property '"+"value"+"'"};
 if(vErrors === null){
 vErrors = [err35];
 }
@@ -5493,12 +5532,8 @@ vErrors.push(err35);
 }
 errors++;
 }
-}
-if(data11.claim !== undefined){
-let data12 = data11.claim;
-if(typeof data12 === "string"){
-if(func3(data12) > 128){
-const err36 = {instancePath:instancePath+"/role_grants/" + i4+"/claim",schemaPath:"#/$defs/claimRoleGrant/properties/claim/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
+if(data12.role === undefined){
+const err36 = {instancePath:instancePath+"/role_grants/" + i4,schemaPath:"#/$defs/claimRoleGrant/required",keyword:"required",params:{missingProperty: "role"},message:"must have required property '"+"role"+"'"};
 if(vErrors === null){
 vErrors = [err36];
 }
@@ -5507,8 +5542,8 @@ vErrors.push(err36);
 }
 errors++;
 }
-if(func3(data12) < 1){
-const err37 = {instancePath:instancePath+"/role_grants/" + i4+"/claim",schemaPath:"#/$defs/claimRoleGrant/properties/claim/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(data12.source === undefined){
+const err37 = {instancePath:instancePath+"/role_grants/" + i4,schemaPath:"#/$defs/claimRoleGrant/required",keyword:"required",params:{missingProperty: "source"},message:"must have required property '"+"source"+"'"};
 if(vErrors === null){
 vErrors = [err37];
 }
@@ -5517,9 +5552,9 @@ vErrors.push(err37);
 }
 errors++;
 }
-}
-else {
-const err38 = {instancePath:instancePath+"/role_grants/" + i4+"/claim",schemaPath:"#/$defs/claimRoleGrant/properties/claim/type",keyword:"type",params:{type: "string"},message:"must be string"};
+for(const key1 in data12){
+if(!((((key1 === "claim") || (key1 === "value")) || (key1 === "role")) || (key1 === "source"))){
+const err38 = {instancePath:instancePath+"/role_grants/" + i4,schemaPath:"#/$defs/claimRoleGrant/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err38];
 }
@@ -5529,11 +5564,11 @@ vErrors.push(err38);
 errors++;
 }
 }
-if(data11.value !== undefined){
-let data13 = data11.value;
+if(data12.claim !== undefined){
+let data13 = data12.claim;
 if(typeof data13 === "string"){
-if(func3(data13) > 256){
-const err39 = {instancePath:instancePath+"/role_grants/" + i4+"/value",schemaPath:"#/$defs/claimRoleGrant/properties/value/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"};
+if(func3(data13) > 128){
+const err39 = {instancePath:instancePath+"/role_grants/" + i4+"/claim",schemaPath:"#/$defs/claimRoleGrant/properties/claim/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
 if(vErrors === null){
 vErrors = [err39];
 }
@@ -5543,7 +5578,7 @@ vErrors.push(err39);
 errors++;
 }
 if(func3(data13) < 1){
-const err40 = {instancePath:instancePath+"/role_grants/" + i4+"/value",schemaPath:"#/$defs/claimRoleGrant/properties/value/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+const err40 = {instancePath:instancePath+"/role_grants/" + i4+"/claim",schemaPath:"#/$defs/claimRoleGrant/properties/claim/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err40];
 }
@@ -5554,7 +5589,7 @@ errors++;
 }
 }
 else {
-const err41 = {instancePath:instancePath+"/role_grants/" + i4+"/value",schemaPath:"#/$defs/claimRoleGrant/properties/value/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const err41 = {instancePath:instancePath+"/role_grants/" + i4+"/claim",schemaPath:"#/$defs/claimRoleGrant/properties/claim/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err41];
 }
@@ -5564,11 +5599,11 @@ vErrors.push(err41);
 errors++;
 }
 }
-if(data11.role !== undefined){
-let data14 = data11.role;
+if(data12.value !== undefined){
+let data14 = data12.value;
 if(typeof data14 === "string"){
-if(func3(data14) > 128){
-const err42 = {instancePath:instancePath+"/role_grants/" + i4+"/role",schemaPath:"#/$defs/claimRoleGrant/properties/role/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
+if(func3(data14) > 256){
+const err42 = {instancePath:instancePath+"/role_grants/" + i4+"/value",schemaPath:"#/$defs/claimRoleGrant/properties/value/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"};
 if(vErrors === null){
 vErrors = [err42];
 }
@@ -5578,7 +5613,7 @@ vErrors.push(err42);
 errors++;
 }
 if(func3(data14) < 1){
-const err43 = {instancePath:instancePath+"/role_grants/" + i4+"/role",schemaPath:"#/$defs/claimRoleGrant/properties/role/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+const err43 = {instancePath:instancePath+"/role_grants/" + i4+"/value",schemaPath:"#/$defs/claimRoleGrant/properties/value/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err43];
 }
@@ -5589,7 +5624,7 @@ errors++;
 }
 }
 else {
-const err44 = {instancePath:instancePath+"/role_grants/" + i4+"/role",schemaPath:"#/$defs/claimRoleGrant/properties/role/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const err44 = {instancePath:instancePath+"/role_grants/" + i4+"/value",schemaPath:"#/$defs/claimRoleGrant/properties/value/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err44];
 }
@@ -5599,11 +5634,11 @@ vErrors.push(err44);
 errors++;
 }
 }
-if(data11.source !== undefined){
-let data15 = data11.source;
+if(data12.role !== undefined){
+let data15 = data12.role;
 if(typeof data15 === "string"){
 if(func3(data15) > 128){
-const err45 = {instancePath:instancePath+"/role_grants/" + i4+"/source",schemaPath:"#/$defs/claimRoleGrant/properties/source/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
+const err45 = {instancePath:instancePath+"/role_grants/" + i4+"/role",schemaPath:"#/$defs/claimRoleGrant/properties/role/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
 if(vErrors === null){
 vErrors = [err45];
 }
@@ -5613,7 +5648,7 @@ vErrors.push(err45);
 errors++;
 }
 if(func3(data15) < 1){
-const err46 = {instancePath:instancePath+"/role_grants/" + i4+"/source",schemaPath:"#/$defs/claimRoleGrant/properties/source/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+const err46 = {instancePath:instancePath+"/role_grants/" + i4+"/role",schemaPath:"#/$defs/claimRoleGrant/properties/role/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err46];
 }
@@ -5624,7 +5659,7 @@ errors++;
 }
 }
 else {
-const err47 = {instancePath:instancePath+"/role_grants/" + i4+"/source",schemaPath:"#/$defs/claimRoleGrant/properties/source/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const err47 = {instancePath:instancePath+"/role_grants/" + i4+"/role",schemaPath:"#/$defs/claimRoleGrant/properties/role/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err47];
 }
@@ -5634,9 +5669,11 @@ vErrors.push(err47);
 errors++;
 }
 }
-}
-else {
-const err48 = {instancePath:instancePath+"/role_grants/" + i4,schemaPath:"#/$defs/claimRoleGrant/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data12.source !== undefined){
+let data16 = data12.source;
+if(typeof data16 === "string"){
+if(func3(data16) > 128){
+const err48 = {instancePath:instancePath+"/role_grants/" + i4+"/source",schemaPath:"#/$defs/claimRoleGrant/properties/source/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
 if(vErrors === null){
 vErrors = [err48];
 }
@@ -5645,10 +5682,8 @@ vErrors.push(err48);
 }
 errors++;
 }
-}
-}
-else {
-const err49 = {instancePath:instancePath+"/role_grants",schemaPath:"#/properties/role_grants/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(func3(data16) < 1){
+const err49 = {instancePath:instancePath+"/role_grants/" + i4+"/source",schemaPath:"#/$defs/claimRoleGrant/properties/source/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err49];
 }
@@ -5658,11 +5693,8 @@ vErrors.push(err49);
 errors++;
 }
 }
-if(data.attribute_claims !== undefined){
-let data16 = data.attribute_claims;
-if(Array.isArray(data16)){
-if(data16.length > 32){
-const err50 = {instancePath:instancePath+"/attribute_claims",schemaPath:"#/properties/attribute_claims/maxItems",keyword:"maxItems",params:{limit: 32},message:"must NOT have more than 32 items"};
+else {
+const err50 = {instancePath:instancePath+"/role_grants/" + i4+"/source",schemaPath:"#/$defs/claimRoleGrant/properties/source/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err50];
 }
@@ -5671,12 +5703,10 @@ vErrors.push(err50);
 }
 errors++;
 }
-const len3 = data16.length;
-for(let i5=0; i5<len3; i5++){
-let data17 = data16[i5];
-if(typeof data17 === "string"){
-if(func3(data17) > 128){
-const err51 = {instancePath:instancePath+"/attribute_claims/" + i5,schemaPath:"#/properties/attribute_claims/items/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
+}
+}
+else {
+const err51 = {instancePath:instancePath+"/role_grants/" + i4,schemaPath:"#/$defs/claimRoleGrant/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err51];
 }
@@ -5685,8 +5715,10 @@ vErrors.push(err51);
 }
 errors++;
 }
-if(func3(data17) < 1){
-const err52 = {instancePath:instancePath+"/attribute_claims/" + i5,schemaPath:"#/properties/attribute_claims/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+}
+}
+else {
+const err52 = {instancePath:instancePath+"/role_grants",schemaPath:"#/properties/role_grants/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err52];
 }
@@ -5696,8 +5728,11 @@ vErrors.push(err52);
 errors++;
 }
 }
-else {
-const err53 = {instancePath:instancePath+"/attribute_claims/" + i5,schemaPath:"#/properties/attribute_claims/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data.attribute_claims !== undefined){
+let data17 = data.attribute_claims;
+if(Array.isArray(data17)){
+if(data17.length > 32){
+const err53 = {instancePath:instancePath+"/attribute_claims",schemaPath:"#/properties/attribute_claims/maxItems",keyword:"maxItems",params:{limit: 32},message:"must NOT have more than 32 items"};
 if(vErrors === null){
 vErrors = [err53];
 }
@@ -5706,19 +5741,12 @@ vErrors.push(err53);
 }
 errors++;
 }
-}
-let i6 = data16.length;
-let j2;
-if(i6 > 1){
-const indices2 = {};
-for(;i6--;){
-let item2 = data16[i6];
-if(typeof item2 !== "string"){
-continue;
-}
-if(typeof indices2[item2] == "number"){
-j2 = indices2[item2];
-const err54 = {instancePath:instancePath+"/attribute_claims",schemaPath:"#/properties/attribute_claims/uniqueItems",keyword:"uniqueItems",params:{i: i6, j: j2},message:"must NOT have duplicate items (items ## "+j2+" and "+i6+" are identical)"};
+const len3 = data17.length;
+for(let i5=0; i5<len3; i5++){
+let data18 = data17[i5];
+if(typeof data18 === "string"){
+if(func3(data18) > 128){
+const err54 = {instancePath:instancePath+"/attribute_claims/" + i5,schemaPath:"#/properties/attribute_claims/items/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
 if(vErrors === null){
 vErrors = [err54];
 }
@@ -5726,14 +5754,9 @@ else {
 vErrors.push(err54);
 }
 errors++;
-break;
 }
-indices2[item2] = i6;
-}
-}
-}
-else {
-const err55 = {instancePath:instancePath+"/attribute_claims",schemaPath:"#/properties/attribute_claims/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(func3(data18) < 1){
+const err55 = {instancePath:instancePath+"/attribute_claims/" + i5,schemaPath:"#/properties/attribute_claims/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err55];
 }
@@ -5743,14 +5766,61 @@ vErrors.push(err55);
 errors++;
 }
 }
-}
 else {
-const err56 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err56 = {instancePath:instancePath+"/attribute_claims/" + i5,schemaPath:"#/properties/attribute_claims/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err56];
 }
 else {
 vErrors.push(err56);
+}
+errors++;
+}
+}
+let i6 = data17.length;
+let j2;
+if(i6 > 1){
+const indices2 = {};
+for(;i6--;){
+let item2 = data17[i6];
+if(typeof item2 !== "string"){
+continue;
+}
+if(typeof indices2[item2] == "number"){
+j2 = indices2[item2];
+const err57 = {instancePath:instancePath+"/attribute_claims",schemaPath:"#/properties/attribute_claims/uniqueItems",keyword:"uniqueItems",params:{i: i6, j: j2},message:"must NOT have duplicate items (items ## "+j2+" and "+i6+" are identical)"};
+if(vErrors === null){
+vErrors = [err57];
+}
+else {
+vErrors.push(err57);
+}
+errors++;
+break;
+}
+indices2[item2] = i6;
+}
+}
+}
+else {
+const err58 = {instancePath:instancePath+"/attribute_claims",schemaPath:"#/properties/attribute_claims/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err58];
+}
+else {
+vErrors.push(err58);
+}
+errors++;
+}
+}
+}
+else {
+const err59 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err59];
+}
+else {
+vErrors.push(err59);
 }
 errors++;
 }

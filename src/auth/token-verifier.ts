@@ -50,7 +50,8 @@ export class TokenVerifier {
   ) {
     for (const cfg of issuers) {
       if (!cfg.audience && !resource) throw new Error(`auth.issuers ${cfg.issuer}: set auth.resource or the issuer's audience`);
-      this.byIssuer.set(cfg.issuer, { cfg, keys: new IssuerKeys(cfg.issuer, cfg.jwks_uri, opts) });
+      const cooldown = cfg.jwks_cooldown_seconds !== undefined ? { cooldownMs: cfg.jwks_cooldown_seconds * 1000 } : {};
+      this.byIssuer.set(cfg.issuer, { cfg, keys: new IssuerKeys(cfg.issuer, cfg.jwks_uri, { ...opts, ...cooldown }) });
     }
   }
 

@@ -231,8 +231,8 @@ export async function runToolCall(deps: DispatchDeps, req: ToolCallRequest): Pro
         decision,
         reasonCode: reason,
         durationMs: Date.now() - started,
-        // An access token's issuer, subject and jti (never the token; issue 26 item 4).
-        details: ctx.identity?.token ? { ...ctx.auditDetails, token: ctx.identity.token } : ctx.auditDetails,
+        // An access token's issuer, subject and jti as details.oauth (never the token; issue 26 item 4).
+        details: ctx.identity?.token ? { ...ctx.auditDetails, oauth: ctx.identity.token } : ctx.auditDetails,
       }),
     },
   };
