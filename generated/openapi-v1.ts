@@ -1073,6 +1073,13 @@ export interface components {
             createdAt: string;
             /** Format: date-time */
             disabledAt: string | null;
+            /** @description Token subjects linked to the identity (issue 26), in the list only and only when there is one. */
+            subjects?: {
+                issuer: string;
+                subject: string;
+                /** Format: date-time */
+                lastUsedAt: string | null;
+            }[];
         };
         IdentityCreate: {
             name: string;

@@ -19,6 +19,11 @@ export interface IdentityRecord {
   disabled: boolean;
   createdAt: string;
   disabledAt: string | null;
+  /**
+   * Token subjects linked to this identity (issue 26: identities from an identity provider), with
+   * their last use (ISO-8601 UTC or null). Only in listIdentities, and only when there is one.
+   */
+  subjects?: Array<{ issuer: string; subject: string; lastUsedAt: string | null }>;
 }
 
 interface IdentityRow {
@@ -56,8 +61,16 @@ export async function createIdentity(db: ControlDb, name: string): Promise<Ident
 
 /** Every identity, by name. */
 export async function listIdentities(db: ControlDb): Promise<IdentityRecord[]> {
-  const r = await db.pool.query<IdentityRow>(`SELECT ${COLS} FROM identities ORDER BY name`);
-  return r.rows.map(toRecord);
+  const r = await db.pool.query<IdentityRow & { subjects: Array<{ issuer: string; subject: string; last_used_at: string | null }> | null }>(
+    `SELECT ${COLS}, (SELECT json_agg(json_build_object('issuer', s.issuer, 'subject', s.subject, 'last_used_at', s.last_used_at) ORDER BY s.issuer, s.subject)
+       FROM identity_subjects s WHERE s.identity_id = identities.id) AS subjects
+     FROM identities ORDER BY name`,
+  );
+  return r.rows.map((row) => {
+    const rec = toRecord(row);
+    if (row.subjects?.length) rec.subjects = row.subjects.map((x) => ({ issuer: x.issuer, subject: x.subject, lastUsedAt: x.last_used_at ? iso(new Date(x.last_used_at)) : null }));
+    return rec;
+  });
 }
 
 /** The identity called `name`, or null. */

@@ -9,7 +9,7 @@ import { Writable } from 'node:stream';
 import pino from 'pino';
 import { callTool, startGovernedEnv, type GovernedEnv } from '../../helpers/governed';
 import { startTestIssuer, type TestIssuer } from '../../helpers/jwks-server';
-import { disableIdentity } from '../../../src/control/identities';
+import { disableIdentity, listIdentities } from '../../../src/control/identities';
 import { DEMO_ROLE } from '../../../src/demo/provision';
 
 jest.setTimeout(120_000);
@@ -69,6 +69,10 @@ test('a valid token provisions its identity, its group grants the demo role, and
   expect(ev.rows[0].key_id).toBe('token:jti-ana-1');
   expect(ev.rows[0].details.oauth).toEqual({ issuer: iss.issuer, subject: 'okta|ana', jti: 'jti-ana-1' });
   expect(JSON.stringify(ev.rows[0])).not.toContain(token.split('.')[2]);
+  // Operators see the token-backed identity and its last use (interlock identity list, GET /admin/v1/identities).
+  const listed = (await listIdentities(env.db)).find((i) => i.name === 'ana@example.com');
+  expect(listed?.subjects).toEqual([{ issuer: iss.issuer, subject: 'okta|ana', lastUsedAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT/) }]);
+  expect((await listIdentities(env.db)).find((i) => i.name === 'demo-agent')?.subjects).toBeUndefined();
 });
 
 test('API keys keep working beside tokens', async () => {
