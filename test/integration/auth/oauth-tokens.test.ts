@@ -11,6 +11,7 @@ import { callTool, startGovernedEnv, type GovernedEnv } from '../../helpers/gove
 import { startTestIssuer, type TestIssuer } from '../../helpers/jwks-server';
 import { disableIdentity, listIdentities } from '../../../src/control/identities';
 import { DEMO_ROLE } from '../../../src/demo/provision';
+import { exportInterlockFile } from '../../../src/declarative/export';
 
 jest.setTimeout(120_000);
 
@@ -73,6 +74,9 @@ test('a valid token provisions its identity, its group grants the demo role, and
   const listed = (await listIdentities(env.db)).find((i) => i.name === 'ana@example.com');
   expect(listed?.subjects).toEqual([{ issuer: iss.issuer, subject: 'okta|ana', lastUsedAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT/) }]);
   expect((await listIdentities(env.db)).find((i) => i.name === 'demo-agent')?.subjects).toBeUndefined();
+  // Claim grants follow the identity provider: interlock export leaves them out (and apply leaves them alone).
+  const file = await exportInterlockFile(env.db);
+  expect(file.identities?.find((i) => i.name === 'ana@example.com')).toEqual({ name: 'ana@example.com', disabled: false, grants: [] });
 });
 
 test('API keys keep working beside tokens', async () => {
