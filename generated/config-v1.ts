@@ -4203,6 +4203,31 @@ export interface GatewayConfig {
     body_bytes_in_flight?: number;
   };
   /**
+   * InterLock as an OAuth 2.1 resource server (issue 26): JWT access tokens from the organisation's identity providers are accepted beside API keys. docs/operators.md "Identity providers".
+   */
+  auth?: {
+    /**
+     * The gateway's canonical resource URL (RFC 8707; RFC 9728 `resource`), e.g. https://gateway.example.com/mcp: the default expected audience of every issuer and the `resource` of /.well-known/oauth-protected-resource. Required when issuers are configured.
+     */
+    resource?: string;
+    /**
+     * Scopes advertised in the protected resource metadata (scopes_supported). Default: none advertised.
+     *
+     * @maxItems 64
+     */
+    scopes_supported?: string[];
+    /**
+     * Handshake dialect (2025-*): answer a tools/call refused as unauthorized with HTTP 401 and the WWW-Authenticate challenge (so OAuth-capable clients start their flow) instead of the contract's default tool-result refusal. Default false.
+     */
+    handshake_challenge?: boolean;
+    /**
+     * Trusted issuers of JWT access tokens. A token whose unverified `iss` names none of them is refused before any network or database work.
+     *
+     * @maxItems 32
+     */
+    issuers?: TokenIssuer[];
+  };
+  /**
    * Operational log level (INTERLOCK_LOG_LEVEL). Default info.
    */
   log_level?: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
@@ -4237,4 +4262,91 @@ export interface RateLimit1 {
    * Window length in seconds.
    */
   window_seconds: number;
+}
+/**
+ * One trusted OAuth 2.1 / OpenID Connect issuer (issue 26 item 1) and how its tokens map to identities (item 2).
+ *
+ * This interface was referenced by `GatewayConfig`'s JSON-Schema
+ * via the `definition` "tokenIssuer".
+ */
+export interface TokenIssuer {
+  /**
+   * The issuer identifier, compared exactly with the token's `iss` (and with the discovery document's `issuer`).
+   */
+  issuer: string;
+  /**
+   * The issuer's JWKS URL. Absent: discovered from <issuer>/.well-known/openid-configuration.
+   */
+  jwks_uri?: string;
+  /**
+   * Expected `aud` (one of the token's audiences must equal it). Default: auth.resource.
+   */
+  audience?: string;
+  /**
+   * Allowed JWS algorithms, asymmetric only (`none` and HMAC are never accepted). Default [RS256, ES256].
+   *
+   * @minItems 1
+   */
+  algorithms?: [
+    'RS256' | 'RS384' | 'RS512' | 'PS256' | 'PS384' | 'PS512' | 'ES256' | 'ES384' | 'ES512' | 'EdDSA',
+    ...('RS256' | 'RS384' | 'RS512' | 'PS256' | 'PS384' | 'PS512' | 'ES256' | 'ES384' | 'ES512' | 'EdDSA')[]
+  ];
+  /**
+   * Scopes the token's `scope` (or `scp`) claim must all carry; a token missing one is refused 403 insufficient_scope. Default none.
+   *
+   * @maxItems 64
+   */
+  required_scopes?: string[];
+  /**
+   * Least interval between two fetches of the issuer's JWKS, in seconds: a token with an unknown `kid` (a rotated key) refetches at most this often. Default 30.
+   */
+  jwks_cooldown_seconds?: number;
+  /**
+   * Tolerance for exp, nbf and iat, in seconds. Default 60.
+   */
+  clock_skew_seconds?: number;
+  /**
+   * The claim that names the identity (e.g. sub, email, preferred_username); lower-cased, it must be a valid identity name. Default sub.
+   */
+  identity_claim?: string;
+  /**
+   * A subject with no identity yet: refuse (invalid_token) or provision an identity named by identity_claim. Default refuse.
+   */
+  unknown_subjects?: 'refuse' | 'provision';
+  /**
+   * Claim values that grant source roles: every rule whose claim carries the value (equal, or an element of an array claim) grants role on source to the token's identity; such grants follow the claims on each sign-in.
+   *
+   * @maxItems 256
+   */
+  role_grants?: ClaimRoleGrant[];
+  /**
+   * Claims copied into the identity's attributes for policies and row rules. Default [email, groups, roles].
+   *
+   * @maxItems 32
+   */
+  attribute_claims?: string[];
+}
+/**
+ * A claim value that grants a source role on a source.
+ *
+ * This interface was referenced by `GatewayConfig`'s JSON-Schema
+ * via the `definition` "claimRoleGrant".
+ */
+export interface ClaimRoleGrant {
+  /**
+   * Claim name, e.g. groups.
+   */
+  claim: string;
+  /**
+   * Claim value that grants the role.
+   */
+  value: string;
+  /**
+   * Source role name.
+   */
+  role: string;
+  /**
+   * Source id.
+   */
+  source: string;
 }

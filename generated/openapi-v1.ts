@@ -161,6 +161,40 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/.well-known/oauth-protected-resource": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** OAuth 2.0 Protected Resource Metadata (RFC 9728; issue 26) of the MCP endpoint. Served only when auth.issuers is configured. */
+        get: operations["protectedResourceMetadata"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/.well-known/oauth-protected-resource/mcp": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The same metadata at the path form for the resource at /mcp (RFC 9728 section 3.1), the URL named by resource_metadata in WWW-Authenticate challenges. */
+        get: operations["protectedResourceMetadataMcp"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sources/{id}/query": {
         parameters: {
             query?: never;
@@ -856,6 +890,16 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        /** @description RFC 9728 metadata (issue 26). */
+        ProtectedResourceMetadata: {
+            /** @description auth.resource, the audience tokens must name (RFC 8707). */
+            resource: string;
+            /** @description The trusted issuers. */
+            authorization_servers: string[];
+            scopes_supported?: string[];
+            /** @description Tokens only in the Authorization header. */
+            bearer_methods_supported: "header"[];
+        };
         JsonRpcId: string | number;
         JsonRpcMessage: {
             /** @constant */
@@ -1031,6 +1075,13 @@ export interface components {
             createdAt: string;
             /** Format: date-time */
             disabledAt: string | null;
+            /** @description Token subjects linked to the identity (issue 26), in the list only and only when there is one. */
+            subjects?: {
+                issuer: string;
+                subject: string;
+                /** Format: date-time */
+                lastUsedAt: string | null;
+            }[];
         };
         IdentityCreate: {
             name: string;
@@ -2866,6 +2917,64 @@ export interface operations {
                 };
                 content: {
                     "text/plain": string;
+                };
+            };
+            /** @description Foreign Host or Origin. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ForbiddenBody"];
+                };
+            };
+        };
+    };
+    protectedResourceMetadata: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The metadata. Cache-Control public, max-age=300. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ProtectedResourceMetadata"];
+                };
+            };
+            /** @description Foreign Host or Origin. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ForbiddenBody"];
+                };
+            };
+        };
+    };
+    protectedResourceMetadataMcp: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The metadata. Cache-Control public, max-age=300. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ProtectedResourceMetadata"];
                 };
             };
             /** @description Foreign Host or Origin. */

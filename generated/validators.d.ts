@@ -23,8 +23,12 @@ export declare const validateDiscoverHit: Validator;
 export declare const validateDocumentContent: Validator;
 /** Validates against https://interlock.dev/spec/config-v1.schema.json. */
 export declare const validateGatewayConfig: Validator;
+/** Validates against https://interlock.dev/spec/config-v1.schema.json#/$defs/claimRoleGrant. */
+export declare const validateGatewayConfigClaimRoleGrant: Validator;
 /** Validates against https://interlock.dev/spec/config-v1.schema.json#/$defs/rateLimit. */
 export declare const validateGatewayConfigRateLimit: Validator;
+/** Validates against https://interlock.dev/spec/config-v1.schema.json#/$defs/tokenIssuer. */
+export declare const validateGatewayConfigTokenIssuer: Validator;
 /** Validates against https://interlock.dev/spec/tools/interlock_approval_status.json. */
 export declare const validateInterlockApprovalStatusArguments: Validator;
 /** Validates against https://interlock.dev/spec/tools/interlock_describe_access.json. */

@@ -2155,12 +2155,774 @@ return errors === 0;
 validate28.evaluated = {"props":{"asset_id":true,"source_id":true,"title":true,"body":true,"document_type":true,"category_path":true,"timestamp":true,"entities":true,"links":true,"indexed_at":true},"dynamicProps":false,"dynamicItems":false};
 
 exports.validateGatewayConfig = validate29;
-const schema40 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/config-v1.schema.json","title":"GatewayConfig","description":"InterLock gateway configuration: an optional JSON or YAML file (--config FILE) merged with INTERLOCK_* environment variables (environment wins) and then command-line flags. Unknown keys are errors everywhere, and so are unknown INTERLOCK_* environment variables: a misspelt safety setting must never be silently ignored. docs/operators.md lists every key with its variable and default.","type":"object","properties":{"listen":{"description":"Where the MCP endpoint listens.","type":"object","properties":{"host":{"description":"Interface address (INTERLOCK_HOST). Default 127.0.0.1.","type":"string","minLength":1,"maxLength":255},"port":{"description":"TCP port, 0 = any free port (INTERLOCK_PORT). Default 8787.","type":"integer","minimum":0,"maximum":65535},"request_timeout_ms":{"description":"Longest time a client may take to send one whole request, headers and body (INTERLOCK_REQUEST_TIMEOUT_MS); past it the connection is answered 408 and closed. Does not limit how long an answer or an SSE stream takes. Default 30000.","type":"integer","minimum":1000,"maximum":3600000},"headers_timeout_ms":{"description":"Longest time a client may take to send a request's headers (INTERLOCK_HEADERS_TIMEOUT_MS); at most request_timeout_ms (a larger value is lowered to it). Default 20000.","type":"integer","minimum":1000,"maximum":3600000},"tls":{"description":"Serve the gateway (MCP endpoint, console, admin API) over TLS on listen.host:port instead of plain HTTP (INTERLOCK_TLS_CERT_FILE, INTERLOCK_TLS_KEY_FILE; issue 24, item 3). Both files are PEM; they are read at start and again on SIGHUP (a failed reload keeps the current certificate and is logged). Console cookies are then Secure. Default: plain HTTP.","type":"object","properties":{"cert_file":{"description":"PEM certificate chain file (leaf first).","type":"string","minLength":1},"key_file":{"description":"PEM private key file of the certificate.","type":"string","minLength":1}},"required":["cert_file","key_file"],"additionalProperties":false}},"additionalProperties":false},"database":{"description":"The control database.","type":"object","properties":{"url":{"description":"PostgreSQL connection URL of the control database (INTERLOCK_DATABASE_URL). Without it an embedded PostgreSQL is started in embedded_data_dir.","type":"string","pattern":"^postgres(ql)?://"},"embedded_data_dir":{"description":"Folder of the embedded PostgreSQL, kept across restarts (INTERLOCK_EMBEDDED_DATA_DIR). Default .interlock/pg.","type":"string","minLength":1},"embedded_port":{"description":"Port of the embedded PostgreSQL, 0 = a free port (INTERLOCK_EMBEDDED_PORT). Default 0.","type":"integer","minimum":0,"maximum":65535},"pool_size":{"description":"Largest number of pooled control-database connections (INTERLOCK_DATABASE_POOL_SIZE). Default 10.","type":"integer","minimum":1,"maximum":1000}},"additionalProperties":false},"allowed_hosts":{"description":"Host header values accepted besides the loopback names when bound to loopback (INTERLOCK_ALLOWED_HOSTS, comma-separated), e.g. gateway.example.com:443. DNS-rebinding protection (decision 14).","type":"array","items":{"type":"string","minLength":1,"maxLength":300},"maxItems":100},"allowed_origins":{"description":"Origin values accepted besides the request's own origin (INTERLOCK_ALLOWED_ORIGINS, comma-separated), e.g. https://app.example.com.","type":"array","items":{"type":"string","pattern":"^https?://[^/\\s]+$"},"maxItems":100},"trust_proxy":{"description":"Which proxies in front of the gateway are trusted to give the client's scheme and address in X-Forwarded-Proto and X-Forwarded-For (INTERLOCK_TRUST_PROXY, comma-separated), with Express's `trust proxy` semantics: true trusts every hop, a number that many hops, a list names trusted addresses or subnets (CIDR) or loopback, linklocal, uniquelocal. Set it when a TLS-terminating proxy serves the console, so its cookies are Secure (issue 24, item 3). Applies to every route but POST /mcp. Default false: X-Forwarded-* is ignored.","anyOf":[{"type":"boolean"},{"type":"integer","minimum":0,"maximum":100},{"type":"array","items":{"type":"string","minLength":1,"maxLength":100},"minItems":1,"maxItems":100}]},"console":{"description":"The web approval console at /console (issue 24, item 3). Sessions are kept in the control database, so sign-out, operator-token revocation and the timeouts hold on every replica.","type":"object","properties":{"session_idle_timeout_seconds":{"description":"A console session ends after this long without a request (INTERLOCK_CONSOLE_SESSION_IDLE_TIMEOUT_SECONDS). Default 1800 (30 minutes).","type":"integer","minimum":60,"maximum":86400},"session_absolute_timeout_seconds":{"description":"A console session ends this long after sign-in, however active (INTERLOCK_CONSOLE_SESSION_ABSOLUTE_TIMEOUT_SECONDS). Default 28800 (8 hours).","type":"integer","minimum":300,"maximum":604800}},"additionalProperties":false},"rate_limits":{"description":"Calls allowed per window, shared by every replica through the control database. per_identity counts every call of one identity across all sources (INTERLOCK_RATE_LIMIT_IDENTITY_POINTS, INTERLOCK_RATE_LIMIT_IDENTITY_WINDOW_SECONDS; default 120 per 60 s); per_source counts every call to one source across all identities (INTERLOCK_RATE_LIMIT_SOURCE_POINTS, INTERLOCK_RATE_LIMIT_SOURCE_WINDOW_SECONDS; default 600 per 60 s).","type":"object","properties":{"per_identity":{"$ref":"#/$defs/rateLimit"},"per_source":{"$ref":"#/$defs/rateLimit"}},"additionalProperties":false},"approvals":{"type":"object","properties":{"ttl_seconds":{"description":"How long a queued write waits for an operator before it expires (INTERLOCK_APPROVAL_TTL_SECONDS). Default 86400 (one day).","type":"integer","minimum":60,"maximum":2592000}},"additionalProperties":false},"audit":{"description":"The audit trail (issue 11).","type":"object","properties":{"commit_timeout_ms":{"description":"How long a tools/call waits for its audit event to commit before it is answered unavailable/audit_unavailable with no result (INTERLOCK_AUDIT_COMMIT_TIMEOUT_MS). Default 2000.","type":"integer","minimum":100,"maximum":60000}},"additionalProperties":false},"notifications":{"description":"Where InterLock tells people about approvals. Each webhook receives a signed JSON POST for the events it names.","type":"object","properties":{"webhooks":{"type":"array","maxItems":20,"items":{"type":"object","properties":{"url":{"description":"Where to POST (http or https).","type":"string","pattern":"^https?://[^\\s]+$"},"events":{"description":"Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.","type":"array","minItems":1,"uniqueItems":true,"items":{"type":"string","enum":["approval.queued","approval.decided","approval.executed","approval.failed"]}},"secret_env":{"description":"Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).","type":"string","pattern":"^[A-Z_][A-Z0-9_]*$"}},"required":["url","events","secret_env"],"additionalProperties":false}}},"additionalProperties":false},"cache":{"description":"Result cache of eligible reads.","type":"object","properties":{"ttl_ms":{"description":"Time to live of a cached result in milliseconds, 0 disables the cache (INTERLOCK_CACHE_TTL_MS). Default 30000.","type":"integer","minimum":0,"maximum":86400000},"max_bytes":{"description":"Byte budget of the cache (INTERLOCK_CACHE_MAX_BYTES). Default 67108864 (64 MiB).","type":"integer","minimum":0,"maximum":17179869184}},"additionalProperties":false},"ops_listen":{"description":"Optional separate listen address of the operations endpoints GET /healthz, /readyz and /metrics (INTERLOCK_OPS_HOST, INTERLOCK_OPS_PORT), e.g. for a Prometheus scraper on an internal interface. When set, those three endpoints are served only there (behind the same Host/Origin guard, with the loopback names plus allowed_hosts, or any host on a non-loopback bind without allowed_hosts) and no longer on listen. Default: unset (served on listen).","type":"object","properties":{"host":{"description":"Interface address of the operations listener (INTERLOCK_OPS_HOST). Default 127.0.0.1.","type":"string","minLength":1,"maxLength":255},"port":{"description":"TCP port of the operations listener, 0 = any free port (INTERLOCK_OPS_PORT).","type":"integer","minimum":0,"maximum":65535}},"required":["port"],"additionalProperties":false},"client_limits":{"description":"Limits per client address and per identity, kept in memory on each replica (so N replicas allow up to N times the figure). The client address is the TCP peer address (an IPv6 address counts by its /64 prefix); behind a reverse proxy every client shares the proxy's address.","type":"object","properties":{"keyless":{"$ref":"#/$defs/rateLimit","description":"Requests without a valid agent key (no Authorization Bearer, or a key that does not resolve) allowed per client address per window, counted before any other work (INTERLOCK_KEYLESS_POINTS, INTERLOCK_KEYLESS_WINDOW_SECONDS). Over it: 429 with Retry-After. Default 600 per 60 s."},"streams_per_address":{"description":"Open SSE streams and in-flight tool calls (GET /mcp/sse streams, and tools/call on every route, each of which may answer as a request-scoped stream) per client address (INTERLOCK_STREAMS_PER_ADDRESS). Over it: 429 rate_limited with Retry-After. Default 128.","type":"integer","minimum":1,"maximum":100000},"streams_per_identity":{"description":"Open SSE streams and in-flight tool calls per identity, across addresses (INTERLOCK_STREAMS_PER_IDENTITY). Over it: 429 rate_limited with Retry-After. Default 64. A tool call keeps its slot until its answer has been flushed to the client or its connection closed, so this also bounds the answers an identity can leave unread in memory.","type":"integer","minimum":1,"maximum":100000},"answer_write_timeout_ms":{"description":"How long a tool call's answer may wait unread by its client, in milliseconds (INTERLOCK_ANSWER_WRITE_TIMEOUT_MS): an answer not flushed to the client by then has its connection closed (the call stays audited), which frees the answer's memory and its stream slot. 0 disables the deadline. Default 30000.","type":"integer","minimum":0,"maximum":3600000},"body_reads_per_address":{"description":"Request bodies being received at once per client address, on every route, checked before the body is read (INTERLOCK_BODY_READS_PER_ADDRESS). Over it: 429 rate_limited with Retry-After, and the connection is closed. Default 64.","type":"integer","minimum":1,"maximum":100000},"body_bytes_in_flight":{"description":"Bytes of request bodies over 64 KiB being received at once on a replica, all client addresses together (one address at most an eighth), each body counted at its Content-Length (the body limit, 1 MiB, when undeclared or compressed) before it is read; smaller bodies count only against body_reads_per_address (INTERLOCK_BODY_BYTES_IN_FLIGHT). Over it: 429 rate_limited with Retry-After, and the connection is closed; one body is always admitted when none is being read. Default 134217728 (128 MiB).","type":"integer","minimum":1048576,"maximum":68719476736}},"additionalProperties":false},"log_level":{"description":"Operational log level (INTERLOCK_LOG_LEVEL). Default info.","type":"string","enum":["fatal","error","warn","info","debug","trace","silent"]},"key_pepper":{"description":"Secret HMAC key for API-key hashes, at least 32 characters (INTERLOCK_KEY_PEPPER; prefer the variable or a secret store to a file). Default: generated once and kept in the control database. Changing it invalidates every key, so the gateway refuses to start with a pepper that differs from the one on record.","type":"string","minLength":32,"maxLength":1024}},"additionalProperties":false,"$defs":{"rateLimit":{"title":"RateLimit","type":"object","properties":{"points":{"description":"Calls allowed per window.","type":"integer","minimum":1,"maximum":1000000},"window_seconds":{"description":"Window length in seconds.","type":"integer","minimum":1,"maximum":86400}},"required":["points","window_seconds"],"additionalProperties":false}}};
+const schema40 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/config-v1.schema.json","title":"GatewayConfig","description":"InterLock gateway configuration: an optional JSON or YAML file (--config FILE) merged with INTERLOCK_* environment variables (environment wins) and then command-line flags. Unknown keys are errors everywhere, and so are unknown INTERLOCK_* environment variables: a misspelt safety setting must never be silently ignored. docs/operators.md lists every key with its variable and default.","type":"object","properties":{"listen":{"description":"Where the MCP endpoint listens.","type":"object","properties":{"host":{"description":"Interface address (INTERLOCK_HOST). Default 127.0.0.1.","type":"string","minLength":1,"maxLength":255},"port":{"description":"TCP port, 0 = any free port (INTERLOCK_PORT). Default 8787.","type":"integer","minimum":0,"maximum":65535},"request_timeout_ms":{"description":"Longest time a client may take to send one whole request, headers and body (INTERLOCK_REQUEST_TIMEOUT_MS); past it the connection is answered 408 and closed. Does not limit how long an answer or an SSE stream takes. Default 30000.","type":"integer","minimum":1000,"maximum":3600000},"headers_timeout_ms":{"description":"Longest time a client may take to send a request's headers (INTERLOCK_HEADERS_TIMEOUT_MS); at most request_timeout_ms (a larger value is lowered to it). Default 20000.","type":"integer","minimum":1000,"maximum":3600000},"tls":{"description":"Serve the gateway (MCP endpoint, console, admin API) over TLS on listen.host:port instead of plain HTTP (INTERLOCK_TLS_CERT_FILE, INTERLOCK_TLS_KEY_FILE; issue 24, item 3). Both files are PEM; they are read at start and again on SIGHUP (a failed reload keeps the current certificate and is logged). Console cookies are then Secure. Default: plain HTTP.","type":"object","properties":{"cert_file":{"description":"PEM certificate chain file (leaf first).","type":"string","minLength":1},"key_file":{"description":"PEM private key file of the certificate.","type":"string","minLength":1}},"required":["cert_file","key_file"],"additionalProperties":false}},"additionalProperties":false},"database":{"description":"The control database.","type":"object","properties":{"url":{"description":"PostgreSQL connection URL of the control database (INTERLOCK_DATABASE_URL). Without it an embedded PostgreSQL is started in embedded_data_dir.","type":"string","pattern":"^postgres(ql)?://"},"embedded_data_dir":{"description":"Folder of the embedded PostgreSQL, kept across restarts (INTERLOCK_EMBEDDED_DATA_DIR). Default .interlock/pg.","type":"string","minLength":1},"embedded_port":{"description":"Port of the embedded PostgreSQL, 0 = a free port (INTERLOCK_EMBEDDED_PORT). Default 0.","type":"integer","minimum":0,"maximum":65535},"pool_size":{"description":"Largest number of pooled control-database connections (INTERLOCK_DATABASE_POOL_SIZE). Default 10.","type":"integer","minimum":1,"maximum":1000}},"additionalProperties":false},"allowed_hosts":{"description":"Host header values accepted besides the loopback names when bound to loopback (INTERLOCK_ALLOWED_HOSTS, comma-separated), e.g. gateway.example.com:443. DNS-rebinding protection (decision 14).","type":"array","items":{"type":"string","minLength":1,"maxLength":300},"maxItems":100},"allowed_origins":{"description":"Origin values accepted besides the request's own origin (INTERLOCK_ALLOWED_ORIGINS, comma-separated), e.g. https://app.example.com.","type":"array","items":{"type":"string","pattern":"^https?://[^/\\s]+$"},"maxItems":100},"trust_proxy":{"description":"Which proxies in front of the gateway are trusted to give the client's scheme and address in X-Forwarded-Proto and X-Forwarded-For (INTERLOCK_TRUST_PROXY, comma-separated), with Express's `trust proxy` semantics: true trusts every hop, a number that many hops, a list names trusted addresses or subnets (CIDR) or loopback, linklocal, uniquelocal. Set it when a TLS-terminating proxy serves the console, so its cookies are Secure (issue 24, item 3). Applies to every route but POST /mcp. Default false: X-Forwarded-* is ignored.","anyOf":[{"type":"boolean"},{"type":"integer","minimum":0,"maximum":100},{"type":"array","items":{"type":"string","minLength":1,"maxLength":100},"minItems":1,"maxItems":100}]},"console":{"description":"The web approval console at /console (issue 24, item 3). Sessions are kept in the control database, so sign-out, operator-token revocation and the timeouts hold on every replica.","type":"object","properties":{"session_idle_timeout_seconds":{"description":"A console session ends after this long without a request (INTERLOCK_CONSOLE_SESSION_IDLE_TIMEOUT_SECONDS). Default 1800 (30 minutes).","type":"integer","minimum":60,"maximum":86400},"session_absolute_timeout_seconds":{"description":"A console session ends this long after sign-in, however active (INTERLOCK_CONSOLE_SESSION_ABSOLUTE_TIMEOUT_SECONDS). Default 28800 (8 hours).","type":"integer","minimum":300,"maximum":604800}},"additionalProperties":false},"rate_limits":{"description":"Calls allowed per window, shared by every replica through the control database. per_identity counts every call of one identity across all sources (INTERLOCK_RATE_LIMIT_IDENTITY_POINTS, INTERLOCK_RATE_LIMIT_IDENTITY_WINDOW_SECONDS; default 120 per 60 s); per_source counts every call to one source across all identities (INTERLOCK_RATE_LIMIT_SOURCE_POINTS, INTERLOCK_RATE_LIMIT_SOURCE_WINDOW_SECONDS; default 600 per 60 s).","type":"object","properties":{"per_identity":{"$ref":"#/$defs/rateLimit"},"per_source":{"$ref":"#/$defs/rateLimit"}},"additionalProperties":false},"approvals":{"type":"object","properties":{"ttl_seconds":{"description":"How long a queued write waits for an operator before it expires (INTERLOCK_APPROVAL_TTL_SECONDS). Default 86400 (one day).","type":"integer","minimum":60,"maximum":2592000}},"additionalProperties":false},"audit":{"description":"The audit trail (issue 11).","type":"object","properties":{"commit_timeout_ms":{"description":"How long a tools/call waits for its audit event to commit before it is answered unavailable/audit_unavailable with no result (INTERLOCK_AUDIT_COMMIT_TIMEOUT_MS). Default 2000.","type":"integer","minimum":100,"maximum":60000}},"additionalProperties":false},"notifications":{"description":"Where InterLock tells people about approvals. Each webhook receives a signed JSON POST for the events it names.","type":"object","properties":{"webhooks":{"type":"array","maxItems":20,"items":{"type":"object","properties":{"url":{"description":"Where to POST (http or https).","type":"string","pattern":"^https?://[^\\s]+$"},"events":{"description":"Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.","type":"array","minItems":1,"uniqueItems":true,"items":{"type":"string","enum":["approval.queued","approval.decided","approval.executed","approval.failed"]}},"secret_env":{"description":"Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).","type":"string","pattern":"^[A-Z_][A-Z0-9_]*$"}},"required":["url","events","secret_env"],"additionalProperties":false}}},"additionalProperties":false},"cache":{"description":"Result cache of eligible reads.","type":"object","properties":{"ttl_ms":{"description":"Time to live of a cached result in milliseconds, 0 disables the cache (INTERLOCK_CACHE_TTL_MS). Default 30000.","type":"integer","minimum":0,"maximum":86400000},"max_bytes":{"description":"Byte budget of the cache (INTERLOCK_CACHE_MAX_BYTES). Default 67108864 (64 MiB).","type":"integer","minimum":0,"maximum":17179869184}},"additionalProperties":false},"ops_listen":{"description":"Optional separate listen address of the operations endpoints GET /healthz, /readyz and /metrics (INTERLOCK_OPS_HOST, INTERLOCK_OPS_PORT), e.g. for a Prometheus scraper on an internal interface. When set, those three endpoints are served only there (behind the same Host/Origin guard, with the loopback names plus allowed_hosts, or any host on a non-loopback bind without allowed_hosts) and no longer on listen. Default: unset (served on listen).","type":"object","properties":{"host":{"description":"Interface address of the operations listener (INTERLOCK_OPS_HOST). Default 127.0.0.1.","type":"string","minLength":1,"maxLength":255},"port":{"description":"TCP port of the operations listener, 0 = any free port (INTERLOCK_OPS_PORT).","type":"integer","minimum":0,"maximum":65535}},"required":["port"],"additionalProperties":false},"client_limits":{"description":"Limits per client address and per identity, kept in memory on each replica (so N replicas allow up to N times the figure). The client address is the TCP peer address (an IPv6 address counts by its /64 prefix); behind a reverse proxy every client shares the proxy's address.","type":"object","properties":{"keyless":{"$ref":"#/$defs/rateLimit","description":"Requests without a valid agent key (no Authorization Bearer, or a key that does not resolve) allowed per client address per window, counted before any other work (INTERLOCK_KEYLESS_POINTS, INTERLOCK_KEYLESS_WINDOW_SECONDS). Over it: 429 with Retry-After. Default 600 per 60 s."},"streams_per_address":{"description":"Open SSE streams and in-flight tool calls (GET /mcp/sse streams, and tools/call on every route, each of which may answer as a request-scoped stream) per client address (INTERLOCK_STREAMS_PER_ADDRESS). Over it: 429 rate_limited with Retry-After. Default 128.","type":"integer","minimum":1,"maximum":100000},"streams_per_identity":{"description":"Open SSE streams and in-flight tool calls per identity, across addresses (INTERLOCK_STREAMS_PER_IDENTITY). Over it: 429 rate_limited with Retry-After. Default 64. A tool call keeps its slot until its answer has been flushed to the client or its connection closed, so this also bounds the answers an identity can leave unread in memory.","type":"integer","minimum":1,"maximum":100000},"answer_write_timeout_ms":{"description":"How long a tool call's answer may wait unread by its client, in milliseconds (INTERLOCK_ANSWER_WRITE_TIMEOUT_MS): an answer not flushed to the client by then has its connection closed (the call stays audited), which frees the answer's memory and its stream slot. 0 disables the deadline. Default 30000.","type":"integer","minimum":0,"maximum":3600000},"body_reads_per_address":{"description":"Request bodies being received at once per client address, on every route, checked before the body is read (INTERLOCK_BODY_READS_PER_ADDRESS). Over it: 429 rate_limited with Retry-After, and the connection is closed. Default 64.","type":"integer","minimum":1,"maximum":100000},"body_bytes_in_flight":{"description":"Bytes of request bodies over 64 KiB being received at once on a replica, all client addresses together (one address at most an eighth), each body counted at its Content-Length (the body limit, 1 MiB, when undeclared or compressed) before it is read; smaller bodies count only against body_reads_per_address (INTERLOCK_BODY_BYTES_IN_FLIGHT). Over it: 429 rate_limited with Retry-After, and the connection is closed; one body is always admitted when none is being read. Default 134217728 (128 MiB).","type":"integer","minimum":1048576,"maximum":68719476736}},"additionalProperties":false},"auth":{"description":"InterLock as an OAuth 2.1 resource server (issue 26): JWT access tokens from the organisation's identity providers are accepted beside API keys. docs/operators.md \"Identity providers\".","type":"object","properties":{"resource":{"description":"The gateway's canonical resource URL (RFC 8707; RFC 9728 `resource`), e.g. https://gateway.example.com/mcp: the default expected audience of every issuer and the `resource` of /.well-known/oauth-protected-resource. Required when issuers are configured.","type":"string","pattern":"^https?://","maxLength":2048},"scopes_supported":{"description":"Scopes advertised in the protected resource metadata (scopes_supported). Default: none advertised.","type":"array","items":{"type":"string","minLength":1,"maxLength":256},"maxItems":64,"uniqueItems":true},"handshake_challenge":{"description":"Handshake dialect (2025-*): answer a tools/call refused as unauthorized with HTTP 401 and the WWW-Authenticate challenge (so OAuth-capable clients start their flow) instead of the contract's default tool-result refusal. Default false.","type":"boolean"},"issuers":{"description":"Trusted issuers of JWT access tokens. A token whose unverified `iss` names none of them is refused before any network or database work.","type":"array","maxItems":32,"items":{"$ref":"#/$defs/tokenIssuer"}}},"additionalProperties":false},"log_level":{"description":"Operational log level (INTERLOCK_LOG_LEVEL). Default info.","type":"string","enum":["fatal","error","warn","info","debug","trace","silent"]},"key_pepper":{"description":"Secret HMAC key for API-key hashes, at least 32 characters (INTERLOCK_KEY_PEPPER; prefer the variable or a secret store to a file). Default: generated once and kept in the control database. Changing it invalidates every key, so the gateway refuses to start with a pepper that differs from the one on record.","type":"string","minLength":32,"maxLength":1024}},"additionalProperties":false,"$defs":{"tokenIssuer":{"title":"TokenIssuer","description":"One trusted OAuth 2.1 / OpenID Connect issuer (issue 26 item 1) and how its tokens map to identities (item 2).","type":"object","properties":{"issuer":{"description":"The issuer identifier, compared exactly with the token's `iss` (and with the discovery document's `issuer`).","type":"string","pattern":"^https?://","maxLength":2048},"jwks_uri":{"description":"The issuer's JWKS URL. Absent: discovered from <issuer>/.well-known/openid-configuration.","type":"string","pattern":"^https?://","maxLength":2048},"audience":{"description":"Expected `aud` (one of the token's audiences must equal it). Default: auth.resource.","type":"string","minLength":1,"maxLength":2048},"algorithms":{"description":"Allowed JWS algorithms, asymmetric only (`none` and HMAC are never accepted). Default [RS256, ES256].","type":"array","minItems":1,"uniqueItems":true,"items":{"type":"string","enum":["RS256","RS384","RS512","PS256","PS384","PS512","ES256","ES384","ES512","EdDSA"]}},"required_scopes":{"description":"Scopes the token's `scope` (or `scp`) claim must all carry; a token missing one is refused 403 insufficient_scope. Default none.","type":"array","items":{"type":"string","minLength":1,"maxLength":256},"maxItems":64,"uniqueItems":true},"jwks_cooldown_seconds":{"description":"Least interval between two fetches of the issuer's JWKS, in seconds: a token with an unknown `kid` (a rotated key) refetches at most this often. Default 30.","type":"integer","minimum":1,"maximum":3600},"clock_skew_seconds":{"description":"Tolerance for exp, nbf and iat, in seconds. Default 60.","type":"integer","minimum":0,"maximum":600},"identity_claim":{"description":"The claim that names the identity (e.g. sub, email, preferred_username); lower-cased, it must be a valid identity name. Default sub.","type":"string","minLength":1,"maxLength":128},"unknown_subjects":{"description":"A subject with no identity yet: refuse (invalid_token) or provision an identity named by identity_claim. Default refuse.","type":"string","enum":["refuse","provision"]},"role_grants":{"description":"Claim values that grant source roles: every rule whose claim carries the value (equal, or an element of an array claim) grants role on source to the token's identity; such grants follow the claims on each sign-in.","type":"array","maxItems":256,"items":{"$ref":"#/$defs/claimRoleGrant"}},"attribute_claims":{"description":"Claims copied into the identity's attributes for policies and row rules. Default [email, groups, roles].","type":"array","items":{"type":"string","minLength":1,"maxLength":128},"maxItems":32,"uniqueItems":true}},"required":["issuer"],"additionalProperties":false},"claimRoleGrant":{"title":"ClaimRoleGrant","description":"A claim value that grants a source role on a source.","type":"object","properties":{"claim":{"description":"Claim name, e.g. groups.","type":"string","minLength":1,"maxLength":128},"value":{"description":"Claim value that grants the role.","type":"string","minLength":1,"maxLength":256},"role":{"description":"Source role name.","type":"string","minLength":1,"maxLength":128},"source":{"description":"Source id.","type":"string","minLength":1,"maxLength":128}},"required":["claim","value","role","source"],"additionalProperties":false},"rateLimit":{"title":"RateLimit","type":"object","properties":{"points":{"description":"Calls allowed per window.","type":"integer","minimum":1,"maximum":1000000},"window_seconds":{"description":"Window length in seconds.","type":"integer","minimum":1,"maximum":86400}},"required":["points","window_seconds"],"additionalProperties":false}}};
 const schema41 = {"title":"RateLimit","type":"object","properties":{"points":{"description":"Calls allowed per window.","type":"integer","minimum":1,"maximum":1000000},"window_seconds":{"description":"Window length in seconds.","type":"integer","minimum":1,"maximum":86400}},"required":["points","window_seconds"],"additionalProperties":false};
 const pattern6 = new RegExp("^postgres(ql)?://", "u");
 const pattern7 = new RegExp("^https?://[^/\\s]+$", "u");
 const pattern8 = new RegExp("^https?://[^\\s]+$", "u");
 const pattern9 = new RegExp("^[A-Z_][A-Z0-9_]*$", "u");
+const pattern10 = new RegExp("^https?://", "u");
+const schema44 = {"title":"TokenIssuer","description":"One trusted OAuth 2.1 / OpenID Connect issuer (issue 26 item 1) and how its tokens map to identities (item 2).","type":"object","properties":{"issuer":{"description":"The issuer identifier, compared exactly with the token's `iss` (and with the discovery document's `issuer`).","type":"string","pattern":"^https?://","maxLength":2048},"jwks_uri":{"description":"The issuer's JWKS URL. Absent: discovered from <issuer>/.well-known/openid-configuration.","type":"string","pattern":"^https?://","maxLength":2048},"audience":{"description":"Expected `aud` (one of the token's audiences must equal it). Default: auth.resource.","type":"string","minLength":1,"maxLength":2048},"algorithms":{"description":"Allowed JWS algorithms, asymmetric only (`none` and HMAC are never accepted). Default [RS256, ES256].","type":"array","minItems":1,"uniqueItems":true,"items":{"type":"string","enum":["RS256","RS384","RS512","PS256","PS384","PS512","ES256","ES384","ES512","EdDSA"]}},"required_scopes":{"description":"Scopes the token's `scope` (or `scp`) claim must all carry; a token missing one is refused 403 insufficient_scope. Default none.","type":"array","items":{"type":"string","minLength":1,"maxLength":256},"maxItems":64,"uniqueItems":true},"jwks_cooldown_seconds":{"description":"Least interval between two fetches of the issuer's JWKS, in seconds: a token with an unknown `kid` (a rotated key) refetches at most this often. Default 30.","type":"integer","minimum":1,"maximum":3600},"clock_skew_seconds":{"description":"Tolerance for exp, nbf and iat, in seconds. Default 60.","type":"integer","minimum":0,"maximum":600},"identity_claim":{"description":"The claim that names the identity (e.g. sub, email, preferred_username); lower-cased, it must be a valid identity name. Default sub.","type":"string","minLength":1,"maxLength":128},"unknown_subjects":{"description":"A subject with no identity yet: refuse (invalid_token) or provision an identity named by identity_claim. Default refuse.","type":"string","enum":["refuse","provision"]},"role_grants":{"description":"Claim values that grant source roles: every rule whose claim carries the value (equal, or an element of an array claim) grants role on source to the token's identity; such grants follow the claims on each sign-in.","type":"array","maxItems":256,"items":{"$ref":"#/$defs/claimRoleGrant"}},"attribute_claims":{"description":"Claims copied into the identity's attributes for policies and row rules. Default [email, groups, roles].","type":"array","items":{"type":"string","minLength":1,"maxLength":128},"maxItems":32,"uniqueItems":true}},"required":["issuer"],"additionalProperties":false};
+const schema45 = {"title":"ClaimRoleGrant","description":"A claim value that grants a source role on a source.","type":"object","properties":{"claim":{"description":"Claim name, e.g. groups.","type":"string","minLength":1,"maxLength":128},"value":{"description":"Claim value that grants the role.","type":"string","minLength":1,"maxLength":256},"role":{"description":"Source role name.","type":"string","minLength":1,"maxLength":128},"source":{"description":"Source id.","type":"string","minLength":1,"maxLength":128}},"required":["claim","value","role","source"],"additionalProperties":false};
+
+function validate30(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate30.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.issuer === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "issuer"},message:"must have required property '"+"issuer"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+for(const key0 in data){
+if(!(func1.call(schema44.properties, key0))){
+const err1 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+}
+if(data.issuer !== undefined){
+let data0 = data.issuer;
+if(typeof data0 === "string"){
+if(func3(data0) > 2048){
+const err2 = {instancePath:instancePath+"/issuer",schemaPath:"#/properties/issuer/maxLength",keyword:"maxLength",params:{limit: 2048},message:"must NOT have more than 2048 characters"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(!pattern10.test(data0)){
+const err3 = {instancePath:instancePath+"/issuer",schemaPath:"#/properties/issuer/pattern",keyword:"pattern",params:{pattern: "^https?://"},message:"must match pattern \""+"^https?://"+"\""};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+}
+else {
+const err4 = {instancePath:instancePath+"/issuer",schemaPath:"#/properties/issuer/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+}
+if(data.jwks_uri !== undefined){
+let data1 = data.jwks_uri;
+if(typeof data1 === "string"){
+if(func3(data1) > 2048){
+const err5 = {instancePath:instancePath+"/jwks_uri",schemaPath:"#/properties/jwks_uri/maxLength",keyword:"maxLength",params:{limit: 2048},message:"must NOT have more than 2048 characters"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+if(!pattern10.test(data1)){
+const err6 = {instancePath:instancePath+"/jwks_uri",schemaPath:"#/properties/jwks_uri/pattern",keyword:"pattern",params:{pattern: "^https?://"},message:"must match pattern \""+"^https?://"+"\""};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+}
+else {
+const err7 = {instancePath:instancePath+"/jwks_uri",schemaPath:"#/properties/jwks_uri/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+}
+if(data.audience !== undefined){
+let data2 = data.audience;
+if(typeof data2 === "string"){
+if(func3(data2) > 2048){
+const err8 = {instancePath:instancePath+"/audience",schemaPath:"#/properties/audience/maxLength",keyword:"maxLength",params:{limit: 2048},message:"must NOT have more than 2048 characters"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+if(func3(data2) < 1){
+const err9 = {instancePath:instancePath+"/audience",schemaPath:"#/properties/audience/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+}
+else {
+const err10 = {instancePath:instancePath+"/audience",schemaPath:"#/properties/audience/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err10];
+}
+else {
+vErrors.push(err10);
+}
+errors++;
+}
+}
+if(data.algorithms !== undefined){
+let data3 = data.algorithms;
+if(Array.isArray(data3)){
+if(data3.length < 1){
+const err11 = {instancePath:instancePath+"/algorithms",schemaPath:"#/properties/algorithms/minItems",keyword:"minItems",params:{limit: 1},message:"must NOT have fewer than 1 items"};
+if(vErrors === null){
+vErrors = [err11];
+}
+else {
+vErrors.push(err11);
+}
+errors++;
+}
+const len0 = data3.length;
+for(let i0=0; i0<len0; i0++){
+let data4 = data3[i0];
+if(typeof data4 !== "string"){
+const err12 = {instancePath:instancePath+"/algorithms/" + i0,schemaPath:"#/properties/algorithms/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err12];
+}
+else {
+vErrors.push(err12);
+}
+errors++;
+}
+if(!((((((((((data4 === "RS256") || (data4 === "RS384")) || (data4 === "RS512")) || (data4 === "PS256")) || (data4 === "PS384")) || (data4 === "PS512")) || (data4 === "ES256")) || (data4 === "ES384")) || (data4 === "ES512")) || (data4 === "EdDSA"))){
+const err13 = {instancePath:instancePath+"/algorithms/" + i0,schemaPath:"#/properties/algorithms/items/enum",keyword:"enum",params:{allowedValues: schema44.properties.algorithms.items.enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err13];
+}
+else {
+vErrors.push(err13);
+}
+errors++;
+}
+}
+let i1 = data3.length;
+let j0;
+if(i1 > 1){
+const indices0 = {};
+for(;i1--;){
+let item0 = data3[i1];
+if(typeof item0 !== "string"){
+continue;
+}
+if(typeof indices0[item0] == "number"){
+j0 = indices0[item0];
+const err14 = {instancePath:instancePath+"/algorithms",schemaPath:"#/properties/algorithms/uniqueItems",keyword:"uniqueItems",params:{i: i1, j: j0},message:"must NOT have duplicate items (items ## "+j0+" and "+i1+" are identical)"};
+if(vErrors === null){
+vErrors = [err14];
+}
+else {
+vErrors.push(err14);
+}
+errors++;
+break;
+}
+indices0[item0] = i1;
+}
+}
+}
+else {
+const err15 = {instancePath:instancePath+"/algorithms",schemaPath:"#/properties/algorithms/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err15];
+}
+else {
+vErrors.push(err15);
+}
+errors++;
+}
+}
+if(data.required_scopes !== undefined){
+let data5 = data.required_scopes;
+if(Array.isArray(data5)){
+if(data5.length > 64){
+const err16 = {instancePath:instancePath+"/required_scopes",schemaPath:"#/properties/required_scopes/maxItems",keyword:"maxItems",params:{limit: 64},message:"must NOT have more than 64 items"};
+if(vErrors === null){
+vErrors = [err16];
+}
+else {
+vErrors.push(err16);
+}
+errors++;
+}
+const len1 = data5.length;
+for(let i2=0; i2<len1; i2++){
+let data6 = data5[i2];
+if(typeof data6 === "string"){
+if(func3(data6) > 256){
+const err17 = {instancePath:instancePath+"/required_scopes/" + i2,schemaPath:"#/properties/required_scopes/items/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"};
+if(vErrors === null){
+vErrors = [err17];
+}
+else {
+vErrors.push(err17);
+}
+errors++;
+}
+if(func3(data6) < 1){
+const err18 = {instancePath:instancePath+"/required_scopes/" + i2,schemaPath:"#/properties/required_scopes/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err18];
+}
+else {
+vErrors.push(err18);
+}
+errors++;
+}
+}
+else {
+const err19 = {instancePath:instancePath+"/required_scopes/" + i2,schemaPath:"#/properties/required_scopes/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err19];
+}
+else {
+vErrors.push(err19);
+}
+errors++;
+}
+}
+let i3 = data5.length;
+let j1;
+if(i3 > 1){
+const indices1 = {};
+for(;i3--;){
+let item1 = data5[i3];
+if(typeof item1 !== "string"){
+continue;
+}
+if(typeof indices1[item1] == "number"){
+j1 = indices1[item1];
+const err20 = {instancePath:instancePath+"/required_scopes",schemaPath:"#/properties/required_scopes/uniqueItems",keyword:"uniqueItems",params:{i: i3, j: j1},message:"must NOT have duplicate items (items ## "+j1+" and "+i3+" are identical)"};
+if(vErrors === null){
+vErrors = [err20];
+}
+else {
+vErrors.push(err20);
+}
+errors++;
+break;
+}
+indices1[item1] = i3;
+}
+}
+}
+else {
+const err21 = {instancePath:instancePath+"/required_scopes",schemaPath:"#/properties/required_scopes/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err21];
+}
+else {
+vErrors.push(err21);
+}
+errors++;
+}
+}
+if(data.jwks_cooldown_seconds !== undefined){
+let data7 = data.jwks_cooldown_seconds;
+if(!(((typeof data7 == "number") && (!(data7 % 1) && !isNaN(data7))) && (isFinite(data7)))){
+const err22 = {instancePath:instancePath+"/jwks_cooldown_seconds",schemaPath:"#/properties/jwks_cooldown_seconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err22];
+}
+else {
+vErrors.push(err22);
+}
+errors++;
+}
+if((typeof data7 == "number") && (isFinite(data7))){
+if(data7 > 3600 || isNaN(data7)){
+const err23 = {instancePath:instancePath+"/jwks_cooldown_seconds",schemaPath:"#/properties/jwks_cooldown_seconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600},message:"must be <= 3600"};
+if(vErrors === null){
+vErrors = [err23];
+}
+else {
+vErrors.push(err23);
+}
+errors++;
+}
+if(data7 < 1 || isNaN(data7)){
+const err24 = {instancePath:instancePath+"/jwks_cooldown_seconds",schemaPath:"#/properties/jwks_cooldown_seconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err24];
+}
+else {
+vErrors.push(err24);
+}
+errors++;
+}
+}
+}
+if(data.clock_skew_seconds !== undefined){
+let data8 = data.clock_skew_seconds;
+if(!(((typeof data8 == "number") && (!(data8 % 1) && !isNaN(data8))) && (isFinite(data8)))){
+const err25 = {instancePath:instancePath+"/clock_skew_seconds",schemaPath:"#/properties/clock_skew_seconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err25];
+}
+else {
+vErrors.push(err25);
+}
+errors++;
+}
+if((typeof data8 == "number") && (isFinite(data8))){
+if(data8 > 600 || isNaN(data8)){
+const err26 = {instancePath:instancePath+"/clock_skew_seconds",schemaPath:"#/properties/clock_skew_seconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 600},message:"must be <= 600"};
+if(vErrors === null){
+vErrors = [err26];
+}
+else {
+vErrors.push(err26);
+}
+errors++;
+}
+if(data8 < 0 || isNaN(data8)){
+const err27 = {instancePath:instancePath+"/clock_skew_seconds",schemaPath:"#/properties/clock_skew_seconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if(vErrors === null){
+vErrors = [err27];
+}
+else {
+vErrors.push(err27);
+}
+errors++;
+}
+}
+}
+if(data.identity_claim !== undefined){
+let data9 = data.identity_claim;
+if(typeof data9 === "string"){
+if(func3(data9) > 128){
+const err28 = {instancePath:instancePath+"/identity_claim",schemaPath:"#/properties/identity_claim/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
+if(vErrors === null){
+vErrors = [err28];
+}
+else {
+vErrors.push(err28);
+}
+errors++;
+}
+if(func3(data9) < 1){
+const err29 = {instancePath:instancePath+"/identity_claim",schemaPath:"#/properties/identity_claim/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err29];
+}
+else {
+vErrors.push(err29);
+}
+errors++;
+}
+}
+else {
+const err30 = {instancePath:instancePath+"/identity_claim",schemaPath:"#/properties/identity_claim/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err30];
+}
+else {
+vErrors.push(err30);
+}
+errors++;
+}
+}
+if(data.unknown_subjects !== undefined){
+let data10 = data.unknown_subjects;
+if(typeof data10 !== "string"){
+const err31 = {instancePath:instancePath+"/unknown_subjects",schemaPath:"#/properties/unknown_subjects/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err31];
+}
+else {
+vErrors.push(err31);
+}
+errors++;
+}
+if(!((data10 === "refuse") || (data10 === "provision"))){
+const err32 = {instancePath:instancePath+"/unknown_subjects",schemaPath:"#/properties/unknown_subjects/enum",keyword:"enum",params:{allowedValues: schema44.properties.unknown_subjects.enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err32];
+}
+else {
+vErrors.push(err32);
+}
+errors++;
+}
+}
+if(data.role_grants !== undefined){
+let data11 = data.role_grants;
+if(Array.isArray(data11)){
+if(data11.length > 256){
+const err33 = {instancePath:instancePath+"/role_grants",schemaPath:"#/properties/role_grants/maxItems",keyword:"maxItems",params:{limit: 256},message:"must NOT have more than 256 items"};
+if(vErrors === null){
+vErrors = [err33];
+}
+else {
+vErrors.push(err33);
+}
+errors++;
+}
+const len2 = data11.length;
+for(let i4=0; i4<len2; i4++){
+let data12 = data11[i4];
+if(data12 && typeof data12 == "object" && !Array.isArray(data12)){
+if(data12.claim === undefined){
+const err34 = {instancePath:instancePath+"/role_grants/" + i4,schemaPath:"#/$defs/claimRoleGrant/required",keyword:"required",params:{missingProperty: "claim"},message:"must have required property '"+"claim"+"'"};
+if(vErrors === null){
+vErrors = [err34];
+}
+else {
+vErrors.push(err34);
+}
+errors++;
+}
+if(data12.value === undefined){
+const err35 = {instancePath:instancePath+"/role_grants/" + i4,schemaPath:"#/$defs/claimRoleGrant/required",keyword:"required",params:{missingProperty: "value"},message:"must have required property '"+"value"+"'"};
+if(vErrors === null){
+vErrors = [err35];
+}
+else {
+vErrors.push(err35);
+}
+errors++;
+}
+if(data12.role === undefined){
+const err36 = {instancePath:instancePath+"/role_grants/" + i4,schemaPath:"#/$defs/claimRoleGrant/required",keyword:"required",params:{missingProperty: "role"},message:"must have required property '"+"role"+"'"};
+if(vErrors === null){
+vErrors = [err36];
+}
+else {
+vErrors.push(err36);
+}
+errors++;
+}
+if(data12.source === undefined){
+const err37 = {instancePath:instancePath+"/role_grants/" + i4,schemaPath:"#/$defs/claimRoleGrant/required",keyword:"required",params:{missingProperty: "source"},message:"must have required property '"+"source"+"'"};
+if(vErrors === null){
+vErrors = [err37];
+}
+else {
+vErrors.push(err37);
+}
+errors++;
+}
+for(const key1 in data12){
+if(!((((key1 === "claim") || (key1 === "value")) || (key1 === "role")) || (key1 === "source"))){
+const err38 = {instancePath:instancePath+"/role_grants/" + i4,schemaPath:"#/$defs/claimRoleGrant/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err38];
+}
+else {
+vErrors.push(err38);
+}
+errors++;
+}
+}
+if(data12.claim !== undefined){
+let data13 = data12.claim;
+if(typeof data13 === "string"){
+if(func3(data13) > 128){
+const err39 = {instancePath:instancePath+"/role_grants/" + i4+"/claim",schemaPath:"#/$defs/claimRoleGrant/properties/claim/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
+if(vErrors === null){
+vErrors = [err39];
+}
+else {
+vErrors.push(err39);
+}
+errors++;
+}
+if(func3(data13) < 1){
+const err40 = {instancePath:instancePath+"/role_grants/" + i4+"/claim",schemaPath:"#/$defs/claimRoleGrant/properties/claim/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err40];
+}
+else {
+vErrors.push(err40);
+}
+errors++;
+}
+}
+else {
+const err41 = {instancePath:instancePath+"/role_grants/" + i4+"/claim",schemaPath:"#/$defs/claimRoleGrant/properties/claim/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err41];
+}
+else {
+vErrors.push(err41);
+}
+errors++;
+}
+}
+if(data12.value !== undefined){
+let data14 = data12.value;
+if(typeof data14 === "string"){
+if(func3(data14) > 256){
+const err42 = {instancePath:instancePath+"/role_grants/" + i4+"/value",schemaPath:"#/$defs/claimRoleGrant/properties/value/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"};
+if(vErrors === null){
+vErrors = [err42];
+}
+else {
+vErrors.push(err42);
+}
+errors++;
+}
+if(func3(data14) < 1){
+const err43 = {instancePath:instancePath+"/role_grants/" + i4+"/value",schemaPath:"#/$defs/claimRoleGrant/properties/value/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err43];
+}
+else {
+vErrors.push(err43);
+}
+errors++;
+}
+}
+else {
+const err44 = {instancePath:instancePath+"/role_grants/" + i4+"/value",schemaPath:"#/$defs/claimRoleGrant/properties/value/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err44];
+}
+else {
+vErrors.push(err44);
+}
+errors++;
+}
+}
+if(data12.role !== undefined){
+let data15 = data12.role;
+if(typeof data15 === "string"){
+if(func3(data15) > 128){
+const err45 = {instancePath:instancePath+"/role_grants/" + i4+"/role",schemaPath:"#/$defs/claimRoleGrant/properties/role/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
+if(vErrors === null){
+vErrors = [err45];
+}
+else {
+vErrors.push(err45);
+}
+errors++;
+}
+if(func3(data15) < 1){
+const err46 = {instancePath:instancePath+"/role_grants/" + i4+"/role",schemaPath:"#/$defs/claimRoleGrant/properties/role/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err46];
+}
+else {
+vErrors.push(err46);
+}
+errors++;
+}
+}
+else {
+const err47 = {instancePath:instancePath+"/role_grants/" + i4+"/role",schemaPath:"#/$defs/claimRoleGrant/properties/role/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err47];
+}
+else {
+vErrors.push(err47);
+}
+errors++;
+}
+}
+if(data12.source !== undefined){
+let data16 = data12.source;
+if(typeof data16 === "string"){
+if(func3(data16) > 128){
+const err48 = {instancePath:instancePath+"/role_grants/" + i4+"/source",schemaPath:"#/$defs/claimRoleGrant/properties/source/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
+if(vErrors === null){
+vErrors = [err48];
+}
+else {
+vErrors.push(err48);
+}
+errors++;
+}
+if(func3(data16) < 1){
+const err49 = {instancePath:instancePath+"/role_grants/" + i4+"/source",schemaPath:"#/$defs/claimRoleGrant/properties/source/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err49];
+}
+else {
+vErrors.push(err49);
+}
+errors++;
+}
+}
+else {
+const err50 = {instancePath:instancePath+"/role_grants/" + i4+"/source",schemaPath:"#/$defs/claimRoleGrant/properties/source/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err50];
+}
+else {
+vErrors.push(err50);
+}
+errors++;
+}
+}
+}
+else {
+const err51 = {instancePath:instancePath+"/role_grants/" + i4,schemaPath:"#/$defs/claimRoleGrant/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err51];
+}
+else {
+vErrors.push(err51);
+}
+errors++;
+}
+}
+}
+else {
+const err52 = {instancePath:instancePath+"/role_grants",schemaPath:"#/properties/role_grants/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err52];
+}
+else {
+vErrors.push(err52);
+}
+errors++;
+}
+}
+if(data.attribute_claims !== undefined){
+let data17 = data.attribute_claims;
+if(Array.isArray(data17)){
+if(data17.length > 32){
+const err53 = {instancePath:instancePath+"/attribute_claims",schemaPath:"#/properties/attribute_claims/maxItems",keyword:"maxItems",params:{limit: 32},message:"must NOT have more than 32 items"};
+if(vErrors === null){
+vErrors = [err53];
+}
+else {
+vErrors.push(err53);
+}
+errors++;
+}
+const len3 = data17.length;
+for(let i5=0; i5<len3; i5++){
+let data18 = data17[i5];
+if(typeof data18 === "string"){
+if(func3(data18) > 128){
+const err54 = {instancePath:instancePath+"/attribute_claims/" + i5,schemaPath:"#/properties/attribute_claims/items/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
+if(vErrors === null){
+vErrors = [err54];
+}
+else {
+vErrors.push(err54);
+}
+errors++;
+}
+if(func3(data18) < 1){
+const err55 = {instancePath:instancePath+"/attribute_claims/" + i5,schemaPath:"#/properties/attribute_claims/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err55];
+}
+else {
+vErrors.push(err55);
+}
+errors++;
+}
+}
+else {
+const err56 = {instancePath:instancePath+"/attribute_claims/" + i5,schemaPath:"#/properties/attribute_claims/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err56];
+}
+else {
+vErrors.push(err56);
+}
+errors++;
+}
+}
+let i6 = data17.length;
+let j2;
+if(i6 > 1){
+const indices2 = {};
+for(;i6--;){
+let item2 = data17[i6];
+if(typeof item2 !== "string"){
+continue;
+}
+if(typeof indices2[item2] == "number"){
+j2 = indices2[item2];
+const err57 = {instancePath:instancePath+"/attribute_claims",schemaPath:"#/properties/attribute_claims/uniqueItems",keyword:"uniqueItems",params:{i: i6, j: j2},message:"must NOT have duplicate items (items ## "+j2+" and "+i6+" are identical)"};
+if(vErrors === null){
+vErrors = [err57];
+}
+else {
+vErrors.push(err57);
+}
+errors++;
+break;
+}
+indices2[item2] = i6;
+}
+}
+}
+else {
+const err58 = {instancePath:instancePath+"/attribute_claims",schemaPath:"#/properties/attribute_claims/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err58];
+}
+else {
+vErrors.push(err58);
+}
+errors++;
+}
+}
+}
+else {
+const err59 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err59];
+}
+else {
+vErrors.push(err59);
+}
+errors++;
+}
+validate30.errors = vErrors;
+return errors === 0;
+}
+validate30.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
 
 function validate29(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/config-v1.schema.json" */;
@@ -4092,10 +4854,12 @@ vErrors.push(err156);
 errors++;
 }
 }
-if(data.log_level !== undefined){
-let data55 = data.log_level;
-if(typeof data55 !== "string"){
-const err157 = {instancePath:instancePath+"/log_level",schemaPath:"#/properties/log_level/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data.auth !== undefined){
+let data55 = data.auth;
+if(data55 && typeof data55 == "object" && !Array.isArray(data55)){
+for(const key16 in data55){
+if(!((((key16 === "resource") || (key16 === "scopes_supported")) || (key16 === "handshake_challenge")) || (key16 === "issuers"))){
+const err157 = {instancePath:instancePath+"/auth",schemaPath:"#/properties/auth/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key16},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err157];
 }
@@ -4104,8 +4868,12 @@ vErrors.push(err157);
 }
 errors++;
 }
-if(!(((((((data55 === "fatal") || (data55 === "error")) || (data55 === "warn")) || (data55 === "info")) || (data55 === "debug")) || (data55 === "trace")) || (data55 === "silent"))){
-const err158 = {instancePath:instancePath+"/log_level",schemaPath:"#/properties/log_level/enum",keyword:"enum",params:{allowedValues: schema40.properties.log_level.enum},message:"must be equal to one of the allowed values"};
+}
+if(data55.resource !== undefined){
+let data56 = data55.resource;
+if(typeof data56 === "string"){
+if(func3(data56) > 2048){
+const err158 = {instancePath:instancePath+"/auth/resource",schemaPath:"#/properties/auth/properties/resource/maxLength",keyword:"maxLength",params:{limit: 2048},message:"must NOT have more than 2048 characters"};
 if(vErrors === null){
 vErrors = [err158];
 }
@@ -4114,12 +4882,8 @@ vErrors.push(err158);
 }
 errors++;
 }
-}
-if(data.key_pepper !== undefined){
-let data56 = data.key_pepper;
-if(typeof data56 === "string"){
-if(func3(data56) > 1024){
-const err159 = {instancePath:instancePath+"/key_pepper",schemaPath:"#/properties/key_pepper/maxLength",keyword:"maxLength",params:{limit: 1024},message:"must NOT have more than 1024 characters"};
+if(!pattern10.test(data56)){
+const err159 = {instancePath:instancePath+"/auth/resource",schemaPath:"#/properties/auth/properties/resource/pattern",keyword:"pattern",params:{pattern: "^https?://"},message:"must match pattern \""+"^https?://"+"\""};
 if(vErrors === null){
 vErrors = [err159];
 }
@@ -4128,8 +4892,9 @@ vErrors.push(err159);
 }
 errors++;
 }
-if(func3(data56) < 32){
-const err160 = {instancePath:instancePath+"/key_pepper",schemaPath:"#/properties/key_pepper/minLength",keyword:"minLength",params:{limit: 32},message:"must NOT have fewer than 32 characters"};
+}
+else {
+const err160 = {instancePath:instancePath+"/auth/resource",schemaPath:"#/properties/auth/properties/resource/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err160];
 }
@@ -4139,8 +4904,11 @@ vErrors.push(err160);
 errors++;
 }
 }
-else {
-const err161 = {instancePath:instancePath+"/key_pepper",schemaPath:"#/properties/key_pepper/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data55.scopes_supported !== undefined){
+let data57 = data55.scopes_supported;
+if(Array.isArray(data57)){
+if(data57.length > 64){
+const err161 = {instancePath:instancePath+"/auth/scopes_supported",schemaPath:"#/properties/auth/properties/scopes_supported/maxItems",keyword:"maxItems",params:{limit: 64},message:"must NOT have more than 64 items"};
 if(vErrors === null){
 vErrors = [err161];
 }
@@ -4149,10 +4917,12 @@ vErrors.push(err161);
 }
 errors++;
 }
-}
-}
-else {
-const err162 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const len5 = data57.length;
+for(let i6=0; i6<len5; i6++){
+let data58 = data57[i6];
+if(typeof data58 === "string"){
+if(func3(data58) > 256){
+const err162 = {instancePath:instancePath+"/auth/scopes_supported/" + i6,schemaPath:"#/properties/auth/properties/scopes_supported/items/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"};
 if(vErrors === null){
 vErrors = [err162];
 }
@@ -4161,17 +4931,421 @@ vErrors.push(err162);
 }
 errors++;
 }
+if(func3(data58) < 1){
+const err163 = {instancePath:instancePath+"/auth/scopes_supported/" + i6,schemaPath:"#/properties/auth/properties/scopes_supported/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err163];
+}
+else {
+vErrors.push(err163);
+}
+errors++;
+}
+}
+else {
+const err164 = {instancePath:instancePath+"/auth/scopes_supported/" + i6,schemaPath:"#/properties/auth/properties/scopes_supported/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err164];
+}
+else {
+vErrors.push(err164);
+}
+errors++;
+}
+}
+let i7 = data57.length;
+let j1;
+if(i7 > 1){
+const indices1 = {};
+for(;i7--;){
+let item1 = data57[i7];
+if(typeof item1 !== "string"){
+continue;
+}
+if(typeof indices1[item1] == "number"){
+j1 = indices1[item1];
+const err165 = {instancePath:instancePath+"/auth/scopes_supported",schemaPath:"#/properties/auth/properties/scopes_supported/uniqueItems",keyword:"uniqueItems",params:{i: i7, j: j1},message:"must NOT have duplicate items (items ## "+j1+" and "+i7+" are identical)"};
+if(vErrors === null){
+vErrors = [err165];
+}
+else {
+vErrors.push(err165);
+}
+errors++;
+break;
+}
+indices1[item1] = i7;
+}
+}
+}
+else {
+const err166 = {instancePath:instancePath+"/auth/scopes_supported",schemaPath:"#/properties/auth/properties/scopes_supported/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err166];
+}
+else {
+vErrors.push(err166);
+}
+errors++;
+}
+}
+if(data55.handshake_challenge !== undefined){
+if(typeof data55.handshake_challenge !== "boolean"){
+const err167 = {instancePath:instancePath+"/auth/handshake_challenge",schemaPath:"#/properties/auth/properties/handshake_challenge/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(vErrors === null){
+vErrors = [err167];
+}
+else {
+vErrors.push(err167);
+}
+errors++;
+}
+}
+if(data55.issuers !== undefined){
+let data60 = data55.issuers;
+if(Array.isArray(data60)){
+if(data60.length > 32){
+const err168 = {instancePath:instancePath+"/auth/issuers",schemaPath:"#/properties/auth/properties/issuers/maxItems",keyword:"maxItems",params:{limit: 32},message:"must NOT have more than 32 items"};
+if(vErrors === null){
+vErrors = [err168];
+}
+else {
+vErrors.push(err168);
+}
+errors++;
+}
+const len6 = data60.length;
+for(let i8=0; i8<len6; i8++){
+if(!(validate30(data60[i8], {instancePath:instancePath+"/auth/issuers/" + i8,parentData:data60,parentDataProperty:i8,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate30.errors : vErrors.concat(validate30.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err169 = {instancePath:instancePath+"/auth/issuers",schemaPath:"#/properties/auth/properties/issuers/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err169];
+}
+else {
+vErrors.push(err169);
+}
+errors++;
+}
+}
+}
+else {
+const err170 = {instancePath:instancePath+"/auth",schemaPath:"#/properties/auth/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err170];
+}
+else {
+vErrors.push(err170);
+}
+errors++;
+}
+}
+if(data.log_level !== undefined){
+let data62 = data.log_level;
+if(typeof data62 !== "string"){
+const err171 = {instancePath:instancePath+"/log_level",schemaPath:"#/properties/log_level/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err171];
+}
+else {
+vErrors.push(err171);
+}
+errors++;
+}
+if(!(((((((data62 === "fatal") || (data62 === "error")) || (data62 === "warn")) || (data62 === "info")) || (data62 === "debug")) || (data62 === "trace")) || (data62 === "silent"))){
+const err172 = {instancePath:instancePath+"/log_level",schemaPath:"#/properties/log_level/enum",keyword:"enum",params:{allowedValues: schema40.properties.log_level.enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err172];
+}
+else {
+vErrors.push(err172);
+}
+errors++;
+}
+}
+if(data.key_pepper !== undefined){
+let data63 = data.key_pepper;
+if(typeof data63 === "string"){
+if(func3(data63) > 1024){
+const err173 = {instancePath:instancePath+"/key_pepper",schemaPath:"#/properties/key_pepper/maxLength",keyword:"maxLength",params:{limit: 1024},message:"must NOT have more than 1024 characters"};
+if(vErrors === null){
+vErrors = [err173];
+}
+else {
+vErrors.push(err173);
+}
+errors++;
+}
+if(func3(data63) < 32){
+const err174 = {instancePath:instancePath+"/key_pepper",schemaPath:"#/properties/key_pepper/minLength",keyword:"minLength",params:{limit: 32},message:"must NOT have fewer than 32 characters"};
+if(vErrors === null){
+vErrors = [err174];
+}
+else {
+vErrors.push(err174);
+}
+errors++;
+}
+}
+else {
+const err175 = {instancePath:instancePath+"/key_pepper",schemaPath:"#/properties/key_pepper/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err175];
+}
+else {
+vErrors.push(err175);
+}
+errors++;
+}
+}
+}
+else {
+const err176 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err176];
+}
+else {
+vErrors.push(err176);
+}
+errors++;
+}
 validate29.errors = vErrors;
 return errors === 0;
 }
 validate29.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateGatewayConfigRateLimit = validate30;
+exports.validateGatewayConfigClaimRoleGrant = validate32;
 
-function validate30(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate32(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate30.evaluated;
+const evaluated0 = validate32.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.claim === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "claim"},message:"must have required property '"+"claim"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.value === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "value"},message:"must have required property '"+"value"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.role === undefined){
+const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "role"},message:"must have required property '"+"role"+"'"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(data.source === undefined){
+const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "source"},message:"must have required property '"+"source"+"'"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+for(const key0 in data){
+if(!((((key0 === "claim") || (key0 === "value")) || (key0 === "role")) || (key0 === "source"))){
+const err4 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+}
+if(data.claim !== undefined){
+let data0 = data.claim;
+if(typeof data0 === "string"){
+if(func3(data0) > 128){
+const err5 = {instancePath:instancePath+"/claim",schemaPath:"#/properties/claim/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+if(func3(data0) < 1){
+const err6 = {instancePath:instancePath+"/claim",schemaPath:"#/properties/claim/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+}
+else {
+const err7 = {instancePath:instancePath+"/claim",schemaPath:"#/properties/claim/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+}
+if(data.value !== undefined){
+let data1 = data.value;
+if(typeof data1 === "string"){
+if(func3(data1) > 256){
+const err8 = {instancePath:instancePath+"/value",schemaPath:"#/properties/value/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+if(func3(data1) < 1){
+const err9 = {instancePath:instancePath+"/value",schemaPath:"#/properties/value/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+}
+else {
+const err10 = {instancePath:instancePath+"/value",schemaPath:"#/properties/value/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err10];
+}
+else {
+vErrors.push(err10);
+}
+errors++;
+}
+}
+if(data.role !== undefined){
+let data2 = data.role;
+if(typeof data2 === "string"){
+if(func3(data2) > 128){
+const err11 = {instancePath:instancePath+"/role",schemaPath:"#/properties/role/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
+if(vErrors === null){
+vErrors = [err11];
+}
+else {
+vErrors.push(err11);
+}
+errors++;
+}
+if(func3(data2) < 1){
+const err12 = {instancePath:instancePath+"/role",schemaPath:"#/properties/role/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err12];
+}
+else {
+vErrors.push(err12);
+}
+errors++;
+}
+}
+else {
+const err13 = {instancePath:instancePath+"/role",schemaPath:"#/properties/role/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err13];
+}
+else {
+vErrors.push(err13);
+}
+errors++;
+}
+}
+if(data.source !== undefined){
+let data3 = data.source;
+if(typeof data3 === "string"){
+if(func3(data3) > 128){
+const err14 = {instancePath:instancePath+"/source",schemaPath:"#/properties/source/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
+if(vErrors === null){
+vErrors = [err14];
+}
+else {
+vErrors.push(err14);
+}
+errors++;
+}
+if(func3(data3) < 1){
+const err15 = {instancePath:instancePath+"/source",schemaPath:"#/properties/source/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err15];
+}
+else {
+vErrors.push(err15);
+}
+errors++;
+}
+}
+else {
+const err16 = {instancePath:instancePath+"/source",schemaPath:"#/properties/source/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err16];
+}
+else {
+vErrors.push(err16);
+}
+errors++;
+}
+}
+}
+else {
+const err17 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err17];
+}
+else {
+vErrors.push(err17);
+}
+errors++;
+}
+validate32.errors = vErrors;
+return errors === 0;
+}
+validate32.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+exports.validateGatewayConfigRateLimit = validate33;
+
+function validate33(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate33.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -4292,19 +5466,779 @@ vErrors.push(err9);
 }
 errors++;
 }
-validate30.errors = vErrors;
+validate33.errors = vErrors;
 return errors === 0;
 }
-validate30.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate33.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateInterlockApprovalStatusArguments = validate31;
-const schema45 = {"$id":"https://interlock.dev/spec/tools/interlock_approval_status.json","title":"InterlockApprovalStatusArguments","type":"object","properties":{"approval_id":{"type":"string","minLength":1,"maxLength":64,"description":"The approval_id of a queued write (apr_…)."}},"required":["approval_id"],"additionalProperties":false};
+exports.validateGatewayConfigTokenIssuer = validate34;
 
-function validate31(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate34(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate34.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.issuer === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "issuer"},message:"must have required property '"+"issuer"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+for(const key0 in data){
+if(!(func1.call(schema44.properties, key0))){
+const err1 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+}
+if(data.issuer !== undefined){
+let data0 = data.issuer;
+if(typeof data0 === "string"){
+if(func3(data0) > 2048){
+const err2 = {instancePath:instancePath+"/issuer",schemaPath:"#/properties/issuer/maxLength",keyword:"maxLength",params:{limit: 2048},message:"must NOT have more than 2048 characters"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(!pattern10.test(data0)){
+const err3 = {instancePath:instancePath+"/issuer",schemaPath:"#/properties/issuer/pattern",keyword:"pattern",params:{pattern: "^https?://"},message:"must match pattern \""+"^https?://"+"\""};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+}
+else {
+const err4 = {instancePath:instancePath+"/issuer",schemaPath:"#/properties/issuer/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+}
+if(data.jwks_uri !== undefined){
+let data1 = data.jwks_uri;
+if(typeof data1 === "string"){
+if(func3(data1) > 2048){
+const err5 = {instancePath:instancePath+"/jwks_uri",schemaPath:"#/properties/jwks_uri/maxLength",keyword:"maxLength",params:{limit: 2048},message:"must NOT have more than 2048 characters"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+if(!pattern10.test(data1)){
+const err6 = {instancePath:instancePath+"/jwks_uri",schemaPath:"#/properties/jwks_uri/pattern",keyword:"pattern",params:{pattern: "^https?://"},message:"must match pattern \""+"^https?://"+"\""};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+}
+else {
+const err7 = {instancePath:instancePath+"/jwks_uri",schemaPath:"#/properties/jwks_uri/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+}
+if(data.audience !== undefined){
+let data2 = data.audience;
+if(typeof data2 === "string"){
+if(func3(data2) > 2048){
+const err8 = {instancePath:instancePath+"/audience",schemaPath:"#/properties/audience/maxLength",keyword:"maxLength",params:{limit: 2048},message:"must NOT have more than 2048 characters"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+if(func3(data2) < 1){
+const err9 = {instancePath:instancePath+"/audience",schemaPath:"#/properties/audience/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+}
+else {
+const err10 = {instancePath:instancePath+"/audience",schemaPath:"#/properties/audience/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err10];
+}
+else {
+vErrors.push(err10);
+}
+errors++;
+}
+}
+if(data.algorithms !== undefined){
+let data3 = data.algorithms;
+if(Array.isArray(data3)){
+if(data3.length < 1){
+const err11 = {instancePath:instancePath+"/algorithms",schemaPath:"#/properties/algorithms/minItems",keyword:"minItems",params:{limit: 1},message:"must NOT have fewer than 1 items"};
+if(vErrors === null){
+vErrors = [err11];
+}
+else {
+vErrors.push(err11);
+}
+errors++;
+}
+const len0 = data3.length;
+for(let i0=0; i0<len0; i0++){
+let data4 = data3[i0];
+if(typeof data4 !== "string"){
+const err12 = {instancePath:instancePath+"/algorithms/" + i0,schemaPath:"#/properties/algorithms/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err12];
+}
+else {
+vErrors.push(err12);
+}
+errors++;
+}
+if(!((((((((((data4 === "RS256") || (data4 === "RS384")) || (data4 === "RS512")) || (data4 === "PS256")) || (data4 === "PS384")) || (data4 === "PS512")) || (data4 === "ES256")) || (data4 === "ES384")) || (data4 === "ES512")) || (data4 === "EdDSA"))){
+const err13 = {instancePath:instancePath+"/algorithms/" + i0,schemaPath:"#/properties/algorithms/items/enum",keyword:"enum",params:{allowedValues: schema44.properties.algorithms.items.enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err13];
+}
+else {
+vErrors.push(err13);
+}
+errors++;
+}
+}
+let i1 = data3.length;
+let j0;
+if(i1 > 1){
+const indices0 = {};
+for(;i1--;){
+let item0 = data3[i1];
+if(typeof item0 !== "string"){
+continue;
+}
+if(typeof indices0[item0] == "number"){
+j0 = indices0[item0];
+const err14 = {instancePath:instancePath+"/algorithms",schemaPath:"#/properties/algorithms/uniqueItems",keyword:"uniqueItems",params:{i: i1, j: j0},message:"must NOT have duplicate items (items ## "+j0+" and "+i1+" are identical)"};
+if(vErrors === null){
+vErrors = [err14];
+}
+else {
+vErrors.push(err14);
+}
+errors++;
+break;
+}
+indices0[item0] = i1;
+}
+}
+}
+else {
+const err15 = {instancePath:instancePath+"/algorithms",schemaPath:"#/properties/algorithms/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err15];
+}
+else {
+vErrors.push(err15);
+}
+errors++;
+}
+}
+if(data.required_scopes !== undefined){
+let data5 = data.required_scopes;
+if(Array.isArray(data5)){
+if(data5.length > 64){
+const err16 = {instancePath:instancePath+"/required_scopes",schemaPath:"#/properties/required_scopes/maxItems",keyword:"maxItems",params:{limit: 64},message:"must NOT have more than 64 items"};
+if(vErrors === null){
+vErrors = [err16];
+}
+else {
+vErrors.push(err16);
+}
+errors++;
+}
+const len1 = data5.length;
+for(let i2=0; i2<len1; i2++){
+let data6 = data5[i2];
+if(typeof data6 === "string"){
+if(func3(data6) > 256){
+const err17 = {instancePath:instancePath+"/required_scopes/" + i2,schemaPath:"#/properties/required_scopes/items/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"};
+if(vErrors === null){
+vErrors = [err17];
+}
+else {
+vErrors.push(err17);
+}
+errors++;
+}
+if(func3(data6) < 1){
+const err18 = {instancePath:instancePath+"/required_scopes/" + i2,schemaPath:"#/properties/required_scopes/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err18];
+}
+else {
+vErrors.push(err18);
+}
+errors++;
+}
+}
+else {
+const err19 = {instancePath:instancePath+"/required_scopes/" + i2,schemaPath:"#/properties/required_scopes/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err19];
+}
+else {
+vErrors.push(err19);
+}
+errors++;
+}
+}
+let i3 = data5.length;
+let j1;
+if(i3 > 1){
+const indices1 = {};
+for(;i3--;){
+let item1 = data5[i3];
+if(typeof item1 !== "string"){
+continue;
+}
+if(typeof indices1[item1] == "number"){
+j1 = indices1[item1];
+const err20 = {instancePath:instancePath+"/required_scopes",schemaPath:"#/properties/required_scopes/uniqueItems",keyword:"uniqueItems",params:{i: i3, j: j1},message:"must NOT have duplicate items (items ## "+j1+" and "+i3+" are identical)"};
+if(vErrors === null){
+vErrors = [err20];
+}
+else {
+vErrors.push(err20);
+}
+errors++;
+break;
+}
+indices1[item1] = i3;
+}
+}
+}
+else {
+const err21 = {instancePath:instancePath+"/required_scopes",schemaPath:"#/properties/required_scopes/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err21];
+}
+else {
+vErrors.push(err21);
+}
+errors++;
+}
+}
+if(data.jwks_cooldown_seconds !== undefined){
+let data7 = data.jwks_cooldown_seconds;
+if(!(((typeof data7 == "number") && (!(data7 % 1) && !isNaN(data7))) && (isFinite(data7)))){
+const err22 = {instancePath:instancePath+"/jwks_cooldown_seconds",schemaPath:"#/properties/jwks_cooldown_seconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err22];
+}
+else {
+vErrors.push(err22);
+}
+errors++;
+}
+if((typeof data7 == "number") && (isFinite(data7))){
+if(data7 > 3600 || isNaN(data7)){
+const err23 = {instancePath:instancePath+"/jwks_cooldown_seconds",schemaPath:"#/properties/jwks_cooldown_seconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600},message:"must be <= 3600"};
+if(vErrors === null){
+vErrors = [err23];
+}
+else {
+vErrors.push(err23);
+}
+errors++;
+}
+if(data7 < 1 || isNaN(data7)){
+const err24 = {instancePath:instancePath+"/jwks_cooldown_seconds",schemaPath:"#/properties/jwks_cooldown_seconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err24];
+}
+else {
+vErrors.push(err24);
+}
+errors++;
+}
+}
+}
+if(data.clock_skew_seconds !== undefined){
+let data8 = data.clock_skew_seconds;
+if(!(((typeof data8 == "number") && (!(data8 % 1) && !isNaN(data8))) && (isFinite(data8)))){
+const err25 = {instancePath:instancePath+"/clock_skew_seconds",schemaPath:"#/properties/clock_skew_seconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err25];
+}
+else {
+vErrors.push(err25);
+}
+errors++;
+}
+if((typeof data8 == "number") && (isFinite(data8))){
+if(data8 > 600 || isNaN(data8)){
+const err26 = {instancePath:instancePath+"/clock_skew_seconds",schemaPath:"#/properties/clock_skew_seconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 600},message:"must be <= 600"};
+if(vErrors === null){
+vErrors = [err26];
+}
+else {
+vErrors.push(err26);
+}
+errors++;
+}
+if(data8 < 0 || isNaN(data8)){
+const err27 = {instancePath:instancePath+"/clock_skew_seconds",schemaPath:"#/properties/clock_skew_seconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if(vErrors === null){
+vErrors = [err27];
+}
+else {
+vErrors.push(err27);
+}
+errors++;
+}
+}
+}
+if(data.identity_claim !== undefined){
+let data9 = data.identity_claim;
+if(typeof data9 === "string"){
+if(func3(data9) > 128){
+const err28 = {instancePath:instancePath+"/identity_claim",schemaPath:"#/properties/identity_claim/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
+if(vErrors === null){
+vErrors = [err28];
+}
+else {
+vErrors.push(err28);
+}
+errors++;
+}
+if(func3(data9) < 1){
+const err29 = {instancePath:instancePath+"/identity_claim",schemaPath:"#/properties/identity_claim/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err29];
+}
+else {
+vErrors.push(err29);
+}
+errors++;
+}
+}
+else {
+const err30 = {instancePath:instancePath+"/identity_claim",schemaPath:"#/properties/identity_claim/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err30];
+}
+else {
+vErrors.push(err30);
+}
+errors++;
+}
+}
+if(data.unknown_subjects !== undefined){
+let data10 = data.unknown_subjects;
+if(typeof data10 !== "string"){
+const err31 = {instancePath:instancePath+"/unknown_subjects",schemaPath:"#/properties/unknown_subjects/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err31];
+}
+else {
+vErrors.push(err31);
+}
+errors++;
+}
+if(!((data10 === "refuse") || (data10 === "provision"))){
+const err32 = {instancePath:instancePath+"/unknown_subjects",schemaPath:"#/properties/unknown_subjects/enum",keyword:"enum",params:{allowedValues: schema44.properties.unknown_subjects.enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err32];
+}
+else {
+vErrors.push(err32);
+}
+errors++;
+}
+}
+if(data.role_grants !== undefined){
+let data11 = data.role_grants;
+if(Array.isArray(data11)){
+if(data11.length > 256){
+const err33 = {instancePath:instancePath+"/role_grants",schemaPath:"#/properties/role_grants/maxItems",keyword:"maxItems",params:{limit: 256},message:"must NOT have more than 256 items"};
+if(vErrors === null){
+vErrors = [err33];
+}
+else {
+vErrors.push(err33);
+}
+errors++;
+}
+const len2 = data11.length;
+for(let i4=0; i4<len2; i4++){
+let data12 = data11[i4];
+if(data12 && typeof data12 == "object" && !Array.isArray(data12)){
+if(data12.claim === undefined){
+const err34 = {instancePath:instancePath+"/role_grants/" + i4,schemaPath:"#/$defs/claimRoleGrant/required",keyword:"required",params:{missingProperty: "claim"},message:"must have required property '"+"claim"+"'"};
+if(vErrors === null){
+vErrors = [err34];
+}
+else {
+vErrors.push(err34);
+}
+errors++;
+}
+if(data12.value === undefined){
+const err35 = {instancePath:instancePath+"/role_grants/" + i4,schemaPath:"#/$defs/claimRoleGrant/required",keyword:"required",params:{missingProperty: "value"},message:"must have required property '"+"value"+"'"};
+if(vErrors === null){
+vErrors = [err35];
+}
+else {
+vErrors.push(err35);
+}
+errors++;
+}
+if(data12.role === undefined){
+const err36 = {instancePath:instancePath+"/role_grants/" + i4,schemaPath:"#/$defs/claimRoleGrant/required",keyword:"required",params:{missingProperty: "role"},message:"must have required property '"+"role"+"'"};
+if(vErrors === null){
+vErrors = [err36];
+}
+else {
+vErrors.push(err36);
+}
+errors++;
+}
+if(data12.source === undefined){
+const err37 = {instancePath:instancePath+"/role_grants/" + i4,schemaPath:"#/$defs/claimRoleGrant/required",keyword:"required",params:{missingProperty: "source"},message:"must have required property '"+"source"+"'"};
+if(vErrors === null){
+vErrors = [err37];
+}
+else {
+vErrors.push(err37);
+}
+errors++;
+}
+for(const key1 in data12){
+if(!((((key1 === "claim") || (key1 === "value")) || (key1 === "role")) || (key1 === "source"))){
+const err38 = {instancePath:instancePath+"/role_grants/" + i4,schemaPath:"#/$defs/claimRoleGrant/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err38];
+}
+else {
+vErrors.push(err38);
+}
+errors++;
+}
+}
+if(data12.claim !== undefined){
+let data13 = data12.claim;
+if(typeof data13 === "string"){
+if(func3(data13) > 128){
+const err39 = {instancePath:instancePath+"/role_grants/" + i4+"/claim",schemaPath:"#/$defs/claimRoleGrant/properties/claim/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
+if(vErrors === null){
+vErrors = [err39];
+}
+else {
+vErrors.push(err39);
+}
+errors++;
+}
+if(func3(data13) < 1){
+const err40 = {instancePath:instancePath+"/role_grants/" + i4+"/claim",schemaPath:"#/$defs/claimRoleGrant/properties/claim/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err40];
+}
+else {
+vErrors.push(err40);
+}
+errors++;
+}
+}
+else {
+const err41 = {instancePath:instancePath+"/role_grants/" + i4+"/claim",schemaPath:"#/$defs/claimRoleGrant/properties/claim/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err41];
+}
+else {
+vErrors.push(err41);
+}
+errors++;
+}
+}
+if(data12.value !== undefined){
+let data14 = data12.value;
+if(typeof data14 === "string"){
+if(func3(data14) > 256){
+const err42 = {instancePath:instancePath+"/role_grants/" + i4+"/value",schemaPath:"#/$defs/claimRoleGrant/properties/value/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"};
+if(vErrors === null){
+vErrors = [err42];
+}
+else {
+vErrors.push(err42);
+}
+errors++;
+}
+if(func3(data14) < 1){
+const err43 = {instancePath:instancePath+"/role_grants/" + i4+"/value",schemaPath:"#/$defs/claimRoleGrant/properties/value/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err43];
+}
+else {
+vErrors.push(err43);
+}
+errors++;
+}
+}
+else {
+const err44 = {instancePath:instancePath+"/role_grants/" + i4+"/value",schemaPath:"#/$defs/claimRoleGrant/properties/value/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err44];
+}
+else {
+vErrors.push(err44);
+}
+errors++;
+}
+}
+if(data12.role !== undefined){
+let data15 = data12.role;
+if(typeof data15 === "string"){
+if(func3(data15) > 128){
+const err45 = {instancePath:instancePath+"/role_grants/" + i4+"/role",schemaPath:"#/$defs/claimRoleGrant/properties/role/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
+if(vErrors === null){
+vErrors = [err45];
+}
+else {
+vErrors.push(err45);
+}
+errors++;
+}
+if(func3(data15) < 1){
+const err46 = {instancePath:instancePath+"/role_grants/" + i4+"/role",schemaPath:"#/$defs/claimRoleGrant/properties/role/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err46];
+}
+else {
+vErrors.push(err46);
+}
+errors++;
+}
+}
+else {
+const err47 = {instancePath:instancePath+"/role_grants/" + i4+"/role",schemaPath:"#/$defs/claimRoleGrant/properties/role/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err47];
+}
+else {
+vErrors.push(err47);
+}
+errors++;
+}
+}
+if(data12.source !== undefined){
+let data16 = data12.source;
+if(typeof data16 === "string"){
+if(func3(data16) > 128){
+const err48 = {instancePath:instancePath+"/role_grants/" + i4+"/source",schemaPath:"#/$defs/claimRoleGrant/properties/source/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
+if(vErrors === null){
+vErrors = [err48];
+}
+else {
+vErrors.push(err48);
+}
+errors++;
+}
+if(func3(data16) < 1){
+const err49 = {instancePath:instancePath+"/role_grants/" + i4+"/source",schemaPath:"#/$defs/claimRoleGrant/properties/source/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err49];
+}
+else {
+vErrors.push(err49);
+}
+errors++;
+}
+}
+else {
+const err50 = {instancePath:instancePath+"/role_grants/" + i4+"/source",schemaPath:"#/$defs/claimRoleGrant/properties/source/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err50];
+}
+else {
+vErrors.push(err50);
+}
+errors++;
+}
+}
+}
+else {
+const err51 = {instancePath:instancePath+"/role_grants/" + i4,schemaPath:"#/$defs/claimRoleGrant/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err51];
+}
+else {
+vErrors.push(err51);
+}
+errors++;
+}
+}
+}
+else {
+const err52 = {instancePath:instancePath+"/role_grants",schemaPath:"#/properties/role_grants/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err52];
+}
+else {
+vErrors.push(err52);
+}
+errors++;
+}
+}
+if(data.attribute_claims !== undefined){
+let data17 = data.attribute_claims;
+if(Array.isArray(data17)){
+if(data17.length > 32){
+const err53 = {instancePath:instancePath+"/attribute_claims",schemaPath:"#/properties/attribute_claims/maxItems",keyword:"maxItems",params:{limit: 32},message:"must NOT have more than 32 items"};
+if(vErrors === null){
+vErrors = [err53];
+}
+else {
+vErrors.push(err53);
+}
+errors++;
+}
+const len3 = data17.length;
+for(let i5=0; i5<len3; i5++){
+let data18 = data17[i5];
+if(typeof data18 === "string"){
+if(func3(data18) > 128){
+const err54 = {instancePath:instancePath+"/attribute_claims/" + i5,schemaPath:"#/properties/attribute_claims/items/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
+if(vErrors === null){
+vErrors = [err54];
+}
+else {
+vErrors.push(err54);
+}
+errors++;
+}
+if(func3(data18) < 1){
+const err55 = {instancePath:instancePath+"/attribute_claims/" + i5,schemaPath:"#/properties/attribute_claims/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err55];
+}
+else {
+vErrors.push(err55);
+}
+errors++;
+}
+}
+else {
+const err56 = {instancePath:instancePath+"/attribute_claims/" + i5,schemaPath:"#/properties/attribute_claims/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err56];
+}
+else {
+vErrors.push(err56);
+}
+errors++;
+}
+}
+let i6 = data17.length;
+let j2;
+if(i6 > 1){
+const indices2 = {};
+for(;i6--;){
+let item2 = data17[i6];
+if(typeof item2 !== "string"){
+continue;
+}
+if(typeof indices2[item2] == "number"){
+j2 = indices2[item2];
+const err57 = {instancePath:instancePath+"/attribute_claims",schemaPath:"#/properties/attribute_claims/uniqueItems",keyword:"uniqueItems",params:{i: i6, j: j2},message:"must NOT have duplicate items (items ## "+j2+" and "+i6+" are identical)"};
+if(vErrors === null){
+vErrors = [err57];
+}
+else {
+vErrors.push(err57);
+}
+errors++;
+break;
+}
+indices2[item2] = i6;
+}
+}
+}
+else {
+const err58 = {instancePath:instancePath+"/attribute_claims",schemaPath:"#/properties/attribute_claims/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err58];
+}
+else {
+vErrors.push(err58);
+}
+errors++;
+}
+}
+}
+else {
+const err59 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err59];
+}
+else {
+vErrors.push(err59);
+}
+errors++;
+}
+validate34.errors = vErrors;
+return errors === 0;
+}
+validate34.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+exports.validateInterlockApprovalStatusArguments = validate35;
+const schema50 = {"$id":"https://interlock.dev/spec/tools/interlock_approval_status.json","title":"InterlockApprovalStatusArguments","type":"object","properties":{"approval_id":{"type":"string","minLength":1,"maxLength":64,"description":"The approval_id of a queued write (apr_…)."}},"required":["approval_id"],"additionalProperties":false};
+
+function validate35(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/tools/interlock_approval_status.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate31.evaluated;
+const evaluated0 = validate35.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -4380,20 +6314,20 @@ vErrors.push(err5);
 }
 errors++;
 }
-validate31.errors = vErrors;
+validate35.errors = vErrors;
 return errors === 0;
 }
-validate31.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate35.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateInterlockDescribeAccessArguments = validate32;
-const schema46 = {"$id":"https://interlock.dev/spec/tools/interlock_describe_access.json","title":"InterlockDescribeAccessArguments","type":"object","properties":{"source_id":{"type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$","description":"A source id as listed by interlock_list_sources."}},"additionalProperties":false};
-const pattern10 = new RegExp("^[a-z0-9][a-z0-9_-]{0,62}$", "u");
+exports.validateInterlockDescribeAccessArguments = validate36;
+const schema51 = {"$id":"https://interlock.dev/spec/tools/interlock_describe_access.json","title":"InterlockDescribeAccessArguments","type":"object","properties":{"source_id":{"type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$","description":"A source id as listed by interlock_list_sources."}},"additionalProperties":false};
+const pattern15 = new RegExp("^[a-z0-9][a-z0-9_-]{0,62}$", "u");
 
-function validate32(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate36(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/tools/interlock_describe_access.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate32.evaluated;
+const evaluated0 = validate36.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -4416,7 +6350,7 @@ errors++;
 if(data.source_id !== undefined){
 let data0 = data.source_id;
 if(typeof data0 === "string"){
-if(!pattern10.test(data0)){
+if(!pattern15.test(data0)){
 const err1 = {instancePath:instancePath+"/source_id",schemaPath:"#/properties/source_id/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9_-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9_-]{0,62}$"+"\""};
 if(vErrors === null){
 vErrors = [err1];
@@ -4449,19 +6383,19 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate32.errors = vErrors;
+validate36.errors = vErrors;
 return errors === 0;
 }
-validate32.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate36.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateInterlockDescribeSourceArguments = validate33;
-const schema47 = {"$id":"https://interlock.dev/spec/tools/interlock_describe_source.json","title":"InterlockDescribeSourceArguments","type":"object","properties":{"source_id":{"type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$","description":"A source id as listed by interlock_list_sources."}},"required":["source_id"],"additionalProperties":false};
+exports.validateInterlockDescribeSourceArguments = validate37;
+const schema52 = {"$id":"https://interlock.dev/spec/tools/interlock_describe_source.json","title":"InterlockDescribeSourceArguments","type":"object","properties":{"source_id":{"type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$","description":"A source id as listed by interlock_list_sources."}},"required":["source_id"],"additionalProperties":false};
 
-function validate33(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate37(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/tools/interlock_describe_source.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate33.evaluated;
+const evaluated0 = validate37.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -4494,7 +6428,7 @@ errors++;
 if(data.source_id !== undefined){
 let data0 = data.source_id;
 if(typeof data0 === "string"){
-if(!pattern10.test(data0)){
+if(!pattern15.test(data0)){
 const err2 = {instancePath:instancePath+"/source_id",schemaPath:"#/properties/source_id/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9_-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9_-]{0,62}$"+"\""};
 if(vErrors === null){
 vErrors = [err2];
@@ -4527,19 +6461,19 @@ vErrors.push(err4);
 }
 errors++;
 }
-validate33.errors = vErrors;
+validate37.errors = vErrors;
 return errors === 0;
 }
-validate33.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate37.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateInterlockDiscoverArguments = validate34;
-const schema48 = {"$id":"https://interlock.dev/spec/tools/interlock_discover.json","title":"InterlockDiscoverArguments","type":"object","properties":{"source_id":{"type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$","description":"A source id as listed by interlock_list_sources."},"query":{"type":"string","minLength":1,"maxLength":1000,"description":"Web-search syntax."},"source_types":{"type":"array","maxItems":10,"items":{"type":"string","enum":["postgres","documents"]}},"document_types":{"type":"array","maxItems":20,"items":{"type":"string","minLength":1,"maxLength":64}},"category_path":{"type":"array","maxItems":10,"items":{"type":"string","minLength":1,"maxLength":128},"description":"A category prefix, outermost first, e.g. [\"operations\", \"runbooks\"]."},"time_range":{"type":"object","properties":{"from":{"type":"string","format":"date-time"},"to":{"type":"string","format":"date-time"}},"additionalProperties":false},"audience":{"type":"array","maxItems":20,"items":{"type":"string","minLength":1,"maxLength":64}},"entities":{"type":"array","maxItems":20,"items":{"type":"object","properties":{"type":{"type":"string","minLength":1,"maxLength":64},"value":{"type":"string","minLength":1,"maxLength":256}},"required":["type","value"],"additionalProperties":false}},"expand_related":{"type":"boolean","description":"Also return assets related to the top three hits (marked expansion true, with related_to and relation); they share the limit with the direct hits, at most half of it."},"limit":{"type":"integer","minimum":1,"maximum":50,"description":"Most hits to return (default 10, at most 50)."}},"required":["source_id","query"],"additionalProperties":false};
+exports.validateInterlockDiscoverArguments = validate38;
+const schema53 = {"$id":"https://interlock.dev/spec/tools/interlock_discover.json","title":"InterlockDiscoverArguments","type":"object","properties":{"source_id":{"type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$","description":"A source id as listed by interlock_list_sources."},"query":{"type":"string","minLength":1,"maxLength":1000,"description":"Web-search syntax."},"source_types":{"type":"array","maxItems":10,"items":{"type":"string","enum":["postgres","documents"]}},"document_types":{"type":"array","maxItems":20,"items":{"type":"string","minLength":1,"maxLength":64}},"category_path":{"type":"array","maxItems":10,"items":{"type":"string","minLength":1,"maxLength":128},"description":"A category prefix, outermost first, e.g. [\"operations\", \"runbooks\"]."},"time_range":{"type":"object","properties":{"from":{"type":"string","format":"date-time"},"to":{"type":"string","format":"date-time"}},"additionalProperties":false},"audience":{"type":"array","maxItems":20,"items":{"type":"string","minLength":1,"maxLength":64}},"entities":{"type":"array","maxItems":20,"items":{"type":"object","properties":{"type":{"type":"string","minLength":1,"maxLength":64},"value":{"type":"string","minLength":1,"maxLength":256}},"required":["type","value"],"additionalProperties":false}},"expand_related":{"type":"boolean","description":"Also return assets related to the top three hits (marked expansion true, with related_to and relation); they share the limit with the direct hits, at most half of it."},"limit":{"type":"integer","minimum":1,"maximum":50,"description":"Most hits to return (default 10, at most 50)."}},"required":["source_id","query"],"additionalProperties":false};
 
-function validate34(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate38(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/tools/interlock_discover.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate34.evaluated;
+const evaluated0 = validate38.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -4568,7 +6502,7 @@ vErrors.push(err1);
 errors++;
 }
 for(const key0 in data){
-if(!(func1.call(schema48.properties, key0))){
+if(!(func1.call(schema53.properties, key0))){
 const err2 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err2];
@@ -4582,7 +6516,7 @@ errors++;
 if(data.source_id !== undefined){
 let data0 = data.source_id;
 if(typeof data0 === "string"){
-if(!pattern10.test(data0)){
+if(!pattern15.test(data0)){
 const err3 = {instancePath:instancePath+"/source_id",schemaPath:"#/properties/source_id/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9_-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9_-]{0,62}$"+"\""};
 if(vErrors === null){
 vErrors = [err3];
@@ -4666,7 +6600,7 @@ vErrors.push(err9);
 errors++;
 }
 if(!((data3 === "postgres") || (data3 === "documents"))){
-const err10 = {instancePath:instancePath+"/source_types/" + i0,schemaPath:"#/properties/source_types/items/enum",keyword:"enum",params:{allowedValues: schema48.properties.source_types.items.enum},message:"must be equal to one of the allowed values"};
+const err10 = {instancePath:instancePath+"/source_types/" + i0,schemaPath:"#/properties/source_types/items/enum",keyword:"enum",params:{allowedValues: schema53.properties.source_types.items.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err10];
 }
@@ -5149,21 +7083,21 @@ vErrors.push(err49);
 }
 errors++;
 }
-validate34.errors = vErrors;
+validate38.errors = vErrors;
 return errors === 0;
 }
-validate34.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate38.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateInterlockFile = validate35;
-const schema49 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/interlock-file-v1.schema.json","title":"InterlockFile","description":"Declarative configuration of an InterLock control plane (`interlock apply -f interlock.yaml`, `interlock export`; issue 16): sources, source roles, identities with their grants, and policies. API keys and operator tokens stay imperative (`interlock key create`). Secrets never appear inline: source credentials name an environment variable (password_env) or a file (password_file) read when the file is applied. Every section is optional; with --prune, objects of a section that the file leaves out are deleted.","type":"object","properties":{"version":{"description":"File format version.","const":1},"sources":{"type":"array","maxItems":1000,"items":{"$ref":"#/$defs/source"}},"roles":{"type":"array","maxItems":1000,"items":{"$ref":"role-v1.schema.json"}},"identities":{"type":"array","maxItems":10000,"items":{"$ref":"#/$defs/identity"}},"policies":{"type":"array","maxItems":1000,"items":{"$ref":"policy-v1.schema.json"}}},"required":["version"],"additionalProperties":false,"$defs":{"source":{"title":"FileSource","description":"A source as in spec/source-v1.schema.json, except that credentials hold secret references instead of passwords. The settings, once the references are resolved, are validated against spec/source-v1.schema.json.","type":"object","properties":{"id":{"type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$"},"type":{"type":"string","enum":["postgres","documents"]},"name":{"type":"string","minLength":1,"maxLength":200},"description":{"type":"string","maxLength":1000},"enabled":{"type":"boolean"},"settings":{"type":"object","properties":{"reader":{"$ref":"#/$defs/credentials"},"writer":{"$ref":"#/$defs/credentials"}}}},"required":["id","type","name","settings"],"additionalProperties":false},"credentials":{"title":"FileCredentials","description":"A database role and where its password comes from: password_env (an environment variable of the process that applies the file) or password_file (a file whose content, without the trailing newline, is the password). Neither: no password (trust, peer or certificate authentication). An inline password is refused.","type":"object","properties":{"user":{"type":"string","minLength":1,"maxLength":63},"password_env":{"type":"string","pattern":"^[A-Za-z_][A-Za-z0-9_]{0,127}$"},"password_file":{"type":"string","minLength":1,"maxLength":4096}},"required":["user"],"additionalProperties":false,"not":{"properties":{"password_env":true,"password_file":true},"required":["password_env","password_file"]}},"identity":{"title":"FileIdentity","description":"An identity and every grant it holds. disabled defaults to false.","type":"object","properties":{"name":{"type":"string","pattern":"^[a-z0-9][a-z0-9_.@-]{0,127}$"},"disabled":{"type":"boolean"},"grants":{"type":"array","maxItems":10000,"items":{"$ref":"#/$defs/grant"}}},"required":["name"],"additionalProperties":false},"grant":{"title":"FileGrant","type":"object","properties":{"role":{"type":"string","minLength":1},"source":{"type":"string","minLength":1}},"required":["role","source"],"additionalProperties":false}}};
-const schema50 = {"title":"FileSource","description":"A source as in spec/source-v1.schema.json, except that credentials hold secret references instead of passwords. The settings, once the references are resolved, are validated against spec/source-v1.schema.json.","type":"object","properties":{"id":{"type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$"},"type":{"type":"string","enum":["postgres","documents"]},"name":{"type":"string","minLength":1,"maxLength":200},"description":{"type":"string","maxLength":1000},"enabled":{"type":"boolean"},"settings":{"type":"object","properties":{"reader":{"$ref":"#/$defs/credentials"},"writer":{"$ref":"#/$defs/credentials"}}}},"required":["id","type","name","settings"],"additionalProperties":false};
-const schema51 = {"title":"FileCredentials","description":"A database role and where its password comes from: password_env (an environment variable of the process that applies the file) or password_file (a file whose content, without the trailing newline, is the password). Neither: no password (trust, peer or certificate authentication). An inline password is refused.","type":"object","properties":{"user":{"type":"string","minLength":1,"maxLength":63},"password_env":{"type":"string","pattern":"^[A-Za-z_][A-Za-z0-9_]{0,127}$"},"password_file":{"type":"string","minLength":1,"maxLength":4096}},"required":["user"],"additionalProperties":false,"not":{"properties":{"password_env":true,"password_file":true},"required":["password_env","password_file"]}};
-const pattern14 = new RegExp("^[A-Za-z_][A-Za-z0-9_]{0,127}$", "u");
+exports.validateInterlockFile = validate39;
+const schema54 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/interlock-file-v1.schema.json","title":"InterlockFile","description":"Declarative configuration of an InterLock control plane (`interlock apply -f interlock.yaml`, `interlock export`; issue 16): sources, source roles, identities with their grants, and policies. API keys and operator tokens stay imperative (`interlock key create`). Secrets never appear inline: source credentials name an environment variable (password_env) or a file (password_file) read when the file is applied. Every section is optional; with --prune, objects of a section that the file leaves out are deleted.","type":"object","properties":{"version":{"description":"File format version.","const":1},"sources":{"type":"array","maxItems":1000,"items":{"$ref":"#/$defs/source"}},"roles":{"type":"array","maxItems":1000,"items":{"$ref":"role-v1.schema.json"}},"identities":{"type":"array","maxItems":10000,"items":{"$ref":"#/$defs/identity"}},"policies":{"type":"array","maxItems":1000,"items":{"$ref":"policy-v1.schema.json"}}},"required":["version"],"additionalProperties":false,"$defs":{"source":{"title":"FileSource","description":"A source as in spec/source-v1.schema.json, except that credentials hold secret references instead of passwords. The settings, once the references are resolved, are validated against spec/source-v1.schema.json.","type":"object","properties":{"id":{"type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$"},"type":{"type":"string","enum":["postgres","documents"]},"name":{"type":"string","minLength":1,"maxLength":200},"description":{"type":"string","maxLength":1000},"enabled":{"type":"boolean"},"settings":{"type":"object","properties":{"reader":{"$ref":"#/$defs/credentials"},"writer":{"$ref":"#/$defs/credentials"}}}},"required":["id","type","name","settings"],"additionalProperties":false},"credentials":{"title":"FileCredentials","description":"A database role and where its password comes from: password_env (an environment variable of the process that applies the file) or password_file (a file whose content, without the trailing newline, is the password). Neither: no password (trust, peer or certificate authentication). An inline password is refused.","type":"object","properties":{"user":{"type":"string","minLength":1,"maxLength":63},"password_env":{"type":"string","pattern":"^[A-Za-z_][A-Za-z0-9_]{0,127}$"},"password_file":{"type":"string","minLength":1,"maxLength":4096}},"required":["user"],"additionalProperties":false,"not":{"properties":{"password_env":true,"password_file":true},"required":["password_env","password_file"]}},"identity":{"title":"FileIdentity","description":"An identity and every grant it holds. disabled defaults to false.","type":"object","properties":{"name":{"type":"string","pattern":"^[a-z0-9][a-z0-9_.@-]{0,127}$"},"disabled":{"type":"boolean"},"grants":{"type":"array","maxItems":10000,"items":{"$ref":"#/$defs/grant"}}},"required":["name"],"additionalProperties":false},"grant":{"title":"FileGrant","type":"object","properties":{"role":{"type":"string","minLength":1},"source":{"type":"string","minLength":1}},"required":["role","source"],"additionalProperties":false}}};
+const schema55 = {"title":"FileSource","description":"A source as in spec/source-v1.schema.json, except that credentials hold secret references instead of passwords. The settings, once the references are resolved, are validated against spec/source-v1.schema.json.","type":"object","properties":{"id":{"type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$"},"type":{"type":"string","enum":["postgres","documents"]},"name":{"type":"string","minLength":1,"maxLength":200},"description":{"type":"string","maxLength":1000},"enabled":{"type":"boolean"},"settings":{"type":"object","properties":{"reader":{"$ref":"#/$defs/credentials"},"writer":{"$ref":"#/$defs/credentials"}}}},"required":["id","type","name","settings"],"additionalProperties":false};
+const schema56 = {"title":"FileCredentials","description":"A database role and where its password comes from: password_env (an environment variable of the process that applies the file) or password_file (a file whose content, without the trailing newline, is the password). Neither: no password (trust, peer or certificate authentication). An inline password is refused.","type":"object","properties":{"user":{"type":"string","minLength":1,"maxLength":63},"password_env":{"type":"string","pattern":"^[A-Za-z_][A-Za-z0-9_]{0,127}$"},"password_file":{"type":"string","minLength":1,"maxLength":4096}},"required":["user"],"additionalProperties":false,"not":{"properties":{"password_env":true,"password_file":true},"required":["password_env","password_file"]}};
+const pattern19 = new RegExp("^[A-Za-z_][A-Za-z0-9_]{0,127}$", "u");
 
-function validate36(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate40(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate36.evaluated;
+const evaluated0 = validate40.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -5226,7 +7160,7 @@ errors++;
 if(data.id !== undefined){
 let data0 = data.id;
 if(typeof data0 === "string"){
-if(!pattern10.test(data0)){
+if(!pattern15.test(data0)){
 const err5 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9_-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9_-]{0,62}$"+"\""};
 if(vErrors === null){
 vErrors = [err5];
@@ -5261,7 +7195,7 @@ vErrors.push(err7);
 errors++;
 }
 if(!((data1 === "postgres") || (data1 === "documents"))){
-const err8 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/enum",keyword:"enum",params:{allowedValues: schema50.properties.type.enum},message:"must be equal to one of the allowed values"};
+const err8 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/enum",keyword:"enum",params:{allowedValues: schema55.properties.type.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err8];
 }
@@ -5446,7 +7380,7 @@ errors++;
 if(data6.password_env !== undefined){
 let data8 = data6.password_env;
 if(typeof data8 === "string"){
-if(!pattern14.test(data8)){
+if(!pattern19.test(data8)){
 const err22 = {instancePath:instancePath+"/settings/reader/password_env",schemaPath:"#/$defs/credentials/properties/password_env/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z_][A-Za-z0-9_]{0,127}$"},message:"must match pattern \""+"^[A-Za-z_][A-Za-z0-9_]{0,127}$"+"\""};
 if(vErrors === null){
 vErrors = [err22];
@@ -5615,7 +7549,7 @@ errors++;
 if(data10.password_env !== undefined){
 let data12 = data10.password_env;
 if(typeof data12 === "string"){
-if(!pattern14.test(data12)){
+if(!pattern19.test(data12)){
 const err35 = {instancePath:instancePath+"/settings/writer/password_env",schemaPath:"#/$defs/credentials/properties/password_env/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z_][A-Za-z0-9_]{0,127}$"},message:"must match pattern \""+"^[A-Za-z_][A-Za-z0-9_]{0,127}$"+"\""};
 if(vErrors === null){
 vErrors = [err35];
@@ -5707,21 +7641,21 @@ vErrors.push(err42);
 }
 errors++;
 }
-validate36.errors = vErrors;
+validate40.errors = vErrors;
 return errors === 0;
 }
-validate36.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate40.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-const schema53 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/role-v1.schema.json","title":"SourceRole","description":"A source role: a named set of allow/deny statements (deny wins). Operators write it as JSON or YAML and load it with `interlock role create FILE`. A grant binds identity x role x source. Contract: Governance (source-role authorization); decisions.md governance model.","type":"object","properties":{"name":{"type":"string","pattern":"^[a-z0-9][a-z0-9_.-]{0,62}$"},"description":{"type":"string","maxLength":1000},"audiences":{"description":"Discovery audiences carried by identities holding this role: an asset with an audience is visible only to identities whose roles carry one of its audiences.","type":"array","items":{"type":"string","pattern":"^[a-z0-9][a-z0-9_.-]{0,62}$"},"maxItems":50},"statements":{"type":"array","minItems":1,"maxItems":1000,"items":{"$ref":"#/$defs/statement"}}},"required":["name","statements"],"additionalProperties":false,"$defs":{"statement":{"title":"RoleStatement","type":"object","properties":{"effect":{"type":"string","enum":["allow","deny"]},"action":{"type":"string","enum":["read","write","describe","discover","request","*"]},"resource":{"description":"SQL sources: schema.table or schema.table.column, each part a name or *, e.g. public.*, public.customer, public.customer.email, *.*. Documents sources: * or a category path prefix such as operations/runbooks/*.","type":"string","minLength":1,"maxLength":400,"pattern":"^[^\\s]+$"}},"required":["effect","action","resource"],"additionalProperties":false}}};
-const schema54 = {"title":"RoleStatement","type":"object","properties":{"effect":{"type":"string","enum":["allow","deny"]},"action":{"type":"string","enum":["read","write","describe","discover","request","*"]},"resource":{"description":"SQL sources: schema.table or schema.table.column, each part a name or *, e.g. public.*, public.customer, public.customer.email, *.*. Documents sources: * or a category path prefix such as operations/runbooks/*.","type":"string","minLength":1,"maxLength":400,"pattern":"^[^\\s]+$"}},"required":["effect","action","resource"],"additionalProperties":false};
-const pattern16 = new RegExp("^[a-z0-9][a-z0-9_.-]{0,62}$", "u");
-const pattern18 = new RegExp("^[^\\s]+$", "u");
+const schema58 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/role-v1.schema.json","title":"SourceRole","description":"A source role: a named set of allow/deny statements (deny wins). Operators write it as JSON or YAML and load it with `interlock role create FILE`. A grant binds identity x role x source. Contract: Governance (source-role authorization); decisions.md governance model.","type":"object","properties":{"name":{"type":"string","pattern":"^[a-z0-9][a-z0-9_.-]{0,62}$"},"description":{"type":"string","maxLength":1000},"audiences":{"description":"Discovery audiences carried by identities holding this role: an asset with an audience is visible only to identities whose roles carry one of its audiences.","type":"array","items":{"type":"string","pattern":"^[a-z0-9][a-z0-9_.-]{0,62}$"},"maxItems":50},"statements":{"type":"array","minItems":1,"maxItems":1000,"items":{"$ref":"#/$defs/statement"}}},"required":["name","statements"],"additionalProperties":false,"$defs":{"statement":{"title":"RoleStatement","type":"object","properties":{"effect":{"type":"string","enum":["allow","deny"]},"action":{"type":"string","enum":["read","write","describe","discover","request","*"]},"resource":{"description":"SQL sources: schema.table or schema.table.column, each part a name or *, e.g. public.*, public.customer, public.customer.email, *.*. Documents sources: * or a category path prefix such as operations/runbooks/*.","type":"string","minLength":1,"maxLength":400,"pattern":"^[^\\s]+$"}},"required":["effect","action","resource"],"additionalProperties":false}}};
+const schema59 = {"title":"RoleStatement","type":"object","properties":{"effect":{"type":"string","enum":["allow","deny"]},"action":{"type":"string","enum":["read","write","describe","discover","request","*"]},"resource":{"description":"SQL sources: schema.table or schema.table.column, each part a name or *, e.g. public.*, public.customer, public.customer.email, *.*. Documents sources: * or a category path prefix such as operations/runbooks/*.","type":"string","minLength":1,"maxLength":400,"pattern":"^[^\\s]+$"}},"required":["effect","action","resource"],"additionalProperties":false};
+const pattern21 = new RegExp("^[a-z0-9][a-z0-9_.-]{0,62}$", "u");
+const pattern23 = new RegExp("^[^\\s]+$", "u");
 
-function validate38(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate42(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/role-v1.schema.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate38.evaluated;
+const evaluated0 = validate42.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -5764,7 +7698,7 @@ errors++;
 if(data.name !== undefined){
 let data0 = data.name;
 if(typeof data0 === "string"){
-if(!pattern16.test(data0)){
+if(!pattern21.test(data0)){
 const err3 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9_.-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9_.-]{0,62}$"+"\""};
 if(vErrors === null){
 vErrors = [err3];
@@ -5828,7 +7762,7 @@ const len0 = data2.length;
 for(let i0=0; i0<len0; i0++){
 let data3 = data2[i0];
 if(typeof data3 === "string"){
-if(!pattern16.test(data3)){
+if(!pattern21.test(data3)){
 const err8 = {instancePath:instancePath+"/audiences/" + i0,schemaPath:"#/properties/audiences/items/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9_.-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9_.-]{0,62}$"+"\""};
 if(vErrors === null){
 vErrors = [err8];
@@ -5944,7 +7878,7 @@ vErrors.push(err17);
 errors++;
 }
 if(!((data6 === "allow") || (data6 === "deny"))){
-const err18 = {instancePath:instancePath+"/statements/" + i1+"/effect",schemaPath:"#/$defs/statement/properties/effect/enum",keyword:"enum",params:{allowedValues: schema54.properties.effect.enum},message:"must be equal to one of the allowed values"};
+const err18 = {instancePath:instancePath+"/statements/" + i1+"/effect",schemaPath:"#/$defs/statement/properties/effect/enum",keyword:"enum",params:{allowedValues: schema59.properties.effect.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err18];
 }
@@ -5967,7 +7901,7 @@ vErrors.push(err19);
 errors++;
 }
 if(!((((((data7 === "read") || (data7 === "write")) || (data7 === "describe")) || (data7 === "discover")) || (data7 === "request")) || (data7 === "*"))){
-const err20 = {instancePath:instancePath+"/statements/" + i1+"/action",schemaPath:"#/$defs/statement/properties/action/enum",keyword:"enum",params:{allowedValues: schema54.properties.action.enum},message:"must be equal to one of the allowed values"};
+const err20 = {instancePath:instancePath+"/statements/" + i1+"/action",schemaPath:"#/$defs/statement/properties/action/enum",keyword:"enum",params:{allowedValues: schema59.properties.action.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err20];
 }
@@ -6000,7 +7934,7 @@ vErrors.push(err22);
 }
 errors++;
 }
-if(!pattern18.test(data8)){
+if(!pattern23.test(data8)){
 const err23 = {instancePath:instancePath+"/statements/" + i1+"/resource",schemaPath:"#/$defs/statement/properties/resource/pattern",keyword:"pattern",params:{pattern: "^[^\\s]+$"},message:"must match pattern \""+"^[^\\s]+$"+"\""};
 if(vErrors === null){
 vErrors = [err23];
@@ -6057,19 +7991,19 @@ vErrors.push(err27);
 }
 errors++;
 }
-validate38.errors = vErrors;
+validate42.errors = vErrors;
 return errors === 0;
 }
-validate38.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate42.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-const schema55 = {"title":"FileIdentity","description":"An identity and every grant it holds. disabled defaults to false.","type":"object","properties":{"name":{"type":"string","pattern":"^[a-z0-9][a-z0-9_.@-]{0,127}$"},"disabled":{"type":"boolean"},"grants":{"type":"array","maxItems":10000,"items":{"$ref":"#/$defs/grant"}}},"required":["name"],"additionalProperties":false};
-const schema56 = {"title":"FileGrant","type":"object","properties":{"role":{"type":"string","minLength":1},"source":{"type":"string","minLength":1}},"required":["role","source"],"additionalProperties":false};
-const pattern19 = new RegExp("^[a-z0-9][a-z0-9_.@-]{0,127}$", "u");
+const schema60 = {"title":"FileIdentity","description":"An identity and every grant it holds. disabled defaults to false.","type":"object","properties":{"name":{"type":"string","pattern":"^[a-z0-9][a-z0-9_.@-]{0,127}$"},"disabled":{"type":"boolean"},"grants":{"type":"array","maxItems":10000,"items":{"$ref":"#/$defs/grant"}}},"required":["name"],"additionalProperties":false};
+const schema61 = {"title":"FileGrant","type":"object","properties":{"role":{"type":"string","minLength":1},"source":{"type":"string","minLength":1}},"required":["role","source"],"additionalProperties":false};
+const pattern24 = new RegExp("^[a-z0-9][a-z0-9_.@-]{0,127}$", "u");
 
-function validate40(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate44(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate40.evaluated;
+const evaluated0 = validate44.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -6102,7 +8036,7 @@ errors++;
 if(data.name !== undefined){
 let data0 = data.name;
 if(typeof data0 === "string"){
-if(!pattern19.test(data0)){
+if(!pattern24.test(data0)){
 const err2 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9_.@-]{0,127}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9_.@-]{0,127}$"+"\""};
 if(vErrors === null){
 vErrors = [err2];
@@ -6270,23 +8204,23 @@ vErrors.push(err15);
 }
 errors++;
 }
-validate40.errors = vErrors;
+validate44.errors = vErrors;
 return errors === 0;
 }
-validate40.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate44.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-const schema57 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/policy-v1.schema.json","title":"Policy","description":"A declarative policy rule, evaluated on every request after source-role authorization. A policy can refuse or restrict what a role allows (deny relations, require a WHERE, cap rows, time windows, mask columns, hide document types or categories); it can never allow what no role allows. Contract: Governance And Errors.","type":"object","properties":{"name":{"type":"string","pattern":"^[a-z0-9][a-z0-9_.-]{0,62}$"},"description":{"type":"string","maxLength":1000},"enabled":{"type":"boolean","default":true},"applies_to":{"description":"Whom and where the rule applies; an omitted list means every one.","type":"object","properties":{"identities":{"type":"array","items":{"type":"string"},"maxItems":1000},"roles":{"type":"array","items":{"type":"string"},"maxItems":1000},"sources":{"type":"array","items":{"type":"string"},"maxItems":1000}},"additionalProperties":false},"rule":{"oneOf":[{"$ref":"#/$defs/denyRelations"},{"$ref":"#/$defs/requireWhere"},{"$ref":"#/$defs/maxRows"},{"$ref":"#/$defs/timeWindow"},{"$ref":"#/$defs/maskColumns"},{"$ref":"#/$defs/hideDocuments"}]}},"required":["name","rule"],"additionalProperties":false,"$defs":{"action":{"type":"string","enum":["read","write","describe","discover","request"]},"denyRelations":{"title":"DenyRelationsRule","description":"Refuse any statement touching these relations (schema.table, * wildcards) for the listed actions (default read and write).","type":"object","properties":{"type":{"const":"deny_relations"},"relations":{"type":"array","minItems":1,"items":{"type":"string","minLength":1}},"actions":{"type":"array","items":{"$ref":"#/$defs/action"}},"reason":{"type":"string","maxLength":500}},"required":["type","relations"],"additionalProperties":false},"requireWhere":{"title":"RequireWhereRule","description":"Refuse UPDATE and DELETE (or the listed operations) without a WHERE clause.","type":"object","properties":{"type":{"const":"require_where"},"operations":{"type":"array","items":{"type":"string","enum":["update","delete"]}},"reason":{"type":"string","maxLength":500}},"required":["type"],"additionalProperties":false},"maxRows":{"title":"MaxRowsRule","description":"Cap the rows a read returns (the smaller of this and the call's max_rows wins; truncated is set).","type":"object","properties":{"type":{"const":"max_rows"},"max_rows":{"type":"integer","minimum":1,"maximum":100000}},"required":["type","max_rows"],"additionalProperties":false},"timeWindow":{"title":"TimeWindowRule","description":"Allow the listed actions only inside a weekly window; outside it they are refused.","type":"object","properties":{"type":{"const":"time_window"},"days":{"type":"array","minItems":1,"items":{"type":"string","enum":["mon","tue","wed","thu","fri","sat","sun"]}},"start":{"type":"string","pattern":"^([01][0-9]|2[0-3]):[0-5][0-9]$"},"end":{"type":"string","pattern":"^([01][0-9]|2[0-4]):[0-5][0-9]$"},"timezone":{"type":"string","default":"UTC"},"actions":{"type":"array","items":{"$ref":"#/$defs/action"}},"reason":{"type":"string","maxLength":500}},"required":["type","days","start","end"],"additionalProperties":false},"maskColumns":{"title":"MaskColumnsRule","description":"Mask these columns (schema.table.column, * wildcards) wherever their values flow into a result: full, partial, hash or null.","type":"object","properties":{"type":{"const":"mask_columns"},"columns":{"type":"array","minItems":1,"items":{"type":"string","minLength":1}},"method":{"type":"string","enum":["full","partial","hash","null"]}},"required":["type","columns","method"],"additionalProperties":false},"hideDocuments":{"title":"HideDocumentsRule","description":"Hide assets of these document types or under these category prefixes from discovery and related documents (filtered out, never hinted at).","type":"object","properties":{"type":{"const":"hide_documents"},"document_types":{"type":"array","items":{"type":"string"}},"category_prefixes":{"type":"array","items":{"type":"array","items":{"type":"string"},"minItems":1}}},"required":["type"],"additionalProperties":false}}};
-const schema60 = {"title":"RequireWhereRule","description":"Refuse UPDATE and DELETE (or the listed operations) without a WHERE clause.","type":"object","properties":{"type":{"const":"require_where"},"operations":{"type":"array","items":{"type":"string","enum":["update","delete"]}},"reason":{"type":"string","maxLength":500}},"required":["type"],"additionalProperties":false};
-const schema61 = {"title":"MaxRowsRule","description":"Cap the rows a read returns (the smaller of this and the call's max_rows wins; truncated is set).","type":"object","properties":{"type":{"const":"max_rows"},"max_rows":{"type":"integer","minimum":1,"maximum":100000}},"required":["type","max_rows"],"additionalProperties":false};
-const schema64 = {"title":"MaskColumnsRule","description":"Mask these columns (schema.table.column, * wildcards) wherever their values flow into a result: full, partial, hash or null.","type":"object","properties":{"type":{"const":"mask_columns"},"columns":{"type":"array","minItems":1,"items":{"type":"string","minLength":1}},"method":{"type":"string","enum":["full","partial","hash","null"]}},"required":["type","columns","method"],"additionalProperties":false};
-const schema65 = {"title":"HideDocumentsRule","description":"Hide assets of these document types or under these category prefixes from discovery and related documents (filtered out, never hinted at).","type":"object","properties":{"type":{"const":"hide_documents"},"document_types":{"type":"array","items":{"type":"string"}},"category_prefixes":{"type":"array","items":{"type":"array","items":{"type":"string"},"minItems":1}}},"required":["type"],"additionalProperties":false};
-const schema58 = {"title":"DenyRelationsRule","description":"Refuse any statement touching these relations (schema.table, * wildcards) for the listed actions (default read and write).","type":"object","properties":{"type":{"const":"deny_relations"},"relations":{"type":"array","minItems":1,"items":{"type":"string","minLength":1}},"actions":{"type":"array","items":{"$ref":"#/$defs/action"}},"reason":{"type":"string","maxLength":500}},"required":["type","relations"],"additionalProperties":false};
-const schema59 = {"type":"string","enum":["read","write","describe","discover","request"]};
+const schema62 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/policy-v1.schema.json","title":"Policy","description":"A declarative policy rule, evaluated on every request after source-role authorization. A policy can refuse or restrict what a role allows (deny relations, require a WHERE, cap rows, time windows, mask columns, hide document types or categories); it can never allow what no role allows. Contract: Governance And Errors.","type":"object","properties":{"name":{"type":"string","pattern":"^[a-z0-9][a-z0-9_.-]{0,62}$"},"description":{"type":"string","maxLength":1000},"enabled":{"type":"boolean","default":true},"applies_to":{"description":"Whom and where the rule applies; an omitted list means every one.","type":"object","properties":{"identities":{"type":"array","items":{"type":"string"},"maxItems":1000},"roles":{"type":"array","items":{"type":"string"},"maxItems":1000},"sources":{"type":"array","items":{"type":"string"},"maxItems":1000}},"additionalProperties":false},"rule":{"oneOf":[{"$ref":"#/$defs/denyRelations"},{"$ref":"#/$defs/requireWhere"},{"$ref":"#/$defs/maxRows"},{"$ref":"#/$defs/timeWindow"},{"$ref":"#/$defs/maskColumns"},{"$ref":"#/$defs/hideDocuments"}]}},"required":["name","rule"],"additionalProperties":false,"$defs":{"action":{"type":"string","enum":["read","write","describe","discover","request"]},"denyRelations":{"title":"DenyRelationsRule","description":"Refuse any statement touching these relations (schema.table, * wildcards) for the listed actions (default read and write).","type":"object","properties":{"type":{"const":"deny_relations"},"relations":{"type":"array","minItems":1,"items":{"type":"string","minLength":1}},"actions":{"type":"array","items":{"$ref":"#/$defs/action"}},"reason":{"type":"string","maxLength":500}},"required":["type","relations"],"additionalProperties":false},"requireWhere":{"title":"RequireWhereRule","description":"Refuse UPDATE and DELETE (or the listed operations) without a WHERE clause.","type":"object","properties":{"type":{"const":"require_where"},"operations":{"type":"array","items":{"type":"string","enum":["update","delete"]}},"reason":{"type":"string","maxLength":500}},"required":["type"],"additionalProperties":false},"maxRows":{"title":"MaxRowsRule","description":"Cap the rows a read returns (the smaller of this and the call's max_rows wins; truncated is set).","type":"object","properties":{"type":{"const":"max_rows"},"max_rows":{"type":"integer","minimum":1,"maximum":100000}},"required":["type","max_rows"],"additionalProperties":false},"timeWindow":{"title":"TimeWindowRule","description":"Allow the listed actions only inside a weekly window; outside it they are refused.","type":"object","properties":{"type":{"const":"time_window"},"days":{"type":"array","minItems":1,"items":{"type":"string","enum":["mon","tue","wed","thu","fri","sat","sun"]}},"start":{"type":"string","pattern":"^([01][0-9]|2[0-3]):[0-5][0-9]$"},"end":{"type":"string","pattern":"^([01][0-9]|2[0-4]):[0-5][0-9]$"},"timezone":{"type":"string","default":"UTC"},"actions":{"type":"array","items":{"$ref":"#/$defs/action"}},"reason":{"type":"string","maxLength":500}},"required":["type","days","start","end"],"additionalProperties":false},"maskColumns":{"title":"MaskColumnsRule","description":"Mask these columns (schema.table.column, * wildcards) wherever their values flow into a result: full, partial, hash or null.","type":"object","properties":{"type":{"const":"mask_columns"},"columns":{"type":"array","minItems":1,"items":{"type":"string","minLength":1}},"method":{"type":"string","enum":["full","partial","hash","null"]}},"required":["type","columns","method"],"additionalProperties":false},"hideDocuments":{"title":"HideDocumentsRule","description":"Hide assets of these document types or under these category prefixes from discovery and related documents (filtered out, never hinted at).","type":"object","properties":{"type":{"const":"hide_documents"},"document_types":{"type":"array","items":{"type":"string"}},"category_prefixes":{"type":"array","items":{"type":"array","items":{"type":"string"},"minItems":1}}},"required":["type"],"additionalProperties":false}}};
+const schema65 = {"title":"RequireWhereRule","description":"Refuse UPDATE and DELETE (or the listed operations) without a WHERE clause.","type":"object","properties":{"type":{"const":"require_where"},"operations":{"type":"array","items":{"type":"string","enum":["update","delete"]}},"reason":{"type":"string","maxLength":500}},"required":["type"],"additionalProperties":false};
+const schema66 = {"title":"MaxRowsRule","description":"Cap the rows a read returns (the smaller of this and the call's max_rows wins; truncated is set).","type":"object","properties":{"type":{"const":"max_rows"},"max_rows":{"type":"integer","minimum":1,"maximum":100000}},"required":["type","max_rows"],"additionalProperties":false};
+const schema69 = {"title":"MaskColumnsRule","description":"Mask these columns (schema.table.column, * wildcards) wherever their values flow into a result: full, partial, hash or null.","type":"object","properties":{"type":{"const":"mask_columns"},"columns":{"type":"array","minItems":1,"items":{"type":"string","minLength":1}},"method":{"type":"string","enum":["full","partial","hash","null"]}},"required":["type","columns","method"],"additionalProperties":false};
+const schema70 = {"title":"HideDocumentsRule","description":"Hide assets of these document types or under these category prefixes from discovery and related documents (filtered out, never hinted at).","type":"object","properties":{"type":{"const":"hide_documents"},"document_types":{"type":"array","items":{"type":"string"}},"category_prefixes":{"type":"array","items":{"type":"array","items":{"type":"string"},"minItems":1}}},"required":["type"],"additionalProperties":false};
+const schema63 = {"title":"DenyRelationsRule","description":"Refuse any statement touching these relations (schema.table, * wildcards) for the listed actions (default read and write).","type":"object","properties":{"type":{"const":"deny_relations"},"relations":{"type":"array","minItems":1,"items":{"type":"string","minLength":1}},"actions":{"type":"array","items":{"$ref":"#/$defs/action"}},"reason":{"type":"string","maxLength":500}},"required":["type","relations"],"additionalProperties":false};
+const schema64 = {"type":"string","enum":["read","write","describe","discover","request"]};
 
-function validate43(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate47(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate43.evaluated;
+const evaluated0 = validate47.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -6406,7 +8340,7 @@ vErrors.push(err8);
 errors++;
 }
 if(!(((((data4 === "read") || (data4 === "write")) || (data4 === "describe")) || (data4 === "discover")) || (data4 === "request"))){
-const err9 = {instancePath:instancePath+"/actions/" + i1,schemaPath:"#/$defs/action/enum",keyword:"enum",params:{allowedValues: schema59.enum},message:"must be equal to one of the allowed values"};
+const err9 = {instancePath:instancePath+"/actions/" + i1,schemaPath:"#/$defs/action/enum",keyword:"enum",params:{allowedValues: schema64.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err9];
 }
@@ -6464,19 +8398,19 @@ vErrors.push(err13);
 }
 errors++;
 }
-validate43.errors = vErrors;
+validate47.errors = vErrors;
 return errors === 0;
 }
-validate43.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate47.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-const schema62 = {"title":"TimeWindowRule","description":"Allow the listed actions only inside a weekly window; outside it they are refused.","type":"object","properties":{"type":{"const":"time_window"},"days":{"type":"array","minItems":1,"items":{"type":"string","enum":["mon","tue","wed","thu","fri","sat","sun"]}},"start":{"type":"string","pattern":"^([01][0-9]|2[0-3]):[0-5][0-9]$"},"end":{"type":"string","pattern":"^([01][0-9]|2[0-4]):[0-5][0-9]$"},"timezone":{"type":"string","default":"UTC"},"actions":{"type":"array","items":{"$ref":"#/$defs/action"}},"reason":{"type":"string","maxLength":500}},"required":["type","days","start","end"],"additionalProperties":false};
-const pattern21 = new RegExp("^([01][0-9]|2[0-3]):[0-5][0-9]$", "u");
-const pattern22 = new RegExp("^([01][0-9]|2[0-4]):[0-5][0-9]$", "u");
+const schema67 = {"title":"TimeWindowRule","description":"Allow the listed actions only inside a weekly window; outside it they are refused.","type":"object","properties":{"type":{"const":"time_window"},"days":{"type":"array","minItems":1,"items":{"type":"string","enum":["mon","tue","wed","thu","fri","sat","sun"]}},"start":{"type":"string","pattern":"^([01][0-9]|2[0-3]):[0-5][0-9]$"},"end":{"type":"string","pattern":"^([01][0-9]|2[0-4]):[0-5][0-9]$"},"timezone":{"type":"string","default":"UTC"},"actions":{"type":"array","items":{"$ref":"#/$defs/action"}},"reason":{"type":"string","maxLength":500}},"required":["type","days","start","end"],"additionalProperties":false};
+const pattern26 = new RegExp("^([01][0-9]|2[0-3]):[0-5][0-9]$", "u");
+const pattern27 = new RegExp("^([01][0-9]|2[0-4]):[0-5][0-9]$", "u");
 
-function validate45(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate49(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate45.evaluated;
+const evaluated0 = validate49.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -6575,7 +8509,7 @@ vErrors.push(err7);
 errors++;
 }
 if(!(((((((data2 === "mon") || (data2 === "tue")) || (data2 === "wed")) || (data2 === "thu")) || (data2 === "fri")) || (data2 === "sat")) || (data2 === "sun"))){
-const err8 = {instancePath:instancePath+"/days/" + i0,schemaPath:"#/properties/days/items/enum",keyword:"enum",params:{allowedValues: schema62.properties.days.items.enum},message:"must be equal to one of the allowed values"};
+const err8 = {instancePath:instancePath+"/days/" + i0,schemaPath:"#/properties/days/items/enum",keyword:"enum",params:{allowedValues: schema67.properties.days.items.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err8];
 }
@@ -6600,7 +8534,7 @@ errors++;
 if(data.start !== undefined){
 let data3 = data.start;
 if(typeof data3 === "string"){
-if(!pattern21.test(data3)){
+if(!pattern26.test(data3)){
 const err10 = {instancePath:instancePath+"/start",schemaPath:"#/properties/start/pattern",keyword:"pattern",params:{pattern: "^([01][0-9]|2[0-3]):[0-5][0-9]$"},message:"must match pattern \""+"^([01][0-9]|2[0-3]):[0-5][0-9]$"+"\""};
 if(vErrors === null){
 vErrors = [err10];
@@ -6625,7 +8559,7 @@ errors++;
 if(data.end !== undefined){
 let data4 = data.end;
 if(typeof data4 === "string"){
-if(!pattern22.test(data4)){
+if(!pattern27.test(data4)){
 const err12 = {instancePath:instancePath+"/end",schemaPath:"#/properties/end/pattern",keyword:"pattern",params:{pattern: "^([01][0-9]|2[0-4]):[0-5][0-9]$"},message:"must match pattern \""+"^([01][0-9]|2[0-4]):[0-5][0-9]$"+"\""};
 if(vErrors === null){
 vErrors = [err12];
@@ -6676,7 +8610,7 @@ vErrors.push(err15);
 errors++;
 }
 if(!(((((data7 === "read") || (data7 === "write")) || (data7 === "describe")) || (data7 === "discover")) || (data7 === "request"))){
-const err16 = {instancePath:instancePath+"/actions/" + i1,schemaPath:"#/$defs/action/enum",keyword:"enum",params:{allowedValues: schema59.enum},message:"must be equal to one of the allowed values"};
+const err16 = {instancePath:instancePath+"/actions/" + i1,schemaPath:"#/$defs/action/enum",keyword:"enum",params:{allowedValues: schema64.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err16];
 }
@@ -6734,17 +8668,17 @@ vErrors.push(err20);
 }
 errors++;
 }
-validate45.errors = vErrors;
+validate49.errors = vErrors;
 return errors === 0;
 }
-validate45.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate49.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 
-function validate42(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate46(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/policy-v1.schema.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate42.evaluated;
+const evaluated0 = validate46.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -6787,7 +8721,7 @@ errors++;
 if(data.name !== undefined){
 let data0 = data.name;
 if(typeof data0 === "string"){
-if(!pattern16.test(data0)){
+if(!pattern21.test(data0)){
 const err3 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9_.-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9_.-]{0,62}$"+"\""};
 if(vErrors === null){
 vErrors = [err3];
@@ -6993,8 +8927,8 @@ const _errs24 = errors;
 let valid8 = false;
 let passing0 = null;
 const _errs25 = errors;
-if(!(validate43(data10, {instancePath:instancePath+"/rule",parentData:data,parentDataProperty:"rule",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate43.errors : vErrors.concat(validate43.errors);
+if(!(validate47(data10, {instancePath:instancePath+"/rule",parentData:data,parentDataProperty:"rule",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate47.errors : vErrors.concat(validate47.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs25 === errors;
@@ -7056,7 +8990,7 @@ vErrors.push(err22);
 errors++;
 }
 if(!((data13 === "update") || (data13 === "delete"))){
-const err23 = {instancePath:instancePath+"/rule/operations/" + i3,schemaPath:"#/$defs/requireWhere/properties/operations/items/enum",keyword:"enum",params:{allowedValues: schema60.properties.operations.items.enum},message:"must be equal to one of the allowed values"};
+const err23 = {instancePath:instancePath+"/rule/operations/" + i3,schemaPath:"#/$defs/requireWhere/properties/operations/items/enum",keyword:"enum",params:{allowedValues: schema65.properties.operations.items.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err23];
 }
@@ -7233,8 +9167,8 @@ props0 = true;
 }
 }
 const _errs44 = errors;
-if(!(validate45(data10, {instancePath:instancePath+"/rule",parentData:data,parentDataProperty:"rule",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate45.errors : vErrors.concat(validate45.errors);
+if(!(validate49(data10, {instancePath:instancePath+"/rule",parentData:data,parentDataProperty:"rule",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate49.errors : vErrors.concat(validate49.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs44 === errors;
@@ -7370,7 +9304,7 @@ vErrors.push(err45);
 errors++;
 }
 if(!((((data20 === "full") || (data20 === "partial")) || (data20 === "hash")) || (data20 === "null"))){
-const err46 = {instancePath:instancePath+"/rule/method",schemaPath:"#/$defs/maskColumns/properties/method/enum",keyword:"enum",params:{allowedValues: schema64.properties.method.enum},message:"must be equal to one of the allowed values"};
+const err46 = {instancePath:instancePath+"/rule/method",schemaPath:"#/$defs/maskColumns/properties/method/enum",keyword:"enum",params:{allowedValues: schema69.properties.method.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err46];
 }
@@ -7584,17 +9518,17 @@ vErrors.push(err59);
 }
 errors++;
 }
-validate42.errors = vErrors;
+validate46.errors = vErrors;
 return errors === 0;
 }
-validate42.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate46.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 
-function validate35(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate39(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/interlock-file-v1.schema.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate35.evaluated;
+const evaluated0 = validate39.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -7651,8 +9585,8 @@ errors++;
 }
 const len0 = data1.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate36(data1[i0], {instancePath:instancePath+"/sources/" + i0,parentData:data1,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate36.errors : vErrors.concat(validate36.errors);
+if(!(validate40(data1[i0], {instancePath:instancePath+"/sources/" + i0,parentData:data1,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate40.errors : vErrors.concat(validate40.errors);
 errors = vErrors.length;
 }
 }
@@ -7683,8 +9617,8 @@ errors++;
 }
 const len1 = data3.length;
 for(let i1=0; i1<len1; i1++){
-if(!(validate38(data3[i1], {instancePath:instancePath+"/roles/" + i1,parentData:data3,parentDataProperty:i1,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate38.errors : vErrors.concat(validate38.errors);
+if(!(validate42(data3[i1], {instancePath:instancePath+"/roles/" + i1,parentData:data3,parentDataProperty:i1,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate42.errors : vErrors.concat(validate42.errors);
 errors = vErrors.length;
 }
 }
@@ -7715,8 +9649,8 @@ errors++;
 }
 const len2 = data5.length;
 for(let i2=0; i2<len2; i2++){
-if(!(validate40(data5[i2], {instancePath:instancePath+"/identities/" + i2,parentData:data5,parentDataProperty:i2,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate40.errors : vErrors.concat(validate40.errors);
+if(!(validate44(data5[i2], {instancePath:instancePath+"/identities/" + i2,parentData:data5,parentDataProperty:i2,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate44.errors : vErrors.concat(validate44.errors);
 errors = vErrors.length;
 }
 }
@@ -7747,8 +9681,8 @@ errors++;
 }
 const len3 = data7.length;
 for(let i3=0; i3<len3; i3++){
-if(!(validate42(data7[i3], {instancePath:instancePath+"/policies/" + i3,parentData:data7,parentDataProperty:i3,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate42.errors : vErrors.concat(validate42.errors);
+if(!(validate46(data7[i3], {instancePath:instancePath+"/policies/" + i3,parentData:data7,parentDataProperty:i3,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate46.errors : vErrors.concat(validate46.errors);
 errors = vErrors.length;
 }
 }
@@ -7775,17 +9709,17 @@ vErrors.push(err11);
 }
 errors++;
 }
-validate35.errors = vErrors;
+validate39.errors = vErrors;
 return errors === 0;
 }
-validate35.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate39.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateInterlockFileCredentials = validate48;
+exports.validateInterlockFileCredentials = validate52;
 
-function validate48(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate52(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate48.evaluated;
+const evaluated0 = validate52.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -7890,7 +9824,7 @@ errors++;
 if(data.password_env !== undefined){
 let data1 = data.password_env;
 if(typeof data1 === "string"){
-if(!pattern14.test(data1)){
+if(!pattern19.test(data1)){
 const err7 = {instancePath:instancePath+"/password_env",schemaPath:"#/properties/password_env/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z_][A-Za-z0-9_]{0,127}$"},message:"must match pattern \""+"^[A-Za-z_][A-Za-z0-9_]{0,127}$"+"\""};
 if(vErrors === null){
 vErrors = [err7];
@@ -7958,17 +9892,17 @@ vErrors.push(err12);
 }
 errors++;
 }
-validate48.errors = vErrors;
+validate52.errors = vErrors;
 return errors === 0;
 }
-validate48.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate52.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateInterlockFileGrant = validate49;
+exports.validateInterlockFileGrant = validate53;
 
-function validate49(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate53(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate49.evaluated;
+const evaluated0 = validate53.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -8069,17 +10003,17 @@ vErrors.push(err7);
 }
 errors++;
 }
-validate49.errors = vErrors;
+validate53.errors = vErrors;
 return errors === 0;
 }
-validate49.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate53.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateInterlockFileIdentity = validate50;
+exports.validateInterlockFileIdentity = validate54;
 
-function validate50(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate54(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate50.evaluated;
+const evaluated0 = validate54.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -8112,7 +10046,7 @@ errors++;
 if(data.name !== undefined){
 let data0 = data.name;
 if(typeof data0 === "string"){
-if(!pattern19.test(data0)){
+if(!pattern24.test(data0)){
 const err2 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9_.@-]{0,127}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9_.@-]{0,127}$"+"\""};
 if(vErrors === null){
 vErrors = [err2];
@@ -8280,17 +10214,17 @@ vErrors.push(err15);
 }
 errors++;
 }
-validate50.errors = vErrors;
+validate54.errors = vErrors;
 return errors === 0;
 }
-validate50.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate54.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateInterlockFileSource = validate51;
+exports.validateInterlockFileSource = validate55;
 
-function validate51(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate55(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate51.evaluated;
+const evaluated0 = validate55.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -8353,7 +10287,7 @@ errors++;
 if(data.id !== undefined){
 let data0 = data.id;
 if(typeof data0 === "string"){
-if(!pattern10.test(data0)){
+if(!pattern15.test(data0)){
 const err5 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9_-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9_-]{0,62}$"+"\""};
 if(vErrors === null){
 vErrors = [err5];
@@ -8388,7 +10322,7 @@ vErrors.push(err7);
 errors++;
 }
 if(!((data1 === "postgres") || (data1 === "documents"))){
-const err8 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/enum",keyword:"enum",params:{allowedValues: schema50.properties.type.enum},message:"must be equal to one of the allowed values"};
+const err8 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/enum",keyword:"enum",params:{allowedValues: schema55.properties.type.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err8];
 }
@@ -8573,7 +10507,7 @@ errors++;
 if(data6.password_env !== undefined){
 let data8 = data6.password_env;
 if(typeof data8 === "string"){
-if(!pattern14.test(data8)){
+if(!pattern19.test(data8)){
 const err22 = {instancePath:instancePath+"/settings/reader/password_env",schemaPath:"#/$defs/credentials/properties/password_env/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z_][A-Za-z0-9_]{0,127}$"},message:"must match pattern \""+"^[A-Za-z_][A-Za-z0-9_]{0,127}$"+"\""};
 if(vErrors === null){
 vErrors = [err22];
@@ -8742,7 +10676,7 @@ errors++;
 if(data10.password_env !== undefined){
 let data12 = data10.password_env;
 if(typeof data12 === "string"){
-if(!pattern14.test(data12)){
+if(!pattern19.test(data12)){
 const err35 = {instancePath:instancePath+"/settings/writer/password_env",schemaPath:"#/$defs/credentials/properties/password_env/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z_][A-Za-z0-9_]{0,127}$"},message:"must match pattern \""+"^[A-Za-z_][A-Za-z0-9_]{0,127}$"+"\""};
 if(vErrors === null){
 vErrors = [err35];
@@ -8834,19 +10768,19 @@ vErrors.push(err42);
 }
 errors++;
 }
-validate51.errors = vErrors;
+validate55.errors = vErrors;
 return errors === 0;
 }
-validate51.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate55.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateInterlockListSourcesArguments = validate52;
-const schema73 = {"$id":"https://interlock.dev/spec/tools/interlock_list_sources.json","title":"InterlockListSourcesArguments","type":"object","properties":{},"additionalProperties":false};
+exports.validateInterlockListSourcesArguments = validate56;
+const schema78 = {"$id":"https://interlock.dev/spec/tools/interlock_list_sources.json","title":"InterlockListSourcesArguments","type":"object","properties":{},"additionalProperties":false};
 
-function validate52(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate56(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/tools/interlock_list_sources.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate52.evaluated;
+const evaluated0 = validate56.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -8875,19 +10809,19 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate52.errors = vErrors;
+validate56.errors = vErrors;
 return errors === 0;
 }
-validate52.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate56.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateInterlockQueryArguments = validate53;
-const schema74 = {"$id":"https://interlock.dev/spec/tools/interlock_query.json","title":"InterlockQueryArguments","type":"object","properties":{"source_id":{"type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$","description":"A source id as listed by interlock_list_sources."},"sql":{"type":"string","minLength":1,"maxLength":100000,"description":"Exactly one PostgreSQL statement. Use $1, $2 … placeholders with params for values."},"params":{"type":"array","maxItems":100,"items":{"type":["string","number","boolean","null"]},"description":"Values for the $n placeholders, in order."},"max_rows":{"type":"integer","minimum":1,"maximum":10000,"description":"Most rows to return (default 1000). Extra rows are not sent and truncated is true."},"request":{"type":"object","description":"A request to a non-SQL source instead of sql. get_document fetches one asset's full content.","properties":{"operation":{"type":"string","enum":["get_document"]},"asset_id":{"type":"string","minLength":1,"maxLength":512}},"required":["operation","asset_id"],"additionalProperties":false}},"required":["source_id"],"additionalProperties":false};
+exports.validateInterlockQueryArguments = validate57;
+const schema79 = {"$id":"https://interlock.dev/spec/tools/interlock_query.json","title":"InterlockQueryArguments","type":"object","properties":{"source_id":{"type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$","description":"A source id as listed by interlock_list_sources."},"sql":{"type":"string","minLength":1,"maxLength":100000,"description":"Exactly one PostgreSQL statement. Use $1, $2 … placeholders with params for values."},"params":{"type":"array","maxItems":100,"items":{"type":["string","number","boolean","null"]},"description":"Values for the $n placeholders, in order."},"max_rows":{"type":"integer","minimum":1,"maximum":10000,"description":"Most rows to return (default 1000). Extra rows are not sent and truncated is true."},"request":{"type":"object","description":"A request to a non-SQL source instead of sql. get_document fetches one asset's full content.","properties":{"operation":{"type":"string","enum":["get_document"]},"asset_id":{"type":"string","minLength":1,"maxLength":512}},"required":["operation","asset_id"],"additionalProperties":false}},"required":["source_id"],"additionalProperties":false};
 
-function validate53(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate57(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/tools/interlock_query.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate53.evaluated;
+const evaluated0 = validate57.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -8920,7 +10854,7 @@ errors++;
 if(data.source_id !== undefined){
 let data0 = data.source_id;
 if(typeof data0 === "string"){
-if(!pattern10.test(data0)){
+if(!pattern15.test(data0)){
 const err2 = {instancePath:instancePath+"/source_id",schemaPath:"#/properties/source_id/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9_-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9_-]{0,62}$"+"\""};
 if(vErrors === null){
 vErrors = [err2];
@@ -8994,7 +10928,7 @@ const len0 = data2.length;
 for(let i0=0; i0<len0; i0++){
 let data3 = data2[i0];
 if((((typeof data3 !== "string") && (!((typeof data3 == "number") && (isFinite(data3))))) && (typeof data3 !== "boolean")) && (data3 !== null)){
-const err8 = {instancePath:instancePath+"/params/" + i0,schemaPath:"#/properties/params/items/type",keyword:"type",params:{type: schema74.properties.params.items.type},message:"must be string,number,boolean,null"};
+const err8 = {instancePath:instancePath+"/params/" + i0,schemaPath:"#/properties/params/items/type",keyword:"type",params:{type: schema79.properties.params.items.type},message:"must be string,number,boolean,null"};
 if(vErrors === null){
 vErrors = [err8];
 }
@@ -9099,7 +11033,7 @@ vErrors.push(err16);
 errors++;
 }
 if(!(data6 === "get_document")){
-const err17 = {instancePath:instancePath+"/request/operation",schemaPath:"#/properties/request/properties/operation/enum",keyword:"enum",params:{allowedValues: schema74.properties.request.properties.operation.enum},message:"must be equal to one of the allowed values"};
+const err17 = {instancePath:instancePath+"/request/operation",schemaPath:"#/properties/request/properties/operation/enum",keyword:"enum",params:{allowedValues: schema79.properties.request.properties.operation.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err17];
 }
@@ -9167,19 +11101,19 @@ vErrors.push(err22);
 }
 errors++;
 }
-validate53.errors = vErrors;
+validate57.errors = vErrors;
 return errors === 0;
 }
-validate53.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate57.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateInterlockRelatedDocumentsArguments = validate54;
-const schema75 = {"$id":"https://interlock.dev/spec/tools/interlock_related_documents.json","title":"InterlockRelatedDocumentsArguments","type":"object","properties":{"asset_id":{"type":"string","minLength":1,"maxLength":512},"limit":{"type":"integer","minimum":1,"maximum":50,"description":"Most related documents to return (default 10, at most 50)."}},"required":["asset_id"],"additionalProperties":false};
+exports.validateInterlockRelatedDocumentsArguments = validate58;
+const schema80 = {"$id":"https://interlock.dev/spec/tools/interlock_related_documents.json","title":"InterlockRelatedDocumentsArguments","type":"object","properties":{"asset_id":{"type":"string","minLength":1,"maxLength":512},"limit":{"type":"integer","minimum":1,"maximum":50,"description":"Most related documents to return (default 10, at most 50)."}},"required":["asset_id"],"additionalProperties":false};
 
-function validate54(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate58(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/tools/interlock_related_documents.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate54.evaluated;
+const evaluated0 = validate58.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -9290,19 +11224,19 @@ vErrors.push(err8);
 }
 errors++;
 }
-validate54.errors = vErrors;
+validate58.errors = vErrors;
 return errors === 0;
 }
-validate54.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate58.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validatePolicy = validate42;
+exports.validatePolicy = validate46;
 
-exports.validatePolicyAction = validate55;
+exports.validatePolicyAction = validate59;
 
-function validate55(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate59(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate55.evaluated;
+const evaluated0 = validate59.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -9320,7 +11254,7 @@ vErrors.push(err0);
 errors++;
 }
 if(!(((((data === "read") || (data === "write")) || (data === "describe")) || (data === "discover")) || (data === "request"))){
-const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema59.enum},message:"must be equal to one of the allowed values"};
+const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema64.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -9329,17 +11263,17 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate55.errors = vErrors;
+validate59.errors = vErrors;
 return errors === 0;
 }
-validate55.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate59.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
-exports.validatePolicyDenyRelations = validate56;
+exports.validatePolicyDenyRelations = validate60;
 
-function validate56(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate60(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate56.evaluated;
+const evaluated0 = validate60.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -9459,7 +11393,7 @@ vErrors.push(err8);
 errors++;
 }
 if(!(((((data4 === "read") || (data4 === "write")) || (data4 === "describe")) || (data4 === "discover")) || (data4 === "request"))){
-const err9 = {instancePath:instancePath+"/actions/" + i1,schemaPath:"#/$defs/action/enum",keyword:"enum",params:{allowedValues: schema59.enum},message:"must be equal to one of the allowed values"};
+const err9 = {instancePath:instancePath+"/actions/" + i1,schemaPath:"#/$defs/action/enum",keyword:"enum",params:{allowedValues: schema64.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err9];
 }
@@ -9517,17 +11451,17 @@ vErrors.push(err13);
 }
 errors++;
 }
-validate56.errors = vErrors;
+validate60.errors = vErrors;
 return errors === 0;
 }
-validate56.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate60.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validatePolicyHideDocuments = validate57;
+exports.validatePolicyHideDocuments = validate61;
 
-function validate57(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate61(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate57.evaluated;
+const evaluated0 = validate61.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -9662,17 +11596,17 @@ vErrors.push(err9);
 }
 errors++;
 }
-validate57.errors = vErrors;
+validate61.errors = vErrors;
 return errors === 0;
 }
-validate57.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate61.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validatePolicyMaskColumns = validate58;
+exports.validatePolicyMaskColumns = validate62;
 
-function validate58(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate62(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate58.evaluated;
+const evaluated0 = validate62.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -9798,7 +11732,7 @@ vErrors.push(err9);
 errors++;
 }
 if(!((((data3 === "full") || (data3 === "partial")) || (data3 === "hash")) || (data3 === "null"))){
-const err10 = {instancePath:instancePath+"/method",schemaPath:"#/properties/method/enum",keyword:"enum",params:{allowedValues: schema64.properties.method.enum},message:"must be equal to one of the allowed values"};
+const err10 = {instancePath:instancePath+"/method",schemaPath:"#/properties/method/enum",keyword:"enum",params:{allowedValues: schema69.properties.method.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err10];
 }
@@ -9819,17 +11753,17 @@ vErrors.push(err11);
 }
 errors++;
 }
-validate58.errors = vErrors;
+validate62.errors = vErrors;
 return errors === 0;
 }
-validate58.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate62.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validatePolicyMaxRows = validate59;
+exports.validatePolicyMaxRows = validate63;
 
-function validate59(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate63(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate59.evaluated;
+const evaluated0 = validate63.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -9927,17 +11861,17 @@ vErrors.push(err7);
 }
 errors++;
 }
-validate59.errors = vErrors;
+validate63.errors = vErrors;
 return errors === 0;
 }
-validate59.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate63.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validatePolicyRequireWhere = validate60;
+exports.validatePolicyRequireWhere = validate64;
 
-function validate60(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate64(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate60.evaluated;
+const evaluated0 = validate64.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -9996,7 +11930,7 @@ vErrors.push(err3);
 errors++;
 }
 if(!((data2 === "update") || (data2 === "delete"))){
-const err4 = {instancePath:instancePath+"/operations/" + i0,schemaPath:"#/properties/operations/items/enum",keyword:"enum",params:{allowedValues: schema60.properties.operations.items.enum},message:"must be equal to one of the allowed values"};
+const err4 = {instancePath:instancePath+"/operations/" + i0,schemaPath:"#/properties/operations/items/enum",keyword:"enum",params:{allowedValues: schema65.properties.operations.items.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err4];
 }
@@ -10054,17 +11988,17 @@ vErrors.push(err8);
 }
 errors++;
 }
-validate60.errors = vErrors;
+validate64.errors = vErrors;
 return errors === 0;
 }
-validate60.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate64.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validatePolicyTimeWindow = validate61;
+exports.validatePolicyTimeWindow = validate65;
 
-function validate61(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate65(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate61.evaluated;
+const evaluated0 = validate65.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -10163,7 +12097,7 @@ vErrors.push(err7);
 errors++;
 }
 if(!(((((((data2 === "mon") || (data2 === "tue")) || (data2 === "wed")) || (data2 === "thu")) || (data2 === "fri")) || (data2 === "sat")) || (data2 === "sun"))){
-const err8 = {instancePath:instancePath+"/days/" + i0,schemaPath:"#/properties/days/items/enum",keyword:"enum",params:{allowedValues: schema62.properties.days.items.enum},message:"must be equal to one of the allowed values"};
+const err8 = {instancePath:instancePath+"/days/" + i0,schemaPath:"#/properties/days/items/enum",keyword:"enum",params:{allowedValues: schema67.properties.days.items.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err8];
 }
@@ -10188,7 +12122,7 @@ errors++;
 if(data.start !== undefined){
 let data3 = data.start;
 if(typeof data3 === "string"){
-if(!pattern21.test(data3)){
+if(!pattern26.test(data3)){
 const err10 = {instancePath:instancePath+"/start",schemaPath:"#/properties/start/pattern",keyword:"pattern",params:{pattern: "^([01][0-9]|2[0-3]):[0-5][0-9]$"},message:"must match pattern \""+"^([01][0-9]|2[0-3]):[0-5][0-9]$"+"\""};
 if(vErrors === null){
 vErrors = [err10];
@@ -10213,7 +12147,7 @@ errors++;
 if(data.end !== undefined){
 let data4 = data.end;
 if(typeof data4 === "string"){
-if(!pattern22.test(data4)){
+if(!pattern27.test(data4)){
 const err12 = {instancePath:instancePath+"/end",schemaPath:"#/properties/end/pattern",keyword:"pattern",params:{pattern: "^([01][0-9]|2[0-4]):[0-5][0-9]$"},message:"must match pattern \""+"^([01][0-9]|2[0-4]):[0-5][0-9]$"+"\""};
 if(vErrors === null){
 vErrors = [err12];
@@ -10264,7 +12198,7 @@ vErrors.push(err15);
 errors++;
 }
 if(!(((((data7 === "read") || (data7 === "write")) || (data7 === "describe")) || (data7 === "discover")) || (data7 === "request"))){
-const err16 = {instancePath:instancePath+"/actions/" + i1,schemaPath:"#/$defs/action/enum",keyword:"enum",params:{allowedValues: schema59.enum},message:"must be equal to one of the allowed values"};
+const err16 = {instancePath:instancePath+"/actions/" + i1,schemaPath:"#/$defs/action/enum",keyword:"enum",params:{allowedValues: schema64.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err16];
 }
@@ -10322,19 +12256,19 @@ vErrors.push(err20);
 }
 errors++;
 }
-validate61.errors = vErrors;
+validate65.errors = vErrors;
 return errors === 0;
 }
-validate61.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate65.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateQueryResult = validate62;
-const schema85 = {"$id":"https://interlock.dev/spec/defs/QueryResult.json","title":"QueryResult","type":"object","properties":{"rows":{"type":"array","items":{"type":"object"}},"row_count":{"type":"integer","minimum":0},"truncated":{"type":"boolean"},"truncated_by":{"type":"string","enum":["max_rows","max_bytes"],"description":"Present when truncated: max_rows when more rows matched than the row limit, max_bytes when the result's size limit cut it."},"cached":{"type":"boolean"},"masked_columns":{"type":"array","items":{"type":"string"}}},"required":["rows","row_count","truncated","cached"]};
+exports.validateQueryResult = validate66;
+const schema90 = {"$id":"https://interlock.dev/spec/defs/QueryResult.json","title":"QueryResult","type":"object","properties":{"rows":{"type":"array","items":{"type":"object"}},"row_count":{"type":"integer","minimum":0},"truncated":{"type":"boolean"},"truncated_by":{"type":"string","enum":["max_rows","max_bytes"],"description":"Present when truncated: max_rows when more rows matched than the row limit, max_bytes when the result's size limit cut it."},"cached":{"type":"boolean"},"masked_columns":{"type":"array","items":{"type":"string"}}},"required":["rows","row_count","truncated","cached"]};
 
-function validate62(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate66(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/defs/QueryResult.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate62.evaluated;
+const evaluated0 = validate66.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -10461,7 +12395,7 @@ vErrors.push(err9);
 errors++;
 }
 if(!((data4 === "max_rows") || (data4 === "max_bytes"))){
-const err10 = {instancePath:instancePath+"/truncated_by",schemaPath:"#/properties/truncated_by/enum",keyword:"enum",params:{allowedValues: schema85.properties.truncated_by.enum},message:"must be equal to one of the allowed values"};
+const err10 = {instancePath:instancePath+"/truncated_by",schemaPath:"#/properties/truncated_by/enum",keyword:"enum",params:{allowedValues: schema90.properties.truncated_by.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err10];
 }
@@ -10522,19 +12456,19 @@ vErrors.push(err14);
 }
 errors++;
 }
-validate62.errors = vErrors;
+validate66.errors = vErrors;
 return errors === 0;
 }
-validate62.evaluated = {"props":{"rows":true,"row_count":true,"truncated":true,"truncated_by":true,"cached":true,"masked_columns":true},"dynamicProps":false,"dynamicItems":false};
+validate66.evaluated = {"props":{"rows":true,"row_count":true,"truncated":true,"truncated_by":true,"cached":true,"masked_columns":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.validateQueuedWrite = validate63;
-const schema86 = {"$id":"https://interlock.dev/spec/defs/QueuedWrite.json","title":"QueuedWrite","description":"structuredContent of a write held for approval (isError false). The statement was not executed and must not be retried.","type":"object","properties":{"status":{"const":"queued"},"code":{"const":"approval_required"},"approval_id":{"type":"string"},"approval_state":{"type":"string","enum":["pending","approved","executed","failed","rejected","expired"]},"message":{"type":"string"},"request_id":{"type":"string"}},"required":["status","approval_id","approval_state","message"]};
+exports.validateQueuedWrite = validate67;
+const schema91 = {"$id":"https://interlock.dev/spec/defs/QueuedWrite.json","title":"QueuedWrite","description":"structuredContent of a write held for approval (isError false). The statement was not executed and must not be retried.","type":"object","properties":{"status":{"const":"queued"},"code":{"const":"approval_required"},"approval_id":{"type":"string"},"approval_state":{"type":"string","enum":["pending","approved","executed","failed","rejected","expired"]},"message":{"type":"string"},"request_id":{"type":"string"}},"required":["status","approval_id","approval_state","message"]};
 
-function validate63(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate67(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/defs/QueuedWrite.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate63.evaluated;
+const evaluated0 = validate67.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -10631,7 +12565,7 @@ vErrors.push(err7);
 errors++;
 }
 if(!((((((data3 === "pending") || (data3 === "approved")) || (data3 === "executed")) || (data3 === "failed")) || (data3 === "rejected")) || (data3 === "expired"))){
-const err8 = {instancePath:instancePath+"/approval_state",schemaPath:"#/properties/approval_state/enum",keyword:"enum",params:{allowedValues: schema86.properties.approval_state.enum},message:"must be equal to one of the allowed values"};
+const err8 = {instancePath:instancePath+"/approval_state",schemaPath:"#/properties/approval_state/enum",keyword:"enum",params:{allowedValues: schema91.properties.approval_state.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err8];
 }
@@ -10676,19 +12610,19 @@ vErrors.push(err11);
 }
 errors++;
 }
-validate63.errors = vErrors;
+validate67.errors = vErrors;
 return errors === 0;
 }
-validate63.evaluated = {"props":{"status":true,"code":true,"approval_id":true,"approval_state":true,"message":true,"request_id":true},"dynamicProps":false,"dynamicItems":false};
+validate67.evaluated = {"props":{"status":true,"code":true,"approval_id":true,"approval_state":true,"message":true,"request_id":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.validateRefusal = validate64;
-const schema87 = {"$id":"https://interlock.dev/spec/defs/Refusal.json","title":"Refusal","description":"structuredContent of a refused tool call (handshake dialect) and error.data of the JSON-RPC error (modern dialect).","type":"object","properties":{"status":{"type":"string","enum":["unauthorized","forbidden","rate_limited","not_found","unavailable"]},"code":{"type":"string","pattern":"^[a-z][a-z0-9_]*$"},"message":{"type":"string"},"retry_after_ms":{"type":"integer","minimum":0},"request_id":{"type":"string"}},"required":["status","code","message"]};
+exports.validateRefusal = validate68;
+const schema92 = {"$id":"https://interlock.dev/spec/defs/Refusal.json","title":"Refusal","description":"structuredContent of a refused tool call (handshake dialect) and error.data of the JSON-RPC error (modern dialect).","type":"object","properties":{"status":{"type":"string","enum":["unauthorized","forbidden","rate_limited","not_found","unavailable"]},"code":{"type":"string","pattern":"^[a-z][a-z0-9_]*$"},"message":{"type":"string"},"retry_after_ms":{"type":"integer","minimum":0},"request_id":{"type":"string"}},"required":["status","code","message"]};
 
-function validate64(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate68(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/defs/Refusal.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate64.evaluated;
+const evaluated0 = validate68.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -10739,7 +12673,7 @@ vErrors.push(err3);
 errors++;
 }
 if(!(((((data0 === "unauthorized") || (data0 === "forbidden")) || (data0 === "rate_limited")) || (data0 === "not_found")) || (data0 === "unavailable"))){
-const err4 = {instancePath:instancePath+"/status",schemaPath:"#/properties/status/enum",keyword:"enum",params:{allowedValues: schema87.properties.status.enum},message:"must be equal to one of the allowed values"};
+const err4 = {instancePath:instancePath+"/status",schemaPath:"#/properties/status/enum",keyword:"enum",params:{allowedValues: schema92.properties.status.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err4];
 }
@@ -10834,19 +12768,19 @@ vErrors.push(err11);
 }
 errors++;
 }
-validate64.errors = vErrors;
+validate68.errors = vErrors;
 return errors === 0;
 }
-validate64.evaluated = {"props":{"status":true,"code":true,"message":true,"retry_after_ms":true,"request_id":true},"dynamicProps":false,"dynamicItems":false};
+validate68.evaluated = {"props":{"status":true,"code":true,"message":true,"retry_after_ms":true,"request_id":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.validateRefusalStatus = validate65;
-const schema88 = {"$id":"https://interlock.dev/spec/defs/RefusalStatus.json","title":"RefusalStatus","type":"string","enum":["unauthorized","forbidden","rate_limited","not_found","unavailable"]};
+exports.validateRefusalStatus = validate69;
+const schema93 = {"$id":"https://interlock.dev/spec/defs/RefusalStatus.json","title":"RefusalStatus","type":"string","enum":["unauthorized","forbidden","rate_limited","not_found","unavailable"]};
 
-function validate65(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate69(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/defs/RefusalStatus.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate65.evaluated;
+const evaluated0 = validate69.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -10864,7 +12798,7 @@ vErrors.push(err0);
 errors++;
 }
 if(!(((((data === "unauthorized") || (data === "forbidden")) || (data === "rate_limited")) || (data === "not_found")) || (data === "unavailable"))){
-const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema88.enum},message:"must be equal to one of the allowed values"};
+const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema93.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -10873,19 +12807,19 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate65.errors = vErrors;
+validate69.errors = vErrors;
 return errors === 0;
 }
-validate65.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate69.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
-exports.validateRelatedDocument = validate66;
-const schema89 = {"$id":"https://interlock.dev/spec/defs/RelatedDocument.json","title":"RelatedDocument","type":"object","properties":{"asset_id":{"type":"string"},"title":{"type":"string"},"relation":{"type":"string","enum":["link","entity","similar"]},"score":{"type":"number"},"document_type":{"type":"string"},"category_path":{"type":"array","items":{"type":"string"}},"timestamp":{"type":["string","null"]}},"required":["asset_id","title","relation","score","document_type","category_path","timestamp"]};
+exports.validateRelatedDocument = validate70;
+const schema94 = {"$id":"https://interlock.dev/spec/defs/RelatedDocument.json","title":"RelatedDocument","type":"object","properties":{"asset_id":{"type":"string"},"title":{"type":"string"},"relation":{"type":"string","enum":["link","entity","similar"]},"score":{"type":"number"},"document_type":{"type":"string"},"category_path":{"type":"array","items":{"type":"string"}},"timestamp":{"type":["string","null"]}},"required":["asset_id","title","relation","score","document_type","category_path","timestamp"]};
 
-function validate66(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate70(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/defs/RelatedDocument.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate66.evaluated;
+const evaluated0 = validate70.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -11000,7 +12934,7 @@ vErrors.push(err9);
 errors++;
 }
 if(!(((data2 === "link") || (data2 === "entity")) || (data2 === "similar"))){
-const err10 = {instancePath:instancePath+"/relation",schemaPath:"#/properties/relation/enum",keyword:"enum",params:{allowedValues: schema89.properties.relation.enum},message:"must be equal to one of the allowed values"};
+const err10 = {instancePath:instancePath+"/relation",schemaPath:"#/properties/relation/enum",keyword:"enum",params:{allowedValues: schema94.properties.relation.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err10];
 }
@@ -11066,7 +13000,7 @@ errors++;
 if(data.timestamp !== undefined){
 let data7 = data.timestamp;
 if((typeof data7 !== "string") && (data7 !== null)){
-const err15 = {instancePath:instancePath+"/timestamp",schemaPath:"#/properties/timestamp/type",keyword:"type",params:{type: schema89.properties.timestamp.type},message:"must be string,null"};
+const err15 = {instancePath:instancePath+"/timestamp",schemaPath:"#/properties/timestamp/type",keyword:"type",params:{type: schema94.properties.timestamp.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err15];
 }
@@ -11087,25 +13021,25 @@ vErrors.push(err16);
 }
 errors++;
 }
-validate66.errors = vErrors;
+validate70.errors = vErrors;
 return errors === 0;
 }
-validate66.evaluated = {"props":{"asset_id":true,"title":true,"relation":true,"score":true,"document_type":true,"category_path":true,"timestamp":true},"dynamicProps":false,"dynamicItems":false};
+validate70.evaluated = {"props":{"asset_id":true,"title":true,"relation":true,"score":true,"document_type":true,"category_path":true,"timestamp":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.validateSourceDefinition = validate67;
-const schema90 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/source-v1.schema.json","title":"SourceDefinition","description":"A data source registered in the control database (`interlock source add FILE`, JSON or YAML). PostgreSQL sources name two database roles: a reader (SELECT only, used for every agent read and for catalog scans) and an optional writer (used only to execute approved writes). Credentials are stored in the control database; protect it accordingly. Issue 3, Build 1.","type":"object","properties":{"id":{"description":"Stable source id used by agents (source_id).","type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$"},"type":{"type":"string","enum":["postgres","documents"]},"name":{"description":"Display name.","type":"string","minLength":1,"maxLength":200},"description":{"type":"string","maxLength":1000},"enabled":{"description":"Disabled sources refuse every call with status unavailable (default true).","type":"boolean"},"settings":{"anyOf":[{"$ref":"#/$defs/postgresSettings"},{"$ref":"#/$defs/documentsSettings"}]}},"required":["id","type","name","settings"],"additionalProperties":false,"allOf":[{"if":{"properties":{"type":{"const":"postgres"}},"required":["type"]},"then":{"properties":{"settings":{"$ref":"#/$defs/postgresSettings"}}}},{"if":{"properties":{"type":{"const":"documents"}},"required":["type"]},"then":{"properties":{"settings":{"$ref":"#/$defs/documentsSettings"}}}}],"$defs":{"credentials":{"title":"DatabaseCredentials","type":"object","properties":{"user":{"type":"string","minLength":1,"maxLength":63},"password":{"type":"string","maxLength":1024,"description":"Omit for trust, peer or certificate authentication. Never read from PGPASSWORD or ~/.pgpass."}},"required":["user"],"additionalProperties":false},"tls":{"title":"SourceTls","description":"Upstream TLS. off: plaintext; require: encrypted, server not verified; verify-ca: certificate chain checked against ca; verify-full: chain and host name (servername, default host) checked.","type":"object","properties":{"mode":{"type":"string","enum":["off","require","verify-ca","verify-full"]},"ca":{"description":"PEM bundle of the trusted certificate authorities (verify-ca, verify-full; default: the system store).","type":"string","maxLength":1048576},"servername":{"description":"Host name expected in the server certificate (verify-full).","type":"string","minLength":1,"maxLength":255}},"required":["mode"],"additionalProperties":false},"postgresSettings":{"title":"PostgresSourceSettings","type":"object","properties":{"host":{"type":"string","minLength":1,"maxLength":255},"port":{"type":"integer","minimum":1,"maximum":65535},"database":{"type":"string","minLength":1,"maxLength":63},"reader":{"$ref":"#/$defs/credentials"},"writer":{"$ref":"#/$defs/credentials"},"tls":{"$ref":"#/$defs/tls"},"statement_timeout_ms":{"description":"Longest a statement may run (default 15000).","type":"integer","minimum":1,"maximum":3600000},"lock_timeout_ms":{"description":"Longest a statement may wait for a lock (default 2000).","type":"integer","minimum":1,"maximum":3600000},"max_rows":{"description":"Most rows a read returns, whatever the call asks (default 1000).","type":"integer","minimum":1,"maximum":100000},"pool_size":{"description":"Largest number of reader connections per gateway process (default 5).","type":"integer","minimum":1,"maximum":100},"max_concurrent_per_identity":{"description":"Statements one identity may run at once on this source (default: half of pool_size rounded up, below pool_size when pool_size > 1). Beyond it a call waits up to identity_wait_ms, then is refused concurrency_limited with retry_after_ms.","type":"integer","minimum":1,"maximum":100},"identity_wait_ms":{"description":"Longest a call waits for one of its identity's concurrent-statement slots on this source (default 2000).","type":"integer","minimum":0,"maximum":60000},"document_tables":{"description":"Tables (or views) of this source that discovery indexes as assets (interlock index SOURCE), read as the reader role. Each row becomes asset <source_id>:<schema>.<table>/<id>.","type":"array","maxItems":100,"items":{"$ref":"#/$defs/documentTable"}},"idle_in_transaction_timeout_ms":{"description":"Longest a connection may sit idle inside a transaction (default 10000).","type":"integer","minimum":1,"maximum":3600000},"connect_timeout_ms":{"description":"Longest to wait for a new connection or a pooled one (default 5000).","type":"integer","minimum":1,"maximum":600000},"breaker":{"title":"SourceBreaker","description":"Circuit breaker: after failure_threshold consecutive source failures (connection refused or lost, TLS refused, server faults; not statement errors or statement timeouts) calls are refused at once as unavailable/circuit_open for reset_timeout_ms, then one probe decides.","type":"object","properties":{"failure_threshold":{"type":"integer","minimum":1,"maximum":1000},"reset_timeout_ms":{"type":"integer","minimum":100,"maximum":3600000}},"additionalProperties":false},"complexity":{"title":"SourceComplexityLimits","description":"Complexity bounds on agent SQL, checked on the parse tree before the statement is analysed or sent (issue 10, Build 3). Some planner work cannot be interrupted by statement_timeout or cancel, so a statement over any bound is refused as forbidden/statement_too_complex. The defaults leave a wide margin over real analytical SQL.","type":"object","properties":{"max_ctes":{"description":"Most WITH items (CTEs) in one statement (default 64).","type":"integer","minimum":1,"maximum":100000},"max_range_table_entries":{"description":"Most FROM items (tables, sub-selects, functions), joins and write targets in one statement (default 256).","type":"integer","minimum":1,"maximum":100000},"max_join_depth":{"description":"Deepest nesting of JOINs (default 64).","type":"integer","minimum":1,"maximum":100000},"max_subquery_depth":{"description":"Deepest nesting of query levels (sub-selects, CTE bodies, set-operation arms; the statement itself is level 1) (default 32).","type":"integer","minimum":1,"maximum":100000},"max_set_operation_arms":{"description":"Most UNION/INTERSECT/EXCEPT arms in one statement (default 256).","type":"integer","minimum":1,"maximum":100000},"max_parse_tree_nodes":{"description":"Most parse-tree nodes in one statement (default 20000).","type":"integer","minimum":1,"maximum":10000000}},"additionalProperties":false}},"required":["host","port","database","reader","tls"],"additionalProperties":false},"columnName":{"title":"ColumnName","description":"A column name, exactly as stored (no quoting).","type":"string","minLength":1,"maxLength":63},"documentTable":{"title":"DocumentTableMapping","description":"Maps the rows of one table or view to discovery assets (issue 4, Build 2). Column values: id and title of any type (read as text); body text; type_column text; category_column text[] or text split on '/'; time_column a date or timestamp; audience_column text[] or text split on ','; entities_column jsonb [{type, value}]; links_column text[] of asset ids. A row whose id is NULL or empty is skipped.","type":"object","properties":{"table":{"description":"schema.table, exact names (no quoting).","type":"string","pattern":"^[^.\\s]+\\.[^.\\s]+$","maxLength":200},"id_column":{"$ref":"#/$defs/columnName"},"title_column":{"$ref":"#/$defs/columnName"},"body_column":{"$ref":"#/$defs/columnName"},"type_column":{"$ref":"#/$defs/columnName"},"document_type":{"description":"Document type of a row whose type_column is absent or NULL (default \"record\").","type":"string","minLength":1,"maxLength":64},"category_column":{"$ref":"#/$defs/columnName"},"category_path":{"description":"Category path of a row whose category_column is absent or empty (default [schema, table]). discover/request statements on this source match categories as on a documents source (*, a/b, a/b/*).","type":"array","maxItems":32,"items":{"type":"string","minLength":1,"maxLength":128}},"time_column":{"$ref":"#/$defs/columnName"},"audience_column":{"$ref":"#/$defs/columnName"},"audience":{"description":"Audience of a row whose audience_column is absent, NULL or empty (default none: visible to every identity that may discover it).","type":"array","maxItems":50,"items":{"type":"string","minLength":1,"maxLength":64}},"entities_column":{"$ref":"#/$defs/columnName"},"links_column":{"$ref":"#/$defs/columnName"},"max_rows":{"description":"Most rows indexed from this table (default 100000).","type":"integer","minimum":1,"maximum":1000000}},"required":["table","id_column","title_column","body_column"],"additionalProperties":false},"documentsSettings":{"title":"DocumentsSourceSettings","type":"object","properties":{"path":{"description":"Folder holding the documents: .md, .txt and .json files, searched recursively (hidden files and folders and symbolic links are skipped). Front matter (YAML between --- lines for .md/.txt, the object's own fields for .json): title, document_type, category_path, timestamp, audience, entities [{type, value}], links. Asset id <source_id>:<relative path>.","type":"string","minLength":1,"maxLength":4096}},"required":["path"],"additionalProperties":false}}};
-const schema105 = {"title":"DocumentsSourceSettings","type":"object","properties":{"path":{"description":"Folder holding the documents: .md, .txt and .json files, searched recursively (hidden files and folders and symbolic links are skipped). Front matter (YAML between --- lines for .md/.txt, the object's own fields for .json): title, document_type, category_path, timestamp, audience, entities [{type, value}], links. Asset id <source_id>:<relative path>.","type":"string","minLength":1,"maxLength":4096}},"required":["path"],"additionalProperties":false};
-const schema91 = {"title":"PostgresSourceSettings","type":"object","properties":{"host":{"type":"string","minLength":1,"maxLength":255},"port":{"type":"integer","minimum":1,"maximum":65535},"database":{"type":"string","minLength":1,"maxLength":63},"reader":{"$ref":"#/$defs/credentials"},"writer":{"$ref":"#/$defs/credentials"},"tls":{"$ref":"#/$defs/tls"},"statement_timeout_ms":{"description":"Longest a statement may run (default 15000).","type":"integer","minimum":1,"maximum":3600000},"lock_timeout_ms":{"description":"Longest a statement may wait for a lock (default 2000).","type":"integer","minimum":1,"maximum":3600000},"max_rows":{"description":"Most rows a read returns, whatever the call asks (default 1000).","type":"integer","minimum":1,"maximum":100000},"pool_size":{"description":"Largest number of reader connections per gateway process (default 5).","type":"integer","minimum":1,"maximum":100},"max_concurrent_per_identity":{"description":"Statements one identity may run at once on this source (default: half of pool_size rounded up, below pool_size when pool_size > 1). Beyond it a call waits up to identity_wait_ms, then is refused concurrency_limited with retry_after_ms.","type":"integer","minimum":1,"maximum":100},"identity_wait_ms":{"description":"Longest a call waits for one of its identity's concurrent-statement slots on this source (default 2000).","type":"integer","minimum":0,"maximum":60000},"document_tables":{"description":"Tables (or views) of this source that discovery indexes as assets (interlock index SOURCE), read as the reader role. Each row becomes asset <source_id>:<schema>.<table>/<id>.","type":"array","maxItems":100,"items":{"$ref":"#/$defs/documentTable"}},"idle_in_transaction_timeout_ms":{"description":"Longest a connection may sit idle inside a transaction (default 10000).","type":"integer","minimum":1,"maximum":3600000},"connect_timeout_ms":{"description":"Longest to wait for a new connection or a pooled one (default 5000).","type":"integer","minimum":1,"maximum":600000},"breaker":{"title":"SourceBreaker","description":"Circuit breaker: after failure_threshold consecutive source failures (connection refused or lost, TLS refused, server faults; not statement errors or statement timeouts) calls are refused at once as unavailable/circuit_open for reset_timeout_ms, then one probe decides.","type":"object","properties":{"failure_threshold":{"type":"integer","minimum":1,"maximum":1000},"reset_timeout_ms":{"type":"integer","minimum":100,"maximum":3600000}},"additionalProperties":false},"complexity":{"title":"SourceComplexityLimits","description":"Complexity bounds on agent SQL, checked on the parse tree before the statement is analysed or sent (issue 10, Build 3). Some planner work cannot be interrupted by statement_timeout or cancel, so a statement over any bound is refused as forbidden/statement_too_complex. The defaults leave a wide margin over real analytical SQL.","type":"object","properties":{"max_ctes":{"description":"Most WITH items (CTEs) in one statement (default 64).","type":"integer","minimum":1,"maximum":100000},"max_range_table_entries":{"description":"Most FROM items (tables, sub-selects, functions), joins and write targets in one statement (default 256).","type":"integer","minimum":1,"maximum":100000},"max_join_depth":{"description":"Deepest nesting of JOINs (default 64).","type":"integer","minimum":1,"maximum":100000},"max_subquery_depth":{"description":"Deepest nesting of query levels (sub-selects, CTE bodies, set-operation arms; the statement itself is level 1) (default 32).","type":"integer","minimum":1,"maximum":100000},"max_set_operation_arms":{"description":"Most UNION/INTERSECT/EXCEPT arms in one statement (default 256).","type":"integer","minimum":1,"maximum":100000},"max_parse_tree_nodes":{"description":"Most parse-tree nodes in one statement (default 20000).","type":"integer","minimum":1,"maximum":10000000}},"additionalProperties":false}},"required":["host","port","database","reader","tls"],"additionalProperties":false};
-const schema92 = {"title":"DatabaseCredentials","type":"object","properties":{"user":{"type":"string","minLength":1,"maxLength":63},"password":{"type":"string","maxLength":1024,"description":"Omit for trust, peer or certificate authentication. Never read from PGPASSWORD or ~/.pgpass."}},"required":["user"],"additionalProperties":false};
-const schema94 = {"title":"SourceTls","description":"Upstream TLS. off: plaintext; require: encrypted, server not verified; verify-ca: certificate chain checked against ca; verify-full: chain and host name (servername, default host) checked.","type":"object","properties":{"mode":{"type":"string","enum":["off","require","verify-ca","verify-full"]},"ca":{"description":"PEM bundle of the trusted certificate authorities (verify-ca, verify-full; default: the system store).","type":"string","maxLength":1048576},"servername":{"description":"Host name expected in the server certificate (verify-full).","type":"string","minLength":1,"maxLength":255}},"required":["mode"],"additionalProperties":false};
-const schema95 = {"title":"DocumentTableMapping","description":"Maps the rows of one table or view to discovery assets (issue 4, Build 2). Column values: id and title of any type (read as text); body text; type_column text; category_column text[] or text split on '/'; time_column a date or timestamp; audience_column text[] or text split on ','; entities_column jsonb [{type, value}]; links_column text[] of asset ids. A row whose id is NULL or empty is skipped.","type":"object","properties":{"table":{"description":"schema.table, exact names (no quoting).","type":"string","pattern":"^[^.\\s]+\\.[^.\\s]+$","maxLength":200},"id_column":{"$ref":"#/$defs/columnName"},"title_column":{"$ref":"#/$defs/columnName"},"body_column":{"$ref":"#/$defs/columnName"},"type_column":{"$ref":"#/$defs/columnName"},"document_type":{"description":"Document type of a row whose type_column is absent or NULL (default \"record\").","type":"string","minLength":1,"maxLength":64},"category_column":{"$ref":"#/$defs/columnName"},"category_path":{"description":"Category path of a row whose category_column is absent or empty (default [schema, table]). discover/request statements on this source match categories as on a documents source (*, a/b, a/b/*).","type":"array","maxItems":32,"items":{"type":"string","minLength":1,"maxLength":128}},"time_column":{"$ref":"#/$defs/columnName"},"audience_column":{"$ref":"#/$defs/columnName"},"audience":{"description":"Audience of a row whose audience_column is absent, NULL or empty (default none: visible to every identity that may discover it).","type":"array","maxItems":50,"items":{"type":"string","minLength":1,"maxLength":64}},"entities_column":{"$ref":"#/$defs/columnName"},"links_column":{"$ref":"#/$defs/columnName"},"max_rows":{"description":"Most rows indexed from this table (default 100000).","type":"integer","minimum":1,"maximum":1000000}},"required":["table","id_column","title_column","body_column"],"additionalProperties":false};
-const schema96 = {"title":"ColumnName","description":"A column name, exactly as stored (no quoting).","type":"string","minLength":1,"maxLength":63};
-const pattern32 = new RegExp("^[^.\\s]+\\.[^.\\s]+$", "u");
+exports.validateSourceDefinition = validate71;
+const schema95 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/source-v1.schema.json","title":"SourceDefinition","description":"A data source registered in the control database (`interlock source add FILE`, JSON or YAML). PostgreSQL sources name two database roles: a reader (SELECT only, used for every agent read and for catalog scans) and an optional writer (used only to execute approved writes). Credentials are stored in the control database; protect it accordingly. Issue 3, Build 1.","type":"object","properties":{"id":{"description":"Stable source id used by agents (source_id).","type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$"},"type":{"type":"string","enum":["postgres","documents"]},"name":{"description":"Display name.","type":"string","minLength":1,"maxLength":200},"description":{"type":"string","maxLength":1000},"enabled":{"description":"Disabled sources refuse every call with status unavailable (default true).","type":"boolean"},"settings":{"anyOf":[{"$ref":"#/$defs/postgresSettings"},{"$ref":"#/$defs/documentsSettings"}]}},"required":["id","type","name","settings"],"additionalProperties":false,"allOf":[{"if":{"properties":{"type":{"const":"postgres"}},"required":["type"]},"then":{"properties":{"settings":{"$ref":"#/$defs/postgresSettings"}}}},{"if":{"properties":{"type":{"const":"documents"}},"required":["type"]},"then":{"properties":{"settings":{"$ref":"#/$defs/documentsSettings"}}}}],"$defs":{"credentials":{"title":"DatabaseCredentials","type":"object","properties":{"user":{"type":"string","minLength":1,"maxLength":63},"password":{"type":"string","maxLength":1024,"description":"Omit for trust, peer or certificate authentication. Never read from PGPASSWORD or ~/.pgpass."}},"required":["user"],"additionalProperties":false},"tls":{"title":"SourceTls","description":"Upstream TLS. off: plaintext; require: encrypted, server not verified; verify-ca: certificate chain checked against ca; verify-full: chain and host name (servername, default host) checked.","type":"object","properties":{"mode":{"type":"string","enum":["off","require","verify-ca","verify-full"]},"ca":{"description":"PEM bundle of the trusted certificate authorities (verify-ca, verify-full; default: the system store).","type":"string","maxLength":1048576},"servername":{"description":"Host name expected in the server certificate (verify-full).","type":"string","minLength":1,"maxLength":255}},"required":["mode"],"additionalProperties":false},"postgresSettings":{"title":"PostgresSourceSettings","type":"object","properties":{"host":{"type":"string","minLength":1,"maxLength":255},"port":{"type":"integer","minimum":1,"maximum":65535},"database":{"type":"string","minLength":1,"maxLength":63},"reader":{"$ref":"#/$defs/credentials"},"writer":{"$ref":"#/$defs/credentials"},"tls":{"$ref":"#/$defs/tls"},"statement_timeout_ms":{"description":"Longest a statement may run (default 15000).","type":"integer","minimum":1,"maximum":3600000},"lock_timeout_ms":{"description":"Longest a statement may wait for a lock (default 2000).","type":"integer","minimum":1,"maximum":3600000},"max_rows":{"description":"Most rows a read returns, whatever the call asks (default 1000).","type":"integer","minimum":1,"maximum":100000},"pool_size":{"description":"Largest number of reader connections per gateway process (default 5).","type":"integer","minimum":1,"maximum":100},"max_concurrent_per_identity":{"description":"Statements one identity may run at once on this source (default: half of pool_size rounded up, below pool_size when pool_size > 1). Beyond it a call waits up to identity_wait_ms, then is refused concurrency_limited with retry_after_ms.","type":"integer","minimum":1,"maximum":100},"identity_wait_ms":{"description":"Longest a call waits for one of its identity's concurrent-statement slots on this source (default 2000).","type":"integer","minimum":0,"maximum":60000},"document_tables":{"description":"Tables (or views) of this source that discovery indexes as assets (interlock index SOURCE), read as the reader role. Each row becomes asset <source_id>:<schema>.<table>/<id>.","type":"array","maxItems":100,"items":{"$ref":"#/$defs/documentTable"}},"idle_in_transaction_timeout_ms":{"description":"Longest a connection may sit idle inside a transaction (default 10000).","type":"integer","minimum":1,"maximum":3600000},"connect_timeout_ms":{"description":"Longest to wait for a new connection or a pooled one (default 5000).","type":"integer","minimum":1,"maximum":600000},"breaker":{"title":"SourceBreaker","description":"Circuit breaker: after failure_threshold consecutive source failures (connection refused or lost, TLS refused, server faults; not statement errors or statement timeouts) calls are refused at once as unavailable/circuit_open for reset_timeout_ms, then one probe decides.","type":"object","properties":{"failure_threshold":{"type":"integer","minimum":1,"maximum":1000},"reset_timeout_ms":{"type":"integer","minimum":100,"maximum":3600000}},"additionalProperties":false},"complexity":{"title":"SourceComplexityLimits","description":"Complexity bounds on agent SQL, checked on the parse tree before the statement is analysed or sent (issue 10, Build 3). Some planner work cannot be interrupted by statement_timeout or cancel, so a statement over any bound is refused as forbidden/statement_too_complex. The defaults leave a wide margin over real analytical SQL.","type":"object","properties":{"max_ctes":{"description":"Most WITH items (CTEs) in one statement (default 64).","type":"integer","minimum":1,"maximum":100000},"max_range_table_entries":{"description":"Most FROM items (tables, sub-selects, functions), joins and write targets in one statement (default 256).","type":"integer","minimum":1,"maximum":100000},"max_join_depth":{"description":"Deepest nesting of JOINs (default 64).","type":"integer","minimum":1,"maximum":100000},"max_subquery_depth":{"description":"Deepest nesting of query levels (sub-selects, CTE bodies, set-operation arms; the statement itself is level 1) (default 32).","type":"integer","minimum":1,"maximum":100000},"max_set_operation_arms":{"description":"Most UNION/INTERSECT/EXCEPT arms in one statement (default 256).","type":"integer","minimum":1,"maximum":100000},"max_parse_tree_nodes":{"description":"Most parse-tree nodes in one statement (default 20000).","type":"integer","minimum":1,"maximum":10000000}},"additionalProperties":false}},"required":["host","port","database","reader","tls"],"additionalProperties":false},"columnName":{"title":"ColumnName","description":"A column name, exactly as stored (no quoting).","type":"string","minLength":1,"maxLength":63},"documentTable":{"title":"DocumentTableMapping","description":"Maps the rows of one table or view to discovery assets (issue 4, Build 2). Column values: id and title of any type (read as text); body text; type_column text; category_column text[] or text split on '/'; time_column a date or timestamp; audience_column text[] or text split on ','; entities_column jsonb [{type, value}]; links_column text[] of asset ids. A row whose id is NULL or empty is skipped.","type":"object","properties":{"table":{"description":"schema.table, exact names (no quoting).","type":"string","pattern":"^[^.\\s]+\\.[^.\\s]+$","maxLength":200},"id_column":{"$ref":"#/$defs/columnName"},"title_column":{"$ref":"#/$defs/columnName"},"body_column":{"$ref":"#/$defs/columnName"},"type_column":{"$ref":"#/$defs/columnName"},"document_type":{"description":"Document type of a row whose type_column is absent or NULL (default \"record\").","type":"string","minLength":1,"maxLength":64},"category_column":{"$ref":"#/$defs/columnName"},"category_path":{"description":"Category path of a row whose category_column is absent or empty (default [schema, table]). discover/request statements on this source match categories as on a documents source (*, a/b, a/b/*).","type":"array","maxItems":32,"items":{"type":"string","minLength":1,"maxLength":128}},"time_column":{"$ref":"#/$defs/columnName"},"audience_column":{"$ref":"#/$defs/columnName"},"audience":{"description":"Audience of a row whose audience_column is absent, NULL or empty (default none: visible to every identity that may discover it).","type":"array","maxItems":50,"items":{"type":"string","minLength":1,"maxLength":64}},"entities_column":{"$ref":"#/$defs/columnName"},"links_column":{"$ref":"#/$defs/columnName"},"max_rows":{"description":"Most rows indexed from this table (default 100000).","type":"integer","minimum":1,"maximum":1000000}},"required":["table","id_column","title_column","body_column"],"additionalProperties":false},"documentsSettings":{"title":"DocumentsSourceSettings","type":"object","properties":{"path":{"description":"Folder holding the documents: .md, .txt and .json files, searched recursively (hidden files and folders and symbolic links are skipped). Front matter (YAML between --- lines for .md/.txt, the object's own fields for .json): title, document_type, category_path, timestamp, audience, entities [{type, value}], links. Asset id <source_id>:<relative path>.","type":"string","minLength":1,"maxLength":4096}},"required":["path"],"additionalProperties":false}}};
+const schema110 = {"title":"DocumentsSourceSettings","type":"object","properties":{"path":{"description":"Folder holding the documents: .md, .txt and .json files, searched recursively (hidden files and folders and symbolic links are skipped). Front matter (YAML between --- lines for .md/.txt, the object's own fields for .json): title, document_type, category_path, timestamp, audience, entities [{type, value}], links. Asset id <source_id>:<relative path>.","type":"string","minLength":1,"maxLength":4096}},"required":["path"],"additionalProperties":false};
+const schema96 = {"title":"PostgresSourceSettings","type":"object","properties":{"host":{"type":"string","minLength":1,"maxLength":255},"port":{"type":"integer","minimum":1,"maximum":65535},"database":{"type":"string","minLength":1,"maxLength":63},"reader":{"$ref":"#/$defs/credentials"},"writer":{"$ref":"#/$defs/credentials"},"tls":{"$ref":"#/$defs/tls"},"statement_timeout_ms":{"description":"Longest a statement may run (default 15000).","type":"integer","minimum":1,"maximum":3600000},"lock_timeout_ms":{"description":"Longest a statement may wait for a lock (default 2000).","type":"integer","minimum":1,"maximum":3600000},"max_rows":{"description":"Most rows a read returns, whatever the call asks (default 1000).","type":"integer","minimum":1,"maximum":100000},"pool_size":{"description":"Largest number of reader connections per gateway process (default 5).","type":"integer","minimum":1,"maximum":100},"max_concurrent_per_identity":{"description":"Statements one identity may run at once on this source (default: half of pool_size rounded up, below pool_size when pool_size > 1). Beyond it a call waits up to identity_wait_ms, then is refused concurrency_limited with retry_after_ms.","type":"integer","minimum":1,"maximum":100},"identity_wait_ms":{"description":"Longest a call waits for one of its identity's concurrent-statement slots on this source (default 2000).","type":"integer","minimum":0,"maximum":60000},"document_tables":{"description":"Tables (or views) of this source that discovery indexes as assets (interlock index SOURCE), read as the reader role. Each row becomes asset <source_id>:<schema>.<table>/<id>.","type":"array","maxItems":100,"items":{"$ref":"#/$defs/documentTable"}},"idle_in_transaction_timeout_ms":{"description":"Longest a connection may sit idle inside a transaction (default 10000).","type":"integer","minimum":1,"maximum":3600000},"connect_timeout_ms":{"description":"Longest to wait for a new connection or a pooled one (default 5000).","type":"integer","minimum":1,"maximum":600000},"breaker":{"title":"SourceBreaker","description":"Circuit breaker: after failure_threshold consecutive source failures (connection refused or lost, TLS refused, server faults; not statement errors or statement timeouts) calls are refused at once as unavailable/circuit_open for reset_timeout_ms, then one probe decides.","type":"object","properties":{"failure_threshold":{"type":"integer","minimum":1,"maximum":1000},"reset_timeout_ms":{"type":"integer","minimum":100,"maximum":3600000}},"additionalProperties":false},"complexity":{"title":"SourceComplexityLimits","description":"Complexity bounds on agent SQL, checked on the parse tree before the statement is analysed or sent (issue 10, Build 3). Some planner work cannot be interrupted by statement_timeout or cancel, so a statement over any bound is refused as forbidden/statement_too_complex. The defaults leave a wide margin over real analytical SQL.","type":"object","properties":{"max_ctes":{"description":"Most WITH items (CTEs) in one statement (default 64).","type":"integer","minimum":1,"maximum":100000},"max_range_table_entries":{"description":"Most FROM items (tables, sub-selects, functions), joins and write targets in one statement (default 256).","type":"integer","minimum":1,"maximum":100000},"max_join_depth":{"description":"Deepest nesting of JOINs (default 64).","type":"integer","minimum":1,"maximum":100000},"max_subquery_depth":{"description":"Deepest nesting of query levels (sub-selects, CTE bodies, set-operation arms; the statement itself is level 1) (default 32).","type":"integer","minimum":1,"maximum":100000},"max_set_operation_arms":{"description":"Most UNION/INTERSECT/EXCEPT arms in one statement (default 256).","type":"integer","minimum":1,"maximum":100000},"max_parse_tree_nodes":{"description":"Most parse-tree nodes in one statement (default 20000).","type":"integer","minimum":1,"maximum":10000000}},"additionalProperties":false}},"required":["host","port","database","reader","tls"],"additionalProperties":false};
+const schema97 = {"title":"DatabaseCredentials","type":"object","properties":{"user":{"type":"string","minLength":1,"maxLength":63},"password":{"type":"string","maxLength":1024,"description":"Omit for trust, peer or certificate authentication. Never read from PGPASSWORD or ~/.pgpass."}},"required":["user"],"additionalProperties":false};
+const schema99 = {"title":"SourceTls","description":"Upstream TLS. off: plaintext; require: encrypted, server not verified; verify-ca: certificate chain checked against ca; verify-full: chain and host name (servername, default host) checked.","type":"object","properties":{"mode":{"type":"string","enum":["off","require","verify-ca","verify-full"]},"ca":{"description":"PEM bundle of the trusted certificate authorities (verify-ca, verify-full; default: the system store).","type":"string","maxLength":1048576},"servername":{"description":"Host name expected in the server certificate (verify-full).","type":"string","minLength":1,"maxLength":255}},"required":["mode"],"additionalProperties":false};
+const schema100 = {"title":"DocumentTableMapping","description":"Maps the rows of one table or view to discovery assets (issue 4, Build 2). Column values: id and title of any type (read as text); body text; type_column text; category_column text[] or text split on '/'; time_column a date or timestamp; audience_column text[] or text split on ','; entities_column jsonb [{type, value}]; links_column text[] of asset ids. A row whose id is NULL or empty is skipped.","type":"object","properties":{"table":{"description":"schema.table, exact names (no quoting).","type":"string","pattern":"^[^.\\s]+\\.[^.\\s]+$","maxLength":200},"id_column":{"$ref":"#/$defs/columnName"},"title_column":{"$ref":"#/$defs/columnName"},"body_column":{"$ref":"#/$defs/columnName"},"type_column":{"$ref":"#/$defs/columnName"},"document_type":{"description":"Document type of a row whose type_column is absent or NULL (default \"record\").","type":"string","minLength":1,"maxLength":64},"category_column":{"$ref":"#/$defs/columnName"},"category_path":{"description":"Category path of a row whose category_column is absent or empty (default [schema, table]). discover/request statements on this source match categories as on a documents source (*, a/b, a/b/*).","type":"array","maxItems":32,"items":{"type":"string","minLength":1,"maxLength":128}},"time_column":{"$ref":"#/$defs/columnName"},"audience_column":{"$ref":"#/$defs/columnName"},"audience":{"description":"Audience of a row whose audience_column is absent, NULL or empty (default none: visible to every identity that may discover it).","type":"array","maxItems":50,"items":{"type":"string","minLength":1,"maxLength":64}},"entities_column":{"$ref":"#/$defs/columnName"},"links_column":{"$ref":"#/$defs/columnName"},"max_rows":{"description":"Most rows indexed from this table (default 100000).","type":"integer","minimum":1,"maximum":1000000}},"required":["table","id_column","title_column","body_column"],"additionalProperties":false};
+const schema101 = {"title":"ColumnName","description":"A column name, exactly as stored (no quoting).","type":"string","minLength":1,"maxLength":63};
+const pattern37 = new RegExp("^[^.\\s]+\\.[^.\\s]+$", "u");
 
-function validate69(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate73(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate69.evaluated;
+const evaluated0 = validate73.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -11154,7 +13088,7 @@ vErrors.push(err3);
 errors++;
 }
 for(const key0 in data){
-if(!(func1.call(schema95.properties, key0))){
+if(!(func1.call(schema100.properties, key0))){
 const err4 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err4];
@@ -11178,7 +13112,7 @@ vErrors.push(err5);
 }
 errors++;
 }
-if(!pattern32.test(data0)){
+if(!pattern37.test(data0)){
 const err6 = {instancePath:instancePath+"/table",schemaPath:"#/properties/table/pattern",keyword:"pattern",params:{pattern: "^[^.\\s]+\\.[^.\\s]+$"},message:"must match pattern \""+"^[^.\\s]+\\.[^.\\s]+$"+"\""};
 if(vErrors === null){
 vErrors = [err6];
@@ -11718,16 +13652,16 @@ vErrors.push(err51);
 }
 errors++;
 }
-validate69.errors = vErrors;
+validate73.errors = vErrors;
 return errors === 0;
 }
-validate69.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate73.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 
-function validate68(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate72(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate68.evaluated;
+const evaluated0 = validate72.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -11786,7 +13720,7 @@ vErrors.push(err4);
 errors++;
 }
 for(const key0 in data){
-if(!(func1.call(schema91.properties, key0))){
+if(!(func1.call(schema96.properties, key0))){
 const err5 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err5];
@@ -12134,7 +14068,7 @@ vErrors.push(err33);
 errors++;
 }
 if(!((((data10 === "off") || (data10 === "require")) || (data10 === "verify-ca")) || (data10 === "verify-full"))){
-const err34 = {instancePath:instancePath+"/tls/mode",schemaPath:"#/$defs/tls/properties/mode/enum",keyword:"enum",params:{allowedValues: schema94.properties.mode.enum},message:"must be equal to one of the allowed values"};
+const err34 = {instancePath:instancePath+"/tls/mode",schemaPath:"#/$defs/tls/properties/mode/enum",keyword:"enum",params:{allowedValues: schema99.properties.mode.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err34];
 }
@@ -12441,8 +14375,8 @@ errors++;
 }
 const len0 = data19.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate69(data19[i0], {instancePath:instancePath+"/document_tables/" + i0,parentData:data19,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate69.errors : vErrors.concat(validate69.errors);
+if(!(validate73(data19[i0], {instancePath:instancePath+"/document_tables/" + i0,parentData:data19,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate73.errors : vErrors.concat(validate73.errors);
 errors = vErrors.length;
 }
 }
@@ -12873,17 +14807,17 @@ vErrors.push(err95);
 }
 errors++;
 }
-validate68.errors = vErrors;
+validate72.errors = vErrors;
 return errors === 0;
 }
-validate68.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate72.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 
-function validate67(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate71(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/source-v1.schema.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate67.evaluated;
+const evaluated0 = validate71.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -12934,8 +14868,8 @@ if(_valid0){
 const _errs5 = errors;
 if(data && typeof data == "object" && !Array.isArray(data)){
 if(data.settings !== undefined){
-if(!(validate68(data.settings, {instancePath:instancePath+"/settings",parentData:data,parentDataProperty:"settings",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate68.errors : vErrors.concat(validate68.errors);
+if(!(validate72(data.settings, {instancePath:instancePath+"/settings",parentData:data,parentDataProperty:"settings",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate72.errors : vErrors.concat(validate72.errors);
 errors = vErrors.length;
 }
 }
@@ -13157,7 +15091,7 @@ errors++;
 if(data.id !== undefined){
 let data5 = data.id;
 if(typeof data5 === "string"){
-if(!pattern10.test(data5)){
+if(!pattern15.test(data5)){
 const err17 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9_-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9_-]{0,62}$"+"\""};
 if(vErrors === null){
 vErrors = [err17];
@@ -13192,7 +15126,7 @@ vErrors.push(err19);
 errors++;
 }
 if(!((data6 === "postgres") || (data6 === "documents"))){
-const err20 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/enum",keyword:"enum",params:{allowedValues: schema90.properties.type.enum},message:"must be equal to one of the allowed values"};
+const err20 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/enum",keyword:"enum",params:{allowedValues: schema95.properties.type.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err20];
 }
@@ -13279,8 +15213,8 @@ let data10 = data.settings;
 const _errs30 = errors;
 let valid10 = false;
 const _errs31 = errors;
-if(!(validate68(data10, {instancePath:instancePath+"/settings",parentData:data,parentDataProperty:"settings",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate68.errors : vErrors.concat(validate68.errors);
+if(!(validate72(data10, {instancePath:instancePath+"/settings",parentData:data,parentDataProperty:"settings",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate72.errors : vErrors.concat(validate72.errors);
 errors = vErrors.length;
 }
 var _valid2 = _errs31 === errors;
@@ -13398,17 +15332,17 @@ vErrors.push(err34);
 }
 errors++;
 }
-validate67.errors = vErrors;
+validate71.errors = vErrors;
 return errors === 0;
 }
-validate67.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate71.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateSourceDefinitionColumnName = validate73;
+exports.validateSourceDefinitionColumnName = validate77;
 
-function validate73(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate77(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate73.evaluated;
+const evaluated0 = validate77.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -13447,17 +15381,17 @@ vErrors.push(err2);
 }
 errors++;
 }
-validate73.errors = vErrors;
+validate77.errors = vErrors;
 return errors === 0;
 }
-validate73.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate77.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
-exports.validateSourceDefinitionCredentials = validate74;
+exports.validateSourceDefinitionCredentials = validate78;
 
-function validate74(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate78(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate74.evaluated;
+const evaluated0 = validate78.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -13558,17 +15492,17 @@ vErrors.push(err7);
 }
 errors++;
 }
-validate74.errors = vErrors;
+validate78.errors = vErrors;
 return errors === 0;
 }
-validate74.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate78.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateSourceDefinitionDocumentsSettings = validate75;
+exports.validateSourceDefinitionDocumentsSettings = validate79;
 
-function validate75(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate79(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate75.evaluated;
+const evaluated0 = validate79.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -13644,17 +15578,17 @@ vErrors.push(err5);
 }
 errors++;
 }
-validate75.errors = vErrors;
+validate79.errors = vErrors;
 return errors === 0;
 }
-validate75.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate79.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateSourceDefinitionDocumentTable = validate76;
+exports.validateSourceDefinitionDocumentTable = validate80;
 
-function validate76(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate80(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate76.evaluated;
+const evaluated0 = validate80.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -13703,7 +15637,7 @@ vErrors.push(err3);
 errors++;
 }
 for(const key0 in data){
-if(!(func1.call(schema95.properties, key0))){
+if(!(func1.call(schema100.properties, key0))){
 const err4 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err4];
@@ -13727,7 +15661,7 @@ vErrors.push(err5);
 }
 errors++;
 }
-if(!pattern32.test(data0)){
+if(!pattern37.test(data0)){
 const err6 = {instancePath:instancePath+"/table",schemaPath:"#/properties/table/pattern",keyword:"pattern",params:{pattern: "^[^.\\s]+\\.[^.\\s]+$"},message:"must match pattern \""+"^[^.\\s]+\\.[^.\\s]+$"+"\""};
 if(vErrors === null){
 vErrors = [err6];
@@ -14267,17 +16201,17 @@ vErrors.push(err51);
 }
 errors++;
 }
-validate76.errors = vErrors;
+validate80.errors = vErrors;
 return errors === 0;
 }
-validate76.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate80.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateSourceDefinitionPostgresSettings = validate77;
+exports.validateSourceDefinitionPostgresSettings = validate81;
 
-function validate77(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate81(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate77.evaluated;
+const evaluated0 = validate81.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -14336,7 +16270,7 @@ vErrors.push(err4);
 errors++;
 }
 for(const key0 in data){
-if(!(func1.call(schema91.properties, key0))){
+if(!(func1.call(schema96.properties, key0))){
 const err5 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err5];
@@ -14684,7 +16618,7 @@ vErrors.push(err33);
 errors++;
 }
 if(!((((data10 === "off") || (data10 === "require")) || (data10 === "verify-ca")) || (data10 === "verify-full"))){
-const err34 = {instancePath:instancePath+"/tls/mode",schemaPath:"#/$defs/tls/properties/mode/enum",keyword:"enum",params:{allowedValues: schema94.properties.mode.enum},message:"must be equal to one of the allowed values"};
+const err34 = {instancePath:instancePath+"/tls/mode",schemaPath:"#/$defs/tls/properties/mode/enum",keyword:"enum",params:{allowedValues: schema99.properties.mode.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err34];
 }
@@ -14991,8 +16925,8 @@ errors++;
 }
 const len0 = data19.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate69(data19[i0], {instancePath:instancePath+"/document_tables/" + i0,parentData:data19,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate69.errors : vErrors.concat(validate69.errors);
+if(!(validate73(data19[i0], {instancePath:instancePath+"/document_tables/" + i0,parentData:data19,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate73.errors : vErrors.concat(validate73.errors);
 errors = vErrors.length;
 }
 }
@@ -15423,17 +17357,17 @@ vErrors.push(err95);
 }
 errors++;
 }
-validate77.errors = vErrors;
+validate81.errors = vErrors;
 return errors === 0;
 }
-validate77.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate81.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateSourceDefinitionTls = validate79;
+exports.validateSourceDefinitionTls = validate83;
 
-function validate79(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate83(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate79.evaluated;
+const evaluated0 = validate83.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -15476,7 +17410,7 @@ vErrors.push(err2);
 errors++;
 }
 if(!((((data0 === "off") || (data0 === "require")) || (data0 === "verify-ca")) || (data0 === "verify-full"))){
-const err3 = {instancePath:instancePath+"/mode",schemaPath:"#/properties/mode/enum",keyword:"enum",params:{allowedValues: schema94.properties.mode.enum},message:"must be equal to one of the allowed values"};
+const err3 = {instancePath:instancePath+"/mode",schemaPath:"#/properties/mode/enum",keyword:"enum",params:{allowedValues: schema99.properties.mode.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err3];
 }
@@ -15557,19 +17491,19 @@ vErrors.push(err9);
 }
 errors++;
 }
-validate79.errors = vErrors;
+validate83.errors = vErrors;
 return errors === 0;
 }
-validate79.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate83.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateSourceEntry = validate80;
-const schema125 = {"$id":"https://interlock.dev/spec/defs/SourceEntry.json","title":"SourceEntry","type":"object","properties":{"name":{"type":"string"},"type":{"type":"string","enum":["postgres","documents"]},"description":{"type":"string"}},"required":["name","type"]};
+exports.validateSourceEntry = validate84;
+const schema130 = {"$id":"https://interlock.dev/spec/defs/SourceEntry.json","title":"SourceEntry","type":"object","properties":{"name":{"type":"string"},"type":{"type":"string","enum":["postgres","documents"]},"description":{"type":"string"}},"required":["name","type"]};
 
-function validate80(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate84(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/defs/SourceEntry.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate80.evaluated;
+const evaluated0 = validate84.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -15622,7 +17556,7 @@ vErrors.push(err3);
 errors++;
 }
 if(!((data1 === "postgres") || (data1 === "documents"))){
-const err4 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/enum",keyword:"enum",params:{allowedValues: schema125.properties.type.enum},message:"must be equal to one of the allowed values"};
+const err4 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/enum",keyword:"enum",params:{allowedValues: schema130.properties.type.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err4];
 }
@@ -15655,19 +17589,19 @@ vErrors.push(err6);
 }
 errors++;
 }
-validate80.errors = vErrors;
+validate84.errors = vErrors;
 return errors === 0;
 }
-validate80.evaluated = {"props":{"name":true,"type":true,"description":true},"dynamicProps":false,"dynamicItems":false};
+validate84.evaluated = {"props":{"name":true,"type":true,"description":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.validateSourceId = validate81;
-const schema126 = {"$id":"https://interlock.dev/spec/defs/SourceId.json","title":"SourceId","type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$","description":"A source id as listed by interlock_list_sources."};
+exports.validateSourceId = validate85;
+const schema131 = {"$id":"https://interlock.dev/spec/defs/SourceId.json","title":"SourceId","type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$","description":"A source id as listed by interlock_list_sources."};
 
-function validate81(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate85(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/defs/SourceId.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate81.evaluated;
+const evaluated0 = validate85.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -15675,7 +17609,7 @@ if(evaluated0.dynamicItems){
 evaluated0.items = undefined;
 }
 if(typeof data === "string"){
-if(!pattern10.test(data)){
+if(!pattern15.test(data)){
 const err0 = {instancePath,schemaPath:"#/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9_-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9_-]{0,62}$"+"\""};
 if(vErrors === null){
 vErrors = [err0];
@@ -15696,19 +17630,19 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate81.errors = vErrors;
+validate85.errors = vErrors;
 return errors === 0;
 }
-validate81.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate85.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
-exports.validateSourceRole = validate38;
+exports.validateSourceRole = validate42;
 
-exports.validateSourceRoleStatement = validate82;
+exports.validateSourceRoleStatement = validate86;
 
-function validate82(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate86(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate82.evaluated;
+const evaluated0 = validate86.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -15771,7 +17705,7 @@ vErrors.push(err4);
 errors++;
 }
 if(!((data0 === "allow") || (data0 === "deny"))){
-const err5 = {instancePath:instancePath+"/effect",schemaPath:"#/properties/effect/enum",keyword:"enum",params:{allowedValues: schema54.properties.effect.enum},message:"must be equal to one of the allowed values"};
+const err5 = {instancePath:instancePath+"/effect",schemaPath:"#/properties/effect/enum",keyword:"enum",params:{allowedValues: schema59.properties.effect.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err5];
 }
@@ -15794,7 +17728,7 @@ vErrors.push(err6);
 errors++;
 }
 if(!((((((data1 === "read") || (data1 === "write")) || (data1 === "describe")) || (data1 === "discover")) || (data1 === "request")) || (data1 === "*"))){
-const err7 = {instancePath:instancePath+"/action",schemaPath:"#/properties/action/enum",keyword:"enum",params:{allowedValues: schema54.properties.action.enum},message:"must be equal to one of the allowed values"};
+const err7 = {instancePath:instancePath+"/action",schemaPath:"#/properties/action/enum",keyword:"enum",params:{allowedValues: schema59.properties.action.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err7];
 }
@@ -15827,7 +17761,7 @@ vErrors.push(err9);
 }
 errors++;
 }
-if(!pattern18.test(data2)){
+if(!pattern23.test(data2)){
 const err10 = {instancePath:instancePath+"/resource",schemaPath:"#/properties/resource/pattern",keyword:"pattern",params:{pattern: "^[^\\s]+$"},message:"must match pattern \""+"^[^\\s]+$"+"\""};
 if(vErrors === null){
 vErrors = [err10];
@@ -15860,7 +17794,7 @@ vErrors.push(err12);
 }
 errors++;
 }
-validate82.errors = vErrors;
+validate86.errors = vErrors;
 return errors === 0;
 }
-validate82.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate86.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};

@@ -10,6 +10,7 @@ import { getKeyPepper, listenControlChanges, type ControlDb, type ControlListene
 import { DEFAULT_CONFIG, type ResolvedGatewayConfig } from './control/config';
 import type { ClientLimitSettings } from './transport/client-limits';
 import { DbIdentityResolver } from './control/keys';
+import { federatedIdentity } from './auth';
 import { GroupCommitAuditSink, openAuditPool } from './audit/writer';
 import { DbGovernanceStore } from './governance/db-store';
 import { initSqlParser } from './sql/analyze';
@@ -90,7 +91,9 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
   await initSqlParser();
   const { db, config } = opts;
   const store = new DbGovernanceStore(db, { approvalTtlSeconds: config.approvals.ttl_seconds, auditCommitTimeoutMs: config.audit?.commit_timeout_ms ?? 2000 });
-  const identityResolver = new DbIdentityResolver(db, { logger });
+  // API keys, and access tokens of the configured issuers beside them (issue 26).
+  let metricsRef: GatewayMetrics | null = null;
+  const { resolver: identityResolver, surface: authSurface } = federatedIdentity(config.auth, new DbIdentityResolver(db, { logger }), db, { logger, onValidation: (o) => metricsRef?.observeTokenValidation(o) });
   const cache = new ResultCache({ ttlMs: config.cache.ttl_ms, maxBytes: config.cache.max_bytes });
   const analysisCache = new AnalysisCache();
   const registry = new SourceConnectorRegistry({ logger });
@@ -124,7 +127,7 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
       store.invalidate(table);
       analysisCache.clear();
       if (table === '*' || table === 'sources') void refreshSourceIds();
-      if (table === '*' || table === 'api_keys' || table === 'identities') identityResolver.invalidate();
+      if (table === '*' || table === 'api_keys' || table === 'identities' || table === 'grants') identityResolver.invalidate();
     }, logger),
   );
   listeners.push(await listenChannel(db.url, CACHE_CHANNEL, (sourceId) => cache.invalidateSource(sourceId), logger));
@@ -154,6 +157,7 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
   };
   const toolNames: ReadonlySet<string> = new Set(tools.map((t) => t.canonical));
   const metrics = new GatewayMetrics(ops, { tools: () => toolNames, sources: () => sourceIds });
+  metricsRef = metrics;
   // The audit writer has its own connections, bounded by the commit timeout (fail closed, issue 11).
   const auditCommitMs = config.audit?.commit_timeout_ms ?? 2000;
   const auditPool = openAuditPool(db.url, auditCommitMs, logger);
@@ -170,6 +174,7 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
     observeRequest: (m, d, s, sec) => metrics.observeRequest(m, d, s, sec),
     tools,
     identityResolver,
+    authSurface,
     audit: new GroupCommitAuditSink(auditPool, logger, { commitTimeoutMs: auditCommitMs }),
     originPolicy: originPolicyFor(host, config, logger),
     logger,

@@ -22,7 +22,9 @@ export function registerIdentityCommands(program: Command, ctx: CommandContext):
   idn.command('list').description('list identities').action(async (_o: unknown, cmd: Command) => {
     const s = ctx.session(cmd);
     const rows = await (await s.backend()).listIdentities();
-    s.print(table(['name', 'id', 'status', 'created'], rows.map((r) => [r.name, r.id, r.disabled ? 'disabled' : 'enabled', shortTime(r.createdAt)])), rows);
+    // Token-backed identities (issue 26) show their issuer's host and the subject's last use.
+    const tokens = (r: (typeof rows)[number]) => (r.subjects ?? []).map((x) => `${new URL(x.issuer).host} ${x.lastUsedAt ? shortTime(x.lastUsedAt) : 'never'}`).join(', ') || '-';
+    s.print(table(['name', 'id', 'status', 'created', 'token (last use)'], rows.map((r) => [r.name, r.id, r.disabled ? 'disabled' : 'enabled', shortTime(r.createdAt), tokens(r)])), rows);
   });
   idn
     .command('disable')
@@ -31,7 +33,7 @@ export function registerIdentityCommands(program: Command, ctx: CommandContext):
     .action(async (name: string, _o: unknown, cmd: Command) => {
       const s = ctx.session(cmd);
       const r = await (await s.backend()).setIdentityEnabled(name, false);
-      s.print(`disabled identity ${r.name}: its keys stop working (within 2 s on running gateways)`, r);
+      s.print(`disabled identity ${r.name}: its keys and access tokens stop working (within 2 s on running gateways)`, r);
     });
   idn
     .command('enable')

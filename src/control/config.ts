@@ -39,6 +39,8 @@ export interface ResolvedGatewayConfig {
   /** Separate listener of /healthz, /readyz, /metrics (unset: served on listen). */
   ops_listen?: { host?: string; port: number };
   client_limits: { keyless: RateLimit; streams_per_address: number; streams_per_identity: number; body_reads_per_address: number; body_bytes_in_flight: number; answer_write_timeout_ms?: number };
+  /** OAuth 2.1 resource server (issue 26; src/auth/): trusted issuers of access tokens. Absent: API keys only. */
+  auth?: GatewayConfig['auth'];
 }
 
 /** The defaults (docs/operators.md repeats them). */

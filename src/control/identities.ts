@@ -5,6 +5,7 @@
  */
 import type pg from 'pg';
 import type { ControlDb } from './db';
+import type { RefusalCode } from '../errors/vocabulary';
 import { isUniqueViolation } from './db';
 import { ConflictError, NotFoundError, ValidationError } from './errors';
 import { iso, newIdentityId } from './ids';
@@ -15,9 +16,16 @@ export interface Identity {
   id: string;
   /** Human-readable name, e.g. "demo-agent". */
   name: string;
-  /** Id of the API key that authenticated this call (never the key itself). */
+  /** Id of the API key that authenticated this call (never the key itself); for an access token, "token:<jti>" (or "token" without a jti). */
   keyId: string;
+  /** For an identity from an access token (issue 26): issuer, subject and token id (`jti`), never the token. */
+  token?: { issuer: string; subject: string; jti: string | null };
+  /** Identity attributes from token claims (auth.issuers[].attribute_claims), for policies and row rules. */
+  attributes?: Record<string, unknown>;
 }
+
+/** Step 1's detailed answer: the identity, or the refusal code (spec/errors-v1.json) and a log-only reason. */
+export type IdentityResolution = { identity: Identity } | { refusal: RefusalCode; reason: string };
 
 /**
  * Resolves a presented Bearer API key to an identity. Returns null for an unknown, revoked or
@@ -32,6 +40,12 @@ export interface IdentityResolver {
    * body is read, like no token at all (client-limits.ts keylessGate; red-team F4).
    */
   rejectsByFormat?(apiKey: string): boolean;
+  /**
+   * Optional: like resolve, but a refusal says which (invalid_api_key, invalid_token,
+   * insufficient_scope, identity_provider_unavailable) and why (for the log, never the client).
+   * Step 1 uses it when present (issue 26).
+   */
+  resolveDetailed?(token: string): Promise<IdentityResolution>;
 }
 
 /** Pattern of identity names, e.g. "demo-agent", "etl.bot", "ana@example.com". */
@@ -44,6 +58,11 @@ export interface IdentityRecord {
   disabled: boolean;
   createdAt: string;
   disabledAt: string | null;
+  /**
+   * Token subjects linked to this identity (issue 26: identities from an identity provider), with
+   * their last use (ISO-8601 UTC or null). Only in listIdentities, and only when there is one.
+   */
+  subjects?: Array<{ issuer: string; subject: string; lastUsedAt: string | null }>;
 }
 
 interface IdentityRow {
@@ -81,8 +100,16 @@ export async function createIdentity(db: ControlDb, name: string): Promise<Ident
 
 /** Every identity, by name. */
 export async function listIdentities(db: ControlDb): Promise<IdentityRecord[]> {
-  const r = await db.pool.query<IdentityRow>(`SELECT ${COLS} FROM identities ORDER BY name`);
-  return r.rows.map(toRecord);
+  const r = await db.pool.query<IdentityRow & { subjects: Array<{ issuer: string; subject: string; last_used_at: string | null }> | null }>(
+    `SELECT ${COLS}, (SELECT json_agg(json_build_object('issuer', s.issuer, 'subject', s.subject, 'last_used_at', s.last_used_at) ORDER BY s.issuer, s.subject)
+       FROM identity_subjects s WHERE s.identity_id = identities.id) AS subjects
+     FROM identities ORDER BY name`,
+  );
+  return r.rows.map((row) => {
+    const rec = toRecord(row);
+    if (row.subjects?.length) rec.subjects = row.subjects.map((x) => ({ issuer: x.issuer, subject: x.subject, lastUsedAt: x.last_used_at ? iso(new Date(x.last_used_at)) : null }));
+    return rec;
+  });
 }
 
 /** The identity called `name`, or null. */

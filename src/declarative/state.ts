@@ -10,14 +10,18 @@ import { grantKey, type ConfigState } from './types';
 type Queryable = ControlDb | pg.ClientBase;
 const q = (db: Queryable) => ('pool' in db ? db.pool : db);
 
-/** Reads sources, roles, identities, grants and policies, each ordered by id or name. */
+/**
+ * Reads sources, roles, identities, grants and policies, each ordered by id or name. Grants kept in
+ * step with access-token claims (grants.granted_by = 'claims', issue 26) are not part of the
+ * declarative state: they follow the identity provider, so export omits them and apply leaves them.
+ */
 export async function readConfigState(db: Queryable): Promise<ConfigState> {
   const c = q(db);
   // One after the other: inside apply's transaction they share one client.
   const sources = await c.query<{ id: string; type: 'postgres' | 'documents'; name: string; description: string; enabled: boolean; settings: SourceState['settings'] }>('SELECT id, type, name, description, enabled, settings FROM sources ORDER BY id');
   const roles = await c.query<RoleState>('SELECT name, description, audiences, statements FROM roles ORDER BY name');
   const identities = await c.query<{ name: string; disabled: boolean }>('SELECT name, disabled FROM identities ORDER BY name');
-  const grants = await c.query<{ identity: string; role: string; source: string }>('SELECT i.name AS identity, g.role_name AS role, g.source_id AS source FROM grants g JOIN identities i ON i.id = g.identity_id ORDER BY i.name, g.source_id, g.role_name');
+  const grants = await c.query<{ identity: string; role: string; source: string }>(`SELECT i.name AS identity, g.role_name AS role, g.source_id AS source FROM grants g JOIN identities i ON i.id = g.identity_id WHERE g.granted_by = 'operator' ORDER BY i.name, g.source_id, g.role_name`);
   const policies = await c.query<PolicyState & { applies_to: NonNullable<PolicyState['applies_to']> }>('SELECT name, description, enabled, applies_to, rule FROM policies ORDER BY name');
   const state: ConfigState = { sources: new Map(), roles: new Map(), identities: new Map(), grants: new Map(), policies: new Map() };
   for (const s of sources.rows) {

@@ -11,6 +11,7 @@ import type { OriginPolicy } from '../transport/http-headers';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { ToolCallAuditEvent } from '../audit/types';
 import { closedLabel, dialectLabel, methodLabel, reasonLabel, statusLabel } from './labels';
+import { TOKEN_OUTCOMES } from '../auth/federated-resolver';
 
 /** What the operations endpoints read at scrape time. */
 export interface OperationsSources {
@@ -50,6 +51,8 @@ export class GatewayMetrics {
   private readonly requestSeconds = new Histogram({ name: 'interlock_mcp_request_duration_seconds', help: 'Time to answer an MCP endpoint request, by JSON-RPC method.', labelNames: ['method'], buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30], registers: [this.registry] });
   private readonly toolCalls = new Counter({ name: 'interlock_tool_calls_total', help: 'Tool calls by canonical tool, source, decision (allowed, refused, queued, invalid, failed, cancelled) and reason code.', labelNames: ['tool', 'source', 'decision', 'reason'], registers: [this.registry] });
   private readonly toolSeconds = new Histogram({ name: 'interlock_tool_call_duration_seconds', help: 'Tool call latency through the governance pipeline, by canonical tool and decision.', labelNames: ['tool', 'decision'], buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30], registers: [this.registry] });
+
+  private readonly tokenValidations = new Counter({ name: 'interlock_token_validations_total', help: 'Access-token validations (issue 26) by outcome: valid, or why the token was refused (expired, wrong_audience, unknown_kid, keys_unavailable, unknown_subject, …).', labelNames: ['outcome'], registers: [this.registry] });
 
   private readonly labels: LabelSets;
   // Label children per closed-set combination, bound once (issue 13: no label object per call).
@@ -100,6 +103,11 @@ export class GatewayMetrics {
     }
     child.inc();
     child.observe(seconds);
+  }
+
+  /** Records one access-token validation by outcome (TOKEN_OUTCOMES; anything else is `other`). */
+  observeTokenValidation(outcome: string): void {
+    this.tokenValidations.labels(closedLabel(outcome, TOKEN_OUTCOMES)).inc();
   }
 
   /**

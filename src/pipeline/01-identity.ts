@@ -14,12 +14,19 @@ export function bearerToken(header: string | undefined): string | null {
 }
 
 /**
- * Resolves ctx.apiKey. On success sets ctx.identity and returns null; otherwise returns the
- * refusal (missing_api_key or invalid_api_key, status unauthorized / 401).
+ * Resolves ctx.apiKey (an API key, or an access token when issuers are configured: issue 26). On
+ * success sets ctx.identity and returns null; otherwise returns the refusal (missing_api_key,
+ * invalid_api_key or invalid_token: 401; insufficient_scope: 403; identity_provider_unavailable: 503).
  * Errors from the resolver propagate (the caller answers the opaque failure).
  */
 export async function identityStep(ctx: ToolCallContext, resolver: IdentityResolver): Promise<ToolOutcome | null> {
   if (!ctx.apiKey) return { kind: 'refusal', code: 'missing_api_key' };
+  if (resolver.resolveDetailed) {
+    const r = await resolver.resolveDetailed(ctx.apiKey);
+    if ('refusal' in r) return { kind: 'refusal', code: r.refusal };
+    ctx.identity = r.identity;
+    return null;
+  }
   const identity = await resolver.resolve(ctx.apiKey);
   if (!identity) return { kind: 'refusal', code: 'invalid_api_key' };
   ctx.identity = identity;

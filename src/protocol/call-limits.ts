@@ -1,7 +1,7 @@
 /**
  * The limits runToolCall applies around the pipeline (issue 10, Build 6), kept out of dispatch.ts:
  *
- *  - after step 1, a key that did not resolve spends the keyless budget of the client address
+ *  - after step 1, a key or access token that did not resolve (invalid_api_key, invalid_token) spends the keyless budget of the client address
  *    (over it: rate_limited instead of invalid_api_key), unless the edge's keylessGate already
  *    charged it for its form (client-limits.ts chargedUpFront), and a resolved identity takes a stream
  *    slot for the call (per client address and per identity; over a cap: rate_limited);
@@ -17,6 +17,9 @@ import type { Logger } from 'pino';
 import { rateLimitStep, type RateLimiter } from '../pipeline/05-rate-limit';
 import type { ToolOutcome } from '../tools/types';
 import { limitMessage, type ClientLimits, type LimitRefusal } from '../transport/client-limits';
+
+/** Step-1 refusals of a presented credential that resolved to nobody (charged to the keyless budget). */
+const UNRESOLVED: ReadonlySet<string> = new Set(['invalid_api_key', 'invalid_token']);
 
 /** Whether the current tool call has consumed its rate-limit point (ToolCallContext.rateLimitCharge). */
 export interface ChargeState {
@@ -38,7 +41,7 @@ export function admitCall(limits: ClientLimits | undefined, address: string, ide
   const none = () => undefined;
   if (!limits) return { outcome: identityOutcome, release: none };
   if (identityOutcome) {
-    if (identityOutcome.kind === 'refusal' && identityOutcome.code === 'invalid_api_key' && !paidUpFront) {
+    if (identityOutcome.kind === 'refusal' && UNRESOLVED.has(identityOutcome.code) && !paidUpFront) {
       const t = limits.takeKeyless(address);
       if (!t.ok) return { outcome: limitRefusal(t), release: none };
     }

@@ -12,6 +12,7 @@ import { errorResponse, resultResponse, type JsonRpcId } from '../transport/json
 import type { IdentityResolver, ToolCallContext, ToolOutcome } from '../tools/types';
 import type { ToolRegistry } from '../tools/registry';
 import { identityStep } from '../pipeline/01-identity';
+import { withChallenge, type AuthSurface } from '../auth/protected-resource';
 import type { AuditDecision, AuditHooks, AuditSink, ToolCallAuditEvent } from '../audit/types';
 import { discoverResult, initializeResult, toolsListResult } from './envelopes';
 import { renderOutcome } from './tool-results';
@@ -46,6 +47,8 @@ export interface DispatchDeps {
    * client_limits.answer_write_timeout_ms, default DEFAULT_ANSWER_WRITE_TIMEOUT_MS; 0 = none).
    */
   answerWriteTimeoutMs?: number;
+  /** The OAuth resource-server surface (issue 26, src/auth/protected-resource.ts): challenges on 401s. */
+  authSurface?: AuthSurface;
 }
 
 /** Per-HTTP-request facts the dispatcher needs besides the message. */
@@ -229,7 +232,8 @@ export async function runToolCall(deps: DispatchDeps, req: ToolCallRequest): Pro
         decision,
         reasonCode: reason,
         durationMs: Date.now() - started,
-        details: ctx.auditDetails,
+        // An access token's issuer, subject and jti as details.oauth (never the token; issue 26 item 4).
+        details: ctx.identity?.token ? { ...ctx.auditDetails, oauth: ctx.identity.token } : ctx.auditDetails,
       }),
     },
   };
@@ -315,7 +319,7 @@ async function callTool(adm: Admitted, id: JsonRpcId, params: Record<string, unk
     // The stream slot is held until the answer has left or the socket closed (red-team F1).
     holdSlot: (release) => ch.whenDone(release),
   });
-  const rendered = renderOutcome(ran!.outcome, adm.dialect, adm.version, http.requestId);
+  const rendered = withChallenge(deps.authSurface, ran!.outcome, adm.dialect, adm.version, http.requestId, renderOutcome(ran!.outcome, adm.dialect, adm.version, http.requestId));
   if (rendered.kind === 'result') ch.final(200, resultResponse(id, rendered.result), {}, true);
   else ch.final(rendered.status, errorResponse(id, rendered.error), rendered.headers ?? {});
   ch.writeDeadline(deps.answerWriteTimeoutMs ?? DEFAULT_ANSWER_WRITE_TIMEOUT_MS, () => answerExpired(deps, http.requestId, ran!.canonical));

@@ -9,7 +9,7 @@
  */
 import type { ToolHandler } from '../pipeline/types';
 
-export type { Identity, IdentityResolver } from '../control/identities';
+export type { Identity, IdentityResolution, IdentityResolver } from '../control/identities';
 export type { ContentBlock, ToolCallContext, ToolHandler, ToolOutcome } from '../pipeline/types';
 
 /** A tool offered by the server: a catalogue entry (served by tools/list) plus its handler. */

@@ -25,6 +25,7 @@ import { sendJsonText } from './channel';
 import { rateLimitedBody, retryAfterSeconds } from './http-errors';
 import { KeylessAuditAggregator } from './keyless-audit';
 import type { RateLimiter } from '../pipeline/05-rate-limit';
+import { mountProtectedResource, type AuthSurface } from '../auth/protected-resource';
 
 /** Options of createGatewayApp. */
 export interface GatewayAppOptions {
@@ -67,6 +68,8 @@ export interface GatewayAppOptions {
   healthz?: boolean;
   /** Observer of every answered /mcp request: JSON-RPC method ('-' when unreadable), dialect, HTTP status, seconds. */
   observeRequest?: (method: string, dialect: string, status: number, seconds: number) => void;
+  /** The OAuth resource-server surface (issue 26): serves the protected resource metadata and challenges 401s. */
+  authSurface?: AuthSurface;
 }
 
 /** The app plus what graceful shutdown needs. */
@@ -103,6 +106,7 @@ export function createGatewayApp(opts: GatewayAppOptions & { logger: Logger }): 
     observe: opts.observe,
     rateLimiter: opts.rateLimiter,
     answerWriteTimeoutMs: opts.answerWriteTimeoutMs,
+    authSurface: opts.authSurface,
   };
   if (opts.clientLimits) {
     deps.clientLimits = new ClientLimits(opts.clientLimits);
@@ -119,6 +123,7 @@ export function createGatewayApp(opts: GatewayAppOptions & { logger: Logger }): 
   // Route modules guard their own paths (so their answers carry their own headers, e.g. the
   // deprecated routes' Deprecation/Sunset/Link); this guard covers /healthz and every unknown path.
   for (const mount of opts.routes ?? []) mount(app, deps);
+  if (opts.authSurface) mountProtectedResource(app, opts.authSurface, policy);
   app.use(hostOriginGuard(policy, [MCP_PATH]));
   if (opts.healthz !== false) app.get('/healthz', healthz);
 

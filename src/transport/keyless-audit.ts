@@ -178,4 +178,4 @@ export class KeylessAuditAggregator {
 }
 
 /** Refusal codes that make a tools/call a keyless refusal (no identity was resolved). */
-export const KEYLESS_REFUSALS: ReadonlySet<string> = new Set(['missing_api_key', 'invalid_api_key']);
+export const KEYLESS_REFUSALS: ReadonlySet<string> = new Set(['missing_api_key', 'invalid_api_key', 'invalid_token']);

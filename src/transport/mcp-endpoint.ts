@@ -4,6 +4,7 @@
  * (src/transport/admission.ts), the unverified-key gate and the dispatcher, with no Express router
  * or middleware chain in between. Clients see the same bytes as when Express served the route:
  *
+ *  - an `access_token` query parameter: 400 JSON-RPC -32600 (tokens only in the Authorization header);
  *  - keyless budget exhausted: 429 JSON-RPC -32602 `rate_limited`, Retry-After (whole seconds);
  *  - body errors (body-parser's reader, src/transport/body.ts; the bytes are read as UTF-8 whatever
  *    the charset parameter): 413 when over the limit, 415 for an unsupported Content-Encoding
@@ -66,6 +67,14 @@ export function sendMcpLimited(res: ServerResponse, r: LimitRefusal): void {
   sendJsonText(res, 429, JSON.stringify(body), { 'Retry-After': retryAfterSeconds(r.retryAfterMs) });
 }
 
+const TOKEN_IN_QUERY = JSON.stringify(errorResponse(null, { code: -32600, message: 'Invalid request: send the access token in the Authorization header, never in the URL' }));
+
+/** True when the request target's query string has an `access_token` parameter (RFC 6750 section 2.3, refused here). */
+export function carriesTokenInQuery(url: string | undefined): boolean {
+  const q = url ? url.indexOf('?') : -1;
+  return q >= 0 && new URLSearchParams(url!.slice(q + 1)).has('access_token');
+}
+
 /**
  * Builds the handler of the MCP endpoint. `controllers` receives the abort controller of every
  * in-flight tools/call (graceful shutdown aborts them); the handler never throws and never rejects.
@@ -122,6 +131,8 @@ export function mcpHandler(opts: McpEndpointOptions, deps: DispatchDeps, policy:
 
   return (req, res) => {
     try {
+      // Access tokens only in the Authorization header, never in the URL (issue 26 item 3; MCP authorization).
+      if (carriesTokenInQuery(req.url)) return sendJsonText(res, 400, TOKEN_IN_QUERY);
       // The keyless budget of the client address, before the body is even read (issue 10, Build 6).
       const refused = keylessGate(deps.clientLimits, deps.keylessAudit, req, 'mcp', deps.identityResolver);
       if (refused) {

@@ -24,8 +24,8 @@ export interface GovernedEnv {
   close(): Promise<void>;
 }
 
-/** Starts the environment. `config` overrides parts of the default configuration (e.g. rate limits). */
-export async function startGovernedEnv(opts: { config?: { [K in keyof ResolvedGatewayConfig]?: Partial<ResolvedGatewayConfig[K]> }; fixtures?: boolean; logger?: import('pino').Logger } = {}): Promise<GovernedEnv> {
+/** Starts the environment. `config` overrides parts of the default configuration (e.g. rate limits); `port` (default 0, any free port) is the gateway's. */
+export async function startGovernedEnv(opts: { config?: { [K in keyof ResolvedGatewayConfig]?: Partial<ResolvedGatewayConfig[K]> }; fixtures?: boolean; logger?: import('pino').Logger; port?: number } = {}): Promise<GovernedEnv> {
   const tag = randomBytes(4).toString('hex');
   const control: TempDatabase = await createTempDatabase('control');
   const databaseName = `il_chinook_${tag}`;
@@ -36,7 +36,7 @@ export async function startGovernedEnv(opts: { config?: { [K in keyof ResolvedGa
   // Each section of opts.config is merged over the default section (so a test names only what it changes).
   const config = structuredClone(DEFAULT_CONFIG as ResolvedGatewayConfig) as unknown as Record<string, unknown>;
   for (const [k, v] of Object.entries(opts.config ?? {})) config[k] = v && typeof v === 'object' && !Array.isArray(v) && config[k] && typeof config[k] === 'object' ? { ...(config[k] as object), ...v } : v;
-  const gateway = await startGovernedGateway({ db, config: config as unknown as ResolvedGatewayConfig, host: '127.0.0.1', port: 0, fixtures: opts.fixtures, logger });
+  const gateway = await startGovernedGateway({ db, config: config as unknown as ResolvedGatewayConfig, host: '127.0.0.1', port: opts.port ?? 0, fixtures: opts.fixtures, logger });
   return {
     url: gateway.url,
     apiKey: demo.apiKey,

@@ -1,0 +1,152 @@
+/**
+ * Claims to identities (issue 26 item 2): a verified token's (issuer, subject) names an identity
+ * through identity_subjects. An unknown subject is refused, or, when its issuer says
+ * `unknown_subjects: provision`, given a new identity named by the issuer's `identity_claim`
+ * (lower-cased; it must be a valid identity name and not already taken: an existing identity is
+ * never taken over by a token). A disabled identity is refused whatever its token says. The
+ * issuer's `role_grants` are kept in step with the claims (grants.granted_by = 'claims'; operator
+ * grants are never removed), and the `attribute_claims` become the identity's attributes.
+ */
+import type { JWTPayload } from 'jose';
+import type { Logger } from 'pino';
+import type { TokenIssuer } from '../../generated/config-v1';
+import { isUniqueViolation, withTransaction, type ControlDb } from '../control/db';
+import { newIdentityId } from '../control/ids';
+import { IDENTITY_NAME_PATTERN } from '../control/identities';
+import type { Identity } from '../tools/types';
+
+/** Claims copied into attributes when an issuer names none. */
+export const DEFAULT_ATTRIBUTE_CLAIMS: readonly string[] = Object.freeze(['email', 'groups', 'roles']);
+/** Least interval between identity_subjects.last_used_at updates of one subject, and between grant re-syncs of unchanged claims (ms). */
+const TOUCH_INTERVAL_MS = 60_000;
+
+/** Why a verified token has no usable identity (log-only; the client sees invalid_token). */
+export const SUBJECT_FAILURES = ['unknown_subject', 'identity_disabled', 'unusable_identity_claim', 'identity_name_taken'] as const;
+/** One of SUBJECT_FAILURES. */
+export type SubjectFailure = (typeof SUBJECT_FAILURES)[number];
+
+/** The (source, role) pairs the issuer's role_grants give for `claims`, sorted and unique. */
+export function claimGrants(cfg: TokenIssuer, claims: JWTPayload): Array<{ role: string; source: string }> {
+  const out = new Map<string, { role: string; source: string }>();
+  for (const rule of cfg.role_grants ?? []) {
+    const v = claims[rule.claim];
+    const has = Array.isArray(v) ? v.includes(rule.value) : v === rule.value;
+    if (has) out.set(`${rule.source}\u0000${rule.role}`, { role: rule.role, source: rule.source });
+  }
+  return [...out.entries()].sort(([a], [b]) => (a < b ? -1 : 1)).map(([, g]) => g);
+}
+
+/** Identity attributes from claims: each listed claim present in the token, as is. */
+export function claimAttributes(cfg: TokenIssuer, claims: JWTPayload): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const name of cfg.attribute_claims ?? DEFAULT_ATTRIBUTE_CLAIMS) if (claims[name] !== undefined) out[name] = claims[name];
+  return out;
+}
+
+/** Looks up and provisions token identities in the control database. */
+export class TokenIdentityStore {
+  private readonly touched = new Map<string, { at: number; grants: string }>();
+
+  constructor(
+    private readonly db: ControlDb,
+    private readonly logger?: Logger,
+  ) {}
+
+  /** The identity of a verified token, or why there is none. Throws only on control-database failure. */
+  async identityFor(cfg: TokenIssuer, claims: JWTPayload): Promise<{ identity: Identity } | { failure: SubjectFailure }> {
+    const subject = String(claims.sub);
+    let row = await this.lookup(cfg.issuer, subject);
+    if (!row) {
+      if (cfg.unknown_subjects !== 'provision') return { failure: 'unknown_subject' };
+      const provisioned = await this.provision(cfg, claims, subject);
+      if ('failure' in provisioned) return provisioned;
+      row = provisioned;
+    }
+    if (row.disabled) return { failure: 'identity_disabled' };
+    const jti = typeof claims.jti === 'string' ? claims.jti.slice(0, 256) : null;
+    const identity: Identity = { id: row.identity_id, name: row.name, keyId: jti ? `token:${jti}` : 'token', token: { issuer: cfg.issuer, subject, jti }, attributes: claimAttributes(cfg, claims) };
+    await this.touch(cfg, claims, identity.id, subject);
+    return { identity };
+  }
+
+  private async lookup(issuer: string, subject: string): Promise<{ identity_id: string; name: string; disabled: boolean } | null> {
+    const r = await this.db.pool.query<{ identity_id: string; name: string; disabled: boolean }>(
+      'SELECT s.identity_id, i.name, i.disabled FROM identity_subjects s JOIN identities i ON i.id = s.identity_id WHERE s.issuer = $1 AND s.subject = $2',
+      [issuer, subject],
+    );
+    return r.rows[0] ?? null;
+  }
+
+  private async provision(cfg: TokenIssuer, claims: JWTPayload, subject: string): Promise<{ identity_id: string; name: string; disabled: boolean } | { failure: SubjectFailure }> {
+    const raw = claims[cfg.identity_claim ?? 'sub'];
+    const name = typeof raw === 'string' ? raw.toLowerCase() : '';
+    if (!IDENTITY_NAME_PATTERN.test(name)) return { failure: 'unusable_identity_claim' };
+    try {
+      return await withTransaction(this.db, async (c) => {
+        const id = newIdentityId();
+        await c.query('INSERT INTO identities (id, name) VALUES ($1, $2)', [id, name]);
+        await c.query('INSERT INTO identity_subjects (issuer, subject, identity_id) VALUES ($1, $2, $3)', [cfg.issuer, subject, id]);
+        this.logger?.info({ component: 'oauth', issuer: cfg.issuer, subject, identity: name }, 'identity provisioned from an access token');
+        return { identity_id: id, name, disabled: false };
+      });
+    } catch (err) {
+      if (!isUniqueViolation(err)) throw err;
+      // Another replica linked the subject first, or the name belongs to an identity that is not this subject's.
+      const again = await this.lookup(cfg.issuer, subject);
+      return again ?? { failure: 'identity_name_taken' };
+    }
+  }
+
+  /** Records the subject's use and brings its claim grants in step, at most once per TOUCH_INTERVAL_MS unless the grants changed. */
+  private async touch(cfg: TokenIssuer, claims: JWTPayload, identityId: string, subject: string): Promise<void> {
+    const grants = claimGrants(cfg, claims);
+    const key = `${cfg.issuer}\u0000${subject}`;
+    const signature = JSON.stringify(grants);
+    const last = this.touched.get(key);
+    const now = Date.now();
+    if (last && last.grants === signature && now - last.at < TOUCH_INTERVAL_MS) return;
+    this.touched.set(key, { at: now, grants: signature });
+    if (this.touched.size > 10_000) this.touched.clear();
+    await this.db.pool.query('UPDATE identity_subjects SET last_used_at = now() WHERE issuer = $1 AND subject = $2', [cfg.issuer, subject]);
+    if (!cfg.role_grants?.length) return;
+    await syncClaimGrants(this.db, identityId, grants);
+  }
+}
+
+/**
+ * Makes the identity's claim-derived grants exactly `grants` (those naming an existing role and
+ * source; the others are skipped): adds the missing ones with granted_by 'claims' and removes the
+ * claim-derived ones no longer given. Operator grants are left alone. One transaction; the grants
+ * table's trigger notifies the replicas only when something changed.
+ */
+export async function syncClaimGrants(db: ControlDb, identityId: string, grants: Array<{ role: string; source: string }>): Promise<void> {
+  const roles = grants.map((g) => g.role);
+  const sources = grants.map((g) => g.source);
+  await withTransaction(db, async (c) => {
+    const gone = await c.query(
+      `SELECT 1 FROM grants WHERE identity_id = $1 AND granted_by = 'claims'
+         AND (role_name, source_id) NOT IN (SELECT * FROM unnest($2::text[], $3::text[])) LIMIT 1`,
+      [identityId, roles, sources],
+    );
+    if (gone.rowCount)
+      await c.query(
+        `DELETE FROM grants WHERE identity_id = $1 AND granted_by = 'claims'
+           AND (role_name, source_id) NOT IN (SELECT * FROM unnest($2::text[], $3::text[]))`,
+        [identityId, roles, sources],
+      );
+    const missing = await c.query(
+      `SELECT 1 FROM unnest($2::text[], $3::text[]) AS d(role, source)
+         JOIN roles r ON r.name = d.role JOIN sources s ON s.id = d.source
+         WHERE NOT EXISTS (SELECT 1 FROM grants g WHERE g.identity_id = $1 AND g.role_name = d.role AND g.source_id = d.source) LIMIT 1`,
+      [identityId, roles, sources],
+    );
+    if (missing.rowCount)
+      await c.query(
+        `INSERT INTO grants (identity_id, role_name, source_id, granted_by)
+         SELECT $1, r.name, s.id, 'claims' FROM unnest($2::text[], $3::text[]) AS d(role, source)
+           JOIN roles r ON r.name = d.role JOIN sources s ON s.id = d.source
+         ON CONFLICT DO NOTHING`,
+        [identityId, roles, sources],
+      );
+  });
+}
