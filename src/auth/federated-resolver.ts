@@ -19,7 +19,7 @@
 import crypto from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import type { Logger } from 'pino';
-import type { Identity, IdentityResolution, IdentityResolver } from '../tools/types';
+import type { Identity, IdentityResolution, IdentityResolver } from '../control/identities';
 import type { RefusalCode } from '../errors/vocabulary';
 import { isJwtShaped, readTokenForm } from './jwt-form';
 import { refusalOfFailure, TOKEN_FAILURES, type TokenVerifier } from './token-verifier';

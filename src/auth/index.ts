@@ -7,7 +7,7 @@
 import type { Logger } from 'pino';
 import type { GatewayConfig } from '../../generated/config-v1';
 import type { ControlDb } from '../control/db';
-import type { IdentityResolver } from '../tools/types';
+import type { IdentityResolver } from '../control/identities';
 import { ValidationError } from '../control/errors';
 import { FederatedIdentityResolver } from './federated-resolver';
 import type { AuthSurface } from './protected-resource';

@@ -12,7 +12,7 @@
  */
 import type { Express } from 'express';
 import { refusalInfo } from '../errors/vocabulary';
-import type { ToolOutcome } from '../tools/types';
+import type { ToolOutcome } from '../pipeline/types';
 import type { Dialect } from '../transport/admission';
 import { hostOriginGuard } from '../transport/http-guard';
 import type { OriginPolicy } from '../transport/http-headers';

@@ -13,7 +13,7 @@ import type { TokenIssuer } from '../../generated/config-v1';
 import { isUniqueViolation, withTransaction, type ControlDb } from '../control/db';
 import { newIdentityId } from '../control/ids';
 import { IDENTITY_NAME_PATTERN } from '../control/identities';
-import type { Identity } from '../tools/types';
+import type { Identity } from '../control/identities';
 
 /** Claims copied into attributes when an issuer names none. */
 export const DEFAULT_ATTRIBUTE_CLAIMS: readonly string[] = Object.freeze(['email', 'groups', 'roles']);

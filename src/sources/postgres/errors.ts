@@ -15,7 +15,7 @@
  */
 import { refusalInfo, toolErrorInfo } from '../../errors/vocabulary';
 import { isLocalWireError, serverErrorCountsAgainstSource } from './health';
-import { isSessionSettingsMismatch } from './pinned-client';
+import { isSessionSettingsMismatch } from './session-settings';
 
 /** The connector's failure vocabulary (see the module comment for the contract mapping). */
 export type SourceErrorCode =

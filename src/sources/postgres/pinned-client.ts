@@ -21,40 +21,10 @@
  */
 import pg from 'pg';
 import { LOCAL_WIRE_ERROR_CODE } from './health';
-import { PINNED_SESSION_SETTINGS, type PinnedSetting } from './session-settings';
+import { PINNED_SESSION_SETTINGS, SessionSettingsMismatch, type PinnedSetting, type SettingMismatch } from './session-settings';
 import type { ClientInternals } from './wire';
 
-/** Error code of a connection whose session settings are not the pinned ones. */
-export const SESSION_SETTINGS_MISMATCH_CODE = 'EINTERLOCK_SESSION_SETTINGS';
-
-/** One pinned setting the server did not hold: `actual` is what it reported (null: it did not say). */
-export interface SettingMismatch {
-  name: string;
-  expected: string;
-  actual: string | null;
-}
-
-/**
- * A connection whose server does not hold the pinned settings (a pooler that dropped the startup
- * options, an override that won). `message` names each setting with the server's value: operator
- * text for logs, never for an agent (SourceError carries it only as its non-enumerable cause).
- */
-export class SessionSettingsMismatch extends Error {
-  readonly code = SESSION_SETTINGS_MISMATCH_CODE;
-  constructor(readonly mismatches: readonly SettingMismatch[]) {
-    super(
-      `the source connection does not hold the session settings InterLock pins: ${mismatches
-        .map((m) => `${m.name} is ${m.actual === null ? 'not reported' : JSON.stringify(m.actual)}, expected ${JSON.stringify(m.expected)}`)
-        .join('; ')}`,
-    );
-    this.name = 'SessionSettingsMismatch';
-  }
-}
-
-/** True for a SessionSettingsMismatch (duck-typed on its code, as errors may cross realms). */
-export function isSessionSettingsMismatch(err: unknown): err is SessionSettingsMismatch {
-  return typeof err === 'object' && err !== null && (err as { code?: unknown }).code === SESSION_SETTINGS_MISMATCH_CODE;
-}
+export { SESSION_SETTINGS_MISMATCH_CODE, SessionSettingsMismatch, isSessionSettingsMismatch, type SettingMismatch } from './session-settings';
 
 /** PostgreSQL's GUC names are case-insensitive; ParameterStatus spells some in mixed case (DateStyle). */
 const key = (name: string) => name.toLowerCase();
