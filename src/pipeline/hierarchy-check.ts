@@ -18,7 +18,8 @@
  */
 import type { Policy } from '../../generated/policy-v1';
 import type { AccessEvaluator } from '../governance/evaluator';
-import { policyApplies, type PolicySubject } from '../governance/policies';
+import type { PolicySubject } from '../governance/policies';
+import { hierarchySensitive } from '../governance/hierarchy';
 import type { SqlAnalysis } from '../sql/analyze';
 import type { RelationName, SourceCatalog } from '../sql/catalog-types';
 import { catalogHierarchy, hierarchyChanged, overlayHierarchy } from '../sql/hierarchy';
@@ -52,12 +53,7 @@ export interface HierarchyCheckInput {
  */
 export type HierarchyCheck = { ok: true; changed: boolean; restrictions: PolicyRestrictions } | { ok: false; outcome: ToolOutcome };
 
-/** True when the caller's rules on the source can refuse or mask something (the check is needed). */
-export function hierarchySensitive(evaluator: AccessEvaluator, sourceId: string, policies: Policy[], subject: PolicySubject): boolean {
-  // A write deny counts too: a write into a partition attached under a write-denied parent (red team rt1).
-  if (evaluator.hasReadDeny(sourceId) || evaluator.statements(sourceId).deny.some((s) => s.action === 'write')) return true;
-  return policies.some((p) => (p.rule.type === 'mask_columns' || p.rule.type === 'deny_relations') && policyApplies(p, subject));
-}
+export { hierarchySensitive };
 
 /** Relations the read touches: those it names and those behind the view columns it uses. */
 function touched(a: OkAnalysis): RelationName[] {
