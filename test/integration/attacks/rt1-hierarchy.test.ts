@@ -181,3 +181,21 @@ test('RT1-6 discovery: a mapped table attached after the scan under a masked par
   expect(raw).not.toContain('DOCSECRET');
   expect(raw).not.toContain('r1_doc/500');
 }, 120_000);
+
+test('RT1-7 discovery: a mapped VIEW over a table attached after the scan under a masked parent does not show its masked values', async () => {
+  const { getSource, putSource } = await import('../../../src/control/sources');
+  const { indexSource } = await import('../../../src/discovery/indexer');
+  await a.admin.query(`
+    CREATE TABLE r1_doc2 (id int NOT NULL, title text, body text);
+    INSERT INTO r1_doc2 VALUES (700, 'Annual qpw', 'VIEWSECRET qpwbody 8842');
+    CREATE VIEW r1_doc2_v AS SELECT id, title, body FROM r1_doc2;`);
+  const s = (await getSource(a.env.db, 'chinook'))!;
+  await putSource(a.env.db, { id: s.id, type: s.type, name: s.name, settings: { ...s.settings, document_tables: [{ table: 'public.r1_doc2_v', id_column: 'id', title_column: 'title', body_column: 'body' }] } });
+  await rescan();
+  await indexSource(a.env.db, 'chinook');
+  a.env.gateway.store.invalidate('*');
+  await a.admin.query('ALTER TABLE r1_docs ATTACH PARTITION r1_doc2 FOR VALUES FROM (700) TO (800)');
+  expect((await query(a, 'SELECT body FROM r1_doc2_v')).rows).toEqual([{ body: '***' }]);
+  const r = await callTool(a.env, 'interlock_discover', { source_id: 'chinook', query: 'qpwbody', limit: 20 }, a.env.apiKey);
+  expect(JSON.stringify(r.body)).not.toContain('VIEWSECRET');
+}, 120_000);
