@@ -112,7 +112,18 @@ export async function resolveScope(
   let hierarchy: RelationHierarchy | undefined = catalog ? catalogHierarchy(catalog) : undefined;
   if (catalog && hierarchy && liveTrees && hierarchySensitive(evaluator, sourceId, policies, { ...subject, roles: evaluator.roleNames(sourceId), sourceId })) {
     const byName = new Map(catalog.relations.map((r) => [`${r.schema}.${r.name}`, { schema: r.schema, name: r.name }]));
-    const mapped = lineage.relations.map((l) => byName.get(l.relation)).filter((r): r is RelationName => !!r);
+    const wanted = new Map<string, RelationName>();
+    const expand = viewColumnExpander(catalog);
+    for (const l of lineage.relations) {
+      const rel = byName.get(l.relation);
+      if (!rel) continue;
+      wanted.set(`${rel.schema}\u0000${rel.name}`, rel);
+      // A mapped view's base relations too (red team rt1 RT1-7): their trees govern the view's columns.
+      for (const column of new Set(Object.values(l.fields).flat())) {
+        for (const b of expand(rel.schema, rel.name, column)?.sources ?? []) wanted.set(`${b.schema}\u0000${b.table}`, { schema: b.schema, name: b.table });
+      }
+    }
+    const mapped = [...wanted.values()];
     try {
       const live = await liveTrees(mapped);
       if (hierarchyChanged(hierarchy, live)) hierarchy = overlayHierarchy(hierarchy, live);
