@@ -9,7 +9,14 @@
  * - demo-agent gets `rt1-role`: read + write `public.*`, deny read `public.r1m.secret`, deny read
  *   `public.r1_priv`, deny write `public.r1m`; policy masks `public.r1m.reading` and `public.r1_d0.name`.
  *
- * Each test asserts the safe outcome; a failing test is a finding (see the report of rt1).
+ * Each test asserts the safe outcome; each RT1-n test failed on main at aa0a24e (the findings):
+ * RT1-1 write into a partition attached after the scan under a write-denied parent was queued (fixed);
+ * RT1-2 the approval re-check ignored the live hierarchy and executed it (fixed);
+ * RT1-3 count(*) through a view over a parent counts a denied partition's rows (NOT fixed: test.failing);
+ * RT1-4 ancestors beyond depth 64 were dropped: a root mask did not reach the leaf (fixed);
+ * RT1-5 describe_source named parents the caller may not describe (fixed);
+ * RT1-6/7 discovery showed a mapped table (or a mapped view's base) attached under a masked parent
+ *   after the scan in clear (fixed).
  */
 import { startAttackEnv, query, callTool, type AttackEnv } from './harness';
 import { upsertRole } from '../../../src/control/roles';
