@@ -13,6 +13,7 @@ import { DbIdentityResolver } from './control/keys';
 import { federatedIdentity } from './auth';
 import { GroupCommitAuditSink, openAuditPool } from './audit/writer';
 import { DbGovernanceStore } from './governance/db-store';
+import type { SourceRecord } from './governance/store';
 import { initSqlParser } from './sql/analyze';
 import { SourceConnectorRegistry } from './sources/registry';
 import type { PostgresSourceSettings } from './sources/postgres/connector';
@@ -23,6 +24,8 @@ import { listSourcesHandler, StoreSourceDirectory } from './tools/handlers/list-
 import { describeAccessHandler, describeSourceHandler } from './tools/handlers/describe';
 import { queryHandler } from './pipeline/query';
 import { discoverHandler } from './tools/handlers/discover';
+import type { RelationName } from './sql/catalog-types';
+import type { LiveRelationTree } from './sql/hierarchy';
 import { relatedDocumentsHandler } from './tools/handlers/related';
 import { approvalStatusHandler } from './tools/handlers/approval-status';
 import { approvalLookup } from './approvals/status';
@@ -132,7 +135,18 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
   );
   listeners.push(await listenChannel(db.url, CACHE_CHANNEL, (sourceId) => cache.invalidateSource(sourceId), logger));
 
-  const discovery = { store, rateLimiter, db, maskSecret };
+  const discovery = {
+    store,
+    rateLimiter,
+    db,
+    maskSecret,
+    // Mapped relations follow the live relation hierarchy (issue 22 item 1; red team rt1 RT1-6).
+    liveTrees: async (source: SourceRecord, relations: readonly RelationName[]) => {
+      const c = connectors.reader(source);
+      if (!c.relationTrees) return new Map<string, LiveRelationTree>();
+      return c.relationTrees(relations, {});
+    },
+  };
   const tools: ToolBinding[] = interlockToolBindings({
     interlock_query: queryHandler({ store, connectors, rateLimiter, cache, analysisCache, catalog, maskSecret, connectorRequest: documentsConnectorRequest(discovery) }),
     interlock_discover: discoverHandler(discovery),

@@ -19,6 +19,8 @@ import { AccessEvaluator } from '../governance/evaluator';
 import { analyzeSql, complexityLimitsFromSettings, initSqlParser } from '../sql/analyze';
 import { authorizeStatement } from '../pipeline/03-authorize';
 import { policyStep } from '../pipeline/04-policy';
+import { checkHierarchy } from '../pipeline/hierarchy-check';
+import type { QueryConnector } from '../pipeline/07-execute';
 import { SourceConnectorRegistry } from '../sources/registry';
 import type { PostgresSourceSettings } from '../sources/postgres/connector';
 import { CACHE_CHANNEL } from '../pipeline/cache';
@@ -56,7 +58,7 @@ function assertNotSelf(a: ApprovalRecord, operator: string): void {
  * enabled, source role, policy) against the current catalog. Returns null when allowed, else an
  * approvalFailures code.
  */
-async function recheck(db: ControlDb, a: ApprovalRecord, now: Date): Promise<string | null> {
+async function recheck(db: ControlDb, a: ApprovalRecord, now: Date, connectorFor: (settings: PostgresSourceSettings) => QueryConnector): Promise<string | null> {
   // The requester first (issue 24, item 4): the key that queued the write and its identity.
   const requester = await requesterProblem(db, a, now);
   if (requester) return requester;
@@ -72,8 +74,15 @@ async function recheck(db: ControlDb, a: ApprovalRecord, now: Date): Promise<str
   const evaluator = new AccessEvaluator(await store.grantsForIdentity(a.identityId));
   if (!evaluator.hasGrant(a.sourceId)) return 'source_role_denied';
   if (authorizeStatement(evaluator, a.sourceId, analysis, catalog)) return 'source_role_denied';
-  const pol = policyStep(await store.activePolicies(), { identityId: a.identityId, identityName: a.identityName, roles: evaluator.roleNames(a.sourceId), sourceId: a.sourceId }, analysis, catalog, now);
+  const policies = await store.activePolicies();
+  const subject = { identityId: a.identityId, identityName: a.identityName, roles: evaluator.roleNames(a.sourceId), sourceId: a.sourceId };
+  const pol = policyStep(policies, subject, analysis, catalog, now);
   if (!pol.ok) return 'policy_denied';
+  // The relation hierarchy as the server has it now (issue 22 item 1): a partition attached under a
+  // write-denied or masked parent since the scan (or since the write was queued) is refused (red team rt1).
+  const connector = connectorFor(source.settings as unknown as PostgresSourceSettings);
+  const hier = await checkHierarchy({ connector, evaluator, sourceId: a.sourceId, analysis, catalog, policies, subject, now, restrictions: pol.restrictions, identityId: a.identityId });
+  if (!hier.ok) return hier.outcome.kind === 'refusal' && hier.outcome.code === 'policy_denied' ? 'policy_denied' : 'source_role_denied';
   return null;
 }
 
@@ -102,11 +111,20 @@ export async function approveAndExecute(db: ControlDb, approvalId: string, opts:
     return { approvalId, state, rowCount: outcome.row_count, errorCode: outcome.error_code, ...(failure ? { failure } : {}) };
   };
 
-  const denied = await recheck(db, a, opts.now ?? new Date());
-  if (denied) return finish('failed', { error_code: denied }, recheckCause(denied));
+  const registry = opts.connectors ?? new SourceConnectorRegistry({ logger: opts.logger });
+  let denied: string | null;
+  try {
+    denied = await recheck(db, a, opts.now ?? new Date(), (settings) => registry.get(a.sourceId, settings));
+  } catch (err) {
+    if (!opts.connectors) await registry.closeAll();
+    throw err;
+  }
+  if (denied) {
+    if (!opts.connectors) await registry.closeAll();
+    return finish('failed', { error_code: denied }, recheckCause(denied));
+  }
   const store = new DbGovernanceStore(db, { ttlMs: 0 });
   const source = (await store.getSource(a.sourceId))!;
-  const registry = opts.connectors ?? new SourceConnectorRegistry({ logger: opts.logger });
   try {
     const r = await registry.get(source.id, source.settings as unknown as PostgresSourceSettings).write(a.sql, a.params);
     await db.pool.query('SELECT pg_notify($1, $2)', [CACHE_CHANNEL, a.sourceId]).catch(() => undefined);

@@ -27,7 +27,9 @@ import { evaluatePolicies } from '../governance/policies';
 import { decideRelations, lineageDigestSql, loadLineage, type RelationAccess } from './fields';
 import { viewColumnExpander } from './view-columns';
 import type { SourceCatalog } from '../sql/catalog-types';
-import { catalogHierarchy } from '../sql/hierarchy';
+import { catalogHierarchy, hierarchyChanged, overlayHierarchy, type LiveRelationTree, type RelationHierarchy } from '../sql/hierarchy';
+import type { RelationName } from '../sql/catalog-types';
+import { hierarchySensitive } from '../governance/hierarchy';
 
 /** Everything the SQL needs to decide visibility for one identity on one source and one action. */
 export interface DiscoveryScope {
@@ -98,13 +100,38 @@ export async function resolveScope(
   now: Date,
   maskSecret?: string,
   catalog?: SourceCatalog | null,
+  liveTrees?: (relations: readonly RelationName[]) => Promise<Map<string, LiveRelationTree>>,
 ): Promise<DiscoveryScope> {
   const scope = buildScope(evaluator, policies, subject, sourceId, action, now);
   if (!mayAct(scope)) return scope;
   const lineage = await loadLineage(db, sourceId);
   // Mapped views: the base columns behind each view column are decided too (view-columns.ts).
-  // Mapped partitions and inheritance children follow their trees' rules (issue 22 item 1).
-  const relations = decideRelations(evaluator, policies, subject, sourceId, now, lineage.relations, catalog ? viewColumnExpander(catalog) : undefined, catalog ? catalogHierarchy(catalog) : undefined);
+  // Mapped partitions and inheritance children follow their trees' rules (issue 22 item 1), as the
+  // server has them now when `liveTrees` is given (a mapped table attached under a masked parent
+  // after the scan, red team rt1 RT1-6); when the server cannot be asked, no mapped relation is visible.
+  let hierarchy: RelationHierarchy | undefined = catalog ? catalogHierarchy(catalog) : undefined;
+  if (catalog && hierarchy && liveTrees && hierarchySensitive(evaluator, sourceId, policies, { ...subject, roles: evaluator.roleNames(sourceId), sourceId })) {
+    const byName = new Map(catalog.relations.map((r) => [`${r.schema}.${r.name}`, { schema: r.schema, name: r.name }]));
+    const wanted = new Map<string, RelationName>();
+    const expand = viewColumnExpander(catalog);
+    for (const l of lineage.relations) {
+      const rel = byName.get(l.relation);
+      if (!rel) continue;
+      wanted.set(`${rel.schema}\u0000${rel.name}`, rel);
+      // A mapped view's base relations too (red team rt1 RT1-7): their trees govern the view's columns.
+      for (const column of new Set(Object.values(l.fields).flat())) {
+        for (const b of expand(rel.schema, rel.name, column)?.sources ?? []) wanted.set(`${b.schema}\u0000${b.table}`, { schema: b.schema, name: b.table });
+      }
+    }
+    const mapped = [...wanted.values()];
+    try {
+      const live = await liveTrees(mapped);
+      if (hierarchyChanged(hierarchy, live)) hierarchy = overlayHierarchy(hierarchy, live);
+    } catch {
+      return { ...scope, relations: [] };
+    }
+  }
+  const relations = decideRelations(evaluator, policies, subject, sourceId, now, lineage.relations, catalog ? viewColumnExpander(catalog) : undefined, hierarchy);
   return { ...scope, relations, ...(lineage.digest ? { lineageDigest: lineage.digest } : {}), ...(maskSecret ? { maskSecret } : {}) };
 }
 

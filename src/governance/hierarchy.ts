@@ -16,7 +16,8 @@
  */
 import type { RelationHierarchy } from '../sql/hierarchy';
 import type { AccessEvaluator, Action, Decision, ResourceRef } from './evaluator';
-import { maskFor, type ColumnMask } from './policies';
+import type { Policy } from '../../generated/policy-v1';
+import { maskFor, policyApplies, type ColumnMask, type PolicySubject } from './policies';
 
 /**
  * Decides `action` on a relation or column of it across the hierarchy (see module doc).
@@ -56,4 +57,11 @@ export function maskInHierarchy(patterns: Array<{ parts: string[]; method: Colum
     if (m && (best === null || rank[m] > rank[best])) best = m;
   }
   return best;
+}
+
+/** True when the caller's rules on the source can refuse or mask something (the check is needed). */
+export function hierarchySensitive(evaluator: AccessEvaluator, sourceId: string, policies: Policy[], subject: PolicySubject): boolean {
+  // A write deny counts too: a write into a partition attached under a write-denied parent (red team rt1).
+  if (evaluator.hasReadDeny(sourceId) || evaluator.statements(sourceId).deny.some((s) => s.action === 'write')) return true;
+  return policies.some((p) => (p.rule.type === 'mask_columns' || p.rule.type === 'deny_relations') && policyApplies(p, subject));
 }

@@ -1,5 +1,5 @@
 /**
- * Between policy (step 4) and execution (step 7) of a read: the relation hierarchy is checked against
+ * Between policy (step 4) and write safety (step 6) or execution (step 7): the relation hierarchy is checked against
  * the server (issue 22 item 1). The catalogue can be older than the source: a table attached as a
  * partition of a masked or denied parent after the scan, a partition detached from one, or a new
  * partition under a parent with a denied descendant rule. When the server's hierarchy of the
@@ -7,14 +7,19 @@
  * union of both (src/sql/hierarchy.ts `overlayHierarchy`), so such a relation is never read as
  * unruled; when the server cannot be asked, the read is refused.
  *
- * Only callers whose rules can refuse or mask (a read deny in their roles, or a `mask_columns` or
+ * Writes are checked too, on submission and again when an approved write is re-checked
+ * (src/approvals/execute.ts): a write into a partition attached under a write-denied parent is
+ * refused like a write into the parent.
+ *
+ * Only callers whose rules can refuse or mask (a read or write deny in their roles, or a `mask_columns` or
  * `deny_relations` policy that applies to them) are checked: for anyone else a change of hierarchy
  * cannot reveal anything, and their reads keep one round trip. A relation named in the statement but
  * unknown to the catalogue never gets here: the analyser refuses it (`source_role_denied`).
  */
 import type { Policy } from '../../generated/policy-v1';
 import type { AccessEvaluator } from '../governance/evaluator';
-import { policyApplies, type PolicySubject } from '../governance/policies';
+import type { PolicySubject } from '../governance/policies';
+import { hierarchySensitive } from '../governance/hierarchy';
 import type { SqlAnalysis } from '../sql/analyze';
 import type { RelationName, SourceCatalog } from '../sql/catalog-types';
 import { catalogHierarchy, hierarchyChanged, overlayHierarchy } from '../sql/hierarchy';
@@ -48,11 +53,7 @@ export interface HierarchyCheckInput {
  */
 export type HierarchyCheck = { ok: true; changed: boolean; restrictions: PolicyRestrictions } | { ok: false; outcome: ToolOutcome };
 
-/** True when the caller's rules on the source can refuse or mask something (the check is needed). */
-export function hierarchySensitive(evaluator: AccessEvaluator, sourceId: string, policies: Policy[], subject: PolicySubject): boolean {
-  if (evaluator.hasReadDeny(sourceId)) return true;
-  return policies.some((p) => (p.rule.type === 'mask_columns' || p.rule.type === 'deny_relations') && policyApplies(p, subject));
-}
+export { hierarchySensitive };
 
 /** Relations the read touches: those it names and those behind the view columns it uses. */
 function touched(a: OkAnalysis): RelationName[] {

@@ -137,6 +137,14 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
     const limited = await rateLimitStep(deps.rateLimiter, ctx, identity.id, sourceId);
     if (limited) return limited;
 
+    // Before write safety, the cache and execution: the relation hierarchy as the server has it now
+    // (issue 22 item 1); a change since the scan re-decides steps 3 and 4 and bypasses the result
+    // cache. Writes too: a partition attached under a write-denied parent is refused (red team rt1).
+    const connector = deps.connectors.reader(source);
+    const hier = await checkHierarchy({ connector, evaluator, sourceId, analysis, catalog, policies, subject, now: now(), restrictions: pol.restrictions, signal: ctx.signal, identityId: identity.id });
+    if (!hier.ok) return hier.outcome;
+    const restrictions = hier.restrictions;
+
     // Step 6: write safety — a write never runs on the agent's call.
     if (analysis.kind === 'write') {
       const hooks = (ctx as ToolCallContext & { auditHooks?: AuditHooks }).auditHooks;
@@ -144,13 +152,6 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
       audit.approval_id = queued.kind === 'queued' ? queued.approvalId : undefined;
       return queued;
     }
-
-    // Before the cache and execution: the relation hierarchy as the server has it now (issue 22
-    // item 1); a change since the scan re-decides steps 3 and 4 and bypasses the result cache.
-    const connector = deps.connectors.reader(source);
-    const hier = await checkHierarchy({ connector, evaluator, sourceId, analysis, catalog, policies, subject, now: now(), restrictions: pol.restrictions, signal: ctx.signal, identityId: identity.id });
-    if (!hier.ok) return hier.outcome;
-    const restrictions = hier.restrictions;
 
     // Step 7: execution (or the cache).
     const requested = typeof args.max_rows === 'number' ? args.max_rows : TOOL_DEFAULTS.max_rows;

@@ -74,7 +74,7 @@ function walkParents(start: string, parents: ReadonlyMap<string, readonly Relati
 
 /**
  * The hierarchy the catalogue recorded (cached per catalogue object). A relation's ancestors are its
- * recorded `ancestors`, else the walk of catalogued `parents`; descendants are the catalogued
+ * recorded `ancestors` and the walk of catalogued `parents`; descendants are the catalogued
  * relations naming it as an ancestor. Snapshots taken before the hierarchy was scanned have none.
  */
 export function catalogHierarchy(catalog: SourceCatalog): RelationHierarchy {
@@ -86,7 +86,10 @@ export function catalogHierarchy(catalog: SourceCatalog): RelationHierarchy {
   const down = new Map<string, RelationName[]>();
   for (const r of catalog.relations) {
     const key = relationKey(r.schema, r.name);
-    const ancestors = r.ancestors?.length ? r.ancestors : r.parents?.length ? walkParents(key, parents) : NONE;
+    // The scan's ancestor list stops at depth 64: the walk of the catalogued direct parents (uncapped)
+    // completes it, so a rule on the root of a deeper tree still reaches its leaves (red team rt1 RT1-4).
+    const walked = r.parents?.length ? walkParents(key, parents) : NONE;
+    const ancestors = r.ancestors?.length ? [...r.ancestors, ...walked.filter((w) => !r.ancestors!.some((x) => x.schema === w.schema && x.name === w.name))] : walked;
     if (!ancestors.length) continue;
     up.set(key, ancestors);
     for (const a of ancestors) {

@@ -7,7 +7,7 @@ import type { Policy } from '../../../generated/policy-v1';
 import { AccessEvaluator } from '../../governance/evaluator';
 import { evaluatePolicies } from '../../governance/policies';
 import { decideInHierarchy, governingRelations, maskInHierarchy } from '../../governance/hierarchy';
-import { catalogHierarchy, type RelationHierarchy } from '../../sql/hierarchy';
+import { catalogHierarchy, relationKey, type RelationHierarchy } from '../../sql/hierarchy';
 import type { GovernanceStore, SourceRecord } from '../../governance/store';
 import type { CatalogKey as CatalogKeyDef, CatalogColumn, CatalogRelation, SourceCatalog } from '../../sql/catalog-types';
 import type { CatalogKey, CatalogRow } from '../../../generated/mcp-tools-v1';
@@ -195,9 +195,17 @@ export function describeSourceHandler(deps: DescribeDeps): ToolHandler {
     const rows: CatalogRowView[] = [];
     const keys: CatalogKeyView[] = [];
     const h = catalogHierarchy(catalog);
+    const described: Array<{ rel: CatalogRelation; visible: Set<string> }> = [];
     for (const rel of describeOrder(catalog)) {
       if (refusingPolicy(policies, subject, rel.schema, rel.name, now(), h, 'describe')) continue;
       const visible = new Set(rel.columns.filter((c) => decideInHierarchy(evaluator, sourceId, 'describe', { schema: rel.schema, table: rel.name, column: c.name }, h) === 'allow').map((c) => c.name));
+      if (visible.size) described.push({ rel, visible });
+    }
+    // partition_of / inherits name only parents the caller may describe themselves (red team rt1 RT1-5).
+    const describedNames = new Set(described.map((d) => relationKey(d.rel.schema, d.rel.name)));
+    for (const { rel: full, visible } of described) {
+      const parents = full.parents?.filter((p) => describedNames.has(relationKey(p.schema, p.name)));
+      const rel: CatalogRelation = parents?.length === full.parents?.length ? full : { ...full, parents };
       // A key is described only when every one of its columns is: nothing hidden is named or hinted.
       const shown = rel.keys?.filter((k) => k.columns.every((c) => visible.has(c)));
       for (const c of rel.columns) if (visible.has(c.name)) rows.push(catalogRow(rel.schema, rel.name, c, shown, rel));

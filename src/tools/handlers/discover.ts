@@ -20,6 +20,9 @@ import { rateLimitStep, type RateLimiter } from '../../pipeline/05-rate-limit';
 import { TOOL_DEFAULTS } from '../registry';
 import type { ToolCallContext, ToolHandler, ToolOutcome } from '../types';
 import { mayAct, policyRefusal, resolveScope } from '../../discovery/access';
+import type { SourceRecord } from '../../governance/store';
+import type { RelationName } from '../../sql/catalog-types';
+import type { LiveRelationTree } from '../../sql/hierarchy';
 import { searchAssets, tsqueryRefuses, type DiscoverFilters } from '../../discovery/search';
 
 /** What the discovery tools need: the governance store, the shared rate limiter and the control database (the index). */
@@ -31,6 +34,13 @@ export interface DiscoveryDeps {
   now?: () => Date;
   /** The gateway's mask secret (the key of interlock_query's `hash` masks); without it `hash` masks show as `full`. */
   maskSecret?: string;
+  /** The live relation hierarchy of a source (issue 22 item 1; red team rt1 RT1-6): mapped relations follow the trees the server has now. */
+  liveTrees?: (source: SourceRecord, relations: readonly RelationName[]) => Promise<Map<string, LiveRelationTree>>;
+}
+
+/** resolveScope's live-hierarchy reader for `source`, when the deps have one. */
+export function liveTreesFor(deps: DiscoveryDeps, source: SourceRecord): ((relations: readonly RelationName[]) => Promise<Map<string, LiveRelationTree>>) | undefined {
+  return deps.liveTrees ? (relations) => deps.liveTrees!(source, relations) : undefined;
 }
 
 function maxLimit(tool: string, fallback: number): number {
@@ -116,7 +126,7 @@ export function discoverHandler(deps: DiscoveryDeps): ToolHandler {
     const policies = await deps.store.activePolicies();
     const at = now();
     const subject = { identityId: identity.id, identityName: identity.name };
-    const scope = await resolveScope(deps.db.pool, evaluator, policies, subject, sourceId, 'discover', at, deps.maskSecret, await deps.store.loadCatalog(sourceId));
+    const scope = await resolveScope(deps.db.pool, evaluator, policies, subject, sourceId, 'discover', at, deps.maskSecret, await deps.store.loadCatalog(sourceId), liveTreesFor(deps, src.source));
     if (!mayAct(scope)) return { kind: 'refusal', code: 'source_role_denied', message: `No role granted on source '${sourceId}' allows discover.` };
     const refused = policyRefusal(policies, { ...subject, roles: evaluator.roleNames(sourceId), sourceId }, 'discover', at);
     if (refused) {

@@ -20,7 +20,7 @@ import { TOOL_DEFAULTS } from '../registry';
 import type { ToolHandler, ToolOutcome } from '../types';
 import { mayAct, policyRefusal, resolveScope } from '../../discovery/access';
 import { assetSource, assetVisible, relatedAssets } from '../../discovery/search';
-import { auditDetails, clampLimit, jsonResult, RELATED_MAX_LIMIT, type DiscoveryDeps } from './discover';
+import { auditDetails, clampLimit, jsonResult, RELATED_MAX_LIMIT, liveTreesFor, type DiscoveryDeps } from './discover';
 
 /** The one answer for an asset that is missing or not visible to the caller. */
 export function unknownAsset(): ToolOutcome {
@@ -54,7 +54,7 @@ export function relatedDocumentsHandler(deps: DiscoveryDeps): ToolHandler {
     const policies = await deps.store.activePolicies();
     const at = now();
     const subject = { identityId: identity.id, identityName: identity.name };
-    const scope = await resolveScope(deps.db.pool, evaluator, policies, subject, sourceId, 'discover', at, deps.maskSecret, await deps.store.loadCatalog(sourceId));
+    const scope = await resolveScope(deps.db.pool, evaluator, policies, subject, sourceId, 'discover', at, deps.maskSecret, await deps.store.loadCatalog(sourceId), liveTreesFor(deps, source));
     if (!mayAct(scope) || !(await assetVisible(deps.db.pool, scope, assetId))) return invisible();
 
     audit.source_id = sourceId;
