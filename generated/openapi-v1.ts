@@ -19,7 +19,11 @@ export interface paths {
         post: operations["postMcp"];
         /** Not supported; the endpoint issues no sessions. */
         delete: operations["deleteMcp"];
-        options?: never;
+        /**
+         * CORS preflight from a browser page at an allow-listed origin (config allowed_origins).
+         * @description Answered 204 only when Origin is an entry of the operator's MCP origin allowlist and the request carries Access-Control-Request-Method (spec/protocol-v1.json http.cors); the answer allows POST and the request headers MCP clients send, and names the headers they may read. A foreign Origin is 403 (rule ORIGIN); any other OPTIONS is 405. Every answer at /mcp to an allow-listed Origin carries Access-Control-Allow-Origin (that origin, never *), Vary: Origin and Access-Control-Expose-Headers.
+         */
+        options: operations["preflightMcp"];
         head?: never;
         patch?: never;
         trace?: never;
@@ -2311,6 +2315,53 @@ export interface operations {
         requestBody?: never;
         responses: {
             /** @description Method not allowed. Allow is POST. */
+            405: {
+                headers: {
+                    Allow?: "POST";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JsonRpcErrorResponse"];
+                };
+            };
+        };
+    };
+    preflightMcp: {
+        parameters: {
+            query?: never;
+            header: {
+                Origin: string;
+                "Access-Control-Request-Method": string;
+                "Access-Control-Request-Headers"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Preflight accepted. Empty body. */
+            204: {
+                headers: {
+                    "Access-Control-Allow-Origin"?: string;
+                    "Access-Control-Allow-Methods"?: "POST";
+                    "Access-Control-Allow-Headers"?: string;
+                    "Access-Control-Expose-Headers"?: string;
+                    "Access-Control-Max-Age"?: string;
+                    Vary?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The Origin (or Host) is not allowed. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JsonRpcErrorResponse"];
+                };
+            };
+            /** @description Not a preflight (no Access-Control-Request-Method). Allow is POST. */
             405: {
                 headers: {
                     Allow?: "POST";

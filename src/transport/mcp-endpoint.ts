@@ -20,7 +20,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { utf8BodyReader } from './body';
 import { admit } from './admission';
-import type { OriginPolicy } from './http-headers';
+import { corsOrigin, corsResponseHeaders, type OriginPolicy } from './http-headers';
 import { ResponseChannel, sendJsonText } from './channel';
 import { errorResponse } from './jsonrpc';
 import { dispatch, newRequestId, type DispatchDeps } from '../protocol/dispatch';
@@ -122,6 +122,12 @@ export function mcpHandler(opts: McpEndpointOptions, deps: DispatchDeps, policy:
 
   return (req, res) => {
     try {
+      // Every answer to an allow-listed Origin carries the CORS headers, the limit refusals too (issue 24 item 7).
+      const origin = corsOrigin(req.headers.origin, policy);
+      if (origin !== null) {
+        const cors = corsResponseHeaders(origin);
+        for (const name in cors) res.setHeader(name, cors[name]);
+      }
       // The keyless budget of the client address, before the body is even read (issue 10, Build 6).
       const refused = keylessGate(deps.clientLimits, deps.keylessAudit, req, 'mcp', deps.identityResolver);
       if (refused) {
