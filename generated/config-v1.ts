@@ -70,6 +70,22 @@ export interface GatewayConfig {
      * How long a queued write waits for an operator before it expires (INTERLOCK_APPROVAL_TTL_SECONDS). Default 86400 (one day).
      */
     ttl_seconds?: number;
+    /**
+     * Most writes one identity may have waiting for approval at once; the next is refused approval_queue_full and not queued (INTERLOCK_APPROVAL_MAX_PENDING_PER_IDENTITY). Default 20.
+     */
+    max_pending_per_identity?: number;
+    /**
+     * Most writes waiting for approval on one source at once, all identities together (INTERLOCK_APPROVAL_MAX_PENDING_PER_SOURCE). Default 100.
+     */
+    max_pending_per_source?: number;
+    /**
+     * How often each gateway expires overdue pending approvals, in milliseconds (INTERLOCK_APPROVAL_SWEEP_INTERVAL_MS). Default 10000.
+     */
+    sweep_interval_ms?: number;
+    /**
+     * Most approvals one sweep expires; the rest wait for the next tick (INTERLOCK_APPROVAL_SWEEP_BATCH). Default 500.
+     */
+    sweep_batch?: number;
   };
   /**
    * The audit trail (issue 11).
@@ -96,13 +112,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -117,13 +135,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -136,72 +156,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          }
-        ]
-      | [
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -216,13 +179,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -235,13 +200,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -254,32 +221,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -294,13 +244,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -313,13 +265,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -332,13 +286,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -351,32 +307,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -391,13 +330,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -410,13 +351,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -429,13 +372,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -448,13 +393,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -467,32 +414,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -507,13 +437,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -526,13 +458,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -545,13 +479,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -564,13 +500,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -583,13 +521,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -602,32 +542,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -642,13 +565,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -661,13 +586,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -680,13 +607,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -699,13 +628,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -718,13 +649,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -737,13 +670,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -756,205 +691,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          }
-        ]
-      | [
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -969,13 +714,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -988,13 +735,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1007,13 +756,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1026,13 +777,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1045,13 +798,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1064,13 +819,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1083,13 +840,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1102,51 +861,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1161,13 +884,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1180,13 +905,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1199,13 +926,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1218,13 +947,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1237,13 +968,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1256,13 +989,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1275,13 +1010,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1294,13 +1031,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1313,51 +1052,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1372,13 +1075,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1391,13 +1096,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1410,13 +1117,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1429,13 +1138,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1448,13 +1159,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1467,13 +1180,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1486,13 +1201,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1505,13 +1222,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1524,13 +1243,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1543,51 +1264,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1602,13 +1287,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1621,13 +1308,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1640,13 +1329,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1659,13 +1350,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1678,13 +1371,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1697,13 +1392,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1716,13 +1413,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1735,13 +1434,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1754,13 +1455,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1773,13 +1476,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1792,51 +1497,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1851,13 +1520,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1870,13 +1541,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1889,13 +1562,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1908,13 +1583,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1927,13 +1604,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1946,13 +1625,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1965,13 +1646,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1984,13 +1667,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2003,13 +1688,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2022,13 +1709,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2041,13 +1730,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2060,51 +1751,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2119,13 +1774,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2138,13 +1795,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2157,13 +1816,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2176,13 +1837,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2195,13 +1858,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2214,13 +1879,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2233,13 +1900,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2252,13 +1921,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2271,13 +1942,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2290,13 +1963,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2309,13 +1984,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2328,13 +2005,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2347,51 +2026,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2406,13 +2049,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2425,13 +2070,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2444,13 +2091,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2463,13 +2112,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2482,13 +2133,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2501,13 +2154,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2520,13 +2175,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2539,13 +2196,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2558,13 +2217,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2577,13 +2238,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2596,13 +2259,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2615,13 +2280,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2634,13 +2301,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2653,51 +2322,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2712,13 +2345,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2731,13 +2366,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2750,13 +2387,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2769,13 +2408,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2788,13 +2429,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2807,13 +2450,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2826,13 +2471,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2845,13 +2492,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2864,13 +2513,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2883,13 +2534,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2902,13 +2555,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2921,13 +2576,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2940,13 +2597,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2959,13 +2618,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2978,51 +2639,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3037,13 +2662,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3056,13 +2683,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3075,13 +2704,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3094,13 +2725,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3113,13 +2746,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3132,13 +2767,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3151,13 +2788,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3170,13 +2809,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3189,13 +2830,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3208,13 +2851,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3227,13 +2872,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3246,13 +2893,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3265,13 +2914,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3284,13 +2935,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3303,13 +2956,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3322,51 +2977,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3381,13 +3000,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3400,13 +3021,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3419,13 +3042,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3438,13 +3063,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3457,13 +3084,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3476,13 +3105,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3495,13 +3126,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3514,13 +3147,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3533,13 +3168,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3552,13 +3189,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3571,13 +3210,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3590,13 +3231,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3609,13 +3252,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3628,13 +3273,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3647,13 +3294,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3666,13 +3315,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3685,51 +3336,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3744,13 +3359,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3763,13 +3380,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3782,13 +3401,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3801,13 +3422,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3820,13 +3443,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3839,13 +3464,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3858,13 +3485,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3877,13 +3506,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3896,13 +3527,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3915,13 +3548,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3934,13 +3569,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3953,13 +3590,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3972,13 +3611,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3991,13 +3632,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -4010,13 +3653,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -4029,13 +3674,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -4048,13 +3695,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -4067,13 +3716,38 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          }
+        ]
+      | [
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -4086,13 +3760,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -4105,13 +3781,773 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          }
+        ]
+      | [
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -4119,6 +4555,10 @@ export interface GatewayConfig {
             secret_env: string;
           }
         ];
+    /**
+     * When this many approval.queued events of one identity arrive in one poll of the audit trail, each webhook gets one delivery listing them all (approval.count, approval.approval_ids) instead of one per write. Default 3.
+     */
+    coalesce_queued_at?: number;
   };
   /**
    * Result cache of eligible reads.
