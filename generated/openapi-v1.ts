@@ -327,7 +327,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Approvals, newest first, with the one-line statement (comments removed and counted). */
+        /** Approvals, newest first, a page at a time, with the one-line statement (comments removed and counted, invisible characters shown), the destructive flag, the total of the filter and the count per state (issue 24 item 2). */
         get: operations["consoleListApprovals"];
         put?: never;
         post?: never;
@@ -363,7 +363,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** approve (executes once as the writer), reject, or requeue (a failed one) in the signed-in operator's name, with an optional reason. Needs X-CSRF-Token. */
+        /** approve (executes once as the writer), reject, or requeue (a failed one) in the signed-in operator's name, with an optional reason. Needs X-CSRF-Token. Approving a destructive statement (DELETE, UPDATE, MERGE) needs {confirm: true}, else 400 validation_failed. */
         post: operations["consoleDecide"];
         delete?: never;
         options?: never;
@@ -1284,6 +1284,10 @@ export interface components {
             comments: number;
             errorCode: string | null;
             requeuedFrom: string | null;
+            /** @description DELETE, UPDATE or MERGE (flagged in the queue). */
+            destructive: boolean;
+            /** @description How many control, bidirectional or zero-width characters the statement holds. */
+            invisible: number;
         };
         ApprovalFailure: {
             sqlstate?: string;
@@ -1294,6 +1298,8 @@ export interface components {
         /** @description An optional reason (approve or reject), recorded in the audit event's details. */
         RejectRequest: {
             reason?: string;
+            /** @description Console approve only: true after the operator saw the confirmation step (required for destructive statements). */
+            confirm?: boolean;
         };
         ApprovalDecision: {
             id: string;
@@ -3246,6 +3252,16 @@ export interface operations {
         parameters: {
             query?: {
                 state?: components["schemas"]["ApprovalState"];
+                /** @description Only this source id. */
+                source?: string;
+                /** @description Only this identity (name). */
+                identity?: string;
+                /** @description Only approvals created at least this many seconds ago. */
+                min_age_s?: string;
+                /** @description 1-based page (default 1). */
+                page?: string;
+                /** @description Approvals per page, 1 to 200 (default 50). */
+                page_size?: string;
             };
             header?: never;
             path?: never;
@@ -3253,7 +3269,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Approvals. */
+            /** @description One page of approvals. */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -3261,6 +3277,14 @@ export interface operations {
                 content: {
                     "application/json": {
                         approvals: components["schemas"]["ConsoleApprovalSummary"][];
+                        /** @description Approvals matching every filter (all pages). */
+                        total: number;
+                        /** @description Approvals matching the filters other than state, per state. */
+                        counts: {
+                            [key: string]: number;
+                        };
+                        page: number;
+                        pageSize: number;
                     };
                 };
             };
@@ -3290,7 +3314,16 @@ export interface operations {
                         statement: {
                             text: string;
                             comments: string[];
+                            /** @description The full statement with control, bidirectional and zero-width characters shown as ⟨U+XXXX⟩. */
+                            visible: string;
+                            invisible: number;
                         };
+                        /** @description The parameters as indented JSON, invisible characters shown. */
+                        params: string;
+                        /** @description The statement deletes, updates or merges rows: approving it needs {confirm: true}. */
+                        destructive: boolean;
+                        /** @description The planner's row estimate (top plan node), null without a plan. */
+                        estimate: number | null;
                         relations: string[];
                         plan: null | {
                             ok: boolean;

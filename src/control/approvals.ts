@@ -251,17 +251,53 @@ export async function requireApproval(db: Queryable, id: string): Promise<Approv
   return a;
 }
 
-/** Approvals, newest first, optionally filtered; at most `limit` (default 100, max 1000). */
-export async function listApprovals(db: Queryable, filter: { state?: ApprovalState; sourceId?: string; identityId?: string; limit?: number } = {}): Promise<ApprovalRecord[]> {
+/** Filters of listApprovals and countApprovals. */
+export interface ApprovalFilter {
+  state?: ApprovalState;
+  sourceId?: string;
+  identityId?: string;
+  /** Only approvals created at least this many seconds ago (the console's age filter). */
+  minAgeSeconds?: number;
+}
+
+/** The WHERE clause of a filter over `approvals a` and its parameters ($1–$4). */
+function filterSql(filter: ApprovalFilter): { where: string; params: unknown[] } {
   if (filter.state !== undefined && !APPROVAL_STATES.includes(filter.state)) throw new ValidationError(`unknown approval state "${filter.state}" (${APPROVAL_STATES.join(', ')})`);
+  if (filter.minAgeSeconds !== undefined && !(Number.isInteger(filter.minAgeSeconds) && filter.minAgeSeconds >= 0)) throw new ValidationError('minimum age must be a whole number of seconds');
+  return {
+    where: `($1::text IS NULL OR a.state = $1) AND ($2::text IS NULL OR a.source_id = $2) AND ($3::text IS NULL OR a.identity_id = $3)
+       AND ($4::int IS NULL OR a.created_at <= now() - make_interval(secs => $4::int))`,
+    params: [filter.state ?? null, filter.sourceId ?? null, filter.identityId ?? null, filter.minAgeSeconds ?? null],
+  };
+}
+
+/**
+ * Approvals, newest first, optionally filtered; at most `limit` (default 100, max 1000) after
+ * skipping `offset` (default 0), so a caller can page through the whole queue.
+ */
+export async function listApprovals(db: Queryable, filter: ApprovalFilter & { limit?: number; offset?: number } = {}): Promise<ApprovalRecord[]> {
+  const { where, params } = filterSql(filter);
   const limit = Math.max(1, Math.min(1000, filter.limit ?? 100));
+  const offset = Math.max(0, Math.trunc(filter.offset ?? 0));
   const r = await q(db).query<ApprovalRow>(
     `SELECT ${COLS} FROM approvals a JOIN identities i ON i.id = a.identity_id
-     WHERE ($1::text IS NULL OR a.state = $1) AND ($2::text IS NULL OR a.source_id = $2) AND ($3::text IS NULL OR a.identity_id = $3)
-     ORDER BY a.created_at DESC, a.id LIMIT $4`,
-    [filter.state ?? null, filter.sourceId ?? null, filter.identityId ?? null, limit],
+     WHERE ${where}
+     ORDER BY a.created_at DESC, a.id LIMIT $5 OFFSET $6`,
+    [...params, limit, offset],
   );
   return r.rows.map(toRecord);
+}
+
+/**
+ * How many approvals match `filter` apart from its state, per state (every state present, 0 when
+ * none): the console's counts of the whole queue (issue 24 item 2).
+ */
+export async function countApprovals(db: Queryable, filter: Omit<ApprovalFilter, 'state'> = {}): Promise<Record<ApprovalState, number>> {
+  const { where, params } = filterSql({ ...filter, state: undefined });
+  const r = await q(db).query<{ state: ApprovalState; n: number }>(`SELECT a.state, count(*)::int AS n FROM approvals a WHERE ${where} GROUP BY a.state`, params);
+  const out = Object.fromEntries(APPROVAL_STATES.map((st) => [st, 0])) as Record<ApprovalState, number>;
+  for (const row of r.rows) out[row.state] = row.n;
+  return out;
 }
 
 /**
