@@ -100,6 +100,22 @@ export interface GatewayConfig {
      * How long a queued write waits for an operator before it expires (INTERLOCK_APPROVAL_TTL_SECONDS). Default 86400 (one day).
      */
     ttl_seconds?: number;
+    /**
+     * Most writes one identity may have waiting for approval at once; the next is refused approval_queue_full and not queued (INTERLOCK_APPROVAL_MAX_PENDING_PER_IDENTITY). Default 20.
+     */
+    max_pending_per_identity?: number;
+    /**
+     * Most writes waiting for approval on one source at once, all identities together (INTERLOCK_APPROVAL_MAX_PENDING_PER_SOURCE). Default 100.
+     */
+    max_pending_per_source?: number;
+    /**
+     * How often each gateway expires overdue pending approvals, in milliseconds (INTERLOCK_APPROVAL_SWEEP_INTERVAL_MS). Default 10000.
+     */
+    sweep_interval_ms?: number;
+    /**
+     * Most approvals one sweep expires; the rest wait for the next tick (INTERLOCK_APPROVAL_SWEEP_BATCH). Default 500.
+     */
+    sweep_batch?: number;
   };
   /**
    * The audit trail (issue 11).
@@ -126,13 +142,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -147,13 +165,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -166,72 +186,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          }
-        ]
-      | [
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -246,13 +209,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -265,13 +230,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -284,32 +251,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -324,13 +274,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -343,13 +295,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -362,13 +316,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -381,32 +337,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -421,13 +360,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -440,13 +381,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -459,13 +402,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -478,13 +423,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -497,32 +444,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -537,13 +467,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -556,13 +488,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -575,13 +509,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -594,13 +530,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -613,13 +551,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -632,32 +572,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -672,13 +595,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -691,13 +616,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -710,13 +637,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -729,13 +658,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -748,13 +679,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -767,13 +700,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -786,205 +721,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          }
-        ]
-      | [
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -999,13 +744,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1018,13 +765,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1037,13 +786,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1056,13 +807,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1075,13 +828,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1094,13 +849,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1113,13 +870,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1132,51 +891,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1191,13 +914,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1210,13 +935,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1229,13 +956,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1248,13 +977,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1267,13 +998,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1286,13 +1019,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1305,13 +1040,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1324,13 +1061,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1343,51 +1082,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1402,13 +1105,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1421,13 +1126,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1440,13 +1147,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1459,13 +1168,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1478,13 +1189,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1497,13 +1210,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1516,13 +1231,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1535,13 +1252,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1554,13 +1273,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1573,51 +1294,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1632,13 +1317,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1651,13 +1338,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1670,13 +1359,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1689,13 +1380,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1708,13 +1401,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1727,13 +1422,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1746,13 +1443,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1765,13 +1464,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1784,13 +1485,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1803,13 +1506,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1822,51 +1527,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1881,13 +1550,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1900,13 +1571,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1919,13 +1592,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1938,13 +1613,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1957,13 +1634,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1976,13 +1655,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -1995,13 +1676,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2014,13 +1697,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2033,13 +1718,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2052,13 +1739,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2071,13 +1760,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2090,51 +1781,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2149,13 +1804,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2168,13 +1825,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2187,13 +1846,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2206,13 +1867,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2225,13 +1888,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2244,13 +1909,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2263,13 +1930,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2282,13 +1951,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2301,13 +1972,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2320,13 +1993,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2339,13 +2014,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2358,13 +2035,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2377,51 +2056,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2436,13 +2079,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2455,13 +2100,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2474,13 +2121,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2493,13 +2142,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2512,13 +2163,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2531,13 +2184,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2550,13 +2205,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2569,13 +2226,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2588,13 +2247,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2607,13 +2268,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2626,13 +2289,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2645,13 +2310,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2664,13 +2331,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2683,51 +2352,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2742,13 +2375,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2761,13 +2396,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2780,13 +2417,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2799,13 +2438,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2818,13 +2459,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2837,13 +2480,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2856,13 +2501,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2875,13 +2522,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2894,13 +2543,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2913,13 +2564,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2932,13 +2585,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2951,13 +2606,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2970,13 +2627,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -2989,13 +2648,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3008,51 +2669,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3067,13 +2692,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3086,13 +2713,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3105,13 +2734,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3124,13 +2755,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3143,13 +2776,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3162,13 +2797,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3181,13 +2818,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3200,13 +2839,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3219,13 +2860,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3238,13 +2881,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3257,13 +2902,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3276,13 +2923,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3295,13 +2944,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3314,13 +2965,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3333,13 +2986,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3352,51 +3007,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3411,13 +3030,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3430,13 +3051,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3449,13 +3072,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3468,13 +3093,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3487,13 +3114,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3506,13 +3135,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3525,13 +3156,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3544,13 +3177,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3563,13 +3198,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3582,13 +3219,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3601,13 +3240,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3620,13 +3261,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3639,13 +3282,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3658,13 +3303,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3677,13 +3324,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3696,13 +3345,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3715,51 +3366,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3774,13 +3389,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3793,13 +3410,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3812,13 +3431,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3831,13 +3452,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3850,13 +3473,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3869,13 +3494,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3888,13 +3515,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3907,13 +3536,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3926,13 +3557,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3945,13 +3578,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3964,13 +3599,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -3983,13 +3620,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -4002,13 +3641,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -4021,13 +3662,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -4040,13 +3683,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -4059,13 +3704,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -4078,13 +3725,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -4097,13 +3746,38 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          }
+        ]
+      | [
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -4116,13 +3790,15 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -4135,13 +3811,773 @@ export interface GatewayConfig {
              */
             url: string;
             /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), executed, failed.
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
              *
              * @minItems 1
              */
             events: [
-              'approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed',
-              ...('approval.queued' | 'approval.decided' | 'approval.executed' | 'approval.failed')[]
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          }
+        ]
+      | [
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
             ];
             /**
              * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
@@ -4149,6 +4585,10 @@ export interface GatewayConfig {
             secret_env: string;
           }
         ];
+    /**
+     * When this many approval.queued events of one identity arrive in one poll of the audit trail, each webhook gets one delivery listing them all (approval.count, approval.approval_ids) instead of one per write. Default 3.
+     */
+    coalesce_queued_at?: number;
   };
   /**
    * Result cache of eligible reads.

@@ -19,7 +19,11 @@ export interface paths {
         post: operations["postMcp"];
         /** Not supported; the endpoint issues no sessions. */
         delete: operations["deleteMcp"];
-        options?: never;
+        /**
+         * CORS preflight from a browser page at an allow-listed origin (config allowed_origins).
+         * @description Answered 204 only when Origin is an entry of the operator's MCP origin allowlist and the request carries Access-Control-Request-Method (spec/protocol-v1.json http.cors); the answer allows POST and the request headers MCP clients send, and names the headers they may read. A foreign Origin is 403 (rule ORIGIN); any other OPTIONS is 405. Every answer at /mcp to an allow-listed Origin carries Access-Control-Allow-Origin (that origin, never *), Vary: Origin and Access-Control-Expose-Headers.
+         */
+        options: operations["preflightMcp"];
         head?: never;
         patch?: never;
         trace?: never;
@@ -357,7 +361,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Approvals, newest first, with the one-line statement (comments removed and counted). */
+        /** Approvals, newest first, a page at a time, with the one-line statement (comments removed and counted, invisible characters shown), the destructive flag, the total of the filter and the count per state (issue 24 item 2). */
         get: operations["consoleListApprovals"];
         put?: never;
         post?: never;
@@ -393,7 +397,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** approve (executes once as the writer), reject, or requeue (a failed one) in the signed-in operator's name, with an optional reason. Needs X-CSRF-Token. */
+        /** approve (executes once as the writer), reject, or requeue (a failed one) in the signed-in operator's name, with an optional reason. Needs X-CSRF-Token. Approving a destructive statement (DELETE, UPDATE, MERGE) needs {confirm: true}, else 400 validation_failed. */
         post: operations["consoleDecide"];
         delete?: never;
         options?: never;
@@ -1338,6 +1342,10 @@ export interface components {
              * @enum {string|null}
              */
             requesterProblem: "identity_disabled" | "key_revoked" | "key_expired" | null;
+            /** @description DELETE, UPDATE or MERGE (flagged in the queue). */
+            destructive: boolean;
+            /** @description How many control, bidirectional or zero-width characters the statement holds. */
+            invisible: number;
         };
         ApprovalFailure: {
             sqlstate?: string;
@@ -1348,6 +1356,8 @@ export interface components {
         /** @description An optional reason (approve or reject), recorded in the audit event's details. */
         RejectRequest: {
             reason?: string;
+            /** @description Console approve only: true after the operator saw the confirmation step (required for destructive statements). */
+            confirm?: boolean;
         };
         ApprovalDecision: {
             id: string;
@@ -2394,6 +2404,53 @@ export interface operations {
             };
         };
     };
+    preflightMcp: {
+        parameters: {
+            query?: never;
+            header: {
+                Origin: string;
+                "Access-Control-Request-Method": string;
+                "Access-Control-Request-Headers"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Preflight accepted. Empty body. */
+            204: {
+                headers: {
+                    "Access-Control-Allow-Origin"?: string;
+                    "Access-Control-Allow-Methods"?: "POST";
+                    "Access-Control-Allow-Headers"?: string;
+                    "Access-Control-Expose-Headers"?: string;
+                    "Access-Control-Max-Age"?: string;
+                    Vary?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The Origin (or Host) is not allowed. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JsonRpcErrorResponse"];
+                };
+            };
+            /** @description Not a preflight (no Access-Control-Request-Method). Allow is POST. */
+            405: {
+                headers: {
+                    Allow?: "POST";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JsonRpcErrorResponse"];
+                };
+            };
+        };
+    };
     legacyToolsList: {
         parameters: {
             query?: never;
@@ -3325,6 +3382,16 @@ export interface operations {
         parameters: {
             query?: {
                 state?: components["schemas"]["ApprovalState"];
+                /** @description Only this source id. */
+                source?: string;
+                /** @description Only this identity (name). */
+                identity?: string;
+                /** @description Only approvals created at least this many seconds ago. */
+                min_age_s?: string;
+                /** @description 1-based page (default 1). */
+                page?: string;
+                /** @description Approvals per page, 1 to 200 (default 50). */
+                page_size?: string;
             };
             header?: never;
             path?: never;
@@ -3332,7 +3399,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Approvals. */
+            /** @description One page of approvals. */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -3340,6 +3407,14 @@ export interface operations {
                 content: {
                     "application/json": {
                         approvals: components["schemas"]["ConsoleApprovalSummary"][];
+                        /** @description Approvals matching every filter (all pages). */
+                        total: number;
+                        /** @description Approvals matching the filters other than state, per state. */
+                        counts: {
+                            [key: string]: number;
+                        };
+                        page: number;
+                        pageSize: number;
                     };
                 };
             };
@@ -3369,7 +3444,16 @@ export interface operations {
                         statement: {
                             text: string;
                             comments: string[];
+                            /** @description The full statement with control, bidirectional and zero-width characters shown as ⟨U+XXXX⟩. */
+                            visible: string;
+                            invisible: number;
                         };
+                        /** @description The parameters as indented JSON, invisible characters shown. */
+                        params: string;
+                        /** @description The statement deletes, updates or merges rows: approving it needs {confirm: true}. */
+                        destructive: boolean;
+                        /** @description The planner's row estimate (top plan node), null without a plan. */
+                        estimate: number | null;
                         relations: string[];
                         plan: null | {
                             ok: boolean;

@@ -93,7 +93,11 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
   const logger = opts.logger ?? createLogger(opts.config.log_level);
   await initSqlParser();
   const { db, config } = opts;
-  const store = new DbGovernanceStore(db, { approvalTtlSeconds: config.approvals.ttl_seconds, auditCommitTimeoutMs: config.audit?.commit_timeout_ms ?? 2000 });
+  const store = new DbGovernanceStore(db, {
+    approvalTtlSeconds: config.approvals.ttl_seconds,
+    auditCommitTimeoutMs: config.audit?.commit_timeout_ms ?? 2000,
+    pendingCaps: { perIdentity: config.approvals.max_pending_per_identity ?? DEFAULT_CONFIG.approvals.max_pending_per_identity, perSource: config.approvals.max_pending_per_source ?? DEFAULT_CONFIG.approvals.max_pending_per_source },
+  });
   // API keys, and access tokens of the configured issuers beside them (issue 26).
   let metricsRef: GatewayMetrics | null = null;
   const { resolver: identityResolver, surface: authSurface } = federatedIdentity(config.auth, new DbIdentityResolver(db, { logger }), db, { logger, onValidation: (o) => metricsRef?.observeTokenValidation(o) });
@@ -201,11 +205,23 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
     instructions: 'InterLock governs access to an organisation\'s data. Call interlock_list_sources, then interlock_describe_access, then interlock_query. Writes are queued for human approval: never retry a queued write.',
   });
   // Approval notifications (config notifications.webhooks).
-  const webhooks = await startWebhookDispatcher({ db, webhooks: config.notifications?.webhooks ?? [], logger });
-  // Housekeeping: expire stale approvals every minute; rescan SQL catalogs every catalog_rescan_ms.
+  const webhooks = await startWebhookDispatcher({ db, webhooks: config.notifications?.webhooks ?? [], logger, coalesceQueuedAt: config.notifications?.coalesce_queued_at ?? DEFAULT_CONFIG.notifications.coalesce_queued_at });
+  // Housekeeping: expire overdue approvals every approvals.sweep_interval_ms, at most sweep_batch per
+  // tick and one tick at a time (issue 24 item 5); rescan SQL catalogs every catalog_rescan_ms.
   const timers: NodeJS.Timeout[] = [];
   timers.push(setInterval(() => void refreshSourceIds(), 30_000));
-  timers.push(setInterval(() => void sweepExpiredApprovals(db).catch((err) => logger.warn({ err: String(err) }, 'approval expiry sweep failed')), 60_000));
+  let sweeping = false;
+  const sweep = () => {
+    if (sweeping) return;
+    sweeping = true;
+    sweepExpiredApprovals(db, new Date(), config.approvals.sweep_batch ?? DEFAULT_CONFIG.approvals.sweep_batch)
+      .then((expired) => expired.length > 0 && logger.info({ component: 'approvals', expired: expired.length }, 'approvals expired'))
+      .catch((err) => logger.warn({ err: String(err) }, 'approval expiry sweep failed'))
+      .finally(() => {
+        sweeping = false;
+      });
+  };
+  timers.push(setInterval(sweep, config.approvals.sweep_interval_ms ?? DEFAULT_CONFIG.approvals.sweep_interval_ms));
   const rescanMs = opts.catalogRescanMs ?? 15 * 60_000;
   if (rescanMs > 0) {
     timers.push(

@@ -16,14 +16,38 @@ export const TRUNCATION_MARK = '…';
 
 /** A statement prepared for display. */
 export interface DisplayStatement {
-  /** One line: comments removed, whitespace between tokens collapsed; shortened when `truncated`. */
+  /** One line: comments removed, whitespace between tokens collapsed, invisible characters shown as `⟨U+XXXX⟩` (showInvisible); shortened when `truncated`. */
   text: string;
+  /** How many invisible (control, bidirectional, zero-width) characters the statement holds, comments included. */
+  invisible: number;
   /** The comments found in the statement, verbatim, in order (empty when none). */
   comments: string[];
   /** True when `text` was cut to the requested length (it then ends with TRUNCATION_MARK). */
   truncated: boolean;
   /** Length in characters of the full one-line form. */
   fullLength: number;
+}
+
+/**
+ * Characters an operator must see rather than have applied (issue 24 item 5): C0 and C1 controls
+ * other than line feed and tab, DEL, the bidirectional embeddings, overrides, isolates and marks
+ * (U+061C, U+200E, U+200F, U+202A–U+202E, U+2066–U+2069, which can make a statement read
+ * differently from how PostgreSQL runs it: "Trojan Source"), zero-width characters and the
+ * line/paragraph separators.
+ */
+const INVISIBLE = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]/g;
+
+/**
+ * `text` with every INVISIBLE character replaced by a visible token `⟨U+XXXX⟩` (uppercase hex, at
+ * least four digits); line feeds and tabs are kept. `count` is how many were replaced. Display only.
+ */
+export function showInvisible(text: string): { text: string; count: number } {
+  let count = 0;
+  const out = text.replace(INVISIBLE, (c) => {
+    count++;
+    return `⟨U+${c.codePointAt(0)!.toString(16).toUpperCase().padStart(4, '0')}⟩`;
+  });
+  return { text: out, count };
 }
 
 /** Loads the scanner (the CLI and console call it once before statementForDisplay). */
@@ -59,9 +83,12 @@ export function statementForDisplay(sql: string, maxChars?: number): DisplayStat
   } catch {
     line = sql.replace(/\s+/g, ' ').trim();
   }
+  const invisible = showInvisible(sql).count;
+  line = showInvisible(line).text;
+  const shown = comments.map((c) => showInvisible(c).text);
   const fullLength = [...line].length;
   if (maxChars !== undefined && fullLength > Math.max(2, maxChars)) {
-    return { text: [...line].slice(0, Math.max(2, maxChars) - 1).join('') + TRUNCATION_MARK, comments, truncated: true, fullLength };
+    return { text: [...line].slice(0, Math.max(2, maxChars) - 1).join('') + TRUNCATION_MARK, comments: shown, invisible, truncated: true, fullLength };
   }
-  return { text: line, comments, truncated: false, fullLength };
+  return { text: line, comments: shown, invisible, truncated: false, fullLength };
 }

@@ -6,12 +6,18 @@
  *
  *   approval.queued    a write waits for an operator     (audit decision queued)
  *   approval.decided   approved, rejected or expired     (approved | rejected | expired)
+ *   approval.expired   the sweeper expired it undecided  (expired; sent instead of approval.decided
+ *                      to a webhook that subscribes to it)
  *   approval.executed  ran once, with the row count      (executed)
  *   approval.failed    did not complete, with the code   (failed)
  *
  * Body: {id, event, time, approval: {id, state, source_id, identity, operator, row_count,
  * error_code, reason, statement}, text}; `text` is one readable line for chat tools that accept
- * incoming webhooks. No database error text is sent (the cause stays in the console and CLI).
+ * incoming webhooks, with every agent-written part made inert for chat markup (chatText: no mention
+ * or link can be formed, the statement in a code block; issue 24 item 5). No database error text is
+ * sent (the cause stays in the console and CLI). When `coalesceQueuedAt` or more approval.queued
+ * events of one identity arrive in one poll, each webhook gets one delivery for them all, with
+ * `coalesced: {count, approval_ids}` (the other events' rows are recorded with status coalesced).
  * Headers: X-InterLock-Event, X-InterLock-Delivery, X-InterLock-Timestamp (Unix seconds) and
  * X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + "." + body)), the secret read
  * from the environment variable `secret_env`. A webhook whose variable is unset is skipped (logged).
@@ -25,10 +31,10 @@ import crypto from 'node:crypto';
 import type { Logger } from 'pino';
 import type { ControlDb } from '../control/db';
 import { getApproval } from '../control/approvals';
-import { initStatementDisplay, statementForDisplay } from './statement';
+import { initStatementDisplay, showInvisible, statementForDisplay } from './statement';
 
 /** The events a webhook can subscribe to. */
-export const WEBHOOK_EVENTS = ['approval.queued', 'approval.decided', 'approval.executed', 'approval.failed'] as const;
+export const WEBHOOK_EVENTS = ['approval.queued', 'approval.decided', 'approval.expired', 'approval.executed', 'approval.failed'] as const;
 export type WebhookEvent = (typeof WEBHOOK_EVENTS)[number];
 
 /** One configured webhook (config notifications.webhooks[]). */
@@ -54,6 +60,30 @@ export function eventFor(decision: string): WebhookEvent | null {
     default:
       return null;
   }
+}
+
+/**
+ * The event a webhook subscribed to `events` receives for an approval audit `decision`, or null:
+ * an expiry is approval.expired for a webhook that asks for it, else approval.decided.
+ */
+export function eventForHook(decision: string, events: readonly string[]): WebhookEvent | null {
+  const e = decision === 'expired' && events.includes('approval.expired') ? 'approval.expired' : eventFor(decision);
+  return e !== null && events.includes(e) ? e : null;
+}
+
+/**
+ * `text` made inert for chat markup (Slack mrkdwn, Discord and Teams markdown; issue 24 item 5):
+ * invisible characters shown as ⟨U+XXXX⟩, `&`, `<`, `>` as entities (no `<!channel>`, `<@U1>` or
+ * `<url|label>` can form), `@` as the fullwidth ＠ (no @here, @everyone or @name mention), and
+ * backticks as ˋ so the text cannot leave a code block.
+ */
+export function chatText(text: string): string {
+  return showInvisible(text).text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/@/g, '＠').replace(/`/g, 'ˋ');
+}
+
+/** A statement for chat: chatText in a code block, so no formatting applies to it. */
+function chatCode(statement: string): string {
+  return '```' + chatText(statement) + '```';
 }
 
 /** The signature header value of `body` sent at `timestamp` (Unix seconds). */
@@ -82,19 +112,27 @@ export interface WebhookApproval {
   statement: string;
 }
 
-/** One readable line for chat tools. */
+/** One readable line for chat tools; every interpolated value goes through chatText, the statement in a code block. */
 export function webhookText(event: WebhookEvent, decision: string, a: WebhookApproval): string {
-  const who = `${a.identity} on ${a.source_id}`;
+  const who = `${chatText(a.identity)} on ${chatText(a.source_id)}`;
+  const id = chatText(a.id);
   switch (event) {
     case 'approval.queued':
-      return `A write by ${who} is waiting for approval (${a.id}): ${a.statement}`;
+      return `A write by ${who} is waiting for approval (${id}): ${chatCode(a.statement)}`;
+    case 'approval.expired':
+      return `Approval ${id} (${who}) expired undecided.`;
     case 'approval.decided':
-      return decision === 'expired' ? `Approval ${a.id} (${who}) expired undecided.` : `Approval ${a.id} (${who}) was ${decision} by ${a.operator ?? 'an operator'}${a.reason ? `: ${a.reason}` : ''}.`;
+      return decision === 'expired' ? `Approval ${id} (${who}) expired undecided.` : `Approval ${id} (${who}) was ${chatText(decision)} by ${a.operator ? chatText(a.operator) : 'an operator'}${a.reason ? `: ${chatText(a.reason)}` : ''}.`;
     case 'approval.executed':
-      return `Approval ${a.id} (${who}) executed: ${a.row_count ?? 0} row(s) changed.`;
+      return `Approval ${id} (${who}) executed: ${a.row_count ?? 0} row(s) changed.`;
     case 'approval.failed':
-      return `Approval ${a.id} (${who}) failed: ${a.error_code ?? 'execution_failed'}. See the console or interlock approval show ${a.id} for the cause.`;
+      return `Approval ${id} (${who}) failed: ${chatText(a.error_code ?? 'execution_failed')}. See the console or interlock approval show ${id} for the cause.`;
   }
+}
+
+/** The text of one delivery for `ids` (≥ 2) writes of one identity queued at once. */
+export function coalescedText(identity: string, ids: string[]): string {
+  return `${ids.length} writes by ${chatText(identity)} are waiting for approval: ${ids.map(chatText).join(', ')}. Open the console to review them.`;
 }
 
 /** Options of startWebhookDispatcher. */
@@ -109,6 +147,8 @@ export interface WebhookDispatcherOptions {
   backoffMs?: number[];
   /** Per-attempt timeout in ms (default 10 000). */
   timeoutMs?: number;
+  /** Queued events of one identity in one poll from which one coalesced delivery is sent (default 3; config notifications.coalesce_queued_at). */
+  coalesceQueuedAt?: number;
 }
 
 /** A running dispatcher. */
@@ -180,6 +220,20 @@ export async function startWebhookDispatcher(opts: WebhookDispatcherOptions): Pr
     }
   };
 
+  const coalesceAt = Math.max(2, opts.coalesceQueuedAt ?? 3);
+  /** Claims (webhook, audit event): the row is this replica's to send; null when another replica has it. */
+  const claim = async (hook: (typeof hooks)[number], eventId: string, event: WebhookEvent, approvalId: string) =>
+    (
+      await opts.db.pool.query<{ id: string }>(
+        'INSERT INTO webhook_deliveries (webhook, event_id, event, approval_id) VALUES ($1, $2, $3, $4) ON CONFLICT (webhook, event_id) DO NOTHING RETURNING id::text',
+        [hook.url, eventId, event, approvalId],
+      )
+    ).rows[0]?.id ?? null;
+  const send = (hook: (typeof hooks)[number], deliveryId: string, event: WebhookEvent, body: Record<string, unknown>) => {
+    const p = deliver(hook, deliveryId, event, JSON.stringify({ id: deliveryId, ...body })).finally(() => inflight.delete(p));
+    inflight.add(p);
+  };
+
   const poll = async () => {
     // ORDER BY the bigint column (audit_events.id): the output column `id` is text, and text order ('10' < '9') would move the cursor past events.
     const r = await opts.db.pool.query<AuditRow>(
@@ -187,11 +241,14 @@ export async function startWebhookDispatcher(opts: WebhookDispatcherOptions): Pr
        WHERE id > $1 AND kind = 'approval' AND approval_id IS NOT NULL ORDER BY audit_events.id LIMIT 200`,
       [cursor],
     );
+    // One poll's deliveries: queued events per (webhook, identity) wait until the whole page is read, to be coalesced.
+    const queued = new Map<string, { hook: (typeof hooks)[number]; identity: string; items: Array<{ row: AuditRow; approval: WebhookApproval }> }>();
     for (const row of r.rows) {
       cursor = row.id;
-      const event = eventFor(row.decision);
-      if (!event) continue;
-      const targets = hooks.filter((h) => h.events.includes(event));
+      const targets = hooks.flatMap((h) => {
+        const event = eventForHook(row.decision, h.events);
+        return event ? [{ hook: h, event }] : [];
+      });
       if (targets.length === 0) continue;
       const a = await getApproval(opts.db, row.approval_id);
       if (!a) continue;
@@ -206,16 +263,32 @@ export async function startWebhookDispatcher(opts: WebhookDispatcherOptions): Pr
         reason: typeof row.details?.reason === 'string' ? row.details.reason : null,
         statement: statementForDisplay(a.sql, 200).text,
       };
-      for (const hook of targets) {
-        const claim = await opts.db.pool.query<{ id: string }>(
-          'INSERT INTO webhook_deliveries (webhook, event_id, event, approval_id) VALUES ($1, $2, $3, $4) ON CONFLICT (webhook, event_id) DO NOTHING RETURNING id::text',
-          [hook.url, row.id, event, a.id],
-        );
-        if (!claim.rows[0]) continue; // another replica has it
-        const deliveryId = claim.rows[0].id;
-        const body = JSON.stringify({ id: deliveryId, event, time: new Date(row.time).toISOString(), approval, text: webhookText(event, row.decision, approval) });
-        const p = deliver(hook, deliveryId, event, body).finally(() => inflight.delete(p));
-        inflight.add(p);
+      for (const { hook, event } of targets) {
+        if (event === 'approval.queued') {
+          const key = `${hook.url}\u0000${a.identityId}`;
+          const group = queued.get(key) ?? { hook, identity: a.identityName, items: [] };
+          group.items.push({ row, approval });
+          queued.set(key, group);
+          continue;
+        }
+        const deliveryId = await claim(hook, row.id, event, a.id);
+        if (deliveryId === null) continue; // another replica has it
+        send(hook, deliveryId, event, { event, time: new Date(row.time).toISOString(), approval, text: webhookText(event, row.decision, approval) });
+      }
+    }
+    for (const { hook, identity, items } of queued.values()) {
+      const mine: Array<{ deliveryId: string; row: AuditRow; approval: WebhookApproval }> = [];
+      for (const it of items) {
+        const deliveryId = await claim(hook, it.row.id, 'approval.queued', it.approval.id);
+        if (deliveryId !== null) mine.push({ deliveryId, ...it });
+      }
+      if (mine.length >= coalesceAt) {
+        const [first, ...rest] = mine;
+        const ids = mine.map((m) => m.approval.id);
+        await opts.db.pool.query("UPDATE webhook_deliveries SET status = 'coalesced', finished_at = now() WHERE id = ANY($1::bigint[])", [rest.map((m) => m.deliveryId)]);
+        send(hook, first.deliveryId, 'approval.queued', { event: 'approval.queued', time: new Date(first.row.time).toISOString(), approval: first.approval, coalesced: { count: ids.length, approval_ids: ids }, text: coalescedText(identity, ids) });
+      } else {
+        for (const m of mine) send(hook, m.deliveryId, 'approval.queued', { event: 'approval.queued', time: new Date(m.row.time).toISOString(), approval: m.approval, text: webhookText('approval.queued', m.row.decision, m.approval) });
       }
     }
   };

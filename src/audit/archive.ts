@@ -74,8 +74,15 @@ async function monthlyPartitions(c: pg.ClientBase): Promise<Array<{ name: string
  * Throws ValidationError for a bad date or an existing file, ControlError('forbidden') when the
  * connected role does not own audit_events.
  */
-export async function archiveAuditPartitions(db: ControlDb, opts: { before: Date; file: string }): Promise<ArchiveResult> {
+export async function archiveAuditPartitions(db: ControlDb, opts: { before: Date; file: string; force?: boolean }): Promise<ArchiveResult> {
   if (Number.isNaN(opts.before.getTime())) throw new ValidationError('--before: not a date');
+  // The open month (and anything newer) is still being written and read (the console's approval
+  // history): archiving it needs --force (issue 24 item 6).
+  const now = new Date();
+  const openMonth = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1));
+  if (opts.before.getTime() > openMonth.getTime() && !opts.force) {
+    throw new ValidationError(`--before ${opts.before.toISOString().slice(0, 10)} would archive and drop the open month (${openMonth.toISOString().slice(0, 7)}) or later, whose events are still in use: use --before ${openMonth.toISOString().slice(0, 10)} or earlier, or add --force`);
+  }
   if (existsSync(opts.file)) throw new ValidationError(`${opts.file} already exists: choose a new file (an archive is never overwritten)`);
   const c = await db.pool.connect();
   try {

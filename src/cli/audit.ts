@@ -35,10 +35,11 @@ export function registerAuditChainCommands(aud: Command, session: (cmd: Command)
     .description('export whole monthly partitions older than DATE to FILE (gzip JSON lines), then detach and drop them (owner of audit_events only)')
     .requiredOption('--before <date>', 'archive every month that ends at or before this date (e.g. 2026-10-01)')
     .requiredOption('--to <file>', 'archive file to create (never overwritten)')
-    .action(async (o: { before: string; to: string }, cmd: Command) => {
+    .option('--force', 'also archive the open month (or later): refused without it')
+    .action(async (o: { before: string; to: string; force?: boolean }, cmd: Command) => {
       const s = session(cmd);
       direct(s, 'archive');
-      const r = await archiveAuditPartitions(await s.db(), { before: parseDate(o.before, '--before'), file: o.to });
+      const r = await archiveAuditPartitions(await s.db(), { before: parseDate(o.before, '--before'), file: o.to, force: o.force });
       const human = r.partitions.length
         ? `${table(['partition', 'from', 'to', 'events'], r.partitions.map((p) => [p.partition, p.rangeFrom, p.rangeTo, p.events]))}\narchived ${r.events} event(s) to ${r.file} (sha256 ${r.sha256}); partitions detached and dropped`
         : `no whole month ends at or before ${o.before}: nothing archived (${r.file} is empty)`;

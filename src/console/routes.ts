@@ -6,12 +6,17 @@
  *   POST /console/api/session           sign in with an operator token {token} → session cookie + csrf
  *   GET  /console/api/session           who is signed in (+ csrf), 401 without a session
  *   DELETE /console/api/session         sign out
- *   GET  /console/api/approvals[?state] approvals (display statement, comments flagged)
- *   GET  /console/api/approvals/:id     one approval: statement, params, classification, relations,
- *                                       plan (EXPLAIN as the writer), audit history, failure cause,
- *                                       requester problem of a pending one (revoked or expired key,
- *                                       disabled identity: issue 24, item 4)
- *   POST /console/api/approvals/:id/{approve,reject,requeue}  {reason?}
+ *   GET  /console/api/approvals[?state&source&identity&min_age_s&page&page_size]
+ *                                       one page of approvals (display statement, comments and
+ *                                       invisible characters flagged, destructive flag), the
+ *                                       filter's total and the count per state (issue 24 item 2)
+ *   GET  /console/api/approvals/:id     one approval: statement (invisible characters shown),
+ *                                       params, classification, relations, destructive flag, plan
+ *                                       (EXPLAIN as the writer) and its row estimate, audit history,
+ *                                       failure cause, requester problem of a pending one (revoked or
+ *                                       expired key, disabled identity: issue 24, item 4)
+ *   POST /console/api/approvals/:id/{approve,reject,requeue}  {reason?, confirm?}: approving a
+ *                                       destructive statement needs confirm: true (issue 24 item 6)
  *   GET  /console/api/events            SSE: `event: queue` with the pending queue whenever it changes
  *
  * Security: the Host/Origin guard of every non-MCP route; only operator tokens sign in (an agent
@@ -26,13 +31,14 @@ import express, { type Express, type NextFunction, type Request, type Response }
 import type { Logger } from 'pino';
 import { getKeyPepper, type ControlDb } from '../control/db';
 import { ControlError } from '../control/errors';
-import { APPROVAL_STATES, type ApprovalRecord, type ApprovalState } from '../control/approvals';
+import { APPROVAL_STATES, countApprovals, listApprovals, requireApproval, type ApprovalRecord, type ApprovalState } from '../control/approvals';
+import { getIdentityByName } from '../control/identities';
 import { searchAudit } from '../audit/writer';
 import { getSource } from '../control/sources';
 import { directBackend } from '../admin/backend';
 import { resolveOperatorToken } from '../admin/tokens';
 import { sendControlError } from '../admin/routes';
-import { initStatementDisplay, statementForDisplay } from '../approvals/statement';
+import { initStatementDisplay, showInvisible, statementForDisplay } from '../approvals/statement';
 import type { SourceConnectorRegistry } from '../sources/registry';
 import { defaultOriginPolicy, type OriginPolicy } from '../transport/http-headers';
 import { hostOriginGuard, isObject, jsonBody, routerErrorHandler, sendError } from '../http/common';
@@ -64,10 +70,36 @@ const PAGE_HEADERS = {
   'Cache-Control': 'no-store',
 };
 
+/**
+ * True when the approval's statement deletes, updates or merges rows (issue 24 item 6): its
+ * statement type, or any write it makes (a data-modifying CTE too), by the analyser's classification.
+ */
+export function isDestructive(classification: Record<string, unknown>): boolean {
+  const writes = (classification.writes as Array<{ operation?: string }> | undefined) ?? [];
+  const kinds = [String(classification.statement ?? ''), ...writes.map((w) => w.operation ?? '')];
+  return kinds.some((k) => /delete|update|merge/i.test(k));
+}
+
+/** The planner's row estimate of a plan's top node (`rows=N` of its first line), or null. */
+export function planRowEstimate(lines: string[] | undefined): number | null {
+  const m = lines?.[0]?.match(/\brows=(\d+)/);
+  return m ? Number(m[1]) : null;
+}
+
+/** Query parameter `name` as a whole number in [min, max], `dflt` when absent; ControlError validation otherwise. */
+function queryWhole(req: Request, name: string, min: number, max: number, dflt: number | undefined): number | undefined {
+  const v = req.query[name];
+  if (v === undefined || v === '') return dflt;
+  if (typeof v !== 'string' || !/^[0-9]{1,9}$/.test(v) || Number(v) < min || Number(v) > max) throw new ControlError('validation', `${name} must be a whole number from ${min} to ${max}`);
+  return Number(v);
+}
+
 /** An approval as the console lists it; `requester` is the requester problem of a pending one (issue 24, item 4), else null. */
 function summary(a: ApprovalRecord, requester: RequesterProblem | null = null) {
   const s = statementForDisplay(a.sql, 160);
   return {
+    destructive: isDestructive(a.classification),
+    invisible: s.invisible,
     id: a.id,
     state: a.state,
     identity: a.identityName,
@@ -182,8 +214,21 @@ export function mountConsole(app: Express, opts: ConsoleOptions): void {
   router.get('/console/api/approvals', authed(false), run(async (req) => {
     const state = typeof req.query.state === 'string' && req.query.state !== '' ? req.query.state : undefined;
     if (state !== undefined && !(APPROVAL_STATES as readonly string[]).includes(state)) throw new ControlError('validation', `unknown approval state "${state}"`);
+    const text = (name: string) => {
+      const v = req.query[name];
+      if (v !== undefined && typeof v !== 'string') throw new ControlError('validation', `${name} must be given once`);
+      return v === '' ? undefined : v;
+    };
+    const page = queryWhole(req, 'page', 1, 1_000_000, 1)!;
+    const pageSize = queryWhole(req, 'page_size', 1, 200, 50)!;
+    const identityName = text('identity');
+    const identity = identityName === undefined ? undefined : await getIdentityByName(db, identityName);
+    // An unknown identity matches nothing (no approval has identity id ''), not every approval.
+    const filter = { sourceId: text('source'), identityId: identity === null ? '' : identity?.id, minAgeSeconds: queryWhole(req, 'min_age_s', 0, 1_000_000_000, undefined) };
     await initStatementDisplay();
-    return { approvals: await summaries(db, await backend.listApprovals({ state: state as ApprovalState | undefined, limit: 200 })) };
+    const [rows, counts] = await Promise.all([listApprovals(db, { ...filter, state: state as ApprovalState | undefined, limit: pageSize, offset: (page - 1) * pageSize }), countApprovals(db, filter)]);
+    const total = state === undefined ? Object.values(counts).reduce((a, b) => a + b, 0) : counts[state as ApprovalState];
+    return { approvals: await summaries(db, rows), total, counts, page, pageSize };
   }));
   router.get('/console/api/approvals/:id', authed(false), run(async (req) => {
     const a = await backend.getApproval(String(req.params.id));
@@ -198,9 +243,13 @@ export function mountConsole(app: Express, opts: ConsoleOptions): void {
       a.state === 'pending' ? requesterProblem(db, a) : Promise.resolve(null),
     ]);
     const relations = affectedRelations(a.classification);
+    const visible = showInvisible(a.sql);
     return {
       approval: a,
-      statement: { text: display.text, comments: display.comments },
+      statement: { text: display.text, comments: display.comments, visible: visible.text, invisible: visible.count },
+      params: showInvisible(JSON.stringify(a.params, null, 2)).text,
+      destructive: isDestructive(a.classification),
+      estimate: plan && plan.ok ? planRowEstimate(plan.lines) : null,
       relations,
       plan,
       // Shown before anyone clicks: approving now would end the write failed with this code (issue 24, item 4).
@@ -208,7 +257,12 @@ export function mountConsole(app: Express, opts: ConsoleOptions): void {
       audit: audit.events.map((e) => ({ time: e.time, decision: e.decision, operator: e.operator, reasonCode: e.reasonCode, rowCount: e.rowCount, details: e.details })).reverse(),
     };
   }));
-  router.post('/console/api/approvals/:id/approve', authed(true), ...jsonBody(16 * 1024), run(async (req, res) => backend.approve(String(req.params.id), { operator: (res.locals.session as ConsoleSession).operator, reason: reasonOf(req) })));
+  router.post('/console/api/approvals/:id/approve', authed(true), ...jsonBody(16 * 1024), run(async (req, res) => {
+    // A destructive statement is approved only after the confirmation step (issue 24 item 6).
+    const a = await requireApproval(db, String(req.params.id));
+    if (isDestructive(a.classification) && !(isObject(req.body) && req.body.confirm === true)) throw new ControlError('validation', 'confirm: true is required to approve a destructive statement (DELETE, UPDATE, MERGE): review the statement, its parameters and the row estimate first');
+    return backend.approve(a.id, { operator: (res.locals.session as ConsoleSession).operator, reason: reasonOf(req) });
+  }));
   router.post('/console/api/approvals/:id/reject', authed(true), ...jsonBody(16 * 1024), run(async (req, res) => backend.reject(String(req.params.id), { operator: (res.locals.session as ConsoleSession).operator, reason: reasonOf(req) })));
   router.post('/console/api/approvals/:id/requeue', authed(true), ...jsonBody(16 * 1024), run(async (req, res) => backend.requeue(String(req.params.id), { operator: (res.locals.session as ConsoleSession).operator }), 201));
 

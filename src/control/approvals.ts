@@ -169,17 +169,57 @@ export async function createApproval(db: Queryable, a: NewApproval): Promise<App
   return toRecord(r.rows[0]);
 }
 
+/** Caps on pending approvals (issue 24 item 2; config approvals.max_pending_per_identity / _per_source). */
+export interface PendingCaps {
+  /** Most pending (unexpired) approvals of one identity. */
+  perIdentity: number;
+  /** Most pending (unexpired) approvals on one source, all identities together. */
+  perSource: number;
+}
+
+/** A write refused because a pending cap is reached (refusal approval_queue_full; nothing was stored). */
+export class ApprovalQueueFullError extends Error {
+  constructor(
+    /** Which cap: the identity's or the source's. */
+    readonly scope: 'identity' | 'source',
+    readonly cap: number,
+  ) {
+    super(`${scope === 'identity' ? 'this identity' : 'this source'} already has ${cap} write(s) waiting for approval`);
+    this.name = 'ApprovalQueueFullError';
+  }
+}
+
+/**
+ * Refuses the new approval `a` when its identity or source already has `caps` pending approvals
+ * (ApprovalQueueFullError). Run inside the queueing transaction: transaction-scoped advisory locks
+ * on the identity, then the source (always in that order, so no deadlock) make concurrent writers on
+ * any replica count one after another, so a cap is never overrun. Bounded work: each count stops at
+ * its cap (partial indexes approvals_pending_*_idx).
+ */
+async function assertQueueRoom(c: pg.ClientBase, a: NewApproval, caps: PendingCaps): Promise<void> {
+  await c.query("SELECT pg_advisory_xact_lock(hashtextextended('interlock.approvals.identity:' || $1, 0)), pg_advisory_xact_lock(hashtextextended('interlock.approvals.source:' || $2, 0))", [a.identityId, a.sourceId]);
+  const r = await c.query<{ i: number; s: number }>(
+    `SELECT (SELECT count(*)::int FROM (SELECT 1 FROM approvals WHERE identity_id = $1 AND state = 'pending' AND expires_at > now() LIMIT $2) x) AS i,
+            (SELECT count(*)::int FROM (SELECT 1 FROM approvals WHERE source_id = $3 AND state = 'pending' AND expires_at > now() LIMIT $4) y) AS s`,
+    [a.identityId, caps.perIdentity, a.sourceId, caps.perSource],
+  );
+  if (r.rows[0].i >= caps.perIdentity) throw new ApprovalQueueFullError('identity', caps.perIdentity);
+  if (r.rows[0].s >= caps.perSource) throw new ApprovalQueueFullError('source', caps.perSource);
+}
+
 /**
  * Queues a write and records its audit events in one transaction (issue 11): the approval event
  * (kind approval, decision "queued") and, when `toolCallEvent` is given, the call's tool-call event
  * built for the new approval id, as one chained batch. The approval row never exists without its
- * events, nor the events without the row. `timeoutMs` bounds each statement (statement_timeout). Returns the new approval. Errors as createApproval; a
- * store failure rolls everything back.
+ * events, nor the events without the row. `timeoutMs` bounds each statement (statement_timeout).
+ * With `caps`, a write over a pending cap stores nothing and throws ApprovalQueueFullError (issue 24
+ * item 2). Returns the new approval. Errors as createApproval; a store failure rolls everything back.
  */
-export async function queueApproval(db: ControlDb, a: NewApproval, toolCallEvent?: (approvalId: string) => ToolCallAuditEvent, timeoutMs?: number): Promise<ApprovalRecord> {
+export async function queueApproval(db: ControlDb, a: NewApproval, toolCallEvent?: (approvalId: string) => ToolCallAuditEvent, timeoutMs?: number, caps?: PendingCaps): Promise<ApprovalRecord> {
   return withTransaction(db, async (c) => {
     // Fail closed: past the bound every statement of the transaction is cancelled and nothing commits.
     if (timeoutMs !== undefined) await c.query(`SET LOCAL statement_timeout = ${Math.max(1, Math.trunc(timeoutMs))}`);
+    if (caps) await assertQueueRoom(c, a, caps);
     const rec = await createApproval(c, a);
     const rows = [
       approvalRow({
@@ -211,17 +251,53 @@ export async function requireApproval(db: Queryable, id: string): Promise<Approv
   return a;
 }
 
-/** Approvals, newest first, optionally filtered; at most `limit` (default 100, max 1000). */
-export async function listApprovals(db: Queryable, filter: { state?: ApprovalState; sourceId?: string; identityId?: string; limit?: number } = {}): Promise<ApprovalRecord[]> {
+/** Filters of listApprovals and countApprovals. */
+export interface ApprovalFilter {
+  state?: ApprovalState;
+  sourceId?: string;
+  identityId?: string;
+  /** Only approvals created at least this many seconds ago (the console's age filter). */
+  minAgeSeconds?: number;
+}
+
+/** The WHERE clause of a filter over `approvals a` and its parameters ($1–$4). */
+function filterSql(filter: ApprovalFilter): { where: string; params: unknown[] } {
   if (filter.state !== undefined && !APPROVAL_STATES.includes(filter.state)) throw new ValidationError(`unknown approval state "${filter.state}" (${APPROVAL_STATES.join(', ')})`);
+  if (filter.minAgeSeconds !== undefined && !(Number.isInteger(filter.minAgeSeconds) && filter.minAgeSeconds >= 0)) throw new ValidationError('minimum age must be a whole number of seconds');
+  return {
+    where: `($1::text IS NULL OR a.state = $1) AND ($2::text IS NULL OR a.source_id = $2) AND ($3::text IS NULL OR a.identity_id = $3)
+       AND ($4::int IS NULL OR a.created_at <= now() - make_interval(secs => $4::int))`,
+    params: [filter.state ?? null, filter.sourceId ?? null, filter.identityId ?? null, filter.minAgeSeconds ?? null],
+  };
+}
+
+/**
+ * Approvals, newest first, optionally filtered; at most `limit` (default 100, max 1000) after
+ * skipping `offset` (default 0), so a caller can page through the whole queue.
+ */
+export async function listApprovals(db: Queryable, filter: ApprovalFilter & { limit?: number; offset?: number } = {}): Promise<ApprovalRecord[]> {
+  const { where, params } = filterSql(filter);
   const limit = Math.max(1, Math.min(1000, filter.limit ?? 100));
+  const offset = Math.max(0, Math.trunc(filter.offset ?? 0));
   const r = await q(db).query<ApprovalRow>(
     `SELECT ${COLS} FROM approvals a JOIN identities i ON i.id = a.identity_id
-     WHERE ($1::text IS NULL OR a.state = $1) AND ($2::text IS NULL OR a.source_id = $2) AND ($3::text IS NULL OR a.identity_id = $3)
-     ORDER BY a.created_at DESC, a.id LIMIT $4`,
-    [filter.state ?? null, filter.sourceId ?? null, filter.identityId ?? null, limit],
+     WHERE ${where}
+     ORDER BY a.created_at DESC, a.id LIMIT $5 OFFSET $6`,
+    [...params, limit, offset],
   );
   return r.rows.map(toRecord);
+}
+
+/**
+ * How many approvals match `filter` apart from its state, per state (every state present, 0 when
+ * none): the console's counts of the whole queue (issue 24 item 2).
+ */
+export async function countApprovals(db: Queryable, filter: Omit<ApprovalFilter, 'state'> = {}): Promise<Record<ApprovalState, number>> {
+  const { where, params } = filterSql({ ...filter, state: undefined });
+  const r = await q(db).query<{ state: ApprovalState; n: number }>(`SELECT a.state, count(*)::int AS n FROM approvals a WHERE ${where} GROUP BY a.state`, params);
+  const out = Object.fromEntries(APPROVAL_STATES.map((st) => [st, 0])) as Record<ApprovalState, number>;
+  for (const row of r.rows) out[row.state] = row.n;
+  return out;
 }
 
 /**
@@ -254,48 +330,57 @@ export async function transitionApproval(db: Queryable, id: string, from: Approv
   return r.rows[0] ? toRecord(r.rows[0]) : null;
 }
 
-/** Expires every pending approval whose expires_at is at or before `now` (decided_by "system:expiry"); returns them. */
-export async function expireApprovals(db: Queryable, now: Date = new Date()): Promise<ApprovalRecord[]> {
+/** Default most approvals one sweep expires (config approvals.sweep_batch). */
+export const DEFAULT_SWEEP_BATCH = 500;
+
+/**
+ * Expires at most `limit` (default DEFAULT_SWEEP_BATCH) pending approvals whose expires_at is at or
+ * before `now`, oldest deadline first (decided_by "system:expiry"), with one UPDATE … RETURNING;
+ * returns them. Safe with several replicas: rows another sweeper holds are skipped (SKIP LOCKED) and
+ * the state re-check means each approval expires once.
+ */
+export async function expireApprovals(db: Queryable, now: Date = new Date(), limit = DEFAULT_SWEEP_BATCH): Promise<ApprovalRecord[]> {
   const r = await q(db).query<ApprovalRow>(
-    `WITH upd AS (
+    `WITH due AS (
+       SELECT id FROM approvals WHERE state = 'pending' AND expires_at <= $1 ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED),
+     upd AS (
        UPDATE approvals SET state = 'expired', decided_by = 'system:expiry', decided_at = $1
-       WHERE state = 'pending' AND expires_at <= $1
+       WHERE id IN (SELECT id FROM due) AND state = 'pending'
        RETURNING *)
      SELECT ${COLS} FROM upd a JOIN identities i ON i.id = a.identity_id ORDER BY a.created_at`,
-    [now],
+    [now, Math.max(1, Math.trunc(limit))],
   );
   return r.rows.map(toRecord);
 }
 
 /**
- * Expires overdue pending approvals and records one audit event (kind approval, decision
- * "expired", operator "system:expiry") for each, in one transaction. Returns the expired
- * approvals. The CLI runs it before listing or deciding; the gateway should run it periodically.
+ * Expires overdue pending approvals (at most `limit` per call, see expireApprovals) and records one
+ * audit event for each (kind approval, decision "expired", operator "system:expiry"), all in one
+ * transaction and one chained audit batch; the webhook dispatcher turns each into approval.expired
+ * and approval.decided. Returns the expired approvals. The gateway runs it every
+ * approvals.sweep_interval_ms (issue 24 item 5); the CLI runs it before listing or deciding.
  */
-export async function sweepExpiredApprovals(db: ControlDb, now: Date = new Date()): Promise<ApprovalRecord[]> {
-  const c = await db.pool.connect();
-  try {
-    await c.query('BEGIN');
-    const expired = await expireApprovals(c, now);
-    for (const a of expired) {
-      await recordApprovalEvent(c, {
-        approvalId: a.id,
-        action: 'expired',
-        operator: 'system:expiry',
-        identityId: a.identityId,
-        keyId: a.keyId,
-        sourceId: a.sourceId,
-        requestId: a.requestId,
-        fingerprint: typeof a.classification.fingerprint === 'string' ? a.classification.fingerprint : null,
-        time: now,
-      });
+export async function sweepExpiredApprovals(db: ControlDb, now: Date = new Date(), limit = DEFAULT_SWEEP_BATCH): Promise<ApprovalRecord[]> {
+  return withTransaction(db, async (c) => {
+    const expired = await expireApprovals(c, now, limit);
+    if (expired.length > 0) {
+      await appendAuditRows(
+        c,
+        expired.map((a) =>
+          approvalRow({
+            approvalId: a.id,
+            action: 'expired',
+            operator: 'system:expiry',
+            identityId: a.identityId,
+            keyId: a.keyId,
+            sourceId: a.sourceId,
+            requestId: a.requestId,
+            fingerprint: typeof a.classification.fingerprint === 'string' ? a.classification.fingerprint : null,
+            time: now,
+          }),
+        ),
+      );
     }
-    await c.query('COMMIT');
     return expired;
-  } catch (err) {
-    await c.query('ROLLBACK').catch(() => undefined);
-    throw err;
-  } finally {
-    c.release();
-  }
+  });
 }

@@ -28,9 +28,14 @@ export interface ResolvedGatewayConfig {
   /** Console sessions (issue 24, item 3), in seconds. */
   console: { session_idle_timeout_seconds: number; session_absolute_timeout_seconds: number };
   rate_limits: { per_identity: RateLimit; per_source: RateLimit };
-  approvals: { ttl_seconds: number };
-  /** Approval notifications (spec/config-v1.schema.json notifications; src/approvals/webhooks.ts). */
-  notifications: { webhooks: Array<{ url: string; events: string[]; secret_env: string }> };
+  /**
+   * The approval queue (issue 24 item 2): ttl_seconds until a pending write expires; the pending caps
+   * per identity and per source (approval_queue_full beyond them); the sweeper's tick in ms and its
+   * most expiries per tick.
+   */
+  approvals: { ttl_seconds: number; max_pending_per_identity: number; max_pending_per_source: number; sweep_interval_ms: number; sweep_batch: number };
+  /** Approval notifications (spec/config-v1.schema.json notifications; src/approvals/webhooks.ts); coalesce_queued_at: queued events of one identity per poll sent as one delivery. */
+  notifications: { webhooks: Array<{ url: string; events: string[]; secret_env: string }>; coalesce_queued_at: number };
   cache: { ttl_ms: number; max_bytes: number };
   /** Audit trail: commit_timeout_ms bounds how long a call waits for its event to commit (fail closed after it). */
   audit: { commit_timeout_ms: number };
@@ -52,8 +57,8 @@ export const DEFAULT_CONFIG: Readonly<ResolvedGatewayConfig> = Object.freeze({
   trust_proxy: false,
   console: { session_idle_timeout_seconds: 1800, session_absolute_timeout_seconds: 28_800 },
   rate_limits: { per_identity: { points: 120, window_seconds: 60 }, per_source: { points: 600, window_seconds: 60 } },
-  approvals: { ttl_seconds: 86_400 },
-  notifications: { webhooks: [] },
+  approvals: { ttl_seconds: 86_400, max_pending_per_identity: 20, max_pending_per_source: 100, sweep_interval_ms: 10_000, sweep_batch: 500 },
+  notifications: { webhooks: [], coalesce_queued_at: 3 },
   cache: { ttl_ms: 30_000, max_bytes: 64 * 1024 * 1024 },
   audit: { commit_timeout_ms: 2000 },
   log_level: 'info',
@@ -85,6 +90,10 @@ export const ENV_VARS: Readonly<Record<string, readonly [string[], EnvKind]>> = 
   INTERLOCK_RATE_LIMIT_SOURCE_POINTS: [['rate_limits', 'per_source', 'points'], 'int'],
   INTERLOCK_RATE_LIMIT_SOURCE_WINDOW_SECONDS: [['rate_limits', 'per_source', 'window_seconds'], 'int'],
   INTERLOCK_APPROVAL_TTL_SECONDS: [['approvals', 'ttl_seconds'], 'int'],
+  INTERLOCK_APPROVAL_MAX_PENDING_PER_IDENTITY: [['approvals', 'max_pending_per_identity'], 'int'],
+  INTERLOCK_APPROVAL_MAX_PENDING_PER_SOURCE: [['approvals', 'max_pending_per_source'], 'int'],
+  INTERLOCK_APPROVAL_SWEEP_INTERVAL_MS: [['approvals', 'sweep_interval_ms'], 'int'],
+  INTERLOCK_APPROVAL_SWEEP_BATCH: [['approvals', 'sweep_batch'], 'int'],
   INTERLOCK_CACHE_TTL_MS: [['cache', 'ttl_ms'], 'int'],
   INTERLOCK_CACHE_MAX_BYTES: [['cache', 'max_bytes'], 'int'],
   INTERLOCK_AUDIT_COMMIT_TIMEOUT_MS: [['audit', 'commit_timeout_ms'], 'int'],
@@ -187,14 +196,28 @@ function readConfigFile(file: string): Obj {
   return parsed;
 }
 
-/** Converts the INTERLOCK_* variables of `env` to a partial config; unknown variables and bad values are collected in `problems`. */
-function configFromEnv(env: Record<string, string | undefined>, problems: string[]): Obj {
+/** The variables named by notifications.webhooks[].secret_env of config layers (they hold secrets, not settings). */
+function webhookSecretVars(...layers: Obj[]): Set<string> {
+  const names = new Set<string>();
+  for (const layer of layers) {
+    const hooks = isObj(layer.notifications) ? layer.notifications.webhooks : undefined;
+    if (Array.isArray(hooks)) for (const h of hooks) if (isObj(h) && typeof h.secret_env === 'string') names.add(h.secret_env);
+  }
+  return names;
+}
+
+/**
+ * Converts the INTERLOCK_* variables of `env` to a partial config; unknown variables and bad values
+ * are collected in `problems`. A variable in `secretVars` (a webhook's secret_env, e.g. the
+ * documented INTERLOCK_WEBHOOK_SECRET) is known: it holds a secret, read by the webhook dispatcher.
+ */
+function configFromEnv(env: Record<string, string | undefined>, problems: string[], secretVars: ReadonlySet<string>): Obj {
   const out: Obj = {};
   for (const [name, raw] of Object.entries(env).sort(([a], [b]) => a.localeCompare(b))) {
     if (!name.startsWith('INTERLOCK_')) continue;
     const spec = ENV_VARS[name];
     if (!spec) {
-      if (!OTHER_ENV_VARS.includes(name)) problems.push(`${name}: unknown InterLock environment variable${suggestion(name)}`);
+      if (!OTHER_ENV_VARS.includes(name) && !secretVars.has(name)) problems.push(`${name}: unknown InterLock environment variable${suggestion(name)}`);
       continue;
     }
     if (raw === undefined || raw === '') continue;
@@ -236,7 +259,7 @@ export function loadConfig(opts: LoadConfigOptions): ResolvedGatewayConfig {
     fromFile = readConfigFile(opts.file);
     problems.push(...check(`${opts.file} `, fromFile));
   }
-  const fromEnv = configFromEnv(opts.env, problems);
+  const fromEnv = configFromEnv(opts.env, problems, webhookSecretVars(fromFile, (opts.overrides ?? {}) as Obj));
   if (Object.keys(fromEnv).length > 0) {
     // Report env problems by variable name rather than by config path.
     const envErrors = check('', deepMerge(DEFAULT_CONFIG as unknown as Obj, fromEnv));

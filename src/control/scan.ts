@@ -3,6 +3,7 @@
  * gateway's reads can see) and stores the snapshot. Issue 3, Build 12.
  */
 import type pg from 'pg';
+import { isTlsFailure } from '../sources/postgres/errors';
 import { scanCatalog } from '../sources/postgres/catalog';
 import { initSqlParser, unprovableViews } from '../sql/analyze';
 import { saveCatalog } from './catalog';
@@ -26,6 +27,20 @@ export interface ScanResult {
 }
 
 /**
+ * What to change when the source's upstream TLS failed (issue 24 item 6): the setting in force
+ * (settings.tls.mode, default verify-full) and the flags of `interlock source update` that fix it.
+ */
+export function tlsHint(sourceId: string, settings: { tls?: { mode?: string } }): string {
+  const tls = settings.tls ?? {};
+  const mode = tls.mode ?? 'verify-full';
+  return (
+    `. TLS failed with settings.tls.mode ${mode}${tls.mode ? '' : ' (the default)'}: give the server's CA with ` +
+    `\`interlock source update ${sourceId} --tls-ca-file CA.pem\` (and --tls-servername NAME when the certificate names another host), ` +
+    `or, for a server without a verifiable certificate, --tls-mode require (encrypted, not verified) or --tls-mode off (a local server only)`
+  );
+}
+
+/**
  * Connects to the source as its reader (TLS as configured, 10 s connect timeout), scans its
  * catalog (at most `maxRelations`, default 10 000) and stores the snapshot.
  * Throws NotFoundError for an unknown source, ValidationError for a non-PostgreSQL one, and
@@ -39,7 +54,7 @@ export async function scanSource(db: ControlDb, sourceId: string, opts: { maxRel
     client = await connectSourceClient(source.settings, 'reader', { connectionTimeoutMillis: 10_000, application_name: 'interlock-scan' });
   } catch (err) {
     const e = err as { code?: string; message?: string };
-    throw new ControlError('unavailable', `cannot connect to source "${sourceId}" as its reader: ${e.code ?? ''} ${e.message ?? ''}`.trim());
+    throw new ControlError('unavailable', `cannot connect to source "${sourceId}" as its reader: ${`${e.code ?? ''} ${e.message ?? ''}`.trim()}${isTlsFailure(err) ? tlsHint(sourceId, source.settings) : ''}`);
   }
   try {
     const catalog = await scanCatalog(client, { maxRelations: opts.maxRelations });

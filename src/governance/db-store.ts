@@ -10,7 +10,7 @@ import * as sources from '../control/sources';
 import { grantsForIdentity } from '../control/grants';
 import { activePolicies } from '../control/policies';
 import { loadCatalog } from '../control/catalog';
-import { queueApproval } from '../control/approvals';
+import { queueApproval, type PendingCaps } from '../control/approvals';
 import type { SourceCatalog } from '../sql/catalog-types';
 import type { ToolCallAuditEvent } from '../audit/types';
 import type { RoleGrant } from './evaluator';
@@ -27,6 +27,8 @@ export interface DbGovernanceStoreOptions {
   approvalTtlSeconds?: number;
   /** Bound of the approval transaction that also commits the call's audit events (config audit.commit_timeout_ms). */
   auditCommitTimeoutMs?: number;
+  /** Caps on pending approvals per identity and per source (config approvals.max_pending_*; issue 24 item 2). Unset: no cap. */
+  pendingCaps?: PendingCaps;
 }
 
 /** GovernanceStore backed by src/control repositories. */
@@ -94,7 +96,8 @@ export class DbGovernanceStore implements GovernanceStore {
 
   async createApproval(a: NewApproval, toolCallEvent?: (approvalId: string) => ToolCallAuditEvent): Promise<{ id: string; state: string; audited: boolean }> {
     // The approval row and its audit events commit together (issue 11).
-    const rec = await queueApproval(this.db, { ...a, ttlSeconds: this.opts.approvalTtlSeconds }, toolCallEvent, this.opts.auditCommitTimeoutMs);
+    // Over a pending cap it throws ApprovalQueueFullError, which pipeline step 6 answers approval_queue_full.
+    const rec = await queueApproval(this.db, { ...a, ttlSeconds: this.opts.approvalTtlSeconds }, toolCallEvent, this.opts.auditCommitTimeoutMs, this.opts.pendingCaps);
     return { id: rec.id, state: rec.state, audited: !!toolCallEvent };
   }
 }

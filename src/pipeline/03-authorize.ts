@@ -16,9 +16,11 @@ type OkAnalysis = Extract<SqlAnalysis, { ok: true }>;
 /**
  * The one text for every relation or column the caller may not use, whether it is denied, not
  * granted or does not exist: naming the relation or column, or wording the cases differently, would
- * let a caller probe what exists.
+ * let a caller probe what exists. It says what to do about the most common case, `SELECT *` over a
+ * table with one denied column (issue 24 item 6): name the columns, found with describe_access.
  */
-export const DENIED_MESSAGE = 'The statement uses a relation or column that no source role granted to this identity allows, or that does not exist. Call interlock_describe_access for the tables and columns you may use.';
+export const DENIED_MESSAGE =
+  'The statement uses a relation or column that no source role granted to this identity allows, or that does not exist. SELECT * (and table.*) reads every column, denied ones included: name the columns you need instead. Call interlock_describe_access for the tables and columns you may use.';
 
 /** Maps an analyzer refusal to the tool outcome of spec/errors-v1.json. */
 export function analysisRefusal(a: Extract<SqlAnalysis, { ok: false }>): ToolOutcome {

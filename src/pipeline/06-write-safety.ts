@@ -1,13 +1,16 @@
 /**
  * Pipeline step 6, write safety (contract: "A write never runs on the agent's call: it waits for an
  * operator's approval"). The exact statement, parameters, identity, source and classification are
- * stored; the agent gets the queued result (isError false, must not be retried).
+ * stored; the agent gets the queued result (isError false, must not be retried). When the identity
+ * or source already has its cap of pending approvals (config approvals.max_pending_*), nothing is
+ * stored and the call is refused approval_queue_full (retryable false; issue 24 item 2).
  */
 import type { SqlAnalysis } from '../sql/analyze';
 import type { GovernanceStore, SourceRecord } from '../governance/store';
 import type { Identity } from '../control/identities';
 import type { ToolOutcome } from './types';
 import type { AuditHooks } from '../audit/types';
+import { ApprovalQueueFullError } from '../control/approvals';
 
 /**
  * Queues the write and returns the queued outcome. With `audit` (the dispatcher's hooks) and
@@ -33,7 +36,14 @@ export async function writeSafetyStep(
         return audit.hooks.toolCallEvent('queued', 'approval_required');
       }
     : undefined;
-  const a = await store.createApproval({ sourceId: w.source.id, identityId: w.identity.id, keyId: w.identity.keyId, requestId: w.requestId, sql: w.sql, params: w.params, classification }, toolCallEvent);
+  let a: Awaited<ReturnType<GovernanceStore['createApproval']>>;
+  try {
+    a = await store.createApproval({ sourceId: w.source.id, identityId: w.identity.id, keyId: w.identity.keyId, requestId: w.requestId, sql: w.sql, params: w.params, classification }, toolCallEvent);
+  } catch (err) {
+    // A full queue (issue 24 item 2) stores nothing: the call is refused, not queued, and audited as a refusal.
+    if (err instanceof ApprovalQueueFullError) return { kind: 'refusal', code: 'approval_queue_full', extra: { scope: err.scope, limit: err.cap } };
+    throw err;
+  }
   if (audit && a.audited) audit.hooks.committed = true;
   return { kind: 'queued', approvalId: a.id, approvalState: a.state };
 }

@@ -5,7 +5,7 @@
  * protocol version (contract: Transport, Protocol versions; decisions 1–3, 8, 11–15).
  */
 import protocol from '../../spec/protocol-v1.json';
-import { acceptsRequired, decodeMirroredHeader, hostAllowed, mediaType, originAllowed, type OriginPolicy } from './http-headers';
+import { acceptsRequired, corsOrigin, corsPreflightHeaders, decodeMirroredHeader, hostAllowed, mediaType, originAllowed, type OriginPolicy } from './http-headers';
 import { classifyMessage, errorResponse, readableId, type InboundMessage, type JsonRpcId } from './jsonrpc';
 import { jsonRpcMessage } from '../errors/vocabulary';
 import { jsonNestsDeeperThan, TOO_DEEP_MESSAGE } from './json-depth';
@@ -95,7 +95,11 @@ export function admit(req: HttpRequestView, policy: OriginPolicy): Reply | Admit
   // HOST, ORIGIN (403): before anything else, DNS-rebinding protection.
   if (!hostAllowed(h.host, policy)) return fail('HOST', 403, -32600, null, 'Forbidden: the Host header names a host this server does not serve');
   if (!originAllowed(h.origin, h.host, req.scheme, policy)) return fail('ORIGIN', 403, -32600, null, 'Forbidden: the Origin is not allowed');
-  // HTTP-METHOD (405).
+  // HTTP-METHOD (405); a CORS preflight from an allow-listed Origin is answered 204 (issue 24 item 7).
+  if (req.method === protocol.http.cors.preflightMethod && h['access-control-request-method'] !== undefined) {
+    const origin = corsOrigin(h.origin, policy);
+    if (origin !== null) return { kind: 'reply', status: protocol.http.cors.preflightStatus, rule: 'HTTP-METHOD', headers: corsPreflightHeaders(origin) };
+  }
   if (req.method !== 'POST') return fail('HTTP-METHOD', 405, -32600, null, 'Method not allowed: the MCP endpoint accepts POST only', undefined, { Allow: 'POST' });
   // CONTENT-TYPE (415), ACCEPT (406).
   if (mediaType(h['content-type']) !== protocol.http.requiredContentType) {

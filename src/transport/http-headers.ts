@@ -144,7 +144,51 @@ const lowerCasedHosts = new WeakMap<readonly string[], ReadonlySet<string>>();
 /** Rule ORIGIN: true when Origin is absent, equals the request's own origin, or is allow-listed. */
 export function originAllowed(origin: string | undefined, host: string | undefined, scheme: string, policy: OriginPolicy): boolean {
   if (origin === undefined) return true;
-  const o = origin.trim().toLowerCase().replace(/\/$/, '');
+  const o = normalOrigin(origin);
   if (host && o === `${scheme}://${host.trim().toLowerCase()}`) return true;
-  return policy.allowedOrigins.some((a) => a.trim().toLowerCase().replace(/\/$/, '') === o);
+  return policy.allowedOrigins.some((a) => normalOrigin(a) === o);
+}
+
+/** An origin as rule ORIGIN compares it: trimmed, lower-cased, one trailing slash dropped. */
+function normalOrigin(origin: string): string {
+  return origin.trim().toLowerCase().replace(/\/$/, '');
+}
+
+/**
+ * The Origin as an explicit entry of the operator's MCP origin allowlist (config allowed_origins),
+ * or null: absent, the request's own origin only, or foreign. Only these get CORS headers (issue 24
+ * item 7); a same-origin page needs none, and a foreign Origin is refused by rule ORIGIN.
+ * Returns the Origin value as the browser sent it (CORS compares it byte for byte).
+ */
+export function corsOrigin(origin: string | undefined, policy: OriginPolicy): string | null {
+  if (origin === undefined || policy.allowedOrigins.length === 0) return null;
+  const o = normalOrigin(origin);
+  return policy.allowedOrigins.some((a) => normalOrigin(a) === o) ? origin.trim() : null;
+}
+
+const CORS = protocol.http.cors;
+const EXPOSE_HEADERS = CORS.exposeHeaders.join(', ');
+const PREFLIGHT_HEADERS = {
+  'Access-Control-Allow-Methods': CORS.allowMethods.join(', '),
+  'Access-Control-Allow-Headers': CORS.allowHeaders.join(', '),
+  'Access-Control-Max-Age': String(CORS.maxAgeSeconds),
+};
+
+/**
+ * CORS headers of an answer at /mcp to an allow-listed `origin` (from corsOrigin), per the Fetch
+ * standard: Access-Control-Allow-Origin (the origin itself, never `*`), Vary: Origin and
+ * Access-Control-Expose-Headers (spec/protocol-v1.json http.cors.exposeHeaders: the headers MCP
+ * clients read). No credentials header: agents authenticate with a Bearer key, not cookies.
+ */
+export function corsResponseHeaders(origin: string): Record<string, string> {
+  return { 'Access-Control-Allow-Origin': origin, Vary: 'Origin', 'Access-Control-Expose-Headers': EXPOSE_HEADERS };
+}
+
+/**
+ * Headers of the 204 answer to a CORS preflight from an allow-listed `origin`: the response
+ * headers plus Access-Control-Allow-Methods (POST), -Allow-Headers (the request headers MCP clients
+ * send: http.cors.allowHeaders) and -Max-Age (seconds).
+ */
+export function corsPreflightHeaders(origin: string): Record<string, string> {
+  return { ...corsResponseHeaders(origin), ...PREFLIGHT_HEADERS };
 }

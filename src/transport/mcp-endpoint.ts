@@ -21,7 +21,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { utf8BodyReader } from './body';
 import { admit } from './admission';
-import type { OriginPolicy } from './http-headers';
+import { corsOrigin, corsResponseHeaders, type OriginPolicy } from './http-headers';
 import { ResponseChannel, sendJsonText } from './channel';
 import { errorResponse } from './jsonrpc';
 import { dispatch, newRequestId, type DispatchDeps } from '../protocol/dispatch';
@@ -131,6 +131,12 @@ export function mcpHandler(opts: McpEndpointOptions, deps: DispatchDeps, policy:
 
   return (req, res) => {
     try {
+      // Every answer to an allow-listed Origin carries the CORS headers, the limit refusals too (issue 24 item 7).
+      const origin = corsOrigin(req.headers.origin, policy);
+      if (origin !== null) {
+        const cors = corsResponseHeaders(origin);
+        for (const name in cors) res.setHeader(name, cors[name]);
+      }
       // Access tokens only in the Authorization header, never in the URL (issue 26 item 3; MCP authorization).
       if (carriesTokenInQuery(req.url)) return sendJsonText(res, 400, TOKEN_IN_QUERY);
       // The keyless budget of the client address, before the body is even read (issue 10, Build 6).

@@ -15,6 +15,15 @@ export interface TempDatabase {
   drop(): Promise<void>;
 }
 
+/**
+ * Host and port of the test PostgreSQL server (from ADMIN_URL, so INTERLOCK_TEST_PG_URL is
+ * honoured), for source settings and `--host`/`--port` flags; port 5432 when the URL names none.
+ */
+export function pgServer(): { host: string; port: number } {
+  const u = new URL(ADMIN_URL);
+  return { host: u.hostname.replace(/^\[(.*)\]$/, '$1') || '127.0.0.1', port: Number(u.port || 5432) };
+}
+
 /** Returns `ADMIN_URL` with its database name replaced by `name`. */
 export function urlFor(name: string, base: string = ADMIN_URL): string {
   const u = new URL(base);

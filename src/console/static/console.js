@@ -5,7 +5,10 @@
   const $ = (id) => document.getElementById(id);
   let csrf = '';
   let selected = null;
+  let selectedDetail = null;
   let events = null;
+  let page = 1;
+  let pages = 1;
 
   function say(text) { $('status').textContent = text; }
 
@@ -55,6 +58,18 @@
       stmt.className = 'stmt';
       stmt.textContent = a.statement;
       b.append(meta, stmt);
+      if (a.destructive) {
+        const d = document.createElement('span');
+        d.className = 'flag danger';
+        d.textContent = '⚠ destructive (deletes, updates or merges rows)';
+        b.append(d);
+      }
+      if (a.invisible > 0) {
+        const v = document.createElement('span');
+        v.className = 'flag';
+        v.textContent = '⚠ ' + a.invisible + ' invisible character(s) shown as ⟨U+…⟩';
+        b.append(v);
+      }
       if (a.comments > 0) {
         const f = document.createElement('span');
         f.className = 'flag';
@@ -67,11 +82,26 @@
     }
   }
 
+  function query() {
+    const q = new URLSearchParams();
+    const add = (k, v) => { if (v) q.set(k, v); };
+    add('state', $('filter').value);
+    add('source', $('f-source').value.trim());
+    add('identity', $('f-identity').value.trim());
+    add('min_age_s', $('f-age').value);
+    q.set('page', String(page));
+    return q.toString();
+  }
+
   async function refresh() {
     try {
-      const state = $('filter').value;
-      const r = await api('GET', '/approvals' + (state ? '?state=' + encodeURIComponent(state) : ''));
+      const r = await api('GET', '/approvals?' + query());
       renderList(r.approvals);
+      pages = Math.max(1, Math.ceil(r.total / r.pageSize));
+      $('page-info').textContent = 'Page ' + r.page + ' of ' + pages + ' · ' + r.total + ' matching';
+      $('prev').disabled = r.page <= 1;
+      $('next').disabled = r.page >= pages;
+      $('counts').textContent = Object.keys(r.counts).map((k) => k + ': ' + r.counts[k]).join(' · ');
     } catch (e) { handle(e); }
   }
 
@@ -79,10 +109,10 @@
     if (events) events.close();
     events = new EventSource('/console/api/events');
     let first = true;
+    // The event says the pending queue changed; the page shown is re-read with its filters and page.
     events.addEventListener('queue', (ev) => {
       const data = JSON.parse(ev.data);
-      if ($('filter').value === 'pending') renderList(data.pending);
-      if (!first) say(data.pending.length + ' write(s) waiting for approval.');
+      if (!first) { say(data.pending.length + ' write(s) waiting for approval.'); refresh(); }
       first = false;
     });
     // Signed out elsewhere, timed out, or the token revoked: the server ended the session (issue 24, item 3).
@@ -115,8 +145,13 @@
       $('d-requester').textContent = d.requester ? '⚠ ' + d.requester.message : '';
       $('d-comments').hidden = d.statement.comments.length === 0;
       $('d-comments').textContent = '⚠ This statement contains ' + d.statement.comments.length + ' comment(s). Comments do not run: check the statement itself, not the comment. ' + d.statement.comments.join('  ');
-      $('d-sql').textContent = a.sql;
-      $('d-params').textContent = JSON.stringify(a.params, null, 2);
+      $('d-sql').textContent = d.statement.visible;
+      $('d-params').textContent = d.params;
+      $('d-destructive').hidden = !d.destructive;
+      $('d-invisible').hidden = d.statement.invisible === 0;
+      $('d-invisible').textContent = '⚠ This statement holds ' + d.statement.invisible + ' invisible character(s) (control, bidirectional or zero-width), shown as ⟨U+…⟩.';
+      $('confirm').hidden = true;
+      selectedDetail = d;
       $('d-plan').textContent = d.plan == null ? '(plans are shown for pending approvals)' : d.plan.ok ? d.plan.lines.join('\n') : 'No plan: ' + d.plan.reason;
       const tbody = $('d-audit');
       tbody.textContent = '';
@@ -136,11 +171,23 @@
     } catch (e) { handle(e); }
   }
 
-  async function decide(action) {
+  /** The confirmation step of a destructive approval: statement, parameters and the planner's row estimate. */
+  function askConfirmation(d) {
+    $('confirm-sql').textContent = d.statement.visible;
+    $('confirm-params').textContent = d.params;
+    $('confirm-estimate').textContent = d.estimate == null ? 'The planner gave no row estimate (see the plan above).' : 'The planner estimates ' + d.estimate + ' row(s) will be changed.';
+    $('confirm').hidden = false;
+    $('confirm').focus();
+  }
+
+  async function decide(action, confirmed) {
     if (!selected) return;
+    if (action === 'approve' && selectedDetail && selectedDetail.destructive && !confirmed) { askConfirmation(selectedDetail); return; }
     const reason = $('reason').value.trim();
+    const body = reason ? { reason } : {};
+    if (confirmed) body.confirm = true;
     try {
-      const r = await api('POST', '/approvals/' + encodeURIComponent(selected) + '/' + action, reason ? { reason } : {});
+      const r = await api('POST', '/approvals/' + encodeURIComponent(selected) + '/' + action, body);
       if (action === 'approve') say(r.state === 'executed' ? 'Approved and executed: ' + r.rowCount + ' row(s) affected.' : 'Approved, but the write failed: ' + r.errorCode + (r.failure ? ' — ' + r.failure.message : ''));
       else if (action === 'reject') say('Rejected ' + selected + '.');
       else say('Requeued as ' + r.id + ' (pending).');
@@ -168,7 +215,14 @@
     }
   });
   $('signout').addEventListener('click', async () => { try { await api('DELETE', '/session'); } catch (e) { /* already gone */ } showSignedOut(); });
-  $('filter').addEventListener('change', refresh);
+  const refilter = () => { page = 1; refresh(); };
+  $('filter').addEventListener('change', refilter);
+  $('f-age').addEventListener('change', refilter);
+  $('filters').addEventListener('submit', (ev) => { ev.preventDefault(); refilter(); });
+  $('prev').addEventListener('click', () => { if (page > 1) { page--; refresh(); } });
+  $('next').addEventListener('click', () => { if (page < pages) { page++; refresh(); } });
+  $('confirm-approve').addEventListener('click', () => { $('confirm').hidden = true; decide('approve', true); });
+  $('confirm-cancel').addEventListener('click', () => { $('confirm').hidden = true; say('Not approved.'); $('approve').focus(); });
   $('approve').addEventListener('click', () => decide('approve'));
   $('reject').addEventListener('click', () => decide('reject'));
   $('requeue').addEventListener('click', () => decide('requeue'));

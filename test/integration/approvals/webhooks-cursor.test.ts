@@ -25,7 +25,9 @@ beforeAll(async () => {
     let body = '';
     req.on('data', (c) => (body += c));
     req.on('end', () => {
-      delivered.add((JSON.parse(body) as { approval: { id: string } }).approval.id);
+      // One identity's burst is coalesced (issue 24 item 2): a delivery covers every id it lists.
+      const j = JSON.parse(body) as { approval: { id: string }; coalesced?: { approval_ids: string[] } };
+      for (const id of j.coalesced?.approval_ids ?? [j.approval.id]) delivered.add(id);
       res.statusCode = 204;
       res.end();
     });

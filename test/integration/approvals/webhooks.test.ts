@@ -94,7 +94,7 @@ test('queued → signed approval.queued; approve → decided and executed (retri
   expect(q.json).toEqual({
     id: expect.stringMatching(/^[0-9]+$/), event: 'approval.queued', time: expect.any(String),
     approval: { id, state: 'pending', source_id: 'chinook', identity: 'demo-agent', operator: null, row_count: null, error_code: null, reason: null, statement: 'INSERT INTO playlist (name) VALUES ($1)' },
-    text: `A write by demo-agent on chinook is waiting for approval (${id}): INSERT INTO playlist (name) VALUES ($1)`,
+    text: `A write by demo-agent on chinook is waiting for approval (${id}): \`\`\`INSERT INTO playlist (name) VALUES ($1)\`\`\``,
   });
   await approveAndExecute(env.db, id, { operator: 'ops-frank', reason: 'fine' });
   const decided = await waitFor(find(received, id, 'approval.decided'));

@@ -118,7 +118,7 @@ describe('F2. deleted events hidden behind an archive record', () => {
       await appendAuditRows(t.db, [{ ...baseRow, request_id: 'old2' }]);
       const n = new Date();
       const file = join(dir, 'real.jsonl.gz');
-      await archiveAuditPartitions(t.db, { before: new Date(Date.UTC(n.getUTCFullYear(), n.getUTCMonth() + 1, 1)), file });
+      await archiveAuditPartitions(t.db, { before: new Date(Date.UTC(n.getUTCFullYear(), n.getUTCMonth() + 1, 1)), file, force: true });
       // Later batches (the month's partition was re-created by the archive).
       await appendAuditRows(t.db, [{ ...baseRow, request_id: 'new1' }]);
       const hidden = await appendAuditRows(t.db, [{ ...baseRow, request_id: 'new2', decision: 'refused', reason_code: 'policy_denied' }]);

@@ -243,7 +243,7 @@ describe('2b. archives', () => {
     const b3 = await appendAuditRows(t.db, [{ ...baseRow, request_id: 'arch4' }]);
     const n = new Date();
     const file = join(dir, 'a.jsonl.gz');
-    const res = await archiveAuditPartitions(t.db, { before: new Date(Date.UTC(n.getUTCFullYear(), n.getUTCMonth() + 1, 1)), file });
+    const res = await archiveAuditPartitions(t.db, { before: new Date(Date.UTC(n.getUTCFullYear(), n.getUTCMonth() + 1, 1)), file, force: true });
     expect(res.events).toBe(4);
     // The untouched archive verifies across the boundary (format-2 events recomputed from the file).
     expect(await verifyAuditChain(t.db, { archiveFile: file })).toMatchObject({ ok: true, batchesChecked: 3, archivedBatchesSkipped: 0 });

@@ -5,7 +5,7 @@
  */
 import { execFile } from 'node:child_process';
 import { join } from 'node:path';
-import { createTempDatabase, type TempDatabase } from '../../helpers/pg';
+import { createTempDatabase, pgServer, type TempDatabase } from '../../helpers/pg';
 import { openControlDb, type ControlDb } from '../../../src/control/db';
 import { createApproval, getApproval, transitionApproval } from '../../../src/control/approvals';
 import { createIdentity } from '../../../src/control/identities';
@@ -31,7 +31,7 @@ function cli(...args: string[]): Promise<{ code: number; stdout: string; stderr:
 beforeAll(async () => {
   temp = await createTempDatabase('ctl_aprcli');
   db = await openControlDb(temp.url);
-  await putSource(db, { id: 'local', type: 'postgres', name: 'Local', enabled: true, settings: { host: '127.0.0.1', port: 5432, database: 'x', reader: { user: 'r' }, tls: { mode: 'off' } } } as never);
+  await putSource(db, { id: 'local', type: 'postgres', name: 'Local', enabled: true, settings: { ...pgServer(), database: 'x', reader: { user: 'r' }, tls: { mode: 'off' } } } as never);
   identityId = (await createIdentity(db, 'apr-agent')).id;
   await initStatementDisplay();
 }, 60_000);
@@ -45,15 +45,20 @@ const queue = (sql: string) => createApproval(db, { sourceId: 'local', identityI
 describe('statementForDisplay (pure)', () => {
   test('a leading comment is stripped and reported; the write itself is shown', () => {
     expect(statementForDisplay("/* add the playlist 'Focus' */ DELETE FROM playlist_track WHERE playlist_id > 0")).toEqual({
-      text: 'DELETE FROM playlist_track WHERE playlist_id > 0', comments: ["/* add the playlist 'Focus' */"], truncated: false, fullLength: 48,
+      text: 'DELETE FROM playlist_track WHERE playlist_id > 0', comments: ["/* add the playlist 'Focus' */"], truncated: false, fullLength: 48, invisible: 0,
     });
   });
   test('comment markers inside string and dollar constants are not comments; line comments go too', () => {
     const s = statementForDisplay("UPDATE t SET a = '/* x */', b = $$ -- y $$ -- real\n WHERE id = 1");
-    expect(s).toEqual({ text: "UPDATE t SET a = '/* x */', b = $$ -- y $$ WHERE id = 1", comments: ['-- real'], truncated: false, fullLength: 55 });
+    expect(s).toEqual({ text: "UPDATE t SET a = '/* x */', b = $$ -- y $$ WHERE id = 1", comments: ['-- real'], truncated: false, fullLength: 55, invisible: 0 });
+  });
+  test('control, bidirectional and zero-width characters are shown as ⟨U+XXXX⟩ and counted (issue 24 item 5)', () => {
+    expect(statementForDisplay("DELETE FROM t WHERE note = 'a\u202eb\u200b' /* \u2066x */")).toEqual({ text: "DELETE FROM t WHERE note = 'a⟨U+202E⟩b⟨U+200B⟩'", comments: ['/* ⟨U+2066⟩x */'], truncated: false, fullLength: 47, invisible: 3 });
+    // A control character the scanner rejects: the whitespace-collapsing fallback still shows it.
+    expect(statementForDisplay("DELETE FROM t WHERE note = 'a\u0007'").text).toBe("DELETE FROM t WHERE note = 'a⟨U+0007⟩'");
   });
   test('shortening always ends with the mark', () => {
-    expect(statementForDisplay('DELETE FROM playlist_track WHERE playlist_id > 0', 10)).toEqual({ text: 'DELETE FR…', comments: [], truncated: true, fullLength: 48 });
+    expect(statementForDisplay('DELETE FROM playlist_track WHERE playlist_id > 0', 10)).toEqual({ text: 'DELETE FR…', comments: [], truncated: true, fullLength: 48, invisible: 0 });
   });
 });
 

@@ -10,7 +10,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import YAML from 'yaml';
-import { createTempDatabase, execSql, type TempDatabase } from '../../helpers/pg';
+import { createTempDatabase, execSql, pgServer, type TempDatabase } from '../../helpers/pg';
 import { openControlDb, type ControlDb } from '../../../src/control/db';
 import { createApproval, getApproval } from '../../../src/control/approvals';
 import { getSource } from '../../../src/control/sources';
@@ -65,10 +65,13 @@ test('--version prints the version of package.json', async () => {
 
 test('source update fixes a wrong TLS mode and scans the catalog again', async () => {
   const dbName = new URL(source.url).pathname.slice(1);
-  const added = await cli('source', 'add', '--id', 'local', '--host', '127.0.0.1', '--port', '5432', '--database', dbName, '--reader-user', 'root');
+  const added = await cli('source', 'add', '--id', 'local', '--host', pgServer().host, '--port', String(pgServer().port), '--database', dbName, '--reader-user', 'root');
   expect(added.code).toBe(0);
   expect(added.stdout).toBe('added source local (postgres)\n');
   expect(added.stderr).toMatch(/^warning: source local was added but its catalog scan failed: cannot connect to source "local" as its reader/);
+  // The TLS failure names the setting and the flags that fix it (issue 24 item 6).
+  expect(added.stderr).toContain('TLS failed with settings.tls.mode verify-full: give the server\'s CA with `interlock source update local --tls-ca-file CA.pem`');
+  expect(added.stderr).toContain('--tls-mode require (encrypted, not verified) or --tls-mode off (a local server only)');
 
   const fixed = await cli('source', 'update', 'local', '--tls-mode', 'off');
   expect(fixed).toEqual({ code: 0, stdout: 'updated source local: settings.tls.mode; catalog: 1 relation(s)\n', stderr: '' });

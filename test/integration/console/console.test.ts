@@ -95,7 +95,8 @@ test('detail: statement with comments flagged, params, relations, plan as the wr
   expect(list.json.approvals.find((a: { id: string }) => a.id === id)).toMatchObject({ id, state: 'pending', identity: 'demo-agent', source: 'chinook', statement: 'INSERT INTO playlist (name) VALUES ($1)', comments: 1, truncated: false });
   const d = await http('GET', `/console/api/approvals/${id}`, { cookie: s.cookie });
   expect(d.status).toBe(200);
-  expect(d.json.statement).toEqual({ text: 'INSERT INTO playlist (name) VALUES ($1)', comments: ["/* add the playlist 'Console' */"] });
+  expect(d.json.statement).toEqual({ text: 'INSERT INTO playlist (name) VALUES ($1)', comments: ["/* add the playlist 'Console' */"], visible: "/* add the playlist 'Console' */ INSERT INTO playlist (name) VALUES ($1)", invisible: 0 });
+  expect([d.json.destructive, d.json.params, typeof d.json.estimate]).toEqual([false, '[\n  "Console"\n]', 'number']);
   expect(d.json.approval).toMatchObject({ id, params: ['Console'], sql: "/* add the playlist 'Console' */ INSERT INTO playlist (name) VALUES ($1)" });
   expect(d.json.relations).toEqual(['public.playlist (insert: name)']);
   expect(d.json.plan.ok).toBe(true);

@@ -5,6 +5,7 @@
  * not deleted); pending approvals block pruning a source unless forced; inline passwords and
  * unresolvable references are refused; a failing apply changes nothing.
  */
+import { pgServer } from '../../helpers/pg';
 import YAML from 'yaml';
 import { freshControlDb, type TestControlDb } from './control-db';
 import { applyInterlockFile } from '../../../src/declarative/apply';
@@ -30,7 +31,7 @@ const op = { operator: 'ops-anna', secrets, scan: false };
 
 beforeAll(async () => {
   t = await freshControlDb('ctl_decl');
-  const pgSettings = (db: string) => ({ host: '127.0.0.1', port: 5432, database: db, reader: { user: 'reader', password: 'pw-' + db }, tls: { mode: 'off' } });
+  const pgSettings = (db: string) => ({ ...pgServer(), database: db, reader: { user: 'reader', password: 'pw-' + db }, tls: { mode: 'off' } });
   await addSource(t.db, { id: 'sales', type: 'postgres', name: 'Sales', settings: pgSettings('sales') });
   await addSource(t.db, { id: 'hr', type: 'postgres', name: 'HR', description: 'people', settings: { ...pgSettings('hr'), writer: { user: 'w', password: 'wpw' } } });
   await upsertRole(t.db, { name: 'analyst', statements: [{ effect: 'allow', action: 'read', resource: '*' }] });

@@ -24,7 +24,7 @@ import { resolveScope } from '../../../src/discovery/access';
 import { indexAssets } from '../../../src/discovery/indexer';
 import { getDocument, relatedAssets, searchAssets, type DiscoverFilters } from '../../../src/discovery/search';
 import type { AssetInput, FieldColumns } from '../../../src/discovery/types';
-import { createTempDatabase, type TempDatabase } from '../../helpers/pg';
+import { pgServer, createTempDatabase, type TempDatabase } from '../../helpers/pg';
 
 const SRC = 'ps';
 const COLS = ['c0', 'c1', 'c2', 'c3', 'c4'];
@@ -39,7 +39,7 @@ let db: ControlDb;
 beforeAll(async () => {
   tmp = await createTempDatabase('disc_lineage_props');
   db = await openControlDb(tmp.url);
-  await putSource(db, { id: SRC, type: 'postgres', name: SRC, settings: { host: '127.0.0.1', port: 5432, database: 'none', reader: { user: 'none', password: 'x' }, tls: { mode: 'off' } } });
+  await putSource(db, { id: SRC, type: 'postgres', name: SRC, settings: { ...pgServer(), database: 'none', reader: { user: 'none', password: 'x' }, tls: { mode: 'off' } } });
 }, 60_000);
 afterAll(async () => {
   await db?.close();

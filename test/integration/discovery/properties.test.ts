@@ -25,7 +25,7 @@ import { buildScope, mayAct } from '../../../src/discovery/access';
 import { indexAssets } from '../../../src/discovery/indexer';
 import { relatedAssets, searchAssets, type DiscoverFilters } from '../../../src/discovery/search';
 import type { AssetInput } from '../../../src/discovery/types';
-import { createTempDatabase, type TempDatabase } from '../../helpers/pg';
+import { pgServer, createTempDatabase, type TempDatabase } from '../../helpers/pg';
 
 const SOURCES = ['src-a', 'src-b', 'src-c'] as const;
 type Src = (typeof SOURCES)[number];
@@ -57,7 +57,7 @@ beforeAll(async () => {
     const settings =
       TYPE_OF[id] === 'documents'
         ? { path: `/nonexistent/${id}` }
-        : { host: '127.0.0.1', port: 5432, database: 'none', reader: { user: 'none', password: 'x' }, tls: { mode: 'off' } };
+        : { ...pgServer(), database: 'none', reader: { user: 'none', password: 'x' }, tls: { mode: 'off' } };
     await putSource(db, { id, type: TYPE_OF[id], name: id, settings });
   }
 }, 60_000);

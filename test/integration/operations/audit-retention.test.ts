@@ -4,7 +4,7 @@
  * chain, across the archive boundary given the file, and names the first batch that was changed.
  */
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gunzipSync, gzipSync } from 'node:zlib';
@@ -104,6 +104,15 @@ test('only the owner of audit_events can archive', async () => {
     await admin.end();
   }
 }, 60_000);
+
+test('archive refuses the open month without --force and drops nothing (issue 24 item 6)', async () => {
+  const before = (await t.db.pool.query('SELECT count(*)::int AS n FROM audit_events')).rows[0].n;
+  const r = await run(t.temp.url, 'audit', 'archive', '--before', ymd(monthStart(-1)), '--to', join(dir, 'open.jsonl.gz'));
+  expect(r.code).toBe(2);
+  expect(r.stderr).toContain(`would archive and drop the open month (${monthStart(0).toISOString().slice(0, 7)}) or later, whose events are still in use: use --before ${ymd(monthStart(0))} or earlier, or add --force`);
+  expect(existsSync(join(dir, 'open.jsonl.gz'))).toBe(false);
+  expect((await t.db.pool.query('SELECT count(*)::int AS n FROM audit_events')).rows[0].n).toBe(before);
+});
 
 test('archive exports exactly the detached partitions, drops them, and verify passes across the boundary', async () => {
   const oldIds = (await t.db.pool.query<{ id: string }>('SELECT id::text AS id FROM audit_events WHERE recorded_at < $1 ORDER BY id', [monthStart(1)])).rows.map((r) => r.id);

@@ -32,6 +32,30 @@ describe('admission: transport checks in order', () => {
       expect(r.kind === 'reply' && r.headers).toEqual({ Allow: 'POST' });
     }
   });
+  test('CORS preflight (issue 24 item 7): 204 with the http.cors headers only for an allow-listed Origin', () => {
+    const allowing = { ...policy, allowedOrigins: ['https://app.example.com'] };
+    const pre = (origin: string | undefined, acrm: string | null = 'POST', p = allowing) => admit(req(undefined, { origin, 'access-control-request-method': acrm ?? undefined, 'access-control-request-headers': 'authorization,content-type,mcp-protocol-version' }, 'OPTIONS'), p);
+    expect(pre('https://app.example.com')).toEqual({
+      kind: 'reply',
+      status: 204,
+      rule: 'HTTP-METHOD',
+      headers: {
+        'Access-Control-Allow-Origin': 'https://app.example.com',
+        Vary: 'Origin',
+        'Access-Control-Expose-Headers': 'MCP-Protocol-Version, Mcp-Session-Id, WWW-Authenticate, Retry-After, X-Request-Id',
+        'Access-Control-Allow-Methods': 'POST',
+        'Access-Control-Allow-Headers': 'Authorization, Content-Type, Accept, MCP-Protocol-Version, Mcp-Method, Mcp-Name, Last-Event-ID',
+        'Access-Control-Max-Age': '600',
+      },
+    });
+    // Another origin is refused by ORIGIN; the same page without the allowlist entry too.
+    expect(errOf(pre('https://evil.example.com'))).toEqual({ status: 403, code: -32600, id: null, rule: 'ORIGIN' });
+    expect(errOf(pre('https://app.example.com', 'POST', policy))).toEqual({ status: 403, code: -32600, id: null, rule: 'ORIGIN' });
+    // Not a preflight (no Access-Control-Request-Method), or the request's own origin (needs no CORS): 405.
+    expect(errOf(pre('https://app.example.com', null))).toEqual({ status: 405, code: -32600, id: null, rule: 'HTTP-METHOD' });
+    expect(errOf(pre('http://127.0.0.1:8787'))).toEqual({ status: 405, code: -32600, id: null, rule: 'HTTP-METHOD' });
+    expect(errOf(pre(undefined))).toEqual({ status: 405, code: -32600, id: null, rule: 'HTTP-METHOD' });
+  });
   test('Content-Type: parameters and case ignored; other types → 415', () => {
     expect(admit(req({ jsonrpc: '2.0', id: 1, method: 'ping' }, { 'content-type': 'Application/JSON; charset=utf-8' }), policy).kind).toBe('admitted');
     expect(errOf(admit(req({}, { 'content-type': 'text/plain' }), policy)).status).toBe(415);
