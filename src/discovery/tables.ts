@@ -13,7 +13,6 @@ import type { DocumentTableMapping, PostgresSourceSettings } from '../../generat
 import { connectSourceClient } from '../control/sources';
 import { isSessionSettingsMismatch } from '../sources/postgres/pinned-client';
 import { ControlError } from '../control/errors';
-import { PINNED_SESSION_SETTINGS } from '../sources/postgres/session-settings';
 import type { AssetInput, FieldColumns, IndexProblem } from './types';
 import {
   capBody,
@@ -142,8 +141,8 @@ export async function readDocumentTables(sourceId: string, settings: PostgresSou
   const seen = new Set<string>();
   try {
     await client.query('BEGIN READ ONLY');
-    // The pinned output settings (issue 23): mapped rows' text (timestamps cast to text, say) is the same on every source and host.
-    for (const s of PINNED_SESSION_SETTINGS) if (s.family === 'output') await client.query(`SET LOCAL ${s.name} = ${client.escapeLiteral(s.value)}`);
+    // The connection holds the pinned output settings (connectSourceClient, issue 22 item 2), so mapped
+    // rows' text (timestamps cast to text, say) is the same on every source and host (issue 23).
     const timeout = settings.statement_timeout_ms ?? 15_000;
     // set_config(…, true) is SET LOCAL with a parameter: no text is built (issue 22 item 3).
     await client.query("SELECT pg_catalog.set_config('statement_timeout', $1, true)", [String(Math.max(60_000, Math.floor(timeout)))]);

@@ -72,7 +72,11 @@ export function startRecordingPg(): Promise<RecordingPg> {
       if (!params || buf.length < 5) return;
       const len = buf.readInt32BE(1);
       if (buf.length < len + 1) return;
-      if (buf[0] === 'p'.charCodeAt(0)) logins.push({ user: params.user ?? '', database: params.database ?? '', password: buf.subarray(5, len + 1).toString('utf8').replace(/\0$/, '') });
+      // One password message per connection: the message is consumed, so a later Terminate ('X', sent
+      // by a client ending the failed connection) is not read as a second login.
+      const msg = buf.subarray(0, len + 1);
+      buf = buf.subarray(len + 1);
+      if (msg[0] === 'p'.charCodeAt(0)) logins.push({ user: params.user ?? '', database: params.database ?? '', password: msg.subarray(5).toString('utf8').replace(/\0$/, '') });
       sock.end(AUTH_FAILED);
     });
   });

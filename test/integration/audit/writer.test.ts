@@ -103,9 +103,11 @@ describe('audit trail', () => {
         for (const sql of ["UPDATE audit_batches SET hash = hash", 'DELETE FROM audit_batches', `ALTER TABLE audit_events DETACH PARTITION audit_events_default`]) {
           await expect(c.query(sql)).rejects.toMatchObject({ code: '42501' });
         }
-        // It may read governance and record last use, but not change grants or keys.
+        // It may read governance and record last use, and (issue 26) provision token identities, but
+        // never re-enable, rename or remove an identity, nor change keys.
         await c.query('SELECT * FROM grants');
-        await expect(c.query("INSERT INTO identities (id, name) VALUES ('idn_00000000000000000001', 'x')")).rejects.toMatchObject({ code: '42501' });
+        await expect(c.query('UPDATE identities SET disabled = false')).rejects.toMatchObject({ code: '42501' });
+        await expect(c.query('DELETE FROM identities')).rejects.toMatchObject({ code: '42501' });
         await expect(c.query('UPDATE api_keys SET revoked_at = now()')).rejects.toMatchObject({ code: '42501' });
         await c.query('UPDATE api_keys SET last_used_at = now() WHERE false');
       } finally {

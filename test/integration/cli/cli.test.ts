@@ -101,7 +101,8 @@ describe('interlock CLI', () => {
     expect(d.code).toBe(0);
     expect(d.stdout).toContain('disabled identity cli-disabled');
     const human = await cli('identity', 'list');
-    expect(human.stdout).toMatch(/^NAME +ID +STATUS +CREATED\n/);
+    expect(human.stdout).toMatch(/^NAME +ID +STATUS +CREATED +TOKEN \(LAST USE\)\n/);
+    expect(human.stdout).toMatch(/cli-agent +idn_[0-9a-f]{20} +enabled +\S+ \S+ +-\n/);
     expect(human.stdout).toMatch(/cli-disabled +idn_[0-9a-f]{20} +disabled/);
   });
 

@@ -388,6 +388,8 @@ test('32 agents for 20 s while the source is stopped and restarted: only contrac
     ...structuredClone(DEFAULT_CONFIG as ResolvedGatewayConfig),
     rate_limits: { per_identity: { points: 1_000_000, window_seconds: 60 }, per_source: { points: 1_000_000, window_seconds: 60 } },
     cache: { ttl_ms: 4_000, max_bytes: 16 * 1024 * 1024 }, // short, so cacheable reads also miss while the source is down
+    // Every agent's writes stay pending for the whole run ("approvals exact"): the queue caps are tested in approvals/queue-bounds.
+    approvals: { ...DEFAULT_CONFIG.approvals, max_pending_per_identity: 100_000, max_pending_per_source: 100_000 },
   };
   gw = await startGovernedGateway({ db, config, host: '127.0.0.1', port: 0, logger, catalogRescanMs: 0 });
   const base = gw.url.replace(/\/mcp$/, '');

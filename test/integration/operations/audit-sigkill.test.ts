@@ -63,7 +63,7 @@ async function call(port: number, sql: string): Promise<{ requestId: string; bod
 async function startServe(port: number): Promise<ChildProcess> {
   let stdout = '';
   const c = spawn(process.execPath, [BIN, '--database-url', env.db.url, 'serve', '--port', String(port)], {
-    env: { ...process.env, INTERLOCK_LOG_LEVEL: 'warn', INTERLOCK_RATE_LIMIT_IDENTITY_POINTS: '1000000', INTERLOCK_RATE_LIMIT_SOURCE_POINTS: '1000000', INTERLOCK_CACHE_TTL_MS: '0' },
+    env: { ...process.env, INTERLOCK_LOG_LEVEL: 'warn', INTERLOCK_RATE_LIMIT_IDENTITY_POINTS: '1000000', INTERLOCK_RATE_LIMIT_SOURCE_POINTS: '1000000', INTERLOCK_CACHE_TTL_MS: '0', INTERLOCK_APPROVAL_MAX_PENDING_PER_IDENTITY: '100000', INTERLOCK_APPROVAL_MAX_PENDING_PER_SOURCE: '100000' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   c.stdout!.setEncoding('utf8').on('data', (s: string) => (stdout += s));
