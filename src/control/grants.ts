@@ -17,12 +17,21 @@ export interface GrantRecord {
 }
 
 /**
- * Grants `roleName` on `sourceId` to the identity. Returns false when the grant already existed.
+ * The conflict clause of an operator's grant: a claims grant of the same (identity, role, source)
+ * becomes an operator grant (granted_by 'operator'), so a later change of the token's claims no
+ * longer removes it; an operator grant is left as it is.
+ */
+export const OPERATOR_TAKES_OVER = "ON CONFLICT (identity_id, role_name, source_id) DO UPDATE SET granted_by = 'operator' WHERE grants.granted_by <> 'operator'";
+
+/**
+ * Grants `roleName` on `sourceId` to the identity. Returns false when the operator's grant already
+ * existed (true when a claims grant of the same triple was taken over).
  * Throws NotFoundError naming whichever of identity, role or source does not exist.
  */
 export async function grantRole(db: ControlDb, g: { identityId: string; roleName: string; sourceId: string }): Promise<boolean> {
   try {
-    const r = await db.pool.query('INSERT INTO grants (identity_id, role_name, source_id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING', [g.identityId, g.roleName, g.sourceId]);
+    // A grant the identity has from its token's claims becomes the operator's (it then outlives the claim).
+    const r = await db.pool.query(`INSERT INTO grants (identity_id, role_name, source_id) VALUES ($1, $2, $3) ${OPERATOR_TAKES_OVER}`, [g.identityId, g.roleName, g.sourceId]);
     return r.rowCount === 1;
   } catch (err) {
     if (!isForeignKeyViolation(err)) throw err;
