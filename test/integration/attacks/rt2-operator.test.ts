@@ -23,6 +23,10 @@
  *     separator, Khmer inherent vowels and the interlinear annotation characters. An approver saw
  *     `'ok'` while the value stored was `'ok' + a hidden instruction`. Fixed
  *     (src/approvals/statement.ts INVISIBLE).
+ *  5. (low) jose only checks that `sub` is present: a token whose sub was an object, array, number,
+ *     null or "" passed, and String(sub) keyed identity_subjects ("[object Object]" for every object
+ *     subject: distinct users of one issuer would share one identity). Fixed
+ *     (src/auth/token-verifier.ts: refused invalid_claims unless a non-empty string).
  */
 import { freshControlDb, type TestControlDb } from '../control/control-db';
 import { pgServer } from '../../helpers/pg';
@@ -34,6 +38,8 @@ import { requesterProblem } from '../../../src/approvals/requester';
 import { TokenIdentityStore } from '../../../src/auth/token-identities';
 import { showInvisible } from '../../../src/approvals/statement';
 import { chatText } from '../../../src/approvals/webhooks';
+import { TokenVerifier } from '../../../src/auth/token-verifier';
+import { startTestIssuer } from '../../helpers/jwks-server';
 import type { TokenIssuer } from '../../../generated/config-v1';
 
 jest.setTimeout(60_000);
@@ -110,4 +116,18 @@ test('finding 4: invisible characters that hide text from an approver are shown'
   expect(chatText(`x${tag('hi')}`)).toBe('x⟨U+E0068⟩⟨U+E0069⟩');
   // Visible text is left alone (accents, CJK, an emoji without a selector).
   expect(showInvisible('café 東京 😀').count).toBe(0);
+});
+
+test('finding 5: an access token whose sub is not a non-empty string is refused (no two users share "[object Object]")', async () => {
+  const audience = 'https://gateway.rt2.example/mcp';
+  const idp = await startTestIssuer(audience);
+  try {
+    const verifier = new TokenVerifier([{ issuer: idp.issuer, jwks_uri: idp.jwksUri } as TokenIssuer], audience);
+    expect(await verifier.verify(await idp.mint({ sub: 'okta|ok' }))).toMatchObject({ ok: true });
+    for (const sub of [{ id: 'a' }, { id: 'b' }, ['x'], 42, null, true, '']) {
+      expect({ sub, v: await verifier.verify(await idp.mint({ sub })) }).toEqual({ sub, v: { ok: false, failure: 'invalid_claims' } });
+    }
+  } finally {
+    await idp.close();
+  }
 });
