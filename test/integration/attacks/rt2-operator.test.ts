@@ -131,3 +131,37 @@ test('finding 5: an access token whose sub is not a non-empty string is refused 
     await idp.close();
   }
 });
+
+describe('held (attacks that found nothing; kept as regression guards)', () => {
+  test('a stored password does not follow a changed endpoint through PATCH spellings', async () => {
+    const { updateSource } = await import('../../../src/control/sources');
+    const { PasswordRequiredError } = await import('../../../src/control/errors');
+    await addSource(t.db, { id: 'held', type: 'postgres', name: 'Held', settings: { host: 'db.internal', port: 5432, database: 'sales', reader: { user: 'reader', password: 'pw' }, writer: { user: 'w', password: 'wpw' }, tls: { mode: 'verify-full' } } });
+    const patches: unknown[] = [
+      { settings: { host: 'DB.internal' } },
+      { settings: { host: 'db.internal ' } },
+      { settings: { host: '10.0.0.9' } },
+      { settings: { port: 5433 } },
+      { settings: { tls: { servername: 'evil.example' } } },
+      { settings: { tls: { mode: 'require' } } },
+      { settings: { database: 'other' } },
+      // The reader's password given again does not carry the writer's to the new host.
+      { settings: { host: 'evil.example', reader: { password: 'new' } } },
+      // Removing the writer's password member is not "giving" it.
+      { settings: { host: 'evil.example', reader: { password: 'new' }, writer: { password: null } } },
+    ];
+    for (const patch of patches) {
+      const err = await updateSource(t.db, 'held', patch, { operator: 'rt2' }).then(() => null, (e: unknown) => e);
+      expect({ patch, err: err instanceof PasswordRequiredError ? 'password_required' : err instanceof Error ? err.message : err }).toEqual({ patch, err: expect.stringMatching(/password_required|invalid source definition/) });
+    }
+  });
+
+  test('CORS: only an exact allow-listed origin gets headers', async () => {
+    const { corsOrigin, originAllowed } = await import('../../../src/transport/http-headers');
+    const policy = { allowedHosts: ['gw.example'], allowedOrigins: ['https://app.example'] };
+    for (const o of ['https://app.example.evil', 'https://evil-app.example', 'https://app.exampl', 'http://app.example', 'https://app.example:8443', 'null', 'https://app.example.', '']) {
+      expect({ o, cors: corsOrigin(o, policy), allowed: originAllowed(o, 'gw.example', 'https', policy) }).toEqual({ o, cors: null, allowed: false });
+    }
+    expect(corsOrigin('https://app.example', policy)).toBe('https://app.example');
+  });
+});
