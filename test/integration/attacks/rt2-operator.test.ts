@@ -27,6 +27,19 @@
  *     null or "" passed, and String(sub) keyed identity_subjects ("[object Object]" for every object
  *     subject: distinct users of one issuer would share one identity). Fixed
  *     (src/auth/token-verifier.ts: refused invalid_claims unless a non-empty string).
+ *
+ * Held (no finding): a stored password kept across host case/whitespace, IP literal, port, TLS
+ * mode/servername or database changes by PATCH (also with another role's password given or the
+ * password member removed), by CLI flags and by apply (same check, inside the apply lock); CORS for
+ * prefix/suffix/port/scheme look-alikes and `null`; console cookie after sign-out (server-side,
+ * every replica), CSRF (SameSite=Strict + HMAC header + Origin guard), fixation (fresh cookie at
+ * sign-in), markup (textContent only, strict CSP); destructive confirmation covers upserts and
+ * data-modifying CTEs; `confirm: true` is console-only by design (documented; the CLI and admin API
+ * name the approval explicitly); webhook text escapes Slack `<!here>`/`<url|label>`/mentions and
+ * backticks; OAuth: HMAC/`none` alg, unknown `kid` refetch bounded by the cooldown, wrong audience,
+ * `iss` with a trailing-slash difference (exact match, refused), redirecting or oversized JWKS,
+ * claim values as arrays vs strings (exact element match), a provisioned name colliding with an
+ * API-key identity (refused), a disabled identity (refused within the 2 s cache, cleared on NOTIFY).
  */
 import { freshControlDb, type TestControlDb } from '../control/control-db';
 import { pgServer } from '../../helpers/pg';
