@@ -6,7 +6,9 @@
  * the console shows the problem on a pending approval before anyone clicks.
  *
  * An approval with no key (key_id null: made directly on the control plane, e.g. by tests; every
- * write an agent queues through the gateway records its key) is checked by its identity only.
+ * write an agent queues through the gateway records its key) is checked by its identity only, and
+ * so is one queued with an OAuth access token (key_id `token` or `token:<jti>`, issue 26): there is
+ * no API key to look up, and before this rule every such write ended failed `key_revoked`.
  */
 import type pg from 'pg';
 import type { ControlDb } from '../control/db';
@@ -23,6 +25,8 @@ export const REQUESTER_PROBLEMS: Readonly<Record<RequesterProblem, string>> = Ob
 });
 
 type Queryable = ControlDb | pg.ClientBase;
+/** SQL: t.key_id names an access token (src/auth/token-identities.ts), not an API key. */
+const TOKEN_KEY_SQL = "(t.key_id = 'token' OR t.key_id LIKE 'token:%')";
 const q = (db: Queryable) => ('pool' in db ? db.pool : db);
 
 /**
@@ -34,7 +38,7 @@ export async function requesterProblems(db: Queryable, approvals: Pick<ApprovalR
   const out = new Map<string, RequesterProblem>();
   if (approvals.length === 0) return out;
   const r = await q(db).query<{ n: number; identity_ok: boolean; key_missing: boolean; revoked: boolean; expired: boolean }>(
-    `SELECT t.n, COALESCE(NOT i.disabled, false) AS identity_ok, (t.key_id IS NOT NULL AND k.id IS NULL) AS key_missing,
+    `SELECT t.n, COALESCE(NOT i.disabled, false) AS identity_ok, (t.key_id IS NOT NULL AND NOT ${TOKEN_KEY_SQL} AND k.id IS NULL) AS key_missing,
             (k.revoked_at IS NOT NULL) AS revoked, (k.expires_at IS NOT NULL AND k.expires_at <= $3) AS expired
        FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS t(identity_id, key_id, n)
        LEFT JOIN identities i ON i.id = t.identity_id

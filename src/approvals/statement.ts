@@ -33,9 +33,13 @@ export interface DisplayStatement {
  * other than line feed and tab, DEL, the bidirectional embeddings, overrides, isolates and marks
  * (U+061C, U+200E, U+200F, U+202A–U+202E, U+2066–U+2069, which can make a statement read
  * differently from how PostgreSQL runs it: "Trojan Source"), zero-width characters and the
- * line/paragraph separators.
+ * line/paragraph separators; and the characters that render as nothing yet can carry hidden text
+ * (red team rt2): Unicode tag characters U+E0000–E007F ("ASCII smuggling"), variation selectors
+ * (U+180B–U+180F, U+FE00–FE0F, U+E0100–E01EF), the soft hyphen, the combining grapheme joiner,
+ * Hangul fillers (U+115F, U+1160, U+3164, U+FFA0), Khmer inherent vowels (U+17B4, U+17B5), the
+ * interlinear annotation characters (U+FFF9–FFFB) and the musical invisible formatting characters.
  */
-const INVISIBLE = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]/g;
+const INVISIBLE = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u2028-\u202e\u2060-\u2069\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff9-\ufffb\u{1d173}-\u{1d17a}\u{e0000}-\u{e007f}\u{e0100}-\u{e01ef}]/gu;
 
 /**
  * `text` with every INVISIBLE character replaced by a visible token `⟨U+XXXX⟩` (uppercase hex, at

@@ -108,7 +108,8 @@ export class TokenIdentityStore {
     this.touched.set(key, { at: now, grants: signature });
     if (this.touched.size > 10_000) this.touched.clear();
     await this.db.pool.query('UPDATE identity_subjects SET last_used_at = now() WHERE issuer = $1 AND subject = $2', [cfg.issuer, subject]);
-    if (!cfg.role_grants?.length) return;
+    // Also with no rules: an issuer whose role_grants were all removed from the configuration takes
+    // back the claim grants it gave (returning here kept them for good).
     await syncClaimGrants(this.db, identityId, grants);
   }
 }

@@ -89,6 +89,9 @@ export class TokenVerifier {
     } catch (err) {
       return { ok: false, failure: failureOf(err) };
     }
+    // RFC 7519 4.1.2: sub is a string. jose checks only that it is present, and String() of an object,
+    // array or number would make distinct or odd subjects one identity_subjects key ("[object Object]").
+    if (typeof claims.sub !== 'string' || claims.sub.length === 0) return { ok: false, failure: 'invalid_claims' };
     const required = cfg.required_scopes ?? [];
     if (required.length > 0) {
       const granted = new Set(scopesOf(claims));

@@ -2,6 +2,7 @@
  * Grants: identity × role × source (decisions.md "Governance model"). A grant is what makes a
  * source visible to an identity; the role's statements say what it may do there.
  */
+import type pg from 'pg';
 import { isForeignKeyViolation, type ControlDb } from './db';
 import { NotFoundError } from './errors';
 import { iso } from './ids';
@@ -17,13 +18,33 @@ export interface GrantRecord {
 }
 
 /**
- * Grants `roleName` on `sourceId` to the identity. Returns false when the grant already existed.
+ * Inserts an operator's grant on `c` (a pool or a transaction's client); a claims grant of the same
+ * (identity, role, source) becomes the operator's (granted_by 'operator'), so a later change of the
+ * token's claims no longer removes it. True when a row was added or taken over. Two statements, not
+ * ON CONFLICT DO UPDATE, so that a role with INSERT but no UPDATE on grants (the gateway's runtime
+ * role) can still add grants that do not conflict.
+ */
+export async function insertOperatorGrant(c: Pick<pg.ClientBase, 'query'>, identityId: string, roleName: string, sourceId: string): Promise<boolean> {
+  // Twice at most: a claims grant removed by a claim sync between the two statements is inserted again.
+  for (let attempt = 0; attempt < 2; attempt++) {
+    const r = await c.query('INSERT INTO grants (identity_id, role_name, source_id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING', [identityId, roleName, sourceId]);
+    if (r.rowCount === 1) return true;
+    const u = await c.query("UPDATE grants SET granted_by = 'operator' WHERE identity_id = $1 AND role_name = $2 AND source_id = $3 AND granted_by <> 'operator' RETURNING 1", [identityId, roleName, sourceId]);
+    if (u.rowCount === 1) return true;
+    const still = await c.query("SELECT 1 FROM grants WHERE identity_id = $1 AND role_name = $2 AND source_id = $3 AND granted_by = 'operator'", [identityId, roleName, sourceId]);
+    if (still.rowCount === 1) return false;
+  }
+  return false;
+}
+
+/**
+ * Grants `roleName` on `sourceId` to the identity. Returns false when the operator's grant already
+ * existed (true when a claims grant of the same triple was taken over).
  * Throws NotFoundError naming whichever of identity, role or source does not exist.
  */
 export async function grantRole(db: ControlDb, g: { identityId: string; roleName: string; sourceId: string }): Promise<boolean> {
   try {
-    const r = await db.pool.query('INSERT INTO grants (identity_id, role_name, source_id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING', [g.identityId, g.roleName, g.sourceId]);
-    return r.rowCount === 1;
+    return await insertOperatorGrant(db.pool, g.identityId, g.roleName, g.sourceId);
   } catch (err) {
     if (!isForeignKeyViolation(err)) throw err;
     const [i, ro, s] = await Promise.all([

@@ -12,6 +12,7 @@ import { ConflictError, ValidationError } from '../control/errors';
 import { recordConfigEvent } from '../audit/writer';
 import { canonicalJson, removeSourceIn } from '../control/sources';
 import { newIdentityId } from '../control/ids';
+import { insertOperatorGrant } from '../control/grants';
 import { scanSource } from '../control/scan';
 import { computePlan, type Plan, type PlanChange } from './plan';
 import { desiredStateOf, fileDigest, keepStoredSecrets, parseFileText, processSecrets, validateInterlockFileDocument, type SecretResolver } from './schema';
@@ -167,7 +168,7 @@ async function execute(c: pg.ClientBase, ch: PlanChange, desired: DesiredState, 
       const [identity, role, source] = ch.name.split('/');
       const id = await identityIdOf(c, identity);
       if (ch.action === 'delete') await c.query('DELETE FROM grants WHERE identity_id = $1 AND role_name = $2 AND source_id = $3', [id, role, source]);
-      else await c.query('INSERT INTO grants (identity_id, role_name, source_id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING', [id, role, source]);
+      else await insertOperatorGrant(c, id, role, source);
       return;
     }
     case 'policy': {
