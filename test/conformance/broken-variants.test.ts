@@ -90,3 +90,26 @@ describe('broken variants are caught', () => {
     }
   });
 });
+
+/**
+ * Issue 30 item 4: a finding that another rule's property found (an incidental finding) prints a replay
+ * line naming its owning rule and the rule that found it; running exactly that line finds it again,
+ * under the same owning rule, with the same request.
+ */
+describe('replay lines reproduce incidental findings alone', () => {
+  it('results.noSession found by another property replays from its printed line', async () => {
+    const proxy = await startBrokenProxy(server.url, MUTATIONS.sessionIssued!, { repair: repairInterLock });
+    try {
+      const whole = await runConformance({ url: proxy.url, apiKey: server.apiKey, numRuns: 10, seed, skipExamples: true, maxShrinks: 20 });
+      const found = whole.checks.find((c) => c.rule === 'results.noSession')?.details.find((d) => d.kind === 'incidental' && !d.passed);
+      const m = /^--rule results\.noSession --rule (\S+) --seed (-?\d+) --num-runs 10$/.exec(found?.replay ?? '');
+      expect({ seed, replay: found?.replay, matches: m !== null }).toEqual({ seed, replay: found?.replay, matches: true });
+      expect(found!.counterexample).toContain(`  Replay: ${found!.replay}\n`);
+      const again = await runConformance({ url: proxy.url, apiKey: server.apiKey, numRuns: 10, seed: Number(m![2]), rules: ['results.noSession', m![1]!], skipExamples: true, maxShrinks: 20 });
+      const replayed = again.checks.find((c) => c.rule === 'results.noSession')?.details.find((d) => d.kind === 'incidental' && !d.passed);
+      expect({ name: replayed?.name, counterexample: replayed?.counterexample }).toEqual({ name: found!.name, counterexample: found!.counterexample });
+    } finally {
+      await proxy.close();
+    }
+  });
+});
