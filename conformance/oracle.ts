@@ -41,7 +41,13 @@ export interface Expectation {
   version?: string;
   /** Expected HTTP status; for `tool-any` the status of a 200 answer (refusal statuses are also accepted). */
   http: number;
-  body: 'empty' | 'error' | 'result' | 'unspecified';
+  /**
+   * 'any' (MCP mode only): only the HTTP status is checked (MCP names a status and no body, e.g. a 403
+   * Host or Origin refusal: "The HTTP response body MAY comprise a JSON-RPC error response").
+   */
+  body: 'empty' | 'error' | 'result' | 'unspecified' | 'any';
+  /** With body 'any': every 4xx status is accepted, not only `http`. */
+  anyClientError?: true;
   /** JSON-RPC error code (body 'error'). */
   code?: number;
   /** The id the response must carry (null when it must be null). Undefined for an empty body. */
@@ -632,9 +638,12 @@ export function createOracle(spec: Spec, options: OracleOptions = {}): Oracle {
     if (req.method === 'POST' && !(accept.includes(P.http.requiredAccept[0] ?? 'application/json') && accept.includes(P.http.requiredAccept[1] ?? 'text/event-stream'))) {
       e = orElse(e, { rule: 'ACCEPT', dialect: 'none', http: 406, body: 'error', id: null, why: 'MCP: the Accept header does not list both application/json and text/event-stream; a server may refuse it (406)' });
     }
-    // Host and Accept: MCP requires no Host check and no reaction to Accept, so serving the request as
-    // if that header were fine is correct too.
-    const serveAnyway = (e.rule === 'HOST' || e.rule === 'ACCEPT') && e.body === 'error' && depth < 5 ? REPAIRS[e.rule](req) : undefined;
+    // Accept: MCP names no reaction to it, so serving the request as if that header were fine is correct
+    // too. Host: on a loopback URL a foreign Host is a DNS-rebinding attempt, which MCP's Origin MUST
+    // exists to stop and the official suite's dns-rebinding-protection scenario refuses (4xx); on
+    // another URL MCP requires no Host check.
+    const loopback = P.http.defaultAllowedHosts.some((h) => h.toLowerCase() === ctx.url.hostname.toLowerCase());
+    const serveAnyway = ((e.rule === 'HOST' && !loopback) || e.rule === 'ACCEPT') && e.body === 'error' && depth < 5 ? REPAIRS[e.rule]!(req) : undefined;
     if (serveAnyway) {
       const next = expectMcp(serveAnyway, ctx, depth + 1);
       const served: Expectation = { ...next, alternatives: undefined, why: `${next.why} (MCP: no ${e.rule} rule binds the server here)` };
@@ -671,6 +680,37 @@ export function createOracle(spec: Spec, options: OracleOptions = {}): Oracle {
         if (x.body !== 'error' || (x.code !== -32600 && x.code !== -32700)) continue;
         if (x.id !== null) e = orElse(e, { ...x, id: null, alternatives: undefined });
         if (rawId !== undefined && x.id !== rawId) e = orElse(e, { ...x, id: rawId, alternatives: undefined });
+      }
+    }
+    if (depth === 0) e = refusalCredits(e, req, ctx, method, reqId);
+    return e;
+  }
+
+  /**
+   * MCP mode, issue 30 items 1 and 2: refusals MCP permits and the contract does not model for a generic
+   * server. A Host other than the URL's own, or an Origin other than the own origin spelled exactly,
+   * may be refused with any 4xx and any body (DNS-rebinding protection; MCP 2025-11-25 Transports:
+   * "the HTTP response body MAY comprise a JSON-RPC error response"); such an answer counts for HOST or
+   * ORIGIN and is evidence for no other rule. A tools/call without the valid key may be refused by the
+   * server's own authorization (MCP Authorization: HTTP 401; or, in the handshake dialect, a tool result
+   * with isError true), since a generic server's tools/list does not say which tools need a key.
+   */
+  function refusalCredits(e: Expectation, req: WireRequest, ctx: OracleContext, method: string | undefined, reqId: JsonRpcId | null): Expectation {
+    const refusal = (rule: string, why: string): Expectation => ({ rule, dialect: 'none', http: 403, body: 'any', anyClientError: true, why });
+    const hostValue = header(req, H.host ?? 'Host');
+    if (hostValue !== undefined && hostValue !== ctx.url.host) e = orElse(e, refusal('HOST', `MCP: a server may refuse a Host other than its own ${ctx.url.host} (DNS-rebinding protection) with a 4xx and any body`));
+    const origin = header(req, H.origin ?? 'Origin');
+    if (origin !== undefined && origin !== ctx.url.origin) e = orElse(e, refusal('ORIGIN', `MCP: a server may refuse an Origin other than ${ctx.url.origin} with 403 and any body`));
+    if (e.body === 'error' && e.http === 403 && (e.rule === 'HOST' || e.rule === 'ORIGIN')) e = orElse(e, { ...refusal(e.rule, `MCP names only HTTP 403 here; the body MAY be a JSON-RPC error`), anyClientError: undefined });
+    // RFC 8259 §8.1: a parser "MAY ignore the presence of a byte order mark rather than treating it as an
+    // error", so refusing a body behind one as a parse error is allowed too.
+    if ((req.body ?? '').startsWith('\ufeff') && e.rule !== 'JSON') e = orElse(e, { ...error('JSON', null, 'none', 'RFC 8259 §8.1: a byte order mark may be treated as an error (-32700)'), alternatives: undefined });
+    if (method === 'tools/call' && (e.rule === 'TOOL-ARGUMENTS' || e.result?.kind === 'tool-any' || e.result?.kind === 'tool-success')) {
+      const auth = header(req, P.headers.authorization ?? 'Authorization');
+      const bearer = auth === undefined ? undefined : /^bearer +(\S+)\s*$/i.exec(auth.trim())?.[1];
+      if (ctx.apiKey === undefined || bearer !== ctx.apiKey) {
+        e = orElse(e, { rule: e.rule, dialect: e.dialect, version: e.version, http: 401, body: 'any', why: 'MCP Authorization: a request without a valid token is answered HTTP 401 by a server whose tool needs one' });
+        if (e.dialect === 'handshake') e = orElse(e, { rule: e.rule, dialect: 'handshake', version: e.version, http: 200, body: 'result', id: reqId, result: { kind: 'tool-error' }, mayStream: true, why: "a tool that needs a key the request lacks reports it as a tool result with isError true (the server's own authorization)" });
       }
     }
     return e;

@@ -62,6 +62,12 @@ const RULE_PROFILE: Record<string, Profile> = {
   'versions.supported': 'interlock-v1',
   capabilities: 'interlock-v1',
   tools: 'interlock-v1',
+  /**
+   * Issue 30 item 2: an answer MCP and the RFCs permit but the contract does not (a 403 without a
+   * JSON-RPC body, a byte order mark refused, a batch served, …). Charged here, never to the generic
+   * rule the request was aimed at, so `mcp-stateless` gives the same verdicts alone as together.
+   */
+  'interlock.strict': 'interlock-v1',
 };
 
 /** The profile of `rule`. Throws for a rule no profile owns (a suite defect, caught by the suite's own tests). */

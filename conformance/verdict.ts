@@ -116,6 +116,10 @@ export function violations(spec: Spec, exp: Expectation, res: WireResponse): Vio
     return out;
   }
   if (exp.result?.kind === 'tool-any') return [...out, ...toolAny(spec, exp, res)];
+  if (exp.body === 'any') {
+    if (res.status !== exp.http && !(exp.anyClientError && res.status >= 400 && res.status < 500)) fail(`expected HTTP ${exp.anyClientError ? '4xx' : exp.http}, got ${res.status}`);
+    return out;
+  }
 
   if (res.status !== exp.http) fail(`expected HTTP ${exp.http}, got ${res.status}`);
   if (exp.headers?.allow) {

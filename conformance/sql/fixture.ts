@@ -29,8 +29,13 @@ pass with --api-key:
   - no write that runs without approval.
 Then run: interlock-conformance --url … --profile sql-gateway --pg-url <url above> --source-id <its id> [--api-key …] [--tool-map …]`;
 
-/** The fixture's DDL and rows; `emails` are the sentinel values of icf_people.email. */
-export function fixtureSql(emails: string[]): string {
+/**
+ * The fixture's DDL and rows; `emails` are the sentinel values of icf_people.email. `token` (issue 30
+ * item 3) ends every icf_items name (`anvil-<token>`): a value only a real read of the database returns,
+ * so the pack can tell rows from a tool that runs no SQL (sentinelToken; run.ts checks it first).
+ */
+export function fixtureSql(emails: string[], token: string): string {
+  const item = (name: string) => `'${name}-${token}'`;
   const people = emails.map((e, i) => `(${i + 1}, 'person ${i + 1}', '${e}')`).join(', ');
   return `
 CREATE TABLE IF NOT EXISTS icf_items (id int PRIMARY KEY, name text NOT NULL, price numeric(8,2) NOT NULL);
@@ -54,7 +59,7 @@ DO $d$ BEGIN
 EXCEPTION WHEN duplicate_function THEN NULL;
 END $d$;
 TRUNCATE icf_items, icf_people, icf_log, icf_parts, icf_base;
-INSERT INTO icf_items VALUES (1, 'anvil', 10.50), (2, 'bucket', 3.25), (3, 'crate', 7.00), (4, 'drum', 12.00), (5, 'easel', 45.90);
+INSERT INTO icf_items VALUES (1, ${item('anvil')}, 10.50), (2, ${item('bucket')}, 3.25), (3, ${item('crate')}, 7.00), (4, ${item('drum')}, 12.00), (5, ${item('easel')}, 45.90);
 INSERT INTO icf_people VALUES ${people};
 INSERT INTO icf_parts SELECT * FROM icf_people;
 INSERT INTO icf_kid (id, name, email) SELECT * FROM icf_people;
@@ -64,6 +69,16 @@ INSERT INTO icf_kid (id, name, email) SELECT * FROM icf_people;
 /** Fresh sentinel e-mail values: `icf.<16 hex>@example.invalid`. */
 export function sentinelEmails(n = 3): string[] {
   return Array.from({ length: n }, () => `icf.${randomBytes(8).toString('hex')}@example.invalid`);
+}
+
+/** A fresh row sentinel for fixtureSql: 12 hex digits. */
+export function sentinelToken(): string {
+  return randomBytes(6).toString('hex');
+}
+
+/** The row sentinel of a fixture, read back from one of its icf_items names, or undefined when they carry none. */
+export function tokenOf(itemName: string): string | undefined {
+  return /-([0-9a-f]{12})$/.exec(itemName)?.[1];
 }
 
 /** A created fixture: its database name and connection URL (same credentials as the --pg-url given). */
@@ -95,7 +110,7 @@ export async function createFixture(pgUrl: string, database?: string): Promise<F
   const c = new Client({ connectionString: url.toString() });
   await c.connect();
   try {
-    await c.query(fixtureSql(sentinelEmails()));
+    await c.query(fixtureSql(sentinelEmails(), sentinelToken()));
   } finally {
     await c.end();
   }

@@ -13,6 +13,7 @@ import type { ReportCase } from '../report';
 import { mapArguments, type ToolMap } from '../toolmap';
 import { parseSse } from '../verdict';
 import { allPayloads, SQL_CLASSES, type SqlClass } from './payloads';
+import { tokenOf } from './fixture';
 import { readState, restore, stateChanges } from './state';
 import { enterSessionSettings, leaveSessionSettings } from './session';
 
@@ -77,7 +78,10 @@ export function leakTokens(email: string): string[] {
   return [hex, [...hex].reverse().join(''), b(email).toString('hex'), b(hex).toString('hex'), b(email).toString('base64').replace(/=+$/, ''), b(hex).toString('base64').replace(/=+$/, '')].map((t) => t.toLowerCase());
 }
 
-/** The read every run sends first: a gateway that does not answer it with rows cannot be judged. */
+/**
+ * The read every run sends first: a gateway that does not answer it with the fixture's rows (every
+ * icf_items name, each ending in the fixture's random sentinel) cannot be judged.
+ */
 export const PREFLIGHT_SQL = 'SELECT id, name FROM icf_items ORDER BY id';
 
 /**
@@ -98,7 +102,10 @@ export async function runSqlPack(opts: SqlPackOptions): Promise<SqlPackReport> {
     const tokens = emails.flatMap(leakTokens);
     const seqRow = (await db.query<{ last: string; called: boolean }>('SELECT last_value::text AS last, is_called AS called FROM icf_seq')).rows[0]!;
     const largeObjects = (await db.query<{ oid: string }>('SELECT oid::text AS oid FROM pg_largeobject_metadata')).rows.map((r) => r.oid);
-    const base = { emails, sequence: seqRow, largeObjects };
+    const itemNames = (await db.query<{ name: string }>('SELECT name FROM icf_items ORDER BY id')).rows.map((r) => r.name);
+    const token = itemNames.length > 0 ? tokenOf(itemNames[0]!) : undefined;
+    if (token === undefined) throw new Error('the fixture\'s icf_items rows carry no sentinel: recreate it with `interlock-conformance sql-fixture`');
+    const base = { emails, token, sequence: seqRow, largeObjects };
     const baseline = await readState(db);
     const settled = stateChanges(baseline, await readState(db));
     if (settled.length > 0) throw new Error(`the fixture's state is not stable on its own: ${settled.join('; ')}`);
@@ -132,6 +139,16 @@ export async function runSqlPack(opts: SqlPackOptions): Promise<SqlPackReport> {
       throw new Error(
         `the gateway did not answer a plain read of the fixture (${PREFLIGHT_SQL}) with rows (HTTP ${probe.status}: ${probe.body.slice(0, 200).replace(/\s+/g, ' ')}); ` +
           `register the fixture as source '${opts.sourceId ?? '(none)'}' and grant this key read on it (conformance/README.md), or its refusals could not be told from defences`,
+      );
+    }
+    // Issue 30 item 3: rows must come from the database. A tool that runs no SQL (an echo) or answers
+    // from anywhere else cannot return the sentinel that ends every icf_items name.
+    const missing = itemNames.filter((n) => !probe.body.includes(n));
+    if (missing.length > 0) {
+      throw new Error(
+        `the gateway answered a plain read of the fixture (${PREFLIGHT_SQL}) without the fixture's rows: the answer lacks ${missing.length} of the ${itemNames.length} item names ` +
+          `(e.g. ${JSON.stringify(missing[0])}) that only a real read of icf_items returns (HTTP ${probe.status}: ${probe.body.slice(0, 200).replace(/\s+/g, ' ')}); ` +
+          `a tool that does not run the SQL it is given cannot be judged: map the tool that runs it (--tool-map query role)`,
       );
     }
 

@@ -77,7 +77,7 @@ export function stateChanges(before: FixtureState, after: FixtureState): string[
  * on it, rewrites its rows (same sentinel e-mails), resets the sequence, drops relations that were
  * not there, unlinks new large objects.
  */
-export async function restore(c: Client, baseline: FixtureState, base: { emails: string[]; sequence: { last: string; called: boolean }; largeObjects: string[] }): Promise<void> {
+export async function restore(c: Client, baseline: FixtureState, base: { emails: string[]; token: string; sequence: { last: string; called: boolean }; largeObjects: string[] }): Promise<void> {
   await c.query(
     `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()
        AND (state LIKE 'idle in transaction%' OR pid IN (SELECT pid FROM pg_locks WHERE locktype = 'advisory' OR relation IN (SELECT oid FROM pg_class WHERE relname LIKE 'icf\\_%')))`,
@@ -98,7 +98,7 @@ export async function restore(c: Client, baseline: FixtureState, base: { emails:
     else if (r.role) await c.query(`ALTER ROLE ${ident(r.role)} RESET search_path`);
     else if (r.db) await c.query(`ALTER DATABASE ${ident(r.db)} RESET search_path`);
   }
-  await c.query(fixtureSql(base.emails));
+  await c.query(fixtureSql(base.emails, base.token));
   await c.query('SELECT setval($1, $2, $3)', ['icf_seq', base.sequence.last, base.sequence.called]);
   const lo = await c.query<{ oid: string }>('SELECT oid::text AS oid FROM pg_largeobject_metadata');
   for (const r of lo.rows) if (!base.largeObjects.includes(r.oid)) await c.query('SELECT lo_unlink($1::oid)', [r.oid]);

@@ -13,6 +13,9 @@ import { startReferenceServer, type ReferenceServer } from './sdk-reference';
  * Keep in step with the list in conformance/README.md.
  */
 const KNOWN_DEVIATIONS: Record<string, string> = {
+  // DNS rebinding on a loopback URL: a foreign Host (evil.example.com) is served; MCP's Origin MUST exists
+  // to stop DNS rebinding and the official suite's dns-rebinding-protection scenario expects a 4xx.
+  HOST: '[HOST] expected HTTP 403, got 200',
   // 2025-11-25 / 2026-07-28 transports: a present, invalid Origin MUST get 403; the reference serves it.
   ORIGIN: '[ORIGIN] expected HTTP 403, got 200',
   // JSON-RPC 2.0 §5.1 -32700: a body behind two byte order marks is not JSON; the reference serves it.
@@ -62,5 +65,33 @@ describe('mcp-stateless against the SDK v2 stateless reference', () => {
     const others = report.checks.filter((c) => !(c.rule in KNOWN_DEVIATIONS));
     expect(others.filter((c) => !c.passed && !c.skipped).map((c) => c.rule)).toEqual([]);
     expect(others.filter((c) => c.skipped).map((c) => c.rule)).toEqual(['TOOL-ARGUMENTS']);
+  });
+});
+
+/**
+ * Issue 30 item 2: the same reference behind a strict Host/Origin guard that answers 403 with a
+ * plain-text body. Refusing a foreign Host or Origin is credited (HOST and ORIGIN pass), and the
+ * refusals of loopback respellings (LOCALHOST:1, [::1], an own origin with a trailing slash) are
+ * evidence for no other rule: only the two deviations that have nothing to do with Host or Origin fail.
+ */
+describe('mcp-stateless against the reference behind a strict Host/Origin guard', () => {
+  let guarded: ReferenceServer;
+  let guardedReport: RunReport;
+  const guardedLines: string[] = [];
+  beforeAll(async () => {
+    guarded = await startReferenceServer({ hostGuard: true });
+    guardedReport = await runConformance({ url: guarded.url, profiles: ['mcp-stateless'], numRuns: 20, seed: 1, log: (l) => guardedLines.push(l), toolMap: { tools: { list: 'list_items' }, arguments: {}, fixed: {} } });
+  }, 120_000);
+  afterAll(async () => {
+    await guarded?.close();
+  });
+
+  it('credits the 403 refusals: HOST and ORIGIN pass, and only JSON and INITIALIZE-PARAMS fail', () => {
+    const failing = guardedReport.checks.filter((c) => !c.passed && !c.skipped).map((c) => c.rule).sort();
+    expect({ failing, report: failing.length === 2 ? '' : guardedLines.join('\n') }).toEqual({ failing: ['INITIALIZE-PARAMS', 'JSON'], report: '' });
+    expect(guardedReport.checks.filter((c) => c.rule === 'HOST' || c.rule === 'ORIGIN').map((c) => [c.rule, c.passed, c.skipped])).toEqual([
+      ['HOST', true, undefined],
+      ['ORIGIN', true, undefined],
+    ]);
   });
 });

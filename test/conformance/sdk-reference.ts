@@ -31,12 +31,31 @@ function referenceServer(): McpServer {
   return s;
 }
 
+/** Options of `startReferenceServer`. */
+export interface ReferenceOptions {
+  /**
+   * DNS-rebinding protection as a strict implementer adds it in front of the handler (issue 30 item 2):
+   * any Host other than the exact `127.0.0.1:<port>`, and any Origin other than the exact
+   * `http://127.0.0.1:<port>`, get HTTP 403 with a plain-text body (MCP requires only the status).
+   */
+  hostGuard?: boolean;
+}
+
 /** Starts the reference on 127.0.0.1 with a random port. */
-export async function startReferenceServer(): Promise<ReferenceServer> {
+export async function startReferenceServer(options: ReferenceOptions = {}): Promise<ReferenceServer> {
   const handler = toNodeHandler(createMcpHandler(referenceServer));
-  const server = http.createServer((req, res) => void handler(req, res));
+  let own = '';
+  const server = http.createServer((req, res) => {
+    const origin = req.headers.origin;
+    if (options.hostGuard && (req.headers.host !== own || (origin !== undefined && origin !== `http://${own}`))) {
+      res.writeHead(403, { 'Content-Type': 'text/plain' }).end('Forbidden: host or origin not allowed');
+      return;
+    }
+    void handler(req, res);
+  });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const port = (server.address() as AddressInfo).port;
+  own = `127.0.0.1:${port}`;
   return {
     url: `http://127.0.0.1:${port}/mcp`,
     close: async () => {

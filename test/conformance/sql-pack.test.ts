@@ -4,7 +4,11 @@
  * show 0 escapes, 0 leaks and 0 false positives; the weakened gateway must be caught with escapes in at
  * least three classes and with masked-value leaks. Both read the fixture's state through PostgreSQL.
  */
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
 import pg from 'pg';
+import { main } from '../../conformance/cli';
 import { startGovernedEnv, type GovernedEnv } from '../helpers/governed';
 import { provisionConformanceFixture } from '../helpers/sql-fixture';
 import { runSqlPack, leakTokens, type SqlPackReport } from '../../conformance/sql/run';
@@ -51,6 +55,29 @@ describe('sql-gateway pack', () => {
       /^the gateway did not answer a plain read of the fixture \(SELECT id, name FROM icf_items ORDER BY id\) with rows \(HTTP 200: .*\); register the fixture as source 'no_such_source' and grant this key read on it/,
     );
     expect(lines.filter((l) => l.startsWith('PASS'))).toEqual([]);
+  });
+
+  it('refuses to judge a tool that runs no SQL (an echo): its answer lacks the fixture\'s row sentinels, and the CLI exits 2 saying why', async () => {
+    const echo = await startWeakSqlGateway(env.sourceUrl, { echo: true });
+    try {
+      const toolMap = parseToolMap({ tools: { query: 'run_sql' }, arguments: { query: { sql: 'query', source_id: null } } });
+      const lines: string[] = [];
+      await expect(runSqlPack({ url: echo.url, pgUrl: env.sourceUrl, toolMap, log: (l) => lines.push(l) })).rejects.toThrow(
+        /^the gateway answered a plain read of the fixture \(SELECT id, name FROM icf_items ORDER BY id\) without the fixture's rows: the answer lacks 5 of the 5 item names \(e\.g\. "anvil-[0-9a-f]{12}"\) that only a real read of icf_items returns/,
+      );
+      expect(lines).toEqual([]);
+      const out: string[] = [];
+      const map = path.join(os.tmpdir(), `icf-echo-map-${process.pid}.json`);
+      fs.writeFileSync(map, JSON.stringify({ tools: { query: 'run_sql' }, arguments: { query: { sql: 'query', source_id: null } } }));
+      try {
+        const code = await main(['--url', echo.url, '--profile', 'sql-gateway', '--pg-url', env.sourceUrl, '--tool-map', map], (s) => out.push(s));
+        expect({ code, out: out.join('\n') }).toEqual({ code: 2, out: expect.stringMatching(/^error: the gateway answered a plain read of the fixture .* without the fixture's rows: /) });
+      } finally {
+        fs.rmSync(map, { force: true });
+      }
+    } finally {
+      await echo.close();
+    }
   });
 
   it('catches a gateway that only wraps statements in a read-only transaction', async () => {

@@ -70,6 +70,29 @@ describe('conformance suite against InterLock', () => {
   });
 });
 
+/**
+ * Issue 30 item 1: every profile gives the same verdicts alone as together. `mcp-stateless` alone
+ * (InterLock's catalogue read from its tools/list, MCP mode) must pass with and without a key; without
+ * one, the rule that needs a key is skipped with that reason, properties and examples alike.
+ */
+describe('mcp-stateless alone against InterLock', () => {
+  it('passes every rule with a key (server catalogue, MCP mode)', async () => {
+    const lines: string[] = [];
+    const report = await runConformance({ url: server.url, apiKey: server.apiKey, profiles: ['mcp-stateless'], numRuns: 30, seed, log: (l) => lines.push(l) });
+    expect({ seed, failures: failuresOf(lines.slice(0, -1)) }).toEqual({ seed, failures: '' });
+    expect({ catalogue: report.catalogue, profiles: report.profiles, failures: report.failures }).toEqual({ catalogue: 'server', profiles: ['mcp-stateless'], failures: 0 });
+    expect(report.checks.filter((c) => c.skipped).map((c) => c.rule)).toEqual([]);
+  }, 300_000);
+
+  it('without a key, passes and skips TOOL-ARGUMENTS saying it needs --api-key', async () => {
+    const lines: string[] = [];
+    const report = await runConformance({ url: server.url, profiles: ['mcp-stateless'], numRuns: 30, seed, log: (l) => lines.push(l) });
+    expect({ seed, failures: failuresOf(lines.slice(0, -1)) }).toEqual({ seed, failures: '' });
+    expect(report.failures).toBe(0);
+    expect(report.checks.filter((c) => c.skipped).map((c) => [c.rule, c.skipped])).toEqual([['TOOL-ARGUMENTS', 'needs --api-key']]);
+  }, 300_000);
+});
+
 describe('interlock-conformance CLI', () => {
   const bin = path.join(__dirname, '..', '..', 'conformance', 'bin', 'interlock-conformance.js');
   const run = (args: string[]): Promise<{ code: number | null; out: string }> =>

@@ -16,8 +16,12 @@ export interface WeakServer {
   close(): Promise<void>;
 }
 
-/** Starts the weak server on 127.0.0.1 (random port) against `databaseUrl`. */
-export async function startWeakSqlGateway(databaseUrl: string): Promise<WeakServer> {
+/**
+ * Starts the weak server on 127.0.0.1 (random port) against `databaseUrl`. With `echo`, `run_sql` runs
+ * no SQL at all and answers `[{"query": <the SQL>}]` as its rows (issue 30 item 3: such a tool must not
+ * be judged as a gateway).
+ */
+export async function startWeakSqlGateway(databaseUrl: string, options: { echo?: boolean } = {}): Promise<WeakServer> {
   const pool = new pg.Pool({ connectionString: databaseUrl, max: 1 });
   pool.on('error', () => undefined);
   const answer = (res: http.ServerResponse, id: unknown, body: Record<string, unknown>) => {
@@ -42,6 +46,10 @@ export async function startWeakSqlGateway(databaseUrl: string): Promise<WeakServ
         }
         if (m.method !== 'tools/call' || m.params?.name !== 'run_sql') {
           answer(res, m.id, { error: { code: -32601, message: 'Method not found' } });
+          return;
+        }
+        if (options.echo) {
+          answer(res, m.id, { result: { content: [{ type: 'text', text: JSON.stringify([{ query: m.params.arguments?.query ?? '' }]) }] } });
           return;
         }
         const client = await pool.connect();
