@@ -24,7 +24,18 @@ let pending: string[] | null = null;
  * above 2^53), so every path that writes rows for a client must use jsonText().
  */
 export class RawJson {
-  constructor(readonly json: string) {}
+  /** The JSON text; line breaks (which valid JSON holds only as insignificant whitespace outside strings) become spaces. */
+  readonly json: string;
+
+  /**
+   * @param json a complete JSON text (PostgreSQL's `json`/`jsonb` output). A `json` value keeps its
+   * input's layout, line breaks included (`EXPLAIN (FORMAT JSON)` writes several lines); spliced
+   * verbatim they would end an SSE `data:` line early, so CR and LF are written as spaces, which
+   * changes no value (inside a JSON string they are always escaped).
+   */
+  constructor(json: string) {
+    this.json = /[\r\n]/.test(json) ? json.replace(/[\r\n]/g, ' ') : json;
+  }
 
   /** The placeholder inside jsonText(); the parsed value elsewhere. */
   toJSON(): unknown {

@@ -147,3 +147,14 @@ test('docs/values.md names every type of the spec table', () => {
   const doc = readFileSync(join(__dirname, '..', '..', '..', 'docs', 'values.md'), 'utf8');
   expect(BUILTIN_TYPE_MAPPINGS.filter((t) => !doc.includes(`\`${t.name}\``)).map((t) => t.name)).toEqual([]);
 });
+
+describe('json text with line breaks (EXPLAIN (FORMAT JSON) writes several lines)', () => {
+  it('is spliced on one line, values unchanged, so an SSE data: line is never ended early', () => {
+    const { RawJson, jsonText } = require('../../../src/sources/postgres/raw-json') as typeof import('../../../src/sources/postgres/raw-json');
+    const raw = '[\n  {\r\n    "Plan": {"Rows": 9007199254740993, "Note": "a\\nb"}\n  }\n]';
+    const text = jsonText([{ plan: new RawJson(raw) }]);
+    expect(text).not.toMatch(/[\r\n]/);
+    expect(text).toBe('[{"plan":[   {      "Plan": {"Rows": 9007199254740993, "Note": "a\\nb"}   } ]}]');
+    expect(JSON.parse(text)[0].plan[0].Plan.Note).toBe('a\nb');
+  });
+});
