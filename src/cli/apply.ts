@@ -7,7 +7,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import { ValidationError } from '../control/errors';
-import { renderPlan } from '../declarative/plan';
+import { pruneOnly, renderPlan, renderPruneOnly } from '../declarative/plan';
 import { operatorOption, type CommandContext } from './context';
 
 /** Registers `apply`. */
@@ -27,6 +27,8 @@ export function registerApply(program: Command, ctx: CommandContext): void {
       const r = await (await s.backend()).applyFile({ text }, { operator: o.operator, plan: o.plan, prune: o.prune, force: o.force });
       for (const sc of r.scans) if (sc.error) s.io.err(`warning: catalog scan of ${sc.sourceId} failed: ${sc.error}`);
       const tail = r.applied ? (r.plan.changes.length ? `\nApplied (${r.digest}).` : '') : r.plan.changes.length ? '\n(plan only: nothing was changed)' : '';
-      s.print(renderPlan(r.plan) + tail, r);
+      // A plan without --prune also names what --prune would remove (issue 24, item 6): the same file planned with it.
+      const extra = o.plan && !o.prune ? pruneOnly(r.plan, (await (await s.backend()).applyFile({ text }, { operator: o.operator, plan: true, prune: true, force: o.force })).plan) : [];
+      s.print(renderPlan(r.plan) + renderPruneOnly(extra) + tail, o.plan && !o.prune ? { ...r, prunable: extra } : r);
     });
 }

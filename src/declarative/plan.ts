@@ -169,3 +169,19 @@ export function renderPlan(plan: Plan): string {
   lines.push('', `Plan: ${plan.summary.create} to create, ${plan.summary.update} to update, ${plan.summary.delete} to delete.`);
   return lines.join('\n');
 }
+
+/**
+ * The deletions `withPrune` (the plan of the same file with --prune) holds beyond `plan`: what
+ * `--prune` would remove (or, for identities, disable) that the plain apply leaves alone. Issue 24, item 6.
+ */
+export function pruneOnly(plan: Plan, withPrune: Plan): PlanChange[] {
+  const key = (c: PlanChange) => `${c.action} ${c.kind} ${c.name}`;
+  const have = new Set(plan.changes.map(key));
+  return withPrune.changes.filter((c) => c.action === 'delete' && !have.has(key(c)));
+}
+
+/** Lines naming what `--prune` would also remove (renderPlan's form), or '' when nothing. */
+export function renderPruneOnly(changes: PlanChange[]): string {
+  if (changes.length === 0) return '';
+  return [`\nWith --prune this file would also delete ${changes.length}:`, ...changes.map((c) => `- delete ${c.kind} ${c.name}${c.note ? ` (${c.note})` : ''}`)].join('\n');
+}

@@ -108,6 +108,15 @@ test('export, apply --plan shows no changes; one changed field shows exactly tha
   expect(await cli('apply', '-f', out)).toEqual({ code: 0, stdout: 'No changes: the control plane matches the file.\n', stderr: '' });
   const tail = JSON.parse((await cli('--json', 'audit', 'search', '--kind', 'config', '--decision', 'applied')).stdout) as { events: Array<{ operator: string; details: { digest: string; changes: string[] } }> };
   expect(tail.events[1]).toMatchObject({ operator: 'ops-ben', details: { digest: fileDigest(readFileSync(out, 'utf8')), changes: ['update source local: name'] } });
+  // A plan without --prune names what --prune would delete (issue 24, item 6).
+  const none = join(dir, 'no-sources.yaml');
+  writeFileSync(none, 'version: 1\nsources: []\n');
+  expect(await cli('apply', '-f', none, '--plan')).toEqual({ code: 0, stdout: 'No changes: the control plane matches the file.\nWith --prune this file would also delete 1:\n- delete source local\n', stderr: '' });
+  const pruned = await cli('apply', '-f', none, '--plan', '--prune');
+  expect(pruned.code).toBe(0);
+  expect(pruned.stdout).toMatch(/^- delete source local\n(    - .+\n)+\nPlan: 0 to create, 0 to update, 1 to delete\.\n\(plan only: nothing was changed\)\n$/);
+  expect(pruned.stdout).not.toContain('With --prune');
+  expect((await getSource(db, 'local'))!.name).toBe('Local items');
   const inline = join(dir, 'inline.yaml');
   writeFileSync(inline, 'version: 1\nsources:\n  - { id: x, type: postgres, name: X, settings: { host: h, port: 1, database: d, reader: { user: u, password: hunter2 }, tls: { mode: "off" } } }\n');
   expect(await cli('apply', '-f', inline)).toEqual({
