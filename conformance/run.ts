@@ -175,8 +175,12 @@ export async function runConformance(opts: RunOptions): Promise<RunReport> {
       const verdict = judge(spec, exp, res, inProfile);
       // Outcome violations of a success expectation (results.*) are charged to the aimed rule, which may be generic.
       const genericFinding = (v: Violation): boolean => generic(v.rule) || (v.outcome === true && !spec.checkIds.includes(v.rule));
-      if (mcpOracle && verdict.violations.some(genericFinding) && mcpAccepts(mcpOracle.expect(req, ctx), res)) {
-        verdict.violations = verdict.violations.map((v) => (genericFinding(v) ? { rule: 'interlock.strict', message: `[${v.rule}] ${v.message} (the contract's stricter choice; MCP permits this answer)` } : v));
+      const mcpExp = mcpOracle?.expect(req, ctx);
+      // An answer MCP reads as a Host or Origin refusal is evidence for no other rule (issue 30 item 2):
+      // whatever the contract expected instead, the finding is the contract's stricter choice.
+      const hostRefusal = mcpExp !== undefined && [mcpExp, ...(mcpExp.alternatives ?? [])].some((x) => (x.rule === 'HOST' || x.rule === 'ORIGIN') && violations(spec, x, res).every((v) => !(v.outcome || generic(v.rule))));
+      if (mcpExp && verdict.violations.length > 0 && (hostRefusal || (verdict.violations.some(genericFinding) && mcpAccepts(mcpExp, res)))) {
+        verdict.violations = verdict.violations.map((v) => (hostRefusal || genericFinding(v) ? { rule: 'interlock.strict', message: `[${v.rule}] ${v.message} (the contract's stricter choice; MCP permits this answer)` } : v));
       }
       return { req, exp, res, verdict };
     };
