@@ -51,7 +51,11 @@ export interface HierarchyCheckInput {
  * old decisions' key); `ok` false → answer `outcome` (a refusal of step 3 or 4, or the mapped
  * connector failure when the server could not be asked).
  */
-export type HierarchyCheck = { ok: true; changed: boolean; restrictions: PolicyRestrictions } | { ok: false; outcome: ToolOutcome };
+/**
+ * The check's answer. `unreachable` marks a refusal because the server could not be asked (the
+ * connector's own outcome: circuit open, unavailable…), as opposed to a decision on its answer.
+ */
+export type HierarchyCheck = { ok: true; changed: boolean; restrictions: PolicyRestrictions } | { ok: false; outcome: ToolOutcome; unreachable?: boolean };
 
 export { hierarchySensitive };
 
@@ -70,7 +74,7 @@ export async function checkHierarchy(i: HierarchyCheckInput): Promise<HierarchyC
   try {
     live = await i.connector.relationTrees(touched(i.analysis), { signal: i.signal, identityId: i.identityId });
   } catch (err) {
-    return { ok: false, outcome: mapConnectorError(err) };
+    return { ok: false, outcome: mapConnectorError(err), unreachable: true };
   }
   const base = catalogHierarchy(i.catalog);
   if (!hierarchyChanged(base, live)) return unchanged;

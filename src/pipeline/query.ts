@@ -140,10 +140,12 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
     // Before write safety, the cache and execution: the relation hierarchy as the server has it now
     // (issue 22 item 1); a change since the scan re-decides steps 3 and 4 and bypasses the result
     // cache. Writes too: a partition attached under a write-denied parent is refused (red team rt1).
+    // A write is still queued when the server cannot be asked (its source down): nothing runs before
+    // an approval, and the approval asks the server again (src/approvals/execute.ts).
     const connector = deps.connectors.reader(source);
     const hier = await checkHierarchy({ connector, evaluator, sourceId, analysis, catalog, policies, subject, now: now(), restrictions: pol.restrictions, signal: ctx.signal, identityId: identity.id });
-    if (!hier.ok) return hier.outcome;
-    const restrictions = hier.restrictions;
+    if (!hier.ok && !(hier.unreachable && analysis.kind === 'write')) return hier.outcome;
+    const restrictions = hier.ok ? hier.restrictions : pol.restrictions;
 
     // Step 6: write safety — a write never runs on the agent's call.
     if (analysis.kind === 'write') {
@@ -158,7 +160,7 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
     const sourceCap = typeof source.settings.max_rows === 'number' ? source.settings.max_rows : Infinity;
     const maxRows = Math.min(requested, sourceCap, restrictions.maxRows ?? Infinity);
     const accessFingerprint = pol.accessFingerprint;
-    const key = analysis.cacheable && !hier.changed ? deps.cache.key({ sourceId, sql, params, maxRows, accessFingerprint }) : null;
+    const key = analysis.cacheable && hier.ok && !hier.changed ? deps.cache.key({ sourceId, sql, params, maxRows, accessFingerprint }) : null;
     const hit = key ? deps.cache.get(key) : undefined;
     if (hit) {
       audit.row_count = hit.rows.length;

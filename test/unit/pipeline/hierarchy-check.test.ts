@@ -82,7 +82,7 @@ test('an unchanged tree keeps the restrictions; a caller without denies or masks
 
 test('when the server cannot be asked the read is refused with the connector failure, never run unchecked', async () => {
   const down = connector({}, Object.assign(new Error('boom 10.0.0.1:5432'), { code: 'circuit_open' }));
-  expect((await check('SELECT id FROM late', ALL, [MASK], down)).result).toEqual({ ok: false, outcome: { kind: 'refusal', code: 'circuit_open' } });
+  expect((await check('SELECT id FROM late', ALL, [MASK], down)).result).toEqual({ ok: false, outcome: { kind: 'refusal', code: 'circuit_open' }, unreachable: true });
   const odd = connector({}, new Error('hierarchy answer incomplete'));
-  expect((await check('SELECT id FROM late', ALL, [MASK], odd)).result).toEqual({ ok: false, outcome: { kind: 'tool_error', code: 'tool_execution_failed' } });
+  expect((await check('SELECT id FROM late', ALL, [MASK], odd)).result).toEqual({ ok: false, outcome: { kind: 'tool_error', code: 'tool_execution_failed' }, unreachable: true });
 });
