@@ -125,6 +125,10 @@ export interface GatewayConfig {
      * How long a tools/call waits for its audit event to commit before it is answered unavailable/audit_unavailable with no result (INTERLOCK_AUDIT_COMMIT_TIMEOUT_MS). Default 2000.
      */
     commit_timeout_ms?: number;
+    /**
+     * Retention floor of `interlock audit archive`: without --force it never archives a month that ends less than this many days ago (nor the open month, whatever this is). 0: only the open month is kept (INTERLOCK_AUDIT_RETENTION_MIN_DAYS). Default 0.
+     */
+    retention_min_days?: number;
   };
   /**
    * Where InterLock tells people about approvals. Each webhook receives a signed JSON POST for the events it names.

@@ -24,12 +24,21 @@ export interface ArchivedPartition {
   lastBatchId: string | null;
 }
 
-/** What `archiveAuditPartitions` did. `sha256` is the hex digest of the file as written. */
+/** What `archiveAuditPartitions` did. `sha256` is the hex digest of the file as written ('' and `planned: true` for a plan: nothing written or dropped). */
 export interface ArchiveResult {
   file: string;
   sha256: string;
   events: number;
   partitions: ArchivedPartition[];
+  planned?: boolean;
+}
+
+/** A partition an archive run will export and drop, with its event count (said before it happens). */
+export interface PlannedPartition {
+  partition: string;
+  rangeFrom: string;
+  rangeTo: string;
+  events: number;
 }
 
 const PARTITION = /^audit_events_p([0-9]{4})([0-9]{2})$/;
@@ -71,19 +80,31 @@ async function monthlyPartitions(c: pg.ClientBase): Promise<Array<{ name: string
  * in audit_archives, all in one transaction (a failure before COMMIT drops nothing). Afterwards it
  * makes sure the next twelve months have partitions. Returns what was archived (no partitions: an
  * empty file and nothing dropped).
- * Throws ValidationError for a bad date or an existing file, ControlError('forbidden') when the
+ * `onPlan` hears the partitions and event counts before anything is written or dropped; `plan`
+ * stops there (rolled back, no file). Without `force`, `before` may not reach into the open month
+ * or past the retention floor (`retentionMinDays`, audit.retention_min_days).
+ * Throws ValidationError for a bad date, an existing file or a refused `before`, ControlError('forbidden') when the
  * connected role does not own audit_events.
  */
-export async function archiveAuditPartitions(db: ControlDb, opts: { before: Date; file: string; force?: boolean }): Promise<ArchiveResult> {
+export async function archiveAuditPartitions(
+  db: ControlDb,
+  opts: { before: Date; file: string; force?: boolean; retentionMinDays?: number; plan?: boolean; onPlan?: (parts: PlannedPartition[]) => void },
+): Promise<ArchiveResult> {
   if (Number.isNaN(opts.before.getTime())) throw new ValidationError('--before: not a date');
   // The open month (and anything newer) is still being written and read (the console's approval
-  // history): archiving it needs --force (issue 24 item 6).
+  // history), and months inside the configured retention floor must stay: archiving either needs
+  // --force (issue 24 item 6).
   const now = new Date();
   const openMonth = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1));
   if (opts.before.getTime() > openMonth.getTime() && !opts.force) {
     throw new ValidationError(`--before ${opts.before.toISOString().slice(0, 10)} would archive and drop the open month (${openMonth.toISOString().slice(0, 7)}) or later, whose events are still in use: use --before ${openMonth.toISOString().slice(0, 10)} or earlier, or add --force`);
   }
-  if (existsSync(opts.file)) throw new ValidationError(`${opts.file} already exists: choose a new file (an archive is never overwritten)`);
+  const floorDays = opts.retentionMinDays ?? 0;
+  const floor = new Date(now.getTime() - floorDays * 86_400_000);
+  if (floorDays > 0 && opts.before.getTime() > floor.getTime() && !opts.force) {
+    throw new ValidationError(`--before ${opts.before.toISOString().slice(0, 10)} is inside the retention floor (audit.retention_min_days = ${floorDays}: nothing newer than ${floor.toISOString().slice(0, 10)} is archived): use an earlier --before, or add --force`);
+  }
+  if (!opts.plan && existsSync(opts.file)) throw new ValidationError(`${opts.file} already exists: choose a new file (an archive is never overwritten)`);
   const c = await db.pool.connect();
   try {
     await c.query('BEGIN');
@@ -92,6 +113,18 @@ export async function archiveAuditPartitions(db: ControlDb, opts: { before: Date
     await c.query('SET LOCAL extra_float_digits = 3');
     await assertOwner(c);
     const parts = (await monthlyPartitions(c)).filter((p) => p.to.getTime() <= opts.before.getTime());
+    // What will be dropped, said before anything is written or dropped (issue 24 item 6); with
+    // `plan`, only that: the transaction is rolled back and no file is made.
+    const planned: PlannedPartition[] = [];
+    for (const p of parts) {
+      const n = await c.query<{ n: string }>(`SELECT count(*)::text AS n FROM ${c.escapeIdentifier(p.name)}`);
+      planned.push({ partition: p.name, rangeFrom: p.from.toISOString(), rangeTo: p.to.toISOString(), events: Number(n.rows[0].n) });
+    }
+    opts.onPlan?.(planned);
+    if (opts.plan) {
+      await c.query('ROLLBACK');
+      return { file: opts.file, sha256: '', events: planned.reduce((a, p) => a + p.events, 0), partitions: planned.map((p) => ({ ...p, firstBatchId: null, lastBatchId: null })), planned: true };
+    }
     const out = createWriteStream(opts.file, { flags: 'wx' });
     const gz = createGzip();
     const hash = createHash('sha256');

@@ -12,8 +12,11 @@ import { table } from './output';
 
 /** What these commands need of the CLI's session. */
 export interface AuditCommandSession {
-  opts: { server?: string };
+  opts: { server?: string; json?: boolean };
+  io: { err(text: string): void };
   db(): Promise<ControlDb>;
+  /** The resolved configuration (audit.retention_min_days is the archive's retention floor). */
+  config(): { audit: { retention_min_days?: number } };
   print(human: string, machine: unknown): void;
 }
 
@@ -35,11 +38,21 @@ export function registerAuditChainCommands(aud: Command, session: (cmd: Command)
     .description('export whole monthly partitions older than DATE to FILE (gzip JSON lines), then detach and drop them (owner of audit_events only)')
     .requiredOption('--before <date>', 'archive every month that ends at or before this date (e.g. 2026-10-01)')
     .requiredOption('--to <file>', 'archive file to create (never overwritten)')
-    .option('--force', 'also archive the open month (or later): refused without it')
-    .action(async (o: { before: string; to: string; force?: boolean }, cmd: Command) => {
+    .option('--force', 'also archive the open month (or later) and months inside the retention floor (audit.retention_min_days): refused without it')
+    .option('--plan', 'only say which partitions (and how many events) would be archived and dropped; change nothing')
+    .action(async (o: { before: string; to: string; force?: boolean; plan?: boolean }, cmd: Command) => {
       const s = session(cmd);
       direct(s, 'archive');
-      const r = await archiveAuditPartitions(await s.db(), { before: parseDate(o.before, '--before'), file: o.to, force: o.force });
+      const parts = (ps: Array<{ partition: string; rangeFrom: string; rangeTo: string; events: number }>) => table(['partition', 'from', 'to', 'events'], ps.map((p) => [p.partition, p.rangeFrom, p.rangeTo, p.events]));
+      // What will be dropped is said before it is (issue 24 item 6); --json keeps stderr for errors.
+      const onPlan = (ps: Array<{ partition: string; rangeFrom: string; rangeTo: string; events: number }>) => {
+        if (!o.plan && !s.opts.json && ps.length) s.io.err(`archiving to ${o.to}, then detaching and dropping ${ps.length} partition(s), ${ps.reduce((a, p) => a + p.events, 0)} event(s):\n${parts(ps)}`);
+      };
+      const r = await archiveAuditPartitions(await s.db(), { before: parseDate(o.before, '--before'), file: o.to, force: o.force, plan: o.plan, retentionMinDays: s.config().audit.retention_min_days, onPlan });
+      if (r.planned) {
+        s.print(r.partitions.length ? `${parts(r.partitions)}\nwould archive ${r.events} event(s) to ${o.to}, then detach and drop these partitions (plan only: nothing was changed)` : `no whole month ends at or before ${o.before}: nothing would be archived (plan only)`, r);
+        return;
+      }
       const human = r.partitions.length
         ? `${table(['partition', 'from', 'to', 'events'], r.partitions.map((p) => [p.partition, p.rangeFrom, p.rangeTo, p.events]))}\narchived ${r.events} event(s) to ${r.file} (sha256 ${r.sha256}); partitions detached and dropped`
         : `no whole month ends at or before ${o.before}: nothing archived (${r.file} is empty)`;

@@ -38,7 +38,7 @@ export interface ResolvedGatewayConfig {
   notifications: { webhooks: Array<{ url: string; events: string[]; secret_env: string }>; coalesce_queued_at: number };
   cache: { ttl_ms: number; max_bytes: number };
   /** Audit trail: commit_timeout_ms bounds how long a call waits for its event to commit (fail closed after it). */
-  audit: { commit_timeout_ms: number };
+  audit: { commit_timeout_ms: number; retention_min_days: number };
   log_level: NonNullable<GatewayConfig['log_level']>;
   key_pepper?: string;
   /** Separate listener of /healthz, /readyz, /metrics (unset: served on listen). */
@@ -60,7 +60,7 @@ export const DEFAULT_CONFIG: Readonly<ResolvedGatewayConfig> = Object.freeze({
   approvals: { ttl_seconds: 86_400, max_pending_per_identity: 20, max_pending_per_source: 100, sweep_interval_ms: 10_000, sweep_batch: 500 },
   notifications: { webhooks: [], coalesce_queued_at: 3 },
   cache: { ttl_ms: 30_000, max_bytes: 64 * 1024 * 1024 },
-  audit: { commit_timeout_ms: 2000 },
+  audit: { commit_timeout_ms: 2000, retention_min_days: 0 },
   log_level: 'info',
   client_limits: { keyless: { points: 600, window_seconds: 60 }, streams_per_address: 128, streams_per_identity: 64, body_reads_per_address: 64, body_bytes_in_flight: 128 * 1024 * 1024, answer_write_timeout_ms: 30_000 },
 });
@@ -97,6 +97,7 @@ export const ENV_VARS: Readonly<Record<string, readonly [string[], EnvKind]>> = 
   INTERLOCK_CACHE_TTL_MS: [['cache', 'ttl_ms'], 'int'],
   INTERLOCK_CACHE_MAX_BYTES: [['cache', 'max_bytes'], 'int'],
   INTERLOCK_AUDIT_COMMIT_TIMEOUT_MS: [['audit', 'commit_timeout_ms'], 'int'],
+  INTERLOCK_AUDIT_RETENTION_MIN_DAYS: [['audit', 'retention_min_days'], 'int'],
   INTERLOCK_LOG_LEVEL: [['log_level'], 'string'],
   INTERLOCK_KEY_PEPPER: [['key_pepper'], 'string'],
   INTERLOCK_OPS_HOST: [['ops_listen', 'host'], 'string'],

@@ -20,8 +20,14 @@ import { archiveAuditPartitions } from '../../../src/audit/archive';
 const BIN = join(__dirname, '..', '..', '..', 'bin', 'interlock.js');
 
 function run(url: string, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  return runWith({}, url, ...args);
+}
+
+/** `run` with extra environment variables (e.g. INTERLOCK_AUDIT_RETENTION_MIN_DAYS). */
+function runWith(extra: NodeJS.ProcessEnv, url: string, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   const env: NodeJS.ProcessEnv = {};
   for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('INTERLOCK_')) env[k] = v;
+  Object.assign(env, extra);
   return new Promise((resolve) => {
     execFile(process.execPath, [BIN, '--database-url', url, ...args], { env, timeout: 60_000 }, (err, stdout, stderr) => {
       const code = err ? (typeof (err as { code?: unknown }).code === 'number' ? (err as { code: number }).code : 1) : 0;
@@ -111,6 +117,24 @@ test('archive refuses the open month without --force and drops nothing (issue 24
   expect(r.code).toBe(2);
   expect(r.stderr).toContain(`would archive and drop the open month (${monthStart(0).toISOString().slice(0, 7)}) or later, whose events are still in use: use --before ${ymd(monthStart(0))} or earlier, or add --force`);
   expect(existsSync(join(dir, 'open.jsonl.gz'))).toBe(false);
+  expect((await t.db.pool.query('SELECT count(*)::int AS n FROM audit_events')).rows[0].n).toBe(before);
+});
+
+test('archive --plan names the partitions and events it would drop and changes nothing; a retention floor refuses newer months without --force (issue 24 item 6)', async () => {
+  const before = (await t.db.pool.query('SELECT count(*)::int AS n FROM audit_events')).rows[0].n;
+  const file = join(dir, 'plan.jsonl.gz');
+  const names = [monthStart(3), monthStart(2)].map((d) => `audit_events_p${d.toISOString().slice(0, 7).replace('-', '')}`);
+  const plan = await run(t.temp.url, 'audit', 'archive', '--before', ymd(monthStart(1)), '--to', file, '--plan');
+  expect(plan.code).toBe(0);
+  expect(plan.stderr).toBe('');
+  expect(plan.stdout).toMatch(new RegExp(`^PARTITION +FROM +TO +EVENTS\\n${names[0]} .+\\n${names[1]} .+\\nwould archive 9 event\\(s\\) to ${file.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}, then detach and drop these partitions \\(plan only: nothing was changed\\)\\n$`));
+  expect(existsSync(file)).toBe(false);
+  expect((await t.db.pool.query('SELECT count(*)::int AS n FROM audit_events')).rows[0].n).toBe(before);
+  // monthStart(1) lies 28–62 days back: a 400-day floor refuses it, and says which setting.
+  const floor = await runWith({ INTERLOCK_AUDIT_RETENTION_MIN_DAYS: '400' }, t.temp.url, 'audit', 'archive', '--before', ymd(monthStart(1)), '--to', file);
+  expect(floor.code).toBe(2);
+  expect(floor.stderr).toContain(`--before ${ymd(monthStart(1))} is inside the retention floor (audit.retention_min_days = 400: nothing newer than`);
+  expect(existsSync(file)).toBe(false);
   expect((await t.db.pool.query('SELECT count(*)::int AS n FROM audit_events')).rows[0].n).toBe(before);
 });
 

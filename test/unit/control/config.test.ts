@@ -43,7 +43,7 @@ describe('loadConfig', () => {
       approvals: { ttl_seconds: 86400, max_pending_per_identity: 20, max_pending_per_source: 100, sweep_interval_ms: 10000, sweep_batch: 500 },
       notifications: { webhooks: [], coalesce_queued_at: 3 },
       cache: { ttl_ms: 30000, max_bytes: 67108864 },
-      audit: { commit_timeout_ms: 2000 },
+      audit: { commit_timeout_ms: 2000, retention_min_days: 0 },
       log_level: 'info',
       client_limits: { keyless: { points: 600, window_seconds: 60 }, streams_per_address: 128, streams_per_identity: 64, body_reads_per_address: 64, body_bytes_in_flight: 134217728, answer_write_timeout_ms: 30000 },
     });
@@ -154,7 +154,9 @@ describe('loadConfig', () => {
 
 describe('audit.commit_timeout_ms (issue 11)', () => {
   test('set by INTERLOCK_AUDIT_COMMIT_TIMEOUT_MS; outside 100–60000 ms it is refused', () => {
-    expect(loadConfig({ env: { INTERLOCK_AUDIT_COMMIT_TIMEOUT_MS: '500' } }).audit).toEqual({ commit_timeout_ms: 500 });
+    expect(loadConfig({ env: { INTERLOCK_AUDIT_COMMIT_TIMEOUT_MS: '500' } }).audit).toEqual({ commit_timeout_ms: 500, retention_min_days: 0 });
+    expect(loadConfig({ env: { INTERLOCK_AUDIT_RETENTION_MIN_DAYS: '90' } }).audit).toEqual({ commit_timeout_ms: 2000, retention_min_days: 90 });
+    expect(() => loadConfig({ env: { INTERLOCK_AUDIT_RETENTION_MIN_DAYS: '-1' } })).toThrow(/invalid configuration/);
     expect(() => loadConfig({ env: { INTERLOCK_AUDIT_COMMIT_TIMEOUT_MS: '50' } })).toThrow(/invalid configuration/);
   });
 });
