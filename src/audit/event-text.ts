@@ -15,7 +15,7 @@
  *   code units are cut to 500 plus "…[truncated]" (a B-tree entry must stay under 2,704 bytes);
  * - `time`: a valid instant from year 1 to 9999, as `YYYY-MM-DDTHH:MM:SS.mmmZ` (milliseconds: what a
  *   JavaScript Date holds); anything else (missing, unparsable, out of range) is "now";
- * - `row_count`: a safe integer or null; `duration_ms`: a finite number or null (−0 as 0);
+ * - `row_count`: a safe integer or null (−0 as 0); `duration_ms`: a finite number or null (−0 as 0);
  * - `relations`: strings only;
  * - `details`: without fields whose names say they hold secrets (api_key, password, token, …, at
  *   every level), a JSON object of plain values (objects by own enumerable keys, arrays with holes as
@@ -148,7 +148,7 @@ export function normalizeAuditRow(row: AuditRowInput, now: () => Date = () => ne
     action: text(row.action),
     fingerprint: text(row.fingerprint),
     relations: Array.isArray(row.relations) ? row.relations.filter((x): x is string => typeof x === 'string').map(storableText) : null,
-    row_count: typeof row.row_count === 'number' && Number.isSafeInteger(row.row_count) ? row.row_count : null,
+    row_count: typeof row.row_count === 'number' && Number.isSafeInteger(row.row_count) ? row.row_count + 0 : null, // + 0: −0 as 0, as stored
     duration_ms: typeof row.duration_ms === 'number' && Number.isFinite(row.duration_ms) ? (Object.is(row.duration_ms, -0) ? 0 : row.duration_ms) : null,
     approval_id: indexedText(row.approval_id),
     operator: text(row.operator),
