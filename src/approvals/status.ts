@@ -21,7 +21,7 @@ const STATE_MESSAGES: Record<ApprovalRecord['state'], string> = {
   pending: 'Waiting for an operator to approve or reject it. Nothing has run yet; do not queue it again.',
   approved: 'An operator approved it and it is running now.',
   executed: 'An operator approved it and it ran once.',
-  failed: 'An operator approved it but it did not complete; nothing was changed.',
+  failed: 'An operator approved it but it did not complete.',
   rejected: 'An operator rejected it; it was not run.',
   expired: 'Nobody decided in time; it expired and was not run.',
 };

@@ -13,7 +13,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import express, { type Express, type NextFunction, type Request, type Response } from 'express';
 import type { Logger } from 'pino';
-import { defaultOriginPolicy, type OriginPolicy } from './http-headers';
+import { corsOrigin, corsResponseHeaders, defaultOriginPolicy, type OriginPolicy } from './http-headers';
 import { InflightRegistry, type DispatchDeps } from '../protocol/dispatch';
 import { ToolRegistry } from '../tools/registry';
 import type { IdentityResolver, ToolBinding } from '../tools/types';
@@ -148,7 +148,7 @@ export function createGatewayApp(opts: GatewayAppOptions & { logger: Logger }): 
   const handler = (req: IncomingMessage, res: ServerResponse): void => {
     const url = req.url;
     const isMcp = url === MCP_PATH || (url !== undefined && url.startsWith(MCP_QUERY_PREFIX));
-    if (deps.clientLimits && !admitBody(deps.clientLimits, req, res, bodyLimit, isMcp)) return;
+    if (deps.clientLimits && !admitBody(deps.clientLimits, req, res, bodyLimit, isMcp ? policy : null)) return;
     if (isMcp) serveMcp(req, res);
     else app(req, res);
   };
@@ -173,9 +173,11 @@ export function createGatewayApp(opts: GatewayAppOptions & { logger: Logger }): 
  * the replica's total (ClientLimits.openBodyRead), given back when the body has been read or the
  * request is over. Refused: 429 rate_limited with Retry-After (POST /mcp: JSON-RPC -32602, id null,
  * data rate_limited, as the keyless budget; elsewhere the ErrorBody shape) and `Connection: close`,
- * so the unread body is not waited for. Returns false when it answered.
+ * so the unread body is not waited for. At /mcp (`mcpPolicy` given) the refusal carries the CORS
+ * headers when the Origin is allow-listed, like every other answer there (issue 24 item 7), so a
+ * browser client can read the 429 and its Retry-After. Returns false when it answered.
  */
-function admitBody(limits: ClientLimits, req: IncomingMessage, res: ServerResponse, bodyLimit: number, isMcp: boolean): boolean {
+function admitBody(limits: ClientLimits, req: IncomingMessage, res: ServerResponse, bodyLimit: number, mcpPolicy: OriginPolicy | null): boolean {
   const bytes = bodyReservation(req.headers as Record<string, string | undefined>, bodyLimit);
   if (bytes === null) return true;
   const r = limits.openBodyRead(clientAddressKey(req.socket.remoteAddress), bytes);
@@ -186,7 +188,14 @@ function admitBody(limits: ClientLimits, req: IncomingMessage, res: ServerRespon
     return true;
   }
   res.setHeader('Connection', 'close');
-  if (isMcp) sendMcpLimited(res, r);
+  if (mcpPolicy) {
+    const origin = corsOrigin(req.headers.origin, mcpPolicy);
+    if (origin !== null) {
+      const cors = corsResponseHeaders(origin);
+      for (const name in cors) res.setHeader(name, cors[name]);
+    }
+    sendMcpLimited(res, r);
+  }
   else {
     const body = rateLimitedBody(r.retryAfterMs, limitMessage(r));
     sendJsonText(res, 429, JSON.stringify(body), { 'Retry-After': retryAfterSeconds(body.retry_after_ms!) });

@@ -67,7 +67,7 @@ test('a revoked key: the console warns before the click, approving ends failed k
   // The identity's other key reads the outcome; the message is the fixed one, never the operator's cause.
   const status = await callTool(env, 'interlock_approval_status', { approval_id: id }, env.apiKey);
   expect(sc(status)).toMatchObject({ approval_id: id, state: 'failed', outcome: { error_code: 'key_revoked', message: failureMessage('key_revoked') } });
-  expect(sc(status).message).toBe(`An operator approved it but it did not complete; nothing was changed. ${failureMessage('key_revoked')}`);
+  expect(sc(status).message).toBe(`An operator approved it but it did not complete. ${failureMessage('key_revoked')}`);
 });
 
 test('an expired key: approving ends failed key_expired and nothing runs', async () => {

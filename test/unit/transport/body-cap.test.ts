@@ -25,6 +25,7 @@ beforeAll(async () => {
     clientLimits: { keyless: { points: 1000, windowSeconds: 60 }, streamsPerAddress: 8, streamsPerIdentity: 8, bodyReadsPerAddress: 2, bodyBytesInFlight: 64 * 1024 * 1024 },
     requestTimeoutMs: 1500,
     headersTimeoutMs: 1000,
+    originPolicy: { allowedHosts: ['127.0.0.1'], allowedOrigins: ['https://app.example'] },
     port: 0,
   });
 });
@@ -68,11 +69,27 @@ test('two stalled 1 MiB bodies fill the address; the third request is refused be
   expect(head.split('\r\n')[0]).toBe('HTTP/1.1 429 Too Many Requests');
   expect(head).toMatch(/\r\nRetry-After: 1\r\n/i);
   expect(head).toMatch(/\r\nConnection: close\r\n/i);
+  expect(head).not.toMatch(/Access-Control-Allow-Origin/i);
   expect(JSON.parse(json)).toEqual({
     jsonrpc: '2.0',
     id: null,
     error: { code: -32602, message: expect.any(String), data: { status: 'rate_limited', code: 'rate_limited', message: 'Too many request bodies being received from this client address; wait 1000 ms before trying again.', retry_after_ms: 1000 } },
   });
+
+  // From an allow-listed Origin the same refusal carries the CORS headers, so a browser client can read
+  // the 429 and its Retry-After (issue 24 item 7).
+  const fromApp = raw(HEAD('/mcp', Buffer.byteLength(body), 'Origin: https://app.example\r\n') + body);
+  await fromApp.done;
+  const [aHead, aJson] = fromApp.text().split('\r\n\r\n');
+  expect(aHead.split('\r\n')[0]).toBe('HTTP/1.1 429 Too Many Requests');
+  expect(aHead).toMatch(/\r\nAccess-Control-Allow-Origin: https:\/\/app\.example\r\n/i);
+  expect(aHead).toMatch(/\r\nAccess-Control-Expose-Headers: [^\r]*Retry-After/i);
+  expect(aHead).toMatch(/\r\nVary: Origin\r\n/i);
+  expect(JSON.parse(aJson).error.data.code).toBe('rate_limited');
+  // A foreign Origin gets no CORS headers (it is refused by the Origin guard or, here, before the body).
+  const foreign = raw(HEAD('/mcp', Buffer.byteLength(body), 'Origin: https://evil.example\r\n') + body);
+  await foreign.done;
+  expect(foreign.text()).not.toMatch(/Access-Control-Allow-Origin/i);
 
   // Another route: the ErrorBody shape.
   const other = raw(HEAD('/v1/sources/demo/query', 2) + '{}');
