@@ -134,6 +134,13 @@ export interface AnalyzeOptions {
    * any of them the statement is refused as `statement_too_complex` (issue 10, Build 3).
    */
   complexity?: ComplexityLimits;
+  /**
+   * Called once with the walk's work in steps (see `workBudget`) when the statement reached the
+   * walker, whether it was then accepted or refused there. For tests and tuning: the golden
+   * analyses (scripts/analysis-golden.ts) pin it so a refactor of the walker is shown to do the
+   * same work.
+   */
+  onWork?: (steps: number) => void;
 }
 
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
@@ -194,10 +201,14 @@ export function analyzeSql(sql: string, catalog: SourceCatalog | PreparedCatalog
   try {
     outs = a.top(type, stmt[type] as Record<string, unknown>);
   } catch (err) {
-    if (err instanceof Refusal) return refuse(err.code, err.message);
+    if (err instanceof Refusal) {
+      opts?.onWork?.(a.workUsed);
+      return refuse(err.code, err.message);
+    }
     if (err instanceof RangeError) return refuse('invalid_sql', 'statement nests too deeply');
     throw err;
   }
+  opts?.onWork?.(a.workUsed);
   if (a.maxParam > MAX_PARAMS) return refuse('invalid_sql', `parameter numbers above $${MAX_PARAMS} are not allowed`);
   const reads = [...a.reads.values()].map(({ rel, cols }) => ({
     schema: rel.schema,
