@@ -33,12 +33,17 @@ function addWrite(st: WalkState, rel: PreparedRelation, operation: WriteAccess['
   st.writes.push({ schema: rel.schema, table: rel.name, operation, columns: ordered, hasWhere });
 }
 
-/** INSERT [… SELECT | VALUES] [ON CONFLICT …] [RETURNING …]. */
-export function insert(st: WalkState, s: N, parent: Scope | null, outer: CteEnv | null): QueryOut {
+/** The start of every write: its WITH clause, its target relation and the target's FROM item (under its alias). */
+function writeStart(st: WalkState, s: N, parent: Scope | null, outer: CteEnv | null): { ctes: CteEnv | null; rel: PreparedRelation; target: NsItem } {
   const ctes = s.withClause ? withClause(st, s.withClause, parent, outer) : outer;
   const rv = s.relation as N;
   const rel = writeTarget(st, rv);
-  const target = relationItem(st, rel, rv.alias);
+  return { ctes, rel, target: relationItem(st, rel, rv.alias) };
+}
+
+/** INSERT [… SELECT | VALUES] [ON CONFLICT …] [RETURNING …]. */
+export function insert(st: WalkState, s: N, parent: Scope | null, outer: CteEnv | null): QueryOut {
+  const { ctes, rel, target } = writeStart(st, s, parent, outer);
   const cols = s.cols ? dmlCols(st, rel, s.cols, null) : [...rel.columnNames];
   if (s.selectStmt) for (const o of st.doors.query(st, s.selectStmt, parent, ctes).cols) written(st, o.lin);
   addWrite(st, rel, 'insert', cols, false);
@@ -79,10 +84,8 @@ export function insert(st: WalkState, s: N, parent: Scope | null, outer: CteEnv 
 
 /** UPDATE … SET … [FROM …] [WHERE …] [RETURNING …]. */
 export function update(st: WalkState, s: N, parent: Scope | null, outer: CteEnv | null): QueryOut {
-  const ctes = s.withClause ? withClause(st, s.withClause, parent, outer) : outer;
-  const rv = s.relation as N;
-  const rel = writeTarget(st, rv);
-  const items: NsItem[] = [relationItem(st, rel, rv.alias)];
+  const { ctes, rel, target } = writeStart(st, s, parent, outer);
+  const items: NsItem[] = [target];
   for (const f of s.fromClause ?? []) for (const it of fromItem(st, f, { parent, ctes }, items)) items.push(it);
   const ctx: Ctx = { scope: { parent, items }, ctes, windows: null };
   const setCols = dmlCols(st, rel, s.targetList, ctx);
@@ -101,10 +104,8 @@ export function update(st: WalkState, s: N, parent: Scope | null, outer: CteEnv 
 
 /** DELETE … [USING …] [WHERE …] [RETURNING …]. */
 export function del(st: WalkState, s: N, parent: Scope | null, outer: CteEnv | null): QueryOut {
-  const ctes = s.withClause ? withClause(st, s.withClause, parent, outer) : outer;
-  const rv = s.relation as N;
-  const rel = writeTarget(st, rv);
-  const items: NsItem[] = [relationItem(st, rel, rv.alias)];
+  const { ctes, rel, target } = writeStart(st, s, parent, outer);
+  const items: NsItem[] = [target];
   for (const f of s.usingClause ?? []) for (const it of fromItem(st, f, { parent, ctes }, items)) items.push(it);
   const ctx: Ctx = { scope: { parent, items }, ctes, windows: null };
   if (s.whereClause) addFilter(st, ex(st, s.whereClause, ctx));
@@ -114,10 +115,8 @@ export function del(st: WalkState, s: N, parent: Scope | null, outer: CteEnv | n
 
 /** MERGE INTO … USING … ON … WHEN [NOT] MATCHED … [RETURNING …]. */
 export function mergeStmt(st: WalkState, s: N, parent: Scope | null, outer: CteEnv | null): QueryOut {
-  const ctes = s.withClause ? withClause(st, s.withClause, parent, outer) : outer;
-  const rv = s.relation as N;
-  const rel = writeTarget(st, rv);
-  const items: NsItem[] = [relationItem(st, rel, rv.alias)];
+  const { ctes, rel, target } = writeStart(st, s, parent, outer);
+  const items: NsItem[] = [target];
   for (const it of fromItem(st, s.sourceRelation, { parent, ctes }, EMPTY_SCOPE_ITEMS)) items.push(it);
   const ctx: Ctx = { scope: { parent, items }, ctes, windows: null };
   if (s.joinCondition) addFilter(st, ex(st, s.joinCondition, ctx));

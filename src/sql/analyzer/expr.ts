@@ -97,7 +97,7 @@ export function columnRef(st: WalkState, cr: N, ctx: Ctx, output = false): Lin {
  * it is an entire item of the statement's select list (`output`), every column is also a
  * non-output use (`row_to_json(c)`, `c = c2`, `count(c)`, `SELECT c` in a sub-select, …).
  */
-export function wholeRowOf(st: WalkState, cols: readonly Col[], item: NsItem | null, output = false): Lin {
+function wholeRowOf(st: WalkState, cols: readonly Col[], item: NsItem | null, output = false): Lin {
   const lins: Lin[] = [];
   charge(st, cols.length);
   for (const c of cols) lins.push(use(st, c));
@@ -117,7 +117,7 @@ export function wholeRowOf(st: WalkState, cols: readonly Col[], item: NsItem | n
 }
 
 /** The merged lineage of a list of expressions (onto `lin`). */
-export function exList(st: WalkState, list: N[] | undefined, ctx: Ctx, lin: Lin = LIN_NONE): Lin {
+function exList(st: WalkState, list: N[] | undefined, ctx: Ctx, lin: Lin = LIN_NONE): Lin {
   if (list) for (const e of list) lin = merge(lin, ex(st, e, ctx));
   return lin;
 }
@@ -171,6 +171,10 @@ export function ex(st: WalkState, node: N | undefined, ctx: Ctx): Lin {
   return lin;
 }
 
+/**
+ * The dispatcher (PostgreSQL: transformExprRecurse): one case per expression node, each a call or
+ * a line; every case checks the node's fields first. Counts one step and one nesting level.
+ */
 function exNode(st: WalkState, node: N | undefined, ctx: Ctx): Lin {
   if (!node) return LIN_NONE;
   const type = nodeType(node);
@@ -189,109 +193,49 @@ function exNode(st: WalkState, node: N | undefined, ctx: Ctx): Lin {
         checkFields(type, n);
         if (typeof n.number === 'number' && n.number > st.maxParam) st.maxParam = n.number;
         return LIN_NONE;
-      case 'A_Expr': {
-        checkFields(type, n);
-        const kind = String(n.kind);
-        if (!A_EXPR_KINDS.has(kind)) throw new Refusal('statement_not_allowed', `unsupported operator form ${kind}`);
-        const between = kind.startsWith('AEXPR_BETWEEN') || kind.startsWith('AEXPR_NOT_BETWEEN');
-        if (!between && !st.ops) checkOperator(st, n.name);
-        const value = calc(st, merge(ex(st, n.lexpr, ctx), ex(st, n.rexpr, ctx)));
-        if (st.ops) operatorUse(st, { kind: 'expr', expr: n });
-        // In a view's definition, an operator whose function is not analysed may read any relation (views.ts).
-        return st.viewBody && !between && !builtInOperator(st, n.name) ? merge(value, LIN_ANY) : value;
-      }
+      case 'A_Expr':
+        return exAExpr(st, n, ctx);
       case 'List':
         checkFields(type, n);
         return calc(st, exList(st, n.items, ctx));
+      case 'A_ArrayExpr':
+        checkFields(type, n);
+        return calc(st, exList(st, n.elements, ctx));
       case 'BoolExpr':
+      case 'RowExpr':
+      case 'CoalesceExpr':
+      case 'MinMaxExpr':
+      case 'GroupingFunc':
         checkFields(type, n);
         return calc(st, exList(st, n.args, ctx));
       case 'NullTest':
       case 'BooleanTest':
         checkFields(type, n);
         return calc(st, ex(st, n.arg, ctx));
-      case 'TypeCast': {
+      case 'TypeCast':
+      case 'XmlSerialize':
         checkFields(type, n);
         typeName(st, n.typeName);
-        return calc(st, ex(st, n.arg, ctx));
-      }
+        return calc(st, ex(st, type === 'TypeCast' ? n.arg : n.expr, ctx));
       case 'CollateClause':
         checkFields(type, n);
         strings(n.collname, 'collation name');
         return ex(st, n.arg, ctx); // same value, different collation: passthrough survives
       case 'FuncCall':
         return funcCall(st, n, ctx).lin;
-      case 'A_Indirection': {
-        checkFields(type, n);
-        let ind: N[] = n.indirection ?? [];
-        let lin: Lin | null = null;
-        // `(c).col` where `c` is a FROM item (not a column): the same as `c.col`.
-        const argName = bareName(n.arg);
-        if (argName !== null && ind.length && hasOwn.call(ind[0], 'String') && !hasColumn(st, argName, ctx.scope) && findItem(st, [argName], ctx.scope)) {
-          lin = columnRef(st, { fields: [{ String: { sval: argName } }, ind[0]] }, ctx);
-          ind = ind.slice(1);
-          if (ind.length === 0) return lin;
-        }
-        // Subscripts and field selection compute on the value (and on the subscripts).
-        lin = calc(st, lin ?? ex(st, n.arg, ctx));
-        for (const i of ind) {
-          const t = nodeType(i);
-          if (t === 'String' || t === 'A_Star') continue;
-          if (t !== 'A_Indices') throw new Refusal('statement_not_allowed', 'unsupported indirection');
-          const ai = i.A_Indices as N;
-          checkFields('A_Indices', ai);
-          lin = merge(lin, calc(st, merge(ex(st, ai.lidx, ctx), ex(st, ai.uidx, ctx))));
-        }
-        return lin;
-      }
-      case 'A_ArrayExpr':
-        checkFields(type, n);
-        return calc(st, exList(st, n.elements, ctx));
-      case 'RowExpr':
-        checkFields(type, n);
-        return calc(st, exList(st, n.args, ctx));
-      case 'CoalesceExpr':
-      case 'MinMaxExpr':
-        checkFields(type, n);
-        return calc(st, exList(st, n.args, ctx));
-      case 'SQLValueFunction': {
-        checkFields(type, n);
-        const why = deniedValueFunctionReason(String(n.op));
-        if (why) throw new Refusal('function_not_allowed', why);
-        st.cacheable = false;
-        return LIN_NONE;
-      }
-      case 'CaseExpr': {
-        checkFields(type, n);
-        let lin = ex(st, n.arg, ctx);
-        for (const w of n.args ?? []) {
-          const cw = unwrap(w, 'CaseWhen');
-          lin = merge(lin, merge(ex(st, cw.expr, ctx), ex(st, cw.result, ctx)));
-          if (st.ops && n.arg) operatorUse(st, { kind: 'case', arg: n.arg, when: cw.expr }); // simple CASE: arg = expr
-        }
-        return calc(st, merge(lin, ex(st, n.defresult, ctx)));
-      }
+      case 'A_Indirection':
+        return exIndirection(st, n, ctx);
+      case 'SQLValueFunction':
+        return exValueFunction(st, n);
+      case 'CaseExpr':
+        return exCase(st, n, ctx);
       case 'SubLink':
         return subLink(st, n, ctx);
-      case 'GroupingFunc':
-        checkFields(type, n);
-        return calc(st, exList(st, n.args, ctx));
       case 'NamedArgExpr':
         checkFields(type, n);
         return ex(st, n.arg, ctx);
-      case 'XmlExpr': {
-        checkFields(type, n);
-        let lin = exList(st, n.args, ctx);
-        for (const na of n.named_args ?? []) {
-          const rt = unwrap(na, 'ResTarget');
-          lin = merge(lin, ex(st, rt.val, ctx));
-        }
-        return calc(st, lin);
-      }
-      case 'XmlSerialize':
-        checkFields(type, n);
-        typeName(st, n.typeName);
-        return calc(st, ex(st, n.expr, ctx));
+      case 'XmlExpr':
+        return exXml(st, n, ctx);
       case 'MultiAssignRef':
         checkFields(type, n);
         return calc(st, ex(st, n.source, ctx));
@@ -300,17 +244,17 @@ function exNode(st: WalkState, node: N | undefined, ctx: Ctx): Lin {
         checkFields(type, n);
         return LIN_NONE;
       case 'JsonObjectConstructor':
-    case 'JsonArrayConstructor':
-    case 'JsonArrayQueryConstructor':
-    case 'JsonObjectAgg':
-    case 'JsonArrayAgg':
-    case 'JsonParseExpr':
-    case 'JsonSerializeExpr':
-    case 'JsonScalarExpr':
-    case 'JsonIsPredicate':
-    case 'JsonFuncExpr':
-      return jsonExpr(st, type, n, ctx);
-    case 'CurrentOfExpr':
+      case 'JsonArrayConstructor':
+      case 'JsonArrayQueryConstructor':
+      case 'JsonObjectAgg':
+      case 'JsonArrayAgg':
+      case 'JsonParseExpr':
+      case 'JsonSerializeExpr':
+      case 'JsonScalarExpr':
+      case 'JsonIsPredicate':
+      case 'JsonFuncExpr':
+        return jsonExpr(st, type, n, ctx);
+      case 'CurrentOfExpr':
         throw new Refusal('statement_not_allowed', 'WHERE CURRENT OF (cursors) is not allowed');
       default:
         throw new Refusal('statement_not_allowed', `unsupported SQL construct: ${type}`);
@@ -318,4 +262,74 @@ function exNode(st: WalkState, node: N | undefined, ctx: Ctx): Lin {
   } finally {
     leave(st);
   }
+}
+
+/** An operator form (`A_Expr`: operators, IN, LIKE, BETWEEN, NULLIF, IS [NOT] DISTINCT FROM, ANY/ALL): computed on both operands. */
+function exAExpr(st: WalkState, n: N, ctx: Ctx): Lin {
+  checkFields('A_Expr', n);
+  const kind = String(n.kind);
+  if (!A_EXPR_KINDS.has(kind)) throw new Refusal('statement_not_allowed', `unsupported operator form ${kind}`);
+  const between = kind.startsWith('AEXPR_BETWEEN') || kind.startsWith('AEXPR_NOT_BETWEEN');
+  if (!between && !st.ops) checkOperator(st, n.name);
+  const value = calc(st, merge(ex(st, n.lexpr, ctx), ex(st, n.rexpr, ctx)));
+  if (st.ops) operatorUse(st, { kind: 'expr', expr: n });
+  // In a view's definition, an operator whose function is not analysed may read any relation (views.ts).
+  return st.viewBody && !between && !builtInOperator(st, n.name) ? merge(value, LIN_ANY) : value;
+}
+
+/** Subscripts and field selection (`A_Indirection`): `(c).col` on a FROM item is `c.col`; otherwise computed on the value and the subscripts. */
+function exIndirection(st: WalkState, n: N, ctx: Ctx): Lin {
+  checkFields('A_Indirection', n);
+  let ind: N[] = n.indirection ?? [];
+  let lin: Lin | null = null;
+  // `(c).col` where `c` is a FROM item (not a column): the same as `c.col`.
+  const argName = bareName(n.arg);
+  if (argName !== null && ind.length && hasOwn.call(ind[0], 'String') && !hasColumn(st, argName, ctx.scope) && findItem(st, [argName], ctx.scope)) {
+    lin = columnRef(st, { fields: [{ String: { sval: argName } }, ind[0]] }, ctx);
+    ind = ind.slice(1);
+    if (ind.length === 0) return lin;
+  }
+  // Subscripts and field selection compute on the value (and on the subscripts).
+  lin = calc(st, lin ?? ex(st, n.arg, ctx));
+  for (const i of ind) {
+    const t = nodeType(i);
+    if (t === 'String' || t === 'A_Star') continue;
+    if (t !== 'A_Indices') throw new Refusal('statement_not_allowed', 'unsupported indirection');
+    const ai = i.A_Indices as N;
+    checkFields('A_Indices', ai);
+    lin = merge(lin, calc(st, merge(ex(st, ai.lidx, ctx), ex(st, ai.uidx, ctx))));
+  }
+  return lin;
+}
+
+/** An SQL value function (`CURRENT_DATE`, `CURRENT_USER`, …): those naming the connection or server are refused; never cacheable. */
+function exValueFunction(st: WalkState, n: N): Lin {
+  checkFields('SQLValueFunction', n);
+  const why = deniedValueFunctionReason(String(n.op));
+  if (why) throw new Refusal('function_not_allowed', why);
+  st.cacheable = false;
+  return LIN_NONE;
+}
+
+/** CASE (simple or searched): derived from every condition and result; a simple CASE compares with `=`. */
+function exCase(st: WalkState, n: N, ctx: Ctx): Lin {
+  checkFields('CaseExpr', n);
+  let lin = ex(st, n.arg, ctx);
+  for (const w of n.args ?? []) {
+    const cw = unwrap(w, 'CaseWhen');
+    lin = merge(lin, merge(ex(st, cw.expr, ctx), ex(st, cw.result, ctx)));
+    if (st.ops && n.arg) operatorUse(st, { kind: 'case', arg: n.arg, when: cw.expr }); // simple CASE: arg = expr
+  }
+  return calc(st, merge(lin, ex(st, n.defresult, ctx)));
+}
+
+/** An XML function (`XmlExpr`: xmlelement, xmlforest, …): derived from its arguments and named arguments. */
+function exXml(st: WalkState, n: N, ctx: Ctx): Lin {
+  checkFields('XmlExpr', n);
+  let lin = exList(st, n.args, ctx);
+  for (const na of n.named_args ?? []) {
+    const rt = unwrap(na, 'ResTarget');
+    lin = merge(lin, ex(st, rt.val, ctx));
+  }
+  return calc(st, lin);
 }

@@ -20,7 +20,7 @@ import { consume, countUse } from './uses';
 const VOL_RANK: Record<string, number> = { immutable: 0, stable: 1, volatile: 2 };
 
 /** The routine a function name resolves to (the first candidate on the path), after every candidate was judged; records the use. */
-export function resolveFunction(st: WalkState, parts: string[]): PreparedRoutine {
+function resolveFunction(st: WalkState, parts: string[]): PreparedRoutine {
   if (parts.length === 0 || parts.length > 2) {
     throw new Refusal('function_not_allowed', parts.length > 2 ? 'cross-database function references are not supported' : 'malformed function name');
   }
@@ -98,7 +98,7 @@ export function funcCall(st: WalkState, fc: N, ctx: Ctx): { lin: Lin; routine: P
 }
 
 /** True when every candidate PostgreSQL could pick for this function name is a `pg_catalog` one. */
-export function onlyBuiltIn(st: WalkState, parts: string[]): boolean {
+function onlyBuiltIn(st: WalkState, parts: string[]): boolean {
   if (parts.length === 2) return parts[0] === 'pg_catalog';
   const all = st.cat.functionsByName.get(parts[0]) ?? [];
   return all.every((r) => r.schema === 'pg_catalog' || !st.cat.path.includes(r.schema));
@@ -108,7 +108,7 @@ export function onlyBuiltIn(st: WalkState, parts: string[]): boolean {
  * `current_setting(name [, missing_ok])`: only a constant setting name from a short list of
  * harmless client-facing settings (the rest reveal the server: port, addresses, paths, version).
  */
-export function checkSetting(args: N[]): void {
+function checkSetting(args: N[]): void {
   let nameArg: N | undefined;
   for (let i = 0; i < args.length; i++) {
     const a = args[i];

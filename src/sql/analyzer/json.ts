@@ -21,7 +21,7 @@ function unwrapJson(n: N, type: string): N {
 }
 
 /** A JSON value expression (`expr [FORMAT JSON]`), wrapped or bare: its lineage. */
-export function jsonValue(st: WalkState, v: N | undefined, ctx: Ctx): Lin {
+function jsonValue(st: WalkState, v: N | undefined, ctx: Ctx): Lin {
   if (!v) return LIN_NONE;
   const jv = hasOwn.call(v, 'JsonValueExpr') ? unwrapJson(v.JsonValueExpr, 'JsonValueExpr') : (checkFields('JsonValueExpr', v), v);
   let lin = st.doors.expr(st, jv.raw_expr, ctx);
@@ -31,7 +31,7 @@ export function jsonValue(st: WalkState, v: N | undefined, ctx: Ctx): Lin {
 }
 
 /** A `RETURNING type [FORMAT …]` clause: the type is judged like any type name. */
-export function jsonOutput(st: WalkState, o: N | undefined): void {
+function jsonOutput(st: WalkState, o: N | undefined): void {
   if (!o) return;
   checkFields('JsonOutput', o);
   typeName(st, o.typeName);
@@ -39,7 +39,7 @@ export function jsonOutput(st: WalkState, o: N | undefined): void {
 }
 
 /** The shared part of JSON_OBJECTAGG/JSON_ARRAYAGG: RETURNING, FILTER, ORDER BY, OVER. */
-export function jsonAggCtor(st: WalkState, c: N | undefined, ctx: Ctx): Lin {
+function jsonAggCtor(st: WalkState, c: N | undefined, ctx: Ctx): Lin {
   if (!c) return LIN_NONE;
   checkFields('JsonAggConstructor', c);
   jsonOutput(st, c.output);
@@ -55,16 +55,20 @@ export function jsonAggCtor(st: WalkState, c: N | undefined, ctx: Ctx): Lin {
 }
 
 /** `… ON EMPTY` / `… ON ERROR` of a JSON query function: the default expression's lineage. */
-export function jsonBehavior(st: WalkState, b: N | undefined, ctx: Ctx): Lin {
+function jsonBehavior(st: WalkState, b: N | undefined, ctx: Ctx): Lin {
   if (!b) return LIN_NONE;
   checkFields('JsonBehavior', b);
   return st.doors.expr(st, b.expr, ctx);
 }
 
-/** An SQL/JSON expression node (constructors, aggregates, parse/serialize, IS JSON, JSON_VALUE/QUERY/EXISTS): its lineage, always derived. Called by expr.ts's dispatcher, which counts the node. */
+/**
+ * An SQL/JSON expression node (constructors, aggregates, parse/serialize, IS JSON,
+ * JSON_VALUE/QUERY/EXISTS): its lineage, always derived. Called by expr.ts's dispatcher, which
+ * counts the node and its nesting.
+ */
 export function jsonExpr(st: WalkState, type: string, n: N, ctx: Ctx): Lin {
   switch (type) {
-  case 'JsonObjectConstructor': {
+    case 'JsonObjectConstructor': {
       checkFields(type, n);
       jsonOutput(st, n.output);
       let lin = LIN_NONE;

@@ -20,7 +20,7 @@ export const SYSTEM_SCHEMAS = new Set(['pg_catalog', 'information_schema', 'pg_t
 const baseColsCache = new WeakMap<PreparedRelation, Col[]>();
 
 /** The columns of a catalogue relation as FROM-item columns (cached per prepared relation). */
-export function baseCols(rel: PreparedRelation): Col[] {
+function baseCols(rel: PreparedRelation): Col[] {
   let cols = baseColsCache.get(rel);
   if (!cols) {
     cols = rel.columnNames.map((c) => ({
@@ -56,7 +56,7 @@ export function relationItem(st: WalkState, rel: PreparedRelation, alias: N | un
 }
 
 /** A FROM item for a view or materialized view: its columns carry the lineage of its definition (views.ts). */
-export function viewItem(st: WalkState, rel: PreparedRelation, alias: N | undefined): NsItem {
+function viewItem(st: WalkState, rel: PreparedRelation, alias: N | undefined): NsItem {
   const lins = viewColumnLineage(rel, (sel) => analyseViewBody(st, sel));
   const cols: Col[] = rel.columnNames.map((c, i) => ({ name: c, lin: lins[i], reads: [{ rel, column: c }], view: true }));
   return { ...baseItem(rel, alias), cols: renameCols(cols, alias, `relation ${q(rel.name)}`) };
@@ -110,7 +110,7 @@ export function writeTarget(st: WalkState, rv: N | undefined): PreparedRelation 
 }
 
 /** The FROM item of a base relation under its name or alias. */
-export function baseItem(rel: PreparedRelation, alias: N | undefined): NsItem {
+function baseItem(rel: PreparedRelation, alias: N | undefined): NsItem {
   const cols = renameCols(baseCols(rel), alias, `relation ${q(rel.name)}`);
   return {
     refname: alias ? String(alias.aliasname) : rel.name,

@@ -50,7 +50,7 @@ export function typeName(st: WalkState, t: N | undefined): void {
  * callers who may not read the relation. Unqualified names are matched against every relation
  * of that name on the search path (over-approximation when a built-in type has the same name).
  */
-export function rowTypeUse(st: WalkState, names: string[]): void {
+function rowTypeUse(st: WalkState, names: string[]): void {
   const name = names[names.length - 1];
   if (names.length === 2) {
     if (SYSTEM_SCHEMAS.has(names[0])) return;

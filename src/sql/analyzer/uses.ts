@@ -19,7 +19,7 @@ export function touchRelation(st: WalkState, rel: PreparedRelation): void {
 }
 
 /** One column of a catalogue relation is read. */
-export function readColumn(st: WalkState, r: ReadRef): void {
+function readColumn(st: WalkState, r: ReadRef): void {
   const k = relKey(r.rel.schema, r.rel.name);
   let e = st.reads.get(k);
   if (!e) st.reads.set(k, (e = { rel: r.rel, cols: new Set() }));
@@ -34,7 +34,7 @@ export function use(st: WalkState, col: Col): Lin {
 }
 
 /** A view column is used: every column behind it (whole relations for embedded rows) feeds the value. */
-export function viewUse(st: WalkState, l: Lin): void {
+function viewUse(st: WalkState, l: Lin): void {
   const r = collectViewSources(l, st.cat, st.viewSources);
   charge(st, r.work);
   if (r.unprovable) st.viewUnprovable = true;
