@@ -1,6 +1,7 @@
 /**
- * The analyser's golden file (issue 25, item 1): proof that splitting `src/sql/analyzer.ts` by
- * family changes no analysis.
+ * The analyser's golden file (issue 25, item 1): proof that a refactor of the walker (first the
+ * split of the former `src/sql/analyzer.ts` into `src/sql/analyzer/` by family) changes no analysis
+ * and no work.
  *
  * `collectStatements` gathers every SQL statement the project writes down: the string literals of
  * `test/` and `bench/` that read as SQL (`SQL_START`), and every spelling of every step of the

@@ -155,7 +155,7 @@ function builtinReturnType(name: string): string | null {
 const hasOwn = Object.prototype.hasOwnProperty;
 
 /**
- * Resolves and judges operator uses for one analysis (one per `Analyzer`). Create with
+ * Resolves and judges operator uses for one analysis (one per walk state, `analyzer/state.ts` `WalkState.ops`). Create with
  * `OperatorResolver.for(catalog)`, which is null when the catalogue has no resolution rows (then
  * the analyser judges operators by name).
  */
