@@ -1,6 +1,7 @@
 /**
- * The analyser's golden file (issue 25, item 1): proof that splitting `src/sql/analyzer.ts` by
- * family changes no analysis.
+ * The analyser's golden file (issue 25, item 1): proof that a refactor of the walker (first the
+ * split of the former `src/sql/analyzer.ts` into `src/sql/analyzer/` by family) changes no analysis
+ * and no work.
  *
  * `collectStatements` gathers every SQL statement the project writes down: the string literals of
  * `test/` and `bench/` that read as SQL (`SQL_START`), and every spelling of every step of the
@@ -12,10 +13,12 @@
  * a pure function of the text, so the analysis is too.
  *
  * The golden file (`GOLDEN_PATH`) holds one entry per distinct statement, sorted by text:
- * `{sql, from, analysis}`, `from` the sorted places it was found, `analysis` in canonical JSON
- * (`canonical`: keys sorted at every level, arrays in the analyser's order). The unit test
- * `test/unit/sql/analysis-golden.test.ts` recomputes every entry and compares exactly; it never
- * collects anew, so adding a test does not break it.
+ * `{sql, from, analysis, work}`, `from` the sorted places it was found, `analysis` in canonical JSON
+ * (`canonical`: keys sorted at every level, arrays in the analyser's order), `work` the walk's work
+ * in steps (`AnalyzeOptions.onWork`; null when the statement was refused before the walk), so a
+ * refactor of the walker is shown to do the same work too (the work budget refuses on it). The
+ * unit test `test/unit/sql/analysis-golden.test.ts` recomputes every entry and compares exactly; it
+ * never collects anew, so adding a test does not break it.
  *
  * Usage (from the repository root):
  *   npx tsx scripts/analysis-golden.ts --write   collect, analyse, write the golden file
@@ -51,9 +54,11 @@ export interface GoldenStatement {
   from: string[];
 }
 
-/** One entry of the golden file: the statement, where it was found, its analysis in canonical form. */
+/** One entry of the golden file: the statement, where it was found, its analysis in canonical form, the walk's work. */
 export interface GoldenEntry extends GoldenStatement {
   analysis: unknown;
+  /** Steps the walker used (`AnalyzeOptions.onWork`); null when the statement never reached the walker. */
+  work: number | null;
 }
 
 /** The golden file's shape. */
@@ -196,9 +201,20 @@ export function analyseForGolden(sql: string): unknown {
   return canonical(analyzeSql(sql, catalogFor(sql)));
 }
 
+/** The walk's work in steps for one statement (`AnalyzeOptions.onWork`), null when refused before the walk. */
+export function workForGolden(sql: string): number | null {
+  let work: number | null = null;
+  analyzeSql(sql, catalogFor(sql), {
+    onWork: (steps) => {
+      work = steps;
+    },
+  });
+  return work;
+}
+
 /** The golden file's text: one entry per line, so a difference reads as a diff of statements. */
 export function goldenText(entries: GoldenEntry[]): string {
-  return `{"version":1,"entries":[\n${entries.map((e) => JSON.stringify({ sql: e.sql, from: e.from, analysis: e.analysis })).join(',\n')}\n]}\n`;
+  return `{"version":1,"entries":[\n${entries.map((e) => JSON.stringify({ sql: e.sql, from: e.from, analysis: e.analysis, work: e.work })).join(',\n')}\n]}\n`;
 }
 
 /** The entries whose recomputed analysis differs from the stored one: `{sql, stored, now}` (JSON texts). */
@@ -212,6 +228,16 @@ export function differences(golden: GoldenFile): Array<{ sql: string; stored: st
   return out;
 }
 
+/** The entries whose recomputed work differs from the stored one: `{sql, stored, now}`. */
+export function workDifferences(golden: GoldenFile): Array<{ sql: string; stored: number | null; now: number | null }> {
+  const out: Array<{ sql: string; stored: number | null; now: number | null }> = [];
+  for (const e of golden.entries) {
+    const now = workForGolden(e.sql);
+    if (e.work !== now) out.push({ sql: e.sql, stored: e.work, now });
+  }
+  return out;
+}
+
 /** Reads the golden file from `root`. */
 export function readGolden(root: string = ROOT): GoldenFile {
   return JSON.parse(readFileSync(join(root, GOLDEN_PATH), 'utf8')) as GoldenFile;
@@ -220,7 +246,7 @@ export function readGolden(root: string = ROOT): GoldenFile {
 async function main(argv: string[]): Promise<number> {
   await initSqlParser();
   if (argv.includes('--write')) {
-    const entries = collectStatements().map((s) => ({ ...s, analysis: analyseForGolden(s.sql) }));
+    const entries = collectStatements().map((s) => ({ ...s, analysis: analyseForGolden(s.sql), work: workForGolden(s.sql) }));
     writeFileSync(join(ROOT, GOLDEN_PATH), goldenText(entries));
     process.stdout.write(`${GOLDEN_PATH}: ${entries.length} statements\n`);
     return 0;
@@ -229,10 +255,12 @@ async function main(argv: string[]): Promise<number> {
     const golden = readGolden();
     const diff = differences(golden);
     for (const d of diff.slice(0, 20)) process.stdout.write(`differs: ${JSON.stringify(d.sql)}\n  stored ${d.stored}\n  now    ${d.now}\n`);
+    const work = workDifferences(golden);
+    for (const d of work.slice(0, 20)) process.stdout.write(`work differs: ${JSON.stringify(d.sql)}: stored ${d.stored}, now ${d.now}\n`);
     const stored = new Set(golden.entries.map((e) => e.sql));
     const missing = collectStatements().filter((s) => !stored.has(s.sql)).length;
-    process.stdout.write(`${golden.entries.length} statements, ${diff.length} differ; ${missing} statements in the tree are not in the golden file\n`);
-    return diff.length === 0 ? 0 : 1;
+    process.stdout.write(`${golden.entries.length} statements, ${diff.length} differ, ${work.length} differ in work; ${missing} statements in the tree are not in the golden file\n`);
+    return diff.length === 0 && work.length === 0 ? 0 : 1;
   }
   process.stderr.write('usage: tsx scripts/analysis-golden.ts --write | --check\n');
   return 2;

@@ -78,7 +78,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { SourceCatalog } from './catalog-types';
-import { Analyzer, Refusal, statementName, WORK_BUDGET } from './analyzer';
+import { analyzeStatement, createWalkState, Refusal, statementName, WORK_BUDGET, workUsed } from './analyzer';
 import { complexityRefusal, DEFAULT_COMPLEXITY_LIMITS, measureComplexity, type ComplexityLimits } from './complexity';
 import { isAnyColumn, isPlaceholder } from './lineage';
 import { PreparedCatalog, prepareCatalog } from './prepared-catalog';
@@ -134,6 +134,13 @@ export interface AnalyzeOptions {
    * any of them the statement is refused as `statement_too_complex` (issue 10, Build 3).
    */
   complexity?: ComplexityLimits;
+  /**
+   * Called once with the walk's work in steps (see `workBudget`) when the statement reached the
+   * walker, whether it was then accepted or refused there. For tests and tuning: the golden
+   * analyses (scripts/analysis-golden.ts) pin it so a refactor of the walker is shown to do the
+   * same work.
+   */
+  onWork?: (steps: number) => void;
 }
 
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
@@ -189,15 +196,19 @@ export function analyzeSql(sql: string, catalog: SourceCatalog | PreparedCatalog
   if (tooComplex) return refuse('statement_too_complex', tooComplex);
 
   const cat = prepareCatalog(catalog);
-  const a = new Analyzer(cat, opts?.workBudget ?? WORK_BUDGET);
+  const a = createWalkState(cat, opts?.workBudget ?? WORK_BUDGET);
   let outs;
   try {
-    outs = a.top(type, stmt[type] as Record<string, unknown>);
+    outs = analyzeStatement(a, type, stmt[type] as Record<string, unknown>);
   } catch (err) {
-    if (err instanceof Refusal) return refuse(err.code, err.message);
+    if (err instanceof Refusal) {
+      opts?.onWork?.(workUsed(a));
+      return refuse(err.code, err.message);
+    }
     if (err instanceof RangeError) return refuse('invalid_sql', 'statement nests too deeply');
     throw err;
   }
+  opts?.onWork?.(workUsed(a));
   if (a.maxParam > MAX_PARAMS) return refuse('invalid_sql', `parameter numbers above $${MAX_PARAMS} are not allowed`);
   const reads = [...a.reads.values()].map(({ rel, cols }) => ({
     schema: rel.schema,

@@ -155,9 +155,9 @@ function builtinReturnType(name: string): string | null {
 const hasOwn = Object.prototype.hasOwnProperty;
 
 /**
- * Resolves and judges operator uses for one analysis (one per `Analyzer`). Create with
- * `OperatorResolver.for(catalog)`, which is null when the catalogue has no resolution rows (then
- * the analyser judges operators by name).
+ * Resolves and judges operator uses for one analysis (one per walk state: `WalkState.ops` in
+ * `analyzer/state.ts`). Create with `OperatorResolver.for(catalog)`, which is null when the
+ * catalogue has no resolution rows (then the analyser judges operators by name).
  */
 export class OperatorResolver {
   /** Expressions whose value is an unchanged catalogue column (passthrough lineage noted by the analyser). */

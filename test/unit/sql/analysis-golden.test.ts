@@ -6,7 +6,7 @@
  */
 import { analyzeSql, initSqlParser } from '../../../src/sql/analyze';
 import { CATALOG } from './helpers';
-import { analyseForGolden, canonical, catalogFor, collectStatements, differences, readGolden, sqlLiterals, syntheticRelations, type GoldenFile } from '../../../scripts/analysis-golden';
+import { analyseForGolden, canonical, catalogFor, collectStatements, differences, readGolden, sqlLiterals, syntheticRelations, workDifferences, workForGolden, type GoldenFile } from '../../../scripts/analysis-golden';
 
 beforeAll(async () => {
   await initSqlParser();
@@ -28,6 +28,20 @@ describe('analysis golden file', () => {
 
   it('every stored analysis is what the analyser gives today', () => {
     expect(differences(golden)).toEqual([]);
+  });
+
+  it('every stored work count is what the walker uses today', () => {
+    expect(workDifferences(golden)).toEqual([]);
+    // Statements that reach the walker have a count; those refused before it (parse, kind, complexity) have none.
+    expect(golden.entries.filter((e) => typeof e.work === 'number' && e.work > 0).length).toBeGreaterThan(1500);
+    expect(golden.entries.find((e) => e.sql.startsWith('DROP '))?.work ?? null).toBeNull();
+  });
+
+  it('a changed work count is reported with both numbers', () => {
+    const entry = golden.entries.find((e) => typeof e.work === 'number')!;
+    const diff = workDifferences({ version: 1, entries: [{ ...entry, work: entry.work! + 1 }] });
+    expect(diff).toEqual([{ sql: entry.sql, stored: entry.work! + 1, now: workForGolden(entry.sql) }]);
+    expect(workForGolden(entry.sql)).toBe(entry.work);
   });
 
   it('a changed analysis is reported with both texts', () => {

@@ -6,7 +6,7 @@
  */
 import fc from 'fast-check';
 import { analyzeSql, initSqlParser, prepareCatalog, WORK_BUDGET, type SqlAnalysis } from '../../../src/sql/analyze';
-import { Analyzer, Refusal } from '../../../src/sql/analyzer';
+import { analyzeStatement, createWalkState, Refusal, workUsed } from '../../../src/sql/analyzer';
 import { parseSql } from '../../../src/sql/parser';
 import { CATALOG } from './helpers';
 
@@ -61,15 +61,15 @@ function walk(sql: string): { ms: number; work: number; outcome: string } {
   let work = 0;
   let outcome = '';
   const once = (): void => {
-    const a = new Analyzer(c);
+    const a = createWalkState(c);
     try {
-      a.top(type, stmt[type] as Record<string, unknown>);
+      analyzeStatement(a, type, stmt[type] as Record<string, unknown>);
       outcome = 'ok';
     } catch (err) {
       if (!(err instanceof Refusal)) throw err;
       outcome = err.message;
     }
-    work = a.workUsed;
+    work = workUsed(a);
   };
   once(); // warm-up
   return { ms: best(once), work, outcome };

@@ -1,0 +1,126 @@
+/**
+ * func.ts — function calls (PostgreSQL: parse_func.c, ParseFuncOrColumn, func_get_detail): the
+ * function named is resolved against the catalogue through the search path, and every same-named
+ * candidate PostgreSQL could pick must be acceptable (deny list, built-in classification of
+ * builtin-functions/, volatility, regconfig and allocation-size rules, `current_setting`'s names).
+ * The call's value is derived from its arguments; aggregate modifiers are agg.ts's.
+ *
+ * Below expr.ts in the import order, so arguments are walked through the door `st.doors.expr`.
+ */
+import { allocationSizeReason } from '../builtin-functions/sizing';
+import { BUILTIN_SCHEMAS, builtinFunctionRefusal, regconfigCallReason } from '../builtin-functions/classes';
+import { deniedFunctionReason, deniedSettingReason, HARMLESS_VOLATILE, isCacheBreaking } from '../function-policy';
+import { derive, type Lin, LIN_ANY, LIN_NONE, merge } from '../lineage';
+import type { PreparedRoutine } from '../prepared-catalog';
+import { aggregateModifiers, isPlainCount } from './agg';
+import { checkFields, constString, hasOwn, type N, q, Refusal, strings } from './nodes';
+import type { Ctx, WalkState } from './state';
+import { consume, countUse } from './uses';
+
+const VOL_RANK: Record<string, number> = { immutable: 0, stable: 1, volatile: 2 };
+
+/** The routine a function name resolves to (the first candidate on the path), after every candidate was judged; records the use. */
+function resolveFunction(st: WalkState, parts: string[]): PreparedRoutine {
+  if (parts.length === 0 || parts.length > 2) {
+    throw new Refusal('function_not_allowed', parts.length > 2 ? 'cross-database function references are not supported' : 'malformed function name');
+  }
+  const name = parts[parts.length - 1];
+  const schema = parts.length === 2 ? parts[0] : undefined;
+  const denied = deniedFunctionReason(name);
+  if (denied) throw new Refusal('function_not_allowed', `function ${q(name)} is not allowed: it ${denied}`);
+  const all = st.cat.functionsByName.get(name);
+  const candidates: PreparedRoutine[] = [];
+  if (all) {
+    if (schema !== undefined) {
+      for (const r of all) if (r.schema === schema) candidates.push(r);
+    } else {
+      for (const s of st.cat.path) for (const r of all) if (r.schema === s) candidates.push(r);
+    }
+  }
+  if (candidates.length === 0) {
+    throw new Refusal('function_not_allowed', `unknown function ${q(schema !== undefined ? schema + '.' + name : name)}`);
+  }
+  // PostgreSQL may pick any same-named candidate on the path (argument types decide), so every
+  // candidate must be acceptable.
+  let worst: PreparedRoutine = candidates[0];
+  for (const c of candidates) {
+    // Built-ins: the classification of every pg_proc row (builtin-functions/, issue 12 Build 3).
+    const why = BUILTIN_SCHEMAS.has(c.schema) ? builtinFunctionRefusal(c.schema, c.name) : null;
+    if (why) throw new Refusal('function_not_allowed', `function ${q(c.name)} is not allowed: it ${why}`);
+    if (c.volatility === 'volatile' && !(c.schema === 'pg_catalog' && HARMLESS_VOLATILE.has(c.name))) {
+      throw new Refusal('function_not_allowed', `function ${q(c.schema + '.' + c.name)} is volatile (may have side effects)`);
+    }
+    if (isCacheBreaking(c.schema, c.name, c.volatility)) st.cacheable = false;
+    if (VOL_RANK[c.volatility] > VOL_RANK[worst.volatility]) worst = c;
+  }
+  const first = candidates[0];
+  const key = first.schema + '.' + first.name;
+  if (!st.functions.has(key)) st.functions.set(key, { schema: first.schema, name: first.name, volatility: worst.volatility });
+  return first;
+}
+
+/** A function call (`FuncCall`): resolved and judged, arguments and modifiers walked; its value is derived from them. */
+export function funcCall(st: WalkState, fc: N, ctx: Ctx): { lin: Lin; routine: PreparedRoutine } {
+  checkFields('FuncCall', fc);
+  const fname = strings(fc.funcname, 'function name');
+  const routine = resolveFunction(st, fname);
+  const bare = fname[fname.length - 1].toLowerCase();
+  if (bare === 'current_setting') checkSetting(fc.args ?? []);
+  const args: N[] = fc.args ?? [];
+  // A plain `count(col)` reveals only how many values are not null: listed in `countUses`
+  // (allowed for masked columns, its result is still redacted) instead of `nonOutputUses`.
+  const plainCount = isPlainCount(fc, args, bare === 'count' && onlyBuiltIn(st, fname));
+  let lin = LIN_NONE;
+  for (const a of args) {
+    let al: Lin;
+    if (hasOwn.call(a, 'NamedArgExpr')) {
+      const na = a.NamedArgExpr as N;
+      checkFields('NamedArgExpr', na);
+      al = st.doors.expr(st, na.arg, ctx);
+    } else al = st.doors.expr(st, a, ctx);
+    if (plainCount && al.pass && al.src) countUse(st, al);
+    else consume(st, al);
+    lin = merge(lin, al);
+  }
+  lin = aggregateModifiers(st, fc, ctx, lin);
+  if (routine.schema === 'pg_catalog') {
+    const first = args.length > 0 && !hasOwn.call(args[0], 'NamedArgExpr') ? constString(args[0]) : null;
+    const why = regconfigCallReason(routine.name, args.length, first);
+    if (why) throw new Refusal('function_not_allowed', `function ${q(routine.name)} is not allowed ${why}`);
+  }
+  if (routine.schema === 'pg_catalog' && fc.args) {
+    const why = allocationSizeReason(routine.name, fc.args as N[]);
+    if (why) throw new Refusal('function_not_allowed', `resource limit: ${why}`);
+  }
+  // In a view's definition, a function whose body is not analysed may read any relation (views.ts).
+  if (st.viewBody && !onlyBuiltIn(st, fname)) return { lin: merge(derive(lin), LIN_ANY), routine };
+  return { lin: derive(lin), routine };
+}
+
+/** True when every candidate PostgreSQL could pick for this function name is a `pg_catalog` one. */
+function onlyBuiltIn(st: WalkState, parts: string[]): boolean {
+  if (parts.length === 2) return parts[0] === 'pg_catalog';
+  const all = st.cat.functionsByName.get(parts[0]) ?? [];
+  return all.every((r) => r.schema === 'pg_catalog' || !st.cat.path.includes(r.schema));
+}
+
+/**
+ * `current_setting(name [, missing_ok])`: only a constant setting name from a short list of
+ * harmless client-facing settings (the rest reveal the server: port, addresses, paths, version).
+ */
+function checkSetting(args: N[]): void {
+  let nameArg: N | undefined;
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i];
+    if (hasOwn.call(a, 'NamedArgExpr')) {
+      const na = a.NamedArgExpr as N;
+      if (String(na.name) === 'setting_name') nameArg = na.arg;
+    } else if (i === 0) nameArg = a;
+  }
+  let v: N | undefined = nameArg;
+  if (v && hasOwn.call(v, 'TypeCast')) v = (v.TypeCast as N).arg;
+  const c = v && hasOwn.call(v, 'A_Const') ? (v.A_Const as N) : null;
+  const name = c && c.sval && typeof c.sval.sval === 'string' ? c.sval.sval : null;
+  const why = deniedSettingReason(name);
+  if (why) throw new Refusal('function_not_allowed', `function "current_setting" is not allowed ${why}`);
+}

@@ -1,0 +1,52 @@
+/**
+ * oper.ts — operators (PostgreSQL: parse_oper.c): each operator use is judged by the operator
+ * PostgreSQL resolves for its operand types (../operators.ts), or by name when the catalogue lacks
+ * the operator rows; a volatile implementation is refused, a stable non-built-in one makes the
+ * result uncacheable.
+ */
+import type { OperatorForm } from '../operators';
+import { type N, q, Refusal, strings } from './nodes';
+import type { WalkState } from './state';
+
+/** An operator judged by name only: every candidate on the path must be non-volatile (used without operator resolution). */
+export function checkOperator(st: WalkState, nameList: N[] | undefined): void {
+  const parts = strings(nameList, 'operator name');
+  if (parts.length === 0 || parts.length > 2) throw new Refusal('function_not_allowed', 'malformed operator name');
+  const ops = st.cat.operatorsByName;
+  if (!ops) return;
+  const name = parts[parts.length - 1];
+  const schema = parts.length === 2 ? parts[0] : undefined;
+  const all = ops.get(name);
+  let found = false;
+  if (all) {
+    for (const r of all) {
+      if (schema !== undefined ? r.schema !== schema : !st.cat.path.includes(r.schema)) continue;
+      found = true;
+      if (r.volatility === 'volatile') throw new Refusal('function_not_allowed', `operator ${q(name)} is implemented by a volatile function`);
+      if (r.volatility === 'stable' && r.schema !== 'pg_catalog') st.cacheable = false;
+    }
+  }
+  if (!found) throw new Refusal('function_not_allowed', `unknown operator ${q(schema !== undefined ? schema + '.' + name : name)}`);
+}
+
+/** Judges one operator use by the operator PostgreSQL resolves (operators.ts); refuses when it cannot be proven safe. */
+export function operatorUse(st: WalkState, form: OperatorForm): void {
+  const d = st.ops!.use(form);
+  if (d.refusal !== null) throw new Refusal('function_not_allowed', d.refusal);
+  if (!d.cacheable) st.cacheable = false;
+}
+
+/** `ORDER BY x USING op` (statements, windows, aggregates); call after `x` was walked. */
+export function sortOperator(st: WalkState, sb: N): void {
+  if (!sb.useOp) return;
+  if (st.ops) operatorUse(st, { kind: 'sort', useOp: sb.useOp, node: sb.node });
+  else checkOperator(st, sb.useOp);
+}
+
+/** True when every candidate for this operator name is a `pg_catalog` one (false without an operator list). */
+export function builtInOperator(st: WalkState, nameList: N[] | undefined): boolean {
+  const parts = strings(nameList, 'operator name');
+  if (parts.length === 2) return parts[0] === 'pg_catalog';
+  const all = st.cat.operatorsByName?.get(parts[0]);
+  return !!all && all.every((r) => r.schema === 'pg_catalog' || !st.cat.path.includes(r.schema));
+}

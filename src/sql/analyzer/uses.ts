@@ -1,0 +1,132 @@
+/**
+ * uses.ts — recording what the statement uses (PostgreSQL's nearest analogue: markVarForSelectPriv
+ * in parse_relation.c): reads of columns and relations, values used as filters, every other
+ * non-output use, writes' values, view columns' sources, and the per-row sub-select's `control`.
+ *
+ * The one place that knows what "filter", "non-output use", "count use" and "written" mean: the
+ * family files call `addFilter`, `consume`, `calc`, `written` and `use`, never the maps directly.
+ */
+import { type ColumnRef, derive, isPlaceholder, type Lin, LIN_NONE } from '../lineage';
+import { type PreparedRelation, relKey } from '../prepared-catalog';
+import { collectViewSources } from '../views';
+import type { N } from './nodes';
+import { charge, type Col, type CteEnv, type OutCol, type QueryOut, type ReadRef, type Scope, type WalkState } from './state';
+
+/** The relation is read (even when none of its columns is: `SELECT count(*) FROM t`). */
+export function touchRelation(st: WalkState, rel: PreparedRelation): void {
+  const k = relKey(rel.schema, rel.name);
+  if (!st.reads.has(k)) st.reads.set(k, { rel, cols: new Set() });
+}
+
+/** One column of a catalogue relation is read. */
+function readColumn(st: WalkState, r: ReadRef): void {
+  const k = relKey(r.rel.schema, r.rel.name);
+  let e = st.reads.get(k);
+  if (!e) st.reads.set(k, (e = { rel: r.rel, cols: new Set() }));
+  e.cols.add(r.column);
+}
+
+/** A column visible through a FROM item is used: records its base reads (and view sources); returns its lineage. */
+export function use(st: WalkState, col: Col): Lin {
+  if (col.reads) for (const r of col.reads) readColumn(st, r);
+  if (col.view) viewUse(st, col.lin);
+  return col.lin;
+}
+
+/** A view column is used: every column behind it (whole relations for embedded rows) feeds the value. */
+function viewUse(st: WalkState, l: Lin): void {
+  const r = collectViewSources(l, st.cat, st.viewSources);
+  charge(st, r.work);
+  if (r.unprovable) st.viewUnprovable = true;
+}
+
+/** A value used to choose, order, group or limit rows (also a non-output use). */
+export function addFilter(st: WalkState, l: Lin): void {
+  if (l.src) for (const [k, v] of l.src) st.filter.set(k, v);
+  consume(st, l);
+}
+
+/**
+ * The value `l` is used other than by flowing unchanged into an output column: computed on,
+ * compared, written, counted in a set operation, … Every source goes to `nonOutput`. A value that
+ * embeds whole rows carries all their columns as sources (`wholeRow`), so they are included.
+ */
+export function consume(st: WalkState, l: Lin): void {
+  if (l.src) {
+    charge(st, l.src.size);
+    for (const [k, v] of l.src) st.nonOutput.set(k, v);
+    const into = st.perRowReads;
+    if (into) for (const [k, v] of l.src) into.set(k, v);
+  }
+}
+
+/**
+ * Walks a sub-select whose value is computed per row of the enclosing query (a sublink, a LATERAL
+ * sub-select) and returns, besides its outputs, `control`: the derived lineage of every value the
+ * sub-select consumed (WHERE, JOIN conditions, GROUP BY/HAVING, ORDER BY/LIMIT, computations,
+ * nested sub-selects), `LIN_NONE` when none. Which rows it yields, so its value, depends on them:
+ * the caller merges `control` into the value, as a CASE condition is merged into the CASE's value,
+ * so a view column computed this way over a masked column is masked (a view body's own filters
+ * are not checked as non-output uses). The uses are recorded as before (`nonOutput`, `filter`).
+ * Only the innermost walk collects: a nested sub-select's `control` reaches the outer one through
+ * its value, which the outer sub-select consumes or outputs.
+ */
+export function perRowQuery(st: WalkState, node: N, scope: Scope | null, ctes: CteEnv | null): { out: QueryOut; control: Lin } {
+  const saved = st.perRowReads;
+  const reads = new Map<string, ColumnRef>();
+  st.perRowReads = reads;
+  let out: QueryOut;
+  try {
+    out = st.doors.query(st, node, scope, ctes);
+  } finally {
+    st.perRowReads = saved;
+  }
+  return { out, control: reads.size ? { src: reads, pass: false, opq: null } : LIN_NONE };
+}
+
+/** Computed value: its inputs are consumed, the result is derived from them (never passthrough). */
+export function calc(st: WalkState, l: Lin): Lin {
+  consume(st, l);
+  return derive(l);
+}
+
+/** Output columns of a sub-select whose values are consumed (EXISTS, IN, INTERSECT, INSERT … SELECT, …). */
+export function consumeAll(st: WalkState, cols: readonly OutCol[]): void {
+  for (const c of cols) consume(st, c.lin);
+}
+
+/** Reading every column of `rel` (whole-row values, the relation's row type used as a type). */
+export function readAll(st: WalkState, rel: PreparedRelation): void {
+  touchRelation(st, rel);
+  charge(st, rel.columnNames.length);
+  for (const column of rel.columnNames) readColumn(st, { rel, column });
+}
+
+/**
+ * After a WITH RECURSIVE item is solved: rewrites everything recorded while its recursive term
+ * was walked (filters, non-output uses, counts) from placeholders to the final lineage.
+ */
+export function resolvePlaceholders(st: WalkState, id: number, finals: readonly Lin[]): void {
+  for (const map of [st.filter, st.nonOutput, st.countUses]) {
+    const hits: Array<[string, ColumnRef]> = [];
+    charge(st, map.size);
+    for (const [k, c] of map) if (isPlaceholder(c, id)) hits.push([k, c]);
+    for (const [k, c] of hits) {
+      map.delete(k);
+      const f = finals[Number(c.column)];
+      // A count over a value that is not one column unchanged is a computation on it.
+      const into = map === st.countUses && !f?.pass ? st.nonOutput : map;
+      if (f?.src) for (const [fk, fc] of f.src) into.set(fk, fc);
+    }
+  }
+}
+
+/** Values assigned to written columns (SET, VALUES, INSERT … SELECT): a non-output use. */
+export function written(st: WalkState, lin: Lin): void {
+  consume(st, lin);
+}
+
+/** A value counted by a plain `count(col)` (one column unchanged): reveals only how many are not null (`countUses`). */
+export function countUse(st: WalkState, l: Lin): void {
+  if (l.src) for (const [k, v] of l.src) st.countUses.set(k, v);
+}
