@@ -1746,6 +1746,20 @@ export interface components {
             };
         } & (unknown & unknown);
         /**
+         * ClaimRoleGrant
+         * @description A claim value that grants a source role on a source.
+         */
+        claimRoleGrant: {
+            /** @description Claim name, e.g. groups. */
+            claim: string;
+            /** @description Claim value that grants the role. */
+            value: string;
+            /** @description Source role name. */
+            role: string;
+            /** @description Source id. */
+            source: string;
+        };
+        /**
          * FileCredentials
          * @description A database role and where its password comes from: password_env (an environment variable of the process that applies the file) or password_file (a file whose content, without the trailing newline, is the password). Neither: no password (trust, peer or certificate authentication). An inline password is refused.
          */
@@ -1971,8 +1985,25 @@ export interface components {
             };
         };
         /**
+         * ClaimMapping
+         * @description One issuer's claim rules (issue 26 item 2).
+         */
+        claimMapping: {
+            /** @description The issuer identifier, exactly as the tokens' `iss` and auth.issuers[].issuer. */
+            issuer: string;
+            /** @description The claim that names the identity (sub, email, preferred_username, …); lower-cased, it must be a valid identity name. Absent: the configuration's, else sub. */
+            identity_claim?: string;
+            /**
+             * @description A subject with no identity yet: refuse (invalid_token) or provision an identity named by identity_claim. Absent: the configuration's, else refuse.
+             * @enum {string}
+             */
+            unknown_subjects?: "refuse" | "provision";
+            /** @description Claim values that grant source roles (each role and source must exist when the file is applied); such grants follow the claims on each sign-in. Default none. */
+            role_grants?: components["schemas"]["claimRoleGrant"][];
+        };
+        /**
          * InterlockFile
-         * @description Declarative configuration of an InterLock control plane (`interlock apply -f interlock.yaml`, `interlock export`; issue 16): sources, source roles, identities with their grants, and policies. API keys and operator tokens stay imperative (`interlock key create`). Secrets never appear inline: source credentials name an environment variable (password_env) or a file (password_file) read when the file is applied. Every section is optional; with --prune, objects of a section that the file leaves out are deleted.
+         * @description Declarative configuration of an InterLock control plane (`interlock apply -f interlock.yaml`, `interlock export`; issue 16): sources, source roles, identities with their grants, policies, and the claim mappings of access-token issuers (issue 26). API keys and operator tokens stay imperative (`interlock key create`). Secrets never appear inline: source credentials name an environment variable (password_env) or a file (password_file) read when the file is applied. Every section is optional; with --prune, objects of a section that the file leaves out are deleted.
          */
         "interlock-file-v1.schema": {
             /**
@@ -1984,7 +2015,26 @@ export interface components {
             roles?: components["schemas"]["role-v1.schema"][];
             identities?: components["schemas"]["identity"][];
             policies?: components["schemas"]["policy-v1.schema"][];
+            /** @description How access tokens of an identity provider map to identities and source roles (issue 26 item 2), one entry per issuer. The issuer itself is trusted only through the gateway configuration (auth.issuers: keys, audience, algorithms); a mapping for an issuer no gateway trusts has no effect. For a configured issuer, a field set here replaces the configuration's (identity_claim, unknown_subjects), and role_grants apply beside the configuration's. docs/operators.md "Identity providers". */
+            claim_mappings?: components["schemas"]["claimMapping"][];
             $defs: {
+                /**
+                 * ClaimMapping
+                 * @description One issuer's claim rules (issue 26 item 2).
+                 */
+                claimMapping: {
+                    /** @description The issuer identifier, exactly as the tokens' `iss` and auth.issuers[].issuer. */
+                    issuer: string;
+                    /** @description The claim that names the identity (sub, email, preferred_username, …); lower-cased, it must be a valid identity name. Absent: the configuration's, else sub. */
+                    identity_claim?: string;
+                    /**
+                     * @description A subject with no identity yet: refuse (invalid_token) or provision an identity named by identity_claim. Absent: the configuration's, else refuse.
+                     * @enum {string}
+                     */
+                    unknown_subjects?: "refuse" | "provision";
+                    /** @description Claim values that grant source roles (each role and source must exist when the file is applied); such grants follow the claims on each sign-in. Default none. */
+                    role_grants?: components["schemas"]["claimRoleGrant"][];
+                };
                 /**
                  * FileSource
                  * @description A source as in spec/source-v1.schema.json, except that credentials hold secret references instead of passwords. The settings, once the references are resolved, are validated against spec/source-v1.schema.json.

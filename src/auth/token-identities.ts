@@ -11,6 +11,7 @@ import type { JWTPayload } from 'jose';
 import type { Logger } from 'pino';
 import type { TokenIssuer } from '../../generated/config-v1';
 import { isUniqueViolation, withTransaction, type ControlDb } from '../control/db';
+import { mergeClaimMapping, type ClaimMappingCache } from '../control/claim-mappings';
 import { newIdentityId } from '../control/ids';
 import { IDENTITY_NAME_PATTERN } from '../control/identities';
 import type { Identity } from '../control/identities';
@@ -47,13 +48,25 @@ export function claimAttributes(cfg: TokenIssuer, claims: JWTPayload): Record<st
 export class TokenIdentityStore {
   private readonly touched = new Map<string, { at: number; grants: string }>();
 
+  /** `mappings`: the interlock files' claim mappings (merged into each issuer's configuration; none when absent). */
   constructor(
     private readonly db: ControlDb,
     private readonly logger?: Logger,
+    private readonly mappings?: ClaimMappingCache,
   ) {}
 
-  /** The identity of a verified token, or why there is none. Throws only on control-database failure. */
-  async identityFor(cfg: TokenIssuer, claims: JWTPayload): Promise<{ identity: Identity } | { failure: SubjectFailure }> {
+  /** Drops the cached claim mappings (call on a claim_mappings change notification). */
+  invalidate(): void {
+    this.mappings?.invalidate();
+  }
+
+  /**
+   * The identity of a verified token, or why there is none. `configured` is the issuer's
+   * auth.issuers entry; the stored claim mapping of that issuer, if any, is merged into it
+   * (mergeClaimMapping). Throws only on control-database failure.
+   */
+  async identityFor(configured: TokenIssuer, claims: JWTPayload): Promise<{ identity: Identity } | { failure: SubjectFailure }> {
+    const cfg = mergeClaimMapping(configured, await this.mappings?.get(configured.issuer));
     const subject = String(claims.sub);
     let row = await this.lookup(cfg.issuer, subject);
     if (!row) {

@@ -12,6 +12,7 @@ import { startTestIssuer, type TestIssuer } from '../../helpers/jwks-server';
 import { disableIdentity, listIdentities } from '../../../src/control/identities';
 import { DEMO_ROLE } from '../../../src/demo/provision';
 import { exportInterlockFile } from '../../../src/declarative/export';
+import { applyInterlockFile } from '../../../src/declarative/apply';
 
 jest.setTimeout(120_000);
 
@@ -91,6 +92,27 @@ test('leaving the group removes the claim grant at the next sign-in', async () =
   // The grants notification clears the caches; poll for it (bounded).
   let seen: string[] = [];
   for (let i = 0; i < 40 && (seen = sourcesOf((await callTool(env, 'interlock_list_sources', {}, later)).body)).length > 0; i++) await new Promise((r) => setTimeout(r, 100));
+  expect(seen).toEqual([]);
+});
+
+test('claim mappings from an interlock file: a rule applied by interlock apply grants at the next sign-in; --prune of the mapping takes it back', async () => {
+  const claims = { sub: 'okta|dee', email: 'dee@example.com', groups: ['support'] };
+  expect(sourcesOf((await callTool(env, 'interlock_list_sources', {}, await iss.mint(claims))).body)).toEqual([]);
+  const mapping = { issuer: iss.issuer, role_grants: [{ claim: 'groups', value: 'support', role: DEMO_ROLE.name, source: 'handbook' }] };
+  const applied = await applyInterlockFile(env.db, { document: { version: 1, claim_mappings: [mapping] } }, { operator: 'ops', scan: false });
+  expect(applied.plan.changes.map((c) => `${c.action} ${c.kind} ${c.name}`)).toEqual([`create claim_mapping ${iss.issuer}`]);
+  // The claim_mappings notification reaches the gateway; poll for it (bounded).
+  let seen: string[] = [];
+  for (let i = 0; i < 40 && (seen = sourcesOf((await callTool(env, 'interlock_list_sources', {}, await iss.mint(claims))).body)).length === 0; i++) await new Promise((r) => setTimeout(r, 100));
+  expect(seen).toEqual(['handbook']);
+  // The configuration's rules still apply beside the file's (the new grant is seen once its notification arrives).
+  const both = { ...claims, groups: ['support', 'analysts'] };
+  for (let i = 0; i < 40 && (seen = sourcesOf((await callTool(env, 'interlock_list_sources', {}, await iss.mint(both))).body)).length < 2; i++) await new Promise((r) => setTimeout(r, 100));
+  expect(seen).toEqual(['chinook', 'handbook']);
+  expect((await exportInterlockFile(env.db)).claim_mappings).toEqual([mapping]);
+  const pruned = await applyInterlockFile(env.db, { document: { version: 1, claim_mappings: [] } }, { operator: 'ops', scan: false, prune: true });
+  expect(pruned.plan.changes.map((c) => `${c.action} ${c.kind} ${c.name}`)).toEqual([`delete claim_mapping ${iss.issuer}`]);
+  for (let i = 0; i < 40 && (seen = sourcesOf((await callTool(env, 'interlock_list_sources', {}, await iss.mint(claims))).body)).length > 0; i++) await new Promise((r) => setTimeout(r, 100));
   expect(seen).toEqual([]);
 });
 
