@@ -405,6 +405,40 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/console/api/identities": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Every identity, by name; token-backed ones with their issuer, subject and last use (issue 26 item 4). */
+        get: operations["consoleListIdentities"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/console/api/identities/{name}/disable": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Disable an identity in the signed-in operator's name, as `interlock identity disable`: its keys and access tokens stop working (idempotent). Needs X-CSRF-Token. */
+        post: operations["consoleDisableIdentity"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/console/api/events": {
         parameters: {
             query?: never;
@@ -451,6 +485,23 @@ export interface paths {
         put?: never;
         /** Create an enabled identity. */
         post: operations["adminCreateIdentity"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/identities/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One identity with its token subjects (issuer, subject, when linked, last use), its grants (granted by an operator or by token claims) and its key counts, as `interlock identity show`. Issue 26. */
+        get: operations["adminShowIdentity"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -1086,6 +1137,42 @@ export interface components {
                 /** Format: date-time */
                 lastUsedAt: string | null;
             }[];
+        };
+        IdentityDetail: {
+            id: string;
+            name: string;
+            disabled: boolean;
+            /** Format: date-time */
+            createdAt: string;
+            /** Format: date-time */
+            disabledAt: string | null;
+            /** @description Token subjects linked to the identity (issue 26); empty for a key-only identity. */
+            subjects: {
+                issuer: string;
+                subject: string;
+                /** Format: date-time */
+                createdAt: string;
+                /** Format: date-time */
+                lastUsedAt: string | null;
+            }[];
+            grants: {
+                role: string;
+                source: string;
+                /**
+                 * @description claims: kept in step with the token's claims (auth.issuers[].role_grants, claim_mappings).
+                 * @enum {string}
+                 */
+                grantedBy: "operator" | "claims";
+            }[];
+            keys: {
+                active: number;
+                total: number;
+            };
+            /**
+             * Format: date-time
+             * @description Last use by any key or token subject.
+             */
+            lastUsedAt: string | null;
         };
         IdentityCreate: {
             name: string;
@@ -3565,6 +3652,58 @@ export interface operations {
             409: components["responses"]["AdminConflict"];
         };
     };
+    consoleListIdentities: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Identities. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        identities: components["schemas"]["Identity"][];
+                    };
+                };
+            };
+            401: components["responses"]["ConsoleUnauthorized"];
+            500: components["responses"]["AdminInternal"];
+        };
+    };
+    consoleDisableIdentity: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Identity name or idn_ id. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The identity. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Identity"];
+                };
+            };
+            400: components["responses"]["AdminBadRequest"];
+            401: components["responses"]["ConsoleUnauthorized"];
+            403: components["responses"]["AdminForbidden"];
+            404: components["responses"]["AdminNotFound"];
+            500: components["responses"]["AdminInternal"];
+        };
+    };
     consoleEvents: {
         parameters: {
             query?: never;
@@ -3663,6 +3802,33 @@ export interface operations {
             409: components["responses"]["AdminConflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["AdminInternal"];
+        };
+    };
+    adminShowIdentity: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Identity name or idn_ id. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The identity. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IdentityDetail"];
+                };
+            };
+            401: components["responses"]["AdminUnauthorized"];
+            403: components["responses"]["AdminForbidden"];
+            404: components["responses"]["AdminNotFound"];
             500: components["responses"]["AdminInternal"];
         };
     };
