@@ -167,6 +167,29 @@ test('modern dialect: 401 with the resource_metadata challenge; invalid_token na
   expect(good.body.result.content[0].type).toBe('text');
 });
 
+test('the deprecated /mcp/tools/call and /v1 answer 401 with the realm and the resource_metadata challenge; a valid token works there too', async () => {
+  const origin = new URL(env.url).origin;
+  const META_URL = 'https://gateway.test.example/.well-known/oauth-protected-resource/mcp';
+  const routes = [
+    { path: '/v1/sources', init: { method: 'GET' } },
+    { path: '/mcp/tools/call', init: { method: 'POST', body: JSON.stringify({ name: 'interlock_list_sources', arguments: {} }) } },
+  ];
+  const expired = await iss.mint({ sub: 'okta|old', email: 'old@example.com', exp: Math.floor(Date.now() / 1000) - 3600 });
+  const valid = await iss.mint({ sub: 'okta|vic', email: 'vic@example.com', groups: ['analysts'] });
+  for (const { path, init } of routes) {
+    const send = (bearer: string | null) => fetch(origin + path, { ...init, headers: { 'content-type': 'application/json', ...(bearer ? { authorization: `Bearer ${bearer}` } : {}) } });
+    const none = await send(null);
+    expect([path, none.status, none.headers.get('www-authenticate')]).toEqual([path, 401, `Bearer realm="interlock", resource_metadata="${META_URL}"`]);
+    expect(await none.json()).toMatchObject({ error: 'unauthorized', code: 'missing_api_key' });
+    const bad = await send(expired);
+    expect([path, bad.status, bad.headers.get('www-authenticate')]).toEqual([path, 401, `Bearer realm="interlock", resource_metadata="${META_URL}", error="invalid_token"`]);
+    expect(await bad.json()).toMatchObject({ error: 'unauthorized', code: 'invalid_token' });
+    const ok = await send(valid);
+    expect([path, ok.status, ok.headers.get('www-authenticate')]).toEqual([path, 200, null]);
+    await ok.arrayBuffer();
+  }
+});
+
 test('protected resource metadata at the well-known path and its /mcp path form', async () => {
   const base = new URL(env.url).origin;
   for (const path of ['/.well-known/oauth-protected-resource', '/.well-known/oauth-protected-resource/mcp']) {
