@@ -135,3 +135,19 @@ test('identity list/show and the console show the token-backed identity; disable
   expect(noCsrf.status).toBe(403);
   expect(await listUntil(await token(), (sc) => sc.code !== undefined)).toMatchObject({ status: 'unauthorized', code: 'invalid_token' });
 });
+
+test('a real token the provider issued for another resource (RFC 8707) is refused invalid_token', async () => {
+  const r = await fetch(`${op.issuer}/token`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: `Basic ${Buffer.from(`${op.clientId}:${op.clientSecret}`).toString('base64')}` },
+    body: new URLSearchParams({ grant_type: 'client_credentials', scope: 'interlock', resource: 'http://127.0.0.1:9/other-mcp' }),
+  });
+  expect(r.status).toBe(200);
+  const other = ((await r.json()) as { access_token: string }).access_token;
+  // Refused for its audience (not because the client's identity was disabled above): the metric says why.
+  const wrongAudience = async () => Number((await (await fetch(`${new URL(env.url).origin}/metrics`)).text()).match(/interlock_token_validations_total\{outcome="wrong_audience"\} (\d+)/)?.[1] ?? 0);
+  const before = await wrongAudience();
+  const res = await callTool(env, 'interlock_list_sources', {}, other);
+  expect(res.body.result).toMatchObject({ isError: true, structuredContent: { status: 'unauthorized', code: 'invalid_token' } });
+  expect(await wrongAudience()).toBe(before + 1);
+});
