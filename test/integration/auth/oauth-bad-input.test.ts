@@ -11,12 +11,11 @@ import pino from 'pino';
 import { base64url, SignJWT } from 'jose';
 import { callTool, startGovernedEnv, type GovernedEnv } from '../../helpers/governed';
 import { startTestIssuer, type TestIssuer } from '../../helpers/jwks-server';
+import { modernListSources } from '../../helpers/modern-call';
 
 jest.setTimeout(120_000);
 
 const RESOURCE = 'https://gateway.bad-input.example/mcp';
-const MODERN = { 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tools/call', 'mcp-name': 'interlock_list_sources' };
-const META = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} };
 
 let good: TestIssuer;
 let flaky: TestIssuer;
@@ -48,14 +47,7 @@ afterAll(async () => {
   await flaky?.close();
 });
 
-async function modernCall(token: string) {
-  const r = await fetch(env.url, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${token}`, ...MODERN },
-    body: JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'interlock_list_sources', arguments: {}, _meta: META } }),
-  });
-  return { status: r.status, challenge: r.headers.get('www-authenticate'), body: (await r.json()) as any };
-}
+const modernCall = (token: string | null) => modernListSources(env.url, token);
 
 test('alg none and an HMAC token keyed with the issuer public key: invalid_token in both dialects, never logged', async () => {
   const claims = { iss: good.issuer, aud: RESOURCE, sub: 'mallory', exp: Math.floor(Date.now() / 1000) + 300 };

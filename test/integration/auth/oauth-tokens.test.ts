@@ -9,6 +9,7 @@ import { Writable } from 'node:stream';
 import pino from 'pino';
 import { callTool, startGovernedEnv, type GovernedEnv } from '../../helpers/governed';
 import { startTestIssuer, type TestIssuer } from '../../helpers/jwks-server';
+import { modernListSources } from '../../helpers/modern-call';
 import { disableIdentity, listIdentities } from '../../../src/control/identities';
 import { DEMO_ROLE } from '../../../src/demo/provision';
 import { exportInterlockFile } from '../../../src/declarative/export';
@@ -17,8 +18,6 @@ import { applyInterlockFile } from '../../../src/declarative/apply';
 jest.setTimeout(120_000);
 
 const RESOURCE = 'https://gateway.test.example/mcp';
-const MODERN = { 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tools/call', 'mcp-name': 'interlock_list_sources' };
-const META = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} };
 
 let iss: TestIssuer;
 let env: GovernedEnv;
@@ -43,14 +42,7 @@ afterAll(async () => {
   await iss?.close();
 });
 
-async function modernCall(token: string | null) {
-  const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...MODERN };
-  if (token) headers.authorization = `Bearer ${token}`;
-  const r = await fetch(env.url, { method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'interlock_list_sources', arguments: {}, _meta: META } }) });
-  const text = await r.text();
-  const body = text.startsWith('event:') ? JSON.parse(text.split('\n').filter((l) => l.startsWith('data: ')).at(-1)!.slice(6)) : JSON.parse(text);
-  return { status: r.status, challenge: r.headers.get('www-authenticate'), body };
-}
+const modernCall = (token: string | null) => modernListSources(env.url, token);
 
 function sourcesOf(body: any): string[] {
   return Object.keys(JSON.parse(body.result.content[0].text)).sort();
