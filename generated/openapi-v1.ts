@@ -405,6 +405,40 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/console/api/identities": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Every identity, by name; token-backed ones with their issuer, subject and last use (issue 26 item 4). */
+        get: operations["consoleListIdentities"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/console/api/identities/{name}/disable": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Disable an identity in the signed-in operator's name, as `interlock identity disable`: its keys and access tokens stop working (idempotent). Needs X-CSRF-Token. */
+        post: operations["consoleDisableIdentity"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/console/api/events": {
         parameters: {
             query?: never;
@@ -451,6 +485,23 @@ export interface paths {
         put?: never;
         /** Create an enabled identity. */
         post: operations["adminCreateIdentity"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/identities/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One identity with its token subjects (issuer, subject, when linked, last use), its grants (granted by an operator or by token claims) and its key counts, as `interlock identity show`. Issue 26. */
+        get: operations["adminShowIdentity"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -1086,6 +1137,42 @@ export interface components {
                 /** Format: date-time */
                 lastUsedAt: string | null;
             }[];
+        };
+        IdentityDetail: {
+            id: string;
+            name: string;
+            disabled: boolean;
+            /** Format: date-time */
+            createdAt: string;
+            /** Format: date-time */
+            disabledAt: string | null;
+            /** @description Token subjects linked to the identity (issue 26); empty for a key-only identity. */
+            subjects: {
+                issuer: string;
+                subject: string;
+                /** Format: date-time */
+                createdAt: string;
+                /** Format: date-time */
+                lastUsedAt: string | null;
+            }[];
+            grants: {
+                role: string;
+                source: string;
+                /**
+                 * @description claims: kept in step with the token's claims (auth.issuers[].role_grants, claim_mappings).
+                 * @enum {string}
+                 */
+                grantedBy: "operator" | "claims";
+            }[];
+            keys: {
+                active: number;
+                total: number;
+            };
+            /**
+             * Format: date-time
+             * @description Last use by any key or token subject.
+             */
+            lastUsedAt: string | null;
         };
         IdentityCreate: {
             name: string;
@@ -1746,6 +1833,20 @@ export interface components {
             };
         } & (unknown & unknown);
         /**
+         * ClaimRoleGrant
+         * @description A claim value that grants a source role on a source.
+         */
+        claimRoleGrant: {
+            /** @description Claim name, e.g. groups. */
+            claim: string;
+            /** @description Claim value that grants the role. */
+            value: string;
+            /** @description Source role name. */
+            role: string;
+            /** @description Source id. */
+            source: string;
+        };
+        /**
          * FileCredentials
          * @description A database role and where its password comes from: password_env (an environment variable of the process that applies the file) or password_file (a file whose content, without the trailing newline, is the password). Neither: no password (trust, peer or certificate authentication). An inline password is refused.
          */
@@ -1971,8 +2072,25 @@ export interface components {
             };
         };
         /**
+         * ClaimMapping
+         * @description One issuer's claim rules (issue 26 item 2).
+         */
+        claimMapping: {
+            /** @description The issuer identifier, exactly as the tokens' `iss` and auth.issuers[].issuer. */
+            issuer: string;
+            /** @description The claim that names the identity (sub, email, preferred_username, …); lower-cased, it must be a valid identity name. Absent: the configuration's, else sub. */
+            identity_claim?: string;
+            /**
+             * @description A subject with no identity yet: refuse (invalid_token) or provision an identity named by identity_claim. Absent: the configuration's, else refuse.
+             * @enum {string}
+             */
+            unknown_subjects?: "refuse" | "provision";
+            /** @description Claim values that grant source roles (each role and source must exist when the file is applied); such grants follow the claims on each sign-in. Default none. */
+            role_grants?: components["schemas"]["claimRoleGrant"][];
+        };
+        /**
          * InterlockFile
-         * @description Declarative configuration of an InterLock control plane (`interlock apply -f interlock.yaml`, `interlock export`; issue 16): sources, source roles, identities with their grants, and policies. API keys and operator tokens stay imperative (`interlock key create`). Secrets never appear inline: source credentials name an environment variable (password_env) or a file (password_file) read when the file is applied. Every section is optional; with --prune, objects of a section that the file leaves out are deleted.
+         * @description Declarative configuration of an InterLock control plane (`interlock apply -f interlock.yaml`, `interlock export`; issue 16): sources, source roles, identities with their grants, policies, and the claim mappings of access-token issuers (issue 26). API keys and operator tokens stay imperative (`interlock key create`). Secrets never appear inline: source credentials name an environment variable (password_env) or a file (password_file) read when the file is applied. Every section is optional; with --prune, objects of a section that the file leaves out are deleted.
          */
         "interlock-file-v1.schema": {
             /**
@@ -1984,7 +2102,26 @@ export interface components {
             roles?: components["schemas"]["role-v1.schema"][];
             identities?: components["schemas"]["identity"][];
             policies?: components["schemas"]["policy-v1.schema"][];
+            /** @description How access tokens of an identity provider map to identities and source roles (issue 26 item 2), one entry per issuer. The issuer itself is trusted only through the gateway configuration (auth.issuers: keys, audience, algorithms); a mapping for an issuer no gateway trusts has no effect. For a configured issuer, a field set here replaces the configuration's (identity_claim, unknown_subjects), and role_grants apply beside the configuration's. docs/operators.md "Identity providers". */
+            claim_mappings?: components["schemas"]["claimMapping"][];
             $defs: {
+                /**
+                 * ClaimMapping
+                 * @description One issuer's claim rules (issue 26 item 2).
+                 */
+                claimMapping: {
+                    /** @description The issuer identifier, exactly as the tokens' `iss` and auth.issuers[].issuer. */
+                    issuer: string;
+                    /** @description The claim that names the identity (sub, email, preferred_username, …); lower-cased, it must be a valid identity name. Absent: the configuration's, else sub. */
+                    identity_claim?: string;
+                    /**
+                     * @description A subject with no identity yet: refuse (invalid_token) or provision an identity named by identity_claim. Absent: the configuration's, else refuse.
+                     * @enum {string}
+                     */
+                    unknown_subjects?: "refuse" | "provision";
+                    /** @description Claim values that grant source roles (each role and source must exist when the file is applied); such grants follow the claims on each sign-in. Default none. */
+                    role_grants?: components["schemas"]["claimRoleGrant"][];
+                };
                 /**
                  * FileSource
                  * @description A source as in spec/source-v1.schema.json, except that credentials hold secret references instead of passwords. The settings, once the references are resolved, are validated against spec/source-v1.schema.json.
@@ -3515,6 +3652,58 @@ export interface operations {
             409: components["responses"]["AdminConflict"];
         };
     };
+    consoleListIdentities: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Identities. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        identities: components["schemas"]["Identity"][];
+                    };
+                };
+            };
+            401: components["responses"]["ConsoleUnauthorized"];
+            500: components["responses"]["AdminInternal"];
+        };
+    };
+    consoleDisableIdentity: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Identity name or idn_ id. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The identity. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Identity"];
+                };
+            };
+            400: components["responses"]["AdminBadRequest"];
+            401: components["responses"]["ConsoleUnauthorized"];
+            403: components["responses"]["AdminForbidden"];
+            404: components["responses"]["AdminNotFound"];
+            500: components["responses"]["AdminInternal"];
+        };
+    };
     consoleEvents: {
         parameters: {
             query?: never;
@@ -3613,6 +3802,33 @@ export interface operations {
             409: components["responses"]["AdminConflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["AdminInternal"];
+        };
+    };
+    adminShowIdentity: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Identity name or idn_ id. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The identity. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IdentityDetail"];
+                };
+            };
+            401: components["responses"]["AdminUnauthorized"];
+            403: components["responses"]["AdminForbidden"];
+            404: components["responses"]["AdminNotFound"];
             500: components["responses"]["AdminInternal"];
         };
     };

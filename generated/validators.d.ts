@@ -39,6 +39,8 @@ export declare const validateInterlockDescribeSourceArguments: Validator;
 export declare const validateInterlockDiscoverArguments: Validator;
 /** Validates against https://interlock.dev/spec/interlock-file-v1.schema.json. */
 export declare const validateInterlockFile: Validator;
+/** Validates against https://interlock.dev/spec/interlock-file-v1.schema.json#/$defs/claimMapping. */
+export declare const validateInterlockFileClaimMapping: Validator;
 /** Validates against https://interlock.dev/spec/interlock-file-v1.schema.json#/$defs/credentials. */
 export declare const validateInterlockFileCredentials: Validator;
 /** Validates against https://interlock.dev/spec/interlock-file-v1.schema.json#/$defs/grant. */

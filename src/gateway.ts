@@ -134,7 +134,7 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
       store.invalidate(table);
       analysisCache.clear();
       if (table === '*' || table === 'sources') void refreshSourceIds();
-      if (table === '*' || table === 'api_keys' || table === 'identities' || table === 'grants') identityResolver.invalidate();
+      if (table === '*' || table === 'api_keys' || table === 'identities' || table === 'grants' || table === 'claim_mappings') identityResolver.invalidate();
     }, logger),
   );
   listeners.push(await listenChannel(db.url, CACHE_CHANNEL, (sourceId) => cache.invalidateSource(sourceId), logger));

@@ -10,7 +10,7 @@
 import type { Logger } from 'pino';
 import type { ControlDb } from '../control/db';
 import { ControlError, NotFoundError, ValidationError } from '../control/errors';
-import { createIdentity, disableIdentity, enableIdentity, listIdentities, requireIdentity, type IdentityRecord } from '../control/identities';
+import { createIdentity, disableIdentity, enableIdentity, listIdentities, requireIdentity, showIdentity, type IdentityDetail, type IdentityRecord } from '../control/identities';
 import { createApiKey, listApiKeys, revokeApiKey, type ApiKeyRecord } from '../control/keys';
 import { addSource, listSources, redactSourceSettings, removeSource, requireSource, setSourceEnabled, updateSource, type SourceRecord, type SourceRemoval } from '../control/sources';
 import { applyInterlockFile, type ApplyInput, type ApplyResult } from '../declarative/apply';
@@ -78,6 +78,8 @@ export interface AuditQuery {
 /** The operator operations. Every method throws ControlError (validation, conflict, not_found, forbidden, unavailable). */
 export interface OperatorBackend {
   listIdentities(): Promise<IdentityRecord[]>;
+  /** One identity with its token subjects (issuer, subject, last use), grants and key counts (issue 26). */
+  showIdentity(nameOrId: string): Promise<IdentityDetail>;
   createIdentity(name: string): Promise<IdentityRecord>;
   setIdentityEnabled(nameOrId: string, enabled: boolean): Promise<IdentityRecord>;
 
@@ -170,6 +172,7 @@ export function directBackend(db: ControlDb, opts: DirectBackendOptions = {}): O
 
   return {
     listIdentities: () => listIdentities(db),
+    showIdentity: (name) => showIdentity(db, name),
     createIdentity: (name) => createIdentity(db, name),
     setIdentityEnabled: (name, enabled) => (enabled ? enableIdentity(db, name) : disableIdentity(db, name)),
 

@@ -78,6 +78,7 @@ export function remoteBackend(server: string, token: string, fetchFn: FetchFn = 
   return {
     whoami: () => call('GET', '/whoami'),
     listIdentities: async () => (await call<{ identities: IdentityRecord[] }>('GET', '/identities')).identities,
+    showIdentity: (name) => call('GET', `/identities/${enc(name)}`),
     createIdentity: (name) => call('POST', '/identities', { name }),
     setIdentityEnabled: (name, enabled) => call('POST', `/identities/${enc(name)}/${enabled ? 'enable' : 'disable'}`, {}),
 

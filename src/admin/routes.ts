@@ -132,6 +132,7 @@ export function mountAdmin(app: Express, _deps: DispatchDeps | undefined, opts: 
   // identities
   route('get', '/identities', async (_q, _r, b) => ({ identities: await b.listIdentities() }));
   route('post', '/identities', async (q, _r, b) => b.createIdentity(bodyString(q.body, 'name', true)), 201);
+  route('get', '/identities/:name', async (q, _r, b) => b.showIdentity(String(q.params.name)));
   route('post', '/identities/:name/disable', async (q, _r, b) => b.setIdentityEnabled(String(q.params.name), false));
   route('post', '/identities/:name/enable', async (q, _r, b) => b.setIdentityEnabled(String(q.params.name), true));
 

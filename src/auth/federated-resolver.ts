@@ -93,10 +93,11 @@ export class FederatedIdentityResolver implements IdentityResolver {
     return { refusal, reason };
   }
 
-  /** Drops cached resolutions (tokens and keys): call on any identities, grants or api_keys notification. */
+  /** Drops cached resolutions (tokens and keys) and claim mappings: call on any identities, grants, api_keys or claim_mappings notification. */
   invalidate(): void {
     this.cache.clear();
     this.keys.invalidate?.();
+    this.subjects.invalidate?.();
   }
 
   /** Closes the key resolver (writes its pending last-use times). */

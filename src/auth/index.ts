@@ -9,6 +9,7 @@ import type { GatewayConfig } from '../../generated/config-v1';
 import type { ControlDb } from '../control/db';
 import type { IdentityResolver } from '../control/identities';
 import { ValidationError } from '../control/errors';
+import { ClaimMappingCache } from '../control/claim-mappings';
 import { FederatedIdentityResolver } from './federated-resolver';
 import type { AuthSurface } from './protected-resource';
 import { TokenIdentityStore } from './token-identities';
@@ -33,7 +34,7 @@ export function federatedIdentity(
   if (issuers.length === 0) return { resolver: keys };
   if (!auth?.resource) throw new ValidationError('invalid configuration', ['/auth/resource: required when auth.issuers is set (the audience tokens must name)']);
   const verifier = new TokenVerifier(issuers, auth.resource, { ...opts.keys, logger: opts.logger });
-  const resolver = new FederatedIdentityResolver(keys, verifier, new TokenIdentityStore(db, opts.logger), { logger: opts.logger, onValidation: opts.onValidation });
+  const resolver = new FederatedIdentityResolver(keys, verifier, new TokenIdentityStore(db, opts.logger, new ClaimMappingCache(db)), { logger: opts.logger, onValidation: opts.onValidation });
   const surface: AuthSurface = {
     resource: auth.resource,
     authorizationServers: verifier.issuers(),

@@ -62,9 +62,12 @@ export function mountProtectedResource(app: Express, s: AuthSurface, policy: Ori
   });
 }
 
-/** The WWW-Authenticate value for a refusal `code` (401 codes and insufficient_scope). */
-export function challengeHeader(s: AuthSurface, code: string): string {
-  const parts = [`Bearer resource_metadata="${metadataUrl(s.resource)}"`];
+/**
+ * The WWW-Authenticate value for a refusal `code` (401 codes and insufficient_scope). `realm`, when
+ * given, comes first (the deprecated routes and /v1 have always named realm="interlock").
+ */
+export function challengeHeader(s: AuthSurface, code: string, realm?: string): string {
+  const parts = [`Bearer ${realm ? `realm="${realm}", ` : ''}resource_metadata="${metadataUrl(s.resource)}"`];
   if (code === 'invalid_token') parts.push('error="invalid_token"');
   if (code === 'insufficient_scope') parts.push('error="insufficient_scope"', `scope="${s.requiredScopes.join(' ')}"`);
   return parts.join(', ');

@@ -10,7 +10,8 @@
 import type { JWTPayload } from 'jose';
 import type { Logger } from 'pino';
 import type { TokenIssuer } from '../../generated/config-v1';
-import { isUniqueViolation, withTransaction, type ControlDb } from '../control/db';
+import { isUniqueViolation, type ControlDb } from '../control/db';
+import { mergeClaimMapping, type ClaimMappingCache } from '../control/claim-mappings';
 import { newIdentityId } from '../control/ids';
 import { IDENTITY_NAME_PATTERN } from '../control/identities';
 import type { Identity } from '../control/identities';
@@ -47,13 +48,25 @@ export function claimAttributes(cfg: TokenIssuer, claims: JWTPayload): Record<st
 export class TokenIdentityStore {
   private readonly touched = new Map<string, { at: number; grants: string }>();
 
+  /** `mappings`: the interlock files' claim mappings (merged into each issuer's configuration; none when absent). */
   constructor(
     private readonly db: ControlDb,
     private readonly logger?: Logger,
+    private readonly mappings?: ClaimMappingCache,
   ) {}
 
-  /** The identity of a verified token, or why there is none. Throws only on control-database failure. */
-  async identityFor(cfg: TokenIssuer, claims: JWTPayload): Promise<{ identity: Identity } | { failure: SubjectFailure }> {
+  /** Drops the cached claim mappings (call on a claim_mappings change notification). */
+  invalidate(): void {
+    this.mappings?.invalidate();
+  }
+
+  /**
+   * The identity of a verified token, or why there is none. `configured` is the issuer's
+   * auth.issuers entry; the stored claim mapping of that issuer, if any, is merged into it
+   * (mergeClaimMapping). Throws only on control-database failure.
+   */
+  async identityFor(configured: TokenIssuer, claims: JWTPayload): Promise<{ identity: Identity } | { failure: SubjectFailure }> {
+    const cfg = mergeClaimMapping(configured, await this.mappings?.get(configured.issuer));
     const subject = String(claims.sub);
     let row = await this.lookup(cfg.issuer, subject);
     if (!row) {
@@ -82,13 +95,11 @@ export class TokenIdentityStore {
     const name = typeof raw === 'string' ? raw.toLowerCase() : '';
     if (!IDENTITY_NAME_PATTERN.test(name)) return { failure: 'unusable_identity_claim' };
     try {
-      return await withTransaction(this.db, async (c) => {
-        const id = newIdentityId();
-        await c.query('INSERT INTO identities (id, name) VALUES ($1, $2)', [id, name]);
-        await c.query('INSERT INTO identity_subjects (issuer, subject, identity_id) VALUES ($1, $2, $3)', [cfg.issuer, subject, id]);
-        this.logger?.info({ component: 'oauth', issuer: cfg.issuer, subject, identity: name }, 'identity provisioned from an access token');
-        return { identity_id: id, name, disabled: false };
-      });
+      // Through the checked SECURITY DEFINER function (the runtime role may not insert identities itself).
+      const id = newIdentityId();
+      await this.db.pool.query('SELECT interlock_provision_token_identity($1, $2, $3, $4)', [id, name, cfg.issuer, subject]);
+      this.logger?.info({ component: 'oauth', issuer: cfg.issuer, subject, identity: name }, 'identity provisioned from an access token');
+      return { identity_id: id, name, disabled: false };
     } catch (err) {
       if (!isUniqueViolation(err)) throw err;
       // Another replica linked the subject first, or the name belongs to an identity that is not this subject's.
@@ -110,44 +121,19 @@ export class TokenIdentityStore {
     await this.db.pool.query('UPDATE identity_subjects SET last_used_at = now() WHERE issuer = $1 AND subject = $2', [cfg.issuer, subject]);
     // Also with no rules: an issuer whose role_grants were all removed from the configuration takes
     // back the claim grants it gave (returning here kept them for good).
-    await syncClaimGrants(this.db, identityId, grants);
+    await syncClaimGrants(this.db, cfg.issuer, subject, grants);
   }
 }
 
 /**
- * Makes the identity's claim-derived grants exactly `grants` (those naming an existing role and
- * source; the others are skipped): adds the missing ones with granted_by 'claims' and removes the
- * claim-derived ones no longer given. Operator grants are left alone. One transaction; the grants
- * table's trigger notifies the replicas only when something changed.
+ * Makes the claim-derived grants of the identity linked to (issuer, subject) exactly `grants`
+ * (those naming an existing role and source; the others are skipped): adds the missing ones with
+ * granted_by 'claims' and removes the claim-derived ones no longer given. Operator grants are left
+ * alone; a disabled identity only loses grants. One call of the SECURITY DEFINER function
+ * interlock_sync_claim_grants (migrations/20261203140000000_token-provisioning-functions_h26.sql),
+ * the only way the runtime role changes grants; it writes, and so notifies the replicas, only when
+ * something changes. Throws when no identity is linked to the subject.
  */
-export async function syncClaimGrants(db: ControlDb, identityId: string, grants: Array<{ role: string; source: string }>): Promise<void> {
-  const roles = grants.map((g) => g.role);
-  const sources = grants.map((g) => g.source);
-  await withTransaction(db, async (c) => {
-    const gone = await c.query(
-      `SELECT 1 FROM grants WHERE identity_id = $1 AND granted_by = 'claims'
-         AND (role_name, source_id) NOT IN (SELECT * FROM unnest($2::text[], $3::text[])) LIMIT 1`,
-      [identityId, roles, sources],
-    );
-    if (gone.rowCount)
-      await c.query(
-        `DELETE FROM grants WHERE identity_id = $1 AND granted_by = 'claims'
-           AND (role_name, source_id) NOT IN (SELECT * FROM unnest($2::text[], $3::text[]))`,
-        [identityId, roles, sources],
-      );
-    const missing = await c.query(
-      `SELECT 1 FROM unnest($2::text[], $3::text[]) AS d(role, source)
-         JOIN roles r ON r.name = d.role JOIN sources s ON s.id = d.source
-         WHERE NOT EXISTS (SELECT 1 FROM grants g WHERE g.identity_id = $1 AND g.role_name = d.role AND g.source_id = d.source) LIMIT 1`,
-      [identityId, roles, sources],
-    );
-    if (missing.rowCount)
-      await c.query(
-        `INSERT INTO grants (identity_id, role_name, source_id, granted_by)
-         SELECT $1, r.name, s.id, 'claims' FROM unnest($2::text[], $3::text[]) AS d(role, source)
-           JOIN roles r ON r.name = d.role JOIN sources s ON s.id = d.source
-         ON CONFLICT DO NOTHING`,
-        [identityId, roles, sources],
-      );
-  });
+export async function syncClaimGrants(db: ControlDb, issuer: string, subject: string, grants: Array<{ role: string; source: string }>): Promise<void> {
+  await db.pool.query('SELECT interlock_sync_claim_grants($1, $2, $3::text[], $4::text[])', [issuer, subject, grants.map((g) => g.role), grants.map((g) => g.source)]);
 }

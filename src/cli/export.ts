@@ -11,14 +11,14 @@ import type { CommandContext } from './context';
 export function registerExport(program: Command, ctx: CommandContext): void {
   program
     .command('export')
-    .description('write the current sources, roles, identities with grants and policies as an interlock file (passwords as references)')
+    .description('write the current sources, roles, identities with grants, policies and claim mappings as an interlock file (passwords as references)')
     .option('-o, --output <file>', 'write to FILE instead of stdout')
     .action(async (o: { output?: string }, cmd: Command) => {
       const s = ctx.session(cmd);
       const file = await (await s.backend()).exportFile();
       if (o.output) {
         writeFileSync(o.output, renderInterlockFile(file), { mode: 0o600 });
-        s.print(`wrote ${o.output}: ${file.sources?.length ?? 0} source(s), ${file.roles?.length ?? 0} role(s), ${file.identities?.length ?? 0} identity(ies), ${file.policies?.length ?? 0} policy(ies)`, { file: o.output, document: file });
+        s.print(`wrote ${o.output}: ${file.sources?.length ?? 0} source(s), ${file.roles?.length ?? 0} role(s), ${file.identities?.length ?? 0} identity(ies), ${file.policies?.length ?? 0} policy(ies)${file.claim_mappings?.length ? `, ${file.claim_mappings.length} claim mapping(s)` : ''}`, { file: o.output, document: file });
       } else if (s.opts.json) s.print('', file);
       else s.io.out(renderInterlockFile(file).trimEnd());
     });

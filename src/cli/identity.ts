@@ -6,7 +6,7 @@ import type { Command } from 'commander';
 import { shortTime, table } from './output';
 import type { CommandContext } from './context';
 
-/** Registers `identity create|list|disable|enable`. */
+/** Registers `identity create|list|show|disable|enable`. */
 export function registerIdentityCommands(program: Command, ctx: CommandContext): void {
   // ---- identity ------------------------------------------------------------------------------
   const idn = program.command('identity').description('agent identities');
@@ -26,6 +26,21 @@ export function registerIdentityCommands(program: Command, ctx: CommandContext):
     const tokens = (r: (typeof rows)[number]) => (r.subjects ?? []).map((x) => `${new URL(x.issuer).host} ${x.lastUsedAt ? shortTime(x.lastUsedAt) : 'never'}`).join(', ') || '-';
     s.print(table(['name', 'id', 'status', 'created', 'token (last use)'], rows.map((r) => [r.name, r.id, r.disabled ? 'disabled' : 'enabled', shortTime(r.createdAt), tokens(r)])), rows);
   });
+  idn
+    .command('show')
+    .description('show an identity: its token subjects (issuer, subject, last use), grants and keys')
+    .argument('<name>', 'identity name or idn_ id')
+    .action(async (name: string, _o: unknown, cmd: Command) => {
+      const s = ctx.session(cmd);
+      const d = await (await s.backend()).showIdentity(name);
+      const lines = [
+        `identity ${d.name} (${d.id}): ${d.disabled ? `disabled since ${shortTime(d.disabledAt!)}` : 'enabled'}; last use ${d.lastUsedAt ? shortTime(d.lastUsedAt) : 'never'}`,
+        `keys: ${d.keys.active} active of ${d.keys.total}`,
+        d.subjects.length ? table(['issuer', 'subject', 'linked', 'last use'], d.subjects.map((x) => [x.issuer, x.subject, shortTime(x.createdAt), x.lastUsedAt ? shortTime(x.lastUsedAt) : 'never'])) : 'token subjects: none',
+        d.grants.length ? table(['source', 'role', 'granted by'], d.grants.map((g) => [g.source, g.role, g.grantedBy === 'claims' ? 'token claims' : 'operator'])) : 'grants: none',
+      ];
+      s.print(lines.join('\n'), d);
+    });
   idn
     .command('disable')
     .description('disable an identity: its keys stop working')

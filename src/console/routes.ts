@@ -18,6 +18,10 @@
  *   POST /console/api/approvals/:id/{approve,reject,requeue}  {reason?, confirm?}: approving a
  *                                       destructive statement needs confirm: true (issue 24 item 6)
  *   GET  /console/api/events            SSE: `event: queue` with the pending queue whenever it changes
+ *   GET  /console/api/identities        every identity, token-backed ones with their issuer, subject and
+ *                                       last use (issue 26 item 4)
+ *   POST /console/api/identities/:name/disable  disable an identity (as `interlock identity disable`):
+ *                                       its keys and access tokens stop working
  *
  * Security: the Host/Origin guard of every non-MCP route; only operator tokens sign in (an agent
  * key is 401 invalid_operator_token, like /admin/v1); the session is server-side in the control
@@ -266,6 +270,8 @@ export function mountConsole(app: Express, opts: ConsoleOptions): void {
   router.post('/console/api/approvals/:id/reject', authed(true), ...jsonBody(16 * 1024), run(async (req, res) => backend.reject(String(req.params.id), { operator: (res.locals.session as ConsoleSession).operator, reason: reasonOf(req) })));
   router.post('/console/api/approvals/:id/requeue', authed(true), ...jsonBody(16 * 1024), run(async (req, res) => backend.requeue(String(req.params.id), { operator: (res.locals.session as ConsoleSession).operator }), 201));
 
+  router.get('/console/api/identities', authed(false), run(async () => ({ identities: await backend.listIdentities() })));
+  router.post('/console/api/identities/:name/disable', authed(true), ...jsonBody(16 * 1024), run(async (req) => backend.setIdentityEnabled(String(req.params.name), false)));
   router.get('/console/api/events', authed(false), async (req, res) => {
     res.writeHead(200, { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-store', 'X-Accel-Buffering': 'no', Connection: 'keep-alive' });
     res.write('retry: 2000\n\n');

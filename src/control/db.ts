@@ -24,7 +24,7 @@ const MIGRATION_LOCK_ID = '7241865325823964';
 /** Channel of the change notifications: payload is the changed table's name. */
 export const CONTROL_CHANNEL = 'interlock_control';
 /** Tables whose changes are notified on CONTROL_CHANNEL. */
-export const NOTIFIED_TABLES = ['identities', 'api_keys', 'sources', 'roles', 'grants', 'policies', 'catalog_snapshots'] as const;
+export const NOTIFIED_TABLES = ['identities', 'api_keys', 'sources', 'roles', 'grants', 'policies', 'catalog_snapshots', 'claim_mappings'] as const;
 
 /** An open control database. `url` is the connection URL as given (it may hold a password: never print it; see redactUrl). */
 export interface ControlDb {
@@ -287,9 +287,10 @@ export function isForeignKeyViolation(err: unknown): boolean {
  * hash-chained even for the process that writes it); UPDATE of
  * api_keys.last_used_at; INSERT of approvals and UPDATE of their state columns (expiry);
  * INSERT/UPDATE of catalog_snapshots; read/write of rate_limits; INSERT, DELETE and UPDATE of the
- * activity and end of console_sessions; for token identities (issue 26), INSERT of identities and
- * identity_subjects, UPDATE of identity_subjects.last_used_at and INSERT/DELETE of grants
- * (claim-derived grants). `role` must exist.
+ * activity and end of console_sessions; for token identities (issue 26), EXECUTE of
+ * interlock_provision_token_identity and interlock_sync_claim_grants (SECURITY DEFINER, checking
+ * their input: no INSERT/DELETE on identities, identity_subjects or grants, which it revokes) and
+ * UPDATE of identity_subjects.last_used_at. `role` must exist.
  * Throws NotFoundError-like ControlError when the role does not exist.
  */
 export async function grantRuntimeRole(db: ControlDb, role: string): Promise<void> {
@@ -315,10 +316,12 @@ export async function grantRuntimeRole(db: ControlDb, role: string): Promise<voi
     await c.query(`GRANT SELECT, INSERT, UPDATE, DELETE ON rate_limits TO ${r}`);
     // Console sign-in, activity, sign-out and clean-up (issue 24, item 3).
     await c.query(`GRANT INSERT, UPDATE (last_seen_at, ended_at, ended_reason), DELETE ON console_sessions TO ${r}`);
-    // Identities from tokens (issue 26, src/auth/token-identities.ts): provisioning, last use, grants that follow claims.
-    await c.query(`GRANT INSERT ON identities, identity_subjects TO ${r}`);
+    // Identities from tokens (issue 26, src/auth/token-identities.ts): provisioning and grants that follow
+    // claims only through the checked SECURITY DEFINER functions, never by writing the tables (the
+    // REVOKE tightens a role granted by an earlier version); last use directly.
+    await c.query(`REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON identities, identity_subjects, grants FROM ${r}`);
+    await c.query(`GRANT EXECUTE ON FUNCTION interlock_provision_token_identity(text, text, text, text), interlock_sync_claim_grants(text, text, text[], text[]) TO ${r}`);
     await c.query(`GRANT UPDATE (last_used_at) ON identity_subjects TO ${r}`);
-    await c.query(`GRANT INSERT, DELETE ON grants TO ${r}`);
   });
 }
 

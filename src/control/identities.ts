@@ -152,3 +152,41 @@ export async function enableIdentity(db: ControlDb, nameOrId: string): Promise<I
   const r = await db.pool.query<IdentityRow>(`UPDATE identities SET disabled = false, disabled_at = NULL WHERE id = $1 RETURNING ${COLS}`, [idn.id]);
   return toRecord(r.rows[0]);
 }
+
+/** What `interlock identity show` and GET /admin/v1/identities/{name} answer (issue 26 item 4). */
+export interface IdentityDetail extends IdentityRecord {
+  /** Token subjects linked to the identity, by issuer and subject (empty for a key-only identity). */
+  subjects: Array<{ issuer: string; subject: string; createdAt: string; lastUsedAt: string | null }>;
+  /** Its grants by source and role; `grantedBy` is `claims` for grants that follow a token's claims. */
+  grants: Array<{ role: string; source: string; grantedBy: 'operator' | 'claims' }>;
+  /** Its API keys: usable now, and all ever created. */
+  keys: { active: number; total: number };
+  /** Last use by any key or token subject (ISO 8601), or null. */
+  lastUsedAt: string | null;
+}
+
+/** The identity named `nameOrId` with its token subjects, grants and key counts. Throws NotFoundError. */
+export async function showIdentity(db: ControlDb, nameOrId: string): Promise<IdentityDetail> {
+  const idn = await requireIdentity(db, nameOrId);
+  const subjects = await db.pool.query<{ issuer: string; subject: string; created_at: Date; last_used_at: Date | null }>(
+    'SELECT issuer, subject, created_at, last_used_at FROM identity_subjects WHERE identity_id = $1 ORDER BY issuer, subject',
+    [idn.id],
+  );
+  const grants = await db.pool.query<{ role: string; source: string; granted_by: 'operator' | 'claims' }>(
+    'SELECT role_name AS role, source_id AS source, granted_by FROM grants WHERE identity_id = $1 ORDER BY source_id, role_name',
+    [idn.id],
+  );
+  const keys = await db.pool.query<{ active: number; total: number; last: Date | null }>(
+    `SELECT count(*) FILTER (WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now()))::int AS active, count(*)::int AS total, max(last_used_at) AS last
+       FROM api_keys WHERE identity_id = $1`,
+    [idn.id],
+  );
+  const uses = [keys.rows[0].last, ...subjects.rows.map((s) => s.last_used_at)].filter((d): d is Date => d !== null).map((d) => d.getTime());
+  return {
+    ...idn,
+    subjects: subjects.rows.map((s) => ({ issuer: s.issuer, subject: s.subject, createdAt: iso(s.created_at)!, lastUsedAt: s.last_used_at ? iso(s.last_used_at) : null })),
+    grants: grants.rows.map((g) => ({ role: g.role, source: g.source, grantedBy: g.granted_by })),
+    keys: { active: keys.rows[0].active, total: keys.rows[0].total },
+    lastUsedAt: uses.length ? iso(new Date(Math.max(...uses))) : null,
+  };
+}

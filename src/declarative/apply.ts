@@ -14,6 +14,7 @@ import { canonicalJson, removeSourceIn } from '../control/sources';
 import { newIdentityId } from '../control/ids';
 import { insertOperatorGrant } from '../control/grants';
 import { scanSource } from '../control/scan';
+import { deleteClaimMapping, upsertClaimMapping } from '../control/claim-mappings';
 import { computePlan, type Plan, type PlanChange } from './plan';
 import { desiredStateOf, fileDigest, keepStoredSecrets, parseFileText, processSecrets, validateInterlockFileDocument, type SecretResolver } from './schema';
 import { readConfigState } from './state';
@@ -182,6 +183,12 @@ async function execute(c: pg.ClientBase, ch: PlanChange, desired: DesiredState, 
          ON CONFLICT (name) DO UPDATE SET description = EXCLUDED.description, enabled = EXCLUDED.enabled, applies_to = EXCLUDED.applies_to, rule = EXCLUDED.rule, updated_at = now()`,
         [p.name, p.description, p.enabled, JSON.stringify(p.applies_to ?? {}), JSON.stringify(p.rule)],
       );
+      return;
+    }
+    case 'claim_mapping': {
+      // Claim grants a removed or narrowed rule gave are taken back at each subject's next sign-in.
+      if (ch.action === 'delete') await deleteClaimMapping(c, ch.name);
+      else await upsertClaimMapping(c, desired.claimMappings.get(ch.name)!);
       return;
     }
   }

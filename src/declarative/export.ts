@@ -1,6 +1,7 @@
 /**
  * `interlock export` and GET /admin/v1/export (issue 16, Build 2): the current governed objects as
- * an interlock file (spec/interlock-file-v1.schema.json). Passwords are never written: each
+ * an interlock file (spec/interlock-file-v1.schema.json), claim mappings of token issuers included
+ * (issue 26; claim-derived grants are not: they follow the identity provider). Passwords are never written: each
  * credential that has one names an environment variable instead
  * (<SOURCE>_<READER|WRITER>_PASSWORD, upper case, other characters as "_"; not INTERLOCK_*, which
  * the gateway's configuration reserves), which may
@@ -39,6 +40,7 @@ export async function exportInterlockFile(db: ControlDb): Promise<InterlockFile>
     roles: [...st.roles.values()],
     identities: [...st.identities.values()].map((i) => ({ name: i.name, disabled: i.disabled, grants: grants.filter((g) => g.identity === i.name).map((g) => ({ role: g.role, source: g.source })) })),
     policies: [...st.policies.values()],
+    claim_mappings: [...st.claimMappings.values()],
   };
 }
 

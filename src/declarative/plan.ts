@@ -10,7 +10,7 @@ import { ValidationError } from '../control/errors';
 import type { ConfigState, DesiredState, GrantState, Section } from './types';
 
 /** The kinds of object a plan changes. */
-export type ObjectKind = 'source' | 'role' | 'identity' | 'grant' | 'policy';
+export type ObjectKind = 'source' | 'role' | 'identity' | 'grant' | 'policy' | 'claim_mapping';
 
 /** One field of a change. `before` is absent for a new field, `after` for a removed one; secrets show as "***". */
 export interface FieldChange {
@@ -19,7 +19,7 @@ export interface FieldChange {
   after?: unknown;
 }
 
-/** One create, update or delete. `name` is the id or name ("identity/role/source" for a grant). */
+/** One create, update or delete. `name` is the id or name ("identity/role/source" for a grant, the issuer for a claim mapping). */
 export interface PlanChange {
   action: 'create' | 'update' | 'delete';
   kind: ObjectKind;
@@ -85,8 +85,9 @@ const grantName = (g: GrantState) => `${g.identity}/${g.role}/${g.source}`;
 
 /**
  * The changes that make `current` what `desired` describes, in apply order: grant deletions,
- * sources, roles, identities, grant creations, policies, then role and source deletions.
- * Throws ValidationError when a grant names a role or source that would not exist.
+ * sources, roles, identities, grant creations, policies, claim mappings, then role and source
+ * deletions. Throws ValidationError when a grant or a claim mapping's role_grants rule names a role
+ * or source that would not exist.
  */
 export function computePlan(current: ConfigState, desired: DesiredState, opts: { prune?: boolean } = {}): Plan {
   const prune = !!opts.prune;
@@ -94,6 +95,7 @@ export function computePlan(current: ConfigState, desired: DesiredState, opts: {
   const sourceChanges = has('sources') ? diffMap('source', current.sources, desired.sources, prune) : [];
   const roleChanges = has('roles') ? diffMap('role', current.roles, desired.roles, prune) : [];
   const policyChanges = has('policies') ? diffMap('policy', current.policies, desired.policies, prune) : [];
+  const claimChanges = has('claim_mappings') ? diffMap('claim_mapping', current.claimMappings, desired.claimMappings, prune) : [];
   const deleted = (changes: PlanChange[]) => new Set(changes.filter((c) => c.action === 'delete').map((c) => c.name));
   const goneSources = deleted(sourceChanges);
   const goneRoles = deleted(roleChanges);
@@ -135,6 +137,16 @@ export function computePlan(current: ConfigState, desired: DesiredState, opts: {
     if (!current.grants.has(key)) grantCreates.push({ action: 'create', kind: 'grant', name: grantName(g), fields: [] });
   }
 
+  const roleWillExist = (role: string) => (desired.sections.has('roles') ? desired.roles.has(role) : false) || (current.roles.has(role) && !goneRoles.has(role));
+  const sourceWillExist = (source: string) => (desired.sections.has('sources') ? desired.sources.has(source) : false) || (current.sources.has(source) && !goneSources.has(source));
+  for (const m of desired.claimMappings.values()) {
+    for (const g of m.role_grants) {
+      const rule = `claim mapping ${m.issuer}: rule ${g.claim}=${g.value} → role ${g.role} on ${g.source}`;
+      if (!roleWillExist(g.role)) throw new ValidationError(`${rule}: no role "${g.role}" in the file or the control plane`);
+      if (!sourceWillExist(g.source)) throw new ValidationError(`${rule}: no source "${g.source}" in the file or the control plane`);
+    }
+  }
+
   const upserts = (cs: PlanChange[]) => cs.filter((c) => c.action !== 'delete');
   const deletes = (cs: PlanChange[]) => cs.filter((c) => c.action === 'delete');
   const changes = [
@@ -144,6 +156,7 @@ export function computePlan(current: ConfigState, desired: DesiredState, opts: {
     ...identityChanges,
     ...grantCreates,
     ...policyChanges,
+    ...claimChanges,
     ...deletes(roleChanges),
     ...deletes(sourceChanges),
   ];

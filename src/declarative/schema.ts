@@ -118,8 +118,8 @@ function duplicates(names: string[]): string | undefined {
 }
 
 /**
- * The state a validated file describes. Throws ValidationError for a duplicate id or name, an
- * identity listing a grant twice, or an unresolvable secret reference.
+ * The state a validated file describes. Throws ValidationError for a duplicate id, name or issuer, an
+ * identity listing a grant twice, a claim mapping listing a rule twice, or an unresolvable secret reference.
  */
 export function desiredStateOf(file: InterlockFile, secrets: SecretResolver = processSecrets): DesiredState {
   const sections = new Set(SECTIONS.filter((s) => file[s] !== undefined));
@@ -128,12 +128,13 @@ export function desiredStateOf(file: InterlockFile, secrets: SecretResolver = pr
     ['roles', (file.roles ?? []).map((r) => r.name)],
     ['identities', (file.identities ?? []).map((i) => i.name)],
     ['policies', (file.policies ?? []).map((p) => p.name)],
+    ['claim_mappings', (file.claim_mappings ?? []).map((m) => m.issuer)],
   ] as const) {
     const dup = duplicates([...names]);
     if (dup) throw new ValidationError(`${section}: "${dup}" appears twice in the file`);
   }
   if (file.policies?.length) parsePolicies(file.policies);
-  const state: DesiredState = { sections, sources: new Map(), roles: new Map(), identities: new Map(), grants: new Map(), policies: new Map() };
+  const state: DesiredState = { sections, sources: new Map(), roles: new Map(), identities: new Map(), grants: new Map(), policies: new Map(), claimMappings: new Map() };
   (file.sources ?? []).forEach((s, i) => state.sources.set(s.id, resolveFileSource(s, i, secrets)));
   for (const r of file.roles ?? []) state.roles.set(r.name, { name: r.name, description: r.description ?? '', audiences: r.audiences ?? [], statements: r.statements } as RoleState);
   for (const idn of file.identities ?? []) {
@@ -148,6 +149,15 @@ export function desiredStateOf(file: InterlockFile, secrets: SecretResolver = pr
     const ps: PolicyState = { ...p, description: p.description ?? '', enabled: p.enabled ?? true };
     if (ps.applies_to && Object.keys(ps.applies_to).length === 0) delete ps.applies_to;
     state.policies.set(p.name, ps);
+  }
+  for (const m of file.claim_mappings ?? []) {
+    const seen = new Set<string>();
+    for (const g of m.role_grants ?? []) {
+      const k = `${g.claim}\u0000${g.value}\u0000${g.role}\u0000${g.source}`;
+      if (seen.has(k)) throw new ValidationError(`claim mapping ${m.issuer} lists the rule ${g.claim}=${g.value} → role ${g.role} on ${g.source} twice`);
+      seen.add(k);
+    }
+    state.claimMappings.set(m.issuer, { ...m, role_grants: m.role_grants ?? [] });
   }
   return state;
 }

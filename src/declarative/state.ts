@@ -4,6 +4,7 @@
  */
 import type pg from 'pg';
 import type { ControlDb } from '../control/db';
+import { listClaimMappings } from '../control/claim-mappings';
 import type { PolicyState, RoleState, SourceState } from './types';
 import { grantKey, type ConfigState } from './types';
 
@@ -11,7 +12,7 @@ type Queryable = ControlDb | pg.ClientBase;
 const q = (db: Queryable) => ('pool' in db ? db.pool : db);
 
 /**
- * Reads sources, roles, identities, grants and policies, each ordered by id or name. Grants kept in
+ * Reads sources, roles, identities, grants, policies and claim mappings, each ordered by id, name or issuer. Grants kept in
  * step with access-token claims (grants.granted_by = 'claims', issue 26) are not part of the
  * declarative state: they follow the identity provider, so export omits them and apply leaves them.
  */
@@ -23,7 +24,8 @@ export async function readConfigState(db: Queryable): Promise<ConfigState> {
   const identities = await c.query<{ name: string; disabled: boolean }>('SELECT name, disabled FROM identities ORDER BY name');
   const grants = await c.query<{ identity: string; role: string; source: string }>(`SELECT i.name AS identity, g.role_name AS role, g.source_id AS source FROM grants g JOIN identities i ON i.id = g.identity_id WHERE g.granted_by = 'operator' ORDER BY i.name, g.source_id, g.role_name`);
   const policies = await c.query<PolicyState & { applies_to: NonNullable<PolicyState['applies_to']> }>('SELECT name, description, enabled, applies_to, rule FROM policies ORDER BY name');
-  const state: ConfigState = { sources: new Map(), roles: new Map(), identities: new Map(), grants: new Map(), policies: new Map() };
+  const mappings = await listClaimMappings(db);
+  const state: ConfigState = { sources: new Map(), roles: new Map(), identities: new Map(), grants: new Map(), policies: new Map(), claimMappings: new Map(mappings.map((m) => [m.issuer, m])) };
   for (const s of sources.rows) {
     // An empty password is no password (`source add` without --reader-password-env stores ""): an exported file names no reference for it.
     for (const who of ['reader', 'writer'] as const) {

@@ -6,9 +6,10 @@
 import type { SourceDefinition } from '../control/sources';
 import type { SourceRole } from '../control/roles';
 import type { Policy } from '../control/policies';
+import type { StoredClaimMapping } from '../control/claim-mappings';
 
 /** The sections of an interlock file. Extension point: a new section (e.g. notifications.webhooks once its schema exists) is added here, in schema.ts, state.ts, plan.ts and apply.ts. */
-export const SECTIONS = ['sources', 'roles', 'identities', 'policies'] as const;
+export const SECTIONS = ['sources', 'roles', 'identities', 'policies', 'claim_mappings'] as const;
 /** One section of an interlock file. */
 export type Section = (typeof SECTIONS)[number];
 
@@ -35,7 +36,12 @@ export interface ConfigState {
   /** Grants keyed by grantKey(). */
   grants: Map<string, GrantState>;
   policies: Map<string, PolicyState>;
+  /** Token issuers' claim mappings keyed by issuer (issue 26): absent fields omitted, role_grants always an array. */
+  claimMappings: Map<string, ClaimMappingState>;
 }
+
+/** A claim mapping with its defaults filled in (role_grants [] when absent). */
+export type ClaimMappingState = StoredClaimMapping;
 
 /** What a file asks for: the state it describes and which sections it has (only those are compared and pruned). */
 export interface DesiredState extends ConfigState {

@@ -21,6 +21,7 @@ import { clientAddressKey, keylessGate, limitMessage, unverifiedKeyGate } from '
 import { bearerToken } from '../pipeline/01-identity';
 import { jsonNestsDeeperThan, MAX_JSON_DEPTH } from '../transport/json-depth';
 import type { DispatchDeps } from '../protocol/dispatch';
+import { challengeHeader, type AuthSurface } from '../auth/protected-resource';
 
 export { HTTP_ERROR_CODES, sendError, type ErrorBody, type HttpErrorCode } from '../transport/http-errors';
 
@@ -40,8 +41,11 @@ export interface HttpOutcome {
  * error "approval_required", approval_id and approval_state; refusal → the refusal's HTTP status
  * with error = its status (401 adds WWW-Authenticate, 429 adds Retry-After); invalid arguments or
  * SQL → 400 invalid_request; the opaque failure → 500 internal_error (no upstream text, ever).
+ * With `surface` (auth.issuers configured, issue 26) a 401's challenge also names the RFC 9728
+ * resource_metadata URL (and error="invalid_token" for a refused token), and a 403
+ * insufficient_scope carries error="insufficient_scope" with the required scopes, as on POST /mcp.
  */
-export function httpOutcome(o: ToolOutcome, requestId: string): HttpOutcome {
+export function httpOutcome(o: ToolOutcome, requestId: string, surface?: AuthSurface): HttpOutcome {
   switch (o.kind) {
     case 'result':
       if (o.isError) return { status: 500, headers: {}, error: { error: 'internal_error', code: 'tool_execution_failed', message: toolErrorInfo('tool_execution_failed').message, request_id: requestId } };
@@ -58,7 +62,7 @@ export function httpOutcome(o: ToolOutcome, requestId: string): HttpOutcome {
     case 'refusal': {
       const info = refusalInfo(o.code);
       const headers: Record<string, string> = {};
-      if (info.http === 401) headers['WWW-Authenticate'] = 'Bearer realm="interlock"';
+      if (info.http === 401 || (surface && o.code === 'insufficient_scope')) headers['WWW-Authenticate'] = surface ? challengeHeader(surface, o.code, 'interlock') : 'Bearer realm="interlock"';
       const body: ErrorBody = { error: info.status, code: info.code, message: o.message ?? info.message, request_id: requestId };
       if (typeof o.extra?.retry_after_ms === 'number') {
         body.retry_after_ms = o.extra.retry_after_ms;

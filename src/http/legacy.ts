@@ -140,7 +140,7 @@ export function mountLegacyRoutes(app: Express, deps: DispatchDeps, opts: Legacy
     });
     if (!ran) return sendError(res, 'unknown_tool', `Unknown tool: ${cutText(body.name, 128)}`, { requestId });
     const fields = toolResultFields(renderOutcome(ran.outcome, 'handshake', LEGACY_CALL_VERSION, requestId));
-    const http = httpOutcome(ran.outcome, requestId);
+    const http = httpOutcome(ran.outcome, requestId, deps.authSurface);
     sendJsonText(res.status(http.status).set(http.headers), http.error ? { ...fields, ...http.error } : fields);
     armWriteDeadline(res, deps.answerWriteTimeoutMs ?? DEFAULT_ANSWER_WRITE_TIMEOUT_MS);
   });

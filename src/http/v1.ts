@@ -14,7 +14,8 @@
  * 200 carries the tool's structuredContent (for a query `{rows, row_count, truncated, cached,
  * masked_columns?}`); 202 a queued write `{error: "approval_required", code, message,
  * approval_id, approval_state}`; refusals their HTTP status (401/403/404/429/503) with `{error,
- * code, message}` from spec/errors-v1.json (401 with WWW-Authenticate, 429 with Retry-After);
+ * code, message}` from spec/errors-v1.json (401 with WWW-Authenticate, naming the protected resource
+ * metadata when auth.issuers is configured; 429 with Retry-After);
  * invalid arguments or SQL 400; the opaque failure 500. spec/openapi-v1.yaml describes all of it.
  */
 import express, { type Express, type Request, type Response } from 'express';
@@ -64,7 +65,7 @@ export function mountV1(app: Express, deps: DispatchDeps, opts: V1Options = {}):
       holdSlot: (release) => whenResponseDone(res, release),
     });
     if (!ran) return sendError(res, 'unknown_route', 'This operation is not served by this gateway', { requestId });
-    const http = httpOutcome(ran.outcome, requestId);
+    const http = httpOutcome(ran.outcome, requestId, deps.authSurface);
     res.status(http.status).set(http.headers);
     const o = ran.outcome;
     sendJsonText(res, http.error ? http.error : o.kind === 'result' ? (o.structuredContent ?? {}) : {});

@@ -27,6 +27,7 @@
     $('who').hidden = false;
     $('operator').textContent = 'Signed in as ' + operator;
     refresh();
+    loadIdentities();
     listen();
   }
 
@@ -40,6 +41,37 @@
   }
 
   function time(iso) { return iso ? iso.replace('T', ' ').replace(/\.\d{3}Z$/, 'Z') : '-'; }
+
+  // Identities (issue 26 item 4): token-backed ones show issuer, subject and last use; each enabled one can be disabled.
+  async function loadIdentities() {
+    const body = $('identity-rows');
+    let rows;
+    try { rows = (await api('GET', '/identities')).identities; } catch (e) { if (e.status === 401) return showSignedOut(); say(e.message); return; }
+    body.textContent = '';
+    for (const i of rows) {
+      const tr = document.createElement('tr');
+      tr.dataset.name = i.name;
+      const name = document.createElement('td'); name.textContent = i.name;
+      const status = document.createElement('td'); status.textContent = i.disabled ? 'disabled' : 'enabled';
+      const subj = document.createElement('td');
+      subj.textContent = (i.subjects || []).map((s) => s.issuer + ' · ' + s.subject + ' · ' + (s.lastUsedAt ? time(s.lastUsedAt) : 'never')).join('; ') || 'API keys only';
+      const act = document.createElement('td');
+      if (!i.disabled) {
+        const b = document.createElement('button');
+        b.type = 'button';
+        b.className = 'reject';
+        b.textContent = 'Disable';
+        b.setAttribute('aria-label', 'Disable ' + i.name);
+        b.addEventListener('click', async () => {
+          try { await api('POST', '/identities/' + encodeURIComponent(i.name) + '/disable', {}); say('Disabled ' + i.name + ': its keys and tokens stop working.'); } catch (e) { say(e.message); }
+          loadIdentities();
+        });
+        act.append(b);
+      }
+      tr.append(name, status, subj, act);
+      body.append(tr);
+    }
+  }
 
   function renderList(items) {
     const list = $('list');

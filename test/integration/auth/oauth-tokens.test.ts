@@ -9,15 +9,15 @@ import { Writable } from 'node:stream';
 import pino from 'pino';
 import { callTool, startGovernedEnv, type GovernedEnv } from '../../helpers/governed';
 import { startTestIssuer, type TestIssuer } from '../../helpers/jwks-server';
+import { modernListSources } from '../../helpers/modern-call';
 import { disableIdentity, listIdentities } from '../../../src/control/identities';
 import { DEMO_ROLE } from '../../../src/demo/provision';
 import { exportInterlockFile } from '../../../src/declarative/export';
+import { applyInterlockFile } from '../../../src/declarative/apply';
 
 jest.setTimeout(120_000);
 
 const RESOURCE = 'https://gateway.test.example/mcp';
-const MODERN = { 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tools/call', 'mcp-name': 'interlock_list_sources' };
-const META = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} };
 
 let iss: TestIssuer;
 let env: GovernedEnv;
@@ -42,14 +42,7 @@ afterAll(async () => {
   await iss?.close();
 });
 
-async function modernCall(token: string | null) {
-  const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...MODERN };
-  if (token) headers.authorization = `Bearer ${token}`;
-  const r = await fetch(env.url, { method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'interlock_list_sources', arguments: {}, _meta: META } }) });
-  const text = await r.text();
-  const body = text.startsWith('event:') ? JSON.parse(text.split('\n').filter((l) => l.startsWith('data: ')).at(-1)!.slice(6)) : JSON.parse(text);
-  return { status: r.status, challenge: r.headers.get('www-authenticate'), body };
-}
+const modernCall = (token: string | null) => modernListSources(env.url, token);
 
 function sourcesOf(body: any): string[] {
   return Object.keys(JSON.parse(body.result.content[0].text)).sort();
@@ -91,6 +84,27 @@ test('leaving the group removes the claim grant at the next sign-in', async () =
   // The grants notification clears the caches; poll for it (bounded).
   let seen: string[] = [];
   for (let i = 0; i < 40 && (seen = sourcesOf((await callTool(env, 'interlock_list_sources', {}, later)).body)).length > 0; i++) await new Promise((r) => setTimeout(r, 100));
+  expect(seen).toEqual([]);
+});
+
+test('claim mappings from an interlock file: a rule applied by interlock apply grants at the next sign-in; --prune of the mapping takes it back', async () => {
+  const claims = { sub: 'okta|dee', email: 'dee@example.com', groups: ['support'] };
+  expect(sourcesOf((await callTool(env, 'interlock_list_sources', {}, await iss.mint(claims))).body)).toEqual([]);
+  const mapping = { issuer: iss.issuer, role_grants: [{ claim: 'groups', value: 'support', role: DEMO_ROLE.name, source: 'handbook' }] };
+  const applied = await applyInterlockFile(env.db, { document: { version: 1, claim_mappings: [mapping] } }, { operator: 'ops', scan: false });
+  expect(applied.plan.changes.map((c) => `${c.action} ${c.kind} ${c.name}`)).toEqual([`create claim_mapping ${iss.issuer}`]);
+  // The claim_mappings notification reaches the gateway; poll for it (bounded).
+  let seen: string[] = [];
+  for (let i = 0; i < 40 && (seen = sourcesOf((await callTool(env, 'interlock_list_sources', {}, await iss.mint(claims))).body)).length === 0; i++) await new Promise((r) => setTimeout(r, 100));
+  expect(seen).toEqual(['handbook']);
+  // The configuration's rules still apply beside the file's (the new grant is seen once its notification arrives).
+  const both = { ...claims, groups: ['support', 'analysts'] };
+  for (let i = 0; i < 40 && (seen = sourcesOf((await callTool(env, 'interlock_list_sources', {}, await iss.mint(both))).body)).length < 2; i++) await new Promise((r) => setTimeout(r, 100));
+  expect(seen).toEqual(['chinook', 'handbook']);
+  expect((await exportInterlockFile(env.db)).claim_mappings).toEqual([mapping]);
+  const pruned = await applyInterlockFile(env.db, { document: { version: 1, claim_mappings: [] } }, { operator: 'ops', scan: false, prune: true });
+  expect(pruned.plan.changes.map((c) => `${c.action} ${c.kind} ${c.name}`)).toEqual([`delete claim_mapping ${iss.issuer}`]);
+  for (let i = 0; i < 40 && (seen = sourcesOf((await callTool(env, 'interlock_list_sources', {}, await iss.mint(claims))).body)).length > 0; i++) await new Promise((r) => setTimeout(r, 100));
   expect(seen).toEqual([]);
 });
 
@@ -143,6 +157,29 @@ test('modern dialect: 401 with the resource_metadata challenge; invalid_token na
   const good = await modernCall(await iss.mint({ sub: 'okta|ana', email: 'ana@example.com', groups: ['analysts'] }));
   expect(good.status).toBe(200);
   expect(good.body.result.content[0].type).toBe('text');
+});
+
+test('the deprecated /mcp/tools/call and /v1 answer 401 with the realm and the resource_metadata challenge; a valid token works there too', async () => {
+  const origin = new URL(env.url).origin;
+  const META_URL = 'https://gateway.test.example/.well-known/oauth-protected-resource/mcp';
+  const routes = [
+    { path: '/v1/sources', init: { method: 'GET' } },
+    { path: '/mcp/tools/call', init: { method: 'POST', body: JSON.stringify({ name: 'interlock_list_sources', arguments: {} }) } },
+  ];
+  const expired = await iss.mint({ sub: 'okta|old', email: 'old@example.com', exp: Math.floor(Date.now() / 1000) - 3600 });
+  const valid = await iss.mint({ sub: 'okta|vic', email: 'vic@example.com', groups: ['analysts'] });
+  for (const { path, init } of routes) {
+    const send = (bearer: string | null) => fetch(origin + path, { ...init, headers: { 'content-type': 'application/json', ...(bearer ? { authorization: `Bearer ${bearer}` } : {}) } });
+    const none = await send(null);
+    expect([path, none.status, none.headers.get('www-authenticate')]).toEqual([path, 401, `Bearer realm="interlock", resource_metadata="${META_URL}"`]);
+    expect(await none.json()).toMatchObject({ error: 'unauthorized', code: 'missing_api_key' });
+    const bad = await send(expired);
+    expect([path, bad.status, bad.headers.get('www-authenticate')]).toEqual([path, 401, `Bearer realm="interlock", resource_metadata="${META_URL}", error="invalid_token"`]);
+    expect(await bad.json()).toMatchObject({ error: 'unauthorized', code: 'invalid_token' });
+    const ok = await send(valid);
+    expect([path, ok.status, ok.headers.get('www-authenticate')]).toEqual([path, 200, null]);
+    await ok.arrayBuffer();
+  }
 });
 
 test('protected resource metadata at the well-known path and its /mcp path form', async () => {

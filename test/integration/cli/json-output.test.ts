@@ -81,6 +81,7 @@ describe('--json on every list, show and status command', () => {
     'source list': { args: () => [], check: (v) => expect(v).toMatchObject([{ id: 'local', type: 'postgres' }]) },
     'source show': { args: () => ['local'], check: (v) => expect(v).toMatchObject({ id: 'local' }) },
     'identity list': { args: () => [], check: (v) => expect(v).toMatchObject([{ name: 'json-agent' }]) },
+    'identity show': { args: () => ['json-agent'], check: (v) => expect(v).toMatchObject({ name: 'json-agent', subjects: [], grants: [{ role: 'analyst', source: 'local', grantedBy: 'operator' }], keys: { active: 1, total: 1 } }) },
     'key list': { args: () => [], check: (v) => expect(v).toMatchObject([{ identityName: 'json-agent', status: 'active' }]) },
     'index status': { args: () => [], check: (v) => expect(v).toMatchObject([{ sourceId: 'local' }]) },
     'role show': { args: () => ['analyst'], check: (v) => expect(v).toMatchObject({ name: 'analyst', statements: [{ effect: 'allow' }] }) },

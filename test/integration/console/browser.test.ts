@@ -98,4 +98,21 @@ run('approval console in headless Chromium', () => {
     expect(await cause.textContent()).toBe('SQLSTATE 23503: insert or update on table "playlist_track" violates foreign key constraint "playlist_track_playlist_id_fkey" — detail: Key (playlist_id)=(765432) is not present in table "playlist".');
     expect(await page.locator('#requeue').isEnabled()).toBe(true);
   });
+
+  test('identities (issue 26): a token-backed identity shows its issuer, subject and last use; Disable with the keyboard refuses it', async () => {
+    const { createIdentity } = await import('../../../src/control/identities');
+    const tok = await createIdentity(env.db, 'tok-agent');
+    await env.db.pool.query("INSERT INTO identity_subjects (issuer, subject, identity_id, last_used_at) VALUES ('https://idp.example.com', 'okta|tok', $1, '2026-12-03T10:00:00Z')", [tok.id]);
+    await page.reload();
+    const row = page.locator('#identity-rows tr[data-name="tok-agent"]');
+    await row.waitFor();
+    expect(await row.locator('td').allTextContents()).toEqual(['tok-agent', 'enabled', 'https://idp.example.com · okta|tok · 2026-12-03 10:00:00Z', 'Disable']);
+    expect(await page.locator('#identity-rows tr[data-name="demo-agent"] td').nth(2).textContent()).toBe('API keys only');
+    await page.getByRole('button', { name: 'Disable tok-agent' }).focus();
+    await page.keyboard.press('Enter');
+    await page.getByRole('status').filter({ hasText: 'Disabled tok-agent: its keys and tokens stop working.' }).waitFor();
+    await row.locator('td', { hasText: 'disabled' }).waitFor();
+    expect(await row.locator('button').count()).toBe(0);
+    expect((await env.db.pool.query('SELECT disabled FROM identities WHERE id = $1', [tok.id])).rows).toEqual([{ disabled: true }]);
+  });
 });

@@ -185,3 +185,42 @@ test('inline passwords, unset references, bad grants and schema errors are refus
   expect((e4 as ValidationError).details).toEqual(['/: unknown key "webhooks" (not allowed here)', '/version: must be 1']);
   await expect(applyInterlockFile(t.db, { text: 'version: 1\nversion: 1\n' }, op)).rejects.toThrow('the interlock file is not valid YAML or JSON');
 });
+
+test('claim mappings (issue 26): apply stores them, export writes them back, the exported file plans nothing, a change plans that field, --prune removes one', async () => {
+  const okta = { issuer: 'https://example.okta.com/oauth2/default', identity_claim: 'email', unknown_subjects: 'provision' as const, role_grants: [{ claim: 'groups', value: 'sales-analysts', role: 'analyst', source: 'sales' }] };
+  const entra = { issuer: 'https://login.microsoftonline.com/tenant/v2.0', role_grants: [{ claim: 'roles', value: 'HR.Read', role: 'analyst', source: 'sales' }] };
+  const first = await applyInterlockFile(t.db, { document: { version: 1, claim_mappings: [okta, entra] } }, op);
+  expect(first.plan.changes.map((c) => `${c.action} ${c.kind} ${c.name}`)).toEqual([`create claim_mapping ${okta.issuer}`, `create claim_mapping ${entra.issuer}`]);
+  const rows = await t.db.pool.query('SELECT issuer, identity_claim, unknown_subjects, role_grants FROM claim_mappings ORDER BY issuer');
+  expect(rows.rows).toEqual([
+    { issuer: okta.issuer, identity_claim: 'email', unknown_subjects: 'provision', role_grants: okta.role_grants },
+    { issuer: entra.issuer, identity_claim: null, unknown_subjects: null, role_grants: entra.role_grants },
+  ]);
+  expect((await configEvents())[0].details).toMatchObject({ changes: [`create claim_mapping ${okta.issuer}: identity_claim, issuer, role_grants, unknown_subjects`, `create claim_mapping ${entra.issuer}: issuer, role_grants`] });
+
+  // Export writes them (ordered by issuer, absent fields left out); the YAML text applies with no changes.
+  const file = await exportInterlockFile(t.db);
+  expect(file.claim_mappings).toEqual([okta, entra]);
+  const text = renderInterlockFile(file);
+  expect((await applyInterlockFile(t.db, { text }, { ...op, plan: true })).plan.changes).toEqual([]);
+
+  // One changed value plans exactly that field, and apply makes it.
+  const changed = text.replace('value: HR.Read', 'value: HR.ReadAll');
+  const plan = (await applyInterlockFile(t.db, { text: changed }, { ...op, plan: true })).plan;
+  expect(plan.changes).toEqual([{ action: 'update', kind: 'claim_mapping', name: entra.issuer, fields: [{ path: 'role_grants', before: entra.role_grants, after: [{ ...entra.role_grants[0], value: 'HR.ReadAll' }] }] }]);
+  await applyInterlockFile(t.db, { text: changed }, op);
+  expect((await exportInterlockFile(t.db)).claim_mappings![1].role_grants).toEqual([{ ...entra.role_grants[0], value: 'HR.ReadAll' }]);
+
+  // Without --prune a mapping the file leaves out stays; with --prune it is deleted.
+  expect((await applyInterlockFile(t.db, { document: { version: 1, claim_mappings: [okta] } }, op)).plan.changes).toEqual([]);
+  const pruned = await applyInterlockFile(t.db, { document: { version: 1, claim_mappings: [okta] } }, { ...op, prune: true });
+  expect(pruned.plan.changes.map((c) => `${c.action} ${c.kind} ${c.name}`)).toEqual([`delete claim_mapping ${entra.issuer}`]);
+  expect((await exportInterlockFile(t.db)).claim_mappings).toEqual([okta]);
+
+  // A rule naming an unknown role is refused and changes nothing.
+  await expect(applyInterlockFile(t.db, { document: { version: 1, claim_mappings: [{ ...okta, role_grants: [{ ...okta.role_grants[0], role: 'ghost' }] }] } }, op)).rejects.toThrow(
+    `claim mapping ${okta.issuer}: rule groups=sales-analysts → role ghost on sales: no role "ghost" in the file or the control plane`,
+  );
+  expect((await exportInterlockFile(t.db)).claim_mappings).toEqual([okta]);
+  await applyInterlockFile(t.db, { document: { version: 1, claim_mappings: [] } }, { ...op, prune: true });
+});

@@ -114,6 +114,11 @@ describe('resources', () => {
     expect((await admin('GET', '/identities')).json.identities.map((i: { name: string }) => i.name)).toEqual(expect.arrayContaining(['api-agent', 'demo-agent']));
     expect((await admin('POST', '/identities/api-agent/disable')).json.disabled).toBe(true);
     expect((await admin('POST', '/identities/api-agent/enable')).json.disabled).toBe(false);
+    // One identity in detail (issue 26): token subjects, grants with who gave them, key counts, last use.
+    const detail = await admin('GET', '/identities/api-agent');
+    expect(detail.status).toBe(200);
+    expect(detail.json).toEqual({ id: created.json.id, name: 'api-agent', disabled: false, createdAt: created.json.createdAt, disabledAt: null, subjects: [], grants: [], keys: { active: 0, total: 0 }, lastUsedAt: null });
+    expect((await admin('GET', '/identities/ghost')).status).toBe(404);
     expect((await admin('POST', '/identities/ghost/disable')).status).toBe(404);
 
     const key = await admin('POST', '/keys', { identity: 'api-agent' });

@@ -26,7 +26,7 @@ export const openapi = YAML.parse(readFileSync(join(SPEC, 'openapi-v1.yaml'), 'u
 
 const ajv = new Ajv2020({ strict: false, allErrors: true });
 addFormats(ajv);
-for (const f of ['mcp-tools-v1.json', 'role-v1.schema.json', 'policy-v1.schema.json', 'source-v1.schema.json', 'interlock-file-v1.schema.json']) ajv.addSchema(JSON.parse(readFileSync(join(SPEC, f), 'utf8')));
+for (const f of ['mcp-tools-v1.json', 'role-v1.schema.json', 'policy-v1.schema.json', 'source-v1.schema.json', 'interlock-file-v1.schema.json', 'config-v1.schema.json']) ajv.addSchema(JSON.parse(readFileSync(join(SPEC, f), 'utf8')));
 ajv.addSchema({ ...openapi, $id: DOC_ID });
 
 const compiled = new Map<string, ValidateFunction>();

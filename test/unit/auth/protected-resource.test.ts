@@ -1,6 +1,7 @@
-/** Issue 26 item 3: the metadata URL, the challenge header, and where the challenge applies per dialect. */
+/** Issue 26 item 3: the metadata URL, the challenge header, and where the challenge applies per dialect and route. */
 import { challengeHeader, metadataUrl, protectedResourceMetadata, withChallenge, type AuthSurface } from '../../../src/auth/protected-resource';
 import { renderOutcome } from '../../../src/protocol/tool-results';
+import { httpOutcome } from '../../../src/http/common';
 import type { ToolOutcome } from '../../../src/tools/types';
 
 const S: AuthSurface = { resource: 'https://gw.example.com/mcp', authorizationServers: ['https://idp.example.com'], scopesSupported: [], requiredScopes: ['interlock:query'], handshakeChallenge: false };
@@ -42,4 +43,21 @@ test('handshake dialect: the contract tool-result refusal by default; HTTP 401 w
   expect(answer({ kind: 'refusal', code: 'insufficient_scope' }, 'handshake', { ...S, handshakeChallenge: true }).kind).toBe('result');
   // Without a surface nothing changes.
   expect(answer(o, 'modern', null)).toMatchObject({ headers: { 'WWW-Authenticate': 'Bearer realm="interlock"' } });
+});
+
+// httpOutcome: the HTTP mapping shared by /v1 and the deprecated /mcp/tools/call.
+describe('the deprecated routes and /v1 (httpOutcome, issue 26)', () => {
+  test('without auth configured a 401 keeps the plain realm challenge and a 403 has none', () => {
+    expect(httpOutcome({ kind: 'refusal', code: 'missing_api_key' }, 'req_1').headers).toEqual({ 'WWW-Authenticate': 'Bearer realm="interlock"' });
+    expect(httpOutcome({ kind: 'refusal', code: 'insufficient_scope' }, 'req_1').headers).toEqual({});
+  });
+
+  test('with auth configured: the realm, resource_metadata, and the error of a refused token or a missing scope', () => {
+    expect(httpOutcome({ kind: 'refusal', code: 'missing_api_key' }, 'req_1', S)).toMatchObject({ status: 401, headers: { 'WWW-Authenticate': `Bearer realm="interlock", resource_metadata="${META}"` } });
+    expect(httpOutcome({ kind: 'refusal', code: 'invalid_api_key' }, 'req_1', S).headers).toEqual({ 'WWW-Authenticate': `Bearer realm="interlock", resource_metadata="${META}"` });
+    expect(httpOutcome({ kind: 'refusal', code: 'invalid_token' }, 'req_1', S).headers).toEqual({ 'WWW-Authenticate': `Bearer realm="interlock", resource_metadata="${META}", error="invalid_token"` });
+    expect(httpOutcome({ kind: 'refusal', code: 'insufficient_scope' }, 'req_1', S)).toMatchObject({ status: 403, headers: { 'WWW-Authenticate': `Bearer realm="interlock", resource_metadata="${META}", error="insufficient_scope", scope="interlock:query"` } });
+    // Other refusals carry no challenge.
+    expect(httpOutcome({ kind: 'refusal', code: 'source_role_denied' }, 'req_1', S).headers).toEqual({});
+  });
 });

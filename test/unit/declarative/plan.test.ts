@@ -6,7 +6,9 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { computePlan, renderPlan } from '../../../src/declarative/plan';
-import { desiredStateOf } from '../../../src/declarative/schema';
+import { desiredStateOf, validateInterlockFileDocument } from '../../../src/declarative/schema';
+import { mergeClaimMapping } from '../../../src/control/claim-mappings';
+import { ValidationError } from '../../../src/control/errors';
 import { grantKey, type ConfigState } from '../../../src/declarative/types';
 import { canonicalJson, changedPaths, mergePatch } from '../../../src/control/sources';
 import type { InterlockFile } from '../../../src/declarative/schema';
@@ -27,6 +29,7 @@ function current(): ConfigState {
     ]),
     grants: new Map(grants.map((g) => [grantKey(g), g])),
     policies: new Map([['p1', { name: 'p1', description: '', enabled: true, rule: { type: 'max_rows', max_rows: 5 } }]]),
+    claimMappings: new Map([['https://idp.example.com', { issuer: 'https://idp.example.com', unknown_subjects: 'provision', role_grants: [{ claim: 'groups', value: 'sales', role: 'r1', source: 's1' }] }]]),
   } as ConfigState;
 }
 
@@ -98,4 +101,54 @@ test('password_file is read without its trailing newline; a missing file is name
   expect(state.sources.get('s1')!.settings).toMatchObject({ reader: { user: 'u', password: 'from-file' } });
   const missing = { ...src, settings: { ...src.settings, reader: { user: 'u', password_file: `${dir}/none` } } };
   expect(() => desiredStateOf(file({ sources: [missing] }))).toThrow(`/sources/0/settings/reader/password_file: cannot read ${dir}/none`);
+});
+
+describe('claim mappings (issue 26)', () => {
+  const IDP = 'https://idp.example.com';
+  const rule = { claim: 'groups', value: 'sales', role: 'r1', source: 's1' };
+
+  test('the same mapping plans nothing; a changed field plans exactly that field', () => {
+    expect(computePlan(current(), desiredStateOf(file({ claim_mappings: [{ issuer: IDP, unknown_subjects: 'provision', role_grants: [rule] }] }), noSecrets)).changes).toEqual([]);
+    const plan = computePlan(current(), desiredStateOf(file({ claim_mappings: [{ issuer: IDP, identity_claim: 'email', unknown_subjects: 'provision', role_grants: [rule] }] }), noSecrets));
+    expect(plan.changes).toEqual([{ action: 'update', kind: 'claim_mapping', name: IDP, fields: [{ path: 'identity_claim', after: 'email' }] }]);
+    expect(renderPlan(plan)).toBe(`~ update claim_mapping ${IDP}\n    + identity_claim: "email"\n\nPlan: 0 to create, 1 to update, 0 to delete.`);
+  });
+
+  test('a new issuer is created with its fields; --prune deletes an unlisted one, a plain apply keeps it', () => {
+    const other = { issuer: 'https://login.example.org/tenant', role_grants: [] };
+    const plain = computePlan(current(), desiredStateOf(file({ claim_mappings: [other] }), noSecrets));
+    expect(plain.changes).toEqual([{ action: 'create', kind: 'claim_mapping', name: other.issuer, fields: [{ path: 'issuer', after: other.issuer }, { path: 'role_grants', after: [] }] }]);
+    const pruned = computePlan(current(), desiredStateOf(file({ claim_mappings: [other] }), noSecrets), { prune: true });
+    expect(pruned.changes.map((c) => `${c.action} ${c.kind} ${c.name}`)).toEqual([`create claim_mapping ${other.issuer}`, `delete claim_mapping ${IDP}`]);
+  });
+
+  test('a rule naming a role or source that will not exist is refused; so is a rule listed twice or an issuer listed twice', () => {
+    expect(() => computePlan(current(), desiredStateOf(file({ claim_mappings: [{ issuer: IDP, role_grants: [{ ...rule, role: 'nope' }] }] }), noSecrets))).toThrow(
+      new ValidationError(`claim mapping ${IDP}: rule groups=sales → role nope on s1: no role "nope" in the file or the control plane`),
+    );
+    expect(() => computePlan(current(), desiredStateOf(file({ claim_mappings: [{ issuer: IDP, role_grants: [{ ...rule, source: 'gone' }] }] }), noSecrets))).toThrow(/no source "gone"/);
+    // Pruning the role a kept rule names is refused too (the rule would grant nothing).
+    expect(() => computePlan(current(), desiredStateOf(file({ roles: [], claim_mappings: [{ issuer: IDP, role_grants: [rule] }] }), noSecrets), { prune: true })).toThrow(/no role "r1"/);
+    expect(() => desiredStateOf(file({ claim_mappings: [{ issuer: IDP, role_grants: [rule, rule] }] }), noSecrets)).toThrow(/lists the rule groups=sales → role r1 on s1 twice/);
+    expect(() => desiredStateOf(file({ claim_mappings: [{ issuer: IDP }, { issuer: IDP }] }), noSecrets)).toThrow(`claim_mappings: "${IDP}" appears twice in the file`);
+  });
+
+  test('the schema refuses a non-URL issuer, an unknown unknown_subjects and extra members', () => {
+    expect(() => validateInterlockFileDocument({ version: 1, claim_mappings: [{ issuer: 'idp.example.com' }] })).toThrow(ValidationError);
+    expect(() => validateInterlockFileDocument({ version: 1, claim_mappings: [{ issuer: IDP, unknown_subjects: 'adopt' }] })).toThrow(ValidationError);
+    expect(() => validateInterlockFileDocument({ version: 1, claim_mappings: [{ issuer: IDP, role_grants: [{ ...rule, extra: 1 }] }] })).toThrow(ValidationError);
+  });
+});
+
+describe('mergeClaimMapping (issue 26)', () => {
+  const cfg = { issuer: 'https://idp.example.com', identity_claim: 'sub', unknown_subjects: 'refuse' as const, role_grants: [{ claim: 'groups', value: 'a', role: 'r', source: 's' }] };
+
+  test('no stored mapping: the configuration as is', () => {
+    expect(mergeClaimMapping(cfg, undefined)).toBe(cfg);
+  });
+
+  test('fields the mapping sets replace the configuration; role_grants of both apply, each once', () => {
+    const merged = mergeClaimMapping(cfg, { issuer: cfg.issuer, unknown_subjects: 'provision', role_grants: [cfg.role_grants[0], { claim: 'groups', value: 'b', role: 'r2', source: 's' }] });
+    expect(merged).toEqual({ ...cfg, unknown_subjects: 'provision', identity_claim: 'sub', role_grants: [cfg.role_grants[0], { claim: 'groups', value: 'b', role: 'r2', source: 's' }] });
+  });
 });

@@ -1,0 +1,117 @@
+/**
+ * Claim mappings of token issuers kept in the control database (issue 26 item 2): what an
+ * interlock file's `claim_mappings` section says (spec/interlock-file-v1.schema.json, ClaimMapping),
+ * one row per issuer in `claim_mappings`. `interlock apply` writes them (src/declarative/apply.ts);
+ * the gateway reads them through ClaimMappingCache and merges each with its configuration's
+ * auth.issuers entry (mergeClaimMapping), so the trust settings (keys, audience, algorithms) stay
+ * in the configuration and the governance settings can live in versioned interlock files.
+ */
+import type pg from 'pg';
+import type { ClaimRoleGrant, TokenIssuer } from '../../generated/config-v1';
+import type { ClaimMapping } from '../../generated/interlock-file-v1';
+import type { ControlDb } from './db';
+
+export type { ClaimMapping } from '../../generated/interlock-file-v1';
+
+type Queryable = ControlDb | pg.ClientBase;
+const q = (db: Queryable) => ('pool' in db ? db.pool : db);
+
+/** A mapping in its canonical form: absent fields omitted, role_grants in file order, always an array. */
+export type StoredClaimMapping = ClaimMapping & { role_grants: ClaimRoleGrant[] };
+
+/** Every stored mapping, ordered by issuer. Throws on control-database failure. */
+export async function listClaimMappings(db: Queryable): Promise<StoredClaimMapping[]> {
+  const r = await q(db).query<{ issuer: string; identity_claim: string | null; unknown_subjects: 'refuse' | 'provision' | null; role_grants: ClaimRoleGrant[] }>(
+    'SELECT issuer, identity_claim, unknown_subjects, role_grants FROM claim_mappings ORDER BY issuer',
+  );
+  return r.rows.map((row) => {
+    const m: StoredClaimMapping = { issuer: row.issuer, role_grants: row.role_grants };
+    if (row.identity_claim !== null) m.identity_claim = row.identity_claim;
+    if (row.unknown_subjects !== null) m.unknown_subjects = row.unknown_subjects;
+    return m;
+  });
+}
+
+/** Inserts or replaces the mapping of `m.issuer` (inside the caller's transaction when given a client). */
+export async function upsertClaimMapping(db: Queryable, m: ClaimMapping): Promise<void> {
+  await q(db).query(
+    `INSERT INTO claim_mappings (issuer, identity_claim, unknown_subjects, role_grants) VALUES ($1, $2, $3, $4)
+     ON CONFLICT (issuer) DO UPDATE SET identity_claim = EXCLUDED.identity_claim, unknown_subjects = EXCLUDED.unknown_subjects, role_grants = EXCLUDED.role_grants, updated_at = now()`,
+    [m.issuer, m.identity_claim ?? null, m.unknown_subjects ?? null, JSON.stringify(m.role_grants ?? [])],
+  );
+}
+
+/** Deletes the mapping of `issuer`; claim grants it gave are taken back at the subjects' next sign-in. */
+export async function deleteClaimMapping(db: Queryable, issuer: string): Promise<void> {
+  await q(db).query('DELETE FROM claim_mappings WHERE issuer = $1', [issuer]);
+}
+
+/**
+ * The issuer settings a token is mapped with: the configuration's entry with the stored mapping's
+ * identity_claim and unknown_subjects in place of its own when the mapping sets them, and the
+ * role_grants of both (configuration first, duplicates kept once). Pure.
+ */
+export function mergeClaimMapping(cfg: TokenIssuer, m: ClaimMapping | undefined): TokenIssuer {
+  if (!m) return cfg;
+  const grants = [...(cfg.role_grants ?? [])];
+  const seen = new Set(grants.map((g) => `${g.claim}\u0000${g.value}\u0000${g.role}\u0000${g.source}`));
+  for (const g of m.role_grants ?? []) {
+    const k = `${g.claim}\u0000${g.value}\u0000${g.role}\u0000${g.source}`;
+    if (!seen.has(k)) (seen.add(k), grants.push(g));
+  }
+  return {
+    ...cfg,
+    ...(m.identity_claim !== undefined ? { identity_claim: m.identity_claim } : {}),
+    ...(m.unknown_subjects !== undefined ? { unknown_subjects: m.unknown_subjects } : {}),
+    role_grants: grants,
+  };
+}
+
+/**
+ * The stored mappings in memory for step 1: loaded on first use, again after invalidate() (call it
+ * on a `claim_mappings` or '*' change notification) and at least every `maxAgeMs` (default 60 s,
+ * so a replica that missed a notification catches up). A failed reload keeps the last good set
+ * (the caller's control-database failure surfaces elsewhere); with none, it throws.
+ */
+export class ClaimMappingCache {
+  private byIssuer: Map<string, StoredClaimMapping> | null = null;
+  private loadedAt = 0;
+  private stale = true;
+  private inflight: Promise<void> | null = null;
+
+  constructor(
+    private readonly db: ControlDb,
+    private readonly maxAgeMs = 60_000,
+  ) {}
+
+  /** The stored mapping of `issuer`, or undefined. Throws only when no set was ever loaded and the load fails. */
+  async get(issuer: string): Promise<StoredClaimMapping | undefined> {
+    if (this.stale || Date.now() - this.loadedAt >= this.maxAgeMs) {
+      try {
+        await (this.inflight ??= this.load().finally(() => (this.inflight = null)));
+      } catch (err) {
+        if (!this.byIssuer) throw err;
+      }
+    }
+    return this.byIssuer!.get(issuer);
+  }
+
+  /** Marks the set stale: the next get() reloads it. */
+  invalidate(): void {
+    this.stale = true;
+  }
+
+  private async load(): Promise<void> {
+    // Cleared before the read, so an invalidate() arriving during it makes the next get() read again.
+    this.stale = false;
+    let rows: StoredClaimMapping[];
+    try {
+      rows = await listClaimMappings(this.db);
+    } catch (err) {
+      this.stale = true;
+      throw err;
+    }
+    this.byIssuer = new Map(rows.map((m) => [m.issuer, m]));
+    this.loadedAt = Date.now();
+  }
+}
