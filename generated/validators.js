@@ -7856,8 +7856,8 @@ return errors === 0;
 }
 validate40.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-const schema58 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/role-v1.schema.json","title":"SourceRole","description":"A source role: a named set of allow/deny statements (deny wins). Operators write it as JSON or YAML and load it with `interlock role create FILE`. A grant binds identity x role x source. Contract: Governance (source-role authorization); decisions.md governance model.","type":"object","properties":{"name":{"type":"string","pattern":"^[a-z0-9][a-z0-9_.-]{0,62}$"},"description":{"type":"string","maxLength":1000},"audiences":{"description":"Discovery audiences carried by identities holding this role: an asset with an audience is visible only to identities whose roles carry one of its audiences.","type":"array","items":{"type":"string","pattern":"^[a-z0-9][a-z0-9_.-]{0,62}$"},"maxItems":50},"statements":{"type":"array","minItems":1,"maxItems":1000,"items":{"$ref":"#/$defs/statement"}}},"required":["name","statements"],"additionalProperties":false,"$defs":{"statement":{"title":"RoleStatement","type":"object","properties":{"effect":{"type":"string","enum":["allow","deny"]},"action":{"type":"string","enum":["read","write","describe","discover","request","*"]},"resource":{"description":"SQL sources: schema.table or schema.table.column, each part a name or *, e.g. public.*, public.customer, public.customer.email, *.*. Documents sources: * or a category path prefix such as operations/runbooks/*.","type":"string","minLength":1,"maxLength":400,"pattern":"^[^\\s]+$"}},"required":["effect","action","resource"],"additionalProperties":false}}};
-const schema59 = {"title":"RoleStatement","type":"object","properties":{"effect":{"type":"string","enum":["allow","deny"]},"action":{"type":"string","enum":["read","write","describe","discover","request","*"]},"resource":{"description":"SQL sources: schema.table or schema.table.column, each part a name or *, e.g. public.*, public.customer, public.customer.email, *.*. Documents sources: * or a category path prefix such as operations/runbooks/*.","type":"string","minLength":1,"maxLength":400,"pattern":"^[^\\s]+$"}},"required":["effect","action","resource"],"additionalProperties":false};
+const schema58 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/role-v1.schema.json","title":"SourceRole","description":"A source role: a named set of allow/deny statements (deny wins). Operators write it as JSON or YAML and load it with `interlock role create FILE`. A grant binds identity x role x source. Contract: Governance (source-role authorization); decisions.md governance model.","type":"object","properties":{"name":{"type":"string","pattern":"^[a-z0-9][a-z0-9_.-]{0,62}$"},"description":{"type":"string","maxLength":1000},"audiences":{"description":"Discovery audiences carried by identities holding this role: an asset with an audience is visible only to identities whose roles carry one of its audiences.","type":"array","items":{"type":"string","pattern":"^[a-z0-9][a-z0-9_.-]{0,62}$"},"maxItems":50},"statements":{"type":"array","minItems":1,"maxItems":1000,"items":{"$ref":"#/$defs/statement"}}},"required":["name","statements"],"additionalProperties":false,"$defs":{"statement":{"title":"RoleStatement","type":"object","properties":{"effect":{"type":"string","enum":["allow","deny"]},"action":{"type":"string","enum":["read","write","describe","discover","request","*"]},"resource":{"description":"SQL sources: schema.table or schema.table.column, each part a name or *, e.g. public.*, public.customer, public.customer.email, *.*. Documents sources: * or a category path prefix such as operations/runbooks/*.","type":"string","minLength":1,"maxLength":400,"pattern":"^[^\\s]+$"},"rows":{"description":"Row rule (issue 27, docs/row-rules.md): a predicate over the table's own columns and the caller's attributes (identity.<name>), e.g. \"support_rep_id = identity.employee_id\" or \"region = ANY(identity.regions)\". Only on allow statements for read, write or * over a schema.table resource. The caller then reads only rows for which it is true; several allows covering one table combine with OR, an allow without rows grants every row. Allowed: columns, identity.<attr>, constants, comparisons (= <> < <= > >=), IN lists, = ANY(identity.<attr>), IS [NOT] NULL, AND/OR/NOT, lower/upper/btrim/coalesce. Checked when written; attribute values are bound per call, never spliced into SQL; a caller without an attribute the rule needs cannot read the table.","type":"string","minLength":1,"maxLength":2000}},"required":["effect","action","resource"],"if":{"properties":{"rows":{"type":"string"}},"required":["rows"]},"then":{"properties":{"effect":{"const":"allow"},"action":{"enum":["read","write","*"]}}},"additionalProperties":false}}};
+const schema59 = {"title":"RoleStatement","type":"object","properties":{"effect":{"type":"string","enum":["allow","deny"]},"action":{"type":"string","enum":["read","write","describe","discover","request","*"]},"resource":{"description":"SQL sources: schema.table or schema.table.column, each part a name or *, e.g. public.*, public.customer, public.customer.email, *.*. Documents sources: * or a category path prefix such as operations/runbooks/*.","type":"string","minLength":1,"maxLength":400,"pattern":"^[^\\s]+$"},"rows":{"description":"Row rule (issue 27, docs/row-rules.md): a predicate over the table's own columns and the caller's attributes (identity.<name>), e.g. \"support_rep_id = identity.employee_id\" or \"region = ANY(identity.regions)\". Only on allow statements for read, write or * over a schema.table resource. The caller then reads only rows for which it is true; several allows covering one table combine with OR, an allow without rows grants every row. Allowed: columns, identity.<attr>, constants, comparisons (= <> < <= > >=), IN lists, = ANY(identity.<attr>), IS [NOT] NULL, AND/OR/NOT, lower/upper/btrim/coalesce. Checked when written; attribute values are bound per call, never spliced into SQL; a caller without an attribute the rule needs cannot read the table.","type":"string","minLength":1,"maxLength":2000}},"required":["effect","action","resource"],"if":{"properties":{"rows":{"type":"string"}},"required":["rows"]},"then":{"properties":{"effect":{"const":"allow"},"action":{"enum":["read","write","*"]}}},"additionalProperties":false};
 const pattern21 = new RegExp("^[a-z0-9][a-z0-9_.-]{0,62}$", "u");
 const pattern23 = new RegExp("^[^\\s]+$", "u");
 
@@ -8032,9 +8032,13 @@ errors++;
 const len1 = data4.length;
 for(let i1=0; i1<len1; i1++){
 let data5 = data4[i1];
+const _errs15 = errors;
+let valid6 = true;
+const _errs16 = errors;
 if(data5 && typeof data5 == "object" && !Array.isArray(data5)){
-if(data5.effect === undefined){
-const err13 = {instancePath:instancePath+"/statements/" + i1,schemaPath:"#/$defs/statement/required",keyword:"required",params:{missingProperty: "effect"},message:"must have required property '"+"effect"+"'"};
+let missing0;
+if((data5.rows === undefined) && (missing0 = "rows")){
+const err13 = {};
 if(vErrors === null){
 vErrors = [err13];
 }
@@ -8043,8 +8047,10 @@ vErrors.push(err13);
 }
 errors++;
 }
-if(data5.action === undefined){
-const err14 = {instancePath:instancePath+"/statements/" + i1,schemaPath:"#/$defs/statement/required",keyword:"required",params:{missingProperty: "action"},message:"must have required property '"+"action"+"'"};
+else {
+if(data5.rows !== undefined){
+if(typeof data5.rows !== "string"){
+const err14 = {};
 if(vErrors === null){
 vErrors = [err14];
 }
@@ -8053,8 +8059,25 @@ vErrors.push(err14);
 }
 errors++;
 }
-if(data5.resource === undefined){
-const err15 = {instancePath:instancePath+"/statements/" + i1,schemaPath:"#/$defs/statement/required",keyword:"required",params:{missingProperty: "resource"},message:"must have required property '"+"resource"+"'"};
+}
+}
+}
+var _valid0 = _errs16 === errors;
+errors = _errs15;
+if(vErrors !== null){
+if(_errs15){
+vErrors.length = _errs15;
+}
+else {
+vErrors = null;
+}
+}
+if(_valid0){
+const _errs19 = errors;
+if(data5 && typeof data5 == "object" && !Array.isArray(data5)){
+if(data5.effect !== undefined){
+if("allow" !== data5.effect){
+const err15 = {instancePath:instancePath+"/statements/" + i1+"/effect",schemaPath:"#/$defs/statement/then/properties/effect/const",keyword:"const",params:{allowedValue: "allow"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err15];
 }
@@ -8063,9 +8086,11 @@ vErrors.push(err15);
 }
 errors++;
 }
-for(const key1 in data5){
-if(!(((key1 === "effect") || (key1 === "action")) || (key1 === "resource"))){
-const err16 = {instancePath:instancePath+"/statements/" + i1,schemaPath:"#/$defs/statement/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
+}
+if(data5.action !== undefined){
+let data8 = data5.action;
+if(!(((data8 === "read") || (data8 === "write")) || (data8 === "*"))){
+const err16 = {instancePath:instancePath+"/statements/" + i1+"/action",schemaPath:"#/$defs/statement/then/properties/action/enum",keyword:"enum",params:{allowedValues: schema59.then.properties.action.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err16];
 }
@@ -8075,10 +8100,18 @@ vErrors.push(err16);
 errors++;
 }
 }
-if(data5.effect !== undefined){
-let data6 = data5.effect;
-if(typeof data6 !== "string"){
-const err17 = {instancePath:instancePath+"/statements/" + i1+"/effect",schemaPath:"#/$defs/statement/properties/effect/type",keyword:"type",params:{type: "string"},message:"must be string"};
+}
+var _valid0 = _errs19 === errors;
+valid6 = _valid0;
+if(valid6){
+var props0 = {};
+props0.effect = true;
+props0.action = true;
+props0.rows = true;
+}
+}
+if(!valid6){
+const err17 = {instancePath:instancePath+"/statements/" + i1,schemaPath:"#/$defs/statement/if",keyword:"if",params:{failingKeyword: "then"},message:"must match \"then\" schema"};
 if(vErrors === null){
 vErrors = [err17];
 }
@@ -8087,8 +8120,9 @@ vErrors.push(err17);
 }
 errors++;
 }
-if(!((data6 === "allow") || (data6 === "deny"))){
-const err18 = {instancePath:instancePath+"/statements/" + i1+"/effect",schemaPath:"#/$defs/statement/properties/effect/enum",keyword:"enum",params:{allowedValues: schema59.properties.effect.enum},message:"must be equal to one of the allowed values"};
+if(data5 && typeof data5 == "object" && !Array.isArray(data5)){
+if(data5.effect === undefined){
+const err18 = {instancePath:instancePath+"/statements/" + i1,schemaPath:"#/$defs/statement/required",keyword:"required",params:{missingProperty: "effect"},message:"must have required property '"+"effect"+"'"};
 if(vErrors === null){
 vErrors = [err18];
 }
@@ -8097,11 +8131,8 @@ vErrors.push(err18);
 }
 errors++;
 }
-}
-if(data5.action !== undefined){
-let data7 = data5.action;
-if(typeof data7 !== "string"){
-const err19 = {instancePath:instancePath+"/statements/" + i1+"/action",schemaPath:"#/$defs/statement/properties/action/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data5.action === undefined){
+const err19 = {instancePath:instancePath+"/statements/" + i1,schemaPath:"#/$defs/statement/required",keyword:"required",params:{missingProperty: "action"},message:"must have required property '"+"action"+"'"};
 if(vErrors === null){
 vErrors = [err19];
 }
@@ -8110,8 +8141,8 @@ vErrors.push(err19);
 }
 errors++;
 }
-if(!((((((data7 === "read") || (data7 === "write")) || (data7 === "describe")) || (data7 === "discover")) || (data7 === "request")) || (data7 === "*"))){
-const err20 = {instancePath:instancePath+"/statements/" + i1+"/action",schemaPath:"#/$defs/statement/properties/action/enum",keyword:"enum",params:{allowedValues: schema59.properties.action.enum},message:"must be equal to one of the allowed values"};
+if(data5.resource === undefined){
+const err20 = {instancePath:instancePath+"/statements/" + i1,schemaPath:"#/$defs/statement/required",keyword:"required",params:{missingProperty: "resource"},message:"must have required property '"+"resource"+"'"};
 if(vErrors === null){
 vErrors = [err20];
 }
@@ -8120,12 +8151,9 @@ vErrors.push(err20);
 }
 errors++;
 }
-}
-if(data5.resource !== undefined){
-let data8 = data5.resource;
-if(typeof data8 === "string"){
-if(func3(data8) > 400){
-const err21 = {instancePath:instancePath+"/statements/" + i1+"/resource",schemaPath:"#/$defs/statement/properties/resource/maxLength",keyword:"maxLength",params:{limit: 400},message:"must NOT have more than 400 characters"};
+for(const key1 in data5){
+if(!((((key1 === "effect") || (key1 === "action")) || (key1 === "resource")) || (key1 === "rows"))){
+const err21 = {instancePath:instancePath+"/statements/" + i1,schemaPath:"#/$defs/statement/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err21];
 }
@@ -8134,8 +8162,11 @@ vErrors.push(err21);
 }
 errors++;
 }
-if(func3(data8) < 1){
-const err22 = {instancePath:instancePath+"/statements/" + i1+"/resource",schemaPath:"#/$defs/statement/properties/resource/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+}
+if(data5.effect !== undefined){
+let data9 = data5.effect;
+if(typeof data9 !== "string"){
+const err22 = {instancePath:instancePath+"/statements/" + i1+"/effect",schemaPath:"#/$defs/statement/properties/effect/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err22];
 }
@@ -8144,8 +8175,8 @@ vErrors.push(err22);
 }
 errors++;
 }
-if(!pattern23.test(data8)){
-const err23 = {instancePath:instancePath+"/statements/" + i1+"/resource",schemaPath:"#/$defs/statement/properties/resource/pattern",keyword:"pattern",params:{pattern: "^[^\\s]+$"},message:"must match pattern \""+"^[^\\s]+$"+"\""};
+if(!((data9 === "allow") || (data9 === "deny"))){
+const err23 = {instancePath:instancePath+"/statements/" + i1+"/effect",schemaPath:"#/$defs/statement/properties/effect/enum",keyword:"enum",params:{allowedValues: schema59.properties.effect.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err23];
 }
@@ -8155,8 +8186,10 @@ vErrors.push(err23);
 errors++;
 }
 }
-else {
-const err24 = {instancePath:instancePath+"/statements/" + i1+"/resource",schemaPath:"#/$defs/statement/properties/resource/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data5.action !== undefined){
+let data10 = data5.action;
+if(typeof data10 !== "string"){
+const err24 = {instancePath:instancePath+"/statements/" + i1+"/action",schemaPath:"#/$defs/statement/properties/action/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err24];
 }
@@ -8165,10 +8198,8 @@ vErrors.push(err24);
 }
 errors++;
 }
-}
-}
-else {
-const err25 = {instancePath:instancePath+"/statements/" + i1,schemaPath:"#/$defs/statement/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(!((((((data10 === "read") || (data10 === "write")) || (data10 === "describe")) || (data10 === "discover")) || (data10 === "request")) || (data10 === "*"))){
+const err25 = {instancePath:instancePath+"/statements/" + i1+"/action",schemaPath:"#/$defs/statement/properties/action/enum",keyword:"enum",params:{allowedValues: schema59.properties.action.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err25];
 }
@@ -8178,9 +8209,11 @@ vErrors.push(err25);
 errors++;
 }
 }
-}
-else {
-const err26 = {instancePath:instancePath+"/statements",schemaPath:"#/properties/statements/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data5.resource !== undefined){
+let data11 = data5.resource;
+if(typeof data11 === "string"){
+if(func3(data11) > 400){
+const err26 = {instancePath:instancePath+"/statements/" + i1+"/resource",schemaPath:"#/$defs/statement/properties/resource/maxLength",keyword:"maxLength",params:{limit: 400},message:"must NOT have more than 400 characters"};
 if(vErrors === null){
 vErrors = [err26];
 }
@@ -8189,15 +8222,105 @@ vErrors.push(err26);
 }
 errors++;
 }
-}
-}
-else {
-const err27 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(func3(data11) < 1){
+const err27 = {instancePath:instancePath+"/statements/" + i1+"/resource",schemaPath:"#/$defs/statement/properties/resource/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err27];
 }
 else {
 vErrors.push(err27);
+}
+errors++;
+}
+if(!pattern23.test(data11)){
+const err28 = {instancePath:instancePath+"/statements/" + i1+"/resource",schemaPath:"#/$defs/statement/properties/resource/pattern",keyword:"pattern",params:{pattern: "^[^\\s]+$"},message:"must match pattern \""+"^[^\\s]+$"+"\""};
+if(vErrors === null){
+vErrors = [err28];
+}
+else {
+vErrors.push(err28);
+}
+errors++;
+}
+}
+else {
+const err29 = {instancePath:instancePath+"/statements/" + i1+"/resource",schemaPath:"#/$defs/statement/properties/resource/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err29];
+}
+else {
+vErrors.push(err29);
+}
+errors++;
+}
+}
+if(data5.rows !== undefined){
+let data12 = data5.rows;
+if(typeof data12 === "string"){
+if(func3(data12) > 2000){
+const err30 = {instancePath:instancePath+"/statements/" + i1+"/rows",schemaPath:"#/$defs/statement/properties/rows/maxLength",keyword:"maxLength",params:{limit: 2000},message:"must NOT have more than 2000 characters"};
+if(vErrors === null){
+vErrors = [err30];
+}
+else {
+vErrors.push(err30);
+}
+errors++;
+}
+if(func3(data12) < 1){
+const err31 = {instancePath:instancePath+"/statements/" + i1+"/rows",schemaPath:"#/$defs/statement/properties/rows/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err31];
+}
+else {
+vErrors.push(err31);
+}
+errors++;
+}
+}
+else {
+const err32 = {instancePath:instancePath+"/statements/" + i1+"/rows",schemaPath:"#/$defs/statement/properties/rows/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err32];
+}
+else {
+vErrors.push(err32);
+}
+errors++;
+}
+}
+}
+else {
+const err33 = {instancePath:instancePath+"/statements/" + i1,schemaPath:"#/$defs/statement/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err33];
+}
+else {
+vErrors.push(err33);
+}
+errors++;
+}
+}
+}
+else {
+const err34 = {instancePath:instancePath+"/statements",schemaPath:"#/properties/statements/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err34];
+}
+else {
+vErrors.push(err34);
+}
+errors++;
+}
+}
+}
+else {
+const err35 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err35];
+}
+else {
+vErrors.push(err35);
 }
 errors++;
 }
@@ -17859,9 +17982,13 @@ evaluated0.props = undefined;
 if(evaluated0.dynamicItems){
 evaluated0.items = undefined;
 }
+const _errs1 = errors;
+let valid0 = true;
+const _errs2 = errors;
 if(data && typeof data == "object" && !Array.isArray(data)){
-if(data.effect === undefined){
-const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "effect"},message:"must have required property '"+"effect"+"'"};
+let missing0;
+if((data.rows === undefined) && (missing0 = "rows")){
+const err0 = {};
 if(vErrors === null){
 vErrors = [err0];
 }
@@ -17870,8 +17997,10 @@ vErrors.push(err0);
 }
 errors++;
 }
-if(data.action === undefined){
-const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "action"},message:"must have required property '"+"action"+"'"};
+else {
+if(data.rows !== undefined){
+if(typeof data.rows !== "string"){
+const err1 = {};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -17880,8 +18009,25 @@ vErrors.push(err1);
 }
 errors++;
 }
-if(data.resource === undefined){
-const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "resource"},message:"must have required property '"+"resource"+"'"};
+}
+}
+}
+var _valid0 = _errs2 === errors;
+errors = _errs1;
+if(vErrors !== null){
+if(_errs1){
+vErrors.length = _errs1;
+}
+else {
+vErrors = null;
+}
+}
+if(_valid0){
+const _errs5 = errors;
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.effect !== undefined){
+if("allow" !== data.effect){
+const err2 = {instancePath:instancePath+"/effect",schemaPath:"#/then/properties/effect/const",keyword:"const",params:{allowedValue: "allow"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err2];
 }
@@ -17890,9 +18036,11 @@ vErrors.push(err2);
 }
 errors++;
 }
-for(const key0 in data){
-if(!(((key0 === "effect") || (key0 === "action")) || (key0 === "resource"))){
-const err3 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+}
+if(data.action !== undefined){
+let data2 = data.action;
+if(!(((data2 === "read") || (data2 === "write")) || (data2 === "*"))){
+const err3 = {instancePath:instancePath+"/action",schemaPath:"#/then/properties/action/enum",keyword:"enum",params:{allowedValues: schema59.then.properties.action.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err3];
 }
@@ -17902,10 +18050,18 @@ vErrors.push(err3);
 errors++;
 }
 }
-if(data.effect !== undefined){
-let data0 = data.effect;
-if(typeof data0 !== "string"){
-const err4 = {instancePath:instancePath+"/effect",schemaPath:"#/properties/effect/type",keyword:"type",params:{type: "string"},message:"must be string"};
+}
+var _valid0 = _errs5 === errors;
+valid0 = _valid0;
+if(valid0){
+var props0 = {};
+props0.effect = true;
+props0.action = true;
+props0.rows = true;
+}
+}
+if(!valid0){
+const err4 = {instancePath,schemaPath:"#/if",keyword:"if",params:{failingKeyword: "then"},message:"must match \"then\" schema"};
 if(vErrors === null){
 vErrors = [err4];
 }
@@ -17914,8 +18070,9 @@ vErrors.push(err4);
 }
 errors++;
 }
-if(!((data0 === "allow") || (data0 === "deny"))){
-const err5 = {instancePath:instancePath+"/effect",schemaPath:"#/properties/effect/enum",keyword:"enum",params:{allowedValues: schema59.properties.effect.enum},message:"must be equal to one of the allowed values"};
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.effect === undefined){
+const err5 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "effect"},message:"must have required property '"+"effect"+"'"};
 if(vErrors === null){
 vErrors = [err5];
 }
@@ -17924,11 +18081,8 @@ vErrors.push(err5);
 }
 errors++;
 }
-}
-if(data.action !== undefined){
-let data1 = data.action;
-if(typeof data1 !== "string"){
-const err6 = {instancePath:instancePath+"/action",schemaPath:"#/properties/action/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data.action === undefined){
+const err6 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "action"},message:"must have required property '"+"action"+"'"};
 if(vErrors === null){
 vErrors = [err6];
 }
@@ -17937,8 +18091,8 @@ vErrors.push(err6);
 }
 errors++;
 }
-if(!((((((data1 === "read") || (data1 === "write")) || (data1 === "describe")) || (data1 === "discover")) || (data1 === "request")) || (data1 === "*"))){
-const err7 = {instancePath:instancePath+"/action",schemaPath:"#/properties/action/enum",keyword:"enum",params:{allowedValues: schema59.properties.action.enum},message:"must be equal to one of the allowed values"};
+if(data.resource === undefined){
+const err7 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "resource"},message:"must have required property '"+"resource"+"'"};
 if(vErrors === null){
 vErrors = [err7];
 }
@@ -17947,12 +18101,9 @@ vErrors.push(err7);
 }
 errors++;
 }
-}
-if(data.resource !== undefined){
-let data2 = data.resource;
-if(typeof data2 === "string"){
-if(func3(data2) > 400){
-const err8 = {instancePath:instancePath+"/resource",schemaPath:"#/properties/resource/maxLength",keyword:"maxLength",params:{limit: 400},message:"must NOT have more than 400 characters"};
+for(const key0 in data){
+if(!((((key0 === "effect") || (key0 === "action")) || (key0 === "resource")) || (key0 === "rows"))){
+const err8 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err8];
 }
@@ -17961,8 +18112,11 @@ vErrors.push(err8);
 }
 errors++;
 }
-if(func3(data2) < 1){
-const err9 = {instancePath:instancePath+"/resource",schemaPath:"#/properties/resource/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+}
+if(data.effect !== undefined){
+let data3 = data.effect;
+if(typeof data3 !== "string"){
+const err9 = {instancePath:instancePath+"/effect",schemaPath:"#/properties/effect/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err9];
 }
@@ -17971,8 +18125,8 @@ vErrors.push(err9);
 }
 errors++;
 }
-if(!pattern23.test(data2)){
-const err10 = {instancePath:instancePath+"/resource",schemaPath:"#/properties/resource/pattern",keyword:"pattern",params:{pattern: "^[^\\s]+$"},message:"must match pattern \""+"^[^\\s]+$"+"\""};
+if(!((data3 === "allow") || (data3 === "deny"))){
+const err10 = {instancePath:instancePath+"/effect",schemaPath:"#/properties/effect/enum",keyword:"enum",params:{allowedValues: schema59.properties.effect.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err10];
 }
@@ -17982,8 +18136,10 @@ vErrors.push(err10);
 errors++;
 }
 }
-else {
-const err11 = {instancePath:instancePath+"/resource",schemaPath:"#/properties/resource/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data.action !== undefined){
+let data4 = data.action;
+if(typeof data4 !== "string"){
+const err11 = {instancePath:instancePath+"/action",schemaPath:"#/properties/action/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err11];
 }
@@ -17992,15 +18148,105 @@ vErrors.push(err11);
 }
 errors++;
 }
-}
-}
-else {
-const err12 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(!((((((data4 === "read") || (data4 === "write")) || (data4 === "describe")) || (data4 === "discover")) || (data4 === "request")) || (data4 === "*"))){
+const err12 = {instancePath:instancePath+"/action",schemaPath:"#/properties/action/enum",keyword:"enum",params:{allowedValues: schema59.properties.action.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err12];
 }
 else {
 vErrors.push(err12);
+}
+errors++;
+}
+}
+if(data.resource !== undefined){
+let data5 = data.resource;
+if(typeof data5 === "string"){
+if(func3(data5) > 400){
+const err13 = {instancePath:instancePath+"/resource",schemaPath:"#/properties/resource/maxLength",keyword:"maxLength",params:{limit: 400},message:"must NOT have more than 400 characters"};
+if(vErrors === null){
+vErrors = [err13];
+}
+else {
+vErrors.push(err13);
+}
+errors++;
+}
+if(func3(data5) < 1){
+const err14 = {instancePath:instancePath+"/resource",schemaPath:"#/properties/resource/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err14];
+}
+else {
+vErrors.push(err14);
+}
+errors++;
+}
+if(!pattern23.test(data5)){
+const err15 = {instancePath:instancePath+"/resource",schemaPath:"#/properties/resource/pattern",keyword:"pattern",params:{pattern: "^[^\\s]+$"},message:"must match pattern \""+"^[^\\s]+$"+"\""};
+if(vErrors === null){
+vErrors = [err15];
+}
+else {
+vErrors.push(err15);
+}
+errors++;
+}
+}
+else {
+const err16 = {instancePath:instancePath+"/resource",schemaPath:"#/properties/resource/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err16];
+}
+else {
+vErrors.push(err16);
+}
+errors++;
+}
+}
+if(data.rows !== undefined){
+let data6 = data.rows;
+if(typeof data6 === "string"){
+if(func3(data6) > 2000){
+const err17 = {instancePath:instancePath+"/rows",schemaPath:"#/properties/rows/maxLength",keyword:"maxLength",params:{limit: 2000},message:"must NOT have more than 2000 characters"};
+if(vErrors === null){
+vErrors = [err17];
+}
+else {
+vErrors.push(err17);
+}
+errors++;
+}
+if(func3(data6) < 1){
+const err18 = {instancePath:instancePath+"/rows",schemaPath:"#/properties/rows/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err18];
+}
+else {
+vErrors.push(err18);
+}
+errors++;
+}
+}
+else {
+const err19 = {instancePath:instancePath+"/rows",schemaPath:"#/properties/rows/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err19];
+}
+else {
+vErrors.push(err19);
+}
+errors++;
+}
+}
+}
+else {
+const err20 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err20];
+}
+else {
+vErrors.push(err20);
 }
 errors++;
 }

@@ -14,6 +14,7 @@ import { canonicalJson, removeSourceIn } from '../control/sources';
 import { newIdentityId } from '../control/ids';
 import { insertOperatorGrant } from '../control/grants';
 import { scanSource } from '../control/scan';
+import { checkRowRules } from '../control/roles';
 import { computePlan, type Plan, type PlanChange } from './plan';
 import { desiredStateOf, fileDigest, keepStoredSecrets, parseFileText, processSecrets, validateInterlockFileDocument, type SecretResolver } from './schema';
 import { readConfigState } from './state';
@@ -70,6 +71,7 @@ export async function applyInterlockFile(db: ControlDb, input: ApplyInput, opts:
   const doc = 'text' in input ? parseFileText(input.text) : input.document;
   const digest = 'text' in input ? fileDigest(input.text) : fileDigest(canonicalJson(input.document));
   const desired = desiredStateOf(validateInterlockFileDocument(doc), opts.secrets ?? processSecrets);
+  for (const role of desired.roles.values()) await checkRowRules(role);
   const plan = await withTransaction(db, async (c) => {
     await c.query('SELECT pg_advisory_xact_lock($1)', [APPLY_LOCK]);
     const current = await readConfigState(c);
