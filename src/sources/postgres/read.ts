@@ -65,7 +65,7 @@ async function loadTypes(ctx: StatementContext, types: SourceTypes, oids: number
  * names and values are bound parameters. On failure the connection is destroyed and the error
  * classified like the statement's own.
  */
-const BIND_SETTINGS = 'SELECT pg_catalog.set_config(s.name, s.value, false) FROM pg_catalog.unnest($1::text[], $2::text[]) AS s(name, value)';
+const BIND_SETTINGS = 'SELECT pg_catalog.set_config(s.name, s.value, false) FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[])) AS s(name, value)';
 
 function bindSettings(ctx: StatementContext, client: pg.PoolClient, opts: ReadOptions): Promise<pg.PoolClient> {
   const settings = opts.settings ?? [];
