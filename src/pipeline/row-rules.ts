@@ -55,7 +55,7 @@ export interface RowRulePlan {
   settings: Array<[string, string]>;
   /** For the audit: each ruled relation and the hash of its rule's text (never attribute values). */
   applied: Array<{ relation: string; rule: string }>;
-  /** Hash of the bound values, for the result cache key. */
+  /** Hash of the views (so of the rules' text) and the bound values, for the result cache key. */
   bindingKey: string;
 }
 
@@ -218,7 +218,10 @@ export function planRowRules(input: RowRuleInput): RowRuleDecision {
       views: [...created.values()],
       settings: bound,
       applied: [...applied.entries()].map(([relation, rule]) => ({ relation, rule })).sort((a, b) => (a.relation < b.relation ? -1 : 1)),
-      bindingKey: sha(JSON.stringify(bound)),
+      // The views name the rules' rendered text by hash, the settings the bound values: two callers
+      // share a cached result only when both are equal (found by the differential test: the access
+      // fingerprint alone names resources, not rules).
+      bindingKey: sha(JSON.stringify([bound, [...created.keys()].sort()])),
     },
   };
 }

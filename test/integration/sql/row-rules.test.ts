@@ -47,6 +47,14 @@ describe('reads see only permitted rows', () => {
     expect(ids(rowsOf(again))).toEqual(REP1);
   });
 
+  it('two callers with different rules and no attributes never share a cached result', async () => {
+    fx.grant('jp', [role('jp', [{ effect: 'allow', action: 'read', resource: 'public.customer', rows: "country = 'JP'" }])]);
+    fx.grant('de', [role('de', [{ effect: 'allow', action: 'read', resource: 'public.customer', rows: "country = 'DE'" }])]);
+    const sql = 'SELECT DISTINCT country FROM customer';
+    expect(rowsOf(await fx.call('jp', undefined, sql))).toEqual([{ country: 'JP' }]);
+    expect(rowsOf(await fx.call('de', undefined, sql))).toEqual([{ country: 'DE' }]);
+  });
+
   it('aggregates, window functions, sub-selects, EXISTS, CTEs, recursive CTEs, LATERAL and set operations count permitted rows only', async () => {
     const a = { employee_id: 1 };
     expect(rowsOf(await fx.call('rep', a, 'SELECT count(*)::int AS n, sum(credit)::text AS s FROM customer'))[0].n).toBe(8);
