@@ -12,6 +12,7 @@ import { randomBytes } from 'node:crypto';
 import { createTempDatabase, type TempDatabase } from '../../helpers/pg';
 import { ROW_FIXTURE_SQL, startRowFixture, type RowFixture } from '../../helpers/row-rules';
 import type { ToolOutcome } from '../../../src/pipeline/types';
+import type { SourceRole } from '../../../src/control/roles';
 
 let fx: RowFixture;
 let twin: TempDatabase;
@@ -108,7 +109,7 @@ test('interlock_query under random row rules returns the rows of PostgreSQL RLS 
       const id = `diff${++run}`;
       fx.grant(id, [
         { name: 'base', statements: [{ effect: 'allow', action: 'read', resource: 'public.invoice' }, { effect: 'allow', action: 'read', resource: 'public.employee' }] },
-        ...terms.map((t, i) => ({ name: `r${i}`, statements: [{ effect: 'allow' as const, action: 'read' as const, resource: 'public.customer', ...(t ? { rows: t.il } : {}) }] })),
+        ...terms.map((t, i): SourceRole => ({ name: `r${i}`, statements: [{ effect: 'allow', action: 'read', resource: 'public.customer', ...(t ? { rows: t.il } : {}) }] })),
       ]);
       await tc.query('BEGIN');
       try {
