@@ -6,6 +6,8 @@
  */
 import { codeOf, rowsOf, startRowFixture, type RowFixture } from '../../helpers/row-rules';
 import type { SourceRole } from '../../../src/control/roles';
+import { sqlResources } from '../../../src/tools/handlers/describe';
+import { AccessEvaluator } from '../../../src/governance/evaluator';
 
 let fx: RowFixture;
 const role = (name: string, statements: SourceRole['statements']): SourceRole => ({ name, statements });
@@ -162,5 +164,20 @@ describe('refusals (fail closed)', () => {
 
   it('the row views cannot be named by agents', async () => {
     expect(codeOf(await fx.call('boss', undefined, 'SELECT * FROM interlock_rows.anything'))).toBe('source_role_denied');
+  });
+});
+
+describe('describe_access shows each table\'s rule with attribute names, never values', () => {
+  it('lists rows {rule, attributes} on ruled tables only', () => {
+    const grants = fx.store.grants.filter((g) => g.identityId === 'two' || g.identityId === 'rep');
+    const two = sqlResources(new AccessEvaluator(grants.filter((g) => g.identityId === 'two')), 'rows', fx.catalog, [], { identityId: 'two', identityName: 'two', roles: ['a', 'b'], sourceId: 'rows' }, new Date());
+    const customer = (two.tables as Array<Record<string, unknown>>).find((t) => t.table === 'public.customer');
+    expect(customer?.rows).toEqual({ rule: "(country = 'JP') OR (support_rep_id = identity.employee_id)", attributes: ['employee_id'] });
+    const rep = sqlResources(new AccessEvaluator(grants.filter((g) => g.identityId === 'rep')), 'rows', fx.catalog, [], { identityId: 'rep', identityName: 'rep', roles: ['rep'], sourceId: 'rows' }, new Date());
+    const tables = rep.tables as Array<Record<string, unknown>>;
+    expect(tables.find((t) => t.table === 'public.invoice')?.rows).toBeUndefined();
+    const ticket = tables.find((t) => t.table === 'public.ticket') as { rows: unknown; partitions: Array<{ table: string; rows: unknown }> };
+    expect(ticket.rows).toEqual({ rule: 'region = ANY(identity.regions)', attributes: ['regions'] });
+    expect(ticket.partitions.map((p) => p.rows)).toEqual([ticket.rows, ticket.rows, ticket.rows]);
   });
 });
