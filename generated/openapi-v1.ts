@@ -474,6 +474,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/admin/v1/identities/{name}/attributes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /** Set identity attributes that row rules read as identity.<name> (issue 27): each key is set to its value, or removed when null. Values are strings, finite numbers, booleans or lists of those. */
+        patch: operations["adminSetIdentityAttributes"];
+        trace?: never;
+    };
     "/admin/v1/identities/{name}/enable": {
         parameters: {
             query?: never;
@@ -1086,6 +1103,10 @@ export interface components {
                 /** Format: date-time */
                 lastUsedAt: string | null;
             }[];
+            /** @description Attributes row rules read as identity.<name> (issue 27); present only when there is one. */
+            attributes?: {
+                [key: string]: unknown;
+            };
         };
         IdentityCreate: {
             name: string;
@@ -3633,6 +3654,46 @@ export interface operations {
         requestBody?: never;
         responses: {
             /** @description The identity. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Identity"];
+                };
+            };
+            400: components["responses"]["AdminBadRequest"];
+            401: components["responses"]["AdminUnauthorized"];
+            403: components["responses"]["AdminForbidden"];
+            404: components["responses"]["AdminNotFound"];
+            409: components["responses"]["AdminConflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["AdminInternal"];
+        };
+    };
+    adminSetIdentityAttributes: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Identity name or idn_ id. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description name → value (null removes). */
+                    attributes: {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description The identity with its attributes. */
             200: {
                 headers: {
                     [name: string]: unknown;
