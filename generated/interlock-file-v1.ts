@@ -98,6 +98,12 @@ export interface FileIdentity {
   name: string;
   disabled?: boolean;
   /**
+   * Attributes row rules read as identity.<name> (issue 27, docs/row-rules.md): strings, finite numbers, booleans or lists of those. Omitted: the identity's attributes are left as they are; given: they become exactly these.
+   */
+  attributes?: {
+    [k: string]: string | number | boolean | (string | number | boolean)[];
+  };
+  /**
    * @maxItems 10000
    */
   grants?: FileGrant[];

@@ -1838,6 +1838,10 @@ export interface components {
         identity: {
             name: string;
             disabled?: boolean;
+            /** @description Attributes row rules read as identity.<name> (issue 27, docs/row-rules.md): strings, finite numbers, booleans or lists of those. Omitted: the identity's attributes are left as they are; given: they become exactly these. */
+            attributes?: {
+                [key: string]: string | number | boolean | (string | number | boolean)[];
+            };
             grants?: components["schemas"]["grant"][];
         };
         /** @enum {string} */
@@ -2042,6 +2046,10 @@ export interface components {
                 identity: {
                     name: string;
                     disabled?: boolean;
+                    /** @description Attributes row rules read as identity.<name> (issue 27, docs/row-rules.md): strings, finite numbers, booleans or lists of those. Omitted: the identity's attributes are left as they are; given: they become exactly these. */
+                    attributes?: {
+                        [key: string]: string | number | boolean | (string | number | boolean)[];
+                    };
                     grants?: components["schemas"]["grant"][];
                 };
                 /** FileGrant */

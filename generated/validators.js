@@ -7299,7 +7299,7 @@ return errors === 0;
 validate38.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.validateInterlockFile = validate39;
-const schema54 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/interlock-file-v1.schema.json","title":"InterlockFile","description":"Declarative configuration of an InterLock control plane (`interlock apply -f interlock.yaml`, `interlock export`; issue 16): sources, source roles, identities with their grants, and policies. API keys and operator tokens stay imperative (`interlock key create`). Secrets never appear inline: source credentials name an environment variable (password_env) or a file (password_file) read when the file is applied. Every section is optional; with --prune, objects of a section that the file leaves out are deleted.","type":"object","properties":{"version":{"description":"File format version.","const":1},"sources":{"type":"array","maxItems":1000,"items":{"$ref":"#/$defs/source"}},"roles":{"type":"array","maxItems":1000,"items":{"$ref":"role-v1.schema.json"}},"identities":{"type":"array","maxItems":10000,"items":{"$ref":"#/$defs/identity"}},"policies":{"type":"array","maxItems":1000,"items":{"$ref":"policy-v1.schema.json"}}},"required":["version"],"additionalProperties":false,"$defs":{"source":{"title":"FileSource","description":"A source as in spec/source-v1.schema.json, except that credentials hold secret references instead of passwords. The settings, once the references are resolved, are validated against spec/source-v1.schema.json.","type":"object","properties":{"id":{"type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$"},"type":{"type":"string","enum":["postgres","documents"]},"name":{"type":"string","minLength":1,"maxLength":200},"description":{"type":"string","maxLength":1000},"enabled":{"type":"boolean"},"settings":{"type":"object","properties":{"reader":{"$ref":"#/$defs/credentials"},"writer":{"$ref":"#/$defs/credentials"}}}},"required":["id","type","name","settings"],"additionalProperties":false},"credentials":{"title":"FileCredentials","description":"A database role and where its password comes from: password_env (an environment variable of the process that applies the file) or password_file (a file whose content, without the trailing newline, is the password). Neither: no password (trust, peer or certificate authentication). An inline password is refused.","type":"object","properties":{"user":{"type":"string","minLength":1,"maxLength":63},"password_env":{"type":"string","pattern":"^[A-Za-z_][A-Za-z0-9_]{0,127}$"},"password_file":{"type":"string","minLength":1,"maxLength":4096}},"required":["user"],"additionalProperties":false,"not":{"properties":{"password_env":true,"password_file":true},"required":["password_env","password_file"]}},"identity":{"title":"FileIdentity","description":"An identity and every grant it holds. disabled defaults to false.","type":"object","properties":{"name":{"type":"string","pattern":"^[a-z0-9][a-z0-9_.@-]{0,127}$"},"disabled":{"type":"boolean"},"grants":{"type":"array","maxItems":10000,"items":{"$ref":"#/$defs/grant"}}},"required":["name"],"additionalProperties":false},"grant":{"title":"FileGrant","type":"object","properties":{"role":{"type":"string","minLength":1},"source":{"type":"string","minLength":1}},"required":["role","source"],"additionalProperties":false}}};
+const schema54 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/interlock-file-v1.schema.json","title":"InterlockFile","description":"Declarative configuration of an InterLock control plane (`interlock apply -f interlock.yaml`, `interlock export`; issue 16): sources, source roles, identities with their grants, and policies. API keys and operator tokens stay imperative (`interlock key create`). Secrets never appear inline: source credentials name an environment variable (password_env) or a file (password_file) read when the file is applied. Every section is optional; with --prune, objects of a section that the file leaves out are deleted.","type":"object","properties":{"version":{"description":"File format version.","const":1},"sources":{"type":"array","maxItems":1000,"items":{"$ref":"#/$defs/source"}},"roles":{"type":"array","maxItems":1000,"items":{"$ref":"role-v1.schema.json"}},"identities":{"type":"array","maxItems":10000,"items":{"$ref":"#/$defs/identity"}},"policies":{"type":"array","maxItems":1000,"items":{"$ref":"policy-v1.schema.json"}}},"required":["version"],"additionalProperties":false,"$defs":{"source":{"title":"FileSource","description":"A source as in spec/source-v1.schema.json, except that credentials hold secret references instead of passwords. The settings, once the references are resolved, are validated against spec/source-v1.schema.json.","type":"object","properties":{"id":{"type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$"},"type":{"type":"string","enum":["postgres","documents"]},"name":{"type":"string","minLength":1,"maxLength":200},"description":{"type":"string","maxLength":1000},"enabled":{"type":"boolean"},"settings":{"type":"object","properties":{"reader":{"$ref":"#/$defs/credentials"},"writer":{"$ref":"#/$defs/credentials"}}}},"required":["id","type","name","settings"],"additionalProperties":false},"credentials":{"title":"FileCredentials","description":"A database role and where its password comes from: password_env (an environment variable of the process that applies the file) or password_file (a file whose content, without the trailing newline, is the password). Neither: no password (trust, peer or certificate authentication). An inline password is refused.","type":"object","properties":{"user":{"type":"string","minLength":1,"maxLength":63},"password_env":{"type":"string","pattern":"^[A-Za-z_][A-Za-z0-9_]{0,127}$"},"password_file":{"type":"string","minLength":1,"maxLength":4096}},"required":["user"],"additionalProperties":false,"not":{"properties":{"password_env":true,"password_file":true},"required":["password_env","password_file"]}},"identity":{"title":"FileIdentity","description":"An identity and every grant it holds. disabled defaults to false.","type":"object","properties":{"name":{"type":"string","pattern":"^[a-z0-9][a-z0-9_.@-]{0,127}$"},"disabled":{"type":"boolean"},"attributes":{"description":"Attributes row rules read as identity.<name> (issue 27, docs/row-rules.md): strings, finite numbers, booleans or lists of those. Omitted: the identity's attributes are left as they are; given: they become exactly these.","type":"object","maxProperties":64,"propertyNames":{"pattern":"^[a-z_][a-z0-9_]{0,62}$"},"additionalProperties":{"anyOf":[{"type":"string","maxLength":1000},{"type":"number"},{"type":"boolean"},{"type":"array","maxItems":1000,"items":{"anyOf":[{"type":"string","maxLength":1000},{"type":"number"},{"type":"boolean"}]}}]}},"grants":{"type":"array","maxItems":10000,"items":{"$ref":"#/$defs/grant"}}},"required":["name"],"additionalProperties":false},"grant":{"title":"FileGrant","type":"object","properties":{"role":{"type":"string","minLength":1},"source":{"type":"string","minLength":1}},"required":["role","source"],"additionalProperties":false}}};
 const schema55 = {"title":"FileSource","description":"A source as in spec/source-v1.schema.json, except that credentials hold secret references instead of passwords. The settings, once the references are resolved, are validated against spec/source-v1.schema.json.","type":"object","properties":{"id":{"type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$"},"type":{"type":"string","enum":["postgres","documents"]},"name":{"type":"string","minLength":1,"maxLength":200},"description":{"type":"string","maxLength":1000},"enabled":{"type":"boolean"},"settings":{"type":"object","properties":{"reader":{"$ref":"#/$defs/credentials"},"writer":{"$ref":"#/$defs/credentials"}}}},"required":["id","type","name","settings"],"additionalProperties":false};
 const schema56 = {"title":"FileCredentials","description":"A database role and where its password comes from: password_env (an environment variable of the process that applies the file) or password_file (a file whose content, without the trailing newline, is the password). Neither: no password (trust, peer or certificate authentication). An inline password is refused.","type":"object","properties":{"user":{"type":"string","minLength":1,"maxLength":63},"password_env":{"type":"string","pattern":"^[A-Za-z_][A-Za-z0-9_]{0,127}$"},"password_file":{"type":"string","minLength":1,"maxLength":4096}},"required":["user"],"additionalProperties":false,"not":{"properties":{"password_env":true,"password_file":true},"required":["password_env","password_file"]}};
 const pattern19 = new RegExp("^[A-Za-z_][A-Za-z0-9_]{0,127}$", "u");
@@ -8329,9 +8329,10 @@ return errors === 0;
 }
 validate42.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-const schema60 = {"title":"FileIdentity","description":"An identity and every grant it holds. disabled defaults to false.","type":"object","properties":{"name":{"type":"string","pattern":"^[a-z0-9][a-z0-9_.@-]{0,127}$"},"disabled":{"type":"boolean"},"grants":{"type":"array","maxItems":10000,"items":{"$ref":"#/$defs/grant"}}},"required":["name"],"additionalProperties":false};
+const schema60 = {"title":"FileIdentity","description":"An identity and every grant it holds. disabled defaults to false.","type":"object","properties":{"name":{"type":"string","pattern":"^[a-z0-9][a-z0-9_.@-]{0,127}$"},"disabled":{"type":"boolean"},"attributes":{"description":"Attributes row rules read as identity.<name> (issue 27, docs/row-rules.md): strings, finite numbers, booleans or lists of those. Omitted: the identity's attributes are left as they are; given: they become exactly these.","type":"object","maxProperties":64,"propertyNames":{"pattern":"^[a-z_][a-z0-9_]{0,62}$"},"additionalProperties":{"anyOf":[{"type":"string","maxLength":1000},{"type":"number"},{"type":"boolean"},{"type":"array","maxItems":1000,"items":{"anyOf":[{"type":"string","maxLength":1000},{"type":"number"},{"type":"boolean"}]}}]}},"grants":{"type":"array","maxItems":10000,"items":{"$ref":"#/$defs/grant"}}},"required":["name"],"additionalProperties":false};
 const schema61 = {"title":"FileGrant","type":"object","properties":{"role":{"type":"string","minLength":1},"source":{"type":"string","minLength":1}},"required":["role","source"],"additionalProperties":false};
 const pattern24 = new RegExp("^[a-z0-9][a-z0-9_.@-]{0,127}$", "u");
+const pattern25 = new RegExp("^[a-z_][a-z0-9_]{0,62}$", "u");
 
 function validate44(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -8355,7 +8356,7 @@ vErrors.push(err0);
 errors++;
 }
 for(const key0 in data){
-if(!(((key0 === "name") || (key0 === "disabled")) || (key0 === "grants"))){
+if(!((((key0 === "name") || (key0 === "disabled")) || (key0 === "attributes")) || (key0 === "grants"))){
 const err1 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err1];
@@ -8403,11 +8404,11 @@ vErrors.push(err4);
 errors++;
 }
 }
-if(data.grants !== undefined){
-let data2 = data.grants;
-if(Array.isArray(data2)){
-if(data2.length > 10000){
-const err5 = {instancePath:instancePath+"/grants",schemaPath:"#/properties/grants/maxItems",keyword:"maxItems",params:{limit: 10000},message:"must NOT have more than 10000 items"};
+if(data.attributes !== undefined){
+let data2 = data.attributes;
+if(data2 && typeof data2 == "object" && !Array.isArray(data2)){
+if(Object.keys(data2).length > 64){
+const err5 = {instancePath:instancePath+"/attributes",schemaPath:"#/properties/attributes/maxProperties",keyword:"maxProperties",params:{limit: 64},message:"must NOT have more than 64 properties"};
 if(vErrors === null){
 vErrors = [err5];
 }
@@ -8416,12 +8417,11 @@ vErrors.push(err5);
 }
 errors++;
 }
-const len0 = data2.length;
-for(let i0=0; i0<len0; i0++){
-let data3 = data2[i0];
-if(data3 && typeof data3 == "object" && !Array.isArray(data3)){
-if(data3.role === undefined){
-const err6 = {instancePath:instancePath+"/grants/" + i0,schemaPath:"#/$defs/grant/required",keyword:"required",params:{missingProperty: "role"},message:"must have required property '"+"role"+"'"};
+for(const key1 in data2){
+const _errs8 = errors;
+if(typeof key1 === "string"){
+if(!pattern25.test(key1)){
+const err6 = {instancePath:instancePath+"/attributes",schemaPath:"#/properties/attributes/propertyNames/pattern",keyword:"pattern",params:{pattern: "^[a-z_][a-z0-9_]{0,62}$"},message:"must match pattern \""+"^[a-z_][a-z0-9_]{0,62}$"+"\"",propertyName:key1};
 if(vErrors === null){
 vErrors = [err6];
 }
@@ -8430,8 +8430,10 @@ vErrors.push(err6);
 }
 errors++;
 }
-if(data3.source === undefined){
-const err7 = {instancePath:instancePath+"/grants/" + i0,schemaPath:"#/$defs/grant/required",keyword:"required",params:{missingProperty: "source"},message:"must have required property '"+"source"+"'"};
+}
+var valid1 = _errs8 === errors;
+if(!valid1){
+const err7 = {instancePath:instancePath+"/attributes",schemaPath:"#/properties/attributes/propertyNames",keyword:"propertyNames",params:{propertyName: key1},message:"property name must be valid"};
 if(vErrors === null){
 vErrors = [err7];
 }
@@ -8440,9 +8442,15 @@ vErrors.push(err7);
 }
 errors++;
 }
-for(const key1 in data3){
-if(!((key1 === "role") || (key1 === "source"))){
-const err8 = {instancePath:instancePath+"/grants/" + i0,schemaPath:"#/$defs/grant/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
+}
+for(const key2 in data2){
+let data3 = data2[key2];
+const _errs11 = errors;
+let valid3 = false;
+const _errs12 = errors;
+if(typeof data3 === "string"){
+if(func3(data3) > 1000){
+const err8 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/attributes/additionalProperties/anyOf/0/maxLength",keyword:"maxLength",params:{limit: 1000},message:"must NOT have more than 1000 characters"};
 if(vErrors === null){
 vErrors = [err8];
 }
@@ -8452,11 +8460,8 @@ vErrors.push(err8);
 errors++;
 }
 }
-if(data3.role !== undefined){
-let data4 = data3.role;
-if(typeof data4 === "string"){
-if(func3(data4) < 1){
-const err9 = {instancePath:instancePath+"/grants/" + i0+"/role",schemaPath:"#/$defs/grant/properties/role/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+else {
+const err9 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/attributes/additionalProperties/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err9];
 }
@@ -8465,9 +8470,11 @@ vErrors.push(err9);
 }
 errors++;
 }
-}
-else {
-const err10 = {instancePath:instancePath+"/grants/" + i0+"/role",schemaPath:"#/$defs/grant/properties/role/type",keyword:"type",params:{type: "string"},message:"must be string"};
+var _valid0 = _errs12 === errors;
+valid3 = valid3 || _valid0;
+const _errs14 = errors;
+if(!((typeof data3 == "number") && (isFinite(data3)))){
+const err10 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/attributes/additionalProperties/anyOf/1/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err10];
 }
@@ -8476,12 +8483,11 @@ vErrors.push(err10);
 }
 errors++;
 }
-}
-if(data3.source !== undefined){
-let data5 = data3.source;
-if(typeof data5 === "string"){
-if(func3(data5) < 1){
-const err11 = {instancePath:instancePath+"/grants/" + i0+"/source",schemaPath:"#/$defs/grant/properties/source/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+var _valid0 = _errs14 === errors;
+valid3 = valid3 || _valid0;
+const _errs16 = errors;
+if(typeof data3 !== "boolean"){
+const err11 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/attributes/additionalProperties/anyOf/2/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err11];
 }
@@ -8490,9 +8496,12 @@ vErrors.push(err11);
 }
 errors++;
 }
-}
-else {
-const err12 = {instancePath:instancePath+"/grants/" + i0+"/source",schemaPath:"#/$defs/grant/properties/source/type",keyword:"type",params:{type: "string"},message:"must be string"};
+var _valid0 = _errs16 === errors;
+valid3 = valid3 || _valid0;
+const _errs18 = errors;
+if(Array.isArray(data3)){
+if(data3.length > 1000){
+const err12 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/attributes/additionalProperties/anyOf/3/maxItems",keyword:"maxItems",params:{limit: 1000},message:"must NOT have more than 1000 items"};
 if(vErrors === null){
 vErrors = [err12];
 }
@@ -8501,10 +8510,15 @@ vErrors.push(err12);
 }
 errors++;
 }
-}
-}
-else {
-const err13 = {instancePath:instancePath+"/grants/" + i0,schemaPath:"#/$defs/grant/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const len0 = data3.length;
+for(let i0=0; i0<len0; i0++){
+let data4 = data3[i0];
+const _errs21 = errors;
+let valid6 = false;
+const _errs22 = errors;
+if(typeof data4 === "string"){
+if(func3(data4) > 1000){
+const err13 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + i0,schemaPath:"#/properties/attributes/additionalProperties/anyOf/3/items/anyOf/0/maxLength",keyword:"maxLength",params:{limit: 1000},message:"must NOT have more than 1000 characters"};
 if(vErrors === null){
 vErrors = [err13];
 }
@@ -8514,9 +8528,8 @@ vErrors.push(err13);
 errors++;
 }
 }
-}
 else {
-const err14 = {instancePath:instancePath+"/grants",schemaPath:"#/properties/grants/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err14 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + i0,schemaPath:"#/properties/attributes/additionalProperties/anyOf/3/items/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err14];
 }
@@ -8525,15 +8538,234 @@ vErrors.push(err14);
 }
 errors++;
 }
-}
-}
-else {
-const err15 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+var _valid1 = _errs22 === errors;
+valid6 = valid6 || _valid1;
+const _errs24 = errors;
+if(!((typeof data4 == "number") && (isFinite(data4)))){
+const err15 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + i0,schemaPath:"#/properties/attributes/additionalProperties/anyOf/3/items/anyOf/1/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err15];
 }
 else {
 vErrors.push(err15);
+}
+errors++;
+}
+var _valid1 = _errs24 === errors;
+valid6 = valid6 || _valid1;
+const _errs26 = errors;
+if(typeof data4 !== "boolean"){
+const err16 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + i0,schemaPath:"#/properties/attributes/additionalProperties/anyOf/3/items/anyOf/2/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(vErrors === null){
+vErrors = [err16];
+}
+else {
+vErrors.push(err16);
+}
+errors++;
+}
+var _valid1 = _errs26 === errors;
+valid6 = valid6 || _valid1;
+if(!valid6){
+const err17 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + i0,schemaPath:"#/properties/attributes/additionalProperties/anyOf/3/items/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if(vErrors === null){
+vErrors = [err17];
+}
+else {
+vErrors.push(err17);
+}
+errors++;
+}
+else {
+errors = _errs21;
+if(vErrors !== null){
+if(_errs21){
+vErrors.length = _errs21;
+}
+else {
+vErrors = null;
+}
+}
+}
+}
+}
+else {
+const err18 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/attributes/additionalProperties/anyOf/3/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err18];
+}
+else {
+vErrors.push(err18);
+}
+errors++;
+}
+var _valid0 = _errs18 === errors;
+valid3 = valid3 || _valid0;
+if(!valid3){
+const err19 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/attributes/additionalProperties/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if(vErrors === null){
+vErrors = [err19];
+}
+else {
+vErrors.push(err19);
+}
+errors++;
+}
+else {
+errors = _errs11;
+if(vErrors !== null){
+if(_errs11){
+vErrors.length = _errs11;
+}
+else {
+vErrors = null;
+}
+}
+}
+}
+}
+else {
+const err20 = {instancePath:instancePath+"/attributes",schemaPath:"#/properties/attributes/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err20];
+}
+else {
+vErrors.push(err20);
+}
+errors++;
+}
+}
+if(data.grants !== undefined){
+let data5 = data.grants;
+if(Array.isArray(data5)){
+if(data5.length > 10000){
+const err21 = {instancePath:instancePath+"/grants",schemaPath:"#/properties/grants/maxItems",keyword:"maxItems",params:{limit: 10000},message:"must NOT have more than 10000 items"};
+if(vErrors === null){
+vErrors = [err21];
+}
+else {
+vErrors.push(err21);
+}
+errors++;
+}
+const len1 = data5.length;
+for(let i1=0; i1<len1; i1++){
+let data6 = data5[i1];
+if(data6 && typeof data6 == "object" && !Array.isArray(data6)){
+if(data6.role === undefined){
+const err22 = {instancePath:instancePath+"/grants/" + i1,schemaPath:"#/$defs/grant/required",keyword:"required",params:{missingProperty: "role"},message:"must have required property '"+"role"+"'"};
+if(vErrors === null){
+vErrors = [err22];
+}
+else {
+vErrors.push(err22);
+}
+errors++;
+}
+if(data6.source === undefined){
+const err23 = {instancePath:instancePath+"/grants/" + i1,schemaPath:"#/$defs/grant/required",keyword:"required",params:{missingProperty: "source"},message:"must have required property '"+"source"+"'"};
+if(vErrors === null){
+vErrors = [err23];
+}
+else {
+vErrors.push(err23);
+}
+errors++;
+}
+for(const key3 in data6){
+if(!((key3 === "role") || (key3 === "source"))){
+const err24 = {instancePath:instancePath+"/grants/" + i1,schemaPath:"#/$defs/grant/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key3},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err24];
+}
+else {
+vErrors.push(err24);
+}
+errors++;
+}
+}
+if(data6.role !== undefined){
+let data7 = data6.role;
+if(typeof data7 === "string"){
+if(func3(data7) < 1){
+const err25 = {instancePath:instancePath+"/grants/" + i1+"/role",schemaPath:"#/$defs/grant/properties/role/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err25];
+}
+else {
+vErrors.push(err25);
+}
+errors++;
+}
+}
+else {
+const err26 = {instancePath:instancePath+"/grants/" + i1+"/role",schemaPath:"#/$defs/grant/properties/role/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err26];
+}
+else {
+vErrors.push(err26);
+}
+errors++;
+}
+}
+if(data6.source !== undefined){
+let data8 = data6.source;
+if(typeof data8 === "string"){
+if(func3(data8) < 1){
+const err27 = {instancePath:instancePath+"/grants/" + i1+"/source",schemaPath:"#/$defs/grant/properties/source/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err27];
+}
+else {
+vErrors.push(err27);
+}
+errors++;
+}
+}
+else {
+const err28 = {instancePath:instancePath+"/grants/" + i1+"/source",schemaPath:"#/$defs/grant/properties/source/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err28];
+}
+else {
+vErrors.push(err28);
+}
+errors++;
+}
+}
+}
+else {
+const err29 = {instancePath:instancePath+"/grants/" + i1,schemaPath:"#/$defs/grant/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err29];
+}
+else {
+vErrors.push(err29);
+}
+errors++;
+}
+}
+}
+else {
+const err30 = {instancePath:instancePath+"/grants",schemaPath:"#/properties/grants/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err30];
+}
+else {
+vErrors.push(err30);
+}
+errors++;
+}
+}
+}
+else {
+const err31 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err31];
+}
+else {
+vErrors.push(err31);
 }
 errors++;
 }
@@ -8737,8 +8969,8 @@ return errors === 0;
 validate47.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 const schema67 = {"title":"TimeWindowRule","description":"Allow the listed actions only inside a weekly window; outside it they are refused.","type":"object","properties":{"type":{"const":"time_window"},"days":{"type":"array","minItems":1,"items":{"type":"string","enum":["mon","tue","wed","thu","fri","sat","sun"]}},"start":{"type":"string","pattern":"^([01][0-9]|2[0-3]):[0-5][0-9]$"},"end":{"type":"string","pattern":"^([01][0-9]|2[0-4]):[0-5][0-9]$"},"timezone":{"type":"string","default":"UTC"},"actions":{"type":"array","items":{"$ref":"#/$defs/action"}},"reason":{"type":"string","maxLength":500}},"required":["type","days","start","end"],"additionalProperties":false};
-const pattern26 = new RegExp("^([01][0-9]|2[0-3]):[0-5][0-9]$", "u");
-const pattern27 = new RegExp("^([01][0-9]|2[0-4]):[0-5][0-9]$", "u");
+const pattern27 = new RegExp("^([01][0-9]|2[0-3]):[0-5][0-9]$", "u");
+const pattern28 = new RegExp("^([01][0-9]|2[0-4]):[0-5][0-9]$", "u");
 
 function validate49(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -8867,7 +9099,7 @@ errors++;
 if(data.start !== undefined){
 let data3 = data.start;
 if(typeof data3 === "string"){
-if(!pattern26.test(data3)){
+if(!pattern27.test(data3)){
 const err10 = {instancePath:instancePath+"/start",schemaPath:"#/properties/start/pattern",keyword:"pattern",params:{pattern: "^([01][0-9]|2[0-3]):[0-5][0-9]$"},message:"must match pattern \""+"^([01][0-9]|2[0-3]):[0-5][0-9]$"+"\""};
 if(vErrors === null){
 vErrors = [err10];
@@ -8892,7 +9124,7 @@ errors++;
 if(data.end !== undefined){
 let data4 = data.end;
 if(typeof data4 === "string"){
-if(!pattern27.test(data4)){
+if(!pattern28.test(data4)){
 const err12 = {instancePath:instancePath+"/end",schemaPath:"#/properties/end/pattern",keyword:"pattern",params:{pattern: "^([01][0-9]|2[0-4]):[0-5][0-9]$"},message:"must match pattern \""+"^([01][0-9]|2[0-4]):[0-5][0-9]$"+"\""};
 if(vErrors === null){
 vErrors = [err12];
@@ -10365,7 +10597,7 @@ vErrors.push(err0);
 errors++;
 }
 for(const key0 in data){
-if(!(((key0 === "name") || (key0 === "disabled")) || (key0 === "grants"))){
+if(!((((key0 === "name") || (key0 === "disabled")) || (key0 === "attributes")) || (key0 === "grants"))){
 const err1 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err1];
@@ -10413,11 +10645,11 @@ vErrors.push(err4);
 errors++;
 }
 }
-if(data.grants !== undefined){
-let data2 = data.grants;
-if(Array.isArray(data2)){
-if(data2.length > 10000){
-const err5 = {instancePath:instancePath+"/grants",schemaPath:"#/properties/grants/maxItems",keyword:"maxItems",params:{limit: 10000},message:"must NOT have more than 10000 items"};
+if(data.attributes !== undefined){
+let data2 = data.attributes;
+if(data2 && typeof data2 == "object" && !Array.isArray(data2)){
+if(Object.keys(data2).length > 64){
+const err5 = {instancePath:instancePath+"/attributes",schemaPath:"#/properties/attributes/maxProperties",keyword:"maxProperties",params:{limit: 64},message:"must NOT have more than 64 properties"};
 if(vErrors === null){
 vErrors = [err5];
 }
@@ -10426,12 +10658,11 @@ vErrors.push(err5);
 }
 errors++;
 }
-const len0 = data2.length;
-for(let i0=0; i0<len0; i0++){
-let data3 = data2[i0];
-if(data3 && typeof data3 == "object" && !Array.isArray(data3)){
-if(data3.role === undefined){
-const err6 = {instancePath:instancePath+"/grants/" + i0,schemaPath:"#/$defs/grant/required",keyword:"required",params:{missingProperty: "role"},message:"must have required property '"+"role"+"'"};
+for(const key1 in data2){
+const _errs8 = errors;
+if(typeof key1 === "string"){
+if(!pattern25.test(key1)){
+const err6 = {instancePath:instancePath+"/attributes",schemaPath:"#/properties/attributes/propertyNames/pattern",keyword:"pattern",params:{pattern: "^[a-z_][a-z0-9_]{0,62}$"},message:"must match pattern \""+"^[a-z_][a-z0-9_]{0,62}$"+"\"",propertyName:key1};
 if(vErrors === null){
 vErrors = [err6];
 }
@@ -10440,8 +10671,10 @@ vErrors.push(err6);
 }
 errors++;
 }
-if(data3.source === undefined){
-const err7 = {instancePath:instancePath+"/grants/" + i0,schemaPath:"#/$defs/grant/required",keyword:"required",params:{missingProperty: "source"},message:"must have required property '"+"source"+"'"};
+}
+var valid1 = _errs8 === errors;
+if(!valid1){
+const err7 = {instancePath:instancePath+"/attributes",schemaPath:"#/properties/attributes/propertyNames",keyword:"propertyNames",params:{propertyName: key1},message:"property name must be valid"};
 if(vErrors === null){
 vErrors = [err7];
 }
@@ -10450,9 +10683,15 @@ vErrors.push(err7);
 }
 errors++;
 }
-for(const key1 in data3){
-if(!((key1 === "role") || (key1 === "source"))){
-const err8 = {instancePath:instancePath+"/grants/" + i0,schemaPath:"#/$defs/grant/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
+}
+for(const key2 in data2){
+let data3 = data2[key2];
+const _errs11 = errors;
+let valid3 = false;
+const _errs12 = errors;
+if(typeof data3 === "string"){
+if(func3(data3) > 1000){
+const err8 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/attributes/additionalProperties/anyOf/0/maxLength",keyword:"maxLength",params:{limit: 1000},message:"must NOT have more than 1000 characters"};
 if(vErrors === null){
 vErrors = [err8];
 }
@@ -10462,11 +10701,8 @@ vErrors.push(err8);
 errors++;
 }
 }
-if(data3.role !== undefined){
-let data4 = data3.role;
-if(typeof data4 === "string"){
-if(func3(data4) < 1){
-const err9 = {instancePath:instancePath+"/grants/" + i0+"/role",schemaPath:"#/$defs/grant/properties/role/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+else {
+const err9 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/attributes/additionalProperties/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err9];
 }
@@ -10475,9 +10711,11 @@ vErrors.push(err9);
 }
 errors++;
 }
-}
-else {
-const err10 = {instancePath:instancePath+"/grants/" + i0+"/role",schemaPath:"#/$defs/grant/properties/role/type",keyword:"type",params:{type: "string"},message:"must be string"};
+var _valid0 = _errs12 === errors;
+valid3 = valid3 || _valid0;
+const _errs14 = errors;
+if(!((typeof data3 == "number") && (isFinite(data3)))){
+const err10 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/attributes/additionalProperties/anyOf/1/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err10];
 }
@@ -10486,12 +10724,11 @@ vErrors.push(err10);
 }
 errors++;
 }
-}
-if(data3.source !== undefined){
-let data5 = data3.source;
-if(typeof data5 === "string"){
-if(func3(data5) < 1){
-const err11 = {instancePath:instancePath+"/grants/" + i0+"/source",schemaPath:"#/$defs/grant/properties/source/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+var _valid0 = _errs14 === errors;
+valid3 = valid3 || _valid0;
+const _errs16 = errors;
+if(typeof data3 !== "boolean"){
+const err11 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/attributes/additionalProperties/anyOf/2/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err11];
 }
@@ -10500,9 +10737,12 @@ vErrors.push(err11);
 }
 errors++;
 }
-}
-else {
-const err12 = {instancePath:instancePath+"/grants/" + i0+"/source",schemaPath:"#/$defs/grant/properties/source/type",keyword:"type",params:{type: "string"},message:"must be string"};
+var _valid0 = _errs16 === errors;
+valid3 = valid3 || _valid0;
+const _errs18 = errors;
+if(Array.isArray(data3)){
+if(data3.length > 1000){
+const err12 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/attributes/additionalProperties/anyOf/3/maxItems",keyword:"maxItems",params:{limit: 1000},message:"must NOT have more than 1000 items"};
 if(vErrors === null){
 vErrors = [err12];
 }
@@ -10511,10 +10751,15 @@ vErrors.push(err12);
 }
 errors++;
 }
-}
-}
-else {
-const err13 = {instancePath:instancePath+"/grants/" + i0,schemaPath:"#/$defs/grant/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const len0 = data3.length;
+for(let i0=0; i0<len0; i0++){
+let data4 = data3[i0];
+const _errs21 = errors;
+let valid6 = false;
+const _errs22 = errors;
+if(typeof data4 === "string"){
+if(func3(data4) > 1000){
+const err13 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + i0,schemaPath:"#/properties/attributes/additionalProperties/anyOf/3/items/anyOf/0/maxLength",keyword:"maxLength",params:{limit: 1000},message:"must NOT have more than 1000 characters"};
 if(vErrors === null){
 vErrors = [err13];
 }
@@ -10524,9 +10769,8 @@ vErrors.push(err13);
 errors++;
 }
 }
-}
 else {
-const err14 = {instancePath:instancePath+"/grants",schemaPath:"#/properties/grants/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err14 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + i0,schemaPath:"#/properties/attributes/additionalProperties/anyOf/3/items/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err14];
 }
@@ -10535,15 +10779,234 @@ vErrors.push(err14);
 }
 errors++;
 }
-}
-}
-else {
-const err15 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+var _valid1 = _errs22 === errors;
+valid6 = valid6 || _valid1;
+const _errs24 = errors;
+if(!((typeof data4 == "number") && (isFinite(data4)))){
+const err15 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + i0,schemaPath:"#/properties/attributes/additionalProperties/anyOf/3/items/anyOf/1/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err15];
 }
 else {
 vErrors.push(err15);
+}
+errors++;
+}
+var _valid1 = _errs24 === errors;
+valid6 = valid6 || _valid1;
+const _errs26 = errors;
+if(typeof data4 !== "boolean"){
+const err16 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + i0,schemaPath:"#/properties/attributes/additionalProperties/anyOf/3/items/anyOf/2/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(vErrors === null){
+vErrors = [err16];
+}
+else {
+vErrors.push(err16);
+}
+errors++;
+}
+var _valid1 = _errs26 === errors;
+valid6 = valid6 || _valid1;
+if(!valid6){
+const err17 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + i0,schemaPath:"#/properties/attributes/additionalProperties/anyOf/3/items/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if(vErrors === null){
+vErrors = [err17];
+}
+else {
+vErrors.push(err17);
+}
+errors++;
+}
+else {
+errors = _errs21;
+if(vErrors !== null){
+if(_errs21){
+vErrors.length = _errs21;
+}
+else {
+vErrors = null;
+}
+}
+}
+}
+}
+else {
+const err18 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/attributes/additionalProperties/anyOf/3/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err18];
+}
+else {
+vErrors.push(err18);
+}
+errors++;
+}
+var _valid0 = _errs18 === errors;
+valid3 = valid3 || _valid0;
+if(!valid3){
+const err19 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/attributes/additionalProperties/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if(vErrors === null){
+vErrors = [err19];
+}
+else {
+vErrors.push(err19);
+}
+errors++;
+}
+else {
+errors = _errs11;
+if(vErrors !== null){
+if(_errs11){
+vErrors.length = _errs11;
+}
+else {
+vErrors = null;
+}
+}
+}
+}
+}
+else {
+const err20 = {instancePath:instancePath+"/attributes",schemaPath:"#/properties/attributes/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err20];
+}
+else {
+vErrors.push(err20);
+}
+errors++;
+}
+}
+if(data.grants !== undefined){
+let data5 = data.grants;
+if(Array.isArray(data5)){
+if(data5.length > 10000){
+const err21 = {instancePath:instancePath+"/grants",schemaPath:"#/properties/grants/maxItems",keyword:"maxItems",params:{limit: 10000},message:"must NOT have more than 10000 items"};
+if(vErrors === null){
+vErrors = [err21];
+}
+else {
+vErrors.push(err21);
+}
+errors++;
+}
+const len1 = data5.length;
+for(let i1=0; i1<len1; i1++){
+let data6 = data5[i1];
+if(data6 && typeof data6 == "object" && !Array.isArray(data6)){
+if(data6.role === undefined){
+const err22 = {instancePath:instancePath+"/grants/" + i1,schemaPath:"#/$defs/grant/required",keyword:"required",params:{missingProperty: "role"},message:"must have required property '"+"role"+"'"};
+if(vErrors === null){
+vErrors = [err22];
+}
+else {
+vErrors.push(err22);
+}
+errors++;
+}
+if(data6.source === undefined){
+const err23 = {instancePath:instancePath+"/grants/" + i1,schemaPath:"#/$defs/grant/required",keyword:"required",params:{missingProperty: "source"},message:"must have required property '"+"source"+"'"};
+if(vErrors === null){
+vErrors = [err23];
+}
+else {
+vErrors.push(err23);
+}
+errors++;
+}
+for(const key3 in data6){
+if(!((key3 === "role") || (key3 === "source"))){
+const err24 = {instancePath:instancePath+"/grants/" + i1,schemaPath:"#/$defs/grant/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key3},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err24];
+}
+else {
+vErrors.push(err24);
+}
+errors++;
+}
+}
+if(data6.role !== undefined){
+let data7 = data6.role;
+if(typeof data7 === "string"){
+if(func3(data7) < 1){
+const err25 = {instancePath:instancePath+"/grants/" + i1+"/role",schemaPath:"#/$defs/grant/properties/role/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err25];
+}
+else {
+vErrors.push(err25);
+}
+errors++;
+}
+}
+else {
+const err26 = {instancePath:instancePath+"/grants/" + i1+"/role",schemaPath:"#/$defs/grant/properties/role/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err26];
+}
+else {
+vErrors.push(err26);
+}
+errors++;
+}
+}
+if(data6.source !== undefined){
+let data8 = data6.source;
+if(typeof data8 === "string"){
+if(func3(data8) < 1){
+const err27 = {instancePath:instancePath+"/grants/" + i1+"/source",schemaPath:"#/$defs/grant/properties/source/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err27];
+}
+else {
+vErrors.push(err27);
+}
+errors++;
+}
+}
+else {
+const err28 = {instancePath:instancePath+"/grants/" + i1+"/source",schemaPath:"#/$defs/grant/properties/source/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err28];
+}
+else {
+vErrors.push(err28);
+}
+errors++;
+}
+}
+}
+else {
+const err29 = {instancePath:instancePath+"/grants/" + i1,schemaPath:"#/$defs/grant/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err29];
+}
+else {
+vErrors.push(err29);
+}
+errors++;
+}
+}
+}
+else {
+const err30 = {instancePath:instancePath+"/grants",schemaPath:"#/properties/grants/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err30];
+}
+else {
+vErrors.push(err30);
+}
+errors++;
+}
+}
+}
+else {
+const err31 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err31];
+}
+else {
+vErrors.push(err31);
 }
 errors++;
 }
@@ -12455,7 +12918,7 @@ errors++;
 if(data.start !== undefined){
 let data3 = data.start;
 if(typeof data3 === "string"){
-if(!pattern26.test(data3)){
+if(!pattern27.test(data3)){
 const err10 = {instancePath:instancePath+"/start",schemaPath:"#/properties/start/pattern",keyword:"pattern",params:{pattern: "^([01][0-9]|2[0-3]):[0-5][0-9]$"},message:"must match pattern \""+"^([01][0-9]|2[0-3]):[0-5][0-9]$"+"\""};
 if(vErrors === null){
 vErrors = [err10];
@@ -12480,7 +12943,7 @@ errors++;
 if(data.end !== undefined){
 let data4 = data.end;
 if(typeof data4 === "string"){
-if(!pattern27.test(data4)){
+if(!pattern28.test(data4)){
 const err12 = {instancePath:instancePath+"/end",schemaPath:"#/properties/end/pattern",keyword:"pattern",params:{pattern: "^([01][0-9]|2[0-4]):[0-5][0-9]$"},message:"must match pattern \""+"^([01][0-9]|2[0-4]):[0-5][0-9]$"+"\""};
 if(vErrors === null){
 vErrors = [err12];
@@ -13367,7 +13830,7 @@ const schema97 = {"title":"DatabaseCredentials","type":"object","properties":{"u
 const schema99 = {"title":"SourceTls","description":"Upstream TLS. off: plaintext; require: encrypted, server not verified; verify-ca: certificate chain checked against ca; verify-full: chain and host name (servername, default host) checked.","type":"object","properties":{"mode":{"type":"string","enum":["off","require","verify-ca","verify-full"]},"ca":{"description":"PEM bundle of the trusted certificate authorities (verify-ca, verify-full; default: the system store).","type":"string","maxLength":1048576},"servername":{"description":"Host name expected in the server certificate (verify-full).","type":"string","minLength":1,"maxLength":255}},"required":["mode"],"additionalProperties":false};
 const schema100 = {"title":"DocumentTableMapping","description":"Maps the rows of one table or view to discovery assets (issue 4, Build 2). Column values: id and title of any type (read as text); body text; type_column text; category_column text[] or text split on '/'; time_column a date or timestamp; audience_column text[] or text split on ','; entities_column jsonb [{type, value}]; links_column text[] of asset ids. A row whose id is NULL or empty is skipped.","type":"object","properties":{"table":{"description":"schema.table, exact names (no quoting).","type":"string","pattern":"^[^.\\s]+\\.[^.\\s]+$","maxLength":200},"id_column":{"$ref":"#/$defs/columnName"},"title_column":{"$ref":"#/$defs/columnName"},"body_column":{"$ref":"#/$defs/columnName"},"type_column":{"$ref":"#/$defs/columnName"},"document_type":{"description":"Document type of a row whose type_column is absent or NULL (default \"record\").","type":"string","minLength":1,"maxLength":64},"category_column":{"$ref":"#/$defs/columnName"},"category_path":{"description":"Category path of a row whose category_column is absent or empty (default [schema, table]). discover/request statements on this source match categories as on a documents source (*, a/b, a/b/*).","type":"array","maxItems":32,"items":{"type":"string","minLength":1,"maxLength":128}},"time_column":{"$ref":"#/$defs/columnName"},"audience_column":{"$ref":"#/$defs/columnName"},"audience":{"description":"Audience of a row whose audience_column is absent, NULL or empty (default none: visible to every identity that may discover it).","type":"array","maxItems":50,"items":{"type":"string","minLength":1,"maxLength":64}},"entities_column":{"$ref":"#/$defs/columnName"},"links_column":{"$ref":"#/$defs/columnName"},"max_rows":{"description":"Most rows indexed from this table (default 100000).","type":"integer","minimum":1,"maximum":1000000}},"required":["table","id_column","title_column","body_column"],"additionalProperties":false};
 const schema101 = {"title":"ColumnName","description":"A column name, exactly as stored (no quoting).","type":"string","minLength":1,"maxLength":63};
-const pattern37 = new RegExp("^[^.\\s]+\\.[^.\\s]+$", "u");
+const pattern39 = new RegExp("^[^.\\s]+\\.[^.\\s]+$", "u");
 
 function validate73(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -13445,7 +13908,7 @@ vErrors.push(err5);
 }
 errors++;
 }
-if(!pattern37.test(data0)){
+if(!pattern39.test(data0)){
 const err6 = {instancePath:instancePath+"/table",schemaPath:"#/properties/table/pattern",keyword:"pattern",params:{pattern: "^[^.\\s]+\\.[^.\\s]+$"},message:"must match pattern \""+"^[^.\\s]+\\.[^.\\s]+$"+"\""};
 if(vErrors === null){
 vErrors = [err6];
@@ -15994,7 +16457,7 @@ vErrors.push(err5);
 }
 errors++;
 }
-if(!pattern37.test(data0)){
+if(!pattern39.test(data0)){
 const err6 = {instancePath:instancePath+"/table",schemaPath:"#/properties/table/pattern",keyword:"pattern",params:{pattern: "^[^.\\s]+\\.[^.\\s]+$"},message:"must match pattern \""+"^[^.\\s]+\\.[^.\\s]+$"+"\""};
 if(vErrors === null){
 vErrors = [err6];

@@ -159,10 +159,11 @@ async function execute(c: pg.ClientBase, ch: PlanChange, desired: DesiredState, 
     }
     case 'identity': {
       const disabled = ch.action === 'delete' ? true : desired.identities.get(ch.name)!.disabled;
+      const attributes = ch.action === 'delete' ? undefined : desired.identities.get(ch.name)!.attributes;
       if (ch.action === 'create') {
-        await c.query(`INSERT INTO identities (id, name, disabled, disabled_at) VALUES ($1, $2, $3, CASE WHEN $3 THEN now() END)`, [newIdentityId(), ch.name, disabled]);
+        await c.query(`INSERT INTO identities (id, name, disabled, disabled_at, attributes) VALUES ($1, $2, $3, CASE WHEN $3 THEN now() END, $4::jsonb)`, [newIdentityId(), ch.name, disabled, JSON.stringify(attributes ?? {})]);
       } else {
-        await c.query(`UPDATE identities SET disabled = $2, disabled_at = CASE WHEN $2 THEN COALESCE(disabled_at, now()) END WHERE name = $1`, [ch.name, disabled]);
+        await c.query(`UPDATE identities SET disabled = $2, disabled_at = CASE WHEN $2 THEN COALESCE(disabled_at, now()) END, attributes = COALESCE($3::jsonb, attributes) WHERE name = $1`, [ch.name, disabled, attributes === undefined ? null : JSON.stringify(attributes)]);
       }
       return;
     }
