@@ -115,6 +115,15 @@ describe('resources', () => {
     expect((await admin('POST', '/identities/api-agent/disable')).json.disabled).toBe(true);
     expect((await admin('POST', '/identities/api-agent/enable')).json.disabled).toBe(false);
     expect((await admin('POST', '/identities/ghost/disable')).status).toBe(404);
+    // Attributes row rules read (issue 27): set, removed with null, validated, 404 for a missing identity.
+    const attrs = await admin('PATCH', '/identities/api-agent/attributes', { attributes: { employee_id: 3, regions: ['eu'] } });
+    expect(attrs.status).toBe(200);
+    expect(attrs.json.attributes).toEqual({ employee_id: 3, regions: ['eu'] });
+    expect((await admin('PATCH', '/identities/api-agent/attributes', { attributes: { regions: null } })).json.attributes).toEqual({ employee_id: 3 });
+    const badAttr = await admin('PATCH', '/identities/api-agent/attributes', { attributes: { 'Bad-Name': 1 } });
+    expect(badAttr.status).toBe(400);
+    expect(badAttr.json.code).toBe('validation_failed');
+    expect((await admin('PATCH', '/identities/ghost/attributes', { attributes: { a: 1 } })).status).toBe(404);
 
     const key = await admin('POST', '/keys', { identity: 'api-agent' });
     expect(key.status).toBe(201);
