@@ -202,6 +202,8 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
     try {
       read = await connector.read(runSql, params, { maxRows, maxBytes: deps.maxResultBytes ?? 4 * 1024 * 1024, signal: ctx.signal, identityId: identity.id, ...(rowPlan ? { settings: rowPlan.settings } : {}) });
     } catch (err) {
+      // A row view dropped on the source since it was made (42P01, undefined table): made again next time.
+      if (rowPlan && (err as { sqlState?: string }).sqlState === '42P01') deps.rowViews?.forget(source.id);
       const failed = mapConnectorError(err);
       // The cause is the audit's too (issue 22 item 6): the reason, and the SQLSTATE it stands for.
       if (failed.kind === 'tool_error' && failed.reason) {

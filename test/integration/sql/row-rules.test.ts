@@ -162,6 +162,14 @@ describe('refusals (fail closed)', () => {
     expect(rowsOf(await fx.call('rep', {}, 'WITH customer AS (SELECT 1 AS customer_id) SELECT customer_id FROM customer'))).toEqual([{ customer_id: 1 }]);
   });
 
+  it('a row view dropped on the source is made again after the failed call', async () => {
+    const sql = 'SELECT count(*)::int AS n FROM customer WHERE country = $1';
+    expect(rowsOf(await fx.call('rep', { employee_id: 1 }, sql, ['DE']))).toHaveLength(1);
+    await fx.admin('DROP SCHEMA interlock_rows CASCADE');
+    expect(codeOf(await fx.call('rep', { employee_id: 1 }, sql, ['FR']))).toBe('statement_failed');
+    expect(codeOf(await fx.call('rep', { employee_id: 1 }, sql, ['JP']))).toBe('ok');
+  });
+
   it('the row views cannot be named by agents', async () => {
     expect(codeOf(await fx.call('boss', undefined, 'SELECT * FROM interlock_rows.anything'))).toBe('source_role_denied');
   });
