@@ -89,6 +89,10 @@ export interface RoleStatement {
    * SQL sources: schema.table or schema.table.column, each part a name or *, e.g. public.*, public.customer, public.customer.email, *.*. Documents sources: * or a category path prefix such as operations/runbooks/*.
    */
   resource: string;
+  /**
+   * Row rule (issue 27, docs/row-rules.md): a predicate over the table's own columns and the caller's attributes (identity.<name>), e.g. "support_rep_id = identity.employee_id" or "region = ANY(identity.regions)". Only on allow statements for read, write or * over a schema.table resource. The caller then reads only rows for which it is true; several allows covering one table combine with OR, an allow without rows grants every row. Allowed: columns, identity.<attr>, constants, comparisons (= <> < <= > >=), IN lists, = ANY(identity.<attr>), IS [NOT] NULL, AND/OR/NOT, lower/upper/btrim/coalesce. Checked when written; attribute values are bound per call, never spliced into SQL; a caller without an attribute the rule needs cannot read the table.
+   */
+  rows?: string;
 }
 /**
  * An identity and every grant it holds. disabled defaults to false.
@@ -99,6 +103,12 @@ export interface RoleStatement {
 export interface FileIdentity {
   name: string;
   disabled?: boolean;
+  /**
+   * Attributes row rules read as identity.<name> (issue 27, docs/row-rules.md): strings, finite numbers, booleans or lists of those. Omitted: the identity's attributes are left as they are; given: they become exactly these.
+   */
+  attributes?: {
+    [k: string]: string | number | boolean | (string | number | boolean)[];
+  };
   /**
    * @maxItems 10000
    */

@@ -525,6 +525,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/admin/v1/identities/{name}/attributes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /** Set identity attributes that row rules read as identity.<name> (issue 27): each key is set to its value, or removed when null. Values are strings, finite numbers, booleans or lists of those. */
+        patch: operations["adminSetIdentityAttributes"];
+        trace?: never;
+    };
     "/admin/v1/identities/{name}/enable": {
         parameters: {
             query?: never;
@@ -1137,6 +1154,10 @@ export interface components {
                 /** Format: date-time */
                 lastUsedAt: string | null;
             }[];
+            /** @description Attributes row rules read as identity.<name> (issue 27); present only when there is one. */
+            attributes?: {
+                [key: string]: unknown;
+            };
         };
         IdentityDetail: {
             id: string;
@@ -1884,6 +1905,8 @@ export interface components {
             action: "read" | "write" | "describe" | "discover" | "request" | "*";
             /** @description SQL sources: schema.table or schema.table.column, each part a name or *, e.g. public.*, public.customer, public.customer.email, *.*. Documents sources: * or a category path prefix such as operations/runbooks/*. */
             resource: string;
+            /** @description Row rule (issue 27, docs/row-rules.md): a predicate over the table's own columns and the caller's attributes (identity.<name>), e.g. "support_rep_id = identity.employee_id" or "region = ANY(identity.regions)". Only on allow statements for read, write or * over a schema.table resource. The caller then reads only rows for which it is true; several allows covering one table combine with OR, an allow without rows grants every row. Allowed: columns, identity.<attr>, constants, comparisons (= <> < <= > >=), IN lists, = ANY(identity.<attr>), IS [NOT] NULL, AND/OR/NOT, lower/upper/btrim/coalesce. Checked when written; attribute values are bound per call, never spliced into SQL; a caller without an attribute the rule needs cannot read the table. */
+            rows?: string;
         };
         /**
          * SourceRole
@@ -1904,6 +1927,8 @@ export interface components {
                     action: "read" | "write" | "describe" | "discover" | "request" | "*";
                     /** @description SQL sources: schema.table or schema.table.column, each part a name or *, e.g. public.*, public.customer, public.customer.email, *.*. Documents sources: * or a category path prefix such as operations/runbooks/*. */
                     resource: string;
+                    /** @description Row rule (issue 27, docs/row-rules.md): a predicate over the table's own columns and the caller's attributes (identity.<name>), e.g. "support_rep_id = identity.employee_id" or "region = ANY(identity.regions)". Only on allow statements for read, write or * over a schema.table resource. The caller then reads only rows for which it is true; several allows covering one table combine with OR, an allow without rows grants every row. Allowed: columns, identity.<attr>, constants, comparisons (= <> < <= > >=), IN lists, = ANY(identity.<attr>), IS [NOT] NULL, AND/OR/NOT, lower/upper/btrim/coalesce. Checked when written; attribute values are bound per call, never spliced into SQL; a caller without an attribute the rule needs cannot read the table. */
+                    rows?: string;
                 };
             };
         };
@@ -1914,6 +1939,10 @@ export interface components {
         identity: {
             name: string;
             disabled?: boolean;
+            /** @description Attributes row rules read as identity.<name> (issue 27, docs/row-rules.md): strings, finite numbers, booleans or lists of those. Omitted: the identity's attributes are left as they are; given: they become exactly these. */
+            attributes?: {
+                [key: string]: string | number | boolean | (string | number | boolean)[];
+            };
             grants?: components["schemas"]["grant"][];
         };
         /** @enum {string} */
@@ -2154,6 +2183,10 @@ export interface components {
                 identity: {
                     name: string;
                     disabled?: boolean;
+                    /** @description Attributes row rules read as identity.<name> (issue 27, docs/row-rules.md): strings, finite numbers, booleans or lists of those. Omitted: the identity's attributes are left as they are; given: they become exactly these. */
+                    attributes?: {
+                        [key: string]: string | number | boolean | (string | number | boolean)[];
+                    };
                     grants?: components["schemas"]["grant"][];
                 };
                 /** FileGrant */
@@ -3845,6 +3878,46 @@ export interface operations {
         requestBody?: never;
         responses: {
             /** @description The identity. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Identity"];
+                };
+            };
+            400: components["responses"]["AdminBadRequest"];
+            401: components["responses"]["AdminUnauthorized"];
+            403: components["responses"]["AdminForbidden"];
+            404: components["responses"]["AdminNotFound"];
+            409: components["responses"]["AdminConflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["AdminInternal"];
+        };
+    };
+    adminSetIdentityAttributes: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Identity name or idn_ id. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description name → value (null removes). */
+                    attributes: {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description The identity with its attributes. */
             200: {
                 headers: {
                     [name: string]: unknown;

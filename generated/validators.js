@@ -7299,7 +7299,7 @@ return errors === 0;
 validate38.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.validateInterlockFile = validate39;
-const schema54 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/interlock-file-v1.schema.json","title":"InterlockFile","description":"Declarative configuration of an InterLock control plane (`interlock apply -f interlock.yaml`, `interlock export`; issue 16): sources, source roles, identities with their grants, policies, and the claim mappings of access-token issuers (issue 26). API keys and operator tokens stay imperative (`interlock key create`). Secrets never appear inline: source credentials name an environment variable (password_env) or a file (password_file) read when the file is applied. Every section is optional; with --prune, objects of a section that the file leaves out are deleted.","type":"object","properties":{"version":{"description":"File format version.","const":1},"sources":{"type":"array","maxItems":1000,"items":{"$ref":"#/$defs/source"}},"roles":{"type":"array","maxItems":1000,"items":{"$ref":"role-v1.schema.json"}},"identities":{"type":"array","maxItems":10000,"items":{"$ref":"#/$defs/identity"}},"policies":{"type":"array","maxItems":1000,"items":{"$ref":"policy-v1.schema.json"}},"claim_mappings":{"description":"How access tokens of an identity provider map to identities and source roles (issue 26 item 2), one entry per issuer. The issuer itself is trusted only through the gateway configuration (auth.issuers: keys, audience, algorithms); a mapping for an issuer no gateway trusts has no effect. For a configured issuer, a field set here replaces the configuration's (identity_claim, unknown_subjects), and role_grants apply beside the configuration's. docs/operators.md \"Identity providers\".","type":"array","maxItems":32,"items":{"$ref":"#/$defs/claimMapping"}}},"required":["version"],"additionalProperties":false,"$defs":{"claimMapping":{"title":"ClaimMapping","description":"One issuer's claim rules (issue 26 item 2).","type":"object","properties":{"issuer":{"description":"The issuer identifier, exactly as the tokens' `iss` and auth.issuers[].issuer.","type":"string","pattern":"^https?://","maxLength":2048},"identity_claim":{"description":"The claim that names the identity (sub, email, preferred_username, …); lower-cased, it must be a valid identity name. Absent: the configuration's, else sub.","type":"string","minLength":1,"maxLength":128},"unknown_subjects":{"description":"A subject with no identity yet: refuse (invalid_token) or provision an identity named by identity_claim. Absent: the configuration's, else refuse.","type":"string","enum":["refuse","provision"]},"role_grants":{"description":"Claim values that grant source roles (each role and source must exist when the file is applied); such grants follow the claims on each sign-in. Default none.","type":"array","maxItems":256,"items":{"$ref":"config-v1.schema.json#/$defs/claimRoleGrant"}}},"required":["issuer"],"additionalProperties":false},"source":{"title":"FileSource","description":"A source as in spec/source-v1.schema.json, except that credentials hold secret references instead of passwords. The settings, once the references are resolved, are validated against spec/source-v1.schema.json.","type":"object","properties":{"id":{"type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$"},"type":{"type":"string","enum":["postgres","documents"]},"name":{"type":"string","minLength":1,"maxLength":200},"description":{"type":"string","maxLength":1000},"enabled":{"type":"boolean"},"settings":{"type":"object","properties":{"reader":{"$ref":"#/$defs/credentials"},"writer":{"$ref":"#/$defs/credentials"}}}},"required":["id","type","name","settings"],"additionalProperties":false},"credentials":{"title":"FileCredentials","description":"A database role and where its password comes from: password_env (an environment variable of the process that applies the file) or password_file (a file whose content, without the trailing newline, is the password). Neither: no password (trust, peer or certificate authentication). An inline password is refused.","type":"object","properties":{"user":{"type":"string","minLength":1,"maxLength":63},"password_env":{"type":"string","pattern":"^[A-Za-z_][A-Za-z0-9_]{0,127}$"},"password_file":{"type":"string","minLength":1,"maxLength":4096}},"required":["user"],"additionalProperties":false,"not":{"properties":{"password_env":true,"password_file":true},"required":["password_env","password_file"]}},"identity":{"title":"FileIdentity","description":"An identity and every grant it holds. disabled defaults to false.","type":"object","properties":{"name":{"type":"string","pattern":"^[a-z0-9][a-z0-9_.@-]{0,127}$"},"disabled":{"type":"boolean"},"grants":{"type":"array","maxItems":10000,"items":{"$ref":"#/$defs/grant"}}},"required":["name"],"additionalProperties":false},"grant":{"title":"FileGrant","type":"object","properties":{"role":{"type":"string","minLength":1},"source":{"type":"string","minLength":1}},"required":["role","source"],"additionalProperties":false}}};
+const schema54 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/interlock-file-v1.schema.json","title":"InterlockFile","description":"Declarative configuration of an InterLock control plane (`interlock apply -f interlock.yaml`, `interlock export`; issue 16): sources, source roles, identities with their grants, policies, and the claim mappings of access-token issuers (issue 26). API keys and operator tokens stay imperative (`interlock key create`). Secrets never appear inline: source credentials name an environment variable (password_env) or a file (password_file) read when the file is applied. Every section is optional; with --prune, objects of a section that the file leaves out are deleted.","type":"object","properties":{"version":{"description":"File format version.","const":1},"sources":{"type":"array","maxItems":1000,"items":{"$ref":"#/$defs/source"}},"roles":{"type":"array","maxItems":1000,"items":{"$ref":"role-v1.schema.json"}},"identities":{"type":"array","maxItems":10000,"items":{"$ref":"#/$defs/identity"}},"policies":{"type":"array","maxItems":1000,"items":{"$ref":"policy-v1.schema.json"}},"claim_mappings":{"description":"How access tokens of an identity provider map to identities and source roles (issue 26 item 2), one entry per issuer. The issuer itself is trusted only through the gateway configuration (auth.issuers: keys, audience, algorithms); a mapping for an issuer no gateway trusts has no effect. For a configured issuer, a field set here replaces the configuration's (identity_claim, unknown_subjects), and role_grants apply beside the configuration's. docs/operators.md \"Identity providers\".","type":"array","maxItems":32,"items":{"$ref":"#/$defs/claimMapping"}}},"required":["version"],"additionalProperties":false,"$defs":{"claimMapping":{"title":"ClaimMapping","description":"One issuer's claim rules (issue 26 item 2).","type":"object","properties":{"issuer":{"description":"The issuer identifier, exactly as the tokens' `iss` and auth.issuers[].issuer.","type":"string","pattern":"^https?://","maxLength":2048},"identity_claim":{"description":"The claim that names the identity (sub, email, preferred_username, …); lower-cased, it must be a valid identity name. Absent: the configuration's, else sub.","type":"string","minLength":1,"maxLength":128},"unknown_subjects":{"description":"A subject with no identity yet: refuse (invalid_token) or provision an identity named by identity_claim. Absent: the configuration's, else refuse.","type":"string","enum":["refuse","provision"]},"role_grants":{"description":"Claim values that grant source roles (each role and source must exist when the file is applied); such grants follow the claims on each sign-in. Default none.","type":"array","maxItems":256,"items":{"$ref":"config-v1.schema.json#/$defs/claimRoleGrant"}}},"required":["issuer"],"additionalProperties":false},"source":{"title":"FileSource","description":"A source as in spec/source-v1.schema.json, except that credentials hold secret references instead of passwords. The settings, once the references are resolved, are validated against spec/source-v1.schema.json.","type":"object","properties":{"id":{"type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$"},"type":{"type":"string","enum":["postgres","documents"]},"name":{"type":"string","minLength":1,"maxLength":200},"description":{"type":"string","maxLength":1000},"enabled":{"type":"boolean"},"settings":{"type":"object","properties":{"reader":{"$ref":"#/$defs/credentials"},"writer":{"$ref":"#/$defs/credentials"}}}},"required":["id","type","name","settings"],"additionalProperties":false},"credentials":{"title":"FileCredentials","description":"A database role and where its password comes from: password_env (an environment variable of the process that applies the file) or password_file (a file whose content, without the trailing newline, is the password). Neither: no password (trust, peer or certificate authentication). An inline password is refused.","type":"object","properties":{"user":{"type":"string","minLength":1,"maxLength":63},"password_env":{"type":"string","pattern":"^[A-Za-z_][A-Za-z0-9_]{0,127}$"},"password_file":{"type":"string","minLength":1,"maxLength":4096}},"required":["user"],"additionalProperties":false,"not":{"properties":{"password_env":true,"password_file":true},"required":["password_env","password_file"]}},"identity":{"title":"FileIdentity","description":"An identity and every grant it holds. disabled defaults to false.","type":"object","properties":{"name":{"type":"string","pattern":"^[a-z0-9][a-z0-9_.@-]{0,127}$"},"disabled":{"type":"boolean"},"attributes":{"description":"Attributes row rules read as identity.<name> (issue 27, docs/row-rules.md): strings, finite numbers, booleans or lists of those. Omitted: the identity's attributes are left as they are; given: they become exactly these.","type":"object","maxProperties":64,"propertyNames":{"pattern":"^[a-z_][a-z0-9_]{0,62}$"},"additionalProperties":{"anyOf":[{"type":"string","maxLength":1000},{"type":"number"},{"type":"boolean"},{"type":"array","maxItems":1000,"items":{"anyOf":[{"type":"string","maxLength":1000},{"type":"number"},{"type":"boolean"}]}}]}},"grants":{"type":"array","maxItems":10000,"items":{"$ref":"#/$defs/grant"}}},"required":["name"],"additionalProperties":false},"grant":{"title":"FileGrant","type":"object","properties":{"role":{"type":"string","minLength":1},"source":{"type":"string","minLength":1}},"required":["role","source"],"additionalProperties":false}}};
 const schema55 = {"title":"FileSource","description":"A source as in spec/source-v1.schema.json, except that credentials hold secret references instead of passwords. The settings, once the references are resolved, are validated against spec/source-v1.schema.json.","type":"object","properties":{"id":{"type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$"},"type":{"type":"string","enum":["postgres","documents"]},"name":{"type":"string","minLength":1,"maxLength":200},"description":{"type":"string","maxLength":1000},"enabled":{"type":"boolean"},"settings":{"type":"object","properties":{"reader":{"$ref":"#/$defs/credentials"},"writer":{"$ref":"#/$defs/credentials"}}}},"required":["id","type","name","settings"],"additionalProperties":false};
 const schema56 = {"title":"FileCredentials","description":"A database role and where its password comes from: password_env (an environment variable of the process that applies the file) or password_file (a file whose content, without the trailing newline, is the password). Neither: no password (trust, peer or certificate authentication). An inline password is refused.","type":"object","properties":{"user":{"type":"string","minLength":1,"maxLength":63},"password_env":{"type":"string","pattern":"^[A-Za-z_][A-Za-z0-9_]{0,127}$"},"password_file":{"type":"string","minLength":1,"maxLength":4096}},"required":["user"],"additionalProperties":false,"not":{"properties":{"password_env":true,"password_file":true},"required":["password_env","password_file"]}};
 const pattern19 = new RegExp("^[A-Za-z_][A-Za-z0-9_]{0,127}$", "u");
@@ -7856,8 +7856,8 @@ return errors === 0;
 }
 validate40.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-const schema58 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/role-v1.schema.json","title":"SourceRole","description":"A source role: a named set of allow/deny statements (deny wins). Operators write it as JSON or YAML and load it with `interlock role create FILE`. A grant binds identity x role x source. Contract: Governance (source-role authorization); decisions.md governance model.","type":"object","properties":{"name":{"type":"string","pattern":"^[a-z0-9][a-z0-9_.-]{0,62}$"},"description":{"type":"string","maxLength":1000},"audiences":{"description":"Discovery audiences carried by identities holding this role: an asset with an audience is visible only to identities whose roles carry one of its audiences.","type":"array","items":{"type":"string","pattern":"^[a-z0-9][a-z0-9_.-]{0,62}$"},"maxItems":50},"statements":{"type":"array","minItems":1,"maxItems":1000,"items":{"$ref":"#/$defs/statement"}}},"required":["name","statements"],"additionalProperties":false,"$defs":{"statement":{"title":"RoleStatement","type":"object","properties":{"effect":{"type":"string","enum":["allow","deny"]},"action":{"type":"string","enum":["read","write","describe","discover","request","*"]},"resource":{"description":"SQL sources: schema.table or schema.table.column, each part a name or *, e.g. public.*, public.customer, public.customer.email, *.*. Documents sources: * or a category path prefix such as operations/runbooks/*.","type":"string","minLength":1,"maxLength":400,"pattern":"^[^\\s]+$"}},"required":["effect","action","resource"],"additionalProperties":false}}};
-const schema59 = {"title":"RoleStatement","type":"object","properties":{"effect":{"type":"string","enum":["allow","deny"]},"action":{"type":"string","enum":["read","write","describe","discover","request","*"]},"resource":{"description":"SQL sources: schema.table or schema.table.column, each part a name or *, e.g. public.*, public.customer, public.customer.email, *.*. Documents sources: * or a category path prefix such as operations/runbooks/*.","type":"string","minLength":1,"maxLength":400,"pattern":"^[^\\s]+$"}},"required":["effect","action","resource"],"additionalProperties":false};
+const schema58 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/role-v1.schema.json","title":"SourceRole","description":"A source role: a named set of allow/deny statements (deny wins). Operators write it as JSON or YAML and load it with `interlock role create FILE`. A grant binds identity x role x source. Contract: Governance (source-role authorization); decisions.md governance model.","type":"object","properties":{"name":{"type":"string","pattern":"^[a-z0-9][a-z0-9_.-]{0,62}$"},"description":{"type":"string","maxLength":1000},"audiences":{"description":"Discovery audiences carried by identities holding this role: an asset with an audience is visible only to identities whose roles carry one of its audiences.","type":"array","items":{"type":"string","pattern":"^[a-z0-9][a-z0-9_.-]{0,62}$"},"maxItems":50},"statements":{"type":"array","minItems":1,"maxItems":1000,"items":{"$ref":"#/$defs/statement"}}},"required":["name","statements"],"additionalProperties":false,"$defs":{"statement":{"title":"RoleStatement","type":"object","properties":{"effect":{"type":"string","enum":["allow","deny"]},"action":{"type":"string","enum":["read","write","describe","discover","request","*"]},"resource":{"description":"SQL sources: schema.table or schema.table.column, each part a name or *, e.g. public.*, public.customer, public.customer.email, *.*. Documents sources: * or a category path prefix such as operations/runbooks/*.","type":"string","minLength":1,"maxLength":400,"pattern":"^[^\\s]+$"},"rows":{"description":"Row rule (issue 27, docs/row-rules.md): a predicate over the table's own columns and the caller's attributes (identity.<name>), e.g. \"support_rep_id = identity.employee_id\" or \"region = ANY(identity.regions)\". Only on allow statements for read, write or * over a schema.table resource. The caller then reads only rows for which it is true; several allows covering one table combine with OR, an allow without rows grants every row. Allowed: columns, identity.<attr>, constants, comparisons (= <> < <= > >=), IN lists, = ANY(identity.<attr>), IS [NOT] NULL, AND/OR/NOT, lower/upper/btrim/coalesce. Checked when written; attribute values are bound per call, never spliced into SQL; a caller without an attribute the rule needs cannot read the table.","type":"string","minLength":1,"maxLength":2000}},"required":["effect","action","resource"],"if":{"properties":{"rows":{"type":"string"}},"required":["rows"]},"then":{"properties":{"effect":{"const":"allow"},"action":{"enum":["read","write","*"]}}},"additionalProperties":false}}};
+const schema59 = {"title":"RoleStatement","type":"object","properties":{"effect":{"type":"string","enum":["allow","deny"]},"action":{"type":"string","enum":["read","write","describe","discover","request","*"]},"resource":{"description":"SQL sources: schema.table or schema.table.column, each part a name or *, e.g. public.*, public.customer, public.customer.email, *.*. Documents sources: * or a category path prefix such as operations/runbooks/*.","type":"string","minLength":1,"maxLength":400,"pattern":"^[^\\s]+$"},"rows":{"description":"Row rule (issue 27, docs/row-rules.md): a predicate over the table's own columns and the caller's attributes (identity.<name>), e.g. \"support_rep_id = identity.employee_id\" or \"region = ANY(identity.regions)\". Only on allow statements for read, write or * over a schema.table resource. The caller then reads only rows for which it is true; several allows covering one table combine with OR, an allow without rows grants every row. Allowed: columns, identity.<attr>, constants, comparisons (= <> < <= > >=), IN lists, = ANY(identity.<attr>), IS [NOT] NULL, AND/OR/NOT, lower/upper/btrim/coalesce. Checked when written; attribute values are bound per call, never spliced into SQL; a caller without an attribute the rule needs cannot read the table.","type":"string","minLength":1,"maxLength":2000}},"required":["effect","action","resource"],"if":{"properties":{"rows":{"type":"string"}},"required":["rows"]},"then":{"properties":{"effect":{"const":"allow"},"action":{"enum":["read","write","*"]}}},"additionalProperties":false};
 const pattern21 = new RegExp("^[a-z0-9][a-z0-9_.-]{0,62}$", "u");
 const pattern23 = new RegExp("^[^\\s]+$", "u");
 
@@ -8032,9 +8032,13 @@ errors++;
 const len1 = data4.length;
 for(let i1=0; i1<len1; i1++){
 let data5 = data4[i1];
+const _errs15 = errors;
+let valid6 = true;
+const _errs16 = errors;
 if(data5 && typeof data5 == "object" && !Array.isArray(data5)){
-if(data5.effect === undefined){
-const err13 = {instancePath:instancePath+"/statements/" + i1,schemaPath:"#/$defs/statement/required",keyword:"required",params:{missingProperty: "effect"},message:"must have required property '"+"effect"+"'"};
+let missing0;
+if((data5.rows === undefined) && (missing0 = "rows")){
+const err13 = {};
 if(vErrors === null){
 vErrors = [err13];
 }
@@ -8043,8 +8047,10 @@ vErrors.push(err13);
 }
 errors++;
 }
-if(data5.action === undefined){
-const err14 = {instancePath:instancePath+"/statements/" + i1,schemaPath:"#/$defs/statement/required",keyword:"required",params:{missingProperty: "action"},message:"must have required property '"+"action"+"'"};
+else {
+if(data5.rows !== undefined){
+if(typeof data5.rows !== "string"){
+const err14 = {};
 if(vErrors === null){
 vErrors = [err14];
 }
@@ -8053,8 +8059,25 @@ vErrors.push(err14);
 }
 errors++;
 }
-if(data5.resource === undefined){
-const err15 = {instancePath:instancePath+"/statements/" + i1,schemaPath:"#/$defs/statement/required",keyword:"required",params:{missingProperty: "resource"},message:"must have required property '"+"resource"+"'"};
+}
+}
+}
+var _valid0 = _errs16 === errors;
+errors = _errs15;
+if(vErrors !== null){
+if(_errs15){
+vErrors.length = _errs15;
+}
+else {
+vErrors = null;
+}
+}
+if(_valid0){
+const _errs19 = errors;
+if(data5 && typeof data5 == "object" && !Array.isArray(data5)){
+if(data5.effect !== undefined){
+if("allow" !== data5.effect){
+const err15 = {instancePath:instancePath+"/statements/" + i1+"/effect",schemaPath:"#/$defs/statement/then/properties/effect/const",keyword:"const",params:{allowedValue: "allow"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err15];
 }
@@ -8063,9 +8086,11 @@ vErrors.push(err15);
 }
 errors++;
 }
-for(const key1 in data5){
-if(!(((key1 === "effect") || (key1 === "action")) || (key1 === "resource"))){
-const err16 = {instancePath:instancePath+"/statements/" + i1,schemaPath:"#/$defs/statement/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
+}
+if(data5.action !== undefined){
+let data8 = data5.action;
+if(!(((data8 === "read") || (data8 === "write")) || (data8 === "*"))){
+const err16 = {instancePath:instancePath+"/statements/" + i1+"/action",schemaPath:"#/$defs/statement/then/properties/action/enum",keyword:"enum",params:{allowedValues: schema59.then.properties.action.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err16];
 }
@@ -8075,10 +8100,18 @@ vErrors.push(err16);
 errors++;
 }
 }
-if(data5.effect !== undefined){
-let data6 = data5.effect;
-if(typeof data6 !== "string"){
-const err17 = {instancePath:instancePath+"/statements/" + i1+"/effect",schemaPath:"#/$defs/statement/properties/effect/type",keyword:"type",params:{type: "string"},message:"must be string"};
+}
+var _valid0 = _errs19 === errors;
+valid6 = _valid0;
+if(valid6){
+var props0 = {};
+props0.effect = true;
+props0.action = true;
+props0.rows = true;
+}
+}
+if(!valid6){
+const err17 = {instancePath:instancePath+"/statements/" + i1,schemaPath:"#/$defs/statement/if",keyword:"if",params:{failingKeyword: "then"},message:"must match \"then\" schema"};
 if(vErrors === null){
 vErrors = [err17];
 }
@@ -8087,8 +8120,9 @@ vErrors.push(err17);
 }
 errors++;
 }
-if(!((data6 === "allow") || (data6 === "deny"))){
-const err18 = {instancePath:instancePath+"/statements/" + i1+"/effect",schemaPath:"#/$defs/statement/properties/effect/enum",keyword:"enum",params:{allowedValues: schema59.properties.effect.enum},message:"must be equal to one of the allowed values"};
+if(data5 && typeof data5 == "object" && !Array.isArray(data5)){
+if(data5.effect === undefined){
+const err18 = {instancePath:instancePath+"/statements/" + i1,schemaPath:"#/$defs/statement/required",keyword:"required",params:{missingProperty: "effect"},message:"must have required property '"+"effect"+"'"};
 if(vErrors === null){
 vErrors = [err18];
 }
@@ -8097,11 +8131,8 @@ vErrors.push(err18);
 }
 errors++;
 }
-}
-if(data5.action !== undefined){
-let data7 = data5.action;
-if(typeof data7 !== "string"){
-const err19 = {instancePath:instancePath+"/statements/" + i1+"/action",schemaPath:"#/$defs/statement/properties/action/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data5.action === undefined){
+const err19 = {instancePath:instancePath+"/statements/" + i1,schemaPath:"#/$defs/statement/required",keyword:"required",params:{missingProperty: "action"},message:"must have required property '"+"action"+"'"};
 if(vErrors === null){
 vErrors = [err19];
 }
@@ -8110,8 +8141,8 @@ vErrors.push(err19);
 }
 errors++;
 }
-if(!((((((data7 === "read") || (data7 === "write")) || (data7 === "describe")) || (data7 === "discover")) || (data7 === "request")) || (data7 === "*"))){
-const err20 = {instancePath:instancePath+"/statements/" + i1+"/action",schemaPath:"#/$defs/statement/properties/action/enum",keyword:"enum",params:{allowedValues: schema59.properties.action.enum},message:"must be equal to one of the allowed values"};
+if(data5.resource === undefined){
+const err20 = {instancePath:instancePath+"/statements/" + i1,schemaPath:"#/$defs/statement/required",keyword:"required",params:{missingProperty: "resource"},message:"must have required property '"+"resource"+"'"};
 if(vErrors === null){
 vErrors = [err20];
 }
@@ -8120,12 +8151,9 @@ vErrors.push(err20);
 }
 errors++;
 }
-}
-if(data5.resource !== undefined){
-let data8 = data5.resource;
-if(typeof data8 === "string"){
-if(func3(data8) > 400){
-const err21 = {instancePath:instancePath+"/statements/" + i1+"/resource",schemaPath:"#/$defs/statement/properties/resource/maxLength",keyword:"maxLength",params:{limit: 400},message:"must NOT have more than 400 characters"};
+for(const key1 in data5){
+if(!((((key1 === "effect") || (key1 === "action")) || (key1 === "resource")) || (key1 === "rows"))){
+const err21 = {instancePath:instancePath+"/statements/" + i1,schemaPath:"#/$defs/statement/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err21];
 }
@@ -8134,8 +8162,11 @@ vErrors.push(err21);
 }
 errors++;
 }
-if(func3(data8) < 1){
-const err22 = {instancePath:instancePath+"/statements/" + i1+"/resource",schemaPath:"#/$defs/statement/properties/resource/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+}
+if(data5.effect !== undefined){
+let data9 = data5.effect;
+if(typeof data9 !== "string"){
+const err22 = {instancePath:instancePath+"/statements/" + i1+"/effect",schemaPath:"#/$defs/statement/properties/effect/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err22];
 }
@@ -8144,8 +8175,8 @@ vErrors.push(err22);
 }
 errors++;
 }
-if(!pattern23.test(data8)){
-const err23 = {instancePath:instancePath+"/statements/" + i1+"/resource",schemaPath:"#/$defs/statement/properties/resource/pattern",keyword:"pattern",params:{pattern: "^[^\\s]+$"},message:"must match pattern \""+"^[^\\s]+$"+"\""};
+if(!((data9 === "allow") || (data9 === "deny"))){
+const err23 = {instancePath:instancePath+"/statements/" + i1+"/effect",schemaPath:"#/$defs/statement/properties/effect/enum",keyword:"enum",params:{allowedValues: schema59.properties.effect.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err23];
 }
@@ -8155,8 +8186,10 @@ vErrors.push(err23);
 errors++;
 }
 }
-else {
-const err24 = {instancePath:instancePath+"/statements/" + i1+"/resource",schemaPath:"#/$defs/statement/properties/resource/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data5.action !== undefined){
+let data10 = data5.action;
+if(typeof data10 !== "string"){
+const err24 = {instancePath:instancePath+"/statements/" + i1+"/action",schemaPath:"#/$defs/statement/properties/action/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err24];
 }
@@ -8165,10 +8198,8 @@ vErrors.push(err24);
 }
 errors++;
 }
-}
-}
-else {
-const err25 = {instancePath:instancePath+"/statements/" + i1,schemaPath:"#/$defs/statement/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(!((((((data10 === "read") || (data10 === "write")) || (data10 === "describe")) || (data10 === "discover")) || (data10 === "request")) || (data10 === "*"))){
+const err25 = {instancePath:instancePath+"/statements/" + i1+"/action",schemaPath:"#/$defs/statement/properties/action/enum",keyword:"enum",params:{allowedValues: schema59.properties.action.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err25];
 }
@@ -8178,9 +8209,11 @@ vErrors.push(err25);
 errors++;
 }
 }
-}
-else {
-const err26 = {instancePath:instancePath+"/statements",schemaPath:"#/properties/statements/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data5.resource !== undefined){
+let data11 = data5.resource;
+if(typeof data11 === "string"){
+if(func3(data11) > 400){
+const err26 = {instancePath:instancePath+"/statements/" + i1+"/resource",schemaPath:"#/$defs/statement/properties/resource/maxLength",keyword:"maxLength",params:{limit: 400},message:"must NOT have more than 400 characters"};
 if(vErrors === null){
 vErrors = [err26];
 }
@@ -8189,10 +8222,8 @@ vErrors.push(err26);
 }
 errors++;
 }
-}
-}
-else {
-const err27 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(func3(data11) < 1){
+const err27 = {instancePath:instancePath+"/statements/" + i1+"/resource",schemaPath:"#/$defs/statement/properties/resource/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err27];
 }
@@ -8201,14 +8232,107 @@ vErrors.push(err27);
 }
 errors++;
 }
+if(!pattern23.test(data11)){
+const err28 = {instancePath:instancePath+"/statements/" + i1+"/resource",schemaPath:"#/$defs/statement/properties/resource/pattern",keyword:"pattern",params:{pattern: "^[^\\s]+$"},message:"must match pattern \""+"^[^\\s]+$"+"\""};
+if(vErrors === null){
+vErrors = [err28];
+}
+else {
+vErrors.push(err28);
+}
+errors++;
+}
+}
+else {
+const err29 = {instancePath:instancePath+"/statements/" + i1+"/resource",schemaPath:"#/$defs/statement/properties/resource/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err29];
+}
+else {
+vErrors.push(err29);
+}
+errors++;
+}
+}
+if(data5.rows !== undefined){
+let data12 = data5.rows;
+if(typeof data12 === "string"){
+if(func3(data12) > 2000){
+const err30 = {instancePath:instancePath+"/statements/" + i1+"/rows",schemaPath:"#/$defs/statement/properties/rows/maxLength",keyword:"maxLength",params:{limit: 2000},message:"must NOT have more than 2000 characters"};
+if(vErrors === null){
+vErrors = [err30];
+}
+else {
+vErrors.push(err30);
+}
+errors++;
+}
+if(func3(data12) < 1){
+const err31 = {instancePath:instancePath+"/statements/" + i1+"/rows",schemaPath:"#/$defs/statement/properties/rows/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err31];
+}
+else {
+vErrors.push(err31);
+}
+errors++;
+}
+}
+else {
+const err32 = {instancePath:instancePath+"/statements/" + i1+"/rows",schemaPath:"#/$defs/statement/properties/rows/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err32];
+}
+else {
+vErrors.push(err32);
+}
+errors++;
+}
+}
+}
+else {
+const err33 = {instancePath:instancePath+"/statements/" + i1,schemaPath:"#/$defs/statement/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err33];
+}
+else {
+vErrors.push(err33);
+}
+errors++;
+}
+}
+}
+else {
+const err34 = {instancePath:instancePath+"/statements",schemaPath:"#/properties/statements/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err34];
+}
+else {
+vErrors.push(err34);
+}
+errors++;
+}
+}
+}
+else {
+const err35 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err35];
+}
+else {
+vErrors.push(err35);
+}
+errors++;
+}
 validate42.errors = vErrors;
 return errors === 0;
 }
 validate42.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-const schema60 = {"title":"FileIdentity","description":"An identity and every grant it holds. disabled defaults to false.","type":"object","properties":{"name":{"type":"string","pattern":"^[a-z0-9][a-z0-9_.@-]{0,127}$"},"disabled":{"type":"boolean"},"grants":{"type":"array","maxItems":10000,"items":{"$ref":"#/$defs/grant"}}},"required":["name"],"additionalProperties":false};
+const schema60 = {"title":"FileIdentity","description":"An identity and every grant it holds. disabled defaults to false.","type":"object","properties":{"name":{"type":"string","pattern":"^[a-z0-9][a-z0-9_.@-]{0,127}$"},"disabled":{"type":"boolean"},"attributes":{"description":"Attributes row rules read as identity.<name> (issue 27, docs/row-rules.md): strings, finite numbers, booleans or lists of those. Omitted: the identity's attributes are left as they are; given: they become exactly these.","type":"object","maxProperties":64,"propertyNames":{"pattern":"^[a-z_][a-z0-9_]{0,62}$"},"additionalProperties":{"anyOf":[{"type":"string","maxLength":1000},{"type":"number"},{"type":"boolean"},{"type":"array","maxItems":1000,"items":{"anyOf":[{"type":"string","maxLength":1000},{"type":"number"},{"type":"boolean"}]}}]}},"grants":{"type":"array","maxItems":10000,"items":{"$ref":"#/$defs/grant"}}},"required":["name"],"additionalProperties":false};
 const schema61 = {"title":"FileGrant","type":"object","properties":{"role":{"type":"string","minLength":1},"source":{"type":"string","minLength":1}},"required":["role","source"],"additionalProperties":false};
 const pattern24 = new RegExp("^[a-z0-9][a-z0-9_.@-]{0,127}$", "u");
+const pattern25 = new RegExp("^[a-z_][a-z0-9_]{0,62}$", "u");
 
 function validate44(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -8232,7 +8356,7 @@ vErrors.push(err0);
 errors++;
 }
 for(const key0 in data){
-if(!(((key0 === "name") || (key0 === "disabled")) || (key0 === "grants"))){
+if(!((((key0 === "name") || (key0 === "disabled")) || (key0 === "attributes")) || (key0 === "grants"))){
 const err1 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err1];
@@ -8280,11 +8404,11 @@ vErrors.push(err4);
 errors++;
 }
 }
-if(data.grants !== undefined){
-let data2 = data.grants;
-if(Array.isArray(data2)){
-if(data2.length > 10000){
-const err5 = {instancePath:instancePath+"/grants",schemaPath:"#/properties/grants/maxItems",keyword:"maxItems",params:{limit: 10000},message:"must NOT have more than 10000 items"};
+if(data.attributes !== undefined){
+let data2 = data.attributes;
+if(data2 && typeof data2 == "object" && !Array.isArray(data2)){
+if(Object.keys(data2).length > 64){
+const err5 = {instancePath:instancePath+"/attributes",schemaPath:"#/properties/attributes/maxProperties",keyword:"maxProperties",params:{limit: 64},message:"must NOT have more than 64 properties"};
 if(vErrors === null){
 vErrors = [err5];
 }
@@ -8293,12 +8417,11 @@ vErrors.push(err5);
 }
 errors++;
 }
-const len0 = data2.length;
-for(let i0=0; i0<len0; i0++){
-let data3 = data2[i0];
-if(data3 && typeof data3 == "object" && !Array.isArray(data3)){
-if(data3.role === undefined){
-const err6 = {instancePath:instancePath+"/grants/" + i0,schemaPath:"#/$defs/grant/required",keyword:"required",params:{missingProperty: "role"},message:"must have required property '"+"role"+"'"};
+for(const key1 in data2){
+const _errs8 = errors;
+if(typeof key1 === "string"){
+if(!pattern25.test(key1)){
+const err6 = {instancePath:instancePath+"/attributes",schemaPath:"#/properties/attributes/propertyNames/pattern",keyword:"pattern",params:{pattern: "^[a-z_][a-z0-9_]{0,62}$"},message:"must match pattern \""+"^[a-z_][a-z0-9_]{0,62}$"+"\"",propertyName:key1};
 if(vErrors === null){
 vErrors = [err6];
 }
@@ -8307,8 +8430,10 @@ vErrors.push(err6);
 }
 errors++;
 }
-if(data3.source === undefined){
-const err7 = {instancePath:instancePath+"/grants/" + i0,schemaPath:"#/$defs/grant/required",keyword:"required",params:{missingProperty: "source"},message:"must have required property '"+"source"+"'"};
+}
+var valid1 = _errs8 === errors;
+if(!valid1){
+const err7 = {instancePath:instancePath+"/attributes",schemaPath:"#/properties/attributes/propertyNames",keyword:"propertyNames",params:{propertyName: key1},message:"property name must be valid"};
 if(vErrors === null){
 vErrors = [err7];
 }
@@ -8317,9 +8442,15 @@ vErrors.push(err7);
 }
 errors++;
 }
-for(const key1 in data3){
-if(!((key1 === "role") || (key1 === "source"))){
-const err8 = {instancePath:instancePath+"/grants/" + i0,schemaPath:"#/$defs/grant/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
+}
+for(const key2 in data2){
+let data3 = data2[key2];
+const _errs11 = errors;
+let valid3 = false;
+const _errs12 = errors;
+if(typeof data3 === "string"){
+if(func3(data3) > 1000){
+const err8 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/attributes/additionalProperties/anyOf/0/maxLength",keyword:"maxLength",params:{limit: 1000},message:"must NOT have more than 1000 characters"};
 if(vErrors === null){
 vErrors = [err8];
 }
@@ -8329,11 +8460,8 @@ vErrors.push(err8);
 errors++;
 }
 }
-if(data3.role !== undefined){
-let data4 = data3.role;
-if(typeof data4 === "string"){
-if(func3(data4) < 1){
-const err9 = {instancePath:instancePath+"/grants/" + i0+"/role",schemaPath:"#/$defs/grant/properties/role/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+else {
+const err9 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/attributes/additionalProperties/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err9];
 }
@@ -8342,9 +8470,11 @@ vErrors.push(err9);
 }
 errors++;
 }
-}
-else {
-const err10 = {instancePath:instancePath+"/grants/" + i0+"/role",schemaPath:"#/$defs/grant/properties/role/type",keyword:"type",params:{type: "string"},message:"must be string"};
+var _valid0 = _errs12 === errors;
+valid3 = valid3 || _valid0;
+const _errs14 = errors;
+if(!((typeof data3 == "number") && (isFinite(data3)))){
+const err10 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/attributes/additionalProperties/anyOf/1/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err10];
 }
@@ -8353,12 +8483,11 @@ vErrors.push(err10);
 }
 errors++;
 }
-}
-if(data3.source !== undefined){
-let data5 = data3.source;
-if(typeof data5 === "string"){
-if(func3(data5) < 1){
-const err11 = {instancePath:instancePath+"/grants/" + i0+"/source",schemaPath:"#/$defs/grant/properties/source/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+var _valid0 = _errs14 === errors;
+valid3 = valid3 || _valid0;
+const _errs16 = errors;
+if(typeof data3 !== "boolean"){
+const err11 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/attributes/additionalProperties/anyOf/2/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err11];
 }
@@ -8367,9 +8496,12 @@ vErrors.push(err11);
 }
 errors++;
 }
-}
-else {
-const err12 = {instancePath:instancePath+"/grants/" + i0+"/source",schemaPath:"#/$defs/grant/properties/source/type",keyword:"type",params:{type: "string"},message:"must be string"};
+var _valid0 = _errs16 === errors;
+valid3 = valid3 || _valid0;
+const _errs18 = errors;
+if(Array.isArray(data3)){
+if(data3.length > 1000){
+const err12 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/attributes/additionalProperties/anyOf/3/maxItems",keyword:"maxItems",params:{limit: 1000},message:"must NOT have more than 1000 items"};
 if(vErrors === null){
 vErrors = [err12];
 }
@@ -8378,10 +8510,15 @@ vErrors.push(err12);
 }
 errors++;
 }
-}
-}
-else {
-const err13 = {instancePath:instancePath+"/grants/" + i0,schemaPath:"#/$defs/grant/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const len0 = data3.length;
+for(let i0=0; i0<len0; i0++){
+let data4 = data3[i0];
+const _errs21 = errors;
+let valid6 = false;
+const _errs22 = errors;
+if(typeof data4 === "string"){
+if(func3(data4) > 1000){
+const err13 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + i0,schemaPath:"#/properties/attributes/additionalProperties/anyOf/3/items/anyOf/0/maxLength",keyword:"maxLength",params:{limit: 1000},message:"must NOT have more than 1000 characters"};
 if(vErrors === null){
 vErrors = [err13];
 }
@@ -8391,9 +8528,8 @@ vErrors.push(err13);
 errors++;
 }
 }
-}
 else {
-const err14 = {instancePath:instancePath+"/grants",schemaPath:"#/properties/grants/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err14 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + i0,schemaPath:"#/properties/attributes/additionalProperties/anyOf/3/items/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err14];
 }
@@ -8402,15 +8538,234 @@ vErrors.push(err14);
 }
 errors++;
 }
-}
-}
-else {
-const err15 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+var _valid1 = _errs22 === errors;
+valid6 = valid6 || _valid1;
+const _errs24 = errors;
+if(!((typeof data4 == "number") && (isFinite(data4)))){
+const err15 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + i0,schemaPath:"#/properties/attributes/additionalProperties/anyOf/3/items/anyOf/1/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err15];
 }
 else {
 vErrors.push(err15);
+}
+errors++;
+}
+var _valid1 = _errs24 === errors;
+valid6 = valid6 || _valid1;
+const _errs26 = errors;
+if(typeof data4 !== "boolean"){
+const err16 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + i0,schemaPath:"#/properties/attributes/additionalProperties/anyOf/3/items/anyOf/2/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(vErrors === null){
+vErrors = [err16];
+}
+else {
+vErrors.push(err16);
+}
+errors++;
+}
+var _valid1 = _errs26 === errors;
+valid6 = valid6 || _valid1;
+if(!valid6){
+const err17 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + i0,schemaPath:"#/properties/attributes/additionalProperties/anyOf/3/items/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if(vErrors === null){
+vErrors = [err17];
+}
+else {
+vErrors.push(err17);
+}
+errors++;
+}
+else {
+errors = _errs21;
+if(vErrors !== null){
+if(_errs21){
+vErrors.length = _errs21;
+}
+else {
+vErrors = null;
+}
+}
+}
+}
+}
+else {
+const err18 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/attributes/additionalProperties/anyOf/3/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err18];
+}
+else {
+vErrors.push(err18);
+}
+errors++;
+}
+var _valid0 = _errs18 === errors;
+valid3 = valid3 || _valid0;
+if(!valid3){
+const err19 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/attributes/additionalProperties/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if(vErrors === null){
+vErrors = [err19];
+}
+else {
+vErrors.push(err19);
+}
+errors++;
+}
+else {
+errors = _errs11;
+if(vErrors !== null){
+if(_errs11){
+vErrors.length = _errs11;
+}
+else {
+vErrors = null;
+}
+}
+}
+}
+}
+else {
+const err20 = {instancePath:instancePath+"/attributes",schemaPath:"#/properties/attributes/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err20];
+}
+else {
+vErrors.push(err20);
+}
+errors++;
+}
+}
+if(data.grants !== undefined){
+let data5 = data.grants;
+if(Array.isArray(data5)){
+if(data5.length > 10000){
+const err21 = {instancePath:instancePath+"/grants",schemaPath:"#/properties/grants/maxItems",keyword:"maxItems",params:{limit: 10000},message:"must NOT have more than 10000 items"};
+if(vErrors === null){
+vErrors = [err21];
+}
+else {
+vErrors.push(err21);
+}
+errors++;
+}
+const len1 = data5.length;
+for(let i1=0; i1<len1; i1++){
+let data6 = data5[i1];
+if(data6 && typeof data6 == "object" && !Array.isArray(data6)){
+if(data6.role === undefined){
+const err22 = {instancePath:instancePath+"/grants/" + i1,schemaPath:"#/$defs/grant/required",keyword:"required",params:{missingProperty: "role"},message:"must have required property '"+"role"+"'"};
+if(vErrors === null){
+vErrors = [err22];
+}
+else {
+vErrors.push(err22);
+}
+errors++;
+}
+if(data6.source === undefined){
+const err23 = {instancePath:instancePath+"/grants/" + i1,schemaPath:"#/$defs/grant/required",keyword:"required",params:{missingProperty: "source"},message:"must have required property '"+"source"+"'"};
+if(vErrors === null){
+vErrors = [err23];
+}
+else {
+vErrors.push(err23);
+}
+errors++;
+}
+for(const key3 in data6){
+if(!((key3 === "role") || (key3 === "source"))){
+const err24 = {instancePath:instancePath+"/grants/" + i1,schemaPath:"#/$defs/grant/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key3},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err24];
+}
+else {
+vErrors.push(err24);
+}
+errors++;
+}
+}
+if(data6.role !== undefined){
+let data7 = data6.role;
+if(typeof data7 === "string"){
+if(func3(data7) < 1){
+const err25 = {instancePath:instancePath+"/grants/" + i1+"/role",schemaPath:"#/$defs/grant/properties/role/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err25];
+}
+else {
+vErrors.push(err25);
+}
+errors++;
+}
+}
+else {
+const err26 = {instancePath:instancePath+"/grants/" + i1+"/role",schemaPath:"#/$defs/grant/properties/role/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err26];
+}
+else {
+vErrors.push(err26);
+}
+errors++;
+}
+}
+if(data6.source !== undefined){
+let data8 = data6.source;
+if(typeof data8 === "string"){
+if(func3(data8) < 1){
+const err27 = {instancePath:instancePath+"/grants/" + i1+"/source",schemaPath:"#/$defs/grant/properties/source/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err27];
+}
+else {
+vErrors.push(err27);
+}
+errors++;
+}
+}
+else {
+const err28 = {instancePath:instancePath+"/grants/" + i1+"/source",schemaPath:"#/$defs/grant/properties/source/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err28];
+}
+else {
+vErrors.push(err28);
+}
+errors++;
+}
+}
+}
+else {
+const err29 = {instancePath:instancePath+"/grants/" + i1,schemaPath:"#/$defs/grant/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err29];
+}
+else {
+vErrors.push(err29);
+}
+errors++;
+}
+}
+}
+else {
+const err30 = {instancePath:instancePath+"/grants",schemaPath:"#/properties/grants/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err30];
+}
+else {
+vErrors.push(err30);
+}
+errors++;
+}
+}
+}
+else {
+const err31 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err31];
+}
+else {
+vErrors.push(err31);
 }
 errors++;
 }
@@ -8614,8 +8969,8 @@ return errors === 0;
 validate47.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 const schema67 = {"title":"TimeWindowRule","description":"Allow the listed actions only inside a weekly window; outside it they are refused.","type":"object","properties":{"type":{"const":"time_window"},"days":{"type":"array","minItems":1,"items":{"type":"string","enum":["mon","tue","wed","thu","fri","sat","sun"]}},"start":{"type":"string","pattern":"^([01][0-9]|2[0-3]):[0-5][0-9]$"},"end":{"type":"string","pattern":"^([01][0-9]|2[0-4]):[0-5][0-9]$"},"timezone":{"type":"string","default":"UTC"},"actions":{"type":"array","items":{"$ref":"#/$defs/action"}},"reason":{"type":"string","maxLength":500}},"required":["type","days","start","end"],"additionalProperties":false};
-const pattern26 = new RegExp("^([01][0-9]|2[0-3]):[0-5][0-9]$", "u");
-const pattern27 = new RegExp("^([01][0-9]|2[0-4]):[0-5][0-9]$", "u");
+const pattern27 = new RegExp("^([01][0-9]|2[0-3]):[0-5][0-9]$", "u");
+const pattern28 = new RegExp("^([01][0-9]|2[0-4]):[0-5][0-9]$", "u");
 
 function validate49(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -8744,7 +9099,7 @@ errors++;
 if(data.start !== undefined){
 let data3 = data.start;
 if(typeof data3 === "string"){
-if(!pattern26.test(data3)){
+if(!pattern27.test(data3)){
 const err10 = {instancePath:instancePath+"/start",schemaPath:"#/properties/start/pattern",keyword:"pattern",params:{pattern: "^([01][0-9]|2[0-3]):[0-5][0-9]$"},message:"must match pattern \""+"^([01][0-9]|2[0-3]):[0-5][0-9]$"+"\""};
 if(vErrors === null){
 vErrors = [err10];
@@ -8769,7 +9124,7 @@ errors++;
 if(data.end !== undefined){
 let data4 = data.end;
 if(typeof data4 === "string"){
-if(!pattern27.test(data4)){
+if(!pattern28.test(data4)){
 const err12 = {instancePath:instancePath+"/end",schemaPath:"#/properties/end/pattern",keyword:"pattern",params:{pattern: "^([01][0-9]|2[0-4]):[0-5][0-9]$"},message:"must match pattern \""+"^([01][0-9]|2[0-4]):[0-5][0-9]$"+"\""};
 if(vErrors === null){
 vErrors = [err12];
@@ -11028,7 +11383,7 @@ vErrors.push(err0);
 errors++;
 }
 for(const key0 in data){
-if(!(((key0 === "name") || (key0 === "disabled")) || (key0 === "grants"))){
+if(!((((key0 === "name") || (key0 === "disabled")) || (key0 === "attributes")) || (key0 === "grants"))){
 const err1 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err1];
@@ -11076,11 +11431,11 @@ vErrors.push(err4);
 errors++;
 }
 }
-if(data.grants !== undefined){
-let data2 = data.grants;
-if(Array.isArray(data2)){
-if(data2.length > 10000){
-const err5 = {instancePath:instancePath+"/grants",schemaPath:"#/properties/grants/maxItems",keyword:"maxItems",params:{limit: 10000},message:"must NOT have more than 10000 items"};
+if(data.attributes !== undefined){
+let data2 = data.attributes;
+if(data2 && typeof data2 == "object" && !Array.isArray(data2)){
+if(Object.keys(data2).length > 64){
+const err5 = {instancePath:instancePath+"/attributes",schemaPath:"#/properties/attributes/maxProperties",keyword:"maxProperties",params:{limit: 64},message:"must NOT have more than 64 properties"};
 if(vErrors === null){
 vErrors = [err5];
 }
@@ -11089,12 +11444,11 @@ vErrors.push(err5);
 }
 errors++;
 }
-const len0 = data2.length;
-for(let i0=0; i0<len0; i0++){
-let data3 = data2[i0];
-if(data3 && typeof data3 == "object" && !Array.isArray(data3)){
-if(data3.role === undefined){
-const err6 = {instancePath:instancePath+"/grants/" + i0,schemaPath:"#/$defs/grant/required",keyword:"required",params:{missingProperty: "role"},message:"must have required property '"+"role"+"'"};
+for(const key1 in data2){
+const _errs8 = errors;
+if(typeof key1 === "string"){
+if(!pattern25.test(key1)){
+const err6 = {instancePath:instancePath+"/attributes",schemaPath:"#/properties/attributes/propertyNames/pattern",keyword:"pattern",params:{pattern: "^[a-z_][a-z0-9_]{0,62}$"},message:"must match pattern \""+"^[a-z_][a-z0-9_]{0,62}$"+"\"",propertyName:key1};
 if(vErrors === null){
 vErrors = [err6];
 }
@@ -11103,8 +11457,10 @@ vErrors.push(err6);
 }
 errors++;
 }
-if(data3.source === undefined){
-const err7 = {instancePath:instancePath+"/grants/" + i0,schemaPath:"#/$defs/grant/required",keyword:"required",params:{missingProperty: "source"},message:"must have required property '"+"source"+"'"};
+}
+var valid1 = _errs8 === errors;
+if(!valid1){
+const err7 = {instancePath:instancePath+"/attributes",schemaPath:"#/properties/attributes/propertyNames",keyword:"propertyNames",params:{propertyName: key1},message:"property name must be valid"};
 if(vErrors === null){
 vErrors = [err7];
 }
@@ -11113,9 +11469,15 @@ vErrors.push(err7);
 }
 errors++;
 }
-for(const key1 in data3){
-if(!((key1 === "role") || (key1 === "source"))){
-const err8 = {instancePath:instancePath+"/grants/" + i0,schemaPath:"#/$defs/grant/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
+}
+for(const key2 in data2){
+let data3 = data2[key2];
+const _errs11 = errors;
+let valid3 = false;
+const _errs12 = errors;
+if(typeof data3 === "string"){
+if(func3(data3) > 1000){
+const err8 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/attributes/additionalProperties/anyOf/0/maxLength",keyword:"maxLength",params:{limit: 1000},message:"must NOT have more than 1000 characters"};
 if(vErrors === null){
 vErrors = [err8];
 }
@@ -11125,11 +11487,8 @@ vErrors.push(err8);
 errors++;
 }
 }
-if(data3.role !== undefined){
-let data4 = data3.role;
-if(typeof data4 === "string"){
-if(func3(data4) < 1){
-const err9 = {instancePath:instancePath+"/grants/" + i0+"/role",schemaPath:"#/$defs/grant/properties/role/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+else {
+const err9 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/attributes/additionalProperties/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err9];
 }
@@ -11138,9 +11497,11 @@ vErrors.push(err9);
 }
 errors++;
 }
-}
-else {
-const err10 = {instancePath:instancePath+"/grants/" + i0+"/role",schemaPath:"#/$defs/grant/properties/role/type",keyword:"type",params:{type: "string"},message:"must be string"};
+var _valid0 = _errs12 === errors;
+valid3 = valid3 || _valid0;
+const _errs14 = errors;
+if(!((typeof data3 == "number") && (isFinite(data3)))){
+const err10 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/attributes/additionalProperties/anyOf/1/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err10];
 }
@@ -11149,12 +11510,11 @@ vErrors.push(err10);
 }
 errors++;
 }
-}
-if(data3.source !== undefined){
-let data5 = data3.source;
-if(typeof data5 === "string"){
-if(func3(data5) < 1){
-const err11 = {instancePath:instancePath+"/grants/" + i0+"/source",schemaPath:"#/$defs/grant/properties/source/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+var _valid0 = _errs14 === errors;
+valid3 = valid3 || _valid0;
+const _errs16 = errors;
+if(typeof data3 !== "boolean"){
+const err11 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/attributes/additionalProperties/anyOf/2/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err11];
 }
@@ -11163,9 +11523,12 @@ vErrors.push(err11);
 }
 errors++;
 }
-}
-else {
-const err12 = {instancePath:instancePath+"/grants/" + i0+"/source",schemaPath:"#/$defs/grant/properties/source/type",keyword:"type",params:{type: "string"},message:"must be string"};
+var _valid0 = _errs16 === errors;
+valid3 = valid3 || _valid0;
+const _errs18 = errors;
+if(Array.isArray(data3)){
+if(data3.length > 1000){
+const err12 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/attributes/additionalProperties/anyOf/3/maxItems",keyword:"maxItems",params:{limit: 1000},message:"must NOT have more than 1000 items"};
 if(vErrors === null){
 vErrors = [err12];
 }
@@ -11174,10 +11537,15 @@ vErrors.push(err12);
 }
 errors++;
 }
-}
-}
-else {
-const err13 = {instancePath:instancePath+"/grants/" + i0,schemaPath:"#/$defs/grant/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const len0 = data3.length;
+for(let i0=0; i0<len0; i0++){
+let data4 = data3[i0];
+const _errs21 = errors;
+let valid6 = false;
+const _errs22 = errors;
+if(typeof data4 === "string"){
+if(func3(data4) > 1000){
+const err13 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + i0,schemaPath:"#/properties/attributes/additionalProperties/anyOf/3/items/anyOf/0/maxLength",keyword:"maxLength",params:{limit: 1000},message:"must NOT have more than 1000 characters"};
 if(vErrors === null){
 vErrors = [err13];
 }
@@ -11187,9 +11555,8 @@ vErrors.push(err13);
 errors++;
 }
 }
-}
 else {
-const err14 = {instancePath:instancePath+"/grants",schemaPath:"#/properties/grants/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err14 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + i0,schemaPath:"#/properties/attributes/additionalProperties/anyOf/3/items/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err14];
 }
@@ -11198,15 +11565,234 @@ vErrors.push(err14);
 }
 errors++;
 }
-}
-}
-else {
-const err15 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+var _valid1 = _errs22 === errors;
+valid6 = valid6 || _valid1;
+const _errs24 = errors;
+if(!((typeof data4 == "number") && (isFinite(data4)))){
+const err15 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + i0,schemaPath:"#/properties/attributes/additionalProperties/anyOf/3/items/anyOf/1/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err15];
 }
 else {
 vErrors.push(err15);
+}
+errors++;
+}
+var _valid1 = _errs24 === errors;
+valid6 = valid6 || _valid1;
+const _errs26 = errors;
+if(typeof data4 !== "boolean"){
+const err16 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + i0,schemaPath:"#/properties/attributes/additionalProperties/anyOf/3/items/anyOf/2/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(vErrors === null){
+vErrors = [err16];
+}
+else {
+vErrors.push(err16);
+}
+errors++;
+}
+var _valid1 = _errs26 === errors;
+valid6 = valid6 || _valid1;
+if(!valid6){
+const err17 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + i0,schemaPath:"#/properties/attributes/additionalProperties/anyOf/3/items/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if(vErrors === null){
+vErrors = [err17];
+}
+else {
+vErrors.push(err17);
+}
+errors++;
+}
+else {
+errors = _errs21;
+if(vErrors !== null){
+if(_errs21){
+vErrors.length = _errs21;
+}
+else {
+vErrors = null;
+}
+}
+}
+}
+}
+else {
+const err18 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/attributes/additionalProperties/anyOf/3/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err18];
+}
+else {
+vErrors.push(err18);
+}
+errors++;
+}
+var _valid0 = _errs18 === errors;
+valid3 = valid3 || _valid0;
+if(!valid3){
+const err19 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/attributes/additionalProperties/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if(vErrors === null){
+vErrors = [err19];
+}
+else {
+vErrors.push(err19);
+}
+errors++;
+}
+else {
+errors = _errs11;
+if(vErrors !== null){
+if(_errs11){
+vErrors.length = _errs11;
+}
+else {
+vErrors = null;
+}
+}
+}
+}
+}
+else {
+const err20 = {instancePath:instancePath+"/attributes",schemaPath:"#/properties/attributes/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err20];
+}
+else {
+vErrors.push(err20);
+}
+errors++;
+}
+}
+if(data.grants !== undefined){
+let data5 = data.grants;
+if(Array.isArray(data5)){
+if(data5.length > 10000){
+const err21 = {instancePath:instancePath+"/grants",schemaPath:"#/properties/grants/maxItems",keyword:"maxItems",params:{limit: 10000},message:"must NOT have more than 10000 items"};
+if(vErrors === null){
+vErrors = [err21];
+}
+else {
+vErrors.push(err21);
+}
+errors++;
+}
+const len1 = data5.length;
+for(let i1=0; i1<len1; i1++){
+let data6 = data5[i1];
+if(data6 && typeof data6 == "object" && !Array.isArray(data6)){
+if(data6.role === undefined){
+const err22 = {instancePath:instancePath+"/grants/" + i1,schemaPath:"#/$defs/grant/required",keyword:"required",params:{missingProperty: "role"},message:"must have required property '"+"role"+"'"};
+if(vErrors === null){
+vErrors = [err22];
+}
+else {
+vErrors.push(err22);
+}
+errors++;
+}
+if(data6.source === undefined){
+const err23 = {instancePath:instancePath+"/grants/" + i1,schemaPath:"#/$defs/grant/required",keyword:"required",params:{missingProperty: "source"},message:"must have required property '"+"source"+"'"};
+if(vErrors === null){
+vErrors = [err23];
+}
+else {
+vErrors.push(err23);
+}
+errors++;
+}
+for(const key3 in data6){
+if(!((key3 === "role") || (key3 === "source"))){
+const err24 = {instancePath:instancePath+"/grants/" + i1,schemaPath:"#/$defs/grant/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key3},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err24];
+}
+else {
+vErrors.push(err24);
+}
+errors++;
+}
+}
+if(data6.role !== undefined){
+let data7 = data6.role;
+if(typeof data7 === "string"){
+if(func3(data7) < 1){
+const err25 = {instancePath:instancePath+"/grants/" + i1+"/role",schemaPath:"#/$defs/grant/properties/role/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err25];
+}
+else {
+vErrors.push(err25);
+}
+errors++;
+}
+}
+else {
+const err26 = {instancePath:instancePath+"/grants/" + i1+"/role",schemaPath:"#/$defs/grant/properties/role/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err26];
+}
+else {
+vErrors.push(err26);
+}
+errors++;
+}
+}
+if(data6.source !== undefined){
+let data8 = data6.source;
+if(typeof data8 === "string"){
+if(func3(data8) < 1){
+const err27 = {instancePath:instancePath+"/grants/" + i1+"/source",schemaPath:"#/$defs/grant/properties/source/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err27];
+}
+else {
+vErrors.push(err27);
+}
+errors++;
+}
+}
+else {
+const err28 = {instancePath:instancePath+"/grants/" + i1+"/source",schemaPath:"#/$defs/grant/properties/source/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err28];
+}
+else {
+vErrors.push(err28);
+}
+errors++;
+}
+}
+}
+else {
+const err29 = {instancePath:instancePath+"/grants/" + i1,schemaPath:"#/$defs/grant/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err29];
+}
+else {
+vErrors.push(err29);
+}
+errors++;
+}
+}
+}
+else {
+const err30 = {instancePath:instancePath+"/grants",schemaPath:"#/properties/grants/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err30];
+}
+else {
+vErrors.push(err30);
+}
+errors++;
+}
+}
+}
+else {
+const err31 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err31];
+}
+else {
+vErrors.push(err31);
 }
 errors++;
 }
@@ -13118,7 +13704,7 @@ errors++;
 if(data.start !== undefined){
 let data3 = data.start;
 if(typeof data3 === "string"){
-if(!pattern26.test(data3)){
+if(!pattern27.test(data3)){
 const err10 = {instancePath:instancePath+"/start",schemaPath:"#/properties/start/pattern",keyword:"pattern",params:{pattern: "^([01][0-9]|2[0-3]):[0-5][0-9]$"},message:"must match pattern \""+"^([01][0-9]|2[0-3]):[0-5][0-9]$"+"\""};
 if(vErrors === null){
 vErrors = [err10];
@@ -13143,7 +13729,7 @@ errors++;
 if(data.end !== undefined){
 let data4 = data.end;
 if(typeof data4 === "string"){
-if(!pattern27.test(data4)){
+if(!pattern28.test(data4)){
 const err12 = {instancePath:instancePath+"/end",schemaPath:"#/properties/end/pattern",keyword:"pattern",params:{pattern: "^([01][0-9]|2[0-4]):[0-5][0-9]$"},message:"must match pattern \""+"^([01][0-9]|2[0-4]):[0-5][0-9]$"+"\""};
 if(vErrors === null){
 vErrors = [err12];
@@ -14030,7 +14616,7 @@ const schema101 = {"title":"DatabaseCredentials","type":"object","properties":{"
 const schema103 = {"title":"SourceTls","description":"Upstream TLS. off: plaintext; require: encrypted, server not verified; verify-ca: certificate chain checked against ca; verify-full: chain and host name (servername, default host) checked.","type":"object","properties":{"mode":{"type":"string","enum":["off","require","verify-ca","verify-full"]},"ca":{"description":"PEM bundle of the trusted certificate authorities (verify-ca, verify-full; default: the system store).","type":"string","maxLength":1048576},"servername":{"description":"Host name expected in the server certificate (verify-full).","type":"string","minLength":1,"maxLength":255}},"required":["mode"],"additionalProperties":false};
 const schema104 = {"title":"DocumentTableMapping","description":"Maps the rows of one table or view to discovery assets (issue 4, Build 2). Column values: id and title of any type (read as text); body text; type_column text; category_column text[] or text split on '/'; time_column a date or timestamp; audience_column text[] or text split on ','; entities_column jsonb [{type, value}]; links_column text[] of asset ids. A row whose id is NULL or empty is skipped.","type":"object","properties":{"table":{"description":"schema.table, exact names (no quoting).","type":"string","pattern":"^[^.\\s]+\\.[^.\\s]+$","maxLength":200},"id_column":{"$ref":"#/$defs/columnName"},"title_column":{"$ref":"#/$defs/columnName"},"body_column":{"$ref":"#/$defs/columnName"},"type_column":{"$ref":"#/$defs/columnName"},"document_type":{"description":"Document type of a row whose type_column is absent or NULL (default \"record\").","type":"string","minLength":1,"maxLength":64},"category_column":{"$ref":"#/$defs/columnName"},"category_path":{"description":"Category path of a row whose category_column is absent or empty (default [schema, table]). discover/request statements on this source match categories as on a documents source (*, a/b, a/b/*).","type":"array","maxItems":32,"items":{"type":"string","minLength":1,"maxLength":128}},"time_column":{"$ref":"#/$defs/columnName"},"audience_column":{"$ref":"#/$defs/columnName"},"audience":{"description":"Audience of a row whose audience_column is absent, NULL or empty (default none: visible to every identity that may discover it).","type":"array","maxItems":50,"items":{"type":"string","minLength":1,"maxLength":64}},"entities_column":{"$ref":"#/$defs/columnName"},"links_column":{"$ref":"#/$defs/columnName"},"max_rows":{"description":"Most rows indexed from this table (default 100000).","type":"integer","minimum":1,"maximum":1000000}},"required":["table","id_column","title_column","body_column"],"additionalProperties":false};
 const schema105 = {"title":"ColumnName","description":"A column name, exactly as stored (no quoting).","type":"string","minLength":1,"maxLength":63};
-const pattern39 = new RegExp("^[^.\\s]+\\.[^.\\s]+$", "u");
+const pattern41 = new RegExp("^[^.\\s]+\\.[^.\\s]+$", "u");
 
 function validate76(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -14108,7 +14694,7 @@ vErrors.push(err5);
 }
 errors++;
 }
-if(!pattern39.test(data0)){
+if(!pattern41.test(data0)){
 const err6 = {instancePath:instancePath+"/table",schemaPath:"#/properties/table/pattern",keyword:"pattern",params:{pattern: "^[^.\\s]+\\.[^.\\s]+$"},message:"must match pattern \""+"^[^.\\s]+\\.[^.\\s]+$"+"\""};
 if(vErrors === null){
 vErrors = [err6];
@@ -16657,7 +17243,7 @@ vErrors.push(err5);
 }
 errors++;
 }
-if(!pattern39.test(data0)){
+if(!pattern41.test(data0)){
 const err6 = {instancePath:instancePath+"/table",schemaPath:"#/properties/table/pattern",keyword:"pattern",params:{pattern: "^[^.\\s]+\\.[^.\\s]+$"},message:"must match pattern \""+"^[^.\\s]+\\.[^.\\s]+$"+"\""};
 if(vErrors === null){
 vErrors = [err6];
@@ -18645,9 +19231,13 @@ evaluated0.props = undefined;
 if(evaluated0.dynamicItems){
 evaluated0.items = undefined;
 }
+const _errs1 = errors;
+let valid0 = true;
+const _errs2 = errors;
 if(data && typeof data == "object" && !Array.isArray(data)){
-if(data.effect === undefined){
-const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "effect"},message:"must have required property '"+"effect"+"'"};
+let missing0;
+if((data.rows === undefined) && (missing0 = "rows")){
+const err0 = {};
 if(vErrors === null){
 vErrors = [err0];
 }
@@ -18656,8 +19246,10 @@ vErrors.push(err0);
 }
 errors++;
 }
-if(data.action === undefined){
-const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "action"},message:"must have required property '"+"action"+"'"};
+else {
+if(data.rows !== undefined){
+if(typeof data.rows !== "string"){
+const err1 = {};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -18666,8 +19258,25 @@ vErrors.push(err1);
 }
 errors++;
 }
-if(data.resource === undefined){
-const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "resource"},message:"must have required property '"+"resource"+"'"};
+}
+}
+}
+var _valid0 = _errs2 === errors;
+errors = _errs1;
+if(vErrors !== null){
+if(_errs1){
+vErrors.length = _errs1;
+}
+else {
+vErrors = null;
+}
+}
+if(_valid0){
+const _errs5 = errors;
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.effect !== undefined){
+if("allow" !== data.effect){
+const err2 = {instancePath:instancePath+"/effect",schemaPath:"#/then/properties/effect/const",keyword:"const",params:{allowedValue: "allow"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err2];
 }
@@ -18676,9 +19285,11 @@ vErrors.push(err2);
 }
 errors++;
 }
-for(const key0 in data){
-if(!(((key0 === "effect") || (key0 === "action")) || (key0 === "resource"))){
-const err3 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+}
+if(data.action !== undefined){
+let data2 = data.action;
+if(!(((data2 === "read") || (data2 === "write")) || (data2 === "*"))){
+const err3 = {instancePath:instancePath+"/action",schemaPath:"#/then/properties/action/enum",keyword:"enum",params:{allowedValues: schema59.then.properties.action.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err3];
 }
@@ -18688,10 +19299,18 @@ vErrors.push(err3);
 errors++;
 }
 }
-if(data.effect !== undefined){
-let data0 = data.effect;
-if(typeof data0 !== "string"){
-const err4 = {instancePath:instancePath+"/effect",schemaPath:"#/properties/effect/type",keyword:"type",params:{type: "string"},message:"must be string"};
+}
+var _valid0 = _errs5 === errors;
+valid0 = _valid0;
+if(valid0){
+var props0 = {};
+props0.effect = true;
+props0.action = true;
+props0.rows = true;
+}
+}
+if(!valid0){
+const err4 = {instancePath,schemaPath:"#/if",keyword:"if",params:{failingKeyword: "then"},message:"must match \"then\" schema"};
 if(vErrors === null){
 vErrors = [err4];
 }
@@ -18700,8 +19319,9 @@ vErrors.push(err4);
 }
 errors++;
 }
-if(!((data0 === "allow") || (data0 === "deny"))){
-const err5 = {instancePath:instancePath+"/effect",schemaPath:"#/properties/effect/enum",keyword:"enum",params:{allowedValues: schema59.properties.effect.enum},message:"must be equal to one of the allowed values"};
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.effect === undefined){
+const err5 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "effect"},message:"must have required property '"+"effect"+"'"};
 if(vErrors === null){
 vErrors = [err5];
 }
@@ -18710,11 +19330,8 @@ vErrors.push(err5);
 }
 errors++;
 }
-}
-if(data.action !== undefined){
-let data1 = data.action;
-if(typeof data1 !== "string"){
-const err6 = {instancePath:instancePath+"/action",schemaPath:"#/properties/action/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data.action === undefined){
+const err6 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "action"},message:"must have required property '"+"action"+"'"};
 if(vErrors === null){
 vErrors = [err6];
 }
@@ -18723,8 +19340,8 @@ vErrors.push(err6);
 }
 errors++;
 }
-if(!((((((data1 === "read") || (data1 === "write")) || (data1 === "describe")) || (data1 === "discover")) || (data1 === "request")) || (data1 === "*"))){
-const err7 = {instancePath:instancePath+"/action",schemaPath:"#/properties/action/enum",keyword:"enum",params:{allowedValues: schema59.properties.action.enum},message:"must be equal to one of the allowed values"};
+if(data.resource === undefined){
+const err7 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "resource"},message:"must have required property '"+"resource"+"'"};
 if(vErrors === null){
 vErrors = [err7];
 }
@@ -18733,12 +19350,9 @@ vErrors.push(err7);
 }
 errors++;
 }
-}
-if(data.resource !== undefined){
-let data2 = data.resource;
-if(typeof data2 === "string"){
-if(func3(data2) > 400){
-const err8 = {instancePath:instancePath+"/resource",schemaPath:"#/properties/resource/maxLength",keyword:"maxLength",params:{limit: 400},message:"must NOT have more than 400 characters"};
+for(const key0 in data){
+if(!((((key0 === "effect") || (key0 === "action")) || (key0 === "resource")) || (key0 === "rows"))){
+const err8 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err8];
 }
@@ -18747,8 +19361,11 @@ vErrors.push(err8);
 }
 errors++;
 }
-if(func3(data2) < 1){
-const err9 = {instancePath:instancePath+"/resource",schemaPath:"#/properties/resource/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+}
+if(data.effect !== undefined){
+let data3 = data.effect;
+if(typeof data3 !== "string"){
+const err9 = {instancePath:instancePath+"/effect",schemaPath:"#/properties/effect/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err9];
 }
@@ -18757,8 +19374,8 @@ vErrors.push(err9);
 }
 errors++;
 }
-if(!pattern23.test(data2)){
-const err10 = {instancePath:instancePath+"/resource",schemaPath:"#/properties/resource/pattern",keyword:"pattern",params:{pattern: "^[^\\s]+$"},message:"must match pattern \""+"^[^\\s]+$"+"\""};
+if(!((data3 === "allow") || (data3 === "deny"))){
+const err10 = {instancePath:instancePath+"/effect",schemaPath:"#/properties/effect/enum",keyword:"enum",params:{allowedValues: schema59.properties.effect.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err10];
 }
@@ -18768,8 +19385,10 @@ vErrors.push(err10);
 errors++;
 }
 }
-else {
-const err11 = {instancePath:instancePath+"/resource",schemaPath:"#/properties/resource/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data.action !== undefined){
+let data4 = data.action;
+if(typeof data4 !== "string"){
+const err11 = {instancePath:instancePath+"/action",schemaPath:"#/properties/action/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err11];
 }
@@ -18778,15 +19397,105 @@ vErrors.push(err11);
 }
 errors++;
 }
-}
-}
-else {
-const err12 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(!((((((data4 === "read") || (data4 === "write")) || (data4 === "describe")) || (data4 === "discover")) || (data4 === "request")) || (data4 === "*"))){
+const err12 = {instancePath:instancePath+"/action",schemaPath:"#/properties/action/enum",keyword:"enum",params:{allowedValues: schema59.properties.action.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err12];
 }
 else {
 vErrors.push(err12);
+}
+errors++;
+}
+}
+if(data.resource !== undefined){
+let data5 = data.resource;
+if(typeof data5 === "string"){
+if(func3(data5) > 400){
+const err13 = {instancePath:instancePath+"/resource",schemaPath:"#/properties/resource/maxLength",keyword:"maxLength",params:{limit: 400},message:"must NOT have more than 400 characters"};
+if(vErrors === null){
+vErrors = [err13];
+}
+else {
+vErrors.push(err13);
+}
+errors++;
+}
+if(func3(data5) < 1){
+const err14 = {instancePath:instancePath+"/resource",schemaPath:"#/properties/resource/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err14];
+}
+else {
+vErrors.push(err14);
+}
+errors++;
+}
+if(!pattern23.test(data5)){
+const err15 = {instancePath:instancePath+"/resource",schemaPath:"#/properties/resource/pattern",keyword:"pattern",params:{pattern: "^[^\\s]+$"},message:"must match pattern \""+"^[^\\s]+$"+"\""};
+if(vErrors === null){
+vErrors = [err15];
+}
+else {
+vErrors.push(err15);
+}
+errors++;
+}
+}
+else {
+const err16 = {instancePath:instancePath+"/resource",schemaPath:"#/properties/resource/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err16];
+}
+else {
+vErrors.push(err16);
+}
+errors++;
+}
+}
+if(data.rows !== undefined){
+let data6 = data.rows;
+if(typeof data6 === "string"){
+if(func3(data6) > 2000){
+const err17 = {instancePath:instancePath+"/rows",schemaPath:"#/properties/rows/maxLength",keyword:"maxLength",params:{limit: 2000},message:"must NOT have more than 2000 characters"};
+if(vErrors === null){
+vErrors = [err17];
+}
+else {
+vErrors.push(err17);
+}
+errors++;
+}
+if(func3(data6) < 1){
+const err18 = {instancePath:instancePath+"/rows",schemaPath:"#/properties/rows/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err18];
+}
+else {
+vErrors.push(err18);
+}
+errors++;
+}
+}
+else {
+const err19 = {instancePath:instancePath+"/rows",schemaPath:"#/properties/rows/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err19];
+}
+else {
+vErrors.push(err19);
+}
+errors++;
+}
+}
+}
+else {
+const err20 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err20];
+}
+else {
+vErrors.push(err20);
 }
 errors++;
 }

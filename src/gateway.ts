@@ -23,6 +23,7 @@ import { interlockToolBindings } from './tools/registry';
 import { listSourcesHandler, StoreSourceDirectory } from './tools/handlers/list-sources';
 import { describeAccessHandler, describeSourceHandler } from './tools/handlers/describe';
 import { queryHandler } from './pipeline/query';
+import { rowViewProvisioner } from './pipeline/row-views';
 import { discoverHandler } from './tools/handlers/discover';
 import type { RelationName } from './sql/catalog-types';
 import type { LiveRelationTree } from './sql/hierarchy';
@@ -105,6 +106,13 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
   const analysisCache = new AnalysisCache();
   const registry = new SourceConnectorRegistry({ logger });
   const connectors: ConnectorProvider = { reader: (s) => registry.get(s.id, s.settings as unknown as PostgresSourceSettings) };
+  // Row views (issue 27) are created by the source's writer role; without one, ruled reads are refused.
+  const rowViews = rowViewProvisioner(
+    async (s, sql) => {
+      await registry.get(s.id, s.settings as unknown as PostgresSourceSettings).write(sql, []);
+    },
+    (sourceId, view, err) => logger.warn({ source_id: sourceId, view, err: (err as Error)?.message }, 'row view could not be created: row-ruled tables of this source are unreadable until it can'),
+  );
   const limits: RateLimitSettings = {
     perIdentity: { points: config.rate_limits.per_identity.points, windowSeconds: config.rate_limits.per_identity.window_seconds },
     perSource: { points: config.rate_limits.per_source.points, windowSeconds: config.rate_limits.per_source.window_seconds },
@@ -152,7 +160,7 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
     },
   };
   const tools: ToolBinding[] = interlockToolBindings({
-    interlock_query: queryHandler({ store, connectors, rateLimiter, cache, analysisCache, catalog, maskSecret, connectorRequest: documentsConnectorRequest(discovery) }),
+    interlock_query: queryHandler({ store, connectors, rateLimiter, cache, analysisCache, catalog, maskSecret, rowViews, connectorRequest: documentsConnectorRequest(discovery) }),
     interlock_discover: discoverHandler(discovery),
     interlock_related_documents: relatedDocumentsHandler(discovery),
     interlock_list_sources: listSourcesHandler(new StoreSourceDirectory(store), rateLimiter),

@@ -10,7 +10,7 @@
 import type { Logger } from 'pino';
 import type { ControlDb } from '../control/db';
 import { ControlError, NotFoundError, ValidationError } from '../control/errors';
-import { createIdentity, disableIdentity, enableIdentity, listIdentities, requireIdentity, showIdentity, type IdentityDetail, type IdentityRecord } from '../control/identities';
+import { createIdentity, disableIdentity, enableIdentity, listIdentities, requireIdentity, setIdentityAttributes, showIdentity, type IdentityDetail, type IdentityRecord } from '../control/identities';
 import { createApiKey, listApiKeys, revokeApiKey, type ApiKeyRecord } from '../control/keys';
 import { addSource, listSources, redactSourceSettings, removeSource, requireSource, setSourceEnabled, updateSource, type SourceRecord, type SourceRemoval } from '../control/sources';
 import { applyInterlockFile, type ApplyInput, type ApplyResult } from '../declarative/apply';
@@ -82,6 +82,8 @@ export interface OperatorBackend {
   showIdentity(nameOrId: string): Promise<IdentityDetail>;
   createIdentity(name: string): Promise<IdentityRecord>;
   setIdentityEnabled(nameOrId: string, enabled: boolean): Promise<IdentityRecord>;
+  /** Sets (or, with null, removes) attributes row rules read as identity.<name> (issue 27). */
+  setIdentityAttributes(nameOrId: string, changes: Record<string, unknown>): Promise<IdentityRecord>;
 
   createKey(identity: string, opts?: { expiresAt?: string }): Promise<CreatedKeyView>;
   listKeys(identity?: string): Promise<ApiKeyRecord[]>;
@@ -175,6 +177,7 @@ export function directBackend(db: ControlDb, opts: DirectBackendOptions = {}): O
     showIdentity: (name) => showIdentity(db, name),
     createIdentity: (name) => createIdentity(db, name),
     setIdentityEnabled: (name, enabled) => (enabled ? enableIdentity(db, name) : disableIdentity(db, name)),
+    setIdentityAttributes: (name, changes) => setIdentityAttributes(db, name, changes),
 
     async createKey(identity, o = {}) {
       const idn = await requireIdentity(db, identity);

@@ -81,6 +81,7 @@ export function remoteBackend(server: string, token: string, fetchFn: FetchFn = 
     showIdentity: (name) => call('GET', `/identities/${enc(name)}`),
     createIdentity: (name) => call('POST', '/identities', { name }),
     setIdentityEnabled: (name, enabled) => call('POST', `/identities/${enc(name)}/${enabled ? 'enable' : 'disable'}`, {}),
+    setIdentityAttributes: (name, changes) => call('PATCH', `/identities/${enc(name)}/attributes`, { attributes: changes }),
 
     createKey: (identity, o = {}) => call<CreatedKeyView>('POST', '/keys', { identity, ...(o.expiresAt ? { expiresAt: o.expiresAt } : {}) }),
     listKeys: async (identity) => (await call<{ keys: ApiKeyRecord[] }>('GET', `/keys${qs({ identity })}`)).keys,

@@ -134,6 +134,7 @@ export function mountAdmin(app: Express, _deps: DispatchDeps | undefined, opts: 
   route('post', '/identities', async (q, _r, b) => b.createIdentity(bodyString(q.body, 'name', true)), 201);
   route('get', '/identities/:name', async (q, _r, b) => b.showIdentity(String(q.params.name)));
   route('post', '/identities/:name/disable', async (q, _r, b) => b.setIdentityEnabled(String(q.params.name), false));
+  route('patch', '/identities/:name/attributes', async (q, _r, b) => b.setIdentityAttributes(String(q.params.name), ((q.body ?? {}) as { attributes?: Record<string, unknown> }).attributes as Record<string, unknown>));
   route('post', '/identities/:name/enable', async (q, _r, b) => b.setIdentityEnabled(String(q.params.name), true));
 
   // keys

@@ -19,6 +19,7 @@ import { AccessEvaluator } from '../governance/evaluator';
 import { analyzeSql, complexityLimitsFromSettings, initSqlParser } from '../sql/analyze';
 import { authorizeStatement } from '../pipeline/03-authorize';
 import { policyStep } from '../pipeline/04-policy';
+import { planRowRules } from '../pipeline/row-rules';
 import { checkHierarchy } from '../pipeline/hierarchy-check';
 import type { QueryConnector } from '../pipeline/07-execute';
 import { SourceConnectorRegistry } from '../sources/registry';
@@ -78,6 +79,9 @@ async function recheck(db: ControlDb, a: ApprovalRecord, now: Date, connectorFor
   const subject = { identityId: a.identityId, identityName: a.identityName, roles: evaluator.roleNames(a.sourceId), sourceId: a.sourceId };
   const pol = policyStep(policies, subject, analysis, catalog, now);
   if (!pol.ok) return 'policy_denied';
+  // Row rules (issue 27): a write touching a row-ruled relation is not supported yet, also when the
+  // rule was added after the write was queued; the requester's roles no longer allow it as written.
+  if (planRowRules({ evaluator, sourceId: a.sourceId, analysis, catalog, attributes: undefined, sql: a.sql }).kind === 'refused') return 'source_role_denied';
   // The relation hierarchy as the server has it now (issue 22 item 1): a partition attached under a
   // write-denied or masked parent since the scan (or since the write was queued) is refused (red team rt1).
   const connector = connectorFor(source.settings as unknown as PostgresSourceSettings);

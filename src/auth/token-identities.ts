@@ -77,14 +77,15 @@ export class TokenIdentityStore {
     }
     if (row.disabled) return { failure: 'identity_disabled' };
     const jti = typeof claims.jti === 'string' ? claims.jti.slice(0, 256) : null;
-    const identity: Identity = { id: row.identity_id, name: row.name, keyId: jti ? `token:${jti}` : 'token', token: { issuer: cfg.issuer, subject, jti }, attributes: claimAttributes(cfg, claims) };
+    // The identity record's attributes (set by operators, issue 27) win over the token's claims.
+    const identity: Identity = { id: row.identity_id, name: row.name, keyId: jti ? `token:${jti}` : 'token', token: { issuer: cfg.issuer, subject, jti }, attributes: { ...claimAttributes(cfg, claims), ...(row.attributes ?? {}) } };
     await this.touch(cfg, claims, identity.id, subject);
     return { identity };
   }
 
-  private async lookup(issuer: string, subject: string): Promise<{ identity_id: string; name: string; disabled: boolean } | null> {
-    const r = await this.db.pool.query<{ identity_id: string; name: string; disabled: boolean }>(
-      'SELECT s.identity_id, i.name, i.disabled FROM identity_subjects s JOIN identities i ON i.id = s.identity_id WHERE s.issuer = $1 AND s.subject = $2',
+  private async lookup(issuer: string, subject: string): Promise<{ identity_id: string; name: string; disabled: boolean; attributes?: Record<string, unknown> } | null> {
+    const r = await this.db.pool.query<{ identity_id: string; name: string; disabled: boolean; attributes: Record<string, unknown> }>(
+      'SELECT s.identity_id, i.name, i.disabled, i.attributes FROM identity_subjects s JOIN identities i ON i.id = s.identity_id WHERE s.issuer = $1 AND s.subject = $2',
       [issuer, subject],
     );
     return r.rows[0] ?? null;

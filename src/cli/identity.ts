@@ -5,8 +5,22 @@
 import type { Command } from 'commander';
 import { shortTime, table } from './output';
 import type { CommandContext } from './context';
+import { ValidationError } from '../control/errors';
 
-/** Registers `identity create|list|show|disable|enable`. */
+/** A CLI attribute value: empty → null (remove); a number, true/false or a JSON list as JSON; anything else as text. */
+export function attributeValue(text: string): unknown {
+  if (text === '') return null;
+  if (/^(?:-?[0-9]+(?:\.[0-9]+)?|true|false)$/.test(text) || text.startsWith('[')) {
+    try {
+      return JSON.parse(text);
+    } catch {
+      return text;
+    }
+  }
+  return text;
+}
+
+/** Registers `identity create|list|show|disable|enable|attributes`. */
 export function registerIdentityCommands(program: Command, ctx: CommandContext): void {
   // ---- identity ------------------------------------------------------------------------------
   const idn = program.command('identity').description('agent identities');
@@ -49,6 +63,22 @@ export function registerIdentityCommands(program: Command, ctx: CommandContext):
       const s = ctx.session(cmd);
       const r = await (await s.backend()).setIdentityEnabled(name, false);
       s.print(`disabled identity ${r.name}: its keys and access tokens stop working (within 2 s on running gateways)`, r);
+    });
+  idn
+    .command('attributes')
+    .description('set or remove identity attributes that row rules read as identity.<name>, e.g. employee_id=3 regions=\'["eu","us"]\' old=')
+    .argument('<name>')
+    .argument('<assignments...>', 'NAME=VALUE (VALUE read as JSON when it is a number, true/false or a [list], else as text); NAME= removes it')
+    .action(async (name: string, assignments: string[], _o: unknown, cmd: Command) => {
+      const s = ctx.session(cmd);
+      const changes: Record<string, unknown> = {};
+      for (const a of assignments) {
+        const at = a.indexOf('=');
+        if (at <= 0) throw new ValidationError(`expected NAME=VALUE, got ${JSON.stringify(a)}`);
+        changes[a.slice(0, at)] = attributeValue(a.slice(at + 1));
+      }
+      const r = await (await s.backend()).setIdentityAttributes(name, changes);
+      s.print(`identity ${r.name} attributes: ${JSON.stringify(r.attributes ?? {})}`, r);
     });
   idn
     .command('enable')

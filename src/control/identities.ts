@@ -9,6 +9,7 @@ import type { RefusalCode } from '../errors/vocabulary';
 import { isUniqueViolation } from './db';
 import { ConflictError, NotFoundError, ValidationError } from './errors';
 import { iso, newIdentityId } from './ids';
+import { ATTRIBUTE_NAME } from '../sql/row-rules/predicate';
 
 /** An authenticated agent identity (contract: Governance, identity resolution). */
 export interface Identity {
@@ -63,7 +64,12 @@ export interface IdentityRecord {
    * their last use (ISO-8601 UTC or null). Only in listIdentities, and only when there is one.
    */
   subjects?: Array<{ issuer: string; subject: string; lastUsedAt: string | null }>;
+  /** Attributes row rules read as identity.<name> (issue 27); present only when there is one. */
+  attributes?: Record<string, IdentityAttributeValue>;
 }
+
+/** A value of an identity attribute: a string, a finite number, a boolean, or a list of those. */
+export type IdentityAttributeValue = string | number | boolean | Array<string | number | boolean>;
 
 interface IdentityRow {
   id: string;
@@ -71,12 +77,52 @@ interface IdentityRow {
   disabled: boolean;
   created_at: Date;
   disabled_at: Date | null;
+  attributes?: Record<string, IdentityAttributeValue>;
 }
 
-const COLS = 'id, name, disabled, created_at, disabled_at';
+const COLS = 'id, name, disabled, created_at, disabled_at, attributes';
 
 function toRecord(r: IdentityRow): IdentityRecord {
-  return { id: r.id, name: r.name, disabled: r.disabled, createdAt: iso(r.created_at)!, disabledAt: iso(r.disabled_at) };
+  const rec: IdentityRecord = { id: r.id, name: r.name, disabled: r.disabled, createdAt: iso(r.created_at)!, disabledAt: iso(r.disabled_at) };
+  if (r.attributes && Object.keys(r.attributes).length > 0) rec.attributes = r.attributes;
+  return rec;
+}
+
+/** Most attributes one identity holds, and most elements of one list value. */
+export const MAX_IDENTITY_ATTRIBUTES = 64;
+const MAX_LIST = 1000;
+const MAX_TEXT = 1000;
+
+function validAttributeValue(v: unknown): boolean {
+  const scalar = (x: unknown) => (typeof x === 'string' && x.length <= MAX_TEXT && !x.includes('\u0000')) || (typeof x === 'number' && Number.isFinite(x)) || typeof x === 'boolean';
+  return scalar(v) || (Array.isArray(v) && v.length <= MAX_LIST && v.every(scalar));
+}
+
+/**
+ * Changes an identity's attributes (issue 27): each key of `changes` is set to its value, or removed
+ * when the value is null. Names follow ATTRIBUTE_NAME (lower-case letters, digits, _); values are
+ * strings (≤ 1000 characters), finite numbers, booleans, or lists of those (≤ 1000). Throws
+ * ValidationError (every problem listed) or NotFoundError. Returns the identity as stored.
+ */
+export async function setIdentityAttributes(db: ControlDb, nameOrId: string, changes: unknown): Promise<IdentityRecord> {
+  if (!changes || typeof changes !== 'object' || Array.isArray(changes)) throw new ValidationError('attributes must be an object of name → value (null removes)');
+  const problems: string[] = [];
+  for (const [k, v] of Object.entries(changes)) {
+    if (!ATTRIBUTE_NAME.test(k)) problems.push(`${k}: attribute names are 1-63 lower-case letters, digits or _, starting with a letter or _`);
+    else if (v !== null && !validAttributeValue(v)) problems.push(`${k}: a value is a string, a finite number, a boolean or a list of those (null removes the attribute)`);
+  }
+  if (problems.length) throw new ValidationError('invalid identity attributes', problems);
+  const idn = await requireIdentity(db, nameOrId);
+  const set = Object.fromEntries(Object.entries(changes).filter(([, v]) => v !== null));
+  const unset = Object.entries(changes).filter(([, v]) => v === null).map(([k]) => k);
+  const r = await db.pool.query<IdentityRow>(
+    `UPDATE identities SET attributes = (attributes - $3::text[]) || $2::jsonb
+     WHERE id = $1 AND (SELECT count(*) FROM jsonb_object_keys((attributes - $3::text[]) || $2::jsonb)) <= $4
+     RETURNING ${COLS}`,
+    [idn.id, JSON.stringify(set), unset, MAX_IDENTITY_ATTRIBUTES],
+  );
+  if (!r.rows[0]) throw new ValidationError(`an identity holds at most ${MAX_IDENTITY_ATTRIBUTES} attributes`);
+  return toRecord(r.rows[0]);
 }
 
 /** Throws ValidationError unless `name` matches IDENTITY_NAME_PATTERN. */

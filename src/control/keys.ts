@@ -160,6 +160,7 @@ interface ResolveRow {
   hash: Buffer;
   identity_id: string;
   identity_name: string;
+  attributes: Record<string, unknown> | null;
   usable: boolean;
   last_used_fresh: boolean;
 }
@@ -317,7 +318,7 @@ export class DbIdentityResolver implements IdentityResolver {
     }
 
     const r = await this.db.pool.query<ResolveRow>(
-      `SELECT k.id AS key_id, k.hash, i.id AS identity_id, i.name AS identity_name,
+      `SELECT k.id AS key_id, k.hash, i.id AS identity_id, i.name AS identity_name, i.attributes,
          (k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > now()) AND NOT i.disabled) AS usable,
          (k.last_used_at IS NOT NULL AND k.last_used_at > now() - make_interval(secs => $2::double precision)) AS last_used_fresh
        FROM api_keys k JOIN identities i ON i.id = k.identity_id
@@ -330,6 +331,8 @@ export class DbIdentityResolver implements IdentityResolver {
     if (!row || !same || !row.usable) return null;
 
     const identity: Identity = { id: row.identity_id, name: row.identity_name, keyId: row.key_id };
+    // Row rules read these as identity.<name> (issue 27).
+    if (row.attributes && Object.keys(row.attributes).length > 0) identity.attributes = row.attributes;
     if (this.cacheTtlMs > 0) this.cache.set(cacheKey, { identity, until: now + this.cacheTtlMs });
     if (!row.last_used_fresh) this.touch(row.key_id, now);
     return { ...identity };

@@ -7,6 +7,8 @@ import type { SourceRole } from '../../generated/role-v1';
 import type { ControlDb } from './db';
 import { formatSchemaErrors, ValidationError } from './errors';
 import { iso } from './ids';
+import { initSqlParser } from '../sql/parser';
+import { parseRowPredicate, RowPredicateError } from '../sql/row-rules/predicate';
 
 export type { SourceRole, RoleStatement } from '../../generated/role-v1';
 
@@ -36,9 +38,38 @@ export function parseSourceRole(input: unknown): SourceRole {
   throw new ValidationError('invalid role', formatSchemaErrors(validateSourceRole.errors));
 }
 
-/** Creates or replaces the role named role.name (validated first). Returns the stored role and whether it was new. */
+/**
+ * Checks the row rules (`rows`, issue 27) of a role's statements with the SQL parser
+ * (src/sql/row-rules/predicate.ts): "statements/<i>/rows: <what is wrong>" per bad predicate, or
+ * a rows on a resource that is not `schema.table` (or `*`). Empty when all are valid. Loads the parser.
+ */
+export async function rowRuleErrors(role: SourceRole): Promise<string[]> {
+  if (!role.statements.some((s) => s.rows !== undefined)) return [];
+  await initSqlParser();
+  const out: string[] = [];
+  role.statements.forEach((s, i) => {
+    if (s.rows === undefined) return;
+    if (s.resource !== '*' && s.resource.split('.').length !== 2) out.push(`statements/${i}/rows: a row rule belongs on a schema.table resource (got ${s.resource})`);
+    try {
+      parseRowPredicate(s.rows);
+    } catch (err) {
+      if (!(err instanceof RowPredicateError)) throw err;
+      out.push(`statements/${i}/rows: ${err.message}`);
+    }
+  });
+  return out;
+}
+
+/** Throws ValidationError("invalid role", details) when rowRuleErrors finds any. */
+export async function checkRowRules(role: SourceRole): Promise<void> {
+  const errors = await rowRuleErrors(role);
+  if (errors.length) throw new ValidationError(`invalid role ${JSON.stringify(role.name)}: a row rule is not valid`, errors);
+}
+
+/** Creates or replaces the role named role.name (validated first, row rules too). Returns the stored role and whether it was new. */
 export async function upsertRole(db: ControlDb, input: unknown): Promise<{ role: SourceRoleRecord; created: boolean }> {
   const role = parseSourceRole(input);
+  await checkRowRules(role);
   const r = await db.pool.query<RoleRow & { inserted: boolean }>(
     `INSERT INTO roles (name, description, audiences, statements) VALUES ($1, $2, $3, $4)
      ON CONFLICT (name) DO UPDATE SET description = EXCLUDED.description, audiences = EXCLUDED.audiences,

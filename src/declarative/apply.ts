@@ -15,6 +15,7 @@ import { newIdentityId } from '../control/ids';
 import { insertOperatorGrant } from '../control/grants';
 import { scanSource } from '../control/scan';
 import { deleteClaimMapping, upsertClaimMapping } from '../control/claim-mappings';
+import { checkRowRules } from '../control/roles';
 import { computePlan, type Plan, type PlanChange } from './plan';
 import { desiredStateOf, fileDigest, keepStoredSecrets, parseFileText, processSecrets, validateInterlockFileDocument, type SecretResolver } from './schema';
 import { readConfigState } from './state';
@@ -71,6 +72,7 @@ export async function applyInterlockFile(db: ControlDb, input: ApplyInput, opts:
   const doc = 'text' in input ? parseFileText(input.text) : input.document;
   const digest = 'text' in input ? fileDigest(input.text) : fileDigest(canonicalJson(input.document));
   const desired = desiredStateOf(validateInterlockFileDocument(doc), opts.secrets ?? processSecrets);
+  for (const role of desired.roles.values()) await checkRowRules(role);
   const plan = await withTransaction(db, async (c) => {
     await c.query('SELECT pg_advisory_xact_lock($1)', [APPLY_LOCK]);
     const current = await readConfigState(c);
@@ -158,10 +160,11 @@ async function execute(c: pg.ClientBase, ch: PlanChange, desired: DesiredState, 
     }
     case 'identity': {
       const disabled = ch.action === 'delete' ? true : desired.identities.get(ch.name)!.disabled;
+      const attributes = ch.action === 'delete' ? undefined : desired.identities.get(ch.name)!.attributes;
       if (ch.action === 'create') {
-        await c.query(`INSERT INTO identities (id, name, disabled, disabled_at) VALUES ($1, $2, $3, CASE WHEN $3 THEN now() END)`, [newIdentityId(), ch.name, disabled]);
+        await c.query(`INSERT INTO identities (id, name, disabled, disabled_at, attributes) VALUES ($1, $2, $3, CASE WHEN $3 THEN now() END, $4::jsonb)`, [newIdentityId(), ch.name, disabled, JSON.stringify(attributes ?? {})]);
       } else {
-        await c.query(`UPDATE identities SET disabled = $2, disabled_at = CASE WHEN $2 THEN COALESCE(disabled_at, now()) END WHERE name = $1`, [ch.name, disabled]);
+        await c.query(`UPDATE identities SET disabled = $2, disabled_at = CASE WHEN $2 THEN COALESCE(disabled_at, now()) END, attributes = COALESCE($3::jsonb, attributes) WHERE name = $1`, [ch.name, disabled, attributes === undefined ? null : JSON.stringify(attributes)]);
       }
       return;
     }

@@ -10,6 +10,7 @@
 import YAML from 'yaml';
 import type { ControlDb } from '../control/db';
 import type { FileCredentials, FileSource, InterlockFile } from './schema';
+import type { FileIdentity } from '../../generated/interlock-file-v1';
 import { readConfigState } from './state';
 import type { SourceState } from './types';
 
@@ -38,7 +39,7 @@ export async function exportInterlockFile(db: ControlDb): Promise<InterlockFile>
     version: 1,
     sources: [...st.sources.values()].map(fileSource),
     roles: [...st.roles.values()],
-    identities: [...st.identities.values()].map((i) => ({ name: i.name, disabled: i.disabled, grants: grants.filter((g) => g.identity === i.name).map((g) => ({ role: g.role, source: g.source })) })),
+    identities: [...st.identities.values()].map((i) => ({ name: i.name, disabled: i.disabled, ...(i.attributes ? { attributes: i.attributes as NonNullable<FileIdentity['attributes']> } : {}), grants: grants.filter((g) => g.identity === i.name).map((g) => ({ role: g.role, source: g.source })) })),
     policies: [...st.policies.values()],
     claim_mappings: [...st.claimMappings.values()],
   };

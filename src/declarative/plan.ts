@@ -107,7 +107,12 @@ export function computePlan(current: ConfigState, desired: DesiredState, opts: {
     for (const [name, want] of desired.identities) {
       const have = current.identities.get(name);
       if (!have) identityChanges.push({ action: 'create', kind: 'identity', name, fields: fieldChanges(undefined, want) });
-      else if (have.disabled !== want.disabled) identityChanges.push({ action: 'update', kind: 'identity', name, fields: fieldChanges(have, want) });
+      else {
+        // Attributes the file leaves out are left as they are (issue 27); given ones become exactly these.
+        const before = want.attributes === undefined ? { name: have.name, disabled: have.disabled } : { ...have, attributes: have.attributes ?? {} };
+        const fields = fieldChanges(before, want);
+        if (fields.length) identityChanges.push({ action: 'update', kind: 'identity', name, fields });
+      }
     }
     if (prune) {
       for (const [name, have] of current.identities) {

@@ -138,7 +138,7 @@ export function desiredStateOf(file: InterlockFile, secrets: SecretResolver = pr
   (file.sources ?? []).forEach((s, i) => state.sources.set(s.id, resolveFileSource(s, i, secrets)));
   for (const r of file.roles ?? []) state.roles.set(r.name, { name: r.name, description: r.description ?? '', audiences: r.audiences ?? [], statements: r.statements } as RoleState);
   for (const idn of file.identities ?? []) {
-    state.identities.set(idn.name, { name: idn.name, disabled: idn.disabled ?? false });
+    state.identities.set(idn.name, { name: idn.name, disabled: idn.disabled ?? false, ...(idn.attributes !== undefined ? { attributes: idn.attributes } : {}) });
     for (const g of idn.grants ?? []) {
       const grant = { identity: idn.name, role: g.role, source: g.source };
       if (state.grants.has(grantKey(grant))) throw new ValidationError(`identity ${idn.name} lists the grant of role ${g.role} on ${g.source} twice`);

@@ -21,7 +21,7 @@ export async function readConfigState(db: Queryable): Promise<ConfigState> {
   // One after the other: inside apply's transaction they share one client.
   const sources = await c.query<{ id: string; type: 'postgres' | 'documents'; name: string; description: string; enabled: boolean; settings: SourceState['settings'] }>('SELECT id, type, name, description, enabled, settings FROM sources ORDER BY id');
   const roles = await c.query<RoleState>('SELECT name, description, audiences, statements FROM roles ORDER BY name');
-  const identities = await c.query<{ name: string; disabled: boolean }>('SELECT name, disabled FROM identities ORDER BY name');
+  const identities = await c.query<{ name: string; disabled: boolean; attributes: Record<string, unknown> }>('SELECT name, disabled, attributes FROM identities ORDER BY name');
   const grants = await c.query<{ identity: string; role: string; source: string }>(`SELECT i.name AS identity, g.role_name AS role, g.source_id AS source FROM grants g JOIN identities i ON i.id = g.identity_id WHERE g.granted_by = 'operator' ORDER BY i.name, g.source_id, g.role_name`);
   const policies = await c.query<PolicyState & { applies_to: NonNullable<PolicyState['applies_to']> }>('SELECT name, description, enabled, applies_to, rule FROM policies ORDER BY name');
   const mappings = await listClaimMappings(db);
@@ -35,7 +35,7 @@ export async function readConfigState(db: Queryable): Promise<ConfigState> {
     state.sources.set(s.id, { ...s } as SourceState);
   }
   for (const r of roles.rows) state.roles.set(r.name, { name: r.name, description: r.description, audiences: r.audiences, statements: r.statements });
-  for (const i of identities.rows) state.identities.set(i.name, { name: i.name, disabled: i.disabled });
+  for (const i of identities.rows) state.identities.set(i.name, { name: i.name, disabled: i.disabled, ...(Object.keys(i.attributes ?? {}).length ? { attributes: i.attributes } : {}) });
   for (const g of grants.rows) state.grants.set(grantKey(g), { identity: g.identity, role: g.role, source: g.source });
   for (const p of policies.rows) {
     const ps: PolicyState = { name: p.name, description: p.description, enabled: p.enabled, rule: p.rule };

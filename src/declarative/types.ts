@@ -32,7 +32,8 @@ export interface ConfigState {
   sources: Map<string, SourceState>;
   roles: Map<string, RoleState>;
   /** Identity name → disabled. */
-  identities: Map<string, { name: string; disabled: boolean }>;
+  /** `attributes` (issue 27): in the current state only when non-empty; in the desired state only when the file gives them. */
+  identities: Map<string, { name: string; disabled: boolean; attributes?: Record<string, unknown> }>;
   /** Grants keyed by grantKey(). */
   grants: Map<string, GrantState>;
   policies: Map<string, PolicyState>;

@@ -24,6 +24,7 @@ import type { Policy } from '../../generated/policy-v1';
 import type { AccessEvaluator } from '../governance/evaluator';
 import { evaluatePolicies, unprovableMaskMethod } from '../governance/policies';
 import { decideInHierarchy, governingRelations, maskInHierarchy } from '../governance/hierarchy';
+import { relationRowRule } from '../governance/row-rules';
 import { NO_HIERARCHY, type RelationHierarchy } from '../sql/hierarchy';
 import { applyMask, FULL_MASK, type MaskMethod } from '../sql/redaction';
 import type { AssetEntity, FieldColumns, IndexedField } from './types';
@@ -97,6 +98,7 @@ export function decideRelations(
   // interlock_query (src/sql/views.ts). Unprovable lineage fails closed: hidden for a caller with any
   // read deny on the source, masked in full for a caller with any mask.
   const anyDeny = evaluator.hasReadDeny(sourceId);
+  const rowRules = evaluator.hasRowRules(sourceId);
   for (const { relation, fields } of lineage) {
     const dot = relation.indexOf('.');
     if (dot <= 0) continue;
@@ -104,6 +106,9 @@ export function decideRelations(
     const table = relation.slice(dot + 1);
     const verdict = evaluatePolicies(policies, { ...subject, roles, sourceId }, { action: 'read', relations: [{ schema, table, action: 'read', governing: governingRelations(schema, table, hierarchy).slice(1) }], writes: [], now });
     if (!verdict.ok) continue;
+    // Row rules (issue 27) are not applied to indexed rows yet: a ruled table, and for a caller with
+    // any row rule on the source a view (its rows may come from one), have no documents (fail closed).
+    if (rowRules && (relationRowRule(evaluator, sourceId, schema, table, hierarchy) !== null || fields.id.some((c) => expand?.(schema, table, c)))) continue;
     const ownState = (column: string): FieldState => {
       if (decideInHierarchy(evaluator, sourceId, 'read', { schema, table, column }, hierarchy) !== 'allow') return 'hide';
       const m = maskInHierarchy(verdict.maskPatterns, schema, table, column, hierarchy);

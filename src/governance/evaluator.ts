@@ -36,6 +36,8 @@ interface CompiledStatement {
   parts: string[];
   resource: string;
   role: string;
+  /** Row rule of an allow (issue 27), as written. */
+  rows?: string;
 }
 
 function splitPattern(resource: string): string[] {
@@ -72,7 +74,7 @@ export class AccessEvaluator {
   constructor(grants: RoleGrant[]) {
     for (const g of grants) {
       const list = this.bySource.get(g.sourceId) ?? [];
-      for (const s of g.role.statements) list.push({ effect: s.effect, action: s.action, parts: splitPattern(s.resource), resource: s.resource, role: g.role.name });
+      for (const s of g.role.statements) list.push({ effect: s.effect, action: s.action, parts: splitPattern(s.resource), resource: s.resource, role: g.role.name, ...(s.rows !== undefined ? { rows: s.rows } : {}) });
       this.bySource.set(g.sourceId, list);
       const roles = this.rolesBySource.get(g.sourceId) ?? [];
       if (!roles.some((r) => r.name === g.role.name)) roles.push(g.role);
@@ -109,6 +111,25 @@ export class AccessEvaluator {
     for (const s of this.bySource.get(sourceId) ?? []) (s.effect === 'allow' ? allow : deny).set(`${s.action} ${s.resource}`, { action: s.action, resource: s.resource });
     const sort = (m: Map<string, { action: string; resource: string }>) => [...m.values()].sort((a, b) => (a.action + a.resource).localeCompare(b.action + b.resource));
     return { allow: sort(allow), deny: sort(deny) };
+  }
+
+  /**
+   * The allows for `action` (read by default; or *) on the source that cover `schema.table` or any
+   * of its columns, each with its row rule text or null (grants every row). Row rules (issue 27,
+   * src/governance/row-rules.ts) combine them with OR. Empty when nothing allows reading it.
+   */
+  rowTerms(sourceId: string, schema: string, table: string, action: 'read' | 'write' = 'read'): Array<{ role: string; resource: string; rows: string | null }> {
+    const out: Array<{ role: string; resource: string; rows: string | null }> = [];
+    for (const s of this.bySource.get(sourceId) ?? []) {
+      if (s.effect !== 'allow' || (s.action !== action && s.action !== '*') || !touchesTable(s.parts, schema, table)) continue;
+      out.push({ role: s.role, resource: s.resource, rows: s.rows ?? null });
+    }
+    return out;
+  }
+
+  /** True when some allow of the caller's roles on the source carries a row rule (issue 27). */
+  hasRowRules(sourceId: string): boolean {
+    return (this.bySource.get(sourceId) ?? []).some((s) => s.effect === 'allow' && s.rows !== undefined);
   }
 
   /** True when any of the caller's roles on the source denies reads (or everything): unprovable lineage is then refused (issue 12). */

@@ -26,7 +26,8 @@ export type TruncatedBy = 'max_rows' | 'max_bytes';
 
 /** The reader side of a source connector. Rejects with an error whose `code` is a SourceErrorCode. */
 export interface QueryConnector {
-  read(sql: string, params: unknown[], opts: { maxRows: number; maxBytes: number; signal?: AbortSignal; identityId?: string }): Promise<ReadRows>;
+  /** `opts.settings`: custom settings bound (as parameters) on the connection before the statement: row-rule attribute values (issue 27). */
+  read(sql: string, params: unknown[], opts: { maxRows: number; maxBytes: number; signal?: AbortSignal; identityId?: string; settings?: ReadonlyArray<readonly [string, string]> }): Promise<ReadRows>;
   /**
    * The live ancestors and descendants of relations (issue 22 item 1), keyed by
    * `relationKey(schema, name)`; the PostgreSQL connector has it (src/sources/postgres/hierarchy.ts).

@@ -26,6 +26,8 @@ import { statementAuditFacts } from './audit-facts';
 import type { ResultCache } from './cache';
 import { rowsText } from './rows-json';
 import { AnalysisCache, evaluatorFor, hasTimeWindows, type CachedAnalysis, type CachedPolicy } from './analysis-cache';
+import { planRowRules, type RowRulePlan } from './row-rules';
+import type { RowViewProvisioner } from './row-views';
 
 /** What the query pipeline needs. */
 export interface QueryPipelineDeps {
@@ -46,6 +48,11 @@ export interface QueryPipelineDeps {
    * policies by content).
    */
   analysisCache?: AnalysisCache;
+  /**
+   * Creates the row views row-ruled reads need (issue 27, row-views.ts). Absent: a read of a
+   * row-ruled table is refused `row_rules_unavailable` (never run unfiltered).
+   */
+  rowViews?: RowViewProvisioner;
   /** Called after a documents-source request (issue 4) — absent means such sources answer request refusals. */
   connectorRequest?: (source: SourceRecord, request: Record<string, unknown>, ctx: ToolCallContext, evaluator: AccessEvaluator) => Promise<ToolOutcome>;
 }
@@ -147,6 +154,15 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
     if (!hier.ok && !(hier.unreachable && analysis.kind === 'write')) return hier.outcome;
     const restrictions = hier.ok ? hier.restrictions : pol.restrictions;
 
+    // Row rules (issue 27): refusals first (before a write is queued), the rewrite with the final text below.
+    const rowInput = { evaluator, sourceId, analysis, catalog, attributes: identity.attributes, sql };
+    const rows = planRowRules(rowInput);
+    if (rows.kind === 'refused') {
+      audit.reason_detail = rows.outcome.kind === 'refusal' ? rows.outcome.code : undefined;
+      audit.row_rule_refusal = rows.reason;
+      return rows.outcome;
+    }
+
     // Step 6: write safety — a write never runs on the agent's call.
     if (analysis.kind === 'write') {
       const hooks = (ctx as ToolCallContext & { auditHooks?: AuditHooks }).auditHooks;
@@ -159,7 +175,8 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
     const requested = typeof args.max_rows === 'number' ? args.max_rows : TOOL_DEFAULTS.max_rows;
     const sourceCap = typeof source.settings.max_rows === 'number' ? source.settings.max_rows : Infinity;
     const maxRows = Math.min(requested, sourceCap, restrictions.maxRows ?? Infinity);
-    const accessFingerprint = pol.accessFingerprint;
+    const accessFingerprint = rows.kind === 'ruled' ? `${pol.accessFingerprint}\u0000rows:${rows.plan.bindingKey}` : pol.accessFingerprint;
+    if (rows.kind === 'ruled') audit.row_rules = rows.plan.applied;
     const key = analysis.cacheable && hier.ok && !hier.changed ? deps.cache.key({ sourceId, sql, params, maxRows, accessFingerprint }) : null;
     const hit = key ? deps.cache.get(key) : undefined;
     if (hit) {
@@ -172,10 +189,21 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
     const wrapped = plan && analysis.statement === 'SelectStmt' ? maskedStatement(sql, plan.columns) : null;
     if (wrapped && 'refused' in wrapped) return { kind: 'refusal', code: 'redaction_unprovable', message: wrapped.refused };
     const premasked = wrapped !== null && wrapped.sql !== sql;
+    let runSql = premasked ? wrapped.sql : sql;
+    let rowPlan: RowRulePlan | null = null;
+    if (rows.kind === 'ruled') {
+      const final = premasked ? planRowRules({ ...rowInput, sql: runSql }) : rows;
+      if (final.kind !== 'ruled') return final.kind === 'refused' ? final.outcome : { kind: 'refusal', code: 'row_rule_unenforceable' };
+      rowPlan = final.plan;
+      runSql = rowPlan.sql;
+      if (!deps.rowViews || !(await deps.rowViews.ensure(source, rowPlan.views))) return { kind: 'refusal', code: 'row_rules_unavailable' };
+    }
     let read;
     try {
-      read = await connector.read(premasked ? wrapped.sql : sql, params, { maxRows, maxBytes: deps.maxResultBytes ?? 4 * 1024 * 1024, signal: ctx.signal, identityId: identity.id });
+      read = await connector.read(runSql, params, { maxRows, maxBytes: deps.maxResultBytes ?? 4 * 1024 * 1024, signal: ctx.signal, identityId: identity.id, ...(rowPlan ? { settings: rowPlan.settings } : {}) });
     } catch (err) {
+      // A row view dropped on the source since it was made (42P01, undefined table): made again next time.
+      if (rowPlan && (err as { sqlState?: string }).sqlState === '42P01') deps.rowViews?.forget(source.id);
       const failed = mapConnectorError(err);
       // The cause is the audit's too (issue 22 item 6): the reason, and the SQLSTATE it stands for.
       if (failed.kind === 'tool_error' && failed.reason) {

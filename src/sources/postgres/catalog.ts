@@ -33,7 +33,8 @@ const VOLATILITY: Record<string, Volatility> = { i: 'immutable', s: 'stable', v:
 /*
  * One statement, so the whole snapshot comes from one MVCC snapshot and costs one round trip.
  * $1 = relation limit + 1 (the extra row detects truncation).
- * - relations: every schema except pg_catalog, information_schema, TOAST and temporary schemas.
+ * - relations: every schema except pg_catalog, information_schema, interlock_rows (InterLock's row
+ *   views, issue 27: agents never name them), TOAST and temporary schemas.
  * - functions: every schema (pg_catalog included), procedures excluded (CALL is refused anyway);
  *   overloads folded per (schema, name) with the most volatile provolatile winning.
  * - operators: volatility of the implementing function (a shell operator counts as volatile).
@@ -45,7 +46,7 @@ WITH rels AS (
   FROM pg_catalog.pg_class c
   JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
   WHERE c.relkind IN ('r','v','m','f','p')
-    AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+    AND n.nspname NOT IN ('pg_catalog', 'information_schema', 'interlock_rows')
     AND n.nspname NOT LIKE 'pg\\_toast%'
     AND n.nspname NOT LIKE 'pg\\_temp\\_%'
   ORDER BY 1, 2

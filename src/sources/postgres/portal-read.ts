@@ -44,6 +44,12 @@ export interface ReadOptions {
   maxBytes: number;
   signal?: AbortSignal;
   identityId?: string;
+  /**
+   * Custom settings bound on the connection right before the statement (issue 27: row-rule
+   * attribute values, `interlock.attr.*`), as name/value pairs sent as bound parameters of one
+   * `set_config` query, never spliced into text.
+   */
+  settings?: ReadonlyArray<readonly [string, string]>;
 }
 
 /** A type not loaded yet: its text, as the mapping gives every non-array type it does not list. */

@@ -60,10 +60,29 @@ async function loadTypes(ctx: StatementContext, types: SourceTypes, oids: number
   }
 }
 
-/** Runs one approved read: checks out a reader connection and runs the portal read on it under the wire budget. */
+/**
+ * Binds `opts.settings` (row-rule attribute values, issue 27) on the connection with one query whose
+ * names and values are bound parameters. On failure the connection is destroyed and the error
+ * classified like the statement's own.
+ */
+const BIND_SETTINGS = 'SELECT pg_catalog.set_config(s.name, s.value, false) FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[])) AS s(name, value)';
+
+function bindSettings(ctx: StatementContext, client: pg.PoolClient, opts: ReadOptions): Promise<pg.PoolClient> {
+  const settings = opts.settings ?? [];
+  if (settings.length === 0) return Promise.resolve(client);
+  return client.query(BIND_SETTINGS, [settings.map((x) => x[0]), settings.map((x) => x[1])]).then(
+    () => client,
+    (err: unknown) => {
+      client.release(true);
+      throw ctx.fail(err, 'query');
+    },
+  );
+}
+
+/** Runs one approved read: checks out a reader connection, binds `opts.settings`, and runs the portal read on it under the wire budget. */
 export function runRead(ctx: StatementContext, sql: string, values: unknown[], opts: ReadOptions): Promise<ReadResult> {
   const signal = opts.signal;
-  return ctx.pools.checkout('reader', signal).then(
+  return ctx.pools.checkout('reader', signal).then((c) => bindSettings(ctx, c, opts)).then(
     (client) =>
       new Promise<ReadResult>((resolve, reject) => {
         let settled = false;

@@ -14,6 +14,8 @@ import type { CatalogKey, CatalogRow } from '../../../generated/mcp-tools-v1';
 import type { ToolCallContext, ToolHandler, ToolOutcome } from '../types';
 import { sourceStep } from '../../pipeline/02-source';
 import { rateLimitStep, type RateLimiter } from '../../pipeline/05-rate-limit';
+import { relationRowRule } from '../../governance/row-rules';
+import { cachedPredicate } from '../../pipeline/row-rules';
 
 /** Most tables listed per source in describe_access (contract: "At most 200 tables are listed per source"). */
 export const DESCRIBE_ACCESS_TABLE_LIMIT = 200;
@@ -91,6 +93,8 @@ export function sqlResources(evaluator: AccessEvaluator, sourceId: string, catal
     count++;
     const name = `${rel.schema}.${rel.name}`;
     const entry: Record<string, unknown> = { table: name, kind: describedKind(rel), columns, all_columns: columns.length === rel.columns.length };
+    const rows = rowRuleEntry(evaluator, sourceId, rel.schema, rel.name, h);
+    if (rows) entry.rows = rows;
     const policy = refusingPolicy(policies, subject, rel.schema, rel.name, now, h);
     if (policy) entry.policy = policy;
     // Columns a policy masks: selectable as they are (masked), never usable in conditions or expressions.
@@ -105,6 +109,22 @@ export function sqlResources(evaluator: AccessEvaluator, sourceId: string, catal
     else tables.push(entry);
   }
   return { enforced: true, catalogued: true, scanned_at: catalog.scannedAt, catalog_truncated: catalog.truncated, tables, truncated };
+}
+
+/**
+ * The row rule of a table for describe_access (issue 27): `{rule, attributes}` where rule is the
+ * text of the caller's allows combined with OR (as operators wrote them, with identity.<attr>
+ * names, never values) and attributes the identity attributes it needs. Null when every row is readable.
+ */
+export function rowRuleEntry(evaluator: AccessEvaluator, sourceId: string, schema: string, table: string, h: RelationHierarchy): { rule: string; attributes: string[] } | null {
+  const rule = relationRowRule(evaluator, sourceId, schema, table, h);
+  if (!rule) return null;
+  const attributes = new Set<string>();
+  for (const t of rule.terms) {
+    const p = cachedPredicate(t.rows);
+    if (!(p instanceof Error)) for (const a of [...p.attributes, ...p.listAttributes]) attributes.add(a);
+  }
+  return { rule: rule.terms.length === 1 ? rule.terms[0].rows : rule.terms.map((t) => `(${t.rows})`).join(' OR '), attributes: [...attributes].sort() };
 }
 
 /** interlock_describe_access: roles, allow/deny statements and readable resources per granted, enabled source. */

@@ -120,6 +120,15 @@ describe('resources', () => {
     expect(detail.json).toEqual({ id: created.json.id, name: 'api-agent', disabled: false, createdAt: created.json.createdAt, disabledAt: null, subjects: [], grants: [], keys: { active: 0, total: 0 }, lastUsedAt: null });
     expect((await admin('GET', '/identities/ghost')).status).toBe(404);
     expect((await admin('POST', '/identities/ghost/disable')).status).toBe(404);
+    // Attributes row rules read (issue 27): set, removed with null, validated, 404 for a missing identity.
+    const attrs = await admin('PATCH', '/identities/api-agent/attributes', { attributes: { employee_id: 3, regions: ['eu'] } });
+    expect(attrs.status).toBe(200);
+    expect(attrs.json.attributes).toEqual({ employee_id: 3, regions: ['eu'] });
+    expect((await admin('PATCH', '/identities/api-agent/attributes', { attributes: { regions: null } })).json.attributes).toEqual({ employee_id: 3 });
+    const badAttr = await admin('PATCH', '/identities/api-agent/attributes', { attributes: { 'Bad-Name': 1 } });
+    expect(badAttr.status).toBe(400);
+    expect(badAttr.json.code).toBe('validation_failed');
+    expect((await admin('PATCH', '/identities/ghost/attributes', { attributes: { a: 1 } })).status).toBe(404);
 
     const key = await admin('POST', '/keys', { identity: 'api-agent' });
     expect(key.status).toBe(201);

@@ -88,3 +88,18 @@ test('presentation: shown as is, hidden empty, masked with interlock_query maski
   expect(presentItems([{ type: 'k', value: 'v' }], 'full')).toEqual([]);
   expect(presentItems(['s:a'], 'show')).toEqual(['s:a']);
 });
+
+describe('row rules (issue 27): indexed rows of a ruled table are not shown yet (fail closed)', () => {
+  it('a table ruled for the caller has no documents; an unruled one keeps them', () => {
+    const out = decide([
+      { effect: 'allow', action: 'read', resource: 'public.staff', rows: 'id = identity.staff_id' },
+      { effect: 'allow', action: 'read', resource: 'public.wiki' },
+    ]);
+    expect(out.map((r) => r.relation)).toEqual(['public.wiki']);
+    const both = decide([
+      { effect: 'allow', action: 'read', resource: 'public.staff', rows: 'id = identity.staff_id' },
+      { effect: 'allow', action: 'read', resource: 'public.*' },
+    ]);
+    expect(both.map((r) => r.relation)).toEqual(['public.staff', 'public.wiki']);
+  });
+});

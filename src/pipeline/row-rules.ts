@@ -1,0 +1,243 @@
+/**
+ * Row rules in interlock_query (issue 27, docs/row-rules.md): after steps 3 and 4 decide that the
+ * statement may run, this step decides which of its relations are row-ruled for the caller and
+ * rewrites every reference to them to InterLock's row views (src/sql/row-rules/rewrite.ts):
+ * `security_barrier` views in schema `interlock_rows` of the source whose WHERE is the caller's
+ * combined rule, with each `identity.<attr>` read from a custom setting the reader binds as a
+ * parameter right before the statement (src/sources/postgres/read.ts). PostgreSQL then evaluates
+ * none of the agent's non-leakproof expressions on a hidden row.
+ *
+ * Fails closed (`row_rule_unenforceable`) where the rewrite cannot be proven to cover every path
+ * to a ruled relation's rows: a view or materialized view read by a caller with any row rule on
+ * the source, a user-defined function, EXPLAIN, a write touching a ruled relation (not yet
+ * supported), a name that is both a CTE and a ruled relation, a relation whose descendants carry
+ * a different rule, a rule the table cannot evaluate. A caller without an attribute a rule needs
+ * cannot read the table (`row_rule_attribute_missing`).
+ */
+import { createHash } from 'node:crypto';
+import type { AccessEvaluator } from '../governance/evaluator';
+import { relationRowRule, sameRowRule, type RelationRowRule } from '../governance/row-rules';
+import type { SqlAnalysisOk } from '../sql/types';
+import type { SourceCatalog } from '../sql/catalog-types';
+import { catalogHierarchy, type RelationHierarchy } from '../sql/hierarchy';
+import { prepareCatalog, relKey, type PreparedRelation } from '../sql/prepared-catalog';
+import {
+  attributeListText,
+  attributeText,
+  ATTRIBUTE_SETTING_PREFIX,
+  LIST_SETTING_PREFIX,
+  parseRowPredicate,
+  quoteIdent,
+  renderRowPredicate,
+  RowPredicateError,
+  RowPredicateTableError,
+  type RowPredicate,
+} from '../sql/row-rules/predicate';
+import { rewriteRowRules, ROW_VIEW_SCHEMA, RowRewriteRefusal, type RelationReference } from '../sql/row-rules/rewrite';
+import type { ToolOutcome } from './types';
+
+/** One row view: `interlock_rows.<name>` = SELECT * FROM [ONLY] schema.table WHERE predicateSql. */
+export interface RowView {
+  name: string;
+  schema: string;
+  table: string;
+  /** True for the view read in place of `ONLY schema.table`. */
+  only: boolean;
+  predicateSql: string;
+}
+
+/** The rewrite of one statement for one caller. */
+export interface RowRulePlan {
+  /** The statement with every ruled reference replaced by its view. */
+  sql: string;
+  views: RowView[];
+  /** Settings to bind before the statement: `interlock.attr.<a>` / `interlock.attrs.<a>` and their texts. */
+  settings: Array<[string, string]>;
+  /** For the audit: each ruled relation and the hash of its rule's text (never attribute values). */
+  applied: Array<{ relation: string; rule: string }>;
+  /** Hash of the views (so of the rules' text) and the bound values, for the result cache key. */
+  bindingKey: string;
+}
+
+/** Outcome: nothing ruled, refused (with a log-only reason), or the plan to run. */
+export type RowRuleDecision = { kind: 'none' } | { kind: 'refused'; outcome: ToolOutcome; reason: string } | { kind: 'ruled'; plan: RowRulePlan };
+
+/** What the step needs. `attributes` are the caller's (Identity.attributes). */
+export interface RowRuleInput {
+  evaluator: AccessEvaluator;
+  sourceId: string;
+  analysis: SqlAnalysisOk;
+  catalog: SourceCatalog;
+  hierarchy?: RelationHierarchy;
+  attributes: Record<string, unknown> | undefined;
+  /** The text that will run (the agent's, or its masking wrapper). */
+  sql: string;
+}
+
+const predicates = new Map<string, RowPredicate | RowPredicateError>();
+const MAX_CACHED_PREDICATES = 1000;
+
+/** The checked predicate of a rule text (cached), or the error that makes it unusable. */
+export function cachedPredicate(text: string): RowPredicate | RowPredicateError {
+  let p = predicates.get(text);
+  if (!p) {
+    try {
+      p = parseRowPredicate(text);
+    } catch (err) {
+      if (!(err instanceof RowPredicateError)) throw err;
+      p = err;
+    }
+    if (predicates.size >= MAX_CACHED_PREDICATES) predicates.delete(predicates.keys().next().value as string);
+    predicates.set(text, p);
+  }
+  return p;
+}
+
+function unenforceable(reason: string): RowRuleDecision {
+  return { kind: 'refused', outcome: { kind: 'refusal', code: 'row_rule_unenforceable' }, reason };
+}
+
+const sha = (s: string): string => createHash('sha256').update(s).digest('hex');
+
+/** The view name of a relation's rule: a readable prefix and a hash of everything the view holds. */
+function viewName(rel: PreparedRelation, only: boolean, predicateSql: string): string {
+  return `${rel.name.slice(0, 40)}_${sha(JSON.stringify([rel.schema, rel.name, only, rel.columnNames, predicateSql])).slice(0, 16)}`;
+}
+
+/**
+ * Decides the row rules of one analysed statement for one caller and rewrites it (see the module
+ * comment for every refusal). Synchronous; requires initSqlParser().
+ */
+export function planRowRules(input: RowRuleInput): RowRuleDecision {
+  const { evaluator, sourceId, analysis } = input;
+  if (!evaluator.hasRowRules(sourceId)) return { kind: 'none' };
+  const cat = prepareCatalog(input.catalog);
+  const hierarchy = input.hierarchy ?? catalogHierarchy(input.catalog);
+  const rules = new Map<string, RelationRowRule | null>();
+  const ruleOf = (schema: string, table: string): RelationRowRule | null => {
+    const key = relKey(schema, table);
+    if (!rules.has(key)) rules.set(key, relationRowRule(evaluator, sourceId, schema, table, hierarchy));
+    return rules.get(key)!;
+  };
+  const touched = [...analysis.reads, ...analysis.writes];
+  if (touched.some((r) => r.schema === ROW_VIEW_SCHEMA)) return unenforceable('the statement names the row-view schema');
+  // A read of a parent returns its descendants' rows: they must carry the same rule.
+  for (const r of touched) {
+    const own = ruleOf(r.schema, r.table);
+    for (const d of hierarchy.descendants(r.schema, r.table)) {
+      if (!sameRowRule(own, ruleOf(d.schema, d.name))) return unenforceable(`${r.schema}.${r.table} has a descendant with another row rule`);
+    }
+  }
+  const ruledTouched = touched.filter((r) => ruleOf(r.schema, r.table) !== null);
+  if (analysis.kind === 'write') {
+    const writeRuled = analysis.writes.some((w) => evaluator.rowTerms(sourceId, w.schema, w.table, 'write').some((t) => t.rows !== null));
+    if (ruledTouched.length > 0 || writeRuled) return unenforceable('writes touching row-ruled tables are not supported yet');
+    return { kind: 'none' };
+  }
+  // Paths to rows the rewrite cannot see into: views' definitions and user functions' bodies.
+  const views = analysis.reads.filter((r) => {
+    const k = cat.relations.get(relKey(r.schema, r.table))?.kind;
+    return k === 'view' || k === 'materialized_view';
+  });
+  if (views.length > 0) return unenforceable(`the statement reads a view (${views[0].schema}.${views[0].table}) and the caller has row rules on the source`);
+  const userFunction = analysis.functions.find((f) => f.schema !== 'pg_catalog' && f.schema !== 'information_schema');
+  if (userFunction) return unenforceable(`the statement calls a user-defined function (${userFunction.schema}.${userFunction.name}) and the caller has row rules on the source`);
+  if (ruledTouched.length === 0) return { kind: 'none' };
+  if (analysis.statement === 'ExplainStmt') return unenforceable('EXPLAIN of a statement reading row-ruled tables');
+
+  const created = new Map<string, RowView>();
+  const settings = new Map<string, string>();
+  const applied = new Map<string, string>();
+  let refusal: RowRuleDecision | null = null;
+  const predicateSqlOf = new Map<string, string>();
+  /** The combined predicate SQL of a ruled relation, binding its attributes; null after a refusal. */
+  const compile = (rel: PreparedRelation, rule: RelationRowRule): string | null => {
+    const key = relKey(rel.schema, rel.name);
+    const done = predicateSqlOf.get(key);
+    if (done !== undefined) return done;
+    const types = new Map(input.catalog.relations.find((r) => r.schema === rel.schema && r.name === rel.name)?.columns.map((c) => [c.name, c.dataType]) ?? []);
+    const parts: string[] = [];
+    for (const term of rule.terms) {
+      const p = cachedPredicate(term.rows);
+      if (p instanceof RowPredicateError) {
+        refusal = unenforceable(`the row rule of ${term.resource} in role ${term.role} is invalid: ${p.message}`);
+        return null;
+      }
+      try {
+        parts.push(renderRowPredicate(p, (c) => types.get(c)));
+      } catch (err) {
+        if (!(err instanceof RowPredicateTableError)) throw err;
+        refusal = unenforceable(`the row rule of ${term.resource} in role ${term.role} cannot apply to ${rel.schema}.${rel.name}: ${err.message}`);
+        return null;
+      }
+      for (const [attrs, prefix, text] of [[p.attributes, ATTRIBUTE_SETTING_PREFIX, attributeText], [p.listAttributes, LIST_SETTING_PREFIX, attributeListText]] as const) {
+        for (const a of attrs) {
+          const raw = input.attributes && Object.prototype.hasOwnProperty.call(input.attributes, a) ? input.attributes[a] : undefined;
+          const value = raw === undefined ? null : text(raw);
+          if (value === null) {
+            refusal = { kind: 'refused', outcome: { kind: 'refusal', code: 'row_rule_attribute_missing', message: `A row rule on a table this statement reads needs the identity attribute "${a}"${prefix === LIST_SETTING_PREFIX ? ' (a list)' : ''}, which this identity does not have (or not as a usable value), so the table is unreadable for it; an operator can set the attribute.` }, reason: `attribute ${a} missing` };
+            return null;
+          }
+          settings.set(prefix + a, value);
+        }
+      }
+    }
+    const sql = parts.length === 1 ? parts[0] : `(${parts.join(' OR ')})`;
+    predicateSqlOf.set(key, sql);
+    applied.set(`${rel.schema}.${rel.name}`, sha(JSON.stringify(rule.terms.map((t) => t.rows))).slice(0, 16));
+    return sql;
+  };
+  const resolve = (ref: RelationReference): string | null => {
+    if (refusal) return null;
+    const schemas = ref.schema !== null ? [ref.schema] : cat.path;
+    let rel: PreparedRelation | undefined;
+    for (const s of schemas) if ((rel = cat.relations.get(relKey(s, ref.name)))) break;
+    if (!rel) return null;
+    const rule = ruleOf(rel.schema, rel.name);
+    if (rule === null) return null;
+    const predicateSql = compile(rel, rule);
+    if (predicateSql === null) return null;
+    const name = viewName(rel, !ref.inh, predicateSql);
+    created.set(name, { name, schema: rel.schema, table: rel.name, only: !ref.inh, predicateSql });
+    return name;
+  };
+  let rewritten;
+  try {
+    rewritten = rewriteRowRules(input.sql, resolve);
+  } catch (err) {
+    if (err instanceof RowRewriteRefusal) return unenforceable(err.message);
+    throw err;
+  }
+  if (refusal) return refusal;
+  if (rewritten.replaced === 0) return unenforceable('no reference to the row-ruled relations was found in the text');
+  const bound = [...settings.entries()].sort(([a], [b]) => (a < b ? -1 : 1));
+  return {
+    kind: 'ruled',
+    plan: {
+      sql: rewritten.sql,
+      views: [...created.values()],
+      settings: bound,
+      applied: [...applied.entries()].map(([relation, rule]) => ({ relation, rule })).sort((a, b) => (a.relation < b.relation ? -1 : 1)),
+      // The views name the rules' rendered text by hash, the settings the bound values: two callers
+      // share a cached result only when both are equal (found by the differential test: the access
+      // fingerprint alone names resources, not rules).
+      bindingKey: sha(JSON.stringify([bound, [...created.keys()].sort()])),
+    },
+  };
+}
+
+/**
+ * The statements that create (or replace) a row view and let the source's reader role read it:
+ * the schema, the view (`security_barrier` so only leakproof quals of the agent's are pushed below
+ * the rule; `security_invoker` so the reader's own privileges and any RLS of the table still apply),
+ * and the grants. `reader` is the reader role's name. Run by a role that may create in the schema.
+ */
+export function rowViewStatements(view: RowView, reader: string): string[] {
+  const v = `${ROW_VIEW_SCHEMA}.${quoteIdent(view.name)}`;
+  return [
+    `CREATE SCHEMA IF NOT EXISTS ${ROW_VIEW_SCHEMA}`,
+    `CREATE OR REPLACE VIEW ${v} WITH (security_barrier = true, security_invoker = true) AS SELECT * FROM ${view.only ? 'ONLY ' : ''}${quoteIdent(view.schema)}.${quoteIdent(view.table)} WHERE ${view.predicateSql}`,
+    `GRANT USAGE ON SCHEMA ${ROW_VIEW_SCHEMA} TO ${quoteIdent(reader)}`,
+    `GRANT SELECT ON ${v} TO ${quoteIdent(reader)}`,
+  ];
+}

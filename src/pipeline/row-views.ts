@@ -1,0 +1,67 @@
+/**
+ * Creation of InterLock's row views on a source (issue 27, docs/row-rules.md): before the first
+ * read that needs a view, its statements (row-rules.ts `rowViewStatements`) run through an
+ * executor the gateway provides (the source's writer role); views known to exist are remembered
+ * per source in memory. When they cannot be created, the read is refused `row_rules_unavailable`
+ * (fail closed: a ruled table is never read unfiltered) and the reason is logged for operators.
+ */
+import type { SourceRecord } from '../governance/store';
+import { rowViewStatements, type RowView } from './row-rules';
+
+/** Runs one DDL statement on the source as a role that may create in schema interlock_rows. Rejects on failure. */
+export type RowViewExecutor = (source: SourceRecord, sql: string) => Promise<void>;
+
+/** Keeps a source's row views in place. */
+export interface RowViewProvisioner {
+  /** Resolves true when every view exists (created now or before), false when one could not be created (logged). */
+  ensure(source: SourceRecord, views: readonly RowView[]): Promise<boolean>;
+  /** Forgets what is known of a source (after a failed read that may mean a view was dropped). */
+  forget(sourceId: string): void;
+}
+
+/** Most views remembered per source before the memory is cleared (they are re-created idempotently). */
+const MAX_KNOWN = 10_000;
+
+/**
+ * The provisioner over `exec`. `log` receives an operator-readable reason when creation fails
+ * (never shown to agents). Concurrent calls for the same view share one creation.
+ */
+export function rowViewProvisioner(exec: RowViewExecutor, log?: (sourceId: string, view: string, err: unknown) => void): RowViewProvisioner {
+  const known = new Map<string, Map<string, Promise<boolean>>>();
+  const create = async (source: SourceRecord, view: RowView): Promise<boolean> => {
+    const reader = (source.settings.reader as { user?: unknown } | undefined)?.user;
+    if (typeof reader !== 'string' || reader === '') {
+      log?.(source.id, view.name, new Error('the source has no reader role to grant the view to'));
+      return false;
+    }
+    try {
+      for (const sql of rowViewStatements(view, reader)) await exec(source, sql);
+      return true;
+    } catch (err) {
+      log?.(source.id, view.name, err);
+      return false;
+    }
+  };
+  return {
+    async ensure(source, views) {
+      let mine = known.get(source.id);
+      if (!mine || mine.size > MAX_KNOWN) known.set(source.id, (mine = new Map()));
+      const results = views.map((v) => {
+        let p = mine!.get(v.name);
+        if (!p) {
+          p = create(source, v);
+          mine!.set(v.name, p);
+          // A failure is not remembered: the next read tries again.
+          void p.then((ok) => {
+            if (!ok && mine!.get(v.name) === p) mine!.delete(v.name);
+          });
+        }
+        return p;
+      });
+      return (await Promise.all(results)).every(Boolean);
+    },
+    forget(sourceId) {
+      known.delete(sourceId);
+    },
+  };
+}

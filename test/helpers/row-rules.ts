@@ -1,0 +1,154 @@
+/**
+ * A row-rule fixture on this machine's PostgreSQL (issue 27): a fresh database with Chinook-like
+ * tables (employee, customer with support_rep_id, invoice, a list-partitioned `ticket`, a view and a
+ * user function), a reader role (SELECT only) and a writer role that may create schemas (it creates
+ * InterLock's row views), and the interlock_query handler over the real connector with an in-memory
+ * governance store. `call` runs a statement as an identity with the given attributes.
+ */
+import pg from 'pg';
+import { randomBytes } from 'node:crypto';
+import { ADMIN_URL, createTempDatabase, pgServer, type TempDatabase } from './pg';
+import { MemoryGovernanceStore, type SourceRecord } from '../../src/governance/store';
+import type { SourceRole } from '../../src/control/roles';
+import { PostgresSourceConnector, type PostgresSourceSettings } from '../../src/sources/postgres/connector';
+import { scanCatalog } from '../../src/sources/postgres/catalog';
+import { queryHandler } from '../../src/pipeline/query';
+import { ResultCache } from '../../src/pipeline/cache';
+import { rowViewProvisioner } from '../../src/pipeline/row-views';
+import { initSqlParser } from '../../src/sql/analyze';
+import type { SourceCatalog } from '../../src/sql/catalog-types';
+import type { ToolCallContext, ToolOutcome } from '../../src/pipeline/types';
+
+/** The fixture's schema and data: 6 employees, 60 customers, 240 invoices, 30 tickets in 3 partitions. */
+export const ROW_FIXTURE_SQL = `
+CREATE TABLE employee (employee_id int PRIMARY KEY, last_name text NOT NULL, region text NOT NULL);
+CREATE TABLE customer (customer_id int PRIMARY KEY, support_rep_id int REFERENCES employee, country text NOT NULL, email text, credit numeric(10,2) NOT NULL, code character(2));
+CREATE TABLE invoice (invoice_id int PRIMARY KEY, customer_id int NOT NULL REFERENCES customer, total numeric(10,2) NOT NULL, billing_country text);
+CREATE TABLE ticket (ticket_id int NOT NULL, region text NOT NULL, body text) PARTITION BY LIST (region);
+CREATE TABLE ticket_eu PARTITION OF ticket FOR VALUES IN ('eu');
+CREATE TABLE ticket_us PARTITION OF ticket FOR VALUES IN ('us');
+CREATE TABLE ticket_ap PARTITION OF ticket FOR VALUES IN ('ap');
+INSERT INTO employee SELECT g, 'emp' || g, (ARRAY['eu','us','ap'])[1 + g % 3] FROM generate_series(1, 6) g;
+INSERT INTO customer SELECT g, CASE WHEN g % 10 = 0 THEN NULL ELSE 1 + g % 6 END, (ARRAY['DE','US','JP','FR'])[1 + g % 4], 'c' || g || '@x.test', (g * 7 % 100) - 20, (ARRAY['aa','bb'])[1 + g % 2] FROM generate_series(1, 60) g;
+INSERT INTO invoice SELECT g, 1 + g % 60, (g * 13 % 50) + 0.5, (ARRAY['DE','US','JP','FR', NULL])[1 + g % 5] FROM generate_series(1, 240) g;
+INSERT INTO ticket SELECT g, (ARRAY['eu','us','ap'])[1 + g % 3], 'body ' || g FROM generate_series(1, 30) g;
+CREATE VIEW customer_countries AS SELECT customer_id, country FROM customer;
+CREATE FUNCTION customer_count() RETURNS bigint LANGUAGE sql STABLE AS 'SELECT count(*) FROM customer';
+ANALYZE;
+`;
+
+/** The running fixture. */
+export interface RowFixture {
+  db: TempDatabase;
+  reader: string;
+  writer: string;
+  catalog: SourceCatalog;
+  store: MemoryGovernanceStore;
+  source: SourceRecord;
+  connector: PostgresSourceConnector;
+  /** Replaces the roles granted to identity `id` on the source. */
+  grant(id: string, roles: SourceRole[]): void;
+  /** The audit details of the last call. */
+  lastAudit(): Record<string, unknown>;
+  /** Runs interlock_query as identity `id` with `attributes`. */
+  call(id: string, attributes: Record<string, unknown> | undefined, sql: string, params?: unknown[]): Promise<ToolOutcome>;
+  /** Runs SQL as the superuser on the fixture database. */
+  admin<T extends pg.QueryResultRow = Record<string, unknown>>(sql: string, params?: unknown[]): Promise<T[]>;
+  close(): Promise<void>;
+}
+
+/** Creates the fixture (about 1 s). `extraSql` runs after ROW_FIXTURE_SQL, before the catalog scan. */
+export async function startRowFixture(extraSql = ''): Promise<RowFixture> {
+  await initSqlParser();
+  const db = await createTempDatabase('rows');
+  const tag = randomBytes(4).toString('hex');
+  const reader = `il_rr_${tag}`;
+  const writer = `il_rw_${tag}`;
+  const su = new pg.Client({ connectionString: db.url });
+  await su.connect();
+  await su.query(ROW_FIXTURE_SQL + extraSql);
+  await su.query(`CREATE ROLE "${reader}" LOGIN; CREATE ROLE "${writer}" LOGIN;
+    GRANT USAGE ON SCHEMA public TO "${reader}", "${writer}";
+    GRANT SELECT ON ALL TABLES IN SCHEMA public TO "${reader}", "${writer}";
+    GRANT CREATE ON DATABASE "${db.name}" TO "${writer}";`);
+  const readerUrl = new URL(db.url);
+  readerUrl.username = reader;
+  readerUrl.password = '';
+  const rc = new pg.Client({ connectionString: readerUrl.toString() });
+  await rc.connect();
+  const catalog = await scanCatalog(rc);
+  await rc.end();
+  const { host, port } = pgServer();
+  const settings: PostgresSourceSettings = { host, port, database: db.name, reader: { user: reader }, writer: { user: writer }, pool_size: 4 };
+  const connector = new PostgresSourceConnector('rows', settings);
+  const source: SourceRecord = { id: 'rows', type: 'postgres', name: 'rows', enabled: true, settings: settings as unknown as Record<string, unknown> };
+  const store = new MemoryGovernanceStore();
+  store.sources.set(source.id, source);
+  const handler = queryHandler({
+    store,
+    connectors: { reader: () => connector },
+    rateLimiter: { consume: async () => ({ ok: true as const }) },
+    cache: new ResultCache({ ttlMs: 60_000, maxBytes: 8 * 1024 * 1024 }),
+    catalog: async () => catalog,
+    maskSecret: 'row-rules-test',
+    rowViews: rowViewProvisioner(async (_s, sql) => {
+      await connector.write(sql, []);
+    }),
+  });
+  let n = 0;
+  let audit: Record<string, unknown> = {};
+  return {
+    lastAudit: () => audit,
+    db,
+    reader,
+    writer,
+    catalog,
+    store,
+    source,
+    connector,
+    grant(id, roles) {
+      store.grants = store.grants.filter((g) => g.identityId !== id);
+      for (const role of roles) store.grants.push({ identityId: id, sourceId: 'rows', role });
+    },
+    call(id, attributes, sql, params = []) {
+      const ctx = {
+        requestId: `req_rows_${++n}`,
+        apiKey: null,
+        identity: { id, name: id, keyId: 'k', ...(attributes ? { attributes } : {}) },
+        dialect: 'modern',
+        protocolVersion: '2025-11-25',
+        toolName: 'interlock_query',
+        canonicalTool: 'interlock_query',
+        signal: new AbortController().signal,
+        auditDetails: (audit = {}),
+      } as unknown as ToolCallContext;
+      return handler({ source_id: 'rows', sql, params, max_rows: 10_000 }, ctx);
+    },
+    async admin(sql, params = []) {
+      return (await su.query(sql, params)).rows;
+    },
+    async close() {
+      await connector.close();
+      await su.end();
+      await db.drop();
+      const a = new pg.Client({ connectionString: ADMIN_URL });
+      await a.connect();
+      try {
+        for (const r of [reader, writer]) await a.query(`DROP ROLE IF EXISTS "${r}"`);
+      } finally {
+        await a.end();
+      }
+    },
+  };
+}
+
+/** The rows of a result outcome (throws with the outcome for anything else). */
+export function rowsOf(o: ToolOutcome): Array<Record<string, unknown>> {
+  if (o.kind !== 'result') throw new Error(`expected rows, got ${JSON.stringify(o)}`);
+  return (o.structuredContent as { rows: Array<Record<string, unknown>> }).rows;
+}
+
+/** The refusal or error code of an outcome, or 'ok'. */
+export function codeOf(o: ToolOutcome): string {
+  return o.kind === 'result' ? 'ok' : 'code' in o ? String(o.code) : o.kind;
+}

@@ -1,0 +1,81 @@
+/**
+ * Row rules through the real gateway (issue 27): an operator sets identity attributes and a role
+ * with a row rule on Chinook's customer; the agent's API key then reads only its customers over
+ * MCP. The row views are created by the source's writer role: while it may not create them the
+ * ruled table is refused row_rules_unavailable (never read unfiltered), and once it may the same
+ * call answers.
+ */
+import pg from 'pg';
+import { startGovernedEnv, callTool, sourceQuery, type GovernedEnv } from '../../helpers/governed';
+import { upsertRole } from '../../../src/control/roles';
+import { grantRole } from '../../../src/control/grants';
+import { createIdentity, setIdentityAttributes } from '../../../src/control/identities';
+import { createApiKey } from '../../../src/control/keys';
+import { ValidationError } from '../../../src/control/errors';
+
+let env: GovernedEnv;
+let apiKey: string;
+
+beforeAll(async () => {
+  env = await startGovernedEnv();
+  const rep = await createIdentity(env.db, 'rep-agent');
+  apiKey = (await createApiKey(env.db, rep.id)).secret;
+  await upsertRole(env.db, { name: 'support-rep', statements: [{ effect: 'allow', action: 'read', resource: 'public.customer', rows: 'support_rep_id = identity.employee_id' }] });
+  await grantRole(env.db, { identityId: rep.id, roleName: 'support-rep', sourceId: 'chinook' });
+}, 120_000);
+afterAll(async () => env?.close());
+
+async function query(sql: string): Promise<{ code?: string; rows?: Array<Record<string, unknown>> }> {
+  const r = await callTool(env, 'interlock_query', { source_id: 'chinook', sql }, apiKey);
+  expect(r.status).toBe(200);
+  const res = r.body.result;
+  return res.isError ? { code: res.structuredContent?.code } : { rows: res.structuredContent.rows };
+}
+
+/** Retries until the gateway has seen the control change (its caches clear on NOTIFY), at most ~3 s. */
+async function eventually<T>(fn: () => Promise<T>, ok: (t: T) => boolean): Promise<T> {
+  let last = await fn();
+  for (let i = 0; i < 30 && !ok(last); i++) {
+    await new Promise((r) => setTimeout(r, 100));
+    last = await fn();
+  }
+  return last;
+}
+
+test('identity attributes are validated and stored', async () => {
+  await expect(setIdentityAttributes(env.db, 'rep-agent', { 'Bad-Name': 1 })).rejects.toThrow(ValidationError);
+  await expect(setIdentityAttributes(env.db, 'rep-agent', { x: { nested: true } })).rejects.toThrow(ValidationError);
+  const r = await setIdentityAttributes(env.db, 'rep-agent', { employee_id: 3, tmp: 'x' });
+  expect(r.attributes).toEqual({ employee_id: 3, tmp: 'x' });
+  expect((await setIdentityAttributes(env.db, 'rep-agent', { tmp: null })).attributes).toEqual({ employee_id: 3 });
+});
+
+test('a ruled table is refused while the row views cannot be created, and read through them once they can', async () => {
+  await setIdentityAttributes(env.db, 'rep-agent', { employee_id: 3 });
+  const refused = await eventually(() => query('SELECT customer_id FROM customer ORDER BY customer_id'), (x) => x.code === 'row_rules_unavailable');
+  expect(refused.code).toBe('row_rules_unavailable');
+  // The operator lets the writer role create InterLock's schema.
+  const su = new pg.Client({ connectionString: env.sourceUrl });
+  await su.connect();
+  try {
+    await su.query(`GRANT CREATE ON DATABASE "${env.demo.databaseName}" TO "${env.demo.writerRole}"`);
+  } finally {
+    await su.end();
+  }
+  const expected = await sourceQuery<{ customer_id: number }>(env, 'SELECT customer_id FROM customer WHERE support_rep_id = 3 ORDER BY customer_id');
+  expect(expected.length).toBeGreaterThan(0);
+  const ok = await query('SELECT customer_id FROM customer ORDER BY customer_id');
+  expect(ok.rows).toEqual(expected.map((x) => ({ customer_id: x.customer_id })));
+  const total = await query('SELECT count(*)::int AS n FROM customer');
+  expect(total.rows).toEqual([{ n: expected.length }]);
+});
+
+test('a changed attribute changes the rows (no stale cache), a removed one makes the table unreadable', async () => {
+  await setIdentityAttributes(env.db, 'rep-agent', { employee_id: 4 });
+  const four = await sourceQuery<{ n: number }>(env, 'SELECT count(*)::int AS n FROM customer WHERE support_rep_id = 4');
+  const r = await eventually(() => query('SELECT count(*)::int AS n FROM customer'), (x) => x.rows?.[0]?.n === four[0].n);
+  expect(r.rows).toEqual([{ n: four[0].n }]);
+  await setIdentityAttributes(env.db, 'rep-agent', { employee_id: null });
+  const gone = await eventually(() => query('SELECT count(*)::int AS n FROM customer'), (x) => x.code === 'row_rule_attribute_missing');
+  expect(gone.code).toBe('row_rule_attribute_missing');
+});

@@ -1,0 +1,106 @@
+/**
+ * Row-rule predicates (issue 27): what parses, what is refused and how it is rendered for a row view.
+ */
+import { initSqlParser } from '../../../../src/sql/parser';
+import {
+  attributeListText,
+  attributeText,
+  bindType,
+  parseRowPredicate,
+  renderRowPredicate,
+  RowPredicateError,
+  RowPredicateTableError,
+} from '../../../../src/sql/row-rules/predicate';
+
+beforeAll(async () => {
+  await initSqlParser();
+});
+
+const types: Record<string, string> = { support_rep_id: 'integer', region: 'character varying(20)', code: 'character(2)', deleted: 'boolean', name: 'text', flags: 'bit(3)' };
+const lookup = (c: string) => types[c];
+
+describe('parseRowPredicate', () => {
+  it('reads columns, scalar and list attributes', () => {
+    const p = parseRowPredicate('support_rep_id = identity.employee_id OR region = ANY(identity.regions)');
+    expect(p.columns).toEqual(['region', 'support_rep_id']);
+    expect(p.attributes).toEqual(['employee_id']);
+    expect(p.listAttributes).toEqual(['regions']);
+  });
+
+  it.each([
+    ['x IN (1, 2, 3) AND NOT deleted IS NULL'],
+    ["lower(name) = lower(identity.login) AND coalesce(region, 'eu') <> 'us'"],
+    ['support_rep_id >= 3 AND support_rep_id != identity.x'],
+    ["btrim(name) = 'a''b'"],
+    ['region NOT IN (identity.a, identity.b)'],
+  ])('accepts %s', (text) => {
+    expect(() => parseRowPredicate(text)).not.toThrow();
+  });
+
+  it.each([
+    ['a = (SELECT 1)', /sub-select/],
+    ['a::int = 1', /cast/],
+    ['pg_sleep(1) IS NULL', /function pg_sleep is not allowed/],
+    ['public.t.a = 1', /unqualified/],
+    ['x.a = 1', /unqualified/],
+    ['a = $1', /parameter/],
+    ['a = 1; DROP TABLE t', /one boolean expression/],
+    ['a = 1 GROUP BY a', /one boolean expression/],
+    ['a LIKE identity.p', /operator ~~ is not allowed/],
+    ['a = ANY(ARRAY[1,2])', /ARRAY constructor/],
+    ['a = ANY(b)', /identity attribute holding a list/],
+    ['identity.flag', /not a bare value/],
+    ['', /empty/],
+    ['a = identity."Bad-Name"', /lower-case/],
+    ['a = ', /does not parse/],
+    ['upper(a) OVER () = 1', /function upper is not allowed/],
+    ['CASE WHEN a THEN true END', /CASE/],
+  ])('refuses %s', (text, why) => {
+    expect(() => parseRowPredicate(text)).toThrow(RowPredicateError);
+    expect(() => parseRowPredicate(text)).toThrow(why);
+  });
+});
+
+describe('renderRowPredicate', () => {
+  it('casts an attribute to the compared column type without its modifier, and lists to arrays', () => {
+    const sql = renderRowPredicate(parseRowPredicate('support_rep_id = identity.employee_id OR region = ANY(identity.regions) OR code = identity.c'), lookup);
+    expect(sql).toBe(
+      "((\"support_rep_id\" OPERATOR(pg_catalog.=) (pg_catalog.current_setting(E'interlock.attr.employee_id', true)::integer)) OR (\"region\" OPERATOR(pg_catalog.=) ANY ((pg_catalog.current_setting(E'interlock.attrs.regions', true)::character varying[]))) OR (\"code\" OPERATOR(pg_catalog.=) (pg_catalog.current_setting(E'interlock.attr.c', true)::bpchar)))",
+    );
+  });
+
+  it('re-quotes strings as escape literals and qualifies functions', () => {
+    const sql = renderRowPredicate(parseRowPredicate("lower(name) = 'o''b\\\\x'"), lookup);
+    expect(sql).toBe("(pg_catalog.lower(\"name\") OPERATOR(pg_catalog.=) E'o''b\\\\\\\\x')");
+  });
+
+  it('refuses a column the table lacks and a type that cannot take a bound value', () => {
+    expect(() => renderRowPredicate(parseRowPredicate('nope = 1'), lookup)).toThrow(RowPredicateTableError);
+    expect(() => renderRowPredicate(parseRowPredicate('flags = identity.f'), lookup)).toThrow(/type \(bit\(3\)\)/);
+  });
+});
+
+describe('attribute values', () => {
+  it('binds scalars as text and lists as quoted array literals', () => {
+    expect(attributeText('a"b')).toBe('a"b');
+    expect(attributeText(3)).toBe('3');
+    expect(attributeText(true)).toBe('true');
+    expect(attributeText(null)).toBeNull();
+    expect(attributeText(['x'])).toBeNull();
+    expect(attributeText({})).toBeNull();
+    expect(attributeText(Number.NaN)).toBeNull();
+    expect(attributeListText(['eu', 'a"b', 'c\\d', 'x,y}'])).toBe('{"eu","a\\"b","c\\\\d","x,y}"}');
+    expect(attributeListText('eu')).toBe('{"eu"}');
+    expect(attributeListText([])).toBe('{}');
+    expect(attributeListText([null])).toBeNull();
+  });
+
+  it('strips type modifiers', () => {
+    expect(bindType('character varying(40)')).toBe('character varying');
+    expect(bindType('numeric(10,2)')).toBe('numeric');
+    expect(bindType('timestamp(3) with time zone')).toBe('timestamp with time zone');
+    expect(bindType('character(2)')).toBe('bpchar');
+    expect(bindType('integer[]')).toBeNull();
+    expect(bindType('bit varying(3)')).toBeNull();
+  });
+});
