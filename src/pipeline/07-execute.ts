@@ -30,9 +30,11 @@ export interface QueryConnector {
   /**
    * The live ancestors and descendants of relations (issue 22 item 1), keyed by
    * `relationKey(schema, name)`; the PostgreSQL connector has it (src/sources/postgres/hierarchy.ts).
-   * A connector without it (test doubles) is not re-checked before reads.
+   * A connector without it (test doubles) is not re-checked before reads. `probe` true: first let
+   * the server prove which relations stand alone (the cheap common case), and walk only the others;
+   * false or absent: walk at once (the caller knows some relation sits in a tree).
    */
-  relationTrees?(relations: readonly RelationName[], opts: { signal?: AbortSignal; identityId?: string }): Promise<Map<string, LiveRelationTree>>;
+  relationTrees?(relations: readonly RelationName[], opts: { signal?: AbortSignal; identityId?: string; probe?: boolean }): Promise<Map<string, LiveRelationTree>>;
 }
 
 /** Gives the connector of a source (pools are cached by the provider). */

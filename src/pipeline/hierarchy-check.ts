@@ -70,13 +70,17 @@ function touched(a: OkAnalysis): RelationName[] {
 export async function checkHierarchy(i: HierarchyCheckInput): Promise<HierarchyCheck> {
   const unchanged: HierarchyCheck = { ok: true, changed: false, restrictions: i.restrictions };
   if (!i.connector.relationTrees || !hierarchySensitive(i.evaluator, i.sourceId, i.policies, i.subject)) return unchanged;
+  const base = catalogHierarchy(i.catalog);
+  const relations = touched(i.analysis);
+  // Relations the catalogue places in a tree need the walk anyway; otherwise the server first
+  // proves (cheaply) which relations still stand alone (src/sources/postgres/hierarchy.ts).
+  const probe = !relations.some((r) => base.ancestors(r.schema, r.name).length > 0 || base.descendants(r.schema, r.name).length > 0);
   let live;
   try {
-    live = await i.connector.relationTrees(touched(i.analysis), { signal: i.signal, identityId: i.identityId });
+    live = await i.connector.relationTrees(relations, { signal: i.signal, identityId: i.identityId, probe });
   } catch (err) {
     return { ok: false, outcome: mapConnectorError(err), unreachable: true };
   }
-  const base = catalogHierarchy(i.catalog);
   if (!hierarchyChanged(base, live)) return unchanged;
   const h = overlayHierarchy(base, live);
   const denied = authorizeStatement(i.evaluator, i.sourceId, i.analysis, i.catalog, h);

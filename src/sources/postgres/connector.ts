@@ -134,11 +134,14 @@ export class PostgresSourceConnector {
 
   /**
    * The ancestors and descendants of `relations` as the server has them now (issue 22 item 1; see
-   * hierarchy.ts): one read with the caller's identity, so the fair share and breaker apply.
+   * hierarchy.ts): with `opts.probe`, a standalone probe first, then the walk only for relations
+   * that may sit in a tree (without: the walk at once), as reads with the caller's identity, so the fair share
+   * and breaker apply.
    * @throws as `read`, or Error when the answer was incomplete
    */
-  relationTrees(relations: readonly RelationName[], opts: { signal?: AbortSignal; identityId?: string } = {}): Promise<Map<string, LiveRelationTree>> {
-    return readRelationTrees((sql, params) => this.read(sql, params, { maxRows: MAX_HIERARCHY_ROWS, maxBytes: 4 * 1024 * 1024, ...opts }), relations);
+  relationTrees(relations: readonly RelationName[], opts: { signal?: AbortSignal; identityId?: string; probe?: boolean } = {}): Promise<Map<string, LiveRelationTree>> {
+    const { probe, ...readOpts } = opts;
+    return readRelationTrees((sql, params) => this.read(sql, params, { maxRows: MAX_HIERARCHY_ROWS, maxBytes: 4 * 1024 * 1024, ...readOpts }), relations, { probe });
   }
 
   /**
