@@ -5,7 +5,7 @@
  * next read, not after the next scan (src/pipeline/hierarchy-check.ts compares and re-decides).
  *
  * Two queries, so that the common case costs almost nothing (bench 01, issue 23):
- * - STANDALONE_PROBE_SQL: index lookups on pg_class and pg_inherits for the named relations only.
+ * - standaloneProbeSql: index lookups on pg_class and pg_inherits for the named relations only.
  *   A relation with `relhassubclass` false (PostgreSQL sets it when a child or partition is
  *   created or attached and clears it only when none is left), `relispartition` false and no
  *   pg_inherits row as a child provably stands alone: its live tree is empty. That is the server's
@@ -49,19 +49,26 @@ ORDER BY x.s, x.n, x.dir, x.depth, rn.nspname, rc.relname
 `;
 
 /**
- * $1 schemas, $2 names (parallel text arrays). One row per named relation that may sit in a tree
- * (has or once had a child, is a partition, or is an inheritance child); a relation not returned
- * exists with no parent and no child, or does not exist. Index lookups only
- * (pg_class_relname_nsp_index, pg_inherits_relid_seqno_index): no walk, no scan of the catalogue.
+ * The probe for `count` relations: parameters $1, $2 are the first relation's schema and name, $3,
+ * $4 the second's, and so on. One row per named relation that may sit in a tree (has or once had a
+ * child, is a partition, or is an inheritance child); a relation not returned exists with no parent
+ * and no child, or does not exist. Index lookups only (pg_class_relname_nsp_index, and
+ * pg_inherits_relid_seqno_index when pg_inherits is large): no walk, no scan of the catalogue.
+ * A VALUES list rather than unnest(array): the planner then estimates the generic plan exactly as
+ * a custom one, so the connection's prepared statement keeps one plan instead of planning every
+ * call (planning cost more than the lookups themselves).
  */
-export const STANDALONE_PROBE_SQL = `
+export function standaloneProbeSql(count: number): string {
+  const rows = Array.from({ length: count }, (_, i) => `($${2 * i + 1}::text, $${2 * i + 2}::text)`).join(', ');
+  return `
 SELECT u.s::text AS s, u.n::text AS n
-FROM unnest($1::text[], $2::text[]) AS u(s, n)
+FROM (VALUES ${rows}) AS u(s, n)
 JOIN pg_catalog.pg_namespace ns ON ns.nspname = u.s
 JOIN pg_catalog.pg_class c ON c.relnamespace = ns.oid AND c.relname = u.n
 WHERE c.relhassubclass OR c.relispartition
    OR (SELECT true FROM pg_catalog.pg_inherits i WHERE i.inhrelid = c.oid LIMIT 1)
 `;
+}
 
 /** How the query is run: a read on the source's reader (read-only, time-limited, fair-shared). */
 export type HierarchyRead = (sql: string, params: unknown[]) => Promise<{ rowsArray: unknown[][]; truncated: boolean }>;
@@ -73,7 +80,7 @@ export interface RelationTreeOptions {
 
 /**
  * Asks the server for the ancestors and descendants of `relations`: first which of them may sit in
- * a tree (STANDALONE_PROBE_SQL, when `opts.probe` is true), then the walk (HIERARCHY_SQL) for
+ * a tree (standaloneProbeSql, when `opts.probe` is true), then the walk (HIERARCHY_SQL) for
  * those only; when the probe returns none, the walk is not run.
  * @returns a map keyed by `relationKey(schema, name)` with an entry for every requested relation
  *   (empty lists when it has no parent or child, or no longer exists)
@@ -86,7 +93,7 @@ export async function readRelationTrees(read: HierarchyRead, relations: readonly
   if (!relations.length) return out;
   let walk: readonly RelationName[] = relations;
   if (opts.probe === true) {
-    const res = await read(STANDALONE_PROBE_SQL, [relations.map((r) => r.schema), relations.map((r) => r.name)]);
+    const res = await read(standaloneProbeSql(relations.length), relations.flatMap((r) => [r.schema, r.name]));
     if (res.truncated) throw new Error('hierarchy answer incomplete');
     const inTree = new Set<string>();
     for (const row of res.rowsArray) {

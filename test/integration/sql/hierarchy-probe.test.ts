@@ -7,7 +7,7 @@
  */
 import { Client } from 'pg';
 import { createTempDatabase, type TempDatabase } from '../../helpers/pg';
-import { HIERARCHY_SQL, STANDALONE_PROBE_SQL, readRelationTrees, type HierarchyRead } from '../../../src/sources/postgres/hierarchy';
+import { HIERARCHY_SQL, standaloneProbeSql, readRelationTrees, type HierarchyRead } from '../../../src/sources/postgres/hierarchy';
 import { relationKey, type LiveRelationTree } from '../../../src/sql/hierarchy';
 import type { RelationName } from '../../../src/sql/catalog-types';
 
@@ -18,7 +18,7 @@ let reader: Client;
 let sent: Array<'probe' | 'walk'> = [];
 
 const read: HierarchyRead = async (sql, params) => {
-  sent.push(sql === STANDALONE_PROBE_SQL ? 'probe' : sql === HIERARCHY_SQL ? 'walk' : (() => { throw new Error('unexpected sql'); })());
+  sent.push(sql === standaloneProbeSql(params.length / 2) ? 'probe' : sql === HIERARCHY_SQL ? 'walk' : (() => { throw new Error('unexpected sql'); })());
   const r = await reader.query({ text: sql, values: params, rowMode: 'array' });
   return { rowsArray: r.rows as unknown[][], truncated: false };
 };
