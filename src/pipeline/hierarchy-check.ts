@@ -66,6 +66,22 @@ function touched(a: OkAnalysis): RelationName[] {
   return [...out.values()];
 }
 
+/**
+ * When the check can ride on the read itself (issue 23, bench 01): the caller is checked (see
+ * module doc), the catalogue places no touched relation in a tree, and the connector offers a
+ * guard. Returns the guard to pass to `read` (the statement then runs only if the server proves
+ * every touched relation still stands alone, in the same round trip), or null: run checkHierarchy
+ * first. A read whose guard trips, or a cached answer, must still go through checkHierarchy.
+ */
+export function standaloneGuardFor(i: Omit<HierarchyCheckInput, 'now' | 'restrictions' | 'signal' | 'identityId'>): { text: string; values: string[] } | null {
+  if (!i.connector.standaloneGuard || !i.connector.relationTrees || i.analysis.kind !== 'read') return null;
+  if (!hierarchySensitive(i.evaluator, i.sourceId, i.policies, i.subject)) return null;
+  const base = catalogHierarchy(i.catalog);
+  const relations = touched(i.analysis);
+  if (!relations.length || relations.some((r) => base.ancestors(r.schema, r.name).length > 0 || base.descendants(r.schema, r.name).length > 0)) return null;
+  return i.connector.standaloneGuard(relations);
+}
+
 /** Runs the check (see module doc). Never throws: connector failures become outcomes. */
 export async function checkHierarchy(i: HierarchyCheckInput): Promise<HierarchyCheck> {
   const unchanged: HierarchyCheck = { ok: true, changed: false, restrictions: i.restrictions };

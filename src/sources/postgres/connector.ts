@@ -25,7 +25,7 @@ import type { ReadOptions, ReadResult } from './portal-read';
 import { runRead, type StatementContext } from './read';
 import { resolveSettings, tlsOptions, type PostgresSourceSettings, type Resolved } from './settings';
 import { encodeParams } from './wire';
-import { readRelationTrees, MAX_HIERARCHY_ROWS } from './hierarchy';
+import { readRelationTrees, standaloneGuard, MAX_HIERARCHY_ROWS } from './hierarchy';
 import type { RelationName } from '../../sql/catalog-types';
 import type { LiveRelationTree } from '../../sql/hierarchy';
 import { lendReader, runWrite } from './write';
@@ -142,6 +142,15 @@ export class PostgresSourceConnector {
   relationTrees(relations: readonly RelationName[], opts: { signal?: AbortSignal; identityId?: string; probe?: boolean } = {}): Promise<Map<string, LiveRelationTree>> {
     const { probe, ...readOpts } = opts;
     return readRelationTrees((sql, params) => this.read(sql, params, { maxRows: MAX_HIERARCHY_ROWS, maxBytes: 4 * 1024 * 1024, ...readOpts }), relations, { probe });
+  }
+
+  /**
+   * A read guard (ReadOptions.guard) that lets the read's statement run only when every relation
+   * of `relations` provably stands alone on the server (hierarchy.ts standaloneGuardSql); when one
+   * may sit in a tree the read resolves with `guardTripped` and no rows, its statement not run.
+   */
+  standaloneGuard(relations: readonly RelationName[]): { text: string; values: string[] } {
+    return standaloneGuard(relations);
   }
 
   /**

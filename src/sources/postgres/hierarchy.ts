@@ -70,6 +70,30 @@ WHERE c.relhassubclass OR c.relispartition
 `;
 }
 
+/**
+ * The probe as a read guard (portal-read.ts ReadGuard): run in the same round trip right before a
+ * read, it returns no rows when every named relation provably stands alone, and raises 22012
+ * (division by zero; read.ts GUARD_SQLSTATE) at the first that may sit in a tree, so the read's
+ * statement is never executed then. The CASE makes the division run only for such a relation.
+ */
+export function standaloneGuardSql(count: number): string {
+  const rows = Array.from({ length: count }, (_, i) => `($${2 * i + 1}::text, $${2 * i + 2}::text)`).join(', ');
+  return `
+SELECT 1
+FROM (VALUES ${rows}) AS u(s, n)
+JOIN pg_catalog.pg_namespace ns ON ns.nspname = u.s
+JOIN pg_catalog.pg_class c ON c.relnamespace = ns.oid AND c.relname = u.n
+WHERE CASE WHEN c.relhassubclass OR c.relispartition
+             OR (SELECT true FROM pg_catalog.pg_inherits i WHERE i.inhrelid = c.oid LIMIT 1)
+      THEN 1 / (c.relnatts * 0) = 1 ELSE false END
+`;
+}
+
+/** The guard for `relations` (see standaloneGuardSql). */
+export function standaloneGuard(relations: readonly RelationName[]): { text: string; values: string[] } {
+  return { text: standaloneGuardSql(relations.length), values: relations.flatMap((r) => [r.schema, r.name]) };
+}
+
 /** How the query is run: a read on the source's reader (read-only, time-limited, fair-shared). */
 export type HierarchyRead = (sql: string, params: unknown[]) => Promise<{ rowsArray: unknown[][]; truncated: boolean }>;
 
