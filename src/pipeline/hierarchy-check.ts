@@ -13,7 +13,9 @@
  *
  * Only callers whose rules can refuse or mask (a read or write deny in their roles, or a `mask_columns` or
  * `deny_relations` policy that applies to them) are checked: for anyone else a change of hierarchy
- * cannot reveal anything, and their reads keep one round trip. A relation named in the statement but
+ * cannot reveal anything. For a checked read whose relations the catalogue places in no tree, the
+ * check rides on the read itself (standaloneGuardFor: a guard run before the statement in its round
+ * trip, issue 23 bench 01); only when it trips, or for a cached answer, does checkHierarchy run. A relation named in the statement but
  * unknown to the catalogue never gets here: the analyser refuses it (`source_role_denied`).
  */
 import type { Policy } from '../../generated/policy-v1';
