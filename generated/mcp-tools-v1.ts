@@ -1437,7 +1437,7 @@ export interface AccessEntry {
   resources: {};
 }
 /**
- * One describe_source row. The fields after data_type appear when the source's catalog scan recorded them (every scan since 1.0.0-rc.1 does; table_kind, partition_of and inherits since issue 22).
+ * One describe_source row. The fields after data_type appear when the source's catalog scan recorded them (every scan since 1.0.0-rc.1 does; table_kind, partition_of and inherits since issue 22; type_kind, base_type, element_type, element_kind, enum_labels, range_subtype and value_form since issue 23).
  *
  * This interface was referenced by `InterlockTools`'s JSON-Schema
  * via the `definition` "CatalogRow".
@@ -1491,6 +1491,34 @@ export interface CatalogRow {
    * Inheritance parents (INHERITS) as schema.table, in declaration order; absent when none.
    */
   inherits?: string[];
+  /**
+   * What the column's declared type (data_type) is: pg_type.typtype as a word, with "array" for an array type (of any element type). A domain keeps its own name in data_type; base_type names the type beneath it.
+   */
+  type_kind?: 'base' | 'domain' | 'enum' | 'composite' | 'range' | 'multirange' | 'array' | 'pseudo';
+  /**
+   * Domains only: the type beneath every domain (format_type, no modifiers), e.g. "text" for a domain email_address over text. Values arrive as this type's values do.
+   */
+  base_type?: string;
+  /**
+   * Arrays (and domains over an array) only: the element type (format_type, no modifiers), e.g. "mood" for mood[].
+   */
+  element_type?: string;
+  /**
+   * Arrays only: what the element type is (as type_kind).
+   */
+  element_kind?: 'base' | 'domain' | 'enum' | 'composite' | 'range' | 'multirange' | 'pseudo';
+  /**
+   * When the column's type, its base type or its element type is an enum: the enum's labels in sort order.
+   */
+  enum_labels?: string[];
+  /**
+   * When the column's type, its base type or its element type is a range or multirange: the range's subtype (format_type).
+   */
+  range_subtype?: string;
+  /**
+   * How this column's values arrive in interlock_query results (spec/value-mapping-v1.json `forms`): text (PostgreSQL's text output as a JSON string), boolean, number, int8 (a number within ±(2^53−1), else a string of digits), float (a number, or "NaN"/"Infinity"/"-Infinity"), json (the server's JSON text verbatim) or array (a JSON array of element values mapped by element type, or PostgreSQL's array text when its lower bounds are not 1). SQL NULL is null in every form.
+   */
+  value_form?: 'text' | 'boolean' | 'number' | 'int8' | 'float' | 'json' | 'array';
 }
 /**
  * This interface was referenced by `InterlockTools`'s JSON-Schema

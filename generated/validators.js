@@ -1152,7 +1152,7 @@ return errors === 0;
 validate24.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.validateCatalogRow = validate25;
-const schema36 = {"$id":"https://interlock.dev/spec/defs/CatalogRow.json","title":"CatalogRow","type":"object","properties":{"table_schema":{"type":"string"},"table_name":{"type":"string"},"column_name":{"type":"string"},"data_type":{"type":"string"},"is_nullable":{"type":"boolean","description":"The column accepts NULL (no NOT NULL constraint)."},"column_default":{"type":["string","null"],"description":"The default expression as PostgreSQL prints it, e.g. nextval('playlist_playlist_id_seq'::regclass); null when none."},"is_identity":{"type":"boolean","description":"An identity column (GENERATED … AS IDENTITY): omit it from INSERT and the database assigns the value."},"identity_generation":{"type":["string","null"],"description":"\"ALWAYS\" or \"BY DEFAULT\" for an identity column, else null."},"is_generated":{"type":"boolean","description":"A stored generated column: it cannot be written."},"is_serial":{"type":"boolean","description":"The default draws from a sequence (serial, bigserial, DEFAULT nextval(...)): omit it from INSERT."},"primary_key":{"type":"boolean","description":"Part of the primary key."},"unique":{"type":"boolean","description":"Unique on its own (a one-column primary or unique key)."},"table_kind":{"type":"string","enum":["table","view","materialized_view","partitioned_table","partition","foreign_table"],"description":"The relation's kind (pg_class.relkind; relispartition gives partition, also for a sub-partitioned or foreign partition). A partition or inheritance child is governed by every rule written on its ancestors, and reading a parent without ONLY also reads its descendants."},"partition_of":{"type":"string","description":"A partition's parent as schema.table (the partitioned table it is attached to). Rows are listed after their parent's."},"inherits":{"type":"array","items":{"type":"string"},"description":"Inheritance parents (INHERITS) as schema.table, in declaration order; absent when none."}},"required":["table_schema","table_name","column_name","data_type"],"additionalProperties":false,"description":"One describe_source row. The fields after data_type appear when the source's catalog scan recorded them (every scan since 1.0.0-rc.1 does; table_kind, partition_of and inherits since issue 22)."};
+const schema36 = {"$id":"https://interlock.dev/spec/defs/CatalogRow.json","title":"CatalogRow","type":"object","properties":{"table_schema":{"type":"string"},"table_name":{"type":"string"},"column_name":{"type":"string"},"data_type":{"type":"string"},"is_nullable":{"type":"boolean","description":"The column accepts NULL (no NOT NULL constraint)."},"column_default":{"type":["string","null"],"description":"The default expression as PostgreSQL prints it, e.g. nextval('playlist_playlist_id_seq'::regclass); null when none."},"is_identity":{"type":"boolean","description":"An identity column (GENERATED … AS IDENTITY): omit it from INSERT and the database assigns the value."},"identity_generation":{"type":["string","null"],"description":"\"ALWAYS\" or \"BY DEFAULT\" for an identity column, else null."},"is_generated":{"type":"boolean","description":"A stored generated column: it cannot be written."},"is_serial":{"type":"boolean","description":"The default draws from a sequence (serial, bigserial, DEFAULT nextval(...)): omit it from INSERT."},"primary_key":{"type":"boolean","description":"Part of the primary key."},"unique":{"type":"boolean","description":"Unique on its own (a one-column primary or unique key)."},"table_kind":{"type":"string","enum":["table","view","materialized_view","partitioned_table","partition","foreign_table"],"description":"The relation's kind (pg_class.relkind; relispartition gives partition, also for a sub-partitioned or foreign partition). A partition or inheritance child is governed by every rule written on its ancestors, and reading a parent without ONLY also reads its descendants."},"partition_of":{"type":"string","description":"A partition's parent as schema.table (the partitioned table it is attached to). Rows are listed after their parent's."},"inherits":{"type":"array","items":{"type":"string"},"description":"Inheritance parents (INHERITS) as schema.table, in declaration order; absent when none."},"type_kind":{"type":"string","enum":["base","domain","enum","composite","range","multirange","array","pseudo"],"description":"What the column's declared type (data_type) is: pg_type.typtype as a word, with \"array\" for an array type (of any element type). A domain keeps its own name in data_type; base_type names the type beneath it."},"base_type":{"type":"string","description":"Domains only: the type beneath every domain (format_type, no modifiers), e.g. \"text\" for a domain email_address over text. Values arrive as this type's values do."},"element_type":{"type":"string","description":"Arrays (and domains over an array) only: the element type (format_type, no modifiers), e.g. \"mood\" for mood[]."},"element_kind":{"type":"string","enum":["base","domain","enum","composite","range","multirange","pseudo"],"description":"Arrays only: what the element type is (as type_kind)."},"enum_labels":{"type":"array","items":{"type":"string"},"description":"When the column's type, its base type or its element type is an enum: the enum's labels in sort order."},"range_subtype":{"type":"string","description":"When the column's type, its base type or its element type is a range or multirange: the range's subtype (format_type)."},"value_form":{"type":"string","enum":["text","boolean","number","int8","float","json","array"],"description":"How this column's values arrive in interlock_query results (spec/value-mapping-v1.json `forms`): text (PostgreSQL's text output as a JSON string), boolean, number, int8 (a number within ±(2^53−1), else a string of digits), float (a number, or \"NaN\"/\"Infinity\"/\"-Infinity\"), json (the server's JSON text verbatim) or array (a JSON array of element values mapped by element type, or PostgreSQL's array text when its lower bounds are not 1). SQL NULL is null in every form."}},"required":["table_schema","table_name","column_name","data_type"],"additionalProperties":false,"description":"One describe_source row. The fields after data_type appear when the source's catalog scan recorded them (every scan since 1.0.0-rc.1 does; table_kind, partition_of and inherits since issue 22; type_kind, base_type, element_type, element_kind, enum_labels, range_subtype and value_form since issue 23)."};
 
 function validate25(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/defs/CatalogRow.json" */;
@@ -1427,14 +1427,147 @@ vErrors.push(err21);
 errors++;
 }
 }
-}
-else {
-const err22 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data.type_kind !== undefined){
+let data16 = data.type_kind;
+if(typeof data16 !== "string"){
+const err22 = {instancePath:instancePath+"/type_kind",schemaPath:"#/properties/type_kind/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err22];
 }
 else {
 vErrors.push(err22);
+}
+errors++;
+}
+if(!((((((((data16 === "base") || (data16 === "domain")) || (data16 === "enum")) || (data16 === "composite")) || (data16 === "range")) || (data16 === "multirange")) || (data16 === "array")) || (data16 === "pseudo"))){
+const err23 = {instancePath:instancePath+"/type_kind",schemaPath:"#/properties/type_kind/enum",keyword:"enum",params:{allowedValues: schema36.properties.type_kind.enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err23];
+}
+else {
+vErrors.push(err23);
+}
+errors++;
+}
+}
+if(data.base_type !== undefined){
+if(typeof data.base_type !== "string"){
+const err24 = {instancePath:instancePath+"/base_type",schemaPath:"#/properties/base_type/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err24];
+}
+else {
+vErrors.push(err24);
+}
+errors++;
+}
+}
+if(data.element_type !== undefined){
+if(typeof data.element_type !== "string"){
+const err25 = {instancePath:instancePath+"/element_type",schemaPath:"#/properties/element_type/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err25];
+}
+else {
+vErrors.push(err25);
+}
+errors++;
+}
+}
+if(data.element_kind !== undefined){
+let data19 = data.element_kind;
+if(typeof data19 !== "string"){
+const err26 = {instancePath:instancePath+"/element_kind",schemaPath:"#/properties/element_kind/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err26];
+}
+else {
+vErrors.push(err26);
+}
+errors++;
+}
+if(!(((((((data19 === "base") || (data19 === "domain")) || (data19 === "enum")) || (data19 === "composite")) || (data19 === "range")) || (data19 === "multirange")) || (data19 === "pseudo"))){
+const err27 = {instancePath:instancePath+"/element_kind",schemaPath:"#/properties/element_kind/enum",keyword:"enum",params:{allowedValues: schema36.properties.element_kind.enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err27];
+}
+else {
+vErrors.push(err27);
+}
+errors++;
+}
+}
+if(data.enum_labels !== undefined){
+let data20 = data.enum_labels;
+if(Array.isArray(data20)){
+const len1 = data20.length;
+for(let i1=0; i1<len1; i1++){
+if(typeof data20[i1] !== "string"){
+const err28 = {instancePath:instancePath+"/enum_labels/" + i1,schemaPath:"#/properties/enum_labels/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err28];
+}
+else {
+vErrors.push(err28);
+}
+errors++;
+}
+}
+}
+else {
+const err29 = {instancePath:instancePath+"/enum_labels",schemaPath:"#/properties/enum_labels/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err29];
+}
+else {
+vErrors.push(err29);
+}
+errors++;
+}
+}
+if(data.range_subtype !== undefined){
+if(typeof data.range_subtype !== "string"){
+const err30 = {instancePath:instancePath+"/range_subtype",schemaPath:"#/properties/range_subtype/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err30];
+}
+else {
+vErrors.push(err30);
+}
+errors++;
+}
+}
+if(data.value_form !== undefined){
+let data23 = data.value_form;
+if(typeof data23 !== "string"){
+const err31 = {instancePath:instancePath+"/value_form",schemaPath:"#/properties/value_form/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err31];
+}
+else {
+vErrors.push(err31);
+}
+errors++;
+}
+if(!(((((((data23 === "text") || (data23 === "boolean")) || (data23 === "number")) || (data23 === "int8")) || (data23 === "float")) || (data23 === "json")) || (data23 === "array"))){
+const err32 = {instancePath:instancePath+"/value_form",schemaPath:"#/properties/value_form/enum",keyword:"enum",params:{allowedValues: schema36.properties.value_form.enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err32];
+}
+else {
+vErrors.push(err32);
+}
+errors++;
+}
+}
+}
+else {
+const err33 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err33];
+}
+else {
+vErrors.push(err33);
 }
 errors++;
 }

@@ -63,5 +63,7 @@ export function maskInHierarchy(patterns: Array<{ parts: string[]; method: Colum
 export function hierarchySensitive(evaluator: AccessEvaluator, sourceId: string, policies: Policy[], subject: PolicySubject): boolean {
   // A write deny counts too: a write into a partition attached under a write-denied parent (red team rt1).
   if (evaluator.hasReadDeny(sourceId) || evaluator.statements(sourceId).deny.some((s) => s.action === 'write')) return true;
+  // A row rule counts too: a table attached under a ruled parent after the scan carries the parent's rule (issue 27).
+  if (evaluator.hasRowRules(sourceId)) return true;
   return policies.some((p) => (p.rule.type === 'mask_columns' || p.rule.type === 'deny_relations') && policyApplies(p, subject));
 }

@@ -19,6 +19,8 @@ export interface ReadRows {
   truncated: boolean;
   /** Why rows were cut when `truncated` (issue 23 item 4): the row cap, or the byte cap / wire budget. Absent: not said. */
   truncatedBy?: TruncatedBy | null;
+  /** The read's guard raised: its statement did not run and there are no rows (see QueryConnector.standaloneGuard). */
+  guardTripped?: true;
 }
 
 /** What cut a result: `max_rows` (more rows matched than the row cap) or `max_bytes` (the result's byte cap). */
@@ -27,13 +29,21 @@ export type TruncatedBy = 'max_rows' | 'max_bytes';
 /** The reader side of a source connector. Rejects with an error whose `code` is a SourceErrorCode. */
 export interface QueryConnector {
   /** `opts.settings`: custom settings bound (as parameters) on the connection before the statement: row-rule attribute values (issue 27). */
-  read(sql: string, params: unknown[], opts: { maxRows: number; maxBytes: number; signal?: AbortSignal; identityId?: string; settings?: ReadonlyArray<readonly [string, string]> }): Promise<ReadRows>;
+  read(sql: string, params: unknown[], opts: { maxRows: number; maxBytes: number; signal?: AbortSignal; identityId?: string; settings?: ReadonlyArray<readonly [string, string]>; guard?: { text: string; values: string[] } }): Promise<ReadRows>;
+  /**
+   * A guard for `read` that proves, in the read's own round trip, that `relations` still stand alone
+   * (no partition or inheritance parent or child); when it cannot, the statement is not run and
+   * the read resolves with `guardTripped` (issue 23, bench 01; src/sources/postgres/hierarchy.ts).
+   */
+  standaloneGuard?(relations: readonly RelationName[]): { text: string; values: string[] };
   /**
    * The live ancestors and descendants of relations (issue 22 item 1), keyed by
    * `relationKey(schema, name)`; the PostgreSQL connector has it (src/sources/postgres/hierarchy.ts).
-   * A connector without it (test doubles) is not re-checked before reads.
+   * A connector without it (test doubles) is not re-checked before reads. `probe` true: first let
+   * the server prove which relations stand alone (the cheap common case), and walk only the others;
+   * false or absent: walk at once (the caller knows some relation sits in a tree).
    */
-  relationTrees?(relations: readonly RelationName[], opts: { signal?: AbortSignal; identityId?: string }): Promise<Map<string, LiveRelationTree>>;
+  relationTrees?(relations: readonly RelationName[], opts: { signal?: AbortSignal; identityId?: string; probe?: boolean }): Promise<Map<string, LiveRelationTree>>;
 }
 
 /** Gives the connector of a source (pools are cached by the provider). */

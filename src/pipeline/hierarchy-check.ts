@@ -13,7 +13,9 @@
  *
  * Only callers whose rules can refuse or mask (a read or write deny in their roles, or a `mask_columns` or
  * `deny_relations` policy that applies to them) are checked: for anyone else a change of hierarchy
- * cannot reveal anything, and their reads keep one round trip. A relation named in the statement but
+ * cannot reveal anything. For a checked read whose relations the catalogue places in no tree, the
+ * check rides on the read itself (standaloneGuardFor: a guard run before the statement in its round
+ * trip, issue 23 bench 01); only when it trips, or for a cached answer, does checkHierarchy run. A relation named in the statement but
  * unknown to the catalogue never gets here: the analyser refuses it (`source_role_denied`).
  */
 import type { Policy } from '../../generated/policy-v1';
@@ -66,17 +68,37 @@ function touched(a: OkAnalysis): RelationName[] {
   return [...out.values()];
 }
 
+/**
+ * When the check can ride on the read itself (issue 23, bench 01): the caller is checked (see
+ * module doc), the catalogue places no touched relation in a tree, and the connector offers a
+ * guard. Returns the guard to pass to `read` (the statement then runs only if the server proves
+ * every touched relation still stands alone, in the same round trip), or null: run checkHierarchy
+ * first. A read whose guard trips, or a cached answer, must still go through checkHierarchy.
+ */
+export function standaloneGuardFor(i: Omit<HierarchyCheckInput, 'now' | 'restrictions' | 'signal' | 'identityId'>): { text: string; values: string[] } | null {
+  if (!i.connector.standaloneGuard || !i.connector.relationTrees || i.analysis.kind !== 'read') return null;
+  if (!hierarchySensitive(i.evaluator, i.sourceId, i.policies, i.subject)) return null;
+  const base = catalogHierarchy(i.catalog);
+  const relations = touched(i.analysis);
+  if (!relations.length || relations.some((r) => base.ancestors(r.schema, r.name).length > 0 || base.descendants(r.schema, r.name).length > 0)) return null;
+  return i.connector.standaloneGuard(relations);
+}
+
 /** Runs the check (see module doc). Never throws: connector failures become outcomes. */
 export async function checkHierarchy(i: HierarchyCheckInput): Promise<HierarchyCheck> {
   const unchanged: HierarchyCheck = { ok: true, changed: false, restrictions: i.restrictions };
   if (!i.connector.relationTrees || !hierarchySensitive(i.evaluator, i.sourceId, i.policies, i.subject)) return unchanged;
+  const base = catalogHierarchy(i.catalog);
+  const relations = touched(i.analysis);
+  // Relations the catalogue places in a tree need the walk anyway; otherwise the server first
+  // proves (cheaply) which relations still stand alone (src/sources/postgres/hierarchy.ts).
+  const probe = !relations.some((r) => base.ancestors(r.schema, r.name).length > 0 || base.descendants(r.schema, r.name).length > 0);
   let live;
   try {
-    live = await i.connector.relationTrees(touched(i.analysis), { signal: i.signal, identityId: i.identityId });
+    live = await i.connector.relationTrees(relations, { signal: i.signal, identityId: i.identityId, probe });
   } catch (err) {
     return { ok: false, outcome: mapConnectorError(err), unreachable: true };
   }
-  const base = catalogHierarchy(i.catalog);
   if (!hierarchyChanged(base, live)) return unchanged;
   const h = overlayHierarchy(base, live);
   const denied = authorizeStatement(i.evaluator, i.sourceId, i.analysis, i.catalog, h);

@@ -18,7 +18,7 @@ import { policyStep } from './04-policy';
 import { rateLimitStep, type RateLimiter } from './05-rate-limit';
 import { writeSafetyStep } from './06-write-safety';
 import { mapConnectorError, type ConnectorProvider, type TruncatedBy } from './07-execute';
-import { checkHierarchy } from './hierarchy-check';
+import { checkHierarchy, standaloneGuardFor, type HierarchyCheck } from './hierarchy-check';
 import { redactRows } from './08-redact';
 import { maskedStatement } from '../sql/mask-sql';
 import type { AuditHooks } from '../audit/types';
@@ -150,9 +150,20 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
     // A write is still queued when the server cannot be asked (its source down): nothing runs before
     // an approval, and the approval asks the server again (src/approvals/execute.ts).
     const connector = deps.connectors.reader(source);
-    const hier = await checkHierarchy({ connector, evaluator, sourceId, analysis, catalog, policies, subject, now: now(), restrictions: pol.restrictions, signal: ctx.signal, identityId: identity.id });
+    const checkInput = { connector, evaluator, sourceId, analysis, catalog, policies, subject };
+    const fullCheck = () => checkHierarchy({ ...checkInput, now: now(), restrictions: pol.restrictions, signal: ctx.signal, identityId: identity.id });
+    // A read whose relations the catalogue places in no tree is checked in its own round trip: a
+    // guard before the statement lets it run only if the server proves they still stand alone;
+    // otherwise (guard tripped, or a cached answer) the full check runs first (issue 23, bench 01).
+    let guard = standaloneGuardFor(checkInput);
+    let hier: HierarchyCheck = guard ? { ok: true, changed: false, restrictions: pol.restrictions } : await fullCheck();
     if (!hier.ok && !(hier.unreachable && analysis.kind === 'write')) return hier.outcome;
-    const restrictions = hier.ok ? hier.restrictions : pol.restrictions;
+    // Row rules are planned on the catalogue's tree (a partition carries its parent's rule): when the
+    // server's tree differs from it, the plan could miss a rule, so the read is refused until a rescan.
+    const rowRulesHere = evaluator.hasRowRules(sourceId);
+    const staleTreeRefusal: ToolOutcome = { kind: 'refusal', code: 'row_rule_unenforceable', message: 'A table this statement reads joined or left a partition or inheritance tree after the source was last scanned, so its row rules cannot be proven; an operator can rescan the source.' };
+    if (hier.ok && hier.changed && rowRulesHere) return staleTreeRefusal;
+    let restrictions = hier.ok ? hier.restrictions : pol.restrictions;
 
     // Row rules (issue 27): refusals first (before a write is queued), the rewrite with the final text below.
     const rowInput = { evaluator, sourceId, analysis, catalog, attributes: identity.attributes, sql };
@@ -171,55 +182,75 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
       return queued;
     }
 
-    // Step 7: execution (or the cache).
+    // Step 7: execution (or the cache). At most two passes: the second after the guard's full check.
     const requested = typeof args.max_rows === 'number' ? args.max_rows : TOOL_DEFAULTS.max_rows;
     const sourceCap = typeof source.settings.max_rows === 'number' ? source.settings.max_rows : Infinity;
-    const maxRows = Math.min(requested, sourceCap, restrictions.maxRows ?? Infinity);
     const accessFingerprint = rows.kind === 'ruled' ? `${pol.accessFingerprint}\u0000rows:${rows.plan.bindingKey}` : pol.accessFingerprint;
     if (rows.kind === 'ruled') audit.row_rules = rows.plan.applied;
-    const key = analysis.cacheable && hier.ok && !hier.changed ? deps.cache.key({ sourceId, sql, params, maxRows, accessFingerprint }) : null;
-    const hit = key ? deps.cache.get(key) : undefined;
-    if (hit) {
-      audit.row_count = hit.rows.length;
-      audit.cached = true;
-      return queryResult(hit.rows, hit.truncated, true, hit.maskedColumns, hit.truncatedBy);
-    }
-    // Masked columns are masked in SQL, so their raw values never reach the gateway (mask-sql.ts).
-    const plan = restrictions.redaction;
-    const wrapped = plan && analysis.statement === 'SelectStmt' ? maskedStatement(sql, plan.columns) : null;
-    if (wrapped && 'refused' in wrapped) return { kind: 'refusal', code: 'redaction_unprovable', message: wrapped.refused };
-    const premasked = wrapped !== null && wrapped.sql !== sql;
-    let runSql = premasked ? wrapped.sql : sql;
-    let rowPlan: RowRulePlan | null = null;
-    if (rows.kind === 'ruled') {
-      const final = premasked ? planRowRules({ ...rowInput, sql: runSql }) : rows;
-      if (final.kind !== 'ruled') return final.kind === 'refused' ? final.outcome : { kind: 'refusal', code: 'row_rule_unenforceable' };
-      rowPlan = final.plan;
-      runSql = rowPlan.sql;
-      if (!deps.rowViews || !(await deps.rowViews.ensure(source, rowPlan.views))) return { kind: 'refusal', code: 'row_rules_unavailable' };
-    }
-    let read;
-    try {
-      read = await connector.read(runSql, params, { maxRows, maxBytes: deps.maxResultBytes ?? 4 * 1024 * 1024, signal: ctx.signal, identityId: identity.id, ...(rowPlan ? { settings: rowPlan.settings } : {}) });
-    } catch (err) {
-      // A row view dropped on the source since it was made (42P01, undefined table): made again next time.
-      if (rowPlan && (err as { sqlState?: string }).sqlState === '42P01') deps.rowViews?.forget(source.id);
-      const failed = mapConnectorError(err);
-      // The cause is the audit's too (issue 22 item 6): the reason, and the SQLSTATE it stands for.
-      if (failed.kind === 'tool_error' && failed.reason) {
-        audit.cause = failed.reason;
-        audit.sqlstate = (err as { sqlState?: string }).sqlState;
+    for (;;) {
+      const maxRows = Math.min(requested, sourceCap, restrictions.maxRows ?? Infinity);
+      const key = analysis.cacheable && hier.ok && !hier.changed ? deps.cache.key({ sourceId, sql, params, maxRows, accessFingerprint }) : null;
+      const hit = key ? deps.cache.get(key) : undefined;
+      if (hit && guard) {
+        // A cached answer skips the read that carries the guard: check first.
+        guard = null;
+        hier = await fullCheck();
+        if (!hier.ok) return hier.outcome;
+        if (hier.changed && rowRulesHere) return staleTreeRefusal;
+        restrictions = hier.restrictions;
+        continue;
       }
-      return failed;
-    }
+      if (hit) {
+        audit.row_count = hit.rows.length;
+        audit.cached = true;
+        return queryResult(hit.rows, hit.truncated, true, hit.maskedColumns, hit.truncatedBy);
+      }
+      // Masked columns are masked in SQL, so their raw values never reach the gateway (mask-sql.ts).
+      const plan = restrictions.redaction;
+      const wrapped = plan && analysis.statement === 'SelectStmt' ? maskedStatement(sql, plan.columns) : null;
+      if (wrapped && 'refused' in wrapped) return { kind: 'refusal', code: 'redaction_unprovable', message: wrapped.refused };
+      const premasked = wrapped !== null && wrapped.sql !== sql;
+      let runSql = premasked ? wrapped.sql : sql;
+      let rowPlan: RowRulePlan | null = null;
+      if (rows.kind === 'ruled') {
+        const final = premasked ? planRowRules({ ...rowInput, sql: runSql }) : rows;
+        if (final.kind !== 'ruled') return final.kind === 'refused' ? final.outcome : { kind: 'refusal', code: 'row_rule_unenforceable' };
+        rowPlan = final.plan;
+        runSql = rowPlan.sql;
+        if (!deps.rowViews || !(await deps.rowViews.ensure(source, rowPlan.views))) return { kind: 'refusal', code: 'row_rules_unavailable' };
+      }
+      let read;
+      try {
+        read = await connector.read(runSql, params, { maxRows, maxBytes: deps.maxResultBytes ?? 4 * 1024 * 1024, signal: ctx.signal, identityId: identity.id, ...(rowPlan ? { settings: rowPlan.settings } : {}), ...(guard ? { guard } : {}) });
+      } catch (err) {
+        // A row view dropped on the source since it was made (42P01, undefined table): made again next time.
+        if (rowPlan && (err as { sqlState?: string }).sqlState === '42P01') deps.rowViews?.forget(source.id);
+        const failed = mapConnectorError(err);
+        // The cause is the audit's too (issue 22 item 6): the reason, and the SQLSTATE it stands for.
+        if (failed.kind === 'tool_error' && failed.reason) {
+          audit.cause = failed.reason;
+          audit.sqlstate = (err as { sqlState?: string }).sqlState;
+        }
+        return failed;
+      }
+      if (read.guardTripped) {
+        // Some relation may now sit in a tree: the statement did not run. Decide on the live tree, read again.
+        guard = null;
+        hier = await fullCheck();
+        if (!hier.ok) return hier.outcome;
+        if (hier.changed && rowRulesHere) return staleTreeRefusal;
+        restrictions = hier.restrictions;
+        continue;
+      }
 
-    // Step 8: redaction (before caching, logging and audit).
-    const red = redactRows(read, analysis, restrictions, deps.maskSecret, premasked);
-    if (!red.ok) return red.outcome;
-    if (key) deps.cache.set(key, { rows: red.rows, truncated: read.truncated, truncatedBy: read.truncatedBy, maskedColumns: red.maskedColumns });
-    audit.row_count = red.rows.length;
-    audit.cached = false;
-    return queryResult(red.rows, read.truncated, false, red.maskedColumns, read.truncatedBy);
+      // Step 8: redaction (before caching, logging and audit).
+      const red = redactRows(read, analysis, restrictions, deps.maskSecret, premasked);
+      if (!red.ok) return red.outcome;
+      if (key) deps.cache.set(key, { rows: red.rows, truncated: read.truncated, truncatedBy: read.truncatedBy, maskedColumns: red.maskedColumns });
+      audit.row_count = red.rows.length;
+      audit.cached = false;
+      return queryResult(red.rows, read.truncated, false, red.maskedColumns, read.truncatedBy);
+    }
   };
 }
 

@@ -66,6 +66,8 @@ export interface RelationName {
 export interface CatalogColumn {
   name: string;
   dataType: string;
+  /** The declared type's `pg_type` oid (`atttypid`); its description is in `SourceCatalog.columnTypes` (issue 23). */
+  typeOid?: number;
   nullable?: boolean;
   default?: string | null;
   identity?: 'always' | 'by_default' | null;
@@ -151,6 +153,30 @@ export interface SourceCatalog {
    * absent (older snapshots, hand-built catalogues) operators are judged by name (`operators`).
    */
   operatorResolution?: OperatorResolution;
+  /**
+   * The types of the catalogued columns, with every type they are built on (a domain's base types,
+   * an array's element type, recursively), for describe_source (issue 23; src/sql/column-types.ts).
+   * Absent in snapshots scanned before issue 23.
+   */
+  columnTypes?: CatalogType[];
+}
+
+/**
+ * One `pg_type` row as the scan records it for describe_source: `oid`; `typtype` ('b' base, 'd'
+ * domain, 'e' enum, 'c' composite, 'r' range, 'm' multirange, 'p' pseudo); `category`
+ * (`typcategory`, 'A' for arrays); `base` (`typbasetype`, 0 unless a domain); `element`
+ * (`typelem`, 0 when none); `name` (`format_type(oid, NULL)`); `labels` (an enum's labels in sort
+ * order); `subtype` (a range's or multirange's subtype, as format_type).
+ */
+export interface CatalogType {
+  oid: number;
+  typtype: string;
+  category: string;
+  base: number;
+  element: number;
+  name: string;
+  labels?: string[];
+  subtype?: string;
 }
 
 /**

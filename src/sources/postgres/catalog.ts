@@ -125,7 +125,7 @@ SELECT
       'd', CASE WHEN r.k IN ('v', 'm') THEN pg_catalog.pg_get_viewdef(r.oid) END,
       'c', (SELECT coalesce(json_agg(json_build_array(a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod),
                    NOT a.attnotnull, pg_catalog.pg_get_expr(d.adbin, d.adrelid),
-                   nullif(a.attidentity::text, ''), nullif(a.attgenerated::text, '')) ORDER BY a.attnum), '[]'::json)
+                   nullif(a.attidentity::text, ''), nullif(a.attgenerated::text, ''), a.atttypid::int8) ORDER BY a.attnum), '[]'::json)
             FROM pg_catalog.pg_attribute a
             LEFT JOIN pg_catalog.pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
             WHERE a.attrelid = r.oid AND a.attnum > 0 AND NOT a.attisdropped),
@@ -185,11 +185,23 @@ SELECT
   (SELECT coalesce(json_agg(json_build_array(k.castsource::int8, k.casttarget::int8) ORDER BY k.castsource, k.casttarget), '[]'::json)
      FROM pg_catalog.pg_cast k WHERE k.castcontext = 'i') AS implicit_casts
   -- ---- end of operator resolution ----
+  -- The catalogued columns' types and every type they are built on (domain bases, array elements),
+  -- with enum labels and range subtypes (issue 23: describe_source names each column's type).
+  ,(WITH RECURSIVE ty(oid) AS (
+      SELECT a.atttypid FROM rels r JOIN pg_catalog.pg_attribute a ON a.attrelid = r.oid WHERE a.attnum > 0 AND NOT a.attisdropped
+      UNION
+      SELECT x.o FROM ty JOIN pg_catalog.pg_type t ON t.oid = ty.oid
+        CROSS JOIN LATERAL (VALUES (CASE WHEN t.typtype = 'd' THEN t.typbasetype END), (CASE WHEN t.typcategory = 'A' THEN t.typelem END)) AS x(o)
+      WHERE x.o IS NOT NULL AND x.o <> 0)
+    SELECT coalesce(json_agg(json_build_array(t.oid::int8, t.typtype, t.typcategory, t.typbasetype::int8, t.typelem::int8, pg_catalog.format_type(t.oid, NULL),
+             CASE WHEN t.typtype = 'e' THEN (SELECT json_agg(e.enumlabel ORDER BY e.enumsortorder) FROM pg_catalog.pg_enum e WHERE e.enumtypid = t.oid) END,
+             (SELECT pg_catalog.format_type(rg.rngsubtype, NULL) FROM pg_catalog.pg_range rg WHERE rg.rngtypid = t.oid OR rg.rngmultitypid = t.oid LIMIT 1)) ORDER BY t.oid), '[]'::json)
+    FROM (SELECT DISTINCT oid FROM ty) u JOIN pg_catalog.pg_type t ON t.oid = u.oid) AS column_types
 `;
 
 interface ScanRow {
-  /** d: view definition (views and materialized views); c: [name, format_type, nullable, default expression, attidentity ('a'|'d'), attgenerated ('s')]; x: [contype ('p'|'u'), columns]. */
-  relations: Array<{ s: string; n: string; k: string; ip?: boolean; p?: Array<[string, string]>; a?: Array<[string, string]>; d: string | null; c: Array<[string, string, boolean?, (string | null)?, (string | null)?, (string | null)?]>; x?: Array<[string, string[] | null]> }>;
+  /** d: view definition (views and materialized views); c: [name, format_type, nullable, default expression, attidentity ('a'|'d'), attgenerated ('s'), atttypid]; x: [contype ('p'|'u'), columns]. */
+  relations: Array<{ s: string; n: string; k: string; ip?: boolean; p?: Array<[string, string]>; a?: Array<[string, string]>; d: string | null; c: Array<[string, string, boolean?, (string | null)?, (string | null)?, (string | null)?, number?]>; x?: Array<[string, string[] | null]> }>;
   functions: Array<[string, string, string, boolean, string | null]>;
   operators: Array<[string, string, string]>;
   system_relations: string[];
@@ -199,11 +211,14 @@ interface ScanRow {
   operator_signatures: OperatorResolution['operators'];
   type_details: OperatorResolution['types'];
   implicit_casts: OperatorResolution['implicitCasts'];
+  /** [oid, typtype, typcategory, typbasetype, typelem, format_type, enum labels | null, range subtype | null]. */
+  column_types: Array<[number, string, string, number, number, string, string[] | null, string | null]>;
 }
 
 /** One scanned column: name and type, plus nullability, default, identity and generation when the scan reported them. */
-function columnOf([name, dataType, nullable, def, identity, generated]: ScanRow['relations'][number]['c'][number]): CatalogColumn {
+function columnOf([name, dataType, nullable, def, identity, generated, typeOid]: ScanRow['relations'][number]['c'][number]): CatalogColumn {
   const c: CatalogColumn = { name, dataType };
+  if (typeof typeOid === 'number') c.typeOid = typeOid;
   if (typeof nullable === 'boolean') {
     c.nullable = nullable;
     c.default = def ?? null;
@@ -232,6 +247,8 @@ function isPool(client: pg.ClientBase | pg.Pool): client is pg.Pool {
  * - `operators`, `systemRelations`, `unsafeTypes`, `types`, `operatorResolution`: see `SourceCatalog`. Aggregates get the volatility
  *   of their most volatile support function (pg_proc marks every aggregate immutable).
  * - `searchPath`: `current_schemas(false)` for the connection's role.
+ * - `columnTypes`: the columns' types and the types they are built on (see `SourceCatalog`); each
+ *   column records its `typeOid`.
  *
  * One SQL statement (one snapshot, one round trip); a Pool is borrowed from and released.
  * Throws the driver's error when the query fails (callers must not forward its text to agents).
@@ -284,6 +301,9 @@ export async function scanCatalog(
     types: row.types.map(([schema, name]) => ({ schema, name })),
     searchPath: row.search_path,
     operatorResolution: { operators: row.operator_signatures, types: row.type_details, implicitCasts: row.implicit_casts },
+    columnTypes: row.column_types.map(([oid, typtype, category, base, element, name, labels, subtype]) => ({
+      oid, typtype, category, base, element, name, ...(labels ? { labels } : {}), ...(subtype !== null ? { subtype } : {}),
+    })),
     scannedAt: new Date().toISOString(),
     truncated,
   };

@@ -25,7 +25,7 @@ import type { ReadOptions, ReadResult } from './portal-read';
 import { runRead, type StatementContext } from './read';
 import { resolveSettings, tlsOptions, type PostgresSourceSettings, type Resolved } from './settings';
 import { encodeParams } from './wire';
-import { readRelationTrees, MAX_HIERARCHY_ROWS } from './hierarchy';
+import { readRelationTrees, standaloneGuard, MAX_HIERARCHY_ROWS } from './hierarchy';
 import type { RelationName } from '../../sql/catalog-types';
 import type { LiveRelationTree } from '../../sql/hierarchy';
 import { lendReader, runWrite } from './write';
@@ -134,11 +134,23 @@ export class PostgresSourceConnector {
 
   /**
    * The ancestors and descendants of `relations` as the server has them now (issue 22 item 1; see
-   * hierarchy.ts): one read with the caller's identity, so the fair share and breaker apply.
+   * hierarchy.ts): with `opts.probe`, a standalone probe first, then the walk only for relations
+   * that may sit in a tree (without: the walk at once), as reads with the caller's identity, so the fair share
+   * and breaker apply.
    * @throws as `read`, or Error when the answer was incomplete
    */
-  relationTrees(relations: readonly RelationName[], opts: { signal?: AbortSignal; identityId?: string } = {}): Promise<Map<string, LiveRelationTree>> {
-    return readRelationTrees((sql, params) => this.read(sql, params, { maxRows: MAX_HIERARCHY_ROWS, maxBytes: 4 * 1024 * 1024, ...opts }), relations);
+  relationTrees(relations: readonly RelationName[], opts: { signal?: AbortSignal; identityId?: string; probe?: boolean } = {}): Promise<Map<string, LiveRelationTree>> {
+    const { probe, ...readOpts } = opts;
+    return readRelationTrees((sql, params) => this.read(sql, params, { maxRows: MAX_HIERARCHY_ROWS, maxBytes: 4 * 1024 * 1024, ...readOpts }), relations, { probe });
+  }
+
+  /**
+   * A read guard (ReadOptions.guard) that lets the read's statement run only when every relation
+   * of `relations` provably stands alone on the server (hierarchy.ts standaloneGuardSql); when one
+   * may sit in a tree the read resolves with `guardTripped` and no rows, its statement not run.
+   */
+  standaloneGuard(relations: readonly RelationName[]): { text: string; values: string[] } {
+    return standaloneGuard(relations);
   }
 
   /**

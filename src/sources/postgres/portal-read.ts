@@ -32,6 +32,23 @@ export interface ReadResult {
   /** When `truncated`: `max_bytes` if rows were dropped to stay within maxBytes (or the wire budget), else `max_rows`; null otherwise. */
   truncatedBy: 'max_rows' | 'max_bytes' | null;
   bytes: number;
+  /**
+   * Set when the read's `guard` raised an error: the statement was not executed (the server skips
+   * everything after an error up to Sync), `rows` is empty, and the caller must decide again
+   * before reading. Absent when the read had no guard or the guard passed.
+   */
+  guardTripped?: true;
+}
+
+/**
+ * A precondition run in the same round trip and implicit transaction right before the statement
+ * (issue 23, bench 01: the live hierarchy probe). `text` must return no rows and raise an error
+ * when the precondition does not hold; `values` are its text parameters. It runs as a named
+ * prepared statement like the statement itself.
+ */
+export interface ReadGuard {
+  text: string;
+  values: string[];
 }
 
 /**
@@ -50,6 +67,8 @@ export interface ReadOptions {
    * `set_config` query, never spliced into text.
    */
   settings?: ReadonlyArray<readonly [string, string]>;
+  /** A precondition run right before the statement in the same round trip (ReadGuard); when it fails the statement does not run. */
+  guard?: ReadGuard;
 }
 
 /** A type not loaded yet: its text, as the mapping gives every non-array type it does not list. */
@@ -138,17 +157,20 @@ export class PortalRead {
   private connection: WireConnection | null = null;
   /** The read bound a statement the connection already had (a failure may be a stale plan). */
   usedNamedStatement = false;
-  /** The name this read's Parse creates, entered once ParseComplete confirms it. */
-  private parsing: { st: ConnectionStatements; name: string } | null = null;
+  /** The names this read's Parses create, in order, each entered once its ParseComplete confirms it. */
+  private parsing: Array<{ st: ConnectionStatements; name: string; text: string }> = [];
+  /** The guard ran and has not completed yet: an error now is the guard's (the statement did not run). */
+  private guardPending = false;
+  /** The guard raised an error: the statement was not executed. */
+  guardTripped = false;
   private readonly onParameterStatus = () => {
     this.unexpected ??= 'session parameter changed';
   };
   private readonly onParseComplete = () => {
-    const p = this.parsing;
+    const p = this.parsing.shift();
     if (!p) return;
-    this.parsing = null;
-    p.st.byText.set(this.text, p.name);
-    p.st.chars += this.text.length;
+    p.st.byText.set(p.text, p.name);
+    p.st.chars += p.text.length;
   };
 
   constructor(
@@ -159,45 +181,59 @@ export class PortalRead {
     private readonly onDone: (err: unknown) => void,
     private readonly types: SourceTypes,
     private readonly reparse = false,
+    private readonly guard?: ReadGuard,
   ) {}
+
+  /**
+   * The statement name `text` runs as on this connection: an existing name (most recently used
+   * now), or a new one to Parse (`parse` true; entered on ParseComplete), or '' for a text too long
+   * to keep. `reparse`: parse under a new name even when one exists (the old one is closed).
+   */
+  private statementFor(st: ConnectionStatements, text: string, reparse: boolean, connection: WireConnection): { name: string; parse: boolean; existing: boolean } {
+    const name = st.byText.get(text);
+    if (name !== undefined && !reparse) {
+      st.byText.delete(text); // most recently used last
+      st.byText.set(text, name);
+      return { name, parse: false, existing: true };
+    }
+    if (name !== undefined) {
+      st.byText.delete(text);
+      st.chars -= text.length;
+      st.toClose.push(name);
+    }
+    if (text.length > NAMED_STATEMENT_MAX_CHARS) return { name: '', parse: true, existing: false }; // the unnamed statement: replaced by the next Parse, never kept
+    while (st.byText.size > 0 && (st.byText.size >= STATEMENTS_PER_CONNECTION || st.chars + text.length > NAMED_STATEMENT_CHARS_PER_CONNECTION)) {
+      const [oldText, oldName] = st.byText.entries().next().value as [string, string];
+      st.byText.delete(oldText);
+      st.chars -= oldText.length;
+      st.toClose.push(oldName);
+    }
+    const fresh = `interlock_r${st.next++}`;
+    if (this.parsing.length === 0) connection.on('parseComplete', this.onParseComplete);
+    this.parsing.push({ st, name: fresh, text });
+    return { name: fresh, parse: true, existing: false };
+  }
 
   submit(connection: WireConnection): void {
     this.connection = connection;
     connection.on('parameterStatus', this.onParameterStatus);
     const st = statementsOf(connection);
-    let name = st.byText.get(this.text);
-    let parse = false;
-    if (name !== undefined && !this.reparse) {
-      st.byText.delete(this.text); // most recently used last
-      st.byText.set(this.text, name);
-      this.usedNamedStatement = true;
-    } else {
-      if (name !== undefined) {
-        st.byText.delete(this.text);
-        st.chars -= this.text.length;
-        st.toClose.push(name);
-      }
-      parse = true;
-      if (this.text.length > NAMED_STATEMENT_MAX_CHARS) {
-        name = ''; // the unnamed statement: replaced by the next Parse, never kept
-      } else {
-        while (st.byText.size > 0 && (st.byText.size >= STATEMENTS_PER_CONNECTION || st.chars + this.text.length > NAMED_STATEMENT_CHARS_PER_CONNECTION)) {
-          const [oldText, oldName] = st.byText.entries().next().value as [string, string];
-          st.byText.delete(oldText);
-          st.chars -= oldText.length;
-          st.toClose.push(oldName);
-        }
-        name = `interlock_r${st.next++}`;
-        this.parsing = { st, name };
-        connection.on('parseComplete', this.onParseComplete);
-      }
-    }
+    // The guard's name first: a statement's new name must not evict it within this round trip.
+    const guard = this.guard ? this.statementFor(st, this.guard.text, false, connection) : null;
+    const main = this.statementFor(st, this.text, this.reparse, connection);
+    this.usedNamedStatement = main.existing;
+    this.guardPending = guard !== null;
     const s = connection.stream;
     s.cork?.();
     try {
       for (const old of st.toClose.splice(0)) connection.close({ type: 'S', name: old });
-      if (parse) connection.parse({ name, text: this.text });
-      connection.bind({ portal: '', statement: name, values: this.values });
+      if (guard && this.guard) {
+        if (guard.parse) connection.parse({ name: guard.name, text: this.guard.text });
+        connection.bind({ portal: '', statement: guard.name, values: this.guard.values });
+        connection.execute({ portal: '', rows: 0 });
+      }
+      if (main.parse) connection.parse({ name: main.name, text: this.text });
+      connection.bind({ portal: '', statement: main.name, values: this.values });
       connection.describe({ type: 'P', name: '' });
       connection.execute({ portal: '', rows: this.maxRows + 1 });
       connection.sync();
@@ -219,6 +255,10 @@ export class PortalRead {
   }
 
   handleDataRow(msg: { fields: Array<string | null> }): void {
+    if (this.guardPending) {
+      this.unexpected ??= 'guard returned rows';
+      return;
+    }
     if (this.full) return;
     if (this.rowsArray.length >= this.maxRows) {
       this.truncated = true;
@@ -261,7 +301,10 @@ export class PortalRead {
     this.truncated = true;
   }
 
-  handleCommandComplete(): void {}
+  handleCommandComplete(): void {
+    // The first CommandComplete of a guarded read is the guard's: the statement runs next.
+    this.guardPending = false;
+  }
 
   handleEmptyQuery(): void {}
 
@@ -275,6 +318,7 @@ export class PortalRead {
   }
 
   handleError(err: unknown): void {
+    if (this.guardPending) this.guardTripped = true;
     this.finish(err);
   }
 
@@ -287,6 +331,7 @@ export class PortalRead {
     this.done = true;
     this.connection?.removeListener('parameterStatus', this.onParameterStatus);
     this.connection?.removeListener('parseComplete', this.onParseComplete);
+    this.parsing = [];
     this.markEnded();
     this.onDone(err);
   }

@@ -23,6 +23,12 @@ import { readWireBudget, type WireTrip } from './wire-budget';
 import { sourceTypesOf, type SourceTypes } from './values';
 import type { ClientInternals } from './wire';
 
+/**
+ * The SQLSTATE a read's guard raises to say "do not run the statement" (22012 division_by_zero:
+ * see standaloneGuardSql in hierarchy.ts). Any other failure of a guard fails the read.
+ */
+export const GUARD_SQLSTATE = '22012';
+
 /** Extra time the client waits past statement_timeout before it cancels and drops a connection itself (ms). */
 export const WATCHDOG_GRACE_MS = 2_000;
 
@@ -106,7 +112,7 @@ export function runRead(ctx: StatementContext, sql: string, values: unknown[], o
             // The connection's prepared statement went stale (a catalogue change altered its result
             // columns): parse the approved text again, once, on the same connection.
             reparsed = true;
-            q = new PortalRead(sql, values, opts.maxRows, opts.maxBytes, finish, types, true);
+            q = new PortalRead(sql, values, opts.maxRows, opts.maxBytes, finish, types, true, opts.guard);
             client.query(q as unknown as pg.Submittable);
             return;
           }
@@ -117,7 +123,7 @@ export function runRead(ctx: StatementContext, sql: string, values: unknown[], o
               () => {
                 if (settled) return;
                 guard.arm(readWireBudget(opts.maxBytes), overBudget);
-                q = new PortalRead(sql, values, opts.maxRows, opts.maxBytes, finish, types);
+                q = new PortalRead(sql, values, opts.maxRows, opts.maxBytes, finish, types, false, opts.guard);
                 client.query(q as unknown as pg.Submittable);
               },
               (loadErr: unknown) => finish(loadErr),
@@ -125,6 +131,13 @@ export function runRead(ctx: StatementContext, sql: string, values: unknown[], o
             return;
           }
           settle();
+          if (err !== null && q.guardTripped && q.unexpected === null && (err as { code?: unknown }).code === GUARD_SQLSTATE && isServerError(err) && !isFatalServerError(err)) {
+            // The guard said no: the statement was not executed (the server skipped it). The
+            // connection is clean (a plain statement error, then ReadyForQuery).
+            client.release(false);
+            resolve({ fields: [], rows: [], rowsArray: [], truncated: false, truncatedBy: null, bytes: 2, guardTripped: true });
+            return;
+          }
           if (err === null && q.unexpected === null) {
             const tx = (client as unknown as ClientInternals).getTransactionStatus?.();
             client.release(tx !== 'I');
@@ -176,7 +189,7 @@ export function runRead(ctx: StatementContext, sql: string, values: unknown[], o
         let reparsed = false;
         let typesLoaded = false;
         const types = sourceTypesOf(ctx.pools);
-        let q = new PortalRead(sql, values, opts.maxRows, opts.maxBytes, finish, types);
+        let q = new PortalRead(sql, values, opts.maxRows, opts.maxBytes, finish, types, false, opts.guard);
         client.on('error', onClientError);
         if (signal?.aborted) {
           settle();

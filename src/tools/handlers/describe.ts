@@ -3,6 +3,7 @@
  * Both read the AccessEvaluator that enforces requests, so a description cannot drift from the
  * decision; both name nothing the caller cannot read (describe_access) or describe (describe_source).
  */
+import { ColumnTypes } from '../../sql/column-types';
 import type { Policy } from '../../../generated/policy-v1';
 import { AccessEvaluator } from '../../governance/evaluator';
 import { evaluatePolicies } from '../../governance/policies';
@@ -160,9 +161,11 @@ export type CatalogKeyView = CatalogKey & { columns: string[] };
 
 /**
  * The describe_source row of one column (pure). `keys` are the relation's key constraints; `rel`
- * (when given) adds table_kind, partition_of and inherits (issue 22 item 1).
+ * (when given) adds table_kind, partition_of and inherits (issue 22 item 1); `types` (when given)
+ * adds type_kind, base_type, element_type, element_kind, enum_labels, range_subtype and value_form
+ * (issue 23, src/sql/column-types.ts).
  */
-export function catalogRow(schema: string, table: string, c: CatalogColumn, keys: CatalogKeyDef[] | undefined, rel?: CatalogRelation): CatalogRowView {
+export function catalogRow(schema: string, table: string, c: CatalogColumn, keys: CatalogKeyDef[] | undefined, rel?: CatalogRelation, types?: ColumnTypes): CatalogRowView {
   const row: CatalogRowView = { table_schema: schema, table_name: table, column_name: c.name, data_type: c.dataType };
   if (rel) {
     row.table_kind = describedKind(rel);
@@ -182,13 +185,14 @@ export function catalogRow(schema: string, table: string, c: CatalogColumn, keys
     row.primary_key = keys.some((k) => k.kind === 'primary' && k.columns.includes(c.name));
     row.unique = keys.some((k) => k.columns.length === 1 && k.columns[0] === c.name);
   }
+  if (types) Object.assign(row, types.describe(c.typeOid));
   return row;
 }
 
 /**
  * interlock_describe_source: catalog rows {table_schema, table_name, column_name, data_type, and,
  * when scanned, is_nullable, column_default, is_identity, identity_generation, is_generated,
- * is_serial, primary_key, unique} the caller may describe; structuredContent {rows, keys} where
+ * is_serial, primary_key, unique, table_kind…, type_kind…value_form} the caller may describe; structuredContent {rows, keys} where
  * keys lists only key constraints whose every column the caller may describe (contract:
  * interlock_describe_source, "Shape is connector-specific and additive").
  */
@@ -215,6 +219,7 @@ export function describeSourceHandler(deps: DescribeDeps): ToolHandler {
     const rows: CatalogRowView[] = [];
     const keys: CatalogKeyView[] = [];
     const h = catalogHierarchy(catalog);
+    const types = new ColumnTypes(catalog);
     const described: Array<{ rel: CatalogRelation; visible: Set<string> }> = [];
     for (const rel of describeOrder(catalog)) {
       if (refusingPolicy(policies, subject, rel.schema, rel.name, now(), h, 'describe')) continue;
@@ -228,7 +233,7 @@ export function describeSourceHandler(deps: DescribeDeps): ToolHandler {
       const rel: CatalogRelation = parents?.length === full.parents?.length ? full : { ...full, parents };
       // A key is described only when every one of its columns is: nothing hidden is named or hinted.
       const shown = rel.keys?.filter((k) => k.columns.every((c) => visible.has(c)));
-      for (const c of rel.columns) if (visible.has(c.name)) rows.push(catalogRow(rel.schema, rel.name, c, shown, rel));
+      for (const c of rel.columns) if (visible.has(c.name)) rows.push(catalogRow(rel.schema, rel.name, c, shown, rel, types));
       for (const k of shown ?? []) keys.push({ table_schema: rel.schema, table_name: rel.name, kind: k.kind, columns: k.columns as [string, ...string[]] });
     }
     audit.row_count = rows.length;

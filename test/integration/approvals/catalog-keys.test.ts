@@ -39,13 +39,13 @@ const rel = (name: string) => catalog.relations.find((r) => r.schema === 'public
 
 test('columns carry nullability, default, identity kind and generation', () => {
   expect(rel('k').columns).toEqual([
-    { name: 'id', dataType: 'integer', nullable: false, default: null, identity: 'always', generated: false },
-    { name: 'bid', dataType: 'integer', nullable: false, default: null, identity: 'by_default', generated: false },
-    { name: 's', dataType: 'integer', nullable: false, default: "nextval('k_s_seq'::regclass)", identity: null, generated: false },
-    { name: 'code', dataType: 'text', nullable: false, default: "'x'::text", identity: null, generated: false },
-    { name: 'a', dataType: 'integer', nullable: true, default: null, identity: null, generated: false },
-    { name: 'b', dataType: 'integer', nullable: true, default: null, identity: null, generated: false },
-    { name: 'twice', dataType: 'integer', nullable: true, default: '(a * 2)', identity: null, generated: true },
+    { name: 'id', dataType: 'integer', nullable: false, default: null, identity: 'always', generated: false, typeOid: 23 },
+    { name: 'bid', dataType: 'integer', nullable: false, default: null, identity: 'by_default', generated: false, typeOid: 23 },
+    { name: 's', dataType: 'integer', nullable: false, default: "nextval('k_s_seq'::regclass)", identity: null, generated: false, typeOid: 23 },
+    { name: 'code', dataType: 'text', nullable: false, default: "'x'::text", identity: null, generated: false, typeOid: 25 },
+    { name: 'a', dataType: 'integer', nullable: true, default: null, identity: null, generated: false, typeOid: 23 },
+    { name: 'b', dataType: 'integer', nullable: true, default: null, identity: null, generated: false, typeOid: 23 },
+    { name: 'twice', dataType: 'integer', nullable: true, default: '(a * 2)', identity: null, generated: true, typeOid: 23 },
   ]);
 });
 

@@ -28,7 +28,7 @@ describe('item 6/5: the demo example write', () => {
     const rows = JSON.parse(r.body.result.content[0].text) as Array<Record<string, unknown>>;
     expect(rows.find((x) => x.table_name === 'playlist' && x.column_name === 'playlist_id')).toEqual({
       table_schema: 'public', table_name: 'playlist', column_name: 'playlist_id', data_type: 'integer',
-      is_nullable: false, column_default: null, is_identity: true, identity_generation: 'BY DEFAULT', is_generated: false, is_serial: false, primary_key: true, unique: true, table_kind: 'table',
+      is_nullable: false, column_default: null, is_identity: true, identity_generation: 'BY DEFAULT', is_generated: false, is_serial: false, primary_key: true, unique: true, table_kind: 'table', type_kind: 'base', value_form: 'number',
     });
     expect(rows.find((x) => x.table_name === 'playlist' && x.column_name === 'name')).toMatchObject({ is_nullable: true, primary_key: false, is_identity: false });
     expect(sc(r).keys).toContainEqual({ table_schema: 'public', table_name: 'playlist_track', kind: 'primary', columns: ['playlist_id', 'track_id'] });

@@ -37,7 +37,7 @@ test('describe_source lists the describable columns (the demo role may describe 
   const rows = JSON.parse(r.body.result.content[0].text) as Array<{ table_name: string; column_name: string }>;
   const all = await sourceQuery("SELECT count(*)::int AS n FROM information_schema.columns WHERE table_schema = 'public'");
   expect(rows.length).toBe(all[0].n);
-  expect(rows.find((x) => x.table_name === 'album' && x.column_name === 'title')).toEqual({ table_schema: 'public', table_name: 'album', column_name: 'title', data_type: 'character varying(160)', is_nullable: false, column_default: null, is_identity: false, identity_generation: null, is_generated: false, is_serial: false, primary_key: false, unique: false, table_kind: 'table' });
+  expect(rows.find((x) => x.table_name === 'album' && x.column_name === 'title')).toEqual({ table_schema: 'public', table_name: 'album', column_name: 'title', data_type: 'character varying(160)', is_nullable: false, column_default: null, is_identity: false, identity_generation: null, is_generated: false, is_serial: false, primary_key: false, unique: false, table_kind: 'table', type_kind: 'base', value_form: 'text' });
 });
 
 test('a read returns rows; the second identical read comes from the cache', async () => {

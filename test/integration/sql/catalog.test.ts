@@ -98,19 +98,19 @@ describe('scanCatalog', () => {
 
   test('columns in order with formatted types; dropped columns are gone', () => {
     expect(rel('public', 'customer')!.columns.slice(0, 3)).toEqual([
-      { name: 'customer_id', dataType: 'integer', nullable: false, default: null, identity: null, generated: false },
-      { name: 'first_name', dataType: 'character varying(40)', nullable: false, default: null, identity: null, generated: false },
-      { name: 'last_name', dataType: 'character varying(20)', nullable: false, default: null, identity: null, generated: false },
+      { name: 'customer_id', dataType: 'integer', nullable: false, default: null, identity: null, generated: false, typeOid: 23 },
+      { name: 'first_name', dataType: 'character varying(40)', nullable: false, default: null, identity: null, generated: false, typeOid: 1043 },
+      { name: 'last_name', dataType: 'character varying(20)', nullable: false, default: null, identity: null, generated: false, typeOid: 1043 },
     ]);
     expect(rel('public', 'customer')!.columns.map((c) => c.name)).toEqual([
       'customer_id', 'first_name', 'last_name', 'company', 'address', 'city', 'state', 'country', 'postal_code', 'phone', 'fax', 'email', 'support_rep_id',
     ]);
     expect(rel('public', 'dropped')!.columns).toEqual([
-      { name: 'a', dataType: 'integer', nullable: true, default: null, identity: null, generated: false },
-      { name: 'c', dataType: 'integer', nullable: true, default: null, identity: null, generated: false },
+      { name: 'a', dataType: 'integer', nullable: true, default: null, identity: null, generated: false, typeOid: 23 },
+      { name: 'c', dataType: 'integer', nullable: true, default: null, identity: null, generated: false, typeOid: 23 },
     ]);
     expect(rel('public', 'MixedCase')!.columns.map((c) => c.name)).toEqual(['Id', 'id']);
-    expect(rel('public', 'invoice')!.columns.find((c) => c.name === 'total')).toEqual({ name: 'total', dataType: 'numeric(10,2)', nullable: false, default: null, identity: null, generated: false });
+    expect(rel('public', 'invoice')!.columns.find((c) => c.name === 'total')).toEqual({ name: 'total', dataType: 'numeric(10,2)', nullable: false, default: null, identity: null, generated: false, typeOid: 1700 });
   });
 
   test('functions from every schema including pg_catalog, with volatility; procedures excluded', () => {

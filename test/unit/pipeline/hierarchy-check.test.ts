@@ -86,3 +86,18 @@ test('when the server cannot be asked the read is refused with the connector fai
   const odd = connector({}, new Error('hierarchy answer incomplete'));
   expect((await check('SELECT id FROM late', ALL, [MASK], odd)).result).toEqual({ ok: false, outcome: { kind: 'tool_error', code: 'tool_execution_failed' }, unreachable: true });
 });
+
+test('the cheap standalone probe is asked for only when the catalogue places no touched relation in a tree', async () => {
+  const probes: Array<boolean | undefined> = [];
+  const c: QueryConnector = {
+    read: () => Promise.reject(new Error('not used')),
+    relationTrees: async (relations, opts) => {
+      probes.push(opts.probe);
+      return new Map(relations.map((r) => [relationKey(r.schema, r.name), r.name === 'm1' ? { ancestors: [{ schema: 'public', name: 'm' }], descendants: [] } : r.name === 'm' ? { ancestors: [], descendants: [{ schema: 'public', name: 'm1' }] } : { ancestors: [], descendants: [] }]));
+    },
+  };
+  await check('SELECT id FROM late', ALL, [MASK], c);
+  await check('SELECT id FROM m1', ALL, [MASK], c);
+  await check('SELECT l.id FROM late l JOIN m ON m.id = l.id', ALL, [MASK], c);
+  expect(probes).toEqual([true, false, false]);
+});
