@@ -170,6 +170,21 @@ describe('refusals (fail closed)', () => {
     expect(codeOf(await fx.call('rep', { employee_id: 1 }, sql, ['JP']))).toBe('ok');
   });
 
+  it('a tree that changed since the scan (a partition detached) refuses ruled reads of it until a rescan; unruled callers are not refused for it', async () => {
+    const eu = { employee_id: 1, regions: ['eu'] };
+    expect(rowsOf(await fx.call('rep', eu, 'SELECT count(*)::int AS n FROM ticket WHERE body <> $1', ['-']))[0].n).toBe(10);
+    await fx.admin('ALTER TABLE ticket DETACH PARTITION ticket_ap');
+    try {
+      const o = await fx.call('rep', eu, 'SELECT count(*)::int AS n FROM ticket WHERE body <> $1', ['+']);
+      expect(codeOf(o)).toBe('row_rule_unenforceable');
+      expect(o.kind === 'refusal' && o.message).toContain('rescan');
+      expect(codeOf(await fx.call('boss', undefined, 'SELECT count(*)::int AS n FROM ticket WHERE body <> $1', ['*']))).toBe('ok');
+    } finally {
+      await fx.admin("ALTER TABLE ticket ATTACH PARTITION ticket_ap FOR VALUES IN ('ap')");
+    }
+    expect(rowsOf(await fx.call('rep', eu, 'SELECT count(*)::int AS n FROM ticket WHERE body <> $1', ['/']))[0].n).toBe(10);
+  });
+
   it('the row views cannot be named by agents', async () => {
     expect(codeOf(await fx.call('boss', undefined, 'SELECT * FROM interlock_rows.anything'))).toBe('source_role_denied');
   });
