@@ -142,6 +142,8 @@ export function planRowRules(input: RowRuleInput): RowRuleDecision {
   if (views.length > 0) return unenforceable(`the statement reads a view (${views[0].schema}.${views[0].table}) and the caller has row rules on the source`);
   const userFunction = analysis.functions.find((f) => f.schema !== 'pg_catalog' && f.schema !== 'information_schema');
   if (userFunction) return unenforceable(`the statement calls a user-defined function (${userFunction.schema}.${userFunction.name}) and the caller has row rules on the source`);
+  // A user-defined operator's function is a user function too (rt27: `SELECT 1 =%= 2` read a ruled table unfiltered).
+  if (analysis.userOperators) return unenforceable('the statement uses a user-defined operator and the caller has row rules on the source');
   if (ruledTouched.length === 0) return { kind: 'none' };
   if (analysis.statement === 'ExplainStmt') return unenforceable('EXPLAIN of a statement reading row-ruled tables');
 

@@ -259,6 +259,8 @@ export function analyzeSql(sql: string, catalog: SourceCatalog | PreparedCatalog
     viewUnprovable: a.viewUnprovable,
     unprovableUses,
     cacheable: a.cacheable && !a.hasWrite,
+    // Present only when true, so stored analyses (the golden file) stay as they were.
+    ...(a.userOperator ? { userOperators: true } : {}),
     fingerprint: '',
     paramCount: a.maxParam,
   } as SqlAnalysisOk;

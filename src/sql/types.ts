@@ -140,6 +140,11 @@ export interface SqlAnalysisOk {
   /** False when any volatile or clock/session-dependent function or SQL value function is used, or the statement writes. */
   cacheable: boolean;
   /**
+   * True when an operator implemented outside `pg_catalog` may run: its function's body is not
+   * analysed and may read any relation (row rules refuse it, issue 27). Absent means false.
+   */
+  userOperators?: boolean;
+  /**
    * libpg-query fingerprint (16 hex digits; constants, comments and layout ignored). Computed on
    * first access (it costs a second parse), then cached; enumerable, so it serialises normally.
    */

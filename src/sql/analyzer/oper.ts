@@ -24,6 +24,7 @@ export function checkOperator(st: WalkState, nameList: N[] | undefined): void {
       found = true;
       if (r.volatility === 'volatile') throw new Refusal('function_not_allowed', `operator ${q(name)} is implemented by a volatile function`);
       if (r.volatility === 'stable' && r.schema !== 'pg_catalog') st.cacheable = false;
+      if (r.schema !== 'pg_catalog') st.userOperator = true;
     }
   }
   if (!found) throw new Refusal('function_not_allowed', `unknown operator ${q(schema !== undefined ? schema + '.' + name : name)}`);
@@ -33,7 +34,11 @@ export function checkOperator(st: WalkState, nameList: N[] | undefined): void {
 export function operatorUse(st: WalkState, form: OperatorForm): void {
   const d = st.ops!.use(form);
   if (d.refusal !== null) throw new Refusal('function_not_allowed', d.refusal);
-  if (!d.cacheable) st.cacheable = false;
+  // The resolver marks a use not cacheable exactly when an operator outside pg_catalog may run.
+  if (!d.cacheable) {
+    st.cacheable = false;
+    st.userOperator = true;
+  }
 }
 
 /** `ORDER BY x USING op` (statements, windows, aggregates); call after `x` was walked. */

@@ -137,6 +137,8 @@ export interface WalkState {
   /** True when a used view column has unprovable lineage (see `SqlAnalysisOk.viewUnprovable`). */
   viewUnprovable: boolean;
   cacheable: boolean;
+  /** True when an operator outside pg_catalog may run (its function's body is not analysed; row rules refuse it, issue 27). */
+  userOperator: boolean;
   maxParam: number;
   hasWrite: boolean;
   depth: number;
@@ -177,6 +179,7 @@ export function newWalkState(cat: PreparedCatalog, budget: number, viewBody: boo
     viewSources: new Map(),
     viewUnprovable: false,
     cacheable: true,
+    userOperator: false,
     maxParam: 0,
     hasWrite: false,
     depth: 0,
