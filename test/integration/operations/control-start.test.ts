@@ -8,6 +8,7 @@
 import net from 'node:net';
 import { createTempDatabase, pgServer, type TempDatabase } from '../../helpers/pg';
 import { callTool } from '../../helpers/governed';
+import { freePort } from '../../helpers/pg-cluster';
 import { openControlDb, type ControlDb } from '../../../src/control/db';
 import { DEFAULT_CONFIG, type ResolvedGatewayConfig } from '../../../src/control/config';
 import { serveGovernedGateway, type ServingGateway } from '../../../src/gateway';
@@ -21,15 +22,6 @@ let relay: net.Server | null = null;
 let serving: ServingGateway | null = null;
 let db: ControlDb | null = null;
 const sockets = new Set<net.Socket>();
-
-/** A free loopback port: bound, read and released. */
-async function freePort(): Promise<number> {
-  const s = net.createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()));
-  const port = (s.address() as net.AddressInfo).port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
-}
 
 /** Relays every connection on 127.0.0.1:port to the test PostgreSQL server. */
 async function startRelay(port: number): Promise<net.Server> {
