@@ -9,6 +9,7 @@ import type { Logger } from 'pino';
 import { getKeyPepper, listenControlChanges, listenNotifications, type ControlDb, type ControlListener } from './control/db';
 import { DEFAULT_CONFIG, type ResolvedGatewayConfig } from './control/config';
 import type { ClientLimitSettings } from './transport/client-limits';
+import { CapacityLimiter } from './transport/capacity';
 import { DbIdentityResolver } from './control/keys';
 import { federatedIdentity } from './auth';
 import { GroupCommitAuditSink, openAuditPool } from './audit/writer';
@@ -120,7 +121,7 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
   // in blocks (05-rate-limit.ts), and the claims are not worth a disk flush: their pool commits
   // asynchronously (a crash can forget the last few hundred milliseconds of claims, never grant
   // access). The audit keeps its durable commits.
-  const limiterPool = controlPool(db.url, { max: 4, application_name: 'interlock-ratelimit', options: '-c synchronous_commit=off', connectionTimeoutMillis: CONTROL_CONNECT_TIMEOUT_MS });
+  const limiterPool = controlPool(db.url, { max: 4, application_name: 'interlock-ratelimit', options: '-c synchronous_commit=off' });
   limiterPool.on('error', (err) => logger.warn({ component: 'rate-limit', code: (err as { code?: string }).code }, 'rate-limit connection failed'));
   // Tracked, so that every tools/call with an identity is charged whatever its outcome (issue 10, Build 6).
   const rateLimiter = await postgresRateLimiter(limiterPool, limits);
@@ -177,7 +178,9 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
   const ops = {
     // Not ready while the control database (a read-write primary) does not answer (issue 29).
     ready: async (): Promise<boolean | NotReadyReason> => {
-      const st = await migrationStatus(db).catch(() => null);
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<null>((resolve) => (timer = setTimeout(() => resolve(null), CONTROL_CONNECT_TIMEOUT_MS)));
+      const st = await Promise.race([migrationStatus(db).catch(() => null), late]).finally(() => clearTimeout(timer));
       return st === null ? 'control_database_unavailable' : st.upToDate || 'migrations_pending';
     },
     circuitStates: () => registry.states(),
@@ -191,6 +194,9 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
   // The audit writer has its own connections, bounded by the commit timeout (fail closed, issue 11).
   const auditCommitMs = config.audit?.commit_timeout_ms ?? 2000;
   const auditPool = openAuditPool(db.url, auditCommitMs, logger);
+  const auditSink = new GroupCommitAuditSink(auditPool, logger, { commitTimeoutMs: auditCommitMs });
+  // Admission by capacity (issue 29): fed by call latency, event-loop delay and the audit writer's queue.
+  const capacity = capacityLimiter(config.admission ?? DEFAULT_CONFIG.admission!, () => auditSink.queueDepth);
   const host = opts.host ?? config.listen.host;
   // Operations endpoints: on their own listener when ops_listen is set (issue 10, Build 8), else beside /mcp.
   const opsServer = config.ops_listen ? await listenOperations(createOperationsApp(metrics, ops, originPolicyFor(config.ops_listen.host ?? '127.0.0.1', config, logger), logger), config.ops_listen.host ?? '127.0.0.1', config.ops_listen.port) : null;
@@ -205,7 +211,8 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
     tools,
     identityResolver,
     authSurface,
-    audit: new GroupCommitAuditSink(auditPool, logger, { commitTimeoutMs: auditCommitMs }),
+    audit: auditSink,
+    capacity,
     originPolicy: originPolicyFor(host, config, logger),
     logger,
     host,
@@ -269,10 +276,30 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
       await Promise.allSettled(listeners.map((l) => l.close()));
       await identityResolver.close();
       await registry.closeAll();
+      capacity?.close();
       await limiterPool.end().catch(() => undefined);
       await auditPool.end().catch(() => undefined);
     },
   };
+}
+
+/** config admission as a CapacityLimiter, or undefined when admission.enabled is false. */
+export function capacityLimiter(a: NonNullable<ResolvedGatewayConfig['admission']>, auditQueueDepth?: () => number): CapacityLimiter | undefined {
+  if (!a.enabled) return undefined;
+  return new CapacityLimiter(
+    {
+      enabled: true,
+      initialLimit: a.initial_limit,
+      minLimit: a.min_limit,
+      maxLimit: Math.max(a.min_limit, a.max_limit),
+      queueSize: a.queue_size,
+      queueTimeoutMs: a.queue_timeout_ms,
+      tolerance: a.tolerance,
+      maxEventLoopDelayMs: a.max_event_loop_delay_ms,
+      maxAuditQueue: a.max_audit_queue,
+    },
+    { auditQueueDepth },
+  );
 }
 
 /** config console as the console's session timeouts (defaults for a config without the section). */

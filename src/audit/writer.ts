@@ -197,6 +197,11 @@ export class GroupCommitAuditSink implements AuditSink {
     this.timeoutMs = opts.commitTimeoutMs ?? 2000;
   }
 
+  /** Events waiting for the writer, not yet taken into a batch (issue 29: admission by capacity reads it as back-pressure). */
+  get queueDepth(): number {
+    return this.queue.length;
+  }
+
   record(event: ToolCallAuditEvent): Promise<void> {
     return new Promise<void>((resolve, reject) => {
       const w: Waiter = {

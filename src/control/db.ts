@@ -22,7 +22,7 @@ export const MIGRATIONS_DIR = installPath('migrations');
 export const MIGRATIONS_TABLE = 'interlock_migrations';
 /** node-pg-migrate's advisory lock id; held (blocking) around every migration run. */
 const MIGRATION_LOCK_ID = '7241865325823964';
-/** How long opening one control-database connection may take, in ms (then the connect fails: a stopped server accepts TCP and never answers). */
+/** How long opening one LISTEN connection or answering /readyz may take, in ms (a stopped server accepts TCP and never answers). */
 export const CONTROL_CONNECT_TIMEOUT_MS = 5000;
 /** Channel of the change notifications: payload is the changed table's name. */
 export const CONTROL_CHANNEL = 'interlock_control';
@@ -227,8 +227,9 @@ export function getKeyPepper(db: ControlDb): Promise<Buffer> {
  */
 export async function openControlDb(url: string, opts: OpenControlDbOptions = {}): Promise<ControlDb> {
   if (opts.migrate !== false) await runMigrations(url, opts.logger);
-  // A connection that cannot be opened in 5 s fails (a stopped server accepts TCP and never answers).
-  const pool = controlPool(url, { max: opts.poolSize ?? 10, application_name: 'interlock-control', connectionTimeoutMillis: CONTROL_CONNECT_TIMEOUT_MS });
+  // No connectionTimeoutMillis: pg.Pool applies it to waiting for a pooled connection too, and calls
+  // queue for this pool under load. (The LISTEN connections and the host probes have their bound.)
+  const pool = controlPool(url, { max: opts.poolSize ?? 10, application_name: 'interlock-control' });
   pool.on('error', (err) => {
     const code = (err as { code?: string }).code;
     // 57P01: the server ended an idle session (shutdown, e.g. the embedded server on Ctrl-C, or
