@@ -4595,6 +4595,47 @@ export interface GatewayConfig {
     coalesce_queued_at?: number;
   };
   /**
+   * Admission by capacity (issue 29; src/transport/capacity.ts): an adaptive limit on the governed tool calls a replica runs at once, lowered when calls slow down (gradient of short- against long-term latency), when the event loop lags or when the audit writer falls behind, with a short bounded queue. Beyond it a call is refused at once with rate_limited, retry_after_ms and Retry-After derived from the queue, before identity, SQL or audit work; such refusals are audited in aggregate per client address per minute, like keyless refusals. In memory per replica.
+   */
+  admission?: {
+    /**
+     * Turn admission by capacity on or off (INTERLOCK_ADMISSION_ENABLED, true or false). Default true.
+     */
+    enabled?: boolean;
+    /**
+     * Starting limit, in calls in flight. Default 64.
+     */
+    initial_limit?: number;
+    /**
+     * The limit never falls below this (INTERLOCK_ADMISSION_MIN_LIMIT). Default 64: below it a replica does not refuse for capacity (the per-identity caps and the sources' fair share still apply); lower it on a small machine or behind a latency-sensitive SLO.
+     */
+    min_limit?: number;
+    /**
+     * The limit never rises above this (INTERLOCK_ADMISSION_MAX_LIMIT). Default 512.
+     */
+    max_limit?: number;
+    /**
+     * Calls that may wait for a slot; beyond them a call is refused at once (INTERLOCK_ADMISSION_QUEUE_SIZE). Default 32.
+     */
+    queue_size?: number;
+    /**
+     * Longest wait of a queued call in milliseconds; then it is refused. Default 250.
+     */
+    queue_timeout_ms?: number;
+    /**
+     * How many times the long-term latency the short-term one may reach before the limit falls. Default 2.
+     */
+    tolerance?: number;
+    /**
+     * Event-loop delay (p99 over the last second) past which the limit is lowered. Default 100.
+     */
+    max_event_loop_delay_ms?: number;
+    /**
+     * Audit events waiting for the writer past which the limit is lowered. Default 1000.
+     */
+    max_audit_queue?: number;
+  };
+  /**
    * Result cache of eligible reads.
    */
   cache?: {

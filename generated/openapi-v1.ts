@@ -3146,6 +3146,11 @@ export interface operations {
                     "application/json": {
                         /** @constant */
                         status: "not_ready";
+                        /**
+                         * @description control_database_unavailable: the control database cannot be reached or is not a read-write primary (at start, or during a failover; governed calls answer audit_unavailable meanwhile); migrations_pending: run interlock db migrate.
+                         * @enum {unknown}
+                         */
+                        reason?: "control_database_unavailable" | "migrations_pending";
                     };
                 };
             };

@@ -6,9 +6,10 @@
 import { createHmac } from 'node:crypto';
 import pg from 'pg';
 import type { Logger } from 'pino';
-import { getKeyPepper, listenControlChanges, type ControlDb, type ControlListener } from './control/db';
+import { getKeyPepper, listenControlChanges, listenNotifications, type ControlDb, type ControlListener } from './control/db';
 import { DEFAULT_CONFIG, type ResolvedGatewayConfig } from './control/config';
 import type { ClientLimitSettings } from './transport/client-limits';
+import { CapacityLimiter } from './transport/capacity';
 import { DbIdentityResolver } from './control/keys';
 import { federatedIdentity } from './auth';
 import { GroupCommitAuditSink, openAuditPool } from './audit/writer';
@@ -43,7 +44,12 @@ import { createLogger } from './observability/logger';
 import { createOperationsApp, GatewayMetrics, mountOperations } from './observability/metrics';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { migrationStatus } from './control/db';
+import { CONTROL_CONNECT_TIMEOUT_MS, migrationStatus } from './control/db';
+import { controlPool } from './control/targets';
+import { ControlError } from './control/errors';
+import { sendReadiness, type NotReadyReason } from './observability/metrics';
+import { errorBodyHandler, healthz, hostOriginGuard, unknownRoute } from './transport/http-guard';
+import express from 'express';
 import type { OriginPolicy } from './transport/http-headers';
 import protocol from '../spec/protocol-v1.json';
 import type { ToolBinding } from './tools/types';
@@ -64,6 +70,8 @@ export interface GovernedGatewayOptions {
   catalogRescanMs?: number;
   /** Extra route modules (deprecated routes, /v1, admin API), mounted before /mcp. */
   routes?: GatewayAppOptions['routes'];
+  /** A listening server to take over (the standby's; see serveGovernedGateway) instead of opening one. */
+  server?: Server;
 }
 
 /** A running governed gateway. */
@@ -121,7 +129,7 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
   // in blocks (05-rate-limit.ts), and the claims are not worth a disk flush: their pool commits
   // asynchronously (a crash can forget the last few hundred milliseconds of claims, never grant
   // access). The audit keeps its durable commits.
-  const limiterPool = new pg.Pool({ connectionString: db.url, max: 4, application_name: 'interlock-ratelimit', options: '-c synchronous_commit=off' });
+  const limiterPool = controlPool(db.url, { max: 4, application_name: 'interlock-ratelimit', options: '-c synchronous_commit=off' });
   limiterPool.on('error', (err) => logger.warn({ component: 'rate-limit', code: (err as { code?: string }).code }, 'rate-limit connection failed'));
   // Tracked, so that every tools/call with an identity is charged whatever its outcome (issue 10, Build 6).
   const rateLimiter = await postgresRateLimiter(limiterPool, limits);
@@ -145,7 +153,8 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
       if (table === '*' || table === 'api_keys' || table === 'identities' || table === 'grants' || table === 'claim_mappings') identityResolver.invalidate();
     }, logger),
   );
-  listeners.push(await listenChannel(db.url, CACHE_CHANNEL, (sourceId) => cache.invalidateSource(sourceId), logger));
+  // Invalidations sent while the listener was away are lost: after a reconnect the whole result cache goes.
+  listeners.push(await listenChannel(db.url, CACHE_CHANNEL, (sourceId) => cache.invalidateSource(sourceId), logger, () => cache.clear()));
 
   const discovery = {
     store,
@@ -175,7 +184,13 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
     tools.unshift(...conformanceFixtureTools());
   }
   const ops = {
-    ready: async () => (await migrationStatus(db)).upToDate,
+    // Not ready while the control database (a read-write primary) does not answer (issue 29).
+    ready: async (): Promise<boolean | NotReadyReason> => {
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<null>((resolve) => (timer = setTimeout(() => resolve(null), CONTROL_CONNECT_TIMEOUT_MS)));
+      const st = await Promise.race([migrationStatus(db).catch(() => null), late]).finally(() => clearTimeout(timer));
+      return st === null ? 'control_database_unavailable' : st.upToDate || 'migrations_pending';
+    },
     circuitStates: () => registry.states(),
     poolStats: () => registry.poolStats(),
     pendingApprovals: async () => (await db.pool.query("SELECT count(*)::int AS n FROM approvals WHERE state = 'pending'")).rows[0].n as number,
@@ -187,6 +202,9 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
   // The audit writer has its own connections, bounded by the commit timeout (fail closed, issue 11).
   const auditCommitMs = config.audit?.commit_timeout_ms ?? 2000;
   const auditPool = openAuditPool(db.url, auditCommitMs, logger);
+  const auditSink = new GroupCommitAuditSink(auditPool, logger, { commitTimeoutMs: auditCommitMs });
+  // Admission by capacity (issue 29): fed by call latency, event-loop delay and the audit writer's queue.
+  const capacity = capacityLimiter(config.admission ?? DEFAULT_CONFIG.admission!, () => auditSink.queueDepth);
   const host = opts.host ?? config.listen.host;
   // Operations endpoints: on their own listener when ops_listen is set (issue 10, Build 8), else beside /mcp.
   const opsServer = config.ops_listen ? await listenOperations(createOperationsApp(metrics, ops, originPolicyFor(config.ops_listen.host ?? '127.0.0.1', config, logger), logger), config.ops_listen.host ?? '127.0.0.1', config.ops_listen.port) : null;
@@ -201,11 +219,13 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
     tools,
     identityResolver,
     authSurface,
-    audit: new GroupCommitAuditSink(auditPool, logger, { commitTimeoutMs: auditCommitMs }),
+    audit: auditSink,
+    capacity,
     originPolicy: originPolicyFor(host, config, logger),
     logger,
     host,
     port: opts.port ?? config.listen.port,
+    server: opts.server,
     requestTimeoutMs: config.listen.request_timeout_ms,
     headersTimeoutMs: config.listen.headers_timeout_ms,
     tls: config.listen.tls,
@@ -264,10 +284,30 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
       await Promise.allSettled(listeners.map((l) => l.close()));
       await identityResolver.close();
       await registry.closeAll();
+      capacity?.close();
       await limiterPool.end().catch(() => undefined);
       await auditPool.end().catch(() => undefined);
     },
   };
+}
+
+/** config admission as a CapacityLimiter, or undefined when admission.enabled is false. */
+export function capacityLimiter(a: NonNullable<ResolvedGatewayConfig['admission']>, auditQueueDepth?: () => number): CapacityLimiter | undefined {
+  if (!a.enabled) return undefined;
+  return new CapacityLimiter(
+    {
+      enabled: true,
+      initialLimit: a.initial_limit,
+      minLimit: a.min_limit,
+      maxLimit: Math.max(a.min_limit, a.max_limit),
+      queueSize: a.queue_size,
+      queueTimeoutMs: a.queue_timeout_ms,
+      tolerance: a.tolerance,
+      maxEventLoopDelayMs: a.max_event_loop_delay_ms,
+      maxAuditQueue: a.max_audit_queue,
+    },
+    { auditQueueDepth },
+  );
 }
 
 /** config console as the console's session timeouts (defaults for a config without the section). */
@@ -298,30 +338,164 @@ async function listenOperations(app: import('express').Express, host: string, po
   return { server, url: `http://${shownHost}:${(server.address() as AddressInfo).port}` };
 }
 
-/** LISTENs on `channel` with a dedicated connection, reconnecting after errors (1 s back-off). */
-export async function listenChannel(url: string, channel: string, onPayload: (payload: string) => void, logger?: Logger): Promise<ControlListener> {
+/** LISTENs on `channel` (listenNotifications): `onPayload` for each non-empty payload, `onReconnect` after a reconnect. */
+export function listenChannel(url: string, channel: string, onPayload: (payload: string) => void, logger?: Logger, onReconnect: () => void = () => undefined): Promise<ControlListener> {
+  return listenNotifications(url, channel, (p) => p && onPayload(p), onReconnect, logger);
+}
+
+/** Options of serveGovernedGateway: those of startGovernedGateway, with the control database opened (and reopened) by `openDb`. */
+export interface ServeGatewayOptions extends Omit<GovernedGatewayOptions, 'db' | 'server'> {
+  /** Opens the control database (migrations, pepper). A ControlError 'unavailable' means "not reachable yet": retried. */
+  openDb: () => Promise<ControlDb>;
+  /** First retry delay in ms (default 1000), doubling up to retryMaxMs (default 15 000). */
+  retryMs?: number;
+  retryMaxMs?: number;
+}
+
+/** A gateway that is serving: governed, or standing by until its control database answers. */
+export interface ServingGateway {
+  url: string;
+  port: number;
+  /** Resolves with the governed gateway once it runs (at once when the database answered at start). */
+  ready: Promise<GovernedGateway>;
+  /** The governed gateway, or null while standing by. */
+  current(): GovernedGateway | null;
+  /** Stops retrying and closes whichever is running (RunningGateway.close). */
+  close(deadlineMs?: number): Promise<void>;
+}
+
+/** True for ControlError 'unavailable' (cannot reach it, the database does not exist yet, credentials refused, migrations pending with migrate off): worth retrying. */
+function isUnreachable(err: unknown): boolean {
+  return err instanceof ControlError && err.kind === 'unavailable';
+}
+
+/**
+ * Starts the governed gateway as `interlock serve` does (issue 29, item 3): when the control
+ * database cannot be reached (ControlError 'unavailable' from `openDb`), the process does not exit.
+ * It logs why, listens at once on the configured address in standby (GET /healthz 200, /readyz 503
+ * {status: not_ready, reason: control_database_unavailable}, initialize and tools/list as usual,
+ * every tools/call refused `audit_unavailable`: nothing can be recorded, so nothing is answered),
+ * retries `openDb` (retryMs doubling to retryMaxMs), and once it opens starts the governed gateway
+ * on the same listening socket. Any other error of `openDb` (a pepper conflict, a bad URL) rejects as
+ * before.
+ */
+export async function serveGovernedGateway(opts: ServeGatewayOptions): Promise<ServingGateway> {
+  const logger = opts.logger ?? createLogger(opts.config.log_level);
+  let firstError: unknown;
+  try {
+    const db = await opts.openDb();
+    const gw = await startGovernedGateway({ ...opts, logger, db });
+    return { url: gw.url, port: gw.port, ready: Promise.resolve(gw), current: () => gw, close: (d) => gw.close(d) };
+  } catch (err) {
+    if (!isUnreachable(err)) throw err;
+    firstError = err;
+  }
+  logger.error({ component: 'control-db', reason: (firstError as Error).message }, 'the control database is unavailable: serving not ready (governed calls refused audit_unavailable) and retrying');
+  const standby = await startStandby(opts, logger);
+  let governed: GovernedGateway | null = null;
   let stopped = false;
-  let client: pg.Client | null = null;
-  const connect = async () => {
-    const c = new pg.Client({ connectionString: url, application_name: `interlock-${channel}` });
-    c.on('notification', (n) => {
-      if (n.channel === channel && n.payload) onPayload(n.payload);
-    });
-    c.on('error', () => {
+  let timer: NodeJS.Timeout | null = null;
+  let delay = opts.retryMs ?? 1000;
+  const ready = new Promise<GovernedGateway>((resolve, reject) => {
+    const attempt = async () => {
+      timer = null;
       if (stopped) return;
-      logger?.warn({ channel }, 'listener lost its connection; reconnecting');
-      client = null;
-      setTimeout(() => void connect().catch(() => undefined), 1000).unref();
-    });
-    await c.connect();
-    await c.query(`LISTEN ${channel}`);
-    client = c;
-  };
-  await connect();
+      let db: ControlDb;
+      try {
+        db = await opts.openDb();
+      } catch (err) {
+        if (!isUnreachable(err)) {
+          logger.error({ component: 'control-db', reason: (err as Error).message }, 'the control database cannot be used; still not ready');
+          reject(err);
+          return;
+        }
+        logger.warn({ component: 'control-db', reason: (err as Error).message, retry_ms: delay }, 'the control database is still unavailable');
+        timer = setTimeout(() => void attempt(), delay);
+        delay = Math.min(delay * 2, opts.retryMaxMs ?? 15_000);
+        return;
+      }
+      if (stopped) return;
+      await standby.closeOps();
+      try {
+        governed = await startGovernedGateway({ ...opts, logger, db, server: standby.server });
+      } catch (err) {
+        standby.restore();
+        logger.warn({ component: 'control-db', reason: (err as Error).message }, 'starting on the control database failed; retrying');
+        timer = setTimeout(() => void attempt(), delay);
+        return;
+      }
+      logger.info({ component: 'control-db' }, 'the control database answered: the gateway is ready');
+      resolve(governed);
+    };
+    timer = setTimeout(() => void attempt(), delay);
+  });
+  ready.catch(() => undefined);
   return {
-    async close() {
+    url: standby.url,
+    port: standby.port,
+    ready,
+    current: () => governed,
+    async close(deadlineMs?: number) {
       stopped = true;
-      await client?.end().catch(() => undefined);
+      if (timer) clearTimeout(timer);
+      if (governed) await governed.close(deadlineMs);
+      else {
+        await standby.closeOps();
+        await standby.close(deadlineMs);
+      }
+    },
+  };
+}
+
+/** The standby listener of serveGovernedGateway, plus the operations listener when ops_listen is set. */
+async function startStandby(opts: ServeGatewayOptions, logger: Logger): Promise<RunningGateway & { closeOps(): Promise<void>; restore(): void }> {
+  const { config } = opts;
+  const host = opts.host ?? config.listen.host;
+  const refuse = async (): Promise<import('./pipeline/types').ToolOutcome> => ({ kind: 'refusal', code: 'audit_unavailable' });
+  const readyz = (app: import('express').Express) => {
+    app.use('/readyz', hostOriginGuard(originPolicyFor(host, config)));
+    app.get('/readyz', (_req, res) => sendReadiness(res, 'control_database_unavailable'));
+  };
+  const running = await listenGateway({
+    healthz: !config.ops_listen,
+    routes: config.ops_listen ? [] : [readyz],
+    tools: interlockToolBindings({}).map((b) => ({ ...b, handler: refuse })),
+    // Every call ends in audit_unavailable: its event cannot be recorded, so nothing is answered.
+    identityResolver: { resolve: async () => ({ id: 'standby', name: 'standby', keyId: 'standby' }) },
+    audit: { record: () => Promise.reject(new Error('the control database is unavailable')) },
+    originPolicy: originPolicyFor(host, config, logger),
+    logger,
+    host,
+    port: opts.port ?? config.listen.port,
+    requestTimeoutMs: config.listen.request_timeout_ms,
+    headersTimeoutMs: config.listen.headers_timeout_ms,
+    tls: config.listen.tls,
+    trustProxy: config.trust_proxy ?? false,
+  });
+  let ops: Server | null = null;
+  if (config.ops_listen) {
+    const opsHost = config.ops_listen.host ?? '127.0.0.1';
+    const app = express();
+    app.disable('x-powered-by');
+    app.use(hostOriginGuard(originPolicyFor(opsHost, config, logger)));
+    app.get('/healthz', healthz);
+    app.get('/readyz', (_req, res) => sendReadiness(res, 'control_database_unavailable'));
+    app.use(unknownRoute);
+    app.use(errorBodyHandler(logger));
+    ops = (await listenOperations(app, opsHost, config.ops_listen.port)).server;
+  }
+  return {
+    ...running,
+    async closeOps() {
+      const s = ops;
+      ops = null;
+      if (!s) return;
+      s.closeAllConnections();
+      await new Promise<void>((resolve) => s.close(() => resolve()));
+    },
+    restore() {
+      running.server.removeAllListeners('request');
+      running.server.on('request', running.gateway.handler);
     },
   };
 }

@@ -4,7 +4,7 @@
  * abort the rest, flush the audit).
  */
 import { readFileSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createTlsServer, type Server as TlsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
@@ -50,6 +50,13 @@ export interface ListenOptions {
    * now and again on SIGHUP (RunningGateway.reloadTls). Absent: plain HTTP.
    */
   tls?: { cert_file: string; key_file: string };
+  /**
+   * A server already listening (the standby's, issue 29: started before the control database
+   * answered) to serve from now on instead of opening a new one: its request listeners are
+   * replaced by this gateway's handler, so the address never stops answering. host, port,
+   * timeouts and tls are then those it was created with.
+   */
+  server?: Server;
 }
 
 /** Reads the PEM files of ListenOptions.tls. Throws the file system's error (at start) for a missing or unreadable file. */
@@ -69,7 +76,7 @@ export function serverTimeouts(opts: ListenOptions): { requestTimeout: number; h
 export async function listenGateway(opts: GatewayAppOptions & ListenOptions): Promise<RunningGateway> {
   const gateway = createGatewayApp({ ...opts, logger: opts.logger ?? createLogger() });
   const host = opts.host ?? '127.0.0.1';
-  const server: Server = await new Promise((resolve, reject) => {
+  const server: Server = opts.server ? takeOver(opts.server, gateway.handler) : await new Promise((resolve, reject) => {
     // The gateway's own listener: /mcp goes straight to the MCP handler, the rest to Express (issue 13).
     // With listen.tls the same handler behind node:https (issue 24, item 3).
     const s: Server = opts.tls ? createTlsServer({ ...serverTimeouts(opts), ...readTlsFiles(opts.tls) }, gateway.handler) : createServer(serverTimeouts(opts), gateway.handler);
@@ -118,6 +125,13 @@ export async function listenGateway(opts: GatewayAppOptions & ListenOptions): Pr
       return closing;
     },
   };
+}
+
+/** Makes `server` serve `handler` alone (its earlier request listeners removed); returns it. */
+function takeOver(server: Server, handler: (req: IncomingMessage, res: ServerResponse) => void): Server {
+  server.removeAllListeners('request');
+  server.on('request', handler);
+  return server;
 }
 
 let lastResort: { uncaught: (err: unknown) => void; rejected: (reason: unknown) => void } | null = null;

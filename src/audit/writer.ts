@@ -11,6 +11,7 @@ import type { Logger } from 'pino';
 import type { ControlDb } from '../control/db';
 import { ValidationError } from '../control/errors';
 import { iso } from '../control/ids';
+import { controlPool } from '../control/targets';
 import { appendAuditBatch } from './append';
 import { eventsText, normalizeAuditRow } from './event-text';
 import type { AuditKind, AuditRowInput, AuditSink, ToolCallAuditEvent } from './types';
@@ -196,6 +197,11 @@ export class GroupCommitAuditSink implements AuditSink {
     this.timeoutMs = opts.commitTimeoutMs ?? 2000;
   }
 
+  /** Events waiting for the writer, not yet taken into a batch (issue 29: admission by capacity reads it as back-pressure). */
+  get queueDepth(): number {
+    return this.queue.length;
+  }
+
   record(event: ToolCallAuditEvent): Promise<void> {
     return new Promise<void>((resolve, reject) => {
       const w: Waiter = {
@@ -301,7 +307,7 @@ export class DbAuditSink extends GroupCommitAuditSink {
  */
 export function openAuditPool(url: string, commitTimeoutMs: number, logger?: Logger, max = 2): pg.Pool {
   // query_timeout is a client-side backstop for a connection that stops answering altogether.
-  const pool = new pg.Pool({ connectionString: url, max, application_name: 'interlock-audit', connectionTimeoutMillis: commitTimeoutMs, query_timeout: commitTimeoutMs + 1000, options: `-c statement_timeout=${Math.max(1, Math.trunc(commitTimeoutMs))}` });
+  const pool = controlPool(url, { max, application_name: 'interlock-audit', connectionTimeoutMillis: commitTimeoutMs, query_timeout: commitTimeoutMs + 1000, options: `-c statement_timeout=${Math.max(1, Math.trunc(commitTimeoutMs))}` }); // several hosts: follows the primary (issue 29)
   pool.on('error', (err) => logger?.warn({ component: 'audit', code: (err as { code?: string }).code }, 'idle audit connection failed'));
   return pool;
 }

@@ -30,7 +30,6 @@ import { ControlError, ValidationError } from '../control/errors';
 import type { SourceDefinition } from '../control/sources';
 import type { AuditKind, AuditRecord } from '../audit/writer';
 import { registerAuditChainCommands } from './audit';
-import type { GovernedGatewayOptions, GovernedGateway } from '../gateway';
 import { json, processIo, shortTime, table, type CliIo } from './output';
 import { directBackend, type OperatorBackend } from '../admin/backend';
 import { remoteBackend } from '../admin/client';
@@ -150,12 +149,19 @@ class Session {
     if (this.remote) throw new ValidationError(`${what} works on the control database directly: run it without --server`);
   }
 
+  /** The control database, opened once; a failed open is forgotten, so a later call tries again (serve retries, issue 29). */
   db(): Promise<ControlDb> {
-    this.dbp ??= (async () => {
-      const cfg = this.config();
-      const { controlUrl } = await this.databaseUrls();
-      return openControlDb(controlUrl, { keyPepper: cfg.key_pepper, poolSize: Math.min(cfg.database.pool_size, 10), logger: this.logger });
-    })();
+    if (!this.dbp) {
+      const p = (async () => {
+        const cfg = this.config();
+        const { controlUrl } = await this.databaseUrls();
+        return openControlDb(controlUrl, { keyPepper: cfg.key_pepper, poolSize: Math.min(cfg.database.pool_size, 10), logger: this.logger });
+      })();
+      this.dbp = p;
+      p.catch(() => {
+        if (this.dbp === p) this.dbp = null;
+      });
+    }
     return this.dbp;
   }
 
@@ -180,9 +186,9 @@ function readDataFile(file: string): unknown {
   }
 }
 
-function loadGateway(): { startGovernedGateway(opts: GovernedGatewayOptions): Promise<GovernedGateway> } {
+function loadGateway(): Pick<typeof import('../gateway'), 'startGovernedGateway' | 'serveGovernedGateway'> {
   // eslint-disable-next-line @typescript-eslint/no-require-imports
-  return require('../gateway') as { startGovernedGateway(opts: GovernedGatewayOptions): Promise<GovernedGateway> };
+  return require('../gateway') as typeof import('../gateway');
 }
 
 /** Audit events as a table, identities shown by name. */
@@ -285,10 +291,18 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
     .action(async (o: { host?: string; port?: number; fixtures?: boolean }, cmd: Command) => {
       const s = session(cmd);
       const cfg = s.config({ listen: { ...(o.host ? { host: o.host } : {}), ...(o.port !== undefined ? { port: o.port } : {}) } });
-      const db = await s.db();
-      const { startGovernedGateway } = loadGateway();
-      const gw = await startGovernedGateway({ db, config: cfg, fixtures: o.fixtures || process.env.INTERLOCK_FIXTURES === '1' });
-      io.out(`InterLock listening on ${gw.url} (control database ${s.embedded ? `embedded in ${s.embedded.dataDir}` : redactUrl(db.url)})`);
+      const { serveGovernedGateway } = loadGateway();
+      // Without its control database the gateway still listens, not ready, and retries (issue 29).
+      const gw = await serveGovernedGateway({ openDb: () => s.db(), config: cfg, fixtures: o.fixtures || process.env.INTERLOCK_FIXTURES === '1' });
+      const where = async () => (s.embedded ? `embedded in ${s.embedded.dataDir}` : redactUrl((await s.databaseUrls()).controlUrl));
+      if (gw.current()) io.out(`InterLock listening on ${gw.url} (control database ${await where()})`);
+      else {
+        io.out(`InterLock listening on ${gw.url}, NOT READY: the control database ${await where()} is unavailable; retrying (governed calls are refused audit_unavailable until it answers)`);
+        gw.ready.then(
+          async () => io.out(`InterLock ready on ${gw.url} (control database ${await where()})`),
+          (err: Error) => io.err(`the control database cannot be used: ${err.message}`),
+        );
+      }
       await untilSignal(io, async () => {
         await gw.close();
         await s.close();

@@ -37,6 +37,8 @@ export interface ResolvedGatewayConfig {
   /** Approval notifications (spec/config-v1.schema.json notifications; src/approvals/webhooks.ts); coalesce_queued_at: queued events of one identity per poll sent as one delivery. */
   notifications: { webhooks: Array<{ url: string; events: string[]; secret_env: string }>; coalesce_queued_at: number };
   cache: { ttl_ms: number; max_bytes: number };
+  /** Admission by capacity (issue 29; src/transport/capacity.ts). Absent in older hand-built configs: the defaults apply. */
+  admission?: { enabled: boolean; initial_limit: number; min_limit: number; max_limit: number; queue_size: number; queue_timeout_ms: number; tolerance: number; max_event_loop_delay_ms: number; max_audit_queue: number };
   /** Audit trail: commit_timeout_ms bounds how long a call waits for its event to commit (fail closed after it). */
   audit: { commit_timeout_ms: number; retention_min_days: number };
   log_level: NonNullable<GatewayConfig['log_level']>;
@@ -60,13 +62,14 @@ export const DEFAULT_CONFIG: Readonly<ResolvedGatewayConfig> = Object.freeze({
   approvals: { ttl_seconds: 86_400, max_pending_per_identity: 20, max_pending_per_source: 100, sweep_interval_ms: 10_000, sweep_batch: 500 },
   notifications: { webhooks: [], coalesce_queued_at: 3 },
   cache: { ttl_ms: 30_000, max_bytes: 64 * 1024 * 1024 },
+  admission: { enabled: true, initial_limit: 64, min_limit: 64, max_limit: 512, queue_size: 32, queue_timeout_ms: 250, tolerance: 2, max_event_loop_delay_ms: 100, max_audit_queue: 1000 },
   audit: { commit_timeout_ms: 2000, retention_min_days: 0 },
   log_level: 'info',
   client_limits: { keyless: { points: 600, window_seconds: 60 }, streams_per_address: 128, streams_per_identity: 64, body_reads_per_address: 64, body_bytes_in_flight: 128 * 1024 * 1024, answer_write_timeout_ms: 30_000 },
 });
 
 /** How a variable's text becomes a value: 'trust' is trust_proxy's (true/false, a hop count, else a comma-separated list). */
-type EnvKind = 'string' | 'int' | 'list' | 'trust';
+type EnvKind = 'string' | 'int' | 'list' | 'trust' | 'bool';
 
 /** Every INTERLOCK_* variable that sets a config key: variable → [config path, value kind]. */
 export const ENV_VARS: Readonly<Record<string, readonly [string[], EnvKind]>> = Object.freeze({
@@ -96,6 +99,10 @@ export const ENV_VARS: Readonly<Record<string, readonly [string[], EnvKind]>> = 
   INTERLOCK_APPROVAL_SWEEP_BATCH: [['approvals', 'sweep_batch'], 'int'],
   INTERLOCK_CACHE_TTL_MS: [['cache', 'ttl_ms'], 'int'],
   INTERLOCK_CACHE_MAX_BYTES: [['cache', 'max_bytes'], 'int'],
+  INTERLOCK_ADMISSION_ENABLED: [['admission', 'enabled'], 'bool'],
+  INTERLOCK_ADMISSION_MIN_LIMIT: [['admission', 'min_limit'], 'int'],
+  INTERLOCK_ADMISSION_MAX_LIMIT: [['admission', 'max_limit'], 'int'],
+  INTERLOCK_ADMISSION_QUEUE_SIZE: [['admission', 'queue_size'], 'int'],
   INTERLOCK_AUDIT_COMMIT_TIMEOUT_MS: [['audit', 'commit_timeout_ms'], 'int'],
   INTERLOCK_AUDIT_RETENTION_MIN_DAYS: [['audit', 'retention_min_days'], 'int'],
   INTERLOCK_LOG_LEVEL: [['log_level'], 'string'],
@@ -232,6 +239,13 @@ function configFromEnv(env: Record<string, string | undefined>, problems: string
     } else if (kind === 'trust') {
       const t = raw.trim();
       setPath(out, path, t === 'true' ? true : t === 'false' ? false : /^[0-9]{1,3}$/.test(t) ? Number(t) : t.split(',').map((x) => x.trim()).filter((x) => x.length > 0));
+    } else if (kind === 'bool') {
+      const t = raw.trim();
+      if (t !== 'true' && t !== 'false') {
+        problems.push(`${name}: must be true or false, got ${JSON.stringify(raw)}`);
+        continue;
+      }
+      setPath(out, path, t === 'true');
     } else if (kind === 'list') {
       setPath(out, path, raw.split(',').map((s) => s.trim()).filter((s) => s.length > 0));
     } else {

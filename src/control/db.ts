@@ -14,6 +14,7 @@ import { runner } from 'node-pg-migrate';
 import type { Logger } from 'pino';
 import { ConflictError, ControlError } from './errors';
 import { installPath } from '../install-root';
+import { controlClient, controlPool } from './targets';
 
 /** Directory holding the SQL migrations. */
 export const MIGRATIONS_DIR = installPath('migrations');
@@ -21,6 +22,8 @@ export const MIGRATIONS_DIR = installPath('migrations');
 export const MIGRATIONS_TABLE = 'interlock_migrations';
 /** node-pg-migrate's advisory lock id; held (blocking) around every migration run. */
 const MIGRATION_LOCK_ID = '7241865325823964';
+/** How long opening one LISTEN connection or answering /readyz may take, in ms (a stopped server accepts TCP and never answers). */
+export const CONTROL_CONNECT_TIMEOUT_MS = 5000;
 /** Channel of the change notifications: payload is the changed table's name. */
 export const CONTROL_CHANNEL = 'interlock_control';
 /** Tables whose changes are notified on CONTROL_CHANNEL. */
@@ -62,6 +65,9 @@ export function redactUrl(url: string): string {
     if (u.password) u.password = '***';
     return u.toString();
   } catch {
+    // Several hosts (h1:p1,h2:p2, issue 29) are no WHATWG URL: blank the password by the URL's shape.
+    const m = /^(postgres(?:ql)?:\/\/[^:@/?#]*)(:[^@/?#]*)?@([^/?#]*)(.*)$/s.exec(url) ?? /^(postgres(?:ql)?:\/\/)()([^/?#@]*)(.*)$/s.exec(url);
+    if (m) return `${m[1]}${m[2] ? ':***' : ''}${m[0].includes('@') ? '@' : ''}${m[3]}${m[4]}`;
     return '<unparseable database URL>';
   }
 }
@@ -99,7 +105,7 @@ function describeConnectError(err: unknown, url: string): ControlError {
  * (empty when up to date). Throws ControlError('unavailable') when the server cannot be reached.
  */
 export async function runMigrations(url: string, logger?: Logger): Promise<string[]> {
-  const client = new pg.Client({ connectionString: url, application_name: 'interlock-migrate' });
+  const client = controlClient(url, { application_name: 'interlock-migrate' });
   try {
     await client.connect();
   } catch (err) {
@@ -221,7 +227,9 @@ export function getKeyPepper(db: ControlDb): Promise<Buffer> {
  */
 export async function openControlDb(url: string, opts: OpenControlDbOptions = {}): Promise<ControlDb> {
   if (opts.migrate !== false) await runMigrations(url, opts.logger);
-  const pool = new pg.Pool({ connectionString: url, max: opts.poolSize ?? 10, application_name: 'interlock-control' });
+  // No connectionTimeoutMillis: pg.Pool applies it to waiting for a pooled connection too, and calls
+  // queue for this pool under load. (The LISTEN connections and the host probes have their bound.)
+  const pool = controlPool(url, { max: opts.poolSize ?? 10, application_name: 'interlock-control' });
   pool.on('error', (err) => {
     const code = (err as { code?: string }).code;
     // 57P01: the server ended an idle session (shutdown, e.g. the embedded server on Ctrl-C, or
@@ -325,6 +333,9 @@ export async function grantRuntimeRole(db: ControlDb, role: string): Promise<voi
   });
 }
 
+/** Longest wait between two reconnect attempts of a LISTEN connection, in ms. */
+export const LISTEN_RETRY_MAX_MS = 4000;
+
 /** A running LISTEN on CONTROL_CHANNEL. */
 export interface ControlListener {
   close(): Promise<void>;
@@ -332,45 +343,61 @@ export interface ControlListener {
 
 /**
  * Calls `onChange(table)` for every change notification on CONTROL_CHANNEL (payload = the table
- * name, see NOTIFIED_TABLES), on a dedicated connection. When the connection drops it reconnects
- * (1 s, doubling to 30 s) and then calls `onChange('*')`, since notifications sent meanwhile are
- * lost: treat '*' as "invalidate everything".
+ * name, see NOTIFIED_TABLES), on a dedicated connection (listenNotifications). After a reconnect it
+ * calls `onChange('*')`, since notifications sent meanwhile are lost: treat '*' as "invalidate
+ * everything".
  */
-export async function listenControlChanges(db: ControlDb, onChange: (table: string) => void, logger?: Logger): Promise<ControlListener> {
+export function listenControlChanges(db: ControlDb, onChange: (table: string) => void, logger?: Logger): Promise<ControlListener> {
+  return listenNotifications(db.url, CONTROL_CHANNEL, (payload) => onChange(payload || '*'), () => onChange('*'), logger);
+}
+
+/**
+ * LISTENs on `channel` with a dedicated connection to the control database at `url` (several hosts:
+ * the primary, src/control/targets.ts) and calls `onPayload` with each notification's payload ('' when
+ * none). When the connection fails or ends it reconnects (1 s, doubling to LISTEN_RETRY_MAX_MS, so a
+ * failover is followed within seconds; issue 29) until it succeeds, then calls `onReconnect`, since
+ * notifications sent meanwhile are lost. Rejects when the first connect fails.
+ */
+export async function listenNotifications(url: string, channel: string, onPayload: (payload: string) => void, onReconnect: () => void, logger?: Logger): Promise<ControlListener> {
   let client: pg.Client | null = null;
   let stopped = false;
   let delay = 1000;
   let timer: NodeJS.Timeout | null = null;
   const connect = async (first: boolean): Promise<void> => {
-    const c = new pg.Client({ connectionString: db.url, application_name: 'interlock-listen' });
+    const c = controlClient(url, { application_name: channel === CONTROL_CHANNEL ? 'interlock-listen' : `interlock-${channel}`, connectionTimeoutMillis: CONTROL_CONNECT_TIMEOUT_MS });
     c.on('notification', (n) => {
-      if (n.channel === CONTROL_CHANNEL) onChange(n.payload ?? '*');
+      if (n.channel === channel) onPayload(n.payload ?? '');
     });
     const lost = () => {
       if (stopped || client !== c) return;
       client = null;
       c.end().catch(() => undefined);
-      logger?.warn({ component: 'control-listen' }, 'control change listener lost its connection; reconnecting');
+      logger?.warn({ component: 'control-listen', channel }, 'notification listener lost its connection; reconnecting');
       schedule();
     };
     c.on('error', lost);
     c.on('end', lost);
-    await c.connect();
-    await c.query(`LISTEN ${CONTROL_CHANNEL}`);
+    try {
+      await c.connect();
+      await c.query(`LISTEN ${channel}`);
+    } catch (err) {
+      c.end().catch(() => undefined);
+      throw err;
+    }
     if (stopped) {
       await c.end().catch(() => undefined);
       return;
     }
     client = c;
     delay = 1000;
-    if (!first) onChange('*');
+    if (!first) onReconnect();
   };
   const schedule = () => {
     if (stopped || timer) return;
     timer = setTimeout(() => {
       timer = null;
       connect(false).catch(() => {
-        delay = Math.min(delay * 2, 30_000);
+        delay = Math.min(delay * 2, LISTEN_RETRY_MAX_MS);
         schedule();
       });
     }, delay);

@@ -13,10 +13,26 @@ import type { ToolCallAuditEvent } from '../audit/types';
 import { closedLabel, dialectLabel, methodLabel, reasonLabel, statusLabel } from './labels';
 import { TOKEN_OUTCOMES } from '../auth/federated-resolver';
 
+/**
+ * Why /readyz answers 503 (spec/openapi-v1.yaml, readyz): the control database cannot be reached
+ * or is not a read-write primary (issue 29: start without it, failover), or migrations are pending.
+ */
+export type NotReadyReason = 'control_database_unavailable' | 'migrations_pending';
+
+/** Writes the /readyz answer for `r` (OperationsSources.ready's value): 200 {status: ready}, else 503 {status: not_ready, reason?}. */
+export function sendReadiness(res: express.Response, r: boolean | NotReadyReason): void {
+  if (r === true) res.status(200).json({ status: 'ready' });
+  else res.status(503).json(typeof r === 'string' ? { status: 'not_ready', reason: r } : { status: 'not_ready' });
+}
+
 /** What the operations endpoints read at scrape time. */
 export interface OperationsSources {
-  /** Resolves when the control database answers and migrations are applied; rejects (or resolves false) otherwise. */
-  ready(): Promise<boolean>;
+  /**
+   * True when the control database answers (a read-write primary) and migrations are applied;
+   * otherwise false or the reason (NotReadyReason), which /readyz reports. A rejection reads as
+   * `control_database_unavailable`.
+   */
+  ready(): Promise<boolean | NotReadyReason>;
   /** Circuit state per source id: closed | half_open | open. */
   circuitStates(): Record<string, string>;
   /** Approvals in state pending. */
@@ -138,8 +154,7 @@ export class GatewayMetrics {
 export function mountOperations(app: Express, metrics: GatewayMetrics, src: OperationsSources, policy?: OriginPolicy): void {
   if (policy) app.use(['/readyz', '/metrics'], hostOriginGuard(policy));
   app.get('/readyz', async (_req, res) => {
-    const ok = await src.ready().catch(() => false);
-    res.status(ok ? 200 : 503).json({ status: ok ? 'ready' : 'not_ready' });
+    sendReadiness(res, await src.ready().catch((): NotReadyReason => 'control_database_unavailable'));
   });
   app.get('/metrics', async (_req, res) => {
     res.set('Content-Type', metrics.registry.contentType).send(await metrics.registry.metrics());

@@ -31,6 +31,8 @@ export interface ResultCacheOptions {
 export class ResultCache {
   private readonly lru: LRUCache<string, CachedResult>;
   private readonly generations = new Map<string, number>();
+  /** Bumped by clear(), so a read keyed before it cannot store under a key read after it. */
+  private epoch = 0;
   hits = 0;
   misses = 0;
 
@@ -50,7 +52,7 @@ export class ResultCache {
   /** The cache key for one read (sha-256 over its parts and the source's generation). */
   key(parts: { sourceId: string; sql: string; params: unknown[]; maxRows: number; accessFingerprint: string }): string {
     const gen = this.generations.get(parts.sourceId) ?? 0;
-    return createHash('sha256').update(JSON.stringify([parts.sourceId, gen, parts.sql, parts.params, parts.maxRows, parts.accessFingerprint])).digest('base64url');
+    return createHash('sha256').update(JSON.stringify([parts.sourceId, gen, this.epoch, parts.sql, parts.params, parts.maxRows, parts.accessFingerprint])).digest('base64url');
   }
 
   get(key: string): CachedResult | undefined {
@@ -68,6 +70,12 @@ export class ResultCache {
   /** Orphans every entry of the source (after a write executed there). */
   invalidateSource(sourceId: string): void {
     this.generations.set(sourceId, (this.generations.get(sourceId) ?? 0) + 1);
+  }
+
+  /** Drops every entry (the invalidation listener reconnected: invalidations sent meanwhile were lost; issue 29). */
+  clear(): void {
+    this.epoch++;
+    this.lru.clear();
   }
 
   /** Every entry currently held (diagnostics and tests: proves what the cache stores). */

@@ -9,7 +9,7 @@ import type { Logger } from 'pino';
 import type { Admitted } from '../transport/admission';
 import { DEFAULT_ANSWER_WRITE_TIMEOUT_MS, type ResponseChannel } from '../transport/channel';
 import { errorResponse, resultResponse, type JsonRpcId } from '../transport/jsonrpc';
-import type { IdentityResolver, ToolCallContext, ToolOutcome } from '../tools/types';
+import type { IdentityResolver, ToolBinding, ToolCallContext, ToolOutcome } from '../tools/types';
 import type { ToolRegistry } from '../tools/registry';
 import { identityStep } from '../pipeline/01-identity';
 import { withChallenge, type AuthSurface } from '../auth/protected-resource';
@@ -23,6 +23,7 @@ import { KEYLESS_REFUSALS, type KeylessAuditAggregator } from '../transport/keyl
 import { admitCall, chargeUnspent } from './call-limits';
 import { commitAuditEvent } from './audit-commit';
 import { cutText } from '../errors/cut-text';
+import { isCapacityRefusal, type CapacityLimiter, type CapacityRefusal } from '../transport/capacity';
 
 /** Everything the dispatcher needs; built once per gateway. */
 export interface DispatchDeps {
@@ -49,6 +50,8 @@ export interface DispatchDeps {
   answerWriteTimeoutMs?: number;
   /** The OAuth resource-server surface (issue 26, src/auth/protected-resource.ts): challenges on 401s. */
   authSurface?: AuthSurface;
+  /** Admission by capacity (issue 29, src/transport/capacity.ts): governed calls take a slot first; none when absent. */
+  capacity?: CapacityLimiter;
 }
 
 /** Per-HTTP-request facts the dispatcher needs besides the message. */
@@ -205,6 +208,51 @@ export interface ToolCallRequest {
 export async function runToolCall(deps: DispatchDeps, req: ToolCallRequest): Promise<{ outcome: ToolOutcome; tool: string; canonical: string } | null> {
   const binding = deps.tools.get(req.name);
   if (!binding) return null;
+  if (!binding.governed || !deps.capacity) return runAdmitted(deps, req, binding, null);
+  // Admission by capacity (issue 29): a slot right after step 1 (the identity, resolved in memory),
+  // before the stream slots, arguments, SQL or audit work; held until the call's event has committed
+  // (so a slow audit slows admission); no slot → refused at once.
+  const held = { release: () => undefined as void };
+  try {
+    return await runAdmitted(deps, req, binding, held);
+  } finally {
+    held.release();
+  }
+}
+
+/** The message of a call refused by admission by capacity (code rate_limited). */
+const OVER_CAPACITY_MESSAGE = 'The gateway is at capacity; wait retry_after_ms milliseconds before trying again.';
+
+/**
+ * A call refused by admission by capacity: rate_limited with retry_after_ms, audited in aggregate per
+ * client address and minute (src/transport/keyless-audit.ts; the identity is not in the aggregate)
+ * when client limits are on, else as its own event (audit before answer, as every call). Not charged
+ * a rate-limit point: it did no work, and charging would cost a control-database claim.
+ */
+async function refuseOverCapacity(deps: DispatchDeps, req: ToolCallRequest, binding: ToolBinding, r: CapacityRefusal, identity: { id: string; keyId: string }): Promise<{ outcome: ToolOutcome; tool: string; canonical: string }> {
+  let outcome: ToolOutcome = { kind: 'refusal', code: 'rate_limited', message: OVER_CAPACITY_MESSAGE, extra: { retry_after_ms: r.retryAfterMs } };
+  const event: ToolCallAuditEvent = {
+    requestId: req.requestId,
+    time: new Date().toISOString(),
+    identityId: identity.id,
+    keyId: identity.keyId,
+    tool: binding.name,
+    canonicalTool: binding.canonical,
+    dialect: req.dialect,
+    protocolVersion: req.protocolVersion,
+    decision: 'refused',
+    reasonCode: 'rate_limited',
+    durationMs: 0,
+    details: req.route ? { route: req.route, over_capacity: true } : { over_capacity: true },
+  };
+  deps.observe?.(event);
+  if (deps.keylessAudit) deps.keylessAudit.note(req.clientAddress ?? 'unknown', { reason: 'rate_limited', tool: binding.canonical, route: req.route ?? 'mcp', dialect: req.dialect, protocolVersion: req.protocolVersion, requestId: req.requestId });
+  else if (!(await commitAuditEvent(deps.audit, event, req.signal, deps.logger, deps.pendingAudits))) outcome = { kind: 'refusal', code: 'audit_unavailable' };
+  return { outcome, tool: binding.name, canonical: binding.canonical };
+}
+
+/** runToolCall once the call may run (see there). */
+async function runAdmitted(deps: DispatchDeps, req: ToolCallRequest, binding: ToolBinding, capacitySlot: { release(): void } | null): Promise<{ outcome: ToolOutcome; tool: string; canonical: string }> {
   const started = Date.now();
   const ctx: ToolCallContext & { auditDetails: Record<string, unknown>; auditHooks: AuditHooks } = {
     requestId: req.requestId,
@@ -244,7 +292,14 @@ export async function runToolCall(deps: DispatchDeps, req: ToolCallRequest): Pro
   let release = () => undefined as void;
   let outcome: ToolOutcome;
   try {
-    const admitted = binding.governed ? admitCall(deps.clientLimits, address, await identityStep(ctx, deps.identityResolver), ctx.identity?.id ?? null, chargedUpFront(deps.identityResolver, req.apiKey)) : { outcome: null, release };
+    const refusedIdentity = binding.governed ? await identityStep(ctx, deps.identityResolver) : null;
+    if (capacitySlot && deps.capacity && !refusedIdentity) {
+      const got = deps.capacity.acquire(req.signal, ctx.identity!.id);
+      const slot = got instanceof Promise ? await got : got;
+      if (isCapacityRefusal(slot)) return await refuseOverCapacity(deps, req, binding, slot, ctx.identity!);
+      capacitySlot.release = slot.release;
+    }
+    const admitted = binding.governed ? admitCall(deps.clientLimits, address, refusedIdentity, ctx.identity?.id ?? null, chargedUpFront(deps.identityResolver, req.apiKey)) : { outcome: null, release };
     release = admitted.release;
     outcome = admitted.outcome ?? { kind: 'result', content: [] };
     if (outcome.kind === 'result') {

@@ -24,6 +24,7 @@ import { MCP_QUERY_PREFIX, mcpHandler, sendMcpLimited, sendMcpRequestError } fro
 import { sendJsonText } from './channel';
 import { rateLimitedBody, retryAfterSeconds } from './http-errors';
 import { KeylessAuditAggregator } from './keyless-audit';
+import type { CapacityLimiter } from './capacity';
 import type { RateLimiter } from '../pipeline/05-rate-limit';
 import { mountProtectedResource, type AuthSurface } from '../auth/protected-resource';
 
@@ -70,6 +71,8 @@ export interface GatewayAppOptions {
   observeRequest?: (method: string, dialect: string, status: number, seconds: number) => void;
   /** The OAuth resource-server surface (issue 26): serves the protected resource metadata and challenges 401s. */
   authSurface?: AuthSurface;
+  /** Admission by capacity for governed tool calls (issue 29, src/transport/capacity.ts). Default: none. */
+  capacity?: CapacityLimiter;
 }
 
 /** The app plus what graceful shutdown needs. */
@@ -107,6 +110,7 @@ export function createGatewayApp(opts: GatewayAppOptions & { logger: Logger }): 
     rateLimiter: opts.rateLimiter,
     answerWriteTimeoutMs: opts.answerWriteTimeoutMs,
     authSurface: opts.authSurface,
+    capacity: opts.capacity,
   };
   if (opts.clientLimits) {
     deps.clientLimits = new ClientLimits(opts.clientLimits);

@@ -1,0 +1,315 @@
+/**
+ * Admission by capacity (issue 29, item 1): an adaptive limit on the governed tool calls a replica
+ * runs at once, with a short bounded queue; beyond it a call is refused at once (the contract's
+ * `rate_limited`, with `retry_after_ms` and Retry-After derived from the queue) before any identity,
+ * SQL or audit work. No npm package does this for Node; the algorithm is the gradient one of
+ * Netflix's concurrency-limits ("Gradient2") and Envoy's adaptive concurrency filter, written here:
+ *
+ * - every finished call is a latency sample (ms, from admission to its audit commit);
+ * - `longRtt` is a slow exponential average of the samples over time (time constant 10 s: the
+ *   unloaded latency, drifting), the short one a fast average over the last ~10 samples (the
+ *   latency now);
+ * - gradient = clamp(tolerance × longRtt / shortRtt, 0.5, 1); newLimit = limit × gradient + √limit
+ *   (a little headroom to probe upward); limit ← limit × (1 − smoothing) + newLimit × smoothing,
+ *   clamped to [minLimit, maxLimit]. While fewer than half the limit are in flight the limit is not
+ *   raised (the load, not the capacity, is what bounds it then).
+ * - pressure from outside the call: when the event loop's delay (p99 over the last interval) passes
+ *   `maxEventLoopDelayMs`, or the audit writer's queue passes `maxAuditQueue`, each sample lowers
+ *   the limit by 10 % instead, so CPU starvation shows up as early refusals and not as late
+ *   `audit_unavailable`.
+ *
+ * Fair share inside it: while the limit is full, each identity may hold (and wait for) at most its
+ * share of the slots (limit ÷ identities holding or waiting, at least 1); beyond it its calls are
+ * refused at once, and freed slots go to the waiter whose identity holds fewest. So one flooding
+ * identity cannot take the replica from the others. (The connector's fair share of each source
+ * pool and client_limits.streams_per_identity keep working behind it.)
+ *
+ * Units: milliseconds, calls. In memory per replica.
+ */
+import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
+
+/** Time constant of the long-term latency average, ms. */
+const LONG_WINDOW_MS = 10_000;
+
+/** Settings of the capacity limit (config `admission`, spec/config-v1.schema.json). */
+export interface CapacitySettings {
+  /** Off: every call is admitted (the limiter is not built). */
+  enabled: boolean;
+  /** Starting limit (calls in flight). */
+  initialLimit: number;
+  minLimit: number;
+  maxLimit: number;
+  /** Calls that may wait for a slot; beyond them a call is refused at once. */
+  queueSize: number;
+  /** Longest wait of a queued call, ms; then it is refused like one that found the queue full. */
+  queueTimeoutMs: number;
+  /** How much slower than the long-term latency the short-term one may be before the limit falls (≥ 1). */
+  tolerance: number;
+  /** Event-loop delay (p99 over the last sampling interval, ms) past which the limit is lowered. */
+  maxEventLoopDelayMs: number;
+  /** Audit writer queue depth (events not yet taken into a batch) past which the limit is lowered. */
+  maxAuditQueue: number;
+}
+
+/** Defaults of CapacitySettings (spec/config-v1.schema.json `admission`). */
+export const DEFAULT_CAPACITY: CapacitySettings = {
+  enabled: true,
+  initialLimit: 64,
+  minLimit: 64,
+  maxLimit: 512,
+  queueSize: 32,
+  queueTimeoutMs: 250,
+  tolerance: 2,
+  maxEventLoopDelayMs: 100,
+  maxAuditQueue: 1000,
+};
+
+/** An admitted call's slot: call `release()` once, when the call (and its audit) is done. */
+export interface CapacityPermit {
+  release(): void;
+}
+
+/** A refusal: the retry hint in ms (≥ 1000, whole seconds for Retry-After). */
+export interface CapacityRefusal {
+  retryAfterMs: number;
+}
+
+/** What the limiter reads besides its own samples; both optional. */
+export interface CapacitySignals {
+  /** Events waiting in the audit writer (GroupCommitAuditSink.queueDepth). */
+  auditQueueDepth?: () => number;
+  /** Event-loop delay p99 in ms; default: node:perf_hooks monitorEventLoopDelay, read every second. */
+  eventLoopDelayMs?: () => number;
+  /** Clock in ms for the latency samples (tests); default performance.now. */
+  now?: () => number;
+}
+
+interface Waiter {
+  resolve(p: CapacityPermit | CapacityRefusal): void;
+  timer: NodeJS.Timeout;
+  key: string;
+}
+
+/** Is `x` a refusal (not a permit)? */
+export function isCapacityRefusal(x: CapacityPermit | CapacityRefusal): x is CapacityRefusal {
+  return (x as CapacityRefusal).retryAfterMs !== undefined;
+}
+
+/**
+ * The adaptive concurrency limit with its queue (see the module). `acquire()` resolves a permit at
+ * once when a slot is free, after a wait of at most queueTimeoutMs when the queue has room, and a
+ * refusal otherwise (synchronously decided: a full queue costs no timer).
+ */
+export class CapacityLimiter {
+  private limitValue: number;
+  private inflightCount = 0;
+  private readonly queue: Waiter[] = [];
+  private longRtt = 0;
+  private shortRtt = 0;
+  private samples = 0;
+  /** Slots held per identity key. */
+  private readonly heldBy = new Map<string, number>();
+  private lastSampleAt: number | null = null;
+  private refusedCount = 0;
+  private readonly histogram: IntervalHistogram | null;
+  private loopDelayMs = 0;
+  private readonly sampler: NodeJS.Timeout | null;
+
+  constructor(
+    readonly settings: CapacitySettings,
+    private readonly signals: CapacitySignals = {},
+  ) {
+    this.limitValue = Math.min(settings.maxLimit, Math.max(settings.minLimit, settings.initialLimit));
+    if (signals.eventLoopDelayMs) {
+      this.histogram = null;
+      this.sampler = null;
+    } else {
+      this.histogram = monitorEventLoopDelay({ resolution: 10 });
+      this.histogram.enable();
+      this.sampler = setInterval(() => {
+        this.loopDelayMs = this.histogram!.percentile(99) / 1e6;
+        this.histogram!.reset();
+      }, 1000);
+      this.sampler.unref();
+    }
+  }
+
+  /** The current limit (calls in flight), rounded down. */
+  get limit(): number {
+    return Math.floor(this.limitValue);
+  }
+  /** Calls holding a slot now. */
+  get inflight(): number {
+    return this.inflightCount;
+  }
+  /** Calls waiting for a slot now. */
+  get queued(): number {
+    return this.queue.length;
+  }
+  /** Calls refused since start. */
+  get refused(): number {
+    return this.refusedCount;
+  }
+
+  /**
+   * A slot now, a slot after a short wait, or a refusal (see the class). `key` is the caller's
+   * identity id: per-identity fair share inside the limit. While the limit is full and other
+   * identities hold or wait for slots, an identity that holds its share (limit ÷ identities holding
+   * or waiting, at least 1) is refused at once, a queued call of an identity over its share gives its place to one under it, and a freed
+   * slot goes to the waiter whose identity holds fewest. `signal` aborting withdraws a queued call
+   * (refused).
+   */
+  acquire(signal?: AbortSignal, key = ''): CapacityPermit | CapacityRefusal | Promise<CapacityPermit | CapacityRefusal> {
+    if (this.inflightCount < this.limit && this.queue.length === 0) return this.grant(key);
+    if (signal?.aborted || this.settings.queueSize === 0) return this.refuse();
+    const held = this.heldBy.get(key) ?? 0;
+    const active = new Set([...this.heldBy.keys(), ...this.queue.map((w) => w.key), key]).size;
+    const share = Math.max(1, Math.floor(this.limit / active));
+    // Alone, an identity may use the whole queue; beside others, only up to its share.
+    if (active > 1 && held + this.queuedOf(key) >= share) return this.refuse();
+    if (this.queue.length >= this.settings.queueSize) {
+      // Full: the newest waiter of another identity furthest over its share gives way, if any is over it.
+      const victim = this.overShare(share, key);
+      if (!victim) return this.refuse();
+      this.withdraw(victim);
+      clearTimeout(victim.timer);
+      victim.resolve(this.refuse());
+    }
+    return new Promise((resolve) => {
+      const w: Waiter = {
+        key,
+        resolve,
+        timer: setTimeout(() => {
+          this.withdraw(w);
+          resolve(this.refuse());
+        }, this.settings.queueTimeoutMs),
+      };
+      signal?.addEventListener(
+        'abort',
+        () => {
+          if (this.withdraw(w)) {
+            clearTimeout(w.timer);
+            resolve(this.refuse());
+          }
+        },
+        { once: true },
+      );
+      this.queue.push(w);
+    });
+  }
+
+  /** Stops the event-loop sampler and refuses whatever waits. */
+  close(): void {
+    if (this.sampler) clearInterval(this.sampler);
+    this.histogram?.disable();
+    for (const w of this.queue.splice(0)) {
+      clearTimeout(w.timer);
+      w.resolve(this.refuse());
+    }
+  }
+
+  /** Milliseconds until a slot is likely free for one more caller: the queue ahead, drained at limit / shortRtt calls per ms; at least 1 s. */
+  retryAfterMs(): number {
+    const rtt = this.shortRtt || this.longRtt || 50;
+    const drain = ((this.queue.length + 1) * rtt) / Math.max(1, this.limit);
+    return Math.max(1000, Math.ceil(drain / 1000) * 1000);
+  }
+
+  private queuedOf(key: string): number {
+    let n = 0;
+    for (const w of this.queue) if (w.key === key) n++;
+    return n;
+  }
+
+  /** The newest waiter, not of `caller`, of the identity holding and waiting for the most slots, when that is more than `share`. */
+  private overShare(share: number, caller: string): Waiter | null {
+    let worst: Waiter | null = null;
+    let most = share;
+    for (let i = this.queue.length - 1; i >= 0; i--) {
+      const w = this.queue[i];
+      if (w.key === caller) continue;
+      const n = (this.heldBy.get(w.key) ?? 0) + this.queuedOf(w.key);
+      if (n > most) {
+        most = n;
+        worst = w;
+      }
+    }
+    return worst;
+  }
+
+  private withdraw(w: Waiter): boolean {
+    const i = this.queue.indexOf(w);
+    if (i < 0) return false;
+    this.queue.splice(i, 1);
+    return true;
+  }
+
+  private refuse(): CapacityRefusal {
+    this.refusedCount++;
+    return { retryAfterMs: this.retryAfterMs() };
+  }
+
+  private grant(key: string): CapacityPermit {
+    this.inflightCount++;
+    this.heldBy.set(key, (this.heldBy.get(key) ?? 0) + 1);
+    const now = this.signals.now ?? (() => performance.now());
+    const started = now();
+    let done = false;
+    return {
+      release: () => {
+        if (done) return;
+        done = true;
+        this.inflightCount--;
+        const n = (this.heldBy.get(key) ?? 1) - 1;
+        if (n > 0) this.heldBy.set(key, n);
+        else this.heldBy.delete(key);
+        this.sample(now() - started);
+        this.next();
+      },
+    };
+  }
+
+  private next(): void {
+    while (this.queue.length && this.inflightCount < this.limit) {
+      // The waiter whose identity holds fewest slots (first come among equals).
+      let best = 0;
+      for (let i = 1; i < this.queue.length; i++) if ((this.heldBy.get(this.queue[i].key) ?? 0) < (this.heldBy.get(this.queue[best].key) ?? 0)) best = i;
+      const w = this.queue.splice(best, 1)[0];
+      clearTimeout(w.timer);
+      w.resolve(this.grant(w.key));
+    }
+  }
+
+  /** One finished call's latency (ms) updates the limit (see the module). */
+  private sample(rttMs: number): void {
+    const s = this.settings;
+    this.samples++;
+    const at = (this.signals.now ?? (() => performance.now()))();
+    const dt = this.lastSampleAt === null ? 0 : Math.max(0, at - this.lastSampleAt);
+    this.lastSampleAt = at;
+    if (this.samples === 1) this.longRtt = this.shortRtt = rttMs;
+    else {
+      this.shortRtt += (rttMs - this.shortRtt) * 0.1;
+      // The long average is over time, not samples: at thousands of calls a second a window of
+      // samples would be milliseconds long and follow the queueing it should stand against.
+      this.longRtt += (rttMs - this.longRtt) * (this.samples <= 20 ? 1 / this.samples : Math.min(1, dt / LONG_WINDOW_MS));
+      // The long average follows a lasting fall quickly (a faster machine, a warm cache).
+      if (this.longRtt > 2 * this.shortRtt) this.longRtt *= 0.95;
+    }
+    let next: number;
+    if (this.pressured()) next = this.limitValue * 0.9;
+    else {
+      const gradient = Math.max(0.5, Math.min(1, (s.tolerance * this.longRtt) / Math.max(1e-3, this.shortRtt)));
+      next = this.limitValue * gradient + Math.sqrt(this.limitValue);
+      if (next > this.limitValue && this.inflightCount + 1 < this.limitValue / 2) next = this.limitValue;
+      next = this.limitValue * 0.8 + next * 0.2;
+    }
+    this.limitValue = Math.min(s.maxLimit, Math.max(s.minLimit, next));
+  }
+
+  private pressured(): boolean {
+    const lag = this.signals.eventLoopDelayMs ? this.signals.eventLoopDelayMs() : this.loopDelayMs;
+    if (lag > this.settings.maxEventLoopDelayMs) return true;
+    return (this.signals.auditQueueDepth?.() ?? 0) > this.settings.maxAuditQueue;
+  }
+}
