@@ -179,6 +179,7 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
   // The audit writer has its own connections, bounded by the commit timeout (fail closed, issue 11).
   const auditCommitMs = config.audit?.commit_timeout_ms ?? 2000;
   const auditPool = openAuditPool(db.url, auditCommitMs, logger);
+  const auditSink = new GroupCommitAuditSink(auditPool, logger, { commitTimeoutMs: auditCommitMs });
   const host = opts.host ?? config.listen.host;
   // Operations endpoints: on their own listener when ops_listen is set (issue 10, Build 8), else beside /mcp.
   const opsServer = config.ops_listen ? await listenOperations(createOperationsApp(metrics, ops, originPolicyFor(config.ops_listen.host ?? '127.0.0.1', config, logger), logger), config.ops_listen.host ?? '127.0.0.1', config.ops_listen.port) : null;
@@ -193,7 +194,7 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
     tools,
     identityResolver,
     authSurface,
-    audit: new GroupCommitAuditSink(auditPool, logger, { commitTimeoutMs: auditCommitMs }),
+    audit: auditSink,
     originPolicy: originPolicyFor(host, config, logger),
     logger,
     host,
@@ -257,6 +258,8 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
       await identityResolver.close();
       await registry.closeAll();
       await limiterPool.end().catch(() => undefined);
+      // Every answer has waited for its event; the writer's chains end with their seals (issue 28).
+      await auditSink.close().catch(() => undefined);
       await auditPool.end().catch(() => undefined);
     },
   };
