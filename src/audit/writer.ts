@@ -208,7 +208,7 @@ export class GroupCommitAuditSink implements AuditSink {
     this.idle = [...this.lanes];
   }
 
-  /** Events waiting for a lane plus events in batches being committed (for admission control and metrics). */
+  /** Events waiting for a lane plus taken events not yet settled (batches being committed): a queue depth for admission control and metrics. */
   pendingEvents(): number {
     return this.queue.length + this.inFlight;
   }
@@ -241,7 +241,6 @@ export class GroupCommitAuditSink implements AuditSink {
       const taken = this.queue.splice(0, this.opts.maxBatch ?? 500);
       this.inFlight += taken.length;
       void this.run(lane, taken).finally(() => {
-        this.inFlight -= taken.length;
         this.idle.push(lane);
         if (this.queue.length) this.pump();
         else if (this.idle.length === this.lanes.length) for (const f of this.idleWaiters.splice(0)) f();
@@ -276,6 +275,7 @@ export class GroupCommitAuditSink implements AuditSink {
   private settle(w: Waiter, err?: unknown): void {
     if (w.settled) return;
     w.settled = true;
+    if (w.taken) this.inFlight--;
     clearTimeout(w.timer);
     if (err === undefined) w.resolve();
     else w.reject(err instanceof AuditUnavailableError ? err : new AuditUnavailableError(err));

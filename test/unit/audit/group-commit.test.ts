@@ -141,3 +141,50 @@ test('past the bound an event still waiting is withdrawn: answered unavailable a
     jest.useRealTimers();
   }
 });
+
+test('two lanes: two batches in flight at once, each caller answered when its own batch commits, in either order', async () => {
+  const { pool, calls } = scriptedPool();
+  const sink = new GroupCommitAuditSink(pool, undefined, { commitTimeoutMs: 2000, lanes: 2 });
+  const a = sink.record(event('a'));
+  await tick();
+  const b = sink.record(event('b'));
+  await tick();
+  const rest = ['c', 'd'].map((id) => sink.record(event(id)));
+  await tick();
+  // Both lanes busy: a and b in flight, c and d wait for the first lane to come back.
+  expect(calls.map((c) => c.requestIds)).toEqual([['a'], ['b']]);
+  expect(sink.pendingEvents()).toBe(4);
+  const done: string[] = [];
+  void a.then(() => done.push('a'));
+  void b.then(() => done.push('b'));
+  calls[1].finish();
+  await tick();
+  expect(done).toEqual(['b']); // a's batch has not committed: a is not answered
+  expect(calls.map((c) => c.requestIds)).toEqual([['a'], ['b'], ['c', 'd']]);
+  calls[0].finish();
+  calls[2].finish();
+  await Promise.all([a, b, ...rest]);
+  expect(done).toEqual(['b', 'a']);
+  expect(sink.pendingEvents()).toBe(0);
+});
+
+test('close waits for the batches in flight, then seals each lane that has a chain (a batch of mark seal, no events)', async () => {
+  const { pool, calls } = scriptedPool();
+  const sink = new GroupCommitAuditSink(pool, undefined, { commitTimeoutMs: 2000, lanes: 2 });
+  const a = sink.record(event('a'));
+  await tick();
+  let closed = false;
+  const closing = sink.close().then(() => (closed = true));
+  await tick();
+  expect(closed).toBe(false);
+  calls[0].finish();
+  await a;
+  await tick();
+  // One lane had a chain: one seal, whose mark is the statement's seventh parameter.
+  expect(calls).toHaveLength(2);
+  const seal = (calls[1] as Call & { sub?: AuditAppend }).requestIds;
+  expect(seal).toEqual([]);
+  calls[1].finish();
+  await closing;
+  expect(closed).toBe(true);
+});
