@@ -5,11 +5,14 @@
  * as the group-commit writer does, and prints the backend's CPU (/proc of its pid) per event and per
  * batch. Variants: `literal` (a simple query with the batch's JSON written into the text and SET
  * LOCAL statement_timeout, the writer before issue 13), `prepared` (the writer's named statement,
- * whatever the batch size). Run: `npx tsx bench/audit-writer.ts`.
+ * whatever the batch size; format 2), `format3` (issue 28: the batch hashed in the gateway and
+ * appended by one INSERT statement on a writer lane's own chain, src/audit/chain.ts).
+ * Run: `BENCH_VARIANTS=prepared,format3 npx tsx bench/audit-writer.ts`.
  */
 import pg from 'pg';
 import { appendAuditRows, type AuditRowInput } from '../src/audit/writer';
 import { runMigrations } from '../src/control/db';
+import { ChainLane } from '../src/audit/chain';
 import { createTempDatabase } from '../test/helpers/pg';
 import { procCpuMs } from './lib/cpu';
 import { envInt, machineLine, table } from './lib/stats';
@@ -63,13 +66,17 @@ async function main(): Promise<void> {
       for (const variant of variants) {
         const c = new pg.Client({ connectionString: db.url });
         await c.connect();
+        // format3: one lane on a pool of one connection, so one backend serves every batch.
+        const lanePool = new pg.Pool({ connectionString: db.url, max: 1 });
+        const lane = new ChainLane(lanePool);
         try {
-          const pid = (await c.query<{ p: number }>('SELECT pg_backend_pid() AS p')).rows[0].p;
+          const pid = (await (variant === 'format3' ? lanePool : c).query<{ p: number }>('SELECT pg_backend_pid() AS p')).rows[0].p;
           let n = 0;
           const one = async () => {
             const batch = Array.from({ length: size }, () => event(n++));
             if (variant === 'literal') await literalAppend(c, batch, 2000);
             else if (variant === 'format1') await format1Append(c, batch, 2000);
+            else if (variant === 'format3') await lane.append(batch, 2000);
             else await appendAuditRows(c, batch, 2000);
           };
           for (let i = 0; i < 50; i++) await one();
@@ -82,6 +89,7 @@ async function main(): Promise<void> {
           rows.push([String(size), variant, ((cpu * 1000) / n).toFixed(1), ((cpu * 1000 * size) / n).toFixed(1), ((wall * 1000) / n).toFixed(1)]);
         } finally {
           await c.end();
+          await lanePool.end();
         }
       }
     }

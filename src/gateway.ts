@@ -286,6 +286,8 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
       await registry.closeAll();
       capacity?.close();
       await limiterPool.end().catch(() => undefined);
+      // Every answer has waited for its event; the writer's chains end with their seals (issue 28).
+      await auditSink.close().catch(() => undefined);
       await auditPool.end().catch(() => undefined);
     },
   };

@@ -26,9 +26,16 @@ const APPEND_STATEMENT = { name: 'interlock_audit_append_v2', text: 'SELECT inte
 /** Names of the statements PostgreSQL confirmed, per connection. */
 const parsed = new WeakMap<object, Set<string>>();
 
+/** A named statement and its parameters (text, a Buffer for binary bytea, or null), run in place of the format-2 append. */
+export interface AppendCall {
+  statement: { name: string; text: string };
+  values: unknown[];
+}
+
 /**
  * A pg Submittable storing one batch (see the module comment). `json` is the batch's canonical
- * text (eventsText of normalised rows, event-text.ts); `timeoutMs` (integer ≥ 1) the statement_timeout of the append. `onDone` is
+ * text (eventsText of normalised rows, event-text.ts) for interlock_audit_append_v2, or the
+ * statement and parameters of another append (format 3: chain.ts); `timeoutMs` (integer ≥ 1) the statement_timeout of the append. `onDone` is
  * called once: with the batch id (decimal string) after ReadyForQuery, or with the error
  * (a PostgreSQL DatabaseError with its SQLSTATE in `code`, or a connection error without one).
  */
@@ -46,7 +53,7 @@ export class AuditAppend {
   };
 
   constructor(
-    readonly json: string,
+    readonly json: string | AppendCall,
     readonly timeoutMs: number,
     private readonly onDone: (err: unknown, batchId?: string) => void,
   ) {}
@@ -58,14 +65,15 @@ export class AuditAppend {
     const s = connection.stream;
     s.cork?.();
     try {
-      for (const st of [TIMEOUT_STATEMENT, APPEND_STATEMENT]) {
+      const call: AppendCall = typeof this.json === 'string' ? { statement: APPEND_STATEMENT, values: [this.json] } : this.json;
+      for (const st of [TIMEOUT_STATEMENT, call.statement]) {
         if (known.has(st.name)) continue;
         connection.parse({ name: st.name, text: st.text });
         this.pendingParses.push(st.name);
       }
       connection.bind({ portal: '', statement: TIMEOUT_STATEMENT.name, values: [String(this.timeoutMs)] });
       connection.execute({ portal: '', rows: 0 });
-      connection.bind({ portal: '', statement: APPEND_STATEMENT.name, values: [this.json] });
+      connection.bind({ portal: '', statement: call.statement.name, values: call.values as Array<string | Buffer | null> });
       connection.describe({ type: 'P', name: '' });
       connection.execute({ portal: '', rows: 0 });
       connection.sync();
@@ -128,19 +136,19 @@ function parsedSet(connection: object): Set<string> {
  * PANIC error (the server ends the session, e.g. 57P01 after pg_terminate_backend), or class 08.
  * Statement errors (a timeout 57014, a malformed row 22/23) leave the session usable.
  */
-function isConnectionError(err: unknown): boolean {
+export function isConnectionError(err: unknown): boolean {
   if (!isServerError(err)) return true;
   return isFatalServerError(err) || err.code.startsWith('08') || err.code.startsWith('57P');
 }
 
 /**
  * Stores `json` (a batch's canonical text: eventsText of normalised rows) as one sealed format-2
- * audit batch under statement_timeout `timeoutMs`, in one
+ * audit batch (or runs the given format-3 append, chain.ts) under statement_timeout `timeoutMs`, in one
  * round trip over a connection of `pool` (or the given client), through the named statements above.
  * Resolves with the batch id; rejects with the driver's error (class 22/23 for a malformed row, 57014
  * past the timeout, a connection error when the store is down; such a client is discarded).
  */
-export async function appendAuditBatch(pool: pg.Pool | pg.ClientBase, json: string, timeoutMs: number): Promise<string> {
+export async function appendAuditBatch(pool: pg.Pool | pg.ClientBase, json: string | AppendCall, timeoutMs: number): Promise<string> {
   const ms = Math.max(1, Math.ceil(timeoutMs));
   const isPool = typeof (pool as pg.Pool).totalCount === 'number';
   const client = isPool ? await (pool as pg.Pool).connect() : (pool as pg.ClientBase);

@@ -5,7 +5,8 @@
  * not match. Format 1 (SHA-256 over the previous batch's hash, the batch id and its events'
  * canonical texts) is recomputed in the database with the functions that sealed it; format 2
  * (migration 20261201800000000) here, from the stored rows, with the functions the gateway sealed
- * it with (event-text.ts).
+ * it with (event-text.ts); format 3 (one chain per writer lane, chain.ts) here too, each chain on
+ * its own: links, seq without gaps or repeats, nothing after a seal, every genesis's anchors.
  *
  * What it proves, and what not, is written in docs/operators.md ("Audit trail").
  */
@@ -16,10 +17,18 @@ import { createGunzip } from 'node:zlib';
 import type pg from 'pg';
 import type { ControlDb } from '../control/db';
 import { ControlError, ValidationError } from '../control/errors';
+import { batchHashV3, parseAnchors, type ChainAnchor } from './chain';
 import { batchHashV2, eventsText, rowFromStored, type StoredEventV2 } from './event-text';
+import type { AuditRowInput } from './types';
 
-/** Why a batch does not match. */
-export type ChainFault = 'hash_mismatch' | 'broken_link' | 'events_without_batch';
+/**
+ * Why a batch does not match: its events or header changed (`hash_mismatch`); the batch before it in
+ * its chain is missing or changed (`broken_link`: deleted); it repeats a place its chain already has,
+ * or follows its chain's seal (`inserted_batch`); a genesis names a batch that is missing or changed
+ * (`anchor_mismatch`: a chain deleted or cut short); events name a batch that does not exist
+ * (`events_without_batch`).
+ */
+export type ChainFault = 'hash_mismatch' | 'broken_link' | 'inserted_batch' | 'anchor_mismatch' | 'events_without_batch';
 
 /** One batch that does not match. `committedAt` is null for events whose batch does not exist. */
 export interface ChainMismatch {
@@ -40,6 +49,10 @@ export interface VerifyReport {
   archiveEvents: number;
   /** The archive file given: its SHA-256 (hex) and whether audit_archives records a file with that digest (false: not written by `interlock audit archive` here, or changed since; then ok is false). */
   archive: { sha256: string; recorded: boolean } | null;
+  /** Format-3 chains seen (one per writer lane and start, chain.ts). */
+  chains: number;
+  /** Chains without a seal: a writer still running, or one that stopped without closing (a crash); not a fault. */
+  openChains: number;
   /** Batches that do not match, in chain order: the first MAX_LISTED of them. */
   mismatches: ChainMismatch[];
   /** How many batches do not match in all (verify goes on past the first, checking each link against the stored hash). */
@@ -103,6 +116,11 @@ interface BatchCheck {
   archived: boolean;
   /** A stored value no writer produces: a time before year 1 or infinite, a relations array not 1-based and one-dimensional. */
   unwritable: boolean;
+  /** Format 3: the chain, the place in it, 'seal' or null, the genesis's anchors text. */
+  chain_id: string | null;
+  seq: string | null;
+  mark: string | null;
+  anchors: string | null;
 }
 
 /** A stored event of a format-2 batch, as verify reads it. */
@@ -143,14 +161,35 @@ function safeIso(d: Date | null): string | null {
  * recorded_at is not the batch's commit time, or rowFromStored refuses a value).
  */
 function recomputeV2(b: BatchCheck, rows: StoredV2Row[]): Buffer | null {
-  const input = [];
+  const input = storedRows(b, rows);
+  return input && batchHashV2(b.prev_hash, b.id, b.committed_text, rows.map((r) => r.id), eventsText(input));
+}
+
+/** The rows of a format-2 or format-3 batch as the writer normalised them, or null (see recomputeV2). */
+function storedRows(b: BatchCheck, rows: StoredV2Row[]): AuditRowInput[] | null {
+  const input: AuditRowInput[] = [];
   for (const r of rows) {
     if (r.recorded_text !== b.committed_text) return null;
     const row = rowFromStored(r);
     if (!row) return null;
     input.push(row);
   }
-  return batchHashV2(b.prev_hash, b.id, b.committed_text, rows.map((r) => r.id), eventsText(input));
+  return input;
+}
+
+/** Recomputes a format-3 batch's hash (chain.ts) from its header and stored events (id order); null as recomputeV2. */
+function recomputeV3(b: BatchCheck, rows: StoredV2Row[]): Buffer | null {
+  const input = storedRows(b, rows);
+  if (!input || b.chain_id === null || b.seq === null) return null;
+  if (b.seq === '0' ? b.anchors === null || parseAnchors(b.anchors) === null : b.anchors !== null) return null;
+  return batchHashV3(b.prev_hash, b.chain_id, b.seq, b.committed_text, b.mark ?? '', b.anchors ?? '', eventsText(input));
+}
+
+/** Where verify stands in one format-3 chain. */
+interface ChainState {
+  seq: bigint;
+  hash: Buffer;
+  sealed: boolean;
 }
 
 /**
@@ -185,10 +224,14 @@ export async function verifyAuditChain(db: ControlDb, opts: { since?: Date; arch
       archivedBatchesSkipped: 0,
       archiveEvents: loaded?.events ?? 0,
       archive: null,
+      chains: 0,
+      openChains: 0,
       mismatches: [],
       mismatchCount: 0,
       firstMismatch: null,
     };
+    const chains = new Map<string, ChainState>();
+    const anchored: Array<{ batch: BatchCheck; anchors: ChainAnchor[] }> = [];
     // The span of commit times the archive file holds: a batch inside it whose events are not in the file was cut out of it.
     let fileSpan: { from: Date; to: Date } | null = null;
     if (loaded) {
@@ -222,7 +265,7 @@ export async function verifyAuditChain(db: ControlDb, opts: { since?: Date; arch
       const r = await c.query<BatchCheck>(
         `WITH valid_archives AS (${VALID_ARCHIVES})
          SELECT b.id::text AS id, b.committed_at, to_char(b.committed_at AT TIME ZONE 'UTC', ${UTC_US}) AS committed_text, b.format, b.event_count,
-                b.prev_hash, b.hash, count(e.id)::int AS events,
+                b.prev_hash, b.hash, count(e.id)::int AS events, b.chain_id::text AS chain_id, b.seq::text AS seq, b.mark, b.anchors,
                 CASE WHEN b.format = 1 THEN
                   interlock_audit_batch_hash(b.prev_hash, b.id, string_agg(interlock_audit_event_text(to_jsonb(e), e.time, e.recorded_at), E'\\n' ORDER BY e.id))
                 END AS recomputed,
@@ -236,7 +279,7 @@ export async function verifyAuditChain(db: ControlDb, opts: { since?: Date; arch
         [lo, hi],
       );
       const v2 = new Map<string, StoredV2Row[]>();
-      if (r.rows.some((b) => b.format === 2 && b.events > 0)) {
+      if (r.rows.some((b) => b.format >= 2 && b.events > 0)) {
         // Format-2 texts hold every float8 exactly (shortest round-trip digits): read them so whatever the
         // server's or role's default; format-1 texts were sealed under the default, so only this query.
         await c.query('SET extra_float_digits = 3');
@@ -245,7 +288,7 @@ export async function verifyAuditChain(db: ControlDb, opts: { since?: Date; arch
                   e.kind, to_char(e.time AT TIME ZONE 'UTC', ${UTC_US}) AS time, e.request_id, e.identity_id, e.key_id, e.tool, e.canonical_tool,
                   e.dialect, e.protocol_version, e.decision, e.reason_code, e.source_id, e.action, e.fingerprint, e.relations,
                   e.row_count::text AS row_count, e.duration_ms::text AS duration_ms, e.approval_id, e.operator, e.details::text AS details
-           FROM ${evSource} e JOIN audit_batches b ON b.id = e.batch_id AND b.format = 2
+           FROM ${evSource} e JOIN audit_batches b ON b.id = e.batch_id AND b.format >= 2
            ORDER BY e.batch_id, e.id`,
           [lo, hi],
         );
@@ -258,14 +301,42 @@ export async function verifyAuditChain(db: ControlDb, opts: { since?: Date; arch
       }
       for (const b of r.rows) {
         const m = (f: ChainFault) => fault({ batchId: b.id, committedAt: safeIso(b.committed_at), fault: f });
-        if (prevHash !== undefined && !bufEq(b.prev_hash, prevHash)) m('broken_link');
-        else if (b.unwritable) m('hash_mismatch');
+        let linked = true;
+        if (b.format === 3) {
+          const key = b.chain_id ?? '';
+          const st = chains.get(key);
+          const seq = BigInt(b.seq ?? '-1');
+          if (!st) {
+            // A chain starts at its genesis (seq 0, no prev_hash); with --since its first batch is trusted.
+            if (!opts.since && (seq !== 0n || b.prev_hash !== null)) {
+              m('broken_link');
+              linked = false;
+            }
+          } else if (st.sealed || seq <= st.seq) {
+            m('inserted_batch');
+            continue; // the chain goes on from the batches it had
+          } else if (seq !== st.seq + 1n || !bufEq(b.prev_hash, st.hash)) {
+            m('broken_link');
+            linked = false;
+          }
+          chains.set(key, { seq, hash: b.hash, sealed: b.mark === 'seal' });
+          if (seq === 0n && b.anchors !== null) {
+            const a = parseAnchors(b.anchors);
+            if (a) anchored.push({ batch: b, anchors: a });
+          }
+        } else if (prevHash !== undefined && !bufEq(b.prev_hash, prevHash)) {
+          m('broken_link');
+          linked = false;
+        }
+        if (!linked) {
+          // One fault per batch: a batch whose link is broken is named for that.
+        } else if (b.unwritable) m('hash_mismatch');
         else if (b.archived && b.events === 0 && b.event_count > 0 && fileSpan && b.committed_at >= fileSpan.from && b.committed_at <= fileSpan.to) m('hash_mismatch');
         else if (b.archived && b.events === 0) report.archivedBatchesSkipped++;
         else {
           let recomputed: Buffer | null;
           try {
-            recomputed = b.format === 2 ? recomputeV2(b, v2.get(b.id) ?? []) : b.recomputed;
+            recomputed = b.format === 3 ? recomputeV3(b, v2.get(b.id) ?? []) : b.format === 2 ? recomputeV2(b, v2.get(b.id) ?? []) : b.recomputed;
           } catch {
             recomputed = null; // a stored value no writer produces (e.g. nested past any limit)
           }
@@ -275,10 +346,30 @@ export async function verifyAuditChain(db: ControlDb, opts: { since?: Date; arch
             report.eventsChecked += b.events;
           }
         }
-        prevHash = b.hash;
+        if (b.format < 3) prevHash = b.hash;
       }
       from = (BigInt(hi) + 1n).toString();
     }
+    // Every genesis's anchors: each named batch still holds the hash it had when that chain started.
+    if (anchored.length) {
+      const ids = [...new Set(anchored.flatMap((g) => g.anchors.map((a) => a.batch)))];
+      const got = await c.query<{ id: string; hash: string }>("SELECT id::text AS id, encode(hash, 'hex') AS hash FROM audit_batches WHERE id = ANY($1::bigint[])", [ids]);
+      const have = new Map(got.rows.map((x) => [x.id, x.hash]));
+      const late: ChainMismatch[] = [];
+      for (const g of anchored) {
+        if (g.anchors.some((a) => have.get(a.batch) !== a.hash)) late.push({ batchId: g.batch.id, committedAt: safeIso(g.batch.committed_at), fault: 'anchor_mismatch' });
+      }
+      if (late.length) {
+        report.ok = false;
+        report.mismatchCount += late.length;
+        report.mismatches.push(...late);
+        report.mismatches.sort((a, b) => (BigInt(a.batchId) < BigInt(b.batchId) ? -1 : BigInt(a.batchId) > BigInt(b.batchId) ? 1 : 0));
+        report.mismatches.length = Math.min(report.mismatches.length, MAX_LISTED);
+        report.firstMismatch = report.mismatches[0];
+      }
+    }
+    report.chains = chains.size;
+    report.openChains = [...chains.values()].filter((x) => !x.sealed).length;
     const o = orphan.rows[0].b;
     if (o !== null) {
       // In chain order: events of a missing batch come before the batches after it, even in a full list.

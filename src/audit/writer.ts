@@ -13,6 +13,7 @@ import { ValidationError } from '../control/errors';
 import { iso } from '../control/ids';
 import { controlPool } from '../control/targets';
 import { appendAuditBatch } from './append';
+import { ChainLane } from './chain';
 import { eventsText, normalizeAuditRow } from './event-text';
 import type { AuditKind, AuditRowInput, AuditSink, ToolCallAuditEvent } from './types';
 
@@ -150,6 +151,8 @@ export interface GroupCommitOptions {
   maxBatch?: number;
   /** How long record() waits for the commit before it rejects with AuditUnavailableError (ms, default 2000; config audit.commit_timeout_ms). */
   commitTimeoutMs?: number;
+  /** Batches in flight at once, each lane its own chain (default 2; chain.ts). */
+  lanes?: number;
 }
 
 interface Waiter {
@@ -166,27 +169,34 @@ interface Waiter {
 }
 
 /**
- * The durable audit writer (issue 11, Build 1–2): `record` resolves only after the event's batch
- * has committed. One writer drains the queue: it takes every waiting event (up to maxBatch), stores
- * them with one interlock_audit_append_v2 call (one statement, one commit, one chained batch), then
- * settles every waiter and takes the next batch. At concurrency 1 that is one commit per call; under
- * load events that arrive during a commit share the next one.
+ * The durable audit writer (issue 11, Build 1–2; issue 28): `record` resolves only after the
+ * event's batch has committed. Writer lanes (default two) drain one queue in arrival order: an idle
+ * lane takes every waiting event (up to maxBatch) and stores them as its chain's next batch (chain
+ * format 3, chain.ts: hashed here, one INSERT statement and one commit), then settles those waiters
+ * and takes the next batch. So up to `lanes` batches commit at once, each lane keeps its own chain in
+ * order with one batch in flight, and a crash between two batches leaves open chains, never a gap.
+ * At concurrency 1 that is one commit per call; under load events that arrive during a commit share
+ * the next one.
  *
- * The event's row is built when the writer takes it, so details changed while it waits in the
+ * The event's row is built when a lane takes it, so details changed while it waits in the
  * queue (the dispatcher sets details.delivered = false when the client goes away) are stored.
  *
  * Fail closed: a waiter not committed within commitTimeoutMs rejects with AuditUnavailableError.
- * An event not yet taken by the writer is withdrawn; a batch runs under a statement_timeout that
+ * An event not yet taken by a lane is withdrawn; a batch runs under a statement_timeout that
  * ends at its earliest waiter's deadline, so a slow database commits it in time or not at all. Not
  * covered: a backend stalled before it starts the batch (paused process, frozen VM, healed
  * partition) has not started that timer and may commit the batch after its callers were answered
  * audit_unavailable (over-recording; docs/operators.md). A batch the database rejects as malformed (class
- * 22/23) is retried one event at a time, and an event still rejected is stored without its details.
- * The pool reconnects by itself: once the database is back the next batch succeeds.
+ * 22/23/54) is retried one event at a time, and an event still rejected is stored without its details.
+ * The pool reconnects by itself: once the database is back the next batch succeeds. `close` seals
+ * every lane's chain (a last batch of mark 'seal').
  */
 export class GroupCommitAuditSink implements AuditSink {
   private queue: Waiter[] = [];
-  private writing = false;
+  private readonly lanes: ChainLane[];
+  private readonly idle: ChainLane[];
+  private inFlight = 0;
+  private idleWaiters: Array<() => void> = [];
   private readonly timeoutMs: number;
 
   constructor(
@@ -195,6 +205,13 @@ export class GroupCommitAuditSink implements AuditSink {
     private readonly opts: GroupCommitOptions = {},
   ) {
     this.timeoutMs = opts.commitTimeoutMs ?? 2000;
+    this.lanes = Array.from({ length: Math.max(1, Math.trunc(opts.lanes ?? 2)) }, () => new ChainLane(pool));
+    this.idle = [...this.lanes];
+  }
+
+  /** Events waiting for a lane plus taken events not yet settled (batches being committed): a queue depth for admission control and metrics. */
+  pendingEvents(): number {
+    return this.queue.length + this.inFlight;
   }
 
   /** Events waiting for the writer, not yet taken into a batch (issue 29: admission by capacity reads it as back-pressure). */
@@ -210,7 +227,7 @@ export class GroupCommitAuditSink implements AuditSink {
         reject,
         taken: false,
         deadline: Date.now() + this.timeoutMs,
-        // Not yet taken by the writer: withdraw it. Taken: its batch runs under a statement_timeout
+        // Not yet taken by a lane: withdraw it. Taken: its batch runs under a statement_timeout
         // ending at the earliest deadline of the batch, so the batch's own result settles it in time.
         timer: setTimeout(() => {
           if (w.taken) return;
@@ -219,54 +236,61 @@ export class GroupCommitAuditSink implements AuditSink {
         }, this.timeoutMs),
       };
       this.queue.push(w);
-      if (!this.writing) void this.drain();
+      this.pump();
     });
   }
 
-  private async drain(): Promise<void> {
-    this.writing = true;
+  /** Gives waiting events to idle lanes. */
+  private pump(): void {
+    while (this.queue.length && this.idle.length) {
+      const lane = this.idle.pop()!;
+      const taken = this.queue.splice(0, this.opts.maxBatch ?? 500);
+      this.inFlight += taken.length;
+      void this.run(lane, taken).finally(() => {
+        this.idle.push(lane);
+        if (this.queue.length) this.pump();
+        else if (this.idle.length === this.lanes.length) for (const f of this.idleWaiters.splice(0)) f();
+      });
+    }
+  }
+
+  private async run(lane: ChainLane, taken: Waiter[]): Promise<void> {
+    const now = Date.now();
+    const batch: Waiter[] = [];
     try {
-      while (this.queue.length) {
-        const now = Date.now();
-        const taken = this.queue.splice(0, this.opts.maxBatch ?? 500);
-        const batch: Waiter[] = [];
-        try {
-          for (const w of taken) {
-            w.taken = true;
-            if (w.deadline <= now) this.settle(w, new AuditUnavailableError());
-            else {
-              try {
-                w.row = toolCallRow(w.event);
-                batch.push(w);
-              } catch (err) {
-                // Only this event's details could not be read: its caller alone is refused.
-                this.settle(w, err);
-              }
-            }
+      for (const w of taken) {
+        w.taken = true;
+        if (w.deadline <= now) this.settle(w, new AuditUnavailableError());
+        else {
+          try {
+            w.row = toolCallRow(w.event);
+            batch.push(w);
+          } catch (err) {
+            // Only this event's details could not be read: its caller alone is refused.
+            this.settle(w, err);
           }
-          if (batch.length) await this.write(batch);
-        } catch (err) {
-          // Never leave a taken caller waiting (its own timer does not settle it).
-          for (const w of taken) this.settle(w, err);
         }
       }
-    } finally {
-      this.writing = false;
+      if (batch.length) await this.write(lane, batch);
+    } catch (err) {
+      // Never leave a taken caller waiting (its own timer does not settle it).
+      for (const w of taken) this.settle(w, err);
     }
   }
 
   private settle(w: Waiter, err?: unknown): void {
     if (w.settled) return;
     w.settled = true;
+    if (w.taken) this.inFlight--;
     clearTimeout(w.timer);
     if (err === undefined) w.resolve();
     else w.reject(err instanceof AuditUnavailableError ? err : new AuditUnavailableError(err));
   }
 
-  private async write(batch: Waiter[]): Promise<void> {
+  private async write(lane: ChainLane, batch: Waiter[]): Promise<void> {
     const left = () => Math.min(...batch.map((w) => w.deadline)) - Date.now();
     try {
-      await appendAuditRows(this.pool, batch.map((w) => w.row!), left());
+      await lane.append(batch.map((w) => w.row!), left());
       for (const w of batch) this.settle(w);
       return;
     } catch (err) {
@@ -280,16 +304,30 @@ export class GroupCommitAuditSink implements AuditSink {
       try {
         const ms = () => w.deadline - Date.now();
         if (ms() <= 0) throw new AuditUnavailableError();
-        await appendAuditRows(this.pool, [w.row!], ms()).catch(async (err) => {
+        await lane.append([w.row!], ms()).catch(async (err) => {
           if (!isMalformed(err) || ms() <= 0) throw err;
           this.logger?.warn({ component: 'audit', code: (err as { code?: string }).code, requestId: w.event.requestId }, 'malformed audit event; recording it without details');
-          return appendAuditRows(this.pool, [minimalRow(w.row!)], ms());
+          return lane.append([minimalRow(w.row!)], ms());
         });
         this.settle(w);
       } catch (err) {
         this.settle(w, err);
       }
     }
+  }
+
+  /**
+   * Waits for every queued and in-flight event to settle, then seals each lane's chain (a batch of
+   * mark 'seal', within `timeoutMs`, default the commit bound). A seal that fails is logged: that
+   * chain stays open, which verify reports as open, not as tampering. Call once, after the last record.
+   */
+  async close(timeoutMs = this.timeoutMs): Promise<void> {
+    while (this.queue.length || this.idle.length < this.lanes.length) await new Promise<void>((r) => this.idleWaiters.push(r));
+    await Promise.all(
+      this.lanes.filter((l) => l.started).map((l) =>
+        l.append([], timeoutMs, 'seal').catch((err) => this.logger?.warn({ component: 'audit', code: (err as { code?: string }).code }, 'audit chain not sealed')),
+      ),
+    );
   }
 }
 

@@ -386,7 +386,7 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
     });
   dbCmd
     .command('grant-runtime-role')
-    .description("grant a database role what the gateway needs: read the control tables, append audit events only through interlock_audit_append_v2 and interlock_audit_append (never INSERT/UPDATE/DELETE on audit_events)")
+    .description("grant a database role what the gateway needs: read the control tables, append audit events (INSERT of its own chained batches, interlock_audit_append_v2 for approvals; never UPDATE/DELETE/TRUNCATE on the trail)")
     .argument('<role>', 'existing PostgreSQL role the gateway connects as')
     .action(async (role: string, _o: unknown, cmd: Command) => {
       const s = session(cmd);

@@ -290,9 +290,10 @@ export function isForeignKeyViolation(err: unknown): boolean {
 /**
  * Grants the gateway's own database role what it needs and nothing more (run as the owner):
  * SELECT on every control table; EXECUTE of interlock_audit_append_v2 (and of the format-1
- * interlock_audit_append, for a gateway not yet upgraded), the only way it adds audit
- * events (never INSERT, UPDATE, DELETE or TRUNCATE on the trail: it is append-only and
- * hash-chained even for the process that writes it); UPDATE of
+ * interlock_audit_append, for a gateway not yet upgraded) for approval and config events, and
+ * INSERT on audit_events and audit_batches (not their ids) for its own format-3 chains (issue 28;
+ * never UPDATE, DELETE or TRUNCATE on the trail: it is append-only, and what the process inserts
+ * outside its own chains verify names as inserted); UPDATE of
  * api_keys.last_used_at; INSERT of approvals and UPDATE of their state columns (expiry);
  * INSERT/UPDATE of catalog_snapshots; read/write of rate_limits; INSERT, DELETE and UPDATE of the
  * activity and end of console_sessions; for token identities (issue 26), EXECUTE of
@@ -316,6 +317,11 @@ export async function grantRuntimeRole(db: ControlDb, role: string): Promise<voi
     await c.query(`REVOKE ALL ON audit_chain_lock FROM ${r}`);
     // The trail is appended only through the chain function (owner's rights; issue 11).
     await c.query(`GRANT EXECUTE ON FUNCTION interlock_audit_append(jsonb), interlock_audit_append_v2(text) TO ${r}`);
+    // Format 3 (issue 28): the gateway's writer lanes insert their own chained batches: INSERT on every
+    // column but the ids (they come from the sequences), never UPDATE, DELETE or TRUNCATE.
+    await c.query(`GRANT INSERT (kind, time, request_id, identity_id, key_id, tool, canonical_tool, dialect, protocol_version, decision, reason_code, source_id, action, fingerprint, relations, row_count, duration_ms, approval_id, operator, details, batch_id, recorded_at) ON audit_events TO ${r}`);
+    await c.query(`GRANT INSERT (committed_at, event_count, prev_hash, hash, format, chain_id, seq, mark, anchors) ON audit_batches TO ${r}`);
+    await c.query(`GRANT USAGE ON SEQUENCE audit_events_id_seq, audit_batches_id_seq TO ${r}`);
     await c.query(`GRANT UPDATE (last_used_at) ON api_keys TO ${r}`);
     await c.query(`GRANT INSERT, UPDATE (state, decided_by, decided_at, executed_at, outcome, failure) ON approvals TO ${r}`);
     await c.query(`GRANT INSERT, UPDATE ON catalog_snapshots TO ${r}`);

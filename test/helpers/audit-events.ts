@@ -58,13 +58,15 @@ export async function tamperAsSuperuser(pool: pg.Pool, sql: string, params: unkn
 }
 
 /**
- * Takes the audit chain's lock (the row of audit_chain_lock, migration 20261201800000000) on `client`
- * (a superuser or the owner) in an open transaction, so every audit append waits; the returned
- * function lets it go (ROLLBACK).
+ * Stalls every audit append on `client` (a superuser or the owner) in an open transaction: takes the
+ * format-1/2 chain's lock (the row of audit_chain_lock, migration 20261201800000000) and a SHARE
+ * lock on audit_batches, which every append's INSERT waits for (format 3, issue 28, takes no chain
+ * lock); the returned function lets both go (ROLLBACK).
  */
 export async function holdChainLock(client: pg.ClientBase): Promise<() => Promise<void>> {
   await client.query('BEGIN');
   await client.query('SELECT 1 FROM audit_chain_lock WHERE id = 1 FOR UPDATE');
+  await client.query('LOCK TABLE audit_batches IN SHARE MODE');
   return async () => {
     await client.query('ROLLBACK');
   };

@@ -455,10 +455,20 @@ test('format-1 and format-2 writers appending concurrently keep one linear, veri
       })();
       jobs.push(tx);
       await Promise.all(jobs);
+      // Formats 1 and 2 form one linear chain; the sink's format-3 batches (issue 28) form chains of
+      // their own, each linear from one genesis (seq 0) without a repeated place.
       const links = (await db.pool.query<{ forks: number; roots: number }>(
-        'SELECT (SELECT count(*) FROM (SELECT prev_hash FROM audit_batches GROUP BY prev_hash HAVING count(*) > 1) x)::int AS forks, (SELECT count(*) FROM audit_batches WHERE prev_hash IS NULL)::int AS roots',
+        'SELECT (SELECT count(*) FROM (SELECT prev_hash FROM audit_batches WHERE format < 3 GROUP BY prev_hash HAVING count(*) > 1) x)::int AS forks, (SELECT count(*) FROM audit_batches WHERE format < 3 AND prev_hash IS NULL)::int AS roots',
       )).rows[0];
       expect(links).toEqual({ forks: 0, roots: 1 });
+      const lanes = (await db.pool.query<{ repeats: number; bad_roots: number; chains: number; geneses: number }>(
+        `SELECT (SELECT count(*) FROM (SELECT 1 FROM audit_batches WHERE format = 3 GROUP BY chain_id, seq HAVING count(*) > 1) x)::int AS repeats,
+                (SELECT count(*) FROM audit_batches WHERE format = 3 AND (prev_hash IS NULL) <> (seq = 0))::int AS bad_roots,
+                (SELECT count(DISTINCT chain_id) FROM audit_batches WHERE format = 3)::int AS chains,
+                (SELECT count(*) FROM audit_batches WHERE format = 3 AND seq = 0)::int AS geneses`,
+      )).rows[0];
+      expect(lanes).toMatchObject({ repeats: 0, bad_roots: 0, geneses: lanes.chains });
+      expect(lanes.chains).toBeGreaterThanOrEqual(1);
       const r = await verifyAuditChain(db);
       expect(r).toMatchObject({ ok: true, firstMismatch: null, eventsChecked: 4 * 25 + 2 * 25 + 50 + 10 });
     } finally {

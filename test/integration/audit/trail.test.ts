@@ -96,9 +96,12 @@ test('a client that goes away while its event waits: the outcome is recorded wit
   await read(); // warm the cache so the second call's execution is instant
   await lockChain();
   try {
-    // Call 1 occupies the writer (its batch waits on the chain lock) ...
+    // Calls 1 and 2 occupy the writer's two lanes (issue 28; each batch waits on the lock) ...
     const first = read();
-    // ... call 2 executes, queues its event, and its client disconnects while it waits.
+    await new Promise((r) => setTimeout(r, 150));
+    const second = read();
+    await new Promise((r) => setTimeout(r, 150));
+    // ... call 3 executes, queues its event, and its client disconnects while it waits.
     const body = JSON.stringify({ jsonrpc: '2.0', id: 'gone', method: 'tools/call', params: { name: 'interlock_query', arguments: { source_id: 'chinook', sql: 'SELECT album_id FROM album WHERE album_id = 2' } } });
     const u = new URL(env.url);
     const req = http.request({ host: u.hostname, port: u.port, path: u.pathname, method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-11-25', authorization: `Bearer ${env.apiKey}`, 'content-length': Buffer.byteLength(body) } });
@@ -108,7 +111,7 @@ test('a client that goes away while its event waits: the outcome is recorded wit
     req.destroy();
     await new Promise((r) => setTimeout(r, 100));
     await releaseChain();
-    await first;
+    await Promise.all([first, second]);
   } finally {
     await releaseChain();
   }

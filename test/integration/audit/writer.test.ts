@@ -1,5 +1,6 @@
 /** The audit trail: append-only for everyone, INSERT/SELECT only for the runtime role, column mapping, keyset paging. */
-import { Client } from 'pg';
+import { Client, Pool } from 'pg';
+import { ChainLane } from '../../../src/audit/chain';
 import { freshControlDb, withRuntimeRole, type TestControlDb } from '../control/control-db';
 import { grantRuntimeRole } from '../../../src/control/db';
 import { appendAuditRows, DbAuditSink, recordApprovalEvent, searchAudit, tailAudit, toolCallRow } from '../../../src/audit/writer';
@@ -87,7 +88,7 @@ describe('audit trail', () => {
     expect((await searchAudit(t.db, { requestId: 'req_keep' })).events).toHaveLength(1);
   });
 
-  test('the runtime role appends only through the chain function and reads the trail, never INSERT, UPDATE, DELETE, TRUNCATE or DETACH', async () => {
+  test('the runtime role appends through the chain function and its own chains, reads the trail, never UPDATE, DELETE, TRUNCATE or DETACH, never an id of its choosing', async () => {
     await withRuntimeRole(t, async (url) => {
       const c = new Client({ connectionString: url });
       await c.connect();
@@ -96,10 +97,22 @@ describe('audit trail', () => {
         await appendAuditRows(c, [{ ...toolCallRow(event()), request_id: 'req_rt2' }]);
         await appendAuditRows(c, [toolCallRow(event({ requestId: 'req_rt3' }))], 2000);
         expect((await c.query("SELECT request_id FROM audit_events WHERE request_id LIKE 'req_rt%' ORDER BY id")).rows).toEqual([{ request_id: 'req_rt' }, { request_id: 'req_rt2' }, { request_id: 'req_rt3' }]);
-        // Only through the chain: no direct INSERT (it could forge a batch), no UPDATE, DELETE or TRUNCATE.
-        for (const sql of ["INSERT INTO audit_events (decision, batch_id) VALUES ('allowed', 1)", "UPDATE audit_events SET decision = 'x'", 'DELETE FROM audit_events', 'TRUNCATE audit_events']) {
-          await expect(c.query(sql)).rejects.toMatchObject({ code: '42501', message: 'permission denied for table audit_events' });
+        // Issue 28: its writer lanes INSERT their own format-3 batches (chain.ts), but never with an id of
+        // its choosing (ids come from the sequences), and never UPDATE, DELETE or TRUNCATE.
+        const rtPool = new Pool({ connectionString: url, max: 1 });
+        try {
+          await new ChainLane(rtPool).append([toolCallRow(event({ requestId: 'req_rt4' }))], 2000);
+        } finally {
+          await rtPool.end();
         }
+        expect((await verifyAuditChain(t.db)).ok).toBe(true);
+        for (const sql of ["INSERT INTO audit_events (id, decision, batch_id) VALUES (1, 'allowed', 1)", "INSERT INTO audit_batches (id, committed_at, event_count, hash) VALUES (1, now(), 0, sha256(''))", "UPDATE audit_events SET decision = 'x'", 'DELETE FROM audit_events', 'TRUNCATE audit_events']) {
+          await expect(c.query(sql)).rejects.toMatchObject({ code: '42501', message: expect.stringMatching(/^permission denied for table audit_(events|batches)$/) });
+        }
+        // An event it inserts into a sealed batch outside its chains is named by verify.
+        const sealed = (await c.query<{ b: string }>("SELECT batch_id::text AS b FROM audit_events WHERE request_id = 'req_rt2'")).rows[0].b;
+        await c.query("INSERT INTO audit_events (decision, batch_id, recorded_at) SELECT 'allowed', batch_id, recorded_at FROM audit_events WHERE request_id = 'req_rt2'");
+        expect((await verifyAuditChain(t.db)).firstMismatch).toMatchObject({ batchId: sealed, fault: 'hash_mismatch' });
         for (const sql of ["UPDATE audit_batches SET hash = hash", 'DELETE FROM audit_batches', `ALTER TABLE audit_events DETACH PARTITION audit_events_default`]) {
           await expect(c.query(sql)).rejects.toMatchObject({ code: '42501' });
         }

@@ -8,6 +8,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { startGovernedEnv, type GovernedEnv } from '../../helpers/governed';
 import { freePort } from '../sources/cluster';
+import { verifyAuditChain } from '../../../src/audit/verify';
 
 const BIN = join(__dirname, '..', '..', '..', 'bin', 'interlock.js');
 const CLIENTS = 32;
@@ -138,5 +139,10 @@ test(`SIGKILL under ${CLIENTS} clients, ${ROUNDS} times: every answered call has
   expect(orphans.rows.filter((r) => r.approval_events !== 1 || r.call_events !== 1)).toEqual([]);
   const stray = await env.db.pool.query("SELECT id FROM audit_events e WHERE e.decision = 'queued' AND NOT EXISTS (SELECT 1 FROM approvals a WHERE a.id = e.approval_id)");
   expect(stray.rows).toEqual([]);
+  // Issue 28: the kills leave open chains (one per writer lane and start), never a gap: the honest
+  // trail verifies, with at least one chain per round left open by its kill.
+  const v = await verifyAuditChain(env.db);
+  expect({ ok: v.ok, firstMismatch: v.firstMismatch }).toEqual({ ok: true, firstMismatch: null });
+  expect(v.openChains).toBeGreaterThanOrEqual(ROUNDS);
   console.log(`sigkill: ${answered.length} calls answered over ${ROUNDS} kills (${cut} cut off), each with exactly one event`);
 }, 180_000);

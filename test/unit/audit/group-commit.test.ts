@@ -27,7 +27,7 @@ function scriptedPool(): { pool: pg.Pool; calls: Call[]; released: Array<Error |
       expect(sub).toBeInstanceOf(AuditAppend);
       calls.push({
         timeoutMs: sub.timeoutMs,
-        requestIds: (JSON.parse(sub.json) as Array<{ request_id: string }>).map((r) => r.request_id),
+        requestIds: requestIdsOf(sub),
         finish: (err) => {
           if (err) return sub.handleError(err);
           sub.handleRowDescription();
@@ -40,17 +40,32 @@ function scriptedPool(): { pool: pg.Pool; calls: Call[]; released: Array<Error |
     on: () => undefined,
     removeListener: () => undefined,
   };
-  const pool = { totalCount: 1, connect: async () => client } as unknown as pg.Pool;
+  // A new chain's genesis reads the trail's newest heads first (chain.ts): none here.
+  const pool = { totalCount: 1, connect: async () => client, query: async () => ({ rows: [] }) } as unknown as pg.Pool;
   return { pool, calls, released };
+}
+
+/** The request ids of a submitted batch: the format-3 append's request_id column ($11, an array literal of quoted ids). */
+function requestIdsOf(sub: AuditAppend): string[] {
+  if (typeof sub.json === 'string') return (JSON.parse(sub.json) as Array<{ request_id: string }>).map((r) => r.request_id);
+  const lit = sub.json.values[10] as string;
+  return lit === '{}' ? [] : lit.slice(2, -2).split('","');
 }
 
 const event = (requestId: string) => toolCallEvent(requestId, { action: undefined, row_count: undefined });
 
-const tick = () => new Promise((r) => setImmediate(r));
+/** Lets the writer run: a new chain's genesis reads its anchors before it submits (several turns). */
+const tick = async () => {
+  for (let i = 0; i < 5; i++) await new Promise((r) => setImmediate(r));
+};
+/** The same with fake timers (microtasks only). */
+const microtasks = async () => {
+  for (let i = 0; i < 20; i++) await Promise.resolve();
+};
 
 test('concurrency 1: one statement per event, each under a statement_timeout within the bound', async () => {
   const { pool, calls } = scriptedPool();
-  const sink = new GroupCommitAuditSink(pool, undefined, { commitTimeoutMs: 2000 });
+  const sink = new GroupCommitAuditSink(pool, undefined, { commitTimeoutMs: 2000, lanes: 1 });
   const p = sink.record(event('r1'));
   await tick();
   expect(calls).toHaveLength(1);
@@ -67,7 +82,7 @@ test('concurrency 1: one statement per event, each under a statement_timeout wit
 
 test('events that arrive during a commit share the next one', async () => {
   const { pool, calls } = scriptedPool();
-  const sink = new GroupCommitAuditSink(pool, undefined, { commitTimeoutMs: 2000 });
+  const sink = new GroupCommitAuditSink(pool, undefined, { commitTimeoutMs: 2000, lanes: 1 });
   const first = sink.record(event('a'));
   await tick();
   const rest = ['b', 'c', 'd', 'e'].map((id) => sink.record(event(id)));
@@ -84,7 +99,7 @@ test('events that arrive during a commit share the next one', async () => {
 
 test('a failed batch rejects each of its callers with AuditUnavailableError; the next batch is tried again', async () => {
   const { pool, calls, released } = scriptedPool();
-  const sink = new GroupCommitAuditSink(pool, undefined, { commitTimeoutMs: 2000 });
+  const sink = new GroupCommitAuditSink(pool, undefined, { commitTimeoutMs: 2000, lanes: 1 });
   const failures = [
     Object.assign(new Error('canceling statement due to statement timeout'), { code: '57014', severity: 'ERROR' }),
     Object.assign(new Error('terminating connection due to administrator command'), { code: '57P01', severity: 'FATAL' }),
@@ -109,20 +124,67 @@ test('past the bound an event still waiting is withdrawn: answered unavailable a
   jest.useFakeTimers();
   try {
     const { pool, calls } = scriptedPool();
-    const sink = new GroupCommitAuditSink(pool, undefined, { commitTimeoutMs: 500 });
+    const sink = new GroupCommitAuditSink(pool, undefined, { commitTimeoutMs: 500, lanes: 1 });
     const stuck = sink.record(event('stuck'));
     const waiting = sink.record(event('waiting'));
     const outcomes = [stuck, waiting].map((p) => p.then(() => 'ok', (e) => (e instanceof AuditUnavailableError ? 'unavailable' : 'other')));
-    await Promise.resolve();
+    await microtasks();
     expect(calls.map((c) => c.requestIds)).toEqual([['stuck']]);
     jest.advanceTimersByTime(501);
     // The waiting event is answered unavailable at once; the stuck batch is settled by its own statement (timed out there).
     expect(await outcomes[1]).toBe('unavailable');
     calls[0].finish(Object.assign(new Error('canceling statement due to statement timeout'), { code: '57014' }));
     expect(await outcomes[0]).toBe('unavailable');
-    await Promise.resolve();
+    await microtasks();
     expect(calls).toHaveLength(1); // "waiting" was never sent
   } finally {
     jest.useRealTimers();
   }
+});
+
+test('two lanes: two batches in flight at once, each caller answered when its own batch commits, in either order', async () => {
+  const { pool, calls } = scriptedPool();
+  const sink = new GroupCommitAuditSink(pool, undefined, { commitTimeoutMs: 2000, lanes: 2 });
+  const a = sink.record(event('a'));
+  await tick();
+  const b = sink.record(event('b'));
+  await tick();
+  const rest = ['c', 'd'].map((id) => sink.record(event(id)));
+  await tick();
+  // Both lanes busy: a and b in flight, c and d wait for the first lane to come back.
+  expect(calls.map((c) => c.requestIds)).toEqual([['a'], ['b']]);
+  expect(sink.pendingEvents()).toBe(4);
+  const done: string[] = [];
+  void a.then(() => done.push('a'));
+  void b.then(() => done.push('b'));
+  calls[1].finish();
+  await tick();
+  expect(done).toEqual(['b']); // a's batch has not committed: a is not answered
+  expect(calls.map((c) => c.requestIds)).toEqual([['a'], ['b'], ['c', 'd']]);
+  calls[0].finish();
+  calls[2].finish();
+  await Promise.all([a, b, ...rest]);
+  expect(done).toEqual(['b', 'a']);
+  expect(sink.pendingEvents()).toBe(0);
+});
+
+test('close waits for the batches in flight, then seals each lane that has a chain (a batch of mark seal, no events)', async () => {
+  const { pool, calls } = scriptedPool();
+  const sink = new GroupCommitAuditSink(pool, undefined, { commitTimeoutMs: 2000, lanes: 2 });
+  const a = sink.record(event('a'));
+  await tick();
+  let closed = false;
+  const closing = sink.close().then(() => (closed = true));
+  await tick();
+  expect(closed).toBe(false);
+  calls[0].finish();
+  await a;
+  await tick();
+  // One lane had a chain: one seal, whose mark is the statement's seventh parameter.
+  expect(calls).toHaveLength(2);
+  const seal = (calls[1] as Call & { sub?: AuditAppend }).requestIds;
+  expect(seal).toEqual([]);
+  calls[1].finish();
+  await closing;
+  expect(closed).toBe(true);
 });

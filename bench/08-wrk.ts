@@ -1,0 +1,144 @@
+/**
+ * Scenario 8 driven by wrk (issue 28): the sides of bench/08-toolbox.ts, each loaded by `wrk` (a C
+ * load generator, bench/lib/wrk.ts) instead of the bench's Node.js client, whose 100–450 µs of CPU
+ * per call on the same two cores skewed every ratio. Sides, alternating per round at c=8 and 32
+ * (BENCH_CONCURRENCY):
+ *  - interlock: interlock_query with $1, cache missed on every call (time to live 1 ms), governance
+ *    and durable audit on; interlock-cached: the same on a gateway whose cache is warm (64 ids);
+ *  - toolbox-sql / toolbox-exec: MCP Toolbox's `postgres-sql` ($1) and `postgres-execute-sql`;
+ *  - node-floor / node-floor-audit: node:http + `pg` with no governance, without and with a
+ *    group-committed durable audit row per answer (bench/lib/node-floor-server.ts);
+ *  - direct: `pg` in this process (no HTTP; the Node driver, as before): the cached read's baseline.
+ * DBHub is not driven: it is not installed here (it needs Node 22; bench/RESULTS.md).
+ * Reports calls/s, wrk's p50, CPU µs per call of the server process, the control and source
+ * databases' backends and the driver (wrk's own CPU from bash `times`; the Node client's for
+ * direct), the machine's load average, and the issue-28 targets.
+ * Run: `BENCH_ROUNDS=3 npx tsx bench/08-wrk.ts` (needs /usr/bin/wrk and the Toolbox npm package).
+ */
+import { loadavg } from 'node:os';
+import pg from 'pg';
+import { CpuMeter } from './lib/cpu';
+import { gatewayVars, SkipError, startServe, startTsChild, withBenchEnv, type GatewayChild } from './lib/env';
+import { BENCH_PROTOCOL_VERSION, McpHttpClient, structuredResult } from './lib/http';
+import type { LoadRun } from './lib/load';
+import { FLOOR_TOOL } from './lib/node-floor-server';
+import { POINT_SQL, preflight, runDirectPointReads, SOURCE_POOL_SIZE, TRACKS } from './lib/point-read';
+import { concurrencyLevels, emitResult, envInt, envSeconds, machineLine, ratio, round, table } from './lib/stats';
+import { startToolbox, TOOLBOX_POINT_TOOL, TOOLBOX_SQL_TOOL, type ToolboxChild } from './lib/toolbox';
+import { runWrk, wrkAvailable, type WrkRun } from './lib/wrk';
+
+const rpc = (name: string, args: Record<string, unknown>) => JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name, arguments: args } });
+const ids = (n: number, hot?: number) => Array.from({ length: n }, (_, i) => (hot ? 1 + (i % hot) : 1 + ((i * 7919) % TRACKS)));
+
+async function main(): Promise<void> {
+  if (!wrkAvailable()) {
+    console.log('SKIPPED: wrk is not installed (apt-get install -y wrk)');
+    return;
+  }
+  const durationMs = envSeconds('BENCH_SECONDS', 4);
+  const rounds = envInt('BENCH_ROUNDS', 3);
+  const levels = concurrencyLevels([8, 32]);
+  console.log('# 8-wrk: InterLock vs MCP Toolbox and the Node.js floor, every HTTP side driven by wrk');
+  console.log(machineLine());
+  console.log(`runs: ${rounds} rounds × concurrency ${levels.join(', ')} × ${durationMs / 1000} s, sides alternating; load average at start ${loadavg().map((x) => x.toFixed(1)).join(' ')}`);
+  await withBenchEnv({}, async (env) => {
+    let toolbox: ToolboxChild;
+    try {
+      toolbox = await startToolbox(env.reader, POINT_SQL);
+    } catch (err) {
+      if (err instanceof SkipError) return void console.log(`SKIPPED: ${err.message}`);
+      throw err;
+    }
+    const gws: GatewayChild[] = [];
+    const pool = new pg.Pool({ ...env.reader, max: SOURCE_POOL_SIZE, application_name: 'interlock-bench-direct' });
+    try {
+      const uncached = await startServe(gatewayVars(env.controlUrl, { cacheTtlMs: 1 }));
+      const cached = await startServe(gatewayVars(env.controlUrl, { cacheTtlMs: 600_000 }));
+      const floorVars = { BENCH_FLOOR_READER: JSON.stringify(env.reader), BENCH_FLOOR_SQL: POINT_SQL, BENCH_FLOOR_POOL: String(SOURCE_POOL_SIZE) };
+      const floor = await startTsChild('bench/lib/node-floor-server.ts', floorVars);
+      const floorAudit = await startTsChild('bench/lib/node-floor-server.ts', { ...floorVars, BENCH_FLOOR_AUDIT_URL: env.controlUrl });
+      gws.push(uncached, cached, floor, floorAudit);
+      for (const gw of [uncached, cached]) await preflight(gw.url, env.apiKey, pool);
+      const warm = new McpHttpClient(cached.url, { apiKey: env.apiKey, maxSockets: 1 });
+      for (let id = 1; id <= 64; id++) structuredResult(await warm.callTool('interlock_query', { source_id: 'chinook', sql: POINT_SQL, params: [id] }));
+      warm.close();
+
+      const mcpHeaders = { 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream', 'MCP-Protocol-Version': BENCH_PROTOCOL_VERSION };
+      const ilHeaders = { ...mcpHeaders, Authorization: `Bearer ${env.apiKey}` };
+      const ilBodies = (hot?: number) => ids(256, hot).map((id) => rpc('interlock_query', { source_id: 'chinook', sql: POINT_SQL, params: [id] }));
+      interface WrkSide { url: string; bodies: string[]; headers: Record<string, string>; expect: string; pids: number[] }
+      const wrkSides: Record<string, WrkSide> = {
+        interlock: { url: uncached.url, bodies: ilBodies(), headers: ilHeaders, expect: '"row_count":1,', pids: [uncached.pid] },
+        'interlock-cached': { url: cached.url, bodies: ilBodies(64), headers: ilHeaders, expect: '"cached":true', pids: [cached.pid] },
+        'toolbox-sql': { url: toolbox.url, bodies: ids(256).map((id) => rpc(TOOLBOX_POINT_TOOL, { track_id: id })), headers: mcpHeaders, expect: 'unit_price', pids: [toolbox.pid] },
+        'toolbox-exec': { url: toolbox.url, bodies: ids(256).map((id) => rpc(TOOLBOX_SQL_TOOL, { sql: POINT_SQL.replace('$1', String(id)) })), headers: mcpHeaders, expect: 'unit_price\\":', pids: [toolbox.pid] },
+        'node-floor': { url: floor.url, bodies: ids(256).map((id) => rpc(FLOOR_TOOL, { track_id: id })), headers: mcpHeaders, expect: '"row_count":1', pids: [floor.pid] },
+        'node-floor-audit': { url: floorAudit.url, bodies: ids(256).map((id) => rpc(FLOOR_TOOL, { track_id: id })), headers: mcpHeaders, expect: '"row_count":1', pids: [floorAudit.pid] },
+      };
+      const controlDb = { databases: [new URL(env.controlUrl).pathname.slice(1)] };
+      const sourceDb = { databases: [env.demo.databaseName] };
+      const sides = ['direct', ...Object.keys(wrkSides)];
+      const run = (side: string, c: number, ms: number): Promise<LoadRun | WrkRun> =>
+        side === 'direct' ? runDirectPointReads(pool, c, { durationMs: ms, warmupMs: 0 }) : runWrk({ ...wrkSides[side], concurrency: c, durationMs: ms });
+      const prewarmMs = envSeconds('BENCH_PREWARM_SECONDS', 6);
+      for (const s of sides) console.log(`  pre-warm ${s}: ${(await run(s, 8, prewarmMs)).allOps} calls (not measured)`);
+
+      type Acc = { ops: number; all: number; ms: number; p50: number[]; cpu: Record<string, number>; driver: number; load: number[] };
+      const acc = new Map<string, Acc>();
+      for (let r = 0; r < rounds; r++) {
+        for (const c of levels) {
+          for (const s of sides) {
+            const meter = new CpuMeter({ client: { self: true }, gateway: { pids: s === 'direct' ? [] : wrkSides[s].pids }, controlDb, sourceDb });
+            await meter.start();
+            const x = await run(s, c, durationMs);
+            const cpu = await meter.stop();
+            await meter.close();
+            const k = `${s}@${c}`;
+            const a = acc.get(k) ?? { ops: 0, all: 0, ms: 0, p50: [], cpu: {}, driver: 0, load: [] };
+            a.ops += x.ops;
+            a.all += x.allOps;
+            a.ms += x.elapsedMs;
+            a.p50.push('p50Ms' in x ? x.p50Ms : NaN);
+            for (const [g, v] of Object.entries(cpu)) a.cpu[g] = (a.cpu[g] ?? 0) + v;
+            a.driver += 'driverCpuMs' in x ? x.driverCpuMs : cpu.client;
+            a.load.push(loadavg()[0]);
+            acc.set(k, a);
+            console.log(`  round ${r + 1}/${rounds} c=${c} ${s}: ${((x.ops * 1000) / x.elapsedMs).toFixed(0)} calls/s, load ${loadavg()[0].toFixed(1)}`);
+          }
+        }
+      }
+      const ops = (s: string, c: number) => { const a = acc.get(`${s}@${c}`)!; return (a.ops * 1000) / a.ms; };
+      const us = (s: string, c: number, g: string) => { const a = acc.get(`${s}@${c}`)!; return round(((g === 'driver' ? a.driver : a.cpu[g]) / a.all) * 1000, 0); };
+      const loads = [...acc.values()].flatMap((a) => a.load);
+      console.log(`\nload average (1 min) during the runs: ${Math.min(...loads).toFixed(1)}–${Math.max(...loads).toFixed(1)}`);
+      console.log('\ncalls per second and CPU µs per call (server = the side\'s process; driver = wrk, or this process for direct):');
+      console.log(table(['side', 'conc', 'calls/s', 'p50 ms', 'server', 'control DB', 'source DB', 'driver'], sides.flatMap((s) => levels.map((c) => [s, c, round(ops(s, c), 0), round(acc.get(`${s}@${c}`)!.p50.filter(Number.isFinite).sort((a, b) => a - b)[Math.floor(rounds / 2)] ?? NaN, 2), us(s, c, 'gateway'), us(s, c, 'controlDb'), us(s, c, 'sourceDb'), us(s, c, 'driver')]))));
+      const targets: Array<[string, number, number, boolean]> = [];
+      const t = (name: string, value: number, goal: number, atMost = false) => targets.push([name, round(value, 3), goal, atMost ? value <= goal : value >= goal]);
+      for (const c of levels) {
+        t(`c=${c} IL / node-floor-audit`, ops('interlock', c) / ops('node-floor-audit', c), 0.8);
+        t(`c=${c} IL / Toolbox postgres-sql`, ops('interlock', c) / ops('toolbox-sql', c), c === 8 ? 0.5 : 0.8);
+        if (c === 32) t(`c=${c} IL / Toolbox execute-sql`, ops('interlock', c) / ops('toolbox-exec', c), 1.2);
+        if (c === 8) t(`c=${c} gateway CPU µs/call`, us('interlock', c, 'gateway'), 250, true);
+        t(`c=${c} control-DB CPU µs/call`, us('interlock', c, 'controlDb'), c === 8 ? 60 : 30, true);
+        t(`c=${c} cached / direct pg`, ops('interlock-cached', c) / ops('direct', c), 0.6);
+      }
+      console.log('\ntargets (issue 28):');
+      for (const [name, v, goal, met] of targets) console.log(`  ${name}: ${name.includes('µs') ? v : ratio(v)} (${name.includes('µs') ? `≤ ${goal}` : `≥ ${goal}×`}) ${met ? 'MET' : 'NOT MET'}`);
+      console.log('  IL / DBHub 1.4.0 at c=8 (≥ 3×): not measured, DBHub is not installed here');
+      emitResult('8-wrk', { rounds, durationMs, levels, calls: Object.fromEntries([...acc.keys()].map((k) => [k, round(ops(k.split('@')[0], Number(k.split('@')[1])), 0)])), cpuUsPerCall: Object.fromEntries([...acc.keys()].map((k) => { const [s, c] = k.split('@'); return [k, Object.fromEntries(['gateway', 'controlDb', 'sourceDb', 'driver'].map((g) => [g, us(s, Number(c), g)]))]; })), targets, loadAverage: [Math.min(...loads), Math.max(...loads)] });
+    } finally {
+      await pool.end();
+      for (const gw of gws) await gw.stop();
+      await toolbox.stop();
+    }
+  });
+}
+
+main().then(
+  () => process.exit(0),
+  (err) => {
+    console.error(err);
+    process.exit(1);
+  },
+);

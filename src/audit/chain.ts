@@ -1,0 +1,199 @@
+/**
+ * Audit chain format 3 (issue 28; migration 20261203160000000_audit-writer-chains_h28.sql): the
+ * gateway seals each batch itself and appends it with one plain INSERT statement, on a chain of its
+ * own per writer lane, so appending costs the control database what an INSERT costs and no gateway
+ * process waits for another.
+ *
+ * A lane (`ChainLane`) is one chain: a random UUID `chain_id`, batches `seq` 0, 1, 2, … without gaps,
+ * at most one batch in flight, so the lane always knows its previous batch's hash. A batch's hash is
+ *
+ *   SHA-256(prev_hash ‖ UTF8("interlock-audit-v3\n" ‖ chain_id ‖ "\n" ‖ seq ‖ "\n" ‖ committed_at in
+ *           UTC with microseconds ‖ "\n" ‖ mark ‖ "\n" ‖ anchors ‖ "\n" ‖ the batch's canonical text))
+ *
+ * with the canonical text of format 2 (event-text.ts: normalised rows, events in id order) and no
+ * prev_hash at seq 0. Seq 0 (the genesis) carries `anchors`, the ids and hashes of the latest
+ * format-1/2 batch and of the latest batch of each chain among the trail's newest 256 batches; a
+ * lane closed cleanly ends with a batch of mark `seal` and no events. A batch whose outcome is
+ * unknown (the connection failed, so it may have committed) ends the lane's chain: the next batch
+ * starts a new chain, whose genesis anchors the old one's head, so a crash or a lost connection
+ * leaves an open chain, never a gap. A batch the server refused (an ErrorResponse: rolled back) keeps
+ * the chain as it was. `interlock audit verify` checks every chain (verify.ts).
+ */
+import { createHash, randomUUID } from 'node:crypto';
+import type pg from 'pg';
+import { appendAuditBatch, isConnectionError } from './append';
+import { canonicalAuditJson, eventsText, normalizeAuditRow } from './event-text';
+import type { AuditRowInput } from './types';
+
+/** The first line of a format-3 batch's hashed header. */
+export const CHAIN_V3_TAG = 'interlock-audit-v3';
+
+/** How many of the trail's newest batches a genesis looks at for the heads of other chains. */
+const ANCHOR_WINDOW = 256;
+
+/** A format-3 batch's hash (see the module comment). `committed` is UTC with microseconds (`…T12:00:00.123000Z`). */
+export function batchHashV3(prev: Buffer | null, chainId: string, seq: string, committed: string, mark: string, anchors: string, batchText: string): Buffer {
+  const h = createHash('sha256');
+  if (prev) h.update(prev);
+  h.update(`${CHAIN_V3_TAG}\n${chainId}\n${seq}\n${committed}\n${mark}\n${anchors}\n${batchText}`, 'utf8');
+  return h.digest();
+}
+
+/** One anchor of a genesis: a batch id (decimal string) and its hash (hex). */
+export interface ChainAnchor {
+  batch: string;
+  hash: string;
+}
+
+/** The text of a genesis's anchors: a JSON array of {batch, hash}, batch ids ascending. */
+export function anchorsText(anchors: ChainAnchor[]): string {
+  const sorted = [...anchors].sort((a, b) => (BigInt(a.batch) < BigInt(b.batch) ? -1 : BigInt(a.batch) > BigInt(b.batch) ? 1 : 0));
+  return JSON.stringify(sorted.map((a) => ({ batch: a.batch, hash: a.hash })));
+}
+
+/** Parses a stored anchors text; null when it is not one anchorsText wrote. */
+export function parseAnchors(text: string): ChainAnchor[] | null {
+  try {
+    const v = JSON.parse(text) as unknown;
+    if (!Array.isArray(v)) return null;
+    const out: ChainAnchor[] = [];
+    for (const a of v) {
+      if (!a || typeof a !== 'object' || typeof a.batch !== 'string' || !/^[0-9]{1,19}$/.test(a.batch) || typeof a.hash !== 'string' || !/^[0-9a-f]{64}$/.test(a.hash)) return null;
+      out.push({ batch: a.batch, hash: a.hash });
+    }
+    return anchorsText(out) === text ? out : null;
+  } catch {
+    return null;
+  }
+}
+
+/** The anchors of a new chain: the latest format-1/2 batch and the head of each chain among the newest batches. */
+export async function readAnchors(pool: pg.Pool): Promise<ChainAnchor[]> {
+  const r = await pool.query<ChainAnchor>(
+    `(SELECT id::text AS batch, encode(hash, 'hex') AS hash FROM audit_batches WHERE format < 3 ORDER BY id DESC LIMIT 1)
+     UNION
+     (SELECT DISTINCT ON (n.chain_id) n.id::text, encode(n.hash, 'hex')
+        FROM (SELECT id, hash, chain_id FROM audit_batches ORDER BY id DESC LIMIT ${ANCHOR_WINDOW}) n
+       WHERE n.chain_id IS NOT NULL ORDER BY n.chain_id, n.id DESC)`,
+  );
+  return r.rows;
+}
+
+/** The append statement of format 3: the batch row and its events, one statement, one commit; returns the batch id. */
+export const CHAIN_APPEND_STATEMENT = {
+  name: 'interlock_audit_append_v3',
+  text: `WITH b AS (
+  INSERT INTO audit_batches (committed_at, event_count, prev_hash, hash, format, chain_id, seq, mark, anchors)
+  VALUES ($1::timestamptz, $2::integer, $3::bytea, $4::bytea, 3, $5::uuid, $6::bigint, $7::text, $8::text) RETURNING id
+), e AS (
+  INSERT INTO audit_events (kind, time, request_id, identity_id, key_id, tool, canonical_tool, dialect, protocol_version, decision,
+      reason_code, source_id, action, fingerprint, relations, row_count, duration_ms, approval_id, operator, details, batch_id, recorded_at)
+  SELECT u.kind, u.time, u.request_id, u.identity_id, u.key_id, u.tool, u.canonical_tool, u.dialect, u.protocol_version, u.decision,
+      u.reason_code, u.source_id, u.action, u.fingerprint, u.relations::text[], u.row_count, u.duration_ms, u.approval_id, u.operator,
+      u.details::jsonb, b.id, $1::timestamptz
+    FROM b, unnest($9::text[], $10::timestamptz[], $11::text[], $12::text[], $13::text[], $14::text[], $15::text[], $16::text[], $17::text[],
+      $18::text[], $19::text[], $20::text[], $21::text[], $22::text[], $23::text[], $24::bigint[], $25::float8[], $26::text[], $27::text[], $28::text[])
+      WITH ORDINALITY AS u(kind, time, request_id, identity_id, key_id, tool, canonical_tool, dialect, protocol_version, decision,
+        reason_code, source_id, action, fingerprint, relations, row_count, duration_ms, approval_id, operator, details, ord)
+   ORDER BY u.ord
+)
+SELECT id AS b FROM b`,
+};
+
+/** `s` as an element of a PostgreSQL array literal (always quoted; backslash and quote escaped). */
+const element = (s: string | null): string => (s === null ? 'NULL' : `"${s.replace(/[\\"]/g, '\\$&')}"`);
+
+/** A PostgreSQL one-dimensional array literal of `values` (null elements as NULL). */
+export function arrayLiteral(values: Array<string | null>): string {
+  return `{${values.map(element).join(',')}}`;
+}
+
+/** The number as float8 input reads it back to the same double (JavaScript's shortest round-trip digits). */
+const num = (v: number | null): string | null => (v === null ? null : String(v));
+
+/** The parameters $9–$28 of CHAIN_APPEND_STATEMENT for normalised rows, column by column. */
+export function eventColumns(rows: AuditRowInput[]): string[] {
+  const col = (f: (r: AuditRowInput) => string | null) => arrayLiteral(rows.map(f));
+  return [
+    col((r) => r.kind),
+    col((r) => r.time),
+    col((r) => r.request_id),
+    col((r) => r.identity_id),
+    col((r) => r.key_id),
+    col((r) => r.tool),
+    col((r) => r.canonical_tool),
+    col((r) => r.dialect),
+    col((r) => r.protocol_version),
+    col((r) => r.decision),
+    col((r) => r.reason_code),
+    col((r) => r.source_id),
+    col((r) => r.action),
+    col((r) => r.fingerprint),
+    col((r) => (r.relations === null ? null : arrayLiteral(r.relations))),
+    col((r) => num(r.row_count)),
+    col((r) => num(r.duration_ms)),
+    col((r) => r.approval_id),
+    col((r) => r.operator),
+    col((r) => canonicalAuditJson(r.details)),
+  ];
+}
+
+/**
+ * One writer lane's chain (see the module comment). `append` stores rows as the lane's next batch
+ * and resolves with the batch id once committed; it must not be called again before it settles.
+ */
+export class ChainLane {
+  private chainId = randomUUID();
+  private seq = 0n;
+  private prevHash: Buffer | null = null;
+  /** Batches this lane committed (all chains). */
+  committed = 0;
+
+  constructor(private readonly pool: pg.Pool) {}
+
+  /** The lane's chain id and next seq (tests, logs). */
+  get position(): { chainId: string; seq: string } {
+    return { chainId: this.chainId, seq: this.seq.toString() };
+  }
+
+  /** Whether the lane has a chain with at least one committed batch (a seal would end it). */
+  get started(): boolean {
+    return this.seq > 0n;
+  }
+
+  /**
+   * Stores `rows` (AuditRowInput, normalised here; a row without a valid time gets the current time)
+   * as the lane's next batch under statement_timeout `timeoutMs`; `mark` 'seal' ends the chain (no
+   * rows). Resolves with the batch id (decimal string). Rejects with the driver's error: a server
+   * error (SQLSTATE, rolled back) keeps the chain; any other failure starts a new chain next time.
+   */
+  async append(rows: AuditRowInput[], timeoutMs: number, mark: '' | 'seal' = ''): Promise<string> {
+    const started = Date.now();
+    const anchors = this.seq === 0n ? anchorsText(await readAnchors(this.pool)) : '';
+    const now = new Date();
+    const committedIso = now.toISOString();
+    const committed = `${committedIso.slice(0, 23)}000Z`;
+    const normal = rows.map((r) => normalizeAuditRow(r, () => now));
+    const seq = this.seq.toString();
+    const hash = batchHashV3(this.prevHash, this.chainId, seq, committed, mark, anchors, eventsText(normal));
+    const values: unknown[] = [committedIso, String(normal.length), this.prevHash, hash, this.chainId, seq, mark || null, anchors || null, ...eventColumns(normal)];
+    try {
+      const id = await appendAuditBatch(this.pool, { statement: CHAIN_APPEND_STATEMENT, values }, timeoutMs - (Date.now() - started));
+      this.prevHash = hash;
+      this.seq++;
+      this.committed++;
+      if (mark === 'seal') this.restart();
+      return id;
+    } catch (err) {
+      if (isConnectionError(err)) this.restart();
+      throw err;
+    }
+  }
+
+  /** Ends this lane's chain where it stands (left open) and starts a new one with the next batch. */
+  restart(): void {
+    this.chainId = randomUUID();
+    this.seq = 0n;
+    this.prevHash = null;
+  }
+}
