@@ -119,7 +119,8 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
     async (s, sql) => {
       await registry.get(s.id, s.settings as unknown as PostgresSourceSettings).write(sql, []);
     },
-    (sourceId, view, err) => logger.warn({ source_id: sourceId, view, err: (err as Error)?.message }, 'row view could not be created: row-ruled tables of this source are unreadable until it can'),
+    // The operator's log gets the server's own reason (e.g. "permission denied for database"): agents never see it.
+    (sourceId, view, err) => logger.warn({ source_id: sourceId, view, err: (err as Error)?.message, sqlstate: (err as { sqlState?: string })?.sqlState, reason: ((err as { cause?: unknown })?.cause as Error | undefined)?.message }, 'row view could not be created: row-ruled tables of this source are unreadable until it can (the writer role must own schema interlock_rows or have CREATE on the database)'),
   );
   const limits: RateLimitSettings = {
     perIdentity: { points: config.rate_limits.per_identity.points, windowSeconds: config.rate_limits.per_identity.window_seconds },

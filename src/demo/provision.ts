@@ -263,6 +263,10 @@ export async function provisionDemoSetup(opts: ProvisionDemoOptions): Promise<De
       [[...DEMO_WRITE_TABLES]],
     );
     for (const { seq } of seqs.rows) await c.query(`GRANT USAGE ON SEQUENCE ${seq} TO ${wr}`);
+    // Row rules (issue 27): the writer role keeps InterLock's row views in a schema it owns, with no
+    // CREATE on the database (docs/row-rules.md).
+    await c.query(`CREATE SCHEMA IF NOT EXISTS interlock_rows AUTHORIZATION ${wr}`);
+    await c.query(`ALTER SCHEMA interlock_rows OWNER TO ${wr}`);
     await c.query('COMMIT');
   });
 

@@ -232,12 +232,15 @@ export function planRowRules(input: RowRuleInput): RowRuleDecision {
  * The statements that create (or replace) a row view and let the source's reader role read it:
  * the schema, the view (`security_barrier` so only leakproof quals of the agent's are pushed below
  * the rule; `security_invoker` so the reader's own privileges and any RLS of the table still apply),
- * and the grants. `reader` is the reader role's name. Run by a role that may create in the schema.
+ * and the grants. `reader` is the reader role's name. Run by a role that owns the schema, or may
+ * create it (CREATE on the database) when it does not exist yet.
  */
 export function rowViewStatements(view: RowView, reader: string): string[] {
   const v = `${ROW_VIEW_SCHEMA}.${quoteIdent(view.name)}`;
   return [
-    `CREATE SCHEMA IF NOT EXISTS ${ROW_VIEW_SCHEMA}`,
+    // CREATE SCHEMA IF NOT EXISTS checks CREATE on the database before it checks existence: a schema an
+    // operator made for the writer role (`CREATE SCHEMA interlock_rows AUTHORIZATION <writer>`) is used as is.
+    `DO $il$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = '${ROW_VIEW_SCHEMA}') THEN CREATE SCHEMA ${ROW_VIEW_SCHEMA}; END IF; END$il$`,
     `CREATE OR REPLACE VIEW ${v} WITH (security_barrier = true, security_invoker = true) AS SELECT * FROM ${view.only ? 'ONLY ' : ''}${quoteIdent(view.schema)}.${quoteIdent(view.table)} WHERE ${view.predicateSql}`,
     `GRANT USAGE ON SCHEMA ${ROW_VIEW_SCHEMA} TO ${quoteIdent(reader)}`,
     `GRANT SELECT ON ${v} TO ${quoteIdent(reader)}`,

@@ -51,14 +51,27 @@ test('identity attributes are validated and stored', async () => {
 });
 
 test('a ruled table is refused while the row views cannot be created, and read through them once they can', async () => {
+  // The demo gives its writer role schema interlock_rows; without that schema (and with no CREATE on
+  // the database) the writer cannot make the views.
+  const owner = await sourceQuery<{ owner: string }>(env, "SELECT pg_get_userbyid(nspowner) AS owner FROM pg_namespace WHERE nspname = 'interlock_rows'");
+  expect(owner).toEqual([{ owner: env.demo.writerRole }]);
+  const admin = new pg.Client({ connectionString: env.sourceUrl });
+  await admin.connect();
+  try {
+    await admin.query('DROP SCHEMA interlock_rows CASCADE');
+  } finally {
+    await admin.end();
+  }
   await setIdentityAttributes(env.db, 'rep-agent', { employee_id: 3 });
   const refused = await eventually(() => query('SELECT customer_id FROM customer ORDER BY customer_id'), (x) => x.code === 'row_rules_unavailable');
   expect(refused.code).toBe('row_rules_unavailable');
-  // The operator lets the writer role create InterLock's schema.
+  // The operator gives the writer role InterLock's schema (no CREATE on the database needed).
   const su = new pg.Client({ connectionString: env.sourceUrl });
   await su.connect();
   try {
-    await su.query(`GRANT CREATE ON DATABASE "${env.demo.databaseName}" TO "${env.demo.writerRole}"`);
+    const can = await su.query<{ c: boolean }>('SELECT has_database_privilege($1, current_database(), $2) AS c', [env.demo.writerRole, 'CREATE']);
+    expect(can.rows).toEqual([{ c: false }]);
+    await su.query(`CREATE SCHEMA interlock_rows AUTHORIZATION "${env.demo.writerRole}"`);
   } finally {
     await su.end();
   }
