@@ -16,6 +16,7 @@ import {
   validIdArb,
   invalidIdArb,
   boundaryIdArb,
+  SAFE_EDGE_IDS,
   type BodyDraft,
   type Draft,
   type GenContext,
@@ -102,32 +103,47 @@ export function properties(): PropertyDef[] {
       rule: 'JSONRPC-SHAPE',
       title: 'ids (null, fractions, booleans, objects, arrays, integers on both sides of 2^53-1), jsonrpc member, method (incl. "") and params types, non-object JSON',
       arb: (g) =>
-        draftArb(g, {
-          body: fc.oneof(
-            // Settled edges: safe integers beyond 32 bits are echoed, integers beyond 2^53-1 are refused with id
-            // null, an empty method is -32600 (requests echo their id).
-            {
-              arbitrary: message(
-                messageArb(g, {
-                  kind: fc.constantFrom('request', 'request', 'notification', 'response'),
-                  id: fc.oneof({ arbitrary: boundaryIdArb, weight: 3 }, { arbitrary: validIdArb, weight: 1 }),
-                  methods: fc.oneof(fc.constant(''), fc.constantFrom(...g.spec.protocol.methods.filter((m) => m.kind === 'request').map((m) => m.method))),
-                }),
+        fc.oneof(
+          // Safe integer ids beyond 32 bits on otherwise valid requests (a supported version, a named method), so
+          // that every seed sends several whose answer must echo the id (issue 30 item 4: a server refusing
+          // them is found by this property on its own, not only when the other draws happen to reach it).
+          {
+            arbitrary: draftArb(g, {
+              mpv: fc.oneof(dimensions(g).mpv.modern, dimensions(g).mpv.handshake),
+              body: message(messageArb(g, { kind: fc.constant('request'), id: fc.constantFrom(...SAFE_EDGE_IDS), methods: fc.constantFrom(...g.spec.protocol.methods.filter((m) => m.kind === 'request').map((m) => m.method)) })),
+            }),
+            weight: 1,
+          },
+          {
+            weight: 3,
+            arbitrary: draftArb(g, {
+              body: fc.oneof(
+                // Settled edges: safe integers beyond 32 bits are echoed, integers beyond 2^53-1 are refused with id
+                // null, an empty method is -32600 (requests echo their id).
+                {
+                  arbitrary: message(
+                    messageArb(g, {
+                      kind: fc.constantFrom('request', 'request', 'notification', 'response'),
+                      id: fc.oneof({ arbitrary: boundaryIdArb, weight: 3 }, { arbitrary: validIdArb, weight: 1 }),
+                      methods: fc.oneof(fc.constant(''), fc.constantFrom(...g.spec.protocol.methods.filter((m) => m.kind === 'request').map((m) => m.method))),
+                    }),
+                  ),
+                  weight: 3,
+                },
+                message(
+                  messageArb(g, {
+                    kind: fc.constantFrom('request', 'notification', 'response'),
+                    id: fc.oneof(validIdArb, invalidIdArb),
+                    jsonrpc: fc.constantFrom<MessageDraft['jsonrpc']>({ present: true, value: '2.0' }, { present: false }, { present: true, value: '1.0' }, { present: true, value: 2 }, { present: true, value: null }),
+                    shapeNoise: true,
+                    response: fc.constantFrom('result', 'error', 'both', 'neither'),
+                  }),
+                ),
+                fc.constantFrom<unknown>(42, 'tools/list', null, true, { foo: 1 }, {}).map((value): BodyDraft => ({ kind: 'json', value })),
               ),
-              weight: 3,
-            },
-            message(
-              messageArb(g, {
-                kind: fc.constantFrom('request', 'notification', 'response'),
-                id: fc.oneof(validIdArb, invalidIdArb),
-                jsonrpc: fc.constantFrom<MessageDraft['jsonrpc']>({ present: true, value: '2.0' }, { present: false }, { present: true, value: '1.0' }, { present: true, value: 2 }, { present: true, value: null }),
-                shapeNoise: true,
-                response: fc.constantFrom('result', 'error', 'both', 'neither'),
-              }),
-            ),
-            fc.constantFrom<unknown>(42, 'tools/list', null, true, { foo: 1 }, {}).map((value): BodyDraft => ({ kind: 'json', value })),
-          ),
-        }),
+            }),
+          },
+        ),
     },
     {
       rule: 'VERSION-HEADER',
