@@ -43,8 +43,16 @@ export function properties(): PropertyDef[] {
   return [
     {
       rule: 'HOST',
-      title: 'Host: URL host, loopback names with any port, foreign names',
-      arb: (g) => draftArb(g, { host: dimensions(g).host.all }),
+      title: 'Host: URL host, loopback names with any port, foreign names, the URL host respelled',
+      // The URL's own host in other letter cases is its own Host (RFC 9110 §4.2.3), to be served in every
+      // profile (issue 30 item 4); drawn as often as each other kind of Host.
+      arb: (g) =>
+        draftArb(g, {
+          host: fc.oneof(
+            { arbitrary: dimensions(g).host.all, weight: 4 },
+            fc.constantFrom(g.url.host.toUpperCase(), [...g.url.host].map((c, i) => (i % 2 === 0 ? c.toUpperCase() : c.toLowerCase())).join('')).map((value): Draft['host'] => ({ kind: 'value', value })),
+          ),
+        }),
     },
     {
       rule: 'ORIGIN',
