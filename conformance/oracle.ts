@@ -84,7 +84,7 @@ export interface OracleContext {
   hostOriginRefused?: boolean;
   /**
    * MCP mode: true when the server implements no 2026-07-28 dialect (run.ts found its `server/discover`
-   * with a complete 2026-07-28 envelope refused with a 4xx). Such a server is read by the handshake-era
+   * with a complete 2026-07-28 envelope answered without a result). Such a server is read by the handshake-era
    * revisions alone: a modern or unknown MCP-Protocol-Version is an unsupported version (HTTP 400, any
    * body: "the server MUST respond with 400 Bad Request"), and `params._meta` is opaque metadata that
    * selects nothing.
@@ -587,7 +587,7 @@ export function createOracle(spec: Spec, options: OracleOptions = {}): Oracle {
       const e = expectMcp(opaque, plain);
       return opaque === req ? e : { ...e, why: `${e.why} (a handshake-only server reads params._meta as opaque metadata)` };
     }
-    const unsupported: Expectation = { rule: 'VERSION-HEADER', dialect: 'none', http: 400, body: 'any', why: `MCP 2025-11-25 Transports: the server implements no ${mpv} (its server/discover at that revision was refused), and an unsupported MCP-Protocol-Version MUST be answered 400 Bad Request` };
+    const unsupported: Expectation = { rule: 'VERSION-HEADER', dialect: 'none', http: 400, body: 'any', why: `MCP 2025-11-25 Transports: the server implements no ${mpv} (its server/discover at 2026-07-28 got no result), and an unsupported MCP-Protocol-Version MUST be answered 400 Bad Request` };
     const e = expectMcp(req, plain);
     const transport: Expectation[] = [e, ...(e.alternatives ?? [])].filter((x) => x.dialect === 'none' && x.rule !== 'VERSION-HEADER').map((x) => ({ ...x, alternatives: undefined }));
     // MCP 2025-06-18 and later: the client sends MCP-Protocol-Version on the requests after initialization;

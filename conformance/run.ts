@@ -172,7 +172,7 @@ export async function runConformance(opts: RunOptions): Promise<RunReport> {
     const ctx: OracleContext = { url, apiKey: opts.apiKey };
     const refusedProbe = hostOriginProbe(client, contractSpec, url, opts.apiKey);
     const mcpMode = mcpOracle !== undefined || !profiles.includes('interlock-v1');
-    // MCP mode: a server that refuses a complete 2026-07-28 server/discover implements only the
+    // MCP mode: a server that answers a complete 2026-07-28 server/discover without a result implements only the
     // handshake-era revisions, and is judged by them (issue 30 item 5: SDK v1, DBHub, Toolbox).
     if (mcpMode) ctx.handshakeOnly = await handshakeOnly(client, contractSpec, opts.apiKey);
 
@@ -301,7 +301,7 @@ export async function runConformance(opts: RunOptions): Promise<RunReport> {
     const failures = checks.filter((c) => !c.passed).length;
     const passed = checks.filter((c) => c.passed && !c.skipped).length;
     const skipped = checks.filter((c) => c.skipped).length;
-    log(`${passed} passed, ${failures} failed${skipped ? `, ${skipped} skipped` : ''} (profiles ${profiles.join(', ')}; seed ${seed}, ${numRuns} runs per property${ctx.handshakeOnly ? '; the server refused a 2026-07-28 server/discover, so it was judged by the handshake-era revisions' : ''})`);
+    log(`${passed} passed, ${failures} failed${skipped ? `, ${skipped} skipped` : ''} (profiles ${profiles.join(', ')}; seed ${seed}, ${numRuns} runs per property${ctx.handshakeOnly ? '; the server answered a 2026-07-28 server/discover without a result, so it was judged by the handshake-era revisions' : ''})`);
     return { checks, failures, seed, numRuns, profiles, catalogue: spec.contractCatalogue ? 'contract' : 'server', handshakeOnly: ctx.handshakeOnly };
   } finally {
     client.close();
@@ -366,9 +366,10 @@ export function hostOriginProbe(client: WireClient, spec: Spec, url: URL, apiKey
 }
 
 /**
- * True when the server refuses (4xx, no result) a `server/discover` sent as 2026-07-28 clients send it
- * (MCP-Protocol-Version and Mcp-Method headers, a complete `_meta` envelope): it implements no modern
- * dialect. False when it answers with a result or anything else.
+ * True when the server answers a `server/discover` sent as 2026-07-28 clients send it (MCP-Protocol-Version
+ * and Mcp-Method headers, a complete `_meta` envelope) without a result (a 4xx, or a JSON-RPC error such as
+ * -32601): it implements no modern dialect, since 2026-07-28 servers MUST serve discover. False when it
+ * answers with a result.
  */
 export async function handshakeOnly(client: WireClient, spec: Spec, apiKey?: string): Promise<boolean> {
   const P = spec.protocol;
@@ -382,7 +383,7 @@ export async function handshakeOnly(client: WireClient, spec: Spec, apiKey?: str
   if (apiKey) headers.push([P.headers.authorization ?? 'Authorization', `Bearer ${apiKey}`]);
   const _meta = { [P.meta.protocolVersion]: modern, [P.meta.clientCapabilities]: {}, [P.meta.clientInfo]: { name: 'interlock-conformance', version: '1.0.0' } };
   const res = await client.send({ method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'server/discover', params: { _meta } }) });
-  return res.status >= 400 && res.status < 500 && !/"result"\s*:/.test(res.body);
+  return res.status !== 0 && !/"result"\s*:/.test(res.body);
 }
 
 /** A plain handshake-dialect tools/list (with the key when given): what `serverTools` and `hostOriginProbe` send. */
