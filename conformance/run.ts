@@ -187,7 +187,9 @@ export async function runConformance(opts: RunOptions): Promise<RunReport> {
       const mcpExp = mcpOracle?.expect(req, rctx);
       // An answer MCP reads as a Host or Origin refusal is evidence for no other rule (issue 30 item 2):
       // whatever the contract expected instead, the finding is the contract's stricter choice.
-      const hostRefusal = mcpExp !== undefined && [mcpExp, ...(mcpExp.alternatives ?? [])].some((x) => (x.rule === 'HOST' || x.rule === 'ORIGIN') && violations(spec, x, res).every((v) => !(v.outcome || generic(v.rule))));
+      // The same for a body behind a byte order mark refused as a parse error (RFC 8259 §8.1 permits it).
+      const bom = (req.body ?? '').startsWith('\ufeff');
+      const hostRefusal = mcpExp !== undefined && [mcpExp, ...(mcpExp.alternatives ?? [])].some((x) => (x.rule === 'HOST' || x.rule === 'ORIGIN' || (bom && x.rule === 'JSON')) && violations(spec, x, res).every((v) => !(v.outcome || generic(v.rule))));
       if (mcpExp && verdict.violations.length > 0 && (hostRefusal || (verdict.violations.some(genericFinding) && mcpAccepts(mcpExp, res)))) {
         verdict.violations = verdict.violations.map((v) => (hostRefusal || genericFinding(v) ? { rule: 'interlock.strict', message: `[${v.rule}] ${v.message} (the contract's stricter choice; MCP permits this answer)` } : v));
       }
