@@ -77,6 +77,9 @@ export function examples(): ExampleDef[] {
     { rule: 'HOST', row: '#2', title: 'Host evil.example.com → 403', build: (g) => wire(g, { headers: { Host: 'evil.example.com' }, body: req(1, 'tools/list') }) },
     { rule: 'HOST', title: 'Host localhost:<port> is a loopback name → served', build: (g) => wire(g, { headers: { Host: `localhost:${port(g)}` }, body: req(1, 'tools/list') }) },
     { rule: 'HOST', title: 'Host LOCALHOST:1 (upper case, another port) → served', build: (g) => wire(g, { headers: { Host: 'LOCALHOST:1' }, body: req(1, 'tools/list') }) },
+    // RFC 9110 §4.2.3 / RFC 3986 §6.2.2.1: host names are case-insensitive, so this is the URL's own Host
+    // (issue 30 item 4: refusing it is a HOST finding in every profile, not a credited refusal).
+    { rule: 'HOST', title: 'Host = the URL’s own host and port in upper case → served', build: (g) => wire(g, { headers: { Host: g.url.host.toUpperCase() }, body: req(1, 'tools/list') }) },
     { rule: 'HOST', title: 'Host EVIL.EXAMPLE.COM → 403', build: (g) => wire(g, { headers: { Host: 'EVIL.EXAMPLE.COM' }, body: req(1, 'tools/list') }) },
     { rule: 'ORIGIN', row: '#1', title: 'Origin http://evil.example.com → 403', build: (g) => wire(g, { headers: { Origin: 'http://evil.example.com' }, body: req(1, 'tools/list') }) },
     { rule: 'ORIGIN', row: '#3', title: 'no Origin → served', build: (g) => wire(g, { body: req(1, 'tools/list') }) },

@@ -8,6 +8,7 @@
  * `_meta` envelope naming the same version): there the expectation lists the other permitted outcome in
  * `alternatives` and says why in `why`.
  */
+import Ajv from 'ajv';
 import Ajv2020 from 'ajv/dist/2020';
 import addFormats from 'ajv-formats';
 import type { ValidateFunction } from 'ajv';
@@ -73,6 +74,22 @@ export interface OracleContext {
   url: URL;
   /** A valid agent API key, when the operator gave one; any other Bearer token is invalid. */
   apiKey?: string;
+  /**
+   * MCP mode: whether the server refuses a plain request (tools/list) that carries this request's
+   * Host and Origin while it serves the same request with its own Host and no Origin (run.ts probes
+   * it once per Host/Origin pair). `false`: the server does not refuse this Host or Origin, so a 4xx
+   * answer to this request is no Host/Origin refusal and is not credited as one (issue 30 item 4).
+   * Undefined: not probed (credited as before).
+   */
+  hostOriginRefused?: boolean;
+  /**
+   * MCP mode: true when the server implements no 2026-07-28 dialect (run.ts found its `server/discover`
+   * with a complete 2026-07-28 envelope answered without a result). Such a server is read by the handshake-era
+   * revisions alone: a modern or unknown MCP-Protocol-Version is an unsupported version (HTTP 400, any
+   * body: "the server MUST respond with 400 Bad Request"), and `params._meta` is opaque metadata that
+   * selects nothing.
+   */
+  handshakeOnly?: boolean;
 }
 
 type Obj = Record<string, unknown>;
@@ -146,6 +163,24 @@ export function normalizeOrigin(value: string): string {
   return value.trim().toLowerCase().replace(/\/$/, '');
 }
 
+/**
+ * True when a Host header value names the URL's own authority: the same host name compared
+ * case-insensitively (RFC 9110 §4.2.3 and RFC 3986 §6.2.2.1: "the scheme and host are
+ * case-insensitive") and the same port, a missing port being the scheme's default (RFC 3986 §6.2.3).
+ * `LOCALHOST:8787` is `http://localhost:8787`'s own Host; `localhost:1`, `127.0.0.1:8787` and
+ * `evil.example.com` are not. Used in MCP mode (issue 30 item 4): only a Host that is not the server's
+ * own may be refused as DNS-rebinding protection.
+ */
+export function isOwnHost(value: string, url: URL): boolean {
+  const name = hostName(value);
+  if (name === undefined || name !== url.hostname.toLowerCase()) return false;
+  const v = value.trim();
+  const portText = v.startsWith('[') ? v.slice(v.indexOf(']') + 1).replace(/^:/, '') : v.includes(':') ? v.slice(v.indexOf(':') + 1) : '';
+  const defaultPort = url.protocol === 'https:' ? 443 : 80;
+  const port = portText === '' ? defaultPort : Number(portText);
+  return port === (url.port === '' ? defaultPort : Number(url.port));
+}
+
 /** The host name of a Host header value (lower-cased, port removed, IPv6 kept in brackets), or undefined when malformed. */
 export function hostName(value: string): string | undefined {
   const v = value.trim().toLowerCase();
@@ -206,12 +241,22 @@ export function createOracle(spec: Spec, options: OracleOptions = {}): Oracle {
   const P = spec.protocol;
   const ajv = new Ajv2020({ strict: false, allErrors: false, validateFormats: true });
   addFormats(ajv);
+  // Another server's tools may declare their input schema's dialect: draft-07 is what zod-based SDKs
+  // emit (`$schema: http://json-schema.org/draft-07/schema#`); MCP's default is 2020-12.
+  const ajv07 = new Ajv({ strict: false, allErrors: false, validateFormats: true });
+  addFormats(ajv07);
   const validators = new Map<string, ValidateFunction>();
   const tools = new Map(spec.tools.map((t) => [t.name, t]));
   const validatorFor = (t: CatalogueTool): ValidateFunction => {
     let v = validators.get(t.canonical);
     if (!v) {
-      v = ajv.compile(t.inputSchema);
+      const dialect = typeof t.inputSchema.$schema === 'string' ? t.inputSchema.$schema : undefined;
+      if (dialect !== undefined && /^https?:\/\/json-schema\.org\/draft-07\/schema#?$/.test(dialect)) v = ajv07.compile(t.inputSchema);
+      else if (dialect !== undefined && !dialect.includes('2020-12')) {
+        // Another dialect ajv does not carry: read the schema as 2020-12, MCP's default.
+        const { $schema: _dialect, ...rest } = t.inputSchema;
+        v = ajv.compile(rest);
+      } else v = ajv.compile(t.inputSchema);
       validators.set(t.canonical, v);
     }
     return v;
@@ -526,15 +571,40 @@ export function createOracle(spec: Spec, options: OracleOptions = {}): Oracle {
    * MCP mode: the contract's expectation, plus the MCP behaviour at each deviation (see OracleOptions)
    * and, for a request that breaks several header checks, the error of any of them (MCP fixes no order).
    */
+  /**
+   * MCP mode for a server that implements only handshake-era revisions (`ctx.handshakeOnly`): a request
+   * with a 2026-07-28 (or unknown) MCP-Protocol-Version gets HTTP 400 with any body, or a transport
+   * refusal MCP orders no differently (Host, Origin, method, media types, JSON); with a handshake
+   * version or none, `params._meta` is metadata the server may ignore, so the request is judged without it.
+   */
+  function expectHandshakeOnly(req: WireRequest, ctx: OracleContext): Expectation {
+    const plain = { ...ctx, handshakeOnly: undefined };
+    const mpv = header(req, H.protocolVersion ?? 'MCP-Protocol-Version');
+    const msg = parsedBody(req);
+    const m = isObject(msg) ? msg : undefined;
+    if (mpv === undefined || P.versions.handshake.includes(mpv) || PUBLISHED_REVISIONS.includes(mpv)) {
+      const opaque = m && isObject(m.params) && isObject(m.params._meta) ? withoutMeta(req, m) : req;
+      const e = expectMcp(opaque, plain);
+      return opaque === req ? e : { ...e, why: `${e.why} (a handshake-only server reads params._meta as opaque metadata)` };
+    }
+    const unsupported: Expectation = { rule: 'VERSION-HEADER', dialect: 'none', http: 400, body: 'any', why: `MCP 2025-11-25 Transports: the server implements no ${mpv} (its server/discover at 2026-07-28 got no result), and an unsupported MCP-Protocol-Version MUST be answered 400 Bad Request` };
+    const e = expectMcp(req, plain);
+    const transport: Expectation[] = [e, ...(e.alternatives ?? [])].filter((x) => x.dialect === 'none' && x.rule !== 'VERSION-HEADER').map((x) => ({ ...x, alternatives: undefined }));
+    // MCP 2025-06-18 and later: the client sends MCP-Protocol-Version on the requests after initialization;
+    // a server may ignore it on initialize itself and negotiate from the body.
+    if (m?.method === 'initialize') {
+      const bare = withHeader(req, H.protocolVersion ?? 'MCP-Protocol-Version', undefined);
+      const served = expectHandshakeOnly(bare, ctx);
+      transport.push({ ...served, alternatives: undefined, why: `${served.why} (MCP: the header is not required on initialize)` }, ...(served.alternatives ?? []));
+    }
+    return { ...unsupported, alternatives: transport.length > 0 ? transport : undefined };
+  }
+
   function expectMcp(req: WireRequest, ctx: OracleContext, depth = 0): Expectation {
+    if (depth === 0 && ctx.handshakeOnly) return expectHandshakeOnly(req, ctx);
     let e = expect(req, ctx);
     const mpv = header(req, H.protocolVersion ?? 'MCP-Protocol-Version');
-    let msg: unknown;
-    try {
-      msg = JSON.parse((req.body ?? '').replace(/^\ufeff/, ''));
-    } catch {
-      msg = undefined;
-    }
+    const msg = parsedBody(req);
     const m = isObject(msg) ? msg : undefined;
     const reqId = m && 'method' in m && isValidId(m.id) ? (m.id as JsonRpcId) : null;
     const anyError = (why: string, extra: Partial<Expectation> = {}): Expectation => ({ ...e, code: undefined, errorData: undefined, headers: undefined, alternatives: undefined, why, ...extra });
@@ -615,6 +685,12 @@ export function createOracle(spec: Spec, options: OracleOptions = {}): Oracle {
     // Posted responses the server does not take: "an HTTP error status code (e.g., 400 Bad Request)",
     // the body "MAY comprise a JSON-RPC error response that has no id".
     if (e.rule === 'POSTED-RESPONSE' && e.body === 'error') e = orElse(e, anyError('MCP: a posted response the server cannot accept gets HTTP 400 with any error', { id: null }));
+    // MCP Tools, Error Handling: "errors in _finding_ the tool ... should be reported as an MCP error
+    // response" (a recommendation, no MUST), so an unknown tool reported as a tool result with isError
+    // true is acceptable too.
+    if (e.rule === 'TOOL-KNOWN' && e.body === 'error' && method === 'tools/call' && m && isObject(m.params) && typeof m.params.name === 'string' && !tools.has(m.params.name) && (m.params.arguments === undefined || isObject(m.params.arguments))) {
+      e = orElse(e, { rule: 'TOOL-KNOWN', dialect: e.dialect, version: e.version, http: 200, body: 'result', id: reqId, result: { kind: 'tool-error' }, mayStream: true, why: 'MCP Tools: an unknown tool "should" be an MCP error response; a tool result with isError true is not forbidden' });
+    }
     // Every MCP revision's schema types _meta as an object, so a request whose _meta is not one is no
     // valid request object: Invalid Request (-32600) fits as well as Invalid params (MCP's -32602 rule
     // names missing fields).
@@ -697,10 +773,13 @@ export function createOracle(spec: Spec, options: OracleOptions = {}): Oracle {
    */
   function refusalCredits(e: Expectation, req: WireRequest, ctx: OracleContext, method: string | undefined, reqId: JsonRpcId | null): Expectation {
     const refusal = (rule: string, why: string): Expectation => ({ rule, dialect: 'none', http: 403, body: 'any', anyClientError: true, why });
+    // Credited only where the server does refuse this Host/Origin on a plain request too (probed by run.ts):
+    // otherwise a 4xx answer is the server's verdict on something else, judged by its own rule.
+    const credit = ctx.hostOriginRefused !== false;
     const hostValue = header(req, H.host ?? 'Host');
-    if (hostValue !== undefined && hostValue !== ctx.url.host) e = orElse(e, refusal('HOST', `MCP: a server may refuse a Host other than its own ${ctx.url.host} (DNS-rebinding protection) with a 4xx and any body`));
+    if (credit && hostValue !== undefined && !isOwnHost(hostValue, ctx.url)) e = orElse(e, refusal('HOST', `MCP: a server may refuse a Host other than its own ${ctx.url.host} (DNS-rebinding protection) with a 4xx and any body`));
     const origin = header(req, H.origin ?? 'Origin');
-    if (origin !== undefined && origin !== ctx.url.origin) e = orElse(e, refusal('ORIGIN', `MCP: a server may refuse an Origin other than ${ctx.url.origin} with 403 and any body`));
+    if (credit && origin !== undefined && origin !== ctx.url.origin) e = orElse(e, refusal('ORIGIN', `MCP: a server may refuse an Origin other than ${ctx.url.origin} with 403 and any body`));
     if (e.body === 'error' && e.http === 403 && (e.rule === 'HOST' || e.rule === 'ORIGIN')) e = orElse(e, { ...refusal(e.rule, `MCP names only HTTP 403 here; the body MAY be a JSON-RPC error`), anyClientError: undefined });
     // RFC 8259 §8.1: a parser "MAY ignore the presence of a byte order mark rather than treating it as an
     // error", so refusing a body behind one as a parse error is allowed too.
@@ -723,6 +802,15 @@ export function createOracle(spec: Spec, options: OracleOptions = {}): Oracle {
 const PUBLISHED_REVISIONS = ['2024-11-05'];
 /** Methods MCP 2026-07-28 defines that a server may implement or refuse per its capabilities (MCP mode). */
 const OPTIONAL_MODERN_METHODS = ['subscriptions/listen', 'prompts/list', 'prompts/get', 'resources/list', 'resources/read', 'resources/templates/list', 'completion/complete'];
+
+/** The JSON value of `req`'s body behind at most one byte order mark, or undefined when it is no JSON. */
+function parsedBody(req: WireRequest): unknown {
+  try {
+    return JSON.parse((req.body ?? '').replace(/^\ufeff/, ''));
+  } catch {
+    return undefined;
+  }
+}
 
 /** `req` with `params._meta` removed from its body (`m`, the parsed body), or `req` itself when it has none. */
 function withoutMeta(req: WireRequest, m: Record<string, unknown> | undefined): WireRequest {

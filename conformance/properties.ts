@@ -16,6 +16,7 @@ import {
   validIdArb,
   invalidIdArb,
   boundaryIdArb,
+  SAFE_EDGE_IDS,
   type BodyDraft,
   type Draft,
   type GenContext,
@@ -42,8 +43,16 @@ export function properties(): PropertyDef[] {
   return [
     {
       rule: 'HOST',
-      title: 'Host: URL host, loopback names with any port, foreign names',
-      arb: (g) => draftArb(g, { host: dimensions(g).host.all }),
+      title: 'Host: URL host, loopback names with any port, foreign names, the URL host respelled',
+      // The URL's own host in other letter cases is its own Host (RFC 9110 §4.2.3), to be served in every
+      // profile (issue 30 item 4); drawn as often as each other kind of Host.
+      arb: (g) =>
+        draftArb(g, {
+          host: fc.oneof(
+            { arbitrary: dimensions(g).host.all, weight: 4 },
+            fc.constantFrom(g.url.host.toUpperCase(), [...g.url.host].map((c, i) => (i % 2 === 0 ? c.toUpperCase() : c.toLowerCase())).join('')).map((value): Draft['host'] => ({ kind: 'value', value })),
+          ),
+        }),
     },
     {
       rule: 'ORIGIN',
@@ -102,32 +111,47 @@ export function properties(): PropertyDef[] {
       rule: 'JSONRPC-SHAPE',
       title: 'ids (null, fractions, booleans, objects, arrays, integers on both sides of 2^53-1), jsonrpc member, method (incl. "") and params types, non-object JSON',
       arb: (g) =>
-        draftArb(g, {
-          body: fc.oneof(
-            // Settled edges: safe integers beyond 32 bits are echoed, integers beyond 2^53-1 are refused with id
-            // null, an empty method is -32600 (requests echo their id).
-            {
-              arbitrary: message(
-                messageArb(g, {
-                  kind: fc.constantFrom('request', 'request', 'notification', 'response'),
-                  id: fc.oneof({ arbitrary: boundaryIdArb, weight: 3 }, { arbitrary: validIdArb, weight: 1 }),
-                  methods: fc.oneof(fc.constant(''), fc.constantFrom(...g.spec.protocol.methods.filter((m) => m.kind === 'request').map((m) => m.method))),
-                }),
+        fc.oneof(
+          // Safe integer ids beyond 32 bits on otherwise valid requests (a supported version, a named method), so
+          // that every seed sends several whose answer must echo the id (issue 30 item 4: a server refusing
+          // them is found by this property on its own, not only when the other draws happen to reach it).
+          {
+            arbitrary: draftArb(g, {
+              mpv: fc.oneof(dimensions(g).mpv.modern, dimensions(g).mpv.handshake),
+              body: message(messageArb(g, { kind: fc.constant('request'), id: fc.constantFrom(...SAFE_EDGE_IDS), methods: fc.constantFrom(...g.spec.protocol.methods.filter((m) => m.kind === 'request').map((m) => m.method)) })),
+            }),
+            weight: 1,
+          },
+          {
+            weight: 3,
+            arbitrary: draftArb(g, {
+              body: fc.oneof(
+                // Settled edges: safe integers beyond 32 bits are echoed, integers beyond 2^53-1 are refused with id
+                // null, an empty method is -32600 (requests echo their id).
+                {
+                  arbitrary: message(
+                    messageArb(g, {
+                      kind: fc.constantFrom('request', 'request', 'notification', 'response'),
+                      id: fc.oneof({ arbitrary: boundaryIdArb, weight: 3 }, { arbitrary: validIdArb, weight: 1 }),
+                      methods: fc.oneof(fc.constant(''), fc.constantFrom(...g.spec.protocol.methods.filter((m) => m.kind === 'request').map((m) => m.method))),
+                    }),
+                  ),
+                  weight: 3,
+                },
+                message(
+                  messageArb(g, {
+                    kind: fc.constantFrom('request', 'notification', 'response'),
+                    id: fc.oneof(validIdArb, invalidIdArb),
+                    jsonrpc: fc.constantFrom<MessageDraft['jsonrpc']>({ present: true, value: '2.0' }, { present: false }, { present: true, value: '1.0' }, { present: true, value: 2 }, { present: true, value: null }),
+                    shapeNoise: true,
+                    response: fc.constantFrom('result', 'error', 'both', 'neither'),
+                  }),
+                ),
+                fc.constantFrom<unknown>(42, 'tools/list', null, true, { foo: 1 }, {}).map((value): BodyDraft => ({ kind: 'json', value })),
               ),
-              weight: 3,
-            },
-            message(
-              messageArb(g, {
-                kind: fc.constantFrom('request', 'notification', 'response'),
-                id: fc.oneof(validIdArb, invalidIdArb),
-                jsonrpc: fc.constantFrom<MessageDraft['jsonrpc']>({ present: true, value: '2.0' }, { present: false }, { present: true, value: '1.0' }, { present: true, value: 2 }, { present: true, value: null }),
-                shapeNoise: true,
-                response: fc.constantFrom('result', 'error', 'both', 'neither'),
-              }),
-            ),
-            fc.constantFrom<unknown>(42, 'tools/list', null, true, { foo: 1 }, {}).map((value): BodyDraft => ({ kind: 'json', value })),
-          ),
-        }),
+            }),
+          },
+        ),
     },
     {
       rule: 'VERSION-HEADER',

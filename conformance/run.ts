@@ -8,7 +8,7 @@ import fc from 'fast-check';
 import { render, type Draft, type GenContext } from './arbitraries';
 import { examples, type ExampleDef } from './examples';
 import { createClient, DEFAULT_RETRY, formatRequest, formatResponse, type WireClient, type WireRequest, type WireResponse } from './http';
-import { createOracle, isObject, type Expectation } from './oracle';
+import { createOracle, isObject, isOwnHost, type Expectation, type OracleContext } from './oracle';
 import { knownRules, parseProfiles, profileOf, PROFILES, type Profile } from './profiles';
 import { properties, type PropertyDef } from './properties';
 import { DEFAULT_SPEC_DIR, loadSpec, withServerCatalogue, type JsonSchema, type Spec } from './spec';
@@ -96,6 +96,8 @@ export interface RunReport {
   profiles: Profile[];
   /** Where the tool catalogue came from: the contract's spec files, or the server's own tools/list. */
   catalogue: 'contract' | 'server';
+  /** MCP mode: true when the server refused a 2026-07-28 server/discover and was judged by the handshake-era revisions alone. */
+  handshakeOnly?: boolean;
 }
 
 /** Stable per-property seed: the base seed mixed with the rule id, so filtering rules does not change it. */
@@ -167,18 +169,27 @@ export async function runConformance(opts: RunOptions): Promise<RunReport> {
     /** True when `res` meets `e` or an alternative in its outcome and in every generic rule (MCP's reading). */
     const mcpAccepts = (e: Expectation, res: WireResponse): boolean => [e, ...(e.alternatives ?? [])].some((x) => violations(spec, x, res).every((v) => !(v.outcome || generic(v.rule))));
     const g: GenContext = { spec, oracle, url, apiKey: opts.apiKey };
-    const ctx = { url, apiKey: opts.apiKey };
+    const ctx: OracleContext = { url, apiKey: opts.apiKey };
+    const refusedProbe = hostOriginProbe(client, contractSpec, url, opts.apiKey);
+    const mcpMode = mcpOracle !== undefined || !profiles.includes('interlock-v1');
+    // MCP mode: a server that answers a complete 2026-07-28 server/discover without a result implements only the
+    // handshake-era revisions, and is judged by them (issue 30 item 5: SDK v1, DBHub, Toolbox).
+    if (mcpMode) ctx.handshakeOnly = await handshakeOnly(client, contractSpec, opts.apiKey);
 
     const exchange = async (req: WireRequest) => {
-      const exp = oracle.expect(req, ctx);
+      // MCP mode credits a Host/Origin refusal only where the server refuses that Host/Origin on a plain request too.
+      const rctx = mcpMode ? { ...ctx, hostOriginRefused: await refusedProbe(req) } : ctx;
+      const exp = oracle.expect(req, rctx);
       const res = await client.send(req);
       const verdict = judge(spec, exp, res, inProfile);
       // Outcome violations of a success expectation (results.*) are charged to the aimed rule, which may be generic.
       const genericFinding = (v: Violation): boolean => generic(v.rule) || (v.outcome === true && !spec.checkIds.includes(v.rule));
-      const mcpExp = mcpOracle?.expect(req, ctx);
+      const mcpExp = mcpOracle?.expect(req, rctx);
       // An answer MCP reads as a Host or Origin refusal is evidence for no other rule (issue 30 item 2):
       // whatever the contract expected instead, the finding is the contract's stricter choice.
-      const hostRefusal = mcpExp !== undefined && [mcpExp, ...(mcpExp.alternatives ?? [])].some((x) => (x.rule === 'HOST' || x.rule === 'ORIGIN') && violations(spec, x, res).every((v) => !(v.outcome || generic(v.rule))));
+      // The same for a body behind a byte order mark refused as a parse error (RFC 8259 §8.1 permits it).
+      const bom = (req.body ?? '').startsWith('\ufeff');
+      const hostRefusal = mcpExp !== undefined && [mcpExp, ...(mcpExp.alternatives ?? [])].some((x) => (x.rule === 'HOST' || x.rule === 'ORIGIN' || (bom && x.rule === 'JSON')) && violations(spec, x, res).every((v) => !(v.outcome || generic(v.rule))));
       if (mcpExp && verdict.violations.length > 0 && (hostRefusal || (verdict.violations.some(genericFinding) && mcpAccepts(mcpExp, res)))) {
         verdict.violations = verdict.violations.map((v) => (hostRefusal || genericFinding(v) ? { rule: 'interlock.strict', message: `[${v.rule}] ${v.message} (the contract's stricter choice; MCP permits this answer)` } : v));
       }
@@ -292,8 +303,8 @@ export async function runConformance(opts: RunOptions): Promise<RunReport> {
     const failures = checks.filter((c) => !c.passed).length;
     const passed = checks.filter((c) => c.passed && !c.skipped).length;
     const skipped = checks.filter((c) => c.skipped).length;
-    log(`${passed} passed, ${failures} failed${skipped ? `, ${skipped} skipped` : ''} (profiles ${profiles.join(', ')}; seed ${seed}, ${numRuns} runs per property)`);
-    return { checks, failures, seed, numRuns, profiles, catalogue: spec.contractCatalogue ? 'contract' : 'server' };
+    log(`${passed} passed, ${failures} failed${skipped ? `, ${skipped} skipped` : ''} (profiles ${profiles.join(', ')}; seed ${seed}, ${numRuns} runs per property${ctx.handshakeOnly ? '; the server answered a 2026-07-28 server/discover without a result, so it was judged by the handshake-era revisions' : ''})`);
+    return { checks, failures, seed, numRuns, profiles, catalogue: spec.contractCatalogue ? 'contract' : 'server', handshakeOnly: ctx.handshakeOnly };
   } finally {
     client.close();
   }
@@ -304,14 +315,7 @@ export async function runConformance(opts: RunOptions): Promise<RunReport> {
  * is stateless). Throws when the answer holds no tools array.
  */
 export async function serverTools(client: WireClient, spec: Spec, apiKey?: string): Promise<Array<{ name: string; inputSchema?: JsonSchema }>> {
-  const version = spec.protocol.versions.handshake[spec.protocol.versions.handshake.length - 1]!;
-  const headers: Array<[string, string]> = [
-    ['Content-Type', 'application/json'],
-    ['Accept', 'application/json, text/event-stream'],
-    [spec.protocol.headers.protocolVersion ?? 'MCP-Protocol-Version', version],
-  ];
-  if (apiKey) headers.push([spec.protocol.headers.authorization ?? 'Authorization', `Bearer ${apiKey}`]);
-  const res = await client.send({ method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }) });
+  const res = await client.send(toolsListRequest(spec, apiKey));
   let message: unknown;
   try {
     const sse = (res.headers['content-type'] ?? '').toLowerCase().startsWith('text/event-stream');
@@ -322,6 +326,78 @@ export async function serverTools(client: WireClient, spec: Spec, apiKey?: strin
   const tools = isObject(message) && isObject(message.result) ? message.result.tools : undefined;
   if (!Array.isArray(tools)) throw new Error(`conformance: tools/list of the server under test answered HTTP ${res.status} without a tools array; cannot run the mcp-stateless profile on its catalogue`);
   return tools.filter(isObject).filter((t) => typeof t.name === 'string').map((t) => ({ name: t.name as string, inputSchema: isObject(t.inputSchema) ? (t.inputSchema as JsonSchema) : undefined }));
+}
+
+/**
+ * Issue 30 item 4: whether the server refuses a request's Host and Origin as such. For a request whose
+ * Host is not the URL's own (case-insensitive, `isOwnHost`) or whose Origin is not exactly the URL's
+ * origin, the returned function sends a plain tools/list (as `serverTools` does) carrying that Host and
+ * Origin, once per pair, and answers true when it gets a 4xx while the same tools/list with the own Host
+ * and no Origin is served (2xx); false when both are served; undefined when the request has its own Host
+ * and no foreign Origin, or when the plain tools/list is not served at all (nothing to compare).
+ */
+export function hostOriginProbe(client: WireClient, spec: Spec, url: URL, apiKey?: string): (req: WireRequest) => Promise<boolean | undefined> {
+  const H = spec.protocol.headers;
+  const cache = new Map<string, Promise<boolean | undefined>>();
+  const base = toolsListRequest(spec, apiKey);
+  const plain = (extra: Array<[string, string]>) => client.send({ ...base, headers: [...base.headers, ...extra] }).then((r) => r.status);
+  const ok = (status: number) => status >= 200 && status < 300;
+  let baseline: Promise<number> | undefined;
+  return async (req) => {
+    const host = req.headers.find(([k]) => k.toLowerCase() === (H.host ?? 'Host').toLowerCase())?.[1];
+    const origin = req.headers.find(([k]) => k.toLowerCase() === (H.origin ?? 'Origin').toLowerCase())?.[1];
+    const foreignHost = host !== undefined && !isOwnHost(host, url);
+    const foreignOrigin = origin !== undefined && origin !== url.origin;
+    if (!foreignHost && !foreignOrigin) return undefined;
+    const key = JSON.stringify([host ?? null, origin ?? null]);
+    let answer = cache.get(key);
+    if (!answer) {
+      const extra: Array<[string, string]> = [];
+      if (host !== undefined) extra.push([H.host ?? 'Host', host]);
+      if (origin !== undefined) extra.push([H.origin ?? 'Origin', origin]);
+      answer = (async () => {
+        baseline ??= plain([]);
+        if (!ok(await baseline)) return undefined;
+        const status = await plain(extra);
+        return ok(status) ? false : status >= 400 && status < 500 ? true : undefined;
+      })();
+      cache.set(key, answer);
+    }
+    return answer;
+  };
+}
+
+/**
+ * True when the server answers a `server/discover` sent as 2026-07-28 clients send it (MCP-Protocol-Version
+ * and Mcp-Method headers, a complete `_meta` envelope) without a result (a 4xx, or a JSON-RPC error such as
+ * -32601): it implements no modern dialect, since 2026-07-28 servers MUST serve discover. False when it
+ * answers with a result.
+ */
+export async function handshakeOnly(client: WireClient, spec: Spec, apiKey?: string): Promise<boolean> {
+  const P = spec.protocol;
+  const modern = P.versions.modern[0]!;
+  const headers: Array<[string, string]> = [
+    ['Content-Type', 'application/json'],
+    ['Accept', 'application/json, text/event-stream'],
+    [P.headers.protocolVersion ?? 'MCP-Protocol-Version', modern],
+    [P.headers.method ?? 'Mcp-Method', 'server/discover'],
+  ];
+  if (apiKey) headers.push([P.headers.authorization ?? 'Authorization', `Bearer ${apiKey}`]);
+  const _meta = { [P.meta.protocolVersion]: modern, [P.meta.clientCapabilities]: {}, [P.meta.clientInfo]: { name: 'interlock-conformance', version: '1.0.0' } };
+  const res = await client.send({ method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'server/discover', params: { _meta } }) });
+  return res.status !== 0 && !/"result"\s*:/.test(res.body);
+}
+
+/** A plain handshake-dialect tools/list (with the key when given): what `serverTools` and `hostOriginProbe` send. */
+function toolsListRequest(spec: Spec, apiKey?: string): WireRequest {
+  const version = spec.protocol.versions.handshake[spec.protocol.versions.handshake.length - 1]!;
+  const headers: Array<[string, string]> = [
+    ['Content-Type', 'application/json'],
+    ['Accept', 'application/json, text/event-stream'],
+    [spec.protocol.headers.protocolVersion ?? 'MCP-Protocol-Version', version],
+  ];
+  if (apiKey) headers.push([spec.protocol.headers.authorization ?? 'Authorization', `Bearer ${apiKey}`]);
+  return { method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }) };
 }
 
 /** The name of a contract-catalogue tool that `req` calls and the tested catalogue lacks, if any. */

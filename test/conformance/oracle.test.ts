@@ -140,6 +140,7 @@ const TABLE: Array<[string, Record<string, unknown>]> = [
   // Settled former open points (HOST, ORIGIN, ACCEPT, JSON byte order mark, JSONRPC-SHAPE ids and empty
   // method, VERSION-HEADER for notifications and responses, TOOL-KNOWN arguments, AUTH schemes, INITIALIZE-PARAMS).
   ["Host LOCALHOST:1 (upper case, another port) → served", { rule: "results.complete", http: 200, result: "tools", id: 1 }],
+  ["Host = the URL’s own host and port in upper case → served", { rule: "results.complete", http: 200, result: "tools", id: 1 }],
   ["Host EVIL.EXAMPLE.COM → 403", { rule: "HOST", http: 403, code: -32600, id: null }],
   ["Origin = own origin in upper case with one trailing slash → served", { rule: "results.complete", http: 200, result: "tools", id: 1 }],
   ["Origin http://LOCALHOST:<port> with Host localhost:<port> → served", { rule: "results.complete", http: 200, result: "tools", id: 1 }],

@@ -53,14 +53,21 @@ export async function startReferenceServer(options: ReferenceOptions = {}): Prom
     }
     void handler(req, res);
   });
+  const running = await listenLoopback(server);
+  own = new URL(running.url).host;
+  return running;
+}
+
+/** Listens on 127.0.0.1 with a random port; the URL is the server's `/mcp`, and `close` also ends open connections. */
+export async function listenLoopback(server: http.Server, onClose?: () => Promise<void>): Promise<ReferenceServer> {
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const port = (server.address() as AddressInfo).port;
-  own = `127.0.0.1:${port}`;
   return {
     url: `http://127.0.0.1:${port}/mcp`,
     close: async () => {
       server.closeAllConnections();
       await new Promise<void>((r) => server.close(() => r()));
+      await onClose?.();
     },
   };
 }

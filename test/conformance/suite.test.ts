@@ -93,6 +93,19 @@ describe('mcp-stateless alone against InterLock', () => {
   }, 300_000);
 });
 
+/**
+ * Issue 30, "Must show": no wrong verdict on InterLock in any profile alone. interlock-v1 alone judges
+ * the contract's own rules (the catalogue, results, AUTH, interlock.strict) and must pass with a key.
+ */
+describe('interlock-v1 alone against InterLock', () => {
+  it('passes every rule with a key', async () => {
+    const lines: string[] = [];
+    const report = await runConformance({ url: server.url, apiKey: server.apiKey, profiles: ['interlock-v1'], numRuns: 30, seed, log: (l) => lines.push(l) });
+    expect({ seed, failures: failuresOf(lines.slice(0, -1)) }).toEqual({ seed, failures: '' });
+    expect({ catalogue: report.catalogue, profiles: report.profiles, failures: report.failures }).toEqual({ catalogue: 'contract', profiles: ['interlock-v1'], failures: 0 });
+  }, 300_000);
+});
+
 describe('interlock-conformance CLI', () => {
   const bin = path.join(__dirname, '..', '..', 'conformance', 'bin', 'interlock-conformance.js');
   const run = (args: string[]): Promise<{ code: number | null; out: string }> =>

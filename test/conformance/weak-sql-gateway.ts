@@ -7,7 +7,7 @@
  * read-only MCP database servers did before they were escaped.
  */
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { listenLoopback } from './sdk-reference';
 import pg from 'pg';
 
 /** A running weak server. */
@@ -67,14 +67,5 @@ export async function startWeakSqlGateway(databaseUrl: string, options: { echo?:
       })();
     });
   });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const port = (server.address() as AddressInfo).port;
-  return {
-    url: `http://127.0.0.1:${port}/mcp`,
-    close: async () => {
-      server.closeAllConnections();
-      await new Promise<void>((r) => server.close(() => r()));
-      await pool.end();
-    },
-  };
+  return listenLoopback(server, () => pool.end());
 }
