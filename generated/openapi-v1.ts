@@ -1161,6 +1161,10 @@ export interface components {
         };
         IdentityDetail: {
             id: string;
+            /** @description Attributes row rules read as identity.<name> (issue 27); present only when there is one. */
+            attributes?: {
+                [key: string]: unknown;
+            };
             name: string;
             disabled: boolean;
             /** Format: date-time */

@@ -50,6 +50,7 @@ export function registerIdentityCommands(program: Command, ctx: CommandContext):
       const lines = [
         `identity ${d.name} (${d.id}): ${d.disabled ? `disabled since ${shortTime(d.disabledAt!)}` : 'enabled'}; last use ${d.lastUsedAt ? shortTime(d.lastUsedAt) : 'never'}`,
         `keys: ${d.keys.active} active of ${d.keys.total}`,
+        ...(d.attributes && Object.keys(d.attributes).length ? [`attributes (row rules read them as identity.<name>): ${Object.entries(d.attributes).map(([k, v]) => `${k}=${JSON.stringify(v)}`).join(' ')}`] : []),
         d.subjects.length ? table(['issuer', 'subject', 'linked', 'last use'], d.subjects.map((x) => [x.issuer, x.subject, shortTime(x.createdAt), x.lastUsedAt ? shortTime(x.lastUsedAt) : 'never'])) : 'token subjects: none',
         d.grants.length ? table(['source', 'role', 'granted by'], d.grants.map((g) => [g.source, g.role, g.grantedBy === 'claims' ? 'token claims' : 'operator'])) : 'grants: none',
       ];

@@ -28,7 +28,7 @@ export function registerRoleCommands(program: Command, ctx: CommandContext): voi
       const s = ctx.session(cmd);
       const r = await (await s.backend()).getRole(name);
       s.print(
-        [`role ${r.name}${r.description ? `: ${r.description}` : ''}`, ...(r.audiences.length ? [`audiences: ${r.audiences.join(', ')}`] : []), '', table(['effect', 'action', 'resource'], r.statements.map((x) => [x.effect, x.action, x.resource]))].join('\n'),
+        [`role ${r.name}${r.description ? `: ${r.description}` : ''}`, ...(r.audiences.length ? [`audiences: ${r.audiences.join(', ')}`] : []), '', r.statements.some((x) => 'rows' in x && x.rows) ? table(['effect', 'action', 'resource', 'rows'], r.statements.map((x) => [x.effect, x.action, x.resource, ('rows' in x && x.rows) || ''])) : table(['effect', 'action', 'resource'], r.statements.map((x) => [x.effect, x.action, x.resource]))].join('\n'),
         r,
       );
     });

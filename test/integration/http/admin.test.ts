@@ -125,6 +125,10 @@ describe('resources', () => {
     expect(attrs.status).toBe(200);
     expect(attrs.json.attributes).toEqual({ employee_id: 3, regions: ['eu'] });
     expect((await admin('PATCH', '/identities/api-agent/attributes', { attributes: { regions: null } })).json.attributes).toEqual({ employee_id: 3 });
+    // The detail of an identity with attributes carries them, and matches the OpenAPI schema (IdentityDetail).
+    const withAttrs = await admin('GET', '/identities/api-agent');
+    expect(withAttrs.status).toBe(200);
+    expect(withAttrs.json.attributes).toEqual({ employee_id: 3 });
     const badAttr = await admin('PATCH', '/identities/api-agent/attributes', { attributes: { 'Bad-Name': 1 } });
     expect(badAttr.status).toBe(400);
     expect(badAttr.json.code).toBe('validation_failed');
