@@ -29,6 +29,7 @@ import {
   parseRowPredicate,
   quoteIdent,
   renderRowPredicate,
+  attributeFitsType,
   RowPredicateError,
   RowPredicateTableError,
   type RowPredicate,
@@ -165,8 +166,9 @@ export function planRowRules(input: RowRuleInput): RowRuleDecision {
         refusal = unenforceable(`the row rule of ${term.resource} in role ${term.role} is invalid: ${p.message}`);
         return null;
       }
+      const bindTypes: Array<[string, string]> = [];
       try {
-        parts.push(renderRowPredicate(p, (c) => types.get(c)));
+        parts.push(renderRowPredicate(p, (c) => types.get(c), (a, t) => bindTypes.push([a, t])));
       } catch (err) {
         if (!(err instanceof RowPredicateTableError)) throw err;
         refusal = unenforceable(`the row rule of ${term.resource} in role ${term.role} cannot apply to ${rel.schema}.${rel.name}: ${err.message}`);
@@ -182,6 +184,13 @@ export function planRowRules(input: RowRuleInput): RowRuleDecision {
           }
           settings.set(prefix + a, value);
         }
+      }
+      // A value the column's type would not accept (an operator's typo, e.g. employee_id=abc) refuses
+      // the caller here, not as a failure of the agent's statement.
+      const unfit = bindTypes.find(([a, t]) => !attributeFitsType(input.attributes?.[a], t));
+      if (unfit) {
+        refusal = { kind: 'refused', outcome: { kind: 'refusal', code: 'row_rule_attribute_missing', message: `A row rule on a table this statement reads compares the identity attribute "${unfit[0]}" with a column of type ${unfit[1]}, and this identity's value is not of that type, so the table is unreadable for it; an operator can correct the attribute.` }, reason: `attribute ${unfit[0]} not a ${unfit[1]}` };
+        return null;
       }
     }
     const sql = parts.length === 1 ? parts[0] : `(${parts.join(' OR ')})`;

@@ -207,8 +207,10 @@ export class RowPredicateTableError extends Error {}
  * each `identity.<attr>` as `current_setting('interlock.attr.<attr>', true)` cast to the type of
  * the column it is compared with (text elsewhere; an array of it under `ANY`). Throws
  * RowPredicateTableError for a column the table lacks or a column type that cannot take a bound value.
+ * `onBind(attr, type)` is told the type each attribute's value is cast to (the element type for a list
+ * under `ANY`), so the caller can check the value before it is bound (attributeFitsType).
  */
-export function renderRowPredicate(p: RowPredicate, types: ColumnTypes): string {
+export function renderRowPredicate(p: RowPredicate, types: ColumnTypes, onBind?: (attr: string, type: string) => void): string {
   const colType = (name: string): string => {
     const dt = types(name);
     if (dt === undefined) throw new RowPredicateTableError(`the table has no column ${JSON.stringify(name)} named by its row rule`);
@@ -224,6 +226,7 @@ export function renderRowPredicate(p: RowPredicate, types: ColumnTypes): string 
         colType(n.name);
         return quoteIdent(n.name);
       case 'attr':
+        onBind?.(n.name, ctx ?? 'text');
         return setting(n.name, ctx ?? 'text');
       case 'const':
         return n.sql;
@@ -231,6 +234,7 @@ export function renderRowPredicate(p: RowPredicate, types: ColumnTypes): string 
         return `(${r(n.l, typeOf(n.r))} OPERATOR(pg_catalog.${n.op}) ${r(n.r, typeOf(n.l))})`;
       case 'any': {
         const t = typeOf(n.l);
+        onBind?.(n.attr, t ?? 'text');
         return `(${r(n.l, null)} OPERATOR(pg_catalog.=) ANY ((pg_catalog.current_setting(${stringLiteral(LIST_SETTING_PREFIX + n.attr)}, true)::${t ?? 'text'}[])))`;
       }
       case 'in': {
@@ -268,4 +272,39 @@ export function attributeListText(value: unknown): string | null {
   const items = (Array.isArray(value) ? value : [value]).map(attributeText);
   if (items.some((i) => i === null)) return null;
   return '{' + items.map((i) => '"' + i!.replace(/\\/g, '\\\\').replace(/"/g, '\\"') + '"').join(',') + '}';
+}
+
+const INTEGER_RANGES: Record<string, readonly [bigint, bigint]> = {
+  smallint: [-32768n, 32767n],
+  int2: [-32768n, 32767n],
+  integer: [-2147483648n, 2147483647n],
+  int4: [-2147483648n, 2147483647n],
+  bigint: [-9223372036854775808n, 9223372036854775807n],
+  int8: [-9223372036854775808n, 9223372036854775807n],
+};
+
+/**
+ * Whether an attribute value (a scalar, or each element of a list) can be cast to `type` as
+ * PostgreSQL's input function would take it, for the types whose input is simple to decide here:
+ * the integer types (digits, in range), `numeric`, `boolean` and `uuid`. Any other type answers
+ * true (the server decides). An operator's value of the wrong type then refuses the caller with
+ * `row_rule_attribute_missing` instead of failing the agent's statement (issue 27).
+ */
+export function attributeFitsType(value: unknown, type: string): boolean {
+  const items = Array.isArray(value) ? value : [value];
+  return items.every((v) => {
+    const text = attributeText(v);
+    if (text === null) return false;
+    const t = text.trim();
+    const range = INTEGER_RANGES[type];
+    if (range) {
+      if (!/^[+-]?[0-9]+$/.test(t)) return false;
+      const n = BigInt(t);
+      return n >= range[0] && n <= range[1];
+    }
+    if (type === 'numeric') return /^[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$/.test(t) || /^[+-]?(?:nan|infinity|inf)$/i.test(t);
+    if (type === 'boolean') return /^(?:t|tr|tru|true|f|fa|fal|fals|false|y|ye|yes|n|no|on|of|off|1|0)$/i.test(t) && !/^o$/i.test(t);
+    if (type === 'uuid') return /^\{?[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}\}?$/i.test(t);
+    return true;
+  });
 }

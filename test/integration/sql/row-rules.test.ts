@@ -142,6 +142,12 @@ describe('refusals (fail closed)', () => {
     expect(codeOf(await fx.call('rep', undefined, 'SELECT count(*) FROM customer'))).toBe('row_rule_attribute_missing');
     expect(codeOf(await fx.call('rep', { employee_id: null }, 'SELECT count(*) FROM customer'))).toBe('row_rule_attribute_missing');
     expect(codeOf(await fx.call('rep', { employee_id: [1, 2] }, 'SELECT count(*) FROM customer'))).toBe('row_rule_attribute_missing');
+    // A value the compared column's type would not take is not a usable attribute (not a statement failure).
+    const typo = await fx.call('rep', { employee_id: 'abc' }, 'SELECT count(*) FROM customer');
+    expect(codeOf(typo)).toBe('row_rule_attribute_missing');
+    expect(typo.kind === 'refusal' && typo.message).toContain('"employee_id" with a column of type integer');
+    expect(codeOf(await fx.call('rep', { employee_id: '99999999999' }, 'SELECT count(*) FROM customer'))).toBe('row_rule_attribute_missing');
+    expect(codeOf(await fx.call('rep', { employee_id: ' 1 ' }, 'SELECT count(*) FROM customer'))).toBe('ok');
     // Unruled tables stay readable without it.
     expect(codeOf(await fx.call('rep', {}, 'SELECT count(*) FROM invoice'))).toBe('ok');
   });

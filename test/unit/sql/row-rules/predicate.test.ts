@@ -3,6 +3,7 @@
  */
 import { initSqlParser } from '../../../../src/sql/parser';
 import {
+  attributeFitsType,
   attributeListText,
   attributeText,
   bindType,
@@ -102,5 +103,19 @@ describe('attribute values', () => {
     expect(bindType('character(2)')).toBe('bpchar');
     expect(bindType('integer[]')).toBeNull();
     expect(bindType('bit varying(3)')).toBeNull();
+  });
+});
+
+describe('attributeFitsType (issue 27: an operator value of the wrong type refuses the caller, not the statement)', () => {
+  it.each([
+    [3, 'integer', true], ['3', 'integer', true], [' -7 ', 'integer', true], ['abc', 'integer', false], ['1.5', 'integer', false],
+    ['2147483647', 'integer', true], ['2147483648', 'integer', false], ['-32768', 'smallint', true], ['32768', 'smallint', false],
+    ['9223372036854775807', 'bigint', true], ['9223372036854775808', 'bigint', false], [[1, 2, '3'], 'integer', true], [[1, 'x'], 'integer', false],
+    ['1.5e3', 'numeric', true], ['.5', 'numeric', true], ['NaN', 'numeric', true], ['1,5', 'numeric', false],
+    [true, 'boolean', true], ['yes', 'boolean', true], ['of', 'boolean', true], ['o', 'boolean', false], ['maybe', 'boolean', false],
+    ['a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 'uuid', true], ['{a0eebc999c0b4ef8bb6d6bb9bd380a11}', 'uuid', true], ['not-a-uuid', 'uuid', false],
+    ['anything', 'text', true], ['2026-12-03', 'date', true], [null, 'integer', false], [{ a: 1 }, 'text', false],
+  ])('%j as %s → %s', (value, type, fits) => {
+    expect(attributeFitsType(value, type)).toBe(fits);
   });
 });
