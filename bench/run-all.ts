@@ -110,6 +110,10 @@ export function summaryRows(results: Row[]): string[][] {
     const tl8 = tb.toolsList as { ratio: number };
     out.push(['8 tools/list vs Toolbox c=8', `${fx(tl8.ratio)}×`, '≥ 1.0×', verdict(tl8.ratio >= 1)]);
   }
+  const rr = by.get('12-row-rules');
+  if (rr) {
+    for (const r of rr.rows as Row[]) out.push([`12 ruled point read vs unruled c=${r.concurrency}`, `${fx(num(r.ratio))}×; p50 ${fx(num(r.ruled_p50_ms))} vs ${fx(num(r.unruled_p50_ms))} ms`, '≥ 0.9×', verdict(num(r.ratio) >= 0.9)]);
+  }
   return out;
 }
 
