@@ -171,9 +171,7 @@ async function diagnose(env: BenchEnv, genres: number[], ids: number[], expected
   const viewSql = POINT_SQL.replace('FROM track', `FROM interlock_rows."${view}" AS "track"`);
   const plain = new pg.Pool({ ...env.reader, max: SOURCE_POOL_SIZE, application_name: 'interlock-bench-direct' });
   const boundOnce = new pg.Pool({ ...env.reader, max: SOURCE_POOL_SIZE, application_name: 'interlock-bench-direct-view' });
-  boundOnce.on('connect', (c) => {
-    c.query(BIND_SETTINGS, [[setting], [value]]).catch(() => undefined);
-  });
+  const bound = new WeakSet<pg.PoolClient>();
   const loop = (c: number, read: (id: number) => Promise<Array<Record<string, unknown>>>, who: string) =>
     closedLoop({
       concurrency: c,
@@ -189,7 +187,28 @@ async function diagnose(env: BenchEnv, genres: number[], ids: number[], expected
     return await interleave(
       [
         { name: 'pg table', run: (c) => ledger.metered(meter, 'pg table', c, () => loop(c, async (id) => (await plain.query(POINT_SQL, [id])).rows, 'pg table')) },
-        { name: 'pg view, bound once', run: (c) => ledger.metered(meter, 'pg view, bound once', c, () => loop(c, async (id) => (await boundOnce.query(viewSql, [id])).rows, 'pg view, bound once')) },
+        {
+          name: 'pg view, bound once',
+          run: (c) =>
+            ledger.metered(meter, 'pg view, bound once', c, () =>
+              loop(
+                c,
+                async (id) => {
+                  const cl = await boundOnce.connect();
+                  try {
+                    if (!bound.has(cl)) {
+                      await cl.query(BIND_SETTINGS, [[setting], [value]]);
+                      bound.add(cl);
+                    }
+                    return (await cl.query(viewSql, [id])).rows;
+                  } finally {
+                    cl.release();
+                  }
+                },
+                'pg view, bound once',
+              ),
+            ),
+        },
         {
           name: 'pg view, bound per read',
           run: (c) =>
