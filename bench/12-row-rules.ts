@@ -95,8 +95,8 @@ async function runPointReads(url: string, apiKey: string, who: string, c: number
   }
 }
 
-/** Checks, before timing, that both sides answer alike and that the rule is applied (a one-genre identity sees only its genre). */
-async function preflight(url: string, keys: { unruled: string; ruled: string; oneGenre: string }, genreOf: Map<number, number>, expected: Map<number, string>, oneGenre: number): Promise<void> {
+/** Checks, before timing, that both sides answer alike and that the rule is applied (a one-genre identity sees only its genre); returns what the one-genre identity saw. Throws on any difference. */
+async function preflight(url: string, keys: { unruled: string; ruled: string; oneGenre: string }, genreOf: Map<number, number>, expected: Map<number, string>, oneGenre: number): Promise<string> {
   const clients = Object.fromEntries(Object.entries(keys).map(([k, v]) => [k, new McpHttpClient(url, { apiKey: v, maxSockets: 1 })])) as Record<keyof typeof keys, McpHttpClient>;
   try {
     for (const id of [1, 42, 3503]) {
@@ -115,6 +115,7 @@ async function preflight(url: string, keys: { unruled: string; ruled: string; on
     if (hidden.rows.length !== 0) throw new Error(`the rule is not applied: the one-genre identity read track ${other} of genre ${genreOf.get(other)}`);
     const n = (await callPoint(clients.oneGenre, 0, count)).rows[0]?.n;
     if (n !== inGenre.length) throw new Error(`the rule is not applied: the one-genre identity counts ${String(n)} tracks, expected ${inGenre.length}`);
+    return `the one-genre identity (genre ${oneGenre}) read track ${other} (genre ${genreOf.get(other)}) as no row and counted ${inGenre.length} of ${expected.size} tracks`;
   } finally {
     for (const c of Object.values(clients)) c.close();
   }
@@ -268,8 +269,8 @@ async function main(): Promise<void> {
     const meter = pointReadMeter(env, [gw.pid]);
     const ledger = new CpuLedger();
     try {
-      await preflight(gw.url, keys, genreOf, expected, oneGenre);
-      console.log(`preflight: both sides return the expected rows; the one-genre identity (genre ${oneGenre}) sees only its genre's tracks`);
+      const seen = await preflight(gw.url, keys, genreOf, expected, oneGenre);
+      console.log(`preflight: both sides return the expected rows and count every track; ${seen}`);
       const counts = { unruled: { cached: 0, checked: 0 }, ruled: { cached: 0, checked: 0 } };
       const res = await interleave(
         (['unruled', 'ruled'] as const).map((side) => ({
