@@ -161,9 +161,17 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
     // Row rules are planned on the catalogue's tree (a partition carries its parent's rule): when the
     // server's tree differs from it, the plan could miss a rule, so the read is refused until a rescan.
     const rowRulesHere = evaluator.hasRowRules(sourceId);
-    const staleTreeRefusal: ToolOutcome = { kind: 'refusal', code: 'row_rule_unenforceable', message: 'A table this statement reads joined or left a partition or inheritance tree after the source was last scanned, so its row rules cannot be proven; an operator can rescan the source.' };
-    if (hier.ok && hier.changed && rowRulesHere) return staleTreeRefusal;
+    if (hier.ok && hier.changed && rowRulesHere) return STALE_TREE_REFUSAL;
     let restrictions = hier.ok ? hier.restrictions : pol.restrictions;
+    /** After a tripped guard or before a cached answer: the full check; an outcome when it refuses, else null (restrictions updated). */
+    const recheck = async (): Promise<ToolOutcome | null> => {
+      guard = null;
+      hier = await fullCheck();
+      if (!hier.ok) return hier.outcome;
+      if (hier.changed && rowRulesHere) return STALE_TREE_REFUSAL;
+      restrictions = hier.restrictions;
+      return null;
+    };
 
     // Row rules (issue 27): refusals first (before a write is queued), the rewrite with the final text below.
     const rowInput = { evaluator, sourceId, analysis, catalog, attributes: identity.attributes, sql };
@@ -193,11 +201,8 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
       const hit = key ? deps.cache.get(key) : undefined;
       if (hit && guard) {
         // A cached answer skips the read that carries the guard: check first.
-        guard = null;
-        hier = await fullCheck();
-        if (!hier.ok) return hier.outcome;
-        if (hier.changed && rowRulesHere) return staleTreeRefusal;
-        restrictions = hier.restrictions;
+        const refused = await recheck();
+        if (refused) return refused;
         continue;
       }
       if (hit) {
@@ -235,11 +240,8 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
       }
       if (read.guardTripped) {
         // Some relation may now sit in a tree: the statement did not run. Decide on the live tree, read again.
-        guard = null;
-        hier = await fullCheck();
-        if (!hier.ok) return hier.outcome;
-        if (hier.changed && rowRulesHere) return staleTreeRefusal;
-        restrictions = hier.restrictions;
+        const refused = await recheck();
+        if (refused) return refused;
         continue;
       }
 
@@ -253,6 +255,12 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
     }
   };
 }
+
+/**
+ * A caller with row rules reading a table whose partition or inheritance tree changed since the scan:
+ * the rewrite was planned on the catalogue's tree and could miss a parent's rule (issue 27).
+ */
+const STALE_TREE_REFUSAL: ToolOutcome = { kind: 'refusal', code: 'row_rule_unenforceable', message: 'A table this statement reads joined or left a partition or inheritance tree after the source was last scanned, so its row rules cannot be proven; an operator can rescan the source.' };
 
 /**
  * Step 3 uncached: parse and analyse `sql` against the catalog within the source's complexity limits
