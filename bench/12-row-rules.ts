@@ -6,7 +6,8 @@
  * - `unruled`: its role allows `public.track` with no `rows`;
  * - `ruled`: its role allows `public.track` with `rows: "genre_id = ANY(identity.genres)"` and its
  *   `genres` attribute lists every genre, so it reads the same rows through InterLock's row view
- *   (the extra `set_config` round trip per call, the view's WHERE, the rewrite in the gateway).
+ *   (the attribute bound by `set_config(…, true)` in the read's own round trip, the view's WHERE,
+ *   the rewrite in the gateway, cached per statement).
  *
  * The sides alternate at each concurrency, round after round (`interleave`), and every answer must
  * be exactly the expected row (the row `pg` returns for that id, compared as JSON), or the run
@@ -17,7 +18,8 @@
  * bench process, on a pool as large as the gateway's reader pool: the point read on the table, the
  * same read through the row view with the attribute bound once per connection, and through the
  * view with the attribute bound by one `set_config` query before every read (what the gateway's
- * reader does, src/sources/postgres/read.ts).
+ * reader did before it bound in the statement's own Sync; `pg` cannot send both in one round trip:
+ * bench/12-row-rules-cpu.ts measures the reader's own binding in process).
  *
  * Run: `npx tsx bench/12-row-rules.ts` (BENCH_SECONDS, BENCH_WARMUP_SECONDS, BENCH_ROUNDS (3),
  * BENCH_CONCURRENCY (1,8), BENCH_DIAGNOSE).
@@ -37,7 +39,7 @@ import { attributeListText, LIST_SETTING_PREFIX } from '../src/sql/row-rules/pre
 
 /** The row rule of the ruled side. */
 const RULE = 'genre_id = ANY(identity.genres)';
-/** What the gateway's reader sends before a ruled statement (src/sources/postgres/read.ts). */
+/** What the gateway's reader sent before a ruled statement until it bound in the statement's own Sync (src/sources/postgres/portal-read.ts BIND_SETTINGS_SQL). */
 const BIND_SETTINGS = 'SELECT pg_catalog.set_config(s.name, s.value, false) FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[])) AS s(name, value)';
 
 /** Creates an identity holding one role (created or replaced here: upsert) on `chinook`, with `attributes`; returns its API key. */
