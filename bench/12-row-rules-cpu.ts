@@ -15,7 +15,10 @@
  * - `read view, set_config round trip`: a session-level `set_config` query, then the read of the
  *   row view (what the reader did before this change: one more round trip);
  * - `read view, bound in its Sync`: the read of the row view carrying the settings, bound by
- *   `set_config(…, true)` in the read's own round trip (this change).
+ *   `set_config(…, true)` in the read's own round trip (this change);
+ * - `read view, bound in its Sync + guard`: the same with the live hierarchy guard in that round
+ *   trip too, as the gateway reads for a ruled caller (a caller with a row rule is hierarchy-
+ *   sensitive, issue 22/23; the unruled caller of bench 12 is not, so it reads as `read table`).
  *
  * Sides alternate, BENCH_ROUNDS rounds (3) of BENCH_CALLS calls (planning: BENCH_PLAN_CALLS, 5000;
  * reads: BENCH_CALLS, 2000). Run: `npx tsx bench/12-row-rules-cpu.ts`.
@@ -127,6 +130,7 @@ async function main(): Promise<void> {
       if (!obj || JSON.stringify(obj) !== expected.get(id)) throw new Error(`track ${id}: unexpected answer ${JSON.stringify(rows).slice(0, 200)}`);
     };
     const id = (i: number) => 1 + ((i * 7919) % TRACKS);
+    const guard = c.standaloneGuard([{ schema: 'public', name: 'track' }]);
     const readSides = {
       'read table': async (i: number) => {
         const r = await c.read(POINT_SQL, [id(i)], opts);
@@ -139,6 +143,11 @@ async function main(): Promise<void> {
       },
       'read view, bound in its Sync': async (i: number) => {
         const r = await c.read(plan.sql, [id(i)], { ...opts, settings: plan.settings });
+        check(r.rowsArray, r.fields, id(i));
+      },
+      'read view, bound in its Sync + guard': async (i: number) => {
+        const r = await c.read(plan.sql, [id(i)], { ...opts, settings: plan.settings, guard });
+        if (r.guardTripped) throw new Error('the guard tripped');
         check(r.rowsArray, r.fields, id(i));
       },
     };

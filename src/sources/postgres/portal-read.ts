@@ -76,10 +76,11 @@ export interface ReadOptions {
 /**
  * The statement that binds a read's `settings` (issue 27): `$1` the names, `$2` the values (text
  * arrays, pg's own array encoding), each set with `is_local = true` — transaction-local, so they
- * last only until the read's Sync ends its implicit transaction. Returns one row per setting
- * (ignored by the read). Prepared once per connection like the statement itself.
+ * last only until the read's Sync ends its implicit transaction. Returns one small row, the count
+ * (ignored by the read): the values themselves never come back, so a long attribute list costs
+ * nothing of the read's wire budget. Prepared once per connection like the statement itself.
  */
-export const BIND_SETTINGS_SQL = 'SELECT pg_catalog.set_config(s.name, s.value, true) FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[])) AS s(name, value)';
+export const BIND_SETTINGS_SQL = 'SELECT pg_catalog.count(pg_catalog.set_config(s.name, s.value, true)) FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[])) AS s(name, value)';
 
 /** A command run before the statement in the same Sync: the settings' binding, then the guard. */
 type Prelude = 'settings' | 'guard';
@@ -277,7 +278,7 @@ export class PortalRead {
 
   handleDataRow(msg: { fields: Array<string | null> }): void {
     if (this.pending.length > 0) {
-      // set_config's own rows are expected and dropped; a guard returns none.
+      // The binding's one row (its count) is expected and dropped; a guard returns none.
       if (this.pending[0] === 'guard') this.unexpected ??= 'guard returned rows';
       return;
     }

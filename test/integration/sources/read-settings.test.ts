@@ -96,3 +96,10 @@ test('a read whose column types are new to the source binds again on its second 
   const r = await c.read(`SELECT ARRAY['happy'::mood] AS m, pg_catalog.current_setting('${OWNER}', true) AS v`, [], bound('alice'));
   expect(r.rowsArray).toEqual([[['happy'], 'alice']]);
 });
+
+test("a long attribute value costs nothing of the read's wire budget (the binding returns only its count)", async () => {
+  // 200 000 characters: past the wire budget of a 1 000-byte read (1 000 + 64 KiB) if it came back.
+  const long = 'x'.repeat(200_000);
+  const r = await c.read(`SELECT pg_catalog.length(pg_catalog.current_setting('${OWNER}', true)) AS n`, [], { maxRows: 10, maxBytes: 1000, settings: [[OWNER, long]] });
+  expect({ rows: r.rowsArray, truncated: r.truncated }).toEqual({ rows: [[200_000]], truncated: false });
+});
