@@ -20,6 +20,10 @@
  *   trip too, as the gateway reads for a ruled caller (a caller with a row rule is hierarchy-
  *   sensitive, issue 22/23; the unruled caller of bench 12 is not, so it reads as `read table`).
  *
+ * The whole interlock_query pipeline in process (queryHandler on that connector, an in-memory
+ * governance store, no result cache, no HTTP): `pipeline unruled` and `pipeline ruled`, the two
+ * identities of bench 12 — everything the gateway does for a call but the transport and the audit.
+ *
  * Sides alternate, BENCH_ROUNDS rounds (3) of BENCH_CALLS calls (planning: BENCH_PLAN_CALLS, 5000;
  * reads: BENCH_CALLS, 2000). Run: `npx tsx bench/12-row-rules-cpu.ts`.
  */
@@ -28,7 +32,11 @@ import { PostgresSourceConnector } from '../src/sources/postgres/connector';
 import { scanCatalog } from '../src/sources/postgres/catalog';
 import { initSqlParser } from '../src/sql/analyze';
 import { AnalysisCache, evaluatorFor } from '../src/pipeline/analysis-cache';
-import { authorizeSql } from '../src/pipeline/query';
+import { authorizeSql, queryHandler } from '../src/pipeline/query';
+import { ResultCache } from '../src/pipeline/cache';
+import { rowViewProvisioner } from '../src/pipeline/row-views';
+import { MemoryGovernanceStore } from '../src/governance/store';
+import type { ToolCallContext } from '../src/pipeline/types';
 import { bindRowRules, planRowRules, rowViewStatements, shapeRowRules, type RowRuleDecision } from '../src/pipeline/row-rules';
 import type { RoleGrant } from '../src/governance/evaluator';
 import { createSourceDb } from '../test/integration/sources/source-db';
@@ -156,10 +164,37 @@ async function main(): Promise<void> {
     console.log(`\nthe read (${calls} calls per round, 1 connection, concurrency 1):`);
     const readRes = await alternate(readSides, rounds, calls, src.db.name);
 
+    // The pipeline: the same connector, both identities, nothing cached but the analysis.
+    const store = new MemoryGovernanceStore();
+    store.sources.set('chinook', { id: 'chinook', type: 'postgres', name: 'chinook', enabled: true, settings: src.settings() as unknown as Record<string, unknown> });
+    store.grants.push({ identityId: 'ruled', ...ruled[0] }, { identityId: 'unruled', ...unruled[0] });
+    const handler = queryHandler({
+      store,
+      connectors: { reader: () => c },
+      rateLimiter: { consume: async () => ({ ok: true as const }) },
+      cache: new ResultCache({ ttlMs: 0, maxBytes: 0 }),
+      catalog: async () => catalog,
+      maskSecret: 'bench',
+      analysisCache: new AnalysisCache(),
+      rowViews: rowViewProvisioner(async (_s, sql) => void (await src.admin.query(sql))),
+    });
+    const call = async (who: 'ruled' | 'unruled', i: number) => {
+      const ctx = { requestId: `b${i}`, apiKey: null, identity: { id: who, name: who, keyId: 'k', ...(who === 'ruled' ? { attributes } : {}) }, dialect: 'modern', protocolVersion: '2025-11-25', toolName: 'interlock_query', canonicalTool: 'interlock_query', signal: new AbortController().signal, auditDetails: {} } as unknown as ToolCallContext;
+      const o = await handler({ source_id: 'chinook', sql: POINT_SQL, params: [id(i)], max_rows: 100 }, ctx);
+      const rows = o.kind === 'result' ? (o.structuredContent as { rows: unknown[] }).rows : null;
+      if (!rows || rows.length !== 1 || JSON.stringify(rows[0]) !== expected.get(id(i))) throw new Error(`${who}: track ${id(i)}: unexpected answer ${JSON.stringify(o).slice(0, 300)}`);
+    };
+    const pipelineSides = { 'pipeline unruled': (i: number) => call('unruled', i), 'pipeline ruled': (i: number) => call('ruled', i) };
+    for (const f of Object.values(pipelineSides)) for (let i = 0; i < 200; i++) await f(i);
+    console.log(`\nthe pipeline (${calls} calls per round, 1 connection, concurrency 1):`);
+    const pipeRes = await alternate(pipelineSides, rounds, calls, src.db.name);
+
     console.log('\nplanning:');
     console.log(summary(planRes, false));
     console.log('\nthe read:');
     console.log(summary(readRes, true));
+    console.log('\nthe pipeline:');
+    console.log(summary(pipeRes, true));
     console.log(machineLine());
   } finally {
     await c.close();
