@@ -112,3 +112,27 @@ test('a caller without row rules on the source plans nothing', async () => {
   const r = await delta(() => fx.call('boss', undefined, 'SELECT count(*)::int AS n FROM customer'));
   expect({ rows: rowsOf(r.out), misses: r.misses, hits: r.hits }).toEqual({ rows: [{ n: 60 }], misses: 0, hits: 0 });
 });
+
+test('refusals come in the order planning meets them, on a fresh and on a cached rewrite alike', async () => {
+  // customer's rule needs an attribute; invoice's names a column invoice lacks (unenforceable).
+  fx.grant('order', [rule('public.customer', 'support_rep_id = identity.employee_id'), rule('public.invoice', 'nope = 1')]);
+  const customerFirst = 'SELECT c.customer_id FROM customer c JOIN invoice i ON i.customer_id = c.customer_id';
+  const invoiceFirst = 'SELECT c.customer_id FROM invoice i JOIN customer c ON i.customer_id = c.customer_id';
+  for (let pass = 0; pass < 2; pass++) {
+    const seen = {
+      missingCustomerFirst: codeOf(await fx.call('order', undefined, customerFirst)),
+      missingReason: fx.lastAudit().row_rule_refusal,
+      missingInvoiceFirst: codeOf(await fx.call('order', undefined, invoiceFirst)),
+      presentCustomerFirst: codeOf(await fx.call('order', { employee_id: 1 }, customerFirst)),
+      presentReason: fx.lastAudit().row_rule_refusal,
+    };
+    expect({ pass, ...seen }).toEqual({
+      pass,
+      missingCustomerFirst: 'row_rule_attribute_missing',
+      missingReason: 'attribute employee_id missing',
+      missingInvoiceFirst: 'row_rule_unenforceable',
+      presentCustomerFirst: 'row_rule_unenforceable',
+      presentReason: expect.stringMatching(/cannot apply to public\.invoice/),
+    });
+  }
+});
