@@ -26,7 +26,7 @@ import { statementAuditFacts } from './audit-facts';
 import type { ResultCache } from './cache';
 import { rowsText } from './rows-json';
 import { AnalysisCache, evaluatorFor, hasTimeWindows, type CachedAnalysis, type CachedPolicy } from './analysis-cache';
-import { planRowRules, type RowRulePlan } from './row-rules';
+import { bindRowRules, shapeRowRules, type RowRulePlan, type RowRuleShape } from './row-rules';
 import type { RowViewProvisioner } from './row-views';
 
 /** What the query pipeline needs. */
@@ -174,8 +174,10 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
     };
 
     // Row rules (issue 27): refusals first (before a write is queued), the rewrite with the final text below.
-    const rowInput = { evaluator, sourceId, analysis, catalog, attributes: identity.attributes, sql };
-    const rows = planRowRules(rowInput);
+    // The rewrite of a text is cached with the statement's analysis (same key: the catalogue, the
+    // caller's grants so its rules); only the caller's attribute values are bound per call.
+    const rowShape = (runSql: string): RowRuleShape => (rowRulesHere ? cached.rowRules(runSql, () => shapeRowRules({ evaluator, sourceId, analysis, catalog, sql: runSql })) : NO_ROW_RULES);
+    const rows = bindRowRules(rowShape(sql), identity.attributes);
     if (rows.kind === 'refused') {
       audit.reason_detail = rows.outcome.kind === 'refusal' ? rows.outcome.code : undefined;
       audit.row_rule_refusal = rows.reason;
@@ -218,7 +220,7 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
       let runSql = premasked ? wrapped.sql : sql;
       let rowPlan: RowRulePlan | null = null;
       if (rows.kind === 'ruled') {
-        const final = premasked ? planRowRules({ ...rowInput, sql: runSql }) : rows;
+        const final = premasked ? bindRowRules(rowShape(runSql), identity.attributes) : rows;
         if (final.kind !== 'ruled') return final.kind === 'refused' ? final.outcome : { kind: 'refusal', code: 'row_rule_unenforceable' };
         rowPlan = final.plan;
         runSql = rowPlan.sql;
@@ -255,6 +257,9 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
     }
   };
 }
+
+/** The row-rule shape of every statement of a caller without row rules on the source. */
+const NO_ROW_RULES: RowRuleShape = { kind: 'none' };
 
 /**
  * A caller with row rules reading a table whose partition or inheritance tree changed since the scan:

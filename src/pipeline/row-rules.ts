@@ -94,7 +94,10 @@ export function cachedPredicate(text: string): RowPredicate | RowPredicateError 
   return p;
 }
 
-function unenforceable(reason: string): RowRuleDecision {
+/** A refusal that does not depend on the caller's attributes. */
+type RowRuleRefusal = Extract<RowRuleDecision, { kind: 'refused' }>;
+
+function unenforceable(reason: string): RowRuleRefusal {
   return { kind: 'refused', outcome: { kind: 'refusal', code: 'row_rule_unenforceable' }, reason };
 }
 
@@ -106,10 +109,51 @@ function viewName(rel: PreparedRelation, only: boolean, predicateSql: string): s
 }
 
 /**
+ * What one caller's attributes must supply for one rule term: each attribute read as a single value
+ * (`interlock.attr.<a>`) or a list (`interlock.attrs.<a>`), and the column type each single value is
+ * compared with (the value must fit it).
+ */
+interface AttributeNeed {
+  kind: 'need';
+  single: string[];
+  list: string[];
+  bindTypes: Array<[string, string]>;
+}
+
+/** A refusal that does not depend on the caller's attributes, met at its place in the planning order. */
+interface ShapeRefusal {
+  kind: 'refuse';
+  decision: RowRuleRefusal;
+}
+
+/**
+ * The attribute-independent part of planRowRules for one statement text, caller's rules and
+ * catalogue: deterministic, so it is cached (AnalysisCache.analyse → rowRules, keyed by the
+ * analysis key and the run text). `none`/`refused` answer every caller alike. `ruled` holds the
+ * rewritten text, the views and the audit list, and `steps`: in the order planning met them, what
+ * each rule term needs of the attributes, and the refusal (if any) that planning met after them.
+ * bindRowRules replays the steps with one caller's attributes, so the first failure in that order
+ * decides, as an uncached plan would.
+ */
+export type RowRuleShape =
+  | { kind: 'none' }
+  | RowRuleRefusal
+  | { kind: 'ruled'; sql: string; views: RowView[]; applied: Array<{ relation: string; rule: string }>; steps: Array<AttributeNeed | ShapeRefusal> };
+
+/**
  * Decides the row rules of one analysed statement for one caller and rewrites it (see the module
- * comment for every refusal). Synchronous; requires initSqlParser().
+ * comment for every refusal). Synchronous; requires initSqlParser(). Uncached: the same as
+ * bindRowRules(shapeRowRules(input), input.attributes).
  */
 export function planRowRules(input: RowRuleInput): RowRuleDecision {
+  return bindRowRules(shapeRowRules(input), input.attributes);
+}
+
+/**
+ * The attribute-independent part of planRowRules (RowRuleShape): the refusals, the rewrite (two
+ * parses) and the views; `input.attributes` is not read. Synchronous; requires initSqlParser().
+ */
+export function shapeRowRules(input: Omit<RowRuleInput, 'attributes'>): RowRuleShape {
   const { evaluator, sourceId, analysis } = input;
   if (!evaluator.hasRowRules(sourceId)) return { kind: 'none' };
   const cat = prepareCatalog(input.catalog);
@@ -149,11 +193,16 @@ export function planRowRules(input: RowRuleInput): RowRuleDecision {
   if (analysis.statement === 'ExplainStmt') return unenforceable('EXPLAIN of a statement reading row-ruled tables');
 
   const created = new Map<string, RowView>();
-  const settings = new Map<string, string>();
   const applied = new Map<string, string>();
-  let refusal: RowRuleDecision | null = null;
+  const steps: Array<AttributeNeed | ShapeRefusal> = [];
+  let refused = false;
+  const refuse = (d: RowRuleRefusal): null => {
+    steps.push({ kind: 'refuse', decision: d });
+    refused = true;
+    return null;
+  };
   const predicateSqlOf = new Map<string, string>();
-  /** The combined predicate SQL of a ruled relation, binding its attributes; null after a refusal. */
+  /** The combined predicate SQL of a ruled relation, noting the attributes it binds; null after a refusal. */
   const compile = (rel: PreparedRelation, rule: RelationRowRule): string | null => {
     const key = relKey(rel.schema, rel.name);
     const done = predicateSqlOf.get(key);
@@ -162,36 +211,15 @@ export function planRowRules(input: RowRuleInput): RowRuleDecision {
     const parts: string[] = [];
     for (const term of rule.terms) {
       const p = cachedPredicate(term.rows);
-      if (p instanceof RowPredicateError) {
-        refusal = unenforceable(`the row rule of ${term.resource} in role ${term.role} is invalid: ${p.message}`);
-        return null;
-      }
+      if (p instanceof RowPredicateError) return refuse(unenforceable(`the row rule of ${term.resource} in role ${term.role} is invalid: ${p.message}`));
       const bindTypes: Array<[string, string]> = [];
       try {
         parts.push(renderRowPredicate(p, (c) => types.get(c), (a, t) => bindTypes.push([a, t])));
       } catch (err) {
         if (!(err instanceof RowPredicateTableError)) throw err;
-        refusal = unenforceable(`the row rule of ${term.resource} in role ${term.role} cannot apply to ${rel.schema}.${rel.name}: ${err.message}`);
-        return null;
+        return refuse(unenforceable(`the row rule of ${term.resource} in role ${term.role} cannot apply to ${rel.schema}.${rel.name}: ${err.message}`));
       }
-      for (const [attrs, prefix, text] of [[p.attributes, ATTRIBUTE_SETTING_PREFIX, attributeText], [p.listAttributes, LIST_SETTING_PREFIX, attributeListText]] as const) {
-        for (const a of attrs) {
-          const raw = input.attributes && Object.prototype.hasOwnProperty.call(input.attributes, a) ? input.attributes[a] : undefined;
-          const value = raw === undefined ? null : text(raw);
-          if (value === null) {
-            refusal = { kind: 'refused', outcome: { kind: 'refusal', code: 'row_rule_attribute_missing', message: `A row rule on a table this statement reads needs the identity attribute "${a}"${prefix === LIST_SETTING_PREFIX ? ' (a list)' : ''}, which this identity does not have (or not as a usable value), so the table is unreadable for it; an operator can set the attribute.` }, reason: `attribute ${a} missing` };
-            return null;
-          }
-          settings.set(prefix + a, value);
-        }
-      }
-      // A value the column's type would not accept (an operator's typo, e.g. employee_id=abc) refuses
-      // the caller here, not as a failure of the agent's statement.
-      const unfit = bindTypes.find(([a, t]) => !attributeFitsType(input.attributes?.[a], t));
-      if (unfit) {
-        refusal = { kind: 'refused', outcome: { kind: 'refusal', code: 'row_rule_attribute_missing', message: `A row rule on a table this statement reads compares the identity attribute "${unfit[0]}" with a column of type ${unfit[1]}, and this identity's value is not of that type, so the table is unreadable for it; an operator can correct the attribute.` }, reason: `attribute ${unfit[0]} not a ${unfit[1]}` };
-        return null;
-      }
+      steps.push({ kind: 'need', single: [...p.attributes], list: [...p.listAttributes], bindTypes });
     }
     const sql = parts.length === 1 ? parts[0] : `(${parts.join(' OR ')})`;
     predicateSqlOf.set(key, sql);
@@ -199,7 +227,7 @@ export function planRowRules(input: RowRuleInput): RowRuleDecision {
     return sql;
   };
   const resolve = (ref: RelationReference): string | null => {
-    if (refusal) return null;
+    if (refused) return null;
     const schemas = ref.schema !== null ? [ref.schema] : cat.path;
     let rel: PreparedRelation | undefined;
     for (const s of schemas) if ((rel = cat.relations.get(relKey(s, ref.name)))) break;
@@ -212,27 +240,58 @@ export function planRowRules(input: RowRuleInput): RowRuleDecision {
     created.set(name, { name, schema: rel.schema, table: rel.name, only: !ref.inh, predicateSql });
     return name;
   };
-  let rewritten;
+  let rewritten = { sql: input.sql, replaced: 0 };
   try {
     rewritten = rewriteRowRules(input.sql, resolve);
   } catch (err) {
-    if (err instanceof RowRewriteRefusal) return unenforceable(err.message);
-    throw err;
+    if (!(err instanceof RowRewriteRefusal)) throw err;
+    // Met after every step so far: a caller failing one of them is refused for that instead.
+    refuse(unenforceable(err.message));
   }
-  if (refusal) return refusal;
-  if (rewritten.replaced === 0) return unenforceable('no reference to the row-ruled relations was found in the text');
+  if (!refused && rewritten.replaced === 0) refuse(unenforceable('no reference to the row-ruled relations was found in the text'));
+  return { kind: 'ruled', sql: rewritten.sql, views: [...created.values()], applied: [...applied.entries()].map(([relation, rule]) => ({ relation, rule })).sort((a, b) => (a.relation < b.relation ? -1 : 1)), steps };
+}
+
+/**
+ * One caller's plan from a statement's shape (shapeRowRules): replays its steps with `attributes`
+ * (Identity.attributes) — the first missing or unfit attribute refuses `row_rule_attribute_missing`,
+ * a refusal step met first refuses as it says — and collects the settings to bind and the binding
+ * key. Cheap (no parsing): this is what a cached plan costs per call.
+ */
+export function bindRowRules(shape: RowRuleShape, attributes: Record<string, unknown> | undefined): RowRuleDecision {
+  if (shape.kind !== 'ruled') return shape;
+  const settings = new Map<string, string>();
+  for (const step of shape.steps) {
+    if (step.kind === 'refuse') return step.decision;
+    for (const [attrs, prefix, text] of [[step.single, ATTRIBUTE_SETTING_PREFIX, attributeText], [step.list, LIST_SETTING_PREFIX, attributeListText]] as const) {
+      for (const a of attrs) {
+        const raw = attributes && Object.prototype.hasOwnProperty.call(attributes, a) ? attributes[a] : undefined;
+        const value = raw === undefined ? null : text(raw);
+        if (value === null) {
+          return { kind: 'refused', outcome: { kind: 'refusal', code: 'row_rule_attribute_missing', message: `A row rule on a table this statement reads needs the identity attribute "${a}"${prefix === LIST_SETTING_PREFIX ? ' (a list)' : ''}, which this identity does not have (or not as a usable value), so the table is unreadable for it; an operator can set the attribute.` }, reason: `attribute ${a} missing` };
+        }
+        settings.set(prefix + a, value);
+      }
+    }
+    // A value the column's type would not accept (an operator's typo, e.g. employee_id=abc) refuses
+    // the caller here, not as a failure of the agent's statement.
+    const unfit = step.bindTypes.find(([a, t]) => !attributeFitsType(attributes?.[a], t));
+    if (unfit) {
+      return { kind: 'refused', outcome: { kind: 'refusal', code: 'row_rule_attribute_missing', message: `A row rule on a table this statement reads compares the identity attribute "${unfit[0]}" with a column of type ${unfit[1]}, and this identity's value is not of that type, so the table is unreadable for it; an operator can correct the attribute.` }, reason: `attribute ${unfit[0]} not a ${unfit[1]}` };
+    }
+  }
   const bound = [...settings.entries()].sort(([a], [b]) => (a < b ? -1 : 1));
   return {
     kind: 'ruled',
     plan: {
-      sql: rewritten.sql,
-      views: [...created.values()],
+      sql: shape.sql,
+      views: shape.views,
       settings: bound,
-      applied: [...applied.entries()].map(([relation, rule]) => ({ relation, rule })).sort((a, b) => (a.relation < b.relation ? -1 : 1)),
+      applied: shape.applied,
       // The views name the rules' rendered text by hash, the settings the bound values: two callers
       // share a cached result only when both are equal (found by the differential test: the access
       // fingerprint alone names resources, not rules).
-      bindingKey: sha(JSON.stringify([bound, [...created.keys()].sort()])),
+      bindingKey: sha(JSON.stringify([bound, shape.views.map((v) => v.name).sort()])),
     },
   };
 }

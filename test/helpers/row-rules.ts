@@ -15,6 +15,7 @@ import { scanCatalog } from '../../src/sources/postgres/catalog';
 import { queryHandler } from '../../src/pipeline/query';
 import { ResultCache } from '../../src/pipeline/cache';
 import { rowViewProvisioner } from '../../src/pipeline/row-views';
+import { AnalysisCache } from '../../src/pipeline/analysis-cache';
 import { initSqlParser } from '../../src/sql/analyze';
 import type { SourceCatalog } from '../../src/sql/catalog-types';
 import type { ToolCallContext, ToolOutcome } from '../../src/pipeline/types';
@@ -46,6 +47,10 @@ export interface RowFixture {
   store: MemoryGovernanceStore;
   source: SourceRecord;
   connector: PostgresSourceConnector;
+  /** The handler's analysis cache (it also holds the row-rule rewrites). */
+  analyses: AnalysisCache;
+  /** Scans the source again as the reader; later calls use the new catalogue (`catalog` is updated). */
+  rescan(): Promise<SourceCatalog>;
   /** Replaces the roles granted to identity `id` on the source. */
   grant(id: string, roles: SourceRole[]): void;
   /** The audit details of the last call. */
@@ -74,10 +79,17 @@ export async function startRowFixture(extraSql = ''): Promise<RowFixture> {
   const readerUrl = new URL(db.url);
   readerUrl.username = reader;
   readerUrl.password = '';
-  const rc = new pg.Client({ connectionString: readerUrl.toString() });
-  await rc.connect();
-  const catalog = await scanCatalog(rc);
-  await rc.end();
+  const scan = async (): Promise<SourceCatalog> => {
+    const rc = new pg.Client({ connectionString: readerUrl.toString() });
+    await rc.connect();
+    try {
+      return await scanCatalog(rc);
+    } finally {
+      await rc.end();
+    }
+  };
+  let catalog = await scan();
+  const analyses = new AnalysisCache();
   const { host, port } = pgServer();
   const settings: PostgresSourceSettings = { host, port, database: db.name, reader: { user: reader }, writer: { user: writer }, pool_size: 4 };
   const connector = new PostgresSourceConnector('rows', settings);
@@ -90,6 +102,7 @@ export async function startRowFixture(extraSql = ''): Promise<RowFixture> {
     rateLimiter: { consume: async () => ({ ok: true as const }) },
     cache: new ResultCache({ ttlMs: 60_000, maxBytes: 8 * 1024 * 1024 }),
     catalog: async () => catalog,
+    analysisCache: analyses,
     maskSecret: 'row-rules-test',
     rowViews: rowViewProvisioner(async (_s, sql) => {
       await connector.write(sql, []);
@@ -102,10 +115,17 @@ export async function startRowFixture(extraSql = ''): Promise<RowFixture> {
     db,
     reader,
     writer,
-    catalog,
+    get catalog() {
+      return catalog;
+    },
     store,
     source,
     connector,
+    analyses,
+    async rescan() {
+      catalog = await scan();
+      return catalog;
+    },
     grant(id, roles) {
       store.grants = store.grants.filter((g) => g.identityId !== id);
       for (const role of roles) store.grants.push({ identityId: id, sourceId: 'rows', role });
