@@ -113,7 +113,7 @@ export async function startRowFixture(extraSql = ''): Promise<RowFixture> {
   });
   let n = 0;
   let audit: Record<string, unknown> = {};
-  return {
+  const fixture: RowFixture = {
     lastAudit: () => audit,
     db,
     reader,
@@ -141,7 +141,7 @@ export async function startRowFixture(extraSql = ''): Promise<RowFixture> {
       return handler({ source_id: 'rows', sql, params, max_rows: 10_000 }, ctx);
     },
     async write(id, attributes, sql, params = []) {
-      const queued = await this.call(id, attributes, sql, params);
+      const queued = await fixture.call(id, attributes, sql, params);
       if (codeOf(queued) !== 'queued') return { code: codeOf(queued) };
       const grants = await store.grantsForIdentity(id);
       const evaluator = new AccessEvaluator(grants);
@@ -173,6 +173,7 @@ export async function startRowFixture(extraSql = ''): Promise<RowFixture> {
       }
     },
   };
+  return fixture;
 }
 
 /** The rows of a result outcome (throws with the outcome for anything else). */
