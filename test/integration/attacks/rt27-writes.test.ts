@@ -26,10 +26,12 @@ const OWNER: SourceRole = {
     { effect: 'allow', action: 'read', resource: 'public.note_copy' },
     { effect: 'allow', action: 'write', resource: 'public.note_copy' },
     { effect: 'allow', action: 'read', resource: 'public.customer', rows: 'support_rep_id = identity.employee_id' },
+    { effect: 'allow', action: 'read', resource: 'public.ticket', rows: 'region = ANY(identity.regions)' },
+    { effect: 'allow', action: 'write', resource: 'public.ticket' },
   ],
 };
 const BOSS: SourceRole = { name: 'boss', statements: [{ effect: 'allow', action: '*', resource: 'public.*' }] };
-const ME = { employee_id: 1 };
+const ME = { employee_id: 1, regions: ['eu'] };
 
 let fx: RowFixture;
 beforeAll(async () => {
@@ -154,5 +156,17 @@ describe('reads after ruled writes still see only permitted rows', () => {
   it('a read through interlock_query after an own insert', async () => {
     expect(await fx.write('agent', ME, "INSERT INTO note VALUES (150, 1, 'b', 'z')")).toEqual({ rowCount: 1 });
     expect(rowsOf(await fx.call('agent', ME, 'SELECT note_id FROM note ORDER BY note_id')).map((r) => r.note_id)).toEqual([...MINE, 150]);
+  });
+});
+
+describe('a partitioned target (the rule is carried by every partition)', () => {
+  it('INSERT routed to a partition outside the rule: row_rule_violation; inside: inserted; DELETE reaches only permitted partitions', async () => {
+    expect(await fx.write('agent', ME, "INSERT INTO ticket VALUES (500, 'us', 'x')")).toEqual({ code: 'row_rule_violation' });
+    expect(await fx.admin('SELECT count(*)::int AS n FROM ticket WHERE ticket_id = 500')).toEqual([{ n: 0 }]);
+    expect(await fx.write('agent', ME, "INSERT INTO ticket VALUES (501, 'eu', 'x')")).toEqual({ rowCount: 1 });
+    expect(await fx.write('agent', ME, "UPDATE ticket SET region = 'ap' WHERE ticket_id = 501")).toEqual({ code: 'row_rule_violation' });
+    expect(await fx.write('agent', ME, 'DELETE FROM ticket WHERE ticket_id > 0')).toEqual({ rowCount: 11 });
+    expect(await fx.admin("SELECT region, count(*)::int AS n FROM ticket GROUP BY region ORDER BY region")).toEqual([{ region: 'ap', n: 10 }, { region: 'us', n: 10 }]);
+    await fx.admin("DELETE FROM ticket; INSERT INTO ticket SELECT g, (ARRAY['eu','us','ap'])[1 + g % 3], 'body ' || g FROM generate_series(1, 30) g");
   });
 });
