@@ -80,6 +80,22 @@ describe('policies restrict rows (AND), never widen', () => {
     expect(ids(await customers())).toEqual([6]);
   });
 
+  it('a caller ruled only by a policy is refused when the partition tree changed since the scan (the rule could be missed)', async () => {
+    fx.grant('polonly', [{ name: 'polonly', statements: [{ effect: 'allow', action: 'read', resource: 'public.ticket' }] }]);
+    fx.store.policies = [restrict('not-ap', ['public.ticket'], "region <> 'ap'")];
+    const sql = 'SELECT count(*)::int AS n FROM ticket WHERE body <> $1';
+    expect(rowsOf(await fx.call('polonly', undefined, sql, ['-']))).toEqual([{ n: 20 }]);
+    await fx.admin('ALTER TABLE ticket DETACH PARTITION ticket_ap');
+    try {
+      const o = await fx.call('polonly', undefined, sql, ['+']);
+      expect(codeOf(o)).toBe('row_rule_unenforceable');
+      expect(o.kind === 'refusal' && o.message).toContain('rescan');
+    } finally {
+      await fx.admin("ALTER TABLE ticket ATTACH PARTITION ticket_ap FOR VALUES IN ('ap')");
+    }
+    expect(rowsOf(await fx.call('polonly', undefined, sql, ['/']))).toEqual([{ n: 20 }]);
+  });
+
   it('a caller without the attribute a policy needs cannot read the table', async () => {
     fx.store.policies = [restrict('own-country', ['public.customer'], 'country = identity.country')];
     expect(codeOf(await fx.call('rep', { employee_id: 1 }, 'SELECT customer_id FROM customer'))).toBe('row_rule_attribute_missing');
