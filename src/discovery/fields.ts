@@ -22,7 +22,7 @@
  */
 import type { Policy } from '../../generated/policy-v1';
 import type { AccessEvaluator } from '../governance/evaluator';
-import { evaluatePolicies, unprovableMaskMethod } from '../governance/policies';
+import { evaluatePolicies, policyRowRestrictions, unprovableMaskMethod } from '../governance/policies';
 import { decideInHierarchy, governingRelations, maskInHierarchy } from '../governance/hierarchy';
 import { relationRowRule } from '../governance/row-rules';
 import { NO_HIERARCHY, type RelationHierarchy } from '../sql/hierarchy';
@@ -98,7 +98,9 @@ export function decideRelations(
   // interlock_query (src/sql/views.ts). Unprovable lineage fails closed: hidden for a caller with any
   // read deny on the source, masked in full for a caller with any mask.
   const anyDeny = evaluator.hasReadDeny(sourceId);
-  const rowRules = evaluator.hasRowRules(sourceId);
+  // A policy's restrict_rows predicates (issue 27) rule tables too: their mapped rows are withheld alike.
+  const policyRows = policyRowRestrictions(policies, { ...subject, roles, sourceId });
+  const rowRules = evaluator.hasRowRules(sourceId) || policyRows.any;
   for (const { relation, fields } of lineage) {
     const dot = relation.indexOf('.');
     if (dot <= 0) continue;
@@ -108,7 +110,7 @@ export function decideRelations(
     if (!verdict.ok) continue;
     // Row rules (issue 27) are not applied to indexed rows yet: a ruled table, and for a caller with
     // any row rule on the source a view (its rows may come from one), have no documents (fail closed).
-    if (rowRules && (relationRowRule(evaluator, sourceId, schema, table, hierarchy) !== null || fields.id.some((c) => expand?.(schema, table, c)))) continue;
+    if (rowRules && (relationRowRule(evaluator, sourceId, schema, table, hierarchy, policyRows) !== null || fields.id.some((c) => expand?.(schema, table, c)))) continue;
     const ownState = (column: string): FieldState => {
       if (decideInHierarchy(evaluator, sourceId, 'read', { schema, table, column }, hierarchy) !== 'allow') return 'hide';
       const m = maskInHierarchy(verdict.maskPatterns, schema, table, column, hierarchy);

@@ -130,8 +130,8 @@ export class AnalysisCache {
    * Both live in the statement's entry, so they share its key — the statement, the catalogue
    * snapshot, the caller's grants (so its row rules) and the complexity limits, all by content — and
    * its life: a changed rule, grant, table or rescan changes the key, and clear() drops them all.
-   * A shape may depend on nothing else: were row predicates to come from policies too (issue 27's
-   * restricting policies), the policy fingerprint would have to join `runSql`'s key here.
+   * A shape may depend on nothing else but the caller's `restrict_rows` policies: the caller passes
+   * their content (PolicyRowRestrictions.key) inside `runSql`'s key (src/pipeline/query.ts).
    */
   analyse(k: AnalysisKey, compute: () => CachedAnalysis): {
     entry: CachedAnalysis;

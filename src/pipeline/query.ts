@@ -26,7 +26,8 @@ import { statementAuditFacts } from './audit-facts';
 import type { ResultCache } from './cache';
 import { rowsText } from './rows-json';
 import { AnalysisCache, evaluatorFor, hasTimeWindows, type CachedAnalysis, type CachedPolicy } from './analysis-cache';
-import { bindRowRules, shapeRowRules, type RowRulePlan, type RowRuleShape } from './row-rules';
+import { bindRowRules, hasAnyRowRules, shapeRowRules, type RowRulePlan, type RowRuleShape } from './row-rules';
+import { policyRowRestrictions } from '../governance/policies';
 import type { RowViewProvisioner } from './row-views';
 
 /** What the query pipeline needs. */
@@ -160,7 +161,8 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
     if (!hier.ok && !(hier.unreachable && analysis.kind === 'write')) return hier.outcome;
     // Row rules are planned on the catalogue's tree (a partition carries its parent's rule): when the
     // server's tree differs from it, the plan could miss a rule, so the read is refused until a rescan.
-    const rowRulesHere = evaluator.hasRowRules(sourceId);
+    const policyRows = policyRowRestrictions(policies, subject);
+    const rowRulesHere = hasAnyRowRules(evaluator, sourceId, policyRows);
     if (hier.ok && hier.changed && rowRulesHere) return STALE_TREE_REFUSAL;
     let restrictions = hier.ok ? hier.restrictions : pol.restrictions;
     /** After a tripped guard or before a cached answer: the full check; an outcome when it refuses, else null (restrictions updated). */
@@ -175,8 +177,10 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
 
     // Row rules (issue 27): refusals first (before a write is queued), the rewrite with the final text below.
     // The rewrite of a text is cached with the statement's analysis (same key: the catalogue, the
-    // caller's grants so its rules); only the caller's attribute values are bound per call.
-    const rowShape = (runSql: string): RowRuleShape => (rowRulesHere ? cached.rowRules(runSql, () => shapeRowRules({ evaluator, sourceId, analysis, catalog, sql: runSql })) : NO_ROW_RULES);
+    // caller's grants so its rules) and the caller's restricting policies' content; only the caller's
+    // attribute values are bound per call.
+    const rowShape = (runSql: string): RowRuleShape =>
+      rowRulesHere ? cached.rowRules(policyRows.any ? `${runSql}\u0000${policyRows.key}` : runSql, () => shapeRowRules({ evaluator, sourceId, analysis, catalog, sql: runSql, policyRows })) : NO_ROW_RULES;
     const rows = bindRowRules(rowShape(sql), identity.attributes);
     if (rows.kind === 'refused') {
       audit.reason_detail = rows.outcome.kind === 'refusal' ? rows.outcome.code : undefined;
@@ -184,8 +188,10 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
       return rows.outcome;
     }
 
-    // Step 6: write safety — a write never runs on the agent's call.
+    // Step 6: write safety — a write never runs on the agent's call. Its row rules are planned again
+    // when it is approved, with the requester's roles, policies and attributes then (approvals/execute.ts).
     if (analysis.kind === 'write') {
+      if (rows.kind === 'ruled') audit.row_rules = rows.plan.applied;
       const hooks = (ctx as ToolCallContext & { auditHooks?: AuditHooks }).auditHooks;
       const queued = await writeSafetyStep(deps.store, { source, identity, requestId: ctx.requestId, sql, params, analysis }, hooks && { hooks, details: audit });
       audit.approval_id = queued.kind === 'queued' ? queued.approvalId : undefined;

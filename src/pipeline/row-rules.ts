@@ -9,14 +9,15 @@
  *
  * Fails closed (`row_rule_unenforceable`) where the rewrite cannot be proven to cover every path
  * to a ruled relation's rows: a view or materialized view read by a caller with any row rule on
- * the source, a user-defined function, EXPLAIN, a write touching a ruled relation (not yet
- * supported), a name that is both a CTE and a ruled relation, a relation whose descendants carry
- * a different rule, a rule the table cannot evaluate. A caller without an attribute a rule needs
+ * the source, a user-defined function, EXPLAIN, MERGE into a ruled relation, a name that is both a
+ * CTE and a ruled relation, a relation whose descendants carry a different rule, a rule the table
+ * cannot evaluate. Writes are rewritten too (planRowRules): their target to a check-option view. A caller without an attribute a rule needs
  * cannot read the table (`row_rule_attribute_missing`).
  */
 import { createHash } from 'node:crypto';
 import type { AccessEvaluator } from '../governance/evaluator';
 import { relationRowRule, sameRowRule, type RelationRowRule } from '../governance/row-rules';
+import { NO_POLICY_ROW_RESTRICTIONS, type PolicyRowRestrictions } from '../governance/policies';
 import type { SqlAnalysisOk } from '../sql/types';
 import type { SourceCatalog } from '../sql/catalog-types';
 import { catalogHierarchy, type RelationHierarchy } from '../sql/hierarchy';
@@ -45,6 +46,11 @@ export interface RowView {
   /** True for the view read in place of `ONLY schema.table`. */
   only: boolean;
   predicateSql: string;
+  /**
+   * True for a write target's view (issue 27): created `WITH CASCADED CHECK OPTION`, so PostgreSQL
+   * refuses (SQLSTATE 44000) an inserted or updated row its WHERE does not accept.
+   */
+  check?: boolean;
 }
 
 /** The rewrite of one statement for one caller. */
@@ -54,8 +60,11 @@ export interface RowRulePlan {
   views: RowView[];
   /** Settings to bind before the statement: `interlock.attr.<a>` / `interlock.attrs.<a>` and their texts. */
   settings: Array<[string, string]>;
-  /** For the audit: each ruled relation and the hash of its rule's text (never attribute values). */
-  applied: Array<{ relation: string; rule: string }>;
+  /**
+   * For the audit: each ruled relation and the hash of its rule's text (never attribute values);
+   * `write: true` for a write's target (the hash of its read and write rules).
+   */
+  applied: Array<{ relation: string; rule: string; write?: true }>;
   /** Hash of the views (so of the rules' text) and the bound values, for the result cache key. */
   bindingKey: string;
 }
@@ -73,6 +82,8 @@ export interface RowRuleInput {
   attributes: Record<string, unknown> | undefined;
   /** The text that will run (the agent's, or its masking wrapper). */
   sql: string;
+  /** The caller's applicable `restrict_rows` policy predicates (default none), ANDed with the roles' rules. */
+  policyRows?: PolicyRowRestrictions;
 }
 
 const predicates = new Map<string, RowPredicate | RowPredicateError>();
@@ -104,8 +115,13 @@ function unenforceable(reason: string): RowRuleRefusal {
 const sha = (s: string): string => createHash('sha256').update(s).digest('hex');
 
 /** The view name of a relation's rule: a readable prefix and a hash of everything the view holds. */
-function viewName(rel: PreparedRelation, only: boolean, predicateSql: string): string {
-  return `${rel.name.slice(0, 40)}_${sha(JSON.stringify([rel.schema, rel.name, only, rel.columnNames, predicateSql])).slice(0, 16)}`;
+function viewName(rel: PreparedRelation, only: boolean, predicateSql: string, check: boolean): string {
+  return `${rel.name.slice(0, 40)}_${sha(JSON.stringify([rel.schema, rel.name, only, rel.columnNames, predicateSql, ...(check ? ['check'] : [])])).slice(0, 16)}`;
+}
+
+/** Whether any row rule (a role allow's `rows` or a policy's `restrict_rows`) may apply to the caller on the source. */
+export function hasAnyRowRules(evaluator: AccessEvaluator, sourceId: string, policyRows: PolicyRowRestrictions | undefined): boolean {
+  return evaluator.hasRowRules(sourceId) || (policyRows?.any ?? false);
 }
 
 /**
@@ -138,12 +154,17 @@ interface ShapeRefusal {
 export type RowRuleShape =
   | { kind: 'none' }
   | RowRuleRefusal
-  | { kind: 'ruled'; sql: string; views: RowView[]; applied: Array<{ relation: string; rule: string }>; steps: Array<AttributeNeed | ShapeRefusal> };
+  | { kind: 'ruled'; sql: string; views: RowView[]; applied: RowRulePlan['applied']; steps: Array<AttributeNeed | ShapeRefusal> };
 
 /**
  * Decides the row rules of one analysed statement for one caller and rewrites it (see the module
- * comment for every refusal). Synchronous; requires initSqlParser(). Uncached: the same as
- * bindRowRules(shapeRowRules(input), input.attributes).
+ * comment for every refusal). For a write (issue 27, docs/row-rules.md "Writes"), the target of
+ * INSERT, UPDATE and DELETE (a CTE's too) becomes a check-option view of the table whose WHERE is
+ * the read rule AND the write rule: UPDATE and DELETE see only those rows, and PostgreSQL refuses
+ * (SQLSTATE 44000, whole statement) an inserted or updated row that does not match them; every
+ * other reference (FROM, USING, sub-selects, INSERT … SELECT) reads the read view. MERGE into a
+ * ruled table is refused (PostgreSQL 15 runs MERGE on no view). Synchronous; requires
+ * initSqlParser(). Uncached: the same as bindRowRules(shapeRowRules(input), input.attributes).
  */
 export function planRowRules(input: RowRuleInput): RowRuleDecision {
   return bindRowRules(shapeRowRules(input), input.attributes);
@@ -155,29 +176,30 @@ export function planRowRules(input: RowRuleInput): RowRuleDecision {
  */
 export function shapeRowRules(input: Omit<RowRuleInput, 'attributes'>): RowRuleShape {
   const { evaluator, sourceId, analysis } = input;
-  if (!evaluator.hasRowRules(sourceId)) return { kind: 'none' };
+  const policyRows = input.policyRows ?? NO_POLICY_ROW_RESTRICTIONS;
+  if (!hasAnyRowRules(evaluator, sourceId, policyRows)) return { kind: 'none' };
   const cat = prepareCatalog(input.catalog);
   const hierarchy = input.hierarchy ?? catalogHierarchy(input.catalog);
   const rules = new Map<string, RelationRowRule | null>();
-  const ruleOf = (schema: string, table: string): RelationRowRule | null => {
-    const key = relKey(schema, table);
-    if (!rules.has(key)) rules.set(key, relationRowRule(evaluator, sourceId, schema, table, hierarchy));
+  const ruleOf = (schema: string, table: string, action: 'read' | 'write' = 'read'): RelationRowRule | null => {
+    const key = `${action}\u0000${relKey(schema, table)}`;
+    if (!rules.has(key)) rules.set(key, relationRowRule(evaluator, sourceId, schema, table, hierarchy, policyRows, action));
     return rules.get(key)!;
   };
   const touched = [...analysis.reads, ...analysis.writes];
   if (touched.some((r) => r.schema === ROW_VIEW_SCHEMA)) return unenforceable('the statement names the row-view schema');
-  // A read of a parent returns its descendants' rows: they must carry the same rule.
-  for (const r of touched) {
-    const own = ruleOf(r.schema, r.table);
+  // A read of a parent returns its descendants' rows (a write to it reaches them): they must carry the same rule.
+  const checks: Array<[{ schema: string; table: string }, 'read' | 'write']> = [...touched.map((r) => [r, 'read'] as [typeof r, 'read']), ...analysis.writes.map((w) => [w, 'write'] as [typeof w, 'write'])];
+  for (const [r, action] of checks) {
+    const own = ruleOf(r.schema, r.table, action);
     for (const d of hierarchy.descendants(r.schema, r.table)) {
-      if (!sameRowRule(own, ruleOf(d.schema, d.name))) return unenforceable(`${r.schema}.${r.table} has a descendant with another row rule`);
+      if (!sameRowRule(own, ruleOf(d.schema, d.name, action))) return unenforceable(`${r.schema}.${r.table} has a descendant with another row rule`);
     }
   }
-  const ruledTouched = touched.filter((r) => ruleOf(r.schema, r.table) !== null);
-  if (analysis.kind === 'write') {
-    const writeRuled = analysis.writes.some((w) => evaluator.rowTerms(sourceId, w.schema, w.table, 'write').some((t) => t.rows !== null));
-    if (ruledTouched.length > 0 || writeRuled) return unenforceable('writes touching row-ruled tables are not supported yet');
-    return { kind: 'none' };
+  const targetRuled = (w: { schema: string; table: string }) => ruleOf(w.schema, w.table) !== null || ruleOf(w.schema, w.table, 'write') !== null;
+  const ruledTouched = [...analysis.reads.filter((r) => ruleOf(r.schema, r.table) !== null), ...analysis.writes.filter(targetRuled)];
+  if (analysis.kind === 'write' && analysis.statement === 'MergeStmt' && analysis.writes.some(targetRuled)) {
+    return unenforceable('MERGE into a row-ruled table: PostgreSQL 15 cannot run MERGE on the check-option view that restricts it (use INSERT, UPDATE or DELETE)');
   }
   // Paths to rows the rewrite cannot see into: views' definitions and user functions' bodies.
   const views = analysis.reads.filter((r) => {
@@ -193,7 +215,7 @@ export function shapeRowRules(input: Omit<RowRuleInput, 'attributes'>): RowRuleS
   if (analysis.statement === 'ExplainStmt') return unenforceable('EXPLAIN of a statement reading row-ruled tables');
 
   const created = new Map<string, RowView>();
-  const applied = new Map<string, string>();
+  const applied = new Map<string, { relation: string; rule: string; write?: true }>();
   const steps: Array<AttributeNeed | ShapeRefusal> = [];
   let refused = false;
   const refuse = (d: RowRuleRefusal): null => {
@@ -202,42 +224,67 @@ export function shapeRowRules(input: Omit<RowRuleInput, 'attributes'>): RowRuleS
     return null;
   };
   const predicateSqlOf = new Map<string, string>();
-  /** The combined predicate SQL of a ruled relation, noting the attributes it binds; null after a refusal. */
-  const compile = (rel: PreparedRelation, rule: RelationRowRule): string | null => {
-    const key = relKey(rel.schema, rel.name);
-    const done = predicateSqlOf.get(key);
-    if (done !== undefined) return done;
-    const types = new Map(input.catalog.relations.find((r) => r.schema === rel.schema && r.name === rel.name)?.columns.map((c) => [c.name, c.dataType]) ?? []);
-    const parts: string[] = [];
-    for (const term of rule.terms) {
-      const p = cachedPredicate(term.rows);
-      if (p instanceof RowPredicateError) return refuse(unenforceable(`the row rule of ${term.resource} in role ${term.role} is invalid: ${p.message}`));
-      const bindTypes: Array<[string, string]> = [];
-      try {
-        parts.push(renderRowPredicate(p, (c) => types.get(c), (a, t) => bindTypes.push([a, t])));
-      } catch (err) {
-        if (!(err instanceof RowPredicateTableError)) throw err;
-        return refuse(unenforceable(`the row rule of ${term.resource} in role ${term.role} cannot apply to ${rel.schema}.${rel.name}: ${err.message}`));
-      }
-      steps.push({ kind: 'need', single: [...p.attributes], list: [...p.listAttributes], bindTypes });
+  const types = (rel: PreparedRelation) => new Map(input.catalog.relations.find((r) => r.schema === rel.schema && r.name === rel.name)?.columns.map((c) => [c.name, c.dataType]) ?? []);
+  /** The SQL of one predicate text over `rel`, noting the attributes it binds; null after a refusal. */
+  const one = (rel: PreparedRelation, rows: string, origin: string): string | null => {
+    const p = cachedPredicate(rows);
+    if (p instanceof RowPredicateError) return refuse(unenforceable(`the row rule of ${origin} is invalid: ${p.message}`));
+    const bindTypes: Array<[string, string]> = [];
+    let sql: string;
+    try {
+      const cols = types(rel);
+      sql = renderRowPredicate(p, (c) => cols.get(c), (a, t) => bindTypes.push([a, t]));
+    } catch (err) {
+      if (!(err instanceof RowPredicateTableError)) throw err;
+      return refuse(unenforceable(`the row rule of ${origin} cannot apply to ${rel.schema}.${rel.name}: ${err.message}`));
     }
-    const sql = parts.length === 1 ? parts[0] : `(${parts.join(' OR ')})`;
-    predicateSqlOf.set(key, sql);
-    applied.set(`${rel.schema}.${rel.name}`, sha(JSON.stringify(rule.terms.map((t) => t.rows))).slice(0, 16));
+    steps.push({ kind: 'need', single: [...p.attributes], list: [...p.listAttributes], bindTypes });
     return sql;
   };
-  const resolve = (ref: RelationReference): string | null => {
+  /** The combined predicate SQL of a rule (terms ORed, restrictions ANDed); null after a refusal. */
+  const compile = (rel: PreparedRelation, rule: RelationRowRule, action: 'read' | 'write'): string | null => {
+    const key = `${action}\u0000${relKey(rel.schema, rel.name)}`;
+    const done = predicateSqlOf.get(key);
+    if (done !== undefined) return done;
+    const or: string[] = [];
+    for (const term of rule.terms) {
+      const sql = one(rel, term.rows, `${term.resource} in role ${term.role}`);
+      if (sql === null) return null;
+      or.push(sql);
+    }
+    const and: string[] = or.length === 0 ? [] : [or.length === 1 ? or[0] : `(${or.join(' OR ')})`];
+    for (const r of rule.restrictions) {
+      const sql = one(rel, r.rows, `policy ${r.policy}`);
+      if (sql === null) return null;
+      and.push(sql);
+    }
+    const sql = and.length === 1 ? and[0] : `(${and.join(' AND ')})`;
+    predicateSqlOf.set(key, sql);
+    return sql;
+  };
+  const ruleHash = (...rs: Array<RelationRowRule | null>) => sha(JSON.stringify(rs.map((r) => (r ? [r.terms.map((t) => t.rows), r.restrictions.map((x) => x.rows)] : null)))).slice(0, 16);
+  const resolve = (ref: RelationReference, target: boolean): string | null => {
     if (refused) return null;
     const schemas = ref.schema !== null ? [ref.schema] : cat.path;
     let rel: PreparedRelation | undefined;
     for (const s of schemas) if ((rel = cat.relations.get(relKey(s, ref.name)))) break;
     if (!rel) return null;
-    const rule = ruleOf(rel.schema, rel.name);
-    if (rule === null) return null;
-    const predicateSql = compile(rel, rule);
-    if (predicateSql === null) return null;
-    const name = viewName(rel, !ref.inh, predicateSql);
-    created.set(name, { name, schema: rel.schema, table: rel.name, only: !ref.inh, predicateSql });
+    const read = ruleOf(rel.schema, rel.name);
+    const write = target ? ruleOf(rel.schema, rel.name, 'write') : null;
+    if (read === null && write === null) return null;
+    const parts: string[] = [];
+    for (const [rule, action] of [[read, 'read'], [write, 'write']] as const) {
+      if (rule === null) continue;
+      const sql = compile(rel, rule, action);
+      if (sql === null) return null;
+      parts.push(sql);
+    }
+    const predicateSql = parts.length === 1 ? parts[0] : `(${parts.join(' AND ')})`;
+    const name = viewName(rel, !ref.inh, predicateSql, target);
+    created.set(name, { name, schema: rel.schema, table: rel.name, only: !ref.inh, predicateSql, ...(target ? { check: true } : {}) });
+    const label = `${rel.schema}.${rel.name}`;
+    if (target) applied.set(`w\u0000${label}`, { relation: label, rule: ruleHash(read, write), write: true });
+    else applied.set(`r\u0000${label}`, { relation: label, rule: ruleHash(read) });
     return name;
   };
   let rewritten = { sql: input.sql, replaced: 0 };
@@ -249,7 +296,7 @@ export function shapeRowRules(input: Omit<RowRuleInput, 'attributes'>): RowRuleS
     refuse(unenforceable(err.message));
   }
   if (!refused && rewritten.replaced === 0) refuse(unenforceable('no reference to the row-ruled relations was found in the text'));
-  return { kind: 'ruled', sql: rewritten.sql, views: [...created.values()], applied: [...applied.entries()].map(([relation, rule]) => ({ relation, rule })).sort((a, b) => (a.relation < b.relation ? -1 : 1)), steps };
+  return { kind: 'ruled', sql: rewritten.sql, views: [...created.values()], applied: [...applied.values()].sort((a, b) => (a.relation < b.relation ? -1 : a.relation > b.relation ? 1 : a.write ? 1 : -1)), steps };
 }
 
 /**
@@ -268,7 +315,7 @@ export function bindRowRules(shape: RowRuleShape, attributes: Record<string, unk
         const raw = attributes && Object.prototype.hasOwnProperty.call(attributes, a) ? attributes[a] : undefined;
         const value = raw === undefined ? null : text(raw);
         if (value === null) {
-          return { kind: 'refused', outcome: { kind: 'refusal', code: 'row_rule_attribute_missing', message: `A row rule on a table this statement reads needs the identity attribute "${a}"${prefix === LIST_SETTING_PREFIX ? ' (a list)' : ''}, which this identity does not have (or not as a usable value), so the table is unreadable for it; an operator can set the attribute.` }, reason: `attribute ${a} missing` };
+          return { kind: 'refused', outcome: { kind: 'refusal', code: 'row_rule_attribute_missing', message: `A row rule on a table this statement touches needs the identity attribute "${a}"${prefix === LIST_SETTING_PREFIX ? ' (a list)' : ''}, which this identity does not have (or not as a usable value), so the table is unreadable for it; an operator can set the attribute.` }, reason: `attribute ${a} missing` };
         }
         settings.set(prefix + a, value);
       }
@@ -277,7 +324,7 @@ export function bindRowRules(shape: RowRuleShape, attributes: Record<string, unk
     // the caller here, not as a failure of the agent's statement.
     const unfit = step.bindTypes.find(([a, t]) => !attributeFitsType(attributes?.[a], t));
     if (unfit) {
-      return { kind: 'refused', outcome: { kind: 'refusal', code: 'row_rule_attribute_missing', message: `A row rule on a table this statement reads compares the identity attribute "${unfit[0]}" with a column of type ${unfit[1]}, and this identity's value is not of that type, so the table is unreadable for it; an operator can correct the attribute.` }, reason: `attribute ${unfit[0]} not a ${unfit[1]}` };
+      return { kind: 'refused', outcome: { kind: 'refusal', code: 'row_rule_attribute_missing', message: `A row rule on a table this statement touches compares the identity attribute "${unfit[0]}" with a column of type ${unfit[1]}, and this identity's value is not of that type, so the table is unreadable for it; an operator can correct the attribute.` }, reason: `attribute ${unfit[0]} not a ${unfit[1]}` };
     }
   }
   const bound = [...settings.entries()].sort(([a], [b]) => (a < b ? -1 : 1));
@@ -309,7 +356,7 @@ export function rowViewStatements(view: RowView, reader: string): string[] {
     // CREATE SCHEMA IF NOT EXISTS checks CREATE on the database before it checks existence: a schema an
     // operator made for the writer role (`CREATE SCHEMA interlock_rows AUTHORIZATION <writer>`) is used as is.
     `DO $il$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = '${ROW_VIEW_SCHEMA}') THEN CREATE SCHEMA ${ROW_VIEW_SCHEMA}; END IF; END$il$`,
-    `CREATE OR REPLACE VIEW ${v} WITH (security_barrier = true, security_invoker = true) AS SELECT * FROM ${view.only ? 'ONLY ' : ''}${quoteIdent(view.schema)}.${quoteIdent(view.table)} WHERE ${view.predicateSql}`,
+    `CREATE OR REPLACE VIEW ${v} WITH (security_barrier = true, security_invoker = true${view.check ? ', check_option = cascaded' : ''}) AS SELECT * FROM ${view.only ? 'ONLY ' : ''}${quoteIdent(view.schema)}.${quoteIdent(view.table)} WHERE ${view.predicateSql}`,
     `GRANT USAGE ON SCHEMA ${ROW_VIEW_SCHEMA} TO ${quoteIdent(reader)}`,
     `GRANT SELECT ON ${v} TO ${quoteIdent(reader)}`,
   ];
