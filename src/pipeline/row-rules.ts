@@ -35,6 +35,7 @@ import {
   RowPredicateTableError,
   type RowPredicate,
 } from '../sql/row-rules/predicate';
+import { cutToBytes } from '../sql/mask-sql';
 import { rewriteRowRules, ROW_VIEW_SCHEMA, RowRewriteRefusal, type RelationReference } from '../sql/row-rules/rewrite';
 import type { ToolOutcome } from './types';
 
@@ -114,9 +115,19 @@ function unenforceable(reason: string): RowRuleRefusal {
 
 const sha = (s: string): string => createHash('sha256').update(s).digest('hex');
 
-/** The view name of a relation's rule: a readable prefix and a hash of everything the view holds. */
+/**
+ * The byte length of a view name's readable prefix. PostgreSQL keeps the first 63 bytes of an
+ * identifier: a prefix cut by characters (40 two-byte letters are 80 bytes) once made it cut the
+ * hash off, so every rule's view of the table had one name (red team rt27w, finding A).
+ */
+const VIEW_PREFIX_BYTES = 40;
+
+/**
+ * The view name of a relation's rule: a readable prefix of at most 40 bytes and a hash of
+ * everything the view holds (at most 57 bytes, so PostgreSQL never cuts the hash).
+ */
 function viewName(rel: PreparedRelation, only: boolean, predicateSql: string, check: boolean): string {
-  return `${rel.name.slice(0, 40)}_${sha(JSON.stringify([rel.schema, rel.name, only, rel.columnNames, predicateSql, ...(check ? ['check'] : [])])).slice(0, 16)}`;
+  return `${cutToBytes(rel.name, VIEW_PREFIX_BYTES)}_${sha(JSON.stringify([rel.schema, rel.name, only, rel.columnNames, predicateSql, ...(check ? ['check'] : [])])).slice(0, 16)}`;
 }
 
 /** Whether any row rule (a role allow's `rows` or a policy's `restrict_rows`) may apply to the caller on the source. */

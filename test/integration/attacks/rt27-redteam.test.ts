@@ -1,0 +1,149 @@
+/**
+ * Red team rt27w on row rules (issue 27): the newest code — row-ruled approved writes through
+ * check-option row views, `restrict_rows` policies, and the cached rewrite — attacked by identities
+ * with row rules (fixture: test/helpers/row-rules.ts; writes run as their approval runs them).
+ * Not repeated here: what rt27-row-rules.test.ts and rt27-writes.test.ts cover. Each block names a
+ * finding (severity, fixed or not) or a defence confirmed with exact outcomes.
+ */
+import { codeOf, rowsOf, startRowFixture, type RowFixture } from '../../helpers/row-rules';
+import type { SourceRole } from '../../../src/control/roles';
+import type { Policy } from '../../../src/control/policies';
+
+/** A table name of 35 two-byte letters (70 UTF-8 bytes): PostgreSQL keeps 63 bytes of an identifier. */
+const LONG = 'ü'.repeat(35);
+const EXTRA = `
+CREATE TABLE note (note_id int PRIMARY KEY, owner_id int NOT NULL, tenant text NOT NULL, body text);
+CREATE TABLE project (project_id int PRIMARY KEY, name text);
+CREATE TABLE task (task_id int PRIMARY KEY, project_id int NOT NULL REFERENCES project ON DELETE CASCADE, owner_id int NOT NULL);
+CREATE TABLE "${LONG}" (id int PRIMARY KEY, owner_id int NOT NULL);
+INSERT INTO "${LONG}" SELECT g, 1 + g % 4 FROM generate_series(1, 40) g;
+`;
+const RESET = `TRUNCATE note, task, project;
+INSERT INTO note SELECT g, 1 + g % 4, (ARRAY['a','b'])[1 + g % 2], 'n' || g FROM generate_series(1, 40) g;
+INSERT INTO project SELECT g, 'p' || g FROM generate_series(1, 4) g;
+INSERT INTO task SELECT g, 1 + g % 4, 1 + g % 2 FROM generate_series(1, 20) g;`;
+
+const OWNER: SourceRole = {
+  name: 'owner',
+  statements: [
+    { effect: 'allow', action: 'read', resource: 'public.note', rows: 'owner_id = identity.employee_id' },
+    { effect: 'allow', action: 'write', resource: 'public.note' },
+    { effect: 'allow', action: 'read', resource: 'public.task', rows: 'owner_id = identity.employee_id' },
+    { effect: 'allow', action: 'write', resource: 'public.task' },
+    { effect: 'allow', action: '*', resource: 'public.project' },
+    { effect: 'allow', action: 'read', resource: 'public.customer', rows: 'support_rep_id = identity.employee_id' },
+    { effect: 'allow', action: '*', resource: 'public.invoice' },
+  ],
+};
+const ME = { employee_id: 1 };
+/** Employee 1's notes (owner_id = 1 + g % 4 = 1). */
+const MINE = [4, 8, 12, 16, 20, 24, 28, 32, 36, 40];
+
+let fx: RowFixture;
+beforeAll(async () => {
+  fx = await startRowFixture(EXTRA);
+  fx.grant('agent', [OWNER]);
+}, 60_000);
+afterAll(async () => fx?.close());
+beforeEach(async () => {
+  await fx.admin(RESET);
+  fx.store.policies = [];
+});
+
+const untouched = async () => expect(await fx.admin(`SELECT count(*)::int AS n FROM note WHERE body <> 'n' || note_id OR owner_id <> 1 + note_id % 4 OR note_id > 40`)).toEqual([{ n: 0 }]);
+
+describe('finding A (high, fixed): a view name longer than 63 bytes loses its hash, so callers with different rules share one view', () => {
+  // viewName kept the first 40 *characters* of the table name before `_<hash>`; PostgreSQL cuts an
+  // identifier at 63 bytes, so for a table name of 35 two-byte letters every rule's view of it was
+  // the same truncated name: the last CREATE OR REPLACE won, and a caller whose view the gateway
+  // remembered as created read through another caller's rule.
+  const narrow: SourceRole = { name: 'narrow', statements: [{ effect: 'allow', action: 'read', resource: 'public.*', rows: 'owner_id = identity.employee_id' }] };
+  const wide: SourceRole = { name: 'wide', statements: [{ effect: 'allow', action: 'read', resource: 'public.*', rows: 'owner_id IS NOT NULL' }] };
+  it('a caller whose rule allows 10 of 40 rows still reads 10 after a caller with a wider rule read the table', async () => {
+    fx.grant('narrow', [narrow]);
+    fx.grant('wide', [wide]);
+    const q = (alias: string) => `SELECT count(*)::int AS ${alias} FROM "${LONG}"`;
+    expect(rowsOf(await fx.call('narrow', ME, q('a')))).toEqual([{ a: 10 }]);
+    expect(rowsOf(await fx.call('wide', undefined, q('b')))).toEqual([{ b: 40 }]);
+    expect(rowsOf(await fx.call('narrow', ME, q('c')))).toEqual([{ c: 10 }]);
+    // Every view name fits PostgreSQL's identifier limit, so none is cut.
+    const names = await fx.admin<{ n: string }>("SELECT c.relname AS n FROM pg_class c JOIN pg_namespace s ON s.oid = c.relnamespace WHERE s.nspname = 'interlock_rows' AND c.relname LIKE 'ü%'");
+    expect(names).toHaveLength(2);
+    for (const { n } of names) expect(n).toMatch(/_[0-9a-f]{16}$/);
+  });
+});
+
+describe('finding B (medium, not fixed): a foreign key ON DELETE CASCADE from a ruled table deletes its hidden rows', () => {
+  // The agent may write project (unruled) and only its own tasks (owner_id = 1: 10 of 20). Deleting
+  // a project deletes, by the FK's cascade, every task of it, other owners' hidden ones included.
+  // PostgreSQL's RLS behaves the same (referential actions bypass it); InterLock's promise ("cannot
+  // … delete a row its rule hides") does not hold. Owner: src/pipeline/row-rules.ts — needs the
+  // catalogue to carry foreign keys and refuse, for a ruled caller, UPDATE/DELETE of a table that a
+  // ruled table references with a CASCADE / SET NULL / SET DEFAULT action.
+  test.failing('DELETE FROM project reaches hidden tasks through the cascade', async () => {
+    const before = await fx.admin<{ n: number }>('SELECT count(*)::int AS n FROM task WHERE owner_id <> 1');
+    expect(before).toEqual([{ n: 10 }]);
+    const r = await fx.write('agent', ME, 'DELETE FROM project WHERE project_id = 2');
+    // Expected: refused (or the hidden tasks untouched); today { rowCount: 1 } and 5 hidden tasks gone.
+    expect(await fx.admin('SELECT count(*)::int AS n FROM task WHERE owner_id <> 1')).toEqual([{ n: 10 }]);
+    expect(r).toEqual({ code: 'row_rule_unenforceable' });
+  });
+});
+
+describe('defence: ON CONFLICT DO UPDATE cannot test a hidden row (its WHERE and SET never run on it)', () => {
+  // note 1 belongs to owner 2. If the DO UPDATE WHERE (or SET) ran on the conflicting hidden row,
+  // a predicate on its columns would answer row_rule_violation for true and rowCount 0 for false,
+  // or statement_failed for a division by zero: every variant answers row_rule_violation.
+  it.each([
+    "INSERT INTO note VALUES (1, 1, 'a', 'x') ON CONFLICT (note_id) DO UPDATE SET body = 'x' WHERE note.owner_id = 2",
+    "INSERT INTO note VALUES (1, 1, 'a', 'x') ON CONFLICT (note_id) DO UPDATE SET body = 'x' WHERE note.owner_id = 3",
+    "INSERT INTO note VALUES (1, 1, 'a', 'x') ON CONFLICT (note_id) DO UPDATE SET body = 'x' WHERE 1 / (note.owner_id - 2) > 0",
+    "INSERT INTO note VALUES (1, 1, 'a', 'x') ON CONFLICT (note_id) DO UPDATE SET body = (1 / (note.owner_id - 2))::text",
+  ])('%s → row_rule_violation, nothing changed', async (sql) => {
+    expect(await fx.write('agent', ME, sql)).toEqual({ code: 'row_rule_violation' });
+    await untouched();
+  });
+});
+
+describe('defence: TRUNCATE and COPY (no check-option route) are refused before they are queued', () => {
+  it.each([
+    ['TRUNCATE note', 'statement_not_allowed'],
+    ['TRUNCATE ONLY note', 'statement_not_allowed'],
+  ])('%s → %s, nothing changed', async (sql, code) => {
+    expect(codeOf(await fx.call('agent', ME, sql))).toBe(code);
+    await untouched();
+  });
+  it('COPY is no statement an agent may send', async () => {
+    expect(codeOf(await fx.call('agent', ME, 'COPY note TO STDOUT'))).toBe('statement_not_allowed');
+    expect(codeOf(await fx.call('agent', ME, "COPY note FROM STDIN"))).toBe('statement_not_allowed');
+  });
+});
+
+describe('defence: write policies (restrict_rows, actions: [write]) on the widest allows', () => {
+  const ALL: SourceRole = { name: 'all', statements: [{ effect: 'allow', action: '*', resource: '*' }] };
+  const onlyOwn: Policy = {
+    name: 'own-notes',
+    enabled: true,
+    applies_to: { roles: ['all'] },
+    rule: { type: 'restrict_rows', relations: ['public.*'], actions: ['write'], rows: 'owner_id = identity.employee_id' },
+  } as unknown as Policy;
+  it('an `*` allow on `*` plus a write policy on public.*: DELETE reaches only the policy rows; reads stay unruled', async () => {
+    fx.grant('all', [ALL]);
+    fx.store.policies = [onlyOwn];
+    expect(rowsOf(await fx.call('all', ME, 'SELECT count(*)::int AS n FROM note'))).toEqual([{ n: 40 }]);
+    expect(await fx.write('all', ME, 'DELETE FROM note WHERE note_id > 0')).toEqual({ rowCount: 10 });
+    expect((await fx.admin<{ n: number }>('SELECT count(*)::int AS n FROM note WHERE owner_id = 1'))).toEqual([{ n: 0 }]);
+    expect(await fx.write('all', ME, "UPDATE note SET owner_id = 1 WHERE note_id = 1")).toEqual({ rowCount: 0 });
+    expect(await fx.write('all', ME, "INSERT INTO note VALUES (500, 2, 'a', 'x')")).toEqual({ code: 'row_rule_violation' });
+  });
+});
+
+describe('defence: a data-modifying CTE on an unruled table cannot count hidden rows of a ruled one', () => {
+  it('UPDATE invoice … WHERE customer_id IN (SELECT … FROM customer) reaches only permitted customers\' invoices', async () => {
+    // Employee 1's customers: 6, 12, 18, 24, 36, 42, 48, 54; invoices with customer_id = 1 + g % 60.
+    const mine = await fx.admin<{ n: number }>('SELECT count(*)::int AS n FROM invoice WHERE customer_id IN (6, 12, 18, 24, 36, 42, 48, 54)');
+    const r = await fx.write('agent', ME, 'WITH u AS (UPDATE invoice SET total = total WHERE customer_id IN (SELECT customer_id FROM customer) RETURNING 1) SELECT count(*) FROM u');
+    expect(r).toEqual({ rowCount: 1 });
+    expect(await fx.write('agent', ME, 'UPDATE invoice SET total = total WHERE customer_id IN (SELECT customer_id FROM customer)')).toEqual({ rowCount: mine[0].n });
+  });
+});
