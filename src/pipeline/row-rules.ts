@@ -30,6 +30,7 @@ import {
   parseRowPredicate,
   quoteIdent,
   renderRowPredicate,
+  stringLiteral,
   attributeFitsType,
   RowPredicateError,
   RowPredicateTableError,
@@ -355,19 +356,31 @@ export function bindRowRules(shape: RowRuleShape, attributes: Record<string, unk
 }
 
 /**
- * The statements that create (or replace) a row view and let the source's reader role read it:
- * the schema, the view (`security_barrier` so only leakproof quals of the agent's are pushed below
- * the rule; `security_invoker` so the reader's own privileges and any RLS of the table still apply),
- * and the grants. `reader` is the reader role's name. Run by a role that owns the schema, or may
- * create it (CREATE on the database) when it does not exist yet.
+ * The statements that create a row view when it is missing and let the source's reader role read
+ * it: the schema, the view (`security_barrier` so only leakproof quals of the agent's are pushed
+ * below the rule; `security_invoker` so the reader's own privileges and any RLS of the table still
+ * apply), and the grants. `reader` is the reader role's name. Run by a role that owns the schema,
+ * or may create it (CREATE on the database) when it does not exist yet.
+ *
+ * The view is created only when no view of that name with these options exists: its name is a
+ * hash of everything it holds, so an existing one is the same view. CREATE OR REPLACE VIEW takes
+ * an ACCESS EXCLUSIVE lock even when nothing changes, so re-running it (a gateway's first read
+ * after a start, every approved write: red team rt27w, finding C) waited behind any running read
+ * of the view and stalled every later reader of it. GRANT takes no lock on the view.
  */
 export function rowViewStatements(view: RowView, reader: string): string[] {
   const v = `${ROW_VIEW_SCHEMA}.${quoteIdent(view.name)}`;
+  const options = ['security_barrier=true', 'security_invoker=true', ...(view.check ? ['check_option=cascaded'] : [])];
+  const create = `CREATE OR REPLACE VIEW ${v} WITH (${options.map((o) => o.replace('=', ' = ')).join(', ')}) AS SELECT * FROM ${view.only ? 'ONLY ' : ''}${quoteIdent(view.schema)}.${quoteIdent(view.table)} WHERE ${view.predicateSql}`;
+  // A dollar-quote tag that the view's text (its rule's string constants) does not contain.
+  let tag = 'il';
+  while (create.includes(`$${tag}$`)) tag += '_';
+  const exists = `SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace WHERE n.nspname OPERATOR(pg_catalog.=) '${ROW_VIEW_SCHEMA}' AND c.relname OPERATOR(pg_catalog.=) ${stringLiteral(view.name)} AND c.relkind OPERATOR(pg_catalog.=) 'v' AND c.reloptions OPERATOR(pg_catalog.@>) ARRAY[${options.map(stringLiteral).join(', ')}]::pg_catalog.text[]`;
   return [
     // CREATE SCHEMA IF NOT EXISTS checks CREATE on the database before it checks existence: a schema an
     // operator made for the writer role (`CREATE SCHEMA interlock_rows AUTHORIZATION <writer>`) is used as is.
     `DO $il$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = '${ROW_VIEW_SCHEMA}') THEN CREATE SCHEMA ${ROW_VIEW_SCHEMA}; END IF; END$il$`,
-    `CREATE OR REPLACE VIEW ${v} WITH (security_barrier = true, security_invoker = true${view.check ? ', check_option = cascaded' : ''}) AS SELECT * FROM ${view.only ? 'ONLY ' : ''}${quoteIdent(view.schema)}.${quoteIdent(view.table)} WHERE ${view.predicateSql}`,
+    `DO $${tag}$BEGIN IF NOT EXISTS (${exists}) THEN ${create}; END IF; END$${tag}$`,
     `GRANT USAGE ON SCHEMA ${ROW_VIEW_SCHEMA} TO ${quoteIdent(reader)}`,
     `GRANT SELECT ON ${v} TO ${quoteIdent(reader)}`,
   ];

@@ -147,3 +147,32 @@ describe('defence: a data-modifying CTE on an unruled table cannot count hidden 
     expect(await fx.write('agent', ME, 'UPDATE invoice SET total = total WHERE customer_id IN (SELECT customer_id FROM customer)')).toEqual({ rowCount: mine[0].n });
   });
 });
+
+describe('finding C (medium, fixed): an approved write re-created its read views under an exclusive lock, stalling every reader behind a long read', () => {
+  // Each approved ruled write provisions its views with a fresh provisioner (as a gateway does after
+  // a start), which ran CREATE OR REPLACE VIEW even for a view that exists: that takes an ACCESS
+  // EXCLUSIVE lock on the view, so it waited for any running read of it (an agent's long read), and
+  // every later read of the view by every caller sharing the rule queued behind it. An existing view
+  // (its name is a hash of its whole definition) is now left alone: only missing views are created.
+  it("another caller's short read of the same row view finishes while a long read runs and a write is approved", async () => {
+    const done: string[] = [];
+    fx.grant('peer', [OWNER]);
+    // Both callers' views exist and are known to the gateway before the race.
+    expect(rowsOf(await fx.call('agent', ME, 'SELECT count(*)::int AS warm FROM customer'))).toEqual([{ warm: 8 }]);
+    const long = fx.call('agent', ME, 'SELECT count(*)::int AS n FROM customer, generate_series(1, 2500000) g').then((o) => {
+      done.push(`long:${codeOf(o)}`);
+    });
+    await new Promise((r) => setTimeout(r, 800));
+    const write = fx.write('agent', ME, 'UPDATE invoice SET total = total WHERE customer_id IN (SELECT customer_id FROM customer)').then((r) => {
+      done.push(`write:${'rowCount' in r ? 'ok' : r.code}`);
+    });
+    await new Promise((r) => setTimeout(r, 400));
+    const short = fx.call('peer', { employee_id: 2 }, 'SELECT count(*)::int AS peer FROM customer').then((o) => {
+      done.push(`short:${JSON.stringify(rowsOf(o))}`);
+    });
+    await Promise.all([long, write, short]);
+    // Employee 2's customers: support_rep_id = 1 + g % 6 = 2 for g = 1, 7, …, 55 except g % 10 = 0: 10 rows.
+    expect(done.filter((d) => !d.startsWith('write'))).toEqual(['short:[{"peer":10}]', 'long:ok']);
+    expect(done).toContain('write:ok');
+  }, 60_000);
+});
