@@ -5,6 +5,7 @@
  * Not repeated here: what rt27-row-rules.test.ts and rt27-writes.test.ts cover. Each block names a
  * finding (severity, fixed or not) or a defence confirmed with exact outcomes.
  */
+import pg from 'pg';
 import { codeOf, rowsOf, startRowFixture, type RowFixture } from '../../helpers/row-rules';
 import type { SourceRole } from '../../../src/control/roles';
 import type { Policy } from '../../../src/control/policies';
@@ -174,5 +175,28 @@ describe('finding C (medium, fixed): an approved write re-created its read views
     // Employee 2's customers: support_rep_id = 1 + g % 6 = 2 for g = 1, 7, …, 55 except g % 10 = 0: 10 rows.
     expect(done.filter((d) => !d.startsWith('write'))).toEqual(['short:[{"peer":10}]', 'long:ok']);
     expect(done).toContain('write:ok');
+  }, 60_000);
+});
+
+describe('finding D (low-medium, fixed): every approved write re-granted its views, so a concurrent GRANT (another gateway, an operator) failed the approval', () => {
+  // The provisioner ran GRANT USAGE ON SCHEMA and GRANT SELECT ON the view even when the reader
+  // already held them; two GRANTs on one catalogue row at once make the second fail ("tuple
+  // concurrently updated"), so an approved write racing another gateway's view creation ended
+  // `failed` with row_rules_unavailable (the approval spent). Grants the reader holds are not re-run.
+  it('an approved ruled write succeeds while another session holds an uncommitted GRANT on the row-view schema and views', async () => {
+    expect(rowsOf(await fx.call('agent', ME, 'SELECT count(*)::int AS warm2 FROM customer'))).toEqual([{ warm2: 8 }]);
+    const holder = new pg.Client({ connectionString: fx.db.url });
+    await holder.connect();
+    try {
+      await holder.query(`BEGIN; GRANT USAGE ON SCHEMA interlock_rows TO "${fx.reader}"; GRANT SELECT ON ALL TABLES IN SCHEMA interlock_rows TO "${fx.reader}"`);
+      const write = fx.write('agent', ME, 'UPDATE invoice SET total = total WHERE customer_id IN (SELECT customer_id FROM customer)');
+      await new Promise((r) => setTimeout(r, 600));
+      await holder.query('COMMIT');
+      const mine = await fx.admin<{ n: number }>('SELECT count(*)::int AS n FROM invoice WHERE customer_id IN (6, 12, 18, 24, 36, 42, 48, 54)');
+      expect(await write).toEqual({ rowCount: mine[0].n });
+    } finally {
+      await holder.query('ROLLBACK').catch(() => undefined);
+      await holder.end();
+    }
   }, 60_000);
 });
