@@ -200,3 +200,47 @@ describe('finding D (low-medium, fixed): every approved write re-granted its vie
     }
   }, 60_000);
 });
+
+describe('defence: reads that name, sample, lock or look around a ruled table (employee 1 may read 8 of 60 customers)', () => {
+  it.each([
+    ['SELECT count(*)::int AS n FROM (SELECT row_to_json(c) AS j FROM customer c) x', 'ok', [{ n: 8 }]],
+    ['SELECT count(*)::int AS n FROM customer c, LATERAL (SELECT c.*) x', 'ok', [{ n: 8 }]],
+    ['SELECT count(*)::int AS n FROM U&"cust\\006fmer"', 'ok', [{ n: 8 }]],
+    ['SELECT count(*)::int AS n FROM PUBLIC . CUSTOMER', 'ok', [{ n: 8 }]],
+    ['SELECT count(*)::int AS n FROM customer WHERE EXISTS (TABLE public.customer)', 'ok', [{ n: 8 }]],
+    ['SELECT (SELECT count(*) FROM customer)::int AS n', 'ok', [{ n: 8 }]],
+    // Forms the byte-span rewrite cannot place: refused, never read unruled.
+    ['SELECT count(*)::int AS n FROM ONLY (customer)', 'row_rule_unenforceable', null],
+    ['SELECT count(*)::int AS n FROM customer *', 'row_rule_unenforceable', null],
+    ['SELECT count(*)::int AS n FROM public/**/.customer', 'row_rule_unenforceable', null],
+    ['WITH a AS (SELECT count(*)::int AS n FROM customer), customer AS (SELECT 1 AS x) SELECT n FROM a', 'row_rule_unenforceable', null],
+    ['SELECT count(*)::int AS n FROM (WITH customer AS (SELECT 1) SELECT 1) s, customer', 'row_rule_unenforceable', null],
+    // A view is no table: sampling fails in PostgreSQL, locking is refused before it runs.
+    ['SELECT count(*)::int AS n FROM customer TABLESAMPLE BERNOULLI (100)', 'statement_failed', null],
+    ['SELECT customer_id FROM customer FOR UPDATE', 'statement_not_allowed', null],
+    ['SELECT ctid FROM customer', 'source_role_denied', null],
+    // The settings and the statistics are out of reach.
+    ["SELECT current_setting('interlock.attr.employee_id') AS s", 'function_not_allowed', null],
+    ["SELECT set_config('interlock.attr.employee_id', '2', true) AS s, (SELECT count(*) FROM customer) AS n", 'function_not_allowed', null],
+    ['SHOW interlock.attr.employee_id', 'statement_not_allowed', null],
+    ["SELECT n_live_tup FROM pg_stat_user_tables WHERE relname = 'customer'", 'source_role_denied', null],
+    ["SELECT most_common_vals::text AS v FROM pg_stats WHERE tablename = 'customer'", 'source_role_denied', null],
+    ["SELECT query_to_xml('SELECT * FROM customer', true, true, '')::text AS s", 'function_not_allowed', null],
+    ["SELECT count(*)::int AS n FROM customer WHERE 'nope'::regclass IS NOT NULL", 'function_not_allowed', null],
+  ])('%s → %s', async (sql, code, rows) => {
+    const o = await fx.call('agent', ME, sql);
+    expect(codeOf(o)).toBe(code);
+    if (rows) expect(rowsOf(o)).toEqual(rows);
+  });
+});
+
+describe('defence: a write cannot rebind its own attributes before its target view reads them', () => {
+  it.each([
+    "UPDATE note SET body = set_config('interlock.attr.employee_id', '2', true)",
+    "WITH s AS MATERIALIZED (SELECT set_config('interlock.attr.employee_id', '2', true) AS v) UPDATE note SET body = s.v FROM s",
+    "DELETE FROM note WHERE set_config('interlock.attr.employee_id', '2', true) IS NOT NULL",
+  ])('%s → function_not_allowed, never queued', async (sql) => {
+    expect(await fx.write('agent', ME, sql)).toEqual({ code: 'function_not_allowed' });
+    await untouched();
+  });
+});
