@@ -51,6 +51,11 @@ beforeEach(async () => {
   fx.store.policies = [];
 });
 
+/** The agent's write `sql` answers `code` and no note changed. */
+async function refusedUntouched(sql: string, code: string): Promise<void> {
+  expect(await fx.write('agent', ME, sql)).toEqual({ code });
+  await untouched();
+}
 const untouched = async () => expect(await fx.admin(`SELECT count(*)::int AS n FROM note WHERE body <> 'n' || note_id OR owner_id <> 1 + note_id % 4 OR note_id > 40`)).toEqual([{ n: 0 }]);
 
 describe('finding A (high, fixed): a view name longer than 63 bytes loses its hash, so callers with different rules share one view', () => {
@@ -100,10 +105,7 @@ describe('defence: ON CONFLICT DO UPDATE cannot test a hidden row (its WHERE and
     "INSERT INTO note VALUES (1, 1, 'a', 'x') ON CONFLICT (note_id) DO UPDATE SET body = 'x' WHERE note.owner_id = 3",
     "INSERT INTO note VALUES (1, 1, 'a', 'x') ON CONFLICT (note_id) DO UPDATE SET body = 'x' WHERE 1 / (note.owner_id - 2) > 0",
     "INSERT INTO note VALUES (1, 1, 'a', 'x') ON CONFLICT (note_id) DO UPDATE SET body = (1 / (note.owner_id - 2))::text",
-  ])('%s → row_rule_violation, nothing changed', async (sql) => {
-    expect(await fx.write('agent', ME, sql)).toEqual({ code: 'row_rule_violation' });
-    await untouched();
-  });
+  ])('%s → row_rule_violation, nothing changed', (sql) => refusedUntouched(sql, 'row_rule_violation'));
 });
 
 describe('defence: TRUNCATE and COPY (no check-option route) are refused before they are queued', () => {
@@ -155,26 +157,37 @@ describe('finding C (medium, fixed): an approved write re-created its read views
   // EXCLUSIVE lock on the view, so it waited for any running read of it (an agent's long read), and
   // every later read of the view by every caller sharing the rule queued behind it. An existing view
   // (its name is a hash of its whole definition) is now left alone: only missing views are created.
+  // Reproduction (before the fix): a ruled read running long on a row view, an approved write whose
+  // statement reads the same table, then any other caller's read of it: statement_failed (lock_timeout).
   it("another caller's short read of the same row view finishes while a long read runs and a write is approved", async () => {
-    const done: string[] = [];
     fx.grant('peer', [OWNER]);
     // Both callers' views exist and are known to the gateway before the race.
     expect(rowsOf(await fx.call('agent', ME, 'SELECT count(*)::int AS warm FROM customer'))).toEqual([{ warm: 8 }]);
-    const long = fx.call('agent', ME, 'SELECT count(*)::int AS n FROM customer, generate_series(1, 2500000) g').then((o) => {
-      done.push(`long:${codeOf(o)}`);
-    });
-    await new Promise((r) => setTimeout(r, 800));
-    const write = fx.write('agent', ME, 'UPDATE invoice SET total = total WHERE customer_id IN (SELECT customer_id FROM customer)').then((r) => {
-      done.push(`write:${'rowCount' in r ? 'ok' : r.code}`);
-    });
-    await new Promise((r) => setTimeout(r, 400));
-    const short = fx.call('peer', { employee_id: 2 }, 'SELECT count(*)::int AS peer FROM customer').then((o) => {
-      done.push(`short:${JSON.stringify(rowsOf(o))}`);
-    });
-    await Promise.all([long, write, short]);
-    // Employee 2's customers: support_rep_id = 1 + g % 6 = 2 for g = 1, 7, …, 55 except g % 10 = 0: 10 rows.
-    expect(done.filter((d) => !d.startsWith('write'))).toEqual(['short:[{"peer":10}]', 'long:ok']);
-    expect(done).toContain('write:ok');
+    // The "long read": it holds its lock on the customer row view while it waits for project, which
+    // another session holds exclusively until this test lets it go (no timing guesses).
+    const holder = new pg.Client({ connectionString: fx.db.url });
+    await holder.connect();
+    try {
+      await holder.query('BEGIN; LOCK TABLE project IN ACCESS EXCLUSIVE MODE');
+      const long = fx.call('agent', ME, 'SELECT count(*)::int AS n FROM customer, project');
+      await new Promise((r) => setTimeout(r, 300));
+      const write = fx.write('agent', ME, 'UPDATE invoice SET total = total WHERE customer_id IN (SELECT customer_id FROM customer)');
+      await new Promise((r) => setTimeout(r, 300));
+      const short = fx.call('peer', { employee_id: 2 }, 'SELECT count(*)::int AS peer FROM customer');
+      // Before the fix the write's CREATE OR REPLACE VIEW queued behind the long read and the short read
+      // behind it, until the source's lock_timeout (2 s) failed both (statement_failed, lock_timeout).
+      // The long read waits less than that: the lock is let go right after the short read.
+      const shortFirst = await Promise.race([short.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), 5000))]);
+      await holder.query('COMMIT');
+      expect(shortFirst).toBe(true);
+      // Employee 2's customers: support_rep_id = 1 + g % 6 = 2 for g = 1, 7, …, 55: 10 rows.
+      expect(rowsOf(await short)).toEqual([{ peer: 10 }]);
+      expect(rowsOf(await long)).toEqual([{ n: 32 }]);
+      expect(await write).toEqual({ rowCount: (await fx.admin<{ n: number }>('SELECT count(*)::int AS n FROM invoice WHERE customer_id IN (6, 12, 18, 24, 36, 42, 48, 54)'))[0].n });
+    } finally {
+      await holder.query('ROLLBACK').catch(() => undefined);
+      await holder.end();
+    }
   }, 60_000);
 });
 
@@ -239,8 +252,5 @@ describe('defence: a write cannot rebind its own attributes before its target vi
     "UPDATE note SET body = set_config('interlock.attr.employee_id', '2', true)",
     "WITH s AS MATERIALIZED (SELECT set_config('interlock.attr.employee_id', '2', true) AS v) UPDATE note SET body = s.v FROM s",
     "DELETE FROM note WHERE set_config('interlock.attr.employee_id', '2', true) IS NOT NULL",
-  ])('%s → function_not_allowed, never queued', async (sql) => {
-    expect(await fx.write('agent', ME, sql)).toEqual({ code: 'function_not_allowed' });
-    await untouched();
-  });
+  ])('%s → function_not_allowed, never queued', (sql) => refusedUntouched(sql, 'function_not_allowed'));
 });
