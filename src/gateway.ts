@@ -205,7 +205,7 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
   const auditPool = openAuditPool(db.url, auditCommitMs, logger);
   const auditSink = new GroupCommitAuditSink(auditPool, logger, { commitTimeoutMs: auditCommitMs });
   // Admission by capacity (issue 29): fed by call latency, event-loop delay and the audit writer's queue.
-  const capacity = capacityLimiter(config.admission ?? DEFAULT_CONFIG.admission!, () => auditSink.queueDepth);
+  const capacity = capacityLimiter(config.admission ?? DEFAULT_CONFIG.admission!, () => auditSink.pendingEvents());
   const host = opts.host ?? config.listen.host;
   // Operations endpoints: on their own listener when ops_listen is set (issue 10, Build 8), else beside /mcp.
   const opsServer = config.ops_listen ? await listenOperations(createOperationsApp(metrics, ops, originPolicyFor(config.ops_listen.host ?? '127.0.0.1', config, logger), logger), config.ops_listen.host ?? '127.0.0.1', config.ops_listen.port) : null;

@@ -14,9 +14,20 @@
  *   clamped to [minLimit, maxLimit]. While fewer than half the limit are in flight the limit is not
  *   raised (the load, not the capacity, is what bounds it then).
  * - pressure from outside the call: when the event loop's delay (p99 over the last interval) passes
- *   `maxEventLoopDelayMs`, or the audit writer's queue passes `maxAuditQueue`, each sample lowers
- *   the limit by 10 % instead, so CPU starvation shows up as early refusals and not as late
- *   `audit_unavailable`.
+ *   `maxEventLoopDelayMs`, or the audit writer's pending events pass `maxAuditQueue`, a sample
+ *   lowers the limit by 10 % instead (at most once per PRESSURE_STEP_MS, so a second of pressure
+ *   takes the limit to about a third, not to its floor after a few hundred samples), so CPU
+ *   starvation shows up as early refusals and not as late `audit_unavailable`.
+ *
+ * Defaults (DEFAULT_CAPACITY, measured, bench/RESULTS.md issue 29): a point read costs the gateway
+ * about 1–1.4 ms of CPU and answers in 5–6 ms unloaded, so each core keeps about 4 calls in flight
+ * while it waits on the databases; on 2 cores the peak goodput is reached near 8 connections.
+ * The limit starts at 16 (2 × cores × 4 on the 2-core reference machine: room to find the peak
+ * without a cold start refusing) and may fall to 4 (one core's worth: a starved replica still
+ * serves), so admission acts from 8–32 connections up, where the old floor of 64 never did. Since
+ * every admitted call holds its slot until its audit event commits, the audit writer's pending
+ * events can never exceed the calls in flight: the audit bound (64) must stay below max_limit to
+ * mean anything.
  *
  * Fair share inside it: while the limit is full, each identity may hold (and wait for) at most its
  * share of the slots (limit ÷ identities holding or waiting, at least 1); beyond it its calls are
@@ -30,6 +41,9 @@ import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
 
 /** Time constant of the long-term latency average, ms. */
 const LONG_WINDOW_MS = 10_000;
+
+/** Under outside pressure (event-loop delay, audit queue) the limit falls by 10 % at most once per this many ms. */
+export const PRESSURE_STEP_MS = 100;
 
 /** Settings of the capacity limit (config `admission`, spec/config-v1.schema.json). */
 export interface CapacitySettings {
@@ -47,21 +61,21 @@ export interface CapacitySettings {
   tolerance: number;
   /** Event-loop delay (p99 over the last sampling interval, ms) past which the limit is lowered. */
   maxEventLoopDelayMs: number;
-  /** Audit writer queue depth (events not yet taken into a batch) past which the limit is lowered. */
+  /** Audit writer pending events (queued and in batches being committed) past which the limit is lowered. */
   maxAuditQueue: number;
 }
 
 /** Defaults of CapacitySettings (spec/config-v1.schema.json `admission`). */
 export const DEFAULT_CAPACITY: CapacitySettings = {
   enabled: true,
-  initialLimit: 64,
-  minLimit: 64,
+  initialLimit: 16,
+  minLimit: 4,
   maxLimit: 512,
   queueSize: 32,
   queueTimeoutMs: 250,
   tolerance: 2,
   maxEventLoopDelayMs: 100,
-  maxAuditQueue: 1000,
+  maxAuditQueue: 64,
 };
 
 /** An admitted call's slot: call `release()` once, when the call (and its audit) is done. */
@@ -76,7 +90,7 @@ export interface CapacityRefusal {
 
 /** What the limiter reads besides its own samples; both optional. */
 export interface CapacitySignals {
-  /** Events waiting in the audit writer (GroupCommitAuditSink.queueDepth). */
+  /** Events pending in the audit writer (GroupCommitAuditSink.pendingEvents: queued and being committed). */
   auditQueueDepth?: () => number;
   /** Event-loop delay p99 in ms; default: node:perf_hooks monitorEventLoopDelay, read every second. */
   eventLoopDelayMs?: () => number;
@@ -110,6 +124,8 @@ export class CapacityLimiter {
   /** Slots held per identity key. */
   private readonly heldBy = new Map<string, number>();
   private lastSampleAt: number | null = null;
+  /** When pressure last lowered the limit (clock ms), or null. */
+  private lastPressureAt: number | null = null;
   private refusedCount = 0;
   private readonly histogram: IntervalHistogram | null;
   private loopDelayMs = 0;
@@ -297,8 +313,12 @@ export class CapacityLimiter {
       if (this.longRtt > 2 * this.shortRtt) this.longRtt *= 0.95;
     }
     let next: number;
-    if (this.pressured()) next = this.limitValue * 0.9;
-    else {
+    if (this.pressured()) {
+      // Lowered at most once per PRESSURE_STEP_MS; in between, the limit is held (not raised).
+      if (this.lastPressureAt !== null && at - this.lastPressureAt < PRESSURE_STEP_MS) return;
+      this.lastPressureAt = at;
+      next = this.limitValue * 0.9;
+    } else {
       const gradient = Math.max(0.5, Math.min(1, (s.tolerance * this.longRtt) / Math.max(1e-3, this.shortRtt)));
       next = this.limitValue * gradient + Math.sqrt(this.limitValue);
       if (next > this.limitValue && this.inflightCount + 1 < this.limitValue / 2) next = this.limitValue;
