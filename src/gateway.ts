@@ -84,6 +84,8 @@ export interface GovernedGateway extends RunningGateway {
   analysisCache: AnalysisCache;
   /** Base URL of the operations listener (config ops_listen), e.g. http://127.0.0.1:9464; absent when /metrics is served on listen. */
   opsUrl?: string;
+  /** Admission by capacity (issue 29; src/transport/capacity.ts): its limit, calls in flight and queued; absent when admission.enabled is false. */
+  capacity?: CapacityLimiter;
 }
 
 const LOOPBACK = new Set(['127.0.0.1', 'localhost', '::1', '[::1]']);
@@ -274,6 +276,7 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
     cache,
     analysisCache,
     opsUrl: opsServer?.url,
+    capacity,
     async close(deadlineMs?: number) {
       for (const t of timers) clearInterval(t);
       await close(deadlineMs);

@@ -211,7 +211,15 @@ export async function runToolCall(deps: DispatchDeps, req: ToolCallRequest): Pro
   if (!binding.governed || !deps.capacity) return runAdmitted(deps, req, binding, null);
   // Admission by capacity (issue 29): a slot right after step 1 (the identity, resolved in memory),
   // before the stream slots, arguments, SQL or audit work; held until the call's event has committed
-  // (so a slow audit slows admission); no slot → refused at once.
+  // (so a slow audit slows admission); no slot → refused at once. While the replica is full, a token
+  // seen before is refused even before step 1 (no identity lookup, no control-database work).
+  if (req.apiKey) {
+    const early = deps.capacity.refuseKnown(req.apiKey);
+    if (early) {
+      req.holdSlot?.(() => undefined);
+      return refuseOverCapacity(deps, req, binding, early.refusal, early.caller);
+    }
+  }
   const held = { release: () => undefined as void };
   try {
     return await runAdmitted(deps, req, binding, held);
@@ -294,6 +302,7 @@ async function runAdmitted(deps: DispatchDeps, req: ToolCallRequest, binding: To
   try {
     const refusedIdentity = binding.governed ? await identityStep(ctx, deps.identityResolver) : null;
     if (capacitySlot && deps.capacity && !refusedIdentity) {
+      if (req.apiKey) deps.capacity.noteToken(req.apiKey, ctx.identity!);
       const got = deps.capacity.acquire(req.signal, ctx.identity!.id);
       const slot = got instanceof Promise ? await got : got;
       if (isCapacityRefusal(slot)) return await refuseOverCapacity(deps, req, binding, slot, ctx.identity!);

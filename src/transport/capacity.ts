@@ -37,6 +37,7 @@
  *
  * Units: milliseconds, calls. In memory per replica.
  */
+import * as crypto from 'node:crypto';
 import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
 
 /** Time constant of the long-term latency average, ms. */
@@ -78,6 +79,15 @@ export const DEFAULT_CAPACITY: CapacitySettings = {
   maxAuditQueue: 64,
 };
 
+/** Tokens remembered by CapacityLimiter.noteToken; past it the memory starts again empty. */
+const KNOWN_TOKENS_MAX = 10_000;
+
+/** Who a remembered bearer token resolved to: the identity id and the key (or token) id, as in the audit. */
+export interface KnownCaller {
+  id: string;
+  keyId: string;
+}
+
 /** An admitted call's slot: call `release()` once, when the call (and its audit) is done. */
 export interface CapacityPermit {
   release(): void;
@@ -104,6 +114,14 @@ interface Waiter {
   key: string;
 }
 
+/** crypto.hash (Node ≥ 20.12): one call, no Hash object. */
+const oneShotHash = (crypto as unknown as { hash?: (algorithm: string, data: string, encoding: 'base64') => string }).hash;
+
+/** The memory key of a bearer token (its sha256, base64): tokens themselves are not kept. */
+function tokenKey(token: string): string {
+  return oneShotHash ? oneShotHash('sha256', token, 'base64') : crypto.createHash('sha256').update(token, 'utf8').digest('base64');
+}
+
 /** Is `x` a refusal (not a permit)? */
 export function isCapacityRefusal(x: CapacityPermit | CapacityRefusal): x is CapacityRefusal {
   return (x as CapacityRefusal).retryAfterMs !== undefined;
@@ -124,6 +142,8 @@ export class CapacityLimiter {
   /** Slots held per identity key. */
   private readonly heldBy = new Map<string, number>();
   private lastSampleAt: number | null = null;
+  /** sha256(bearer token) → the caller it resolved to (noteToken), for refusals before identity resolution. */
+  private readonly knownTokens = new Map<string, KnownCaller>();
   /** When pressure last lowered the limit (clock ms), or null. */
   private lastPressureAt: number | null = null;
   private refusedCount = 0;
@@ -177,12 +197,8 @@ export class CapacityLimiter {
    */
   acquire(signal?: AbortSignal, key = ''): CapacityPermit | CapacityRefusal | Promise<CapacityPermit | CapacityRefusal> {
     if (this.inflightCount < this.limit && this.queue.length === 0) return this.grant(key);
-    if (signal?.aborted || this.settings.queueSize === 0) return this.refuse();
-    const held = this.heldBy.get(key) ?? 0;
-    const active = new Set([...this.heldBy.keys(), ...this.queue.map((w) => w.key), key]).size;
-    const share = Math.max(1, Math.floor(this.limit / active));
-    // Alone, an identity may use the whole queue; beside others, only up to its share.
-    if (active > 1 && held + this.queuedOf(key) >= share) return this.refuse();
+    if (signal?.aborted || this.refusesAtOnce(key)) return this.refuse();
+    const share = this.shareOf(key);
     if (this.queue.length >= this.settings.queueSize) {
       // Full: the newest waiter of another identity furthest over its share gives way, if any is over it.
       const victim = this.overShare(share, key);
@@ -214,6 +230,32 @@ export class CapacityLimiter {
     });
   }
 
+  /**
+   * Remembers that `token` (a bearer token) resolved to `caller`, so that its next calls can be
+   * refused by refuseKnown before identity resolution. Kept as sha256 of the token, at most
+   * KNOWN_TOKENS_MAX entries (then emptied). A stale entry (revoked key) can only turn what would
+   * be a 401 into this capacity refusal while the replica is full: it never admits anything.
+   */
+  noteToken(token: string, caller: KnownCaller): void {
+    const h = tokenKey(token);
+    if (this.knownTokens.get(h)?.id === caller.id) return;
+    if (this.knownTokens.size >= KNOWN_TOKENS_MAX) this.knownTokens.clear();
+    this.knownTokens.set(h, { id: caller.id, keyId: caller.keyId });
+  }
+
+  /**
+   * The refusal that acquire() would give at once to the caller `token` resolved to before
+   * (noteToken), decided before any identity, SQL or control-database work; null when the replica
+   * has room, the token is not remembered, or the call might wait in the queue (then the caller
+   * goes the normal way: identity, then acquire). Counts the refusal.
+   */
+  refuseKnown(token: string): { refusal: CapacityRefusal; caller: KnownCaller } | null {
+    if (this.inflightCount < this.limit && this.queue.length === 0) return null;
+    const caller = this.knownTokens.size ? this.knownTokens.get(tokenKey(token)) : undefined;
+    if (!caller || !this.refusesAtOnce(caller.id)) return null;
+    return { refusal: this.refuse(), caller };
+  }
+
   /** Stops the event-loop sampler and refuses whatever waits. */
   close(): void {
     if (this.sampler) clearInterval(this.sampler);
@@ -229,6 +271,26 @@ export class CapacityLimiter {
     const rtt = this.shortRtt || this.longRtt || 50;
     const drain = ((this.queue.length + 1) * rtt) / Math.max(1, this.limit);
     return Math.max(1000, Math.ceil(drain / 1000) * 1000);
+  }
+
+  /** The slots an identity may hold and wait for while the limit is full: limit ÷ identities holding or waiting (itself included), at least 1. */
+  private shareOf(key: string): number {
+    const active = new Set([...this.heldBy.keys(), ...this.queue.map((w) => w.key), key]).size;
+    return Math.max(1, Math.floor(this.limit / active));
+  }
+
+  /**
+   * With the limit full: is a call of `key` refused without waiting? When there is no queue; when
+   * beside other identities it already holds and waits for its share; or when the queue is full and
+   * no waiter of another identity is over its share to give way.
+   */
+  private refusesAtOnce(key: string): boolean {
+    if (this.settings.queueSize === 0) return true;
+    const share = this.shareOf(key);
+    const others = this.heldBy.size > (this.heldBy.has(key) ? 1 : 0) || this.queue.some((w) => w.key !== key);
+    // Alone, an identity may use the whole queue; beside others, only up to its share.
+    if (others && (this.heldBy.get(key) ?? 0) + this.queuedOf(key) >= share) return true;
+    return this.queue.length >= this.settings.queueSize && !this.overShare(share, key);
   }
 
   private queuedOf(key: string): number {
