@@ -4634,6 +4634,10 @@ export interface GatewayConfig {
      * Audit events pending in the writer (queued or in a batch being committed) past which the limit is lowered, by 10 % at most every 100 ms. Each admitted call holds its slot until its event commits, so this only acts when it is below max_limit. Default 64.
      */
     max_audit_queue?: number;
+    /**
+     * After a refusal at capacity on POST /mcp, read nothing more from that connection until its Retry-After (the connection stays open). A client that waits as told loses nothing; one that retries at once on the same connection cannot spend the replica's CPU on refusals and starve the calls it admitted (INTERLOCK_ADMISSION_PAUSE_REFUSED_CONNECTIONS, true or false). Turn it off behind a proxy that carries several callers on one connection. Default true.
+     */
+    pause_refused_connections?: boolean;
   };
   /**
    * Result cache of eligible reads.

@@ -311,6 +311,7 @@ export function capacityLimiter(a: NonNullable<ResolvedGatewayConfig['admission'
       tolerance: a.tolerance,
       maxEventLoopDelayMs: a.max_event_loop_delay_ms,
       maxAuditQueue: a.max_audit_queue,
+      pauseRefusedConnections: a.pause_refused_connections ?? true,
     },
     { auditQueueDepth },
   );

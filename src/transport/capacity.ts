@@ -31,9 +31,12 @@
  *
  * Fair share inside it: while the limit is full, each identity may hold (and wait for) at most its
  * share of the slots (limit ÷ identities holding or waiting, at least 1); beyond it its calls are
- * refused at once, and freed slots go to the waiter whose identity holds fewest. So one flooding
- * identity cannot take the replica from the others. (The connector's fair share of each source
- * pool and client_limits.streams_per_identity keep working behind it.)
+ * refused at once, and freed slots go to the waiter whose identity holds fewest; an identity that
+ * holds no slot while another holds more than its share is granted one at once, beyond the limit
+ * (at most queue_size such slots at a time). So one flooding identity cannot take the replica from
+ * the others, even when the event loop is too slow for a queued call to see a slot freed in time.
+ * (The connector's fair share of each source pool and client_limits.streams_per_identity keep
+ * working behind it.)
  *
  * Units: milliseconds, calls. In memory per replica.
  */
@@ -64,6 +67,12 @@ export interface CapacitySettings {
   maxEventLoopDelayMs: number;
   /** Audit writer pending events (queued and in batches being committed) past which the limit is lowered. */
   maxAuditQueue: number;
+  /**
+   * After a refusal at POST /mcp, read nothing more from that connection until its Retry-After
+   * (ResponseChannel.pauseReadingAfter): a closed loop of immediate retries then cannot spend the
+   * replica's CPU on refusals. Off behind a proxy that carries several callers on one connection.
+   */
+  pauseRefusedConnections: boolean;
 }
 
 /** Defaults of CapacitySettings (spec/config-v1.schema.json `admission`). */
@@ -77,6 +86,7 @@ export const DEFAULT_CAPACITY: CapacitySettings = {
   tolerance: 2,
   maxEventLoopDelayMs: 100,
   maxAuditQueue: 64,
+  pauseRefusedConnections: true,
 };
 
 /** Tokens remembered by CapacityLimiter.noteToken; past it the memory starts again empty. */
@@ -147,6 +157,8 @@ export class CapacityLimiter {
   /** When pressure last lowered the limit (clock ms), or null. */
   private lastPressureAt: number | null = null;
   private refusedCount = 0;
+  /** Slots granted beyond the limit to identities holding none (mayBorrow). */
+  private borrowedCount = 0;
   private readonly histogram: IntervalHistogram | null;
   private loopDelayMs = 0;
   private readonly sampler: NodeJS.Timeout | null;
@@ -182,6 +194,10 @@ export class CapacityLimiter {
   get queued(): number {
     return this.queue.length;
   }
+  /** Slots held now beyond the limit by identities that held none while another held more than its share. */
+  get borrowed(): number {
+    return this.borrowedCount;
+  }
   /** Calls refused since start. */
   get refused(): number {
     return this.refusedCount;
@@ -197,6 +213,7 @@ export class CapacityLimiter {
    */
   acquire(signal?: AbortSignal, key = ''): CapacityPermit | CapacityRefusal | Promise<CapacityPermit | CapacityRefusal> {
     if (this.inflightCount < this.limit && this.queue.length === 0) return this.grant(key);
+    if (this.mayBorrow(key)) return this.grant(key, true);
     if (signal?.aborted || this.refusesAtOnce(key)) return this.refuse();
     const share = this.shareOf(key);
     if (this.queue.length >= this.settings.queueSize) {
@@ -252,7 +269,7 @@ export class CapacityLimiter {
   refuseKnown(token: string): { refusal: CapacityRefusal; caller: KnownCaller } | null {
     if (this.inflightCount < this.limit && this.queue.length === 0) return null;
     const caller = this.knownTokens.size ? this.knownTokens.get(tokenKey(token)) : undefined;
-    if (!caller || !this.refusesAtOnce(caller.id)) return null;
+    if (!caller || this.mayBorrow(caller.id) || !this.refusesAtOnce(caller.id)) return null;
     return { refusal: this.refuse(), caller };
   }
 
@@ -271,6 +288,18 @@ export class CapacityLimiter {
     const rtt = this.shortRtt || this.longRtt || 50;
     const drain = ((this.queue.length + 1) * rtt) / Math.max(1, this.limit);
     return Math.max(1000, Math.ceil(drain / 1000) * 1000);
+  }
+
+  /**
+   * Fair share when the limit is full: an identity holding no slot while another holds more than
+   * its share gets one at once, beyond the limit (so a flood can never make it wait behind the
+   * flooder's queue, whatever the event loop's delay), at most queue_size such slots at a time.
+   */
+  private mayBorrow(key: string): boolean {
+    if (this.borrowedCount >= this.settings.queueSize || this.heldBy.has(key) || this.heldBy.size === 0) return false;
+    const share = this.shareOf(key);
+    for (const n of this.heldBy.values()) if (n > share) return true;
+    return false;
   }
 
   /** The slots an identity may hold and wait for while the limit is full: limit ÷ identities holding or waiting (itself included), at least 1. */
@@ -327,8 +356,9 @@ export class CapacityLimiter {
     return { retryAfterMs: this.retryAfterMs() };
   }
 
-  private grant(key: string): CapacityPermit {
+  private grant(key: string, borrowed = false): CapacityPermit {
     this.inflightCount++;
+    if (borrowed) this.borrowedCount++;
     this.heldBy.set(key, (this.heldBy.get(key) ?? 0) + 1);
     const now = this.signals.now ?? (() => performance.now());
     const started = now();
@@ -338,6 +368,7 @@ export class CapacityLimiter {
         if (done) return;
         done = true;
         this.inflightCount--;
+        if (borrowed) this.borrowedCount--;
         const n = (this.heldBy.get(key) ?? 1) - 1;
         if (n > 0) this.heldBy.set(key, n);
         else this.heldBy.delete(key);

@@ -14,6 +14,7 @@ import { connect, type Socket } from 'node:net';
 import { startGovernedEnv, type GovernedEnv } from '../../helpers/governed';
 import type { CapacityPermit } from '../../../src/transport/capacity';
 import { createApiKey } from '../../../src/control/keys';
+import { createIdentity } from '../../../src/control/identities';
 import pkg from '../../../package.json';
 
 /** Served calls in the CPU comparison (and a fifth more to warm up); the identity's budget is SERVED × 1.2 + 20, so charged refusals would spend it. */
@@ -29,7 +30,8 @@ let port = 0;
 beforeAll(async () => {
   env = await startGovernedEnv({
     config: {
-      admission: { enabled: true, initial_limit: 1, min_limit: 1, max_limit: 1, queue_size: 0, queue_timeout_ms: 250, tolerance: 2, max_event_loop_delay_ms: 60_000, max_audit_queue: 1000 },
+      // One connection sends every call: it is not paused after a refusal (pause_refused_connections is tested on its own).
+      admission: { enabled: true, initial_limit: 1, min_limit: 1, max_limit: 1, queue_size: 0, queue_timeout_ms: 250, tolerance: 2, max_event_loop_delay_ms: 60_000, max_audit_queue: 1000, pause_refused_connections: false },
       rate_limits: { per_identity: { points: SERVED * 1.2 + 20, window_seconds: 600 }, per_source: { points: 100_000, window_seconds: 60 } },
       cache: { ttl_ms: 0, max_bytes: 0 },
     },
@@ -135,6 +137,12 @@ function request(id: number, dialect: 'modern' | 'handshake' | 'discover', rpcId
   ];
   headers.push(dialect === 'modern' ? `MCP-Protocol-Version: ${MODERN}\r\nMcp-Method: tools/call\r\nMcp-Name: interlock_query` : 'MCP-Protocol-Version: 2025-11-25');
   return `${headers.join('\r\n')}\r\n\r\n${body}`;
+}
+
+/** The bytes of one modern tools/call of interlock_list_sources (governed, needs no grant). */
+function listSources(rpcId: string, apiKey: string): string {
+  const body = JSON.stringify({ jsonrpc: '2.0', id: rpcId, method: 'tools/call', params: { name: 'interlock_list_sources', arguments: {}, _meta: { 'io.modelcontextprotocol/protocolVersion': MODERN, 'io.modelcontextprotocol/clientCapabilities': {} } } });
+  return `POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nAuthorization: Bearer ${apiKey}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nMCP-Protocol-Version: ${MODERN}\r\nMcp-Method: tools/call\r\nMcp-Name: interlock_list_sources\r\n\r\n${body}`;
 }
 
 /** Holds the replica's only slot (as a call in flight would) until released. */
@@ -280,3 +288,39 @@ test('a token not seen before is refused after its identity is resolved, the sam
     c.close();
   }
 }, 60_000);
+
+test('pause_refused_connections: after a refusal at capacity its connection is not read before the Retry-After; other connections are', async () => {
+  const settings = env.gateway.capacity!.settings as { pauseRefusedConnections: boolean };
+  settings.pauseRefusedConnections = true;
+  // A fresh identity: the first test spent the demo identity's rate-limit budget on purpose.
+  const who = await createIdentity(env.db, 'pause-agent');
+  const key = (await createApiKey(env.db, who.id)).secret;
+  const c = await RawClient.open();
+  const other = await RawClient.open();
+  let slot = holdTheSlot();
+  try {
+    const first = await c.send(listSources('p-1', key));
+    expect(first.status).toBe(429);
+    expect(first.headers['retry-after']).toBe('1');
+    expect(first.body.error.message).toBe(AT_CAPACITY);
+    // The next request on the same connection is sent at once but read only after ~1 s: by then the slot is free.
+    const sent = Date.now();
+    const next = c.send(listSources('p-2', key));
+    // Meanwhile another connection is read and answered at once (refused: the slot is still held).
+    const meanwhile = await other.send(listSources('p-3', key));
+    expect(meanwhile.status).toBe(429);
+    expect(Date.now() - sent).toBeLessThan(900);
+    slot.release();
+    slot = { release: () => undefined };
+    const late = await next;
+    expect(Date.now() - sent).toBeGreaterThanOrEqual(950);
+    expect(late.status).toBe(200);
+    expect(late.body.id).toBe('p-2');
+    expect(late.body.result.isError).toBeUndefined();
+  } finally {
+    slot.release();
+    settings.pauseRefusedConnections = false;
+    c.close();
+    other.close();
+  }
+}, 30_000);

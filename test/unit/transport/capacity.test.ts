@@ -195,27 +195,57 @@ test('the retry hint grows with the queue ahead, in whole seconds', () => {
   expect(l.retryAfterMs()).toBe(4000);
 });
 
-test('fair share inside the limit: a flooding identity is refused at once past its share, and a freed slot goes to the identity holding fewest', async () => {
-  const l = limiter({ initialLimit: 4, minLimit: 4, maxLimit: 4, queueSize: 4, queueTimeoutMs: 10_000 });
+test('fair share inside the limit: a flooding identity is refused at once past its share, a newcomer holding nothing gets a slot at once beyond the limit, and a freed slot goes to the identity holding fewest', async () => {
+  const l = limiter({ initialLimit: 4, minLimit: 4, maxLimit: 4, queueSize: 2, queueTimeoutMs: 10_000 });
   const flood = [permit(l.acquire(undefined, 'flood')), permit(l.acquire(undefined, 'flood')), permit(l.acquire(undefined, 'flood')), permit(l.acquire(undefined, 'flood'))];
   // Full. Alone, the flooder may use the queue.
   const queuedFlood = l.acquire(undefined, 'flood') as Promise<CapacityPermit>;
   expect(queuedFlood).toBeInstanceOf(Promise);
-  // Another identity (share 4 ÷ 2 = 2) waits too; now the flooder, over its share, is refused at once.
+  // Another identity, holding nothing while the flooder holds 4 > its share (4 ÷ 2): a slot at once, beyond the limit.
+  const agent = permit(l.acquire(undefined, 'agent'));
+  expect(l.inflight).toBe(5);
+  expect(l.borrowed).toBe(1);
+  // Holding one now, its next call waits (under its share of 2), and the flooder, over its share, is refused at once.
   const fair = l.acquire(undefined, 'agent') as Promise<CapacityPermit>;
   expect(fair).toBeInstanceOf(Promise);
   expect(isCapacityRefusal(l.acquire(undefined, 'flood') as CapacityPermit)).toBe(true);
-  // The freed slot goes to the identity holding fewest, though the flooder queued first.
+  // Releases bring the calls in flight back under the limit first; then the freed slot goes to the identity holding fewest.
   flood[0].release();
+  flood[1].release();
+  expect(l.borrowed).toBe(1);
   const got = await fair;
   expect(isCapacityRefusal(got)).toBe(false);
   expect(l.queued).toBe(1);
-  got.release();
+  agent.release();
+  expect(l.borrowed).toBe(0);
   const second = await queuedFlood;
   expect(isCapacityRefusal(second)).toBe(false);
+  got.release();
   second.release();
-  for (const p of flood.slice(1)) p.release();
+  for (const p of flood.slice(2)) p.release();
   expect(l.inflight).toBe(0);
+});
+
+test('slots beyond the limit for identities holding none are at most queue_size at a time, and only while another holds more than its share', () => {
+  const l = limiter({ initialLimit: 2, minLimit: 2, maxLimit: 2, queueSize: 2, queueTimeoutMs: 10_000 });
+  // Two identities holding one each: nobody over its share, so a third waits.
+  const held = [permit(l.acquire(undefined, 'a')), permit(l.acquire(undefined, 'b'))];
+  expect(l.acquire(undefined, 'c')).toBeInstanceOf(Promise);
+  expect(l.borrowed).toBe(0);
+  l.close();
+  for (const p of held) p.release();
+
+  const m = limiter({ initialLimit: 2, minLimit: 2, maxLimit: 2, queueSize: 2, queueTimeoutMs: 10_000 });
+  const flood = [permit(m.acquire(undefined, 'f')), permit(m.acquire(undefined, 'f'))];
+  // f holds 2 > its share beside a newcomer (2 ÷ 2 = 1): newcomers borrow, two at most.
+  const x = permit(m.acquire(undefined, 'x'));
+  const y = permit(m.acquire(undefined, 'y'));
+  expect(m.borrowed).toBe(2);
+  expect(m.acquire(undefined, 'z')).toBeInstanceOf(Promise);
+  expect(m.inflight).toBe(4);
+  m.close();
+  for (const p of [...flood, x, y]) p.release();
+  expect(m.borrowed).toBe(0);
 });
 
 test('a full queue: the newest waiter of the identity furthest over its share gives its place to a caller under its share', async () => {
@@ -233,4 +263,28 @@ test('a full queue: the newest waiter of the identity furthest over its share gi
   for (const p of held) p.release();
   expect(isCapacityRefusal(await e)).toBe(false);
   expect(isCapacityRefusal(await f)).toBe(false);
+});
+
+test('refuseKnown: a remembered token is refused before identity resolution exactly when acquire would refuse it at once', () => {
+  const l = limiter({ initialLimit: 2, minLimit: 2, maxLimit: 2, queueSize: 1, queueTimeoutMs: 10_000 });
+  // Room: never refused, remembered or not.
+  expect(l.refuseKnown('tok-a')).toBeNull();
+  l.noteToken('tok-a', { id: 'a', keyId: 'ka' });
+  expect(l.refuseKnown('tok-a')).toBeNull();
+  const held = [permit(l.acquire(undefined, 'a')), permit(l.acquire(undefined, 'a'))];
+  // Full, queue empty: a alone may still wait in the queue, so it goes the normal way.
+  expect(l.refuseKnown('tok-a')).toBeNull();
+  const waiting = l.acquire(undefined, 'a');
+  expect(waiting).toBeInstanceOf(Promise);
+  // Queue full too: refused, counted, with who it was.
+  const before = l.refused;
+  const r = l.refuseKnown('tok-a');
+  expect(r).toEqual({ refusal: { retryAfterMs: 1000 }, caller: { id: 'a', keyId: 'ka' } });
+  expect(l.refused).toBe(before + 1);
+  // An unknown token is not refused here (its identity decides later), and b, under its share, would displace a's waiter.
+  expect(l.refuseKnown('tok-b')).toBeNull();
+  l.noteToken('tok-b', { id: 'b', keyId: 'kb' });
+  expect(l.refuseKnown('tok-b')).toBeNull();
+  l.close();
+  for (const p of held) p.release();
 });
