@@ -29,10 +29,23 @@ export interface WrkRun extends LoadRun {
   driverCpuMs: number;
 }
 
+/** Runs `cmd` with `args`; resolves its standard output followed by its standard error, rejects when it exits non-zero. */
+function output(cmd: string, args: string[]): Promise<string> {
+  return new Promise<string>((resolve, reject) => {
+    const p = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    let s = '';
+    let e = '';
+    p.stdout.setEncoding('utf8').on('data', (d: string) => (s += d));
+    p.stderr.setEncoding('utf8').on('data', (d: string) => (e += d));
+    p.on('error', reject);
+    p.on('close', (code) => (code === 0 ? resolve(s + e) : reject(new Error(`wrk exited ${code}: ${(s + e).slice(-500)}`))));
+  });
+}
+
 const luaString = (s: string) => `"${s.replace(/[\\"]/g, '\\$&').replace(/\n/g, '\\n')}"`;
 
-/** The Lua script of a run: POST each body in turn (from a random start per connection), count bad answers, print one RESULT line. */
-export function wrkScript(bodies: string[], headers: Record<string, string>, expect: string): string {
+/** The part every script shares: POST with `headers`, each body in turn from a random start per connection (`counters` zeroed per thread), `expect` and the thread list. */
+function luaPrelude(bodies: string[], headers: Record<string, string>, expect: string, counters: string[]): string {
   return `wrk.method = "POST"
 ${Object.entries(headers)
   .map(([k, v]) => `wrk.headers[${luaString(k)}] = ${luaString(v)}`)
@@ -41,9 +54,14 @@ local bodies = { ${bodies.map(luaString).join(',\n')} }
 local expect = ${luaString(expect)}
 local threads = {}
 function setup(thread) table.insert(threads, thread) end
-function init(args) bad = 0; i = math.random(#bodies) end
+function init(args) ${counters.map((c) => `${c} = 0; `).join('')}i = math.random(#bodies) end
 function request() i = i % #bodies + 1; return wrk.format(nil, nil, nil, bodies[i]) end
-function response(status, headers, body)
+`;
+}
+
+/** The Lua script of a run: POST each body in turn (from a random start per connection), count bad answers, print one RESULT line. */
+export function wrkScript(bodies: string[], headers: Record<string, string>, expect: string): string {
+  return `${luaPrelude(bodies, headers, expect, ['bad'])}function response(status, headers, body)
   if status ~= 200 or not string.find(body, expect, 1, true) then bad = bad + 1 end
 end
 function done(summary, latency, requests)
@@ -67,15 +85,7 @@ export async function runWrk(opts: { url: string; concurrency: number; durationM
     const threads = Math.max(1, Math.min(2, opts.concurrency));
     const seconds = Math.max(1, Math.round(opts.durationMs / 1000));
     const cmd = `${JSON.stringify(WRK)} -t${threads} -c${opts.concurrency} -d${seconds}s --timeout 10s -s ${JSON.stringify(script)} ${JSON.stringify(opts.url)}; rc=$?; times; exit $rc`;
-    const out = await new Promise<string>((resolve, reject) => {
-      const p = spawn('bash', ['-c', cmd], { stdio: ['ignore', 'pipe', 'pipe'] });
-      let s = '';
-      let e = '';
-      p.stdout.setEncoding('utf8').on('data', (d: string) => (s += d));
-      p.stderr.setEncoding('utf8').on('data', (d: string) => (e += d));
-      p.on('error', reject);
-      p.on('close', (code) => (code === 0 ? resolve(s + e) : reject(new Error(`wrk exited ${code}: ${(s + e).slice(-500)}`))));
-    });
+    const out = await output('bash', ['-c', cmd]);
     const m = /RESULT (\d+) (\d+) (\d+) (\d+) ([\d.]+) ([\d.]+)/.exec(out);
     if (!m) throw new Error(`wrk printed no result: ${out.slice(-500)}`);
     const [requests, bad, socketErrors, durationUs] = [Number(m[1]), Number(m[2]), Number(m[3]), Number(m[4])];
@@ -115,17 +125,7 @@ export interface WrkOverloadRun {
 
 /** The Lua script of an overload run: POST the bodies in turn, sort each answer (served / 429 / 429 with Retry-After / other), print one OVERLOAD line. */
 export function wrkOverloadScript(bodies: string[], headers: Record<string, string>, expect: string): string {
-  return `wrk.method = "POST"
-${Object.entries(headers)
-  .map(([k, v]) => `wrk.headers[${luaString(k)}] = ${luaString(v)}`)
-  .join('\n')}
-local bodies = { ${bodies.map(luaString).join(',\n')} }
-local expect = ${luaString(expect)}
-local threads = {}
-function setup(thread) table.insert(threads, thread) end
-function init(args) ok = 0; refused = 0; retry = 0; other = 0; i = math.random(#bodies) end
-function request() i = i % #bodies + 1; return wrk.format(nil, nil, nil, bodies[i]) end
-function response(status, headers, body)
+  return `${luaPrelude(bodies, headers, expect, ['ok', 'refused', 'retry', 'other'])}function response(status, headers, body)
   if status == 200 and string.find(body, expect, 1, true) then ok = ok + 1
   elseif status == 429 then
     refused = refused + 1
@@ -151,14 +151,7 @@ export async function runWrkOverload(opts: { url: string; connections: number; s
     const script = path.join(dir, 'overload.lua');
     writeFileSync(script, wrkOverloadScript(opts.bodies, opts.headers, opts.expect));
     const threads = Math.max(1, Math.min(2, opts.connections));
-    const out = await new Promise<string>((resolve, reject) => {
-      const p = spawn(WRK, [`-t${threads}`, `-c${opts.connections}`, `-d${Math.max(1, Math.round(opts.seconds))}s`, '--timeout', '10s', '-s', script, opts.url], { stdio: ['ignore', 'pipe', 'pipe'] });
-      let s = '';
-      p.stdout.setEncoding('utf8').on('data', (d: string) => (s += d));
-      p.stderr.setEncoding('utf8').on('data', (d: string) => (s += d));
-      p.on('error', reject);
-      p.on('close', (code) => (code === 0 ? resolve(s) : reject(new Error(`wrk exited ${code}: ${s.slice(-500)}`))));
-    });
+    const out = await output(WRK, [`-t${threads}`, `-c${opts.connections}`, `-d${Math.max(1, Math.round(opts.seconds))}s`, '--timeout', '10s', '-s', script, opts.url]);
     const m = /OVERLOAD (\d+) (\d+) (\d+) (\d+) (\d+) (\d+) (\d+) ([\d.]+) ([\d.]+)/.exec(out);
     if (!m) throw new Error(`wrk printed no result: ${out.slice(-500)}`);
     const n = m.slice(1).map(Number);
