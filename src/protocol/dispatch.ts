@@ -228,11 +228,11 @@ export async function runToolCall(deps: DispatchDeps, req: ToolCallRequest): Pro
       return refuseOverCapacity(deps, req, binding, early.refusal, early.caller);
     }
   }
-  const held = { release: () => undefined as void };
+  const held = { release: (_excludedMs?: number) => undefined as void, sourceWait: { ms: 0 } };
   try {
     return await runAdmitted(deps, req, binding, held);
   } finally {
-    held.release();
+    held.release(held.sourceWait.ms);
   }
 }
 
@@ -268,7 +268,7 @@ async function refuseOverCapacity(deps: DispatchDeps, req: ToolCallRequest, bind
 }
 
 /** runToolCall once the call may run (see there). */
-async function runAdmitted(deps: DispatchDeps, req: ToolCallRequest, binding: ToolBinding, capacitySlot: { release(): void } | null): Promise<ToolCallRun> {
+async function runAdmitted(deps: DispatchDeps, req: ToolCallRequest, binding: ToolBinding, capacitySlot: { release(excludedMs?: number): void; sourceWait: { ms: number } } | null): Promise<ToolCallRun> {
   const started = Date.now();
   const ctx: ToolCallContext & { auditDetails: Record<string, unknown>; auditHooks: AuditHooks } = {
     requestId: req.requestId,
@@ -282,6 +282,7 @@ async function runAdmitted(deps: DispatchDeps, req: ToolCallRequest, binding: To
     progressToken: req.progressToken,
     notify: req.notify ?? (() => undefined),
     auditDetails: req.route ? { route: req.route } : {},
+    ...(capacitySlot ? { sourceWait: capacitySlot.sourceWait } : {}),
     auditHooks: {
       committed: false,
       toolCallEvent: (decision, reason) => ({

@@ -5,7 +5,9 @@
  * SQL or audit work. No npm package does this for Node; the algorithm is the gradient one of
  * Netflix's concurrency-limits ("Gradient2") and Envoy's adaptive concurrency filter, written here:
  *
- * - every finished call is a latency sample (ms, from admission to its audit commit);
+ * - every finished call is a latency sample (ms, from admission to its audit commit, less the time
+ *   it spent in source reads: a slow source or an identity's slow statements are bounded by the
+ *   source's pool and fair share, and must not lower the limit for every caller);
  * - `longRtt` is a slow exponential average of the samples over time (time constant 10 s: the
  *   unloaded latency, drifting), the short one a fast average over the last ~10 samples (the
  *   latency now);
@@ -98,9 +100,13 @@ export interface KnownCaller {
   keyId: string;
 }
 
-/** An admitted call's slot: call `release()` once, when the call (and its audit) is done. */
+/**
+ * An admitted call's slot: call `release()` once, when the call (and its audit) is done.
+ * `excludedMs`: time the call spent waiting on a source (ToolCallContext.sourceWait), left out of
+ * the latency sample.
+ */
 export interface CapacityPermit {
-  release(): void;
+  release(excludedMs?: number): void;
 }
 
 /** A refusal: the retry hint in ms (≥ 1000, whole seconds for Retry-After). */
@@ -364,7 +370,7 @@ export class CapacityLimiter {
     const started = now();
     let done = false;
     return {
-      release: () => {
+      release: (excludedMs = 0) => {
         if (done) return;
         done = true;
         this.inflightCount--;
@@ -372,7 +378,7 @@ export class CapacityLimiter {
         const n = (this.heldBy.get(key) ?? 1) - 1;
         if (n > 0) this.heldBy.set(key, n);
         else this.heldBy.delete(key);
-        this.sample(now() - started);
+        this.sample(Math.max(0, now() - started - Math.max(0, excludedMs)));
         this.next();
       },
     };

@@ -88,6 +88,30 @@ test('the limit falls when latency climbs well past the long-term latency, never
   expect(l.limit).toBeGreaterThanOrEqual(4);
 });
 
+test('time spent in source reads is left out of the sample: slow statements do not lower the limit, slow gateway work does', () => {
+  /** Like drive, but each call spent `sourceMs` of its `ms` in source reads (release(excludedMs)). */
+  const driveSource = (l: CapacityLimiter, rounds: number, ms: number, sourceMs: number) => {
+    for (let r = 0; r < rounds; r++) {
+      const held: CapacityPermit[] = [];
+      for (let i = 0; i < l.limit; i++) held.push(permit(l.acquire()));
+      clock += ms;
+      for (const p of held) p.release(sourceMs);
+    }
+  };
+  const bySource = limiter({ initialLimit: 64, minLimit: 4, maxLimit: 512, tolerance: 1.5 });
+  driveSource(bySource, 150, 10, 5);
+  const before = bySource.limit;
+  // Calls now take 2 s, all of it in the source (an identity's slow statements): the limit holds.
+  driveSource(bySource, 2, 2000, 1995);
+  expect(bySource.limit).toBeGreaterThanOrEqual(before);
+  // The same 2 s spent in the gateway (no source time) lowers it, as before.
+  const byGateway = limiter({ initialLimit: 64, minLimit: 4, maxLimit: 512, tolerance: 1.5 });
+  driveSource(byGateway, 150, 10, 5);
+  const start = byGateway.limit;
+  driveSource(byGateway, 2, 2000, 0);
+  expect(byGateway.limit).toBeLessThan(start / 2);
+});
+
 test('event-loop delay past its bound lowers the limit by 10 % at most once per PRESSURE_STEP_MS, whatever the latency, and not below min_limit', () => {
   let lag = 0;
   const l = limiter({ initialLimit: 100, minLimit: 4, maxLimit: 512 }, { lag: () => lag });
