@@ -70,6 +70,9 @@ WHERE c.relhassubclass OR c.relispartition
 `;
 }
 
+/** standaloneGuardSql's texts for 0–31 relations, made on first use. */
+const guardTexts: Array<string | undefined> = new Array(32).fill(undefined);
+
 /**
  * The probe as a read guard (portal-read.ts ReadGuard): run in the same round trip right before a
  * read, it returns no rows when every named relation provably stands alone, and raises 22012
@@ -77,6 +80,16 @@ WHERE c.relhassubclass OR c.relispartition
  * statement is never executed then. The CASE makes the division run only for such a relation.
  */
 export function standaloneGuardSql(count: number): string {
+  // The same text object for the same count (issue 28 item 3): no string built per read, and the
+  // reader's statement lookup by text hashes it once.
+  const hit = guardTexts[count];
+  if (hit !== undefined) return hit;
+  const text = guardText(count);
+  if (count < guardTexts.length) guardTexts[count] = text;
+  return text;
+}
+
+function guardText(count: number): string {
   const rows = Array.from({ length: count }, (_, i) => `($${2 * i + 1}::text, $${2 * i + 2}::text)`).join(', ');
   return `
 SELECT 1

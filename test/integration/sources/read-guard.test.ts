@@ -59,3 +59,12 @@ test('guard and statement stay prepared on the connection', async () => {
   expect(texts.filter((t) => t === standaloneGuardSql(2))).toHaveLength(1);
   expect(texts.filter((t) => t === 'SELECT count(*) AS n FROM flat')).toHaveLength(1);
 });
+
+test('the guard text is one shared string per relation count, the same text as built afresh (issue 28 item 3)', () => {
+  expect(standaloneGuardSql(2)).toBe(standaloneGuardSql(2));
+  expect(standaloneGuardSql(2)).toContain('($1::text, $2::text), ($3::text, $4::text)');
+  expect(standaloneGuardSql(1)).not.toContain('$3');
+  // Past the remembered range it is still built correctly.
+  expect(standaloneGuardSql(40)).toContain('($79::text, $80::text)');
+  expect(standaloneGuard([{ schema: 'public', name: 'flat' }]).text).toBe(standaloneGuardSql(1));
+});
