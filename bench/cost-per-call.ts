@@ -13,6 +13,10 @@
  * the commits and the table scans (seq + index: one per statement that reads a table) per call, so
  * a per-call SELECT on the control database shows up by table.
  *
+ * BENCH_FLOOR=1 adds a third side, bench/lib/node-floor-server.ts with its durable audit (node:http
+ * + `pg` + one group-committed INSERT per batch, no governance): what any Node.js gateway with an
+ * audit-before-answer costs on this machine in the same run, the floor under the 250 µs target.
+ *
  * Environment: BEFORE_ROOT (a checkout with a fresh `npm run build`), BENCH_ROUNDS (5),
  * BENCH_SECONDS (4), BENCH_PREWARM_SECONDS (10: the JIT settles; a shorter one left the first round 2× the last), BENCH_CONCURRENCY (8), BENCH_RUNTIME (compiled;
  * `source` runs the TypeScript through tsx). Both gateways must have an up-to-date dist/ unless
@@ -22,7 +26,8 @@ import { loadavg } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { CpuMeter, machineJiffies } from './lib/cpu';
-import { gatewayVars, ROOT, sleep, startServe, withBenchEnv, type GatewayChild } from './lib/env';
+import { gatewayVars, ROOT, sleep, startServe, startTsChild, withBenchEnv, type GatewayChild } from './lib/env';
+import { FLOOR_TOOL } from './lib/node-floor-server';
 import { BENCH_PROTOCOL_VERSION } from './lib/http';
 import { POINT_SQL, preflight, SOURCE_POOL_SIZE, TRACKS } from './lib/point-read';
 import { concurrencyLevels, emitResult, envInt, envSeconds, machineLine, round, table } from './lib/stats';
@@ -72,6 +77,7 @@ async function main(): Promise<void> {
   const rounds = envInt('BENCH_ROUNDS', 5);
   const [c] = concurrencyLevels([8]);
   const runtime = process.env.BENCH_RUNTIME ?? 'compiled';
+  const withFloor = process.env.BENCH_FLOOR === '1';
   console.log(`# cost-per-call: CPU per uncached point read at c=${c}, wrk-driven${before ? `, before = ${before} vs after = ${ROOT}` : ''}`);
   console.log(machineLine());
   console.log(`${rounds} rounds × ${durationMs / 1000} s per side, runtime ${runtime}; load average at start ${loadavg().map((x) => x.toFixed(2)).join(' ')}`);
@@ -85,9 +91,13 @@ async function main(): Promise<void> {
       if (before) gws.before = await startServe(vars, [], before);
       gws.after = await startServe(vars, [], ROOT);
       for (const gw of Object.values(gws)) await preflight(gw.url, env.apiKey, pool);
+      // The audited Node floor (node:http + pg + a group-committed audit INSERT, no governance) as a same-run baseline.
+      if (withFloor) gws['node-floor-audit'] = await startTsChild('bench/lib/node-floor-server.ts', { BENCH_FLOOR_READER: JSON.stringify(env.reader), BENCH_FLOOR_SQL: POINT_SQL, BENCH_FLOOR_POOL: String(SOURCE_POOL_SIZE), BENCH_FLOOR_AUDIT_URL: env.controlUrl });
       const headers = { 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream', 'MCP-Protocol-Version': BENCH_PROTOCOL_VERSION, Authorization: `Bearer ${env.apiKey}` };
-      const bodies = Array.from({ length: 256 }, (_, i) => JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'interlock_query', arguments: { source_id: 'chinook', sql: POINT_SQL, params: [1 + ((i * 7919) % TRACKS)] } } }));
-      const drive = (gw: GatewayChild, ms: number) => runWrk({ url: gw.url, concurrency: c, durationMs: ms, bodies, headers, expect: '"row_count":1,' });
+      const ids = Array.from({ length: 256 }, (_, i) => 1 + ((i * 7919) % TRACKS));
+      const bodies = ids.map((id) => JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'interlock_query', arguments: { source_id: 'chinook', sql: POINT_SQL, params: [id] } } }));
+      const floorBodies = ids.map((id) => JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: FLOOR_TOOL, arguments: { track_id: id } } }));
+      const drive = (gw: GatewayChild, ms: number) => (gw === gws['node-floor-audit'] ? runWrk({ url: gw.url, concurrency: c, durationMs: ms, bodies: floorBodies, headers, expect: '"row_count":1' }) : runWrk({ url: gw.url, concurrency: c, durationMs: ms, bodies, headers, expect: '"row_count":1,' }));
       for (const [name, gw] of Object.entries(gws)) console.log(`  pre-warm ${name}: ${(await drive(gw, prewarmMs)).allOps} calls (not measured)`);
       const controlDb = { databases: [new URL(env.controlUrl).pathname.slice(1)] };
       const sourceDb = { databases: [env.demo.databaseName] };
