@@ -6,7 +6,8 @@
  * BENCH_CONCURRENCY (default 8) with interlock_query on POINT_SQL and 256 track ids; an answer
  * counts only when it is HTTP 200 with `"row_count":1,`.
  *
- * Per side and round it reads CPU from /proc (bench/lib/cpu.ts): the gateway process's utime+stime,
+ * Per side and round it reads CPU from /proc (bench/lib/cpu.ts): the gateway process's utime+stime
+ * (and stime alone, the kernel's share: socket writes and reads, scheduling),
  * the control database's backends and the source database's backends, each in µs per call; wrk's
  * own CPU from bash `times`. CPU per call is far less sensitive to the shared machine's load than
  * calls/s. It also counts, from pg_stat_database and pg_stat_user_tables of the control database,
@@ -25,7 +26,7 @@
 import { loadavg } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
-import { CpuMeter, machineJiffies } from './lib/cpu';
+import { CpuMeter, machineJiffies, procCpuSplitMs } from './lib/cpu';
 import { gatewayVars, ROOT, sleep, startServe, startTsChild, withBenchEnv, type GatewayChild } from './lib/env';
 import { FLOOR_TOOL } from './lib/node-floor-server';
 import { BENCH_PROTOCOL_VERSION } from './lib/http';
@@ -51,6 +52,8 @@ interface Acc {
   calls: number;
   ms: number;
   gateway: number[];
+  /** The gateway's system (kernel) CPU, µs per call: part of `gateway`. */
+  system: number[];
   controlDb: number[];
   sourceDb: number[];
   driver: number[];
@@ -112,18 +115,21 @@ async function main(): Promise<void> {
           const c0 = await controlCounters(control);
           const meter = new CpuMeter({ gateway: { pids: [gw.pid] }, controlDb, sourceDb });
           const j0 = machineJiffies();
+          const s0 = procCpuSplitMs(gw.pid);
           await meter.start();
           const x = await drive(gw, durationMs);
           const cpu = await meter.stop();
+          const s1 = procCpuSplitMs(gw.pid);
           const j1 = machineJiffies();
           await meter.close();
           await sleep(1100);
           const c1 = await controlCounters(control);
-          const a: Acc = acc.get(name) ?? { calls: 0, ms: 0, gateway: [], controlDb: [], sourceDb: [], driver: [], commits: 0, scans: new Map(), busy: [], load: [] };
+          const a: Acc = acc.get(name) ?? { calls: 0, ms: 0, gateway: [], system: [], controlDb: [], sourceDb: [], driver: [], commits: 0, scans: new Map(), busy: [], load: [] };
           const n = x.allOps;
           a.calls += n;
           a.ms += x.elapsedMs;
           a.gateway.push((cpu.gateway / n) * 1000);
+          a.system.push(((s1.system - s0.system) / n) * 1000);
           a.controlDb.push((cpu.controlDb / n) * 1000);
           a.sourceDb.push((cpu.sourceDb / n) * 1000);
           a.driver.push((x.driverCpuMs / n) * 1000);
@@ -142,10 +148,10 @@ async function main(): Promise<void> {
       console.log(`\nCPU µs per call at c=${c}, median of ${rounds} rounds (range):`);
       console.log(
         table(
-          ['side', 'calls/s', 'gateway', 'control DB', 'source DB', 'driver (wrk)', 'machine busy %', 'load (1 min)'],
+          ['side', 'calls/s', 'gateway', 'of which kernel', 'control DB', 'source DB', 'driver (wrk)', 'machine busy %', 'load (1 min)'],
           names.map((n) => {
             const a = acc.get(n)!;
-            return [n, round((a.calls * 1000) / a.ms, 0), `${round(median(a.gateway), 0)} (${range(a.gateway)})`, `${round(median(a.controlDb), 0)} (${range(a.controlDb)})`, `${round(median(a.sourceDb), 0)} (${range(a.sourceDb)})`, round(median(a.driver), 0), range(a.busy), `${Math.min(...a.load).toFixed(2)}–${Math.max(...a.load).toFixed(2)}`];
+            return [n, round((a.calls * 1000) / a.ms, 0), `${round(median(a.gateway), 0)} (${range(a.gateway)})`, `${round(median(a.system), 0)} (${range(a.system)})`, `${round(median(a.controlDb), 0)} (${range(a.controlDb)})`, `${round(median(a.sourceDb), 0)} (${range(a.sourceDb)})`, round(median(a.driver), 0), range(a.busy), `${Math.min(...a.load).toFixed(2)}–${Math.max(...a.load).toFixed(2)}`];
           }),
         ),
       );
@@ -158,6 +164,11 @@ async function main(): Promise<void> {
         const d = paired(a.controlDb, b.controlDb);
         console.log(`after/before, paired by round: gateway CPU per call ${median(g).toFixed(3)}× (rounds ${g.map((x) => x.toFixed(2)).join(', ')}); control DB ${median(d).toFixed(3)}× (${d.map((x) => x.toFixed(2)).join(', ')})`);
       }
+      if (withFloor) {
+        const a = acc.get('after')!;
+        const f = acc.get('node-floor-audit')!;
+        console.log(`after / node-floor-audit: gateway CPU per call ${(median(a.gateway) / median(f.gateway)).toFixed(2)}× (kernel ${(median(a.system) / median(f.system)).toFixed(2)}×), control DB ${(median(a.controlDb) / median(f.controlDb)).toFixed(2)}×`);
+      }
       console.log('\ncontrol database per call (counted: commits; statements reading each table = seq_scan + idx_scan):');
       const rels = [...new Set(names.flatMap((n) => [...acc.get(n)!.scans.keys()]))].sort();
       console.log(table(['counter', ...names], [['(commits)', ...names.map((n) => (acc.get(n)!.commits / acc.get(n)!.calls).toFixed(3))], ...rels.map((rel) => [rel, ...names.map((n) => ((acc.get(n)!.scans.get(rel) ?? 0) / acc.get(n)!.calls).toFixed(3))])]));
@@ -165,7 +176,7 @@ async function main(): Promise<void> {
         concurrency: c,
         rounds,
         durationMs,
-        sides: Object.fromEntries(names.map((n) => { const a = acc.get(n)!; return [n, { callsPerSecond: round((a.calls * 1000) / a.ms, 0), gatewayUs: a.gateway.map((v) => round(v, 0)), controlDbUs: a.controlDb.map((v) => round(v, 0)), sourceDbUs: a.sourceDb.map((v) => round(v, 0)), driverUs: a.driver.map((v) => round(v, 0)), commitsPerCall: a.commits / a.calls }]; })),
+        sides: Object.fromEntries(names.map((n) => { const a = acc.get(n)!; return [n, { callsPerSecond: round((a.calls * 1000) / a.ms, 0), gatewayUs: a.gateway.map((v) => round(v, 0)), gatewaySystemUs: a.system.map((v) => round(v, 0)), controlDbUs: a.controlDb.map((v) => round(v, 0)), sourceDbUs: a.sourceDb.map((v) => round(v, 0)), driverUs: a.driver.map((v) => round(v, 0)), commitsPerCall: a.commits / a.calls }]; })),
       });
     } finally {
       await control.end();
