@@ -102,9 +102,22 @@ WHERE CASE WHEN c.relhassubclass OR c.relispartition
 `;
 }
 
-/** The guard for `relations` (see standaloneGuardSql). */
+/** Guards made for a relations array (the pipeline passes the same array for a repeated statement). */
+const guards = new WeakMap<readonly RelationName[], { text: string; values: string[] }>();
+
+/**
+ * The guard for `relations` (see standaloneGuardSql): made once per relations array, which must not
+ * change afterwards (the pipeline's arrays never do); the answer is frozen, values included.
+ */
 export function standaloneGuard(relations: readonly RelationName[]): { text: string; values: string[] } {
-  return { text: standaloneGuardSql(relations.length), values: relations.flatMap((r) => [r.schema, r.name]) };
+  let g = guards.get(relations);
+  if (!g) {
+    const values: string[] = [];
+    for (const r of relations) values.push(r.schema, r.name);
+    g = Object.freeze({ text: standaloneGuardSql(relations.length), values: Object.freeze(values) as string[] });
+    guards.set(relations, g);
+  }
+  return g;
 }
 
 /** How the query is run: a read on the source's reader (read-only, time-limited, fair-shared). */

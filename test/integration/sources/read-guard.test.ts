@@ -68,3 +68,14 @@ test('the guard text is one shared string per relation count, the same text as b
   expect(standaloneGuardSql(40)).toContain('($79::text, $80::text)');
   expect(standaloneGuard([{ schema: 'public', name: 'flat' }]).text).toBe(standaloneGuardSql(1));
 });
+
+test('the guard of one relations array is made once, frozen, with each relation as (schema, name) in order (issue 28 item 3)', () => {
+  const rels = [{ schema: 'public', name: 'flat' }, { schema: 's2', name: 'base' }];
+  const g = standaloneGuard(rels);
+  expect(standaloneGuard(rels)).toBe(g);
+  expect(g).toEqual({ text: standaloneGuardSql(2), values: ['public', 'flat', 's2', 'base'] });
+  expect(Object.isFrozen(g) && Object.isFrozen(g.values)).toBe(true);
+  // Another array with the same relations gets an equal guard of its own.
+  expect(standaloneGuard([...rels])).not.toBe(g);
+  expect(standaloneGuard([...rels])).toEqual(g);
+});
