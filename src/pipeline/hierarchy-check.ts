@@ -78,10 +78,26 @@ function touched(a: OkAnalysis): RelationName[] {
 export function standaloneGuardFor(i: Omit<HierarchyCheckInput, 'now' | 'restrictions' | 'signal' | 'identityId'>): { text: string; values: string[] } | null {
   if (!i.connector.standaloneGuard || !i.connector.relationTrees || i.analysis.kind !== 'read') return null;
   if (!hierarchySensitive(i.evaluator, i.sourceId, i.policies, i.subject)) return null;
-  const base = catalogHierarchy(i.catalog);
-  const relations = touched(i.analysis);
-  if (!relations.length || relations.some((r) => base.ancestors(r.schema, r.name).length > 0 || base.descendants(r.schema, r.name).length > 0)) return null;
-  return i.connector.standaloneGuard(relations);
+  const relations = standaloneRelations(i.analysis, i.catalog);
+  return relations ? i.connector.standaloneGuard(relations) : null;
+}
+
+/** Per analysis (the analysis cache hands out the same object for a repeated statement): its catalogue and standaloneRelations' answer on it. */
+const standaloneMemo = new WeakMap<OkAnalysis, { catalog: SourceCatalog; relations: RelationName[] | null }>();
+
+/**
+ * The relations `analysis` touches when the catalogue places none of them in a tree (and there is at
+ * least one), else null. Remembered per analysis object and catalogue (both immutable once built),
+ * so a repeated statement does not walk the hierarchy again (issue 28 item 3).
+ */
+function standaloneRelations(analysis: OkAnalysis, catalog: SourceCatalog): RelationName[] | null {
+  const hit = standaloneMemo.get(analysis);
+  if (hit && hit.catalog === catalog) return hit.relations;
+  const base = catalogHierarchy(catalog);
+  const relations = touched(analysis);
+  const alone = relations.length > 0 && !relations.some((r) => base.ancestors(r.schema, r.name).length > 0 || base.descendants(r.schema, r.name).length > 0);
+  standaloneMemo.set(analysis, { catalog, relations: alone ? relations : null });
+  return alone ? relations : null;
 }
 
 /** Runs the check (see module doc). Never throws: connector failures become outcomes. */
