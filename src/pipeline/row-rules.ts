@@ -35,9 +35,16 @@ import {
   type RowPredicate,
 } from '../sql/row-rules/predicate';
 import { rewriteRowRules, ROW_VIEW_SCHEMA, RowRewriteRefusal, type RelationReference } from '../sql/row-rules/rewrite';
+import { viewFacts, viewLineage } from '../sql/view-lineage';
 import type { ToolOutcome } from './types';
 
-/** One row view: `interlock_rows.<name>` = SELECT * FROM [ONLY] schema.table WHERE predicateSql. */
+/**
+ * One view InterLock creates in `interlock_rows`: a row view `SELECT * FROM [ONLY] schema.table
+ * WHERE predicateSql`, or (when `definition` is set) the copy of view `schema.table` whose stored
+ * query, `definition`, reads row views and copies in place of the ruled relations and views it
+ * names (issue 27 item 1), with the view's column names, its `security_barrier` and
+ * `security_invoker = true`, created with the catalogue's search path (the one its text was printed for).
+ */
 export interface RowView {
   name: string;
   schema: string;
@@ -45,6 +52,14 @@ export interface RowView {
   /** True for the view read in place of `ONLY schema.table`. */
   only: boolean;
   predicateSql: string;
+  /** A view's copy only: its rewritten defining SELECT. */
+  definition?: string;
+  /** A view's copy only: its column names (the original view's). */
+  columns?: readonly string[];
+  /** A view's copy only: the original view's `security_barrier`. */
+  securityBarrier?: boolean;
+  /** A view's copy only: the search path `definition` is resolved with (the catalogue's). */
+  searchPath?: readonly string[];
 }
 
 /** The rewrite of one statement for one caller. */
@@ -135,17 +150,55 @@ export function planRowRules(input: RowRuleInput): RowRuleDecision {
     if (ruledTouched.length > 0 || writeRuled) return unenforceable('writes touching row-ruled tables are not supported yet');
     return { kind: 'none' };
   }
-  // Paths to rows the rewrite cannot see into: views' definitions and user functions' bodies.
-  const views = analysis.reads.filter((r) => {
+  // Views (item 1): classified by their lineage as the server records it (src/sql/view-lineage.ts).
+  const viewStates = new Map<string, 'clean' | 'ruled' | RowRuleDecision>();
+  /** 'clean' (no ruled relation behind it: read as is), 'ruled' (read through its copy), or a refusal. */
+  const classify = (schema: string, name: string): 'clean' | 'ruled' | RowRuleDecision => {
+    const key = relKey(schema, name);
+    let st = viewStates.get(key);
+    if (st === undefined) {
+      viewStates.set(key, unenforceable(`view ${schema}.${name} is part of a cycle`));
+      st = classifyView(schema, name);
+      viewStates.set(key, st);
+    }
+    return st;
+  };
+  const classifyView = (schema: string, name: string): 'clean' | 'ruled' | RowRuleDecision => {
+    const v = `${schema}.${name}`;
+    const lin = viewLineage(input.catalog, schema, name);
+    if (lin.unknown.length) return unenforceable(`the lineage of view ${v} is not recorded in the catalogue (${lin.unknown[0]}): rescan the source`);
+    if (lin.userCode.length) return unenforceable(`view ${v} calls user-defined code (${lin.userCode[0]}) and the caller has row rules on the source`);
+    let ruled = false;
+    for (const b of lin.bases) {
+      const own = ruleOf(b.schema, b.name);
+      for (const d of hierarchy.descendants(b.schema, b.name)) {
+        if (!sameRowRule(own, ruleOf(d.schema, d.name))) return unenforceable(`${b.schema}.${b.name}, read by view ${v}, has a descendant with another row rule`);
+      }
+      if (own !== null) ruled = true;
+    }
+    if (!ruled) return 'clean';
+    // A materialized view's rows were computed when it was refreshed, without the caller's rule.
+    if (cat.relations.get(relKey(schema, name))?.kind === 'materialized_view') return unenforceable(`materialized view ${v} holds rows of a row-ruled relation computed without the rule`);
+    for (const m of lin.materialized) {
+      const inner = classify(m.schema, m.name);
+      if (inner !== 'clean') return inner === 'ruled' ? unenforceable(`materialized view ${m.schema}.${m.name} holds rows of a row-ruled relation computed without the rule`) : inner;
+    }
+    return 'ruled';
+  };
+  let ruledViews = false;
+  for (const r of analysis.reads) {
     const k = cat.relations.get(relKey(r.schema, r.table))?.kind;
-    return k === 'view' || k === 'materialized_view';
-  });
-  if (views.length > 0) return unenforceable(`the statement reads a view (${views[0].schema}.${views[0].table}) and the caller has row rules on the source`);
+    if (k !== 'view' && k !== 'materialized_view') continue;
+    const st = classify(r.schema, r.table);
+    if (st === 'ruled') ruledViews = true;
+    else if (st !== 'clean') return st;
+  }
+  // Paths to rows the rewrite cannot see into: user functions' bodies.
   const userFunction = analysis.functions.find((f) => f.schema !== 'pg_catalog' && f.schema !== 'information_schema');
   if (userFunction) return unenforceable(`the statement calls a user-defined function (${userFunction.schema}.${userFunction.name}) and the caller has row rules on the source`);
   // A user-defined operator's function is a user function too (rt27: `SELECT 1 =%= 2` read a ruled table unfiltered).
   if (analysis.userOperators) return unenforceable('the statement uses a user-defined operator and the caller has row rules on the source');
-  if (ruledTouched.length === 0) return { kind: 'none' };
+  if (ruledTouched.length === 0 && !ruledViews) return { kind: 'none' };
   if (analysis.statement === 'ExplainStmt') return unenforceable('EXPLAIN of a statement reading row-ruled tables');
 
   const created = new Map<string, RowView>();
@@ -204,6 +257,7 @@ export function planRowRules(input: RowRuleInput): RowRuleDecision {
     let rel: PreparedRelation | undefined;
     for (const s of schemas) if ((rel = cat.relations.get(relKey(s, ref.name)))) break;
     if (!rel) return null;
+    if (rel.kind === 'view' || rel.kind === 'materialized_view') return viewCopy(rel);
     const rule = ruleOf(rel.schema, rel.name);
     if (rule === null) return null;
     const predicateSql = compile(rel, rule);
@@ -212,6 +266,42 @@ export function planRowRules(input: RowRuleInput): RowRuleDecision {
     created.set(name, { name, schema: rel.schema, table: rel.name, only: !ref.inh, predicateSql });
     return name;
   };
+  /** The copy of a view whose lineage is ruled (its definition rewritten by the same resolver), or null. */
+  const viewCopy = (rel: PreparedRelation): string | null => {
+    const st = classify(rel.schema, rel.name);
+    if (st === 'clean') return null;
+    if (st !== 'ruled') {
+      refusal ??= st;
+      return null;
+    }
+    const key = relKey(rel.schema, rel.name);
+    const done = copies.get(key);
+    if (done !== undefined) return done;
+    const facts = viewFacts(input.catalog, rel.schema, rel.name)?.view;
+    if (!rel.definition || !facts) {
+      refusal ??= unenforceable(`the definition of view ${rel.schema}.${rel.name} is not recorded in the catalogue: rescan the source`);
+      return null;
+    }
+    let inner;
+    try {
+      inner = rewriteRowRules(rel.definition, resolve);
+    } catch (err) {
+      if (!(err instanceof RowRewriteRefusal)) throw err;
+      refusal ??= unenforceable(`view ${rel.schema}.${rel.name}: ${err.message}`);
+      return null;
+    }
+    if (refusal) return null;
+    if (inner.replaced === 0) {
+      refusal = unenforceable(`view ${rel.schema}.${rel.name} reads a row-ruled relation that its definition does not name`);
+      return null;
+    }
+    const searchPath = [...input.catalog.searchPath];
+    const name = `${rel.name.slice(0, 40)}_${sha(JSON.stringify(['view', rel.schema, rel.name, rel.columnNames, inner.sql, facts.securityBarrier, searchPath])).slice(0, 16)}`;
+    copies.set(key, name);
+    created.set(name, { name, schema: rel.schema, table: rel.name, only: false, predicateSql: '', definition: inner.sql, columns: rel.columnNames, securityBarrier: facts.securityBarrier, searchPath });
+    return name;
+  };
+  const copies = new Map<string, string>();
   let rewritten;
   try {
     rewritten = rewriteRowRules(input.sql, resolve);
@@ -246,12 +336,27 @@ export function planRowRules(input: RowRuleInput): RowRuleDecision {
  */
 export function rowViewStatements(view: RowView, reader: string): string[] {
   const v = `${ROW_VIEW_SCHEMA}.${quoteIdent(view.name)}`;
+  let create = `CREATE OR REPLACE VIEW ${v} WITH (security_barrier = true, security_invoker = true) AS SELECT * FROM ${view.only ? 'ONLY ' : ''}${quoteIdent(view.schema)}.${quoteIdent(view.table)} WHERE ${view.predicateSql}`;
+  if (view.definition !== undefined) {
+    // A view's copy: its text names relations as printed for the catalogue's search path, so it is
+    // created under that path (set for the DO block's transaction only), whatever the writer's own.
+    const ddl = `CREATE OR REPLACE VIEW ${v} (${(view.columns ?? []).map(quoteIdent).join(', ')}) WITH (security_barrier = ${view.securityBarrier === true}, security_invoker = true) AS ${view.definition.trim().replace(/;\s*$/, '')}`;
+    const path = (view.searchPath ?? []).map(quoteIdent).join(', ');
+    const tag = (base: string): string => {
+      let t = base;
+      while (ddl.includes(`$${t}$`) || path.includes(`$${t}$`)) t += 'x';
+      return `$${t}$`;
+    };
+    const [outer, text] = [tag('il'), tag('ddl')];
+    create = `DO ${outer}BEGIN PERFORM pg_catalog.set_config('search_path', ${text}${path}${text}, true); EXECUTE ${text}${ddl}${text}; END${outer}`;
+  }
   return [
     // CREATE SCHEMA IF NOT EXISTS checks CREATE on the database before it checks existence: a schema an
     // operator made for the writer role (`CREATE SCHEMA interlock_rows AUTHORIZATION <writer>`) is used as is.
     `DO $il$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = '${ROW_VIEW_SCHEMA}') THEN CREATE SCHEMA ${ROW_VIEW_SCHEMA}; END IF; END$il$`,
-    `CREATE OR REPLACE VIEW ${v} WITH (security_barrier = true, security_invoker = true) AS SELECT * FROM ${view.only ? 'ONLY ' : ''}${quoteIdent(view.schema)}.${quoteIdent(view.table)} WHERE ${view.predicateSql}`,
+    create,
     `GRANT USAGE ON SCHEMA ${ROW_VIEW_SCHEMA} TO ${quoteIdent(reader)}`,
     `GRANT SELECT ON ${v} TO ${quoteIdent(reader)}`,
   ];
 }
+

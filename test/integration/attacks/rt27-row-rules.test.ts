@@ -4,20 +4,12 @@
  * employee 1's customers are 8 of 60). Each block names its finding; `test.failing` documents a gap
  * that is not fixed on this branch.
  */
-import { codeOf, rowsOf, startRowFixture, type RowFixture } from '../../helpers/row-rules';
+import { codeOf, REP1_CUSTOMERS, REP_ROLE, rowsOf, startRowFixture, type RowFixture } from '../../helpers/row-rules';
 import type { SourceRole } from '../../../src/control/roles';
 
 let fx: RowFixture;
-const REP: SourceRole = {
-  name: 'rep',
-  statements: [
-    { effect: 'allow', action: 'read', resource: 'public.customer', rows: 'support_rep_id = identity.employee_id' },
-    { effect: 'allow', action: 'read', resource: 'public.invoice' },
-    { effect: 'allow', action: 'read', resource: 'public.employee' },
-    { effect: 'allow', action: 'read', resource: 'public.ticket', rows: 'region = ANY(identity.regions)' },
-  ],
-};
-const REP1 = [6, 12, 18, 24, 36, 42, 48, 54];
+const REP: SourceRole = REP_ROLE;
+const REP1 = REP1_CUSTOMERS;
 const A = { employee_id: 1, regions: ['us'] };
 /** A stable user-defined operator whose function reads the ruled table (as the reader role): 60 > a + b. */
 const EXTRA = `
