@@ -130,21 +130,27 @@ export function planRowRules(input: RowRuleInput): RowRuleDecision {
   const cat = prepareCatalog(input.catalog);
   const hierarchy = input.hierarchy ?? catalogHierarchy(input.catalog);
   const rules = new Map<string, RelationRowRule | null>();
-  const ruleOf = (schema: string, table: string): RelationRowRule | null => {
-    const key = relKey(schema, table);
-    if (!rules.has(key)) rules.set(key, relationRowRule(evaluator, sourceId, schema, table, hierarchy));
+  /** The rule of a relation for the columns used of it (src/governance/row-rules.ts: a column allow lifts the rule for its columns only). */
+  const ruleOf = (schema: string, table: string, columns: readonly string[]): RelationRowRule | null => {
+    const key = relKey(schema, table) + '\u0000' + JSON.stringify(columns);
+    if (!rules.has(key)) rules.set(key, relationRowRule(evaluator, sourceId, schema, table, hierarchy, columns));
     return rules.get(key)!;
   };
+  // The statement's own references use the columns it reads of each relation; a view's copy reads
+  // every column of its base relations (which of them reach the agent is not followed here).
+  const used = new Map(analysis.reads.map((r) => [relKey(r.schema, r.table), r.columns]));
+  const usedOf = (schema: string, table: string): readonly string[] => used.get(relKey(schema, table)) ?? [];
+  const allOf = (schema: string, table: string): readonly string[] => cat.relations.get(relKey(schema, table))?.columnNames ?? [];
   const touched = [...analysis.reads, ...analysis.writes];
   if (touched.some((r) => r.schema === ROW_VIEW_SCHEMA)) return unenforceable('the statement names the row-view schema');
   // A read of a parent returns its descendants' rows: they must carry the same rule.
   for (const r of touched) {
-    const own = ruleOf(r.schema, r.table);
+    const own = ruleOf(r.schema, r.table, usedOf(r.schema, r.table));
     for (const d of hierarchy.descendants(r.schema, r.table)) {
-      if (!sameRowRule(own, ruleOf(d.schema, d.name))) return unenforceable(`${r.schema}.${r.table} has a descendant with another row rule`);
+      if (!sameRowRule(own, ruleOf(d.schema, d.name, usedOf(r.schema, r.table)))) return unenforceable(`${r.schema}.${r.table} has a descendant with another row rule`);
     }
   }
-  const ruledTouched = touched.filter((r) => ruleOf(r.schema, r.table) !== null);
+  const ruledTouched = touched.filter((r) => ruleOf(r.schema, r.table, usedOf(r.schema, r.table)) !== null);
   if (analysis.kind === 'write') {
     const writeRuled = analysis.writes.some((w) => evaluator.rowTerms(sourceId, w.schema, w.table, 'write').some((t) => t.rows !== null));
     if (ruledTouched.length > 0 || writeRuled) return unenforceable('writes touching row-ruled tables are not supported yet');
@@ -170,9 +176,9 @@ export function planRowRules(input: RowRuleInput): RowRuleDecision {
     if (lin.userCode.length) return unenforceable(`view ${v} calls user-defined code (${lin.userCode[0]}) and the caller has row rules on the source`);
     let ruled = false;
     for (const b of lin.bases) {
-      const own = ruleOf(b.schema, b.name);
+      const own = ruleOf(b.schema, b.name, allOf(b.schema, b.name));
       for (const d of hierarchy.descendants(b.schema, b.name)) {
-        if (!sameRowRule(own, ruleOf(d.schema, d.name))) return unenforceable(`${b.schema}.${b.name}, read by view ${v}, has a descendant with another row rule`);
+        if (!sameRowRule(own, ruleOf(d.schema, d.name, allOf(b.schema, b.name)))) return unenforceable(`${b.schema}.${b.name}, read by view ${v}, has a descendant with another row rule`);
       }
       if (own !== null) ruled = true;
     }
@@ -203,16 +209,17 @@ export function planRowRules(input: RowRuleInput): RowRuleDecision {
 
   const created = new Map<string, RowView>();
   const settings = new Map<string, string>();
-  const applied = new Map<string, string>();
+  const applied = new Map<string, Set<string>>();
   let refusal: RowRuleDecision | null = null;
   const predicateSqlOf = new Map<string, string>();
   /** The combined predicate SQL of a ruled relation, binding its attributes; null after a refusal. */
   const compile = (rel: PreparedRelation, rule: RelationRowRule): string | null => {
-    const key = relKey(rel.schema, rel.name);
+    const ruleText = JSON.stringify(rule.groups.length === 1 ? rule.terms.map((t) => t.rows) : rule.groups.map((g) => g.map((t) => t.rows)));
+    const key = relKey(rel.schema, rel.name) + '\u0000' + ruleText;
     const done = predicateSqlOf.get(key);
     if (done !== undefined) return done;
     const types = new Map(input.catalog.relations.find((r) => r.schema === rel.schema && r.name === rel.name)?.columns.map((c) => [c.name, c.dataType]) ?? []);
-    const parts: string[] = [];
+    const rendered = new Map<string, string>();
     for (const term of rule.terms) {
       const p = cachedPredicate(term.rows);
       if (p instanceof RowPredicateError) {
@@ -221,7 +228,7 @@ export function planRowRules(input: RowRuleInput): RowRuleDecision {
       }
       const bindTypes: Array<[string, string]> = [];
       try {
-        parts.push(renderRowPredicate(p, (c) => types.get(c), (a, t) => bindTypes.push([a, t])));
+        rendered.set(term.rows, renderRowPredicate(p, (c) => types.get(c), (a, t) => bindTypes.push([a, t])));
       } catch (err) {
         if (!(err instanceof RowPredicateTableError)) throw err;
         refusal = unenforceable(`the row rule of ${term.resource} in role ${term.role} cannot apply to ${rel.schema}.${rel.name}: ${err.message}`);
@@ -246,19 +253,24 @@ export function planRowRules(input: RowRuleInput): RowRuleDecision {
         return null;
       }
     }
-    const sql = parts.length === 1 ? parts[0] : `(${parts.join(' OR ')})`;
+    // An AND (over used columns) of ORs (over the allows covering each): src/governance/row-rules.ts.
+    const ors = rule.groups.map((g) => (g.length === 1 ? rendered.get(g[0].rows)! : `(${g.map((t) => rendered.get(t.rows)!).join(' OR ')})`));
+    const sql = ors.length === 1 ? ors[0] : `(${ors.join(' AND ')})`;
     predicateSqlOf.set(key, sql);
-    applied.set(`${rel.schema}.${rel.name}`, sha(JSON.stringify(rule.terms.map((t) => t.rows))).slice(0, 16));
+    const rel2 = `${rel.schema}.${rel.name}`;
+    if (!applied.has(rel2)) applied.set(rel2, new Set());
+    applied.get(rel2)!.add(sha(ruleText).slice(0, 16));
     return sql;
   };
-  const resolve = (ref: RelationReference): string | null => {
+  /** Resolves references of the statement's text, or (`inView`) of a view definition's, whose relations are read whole. */
+  const resolverFor = (inView: boolean) => (ref: RelationReference): string | null => {
     if (refusal) return null;
     const schemas = ref.schema !== null ? [ref.schema] : cat.path;
     let rel: PreparedRelation | undefined;
     for (const s of schemas) if ((rel = cat.relations.get(relKey(s, ref.name)))) break;
     if (!rel) return null;
     if (rel.kind === 'view' || rel.kind === 'materialized_view') return viewCopy(rel);
-    const rule = ruleOf(rel.schema, rel.name);
+    const rule = ruleOf(rel.schema, rel.name, inView ? allOf(rel.schema, rel.name) : usedOf(rel.schema, rel.name));
     if (rule === null) return null;
     const predicateSql = compile(rel, rule);
     if (predicateSql === null) return null;
@@ -284,7 +296,7 @@ export function planRowRules(input: RowRuleInput): RowRuleDecision {
     }
     let inner;
     try {
-      inner = rewriteRowRules(rel.definition, resolve);
+      inner = rewriteRowRules(rel.definition, resolverFor(true));
     } catch (err) {
       if (!(err instanceof RowRewriteRefusal)) throw err;
       refusal ??= unenforceable(`view ${rel.schema}.${rel.name}: ${err.message}`);
@@ -304,7 +316,7 @@ export function planRowRules(input: RowRuleInput): RowRuleDecision {
   const copies = new Map<string, string>();
   let rewritten;
   try {
-    rewritten = rewriteRowRules(input.sql, resolve);
+    rewritten = rewriteRowRules(input.sql, resolverFor(false));
   } catch (err) {
     if (err instanceof RowRewriteRefusal) return unenforceable(err.message);
     throw err;
@@ -318,7 +330,7 @@ export function planRowRules(input: RowRuleInput): RowRuleDecision {
       sql: rewritten.sql,
       views: [...created.values()],
       settings: bound,
-      applied: [...applied.entries()].map(([relation, rule]) => ({ relation, rule })).sort((a, b) => (a.relation < b.relation ? -1 : 1)),
+      applied: [...applied.entries()].map(([relation, rule]) => ({ relation, rule: [...rule].sort().join('+') })).sort((a, b) => (a.relation < b.relation ? -1 : 1)),
       // The views name the rules' rendered text by hash, the settings the bound values: two callers
       // share a cached result only when both are equal (found by the differential test: the access
       // fingerprint alone names resources, not rules).

@@ -15,7 +15,7 @@ import type { CatalogKey, CatalogRow } from '../../../generated/mcp-tools-v1';
 import type { ToolCallContext, ToolHandler, ToolOutcome } from '../types';
 import { sourceStep } from '../../pipeline/02-source';
 import { rateLimitStep, type RateLimiter } from '../../pipeline/05-rate-limit';
-import { relationRowRule } from '../../governance/row-rules';
+import { relationRowRule, type RowRuleTerm } from '../../governance/row-rules';
 import { cachedPredicate } from '../../pipeline/row-rules';
 
 /** Most tables listed per source in describe_access (contract: "At most 200 tables are listed per source"). */
@@ -94,7 +94,7 @@ export function sqlResources(evaluator: AccessEvaluator, sourceId: string, catal
     count++;
     const name = `${rel.schema}.${rel.name}`;
     const entry: Record<string, unknown> = { table: name, kind: describedKind(rel), columns, all_columns: columns.length === rel.columns.length };
-    const rows = rowRuleEntry(evaluator, sourceId, rel.schema, rel.name, h);
+    const rows = rowRuleEntry(evaluator, sourceId, rel.schema, rel.name, h, rel.columns.map((c) => c.name));
     if (rows) entry.rows = rows;
     const policy = refusingPolicy(policies, subject, rel.schema, rel.name, now, h);
     if (policy) entry.policy = policy;
@@ -116,16 +116,20 @@ export function sqlResources(evaluator: AccessEvaluator, sourceId: string, catal
  * The row rule of a table for describe_access (issue 27): `{rule, attributes}` where rule is the
  * text of the caller's allows combined with OR (as operators wrote them, with identity.<attr>
  * names, never values) and attributes the identity attributes it needs. Null when every row is readable.
+ * With `columns` (the table's), the rule of a read of every column: a column allow without rows
+ * lifts the rule for its own column only, so the table still shows the rule of the others; allows
+ * covering different columns differently show as an AND of ORs (docs/row-rules.md "Column allows").
  */
-export function rowRuleEntry(evaluator: AccessEvaluator, sourceId: string, schema: string, table: string, h: RelationHierarchy): { rule: string; attributes: string[] } | null {
-  const rule = relationRowRule(evaluator, sourceId, schema, table, h);
+export function rowRuleEntry(evaluator: AccessEvaluator, sourceId: string, schema: string, table: string, h: RelationHierarchy, columns?: readonly string[]): { rule: string; attributes: string[] } | null {
+  const rule = relationRowRule(evaluator, sourceId, schema, table, h, columns);
   if (!rule) return null;
   const attributes = new Set<string>();
   for (const t of rule.terms) {
     const p = cachedPredicate(t.rows);
     if (!(p instanceof Error)) for (const a of [...p.attributes, ...p.listAttributes]) attributes.add(a);
   }
-  return { rule: rule.terms.length === 1 ? rule.terms[0].rows : rule.terms.map((t) => `(${t.rows})`).join(' OR '), attributes: [...attributes].sort() };
+  const or = (g: RowRuleTerm[]): string => (g.length === 1 ? g[0].rows : g.map((t) => `(${t.rows})`).join(' OR '));
+  return { rule: rule.groups.length === 1 ? or(rule.groups[0]) : rule.groups.map((g) => `(${or(g)})`).join(' AND '), attributes: [...attributes].sort() };
 }
 
 /** interlock_describe_access: roles, allow/deny statements and readable resources per granted, enabled source. */

@@ -208,4 +208,17 @@ describe('describe_access shows each table\'s rule with attribute names, never v
     expect(ticket.rows).toEqual({ rule: 'region = ANY(identity.regions)', attributes: ['regions'] });
     expect(ticket.partitions.map((p) => p.rows)).toEqual([ticket.rows, ticket.rows, ticket.rows]);
   });
+
+  it('a column allow without rows does not hide the rule of the other columns; allows covering columns differently show as AND of ORs', () => {
+    const show = (statements: SourceRole['statements']) => {
+      const r = sqlResources(new AccessEvaluator([{ sourceId: 'rows', role: REP }, { sourceId: 'rows', role: role('c', statements) }]), 'rows', fx.catalog, [], { identityId: 'x', identityName: 'x', roles: ['c', 'rep'], sourceId: 'rows' }, new Date());
+      return (r.tables as Array<Record<string, unknown>>).find((t) => t.table === 'public.customer')?.rows;
+    };
+    expect(show([{ effect: 'allow', action: 'read', resource: 'public.customer.email' }])).toEqual({ rule: 'support_rep_id = identity.employee_id', attributes: ['employee_id'] });
+    expect(show([{ effect: 'allow', action: 'read', resource: 'public.customer.email', rows: "country = 'JP'" }])).toEqual({
+      rule: "((country = 'JP') OR (support_rep_id = identity.employee_id)) AND (support_rep_id = identity.employee_id)",
+      attributes: ['employee_id'],
+    });
+    expect(show([{ effect: 'allow', action: 'read', resource: 'public.customer' }])).toBeUndefined();
+  });
 });
