@@ -151,11 +151,6 @@ export function planRowRules(input: RowRuleInput): RowRuleDecision {
     }
   }
   const ruledTouched = touched.filter((r) => ruleOf(r.schema, r.table, usedOf(r.schema, r.table)) !== null);
-  if (analysis.kind === 'write') {
-    const writeRuled = analysis.writes.some((w) => evaluator.rowTerms(sourceId, w.schema, w.table, 'write').some((t) => t.rows !== null));
-    if (ruledTouched.length > 0 || writeRuled) return unenforceable('writes touching row-ruled tables are not supported yet');
-    return { kind: 'none' };
-  }
   // Views (item 1): classified by their lineage as the server records it (src/sql/view-lineage.ts).
   const viewStates = new Map<string, 'clean' | 'ruled' | RowRuleDecision>();
   /** 'clean' (no ruled relation behind it: read as is), 'ruled' (read through its copy), or a refusal. */
@@ -198,6 +193,12 @@ export function planRowRules(input: RowRuleInput): RowRuleDecision {
     const st = classify(r.schema, r.table);
     if (st === 'ruled') ruledViews = true;
     else if (st !== 'clean') return st;
+  }
+  if (analysis.kind === 'write') {
+    const writeRuled = analysis.writes.some((w) => evaluator.rowTerms(sourceId, w.schema, w.table, 'write').some((t) => t.rows !== null));
+    // A write reading a view over a ruled table (INSERT … SELECT FROM v) too: its rows would be read unfiltered.
+    if (ruledTouched.length > 0 || writeRuled || ruledViews) return unenforceable('writes touching row-ruled tables are not supported yet');
+    return { kind: 'none' };
   }
   // Paths to rows the rewrite cannot see into: user functions' bodies.
   const userFunction = analysis.functions.find((f) => f.schema !== 'pg_catalog' && f.schema !== 'information_schema');

@@ -131,6 +131,12 @@ describe('refused with a reason (row_rule_unenforceable)', () => {
     expect(fx.lastAudit().row_rule_refusal).toMatch(reason);
   });
 
+  it('a write reading a view over a ruled table (INSERT … SELECT) is refused, not queued to run unfiltered', async () => {
+    fx.grant('rw', [REP, { name: 'w', statements: [{ effect: 'allow', action: 'write', resource: 'public.invoice' }] }]);
+    expect(codeOf(await fx.call('rw', A, 'INSERT INTO invoice (invoice_id, customer_id, total) SELECT 1000 + customer_id, customer_id, 1 FROM customer_countries'))).toBe('row_rule_unenforceable');
+    expect(fx.lastAudit().row_rule_refusal).toMatch(/writes touching row-ruled tables/);
+  });
+
   it('a view whose lineage the catalogue does not record (scanned before it was recorded)', async () => {
     const rel = fx.catalog.relations.find((r) => r.name === 'employee_names')!;
     const saved = rel.view;
