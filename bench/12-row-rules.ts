@@ -6,7 +6,8 @@
  * - `unruled`: its role allows `public.track` with no `rows`;
  * - `ruled`: its role allows `public.track` with `rows: "genre_id = ANY(identity.genres)"` and its
  *   `genres` attribute lists every genre, so it reads the same rows through InterLock's row view
- *   (the extra `set_config` round trip per call, the view's WHERE, the rewrite in the gateway).
+ *   (the attribute bound by `set_config(…, true)` in the read's own round trip, the view's WHERE,
+ *   the rewrite in the gateway, cached per statement).
  *
  * The sides alternate at each concurrency, round after round (`interleave`), and every answer must
  * be exactly the expected row (the row `pg` returns for that id, compared as JSON), or the run
@@ -17,12 +18,19 @@
  * bench process, on a pool as large as the gateway's reader pool: the point read on the table, the
  * same read through the row view with the attribute bound once per connection, and through the
  * view with the attribute bound by one `set_config` query before every read (what the gateway's
- * reader does, src/sources/postgres/read.ts).
+ * reader did before it bound in the statement's own Sync; `pg` cannot send both in one round trip:
+ * bench/12-row-rules-cpu.ts measures the reader's own binding in process).
+ *
+ * With BEFORE_ROOT (another checkout, e.g. an extracted `git archive` of main with node_modules
+ * linked), a second gateway from that checkout serves the same two identities on the same control
+ * and source databases, as sides `before unruled` and `before ruled` alternating with the others:
+ * a before/after comparison in one run, which a shared machine's drifting load skews less.
  *
  * Run: `npx tsx bench/12-row-rules.ts` (BENCH_SECONDS, BENCH_WARMUP_SECONDS, BENCH_ROUNDS (3),
- * BENCH_CONCURRENCY (1,8), BENCH_DIAGNOSE).
+ * BENCH_CONCURRENCY (1,8), BENCH_DIAGNOSE, BEFORE_ROOT).
  */
 import pg from 'pg';
+import path from 'node:path';
 import { interleave, closedLoop, type LoadFigures, type LoadRun } from './lib/load';
 import { McpHttpClient, structuredResult } from './lib/http';
 import { concurrencyLevels, emitResult, envInt, envSeconds, machineLine, ratio, round, table } from './lib/stats';
@@ -37,7 +45,7 @@ import { attributeListText, LIST_SETTING_PREFIX } from '../src/sql/row-rules/pre
 
 /** The row rule of the ruled side. */
 const RULE = 'genre_id = ANY(identity.genres)';
-/** What the gateway's reader sends before a ruled statement (src/sources/postgres/read.ts). */
+/** What the gateway's reader sent before a ruled statement until it bound in the statement's own Sync (src/sources/postgres/portal-read.ts BIND_SETTINGS_SQL). */
 const BIND_SETTINGS = 'SELECT pg_catalog.set_config(s.name, s.value, false) FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[])) AS s(name, value)';
 
 /** Creates an identity holding one role (created or replaced here: upsert) on `chinook`, with `attributes`; returns its API key. */
@@ -265,18 +273,26 @@ async function main(): Promise<void> {
       oneGenre: await benchIdentity(env.db, 'bench-ruled-one-genre', { name: 'bench-track-ruled', rows: RULE }, { genres: [oneGenre] }),
     };
     console.log(`tracks: ${expected.size} (${ids.length} with a genre, read by both sides); genres: ${genres.length}; rule "${RULE}"`);
+    const beforeRoot = process.env.BEFORE_ROOT ? path.resolve(process.env.BEFORE_ROOT) : null;
     const gw = await startServe(gatewayVars(env.controlUrl, { cacheTtlMs: 1 }));
+    const gwBefore = beforeRoot ? await startServe(gatewayVars(env.controlUrl, { cacheTtlMs: 1 }), undefined, beforeRoot).catch(async (err: unknown) => { await gw.stop(); throw err; }) : null;
     const meter = pointReadMeter(env, [gw.pid]);
+    const meterBefore = gwBefore ? pointReadMeter(env, [gwBefore.pid]) : null;
     const ledger = new CpuLedger();
     try {
       const seen = await preflight(gw.url, keys, genreOf, expected, oneGenre);
       console.log(`preflight: both sides return the expected rows and count every track; ${seen}`);
-      const counts = { unruled: { cached: 0, checked: 0 }, ruled: { cached: 0, checked: 0 } };
+      if (gwBefore) console.log(`preflight (before, ${beforeRoot}): ${await preflight(gwBefore.url, keys, genreOf, expected, oneGenre)}`);
+      type SideName = 'unruled' | 'ruled' | 'before unruled' | 'before ruled';
+      const sideList: SideName[] = gwBefore ? ['unruled', 'ruled', 'before unruled', 'before ruled'] : ['unruled', 'ruled'];
+      const counts = Object.fromEntries(sideList.map((s) => [s, { cached: 0, checked: 0 }])) as Record<SideName, { cached: number; checked: number }>;
       const res = await interleave(
-        (['unruled', 'ruled'] as const).map((side) => ({
-          name: side,
-          run: (c: number) => ledger.metered(meter, side, c, () => runPointReads(gw.url, keys[side], side, c, ids, expected, { durationMs, warmupMs }, counts[side])),
-        })),
+        sideList.map((side) => {
+          const before = side.startsWith('before ');
+          const key = keys[before ? (side.slice(7) as 'unruled' | 'ruled') : (side as 'unruled' | 'ruled')];
+          const g = before ? gwBefore! : gw;
+          return { name: side, run: (c: number) => ledger.metered(before ? meterBefore! : meter, side, c, () => runPointReads(g.url, key, side, c, ids, expected, { durationMs, warmupMs }, counts[side])) };
+        }),
         levels,
         rounds,
         (l) => console.log(l),
@@ -284,7 +300,13 @@ async function main(): Promise<void> {
       const rep = report(levels, res.get('unruled')!, res.get('ruled')!);
       console.log('');
       console.log(rep.text);
-      console.log(`answers checked equal to the expected row: unruled ${counts.unruled.checked}, ruled ${counts.ruled.checked} (served from the cache: ${counts.unruled.cached} / ${counts.ruled.cached})`);
+      const repBefore = gwBefore ? report(levels, res.get('before unruled')!, res.get('before ruled')!) : null;
+      if (repBefore) {
+        console.log(`\nbefore (${beforeRoot}), same run:`);
+        console.log(repBefore.text);
+        for (const c of levels) console.log(`ruled calls/s, this checkout / before: c=${c}: ${ratio(res.get('ruled')!.get(c)!.throughput / res.get('before ruled')!.get(c)!.throughput)}`);
+      }
+      console.log(`answers checked equal to the expected row: ${sideList.map((s) => `${s} ${counts[s].checked}`).join(', ')} (served from the cache: ${sideList.map((s) => counts[s].cached).join(' / ')})`);
       let diagRes: Map<string, Map<number, LoadFigures>> | null = null;
       if (diag) diagRes = await diagnose(env, genres, ids, expected, levels, rounds, ledger, meter, { durationMs, warmupMs });
       let diagRows: Array<Record<string, number | string>> = [];
@@ -297,17 +319,19 @@ async function main(): Promise<void> {
         }));
         console.log(table(['conc', 'side', 'ops/s', 'ratio to table', 'p50', 'p99'], diagRows.map((r) => [String(r.concurrency), String(r.side), String(r.ops_s), ratio(Number(r.ratio_to_table)), `${Number(r.p50_ms).toFixed(3)} ms`, `${Number(r.p99_ms).toFixed(3)} ms`])));
       }
-      const sides = ['unruled', 'ruled', ...(diagRes ? [...diagRes.keys()] : [])];
+      const sides = [...sideList, ...(diagRes ? [...diagRes.keys()] : [])];
       console.log('\nCPU milliseconds per call (warm-up included; /proc and pg_stat_activity):');
       console.log(ledger.table(sides, levels));
       for (const r of rep.rows) console.log(`target c=${r.concurrency}: ruled calls/s ≥ 0.90× unruled: ${ratio(r.ratio)} → ${r.ratio >= 0.9 ? 'MET' : 'MISSED'}`);
       console.log(machineLine());
       const cpu = Object.fromEntries(levels.map((c) => [c, Object.fromEntries(sides.map((s) => [s, ledger.perOp(s, c)]))]));
       const busy = Object.fromEntries(levels.map((c) => [c, Object.fromEntries(sides.map((s) => [s, ledger.machineBusy(s, c)]))]));
-      emitResult('12-row-rules', { rule: RULE, rounds, durationMs, warmupMs, rows: rep.rows, checked: counts, diagnosticRows: diagRows, cpuMsPerCall: cpu, machineBusy: busy });
+      emitResult('12-row-rules', { rule: RULE, rounds, durationMs, warmupMs, rows: rep.rows, ...(repBefore ? { beforeRoot, beforeRows: repBefore.rows } : {}), checked: counts, diagnosticRows: diagRows, cpuMsPerCall: cpu, machineBusy: busy });
     } finally {
       await meter.close();
+      await meterBefore?.close();
       await gw.stop();
+      await gwBefore?.stop();
     }
   });
 }

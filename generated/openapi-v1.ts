@@ -2041,8 +2041,19 @@ export interface components {
             category_prefixes?: string[][];
         };
         /**
+         * RestrictRowsRule
+         * @description Restrict the rows of these relations (schema.table, * wildcards; a partition or inheritance child of a listed relation too) to those matching `rows`, a row predicate in the grammar of a role allow's `rows` (docs/row-rules.md). It is ANDed with the rule the caller's role allows give (their predicates ORed; none: every row), so it can only narrow what is readable or writable, never widen it. For `write`, UPDATE and DELETE touch only matching rows and a written row must match (issue 27).
+         */
+        restrictRows: {
+            /** @constant */
+            type: "restrict_rows";
+            relations: string[];
+            rows: string;
+            actions?: ("read" | "write")[];
+        };
+        /**
          * Policy
-         * @description A declarative policy rule, evaluated on every request after source-role authorization. A policy can refuse or restrict what a role allows (deny relations, require a WHERE, cap rows, time windows, mask columns, hide document types or categories); it can never allow what no role allows. Contract: Governance And Errors.
+         * @description A declarative policy rule, evaluated on every request after source-role authorization. A policy can refuse or restrict what a role allows (deny relations, require a WHERE, cap rows, time windows, mask columns, hide document types or categories, restrict rows); it can never allow what no role allows. Contract: Governance And Errors.
          */
         "policy-v1.schema": {
             name: string;
@@ -2055,7 +2066,7 @@ export interface components {
                 roles?: string[];
                 sources?: string[];
             };
-            rule: components["schemas"]["denyRelations"] | components["schemas"]["requireWhere"] | components["schemas"]["maxRows"] | components["schemas"]["timeWindow"] | components["schemas"]["maskColumns"] | components["schemas"]["hideDocuments"];
+            rule: components["schemas"]["denyRelations"] | components["schemas"]["requireWhere"] | components["schemas"]["maxRows"] | components["schemas"]["timeWindow"] | components["schemas"]["maskColumns"] | components["schemas"]["hideDocuments"] | components["schemas"]["restrictRows"];
             $defs: {
                 /** @enum {string} */
                 action: "read" | "write" | "describe" | "discover" | "request";
@@ -2124,6 +2135,17 @@ export interface components {
                     type: "hide_documents";
                     document_types?: string[];
                     category_prefixes?: string[][];
+                };
+                /**
+                 * RestrictRowsRule
+                 * @description Restrict the rows of these relations (schema.table, * wildcards; a partition or inheritance child of a listed relation too) to those matching `rows`, a row predicate in the grammar of a role allow's `rows` (docs/row-rules.md). It is ANDed with the rule the caller's role allows give (their predicates ORed; none: every row), so it can only narrow what is readable or writable, never widen it. For `write`, UPDATE and DELETE touch only matching rows and a written row must match (issue 27).
+                 */
+                restrictRows: {
+                    /** @constant */
+                    type: "restrict_rows";
+                    relations: string[];
+                    rows: string;
+                    actions?: ("read" | "write")[];
                 };
             };
         };
@@ -2229,7 +2251,7 @@ export interface components {
             roles?: string[];
             sources?: string[];
         };
-        rule: components["schemas"]["denyRelations"] | components["schemas"]["requireWhere"] | components["schemas"]["maxRows"] | components["schemas"]["timeWindow"] | components["schemas"]["maskColumns"] | components["schemas"]["hideDocuments"];
+        rule: components["schemas"]["denyRelations"] | components["schemas"]["requireWhere"] | components["schemas"]["maxRows"] | components["schemas"]["timeWindow"] | components["schemas"]["maskColumns"] | components["schemas"]["hideDocuments"] | components["schemas"]["restrictRows"];
     };
     responses: {
         /** @description Invalid body, parameters, tool arguments (invalid_arguments) or SQL (invalid_sql, statement_failed). */

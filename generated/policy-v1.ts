@@ -7,7 +7,7 @@
 export type Action = 'read' | 'write' | 'describe' | 'discover' | 'request';
 
 /**
- * A declarative policy rule, evaluated on every request after source-role authorization. A policy can refuse or restrict what a role allows (deny relations, require a WHERE, cap rows, time windows, mask columns, hide document types or categories); it can never allow what no role allows. Contract: Governance And Errors.
+ * A declarative policy rule, evaluated on every request after source-role authorization. A policy can refuse or restrict what a role allows (deny relations, require a WHERE, cap rows, time windows, mask columns, hide document types or categories, restrict rows); it can never allow what no role allows. Contract: Governance And Errors.
  */
 export interface Policy {
   name: string;
@@ -30,7 +30,14 @@ export interface Policy {
      */
     sources?: string[];
   };
-  rule: DenyRelationsRule | RequireWhereRule | MaxRowsRule | TimeWindowRule | MaskColumnsRule | HideDocumentsRule;
+  rule:
+    | DenyRelationsRule
+    | RequireWhereRule
+    | MaxRowsRule
+    | TimeWindowRule
+    | MaskColumnsRule
+    | HideDocumentsRule
+    | RestrictRowsRule;
 }
 /**
  * Refuse any statement touching these relations (schema.table, * wildcards) for the listed actions (default read and write).
@@ -113,4 +120,23 @@ export interface HideDocumentsRule {
   type: 'hide_documents';
   document_types?: string[];
   category_prefixes?: [string, ...string[]][];
+}
+/**
+ * Restrict the rows of these relations (schema.table, * wildcards; a partition or inheritance child of a listed relation too) to those matching `rows`, a row predicate in the grammar of a role allow's `rows` (docs/row-rules.md). It is ANDed with the rule the caller's role allows give (their predicates ORed; none: every row), so it can only narrow what is readable or writable, never widen it. For `write`, UPDATE and DELETE touch only matching rows and a written row must match (issue 27).
+ *
+ * This interface was referenced by `Policy`'s JSON-Schema
+ * via the `definition` "restrictRows".
+ */
+export interface RestrictRowsRule {
+  type: 'restrict_rows';
+  /**
+   * @minItems 1
+   * @maxItems 1000
+   */
+  relations: [string, ...string[]];
+  rows: string;
+  /**
+   * @minItems 1
+   */
+  actions?: ['read' | 'write', ...('read' | 'write')[]];
 }

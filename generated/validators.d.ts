@@ -69,6 +69,8 @@ export declare const validatePolicyMaskColumns: Validator;
 export declare const validatePolicyMaxRows: Validator;
 /** Validates against https://interlock.dev/spec/policy-v1.schema.json#/$defs/requireWhere. */
 export declare const validatePolicyRequireWhere: Validator;
+/** Validates against https://interlock.dev/spec/policy-v1.schema.json#/$defs/restrictRows. */
+export declare const validatePolicyRestrictRows: Validator;
 /** Validates against https://interlock.dev/spec/policy-v1.schema.json#/$defs/timeWindow. */
 export declare const validatePolicyTimeWindow: Validator;
 /** Validates against https://interlock.dev/spec/defs/QueryResult.json. */

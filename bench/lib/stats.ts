@@ -108,3 +108,14 @@ export function concurrencyLevels(dflt: number[] = [1, 8, 32]): number[] {
   const xs = raw.split(',').map((s) => Number(s.trim())).filter((n) => Number.isInteger(n) && n > 0);
   return xs.length ? xs : dflt;
 }
+
+/** Runs a bench script's `main`: exit code 0 when it resolves, 1 (with the error printed) when it rejects. */
+export function runBench(main: () => Promise<void>): void {
+  main().then(
+    () => process.exit(0),
+    (err: unknown) => {
+      console.error(err);
+      process.exit(1);
+    },
+  );
+}

@@ -22,6 +22,9 @@ const RECHECK_CAUSES: Record<string, string> = {
   classification_changed: 'the statement no longer analyses as the same write against the current catalog',
   source_role_denied: "the requesting identity's source roles no longer allow this write",
   policy_denied: 'a policy now refuses this write',
+  row_rule_unenforceable: "the requester's row rules cannot be applied to this write now (a rule is invalid or does not fit the table, MERGE into a ruled table, a view, function or operator on a ruled source, or the partition tree changed since the scan)",
+  row_rule_attribute_missing: "a row rule of the requester needs an identity attribute its identity record does not hold (or not as a usable value)",
+  row_rules_unavailable: "the source's row views could not be created by the writer role (see the gateway log)",
 };
 
 /** What an operator is told for a connector failure that carries no server error, by connector code. */

@@ -19,7 +19,10 @@ import { AccessEvaluator } from '../governance/evaluator';
 import { analyzeSql, complexityLimitsFromSettings, initSqlParser } from '../sql/analyze';
 import { authorizeStatement } from '../pipeline/03-authorize';
 import { policyStep } from '../pipeline/04-policy';
-import { planRowRules } from '../pipeline/row-rules';
+import { hasAnyRowRules, planRowRules, type RowRulePlan } from '../pipeline/row-rules';
+import { runPlannedWrite } from './row-write';
+import { policyRowRestrictions } from '../governance/policies';
+import { getIdentity } from '../control/identities';
 import { checkHierarchy } from '../pipeline/hierarchy-check';
 import type { QueryConnector } from '../pipeline/07-execute';
 import { SourceConnectorRegistry } from '../sources/registry';
@@ -56,38 +59,49 @@ function assertNotSelf(a: ApprovalRecord, operator: string): void {
 /**
  * Re-checks that the requester may still have the write run (its key neither revoked nor expired,
  * its identity enabled: src/approvals/requester.ts), and that the write is still allowed (source
- * enabled, source role, policy) against the current catalog. Returns null when allowed, else an
- * approvalFailures code.
+ * enabled, source role, policy) against the current catalog. Returns `{denied}` with an
+ * approvalFailures code, or the row-rule plan the write must run with (null: no row rule applies).
+ *
+ * Row rules (issue 27, docs/row-rules.md "Writes") are planned here with the requester's roles,
+ * `restrict_rows` policies and identity attributes as they are NOW (its identity record; token
+ * claims are not kept with the queued write, so a rule needing one fails closed with
+ * row_rule_attribute_missing): an approval can come much later, and a requester moved to another
+ * tenant since must not write the old tenant's rows.
  */
-async function recheck(db: ControlDb, a: ApprovalRecord, now: Date, connectorFor: (settings: PostgresSourceSettings) => QueryConnector): Promise<string | null> {
+async function recheck(db: ControlDb, a: ApprovalRecord, now: Date, connectorFor: (settings: PostgresSourceSettings) => QueryConnector): Promise<{ denied: string } | { denied: null; plan: RowRulePlan | null }> {
+  const no = (denied: string) => ({ denied });
   // The requester first (issue 24, item 4): the key that queued the write and its identity.
   const requester = await requesterProblem(db, a, now);
-  if (requester) return requester;
+  if (requester) return no(requester);
   const store = new DbGovernanceStore(db, { ttlMs: 0 });
   const source = await store.getSource(a.sourceId);
-  if (!source || !source.enabled) return 'source_disabled';
+  if (!source || !source.enabled) return no('source_disabled');
   const catalog = await store.loadCatalog(a.sourceId);
-  if (!catalog) return 'source_not_catalogued';
+  if (!catalog) return no('source_not_catalogued');
   await initSqlParser();
   const analysis = analyzeSql(a.sql, catalog, { complexity: complexityLimitsFromSettings(source.settings) });
-  if (!analysis.ok) return 'classification_changed';
-  if (analysis.kind !== 'write' || analysis.fingerprint !== a.classification.fingerprint) return 'classification_changed';
+  if (!analysis.ok) return no('classification_changed');
+  if (analysis.kind !== 'write' || analysis.fingerprint !== a.classification.fingerprint) return no('classification_changed');
   const evaluator = new AccessEvaluator(await store.grantsForIdentity(a.identityId));
-  if (!evaluator.hasGrant(a.sourceId)) return 'source_role_denied';
-  if (authorizeStatement(evaluator, a.sourceId, analysis, catalog)) return 'source_role_denied';
+  if (!evaluator.hasGrant(a.sourceId)) return no('source_role_denied');
+  if (authorizeStatement(evaluator, a.sourceId, analysis, catalog)) return no('source_role_denied');
   const policies = await store.activePolicies();
   const subject = { identityId: a.identityId, identityName: a.identityName, roles: evaluator.roleNames(a.sourceId), sourceId: a.sourceId };
   const pol = policyStep(policies, subject, analysis, catalog, now);
-  if (!pol.ok) return 'policy_denied';
-  // Row rules (issue 27): a write touching a row-ruled relation is not supported yet, also when the
-  // rule was added after the write was queued; the requester's roles no longer allow it as written.
-  if (planRowRules({ evaluator, sourceId: a.sourceId, analysis, catalog, attributes: undefined, sql: a.sql }).kind === 'refused') return 'source_role_denied';
+  if (!pol.ok) return no('policy_denied');
   // The relation hierarchy as the server has it now (issue 22 item 1): a partition attached under a
   // write-denied or masked parent since the scan (or since the write was queued) is refused (red team rt1).
   const connector = connectorFor(source.settings as unknown as PostgresSourceSettings);
   const hier = await checkHierarchy({ connector, evaluator, sourceId: a.sourceId, analysis, catalog, policies, subject, now, restrictions: pol.restrictions, identityId: a.identityId });
-  if (!hier.ok) return hier.outcome.kind === 'refusal' && hier.outcome.code === 'policy_denied' ? 'policy_denied' : 'source_role_denied';
-  return null;
+  if (!hier.ok) return no(hier.outcome.kind === 'refusal' && hier.outcome.code === 'policy_denied' ? 'policy_denied' : 'source_role_denied');
+  const policyRows = policyRowRestrictions(policies, subject);
+  if (!hasAnyRowRules(evaluator, a.sourceId, policyRows)) return { denied: null, plan: null };
+  // Planned on the catalogue's tree: a tree that changed since the scan could hide a parent's rule.
+  if (hier.changed) return no('row_rule_unenforceable');
+  const attributes = (await getIdentity(db, a.identityId))?.attributes;
+  const rows = planRowRules({ evaluator, sourceId: a.sourceId, analysis, catalog, attributes, sql: a.sql, policyRows });
+  if (rows.kind === 'refused') return no(rows.outcome.kind === 'refusal' && rows.outcome.code === 'row_rule_attribute_missing' ? 'row_rule_attribute_missing' : 'row_rule_unenforceable');
+  return { denied: null, plan: rows.kind === 'ruled' ? rows.plan : null };
 }
 
 /**
@@ -116,27 +130,33 @@ export async function approveAndExecute(db: ControlDb, approvalId: string, opts:
   };
 
   const registry = opts.connectors ?? new SourceConnectorRegistry({ logger: opts.logger });
-  let denied: string | null;
+  let checked: Awaited<ReturnType<typeof recheck>>;
   try {
-    denied = await recheck(db, a, opts.now ?? new Date(), (settings) => registry.get(a.sourceId, settings));
+    checked = await recheck(db, a, opts.now ?? new Date(), (settings) => registry.get(a.sourceId, settings));
   } catch (err) {
     if (!opts.connectors) await registry.closeAll();
     throw err;
   }
-  if (denied) {
+  if (checked.denied !== null) {
     if (!opts.connectors) await registry.closeAll();
-    return finish('failed', { error_code: denied }, recheckCause(denied));
+    return finish('failed', { error_code: checked.denied }, recheckCause(checked.denied));
   }
+  const plan = checked.plan;
   const store = new DbGovernanceStore(db, { ttlMs: 0 });
   const source = (await store.getSource(a.sourceId))!;
+  const writer = registry.get(source.id, source.settings as unknown as PostgresSourceSettings);
   try {
-    const r = await registry.get(source.id, source.settings as unknown as PostgresSourceSettings).write(a.sql, a.params);
-    await db.pool.query('SELECT pg_notify($1, $2)', [CACHE_CHANNEL, a.sourceId]).catch(() => undefined);
-    return await finish('executed', { row_count: r.rowCount });
-  } catch (err) {
-    const e = err as { code?: string; sqlState?: string };
+    // Row rules (issue 27, row-write.ts): the views first (by the writer role), then the rewritten
+    // statement with the requester's attributes bound inside its own transaction.
+    const r = await runPlannedWrite(writer, source, a.sql, a.params, plan, (view, err) => opts.logger?.warn({ approvalId, view, sqlstate: (err as { sqlState?: string })?.sqlState }, 'row view could not be created for an approved write'));
+    if (r.ok) {
+      await db.pool.query('SELECT pg_notify($1, $2)', [CACHE_CHANNEL, a.sourceId]).catch(() => undefined);
+      return await finish('executed', { row_count: r.rowCount });
+    }
+    if (r.code === 'row_rules_unavailable') return await finish('failed', { error_code: r.code }, recheckCause(r.code));
+    const e = r.err as { code?: string; sqlState?: string };
     opts.logger?.warn({ approvalId, code: e.code, sqlState: e.sqlState }, 'approved write failed');
-    return finish('failed', { error_code: failureCode(err), ...(e.sqlState ? { sqlstate: e.sqlState } : {}) }, failureCause(err));
+    return await finish('failed', { error_code: r.code ?? failureCode(r.err), ...(e.sqlState ? { sqlstate: e.sqlState } : {}) }, failureCause(r.err));
   } finally {
     if (!opts.connectors) await registry.closeAll();
   }

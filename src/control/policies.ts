@@ -9,6 +9,7 @@ import {
   validatePolicyMaskColumns,
   validatePolicyMaxRows,
   validatePolicyRequireWhere,
+  validatePolicyRestrictRows,
   validatePolicyTimeWindow,
   type Validator,
 } from '../../generated/validators';
@@ -16,6 +17,8 @@ import type { Policy } from '../../generated/policy-v1';
 import { isUniqueViolation, withTransaction, type ControlDb } from './db';
 import { ConflictError, formatSchemaErrors, ValidationError } from './errors';
 import { iso } from './ids';
+import { initSqlParser } from '../sql/analyze';
+import { parseRowPredicate, RowPredicateError } from '../sql/row-rules/predicate';
 
 export type { Policy } from '../../generated/policy-v1';
 
@@ -48,6 +51,7 @@ const RULE_VALIDATORS: Record<string, Validator> = {
   time_window: validatePolicyTimeWindow,
   mask_columns: validatePolicyMaskColumns,
   hide_documents: validatePolicyHideDocuments,
+  restrict_rows: validatePolicyRestrictRows,
 };
 
 /** "path: message" lines for one invalid policy: the rule is checked against its own type's branch only. */
@@ -84,12 +88,45 @@ export function parsePolicies(input: unknown): Policy[] {
 }
 
 /**
- * Adds policies (one or a list, validated first) in one transaction. With `replace`, existing
+ * Checks the `rows` predicate of each `restrict_rows` policy (issue 27) with the SQL parser, in the
+ * grammar of a role allow's `rows` (src/sql/row-rules/predicate.ts), and that each of its relations
+ * is `schema.table` or `*` (wildcards allowed). Returns "<name>/rule/…: what is wrong" lines
+ * (empty when all are valid). Loads the parser.
+ */
+export async function policyRowRuleErrors(policies: Policy[]): Promise<string[]> {
+  const restricting = policies.filter((p) => p.rule.type === 'restrict_rows');
+  if (restricting.length === 0) return [];
+  await initSqlParser();
+  const out: string[] = [];
+  for (const p of restricting) {
+    const rule = p.rule as Extract<Policy['rule'], { type: 'restrict_rows' }>;
+    rule.relations.forEach((r, i) => {
+      if (r !== '*' && r.split('.').length !== 2) out.push(`${p.name}/rule/relations/${i}: a row restriction names schema.table relations (got ${r})`);
+    });
+    try {
+      parseRowPredicate(rule.rows);
+    } catch (err) {
+      if (!(err instanceof RowPredicateError)) throw err;
+      out.push(`${p.name}/rule/rows: ${err.message}`);
+    }
+  }
+  return out;
+}
+
+/** Throws ValidationError("invalid policy", details) when policyRowRuleErrors finds any. */
+export async function checkPolicyRowRules(policies: Policy[]): Promise<void> {
+  const errors = await policyRowRuleErrors(policies);
+  if (errors.length) throw new ValidationError('invalid policy: a row restriction is not valid', errors);
+}
+
+/**
+ * Adds policies (one or a list, validated first, `restrict_rows` predicates too) in one transaction. With `replace`, existing
  * policies of the same names are replaced; otherwise an existing name is a ConflictError and
  * nothing is written. Returns the stored policies with whether each was new.
  */
 export async function addPolicies(db: ControlDb, input: unknown, opts: { replace?: boolean } = {}): Promise<Array<{ policy: PolicyRecord; created: boolean }>> {
   const policies = parsePolicies(input);
+  await checkPolicyRowRules(policies);
   return withTransaction(db, async (c) => {
     const out: Array<{ policy: PolicyRecord; created: boolean }> = [];
     for (const p of policies) {

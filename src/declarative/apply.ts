@@ -16,6 +16,7 @@ import { insertOperatorGrant } from '../control/grants';
 import { scanSource } from '../control/scan';
 import { deleteClaimMapping, upsertClaimMapping } from '../control/claim-mappings';
 import { checkRowRules } from '../control/roles';
+import { checkPolicyRowRules } from '../control/policies';
 import { computePlan, type Plan, type PlanChange } from './plan';
 import { desiredStateOf, fileDigest, keepStoredSecrets, parseFileText, processSecrets, validateInterlockFileDocument, type SecretResolver } from './schema';
 import { readConfigState } from './state';
@@ -73,6 +74,7 @@ export async function applyInterlockFile(db: ControlDb, input: ApplyInput, opts:
   const digest = 'text' in input ? fileDigest(input.text) : fileDigest(canonicalJson(input.document));
   const desired = desiredStateOf(validateInterlockFileDocument(doc), opts.secrets ?? processSecrets);
   for (const role of desired.roles.values()) await checkRowRules(role);
+  await checkPolicyRowRules([...desired.policies.values()]);
   const plan = await withTransaction(db, async (c) => {
     await c.query('SELECT pg_advisory_xact_lock($1)', [APPLY_LOCK]);
     const current = await readConfigState(c);

@@ -22,7 +22,7 @@
  */
 import type { Policy } from '../../generated/policy-v1';
 import type { AccessEvaluator } from '../governance/evaluator';
-import { evaluatePolicies, unprovableMaskMethod } from '../governance/policies';
+import { evaluatePolicies, policyRowRestrictions, unprovableMaskMethod } from '../governance/policies';
 import { decideInHierarchy, governingRelations, maskInHierarchy } from '../governance/hierarchy';
 import { relationRowRule } from '../governance/row-rules';
 import { NO_HIERARCHY, type RelationHierarchy } from '../sql/hierarchy';
@@ -105,7 +105,9 @@ export function decideRelations(
   // interlock_query (src/sql/views.ts). Unprovable lineage fails closed: hidden for a caller with any
   // read deny on the source, masked in full for a caller with any mask.
   const anyDeny = evaluator.hasReadDeny(sourceId);
-  const rowRules = evaluator.hasRowRules(sourceId);
+  // A policy's restrict_rows predicates (issue 27) rule tables too: their mapped rows are withheld alike.
+  const policyRows = policyRowRestrictions(policies, { ...subject, roles, sourceId });
+  const rowRules = evaluator.hasRowRules(sourceId) || policyRows.any;
   for (const { relation, fields } of lineage) {
     const dot = relation.indexOf('.');
     if (dot <= 0) continue;
@@ -151,7 +153,7 @@ export function decideRelations(
     // Row rules (issue 27): a ruled table (over the columns its documents show) or a view (its
     // lineage may reach one) has its rows filtered against the source by resolveScope (access.ts).
     const columns = [...new Set(INDEXED_FIELDS.flatMap((f) => fields[f]))];
-    const check = rowRules && (relationRowRule(evaluator, sourceId, schema, table, hierarchy, columns) !== null || fields.id.some((c) => expand?.(schema, table, c)));
+    const check = rowRules && (relationRowRule(evaluator, sourceId, schema, table, hierarchy, policyRows, 'read', columns) !== null || fields.id.some((c) => expand?.(schema, table, c)));
     out.push(check ? { relation, fields: states, rowCheck: true } : { relation, fields: states });
   }
   return out;

@@ -65,5 +65,6 @@ export function hierarchySensitive(evaluator: AccessEvaluator, sourceId: string,
   if (evaluator.hasReadDeny(sourceId) || evaluator.statements(sourceId).deny.some((s) => s.action === 'write')) return true;
   // A row rule counts too: a table attached under a ruled parent after the scan carries the parent's rule (issue 27).
   if (evaluator.hasRowRules(sourceId)) return true;
-  return policies.some((p) => (p.rule.type === 'mask_columns' || p.rule.type === 'deny_relations') && policyApplies(p, subject));
+  // So does a policy's restrict_rows predicate (issue 27): it is carried to descendants the same way.
+  return policies.some((p) => (p.rule.type === 'mask_columns' || p.rule.type === 'deny_relations' || p.rule.type === 'restrict_rows') && policyApplies(p, subject));
 }

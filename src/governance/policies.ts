@@ -1,8 +1,9 @@
 /**
  * Policy evaluation (pipeline step 4; contract: "A policy cannot grant source access that a source
  * role did not allow"). Policies only refuse or restrict: deny relations, require a WHERE on
- * UPDATE/DELETE, cap rows, weekly time windows, mask columns, hide document types or categories.
- * Rules are declared in spec/policy-v1.schema.json.
+ * UPDATE/DELETE, cap rows, weekly time windows, mask columns, hide document types or categories,
+ * restrict rows (issue 27: `restrict_rows` predicates, ANDed with the role allows' row rules by
+ * src/governance/row-rules.ts, never widening them). Rules are declared in spec/policy-v1.schema.json.
  */
 import type { Policy, TimeWindowRule } from '../../generated/policy-v1';
 import type { Action } from './evaluator';
@@ -118,6 +119,9 @@ export function evaluatePolicies(policies: Policy[], subject: PolicySubject, req
         hiddenDocumentTypes.push(...(r.document_types ?? []));
         hiddenCategoryPrefixes.push(...(r.category_prefixes ?? []));
         break;
+      case 'restrict_rows':
+        // Applied by the row-rule rewrite (policyRowRestrictions), not by this verdict.
+        break;
     }
   }
   return { ok: true, maxRows, maskPatterns, hiddenDocumentTypes, hiddenCategoryPrefixes };
@@ -142,3 +146,46 @@ export function maskFor(patterns: Array<{ parts: string[]; method: ColumnMask['m
   }
   return best;
 }
+
+/** One restricting row predicate of a policy (issue 27): the policy's name and its `rows` text. */
+export interface PolicyRowTerm {
+  policy: string;
+  rows: string;
+}
+
+/**
+ * The `restrict_rows` predicates that apply to a subject (issue 27, docs/row-rules.md): `any` is
+ * true when some enabled policy selecting the subject restricts rows at all (for any relation or
+ * action); `of(schema, table, action)` lists the predicates of those whose `relations` cover the
+ * relation (exact names or `*` wildcards, as deny_relations) for `action` (their `actions`, default
+ * read and write), in policy-name order. The caller ANDs each with the role rule; a policy never widens.
+ */
+export interface PolicyRowRestrictions {
+  any: boolean;
+  /** The selected policies' names and rules as one stable string ('' when none): part of a cached row-rule shape's key. */
+  key: string;
+  of(schema: string, table: string, action: 'read' | 'write'): PolicyRowTerm[];
+}
+
+/** Selects the `restrict_rows` policies applying to `subject` (policyApplies) once; see PolicyRowRestrictions. */
+export function policyRowRestrictions(policies: Policy[], subject: PolicySubject): PolicyRowRestrictions {
+  const rules = policies
+    .filter((p) => p.rule.type === 'restrict_rows' && policyApplies(p, subject))
+    .sort((a, b) => a.name.localeCompare(b.name))
+    .map((p) => ({ name: p.name, rule: p.rule as Extract<Policy['rule'], { type: 'restrict_rows' }> }));
+  return {
+    any: rules.length > 0,
+    key: rules.length > 0 ? JSON.stringify(rules) : '',
+    of(schema, table, action) {
+      const out: PolicyRowTerm[] = [];
+      for (const { name, rule } of rules) {
+        if (!(rule.actions ?? ['read', 'write']).includes(action)) continue;
+        if (rule.relations.some((pat) => patternMatches(pat, schema, table))) out.push({ policy: name, rows: rule.rows });
+      }
+      return out;
+    },
+  };
+}
+
+/** No policy restricts rows. */
+export const NO_POLICY_ROW_RESTRICTIONS: PolicyRowRestrictions = { any: false, key: '', of: () => [] };

@@ -20,6 +20,7 @@ import type { SourceCatalog } from '../sql/catalog-types';
 import { AccessEvaluator, type RoleGrant } from '../governance/evaluator';
 import type { ToolOutcome } from './types';
 import type { PolicyRestrictions } from './04-policy';
+import type { RowRuleShape } from './row-rules';
 
 /** Steps 3's cached outcome for one statement, catalog and set of grants. */
 export interface CachedAnalysis {
@@ -37,7 +38,17 @@ interface Entry {
   value: CachedAnalysis;
   /** Policy verdicts by policy fingerprint and subject (a few per statement at most). */
   policies: Map<string, CachedPolicy>;
+  /**
+   * Row-rule shapes (issue 27, row-rules.ts shapeRowRules) by the text that runs: the agent's, or
+   * its masking wrapper (a few per statement at most). Null until the first ruled read.
+   */
+  rowRules: Map<string, RowRuleShape> | null;
+  /** Characters of the texts the row-rule shapes hold (counted in the entry's size). */
+  rowRuleChars: number;
 }
+
+/** Most row-rule shapes kept per statement (the agent's text and its masked wrappers). */
+const MAX_ROW_RULE_SHAPES = 8;
 
 const fingerprints = new WeakMap<object, string>();
 
@@ -94,6 +105,9 @@ export class AnalysisCache {
   /** Lookups answered from the cache / computed. */
   hits = 0;
   misses = 0;
+  /** Row-rule shapes answered from the cache / computed (rowRules). */
+  rowRuleHits = 0;
+  rowRuleMisses = 0;
 
   /**
    * At most `max` entries (default 5000) and about `maxBytes` (default 16 MiB; an entry counts twice
@@ -102,25 +116,38 @@ export class AnalysisCache {
    * statements from growing the process.
    */
   constructor(private readonly opts: { max?: number; maxBytes?: number; maxSqlLength?: number } = {}) {
-    this.lru = new LRUCache<string, Entry>({ max: opts.max ?? 5000, maxSize: opts.maxBytes ?? 16 * 1024 * 1024, sizeCalculation: (_v, key) => key.length * 2 + 4096 });
+    this.lru = new LRUCache<string, Entry>({ max: opts.max ?? 5000, maxSize: opts.maxBytes ?? 16 * 1024 * 1024, sizeCalculation: (v, key) => key.length * 2 + 4096 + v.rowRuleChars * 2 });
   }
 
   private key(k: AnalysisKey): string {
     return `${k.sourceId}\u0000${contentFingerprint(k.catalog)}\u0000${contentFingerprint(k.grants)}\u0000${JSON.stringify(k.complexity ?? null)}\u0000${k.sql}`;
   }
 
-  /** Step 3 for `k`: from the cache, or computed by `compute` (and stored). */
-  analyse(k: AnalysisKey, compute: () => CachedAnalysis): { entry: CachedAnalysis; policy: (policyKey: string, computePolicy: () => CachedPolicy) => CachedPolicy } {
+  /**
+   * Step 3 for `k`: from the cache, or computed by `compute` (and stored). With it: `policy`, step
+   * 4's verdict under a policy key, and `rowRules`, the row-rule shape (issue 27) of the text that
+   * runs (`runSql`: the statement or its masking wrapper), computed by `computeShape` on first use.
+   * Both live in the statement's entry, so they share its key — the statement, the catalogue
+   * snapshot, the caller's grants (so its row rules) and the complexity limits, all by content — and
+   * its life: a changed rule, grant, table or rescan changes the key, and clear() drops them all.
+   * A shape may depend on nothing else but the caller's `restrict_rows` policies: the caller passes
+   * their content (PolicyRowRestrictions.key) inside `runSql`'s key (src/pipeline/query.ts).
+   */
+  analyse(k: AnalysisKey, compute: () => CachedAnalysis): {
+    entry: CachedAnalysis;
+    policy: (policyKey: string, computePolicy: () => CachedPolicy) => CachedPolicy;
+    rowRules: (runSql: string, computeShape: () => RowRuleShape) => RowRuleShape;
+  } {
     if (k.sql.length > (this.opts.maxSqlLength ?? 16_384)) {
       this.misses++;
-      return { entry: compute(), policy: (_pk, computePolicy) => computePolicy() };
+      return { entry: compute(), policy: (_pk, computePolicy) => computePolicy(), rowRules: (_s, computeShape) => computeShape() };
     }
     const key = this.key(k);
     let e = this.lru.get(key);
     if (e) this.hits++;
     else {
       this.misses++;
-      e = { value: compute(), policies: new Map() };
+      e = { value: compute(), policies: new Map(), rowRules: null, rowRuleChars: 0 };
       this.lru.set(key, e);
     }
     const entry = e;
@@ -132,6 +159,26 @@ export class AnalysisCache {
         const v = computePolicy();
         if (entry.policies.size < 16) entry.policies.set(policyKey, v);
         return v;
+      },
+      rowRules: (runSql, computeShape) => {
+        const hit = entry.rowRules?.get(runSql);
+        if (hit) {
+          this.rowRuleHits++;
+          return hit;
+        }
+        this.rowRuleMisses++;
+        const shape = computeShape();
+        if ((entry.rowRules?.size ?? 0) < MAX_ROW_RULE_SHAPES) {
+          (entry.rowRules ??= new Map()).set(runSql, shape);
+          entry.rowRuleChars += runSql.length + (shape.kind === 'ruled' ? shape.sql.length : 0);
+          // Entered again so the LRU counts the entry's new size (it does not recompute it when the
+          // same value is set again) and evicts others to stay within maxBytes.
+          if (this.lru.peek(key) === entry) {
+            this.lru.delete(key);
+            this.lru.set(key, entry);
+          }
+        }
+        return shape;
       },
     };
   }

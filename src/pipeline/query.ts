@@ -26,7 +26,8 @@ import { statementAuditFacts } from './audit-facts';
 import type { ResultCache } from './cache';
 import { rowsText } from './rows-json';
 import { AnalysisCache, evaluatorFor, hasTimeWindows, type CachedAnalysis, type CachedPolicy } from './analysis-cache';
-import { planRowRules, type RowRulePlan } from './row-rules';
+import { bindRowRules, hasAnyRowRules, shapeRowRules, type RowRulePlan, type RowRuleShape } from './row-rules';
+import { policyRowRestrictions } from '../governance/policies';
 import type { RowViewProvisioner } from './row-views';
 
 /** What the query pipeline needs. */
@@ -160,7 +161,8 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
     if (!hier.ok && !(hier.unreachable && analysis.kind === 'write')) return hier.outcome;
     // Row rules are planned on the catalogue's tree (a partition carries its parent's rule): when the
     // server's tree differs from it, the plan could miss a rule, so the read is refused until a rescan.
-    const rowRulesHere = evaluator.hasRowRules(sourceId);
+    const policyRows = policyRowRestrictions(policies, subject);
+    const rowRulesHere = hasAnyRowRules(evaluator, sourceId, policyRows);
     if (hier.ok && hier.changed && rowRulesHere) return STALE_TREE_REFUSAL;
     let restrictions = hier.ok ? hier.restrictions : pol.restrictions;
     /** After a tripped guard or before a cached answer: the full check; an outcome when it refuses, else null (restrictions updated). */
@@ -174,16 +176,22 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
     };
 
     // Row rules (issue 27): refusals first (before a write is queued), the rewrite with the final text below.
-    const rowInput = { evaluator, sourceId, analysis, catalog, attributes: identity.attributes, sql };
-    const rows = planRowRules(rowInput);
+    // The rewrite of a text is cached with the statement's analysis (same key: the catalogue, the
+    // caller's grants so its rules) and the caller's restricting policies' content; only the caller's
+    // attribute values are bound per call.
+    const rowShape = (runSql: string): RowRuleShape =>
+      rowRulesHere ? cached.rowRules(policyRows.any ? `${runSql}\u0000${policyRows.key}` : runSql, () => shapeRowRules({ evaluator, sourceId, analysis, catalog, sql: runSql, policyRows })) : NO_ROW_RULES;
+    const rows = bindRowRules(rowShape(sql), identity.attributes);
     if (rows.kind === 'refused') {
       audit.reason_detail = rows.outcome.kind === 'refusal' ? rows.outcome.code : undefined;
       audit.row_rule_refusal = rows.reason;
       return rows.outcome;
     }
 
-    // Step 6: write safety — a write never runs on the agent's call.
+    // Step 6: write safety — a write never runs on the agent's call. Its row rules are planned again
+    // when it is approved, with the requester's roles, policies and attributes then (approvals/execute.ts).
     if (analysis.kind === 'write') {
+      if (rows.kind === 'ruled') audit.row_rules = rows.plan.applied;
       const hooks = (ctx as ToolCallContext & { auditHooks?: AuditHooks }).auditHooks;
       const queued = await writeSafetyStep(deps.store, { source, identity, requestId: ctx.requestId, sql, params, analysis }, hooks && { hooks, details: audit });
       audit.approval_id = queued.kind === 'queued' ? queued.approvalId : undefined;
@@ -218,7 +226,7 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
       let runSql = premasked ? wrapped.sql : sql;
       let rowPlan: RowRulePlan | null = null;
       if (rows.kind === 'ruled') {
-        const final = premasked ? planRowRules({ ...rowInput, sql: runSql }) : rows;
+        const final = premasked ? bindRowRules(rowShape(runSql), identity.attributes) : rows;
         if (final.kind !== 'ruled') return final.kind === 'refused' ? final.outcome : { kind: 'refusal', code: 'row_rule_unenforceable' };
         rowPlan = final.plan;
         runSql = rowPlan.sql;
@@ -255,6 +263,9 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
     }
   };
 }
+
+/** The row-rule shape of every statement of a caller without row rules on the source. */
+const NO_ROW_RULES: RowRuleShape = { kind: 'none' };
 
 /**
  * A caller with row rules reading a table whose partition or inheritance tree changed since the scan:

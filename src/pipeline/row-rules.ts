@@ -7,16 +7,20 @@
  * parameter right before the statement (src/sources/postgres/read.ts). PostgreSQL then evaluates
  * none of the agent's non-leakproof expressions on a hidden row.
  *
+ * A view whose lineage (the server's dependency records, src/sql/view-lineage.ts) reaches a ruled
+ * relation is read through its copy in `interlock_rows`, its definition rewritten the same way.
+ *
  * Fails closed (`row_rule_unenforceable`) where the rewrite cannot be proven to cover every path
- * to a ruled relation's rows: a view or materialized view read by a caller with any row rule on
- * the source, a user-defined function, EXPLAIN, a write touching a ruled relation (not yet
- * supported), a name that is both a CTE and a ruled relation, a relation whose descendants carry
- * a different rule, a rule the table cannot evaluate. A caller without an attribute a rule needs
+ * to a ruled relation's rows: a materialized view over a ruled relation, a view calling user code
+ * or whose lineage is not recorded, a write through a view over a ruled relation, a user-defined function, EXPLAIN, MERGE into a ruled relation, a name that is both a
+ * CTE and a ruled relation, a relation whose descendants carry a different rule, a rule the table
+ * cannot evaluate. Writes are rewritten too (planRowRules): their target to a check-option view. A caller without an attribute a rule needs
  * cannot read the table (`row_rule_attribute_missing`).
  */
 import { createHash } from 'node:crypto';
 import type { AccessEvaluator } from '../governance/evaluator';
-import { relationRowRule, sameRowRule, type RelationRowRule } from '../governance/row-rules';
+import { relationRowRule, ruleGroups, rowRuleText as ruleText, sameRowRule, type RelationRowRule } from '../governance/row-rules';
+import { NO_POLICY_ROW_RESTRICTIONS, type PolicyRowRestrictions } from '../governance/policies';
 import type { SqlAnalysisOk } from '../sql/types';
 import type { SourceCatalog } from '../sql/catalog-types';
 import { catalogHierarchy, type RelationHierarchy } from '../sql/hierarchy';
@@ -52,6 +56,11 @@ export interface RowView {
   /** True for the view read in place of `ONLY schema.table`. */
   only: boolean;
   predicateSql: string;
+  /**
+   * True for a write target's view (issue 27): created `WITH CASCADED CHECK OPTION`, so PostgreSQL
+   * refuses (SQLSTATE 44000) an inserted or updated row its WHERE does not accept.
+   */
+  check?: boolean;
   /** A view's copy only: its rewritten defining SELECT. */
   definition?: string;
   /** A view's copy only: its column names (the original view's). */
@@ -69,8 +78,11 @@ export interface RowRulePlan {
   views: RowView[];
   /** Settings to bind before the statement: `interlock.attr.<a>` / `interlock.attrs.<a>` and their texts. */
   settings: Array<[string, string]>;
-  /** For the audit: each ruled relation and the hash of its rule's text (never attribute values). */
-  applied: Array<{ relation: string; rule: string }>;
+  /**
+   * For the audit: each ruled relation and the hash of its rule's text (never attribute values);
+   * `write: true` for a write's target (the hash of its read and write rules).
+   */
+  applied: Array<{ relation: string; rule: string; write?: true }>;
   /** Hash of the views (so of the rules' text) and the bound values, for the result cache key. */
   bindingKey: string;
 }
@@ -88,6 +100,8 @@ export interface RowRuleInput {
   attributes: Record<string, unknown> | undefined;
   /** The text that will run (the agent's, or its masking wrapper). */
   sql: string;
+  /** The caller's applicable `restrict_rows` policy predicates (default none), ANDed with the roles' rules. */
+  policyRows?: PolicyRowRestrictions;
 }
 
 const predicates = new Map<string, RowPredicate | RowPredicateError>();
@@ -109,31 +123,89 @@ export function cachedPredicate(text: string): RowPredicate | RowPredicateError 
   return p;
 }
 
-function unenforceable(reason: string): RowRuleDecision {
+/** A refusal that does not depend on the caller's attributes. */
+type RowRuleRefusal = Extract<RowRuleDecision, { kind: 'refused' }>;
+
+function unenforceable(reason: string): RowRuleRefusal {
   return { kind: 'refused', outcome: { kind: 'refusal', code: 'row_rule_unenforceable' }, reason };
 }
 
 const sha = (s: string): string => createHash('sha256').update(s).digest('hex');
 
 /** The view name of a relation's rule: a readable prefix and a hash of everything the view holds. */
-function viewName(rel: PreparedRelation, only: boolean, predicateSql: string): string {
-  return `${rel.name.slice(0, 40)}_${sha(JSON.stringify([rel.schema, rel.name, only, rel.columnNames, predicateSql])).slice(0, 16)}`;
+function viewName(rel: PreparedRelation, only: boolean, predicateSql: string, check: boolean): string {
+  return `${rel.name.slice(0, 40)}_${sha(JSON.stringify([rel.schema, rel.name, only, rel.columnNames, predicateSql, ...(check ? ['check'] : [])])).slice(0, 16)}`;
+}
+
+/** Whether any row rule (a role allow's `rows` or a policy's `restrict_rows`) may apply to the caller on the source. */
+export function hasAnyRowRules(evaluator: AccessEvaluator, sourceId: string, policyRows: PolicyRowRestrictions | undefined): boolean {
+  return evaluator.hasRowRules(sourceId) || (policyRows?.any ?? false);
 }
 
 /**
+ * What one caller's attributes must supply for one rule term: each attribute read as a single value
+ * (`interlock.attr.<a>`) or a list (`interlock.attrs.<a>`), and the column type each single value is
+ * compared with (the value must fit it).
+ */
+interface AttributeNeed {
+  kind: 'need';
+  single: string[];
+  list: string[];
+  bindTypes: Array<[string, string]>;
+}
+
+/** A refusal that does not depend on the caller's attributes, met at its place in the planning order. */
+interface ShapeRefusal {
+  kind: 'refuse';
+  decision: RowRuleRefusal;
+}
+
+/**
+ * The attribute-independent part of planRowRules for one statement text, caller's rules and
+ * catalogue: deterministic, so it is cached (AnalysisCache.analyse → rowRules, keyed by the
+ * analysis key and the run text). `none`/`refused` answer every caller alike. `ruled` holds the
+ * rewritten text, the views and the audit list, and `steps`: in the order planning met them, what
+ * each rule term needs of the attributes, and the refusal (if any) that planning met after them.
+ * bindRowRules replays the steps with one caller's attributes, so the first failure in that order
+ * decides, as an uncached plan would.
+ */
+export type RowRuleShape =
+  | { kind: 'none' }
+  | RowRuleRefusal
+  | { kind: 'ruled'; sql: string; views: RowView[]; applied: RowRulePlan['applied']; steps: Array<AttributeNeed | ShapeRefusal> };
+
+/**
  * Decides the row rules of one analysed statement for one caller and rewrites it (see the module
- * comment for every refusal). Synchronous; requires initSqlParser().
+ * comment for every refusal). For a write (issue 27, docs/row-rules.md "Writes"), the target of
+ * INSERT, UPDATE and DELETE (a CTE's too) becomes a check-option view of the table whose WHERE is
+ * the read rule AND the write rule: UPDATE and DELETE see only those rows, and PostgreSQL refuses
+ * (SQLSTATE 44000, whole statement) an inserted or updated row that does not match them; every
+ * other reference (FROM, USING, sub-selects, INSERT … SELECT) reads the read view. MERGE into a
+ * ruled table is refused (PostgreSQL 15 runs MERGE on no view). Synchronous; requires
+ * initSqlParser(). Uncached: the same as bindRowRules(shapeRowRules(input), input.attributes).
  */
 export function planRowRules(input: RowRuleInput): RowRuleDecision {
+  return bindRowRules(shapeRowRules(input), input.attributes);
+}
+
+/**
+ * The attribute-independent part of planRowRules (RowRuleShape): the refusals, the rewrite (two
+ * parses) and the views; `input.attributes` is not read. Synchronous; requires initSqlParser().
+ */
+export function shapeRowRules(input: Omit<RowRuleInput, 'attributes'>): RowRuleShape {
   const { evaluator, sourceId, analysis } = input;
-  if (!evaluator.hasRowRules(sourceId)) return { kind: 'none' };
+  const policyRows = input.policyRows ?? NO_POLICY_ROW_RESTRICTIONS;
+  if (!hasAnyRowRules(evaluator, sourceId, policyRows)) return { kind: 'none' };
   const cat = prepareCatalog(input.catalog);
   const hierarchy = input.hierarchy ?? catalogHierarchy(input.catalog);
   const rules = new Map<string, RelationRowRule | null>();
-  /** The rule of a relation for the columns used of it (src/governance/row-rules.ts: a column allow lifts the rule for its columns only). */
-  const ruleOf = (schema: string, table: string, columns: readonly string[]): RelationRowRule | null => {
-    const key = relKey(schema, table) + '\u0000' + JSON.stringify(columns);
-    if (!rules.has(key)) rules.set(key, relationRowRule(evaluator, sourceId, schema, table, hierarchy, columns));
+  /**
+   * The rule of a relation for `action`; a read's for the columns used of it (`columns`: a column
+   * allow lifts the rule for its own columns only, src/governance/row-rules.ts).
+   */
+  const ruleOf = (schema: string, table: string, action: 'read' | 'write' = 'read', columns?: readonly string[]): RelationRowRule | null => {
+    const key = `${action}\u0000${relKey(schema, table)}\u0000${JSON.stringify(columns ?? null)}`;
+    if (!rules.has(key)) rules.set(key, relationRowRule(evaluator, sourceId, schema, table, hierarchy, policyRows, action, columns));
     return rules.get(key)!;
   };
   // The statement's own references use the columns it reads of each relation; a view's copy reads
@@ -141,20 +213,27 @@ export function planRowRules(input: RowRuleInput): RowRuleDecision {
   const used = new Map(analysis.reads.map((r) => [relKey(r.schema, r.table), r.columns]));
   const usedOf = (schema: string, table: string): readonly string[] => used.get(relKey(schema, table)) ?? [];
   const allOf = (schema: string, table: string): readonly string[] => cat.relations.get(relKey(schema, table))?.columnNames ?? [];
+  const readRule = (schema: string, table: string, columns: readonly string[] = usedOf(schema, table)) => ruleOf(schema, table, 'read', columns);
   const touched = [...analysis.reads, ...analysis.writes];
   if (touched.some((r) => r.schema === ROW_VIEW_SCHEMA)) return unenforceable('the statement names the row-view schema');
-  // A read of a parent returns its descendants' rows: they must carry the same rule.
-  for (const r of touched) {
-    const own = ruleOf(r.schema, r.table, usedOf(r.schema, r.table));
+  // A read of a parent returns its descendants' rows (a write to it reaches them): they must carry the same rule.
+  const checks: Array<[{ schema: string; table: string }, 'read' | 'write']> = [...touched.map((r) => [r, 'read'] as [typeof r, 'read']), ...analysis.writes.map((w) => [w, 'write'] as [typeof w, 'write'])];
+  for (const [r, action] of checks) {
+    const cols = action === 'read' ? usedOf(r.schema, r.table) : undefined;
+    const own = ruleOf(r.schema, r.table, action, cols);
     for (const d of hierarchy.descendants(r.schema, r.table)) {
-      if (!sameRowRule(own, ruleOf(d.schema, d.name, usedOf(r.schema, r.table)))) return unenforceable(`${r.schema}.${r.table} has a descendant with another row rule`);
+      if (!sameRowRule(own, ruleOf(d.schema, d.name, action, cols))) return unenforceable(`${r.schema}.${r.table} has a descendant with another row rule`);
     }
   }
-  const ruledTouched = touched.filter((r) => ruleOf(r.schema, r.table, usedOf(r.schema, r.table)) !== null);
+  const targetRuled = (w: { schema: string; table: string }) => readRule(w.schema, w.table) !== null || ruleOf(w.schema, w.table, 'write') !== null;
+  const ruledTouched = [...analysis.reads.filter((r) => readRule(r.schema, r.table) !== null), ...analysis.writes.filter(targetRuled)];
+  if (analysis.kind === 'write' && analysis.statement === 'MergeStmt' && analysis.writes.some(targetRuled)) {
+    return unenforceable('MERGE into a row-ruled table: PostgreSQL 15 cannot run MERGE on the check-option view that restricts it (use INSERT, UPDATE or DELETE)');
+  }
   // Views (item 1): classified by their lineage as the server records it (src/sql/view-lineage.ts).
-  const viewStates = new Map<string, 'clean' | 'ruled' | RowRuleDecision>();
+  const viewStates = new Map<string, 'clean' | 'ruled' | RowRuleRefusal>();
   /** 'clean' (no ruled relation behind it: read as is), 'ruled' (read through its copy), or a refusal. */
-  const classify = (schema: string, name: string): 'clean' | 'ruled' | RowRuleDecision => {
+  const classify = (schema: string, name: string): 'clean' | 'ruled' | RowRuleRefusal => {
     const key = relKey(schema, name);
     let st = viewStates.get(key);
     if (st === undefined) {
@@ -164,16 +243,16 @@ export function planRowRules(input: RowRuleInput): RowRuleDecision {
     }
     return st;
   };
-  const classifyView = (schema: string, name: string): 'clean' | 'ruled' | RowRuleDecision => {
+  const classifyView = (schema: string, name: string): 'clean' | 'ruled' | RowRuleRefusal => {
     const v = `${schema}.${name}`;
     const lin = viewLineage(input.catalog, schema, name);
     if (lin.unknown.length) return unenforceable(`the lineage of view ${v} is not recorded in the catalogue (${lin.unknown[0]}): rescan the source`);
     if (lin.userCode.length) return unenforceable(`view ${v} calls user-defined code (${lin.userCode[0]}) and the caller has row rules on the source`);
     let ruled = false;
     for (const b of lin.bases) {
-      const own = ruleOf(b.schema, b.name, allOf(b.schema, b.name));
+      const own = readRule(b.schema, b.name, allOf(b.schema, b.name));
       for (const d of hierarchy.descendants(b.schema, b.name)) {
-        if (!sameRowRule(own, ruleOf(d.schema, d.name, allOf(b.schema, b.name)))) return unenforceable(`${b.schema}.${b.name}, read by view ${v}, has a descendant with another row rule`);
+        if (!sameRowRule(own, readRule(d.schema, d.name, allOf(b.schema, b.name)))) return unenforceable(`${b.schema}.${b.name}, read by view ${v}, has a descendant with another row rule`);
       }
       if (own !== null) ruled = true;
     }
@@ -187,18 +266,14 @@ export function planRowRules(input: RowRuleInput): RowRuleDecision {
     return 'ruled';
   };
   let ruledViews = false;
-  for (const r of analysis.reads) {
+  for (const r of touched) {
     const k = cat.relations.get(relKey(r.schema, r.table))?.kind;
     if (k !== 'view' && k !== 'materialized_view') continue;
     const st = classify(r.schema, r.table);
     if (st === 'ruled') ruledViews = true;
     else if (st !== 'clean') return st;
-  }
-  if (analysis.kind === 'write') {
-    const writeRuled = analysis.writes.some((w) => evaluator.rowTerms(sourceId, w.schema, w.table, 'write').some((t) => t.rows !== null));
-    // A write reading a view over a ruled table (INSERT … SELECT FROM v) too: its rows would be read unfiltered.
-    if (ruledTouched.length > 0 || writeRuled || ruledViews) return unenforceable('writes touching row-ruled tables are not supported yet');
-    return { kind: 'none' };
+    // A write through a view over a ruled relation would reach rows no check-option view restricts.
+    if (st === 'ruled' && analysis.writes.some((w) => w.schema === r.schema && w.table === r.table)) return unenforceable(`a write through view ${r.schema}.${r.table}, whose lineage reaches a row-ruled relation`);
   }
   // Paths to rows the rewrite cannot see into: user functions' bodies.
   const userFunction = analysis.functions.find((f) => f.schema !== 'pg_catalog' && f.schema !== 'information_schema');
@@ -209,133 +284,161 @@ export function planRowRules(input: RowRuleInput): RowRuleDecision {
   if (analysis.statement === 'ExplainStmt') return unenforceable('EXPLAIN of a statement reading row-ruled tables');
 
   const created = new Map<string, RowView>();
-  const settings = new Map<string, string>();
-  const applied = new Map<string, Set<string>>();
-  let refusal: RowRuleDecision | null = null;
+  const applied = new Map<string, { relation: string; rule: string; write?: true }>();
+  const steps: Array<AttributeNeed | ShapeRefusal> = [];
+  let refused = false;
+  const refuse = (d: RowRuleRefusal): null => {
+    steps.push({ kind: 'refuse', decision: d });
+    refused = true;
+    return null;
+  };
   const predicateSqlOf = new Map<string, string>();
-  /** The combined predicate SQL of a ruled relation, binding its attributes; null after a refusal. */
-  const compile = (rel: PreparedRelation, rule: RelationRowRule): string | null => {
-    const ruleText = JSON.stringify(rule.groups.length === 1 ? rule.terms.map((t) => t.rows) : rule.groups.map((g) => g.map((t) => t.rows)));
-    const key = relKey(rel.schema, rel.name) + '\u0000' + ruleText;
-    const done = predicateSqlOf.get(key);
-    if (done !== undefined) return done;
-    const types = new Map(input.catalog.relations.find((r) => r.schema === rel.schema && r.name === rel.name)?.columns.map((c) => [c.name, c.dataType]) ?? []);
-    const rendered = new Map<string, string>();
-    for (const term of rule.terms) {
-      const p = cachedPredicate(term.rows);
-      if (p instanceof RowPredicateError) {
-        refusal = unenforceable(`the row rule of ${term.resource} in role ${term.role} is invalid: ${p.message}`);
-        return null;
-      }
-      const bindTypes: Array<[string, string]> = [];
-      try {
-        rendered.set(term.rows, renderRowPredicate(p, (c) => types.get(c), (a, t) => bindTypes.push([a, t])));
-      } catch (err) {
-        if (!(err instanceof RowPredicateTableError)) throw err;
-        refusal = unenforceable(`the row rule of ${term.resource} in role ${term.role} cannot apply to ${rel.schema}.${rel.name}: ${err.message}`);
-        return null;
-      }
-      for (const [attrs, prefix, text] of [[p.attributes, ATTRIBUTE_SETTING_PREFIX, attributeText], [p.listAttributes, LIST_SETTING_PREFIX, attributeListText]] as const) {
-        for (const a of attrs) {
-          const raw = input.attributes && Object.prototype.hasOwnProperty.call(input.attributes, a) ? input.attributes[a] : undefined;
-          const value = raw === undefined ? null : text(raw);
-          if (value === null) {
-            refusal = { kind: 'refused', outcome: { kind: 'refusal', code: 'row_rule_attribute_missing', message: `A row rule on a table this statement reads needs the identity attribute "${a}"${prefix === LIST_SETTING_PREFIX ? ' (a list)' : ''}, which this identity does not have (or not as a usable value), so the table is unreadable for it; an operator can set the attribute.` }, reason: `attribute ${a} missing` };
-            return null;
-          }
-          settings.set(prefix + a, value);
-        }
-      }
-      // A value the column's type would not accept (an operator's typo, e.g. employee_id=abc) refuses
-      // the caller here, not as a failure of the agent's statement.
-      const unfit = bindTypes.find(([a, t]) => !attributeFitsType(input.attributes?.[a], t));
-      if (unfit) {
-        refusal = { kind: 'refused', outcome: { kind: 'refusal', code: 'row_rule_attribute_missing', message: `A row rule on a table this statement reads compares the identity attribute "${unfit[0]}" with a column of type ${unfit[1]}, and this identity's value is not of that type, so the table is unreadable for it; an operator can correct the attribute.` }, reason: `attribute ${unfit[0]} not a ${unfit[1]}` };
-        return null;
-      }
+  const types = (rel: PreparedRelation) => new Map(input.catalog.relations.find((r) => r.schema === rel.schema && r.name === rel.name)?.columns.map((c) => [c.name, c.dataType]) ?? []);
+  /** The SQL of one predicate text over `rel`, noting the attributes it binds; null after a refusal. */
+  const one = (rel: PreparedRelation, rows: string, origin: string): string | null => {
+    const p = cachedPredicate(rows);
+    if (p instanceof RowPredicateError) return refuse(unenforceable(`the row rule of ${origin} is invalid: ${p.message}`));
+    const bindTypes: Array<[string, string]> = [];
+    let sql: string;
+    try {
+      const cols = types(rel);
+      sql = renderRowPredicate(p, (c) => cols.get(c), (a, t) => bindTypes.push([a, t]));
+    } catch (err) {
+      if (!(err instanceof RowPredicateTableError)) throw err;
+      return refuse(unenforceable(`the row rule of ${origin} cannot apply to ${rel.schema}.${rel.name}: ${err.message}`));
     }
-    // An AND (over used columns) of ORs (over the allows covering each): src/governance/row-rules.ts.
-    const ors = rule.groups.map((g) => (g.length === 1 ? rendered.get(g[0].rows)! : `(${g.map((t) => rendered.get(t.rows)!).join(' OR ')})`));
-    const sql = ors.length === 1 ? ors[0] : `(${ors.join(' AND ')})`;
-    predicateSqlOf.set(key, sql);
-    const rel2 = `${rel.schema}.${rel.name}`;
-    if (!applied.has(rel2)) applied.set(rel2, new Set());
-    applied.get(rel2)!.add(sha(ruleText).slice(0, 16));
+    steps.push({ kind: 'need', single: [...p.attributes], list: [...p.listAttributes], bindTypes });
     return sql;
   };
+  /** The combined predicate SQL of a rule (terms ORed, restrictions ANDed); null after a refusal. */
+  const compile = (rel: PreparedRelation, rule: RelationRowRule, action: 'read' | 'write'): string | null => {
+    const key = `${action}\u0000${relKey(rel.schema, rel.name)}\u0000${ruleText(rule)}`;
+    const done = predicateSqlOf.get(key);
+    if (done !== undefined) return done;
+    const rendered = new Map<string, string>();
+    for (const term of rule.terms) {
+      const sql = one(rel, term.rows, `${term.resource} in role ${term.role}`);
+      if (sql === null) return null;
+      rendered.set(term.rows, sql);
+    }
+    // The roles' part: an AND (over used columns covered differently) of ORs (src/governance/row-rules.ts).
+    const and: string[] = ruleGroups(rule).map((g) => (g.length === 1 ? rendered.get(g[0].rows)! : `(${g.map((t) => rendered.get(t.rows)!).join(' OR ')})`));
+    for (const r of rule.restrictions) {
+      const sql = one(rel, r.rows, `policy ${r.policy}`);
+      if (sql === null) return null;
+      and.push(sql);
+    }
+    const sql = and.length === 1 ? and[0] : `(${and.join(' AND ')})`;
+    predicateSqlOf.set(key, sql);
+    return sql;
+  };
+  const ruleHash = (...rs: Array<RelationRowRule | null>) => sha(JSON.stringify(rs.map((r) => (r ? ruleText(r) : null)))).slice(0, 16);
   /** Resolves references of the statement's text, or (`inView`) of a view definition's, whose relations are read whole. */
-  const resolverFor = (inView: boolean) => (ref: RelationReference): string | null => {
-    if (refusal) return null;
+  const resolverFor = (inView: boolean) => (ref: RelationReference, target: boolean): string | null => {
+    if (refused) return null;
     const schemas = ref.schema !== null ? [ref.schema] : cat.path;
     let rel: PreparedRelation | undefined;
     for (const s of schemas) if ((rel = cat.relations.get(relKey(s, ref.name)))) break;
     if (!rel) return null;
-    if (rel.kind === 'view' || rel.kind === 'materialized_view') return viewCopy(rel);
-    const rule = ruleOf(rel.schema, rel.name, inView ? allOf(rel.schema, rel.name) : usedOf(rel.schema, rel.name));
-    if (rule === null) return null;
-    const predicateSql = compile(rel, rule);
-    if (predicateSql === null) return null;
-    const name = viewName(rel, !ref.inh, predicateSql);
-    created.set(name, { name, schema: rel.schema, table: rel.name, only: !ref.inh, predicateSql });
+    if (rel.kind === 'view' || rel.kind === 'materialized_view') {
+      const st = classify(rel.schema, rel.name);
+      if (st === 'clean') return null;
+      if (st !== 'ruled') return refuse(st);
+      return target ? refuse(unenforceable(`a write through view ${rel.schema}.${rel.name}, whose lineage reaches a row-ruled relation`)) : viewCopy(rel);
+    }
+    const read = readRule(rel.schema, rel.name, inView ? allOf(rel.schema, rel.name) : usedOf(rel.schema, rel.name));
+    const write = target ? ruleOf(rel.schema, rel.name, 'write') : null;
+    if (read === null && write === null) return null;
+    const parts: string[] = [];
+    for (const [rule, action] of [[read, 'read'], [write, 'write']] as const) {
+      if (rule === null) continue;
+      const sql = compile(rel, rule, action);
+      if (sql === null) return null;
+      parts.push(sql);
+    }
+    const predicateSql = parts.length === 1 ? parts[0] : `(${parts.join(' AND ')})`;
+    const name = viewName(rel, !ref.inh, predicateSql, target);
+    created.set(name, { name, schema: rel.schema, table: rel.name, only: !ref.inh, predicateSql, ...(target ? { check: true } : {}) });
+    const label = `${rel.schema}.${rel.name}`;
+    if (target) applied.set(`w\u0000${label}`, { relation: label, rule: ruleHash(read, write), write: true });
+    else applied.set(`r\u0000${label}\u0000${ruleHash(read)}`, { relation: label, rule: ruleHash(read) });
     return name;
   };
-  /** The copy of a view whose lineage is ruled (its definition rewritten by the same resolver), or null. */
+  const copies = new Map<string, string>();
+  /** The copy of a view whose lineage is ruled (its definition rewritten, its relations read whole), or null after a refusal. */
   const viewCopy = (rel: PreparedRelation): string | null => {
-    const st = classify(rel.schema, rel.name);
-    if (st === 'clean') return null;
-    if (st !== 'ruled') {
-      refusal ??= st;
-      return null;
-    }
     const key = relKey(rel.schema, rel.name);
     const done = copies.get(key);
     if (done !== undefined) return done;
     const facts = viewFacts(input.catalog, rel.schema, rel.name)?.view;
-    if (!rel.definition || !facts) {
-      refusal ??= unenforceable(`the definition of view ${rel.schema}.${rel.name} is not recorded in the catalogue: rescan the source`);
-      return null;
-    }
+    if (!rel.definition || !facts) return refuse(unenforceable(`the definition of view ${rel.schema}.${rel.name} is not recorded in the catalogue: rescan the source`));
     let inner;
     try {
       inner = rewriteRowRules(rel.definition, resolverFor(true));
     } catch (err) {
       if (!(err instanceof RowRewriteRefusal)) throw err;
-      refusal ??= unenforceable(`view ${rel.schema}.${rel.name}: ${err.message}`);
-      return null;
+      return refuse(unenforceable(`view ${rel.schema}.${rel.name}: ${err.message}`));
     }
-    if (refusal) return null;
-    if (inner.replaced === 0) {
-      refusal = unenforceable(`view ${rel.schema}.${rel.name} reads a row-ruled relation that its definition does not name`);
-      return null;
-    }
+    if (refused) return null;
+    if (inner.replaced === 0) return refuse(unenforceable(`view ${rel.schema}.${rel.name} reads a row-ruled relation that its definition does not name`));
     const searchPath = [...input.catalog.searchPath];
     const name = `${rel.name.slice(0, 40)}_${sha(JSON.stringify(['view', rel.schema, rel.name, rel.columnNames, inner.sql, facts.securityBarrier, searchPath])).slice(0, 16)}`;
     copies.set(key, name);
     created.set(name, { name, schema: rel.schema, table: rel.name, only: false, predicateSql: '', definition: inner.sql, columns: rel.columnNames, securityBarrier: facts.securityBarrier, searchPath });
     return name;
   };
-  const copies = new Map<string, string>();
-  let rewritten;
+  let rewritten = { sql: input.sql, replaced: 0 };
   try {
     rewritten = rewriteRowRules(input.sql, resolverFor(false));
   } catch (err) {
-    if (err instanceof RowRewriteRefusal) return unenforceable(err.message);
-    throw err;
+    if (!(err instanceof RowRewriteRefusal)) throw err;
+    // Met after every step so far: a caller failing one of them is refused for that instead.
+    refuse(unenforceable(err.message));
   }
-  if (refusal) return refusal;
-  if (rewritten.replaced === 0) return unenforceable('no reference to the row-ruled relations was found in the text');
+  if (!refused && rewritten.replaced === 0) refuse(unenforceable('no reference to the row-ruled relations was found in the text'));
+  return { kind: 'ruled', sql: rewritten.sql, views: [...created.values()], applied: [...applied.values()].sort((a, b) => (a.relation < b.relation ? -1 : a.relation > b.relation ? 1 : a.write ? 1 : -1)), steps };
+}
+
+/**
+ * One caller's plan from a statement's shape (shapeRowRules): replays its steps with `attributes`
+ * (Identity.attributes) — the first missing or unfit attribute refuses `row_rule_attribute_missing`,
+ * a refusal step met first refuses as it says — and collects the settings to bind and the binding
+ * key. Cheap (no parsing): this is what a cached plan costs per call.
+ */
+export function bindRowRules(shape: RowRuleShape, attributes: Record<string, unknown> | undefined): RowRuleDecision {
+  if (shape.kind !== 'ruled') return shape;
+  const settings = new Map<string, string>();
+  for (const step of shape.steps) {
+    if (step.kind === 'refuse') return step.decision;
+    for (const [attrs, prefix, text] of [[step.single, ATTRIBUTE_SETTING_PREFIX, attributeText], [step.list, LIST_SETTING_PREFIX, attributeListText]] as const) {
+      for (const a of attrs) {
+        const raw = attributes && Object.prototype.hasOwnProperty.call(attributes, a) ? attributes[a] : undefined;
+        const value = raw === undefined ? null : text(raw);
+        if (value === null) {
+          return { kind: 'refused', outcome: { kind: 'refusal', code: 'row_rule_attribute_missing', message: `A row rule on a table this statement touches needs the identity attribute "${a}"${prefix === LIST_SETTING_PREFIX ? ' (a list)' : ''}, which this identity does not have (or not as a usable value), so the table is unreadable for it; an operator can set the attribute.` }, reason: `attribute ${a} missing` };
+        }
+        settings.set(prefix + a, value);
+      }
+    }
+    // A value the column's type would not accept (an operator's typo, e.g. employee_id=abc) refuses
+    // the caller here, not as a failure of the agent's statement.
+    const unfit = step.bindTypes.find(([a, t]) => !attributeFitsType(attributes?.[a], t));
+    if (unfit) {
+      return { kind: 'refused', outcome: { kind: 'refusal', code: 'row_rule_attribute_missing', message: `A row rule on a table this statement touches compares the identity attribute "${unfit[0]}" with a column of type ${unfit[1]}, and this identity's value is not of that type, so the table is unreadable for it; an operator can correct the attribute.` }, reason: `attribute ${unfit[0]} not a ${unfit[1]}` };
+    }
+  }
   const bound = [...settings.entries()].sort(([a], [b]) => (a < b ? -1 : 1));
   return {
     kind: 'ruled',
     plan: {
-      sql: rewritten.sql,
-      views: [...created.values()],
+      sql: shape.sql,
+      views: shape.views,
       settings: bound,
-      applied: [...applied.entries()].map(([relation, rule]) => ({ relation, rule: [...rule].sort().join('+') })).sort((a, b) => (a.relation < b.relation ? -1 : 1)),
+      applied: shape.applied,
       // The views name the rules' rendered text by hash, the settings the bound values: two callers
       // share a cached result only when both are equal (found by the differential test: the access
       // fingerprint alone names resources, not rules).
-      bindingKey: sha(JSON.stringify([bound, [...created.keys()].sort()])),
+      bindingKey: sha(JSON.stringify([bound, shape.views.map((v) => v.name).sort()])),
     },
   };
 }
@@ -349,7 +452,7 @@ export function planRowRules(input: RowRuleInput): RowRuleDecision {
  */
 export function rowViewStatements(view: RowView, reader: string): string[] {
   const v = `${ROW_VIEW_SCHEMA}.${quoteIdent(view.name)}`;
-  let create = `CREATE OR REPLACE VIEW ${v} WITH (security_barrier = true, security_invoker = true) AS SELECT * FROM ${view.only ? 'ONLY ' : ''}${quoteIdent(view.schema)}.${quoteIdent(view.table)} WHERE ${view.predicateSql}`;
+  let create = `CREATE OR REPLACE VIEW ${v} WITH (security_barrier = true, security_invoker = true${view.check ? ', check_option = cascaded' : ''}) AS SELECT * FROM ${view.only ? 'ONLY ' : ''}${quoteIdent(view.schema)}.${quoteIdent(view.table)} WHERE ${view.predicateSql}`;
   if (view.definition !== undefined) {
     // A view's copy: its text names relations as printed for the catalogue's search path, so it is
     // created under that path (set for the DO block's transaction only), whatever the writer's own.
@@ -372,4 +475,3 @@ export function rowViewStatements(view: RowView, reader: string): string[] {
     `GRANT SELECT ON ${v} TO ${quoteIdent(reader)}`,
   ];
 }
-

@@ -4,6 +4,7 @@
  * executor the gateway provides (the source's writer role); views known to exist are remembered
  * per source in memory; a view's copy (issue 27 item 1) is created after the views it reads. When they cannot be created, the read is refused `row_rules_unavailable`
  * (fail closed: a ruled table is never read unfiltered) and the reason is logged for operators.
+ * Creations on one source are serialised in this process (their GRANTs on the schema would collide).
  */
 import type { SourceRecord } from '../governance/store';
 import { rowViewStatements, type RowView } from './row-rules';
@@ -28,7 +29,18 @@ const MAX_KNOWN = 10_000;
  */
 export function rowViewProvisioner(exec: RowViewExecutor, log?: (sourceId: string, view: string, err: unknown) => void): RowViewProvisioner {
   const known = new Map<string, Map<string, Promise<boolean>>>();
-  const create = async (source: SourceRecord, view: RowView): Promise<boolean> => {
+  // Creations on one source run one after another: concurrent GRANTs on the schema fail
+  // ("tuple concurrently updated"), which refused the first read needing two new views.
+  const queues = new Map<string, Promise<boolean>>();
+  const create = (source: SourceRecord, view: RowView): Promise<boolean> => {
+    const next = (queues.get(source.id) ?? Promise.resolve(true)).then(() => createNow(source, view));
+    queues.set(source.id, next);
+    void next.then(() => {
+      if (queues.get(source.id) === next) queues.delete(source.id);
+    });
+    return next;
+  };
+  const createNow = async (source: SourceRecord, view: RowView): Promise<boolean> => {
     const reader = (source.settings.reader as { user?: unknown } | undefined)?.user;
     if (typeof reader !== 'string' || reader === '') {
       log?.(source.id, view.name, new Error('the source has no reader role to grant the view to'));

@@ -2,7 +2,7 @@
  * A row-rule fixture on this machine's PostgreSQL (issue 27): a fresh database with Chinook-like
  * tables (employee, customer with support_rep_id, invoice, a list-partitioned `ticket`, a view and a
  * user function), a reader role (SELECT only) and a writer role that may create schemas (it creates
- * InterLock's row views), and the interlock_query handler over the real connector with an in-memory
+ * InterLock's row views) and may write the tables, and the interlock_query handler over the real connector with an in-memory
  * governance store. `call` runs a statement as an identity with the given attributes.
  */
 import pg from 'pg';
@@ -15,9 +15,17 @@ import { scanCatalog } from '../../src/sources/postgres/catalog';
 import { queryHandler } from '../../src/pipeline/query';
 import { ResultCache } from '../../src/pipeline/cache';
 import { rowViewProvisioner } from '../../src/pipeline/row-views';
+import { AnalysisCache } from '../../src/pipeline/analysis-cache';
 import { initSqlParser } from '../../src/sql/analyze';
 import type { SourceCatalog } from '../../src/sql/catalog-types';
 import type { ToolCallContext, ToolOutcome } from '../../src/pipeline/types';
+import { AccessEvaluator } from '../../src/governance/evaluator';
+import { authorizeSql } from '../../src/pipeline/query';
+import { policyStep } from '../../src/pipeline/04-policy';
+import { planRowRules } from '../../src/pipeline/row-rules';
+import { policyRowRestrictions } from '../../src/governance/policies';
+import { runPlannedWrite } from '../../src/approvals/row-write';
+import { failureCode } from '../../src/approvals/causes';
 
 /** The fixture's schema and data: 6 employees, 60 customers, 240 invoices, 30 tickets in 3 partitions. */
 export const ROW_FIXTURE_SQL = `
@@ -62,12 +70,24 @@ export interface RowFixture {
   store: MemoryGovernanceStore;
   source: SourceRecord;
   connector: PostgresSourceConnector;
+  /** The handler's analysis cache (it also holds the row-rule rewrites). */
+  analyses: AnalysisCache;
+  /** Scans the source again as the reader; later calls use the new catalogue (`catalog` is updated). */
+  rescan(): Promise<SourceCatalog>;
   /** Replaces the roles granted to identity `id` on the source. */
   grant(id: string, roles: SourceRole[]): void;
   /** The audit details of the last call. */
   lastAudit(): Record<string, unknown>;
   /** Runs interlock_query as identity `id` with `attributes`. */
   call(id: string, attributes: Record<string, unknown> | undefined, sql: string, params?: unknown[]): Promise<ToolOutcome>;
+  /**
+   * Runs a write as an approved write of identity `id` with `attributes` would run (issue 27): the
+   * statement is first queued through interlock_query (it must answer `queued`, else its code is
+   * returned), then re-planned with the store's current roles and policies exactly as
+   * src/approvals/execute.ts does, and run by src/approvals/row-write.ts on the writer role.
+   * Answers the rows changed, or the refusal / approval failure code.
+   */
+  write(id: string, attributes: Record<string, unknown> | undefined, sql: string, params?: unknown[]): Promise<{ rowCount: number } | { code: string }>;
   /** Runs SQL as the superuser on the fixture database. */
   admin<T extends pg.QueryResultRow = Record<string, unknown>>(sql: string, params?: unknown[]): Promise<T[]>;
   close(): Promise<void>;
@@ -85,15 +105,23 @@ export async function startRowFixture(extraSql = ''): Promise<RowFixture> {
   await su.query(ROW_FIXTURE_SQL + extraSql);
   await su.query(`CREATE ROLE "${reader}" LOGIN; CREATE ROLE "${writer}" LOGIN;
     GRANT USAGE ON SCHEMA public TO "${reader}", "${writer}";
-    GRANT SELECT ON ALL TABLES IN SCHEMA public TO "${reader}", "${writer}";
+    GRANT SELECT ON ALL TABLES IN SCHEMA public TO "${reader}";
+    GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO "${writer}";
     GRANT CREATE ON DATABASE "${db.name}" TO "${writer}";`);
   const readerUrl = new URL(db.url);
   readerUrl.username = reader;
   readerUrl.password = '';
-  const rc = new pg.Client({ connectionString: readerUrl.toString() });
-  await rc.connect();
-  const catalog = await scanCatalog(rc);
-  await rc.end();
+  const scan = async (): Promise<SourceCatalog> => {
+    const rc = new pg.Client({ connectionString: readerUrl.toString() });
+    await rc.connect();
+    try {
+      return await scanCatalog(rc);
+    } finally {
+      await rc.end();
+    }
+  };
+  let catalog = await scan();
+  const analyses = new AnalysisCache();
   const { host, port } = pgServer();
   const settings: PostgresSourceSettings = { host, port, database: db.name, reader: { user: reader }, writer: { user: writer }, pool_size: 4 };
   const connector = new PostgresSourceConnector('rows', settings);
@@ -106,6 +134,7 @@ export async function startRowFixture(extraSql = ''): Promise<RowFixture> {
     rateLimiter: { consume: async () => ({ ok: true as const }) },
     cache: new ResultCache({ ttlMs: 60_000, maxBytes: 8 * 1024 * 1024 }),
     catalog: async () => catalog,
+    analysisCache: analyses,
     maskSecret: 'row-rules-test',
     rowViews: rowViewProvisioner(async (_s, sql) => {
       await connector.write(sql, []);
@@ -113,15 +142,22 @@ export async function startRowFixture(extraSql = ''): Promise<RowFixture> {
   });
   let n = 0;
   let audit: Record<string, unknown> = {};
-  return {
+  const fixture: RowFixture = {
     lastAudit: () => audit,
     db,
     reader,
     writer,
-    catalog,
+    get catalog() {
+      return catalog;
+    },
     store,
     source,
     connector,
+    analyses,
+    async rescan() {
+      catalog = await scan();
+      return catalog;
+    },
     grant(id, roles) {
       store.grants = store.grants.filter((g) => g.identityId !== id);
       for (const role of roles) store.grants.push({ identityId: id, sourceId: 'rows', role });
@@ -140,6 +176,23 @@ export async function startRowFixture(extraSql = ''): Promise<RowFixture> {
       } as unknown as ToolCallContext;
       return handler({ source_id: 'rows', sql, params, max_rows: 10_000 }, ctx);
     },
+    async write(id, attributes, sql, params = []) {
+      const queued = await fixture.call(id, attributes, sql, params);
+      if (codeOf(queued) !== 'queued') return { code: codeOf(queued) };
+      const grants = await store.grantsForIdentity(id);
+      const evaluator = new AccessEvaluator(grants);
+      const { analysis, denied } = authorizeSql(evaluator, 'rows', sql, catalog);
+      if (denied || !analysis.ok) return { code: denied ? codeOf(denied) : 'invalid_sql' };
+      const policies = await store.activePolicies();
+      const subject = { identityId: id, identityName: id, roles: evaluator.roleNames('rows'), sourceId: 'rows' };
+      const pol = policyStep(policies, subject, analysis, catalog, new Date());
+      if (!pol.ok) return { code: 'policy_denied' };
+      const rows = planRowRules({ evaluator, sourceId: 'rows', analysis, catalog, attributes, sql, policyRows: policyRowRestrictions(policies, subject) });
+      if (rows.kind === 'refused') return { code: codeOf(rows.outcome) };
+      const r = await runPlannedWrite(connector, source, sql, params, rows.kind === 'ruled' ? rows.plan : null);
+      if (r.ok) return { rowCount: r.rowCount };
+      return { code: r.code ?? failureCode(r.err) };
+    },
     async admin(sql, params = []) {
       return (await su.query(sql, params)).rows;
     },
@@ -156,6 +209,7 @@ export async function startRowFixture(extraSql = ''): Promise<RowFixture> {
       }
     },
   };
+  return fixture;
 }
 
 /** The rows of a result outcome (throws with the outcome for anything else). */

@@ -157,12 +157,15 @@ export class PostgresSourceConnector {
    * Runs an approved write (sql-safety layer 5) as the writer role: `BEGIN; <statement>; COMMIT` on one
    * connection, the statement over the extended protocol; any error rolls back.
    *
+   * `opts.settings` (name, value pairs) are set transaction-locally before the statement: a row-ruled
+   * write's identity attributes (issue 27), read by the row views' rules.
+   *
    * @returns rowCount of the statement
    * @throws SourceError: as `read`; 'execution_failed' also when no writer role is configured, or when the
    *   statement ended the transaction itself. An abort after COMMIT was sent is ignored (the outcome is then
    *   the real one, never a false 'cancelled').
    */
-  write(sql: string, params: unknown[], opts: { signal?: AbortSignal } = {}): Promise<{ rowCount: number }> {
+  write(sql: string, params: unknown[], opts: { signal?: AbortSignal; settings?: ReadonlyArray<readonly [string, string]> } = {}): Promise<{ rowCount: number }> {
     if (opts.signal?.aborted) return Promise.reject(new SourceError('cancelled'));
     if (!this.s.writer) return Promise.reject(localFailure('no writer role is configured for this source'));
     let values: unknown[];
@@ -172,7 +175,7 @@ export class PostgresSourceConnector {
     } catch (err) {
       return Promise.reject(err);
     }
-    return this.guard(() => runWrite(this.ctx, sql, values, opts.signal));
+    return this.guard(() => runWrite(this.ctx, sql, values, opts.signal, opts.settings));
   }
 
   /**

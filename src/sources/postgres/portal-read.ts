@@ -7,7 +7,7 @@
  */
 import { jsonBytes } from './raw-json';
 import type { Decoder, SourceTypes } from './values';
-import type { WireConnection } from './wire';
+import { prepareValue, type WireConnection } from './wire';
 
 /** A column of a read result: its name and the PostgreSQL type OID. */
 export interface ReadField {
@@ -62,14 +62,28 @@ export interface ReadOptions {
   signal?: AbortSignal;
   identityId?: string;
   /**
-   * Custom settings bound on the connection right before the statement (issue 27: row-rule
-   * attribute values, `interlock.attr.*`), as name/value pairs sent as bound parameters of one
-   * `set_config` query, never spliced into text.
+   * Custom settings bound right before the statement (issue 27: row-rule attribute values,
+   * `interlock.attr.*`), as name/value pairs sent as bound parameters of one `set_config(…, true)`
+   * statement (BIND_SETTINGS_SQL), never spliced into text. It runs in the read's own round trip and
+   * implicit transaction, so the values end with it (commit, error or lost connection alike) and no
+   * later read on the connection can see them.
    */
   settings?: ReadonlyArray<readonly [string, string]>;
   /** A precondition run right before the statement in the same round trip (ReadGuard); when it fails the statement does not run. */
   guard?: ReadGuard;
 }
+
+/**
+ * The statement that binds a read's `settings` (issue 27): `$1` the names, `$2` the values (text
+ * arrays, pg's own array encoding), each set with `is_local = true` — transaction-local, so they
+ * last only until the read's Sync ends its implicit transaction. Returns one small row, the count
+ * (ignored by the read): the values themselves never come back, so a long attribute list costs
+ * nothing of the read's wire budget. Prepared once per connection like the statement itself.
+ */
+export const BIND_SETTINGS_SQL = 'SELECT pg_catalog.count(pg_catalog.set_config(s.name, s.value, true)) FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[])) AS s(name, value)';
+
+/** A command run before the statement in the same Sync: the settings' binding, then the guard. */
+type Prelude = 'settings' | 'guard';
 
 /** A type not loaded yet: its text, as the mapping gives every non-array type it does not list. */
 const textValue: Decoder = (s) => s;
@@ -159,8 +173,8 @@ export class PortalRead {
   usedNamedStatement = false;
   /** The names this read's Parses create, in order, each entered once its ParseComplete confirms it. */
   private parsing: Array<{ st: ConnectionStatements; name: string; text: string }> = [];
-  /** The guard ran and has not completed yet: an error now is the guard's (the statement did not run). */
-  private guardPending = false;
+  /** Commands sent before the statement that have not completed yet, in order (an error while the guard is first is the guard's: the statement did not run). */
+  private pending: Prelude[] = [];
   /** The guard raised an error: the statement was not executed. */
   guardTripped = false;
   private readonly onParameterStatus = () => {
@@ -182,6 +196,7 @@ export class PortalRead {
     private readonly types: SourceTypes,
     private readonly reparse = false,
     private readonly guard?: ReadGuard,
+    private readonly settings?: ReadonlyArray<readonly [string, string]>,
   ) {}
 
   /**
@@ -218,15 +233,22 @@ export class PortalRead {
     this.connection = connection;
     connection.on('parameterStatus', this.onParameterStatus);
     const st = statementsOf(connection);
-    // The guard's name first: a statement's new name must not evict it within this round trip.
+    // The preludes' names first: a statement's new name must not evict them within this round trip.
+    const binding = this.settings && this.settings.length > 0 ? this.statementFor(st, BIND_SETTINGS_SQL, false, connection) : null;
     const guard = this.guard ? this.statementFor(st, this.guard.text, false, connection) : null;
     const main = this.statementFor(st, this.text, this.reparse, connection);
     this.usedNamedStatement = main.existing;
-    this.guardPending = guard !== null;
+    this.pending = [...(binding ? (['settings'] as const) : []), ...(guard ? (['guard'] as const) : [])];
     const s = connection.stream;
     s.cork?.();
     try {
       for (const old of st.toClose.splice(0)) connection.close({ type: 'S', name: old });
+      if (binding && this.settings) {
+        // Everything up to the Sync is one implicit transaction: the values are gone once it ends.
+        if (binding.parse) connection.parse({ name: binding.name, text: BIND_SETTINGS_SQL });
+        connection.bind({ portal: '', statement: binding.name, values: [prepareValue(this.settings.map((x) => x[0])), prepareValue(this.settings.map((x) => x[1]))] });
+        connection.execute({ portal: '', rows: 0 });
+      }
       if (guard && this.guard) {
         if (guard.parse) connection.parse({ name: guard.name, text: this.guard.text });
         connection.bind({ portal: '', statement: guard.name, values: this.guard.values });
@@ -255,8 +277,9 @@ export class PortalRead {
   }
 
   handleDataRow(msg: { fields: Array<string | null> }): void {
-    if (this.guardPending) {
-      this.unexpected ??= 'guard returned rows';
+    if (this.pending.length > 0) {
+      // The binding's one row (its count) is expected and dropped; a guard returns none.
+      if (this.pending[0] === 'guard') this.unexpected ??= 'guard returned rows';
       return;
     }
     if (this.full) return;
@@ -302,8 +325,8 @@ export class PortalRead {
   }
 
   handleCommandComplete(): void {
-    // The first CommandComplete of a guarded read is the guard's: the statement runs next.
-    this.guardPending = false;
+    // The preludes complete first, in order; the statement's own CommandComplete comes last.
+    this.pending.shift();
   }
 
   handleEmptyQuery(): void {}
@@ -318,7 +341,7 @@ export class PortalRead {
   }
 
   handleError(err: unknown): void {
-    if (this.guardPending) this.guardTripped = true;
+    if (this.pending[0] === 'guard') this.guardTripped = true;
     this.finish(err);
   }
 

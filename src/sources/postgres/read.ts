@@ -67,28 +67,14 @@ async function loadTypes(ctx: StatementContext, types: SourceTypes, oids: number
 }
 
 /**
- * Binds `opts.settings` (row-rule attribute values, issue 27) on the connection with one query whose
- * names and values are bound parameters. On failure the connection is destroyed and the error
- * classified like the statement's own.
+ * Runs one approved read: checks out a reader connection and runs the portal read on it under the
+ * wire budget. `opts.settings` (row-rule attribute values, issue 27) are bound by the read itself,
+ * transaction-locally in the statement's own round trip (PortalRead, BIND_SETTINGS_SQL): there is no
+ * separate query, and nothing of them stays on the connection after the read.
  */
-const BIND_SETTINGS = 'SELECT pg_catalog.set_config(s.name, s.value, false) FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[])) AS s(name, value)';
-
-function bindSettings(ctx: StatementContext, client: pg.PoolClient, opts: ReadOptions): Promise<pg.PoolClient> {
-  const settings = opts.settings ?? [];
-  if (settings.length === 0) return Promise.resolve(client);
-  return client.query(BIND_SETTINGS, [settings.map((x) => x[0]), settings.map((x) => x[1])]).then(
-    () => client,
-    (err: unknown) => {
-      client.release(true);
-      throw ctx.fail(err, 'query');
-    },
-  );
-}
-
-/** Runs one approved read: checks out a reader connection, binds `opts.settings`, and runs the portal read on it under the wire budget. */
 export function runRead(ctx: StatementContext, sql: string, values: unknown[], opts: ReadOptions): Promise<ReadResult> {
   const signal = opts.signal;
-  return ctx.pools.checkout('reader', signal).then((c) => bindSettings(ctx, c, opts)).then(
+  return ctx.pools.checkout('reader', signal).then(
     (client) =>
       new Promise<ReadResult>((resolve, reject) => {
         let settled = false;
@@ -112,7 +98,7 @@ export function runRead(ctx: StatementContext, sql: string, values: unknown[], o
             // The connection's prepared statement went stale (a catalogue change altered its result
             // columns): parse the approved text again, once, on the same connection.
             reparsed = true;
-            q = new PortalRead(sql, values, opts.maxRows, opts.maxBytes, finish, types, true, opts.guard);
+            q = new PortalRead(sql, values, opts.maxRows, opts.maxBytes, finish, types, true, opts.guard, opts.settings);
             client.query(q as unknown as pg.Submittable);
             return;
           }
@@ -123,7 +109,7 @@ export function runRead(ctx: StatementContext, sql: string, values: unknown[], o
               () => {
                 if (settled) return;
                 guard.arm(readWireBudget(opts.maxBytes), overBudget);
-                q = new PortalRead(sql, values, opts.maxRows, opts.maxBytes, finish, types, false, opts.guard);
+                q = new PortalRead(sql, values, opts.maxRows, opts.maxBytes, finish, types, false, opts.guard, opts.settings);
                 client.query(q as unknown as pg.Submittable);
               },
               (loadErr: unknown) => finish(loadErr),
@@ -189,7 +175,7 @@ export function runRead(ctx: StatementContext, sql: string, values: unknown[], o
         let reparsed = false;
         let typesLoaded = false;
         const types = sourceTypesOf(ctx.pools);
-        let q = new PortalRead(sql, values, opts.maxRows, opts.maxBytes, finish, types, false, opts.guard);
+        let q = new PortalRead(sql, values, opts.maxRows, opts.maxBytes, finish, types, false, opts.guard, opts.settings);
         client.on('error', onClientError);
         if (signal?.aborted) {
           settle();

@@ -6,7 +6,10 @@ import { localFailure } from './errors';
 
 // pg's own parameter encoder (Date, arrays, JSON, Buffers → wire values). pg exports ./lib/* for this.
 // eslint-disable-next-line @typescript-eslint/no-require-imports
-const { prepareValue } = require('pg/lib/utils') as { prepareValue(value: unknown): unknown };
+const pgUtils = require('pg/lib/utils') as { prepareValue(value: unknown): unknown };
+
+/** pg's own parameter encoder (a JS array of strings → a PostgreSQL array literal, escaped); throws on values it cannot encode. */
+export const prepareValue: (value: unknown) => unknown = pgUtils.prepareValue;
 
 /** What pg's Connection offers below its typings (the methods the extended protocol needs). */
 export interface WireConnection {

@@ -15,11 +15,19 @@ export const WRITE_WIRE_BUDGET = 16 * 1024 * 1024;
 export const LEND_WIRE_BUDGET = 256 * 1024 * 1024;
 
 /**
- * Runs one approved write on a writer connection: `BEGIN; <statement>; COMMIT`, rolling back on a
- * statement error. The wire guard caps what the statement may send back (RETURNING rows) at
- * WRITE_WIRE_BUDGET; past it the write fails and its connection (and transaction) is destroyed.
+ * Binds row-rule settings (issue 27) for the rest of the write's transaction only (`is_local`):
+ * names and values are bound parameters, never spliced; they end with COMMIT or ROLLBACK.
  */
-export function runWrite(ctx: StatementContext, sql: string, values: unknown[], signal?: AbortSignal): Promise<{ rowCount: number }> {
+const BIND_LOCAL_SETTINGS = 'SELECT pg_catalog.set_config(s.name, s.value, true) FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[])) AS s(name, value)';
+
+/**
+ * Runs one approved write on a writer connection: `BEGIN; [bind settings;] <statement>; COMMIT`,
+ * rolling back on a statement error. `settings` (name, value pairs: a row-ruled write's identity
+ * attributes, issue 27) are set transaction-locally right after BEGIN. The wire guard caps what the
+ * statement may send back (RETURNING rows) at WRITE_WIRE_BUDGET; past it the write fails and its
+ * connection (and transaction) is destroyed.
+ */
+export function runWrite(ctx: StatementContext, sql: string, values: unknown[], signal?: AbortSignal, settings: ReadonlyArray<readonly [string, string]> = []): Promise<{ rowCount: number }> {
   return ctx.pools.checkout('writer', signal).then(
     (client) =>
       new Promise<{ rowCount: number }>((resolve, reject) => {
@@ -69,6 +77,10 @@ export function runWrite(ctx: StatementContext, sql: string, values: unknown[], 
           await client.query('BEGIN');
           stopIfGivenUp();
           phase = 'statement';
+          if (settings.length > 0) {
+            await client.query({ text: BIND_LOCAL_SETTINGS, values: [settings.map((x) => x[0]), settings.map((x) => x[1])] });
+            stopIfGivenUp();
+          }
           // RETURNING rows are not kept; the value mapping's decoders (values.ts) keep pg from parsing them (JSON.parse, Dates).
           const r = await client.query({ text: sql, values, queryMode: 'extended', types: MAPPED_PG_TYPES } as pg.QueryConfig);
           stopIfGivenUp();

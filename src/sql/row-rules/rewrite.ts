@@ -27,12 +27,16 @@ export interface RelationReference {
   inh: boolean;
 }
 
-/** Decides one reference: the view name (in ROW_VIEW_SCHEMA) to read instead, or null when the relation is not ruled. */
-export type RowViewResolver = (ref: RelationReference) => string | null;
+/**
+ * Decides one reference: the view name (in ROW_VIEW_SCHEMA) to use instead, or null when the
+ * relation is not ruled. `target` is true for the bare relation an INSERT, UPDATE, DELETE or MERGE
+ * writes (issue 27: its view is the check-option one), false for every other reference.
+ */
+export type RowViewResolver = (ref: RelationReference, target: boolean) => string | null;
 
 /** Why a statement cannot be rewritten: a name that is both a CTE and a ruled relation, or a reference the rewrite could not place. */
 export class RowRewriteRefusal extends Error {
-  constructor(readonly reason: 'cte_shadow' | 'unplaced_reference' | 'write_target', message: string) {
+  constructor(readonly reason: 'cte_shadow' | 'unplaced_reference', message: string) {
     super(message);
   }
 }
@@ -73,7 +77,7 @@ function reference(node: Record<string, unknown>): RelationReference {
 /**
  * Rewrites `sql` so that every reference the resolver names a view for reads that view instead.
  * Returns the new text and how many references were replaced (0: `sql` unchanged). Throws
- * RowRewriteRefusal (see its reasons; a write target that is ruled is `write_target`) and the
+ * RowRewriteRefusal (see its reasons) and the
  * parser's SqlParseFailure for text that does not parse. Requires initSqlParser().
  */
 export function rewriteRowRules(sql: string, resolve: RowViewResolver): { sql: string; replaced: number } {
@@ -83,12 +87,11 @@ export function rewriteRowRules(sql: string, resolve: RowViewResolver): { sql: s
   const bytes = Buffer.from(sql, 'utf8');
   for (const { node, target } of refs) {
     const ref = reference(node);
-    const view = resolve(ref);
+    const view = resolve(ref, target);
     if (view === null) continue;
     if (ref.schema === null && ctes.has(ref.name)) {
       throw new RowRewriteRefusal('cte_shadow', `the name ${quoteIdent(ref.name)} is both a CTE of the statement and a row-ruled table`);
     }
-    if (target) throw new RowRewriteRefusal('write_target', `a write to the row-ruled table ${quoteIdent(ref.name)}`);
     tokens ??= scanSync(sql).tokens;
     const at = Number(node.location);
     const first = tokens.findIndex((t) => t.start === at);
@@ -116,10 +119,10 @@ export function rewriteRowRules(sql: string, resolve: RowViewResolver): { sql: s
     throw new RowRewriteRefusal('unplaced_reference', 'the rewritten statement does not parse');
   }
   let views = 0;
-  for (const { node } of again.refs) {
+  for (const { node, target } of again.refs) {
     const ref = reference(node);
     if (ref.schema === ROW_VIEW_SCHEMA) views++;
-    else if (resolve(ref) !== null) throw new RowRewriteRefusal('unplaced_reference', 'a reference to a row-ruled table survived the rewrite');
+    else if (resolve(ref, target) !== null) throw new RowRewriteRefusal('unplaced_reference', 'a reference to a row-ruled table survived the rewrite');
   }
   if (views !== edits.length) throw new RowRewriteRefusal('unplaced_reference', 'the rewritten statement does not reference every row view');
   return { sql: rewritten, replaced: edits.length };

@@ -6,7 +6,7 @@
 import { ColumnTypes } from '../../sql/column-types';
 import type { Policy } from '../../../generated/policy-v1';
 import { AccessEvaluator } from '../../governance/evaluator';
-import { evaluatePolicies } from '../../governance/policies';
+import { evaluatePolicies, policyRowRestrictions, type PolicyRowRestrictions } from '../../governance/policies';
 import { decideInHierarchy, governingRelations, maskInHierarchy } from '../../governance/hierarchy';
 import { catalogHierarchy, relationKey, type RelationHierarchy } from '../../sql/hierarchy';
 import type { GovernanceStore, SourceRecord } from '../../governance/store';
@@ -15,7 +15,7 @@ import type { CatalogKey, CatalogRow } from '../../../generated/mcp-tools-v1';
 import type { ToolCallContext, ToolHandler, ToolOutcome } from '../types';
 import { sourceStep } from '../../pipeline/02-source';
 import { rateLimitStep, type RateLimiter } from '../../pipeline/05-rate-limit';
-import { relationRowRule, type RowRuleTerm } from '../../governance/row-rules';
+import { relationRowRule, rowRuleText } from '../../governance/row-rules';
 import { cachedPredicate } from '../../pipeline/row-rules';
 
 /** Most tables listed per source in describe_access (contract: "At most 200 tables are listed per source"). */
@@ -84,6 +84,7 @@ export function sqlResources(evaluator: AccessEvaluator, sourceId: string, catal
   let truncated = false;
   // Masks do not depend on the relation: evaluated once.
   const v = evaluatePolicies(policies, subject, { action: 'read', relations: [], writes: [], now });
+  const policyRows = policyRowRestrictions(policies, subject);
   for (const rel of describeOrder(catalog)) {
     const columns = rel.columns.map((c) => c.name).filter((column) => decideInHierarchy(evaluator, sourceId, 'read', { schema: rel.schema, table: rel.name, column }, h) === 'allow');
     if (columns.length === 0) continue;
@@ -94,7 +95,7 @@ export function sqlResources(evaluator: AccessEvaluator, sourceId: string, catal
     count++;
     const name = `${rel.schema}.${rel.name}`;
     const entry: Record<string, unknown> = { table: name, kind: describedKind(rel), columns, all_columns: columns.length === rel.columns.length };
-    const rows = rowRuleEntry(evaluator, sourceId, rel.schema, rel.name, h, rel.columns.map((c) => c.name));
+    const rows = rowRuleEntry(evaluator, sourceId, rel.schema, rel.name, h, policyRows, rel.columns.map((c) => c.name));
     if (rows) entry.rows = rows;
     const policy = refusingPolicy(policies, subject, rel.schema, rel.name, now, h);
     if (policy) entry.policy = policy;
@@ -113,23 +114,26 @@ export function sqlResources(evaluator: AccessEvaluator, sourceId: string, catal
 }
 
 /**
- * The row rule of a table for describe_access (issue 27): `{rule, attributes}` where rule is the
- * text of the caller's allows combined with OR (as operators wrote them, with identity.<attr>
- * names, never values) and attributes the identity attributes it needs. Null when every row is readable.
+ * The row rule of a table for describe_access (issue 27): `{rule, attributes, policies?}` where rule
+ * is the text of the caller's allows combined with OR, ANDed with each applicable policy's
+ * `restrict_rows` predicate (as operators wrote them, with identity.<attr> names, never values),
+ * attributes the identity attributes it needs, and policies the names of the restricting policies
+ * (absent when none). Null when every row is readable.
  * With `columns` (the table's), the rule of a read of every column: a column allow without rows
  * lifts the rule for its own column only, so the table still shows the rule of the others; allows
  * covering different columns differently show as an AND of ORs (docs/row-rules.md "Column allows").
  */
-export function rowRuleEntry(evaluator: AccessEvaluator, sourceId: string, schema: string, table: string, h: RelationHierarchy, columns?: readonly string[]): { rule: string; attributes: string[] } | null {
-  const rule = relationRowRule(evaluator, sourceId, schema, table, h, columns);
+export function rowRuleEntry(evaluator: AccessEvaluator, sourceId: string, schema: string, table: string, h: RelationHierarchy, policyRows?: PolicyRowRestrictions, columns?: readonly string[]): { rule: string; attributes: string[]; policies?: string[] } | null {
+  const rule = relationRowRule(evaluator, sourceId, schema, table, h, policyRows, 'read', columns);
   if (!rule) return null;
   const attributes = new Set<string>();
-  for (const t of rule.terms) {
+  for (const t of [...rule.terms, ...rule.restrictions]) {
     const p = cachedPredicate(t.rows);
     if (!(p instanceof Error)) for (const a of [...p.attributes, ...p.listAttributes]) attributes.add(a);
   }
-  const or = (g: RowRuleTerm[]): string => (g.length === 1 ? g[0].rows : g.map((t) => `(${t.rows})`).join(' OR '));
-  return { rule: rule.groups.length === 1 ? or(rule.groups[0]) : rule.groups.map((g) => `(${or(g)})`).join(' AND '), attributes: [...attributes].sort() };
+  const out: { rule: string; attributes: string[]; policies?: string[] } = { rule: rowRuleText(rule), attributes: [...attributes].sort() };
+  if (rule.restrictions.length) out.policies = [...new Set(rule.restrictions.map((r) => r.policy))].sort();
+  return out;
 }
 
 /** interlock_describe_access: roles, allow/deny statements and readable resources per granted, enabled source. */

@@ -28,6 +28,8 @@ import { analyzeSql } from '../../sql/analyze';
 import type { SourceCatalog } from '../../sql/catalog-types';
 import { quoteIdent } from '../../sql/row-rules/predicate';
 import type { Identity } from '../types';
+import type { Policy } from '../../../generated/policy-v1';
+import { policyRowRestrictions } from '../../governance/policies';
 import type { SourceRecord } from '../../governance/store';
 import type { RelationName } from '../../sql/catalog-types';
 import type { LiveRelationTree } from '../../sql/hierarchy';
@@ -62,15 +64,17 @@ export const MAX_PERMITTED_IDS = 200_000;
  * ids of the permitted rows are read through the row views with the caller's attributes bound.
  * Any refusal, failure or truncation answers `none` (fail closed).
  */
-export function rowFilterFor(deps: Pick<DiscoveryDeps, 'rowReads'>, source: SourceRecord, evaluator: Evaluator, identity: Identity, catalog: SourceCatalog | null): RowFilter | undefined {
+export function rowFilterFor(deps: Pick<DiscoveryDeps, 'rowReads'>, source: SourceRecord, evaluator: Evaluator, identity: Identity, catalog: SourceCatalog | null, policies: Policy[]): RowFilter | undefined {
   const reads = deps.rowReads;
   if (!reads || !catalog) return undefined;
+  // The caller's restrict_rows policies are ANDed with its roles' rules, as in interlock_query.
+  const policyRows = policyRowRestrictions(policies, { identityId: identity.id, identityName: identity.name, roles: evaluator.roleNames(source.id), sourceId: source.id });
   return async (r) => {
     const cols = r.columns.map((c, i) => (i === 0 ? `(${quoteIdent(c)})::text AS interlock_row_id` : quoteIdent(c))).join(', ');
     const sql = `SELECT x.interlock_row_id FROM (SELECT ${cols} FROM ${quoteIdent(r.schema)}.${quoteIdent(r.table)}) x`;
     const analysis = analyzeSql(sql, catalog);
     if (!analysis.ok) return { kind: 'none' };
-    const plan = planRowRules({ evaluator, sourceId: source.id, analysis, catalog, attributes: identity.attributes, sql });
+    const plan = planRowRules({ evaluator, sourceId: source.id, analysis, catalog, attributes: identity.attributes, sql, policyRows });
     if (plan.kind === 'none') return { kind: 'all' };
     if (plan.kind === 'refused') return { kind: 'none' };
     try {
@@ -175,7 +179,7 @@ export function discoverHandler(deps: DiscoveryDeps): ToolHandler {
     const at = now();
     const subject = { identityId: identity.id, identityName: identity.name };
     const catalog = await deps.store.loadCatalog(sourceId);
-    const scope = await resolveScope(deps.db.pool, evaluator, policies, subject, sourceId, 'discover', at, deps.maskSecret, catalog, liveTreesFor(deps, src.source), rowFilterFor(deps, src.source, evaluator, identity, catalog));
+    const scope = await resolveScope(deps.db.pool, evaluator, policies, subject, sourceId, 'discover', at, deps.maskSecret, catalog, liveTreesFor(deps, src.source), rowFilterFor(deps, src.source, evaluator, identity, catalog, policies));
     if (!mayAct(scope)) return { kind: 'refusal', code: 'source_role_denied', message: `No role granted on source '${sourceId}' allows discover.` };
     const refused = policyRefusal(policies, { ...subject, roles: evaluator.roleNames(sourceId), sourceId }, 'discover', at);
     if (refused) {

@@ -62,7 +62,7 @@ export function documentsConnectorRequest(deps: ConnectorRequestDeps): Connector
     const at = now();
     const subject = { identityId: identity.id, identityName: identity.name };
     const catalog = await deps.store.loadCatalog(source.id);
-    const rows = rowFilterFor(deps, source, evaluator, identity, catalog);
+    const rows = rowFilterFor(deps, source, evaluator, identity, catalog, policies);
     const scope = await resolveScope(deps.db.pool, evaluator, policies, subject, source.id, 'request', at, deps.maskSecret, catalog, liveTreesFor(deps, source), rows);
     if (!mayAct(scope)) return { kind: 'refusal', code: 'source_role_denied', message: `No role granted on source '${source.id}' allows request.` };
     const refused = policyRefusal(policies, { ...subject, roles: evaluator.roleNames(source.id), sourceId: source.id }, 'request', at);

@@ -56,7 +56,7 @@ export function relatedDocumentsHandler(deps: DiscoveryDeps): ToolHandler {
     const subject = { identityId: identity.id, identityName: identity.name };
     const catalog = await deps.store.loadCatalog(sourceId);
     // A disabled source is not read for row rules (its ruled relations show nothing, fail closed).
-    const rows = source.enabled ? rowFilterFor(deps, source, evaluator, identity, catalog) : undefined;
+    const rows = source.enabled ? rowFilterFor(deps, source, evaluator, identity, catalog, policies) : undefined;
     const scope = await resolveScope(deps.db.pool, evaluator, policies, subject, sourceId, 'discover', at, deps.maskSecret, catalog, liveTreesFor(deps, source), rows);
     if (!mayAct(scope) || !(await assetVisible(deps.db.pool, scope, assetId))) return invisible();
 

@@ -217,7 +217,11 @@ describe('interlock CLI', () => {
     const bad = await cli('policy', 'add', file('bad-policy.yaml', 'name: cap\nrule: { type: max_rows, max_rows: 0, extra: 1 }\n'));
     expect(bad).toEqual({ code: 2, stdout: '', stderr: 'error: invalid policy\n  /rule: unknown key "extra" (not allowed here)\n  /rule/max_rows: must be >= 1\n' });
     const unknownType = await cli('policy', 'add', file('bad-type.yaml', 'name: x\nrule: { type: allow_everything }\n'));
-    expect(unknownType.stderr).toBe('error: invalid policy\n  /rule/type: must be one of deny_relations, require_where, max_rows, time_window, mask_columns, hide_documents\n');
+    expect(unknownType.stderr).toBe('error: invalid policy\n  /rule/type: must be one of deny_relations, require_where, max_rows, time_window, mask_columns, hide_documents, restrict_rows\n');
+    // issue 27: a restrict_rows predicate is checked when written, in the grammar of a role's rows.
+    const badRows = await cli('policy', 'add', file('bad-rows.yaml', 'name: rr\nrule: { type: restrict_rows, relations: [public.customer], rows: "id IN (SELECT 1)" }\n'));
+    expect(badRows).toEqual({ code: 2, stdout: '', stderr: 'error: invalid policy: a row restriction is not valid\n  rr/rule/rows: a sub-select is not allowed in a row predicate\n' });
+    expect((await cli('policy', 'add', file('rows.yaml', 'name: rr\nrule: { type: restrict_rows, relations: [public.customer], rows: "country = identity.country" }\n'))).stdout).toBe('added policy rr (restrict_rows)\n');
     expect((await cli('policy', 'list')).stdout).toMatch(/need-where +require_where +yes +\{"sources":\["local"\]\}/);
     expect((await cli('policy', 'show', 'mask-email')).stdout).toContain('method: partial');
     expect(await cli('policy', 'remove', 'need-where')).toEqual({ code: 0, stdout: 'removed policy need-where\n', stderr: '' });

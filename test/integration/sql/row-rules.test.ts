@@ -156,11 +156,17 @@ describe('refusals (fail closed)', () => {
     ['a user-defined function (its body may read a ruled table)', 'SELECT customer_count() AS n FROM employee'],
     ['EXPLAIN of a ruled read', 'EXPLAIN SELECT * FROM customer'],
     ['a CTE named like a ruled table it also reads', 'WITH customer AS (SELECT 1 AS customer_id) SELECT c.customer_id FROM customer c, public.customer p WHERE p.customer_id = c.customer_id'],
-    ['a write to a ruled table', "UPDATE customer SET email = 'x' WHERE customer_id = 6"],
-    ['INSERT … SELECT from a ruled table', 'INSERT INTO invoice SELECT 1000 + customer_id, customer_id, 1, NULL FROM customer'],
+    ['MERGE into a ruled table (PostgreSQL 15 runs MERGE on no view)', "MERGE INTO customer c USING employee e ON c.support_rep_id = e.employee_id WHEN MATCHED THEN UPDATE SET email = 'm'"],
   ])('%s → row_rule_unenforceable', async (_what, sql) => {
     fx.grant('rw', [REP, role('w', [{ effect: 'allow', action: 'write', resource: 'public.*' }])]);
     expect(codeOf(await fx.call('rw', { employee_id: 1, regions: ['eu'] }, sql))).toBe('row_rule_unenforceable');
+  });
+
+  it('writes touching a ruled table are queued (restricted when approved: test/integration/sql/row-rules-writes.test.ts)', async () => {
+    fx.grant('rw', [REP, role('w', [{ effect: 'allow', action: 'write', resource: 'public.*' }])]);
+    for (const sql of ["UPDATE customer SET email = 'x' WHERE customer_id = 6", 'INSERT INTO invoice SELECT 1000 + customer_id, customer_id, 1, NULL FROM customer']) {
+      expect(codeOf(await fx.call('rw', { employee_id: 1, regions: ['eu'] }, sql))).toBe('queued');
+    }
   });
 
   it('a CTE that only shadows the name reads the CTE (no ruled table is touched)', async () => {

@@ -4,13 +4,13 @@
  * statements creating a view's copy (src/pipeline/row-rules.ts rowViewStatements).
  */
 import { AccessEvaluator, type RoleGrant } from '../../../src/governance/evaluator';
-import { relationRowRule, sameRowRule } from '../../../src/governance/row-rules';
+import { relationRowRule, ruleGroups, sameRowRule } from '../../../src/governance/row-rules';
 import { NO_HIERARCHY } from '../../../src/sql/hierarchy';
 import { rowViewStatements } from '../../../src/pipeline/row-rules';
 
 type S = { resource: string; rows?: string };
 const ev = (...statements: S[]) => new AccessEvaluator([{ sourceId: 's', role: { name: 'r', statements: statements.map((x) => ({ effect: 'allow', action: 'read', ...x })) } as unknown as RoleGrant['role'] }]);
-const groups = (e: AccessEvaluator, columns?: string[]) => relationRowRule(e, 's', 'public', 'customer', NO_HIERARCHY, columns)?.groups.map((g) => g.map((t) => t.rows)) ?? null;
+const groups = (e: AccessEvaluator, columns?: string[]) => { const r = relationRowRule(e, 's', 'public', 'customer', NO_HIERARCHY, undefined, 'read', columns); return r ? ruleGroups(r).map((g) => g.map((t) => t.rows)) : null; };
 
 const R = 'support_rep_id = identity.employee_id';
 const JP = "country = 'JP'";
@@ -42,7 +42,7 @@ describe('relationRowRule over used columns', () => {
 
   it('sameRowRule compares the groups', () => {
     const e = ev({ resource: 'public.customer', rows: R }, { resource: 'public.customer.email', rows: JP });
-    const rule = (c?: string[]) => relationRowRule(e, 's', 'public', 'customer', NO_HIERARCHY, c);
+    const rule = (c?: string[]) => relationRowRule(e, 's', 'public', 'customer', NO_HIERARCHY, undefined, 'read', c);
     expect(sameRowRule(rule(['credit']), rule(['customer_id']))).toBe(true);
     expect(sameRowRule(rule(['credit']), rule(['customer_id', 'email']))).toBe(false);
     expect(sameRowRule(rule(['email']), rule())).toBe(true);

@@ -141,3 +141,42 @@ test('clear() drops every entry; the LRU is bounded; over-long statements are no
   expect(contentFingerprint({ a: 1 })).toBe(contentFingerprint({ a: 1 }));
   expect(contentFingerprint({ a: 1 })).not.toBe(contentFingerprint({ a: 2 }));
 });
+
+test("row-rule shapes live in their statement's entry: computed once per run text, bounded per entry, counted in its size", () => {
+  const cat = catalog();
+  const compute = () => ({ analysis: { ok: false } as never, relations: [], denied: null });
+  let shaped = 0;
+  const shape = (sql: string) => () => (shaped++, { kind: 'ruled' as const, sql, views: [], applied: [], steps: [] });
+  const c = new AnalysisCache({ maxBytes: 20_000, maxSqlLength: 100 });
+  const first = c.analyse({ sourceId: 's', sql: 'a', catalog: cat, grants: [] }, compute);
+  const s1 = first.rowRules('a', shape('rewritten a'));
+  expect(first.rowRules('a', shape('other'))).toBe(s1);
+  // The statement's next lookup finds the same shape; another run text (a masking wrapper) has its own.
+  const again = c.analyse({ sourceId: 's', sql: 'a', catalog: cat, grants: [] }, compute);
+  expect(again.rowRules('a', shape('other'))).toBe(s1);
+  expect(again.rowRules('wrapped a', shape('rewritten wrapped a'))).toMatchObject({ sql: 'rewritten wrapped a' });
+  expect({ shaped, hits: c.rowRuleHits, misses: c.rowRuleMisses }).toEqual({ shaped: 2, hits: 2, misses: 2 });
+  // Another statement (or other grants) never sees them.
+  c.analyse({ sourceId: 's', sql: 'a', catalog: cat, grants: [{ identityId: 'x' } as never] }, compute).rowRules('a', shape('for other grants'));
+  expect(shaped).toBe(3);
+  // At most 8 run texts per entry (2 held, 6 more fit): beyond, computed on every call.
+  for (let i = 0; i < 8; i++) again.rowRules(`t${i}`, shape(`r${i}`));
+  again.rowRules('t5', shape('r5'));
+  expect(shaped).toBe(3 + 8);
+  again.rowRules('t7', shape('r7'));
+  expect(shaped).toBe(3 + 8 + 1);
+  // Counted in the entry's size: a long rewrite pushes the least recently used entry out of 20 000 bytes.
+  const b = c.analyse({ sourceId: 's', sql: 'b', catalog: cat, grants: [] }, compute);
+  expect(c.size).toBe(3);
+  b.rowRules('b', shape('x'.repeat(6000)));
+  expect(c.size).toBeLessThan(3);
+  expect(c.analyse({ sourceId: 's', sql: 'b', catalog: cat, grants: [] }, compute).rowRules('b', shape('y'))).toMatchObject({ sql: 'x'.repeat(6000) });
+  // Over-long statements are never stored, nor are their shapes; clear() drops them all.
+  const long = c.analyse({ sourceId: 's', sql: 'z'.repeat(101), catalog: cat, grants: [] }, compute);
+  long.rowRules('z', shape('z'));
+  long.rowRules('z', shape('z'));
+  const before = shaped;
+  c.clear();
+  c.analyse({ sourceId: 's', sql: 'a', catalog: cat, grants: [] }, compute).rowRules('a', shape('after clear'));
+  expect(shaped).toBe(before + 1);
+});

@@ -10,7 +10,7 @@ beforeAll(async () => {
 });
 
 /** `t` (in public, on the path) is ruled; `ONLY t` reads another view. */
-const resolve = (r: RelationReference): string | null => ((r.schema === null || r.schema === 'public') && r.name === 't' ? (r.inh ? 'tv' : 'tv_only') : null);
+const resolve = (r: RelationReference, target = false): string | null => ((r.schema === null || r.schema === 'public') && r.name === 't' ? (target ? 'tw' : '') + (r.inh ? 'tv' : 'tv_only') : null);
 const rw = (sql: string) => rewriteRowRules(sql, resolve);
 
 describe('rewriteRowRules', () => {
@@ -46,9 +46,10 @@ describe('rewriteRowRules', () => {
     expect(rw('WITH t AS (SELECT 1 AS a) SELECT a FROM public.t').sql).toBe('WITH t AS (SELECT 1 AS a) SELECT a FROM interlock_rows."tv" AS "t"');
   });
 
-  it('refuses a ruled write target', () => {
-    expect(() => rw('UPDATE t SET a = 1')).toThrow(/write/);
-    expect(() => rw('INSERT INTO t SELECT * FROM u')).toThrow(RowRewriteRefusal);
-    expect(() => rw('DELETE FROM public.t')).toThrow(RowRewriteRefusal);
+  it('rewrites a ruled write target to its target view, keeping the name (issue 27 writes)', () => {
+    expect(rw('UPDATE t SET a = 1').sql).toBe('UPDATE interlock_rows."twtv" AS "t" SET a = 1');
+    expect(rw('INSERT INTO t SELECT * FROM t').sql).toBe('INSERT INTO interlock_rows."twtv" AS "t" SELECT * FROM interlock_rows."tv" AS "t"');
+    expect(rw('DELETE FROM ONLY public.t x WHERE x.a = 1').sql).toBe('DELETE FROM ONLY interlock_rows."twtv_only" x WHERE x.a = 1');
+    expect(rw('WITH d AS (DELETE FROM t RETURNING a) SELECT a FROM d').sql).toBe('WITH d AS (DELETE FROM interlock_rows."twtv" AS "t" RETURNING a) SELECT a FROM d');
   });
 });

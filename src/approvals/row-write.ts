@@ -1,0 +1,62 @@
+/**
+ * Running an approved write under the requester's row rules (issue 27, docs/row-rules.md
+ * "Writes"). The plan (src/pipeline/row-rules.ts planRowRules, made at approval time) names the
+ * row views the rewritten statement uses: read views for every reference that reads a ruled
+ * table, and a check-option view for the target. They are created first by the writer role
+ * (idempotent `CREATE OR REPLACE VIEW`); then the rewritten statement runs in one transaction with
+ * the requester's attributes bound transaction-locally (src/sources/postgres/write.ts), so
+ * PostgreSQL lets UPDATE and DELETE reach only permitted rows and refuses, for the whole
+ * statement, an inserted or updated row its target view does not accept: the transaction rolls
+ * back and nothing is changed.
+ */
+import type { SourceRecord } from '../governance/store';
+import type { RowRulePlan } from '../pipeline/row-rules';
+import { rowViewProvisioner } from '../pipeline/row-views';
+
+/** What runs the statements: the source connector's writer (PostgresSourceConnector.write). */
+export interface RowWriter {
+  write(sql: string, params: unknown[], opts?: { settings?: ReadonlyArray<readonly [string, string]> }): Promise<{ rowCount: number }>;
+}
+
+/**
+ * Outcome: the rows changed, or an approvalFailures code (spec/errors-v1.json): `row_rules_unavailable`
+ * (a view could not be created; `err` unset), `row_rule_violation` (a written row outside the rule),
+ * or null when the statement failed otherwise (`err` is what the writer threw; the caller classifies it).
+ */
+export type PlannedWriteOutcome = { ok: true; rowCount: number } | { ok: false; code: 'row_rules_unavailable' | 'row_rule_violation' | null; err?: unknown };
+
+/**
+ * True when a ruled write failed because a row it wrote (or an ON CONFLICT row it would update) is
+ * outside its target view: the check option (SQLSTATE 44000), or "conflicting row is not visible
+ * through view" (SQLSTATE 55000, with that message only).
+ */
+export function isRowRuleViolation(err: unknown): boolean {
+  const e = (err ?? {}) as { sqlState?: string; cause?: { code?: unknown; message?: unknown } };
+  const state = e.sqlState ?? (typeof e.cause?.code === 'string' ? e.cause.code : undefined);
+  if (state === '44000') return true;
+  return state === '55000' && typeof e.cause?.message === 'string' && /is not visible through view "/.test(e.cause.message);
+}
+
+/**
+ * Runs `sql` (the stored statement) with `params` on `writer`, rewritten by `plan` when one is
+ * given (null: as is). `log` receives an operator-only reason when a view cannot be created.
+ * Never throws for a failed statement: see PlannedWriteOutcome.
+ */
+export async function runPlannedWrite(writer: RowWriter, source: SourceRecord, sql: string, params: unknown[], plan: RowRulePlan | null, log?: (view: string, err: unknown) => void): Promise<PlannedWriteOutcome> {
+  if (plan) {
+    const views = rowViewProvisioner(
+      async (_s, ddl) => {
+        await writer.write(ddl, []);
+      },
+      (_id, view, err) => log?.(view, err),
+    );
+    // One view at a time: concurrent GRANTs on the same schema fail ("tuple concurrently updated").
+    for (const v of plan.views) if (!(await views.ensure(source, [v]))) return { ok: false, code: 'row_rules_unavailable' };
+  }
+  try {
+    const r = await writer.write(plan ? plan.sql : sql, params, plan ? { settings: plan.settings } : {});
+    return { ok: true, rowCount: r.rowCount };
+  } catch (err) {
+    return { ok: false, code: plan && isRowRuleViolation(err) ? 'row_rule_violation' : null, err };
+  }
+}

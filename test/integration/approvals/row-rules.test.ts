@@ -1,0 +1,79 @@
+/**
+ * Issue 27, writes, end to end on the governed gateway (Chinook copy): an identity whose roles let
+ * it read and write only the playlists named in its `names` attribute queues writes through
+ * interlock_query; an operator approves them (src/approvals/execute.ts). The approved write reaches
+ * only permitted rows, a row it would write outside them fails `row_rule_violation` with nothing
+ * changed, the attributes are those the identity holds when the write is approved, and the agent
+ * reads each outcome through interlock_approval_status.
+ */
+import { startGovernedEnv, callTool, sourceQuery, type GovernedEnv } from '../../helpers/governed';
+import { createApiKey } from '../../../src/control/keys';
+import { createIdentity, setIdentityAttributes } from '../../../src/control/identities';
+import { grantRole } from '../../../src/control/grants';
+import { upsertRole } from '../../../src/control/roles';
+import { approveAndExecute } from '../../../src/approvals/execute';
+import { getApproval } from '../../../src/control/approvals';
+import errors from '../../../spec/errors-v1.json';
+
+jest.setTimeout(120_000);
+
+let env: GovernedEnv;
+let key: string;
+const NAMES = ['Music', 'Movies'];
+beforeAll(async () => {
+  env = await startGovernedEnv();
+  await upsertRole(env.db, {
+    name: 'playlist-owner',
+    statements: [
+      { effect: 'allow', action: 'read', resource: 'public.playlist', rows: 'name = ANY(identity.names)' },
+      { effect: 'allow', action: 'write', resource: 'public.playlist' },
+    ],
+  });
+  const who = await createIdentity(env.db, 'pl-agent');
+  await setIdentityAttributes(env.db, 'pl-agent', { names: NAMES });
+  await grantRole(env.db, { identityId: who.id, roleName: 'playlist-owner', sourceId: env.demo.sourceId });
+  key = (await createApiKey(env.db, who.id)).secret;
+});
+afterAll(async () => env?.close());
+
+const sc = (r: { body: any }) => r.body.result.structuredContent;
+async function queue(sql: string, params: unknown[] = []): Promise<string> {
+  const r = await callTool(env, 'interlock_query', { source_id: env.demo.sourceId, sql, params }, key);
+  expect(sc(r)).toMatchObject({ status: 'queued', approval_state: 'pending' });
+  return sc(r).approval_id;
+}
+const status = async (id: string) => sc(await callTool(env, 'interlock_approval_status', { approval_id: id }, key));
+const failure = (code: string) => errors.approvalFailures.find((f) => f.code === code)!.message;
+const count = async (where: string, params: unknown[] = []) => (await sourceQuery(env, `SELECT count(*)::int AS n FROM playlist WHERE ${where}`, params))[0].n as number;
+
+test('an approved UPDATE whose WHERE matches every playlist changes only the permitted ones', async () => {
+  const permitted = await count('name = ANY($1)', [NAMES]);
+  expect(permitted).toBeGreaterThan(0);
+  const total = await count('true');
+  expect(total).toBeGreaterThan(permitted);
+  const id = await queue('UPDATE playlist SET name = name WHERE playlist_id > 0');
+  const done = await approveAndExecute(env.db, id, { operator: 'ops-rowan' });
+  expect(done).toEqual({ approvalId: id, state: 'executed', rowCount: permitted });
+  expect(await status(id)).toMatchObject({ state: 'executed', outcome: { row_count: permitted } });
+});
+
+test('an approved INSERT of a row outside the rule fails row_rule_violation; nothing is inserted; the agent reads why', async () => {
+  const id = await queue('INSERT INTO playlist (playlist_id, name) VALUES ((SELECT 100000 + 1), $1)', ['Not mine']);
+  const done = await approveAndExecute(env.db, id, { operator: 'ops-rowan' });
+  expect(done).toMatchObject({ approvalId: id, state: 'failed', errorCode: 'row_rule_violation', failure: { sqlstate: '44000' } });
+  expect(await count('name = $1', ['Not mine'])).toBe(0);
+  expect(await status(id)).toMatchObject({ state: 'failed', outcome: { error_code: 'row_rule_violation', message: failure('row_rule_violation') } });
+  expect((await getApproval(env.db, id))!.outcome).toMatchObject({ error_code: 'row_rule_violation', sqlstate: '44000' });
+});
+
+test('the attributes are those the identity holds at approval: removed since the request, the write fails closed', async () => {
+  const upd = await queue("UPDATE playlist SET name = name WHERE name = 'Music'");
+  await setIdentityAttributes(env.db, 'pl-agent', { names: null });
+  try {
+    const done = await approveAndExecute(env.db, upd, { operator: 'ops-rowan' });
+    expect(done).toMatchObject({ state: 'failed', errorCode: 'row_rule_attribute_missing' });
+    expect(await status(upd)).toMatchObject({ state: 'failed', outcome: { error_code: 'row_rule_attribute_missing', message: failure('row_rule_attribute_missing') } });
+  } finally {
+    await setIdentityAttributes(env.db, 'pl-agent', { names: NAMES });
+  }
+});
