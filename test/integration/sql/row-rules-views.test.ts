@@ -138,6 +138,17 @@ describe('refused with a reason (row_rule_unenforceable)', () => {
     expect(codeOf(await fx.call('rw', A, 'INSERT INTO invoice (invoice_id, customer_id, total) SELECT 1000 + customer_id, customer_id, 1 FROM customer_countries'))).toBe('queued');
   });
 
+  it('an approved write reading a view over a ruled table reads only the permitted rows (through its copy, as the approval runs it)', async () => {
+    fx.grant('rw', [REP, { name: 'w', statements: [{ effect: 'allow', action: 'write', resource: 'public.invoice' }] }]);
+    try {
+      // Qualified: the writer's own search path is pg_catalog here (beforeAll); the copy is made under the catalogue's.
+      expect(await fx.write('rw', A, 'INSERT INTO public.invoice (invoice_id, customer_id, total) SELECT 2000 + customer_id, customer_id, 1 FROM public.customer_countries')).toEqual({ rowCount: 8 });
+      expect((await fx.admin<{ id: number }>('SELECT customer_id AS id FROM invoice WHERE invoice_id > 2000 ORDER BY 1')).map((r) => r.id)).toEqual(REP1);
+    } finally {
+      await fx.admin('DELETE FROM invoice WHERE invoice_id > 2000');
+    }
+  });
+
   it('a view whose lineage the catalogue does not record (scanned before it was recorded)', async () => {
     const rel = fx.catalog.relations.find((r) => r.name === 'employee_names')!;
     const saved = rel.view;
