@@ -170,6 +170,8 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
       if (!c.relationTrees) return new Map<string, LiveRelationTree>();
       return c.relationTrees(relations, {});
     },
+    // Mapped rows of ruled relations are filtered against the source through the row views (issue 27 item 3).
+    rowReads: { connectors, rowViews },
   };
   const tools: ToolBinding[] = interlockToolBindings({
     interlock_query: queryHandler({ store, connectors, rateLimiter, cache, analysisCache, catalog, maskSecret, rowViews, connectorRequest: documentsConnectorRequest(discovery) }),

@@ -145,11 +145,14 @@ export class AccessEvaluator {
    * The allows for `action` (read by default; or *) on the source that cover `schema.table` or any
    * of its columns, each with its row rule text or null (grants every row). Row rules (issue 27,
    * src/governance/row-rules.ts) combine them with OR. Empty when nothing allows reading it.
+   * With `column`: only the allows covering that column (a table or wildcard pattern, or a column
+   * pattern matching it).
    */
-  rowTerms(sourceId: string, schema: string, table: string, action: 'read' | 'write' = 'read'): Array<{ role: string; resource: string; rows: string | null }> {
+  rowTerms(sourceId: string, schema: string, table: string, action: 'read' | 'write' = 'read', column?: string): Array<{ role: string; resource: string; rows: string | null }> {
     const out: Array<{ role: string; resource: string; rows: string | null }> = [];
     for (const s of this.bySource.get(sourceId) ?? []) {
-      if (s.effect !== 'allow' || (s.action !== action && s.action !== '*') || !touchesTable(s.parts, schema, table)) continue;
+      if (s.effect !== 'allow' || (s.action !== action && s.action !== '*')) continue;
+      if (column === undefined ? !touchesTable(s.parts, schema, table) : !covers(s.parts, { schema, table, column })) continue;
       out.push({ role: s.role, resource: s.resource, rows: s.rows ?? null });
     }
     return out;

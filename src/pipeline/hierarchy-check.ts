@@ -26,7 +26,7 @@ import type { SqlAnalysis } from '../sql/analyze';
 import type { RelationName, SourceCatalog } from '../sql/catalog-types';
 import { catalogHierarchy, hierarchyChanged, overlayHierarchy } from '../sql/hierarchy';
 import type { ToolOutcome } from './types';
-import { authorizeStatement } from './03-authorize';
+import { authorizeStatement, viewBases } from './03-authorize';
 import { policyStep, type PolicyRestrictions } from './04-policy';
 import { mapConnectorError, type QueryConnector } from './07-execute';
 
@@ -61,10 +61,11 @@ export type HierarchyCheck = { ok: true; changed: boolean; restrictions: PolicyR
 
 export { hierarchySensitive };
 
-/** Relations the read touches: those it names and those behind the view columns it uses. */
-function touched(a: OkAnalysis): RelationName[] {
+/** Relations the read touches: those it names, those behind the view columns it uses, and the bases of the views it reads (rt1 RT1-3). */
+function touched(a: OkAnalysis, catalog: SourceCatalog): RelationName[] {
   const out = new Map<string, RelationName>();
   for (const r of [...a.reads, ...a.writes, ...(a.viewSources ?? [])]) out.set(`${r.schema}\u0000${r.table}`, { schema: r.schema, name: r.table });
+  for (const b of viewBases(a, catalog)) out.set(`${b.schema}\u0000${b.name}`, b);
   return [...out.values()];
 }
 
@@ -94,7 +95,7 @@ function standaloneRelations(analysis: OkAnalysis, catalog: SourceCatalog): Rela
   const hit = standaloneMemo.get(analysis);
   if (hit && hit.catalog === catalog) return hit.relations;
   const base = catalogHierarchy(catalog);
-  const relations = touched(analysis);
+  const relations = touched(analysis, catalog);
   const alone = relations.length > 0 && !relations.some((r) => base.ancestors(r.schema, r.name).length > 0 || base.descendants(r.schema, r.name).length > 0);
   standaloneMemo.set(analysis, { catalog, relations: alone ? relations : null });
   return alone ? relations : null;
@@ -105,7 +106,7 @@ export async function checkHierarchy(i: HierarchyCheckInput): Promise<HierarchyC
   const unchanged: HierarchyCheck = { ok: true, changed: false, restrictions: i.restrictions };
   if (!i.connector.relationTrees || !hierarchySensitive(i.evaluator, i.sourceId, i.policies, i.subject)) return unchanged;
   const base = catalogHierarchy(i.catalog);
-  const relations = touched(i.analysis);
+  const relations = touched(i.analysis, i.catalog);
   // Relations the catalogue places in a tree need the walk anyway; otherwise the server first
   // proves (cheaply) which relations still stand alone (src/sources/postgres/hierarchy.ts).
   const probe = !relations.some((r) => base.ancestors(r.schema, r.name).length > 0 || base.descendants(r.schema, r.name).length > 0);
