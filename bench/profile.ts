@@ -5,10 +5,11 @@
  * prints the top self-time frames and the self time per area (src/, express, pg, tsx, node
  * internals, GC…). `PROFILE_ROOT` selects the checkout whose gateway is profiled (default this
  * one), so a before/after pair uses the same bench and environment. `PROFILE_CACHED=1` profiles
- * warm-cache reads; `PROFILE_LOAD=tools-list` profiles tools/list calls instead (the HTTP edge alone). Run: `npx tsx bench/profile.ts`.
+ * warm-cache reads; `PROFILE_LOAD=tools-list` profiles tools/list calls instead (the HTTP edge alone);
+ * `PROFILE_KEEP=FILE` keeps the .cpuprofile there (for inclusive times or a flame graph). Run: `npx tsx bench/profile.ts`.
  */
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { McpHttpClient, runToolsList, structuredResult } from './lib/http';
@@ -109,6 +110,7 @@ async function main(): Promise<void> {
       });
       const file = readdirSync(dir).find((f) => f.endsWith('.cpuprofile'));
       if (!file) throw new Error('no .cpuprofile written');
+      if (process.env.PROFILE_KEEP) copyFileSync(path.join(dir, file), path.resolve(process.env.PROFILE_KEEP));
       const s = summarise(JSON.parse(readFileSync(path.join(dir, file), 'utf8')) as Profile, fromUs);
       const perCall = (ms: number) => ((ms * 1000) / Math.max(1, run.ops)).toFixed(1);
       console.log(`\ntimed window only (start-up and warm-up left out): busy self time ${s.totalMs.toFixed(0)} ms = ${perCall(s.totalMs)} µs per call (profiler overhead included; on a loaded machine, time the process spends descheduled inside a system call is counted against that call, writev above all)`);

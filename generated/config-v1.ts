@@ -4603,11 +4603,11 @@ export interface GatewayConfig {
      */
     enabled?: boolean;
     /**
-     * Starting limit, in calls in flight. Default 64.
+     * Starting limit, in calls in flight. Default 16: about 2 × CPU cores × 4 calls in flight per core on the 2-core reference machine (a point read spends 1–1.4 ms of gateway CPU in a 5–6 ms answer; peak goodput near 8 connections, bench/11-overload.ts); raise it with the cores.
      */
     initial_limit?: number;
     /**
-     * The limit never falls below this (INTERLOCK_ADMISSION_MIN_LIMIT). Default 64: below it a replica does not refuse for capacity (the per-identity caps and the sources' fair share still apply); lower it on a small machine or behind a latency-sensitive SLO.
+     * The limit never falls below this (INTERLOCK_ADMISSION_MIN_LIMIT). Default 4: one core's worth of calls in flight, so a starved replica still serves while it refuses the excess; the limit acts from 8–32 connections up on 2 cores.
      */
     min_limit?: number;
     /**
@@ -4627,13 +4627,17 @@ export interface GatewayConfig {
      */
     tolerance?: number;
     /**
-     * Event-loop delay (p99 over the last second) past which the limit is lowered. Default 100.
+     * Event-loop delay (p99 over the last second) past which the limit is lowered, by 10 % at most every 100 ms. Default 100.
      */
     max_event_loop_delay_ms?: number;
     /**
-     * Audit events waiting for the writer past which the limit is lowered. Default 1000.
+     * Audit events pending in the writer (queued or in a batch being committed) past which the limit is lowered, by 10 % at most every 100 ms. Each admitted call holds its slot until its event commits, so this only acts when it is below max_limit. Default 64.
      */
     max_audit_queue?: number;
+    /**
+     * After a refusal at capacity on POST /mcp, read nothing more from that connection until its Retry-After (the connection stays open). A client that waits as told loses nothing; one that retries at once on the same connection cannot spend the replica's CPU on refusals and starve the calls it admitted (INTERLOCK_ADMISSION_PAUSE_REFUSED_CONNECTIONS, true or false). Turn it off behind a proxy that carries several callers on one connection. Default true.
+     */
+    pause_refused_connections?: boolean;
   };
   /**
    * Result cache of eligible reads.

@@ -84,6 +84,8 @@ export interface GovernedGateway extends RunningGateway {
   analysisCache: AnalysisCache;
   /** Base URL of the operations listener (config ops_listen), e.g. http://127.0.0.1:9464; absent when /metrics is served on listen. */
   opsUrl?: string;
+  /** Admission by capacity (issue 29; src/transport/capacity.ts): its limit, calls in flight and queued; absent when admission.enabled is false. */
+  capacity?: CapacityLimiter;
 }
 
 const LOOPBACK = new Set(['127.0.0.1', 'localhost', '::1', '[::1]']);
@@ -168,6 +170,8 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
       if (!c.relationTrees) return new Map<string, LiveRelationTree>();
       return c.relationTrees(relations, {});
     },
+    // Mapped rows of ruled relations are filtered against the source through the row views (issue 27 item 3).
+    rowReads: { connectors, rowViews },
   };
   const tools: ToolBinding[] = interlockToolBindings({
     interlock_query: queryHandler({ store, connectors, rateLimiter, cache, analysisCache, catalog, maskSecret, rowViews, connectorRequest: documentsConnectorRequest(discovery) }),
@@ -205,7 +209,7 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
   const auditPool = openAuditPool(db.url, auditCommitMs, logger);
   const auditSink = new GroupCommitAuditSink(auditPool, logger, { commitTimeoutMs: auditCommitMs });
   // Admission by capacity (issue 29): fed by call latency, event-loop delay and the audit writer's queue.
-  const capacity = capacityLimiter(config.admission ?? DEFAULT_CONFIG.admission!, () => auditSink.queueDepth);
+  const capacity = capacityLimiter(config.admission ?? DEFAULT_CONFIG.admission!, () => auditSink.pendingEvents());
   const host = opts.host ?? config.listen.host;
   // Operations endpoints: on their own listener when ops_listen is set (issue 10, Build 8), else beside /mcp.
   const opsServer = config.ops_listen ? await listenOperations(createOperationsApp(metrics, ops, originPolicyFor(config.ops_listen.host ?? '127.0.0.1', config, logger), logger), config.ops_listen.host ?? '127.0.0.1', config.ops_listen.port) : null;
@@ -274,6 +278,7 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
     cache,
     analysisCache,
     opsUrl: opsServer?.url,
+    capacity,
     async close(deadlineMs?: number) {
       for (const t of timers) clearInterval(t);
       await close(deadlineMs);
@@ -308,6 +313,7 @@ export function capacityLimiter(a: NonNullable<ResolvedGatewayConfig['admission'
       tolerance: a.tolerance,
       maxEventLoopDelayMs: a.max_event_loop_delay_ms,
       maxAuditQueue: a.max_audit_queue,
+      pauseRefusedConnections: a.pause_refused_connections ?? true,
     },
     { auditQueueDepth },
   );

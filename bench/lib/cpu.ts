@@ -33,6 +33,17 @@ export function procCpuMs(pid: number): number {
   }
 }
 
+/** User and system CPU time of a process in milliseconds, apart (NaN when it cannot be read): system time is the kernel's work for it (sockets, scheduling). */
+export function procCpuSplitMs(pid: number): { user: number; system: number } {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return { user: (Number(fields[11]) * 1000) / clockTicks(), system: (Number(fields[12]) * 1000) / clockTicks() };
+  } catch {
+    return { user: NaN, system: NaN };
+  }
+}
+
 /** Whole-machine CPU jiffies from /proc/stat: busy (everything but idle and iowait) and total. */
 export function machineJiffies(): { busy: number; total: number } {
   try {

@@ -29,10 +29,23 @@ export interface WrkRun extends LoadRun {
   driverCpuMs: number;
 }
 
+/** Runs `cmd` with `args`; resolves its standard output followed by its standard error, rejects when it exits non-zero. */
+function output(cmd: string, args: string[]): Promise<string> {
+  return new Promise<string>((resolve, reject) => {
+    const p = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    let s = '';
+    let e = '';
+    p.stdout.setEncoding('utf8').on('data', (d: string) => (s += d));
+    p.stderr.setEncoding('utf8').on('data', (d: string) => (e += d));
+    p.on('error', reject);
+    p.on('close', (code) => (code === 0 ? resolve(s + e) : reject(new Error(`wrk exited ${code}: ${(s + e).slice(-500)}`))));
+  });
+}
+
 const luaString = (s: string) => `"${s.replace(/[\\"]/g, '\\$&').replace(/\n/g, '\\n')}"`;
 
-/** The Lua script of a run: POST each body in turn (from a random start per connection), count bad answers, print one RESULT line. */
-export function wrkScript(bodies: string[], headers: Record<string, string>, expect: string): string {
+/** The part every script shares: POST with `headers`, each body in turn from a random start per connection (`counters` zeroed per thread), `expect` and the thread list. */
+function luaPrelude(bodies: string[], headers: Record<string, string>, expect: string, counters: string[]): string {
   return `wrk.method = "POST"
 ${Object.entries(headers)
   .map(([k, v]) => `wrk.headers[${luaString(k)}] = ${luaString(v)}`)
@@ -41,9 +54,14 @@ local bodies = { ${bodies.map(luaString).join(',\n')} }
 local expect = ${luaString(expect)}
 local threads = {}
 function setup(thread) table.insert(threads, thread) end
-function init(args) bad = 0; i = math.random(#bodies) end
+function init(args) ${counters.map((c) => `${c} = 0; `).join('')}i = math.random(#bodies) end
 function request() i = i % #bodies + 1; return wrk.format(nil, nil, nil, bodies[i]) end
-function response(status, headers, body)
+`;
+}
+
+/** The Lua script of a run: POST each body in turn (from a random start per connection), count bad answers, print one RESULT line. */
+export function wrkScript(bodies: string[], headers: Record<string, string>, expect: string): string {
+  return `${luaPrelude(bodies, headers, expect, ['bad'])}function response(status, headers, body)
   if status ~= 200 or not string.find(body, expect, 1, true) then bad = bad + 1 end
 end
 function done(summary, latency, requests)
@@ -67,15 +85,7 @@ export async function runWrk(opts: { url: string; concurrency: number; durationM
     const threads = Math.max(1, Math.min(2, opts.concurrency));
     const seconds = Math.max(1, Math.round(opts.durationMs / 1000));
     const cmd = `${JSON.stringify(WRK)} -t${threads} -c${opts.concurrency} -d${seconds}s --timeout 10s -s ${JSON.stringify(script)} ${JSON.stringify(opts.url)}; rc=$?; times; exit $rc`;
-    const out = await new Promise<string>((resolve, reject) => {
-      const p = spawn('bash', ['-c', cmd], { stdio: ['ignore', 'pipe', 'pipe'] });
-      let s = '';
-      let e = '';
-      p.stdout.setEncoding('utf8').on('data', (d: string) => (s += d));
-      p.stderr.setEncoding('utf8').on('data', (d: string) => (e += d));
-      p.on('error', reject);
-      p.on('close', (code) => (code === 0 ? resolve(s + e) : reject(new Error(`wrk exited ${code}: ${(s + e).slice(-500)}`))));
-    });
+    const out = await output('bash', ['-c', cmd]);
     const m = /RESULT (\d+) (\d+) (\d+) (\d+) ([\d.]+) ([\d.]+)/.exec(out);
     if (!m) throw new Error(`wrk printed no result: ${out.slice(-500)}`);
     const [requests, bad, socketErrors, durationUs] = [Number(m[1]), Number(m[2]), Number(m[3]), Number(m[4])];
@@ -87,6 +97,65 @@ export async function runWrk(opts: { url: string; concurrency: number; durationM
     if (errors > requests * 0.01) throw new Error(`wrk against ${opts.url}: ${bad} wrong answers and ${socketErrors} socket errors out of ${requests}`);
     const ops = requests - bad;
     return { concurrency: opts.concurrency, ops, errors, elapsedMs: durationUs / 1000, allOps: requests, samples: new Float64Array(0), p50Ms: Number(m[5]) / 1000, p99Ms: Number(m[6]) / 1000, driverCpuMs };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** One wrk run under overload (runWrkOverload): every answer sorted by what it was. */
+export interface WrkOverloadRun {
+  connections: number;
+  /** Answers in all. */
+  requests: number;
+  /** HTTP 200 answers containing the expected substring (goodput). */
+  served: number;
+  /** HTTP 429 answers, and those of them carrying a Retry-After header. */
+  refused: number;
+  refusedWithRetryAfter: number;
+  /** Any other answer (another status, or a 200 without the expected substring). */
+  other: number;
+  /** Connect, read, write and timeout errors. */
+  socketErrors: number;
+  /** Seconds the run lasted. */
+  seconds: number;
+  /** wrk's latency percentiles over all answers, ms. */
+  p50Ms: number;
+  p99Ms: number;
+}
+
+/** The Lua script of an overload run: POST the bodies in turn, sort each answer (served / 429 / 429 with Retry-After / other), print one OVERLOAD line. */
+export function wrkOverloadScript(bodies: string[], headers: Record<string, string>, expect: string): string {
+  return `${luaPrelude(bodies, headers, expect, ['ok', 'refused', 'retry', 'other'])}function response(status, headers, body)
+  if status == 200 and string.find(body, expect, 1, true) then ok = ok + 1
+  elseif status == 429 then
+    refused = refused + 1
+    if headers["Retry-After"] then retry = retry + 1 end
+  else other = other + 1 end
+end
+function done(summary, latency, requests)
+  local o, r, t, x = 0, 0, 0, 0
+  for _, th in ipairs(threads) do o = o + th:get("ok"); r = r + th:get("refused"); t = t + th:get("retry"); x = x + th:get("other") end
+  io.write(string.format("OVERLOAD %d %d %d %d %d %d %d %.1f %.1f\\n", summary.requests, o, r, t, x, summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.timeout, summary.duration, latency:percentile(50), latency:percentile(99)))
+end
+`;
+}
+
+/**
+ * Runs wrk against `url` at `connections` (2 threads, or 1 for one connection) for `seconds`,
+ * posting `bodies` with `headers`, and sorts the answers (WrkOverloadRun): unlike runWrk, refusals
+ * are expected and counted, not an error. Rejects only when wrk fails.
+ */
+export async function runWrkOverload(opts: { url: string; connections: number; seconds: number; bodies: string[]; headers: Record<string, string>; expect: string }): Promise<WrkOverloadRun> {
+  const dir = mkdtempSync(path.join(tmpdir(), 'il-wrk-'));
+  try {
+    const script = path.join(dir, 'overload.lua');
+    writeFileSync(script, wrkOverloadScript(opts.bodies, opts.headers, opts.expect));
+    const threads = Math.max(1, Math.min(2, opts.connections));
+    const out = await output(WRK, [`-t${threads}`, `-c${opts.connections}`, `-d${Math.max(1, Math.round(opts.seconds))}s`, '--timeout', '10s', '-s', script, opts.url]);
+    const m = /OVERLOAD (\d+) (\d+) (\d+) (\d+) (\d+) (\d+) (\d+) ([\d.]+) ([\d.]+)/.exec(out);
+    if (!m) throw new Error(`wrk printed no result: ${out.slice(-500)}`);
+    const n = m.slice(1).map(Number);
+    return { connections: opts.connections, requests: n[0], served: n[1], refused: n[2], refusedWithRetryAfter: n[3], other: n[4], socketErrors: n[5], seconds: n[6] / 1e6, p50Ms: n[7] / 1000, p99Ms: n[8] / 1000 };
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -17,6 +17,9 @@
  *    in the scope's `relations` (src/discovery/fields.ts: read allowed on the id column, not masked,
  *    no policy refusing a read of the relation), and the recorded lineage is still the one those
  *    decisions were made from; documents files have no relation.
+ * 5. Row rules (issue 27 item 3): for a caller with a row rule on the source, a mapped row is
+ *    visible only when the source says the row passes the caller's rule now (resolveScope's
+ *    `rowFilter`: the permitted ids are read through the same row views as interlock_query).
  *
  * The caller may use A on S at all when some allow statement for A exists on S (checked before any
  * query; otherwise source_role_denied).
@@ -24,7 +27,8 @@
 import type { Policy } from '../../generated/policy-v1';
 import type { AccessEvaluator } from '../governance/evaluator';
 import { evaluatePolicies } from '../governance/policies';
-import { decideRelations, lineageDigestSql, loadLineage, type RelationAccess } from './fields';
+import { decideRelations, lineageDigestSql, loadLineage, type RelationAccess, type RelationLineage } from './fields';
+import { cleanText } from './metadata';
 import { viewColumnExpander } from './view-columns';
 import type { SourceCatalog } from '../sql/catalog-types';
 import { catalogHierarchy, hierarchyChanged, overlayHierarchy, type LiveRelationTree, type RelationHierarchy } from '../sql/hierarchy';
@@ -50,6 +54,26 @@ export interface DiscoveryScope {
   /** Key of `hash` masks (the gateway's mask secret); without it `hash` masks as `full`. */
   maskSecret?: string;
 }
+
+/**
+ * Which rows of one mapped relation a caller with row rules may see (issue 27 item 3), decided
+ * against the source by the caller (src/tools/handlers/discover.ts `rowFilterFor`): `all` (no rule
+ * applies), `none` (refused: a missing attribute, an unenforceable rule, the source unreachable), or
+ * the id-column texts of the permitted rows, as the indexer reads them (`(id)::text`).
+ */
+export type RowFilterAnswer = { kind: 'all' } | { kind: 'none' } | { kind: 'ids'; ids: string[] };
+
+/** What the row filter is asked: the mapped relation and the columns feeding its documents (the id first). */
+export interface RowFilterRequest {
+  relation: string;
+  schema: string;
+  table: string;
+  idColumn: string;
+  columns: string[];
+}
+
+/** Decides the rows of one mapped relation for the caller (see RowFilterAnswer). Must not throw for source failures (answer `none`). */
+export type RowFilter = (r: RowFilterRequest) => Promise<RowFilterAnswer>;
 
 /** Who is asking, for policy selection. */
 export interface DiscoverySubject {
@@ -101,6 +125,7 @@ export async function resolveScope(
   maskSecret?: string,
   catalog?: SourceCatalog | null,
   liveTrees?: (relations: readonly RelationName[]) => Promise<Map<string, LiveRelationTree>>,
+  rowFilter?: RowFilter,
 ): Promise<DiscoveryScope> {
   const scope = buildScope(evaluator, policies, subject, sourceId, action, now);
   if (!mayAct(scope)) return scope;
@@ -110,6 +135,7 @@ export async function resolveScope(
   // server has them now when `liveTrees` is given (a mapped table attached under a masked parent
   // after the scan, red team rt1 RT1-6); when the server cannot be asked, no mapped relation is visible.
   let hierarchy: RelationHierarchy | undefined = catalog ? catalogHierarchy(catalog) : undefined;
+  let treeChanged = false;
   if (catalog && hierarchy && liveTrees && hierarchySensitive(evaluator, sourceId, policies, { ...subject, roles: evaluator.roleNames(sourceId), sourceId })) {
     const byName = new Map(catalog.relations.map((r) => [`${r.schema}.${r.name}`, { schema: r.schema, name: r.name }]));
     const wanted = new Map<string, RelationName>();
@@ -126,13 +152,43 @@ export async function resolveScope(
     const mapped = [...wanted.values()];
     try {
       const live = await liveTrees(mapped);
-      if (hierarchyChanged(hierarchy, live)) hierarchy = overlayHierarchy(hierarchy, live);
+      if (hierarchyChanged(hierarchy, live)) {
+        hierarchy = overlayHierarchy(hierarchy, live);
+        treeChanged = true;
+      }
     } catch {
       return { ...scope, relations: [] };
     }
   }
-  const relations = decideRelations(evaluator, policies, subject, sourceId, now, lineage.relations, catalog ? viewColumnExpander(catalog) : undefined, hierarchy);
+  const decided = decideRelations(evaluator, policies, subject, sourceId, now, lineage.relations, catalog ? viewColumnExpander(catalog) : undefined, hierarchy);
+  const relations = await filterRows(decided, lineage.relations, sourceId, treeChanged, rowFilter);
   return { ...scope, relations, ...(lineage.digest ? { lineageDigest: lineage.digest } : {}), ...(maskSecret ? { maskSecret } : {}) };
+}
+
+/**
+ * Row rules on mapped rows (issue 27 item 3): each relation marked `rowCheck` is asked of `rowFilter`
+ * (in parallel); `none`, a missing filter, or a tree changed since the scan (the rules are planned on
+ * the catalogue's tree) drops it; `ids` keeps only those rows' documents (`permitted`, as asset ids).
+ */
+async function filterRows(decided: RelationAccess[], lineage: readonly RelationLineage[], sourceId: string, treeChanged: boolean, rowFilter: RowFilter | undefined): Promise<RelationAccess[]> {
+  const byRelation = new Map(lineage.map((l) => [l.relation, l]));
+  const answers = await Promise.all(
+    decided.map(async (r): Promise<RelationAccess | null> => {
+      if (!r.rowCheck) return r;
+      const l = byRelation.get(r.relation);
+      const dot = r.relation.indexOf('.');
+      if (!rowFilter || treeChanged || !l || l.fields.id.length !== 1 || dot <= 0) return null;
+      const columns = [...new Set(Object.values(l.fields).flat())];
+      const idColumn = l.fields.id[0];
+      const a = await rowFilter({ relation: r.relation, schema: r.relation.slice(0, dot), table: r.relation.slice(dot + 1), idColumn, columns: [idColumn, ...columns.filter((c) => c !== idColumn)] });
+      if (a.kind === 'all') return r;
+      if (a.kind === 'none') return null;
+      // The asset id of a row, as the indexer makes it (tables.ts rowToAsset).
+      const prefix = `${sourceId}:${r.relation}/`;
+      return { ...r, permitted: a.ids.map((id) => prefix + cleanText(id).trim()) };
+    }),
+  );
+  return answers.filter((r): r is RelationAccess => r !== null);
 }
 
 /** True when the scope lets the identity use its action on the source at all (some allow statement). */
@@ -176,6 +232,10 @@ export function visibilitySql(alias: string, scope: DiscoveryScope, params: SqlP
     // The digest check is one uncorrelated scalar (evaluated once per statement, in its snapshot).
     const current = lineageDigestSql(`${params.p(scope.sourceId)}::text`);
     parts.push(`(${alias}.relation IS NULL OR (${alias}.relation = ANY(${params.p(visible)}::text[]) AND ${current} = ${params.p(scope.lineageDigest)}))`);
+    // Row rules (issue 27 item 3): a ruled relation's documents only for its permitted rows.
+    for (const r of scope.relations ?? []) {
+      if (r.permitted) parts.push(`(${alias}.relation IS DISTINCT FROM ${params.p(r.relation)} OR ${alias}.asset_id = ANY(${params.p(r.permitted)}::text[]))`);
+    }
   } else parts.push(`${alias}.relation IS NULL`);
   if (scope.deny.length) parts.push(`NOT ${patternSql(alias, scope.deny, params)}`);
   parts.push(`(cardinality(${alias}.audience) = 0 OR ${alias}.audience && ${params.p(scope.audiences)}::text[])`);

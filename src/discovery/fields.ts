@@ -39,6 +39,13 @@ export interface RelationAccess {
   /** "schema.table". */
   relation: string;
   fields: Record<IndexedField, FieldState>;
+  /**
+   * True when the caller has a row rule on the source (issue 27): which rows of the relation it may
+   * see is decided against the source (access.ts `resolveScope`'s row filter) before any is shown.
+   */
+  rowCheck?: true;
+  /** After the row filter: the asset ids of the rows the caller may see (absent: every row). */
+  permitted?: string[];
 }
 
 /** The lineage of one mapped relation as the index records it (table asset_relations). */
@@ -108,9 +115,6 @@ export function decideRelations(
     const table = relation.slice(dot + 1);
     const verdict = evaluatePolicies(policies, { ...subject, roles, sourceId }, { action: 'read', relations: [{ schema, table, action: 'read', governing: governingRelations(schema, table, hierarchy).slice(1) }], writes: [], now });
     if (!verdict.ok) continue;
-    // Row rules (issue 27) are not applied to indexed rows yet: a ruled table, and for a caller with
-    // any row rule on the source a view (its rows may come from one), have no documents (fail closed).
-    if (rowRules && (relationRowRule(evaluator, sourceId, schema, table, hierarchy, policyRows) !== null || fields.id.some((c) => expand?.(schema, table, c)))) continue;
     const ownState = (column: string): FieldState => {
       if (decideInHierarchy(evaluator, sourceId, 'read', { schema, table, column }, hierarchy) !== 'allow') return 'hide';
       const m = maskInHierarchy(verdict.maskPatterns, schema, table, column, hierarchy);
@@ -146,7 +150,11 @@ export function decideRelations(
       states[f] = st;
     }
     if (fields.id.length === 0 || states.id !== 'show') continue;
-    out.push({ relation, fields: states });
+    // Row rules (issue 27): a ruled table (over the columns its documents show) or a view (its
+    // lineage may reach one) has its rows filtered against the source by resolveScope (access.ts).
+    const columns = [...new Set(INDEXED_FIELDS.flatMap((f) => fields[f]))];
+    const check = rowRules && (relationRowRule(evaluator, sourceId, schema, table, hierarchy, policyRows, 'read', columns) !== null || fields.id.some((c) => expand?.(schema, table, c)));
+    out.push(check ? { relation, fields: states, rowCheck: true } : { relation, fields: states });
   }
   return out;
 }

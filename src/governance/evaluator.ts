@@ -66,10 +66,32 @@ function actionApplies(statementAction: string, action: Action, effect: 'allow' 
   return effect === 'allow' && action === 'describe' && (statementAction === 'read' || statementAction === 'write');
 }
 
-/** Access decisions for one identity over all its grants. Construct once per request (cheap). */
+/** A source's granted statements, split into allows and denies (AccessEvaluator.statements). Frozen at run time: a caller that wrote to them would throw (strict mode), never alter the next caller's answer. */
+export interface StatementLists {
+  allow: Array<{ action: string; resource: string }>;
+  deny: Array<{ action: string; resource: string }>;
+}
+
+/** Access decisions for one identity over all its grants. Never changes once built; evaluatorFor (src/pipeline/analysis-cache.ts) shares one per grants array. */
 export class AccessEvaluator {
   private readonly bySource = new Map<string, CompiledStatement[]>();
   private readonly rolesBySource = new Map<string, SourceRole[]>();
+  /**
+   * Per-source answers of roleNames, statements, hasReadDeny and hasRowRules, computed on first use
+   * (issue 28 item 3: they ran on every interlock_query, a sort and two Maps each time). Safe because
+   * an evaluator never changes after construction (evaluatorFor shares one per grants array); the
+   * arrays handed out are frozen, so no caller can alter what the next one reads.
+   */
+  private readonly memo = new Map<string, { roleNames?: string[]; statements?: StatementLists; readDeny?: boolean; rowRules?: boolean }>();
+
+  private memoFor(sourceId: string): { roleNames?: string[]; statements?: StatementLists; readDeny?: boolean; rowRules?: boolean } {
+    let m = this.memo.get(sourceId);
+    if (!m) {
+      m = {};
+      this.memo.set(sourceId, m);
+    }
+    return m;
+  }
 
   constructor(grants: RoleGrant[]) {
     for (const g of grants) {
@@ -92,9 +114,10 @@ export class AccessEvaluator {
     return [...this.rolesBySource.keys()];
   }
 
-  /** Names of the roles granted on the source, sorted. */
+  /** Names of the roles granted on the source, sorted (frozen; computed once per source). */
   roleNames(sourceId: string): string[] {
-    return (this.rolesBySource.get(sourceId) ?? []).map((r) => r.name).sort();
+    const m = this.memoFor(sourceId);
+    return (m.roleNames ??= Object.freeze((this.rolesBySource.get(sourceId) ?? []).map((r) => r.name).sort()) as string[]);
   }
 
   /** Discovery audiences carried by the roles granted on the source. */
@@ -104,24 +127,32 @@ export class AccessEvaluator {
     return [...out].sort();
   }
 
-  /** The statements granted on the source, split into allow and deny, as {action, resource} pairs (deduplicated). */
-  statements(sourceId: string): { allow: Array<{ action: string; resource: string }>; deny: Array<{ action: string; resource: string }> } {
+  /** The statements granted on the source, split into allow and deny, as {action, resource} pairs (deduplicated, sorted; frozen, computed once per source). */
+  statements(sourceId: string): StatementLists {
+    const m = this.memoFor(sourceId);
+    return (m.statements ??= this.computeStatements(sourceId));
+  }
+
+  private computeStatements(sourceId: string): StatementLists {
     const allow = new Map<string, { action: string; resource: string }>();
     const deny = new Map<string, { action: string; resource: string }>();
     for (const s of this.bySource.get(sourceId) ?? []) (s.effect === 'allow' ? allow : deny).set(`${s.action} ${s.resource}`, { action: s.action, resource: s.resource });
-    const sort = (m: Map<string, { action: string; resource: string }>) => [...m.values()].sort((a, b) => (a.action + a.resource).localeCompare(b.action + b.resource));
-    return { allow: sort(allow), deny: sort(deny) };
+    const sort = (m: Map<string, { action: string; resource: string }>) => Object.freeze([...m.values()].sort((a, b) => (a.action + a.resource).localeCompare(b.action + b.resource)).map((x) => Object.freeze(x))) as Array<{ action: string; resource: string }>;
+    return Object.freeze({ allow: sort(allow), deny: sort(deny) });
   }
 
   /**
    * The allows for `action` (read by default; or *) on the source that cover `schema.table` or any
    * of its columns, each with its row rule text or null (grants every row). Row rules (issue 27,
    * src/governance/row-rules.ts) combine them with OR. Empty when nothing allows reading it.
+   * With `column`: only the allows covering that column (a table or wildcard pattern, or a column
+   * pattern matching it).
    */
-  rowTerms(sourceId: string, schema: string, table: string, action: 'read' | 'write' = 'read'): Array<{ role: string; resource: string; rows: string | null }> {
+  rowTerms(sourceId: string, schema: string, table: string, action: 'read' | 'write' = 'read', column?: string): Array<{ role: string; resource: string; rows: string | null }> {
     const out: Array<{ role: string; resource: string; rows: string | null }> = [];
     for (const s of this.bySource.get(sourceId) ?? []) {
-      if (s.effect !== 'allow' || (s.action !== action && s.action !== '*') || !touchesTable(s.parts, schema, table)) continue;
+      if (s.effect !== 'allow' || (s.action !== action && s.action !== '*')) continue;
+      if (column === undefined ? !touchesTable(s.parts, schema, table) : !covers(s.parts, { schema, table, column })) continue;
       out.push({ role: s.role, resource: s.resource, rows: s.rows ?? null });
     }
     return out;
@@ -129,12 +160,14 @@ export class AccessEvaluator {
 
   /** True when some allow of the caller's roles on the source carries a row rule (issue 27). */
   hasRowRules(sourceId: string): boolean {
-    return (this.bySource.get(sourceId) ?? []).some((s) => s.effect === 'allow' && s.rows !== undefined);
+    const m = this.memoFor(sourceId);
+    return (m.rowRules ??= (this.bySource.get(sourceId) ?? []).some((s) => s.effect === 'allow' && s.rows !== undefined));
   }
 
   /** True when any of the caller's roles on the source denies reads (or everything): unprovable lineage is then refused (issue 12). */
   hasReadDeny(sourceId: string): boolean {
-    return this.statements(sourceId).deny.some((s) => s.action === 'read' || s.action === '*');
+    const m = this.memoFor(sourceId);
+    return (m.readDeny ??= this.statements(sourceId).deny.some((s) => s.action === 'read' || s.action === '*'));
   }
 
   /** Decides one action on one resource: deny wins over allow; nothing matching → none. */

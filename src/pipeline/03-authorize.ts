@@ -9,6 +9,8 @@ import type { SourceCatalog } from '../sql/catalog-types';
 import type { AccessEvaluator, Action } from '../governance/evaluator';
 import { decideInHierarchy } from '../governance/hierarchy';
 import { catalogHierarchy, type RelationHierarchy } from '../sql/hierarchy';
+import type { RelationName } from '../sql/catalog-types';
+import { isViewRelation, viewLineage } from '../sql/view-lineage';
 import type { ToolOutcome } from './types';
 
 type OkAnalysis = Extract<SqlAnalysis, { ok: true }>;
@@ -85,8 +87,26 @@ export function authorizeStatement(evaluator: AccessEvaluator, sourceId: string,
       return { kind: 'refusal', code: 'source_role_denied', message: DENIED_MESSAGE };
     }
   }
+  // A view's rows come from every relation its stored query reads, used columns or not (a count(*)
+  // through it counts them): a table-level deny on one of them, or on a descendant, refuses (rt1
+  // RT1-3; the server's lineage, src/sql/view-lineage.ts; unrecorded lineage leaves the check to the columns).
+  for (const b of viewBases(a, catalog)) {
+    if (decideInHierarchy(evaluator, sourceId, 'read', { schema: b.schema, table: b.name }, hierarchy) === 'deny') {
+      return { kind: 'refusal', code: 'source_role_denied', message: DENIED_MESSAGE };
+    }
+  }
   if (a.viewUnprovable && evaluator.hasReadDeny(sourceId)) {
     return { kind: 'refusal', code: 'source_role_denied', message: DENIED_MESSAGE };
   }
   return null;
+}
+
+/** The base relations behind the views a statement reads, as the catalogue records their lineage (each once). */
+export function viewBases(a: OkAnalysis, catalog: SourceCatalog): RelationName[] {
+  const out = new Map<string, RelationName>();
+  for (const r of a.reads) {
+    if (!isViewRelation(catalog, r.schema, r.table)) continue;
+    for (const b of viewLineage(catalog, r.schema, r.table).bases) out.set(`${b.schema}\u0000${b.name}`, b);
+  }
+  return [...out.values()];
 }

@@ -5,13 +5,16 @@
  * AFTER redaction. An executed write bumps its source's generation, which orphans every entry of
  * that source; other replicas learn of it through PostgreSQL NOTIFY (see invalidation.ts).
  */
-import { createHash } from 'node:crypto';
+import crypto, { createHash } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import type { TruncatedBy } from './07-execute';
 import { rowsText } from './rows-json';
 
 /** PostgreSQL NOTIFY channel on which an executed write invalidates its source's cached reads on every replica (payload: source id). */
 export const CACHE_CHANNEL = 'interlock_cache';
+
+/** crypto.hash (Node ≥ 20.12): one call instead of a Hash object per key; createHash before. */
+const oneShotHash = (crypto as unknown as { hash?: (algorithm: string, data: string, encoding: 'base64url') => string }).hash;
 
 /** A cached, already-redacted read result. */
 export interface CachedResult {
@@ -49,10 +52,17 @@ export class ResultCache {
     });
   }
 
-  /** The cache key for one read (sha-256 over its parts and the source's generation). */
+  /**
+   * The cache key for one read: sha-256 (base64url, 43 characters) over the JSON text of its parts
+   * and the source's generation, in one crypto.hash call where Node has it (no Hash object per
+   * call: issue 28 item 3). A key the size of its parts was measured and not kept: a point read's
+   * parts are ~1 KB (the access fingerprint), which made the store's lookups and the heap dearer
+   * than the hash (bench/hot-path-parts.ts, RESULTS.md).
+   */
   key(parts: { sourceId: string; sql: string; params: unknown[]; maxRows: number; accessFingerprint: string }): string {
     const gen = this.generations.get(parts.sourceId) ?? 0;
-    return createHash('sha256').update(JSON.stringify([parts.sourceId, gen, this.epoch, parts.sql, parts.params, parts.maxRows, parts.accessFingerprint])).digest('base64url');
+    const text = JSON.stringify([parts.sourceId, gen, this.epoch, parts.sql, parts.params, parts.maxRows, parts.accessFingerprint]);
+    return oneShotHash ? oneShotHash('sha256', text, 'base64url') : createHash('sha256').update(text).digest('base64url');
   }
 
   get(key: string): CachedResult | undefined {

@@ -26,7 +26,7 @@ import type { SqlAnalysis } from '../sql/analyze';
 import type { RelationName, SourceCatalog } from '../sql/catalog-types';
 import { catalogHierarchy, hierarchyChanged, overlayHierarchy } from '../sql/hierarchy';
 import type { ToolOutcome } from './types';
-import { authorizeStatement } from './03-authorize';
+import { authorizeStatement, viewBases } from './03-authorize';
 import { policyStep, type PolicyRestrictions } from './04-policy';
 import { mapConnectorError, type QueryConnector } from './07-execute';
 
@@ -61,10 +61,11 @@ export type HierarchyCheck = { ok: true; changed: boolean; restrictions: PolicyR
 
 export { hierarchySensitive };
 
-/** Relations the read touches: those it names and those behind the view columns it uses. */
-function touched(a: OkAnalysis): RelationName[] {
+/** Relations the read touches: those it names, those behind the view columns it uses, and the bases of the views it reads (rt1 RT1-3). */
+function touched(a: OkAnalysis, catalog: SourceCatalog): RelationName[] {
   const out = new Map<string, RelationName>();
   for (const r of [...a.reads, ...a.writes, ...(a.viewSources ?? [])]) out.set(`${r.schema}\u0000${r.table}`, { schema: r.schema, name: r.table });
+  for (const b of viewBases(a, catalog)) out.set(`${b.schema}\u0000${b.name}`, b);
   return [...out.values()];
 }
 
@@ -78,10 +79,26 @@ function touched(a: OkAnalysis): RelationName[] {
 export function standaloneGuardFor(i: Omit<HierarchyCheckInput, 'now' | 'restrictions' | 'signal' | 'identityId'>): { text: string; values: string[] } | null {
   if (!i.connector.standaloneGuard || !i.connector.relationTrees || i.analysis.kind !== 'read') return null;
   if (!hierarchySensitive(i.evaluator, i.sourceId, i.policies, i.subject)) return null;
-  const base = catalogHierarchy(i.catalog);
-  const relations = touched(i.analysis);
-  if (!relations.length || relations.some((r) => base.ancestors(r.schema, r.name).length > 0 || base.descendants(r.schema, r.name).length > 0)) return null;
-  return i.connector.standaloneGuard(relations);
+  const relations = standaloneRelations(i.analysis, i.catalog);
+  return relations ? i.connector.standaloneGuard(relations) : null;
+}
+
+/** Per analysis (the analysis cache hands out the same object for a repeated statement): its catalogue and standaloneRelations' answer on it. */
+const standaloneMemo = new WeakMap<OkAnalysis, { catalog: SourceCatalog; relations: RelationName[] | null }>();
+
+/**
+ * The relations `analysis` touches when the catalogue places none of them in a tree (and there is at
+ * least one), else null. Remembered per analysis object and catalogue (both immutable once built),
+ * so a repeated statement does not walk the hierarchy again (issue 28 item 3).
+ */
+function standaloneRelations(analysis: OkAnalysis, catalog: SourceCatalog): RelationName[] | null {
+  const hit = standaloneMemo.get(analysis);
+  if (hit && hit.catalog === catalog) return hit.relations;
+  const base = catalogHierarchy(catalog);
+  const relations = touched(analysis, catalog);
+  const alone = relations.length > 0 && !relations.some((r) => base.ancestors(r.schema, r.name).length > 0 || base.descendants(r.schema, r.name).length > 0);
+  standaloneMemo.set(analysis, { catalog, relations: alone ? relations : null });
+  return alone ? relations : null;
 }
 
 /** Runs the check (see module doc). Never throws: connector failures become outcomes. */
@@ -89,7 +106,7 @@ export async function checkHierarchy(i: HierarchyCheckInput): Promise<HierarchyC
   const unchanged: HierarchyCheck = { ok: true, changed: false, restrictions: i.restrictions };
   if (!i.connector.relationTrees || !hierarchySensitive(i.evaluator, i.sourceId, i.policies, i.subject)) return unchanged;
   const base = catalogHierarchy(i.catalog);
-  const relations = touched(i.analysis);
+  const relations = touched(i.analysis, i.catalog);
   // Relations the catalogue places in a tree need the walk anyway; otherwise the server first
   // proves (cheaply) which relations still stand alone (src/sources/postgres/hierarchy.ts).
   const probe = !relations.some((r) => base.ancestors(r.schema, r.name).length > 0 || base.descendants(r.schema, r.name).length > 0);

@@ -233,6 +233,7 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
         if (!deps.rowViews || !(await deps.rowViews.ensure(source, rowPlan.views))) return { kind: 'refusal', code: 'row_rules_unavailable' };
       }
       let read;
+      const readStarted = performance.now();
       try {
         read = await connector.read(runSql, params, { maxRows, maxBytes: deps.maxResultBytes ?? 4 * 1024 * 1024, signal: ctx.signal, identityId: identity.id, ...(rowPlan ? { settings: rowPlan.settings } : {}), ...(guard ? { guard } : {}) });
       } catch (err) {
@@ -245,6 +246,8 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
           audit.sqlstate = (err as { sqlState?: string }).sqlState;
         }
         return failed;
+      } finally {
+        if (ctx.sourceWait) ctx.sourceWait.ms += performance.now() - readStarted;
       }
       if (read.guardTripped) {
         // Some relation may now sit in a tree: the statement did not run. Decide on the live tree, read again.

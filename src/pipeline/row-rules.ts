@@ -7,16 +7,19 @@
  * parameter right before the statement (src/sources/postgres/read.ts). PostgreSQL then evaluates
  * none of the agent's non-leakproof expressions on a hidden row.
  *
+ * A view whose lineage (the server's dependency records, src/sql/view-lineage.ts) reaches a ruled
+ * relation is read through its copy in `interlock_rows`, its definition rewritten the same way.
+ *
  * Fails closed (`row_rule_unenforceable`) where the rewrite cannot be proven to cover every path
- * to a ruled relation's rows: a view or materialized view read by a caller with any row rule on
- * the source, a user-defined function, EXPLAIN, MERGE into a ruled relation, a name that is both a
+ * to a ruled relation's rows: a materialized view over a ruled relation, a view calling user code
+ * or whose lineage is not recorded, a write through a view over a ruled relation, a user-defined function, EXPLAIN, MERGE into a ruled relation, a name that is both a
  * CTE and a ruled relation, a relation whose descendants carry a different rule, a rule the table
  * cannot evaluate. Writes are rewritten too (planRowRules): their target to a check-option view. A caller without an attribute a rule needs
  * cannot read the table (`row_rule_attribute_missing`).
  */
 import { createHash } from 'node:crypto';
 import type { AccessEvaluator } from '../governance/evaluator';
-import { relationRowRule, sameRowRule, type RelationRowRule } from '../governance/row-rules';
+import { relationRowRule, ruleGroups, rowRuleText as ruleText, sameRowRule, type RelationRowRule } from '../governance/row-rules';
 import { NO_POLICY_ROW_RESTRICTIONS, type PolicyRowRestrictions } from '../governance/policies';
 import type { SqlAnalysisOk } from '../sql/types';
 import type { SourceCatalog } from '../sql/catalog-types';
@@ -38,9 +41,16 @@ import {
 } from '../sql/row-rules/predicate';
 import { cutToBytes } from '../sql/mask-sql';
 import { rewriteRowRules, ROW_VIEW_SCHEMA, RowRewriteRefusal, type RelationReference } from '../sql/row-rules/rewrite';
+import { viewFacts, viewLineage } from '../sql/view-lineage';
 import type { ToolOutcome } from './types';
 
-/** One row view: `interlock_rows.<name>` = SELECT * FROM [ONLY] schema.table WHERE predicateSql. */
+/**
+ * One view InterLock creates in `interlock_rows`: a row view `SELECT * FROM [ONLY] schema.table
+ * WHERE predicateSql`, or (when `definition` is set) the copy of view `schema.table` whose stored
+ * query, `definition`, reads row views and copies in place of the ruled relations and views it
+ * names (issue 27 item 1), with the view's column names, its `security_barrier` and
+ * `security_invoker = true`, created with the catalogue's search path (the one its text was printed for).
+ */
 export interface RowView {
   name: string;
   schema: string;
@@ -53,6 +63,14 @@ export interface RowView {
    * refuses (SQLSTATE 44000) an inserted or updated row its WHERE does not accept.
    */
   check?: boolean;
+  /** A view's copy only: its rewritten defining SELECT. */
+  definition?: string;
+  /** A view's copy only: its column names (the original view's). */
+  columns?: readonly string[];
+  /** A view's copy only: the original view's `security_barrier`. */
+  securityBarrier?: boolean;
+  /** A view's copy only: the search path `definition` is resolved with (the catalogue's). */
+  searchPath?: readonly string[];
 }
 
 /** The rewrite of one statement for one caller. */
@@ -193,37 +211,88 @@ export function shapeRowRules(input: Omit<RowRuleInput, 'attributes'>): RowRuleS
   const cat = prepareCatalog(input.catalog);
   const hierarchy = input.hierarchy ?? catalogHierarchy(input.catalog);
   const rules = new Map<string, RelationRowRule | null>();
-  const ruleOf = (schema: string, table: string, action: 'read' | 'write' = 'read'): RelationRowRule | null => {
-    const key = `${action}\u0000${relKey(schema, table)}`;
-    if (!rules.has(key)) rules.set(key, relationRowRule(evaluator, sourceId, schema, table, hierarchy, policyRows, action));
+  /**
+   * The rule of a relation for `action`; a read's for the columns used of it (`columns`: a column
+   * allow lifts the rule for its own columns only, src/governance/row-rules.ts).
+   */
+  const ruleOf = (schema: string, table: string, action: 'read' | 'write' = 'read', columns?: readonly string[]): RelationRowRule | null => {
+    const key = `${action}\u0000${relKey(schema, table)}\u0000${JSON.stringify(columns ?? null)}`;
+    if (!rules.has(key)) rules.set(key, relationRowRule(evaluator, sourceId, schema, table, hierarchy, policyRows, action, columns));
     return rules.get(key)!;
   };
+  // The statement's own references use the columns it reads of each relation; a view's copy reads
+  // every column of its base relations (which of them reach the agent is not followed here).
+  const used = new Map(analysis.reads.map((r) => [relKey(r.schema, r.table), r.columns]));
+  const usedOf = (schema: string, table: string): readonly string[] => used.get(relKey(schema, table)) ?? [];
+  const allOf = (schema: string, table: string): readonly string[] => cat.relations.get(relKey(schema, table))?.columnNames ?? [];
+  const readRule = (schema: string, table: string, columns: readonly string[] = usedOf(schema, table)) => ruleOf(schema, table, 'read', columns);
   const touched = [...analysis.reads, ...analysis.writes];
   if (touched.some((r) => r.schema === ROW_VIEW_SCHEMA)) return unenforceable('the statement names the row-view schema');
   // A read of a parent returns its descendants' rows (a write to it reaches them): they must carry the same rule.
   const checks: Array<[{ schema: string; table: string }, 'read' | 'write']> = [...touched.map((r) => [r, 'read'] as [typeof r, 'read']), ...analysis.writes.map((w) => [w, 'write'] as [typeof w, 'write'])];
   for (const [r, action] of checks) {
-    const own = ruleOf(r.schema, r.table, action);
+    const cols = action === 'read' ? usedOf(r.schema, r.table) : undefined;
+    const own = ruleOf(r.schema, r.table, action, cols);
     for (const d of hierarchy.descendants(r.schema, r.table)) {
-      if (!sameRowRule(own, ruleOf(d.schema, d.name, action))) return unenforceable(`${r.schema}.${r.table} has a descendant with another row rule`);
+      if (!sameRowRule(own, ruleOf(d.schema, d.name, action, cols))) return unenforceable(`${r.schema}.${r.table} has a descendant with another row rule`);
     }
   }
-  const targetRuled = (w: { schema: string; table: string }) => ruleOf(w.schema, w.table) !== null || ruleOf(w.schema, w.table, 'write') !== null;
-  const ruledTouched = [...analysis.reads.filter((r) => ruleOf(r.schema, r.table) !== null), ...analysis.writes.filter(targetRuled)];
+  const targetRuled = (w: { schema: string; table: string }) => readRule(w.schema, w.table) !== null || ruleOf(w.schema, w.table, 'write') !== null;
+  const ruledTouched = [...analysis.reads.filter((r) => readRule(r.schema, r.table) !== null), ...analysis.writes.filter(targetRuled)];
   if (analysis.kind === 'write' && analysis.statement === 'MergeStmt' && analysis.writes.some(targetRuled)) {
     return unenforceable('MERGE into a row-ruled table: PostgreSQL 15 cannot run MERGE on the check-option view that restricts it (use INSERT, UPDATE or DELETE)');
   }
-  // Paths to rows the rewrite cannot see into: views' definitions and user functions' bodies.
-  const views = analysis.reads.filter((r) => {
+  // Views (item 1): classified by their lineage as the server records it (src/sql/view-lineage.ts).
+  const viewStates = new Map<string, 'clean' | 'ruled' | RowRuleRefusal>();
+  /** 'clean' (no ruled relation behind it: read as is), 'ruled' (read through its copy), or a refusal. */
+  const classify = (schema: string, name: string): 'clean' | 'ruled' | RowRuleRefusal => {
+    const key = relKey(schema, name);
+    let st = viewStates.get(key);
+    if (st === undefined) {
+      viewStates.set(key, unenforceable(`view ${schema}.${name} is part of a cycle`));
+      st = classifyView(schema, name);
+      viewStates.set(key, st);
+    }
+    return st;
+  };
+  const classifyView = (schema: string, name: string): 'clean' | 'ruled' | RowRuleRefusal => {
+    const v = `${schema}.${name}`;
+    const lin = viewLineage(input.catalog, schema, name);
+    if (lin.unknown.length) return unenforceable(`the lineage of view ${v} is not recorded in the catalogue (${lin.unknown[0]}): rescan the source`);
+    if (lin.userCode.length) return unenforceable(`view ${v} calls user-defined code (${lin.userCode[0]}) and the caller has row rules on the source`);
+    let ruled = false;
+    for (const b of lin.bases) {
+      const own = readRule(b.schema, b.name, allOf(b.schema, b.name));
+      for (const d of hierarchy.descendants(b.schema, b.name)) {
+        if (!sameRowRule(own, readRule(d.schema, d.name, allOf(b.schema, b.name)))) return unenforceable(`${b.schema}.${b.name}, read by view ${v}, has a descendant with another row rule`);
+      }
+      if (own !== null) ruled = true;
+    }
+    if (!ruled) return 'clean';
+    // A materialized view's rows were computed when it was refreshed, without the caller's rule.
+    if (cat.relations.get(relKey(schema, name))?.kind === 'materialized_view') return unenforceable(`materialized view ${v} holds rows of a row-ruled relation computed without the rule`);
+    for (const m of lin.materialized) {
+      const inner = classify(m.schema, m.name);
+      if (inner !== 'clean') return inner === 'ruled' ? unenforceable(`materialized view ${m.schema}.${m.name} holds rows of a row-ruled relation computed without the rule`) : inner;
+    }
+    return 'ruled';
+  };
+  let ruledViews = false;
+  for (const r of touched) {
     const k = cat.relations.get(relKey(r.schema, r.table))?.kind;
-    return k === 'view' || k === 'materialized_view';
-  });
-  if (views.length > 0) return unenforceable(`the statement reads a view (${views[0].schema}.${views[0].table}) and the caller has row rules on the source`);
+    if (k !== 'view' && k !== 'materialized_view') continue;
+    const st = classify(r.schema, r.table);
+    if (st === 'ruled') ruledViews = true;
+    else if (st !== 'clean') return st;
+    // A write through a view over a ruled relation would reach rows no check-option view restricts.
+    if (st === 'ruled' && analysis.writes.some((w) => w.schema === r.schema && w.table === r.table)) return unenforceable(`a write through view ${r.schema}.${r.table}, whose lineage reaches a row-ruled relation`);
+  }
+  // Paths to rows the rewrite cannot see into: user functions' bodies.
   const userFunction = analysis.functions.find((f) => f.schema !== 'pg_catalog' && f.schema !== 'information_schema');
   if (userFunction) return unenforceable(`the statement calls a user-defined function (${userFunction.schema}.${userFunction.name}) and the caller has row rules on the source`);
   // A user-defined operator's function is a user function too (rt27: `SELECT 1 =%= 2` read a ruled table unfiltered).
   if (analysis.userOperators) return unenforceable('the statement uses a user-defined operator and the caller has row rules on the source');
-  if (ruledTouched.length === 0) return { kind: 'none' };
+  if (ruledTouched.length === 0 && !ruledViews) return { kind: 'none' };
   if (analysis.statement === 'ExplainStmt') return unenforceable('EXPLAIN of a statement reading row-ruled tables');
 
   const created = new Map<string, RowView>();
@@ -255,16 +324,17 @@ export function shapeRowRules(input: Omit<RowRuleInput, 'attributes'>): RowRuleS
   };
   /** The combined predicate SQL of a rule (terms ORed, restrictions ANDed); null after a refusal. */
   const compile = (rel: PreparedRelation, rule: RelationRowRule, action: 'read' | 'write'): string | null => {
-    const key = `${action}\u0000${relKey(rel.schema, rel.name)}`;
+    const key = `${action}\u0000${relKey(rel.schema, rel.name)}\u0000${ruleText(rule)}`;
     const done = predicateSqlOf.get(key);
     if (done !== undefined) return done;
-    const or: string[] = [];
+    const rendered = new Map<string, string>();
     for (const term of rule.terms) {
       const sql = one(rel, term.rows, `${term.resource} in role ${term.role}`);
       if (sql === null) return null;
-      or.push(sql);
+      rendered.set(term.rows, sql);
     }
-    const and: string[] = or.length === 0 ? [] : [or.length === 1 ? or[0] : `(${or.join(' OR ')})`];
+    // The roles' part: an AND (over used columns covered differently) of ORs (src/governance/row-rules.ts).
+    const and: string[] = ruleGroups(rule).map((g) => (g.length === 1 ? rendered.get(g[0].rows)! : `(${g.map((t) => rendered.get(t.rows)!).join(' OR ')})`));
     for (const r of rule.restrictions) {
       const sql = one(rel, r.rows, `policy ${r.policy}`);
       if (sql === null) return null;
@@ -274,14 +344,21 @@ export function shapeRowRules(input: Omit<RowRuleInput, 'attributes'>): RowRuleS
     predicateSqlOf.set(key, sql);
     return sql;
   };
-  const ruleHash = (...rs: Array<RelationRowRule | null>) => sha(JSON.stringify(rs.map((r) => (r ? [r.terms.map((t) => t.rows), r.restrictions.map((x) => x.rows)] : null)))).slice(0, 16);
-  const resolve = (ref: RelationReference, target: boolean): string | null => {
+  const ruleHash = (...rs: Array<RelationRowRule | null>) => sha(JSON.stringify(rs.map((r) => (r ? ruleText(r) : null)))).slice(0, 16);
+  /** Resolves references of the statement's text, or (`inView`) of a view definition's, whose relations are read whole. */
+  const resolverFor = (inView: boolean) => (ref: RelationReference, target: boolean): string | null => {
     if (refused) return null;
     const schemas = ref.schema !== null ? [ref.schema] : cat.path;
     let rel: PreparedRelation | undefined;
     for (const s of schemas) if ((rel = cat.relations.get(relKey(s, ref.name)))) break;
     if (!rel) return null;
-    const read = ruleOf(rel.schema, rel.name);
+    if (rel.kind === 'view' || rel.kind === 'materialized_view') {
+      const st = classify(rel.schema, rel.name);
+      if (st === 'clean') return null;
+      if (st !== 'ruled') return refuse(st);
+      return target ? refuse(unenforceable(`a write through view ${rel.schema}.${rel.name}, whose lineage reaches a row-ruled relation`)) : viewCopy(rel);
+    }
+    const read = readRule(rel.schema, rel.name, inView ? allOf(rel.schema, rel.name) : usedOf(rel.schema, rel.name));
     const write = target ? ruleOf(rel.schema, rel.name, 'write') : null;
     if (read === null && write === null) return null;
     const parts: string[] = [];
@@ -296,12 +373,35 @@ export function shapeRowRules(input: Omit<RowRuleInput, 'attributes'>): RowRuleS
     created.set(name, { name, schema: rel.schema, table: rel.name, only: !ref.inh, predicateSql, ...(target ? { check: true } : {}) });
     const label = `${rel.schema}.${rel.name}`;
     if (target) applied.set(`w\u0000${label}`, { relation: label, rule: ruleHash(read, write), write: true });
-    else applied.set(`r\u0000${label}`, { relation: label, rule: ruleHash(read) });
+    else applied.set(`r\u0000${label}\u0000${ruleHash(read)}`, { relation: label, rule: ruleHash(read) });
+    return name;
+  };
+  const copies = new Map<string, string>();
+  /** The copy of a view whose lineage is ruled (its definition rewritten, its relations read whole), or null after a refusal. */
+  const viewCopy = (rel: PreparedRelation): string | null => {
+    const key = relKey(rel.schema, rel.name);
+    const done = copies.get(key);
+    if (done !== undefined) return done;
+    const facts = viewFacts(input.catalog, rel.schema, rel.name)?.view;
+    if (!rel.definition || !facts) return refuse(unenforceable(`the definition of view ${rel.schema}.${rel.name} is not recorded in the catalogue: rescan the source`));
+    let inner;
+    try {
+      inner = rewriteRowRules(rel.definition, resolverFor(true));
+    } catch (err) {
+      if (!(err instanceof RowRewriteRefusal)) throw err;
+      return refuse(unenforceable(`view ${rel.schema}.${rel.name}: ${err.message}`));
+    }
+    if (refused) return null;
+    if (inner.replaced === 0) return refuse(unenforceable(`view ${rel.schema}.${rel.name} reads a row-ruled relation that its definition does not name`));
+    const searchPath = [...input.catalog.searchPath];
+    const name = `${cutToBytes(rel.name, VIEW_PREFIX_BYTES)}_${sha(JSON.stringify(['view', rel.schema, rel.name, rel.columnNames, inner.sql, facts.securityBarrier, searchPath])).slice(0, 16)}`;
+    copies.set(key, name);
+    created.set(name, { name, schema: rel.schema, table: rel.name, only: false, predicateSql: '', definition: inner.sql, columns: rel.columnNames, securityBarrier: facts.securityBarrier, searchPath });
     return name;
   };
   let rewritten = { sql: input.sql, replaced: 0 };
   try {
-    rewritten = rewriteRowRules(input.sql, resolve);
+    rewritten = rewriteRowRules(input.sql, resolverFor(false));
   } catch (err) {
     if (!(err instanceof RowRewriteRefusal)) throw err;
     // Met after every step so far: a caller failing one of them is refused for that instead.
@@ -371,15 +471,26 @@ export function bindRowRules(shape: RowRuleShape, attributes: Record<string, unk
  */
 export function rowViewStatements(view: RowView, reader: string): string[] {
   const v = `${ROW_VIEW_SCHEMA}.${quoteIdent(view.name)}`;
-  const options = ['security_barrier=true', 'security_invoker=true', ...(view.check ? ['check_option=cascaded'] : [])];
-  const create = `CREATE OR REPLACE VIEW ${v} WITH (${options.map((o) => o.replace('=', ' = ')).join(', ')}) AS SELECT * FROM ${view.only ? 'ONLY ' : ''}${quoteIdent(view.schema)}.${quoteIdent(view.table)} WHERE ${view.predicateSql}`;
+  const copy = view.definition !== undefined;
+  const options = copy ? [`security_barrier=${view.securityBarrier === true}`, 'security_invoker=true'] : ['security_barrier=true', 'security_invoker=true', ...(view.check ? ['check_option=cascaded'] : [])];
   const exists = `SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace WHERE n.nspname OPERATOR(pg_catalog.=) '${ROW_VIEW_SCHEMA}' AND c.relname OPERATOR(pg_catalog.=) ${stringLiteral(view.name)} AND c.relkind OPERATOR(pg_catalog.=) 'v' AND c.reloptions OPERATOR(pg_catalog.@>) ARRAY[${options.map(stringLiteral).join(', ')}]::pg_catalog.text[]`;
+  let create = `CREATE OR REPLACE VIEW ${v} WITH (${options.map((o) => o.replace('=', ' = ')).join(', ')}) AS SELECT * FROM ${view.only ? 'ONLY ' : ''}${quoteIdent(view.schema)}.${quoteIdent(view.table)} WHERE ${view.predicateSql};`;
+  if (copy) {
+    // A view's copy: its text names relations as printed for the catalogue's search path, so it is
+    // created under that path (set for the DO block's transaction only), whatever the writer's own.
+    const ddl = `CREATE OR REPLACE VIEW ${v} (${(view.columns ?? []).map(quoteIdent).join(', ')}) WITH (security_barrier = ${view.securityBarrier === true}, security_invoker = true) AS ${view.definition!.trim().replace(/;\s*$/, '')}`;
+    const path = (view.searchPath ?? []).map(quoteIdent).join(', ');
+    let t = 'ddl';
+    while (ddl.includes(`$${t}$`) || path.includes(`$${t}$`)) t += 'x';
+    const text = `$${t}$`;
+    create = `PERFORM pg_catalog.set_config('search_path', ${text}${path}${text}, true); EXECUTE ${text}${ddl}${text};`;
+  }
   const role = quoteIdent(reader);
   return [
     // CREATE SCHEMA IF NOT EXISTS checks CREATE on the database before it checks existence: a schema an
     // operator made for the writer role (`CREATE SCHEMA interlock_rows AUTHORIZATION <writer>`) is used as is.
     doBlock(`IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = '${ROW_VIEW_SCHEMA}') THEN CREATE SCHEMA ${ROW_VIEW_SCHEMA}; END IF;`),
-    doBlock(`IF NOT EXISTS (${exists}) THEN ${create}; END IF;`),
+    doBlock(`IF NOT EXISTS (${exists}) THEN ${create} END IF;`),
     // Only grants the reader lacks: two GRANTs on one catalogue row at once fail the second ("tuple
     // concurrently updated"), which failed approved writes racing another gateway (rt27w finding D).
     doBlock(`IF NOT pg_catalog.has_schema_privilege(${stringLiteral(reader)}, '${ROW_VIEW_SCHEMA}', 'USAGE') THEN GRANT USAGE ON SCHEMA ${ROW_VIEW_SCHEMA} TO ${role}; END IF;`),

@@ -2,7 +2,7 @@
  * Creation of InterLock's row views on a source (issue 27, docs/row-rules.md): before the first
  * read that needs a view, its statements (row-rules.ts `rowViewStatements`) run through an
  * executor the gateway provides (the source's writer role); views known to exist are remembered
- * per source in memory. When they cannot be created, the read is refused `row_rules_unavailable`
+ * per source in memory; a view's copy (issue 27 item 1) is created after the views it reads. When they cannot be created, the read is refused `row_rules_unavailable`
  * (fail closed: a ruled table is never read unfiltered) and the reason is logged for operators.
  * Creations on one source are serialised in this process (their GRANTs on the schema would collide).
  */
@@ -58,18 +58,21 @@ export function rowViewProvisioner(exec: RowViewExecutor, log?: (sourceId: strin
     async ensure(source, views) {
       let mine = known.get(source.id);
       if (!mine || mine.size > MAX_KNOWN) known.set(source.id, (mine = new Map()));
-      const results = views.map((v) => {
+      const results: Array<Promise<boolean>> = [];
+      for (const v of views) {
         let p = mine!.get(v.name);
         if (!p) {
-          p = create(source, v);
+          // A view's copy reads the views listed before it (the plan lists them in dependency order).
+          const before = v.definition !== undefined ? [...results] : [];
+          p = before.length ? Promise.all(before).then((oks) => (oks.every(Boolean) ? create(source, v) : false)) : create(source, v);
           mine!.set(v.name, p);
           // A failure is not remembered: the next read tries again.
           void p.then((ok) => {
             if (!ok && mine!.get(v.name) === p) mine!.delete(v.name);
           });
         }
-        return p;
-      });
+        results.push(p);
+      }
       return (await Promise.all(results)).every(Boolean);
     },
     forget(sourceId) {

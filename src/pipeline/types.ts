@@ -59,6 +59,14 @@ export interface ToolCallContext {
    * (issue 10, Build 6; src/protocol/call-limits.ts). Absent outside the dispatcher (tests).
    */
   rateLimitCharge?: { charged: boolean };
+  /**
+   * Milliseconds this call spent in source reads (connection wait, statement, rows), accumulated by
+   * the query pipeline around each read. Admission by capacity (src/transport/capacity.ts) leaves it
+   * out of its latency sample: a slow source, or an identity sending slow statements, must not
+   * lower the gateway's limit for every caller (the source's own pool share bounds those). Absent
+   * outside the dispatcher (tests).
+   */
+  sourceWait?: { ms: number };
 }
 
 /** A tool implementation bound to a catalogue entry. `args` has already passed the inputSchema. */

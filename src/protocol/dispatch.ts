@@ -199,24 +199,40 @@ export interface ToolCallRequest {
   holdSlot?: (release: () => void) => void;
 }
 
+/** What runToolCall did: the outcome, the tool's name and canonical name; `refusedAtCapacityMs` (the retry hint) when admission by capacity refused it. */
+export interface ToolCallRun {
+  outcome: ToolOutcome;
+  tool: string;
+  canonical: string;
+  refusedAtCapacityMs?: number;
+}
+
 /**
  * Runs one governed tool call through the pipeline and records its audit event: identity (step 1)
  * → argument validation → the tool's handler (steps 2–8) → audit (step 9). Shared by POST /mcp and
  * the other HTTP routes (deprecated /mcp/tools/call, /v1), so every route gets the same answers.
  * Returns null for an unknown tool. Never throws: a handler failure becomes the opaque failure.
  */
-export async function runToolCall(deps: DispatchDeps, req: ToolCallRequest): Promise<{ outcome: ToolOutcome; tool: string; canonical: string } | null> {
+export async function runToolCall(deps: DispatchDeps, req: ToolCallRequest): Promise<ToolCallRun | null> {
   const binding = deps.tools.get(req.name);
   if (!binding) return null;
   if (!binding.governed || !deps.capacity) return runAdmitted(deps, req, binding, null);
   // Admission by capacity (issue 29): a slot right after step 1 (the identity, resolved in memory),
   // before the stream slots, arguments, SQL or audit work; held until the call's event has committed
-  // (so a slow audit slows admission); no slot → refused at once.
-  const held = { release: () => undefined as void };
+  // (so a slow audit slows admission); no slot → refused at once. While the replica is full, a token
+  // seen before is refused even before step 1 (no identity lookup, no control-database work).
+  if (req.apiKey) {
+    const early = deps.capacity.refuseKnown(req.apiKey);
+    if (early) {
+      req.holdSlot?.(() => undefined);
+      return refuseOverCapacity(deps, req, binding, early.refusal, early.caller);
+    }
+  }
+  const held = { release: (_excludedMs?: number) => undefined as void, sourceWait: { ms: 0 } };
   try {
     return await runAdmitted(deps, req, binding, held);
   } finally {
-    held.release();
+    held.release(held.sourceWait.ms);
   }
 }
 
@@ -229,7 +245,7 @@ const OVER_CAPACITY_MESSAGE = 'The gateway is at capacity; wait retry_after_ms m
  * when client limits are on, else as its own event (audit before answer, as every call). Not charged
  * a rate-limit point: it did no work, and charging would cost a control-database claim.
  */
-async function refuseOverCapacity(deps: DispatchDeps, req: ToolCallRequest, binding: ToolBinding, r: CapacityRefusal, identity: { id: string; keyId: string }): Promise<{ outcome: ToolOutcome; tool: string; canonical: string }> {
+async function refuseOverCapacity(deps: DispatchDeps, req: ToolCallRequest, binding: ToolBinding, r: CapacityRefusal, identity: { id: string; keyId: string }): Promise<ToolCallRun> {
   let outcome: ToolOutcome = { kind: 'refusal', code: 'rate_limited', message: OVER_CAPACITY_MESSAGE, extra: { retry_after_ms: r.retryAfterMs } };
   const event: ToolCallAuditEvent = {
     requestId: req.requestId,
@@ -248,11 +264,11 @@ async function refuseOverCapacity(deps: DispatchDeps, req: ToolCallRequest, bind
   deps.observe?.(event);
   if (deps.keylessAudit) deps.keylessAudit.note(req.clientAddress ?? 'unknown', { reason: 'rate_limited', tool: binding.canonical, route: req.route ?? 'mcp', dialect: req.dialect, protocolVersion: req.protocolVersion, requestId: req.requestId });
   else if (!(await commitAuditEvent(deps.audit, event, req.signal, deps.logger, deps.pendingAudits))) outcome = { kind: 'refusal', code: 'audit_unavailable' };
-  return { outcome, tool: binding.name, canonical: binding.canonical };
+  return { outcome, tool: binding.name, canonical: binding.canonical, refusedAtCapacityMs: r.retryAfterMs };
 }
 
 /** runToolCall once the call may run (see there). */
-async function runAdmitted(deps: DispatchDeps, req: ToolCallRequest, binding: ToolBinding, capacitySlot: { release(): void } | null): Promise<{ outcome: ToolOutcome; tool: string; canonical: string }> {
+async function runAdmitted(deps: DispatchDeps, req: ToolCallRequest, binding: ToolBinding, capacitySlot: { release(excludedMs?: number): void; sourceWait: { ms: number } } | null): Promise<ToolCallRun> {
   const started = Date.now();
   const ctx: ToolCallContext & { auditDetails: Record<string, unknown>; auditHooks: AuditHooks } = {
     requestId: req.requestId,
@@ -266,6 +282,7 @@ async function runAdmitted(deps: DispatchDeps, req: ToolCallRequest, binding: To
     progressToken: req.progressToken,
     notify: req.notify ?? (() => undefined),
     auditDetails: req.route ? { route: req.route } : {},
+    ...(capacitySlot ? { sourceWait: capacitySlot.sourceWait } : {}),
     auditHooks: {
       committed: false,
       toolCallEvent: (decision, reason) => ({
@@ -294,6 +311,7 @@ async function runAdmitted(deps: DispatchDeps, req: ToolCallRequest, binding: To
   try {
     const refusedIdentity = binding.governed ? await identityStep(ctx, deps.identityResolver) : null;
     if (capacitySlot && deps.capacity && !refusedIdentity) {
+      if (req.apiKey) deps.capacity.noteToken(req.apiKey, ctx.identity!);
       const got = deps.capacity.acquire(req.signal, ctx.identity!.id);
       const slot = got instanceof Promise ? await got : got;
       if (isCapacityRefusal(slot)) return await refuseOverCapacity(deps, req, binding, slot, ctx.identity!);
@@ -378,6 +396,9 @@ async function callTool(adm: Admitted, id: JsonRpcId, params: Record<string, unk
   if (rendered.kind === 'result') ch.final(200, resultResponse(id, rendered.result), {}, true);
   else ch.final(rendered.status, errorResponse(id, rendered.error), rendered.headers ?? {});
   ch.writeDeadline(deps.answerWriteTimeoutMs ?? DEFAULT_ANSWER_WRITE_TIMEOUT_MS, () => answerExpired(deps, http.requestId, ran!.canonical));
+  // Refused at capacity: the connection is not read again before the Retry-After (issue 29), so a
+  // client retrying at once cannot spend the replica's CPU on refusals (admission.pause_refused).
+  if (ran!.refusedAtCapacityMs && deps.capacity?.settings.pauseRefusedConnections) ch.pauseReadingAfter(ran!.refusedAtCapacityMs);
 }
 
 /** Logs an answer whose write deadline passed (its socket is then destroyed; the call stays audited). */

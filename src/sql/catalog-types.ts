@@ -28,6 +28,11 @@ export interface CatalogRelation {
    * view): the view's columns have unprovable lineage and fail closed.
    */
   definition?: string;
+  /**
+   * Views and materialized views (issue 27, docs/row-rules.md): what the server records the stored
+   * query depends on. Absent in snapshots scanned before it existed (row rules then refuse the view).
+   */
+  view?: ViewFacts;
   /** Primary and unique key constraints (absent in snapshots taken before keys were scanned). */
   keys?: CatalogKey[];
   /**
@@ -48,6 +53,20 @@ export interface CatalogRelation {
    * (src/sql/hierarchy.ts). Absent: computed from `parents` of catalogued relations.
    */
   ancestors?: RelationName[];
+}
+
+/**
+ * A view's or materialized view's dependencies as the server records them (`pg_depend` rows of its
+ * `_RETURN` rule in `pg_rewrite`): `reads`, the relations its query names (one level: a view
+ * named there has its own `view`); `userCode`, "schema.name" of each function or operator outside
+ * `pg_catalog`/`information_schema` it calls and each type whose input runs user code (their bodies
+ * may read any relation); and its options `security_barrier` and `security_invoker` (false when unset).
+ */
+export interface ViewFacts {
+  reads: Array<RelationName & { kind: RelationKind }>;
+  userCode: string[];
+  securityBarrier: boolean;
+  securityInvoker: boolean;
 }
 
 /** A relation named by schema and name (as PostgreSQL stores them). */

@@ -5,7 +5,9 @@
  * SQL or audit work. No npm package does this for Node; the algorithm is the gradient one of
  * Netflix's concurrency-limits ("Gradient2") and Envoy's adaptive concurrency filter, written here:
  *
- * - every finished call is a latency sample (ms, from admission to its audit commit);
+ * - every finished call is a latency sample (ms, from admission to its audit commit, less the time
+ *   it spent in source reads: a slow source or an identity's slow statements are bounded by the
+ *   source's pool and fair share, and must not lower the limit for every caller);
  * - `longRtt` is a slow exponential average of the samples over time (time constant 10 s: the
  *   unloaded latency, drifting), the short one a fast average over the last ~10 samples (the
  *   latency now);
@@ -14,22 +16,40 @@
  *   clamped to [minLimit, maxLimit]. While fewer than half the limit are in flight the limit is not
  *   raised (the load, not the capacity, is what bounds it then).
  * - pressure from outside the call: when the event loop's delay (p99 over the last interval) passes
- *   `maxEventLoopDelayMs`, or the audit writer's queue passes `maxAuditQueue`, each sample lowers
- *   the limit by 10 % instead, so CPU starvation shows up as early refusals and not as late
- *   `audit_unavailable`.
+ *   `maxEventLoopDelayMs`, or the audit writer's pending events pass `maxAuditQueue`, a sample
+ *   lowers the limit by 10 % instead (at most once per PRESSURE_STEP_MS, so a second of pressure
+ *   takes the limit to about a third, not to its floor after a few hundred samples), so CPU
+ *   starvation shows up as early refusals and not as late `audit_unavailable`.
+ *
+ * Defaults (DEFAULT_CAPACITY, measured, bench/RESULTS.md issue 29): a point read costs the gateway
+ * about 1–1.4 ms of CPU and answers in 5–6 ms unloaded, so each core keeps about 4 calls in flight
+ * while it waits on the databases; on 2 cores the peak goodput is reached near 8 connections.
+ * The limit starts at 16 (2 × cores × 4 on the 2-core reference machine: room to find the peak
+ * without a cold start refusing) and may fall to 4 (one core's worth: a starved replica still
+ * serves), so admission acts from 8–32 connections up, where the old floor of 64 never did. Since
+ * every admitted call holds its slot until its audit event commits, the audit writer's pending
+ * events can never exceed the calls in flight: the audit bound (64) must stay below max_limit to
+ * mean anything.
  *
  * Fair share inside it: while the limit is full, each identity may hold (and wait for) at most its
  * share of the slots (limit ÷ identities holding or waiting, at least 1); beyond it its calls are
- * refused at once, and freed slots go to the waiter whose identity holds fewest. So one flooding
- * identity cannot take the replica from the others. (The connector's fair share of each source
- * pool and client_limits.streams_per_identity keep working behind it.)
+ * refused at once, and freed slots go to the waiter whose identity holds fewest; an identity that
+ * holds no slot while another holds more than its share is granted one at once, beyond the limit
+ * (at most queue_size such slots at a time). So one flooding identity cannot take the replica from
+ * the others, even when the event loop is too slow for a queued call to see a slot freed in time.
+ * (The connector's fair share of each source pool and client_limits.streams_per_identity keep
+ * working behind it.)
  *
  * Units: milliseconds, calls. In memory per replica.
  */
+import * as crypto from 'node:crypto';
 import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
 
 /** Time constant of the long-term latency average, ms. */
 const LONG_WINDOW_MS = 10_000;
+
+/** Under outside pressure (event-loop delay, audit queue) the limit falls by 10 % at most once per this many ms. */
+export const PRESSURE_STEP_MS = 100;
 
 /** Settings of the capacity limit (config `admission`, spec/config-v1.schema.json). */
 export interface CapacitySettings {
@@ -47,26 +67,46 @@ export interface CapacitySettings {
   tolerance: number;
   /** Event-loop delay (p99 over the last sampling interval, ms) past which the limit is lowered. */
   maxEventLoopDelayMs: number;
-  /** Audit writer queue depth (events not yet taken into a batch) past which the limit is lowered. */
+  /** Audit writer pending events (queued and in batches being committed) past which the limit is lowered. */
   maxAuditQueue: number;
+  /**
+   * After a refusal at POST /mcp, read nothing more from that connection until its Retry-After
+   * (ResponseChannel.pauseReadingAfter): a closed loop of immediate retries then cannot spend the
+   * replica's CPU on refusals. Off behind a proxy that carries several callers on one connection.
+   */
+  pauseRefusedConnections: boolean;
 }
 
 /** Defaults of CapacitySettings (spec/config-v1.schema.json `admission`). */
 export const DEFAULT_CAPACITY: CapacitySettings = {
   enabled: true,
-  initialLimit: 64,
-  minLimit: 64,
+  initialLimit: 16,
+  minLimit: 4,
   maxLimit: 512,
   queueSize: 32,
   queueTimeoutMs: 250,
   tolerance: 2,
   maxEventLoopDelayMs: 100,
-  maxAuditQueue: 1000,
+  maxAuditQueue: 64,
+  pauseRefusedConnections: true,
 };
 
-/** An admitted call's slot: call `release()` once, when the call (and its audit) is done. */
+/** Tokens remembered by CapacityLimiter.noteToken; past it the memory starts again empty. */
+const KNOWN_TOKENS_MAX = 10_000;
+
+/** Who a remembered bearer token resolved to: the identity id and the key (or token) id, as in the audit. */
+export interface KnownCaller {
+  id: string;
+  keyId: string;
+}
+
+/**
+ * An admitted call's slot: call `release()` once, when the call (and its audit) is done.
+ * `excludedMs`: time the call spent waiting on a source (ToolCallContext.sourceWait), left out of
+ * the latency sample.
+ */
 export interface CapacityPermit {
-  release(): void;
+  release(excludedMs?: number): void;
 }
 
 /** A refusal: the retry hint in ms (≥ 1000, whole seconds for Retry-After). */
@@ -76,7 +116,7 @@ export interface CapacityRefusal {
 
 /** What the limiter reads besides its own samples; both optional. */
 export interface CapacitySignals {
-  /** Events waiting in the audit writer (GroupCommitAuditSink.queueDepth). */
+  /** Events pending in the audit writer (GroupCommitAuditSink.pendingEvents: queued and being committed). */
   auditQueueDepth?: () => number;
   /** Event-loop delay p99 in ms; default: node:perf_hooks monitorEventLoopDelay, read every second. */
   eventLoopDelayMs?: () => number;
@@ -88,6 +128,14 @@ interface Waiter {
   resolve(p: CapacityPermit | CapacityRefusal): void;
   timer: NodeJS.Timeout;
   key: string;
+}
+
+/** crypto.hash (Node ≥ 20.12): one call, no Hash object. */
+const oneShotHash = (crypto as unknown as { hash?: (algorithm: string, data: string, encoding: 'base64') => string }).hash;
+
+/** The memory key of a bearer token (its sha256, base64): tokens themselves are not kept. */
+function tokenKey(token: string): string {
+  return oneShotHash ? oneShotHash('sha256', token, 'base64') : crypto.createHash('sha256').update(token, 'utf8').digest('base64');
 }
 
 /** Is `x` a refusal (not a permit)? */
@@ -110,7 +158,13 @@ export class CapacityLimiter {
   /** Slots held per identity key. */
   private readonly heldBy = new Map<string, number>();
   private lastSampleAt: number | null = null;
+  /** sha256(bearer token) → the caller it resolved to (noteToken), for refusals before identity resolution. */
+  private readonly knownTokens = new Map<string, KnownCaller>();
+  /** When pressure last lowered the limit (clock ms), or null. */
+  private lastPressureAt: number | null = null;
   private refusedCount = 0;
+  /** Slots granted beyond the limit to identities holding none (mayBorrow). */
+  private borrowedCount = 0;
   private readonly histogram: IntervalHistogram | null;
   private loopDelayMs = 0;
   private readonly sampler: NodeJS.Timeout | null;
@@ -146,6 +200,10 @@ export class CapacityLimiter {
   get queued(): number {
     return this.queue.length;
   }
+  /** Slots held now beyond the limit by identities that held none while another held more than its share. */
+  get borrowed(): number {
+    return this.borrowedCount;
+  }
   /** Calls refused since start. */
   get refused(): number {
     return this.refusedCount;
@@ -161,12 +219,9 @@ export class CapacityLimiter {
    */
   acquire(signal?: AbortSignal, key = ''): CapacityPermit | CapacityRefusal | Promise<CapacityPermit | CapacityRefusal> {
     if (this.inflightCount < this.limit && this.queue.length === 0) return this.grant(key);
-    if (signal?.aborted || this.settings.queueSize === 0) return this.refuse();
-    const held = this.heldBy.get(key) ?? 0;
-    const active = new Set([...this.heldBy.keys(), ...this.queue.map((w) => w.key), key]).size;
-    const share = Math.max(1, Math.floor(this.limit / active));
-    // Alone, an identity may use the whole queue; beside others, only up to its share.
-    if (active > 1 && held + this.queuedOf(key) >= share) return this.refuse();
+    if (this.mayBorrow(key)) return this.grant(key, true);
+    if (signal?.aborted || this.refusesAtOnce(key)) return this.refuse();
+    const share = this.shareOf(key);
     if (this.queue.length >= this.settings.queueSize) {
       // Full: the newest waiter of another identity furthest over its share gives way, if any is over it.
       const victim = this.overShare(share, key);
@@ -198,6 +253,32 @@ export class CapacityLimiter {
     });
   }
 
+  /**
+   * Remembers that `token` (a bearer token) resolved to `caller`, so that its next calls can be
+   * refused by refuseKnown before identity resolution. Kept as sha256 of the token, at most
+   * KNOWN_TOKENS_MAX entries (then emptied). A stale entry (revoked key) can only turn what would
+   * be a 401 into this capacity refusal while the replica is full: it never admits anything.
+   */
+  noteToken(token: string, caller: KnownCaller): void {
+    const h = tokenKey(token);
+    if (this.knownTokens.get(h)?.id === caller.id) return;
+    if (this.knownTokens.size >= KNOWN_TOKENS_MAX) this.knownTokens.clear();
+    this.knownTokens.set(h, { id: caller.id, keyId: caller.keyId });
+  }
+
+  /**
+   * The refusal that acquire() would give at once to the caller `token` resolved to before
+   * (noteToken), decided before any identity, SQL or control-database work; null when the replica
+   * has room, the token is not remembered, or the call might wait in the queue (then the caller
+   * goes the normal way: identity, then acquire). Counts the refusal.
+   */
+  refuseKnown(token: string): { refusal: CapacityRefusal; caller: KnownCaller } | null {
+    if (this.inflightCount < this.limit && this.queue.length === 0) return null;
+    const caller = this.knownTokens.size ? this.knownTokens.get(tokenKey(token)) : undefined;
+    if (!caller || this.mayBorrow(caller.id) || !this.refusesAtOnce(caller.id)) return null;
+    return { refusal: this.refuse(), caller };
+  }
+
   /** Stops the event-loop sampler and refuses whatever waits. */
   close(): void {
     if (this.sampler) clearInterval(this.sampler);
@@ -213,6 +294,38 @@ export class CapacityLimiter {
     const rtt = this.shortRtt || this.longRtt || 50;
     const drain = ((this.queue.length + 1) * rtt) / Math.max(1, this.limit);
     return Math.max(1000, Math.ceil(drain / 1000) * 1000);
+  }
+
+  /**
+   * Fair share when the limit is full: an identity holding no slot while another holds more than
+   * its share gets one at once, beyond the limit (so a flood can never make it wait behind the
+   * flooder's queue, whatever the event loop's delay), at most queue_size such slots at a time.
+   */
+  private mayBorrow(key: string): boolean {
+    if (this.borrowedCount >= this.settings.queueSize || this.heldBy.has(key) || this.heldBy.size === 0) return false;
+    const share = this.shareOf(key);
+    for (const n of this.heldBy.values()) if (n > share) return true;
+    return false;
+  }
+
+  /** The slots an identity may hold and wait for while the limit is full: limit ÷ identities holding or waiting (itself included), at least 1. */
+  private shareOf(key: string): number {
+    const active = new Set([...this.heldBy.keys(), ...this.queue.map((w) => w.key), key]).size;
+    return Math.max(1, Math.floor(this.limit / active));
+  }
+
+  /**
+   * With the limit full: is a call of `key` refused without waiting? When there is no queue; when
+   * beside other identities it already holds and waits for its share; or when the queue is full and
+   * no waiter of another identity is over its share to give way.
+   */
+  private refusesAtOnce(key: string): boolean {
+    if (this.settings.queueSize === 0) return true;
+    const share = this.shareOf(key);
+    const others = this.heldBy.size > (this.heldBy.has(key) ? 1 : 0) || this.queue.some((w) => w.key !== key);
+    // Alone, an identity may use the whole queue; beside others, only up to its share.
+    if (others && (this.heldBy.get(key) ?? 0) + this.queuedOf(key) >= share) return true;
+    return this.queue.length >= this.settings.queueSize && !this.overShare(share, key);
   }
 
   private queuedOf(key: string): number {
@@ -249,21 +362,23 @@ export class CapacityLimiter {
     return { retryAfterMs: this.retryAfterMs() };
   }
 
-  private grant(key: string): CapacityPermit {
+  private grant(key: string, borrowed = false): CapacityPermit {
     this.inflightCount++;
+    if (borrowed) this.borrowedCount++;
     this.heldBy.set(key, (this.heldBy.get(key) ?? 0) + 1);
     const now = this.signals.now ?? (() => performance.now());
     const started = now();
     let done = false;
     return {
-      release: () => {
+      release: (excludedMs = 0) => {
         if (done) return;
         done = true;
         this.inflightCount--;
+        if (borrowed) this.borrowedCount--;
         const n = (this.heldBy.get(key) ?? 1) - 1;
         if (n > 0) this.heldBy.set(key, n);
         else this.heldBy.delete(key);
-        this.sample(now() - started);
+        this.sample(Math.max(0, now() - started - Math.max(0, excludedMs)));
         this.next();
       },
     };
@@ -297,8 +412,12 @@ export class CapacityLimiter {
       if (this.longRtt > 2 * this.shortRtt) this.longRtt *= 0.95;
     }
     let next: number;
-    if (this.pressured()) next = this.limitValue * 0.9;
-    else {
+    if (this.pressured()) {
+      // Lowered at most once per PRESSURE_STEP_MS; in between, the limit is held (not raised).
+      if (this.lastPressureAt !== null && at - this.lastPressureAt < PRESSURE_STEP_MS) return;
+      this.lastPressureAt = at;
+      next = this.limitValue * 0.9;
+    } else {
       const gradient = Math.max(0.5, Math.min(1, (s.tolerance * this.longRtt) / Math.max(1e-3, this.shortRtt)));
       next = this.limitValue * gradient + Math.sqrt(this.limitValue);
       if (next > this.limitValue && this.inflightCount + 1 < this.limitValue / 2) next = this.limitValue;

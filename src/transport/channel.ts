@@ -143,6 +143,26 @@ export class ResponseChannel {
     armWriteDeadline(this.res, ms, onExpired);
   }
 
+  /**
+   * Reads nothing more from this answer's connection for `ms` once the answer has been written
+   * (issue 29: after a refusal at capacity, for its Retry-After). The connection stays open; a
+   * client that waits as told loses nothing, one that retries at once on the same connection is
+   * not read before then, so a closed loop of retries cannot spend the replica's CPU on refusals.
+   * No-op without a socket or for ms ≤ 0.
+   */
+  pauseReadingAfter(ms: number): void {
+    const socket = this.res.socket;
+    if (!socket || !(ms > 0)) return;
+    // After node:http's own 'finish' listener, which resumes the socket for the next request.
+    this.res.once('finish', () => {
+      if (socket.destroyed) return;
+      socket.pause();
+      setTimeout(() => {
+        if (!socket.destroyed) socket.resume();
+      }, ms).unref();
+    });
+  }
+
   /** Answers with a status and no body (202 for notifications). */
   empty(status: number): void {
     if (this.closed) return;

@@ -45,6 +45,22 @@ CREATE FUNCTION customer_count() RETURNS bigint LANGUAGE sql STABLE AS 'SELECT c
 ANALYZE;
 `;
 
+/**
+ * The support-rep role of the red team and view tests: customers by support rep, tickets by region,
+ * invoices and employees whole. Employee 1 (attributes `{employee_id: 1}`) sees REP1_CUSTOMERS.
+ */
+export const REP_ROLE: SourceRole = {
+  name: 'rep',
+  statements: [
+    { effect: 'allow', action: 'read', resource: 'public.customer', rows: 'support_rep_id = identity.employee_id' },
+    { effect: 'allow', action: 'read', resource: 'public.invoice' },
+    { effect: 'allow', action: 'read', resource: 'public.employee' },
+    { effect: 'allow', action: 'read', resource: 'public.ticket', rows: 'region = ANY(identity.regions)' },
+  ],
+};
+/** The customer ids employee 1 supports (8 of 60). */
+export const REP1_CUSTOMERS = [6, 12, 18, 24, 36, 42, 48, 54];
+
 /** The running fixture. */
 export interface RowFixture {
   db: TempDatabase;

@@ -42,7 +42,7 @@ const VOLATILITY: Record<string, Volatility> = { i: 'immutable', s: 'stable', v:
  */
 const SCAN_SQL = `
 WITH rels AS (
-  SELECT n.nspname AS s, c.relname AS n, c.relkind AS k, c.oid, c.relispartition AS ip
+  SELECT n.nspname AS s, c.relname AS n, c.relkind AS k, c.oid, c.relispartition AS ip, c.reloptions AS ro
   FROM pg_catalog.pg_class c
   JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
   WHERE c.relkind IN ('r','v','m','f','p')
@@ -123,6 +123,39 @@ SELECT
             JOIN pg_catalog.pg_class ac ON ac.oid = u.oid
             JOIN pg_catalog.pg_namespace an ON an.oid = ac.relnamespace),
       'd', CASE WHEN r.k IN ('v', 'm') THEN pg_catalog.pg_get_viewdef(r.oid) END,
+      -- Views and materialized views (issue 27): what the server's dependency records of the
+      -- _RETURN rule name. vr: the relations the stored query reads, [schema, name, relkind];
+      -- vu: functions and operators (their function) outside pg_catalog/information_schema, and
+      -- types whose input runs user code, as "schema.name"; vo: [security_barrier, security_invoker].
+      'vr', CASE WHEN r.k IN ('v', 'm') THEN (
+            SELECT coalesce(json_agg(DISTINCT jsonb_build_array(dn.nspname, dc.relname, dc.relkind)), '[]'::json)
+            FROM pg_catalog.pg_rewrite rw
+            JOIN pg_catalog.pg_depend dp ON dp.classid = 'pg_catalog.pg_rewrite'::regclass AND dp.objid = rw.oid
+                                        AND dp.refclassid = 'pg_catalog.pg_class'::regclass AND dp.refobjid <> r.oid
+            JOIN pg_catalog.pg_class dc ON dc.oid = dp.refobjid
+            JOIN pg_catalog.pg_namespace dn ON dn.oid = dc.relnamespace
+            WHERE rw.ev_class = r.oid) END,
+      'vu', CASE WHEN r.k IN ('v', 'm') THEN (
+            SELECT coalesce(json_agg(DISTINCT u.s || '.' || u.n), '[]'::json)
+            FROM pg_catalog.pg_rewrite rw
+            JOIN pg_catalog.pg_depend dp ON dp.classid = 'pg_catalog.pg_rewrite'::regclass AND dp.objid = rw.oid
+            CROSS JOIN LATERAL (
+              SELECT fn.nspname, f.proname::text FROM pg_catalog.pg_proc f JOIN pg_catalog.pg_namespace fn ON fn.oid = f.pronamespace
+              WHERE dp.refclassid = 'pg_catalog.pg_proc'::regclass AND f.oid = dp.refobjid
+              UNION ALL
+              SELECT xn.nspname, x.n FROM pg_catalog.pg_operator o
+              CROSS JOIN LATERAL (VALUES (o.oprnamespace, o.oprname::text),
+                ((SELECT f.pronamespace FROM pg_catalog.pg_proc f WHERE f.oid = o.oprcode), (SELECT f.proname::text FROM pg_catalog.pg_proc f WHERE f.oid = o.oprcode))) AS x(ns, n)
+              JOIN pg_catalog.pg_namespace xn ON xn.oid = x.ns
+              WHERE dp.refclassid = 'pg_catalog.pg_operator'::regclass AND o.oid = dp.refobjid
+              UNION ALL
+              SELECT ut.s, ut.n FROM pg_catalog.pg_type ty JOIN pg_catalog.pg_namespace tn ON tn.oid = ty.typnamespace
+              JOIN unsafe_types ut ON ut.s = tn.nspname AND ut.n = ty.typname
+              WHERE dp.refclassid = 'pg_catalog.pg_type'::regclass AND ty.oid = dp.refobjid) AS u(s, n)
+            WHERE rw.ev_class = r.oid AND u.s NOT IN ('pg_catalog', 'information_schema')) END,
+      'vo', CASE WHEN r.k IN ('v', 'm') THEN json_build_array(
+            coalesce((SELECT o.option_value::bool FROM pg_catalog.pg_options_to_table(r.ro) o WHERE o.option_name = 'security_barrier'), false),
+            coalesce((SELECT o.option_value::bool FROM pg_catalog.pg_options_to_table(r.ro) o WHERE o.option_name = 'security_invoker'), false)) END,
       'c', (SELECT coalesce(json_agg(json_build_array(a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod),
                    NOT a.attnotnull, pg_catalog.pg_get_expr(d.adbin, d.adrelid),
                    nullif(a.attidentity::text, ''), nullif(a.attgenerated::text, ''), a.atttypid::int8) ORDER BY a.attnum), '[]'::json)
@@ -201,7 +234,7 @@ SELECT
 
 interface ScanRow {
   /** d: view definition (views and materialized views); c: [name, format_type, nullable, default expression, attidentity ('a'|'d'), attgenerated ('s'), atttypid]; x: [contype ('p'|'u'), columns]. */
-  relations: Array<{ s: string; n: string; k: string; ip?: boolean; p?: Array<[string, string]>; a?: Array<[string, string]>; d: string | null; c: Array<[string, string, boolean?, (string | null)?, (string | null)?, (string | null)?, number?]>; x?: Array<[string, string[] | null]> }>;
+  relations: Array<{ s: string; n: string; k: string; ip?: boolean; p?: Array<[string, string]>; a?: Array<[string, string]>; d: string | null; vr?: Array<[string, string, string]> | null; vu?: string[] | null; vo?: [boolean, boolean] | null; c: Array<[string, string, boolean?, (string | null)?, (string | null)?, (string | null)?, number?]>; x?: Array<[string, string[] | null]> }>;
   functions: Array<[string, string, string, boolean, string | null]>;
   operators: Array<[string, string, string]>;
   system_relations: string[];
@@ -240,6 +273,8 @@ function isPool(client: pg.ClientBase | pg.Pool): client is pg.Pool {
  *   sorted by schema then name; at most `opts.maxRelations` (default 10 000), `truncated` set when
  *   more exist. Views and materialized views carry their `definition` (`pg_get_viewdef`, printed
  *   for the scanning role's search path, which is the path the analyser resolves it with).
+ *   They also carry `view` (issue 27): the relations, user functions and options their stored
+ *   query depends on, from `pg_rewrite`/`pg_depend` (see `ViewFacts`).
  *   Every relation records whether it is a partition, its direct `parents` and all its `ancestors`
  *   from `pg_inherits` (partition trees of any depth, default partitions, inheritance; issue 22 item 1).
  * - `functions`: every function/aggregate/window function of every schema, `pg_catalog` included,
@@ -270,12 +305,22 @@ export async function scanCatalog(
     row = (await client.query<ScanRow>(SCAN_SQL, [max + 1])).rows[0];
   }
   const truncated = row.relations.length > max;
-  const relations: CatalogRelation[] = row.relations.slice(0, max).map((r) => ({
+  const relations: CatalogRelation[] = row.relations.slice(0, max).map((r): CatalogRelation => ({
     schema: r.s,
     name: r.n,
     kind: KIND[r.k],
     columns: r.c.map(columnOf),
     ...(typeof r.d === 'string' ? { definition: r.d } : {}),
+    ...(Array.isArray(r.vr)
+      ? {
+          view: {
+            reads: r.vr.filter(([, , k]) => k in KIND).map(([schema, name, k]) => ({ schema, name, kind: KIND[k] })),
+            userCode: [...(r.vu ?? [])].sort(),
+            securityBarrier: r.vo?.[0] === true,
+            securityInvoker: r.vo?.[1] === true,
+          },
+        }
+      : {}),
     keys: (r.x ?? []).filter(([, cols]) => Array.isArray(cols) && cols.length > 0).map(([t, cols]) => ({ kind: t === 'p' ? 'primary' : 'unique', columns: cols! }) as CatalogKey),
     partition: r.ip === true,
     parents: (r.p ?? []).map(([schema, name]) => ({ schema, name })),

@@ -70,6 +70,9 @@ WHERE c.relhassubclass OR c.relispartition
 `;
 }
 
+/** standaloneGuardSql's texts for 0–31 relations, made on first use. */
+const guardTexts: Array<string | undefined> = new Array(32).fill(undefined);
+
 /**
  * The probe as a read guard (portal-read.ts ReadGuard): run in the same round trip right before a
  * read, it returns no rows when every named relation provably stands alone, and raises 22012
@@ -77,6 +80,16 @@ WHERE c.relhassubclass OR c.relispartition
  * statement is never executed then. The CASE makes the division run only for such a relation.
  */
 export function standaloneGuardSql(count: number): string {
+  // The same text object for the same count (issue 28 item 3): no string built per read, and the
+  // reader's statement lookup by text hashes it once.
+  const hit = guardTexts[count];
+  if (hit !== undefined) return hit;
+  const text = guardText(count);
+  if (count < guardTexts.length) guardTexts[count] = text;
+  return text;
+}
+
+function guardText(count: number): string {
   const rows = Array.from({ length: count }, (_, i) => `($${2 * i + 1}::text, $${2 * i + 2}::text)`).join(', ');
   return `
 SELECT 1
@@ -89,9 +102,22 @@ WHERE CASE WHEN c.relhassubclass OR c.relispartition
 `;
 }
 
-/** The guard for `relations` (see standaloneGuardSql). */
+/** Guards made for a relations array (the pipeline passes the same array for a repeated statement). */
+const guards = new WeakMap<readonly RelationName[], { text: string; values: string[] }>();
+
+/**
+ * The guard for `relations` (see standaloneGuardSql): made once per relations array, which must not
+ * change afterwards (the pipeline's arrays never do); the answer is frozen, values included.
+ */
 export function standaloneGuard(relations: readonly RelationName[]): { text: string; values: string[] } {
-  return { text: standaloneGuardSql(relations.length), values: relations.flatMap((r) => [r.schema, r.name]) };
+  let g = guards.get(relations);
+  if (!g) {
+    const values: string[] = [];
+    for (const r of relations) values.push(r.schema, r.name);
+    g = Object.freeze({ text: standaloneGuardSql(relations.length), values: Object.freeze(values) as string[] });
+    guards.set(relations, g);
+  }
+  return g;
 }
 
 /** How the query is run: a read on the source's reader (read-only, time-limited, fair-shared). */

@@ -78,7 +78,7 @@ export function runWrite(ctx: StatementContext, sql: string, values: unknown[], 
           stopIfGivenUp();
           phase = 'statement';
           if (settings.length > 0) {
-            await client.query({ text: BIND_LOCAL_SETTINGS, values: [settings.map((x) => x[0]), settings.map((x) => x[1])] });
+            await client.query({ text: BIND_LOCAL_SETTINGS, values: [settings.map((x) => x[0]), settings.map((x) => x[1])], queryMode: 'extended' } as pg.QueryConfig);
             stopIfGivenUp();
           }
           // RETURNING rows are not kept; the value mapping's decoders (values.ts) keep pg from parsing them (JSON.parse, Dates).

@@ -95,7 +95,7 @@ export function sqlResources(evaluator: AccessEvaluator, sourceId: string, catal
     count++;
     const name = `${rel.schema}.${rel.name}`;
     const entry: Record<string, unknown> = { table: name, kind: describedKind(rel), columns, all_columns: columns.length === rel.columns.length };
-    const rows = rowRuleEntry(evaluator, sourceId, rel.schema, rel.name, h, policyRows);
+    const rows = rowRuleEntry(evaluator, sourceId, rel.schema, rel.name, h, policyRows, rel.columns.map((c) => c.name));
     if (rows) entry.rows = rows;
     const policy = refusingPolicy(policies, subject, rel.schema, rel.name, now, h);
     if (policy) entry.policy = policy;
@@ -119,9 +119,12 @@ export function sqlResources(evaluator: AccessEvaluator, sourceId: string, catal
  * `restrict_rows` predicate (as operators wrote them, with identity.<attr> names, never values),
  * attributes the identity attributes it needs, and policies the names of the restricting policies
  * (absent when none). Null when every row is readable.
+ * With `columns` (the table's), the rule of a read of every column: a column allow without rows
+ * lifts the rule for its own column only, so the table still shows the rule of the others; allows
+ * covering different columns differently show as an AND of ORs (docs/row-rules.md "Column allows").
  */
-export function rowRuleEntry(evaluator: AccessEvaluator, sourceId: string, schema: string, table: string, h: RelationHierarchy, policyRows?: PolicyRowRestrictions): { rule: string; attributes: string[]; policies?: string[] } | null {
-  const rule = relationRowRule(evaluator, sourceId, schema, table, h, policyRows);
+export function rowRuleEntry(evaluator: AccessEvaluator, sourceId: string, schema: string, table: string, h: RelationHierarchy, policyRows?: PolicyRowRestrictions, columns?: readonly string[]): { rule: string; attributes: string[]; policies?: string[] } | null {
+  const rule = relationRowRule(evaluator, sourceId, schema, table, h, policyRows, 'read', columns);
   if (!rule) return null;
   const attributes = new Set<string>();
   for (const t of [...rule.terms, ...rule.restrictions]) {

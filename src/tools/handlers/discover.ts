@@ -19,7 +19,17 @@ import { sourceStep } from '../../pipeline/02-source';
 import { rateLimitStep, type RateLimiter } from '../../pipeline/05-rate-limit';
 import { TOOL_DEFAULTS } from '../registry';
 import type { ToolCallContext, ToolHandler, ToolOutcome } from '../types';
-import { mayAct, policyRefusal, resolveScope } from '../../discovery/access';
+import { mayAct, policyRefusal, resolveScope, type RowFilter } from '../../discovery/access';
+import type { AccessEvaluator as Evaluator } from '../../governance/evaluator';
+import type { ConnectorProvider } from '../../pipeline/07-execute';
+import { planRowRules } from '../../pipeline/row-rules';
+import type { RowViewProvisioner } from '../../pipeline/row-views';
+import { analyzeSql } from '../../sql/analyze';
+import type { SourceCatalog } from '../../sql/catalog-types';
+import { quoteIdent } from '../../sql/row-rules/predicate';
+import type { Identity } from '../types';
+import type { Policy } from '../../../generated/policy-v1';
+import { policyRowRestrictions } from '../../governance/policies';
 import type { SourceRecord } from '../../governance/store';
 import type { RelationName } from '../../sql/catalog-types';
 import type { LiveRelationTree } from '../../sql/hierarchy';
@@ -36,6 +46,48 @@ export interface DiscoveryDeps {
   maskSecret?: string;
   /** The live relation hierarchy of a source (issue 22 item 1; red team rt1 RT1-6): mapped relations follow the trees the server has now. */
   liveTrees?: (source: SourceRecord, relations: readonly RelationName[]) => Promise<Map<string, LiveRelationTree>>;
+  /**
+   * Row rules on mapped rows (issue 27 item 3): the source's reader and the row-view provisioner
+   * interlock_query uses. Without them, the mapped relations of a caller with row rules show nothing.
+   */
+  rowReads?: { connectors: ConnectorProvider; rowViews: RowViewProvisioner };
+}
+
+/** Most permitted ids read per ruled mapped relation; more refuses the relation (its documents are not shown). */
+export const MAX_PERMITTED_IDS = 200_000;
+
+/**
+ * resolveScope's row filter for `identity` on `source` (issue 27 item 3), when the deps have a
+ * reader: the statement `SELECT x.id FROM (SELECT (id)::text AS id, <the other mapped columns> FROM
+ * relation) x` is planned by interlock_query's row-rule step (planRowRules: views through their
+ * copies, column allows over the columns the documents show, missing attributes refused), and the
+ * ids of the permitted rows are read through the row views with the caller's attributes bound.
+ * Any refusal, failure or truncation answers `none` (fail closed).
+ */
+export function rowFilterFor(deps: Pick<DiscoveryDeps, 'rowReads'>, source: SourceRecord, evaluator: Evaluator, identity: Identity, catalog: SourceCatalog | null, policies: Policy[]): RowFilter | undefined {
+  const reads = deps.rowReads;
+  if (!reads || !catalog) return undefined;
+  // The caller's restrict_rows policies are ANDed with its roles' rules, as in interlock_query.
+  const policyRows = policyRowRestrictions(policies, { identityId: identity.id, identityName: identity.name, roles: evaluator.roleNames(source.id), sourceId: source.id });
+  return async (r) => {
+    const cols = r.columns.map((c, i) => (i === 0 ? `(${quoteIdent(c)})::text AS interlock_row_id` : quoteIdent(c))).join(', ');
+    const sql = `SELECT x.interlock_row_id FROM (SELECT ${cols} FROM ${quoteIdent(r.schema)}.${quoteIdent(r.table)}) x`;
+    const analysis = analyzeSql(sql, catalog);
+    if (!analysis.ok) return { kind: 'none' };
+    const plan = planRowRules({ evaluator, sourceId: source.id, analysis, catalog, attributes: identity.attributes, sql, policyRows });
+    if (plan.kind === 'none') return { kind: 'all' };
+    if (plan.kind === 'refused') return { kind: 'none' };
+    try {
+      if (!(await reads.rowViews.ensure(source, plan.plan.views))) return { kind: 'none' };
+      const read = await reads.connectors.reader(source).read(plan.plan.sql, [], { maxRows: MAX_PERMITTED_IDS, maxBytes: 64 * 1024 * 1024, identityId: identity.id, settings: plan.plan.settings });
+      if (read.truncated || read.guardTripped) return { kind: 'none' };
+      return { kind: 'ids', ids: read.rowsArray.map((row) => row[0]).filter((v): v is string => typeof v === 'string') };
+    } catch (err) {
+      // A row view dropped on the source: made again next time (as interlock_query does).
+      if ((err as { sqlState?: string }).sqlState === '42P01') reads.rowViews.forget(source.id);
+      return { kind: 'none' };
+    }
+  };
 }
 
 /** resolveScope's live-hierarchy reader for `source`, when the deps have one. */
@@ -126,7 +178,8 @@ export function discoverHandler(deps: DiscoveryDeps): ToolHandler {
     const policies = await deps.store.activePolicies();
     const at = now();
     const subject = { identityId: identity.id, identityName: identity.name };
-    const scope = await resolveScope(deps.db.pool, evaluator, policies, subject, sourceId, 'discover', at, deps.maskSecret, await deps.store.loadCatalog(sourceId), liveTreesFor(deps, src.source));
+    const catalog = await deps.store.loadCatalog(sourceId);
+    const scope = await resolveScope(deps.db.pool, evaluator, policies, subject, sourceId, 'discover', at, deps.maskSecret, catalog, liveTreesFor(deps, src.source), rowFilterFor(deps, src.source, evaluator, identity, catalog, policies));
     if (!mayAct(scope)) return { kind: 'refusal', code: 'source_role_denied', message: `No role granted on source '${sourceId}' allows discover.` };
     const refused = policyRefusal(policies, { ...subject, roles: evaluator.roleNames(sourceId), sourceId }, 'discover', at);
     if (refused) {

@@ -22,7 +22,7 @@ import { rateLimitStep, type RateLimiter } from '../../pipeline/05-rate-limit';
 import type { ToolCallContext, ToolOutcome } from '../types';
 import { mayAct, policyRefusal, resolveScope } from '../../discovery/access';
 import { getDocument } from '../../discovery/search';
-import { liveTreesFor, type DiscoveryDeps } from './discover';
+import { liveTreesFor, rowFilterFor, type DiscoveryDeps } from './discover';
 
 /** What documentsConnectorRequest needs (the same objects the discovery handlers get). */
 export interface ConnectorRequestDeps {
@@ -34,6 +34,8 @@ export interface ConnectorRequestDeps {
   maskSecret?: string;
   /** The live relation hierarchy of a source (see DiscoveryDeps.liveTrees). */
   liveTrees?: DiscoveryDeps['liveTrees'];
+  /** Row rules on mapped rows (see DiscoveryDeps.rowReads). */
+  rowReads?: DiscoveryDeps['rowReads'];
 }
 
 /** The connector-request hook of src/pipeline/query.ts (QueryPipelineDeps.connectorRequest). */
@@ -59,7 +61,9 @@ export function documentsConnectorRequest(deps: ConnectorRequestDeps): Connector
     const policies = await deps.store.activePolicies();
     const at = now();
     const subject = { identityId: identity.id, identityName: identity.name };
-    const scope = await resolveScope(deps.db.pool, evaluator, policies, subject, source.id, 'request', at, deps.maskSecret, await deps.store.loadCatalog(source.id), liveTreesFor(deps, source));
+    const catalog = await deps.store.loadCatalog(source.id);
+    const rows = rowFilterFor(deps, source, evaluator, identity, catalog, policies);
+    const scope = await resolveScope(deps.db.pool, evaluator, policies, subject, source.id, 'request', at, deps.maskSecret, catalog, liveTreesFor(deps, source), rows);
     if (!mayAct(scope)) return { kind: 'refusal', code: 'source_role_denied', message: `No role granted on source '${source.id}' allows request.` };
     const refused = policyRefusal(policies, { ...subject, roles: evaluator.roleNames(source.id), sourceId: source.id }, 'request', at);
     if (refused) {
@@ -68,7 +72,7 @@ export function documentsConnectorRequest(deps: ConnectorRequestDeps): Connector
     }
     const limited = await rateLimitStep(deps.rateLimiter, ctx, identity.id, source.id);
     if (limited) return limited;
-    const linkScope = await resolveScope(deps.db.pool, evaluator, policies, subject, source.id, 'discover', at, deps.maskSecret, await deps.store.loadCatalog(source.id), liveTreesFor(deps, source));
+    const linkScope = await resolveScope(deps.db.pool, evaluator, policies, subject, source.id, 'discover', at, deps.maskSecret, catalog, liveTreesFor(deps, source), rows);
     const doc = await getDocument(deps.db.pool, scope, linkScope, request.asset_id);
     if (!doc) return { kind: 'refusal', code: 'unknown_asset', message: 'No asset with that id is visible to this identity. Use an asset_id returned by interlock_discover.' };
     audit.row_count = 1;

@@ -20,7 +20,7 @@ import { TOOL_DEFAULTS } from '../registry';
 import type { ToolHandler, ToolOutcome } from '../types';
 import { mayAct, policyRefusal, resolveScope } from '../../discovery/access';
 import { assetSource, assetVisible, relatedAssets } from '../../discovery/search';
-import { auditDetails, clampLimit, jsonResult, RELATED_MAX_LIMIT, liveTreesFor, type DiscoveryDeps } from './discover';
+import { auditDetails, clampLimit, jsonResult, RELATED_MAX_LIMIT, liveTreesFor, rowFilterFor, type DiscoveryDeps } from './discover';
 
 /** The one answer for an asset that is missing or not visible to the caller. */
 export function unknownAsset(): ToolOutcome {
@@ -54,7 +54,10 @@ export function relatedDocumentsHandler(deps: DiscoveryDeps): ToolHandler {
     const policies = await deps.store.activePolicies();
     const at = now();
     const subject = { identityId: identity.id, identityName: identity.name };
-    const scope = await resolveScope(deps.db.pool, evaluator, policies, subject, sourceId, 'discover', at, deps.maskSecret, await deps.store.loadCatalog(sourceId), liveTreesFor(deps, source));
+    const catalog = await deps.store.loadCatalog(sourceId);
+    // A disabled source is not read for row rules (its ruled relations show nothing, fail closed).
+    const rows = source.enabled ? rowFilterFor(deps, source, evaluator, identity, catalog, policies) : undefined;
+    const scope = await resolveScope(deps.db.pool, evaluator, policies, subject, sourceId, 'discover', at, deps.maskSecret, catalog, liveTreesFor(deps, source), rows);
     if (!mayAct(scope) || !(await assetVisible(deps.db.pool, scope, assetId))) return invisible();
 
     audit.source_id = sourceId;

@@ -12,7 +12,7 @@
  * Each test asserts the safe outcome; each RT1-n test failed on main at aa0a24e (the findings):
  * RT1-1 write into a partition attached after the scan under a write-denied parent was queued (fixed);
  * RT1-2 the approval re-check ignored the live hierarchy and executed it (fixed);
- * RT1-3 count(*) through a view over a parent counts a denied partition's rows (NOT fixed: test.failing);
+ * RT1-3 count(*) through a view over a parent counted a denied partition's rows (fixed: the view's lineage);
  * RT1-4 ancestors beyond depth 64 were dropped: a root mask did not reach the leaf (fixed);
  * RT1-5 describe_source named parents the caller may not describe (fixed);
  * RT1-6/7 discovery showed a mapped table (or a mapped view's base) attached under a masked parent
@@ -110,10 +110,9 @@ test('RT1-2 an approved write on a partition attached after the scan fails the r
   expect(back.rows[0].region).toBe('eu');
 });
 
-// Not fixed (low): views are governed by the columns used through them (issue 12), so a count(*)
-// through a view consults no base relation; fixing it needs the analyser to record a view's base
-// relations even when no column is used. Marked failing until then.
-test.failing('RT1-3 count(*) through a view over a parent does not count the rows of a denied partition', async () => {
+// Fixed (issue 27 item 1): a view's base relations come from the server's lineage (pg_depend, recorded
+// by the scan), so a count(*) through a view consults them and their live trees even when no column is used.
+test('RT1-3 count(*) through a view over a parent does not count the rows of a denied partition', async () => {
   // r1_v_parent's rows include r1_priv's once it is attached: `SELECT id` is refused, the count must be too.
   await attached(async () => {
     expect((await query(a, 'SELECT id FROM r1_v_parent')).code).toBe('source_role_denied');

@@ -1,23 +1,14 @@
 /**
  * Red team on row rules (issue 27, rt27): an agent with a ruled identity trying to read hidden rows
  * or facts about them through interlock_query on PostgreSQL 15 (fixture: test/helpers/row-rules.ts;
- * employee 1's customers are 8 of 60). Each block names its finding; `test.failing` documents a gap
- * that is not fixed on this branch.
+ * employee 1's customers are 8 of 60). Each block names its finding.
  */
-import { codeOf, rowsOf, startRowFixture, type RowFixture } from '../../helpers/row-rules';
+import { codeOf, REP1_CUSTOMERS, REP_ROLE, rowsOf, startRowFixture, type RowFixture } from '../../helpers/row-rules';
 import type { SourceRole } from '../../../src/control/roles';
 
 let fx: RowFixture;
-const REP: SourceRole = {
-  name: 'rep',
-  statements: [
-    { effect: 'allow', action: 'read', resource: 'public.customer', rows: 'support_rep_id = identity.employee_id' },
-    { effect: 'allow', action: 'read', resource: 'public.invoice' },
-    { effect: 'allow', action: 'read', resource: 'public.employee' },
-    { effect: 'allow', action: 'read', resource: 'public.ticket', rows: 'region = ANY(identity.regions)' },
-  ],
-};
-const REP1 = [6, 12, 18, 24, 36, 42, 48, 54];
+const REP: SourceRole = REP_ROLE;
+const REP1 = REP1_CUSTOMERS;
 const A = { employee_id: 1, regions: ['us'] };
 /** A stable user-defined operator whose function reads the ruled table (as the reader role): 60 > a + b. */
 const EXTRA = `
@@ -48,14 +39,36 @@ describe('finding 1 (high, fixed): a user-defined operator runs a function that 
   });
 });
 
-describe('finding 3 (medium, design gap, not fixed): a column allow without rows lifts the row rule for every column', () => {
-  // Owner: src/governance/row-rules.ts (relationRowRule: any covering allow without rows, a column
-  // allow included, makes the whole table unruled) — needs per-column row rules in the row view.
-  test.failing('granting public.customer.email for every row also shows credit of hidden customers', async () => {
-    fx.grant('mix', [REP, { name: 'c', statements: [{ effect: 'allow', action: 'read', resource: 'public.customer.email' }] }]);
+describe('finding 3 (medium, fixed on h27v): a column allow without rows lifted the row rule for every column', () => {
+  // Fixed in src/governance/row-rules.ts (relationRowRule with the used columns): a column allow without
+  // `rows` grants its own columns on every row; a row is returned only when every used column is granted on it.
+  const EMAIL: SourceRole = { name: 'c', statements: [{ effect: 'allow', action: 'read', resource: 'public.customer.email' }] };
+  it('granting public.customer.email for every row does not show credit of hidden customers', async () => {
+    fx.grant('mix', [REP, EMAIL]);
     const o = await fx.call('mix', A, 'SELECT customer_id, credit FROM customer');
-    // Expected: the un-ruled grant covers only email, so credit is readable for the permitted rows only.
+    // The un-ruled grant covers only email, so credit is readable for the permitted rows only.
     expect(ids(rowsOf(o))).toEqual(REP1);
+  });
+  it.each([
+    ['only the freely granted column: every row', 'SELECT count(email)::int AS n FROM customer', 60],
+    ['no column (count(*)): every row, as SELECT email would show', 'SELECT count(*)::int AS n FROM customer', 60],
+    ['the free column filtered on a ruled one', 'SELECT count(email)::int AS n FROM customer WHERE credit > -1000', 8],
+    ['the free column joined on a ruled key (USING)', 'SELECT count(c.email)::int AS n FROM customer c JOIN invoice i USING (customer_id)', 32],
+    ['SELECT *', 'SELECT count(x.*)::int AS n FROM (SELECT * FROM customer) x', 8],
+    ['the free column ordered by a ruled one', 'SELECT count(*)::int AS n FROM (SELECT email FROM customer ORDER BY credit LIMIT 100) x', 8],
+  ])('%s', async (_w, sql, n) => {
+    fx.grant('mix', [REP, EMAIL]);
+    expect(rowsOf(await fx.call('mix', A, sql))).toEqual([{ n }]);
+  });
+  it('a view reads its base relation whole: the rule applies to it', async () => {
+    fx.grant('mixv', [REP, EMAIL, { name: 'v', statements: [{ effect: 'allow', action: 'read', resource: 'public.customer_countries' }] }]);
+    expect(rowsOf(await fx.call('mixv', A, 'SELECT count(*)::int AS n FROM customer_countries'))).toEqual([{ n: 8 }]);
+  });
+  it('a column allow with its own rows widens that column only (AND over used columns of the OR over their allows)', async () => {
+    fx.grant('mixjp', [REP, { name: 'jp', statements: [{ effect: 'allow', action: 'read', resource: 'public.customer.email', rows: "country = 'JP'" }] }]);
+    const wide = (await fx.admin<{ n: number }>("SELECT count(email)::int AS n FROM customer WHERE support_rep_id = 1 OR country = 'JP'"))[0].n;
+    expect(rowsOf(await fx.call('mixjp', A, 'SELECT count(email)::int AS n FROM customer'))).toEqual([{ n: wide }]);
+    expect(ids(rowsOf(await fx.call('mixjp', A, 'SELECT customer_id, email FROM customer')))).toEqual(REP1);
   });
 });
 

@@ -3,7 +3,9 @@
  * (SIGSTOP) audit backend and a failover to a promoted streaming replica, without a restart of its
  * own. Two private PostgreSQL 15 clusters (test/helpers/pg-cluster.ts); the control URL names both
  * hosts with target_session_attrs=read-write. Under load from a few concurrent agents:
- * - every answered call that succeeded has exactly one audit event; no request id has two;
+ * - every answered call that succeeded has exactly one audit event; no request id has two (under a
+ *   restart, a SIGSTOP of the audit backends, a SIGSTOP of the whole server — postmaster and every
+ *   backend — and the failover);
  * - while no primary answers, /readyz is 503 control_database_unavailable and calls fail closed;
  * - after `pg_ctl promote` a call succeeds within 10 s; the chain verifies across the failover;
  * - a key revoked after the failover is refused within seconds (the LISTEN was re-established
@@ -20,6 +22,7 @@ import { createApiKey, revokeApiKey } from '../../../src/control/keys';
 import { verifyAuditChain } from '../../../src/audit/verify';
 import { createLogger } from '../../../src/observability/logger';
 import pg from 'pg';
+import { readdirSync, readFileSync } from 'node:fs';
 
 jest.setTimeout(120_000);
 
@@ -162,6 +165,44 @@ test('a stopped (SIGSTOP) audit backend: calls fail closed, none is answered wit
   expect(await until(async () => l.answers.some((a) => a.at > cont && a.outcome === 'ok'), 10_000)).toBe(true);
   await sleep(500);
   await expectOneEventPerAnswer(await l.stop());
+});
+
+/** Process ids of the direct children of `pid` (a postmaster's backends and auxiliary processes), from /proc. */
+function childrenOf(pid: number): number[] {
+  const out: number[] = [];
+  for (const d of readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const stat = readFileSync(`/proc/${d}/stat`, 'utf8');
+      if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === pid) out.push(Number(d));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return out;
+}
+
+test('the whole control-database server stopped (SIGSTOP of the postmaster and every backend): nothing answered ok meanwhile, one event per answer, the chain verifies after SIGCONT', async () => {
+  const l = load();
+  await sleep(500);
+  const pm = pair!.primary.pid()!;
+  const pids = [pm, ...childrenOf(pm)];
+  // Every backend: the audit lanes, the identity and rate-limit pools, the LISTEN connection.
+  expect(pids.length).toBeGreaterThan(4);
+  for (const p of pids) process.kill(p, 'SIGSTOP');
+  const stopped = Date.now();
+  try {
+    await sleep(3500);
+  } finally {
+    for (const p of pids) process.kill(p, 'SIGCONT');
+  }
+  const cont = Date.now();
+  // No call is answered as served while nothing can commit its event (a call whose commit was on its way when the server stopped aside).
+  expect(l.answers.filter((a) => a.outcome === 'ok' && a.at > stopped + 300 && a.at < cont)).toEqual([]);
+  expect(await until(async () => l.answers.some((a) => a.at > cont && a.outcome === 'ok'), 15_000)).toBe(true);
+  await sleep(500);
+  await expectOneEventPerAnswer(await l.stop());
+  expect((await verifyAuditChain(db!)).ok).toBe(true);
 });
 
 test('failover to a promoted replica: fail closed and not ready meanwhile, follow within 10 s of promotion, one event per answer, chain verifies, LISTEN re-established', async () => {

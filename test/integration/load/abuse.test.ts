@@ -72,6 +72,10 @@ beforeAll(async () => {
       rate_limits: { per_identity: { points: 600, window_seconds: 60 }, per_source: { points: 1_000_000, window_seconds: 60 } },
       // A small keyless budget, so that the flooder is cut off within the run even on a slow machine.
       client_limits: { keyless: { points: 60, window_seconds: 60 }, streams_per_address: 128, streams_per_identity: 64 },
+      // Admission by capacity is held at a limit this run never reaches (as before its defaults of
+      // issue 29 acted from 8–32 connections): this test is about abuse by identity and address;
+      // refusals at capacity and their fairness are tested in capacity*.test.ts.
+      admission: { enabled: true, initial_limit: 64, min_limit: 64, max_limit: 512, queue_size: 32, queue_timeout_ms: 250, tolerance: 2, max_event_loop_delay_ms: 100, max_audit_queue: 1000, pause_refused_connections: true },
     },
   });
   base = env.url.replace(/\/mcp$/, '');

@@ -390,6 +390,9 @@ test('32 agents for 20 s while the source is stopped and restarted: only contrac
     cache: { ttl_ms: 4_000, max_bytes: 16 * 1024 * 1024 }, // short, so cacheable reads also miss while the source is down
     // Every agent's writes stay pending for the whole run ("approvals exact"): the queue caps are tested in approvals/queue-bounds.
     approvals: { ...DEFAULT_CONFIG.approvals, max_pending_per_identity: 100_000, max_pending_per_source: 100_000 },
+    // Admission by capacity at a limit 32 agents never reach (its defaults of issue 29 act from 8–32
+    // connections): this test is about a failing source; capacity refusals are tested in capacity*.test.ts.
+    admission: { ...DEFAULT_CONFIG.admission!, initial_limit: 64, min_limit: 64, max_audit_queue: 1000 },
   };
   gw = await startGovernedGateway({ db, config, host: '127.0.0.1', port: 0, logger, catalogRescanMs: 0 });
   const base = gw.url.replace(/\/mcp$/, '');

@@ -59,3 +59,23 @@ test('guard and statement stay prepared on the connection', async () => {
   expect(texts.filter((t) => t === standaloneGuardSql(2))).toHaveLength(1);
   expect(texts.filter((t) => t === 'SELECT count(*) AS n FROM flat')).toHaveLength(1);
 });
+
+test('the guard text is one shared string per relation count, the same text as built afresh (issue 28 item 3)', () => {
+  expect(standaloneGuardSql(2)).toBe(standaloneGuardSql(2));
+  expect(standaloneGuardSql(2)).toContain('($1::text, $2::text), ($3::text, $4::text)');
+  expect(standaloneGuardSql(1)).not.toContain('$3');
+  // Past the remembered range it is still built correctly.
+  expect(standaloneGuardSql(40)).toContain('($79::text, $80::text)');
+  expect(standaloneGuard([{ schema: 'public', name: 'flat' }]).text).toBe(standaloneGuardSql(1));
+});
+
+test('the guard of one relations array is made once, frozen, with each relation as (schema, name) in order (issue 28 item 3)', () => {
+  const rels = [{ schema: 'public', name: 'flat' }, { schema: 's2', name: 'base' }];
+  const g = standaloneGuard(rels);
+  expect(standaloneGuard(rels)).toBe(g);
+  expect(g).toEqual({ text: standaloneGuardSql(2), values: ['public', 'flat', 's2', 'base'] });
+  expect(Object.isFrozen(g) && Object.isFrozen(g.values)).toBe(true);
+  // Another array with the same relations gets an equal guard of its own.
+  expect(standaloneGuard([...rels])).not.toBe(g);
+  expect(standaloneGuard([...rels])).toEqual(g);
+});

@@ -153,7 +153,6 @@ describe('refusals (fail closed)', () => {
   });
 
   it.each([
-    ['a view (its lineage may reach a ruled table)', 'SELECT * FROM customer_countries'],
     ['a user-defined function (its body may read a ruled table)', 'SELECT customer_count() AS n FROM employee'],
     ['EXPLAIN of a ruled read', 'EXPLAIN SELECT * FROM customer'],
     ['a CTE named like a ruled table it also reads', 'WITH customer AS (SELECT 1 AS customer_id) SELECT c.customer_id FROM customer c, public.customer p WHERE p.customer_id = c.customer_id'],
@@ -214,5 +213,18 @@ describe('describe_access shows each table\'s rule with attribute names, never v
     const ticket = tables.find((t) => t.table === 'public.ticket') as { rows: unknown; partitions: Array<{ table: string; rows: unknown }> };
     expect(ticket.rows).toEqual({ rule: 'region = ANY(identity.regions)', attributes: ['regions'] });
     expect(ticket.partitions.map((p) => p.rows)).toEqual([ticket.rows, ticket.rows, ticket.rows]);
+  });
+
+  it('a column allow without rows does not hide the rule of the other columns; allows covering columns differently show as AND of ORs', () => {
+    const show = (statements: SourceRole['statements']) => {
+      const r = sqlResources(new AccessEvaluator([{ sourceId: 'rows', role: REP }, { sourceId: 'rows', role: role('c', statements) }]), 'rows', fx.catalog, [], { identityId: 'x', identityName: 'x', roles: ['c', 'rep'], sourceId: 'rows' }, new Date());
+      return (r.tables as Array<Record<string, unknown>>).find((t) => t.table === 'public.customer')?.rows;
+    };
+    expect(show([{ effect: 'allow', action: 'read', resource: 'public.customer.email' }])).toEqual({ rule: 'support_rep_id = identity.employee_id', attributes: ['employee_id'] });
+    expect(show([{ effect: 'allow', action: 'read', resource: 'public.customer.email', rows: "country = 'JP'" }])).toEqual({
+      rule: "((country = 'JP') OR (support_rep_id = identity.employee_id)) AND (support_rep_id = identity.employee_id)",
+      attributes: ['employee_id'],
+    });
+    expect(show([{ effect: 'allow', action: 'read', resource: 'public.customer' }])).toBeUndefined();
   });
 });

@@ -89,17 +89,23 @@ test('presentation: shown as is, hidden empty, masked with interlock_query maski
   expect(presentItems(['s:a'], 'show')).toEqual(['s:a']);
 });
 
-describe('row rules (issue 27): indexed rows of a ruled table are not shown yet (fail closed)', () => {
-  it('a table ruled for the caller has no documents; an unruled one keeps them', () => {
+describe('row rules (issue 27 item 3): indexed rows of a ruled table are marked for the row filter', () => {
+  it('a table ruled for the caller is marked rowCheck (resolveScope filters its rows against the source, or drops it); an unruled one is not', () => {
     const out = decide([
       { effect: 'allow', action: 'read', resource: 'public.staff', rows: 'id = identity.staff_id' },
       { effect: 'allow', action: 'read', resource: 'public.wiki' },
     ]);
-    expect(out.map((r) => r.relation)).toEqual(['public.wiki']);
+    expect(out.map((r) => [r.relation, r.rowCheck ?? false])).toEqual([
+      ['public.staff', true],
+      ['public.wiki', false],
+    ]);
     const both = decide([
       { effect: 'allow', action: 'read', resource: 'public.staff', rows: 'id = identity.staff_id' },
       { effect: 'allow', action: 'read', resource: 'public.*' },
     ]);
-    expect(both.map((r) => r.relation)).toEqual(['public.staff', 'public.wiki']);
+    expect(both.map((r) => [r.relation, r.rowCheck ?? false])).toEqual([
+      ['public.staff', false],
+      ['public.wiki', false],
+    ]);
   });
 });

@@ -36,6 +36,21 @@ describe('AccessEvaluator', () => {
     expect(ev.statements('db').deny).toEqual([{ action: 'read', resource: 'hr.salary' }, { action: 'read', resource: 'public.customer.email' }]);
     expect(ev.hasGrant('other')).toBe(false);
   });
+  test('per-source answers are computed once, shared and frozen (issue 28 item 3)', () => {
+    const e = new AccessEvaluator([{ sourceId: 'db', role: role('r', [['allow', 'read', 'public.*'], ['deny', 'write', 'public.t']]) }]);
+    expect(e.statements('db')).toBe(e.statements('db'));
+    expect(e.roleNames('db')).toBe(e.roleNames('db'));
+    expect(e.statements('db')).toEqual({ allow: [{ action: 'read', resource: 'public.*' }], deny: [{ action: 'write', resource: 'public.t' }] });
+    expect(e.hasReadDeny('db')).toBe(false);
+    expect(e.hasRowRules('db')).toBe(false);
+    expect(e.statements('other')).toEqual({ allow: [], deny: [] });
+    // A caller that tried to alter a shared answer throws instead of changing the next caller's.
+    expect(() => e.roleNames('db').push('intruder')).toThrow(TypeError);
+    expect(() => e.statements('db').deny.pop()).toThrow(TypeError);
+    expect(() => ((e.statements('db').allow[0] as { resource: string }).resource = '*')).toThrow(TypeError);
+    expect(e.roleNames('db')).toEqual(['r']);
+    expect(e.statements('db').deny).toEqual([{ action: 'write', resource: 'public.t' }]);
+  });
 
   // Property: a decision is 'allow' exactly when some allow statement covers the resource and no deny does.
   const name = fc.constantFrom('a', 'b', 'c');

@@ -1,5 +1,7 @@
 /** Admission by capacity (issue 29 item 1): the adaptive limit, its queue and its refusals. */
-import { CapacityLimiter, DEFAULT_CAPACITY, isCapacityRefusal, type CapacityPermit, type CapacitySettings } from '../../../src/transport/capacity';
+import { CapacityLimiter, DEFAULT_CAPACITY, isCapacityRefusal, PRESSURE_STEP_MS, type CapacityPermit, type CapacitySettings } from '../../../src/transport/capacity';
+import { capacityLimiter } from '../../../src/gateway';
+import { DEFAULT_CONFIG } from '../../../src/control/config';
 
 let clock = 0;
 const limiters: CapacityLimiter[] = [];
@@ -86,7 +88,31 @@ test('the limit falls when latency climbs well past the long-term latency, never
   expect(l.limit).toBeGreaterThanOrEqual(4);
 });
 
-test('event-loop delay past its bound lowers the limit by 10 % a sample, whatever the latency', () => {
+test('time spent in source reads is left out of the sample: slow statements do not lower the limit, slow gateway work does', () => {
+  /** Like drive, but each call spent `sourceMs` of its `ms` in source reads (release(excludedMs)). */
+  const driveSource = (l: CapacityLimiter, rounds: number, ms: number, sourceMs: number) => {
+    for (let r = 0; r < rounds; r++) {
+      const held: CapacityPermit[] = [];
+      for (let i = 0; i < l.limit; i++) held.push(permit(l.acquire()));
+      clock += ms;
+      for (const p of held) p.release(sourceMs);
+    }
+  };
+  const bySource = limiter({ initialLimit: 64, minLimit: 4, maxLimit: 512, tolerance: 1.5 });
+  driveSource(bySource, 150, 10, 5);
+  const before = bySource.limit;
+  // Calls now take 2 s, all of it in the source (an identity's slow statements): the limit holds.
+  driveSource(bySource, 2, 2000, 1995);
+  expect(bySource.limit).toBeGreaterThanOrEqual(before);
+  // The same 2 s spent in the gateway (no source time) lowers it, as before.
+  const byGateway = limiter({ initialLimit: 64, minLimit: 4, maxLimit: 512, tolerance: 1.5 });
+  driveSource(byGateway, 150, 10, 5);
+  const start = byGateway.limit;
+  driveSource(byGateway, 2, 2000, 0);
+  expect(byGateway.limit).toBeLessThan(start / 2);
+});
+
+test('event-loop delay past its bound lowers the limit by 10 % at most once per PRESSURE_STEP_MS, whatever the latency, and not below min_limit', () => {
   let lag = 0;
   const l = limiter({ initialLimit: 100, minLimit: 4, maxLimit: 512 }, { lag: () => lag });
   lag = 250;
@@ -94,17 +120,93 @@ test('event-loop delay past its bound lowers the limit by 10 % a sample, whateve
   clock += 5;
   p.release();
   expect(l.limit).toBe(90);
-  drive(l, 10, 5, 1000);
-  expect(l.limit).toBeLessThan(40);
+  // Ten more samples within the same step: held, neither lowered again nor raised.
+  drive(l, 10, 5, 1);
+  expect(l.limit).toBe(90);
+  // One sample per step: 90 × 0.9^10 ≈ 31.
+  drive(l, 10, PRESSURE_STEP_MS, 1000);
+  expect(l.limit).toBe(Math.floor(90 * 0.9 ** 10));
+  drive(l, 40, PRESSURE_STEP_MS, 1000);
+  expect(l.limit).toBe(4);
+  // The lag gone, good latency raises it again.
+  lag = 0;
+  drive(l, 60, 5, 1000);
+  expect(l.limit).toBeGreaterThan(8);
 });
 
-test('the audit writer falling behind lowers the limit too', () => {
+test('the audit writer falling behind lowers the limit too, and only while it is behind', () => {
   let depth = 0;
   const l = limiter({ initialLimit: 100, minLimit: 4, maxLimit: 512, maxAuditQueue: 50 }, { audit: () => depth });
+  depth = 50; // at the bound, not past it
+  drive(l, 5, PRESSURE_STEP_MS, 1);
+  expect(l.limit).toBe(100);
   depth = 51;
-  drive(l, 5, 5, 1000);
-  expect(l.limit).toBeLessThanOrEqual(Math.floor(100 * 0.9 ** 5) + 1);
+  drive(l, 5, PRESSURE_STEP_MS, 1000);
+  expect(l.limit).toBe(Math.floor(100 * 0.9 ** 5));
 });
+
+test('the defaults act at 8–32 connections on 2 cores: start at 16, may fall to 4, audit bound below max_limit', () => {
+  expect(DEFAULT_CAPACITY).toMatchObject({ initialLimit: 16, minLimit: 4, maxLimit: 512, maxAuditQueue: 64 });
+  expect(DEFAULT_CAPACITY.maxAuditQueue).toBeLessThan(DEFAULT_CAPACITY.maxLimit);
+  const l = limiter();
+  expect(l.limit).toBe(16);
+  // 32 callers at once: 16 run, 32 - 16 wait in the queue (32), the 49th is refused.
+  const held = Array.from({ length: 16 }, () => permit(l.acquire()));
+  const waiting = Array.from({ length: 32 }, () => l.acquire());
+  expect(waiting.every((w) => w instanceof Promise)).toBe(true);
+  expect(isCapacityRefusal(l.acquire() as CapacityPermit)).toBe(true);
+  l.close();
+  for (const p of held) p.release();
+});
+
+test('gateway wiring (capacityLimiter of config admission): the audit writer depth it is given lowers the limit', () => {
+  let depth = 0;
+  const l = capacityLimiter(DEFAULT_CONFIG.admission!, () => depth)!;
+  limiters.push(l);
+  expect(l.limit).toBe(16);
+  const run = (n: number) => {
+    for (let i = 0; i < n; i++) {
+      const p = permit(l.acquire());
+      p.release();
+    }
+  };
+  run(5);
+  expect(l.limit).toBeGreaterThanOrEqual(16);
+  depth = 65;
+  run(1);
+  expect(l.limit).toBeLessThan(16);
+  expect(capacityLimiter({ ...DEFAULT_CONFIG.admission!, enabled: false })).toBeUndefined();
+});
+
+test('the default event-loop sampler (monitorEventLoopDelay, read every second) feeds the limit: a blocked loop lowers it', async () => {
+  // No eventLoopDelayMs signal: the limiter reads node:perf_hooks itself.
+  const l = new CapacityLimiter({ ...DEFAULT_CAPACITY, initialLimit: 100, maxEventLoopDelayMs: 100 }, { now: () => clock });
+  limiters.push(l);
+  const p0 = permit(l.acquire());
+  clock += 5;
+  p0.release();
+  const before = l.limit;
+  expect(before).toBeGreaterThanOrEqual(100);
+  // Starve the event loop: five 150 ms stretches of busy work with only a turn of the loop between
+  // them (sustained lag, not one pause: the sampler reads the p99 of the last second).
+  await new Promise((r) => setTimeout(r, 20));
+  for (let i = 0; i < 5; i++) {
+    const until = Date.now() + 150;
+    while (Date.now() < until) {
+      /* busy */
+    }
+    await new Promise((r) => setImmediate(r));
+  }
+  // Within the next seconds the one-second sampler has read the lag and a finished call lowers the limit.
+  const deadline = Date.now() + 2500;
+  while (l.limit === before && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 50));
+    const p = permit(l.acquire());
+    clock += PRESSURE_STEP_MS;
+    p.release();
+  }
+  expect(l.limit).toBe(Math.floor(before * 0.9));
+}, 10_000);
 
 test('the retry hint grows with the queue ahead, in whole seconds', () => {
   const l = limiter({ initialLimit: 1, minLimit: 1, maxLimit: 1, queueSize: 50, queueTimeoutMs: 10_000 });
@@ -117,27 +219,57 @@ test('the retry hint grows with the queue ahead, in whole seconds', () => {
   expect(l.retryAfterMs()).toBe(4000);
 });
 
-test('fair share inside the limit: a flooding identity is refused at once past its share, and a freed slot goes to the identity holding fewest', async () => {
-  const l = limiter({ initialLimit: 4, minLimit: 4, maxLimit: 4, queueSize: 4, queueTimeoutMs: 10_000 });
+test('fair share inside the limit: a flooding identity is refused at once past its share, a newcomer holding nothing gets a slot at once beyond the limit, and a freed slot goes to the identity holding fewest', async () => {
+  const l = limiter({ initialLimit: 4, minLimit: 4, maxLimit: 4, queueSize: 2, queueTimeoutMs: 10_000 });
   const flood = [permit(l.acquire(undefined, 'flood')), permit(l.acquire(undefined, 'flood')), permit(l.acquire(undefined, 'flood')), permit(l.acquire(undefined, 'flood'))];
   // Full. Alone, the flooder may use the queue.
   const queuedFlood = l.acquire(undefined, 'flood') as Promise<CapacityPermit>;
   expect(queuedFlood).toBeInstanceOf(Promise);
-  // Another identity (share 4 ÷ 2 = 2) waits too; now the flooder, over its share, is refused at once.
+  // Another identity, holding nothing while the flooder holds 4 > its share (4 ÷ 2): a slot at once, beyond the limit.
+  const agent = permit(l.acquire(undefined, 'agent'));
+  expect(l.inflight).toBe(5);
+  expect(l.borrowed).toBe(1);
+  // Holding one now, its next call waits (under its share of 2), and the flooder, over its share, is refused at once.
   const fair = l.acquire(undefined, 'agent') as Promise<CapacityPermit>;
   expect(fair).toBeInstanceOf(Promise);
   expect(isCapacityRefusal(l.acquire(undefined, 'flood') as CapacityPermit)).toBe(true);
-  // The freed slot goes to the identity holding fewest, though the flooder queued first.
+  // Releases bring the calls in flight back under the limit first; then the freed slot goes to the identity holding fewest.
   flood[0].release();
+  flood[1].release();
+  expect(l.borrowed).toBe(1);
   const got = await fair;
   expect(isCapacityRefusal(got)).toBe(false);
   expect(l.queued).toBe(1);
-  got.release();
+  agent.release();
+  expect(l.borrowed).toBe(0);
   const second = await queuedFlood;
   expect(isCapacityRefusal(second)).toBe(false);
+  got.release();
   second.release();
-  for (const p of flood.slice(1)) p.release();
+  for (const p of flood.slice(2)) p.release();
   expect(l.inflight).toBe(0);
+});
+
+test('slots beyond the limit for identities holding none are at most queue_size at a time, and only while another holds more than its share', () => {
+  const l = limiter({ initialLimit: 2, minLimit: 2, maxLimit: 2, queueSize: 2, queueTimeoutMs: 10_000 });
+  // Two identities holding one each: nobody over its share, so a third waits.
+  const held = [permit(l.acquire(undefined, 'a')), permit(l.acquire(undefined, 'b'))];
+  expect(l.acquire(undefined, 'c')).toBeInstanceOf(Promise);
+  expect(l.borrowed).toBe(0);
+  l.close();
+  for (const p of held) p.release();
+
+  const m = limiter({ initialLimit: 2, minLimit: 2, maxLimit: 2, queueSize: 2, queueTimeoutMs: 10_000 });
+  const flood = [permit(m.acquire(undefined, 'f')), permit(m.acquire(undefined, 'f'))];
+  // f holds 2 > its share beside a newcomer (2 ÷ 2 = 1): newcomers borrow, two at most.
+  const x = permit(m.acquire(undefined, 'x'));
+  const y = permit(m.acquire(undefined, 'y'));
+  expect(m.borrowed).toBe(2);
+  expect(m.acquire(undefined, 'z')).toBeInstanceOf(Promise);
+  expect(m.inflight).toBe(4);
+  m.close();
+  for (const p of [...flood, x, y]) p.release();
+  expect(m.borrowed).toBe(0);
 });
 
 test('a full queue: the newest waiter of the identity furthest over its share gives its place to a caller under its share', async () => {
@@ -155,4 +287,28 @@ test('a full queue: the newest waiter of the identity furthest over its share gi
   for (const p of held) p.release();
   expect(isCapacityRefusal(await e)).toBe(false);
   expect(isCapacityRefusal(await f)).toBe(false);
+});
+
+test('refuseKnown: a remembered token is refused before identity resolution exactly when acquire would refuse it at once', () => {
+  const l = limiter({ initialLimit: 2, minLimit: 2, maxLimit: 2, queueSize: 1, queueTimeoutMs: 10_000 });
+  // Room: never refused, remembered or not.
+  expect(l.refuseKnown('tok-a')).toBeNull();
+  l.noteToken('tok-a', { id: 'a', keyId: 'ka' });
+  expect(l.refuseKnown('tok-a')).toBeNull();
+  const held = [permit(l.acquire(undefined, 'a')), permit(l.acquire(undefined, 'a'))];
+  // Full, queue empty: a alone may still wait in the queue, so it goes the normal way.
+  expect(l.refuseKnown('tok-a')).toBeNull();
+  const waiting = l.acquire(undefined, 'a');
+  expect(waiting).toBeInstanceOf(Promise);
+  // Queue full too: refused, counted, with who it was.
+  const before = l.refused;
+  const r = l.refuseKnown('tok-a');
+  expect(r).toEqual({ refusal: { retryAfterMs: 1000 }, caller: { id: 'a', keyId: 'ka' } });
+  expect(l.refused).toBe(before + 1);
+  // An unknown token is not refused here (its identity decides later), and b, under its share, would displace a's waiter.
+  expect(l.refuseKnown('tok-b')).toBeNull();
+  l.noteToken('tok-b', { id: 'b', keyId: 'kb' });
+  expect(l.refuseKnown('tok-b')).toBeNull();
+  l.close();
+  for (const p of held) p.release();
 });

@@ -1,0 +1,105 @@
+/**
+ * The per-call pieces issue 28 item 3 changed, timed in one process on two compiled trees (A/B):
+ * `BEFORE_ROOT/dist` and this checkout's `dist` (both made by `npm run build`), loaded side by side
+ * and run in alternating rounds, so the shared machine's load hits both alike. Far less noisy than
+ * the end-to-end bench/cost-per-call.ts, whose paired rounds move ±40 % on a loaded machine while
+ * these pieces are a few µs of a ~500–1,000 µs call. Pieces (each what one uncached point read by
+ * the demo identity does):
+ *  - `caller facts`: the evaluator's per-source answers query.ts asks for outside the guard
+ *    (roleNames for the policy subject, hasRowRules twice), on one evaluator built once (as
+ *    evaluatorFor shares it), with the demo role;
+ *  - `guard`: standaloneGuardFor on a read of one catalogued standalone table (hierarchySensitive:
+ *    hasReadDeny, statements().deny, hasRowRules, the demo policies; then the catalogue's tree and
+ *    the guard text), the analysis and catalogue objects reused as the analysis cache hands them out;
+ *  - `result-cache key`: ResultCache.key of a point read's parts (the miss path's key);
+ *  - `result-cache miss`: key, lookup and store of a one-row result on a 30 s cache (the whole miss
+ *    path of the result cache; every key new, so the cache fills to its byte budget and evicts). Its
+ *    figure moves 0.8–1.7× between runs of one build (the two sides share one heap, and this piece
+ *    is mostly the collector's): read it only across several runs.
+ * Prints ns per operation, median of BENCH_ROUNDS (default 7) rounds of BENCH_OPS (default 200,000).
+ * Run: `BEFORE_ROOT=/path/to/built/checkout npx tsx bench/hot-path-parts.ts`.
+ */
+import path from 'node:path';
+import { ROOT } from './lib/env';
+import { POINT_SQL } from './lib/point-read';
+import { envInt, machineLine, table } from './lib/stats';
+
+type Piece = (n: number) => void;
+
+/** Builds the pieces from one compiled tree at `root`. */
+function pieces(root: string): Record<string, Piece> {
+  const load = (rel: string) => require(path.join(root, 'dist', 'src', rel)) as Record<string, unknown>;
+  const { AccessEvaluator } = load('governance/evaluator.js') as { AccessEvaluator: new (g: unknown[]) => { roleNames(s: string): string[]; hasRowRules(s: string): boolean; statements(s: string): unknown } };
+  const { standaloneGuardFor } = load('pipeline/hierarchy-check.js') as { standaloneGuardFor: (i: unknown) => unknown };
+  const { standaloneGuard } = load('sources/postgres/hierarchy.js') as { standaloneGuard: (r: unknown) => unknown };
+  const { ResultCache } = load('pipeline/cache.js') as { ResultCache: new (o?: unknown) => { key(p: unknown): string; get(k: string): unknown; set(k: string, v: unknown): void } };
+  const { DEMO_ROLE, demoPolicies } = load('demo/provision.js') as { DEMO_ROLE: unknown; demoPolicies: (s: string) => unknown[] };
+  const ev = new AccessEvaluator([{ sourceId: 'chinook', role: DEMO_ROLE }]);
+  const policies = demoPolicies('chinook');
+  const analysis = { ok: true, kind: 'read', statement: 'SelectStmt', reads: [{ schema: 'public', table: 'track' }], writes: [], viewSources: [] };
+  const catalog = { relations: [{ schema: 'public', name: 'track', kind: 'table', columns: [] }, { schema: 'public', name: 'album', kind: 'table', columns: [] }] };
+  const connector = { standaloneGuard, relationTrees: async () => [] };
+  const cache = new ResultCache();
+  const missCache = new ResultCache({ ttlMs: 30_000, maxBytes: 32 * 1024 * 1024 });
+  const { rowsText } = load('pipeline/rows-json.js') as { rowsText: (rows: object[]) => string };
+  const accessFingerprint = JSON.stringify([ev.statements('chinook'), 'mask:customer.email=partial;customer.phone=full']);
+  let sink = 0;
+  return {
+    'caller facts': (n) => {
+      for (let i = 0; i < n; i++) {
+        sink += ev.roleNames('chinook').length;
+        if (ev.hasRowRules('chinook')) sink++;
+        if (ev.hasRowRules('chinook')) sink++;
+      }
+    },
+    guard: (n) => {
+      for (let i = 0; i < n; i++) {
+        const subject = { identityId: 'id-1', identityName: 'demo-agent', roles: ['demo-analyst'], sourceId: 'chinook' };
+        if (standaloneGuardFor({ connector, evaluator: ev, sourceId: 'chinook', analysis, catalog, policies, subject })) sink++;
+      }
+    },
+    'result-cache key': (n) => {
+      for (let i = 0; i < n; i++) sink += cache.key({ sourceId: 'chinook', sql: POINT_SQL, params: [1 + (i % 3503)], maxRows: 100, accessFingerprint }).length;
+    },
+    'result-cache miss': (n) => {
+      // A miss as query.ts runs it: key, lookup, store of a one-row result (the entry's text already made, as the answer makes it).
+      for (let i = 0; i < n; i++) {
+        const key = missCache.key({ sourceId: 'chinook', sql: POINT_SQL, params: [i], maxRows: 100, accessFingerprint });
+        if (missCache.get(key)) sink++;
+        const rows = [{ track_id: i, name: 'For Those About To Rock', album_id: 1, genre_id: 1, composer: null, milliseconds: 343719, unit_price: '0.99' }];
+        rowsText(rows);
+        missCache.set(key, { rows, truncated: false, maskedColumns: [] });
+      }
+    },
+    get sink(): Piece {
+      return () => void sink;
+    },
+  };
+}
+
+function main(): void {
+  const before = process.env.BEFORE_ROOT;
+  if (!before) throw new Error('BEFORE_ROOT (a checkout with dist/ built) is required');
+  const ops = envInt('BENCH_OPS', 200_000);
+  const rounds = envInt('BENCH_ROUNDS', 7);
+  console.log(`# hot-path-parts: before = ${before}/dist vs after = ${ROOT}/dist, ${rounds} rounds × ${ops} ops`);
+  console.log(machineLine());
+  const sides = { before: pieces(path.resolve(before)), after: pieces(ROOT) };
+  const names = Object.keys(sides.after).filter((k) => k !== 'sink');
+  const ns: Record<string, Record<string, number[]>> = { before: {}, after: {} };
+  for (const side of Object.keys(sides) as Array<keyof typeof sides>) for (const n of names) sides[side][n](ops / 10); // warm the JIT
+  for (let r = 0; r < rounds; r++) {
+    for (const n of names) {
+      const order = (r % 2 ? ['after', 'before'] : ['before', 'after']) as Array<keyof typeof sides>;
+      for (const side of order) {
+        const t0 = process.hrtime.bigint();
+        sides[side][n](ops);
+        (ns[side][n] ??= []).push(Number(process.hrtime.bigint() - t0) / ops);
+      }
+    }
+  }
+  const med = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+  console.log(table(['piece', 'before ns/op', 'after ns/op', 'saved µs/call', 'after/before'], names.map((n) => [n, med(ns.before[n]).toFixed(0), med(ns.after[n]).toFixed(0), ((med(ns.before[n]) - med(ns.after[n])) / 1000).toFixed(2), `${(med(ns.after[n]) / med(ns.before[n])).toFixed(2)}×`])));
+}
+
+main();

@@ -1,0 +1,326 @@
+/**
+ * A refusal by admission by capacity (issue 29 item 2), exactly: with the replica's only slot held
+ * (limit 1, no queue), a governed call is answered at once with the contract's rate_limited, in both
+ * dialects (modern: HTTP 429, JSON-RPC error -32602 with data, Retry-After; handshake: HTTP 200,
+ * tool result isError), retry_after_ms derived from the queue (whole seconds), audited only in
+ * aggregate, not charged to the identity's rate limit (the same identity is served right after,
+ * though its refusals alone would have spent its budget), refused before identity resolution once
+ * the token was seen (no control-database work), and costing, above the floor every POST /mcp pays
+ * (server/discover), at most a tenth of the gateway CPU of a served call (process.cpuUsage of this
+ * process, which runs the gateway, over many calls sent from a raw keep-alive socket so the client
+ * costs almost nothing).
+ */
+import { connect, type Socket } from 'node:net';
+import { startGovernedEnv, type GovernedEnv } from '../../helpers/governed';
+import type { CapacityPermit } from '../../../src/transport/capacity';
+import { createApiKey } from '../../../src/control/keys';
+import { createIdentity } from '../../../src/control/identities';
+import pkg from '../../../package.json';
+
+/** Served calls in the CPU comparison (and a fifth more to warm up); the identity's budget is SERVED × 1.2 + 20, so charged refusals would spend it. */
+const SERVED = 150;
+const REFUSED = 300;
+const POINT = 'SELECT track_id, name FROM track WHERE track_id = $1';
+const MODERN = '2026-07-28';
+const AT_CAPACITY = 'The gateway is at capacity; wait retry_after_ms milliseconds before trying again.';
+
+let env: GovernedEnv;
+let port = 0;
+
+beforeAll(async () => {
+  env = await startGovernedEnv({
+    config: {
+      // One connection sends every call: it is not paused after a refusal (pause_refused_connections is tested on its own).
+      admission: { enabled: true, initial_limit: 1, min_limit: 1, max_limit: 1, queue_size: 0, queue_timeout_ms: 250, tolerance: 2, max_event_loop_delay_ms: 60_000, max_audit_queue: 1000, pause_refused_connections: false },
+      rate_limits: { per_identity: { points: SERVED * 1.2 + 20, window_seconds: 600 }, per_source: { points: 100_000, window_seconds: 60 } },
+      cache: { ttl_ms: 0, max_bytes: 0 },
+    },
+  });
+  port = Number(new URL(env.url).port);
+}, 60_000);
+afterAll(async () => {
+  await env?.close();
+});
+
+/** One HTTP/1.1 keep-alive connection that sends a request and reads one Content-Length answer. */
+class RawClient {
+  private buf: Buffer = Buffer.alloc(0);
+  private waiting: ((r: RawAnswer) => void) | null = null;
+  private constructor(private readonly sock: Socket) {
+    sock.on('data', (d: Buffer) => {
+      this.buf = this.buf.length ? Buffer.concat([this.buf, d]) : d;
+      this.parse();
+    });
+  }
+  static open(): Promise<RawClient> {
+    return new Promise((resolve, reject) => {
+      const s = connect(port, '127.0.0.1', () => resolve(new RawClient(s)));
+      s.once('error', reject);
+      s.setNoDelay(true);
+    });
+  }
+  private parse(): void {
+    const end = this.buf.indexOf('\r\n\r\n');
+    if (end < 0 || !this.waiting) return;
+    const head = this.buf.subarray(0, end).toString('latin1').split('\r\n');
+    const headers: Record<string, string> = {};
+    for (const line of head.slice(1)) {
+      const i = line.indexOf(':');
+      headers[line.slice(0, i).toLowerCase()] = line.slice(i + 1).trim();
+    }
+    let body: string;
+    if (headers['transfer-encoding'] === 'chunked') {
+      // A served call may switch to a request-scoped event stream: read the chunks to the last one.
+      let at = end + 4;
+      const parts: Buffer[] = [];
+      for (;;) {
+        const eol = this.buf.indexOf('\r\n', at);
+        if (eol < 0) return;
+        const size = parseInt(this.buf.subarray(at, eol).toString('latin1'), 16);
+        if (this.buf.length < eol + 2 + size + 2) return;
+        parts.push(this.buf.subarray(eol + 2, eol + 2 + size));
+        at = eol + 2 + size + 2;
+        if (size === 0) break;
+      }
+      const sse = Buffer.concat(parts).toString('utf8');
+      body = sse.split('\n').filter((l) => l.startsWith('data: ')).at(-1)?.slice(6) ?? sse;
+      this.buf = this.buf.subarray(at);
+    } else {
+      const len = Number(headers['content-length']);
+      if (this.buf.length < end + 4 + len) return;
+      body = this.buf.subarray(end + 4, end + 4 + len).toString('utf8');
+      this.buf = this.buf.subarray(end + 4 + len);
+    }
+    const w = this.waiting;
+    this.waiting = null;
+    let parsed: unknown = body;
+    try {
+      parsed = JSON.parse(body);
+    } catch {
+      // not JSON: kept as text, so the test's expectation names it
+    }
+    w({ status: Number(head[0].split(' ')[1]), headers, body: parsed });
+  }
+  send(raw: string): Promise<RawAnswer> {
+    return new Promise((resolve) => {
+      this.waiting = resolve;
+      this.sock.write(raw);
+    });
+  }
+  close(): void {
+    this.sock.destroy();
+  }
+}
+
+interface RawAnswer {
+  status: number;
+  headers: Record<string, string>;
+  body: any;
+}
+
+/** The bytes of one tools/call of interlock_query (a point read of track `id`), in the modern or handshake dialect. */
+function request(id: number, dialect: 'modern' | 'handshake' | 'discover', rpcId: number | string = 7, apiKey = env.apiKey): string {
+  if (dialect === 'discover') {
+    const b = JSON.stringify({ jsonrpc: '2.0', id: rpcId, method: 'server/discover', params: { _meta: { 'io.modelcontextprotocol/protocolVersion': MODERN, 'io.modelcontextprotocol/clientCapabilities': {} } } });
+    return `POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nAuthorization: Bearer ${apiKey}\r\nContent-Length: ${Buffer.byteLength(b)}\r\nMCP-Protocol-Version: ${MODERN}\r\nMcp-Method: server/discover\r\n\r\n${b}`;
+  }
+  const params: Record<string, unknown> = { name: 'interlock_query', arguments: { source_id: 'chinook', sql: POINT, params: [id] } };
+  if (dialect === 'modern') params._meta = { 'io.modelcontextprotocol/protocolVersion': MODERN, 'io.modelcontextprotocol/clientCapabilities': {} };
+  const body = JSON.stringify({ jsonrpc: '2.0', id: rpcId, method: 'tools/call', params });
+  const headers = [
+    'POST /mcp HTTP/1.1',
+    `Host: 127.0.0.1:${port}`,
+    'Content-Type: application/json',
+    'Accept: application/json, text/event-stream',
+    `Authorization: Bearer ${apiKey}`,
+    `Content-Length: ${Buffer.byteLength(body)}`,
+  ];
+  headers.push(dialect === 'modern' ? `MCP-Protocol-Version: ${MODERN}\r\nMcp-Method: tools/call\r\nMcp-Name: interlock_query` : 'MCP-Protocol-Version: 2025-11-25');
+  return `${headers.join('\r\n')}\r\n\r\n${body}`;
+}
+
+/** The bytes of one modern tools/call of interlock_list_sources (governed, needs no grant). */
+function listSources(rpcId: string, apiKey: string): string {
+  const body = JSON.stringify({ jsonrpc: '2.0', id: rpcId, method: 'tools/call', params: { name: 'interlock_list_sources', arguments: {}, _meta: { 'io.modelcontextprotocol/protocolVersion': MODERN, 'io.modelcontextprotocol/clientCapabilities': {} } } });
+  return `POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nAuthorization: Bearer ${apiKey}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nMCP-Protocol-Version: ${MODERN}\r\nMcp-Method: tools/call\r\nMcp-Name: interlock_list_sources\r\n\r\n${body}`;
+}
+
+/** Holds the replica's only slot (as a call in flight would) until released. */
+function holdTheSlot(): CapacityPermit {
+  const got = env.gateway.capacity!.acquire(undefined, 'someone-else');
+  if (got instanceof Promise || 'retryAfterMs' in got) throw new Error('the slot was not free');
+  return got;
+}
+
+/**
+ * Waits (at most 20 s) until this process spends under 5 % of a core over 250 ms: the gateway's
+ * start-up work (catalogue scan, caches) must not be counted against the calls measured.
+ */
+async function quiet(): Promise<void> {
+  const end = Date.now() + 20_000;
+  while (Date.now() < end) {
+    const t0 = process.cpuUsage();
+    await new Promise((r) => setTimeout(r, 250));
+    const d = process.cpuUsage(t0);
+    if (d.user + d.system < 0.05 * 250_000) return;
+  }
+}
+
+/** Gateway CPU (this process, user + system) in µs over `n` sequential calls of one kind on one connection; every answer is kept in `into`. */
+async function cpuOf(c: RawClient, n: number, dialect: 'modern' | 'handshake' | 'discover', into: RawAnswer[]): Promise<number> {
+  const t0 = process.cpuUsage();
+  for (let i = 0; i < n; i++) into.push(await c.send(request(1 + ((into.length * 7) % 3000), dialect, i)));
+  const d = process.cpuUsage(t0);
+  return d.user + d.system;
+}
+
+test('the refusal at capacity: exact answers in both dialects, Retry-After, aggregated audit, no rate-limit charge, a tenth of a served call in CPU', async () => {
+  const c = await RawClient.open();
+  try {
+    // Warm up: pools, analysis, the token's identity (the limiter remembers it).
+    const warm = await c.send(request(1, 'modern'));
+    expect(warm.body.result.structuredContent.rows).toEqual([{ track_id: 1, name: 'For Those About To Rock (We Salute You)' }]);
+
+    let slot = holdTheSlot();
+    // Modern dialect: HTTP 429, the JSON-RPC error with the contract's refusal as data, Retry-After.
+    const modern = await c.send(request(2, 'modern', 'm-1'));
+    expect(modern.status).toBe(429);
+    expect(modern.headers['retry-after']).toBe('1');
+    expect(modern.body).toEqual({
+      jsonrpc: '2.0',
+      id: 'm-1',
+      error: { code: -32602, message: AT_CAPACITY, data: { status: 'rate_limited', code: 'rate_limited', message: AT_CAPACITY, retry_after_ms: 1000, request_id: modern.headers['x-request-id'] } },
+    });
+    // Handshake dialect: HTTP 200, a tool result with isError and the same structured refusal.
+    const handshake = await c.send(request(2, 'handshake', 9));
+    expect(handshake.status).toBe(200);
+    expect(handshake.body).toEqual({
+      jsonrpc: '2.0',
+      id: 9,
+      result: {
+        _meta: { 'io.modelcontextprotocol/serverInfo': { name: 'interlock', title: 'InterLock governed data gateway', version: pkg.version } },
+        resultType: 'complete',
+        content: [{ type: 'text', text: `Refused (rate_limited, rate_limited): ${AT_CAPACITY}` }],
+        structuredContent: { status: 'rate_limited', code: 'rate_limited', message: AT_CAPACITY, retry_after_ms: 1000, request_id: handshake.headers['x-request-id'] },
+        isError: true,
+      },
+    });
+
+    // Many refusals (the slot held), each at once and none charged, interleaved with served calls
+    // (the slot free) and with server/discover, the floor every POST /mcp pays (socket, HTTP parse,
+    // body read, admission, answer), so the three see the same machine load. A fifth of each first,
+    // unmeasured (JIT), then five rounds measured.
+    const refusedBefore = env.gateway.capacity!.refused;
+    const refusals: RawAnswer[] = [];
+    const served: RawAnswer[] = [];
+    const floor: RawAnswer[] = [];
+    const cpu = { refusal: 0, served: 0, floor: 0 };
+    for (let round = 0; round < 6; round++) {
+      const warm = round === 0;
+      const r = await cpuOf(c, REFUSED / 5, 'modern', refusals);
+      const f = await cpuOf(c, REFUSED / 5, 'discover', floor);
+      slot.release();
+      const v = await cpuOf(c, SERVED / 5, 'modern', served);
+      slot = holdTheSlot();
+      if (warm) await quiet();
+      else {
+        cpu.refusal += r;
+        cpu.floor += f;
+        cpu.served += v;
+      }
+    }
+    slot.release();
+    expect(refusals.filter((a) => a.status !== 429 || a.headers['retry-after'] !== '1' || a.body.error.message !== AT_CAPACITY)).toEqual([]);
+    expect(env.gateway.capacity!.refused - refusedBefore).toBe(REFUSED * 1.2);
+    // The same identity is served between and after: its budget (SERVED × 1.2 + 20) was not spent by the refusals.
+    expect(served.filter((a) => a.status !== 200 || a.body.result.structuredContent.rows.length !== 1)).toEqual([]);
+    expect(floor.filter((a) => a.status !== 200)).toEqual([]);
+    const perRefusal = cpu.refusal / REFUSED;
+    const perFloor = cpu.floor / REFUSED;
+    const perServed = cpu.served / SERVED;
+    // eslint-disable-next-line no-console
+    console.log(`gateway CPU per call: capacity refusal ${perRefusal.toFixed(1)} µs, server/discover ${perFloor.toFixed(1)} µs, served point read ${perServed.toFixed(1)} µs; refusal above the floor ${(perRefusal - perFloor).toFixed(1)} µs = 1/${(perServed / Math.max(1, perRefusal - perFloor)).toFixed(1)} of a served call`);
+    // What a refusal costs beyond the HTTP floor is at most a tenth of a served call. (The floor itself
+    // is ~0.4 ms under jest's module sandbox against ~0.05 ms in the compiled gateway, so the whole
+    // refusal is compared with a served call in bench/11-overload.ts, not here.)
+    expect(perRefusal - perFloor).toBeLessThanOrEqual(perServed / 10);
+
+    // Audit: the refusals only in aggregate (reason rate_limited), no per-call event for any of them.
+    await env.gateway.gateway.flushAudit();
+    const rows = (await env.db.pool.query<{ request_id: string | null; decision: string; reason_code: string | null; details: any }>("SELECT request_id, decision, reason_code, details FROM audit_events WHERE kind = 'tool_call' ORDER BY id")).rows;
+    expect(rows.filter((r) => r.request_id === modern.headers['x-request-id'] || r.request_id === handshake.headers['x-request-id'])).toEqual([]);
+    const agg = rows.filter((r) => r.details?.aggregated === true && r.reason_code === 'rate_limited');
+    expect(agg.reduce((n, r) => n + Number(r.details.count), 0)).toBe(REFUSED * 1.2 + 2);
+    expect(rows.filter((r) => r.decision === 'allowed')).toHaveLength(SERVED * 1.2 + 1);
+
+    // The budget is real: past it the same identity is refused by the rate limit (not by capacity).
+    let limited: RawAnswer | null = null;
+    for (let i = 0; i < 40 && !limited; i++) {
+      const a = await c.send(request(5, 'modern'));
+      if (a.status === 429) limited = a;
+    }
+    expect(limited?.body.error.data.code).toBe('rate_limited');
+    expect(limited?.body.error.message).not.toBe(AT_CAPACITY);
+  } finally {
+    c.close();
+  }
+}, 120_000);
+
+test('a token not seen before is refused after its identity is resolved, the same way; then before', async () => {
+  const key = await createApiKey(env.db, env.demo.identityId);
+  const c = await RawClient.open();
+  const slot = holdTheSlot();
+  try {
+    const refusedBefore = env.gateway.capacity!.refused;
+    for (const rpcId of ['first', 'second']) {
+      const a = await c.send(request(3, 'modern', rpcId, key.secret));
+      expect(a.status).toBe(429);
+      expect(a.headers['retry-after']).toBe('1');
+      expect(a.body).toEqual({ jsonrpc: '2.0', id: rpcId, error: { code: -32602, message: AT_CAPACITY, data: { status: 'rate_limited', code: 'rate_limited', message: AT_CAPACITY, retry_after_ms: 1000, request_id: a.headers['x-request-id'] } } });
+    }
+    expect(env.gateway.capacity!.refused - refusedBefore).toBe(2);
+    // A made-up token is never remembered: it gets its 401, not a capacity refusal.
+    const bogus = await c.send(request(3, 'modern', 'bogus', `ilk_${'A'.repeat(43)}`));
+    expect(bogus.status).toBe(401);
+    expect(bogus.body.error.data.code).toBe('invalid_api_key');
+  } finally {
+    slot.release();
+    c.close();
+  }
+}, 60_000);
+
+test('pause_refused_connections: after a refusal at capacity its connection is not read before the Retry-After; other connections are', async () => {
+  const settings = env.gateway.capacity!.settings as { pauseRefusedConnections: boolean };
+  settings.pauseRefusedConnections = true;
+  // A fresh identity: the first test spent the demo identity's rate-limit budget on purpose.
+  const who = await createIdentity(env.db, 'pause-agent');
+  const key = (await createApiKey(env.db, who.id)).secret;
+  const c = await RawClient.open();
+  const other = await RawClient.open();
+  let slot = holdTheSlot();
+  try {
+    const first = await c.send(listSources('p-1', key));
+    expect(first.status).toBe(429);
+    expect(first.headers['retry-after']).toBe('1');
+    expect(first.body.error.message).toBe(AT_CAPACITY);
+    // The next request on the same connection is sent at once but read only after ~1 s: by then the slot is free.
+    const sent = Date.now();
+    const next = c.send(listSources('p-2', key));
+    // Meanwhile another connection is read and answered at once (refused: the slot is still held).
+    const meanwhile = await other.send(listSources('p-3', key));
+    expect(meanwhile.status).toBe(429);
+    expect(Date.now() - sent).toBeLessThan(900);
+    slot.release();
+    slot = { release: () => undefined };
+    const late = await next;
+    expect(Date.now() - sent).toBeGreaterThanOrEqual(950);
+    expect(late.status).toBe(200);
+    expect(late.body.id).toBe('p-2');
+    expect(late.body.result.isError).toBeUndefined();
+  } finally {
+    slot.release();
+    settings.pauseRefusedConnections = false;
+    c.close();
+    other.close();
+  }
+}, 30_000);

@@ -1,0 +1,45 @@
+/**
+ * The result cache's key (src/pipeline/cache.ts, issue 28 item 3): the sha-256 of the JSON text of
+ * its parts (one crypto.hash call), the same key the Hash-object form gave; it changes with every
+ * part, the source's generation and clear().
+ */
+import { createHash } from 'node:crypto';
+import { ResultCache } from '../../../src/pipeline/cache';
+
+const parts = { sourceId: 'db', sql: 'SELECT * FROM track WHERE track_id = $1', params: [42], maxRows: 100, accessFingerprint: '[{"allow":[]},"r"]' };
+const result = { rows: [{ a: 1 }], truncated: false, maskedColumns: [] };
+
+describe('ResultCache.key', () => {
+  test('the key is the base64url sha-256 of the parts, generation and epoch as JSON (as before the one-shot hash)', () => {
+    const c = new ResultCache();
+    const text = JSON.stringify(['db', 0, 0, parts.sql, [42], 100, parts.accessFingerprint]);
+    expect(c.key(parts)).toBe(createHash('sha256').update(text).digest('base64url'));
+    expect(c.key(parts)).toMatch(/^[A-Za-z0-9_-]{43}$/);
+  });
+
+  test('every part, an invalidated source and clear() give another key', () => {
+    const c = new ResultCache();
+    const k = c.key(parts);
+    const others = [
+      c.key({ ...parts, sourceId: 'db2' }),
+      c.key({ ...parts, sql: `${parts.sql} ` }),
+      c.key({ ...parts, params: ['42'] }),
+      c.key({ ...parts, maxRows: 99 }),
+      c.key({ ...parts, accessFingerprint: '[]' }),
+    ];
+    expect(new Set([k, ...others]).size).toBe(6);
+    c.invalidateSource('db');
+    const afterWrite = c.key(parts);
+    expect(afterWrite).not.toBe(k);
+    c.clear();
+    expect(c.key(parts)).not.toBe(afterWrite);
+    expect(c.key(parts)).not.toBe(k);
+  });
+
+  test('an entry stored under a key is found by the same parts only', () => {
+    const c = new ResultCache({ ttlMs: 60_000, maxBytes: 1_000_000 });
+    c.set(c.key(parts), result);
+    expect(c.get(c.key(parts))).toBe(result);
+    expect(c.get(c.key({ ...parts, params: [43] }))).toBeUndefined();
+  });
+});
