@@ -12,12 +12,15 @@ import type { Policy } from '../../../src/control/policies';
 
 /** A table name of 35 two-byte letters (70 UTF-8 bytes): PostgreSQL keeps 63 bytes of an identifier. */
 const LONG = 'ü'.repeat(35);
+/** A view name of 31 two-byte letters (62 bytes) over it: its copy's name once lost its hash the same way. */
+const LONG_VIEW = 'ö'.repeat(31);
 const EXTRA = `
 CREATE TABLE note (note_id int PRIMARY KEY, owner_id int NOT NULL, tenant text NOT NULL, body text);
 CREATE TABLE project (project_id int PRIMARY KEY, name text);
 CREATE TABLE task (task_id int PRIMARY KEY, project_id int NOT NULL REFERENCES project ON DELETE CASCADE, owner_id int NOT NULL);
 CREATE TABLE "${LONG}" (id int PRIMARY KEY, owner_id int NOT NULL);
 INSERT INTO "${LONG}" SELECT g, 1 + g % 4 FROM generate_series(1, 40) g;
+CREATE VIEW "${LONG_VIEW}" AS SELECT id, owner_id FROM "${LONG}";
 `;
 const RESET = `TRUNCATE note, task, project;
 INSERT INTO note SELECT g, 1 + g % 4, (ARRAY['a','b'])[1 + g % 2], 'n' || g FROM generate_series(1, 40) g;
@@ -65,15 +68,22 @@ describe('finding A (high, fixed): a view name longer than 63 bytes loses its ha
   // remembered as created read through another caller's rule.
   const narrow: SourceRole = { name: 'narrow', statements: [{ effect: 'allow', action: 'read', resource: 'public.*', rows: 'owner_id = identity.employee_id' }] };
   const wide: SourceRole = { name: 'wide', statements: [{ effect: 'allow', action: 'read', resource: 'public.*', rows: 'owner_id IS NOT NULL' }] };
-  it('a caller whose rule allows 10 of 40 rows still reads 10 after a caller with a wider rule read the table', async () => {
+  beforeAll(() => {
     fx.grant('narrow', [narrow]);
     fx.grant('wide', [wide]);
-    const q = (alias: string) => `SELECT count(*)::int AS ${alias} FROM "${LONG}"`;
+  });
+  // The table itself (its row views), and a view over it (read through a rewritten copy, whose name
+  // was made the same way).
+  it.each([
+    ['a table', LONG],
+    ["a view's copy", LONG_VIEW],
+  ])('%s: a caller whose rule allows 10 of 40 rows still reads 10 after a caller with a wider rule read it', async (_what, relation) => {
+    const q = (alias: string) => `SELECT count(*)::int AS ${alias} FROM "${relation}"`;
     expect(rowsOf(await fx.call('narrow', ME, q('a')))).toEqual([{ a: 10 }]);
     expect(rowsOf(await fx.call('wide', undefined, q('b')))).toEqual([{ b: 40 }]);
     expect(rowsOf(await fx.call('narrow', ME, q('c')))).toEqual([{ c: 10 }]);
-    // Every view name fits PostgreSQL's identifier limit, so none is cut.
-    const names = await fx.admin<{ n: string }>("SELECT c.relname AS n FROM pg_class c JOIN pg_namespace s ON s.oid = c.relnamespace WHERE s.nspname = 'interlock_rows' AND c.relname LIKE 'ü%'");
+    // Every view name fits PostgreSQL's identifier limit, so none is cut: one per rule.
+    const names = await fx.admin<{ n: string }>("SELECT c.relname AS n FROM pg_class c JOIN pg_namespace s ON s.oid = c.relnamespace WHERE s.nspname = 'interlock_rows' AND c.relname LIKE $1", [`${relation[0]}%`]);
     expect(names).toHaveLength(2);
     for (const { n } of names) expect(n).toMatch(/_[0-9a-f]{16}$/);
   });
