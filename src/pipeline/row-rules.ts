@@ -33,11 +33,13 @@ import {
   parseRowPredicate,
   quoteIdent,
   renderRowPredicate,
+  stringLiteral,
   attributeFitsType,
   RowPredicateError,
   RowPredicateTableError,
   type RowPredicate,
 } from '../sql/row-rules/predicate';
+import { cutToBytes } from '../sql/mask-sql';
 import { rewriteRowRules, ROW_VIEW_SCHEMA, RowRewriteRefusal, type RelationReference } from '../sql/row-rules/rewrite';
 import { viewFacts, viewLineage } from '../sql/view-lineage';
 import type { ToolOutcome } from './types';
@@ -132,9 +134,19 @@ function unenforceable(reason: string): RowRuleRefusal {
 
 const sha = (s: string): string => createHash('sha256').update(s).digest('hex');
 
-/** The view name of a relation's rule: a readable prefix and a hash of everything the view holds. */
+/**
+ * The byte length of a view name's readable prefix. PostgreSQL keeps the first 63 bytes of an
+ * identifier: a prefix cut by characters (40 two-byte letters are 80 bytes) once made it cut the
+ * hash off, so every rule's view of the table had one name (red team rt27w, finding A).
+ */
+const VIEW_PREFIX_BYTES = 40;
+
+/**
+ * The view name of a relation's rule: a readable prefix of at most 40 bytes and a hash of
+ * everything the view holds (at most 57 bytes, so PostgreSQL never cuts the hash).
+ */
 function viewName(rel: PreparedRelation, only: boolean, predicateSql: string, check: boolean): string {
-  return `${rel.name.slice(0, 40)}_${sha(JSON.stringify([rel.schema, rel.name, only, rel.columnNames, predicateSql, ...(check ? ['check'] : [])])).slice(0, 16)}`;
+  return `${cutToBytes(rel.name, VIEW_PREFIX_BYTES)}_${sha(JSON.stringify([rel.schema, rel.name, only, rel.columnNames, predicateSql, ...(check ? ['check'] : [])])).slice(0, 16)}`;
 }
 
 /** Whether any row rule (a role allow's `rows` or a policy's `restrict_rows`) may apply to the caller on the source. */
@@ -382,7 +394,7 @@ export function shapeRowRules(input: Omit<RowRuleInput, 'attributes'>): RowRuleS
     if (refused) return null;
     if (inner.replaced === 0) return refuse(unenforceable(`view ${rel.schema}.${rel.name} reads a row-ruled relation that its definition does not name`));
     const searchPath = [...input.catalog.searchPath];
-    const name = `${rel.name.slice(0, 40)}_${sha(JSON.stringify(['view', rel.schema, rel.name, rel.columnNames, inner.sql, facts.securityBarrier, searchPath])).slice(0, 16)}`;
+    const name = `${cutToBytes(rel.name, VIEW_PREFIX_BYTES)}_${sha(JSON.stringify(['view', rel.schema, rel.name, rel.columnNames, inner.sql, facts.securityBarrier, searchPath])).slice(0, 16)}`;
     copies.set(key, name);
     created.set(name, { name, schema: rel.schema, table: rel.name, only: false, predicateSql: '', definition: inner.sql, columns: rel.columnNames, securityBarrier: facts.securityBarrier, searchPath });
     return name;
@@ -444,34 +456,51 @@ export function bindRowRules(shape: RowRuleShape, attributes: Record<string, unk
 }
 
 /**
- * The statements that create (or replace) a row view and let the source's reader role read it:
- * the schema, the view (`security_barrier` so only leakproof quals of the agent's are pushed below
- * the rule; `security_invoker` so the reader's own privileges and any RLS of the table still apply),
- * and the grants. `reader` is the reader role's name. Run by a role that owns the schema, or may
- * create it (CREATE on the database) when it does not exist yet.
+ * The statements that create a row view when it is missing and let the source's reader role read
+ * it: the schema, the view (`security_barrier` so only leakproof quals of the agent's are pushed
+ * below the rule; `security_invoker` so the reader's own privileges and any RLS of the table still
+ * apply), and the grants. `reader` is the reader role's name. Run by a role that owns the schema,
+ * or may create it (CREATE on the database) when it does not exist yet.
+ *
+ * The view is created only when no view of that name with these options exists: its name is a
+ * hash of everything it holds, so an existing one is the same view. CREATE OR REPLACE VIEW takes
+ * an ACCESS EXCLUSIVE lock even when nothing changes, so re-running it (a gateway's first read
+ * after a start, every approved write: red team rt27w, finding C) waited behind any running read
+ * of the view and stalled every later reader of it. GRANT takes no lock on the view; it runs only
+ * when the reader lacks the privilege.
  */
 export function rowViewStatements(view: RowView, reader: string): string[] {
   const v = `${ROW_VIEW_SCHEMA}.${quoteIdent(view.name)}`;
-  let create = `CREATE OR REPLACE VIEW ${v} WITH (security_barrier = true, security_invoker = true${view.check ? ', check_option = cascaded' : ''}) AS SELECT * FROM ${view.only ? 'ONLY ' : ''}${quoteIdent(view.schema)}.${quoteIdent(view.table)} WHERE ${view.predicateSql}`;
-  if (view.definition !== undefined) {
+  const copy = view.definition !== undefined;
+  const options = copy ? [`security_barrier=${view.securityBarrier === true}`, 'security_invoker=true'] : ['security_barrier=true', 'security_invoker=true', ...(view.check ? ['check_option=cascaded'] : [])];
+  const exists = `SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace WHERE n.nspname OPERATOR(pg_catalog.=) '${ROW_VIEW_SCHEMA}' AND c.relname OPERATOR(pg_catalog.=) ${stringLiteral(view.name)} AND c.relkind OPERATOR(pg_catalog.=) 'v' AND c.reloptions OPERATOR(pg_catalog.@>) ARRAY[${options.map(stringLiteral).join(', ')}]::pg_catalog.text[]`;
+  let create = `CREATE OR REPLACE VIEW ${v} WITH (${options.map((o) => o.replace('=', ' = ')).join(', ')}) AS SELECT * FROM ${view.only ? 'ONLY ' : ''}${quoteIdent(view.schema)}.${quoteIdent(view.table)} WHERE ${view.predicateSql};`;
+  if (copy) {
     // A view's copy: its text names relations as printed for the catalogue's search path, so it is
     // created under that path (set for the DO block's transaction only), whatever the writer's own.
-    const ddl = `CREATE OR REPLACE VIEW ${v} (${(view.columns ?? []).map(quoteIdent).join(', ')}) WITH (security_barrier = ${view.securityBarrier === true}, security_invoker = true) AS ${view.definition.trim().replace(/;\s*$/, '')}`;
+    const ddl = `CREATE OR REPLACE VIEW ${v} (${(view.columns ?? []).map(quoteIdent).join(', ')}) WITH (security_barrier = ${view.securityBarrier === true}, security_invoker = true) AS ${view.definition!.trim().replace(/;\s*$/, '')}`;
     const path = (view.searchPath ?? []).map(quoteIdent).join(', ');
-    const tag = (base: string): string => {
-      let t = base;
-      while (ddl.includes(`$${t}$`) || path.includes(`$${t}$`)) t += 'x';
-      return `$${t}$`;
-    };
-    const [outer, text] = [tag('il'), tag('ddl')];
-    create = `DO ${outer}BEGIN PERFORM pg_catalog.set_config('search_path', ${text}${path}${text}, true); EXECUTE ${text}${ddl}${text}; END${outer}`;
+    let t = 'ddl';
+    while (ddl.includes(`$${t}$`) || path.includes(`$${t}$`)) t += 'x';
+    const text = `$${t}$`;
+    create = `PERFORM pg_catalog.set_config('search_path', ${text}${path}${text}, true); EXECUTE ${text}${ddl}${text};`;
   }
+  const role = quoteIdent(reader);
   return [
     // CREATE SCHEMA IF NOT EXISTS checks CREATE on the database before it checks existence: a schema an
     // operator made for the writer role (`CREATE SCHEMA interlock_rows AUTHORIZATION <writer>`) is used as is.
-    `DO $il$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = '${ROW_VIEW_SCHEMA}') THEN CREATE SCHEMA ${ROW_VIEW_SCHEMA}; END IF; END$il$`,
-    create,
-    `GRANT USAGE ON SCHEMA ${ROW_VIEW_SCHEMA} TO ${quoteIdent(reader)}`,
-    `GRANT SELECT ON ${v} TO ${quoteIdent(reader)}`,
+    doBlock(`IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = '${ROW_VIEW_SCHEMA}') THEN CREATE SCHEMA ${ROW_VIEW_SCHEMA}; END IF;`),
+    doBlock(`IF NOT EXISTS (${exists}) THEN ${create} END IF;`),
+    // Only grants the reader lacks: two GRANTs on one catalogue row at once fail the second ("tuple
+    // concurrently updated"), which failed approved writes racing another gateway (rt27w finding D).
+    doBlock(`IF NOT pg_catalog.has_schema_privilege(${stringLiteral(reader)}, '${ROW_VIEW_SCHEMA}', 'USAGE') THEN GRANT USAGE ON SCHEMA ${ROW_VIEW_SCHEMA} TO ${role}; END IF;`),
+    doBlock(`IF NOT pg_catalog.has_table_privilege(${stringLiteral(reader)}, ${stringLiteral(v)}, 'SELECT') THEN GRANT SELECT ON ${v} TO ${role}; END IF;`),
   ];
+}
+
+/** `DO $tag$BEGIN <body> END$tag$` with a dollar-quote tag the body (a rule's constants, a role name) does not contain. */
+function doBlock(body: string): string {
+  let tag = 'il';
+  while (body.includes(`$${tag}$`)) tag += '_';
+  return `DO $${tag}$BEGIN ${body} END$${tag}$`;
 }

@@ -109,12 +109,17 @@ const MAX_IDENTIFIER_BYTES = 63;
 
 /** `name` as PostgreSQL stores it: cut to 63 bytes of UTF-8 at a character boundary. */
 export function identifierAsStored(name: string): string {
-  if (Buffer.byteLength(name, 'utf8') <= MAX_IDENTIFIER_BYTES) return name;
+  return cutToBytes(name, MAX_IDENTIFIER_BYTES);
+}
+
+/** The longest prefix of `text` made of whole characters that is at most `max` bytes of UTF-8. */
+export function cutToBytes(text: string, max: number): string {
+  if (Buffer.byteLength(text, 'utf8') <= max) return text;
   let out = '';
   let bytes = 0;
-  for (const ch of name) {
+  for (const ch of text) {
     const n = Buffer.byteLength(ch, 'utf8');
-    if (bytes + n > MAX_IDENTIFIER_BYTES) break;
+    if (bytes + n > max) break;
     out += ch;
     bytes += n;
   }

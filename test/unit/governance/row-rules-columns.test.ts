@@ -52,15 +52,23 @@ describe('relationRowRule over used columns', () => {
 describe('rowViewStatements for a view\'s copy', () => {
   it('creates it with the view\'s columns and barrier, as invoker, under the catalogue\'s search path, in one DO block', () => {
     const [, create, usage, select] = rowViewStatements({ name: 'v_1', schema: 'public', table: 'v', only: false, predicateSql: '', definition: ' SELECT a AS "x y" FROM interlock_rows."t_2" t;', columns: ['x y'], securityBarrier: true, searchPath: ['app', 'public'] }, 'reader');
-    expect(create).toBe(
-      'DO $il$BEGIN PERFORM pg_catalog.set_config(\'search_path\', $ddl$"app", "public"$ddl$, true); EXECUTE $ddl$CREATE OR REPLACE VIEW interlock_rows."v_1" ("x y") WITH (security_barrier = true, security_invoker = true) AS SELECT a AS "x y" FROM interlock_rows."t_2" t$ddl$; END$il$',
-    );
-    expect([usage, select]).toEqual(['GRANT USAGE ON SCHEMA interlock_rows TO "reader"', 'GRANT SELECT ON interlock_rows."v_1" TO "reader"']);
+    // Created only when missing (red team rt27w, finding C), with the copy's own options.
+    expect(create.startsWith("DO $il$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_class c ")).toBe(true);
+    expect(create).toContain("c.relname OPERATOR(pg_catalog.=) E'v_1' AND c.relkind OPERATOR(pg_catalog.=) 'v' AND c.reloptions OPERATOR(pg_catalog.@>) ARRAY[E'security_barrier=true', E'security_invoker=true']::pg_catalog.text[])");
+    expect(create.endsWith(
+      ') THEN PERFORM pg_catalog.set_config(\'search_path\', $ddl$"app", "public"$ddl$, true); EXECUTE $ddl$CREATE OR REPLACE VIEW interlock_rows."v_1" ("x y") WITH (security_barrier = true, security_invoker = true) AS SELECT a AS "x y" FROM interlock_rows."t_2" t$ddl$; END IF; END$il$',
+    )).toBe(true);
+    // Granted only when the reader lacks it (rt27w, finding D).
+    expect([usage, select]).toEqual([
+      "DO $il$BEGIN IF NOT pg_catalog.has_schema_privilege(E'reader', 'interlock_rows', 'USAGE') THEN GRANT USAGE ON SCHEMA interlock_rows TO \"reader\"; END IF; END$il$",
+      "DO $il$BEGIN IF NOT pg_catalog.has_table_privilege(E'reader', E'interlock_rows.\"v_1\"', 'SELECT') THEN GRANT SELECT ON interlock_rows.\"v_1\" TO \"reader\"; END IF; END$il$",
+    ]);
   });
 
   it('picks dollar-quote tags the definition does not contain', () => {
     const [, create] = rowViewStatements({ name: 'v_1', schema: 'public', table: 'v', only: false, predicateSql: '', definition: "SELECT '$il$ $ddl$' AS s", columns: ['s'], securityBarrier: false, searchPath: [] }, 'reader');
-    expect(create.startsWith('DO $ilx$BEGIN')).toBe(true);
-    expect(create).toContain("EXECUTE $ddlx$CREATE OR REPLACE VIEW interlock_rows.\"v_1\" (\"s\") WITH (security_barrier = false, security_invoker = true) AS SELECT '$il$ $ddl$' AS s$ddlx$; END$ilx$");
+    expect(create.startsWith('DO $il_$BEGIN IF NOT EXISTS')).toBe(true);
+    expect(create).toContain("ARRAY[E'security_barrier=false', E'security_invoker=true']");
+    expect(create).toContain("EXECUTE $ddlx$CREATE OR REPLACE VIEW interlock_rows.\"v_1\" (\"s\") WITH (security_barrier = false, security_invoker = true) AS SELECT '$il$ $ddl$' AS s$ddlx$; END IF; END$il_$");
   });
 });
