@@ -181,6 +181,25 @@ export function isOwnHost(value: string, url: URL): boolean {
   return port === (url.port === '' ? defaultPort : Number(url.port));
 }
 
+/**
+ * True when an Origin header value is the URL's own origin (RFC 6454 §4 and §5: the tuple of scheme,
+ * host and port; scheme and host compared ASCII-case-insensitively, RFC 3986 §6.2.2.1, a missing port
+ * being the scheme's default, RFC 3986 §6.2.3). The value must be a serialized origin,
+ * `scheme "://" host [ ":" port ]` with nothing after it: `HTTP://127.0.0.1:8787` and
+ * `http://127.0.0.1:80` (for `http://127.0.0.1/mcp`) are the own origin; `null`, another host, port or
+ * scheme, and anything with a path, even a single trailing slash (`http://127.0.0.1:8787/`), are not.
+ * Used in MCP mode (issue 30): only an Origin that is not the server's own may be refused as such.
+ */
+export function isOwnOrigin(value: string, url: URL): boolean {
+  const v = value.trim();
+  if (!/^[A-Za-z][A-Za-z0-9+.-]*:\/\/[^/?#@\\\s]+$/.test(v)) return false;
+  try {
+    return new URL(v).origin === url.origin;
+  } catch {
+    return false;
+  }
+}
+
 /** The host name of a Host header value (lower-cased, port removed, IPv6 kept in brackets), or undefined when malformed. */
 export function hostName(value: string): string | undefined {
   const v = value.trim().toLowerCase();
@@ -764,7 +783,8 @@ export function createOracle(spec: Spec, options: OracleOptions = {}): Oracle {
 
   /**
    * MCP mode, issue 30 items 1 and 2: refusals MCP permits and the contract does not model for a generic
-   * server. A Host other than the URL's own, or an Origin other than the own origin spelled exactly,
+   * server. A Host other than the URL's own, or an Origin other than the own origin (`isOwnOrigin`: scheme
+   * and host in any letter case, the default port implied),
    * may be refused with any 4xx and any body (DNS-rebinding protection; MCP 2025-11-25 Transports:
    * "the HTTP response body MAY comprise a JSON-RPC error response"); such an answer counts for HOST or
    * ORIGIN and is evidence for no other rule. A tools/call without the valid key may be refused by the
@@ -779,7 +799,7 @@ export function createOracle(spec: Spec, options: OracleOptions = {}): Oracle {
     const hostValue = header(req, H.host ?? 'Host');
     if (credit && hostValue !== undefined && !isOwnHost(hostValue, ctx.url)) e = orElse(e, refusal('HOST', `MCP: a server may refuse a Host other than its own ${ctx.url.host} (DNS-rebinding protection) with a 4xx and any body`));
     const origin = header(req, H.origin ?? 'Origin');
-    if (credit && origin !== undefined && origin !== ctx.url.origin) e = orElse(e, refusal('ORIGIN', `MCP: a server may refuse an Origin other than ${ctx.url.origin} with 403 and any body`));
+    if (credit && origin !== undefined && !isOwnOrigin(origin, ctx.url)) e = orElse(e, refusal('ORIGIN', `MCP: a server may refuse an Origin other than its own ${ctx.url.origin} (scheme and host in any letter case, RFC 6454 §4) with 403 and any body`));
     if (e.body === 'error' && e.http === 403 && (e.rule === 'HOST' || e.rule === 'ORIGIN')) e = orElse(e, { ...refusal(e.rule, `MCP names only HTTP 403 here; the body MAY be a JSON-RPC error`), anyClientError: undefined });
     // RFC 8259 §8.1: a parser "MAY ignore the presence of a byte order mark rather than treating it as an
     // error", so refusing a body behind one as a parse error is allowed too.

@@ -8,7 +8,7 @@ import fc from 'fast-check';
 import { render, type Draft, type GenContext } from './arbitraries';
 import { examples, type ExampleDef } from './examples';
 import { createClient, DEFAULT_RETRY, formatRequest, formatResponse, type WireClient, type WireRequest, type WireResponse } from './http';
-import { createOracle, isObject, isOwnHost, type Expectation, type OracleContext } from './oracle';
+import { createOracle, isObject, isOwnHost, isOwnOrigin, type Expectation, type OracleContext } from './oracle';
 import { knownRules, parseProfiles, profileOf, PROFILES, type Profile } from './profiles';
 import { properties, type PropertyDef } from './properties';
 import { DEFAULT_SPEC_DIR, loadSpec, withServerCatalogue, type JsonSchema, type Spec } from './spec';
@@ -330,8 +330,8 @@ export async function serverTools(client: WireClient, spec: Spec, apiKey?: strin
 
 /**
  * Issue 30 item 4: whether the server refuses a request's Host and Origin as such. For a request whose
- * Host is not the URL's own (case-insensitive, `isOwnHost`) or whose Origin is not exactly the URL's
- * origin, the returned function sends a plain tools/list (as `serverTools` does) carrying that Host and
+ * Host is not the URL's own (case-insensitive, `isOwnHost`) or whose Origin is not the URL's own origin
+ * (scheme and host case-insensitive, `isOwnOrigin`), the returned function sends a plain tools/list (as `serverTools` does) carrying that Host and
  * Origin, once per pair, and answers true when it gets a 4xx while the same tools/list with the own Host
  * and no Origin is served (2xx); false when both are served; undefined when the request has its own Host
  * and no foreign Origin, or when the plain tools/list is not served at all (nothing to compare).
@@ -347,7 +347,7 @@ export function hostOriginProbe(client: WireClient, spec: Spec, url: URL, apiKey
     const host = req.headers.find(([k]) => k.toLowerCase() === (H.host ?? 'Host').toLowerCase())?.[1];
     const origin = req.headers.find(([k]) => k.toLowerCase() === (H.origin ?? 'Origin').toLowerCase())?.[1];
     const foreignHost = host !== undefined && !isOwnHost(host, url);
-    const foreignOrigin = origin !== undefined && origin !== url.origin;
+    const foreignOrigin = origin !== undefined && !isOwnOrigin(origin, url);
     if (!foreignHost && !foreignOrigin) return undefined;
     const key = JSON.stringify([host ?? null, origin ?? null]);
     let answer = cache.get(key);
