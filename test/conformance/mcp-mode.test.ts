@@ -48,3 +48,52 @@ describe('MCP mode: Origin refusals', () => {
     expect(lower.passed).toBe(false);
   });
 });
+
+/** One JSON-RPC answer as a wire response. */
+const json = (status: number, body: unknown, headers: Record<string, string> = {}): WireResponse => ({ status, headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+const judgeRaw = (raw: string, res: WireResponse, mpv?: string) => judge(spec, mcp.expect(wire(g, { raw, mpv }), ctx), res);
+const summary = (j: ReturnType<typeof judge>) => ({ passed: j.passed, failing: [...new Set(j.violations.map((v) => v.rule))], warned: j.warnings.map((w) => w.rule) });
+
+describe('MCP mode: what no MUST forbids passes with a warning (issue 30 item 3)', () => {
+  it('malformed JSON answered 400 with an HTML page (DBHub): MCP names the status, the body MAY be a JSON-RPC error', () => {
+    const html: WireResponse = { status: 400, headers: { 'content-type': 'text/html' }, body: '<!DOCTYPE html><pre>SyntaxError</pre>' };
+    expect(summary(judgeRaw('{"jsonrpc":"2.0","id":1,', html))).toEqual({ passed: true, failing: [], warned: ['JSON'] });
+    expect(summary(judgeRaw('42', html))).toEqual({ passed: true, failing: [], warned: ['JSONRPC-SHAPE'] });
+    // A 200 with no JSON-RPC error is no refusal at all.
+    expect(judgeRaw('{"jsonrpc":"2.0","id":1,', { status: 200, headers: {}, body: 'ok' }).passed).toBe(false);
+  });
+
+  it('a JSON object that is no valid Request answered -32700 instead of -32600 (SDK v1): a code definition, a warning', () => {
+    const parseError = json(400, { jsonrpc: '2.0', id: null, error: { code: -32700, message: 'Parse error' } });
+    for (const raw of ['{"foo":1}', '{"jsonrpc":"1.0","id":1,"method":"tools/list"}', '{"jsonrpc":"2.0","id":null,"method":"tools/list"}']) {
+      expect([raw, summary(judgeRaw(raw, parseError))]).toEqual([raw, { passed: true, failing: [], warned: ['JSONRPC-SHAPE'] }]);
+    }
+  });
+
+  it('an empty batch [] answered 202 (SDK v1) still fails: JSON-RPC 2.0 §6 MUST answer it with a single Response object', () => {
+    for (const mpv of [undefined, '2025-03-26', '2025-06-18', '2025-11-25']) {
+      expect([mpv, summary(judgeRaw('[]', { status: 202, headers: {}, body: '' }, mpv))]).toEqual([mpv, { passed: false, failing: ['NO-BATCH'], warned: [] }]);
+      expect([mpv, summary(judgeRaw('[]', json(200, { jsonrpc: '2.0', id: null, error: { code: -32600, message: 'Invalid Request' } }), mpv))]).toEqual([mpv, { passed: true, failing: [], warned: ['NO-BATCH'] }]);
+    }
+  });
+
+  it('a 405 needs only an Allow header listing POST (RFC 9110 §15.5.6 MUST), any body', () => {
+    const get = mcp.expect(wire(g, { method: 'GET' }), ctx);
+    expect(summary(judge(spec, get, { status: 405, headers: { allow: 'GET, POST, DELETE' }, body: '' }))).toEqual({ passed: true, failing: [], warned: ['HTTP-METHOD'] });
+    expect(summary(judge(spec, get, { status: 405, headers: { 'content-type': 'application/json' }, body: '{"status":"Method Not Allowed"}' }))).toEqual({ passed: false, failing: ['HTTP-METHOD'], warned: [] });
+  });
+
+  it('a handshake-era initialize answer may assign Mcp-Session-Id (MAY): a warning, not a failure', () => {
+    const init = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-03-26', capabilities: {}, clientInfo: { name: 'c', version: '1' } } };
+    const res = json(200, { jsonrpc: '2.0', id: 1, result: { protocolVersion: '2025-03-26', capabilities: { tools: {} }, serverInfo: { name: 's', version: '1' } } }, { 'mcp-session-id': 'abc' });
+    const j = judge(spec, mcp.expect(wire(g, { body: init }), ctx), res, (r) => r !== 'capabilities');
+    expect(summary(j)).toEqual({ passed: true, failing: [], warned: ['results.noSession'] });
+  });
+
+  it('two MUSTs of 2026-07-28 at once: a header naming an unsupported version against a 2026-07-28 envelope may get -32022', () => {
+    const body = { jsonrpc: '2.0', id: 2, method: 'tools/list', params: { _meta: { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} } } };
+    const exp = mcp.expect(wire(g, { mpv: '2099-01-01', body, mirror: true }), ctx);
+    const res = json(400, { jsonrpc: '2.0', id: 2, error: { code: -32022, message: 'unsupported', data: { supported: ['2026-07-28'], requested: '2099-01-01' } } });
+    expect(summary(judge(spec, exp, res))).toEqual({ passed: true, failing: [], warned: [] });
+  });
+});

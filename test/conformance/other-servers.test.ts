@@ -96,11 +96,11 @@ function sqlPin(o: { legitimateRefused: boolean }): Array<[string, boolean, bool
 
 /** The pinned verdicts (conformance/README.md, "Pinned verdicts of other servers"). */
 const PINS = {
-  sdkV1: ['HOST', 'INITIALIZE-PARAMS', 'JSONRPC-SHAPE', 'NO-BATCH', 'ORIGIN'],
+  sdkV1: ['HOST', 'NO-BATCH', 'ORIGIN'],
   toolbox: {
     handshakeOnly: false,
-    mcp: ['CONTENT-TYPE', 'ENVELOPE', 'HOST', 'HTTP-METHOD', 'INITIALIZE-PARAMS', 'JSON', 'JSONRPC-SHAPE', 'METHOD-KNOWN-HANDSHAKE', 'NO-BATCH', 'ORIGIN', 'POSTED-RESPONSE', 'TOOL-ARGUMENTS', 'TOOL-KNOWN', 'VERSION-HEADER', 'VERSION-MATCH', 'results.noSession', 'results.notification', 'results.plain'],
+    mcp: ['ENVELOPE', 'HOST', 'HTTP-METHOD', 'JSONRPC-SHAPE', 'ORIGIN', 'TOOL-ARGUMENTS', 'TOOL-KNOWN', 'VERSION-HEADER', 'results.plain'],
     sql: sqlPin({ legitimateRefused: false }),
   },
-  dbhub: { handshakeOnly: false, mcp: ['INITIALIZE-PARAMS', 'JSON', 'JSONRPC-SHAPE', 'ORIGIN'], sql: sqlPin({ legitimateRefused: true }) },
+  dbhub: { handshakeOnly: false, mcp: ['ORIGIN'], sql: sqlPin({ legitimateRefused: true }) },
 };
