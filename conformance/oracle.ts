@@ -885,8 +885,11 @@ export function createOracle(spec: Spec, options: OracleOptions = {}): Oracle {
     if (isRequest && modernHeader && mn !== undefined && (decodedName === undefined || decodedName !== bodyName) && (has('ENVELOPE') || has('VERSION-MATCH') || has('VERSION-HEADER'))) {
       e = orElse(e, { ...error('MCP-NAME', reqId, 'modern', `MCP 2026-07-28: Mcp-Name "${mn}" does not match the body (MUST -32020); MCP orders no check before it`) });
     }
-    // A method 2026-07-28 does not define (ping, initialize, …): "MUST respond with 404 Not Found and -32601"; no order before the other MUSTs.
-    if (isRequest && modernHeader && method !== undefined && !servedRequest('modern', method) && !OPTIONAL_MODERN_METHODS.includes(method) && (has('ENVELOPE') || has('VERSION-MATCH') || has('VERSION-HEADER') || has('MCP-METHOD') || has('MCP-NAME'))) {
+    // A method the server does not implement in 2026-07-28 (ping, initialize, or an optional one such as
+    // completion/complete): "MUST respond with 404 Not Found and -32601"; no order before the other MUSTs.
+    // (The request is read as 2026-07-28 when its header names it or its body carries the envelope: "served statelessly according to this revision".)
+    const envelopeClaim = !!m && isObject(m.params) && isObject(m.params._meta) && M.protocolVersion in m.params._meta;
+    if (isRequest && (modernHeader || envelopeClaim) && method !== undefined && !servedRequest('modern', method) && (has('ENVELOPE') || has('VERSION-MATCH') || has('VERSION-HEADER') || has('MCP-METHOD') || has('MCP-NAME'))) {
       e = orElse(e, { ...error('METHOD-KNOWN', reqId, 'modern', `MCP 2026-07-28: ${method} is no method of this revision (MUST 404 -32601); MCP orders no check before it`) });
     }
     // A handshake-era MCP-Protocol-Version the server implements: that revision reads params._meta as opaque metadata.
