@@ -112,6 +112,8 @@ export async function main(argv: string[], out: (s: string) => void = (s) => pro
     const sqlRules = values.rule?.filter((r) => r.startsWith('sql.'));
     const protocolRules = values.rule?.filter((r) => !r.startsWith('sql.'));
     const protocolProfiles = profiles.filter((p) => p !== 'sql-gateway');
+    // One seed for the whole run (printed by each part), so one --seed replays both.
+    const seed = int('seed', values.seed) ?? (Date.now() ^ (Math.random() * 0x7fffffff)) | 0;
     let report: RunReport | undefined;
     if (protocolProfiles.length > 0 && (protocolRules === undefined || protocolRules.length > 0)) {
       report = await runConformance({
@@ -120,7 +122,7 @@ export async function main(argv: string[], out: (s: string) => void = (s) => pro
         profiles: protocolProfiles,
         toolMap,
         numRuns: int('num-runs', values['num-runs']),
-        seed: int('seed', values.seed),
+        seed,
         specDir: values.spec,
         rules: protocolRules,
         skipExamples: values['no-examples'],
@@ -139,7 +141,7 @@ export async function main(argv: string[], out: (s: string) => void = (s) => pro
         sourceId: values['source-id'],
         restrictedApiKey: values['restricted-api-key'],
         classes: sqlRules === undefined || sqlRules.length === 0 ? undefined : sqlRules.map((r) => r.slice(4) as SqlClass),
-        seed: int('seed', values.seed),
+        seed,
         numRuns: int('num-runs', values['num-runs']),
         toolMap: toolMap ?? INTERLOCK_TOOL_MAP,
         timeoutMs: int('timeout', values.timeout),
