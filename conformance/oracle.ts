@@ -59,6 +59,17 @@ export interface Expectation {
    * the spec does not make a MUST must not fail a server).
    */
   warning?: string;
+  /**
+   * The request carries a complete 2026-07-28 envelope (it passed ENVELOPE): an answer refusing it with
+   * 400 -32602 is charged to ENVELOPE, the rule it breaks, whatever the request was aimed at (one finding,
+   * one owning rule: e.g. a server that demands the optional clientInfo).
+   */
+  envelopeOk?: true;
+  /**
+   * The request's Mcp-Method and Mcp-Name headers match its body (it passed MCP-NAME): an answer refusing
+   * it with 400 -32020 is charged to this rule (MCP-NAME when it carries Mcp-Name, else MCP-METHOD).
+   */
+  headersOwner?: 'MCP-NAME' | 'MCP-METHOD';
   /** MCP mode: the answer may issue an Mcp-Session-Id (a handshake-era server MAY assign sessions); a warning, not a violation. */
   sessionMay?: true;
   /** JSON-RPC error code (body 'error'). */
@@ -449,22 +460,29 @@ export function createOracle(spec: Spec, options: OracleOptions = {}): Oracle {
     if (envelope !== 'complete') return error('ENVELOPE', id, 'modern', envelopeWhy);
     // 12 VERSION-MATCH
     if (metaPv !== mpv) return error('VERSION-MATCH', id, 'modern', `MCP-Protocol-Version "${mpv}" ≠ _meta protocolVersion "${String(metaPv)}"`);
-    // 13 MCP-METHOD
-    const mm = header(req, H.method ?? 'Mcp-Method');
-    if (mm === undefined) return error('MCP-METHOD', id, 'modern', 'Mcp-Method is missing');
-    if (mm.trim() !== method) return error('MCP-METHOD', id, 'modern', `Mcp-Method "${mm}" ≠ method "${method}"`);
-    // 14 MCP-NAME
-    if (method === 'tools/call') {
-      const mn = header(req, H.name ?? 'Mcp-Name');
-      if (mn === undefined) return error('MCP-NAME', id, 'modern', 'Mcp-Name is missing on tools/call');
-      const decoded = decodeMcpName(mn, H.base64Prefix, H.base64Suffix);
-      if (decoded === undefined) return error('MCP-NAME', id, 'modern', `Mcp-Name "${mn}" carries invalid Base64`);
-      if (decoded === mn.trim() && !/^[\x20-\x7e]*$/.test(decoded)) return error('MCP-NAME', id, 'modern', `Mcp-Name "${mn}" carries characters outside visible ASCII without Base64`);
-      if (decoded !== params?.name) return error('MCP-NAME', id, 'modern', `Mcp-Name "${mn}" (read as "${decoded}") ≠ params.name ${JSON.stringify(params?.name)}`);
-    }
-    // 15 METHOD-KNOWN
-    if (!servedRequest('modern', method!)) return error('METHOD-KNOWN', id, 'modern', `method "${method}" is not served in the modern dialect`);
-    return dispatchMethod(req, ctx, 'modern', version, method!, id as JsonRpcId, params);
+    // From here on the envelope is complete: a 400 -32602 answer is the server refusing it as malformed (ENVELOPE).
+    const afterEnvelope = ((): Expectation => {
+      // 13 MCP-METHOD
+      const mm = header(req, H.method ?? 'Mcp-Method');
+      if (mm === undefined) return error('MCP-METHOD', id, 'modern', 'Mcp-Method is missing');
+      if (mm.trim() !== method) return error('MCP-METHOD', id, 'modern', `Mcp-Method "${mm}" ≠ method "${method}"`);
+      // 14 MCP-NAME
+      if (method === 'tools/call') {
+        const mn = header(req, H.name ?? 'Mcp-Name');
+        if (mn === undefined) return error('MCP-NAME', id, 'modern', 'Mcp-Name is missing on tools/call');
+        const decoded = decodeMcpName(mn, H.base64Prefix, H.base64Suffix);
+        if (decoded === undefined) return error('MCP-NAME', id, 'modern', `Mcp-Name "${mn}" carries invalid Base64`);
+        if (decoded === mn.trim() && !/^[\x20-\x7e]*$/.test(decoded)) return error('MCP-NAME', id, 'modern', `Mcp-Name "${mn}" carries characters outside visible ASCII without Base64`);
+        if (decoded !== params?.name) return error('MCP-NAME', id, 'modern', `Mcp-Name "${mn}" (read as "${decoded}") ≠ params.name ${JSON.stringify(params?.name)}`);
+      }
+      // From here on the Mcp-Method and Mcp-Name headers match the body: a 400 -32020 answer is the server
+      // misreading one of them (MCP-NAME when the request carries Mcp-Name, else MCP-METHOD).
+      const headersOwner = header(req, H.name ?? 'Mcp-Name') !== undefined ? 'MCP-NAME' : 'MCP-METHOD';
+      // 15 METHOD-KNOWN
+      if (!servedRequest('modern', method!)) return { ...error('METHOD-KNOWN', id, 'modern', `method "${method}" is not served in the modern dialect`), headersOwner };
+      return { ...dispatchMethod(req, ctx, 'modern', version, method!, id as JsonRpcId, params), headersOwner };
+    })();
+    return { ...afterEnvelope, envelopeOk: true };
   }
 
   function dispatchHandshake(
@@ -896,6 +914,11 @@ export function createOracle(spec: Spec, options: OracleOptions = {}): Oracle {
     if (isRequest && mpv !== undefined && (P.versions.handshake.includes(mpv) || PUBLISHED_REVISIONS.includes(mpv)) && m && isObject(m.params) && '_meta' in m.params && depth < 5 && (has('ENVELOPE') || has('VERSION-MATCH') || has('VERSION-HEADER'))) {
       const next = expectMcp(withoutMeta(req, m), { ...ctx, handshakeOnly: undefined }, depth + 1);
       e = orElse(e, { ...next, alternatives: undefined, why: `${next.why} (MCP ${mpv}: params._meta is opaque metadata in that revision)` });
+    }
+    // tools/call with `arguments` that is no object reported as a tool result with isError true: MCP 2025-11-25
+    // Tools (SEP-1303) reports input validation errors as tool execution errors; no MUST asks for -32602.
+    if (isRequest && method === 'tools/call' && m && isObject(m.params) && 'arguments' in m.params && !isObject(m.params.arguments) && has('TOOL-KNOWN')) {
+      e = orElse(e, w({ rule: 'TOOL-KNOWN', dialect: e.dialect, version: e.version, http: 200, body: 'result', id: reqId, result: { kind: 'tool-error' }, mayStream: true, warning: 'MCP 2025-11-25 Tools: input validation errors are reported as a tool result with isError true; no MUST asks for -32602 (the contract: 200 -32602 before the tool runs)' }));
     }
     // Methods MCP does not name (PUT, PATCH): RFC 9110 requires no particular refusal (405 or 501, or another 4xx).
     if ((req.method === 'PUT' || req.method === 'PATCH') && has('HTTP-METHOD')) e = orElse(e, w({ rule: 'HTTP-METHOD', dialect: 'none', http: 400, body: 'any', anyClientError: true, warning: `MCP names no answer to ${req.method}; any 4xx refusal breaks no MUST (the contract: 405)` }));

@@ -116,6 +116,18 @@ export function violations(spec: Spec, exp: Expectation, res: WireResponse): Vio
     else add('results.noSession', message);
   }
 
+  if (exp.envelopeOk && res.status === 400 && !(exp.http === 400 && (exp.code === -32602 || exp.code === -32020))) {
+    const p = parseBody(res);
+    const e = isObject(p.message) && isObject(p.message.error) ? p.message.error : undefined;
+    if (e && e.code === -32020 && exp.headersOwner && exp.code !== -32020) {
+      out.push({ rule: exp.headersOwner, message: `headers that match the body were refused 400 -32020 (${show(e.message)}); Mcp-Name is compared after Base64 decoding and trimming` });
+      return out;
+    }
+    if (e && e.code === -32602) {
+      out.push({ rule: 'ENVELOPE', message: `a request with a complete 2026-07-28 envelope was refused 400 -32602 as malformed (${show(e.message)}); 2026-07-28 _meta requires only protocolVersion and clientCapabilities` });
+      return out;
+    }
+  }
   if (exp.body === 'unspecified') {
     // The spec names no outcome; only the invariants of any answer to a request are checked: not 202 (a
     // request is never accepted without an answer), not a server error, and an HTTP 200 answer echoes the id.

@@ -97,3 +97,28 @@ describe('MCP mode: what no MUST forbids passes with a warning (issue 30 item 3)
     expect(summary(judge(spec, exp, res))).toEqual({ passed: true, failing: [], warned: [] });
   });
 });
+
+describe('one finding, one owning rule: a complete envelope refused as malformed is an ENVELOPE finding', () => {
+  it('a tools/call whose complete 2026-07-28 envelope lacks only the optional clientInfo, refused 400 -32602 (Toolbox), is charged to ENVELOPE', () => {
+    const body = { jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'nope', arguments: {}, _meta: { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} } } };
+    const exp = mcp.expect(wire(g, { mpv: '2026-07-28', body }), ctx);
+    const j = judge(spec, exp, json(400, { jsonrpc: '2.0', id: 7, error: { code: -32602, message: '_meta error: missing field from io.modelcontextprotocol/clientInfo' } }));
+    expect({ aimed: exp.rule, ...summary(j) }).toEqual({ aimed: 'TOOL-KNOWN', passed: false, failing: ['ENVELOPE'], warned: [] });
+  });
+});
+
+describe('one finding, one owning rule: headers that match the body refused -32020 are a header finding', () => {
+  it('a Base64-encoded Mcp-Name the server does not decode (Toolbox) is charged to MCP-NAME, not to the tool rule the request aimed at', () => {
+    const body = { jsonrpc: '2.0', id: 8, method: 'tools/call', params: { name: 'get_weather', _meta: { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} } } };
+    const req = wire(g, { mpv: '2026-07-28', body, headers: { 'Mcp-Name': `=?base64?${Buffer.from('get_weather').toString('base64')}?=` } });
+    const exp = mcp.expect(req, ctx);
+    const j = judge(spec, exp, json(400, { jsonrpc: '2.0', id: 8, error: { code: -32020, message: 'Mcp-Name header value does not match body value' } }));
+    expect({ aimed: exp.rule, ...summary(j) }).toEqual({ aimed: 'TOOL-KNOWN', passed: false, failing: ['MCP-NAME'], warned: [] });
+  });
+  it('non-object arguments reported as a tool result with isError true pass with a warning (MCP 2025-11-25: input validation errors are tool execution errors)', () => {
+    const body = { jsonrpc: '2.0', id: 9, method: 'tools/call', params: { name: 'interlock_query', arguments: null } };
+    const exp = mcp.expect(wire(g, { mpv: '2025-11-25', body }), ctx);
+    const j = judge(spec, exp, json(200, { jsonrpc: '2.0', id: 9, result: { content: [{ type: 'text', text: 'invalid parameters' }], isError: true } }), (r) => r !== 'results.complete');
+    expect(summary(j)).toEqual({ passed: true, failing: [], warned: ['TOOL-KNOWN'] });
+  });
+});

@@ -99,7 +99,7 @@ const PINS = {
   sdkV1: ['HOST', 'NO-BATCH', 'ORIGIN'],
   toolbox: {
     handshakeOnly: false,
-    mcp: ['ENVELOPE', 'HOST', 'HTTP-METHOD', 'JSONRPC-SHAPE', 'ORIGIN', 'TOOL-ARGUMENTS', 'TOOL-KNOWN', 'VERSION-HEADER', 'results.plain'],
+    mcp: ['ENVELOPE', 'HOST', 'HTTP-METHOD', 'JSONRPC-SHAPE', 'MCP-NAME', 'ORIGIN', 'VERSION-HEADER', 'results.plain'],
     sql: sqlPin({ legitimateRefused: false }),
   },
   dbhub: { handshakeOnly: false, mcp: ['ORIGIN'], sql: sqlPin({ legitimateRefused: true }) },
