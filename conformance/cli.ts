@@ -1,7 +1,7 @@
 /**
  * Command line of the conformance suite:
  *   interlock-conformance --url http://host:port/mcp [--profile P]... [--api-key K] [--tool-map FILE]
- *                         [--pg-url URL --source-id ID] [--json] [--junit FILE] [--verbose] ...
+ *                         [--pg-url URL --source-id ID [--restricted-api-key K]] [--json] [--junit FILE] [--verbose] ...
  *   interlock-conformance sql-fixture --pg-url URL [--database NAME]
  * Prints one PASS/FAIL/SKIP line per rule, grouped by profile, and "N passed, N failed".
  * Exit codes (README "Exit codes"): 0 every selected rule passed; 1 a rule failed (or the SQL pack
@@ -16,6 +16,7 @@ import { runConformance, type RunReport } from './run';
 import { loadToolMap, INTERLOCK_TOOL_MAP, type ToolMap } from './toolmap';
 import { createFixture, FIXTURE_SETUP_TEXT } from './sql/fixture';
 import { runSqlPack, sqlCases, type SqlPackReport } from './sql/run';
+import { SQL_CLASSES, type SqlClass } from './sql/payloads';
 
 const USAGE = `Usage: interlock-conformance --url http://host:port/mcp [options]
        interlock-conformance sql-fixture --pg-url postgres://… [--database NAME]
@@ -29,10 +30,13 @@ Options:
   --tool-map FILE    another server's tool and argument names (JSON; see README "Tool maps")
   --pg-url URL       sql-gateway: the fixture database, as a role that may read its state
   --source-id ID     sql-gateway: the source id the server uses for the fixture database
-  --num-runs N       generated requests per property (default 100)
+  --restricted-api-key KEY
+                     sql-gateway, class sql.rows: the key of an identity that may read only the rows
+                     of icf_rows where tenant = 'a' (without it the class is skipped)
+  --num-runs N       generated requests per property, statements of sql.rows (default 100)
   --seed S           base seed, to replay a run (printed at the end of every run)
   --spec DIR         folder with protocol-v1.json, errors-v1.json, mcp-tools-v1.json
-  --rule ID          run only this rule id (repeatable)
+  --rule ID          run only this rule id (repeatable; sql.<class> selects sql-gateway classes)
   --no-examples      run the properties only
   --timeout MS       per-request timeout (default 15000)
   --retries N        retries of a request answered 429, each after its Retry-After (default 8)
@@ -57,6 +61,7 @@ export async function main(argv: string[], out: (s: string) => void = (s) => pro
         'tool-map': { type: 'string' },
         'pg-url': { type: 'string' },
         'source-id': { type: 'string' },
+        'restricted-api-key': { type: 'string' },
         'num-runs': { type: 'string' },
         seed: { type: 'string' },
         spec: { type: 'string' },
@@ -95,24 +100,31 @@ export async function main(argv: string[], out: (s: string) => void = (s) => pro
     profiles = parseProfiles(values.profile);
     toolMap = values['tool-map'] ? loadToolMap(values['tool-map']) : undefined;
     if (profiles.includes('sql-gateway') && !values['pg-url']) throw new Error('the sql-gateway profile needs --pg-url (the fixture database)');
+    const unknown = (values.rule ?? []).filter((r) => r.startsWith('sql.') && !(SQL_CLASSES as readonly string[]).includes(r.slice(4)));
+    if (unknown.length > 0) throw new Error(`unknown rule ${unknown[0]} (sql-gateway rules: ${SQL_CLASSES.map((c) => `sql.${c}`).join(', ')})`);
   } catch (e) {
     out(`${(e as Error).message}\n\n${USAGE}`);
     return 2;
   }
   const text = values.json ? () => undefined : out;
   try {
+    // --rule selects protocol rules and sql-gateway classes (sql.<class>); a run given only one kind runs only that kind.
+    const sqlRules = values.rule?.filter((r) => r.startsWith('sql.'));
+    const protocolRules = values.rule?.filter((r) => !r.startsWith('sql.'));
     const protocolProfiles = profiles.filter((p) => p !== 'sql-gateway');
+    // One seed for the whole run (printed by each part), so one --seed replays both.
+    const seed = int('seed', values.seed) ?? (Date.now() ^ (Math.random() * 0x7fffffff)) | 0;
     let report: RunReport | undefined;
-    if (protocolProfiles.length > 0) {
+    if (protocolProfiles.length > 0 && (protocolRules === undefined || protocolRules.length > 0)) {
       report = await runConformance({
         url: values.url,
         apiKey: values['api-key'],
         profiles: protocolProfiles,
         toolMap,
         numRuns: int('num-runs', values['num-runs']),
-        seed: int('seed', values.seed),
+        seed,
         specDir: values.spec,
-        rules: values.rule,
+        rules: protocolRules,
         skipExamples: values['no-examples'],
         timeoutMs: int('timeout', values.timeout),
         retries: int('retries', values.retries),
@@ -121,12 +133,16 @@ export async function main(argv: string[], out: (s: string) => void = (s) => pro
       });
     }
     let sql: SqlPackReport | undefined;
-    if (profiles.includes('sql-gateway')) {
+    if (profiles.includes('sql-gateway') && (sqlRules === undefined || sqlRules.length > 0)) {
       sql = await runSqlPack({
         url: values.url,
         apiKey: values['api-key'],
         pgUrl: values['pg-url']!,
         sourceId: values['source-id'],
+        restrictedApiKey: values['restricted-api-key'],
+        classes: sqlRules === undefined || sqlRules.length === 0 ? undefined : sqlRules.map((r) => r.slice(4) as SqlClass),
+        seed,
+        numRuns: int('num-runs', values['num-runs']),
         toolMap: toolMap ?? INTERLOCK_TOOL_MAP,
         timeoutMs: int('timeout', values.timeout),
         retries: int('retries', values.retries),

@@ -49,6 +49,29 @@ export interface Expectation {
   body: 'empty' | 'error' | 'result' | 'unspecified' | 'any';
   /** With body 'any': every 4xx status is accepted, not only `http`. */
   anyClientError?: true;
+  /** With body 'any': every 2xx status is accepted, not only `http`. */
+  anySuccess?: true;
+  /** With body 'error': any HTTP status is accepted (the revision names none for this error). */
+  anyHttp?: true;
+  /**
+   * MCP mode: this alternative is an answer the MCP and RFC text permit (no MUST forbids it) but the
+   * contract does not; a server passing only through it passes with this warning (issue 30: a rule
+   * the spec does not make a MUST must not fail a server).
+   */
+  warning?: string;
+  /**
+   * The request carries a complete 2026-07-28 envelope (it passed ENVELOPE): an answer refusing it with
+   * 400 -32602 is charged to ENVELOPE, the rule it breaks, whatever the request was aimed at (one finding,
+   * one owning rule: e.g. a server that demands the optional clientInfo).
+   */
+  envelopeOk?: true;
+  /**
+   * The request's Mcp-Method and Mcp-Name headers match its body (it passed MCP-NAME): an answer refusing
+   * it with 400 -32020 is charged to this rule (MCP-NAME when it carries Mcp-Name, else MCP-METHOD).
+   */
+  headersOwner?: 'MCP-NAME' | 'MCP-METHOD';
+  /** MCP mode: the answer may issue an Mcp-Session-Id (a handshake-era server MAY assign sessions); a warning, not a violation. */
+  sessionMay?: true;
   /** JSON-RPC error code (body 'error'). */
   code?: number;
   /** The id the response must carry (null when it must be null). Undefined for an empty body. */
@@ -56,8 +79,11 @@ export interface Expectation {
   /** Required `error.data` content. */
   errorData?: { supported?: string[]; requested?: string; refusal?: { status: string; code: string }; requiredCapabilities?: Record<string, unknown> };
   result?: ResultExpectation;
-  /** Required response headers: `Allow` listing exactly these methods; `WWW-Authenticate` with this scheme. */
-  headers?: { allow?: string[]; wwwAuthenticate?: string };
+  /**
+   * Required response headers: `Allow` listing exactly these methods; `allowListing`: an `Allow` header
+   * present and listing this method (RFC 9110 §15.5.6: a 405 MUST carry Allow); `WWW-Authenticate` with this scheme.
+   */
+  headers?: { allow?: string[]; allowListing?: string; wwwAuthenticate?: string };
   /** True when the answer may be one text/event-stream carrying the JSON-RPC response (tools/call). */
   mayStream?: boolean;
   /** Human-readable derivation, printed with counterexamples. */
@@ -179,6 +205,25 @@ export function isOwnHost(value: string, url: URL): boolean {
   const defaultPort = url.protocol === 'https:' ? 443 : 80;
   const port = portText === '' ? defaultPort : Number(portText);
   return port === (url.port === '' ? defaultPort : Number(url.port));
+}
+
+/**
+ * True when an Origin header value is the URL's own origin (RFC 6454 §4 and §5: the tuple of scheme,
+ * host and port; scheme and host compared ASCII-case-insensitively, RFC 3986 §6.2.2.1, a missing port
+ * being the scheme's default, RFC 3986 §6.2.3). The value must be a serialized origin,
+ * `scheme "://" host [ ":" port ]` with nothing after it: `HTTP://127.0.0.1:8787` and
+ * `http://127.0.0.1:80` (for `http://127.0.0.1/mcp`) are the own origin; `null`, another host, port or
+ * scheme, and anything with a path, even a single trailing slash (`http://127.0.0.1:8787/`), are not.
+ * Used in MCP mode (issue 30): only an Origin that is not the server's own may be refused as such.
+ */
+export function isOwnOrigin(value: string, url: URL): boolean {
+  const v = value.trim();
+  if (!/^[A-Za-z][A-Za-z0-9+.-]*:\/\/[^/?#@\\\s]+$/.test(v)) return false;
+  try {
+    return new URL(v).origin === url.origin;
+  } catch {
+    return false;
+  }
 }
 
 /** The host name of a Host header value (lower-cased, port removed, IPv6 kept in brackets), or undefined when malformed. */
@@ -415,22 +460,29 @@ export function createOracle(spec: Spec, options: OracleOptions = {}): Oracle {
     if (envelope !== 'complete') return error('ENVELOPE', id, 'modern', envelopeWhy);
     // 12 VERSION-MATCH
     if (metaPv !== mpv) return error('VERSION-MATCH', id, 'modern', `MCP-Protocol-Version "${mpv}" ≠ _meta protocolVersion "${String(metaPv)}"`);
-    // 13 MCP-METHOD
-    const mm = header(req, H.method ?? 'Mcp-Method');
-    if (mm === undefined) return error('MCP-METHOD', id, 'modern', 'Mcp-Method is missing');
-    if (mm.trim() !== method) return error('MCP-METHOD', id, 'modern', `Mcp-Method "${mm}" ≠ method "${method}"`);
-    // 14 MCP-NAME
-    if (method === 'tools/call') {
-      const mn = header(req, H.name ?? 'Mcp-Name');
-      if (mn === undefined) return error('MCP-NAME', id, 'modern', 'Mcp-Name is missing on tools/call');
-      const decoded = decodeMcpName(mn, H.base64Prefix, H.base64Suffix);
-      if (decoded === undefined) return error('MCP-NAME', id, 'modern', `Mcp-Name "${mn}" carries invalid Base64`);
-      if (decoded === mn.trim() && !/^[\x20-\x7e]*$/.test(decoded)) return error('MCP-NAME', id, 'modern', `Mcp-Name "${mn}" carries characters outside visible ASCII without Base64`);
-      if (decoded !== params?.name) return error('MCP-NAME', id, 'modern', `Mcp-Name "${mn}" (read as "${decoded}") ≠ params.name ${JSON.stringify(params?.name)}`);
-    }
-    // 15 METHOD-KNOWN
-    if (!servedRequest('modern', method!)) return error('METHOD-KNOWN', id, 'modern', `method "${method}" is not served in the modern dialect`);
-    return dispatchMethod(req, ctx, 'modern', version, method!, id as JsonRpcId, params);
+    // From here on the envelope is complete: a 400 -32602 answer is the server refusing it as malformed (ENVELOPE).
+    const afterEnvelope = ((): Expectation => {
+      // 13 MCP-METHOD
+      const mm = header(req, H.method ?? 'Mcp-Method');
+      if (mm === undefined) return error('MCP-METHOD', id, 'modern', 'Mcp-Method is missing');
+      if (mm.trim() !== method) return error('MCP-METHOD', id, 'modern', `Mcp-Method "${mm}" ≠ method "${method}"`);
+      // 14 MCP-NAME
+      if (method === 'tools/call') {
+        const mn = header(req, H.name ?? 'Mcp-Name');
+        if (mn === undefined) return error('MCP-NAME', id, 'modern', 'Mcp-Name is missing on tools/call');
+        const decoded = decodeMcpName(mn, H.base64Prefix, H.base64Suffix);
+        if (decoded === undefined) return error('MCP-NAME', id, 'modern', `Mcp-Name "${mn}" carries invalid Base64`);
+        if (decoded === mn.trim() && !/^[\x20-\x7e]*$/.test(decoded)) return error('MCP-NAME', id, 'modern', `Mcp-Name "${mn}" carries characters outside visible ASCII without Base64`);
+        if (decoded !== params?.name) return error('MCP-NAME', id, 'modern', `Mcp-Name "${mn}" (read as "${decoded}") ≠ params.name ${JSON.stringify(params?.name)}`);
+      }
+      // From here on the Mcp-Method and Mcp-Name headers match the body: a 400 -32020 answer is the server
+      // misreading one of them (MCP-NAME when the request carries Mcp-Name, else MCP-METHOD).
+      const headersOwner = header(req, H.name ?? 'Mcp-Name') !== undefined ? 'MCP-NAME' : 'MCP-METHOD';
+      // 15 METHOD-KNOWN
+      if (!servedRequest('modern', method!)) return { ...error('METHOD-KNOWN', id, 'modern', `method "${method}" is not served in the modern dialect`), headersOwner };
+      return { ...dispatchMethod(req, ctx, 'modern', version, method!, id as JsonRpcId, params), headersOwner };
+    })();
+    return { ...afterEnvelope, envelopeOk: true };
   }
 
   function dispatchHandshake(
@@ -759,12 +811,132 @@ export function createOracle(spec: Spec, options: OracleOptions = {}): Oracle {
       }
     }
     if (depth === 0) e = refusalCredits(e, req, ctx, method, reqId);
+    if (depth === 0) e = noMustLeniency(e, req, ctx, m, reqId, depth);
+    return e;
+  }
+
+  /**
+   * MCP mode, issue 30 item 3: answers no MCP or RFC MUST forbids. Those the contract forbids are accepted
+   * with a `warning` (reported, never failing); orders MCP leaves open between two MUSTs are accepted
+   * plainly. Each case names the text that permits it.
+   */
+  function noMustLeniency(e: Expectation, req: WireRequest, ctx: OracleContext, m: Obj | undefined, reqId: JsonRpcId | null, depth: number): Expectation {
+    const all = () => [e, ...(e.alternatives ?? [])];
+    /** An alternative whose derivation is its warning. */
+    const w = (x: Omit<Expectation, 'why'> & { warning: string }): Expectation => ({ ...x, why: x.warning });
+    const has = (rule: string) => all().some((x) => x.rule === rule);
+    const method = m && typeof m.method === 'string' ? m.method : undefined;
+    const isRequest = !!m && method !== undefined && 'id' in m;
+    const rawId = m && (typeof m.id === 'string' || typeof m.id === 'number') ? (m.id as JsonRpcId) : undefined;
+    const mpv = header(req, H.protocolVersion ?? 'MCP-Protocol-Version');
+    for (const x of all()) {
+      if (x.body !== 'error') continue;
+      // Transport refusals: MCP and RFC 9110 name only the status (a 405 MUST carry Allow, RFC 9110 §15.5.6).
+      if (x.rule === 'HTTP-METHOD' || x.rule === 'CONTENT-TYPE' || x.rule === 'ACCEPT') {
+        e = orElse(e, w({
+          rule: x.rule,
+          dialect: 'none',
+          http: x.http,
+          body: 'any',
+          headers: x.rule === 'HTTP-METHOD' ? { allowListing: 'POST' } : undefined,
+          warning: `MCP and RFC 9110 name only HTTP ${x.http} here${x.http === 405 ? ' and an Allow header' : ''}; the contract also wants a JSON-RPC -32600 body${x.http === 405 ? ' and exactly Allow: POST' : ''}`,
+        }));
+      }
+      // Input that is no JSON-RPC message: MCP Transports, "If the server cannot accept the input, it MUST
+      // return an HTTP error status code (e.g., 400 Bad Request). The HTTP response body MAY comprise a
+      // JSON-RPC error response"; JSON-RPC 2.0 §5 answers it with an error Response. Neither names the status
+      // of such a Response or makes -32700/-32600 (a code definition, §5.1) a MUST.
+      if (x.rule === 'JSON' || x.rule === 'JSONRPC-SHAPE') {
+        e = orElse(e, w({ rule: x.rule, dialect: 'none', http: 400, body: 'any', anyClientError: true, warning: 'MCP Transports: input the server cannot accept gets "an HTTP error status code"; its body MAY be a JSON-RPC error (the contract: 400 with -32700 or -32600)' }));
+      }
+      if (x.rule === 'JSON' || x.rule === 'JSONRPC-SHAPE' || x.rule === 'NO-BATCH') {
+        const note = 'JSON-RPC 2.0 §5/§6: the invalid call answered with one error Response at HTTP 200, any code (no MUST names its status or code; the contract: 400 with -32700 or -32600)';
+        e = orElse(e, w({ rule: x.rule, dialect: 'none', http: 200, body: 'error', id: null, warning: note }));
+        if (rawId !== undefined) e = orElse(e, w({ rule: x.rule, dialect: 'none', http: 200, body: 'error', id: rawId, warning: note }));
+      }
+      // Error codes JSON-RPC 2.0 §5.1 only defines (no MUST), for errors whose code no MCP MUST names.
+      if (x.code !== undefined && (x.rule === 'INITIALIZE-PARAMS' || x.rule === 'TOOL-KNOWN' || x.rule === 'METHOD-KNOWN-HANDSHAKE' || (x.rule === 'TOOL-ARGUMENTS' && x.dialect === 'handshake'))) {
+        const handshakeStatus = x.rule === 'METHOD-KNOWN-HANDSHAKE';
+        e = orElse(e, {
+          ...x,
+          code: undefined,
+          alternatives: undefined,
+          ...(handshakeStatus ? { anyHttp: true as const } : {}),
+          warning: `JSON-RPC 2.0 §5.1 defines ${x.code} for this error, a code definition, no MUST${handshakeStatus ? '; the handshake-era transport names no HTTP status for a request\'s error' : ''} (the contract: HTTP ${x.http}, ${x.code})`,
+        });
+      }
+    }
+    // DELETE: "The server MAY respond to this request with HTTP 405" (2025-03-26 to 2025-11-25; 2026-07-28: SHOULD).
+    if (req.method === 'DELETE' && has('HTTP-METHOD')) e = orElse(e, w({ rule: 'HTTP-METHOD', dialect: 'none', http: 200, body: 'any', anySuccess: true, warning: 'MCP: a server MAY (2026-07-28: SHOULD) answer DELETE with 405; serving it breaks no MUST (the contract: 405)' }));
+    // More than one byte order mark: RFC 8259 §9, "A JSON parser MAY accept non-JSON forms or extensions".
+    const raw = req.body ?? '';
+    if (raw.startsWith('\ufeff\ufeff') && has('JSON') && depth < 5) {
+      const stripped = { ...req, body: raw.replace(/^\ufeff+/, '') };
+      if (parsedBody(stripped) !== undefined) {
+        const next = expectMcp(stripped, ctx, depth + 1);
+        e = orElse(e, { ...next, alternatives: undefined, warning: 'RFC 8259 §9: a JSON parser MAY accept non-JSON forms (here more than one byte order mark) (the contract: 400 -32700)' });
+      }
+    }
+    // Ids JSON-RPC and MCP ask of the client (a string or integer; "Numbers SHOULD NOT contain fractional parts"):
+    // serving such a request breaks no server MUST.
+    if (has('JSONRPC-SHAPE') && m && m.jsonrpc === '2.0' && typeof m.method === 'string' && m.method !== '' && 'id' in m && m.id !== null && !isValidId(m.id) && (m.params === undefined || isObject(m.params))) {
+      e = orElse(e, w({ rule: 'JSONRPC-SHAPE', dialect: 'none', http: 200, body: 'any', warning: `MCP asks the client for a string or integer id; serving id ${JSON.stringify(m.id)} breaks no server MUST (the contract: 400 -32600)` }));
+    }
+    // A notification or a response the server does not accept: "it MUST return an HTTP error status code
+    // (e.g., 400 Bad Request). The HTTP response body MAY comprise a JSON-RPC error response that has no id."
+    if (!isRequest && (has('results.notification') || has('POSTED-RESPONSE'))) {
+      e = orElse(e, w({ rule: e.rule, dialect: e.dialect, version: e.version, http: 400, body: 'any', anyClientError: true, warning: 'MCP Transports: a notification or response the server does not accept gets an HTTP error status code, the body MAY be anything (the contract accepts it: 202)' }));
+    }
+    // Two MUSTs of 2026-07-28 fail at once; MCP orders none of them: a header/_meta mismatch (-32020), an
+    // unsupported version (-32022), a malformed envelope (-32602), a missing or differing Mcp-Method (-32020).
+    const modernHeader = mpv !== undefined && P.versions.modern.includes(mpv);
+    if (isRequest && has('VERSION-MATCH') && mpv !== undefined && !P.versions.supported.includes(mpv) && !PUBLISHED_REVISIONS.includes(mpv)) {
+      e = orElse(e, { ...error('VERSION-HEADER', reqId, 'modern', `MCP 2026-07-28: MCP-Protocol-Version ${mpv} is a version the server does not implement (MUST 400 UnsupportedProtocolVersionError); MCP orders no check before it`), errorData: { requested: mpv } });
+    }
+    const mm = header(req, H.method ?? 'Mcp-Method');
+    if (isRequest && modernHeader && method !== 'initialize' && (mm === undefined || mm.trim() !== method) && (has('ENVELOPE') || has('VERSION-MATCH') || has('VERSION-HEADER'))) {
+      e = orElse(e, { ...error('MCP-METHOD', reqId, 'modern', `MCP 2026-07-28: Mcp-Method ${mm === undefined ? 'is missing' : `"${mm}" differs from the method`} (MUST -32020); MCP orders no check before it`) });
+    }
+    const mn = header(req, H.name ?? 'Mcp-Name');
+    const bodyName = m && isObject(m.params) ? (typeof m.params.name === 'string' ? m.params.name : typeof m.params.uri === 'string' ? m.params.uri : undefined) : undefined;
+    const decodedName = mn === undefined ? undefined : decodeMcpName(mn, H.base64Prefix, H.base64Suffix);
+    if (isRequest && modernHeader && mn !== undefined && (decodedName === undefined || decodedName !== bodyName) && (has('ENVELOPE') || has('VERSION-MATCH') || has('VERSION-HEADER'))) {
+      e = orElse(e, { ...error('MCP-NAME', reqId, 'modern', `MCP 2026-07-28: Mcp-Name "${mn}" does not match the body (MUST -32020); MCP orders no check before it`) });
+    }
+    // A method the server does not implement in 2026-07-28 (ping, initialize, or an optional one such as
+    // completion/complete): "MUST respond with 404 Not Found and -32601"; no order before the other MUSTs.
+    // (The request is read as 2026-07-28 when its header names it or its body carries the envelope: "served statelessly according to this revision".)
+    const envelopeClaim = !!m && isObject(m.params) && isObject(m.params._meta) && M.protocolVersion in m.params._meta;
+    if (isRequest && (modernHeader || envelopeClaim) && method !== undefined && !servedRequest('modern', method) && (has('ENVELOPE') || has('VERSION-MATCH') || has('VERSION-HEADER') || has('MCP-METHOD') || has('MCP-NAME'))) {
+      e = orElse(e, { ...error('METHOD-KNOWN', reqId, 'modern', `MCP 2026-07-28: ${method} is no method of this revision (MUST 404 -32601); MCP orders no check before it`) });
+    }
+    // A handshake-era MCP-Protocol-Version the server implements: that revision reads params._meta as opaque metadata.
+    if (isRequest && mpv !== undefined && (P.versions.handshake.includes(mpv) || PUBLISHED_REVISIONS.includes(mpv)) && m && isObject(m.params) && '_meta' in m.params && depth < 5 && (has('ENVELOPE') || has('VERSION-MATCH') || has('VERSION-HEADER'))) {
+      const next = expectMcp(withoutMeta(req, m), { ...ctx, handshakeOnly: undefined }, depth + 1);
+      e = orElse(e, { ...next, alternatives: undefined, why: `${next.why} (MCP ${mpv}: params._meta is opaque metadata in that revision)` });
+    }
+    // tools/call with `arguments` that is no object reported as a tool result with isError true: MCP 2025-11-25
+    // Tools (SEP-1303) reports input validation errors as tool execution errors; no MUST asks for -32602.
+    if (isRequest && method === 'tools/call' && m && isObject(m.params) && 'arguments' in m.params && !isObject(m.params.arguments) && has('TOOL-KNOWN')) {
+      e = orElse(e, w({ rule: 'TOOL-KNOWN', dialect: e.dialect, version: e.version, http: 200, body: 'result', id: reqId, result: { kind: 'tool-error' }, mayStream: true, warning: 'MCP 2025-11-25 Tools: input validation errors are reported as a tool result with isError true; no MUST asks for -32602 (the contract: 200 -32602 before the tool runs)' }));
+    }
+    // Methods MCP does not name (PUT, PATCH): RFC 9110 requires no particular refusal (405 or 501, or another 4xx).
+    if ((req.method === 'PUT' || req.method === 'PATCH') && has('HTTP-METHOD')) e = orElse(e, w({ rule: 'HTTP-METHOD', dialect: 'none', http: 400, body: 'any', anyClientError: true, warning: `MCP names no answer to ${req.method}; any 4xx refusal breaks no MUST (the contract: 405)` }));
+    // initialize with missing or mistyped params: MCP names no server reaction; serving it breaks no MUST.
+    if (method === 'initialize' && has('INITIALIZE-PARAMS')) e = orElse(e, w({ rule: 'INITIALIZE-PARAMS', dialect: 'handshake', http: 200, body: 'any', warning: 'MCP names no reaction to an initialize whose params are missing or mistyped; serving it breaks no MUST (the contract: 200 -32602)' }));
+    // Methods the handshake-era revisions define (resources, prompts, completion, logging): a server may serve them.
+    if (isRequest && method !== undefined && HANDSHAKE_OPTIONAL_METHODS.includes(method) && has('METHOD-KNOWN-HANDSHAKE')) {
+      e = orElse(e, { rule: 'METHOD-KNOWN-HANDSHAKE', dialect: 'handshake', http: 200, body: 'unspecified', id: reqId, why: `MCP defines ${method}; a server may implement it` });
+    }
+    // "A server ... MAY assign a session ID at initialization time" (handshake-era Session Management).
+    if (method === 'initialize') e = { ...e, sessionMay: true, alternatives: e.alternatives?.map((a) => ({ ...a, sessionMay: true as const })) };
     return e;
   }
 
   /**
    * MCP mode, issue 30 items 1 and 2: refusals MCP permits and the contract does not model for a generic
-   * server. A Host other than the URL's own, or an Origin other than the own origin spelled exactly,
+   * server. A Host other than the URL's own, or an Origin other than the own origin (`isOwnOrigin`: scheme
+   * and host in any letter case, the default port implied),
    * may be refused with any 4xx and any body (DNS-rebinding protection; MCP 2025-11-25 Transports:
    * "the HTTP response body MAY comprise a JSON-RPC error response"); such an answer counts for HOST or
    * ORIGIN and is evidence for no other rule. A tools/call without the valid key may be refused by the
@@ -779,7 +951,7 @@ export function createOracle(spec: Spec, options: OracleOptions = {}): Oracle {
     const hostValue = header(req, H.host ?? 'Host');
     if (credit && hostValue !== undefined && !isOwnHost(hostValue, ctx.url)) e = orElse(e, refusal('HOST', `MCP: a server may refuse a Host other than its own ${ctx.url.host} (DNS-rebinding protection) with a 4xx and any body`));
     const origin = header(req, H.origin ?? 'Origin');
-    if (credit && origin !== undefined && origin !== ctx.url.origin) e = orElse(e, refusal('ORIGIN', `MCP: a server may refuse an Origin other than ${ctx.url.origin} with 403 and any body`));
+    if (credit && origin !== undefined && !isOwnOrigin(origin, ctx.url)) e = orElse(e, refusal('ORIGIN', `MCP: a server may refuse an Origin other than its own ${ctx.url.origin} (scheme and host in any letter case, RFC 6454 §4) with 403 and any body`));
     if (e.body === 'error' && e.http === 403 && (e.rule === 'HOST' || e.rule === 'ORIGIN')) e = orElse(e, { ...refusal(e.rule, `MCP names only HTTP 403 here; the body MAY be a JSON-RPC error`), anyClientError: undefined });
     // RFC 8259 §8.1: a parser "MAY ignore the presence of a byte order mark rather than treating it as an
     // error", so refusing a body behind one as a parse error is allowed too.
@@ -800,6 +972,8 @@ export function createOracle(spec: Spec, options: OracleOptions = {}): Oracle {
 
 /** Published MCP revisions the contract does not serve but another server may (MCP mode). */
 const PUBLISHED_REVISIONS = ['2024-11-05'];
+/** Methods the handshake-era revisions define besides the contract's; a server may implement them (MCP mode). */
+const HANDSHAKE_OPTIONAL_METHODS = ['resources/list', 'resources/read', 'resources/templates/list', 'resources/subscribe', 'resources/unsubscribe', 'prompts/list', 'prompts/get', 'completion/complete', 'logging/setLevel'];
 /** Methods MCP 2026-07-28 defines that a server may implement or refuse per its capabilities (MCP mode). */
 const OPTIONAL_MODERN_METHODS = ['subscriptions/listen', 'prompts/list', 'prompts/get', 'resources/list', 'resources/read', 'resources/templates/list', 'completion/complete'];
 

@@ -8,7 +8,7 @@ import fc from 'fast-check';
 import { render, type Draft, type GenContext } from './arbitraries';
 import { examples, type ExampleDef } from './examples';
 import { createClient, DEFAULT_RETRY, formatRequest, formatResponse, type WireClient, type WireRequest, type WireResponse } from './http';
-import { createOracle, isObject, isOwnHost, type Expectation, type OracleContext } from './oracle';
+import { createOracle, isObject, isOwnHost, isOwnOrigin, type Expectation, type OracleContext } from './oracle';
 import { knownRules, parseProfiles, profileOf, PROFILES, type Profile } from './profiles';
 import { properties, type PropertyDef } from './properties';
 import { DEFAULT_SPEC_DIR, loadSpec, withServerCatalogue, type JsonSchema, type Spec } from './spec';
@@ -83,6 +83,11 @@ export interface RuleCheck {
   /** The first failure of this rule, printed in full. */
   counterexample?: string;
   details: SubCheck[];
+  /**
+   * MCP mode: answers the MCP and RFC text permit (no MUST forbids them) but the contract does not, one
+   * line per distinct finding (at most 5): reported, never failing the rule.
+   */
+  warnings?: string[];
 }
 
 /** What `runConformance` returns. */
@@ -197,12 +202,21 @@ export async function runConformance(opts: RunOptions): Promise<RunReport> {
     };
 
     const sub = new Map<string, SubCheck[]>();
+    const warned = new Map<string, string[]>();
+    const warn = (rule: string, message: string) => {
+      const list = warned.get(rule) ?? [];
+      if (list.length < 5 && !list.includes(message)) warned.set(rule, [...list, message]);
+    };
     const push = (rule: string, s: SubCheck) => sub.set(rule, [...(sub.get(rule) ?? []), s]);
     /** Violations of rules other than the one being run are reported under their own rule, once per rule. */
     const incidental = new Set<string>();
     const replayOf = (...rules: string[]): string => `${[...new Set(rules)].map((r) => `--rule ${r}`).join(' ')} --seed ${seed} --num-runs ${numRuns}`;
     /** `found` names the property or example that sent the request; `foundRule` is its rule. */
-    const attribute = (own: string, x: { req: WireRequest; exp: Expectation; res: WireResponse; verdict: { violations: Violation[] } }, found: string, foundRule: string = own): Violation[] => {
+    const attribute = (own: string, x: { req: WireRequest; exp: Expectation; res: WireResponse; verdict: { violations: Violation[]; warnings?: Violation[] } }, found: string, foundRule: string = own): Violation[] => {
+      for (const w of x.verdict.warnings ?? []) {
+        const rule = ruleOf(spec, own, x.exp, w);
+        if (wanted(rule)) warn(rule, `${w.message} (${found})`);
+      }
       const all = x.verdict.violations.map((v) => ({ ...v, rule: ruleOf(spec, own, x.exp, v) }));
       const others = new Map<string, Violation[]>();
       for (const v of all) if (v.rule !== own) others.set(v.rule, [...(others.get(v.rule) ?? []), v]);
@@ -283,13 +297,16 @@ export async function runConformance(opts: RunOptions): Promise<RunReport> {
         skipped: ran.length === 0 ? details[0]!.skipped : undefined,
         counterexample: failed[0]?.counterexample,
         details,
+        ...(warned.has(rule) ? { warnings: warned.get(rule) } : {}),
       };
       checks.push(check);
       const props = ran.filter((d) => d.kind === 'property');
       const exs = ran.filter((d) => d.kind === 'example');
       const summary = props.length + exs.length === 0 ? 'checked on every answer' : `${props.length ? `${props.reduce((n, d) => n + (d.runs ?? 0), 0)} generated` : 'no property'}, ${exs.length} example(s)`;
+      const warnings = check.warnings ?? [];
+      const warnNote = warnings.length ? `; ${warnings.length}${warnings.length === 5 ? '+' : ''} warning(s)` : '';
       if (check.skipped) log(`SKIP  ${rule}  (${check.skipped})`);
-      else if (check.passed) log(`PASS  ${rule}  (${summary})`);
+      else if (check.passed) log(`PASS  ${rule}  (${summary}${warnNote})`);
       else {
         log(`FAIL  ${rule}  (${summary}; ${failed.length} failing)`);
         if (opts.verbose === false) {
@@ -299,6 +316,7 @@ export async function runConformance(opts: RunOptions): Promise<RunReport> {
           log(`      replay with details: ${f.replay ?? replayOf(rule)} --verbose`);
         } else for (const f of failed) log(f.counterexample ?? `  ${f.name}`);
       }
+      for (const w of opts.verbose === false ? warnings.slice(0, 1) : warnings) log(`      warning: ${w}`);
     }
     const failures = checks.filter((c) => !c.passed).length;
     const passed = checks.filter((c) => c.passed && !c.skipped).length;
@@ -330,8 +348,8 @@ export async function serverTools(client: WireClient, spec: Spec, apiKey?: strin
 
 /**
  * Issue 30 item 4: whether the server refuses a request's Host and Origin as such. For a request whose
- * Host is not the URL's own (case-insensitive, `isOwnHost`) or whose Origin is not exactly the URL's
- * origin, the returned function sends a plain tools/list (as `serverTools` does) carrying that Host and
+ * Host is not the URL's own (case-insensitive, `isOwnHost`) or whose Origin is not the URL's own origin
+ * (scheme and host case-insensitive, `isOwnOrigin`), the returned function sends a plain tools/list (as `serverTools` does) carrying that Host and
  * Origin, once per pair, and answers true when it gets a 4xx while the same tools/list with the own Host
  * and no Origin is served (2xx); false when both are served; undefined when the request has its own Host
  * and no foreign Origin, or when the plain tools/list is not served at all (nothing to compare).
@@ -347,7 +365,7 @@ export function hostOriginProbe(client: WireClient, spec: Spec, url: URL, apiKey
     const host = req.headers.find(([k]) => k.toLowerCase() === (H.host ?? 'Host').toLowerCase())?.[1];
     const origin = req.headers.find(([k]) => k.toLowerCase() === (H.origin ?? 'Origin').toLowerCase())?.[1];
     const foreignHost = host !== undefined && !isOwnHost(host, url);
-    const foreignOrigin = origin !== undefined && origin !== url.origin;
+    const foreignOrigin = origin !== undefined && !isOwnOrigin(origin, url);
     if (!foreignHost && !foreignOrigin) return undefined;
     const key = JSON.stringify([host ?? null, origin ?? null]);
     let answer = cache.get(key);

@@ -17,6 +17,8 @@ export interface Violation {
    * `versions.*`). run.ts attributes outcome violations to the rule the request was aimed at.
    */
   outcome?: true;
+  /** MCP mode: not a failure but a warning (the answer breaks the contract's choice, no MCP or RFC MUST). */
+  warning?: true;
 }
 
 /** The JSON-RPC message carried by a response body, plus how it was framed. */
@@ -91,6 +93,13 @@ function canon(v: unknown): unknown {
 }
 const show = (v: unknown): string => (v === undefined ? 'absent' : JSON.stringify(v));
 
+/** RFC 9110 §15.5.6: "The origin server MUST generate an Allow header field in a 405 response"; it must list `method`. */
+function allowListing(method: string, res: WireResponse, fail: (message: string) => void): void {
+  const allow = res.headers['allow'];
+  if (allow === undefined) fail('a 405 without an Allow header (RFC 9110 §15.5.6: the origin server MUST generate one)');
+  else if (!allow.split(',').map((m) => m.trim().toUpperCase()).includes(method)) fail(`Allow: ${allow} does not list ${method}`);
+}
+
 /** Lists the violations of `res` against `exp` (alternatives are not consulted here; see `judge`). */
 export function violations(spec: Spec, exp: Expectation, res: WireResponse): Violation[] {
   const out: Violation[] = [];
@@ -100,8 +109,25 @@ export function violations(spec: Spec, exp: Expectation, res: WireResponse): Vio
     fail(`no HTTP response (${res.error ?? 'connection failed'})`);
     return out;
   }
-  if (res.headers['mcp-session-id'] !== undefined) add('results.noSession', `the response issues Mcp-Session-Id "${res.headers['mcp-session-id']}"`);
+  if (res.headers['mcp-session-id'] !== undefined) {
+    const message = `the response issues Mcp-Session-Id "${res.headers['mcp-session-id']}"`;
+    // A handshake-era server MAY assign a session id at initialization (MCP Transports, Session Management).
+    if (exp.sessionMay) out.push({ rule: 'results.noSession', message: `${message} (a handshake-era server MAY assign a session; the stateless contract does not)`, warning: true });
+    else add('results.noSession', message);
+  }
 
+  if (exp.envelopeOk && res.status === 400 && !(exp.http === 400 && (exp.code === -32602 || exp.code === -32020))) {
+    const p = parseBody(res);
+    const e = isObject(p.message) && isObject(p.message.error) ? p.message.error : undefined;
+    if (e && e.code === -32020 && exp.headersOwner && exp.code !== -32020) {
+      out.push({ rule: exp.headersOwner, message: `headers that match the body were refused 400 -32020 (${show(e.message)}); Mcp-Name is compared after Base64 decoding and trimming` });
+      return out;
+    }
+    if (e && e.code === -32602) {
+      out.push({ rule: 'ENVELOPE', message: `a request with a complete 2026-07-28 envelope was refused 400 -32602 as malformed (${show(e.message)}); 2026-07-28 _meta requires only protocolVersion and clientCapabilities` });
+      return out;
+    }
+  }
   if (exp.body === 'unspecified') {
     // The spec names no outcome; only the invariants of any answer to a request are checked: not 202 (a
     // request is never accepted without an answer), not a server error, and an HTTP 200 answer echoes the id.
@@ -117,11 +143,15 @@ export function violations(spec: Spec, exp: Expectation, res: WireResponse): Vio
   }
   if (exp.result?.kind === 'tool-any') return [...out, ...toolAny(spec, exp, res)];
   if (exp.body === 'any') {
-    if (res.status !== exp.http && !(exp.anyClientError && res.status >= 400 && res.status < 500)) fail(`expected HTTP ${exp.anyClientError ? '4xx' : exp.http}, got ${res.status}`);
+    if (res.status !== exp.http && !(exp.anyClientError && res.status >= 400 && res.status < 500) && !(exp.anySuccess && res.status >= 200 && res.status < 300)) {
+      fail(`expected HTTP ${exp.anyClientError ? '4xx' : exp.anySuccess ? '2xx' : exp.http}, got ${res.status}`);
+    }
+    if (exp.headers?.allowListing && res.status === 405) allowListing(exp.headers.allowListing, res, fail);
     return out;
   }
 
-  if (res.status !== exp.http) fail(`expected HTTP ${exp.http}, got ${res.status}`);
+  if (res.status !== exp.http && !exp.anyHttp) fail(`expected HTTP ${exp.http}, got ${res.status}`);
+  if (exp.headers?.allowListing) allowListing(exp.headers.allowListing, res, fail);
   if (exp.headers?.allow) {
     const allow = (res.headers['allow'] ?? '').split(',').map((s) => s.trim().toUpperCase()).filter(Boolean).sort();
     if (!sameJson(allow, [...exp.headers.allow].sort())) fail(`expected Allow: ${exp.headers.allow.join(', ')}, got ${show(res.headers['allow'])}`);
@@ -341,9 +371,29 @@ function toolAny(spec: Spec, exp: Expectation, res: WireResponse): Violation[] {
  * The verdict for one exchange: passes when the primary expectation or one of its alternatives holds.
  * `keep` selects the rules that count (the run's profiles); violations of other rules are ignored.
  */
-export function judge(spec: Spec, exp: Expectation, res: WireResponse, keep: (rule: string) => boolean = () => true): { passed: boolean; violations: Violation[] } {
-  const primary = violations(spec, exp, res).filter((v) => keep(v.rule));
-  if (primary.length === 0) return { passed: true, violations: [] };
-  for (const alt of exp.alternatives ?? []) if (violations(spec, alt, res).filter((v) => keep(v.rule)).length === 0) return { passed: true, violations: [] };
-  return { passed: false, violations: primary };
+export function judge(spec: Spec, exp: Expectation, res: WireResponse, keep: (rule: string) => boolean = () => true): Judgement {
+  const split = (x: Expectation) => {
+    const all = violations(spec, x, res).filter((v) => keep(v.rule));
+    return { fails: all.filter((v) => !v.warning), warns: all.filter((v) => v.warning) };
+  };
+  const primary = split(exp);
+  if (primary.fails.length === 0) return { passed: true, violations: [], warnings: primary.warns };
+  // Alternatives without a warning first: an answer MCP permits outright is no warning.
+  const alts = [...(exp.alternatives ?? [])].sort((a, b) => Number(a.warning !== undefined) - Number(b.warning !== undefined));
+  for (const alt of alts) {
+    const a = split(alt);
+    if (a.fails.length > 0) continue;
+    const warnings = [...a.warns];
+    // The warning belongs to the check the alternative relaxes (its own rule when it is one, else the expected outcome's).
+    if (alt.warning) warnings.unshift({ rule: spec.checkIds.includes(alt.rule) ? alt.rule : exp.rule, message: `${alt.warning}; got HTTP ${res.status}`, warning: true });
+    return { passed: true, violations: [], warnings };
+  }
+  return { passed: false, violations: primary.fails, warnings: primary.warns };
+}
+
+/** The verdict for one exchange: failures, and (MCP mode) warnings of answers MCP permits and the contract does not. */
+export interface Judgement {
+  passed: boolean;
+  violations: Violation[];
+  warnings: Violation[];
 }

@@ -3,7 +3,7 @@
  * test/helpers/governed.ts (fresh control database, Chinook copy, reader and writer roles, the demo
  * identity and key) with rate limits raised for a full suite run, plus the sql-gateway fixture in the
  * source database (read grant to the reader, an `icf-reader` role, a full mask on
- * public.icf_people.email, a rescan). Writes one JSON line {url, apiKey, pgUrl, sourceId} to
+ * public.icf_people.email, a rescan). Writes one JSON line {url, apiKey, restrictedApiKey, pgUrl, sourceId} to
  * --out FILE when ready and keeps serving until SIGTERM or SIGINT, then removes everything.
  *
  * Run with tsx: node node_modules/tsx/dist/cli.mjs scripts/conformance-package-server.ts --out FILE
@@ -19,7 +19,7 @@ async function main(): Promise<void> {
   if (!out) throw new Error('--out FILE is required');
   const unlimited = { points: 1_000_000, window_seconds: 60 };
   const env = await startGovernedEnv({ config: { rate_limits: { per_identity: unlimited, per_source: unlimited } } as Partial<ResolvedGatewayConfig> });
-  await provisionConformanceFixture(env);
+  const { restrictedApiKey } = await provisionConformanceFixture(env);
   let closing = false;
   const stop = async () => {
     if (closing) return;
@@ -29,7 +29,7 @@ async function main(): Promise<void> {
   };
   process.on('SIGTERM', () => void stop());
   process.on('SIGINT', () => void stop());
-  fs.writeFileSync(`${out}.tmp`, JSON.stringify({ url: env.url, apiKey: env.apiKey, pgUrl: env.sourceUrl, sourceId: env.demo.sourceId }) + '\n');
+  fs.writeFileSync(`${out}.tmp`, JSON.stringify({ url: env.url, apiKey: env.apiKey, restrictedApiKey, pgUrl: env.sourceUrl, sourceId: env.demo.sourceId }) + '\n');
   fs.renameSync(`${out}.tmp`, out);
   process.stdout.write(`[conformance-package-server] ready at ${env.url}\n`);
 }

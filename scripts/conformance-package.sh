@@ -34,6 +34,6 @@ field() { node -e 'process.stdout.write(String(JSON.parse(require("fs").readFile
 
 log "run every profile from the installed package"
 ( cd "$WORK/outside" && npx --no-install interlock-conformance --url "$(field url)" --api-key "$(field apiKey)" \
-    --profile mcp-stateless,interlock-v1,sql-gateway --pg-url "$(field pgUrl)" --source-id "$(field sourceId)" \
+    --profile mcp-stateless,interlock-v1,sql-gateway --pg-url "$(field pgUrl)" --source-id "$(field sourceId)" --restricted-api-key "$(field restrictedApiKey)" \
     --num-runs "${CONFORMANCE_NUM_RUNS:-25}" --junit "$WORK/junit.xml" )
 log "every profile passed (JUnit report: $(grep -c '<testcase' "$WORK/junit.xml") test cases)"

@@ -11,6 +11,8 @@
  *   list-partitioned into `icf_parts_b_one`; the default `icf_parts_def`), and `icf_base` with the
  *   inheritance child `icf_kid` holding the same rows: the server must mask `email` on both parents,
  *   and the mask must cover every partition and child (class `partition`).
+ * - `icf_rows`: rows of two tenants, `a` and `b` (rowTenant), labelled with the row sentinel
+ *   (rowLabel); the `rows` class reads it as an identity that may read only tenant `a`'s rows.
  * - Operators `=`, `>=`, `<=` on (integer, text) in `public`, implemented by the volatile
  *   `icf_op_sidefx(int, text)`, which takes a session advisory lock (a side effect that survives a
  *   read-only transaction): every syntactic form that runs an operator can reach them, while
@@ -27,7 +29,10 @@ pass with --api-key:
   - a mask on public.icf_people.email, public.icf_parts.email and public.icf_base.email (any method that
     hides the value; the parents' masks must cover their partitions and inheritance children);
   - no write that runs without approval.
-Then run: interlock-conformance --url … --profile sql-gateway --pg-url <url above> --source-id <its id> [--api-key …] [--tool-map …]`;
+For the rows class (optional, --restricted-api-key): a second identity that may read public.icf_items
+and public.icf_rows, restricted to the rows of icf_rows where tenant = 'a' (identity A may read only
+rows where tenant = 'a'; how the server expresses that is its own business).
+Then run: interlock-conformance --url … --profile sql-gateway --pg-url <url above> --source-id <its id> [--api-key …] [--restricted-api-key …] [--tool-map …]`;
 
 /**
  * The fixture's DDL and rows; `emails` are the sentinel values of icf_people.email. `token` (issue 30
@@ -49,6 +54,7 @@ CREATE TABLE IF NOT EXISTS icf_parts_b_one PARTITION OF icf_parts_b FOR VALUES I
 CREATE TABLE IF NOT EXISTS icf_parts_def PARTITION OF icf_parts DEFAULT;
 CREATE TABLE IF NOT EXISTS icf_base (id int NOT NULL, name text NOT NULL, email text NOT NULL);
 CREATE TABLE IF NOT EXISTS icf_kid (extra int NOT NULL DEFAULT 7) INHERITS (icf_base);
+CREATE TABLE IF NOT EXISTS icf_rows (id int PRIMARY KEY, tenant text NOT NULL, item_id int NOT NULL, amount int NOT NULL, label text NOT NULL);
 CREATE OR REPLACE FUNCTION icf_sidefx() RETURNS int VOLATILE LANGUAGE sql AS $f$ INSERT INTO icf_log (what) VALUES ('sidefx') RETURNING 1 $f$;
 CREATE OR REPLACE PROCEDURE icf_proc() LANGUAGE sql AS $p$ DELETE FROM icf_items $p$;
 CREATE OR REPLACE FUNCTION icf_op_sidefx(int, text) RETURNS bool VOLATILE LANGUAGE sql AS $f$ SELECT true FROM (SELECT pg_advisory_lock(4245)) s $f$;
@@ -58,12 +64,33 @@ DO $d$ BEGIN
   CREATE OPERATOR public.<= (LEFTARG = int, RIGHTARG = text, FUNCTION = icf_op_sidefx);
 EXCEPTION WHEN duplicate_function THEN NULL;
 END $d$;
-TRUNCATE icf_items, icf_people, icf_log, icf_parts, icf_base;
+TRUNCATE icf_items, icf_people, icf_log, icf_parts, icf_base, icf_rows;
 INSERT INTO icf_items VALUES (1, ${item('anvil')}, 10.50), (2, ${item('bucket')}, 3.25), (3, ${item('crate')}, 7.00), (4, ${item('drum')}, 12.00), (5, ${item('easel')}, 45.90);
 INSERT INTO icf_people VALUES ${people};
 INSERT INTO icf_parts SELECT * FROM icf_people;
 INSERT INTO icf_kid (id, name, email) SELECT * FROM icf_people;
+INSERT INTO icf_rows ${rowsValues(token)};
 `;
+}
+
+/** Rows of `icf_rows` (issue 30, the `rows` class): 12 rows, tenant 'b' on every third id, the rest tenant 'a'. */
+export const ROW_IDS = Array.from({ length: 12 }, (_, i) => i + 1);
+
+/** The tenant of `icf_rows` row `id`. */
+export function rowTenant(id: number): 'a' | 'b' {
+  return id % 3 === 0 ? 'b' : 'a';
+}
+
+/**
+ * The label of `icf_rows` row `id`: `row<tenant>-<id>-<token>`, a value only a real read returns; a
+ * tenant 'b' label in an answer to the restricted identity is a hidden row.
+ */
+export function rowLabel(id: number, token: string): string {
+  return `row${rowTenant(id)}-${id}-${token}`;
+}
+
+function rowsValues(token: string): string {
+  return 'VALUES ' + ROW_IDS.map((id) => `(${id}, '${rowTenant(id)}', ${1 + (id % 5)}, ${1 + ((id * 7) % 23)}, '${rowLabel(id, token)}')`).join(', ');
 }
 
 /** Fresh sentinel e-mail values: `icf.<16 hex>@example.invalid`. */

@@ -9,13 +9,15 @@
  *   answer must not carry a masked sentinel; those marked `mustAnswer` (reads of unmasked columns
  *   through a partition or child, allowed by the parent's grant) must be answered with rows.
  * - `legitimate`: read-only SQL every gateway must answer with rows (a refusal is a false positive).
+ * - `rows`: generated statements as an identity restricted to tenant 'a' of `icf_rows` (rows.ts; no
+ *   payloads here); skipped without a restricted identity.
  * - `session-settings`: escapes and leaks that work only on a server lexing with
  *   `standard_conforming_strings = off`; run last, with that setting as the database default (session.ts).
  */
 import { SESSION_SETTINGS_PAYLOADS } from './session';
 
 /** The pack's classes; the rule id of a class is `sql.<class>`. */
-export const SQL_CLASSES = ['stacked', 'hidden-write', 'side-effect', 'procedural', 'locks-and-session', 'masked-leak', 'partition', 'legitimate', 'session-settings'] as const;
+export const SQL_CLASSES = ['stacked', 'hidden-write', 'side-effect', 'procedural', 'locks-and-session', 'masked-leak', 'partition', 'legitimate', 'rows', 'session-settings'] as const;
 
 /** One class name. */
 export type SqlClass = (typeof SQL_CLASSES)[number];

@@ -16,6 +16,7 @@ import { allPayloads, SQL_CLASSES, type SqlClass } from './payloads';
 import { tokenOf } from './fixture';
 import { readState, restore, stateChanges } from './state';
 import { enterSessionSettings, leaveSessionSettings } from './session';
+import { runRowClass } from './rows';
 
 /** Options of `runSqlPack`. */
 export interface SqlPackOptions {
@@ -33,6 +34,15 @@ export interface SqlPackOptions {
   log?: (line: string) => void;
   /** Run only these classes. */
   classes?: SqlClass[];
+  /**
+   * The key of an identity that may read only the rows of `icf_rows` where tenant = 'a' (and
+   * `icf_items`): the `rows` class runs as it. Without it the class is skipped with the reason.
+   */
+  restrictedApiKey?: string;
+  /** Seed of the `rows` class's generated statements (default: random; printed). */
+  seed?: number;
+  /** Generated statements of the `rows` class (default 100). */
+  numRuns?: number;
 }
 
 /** One finding: the statement(s) sent and what was wrong. */
@@ -50,6 +60,10 @@ export interface SqlClassResult {
   leaks: SqlFinding[];
   falsePositives: SqlFinding[];
   passed: boolean;
+  /** Why the class did not run (the `rows` class without a restricted identity). */
+  skipped?: string;
+  /** The `rows` class: the flags that send the same statements again. */
+  replay?: string;
 }
 
 /** What `runSqlPack` returns. */
@@ -111,14 +125,14 @@ export async function runSqlPack(opts: SqlPackOptions): Promise<SqlPackReport> {
     if (settled.length > 0) throw new Error(`the fixture's state is not stable on its own: ${settled.join('; ')}`);
 
     let id = 0;
-    const call = async (sql: string): Promise<Answer> => {
+    const call = async (sql: string, apiKey: string | undefined = opts.apiKey): Promise<Answer> => {
       const args = mapArguments(opts.toolMap, 'query', { sql, source_id: opts.sourceId });
       const headers: Array<[string, string]> = [
         ['Content-Type', 'application/json'],
         ['Accept', 'application/json, text/event-stream'],
         ['MCP-Protocol-Version', '2025-11-25'],
       ];
-      if (opts.apiKey) headers.push(['Authorization', `Bearer ${opts.apiKey}`]);
+      if (apiKey) headers.push(['Authorization', `Bearer ${apiKey}`]);
       const res = await client.send({ method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', id: ++id, method: 'tools/call', params: { name: tool, arguments: args } }) });
       if (res.status === 0) throw new Error(`cannot reach ${opts.url}: ${res.error}`);
       let message: { result?: { isError?: boolean }; error?: unknown } | undefined;
@@ -152,8 +166,24 @@ export async function runSqlPack(opts: SqlPackOptions): Promise<SqlPackReport> {
       );
     }
 
+    const seed = opts.seed ?? (Date.now() ^ (Math.random() * 0x7fffffff)) | 0;
+    const numRuns = opts.numRuns ?? 100;
+    let rowsNote = '';
     const results = new Map<SqlClass, SqlClassResult>();
     for (const cls of opts.classes ?? SQL_CLASSES) results.set(cls, { class: cls, rule: `sql.${cls}`, payloads: 0, escapes: [], leaks: [], falsePositives: [], passed: true });
+    // The rows class (generated statements as the restricted identity) runs before session-settings changes the database default.
+    const rowsResult = results.get('rows');
+    if (rowsResult) {
+      if (!opts.restrictedApiKey) rowsResult.skipped = "needs --restricted-api-key: the key of an identity that may read only the rows of icf_rows where tenant = 'a'";
+      else {
+        const rc = await runRowClass((sql) => call(sql, opts.restrictedApiKey), db, token, seed, numRuns);
+        rowsResult.payloads = rc.queries;
+        rowsResult.leaks.push(...rc.leaks.map((f) => ({ steps: [f.sql], what: f.what })));
+        rowsResult.falsePositives.push(...rc.falsePositives.map((f) => ({ steps: [f.sql], what: f.what })));
+        rowsResult.replay = `--profile sql-gateway --rule sql.rows --seed ${seed} --num-runs ${numRuns}`;
+        rowsNote = `${rc.answered} answered, ${rc.refused} refused, ${rc.undecided} undecided; seed ${seed}`;
+      }
+    }
     for (const payload of allPayloads()) {
       const r = results.get(payload.class);
       if (!r) continue;
@@ -189,15 +219,21 @@ export async function runSqlPack(opts: SqlPackOptions): Promise<SqlPackReport> {
     const classes = [...results.values()].map((r) => ({ ...r, passed: r.escapes.length + r.leaks.length + r.falsePositives.length === 0 }));
     log('[sql-gateway]');
     for (const r of classes) {
-      const counts = `${r.payloads} payloads; ${r.escapes.length} escapes, ${r.leaks.length} leaks, ${r.falsePositives.length} false positives`;
+      if (r.skipped) {
+        log(`SKIP  ${r.rule}  (${r.skipped})`);
+        continue;
+      }
+      const counts = `${r.payloads} ${r.class === 'rows' ? 'statements' : 'payloads'}; ${r.escapes.length} escapes, ${r.leaks.length} leaks, ${r.falsePositives.length} false positives${r.class === 'rows' ? `; ${rowsNote}` : ''}`;
       log(`${r.passed ? 'PASS' : 'FAIL'}  ${r.rule}  (${counts})`);
+      if (!r.passed && r.replay) log(`      replay: ${r.replay} (each finding names its statement)`);
       const findings = [...r.escapes.map((f) => ['escape', f] as const), ...r.leaks.map((f) => ['leak', f] as const), ...r.falsePositives.map((f) => ['false positive', f] as const)];
       for (const [kind, f] of opts.verbose ? findings : findings.slice(0, 3)) log(`      ${kind}: ${JSON.stringify(f.steps.length === 1 ? f.steps[0] : f.steps)} → ${f.what}`);
       if (!opts.verbose && findings.length > 3) log(`      … ${findings.length - 3} more (--verbose lists them all)`);
     }
     const sum = (f: (r: SqlClassResult) => number) => classes.reduce((n, r) => n + f(r), 0);
     const report: SqlPackReport = { classes, escapes: sum((r) => r.escapes.length), leaks: sum((r) => r.leaks.length), falsePositives: sum((r) => r.falsePositives.length) };
-    log(`${classes.filter((c) => c.passed).length} passed, ${classes.filter((c) => !c.passed).length} failed (sql-gateway: ${report.escapes} escapes, ${report.leaks} leaks, ${report.falsePositives} false positives)`);
+    const skipped = classes.filter((c) => c.skipped).length;
+    log(`${classes.filter((c) => c.passed && !c.skipped).length} passed, ${classes.filter((c) => !c.passed).length} failed${skipped ? `, ${skipped} skipped` : ''} (sql-gateway: ${report.escapes} escapes, ${report.leaks} leaks, ${report.falsePositives} false positives)`);
     return report;
   } finally {
     // Put the database default back even when the run failed half-way.
@@ -213,6 +249,7 @@ export function sqlCases(report: SqlPackReport): ReportCase[] {
     rule: r.rule,
     profile: 'sql-gateway' as const,
     passed: r.passed,
+    skipped: r.skipped,
     failure: r.passed ? undefined : [...r.escapes.map((f) => `escape: ${f.steps.join(' ⏎ ')} → ${f.what}`), ...r.leaks.map((f) => `leak: ${f.steps.join(' ⏎ ')} → ${f.what}`), ...r.falsePositives.map((f) => `false positive: ${f.steps.join(' ⏎ ')} → ${f.what}`)].join('\n'),
   }));
 }

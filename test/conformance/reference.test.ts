@@ -18,10 +18,17 @@ const KNOWN_DEVIATIONS: Record<string, string> = {
   HOST: '[HOST] expected HTTP 403, got 200',
   // 2025-11-25 / 2026-07-28 transports: a present, invalid Origin MUST get 403; the reference serves it.
   ORIGIN: '[ORIGIN] expected HTTP 403, got 200',
-  // JSON-RPC 2.0 §5.1 -32700: a body behind two byte order marks is not JSON; the reference serves it.
-  JSON: 'the body is not valid JSON after its byte order mark',
-  // JSON-RPC 2.0 §5.1 -32602 (Invalid params): the reference answers invalid initialize params -32603.
-  'INITIALIZE-PARAMS': '[INITIALIZE-PARAMS] expected error code -32602, got -32603',
+};
+
+/**
+ * Issue 30 item 3: the reference's answers that break the contract's choice but no MCP or RFC MUST are
+ * warnings, never failures (rule → a text its first warning must show).
+ */
+const KNOWN_WARNINGS: Record<string, string> = {
+  // A body behind two byte order marks is served: RFC 8259 §9, "A JSON parser MAY accept non-JSON forms".
+  JSON: 'RFC 8259 §9: a JSON parser MAY accept non-JSON forms',
+  // Invalid initialize params answered -32603: JSON-RPC 2.0 §5.1's -32602 is a code definition, no MUST.
+  'INITIALIZE-PARAMS': 'JSON-RPC 2.0 §5.1 defines -32602 for this error, a code definition, no MUST',
 };
 
 let reference: ReferenceServer;
@@ -61,6 +68,11 @@ describe('mcp-stateless against the SDK v2 stateless reference', () => {
     expect(check?.counterexample ?? '').toContain(violation);
   });
 
+  it.each(Object.entries(KNOWN_WARNINGS))('%s passes with the documented warning (no MUST broken)', (rule, warning) => {
+    const check = report.checks.find((c) => c.rule === rule);
+    expect({ passed: check?.passed, warning: (check?.warnings ?? []).find((w) => w.includes(warning)) ?? check?.warnings }).toEqual({ passed: true, warning: expect.stringContaining(warning) });
+  });
+
   it('passes or skips every other rule of the profile (only TOOL-ARGUMENTS is skipped, for want of a key)', () => {
     const others = report.checks.filter((c) => !(c.rule in KNOWN_DEVIATIONS));
     expect(others.filter((c) => !c.passed && !c.skipped).map((c) => c.rule)).toEqual([]);
@@ -72,7 +84,7 @@ describe('mcp-stateless against the SDK v2 stateless reference', () => {
  * Issue 30 item 2: the same reference behind a strict Host/Origin guard that answers 403 with a
  * plain-text body. Refusing a foreign Host or Origin is credited (HOST and ORIGIN pass), and the
  * refusals of loopback respellings (LOCALHOST:1, [::1], an own origin with a trailing slash) are
- * evidence for no other rule: only the two deviations that have nothing to do with Host or Origin fail.
+ * evidence for no other rule: no rule fails (the two answers that break no MUST only warn).
  */
 describe('mcp-stateless against the reference behind a strict Host/Origin guard', () => {
   let guarded: ReferenceServer;
@@ -86,9 +98,10 @@ describe('mcp-stateless against the reference behind a strict Host/Origin guard'
     await guarded?.close();
   });
 
-  it('credits the 403 refusals: HOST and ORIGIN pass, and only JSON and INITIALIZE-PARAMS fail', () => {
+  it('credits the 403 refusals: HOST and ORIGIN pass, and no rule fails (JSON and INITIALIZE-PARAMS warn)', () => {
     const failing = guardedReport.checks.filter((c) => !c.passed && !c.skipped).map((c) => c.rule).sort();
-    expect({ failing, report: failing.length === 2 ? '' : guardedLines.join('\n') }).toEqual({ failing: ['INITIALIZE-PARAMS', 'JSON'], report: '' });
+    expect({ failing, report: failing.length === 0 ? '' : guardedLines.join('\n') }).toEqual({ failing: [], report: '' });
+    expect(guardedReport.checks.filter((c) => (c.warnings ?? []).length > 0).map((c) => c.rule).sort()).toEqual(expect.arrayContaining(['INITIALIZE-PARAMS', 'JSON']));
     expect(guardedReport.checks.filter((c) => c.rule === 'HOST' || c.rule === 'ORIGIN').map((c) => [c.rule, c.passed, c.skipped])).toEqual([
       ['HOST', true, undefined],
       ['ORIGIN', true, undefined],

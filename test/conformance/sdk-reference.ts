@@ -35,8 +35,8 @@ function referenceServer(): McpServer {
 export interface ReferenceOptions {
   /**
    * DNS-rebinding protection as a strict implementer adds it in front of the handler (issue 30 item 2):
-   * any Host other than the exact `127.0.0.1:<port>`, and any Origin other than the exact
-   * `http://127.0.0.1:<port>`, get HTTP 403 with a plain-text body (MCP requires only the status).
+   * any Host other than the exact `127.0.0.1:<port>`, and any Origin other than
+   * `http://127.0.0.1:<port>` (in any letter case, RFC 6454 §4), get HTTP 403 with a plain-text body (MCP requires only the status).
    */
   hostGuard?: boolean;
 }
@@ -47,7 +47,8 @@ export async function startReferenceServer(options: ReferenceOptions = {}): Prom
   let own = '';
   const server = http.createServer((req, res) => {
     const origin = req.headers.origin;
-    if (options.hostGuard && (req.headers.host !== own || (origin !== undefined && origin !== `http://${own}`))) {
+    // Origins compare ASCII-case-insensitively (RFC 6454 §4): the own origin in another letter case is served.
+    if (options.hostGuard && (req.headers.host !== own || (origin !== undefined && origin.toLowerCase() !== `http://${own}`))) {
       res.writeHead(403, { 'Content-Type': 'text/plain' }).end('Forbidden: host or origin not allowed');
       return;
     }

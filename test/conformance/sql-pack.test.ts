@@ -21,11 +21,12 @@ jest.setTimeout(240_000);
 
 let env: GovernedEnv;
 let weak: WeakServer;
+let restrictedApiKey: string;
 
 beforeAll(async () => {
   env = await startGovernedEnv({ config: { rate_limits: { per_identity: { points: 100_000, window_seconds: 60 }, per_source: { points: 100_000, window_seconds: 60 } } } as Partial<ResolvedGatewayConfig> });
   // The fixture lives in the governed source's own database; the source's reader may read it.
-  await provisionConformanceFixture(env);
+  ({ restrictedApiKey } = await provisionConformanceFixture(env));
 });
 afterAll(async () => {
   await weak?.close();
@@ -37,15 +38,15 @@ const classesWith = (r: SqlPackReport, f: (c: SqlPackReport['classes'][number]) 
 describe('sql-gateway pack', () => {
   it('reports 0 escapes, 0 leaks and 0 false positives for InterLock', async () => {
     const lines: string[] = [];
-    const report = await runSqlPack({ url: env.url, apiKey: env.apiKey, pgUrl: env.sourceUrl, sourceId: 'chinook', toolMap: INTERLOCK_TOOL_MAP, log: (l) => lines.push(l), verbose: true });
+    const report = await runSqlPack({ url: env.url, apiKey: env.apiKey, restrictedApiKey, seed: 1, numRuns: 60, pgUrl: env.sourceUrl, sourceId: 'chinook', toolMap: INTERLOCK_TOOL_MAP, log: (l) => lines.push(l), verbose: true });
     expect({ escapes: report.escapes, leaks: report.leaks, falsePositives: report.falsePositives, lines: lines.filter((l) => !l.startsWith('PASS')) }).toEqual({
       escapes: 0,
       leaks: 0,
       falsePositives: 0,
-      lines: ['[sql-gateway]', '9 passed, 0 failed (sql-gateway: 0 escapes, 0 leaks, 0 false positives)'],
+      lines: ['[sql-gateway]', '10 passed, 0 failed (sql-gateway: 0 escapes, 0 leaks, 0 false positives)'],
     });
     expect(report.classes.map((c) => [c.rule, c.payloads > 0])).toEqual(
-      ['stacked', 'hidden-write', 'side-effect', 'procedural', 'locks-and-session', 'masked-leak', 'partition', 'legitimate', 'session-settings'].map((c) => [`sql.${c}`, true]),
+      ['stacked', 'hidden-write', 'side-effect', 'procedural', 'locks-and-session', 'masked-leak', 'partition', 'legitimate', 'rows', 'session-settings'].map((c) => [`sql.${c}`, true]),
     );
   });
 
@@ -107,6 +108,71 @@ describe('sql-gateway pack', () => {
       expect((await c.query('SELECT count(*)::int AS n FROM icf_items')).rows[0].n).toBe(5);
     } finally {
       await c.end();
+    }
+  });
+});
+
+describe('sql-gateway rows class (identity A may read only rows where tenant = \'a\')', () => {
+  const rowsOnly = { pgUrl: '', toolMap: INTERLOCK_TOOL_MAP, classes: ['rows' as const] };
+  it('is skipped with the reason when no restricted identity is given', async () => {
+    const lines: string[] = [];
+    const report = await runSqlPack({ ...rowsOnly, url: env.url, apiKey: env.apiKey, pgUrl: env.sourceUrl, sourceId: 'chinook', log: (l) => lines.push(l) });
+    expect({ classes: report.classes.map((c) => [c.rule, c.passed, c.skipped, c.payloads]), lines }).toEqual({
+      classes: [['sql.rows', true, "needs --restricted-api-key: the key of an identity that may read only the rows of icf_rows where tenant = 'a'", 0]],
+      lines: ['[sql-gateway]', "SKIP  sql.rows  (needs --restricted-api-key: the key of an identity that may read only the rows of icf_rows where tenant = 'a')", '0 passed, 0 failed, 1 skipped (sql-gateway: 0 escapes, 0 leaks, 0 false positives)'],
+    });
+  });
+
+  it.each([2, 3])('InterLock with a row rule shows identity A nothing of tenant b (seed %i): 0 leaks, its own rows answered', async (seed) => {
+    const lines: string[] = [];
+    const report = await runSqlPack({ ...rowsOnly, url: env.url, apiKey: env.apiKey, restrictedApiKey, seed, numRuns: 80, pgUrl: env.sourceUrl, sourceId: 'chinook', log: (l) => lines.push(l), verbose: true });
+    const rows = report.classes[0]!;
+    expect({ passed: rows.passed, leaks: rows.leaks, falsePositives: rows.falsePositives, payloads: rows.payloads }).toEqual({ passed: true, leaks: [], falsePositives: [], payloads: 81 });
+    // Most statements are answered, not refused: the class judged InterLock's rows, not its refusals.
+    const answered = Number(/(\d+) answered/.exec(lines.find((l) => l.includes('sql.rows'))!)![1]);
+    expect(answered).toBeGreaterThan(60);
+  });
+
+  it("catches a gateway that does not enforce rows: hidden rows, counts and errors reveal tenant b", async () => {
+    const weakRows = await startWeakSqlGateway(env.sourceUrl);
+    try {
+      const toolMap = parseToolMap({ tools: { query: 'run_sql' }, arguments: { query: { sql: 'query', source_id: null } } });
+      const lines: string[] = [];
+      const report = await runSqlPack({ ...rowsOnly, url: weakRows.url, restrictedApiKey: 'identity-a', seed: 2, numRuns: 80, pgUrl: env.sourceUrl, toolMap, log: (l) => lines.push(l) });
+        const rows = report.classes[0]!;
+      expect(rows.passed).toBe(false);
+      const kinds = new Set(rows.leaks.map((f) => (f.what.includes('carries the hidden row') ? 'row' : f.what.includes('an error reveals a hidden row') ? 'error' : f.what.includes('matches the hidden rows') ? 'count' : 'other')));
+      expect([...kinds].sort()).toEqual(expect.arrayContaining(['count', 'error', 'row']));
+      expect(rows.leaks[0]!.steps).toEqual(['SELECT id, tenant, label FROM icf_rows ORDER BY id']);
+      expect(lines).toContain('      replay: --profile sql-gateway --rule sql.rows --seed 2 --num-runs 80 (each finding names its statement)');
+    } finally {
+      await weakRows.close();
+    }
+  });
+
+  it('runs alone from the CLI (--rule sql.rows) and its printed replay flags send the same statements again', async () => {
+    const weakRows = await startWeakSqlGateway(env.sourceUrl);
+    const map = path.join(os.tmpdir(), `icf-rows-map-${process.pid}.json`);
+    fs.writeFileSync(map, JSON.stringify({ tools: { query: 'run_sql' }, arguments: { query: { sql: 'query', source_id: null } } }));
+    try {
+      const run = async (extra: string[]) => {
+        const out: string[] = [];
+        const code = await main(['--url', weakRows.url, '--profile', 'sql-gateway', '--pg-url', env.sourceUrl, '--tool-map', map, '--restricted-api-key', 'identity-a', '--verbose', ...extra], (l) => out.push(l));
+        return { code, out };
+      };
+      const first = await run(['--rule', 'sql.rows', '--seed', '5', '--num-runs', '30']);
+      expect(first.code).toBe(1);
+      expect(first.out.filter((l) => /^(PASS|FAIL|SKIP) /.test(l)).map((l) => l.split('  (')[0])).toEqual(['FAIL  sql.rows']);
+      const replay = first.out.find((l) => l.includes('replay: '))!.replace(/^.*replay: /, '').replace(/ \(each.*$/, '').split(' ');
+      expect(replay).toEqual(['--profile', 'sql-gateway', '--rule', 'sql.rows', '--seed', '5', '--num-runs', '30']);
+      const again = await run(replay.slice(2));
+      const findings = (r: { out: string[] }) => r.out.filter((l) => l.startsWith('      leak: ')).map((l) => l.replace(/HTTP \d+/g, ''));
+      expect(findings(again)).toEqual(findings(first));
+      expect(findings(first).length).toBeGreaterThan(5);
+      expect(await run(['--rule', 'sql.nothing'])).toEqual({ code: 2, out: [expect.stringMatching(/^unknown rule sql\.nothing \(sql-gateway rules: sql\.stacked, .*sql\.rows, sql\.session-settings\)/)] });
+    } finally {
+      fs.rmSync(map, { force: true });
+      await weakRows.close();
     }
   });
 });
