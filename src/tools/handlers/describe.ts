@@ -17,6 +17,7 @@ import { sourceStep } from '../../pipeline/02-source';
 import { rateLimitStep, type RateLimiter } from '../../pipeline/05-rate-limit';
 import { relationRowRule, rowRuleText } from '../../governance/row-rules';
 import { cachedPredicate } from '../../pipeline/row-rules';
+import { isViewRelation, viewLineage } from '../../sql/view-lineage';
 
 /** Most tables listed per source in describe_access (contract: "At most 200 tables are listed per source"). */
 export const DESCRIBE_ACCESS_TABLE_LIMIT = 200;
@@ -97,6 +98,8 @@ export function sqlResources(evaluator: AccessEvaluator, sourceId: string, catal
     const entry: Record<string, unknown> = { table: name, kind: describedKind(rel), columns, all_columns: columns.length === rel.columns.length };
     const rows = rowRuleEntry(evaluator, sourceId, rel.schema, rel.name, h, policyRows, rel.columns.map((c) => c.name));
     if (rows) entry.rows = rows;
+    const from = isViewRelation(catalog, rel.schema, rel.name) ? viewRowRules(catalog, evaluator, sourceId, rel.schema, rel.name, h, policyRows) : [];
+    if (from.length) entry.rows_from = from;
     const policy = refusingPolicy(policies, subject, rel.schema, rel.name, now, h);
     if (policy) entry.policy = policy;
     // Columns a policy masks: selectable as they are (masked), never usable in conditions or expressions.
@@ -111,6 +114,24 @@ export function sqlResources(evaluator: AccessEvaluator, sourceId: string, catal
     else tables.push(entry);
   }
   return { enforced: true, catalogued: true, scanned_at: catalog.scannedAt, catalog_truncated: catalog.truncated, tables, truncated };
+}
+
+/**
+ * For a view or materialized view in describe_access (issue 27): the row rules of the base tables
+ * its rows come from (viewLineage: the server's recorded dependencies, through nested views), as
+ * `[{table, rule, attributes, policies?}]` — a read of the view sees only their permitted rows (a
+ * plain view), or is refused `row_rule_unenforceable` (a materialized view or user code over a ruled
+ * table: docs/row-rules.md). Every column of a base counts as used behind a view. Empty when no base
+ * is ruled for the caller.
+ */
+function viewRowRules(catalog: SourceCatalog, evaluator: AccessEvaluator, sourceId: string, schema: string, name: string, h: RelationHierarchy, policyRows: PolicyRowRestrictions): Array<Record<string, unknown>> {
+  const out: Array<Record<string, unknown>> = [];
+  for (const b of viewLineage(catalog, schema, name).bases) {
+    const base = catalog.relations.find((r) => r.schema === b.schema && r.name === b.name);
+    const rule = rowRuleEntry(evaluator, sourceId, b.schema, b.name, h, policyRows, base?.columns.map((c) => c.name));
+    if (rule) out.push({ table: `${b.schema}.${b.name}`, ...rule });
+  }
+  return out;
 }
 
 /**

@@ -171,3 +171,24 @@ describe('refused with a reason (row_rule_unenforceable)', () => {
     }
   });
 });
+
+describe('describe_access names the row rules a view inherits (rows_from)', () => {
+  it('a view over ruled tables lists each base rule; a view over unruled tables has none', async () => {
+    const { AccessEvaluator } = await import('../../../src/governance/evaluator');
+    const { sqlResources } = await import('../../../src/tools/handlers/describe');
+    const ev = new AccessEvaluator(fx.store.grants.filter((g) => g.identityId === 'rep'));
+    const res = sqlResources(ev, 'rows', fx.catalog, [], { identityId: 'rep', identityName: 'rep', roles: ['rep'], sourceId: 'rows' }, new Date());
+    const entry = (name: string) => (res.tables as Array<Record<string, unknown>>).find((x) => x.table === name);
+    const customerRule = { table: 'public.customer', rule: 'support_rep_id = identity.employee_id', attributes: ['employee_id'] };
+    // Nested: customer_ids → customer_countries → customer.
+    expect(entry('public.customer_ids')?.rows_from).toEqual([customerRule]);
+    expect(entry('public.customer_total')?.rows_from).toEqual([customerRule]);
+    expect(entry('public.customer_snapshot')?.rows_from).toEqual([customerRule]);
+    expect(entry('public.invoice_customers')?.rows_from).toEqual([customerRule]);
+    expect(entry('public.ticket_bodies')?.rows_from).toEqual([{ table: 'public.ticket', rule: 'region = ANY(identity.regions)', attributes: ['regions'] }]);
+    expect(entry('public.employee_names')).toMatchObject({ kind: 'view' });
+    expect(entry('public.employee_names')?.rows_from).toBeUndefined();
+    // A view has no rule of its own: its rows are its bases'.
+    expect(entry('public.customer_ids')?.rows).toBeUndefined();
+  });
+});
