@@ -113,7 +113,7 @@ export function registerApprovalCommands(program: Command, session: (cmd: Comman
       s.assertLocalOperator(cmd);
       const r = await (await s.backend()).approve(id, { operator: o.operator });
       if (r.state === 'failed') {
-        s.print(`approved ${id}, but the write failed: ${r.errorCode ?? 'unknown error'}${r.failure ? `\ncause: ${formatFailure(r.failure)}` : ''}\n(fix the cause, then: interlock approval requeue ${id})`, r);
+        s.print(`approved ${id}, but the write failed: ${r.errorCode ?? 'unknown error'}${r.failure ? `\ncause: ${formatFailure(r.failure)}` : ''}\n${requeueHint(r.errorCode, id)}`, r);
         throw new ControlError('unavailable', `approval ${id}: execution failed (${r.errorCode ?? 'unknown error'})`);
       }
       s.print(`approved and executed ${id}: ${r.rowCount ?? 0} row(s) affected`, r);
@@ -141,4 +141,15 @@ export function registerApprovalCommands(program: Command, session: (cmd: Comman
       const a = await (await s.backend()).requeue(id, { operator: o.operator });
       s.print(`requeued ${id} as ${a.id} (pending): approve it with interlock approval approve ${a.id}`, a);
     });
+}
+
+/**
+ * What an operator can do after an approved write failed with `code` (spec/errors-v1.json approval
+ * failures): a row-rule violation or refusal is the requester's statement against its rules, so a
+ * requeue would fail again; other causes (a lock, the source down) may pass on a requeue.
+ */
+export function requeueHint(code: string | undefined, id: string): string {
+  if (code === 'row_rule_violation' || code === 'row_rule_unenforceable') return "(the write breaks the requester's row rules: a requeue fails the same way; the agent reads this outcome with interlock_approval_status)";
+  if (code === 'row_rule_attribute_missing') return `(the requester lacks an identity attribute its row rules need: set it (interlock identity attributes), then: interlock approval requeue ${id})`;
+  return `(fix the cause, then: interlock approval requeue ${id})`;
 }
