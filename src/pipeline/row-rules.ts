@@ -12,7 +12,8 @@
  *
  * Fails closed (`row_rule_unenforceable`) where the rewrite cannot be proven to cover every path
  * to a ruled relation's rows: a materialized view over a ruled relation, a view calling user code
- * or whose lineage is not recorded, a write through a view over a ruled relation, a user-defined function, EXPLAIN, MERGE into a ruled relation, a name that is both a
+ * or whose lineage is not recorded, a write through a view over a ruled relation, a write whose foreign keys'
+ * referential actions write a ruled relation or that runs user triggers or rules (rt27w finding B), a user-defined function, EXPLAIN, MERGE into a ruled relation, a name that is both a
  * CTE and a ruled relation, a relation whose descendants carry a different rule, a rule the table
  * cannot evaluate. Writes are rewritten too (planRowRules): their target to a check-option view. A caller without an attribute a rule needs
  * cannot read the table (`row_rule_attribute_missing`).
@@ -42,6 +43,7 @@ import {
 import { cutToBytes } from '../sql/mask-sql';
 import { rewriteRowRules, ROW_VIEW_SCHEMA, RowRewriteRefusal, type RelationReference } from '../sql/row-rules/rewrite';
 import { viewFacts, viewLineage } from '../sql/view-lineage';
+import { referentialReach } from '../sql/referential-reach';
 import type { ToolOutcome } from './types';
 
 /**
@@ -241,6 +243,19 @@ export function shapeRowRules(input: Omit<RowRuleInput, 'attributes'>): RowRuleS
   const ruledTouched = [...analysis.reads.filter((r) => readRule(r.schema, r.table) !== null), ...analysis.writes.filter(targetRuled)];
   if (analysis.kind === 'write' && analysis.statement === 'MergeStmt' && analysis.writes.some(targetRuled)) {
     return unenforceable('MERGE into a row-ruled table: PostgreSQL 15 cannot run MERGE on the check-option view that restricts it (use INSERT, UPDATE or DELETE)');
+  }
+  // Referential actions, triggers and rules run without the row views (rt27w finding B): a write
+  // whose foreign keys' actions write a relation ruled for the caller, or that runs user triggers
+  // or rules, is refused (src/sql/referential-reach.ts). Checked whether or not the target is ruled.
+  if (analysis.writes.length) {
+    const reach = referentialReach(input.catalog, hierarchy, analysis.writes);
+    if (reach.unknown) return unenforceable(`the catalogue does not record the foreign keys and triggers of ${reach.unknown}, so what this write reaches beyond its target is unknown: rescan the source`);
+    if (reach.hooks) return unenforceable(`this write runs the user ${reach.hooks.kind} of ${reach.hooks.relation}, which PostgreSQL runs without the caller's row rules`);
+    /** A relation (or a descendant) with a read or write rule for the caller, over any of its columns. */
+    const ruledAnyhow = (r: { schema: string; name: string }) =>
+      [r, ...hierarchy.descendants(r.schema, r.name)].some((x) => readRule(x.schema, x.name, allOf(x.schema, x.name)) !== null || readRule(x.schema, x.name, []) !== null || ruleOf(x.schema, x.name, 'write') !== null);
+    const hit = reach.reached.find(ruledAnyhow);
+    if (hit) return unenforceable(`this write reaches rows of ${hit.schema}.${hit.name}, which is row-ruled for the caller, through a foreign key's ${hit.action} action on ${hit.from.schema}.${hit.from.name}; PostgreSQL runs it without the caller's row rules`);
   }
   // Views (item 1): classified by their lineage as the server records it (src/sql/view-lineage.ts).
   const viewStates = new Map<string, 'clean' | 'ruled' | RowRuleRefusal>();

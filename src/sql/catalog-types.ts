@@ -53,6 +53,39 @@ export interface CatalogRelation {
    * (src/sql/hierarchy.ts). Absent: computed from `parents` of catalogued relations.
    */
   ancestors?: RelationName[];
+  /**
+   * Foreign keys that reference this relation with a referential action that writes the
+   * referencing rows (`ON DELETE`/`ON UPDATE` `CASCADE`, `SET NULL` or `SET DEFAULT`): from
+   * `pg_constraint` (`contype = 'f'`, `confrelid` = this relation), one entry per constraint row, so a
+   * partition's cloned constraint is listed with the partition as its referencing relation. Keys
+   * whose actions are both NO ACTION/RESTRICT are not listed (they write nothing). Issue 27 (rt27w
+   * finding B): PostgreSQL runs these actions without the caller's row rules. Absent in snapshots
+   * scanned before it existed: unknown (a row-ruled caller's write is then refused).
+   */
+  referencedBy?: ReferencingKey[];
+  /**
+   * True when the relation has a user trigger (`pg_trigger`, NOT `tgisinternal`: any event, row or
+   * statement level, constraint triggers included) or a user rewrite rule (`pg_rewrite` other than a
+   * view's `_RETURN`): code that runs on a write without the caller's row rules. Issue 27. Absent
+   * in snapshots scanned before it existed: unknown.
+   */
+  writeHooks?: { triggers: boolean; rules: boolean };
+}
+
+/** A referential action of a foreign key, from `pg_constraint.confdeltype`/`confupdtype`. */
+export type ReferentialAction = 'no_action' | 'restrict' | 'cascade' | 'set_null' | 'set_default';
+
+/**
+ * A foreign key referencing a relation (see `CatalogRelation.referencedBy`): the referencing
+ * relation, its key `columns` (conkey, in key order; SET NULL/SET DEFAULT write these, and a
+ * cascaded update too), the referenced relation's `referencedColumns` (confkey; ON UPDATE acts only
+ * when one of them changes), and the actions on delete and update of a referenced row.
+ */
+export interface ReferencingKey extends RelationName {
+  columns: string[];
+  referencedColumns: string[];
+  onDelete: ReferentialAction;
+  onUpdate: ReferentialAction;
 }
 
 /**

@@ -212,6 +212,24 @@ export async function startRowFixture(extraSql = ''): Promise<RowFixture> {
   return fixture;
 }
 
+/**
+ * Registers a suite's fixture hooks: `startRowFixture(extraSql)` with `grants` (identity → roles)
+ * before all tests, `reset` SQL (run as superuser) before each, closed after all. Returns the
+ * getter of the started fixture (call it in a test or a later beforeAll).
+ */
+export function useRowFixture(extraSql: string, reset: string, grants: Record<string, SourceRole[]>): () => RowFixture {
+  let fx: RowFixture | undefined;
+  beforeAll(async () => {
+    fx = await startRowFixture(extraSql);
+    for (const [id, roles] of Object.entries(grants)) fx.grant(id, roles);
+  }, 60_000);
+  afterAll(async () => fx?.close());
+  beforeEach(async () => {
+    await fx!.admin(reset);
+  });
+  return () => fx!;
+}
+
 /** The rows of a result outcome (throws with the outcome for anything else). */
 export function rowsOf(o: ToolOutcome): Array<Record<string, unknown>> {
   if (o.kind !== 'result') throw new Error(`expected rows, got ${JSON.stringify(o)}`);

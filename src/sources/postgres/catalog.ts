@@ -11,6 +11,8 @@ import type {
   CatalogOperator,
   CatalogRelation,
   OperatorResolution,
+  ReferencingKey,
+  ReferentialAction,
   RelationKind,
   SourceCatalog,
   Volatility,
@@ -104,6 +106,25 @@ WITH rels AS (
           WHERE a.attrelid = t.typrelid AND a.attnum > 0 AND NOT a.attisdropped
             AND (a.atttypid IN (SELECT oid FROM unsafe_domains) OR at.typelem IN (SELECT oid FROM unsafe_domains)))))
 )
+, fk_refs AS (
+  -- Foreign keys whose action on delete or update of a referenced row writes the referencing rows
+  -- (issue 27, rt27w finding B), grouped by the referenced relation: [referencing schema, name,
+  -- confdeltype, confupdtype, referencing columns, referenced columns]. Each constraint row counts
+  -- (a partition's cloned constraint names the partition; a partitioned referenced table has one
+  -- per referenced partition).
+  SELECT con.confrelid AS oid,
+    json_agg(json_build_array(kn.nspname, kc.relname, con.confdeltype, con.confupdtype,
+      (SELECT json_agg(ka.attname ORDER BY k.ord) FROM unnest(con.conkey) WITH ORDINALITY AS k(attnum, ord)
+       JOIN pg_catalog.pg_attribute ka ON ka.attrelid = con.conrelid AND ka.attnum = k.attnum),
+      (SELECT json_agg(ka.attname ORDER BY k.ord) FROM unnest(con.confkey) WITH ORDINALITY AS k(attnum, ord)
+       JOIN pg_catalog.pg_attribute ka ON ka.attrelid = con.confrelid AND ka.attnum = k.attnum))
+      ORDER BY kn.nspname, kc.relname, con.conname) AS j
+  FROM pg_catalog.pg_constraint con
+  JOIN pg_catalog.pg_class kc ON kc.oid = con.conrelid
+  JOIN pg_catalog.pg_namespace kn ON kn.oid = kc.relnamespace
+  WHERE con.contype = 'f' AND (con.confdeltype IN ('c', 'n', 'd') OR con.confupdtype IN ('c', 'n', 'd'))
+  GROUP BY con.confrelid
+)
 SELECT
   (SELECT coalesce(json_agg(json_build_object(
       's', r.s, 'n', r.n, 'k', r.k, 'ip', r.ip,
@@ -169,8 +190,14 @@ SELECT
                     JOIN pg_catalog.pg_attribute ka ON ka.attrelid = con.conrelid AND ka.attnum = k.attnum))
                  ORDER BY con.contype, con.conname), '[]'::json)
             FROM pg_catalog.pg_constraint con
-            WHERE con.conrelid = r.oid AND con.contype IN ('p', 'u'))
-    ) ORDER BY r.s, r.n), '[]'::json) FROM rels r) AS relations,
+            WHERE con.conrelid = r.oid AND con.contype IN ('p', 'u')),
+      -- Issue 27: foreign keys referencing it with a writing action (fk_refs), and whether user
+      -- triggers (any event) or user rewrite rules (not a view's _RETURN) run on its writes.
+      'fk', coalesce(fr.j, '[]'::json),
+      'h', json_build_array(
+            EXISTS (SELECT 1 FROM pg_catalog.pg_trigger tg WHERE tg.tgrelid = r.oid AND NOT tg.tgisinternal),
+            EXISTS (SELECT 1 FROM pg_catalog.pg_rewrite rw WHERE rw.ev_class = r.oid AND rw.rulename <> '_RETURN'))
+    ) ORDER BY r.s, r.n), '[]'::json) FROM rels r LEFT JOIN fk_refs fr ON fr.oid = r.oid) AS relations,
   (SELECT coalesce(json_agg(json_build_array(f.s, f.n, f.v, f.rs, f.oc) ORDER BY f.s, f.n), '[]'::json) FROM (
      SELECT s, n,
        CASE WHEN bool_or(v = 'v') THEN 'v' WHEN bool_or(v = 's') THEN 's' ELSE 'i' END AS v,
@@ -234,7 +261,7 @@ SELECT
 
 interface ScanRow {
   /** d: view definition (views and materialized views); c: [name, format_type, nullable, default expression, attidentity ('a'|'d'), attgenerated ('s'), atttypid]; x: [contype ('p'|'u'), columns]. */
-  relations: Array<{ s: string; n: string; k: string; ip?: boolean; p?: Array<[string, string]>; a?: Array<[string, string]>; d: string | null; vr?: Array<[string, string, string]> | null; vu?: string[] | null; vo?: [boolean, boolean] | null; c: Array<[string, string, boolean?, (string | null)?, (string | null)?, (string | null)?, number?]>; x?: Array<[string, string[] | null]> }>;
+  relations: Array<{ s: string; n: string; k: string; ip?: boolean; p?: Array<[string, string]>; a?: Array<[string, string]>; d: string | null; vr?: Array<[string, string, string]> | null; vu?: string[] | null; vo?: [boolean, boolean] | null; c: Array<[string, string, boolean?, (string | null)?, (string | null)?, (string | null)?, number?]>; x?: Array<[string, string[] | null]>; fk?: Array<[string, string, string, string, string[] | null, string[] | null]>; h?: [boolean, boolean] }>;
   functions: Array<[string, string, string, boolean, string | null]>;
   operators: Array<[string, string, string]>;
   system_relations: string[];
@@ -261,6 +288,13 @@ function columnOf([name, dataType, nullable, def, identity, generated, typeOid]:
   return c;
 }
 
+const ACTION: Record<string, ReferentialAction> = { a: 'no_action', r: 'restrict', c: 'cascade', n: 'set_null', d: 'set_default' };
+
+/** One scanned foreign key referencing a relation; an action code the scan does not know counts as cascade (fail closed). */
+function referencingKeyOf([schema, name, del, upd, cols, refCols]: NonNullable<ScanRow['relations'][number]['fk']>[number]): ReferencingKey {
+  return { schema, name, columns: cols ?? [], referencedColumns: refCols ?? [], onDelete: ACTION[del] ?? 'cascade', onUpdate: ACTION[upd] ?? 'cascade' };
+}
+
 function isPool(client: pg.ClientBase | pg.Pool): client is pg.Pool {
   return typeof (client as pg.Pool).totalCount === 'number' && typeof (client as pg.Pool).connect === 'function';
 }
@@ -276,7 +310,9 @@ function isPool(client: pg.ClientBase | pg.Pool): client is pg.Pool {
  *   They also carry `view` (issue 27): the relations, user functions and options their stored
  *   query depends on, from `pg_rewrite`/`pg_depend` (see `ViewFacts`).
  *   Every relation records whether it is a partition, its direct `parents` and all its `ancestors`
- *   from `pg_inherits` (partition trees of any depth, default partitions, inheritance; issue 22 item 1).
+ *   from `pg_inherits` (partition trees of any depth, default partitions, inheritance; issue 22 item 1),
+ *   the foreign keys referencing it with a writing action (`referencedBy`) and whether user triggers
+ *   or rules run on its writes (`writeHooks`; issue 27, see `CatalogRelation`).
  * - `functions`: every function/aggregate/window function of every schema, `pg_catalog` included,
  *   overloads folded per name (most volatile `provolatile` wins; see `CatalogFunction`).
  * - `operators`, `systemRelations`, `unsafeTypes`, `types`, `operatorResolution`: see `SourceCatalog`. Aggregates get the volatility
@@ -325,6 +361,8 @@ export async function scanCatalog(
     partition: r.ip === true,
     parents: (r.p ?? []).map(([schema, name]) => ({ schema, name })),
     ancestors: (r.a ?? []).map(([schema, name]) => ({ schema, name })),
+    ...(Array.isArray(r.fk) ? { referencedBy: r.fk.map(referencingKeyOf) } : {}),
+    ...(Array.isArray(r.h) ? { writeHooks: { triggers: r.h[0] === true, rules: r.h[1] === true } } : {}),
   }));
   const functions: CatalogFunction[] = row.functions.map(([schema, name, v, rs, oc]) => {
     const f: CatalogFunction = { schema, name, volatility: VOLATILITY[v] ?? 'volatile', returnsSet: rs };

@@ -13,6 +13,7 @@ import { grantRole } from '../../../src/control/grants';
 import { upsertRole } from '../../../src/control/roles';
 import { approveAndExecute } from '../../../src/approvals/execute';
 import { getApproval } from '../../../src/control/approvals';
+import { scanSource } from '../../../src/control/scan';
 import errors from '../../../spec/errors-v1.json';
 
 jest.setTimeout(120_000);
@@ -75,5 +76,26 @@ test('the attributes are those the identity holds at approval: removed since the
     expect(await status(upd)).toMatchObject({ state: 'failed', outcome: { error_code: 'row_rule_attribute_missing', message: failure('row_rule_attribute_missing') } });
   } finally {
     await setIdentityAttributes(env.db, 'pl-agent', { names: NAMES });
+  }
+});
+
+test('a trigger created (and scanned) after the write was queued: the approval fails row_rule_unenforceable, nothing runs (rt27w finding B)', async () => {
+  const id = await queue("UPDATE playlist SET name = name WHERE name = 'Music'");
+  // The trigger's body runs without the requester's row rule (it could write any playlist).
+  await sourceQuery(env, `CREATE FUNCTION il_touch() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN UPDATE playlist SET name = 'touched' WHERE playlist_id = 1; RETURN NEW; END$$;
+    CREATE TRIGGER il_touch AFTER UPDATE ON playlist FOR EACH STATEMENT EXECUTE FUNCTION il_touch()`);
+  try {
+    await scanSource(env.db, env.demo.sourceId);
+    const done = await approveAndExecute(env.db, id, { operator: 'ops-rowan' });
+    expect(done).toMatchObject({ approvalId: id, state: 'failed', errorCode: 'row_rule_unenforceable' });
+    expect(await status(id)).toMatchObject({ state: 'failed', outcome: { error_code: 'row_rule_unenforceable', message: failure('row_rule_unenforceable') } });
+    expect(await count("name = 'touched'")).toBe(0);
+    // Queued again now: refused on the agent's call, never queued.
+    const r = await callTool(env, 'interlock_query', { source_id: env.demo.sourceId, sql: "UPDATE playlist SET name = name WHERE name = 'Music'", params: [] }, key);
+    expect(r.body.result.isError).toBe(true);
+    expect(sc(r)).toMatchObject({ code: 'row_rule_unenforceable' });
+  } finally {
+    await sourceQuery(env, 'DROP TRIGGER il_touch ON playlist; DROP FUNCTION il_touch()');
+    await scanSource(env.db, env.demo.sourceId);
   }
 });

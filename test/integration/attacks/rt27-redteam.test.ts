@@ -89,20 +89,21 @@ describe('finding A (high, fixed): a view name longer than 63 bytes loses its ha
   });
 });
 
-describe('finding B (medium, not fixed): a foreign key ON DELETE CASCADE from a ruled table deletes its hidden rows', () => {
+describe('finding B (medium, fixed): a foreign key ON DELETE CASCADE from a ruled table deleted its hidden rows', () => {
   // The agent may write project (unruled) and only its own tasks (owner_id = 1: 10 of 20). Deleting
-  // a project deletes, by the FK's cascade, every task of it, other owners' hidden ones included.
-  // PostgreSQL's RLS behaves the same (referential actions bypass it); InterLock's promise ("cannot
-  // … delete a row its rule hides") does not hold. Owner: src/pipeline/row-rules.ts — needs the
-  // catalogue to carry foreign keys and refuse, for a ruled caller, UPDATE/DELETE of a table that a
-  // ruled table references with a CASCADE / SET NULL / SET DEFAULT action.
-  test.failing('DELETE FROM project reaches hidden tasks through the cascade', async () => {
+  // a project deleted, by the FK's cascade, every task of it, other owners' hidden ones included
+  // (PostgreSQL runs referential actions without the row views, as it ignores RLS for them). Fixed
+  // (h27fk): the catalogue records the keys referencing each table with a writing action, and a
+  // row-ruled caller's write whose actions reach a ruled table is refused before it is queued and
+  // when it is approved (src/sql/referential-reach.ts; more cases in
+  // test/integration/sql/row-rules-referential.test.ts).
+  it('DELETE FROM project would reach hidden tasks through the cascade: refused, no task deleted', async () => {
     const before = await fx.admin<{ n: number }>('SELECT count(*)::int AS n FROM task WHERE owner_id <> 1');
     expect(before).toEqual([{ n: 10 }]);
     const r = await fx.write('agent', ME, 'DELETE FROM project WHERE project_id = 2');
-    // Expected: refused (or the hidden tasks untouched); today { rowCount: 1 } and 5 hidden tasks gone.
-    expect(await fx.admin('SELECT count(*)::int AS n FROM task WHERE owner_id <> 1')).toEqual([{ n: 10 }]);
     expect(r).toEqual({ code: 'row_rule_unenforceable' });
+    expect(await fx.admin('SELECT count(*)::int AS n FROM task')).toEqual([{ n: 20 }]);
+    expect(await fx.admin('SELECT count(*)::int AS n FROM project')).toEqual([{ n: 4 }]);
   });
 });
 

@@ -1,0 +1,144 @@
+/**
+ * What a write reaches beyond its targets without the caller's row rules (issue 27, rt27w finding B;
+ * docs/row-rules.md "Writes"): PostgreSQL runs a foreign key's referential actions (`ON DELETE
+ * CASCADE`, `SET NULL`, `SET DEFAULT`, `ON UPDATE CASCADE` …) and user triggers and rules with no
+ * regard for the row views InterLock puts in place of the statement's references, as it ignores RLS
+ * for them. This module follows the catalogue's records (`CatalogRelation.referencedBy`,
+ * `writeHooks`: src/sources/postgres/catalog.ts) from a statement's write targets to every relation
+ * a referential action writes, transitively; src/pipeline/row-rules.ts refuses the write for a
+ * caller with row rules when one of them is ruled for it, or when user triggers or rules run.
+ *
+ * Events, as PostgreSQL fires them:
+ * - DELETE of a row of R: each key referencing R with `ON DELETE CASCADE` deletes the referencing
+ *   rows; with `SET NULL`/`SET DEFAULT` it updates their key columns.
+ * - UPDATE of columns C of R: each key referencing R whose referenced columns meet C, with an
+ *   `ON UPDATE` action other than NO ACTION/RESTRICT, updates the referencing rows' key columns.
+ * - INSERT runs no referential action (only R's triggers and rules). `ON CONFLICT DO UPDATE` is an
+ *   update (the analyser lists it as one), MERGE all three.
+ * A write to a relation reaches its descendants' rows too (partitions, inheritance children), so
+ * their keys, triggers and rules count. A write through a view writes its base relations
+ * (the view's recorded lineage), which count as targets.
+ *
+ * Fail closed: a relation the catalogue lacks, or whose `referencedBy`/`writeHooks` are not recorded
+ * (a snapshot scanned before they existed), or a view whose lineage is not recorded, is `unknown`.
+ */
+import type { ReferencingKey, RelationName, SourceCatalog } from './catalog-types';
+import type { RelationHierarchy } from './hierarchy';
+import { relKey } from './prepared-catalog';
+import type { WriteAccess } from './types';
+import { viewLineage } from './view-lineage';
+
+/** A relation a referential action writes: how (`delete` or `update`), from which relation, by which action. */
+export interface ReachedRelation extends RelationName {
+  event: 'delete' | 'update';
+  /** The referenced relation whose write fires the action. */
+  from: RelationName;
+  /** e.g. "ON DELETE CASCADE". */
+  action: string;
+}
+
+/** The outcome of `referentialReach`; `unknown` and `hooks` name a relation as "schema.name". */
+export interface ReferentialReach {
+  /** Relations written by referential actions (each relation once, first found first). */
+  reached: ReachedRelation[];
+  /** The first relation written (a target, a descendant or a reached one) with user triggers or rules, and which. */
+  hooks: { relation: string; kind: 'triggers' | 'rules' } | null;
+  /** The first relation whose keys or hooks the catalogue does not record. */
+  unknown: string | null;
+}
+
+const ACTION_SQL: Record<string, string> = { cascade: 'CASCADE', set_null: 'SET NULL', set_default: 'SET DEFAULT' };
+
+/**
+ * Follows `writes` (the analysis's write targets) through `catalog`'s foreign keys; see the module
+ * comment. Pure; stops at the first unknown relation or hook-carrying relation (the answer is a
+ * refusal then). `hierarchy`: descendants of each written relation (the catalogue's tree).
+ */
+export function referentialReach(catalog: SourceCatalog, hierarchy: RelationHierarchy, writes: readonly Pick<WriteAccess, 'schema' | 'table' | 'operation' | 'columns'>[]): ReferentialReach {
+  const rels = new Map(catalog.relations.map((r) => [relKey(r.schema, r.name), r]));
+  const out: ReferentialReach = { reached: [], hooks: null, unknown: null };
+  const reachedKeys = new Set<string>();
+  // Per relation: deleted already followed, updated columns already followed, hooks checked.
+  const deleted = new Set<string>();
+  const updated = new Map<string, Set<string>>();
+  const checked = new Set<string>();
+  const work: Array<{ rel: RelationName; event: 'delete' | 'update' | 'insert'; columns: readonly string[] | 'all' }> = [];
+
+  /** False (and `out` set) when the relation is unknown or runs hooks. */
+  const inspect = (r: RelationName): boolean => {
+    const k = relKey(r.schema, r.name);
+    if (checked.has(k)) return true;
+    checked.add(k);
+    const rel = rels.get(k);
+    if (!rel || !rel.writeHooks || (!rel.referencedBy && rel.kind !== 'view' && rel.kind !== 'materialized_view')) {
+      out.unknown = `${r.schema}.${r.name}`;
+      return false;
+    }
+    if (rel.writeHooks.triggers || rel.writeHooks.rules) {
+      out.hooks = { relation: `${r.schema}.${r.name}`, kind: rel.writeHooks.triggers ? 'triggers' : 'rules' };
+      return false;
+    }
+    return true;
+  };
+
+  for (const w of writes) {
+    const target = { schema: w.schema, name: w.table };
+    const rel = rels.get(relKey(target.schema, target.name));
+    if (!inspect(target)) return out;
+    const events: Array<['delete' | 'update' | 'insert', readonly string[] | 'all']> =
+      w.operation === 'merge' ? [['delete', 'all'], ['update', 'all'], ['insert', 'all']] : [[w.operation, w.operation === 'update' ? w.columns : 'all']];
+    // A write through a view writes its base relations: which columns of them is not followed (all).
+    if (rel && (rel.kind === 'view' || rel.kind === 'materialized_view')) {
+      const lin = viewLineage(catalog, target.schema, target.name);
+      if (lin.unknown.length) {
+        out.unknown = lin.unknown[0];
+        return out;
+      }
+      for (const v of lin.views) if (!inspect(v)) return out;
+      for (const b of lin.bases) for (const [event] of events) work.push({ rel: b, event, columns: 'all' });
+    } else {
+      for (const [event, columns] of events) work.push({ rel: target, event, columns });
+    }
+  }
+
+  const reach = (fk: ReferencingKey, from: RelationName, event: 'delete' | 'update', action: string) => {
+    const key = relKey(fk.schema, fk.name);
+    if (!reachedKeys.has(key)) {
+      reachedKeys.add(key);
+      out.reached.push({ schema: fk.schema, name: fk.name, event, from, action });
+    }
+    work.push({ rel: { schema: fk.schema, name: fk.name }, event, columns: event === 'update' ? fk.columns : 'all' });
+  };
+
+  while (work.length) {
+    const { rel, event, columns } = work.shift()!;
+    for (const r of [rel, ...hierarchy.descendants(rel.schema, rel.name)]) {
+      if (!inspect(r)) return out;
+      const k = relKey(r.schema, r.name);
+      const keys = rels.get(k)?.referencedBy ?? [];
+      if (event === 'insert') continue;
+      if (event === 'delete') {
+        if (deleted.has(k)) continue;
+        deleted.add(k);
+        for (const fk of keys) {
+          if (fk.onDelete === 'cascade') reach(fk, r, 'delete', 'ON DELETE CASCADE');
+          else if (fk.onDelete === 'set_null' || fk.onDelete === 'set_default') reach(fk, r, 'update', `ON DELETE ${ACTION_SQL[fk.onDelete]}`);
+        }
+        continue;
+      }
+      // An update: only columns not followed yet for this relation can fire anything new.
+      let seen = updated.get(k);
+      if (!seen) updated.set(k, (seen = new Set()));
+      const all = columns === 'all';
+      const fresh = all ? ['\u0000all'] : columns.filter((c) => !seen!.has(c) && !seen!.has('\u0000all'));
+      if (fresh.length === 0 || seen.has('\u0000all')) continue;
+      for (const c of fresh) seen.add(c);
+      for (const fk of keys) {
+        if (fk.onUpdate !== 'cascade' && fk.onUpdate !== 'set_null' && fk.onUpdate !== 'set_default') continue;
+        if (!all && !fk.referencedColumns.some((c) => fresh.includes(c))) continue;
+        reach(fk, r, 'update', `ON UPDATE ${ACTION_SQL[fk.onUpdate]}`);
+      }
+    }
+  }
+  return out;
+}

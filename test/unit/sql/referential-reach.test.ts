@@ -1,0 +1,86 @@
+/**
+ * src/sql/referential-reach.ts (issue 27, rt27w finding B): which relations a write reaches through
+ * foreign keys' referential actions, which hooks it runs, and what the catalogue does not record.
+ * Hand-built catalogues; the scan that fills them is tested in
+ * test/integration/sql/row-rules-referential.test.ts.
+ */
+import type { CatalogRelation, ReferencingKey, SourceCatalog } from '../../../src/sql/catalog-types';
+import { catalogHierarchy } from '../../../src/sql/hierarchy';
+import { referentialReach } from '../../../src/sql/referential-reach';
+import type { WriteAccess } from '../../../src/sql/types';
+
+const NONE = { triggers: false, rules: false };
+const key = (name: string, columns: string[], referencedColumns: string[], onDelete: ReferencingKey['onDelete'], onUpdate: ReferencingKey['onUpdate'] = 'no_action'): ReferencingKey => ({ schema: 'public', name, columns, referencedColumns, onDelete, onUpdate });
+const table = (name: string, referencedBy: ReferencingKey[] = [], extra: Partial<CatalogRelation> = {}): CatalogRelation => ({
+  schema: 'public',
+  name,
+  kind: 'table',
+  columns: [{ name: 'id', dataType: 'integer' }],
+  referencedBy,
+  writeHooks: NONE,
+  ...extra,
+});
+const catalogOf = (relations: CatalogRelation[]): SourceCatalog => ({ relations, functions: [], searchPath: ['public'], scannedAt: '', truncated: false });
+const reach = (c: SourceCatalog, writes: Array<Pick<WriteAccess, 'table' | 'operation' | 'columns'>>) =>
+  referentialReach(c, catalogHierarchy(c), writes.map((w) => ({ schema: 'public', ...w })));
+const names = (r: ReturnType<typeof reach>) => r.reached.map((x) => `${x.name}:${x.event}:${x.action}`);
+
+describe('referentialReach', () => {
+  const c = catalogOf([
+    // a ← b (ON DELETE SET NULL on b.a_id) ← c (ON UPDATE CASCADE on b.a_id): a delete of a updates
+    // b.a_id, which b's referencer c follows; d references a with NO ACTION-like ON UPDATE only.
+    table('a', [key('b', ['a_id'], ['id'], 'set_null'), key('d', ['a_code'], ['code'], 'no_action', 'cascade')]),
+    table('b', [key('c', ['b_a_id'], ['a_id'], 'no_action', 'cascade')]),
+    table('c'),
+    table('d'),
+  ]);
+
+  it('a DELETE follows ON DELETE actions, and a SET NULL as an update of the key columns', () => {
+    const r = reach(c, [{ table: 'a', operation: 'delete', columns: ['id'] }]);
+    expect(names(r)).toEqual(['b:update:ON DELETE SET NULL', 'c:update:ON UPDATE CASCADE']);
+    expect([r.hooks, r.unknown]).toEqual([null, null]);
+  });
+
+  it('an UPDATE fires ON UPDATE actions only when it sets a referenced column', () => {
+    expect(names(reach(c, [{ table: 'a', operation: 'update', columns: ['name'] }]))).toEqual([]);
+    expect(names(reach(c, [{ table: 'a', operation: 'update', columns: ['code'] }]))).toEqual(['d:update:ON UPDATE CASCADE']);
+    expect(names(reach(c, [{ table: 'b', operation: 'update', columns: ['a_id'] }]))).toEqual(['c:update:ON UPDATE CASCADE']);
+  });
+
+  it('an INSERT fires no action; MERGE counts as delete, update (every column) and insert', () => {
+    expect(names(reach(c, [{ table: 'a', operation: 'insert', columns: ['id'] }]))).toEqual([]);
+    expect(names(reach(c, [{ table: 'a', operation: 'merge', columns: ['id'] }])).sort()).toEqual(['b:update:ON DELETE SET NULL', 'c:update:ON UPDATE CASCADE', 'd:update:ON UPDATE CASCADE']);
+  });
+
+  it('descendants of a written relation count (a partition referenced by a cloned key), and a cycle ends', () => {
+    const p = catalogOf([
+      table('parent', [], { kind: 'partitioned_table' }),
+      table('part', [key('child', ['p_id'], ['id'], 'cascade')], { partition: true, parents: [{ schema: 'public', name: 'parent' }] }),
+      table('child', [key('child', ['parent_id'], ['id'], 'cascade')]),
+    ]);
+    expect(names(reach(p, [{ table: 'parent', operation: 'delete', columns: ['id'] }]))).toEqual(['child:delete:ON DELETE CASCADE']);
+  });
+
+  it('hooks: a trigger on the target (any operation) or on a reached relation; rules too', () => {
+    const h = catalogOf([table('t', [key('r', ['t_id'], ['id'], 'cascade')], { writeHooks: { triggers: false, rules: true } }), table('r', [], { writeHooks: { triggers: true, rules: false } }), table('u')]);
+    expect(reach(h, [{ table: 't', operation: 'insert', columns: ['id'] }]).hooks).toEqual({ relation: 'public.t', kind: 'rules' });
+    const h2 = catalogOf([table('t', [key('r', ['t_id'], ['id'], 'cascade')]), table('r', [], { writeHooks: { triggers: true, rules: false } })]);
+    expect(reach(h2, [{ table: 't', operation: 'update', columns: ['x'] }]).hooks).toBeNull();
+    expect(reach(h2, [{ table: 't', operation: 'delete', columns: ['id'] }]).hooks).toEqual({ relation: 'public.r', kind: 'triggers' });
+  });
+
+  it('unknown: a relation without the recorded facts, or a referencing relation the catalogue lacks', () => {
+    const { referencedBy: _r, writeHooks: _w, ...bare } = table('old');
+    expect(reach(catalogOf([bare]), [{ table: 'old', operation: 'insert', columns: [] }]).unknown).toBe('public.old');
+    expect(reach(catalogOf([table('t', [key('gone', ['t_id'], ['id'], 'cascade')])]), [{ table: 't', operation: 'delete', columns: [] }]).unknown).toBe('public.gone');
+  });
+
+  it('a write through a view writes its base relations (their keys and hooks)', () => {
+    const v = catalogOf([
+      { schema: 'public', name: 'v', kind: 'view', columns: [], writeHooks: NONE, referencedBy: [], view: { reads: [{ schema: 'public', name: 'base', kind: 'table' }], userCode: [], securityBarrier: false, securityInvoker: false } },
+      table('base', [key('dep', ['base_id'], ['id'], 'cascade')]),
+      table('dep'),
+    ]);
+    expect(names(reach(v, [{ table: 'v', operation: 'delete', columns: [] }]))).toEqual(['dep:delete:ON DELETE CASCADE']);
+  });
+});
