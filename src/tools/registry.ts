@@ -40,12 +40,20 @@ function pascal(name: string): string {
     .join('');
 }
 
-/** Formats ajv errors as one short sentence for an agent. */
-export function describeValidationErrors(errors: Array<{ instancePath?: string; message?: string }> | null | undefined): string {
+/**
+ * Formats ajv errors as one short sentence for an agent (at most 5 errors, `; `-separated): the
+ * argument's path (`arguments` for the object itself) and what is wrong; an unknown property is
+ * named (`arguments has an unknown property "source_id"`), so the agent knows what to drop.
+ */
+export function describeValidationErrors(errors: Array<{ instancePath?: string; message?: string; keyword?: string; params?: Record<string, unknown> }> | null | undefined): string {
   if (!errors || errors.length === 0) return 'arguments do not match the input schema';
   return errors
     .slice(0, 5)
-    .map((e) => `${e.instancePath ? e.instancePath.slice(1).replace(/\//g, '.') : 'arguments'} ${e.message ?? 'is invalid'}`)
+    .map((e) => {
+      const at = e.instancePath ? e.instancePath.slice(1).replace(/\//g, '.') : 'arguments';
+      if (e.keyword === 'additionalProperties' && typeof e.params?.additionalProperty === 'string') return `${at} has an unknown property ${JSON.stringify(e.params.additionalProperty)}`;
+      return `${at} ${e.message ?? 'is invalid'}`;
+    })
     .join('; ');
 }
 
@@ -70,7 +78,7 @@ export function interlockToolBindings(handlers: ToolHandlers): ToolBinding[] {
       canonical: m.canonical,
       deprecated: m.deprecated,
       validate(args: unknown): string | null {
-        const fn = v as unknown as { (d: unknown): boolean; errors?: Array<{ instancePath?: string; message?: string }> | null };
+        const fn = v as unknown as { (d: unknown): boolean; errors?: Array<{ instancePath?: string; message?: string; keyword?: string; params?: Record<string, unknown> }> | null };
         return fn(args) ? null : describeValidationErrors(fn.errors);
       },
       handler,
