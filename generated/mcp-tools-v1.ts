@@ -1614,6 +1614,10 @@ export interface ApprovalStatus {
    * Present when an operator requeued this write from an earlier failed approval.
    */
   requeued_from?: string;
+  /**
+   * Present on a failed approval an operator requeued: the approval_id of the newest approval made from it (ask its status to learn whether the write ran).
+   */
+  requeued_as?: string;
   message: string;
 }
 /**

@@ -30,6 +30,8 @@ const STATE_MESSAGES: Record<ApprovalRecord['state'], string> = {
 export interface ApprovalLookup {
   approval: ApprovalRecord;
   rejectionReason: string | null;
+  /** For a failed approval: the newest approval an operator requeued from it (same requester), else null/absent. */
+  requeuedAs?: string | null;
 }
 
 /** The agent-safe status of an approval (spec $defs ApprovalStatus). */
@@ -57,6 +59,7 @@ export function agentApprovalView(l: ApprovalLookup): ApprovalStatus {
     executed_at: a.executedAt,
     outcome,
     ...(a.requeuedFrom ? { requeued_from: a.requeuedFrom } : {}),
+    ...(l.requeuedAs ? { requeued_as: l.requeuedAs } : {}),
     message,
   };
 }
@@ -72,6 +75,12 @@ export function approvalLookup(db: ControlDb): (id: string) => Promise<ApprovalL
       const r = await db.pool.query<{ reason: string | null }>("SELECT details->>'reason' AS reason FROM audit_events WHERE approval_id = $1 AND kind = 'approval' AND decision = 'rejected' ORDER BY id DESC LIMIT 1", [id]);
       rejectionReason = r.rows[0]?.reason ?? null;
     }
-    return { approval, rejectionReason };
+    // A requeue keeps the requester (src/approvals/requeue.ts), so the new id is the agent's own.
+    let requeuedAs: string | null = null;
+    if (approval.state === 'failed') {
+      const r = await db.pool.query<{ id: string }>('SELECT id FROM approvals WHERE requeued_from = $1 AND identity_id = $2 ORDER BY created_at DESC, id DESC LIMIT 1', [id, approval.identityId]);
+      requeuedAs = r.rows[0]?.id ?? null;
+    }
+    return { approval, rejectionReason, requeuedAs };
   };
 }

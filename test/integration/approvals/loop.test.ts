@@ -9,6 +9,7 @@ import { createIdentity } from '../../../src/control/identities';
 import { createApiKey } from '../../../src/control/keys';
 import { getApproval } from '../../../src/control/approvals';
 import { searchAudit } from '../../../src/audit/writer';
+import { requeueApproval } from '../../../src/approvals/requeue';
 import { createOperatorToken } from '../../../src/admin/tokens';
 
 let env: GovernedEnv;
@@ -145,6 +146,19 @@ describe('item 3: interlock_approval_status', () => {
     expect(sc(r)).toMatchObject({ state: 'failed', outcome: { error_code: 'statement_failed', message: 'The source database refused the statement when it ran (for example a constraint or a missing privilege). Nothing was changed; an operator can see the database\'s reason.' } });
     const text = r.body.result.content[0].text as string;
     for (const leak of ['23503', 'foreign key', 'playlist_track_playlist_id_fkey', '876543', 'Key (']) expect(text).not.toContain(leak);
+  });
+
+  test('a failed write an operator requeued names the new approval (requeued_as); the new one names the old (requeued_from)', async () => {
+    const q = await query('INSERT INTO playlist_track (playlist_id, track_id) VALUES ($1, $2)', [876544, 1]);
+    const id = sc(q).approval_id as string;
+    await approveAndExecute(env.db, id, { operator: 'ops-alice' });
+    const before = sc(await status(id));
+    expect(before).toMatchObject({ state: 'failed' });
+    expect(before.requeued_as).toBeUndefined();
+    const again = await requeueApproval(env.db, id, { operator: 'ops-alice' });
+    expect(sc(await status(id))).toMatchObject({ state: 'failed', requeued_as: again.id });
+    expect(sc(await status(again.id))).toMatchObject({ state: 'pending', requeued_from: id });
+    expect(sc(await status(again.id)).requeued_as).toBeUndefined();
   });
 
   test('rejected with the operator\'s reason', async () => {
