@@ -9,7 +9,8 @@
  *  - node-floor / node-floor-audit: node:http + `pg` with no governance, without and with a
  *    group-committed durable audit row per answer (bench/lib/node-floor-server.ts);
  *  - direct: `pg` in this process (no HTTP; the Node driver, as before): the cached read's baseline.
- * DBHub is not driven: it is not installed here (it needs Node 22; bench/RESULTS.md).
+ *  - dbhub: DBHub 1.4.0's `execute_sql` (read-only mode, the point read spliced like toolbox-exec;
+ *    bench/lib/dbhub.ts), when the devDependency is installed; else its side is skipped.
  * Reports calls/s, wrk's p50, CPU µs per call of the server process, the control and source
  * databases' backends and the driver (wrk's own CPU from bash `times`; the Node client's for
  * direct), the machine's load average, and the issue-28 targets.
@@ -25,6 +26,7 @@ import { FLOOR_TOOL } from './lib/node-floor-server';
 import { POINT_SQL, preflight, runDirectPointReads, SOURCE_POOL_SIZE, TRACKS } from './lib/point-read';
 import { concurrencyLevels, emitResult, envInt, envSeconds, machineLine, ratio, round, table } from './lib/stats';
 import { startToolbox, TOOLBOX_POINT_TOOL, TOOLBOX_SQL_TOOL, type ToolboxChild } from './lib/toolbox';
+import { DBHUB_SQL_TOOL, startDbHub, type DbHubChild } from './lib/dbhub';
 import { runWrk, wrkAvailable, type WrkRun } from './lib/wrk';
 
 const rpc = (name: string, args: Record<string, unknown>) => JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name, arguments: args } });
@@ -48,6 +50,13 @@ async function main(): Promise<void> {
     } catch (err) {
       if (err instanceof SkipError) return void console.log(`SKIPPED: ${err.message}`);
       throw err;
+    }
+    let dbhub: DbHubChild | null = null;
+    try {
+      dbhub = await startDbHub(env.reader);
+    } catch (err) {
+      if (!(err instanceof SkipError)) throw err;
+      console.log(`dbhub side skipped: ${err.message}`);
     }
     const gws: GatewayChild[] = [];
     const pool = new pg.Pool({ ...env.reader, max: SOURCE_POOL_SIZE, application_name: 'interlock-bench-direct' });
@@ -73,6 +82,7 @@ async function main(): Promise<void> {
         'toolbox-sql': { url: toolbox.url, bodies: ids(256).map((id) => rpc(TOOLBOX_POINT_TOOL, { track_id: id })), headers: mcpHeaders, expect: 'unit_price', pids: [toolbox.pid] },
         'toolbox-exec': { url: toolbox.url, bodies: ids(256).map((id) => rpc(TOOLBOX_SQL_TOOL, { sql: POINT_SQL.replace('$1', String(id)) })), headers: mcpHeaders, expect: 'unit_price\\":', pids: [toolbox.pid] },
         'node-floor': { url: floor.url, bodies: ids(256).map((id) => rpc(FLOOR_TOOL, { track_id: id })), headers: mcpHeaders, expect: '"row_count":1', pids: [floor.pid] },
+        ...(dbhub ? { dbhub: { url: dbhub.url, bodies: ids(256).map((id) => rpc(DBHUB_SQL_TOOL, { sql: POINT_SQL.replace('$1', String(id)) })), headers: mcpHeaders, expect: 'unit_price', pids: [dbhub.pid] } } : {}),
         'node-floor-audit': { url: floorAudit.url, bodies: ids(256).map((id) => rpc(FLOOR_TOOL, { track_id: id })), headers: mcpHeaders, expect: '"row_count":1', pids: [floorAudit.pid] },
       };
       const controlDb = { databases: [new URL(env.controlUrl).pathname.slice(1)] };
@@ -122,15 +132,17 @@ async function main(): Promise<void> {
         if (c === 8) t(`c=${c} gateway CPU µs/call`, us('interlock', c, 'gateway'), 250, true);
         t(`c=${c} control-DB CPU µs/call`, us('interlock', c, 'controlDb'), c === 8 ? 60 : 30, true);
         t(`c=${c} cached / direct pg`, ops('interlock-cached', c) / ops('direct', c), 0.6);
+        if (c === 8 && dbhub) t(`c=${c} IL / DBHub 1.4.0`, ops('interlock', c) / ops('dbhub', c), 3);
       }
       console.log('\ntargets (issue 28):');
       for (const [name, v, goal, met] of targets) console.log(`  ${name}: ${name.includes('µs') ? v : ratio(v)} (${name.includes('µs') ? `≤ ${goal}` : `≥ ${goal}×`}) ${met ? 'MET' : 'NOT MET'}`);
-      console.log('  IL / DBHub 1.4.0 at c=8 (≥ 3×): not measured, DBHub is not installed here');
+      if (!dbhub) console.log('  IL / DBHub 1.4.0 at c=8 (≥ 3×): not measured, DBHub is not installed here');
       emitResult('8-wrk', { rounds, durationMs, levels, calls: Object.fromEntries([...acc.keys()].map((k) => [k, round(ops(k.split('@')[0], Number(k.split('@')[1])), 0)])), cpuUsPerCall: Object.fromEntries([...acc.keys()].map((k) => { const [s, c] = k.split('@'); return [k, Object.fromEntries(['gateway', 'controlDb', 'sourceDb', 'driver'].map((g) => [g, us(s, Number(c), g)]))]; })), targets, loadAverage: [Math.min(...loads), Math.max(...loads)] });
     } finally {
       await pool.end();
       for (const gw of gws) await gw.stop();
       await toolbox.stop();
+      await dbhub?.stop();
     }
   });
 }
