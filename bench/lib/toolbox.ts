@@ -63,7 +63,8 @@ export function toolsYaml(reader: pg.ClientConfig, pointSql: string): string {
   ].join('\n');
 }
 
-function freePort(): Promise<number> {
+/** A free TCP port on loopback (the OS's choice). */
+export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const s = net.createServer();
     s.once('error', reject);
@@ -74,15 +75,13 @@ function freePort(): Promise<number> {
   });
 }
 
-/** Starts Toolbox for the reader role; resolves once tools/list answers (≤ 30 s). */
-export async function startToolbox(reader: pg.ClientConfig, pointSql: string): Promise<ToolboxChild> {
-  const bin = toolboxBinary();
-  if (!bin) throw new SkipError('@toolbox-sdk/server is not installed (npm install)');
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'il-bench-toolbox-'));
-  const config = path.join(dir, 'tools.yaml');
-  writeFileSync(config, toolsYaml(reader, pointSql), { mode: 0o600 });
-  const port = await freePort();
-  const proc: ChildProcess = spawn(bin, ['--config', config, '--port', String(port), '--address', '127.0.0.1', '--disable-version-check', '--log-level', 'WARN'], { stdio: ['ignore', 'ignore', 'pipe'] });
+/**
+ * Spawns a peer MCP server (`bin` with `args`, listening on `port`; `dir` its temporary folder, removed
+ * on stop) and resolves once tools/list answers 200 on `http://127.0.0.1:<port>/mcp` (≤ 30 s; else it is
+ * stopped and the promise rejects with its last stderr). `label` names it in errors.
+ */
+export async function startMcpChild(label: string, bin: string, args: string[], port: number, dir: string): Promise<ToolboxChild> {
+  const proc: ChildProcess = spawn(bin, args, { stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   proc.stderr!.on('data', (c: Buffer) => (stderr = (stderr + c.toString()).slice(-2000)));
   const kill = () => proc.kill('SIGKILL');
@@ -103,10 +102,10 @@ export async function startToolbox(reader: pg.ClientConfig, pointSql: string): P
   const client = new McpHttpClient(url, { maxSockets: 1 });
   try {
     for (const until = Date.now() + 30_000; ; ) {
-      if (proc.exitCode !== null) throw new Error(`toolbox exited (${proc.exitCode}): ${stderr}`);
+      if (proc.exitCode !== null) throw new Error(`${label} exited (${proc.exitCode}): ${stderr}`);
       const ok = await client.rpc('tools/list').then((r) => r.status === 200, () => false);
       if (ok) break;
-      if (Date.now() > until) throw new Error(`toolbox did not answer within 30 s: ${stderr}`);
+      if (Date.now() > until) throw new Error(`${label} did not answer within 30 s: ${stderr}`);
       await sleep(100);
     }
   } catch (err) {
@@ -116,6 +115,17 @@ export async function startToolbox(reader: pg.ClientConfig, pointSql: string): P
     client.close();
   }
   return { url, pid: proc.pid!, stop };
+}
+
+/** Starts Toolbox for the reader role; resolves once tools/list answers (≤ 30 s). */
+export async function startToolbox(reader: pg.ClientConfig, pointSql: string): Promise<ToolboxChild> {
+  const bin = toolboxBinary();
+  if (!bin) throw new SkipError('@toolbox-sdk/server is not installed (npm install)');
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'il-bench-toolbox-'));
+  const config = path.join(dir, 'tools.yaml');
+  writeFileSync(config, toolsYaml(reader, pointSql), { mode: 0o600 });
+  const port = await freePort();
+  return startMcpChild('toolbox', bin, ['--config', config, '--port', String(port), '--address', '127.0.0.1', '--disable-version-check', '--log-level', 'WARN'], port, dir);
 }
 
 /** Parses a Toolbox tools/call answer and returns its text items, throwing on a JSON-RPC error or a tool error. */
