@@ -18,6 +18,7 @@ import { rateLimitStep, type RateLimiter } from '../../pipeline/05-rate-limit';
 import { relationRowRule, rowRuleText } from '../../governance/row-rules';
 import { cachedPredicate } from '../../pipeline/row-rules';
 import { isViewRelation, viewLineage } from '../../sql/view-lineage';
+import { prepareCatalog, relKey } from '../../sql/prepared-catalog';
 
 /** Most tables listed per source in describe_access (contract: "At most 200 tables are listed per source"). */
 export const DESCRIBE_ACCESS_TABLE_LIMIT = 200;
@@ -126,9 +127,9 @@ export function sqlResources(evaluator: AccessEvaluator, sourceId: string, catal
  */
 function viewRowRules(catalog: SourceCatalog, evaluator: AccessEvaluator, sourceId: string, schema: string, name: string, h: RelationHierarchy, policyRows: PolicyRowRestrictions): Array<Record<string, unknown>> {
   const out: Array<Record<string, unknown>> = [];
+  const relations = prepareCatalog(catalog).relations;
   for (const b of viewLineage(catalog, schema, name).bases) {
-    const base = catalog.relations.find((r) => r.schema === b.schema && r.name === b.name);
-    const rule = rowRuleEntry(evaluator, sourceId, b.schema, b.name, h, policyRows, base?.columns.map((c) => c.name));
+    const rule = rowRuleEntry(evaluator, sourceId, b.schema, b.name, h, policyRows, relations.get(relKey(b.schema, b.name))?.columnNames);
     if (rule) out.push({ table: `${b.schema}.${b.name}`, ...rule });
   }
   return out;
