@@ -5,10 +5,9 @@
  * tool result isError), retry_after_ms derived from the queue (whole seconds), audited only in
  * aggregate, not charged to the identity's rate limit (the same identity is served right after,
  * though its refusals alone would have spent its budget), refused before identity resolution once
- * the token was seen (no control-database work), and costing, above the floor every POST /mcp pays
- * (server/discover), at most a tenth of the gateway CPU of a served call (process.cpuUsage of this
- * process, which runs the gateway, over many calls sent from a raw keep-alive socket so the client
- * costs almost nothing).
+ * the token was seen (no control-database work). What a refusal costs in CPU against a served call
+ * is measured in bench/11-overload.ts (a ratio in the same run), never asserted here: a timed
+ * assertion in a test fails on a busy machine without anything being wrong.
  */
 import { connect, type Socket } from 'node:net';
 import { startGovernedEnv, type GovernedEnv } from '../../helpers/governed';
@@ -17,7 +16,7 @@ import { createApiKey } from '../../../src/control/keys';
 import { createIdentity } from '../../../src/control/identities';
 import pkg from '../../../package.json';
 
-/** Served calls in the CPU comparison (and a fifth more to warm up); the identity's budget is SERVED × 1.2 + 20, so charged refusals would spend it. */
+/** Served calls between the refusals (and a fifth more in a first round); the identity's budget is SERVED × 1.2 + 20, so charged refusals would spend it. */
 const SERVED = 150;
 const REFUSED = 300;
 const POINT = 'SELECT track_id, name FROM track WHERE track_id = $1';
@@ -152,29 +151,12 @@ function holdTheSlot(): CapacityPermit {
   return got;
 }
 
-/**
- * Waits (at most 20 s) until this process spends under 5 % of a core over 250 ms: the gateway's
- * start-up work (catalogue scan, caches) must not be counted against the calls measured.
- */
-async function quiet(): Promise<void> {
-  const end = Date.now() + 20_000;
-  while (Date.now() < end) {
-    const t0 = process.cpuUsage();
-    await new Promise((r) => setTimeout(r, 250));
-    const d = process.cpuUsage(t0);
-    if (d.user + d.system < 0.05 * 250_000) return;
-  }
-}
-
-/** Gateway CPU (this process, user + system) in µs over `n` sequential calls of one kind on one connection; every answer is kept in `into`. */
-async function cpuOf(c: RawClient, n: number, dialect: 'modern' | 'handshake' | 'discover', into: RawAnswer[]): Promise<number> {
-  const t0 = process.cpuUsage();
+/** Sends `n` sequential calls of one kind on one connection; every answer is kept in `into`. */
+async function sendMany(c: RawClient, n: number, dialect: 'modern' | 'handshake' | 'discover', into: RawAnswer[]): Promise<void> {
   for (let i = 0; i < n; i++) into.push(await c.send(request(1 + ((into.length * 7) % 3000), dialect, i)));
-  const d = process.cpuUsage(t0);
-  return d.user + d.system;
 }
 
-test('the refusal at capacity: exact answers in both dialects, Retry-After, aggregated audit, no rate-limit charge, a tenth of a served call in CPU', async () => {
+test('the refusal at capacity: exact answers in both dialects, Retry-After, aggregated audit, no rate-limit charge', async () => {
   const c = await RawClient.open();
   try {
     // Warm up: pools, analysis, the token's identity (the limiter remembers it).
@@ -207,27 +189,17 @@ test('the refusal at capacity: exact answers in both dialects, Retry-After, aggr
     });
 
     // Many refusals (the slot held), each at once and none charged, interleaved with served calls
-    // (the slot free) and with server/discover, the floor every POST /mcp pays (socket, HTTP parse,
-    // body read, admission, answer), so the three see the same machine load. A fifth of each first,
-    // unmeasured (JIT), then five rounds measured.
+    // (the slot free) and with server/discover, which admission never refuses.
     const refusedBefore = env.gateway.capacity!.refused;
     const refusals: RawAnswer[] = [];
     const served: RawAnswer[] = [];
     const floor: RawAnswer[] = [];
-    const cpu = { refusal: 0, served: 0, floor: 0 };
     for (let round = 0; round < 6; round++) {
-      const warm = round === 0;
-      const r = await cpuOf(c, REFUSED / 5, 'modern', refusals);
-      const f = await cpuOf(c, REFUSED / 5, 'discover', floor);
+      await sendMany(c, REFUSED / 5, 'modern', refusals);
+      await sendMany(c, REFUSED / 5, 'discover', floor);
       slot.release();
-      const v = await cpuOf(c, SERVED / 5, 'modern', served);
+      await sendMany(c, SERVED / 5, 'modern', served);
       slot = holdTheSlot();
-      if (warm) await quiet();
-      else {
-        cpu.refusal += r;
-        cpu.floor += f;
-        cpu.served += v;
-      }
     }
     slot.release();
     expect(refusals.filter((a) => a.status !== 429 || a.headers['retry-after'] !== '1' || a.body.error.message !== AT_CAPACITY)).toEqual([]);
@@ -235,15 +207,6 @@ test('the refusal at capacity: exact answers in both dialects, Retry-After, aggr
     // The same identity is served between and after: its budget (SERVED × 1.2 + 20) was not spent by the refusals.
     expect(served.filter((a) => a.status !== 200 || a.body.result.structuredContent.rows.length !== 1)).toEqual([]);
     expect(floor.filter((a) => a.status !== 200)).toEqual([]);
-    const perRefusal = cpu.refusal / REFUSED;
-    const perFloor = cpu.floor / REFUSED;
-    const perServed = cpu.served / SERVED;
-    // eslint-disable-next-line no-console
-    console.log(`gateway CPU per call: capacity refusal ${perRefusal.toFixed(1)} µs, server/discover ${perFloor.toFixed(1)} µs, served point read ${perServed.toFixed(1)} µs; refusal above the floor ${(perRefusal - perFloor).toFixed(1)} µs = 1/${(perServed / Math.max(1, perRefusal - perFloor)).toFixed(1)} of a served call`);
-    // What a refusal costs beyond the HTTP floor is at most a tenth of a served call. (The floor itself
-    // is ~0.4 ms under jest's module sandbox against ~0.05 ms in the compiled gateway, so the whole
-    // refusal is compared with a served call in bench/11-overload.ts, not here.)
-    expect(perRefusal - perFloor).toBeLessThanOrEqual(perServed / 10);
 
     // Audit: the refusals only in aggregate (reason rate_limited), no per-call event for any of them.
     await env.gateway.gateway.flushAudit();
