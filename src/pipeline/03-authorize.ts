@@ -11,6 +11,7 @@ import { decideInHierarchy } from '../governance/hierarchy';
 import { catalogHierarchy, type RelationHierarchy } from '../sql/hierarchy';
 import type { RelationName } from '../sql/catalog-types';
 import { isViewRelation, viewLineage } from '../sql/view-lineage';
+import { referentialReach } from '../sql/referential-reach';
 import type { ToolOutcome } from './types';
 
 type OkAnalysis = Extract<SqlAnalysis, { ok: true }>;
@@ -23,6 +24,14 @@ type OkAnalysis = Extract<SqlAnalysis, { ok: true }>;
  */
 export const DENIED_MESSAGE =
   'The statement uses a relation or column that no source role granted to this identity allows, or that does not exist. SELECT * (and table.*) reads every column, denied ones included: name the columns you need instead. Call interlock_describe_access for the tables and columns you may use.';
+
+/**
+ * The refusal of a write whose foreign keys' referential actions would write a relation the caller
+ * may not write. It does not name the relation (the caller may not be allowed to know it exists),
+ * only that a referential action reaches it, so the agent can explain and the operator can grant it.
+ */
+export const CASCADE_DENIED_MESSAGE =
+  "This write would also write rows of another relation through a foreign key's referential action (ON DELETE or ON UPDATE CASCADE, SET NULL or SET DEFAULT), and no source role granted to this identity allows writing that relation. Ask an operator to grant the write on the referencing table too, or change the statement.";
 
 /** Maps an analyzer refusal to the tool outcome of spec/errors-v1.json. */
 export function analysisRefusal(a: Extract<SqlAnalysis, { ok: false }>): ToolOutcome {
@@ -97,6 +106,32 @@ export function authorizeStatement(evaluator: AccessEvaluator, sourceId: string,
   }
   if (a.viewUnprovable && evaluator.hasReadDeny(sourceId)) {
     return { kind: 'refusal', code: 'source_role_denied', message: DENIED_MESSAGE };
+  }
+  return a.writes.length ? authorizeReferentialWrites(evaluator, sourceId, a, catalog, hierarchy) : null;
+}
+
+/**
+ * What a write's foreign keys write beyond its targets must be writable by the caller too: PostgreSQL
+ * runs `ON DELETE CASCADE`, `SET NULL`, `SET DEFAULT` and `ON UPDATE CASCADE` as the table's owner,
+ * whatever the writer may write, so a role that may delete from `invoice` but not from
+ * `invoice_line` would otherwise delete invoice lines through the key. Each relation reached
+ * (transitively, src/sql/referential-reach.ts, descendants included) is decided like a write
+ * target: the table, and each key column an update action writes; a deny or no allow refuses with
+ * `source_role_denied` and CASCADE_DENIED_MESSAGE. User triggers and rules are not followed (what
+ * they write is code, not a catalogue fact; they run as the invoking writer role under PostgreSQL's
+ * own privileges); the keys of a relation that has them are. A catalogue snapshot that predates the
+ * foreign-key records (`referencedBy` absent) ends the walk at that relation until the source is
+ * rescanned. A caller with row rules is refused all three cases in src/pipeline/row-rules.ts.
+ */
+export function authorizeReferentialWrites(evaluator: AccessEvaluator, sourceId: string, a: OkAnalysis, catalog: SourceCatalog, hierarchy: RelationHierarchy): ToolOutcome | null {
+  const reach = referentialReach(catalog, hierarchy, a.writes, { pastHooks: true });
+  for (const r of reach.reached) {
+    const checks: Array<{ schema: string; table: string; column?: string }> = [{ schema: r.schema, table: r.name }, ...r.columns.map((column) => ({ schema: r.schema, table: r.name, column }))];
+    for (const c of checks) {
+      if (decideInHierarchy(evaluator, sourceId, 'write', c, hierarchy) !== 'allow') {
+        return { kind: 'refusal', code: 'source_role_denied', message: CASCADE_DENIED_MESSAGE };
+      }
+    }
   }
   return null;
 }

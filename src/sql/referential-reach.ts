@@ -28,9 +28,14 @@ import { relKey } from './prepared-catalog';
 import type { WriteAccess } from './types';
 import { viewLineage } from './view-lineage';
 
-/** A relation a referential action writes: how (`delete` or `update`), from which relation, by which action. */
+/**
+ * A relation a referential action writes: how (`delete` or `update`, the first action found), from
+ * which relation, by which action; `columns`, the key columns that any `SET NULL`, `SET DEFAULT` or
+ * `ON UPDATE CASCADE` action reaching it writes (the union over every such key; [] when only deleted).
+ */
 export interface ReachedRelation extends RelationName {
   event: 'delete' | 'update';
+  columns: string[];
   /** The referenced relation whose write fires the action. */
   from: RelationName;
   /** e.g. "ON DELETE CASCADE". */
@@ -53,11 +58,13 @@ const ACTION_SQL: Record<string, string> = { cascade: 'CASCADE', set_null: 'SET 
  * Follows `writes` (the analysis's write targets) through `catalog`'s foreign keys; see the module
  * comment. Pure; stops at the first unknown relation or hook-carrying relation (the answer is a
  * refusal then). `hierarchy`: descendants of each written relation (the catalogue's tree).
+ * `opts.pastHooks`: record the first hook-carrying relation in `hooks` but go on following the keys
+ * (every relation reached is listed; src/pipeline/03-authorize.ts decides each one for every caller).
  */
-export function referentialReach(catalog: SourceCatalog, hierarchy: RelationHierarchy, writes: readonly Pick<WriteAccess, 'schema' | 'table' | 'operation' | 'columns'>[]): ReferentialReach {
+export function referentialReach(catalog: SourceCatalog, hierarchy: RelationHierarchy, writes: readonly Pick<WriteAccess, 'schema' | 'table' | 'operation' | 'columns'>[], opts: { pastHooks?: boolean } = {}): ReferentialReach {
   const rels = new Map(catalog.relations.map((r) => [relKey(r.schema, r.name), r]));
   const out: ReferentialReach = { reached: [], hooks: null, unknown: null };
-  const reachedKeys = new Set<string>();
+  const reachedKeys = new Map<string, ReachedRelation>();
   // Per relation: deleted already followed, updated columns already followed, hooks checked.
   const deleted = new Set<string>();
   const updated = new Map<string, Set<string>>();
@@ -74,9 +81,9 @@ export function referentialReach(catalog: SourceCatalog, hierarchy: RelationHier
       out.unknown = `${r.schema}.${r.name}`;
       return false;
     }
-    if (rel.writeHooks.triggers || rel.writeHooks.rules) {
+    if ((rel.writeHooks.triggers || rel.writeHooks.rules) && !out.hooks) {
       out.hooks = { relation: `${r.schema}.${r.name}`, kind: rel.writeHooks.triggers ? 'triggers' : 'rules' };
-      return false;
+      if (!opts.pastHooks) return false;
     }
     return true;
   };
@@ -103,10 +110,13 @@ export function referentialReach(catalog: SourceCatalog, hierarchy: RelationHier
 
   const reach = (fk: ReferencingKey, from: RelationName, event: 'delete' | 'update', action: string) => {
     const key = relKey(fk.schema, fk.name);
-    if (!reachedKeys.has(key)) {
-      reachedKeys.add(key);
-      out.reached.push({ schema: fk.schema, name: fk.name, event, from, action });
+    let entry = reachedKeys.get(key);
+    if (!entry) {
+      entry = { schema: fk.schema, name: fk.name, event, columns: [], from, action };
+      reachedKeys.set(key, entry);
+      out.reached.push(entry);
     }
+    if (event === 'update') for (const c of fk.columns) if (!entry.columns.includes(c)) entry.columns.push(c);
     work.push({ rel: { schema: fk.schema, name: fk.name }, event, columns: event === 'update' ? fk.columns : 'all' });
   };
 

@@ -13,6 +13,7 @@ import type { CatalogRelation, SourceCatalog } from '../../../src/sql/catalog-ty
 import { AccessEvaluator } from '../../../src/governance/evaluator';
 import { analyzeSql } from '../../../src/sql/analyze';
 import { planRowRules } from '../../../src/pipeline/row-rules';
+import { authorizeStatement } from '../../../src/pipeline/03-authorize';
 
 const EXTRA = `
 CREATE TABLE project (project_id int PRIMARY KEY, code text UNIQUE NOT NULL);
@@ -66,9 +67,24 @@ const OWNER: SourceRole = {
   ] as SourceRole['statements'],
 };
 const BOSS: SourceRole = { name: 'boss', statements: [{ effect: 'allow', action: '*', resource: 'public.*' }] };
+/** No row rules: reads everything, writes the referenced tables but not the referencing ones (or only some of their columns). */
+const CLERK: SourceRole = {
+  name: 'clerk',
+  statements: [
+    { effect: 'allow', action: 'read', resource: 'public.*' },
+    ...['project', 'team', 'depot', 'region', 'root', 'link', 'inbox'].map((t) => ({ effect: 'allow' as const, action: 'write' as const, resource: `public.${t}` })),
+    { effect: 'allow', action: 'write', resource: 'public.member' },
+    { effect: 'deny', action: 'write', resource: 'public.member.team_id' },
+  ],
+};
+/** CLERK plus the write on every referencing table. */
+const CLERK_ALL: SourceRole = {
+  name: 'clerk-all',
+  statements: [...CLERK.statements.filter((s) => s.effect === 'allow'), ...['task', 'member', 'shipment', 'leaf'].map((t) => ({ effect: 'allow' as const, action: 'write' as const, resource: `public.${t}` }))] as SourceRole['statements'],
+};
 const ME = { employee_id: 1 };
 
-const suite = useRowFixture(EXTRA, RESET, { agent: [OWNER], boss: [BOSS] });
+const suite = useRowFixture(EXTRA, RESET, { agent: [OWNER], boss: [BOSS], clerk: [CLERK], 'clerk-all': [CLERK_ALL] });
 let fx: RowFixture;
 beforeAll(() => {
   fx = suite();
@@ -203,5 +219,53 @@ describe('allowed', () => {
     expect(await fx.admin('SELECT count(*)::int AS n FROM task WHERE project_id = 2')).toEqual([{ n: 0 }]);
     expect(await fx.write('boss', undefined, "INSERT INTO inbox VALUES (2, 'y')")).toEqual({ rowCount: 1 });
     expect(await hidden('task')).toBe(0);
+  });
+});
+
+describe('every caller: a referential action writes only what the caller may write (source_role_denied)', () => {
+  it.each([
+    ['ON DELETE CASCADE into a table without a write allow', 'DELETE FROM project WHERE project_id = 2', 'task'],
+    ['ON UPDATE CASCADE of the referenced key', "UPDATE project SET code = 'q2' WHERE project_id = 2", 'task'],
+    ['ON DELETE SET NULL of a key column whose write is denied', 'DELETE FROM team WHERE team_id = 2', 'member'],
+    ['a cascade into a partitioned table', 'DELETE FROM region WHERE region_id = 2', 'shipment'],
+    ['a cascade through a writable table into one that is not', 'DELETE FROM root', 'leaf'],
+    ['a data-modifying CTE', 'WITH d AS (DELETE FROM project WHERE project_id = 2 RETURNING 1) SELECT count(*) FROM d', 'task'],
+  ])('%s: refused before it is queued, nothing changed', async (_what, sql, table) => {
+    const before = await fx.admin(`SELECT * FROM ${table} ORDER BY 1`);
+    const r = await fx.call('clerk', undefined, sql);
+    expect(r).toEqual({
+      kind: 'refusal',
+      code: 'source_role_denied',
+      message:
+        "This write would also write rows of another relation through a foreign key's referential action (ON DELETE or ON UPDATE CASCADE, SET NULL or SET DEFAULT), and no source role granted to this identity allows writing that relation. Ask an operator to grant the write on the referencing table too, or change the statement.",
+    });
+    expect(await fx.admin(`SELECT * FROM ${table} ORDER BY 1`)).toEqual(before);
+  });
+
+  it('the same writes are queued and run for a caller who may write the referencing tables too', async () => {
+    expect(await fx.write('clerk-all', undefined, 'DELETE FROM project WHERE project_id = 2')).toEqual({ rowCount: 1 });
+    expect(await fx.admin('SELECT count(*)::int AS n FROM task WHERE project_id = 2')).toEqual([{ n: 0 }]);
+    expect(await fx.write('clerk-all', undefined, 'DELETE FROM team WHERE team_id = 2')).toEqual({ rowCount: 1 });
+    expect(await fx.admin('SELECT count(*)::int AS n FROM member WHERE team_id IS NULL')).toEqual([{ n: 5 }]);
+    expect(await fx.write('clerk-all', undefined, 'DELETE FROM root')).toEqual({ rowCount: 1 });
+  });
+
+  it('writes no referential action reaches are unchanged: NO ACTION keys, an UPDATE of no referenced column, an INSERT, a trigger', async () => {
+    await fx.admin('DELETE FROM crate WHERE depot_id = 4');
+    expect(await fx.write('clerk', undefined, 'DELETE FROM depot WHERE depot_id = 4')).toEqual({ rowCount: 1 });
+    expect(await fx.write('clerk', undefined, "UPDATE team SET name = 'renamed' WHERE team_id = 1")).toEqual({ rowCount: 1 });
+    expect(await fx.write('clerk', undefined, "INSERT INTO project VALUES (9, 'p9')")).toEqual({ rowCount: 1 });
+    // inbox's trigger deletes tasks as the writer role: code, not a catalogue fact (a row-ruled caller is refused it).
+    expect(await fx.write('clerk', undefined, "INSERT INTO inbox VALUES (2, 'y')")).toEqual({ rowCount: 1 });
+  });
+
+  it('decided again when the approved write is planned: a grant removed after queueing refuses it', async () => {
+    const queued = await fx.call('clerk-all', undefined, 'DELETE FROM project WHERE project_id = 3');
+    expect(codeOf(queued)).toBe('queued');
+    const evaluator = new AccessEvaluator(await fx.store.grantsForIdentity('clerk'));
+    const analysis = analyzeSql('DELETE FROM project WHERE project_id = 3', fx.catalog);
+    if (!analysis.ok) throw new Error('analysis failed');
+    expect(authorizeStatement(evaluator, 'rows', analysis, fx.catalog)).toMatchObject({ kind: 'refusal', code: 'source_role_denied' });
+    expect(authorizeStatement(new AccessEvaluator(await fx.store.grantsForIdentity('clerk-all')), 'rows', analysis, fx.catalog)).toBeNull();
   });
 });

@@ -83,4 +83,29 @@ describe('referentialReach', () => {
     ]);
     expect(names(reach(v, [{ table: 'v', operation: 'delete', columns: [] }]))).toEqual(['dep:delete:ON DELETE CASCADE']);
   });
+
+  it('columns: the key columns every update action reaching a relation writes (their union), [] when only deleted', () => {
+    const k = catalogOf([
+      table('a', [key('x', ['a1'], ['id'], 'set_null'), key('x', ['a2', 'a3'], ['id', 'code'], 'no_action', 'cascade'), key('y', ['a_id'], ['id'], 'cascade')]),
+      table('x'),
+      table('y'),
+    ]);
+    const r = referentialReach(k, catalogHierarchy(k), [{ schema: 'public', table: 'a', operation: 'merge', columns: ['id'] }]);
+    expect(r.reached.map((x) => ({ name: x.name, event: x.event, columns: x.columns }))).toEqual([
+      { name: 'x', event: 'update', columns: ['a1', 'a2', 'a3'] },
+      { name: 'y', event: 'delete', columns: [] },
+    ]);
+  });
+
+  it('pastHooks: the first hook is recorded and the walk goes on through every key', () => {
+    const h = catalogOf([
+      table('t', [key('r', ['t_id'], ['id'], 'cascade')], { writeHooks: { triggers: true, rules: false } }),
+      table('r', [key('s', ['r_id'], ['id'], 'set_default')], { writeHooks: { triggers: false, rules: true } }),
+      table('s'),
+    ]);
+    const stopped = referentialReach(h, catalogHierarchy(h), [{ schema: 'public', table: 't', operation: 'delete', columns: [] }]);
+    expect([names(stopped), stopped.hooks]).toEqual([[], { relation: 'public.t', kind: 'triggers' }]);
+    const on = referentialReach(h, catalogHierarchy(h), [{ schema: 'public', table: 't', operation: 'delete', columns: [] }], { pastHooks: true });
+    expect([names(on), on.hooks, on.unknown]).toEqual([['r:delete:ON DELETE CASCADE', 's:update:ON DELETE SET DEFAULT'], { relation: 'public.t', kind: 'triggers' }, null]);
+  });
 });
