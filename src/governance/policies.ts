@@ -23,8 +23,10 @@ export interface PolicyRequest {
    * Relations touched, with the action on each ("read" for reads, the write operation's "write").
    * `governing`: the relation's ancestors and descendants (src/governance/hierarchy.ts), whose
    * `deny_relations` rules apply to it too; the refusal still names the relation touched.
+   * `reached`: written by a foreign key's referential action, not named by the statement
+   * (src/sql/referential-reach.ts); a `deny_relations` refusal of it does not name it.
    */
-  relations: Array<{ schema: string; table: string; action: Action; governing?: Array<{ schema: string; table: string }> }>;
+  relations: Array<{ schema: string; table: string; action: Action; governing?: Array<{ schema: string; table: string }>; reached?: boolean }>;
   /** UPDATE/DELETE targets with whether they have a WHERE clause. */
   writes: Array<{ schema: string; table: string; operation: string; hasWhere: boolean }>;
   now: Date;
@@ -91,7 +93,8 @@ export function evaluatePolicies(policies: Policy[], subject: PolicySubject, req
         const actions = r.actions ?? ['read', 'write'];
         for (const rel of req.relations) {
           if (actions.includes(rel.action) && r.relations.some((pat) => [rel, ...(rel.governing ?? [])].some((g) => patternMatches(pat, g.schema, g.table)))) {
-            return { ok: false, policy: p.name, reason: r.reason ?? `Policy ${p.name} refuses ${rel.action} on ${rel.schema}.${rel.table}.` };
+            const what = rel.reached ? "a write this statement makes through a foreign key's referential action" : `${rel.action} on ${rel.schema}.${rel.table}`;
+            return { ok: false, policy: p.name, reason: r.reason ?? `Policy ${p.name} refuses ${what}.` };
           }
         }
         break;

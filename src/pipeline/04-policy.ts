@@ -12,6 +12,7 @@ import type { SourceCatalog } from '../sql/catalog-types';
 import { evaluatePolicies, unprovableMaskMethod, type PolicySubject } from '../governance/policies';
 import { governingRelations, maskInHierarchy } from '../governance/hierarchy';
 import { catalogHierarchy, type RelationHierarchy } from '../sql/hierarchy';
+import { referentialReach } from '../sql/referential-reach';
 import type { ToolOutcome } from './types';
 import { catalogColumns } from './03-authorize';
 
@@ -29,13 +30,18 @@ export interface PolicyRestrictions {
 /**
  * Runs the step for a SQL statement. `deny_relations` and column masks written on a relation's
  * ancestors or descendants in `hierarchy` (default: the catalogue's) apply to it as well (issue 22
- * item 1, src/governance/hierarchy.ts).
+ * item 1, src/governance/hierarchy.ts). A write's `deny_relations` also apply to each relation its
+ * foreign keys' referential actions write (src/sql/referential-reach.ts, from the catalogue's keys),
+ * refused `policy_denied` with a reason that does not name that relation.
  */
 export function policyStep(policies: Policy[], subject: PolicySubject, a: OkAnalysis, catalog: SourceCatalog, now: Date, hierarchy: RelationHierarchy = catalogHierarchy(catalog)): { ok: true; restrictions: PolicyRestrictions } | { ok: false; outcome: ToolOutcome } {
   const governing = (schema: string, table: string) => governingRelations(schema, table, hierarchy).slice(1);
   const relations = [
     ...a.reads.map((r) => ({ schema: r.schema, table: r.table, action: 'read' as const, governing: governing(r.schema, r.table) })),
     ...a.writes.map((w) => ({ schema: w.schema, table: w.table, action: 'write' as const, governing: governing(w.schema, w.table) })),
+    // What the write's foreign keys write (ON DELETE/UPDATE CASCADE, SET NULL, SET DEFAULT) is
+    // written too: a write deny_relations on it applies (red team rtfk finding 2).
+    ...(a.writes.length ? referentialReach(catalog, hierarchy, a.writes, { pastHooks: true }).reached : []).map((r) => ({ schema: r.schema, table: r.name, action: 'write' as const, governing: governing(r.schema, r.name), reached: true })),
   ];
   const verdict = evaluatePolicies(policies, subject, {
     action: a.kind === 'write' ? 'write' : 'read',

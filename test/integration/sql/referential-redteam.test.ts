@@ -1,0 +1,125 @@
+/**
+ * Red team (rtfk) of commit 4a723f7: a write whose foreign keys' referential actions write a relation
+ * the caller may not write must be refused (src/pipeline/03-authorize.ts authorizeReferentialWrites,
+ * src/sql/referential-reach.ts). Each case is a write that reaches such a relation by another road
+ * than the plain DELETE/UPDATE of the committed tests; each must be refused with nothing changed.
+ * Also a policy's write `deny_relations` on a reached relation (finding 2, fixed in
+ * src/pipeline/04-policy.ts), and honest writes that must not be refused. `test.failing` marks an
+ * open finding (named in its comment).
+ */
+import { codeOf, useRowFixture, type RowFixture } from '../../helpers/row-rules';
+import type { SourceRole } from '../../../src/control/roles';
+import { CASCADE_DENIED_MESSAGE } from '../../../src/pipeline/03-authorize';
+
+const EXTRA = `
+CREATE TABLE acct (acct_id int PRIMARY KEY, code text UNIQUE NOT NULL, name text);
+CREATE TABLE ledger (ledger_id int PRIMARY KEY, acct_id int REFERENCES acct ON DELETE CASCADE,
+  acct_code text REFERENCES acct (code) ON UPDATE CASCADE);
+CREATE SCHEMA "Other";
+CREATE TABLE "Other"."Line" (line_id int PRIMARY KEY, acct_id int REFERENCES acct ON DELETE CASCADE);
+CREATE VIEW acct_v AS SELECT acct_id, code, name FROM acct;
+CREATE TABLE plain (plain_id int PRIMARY KEY, name text);
+CREATE TABLE plain_ref (id int PRIMARY KEY, plain_id int);
+`;
+const RESET = `TRUNCATE acct, ledger, "Other"."Line", plain, plain_ref;
+INSERT INTO acct SELECT g, 'a' || g, 'n' || g FROM generate_series(1, 4) g;
+INSERT INTO ledger SELECT g, 1 + g % 4, 'a' || (1 + g % 4) FROM generate_series(1, 12) g;
+INSERT INTO "Other"."Line" SELECT g, 1 + g % 4 FROM generate_series(1, 8) g;
+INSERT INTO plain SELECT g, 'p' || g FROM generate_series(1, 4) g;
+INSERT INTO plain_ref SELECT g, 1 + g % 4 FROM generate_series(1, 8) g;`;
+
+/** Writes acct (and its view) and plain; reads everything; may not write ledger, "Other"."Line" or plain_ref. */
+const CLERK: SourceRole = {
+  name: 'clerk',
+  statements: [{ effect: 'allow', action: 'read', resource: '*' }, ...['acct', 'acct_v', 'plain'].map((t) => ({ effect: 'allow' as const, action: 'write' as const, resource: `public.${t}` }))],
+};
+/** May write every table; a policy denies it ledger writes. */
+const WRITER: SourceRole = { name: 'writer', statements: [{ effect: 'allow', action: '*', resource: '*' }] };
+
+/** CLERK plus the write on ledger (not on "Other"."Line"). */
+const CLERK_LEDGER: SourceRole = { name: 'clerk-ledger', statements: [...CLERK.statements, { effect: 'allow', action: 'write', resource: 'public.ledger' }] };
+
+const suite = useRowFixture(EXTRA, RESET, { clerk: [CLERK], writer: [WRITER], 'clerk-ledger': [CLERK_LEDGER] });
+let fx: RowFixture;
+beforeAll(() => {
+  fx = suite();
+});
+const snapshot = async () => fx.admin('SELECT (SELECT count(*)::int FROM ledger) AS l, (SELECT count(*)::int FROM ledger WHERE acct_code IS NULL OR acct_code NOT LIKE \'a_\') AS c, (SELECT count(*)::int FROM "Other"."Line") AS o, (SELECT count(*)::int FROM plain_ref) AS p');
+
+describe('probes: writes that reach a relation the caller may not write', () => {
+  it.each([
+    ['MERGE … WHEN MATCHED THEN DELETE', 'MERGE INTO acct a USING (SELECT 2 AS id) s ON a.acct_id = s.id WHEN MATCHED THEN DELETE'],
+    ['INSERT … ON CONFLICT DO UPDATE of the referenced key', "INSERT INTO acct VALUES (2, 'zz', 'n') ON CONFLICT (acct_id) DO UPDATE SET code = excluded.code"],
+    ['DELETE … USING', 'DELETE FROM acct USING plain WHERE acct.acct_id = plain.plain_id AND plain.plain_id = 2'],
+    ['UPDATE … FROM of the referenced key', "UPDATE acct SET code = 'q' || plain.name FROM plain WHERE acct.acct_id = plain.plain_id AND plain.plain_id = 2"],
+    ['a delete through an updatable view', 'DELETE FROM acct_v WHERE acct_id = 2'],
+    ['an update of the key through an updatable view', "UPDATE acct_v SET code = 'zz' WHERE acct_id = 2"],
+  ])('%s: refused, nothing changed', async (_what, sql) => {
+    const before = await snapshot();
+    const r = await fx.call('clerk', undefined, sql);
+    expect(r).toEqual({ kind: 'refusal', code: 'source_role_denied', message: CASCADE_DENIED_MESSAGE });
+    expect(await snapshot()).toEqual(before);
+  });
+
+  it('a cascade into a mixed-case table of another schema, for a caller who may write acct and ledger', async () => {
+    const before = await snapshot();
+    expect(await fx.call('clerk-ledger', undefined, 'DELETE FROM acct WHERE acct_id = 3')).toEqual({ kind: 'refusal', code: 'source_role_denied', message: CASCADE_DENIED_MESSAGE });
+    expect(await snapshot()).toEqual(before);
+  });
+
+  it('TRUNCATE … CASCADE is not allowed at all', async () => {
+    expect(codeOf(await fx.call('clerk', undefined, 'TRUNCATE acct CASCADE'))).toBe('statement_not_allowed');
+  });
+
+  // FINDING 1 (rtfk, medium): the keys are the catalogue scan's. A key with a writing action created
+  // after the last scan (rescans run every catalog_rescan_ms, 15 minutes by default) is not seen, before
+  // queueing nor at approval (src/approvals/execute.ts re-checks on the stored catalogue; its live check,
+  // src/pipeline/hierarchy-check.ts, covers the partition/inheritance tree only), so the approved write
+  // cascades into a relation the caller may not write. A row-ruled caller is exposed the same way
+  // (row-rules-referential.test.ts "Planned on the catalogue scanned before the change"). Not fixed:
+  // needs a live read of pg_constraint at approval (or at execution, in the write's transaction).
+  test.failing('a key with ON DELETE CASCADE added after the scan: the queued write, approved, does not cascade unchecked', async () => {
+    await fx.admin('ALTER TABLE plain_ref ADD CONSTRAINT plain_ref_fk FOREIGN KEY (plain_id) REFERENCES plain ON DELETE CASCADE');
+    try {
+      const before = await snapshot();
+      const r = await fx.write('clerk', undefined, 'DELETE FROM plain WHERE plain_id = 2');
+      expect(r).toEqual({ code: 'source_role_denied' });
+      expect(await snapshot()).toEqual(before);
+    } finally {
+      await fx.admin('ALTER TABLE plain_ref DROP CONSTRAINT plain_ref_fk');
+    }
+  });
+
+  it('a policy deny_relations on the reached table (write): refused policy_denied', async () => {
+    fx.store.policies = [{ name: 'no-ledger-writes', rule: { type: 'deny_relations', relations: ['public.ledger'], actions: ['write'] } }];
+    try {
+      const before = await snapshot();
+      const r = await fx.call('writer', undefined, 'DELETE FROM acct WHERE acct_id = 2');
+      expect(r).toEqual({ kind: 'refusal', code: 'policy_denied', message: "Policy no-ledger-writes refuses a write this statement makes through a foreign key's referential action.", extra: { policy: 'no-ledger-writes' } });
+      // The relation the statement names is still refused by name.
+      expect(await fx.call('writer', undefined, 'DELETE FROM ledger WHERE ledger_id = 1')).toMatchObject({ code: 'policy_denied', message: 'Policy no-ledger-writes refuses write on public.ledger.' });
+      // A write that reaches no ledger row through a key is not refused by the policy.
+      expect(codeOf(await fx.call('writer', undefined, "UPDATE acct SET name = 'x' WHERE acct_id = 2"))).toBe('queued');
+      expect(await snapshot()).toEqual(before);
+    } finally {
+      fx.store.policies = [];
+    }
+  });
+});
+
+describe('probes: honest writes that must not be refused', () => {
+  // FINDING 3 (rtfk, low, over-refusal): a write through a view is followed as a write of every
+  // column of its bases (referential-reach.ts "which columns of them is not followed"), so an UPDATE
+  // of a view column no key references is refused when any ON UPDATE action references a base.
+  test.failing('an update through the view of a column no key references', async () => {
+    expect(await fx.write('clerk', undefined, "UPDATE acct_v SET name = 'x' WHERE acct_id = 2")).toEqual({ rowCount: 1 });
+  });
+  it('an upsert that updates no referenced column', async () => {
+    expect(await fx.write('clerk', undefined, "INSERT INTO acct VALUES (2, 'a2', 'n') ON CONFLICT (acct_id) DO UPDATE SET name = excluded.name")).toEqual({ rowCount: 1 });
+  });
+  // FINDING 4 (rtfk, low, over-refusal): MERGE is followed as a DELETE and an UPDATE of every column
+  // whatever its WHEN clauses do, so a MERGE without DELETE that sets no key column is refused.
+  test.failing('a MERGE that only inserts or updates a non-key column', async () => {
+    expect(await fx.write('clerk', undefined, "MERGE INTO acct a USING (SELECT 2 AS id) s ON a.acct_id = s.id WHEN MATCHED THEN UPDATE SET name = 'm' WHEN NOT MATCHED THEN INSERT VALUES (s.id, 'new', 'n')")).toEqual({ rowCount: 1 });
+  });
+});
