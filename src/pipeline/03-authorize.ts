@@ -118,9 +118,12 @@ export function authorizeStatement(evaluator: AccessEvaluator, sourceId: string,
  * (transitively, src/sql/referential-reach.ts, descendants included) is decided like a write
  * target: the table, and each key column an update action writes; a deny or no allow refuses with
  * `source_role_denied` and CASCADE_DENIED_MESSAGE. User triggers and rules are not followed (what
- * they write is code, not a catalogue fact; they run as the invoking writer role under PostgreSQL's
- * own privileges); the keys of a relation that has them are. A catalogue snapshot that predates the
- * foreign-key records (`referencedBy` absent) ends the walk at that relation until the source is
+ * they write is code, not a catalogue fact); the keys of a relation that has them are. Triggers run
+ * as the invoking writer role under its own privileges, but a rule's actions run with the privileges
+ * of its table's owner, like a referential action (red team rtfk finding 5, open:
+ * test/integration/sql/referential-redteam.test.ts). The keys are the last scan's: a key created
+ * since is not seen, here nor at approval (rtfk finding 1, open). A catalogue snapshot that predates
+ * the foreign-key records (`referencedBy` absent) ends the walk at that relation until the source is
  * rescanned. A caller with row rules is refused all three cases in src/pipeline/row-rules.ts.
  */
 export function authorizeReferentialWrites(evaluator: AccessEvaluator, sourceId: string, a: OkAnalysis, catalog: SourceCatalog, hierarchy: RelationHierarchy): ToolOutcome | null {
