@@ -26,6 +26,7 @@ import { getIdentity } from '../control/identities';
 import { checkHierarchy } from '../pipeline/hierarchy-check';
 import type { QueryConnector } from '../pipeline/07-execute';
 import { SourceConnectorRegistry } from '../sources/registry';
+import { withReferentialKeys } from '../sources/postgres/referential-keys';
 import type { PostgresSourceSettings } from '../sources/postgres/connector';
 import { CACHE_CHANNEL } from '../pipeline/cache';
 import { cutText } from '../errors/cut-text';
@@ -59,7 +60,9 @@ function assertNotSelf(a: ApprovalRecord, operator: string): void {
 /**
  * Re-checks that the requester may still have the write run (its key neither revoked nor expired,
  * its identity enabled: src/approvals/requester.ts), and that the write is still allowed (source
- * enabled, source role, policy) against the current catalog. Returns `{denied}` with an
+ * enabled, source role, policy) against the current catalog, with the foreign keys' referential
+ * actions read live from the source (src/sources/postgres/referential-keys.ts; unreadable:
+ * `source_role_denied`). Returns `{denied}` with an
  * approvalFailures code, or the row-rule plan the write must run with (null: no row rule applies).
  *
  * Row rules (issue 27, docs/row-rules.md "Writes") are planned here with the requester's roles,
@@ -76,8 +79,20 @@ async function recheck(db: ControlDb, a: ApprovalRecord, now: Date, connectorFor
   const store = new DbGovernanceStore(db, { ttlMs: 0 });
   const source = await store.getSource(a.sourceId);
   if (!source || !source.enabled) return no('source_disabled');
-  const catalog = await store.loadCatalog(a.sourceId);
-  if (!catalog) return no('source_not_catalogued');
+  const scanned = await store.loadCatalog(a.sourceId);
+  if (!scanned) return no('source_not_catalogued');
+  const connector = connectorFor(source.settings as unknown as PostgresSourceSettings);
+  // The foreign keys' referential actions as the server has them now (red team rtfk finding 1): a
+  // key created since the scan writes the referencing relation too, so it is decided like the rest
+  // (unreadable: refused, as the live hierarchy below).
+  let catalog = scanned;
+  if (connector.referentialKeys) {
+    try {
+      catalog = withReferentialKeys(scanned, await connector.referentialKeys({ identityId: a.identityId }));
+    } catch {
+      return no('source_role_denied');
+    }
+  }
   await initSqlParser();
   const analysis = analyzeSql(a.sql, catalog, { complexity: complexityLimitsFromSettings(source.settings) });
   if (!analysis.ok) return no('classification_changed');
@@ -91,7 +106,6 @@ async function recheck(db: ControlDb, a: ApprovalRecord, now: Date, connectorFor
   if (!pol.ok) return no('policy_denied');
   // The relation hierarchy as the server has it now (issue 22 item 1): a partition attached under a
   // write-denied or masked parent since the scan (or since the write was queued) is refused (red team rt1).
-  const connector = connectorFor(source.settings as unknown as PostgresSourceSettings);
   const hier = await checkHierarchy({ connector, evaluator, sourceId: a.sourceId, analysis, catalog, policies, subject, now, restrictions: pol.restrictions, identityId: a.identityId });
   if (!hier.ok) return no(hier.outcome.kind === 'refusal' && hier.outcome.code === 'policy_denied' ? 'policy_denied' : 'source_role_denied');
   const policyRows = policyRowRestrictions(policies, subject);

@@ -121,8 +121,8 @@ export function authorizeStatement(evaluator: AccessEvaluator, sourceId: string,
  * they write is code, not a catalogue fact); the keys of a relation that has them are. Triggers run
  * as the invoking writer role under its own privileges, but a rule's actions run with the privileges
  * of its table's owner, like a referential action (red team rtfk finding 5, open:
- * test/integration/sql/referential-redteam.test.ts). The keys are the last scan's: a key created
- * since is not seen, here nor at approval (rtfk finding 1, open). A catalogue snapshot that predates
+ * test/integration/sql/referential-redteam.test.ts). The keys are the last scan's here; at approval
+ * src/approvals/execute.ts passes a catalogue with the keys read live (rtfk finding 1). A catalogue snapshot that predates
  * the foreign-key records (`referencedBy` absent) ends the walk at that relation until the source is
  * rescanned. A caller with row rules is refused all three cases in src/pipeline/row-rules.ts.
  */

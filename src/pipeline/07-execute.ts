@@ -9,7 +9,7 @@
 import { toolErrorReasonForSqlState } from '../errors/vocabulary';
 import type { SourceRecord } from '../governance/store';
 import type { ToolOutcome } from './types';
-import type { RelationName } from '../sql/catalog-types';
+import type { ReferencingKey, RelationName } from '../sql/catalog-types';
 import type { LiveRelationTree } from '../sql/hierarchy';
 
 /** A read as the connector returns it: columns in order, and the rows as arrays. */
@@ -44,6 +44,12 @@ export interface QueryConnector {
    * false or absent: walk at once (the caller knows some relation sits in a tree).
    */
   relationTrees?(relations: readonly RelationName[], opts: { signal?: AbortSignal; identityId?: string; probe?: boolean }): Promise<Map<string, LiveRelationTree>>;
+  /**
+   * The foreign keys with a writing referential action as the server has them now, keyed by
+   * `relKey` of the referenced relation (src/sources/postgres/referential-keys.ts); an approved
+   * write is re-checked with them (src/approvals/execute.ts). Test doubles may lack it.
+   */
+  referentialKeys?(opts: { signal?: AbortSignal; identityId?: string }): Promise<Map<string, ReferencingKey[]>>;
 }
 
 /** Gives the connector of a source (pools are cached by the provider). */

@@ -291,7 +291,7 @@ function columnOf([name, dataType, nullable, def, identity, generated, typeOid]:
 const ACTION: Record<string, ReferentialAction> = { a: 'no_action', r: 'restrict', c: 'cascade', n: 'set_null', d: 'set_default' };
 
 /** One scanned foreign key referencing a relation; an action code the scan does not know counts as cascade (fail closed). */
-function referencingKeyOf([schema, name, del, upd, cols, refCols]: NonNullable<ScanRow['relations'][number]['fk']>[number]): ReferencingKey {
+export function referencingKeyOf([schema, name, del, upd, cols, refCols]: NonNullable<ScanRow['relations'][number]['fk']>[number]): ReferencingKey {
   return { schema, name, columns: cols ?? [], referencedColumns: refCols ?? [], onDelete: ACTION[del] ?? 'cascade', onUpdate: ACTION[upd] ?? 'cascade' };
 }
 

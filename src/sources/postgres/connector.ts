@@ -26,7 +26,8 @@ import { runRead, type StatementContext } from './read';
 import { resolveSettings, tlsOptions, type PostgresSourceSettings, type Resolved } from './settings';
 import { encodeParams } from './wire';
 import { readRelationTrees, standaloneGuard, MAX_HIERARCHY_ROWS } from './hierarchy';
-import type { RelationName } from '../../sql/catalog-types';
+import { readReferentialKeys, MAX_REFERENTIAL_KEY_ROWS } from './referential-keys';
+import type { ReferencingKey, RelationName } from '../../sql/catalog-types';
 import type { LiveRelationTree } from '../../sql/hierarchy';
 import { lendReader, runWrite } from './write';
 
@@ -142,6 +143,16 @@ export class PostgresSourceConnector {
   relationTrees(relations: readonly RelationName[], opts: { signal?: AbortSignal; identityId?: string; probe?: boolean } = {}): Promise<Map<string, LiveRelationTree>> {
     const { probe, ...readOpts } = opts;
     return readRelationTrees((sql, params) => this.read(sql, params, { maxRows: MAX_HIERARCHY_ROWS, maxBytes: 4 * 1024 * 1024, ...readOpts }), relations, { probe });
+  }
+
+  /**
+   * The foreign keys with a writing referential action as the server has them now (rtfk finding 1;
+   * src/sources/postgres/referential-keys.ts), keyed by the referenced relation, read as a read of
+   * `opts.identityId` (fair share and breaker apply).
+   * @throws as `read`, or Error when the answer was incomplete or malformed
+   */
+  referentialKeys(opts: { signal?: AbortSignal; identityId?: string } = {}): Promise<Map<string, ReferencingKey[]>> {
+    return readReferentialKeys((sql, params) => this.read(sql, params, { maxRows: MAX_REFERENTIAL_KEY_ROWS, maxBytes: 16 * 1024 * 1024, ...opts }));
   }
 
   /**

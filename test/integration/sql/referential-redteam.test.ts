@@ -9,7 +9,10 @@
  */
 import { codeOf, useRowFixture, type RowFixture } from '../../helpers/row-rules';
 import type { SourceRole } from '../../../src/control/roles';
-import { CASCADE_DENIED_MESSAGE } from '../../../src/pipeline/03-authorize';
+import { authorizeStatement, CASCADE_DENIED_MESSAGE } from '../../../src/pipeline/03-authorize';
+import { AccessEvaluator } from '../../../src/governance/evaluator';
+import { analyzeSql } from '../../../src/sql/analyze';
+import { withReferentialKeys } from '../../../src/sources/postgres/referential-keys';
 
 const EXTRA = `
 CREATE TABLE acct (acct_id int PRIMARY KEY, code text UNIQUE NOT NULL, name text);
@@ -121,22 +124,28 @@ describe('probes: writes that reach a relation the caller may not write', () => 
     expect(codeOf(await fx.call('clerk', undefined, 'TRUNCATE acct CASCADE'))).toBe('statement_not_allowed');
   });
 
-  // FINDING 1 (rtfk, medium): the keys are the catalogue scan's. A key with a writing action created
-  // after the last scan (rescans run every catalog_rescan_ms, 15 minutes by default) is not seen, before
-  // queueing nor at approval (src/approvals/execute.ts re-checks on the stored catalogue; its live check,
-  // src/pipeline/hierarchy-check.ts, covers the partition/inheritance tree only), so the approved write
-  // cascades into a relation the caller may not write. A row-ruled caller is exposed the same way
-  // (row-rules-referential.test.ts "Planned on the catalogue scanned before the change"). Not fixed:
-  // needs a live read of pg_constraint at approval (or at execution, in the write's transaction).
-  test.failing('a key with ON DELETE CASCADE added after the scan: the queued write, approved, does not cascade unchecked', async () => {
+  // FINDING 1 (rtfk, medium, fixed at approval): the keys were the catalogue scan's only, so a key with
+  // a writing action created after the last scan (rescans every catalog_rescan_ms, 15 minutes by
+  // default) let the approved write cascade into a relation the caller may not write.
+  // src/approvals/execute.ts now decides it with the keys read live (src/sources/postgres/referential-keys.ts;
+  // end to end: test/integration/approvals/referential-live.test.ts). Before queueing the scan's keys
+  // still decide (the write is queued, then refused at approval).
+  it('a key with ON DELETE CASCADE added after the scan: decided with the live keys, refused', async () => {
     await fx.admin('ALTER TABLE plain_ref ADD CONSTRAINT plain_ref_fk FOREIGN KEY (plain_id) REFERENCES plain ON DELETE CASCADE');
     try {
-      const before = await snapshot();
-      const r = await fx.write('clerk', undefined, 'DELETE FROM plain WHERE plain_id = 2');
-      expect(r).toEqual({ code: 'source_role_denied' });
-      expect(await snapshot()).toEqual(before);
-    } finally {
+      const analysis = analyzeSql('DELETE FROM plain WHERE plain_id = 2', fx.catalog);
+      if (!analysis.ok) throw new Error('analysis failed');
+      const evaluator = new AccessEvaluator(await fx.store.grantsForIdentity('clerk'));
+      expect(authorizeStatement(evaluator, 'rows', analysis, fx.catalog)).toBeNull();
+      const keys = await fx.connector.referentialKeys();
+      expect(keys.get('public\u0000plain')).toEqual([{ schema: 'public', name: 'plain_ref', columns: ['plain_id'], referencedColumns: ['plain_id'], onDelete: 'cascade', onUpdate: 'no_action' }]);
+      expect(keys.get('public\u0000acct')).toContainEqual({ schema: 'Other', name: 'Line', columns: ['acct_id'], referencedColumns: ['acct_id'], onDelete: 'cascade', onUpdate: 'no_action' });
+      expect(authorizeStatement(evaluator, 'rows', analysis, withReferentialKeys(fx.catalog, keys))).toEqual({ kind: 'refusal', code: 'source_role_denied', message: CASCADE_DENIED_MESSAGE });
+      // the live keys of an unchanged source decide as the scan's
       await fx.admin('ALTER TABLE plain_ref DROP CONSTRAINT plain_ref_fk');
+      expect(authorizeStatement(evaluator, 'rows', analysis, withReferentialKeys(fx.catalog, await fx.connector.referentialKeys()))).toBeNull();
+    } finally {
+      await fx.admin('ALTER TABLE plain_ref DROP CONSTRAINT IF EXISTS plain_ref_fk');
     }
   });
 
