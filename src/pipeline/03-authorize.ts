@@ -124,11 +124,15 @@ export function authorizeStatement(evaluator: AccessEvaluator, sourceId: string,
  * test/integration/sql/referential-redteam.test.ts). The keys are the last scan's here; at approval
  * src/approvals/execute.ts passes a catalogue with the keys read live (rtfk finding 1). A catalogue snapshot that predates
  * the foreign-key records (`referencedBy` absent) ends the walk at that relation until the source is
- * rescanned. A caller with row rules is refused all three cases in src/pipeline/row-rules.ts.
+ * rescanned; a reached relation the catalogue lacks altogether refuses. A caller with row rules is refused all three cases in src/pipeline/row-rules.ts.
  */
 export function authorizeReferentialWrites(evaluator: AccessEvaluator, sourceId: string, a: OkAnalysis, catalog: SourceCatalog, hierarchy: RelationHierarchy): ToolOutcome | null {
   const reach = referentialReach(catalog, hierarchy, a.writes, { pastHooks: true });
   for (const r of reach.reached) {
+    // A relation the catalogue lacks (created since the scan; approval passes the keys read live)
+    // ends the walk there, so what it reaches is unknown: refused (rtfk finding 6). A reached
+    // relation holds the key's columns, so no columns recorded means not catalogued.
+    if (catalogColumns(catalog, r.schema, r.name).length === 0) return { kind: 'refusal', code: 'source_role_denied', message: CASCADE_DENIED_MESSAGE };
     const checks: Array<{ schema: string; table: string; column?: string }> = [{ schema: r.schema, table: r.name }, ...r.columns.map((column) => ({ schema: r.schema, table: r.name, column }))];
     for (const c of checks) {
       if (decideInHierarchy(evaluator, sourceId, 'write', c, hierarchy) !== 'allow') {

@@ -63,7 +63,10 @@ const CLERK_LEDGER: SourceRole = { name: 'clerk-ledger', statements: [...CLERK.s
 const PARCEL: SourceRole = { name: 'parcel-clerk', statements: [{ effect: 'allow', action: '*', resource: 'public.zone' }, { effect: 'allow', action: 'write', resource: 'public.parcel' }, { effect: 'deny', action: 'write', resource: 'public.parcel_2' }] };
 const PARCEL_ALL: SourceRole = { name: 'parcel-all', statements: PARCEL.statements.filter((x) => x.effect === 'allow') as SourceRole['statements'] };
 
-const suite = useRowFixture(EXTRA, RESET, { clerk: [CLERK], writer: [WRITER], 'clerk-ledger': [CLERK_LEDGER], 'parcel-clerk': [PARCEL], 'parcel-all': [PARCEL_ALL] });
+/** Writes every table of public but plain_ref. */
+const BROAD: SourceRole = { name: 'broad', statements: [{ effect: 'allow', action: '*', resource: 'public.*' }, { effect: 'deny', action: 'write', resource: 'public.plain_ref' }] };
+
+const suite = useRowFixture(EXTRA, RESET, { broad: [BROAD], clerk: [CLERK], writer: [WRITER], 'clerk-ledger': [CLERK_LEDGER], 'parcel-clerk': [PARCEL], 'parcel-all': [PARCEL_ALL] });
 let fx: RowFixture;
 beforeAll(() => {
   fx = suite();
@@ -146,6 +149,23 @@ describe('probes: writes that reach a relation the caller may not write', () => 
       expect(authorizeStatement(evaluator, 'rows', analysis, withReferentialKeys(fx.catalog, await fx.connector.referentialKeys()))).toBeNull();
     } finally {
       await fx.admin('ALTER TABLE plain_ref DROP CONSTRAINT IF EXISTS plain_ref_fk');
+    }
+  });
+
+  // FINDING 6 (rtfk, medium, fixed): with the live keys a reached relation can be one the catalogue
+  // lacks (created since the scan); the walk stops there (`unknown`) and authorizeReferentialWrites
+  // went on as if nothing lay beyond it, so a write-denied relation cascaded from it was not decided.
+  // A reached relation absent from the catalogue now refuses (fail closed).
+  it('a cascade through a table created after the scan into a write-denied one: refused', async () => {
+    await fx.admin(`CREATE TABLE plain_new (id int PRIMARY KEY, plain_id int REFERENCES plain ON DELETE CASCADE);
+      ALTER TABLE plain_ref ADD CONSTRAINT plain_ref_new_fk FOREIGN KEY (plain_id) REFERENCES plain_new ON DELETE CASCADE NOT VALID`);
+    try {
+      const analysis = analyzeSql('DELETE FROM plain WHERE plain_id = 2', fx.catalog);
+      if (!analysis.ok) throw new Error('analysis failed');
+      const evaluator = new AccessEvaluator(await fx.store.grantsForIdentity('broad'));
+      expect(authorizeStatement(evaluator, 'rows', analysis, withReferentialKeys(fx.catalog, await fx.connector.referentialKeys()))).toEqual({ kind: 'refusal', code: 'source_role_denied', message: CASCADE_DENIED_MESSAGE });
+    } finally {
+      await fx.admin('DROP TABLE plain_new CASCADE');
     }
   });
 
