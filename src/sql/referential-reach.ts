@@ -14,7 +14,8 @@
  * - UPDATE of columns C of R: each key referencing R whose referenced columns meet C, with an
  *   `ON UPDATE` action other than NO ACTION/RESTRICT, updates the referencing rows' key columns.
  * - INSERT runs no referential action (only R's triggers and rules). `ON CONFLICT DO UPDATE` is an
- *   update (the analyser lists it as one), MERGE all three.
+ *   update (the analyser lists it as one), MERGE all three (without DELETE, which the analyser's
+ *   column list shows, an update of its listed columns and an insert).
  * A write to a relation reaches its descendants' rows too (partitions, inheritance children), so
  * their keys, triggers and rules count. A write through a view writes its base relations
  * (the view's recorded lineage), which count as targets.
@@ -92,8 +93,15 @@ export function referentialReach(catalog: SourceCatalog, hierarchy: RelationHier
     const target = { schema: w.schema, name: w.table };
     const rel = rels.get(relKey(target.schema, target.name));
     if (!inspect(target)) return out;
+    // A MERGE lists every column of its target when a WHEN clause can DELETE (src/sql/analyzer/dml.ts);
+    // one that lists fewer cannot delete, and updates at most the columns it lists (rtfk finding 4).
+    const mayDelete = !rel || rel.columns.every((c) => w.columns.includes(c.name));
     const events: Array<['delete' | 'update' | 'insert', readonly string[] | 'all']> =
-      w.operation === 'merge' ? [['delete', 'all'], ['update', 'all'], ['insert', 'all']] : [[w.operation, w.operation === 'update' ? w.columns : 'all']];
+      w.operation === 'merge'
+        ? mayDelete
+          ? [['delete', 'all'], ['update', 'all'], ['insert', 'all']]
+          : [['update', rel.kind === 'view' || rel.kind === 'materialized_view' ? 'all' : w.columns], ['insert', 'all']]
+        : [[w.operation, w.operation === 'update' ? w.columns : 'all']];
     // A write through a view writes its base relations: which columns of them is not followed (all).
     if (rel && (rel.kind === 'view' || rel.kind === 'materialized_view')) {
       const lin = viewLineage(catalog, target.schema, target.name);

@@ -52,6 +52,14 @@ describe('referentialReach', () => {
     expect(names(reach(c, [{ table: 'a', operation: 'merge', columns: ['id'] }])).sort()).toEqual(['b:update:ON DELETE SET NULL', 'c:update:ON UPDATE CASCADE', 'd:update:ON UPDATE CASCADE']);
   });
 
+  it('a MERGE that cannot DELETE (it lists fewer than every column) is an update of the columns it lists (rtfk finding 4)', () => {
+    const cols = ['id', 'code', 'name'].map((name) => ({ name, dataType: 'text' }));
+    const m = catalogOf([table('a', [key('b', ['a_id'], ['id'], 'cascade'), key('d', ['a_code'], ['code'], 'no_action', 'cascade')], { columns: cols }), table('b'), table('d')]);
+    expect(names(reach(m, [{ table: 'a', operation: 'merge', columns: ['name'] }]))).toEqual([]);
+    expect(names(reach(m, [{ table: 'a', operation: 'merge', columns: ['code', 'name'] }]))).toEqual(['d:update:ON UPDATE CASCADE']);
+    expect(names(reach(m, [{ table: 'a', operation: 'merge', columns: ['id', 'code', 'name'] }])).sort()).toEqual(['b:delete:ON DELETE CASCADE', 'd:update:ON UPDATE CASCADE']);
+  });
+
   it('descendants of a written relation count (a partition referenced by a cloned key), and a cycle ends', () => {
     const p = catalogOf([
       table('parent', [], { kind: 'partitioned_table' }),
