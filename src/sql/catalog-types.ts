@@ -86,6 +86,13 @@ export interface ReferencingKey extends RelationName {
   referencedColumns: string[];
   onDelete: ReferentialAction;
   onUpdate: ReferentialAction;
+  /**
+   * True when the key is a partition's clone of a key on the referenced partitioned table
+   * (`pg_constraint.conparentid` set); false or absent (older snapshots): declared on this relation.
+   * A row moved out of a partition by an UPDATE of an ancestor fires the declared keys' ON DELETE
+   * actions, not the clones' (red team rtfk finding 7, src/sql/referential-reach.ts).
+   */
+  cloned?: boolean;
 }
 
 /**

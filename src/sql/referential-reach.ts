@@ -17,7 +17,8 @@
  *   update (the analyser lists it as one), MERGE all three (without DELETE, which the analyser's
  *   column list shows, an update of its listed columns and an insert).
  * A write to a relation reaches its descendants' rows too (partitions, inheritance children), so
- * their keys, triggers and rules count. A write through a view writes its base relations
+ * their keys, triggers and rules count. An UPDATE of a partitioned table can move a row to another
+ * partition: PostgreSQL deletes it from the one it leaves, whose declared keys' ON DELETE actions run. A write through a view writes its base relations
  * (the view's recorded lineage), which count as targets.
  *
  * Fail closed: a relation the catalogue lacks, or whose `referencedBy`/`writeHooks` are not recorded
@@ -70,6 +71,8 @@ export function referentialReach(catalog: SourceCatalog, hierarchy: RelationHier
   const deleted = new Set<string>();
   const updated = new Map<string, Set<string>>();
   const checked = new Set<string>();
+  // Descendant partitions whose rows an update of an ancestor may move out (followed once).
+  const moved = new Set<string>();
   const work: Array<{ rel: RelationName; event: 'delete' | 'update' | 'insert'; columns: readonly string[] | 'all' }> = [];
 
   /** False (and `out` set) when the relation is unknown or runs hooks. */
@@ -143,6 +146,18 @@ export function referentialReach(catalog: SourceCatalog, hierarchy: RelationHier
           else if (fk.onDelete === 'set_null' || fk.onDelete === 'set_default') reach(fk, r, 'update', `ON DELETE ${ACTION_SQL[fk.onDelete]}`);
         }
         continue;
+      }
+      // A row an UPDATE of an ancestor moves out of this partition is deleted from it: the keys
+      // declared on it (not a partitioned ancestor's clones) run their ON DELETE action (rtfk
+      // finding 7). Which columns move a row (the partition keys) is not recorded: any update counts;
+      // an inheritance child (partition false) keeps its rows, a snapshot without the flag is assumed a partition.
+      if (r !== rel && rels.get(k)?.partition !== false && !moved.has(k)) {
+        moved.add(k);
+        for (const fk of keys) {
+          if (fk.cloned) continue;
+          if (fk.onDelete === 'cascade') reach(fk, r, 'delete', 'ON DELETE CASCADE');
+          else if (fk.onDelete === 'set_null' || fk.onDelete === 'set_default') reach(fk, r, 'update', `ON DELETE ${ACTION_SQL[fk.onDelete]}`);
+        }
       }
       // An update: only columns not followed yet for this relation can fire anything new.
       let seen = updated.get(k);

@@ -117,7 +117,8 @@ WITH rels AS (
       (SELECT json_agg(ka.attname ORDER BY k.ord) FROM unnest(con.conkey) WITH ORDINALITY AS k(attnum, ord)
        JOIN pg_catalog.pg_attribute ka ON ka.attrelid = con.conrelid AND ka.attnum = k.attnum),
       (SELECT json_agg(ka.attname ORDER BY k.ord) FROM unnest(con.confkey) WITH ORDINALITY AS k(attnum, ord)
-       JOIN pg_catalog.pg_attribute ka ON ka.attrelid = con.confrelid AND ka.attnum = k.attnum))
+       JOIN pg_catalog.pg_attribute ka ON ka.attrelid = con.confrelid AND ka.attnum = k.attnum),
+      con.conparentid <> 0)
       ORDER BY kn.nspname, kc.relname, con.conname) AS j
   FROM pg_catalog.pg_constraint con
   JOIN pg_catalog.pg_class kc ON kc.oid = con.conrelid
@@ -261,7 +262,7 @@ SELECT
 
 interface ScanRow {
   /** d: view definition (views and materialized views); c: [name, format_type, nullable, default expression, attidentity ('a'|'d'), attgenerated ('s'), atttypid]; x: [contype ('p'|'u'), columns]. */
-  relations: Array<{ s: string; n: string; k: string; ip?: boolean; p?: Array<[string, string]>; a?: Array<[string, string]>; d: string | null; vr?: Array<[string, string, string]> | null; vu?: string[] | null; vo?: [boolean, boolean] | null; c: Array<[string, string, boolean?, (string | null)?, (string | null)?, (string | null)?, number?]>; x?: Array<[string, string[] | null]>; fk?: Array<[string, string, string, string, string[] | null, string[] | null]>; h?: [boolean, boolean] }>;
+  relations: Array<{ s: string; n: string; k: string; ip?: boolean; p?: Array<[string, string]>; a?: Array<[string, string]>; d: string | null; vr?: Array<[string, string, string]> | null; vu?: string[] | null; vo?: [boolean, boolean] | null; c: Array<[string, string, boolean?, (string | null)?, (string | null)?, (string | null)?, number?]>; x?: Array<[string, string[] | null]>; fk?: Array<[string, string, string, string, string[] | null, string[] | null, boolean?]>; h?: [boolean, boolean] }>;
   functions: Array<[string, string, string, boolean, string | null]>;
   operators: Array<[string, string, string]>;
   system_relations: string[];
@@ -291,8 +292,8 @@ function columnOf([name, dataType, nullable, def, identity, generated, typeOid]:
 const ACTION: Record<string, ReferentialAction> = { a: 'no_action', r: 'restrict', c: 'cascade', n: 'set_null', d: 'set_default' };
 
 /** One scanned foreign key referencing a relation; an action code the scan does not know counts as cascade (fail closed). */
-export function referencingKeyOf([schema, name, del, upd, cols, refCols]: NonNullable<ScanRow['relations'][number]['fk']>[number]): ReferencingKey {
-  return { schema, name, columns: cols ?? [], referencedColumns: refCols ?? [], onDelete: ACTION[del] ?? 'cascade', onUpdate: ACTION[upd] ?? 'cascade' };
+export function referencingKeyOf([schema, name, del, upd, cols, refCols, cloned]: NonNullable<ScanRow['relations'][number]['fk']>[number]): ReferencingKey {
+  return { schema, name, columns: cols ?? [], referencedColumns: refCols ?? [], onDelete: ACTION[del] ?? 'cascade', onUpdate: ACTION[upd] ?? 'cascade', ...(cloned === true ? { cloned: true } : {}) };
 }
 
 function isPool(client: pg.ClientBase | pg.Pool): client is pg.Pool {

@@ -16,14 +16,16 @@ export const MAX_REFERENTIAL_KEY_ROWS = 100_000;
 /**
  * One row per foreign key whose ON DELETE or ON UPDATE action writes the referencing rows: the
  * referenced relation's schema and name, then the fields of a scanned key (referencing schema and
- * name, confdeltype, confupdtype, referencing and referenced columns as JSON text), in the scan's order.
+ * name, confdeltype, confupdtype, referencing and referenced columns as JSON text, whether it is a
+ * partition's clone as 'true'/'false'), in the scan's order.
  */
 export const REFERENTIAL_KEYS_SQL = `SELECT rn.nspname::text, rc.relname::text, kn.nspname::text, kc.relname::text,
   con.confdeltype::text, con.confupdtype::text,
   (SELECT json_agg(ka.attname ORDER BY k.ord) FROM unnest(con.conkey) WITH ORDINALITY AS k(attnum, ord)
    JOIN pg_catalog.pg_attribute ka ON ka.attrelid = con.conrelid AND ka.attnum = k.attnum)::text,
   (SELECT json_agg(ka.attname ORDER BY k.ord) FROM unnest(con.confkey) WITH ORDINALITY AS k(attnum, ord)
-   JOIN pg_catalog.pg_attribute ka ON ka.attrelid = con.confrelid AND ka.attnum = k.attnum)::text
+   JOIN pg_catalog.pg_attribute ka ON ka.attrelid = con.confrelid AND ka.attnum = k.attnum)::text,
+  (con.conparentid <> 0)::text
 FROM pg_catalog.pg_constraint con
 JOIN pg_catalog.pg_class kc ON kc.oid = con.conrelid
 JOIN pg_catalog.pg_namespace kn ON kn.oid = kc.relnamespace
@@ -49,11 +51,11 @@ export async function readReferentialKeys(read: HierarchyRead): Promise<Map<stri
   if (res.truncated) throw new Error('referential keys answer incomplete');
   const out = new Map<string, ReferencingKey[]>();
   for (const row of res.rowsArray) {
-    const [rs, rr, s, n, d, u, c, rcols] = row;
+    const [rs, rr, s, n, d, u, c, rcols, cloned] = row;
     if (![rs, rr, s, n, d, u].every((x) => typeof x === 'string')) throw new Error('referential keys answer malformed');
     const k = relKey(rs as string, rr as string);
     const list = out.get(k) ?? [];
-    list.push(referencingKeyOf([s as string, n as string, d as string, u as string, names(c), names(rcols)]));
+    list.push(referencingKeyOf([s as string, n as string, d as string, u as string, names(c), names(rcols), cloned === 'true' || cloned === true]));
     out.set(k, list);
   }
   return out;

@@ -33,15 +33,27 @@ CREATE TABLE parcel (parcel_id int, zone_id int REFERENCES zone ON DELETE CASCAD
 CREATE TABLE parcel_1 PARTITION OF parcel FOR VALUES IN (1);
 CREATE TABLE parcel_2 PARTITION OF parcel FOR VALUES IN (2);
 -- rules: a table rule and a view's INSTEAD rule write "Other"."Line" (the writer role has no USAGE on "Other")
+-- a key referencing one partition: a row moved out of it by an UPDATE of the parent is deleted from it
+CREATE TABLE pt (id int, k int, PRIMARY KEY (id, k)) PARTITION BY LIST (k);
+CREATE TABLE pt_1 PARTITION OF pt FOR VALUES IN (1);
+CREATE TABLE pt_2 PARTITION OF pt FOR VALUES IN (2);
+CREATE TABLE pt_ref (ref_id int PRIMARY KEY, id int, k int, FOREIGN KEY (id, k) REFERENCES pt_1 ON DELETE CASCADE);
+-- the same with the key on the partitioned table: its partitions carry clones (a moved row is an update)
+CREATE TABLE qt (id int, k int, PRIMARY KEY (id, k)) PARTITION BY LIST (k);
+CREATE TABLE qt_1 PARTITION OF qt FOR VALUES IN (1);
+CREATE TABLE qt_2 PARTITION OF qt FOR VALUES IN (2);
+CREATE TABLE qt_ref (ref_id int PRIMARY KEY, id int, k int, FOREIGN KEY (id, k) REFERENCES qt ON DELETE CASCADE);
 CREATE TABLE memo (memo_id int PRIMARY KEY);
 CREATE RULE memo_purge AS ON DELETE TO memo DO ALSO DELETE FROM "Other"."Line" WHERE line_id = OLD.memo_id;
 CREATE VIEW memo_v AS SELECT memo_id FROM memo;
 CREATE RULE memo_v_del AS ON DELETE TO memo_v DO INSTEAD DELETE FROM "Other"."Line" WHERE line_id = OLD.memo_id;
 `;
-const RESET = `TRUNCATE acct, ledger, "Other"."Line", plain, plain_ref, base, kid_ref, zone, parcel, memo;
+const RESET = `TRUNCATE acct, ledger, "Other"."Line", plain, plain_ref, base, kid_ref, zone, parcel, memo, pt, pt_ref, qt, qt_ref;
 INSERT INTO base_kid VALUES (1), (2); INSERT INTO kid_ref VALUES (1, 1), (2, 2);
 INSERT INTO zone VALUES (1), (2); INSERT INTO parcel VALUES (1, 1, 1), (2, 2, 2), (3, 2, 1);
 INSERT INTO memo VALUES (1), (2), (3);
+INSERT INTO pt VALUES (1, 1), (2, 1); INSERT INTO pt_ref VALUES (1, 1, 1), (2, 2, 1);
+INSERT INTO qt VALUES (1, 1), (2, 1); INSERT INTO qt_ref VALUES (1, 1, 1);
 INSERT INTO acct SELECT g, 'a' || g, 'n' || g FROM generate_series(1, 4) g;
 INSERT INTO ledger SELECT g, 1 + g % 4, 'a' || (1 + g % 4) FROM generate_series(1, 12) g;
 INSERT INTO "Other"."Line" SELECT g, 1 + g % 4 FROM generate_series(1, 8) g;
@@ -51,7 +63,7 @@ INSERT INTO plain_ref SELECT g, 1 + g % 4 FROM generate_series(1, 8) g;`;
 /** Writes acct (and its view) and plain; reads everything; may not write ledger, "Other"."Line" or plain_ref. */
 const CLERK: SourceRole = {
   name: 'clerk',
-  statements: [{ effect: 'allow', action: 'read', resource: '*' }, ...['acct', 'acct_v', 'plain', 'base', 'zone', 'memo', 'memo_v'].map((t) => ({ effect: 'allow' as const, action: 'write' as const, resource: `public.${t}` }))],
+  statements: [{ effect: 'allow', action: 'read', resource: '*' }, ...['acct', 'acct_v', 'plain', 'base', 'zone', 'memo', 'memo_v', 'pt', 'qt'].map((t) => ({ effect: 'allow' as const, action: 'write' as const, resource: `public.${t}` }))],
 };
 /** May write every table; a policy denies it ledger writes. */
 const WRITER: SourceRole = { name: 'writer', statements: [{ effect: 'allow', action: '*', resource: '*' }] };
@@ -121,6 +133,27 @@ describe('probes: writes that reach a relation the caller may not write', () => 
     const before = await snapshot();
     expect(await fx.write('clerk', undefined, sql)).toEqual({ code: 'source_role_denied' });
     expect(await snapshot()).toEqual(before);
+  });
+
+  // FINDING 7 (rtfk, medium, fixed): an UPDATE of a partitioned table that moves a row to another
+  // partition deletes it from the partition it leaves; a key declared on that partition (not a clone
+  // of a key on the parent) runs its ON DELETE action. The walk followed the update as an update only.
+  it('an UPDATE of a partition key that moves a row out of a referenced partition (a delete there)', async () => {
+    const r = await fx.write('clerk', undefined, 'UPDATE pt SET k = 2 WHERE id = 1');
+    expect(r).toEqual({ code: 'source_role_denied' });
+    expect(await fx.admin('SELECT ref_id FROM pt_ref ORDER BY 1')).toEqual([{ ref_id: 1 }, { ref_id: 2 }]);
+    // the scan records which keys are a partition's clones of its parent's
+    const keysOf = (name: string) => fx.catalog.relations.find((x) => x.schema === 'public' && x.name === name)!.referencedBy;
+    expect(keysOf('pt_1')).toEqual([{ schema: 'public', name: 'pt_ref', columns: ['id', 'k'], referencedColumns: ['id', 'k'], onDelete: 'cascade', onUpdate: 'no_action' }]);
+    expect(keysOf('qt')).toEqual([{ schema: 'public', name: 'qt_ref', columns: ['id', 'k'], referencedColumns: ['id', 'k'], onDelete: 'cascade', onUpdate: 'no_action' }]);
+    expect(keysOf('qt_1')).toEqual([{ schema: 'public', name: 'qt_ref', columns: ['id', 'k'], referencedColumns: ['id', 'k'], onDelete: 'cascade', onUpdate: 'no_action', cloned: true }]);
+  });
+
+  it('an UPDATE of a partitioned table whose partitions carry only cloned keys, or of an inheritance parent, is not refused', async () => {
+    // PostgreSQL 15+ runs a moved row's keys on the partitioned table as an update (here NO ACTION).
+    expect(await fx.write('clerk', undefined, 'UPDATE qt SET k = 2 WHERE id = 2')).toEqual({ rowCount: 1 });
+    expect(await fx.admin('SELECT count(*)::int AS n FROM qt_ref')).toEqual([{ n: 1 }]);
+    expect(await fx.write('clerk', undefined, 'UPDATE base SET base_id = base_id WHERE base_id = 1')).toEqual({ rowCount: 1 });
   });
 
   it('TRUNCATE … CASCADE is not allowed at all', async () => {

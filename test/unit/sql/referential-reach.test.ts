@@ -60,6 +60,19 @@ describe('referentialReach', () => {
     expect(names(reach(m, [{ table: 'a', operation: 'merge', columns: ['id', 'code', 'name'] }])).sort()).toEqual(['b:delete:ON DELETE CASCADE', 'd:update:ON UPDATE CASCADE']);
   });
 
+  it('an UPDATE of a partitioned table follows the ON DELETE actions of keys declared on its partitions, not of clones or inheritance children (rtfk finding 7)', () => {
+    const up = (c: SourceCatalog) => names(reach(c, [{ table: 'parent', operation: 'update', columns: ['name'] }]));
+    const tree = (cloned: boolean, partition: boolean) =>
+      catalogOf([
+        table('parent', [], { kind: partition ? 'partitioned_table' : 'table' }),
+        table('part', [{ ...key('child', ['p_id'], ['id'], 'cascade'), ...(cloned ? { cloned: true } : {}) }], { partition, parents: [{ schema: 'public', name: 'parent' }] }),
+        table('child'),
+      ]);
+    expect(up(tree(false, true))).toEqual(['child:delete:ON DELETE CASCADE']);
+    expect(up(tree(true, true))).toEqual([]);
+    expect(up(tree(false, false))).toEqual([]);
+  });
+
   it('descendants of a written relation count (a partition referenced by a cloned key), and a cycle ends', () => {
     const p = catalogOf([
       table('parent', [], { kind: 'partitioned_table' }),
