@@ -33,6 +33,14 @@ export const DENIED_MESSAGE =
 export const CASCADE_DENIED_MESSAGE =
   "This write would also write rows of another relation through a foreign key's referential action (ON DELETE or ON UPDATE CASCADE, SET NULL or SET DEFAULT), and no source role granted to this identity allows writing that relation. Ask an operator to grant the write on the referencing table too, or change the statement.";
 
+/**
+ * The refusal of a write that fires a user rewrite rule (CREATE RULE … DO ALSO / DO INSTEAD) on a
+ * relation it writes: the rule's actions run with the privileges of the rule's table owner and write
+ * relations that no catalogue fact names, so InterLock cannot decide what the write reaches.
+ */
+export const RULE_DENIED_MESSAGE =
+  'This write fires a rewrite rule (CREATE RULE) on a relation it writes; PostgreSQL runs the rule with its table owner\'s privileges and it may write relations InterLock cannot check, so writes through rules are refused. Write the underlying table directly, or ask the database owner to replace the rule with a trigger.';
+
 /** Maps an analyzer refusal to the tool outcome of spec/errors-v1.json. */
 export function analysisRefusal(a: Extract<SqlAnalysis, { ok: false }>): ToolOutcome {
   switch (a.code) {
@@ -119,15 +127,19 @@ export function authorizeStatement(evaluator: AccessEvaluator, sourceId: string,
  * target: the table, and each key column an update action writes; a deny or no allow refuses with
  * `source_role_denied` and CASCADE_DENIED_MESSAGE. User triggers and rules are not followed (what
  * they write is code, not a catalogue fact); the keys of a relation that has them are. Triggers run
- * as the invoking writer role under its own privileges, but a rule's actions run with the privileges
- * of its table's owner, like a referential action (red team rtfk finding 5, open:
- * test/integration/sql/referential-redteam.test.ts). The keys are the last scan's here; at approval
+ * as the invoking writer role under its own privileges, so they are left to PostgreSQL; a rule's
+ * actions run with the privileges of its table's owner, like a referential action, so a write that
+ * fires a user rule on any relation it writes is refused with RULE_DENIED_MESSAGE (red team rtfk
+ * finding 5, test/integration/sql/referential-redteam.test.ts). The keys are the last scan's here; at approval
  * src/approvals/execute.ts passes a catalogue with the keys read live (rtfk finding 1). A catalogue snapshot that predates
  * the foreign-key records (`referencedBy` absent) ends the walk at that relation until the source is
  * rescanned; a reached relation the catalogue lacks altogether refuses. A caller with row rules is refused all three cases in src/pipeline/row-rules.ts.
  */
 export function authorizeReferentialWrites(evaluator: AccessEvaluator, sourceId: string, a: OkAnalysis, catalog: SourceCatalog, hierarchy: RelationHierarchy): ToolOutcome | null {
   const reach = referentialReach(catalog, hierarchy, a.writes, { pastHooks: true });
+  // A rule's actions run as its table's owner, like a referential action, but what they write is a
+  // query, not a key the catalogue records: refused for every caller (rtfk finding 5).
+  if (reach.rules) return { kind: 'refusal', code: 'source_role_denied', message: RULE_DENIED_MESSAGE };
   for (const r of reach.reached) {
     // A relation the catalogue lacks (created since the scan; approval passes the keys read live)
     // ends the walk there, so what it reaches is unknown: refused (rtfk finding 6). A reached

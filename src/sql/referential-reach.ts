@@ -50,6 +50,8 @@ export interface ReferentialReach {
   reached: ReachedRelation[];
   /** The first relation written (a target, a descendant or a reached one) with user triggers or rules, and which. */
   hooks: { relation: string; kind: 'triggers' | 'rules' } | null;
+  /** The first relation written (as `hooks`) that has user rewrite rules, whether or not a trigger came first; null when none was met. */
+  rules: string | null;
   /** The first relation whose keys or hooks the catalogue does not record. */
   unknown: string | null;
 }
@@ -65,7 +67,7 @@ const ACTION_SQL: Record<string, string> = { cascade: 'CASCADE', set_null: 'SET 
  */
 export function referentialReach(catalog: SourceCatalog, hierarchy: RelationHierarchy, writes: readonly Pick<WriteAccess, 'schema' | 'table' | 'operation' | 'columns'>[], opts: { pastHooks?: boolean } = {}): ReferentialReach {
   const rels = new Map(catalog.relations.map((r) => [relKey(r.schema, r.name), r]));
-  const out: ReferentialReach = { reached: [], hooks: null, unknown: null };
+  const out: ReferentialReach = { reached: [], hooks: null, rules: null, unknown: null };
   const reachedKeys = new Map<string, ReachedRelation>();
   // Per relation: deleted already followed, updated columns already followed, hooks checked.
   const deleted = new Set<string>();
@@ -85,6 +87,7 @@ export function referentialReach(catalog: SourceCatalog, hierarchy: RelationHier
       out.unknown = `${r.schema}.${r.name}`;
       return false;
     }
+    if (rel.writeHooks.rules && !out.rules) out.rules = `${r.schema}.${r.name}`;
     if ((rel.writeHooks.triggers || rel.writeHooks.rules) && !out.hooks) {
       out.hooks = { relation: `${r.schema}.${r.name}`, kind: rel.writeHooks.triggers ? 'triggers' : 'rules' };
       if (!opts.pastHooks) return false;

@@ -9,7 +9,7 @@
  */
 import { codeOf, useRowFixture, type RowFixture } from '../../helpers/row-rules';
 import type { SourceRole } from '../../../src/control/roles';
-import { authorizeStatement, CASCADE_DENIED_MESSAGE } from '../../../src/pipeline/03-authorize';
+import { authorizeStatement, CASCADE_DENIED_MESSAGE, RULE_DENIED_MESSAGE } from '../../../src/pipeline/03-authorize';
 import { AccessEvaluator } from '../../../src/governance/evaluator';
 import { analyzeSql } from '../../../src/sql/analyze';
 import { withReferentialKeys } from '../../../src/sources/postgres/referential-keys';
@@ -120,18 +120,18 @@ describe('probes: writes that reach a relation the caller may not write', () => 
     expect(await fx.write('parcel-all', undefined, 'DELETE FROM zone WHERE zone_id = 2')).toEqual({ rowCount: 1 });
   });
 
-  // FINDING 5 (rtfk, medium): a rewrite rule's actions run with the privileges of the rule's table
-  // owner, not of the writer role (PostgreSQL "Rules and Privileges"), like a referential action;
-  // authorizeReferentialWrites does not follow rules (its comment says they run as the writer role),
-  // so a write of a table or view with a DO ALSO / DO INSTEAD rule writes whatever the rule writes,
-  // here "Other"."Line", which neither the caller's roles nor the writer role may write. Not fixed:
-  // whether every caller should be refused writes that fire rules is a product decision.
-  test.failing.each([
+  // FINDING 5 (rtfk, medium, fixed): a rewrite rule's actions run with the privileges of the rule's
+  // table owner, not of the writer role (PostgreSQL "Rules and Privileges"), like a referential
+  // action, and what they write is a query, not a recorded key: a write of a table or view with a
+  // user DO ALSO / DO INSTEAD rule (here writing "Other"."Line", which neither the caller's roles nor
+  // the writer role may write) is refused for every caller.
+  it.each([
     ['a DO ALSO rule on the written table', 'DELETE FROM memo WHERE memo_id = 2'],
     ['a DO INSTEAD rule on the written view', 'DELETE FROM memo_v WHERE memo_id = 3'],
-  ])('%s writes a relation the caller may not write: refused', async (_what, sql) => {
+  ])('%s: refused before it is queued, nothing changed', async (_what, sql) => {
     const before = await snapshot();
-    expect(await fx.write('clerk', undefined, sql)).toEqual({ code: 'source_role_denied' });
+    expect(await fx.call('clerk', undefined, sql)).toEqual({ kind: 'refusal', code: 'source_role_denied', message: RULE_DENIED_MESSAGE });
+    expect(await fx.call('writer', undefined, sql)).toEqual({ kind: 'refusal', code: 'source_role_denied', message: RULE_DENIED_MESSAGE });
     expect(await snapshot()).toEqual(before);
   });
 
