@@ -104,15 +104,19 @@ SELECT id AS b FROM b`,
 const element = (s: string | null): string => (s === null ? 'NULL' : `"${s.replace(/[\\"]/g, '\\$&')}"`);
 
 /** A PostgreSQL one-dimensional array literal of `values` (null elements as NULL). */
-export function arrayLiteral(values: Array<string | null>): string {
+export function arrayLiteral(values: ReadonlyArray<string | null>): string {
   return `{${values.map(element).join(',')}}`;
 }
 
 /** The number as float8 input reads it back to the same double (JavaScript's shortest round-trip digits). */
 const num = (v: number | null): string | null => (v === null ? null : String(v));
 
-/** The parameters $9–$28 of CHAIN_APPEND_STATEMENT for normalised rows, column by column. */
-export function eventColumns(rows: AuditRowInput[]): string[] {
+/**
+ * The parameters $9–$28 of CHAIN_APPEND_STATEMENT for normalised rows, column by column.
+ * `detailsTexts[i]`, when given, is canonicalAuditJson(rows[i].details) already computed (the lane
+ * hashes the same text: one serialisation per event, issue 28 item 3).
+ */
+export function eventColumns(rows: AuditRowInput[], detailsTexts?: readonly string[]): string[] {
   const col = (f: (r: AuditRowInput) => string | null) => arrayLiteral(rows.map(f));
   return [
     col((r) => r.kind),
@@ -134,8 +138,18 @@ export function eventColumns(rows: AuditRowInput[]): string[] {
     col((r) => num(r.duration_ms)),
     col((r) => r.approval_id),
     col((r) => r.operator),
-    col((r) => canonicalAuditJson(r.details)),
+    detailsTexts ? arrayLiteral(detailsTexts) : col((r) => canonicalAuditJson(r.details)),
   ];
+}
+
+/**
+ * A batch of normalised rows as the lane sends it: `text`, the canonical text its hash covers
+ * (eventsText), and `columns`, the parameters $9–$28 (eventColumns), byte for byte what the two
+ * give, with each row's details serialised once for both (issue 28 item 3).
+ */
+export function batchTexts(rows: AuditRowInput[]): { text: string; columns: string[] } {
+  const details = rows.map((r) => canonicalAuditJson(r.details));
+  return { text: eventsText(rows, details), columns: eventColumns(rows, details) };
 }
 
 /**
@@ -175,8 +189,9 @@ export class ChainLane {
     const committed = `${committedIso.slice(0, 23)}000Z`;
     const normal = rows.map((r) => normalizeAuditRow(r, () => now));
     const seq = this.seq.toString();
-    const hash = batchHashV3(this.prevHash, this.chainId, seq, committed, mark, anchors, eventsText(normal));
-    const values: unknown[] = [committedIso, String(normal.length), this.prevHash, hash, this.chainId, seq, mark || null, anchors || null, ...eventColumns(normal)];
+    const batch = batchTexts(normal);
+    const hash = batchHashV3(this.prevHash, this.chainId, seq, committed, mark, anchors, batch.text);
+    const values: unknown[] = [committedIso, String(normal.length), this.prevHash, hash, this.chainId, seq, mark || null, anchors || null, ...batch.columns];
     try {
       const id = await appendAuditBatch(this.pool, { statement: CHAIN_APPEND_STATEMENT, values }, timeoutMs - (Date.now() - started));
       this.prevHash = hash;
