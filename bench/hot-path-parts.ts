@@ -16,6 +16,9 @@
  *    path of the result cache; every key new, so the cache fills to its byte budget and evicts). Its
  *    figure moves 0.8–1.7× between runs of one build (the two sides share one heap, and this piece
  *    is mostly the collector's): read it only across several runs.
+ *  - `query cache key`: the key of a point read as query.ts builds it: cacheKey (with the catalogue
+ *    and policies by content) over the hashed access fingerprint (accessFingerprintOf) where the
+ *    tree has them, else ResultCache.key over the JSON access fingerprint (~1 KB) as before;
  *  - `audit batch texts`: a writer lane's texts of a batch of two point-read events (the hashed text
  *    and the stored columns): chain.ts batchTexts where the tree has it (each event's details
  *    serialised once), else eventsText and eventColumns as the lane called them before; per batch,
@@ -57,6 +60,12 @@ function pieces(root: string): Record<string, Piece> {
     details: { source_id: 'chinook', action: 'read', fingerprint: '8a4f2c1b9d3e7f60', relations: ['public.track'], row_count: 1, cached: false },
   });
   const auditBatch = [normalizeAuditRow(event(1)), normalizeAuditRow(event(2))];
+  const query = load('pipeline/query.js') as { cacheKey?: (c: unknown, p: unknown, catalog: object, policies: object) => string; accessFingerprintOf?: (st: unknown, f: string) => string };
+  const restrictionsFingerprint = 'mask:customer.email=partial;customer.phone=full';
+  const queryAccess = query.accessFingerprintOf ? query.accessFingerprintOf(ev.statements('chinook'), restrictionsFingerprint) : accessFingerprint;
+  const queryKey = query.cacheKey
+    ? (params: unknown[]) => query.cacheKey!(cache, { sourceId: 'chinook', sql: POINT_SQL, params, maxRows: 100, accessFingerprint: queryAccess }, catalog, policies as object)
+    : (params: unknown[]) => cache.key({ sourceId: 'chinook', sql: POINT_SQL, params, maxRows: 100, accessFingerprint: queryAccess });
   let sink = 0;
   return {
     'caller facts': (n) => {
@@ -84,6 +93,9 @@ function pieces(root: string): Record<string, Piece> {
         rowsText(rows);
         missCache.set(key, { rows, truncated: false, maskedColumns: [] });
       }
+    },
+    'query cache key': (n) => {
+      for (let i = 0; i < n; i++) sink += queryKey([1 + (i % 3503)]).length;
     },
     'audit batch texts': (n) => {
       for (let i = 0; i < n; i++) sink += batchTexts(auditBatch).text.length;

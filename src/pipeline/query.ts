@@ -4,6 +4,7 @@
  * safety → execution → redaction → audit (recorded by the dispatcher from ctx.auditDetails).
  * Each step is its own module under src/pipeline/; this file only composes them.
  */
+import { createHash } from 'node:crypto';
 import type { Pool } from 'pg';
 import { analyzeSql, complexityLimitsFromSettings } from '../sql/analyze';
 import type { ComplexityLimits } from '../sql/complexity';
@@ -137,7 +138,7 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
     const subject = { identityId: identity.id, identityName: identity.name, roles: evaluator.roleNames(sourceId), sourceId };
     const decidePolicy = (): CachedPolicy => {
       const r = policyStep(policies, subject, analysis, catalog, now());
-      return r.ok ? { ok: true, restrictions: r.restrictions, accessFingerprint: JSON.stringify([evaluator.statements(sourceId), r.restrictions.fingerprint]) } : r;
+      return r.ok ? { ok: true, restrictions: r.restrictions, accessFingerprint: accessFingerprintOf(evaluator.statements(sourceId), r.restrictions.fingerprint) } : r;
     };
     const pol = hasTimeWindows(policies) ? decidePolicy() : cached.policy(AnalysisCache.policyKey(policies, subject), decidePolicy);
     if (!pol.ok) return pol.outcome;
@@ -271,6 +272,16 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
       return queryResult(red.rows, read.truncated, false, red.maskedColumns, read.truncatedBy);
     }
   };
+}
+
+/**
+ * The caller's access for the result-cache key: sha-256 (base64url, 43 characters) of the JSON text
+ * of its role statements on the source and its policy restrictions' fingerprint (row cap, masks).
+ * Computed once per cached policy verdict (AnalysisCache `policy`), so a cache key's text is ~200
+ * characters instead of the ~1 KB of those statements escaped inside it on every call (issue 28 item 3).
+ */
+export function accessFingerprintOf(statements: unknown, restrictionsFingerprint: string): string {
+  return createHash('sha256').update(JSON.stringify([statements, restrictionsFingerprint])).digest('base64url');
 }
 
 /**
