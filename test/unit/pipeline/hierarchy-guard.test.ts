@@ -135,6 +135,16 @@ test('a rescan (a new catalogue snapshot) or a policy change is not served from 
   expect(t.calls).toHaveLength(4);
 });
 
+test('a change of the caller\'s role statements is not served from the old entry', async () => {
+  const t = setup({ policies: [MASK], cacheTtlMs: 60_000 });
+  await t.call('SELECT id, v FROM late');
+  expect(await t.call('SELECT id, v FROM late')).toMatchObject({ structuredContent: { cached: true } });
+  // The same grant with one more statement (a deny elsewhere): another access fingerprint, another key.
+  t.store.grants[0] = { ...t.store.grants[0], role: { name: 'r', statements: [{ effect: 'allow', action: 'read', resource: 'public.*' }, { effect: 'deny', action: 'read', resource: 'public.m.v' }] } as never };
+  expect(await t.call('SELECT id, v FROM late')).toMatchObject({ kind: 'result', structuredContent: { cached: false } });
+  expect(t.calls.filter((c) => c.kind === 'read')).toHaveLength(2);
+});
+
 test('a relation the catalogue places in a tree is checked first; an unchecked caller gets neither', async () => {
   const t = setup({ policies: [MASK] });
   await t.call('SELECT id FROM m');
