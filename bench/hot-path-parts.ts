@@ -19,6 +19,9 @@
  *  - `query cache key`: the key of a point read as query.ts builds it: cacheKey (with the catalogue
  *    and policies by content) over the hashed access fingerprint (accessFingerprintOf) where the
  *    tree has them, else ResultCache.key over the JSON access fingerprint (~1 KB) as before;
+ *  - `call cancellation`: one tools/call's cancellation object and the abort listeners a point read
+ *    adds and removes on it (pool checkout, reader, audit wait), never aborted: transport/call-abort.js
+ *    CallAbort where the tree has it, else AbortController;
  *  - `audit batch texts`: a writer lane's texts of a batch of two point-read events (the hashed text
  *    and the stored columns): chain.ts batchTexts where the tree has it (each event's details
  *    serialised once), else eventsText and eventColumns as the lane called them before; per batch,
@@ -66,6 +69,12 @@ function pieces(root: string): Record<string, Piece> {
   const queryKey = query.cacheKey
     ? (params: unknown[]) => query.cacheKey!(cache, { sourceId: 'chinook', sql: POINT_SQL, params, maxRows: 100, accessFingerprint: queryAccess }, catalog, policies as object)
     : (params: unknown[]) => cache.key({ sourceId: 'chinook', sql: POINT_SQL, params, maxRows: 100, accessFingerprint: queryAccess });
+  let Cancel: new () => { signal: AbortSignal };
+  try {
+    Cancel = (load('transport/call-abort.js') as { CallAbort: new () => { signal: AbortSignal } }).CallAbort;
+  } catch {
+    Cancel = AbortController;
+  }
   let sink = 0;
   return {
     'caller facts': (n) => {
@@ -96,6 +105,17 @@ function pieces(root: string): Record<string, Piece> {
     },
     'query cache key': (n) => {
       for (let i = 0; i < n; i++) sink += queryKey([1 + (i % 3503)]).length;
+    },
+    'call cancellation': (n) => {
+      const onAbort = () => undefined;
+      for (let i = 0; i < n; i++) {
+        const { signal } = new Cancel();
+        for (let k = 0; k < 3; k++) {
+          signal.addEventListener('abort', onAbort, { once: true });
+          signal.removeEventListener('abort', onAbort);
+        }
+        if (signal.aborted) sink++;
+      }
     },
     'audit batch texts': (n) => {
       for (let i = 0; i < n; i++) sink += batchTexts(auditBatch).text.length;
