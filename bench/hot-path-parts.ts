@@ -16,6 +16,16 @@
  *    path of the result cache; every key new, so the cache fills to its byte budget and evicts). Its
  *    figure moves 0.8–1.7× between runs of one build (the two sides share one heap, and this piece
  *    is mostly the collector's): read it only across several runs.
+ *  - `query cache key`: the key of a point read as query.ts builds it: cacheKey (with the catalogue
+ *    and policies by content) over the hashed access fingerprint (accessFingerprintOf) where the
+ *    tree has them, else ResultCache.key over the JSON access fingerprint (~1 KB) as before;
+ *  - `call cancellation`: one tools/call's cancellation object and the abort listeners a point read
+ *    adds and removes on it (pool checkout, reader, audit wait), never aborted: transport/call-abort.js
+ *    CallAbort where the tree has it, else AbortController;
+ *  - `audit batch texts`: a writer lane's texts of a batch of two point-read events (the hashed text
+ *    and the stored columns): chain.ts batchTexts where the tree has it (each event's details
+ *    serialised once), else eventsText and eventColumns as the lane called them before; per batch,
+ *    so per call it is about half the figure (~2 events per batch at c=8).
  * Prints ns per operation, median of BENCH_ROUNDS (default 7) rounds of BENCH_OPS (default 200,000).
  * Run: `BEFORE_ROOT=/path/to/built/checkout npx tsx bench/hot-path-parts.ts`.
  */
@@ -43,6 +53,28 @@ function pieces(root: string): Record<string, Piece> {
   const missCache = new ResultCache({ ttlMs: 30_000, maxBytes: 32 * 1024 * 1024 });
   const { rowsText } = load('pipeline/rows-json.js') as { rowsText: (rows: object[]) => string };
   const accessFingerprint = JSON.stringify([ev.statements('chinook'), 'mask:customer.email=partial;customer.phone=full']);
+  const chain = load('audit/chain.js') as { batchTexts?: (rows: unknown[]) => { text: string; columns: string[] }; eventColumns: (rows: unknown[]) => string[] };
+  const { eventsText, normalizeAuditRow } = load('audit/event-text.js') as { eventsText: (rows: unknown[]) => string; normalizeAuditRow: (row: unknown) => unknown };
+  const batchTexts = chain.batchTexts ?? ((rows: unknown[]) => ({ text: eventsText(rows), columns: chain.eventColumns(rows) }));
+  const event = (i: number) => ({
+    kind: 'tool_call', time: '2026-12-04T18:00:00.123456Z', request_id: `req_${i}`, identity_id: 'id-1', key_id: 'k1', tool: 'interlock_query', canonical_tool: 'interlock_query',
+    dialect: 'modern', protocol_version: '2025-11-25', decision: 'allowed', reason_code: null, source_id: 'chinook', action: 'read', fingerprint: '8a4f2c1b9d3e7f60',
+    relations: ['public.track'], row_count: 1, duration_ms: 2.125, approval_id: null, operator: null,
+    details: { source_id: 'chinook', action: 'read', fingerprint: '8a4f2c1b9d3e7f60', relations: ['public.track'], row_count: 1, cached: false },
+  });
+  const auditBatch = [normalizeAuditRow(event(1)), normalizeAuditRow(event(2))];
+  const query = load('pipeline/query.js') as { cacheKey?: (c: unknown, p: unknown, catalog: object, policies: object) => string; accessFingerprintOf?: (st: unknown, f: string) => string };
+  const restrictionsFingerprint = 'mask:customer.email=partial;customer.phone=full';
+  const queryAccess = query.accessFingerprintOf ? query.accessFingerprintOf(ev.statements('chinook'), restrictionsFingerprint) : accessFingerprint;
+  const queryKey = query.cacheKey
+    ? (params: unknown[]) => query.cacheKey!(cache, { sourceId: 'chinook', sql: POINT_SQL, params, maxRows: 100, accessFingerprint: queryAccess }, catalog, policies as object)
+    : (params: unknown[]) => cache.key({ sourceId: 'chinook', sql: POINT_SQL, params, maxRows: 100, accessFingerprint: queryAccess });
+  let Cancel: new () => { signal: AbortSignal };
+  try {
+    Cancel = (load('transport/call-abort.js') as { CallAbort: new () => { signal: AbortSignal } }).CallAbort;
+  } catch {
+    Cancel = AbortController;
+  }
   let sink = 0;
   return {
     'caller facts': (n) => {
@@ -70,6 +102,23 @@ function pieces(root: string): Record<string, Piece> {
         rowsText(rows);
         missCache.set(key, { rows, truncated: false, maskedColumns: [] });
       }
+    },
+    'query cache key': (n) => {
+      for (let i = 0; i < n; i++) sink += queryKey([1 + (i % 3503)]).length;
+    },
+    'call cancellation': (n) => {
+      const onAbort = () => undefined;
+      for (let i = 0; i < n; i++) {
+        const { signal } = new Cancel();
+        for (let k = 0; k < 3; k++) {
+          signal.addEventListener('abort', onAbort, { once: true });
+          signal.removeEventListener('abort', onAbort);
+        }
+        if (signal.aborted) sink++;
+      }
+    },
+    'audit batch texts': (n) => {
+      for (let i = 0; i < n; i++) sink += batchTexts(auditBatch).text.length;
     },
     get sink(): Piece {
       return () => void sink;

@@ -100,42 +100,69 @@ export const CHAIN_APPEND_STATEMENT = {
 SELECT id AS b FROM b`,
 };
 
+/** Backslash or double quote: what an array literal's quoted element must escape. */
+const ESCAPED = /[\\"]/;
+
 /** `s` as an element of a PostgreSQL array literal (always quoted; backslash and quote escaped). */
-const element = (s: string | null): string => (s === null ? 'NULL' : `"${s.replace(/[\\"]/g, '\\$&')}"`);
+const element = (s: string | null): string => (s === null ? 'NULL' : ESCAPED.test(s) ? `"${s.replace(/[\\"]/g, '\\$&')}"` : `"${s}"`);
 
 /** A PostgreSQL one-dimensional array literal of `values` (null elements as NULL). */
-export function arrayLiteral(values: Array<string | null>): string {
+export function arrayLiteral(values: ReadonlyArray<string | null>): string {
   return `{${values.map(element).join(',')}}`;
 }
 
 /** The number as float8 input reads it back to the same double (JavaScript's shortest round-trip digits). */
 const num = (v: number | null): string | null => (v === null ? null : String(v));
 
-/** The parameters $9–$28 of CHAIN_APPEND_STATEMENT for normalised rows, column by column. */
-export function eventColumns(rows: AuditRowInput[]): string[] {
-  const col = (f: (r: AuditRowInput) => string | null) => arrayLiteral(rows.map(f));
-  return [
-    col((r) => r.kind),
-    col((r) => r.time),
-    col((r) => r.request_id),
-    col((r) => r.identity_id),
-    col((r) => r.key_id),
-    col((r) => r.tool),
-    col((r) => r.canonical_tool),
-    col((r) => r.dialect),
-    col((r) => r.protocol_version),
-    col((r) => r.decision),
-    col((r) => r.reason_code),
-    col((r) => r.source_id),
-    col((r) => r.action),
-    col((r) => r.fingerprint),
-    col((r) => (r.relations === null ? null : arrayLiteral(r.relations))),
-    col((r) => num(r.row_count)),
-    col((r) => num(r.duration_ms)),
-    col((r) => r.approval_id),
-    col((r) => r.operator),
-    col((r) => canonicalAuditJson(r.details)),
-  ];
+/** Columns of an event row in CHAIN_APPEND_STATEMENT ($9–$28). */
+const EVENT_COLUMNS = 20;
+
+/**
+ * The parameters $9–$28 of CHAIN_APPEND_STATEMENT for normalised rows, column by column: one array
+ * literal per column (arrayLiteral's text), built in one pass over the rows without a closure or an
+ * intermediate array per column (issue 28 item 3). `detailsTexts[i]`, when given, is
+ * canonicalAuditJson(rows[i].details) already computed (the lane hashes the same text: one
+ * serialisation per event).
+ */
+export function eventColumns(rows: AuditRowInput[], detailsTexts?: readonly string[]): string[] {
+  const c: string[] = [];
+  for (let k = 0; k < EVENT_COLUMNS; k++) c.push('{');
+  for (let i = 0; i < rows.length; i++) {
+    const r = rows[i];
+    const sep = i ? ',' : '';
+    c[0] += sep + element(r.kind);
+    c[1] += sep + element(r.time);
+    c[2] += sep + element(r.request_id);
+    c[3] += sep + element(r.identity_id);
+    c[4] += sep + element(r.key_id);
+    c[5] += sep + element(r.tool);
+    c[6] += sep + element(r.canonical_tool);
+    c[7] += sep + element(r.dialect);
+    c[8] += sep + element(r.protocol_version);
+    c[9] += sep + element(r.decision);
+    c[10] += sep + element(r.reason_code);
+    c[11] += sep + element(r.source_id);
+    c[12] += sep + element(r.action);
+    c[13] += sep + element(r.fingerprint);
+    c[14] += sep + element(r.relations === null ? null : arrayLiteral(r.relations));
+    c[15] += sep + element(num(r.row_count));
+    c[16] += sep + element(num(r.duration_ms));
+    c[17] += sep + element(r.approval_id);
+    c[18] += sep + element(r.operator);
+    c[19] += sep + element(detailsTexts ? detailsTexts[i] : canonicalAuditJson(r.details));
+  }
+  for (let k = 0; k < EVENT_COLUMNS; k++) c[k] += '}';
+  return c;
+}
+
+/**
+ * A batch of normalised rows as the lane sends it: `text`, the canonical text its hash covers
+ * (eventsText), and `columns`, the parameters $9–$28 (eventColumns), byte for byte what the two
+ * give, with each row's details serialised once for both (issue 28 item 3).
+ */
+export function batchTexts(rows: AuditRowInput[]): { text: string; columns: string[] } {
+  const details = rows.map((r) => canonicalAuditJson(r.details));
+  return { text: eventsText(rows, details), columns: eventColumns(rows, details) };
 }
 
 /**
@@ -175,8 +202,9 @@ export class ChainLane {
     const committed = `${committedIso.slice(0, 23)}000Z`;
     const normal = rows.map((r) => normalizeAuditRow(r, () => now));
     const seq = this.seq.toString();
-    const hash = batchHashV3(this.prevHash, this.chainId, seq, committed, mark, anchors, eventsText(normal));
-    const values: unknown[] = [committedIso, String(normal.length), this.prevHash, hash, this.chainId, seq, mark || null, anchors || null, ...eventColumns(normal)];
+    const batch = batchTexts(normal);
+    const hash = batchHashV3(this.prevHash, this.chainId, seq, committed, mark, anchors, batch.text);
+    const values: unknown[] = [committedIso, String(normal.length), this.prevHash, hash, this.chainId, seq, mark || null, anchors || null, ...batch.columns];
     try {
       const id = await appendAuditBatch(this.pool, { statement: CHAIN_APPEND_STATEMENT, values }, timeoutMs - (Date.now() - started));
       this.prevHash = hash;

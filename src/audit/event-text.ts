@@ -186,8 +186,12 @@ export function canonicalAuditJson(v: unknown, depth = 0): string {
   return `${s}}`;
 }
 
-/** The text of one normalised row (normalizeAuditRow): a JSON object of its columns in the table's order. */
-export function eventJson(r: AuditRowInput): string {
+/**
+ * The text of one normalised row (normalizeAuditRow): a JSON object of its columns in the table's
+ * order. `detailsText`, when given, must be canonicalAuditJson(r.details) (the chain lane computes it
+ * once for this text and the stored column: issue 28 item 3).
+ */
+export function eventJson(r: AuditRowInput, detailsText?: string): string {
   const head = JSON.stringify({
     kind: r.kind,
     time: r.time,
@@ -209,12 +213,17 @@ export function eventJson(r: AuditRowInput): string {
     approval_id: r.approval_id,
     operator: r.operator,
   });
-  return `${head.slice(0, -1)},"details":${canonicalAuditJson(r.details)}}`;
+  return `${head.slice(0, -1)},"details":${detailsText ?? canonicalAuditJson(r.details)}}`;
 }
 
-/** The text of a batch of normalised rows: what the gateway sends and the database hashes. */
-export function eventsText(rows: AuditRowInput[]): string {
-  return `[${rows.map(eventJson).join(',')}]`;
+/**
+ * The text of a batch of normalised rows: what the gateway sends and the database hashes.
+ * `detailsTexts[i]`, when given, is canonicalAuditJson(rows[i].details) already computed.
+ */
+export function eventsText(rows: AuditRowInput[], detailsTexts?: readonly string[]): string {
+  let s = '[';
+  for (let i = 0; i < rows.length; i++) s += `${i ? ',' : ''}${eventJson(rows[i], detailsTexts?.[i])}`;
+  return `${s}]`;
 }
 
 /** A format-2 batch's hash (see the module comment); `committed` in UTC with microseconds, `ids` ascending. */

@@ -1,7 +1,9 @@
 /**
  * The read cache (issue 3 item 9): only reads without volatile or time-dependent functions; the key
  * binds source, statement text, parameters, row cap and the caller's effective grant/policy
- * fingerprint, so two identities with different access never share an entry. Entries hold results
+ * fingerprint (src/pipeline/query.ts cacheKey adds the catalogue snapshot and the active policies by
+ * content), so two identities with different access never share an entry, and a hit is served
+ * without the live hierarchy check (issue 28, docs/architecture.md step 6½). Entries hold results
  * AFTER redaction. An executed write bumps its source's generation, which orphans every entry of
  * that source; other replicas learn of it through PostgreSQL NOTIFY (see invalidation.ts).
  */

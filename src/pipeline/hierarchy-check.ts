@@ -15,7 +15,9 @@
  * `deny_relations` policy that applies to them) are checked: for anyone else a change of hierarchy
  * cannot reveal anything. For a checked read whose relations the catalogue places in no tree, the
  * check rides on the read itself (standaloneGuardFor: a guard run before the statement in its round
- * trip, issue 23 bench 01); only when it trips, or for a cached answer, does checkHierarchy run. A relation named in the statement but
+ * trip, issue 23 bench 01); only when it trips does checkHierarchy run. A result-cache hit is served
+ * without either (issue 28, src/pipeline/query.ts: answers are stored only by reads that found the
+ * catalogue's tree, under a key that binds the catalogue snapshot and policies). A relation named in the statement but
  * unknown to the catalogue never gets here: the analyser refuses it (`source_role_denied`).
  */
 import type { Policy } from '../../generated/policy-v1';
@@ -74,7 +76,7 @@ function touched(a: OkAnalysis, catalog: SourceCatalog): RelationName[] {
  * module doc), the catalogue places no touched relation in a tree, and the connector offers a
  * guard. Returns the guard to pass to `read` (the statement then runs only if the server proves
  * every touched relation still stands alone, in the same round trip), or null: run checkHierarchy
- * first. A read whose guard trips, or a cached answer, must still go through checkHierarchy.
+ * first. A read whose guard trips must still go through checkHierarchy.
  */
 export function standaloneGuardFor(i: Omit<HierarchyCheckInput, 'now' | 'restrictions' | 'signal' | 'identityId'>): { text: string; values: string[] } | null {
   if (!i.connector.standaloneGuard || !i.connector.relationTrees || i.analysis.kind !== 'read') return null;

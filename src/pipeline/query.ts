@@ -4,6 +4,7 @@
  * safety → execution → redaction → audit (recorded by the dispatcher from ctx.auditDetails).
  * Each step is its own module under src/pipeline/; this file only composes them.
  */
+import { createHash } from 'node:crypto';
 import type { Pool } from 'pg';
 import { analyzeSql, complexityLimitsFromSettings } from '../sql/analyze';
 import type { ComplexityLimits } from '../sql/complexity';
@@ -24,8 +25,9 @@ import { maskedStatement } from '../sql/mask-sql';
 import type { AuditHooks } from '../audit/types';
 import { statementAuditFacts } from './audit-facts';
 import type { ResultCache } from './cache';
+import type { Policy } from '../../generated/policy-v1';
 import { rowsText } from './rows-json';
-import { AnalysisCache, evaluatorFor, hasTimeWindows, type CachedAnalysis, type CachedPolicy } from './analysis-cache';
+import { AnalysisCache, contentFingerprint, evaluatorFor, hasTimeWindows, type CachedAnalysis, type CachedPolicy } from './analysis-cache';
 import { bindRowRules, hasAnyRowRules, shapeRowRules, type RowRulePlan, type RowRuleShape } from './row-rules';
 import { policyRowRestrictions } from '../governance/policies';
 import type { RowViewProvisioner } from './row-views';
@@ -136,7 +138,7 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
     const subject = { identityId: identity.id, identityName: identity.name, roles: evaluator.roleNames(sourceId), sourceId };
     const decidePolicy = (): CachedPolicy => {
       const r = policyStep(policies, subject, analysis, catalog, now());
-      return r.ok ? { ok: true, restrictions: r.restrictions, accessFingerprint: JSON.stringify([evaluator.statements(sourceId), r.restrictions.fingerprint]) } : r;
+      return r.ok ? { ok: true, restrictions: r.restrictions, accessFingerprint: accessFingerprintOf(evaluator.statements(sourceId), r.restrictions.fingerprint) } : r;
     };
     const pol = hasTimeWindows(policies) ? decidePolicy() : cached.policy(AnalysisCache.policyKey(policies, subject), decidePolicy);
     if (!pol.ok) return pol.outcome;
@@ -145,9 +147,38 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
     const limited = await rateLimitStep(deps.rateLimiter, ctx, identity.id, sourceId);
     if (limited) return limited;
 
-    // Before write safety, the cache and execution: the relation hierarchy as the server has it now
-    // (issue 22 item 1); a change since the scan re-decides steps 3 and 4 and bypasses the result
-    // cache. Writes too: a partition attached under a write-denied parent is refused (red team rt1).
+    // A cached answer (issue 28) is served before, and without, the live hierarchy check: it was stored
+    // only by a read whose guard or check found the catalogue's tree when it ran (below: no store when
+    // the tree changed), under a key binding the caller's grants, restrictions, row-rule bindings, the
+    // catalogue snapshot and the active policies (cacheKey). It discloses only rows a caller with the
+    // same access was allowed when it was read: the same staleness, bounded by the cache's time to
+    // live, that the cache already accepts for data (docs/architecture.md step 6½).
+    const policyRows = policyRowRestrictions(policies, subject);
+    const rowRulesHere = hasAnyRowRules(evaluator, sourceId, policyRows);
+    // Row rules (issue 27): the rewrite of a text is cached with the statement's analysis (same key:
+    // the catalogue, the caller's grants so its rules) and the caller's restricting policies' content;
+    // only the caller's attribute values are bound per call. Its refusal is answered after the
+    // hierarchy check's, as before.
+    const rowShape = (runSql: string): RowRuleShape =>
+      rowRulesHere ? cached.rowRules(policyRows.any ? `${runSql}\u0000${policyRows.key}` : runSql, () => shapeRowRules({ evaluator, sourceId, analysis, catalog, sql: runSql, policyRows })) : NO_ROW_RULES;
+    const rows = bindRowRules(rowShape(sql), identity.attributes);
+    const requested = typeof args.max_rows === 'number' ? args.max_rows : TOOL_DEFAULTS.max_rows;
+    const sourceCap = typeof source.settings.max_rows === 'number' ? source.settings.max_rows : Infinity;
+    // Built only for a read that may be stored: with the cache disabled no key is hashed (issue 28 item 3).
+    const key = deps.cache.enabled && analysis.kind === 'read' && analysis.cacheable && rows.kind !== 'refused'
+      ? cacheKey(deps.cache, { sourceId, sql, params, maxRows: Math.min(requested, sourceCap, pol.restrictions.maxRows ?? Infinity), accessFingerprint: rows.kind === 'ruled' ? `${pol.accessFingerprint}\u0000rows:${rows.plan.bindingKey}` : pol.accessFingerprint }, catalog, policies)
+      : null;
+    const hit = key ? deps.cache.get(key) : undefined;
+    if (hit) {
+      if (rows.kind === 'ruled') audit.row_rules = rows.plan.applied;
+      audit.row_count = hit.rows.length;
+      audit.cached = true;
+      return queryResult(hit.rows, hit.truncated, true, hit.maskedColumns, hit.truncatedBy);
+    }
+
+    // Before write safety and execution: the relation hierarchy as the server has it now (issue 22
+    // item 1); a change since the scan re-decides steps 3 and 4 and the answer is not stored. Writes
+    // too: a partition attached under a write-denied parent is refused (red team rt1).
     // A write is still queued when the server cannot be asked (its source down): nothing runs before
     // an approval, and the approval asks the server again (src/approvals/execute.ts).
     const connector = deps.connectors.reader(source);
@@ -155,17 +186,15 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
     const fullCheck = () => checkHierarchy({ ...checkInput, now: now(), restrictions: pol.restrictions, signal: ctx.signal, identityId: identity.id });
     // A read whose relations the catalogue places in no tree is checked in its own round trip: a
     // guard before the statement lets it run only if the server proves they still stand alone;
-    // otherwise (guard tripped, or a cached answer) the full check runs first (issue 23, bench 01).
+    // otherwise (guard tripped) the full check runs first (issue 23, bench 01).
     let guard = standaloneGuardFor(checkInput);
     let hier: HierarchyCheck = guard ? { ok: true, changed: false, restrictions: pol.restrictions } : await fullCheck();
     if (!hier.ok && !(hier.unreachable && analysis.kind === 'write')) return hier.outcome;
     // Row rules are planned on the catalogue's tree (a partition carries its parent's rule): when the
     // server's tree differs from it, the plan could miss a rule, so the read is refused until a rescan.
-    const policyRows = policyRowRestrictions(policies, subject);
-    const rowRulesHere = hasAnyRowRules(evaluator, sourceId, policyRows);
     if (hier.ok && hier.changed && rowRulesHere) return STALE_TREE_REFUSAL;
     let restrictions = hier.ok ? hier.restrictions : pol.restrictions;
-    /** After a tripped guard or before a cached answer: the full check; an outcome when it refuses, else null (restrictions updated). */
+    /** After a tripped guard: the full check; an outcome when it refuses, else null (restrictions updated). */
     const recheck = async (): Promise<ToolOutcome | null> => {
       guard = null;
       hier = await fullCheck();
@@ -175,13 +204,6 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
       return null;
     };
 
-    // Row rules (issue 27): refusals first (before a write is queued), the rewrite with the final text below.
-    // The rewrite of a text is cached with the statement's analysis (same key: the catalogue, the
-    // caller's grants so its rules) and the caller's restricting policies' content; only the caller's
-    // attribute values are bound per call.
-    const rowShape = (runSql: string): RowRuleShape =>
-      rowRulesHere ? cached.rowRules(policyRows.any ? `${runSql}\u0000${policyRows.key}` : runSql, () => shapeRowRules({ evaluator, sourceId, analysis, catalog, sql: runSql, policyRows })) : NO_ROW_RULES;
-    const rows = bindRowRules(rowShape(sql), identity.attributes);
     if (rows.kind === 'refused') {
       audit.reason_detail = rows.outcome.kind === 'refusal' ? rows.outcome.code : undefined;
       audit.row_rule_refusal = rows.reason;
@@ -198,26 +220,10 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
       return queued;
     }
 
-    // Step 7: execution (or the cache). At most two passes: the second after the guard's full check.
-    const requested = typeof args.max_rows === 'number' ? args.max_rows : TOOL_DEFAULTS.max_rows;
-    const sourceCap = typeof source.settings.max_rows === 'number' ? source.settings.max_rows : Infinity;
-    const accessFingerprint = rows.kind === 'ruled' ? `${pol.accessFingerprint}\u0000rows:${rows.plan.bindingKey}` : pol.accessFingerprint;
+    // Step 7: execution. At most two passes: the second after the guard's full check.
     if (rows.kind === 'ruled') audit.row_rules = rows.plan.applied;
     for (;;) {
       const maxRows = Math.min(requested, sourceCap, restrictions.maxRows ?? Infinity);
-      const key = analysis.cacheable && hier.ok && !hier.changed ? deps.cache.key({ sourceId, sql, params, maxRows, accessFingerprint }) : null;
-      const hit = key ? deps.cache.get(key) : undefined;
-      if (hit && guard) {
-        // A cached answer skips the read that carries the guard: check first.
-        const refused = await recheck();
-        if (refused) return refused;
-        continue;
-      }
-      if (hit) {
-        audit.row_count = hit.rows.length;
-        audit.cached = true;
-        return queryResult(hit.rows, hit.truncated, true, hit.maskedColumns, hit.truncatedBy);
-      }
       // Masked columns are masked in SQL, so their raw values never reach the gateway (mask-sql.ts).
       const plan = restrictions.redaction;
       const wrapped = plan && analysis.statement === 'SelectStmt' ? maskedStatement(sql, plan.columns) : null;
@@ -259,12 +265,35 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
       // Step 8: redaction (before caching, logging and audit).
       const red = redactRows(read, analysis, restrictions, deps.maskSecret, premasked);
       if (!red.ok) return red.outcome;
-      if (key) deps.cache.set(key, { rows: red.rows, truncated: read.truncated, truncatedBy: read.truncatedBy, maskedColumns: red.maskedColumns });
+      // Stored only when the live tree was the catalogue's (the key was built on the decisions made on it).
+      if (key && hier.ok && !hier.changed) deps.cache.set(key, { rows: red.rows, truncated: read.truncated, truncatedBy: read.truncatedBy, maskedColumns: red.maskedColumns });
       audit.row_count = red.rows.length;
       audit.cached = false;
       return queryResult(red.rows, read.truncated, false, red.maskedColumns, read.truncatedBy);
     }
   };
+}
+
+/**
+ * The caller's access for the result-cache key: sha-256 (base64url, 43 characters) of the JSON text
+ * of its role statements on the source and its policy restrictions' fingerprint (row cap, masks).
+ * Computed once per cached policy verdict (AnalysisCache `policy`), so a cache key's text is ~200
+ * characters instead of the ~1 KB of those statements escaped inside it on every call (issue 28 item 3).
+ */
+export function accessFingerprintOf(statements: unknown, restrictionsFingerprint: string): string {
+  return createHash('sha256').update(JSON.stringify([statements, restrictionsFingerprint])).digest('base64url');
+}
+
+/**
+ * The result-cache key of a read (issue 28): ResultCache.key over the read's parts, with the catalogue
+ * snapshot and the active policies bound by content (contentFingerprint, memoised per object) beside
+ * the caller's access fingerprint (its role statements, the policy restrictions — row cap, masks —
+ * and, for a ruled caller, the bound row-rule values). A rescan (a new snapshot: its `scannedAt`
+ * differs) or any policy change therefore never reaches an entry stored before it, on any replica,
+ * even though cache hits are served without the live hierarchy check.
+ */
+export function cacheKey(cache: ResultCache, parts: { sourceId: string; sql: string; params: unknown[]; maxRows: number; accessFingerprint: string }, catalog: SourceCatalog, policies: Policy[]): string {
+  return cache.key({ ...parts, accessFingerprint: `${parts.accessFingerprint}\u0000catalog:${contentFingerprint(catalog)}\u0000policies:${contentFingerprint(policies)}` });
 }
 
 /** The row-rule shape of every statement of a caller without row rules on the source. */

@@ -20,7 +20,7 @@ import type { IdentityResolver, ToolBinding } from '../tools/types';
 import { MemoryAuditSink, type AuditSink } from '../audit/types';
 import { errorBodyHandler, healthz, hostOriginGuard, MCP_PATH, unknownRoute } from './http-guard';
 import { bodyReservation, clientAddressKey, ClientLimits, limitMessage, type ClientLimitSettings } from './client-limits';
-import { MCP_QUERY_PREFIX, mcpHandler, sendMcpLimited, sendMcpRequestError } from './mcp-endpoint';
+import { MCP_QUERY_PREFIX, mcpHandler, sendMcpLimited, sendMcpRequestError, type Abortable } from './mcp-endpoint';
 import { sendJsonText } from './channel';
 import { rateLimitedBody, retryAfterSeconds } from './http-errors';
 import { KeylessAuditAggregator } from './keyless-audit';
@@ -116,7 +116,7 @@ export function createGatewayApp(opts: GatewayAppOptions & { logger: Logger }): 
     deps.clientLimits = new ClientLimits(opts.clientLimits);
     deps.keylessAudit = new KeylessAuditAggregator(deps.audit, { logger, pending: deps.pendingAudits });
   }
-  const controllers = new Set<AbortController>();
+  const controllers = new Set<Abortable>();
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);

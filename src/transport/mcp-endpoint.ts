@@ -19,6 +19,7 @@
  * (method, dialect, status, seconds since admission).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { CallAbort } from './call-abort';
 import { utf8BodyReader } from './body';
 import { admit } from './admission';
 import { corsOrigin, corsResponseHeaders, type OriginPolicy } from './http-headers';
@@ -75,11 +76,16 @@ export function carriesTokenInQuery(url: string | undefined): boolean {
   return q >= 0 && new URLSearchParams(url!.slice(q + 1)).has('access_token');
 }
 
+/** What graceful shutdown aborts: an in-flight call's cancellation. */
+export interface Abortable {
+  abort(reason?: unknown): void;
+}
+
 /**
  * Builds the handler of the MCP endpoint. `controllers` receives the abort controller of every
  * in-flight tools/call (graceful shutdown aborts them); the handler never throws and never rejects.
  */
-export function mcpHandler(opts: McpEndpointOptions, deps: DispatchDeps, policy: OriginPolicy, controllers: Set<AbortController>): (req: IncomingMessage, res: ServerResponse) => void {
+export function mcpHandler(opts: McpEndpointOptions, deps: DispatchDeps, policy: OriginPolicy, controllers: Set<Abortable>): (req: IncomingMessage, res: ServerResponse) => void {
   const readBody = utf8BodyReader(opts.bodyLimitBytes ?? 1024 * 1024);
   const observe = opts.observeRequest;
 
@@ -92,7 +98,8 @@ export function mcpHandler(opts: McpEndpointOptions, deps: DispatchDeps, policy:
     const ch = new ResponseChannel(res);
     const admitted = verdict.kind === 'admitted' ? verdict : null;
     const isCall = admitted !== null && admitted.message.type === 'request' && admitted.message.method === 'tools/call';
-    const controller = isCall ? new AbortController() : null;
+    // A CallAbort, not an AbortController: the same cancellation for the pipeline at a fraction of the cost (call-abort.ts).
+    const controller = isCall ? new CallAbort() : null;
     if (observe || controller) {
       const t0 = observe ? process.hrtime.bigint() : 0n;
       // One listener per request: 'close' follows 'finish' for an answered request, and comes alone

@@ -2,7 +2,8 @@
  * The row-rule rewrite is cached with the statement's analysis (issue 27; analysis-cache.ts
  * `rowRules`, row-rules.ts shapeRowRules/bindRowRules): a repeated statement is not parsed again,
  * only the caller's attribute values are bound per call; a changed rule, a changed table (rescan),
- * a changed partition tree or clear() never serve the old rewrite.
+ * a changed partition tree or clear() never serve the old rewrite (an answer stored before a tree
+ * change is still served by the result cache within its time to live: issue 28).
  */
 import { codeOf, rowsOf, startRowFixture, type RowFixture } from '../../helpers/row-rules';
 import type { SourceRole } from '../../../src/control/roles';
@@ -91,8 +92,13 @@ test('a table that joined a partition tree is refused until the rescan, then pla
   await fx.admin(`CREATE TABLE loose_parent (id int NOT NULL, owner int NOT NULL) PARTITION BY RANGE (id);
     ALTER TABLE loose_parent ATTACH PARTITION loose FOR VALUES FROM (0) TO (1000);
     GRANT SELECT ON loose_parent TO "${fx.reader}"`);
-  // The server's tree differs from the catalogue's: the cached rewrite is not used.
-  expect(codeOf(await fx.call('noter', { owner: 2 }, sql))).toBe('row_rule_unenforceable');
+  // The answer stored before the attach is still served from the result cache (issue 28: it holds
+  // only rows this caller was allowed when it was read, within the cache's time to live), without
+  // asking the server.
+  const stored = await fx.call('noter', { owner: 2 }, sql);
+  expect({ ids: ids(stored, 'id'), cached: (stored as { structuredContent?: { cached?: boolean } }).structuredContent?.cached }).toEqual({ ids: [2, 5, 8], cached: true });
+  // Any other read: the server's tree differs from the catalogue's, the cached rewrite is not used.
+  expect(codeOf(await fx.call('noter', { owner: 1 }, sql))).toBe('row_rule_unenforceable');
   await fx.rescan();
   const replanned = await delta(() => fx.call('noter', { owner: 2 }, sql));
   expect({ ids: ids(replanned.out, 'id'), misses: replanned.misses, hits: replanned.hits }).toEqual({ ids: [2, 5, 8], misses: 1, hits: 0 });

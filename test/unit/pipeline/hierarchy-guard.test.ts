@@ -3,8 +3,10 @@
  * standaloneGuardFor; issue 23 bench 01), with a fake connector: a checked caller's read of a
  * relation the catalogue places in no tree carries the guard and no separate check; a tripped
  * guard runs the full check, re-decides (a mask from a parent attached since the scan) and reads
- * again without the guard; a cached answer is never served without the full check; callers
- * without denies or masks get neither.
+ * again without the guard; callers without denies or masks get neither. A cached answer (issue 28)
+ * is served with no source round trip at all: it was stored only by a read that found the
+ * catalogue's tree, a read that found another tree stores nothing, and a rescan or a policy change
+ * re-keys it (the catalogue snapshot and the policies are part of the key).
  */
 import type { Policy } from '../../../generated/policy-v1';
 import { MemoryGovernanceStore } from '../../../src/governance/store';
@@ -69,7 +71,7 @@ function setup(opts: { policies?: Policy[]; attachedLate?: boolean; cacheTtlMs?:
     maskSecret: 's',
   });
   const ctx = (): ToolCallContext => ({ requestId: 'r', apiKey: 'k', identity: { id: 'me', name: 'me', keyId: 'k1' }, dialect: 'handshake', protocolVersion: '2025-11-25', toolName: 't', canonicalTool: 't', signal: new AbortController().signal, notify: () => undefined, auditDetails: {} }) as never;
-  return { calls, call: (sql: string) => query({ source_id: 'db', sql }, ctx()) };
+  return { calls, store, call: (sql: string) => query({ source_id: 'db', sql }, ctx()) };
 }
 
 const rowsOf = (o: ToolOutcome) => (o.kind === 'result' ? JSON.parse((o.content[0] as { text: string }).text) : o);
@@ -92,11 +94,55 @@ test('a tripped guard runs the full check, applies the new parent mask and reads
   expect(out).toMatchObject({ kind: 'result', structuredContent: { masked_columns: ['v'] } });
 });
 
-test('a cached answer is served only after the full check', async () => {
+test('a cached answer is served with no source round trip, for a standalone relation and one in a tree', async () => {
+  const t = setup({ policies: [MASK], cacheTtlMs: 60_000 });
+  const first = await t.call('SELECT id, v FROM late');
+  expect(first).toMatchObject({ kind: 'result', structuredContent: { cached: false } });
+  expect(await t.call('SELECT id, v FROM late')).toEqual({ ...first, structuredContent: { ...(first as { structuredContent: object }).structuredContent, cached: true } });
+  expect(t.calls).toEqual([{ kind: 'read', sql: 'SELECT id, v FROM late', guard: true }]);
+  t.calls.length = 0;
+  expect(await t.call('SELECT id, v FROM m')).toMatchObject({ kind: 'result', structuredContent: { cached: false, masked_columns: ['v'] } });
+  expect(t.calls.map((c) => c.kind)).toEqual(['trees', 'read']);
+  expect(await t.call('SELECT id, v FROM m')).toMatchObject({ kind: 'result', structuredContent: { cached: true, masked_columns: ['v'] } });
+  expect(t.calls.map((c) => c.kind)).toEqual(['trees', 'read']);
+});
+
+test('a read that found a tree other than the catalogue\'s stores no answer', async () => {
+  const t = setup({ policies: [MASK], attachedLate: true, cacheTtlMs: 60_000 });
+  await t.call('SELECT id, v FROM late');
+  const again = await t.call('SELECT id, v FROM late');
+  expect(t.calls.map((c) => c.kind)).toEqual(['read', 'trees', 'read', 'read', 'trees', 'read']);
+  expect(again).toMatchObject({ kind: 'result', structuredContent: { cached: false, masked_columns: ['v'] } });
+});
+
+test('a rescan (a new catalogue snapshot) or a policy change is not served from the old entry', async () => {
   const t = setup({ policies: [MASK], cacheTtlMs: 60_000 });
   await t.call('SELECT id, v FROM late');
-  expect(rowsOf(await t.call('SELECT id, v FROM late'))).toEqual([{ id: '1', v: 'RAW' }]);
-  expect(t.calls.map((c) => c.kind)).toEqual(['read', 'trees']);
+  expect(t.calls).toHaveLength(1);
+  // The same relations, scanned again: only the snapshot's time differs.
+  t.store.catalogs.set('db', { ...CATALOG, scannedAt: '2026-12-04T00:00:00Z' });
+  expect(await t.call('SELECT id, v FROM late')).toMatchObject({ kind: 'result', structuredContent: { cached: false } });
+  expect(t.calls).toHaveLength(2);
+  expect(await t.call('SELECT id, v FROM late')).toMatchObject({ kind: 'result', structuredContent: { cached: true } });
+  expect(t.calls).toHaveLength(2);
+  // A policy that changes nothing this caller may see still re-keys every entry.
+  t.store.policies.push({ name: 'other', rule: { type: 'deny_relations', relations: ['public.elsewhere'] } } as never);
+  expect(await t.call('SELECT id, v FROM late')).toMatchObject({ kind: 'result', structuredContent: { cached: false } });
+  expect(t.calls).toEqual([1, 2, 3].map(() => ({ kind: 'read', sql: 'SELECT id, v FROM late', guard: true })));
+  // A mask on the read column: a new key, and a masked answer read from the source.
+  t.store.policies.push({ name: 'mask-late', rule: { type: 'mask_columns', columns: ['public.late.v'], method: 'full' } } as never);
+  expect(await t.call('SELECT id, v FROM late')).toMatchObject({ kind: 'result', structuredContent: { cached: false, masked_columns: ['v'] } });
+  expect(t.calls).toHaveLength(4);
+});
+
+test('a change of the caller\'s role statements is not served from the old entry', async () => {
+  const t = setup({ policies: [MASK], cacheTtlMs: 60_000 });
+  await t.call('SELECT id, v FROM late');
+  expect(await t.call('SELECT id, v FROM late')).toMatchObject({ structuredContent: { cached: true } });
+  // The same grant with one more statement (a deny elsewhere): another access fingerprint, another key.
+  t.store.grants[0] = { ...t.store.grants[0], role: { name: 'r', statements: [{ effect: 'allow', action: 'read', resource: 'public.*' }, { effect: 'deny', action: 'read', resource: 'public.m.v' }] } as never };
+  expect(await t.call('SELECT id, v FROM late')).toMatchObject({ kind: 'result', structuredContent: { cached: false } });
+  expect(t.calls.filter((c) => c.kind === 'read')).toHaveLength(2);
 });
 
 test('a relation the catalogue places in a tree is checked first; an unchecked caller gets neither', async () => {
