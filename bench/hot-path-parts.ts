@@ -63,9 +63,9 @@ function pieces(root: string): Record<string, Piece> {
     details: { source_id: 'chinook', action: 'read', fingerprint: '8a4f2c1b9d3e7f60', relations: ['public.track'], row_count: 1, cached: false },
   });
   const auditBatch = [normalizeAuditRow(event(1)), normalizeAuditRow(event(2))];
-  const query = load('pipeline/query.js') as { cacheKey?: (c: unknown, p: unknown, catalog: object, policies: object) => string; accessFingerprintOf?: (st: unknown, f: string) => string };
+  const query = load('pipeline/query.js') as { cacheKey?: (c: unknown, p: unknown, catalog: object, policies: object) => string; accessFingerprintOf?: (st: unknown, f: string, checked?: boolean) => string };
   const restrictionsFingerprint = 'mask:customer.email=partial;customer.phone=full';
-  const queryAccess = query.accessFingerprintOf ? query.accessFingerprintOf(ev.statements('chinook'), restrictionsFingerprint) : accessFingerprint;
+  const queryAccess = query.accessFingerprintOf ? query.accessFingerprintOf(ev.statements('chinook'), restrictionsFingerprint, true) : accessFingerprint;
   const queryKey = query.cacheKey
     ? (params: unknown[]) => query.cacheKey!(cache, { sourceId: 'chinook', sql: POINT_SQL, params, maxRows: 100, accessFingerprint: queryAccess }, catalog, policies as object)
     : (params: unknown[]) => cache.key({ sourceId: 'chinook', sql: POINT_SQL, params, maxRows: 100, accessFingerprint: queryAccess });

@@ -19,7 +19,7 @@ import { policyStep } from './04-policy';
 import { rateLimitStep, type RateLimiter } from './05-rate-limit';
 import { writeSafetyStep } from './06-write-safety';
 import { mapConnectorError, type ConnectorProvider, type TruncatedBy } from './07-execute';
-import { checkHierarchy, standaloneGuardFor, type HierarchyCheck } from './hierarchy-check';
+import { checkHierarchy, hierarchySensitive, standaloneGuardFor, type HierarchyCheck } from './hierarchy-check';
 import { redactRows } from './08-redact';
 import { maskedStatement } from '../sql/mask-sql';
 import type { AuditHooks } from '../audit/types';
@@ -138,7 +138,9 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
     const subject = { identityId: identity.id, identityName: identity.name, roles: evaluator.roleNames(sourceId), sourceId };
     const decidePolicy = (): CachedPolicy => {
       const r = policyStep(policies, subject, analysis, catalog, now());
-      return r.ok ? { ok: true, restrictions: r.restrictions, accessFingerprint: accessFingerprintOf(evaluator.statements(sourceId), r.restrictions.fingerprint) } : r;
+      // Whether the caller is hierarchy-checked is bound too (red team rtc, RTC-1): an unchecked caller's
+      // read stores what the server's tree held, which a checked caller with the same roles must not be served.
+      return r.ok ? { ok: true, restrictions: r.restrictions, accessFingerprint: accessFingerprintOf(evaluator.statements(sourceId), r.restrictions.fingerprint, hierarchySensitive(evaluator, sourceId, policies, subject)) } : r;
     };
     const pol = hasTimeWindows(policies) ? decidePolicy() : cached.policy(AnalysisCache.policyKey(policies, subject), decidePolicy);
     if (!pol.ok) return pol.outcome;
@@ -276,12 +278,17 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
 
 /**
  * The caller's access for the result-cache key: sha-256 (base64url, 43 characters) of the JSON text
- * of its role statements on the source and its policy restrictions' fingerprint (row cap, masks).
- * Computed once per cached policy verdict (AnalysisCache `policy`), so a cache key's text is ~200
- * characters instead of the ~1 KB of those statements escaped inside it on every call (issue 28 item 3).
+ * of its role statements on the source, its policy restrictions' fingerprint (row cap, masks) and
+ * whether the live hierarchy check applies to it (`checked`: hierarchySensitive — a deny, row rule,
+ * or a mask/deny/restrict_rows policy selecting it). The last is needed because an unchecked
+ * caller's read stores whatever the server's tree held, a partition attached since the scan
+ * included, and a hit is served without the check (issue 28): a checked caller with the same roles
+ * must never compute that key (red team rtc, RTC-1/RTC-2). Computed once per cached policy verdict
+ * (AnalysisCache `policy`), so a cache key's text is ~200 characters instead of the ~1 KB of those
+ * statements escaped inside it on every call (issue 28 item 3).
  */
-export function accessFingerprintOf(statements: unknown, restrictionsFingerprint: string): string {
-  return createHash('sha256').update(JSON.stringify([statements, restrictionsFingerprint])).digest('base64url');
+export function accessFingerprintOf(statements: unknown, restrictionsFingerprint: string, checked: boolean): string {
+  return createHash('sha256').update(JSON.stringify([statements, restrictionsFingerprint, checked])).digest('base64url');
 }
 
 /**
