@@ -85,6 +85,20 @@ export function standaloneGuardFor(i: Omit<HierarchyCheckInput, 'now' | 'restric
   return relations ? i.connector.standaloneGuard(relations) : null;
 }
 
+/**
+ * Whether a result-cache hit must run checkHierarchy before it is served (red team rtc, RTC-3): the
+ * caller is checked and the catalogue places a touched relation in a tree. Such a read is checked in
+ * one round trip and run in the next, so a partition attached between the two is read and stored
+ * under decisions made on the old tree; the hit's own check finds the new tree. A hit over
+ * relations that stand alone is served without a check (their reads carry the guard, in the same
+ * round trip; issue 28).
+ */
+export function hitNeedsCheck(i: Omit<HierarchyCheckInput, 'now' | 'restrictions' | 'signal' | 'identityId'>): boolean {
+  if (!i.connector.relationTrees || i.analysis.kind !== 'read') return false;
+  if (!hierarchySensitive(i.evaluator, i.sourceId, i.policies, i.subject)) return false;
+  return standaloneRelations(i.analysis, i.catalog) === null;
+}
+
 /** Per analysis (the analysis cache hands out the same object for a repeated statement): its catalogue and standaloneRelations' answer on it. */
 const standaloneMemo = new WeakMap<OkAnalysis, { catalog: SourceCatalog; relations: RelationName[] | null }>();
 

@@ -19,7 +19,7 @@ import { policyStep } from './04-policy';
 import { rateLimitStep, type RateLimiter } from './05-rate-limit';
 import { writeSafetyStep } from './06-write-safety';
 import { mapConnectorError, type ConnectorProvider, type TruncatedBy } from './07-execute';
-import { checkHierarchy, hierarchySensitive, standaloneGuardFor, type HierarchyCheck } from './hierarchy-check';
+import { checkHierarchy, hierarchySensitive, hitNeedsCheck, standaloneGuardFor, type HierarchyCheck } from './hierarchy-check';
 import { redactRows } from './08-redact';
 import { maskedStatement } from '../sql/mask-sql';
 import type { AuditHooks } from '../audit/types';
@@ -149,12 +149,13 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
     const limited = await rateLimitStep(deps.rateLimiter, ctx, identity.id, sourceId);
     if (limited) return limited;
 
-    // A cached answer (issue 28) is served before, and without, the live hierarchy check: it was stored
-    // only by a read whose guard or check found the catalogue's tree when it ran (below: no store when
-    // the tree changed), under a key binding the caller's grants, restrictions, row-rule bindings, the
-    // catalogue snapshot and the active policies (cacheKey). It discloses only rows a caller with the
-    // same access was allowed when it was read: the same staleness, bounded by the cache's time to
-    // live, that the cache already accepts for data (docs/architecture.md step 6½).
+    // A cached answer over relations that stand alone (issue 28) is served without the live hierarchy
+    // check: it was stored only by a read whose guard (same round trip) found the catalogue's tree
+    // (below: no store when the tree changed), under a key binding the caller's grants, restrictions,
+    // whether it is checked, row-rule bindings, the catalogue snapshot and the active policies
+    // (cacheKey). It discloses only rows a caller with the same access was allowed when it was read:
+    // the same staleness, bounded by the cache's time to live, that the cache already accepts for data
+    // (docs/architecture.md step 6½). Over a relation in a tree a checked caller's hit is checked first (RTC-3).
     const policyRows = policyRowRestrictions(policies, subject);
     const rowRulesHere = hasAnyRowRules(evaluator, sourceId, policyRows);
     // Row rules (issue 27): the rewrite of a text is cached with the statement's analysis (same key:
@@ -171,12 +172,6 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
       ? cacheKey(deps.cache, { sourceId, sql, params, maxRows: Math.min(requested, sourceCap, pol.restrictions.maxRows ?? Infinity), accessFingerprint: rows.kind === 'ruled' ? `${pol.accessFingerprint}\u0000rows:${rows.plan.bindingKey}` : pol.accessFingerprint }, catalog, policies)
       : null;
     const hit = key ? deps.cache.get(key) : undefined;
-    if (hit) {
-      if (rows.kind === 'ruled') audit.row_rules = rows.plan.applied;
-      audit.row_count = hit.rows.length;
-      audit.cached = true;
-      return queryResult(hit.rows, hit.truncated, true, hit.maskedColumns, hit.truncatedBy);
-    }
 
     // Before write safety and execution: the relation hierarchy as the server has it now (issue 22
     // item 1); a change since the scan re-decides steps 3 and 4 and the answer is not stored. Writes
@@ -186,11 +181,27 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
     const connector = deps.connectors.reader(source);
     const checkInput = { connector, evaluator, sourceId, analysis, catalog, policies, subject };
     const fullCheck = () => checkHierarchy({ ...checkInput, now: now(), restrictions: pol.restrictions, signal: ctx.signal, identityId: identity.id });
+    let hier: HierarchyCheck | null = null;
+    if (hit) {
+      // Over a relation in a tree the stored answer may have raced a partition attached between its
+      // check and its read (RTC-3): checked first; on another tree the read is decided again, unstored.
+      if (hitNeedsCheck(checkInput)) {
+        hier = await fullCheck();
+        if (!hier.ok) return hier.outcome;
+      }
+      if (!hier || !hier.changed) {
+        if (rows.kind === 'ruled') audit.row_rules = rows.plan.applied;
+        audit.row_count = hit.rows.length;
+        audit.cached = true;
+        return queryResult(hit.rows, hit.truncated, true, hit.maskedColumns, hit.truncatedBy);
+      }
+    }
+
     // A read whose relations the catalogue places in no tree is checked in its own round trip: a
     // guard before the statement lets it run only if the server proves they still stand alone;
     // otherwise (guard tripped) the full check runs first (issue 23, bench 01).
-    let guard = standaloneGuardFor(checkInput);
-    let hier: HierarchyCheck = guard ? { ok: true, changed: false, restrictions: pol.restrictions } : await fullCheck();
+    let guard = hier ? null : standaloneGuardFor(checkInput);
+    hier ??= guard ? { ok: true, changed: false, restrictions: pol.restrictions } : await fullCheck();
     if (!hier.ok && !(hier.unreachable && analysis.kind === 'write')) return hier.outcome;
     // Row rules are planned on the catalogue's tree (a partition carries its parent's rule): when the
     // server's tree differs from it, the plan could miss a rule, so the read is refused until a rescan.

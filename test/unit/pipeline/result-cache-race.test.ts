@@ -1,13 +1,14 @@
 /**
  * Red team rtc against issue 28 (a result-cache hit is served without the live hierarchy check),
- * finding RTC-3 (low; left failing): a checked caller's read of a relation the catalogue places in a
+ * finding RTC-3 (low; fixed): a checked caller's read of a relation the catalogue places in a
  * tree runs the full check in one round trip and the statement in the next. A partition attached
  * between the two is read under decisions made on the old tree, and the answer is STORED (the check
  * found the catalogue's tree), so every caller with the same key is served it for the cache's TTL
  * without a check — rows of a relation a policy denies them, which they were not permitted when the
- * answer was stored either. Before issue 28 a hit ran the check first and refused. A fix needs the
- * check to be atomic with the read for trees too (as the standalone guard is), or a second check
- * before storing on a miss; neither is small, so the test stays `test.failing`.
+ * answer was stored either. Before issue 28 a hit ran the check first and refused; now a checked
+ * caller's hit over a relation the catalogue places in a tree runs the check first again
+ * (hitNeedsCheck), while a hit over relations that stand alone (read under the guard, in the same
+ * round trip as the statement) is served without one.
  */
 import type { Policy } from '../../../generated/policy-v1';
 import { MemoryGovernanceStore } from '../../../src/governance/store';
@@ -38,7 +39,7 @@ const CATALOG = {
 } as unknown as SourceCatalog;
 const DENY_PRIV: Policy = { name: 'deny-priv', rule: { type: 'deny_relations', relations: ['public.priv'] } };
 
-test.failing('RTC-3 a partition attached between the full check and the read is not served from the cache to the next checked caller', async () => {
+test('RTC-3 a partition attached between the full check and the read is not served from the cache to the next checked caller', async () => {
   const store = new MemoryGovernanceStore();
   store.sources.set('db', { id: 'db', type: 'postgres', name: 'db', enabled: true, settings: {} });
   store.catalogs.set('db', CATALOG);
