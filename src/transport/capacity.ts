@@ -160,6 +160,8 @@ export class CapacityLimiter {
   private lastSampleAt: number | null = null;
   /** sha256(bearer token) → the caller it resolved to (noteToken), for refusals before identity resolution. */
   private readonly knownTokens = new Map<string, KnownCaller>();
+  /** Per scope (socket) the last token refuseKnown hashed and its key: held only as long as the scope lives. */
+  private readonly scopeKeys = new WeakMap<object, { token: string; key: string }>();
   /** When pressure last lowered the limit (clock ms), or null. */
   private lastPressureAt: number | null = null;
   private refusedCount = 0;
@@ -270,13 +272,25 @@ export class CapacityLimiter {
    * The refusal that acquire() would give at once to the caller `token` resolved to before
    * (noteToken), decided before any identity, SQL or control-database work; null when the replica
    * has room, the token is not remembered, or the call might wait in the queue (then the caller
-   * goes the normal way: identity, then acquire). Counts the refusal.
+   * goes the normal way: identity, then acquire). Counts the refusal. `scope` (e.g. the request's
+   * socket): the token's hash is kept with it and reused while the same token comes on it, so a
+   * keep-alive connection's refusals hash the token once.
    */
-  refuseKnown(token: string): { refusal: CapacityRefusal; caller: KnownCaller } | null {
+  refuseKnown(token: string, scope?: object): { refusal: CapacityRefusal; caller: KnownCaller } | null {
     if (this.inflightCount < this.limit && this.queue.length === 0) return null;
-    const caller = this.knownTokens.size ? this.knownTokens.get(tokenKey(token)) : undefined;
+    const caller = this.knownTokens.size ? this.knownTokens.get(this.scopedKey(token, scope)) : undefined;
     if (!caller || this.mayBorrow(caller.id) || !this.refusesAtOnce(caller.id)) return null;
     return { refusal: this.refuse(), caller };
+  }
+
+  /** tokenKey(token), reused from `scope`'s last token when it is the same (refuseKnown). */
+  private scopedKey(token: string, scope: object | undefined): string {
+    if (!scope) return tokenKey(token);
+    const last = this.scopeKeys.get(scope);
+    if (last && last.token === token) return last.key;
+    const key = tokenKey(token);
+    this.scopeKeys.set(scope, { token, key });
+    return key;
   }
 
   /** Stops the event-loop sampler and refuses whatever waits. */

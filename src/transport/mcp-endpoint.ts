@@ -24,7 +24,7 @@ import { admit } from './admission';
 import { corsOrigin, corsResponseHeaders, type OriginPolicy } from './http-headers';
 import { ResponseChannel, sendJsonText } from './channel';
 import { errorResponse } from './jsonrpc';
-import { dispatch, newRequestId, type DispatchDeps } from '../protocol/dispatch';
+import { answerKnownOverCapacity, dispatch, newRequestId, type DispatchDeps } from '../protocol/dispatch';
 import { bearerToken } from '../pipeline/01-identity';
 import { clientAddressKey, keylessGate, limitMessage, unverifiedKeyGate, type LimitRefusal } from './client-limits';
 import { MCP_PATH } from './http-guard';
@@ -92,7 +92,11 @@ export function mcpHandler(opts: McpEndpointOptions, deps: DispatchDeps, policy:
     const ch = new ResponseChannel(res);
     const admitted = verdict.kind === 'admitted' ? verdict : null;
     const isCall = admitted !== null && admitted.message.type === 'request' && admitted.message.method === 'tools/call';
-    const controller = isCall ? new AbortController() : null;
+    const apiKey = admitted ? bearerToken(headers.authorization) : null;
+    // Admission by capacity for a token seen before, decided before anything a served call needs is
+    // built (issue 29 item 3): the same 429 answer, counted in the aggregate audit.
+    const refused = isCall && apiKey !== null && deps.capacity !== undefined && answerKnownOverCapacity(admitted!, { requestId, apiKey, clientAddress: clientAddressKey(req.socket.remoteAddress), scope: req.socket }, ch, deps);
+    const controller = isCall && !refused ? new AbortController() : null;
     if (observe || controller) {
       const t0 = observe ? process.hrtime.bigint() : 0n;
       // One listener per request: 'close' follows 'finish' for an answered request, and comes alone
@@ -104,6 +108,7 @@ export function mcpHandler(opts: McpEndpointOptions, deps: DispatchDeps, policy:
         if (controller) controllers.delete(controller);
       });
     }
+    if (refused) return;
     if (!admitted) {
       if (verdict.kind !== 'reply') return;
       if (verdict.body) ch.final(verdict.status, verdict.body, verdict.headers);
@@ -113,7 +118,6 @@ export function mcpHandler(opts: McpEndpointOptions, deps: DispatchDeps, policy:
       }
       return;
     }
-    const apiKey = bearerToken(headers.authorization);
     const clientAddress = clientAddressKey(req.socket.remoteAddress);
     if (!controller) {
       const over = await unverifiedKeyGate(deps.clientLimits, deps.keylessAudit, deps.identityResolver, apiKey ?? undefined, clientAddress, 'mcp');
