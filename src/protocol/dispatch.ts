@@ -372,7 +372,11 @@ async function runAdmitted(deps: DispatchDeps, req: ToolCallRequest, binding: To
   }
   // Audit before answer (issue 11): released only once the event committed; else audit_unavailable.
   // (A queued write's event was committed with its approval row, in one transaction.)
+  // The commit's wait is left out of the capacity sample, like source reads (capacity.ts: a slower
+  // commit must not lower the limit below what keeps the CPU busy; the writer's backlog is its own signal).
+  const commitStarted = capacitySlot ? performance.now() : 0;
   const ok = (outcome.kind === 'queued' && ctx.auditHooks.committed) || (await commitAuditEvent(deps.audit, event, req.signal, deps.logger, deps.pendingAudits));
+  if (capacitySlot) capacitySlot.sourceWait.ms += performance.now() - commitStarted;
   if (!ok) {
     outcome = { kind: 'refusal', code: 'audit_unavailable' };
     deps.observe?.({ ...event, decision: 'refused', reasonCode: 'audit_unavailable' });

@@ -6,15 +6,24 @@
  * Netflix's concurrency-limits ("Gradient2") and Envoy's adaptive concurrency filter, written here:
  *
  * - every finished call is a latency sample (ms, from admission to its audit commit, less the time
- *   it spent in source reads: a slow source or an identity's slow statements are bounded by the
- *   source's pool and fair share, and must not lower the limit for every caller);
+ *   it spent waiting on a database: its source reads — a slow source or an identity's slow
+ *   statements are bounded by the source's pool and fair share, and must not lower the limit for
+ *   every caller — and its audit commit — group commit waits on the control database, whose
+ *   backlog is its own signal, the writer's pending events; counted in, a slower commit lowered
+ *   the limit below what the replica needs in flight to keep its CPU busy while calls wait on
+ *   their commits, bench/RESULTS.md issue 29 at 1×). What is left is the replica's own work and
+ *   its queueing for the CPU and the event loop, which is what the limit controls;
  * - `longRtt` is a slow exponential average of the samples over time (time constant 10 s: the
  *   unloaded latency, drifting), the short one a fast average over the last ~10 samples (the
  *   latency now);
  * - gradient = clamp(tolerance × longRtt / shortRtt, 0.5, 1); newLimit = limit × gradient + √limit
  *   (a little headroom to probe upward); limit ← limit × (1 − smoothing) + newLimit × smoothing,
  *   clamped to [minLimit, maxLimit]. While fewer than half the limit are in flight the limit is not
- *   raised (the load, not the capacity, is what bounds it then).
+ *   raised (the load, not the capacity, is what bounds it then). The gradient lowers the limit at
+ *   most once per DECREASE_STEP_MS (by at most 10 %): at thousands of calls a second the short
+ *   average spans a few milliseconds, and one garbage-collection pause or a neighbour's burst
+ *   would otherwise take the limit down by half within a pause, below what the replica needs in
+ *   flight; a lasting slowdown still lowers it 10 % per step (to a third in about a second).
  * - pressure from outside the call: when the event loop's delay (p99 over the last interval) passes
  *   `maxEventLoopDelayMs`, or the audit writer's pending events pass `maxAuditQueue`, a sample
  *   lowers the limit by 10 % instead (at most once per PRESSURE_STEP_MS, so a second of pressure
@@ -50,6 +59,9 @@ const LONG_WINDOW_MS = 10_000;
 
 /** Under outside pressure (event-loop delay, audit queue) the limit falls by 10 % at most once per this many ms. */
 export const PRESSURE_STEP_MS = 100;
+
+/** The gradient lowers the limit at most once per this many ms (each step by at most 10 %: smoothing 0.2 × gradient floor 0.5). */
+export const DECREASE_STEP_MS = 100;
 
 /** Settings of the capacity limit (config `admission`, spec/config-v1.schema.json). */
 export interface CapacitySettings {
@@ -102,8 +114,8 @@ export interface KnownCaller {
 
 /**
  * An admitted call's slot: call `release()` once, when the call (and its audit) is done.
- * `excludedMs`: time the call spent waiting on a source (ToolCallContext.sourceWait), left out of
- * the latency sample.
+ * `excludedMs`: time the call spent waiting on a database — its source reads
+ * (ToolCallContext.sourceWait) and its audit commit — left out of the latency sample.
  */
 export interface CapacityPermit {
   release(excludedMs?: number): void;
@@ -164,6 +176,8 @@ export class CapacityLimiter {
   private readonly scopeKeys = new WeakMap<object, { token: string; key: string }>();
   /** When pressure last lowered the limit (clock ms), or null. */
   private lastPressureAt: number | null = null;
+  /** When the gradient last lowered the limit (clock ms), or null. */
+  private lastDecreaseAt: number | null = null;
   private refusedCount = 0;
   /** Slots granted beyond the limit to identities holding none (mayBorrow). */
   private borrowedCount = 0;
@@ -435,6 +449,11 @@ export class CapacityLimiter {
       const gradient = Math.max(0.5, Math.min(1, (s.tolerance * this.longRtt) / Math.max(1e-3, this.shortRtt)));
       next = this.limitValue * gradient + Math.sqrt(this.limitValue);
       if (next > this.limitValue && this.inflightCount + 1 < this.limitValue / 2) next = this.limitValue;
+      if (next < this.limitValue) {
+        // Lowered at most once per DECREASE_STEP_MS; in between, held (not raised either).
+        if (this.lastDecreaseAt !== null && at - this.lastDecreaseAt < DECREASE_STEP_MS) return;
+        this.lastDecreaseAt = at;
+      }
       next = this.limitValue * 0.8 + next * 0.2;
     }
     this.limitValue = Math.min(s.maxLimit, Math.max(s.minLimit, next));

@@ -1,5 +1,5 @@
 /** Admission by capacity (issue 29 item 1): the adaptive limit, its queue and its refusals. */
-import { CapacityLimiter, DEFAULT_CAPACITY, isCapacityRefusal, PRESSURE_STEP_MS, type CapacityPermit, type CapacitySettings } from '../../../src/transport/capacity';
+import { CapacityLimiter, DECREASE_STEP_MS, DEFAULT_CAPACITY, isCapacityRefusal, PRESSURE_STEP_MS, type CapacityPermit, type CapacitySettings } from '../../../src/transport/capacity';
 import { capacityLimiter } from '../../../src/gateway';
 import { DEFAULT_CONFIG } from '../../../src/control/config';
 
@@ -101,15 +101,46 @@ test('time spent in source reads is left out of the sample: slow statements do n
   const bySource = limiter({ initialLimit: 64, minLimit: 4, maxLimit: 512, tolerance: 1.5 });
   driveSource(bySource, 150, 10, 5);
   const before = bySource.limit;
-  // Calls now take 2 s, all of it in the source (an identity's slow statements): the limit holds.
-  driveSource(bySource, 2, 2000, 1995);
+  // Calls now take 200 ms, all of it in the source (an identity's slow statements): the limit holds.
+  driveSource(bySource, 10, 200, 195);
   expect(bySource.limit).toBeGreaterThanOrEqual(before);
-  // The same 2 s spent in the gateway (no source time) lowers it, as before.
+  // The same 200 ms spent in the gateway (no source time) lowers it, as before (10 % per DECREASE_STEP_MS).
   const byGateway = limiter({ initialLimit: 64, minLimit: 4, maxLimit: 512, tolerance: 1.5 });
   driveSource(byGateway, 150, 10, 5);
   const start = byGateway.limit;
-  driveSource(byGateway, 2, 2000, 0);
+  driveSource(byGateway, 10, 200, 0);
   expect(byGateway.limit).toBeLessThan(start / 2);
+});
+
+test('a burst of slow calls within one DECREASE_STEP_MS lowers the limit once, by at most 10 %: one pause cannot take it below what the replica needs in flight', () => {
+  /** 30 calls of 10 ms one after another (long- and short-term latency 10 ms; the limit held at 100, the load being below half of it), then `n` calls finishing together after 50 ms. */
+  const burst = (n: number) => {
+    const l = limiter({ initialLimit: 100, minLimit: 4, maxLimit: 512, tolerance: 1 });
+    drive(l, 30, 10, 1);
+    expect(l.limit).toBe(100);
+    const held = Array.from({ length: n }, () => permit(l.acquire()));
+    clock += 50;
+    for (const p of held) p.release();
+    return l;
+  };
+  const one = burst(1);
+  const sixty = burst(60);
+  // Sixty slow samples in the same instant lower the limit exactly as much as the first of them alone.
+  expect(sixty.limit).toBe(one.limit);
+  expect(sixty.limit).toBeLessThan(100);
+  expect(sixty.limit).toBeGreaterThanOrEqual(90);
+  // Within the step the slow samples neither lower it again nor raise it.
+  const held = Array.from({ length: 60 }, () => permit(sixty.acquire()));
+  clock += DECREASE_STEP_MS - 1;
+  for (const p of held) p.release();
+  expect(sixty.limit).toBe(one.limit);
+  // Once the step has passed, a slow sample lowers it again (by at most 10 %).
+  const before = sixty.limit;
+  const again = Array.from({ length: 60 }, () => permit(sixty.acquire()));
+  clock += 2;
+  for (const p of again) p.release();
+  expect(sixty.limit).toBeLessThan(before);
+  expect(sixty.limit).toBeGreaterThanOrEqual(Math.floor(before * 0.9));
 });
 
 test('event-loop delay past its bound lowers the limit by 10 % at most once per PRESSURE_STEP_MS, whatever the latency, and not below min_limit', () => {
