@@ -228,11 +228,15 @@ export async function runToolCall(deps: DispatchDeps, req: ToolCallRequest): Pro
       return refuseOverCapacity(deps, req, binding, early.refusal, early.caller);
     }
   }
-  const held = { release: (_excludedMs?: number) => undefined as void, sourceWait: { ms: 0 } };
+  const held = { release: (_excludedMs?: number, _dropped?: boolean) => undefined as void, sourceWait: { ms: 0 } };
+  let ran: ToolCallRun | undefined;
   try {
-    return await runAdmitted(deps, req, binding, held);
+    ran = await runAdmitted(deps, req, binding, held);
+    return ran;
   } finally {
-    held.release(held.sourceWait.ms);
+    // Refused behind admission for lack of a source slot: a drop, the limit admitted too many (capacity.ts).
+    const o = ran?.outcome;
+    held.release(held.sourceWait.ms, o?.kind === 'refusal' && (o.code === 'concurrency_limited' || o.code === 'source_busy'));
   }
 }
 
@@ -291,7 +295,7 @@ function overCapacity(deps: DispatchDeps, req: Pick<ToolCallRequest, 'requestId'
 }
 
 /** runToolCall once the call may run (see there). */
-async function runAdmitted(deps: DispatchDeps, req: ToolCallRequest, binding: ToolBinding, capacitySlot: { release(excludedMs?: number): void; sourceWait: { ms: number } } | null): Promise<ToolCallRun> {
+async function runAdmitted(deps: DispatchDeps, req: ToolCallRequest, binding: ToolBinding, capacitySlot: { release(excludedMs?: number, dropped?: boolean): void; sourceWait: { ms: number } } | null): Promise<ToolCallRun> {
   const started = Date.now();
   const ctx: ToolCallContext & { auditDetails: Record<string, unknown>; auditHooks: AuditHooks } = {
     requestId: req.requestId,
@@ -372,11 +376,7 @@ async function runAdmitted(deps: DispatchDeps, req: ToolCallRequest, binding: To
   }
   // Audit before answer (issue 11): released only once the event committed; else audit_unavailable.
   // (A queued write's event was committed with its approval row, in one transaction.)
-  // The commit's wait is left out of the capacity sample, like source reads (capacity.ts: a slower
-  // commit must not lower the limit below what keeps the CPU busy; the writer's backlog is its own signal).
-  const commitStarted = capacitySlot ? performance.now() : 0;
   const ok = (outcome.kind === 'queued' && ctx.auditHooks.committed) || (await commitAuditEvent(deps.audit, event, req.signal, deps.logger, deps.pendingAudits));
-  if (capacitySlot) capacitySlot.sourceWait.ms += performance.now() - commitStarted;
   if (!ok) {
     outcome = { kind: 'refusal', code: 'audit_unavailable' };
     deps.observe?.({ ...event, decision: 'refused', reasonCode: 'audit_unavailable' });

@@ -6,13 +6,11 @@
  * Netflix's concurrency-limits ("Gradient2") and Envoy's adaptive concurrency filter, written here:
  *
  * - every finished call is a latency sample (ms, from admission to its audit commit, less the time
- *   it spent waiting on a database: its source reads — a slow source or an identity's slow
- *   statements are bounded by the source's pool and fair share, and must not lower the limit for
- *   every caller — and its audit commit — group commit waits on the control database, whose
- *   backlog is its own signal, the writer's pending events; counted in, a slower commit lowered
- *   the limit below what the replica needs in flight to keep its CPU busy while calls wait on
- *   their commits, bench/RESULTS.md issue 29 at 1×). What is left is the replica's own work and
- *   its queueing for the CPU and the event loop, which is what the limit controls;
+ *   it spent in source reads: a slow source or an identity's slow statements are bounded by the
+ *   source's pool and fair share, and must not lower the limit for every caller). The audit
+ *   commit's wait stays in: it is where the replica's queueing for the event loop shows (a
+ *   commit's answer waits for the loop like everything else); left out, the sample shrank to the
+ *   synchronous work of a call (~0.1 ms) and no longer saw the CPU saturate (tried, 4 December);
  * - `longRtt` is a slow exponential average of the samples over time (time constant 10 s: the
  *   unloaded latency, drifting), the short one a fast average over the last ~10 samples (the
  *   latency now);
@@ -24,6 +22,15 @@
  *   average spans a few milliseconds, and one garbage-collection pause or a neighbour's burst
  *   would otherwise take the limit down by half within a pause, below what the replica needs in
  *   flight; a lasting slowdown still lowers it 10 % per step (to a third in about a second).
+ * - drops: a call the pipeline behind admission could not take — refused for lack of a source slot
+ *   (`concurrency_limited`: its identity's statements on the source, and their waiters, are full;
+ *   `source_busy`: no pooled connection) — is released as dropped (release(…, true)): not a latency
+ *   sample (it waited on the source, which the sample leaves out), but proof that the limit
+ *   admitted more than the sources take. The limit falls to 0.9 × the calls in flight (when that
+ *   is lower), at most once per DECREASE_STEP_MS, and may not rise above that ceiling for
+ *   LONG_WINDOW_MS (as TCP's slow-start threshold): without it the latency gradient, blind to the
+ *   source's queue, raised the limit back within milliseconds, and one identity on 512 connections
+ *   had most of its calls admitted, analysed and then refused late (bench/RESULTS.md issue 29);
  * - pressure from outside the call: when the event loop's delay (p99 over the last interval) passes
  *   `maxEventLoopDelayMs`, or the audit writer's pending events pass `maxAuditQueue`, a sample
  *   lowers the limit by 10 % instead (at most once per PRESSURE_STEP_MS, so a second of pressure
@@ -114,11 +121,12 @@ export interface KnownCaller {
 
 /**
  * An admitted call's slot: call `release()` once, when the call (and its audit) is done.
- * `excludedMs`: time the call spent waiting on a database — its source reads
- * (ToolCallContext.sourceWait) and its audit commit — left out of the latency sample.
+ * `excludedMs`: time the call spent waiting on a source (ToolCallContext.sourceWait), left out of
+ * the latency sample.
  */
 export interface CapacityPermit {
-  release(excludedMs?: number): void;
+  /** `dropped`: the call was refused behind admission for lack of a source slot (see the module: drops). */
+  release(excludedMs?: number, dropped?: boolean): void;
 }
 
 /** A refusal: the retry hint in ms (≥ 1000, whole seconds for Retry-After). */
@@ -176,8 +184,11 @@ export class CapacityLimiter {
   private readonly scopeKeys = new WeakMap<object, { token: string; key: string }>();
   /** When pressure last lowered the limit (clock ms), or null. */
   private lastPressureAt: number | null = null;
-  /** When the gradient last lowered the limit (clock ms), or null. */
+  /** When the gradient or a drop last lowered the limit (clock ms), or null. */
   private lastDecreaseAt: number | null = null;
+  /** After a drop: the limit may not rise above `ceiling` before `until` (clock ms). */
+  private dropCeiling: { ceiling: number; until: number } | null = null;
+  private droppedCount = 0;
   private refusedCount = 0;
   /** Slots granted beyond the limit to identities holding none (mayBorrow). */
   private borrowedCount = 0;
@@ -223,6 +234,15 @@ export class CapacityLimiter {
   /** Calls refused since start. */
   get refused(): number {
     return this.refusedCount;
+  }
+  /** Admitted calls released as dropped since start (refused behind admission for lack of a source slot). */
+  get dropped(): number {
+    return this.droppedCount;
+  }
+  /** The ceiling a recent drop put on the limit (calls), or null when none holds now. */
+  get ceiling(): number | null {
+    const c = this.dropCeiling;
+    return c && this.clock() < c.until ? Math.floor(c.ceiling) : null;
   }
 
   /**
@@ -394,11 +414,10 @@ export class CapacityLimiter {
     this.inflightCount++;
     if (borrowed) this.borrowedCount++;
     this.heldBy.set(key, (this.heldBy.get(key) ?? 0) + 1);
-    const now = this.signals.now ?? (() => performance.now());
-    const started = now();
+    const started = this.clock();
     let done = false;
     return {
-      release: (excludedMs = 0) => {
+      release: (excludedMs = 0, dropped = false) => {
         if (done) return;
         done = true;
         this.inflightCount--;
@@ -406,7 +425,8 @@ export class CapacityLimiter {
         const n = (this.heldBy.get(key) ?? 1) - 1;
         if (n > 0) this.heldBy.set(key, n);
         else this.heldBy.delete(key);
-        this.sample(Math.max(0, now() - started - Math.max(0, excludedMs)));
+        if (dropped) this.drop();
+        else this.sample(Math.max(0, this.clock() - started - Math.max(0, excludedMs)));
         this.next();
       },
     };
@@ -423,11 +443,28 @@ export class CapacityLimiter {
     }
   }
 
+  /** The clock of the samples (CapacitySignals.now, default performance.now), ms. */
+  private clock(): number {
+    return this.signals.now ? this.signals.now() : performance.now();
+  }
+
+  /** A call released as dropped (see the module): the limit falls to 0.9 × the calls in flight and stays under that for LONG_WINDOW_MS. */
+  private drop(): void {
+    this.droppedCount++;
+    const at = this.clock();
+    if (this.lastDecreaseAt !== null && at - this.lastDecreaseAt < DECREASE_STEP_MS) return;
+    this.lastDecreaseAt = at;
+    // The call just released counts among those that were in flight when it was refused.
+    const ceiling = Math.max(this.settings.minLimit, Math.min(this.limitValue, this.inflightCount + 1) * 0.9);
+    this.dropCeiling = { ceiling, until: at + LONG_WINDOW_MS };
+    this.limitValue = Math.min(this.limitValue, ceiling);
+  }
+
   /** One finished call's latency (ms) updates the limit (see the module). */
   private sample(rttMs: number): void {
     const s = this.settings;
     this.samples++;
-    const at = (this.signals.now ?? (() => performance.now()))();
+    const at = this.clock();
     const dt = this.lastSampleAt === null ? 0 : Math.max(0, at - this.lastSampleAt);
     this.lastSampleAt = at;
     if (this.samples === 1) this.longRtt = this.shortRtt = rttMs;
@@ -456,6 +493,9 @@ export class CapacityLimiter {
       }
       next = this.limitValue * 0.8 + next * 0.2;
     }
+    const c = this.dropCeiling;
+    if (c && at < c.until) next = Math.min(next, c.ceiling);
+    else if (c) this.dropCeiling = null;
     this.limitValue = Math.min(s.maxLimit, Math.max(s.minLimit, next));
   }
 

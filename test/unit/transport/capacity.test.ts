@@ -143,6 +143,37 @@ test('a burst of slow calls within one DECREASE_STEP_MS lowers the limit once, b
   expect(sixty.limit).toBeGreaterThanOrEqual(Math.floor(before * 0.9));
 });
 
+test('a call refused behind admission for lack of a source slot is a drop: the limit falls to 0.9 × the calls in flight, at most once per DECREASE_STEP_MS, and stays under that ceiling for 10 s', () => {
+  const l = limiter({ initialLimit: 100, minLimit: 4, maxLimit: 512 });
+  const held = Array.from({ length: 50 }, () => permit(l.acquire()));
+  clock += 5;
+  held.pop()!.release(0, true);
+  expect(l.dropped).toBe(1);
+  // 50 in flight when it was refused (itself included): 0.9 × 50.
+  expect(l.limit).toBe(45);
+  expect(l.ceiling).toBe(45);
+  // Within the step a second drop lowers nothing more (it is counted).
+  held.pop()!.release(0, true);
+  expect(l.dropped).toBe(2);
+  expect(l.limit).toBe(45);
+  // Good latency does not raise it above the ceiling while the ceiling holds, however full the limit is.
+  for (const p of held) p.release();
+  drive(l, 100, 5, 1000);
+  expect(l.limit).toBe(45);
+  expect(l.ceiling).toBe(45);
+  // Ten seconds after the drop the ceiling is gone and the limit rises again.
+  clock += 10_000;
+  drive(l, 20, 5, 1000);
+  expect(l.ceiling).toBeNull();
+  expect(l.limit).toBeGreaterThan(45);
+  // A drop never takes the limit below min_limit.
+  const m = limiter({ initialLimit: 100, minLimit: 4, maxLimit: 512 });
+  const two = [permit(m.acquire()), permit(m.acquire())];
+  two[0].release(0, true);
+  expect(m.limit).toBe(4);
+  two[1].release();
+});
+
 test('event-loop delay past its bound lowers the limit by 10 % at most once per PRESSURE_STEP_MS, whatever the latency, and not below min_limit', () => {
   let lag = 0;
   const l = limiter({ initialLimit: 100, minLimit: 4, maxLimit: 512 }, { lag: () => lag });
