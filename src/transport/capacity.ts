@@ -17,11 +17,14 @@
  * - gradient = clamp(tolerance × longRtt / shortRtt, 0.5, 1); newLimit = limit × gradient + √limit
  *   (a little headroom to probe upward); limit ← limit × (1 − smoothing) + newLimit × smoothing,
  *   clamped to [minLimit, maxLimit]. While fewer than half the limit are in flight the limit is not
- *   raised (the load, not the capacity, is what bounds it then). The gradient lowers the limit at
- *   most once per DECREASE_STEP_MS (by at most 10 %): at thousands of calls a second the short
- *   average spans a few milliseconds, and one garbage-collection pause or a neighbour's burst
- *   would otherwise take the limit down by half within a pause, below what the replica needs in
- *   flight; a lasting slowdown still lowers it 10 % per step (to a third in about a second).
+ *   raised (the load, not the capacity, is what bounds it then). Each sample may lower or raise
+ *   the limit, but within one DECREASE_STEP_MS it never falls below 0.9 × its value at the step's
+ *   start: at thousands of calls a second the short average spans a few milliseconds, and one
+ *   garbage-collection pause or a neighbour's burst would otherwise take the limit down by half
+ *   within a pause, below what the replica needs in flight; a lasting slowdown still lowers it
+ *   10 % per step (to a third in about a second). (Allowing only one decrease per step, while every
+ *   sample could raise it, was tried: noisy short averages then pushed the limit up, 17 → 240
+ *   within half a second at 512 connections.)
  * - drops: a call the pipeline behind admission could not take — refused for lack of a source slot
  *   (`concurrency_limited`: its identity's statements on the source, and their waiters, are full;
  *   `source_busy`: no pooled connection) — is released as dropped (release(…, true)): not a latency
@@ -67,7 +70,10 @@ const LONG_WINDOW_MS = 10_000;
 /** Under outside pressure (event-loop delay, audit queue) the limit falls by 10 % at most once per this many ms. */
 export const PRESSURE_STEP_MS = 100;
 
-/** The gradient lowers the limit at most once per this many ms (each step by at most 10 %: smoothing 0.2 × gradient floor 0.5). */
+/**
+ * The latency gradient lowers the limit by at most 10 % per this many ms (below 0.9 × the limit at
+ * the step's start it is held); a drop lowers it at most once per this many ms.
+ */
 export const DECREASE_STEP_MS = 100;
 
 /** Settings of the capacity limit (config `admission`, spec/config-v1.schema.json). */
@@ -184,7 +190,9 @@ export class CapacityLimiter {
   private readonly scopeKeys = new WeakMap<object, { token: string; key: string }>();
   /** When pressure last lowered the limit (clock ms), or null. */
   private lastPressureAt: number | null = null;
-  /** When the gradient or a drop last lowered the limit (clock ms), or null. */
+  /** The gradient's current decrease step: when it began (clock ms) and the floor under the limit until it ends. */
+  private decreaseStep: { at: number; floor: number } | null = null;
+  /** When a drop last lowered the limit (clock ms), or null. */
   private lastDecreaseAt: number | null = null;
   /** After a drop: the limit may not rise above `ceiling` before `until` (clock ms). */
   private dropCeiling: { ceiling: number; until: number } | null = null;
@@ -472,7 +480,10 @@ export class CapacityLimiter {
       this.shortRtt += (rttMs - this.shortRtt) * 0.1;
       // The long average is over time, not samples: at thousands of calls a second a window of
       // samples would be milliseconds long and follow the queueing it should stand against.
-      this.longRtt += (rttMs - this.longRtt) * (this.samples <= 20 ? 1 / this.samples : Math.min(1, dt / LONG_WINDOW_MS));
+      // A gap without samples (an idle replica) counts as one step at most: else the first call of a
+      // flood after a quiet minute set the long average to its own latency (traced: 8 → 70 ms at
+      // 512 connections), and the limit rose past what the replica can serve.
+      this.longRtt += (rttMs - this.longRtt) * (this.samples <= 20 ? 1 / this.samples : Math.min(dt, DECREASE_STEP_MS) / LONG_WINDOW_MS);
       // The long average follows a lasting fall quickly (a faster machine, a warm cache).
       if (this.longRtt > 2 * this.shortRtt) this.longRtt *= 0.95;
     }
@@ -486,12 +497,12 @@ export class CapacityLimiter {
       const gradient = Math.max(0.5, Math.min(1, (s.tolerance * this.longRtt) / Math.max(1e-3, this.shortRtt)));
       next = this.limitValue * gradient + Math.sqrt(this.limitValue);
       if (next > this.limitValue && this.inflightCount + 1 < this.limitValue / 2) next = this.limitValue;
-      if (next < this.limitValue) {
-        // Lowered at most once per DECREASE_STEP_MS; in between, held (not raised either).
-        if (this.lastDecreaseAt !== null && at - this.lastDecreaseAt < DECREASE_STEP_MS) return;
-        this.lastDecreaseAt = at;
-      }
       next = this.limitValue * 0.8 + next * 0.2;
+      if (next < this.limitValue) {
+        // Lowered by at most 10 % per DECREASE_STEP_MS: the step's floor is 0.9 × the limit when it began.
+        if (this.decreaseStep === null || at - this.decreaseStep.at >= DECREASE_STEP_MS) this.decreaseStep = { at, floor: this.limitValue * 0.9 };
+        next = Math.max(next, Math.min(this.limitValue, this.decreaseStep.floor));
+      }
     }
     const c = this.dropCeiling;
     if (c && at < c.until) next = Math.min(next, c.ceiling);

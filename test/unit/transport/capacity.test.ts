@@ -112,7 +112,7 @@ test('time spent in source reads is left out of the sample: slow statements do n
   expect(byGateway.limit).toBeLessThan(start / 2);
 });
 
-test('a burst of slow calls within one DECREASE_STEP_MS lowers the limit once, by at most 10 %: one pause cannot take it below what the replica needs in flight', () => {
+test('a burst of slow calls within one DECREASE_STEP_MS lowers the limit by at most 10 %: one pause cannot take it below what the replica needs in flight', () => {
   /** 30 calls of 10 ms one after another (long- and short-term latency 10 ms; the limit held at 100, the load being below half of it), then `n` calls finishing together after 50 ms. */
   const burst = (n: number) => {
     const l = limiter({ initialLimit: 100, minLimit: 4, maxLimit: 512, tolerance: 1 });
@@ -123,24 +123,35 @@ test('a burst of slow calls within one DECREASE_STEP_MS lowers the limit once, b
     for (const p of held) p.release();
     return l;
   };
+  // One slow sample lowers it a little; sixty in the same instant stop at the step's floor, 0.9 × 100.
   const one = burst(1);
+  expect(one.limit).toBeLessThan(100);
+  expect(one.limit).toBeGreaterThan(90);
   const sixty = burst(60);
-  // Sixty slow samples in the same instant lower the limit exactly as much as the first of them alone.
-  expect(sixty.limit).toBe(one.limit);
-  expect(sixty.limit).toBeLessThan(100);
-  expect(sixty.limit).toBeGreaterThanOrEqual(90);
-  // Within the step the slow samples neither lower it again nor raise it.
+  expect(sixty.limit).toBe(90);
+  // Within the step more slow samples lower it no further.
   const held = Array.from({ length: 60 }, () => permit(sixty.acquire()));
   clock += DECREASE_STEP_MS - 1;
   for (const p of held) p.release();
-  expect(sixty.limit).toBe(one.limit);
-  // Once the step has passed, a slow sample lowers it again (by at most 10 %).
-  const before = sixty.limit;
+  expect(sixty.limit).toBe(90);
+  // A new step: down to 0.9 × 90 at most.
   const again = Array.from({ length: 60 }, () => permit(sixty.acquire()));
   clock += 2;
   for (const p of again) p.release();
-  expect(sixty.limit).toBeLessThan(before);
-  expect(sixty.limit).toBeGreaterThanOrEqual(Math.floor(before * 0.9));
+  expect(sixty.limit).toBe(81);
+});
+
+test('a quiet minute does not let the first slow calls after it become the long-term latency: a flood after idle lowers the limit', () => {
+  const l = limiter({ initialLimit: 40, minLimit: 4, maxLimit: 512, tolerance: 2 });
+  drive(l, 30, 10, 1);
+  expect(l.limit).toBe(40);
+  clock += 60_000;
+  // The limit full at once, every call five times slower than before the gap.
+  const held = Array.from({ length: 40 }, () => permit(l.acquire()));
+  clock += 50;
+  for (const p of held) p.release();
+  expect(l.limit).toBeLessThan(40);
+  expect(l.limit).toBeGreaterThanOrEqual(36);
 });
 
 test('a call refused behind admission for lack of a source slot is a drop: the limit falls to 0.9 × the calls in flight, at most once per DECREASE_STEP_MS, and stays under that ceiling for 10 s', () => {
