@@ -129,12 +129,12 @@ function pct(xs: number[], p: number): number {
   return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
 }
 
-/** The median of `xs` (NaN values left out), NaN when none is left. */
+/** The median of `xs` (NaN values left out; the mean of the middle two for an even count), NaN when none is left. */
 function median(xs: number[]): number {
-  return pct(
-    xs.filter((x) => !Number.isNaN(x)),
-    50,
-  );
+  const s = xs.filter((x) => !Number.isNaN(x)).sort((a, b) => a - b);
+  if (!s.length) return NaN;
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
 }
 
 const round = (x: number, d = 1) => (Number.isFinite(x) ? Math.round(x * 10 ** d) / 10 ** d : NaN);
