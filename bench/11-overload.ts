@@ -1,34 +1,49 @@
 /**
  * Scenario 11 (issue 29, item 1, "Must show"): uncached point reads under overload, admission by
  * capacity on and off. wrk (closed loop, C, so the driver costs little CPU; one identity; the
- * modern dialect, so a refusal is an HTTP 429) drives `interlock serve`:
+ * modern dialect, so a refusal is an HTTP 429) drives two `interlock serve` children started side
+ * by side, admission on (the defaults) and off (INTERLOCK_ADMISSION_ENABLED=false), so the two are
+ * measured in alternating rounds on the same machine minute (a shared machine's noise is larger
+ * than the effects: one run's admission-off 1× once gave 0.78 of the P that the same
+ * configuration had defined a minute before):
  *
- * 1. Capacity: admission off, wrk at BENCH_CAPACITY_LEVELS connections (default 1,2,4,8,16,32),
- *    BENCH_SECONDS each; the capacity C is the concurrency of peak goodput P, the unloaded p99 U
- *    is wrk's p99 at 1 connection.
- * 2. For admission on (the defaults) and off (INTERLOCK_ADMISSION_ENABLED=false), a fresh gateway,
- *    warmed up at C, then wrk at C ("1×"), 2C ("2×"), 4C ("4×") and 512 connections, BENCH_SECONDS
- *    each. Per run: goodput (HTTP 200 answers carrying rows, per second) and goodput ÷ P; refusals
- *    per second and how many carried Retry-After (wrk's Lua `response` hook sorts every answer);
- *    other answers and socket errors; wrk's p50/p99 over all answers; the p99 of admitted calls (a
- *    1-connection probe beside wrk, same identity, recording only its non-refused calls) and its
- *    ratio to U; gateway CPU per served call; CPU per refusal, from the same run:
- *    (gateway CPU − served × CPU per served call at 1×) ÷ refusals, and its ratio to a served
- *    call (noisy: a difference of two large figures); peak RSS (VmHWM) of the gateway; the
- *    machine's load average.
- * 3. A refusal's CPU on its own (refusalCpu): limit 1, no queue, its slot kept busy by slow reads,
- *    wrk at 32 connections refused; against a served call's CPU at 1× with admission on.
+ * 1. Capacity: the admission-off gateway, wrk at BENCH_CAPACITY_LEVELS connections (default
+ *    1,2,4,8,16,32), BENCH_ROUNDS rounds (default 3) of BENCH_SECONDS each, the levels in turn
+ *    within each round; per level the median goodput of its rounds. The capacity C is the level of
+ *    the highest median, P that median; the unloaded p99 U is the median of wrk's p99 at 1
+ *    connection. Every round is printed.
+ * 2. Loads 1× (C), 2×, 4× and 512 connections, BENCH_ROUNDS rounds; in each round every load runs
+ *    on both gateways, on and off in turn (which goes first alternates by round). Per load and mode
+ *    the row gives medians over the rounds and each round's goodput: goodput (HTTP 200 answers
+ *    carrying rows, per second) and ÷ P; refusals per second and how many carried Retry-After
+ *    (wrk's Lua `response` hook sorts every answer) and how many were late (a 429 whose code is not
+ *    rate_limited: the source's `concurrency_limited` after the call was admitted); other answers and socket errors; wrk's p50/p99
+ *    over all its answers (these include the wait of a connection paused after a refusal,
+ *    admission.pause_refused_connections); the **admitted p99** from a 1-connection probe beside
+ *    wrk (same identity) that records only calls that were served, and after a refusal opens a
+ *    fresh connection, so the pause of the refused one is never counted, ÷ U; gateway CPU per
+ *    served call; CPU per refusal in the same round, (gateway CPU − served × the CPU per served
+ *    call at 1× of the same mode and round) ÷ refusals, and ÷ a served call (a difference of two
+ *    large figures: noisy); peak RSS (VmHWM, reset before each run when /proc permits); the load
+ *    average.
+ * 3. A refusal's CPU on its own, BENCH_ROUNDS rounds, each round three runs in turn: a third
+ *    gateway with limit 1, no queue and no pause, its slot kept busy by slow reads, refusing wrk at
+ *    32 connections; the bare node:http refusal floor (bench/lib/refusal-floor-server.ts) under the
+ *    same wrk; and served calls on the admission-on gateway at C. Per round: gateway CPU per
+ *    refusal, per served call, their ratio, and the floor's CPU per request.
  *
  * The issue's targets: goodput ≥ 0.9 × P at 1×, 2×, 4× and 512; CPU per refusal ≤ 0.1 × a served
  * call's; admitted p99 ≤ 3 × U; every refusal with Retry-After; RSS within the per-call budget of
  * issue 10. The client caps per identity and address are lifted (100,000) so admission by capacity,
- * not the stream caps, is what refuses. Not a timed test: one run's ratios; on a shared machine the
- * load average printed with each row says how far to trust them. Needs /usr/bin/wrk.
+ * not the stream caps, is what refuses. Not a timed test: medians of same-run rounds; on a shared
+ * machine the load average printed with each row says how far to trust them. Needs /usr/bin/wrk.
  *
- * Run: `npx tsx bench/11-overload.ts` (BENCH_SECONDS=10 default; `BENCH_SECONDS=2` proves it runs).
+ * Run: `npx tsx bench/11-overload.ts` (BENCH_SECONDS=10, BENCH_ROUNDS=3 by default; compile first,
+ * `npm run -s build`; `BENCH_SECONDS=2 BENCH_ROUNDS=1` proves it runs).
  */
+import http from 'node:http';
 import { loadavg } from 'node:os';
-import { gatewayVars, procMemory, startServe, withBenchEnv, type BenchEnv, type GatewayChild } from './lib/env';
+import { gatewayVars, procMemory, resetPeakRss, startServe, startTsChild, withBenchEnv, type BenchEnv, type GatewayChild } from './lib/env';
 import { procCpuMs } from './lib/cpu';
 import { POINT_SQL, TRACKS } from './lib/point-read';
 import { envInt, machineLine } from './lib/stats';
@@ -50,29 +65,59 @@ function callHeaders(apiKey: string): Record<string, string> {
 /** 500 point-read bodies over the whole track table (wrk cycles them from a random start per connection). */
 const BODIES = Array.from({ length: 500 }, (_, i) => pointBody(1 + ((i * 7919) % TRACKS)));
 
-/** A 1-connection probe beside wrk: latencies (ms) of its admitted (HTTP 200) calls until `stop`. */
-function probe(url: string, apiKey: string): { stop(): Promise<number[]> } {
+/** What the probe saw: latencies (ms) of its served calls, and how many of its calls were refused. */
+interface ProbeResult {
+  admitted: number[];
+  refused: number;
+}
+
+/**
+ * A 1-connection probe beside wrk: the latency (ms) of each of its calls that was served (HTTP 200),
+ * until `stop`. After any other answer it waits 20 ms and opens a fresh connection (its agent is
+ * destroyed), so a refused connection's pause (admission.pause_refused_connections) is never part
+ * of an admitted call's latency.
+ */
+function probe(url: string, apiKey: string): { stop(): Promise<ProbeResult> } {
   let running = true;
-  const lat: number[] = [];
+  const out: ProbeResult = { admitted: [], refused: 0 };
   const headers = callHeaders(apiKey);
+  const target = new URL(url);
+  let agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  const call = (body: string) =>
+    new Promise<number>((resolve, reject) => {
+      const req = http.request({ host: target.hostname, port: target.port, path: target.pathname, method: 'POST', headers: { ...headers, 'Content-Length': Buffer.byteLength(body) }, agent }, (res) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode ?? 0));
+        res.on('error', reject);
+      });
+      req.on('error', reject);
+      req.end(body);
+    });
   const loop = (async () => {
     while (running) {
       const t0 = performance.now();
+      let status = 0;
       try {
-        const r = await fetch(url, { method: 'POST', headers, body: pointBody(1 + Math.floor(Math.random() * TRACKS)) });
-        await r.text();
-        if (r.status === 200) lat.push(performance.now() - t0);
-        else await new Promise((res) => setTimeout(res, 20));
+        status = await call(pointBody(1 + Math.floor(Math.random() * TRACKS)));
       } catch {
-        await new Promise((res) => setTimeout(res, 20));
+        status = -1;
       }
+      if (status === 200) {
+        out.admitted.push(performance.now() - t0);
+        continue;
+      }
+      if (status === 429) out.refused++;
+      agent.destroy();
+      agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+      await new Promise((res) => setTimeout(res, 20));
     }
   })();
   return {
     async stop() {
       running = false;
       await loop;
-      return lat;
+      agent.destroy();
+      return out;
     },
   };
 }
@@ -84,21 +129,32 @@ function pct(xs: number[], p: number): number {
   return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
 }
 
+/** The median of `xs` (NaN values left out; the mean of the middle two for an even count), NaN when none is left. */
+function median(xs: number[]): number {
+  const s = xs.filter((x) => !Number.isNaN(x)).sort((a, b) => a - b);
+  if (!s.length) return NaN;
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+}
+
 const round = (x: number, d = 1) => (Number.isFinite(x) ? Math.round(x * 10 ** d) / 10 ** d : NaN);
 
-/** One measured run at a number of connections, with the gateway's CPU and the probe. */
+/** One measured run at a number of connections, with the gateway's CPU (ms), its peak RSS (MiB) and the probe. */
 interface Measured {
   w: WrkOverloadRun;
   cpuMs: number;
-  admitted: number[];
+  peakRssMiB: number;
+  probe: ProbeResult;
+  load1: number;
 }
 
 async function measure(gw: GatewayChild, env: BenchEnv, connections: number, seconds: number, withProbe: boolean): Promise<Measured> {
+  resetPeakRss(gw.pid);
   const cpu0 = procCpuMs(gw.pid);
   const p = withProbe ? probe(gw.url, env.apiKey) : null;
   const w = await runWrkOverload({ url: gw.url, connections, seconds, bodies: BODIES, headers: callHeaders(env.apiKey), expect: '"track_id"' });
-  const admitted = p ? await p.stop() : [];
-  return { w, cpuMs: procCpuMs(gw.pid) - cpu0, admitted };
+  const pr = p ? await p.stop() : { admitted: [], refused: 0 };
+  return { w, cpuMs: procCpuMs(gw.pid) - cpu0, peakRssMiB: Math.round(procMemory(gw.pid).hwmKiB / 1024), probe: pr, load1: loadavg()[0] };
 }
 
 /** The gateway of one mode: the client caps lifted, admission on (defaults) or off; `extra` variables on top. */
@@ -116,143 +172,148 @@ function startGateway(env: BenchEnv, admission: boolean, extra: Record<string, s
 /** A slow read (a cross join counted in the source, ~1 s): held in a loop, it keeps a limit of 1 full. */
 const SLOW_BODY = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'interlock_query', arguments: { source_id: 'chinook', sql: 'SELECT count(*) AS n FROM track a, track b' }, _meta: META } });
 
-/**
- * CPU of a refusal measured on its own: a gateway whose limit is 1 with no queue and no pause of
- * refused connections, its one slot kept busy by a loop of slow reads, wrk at 32 connections: (the
- * gateway's CPU − the few wrk calls served in between × `servedCpuMs`) ÷ refusals.
- */
-async function refusalCpu(env: BenchEnv, seconds: number, servedCpuMs: number): Promise<{ perRefusalMs: number; refused: number; refusedWithRetryAfter: number; served: number }> {
-  const gw = await startGateway(env, true, { INTERLOCK_ADMISSION_MIN_LIMIT: '1', INTERLOCK_ADMISSION_MAX_LIMIT: '1', INTERLOCK_ADMISSION_QUEUE_SIZE: '0', INTERLOCK_ADMISSION_PAUSE_REFUSED_CONNECTIONS: 'false' });
-  let holding = true;
-  const holder = (async () => {
-    while (holding) await fetch(gw.url, { method: 'POST', headers: callHeaders(env.apiKey), body: SLOW_BODY }).then((r) => r.text()).catch(() => undefined);
-  })();
-  try {
-    await measure(gw, env, 32, Math.min(2, seconds), false); // warm-up of the refusal path
-    const m = await measure(gw, env, 32, seconds, false);
-    return { perRefusalMs: (m.cpuMs - m.w.served * servedCpuMs) / Math.max(1, m.w.refused), refused: m.w.refused, refusedWithRetryAfter: m.w.refusedWithRetryAfter, served: m.w.served };
-  } finally {
-    holding = false;
-    await gw.stop();
-    await holder;
-  }
+/** One round of scenario 3: µs of CPU per refusal (limit-1 gateway), per served call (admission on, at C), per floor request. */
+interface RefusalRound {
+  refusalUs: number;
+  refused: number;
+  refusedWithRetryAfter: number;
+  servedUs: number;
+  floorUs: number;
+  floorRequests: number;
+  load1: number;
 }
 
+/**
+ * Scenario 3: a refusal's CPU on its own, beside a served call's and the node:http floor's, in
+ * alternating runs of one round: the limit-1 gateway `lim1` (its slot kept busy by the caller's
+ * slow reads) refused at 32 connections, then the floor at 32, then `on` served at `capacity`.
+ * A refusal's CPU is (lim1's CPU − the few calls it served × this round's served CPU) ÷ refusals.
+ */
+async function refusalRound(env: BenchEnv, lim1: GatewayChild, floor: GatewayChild, on: GatewayChild, capacity: number, seconds: number): Promise<RefusalRound> {
+  const r = await measure(lim1, env, 32, seconds, false);
+  const f0 = procCpuMs(floor.pid);
+  const fw = await runWrkOverload({ url: floor.url, connections: 32, seconds, bodies: BODIES, headers: callHeaders(env.apiKey), expect: '"track_id"' });
+  const floorMs = procCpuMs(floor.pid) - f0;
+  const s = await measure(on, env, capacity, seconds, false);
+  const servedMs = s.cpuMs / Math.max(1, s.w.served);
+  const refusalMs = (r.cpuMs - r.w.served * servedMs) / Math.max(1, r.w.refused);
+  return { refusalUs: refusalMs * 1000, refused: r.w.refused, refusedWithRetryAfter: r.w.refusedWithRetryAfter, servedUs: servedMs * 1000, floorUs: (floorMs * 1000) / Math.max(1, fw.requests), floorRequests: fw.requests, load1: loadavg()[0] };
+}
+
+/** One load and mode of scenario 2, over its rounds. */
 interface Row {
-  admission: string;
+  admission: 'on' | 'off';
   load: string;
   connections: number;
-  goodput: number;
-  goodputVsPeak: number;
-  refusedPerS: number;
-  refusedWithRetryAfter: number;
-  refused: number;
-  other: number;
-  socketErrors: number;
-  p50: number;
-  p99: number;
-  admittedP99: number;
-  admittedP99VsUnloaded: number;
-  cpuPerServedMs: number;
-  cpuPerRefusalMs: number;
-  refusalVsServed: number;
-  peakRssMiB: number;
-  load1: number;
+  rounds: Measured[];
+  /** CPU ms per served call at 1× of the same mode, per round (for CPU per refusal). */
+  servedAt1x: number[];
 }
 
 async function main(): Promise<void> {
   if (!wrkAvailable()) throw new Error('bench 11 needs wrk (/usr/bin/wrk, Debian package wrk)');
   const seconds = envInt('BENCH_SECONDS', 10);
+  const rounds = envInt('BENCH_ROUNDS', 3);
   const levels = (process.env.BENCH_CAPACITY_LEVELS ?? '1,2,4,8,16,32').split(',').map(Number);
-  console.log('# 11-overload: uncached point reads, one identity, wrk closed loop; capacity first, then 1×/2×/4×/512 with admission on and off');
+  console.log(`# 11-overload: uncached point reads, one identity, wrk closed loop; capacity first, then 1×/2×/4×/512 with admission on and off in alternating rounds (${rounds} rounds of ${seconds} s)`);
   console.log(machineLine());
-  const rows: Row[] = [];
-  let refusalLine = '';
   await withBenchEnv({}, async (env) => {
-    // 1. Capacity, admission off: the concurrency of peak goodput.
-    const sweep: Array<{ c: number; goodput: number; p99: number }> = [];
-    const gw0 = await startGateway(env, false);
+    const on = await startGateway(env, true);
+    const off = await startGateway(env, false);
+    const lim1 = await startGateway(env, true, { INTERLOCK_ADMISSION_MIN_LIMIT: '1', INTERLOCK_ADMISSION_MAX_LIMIT: '1', INTERLOCK_ADMISSION_QUEUE_SIZE: '0', INTERLOCK_ADMISSION_PAUSE_REFUSED_CONNECTIONS: 'false' });
+    const floor = await startTsChild('bench/lib/refusal-floor-server.ts', {});
+    let holding = true;
+    const holder = (async () => {
+      while (holding) await fetch(lim1.url, { method: 'POST', headers: callHeaders(env.apiKey), body: SLOW_BODY }).then((r) => r.text()).catch(() => undefined);
+    })();
     try {
-      await measure(gw0, env, levels[Math.floor(levels.length / 2)], Math.min(3, seconds), false); // warm-up
-      for (const c of levels) {
-        const m = await measure(gw0, env, c, seconds, false);
-        sweep.push({ c, goodput: m.w.served / m.w.seconds, p99: m.w.p99Ms });
-        console.log(JSON.stringify({ capacity: c, goodput: round(m.w.served / m.w.seconds), p50: m.w.p50Ms, p99: m.w.p99Ms, other: m.w.other, socketErrors: m.w.socketErrors, load1: round(loadavg()[0]) }));
-      }
-    } finally {
-      await gw0.stop();
-    }
-    const best = sweep.reduce((a, b) => (b.goodput > a.goodput ? b : a));
-    const capacity = best.c;
-    const peak = best.goodput;
-    const unloadedP99 = sweep.find((s) => s.c === Math.min(...levels))!.p99;
-    console.log(`capacity: ${capacity} connections, peak goodput ${round(peak)} calls/s; unloaded p99 (${Math.min(...levels)} connection) ${unloadedP99} ms`);
+      const warm = Math.min(3, seconds);
+      for (const gw of [on, off, lim1]) await measure(gw, env, 16, warm, false);
 
-    // 2. 1×, 2×, 4× and 512, admission on and off.
-    const loads: Array<[string, number]> = [
-      ['1×', capacity],
-      ['2×', 2 * capacity],
-      ['4×', 4 * capacity],
-      ['512', 512],
-    ];
-    for (const mode of ['on', 'off'] as const) {
-      const gw = await startGateway(env, mode === 'on');
-      try {
-        await measure(gw, env, capacity, Math.min(3, seconds), false); // warm-up
-        let servedCpu = NaN;
-        for (const [label, c] of loads) {
-          const m = await measure(gw, env, c, seconds, true);
-          const served = m.w.served + m.admitted.length;
-          const perServed = m.cpuMs / Math.max(1, served);
-          if (label === '1×') servedCpu = perServed;
-          const perRefusal = m.w.refused > 0 ? (m.cpuMs - served * servedCpu) / m.w.refused : NaN;
-          const goodput = m.w.served / m.w.seconds;
-          const admittedP99 = pct(m.admitted, 99);
-          rows.push({
-            admission: mode,
-            load: label,
-            connections: c,
-            goodput: round(goodput),
-            goodputVsPeak: round(goodput / peak, 2),
-            refusedPerS: round(m.w.refused / m.w.seconds),
-            refused: m.w.refused,
-            refusedWithRetryAfter: m.w.refusedWithRetryAfter,
-            other: m.w.other,
-            socketErrors: m.w.socketErrors,
-            p50: m.w.p50Ms,
-            p99: m.w.p99Ms,
-            admittedP99: round(admittedP99),
-            admittedP99VsUnloaded: round(admittedP99 / unloadedP99, 2),
-            cpuPerServedMs: round(perServed, 3),
-            cpuPerRefusalMs: round(perRefusal, 3),
-            refusalVsServed: round(perRefusal / servedCpu, 3),
-            peakRssMiB: Math.round(procMemory(gw.pid).hwmKiB / 1024),
-            load1: round(loadavg()[0]),
-          });
-          console.log(JSON.stringify(rows.at(-1)));
+      // 1. Capacity, admission off: the level of the highest median goodput.
+      const sweep = new Map<number, Measured[]>(levels.map((c) => [c, []]));
+      for (let r = 0; r < rounds; r++) {
+        for (const c of levels) {
+          const m = await measure(off, env, c, seconds, false);
+          sweep.get(c)!.push(m);
+          console.log(JSON.stringify({ capacity: c, round: r + 1, goodput: round(m.w.served / m.w.seconds), p50: m.w.p50Ms, p99: m.w.p99Ms, other: m.w.other, socketErrors: m.w.socketErrors, load1: round(m.load1) }));
         }
-      } finally {
-        await gw.stop();
       }
+      const goodputOf = (m: Measured) => m.w.served / m.w.seconds;
+      const byLevel = levels.map((c) => ({ c, goodput: median(sweep.get(c)!.map(goodputOf)), p99: median(sweep.get(c)!.map((m) => m.w.p99Ms)) }));
+      const best = byLevel.reduce((a, b) => (b.goodput > a.goodput ? b : a));
+      const capacity = best.c;
+      const peak = best.goodput;
+      const unloadedP99 = byLevel.find((l) => l.c === Math.min(...levels))!.p99;
+      console.log(`capacity: ${capacity} connections, P = ${round(peak)} calls/s (median of ${rounds}: ${sweep.get(capacity)!.map((m) => round(goodputOf(m))).join(', ')}); U = ${unloadedP99} ms (median p99 at ${Math.min(...levels)} connection)`);
+
+      // 2. 1×, 2×, 4× and 512, admission on and off in turn, BENCH_ROUNDS rounds.
+      const loads: Array<[string, number]> = [
+        ['1×', capacity],
+        ['2×', 2 * capacity],
+        ['4×', 4 * capacity],
+        ['512', 512],
+      ];
+      const rows: Row[] = [];
+      for (const mode of ['on', 'off'] as const) for (const [label, c] of loads) rows.push({ admission: mode, load: label, connections: c, rounds: [], servedAt1x: [] });
+      const rowOf = (mode: 'on' | 'off', label: string) => rows.find((x) => x.admission === mode && x.load === label)!;
+      for (let r = 0; r < rounds; r++) {
+        const order = r % 2 === 0 ? (['on', 'off'] as const) : (['off', 'on'] as const);
+        for (const [label, c] of loads) {
+          for (const mode of order) {
+            const m = await measure(mode === 'on' ? on : off, env, c, seconds, true);
+            rowOf(mode, label).rounds.push(m);
+            console.log(JSON.stringify({ admission: mode, load: label, round: r + 1, goodput: round(goodputOf(m)), refused: m.w.refused, late: m.w.refusedOther, retryAfter: m.w.refusedWithRetryAfter, other: m.w.other, socketErrors: m.w.socketErrors, p99All: m.w.p99Ms, admittedP99: round(pct(m.probe.admitted, 99)), probeServed: m.probe.admitted.length, probeRefused: m.probe.refused, cpuMsPerServed: round(m.cpuMs / Math.max(1, m.w.served + m.probe.admitted.length), 3), peakRssMiB: m.peakRssMiB, load1: round(m.load1) }));
+          }
+        }
+        for (const mode of order) {
+          const m1 = rowOf(mode, '1×').rounds[r];
+          const servedCpu = m1.cpuMs / Math.max(1, m1.w.served + m1.probe.admitted.length);
+          for (const [label] of loads) rowOf(mode, label).servedAt1x.push(servedCpu);
+        }
+      }
+
+      // 3. A refusal's CPU on its own, beside a served call's and the floor's.
+      const refusalRounds: RefusalRound[] = [];
+      for (let r = 0; r < rounds; r++) {
+        const rr = await refusalRound(env, lim1, floor, on, capacity, seconds);
+        refusalRounds.push(rr);
+        console.log(JSON.stringify({ refusalAlone: r + 1, refusalUs: round(rr.refusalUs), refused: rr.refused, retryAfter: rr.refusedWithRetryAfter, servedUs: round(rr.servedUs), ratio: round(rr.refusalUs / rr.servedUs, 3), floorUs: round(rr.floorUs), floorRequests: rr.floorRequests, load1: round(rr.load1) }));
+      }
+
+      const dash = (x: number) => (Number.isNaN(x) ? '–' : String(x));
+      console.log(`\ncapacity C = ${capacity} connections; P = ${round(peak)} calls/s; U = ${unloadedP99} ms; medians of ${rounds} rounds of ${seconds} s\n`);
+      console.log('| admission | load | connections | goodput calls/s (median; each round) | ÷ P | refused/s | refusals with Retry-After | of them late (not rate_limited) | other answers | socket errors | p50 ms (all) | p99 ms (all) | admitted p99 ms (probe) | ÷ U | probe served / refused | CPU ms / served | CPU ms / refusal | refusal ÷ served | peak RSS MiB | load avg (1 min) |');
+      console.log('|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|');
+      const summary: Array<{ admission: string; load: string; goodputVsPeak: number; admittedVsU: number; refusalVsServed: number; allRetryAfter: boolean }> = [];
+      for (const row of rows) {
+        const ms = row.rounds;
+        const sum = (f: (m: Measured) => number) => ms.reduce((a, m) => a + f(m), 0);
+        const goodputs = ms.map(goodputOf);
+        const goodput = median(goodputs);
+        const perServed = median(ms.map((m) => m.cpuMs / Math.max(1, m.w.served + m.probe.admitted.length)));
+        const perRefusal = median(ms.map((m, i) => (m.w.refused > 0 ? (m.cpuMs - (m.w.served + m.probe.admitted.length) * row.servedAt1x[i]) / m.w.refused : NaN)));
+        const refusalVsServed = median(ms.map((m, i) => (m.w.refused > 0 ? (m.cpuMs - (m.w.served + m.probe.admitted.length) * row.servedAt1x[i]) / m.w.refused / row.servedAt1x[i] : NaN)));
+        const admittedP99 = median(ms.map((m) => pct(m.probe.admitted, 99)));
+        const refused = sum((m) => m.w.refused);
+        const withRetry = sum((m) => m.w.refusedWithRetryAfter);
+        summary.push({ admission: row.admission, load: row.load, goodputVsPeak: goodput / peak, admittedVsU: admittedP99 / unloadedP99, refusalVsServed, allRetryAfter: withRetry === refused });
+        console.log(
+          `| ${row.admission} | ${row.load} | ${row.connections} | ${round(goodput)} (${goodputs.map((g) => round(g)).join(', ')}) | ${round(goodput / peak, 2)} | ${round(median(ms.map((m) => m.w.refused / m.w.seconds)))} | ${withRetry} of ${refused} | ${sum((m) => m.w.refusedOther)} | ${sum((m) => m.w.other)} | ${sum((m) => m.w.socketErrors)} | ${round(median(ms.map((m) => m.w.p50Ms)))} | ${round(median(ms.map((m) => m.w.p99Ms)))} | ${dash(round(admittedP99))} | ${dash(round(admittedP99 / unloadedP99, 2))} | ${sum((m) => m.probe.admitted.length)} / ${sum((m) => m.probe.refused)} | ${round(perServed, 3)} | ${dash(round(perRefusal, 3))} | ${dash(round(refusalVsServed, 3))} | ${Math.max(...ms.map((m) => m.peakRssMiB))} | ${ms.map((m) => round(m.load1)).join(', ')} |`,
+        );
+      }
+      console.log('\nrefusal alone (limit 1 kept full, 32 connections, no pause), per round: gateway µs per refusal / per served call at C (admission on) / ratio / node:http floor µs per request / load');
+      for (const rr of refusalRounds) console.log(`  ${round(rr.refusalUs)} / ${round(rr.servedUs)} / ${round(rr.refusalUs / rr.servedUs, 3)} / ${round(rr.floorUs)} / ${round(rr.load1)}  (${rr.refusedWithRetryAfter} of ${rr.refused} refusals with Retry-After; floor ${rr.floorRequests} requests)`);
+      const ratio = median(refusalRounds.map((rr) => rr.refusalUs / rr.servedUs));
+      console.log(`  median: ${round(median(refusalRounds.map((rr) => rr.refusalUs)))} µs per refusal = ${round(ratio, 3)} × a served call (${round(median(refusalRounds.map((rr) => rr.servedUs)))} µs); floor ${round(median(refusalRounds.map((rr) => rr.floorUs)))} µs`);
+      const onRows = summary.filter((x) => x.admission === 'on');
+      console.log(`\nadmission on: goodput ≥ 0.9 P at every load: ${onRows.every((x) => x.goodputVsPeak >= 0.9)}; admitted p99 ≤ 3 U: ${onRows.every((x) => !(x.admittedVsU > 3))}; refusal ≤ 0.1 served CPU (alone): ${ratio <= 0.1}; every refusal with Retry-After: ${onRows.every((x) => x.allRetryAfter)}`);
+    } finally {
+      holding = false;
+      await Promise.all([on.stop(), off.stop(), lim1.stop(), floor.stop()]);
+      await holder;
     }
-    // 3. A refusal's CPU on its own, against a served call's at 1× with admission on.
-    const servedCpu = rows.find((r) => r.admission === 'on' && r.load === '1×')!.cpuPerServedMs;
-    const rc = await refusalCpu(env, seconds, servedCpu);
-    refusalLine = `refusal on its own (limit 1 kept full, 32 connections, no pause): ${round(rc.perRefusalMs, 3)} ms of gateway CPU per refusal over ${rc.refused} refusals (${rc.refusedWithRetryAfter} with Retry-After; ${rc.served} served in between) = ${round(rc.perRefusalMs / servedCpu, 3)} × a served call's ${servedCpu} ms`;
-    console.log(refusalLine);
-    console.log(`\ncapacity ${capacity} connections; peak goodput P = ${round(peak)} calls/s; unloaded p99 U = ${unloadedP99} ms\n`);
   });
-  const dash = (x: number) => (Number.isNaN(x) ? '–' : String(x));
-  console.log('| admission | load | connections | goodput calls/s | ÷ P | refused/s | refusals with Retry-After | other answers | socket errors | p50 ms (all) | p99 ms (all) | admitted p99 ms (probe) | ÷ U | CPU ms / served | CPU ms / refusal | refusal ÷ served | peak RSS MiB | load avg (1 min) |');
-  console.log('|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|');
-  for (const r of rows) {
-    console.log(
-      `| ${r.admission} | ${r.load} | ${r.connections} | ${r.goodput} | ${r.goodputVsPeak} | ${r.refusedPerS} | ${r.refusedWithRetryAfter} of ${r.refused} | ${r.other} | ${r.socketErrors} | ${r.p50} | ${r.p99} | ${dash(r.admittedP99)} | ${dash(r.admittedP99VsUnloaded)} | ${r.cpuPerServedMs} | ${dash(r.cpuPerRefusalMs)} | ${dash(r.refusalVsServed)} | ${r.peakRssMiB} | ${r.load1} |`,
-    );
-  }
-  console.log(`\n${refusalLine}`);
-  const on = rows.filter((r) => r.admission === 'on');
-  console.log(`\nadmission on: goodput ≥ 0.9 P at every load: ${on.every((r) => r.goodputVsPeak >= 0.9)}; admitted p99 ≤ 3 U: ${on.every((r) => !(r.admittedP99VsUnloaded > 3))}; refusal ≤ 0.1 served CPU: ${on.every((r) => !(r.refusalVsServed > 0.1))}; every refusal with Retry-After: ${on.every((r) => r.refusedWithRetryAfter === r.refused)}`);
 }
 
 main().catch((err) => {

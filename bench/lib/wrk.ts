@@ -112,6 +112,8 @@ export interface WrkOverloadRun {
   /** HTTP 429 answers, and those of them carrying a Retry-After header. */
   refused: number;
   refusedWithRetryAfter: number;
+  /** Of the 429 answers, those whose body names a code other than rate_limited (e.g. a source's late `concurrency_limited`). */
+  refusedOther: number;
   /** Any other answer (another status, or a 200 without the expected substring). */
   other: number;
   /** Connect, read, write and timeout errors. */
@@ -123,19 +125,20 @@ export interface WrkOverloadRun {
   p99Ms: number;
 }
 
-/** The Lua script of an overload run: POST the bodies in turn, sort each answer (served / 429 / 429 with Retry-After / other), print one OVERLOAD line. */
+/** The Lua script of an overload run: POST the bodies in turn, sort each answer (served / 429 / 429 with Retry-After / 429 not rate_limited / other), print one OVERLOAD line. */
 export function wrkOverloadScript(bodies: string[], headers: Record<string, string>, expect: string): string {
-  return `${luaPrelude(bodies, headers, expect, ['ok', 'refused', 'retry', 'other'])}function response(status, headers, body)
+  return `${luaPrelude(bodies, headers, expect, ['ok', 'refused', 'retry', 'late', 'other'])}function response(status, headers, body)
   if status == 200 and string.find(body, expect, 1, true) then ok = ok + 1
   elseif status == 429 then
     refused = refused + 1
     if headers["Retry-After"] then retry = retry + 1 end
+    if not string.find(body, '"code":"rate_limited"', 1, true) then late = late + 1 end
   else other = other + 1 end
 end
 function done(summary, latency, requests)
-  local o, r, t, x = 0, 0, 0, 0
-  for _, th in ipairs(threads) do o = o + th:get("ok"); r = r + th:get("refused"); t = t + th:get("retry"); x = x + th:get("other") end
-  io.write(string.format("OVERLOAD %d %d %d %d %d %d %d %.1f %.1f\\n", summary.requests, o, r, t, x, summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.timeout, summary.duration, latency:percentile(50), latency:percentile(99)))
+  local o, r, t, x, l = 0, 0, 0, 0, 0
+  for _, th in ipairs(threads) do o = o + th:get("ok"); r = r + th:get("refused"); t = t + th:get("retry"); x = x + th:get("other"); l = l + th:get("late") end
+  io.write(string.format("OVERLOAD %d %d %d %d %d %d %d %.1f %.1f %d\\n", summary.requests, o, r, t, x, summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.timeout, summary.duration, latency:percentile(50), latency:percentile(99), l))
 end
 `;
 }
@@ -152,10 +155,10 @@ export async function runWrkOverload(opts: { url: string; connections: number; s
     writeFileSync(script, wrkOverloadScript(opts.bodies, opts.headers, opts.expect));
     const threads = Math.max(1, Math.min(2, opts.connections));
     const out = await output(WRK, [`-t${threads}`, `-c${opts.connections}`, `-d${Math.max(1, Math.round(opts.seconds))}s`, '--timeout', '10s', '-s', script, opts.url]);
-    const m = /OVERLOAD (\d+) (\d+) (\d+) (\d+) (\d+) (\d+) (\d+) ([\d.]+) ([\d.]+)/.exec(out);
+    const m = /OVERLOAD (\d+) (\d+) (\d+) (\d+) (\d+) (\d+) (\d+) ([\d.]+) ([\d.]+) (\d+)/.exec(out);
     if (!m) throw new Error(`wrk printed no result: ${out.slice(-500)}`);
     const n = m.slice(1).map(Number);
-    return { connections: opts.connections, requests: n[0], served: n[1], refused: n[2], refusedWithRetryAfter: n[3], other: n[4], socketErrors: n[5], seconds: n[6] / 1e6, p50Ms: n[7] / 1000, p99Ms: n[8] / 1000 };
+    return { connections: opts.connections, requests: n[0], served: n[1], refused: n[2], refusedWithRetryAfter: n[3], refusedOther: n[9], other: n[4], socketErrors: n[5], seconds: n[6] / 1e6, p50Ms: n[7] / 1000, p99Ms: n[8] / 1000 };
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

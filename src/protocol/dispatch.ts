@@ -23,7 +23,7 @@ import { KEYLESS_REFUSALS, type KeylessAuditAggregator } from '../transport/keyl
 import { admitCall, chargeUnspent } from './call-limits';
 import { commitAuditEvent } from './audit-commit';
 import { cutText } from '../errors/cut-text';
-import { isCapacityRefusal, type CapacityLimiter, type CapacityRefusal } from '../transport/capacity';
+import { isCapacityRefusal, type CapacityLimiter, type CapacityRefusal, type KnownCaller } from '../transport/capacity';
 
 /** Everything the dispatcher needs; built once per gateway. */
 export interface DispatchDeps {
@@ -228,11 +228,15 @@ export async function runToolCall(deps: DispatchDeps, req: ToolCallRequest): Pro
       return refuseOverCapacity(deps, req, binding, early.refusal, early.caller);
     }
   }
-  const held = { release: (_excludedMs?: number) => undefined as void, sourceWait: { ms: 0 } };
+  const held = { release: (_excludedMs?: number, _dropped?: boolean) => undefined as void, sourceWait: { ms: 0 } };
+  let ran: ToolCallRun | undefined;
   try {
-    return await runAdmitted(deps, req, binding, held);
+    ran = await runAdmitted(deps, req, binding, held);
+    return ran;
   } finally {
-    held.release(held.sourceWait.ms);
+    // Refused behind admission for lack of a source slot: a drop, the limit admitted too many (capacity.ts).
+    const o = ran?.outcome;
+    held.release(held.sourceWait.ms, o?.kind === 'refusal' && (o.code === 'concurrency_limited' || o.code === 'source_busy'));
   }
 }
 
@@ -245,9 +249,24 @@ const OVER_CAPACITY_MESSAGE = 'The gateway is at capacity; wait retry_after_ms m
  * when client limits are on, else as its own event (audit before answer, as every call). Not charged
  * a rate-limit point: it did no work, and charging would cost a control-database claim.
  */
-async function refuseOverCapacity(deps: DispatchDeps, req: ToolCallRequest, binding: ToolBinding, r: CapacityRefusal, identity: { id: string; keyId: string }): Promise<ToolCallRun> {
-  let outcome: ToolOutcome = { kind: 'refusal', code: 'rate_limited', message: OVER_CAPACITY_MESSAGE, extra: { retry_after_ms: r.retryAfterMs } };
-  const event: ToolCallAuditEvent = {
+async function refuseOverCapacity(deps: DispatchDeps, req: ToolCallRequest, binding: ToolBinding, r: CapacityRefusal, identity: KnownCaller): Promise<ToolCallRun> {
+  const refused = overCapacity(deps, req, binding, r, identity);
+  if (refused) return refused;
+  let outcome: ToolOutcome = overCapacityOutcome(r);
+  const event = overCapacityEvent(req, binding, identity);
+  deps.observe?.(event);
+  if (!(await commitAuditEvent(deps.audit, event, req.signal, deps.logger, deps.pendingAudits))) outcome = { kind: 'refusal', code: 'audit_unavailable' };
+  return { outcome, tool: binding.name, canonical: binding.canonical, refusedAtCapacityMs: r.retryAfterMs };
+}
+
+/** The outcome of a call refused at capacity: rate_limited with retry_after_ms (ms, whole seconds). */
+function overCapacityOutcome(r: CapacityRefusal): ToolOutcome {
+  return { kind: 'refusal', code: 'rate_limited', message: OVER_CAPACITY_MESSAGE, extra: { retry_after_ms: r.retryAfterMs } };
+}
+
+/** The tool-call event of a call refused at capacity (details.over_capacity; duration 0). */
+function overCapacityEvent(req: Pick<ToolCallRequest, 'requestId' | 'dialect' | 'protocolVersion' | 'route'>, binding: ToolBinding, identity: KnownCaller): ToolCallAuditEvent {
+  return {
     requestId: req.requestId,
     time: new Date().toISOString(),
     identityId: identity.id,
@@ -261,14 +280,22 @@ async function refuseOverCapacity(deps: DispatchDeps, req: ToolCallRequest, bind
     durationMs: 0,
     details: req.route ? { route: req.route, over_capacity: true } : { over_capacity: true },
   };
-  deps.observe?.(event);
-  if (deps.keylessAudit) deps.keylessAudit.note(req.clientAddress ?? 'unknown', { reason: 'rate_limited', tool: binding.canonical, route: req.route ?? 'mcp', dialect: req.dialect, protocolVersion: req.protocolVersion, requestId: req.requestId });
-  else if (!(await commitAuditEvent(deps.audit, event, req.signal, deps.logger, deps.pendingAudits))) outcome = { kind: 'refusal', code: 'audit_unavailable' };
-  return { outcome, tool: binding.name, canonical: binding.canonical, refusedAtCapacityMs: r.retryAfterMs };
+}
+
+/**
+ * The synchronous part of refuseOverCapacity: with the aggregate audit (client limits on), the
+ * refusal is observed, counted in the aggregate and returned; null when it needs its own audit
+ * event (no aggregator), which refuseOverCapacity then commits before the answer.
+ */
+function overCapacity(deps: DispatchDeps, req: Pick<ToolCallRequest, 'requestId' | 'dialect' | 'protocolVersion' | 'route' | 'clientAddress'>, binding: ToolBinding, r: CapacityRefusal, identity: KnownCaller): ToolCallRun | null {
+  if (!deps.keylessAudit) return null;
+  if (deps.observe) deps.observe(overCapacityEvent(req, binding, identity));
+  deps.keylessAudit.note(req.clientAddress ?? 'unknown', { reason: 'rate_limited', tool: binding.canonical, route: req.route ?? 'mcp', dialect: req.dialect, protocolVersion: req.protocolVersion, requestId: req.requestId });
+  return { outcome: overCapacityOutcome(r), tool: binding.name, canonical: binding.canonical, refusedAtCapacityMs: r.retryAfterMs };
 }
 
 /** runToolCall once the call may run (see there). */
-async function runAdmitted(deps: DispatchDeps, req: ToolCallRequest, binding: ToolBinding, capacitySlot: { release(excludedMs?: number): void; sourceWait: { ms: number } } | null): Promise<ToolCallRun> {
+async function runAdmitted(deps: DispatchDeps, req: ToolCallRequest, binding: ToolBinding, capacitySlot: { release(excludedMs?: number, dropped?: boolean): void; sourceWait: { ms: number } } | null): Promise<ToolCallRun> {
   const started = Date.now();
   const ctx: ToolCallContext & { auditDetails: Record<string, unknown>; auditHooks: AuditHooks } = {
     requestId: req.requestId,
@@ -357,23 +384,43 @@ async function runAdmitted(deps: DispatchDeps, req: ToolCallRequest, binding: To
   return { outcome, tool: binding.name, canonical: binding.canonical };
 }
 
-async function callTool(adm: Admitted, id: JsonRpcId, params: Record<string, unknown>, http: HttpContext, ch: ResponseChannel, deps: DispatchDeps): Promise<void> {
+/** What a tools/call names, once its params passed callTool's checks (callTarget). */
+interface CallTarget {
+  name: string;
+  binding: ToolBinding;
+  args: Record<string, unknown>;
+  params: Record<string, unknown>;
+}
+
+/**
+ * The checks of a tools/call's params before it runs: params.name a string naming a tool,
+ * params.arguments an object (or absent), and in the modern dialect the client capabilities the
+ * tool requires declared. Returns the target, or the answer to write instead (invalid params,
+ * missing capability).
+ */
+function callTarget(adm: Admitted, params: Record<string, unknown>, deps: DispatchDeps): CallTarget | ((ch: ResponseChannel, id: JsonRpcId) => void) {
   const name = params.name;
-  if (typeof name !== 'string') return invalidParams(ch, id, 'params.name must be a string');
+  if (typeof name !== 'string') return (ch, id) => invalidParams(ch, id, 'params.name must be a string');
   const binding = deps.tools.get(name);
-  if (!binding) return invalidParams(ch, id, `Unknown tool: ${cutText(name, 128)}`);
+  if (!binding) return (ch, id) => invalidParams(ch, id, `Unknown tool: ${cutText(name, 128)}`);
   const args = params.arguments === undefined ? {} : params.arguments;
-  if (!isObject(args)) return invalidParams(ch, id, 'params.arguments must be an object');
+  if (!isObject(args)) return (ch, id) => invalidParams(ch, id, 'params.arguments must be an object');
   if (adm.dialect === 'modern' && binding.requiredClientCapabilities) {
     const meta = isObject(params._meta) ? params._meta : {};
     const declared = isObject(meta['io.modelcontextprotocol/clientCapabilities']) ? (meta['io.modelcontextprotocol/clientCapabilities'] as Record<string, unknown>) : {};
     const missing = Object.keys(binding.requiredClientCapabilities).filter((k) => !(k in declared));
     if (missing.length) {
       const requiredCapabilities = Object.fromEntries(missing.map((k) => [k, binding.requiredClientCapabilities![k]]));
-      ch.final(400, errorResponse(id, { code: -32021, message: `Missing required client capability: ${missing.join(', ')}`, data: { requiredCapabilities } }));
-      return;
+      return (ch, id) => ch.final(400, errorResponse(id, { code: -32021, message: `Missing required client capability: ${missing.join(', ')}`, data: { requiredCapabilities } }));
     }
   }
+  return { name, binding, args, params };
+}
+
+async function callTool(adm: Admitted, id: JsonRpcId, params: Record<string, unknown>, http: HttpContext, ch: ResponseChannel, deps: DispatchDeps): Promise<void> {
+  const target = callTarget(adm, params, deps);
+  if (typeof target === 'function') return target(ch, id);
+  const { name, args } = target;
   const meta = isObject(params._meta) ? params._meta : {};
   const progressToken = typeof meta.progressToken === 'string' || typeof meta.progressToken === 'number' ? meta.progressToken : undefined;
   const ran = await runToolCall(deps, {
@@ -392,13 +439,41 @@ async function callTool(adm: Admitted, id: JsonRpcId, params: Record<string, unk
     // The stream slot is held until the answer has left or the socket closed (red-team F1).
     holdSlot: (release) => ch.whenDone(release),
   });
-  const rendered = withChallenge(deps.authSurface, ran!.outcome, adm.dialect, adm.version, http.requestId, renderOutcome(ran!.outcome, adm.dialect, adm.version, http.requestId));
+  answerCall(adm, id, http.requestId, ran!, ch, deps);
+}
+
+/** Writes a tools/call's answer (rendered for the dialect), arms its write deadline and, after a refusal at capacity, pauses the connection. */
+function answerCall(adm: Admitted, id: JsonRpcId, requestId: string, ran: ToolCallRun, ch: ResponseChannel, deps: DispatchDeps): void {
+  const rendered = withChallenge(deps.authSurface, ran.outcome, adm.dialect, adm.version, requestId, renderOutcome(ran.outcome, adm.dialect, adm.version, requestId));
   if (rendered.kind === 'result') ch.final(200, resultResponse(id, rendered.result), {}, true);
   else ch.final(rendered.status, errorResponse(id, rendered.error), rendered.headers ?? {});
-  ch.writeDeadline(deps.answerWriteTimeoutMs ?? DEFAULT_ANSWER_WRITE_TIMEOUT_MS, () => answerExpired(deps, http.requestId, ran!.canonical));
+  ch.writeDeadline(deps.answerWriteTimeoutMs ?? DEFAULT_ANSWER_WRITE_TIMEOUT_MS, () => answerExpired(deps, requestId, ran.canonical));
   // Refused at capacity: the connection is not read again before the Retry-After (issue 29), so a
   // client retrying at once cannot spend the replica's CPU on refusals (admission.pause_refused).
-  if (ran!.refusedAtCapacityMs && deps.capacity?.settings.pauseRefusedConnections) ch.pauseReadingAfter(ran!.refusedAtCapacityMs);
+  if (ran.refusedAtCapacityMs && deps.capacity?.settings.pauseRefusedConnections) ch.pauseReadingAfter(ran.refusedAtCapacityMs);
+}
+
+/**
+ * Admission by capacity decided right after the body parse (issue 29 item 3): when `adm` is a
+ * tools/call of a governed tool whose params pass callTool's checks, its bearer token `apiKey` was
+ * seen before (CapacityLimiter.noteToken) and the replica would refuse its identity at once
+ * (refuseKnown), writes the same 429 answer runToolCall's path would (rate_limited,
+ * retry_after_ms, Retry-After), counts it in the aggregate audit and returns true; nothing a
+ * served call needs (abort controller, in-flight registration, identity) is built. Returns false
+ * (nothing written) in every other case, and always without the aggregate audit (client limits
+ * off: the refusal then needs its own event, committed on the normal path). `scope` (the socket)
+ * caches the token's hash across the connection's requests.
+ */
+export function answerKnownOverCapacity(adm: Admitted, http: { requestId: string; apiKey: string; clientAddress?: string; scope?: object }, ch: ResponseChannel, deps: DispatchDeps): boolean {
+  const msg = adm.message;
+  if (!deps.capacity || !deps.keylessAudit || msg.type !== 'request' || msg.method !== 'tools/call') return false;
+  const target = callTarget(adm, msg.params ?? {}, deps);
+  if (typeof target === 'function' || !target.binding.governed) return false;
+  const early = deps.capacity.refuseKnown(http.apiKey, http.scope);
+  if (!early) return false;
+  const req = { requestId: http.requestId, dialect: adm.dialect, protocolVersion: adm.version, clientAddress: http.clientAddress };
+  answerCall(adm, msg.id, http.requestId, overCapacity(deps, req, target.binding, early.refusal, early.caller)!, ch, deps);
+  return true;
 }
 
 /** Logs an answer whose write deadline passed (its socket is then destroyed; the call stays audited). */

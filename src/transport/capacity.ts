@@ -7,14 +7,33 @@
  *
  * - every finished call is a latency sample (ms, from admission to its audit commit, less the time
  *   it spent in source reads: a slow source or an identity's slow statements are bounded by the
- *   source's pool and fair share, and must not lower the limit for every caller);
+ *   source's pool and fair share, and must not lower the limit for every caller). The audit
+ *   commit's wait stays in: it is where the replica's queueing for the event loop shows (a
+ *   commit's answer waits for the loop like everything else); left out, the sample shrank to the
+ *   synchronous work of a call (~0.1 ms) and no longer saw the CPU saturate (tried, 4 December);
  * - `longRtt` is a slow exponential average of the samples over time (time constant 10 s: the
  *   unloaded latency, drifting), the short one a fast average over the last ~10 samples (the
  *   latency now);
  * - gradient = clamp(tolerance × longRtt / shortRtt, 0.5, 1); newLimit = limit × gradient + √limit
  *   (a little headroom to probe upward); limit ← limit × (1 − smoothing) + newLimit × smoothing,
  *   clamped to [minLimit, maxLimit]. While fewer than half the limit are in flight the limit is not
- *   raised (the load, not the capacity, is what bounds it then).
+ *   raised (the load, not the capacity, is what bounds it then). Each sample may lower or raise
+ *   the limit, but within one DECREASE_STEP_MS it never falls below 0.9 × its value at the step's
+ *   start: at thousands of calls a second the short average spans a few milliseconds, and one
+ *   garbage-collection pause or a neighbour's burst would otherwise take the limit down by half
+ *   within a pause, below what the replica needs in flight; a lasting slowdown still lowers it
+ *   10 % per step (to a third in about a second). (Allowing only one decrease per step, while every
+ *   sample could raise it, was tried: noisy short averages then pushed the limit up, 17 → 240
+ *   within half a second at 512 connections.)
+ * - drops: a call the pipeline behind admission could not take — refused for lack of a source slot
+ *   (`concurrency_limited`: its identity's statements on the source, and their waiters, are full;
+ *   `source_busy`: no pooled connection) — is released as dropped (release(…, true)): not a latency
+ *   sample (it waited on the source, which the sample leaves out), but proof that the limit
+ *   admitted more than the sources take. The limit falls to 0.9 × the calls in flight (when that
+ *   is lower), at most once per DECREASE_STEP_MS, and may not rise above that ceiling for
+ *   LONG_WINDOW_MS (as TCP's slow-start threshold): without it the latency gradient, blind to the
+ *   source's queue, raised the limit back within milliseconds, and one identity on 512 connections
+ *   had most of its calls admitted, analysed and then refused late (bench/RESULTS.md issue 29);
  * - pressure from outside the call: when the event loop's delay (p99 over the last interval) passes
  *   `maxEventLoopDelayMs`, or the audit writer's pending events pass `maxAuditQueue`, a sample
  *   lowers the limit by 10 % instead (at most once per PRESSURE_STEP_MS, so a second of pressure
@@ -50,6 +69,12 @@ const LONG_WINDOW_MS = 10_000;
 
 /** Under outside pressure (event-loop delay, audit queue) the limit falls by 10 % at most once per this many ms. */
 export const PRESSURE_STEP_MS = 100;
+
+/**
+ * The latency gradient lowers the limit by at most 10 % per this many ms (below 0.9 × the limit at
+ * the step's start it is held); a drop lowers it at most once per this many ms.
+ */
+export const DECREASE_STEP_MS = 100;
 
 /** Settings of the capacity limit (config `admission`, spec/config-v1.schema.json). */
 export interface CapacitySettings {
@@ -106,7 +131,8 @@ export interface KnownCaller {
  * the latency sample.
  */
 export interface CapacityPermit {
-  release(excludedMs?: number): void;
+  /** `dropped`: the call was refused behind admission for lack of a source slot (see the module: drops). */
+  release(excludedMs?: number, dropped?: boolean): void;
 }
 
 /** A refusal: the retry hint in ms (≥ 1000, whole seconds for Retry-After). */
@@ -160,8 +186,17 @@ export class CapacityLimiter {
   private lastSampleAt: number | null = null;
   /** sha256(bearer token) → the caller it resolved to (noteToken), for refusals before identity resolution. */
   private readonly knownTokens = new Map<string, KnownCaller>();
+  /** Per scope (socket) the last token refuseKnown hashed and its key: held only as long as the scope lives. */
+  private readonly scopeKeys = new WeakMap<object, { token: string; key: string }>();
   /** When pressure last lowered the limit (clock ms), or null. */
   private lastPressureAt: number | null = null;
+  /** The gradient's current decrease step: when it began (clock ms) and the floor under the limit until it ends. */
+  private decreaseStep: { at: number; floor: number } | null = null;
+  /** When a drop last lowered the limit (clock ms), or null. */
+  private lastDecreaseAt: number | null = null;
+  /** After a drop: the limit may not rise above `ceiling` before `until` (clock ms). */
+  private dropCeiling: { ceiling: number; until: number } | null = null;
+  private droppedCount = 0;
   private refusedCount = 0;
   /** Slots granted beyond the limit to identities holding none (mayBorrow). */
   private borrowedCount = 0;
@@ -207,6 +242,15 @@ export class CapacityLimiter {
   /** Calls refused since start. */
   get refused(): number {
     return this.refusedCount;
+  }
+  /** Admitted calls released as dropped since start (refused behind admission for lack of a source slot). */
+  get dropped(): number {
+    return this.droppedCount;
+  }
+  /** The ceiling a recent drop put on the limit (calls), or null when none holds now. */
+  get ceiling(): number | null {
+    const c = this.dropCeiling;
+    return c && this.clock() < c.until ? Math.floor(c.ceiling) : null;
   }
 
   /**
@@ -270,13 +314,25 @@ export class CapacityLimiter {
    * The refusal that acquire() would give at once to the caller `token` resolved to before
    * (noteToken), decided before any identity, SQL or control-database work; null when the replica
    * has room, the token is not remembered, or the call might wait in the queue (then the caller
-   * goes the normal way: identity, then acquire). Counts the refusal.
+   * goes the normal way: identity, then acquire). Counts the refusal. `scope` (e.g. the request's
+   * socket): the token's hash is kept with it and reused while the same token comes on it, so a
+   * keep-alive connection's refusals hash the token once.
    */
-  refuseKnown(token: string): { refusal: CapacityRefusal; caller: KnownCaller } | null {
+  refuseKnown(token: string, scope?: object): { refusal: CapacityRefusal; caller: KnownCaller } | null {
     if (this.inflightCount < this.limit && this.queue.length === 0) return null;
-    const caller = this.knownTokens.size ? this.knownTokens.get(tokenKey(token)) : undefined;
+    const caller = this.knownTokens.size ? this.knownTokens.get(this.scopedKey(token, scope)) : undefined;
     if (!caller || this.mayBorrow(caller.id) || !this.refusesAtOnce(caller.id)) return null;
     return { refusal: this.refuse(), caller };
+  }
+
+  /** tokenKey(token), reused from `scope`'s last token when it is the same (refuseKnown). */
+  private scopedKey(token: string, scope: object | undefined): string {
+    if (!scope) return tokenKey(token);
+    const last = this.scopeKeys.get(scope);
+    if (last && last.token === token) return last.key;
+    const key = tokenKey(token);
+    this.scopeKeys.set(scope, { token, key });
+    return key;
   }
 
   /** Stops the event-loop sampler and refuses whatever waits. */
@@ -366,11 +422,10 @@ export class CapacityLimiter {
     this.inflightCount++;
     if (borrowed) this.borrowedCount++;
     this.heldBy.set(key, (this.heldBy.get(key) ?? 0) + 1);
-    const now = this.signals.now ?? (() => performance.now());
-    const started = now();
+    const started = this.clock();
     let done = false;
     return {
-      release: (excludedMs = 0) => {
+      release: (excludedMs = 0, dropped = false) => {
         if (done) return;
         done = true;
         this.inflightCount--;
@@ -378,7 +433,8 @@ export class CapacityLimiter {
         const n = (this.heldBy.get(key) ?? 1) - 1;
         if (n > 0) this.heldBy.set(key, n);
         else this.heldBy.delete(key);
-        this.sample(Math.max(0, now() - started - Math.max(0, excludedMs)));
+        if (dropped) this.drop();
+        else this.sample(Math.max(0, this.clock() - started - Math.max(0, excludedMs)));
         this.next();
       },
     };
@@ -395,11 +451,28 @@ export class CapacityLimiter {
     }
   }
 
+  /** The clock of the samples (CapacitySignals.now, default performance.now), ms. */
+  private clock(): number {
+    return this.signals.now ? this.signals.now() : performance.now();
+  }
+
+  /** A call released as dropped (see the module): the limit falls to 0.9 × the calls in flight and stays under that for LONG_WINDOW_MS. */
+  private drop(): void {
+    this.droppedCount++;
+    const at = this.clock();
+    if (this.lastDecreaseAt !== null && at - this.lastDecreaseAt < DECREASE_STEP_MS) return;
+    this.lastDecreaseAt = at;
+    // The call just released counts among those that were in flight when it was refused.
+    const ceiling = Math.max(this.settings.minLimit, Math.min(this.limitValue, this.inflightCount + 1) * 0.9);
+    this.dropCeiling = { ceiling, until: at + LONG_WINDOW_MS };
+    this.limitValue = Math.min(this.limitValue, ceiling);
+  }
+
   /** One finished call's latency (ms) updates the limit (see the module). */
   private sample(rttMs: number): void {
     const s = this.settings;
     this.samples++;
-    const at = (this.signals.now ?? (() => performance.now()))();
+    const at = this.clock();
     const dt = this.lastSampleAt === null ? 0 : Math.max(0, at - this.lastSampleAt);
     this.lastSampleAt = at;
     if (this.samples === 1) this.longRtt = this.shortRtt = rttMs;
@@ -407,7 +480,10 @@ export class CapacityLimiter {
       this.shortRtt += (rttMs - this.shortRtt) * 0.1;
       // The long average is over time, not samples: at thousands of calls a second a window of
       // samples would be milliseconds long and follow the queueing it should stand against.
-      this.longRtt += (rttMs - this.longRtt) * (this.samples <= 20 ? 1 / this.samples : Math.min(1, dt / LONG_WINDOW_MS));
+      // A gap without samples (an idle replica) counts as one step at most: else the first call of a
+      // flood after a quiet minute set the long average to its own latency (traced: 8 → 70 ms at
+      // 512 connections), and the limit rose past what the replica can serve.
+      this.longRtt += (rttMs - this.longRtt) * (this.samples <= 20 ? 1 / this.samples : Math.min(dt, DECREASE_STEP_MS) / LONG_WINDOW_MS);
       // The long average follows a lasting fall quickly (a faster machine, a warm cache).
       if (this.longRtt > 2 * this.shortRtt) this.longRtt *= 0.95;
     }
@@ -422,7 +498,15 @@ export class CapacityLimiter {
       next = this.limitValue * gradient + Math.sqrt(this.limitValue);
       if (next > this.limitValue && this.inflightCount + 1 < this.limitValue / 2) next = this.limitValue;
       next = this.limitValue * 0.8 + next * 0.2;
+      if (next < this.limitValue) {
+        // Lowered by at most 10 % per DECREASE_STEP_MS: the step's floor is 0.9 × the limit when it began.
+        if (this.decreaseStep === null || at - this.decreaseStep.at >= DECREASE_STEP_MS) this.decreaseStep = { at, floor: this.limitValue * 0.9 };
+        next = Math.max(next, Math.min(this.limitValue, this.decreaseStep.floor));
+      }
     }
+    const c = this.dropCeiling;
+    if (c && at < c.until) next = Math.min(next, c.ceiling);
+    else if (c) this.dropCeiling = null;
     this.limitValue = Math.min(s.maxLimit, Math.max(s.minLimit, next));
   }
 

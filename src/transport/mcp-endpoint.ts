@@ -25,7 +25,7 @@ import { admit } from './admission';
 import { corsOrigin, corsResponseHeaders, type OriginPolicy } from './http-headers';
 import { ResponseChannel, sendJsonText } from './channel';
 import { errorResponse } from './jsonrpc';
-import { dispatch, newRequestId, type DispatchDeps } from '../protocol/dispatch';
+import { answerKnownOverCapacity, dispatch, newRequestId, type DispatchDeps } from '../protocol/dispatch';
 import { bearerToken } from '../pipeline/01-identity';
 import { clientAddressKey, keylessGate, limitMessage, unverifiedKeyGate, type LimitRefusal } from './client-limits';
 import { MCP_PATH } from './http-guard';
@@ -98,8 +98,12 @@ export function mcpHandler(opts: McpEndpointOptions, deps: DispatchDeps, policy:
     const ch = new ResponseChannel(res);
     const admitted = verdict.kind === 'admitted' ? verdict : null;
     const isCall = admitted !== null && admitted.message.type === 'request' && admitted.message.method === 'tools/call';
+    const apiKey = admitted ? bearerToken(headers.authorization) : null;
+    // Admission by capacity for a token seen before, decided before anything a served call needs is
+    // built (issue 29 item 3): the same 429 answer, counted in the aggregate audit.
+    const refused = isCall && apiKey !== null && deps.capacity !== undefined && answerKnownOverCapacity(admitted!, { requestId, apiKey, clientAddress: clientAddressKey(req.socket.remoteAddress), scope: req.socket }, ch, deps);
     // A CallAbort, not an AbortController: the same cancellation for the pipeline at a fraction of the cost (call-abort.ts).
-    const controller = isCall ? new CallAbort() : null;
+    const controller = isCall && !refused ? new CallAbort() : null;
     if (observe || controller) {
       const t0 = observe ? process.hrtime.bigint() : 0n;
       // One listener per request: 'close' follows 'finish' for an answered request, and comes alone
@@ -111,6 +115,7 @@ export function mcpHandler(opts: McpEndpointOptions, deps: DispatchDeps, policy:
         if (controller) controllers.delete(controller);
       });
     }
+    if (refused) return;
     if (!admitted) {
       if (verdict.kind !== 'reply') return;
       if (verdict.body) ch.final(verdict.status, verdict.body, verdict.headers);
@@ -120,7 +125,6 @@ export function mcpHandler(opts: McpEndpointOptions, deps: DispatchDeps, policy:
       }
       return;
     }
-    const apiKey = bearerToken(headers.authorization);
     const clientAddress = clientAddressKey(req.socket.remoteAddress);
     if (!controller) {
       const over = await unverifiedKeyGate(deps.clientLimits, deps.keylessAudit, deps.identityResolver, apiKey ?? undefined, clientAddress, 'mcp');

@@ -1,5 +1,5 @@
 /** Admission by capacity (issue 29 item 1): the adaptive limit, its queue and its refusals. */
-import { CapacityLimiter, DEFAULT_CAPACITY, isCapacityRefusal, PRESSURE_STEP_MS, type CapacityPermit, type CapacitySettings } from '../../../src/transport/capacity';
+import { CapacityLimiter, DECREASE_STEP_MS, DEFAULT_CAPACITY, isCapacityRefusal, PRESSURE_STEP_MS, type CapacityPermit, type CapacitySettings } from '../../../src/transport/capacity';
 import { capacityLimiter } from '../../../src/gateway';
 import { DEFAULT_CONFIG } from '../../../src/control/config';
 
@@ -101,15 +101,88 @@ test('time spent in source reads is left out of the sample: slow statements do n
   const bySource = limiter({ initialLimit: 64, minLimit: 4, maxLimit: 512, tolerance: 1.5 });
   driveSource(bySource, 150, 10, 5);
   const before = bySource.limit;
-  // Calls now take 2 s, all of it in the source (an identity's slow statements): the limit holds.
-  driveSource(bySource, 2, 2000, 1995);
+  // Calls now take 200 ms, all of it in the source (an identity's slow statements): the limit holds.
+  driveSource(bySource, 10, 200, 195);
   expect(bySource.limit).toBeGreaterThanOrEqual(before);
-  // The same 2 s spent in the gateway (no source time) lowers it, as before.
+  // The same 200 ms spent in the gateway (no source time) lowers it, as before (10 % per DECREASE_STEP_MS).
   const byGateway = limiter({ initialLimit: 64, minLimit: 4, maxLimit: 512, tolerance: 1.5 });
   driveSource(byGateway, 150, 10, 5);
   const start = byGateway.limit;
-  driveSource(byGateway, 2, 2000, 0);
+  driveSource(byGateway, 10, 200, 0);
   expect(byGateway.limit).toBeLessThan(start / 2);
+});
+
+test('a burst of slow calls within one DECREASE_STEP_MS lowers the limit by at most 10 %: one pause cannot take it below what the replica needs in flight', () => {
+  /** 30 calls of 10 ms one after another (long- and short-term latency 10 ms; the limit held at 100, the load being below half of it), then `n` calls finishing together after 50 ms. */
+  const burst = (n: number) => {
+    const l = limiter({ initialLimit: 100, minLimit: 4, maxLimit: 512, tolerance: 1 });
+    drive(l, 30, 10, 1);
+    expect(l.limit).toBe(100);
+    const held = Array.from({ length: n }, () => permit(l.acquire()));
+    clock += 50;
+    for (const p of held) p.release();
+    return l;
+  };
+  // One slow sample lowers it a little; sixty in the same instant stop at the step's floor, 0.9 × 100.
+  const one = burst(1);
+  expect(one.limit).toBeLessThan(100);
+  expect(one.limit).toBeGreaterThan(90);
+  const sixty = burst(60);
+  expect(sixty.limit).toBe(90);
+  // Within the step more slow samples lower it no further.
+  const held = Array.from({ length: 60 }, () => permit(sixty.acquire()));
+  clock += DECREASE_STEP_MS - 1;
+  for (const p of held) p.release();
+  expect(sixty.limit).toBe(90);
+  // A new step: down to 0.9 × 90 at most.
+  const again = Array.from({ length: 60 }, () => permit(sixty.acquire()));
+  clock += 2;
+  for (const p of again) p.release();
+  expect(sixty.limit).toBe(81);
+});
+
+test('a quiet minute does not let the first slow calls after it become the long-term latency: a flood after idle lowers the limit', () => {
+  const l = limiter({ initialLimit: 40, minLimit: 4, maxLimit: 512, tolerance: 2 });
+  drive(l, 30, 10, 1);
+  expect(l.limit).toBe(40);
+  clock += 60_000;
+  // The limit full at once, every call five times slower than before the gap.
+  const held = Array.from({ length: 40 }, () => permit(l.acquire()));
+  clock += 50;
+  for (const p of held) p.release();
+  expect(l.limit).toBeLessThan(40);
+  expect(l.limit).toBeGreaterThanOrEqual(36);
+});
+
+test('a call refused behind admission for lack of a source slot is a drop: the limit falls to 0.9 × the calls in flight, at most once per DECREASE_STEP_MS, and stays under that ceiling for 10 s', () => {
+  const l = limiter({ initialLimit: 100, minLimit: 4, maxLimit: 512 });
+  const held = Array.from({ length: 50 }, () => permit(l.acquire()));
+  clock += 5;
+  held.pop()!.release(0, true);
+  expect(l.dropped).toBe(1);
+  // 50 in flight when it was refused (itself included): 0.9 × 50.
+  expect(l.limit).toBe(45);
+  expect(l.ceiling).toBe(45);
+  // Within the step a second drop lowers nothing more (it is counted).
+  held.pop()!.release(0, true);
+  expect(l.dropped).toBe(2);
+  expect(l.limit).toBe(45);
+  // Good latency does not raise it above the ceiling while the ceiling holds, however full the limit is.
+  for (const p of held) p.release();
+  drive(l, 100, 5, 1000);
+  expect(l.limit).toBe(45);
+  expect(l.ceiling).toBe(45);
+  // Ten seconds after the drop the ceiling is gone and the limit rises again.
+  clock += 10_000;
+  drive(l, 20, 5, 1000);
+  expect(l.ceiling).toBeNull();
+  expect(l.limit).toBeGreaterThan(45);
+  // A drop never takes the limit below min_limit.
+  const m = limiter({ initialLimit: 100, minLimit: 4, maxLimit: 512 });
+  const two = [permit(m.acquire()), permit(m.acquire())];
+  two[0].release(0, true);
+  expect(m.limit).toBe(4);
+  two[1].release();
 });
 
 test('event-loop delay past its bound lowers the limit by 10 % at most once per PRESSURE_STEP_MS, whatever the latency, and not below min_limit', () => {
