@@ -12,7 +12,7 @@ import type { ControlDb } from '../control/db';
 import { ValidationError } from '../control/errors';
 import { iso } from '../control/ids';
 import { controlPool } from '../control/targets';
-import { appendAuditBatch } from './append';
+import { appendAuditBatch, setSessionStatementTimeout } from './append';
 import { ChainLane } from './chain';
 import { eventsText, normalizeAuditRow } from './event-text';
 import type { AuditKind, AuditRowInput, AuditSink, ToolCallAuditEvent } from './types';
@@ -339,13 +339,29 @@ export class DbAuditSink extends GroupCommitAuditSink {
 }
 
 /**
- * A pool for the audit writer: `max` connections (default 2), statement_timeout and connection
- * timeout equal to the commit bound, a client-side query timeout one second past it, idle errors
- * logged. End it after the gateway has flushed.
+ * The statement_timeout (ms) the audit pool's connections start with for a commit bound of
+ * `commitTimeoutMs`: the bound less a slack of a quarter of it, at most 250 ms (at least 1 ms in
+ * all). A batch whose events waited in the queue less than the slack runs under it with no
+ * per-batch set_config (append.ts); a batch with less time left sets its own. The price: a batch
+ * stuck in a slow database is cancelled up to the slack before its callers' deadline (they are
+ * answered audit_unavailable that much earlier, never later).
+ */
+export function auditSessionTimeoutMs(commitTimeoutMs: number): number {
+  const bound = Math.max(1, Math.trunc(commitTimeoutMs));
+  return Math.max(1, bound - Math.min(250, Math.floor(bound / 4)));
+}
+
+/**
+ * A pool for the audit writer: `max` connections (default 2), connection timeout equal to the
+ * commit bound, statement_timeout auditSessionTimeoutMs(bound) set once per connection by its
+ * startup options (so most batches need no set_config of their own: append.ts), a client-side
+ * query timeout one second past the bound, idle errors logged. End it after the gateway has flushed.
  */
 export function openAuditPool(url: string, commitTimeoutMs: number, logger?: Logger, max = 2): pg.Pool {
+  const session = auditSessionTimeoutMs(commitTimeoutMs);
   // query_timeout is a client-side backstop for a connection that stops answering altogether.
-  const pool = controlPool(url, { max, application_name: 'interlock-audit', connectionTimeoutMillis: commitTimeoutMs, query_timeout: commitTimeoutMs + 1000, options: `-c statement_timeout=${Math.max(1, Math.trunc(commitTimeoutMs))}` }); // several hosts: follows the primary (issue 29)
+  const pool = controlPool(url, { max, application_name: 'interlock-audit', connectionTimeoutMillis: commitTimeoutMs, query_timeout: commitTimeoutMs + 1000, options: `-c statement_timeout=${session}` }); // several hosts: follows the primary (issue 29)
+  setSessionStatementTimeout(pool, session);
   pool.on('error', (err) => logger?.warn({ component: 'audit', code: (err as { code?: string }).code }, 'idle audit connection failed'));
   return pool;
 }

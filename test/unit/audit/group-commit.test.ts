@@ -4,13 +4,13 @@
  * committed, and an event whose caller was told "not committed" is never written afterwards.
  */
 import type pg from 'pg';
-import { AuditUnavailableError, GroupCommitAuditSink } from '../../../src/audit/writer';
-import { AuditAppend } from '../../../src/audit/append';
+import { auditSessionTimeoutMs, AuditUnavailableError, GroupCommitAuditSink } from '../../../src/audit/writer';
+import { AuditAppend, setSessionStatementTimeout } from '../../../src/audit/append';
 import { toolCallEvent } from '../../helpers/audit-events';
 
 interface Call {
   /** The statement_timeout the batch runs under (ms). */
-  timeoutMs: number;
+  timeoutMs: number | null;
   requestIds: string[];
   finish(err?: Error): void;
 }
@@ -62,6 +62,31 @@ const tick = async () => {
 const microtasks = async () => {
   for (let i = 0; i < 20; i++) await Promise.resolve();
 };
+
+test('on a pool whose connections start with a statement_timeout, a batch with at least that much time left sends no set_config; one with less sends its own', async () => {
+  const { pool, calls } = scriptedPool();
+  setSessionStatementTimeout(pool, auditSessionTimeoutMs(2000));
+  expect(auditSessionTimeoutMs(2000)).toBe(1750);
+  expect(auditSessionTimeoutMs(800)).toBe(600);
+  expect(auditSessionTimeoutMs(1)).toBe(1);
+  const sink = new GroupCommitAuditSink(pool, undefined, { commitTimeoutMs: 2000, lanes: 1 });
+  const first = sink.record(event('r1'));
+  await tick();
+  expect(calls).toHaveLength(1);
+  expect(calls[0].timeoutMs).toBeNull(); // the session's 1,750 ms end the append before the 2,000 ms bound
+  // r2 waits in the queue 300 ms behind r1's batch: its batch has < 1,750 ms left and sets its own timeout.
+  const second = sink.record(event('r2'));
+  await new Promise((r) => setTimeout(r, 300));
+  calls[0].finish();
+  await first;
+  await tick();
+  expect(calls).toHaveLength(2);
+  expect(calls[1].timeoutMs).toBeGreaterThan(0);
+  expect(calls[1].timeoutMs).toBeLessThan(1750);
+  calls[1].finish();
+  await second;
+  expect(calls.map((c) => c.requestIds)).toEqual([['r1'], ['r2']]);
+});
 
 test('concurrency 1: one statement per event, each under a statement_timeout within the bound', async () => {
   const { pool, calls } = scriptedPool();
