@@ -5,13 +5,13 @@
  * events alone through the format-3 unnest INSERT into audit_events (as indexed by the migrations),
  * into the current month's partition directly, into a partitioned copy with the primary key and BRIN
  * only, and into one with BRIN only; the whole format-3 statement (batch row + events) without and with
- * the per-batch set_config. Variants alternate within each of BENCH_ROUNDS (5) rounds of BENCH_OPS
+ * the per-batch set_config; the VALUES form of the whole statement (chainValuesStatement). Variants alternate within each of BENCH_ROUNDS (5) rounds of BENCH_OPS
  * (1,000) batches; medians, with every round's figure. Run: `npx tsx bench/audit-v3-parts.ts`.
  */
 import pg from 'pg';
 import { runMigrations } from '../src/control/db';
 import { appendAuditBatch } from '../src/audit/append';
-import { CHAIN_APPEND_STATEMENT, eventColumns } from '../src/audit/chain';
+import { CHAIN_APPEND_STATEMENT, chainValuesStatement, eventColumns, eventValues } from '../src/audit/chain';
 import { normalizeAuditRow } from '../src/audit/event-text';
 import type { AuditRowInput } from '../src/audit/types';
 import { createTempDatabase } from '../test/helpers/pg';
@@ -79,6 +79,12 @@ async function main(): Promise<void> {
       'events only → BRIN only': () => c.query({ name: 'e', text: eventsInsert('ev_brin'), values: [new Date().toISOString(), ...columns()] }),
       'events only, VALUES → audit_events': () => c.query({ name: 'f', text: valuesInsert('audit_events', size), values: [new Date().toISOString(), ...rowValues()] }),
       'format 3, no set_config': () => c.query({ name: CHAIN_APPEND_STATEMENT.name + '_x', text: CHAIN_APPEND_STATEMENT.text, values: v3() }),
+      'format 3 VALUES, no set_config (after)': () => {
+        const now = new Date();
+        const ev = eventValues(Array.from({ length: size }, () => normalizeAuditRow(row(n++), () => now)));
+        const st = chainValuesStatement(size);
+        return c.query({ name: st.name, text: st.text, values: [...v3().slice(0, 8), ...ev] });
+      },
       'format 3 + set_config (before)': () => appendAuditBatch(c, { statement: CHAIN_APPEND_STATEMENT, values: v3() }, 2000),
     };
     const got = new Map<string, number[]>();

@@ -96,7 +96,7 @@ test("the gateway's audit pool: the statement_timeout comes with the connection,
     const c = await audit.connect();
     try {
       expect((await c.query('SHOW statement_timeout')).rows).toEqual([{ statement_timeout: '300ms' }]);
-      expect((await c.query('SELECT name FROM pg_prepared_statements ORDER BY name')).rows).toEqual([{ name: 'interlock_audit_append_v3' }]);
+      expect((await c.query('SELECT name FROM pg_prepared_statements ORDER BY name')).rows).toEqual([{ name: 'interlock_audit_append_v3_1' }]);
     } finally {
       c.release();
     }

@@ -45,10 +45,12 @@ function scriptedPool(): { pool: pg.Pool; calls: Call[]; released: Array<Error |
   return { pool, calls, released };
 }
 
-/** The request ids of a submitted batch: the format-3 append's request_id column ($11, an array literal of quoted ids). */
+/** The request ids of a submitted batch: in the VALUES form (≤ 8 events) the third of each event's twenty parameters from $9 on; in the unnest form the request_id column ($11, an array literal of quoted ids). */
 function requestIdsOf(sub: AuditAppend): string[] {
   if (typeof sub.json === 'string') return (JSON.parse(sub.json) as Array<{ request_id: string }>).map((r) => r.request_id);
-  const lit = sub.json.values[10] as string;
+  const values = sub.json.values;
+  if (sub.json.statement.name !== 'interlock_audit_append_v3') return values.slice(8).filter((_, i) => i % 20 === 2) as string[];
+  const lit = values[10] as string;
   return lit === '{}' ? [] : lit.slice(2, -2).split('","');
 }
 
