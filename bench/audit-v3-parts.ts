@@ -3,8 +3,9 @@
  * pid) per batch of BENCH_BATCH (default 3) point-read events, for a ladder of statements, each one
  * round trip and one durable commit: a one-row INSERT into a plain table (the commit's floor); the
  * events alone through the format-3 unnest INSERT into audit_events (as indexed by the migrations),
- * into the current month's partition directly, into a partitioned copy with the primary key and BRIN
- * only, and into one with BRIN only; the whole format-3 statement (batch row + events) without and with
+ * into the current month's partition directly, into partitioned copies with audit_events' indexes
+ * with and without the (source_id, id) B-tree (migration 20261205100000000), with the primary key and
+ * BRIN only, and with BRIN only; the whole format-3 statement (batch row + events) without and with
  * the per-batch set_config; the VALUES form of the whole statement (chainValuesStatement). Variants alternate within each of BENCH_ROUNDS (5) rounds of BENCH_OPS
  * (1,000) batches; medians, with every round's figure. Run: `npx tsx bench/audit-v3-parts.ts`.
  */
@@ -48,7 +49,7 @@ async function main(): Promise<void> {
     const month = (await c.query<{ p: string }>("SELECT 'audit_events_p' || to_char(now(), 'YYYYMM') AS p")).rows[0].p;
     const from = "date_trunc('month', now())";
     await c.query('CREATE TABLE scratch (x int)');
-    for (const [t, pk] of [['ev_lean', true], ['ev_brin', false]] as const) {
+    for (const [t, pk] of [['ev_lean', true], ['ev_brin', false], ['ev_src', true], ['ev_nosrc', true]] as const) {
       await c.query(`CREATE TABLE ${t} (LIKE audit_events INCLUDING DEFAULTS) PARTITION BY RANGE (recorded_at)`);
       const lo = (await c.query<{ d: string }>(`SELECT ${from}::text AS d`)).rows[0].d;
       const hi = (await c.query<{ d: string }>(`SELECT (${from} + interval '1 month')::text AS d`)).rows[0].d;
@@ -56,6 +57,12 @@ async function main(): Promise<void> {
       if (pk) await c.query(`ALTER TABLE ${t} ADD PRIMARY KEY (id, recorded_at)`);
       await c.query(`CREATE INDEX ON ${t} USING brin (time)`);
       await c.query(`CREATE INDEX ON ${t} USING brin (batch_id)`);
+      if (t === 'ev_src' || t === 'ev_nosrc') {
+        await c.query(`CREATE INDEX ON ${t} (identity_id, id)`);
+        await c.query(`CREATE INDEX ON ${t} (approval_id) WHERE approval_id IS NOT NULL`);
+        await c.query(`CREATE INDEX ON ${t} (request_id) WHERE request_id IS NOT NULL`);
+      }
+      if (t === 'ev_src') await c.query(`CREATE INDEX ON ${t} (source_id, id)`);
     }
     const pid = (await c.query<{ p: number }>('SELECT pg_backend_pid() AS p')).rows[0].p;
     let n = 0;
@@ -75,6 +82,8 @@ async function main(): Promise<void> {
       'insert one row, plain table': () => c.query({ name: 'a', text: 'INSERT INTO scratch VALUES (1)' }),
       'events only → audit_events': () => c.query({ name: 'b', text: eventsInsert('audit_events'), values: [new Date().toISOString(), ...columns()] }),
       'events only → month partition': () => c.query({ name: 'c', text: eventsInsert(month), values: [new Date().toISOString(), ...columns()] }),
+      'events only → with source B-tree (before)': () => c.query({ name: 'g', text: eventsInsert('ev_src'), values: [new Date().toISOString(), ...columns()] }),
+      'events only → without it (after)': () => c.query({ name: 'h', text: eventsInsert('ev_nosrc'), values: [new Date().toISOString(), ...columns()] }),
       'events only → pkey + BRIN': () => c.query({ name: 'd', text: eventsInsert('ev_lean'), values: [new Date().toISOString(), ...columns()] }),
       'events only → BRIN only': () => c.query({ name: 'e', text: eventsInsert('ev_brin'), values: [new Date().toISOString(), ...columns()] }),
       'events only, VALUES → audit_events': () => c.query({ name: 'f', text: valuesInsert('audit_events', size), values: [new Date().toISOString(), ...rowValues()] }),
