@@ -153,6 +153,13 @@ export interface GroupCommitOptions {
   commitTimeoutMs?: number;
   /** Batches in flight at once, each lane its own chain (default 2; chain.ts). */
   lanes?: number;
+  /**
+   * While another lane has a batch in flight, an idle lane starts one only when at least this many
+   * events wait (default 1: at once). Larger values make fewer, larger batches under load (less
+   * control-database CPU per event) at the price of events waiting for the busy lane; with no
+   * batch in flight an idle lane always starts at once.
+   */
+  laneStartEvents?: number;
 }
 
 interface Waiter {
@@ -242,7 +249,9 @@ export class GroupCommitAuditSink implements AuditSink {
 
   /** Gives waiting events to idle lanes. */
   private pump(): void {
+    const atLeast = Math.max(1, Math.trunc(this.opts.laneStartEvents ?? 1));
     while (this.queue.length && this.idle.length) {
+      if (this.idle.length < this.lanes.length && this.queue.length < atLeast) return;
       const lane = this.idle.pop()!;
       const taken = this.queue.splice(0, this.opts.maxBatch ?? 500);
       this.inFlight += taken.length;

@@ -195,6 +195,34 @@ test('two lanes: two batches in flight at once, each caller answered when its ow
   expect(sink.pendingEvents()).toBe(0);
 });
 
+test('laneStartEvents 2: while one lane commits, the second starts only when two events wait; with no batch in flight one event starts at once', async () => {
+  const { pool, calls } = scriptedPool();
+  const sink = new GroupCommitAuditSink(pool, undefined, { commitTimeoutMs: 2000, lanes: 2, laneStartEvents: 2 });
+  const a = sink.record(event('a'));
+  await tick();
+  expect(calls.map((c) => c.requestIds)).toEqual([['a']]); // nothing in flight: at once
+  const b = sink.record(event('b'));
+  await tick();
+  expect(calls).toHaveLength(1); // one waits while a commits: the second lane stays idle
+  const c = sink.record(event('c'));
+  await tick();
+  expect(calls.map((x) => x.requestIds)).toEqual([['a'], ['b', 'c']]); // two wait: the second lane takes both
+  const d = sink.record(event('d'));
+  await tick();
+  expect(calls).toHaveLength(2); // both lanes busy
+  calls[0].finish();
+  await a;
+  await tick();
+  expect(calls).toHaveLength(2); // a lane came back, but b and c are still in flight and only d waits
+  calls[1].finish();
+  await Promise.all([b, c]);
+  await tick();
+  expect(calls.map((x) => x.requestIds)).toEqual([['a'], ['b', 'c'], ['d']]); // nothing in flight: d goes at once
+  calls[2].finish();
+  await Promise.all([b, c, d]);
+  expect(sink.pendingEvents()).toBe(0);
+});
+
 test('close waits for the batches in flight, then seals each lane that has a chain (a batch of mark seal, no events)', async () => {
   const { pool, calls } = scriptedPool();
   const sink = new GroupCommitAuditSink(pool, undefined, { commitTimeoutMs: 2000, lanes: 2 });
