@@ -15,7 +15,7 @@
  * Run: `BENCH_VARIANTS=format3,format3-session npx tsx bench/audit-writer.ts`.
  */
 import pg from 'pg';
-import { appendAuditRows, type AuditRowInput } from '../src/audit/writer';
+import { appendAuditRows, auditSessionTimeoutMs, type AuditRowInput } from '../src/audit/writer';
 import { runMigrations } from '../src/control/db';
 import { ChainLane } from '../src/audit/chain';
 import { setSessionStatementTimeout } from '../src/audit/append';
@@ -80,7 +80,7 @@ async function main(): Promise<void> {
         const c = new pg.Client({ connectionString: db.url });
         await c.connect();
         // format3: one lane on a pool of one connection, so one backend serves every batch.
-        const session = variant === 'format3-session' ? 1750 : undefined;
+        const session = variant === 'format3-session' ? auditSessionTimeoutMs(2000) : undefined;
         const extra = [process.env.BENCH_PG_OPTIONS ?? '', session ? `-c statement_timeout=${session}` : ''].join(' ').trim();
         const lanePool = new pg.Pool({ connectionString: db.url, max: 1, ...(extra ? { options: extra } : {}) });
         if (session) setSessionStatementTimeout(lanePool, session);

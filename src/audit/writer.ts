@@ -349,15 +349,15 @@ export class DbAuditSink extends GroupCommitAuditSink {
 
 /**
  * The statement_timeout (ms) the audit pool's connections start with for a commit bound of
- * `commitTimeoutMs`: the bound less a slack of a quarter of it, at most 250 ms (at least 1 ms in
- * all). A batch whose events waited in the queue less than the slack runs under it with no
- * per-batch set_config (append.ts); a batch with less time left sets its own. The price: a batch
- * stuck in a slow database is cancelled up to the slack before its callers' deadline (they are
- * answered audit_unavailable that much earlier, never later).
+ * `commitTimeoutMs`: the bound less a slack of a tenth of it, at most 50 ms (at least 1 ms in
+ * all). A batch whose events waited in the queue less than the slack (one or two commits under
+ * load) runs under it with no per-batch set_config (append.ts); a batch with less time left sets
+ * its own. The price: a batch stuck in a slow database is cancelled up to the slack before its
+ * callers' deadline (they are answered audit_unavailable that much earlier, never later).
  */
 export function auditSessionTimeoutMs(commitTimeoutMs: number): number {
   const bound = Math.max(1, Math.trunc(commitTimeoutMs));
-  return Math.max(1, bound - Math.min(250, Math.floor(bound / 4)));
+  return Math.max(1, bound - Math.min(50, Math.floor(bound / 10)));
 }
 
 /**

@@ -89,13 +89,13 @@ test('a batch the database rejects (23514) leaves the connection usable; a new c
 });
 
 test("the gateway's audit pool: the statement_timeout comes with the connection, a batch sends only the append, and past that timeout it stores nothing (57014)", async () => {
-  const audit = openAuditPool(t.db.url, 400); // connections start with statement_timeout 300 ms
+  const audit = openAuditPool(t.db.url, 400); // connections start with statement_timeout 360 ms
   try {
     const lane = new ChainLane(audit);
     await lane.append(rows('req_sess', 1), 400);
     const c = await audit.connect();
     try {
-      expect((await c.query('SHOW statement_timeout')).rows).toEqual([{ statement_timeout: '300ms' }]);
+      expect((await c.query('SHOW statement_timeout')).rows).toEqual([{ statement_timeout: '360ms' }]);
       expect((await c.query('SELECT name FROM pg_prepared_statements ORDER BY name')).rows).toEqual([{ name: 'interlock_audit_append_v3_1' }]);
     } finally {
       c.release();
