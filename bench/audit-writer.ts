@@ -6,16 +6,22 @@
  * batch. Variants: `literal` (a simple query with the batch's JSON written into the text and SET
  * LOCAL statement_timeout, the writer before issue 13), `prepared` (the writer's named statement,
  * whatever the batch size; format 2), `format3` (issue 28: the batch hashed in the gateway and
- * appended by one INSERT statement on a writer lane's own chain, src/audit/chain.ts).
- * Run: `BENCH_VARIANTS=prepared,format3 npx tsx bench/audit-writer.ts`.
+ * appended by one INSERT statement on a writer lane's own chain, src/audit/chain.ts), `format3-session`
+ * (the same on a pool whose connections start with the statement_timeout, as openAuditPool's do, so no
+ * per-batch set_config is sent: append.ts).
+ * BENCH_PG_OPTIONS adds startup options to the format-3 pool (e.g. `-c plan_cache_mode=force_generic_plan`);
+ * BENCH_DROP_INDEXES drops the named indexes after migrating (what an index costs a batch);
+ * BENCH_SQL runs statements after migrating (e.g. an index a later migration would add).
+ * Run: `BENCH_VARIANTS=format3,format3-session npx tsx bench/audit-writer.ts`.
  */
 import pg from 'pg';
-import { appendAuditRows, type AuditRowInput } from '../src/audit/writer';
+import { appendAuditRows, auditSessionTimeoutMs, type AuditRowInput } from '../src/audit/writer';
 import { runMigrations } from '../src/control/db';
 import { ChainLane } from '../src/audit/chain';
+import { setSessionStatementTimeout } from '../src/audit/append';
 import { createTempDatabase } from '../test/helpers/pg';
-import { procCpuMs } from './lib/cpu';
-import { envInt, machineLine, table } from './lib/stats';
+import { procCpuMs, procCpuSplitMs } from './lib/cpu';
+import { envInt, machineLine, runBench, table } from './lib/stats';
 
 function event(i: number): AuditRowInput {
   return {
@@ -61,48 +67,66 @@ async function main(): Promise<void> {
   const db = await createTempDatabase('bench_audit');
   try {
     await runMigrations(db.url);
+    const admin = new pg.Client({ connectionString: db.url });
+    await admin.connect();
+    for (const ix of (process.env.BENCH_DROP_INDEXES ?? '').split(',').filter(Boolean)) await admin.query(`DROP INDEX ${ix}`);
+    if (process.env.BENCH_SQL) await admin.query(process.env.BENCH_SQL);
+    await admin.end();
     const rows: string[][] = [];
+    const roundsN = envInt('BENCH_ROUNDS', 1);
+    const cells = new Map<string, { cpu: number[]; wall: number[]; sys: number[] }>();
     for (const size of sizes) {
-      for (const variant of variants) {
+      for (let round = 0; round < roundsN; round++) for (const variant of variants) {
         const c = new pg.Client({ connectionString: db.url });
         await c.connect();
         // format3: one lane on a pool of one connection, so one backend serves every batch.
-        const lanePool = new pg.Pool({ connectionString: db.url, max: 1 });
+        const session = variant === 'format3-session' ? auditSessionTimeoutMs(2000) : undefined;
+        const extra = [process.env.BENCH_PG_OPTIONS ?? '', session ? `-c statement_timeout=${session}` : ''].join(' ').trim();
+        const lanePool = new pg.Pool({ connectionString: db.url, max: 1, ...(extra ? { options: extra } : {}) });
+        if (session) setSessionStatementTimeout(lanePool, session);
         const lane = new ChainLane(lanePool);
         try {
-          const pid = (await (variant === 'format3' ? lanePool : c).query<{ p: number }>('SELECT pg_backend_pid() AS p')).rows[0].p;
+          const pid = (await (variant.startsWith('format3') ? lanePool : c).query<{ p: number }>('SELECT pg_backend_pid() AS p')).rows[0].p;
           let n = 0;
           const one = async () => {
             const batch = Array.from({ length: size }, () => event(n++));
             if (variant === 'literal') await literalAppend(c, batch, 2000);
             else if (variant === 'format1') await format1Append(c, batch, 2000);
-            else if (variant === 'format3') await lane.append(batch, 2000);
+            else if (variant.startsWith('format3')) await lane.append(batch, 2000);
             else await appendAuditRows(c, batch, 2000);
           };
           for (let i = 0; i < 50; i++) await one();
           n = 0;
           const cpu0 = procCpuMs(pid);
+          const sys0 = procCpuSplitMs(pid).system;
           const t0 = process.hrtime.bigint();
           while (n < events) await one();
           const wall = Number(process.hrtime.bigint() - t0) / 1e6;
           const cpu = procCpuMs(pid) - cpu0;
-          rows.push([String(size), variant, ((cpu * 1000) / n).toFixed(1), ((cpu * 1000 * size) / n).toFixed(1), ((wall * 1000) / n).toFixed(1)]);
+          const sys = procCpuSplitMs(pid).system - sys0;
+          const key = `${size}\t${variant}`;
+          const cell = cells.get(key) ?? { cpu: [], wall: [], sys: [] };
+          cell.cpu.push((cpu * 1000) / n);
+          cell.wall.push((wall * 1000) / n);
+          cell.sys.push((sys * 1000) / n);
+          cells.set(key, cell);
         } finally {
           await c.end();
           await lanePool.end();
         }
       }
     }
-    console.log(table(['batch', 'variant', 'backend CPU µs/event', 'µs/batch', 'wall µs/event'], rows));
+    const median = (v: number[]) => [...v].sort((a, b) => a - b)[Math.floor(v.length / 2)];
+    for (const [key, c] of cells) {
+      const [size, variant] = key.split('\t');
+      const cpu = median(c.cpu);
+      rows.push([size, variant, cpu.toFixed(1), median(c.sys).toFixed(1), (cpu * Number(size)).toFixed(1), median(c.wall).toFixed(1), c.cpu.map((x) => x.toFixed(0)).join(' ')]);
+    }
+    console.log(`rounds: ${roundsN} (variants alternate within each round; medians); ${machineLine()}`);
+    console.log(table(['batch', 'variant', 'backend CPU µs/event', 'of which kernel', 'µs/batch', 'wall µs/event', 'rounds µs/event'], rows));
   } finally {
     await db.drop();
   }
 }
 
-main().then(
-  () => process.exit(0),
-  (err) => {
-    console.error(err);
-    process.exit(1);
-  },
-);
+runBench(main);

@@ -12,7 +12,14 @@
  * Everything before the Sync is one implicit transaction: set_config(…, true) lasts until its end,
  * and PostgreSQL starts the next Execute's statement timer with the new value, so the append runs
  * under `timeoutMs` and either commits at the Sync or not at all (an error skips to the Sync and
- * rolls back). The set of statements parsed on each connection is remembered per pg Connection
+ * rolls back).
+ *
+ * On a pool whose connections start with a statement_timeout (the gateway's audit pool,
+ * openAuditPool: startup option `-c statement_timeout=…`, registered with
+ * setSessionStatementTimeout) a batch whose `timeoutMs` is at least that session value needs no
+ * set_config: the session's own timeout already ends the append in time. Only then is the
+ * interlock_audit_timeout Bind/Execute left out (issue 28: one statement fewer per batch); a batch
+ * with less time left than the session value (its events waited in the queue) still sends it. The set of statements parsed on each connection is remembered per pg Connection
  * object (a reconnected client has a new one); a Parse counts only once PostgreSQL confirmed it
  * (ParseComplete), so a batch that failed before or during a Parse parses again next time.
  */
@@ -26,6 +33,20 @@ const APPEND_STATEMENT = { name: 'interlock_audit_append_v2', text: 'SELECT inte
 /** Names of the statements PostgreSQL confirmed, per connection. */
 const parsed = new WeakMap<object, Set<string>>();
 
+/** The statement_timeout (ms) every connection of a pool starts with, per pool (setSessionStatementTimeout). */
+const sessionTimeouts = new WeakMap<object, number>();
+
+/**
+ * Records that every connection of `pool` starts with statement_timeout `ms` (integer ≥ 1, set by
+ * the pool's startup options and never changed at session level), so appendAuditBatch may leave
+ * out the per-batch set_config when a batch has at least that much time left. Throws RangeError
+ * for a value that is not a whole number ≥ 1.
+ */
+export function setSessionStatementTimeout(pool: pg.Pool, ms: number): void {
+  if (!Number.isInteger(ms) || ms < 1) throw new RangeError(`session statement_timeout must be a whole number of ms ≥ 1, not ${ms}`);
+  sessionTimeouts.set(pool, ms);
+}
+
 /** A named statement and its parameters (text, a Buffer for binary bytea, or null), run in place of the format-2 append. */
 export interface AppendCall {
   statement: { name: string; text: string };
@@ -35,7 +56,8 @@ export interface AppendCall {
 /**
  * A pg Submittable storing one batch (see the module comment). `json` is the batch's canonical
  * text (eventsText of normalised rows, event-text.ts) for interlock_audit_append_v2, or the
- * statement and parameters of another append (format 3: chain.ts); `timeoutMs` (integer ≥ 1) the statement_timeout of the append. `onDone` is
+ * statement and parameters of another append (format 3: chain.ts); `timeoutMs` (integer ≥ 1) the statement_timeout of the append,
+ * or null to run it under the session's own statement_timeout (no set_config sent). `onDone` is
  * called once: with the batch id (decimal string) after ReadyForQuery, or with the error
  * (a PostgreSQL DatabaseError with its SQLSTATE in `code`, or a connection error without one).
  */
@@ -54,7 +76,7 @@ export class AuditAppend {
 
   constructor(
     readonly json: string | AppendCall,
-    readonly timeoutMs: number,
+    readonly timeoutMs: number | null,
     private readonly onDone: (err: unknown, batchId?: string) => void,
   ) {}
 
@@ -66,13 +88,15 @@ export class AuditAppend {
     s.cork?.();
     try {
       const call: AppendCall = typeof this.json === 'string' ? { statement: APPEND_STATEMENT, values: [this.json] } : this.json;
-      for (const st of [TIMEOUT_STATEMENT, call.statement]) {
+      for (const st of this.timeoutMs === null ? [call.statement] : [TIMEOUT_STATEMENT, call.statement]) {
         if (known.has(st.name)) continue;
         connection.parse({ name: st.name, text: st.text });
         this.pendingParses.push(st.name);
       }
-      connection.bind({ portal: '', statement: TIMEOUT_STATEMENT.name, values: [String(this.timeoutMs)] });
-      connection.execute({ portal: '', rows: 0 });
+      if (this.timeoutMs !== null) {
+        connection.bind({ portal: '', statement: TIMEOUT_STATEMENT.name, values: [String(this.timeoutMs)] });
+        connection.execute({ portal: '', rows: 0 });
+      }
       connection.bind({ portal: '', statement: call.statement.name, values: call.values as Array<string | Buffer | null> });
       connection.describe({ type: 'P', name: '' });
       connection.execute({ portal: '', rows: 0 });
@@ -144,12 +168,14 @@ export function isConnectionError(err: unknown): boolean {
 /**
  * Stores `json` (a batch's canonical text: eventsText of normalised rows) as one sealed format-2
  * audit batch (or runs the given format-3 append, chain.ts) under statement_timeout `timeoutMs`, in one
- * round trip over a connection of `pool` (or the given client), through the named statements above.
+ * round trip over a connection of `pool` (or the given client), through the named statements above;
+ * the set_config is left out when `pool` is registered with a session statement_timeout ≤ `timeoutMs`.
  * Resolves with the batch id; rejects with the driver's error (class 22/23 for a malformed row, 57014
  * past the timeout, a connection error when the store is down; such a client is discarded).
  */
 export async function appendAuditBatch(pool: pg.Pool | pg.ClientBase, json: string | AppendCall, timeoutMs: number): Promise<string> {
   const ms = Math.max(1, Math.ceil(timeoutMs));
+  const session = sessionTimeouts.get(pool);
   const isPool = typeof (pool as pg.Pool).totalCount === 'number';
   const client = isPool ? await (pool as pg.Pool).connect() : (pool as pg.ClientBase);
   let failure: unknown = undefined;
@@ -159,7 +185,7 @@ export async function appendAuditBatch(pool: pg.Pool | pg.ClientBase, json: stri
   if (isPool) client.on('error', onError);
   try {
     return await new Promise<string>((resolve, reject) => {
-      (client as unknown as { query(s: unknown): unknown }).query(new AuditAppend(json, ms, (err, id) => (err ? reject(err) : resolve(id!))));
+      (client as unknown as { query(s: unknown): unknown }).query(new AuditAppend(json, session !== undefined && timeoutMs >= session ? null : ms, (err, id) => (err ? reject(err) : resolve(id!))));
     });
   } catch (err) {
     failure ??= err;

@@ -12,7 +12,7 @@ import type { ControlDb } from '../control/db';
 import { ValidationError } from '../control/errors';
 import { iso } from '../control/ids';
 import { controlPool } from '../control/targets';
-import { appendAuditBatch } from './append';
+import { appendAuditBatch, setSessionStatementTimeout } from './append';
 import { ChainLane } from './chain';
 import { eventsText, normalizeAuditRow } from './event-text';
 import type { AuditKind, AuditRowInput, AuditSink, ToolCallAuditEvent } from './types';
@@ -153,6 +153,13 @@ export interface GroupCommitOptions {
   commitTimeoutMs?: number;
   /** Batches in flight at once, each lane its own chain (default 2; chain.ts). */
   lanes?: number;
+  /**
+   * While another lane has a batch in flight, an idle lane starts one only when at least this many
+   * events wait (default 1: at once). Larger values make fewer, larger batches under load (less
+   * control-database CPU per event) at the price of events waiting for the busy lane; with no
+   * batch in flight an idle lane always starts at once.
+   */
+  laneStartEvents?: number;
 }
 
 interface Waiter {
@@ -242,7 +249,9 @@ export class GroupCommitAuditSink implements AuditSink {
 
   /** Gives waiting events to idle lanes. */
   private pump(): void {
+    const atLeast = Math.max(1, Math.trunc(this.opts.laneStartEvents ?? 1));
     while (this.queue.length && this.idle.length) {
+      if (this.idle.length < this.lanes.length && this.queue.length < atLeast) return;
       const lane = this.idle.pop()!;
       const taken = this.queue.splice(0, this.opts.maxBatch ?? 500);
       this.inFlight += taken.length;
@@ -339,13 +348,29 @@ export class DbAuditSink extends GroupCommitAuditSink {
 }
 
 /**
- * A pool for the audit writer: `max` connections (default 2), statement_timeout and connection
- * timeout equal to the commit bound, a client-side query timeout one second past it, idle errors
- * logged. End it after the gateway has flushed.
+ * The statement_timeout (ms) the audit pool's connections start with for a commit bound of
+ * `commitTimeoutMs`: the bound less a slack of a tenth of it, at most 50 ms (at least 1 ms in
+ * all). A batch whose events waited in the queue less than the slack (one or two commits under
+ * load) runs under it with no per-batch set_config (append.ts); a batch with less time left sets
+ * its own. The price: a batch stuck in a slow database is cancelled up to the slack before its
+ * callers' deadline (they are answered audit_unavailable that much earlier, never later).
+ */
+export function auditSessionTimeoutMs(commitTimeoutMs: number): number {
+  const bound = Math.max(1, Math.trunc(commitTimeoutMs));
+  return Math.max(1, bound - Math.min(50, Math.floor(bound / 10)));
+}
+
+/**
+ * A pool for the audit writer: `max` connections (default 2), connection timeout equal to the
+ * commit bound, statement_timeout auditSessionTimeoutMs(bound) set once per connection by its
+ * startup options (so most batches need no set_config of their own: append.ts), a client-side
+ * query timeout one second past the bound, idle errors logged. End it after the gateway has flushed.
  */
 export function openAuditPool(url: string, commitTimeoutMs: number, logger?: Logger, max = 2): pg.Pool {
+  const session = auditSessionTimeoutMs(commitTimeoutMs);
   // query_timeout is a client-side backstop for a connection that stops answering altogether.
-  const pool = controlPool(url, { max, application_name: 'interlock-audit', connectionTimeoutMillis: commitTimeoutMs, query_timeout: commitTimeoutMs + 1000, options: `-c statement_timeout=${Math.max(1, Math.trunc(commitTimeoutMs))}` }); // several hosts: follows the primary (issue 29)
+  const pool = controlPool(url, { max, application_name: 'interlock-audit', connectionTimeoutMillis: commitTimeoutMs, query_timeout: commitTimeoutMs + 1000, options: `-c statement_timeout=${session}` }); // several hosts: follows the primary (issue 29)
+  setSessionStatementTimeout(pool, session);
   pool.on('error', (err) => logger?.warn({ component: 'audit', code: (err as { code?: string }).code }, 'idle audit connection failed'));
   return pool;
 }

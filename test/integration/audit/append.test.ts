@@ -6,7 +6,8 @@
  * chain still verifying.
  */
 import pg from 'pg';
-import { appendAuditRows, toolCallRow } from '../../../src/audit/writer';
+import { appendAuditRows, openAuditPool, toolCallRow } from '../../../src/audit/writer';
+import { ChainLane } from '../../../src/audit/chain';
 import { verifyAuditChain } from '../../../src/audit/verify';
 import { holdChainLock, toolCallEvent } from '../../helpers/audit-events';
 import { freshControlDb, type TestControlDb } from '../control/control-db';
@@ -84,5 +85,34 @@ test('a batch the database rejects (23514) leaves the connection usable; a new c
   await appendAuditRows(pool, rows('req_fresh', 1), 2000).catch(() => appendAuditRows(pool, rows('req_fresh', 1), 2000));
   expect((await stored('req_fresh')).map((r) => r.request_id)).toEqual(['req_fresh_0']);
   expect(await stored('req_bad')).toEqual([]);
+  expect(await verifyAuditChain(t.db)).toMatchObject({ ok: true, firstMismatch: null });
+});
+
+test("the gateway's audit pool: the statement_timeout comes with the connection, a batch sends only the append, and past that timeout it stores nothing (57014)", async () => {
+  const audit = openAuditPool(t.db.url, 400); // connections start with statement_timeout 360 ms
+  try {
+    const lane = new ChainLane(audit);
+    await lane.append(rows('req_sess', 1), 400);
+    const c = await audit.connect();
+    try {
+      expect((await c.query('SHOW statement_timeout')).rows).toEqual([{ statement_timeout: '360ms' }]);
+      expect((await c.query('SELECT name FROM pg_prepared_statements ORDER BY name')).rows).toEqual([{ name: 'interlock_audit_append_v3_1' }]);
+    } finally {
+      c.release();
+    }
+    const holder = await t.db.pool.connect();
+    try {
+      await holdChainLock(holder); // also locks audit_batches against the format-3 INSERT
+      await expect(lane.append(rows('req_sess_late', 1), 400)).rejects.toMatchObject({ code: '57014' });
+    } finally {
+      await holder.query('ROLLBACK');
+      holder.release();
+    }
+    expect(await stored('req_sess_late')).toEqual([]);
+    await lane.append(rows('req_sess_after', 1), 400);
+    expect((await stored('req_sess_after')).map((r) => r.request_id)).toEqual(['req_sess_after_0']);
+  } finally {
+    await audit.end();
+  }
   expect(await verifyAuditChain(t.db)).toMatchObject({ ok: true, firstMismatch: null });
 });

@@ -79,6 +79,15 @@ async function startServe(port: number): Promise<ChildProcess> {
 
 test(`SIGKILL under ${CLIENTS} clients, ${ROUNDS} times: every answered call has exactly one audit event`, async () => {
   const answered: Answered[] = [];
+  // A refusal at capacity (issue 29: admission by capacity, on by default) is answered before any
+  // per-call work and audited only in aggregate, by design; on a busy machine some calls get one.
+  // It is not a governed call, so it is kept apart from the exactly-once check.
+  let atCapacity = 0;
+  const record = (a: { requestId: string; body: any }, kind: string) => {
+    const sc = a.body.result?.structuredContent;
+    if (sc?.code === 'rate_limited' && typeof sc.message === 'string' && sc.message.startsWith('The gateway is at capacity')) atCapacity++;
+    else answered.push({ requestId: a.requestId, kind, status: sc?.status ?? (a.body.result?.isError ? 'error' : 'ok') });
+  };
   let cut = 0;
   let seq = 0;
   for (let round = 0; round < ROUNDS; round++) {
@@ -90,7 +99,7 @@ test(`SIGKILL under ${CLIENTS} clients, ${ROUNDS} times: every answered call has
     for (let k = 0; k < 3; k++) {
       const c = callFor(k);
       const w = await call(port, c.sql);
-      if (w) answered.push({ requestId: w.requestId, kind: c.kind, status: w.body.result?.structuredContent?.status ?? (w.body.result?.isError ? 'error' : 'ok') });
+      if (w) record(w, c.kind);
     }
     const client = async () => {
       while (!killed) {
@@ -100,7 +109,7 @@ test(`SIGKILL under ${CLIENTS} clients, ${ROUNDS} times: every answered call has
           cut++;
           continue;
         }
-        answered.push({ requestId: r.requestId, kind: c.kind, status: r.body.result?.structuredContent?.status ?? (r.body.result?.isError ? 'error' : 'ok') });
+        record(r, c.kind);
       }
     };
     const clients = Array.from({ length: CLIENTS }, () => client());
@@ -110,6 +119,8 @@ test(`SIGKILL under ${CLIENTS} clients, ${ROUNDS} times: every answered call has
     await exited;
     await Promise.all(clients);
   }
+  // Capacity refusals are the exception, not the rule: most calls were governed.
+  expect(answered.length).toBeGreaterThan(atCapacity);
   // Every kind was answered, with its expected status (the store never failed: no audit_unavailable).
   const kinds = new Map<string, Set<string>>();
   for (const a of answered) kinds.set(a.kind, (kinds.get(a.kind) ?? new Set()).add(a.status));

@@ -4,13 +4,13 @@
  * committed, and an event whose caller was told "not committed" is never written afterwards.
  */
 import type pg from 'pg';
-import { AuditUnavailableError, GroupCommitAuditSink } from '../../../src/audit/writer';
-import { AuditAppend } from '../../../src/audit/append';
+import { auditSessionTimeoutMs, AuditUnavailableError, GroupCommitAuditSink } from '../../../src/audit/writer';
+import { AuditAppend, setSessionStatementTimeout } from '../../../src/audit/append';
 import { toolCallEvent } from '../../helpers/audit-events';
 
 interface Call {
   /** The statement_timeout the batch runs under (ms). */
-  timeoutMs: number;
+  timeoutMs: number | null;
   requestIds: string[];
   finish(err?: Error): void;
 }
@@ -45,10 +45,12 @@ function scriptedPool(): { pool: pg.Pool; calls: Call[]; released: Array<Error |
   return { pool, calls, released };
 }
 
-/** The request ids of a submitted batch: the format-3 append's request_id column ($11, an array literal of quoted ids). */
+/** The request ids of a submitted batch: in the VALUES form (≤ 8 events) the third of each event's twenty parameters from $9 on; in the unnest form the request_id column ($11, an array literal of quoted ids). */
 function requestIdsOf(sub: AuditAppend): string[] {
   if (typeof sub.json === 'string') return (JSON.parse(sub.json) as Array<{ request_id: string }>).map((r) => r.request_id);
-  const lit = sub.json.values[10] as string;
+  const values = sub.json.values;
+  if (sub.json.statement.name !== 'interlock_audit_append_v3') return values.slice(8).filter((_, i) => i % 20 === 2) as string[];
+  const lit = values[10] as string;
   return lit === '{}' ? [] : lit.slice(2, -2).split('","');
 }
 
@@ -62,6 +64,31 @@ const tick = async () => {
 const microtasks = async () => {
   for (let i = 0; i < 20; i++) await Promise.resolve();
 };
+
+test('on a pool whose connections start with a statement_timeout, a batch with at least that much time left sends no set_config; one with less sends its own', async () => {
+  const { pool, calls } = scriptedPool();
+  setSessionStatementTimeout(pool, auditSessionTimeoutMs(2000));
+  expect(auditSessionTimeoutMs(2000)).toBe(1950);
+  expect(auditSessionTimeoutMs(800)).toBe(750);
+  expect(auditSessionTimeoutMs(1)).toBe(1);
+  const sink = new GroupCommitAuditSink(pool, undefined, { commitTimeoutMs: 2000, lanes: 1 });
+  const first = sink.record(event('r1'));
+  await tick();
+  expect(calls).toHaveLength(1);
+  expect(calls[0].timeoutMs).toBeNull(); // the session's 1,950 ms end the append before the 2,000 ms bound
+  // r2 waits in the queue 300 ms behind r1's batch: its batch has < 1,950 ms left and sets its own timeout.
+  const second = sink.record(event('r2'));
+  await new Promise((r) => setTimeout(r, 300));
+  calls[0].finish();
+  await first;
+  await tick();
+  expect(calls).toHaveLength(2);
+  expect(calls[1].timeoutMs).toBeGreaterThan(0);
+  expect(calls[1].timeoutMs).toBeLessThan(1950);
+  calls[1].finish();
+  await second;
+  expect(calls.map((c) => c.requestIds)).toEqual([['r1'], ['r2']]);
+});
 
 test('concurrency 1: one statement per event, each under a statement_timeout within the bound', async () => {
   const { pool, calls } = scriptedPool();
@@ -165,6 +192,34 @@ test('two lanes: two batches in flight at once, each caller answered when its ow
   calls[2].finish();
   await Promise.all([a, b, ...rest]);
   expect(done).toEqual(['b', 'a']);
+  expect(sink.pendingEvents()).toBe(0);
+});
+
+test('laneStartEvents 2: while one lane commits, the second starts only when two events wait; with no batch in flight one event starts at once', async () => {
+  const { pool, calls } = scriptedPool();
+  const sink = new GroupCommitAuditSink(pool, undefined, { commitTimeoutMs: 2000, lanes: 2, laneStartEvents: 2 });
+  const a = sink.record(event('a'));
+  await tick();
+  expect(calls.map((c) => c.requestIds)).toEqual([['a']]); // nothing in flight: at once
+  const b = sink.record(event('b'));
+  await tick();
+  expect(calls).toHaveLength(1); // one waits while a commits: the second lane stays idle
+  const c = sink.record(event('c'));
+  await tick();
+  expect(calls.map((x) => x.requestIds)).toEqual([['a'], ['b', 'c']]); // two wait: the second lane takes both
+  const d = sink.record(event('d'));
+  await tick();
+  expect(calls).toHaveLength(2); // both lanes busy
+  calls[0].finish();
+  await a;
+  await tick();
+  expect(calls).toHaveLength(2); // a lane came back, but b and c are still in flight and only d waits
+  calls[1].finish();
+  await Promise.all([b, c]);
+  await tick();
+  expect(calls.map((x) => x.requestIds)).toEqual([['a'], ['b', 'c'], ['d']]); // nothing in flight: d goes at once
+  calls[2].finish();
+  await Promise.all([b, c, d]);
   expect(sink.pendingEvents()).toBe(0);
 });
 
