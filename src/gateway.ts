@@ -210,6 +210,9 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
   const auditSink = new GroupCommitAuditSink(auditPool, logger, { commitTimeoutMs: auditCommitMs });
   // Admission by capacity (issue 29): fed by call latency, event-loop delay and the audit writer's queue.
   const capacity = capacityLimiter(config.admission ?? DEFAULT_CONFIG.admission!, () => auditSink.pendingEvents());
+  // At level debug: the limiter's state every 100 ms (bench/admission-trace.ts reads these lines).
+  const capacityTrace = capacity && logger.isLevelEnabled('debug') ? setInterval(() => logger.debug({ component: 'admission', ...capacity.snapshot() }, 'admission state'), 100) : null;
+  capacityTrace?.unref();
   const host = opts.host ?? config.listen.host;
   // Operations endpoints: on their own listener when ops_listen is set (issue 10, Build 8), else beside /mcp.
   const opsServer = config.ops_listen ? await listenOperations(createOperationsApp(metrics, ops, originPolicyFor(config.ops_listen.host ?? '127.0.0.1', config, logger), logger), config.ops_listen.host ?? '127.0.0.1', config.ops_listen.port) : null;
@@ -290,6 +293,7 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
       await Promise.allSettled(listeners.map((l) => l.close()));
       await identityResolver.close();
       await registry.closeAll();
+      if (capacityTrace) clearInterval(capacityTrace);
       capacity?.close();
       await limiterPool.end().catch(() => undefined);
       // Every answer has waited for its event; the writer's chains end with their seals (issue 28).

@@ -1,0 +1,97 @@
+/**
+ * The admission limiter's state through a burst after idle (issue 29, the first-round stall of
+ * bench 11 at 1×): one admission-on gateway (defaults, cache off, client caps lifted, log level
+ * debug, so src/gateway.ts logs CapacityLimiter.snapshot() every 100 ms), warmed for 2 s at 16
+ * connections like bench 11, idle for BENCH_IDLE_SECONDS (default 60: the source and audit pools
+ * close idle connections after 30 s), then wrk at BENCH_CONNECTIONS (default 32; one identity,
+ * uncached point reads) for BENCH_SECONDS (default 6). Prints one row per 100 ms of the burst:
+ * time from wrk's start (ms), limit, in flight, queued, calls finished in that 100 ms, shortRtt
+ * and longRtt (ms), event-loop delay read (ms), audit queue, pressure, drop ceiling, refused and
+ * dropped since start; then wrk's totals and the load average. BENCH_ROOT: the checkout whose
+ * dist/ runs (default this one). BENCH_NEIGHBOUR_SECONDS (default 0): for that many seconds at the
+ * end of the idle time, an admission-off gateway beside it is driven by wrk at 32 connections, as
+ * bench 11 measures capacity on the off-gateway while the on-gateway idles (its event-loop delay
+ * sampler then reads a loaded machine). Not a timed test. Needs /usr/bin/wrk.
+ *
+ * Run: `npm run -s build && BENCH_IDLE_SECONDS=60 npx tsx bench/admission-trace.ts`.
+ */
+import { loadavg } from 'node:os';
+import type { CapacitySnapshot } from '../src/transport/capacity';
+import { gatewayVars, ROOT, sleep, startServe, withBenchEnv, type BenchEnv } from './lib/env';
+import { POINT_SQL, TRACKS } from './lib/point-read';
+import { envInt } from './lib/stats';
+import { runWrkOverload, wrkAvailable } from './lib/wrk';
+
+const MODERN = '2026-07-28';
+const META = { 'io.modelcontextprotocol/protocolVersion': MODERN, 'io.modelcontextprotocol/clientCapabilities': {} };
+
+/** The headers of every call (modern dialect). */
+function callHeaders(apiKey: string): Record<string, string> {
+  return { 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream', Authorization: `Bearer ${apiKey}`, 'MCP-Protocol-Version': MODERN, 'Mcp-Method': 'tools/call', 'Mcp-Name': 'interlock_query' };
+}
+
+/** 500 point-read bodies over the track table. */
+const BODIES = Array.from({ length: 500 }, (_, i) => JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'interlock_query', arguments: { source_id: 'chinook', sql: POINT_SQL, params: [1 + ((i * 7919) % TRACKS)] }, _meta: META } }));
+
+/** One `admission state` log line (src/gateway.ts): the limiter's snapshot and pino's time (epoch ms). */
+type StateLine = CapacitySnapshot & { time: number };
+
+async function main(): Promise<void> {
+  if (!wrkAvailable()) throw new Error('needs wrk (/usr/bin/wrk)');
+  const idle = envInt('BENCH_IDLE_SECONDS', 60);
+  const connections = envInt('BENCH_CONNECTIONS', 32);
+  const seconds = envInt('BENCH_SECONDS', 6);
+  const root = process.env.BENCH_ROOT ?? ROOT;
+  const neighbourSeconds = envInt('BENCH_NEIGHBOUR_SECONDS', 0);
+  await withBenchEnv({}, async (env: BenchEnv) => {
+    const vars = { ...gatewayVars(env.controlUrl, { cacheTtlMs: 0 }), ...(process.env.BENCH_ADMISSION === 'off' ? { INTERLOCK_ADMISSION_ENABLED: 'false' } : {}), INTERLOCK_LOG_LEVEL: 'debug', INTERLOCK_STREAMS_PER_IDENTITY: '100000', INTERLOCK_STREAMS_PER_ADDRESS: '100000', INTERLOCK_BODY_READS_PER_ADDRESS: '100000' };
+    const gw = await startServe(vars, (process.env.BENCH_GATEWAY_NODE_FLAGS ?? '').split(" ").filter(Boolean), root);
+    const neighbour = neighbourSeconds > 0 ? await startServe({ ...vars, INTERLOCK_LOG_LEVEL: 'warn', INTERLOCK_ADMISSION_ENABLED: 'false' }, [], root) : null;
+    const lines: StateLine[] = [];
+    let buf = '';
+    gw.proc.stdout!.on('data', (c: Buffer) => {
+      buf += c.toString();
+      let i: number;
+      while ((i = buf.indexOf('\n')) >= 0) {
+        const line = buf.slice(0, i);
+        buf = buf.slice(i + 1);
+        if (!line.includes('"admission state"')) continue;
+        try {
+          lines.push(JSON.parse(line) as StateLine);
+        } catch {
+          /* not a JSON line */
+        }
+      }
+    });
+    try {
+      const headers = callHeaders(env.apiKey);
+      await runWrkOverload({ url: gw.url, connections: 16, seconds: 2, bodies: BODIES, headers, expect: '"track_id"' }); // warm-up, as bench 11
+      console.log(`idle ${idle} s (load ${loadavg()[0].toFixed(1)})`);
+      await sleep(Math.max(0, idle - neighbourSeconds) * 1000);
+      if (neighbour) await runWrkOverload({ url: neighbour.url, connections: 32, seconds: neighbourSeconds, bodies: BODIES, headers, expect: '"track_id"' });
+      const t0 = Date.now();
+      const w = await runWrkOverload({ url: gw.url, connections, seconds, bodies: BODIES, headers, expect: '"track_id"' });
+      await sleep(200);
+      console.log('t_ms   limit  infl  queue  done/100ms  shortRtt  longRtt  loopDelay  auditQ  press  ceiling  refused  dropped');
+      let prev: StateLine | null = null;
+      for (const s of lines) {
+        if (s.time < t0 - 200 || s.time > t0 + seconds * 1000 + 200) {
+          prev = s;
+          continue;
+        }
+        const done = prev ? s.samples - prev.samples : 0;
+        prev = s;
+        console.log([String(s.time - t0).padStart(5), String(s.limit).padStart(6), String(s.inflight).padStart(5), String(s.queued).padStart(6), String(done).padStart(11), String(s.shortRtt).padStart(9), String(s.longRtt).padStart(8), String(s.loopDelayMs).padStart(10), String(s.auditQueue).padStart(7), (s.pressured ? 'yes' : 'no').padStart(6), String(s.ceiling ?? '-').padStart(8), String(s.refused).padStart(8), String(s.dropped).padStart(8)].join(' '));
+      }
+      console.log(JSON.stringify({ root, connections, seconds, idle, neighbourSeconds, goodput: Math.round(w.served / w.seconds), refused: w.refused, late: w.refusedOther, other: w.other, socketErrors: w.socketErrors, p50: w.p50Ms, p99: w.p99Ms, load1: loadavg()[0].toFixed(1) }));
+    } finally {
+      await gw.stop();
+      await neighbour?.stop();
+    }
+  });
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
