@@ -254,6 +254,10 @@ async function main(): Promise<void> {
         ['4×', 4 * capacity],
         ['512', 512],
       ];
+      // The on-gateway idled through part 1 while the off one served (its pools closed idle
+      // connections, its caches expired): warmed again here, else round 1 compared a cold gateway
+      // with a warm one (bench/admission-trace.ts: a cold gateway, admission on or off, ramps for 1–2.5 s).
+      await measure(on, env, capacity, warm, false);
       const rows: Row[] = [];
       for (const mode of ['on', 'off'] as const) for (const [label, c] of loads) rows.push({ admission: mode, load: label, connections: c, rounds: [], servedAt1x: [] });
       const rowOf = (mode: 'on' | 'off', label: string) => rows.find((x) => x.admission === mode && x.load === label)!;
