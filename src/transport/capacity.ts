@@ -25,15 +25,6 @@
  *   10 % per step (to a third in about a second). (Allowing only one decrease per step, while every
  *   sample could raise it, was tried: noisy short averages then pushed the limit up, 17 → 240
  *   within half a second at 512 connections.)
- * - cold start after idle: after IDLE_GAP_MS without a finished call, the first calls are slow for
- *   reasons that a lower limit does not cure (connections reopened, caches refilled, code warmed by
- *   the calls themselves); the long average is kept (see above), so their samples read as
- *   queueing and the gradient took the limit down 10 % per step. Traced (bench/admission-trace.ts):
- *   a 1–2.5 s cold phase after a quiet minute; taken to the floor in it, the limit starved the very
- *   calls that warm the replica, and bench 11's first round at 1× after idle served 610 calls/s
- *   against 1,773–2,365 in the next rounds. So for COLD_START_MS after the first sample after such
- *   a gap, the gradient may lower the limit by one step (to 0.9 × its value at the gap) and no
- *   further; pressure and drops still lower it as always, and it is never raised by this;
  * - drops: a call the pipeline behind admission could not take — refused for lack of a source slot
  *   (`concurrency_limited`: its identity's statements on the source, and their waiters, are full;
  *   `source_busy`: no pooled connection) — is released as dropped (release(…, true)): not a latency
@@ -75,18 +66,6 @@ import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
 
 /** Time constant of the long-term latency average, ms. */
 const LONG_WINDOW_MS = 10_000;
-
-/**
- * A replica that finished no call for this long (ms) is cold when calls come back: the source and
- * control pools have closed their idle connections (10–30 s), caches have expired.
- */
-export const IDLE_GAP_MS = 10_000;
-
-/**
- * For this long (ms) after the first call finished after an idle gap, the latency gradient lowers
- * the limit by at most one decrease step (10 %) in all (see the module: cold start after idle).
- */
-export const COLD_START_MS = 2_000;
 
 /** Under outside pressure (event-loop delay, audit queue) the limit falls by 10 % at most once per this many ms. */
 export const PRESSURE_STEP_MS = 100;
@@ -231,8 +210,6 @@ export class CapacityLimiter {
   private lastPressureAt: number | null = null;
   /** The gradient's current decrease step: when it began (clock ms) and the floor under the limit until it ends. */
   private decreaseStep: { at: number; floor: number } | null = null;
-  /** After an idle gap (IDLE_GAP_MS): until when (clock ms) the gradient may not take the limit below `floor`. */
-  private coldStart: { until: number; floor: number } | null = null;
   /** When a drop last lowered the limit (clock ms), or null. */
   private lastDecreaseAt: number | null = null;
   /** After a drop: the limit may not rise above `ceiling` before `until` (clock ms). */
@@ -542,8 +519,6 @@ export class CapacityLimiter {
     this.samples++;
     const at = this.clock();
     const dt = this.lastSampleAt === null ? 0 : Math.max(0, at - this.lastSampleAt);
-    if (dt >= IDLE_GAP_MS) this.coldStart = { until: at + COLD_START_MS, floor: this.limitValue * 0.9 };
-    else if (this.coldStart && at >= this.coldStart.until) this.coldStart = null;
     this.lastSampleAt = at;
     if (this.samples === 1) this.longRtt = this.shortRtt = rttMs;
     else {
@@ -572,8 +547,6 @@ export class CapacityLimiter {
         // Lowered by at most 10 % per DECREASE_STEP_MS: the step's floor is 0.9 × the limit when it began.
         if (this.decreaseStep === null || at - this.decreaseStep.at >= DECREASE_STEP_MS) this.decreaseStep = { at, floor: this.limitValue * 0.9 };
         next = Math.max(next, Math.min(this.limitValue, this.decreaseStep.floor));
-        // Cold start after idle: one step in all (see the module).
-        if (this.coldStart) next = Math.max(next, Math.min(this.limitValue, this.coldStart.floor));
       }
     }
     const c = this.dropCeiling;
