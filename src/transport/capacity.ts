@@ -290,7 +290,7 @@ export class CapacityLimiter {
       longRtt: Math.round(this.longRtt * 100) / 100,
       loopDelayMs: Math.round(lag * 10) / 10,
       auditQueue: audit,
-      pressured: lag > this.settings.maxEventLoopDelayMs || audit > this.settings.maxAuditQueue,
+      pressured: this.pressured(),
       ceiling: this.ceiling,
       refused: this.refusedCount,
       dropped: this.droppedCount,

@@ -20,6 +20,28 @@ import type {
 
 export type { SourceCatalog } from '../../sql/catalog-types';
 
+/**
+ * A foreign key referencing a relation with a writing referential action, as one JSON array:
+ * [referencing schema, name, confdeltype, confupdtype, referencing columns, referenced columns,
+ * whether it is a partition's clone]. Shared by the scan's `fk_refs` and the live read at approval
+ * (src/sources/postgres/referential-keys.ts), so both read the keys the same way; referencingKeyOf
+ * turns one into a ReferencingKey. Over WRITING_KEYS_FROM (`con`, `kc`, `kn`).
+ */
+export const WRITING_KEY_JSON = `json_build_array(kn.nspname, kc.relname, con.confdeltype, con.confupdtype,
+      (SELECT json_agg(ka.attname ORDER BY k.ord) FROM unnest(con.conkey) WITH ORDINALITY AS k(attnum, ord)
+       JOIN pg_catalog.pg_attribute ka ON ka.attrelid = con.conrelid AND ka.attnum = k.attnum),
+      (SELECT json_agg(ka.attname ORDER BY k.ord) FROM unnest(con.confkey) WITH ORDINALITY AS k(attnum, ord)
+       JOIN pg_catalog.pg_attribute ka ON ka.attrelid = con.confrelid AND ka.attnum = k.attnum),
+      con.conparentid <> 0)`;
+
+/** The constraints and their referencing relations WRITING_KEY_JSON reads (`con`, `kc`, `kn`). */
+export const WRITING_KEYS_FROM = `pg_catalog.pg_constraint con
+  JOIN pg_catalog.pg_class kc ON kc.oid = con.conrelid
+  JOIN pg_catalog.pg_namespace kn ON kn.oid = kc.relnamespace`;
+
+/** Foreign keys whose ON DELETE or ON UPDATE action writes the referencing rows (CASCADE, SET NULL, SET DEFAULT). */
+export const WRITING_KEY_FILTER = `con.contype = 'f' AND (con.confdeltype IN ('c', 'n', 'd') OR con.confupdtype IN ('c', 'n', 'd'))`;
+
 /** Default cap on the number of relations in one snapshot. */
 export const DEFAULT_MAX_RELATIONS = 10_000;
 
@@ -112,18 +134,9 @@ WITH rels AS (
   -- confdeltype, confupdtype, referencing columns, referenced columns]. Each constraint row counts
   -- (a partition's cloned constraint names the partition; a partitioned referenced table has one
   -- per referenced partition).
-  SELECT con.confrelid AS oid,
-    json_agg(json_build_array(kn.nspname, kc.relname, con.confdeltype, con.confupdtype,
-      (SELECT json_agg(ka.attname ORDER BY k.ord) FROM unnest(con.conkey) WITH ORDINALITY AS k(attnum, ord)
-       JOIN pg_catalog.pg_attribute ka ON ka.attrelid = con.conrelid AND ka.attnum = k.attnum),
-      (SELECT json_agg(ka.attname ORDER BY k.ord) FROM unnest(con.confkey) WITH ORDINALITY AS k(attnum, ord)
-       JOIN pg_catalog.pg_attribute ka ON ka.attrelid = con.confrelid AND ka.attnum = k.attnum),
-      con.conparentid <> 0)
-      ORDER BY kn.nspname, kc.relname, con.conname) AS j
-  FROM pg_catalog.pg_constraint con
-  JOIN pg_catalog.pg_class kc ON kc.oid = con.conrelid
-  JOIN pg_catalog.pg_namespace kn ON kn.oid = kc.relnamespace
-  WHERE con.contype = 'f' AND (con.confdeltype IN ('c', 'n', 'd') OR con.confupdtype IN ('c', 'n', 'd'))
+  SELECT con.confrelid AS oid, json_agg(${WRITING_KEY_JSON} ORDER BY kn.nspname, kc.relname, con.conname) AS j
+  FROM ${WRITING_KEYS_FROM}
+  WHERE ${WRITING_KEY_FILTER}
   GROUP BY con.confrelid
 )
 SELECT

@@ -7,7 +7,7 @@
  */
 import type { ReferencingKey, SourceCatalog } from '../../sql/catalog-types';
 import { relKey } from '../../sql/prepared-catalog';
-import { referencingKeyOf } from './catalog';
+import { referencingKeyOf, WRITING_KEY_FILTER, WRITING_KEY_JSON, WRITING_KEYS_FROM } from './catalog';
 import type { HierarchyRead } from './hierarchy';
 
 /** Most key rows the read may return: beyond, the answer is incomplete and the caller must refuse. */
@@ -15,31 +15,26 @@ export const MAX_REFERENTIAL_KEY_ROWS = 100_000;
 
 /**
  * One row per foreign key whose ON DELETE or ON UPDATE action writes the referencing rows: the
- * referenced relation's schema and name, then the fields of a scanned key (referencing schema and
- * name, confdeltype, confupdtype, referencing and referenced columns as JSON text, whether it is a
- * partition's clone as 'true'/'false'), in the scan's order.
+ * referenced relation's schema and name, then the key as the scan reads it (WRITING_KEY_JSON, as
+ * text), in the scan's order.
  */
-export const REFERENTIAL_KEYS_SQL = `SELECT rn.nspname::text, rc.relname::text, kn.nspname::text, kc.relname::text,
-  con.confdeltype::text, con.confupdtype::text,
-  (SELECT json_agg(ka.attname ORDER BY k.ord) FROM unnest(con.conkey) WITH ORDINALITY AS k(attnum, ord)
-   JOIN pg_catalog.pg_attribute ka ON ka.attrelid = con.conrelid AND ka.attnum = k.attnum)::text,
-  (SELECT json_agg(ka.attname ORDER BY k.ord) FROM unnest(con.confkey) WITH ORDINALITY AS k(attnum, ord)
-   JOIN pg_catalog.pg_attribute ka ON ka.attrelid = con.confrelid AND ka.attnum = k.attnum)::text,
-  (con.conparentid <> 0)::text
-FROM pg_catalog.pg_constraint con
-JOIN pg_catalog.pg_class kc ON kc.oid = con.conrelid
-JOIN pg_catalog.pg_namespace kn ON kn.oid = kc.relnamespace
+export const REFERENTIAL_KEYS_SQL = `SELECT rn.nspname::text, rc.relname::text, (${WRITING_KEY_JSON})::text
+FROM ${WRITING_KEYS_FROM}
 JOIN pg_catalog.pg_class rc ON rc.oid = con.confrelid
 JOIN pg_catalog.pg_namespace rn ON rn.oid = rc.relnamespace
-WHERE con.contype = 'f' AND (con.confdeltype IN ('c', 'n', 'd') OR con.confupdtype IN ('c', 'n', 'd'))
+WHERE ${WRITING_KEY_FILTER}
 ORDER BY rn.nspname, rc.relname, kn.nspname, kc.relname, con.conname`;
 
-const names = (v: unknown): string[] => {
-  const a = typeof v === 'string' ? (JSON.parse(v) as unknown) : v;
-  if (a === null || a === undefined) return [];
-  if (!Array.isArray(a) || !a.every((x) => typeof x === 'string')) throw new Error('referential keys answer malformed');
-  return a as string[];
-};
+const names = (v: unknown): v is string[] | null => v === null || (Array.isArray(v) && v.every((x) => typeof x === 'string'));
+
+/** One WRITING_KEY_JSON array as text, checked field by field; throws when malformed (the caller must refuse). */
+function keyOf(text: unknown): ReferencingKey {
+  const k = typeof text === 'string' ? (JSON.parse(text) as unknown) : null;
+  if (!Array.isArray(k) || k.length !== 7 || !k.slice(0, 4).every((x) => typeof x === 'string') || !names(k[4]) || !names(k[5]) || typeof k[6] !== 'boolean') {
+    throw new Error('referential keys answer malformed');
+  }
+  return referencingKeyOf(k as Parameters<typeof referencingKeyOf>[0]);
+}
 
 /**
  * Reads the keys (REFERENTIAL_KEYS_SQL) through `read` (the source's reader).
@@ -51,11 +46,11 @@ export async function readReferentialKeys(read: HierarchyRead): Promise<Map<stri
   if (res.truncated) throw new Error('referential keys answer incomplete');
   const out = new Map<string, ReferencingKey[]>();
   for (const row of res.rowsArray) {
-    const [rs, rr, s, n, d, u, c, rcols, cloned] = row;
-    if (![rs, rr, s, n, d, u].every((x) => typeof x === 'string')) throw new Error('referential keys answer malformed');
-    const k = relKey(rs as string, rr as string);
+    const [rs, rr, key] = row;
+    if (typeof rs !== 'string' || typeof rr !== 'string') throw new Error('referential keys answer malformed');
+    const k = relKey(rs, rr);
     const list = out.get(k) ?? [];
-    list.push(referencingKeyOf([s as string, n as string, d as string, u as string, names(c), names(rcols), cloned === 'true' || cloned === true]));
+    list.push(keyOf(key));
     out.set(k, list);
   }
   return out;
