@@ -120,6 +120,13 @@ describe('the catalogue scan', () => {
     expect(rel(fx.catalog, 'region').referencedBy!.map((k) => k.name)).toEqual(['shipment', 'shipment_1', 'shipment_2']);
   });
 
+  it('the live read at approval (connector.referentialKeys) gives every relation the keys the scan recorded', async () => {
+    const live = await fx.connector.referentialKeys();
+    const scanned = fx.catalog.relations.filter((r) => r.referencedBy && r.referencedBy.length > 0);
+    expect(scanned.map((r) => r.name).sort()).toEqual(['link', 'node', 'project', 'region', 'root', 'team']);
+    for (const r of fx.catalog.relations) expect([r.name, live.get(`${r.schema}\u0000${r.name}`) ?? []]).toEqual([r.name, r.referencedBy ?? []]);
+  });
+
   it('records user triggers (not the internal ones of foreign keys)', () => {
     expect(rel(fx.catalog, 'inbox').writeHooks).toEqual({ triggers: true, rules: false });
     expect(rel(fx.catalog, 'task').writeHooks).toEqual({ triggers: false, rules: false });
