@@ -240,3 +240,41 @@ export function rowsOf(o: ToolOutcome): Array<Record<string, unknown>> {
 export function codeOf(o: ToolOutcome): string {
   return o.kind === 'result' ? 'ok' : 'code' in o ? String(o.code) : o.kind;
 }
+
+/** The oracle of the differential row-rule tests: a twin database with PostgreSQL RLS. */
+export interface RlsTwin {
+  /** A superuser connection to the twin (policies are created on it, queries run after SET ROLE). */
+  client: pg.Client;
+  /** The per-identity role the twin's policies name (`TO "<role>"`), quoted where used. */
+  role: string;
+  close(): Promise<void>;
+}
+
+/**
+ * Creates the twin of the row fixture (issue 27's differential tests): a fresh database holding
+ * ROW_FIXTURE_SQL + `extraSql`, a role with USAGE on public and SELECT on every table, then `setup`
+ * (run with the role's name: grants, ENABLE ROW LEVEL SECURITY). Closed with the database and role.
+ */
+export async function startRlsTwin(label: string, extraSql: string, setup: (role: string) => string): Promise<RlsTwin> {
+  const db = await createTempDatabase(label);
+  const role = `il_${label}_${randomBytes(4).toString('hex')}`;
+  const client = new pg.Client({ connectionString: db.url });
+  await client.connect();
+  await client.query(ROW_FIXTURE_SQL + extraSql);
+  await client.query(`CREATE ROLE "${role}"; GRANT USAGE ON SCHEMA public TO "${role}"; GRANT SELECT ON ALL TABLES IN SCHEMA public TO "${role}"; ${setup(role)}`);
+  return {
+    client,
+    role,
+    async close() {
+      await client.end();
+      await db.drop();
+      const a = new pg.Client({ connectionString: ADMIN_URL });
+      await a.connect();
+      try {
+        await a.query(`DROP ROLE IF EXISTS "${role}"`);
+      } finally {
+        await a.end();
+      }
+    },
+  };
+}

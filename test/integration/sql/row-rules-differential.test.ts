@@ -8,31 +8,24 @@
  */
 import fc from 'fast-check';
 import pg from 'pg';
-import { randomBytes } from 'node:crypto';
-import { createTempDatabase, type TempDatabase } from '../../helpers/pg';
-import { ROW_FIXTURE_SQL, startRowFixture, type RowFixture } from '../../helpers/row-rules';
+import { startRlsTwin, startRowFixture, type RlsTwin, type RowFixture } from '../../helpers/row-rules';
 import type { ToolOutcome } from '../../../src/pipeline/types';
 import type { SourceRole } from '../../../src/control/roles';
 
 let fx: RowFixture;
-let twin: TempDatabase;
+let twin: RlsTwin;
 let tc: pg.Client;
-const twinRole = `il_twin_${randomBytes(4).toString('hex')}`;
+let twinRole: string;
 
 beforeAll(async () => {
   fx = await startRowFixture();
-  twin = await createTempDatabase('rows_twin');
-  tc = new pg.Client({ connectionString: twin.url });
-  await tc.connect();
-  await tc.query(ROW_FIXTURE_SQL);
-  await tc.query(`CREATE ROLE "${twinRole}"; GRANT USAGE ON SCHEMA public TO "${twinRole}"; GRANT SELECT ON ALL TABLES IN SCHEMA public TO "${twinRole}"; ALTER TABLE customer ENABLE ROW LEVEL SECURITY`);
+  twin = await startRlsTwin('rows_twin', '', () => 'ALTER TABLE customer ENABLE ROW LEVEL SECURITY');
+  tc = twin.client;
+  twinRole = twin.role;
 }, 60_000);
 
 afterAll(async () => {
-  await tc?.end();
-  await twin?.drop();
-  const a = new pg.Client({ connectionString: twin ? twin.url.replace(/\/[^/]*$/, '/postgres') : undefined });
-  await a.connect().then(() => a.query(`DROP ROLE IF EXISTS "${twinRole}"`)).finally(() => a.end());
+  await twin?.close();
   await fx?.close();
 });
 
