@@ -7,7 +7,8 @@
  *    `invoice` are PERMISSIVE SELECT policies (OR; an allow without `rows` is `USING (true)`), each
  *    policy predicate a RESTRICTIVE SELECT policy (AND). Agent queries are composed at random (a
  *    relation or a join, filters, an aggregate or plain columns, and a wrapper: none, a CTE, a
- *    sub-select in FROM, EXISTS / IN over the other table, UNION ALL, a scalar sub-select).
+ *    sub-select in FROM, EXISTS / IN over the other table, UNION ALL, a scalar sub-select, a view over
+ *    `customer`: the twin's view is security_invoker so that RLS applies through it).
  * 2. Approved writes (INSERT, INSERT … SELECT, INSERT … ON CONFLICT DO UPDATE, UPDATE that moves
  *    rows, DELETE) on a `note` table under random read rules R and write rules W (docs/row-rules.md,
  *    "Writes": an UPDATE or DELETE reaches the rows of R AND W; every row written must match R AND W).
@@ -36,7 +37,7 @@ let twinRole: string;
 
 beforeAll(async () => {
   fx = await startRowFixture(NOTE_SQL);
-  twin = await startRlsTwin('rows_twin2', NOTE_SQL, (role) => `GRANT INSERT, UPDATE, DELETE ON note TO "${role}"; ALTER TABLE customer ENABLE ROW LEVEL SECURITY; ALTER TABLE invoice ENABLE ROW LEVEL SECURITY; ALTER TABLE note ENABLE ROW LEVEL SECURITY`);
+  twin = await startRlsTwin('rows_twin2', NOTE_SQL, (role) => `GRANT INSERT, UPDATE, DELETE ON note TO "${role}"; ALTER TABLE customer ENABLE ROW LEVEL SECURITY; ALTER TABLE invoice ENABLE ROW LEVEL SECURITY; ALTER TABLE note ENABLE ROW LEVEL SECURITY; ALTER VIEW customer_countries SET (security_invoker = true)`);
   tc = twin.client;
   twinRole = twin.role;
 }, 60_000);
@@ -161,7 +162,7 @@ const core = fc
   );
 
 /** Wraps a core SELECT in one of the forms a rule must follow into. */
-const query = fc.tuple(core, fc.integer({ min: 0, max: 7 }), fc.integer({ min: 0, max: 60 })).map(([q, w, k]) => {
+const query = fc.tuple(core, fc.integer({ min: 0, max: 9 }), fc.integer({ min: 0, max: 60 })).map(([q, w, k]) => {
   switch (w) {
     case 0:
       return q;
@@ -177,9 +178,16 @@ const query = fc.tuple(core, fc.integer({ min: 0, max: 7 }), fc.integer({ min: 0
       return `${q} UNION ALL ${q}`;
     case 6:
       return `SELECT c.customer_id, (SELECT count(*) FROM invoice i WHERE i.customer_id = c.customer_id)::int AS n FROM customer c WHERE c.customer_id <= ${k}`;
-    default:
+    case 8:
+      // A view over the ruled table (the twin's copy is security_invoker, so RLS applies through it).
+      return `SELECT v.customer_id, v.country FROM customer_countries v WHERE v.customer_id <= ${k}`;
+    case 9:
+      return `SELECT v.country, count(i.invoice_id)::int AS n FROM customer_countries v JOIN invoice i ON i.customer_id = v.customer_id GROUP BY v.country`;
+    case 7:
       // Ordered by the whole row, so rows tied in the order are equal rows and LIMIT picks the same multiset.
       return `SELECT * FROM (${q}) s ORDER BY s::text LIMIT ${1 + (k % 7)}`;
+    default:
+      throw new Error(`no wrapper ${w}`);
   }
 });
 
@@ -212,7 +220,7 @@ test('reads over two ruled tables with restrict_rows policies return the rows of
       async (cTerms, iTerms, policyPicks, [cPol, iPol], a, qs) => {
         const id = `drw${++run}`;
         fx.grant(id, [
-          { name: 'base', statements: [{ effect: 'allow', action: 'read', resource: 'public.employee' }] },
+          { name: 'base', statements: [{ effect: 'allow', action: 'read', resource: 'public.employee' }, { effect: 'allow', action: 'read', resource: 'public.customer_countries' }] },
           ...cTerms.map((t, i): SourceRole => ({ name: `c${i}`, statements: [{ effect: 'allow', action: 'read', resource: 'public.customer', ...(t ? { rows: t.il } : {}) }] })),
           ...iTerms.map((t, i): SourceRole => ({ name: `i${i}`, statements: [{ effect: 'allow', action: 'read', resource: 'public.invoice', ...(t ? { rows: t.il } : {}) }] })),
         ]);
