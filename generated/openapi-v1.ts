@@ -1428,6 +1428,8 @@ export interface components {
             failure: null | components["schemas"]["ApprovalFailure"];
             /** @description The failed approval this one was requeued from. */
             requeuedFrom: string | null;
+            /** @description Issue 27 (docs/row-rules.md, Writes): for a write queued by an identity from an access token, the values its token's attribute_claims gave for the attributes the write's row rules read, kept with the write. At approval the identity record's current values win and these fill in the rest. null: none (an API key, or no row rule read one). */
+            claimAttributes: Record<string, never> | null;
         };
         ConsoleSession: {
             operator: string;

@@ -22,7 +22,7 @@ import { policyStep } from '../pipeline/04-policy';
 import { hasAnyRowRules, planRowRules, type RowRulePlan } from '../pipeline/row-rules';
 import { runPlannedWrite } from './row-write';
 import { policyRowRestrictions } from '../governance/policies';
-import { getIdentity } from '../control/identities';
+import { getIdentity, mergeAttributes } from '../control/identities';
 import { checkHierarchy } from '../pipeline/hierarchy-check';
 import type { QueryConnector } from '../pipeline/07-execute';
 import { SourceConnectorRegistry } from '../sources/registry';
@@ -66,10 +66,12 @@ function assertNotSelf(a: ApprovalRecord, operator: string): void {
  * approvalFailures code, or the row-rule plan the write must run with (null: no row rule applies).
  *
  * Row rules (issue 27, docs/row-rules.md "Writes") are planned here with the requester's roles,
- * `restrict_rows` policies and identity attributes as they are NOW (its identity record; token
- * claims are not kept with the queued write, so a rule needing one fails closed with
- * row_rule_attribute_missing): an approval can come much later, and a requester moved to another
- * tenant since must not write the old tenant's rows.
+ * `restrict_rows` policies and identity attributes as they are NOW (its identity record), the
+ * claim values kept with the queued write filling in the attributes the record lacks (as on a
+ * call: the record's values win); a rule needing an attribute neither has fails closed with
+ * row_rule_attribute_missing. An approval can come much later, and a requester moved to another
+ * tenant since must not write the old tenant's rows. A MERGE is planned with the server's version
+ * read now (`serverVersionNum`; unreadable: `source_role_denied`).
  */
 async function recheck(db: ControlDb, a: ApprovalRecord, now: Date, connectorFor: (settings: PostgresSourceSettings) => QueryConnector): Promise<{ denied: string } | { denied: null; plan: RowRulePlan | null }> {
   const no = (denied: string) => ({ denied });
@@ -112,8 +114,18 @@ async function recheck(db: ControlDb, a: ApprovalRecord, now: Date, connectorFor
   if (!hasAnyRowRules(evaluator, a.sourceId, policyRows)) return { denied: null, plan: null };
   // Planned on the catalogue's tree: a tree that changed since the scan could hide a parent's rule.
   if (hier.changed) return no('row_rule_unenforceable');
-  const attributes = (await getIdentity(db, a.identityId))?.attributes;
-  const rows = planRowRules({ evaluator, sourceId: a.sourceId, analysis, catalog, attributes, sql: a.sql, policyRows });
+  // A MERGE into a ruled table runs only on PostgreSQL 17 or later: decided by the server's version
+  // now (an upgrade or a restore onto another server since the scan), not the catalogue's.
+  let serverVersionNum: number | undefined;
+  if (connector.serverVersionNum && analysis.writes.some((w) => w.operation === 'merge')) {
+    try {
+      serverVersionNum = await connector.serverVersionNum({ identityId: a.identityId });
+    } catch {
+      return no('source_role_denied');
+    }
+  }
+  const attributes = mergeAttributes((await getIdentity(db, a.identityId))?.attributes, a.claimAttributes);
+  const rows = planRowRules({ evaluator, sourceId: a.sourceId, analysis, catalog, attributes, sql: a.sql, policyRows, serverVersionNum });
   if (rows.kind === 'refused') return no(rows.outcome.kind === 'refusal' && rows.outcome.code === 'row_rule_attribute_missing' ? 'row_rule_attribute_missing' : 'row_rule_unenforceable');
   return { denied: null, plan: rows.kind === 'ruled' ? rows.plan : null };
 }

@@ -2,7 +2,7 @@
  * `interlock approval requeue apr_…` (issue 14, item 4): a failed approval is final, but an
  * operator who fixed the cause (a grant, a sequence privilege, a constraint) can queue the exact
  * same write again. The new approval is pending, carries the same statement, parameters,
- * identity, key, source and classification, and names the failed one in `requeuedFrom`; the audit
+ * identity, key, source, classification and kept claim attributes, and names the failed one in `requeuedFrom`; the audit
  * records action "requeued" on the new approval. It goes through the normal approve/reject path.
  */
 import { withTransaction, type ControlDb } from '../control/db';
@@ -33,6 +33,7 @@ export async function requeueApproval(db: ControlDb, id: string, opts: { operato
       classification: a.classification,
       ttlSeconds: opts.ttlSeconds ?? DEFAULT_APPROVAL_TTL_SECONDS,
       requeuedFrom: a.id,
+      claimAttributes: a.claimAttributes,
     });
     await recordApprovalEvent(c, {
       approvalId: created.id,

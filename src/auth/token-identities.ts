@@ -13,7 +13,7 @@ import type { TokenIssuer } from '../../generated/config-v1';
 import { isUniqueViolation, type ControlDb } from '../control/db';
 import { mergeClaimMapping, type ClaimMappingCache } from '../control/claim-mappings';
 import { newIdentityId } from '../control/ids';
-import { IDENTITY_NAME_PATTERN } from '../control/identities';
+import { IDENTITY_NAME_PATTERN, mergeAttributes } from '../control/identities';
 import type { Identity } from '../control/identities';
 
 /** Claims copied into attributes when an issuer names none. */
@@ -78,7 +78,15 @@ export class TokenIdentityStore {
     if (row.disabled) return { failure: 'identity_disabled' };
     const jti = typeof claims.jti === 'string' ? claims.jti.slice(0, 256) : null;
     // The identity record's attributes (set by operators, issue 27) win over the token's claims.
-    const identity: Identity = { id: row.identity_id, name: row.name, keyId: jti ? `token:${jti}` : 'token', token: { issuer: cfg.issuer, subject, jti }, attributes: { ...claimAttributes(cfg, claims), ...(row.attributes ?? {}) } };
+    const fromClaims = claimAttributes(cfg, claims);
+    const identity: Identity = {
+      id: row.identity_id,
+      name: row.name,
+      keyId: jti ? `token:${jti}` : 'token',
+      token: { issuer: cfg.issuer, subject, jti },
+      attributes: mergeAttributes(row.attributes, fromClaims),
+      ...(Object.keys(fromClaims).length > 0 ? { claimAttributes: fromClaims } : {}),
+    };
     await this.touch(cfg, claims, identity.id, subject);
     return { identity };
   }

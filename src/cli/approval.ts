@@ -69,7 +69,9 @@ export function approvalListTable(rows: ApprovalRecord[], full: boolean): string
 /** The human form of `approval show`. */
 function showText(a: ApprovalRecord): string {
   const s = statementForDisplay(a.sql);
-  const lines = [YAML.stringify({ ...a, failure: undefined }).trimEnd()];
+  const lines = [YAML.stringify({ ...a, failure: undefined, claimAttributes: undefined }).trimEnd()];
+  // Issue 27: kept when a token identity queued the write; the identity record's values win at approval.
+  if (a.claimAttributes) lines.push(`attributes from token claims (kept with the write; the identity record's values win at approval): ${Object.keys(a.claimAttributes).sort().map((k) => `${k}=${JSON.stringify(a.claimAttributes![k])}`).join(' ')}`);
   if (s.comments.length) lines.push(`comments in the statement (not part of what runs, check they match it):`, ...s.comments.map((c) => `  ${c}`));
   if (a.failure) lines.push(`cause (operators only): ${formatFailure(a.failure)}`);
   return lines.join('\n');

@@ -66,6 +66,12 @@ export interface ApprovalRecord {
   failure: ApprovalFailureCause | null;
   /** The failed approval this one was requeued from, or null. */
   requeuedFrom: string | null;
+  /**
+   * Issue 27: for a write queued by an identity from an access token, the values its token's
+   * claims gave for the attributes the write's row rules read; at approval the identity record's
+   * values win and these fill in the rest (src/approvals/execute.ts). Shown to operators. null: none.
+   */
+  claimAttributes: Record<string, unknown> | null;
 }
 
 /** A write to hold for approval. */
@@ -82,6 +88,8 @@ export interface NewApproval {
   expiresAt?: Date;
   /** The failed approval this one requeues (interlock approval requeue). */
   requeuedFrom?: string;
+  /** The requester's claim-derived attribute values its row rules read (ApprovalRecord.claimAttributes); absent or empty: none. */
+  claimAttributes?: Record<string, unknown> | null;
 }
 
 /** Fields set together with a transition. */
@@ -116,10 +124,11 @@ interface ApprovalRow {
   outcome: ApprovalOutcome | null;
   failure: ApprovalFailureCause | null;
   requeued_from: string | null;
+  claim_attributes: Record<string, unknown> | null;
 }
 
 const COLS = `a.id, a.source_id, a.identity_id, i.name AS identity_name, a.key_id, a.request_id, a.sql, a.params, a.classification,
-  a.state, a.created_at, a.expires_at, a.decided_by, a.decided_at, a.executed_at, a.outcome, a.failure, a.requeued_from`;
+  a.state, a.created_at, a.expires_at, a.decided_by, a.decided_at, a.executed_at, a.outcome, a.failure, a.requeued_from, a.claim_attributes`;
 
 function toRecord(r: ApprovalRow): ApprovalRecord {
   return {
@@ -141,6 +150,7 @@ function toRecord(r: ApprovalRow): ApprovalRecord {
     outcome: r.outcome,
     failure: r.failure,
     requeuedFrom: r.requeued_from,
+    claimAttributes: r.claim_attributes ?? null,
   };
 }
 
@@ -160,11 +170,11 @@ export async function createApproval(db: Queryable, a: NewApproval): Promise<App
   const id = newApprovalId();
   const r = await q(db).query<ApprovalRow>(
     `WITH ins AS (
-       INSERT INTO approvals (id, source_id, identity_id, key_id, request_id, sql, params, classification, expires_at, requeued_from)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, COALESCE($9::timestamptz, now() + make_interval(secs => $10::double precision)), $11)
+       INSERT INTO approvals (id, source_id, identity_id, key_id, request_id, sql, params, classification, expires_at, requeued_from, claim_attributes)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, COALESCE($9::timestamptz, now() + make_interval(secs => $10::double precision)), $11, $12::jsonb)
        RETURNING *)
      SELECT ${COLS} FROM ins a JOIN identities i ON i.id = a.identity_id`,
-    [id, a.sourceId, a.identityId, a.keyId, a.requestId, a.sql, JSON.stringify(a.params ?? []), JSON.stringify(a.classification ?? {}), a.expiresAt ?? null, ttl, a.requeuedFrom ?? null],
+    [id, a.sourceId, a.identityId, a.keyId, a.requestId, a.sql, JSON.stringify(a.params ?? []), JSON.stringify(a.classification ?? {}), a.expiresAt ?? null, ttl, a.requeuedFrom ?? null, a.claimAttributes && Object.keys(a.claimAttributes).length > 0 ? JSON.stringify(a.claimAttributes) : null],
   );
   return toRecord(r.rows[0]);
 }

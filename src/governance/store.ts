@@ -27,6 +27,8 @@ export interface NewApproval {
   sql: string;
   params: unknown[];
   classification: Record<string, unknown>;
+  /** Issue 27: the requester's claim-derived values of the attributes its row rules read (null: none); kept for the approval. */
+  claimAttributes?: Record<string, unknown> | null;
 }
 
 /** Read side of governance plus the approval queue's insert. */

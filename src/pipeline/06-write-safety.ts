@@ -1,7 +1,7 @@
 /**
  * Pipeline step 6, write safety (contract: "A write never runs on the agent's call: it waits for an
  * operator's approval"). The exact statement, parameters, identity, source and classification are
- * stored; the agent gets the queued result (isError false, must not be retried). When the identity
+ * stored (with, for an identity from an access token, the claim values its row rules read: issue 27); the agent gets the queued result (isError false, must not be retried). When the identity
  * or source already has its cap of pending approvals (config approvals.max_pending_*), nothing is
  * stored and the call is refused approval_queue_full (retryable false; issue 24 item 2).
  */
@@ -13,14 +13,27 @@ import type { AuditHooks } from '../audit/types';
 import { ApprovalQueueFullError } from '../control/approvals';
 
 /**
- * Queues the write and returns the queued outcome. With `audit` (the dispatcher's hooks) and
+ * The claim-derived attribute values (Identity.claimAttributes) of the attributes `names` (those
+ * the write's row rules read when it was queued), to keep with the write (issue 27): an approval
+ * has no token to read them from. Null when none.
+ */
+export function keptClaims(identity: Identity, names: readonly string[] | undefined): Record<string, unknown> | null {
+  const claims = identity.claimAttributes;
+  if (!claims || !names) return null;
+  const kept = Object.fromEntries(names.filter((n) => Object.prototype.hasOwnProperty.call(claims, n)).map((n) => [n, claims[n]]));
+  return Object.keys(kept).length > 0 ? kept : null;
+}
+
+/**
+ * Queues the write and returns the queued outcome. `w.ruleAttributes`: the names of the attributes
+ * the write's row rules read (RowRulePlan.attributes); their claim values are kept with it (keptClaims). With `audit` (the dispatcher's hooks) and
  * `details` (the call's audit details), the call's tool-call event (decision queued, with
  * details.approval_id) is committed in the same transaction as the approval row and its approval
  * event when the store can (issue 11), and `audit.committed` is set.
  */
 export async function writeSafetyStep(
   store: GovernanceStore,
-  w: { source: SourceRecord; identity: Identity; requestId: string; sql: string; params: unknown[]; analysis: Extract<SqlAnalysis, { ok: true }> },
+  w: { source: SourceRecord; identity: Identity; requestId: string; sql: string; params: unknown[]; analysis: Extract<SqlAnalysis, { ok: true }>; ruleAttributes?: readonly string[] },
   audit?: { hooks: AuditHooks; details: Record<string, unknown> },
 ): Promise<ToolOutcome> {
   const classification = {
@@ -38,7 +51,7 @@ export async function writeSafetyStep(
     : undefined;
   let a: Awaited<ReturnType<GovernanceStore['createApproval']>>;
   try {
-    a = await store.createApproval({ sourceId: w.source.id, identityId: w.identity.id, keyId: w.identity.keyId, requestId: w.requestId, sql: w.sql, params: w.params, classification }, toolCallEvent);
+    a = await store.createApproval({ sourceId: w.source.id, identityId: w.identity.id, keyId: w.identity.keyId, requestId: w.requestId, sql: w.sql, params: w.params, classification, claimAttributes: keptClaims(w.identity, w.ruleAttributes) }, toolCallEvent);
   } catch (err) {
     // A full queue (issue 24 item 2) stores nothing: the call is refused, not queued, and audited as a refusal.
     if (err instanceof ApprovalQueueFullError) return { kind: 'refusal', code: 'approval_queue_full', extra: { scope: err.scope, limit: err.cap } };

@@ -50,6 +50,12 @@ export interface QueryConnector {
    * write is re-checked with them (src/approvals/execute.ts). Test doubles may lack it.
    */
   referentialKeys?(opts: { signal?: AbortSignal; identityId?: string }): Promise<Map<string, ReferencingKey[]>>;
+  /**
+   * The server's `server_version_num` now; an approved MERGE into a row-ruled table is planned with
+   * it (PostgreSQL 17 or later runs it on the check-option view; src/approvals/execute.ts). Test
+   * doubles may lack it (the catalogue's version is used).
+   */
+  serverVersionNum?(opts: { signal?: AbortSignal; identityId?: string }): Promise<number>;
 }
 
 /** Gives the connector of a source (pools are cached by the provider). */

@@ -224,11 +224,12 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
     }
 
     // Step 6: write safety — a write never runs on the agent's call. Its row rules are planned again
-    // when it is approved, with the requester's roles, policies and attributes then (approvals/execute.ts).
+    // when it is approved, with the requester's roles, policies and attributes then (approvals/execute.ts);
+    // the claim values of the attributes they read now are kept with it (a token is not there then).
     if (analysis.kind === 'write') {
       if (rows.kind === 'ruled') audit.row_rules = rows.plan.applied;
       const hooks = (ctx as ToolCallContext & { auditHooks?: AuditHooks }).auditHooks;
-      const queued = await writeSafetyStep(deps.store, { source, identity, requestId: ctx.requestId, sql, params, analysis }, hooks && { hooks, details: audit });
+      const queued = await writeSafetyStep(deps.store, { source, identity, requestId: ctx.requestId, sql, params, analysis, ...(rows.kind === 'ruled' ? { ruleAttributes: rows.plan.attributes } : {}) }, hooks && { hooks, details: audit });
       audit.approval_id = queued.kind === 'queued' ? queued.approvalId : undefined;
       return queued;
     }

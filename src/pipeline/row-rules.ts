@@ -13,7 +13,7 @@
  * Fails closed (`row_rule_unenforceable`) where the rewrite cannot be proven to cover every path
  * to a ruled relation's rows: a materialized view over a ruled relation, a view calling user code
  * or whose lineage is not recorded, a write through a view over a ruled relation, a write whose foreign keys'
- * referential actions write a ruled relation or that runs user triggers or rules (rt27w finding B), a user-defined function, EXPLAIN, MERGE into a ruled relation, a name that is both a
+ * referential actions write a ruled relation or that runs user triggers or rules (rt27w finding B), a user-defined function, EXPLAIN, MERGE into a ruled relation on a server older than PostgreSQL 17, a name that is both a
  * CTE and a ruled relation, a relation whose descendants carry a different rule, a rule the table
  * cannot evaluate. Writes are rewritten too (planRowRules): their target to a check-option view. A caller without an attribute a rule needs
  * cannot read the table (`row_rule_attribute_missing`).
@@ -89,10 +89,25 @@ export interface RowRulePlan {
   applied: Array<{ relation: string; rule: string; write?: true }>;
   /** Hash of the views (so of the rules' text) and the bound values, for the result cache key. */
   bindingKey: string;
+  /** The names of the caller's attributes the rules read (sorted, each once): a queued write keeps their claim values (issue 27). */
+  attributes: string[];
 }
 
 /** Outcome: nothing ruled, refused (with a log-only reason), or the plan to run. */
 export type RowRuleDecision = { kind: 'none' } | { kind: 'refused'; outcome: ToolOutcome; reason: string } | { kind: 'ruled'; plan: RowRulePlan };
+
+/** The first server_version_num that runs MERGE on an auto-updatable view with its check option (PostgreSQL 17). */
+export const MERGE_ON_VIEW_VERSION = 170000;
+
+/** The source server's version for planning: `input.serverVersionNum` (approval: read live), else the catalogue's; 0 when neither is known. */
+function serverVersionNum(input: Pick<RowRuleInput, 'serverVersionNum' | 'catalog'>): number {
+  return input.serverVersionNum ?? input.catalog.serverVersionNum ?? 0;
+}
+
+/** `server_version_num` as people write it: 150004 → "PostgreSQL 15", 0 → "an unrecorded version". */
+function versionText(v: number): string {
+  return v > 0 ? `PostgreSQL ${Math.floor(v / 10000)}` : 'an unrecorded version (scanned before versions were recorded)';
+}
 
 /** What the step needs. `attributes` are the caller's (Identity.attributes). */
 export interface RowRuleInput {
@@ -106,6 +121,12 @@ export interface RowRuleInput {
   sql: string;
   /** The caller's applicable `restrict_rows` policy predicates (default none), ANDed with the roles' rules. */
   policyRows?: PolicyRowRestrictions;
+  /**
+   * The source server's `server_version_num`, when read live (an approved write reads it on the
+   * source: src/approvals/execute.ts); absent: the catalogue's (`SourceCatalog.serverVersionNum`).
+   * Decides whether a MERGE into a ruled table may run (PostgreSQL 17 or later).
+   */
+  serverVersionNum?: number;
 }
 
 const predicates = new Map<string, RowPredicate | RowPredicateError>();
@@ -195,7 +216,9 @@ export type RowRuleShape =
  * the read rule AND the write rule: UPDATE and DELETE see only those rows, and PostgreSQL refuses
  * (SQLSTATE 44000, whole statement) an inserted or updated row that does not match them; every
  * other reference (FROM, USING, sub-selects, INSERT … SELECT) reads the read view. MERGE into a
- * ruled table is refused (PostgreSQL 15 runs MERGE on no view). Synchronous; requires
+ * ruled table gets the same check-option view as its target on PostgreSQL 17 or later (the
+ * server's version: `input.serverVersionNum`, else the catalogue's) and is refused on older servers,
+ * which run MERGE on no view. Synchronous; requires
  * initSqlParser(). Uncached: the same as bindRowRules(shapeRowRules(input), input.attributes).
  */
 export function planRowRules(input: RowRuleInput): RowRuleDecision {
@@ -241,8 +264,11 @@ export function shapeRowRules(input: Omit<RowRuleInput, 'attributes'>): RowRuleS
   }
   const targetRuled = (w: { schema: string; table: string }) => readRule(w.schema, w.table) !== null || ruleOf(w.schema, w.table, 'write') !== null;
   const ruledTouched = [...analysis.reads.filter((r) => readRule(r.schema, r.table) !== null), ...analysis.writes.filter(targetRuled)];
-  if (analysis.kind === 'write' && analysis.statement === 'MergeStmt' && analysis.writes.some(targetRuled)) {
-    return unenforceable('MERGE into a row-ruled table: PostgreSQL 15 cannot run MERGE on the check-option view that restricts it (use INSERT, UPDATE or DELETE)');
+  // MERGE into a ruled table (a CTE's too) runs on the target's check-option view: PostgreSQL 17
+  // and later run MERGE on an auto-updatable view and enforce its check option; older servers run
+  // MERGE on no view, and no other route gives its WHEN clauses the rule, so it is refused there.
+  if (analysis.writes.some((w) => w.operation === 'merge' && targetRuled(w)) && !(serverVersionNum(input) >= MERGE_ON_VIEW_VERSION)) {
+    return unenforceable(`MERGE into a row-ruled table needs PostgreSQL 17 or later (MERGE on the check-option view that restricts it); this source runs ${versionText(serverVersionNum(input))} (use INSERT, UPDATE or DELETE, or rescan the source after an upgrade)`);
   }
   // Referential actions, triggers and rules run without the row views (rt27w finding B): a write
   // whose foreign keys' actions write a relation ruled for the caller, or that runs user triggers
@@ -435,6 +461,7 @@ export function shapeRowRules(input: Omit<RowRuleInput, 'attributes'>): RowRuleS
 export function bindRowRules(shape: RowRuleShape, attributes: Record<string, unknown> | undefined): RowRuleDecision {
   if (shape.kind !== 'ruled') return shape;
   const settings = new Map<string, string>();
+  const names = new Set<string>();
   for (const step of shape.steps) {
     if (step.kind === 'refuse') return step.decision;
     for (const [attrs, prefix, text] of [[step.single, ATTRIBUTE_SETTING_PREFIX, attributeText], [step.list, LIST_SETTING_PREFIX, attributeListText]] as const) {
@@ -445,6 +472,7 @@ export function bindRowRules(shape: RowRuleShape, attributes: Record<string, unk
           return { kind: 'refused', outcome: { kind: 'refusal', code: 'row_rule_attribute_missing', message: `A row rule on a table this statement touches needs the identity attribute "${a}"${prefix === LIST_SETTING_PREFIX ? ' (a list)' : ''}, which this identity does not have (or not as a usable value), so the table is unreadable for it; an operator can set the attribute.` }, reason: `attribute ${a} missing` };
         }
         settings.set(prefix + a, value);
+        names.add(a);
       }
     }
     // A value the column's type would not accept (an operator's typo, e.g. employee_id=abc) refuses
@@ -466,6 +494,7 @@ export function bindRowRules(shape: RowRuleShape, attributes: Record<string, unk
       // share a cached result only when both are equal (found by the differential test: the access
       // fingerprint alone names resources, not rules).
       bindingKey: sha(JSON.stringify([bound, shape.views.map((v) => v.name).sort()])),
+      attributes: [...names].sort(),
     },
   };
 }

@@ -180,6 +180,13 @@ export interface SourceCatalog {
   scannedAt: string;
   truncated: boolean;
   /**
+   * The server's `server_version_num` when it was scanned (e.g. 150004 for 15.4, 180004 for 18.4).
+   * Row rules (issue 27) let a MERGE into a row-ruled table run only on PostgreSQL 17 or later
+   * (MERGE on a check-option view). Absent in snapshots scanned before it existed and in hand-built
+   * catalogues: treated as older than 17 (such a MERGE is refused).
+   */
+  serverVersionNum?: number;
+  /**
    * Operators with the volatility of their implementing function. When present the analyser
    * refuses volatile or unknown operators; when absent (hand-built catalogues) operators are not
    * checked.

@@ -17,10 +17,10 @@ export interface TempDatabase {
 
 /**
  * Host and port of the test PostgreSQL server (from ADMIN_URL, so INTERLOCK_TEST_PG_URL is
- * honoured), for source settings and `--host`/`--port` flags; port 5432 when the URL names none.
+ * honoured; or from `base`), for source settings and `--host`/`--port` flags; port 5432 when the URL names none.
  */
-export function pgServer(): { host: string; port: number } {
-  const u = new URL(ADMIN_URL);
+export function pgServer(base: string = ADMIN_URL): { host: string; port: number } {
+  const u = new URL(base);
   return { host: u.hostname.replace(/^\[(.*)\]$/, '$1') || '127.0.0.1', port: Number(u.port || 5432) };
 }
 
@@ -32,12 +32,13 @@ export function urlFor(name: string, base: string = ADMIN_URL): string {
 }
 
 /**
- * Creates a fresh database `il_<prefix>_<random>`; `drop()` terminates its sessions and drops it.
+ * Creates a fresh database `il_<prefix>_<random>` on the server of `base` (default ADMIN_URL, a
+ * superuser URL); `drop()` terminates its sessions and drops it.
  * Throws when the server is unreachable (tests must not silently skip).
  */
-export async function createTempDatabase(prefix = 'test'): Promise<TempDatabase> {
+export async function createTempDatabase(prefix = 'test', base: string = ADMIN_URL): Promise<TempDatabase> {
   const name = `il_${prefix.replace(/[^a-z0-9_]/gi, '_').toLowerCase()}_${randomBytes(5).toString('hex')}`;
-  const admin = new Client({ connectionString: ADMIN_URL });
+  const admin = new Client({ connectionString: base });
   await admin.connect();
   try {
     await admin.query(`CREATE DATABASE "${name}"`);
@@ -46,9 +47,9 @@ export async function createTempDatabase(prefix = 'test'): Promise<TempDatabase>
   }
   return {
     name,
-    url: urlFor(name),
+    url: urlFor(name, base),
     async drop() {
-      const c = new Client({ connectionString: ADMIN_URL });
+      const c = new Client({ connectionString: base });
       await c.connect();
       try {
         await c.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()', [name]);

@@ -93,24 +93,29 @@ export interface RowFixture {
   close(): Promise<void>;
 }
 
-/** Creates the fixture (about 1 s). `extraSql` runs after ROW_FIXTURE_SQL, before the catalog scan. */
-export async function startRowFixture(extraSql = ''): Promise<RowFixture> {
+/**
+ * Creates the fixture (about 1 s). `extraSql` runs after ROW_FIXTURE_SQL, before the catalog scan.
+ * `adminUrl`: a superuser URL of another server to use (default ADMIN_URL, this machine's); the
+ * reader and writer roles get a password, so a server with password authentication works too.
+ */
+export async function startRowFixture(extraSql = '', adminUrl: string = ADMIN_URL): Promise<RowFixture> {
   await initSqlParser();
-  const db = await createTempDatabase('rows');
+  const db = await createTempDatabase('rows', adminUrl);
   const tag = randomBytes(4).toString('hex');
   const reader = `il_rr_${tag}`;
   const writer = `il_rw_${tag}`;
+  const password = randomBytes(12).toString('hex');
   const su = new pg.Client({ connectionString: db.url });
   await su.connect();
   await su.query(ROW_FIXTURE_SQL + extraSql);
-  await su.query(`CREATE ROLE "${reader}" LOGIN; CREATE ROLE "${writer}" LOGIN;
+  await su.query(`CREATE ROLE "${reader}" LOGIN PASSWORD '${password}'; CREATE ROLE "${writer}" LOGIN PASSWORD '${password}';
     GRANT USAGE ON SCHEMA public TO "${reader}", "${writer}";
     GRANT SELECT ON ALL TABLES IN SCHEMA public TO "${reader}";
     GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO "${writer}";
     GRANT CREATE ON DATABASE "${db.name}" TO "${writer}";`);
   const readerUrl = new URL(db.url);
   readerUrl.username = reader;
-  readerUrl.password = '';
+  readerUrl.password = password;
   const scan = async (): Promise<SourceCatalog> => {
     const rc = new pg.Client({ connectionString: readerUrl.toString() });
     await rc.connect();
@@ -122,8 +127,8 @@ export async function startRowFixture(extraSql = ''): Promise<RowFixture> {
   };
   let catalog = await scan();
   const analyses = new AnalysisCache();
-  const { host, port } = pgServer();
-  const settings: PostgresSourceSettings = { host, port, database: db.name, reader: { user: reader }, writer: { user: writer }, pool_size: 4 };
+  const { host, port } = pgServer(adminUrl);
+  const settings: PostgresSourceSettings = { host, port, database: db.name, reader: { user: reader, password }, writer: { user: writer, password }, pool_size: 4 };
   const connector = new PostgresSourceConnector('rows', settings);
   const source: SourceRecord = { id: 'rows', type: 'postgres', name: 'rows', enabled: true, settings: settings as unknown as Record<string, unknown> };
   const store = new MemoryGovernanceStore();
@@ -200,7 +205,7 @@ export async function startRowFixture(extraSql = ''): Promise<RowFixture> {
       await connector.close();
       await su.end();
       await db.drop();
-      const a = new pg.Client({ connectionString: ADMIN_URL });
+      const a = new pg.Client({ connectionString: adminUrl });
       await a.connect();
       try {
         for (const r of [reader, writer]) await a.query(`DROP ROLE IF EXISTS "${r}"`);

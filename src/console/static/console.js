@@ -167,6 +167,8 @@
       fill('d-relations', d.relations.join(', '));
       fill('d-class', [a.classification.statement, a.classification.kind, a.classification.fingerprint ? 'fingerprint ' + a.classification.fingerprint : ''].filter(Boolean).join(' · '));
       fill('d-requeued', a.requeuedFrom);
+      // Issue 27: the requester's attribute values from its token's claims, kept with the write (the record's values win at approval).
+      fill('d-claims', a.claimAttributes ? Object.keys(a.claimAttributes).sort().map((k) => k + ' = ' + JSON.stringify(a.claimAttributes[k])).join(', ') : null);
       $('d-failure').hidden = !a.failure;
       if (a.failure) {
         const f = a.failure;

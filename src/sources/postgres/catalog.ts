@@ -237,6 +237,7 @@ SELECT
      WHERE n.nspname NOT LIKE 'pg\\_toast%' AND n.nspname NOT LIKE 'pg\\_temp\\_%'
        AND (t.typrelid = 0 OR c.relkind = 'c')) AS types,
   pg_catalog.current_schemas(false)::text[] AS search_path,
+  pg_catalog.current_setting('server_version_num')::int AS server_version_num,
   -- ---- Operator resolution (issue 22, item 5; src/sql/operators.ts) ----
   -- Every operator with its declared operand and result types and the volatility of its function
   -- (a shell operator counts as volatile); the types operands can have (relation row types and
@@ -282,6 +283,7 @@ interface ScanRow {
   unsafe_types: Array<[string, string]>;
   types: Array<[string, string]>;
   search_path: string[];
+  server_version_num: number;
   operator_signatures: OperatorResolution['operators'];
   type_details: OperatorResolution['types'];
   implicit_casts: OperatorResolution['implicitCasts'];
@@ -332,6 +334,7 @@ function isPool(client: pg.ClientBase | pg.Pool): client is pg.Pool {
  * - `operators`, `systemRelations`, `unsafeTypes`, `types`, `operatorResolution`: see `SourceCatalog`. Aggregates get the volatility
  *   of their most volatile support function (pg_proc marks every aggregate immutable).
  * - `searchPath`: `current_schemas(false)` for the connection's role.
+ * - `serverVersionNum`: `server_version_num` (e.g. 150004, 180004).
  * - `columnTypes`: the columns' types and the types they are built on (see `SourceCatalog`); each
  *   column records its `typeOid`.
  *
@@ -397,6 +400,7 @@ export async function scanCatalog(
     unsafeTypes: row.unsafe_types.map(([schema, name]) => ({ schema, name })),
     types: row.types.map(([schema, name]) => ({ schema, name })),
     searchPath: row.search_path,
+    serverVersionNum: row.server_version_num,
     operatorResolution: { operators: row.operator_signatures, types: row.type_details, implicitCasts: row.implicit_casts },
     columnTypes: row.column_types.map(([oid, typtype, category, base, element, name, labels, subtype]) => ({
       oid, typtype, category, base, element, name, ...(labels ? { labels } : {}), ...(subtype !== null ? { subtype } : {}),

@@ -156,6 +156,19 @@ export class PostgresSourceConnector {
   }
 
   /**
+   * The server's `server_version_num` now (e.g. 180004), read as a read of `opts.identityId` (fair
+   * share and breaker apply): an approved MERGE into a row-ruled table runs only on PostgreSQL 17 or
+   * later (issue 27, src/approvals/execute.ts).
+   * @throws as `read`, or Error when the answer is not a positive integer
+   */
+  async serverVersionNum(opts: { signal?: AbortSignal; identityId?: string } = {}): Promise<number> {
+    const r = await this.read("SELECT pg_catalog.current_setting('server_version_num')", [], { maxRows: 1, maxBytes: 4096, ...opts });
+    const v = Number(r.rowsArray[0]?.[0]);
+    if (!Number.isInteger(v) || v <= 0) throw new Error('server_version_num answer malformed');
+    return v;
+  }
+
+  /**
    * A read guard (ReadOptions.guard) that lets the read's statement run only when every relation
    * of `relations` provably stands alone on the server (hierarchy.ts standaloneGuardSql); when one
    * may sit in a tree the read resolves with `guardTripped` and no rows, its statement not run.

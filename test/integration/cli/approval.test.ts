@@ -106,4 +106,14 @@ describe('interlock approval', () => {
     expect(await getApproval(db, newId)).toMatchObject({ state: 'pending', requeuedFrom: a.id, sql: a.sql });
     expect(await cli('approval', 'requeue', newId)).toEqual({ code: 2, stdout: '', stderr: `error: approval ${newId} is pending: only a failed approval can be requeued\n` });
   });
+
+  test('show prints the attribute values kept from a token identity\'s claims (issue 27); none: no line', async () => {
+    const a = await createApproval(db, { sourceId: 'local', identityId, keyId: null, requestId: 'req_c', sql: "UPDATE playlist SET name = 'x'", params: [], classification: { fingerprint: 'f' }, claimAttributes: { tenant: 'a', regions: ['eu', 'us'] } });
+    const show = await cli('approval', 'show', a.id);
+    expect(show.stdout).toContain('attributes from token claims (kept with the write; the identity record\'s values win at approval): regions=["eu","us"] tenant="a"\n');
+    expect(show.stdout).not.toContain('claimAttributes');
+    expect(JSON.parse((await cli('--json', 'approval', 'show', a.id)).stdout).claimAttributes).toEqual({ tenant: 'a', regions: ['eu', 'us'] });
+    const plain = await queue("UPDATE playlist SET name = 'y'");
+    expect((await cli('approval', 'show', plain.id)).stdout).not.toContain('token claims');
+  });
 });
