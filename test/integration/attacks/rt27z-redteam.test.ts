@@ -1,0 +1,285 @@
+/**
+ * Red team rt27z on row rules (issue 27): an identity restricted to its own rows trying to read
+ * another tenant's rows or write outside its scope, on real PostgreSQL (127.0.0.1:5432). Not
+ * repeated here: what rt27-row-rules, rt27-writes and rt27-redteam cover. Each block names a
+ * finding (severity, fixed or not) or a defence confirmed with exact outcomes.
+ *
+ * Fixture: test/helpers/row-rules.ts (employee 1 supports customers 6, 12, 18, 24, 36, 42, 48, 54
+ * of 60; tickets by region) and, for discovery, a source with a mapped document table.
+ */
+import { codeOf, REP1_CUSTOMERS, REP_ROLE, rowsOf, startRowFixture, type RowFixture } from '../../helpers/row-rules';
+import { startRowDiscoverySource, type RowDiscoverySource } from '../../helpers/discovery-rows';
+import type { SourceRole } from '../../../src/control/roles';
+import type { Policy } from '../../../src/control/policies';
+import type { RoleStatement } from '../../../generated/role-v1';
+import { AccessEvaluator } from '../../../src/governance/evaluator';
+import { discoverHandler } from '../../../src/tools/handlers/discover';
+import { documentsConnectorRequest } from '../../../src/tools/handlers/documents-request';
+import type { ToolOutcome } from '../../../src/tools/types';
+
+const A = { employee_id: 1, regions: ['us'] };
+const ids = (rows: Array<Record<string, unknown>>, col = 'customer_id') => rows.map((r) => Number(r[col])).sort((a, b) => a - b);
+
+/** Views over the ruled customer table that run SQL text (built-ins) or only harmless built-ins. */
+const VIEWS = `
+CREATE VIEW cust_xml AS SELECT query_to_xml('SELECT customer_id, credit FROM public.customer', true, false, '')::text AS x;
+CREATE VIEW cust_words AS SELECT count(*)::int AS n FROM ts_stat('SELECT to_tsvector(email) FROM public.customer');
+CREATE VIEW cust_table_xml AS SELECT table_to_xml('public.customer', true, false, '')::text AS x;
+CREATE VIEW cust_upper AS SELECT customer_id, upper(country) AS country FROM customer;
+`;
+const VIEW_ROLE: SourceRole = {
+  name: 'rep-views',
+  statements: [...REP_ROLE.statements, ...['cust_xml', 'cust_words', 'cust_table_xml', 'cust_upper'].map((v) => ({ effect: 'allow' as const, action: 'read' as const, resource: `public.${v}` }))],
+};
+const EMAIL: SourceRole = { name: 'email', statements: [{ effect: 'allow', action: 'read', resource: 'public.customer.email' }] };
+
+let fx: RowFixture;
+beforeAll(async () => {
+  fx = await startRowFixture(VIEWS);
+  fx.grant('rep', [VIEW_ROLE]);
+  fx.grant('mix', [REP_ROLE, EMAIL]);
+  fx.grant('plain', [{ name: 'plain', statements: [{ effect: 'allow', action: 'read', resource: 'public.*' }] }]);
+}, 60_000);
+afterAll(async () => fx?.close());
+afterEach(() => {
+  fx.store.policies = [];
+});
+
+describe('finding Z2 (medium, fixed): a view calling a built-in that runs SQL text read the ruled table unfiltered', () => {
+  // PostgreSQL records no dependency on a built-in (pg_catalog objects are pinned), and the text a
+  // query_to_xml / ts_stat / table_to_xml runs is a string: the view's lineage named no ruled
+  // relation, so the view was "read as is" and showed every customer (query_to_xml: all 60 rows;
+  // ts_stat over 60 emails). The agent may not call these functions itself (function_not_allowed);
+  // through a view granted by the operator it could. Fixed in src/sql/view-lineage.ts: such a call in
+  // a view's definition counts as user code, so a caller with row rules is refused.
+  it.each([
+    ['query_to_xml', 'SELECT length(x) AS n FROM cust_xml'],
+    ['ts_stat', 'SELECT n FROM cust_words'],
+    ['table_to_xml', 'SELECT length(x) AS n FROM cust_table_xml'],
+  ])('a view calling %s → row_rule_unenforceable for a ruled caller', async (fn, sql) => {
+    expect(codeOf(await fx.call('rep', A, sql))).toBe('row_rule_unenforceable');
+    expect(fx.lastAudit().row_rule_refusal).toBe(`view public.${sql.split(' FROM ')[1]} calls user-defined code (pg_catalog.${fn}) and the caller has row rules on the source`);
+  });
+  it('a caller without row rules still reads such a view (it is not refused as such)', async () => {
+    const o = await fx.call('plain', undefined, 'SELECT n FROM cust_words');
+    expect(codeOf(o)).toBe('ok');
+    expect(rowsOf(o)[0].n).toBeGreaterThan(8);
+  });
+  it('a view calling only harmless built-ins (upper) is still read through its copy: the permitted rows', async () => {
+    expect(ids(rowsOf(await fx.call('rep', A, 'SELECT customer_id, country FROM cust_upper')))).toEqual(REP1_CUSTOMERS);
+  });
+});
+
+describe('defence: the server evaluates no non-leakproof expression of the agent on a hidden row (EXPLAIN of the row view)', () => {
+  // The gateway's read creates the row view; the same view read by the superuser with employee 1's
+  // attribute shows where PostgreSQL puts each condition: a leakproof one (int4 =) may go below the
+  // barrier (into the scan of customer), a leaky one (division, LIKE, a cast, a join condition) stays
+  // above it (on the view's output). With 60 rows the planner scans the table rather than the index.
+  let view = '';
+  beforeAll(async () => {
+    expect(rowsOf(await fx.call('rep', A, 'SELECT count(*)::int AS n FROM customer'))).toEqual([{ n: 8 }]);
+    const names = await fx.admin<{ n: string }>("SELECT c.relname AS n FROM pg_class c JOIN pg_namespace s ON s.oid = c.relnamespace WHERE s.nspname = 'interlock_rows' AND c.relname LIKE 'customer\\_%'");
+    expect(names).toHaveLength(1);
+    view = `interlock_rows."${names[0].n}"`;
+  });
+  const plan = async (where: string, from = `${view} c`): Promise<string> => {
+    await fx.admin("SELECT set_config('interlock.attr.employee_id', '1', false)");
+    try {
+      return (await fx.admin<{ 'QUERY PLAN': string }>(`EXPLAIN (COSTS OFF, VERBOSE) SELECT c.customer_id FROM ${from} WHERE ${where}`)).map((r) => r['QUERY PLAN']).join('\n');
+    } finally {
+      await fx.admin("SELECT set_config('interlock.attr.employee_id', '', false)");
+    }
+  };
+  /** The text of the plan from the scan of the base table down (what runs on every row). */
+  const belowBarrier = (p: string) => p.slice(p.search(/Scan on public\.customer/));
+  it.each([
+    ['a division', '1 / (c.customer_id - 7) > 0', '(1 / (c.customer_id - 7))', 'customer_id - 7'],
+    ['LIKE (textlike is not leakproof)', "c.email LIKE 'c7@%'", "(c.email ~~ 'c7@%'::text)", '~~'],
+    ['a cast to integer', 'c.credit::text::int > 0', '((c.credit)::text)::integer', 'credit)::text'],
+    ['a CASE with a division', 'CASE WHEN c.customer_id > 0 THEN 1 / (c.customer_id - 7) ELSE 1 END = 1', '(1 / (c.customer_id - 7))', 'customer_id - 7'],
+  ])('%s stays above the barrier', async (_w, where, above, notBelow) => {
+    const p = await plan(where);
+    expect(p).toContain('Subquery Scan on c');
+    expect(p.slice(0, p.search(/Scan on public\.customer/))).toContain(above);
+    expect(belowBarrier(p)).not.toContain(notBelow);
+    // The rule itself is below: it is what the scan of customer filters on.
+    expect(belowBarrier(p)).toContain("current_setting('interlock.attr.employee_id'::text, true)");
+  });
+  it('a join condition with a division is evaluated on the view output only', async () => {
+    const p = await plan('true', `${view} c JOIN invoice i ON 1 / (c.customer_id - 7) = i.invoice_id`);
+    expect(belowBarrier(p)).not.toContain('(customer_id - 7)');
+    expect(p).toContain('(c.customer_id - 7)');
+  });
+  it('a leakproof equality may be pushed down (it cannot fail): it filters the scan of customer', async () => {
+    expect(belowBarrier(await plan('c.customer_id = 6'))).toContain('(customer.customer_id = 6)');
+  });
+  it('a division by a constant zero fails when the statement is planned, whatever the rows (no row is probed)', async () => {
+    await expect(plan('CASE WHEN c.customer_id = 7 THEN 1 / 0 ELSE 1 END = 1')).rejects.toThrow('division by zero');
+    expect(codeOf(await fx.call('rep', A, 'SELECT customer_id FROM customer WHERE CASE WHEN customer_id = 6 THEN 1 / 0 ELSE 1 END = 1'))).toBe('statement_failed');
+    expect(codeOf(await fx.call('rep', A, 'SELECT customer_id FROM customer WHERE CASE WHEN customer_id = 7 THEN 1 / 0 ELSE 1 END = 1'))).toBe('statement_failed');
+  });
+});
+
+describe('defence: a column allow without rows frees its own column only, however the ruled columns are reached', () => {
+  // Identity "mix": customers ruled by support rep (8 rows), plus public.customer.email on every row.
+  // Customer 7 is hidden: none of these may tell that c7@x.test belongs to customer 7 or show its other columns.
+  it.each([
+    'SELECT email FROM customer NATURAL JOIN (VALUES (7)) v(customer_id)',
+    'SELECT email FROM customer JOIN (VALUES (7)) v(customer_id) USING (customer_id)',
+    "SELECT row_to_json(c)::text AS j FROM customer c WHERE email = 'c7@x.test'",
+    "SELECT email FROM customer c WHERE c::text LIKE '(7,%'",
+    'SELECT email FROM (SELECT email, customer_id AS k FROM customer) x WHERE x.k = 7',
+    'SELECT email FROM customer WHERE EXISTS (SELECT 1 WHERE customer.customer_id = 7)',
+    'SELECT email FROM customer GROUP BY email, customer_id HAVING customer_id = 7',
+    "SELECT email FROM customer WHERE (customer_id, email) = (7, 'c7@x.test')",
+    'SELECT email FROM customer c WHERE (c).customer_id = 7',
+    "SELECT email FROM customer c WHERE to_jsonb(c)->>'customer_id' = '7'",
+    'WITH x AS (SELECT * FROM customer) SELECT email FROM x WHERE customer_id = 7',
+    'SELECT email FROM customer c, LATERAL (SELECT c.customer_id AS k) l WHERE l.k = 7',
+    'SELECT email FROM customer WHERE CASE WHEN customer_id = 7 THEN true END',
+    'SELECT email FROM customer c1 JOIN customer c2 USING (email) WHERE c2.customer_id = 7',
+    'SELECT email FROM customer INTERSECT SELECT email FROM customer WHERE customer_id = 7',
+  ])('%s → no row', async (sql) => {
+    expect(rowsOf(await fx.call('mix', A, sql))).toEqual([]);
+  });
+  it.each([
+    ['count(email) FILTER on a ruled column', 'SELECT count(email) FILTER (WHERE customer_id = 7)::int AS n FROM customer', [{ n: 0 }]],
+    ['a scalar sub-select on a ruled column', 'SELECT (SELECT email FROM customer WHERE customer_id = 7) AS n', [{ n: null }]],
+    ['a whole-row count', 'SELECT count(c)::int AS n FROM customer c', [{ n: 8 }]],
+    ['the free column alone', 'SELECT count(email)::int AS n FROM customer', [{ n: 60 }]],
+  ])('%s', async (_w, sql, rows) => {
+    expect(rowsOf(await fx.call('mix', A, sql))).toEqual(rows);
+  });
+});
+
+describe('defence: statistics, catalogue, session state and statement forms stay out of reach of a ruled caller', () => {
+  it.each([
+    ["SELECT reltuples::int AS n FROM pg_class WHERE relname = 'customer'", 'source_role_denied'],
+    ["SELECT histogram_bounds::text AS h FROM pg_stats WHERE tablename = 'customer'", 'source_role_denied'],
+    ['SELECT count(*) AS n FROM pg_stats_ext', 'source_role_denied'],
+    ["SELECT definition FROM pg_views WHERE schemaname = 'interlock_rows'", 'source_role_denied'],
+    ['SELECT query FROM pg_stat_activity', 'source_role_denied'],
+    ['SELECT tableoid::int AS t FROM customer', 'source_role_denied'],
+    ["SELECT count(*) AS n FROM ticket WHERE tableoid::regclass::text = 'ticket_eu'", 'function_not_allowed'],
+    ["SET interlock.attr.employee_id = '2'", 'statement_not_allowed'],
+    ["SET LOCAL interlock.attr.employee_id = '2'", 'statement_not_allowed'],
+    ['RESET ALL', 'statement_not_allowed'],
+    ['PREPARE p AS SELECT count(*) FROM customer', 'statement_not_allowed'],
+    ['DECLARE c CURSOR FOR SELECT * FROM customer', 'statement_not_allowed'],
+    ['SELECT * INTO leak_copy FROM customer', 'statement_not_allowed'],
+    ['SELECT 1; SELECT count(*) FROM customer', 'statement_not_allowed'],
+    ["SELECT * FROM json_populate_recordset(null::customer, '[{\"customer_id\": 7}]')", 'row_rule_unenforceable'],
+  ])('%s → %s', async (sql, code) => {
+    expect(codeOf(await fx.call('rep', A, sql))).toBe(code);
+  });
+  it.each([
+    ['VALUES with a sub-select', 'VALUES ((SELECT count(*)::int FROM customer))', [{ column1: 8 }]],
+    ['an array constructor', 'SELECT ARRAY(SELECT customer_id FROM customer ORDER BY 1) AS a', [{ a: REP1_CUSTOMERS }]],
+    ['GROUPING SETS', 'SELECT count(*)::int AS n FROM customer GROUP BY GROUPING SETS ((), (support_rep_id)) ORDER BY 1', [{ n: 8 }, { n: 8 }]],
+    ['a window frame over every row', 'SELECT count(*) OVER (ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)::int AS n FROM customer LIMIT 1', [{ n: 8 }]],
+    ['OFFSET past the permitted rows', 'SELECT customer_id FROM customer ORDER BY customer_id OFFSET 8', []],
+    ['a row comparison', 'SELECT count(*)::int AS n FROM customer WHERE (customer_id, support_rep_id) > (0, 0)', [{ n: 8 }]],
+    ['ROWS FROM beside the table', 'SELECT count(*)::int AS n FROM ROWS FROM (generate_series(1, 2)) g, customer', [{ n: 16 }]],
+    ['a partition read directly (region us permitted)', 'SELECT count(*)::int AS n FROM ticket_us', [{ n: 10 }]],
+    ['a partition read directly (region eu hidden)', 'SELECT count(*)::int AS n FROM public.ticket_eu', [{ n: 0 }]],
+    ['json_agg of whole rows', 'SELECT json_array_length(json_agg(c)) AS n FROM customer c', [{ n: 8 }]],
+  ])('%s: permitted rows only', async (_w, sql, rows) => {
+    expect(rowsOf(await fx.call('rep', A, sql))).toEqual(rows);
+  });
+});
+
+describe('defence: the result cache follows attribute and policy changes at once', () => {
+  const cachedOf = (o: ToolOutcome) => (o.kind === 'result' ? (o.structuredContent as { cached: boolean }).cached : null);
+  const sql = 'SELECT customer_id FROM customer ORDER BY 1';
+  it("one identity's attribute changed between two identical reads: the second read shows the new attribute's rows", async () => {
+    fx.grant('cache', [REP_ROLE]);
+    expect(ids(rowsOf(await fx.call('cache', { employee_id: 1 }, sql)))).toEqual(REP1_CUSTOMERS);
+    const two = await fx.call('cache', { employee_id: 2 }, sql);
+    expect(ids(rowsOf(two))).toEqual([1, 7, 13, 19, 25, 31, 37, 43, 49, 55]);
+    expect(cachedOf(two)).toBe(false);
+    expect(cachedOf(await fx.call('cache', { employee_id: 1 }, sql))).toBe(true);
+  });
+  it('a restrict_rows policy enabled after a cached read narrows the next read; disabled, the cached wider answer returns', async () => {
+    fx.grant('cache2', [REP_ROLE]);
+    expect(ids(rowsOf(await fx.call('cache2', A, sql)))).toEqual(REP1_CUSTOMERS);
+    const de: Policy = { name: 'de-only', applies_to: { roles: ['rep'] }, rule: { type: 'restrict_rows', relations: ['public.customer'], rows: "country = 'DE'" } } as unknown as Policy;
+    fx.store.policies = [de];
+    expect(ids(rowsOf(await fx.call('cache2', A, sql)))).toEqual([12, 24, 36, 48]);
+    fx.store.policies = [{ ...de, enabled: false } as Policy];
+    expect(ids(rowsOf(await fx.call('cache2', A, sql)))).toEqual(REP1_CUSTOMERS);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// Discovery over a mapped table whose id is not unique (finding Z1).
+
+describe('finding Z1 (high, fixed): discovery showed a hidden row\'s document to a caller permitted another row with the same asset id', () => {
+  // The indexer makes one document per asset id (`<source>:<relation>/<id text, trimmed>`) and keeps
+  // the first row it meets for an id it sees twice ("duplicate id: the first row was kept"). The row
+  // filter then let a caller see the document of any asset id among its permitted rows' ids: with
+  // `memo` mapped on a non-unique id (or ids equal once trimmed: 'm2' and 'm2 '), tenant a's row
+  // unlocked tenant b's document (title and body) in interlock_discover and get_document. An agent
+  // able to insert one row of its own (an approved write) with the id `'<victim id> '` could unlock
+  // any hidden document whose id it knows. Fixed in src/tools/handlers/discover.ts (ambiguousIds):
+  // ids that more than one row of the relation may share are shown to no ruled caller.
+  let src: RowDiscoverySource;
+  beforeAll(async () => {
+    src = await startRowDiscoverySource(
+      'rt27z_disc',
+      `CREATE TABLE memo (id text NOT NULL, tenant text NOT NULL, title text, body text);
+      INSERT INTO memo VALUES ('m1', 'b', 'b1 title', 'zebra secret one of b'), ('m1', 'a', 'a1 title', 'zebra note one of a');
+      INSERT INTO memo VALUES ('m2', 'b', 'b2 title', 'zebra secret two of b'), ('m2 ', 'a', 'a2 title', 'zebra note two of a');
+      INSERT INTO memo VALUES ('m3', 'a', 'a3 title', 'zebra note three of a'), ('m4', 'b', 'b4 title', 'zebra secret four of b');`,
+      ['memo'],
+    );
+    // The indexer kept b's rows for m1 and m2 (they sort first), and reported the duplicates.
+    expect(src.indexed.problems.map((p) => p.item).sort()).toEqual(['hr:public.memo/m1', 'hr:public.memo/m2']);
+  }, 60_000);
+  afterAll(async () => src?.close());
+
+  const RULED: RoleStatement[] = [
+    { effect: 'allow', action: 'discover', resource: '*' },
+    { effect: 'allow', action: 'request', resource: '*' },
+    { effect: 'allow', action: 'read', resource: 'public.memo', rows: 'tenant = identity.tenant' },
+  ];
+  /** interlock_discover's hits (asset id → title) and get_document's outcome (the title or the code) for one identity. */
+  async function caller(tenant: string | undefined, statements: RoleStatement[] = RULED) {
+    const { record, role, deps, ctx } = await src.caller(tenant ? { tenant } : undefined, statements);
+    return {
+      discover: async () => {
+        const o: ToolOutcome = await discoverHandler(deps)({ source_id: 'hr', query: 'zebra', limit: 50 }, ctx());
+        if (o.kind !== 'result') throw new Error(JSON.stringify(o));
+        return Object.fromEntries((o.structuredContent!.hits as Array<{ asset_id: string; title: string }>).map((h) => [h.asset_id, h.title]));
+      },
+      get: async (assetId: string) => {
+        const o = await documentsConnectorRequest(deps)(record, { operation: 'get_document', asset_id: assetId }, ctx(), new AccessEvaluator([{ sourceId: 'hr', role }]));
+        return o.kind === 'result' ? (o.structuredContent as { title: string }).title : (o as { code: string }).code;
+      },
+    };
+  }
+
+  it("tenant a sees only its unambiguous document; neither b's m1 (same id) nor b's m2 (same id once trimmed)", async () => {
+    const a = await caller('a');
+    expect(await a.discover()).toEqual({ 'hr:public.memo/m3': 'a3 title' });
+    expect(await a.get('hr:public.memo/m1')).toBe('unknown_asset');
+    expect(await a.get('hr:public.memo/m2')).toBe('unknown_asset');
+    expect(await a.get('hr:public.memo/m3')).toBe('a3 title');
+  });
+  it('tenant b, whose rows the ambiguous documents hold, is not shown them either (which row a document holds is not known): only m4', async () => {
+    expect(await (await caller('b')).discover()).toEqual({ 'hr:public.memo/m4': 'b4 title' });
+  });
+  it("a row added after indexing whose trimmed id equals a hidden document's id does not unlock it (the source decides now)", async () => {
+    await src.su.query("INSERT INTO memo VALUES ('m4 ', 'a', 'a4 title', 'zebra planted by a')");
+    try {
+      const a = await caller('a');
+      expect(await a.discover()).toEqual({ 'hr:public.memo/m3': 'a3 title' });
+      expect(await a.get('hr:public.memo/m4')).toBe('unknown_asset');
+    } finally {
+      await src.su.query("DELETE FROM memo WHERE id = 'm4 '");
+    }
+  });
+  it('a caller without row rules on memo is not affected (it sees every indexed document)', async () => {
+    const plain = RULED.map((s) => (s.action === 'read' ? { effect: 'allow' as const, action: 'read' as const, resource: 'public.memo' } : s));
+    expect(Object.keys(await (await caller(undefined, plain)).discover()).sort()).toEqual(['hr:public.memo/m1', 'hr:public.memo/m2', 'hr:public.memo/m3', 'hr:public.memo/m4']);
+  });
+});
