@@ -15,7 +15,7 @@
  * or whose lineage is not recorded, a write through a view over a ruled relation, a write whose foreign keys'
  * referential actions write a ruled relation or that runs user triggers or rules (rt27w finding B), a user-defined function, EXPLAIN, MERGE into a ruled relation, a name that is both a
  * CTE and a ruled relation, a relation whose descendants carry a different rule, a rule the table
- * cannot evaluate. Writes are rewritten too (planRowRules): their target to a check-option view. A caller without an attribute a rule needs
+ * cannot evaluate, a write through a view over a relation ruled for reads or writes (rt27z Z3). Writes are rewritten too (planRowRules): their target to a check-option view. A caller without an attribute a rule needs
  * cannot read the table (`row_rule_attribute_missing`).
  */
 import { createHash } from 'node:crypto';
@@ -256,6 +256,17 @@ export function shapeRowRules(input: Omit<RowRuleInput, 'attributes'>): RowRuleS
       [r, ...hierarchy.descendants(r.schema, r.name)].some((x) => readRule(x.schema, x.name, allOf(x.schema, x.name)) !== null || readRule(x.schema, x.name, []) !== null || ruleOf(x.schema, x.name, 'write') !== null);
     const hit = reach.reached.find(ruledAnyhow);
     if (hit) return unenforceable(`this write reaches rows of ${hit.schema}.${hit.name}, which is row-ruled for the caller, through a foreign key's ${hit.action} action on ${hit.from.schema}.${hit.from.name}; PostgreSQL runs it without the caller's row rules`);
+    // A write through a view reaches its base relations' rows with no check-option view in between:
+    // refused when a base relation (or a descendant) has a read OR a write rule for the caller. The
+    // view loop below knows read rules only, so a base ruled for writes alone (a write allow's `rows`,
+    // a write `restrict_rows` policy) let `UPDATE v` reach every row (red team rt27z finding Z3).
+    for (const w of analysis.writes) {
+      const kind = cat.relations.get(relKey(w.schema, w.table))?.kind;
+      if (kind !== 'view' && kind !== 'materialized_view') continue;
+      const lin = viewLineage(input.catalog, w.schema, w.table);
+      if (lin.unknown.length) return unenforceable(`the lineage of view ${w.schema}.${w.table} is not recorded in the catalogue (${lin.unknown[0]}): rescan the source`);
+      if (lin.bases.some(ruledAnyhow)) return unenforceable(`a write through view ${w.schema}.${w.table}, whose lineage reaches a row-ruled relation`);
+    }
   }
   // Views (item 1): classified by their lineage as the server records it (src/sql/view-lineage.ts).
   const viewStates = new Map<string, 'clean' | 'ruled' | RowRuleRefusal>();

@@ -26,7 +26,12 @@ CREATE VIEW cust_xml AS SELECT query_to_xml('SELECT customer_id, credit FROM pub
 CREATE VIEW cust_words AS SELECT count(*)::int AS n FROM ts_stat('SELECT to_tsvector(email) FROM public.customer');
 CREATE VIEW cust_table_xml AS SELECT table_to_xml('public.customer', true, false, '')::text AS x;
 CREATE VIEW cust_upper AS SELECT customer_id, upper(country) AS country FROM customer;
+CREATE TABLE note (note_id int PRIMARY KEY, owner_id int NOT NULL, tenant text NOT NULL, body text);
+CREATE VIEW note_v AS SELECT * FROM note;
+CREATE VIEW note_bv WITH (security_barrier) AS SELECT note_id, owner_id, body FROM note WHERE note_id > 0;
 `;
+/** 40 notes, employee 1 owns 10 (owner_id = 1 + note_id % 4). */
+const NOTES_RESET = `TRUNCATE note; INSERT INTO note SELECT g, 1 + g % 4, (ARRAY['a','b'])[1 + g % 2], 'n' || g FROM generate_series(1, 40) g;`;
 const VIEW_ROLE: SourceRole = {
   name: 'rep-views',
   statements: [...REP_ROLE.statements, ...['cust_xml', 'cust_words', 'cust_table_xml', 'cust_upper'].map((v) => ({ effect: 'allow' as const, action: 'read' as const, resource: `public.${v}` }))],
@@ -67,6 +72,70 @@ describe('finding Z2 (medium, fixed): a view calling a built-in that runs SQL te
   });
   it('a view calling only harmless built-ins (upper) is still read through its copy: the permitted rows', async () => {
     expect(ids(rowsOf(await fx.call('rep', A, 'SELECT customer_id, country FROM cust_upper')))).toEqual(REP1_CUSTOMERS);
+  });
+});
+
+describe('finding Z3 (high, fixed): a write through a view reached every row of a base table ruled for writes only', () => {
+  // The write-through-view refusal looked at the base relations' READ rules. A caller whose rows
+  // are limited for writes only — a write allow with `rows` (its read allow has none), or a
+  // `restrict_rows` policy for `write` — wrote through an auto-updatable view over the table with no
+  // check-option view in between: before the fix `UPDATE note_v SET body = 'x'` changed 40 notes
+  // instead of the 10 `UPDATE note` changes, `DELETE FROM note_v WHERE note_id > 30` deleted other
+  // owners' notes, and `INSERT INTO note_v` inserted an owner-2 note. Fixed in
+  // src/pipeline/row-rules.ts: such a write is refused (row_rule_unenforceable) before it is
+  // queued and when it is approved.
+  const WRITE_ROWS: SourceRole = {
+    name: 'write-rows',
+    statements: [
+      { effect: 'allow', action: 'read', resource: 'public.note' },
+      { effect: 'allow', action: 'write', resource: 'public.note', rows: 'owner_id = identity.employee_id' },
+      { effect: 'allow', action: '*', resource: 'public.note_v' },
+      { effect: 'allow', action: '*', resource: 'public.note_bv' },
+      { effect: 'allow', action: 'read', resource: 'public.ticket' },
+      { effect: 'allow', action: 'write', resource: 'public.ticket', rows: 'region = ANY(identity.regions)' },
+    ],
+  };
+  const ALL: SourceRole = { name: 'all', statements: [{ effect: 'allow', action: '*', resource: 'public.*' }] };
+  const OWN_WRITES: Policy = { name: 'own-writes', applies_to: { roles: ['all'] }, rule: { type: 'restrict_rows', relations: ['public.note'], actions: ['write'], rows: 'owner_id = identity.employee_id' } } as unknown as Policy;
+  const ME = { employee_id: 1, regions: ['eu'] };
+  beforeAll(() => {
+    fx.grant('wrows', [WRITE_ROWS]);
+    fx.grant('wall', [ALL]);
+    fx.grant('boss', [ALL]);
+  });
+  beforeEach(async () => {
+    await fx.admin(NOTES_RESET);
+  });
+  const untouched = async () => expect(await fx.admin(`SELECT count(*)::int AS n FROM note WHERE body <> 'n' || note_id OR owner_id <> 1 + note_id % 4 OR note_id > 40`)).toEqual([{ n: 0 }]);
+  it.each([
+    ['a write allow with rows', 'wrows'],
+    ['a restrict_rows policy for write', 'wall'],
+  ])('%s: the table itself reaches 10 rows', async (_w, who) => {
+    if (who === 'wall') fx.store.policies = [OWN_WRITES];
+    expect(await fx.write(who, ME, "UPDATE note SET body = 'x'")).toEqual({ rowCount: 10 });
+  });
+  it.each([
+    ['wrows', "UPDATE note_v SET body = 'x'"],
+    ['wrows', 'DELETE FROM note_v WHERE note_id > 30'],
+    ['wrows', "INSERT INTO note_v VALUES (300, 2, 'a', 'x')"],
+    ['wrows', "UPDATE note_bv SET body = 'x'"],
+    ['wrows', "WITH d AS (DELETE FROM note_v RETURNING note_id) SELECT count(*) FROM d"],
+    ['wall', "UPDATE note_v SET body = 'x'"],
+    ['wall', 'DELETE FROM note_v WHERE note_id > 30'],
+    ['wall', "INSERT INTO note_v VALUES (300, 2, 'a', 'x')"],
+  ])('%s: %s → row_rule_unenforceable, nothing changed', async (who, sql) => {
+    if (who === 'wall') fx.store.policies = [OWN_WRITES];
+    expect(await fx.write(who, ME, sql)).toEqual({ code: 'row_rule_unenforceable' });
+    expect(fx.lastAudit().row_rule_refusal).toMatch(/^a write through view public\.note_b?v, whose lineage reaches a row-ruled relation$/);
+    await untouched();
+  });
+  it('a caller without row rules still writes through the view (every row)', async () => {
+    expect(await fx.write('boss', undefined, "UPDATE note_v SET body = body || ''")).toEqual({ rowCount: 40 });
+  });
+  it('a partition written directly carries its parent\'s write rule (regions eu: ticket_us reaches none, ticket 10)', async () => {
+    expect(await fx.write('wrows', ME, 'UPDATE ticket_us SET body = body')).toEqual({ rowCount: 0 });
+    expect(await fx.write('wrows', ME, 'UPDATE ticket SET body = body')).toEqual({ rowCount: 10 });
+    expect(await fx.write('wrows', ME, "INSERT INTO ticket_ap VALUES (900, 'ap', 'x')")).toEqual({ code: 'row_rule_violation' });
   });
 });
 
