@@ -238,6 +238,13 @@ describe('defence: statistics, catalogue, session state and statement forms stay
     ['SELECT * INTO leak_copy FROM customer', 'statement_not_allowed'],
     ['SELECT 1; SELECT count(*) FROM customer', 'statement_not_allowed'],
     ["SELECT * FROM json_populate_recordset(null::customer, '[{\"customer_id\": 7}]')", 'row_rule_unenforceable'],
+    // EXPLAIN (row estimates) of anything reaching a ruled relation: through a view's copy, a sub-select, a partition, LATERAL.
+    ['EXPLAIN SELECT * FROM cust_upper', 'row_rule_unenforceable'],
+    ['EXPLAIN SELECT * FROM invoice WHERE customer_id IN (SELECT customer_id FROM customer)', 'row_rule_unenforceable'],
+    ['EXPLAIN SELECT * FROM ticket_eu', 'row_rule_unenforceable'],
+    ['EXPLAIN (FORMAT JSON) SELECT * FROM customer', 'row_rule_unenforceable'],
+    ['EXPLAIN SELECT * FROM employee e JOIN LATERAL (SELECT count(*) FROM customer c WHERE c.support_rep_id = e.employee_id) x ON true', 'row_rule_unenforceable'],
+    ['EXPLAIN (ANALYZE) SELECT * FROM invoice', 'statement_not_allowed'],
   ])('%s → %s', async (sql, code) => {
     expect(codeOf(await fx.call('rep', A, sql))).toBe(code);
   });
