@@ -232,14 +232,20 @@ export function shapeRowRules(input: Omit<RowRuleInput, 'attributes'>): RowRuleS
   if (touched.some((r) => r.schema === ROW_VIEW_SCHEMA)) return unenforceable('the statement names the row-view schema');
   // A read of a parent returns its descendants' rows (a write to it reaches them): they must carry the same rule.
   const checks: Array<[{ schema: string; table: string }, 'read' | 'write']> = [...touched.map((r) => [r, 'read'] as [typeof r, 'read']), ...analysis.writes.map((w) => [w, 'write'] as [typeof w, 'write'])];
+  // A write's target is written, inserted or deleted as a whole row: its read and write rules are
+  // those of every column of it, so a column allow without `rows` (its own column on every row) does
+  // not lift the rule of the row it belongs to (red team rt27z finding Z4: `allow write
+  // public.note.body` let `UPDATE note SET owner_id = 9`, `DELETE` and `INSERT` reach every row).
   for (const [r, action] of checks) {
-    const cols = action === 'read' ? usedOf(r.schema, r.table) : undefined;
-    const own = ruleOf(r.schema, r.table, action, cols);
-    for (const d of hierarchy.descendants(r.schema, r.table)) {
-      if (!sameRowRule(own, ruleOf(d.schema, d.name, action, cols))) return unenforceable(`${r.schema}.${r.table} has a descendant with another row rule`);
+    const cols = action === 'read' ? usedOf(r.schema, r.table) : allOf(r.schema, r.table);
+    for (const act of action === 'read' ? (['read'] as const) : (['read', 'write'] as const)) {
+      const own = ruleOf(r.schema, r.table, act, cols);
+      for (const d of hierarchy.descendants(r.schema, r.table)) {
+        if (!sameRowRule(own, ruleOf(d.schema, d.name, act, cols))) return unenforceable(`${r.schema}.${r.table} has a descendant with another row rule`);
+      }
     }
   }
-  const targetRuled = (w: { schema: string; table: string }) => readRule(w.schema, w.table) !== null || ruleOf(w.schema, w.table, 'write') !== null;
+  const targetRuled = (w: { schema: string; table: string }) => readRule(w.schema, w.table, allOf(w.schema, w.table)) !== null || ruleOf(w.schema, w.table, 'write', allOf(w.schema, w.table)) !== null;
   const ruledTouched = [...analysis.reads.filter((r) => readRule(r.schema, r.table) !== null), ...analysis.writes.filter(targetRuled)];
   if (analysis.kind === 'write' && analysis.statement === 'MergeStmt' && analysis.writes.some(targetRuled)) {
     return unenforceable('MERGE into a row-ruled table: PostgreSQL 15 cannot run MERGE on the check-option view that restricts it (use INSERT, UPDATE or DELETE)');
@@ -384,8 +390,9 @@ export function shapeRowRules(input: Omit<RowRuleInput, 'attributes'>): RowRuleS
       if (st !== 'ruled') return refuse(st);
       return target ? refuse(unenforceable(`a write through view ${rel.schema}.${rel.name}, whose lineage reaches a row-ruled relation`)) : viewCopy(rel);
     }
-    const read = readRule(rel.schema, rel.name, inView ? allOf(rel.schema, rel.name) : usedOf(rel.schema, rel.name));
-    const write = target ? ruleOf(rel.schema, rel.name, 'write') : null;
+    // A view's relations are read whole; a write's target is a whole row (see the checks above).
+    const read = readRule(rel.schema, rel.name, inView || target ? allOf(rel.schema, rel.name) : usedOf(rel.schema, rel.name));
+    const write = target ? ruleOf(rel.schema, rel.name, 'write', allOf(rel.schema, rel.name)) : null;
     if (read === null && write === null) return null;
     const parts: string[] = [];
     for (const [rule, action] of [[read, 'read'], [write, 'write']] as const) {

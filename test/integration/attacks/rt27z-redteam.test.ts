@@ -139,6 +139,55 @@ describe('finding Z3 (high, fixed): a write through a view reached every row of 
   });
 });
 
+describe('finding Z4 (high, fixed): a column allow without rows lifted the row rule of a write target for every column and whole-row writes', () => {
+  // rt27 finding 3 made a column allow without `rows` free its own column only, for reads. A write
+  // target's rules were still decided over no column (every covering allow counts), so a column
+  // allow lifted the whole rule. Before the fix, as "colw" (write rows = own notes, plus
+  // `allow write public.note.body` on every row): `UPDATE note SET owner_id = 9` changed all 40
+  // notes, `DELETE FROM note WHERE note_id = 1` deleted owner 2's note, an INSERT of an owner-3 note
+  // was written; as "colr" (read rows = own notes, plus `allow read public.note.body` on every row,
+  // an unruled write allow): an INSERT of an owner-3 note was written and `UPDATE note SET body`
+  // changed 40 notes. Fixed in src/pipeline/row-rules.ts: a target's read and write rules are those
+  // of every column of the table (a written, inserted or deleted row is a whole row).
+  const ME = { employee_id: 1 };
+  beforeAll(() => {
+    fx.grant('colw', [{ name: 'colw', statements: [
+      { effect: 'allow', action: 'read', resource: 'public.note' },
+      { effect: 'allow', action: 'write', resource: 'public.note', rows: 'owner_id = identity.employee_id' },
+      { effect: 'allow', action: 'write', resource: 'public.note.body' },
+    ] }]);
+    fx.grant('colr', [{ name: 'colr', statements: [
+      { effect: 'allow', action: 'read', resource: 'public.note', rows: 'owner_id = identity.employee_id' },
+      { effect: 'allow', action: 'read', resource: 'public.note.body' },
+      { effect: 'allow', action: 'write', resource: 'public.note' },
+    ] }]);
+  });
+  beforeEach(async () => {
+    await fx.admin(NOTES_RESET);
+  });
+  /** How many notes differ from the reset state (changed, added), and how many there are. */
+  const state = async () => (await fx.admin<{ changed: number; n: number }>(`SELECT count(*) FILTER (WHERE body <> 'n' || note_id OR owner_id <> 1 + note_id % 4 OR note_id > 40)::int AS changed, count(*)::int AS n FROM note`))[0];
+  it.each([
+    ['colw', "UPDATE note SET body = 'x'", { rowCount: 10 }, { changed: 10, n: 40 }],
+    ['colw', 'UPDATE note SET owner_id = 9 WHERE note_id = 1', { rowCount: 0 }, { changed: 0, n: 40 }],
+    ['colw', 'UPDATE note SET owner_id = 9', { code: 'row_rule_violation' }, { changed: 0, n: 40 }],
+    ['colw', 'DELETE FROM note WHERE note_id = 1', { rowCount: 0 }, { changed: 0, n: 40 }],
+    ['colw', "INSERT INTO note VALUES (100, 3, 'a', 'x')", { code: 'row_rule_violation' }, { changed: 0, n: 40 }],
+    ['colr', "UPDATE note SET body = 'x'", { rowCount: 10 }, { changed: 10, n: 40 }],
+    ['colr', "UPDATE note SET body = 'x' WHERE note_id = 1", { rowCount: 0 }, { changed: 0, n: 40 }],
+    ['colr', 'DELETE FROM note WHERE note_id = 1', { rowCount: 0 }, { changed: 0, n: 40 }],
+    ['colr', "INSERT INTO note VALUES (100, 3, 'a', 'x')", { code: 'row_rule_violation' }, { changed: 0, n: 40 }],
+    ['colr', 'INSERT INTO note SELECT note_id + 100, owner_id, tenant, body FROM note', { rowCount: 10 }, { changed: 10, n: 50 }],
+  ])('%s: %s', async (who, sql, outcome, after) => {
+    expect(await fx.write(who, ME, sql)).toEqual(outcome);
+    expect(await state()).toEqual(after);
+  });
+  it('reads keep the column semantics: colr reads body on every row, the other columns on its own rows', async () => {
+    expect(rowsOf(await fx.call('colr', ME, 'SELECT count(body)::int AS n FROM note'))).toEqual([{ n: 40 }]);
+    expect(rowsOf(await fx.call('colr', ME, 'SELECT count(owner_id)::int AS n FROM note'))).toEqual([{ n: 10 }]);
+  });
+});
+
 describe('defence: the server evaluates no non-leakproof expression of the agent on a hidden row (EXPLAIN of the row view)', () => {
   // The gateway's read creates the row view; the same view read by the superuser with employee 1's
   // attribute shows where PostgreSQL puts each condition: a leakproof one (int4 =) may go below the
