@@ -257,9 +257,15 @@ export function shapeRowRules(input: Omit<RowRuleInput, 'attributes'>): RowRuleS
     const reach = referentialReach(input.catalog, hierarchy, analysis.writes);
     if (reach.unknown) return unenforceable(`the catalogue does not record the foreign keys and triggers of ${reach.unknown}, so what this write reaches beyond its target is unknown: rescan the source`);
     if (reach.hooks) return unenforceable(`this write runs the user ${reach.hooks.kind} of ${reach.hooks.relation}, which PostgreSQL runs without the caller's row rules`);
-    /** A relation (or a descendant) with a read or write rule for the caller, over any of its columns. */
+    /**
+     * A relation (or a descendant) with a read or write rule for the caller, over any of its columns
+     * (over every column too: a write allow without `rows` on one column must not hide the rule of the
+     * rows an action writes whole, rt27z finding Z4).
+     */
     const ruledAnyhow = (r: { schema: string; name: string }) =>
-      [r, ...hierarchy.descendants(r.schema, r.name)].some((x) => readRule(x.schema, x.name, allOf(x.schema, x.name)) !== null || readRule(x.schema, x.name, []) !== null || ruleOf(x.schema, x.name, 'write') !== null);
+      [r, ...hierarchy.descendants(r.schema, r.name)].some(
+        (x) => readRule(x.schema, x.name, allOf(x.schema, x.name)) !== null || readRule(x.schema, x.name, []) !== null || ruleOf(x.schema, x.name, 'write', allOf(x.schema, x.name)) !== null || ruleOf(x.schema, x.name, 'write') !== null,
+      );
     const hit = reach.reached.find(ruledAnyhow);
     if (hit) return unenforceable(`this write reaches rows of ${hit.schema}.${hit.name}, which is row-ruled for the caller, through a foreign key's ${hit.action} action on ${hit.from.schema}.${hit.from.name}; PostgreSQL runs it without the caller's row rules`);
     // A write through a view reaches its base relations' rows with no check-option view in between:

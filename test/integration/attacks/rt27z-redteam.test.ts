@@ -29,6 +29,8 @@ CREATE VIEW cust_upper AS SELECT customer_id, upper(country) AS country FROM cus
 CREATE TABLE note (note_id int PRIMARY KEY, owner_id int NOT NULL, tenant text NOT NULL, body text);
 CREATE VIEW note_v AS SELECT * FROM note;
 CREATE VIEW note_bv WITH (security_barrier) AS SELECT note_id, owner_id, body FROM note WHERE note_id > 0;
+CREATE TABLE proj (id int PRIMARY KEY);
+CREATE TABLE task2 (id int PRIMARY KEY, proj_id int NOT NULL REFERENCES proj ON DELETE CASCADE, owner_id int NOT NULL, note text);
 `;
 /** 40 notes, employee 1 owns 10 (owner_id = 1 + note_id % 4). */
 const NOTES_RESET = `TRUNCATE note; INSERT INTO note SELECT g, 1 + g % 4, (ARRAY['a','b'])[1 + g % 2], 'n' || g FROM generate_series(1, 40) g;`;
@@ -181,6 +183,18 @@ describe('finding Z4 (high, fixed): a column allow without rows lifted the row r
   ])('%s: %s', async (who, sql, outcome, after) => {
     expect(await fx.write(who, ME, sql)).toEqual(outcome);
     expect(await state()).toEqual(after);
+  });
+  it("a foreign key's cascade into a table ruled for writes (with a free column allow) is refused, nothing deleted", async () => {
+    fx.grant('colfk', [{ name: 'colfk', statements: [
+      { effect: 'allow', action: '*', resource: 'public.proj' },
+      { effect: 'allow', action: 'read', resource: 'public.task2' },
+      { effect: 'allow', action: 'write', resource: 'public.task2', rows: 'owner_id = identity.employee_id' },
+      { effect: 'allow', action: 'write', resource: 'public.task2.note' },
+    ] }]);
+    await fx.admin('TRUNCATE proj, task2; INSERT INTO proj VALUES (1), (2); INSERT INTO task2 SELECT g, 1 + g % 2, 1 + g % 4, NULL FROM generate_series(1, 20) g');
+    expect(await fx.write('colfk', ME, 'DELETE FROM proj WHERE id = 1')).toEqual({ code: 'row_rule_unenforceable' });
+    expect(fx.lastAudit().row_rule_refusal).toMatch(/^this write reaches rows of public\.task2, which is row-ruled for the caller, through a foreign key's/);
+    expect(await fx.admin('SELECT (SELECT count(*) FROM proj)::int AS p, (SELECT count(*) FROM task2)::int AS t')).toEqual([{ p: 2, t: 20 }]);
   });
   it('reads keep the column semantics: colr reads body on every row, the other columns on its own rows', async () => {
     expect(rowsOf(await fx.call('colr', ME, 'SELECT count(body)::int AS n FROM note'))).toEqual([{ n: 40 }]);
