@@ -151,6 +151,24 @@ function viewName(rel: PreparedRelation, only: boolean, predicateSql: string, ch
   return `${cutToBytes(rel.name, VIEW_PREFIX_BYTES)}_${sha(JSON.stringify([rel.schema, rel.name, only, rel.columnNames, predicateSql, ...(check ? ['check'] : [])])).slice(0, 16)}`;
 }
 
+/**
+ * The part of `rule` (a view's own rule, rt27z finding Z5) written for its relation by name: role
+ * allows whose resource is `schema.name` (or one of its columns) and policies whose `relations` list
+ * `schema.name`; terms from wildcards are left out (dropping an ORed term only narrows). Null when
+ * nothing is left.
+ */
+function namedFor(rule: RelationRowRule, policyRows: PolicyRowRestrictions): RelationRowRule | null {
+  const exact = `${rule.schema}.${rule.table}`;
+  const named = (t: { resource: string }) => t.resource === exact || t.resource.startsWith(`${exact}.`);
+  const groups = ruleGroups(rule).map((g) => g.filter(named)).filter((g) => g.length > 0);
+  const policies = policyRows.key ? (JSON.parse(policyRows.key) as Array<{ name: string; rule: { relations: string[] } }>) : [];
+  const byName = new Set(policies.filter((p) => p.rule.relations.includes(exact)).map((p) => p.name));
+  const restrictions = rule.restrictions.filter((r) => byName.has(r.policy));
+  if (groups.length === 0 && restrictions.length === 0) return null;
+  const terms = [...new Map(groups.flat().map((t) => [t.rows, t])).values()].sort((a, b) => (a.rows < b.rows ? -1 : a.rows > b.rows ? 1 : 0));
+  return { schema: rule.schema, table: rule.table, terms, restrictions, ...(groups.length > 1 ? { groups } : {}) };
+}
+
 /** Whether any row rule (a role allow's `rows` or a policy's `restrict_rows`) may apply to the caller on the source. */
 export function hasAnyRowRules(evaluator: AccessEvaluator, sourceId: string, policyRows: PolicyRowRestrictions | undefined): boolean {
   return evaluator.hasRowRules(sourceId) || (policyRows?.any ?? false);
@@ -278,6 +296,8 @@ export function shapeRowRules(input: Omit<RowRuleInput, 'attributes'>): RowRuleS
       const lin = viewLineage(input.catalog, w.schema, w.table);
       if (lin.unknown.length) return unenforceable(`the lineage of view ${w.schema}.${w.table} is not recorded in the catalogue (${lin.unknown[0]}): rescan the source`);
       if (lin.bases.some(ruledAnyhow)) return unenforceable(`a write through view ${w.schema}.${w.table}, whose lineage reaches a row-ruled relation`);
+      // A rule written on the view itself has no check-option view either (rt27z finding Z5).
+      if (ruledAnyhow({ schema: w.schema, name: w.table })) return unenforceable(`a write through view ${w.schema}.${w.table}, which is row-ruled for the caller`);
     }
   }
   // Views (item 1): classified by their lineage as the server records it (src/sql/view-lineage.ts).
@@ -392,9 +412,25 @@ export function shapeRowRules(input: Omit<RowRuleInput, 'attributes'>): RowRuleS
     if (!rel) return null;
     if (rel.kind === 'view' || rel.kind === 'materialized_view') {
       const st = classify(rel.schema, rel.name);
-      if (st === 'clean') return null;
-      if (st !== 'ruled') return refuse(st);
-      return target ? refuse(unenforceable(`a write through view ${rel.schema}.${rel.name}, whose lineage reaches a row-ruled relation`)) : viewCopy(rel);
+      if (st !== 'clean' && st !== 'ruled') return refuse(st);
+      if (target) return st === 'clean' ? null : refuse(unenforceable(`a write through view ${rel.schema}.${rel.name}, whose lineage reaches a row-ruled relation`));
+      const inner = st === 'ruled' ? viewCopy(rel) : null;
+      if (st === 'ruled' && inner === null) return null;
+      // A rule written on the view itself (a role allow's `rows` on it, a `restrict_rows` policy
+      // naming it) filters the view's rows: a barrier view over its copy, or over the view when it is
+      // read as is. It was ignored before (red team rt27z finding Z5).
+      const whole = readRule(rel.schema, rel.name, inView ? allOf(rel.schema, rel.name) : usedOf(rel.schema, rel.name));
+      // Over a ruled lineage the base relations' rules already hold: only what is written for the view
+      // by name adds to them (a wildcard such as `public.*` meant for its tables need not fit its columns).
+      const own = whole && inner !== null ? namedFor(whole, policyRows) : whole;
+      if (own === null) return inner;
+      const predicateSql = compile(rel, own, 'read');
+      if (predicateSql === null) return null;
+      const from = { schema: inner === null ? rel.schema : ROW_VIEW_SCHEMA, table: inner ?? rel.name };
+      const name = viewName(rel, false, JSON.stringify([from.schema, from.table, predicateSql]), false);
+      created.set(name, { name, schema: from.schema, table: from.table, only: false, predicateSql });
+      applied.set(`r\u0000${rel.schema}.${rel.name}\u0000${ruleHash(own)}`, { relation: `${rel.schema}.${rel.name}`, rule: ruleHash(own) });
+      return name;
     }
     // A view's relations are read whole; a write's target is a whole row (see the checks above).
     const read = readRule(rel.schema, rel.name, inView || target ? allOf(rel.schema, rel.name) : usedOf(rel.schema, rel.name));
