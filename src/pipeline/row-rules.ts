@@ -15,7 +15,7 @@
  * or whose lineage is not recorded, a write through a view over a ruled relation, a write whose foreign keys'
  * referential actions write a ruled relation or that runs user triggers or rules (rt27w finding B), a user-defined function, EXPLAIN, MERGE into a ruled relation on a server older than PostgreSQL 17, a name that is both a
  * CTE and a ruled relation, a relation whose descendants carry a different rule, a rule the table
- * cannot evaluate. Writes are rewritten too (planRowRules): their target to a check-option view. A caller without an attribute a rule needs
+ * cannot evaluate, a write through a view over a relation ruled for reads or writes (rt27z Z3). Writes are rewritten too (planRowRules): their target to a check-option view. A caller without an attribute a rule needs
  * cannot read the table (`row_rule_attribute_missing`).
  */
 import { createHash } from 'node:crypto';
@@ -172,6 +172,24 @@ function viewName(rel: PreparedRelation, only: boolean, predicateSql: string, ch
   return `${cutToBytes(rel.name, VIEW_PREFIX_BYTES)}_${sha(JSON.stringify([rel.schema, rel.name, only, rel.columnNames, predicateSql, ...(check ? ['check'] : [])])).slice(0, 16)}`;
 }
 
+/**
+ * The part of `rule` (a view's own rule, rt27z finding Z5) written for its relation by name: role
+ * allows whose resource is `schema.name` (or one of its columns) and policies whose `relations` list
+ * `schema.name`; terms from wildcards are left out (dropping an ORed term only narrows). Null when
+ * nothing is left.
+ */
+function namedFor(rule: RelationRowRule, policyRows: PolicyRowRestrictions): RelationRowRule | null {
+  const exact = `${rule.schema}.${rule.table}`;
+  const named = (t: { resource: string }) => t.resource === exact || t.resource.startsWith(`${exact}.`);
+  const groups = ruleGroups(rule).map((g) => g.filter(named)).filter((g) => g.length > 0);
+  const policies = policyRows.key ? (JSON.parse(policyRows.key) as Array<{ name: string; rule: { relations: string[] } }>) : [];
+  const byName = new Set(policies.filter((p) => p.rule.relations.includes(exact)).map((p) => p.name));
+  const restrictions = rule.restrictions.filter((r) => byName.has(r.policy));
+  if (groups.length === 0 && restrictions.length === 0) return null;
+  const terms = [...new Map(groups.flat().map((t) => [t.rows, t])).values()].sort((a, b) => (a.rows < b.rows ? -1 : a.rows > b.rows ? 1 : 0));
+  return { schema: rule.schema, table: rule.table, terms, restrictions, ...(groups.length > 1 ? { groups } : {}) };
+}
+
 /** Whether any row rule (a role allow's `rows` or a policy's `restrict_rows`) may apply to the caller on the source. */
 export function hasAnyRowRules(evaluator: AccessEvaluator, sourceId: string, policyRows: PolicyRowRestrictions | undefined): boolean {
   return evaluator.hasRowRules(sourceId) || (policyRows?.any ?? false);
@@ -255,14 +273,20 @@ export function shapeRowRules(input: Omit<RowRuleInput, 'attributes'>): RowRuleS
   if (touched.some((r) => r.schema === ROW_VIEW_SCHEMA)) return unenforceable('the statement names the row-view schema');
   // A read of a parent returns its descendants' rows (a write to it reaches them): they must carry the same rule.
   const checks: Array<[{ schema: string; table: string }, 'read' | 'write']> = [...touched.map((r) => [r, 'read'] as [typeof r, 'read']), ...analysis.writes.map((w) => [w, 'write'] as [typeof w, 'write'])];
+  // A write's target is written, inserted or deleted as a whole row: its read and write rules are
+  // those of every column of it, so a column allow without `rows` (its own column on every row) does
+  // not lift the rule of the row it belongs to (red team rt27z finding Z4: `allow write
+  // public.note.body` let `UPDATE note SET owner_id = 9`, `DELETE` and `INSERT` reach every row).
   for (const [r, action] of checks) {
-    const cols = action === 'read' ? usedOf(r.schema, r.table) : undefined;
-    const own = ruleOf(r.schema, r.table, action, cols);
-    for (const d of hierarchy.descendants(r.schema, r.table)) {
-      if (!sameRowRule(own, ruleOf(d.schema, d.name, action, cols))) return unenforceable(`${r.schema}.${r.table} has a descendant with another row rule`);
+    const cols = action === 'read' ? usedOf(r.schema, r.table) : allOf(r.schema, r.table);
+    for (const act of action === 'read' ? (['read'] as const) : (['read', 'write'] as const)) {
+      const own = ruleOf(r.schema, r.table, act, cols);
+      for (const d of hierarchy.descendants(r.schema, r.table)) {
+        if (!sameRowRule(own, ruleOf(d.schema, d.name, act, cols))) return unenforceable(`${r.schema}.${r.table} has a descendant with another row rule`);
+      }
     }
   }
-  const targetRuled = (w: { schema: string; table: string }) => readRule(w.schema, w.table) !== null || ruleOf(w.schema, w.table, 'write') !== null;
+  const targetRuled = (w: { schema: string; table: string }) => readRule(w.schema, w.table, allOf(w.schema, w.table)) !== null || ruleOf(w.schema, w.table, 'write', allOf(w.schema, w.table)) !== null;
   const ruledTouched = [...analysis.reads.filter((r) => readRule(r.schema, r.table) !== null), ...analysis.writes.filter(targetRuled)];
   // MERGE into a ruled table (a CTE's too) runs on the target's check-option view: PostgreSQL 17
   // and later run MERGE on an auto-updatable view and enforce its check option; older servers run
@@ -277,11 +301,30 @@ export function shapeRowRules(input: Omit<RowRuleInput, 'attributes'>): RowRuleS
     const reach = referentialReach(input.catalog, hierarchy, analysis.writes);
     if (reach.unknown) return unenforceable(`the catalogue does not record the foreign keys and triggers of ${reach.unknown}, so what this write reaches beyond its target is unknown: rescan the source`);
     if (reach.hooks) return unenforceable(`this write runs the user ${reach.hooks.kind} of ${reach.hooks.relation}, which PostgreSQL runs without the caller's row rules`);
-    /** A relation (or a descendant) with a read or write rule for the caller, over any of its columns. */
+    /**
+     * A relation (or a descendant) with a read or write rule for the caller, over any of its columns
+     * (over every column too: a write allow without `rows` on one column must not hide the rule of the
+     * rows an action writes whole, rt27z finding Z4).
+     */
     const ruledAnyhow = (r: { schema: string; name: string }) =>
-      [r, ...hierarchy.descendants(r.schema, r.name)].some((x) => readRule(x.schema, x.name, allOf(x.schema, x.name)) !== null || readRule(x.schema, x.name, []) !== null || ruleOf(x.schema, x.name, 'write') !== null);
+      [r, ...hierarchy.descendants(r.schema, r.name)].some(
+        (x) => readRule(x.schema, x.name, allOf(x.schema, x.name)) !== null || readRule(x.schema, x.name, []) !== null || ruleOf(x.schema, x.name, 'write', allOf(x.schema, x.name)) !== null || ruleOf(x.schema, x.name, 'write') !== null,
+      );
     const hit = reach.reached.find(ruledAnyhow);
     if (hit) return unenforceable(`this write reaches rows of ${hit.schema}.${hit.name}, which is row-ruled for the caller, through a foreign key's ${hit.action} action on ${hit.from.schema}.${hit.from.name}; PostgreSQL runs it without the caller's row rules`);
+    // A write through a view reaches its base relations' rows with no check-option view in between:
+    // refused when a base relation (or a descendant) has a read OR a write rule for the caller. The
+    // view loop below knows read rules only, so a base ruled for writes alone (a write allow's `rows`,
+    // a write `restrict_rows` policy) let `UPDATE v` reach every row (red team rt27z finding Z3).
+    for (const w of analysis.writes) {
+      const kind = cat.relations.get(relKey(w.schema, w.table))?.kind;
+      if (kind !== 'view' && kind !== 'materialized_view') continue;
+      const lin = viewLineage(input.catalog, w.schema, w.table);
+      if (lin.unknown.length) return unenforceable(`the lineage of view ${w.schema}.${w.table} is not recorded in the catalogue (${lin.unknown[0]}): rescan the source`);
+      if (lin.bases.some(ruledAnyhow)) return unenforceable(`a write through view ${w.schema}.${w.table}, whose lineage reaches a row-ruled relation`);
+      // A rule written on the view itself has no check-option view either (rt27z finding Z5).
+      if (ruledAnyhow({ schema: w.schema, name: w.table })) return unenforceable(`a write through view ${w.schema}.${w.table}, which is row-ruled for the caller`);
+    }
   }
   // Views (item 1): classified by their lineage as the server records it (src/sql/view-lineage.ts).
   const viewStates = new Map<string, 'clean' | 'ruled' | RowRuleRefusal>();
@@ -395,12 +438,29 @@ export function shapeRowRules(input: Omit<RowRuleInput, 'attributes'>): RowRuleS
     if (!rel) return null;
     if (rel.kind === 'view' || rel.kind === 'materialized_view') {
       const st = classify(rel.schema, rel.name);
-      if (st === 'clean') return null;
-      if (st !== 'ruled') return refuse(st);
-      return target ? refuse(unenforceable(`a write through view ${rel.schema}.${rel.name}, whose lineage reaches a row-ruled relation`)) : viewCopy(rel);
+      if (st !== 'clean' && st !== 'ruled') return refuse(st);
+      if (target) return st === 'clean' ? null : refuse(unenforceable(`a write through view ${rel.schema}.${rel.name}, whose lineage reaches a row-ruled relation`));
+      const inner = st === 'ruled' ? viewCopy(rel) : null;
+      if (st === 'ruled' && inner === null) return null;
+      // A rule written on the view itself (a role allow's `rows` on it, a `restrict_rows` policy
+      // naming it) filters the view's rows: a barrier view over its copy, or over the view when it is
+      // read as is. It was ignored before (red team rt27z finding Z5).
+      const whole = readRule(rel.schema, rel.name, inView ? allOf(rel.schema, rel.name) : usedOf(rel.schema, rel.name));
+      // Over a ruled lineage the base relations' rules already hold: only what is written for the view
+      // by name adds to them (a wildcard such as `public.*` meant for its tables need not fit its columns).
+      const own = whole && inner !== null ? namedFor(whole, policyRows) : whole;
+      if (own === null) return inner;
+      const predicateSql = compile(rel, own, 'read');
+      if (predicateSql === null) return null;
+      const from = { schema: inner === null ? rel.schema : ROW_VIEW_SCHEMA, table: inner ?? rel.name };
+      const name = viewName(rel, false, JSON.stringify([from.schema, from.table, predicateSql]), false);
+      created.set(name, { name, schema: from.schema, table: from.table, only: false, predicateSql });
+      applied.set(`r\u0000${rel.schema}.${rel.name}\u0000${ruleHash(own)}`, { relation: `${rel.schema}.${rel.name}`, rule: ruleHash(own) });
+      return name;
     }
-    const read = readRule(rel.schema, rel.name, inView ? allOf(rel.schema, rel.name) : usedOf(rel.schema, rel.name));
-    const write = target ? ruleOf(rel.schema, rel.name, 'write') : null;
+    // A view's relations are read whole; a write's target is a whole row (see the checks above).
+    const read = readRule(rel.schema, rel.name, inView || target ? allOf(rel.schema, rel.name) : usedOf(rel.schema, rel.name));
+    const write = target ? ruleOf(rel.schema, rel.name, 'write', allOf(rel.schema, rel.name)) : null;
     if (read === null && write === null) return null;
     const parts: string[] = [];
     for (const [rule, action] of [[read, 'read'], [write, 'write']] as const) {

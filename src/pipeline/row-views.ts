@@ -8,6 +8,7 @@
  */
 import type { SourceRecord } from '../governance/store';
 import { rowViewStatements, type RowView } from './row-rules';
+import { ROW_VIEW_SCHEMA } from '../sql/row-rules/rewrite';
 
 /** Runs one DDL statement on the source as a role that may create in schema interlock_rows. Rejects on failure. */
 export type RowViewExecutor = (source: SourceRecord, sql: string) => Promise<void>;
@@ -62,8 +63,9 @@ export function rowViewProvisioner(exec: RowViewExecutor, log?: (sourceId: strin
       for (const v of views) {
         let p = mine!.get(v.name);
         if (!p) {
-          // A view's copy reads the views listed before it (the plan lists them in dependency order).
-          const before = v.definition !== undefined ? [...results] : [];
+          // A view's copy, or a row view over another InterLock view (a view's own rule over its copy,
+          // rt27z Z5), reads the views listed before it (the plan lists them in dependency order).
+          const before = v.definition !== undefined || v.schema === ROW_VIEW_SCHEMA ? [...results] : [];
           p = before.length ? Promise.all(before).then((oks) => (oks.every(Boolean) ? create(source, v) : false)) : create(source, v);
           mine!.set(v.name, p);
           // A failure is not remembered: the next read tries again.

@@ -100,7 +100,8 @@ export interface ReferencingKey extends RelationName {
  * `_RETURN` rule in `pg_rewrite`): `reads`, the relations its query names (one level: a view
  * named there has its own `view`); `userCode`, "schema.name" of each function or operator outside
  * `pg_catalog`/`information_schema` it calls and each type whose input runs user code (their bodies
- * may read any relation); and its options `security_barrier` and `security_invoker` (false when unset).
+ * may read any relation; a built-in that runs SQL text has no dependency record: view-lineage.ts
+ * finds it in `definition`, red team rt27z Z2); and its options `security_barrier` and `security_invoker` (false when unset).
  */
 export interface ViewFacts {
   reads: Array<RelationName & { kind: RelationKind }>;

@@ -14,6 +14,14 @@
  */
 import type { CatalogRelation, RelationName, SourceCatalog } from './catalog-types';
 import { relKey } from './prepared-catalog';
+import { RUNS_SQL_TEXT_NAMES } from './function-policy';
+
+/**
+ * A call of a built-in that runs SQL text, anywhere in a view's printed definition (string
+ * literals and names included: a false match only refuses). PostgreSQL records no dependency on a
+ * built-in, so the scan's `userCode` cannot list these (red team rt27z finding Z2).
+ */
+const RUNS_SQL_TEXT = new RegExp(`\\b(${RUNS_SQL_TEXT_NAMES})\\b`, 'i');
 
 /** A view's lineage: see the module comment. */
 export interface ViewLineage {
@@ -23,7 +31,10 @@ export interface ViewLineage {
   views: RelationName[];
   /** The materialized views among `views` (their rows were computed when last refreshed). */
   materialized: RelationName[];
-  /** "schema.name" of user functions, operators and unsafe types called anywhere on the way (sorted). */
+  /**
+   * "schema.name" of user functions, operators and unsafe types called anywhere on the way, and of
+   * the built-ins that run SQL text found in a definition on the way (sorted).
+   */
   userCode: string[];
   /** Views without recorded dependencies and dependencies missing from the catalogue ("schema.name"). */
   unknown: string[];
@@ -90,6 +101,8 @@ export function viewLineage(catalog: SourceCatalog, schema: string, name: string
       continue;
     }
     for (const c of rel.view.userCode) code.add(c);
+    const runsSql = rel.definition?.match(RUNS_SQL_TEXT);
+    if (runsSql) code.add(`pg_catalog.${runsSql[1].toLowerCase()}`);
     // Depth-first in recorded order, so `views` lists the view itself first.
     for (let i = rel.view.reads.length - 1; i >= 0; i--) stack.push(rel.view.reads[i]);
   }

@@ -19,7 +19,8 @@ import { sourceStep } from '../../pipeline/02-source';
 import { rateLimitStep, type RateLimiter } from '../../pipeline/05-rate-limit';
 import { TOOL_DEFAULTS } from '../registry';
 import type { ToolCallContext, ToolHandler, ToolOutcome } from '../types';
-import { mayAct, policyRefusal, resolveScope, type RowFilter } from '../../discovery/access';
+import { mayAct, policyRefusal, resolveScope, type RowFilter, type RowFilterRequest } from '../../discovery/access';
+import { cleanText } from '../../discovery/metadata';
 import type { AccessEvaluator as Evaluator } from '../../governance/evaluator';
 import type { ConnectorProvider } from '../../pipeline/07-execute';
 import { planRowRules } from '../../pipeline/row-rules';
@@ -62,6 +63,8 @@ export const MAX_PERMITTED_IDS = 200_000;
  * relation) x` is planned by interlock_query's row-rule step (planRowRules: views through their
  * copies, column allows over the columns the documents show, missing attributes refused), and the
  * ids of the permitted rows are read through the row views with the caller's attributes bound.
+ * Ids more than one row may share as an asset id (ambiguousIds: duplicates, ids the indexer trims)
+ * are left out: their one document may be another row's (red team rt27z finding Z1).
  * Any refusal, failure or truncation answers `none` (fail closed).
  */
 export function rowFilterFor(deps: Pick<DiscoveryDeps, 'rowReads'>, source: SourceRecord, evaluator: Evaluator, identity: Identity, catalog: SourceCatalog | null, policies: Policy[]): RowFilter | undefined {
@@ -81,13 +84,45 @@ export function rowFilterFor(deps: Pick<DiscoveryDeps, 'rowReads'>, source: Sour
       if (!(await reads.rowViews.ensure(source, plan.plan.views))) return { kind: 'none' };
       const read = await reads.connectors.reader(source).read(plan.plan.sql, [], { maxRows: MAX_PERMITTED_IDS, maxBytes: 64 * 1024 * 1024, identityId: identity.id, settings: plan.plan.settings });
       if (read.truncated || read.guardTripped) return { kind: 'none' };
-      return { kind: 'ids', ids: read.rowsArray.map((row) => row[0]).filter((v): v is string => typeof v === 'string') };
+      const ambiguous = await ambiguousIds(reads.connectors.reader(source), r, identity.id);
+      if (ambiguous === null) return { kind: 'none' };
+      const ids = read.rowsArray.map((row) => row[0]).filter((v): v is string => typeof v === 'string');
+      return { kind: 'ids', ids: ids.filter((id) => !ambiguous.has(assetIdKey(id))) };
     } catch (err) {
       // A row view dropped on the source: made again next time (as interlock_query does).
       if ((err as { sqlState?: string }).sqlState === '42P01') reads.rowViews.forget(source.id);
       return { kind: 'none' };
     }
   };
+}
+
+/** The part of a row's asset id the indexer makes from its id text (src/discovery/tables.ts rowToAsset). */
+const assetIdKey = (id: string): string => cleanText(id).trim();
+
+/**
+ * The asset-id keys (assetIdKey) that more than one row of the mapped relation may share, read as
+ * the reader without row rules (the rows the indexer reads): ids that occur more than once, and
+ * ids the indexer trims (their first or last character is not printable ASCII), which may equal
+ * another row's id once trimmed. The index holds one document per key, from one of those rows (the
+ * first the indexer met), so a caller permitted one of them would be shown another's document (red
+ * team rt27z finding Z1): a ruled caller is shown none of them. Null (show nothing of the relation)
+ * when the read fails or returns more than MAX_PERMITTED_IDS keys.
+ */
+async function ambiguousIds(reader: { read: ReturnType<ConnectorProvider['reader']>['read'] }, r: RowFilterRequest, identityId: string): Promise<Set<string> | null> {
+  const sql = `SELECT x.k, count(*)::int AS n FROM (SELECT (${quoteIdent(r.idColumn)})::text AS k FROM ${quoteIdent(r.schema)}.${quoteIdent(r.table)}) x GROUP BY x.k HAVING count(*) > 1 OR x.k ~ '^[^!-~]|[^!-~]$'`;
+  try {
+    const read = await reader.read(sql, [], { maxRows: MAX_PERMITTED_IDS, maxBytes: 64 * 1024 * 1024, identityId });
+    if (read.truncated || read.guardTripped) return null;
+    const keys = new Set<string>();
+    for (const [k, n] of read.rowsArray) {
+      if (typeof k !== 'string') continue;
+      const key = assetIdKey(k);
+      if (Number(n) > 1 || key !== k) keys.add(key);
+    }
+    return keys;
+  } catch {
+    return null;
+  }
 }
 
 /** resolveScope's live-hierarchy reader for `source`, when the deps have one. */

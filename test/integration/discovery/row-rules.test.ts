@@ -5,68 +5,30 @@
  * attributes see different documents; one without the attribute sees none of that table; an
  * unruled mapped table is not affected.
  */
-import pg from 'pg';
-import { randomBytes } from 'node:crypto';
-import type { RoleStatement, SourceRole } from '../../../generated/role-v1';
-import { openControlDb, type ControlDb } from '../../../src/control/db';
-import { putSource } from '../../../src/control/sources';
-import { loadCatalog } from '../../../src/control/catalog';
-import { scanSource } from '../../../src/control/scan';
-import { MemoryGovernanceStore, type SourceRecord } from '../../../src/governance/store';
+import type { RoleStatement } from '../../../generated/role-v1';
 import { AccessEvaluator } from '../../../src/governance/evaluator';
-import { memoryRateLimiter } from '../../../src/pipeline/05-rate-limit';
-import { rowViewProvisioner } from '../../../src/pipeline/row-views';
-import { PostgresSourceConnector, type PostgresSourceSettings } from '../../../src/sources/postgres/connector';
 import { discoverHandler } from '../../../src/tools/handlers/discover';
 import { relatedDocumentsHandler } from '../../../src/tools/handlers/related';
 import { documentsConnectorRequest } from '../../../src/tools/handlers/documents-request';
-import { indexSource } from '../../../src/discovery/indexer';
-import type { Identity, ToolCallContext, ToolOutcome } from '../../../src/tools/types';
-import { ADMIN_URL, createTempDatabase, pgServer, type TempDatabase } from '../../helpers/pg';
+import type { ToolOutcome } from '../../../src/tools/types';
+import { startRowDiscoverySource, type RowDiscoverySource } from '../../helpers/discovery-rows';
 
-let control: TempDatabase;
-let source: TempDatabase;
-let db: ControlDb;
-let connector: PostgresSourceConnector;
-let su: pg.Client;
-const tag = randomBytes(4).toString('hex');
-const reader = `il_drr_${tag}`;
-const writer = `il_drw_${tag}`;
+let fx: RowDiscoverySource;
+let su: RowDiscoverySource['su'];
 
 beforeAll(async () => {
-  control = await createTempDatabase('disc_rows');
-  source = await createTempDatabase('disc_rows_src');
-  db = await openControlDb(control.url);
-  su = new pg.Client({ connectionString: source.url });
-  await su.connect();
-  await su.query(`CREATE ROLE ${reader} LOGIN; CREATE ROLE ${writer} LOGIN;
-    CREATE TABLE notes (id int PRIMARY KEY, region text NOT NULL, title text, body text);
+  fx = await startRowDiscoverySource(
+    'disc_rows',
+    `CREATE TABLE notes (id int PRIMARY KEY, region text NOT NULL, title text, body text);
     INSERT INTO notes SELECT g, (ARRAY['eu','us','ap'])[1 + g % 3], 'note ' || g, 'zebra report number ' || g FROM generate_series(1, 9) g;
     CREATE VIEW notes_v AS SELECT id, title, body FROM notes;
     CREATE TABLE wiki (id int PRIMARY KEY, title text, body text);
-    INSERT INTO wiki VALUES (1, 'wiki one', 'zebra handbook');
-    GRANT USAGE ON SCHEMA public TO ${reader}, ${writer};
-    GRANT SELECT ON ALL TABLES IN SCHEMA public TO ${reader}, ${writer};
-    GRANT CREATE ON DATABASE "${source.name}" TO ${writer};`);
-  const { host, port } = pgServer();
-  const table = (t: string) => ({ table: `public.${t}`, id_column: 'id', title_column: 'title', body_column: 'body' });
-  const settings = { host, port, database: source.name, reader: { user: reader }, writer: { user: writer }, tls: { mode: 'off' }, document_tables: [table('notes'), table('notes_v'), table('wiki')] };
-  await putSource(db, { id: 'hr', type: 'postgres', name: 'HR', settings });
-  await scanSource(db, 'hr');
-  await indexSource(db, 'hr');
-  connector = new PostgresSourceConnector('hr', settings as unknown as PostgresSourceSettings);
+    INSERT INTO wiki VALUES (1, 'wiki one', 'zebra handbook');`,
+    ['notes', 'notes_v', 'wiki'],
+  );
+  su = fx.su;
 }, 60_000);
-afterAll(async () => {
-  await connector?.close();
-  await su?.end();
-  await db?.close();
-  await control?.drop();
-  await source?.drop();
-  const a = new pg.Client({ connectionString: ADMIN_URL });
-  await a.connect();
-  for (const r of [reader, writer]) await a.query(`DROP ROLE IF EXISTS ${r}`).catch(() => undefined);
-  await a.end();
-});
+afterAll(async () => fx?.close());
 
 const RULED: RoleStatement[] = [
   { effect: 'allow', action: 'discover', resource: '*' },
@@ -76,9 +38,6 @@ const RULED: RoleStatement[] = [
   { effect: 'allow', action: 'read', resource: 'public.wiki' },
 ];
 
-function ctx(identity: Identity): ToolCallContext {
-  return { requestId: 'req_test', apiKey: 'k', identity, dialect: 'handshake', protocolVersion: '2025-11-25', toolName: 't', canonicalTool: 't', signal: new AbortController().signal, notify: () => undefined, auditDetails: {} } as unknown as ToolCallContext;
-}
 function sc(o: ToolOutcome): Record<string, unknown> {
   if (o.kind !== 'result') throw new Error(`expected a result, got ${JSON.stringify(o)}`);
   return o.structuredContent!;
@@ -86,31 +45,18 @@ function sc(o: ToolOutcome): Record<string, unknown> {
 
 /** The three tools for one identity with `attributes` under `statements`, with (or without) the row reader. */
 async function caller(attributes: Record<string, unknown> | undefined, statements: RoleStatement[] = RULED, rowReads = true) {
-  const identity: Identity = { id: `idn_${randomBytes(8).toString('hex')}`, name: 'agent', keyId: 'key_x', ...(attributes ? { attributes } : {}) };
-  const store = new MemoryGovernanceStore();
-  const record = { id: 'hr', type: 'postgres', name: 'HR', enabled: true, settings: { reader: { user: reader } } } as unknown as SourceRecord;
-  store.sources.set('hr', record);
-  const role = { name: 'r', statements } as SourceRole;
-  store.grants.push({ identityId: identity.id, sourceId: 'hr', role });
-  store.catalogs.set('hr', (await loadCatalog(db, 'hr'))!);
-  const deps = {
-    store,
-    rateLimiter: memoryRateLimiter({ perIdentity: { points: 1000, windowSeconds: 60 }, perSource: { points: 1000, windowSeconds: 60 } }),
-    db,
-    maskSecret: 'k',
-    ...(rowReads ? { rowReads: { connectors: { reader: () => connector }, rowViews: rowViewProvisioner(async (_s, sql) => void (await connector.write(sql, []))) } } : {}),
-  };
+  const { record, role, deps, ctx } = await fx.caller(attributes, statements, rowReads);
   const discover = discoverHandler(deps);
   const related = relatedDocumentsHandler(deps);
   const request = documentsConnectorRequest(deps);
   return {
-    discover: async (query = 'zebra') => ((sc(await discover({ source_id: 'hr', query, limit: 50 }, ctx(identity))).hits as Array<{ asset_id: string }>).map((h) => h.asset_id).sort()),
+    discover: async (query = 'zebra') => ((sc(await discover({ source_id: 'hr', query, limit: 50 }, ctx())).hits as Array<{ asset_id: string }>).map((h) => h.asset_id).sort()),
     related: async (asset_id: string) => {
-      const o = await related({ asset_id, limit: 50 }, ctx(identity));
+      const o = await related({ asset_id, limit: 50 }, ctx());
       return o.kind === 'result' ? (sc(o).related as Array<{ asset_id: string }>).map((h) => h.asset_id).sort() : (o as { code: string }).code;
     },
     get: async (asset_id: string) => {
-      const o = await request(record, { operation: 'get_document', asset_id }, ctx(identity), new AccessEvaluator([{ sourceId: 'hr', role }]));
+      const o = await request(record, { operation: 'get_document', asset_id }, ctx(), new AccessEvaluator([{ sourceId: 'hr', role }]));
       return o.kind === 'result' ? 'ok' : (o as { code: string }).code;
     },
   };

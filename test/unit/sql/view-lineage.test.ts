@@ -49,6 +49,16 @@ describe('viewLineage', () => {
     expect(viewLineage(CAT, 'public', 'over_old').unknown).toEqual(['public.old']);
   });
 
+  it('a built-in that runs SQL text in a definition on the way is user code (no dependency is recorded on it; red team rt27z Z2)', () => {
+    const xml = { ...view('xml', []), definition: "SELECT query_to_xml('SELECT * FROM public.a'::text, true, false, ''::text) AS x" };
+    const words = { ...view('words', []), definition: "SELECT count(*) AS n FROM TS_STAT('SELECT to_tsvector(b.x) FROM b'::text) s(word, ndoc, nentry)" };
+    const cat = catalog([table('a'), xml, words, view('over_xml', [['public', 'xml', 'view'], ['public', 'a', 'table']]), { ...view('plain', [['public', 'a', 'table']]), definition: 'SELECT a.id AS xml_id, upper(a.name) AS query_to FROM a' }]);
+    expect(viewLineage(cat, 'public', 'xml').userCode).toEqual(['pg_catalog.query_to_xml']);
+    expect(viewLineage(cat, 'public', 'words').userCode).toEqual(['pg_catalog.ts_stat']);
+    expect(viewLineage(cat, 'public', 'over_xml').userCode).toEqual(['pg_catalog.query_to_xml']);
+    expect(viewLineage(cat, 'public', 'plain').userCode).toEqual([]);
+  });
+
   it('terminates on a cycle of records and keeps the bases reached', () => {
     const l = viewLineage(CAT, 'public', 'c1');
     expect(l.views.map((v) => v.name)).toEqual(['c1', 'c2']);
