@@ -16,7 +16,8 @@
  *
  * A tools/call is aborted when its client goes away before the answer is complete; the
  * observeRequest hook sees every answered request that passed the keyless gate and the body read
- * (method, dialect, status, seconds since admission).
+ * (method, dialect, status, seconds since admission; 0 for a refusal at capacity decided after the
+ * body read, observed as soon as it is written).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { CallAbort } from './call-abort';
@@ -102,8 +103,13 @@ export function mcpHandler(opts: McpEndpointOptions, deps: DispatchDeps, policy:
     // Admission by capacity for a token seen before, decided before anything a served call needs is
     // built (issue 29 item 3): the same 429 answer, counted in the aggregate audit.
     const refused = isCall && apiKey !== null && deps.capacity !== undefined && answerKnownOverCapacity(admitted!, { requestId, apiKey, clientAddress: clientAddressKey(req.socket.remoteAddress), scope: req.socket }, ch, deps);
+    if (refused) {
+      // Observed once written (its bytes left with end(); nothing runs after it), without a 'close' listener.
+      if (observe && res.writableEnded) observe(admitted!.message.method, admitted!.dialect, res.statusCode, 0);
+      return;
+    }
     // A CallAbort, not an AbortController: the same cancellation for the pipeline at a fraction of the cost (call-abort.ts).
-    const controller = isCall && !refused ? new CallAbort() : null;
+    const controller = isCall ? new CallAbort() : null;
     if (observe || controller) {
       const t0 = observe ? process.hrtime.bigint() : 0n;
       // One listener per request: 'close' follows 'finish' for an answered request, and comes alone
@@ -115,7 +121,6 @@ export function mcpHandler(opts: McpEndpointOptions, deps: DispatchDeps, policy:
         if (controller) controllers.delete(controller);
       });
     }
-    if (refused) return;
     if (!admitted) {
       if (verdict.kind !== 'reply') return;
       if (verdict.body) ch.final(verdict.status, verdict.body, verdict.headers);
