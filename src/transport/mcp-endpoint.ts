@@ -22,7 +22,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { CallAbort } from './call-abort';
 import { utf8BodyReader } from './body';
-import { admit } from './admission';
+import { admit, type Admitted, type Reply } from './admission';
 import { corsOrigin, corsResponseHeaders, type OriginPolicy } from './http-headers';
 import { ResponseChannel, sendJsonText } from './channel';
 import { errorResponse } from './jsonrpc';
@@ -90,7 +90,8 @@ export function mcpHandler(opts: McpEndpointOptions, deps: DispatchDeps, policy:
   const readBody = utf8BodyReader(opts.bodyLimitBytes ?? 1024 * 1024);
   const observe = opts.observeRequest;
 
-  const answer = async (req: ReadRequest, res: ServerResponse): Promise<void> => {
+  // Synchronous up to the refusal at capacity (no promise for a refused call); the rest is `serve`.
+  const answer = (req: ReadRequest, res: ServerResponse): Promise<void> | undefined => {
     const requestId = newRequestId();
     res.setHeader('X-Request-Id', requestId);
     // Node already lower-cases header names and joins repeated ones (set-cookie, the only array, is not read).
@@ -106,8 +107,13 @@ export function mcpHandler(opts: McpEndpointOptions, deps: DispatchDeps, policy:
     if (refused) {
       // Observed once written (its bytes left with end(); nothing runs after it), without a 'close' listener.
       if (observe && res.writableEnded) observe(admitted!.message.method, admitted!.dialect, res.statusCode, 0);
-      return;
+      return undefined;
     }
+    return serve(req, res, requestId, verdict, ch, isCall, apiKey);
+  };
+
+  const serve = async (req: ReadRequest, res: ServerResponse, requestId: string, verdict: Reply | Admitted, ch: ResponseChannel, isCall: boolean, apiKey: string | null): Promise<void> => {
+    const admitted = verdict.kind === 'admitted' ? verdict : null;
     // A CallAbort, not an AbortController: the same cancellation for the pipeline at a fraction of the cost (call-abort.ts).
     const controller = isCall ? new CallAbort() : null;
     if (observe || controller) {
@@ -163,7 +169,13 @@ export function mcpHandler(opts: McpEndpointOptions, deps: DispatchDeps, policy:
       }
       readBody(req, res, (err) => {
         if (err) return sendMcpRequestError(res, err);
-        answer(req, res).catch((e: unknown) => sendMcpRequestError(res, e));
+        let pending: Promise<void> | undefined;
+        try {
+          pending = answer(req, res);
+        } catch (e) {
+          return sendMcpRequestError(res, e);
+        }
+        pending?.catch((e: unknown) => sendMcpRequestError(res, e));
       });
     } catch (err) {
       // body-parser throws synchronously on a Content-Type it cannot parse (400, as under Express).
