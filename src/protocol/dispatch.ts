@@ -499,16 +499,18 @@ export function answerKnownOverCapacity(adm: Admitted, http: { requestId: string
   return true;
 }
 
-/** The modern dialect's refusal at capacity as a template: text parts between the slots, the slot order, the status and the header names besides Retry-After (none). */
+/** The modern dialect's refusal at capacity as a template: `parts` alternate fixed text (even indexes) and slot markers (odd: the JSON-RPC id, the request id, retry_after_ms); `status` is the HTTP status. */
 interface RefusalTemplate {
   parts: string[];
   status: number;
 }
 
+/** Slot values rendered into the template, then cut at (none can occur in the refusal's fixed text). */
 const ID_SLOT = 'il_id_slot_5d1c';
+const ID_SLOT_JSON = `"${ID_SLOT}"`;
 const REQUEST_ID_SLOT = 'il_request_slot_5d1c';
 const RETRY_SLOT = 987654321012;
-const SLOTS = new RegExp(`("${ID_SLOT}"|${REQUEST_ID_SLOT}|${RETRY_SLOT})`);
+const SLOTS = new RegExp(`(${ID_SLOT_JSON}|${REQUEST_ID_SLOT}|${RETRY_SLOT})`);
 /** Per protocol version: the template, or null when the rendered refusal does not have the expected shape (then answerCall writes it). */
 const refusalTemplates = new Map<string, RefusalTemplate | null>();
 
@@ -535,8 +537,6 @@ export function modernOverCapacityAnswer(version: string, id: JsonRpcId, request
   }
   return { status: t.status, text, headers: { 'Retry-After': retryAfterSeconds(retryAfterMs) } };
 }
-
-const ID_SLOT_JSON = `"${ID_SLOT}"`;
 
 /** Renders the refusal once with slot values and cuts it at them (modernOverCapacityAnswer); null when the shape is not the expected one. */
 function refusalTemplate(version: string): RefusalTemplate | null {
