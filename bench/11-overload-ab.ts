@@ -16,23 +16,9 @@
 import { loadavg } from 'node:os';
 import { gatewayVars, ROOT, startServe, withBenchEnv, type BenchEnv, type GatewayChild } from './lib/env';
 import { procCpuMs } from './lib/cpu';
-import { POINT_SQL, TRACKS } from './lib/point-read';
+import { callHeaders, POINT_BODIES as BODIES, SLOW_BODY } from './lib/overload-calls';
 import { envInt } from './lib/stats';
 import { runWrkOverload, wrkAvailable } from './lib/wrk';
-
-const MODERN = '2026-07-28';
-const META = { 'io.modelcontextprotocol/protocolVersion': MODERN, 'io.modelcontextprotocol/clientCapabilities': {} };
-
-/** The headers of every call (modern dialect). */
-function callHeaders(apiKey: string): Record<string, string> {
-  return { 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream', Authorization: `Bearer ${apiKey}`, 'MCP-Protocol-Version': MODERN, 'Mcp-Method': 'tools/call', 'Mcp-Name': 'interlock_query' };
-}
-
-/** 500 point-read bodies over the track table. */
-const BODIES = Array.from({ length: 500 }, (_, i) => JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'interlock_query', arguments: { source_id: 'chinook', sql: POINT_SQL, params: [1 + ((i * 7919) % TRACKS)] }, _meta: META } }));
-
-/** A ~1 s read that keeps a limit of 1 full. */
-const SLOW_BODY = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'interlock_query', arguments: { source_id: 'chinook', sql: 'SELECT count(*) AS n FROM track a, track b' }, _meta: META } });
 
 /** The bench variables of a gateway: client caps lifted, cache off, `extra` on top. */
 function vars(env: BenchEnv, extra: Record<string, string> = {}): Record<string, string> {

@@ -32,6 +32,10 @@
  *    same wrk; and served calls on the admission-on gateway at C. Per round: gateway CPU per
  *    refusal, per served call, their ratio, and the floor's CPU per request.
  *
+ * With BENCH_VARIANT_CONFIG (the path of a gateway config file, e.g. `{"admission": {"tolerance": 1.5}}`)
+ * a third gateway, admission on with that file's settings, runs every load of part 2 beside the two
+ * (mode `variant`, the order rotating by round), so a limiter setting is compared in the same rounds.
+ *
  * The issue's targets: goodput ≥ 0.9 × P at 1×, 2×, 4× and 512; CPU per refusal ≤ 0.1 × a served
  * call's; admitted p99 ≤ 3 × U; every refusal with Retry-After; RSS within the per-call budget of
  * issue 10. The client caps per identity and address are lifted (100,000) so admission by capacity,
@@ -200,9 +204,12 @@ async function refusalRound(env: BenchEnv, lim1: GatewayChild, floor: GatewayChi
   return { refusalUs: refusalMs * 1000, refused: r.w.refused, refusedWithRetryAfter: r.w.refusedWithRetryAfter, servedUs: servedMs * 1000, floorUs: (floorMs * 1000) / Math.max(1, fw.requests), floorRequests: fw.requests, load1: loadavg()[0] };
 }
 
+/** The gateways of scenario 2: admission on (defaults), off, and with BENCH_VARIANT_CONFIG the variant (admission on, that config file's settings). */
+type Mode = 'on' | 'off' | 'variant';
+
 /** One load and mode of scenario 2, over its rounds. */
 interface Row {
-  admission: 'on' | 'off';
+  admission: Mode;
   load: string;
   connections: number;
   rounds: Measured[];
@@ -222,13 +229,17 @@ async function main(): Promise<void> {
     const off = await startGateway(env, false);
     const lim1 = await startGateway(env, true, { INTERLOCK_ADMISSION_MIN_LIMIT: '1', INTERLOCK_ADMISSION_MAX_LIMIT: '1', INTERLOCK_ADMISSION_QUEUE_SIZE: '0', INTERLOCK_ADMISSION_PAUSE_REFUSED_CONNECTIONS: 'false' });
     const floor = await startTsChild('bench/lib/refusal-floor-server.ts', {});
+    const variantConfig = process.env.BENCH_VARIANT_CONFIG;
+    const variant = variantConfig ? await startGateway(env, true, { INTERLOCK_CONFIG: variantConfig }) : null;
+    const modes: Mode[] = variant ? ['on', 'off', 'variant'] : ['on', 'off'];
+    const gatewayOf = (mode: Mode) => (mode === 'on' ? on : mode === 'off' ? off : variant!);
     let holding = true;
     const holder = (async () => {
       while (holding) await fetch(lim1.url, { method: 'POST', headers: callHeaders(env.apiKey), body: SLOW_BODY }).then((r) => r.text()).catch(() => undefined);
     })();
     try {
       const warm = Math.min(3, seconds);
-      for (const gw of [on, off, lim1]) await measure(gw, env, 16, warm, false);
+      for (const gw of [on, off, lim1, ...(variant ? [variant] : [])]) await measure(gw, env, 16, warm, false);
 
       // 1. Capacity, admission off: the level of the highest median goodput.
       const sweep = new Map<number, Measured[]>(levels.map((c) => [c, []]));
@@ -258,14 +269,16 @@ async function main(): Promise<void> {
       // connections, its caches expired): warmed again here, else round 1 compared a cold gateway
       // with a warm one (bench/admission-trace.ts: a cold gateway, admission on or off, ramps for 1–2.5 s).
       await measure(on, env, capacity, warm, false);
+      if (variant) await measure(variant, env, capacity, warm, false);
       const rows: Row[] = [];
-      for (const mode of ['on', 'off'] as const) for (const [label, c] of loads) rows.push({ admission: mode, load: label, connections: c, rounds: [], servedAt1x: [] });
-      const rowOf = (mode: 'on' | 'off', label: string) => rows.find((x) => x.admission === mode && x.load === label)!;
+      for (const mode of modes) for (const [label, c] of loads) rows.push({ admission: mode, load: label, connections: c, rounds: [], servedAt1x: [] });
+      const rowOf = (mode: Mode, label: string) => rows.find((x) => x.admission === mode && x.load === label)!;
       for (let r = 0; r < rounds; r++) {
-        const order = r % 2 === 0 ? (['on', 'off'] as const) : (['off', 'on'] as const);
+        // Which mode goes first rotates by round.
+        const order = modes.map((_, i) => modes[(i + r) % modes.length]);
         for (const [label, c] of loads) {
           for (const mode of order) {
-            const m = await measure(mode === 'on' ? on : off, env, c, seconds, true);
+            const m = await measure(gatewayOf(mode), env, c, seconds, true);
             rowOf(mode, label).rounds.push(m);
             console.log(JSON.stringify({ admission: mode, load: label, round: r + 1, goodput: round(goodputOf(m)), refused: m.w.refused, late: m.w.refusedOther, retryAfter: m.w.refusedWithRetryAfter, other: m.w.other, socketErrors: m.w.socketErrors, p99All: m.w.p99Ms, admittedP99: round(pct(m.probe.admitted, 99)), probeServed: m.probe.admitted.length, probeRefused: m.probe.refused, cpuMsPerServed: round(m.cpuMs / Math.max(1, m.w.served + m.probe.admitted.length), 3), peakRssMiB: m.peakRssMiB, load1: round(m.load1) }));
           }
@@ -310,11 +323,13 @@ async function main(): Promise<void> {
       for (const rr of refusalRounds) console.log(`  ${round(rr.refusalUs)} / ${round(rr.servedUs)} / ${round(rr.refusalUs / rr.servedUs, 3)} / ${round(rr.floorUs)} / ${round(rr.load1)}  (${rr.refusedWithRetryAfter} of ${rr.refused} refusals with Retry-After; floor ${rr.floorRequests} requests)`);
       const ratio = median(refusalRounds.map((rr) => rr.refusalUs / rr.servedUs));
       console.log(`  median: ${round(median(refusalRounds.map((rr) => rr.refusalUs)))} µs per refusal = ${round(ratio, 3)} × a served call (${round(median(refusalRounds.map((rr) => rr.servedUs)))} µs); floor ${round(median(refusalRounds.map((rr) => rr.floorUs)))} µs`);
-      const onRows = summary.filter((x) => x.admission === 'on');
-      console.log(`\nadmission on: goodput ≥ 0.9 P at every load: ${onRows.every((x) => x.goodputVsPeak >= 0.9)}; admitted p99 ≤ 3 U: ${onRows.every((x) => !(x.admittedVsU > 3))}; refusal ≤ 0.1 served CPU (alone): ${ratio <= 0.1}; every refusal with Retry-After: ${onRows.every((x) => x.allRetryAfter)}`);
+      for (const mode of modes.filter((m) => m !== 'off')) {
+        const onRows = summary.filter((x) => x.admission === mode);
+        console.log(`\nadmission ${mode}: goodput ≥ 0.9 P at every load: ${onRows.every((x) => x.goodputVsPeak >= 0.9)}; admitted p99 ≤ 3 U: ${onRows.every((x) => !(x.admittedVsU > 3))}; refusal ≤ 0.1 served CPU (alone, admission on): ${ratio <= 0.1}; every refusal with Retry-After: ${onRows.every((x) => x.allRetryAfter)}`);
+      }
     } finally {
       holding = false;
-      await Promise.all([on.stop(), off.stop(), lim1.stop(), floor.stop()]);
+      await Promise.all([on.stop(), off.stop(), lim1.stop(), floor.stop(), ...(variant ? [variant.stop()] : [])]);
       await holder;
     }
   });

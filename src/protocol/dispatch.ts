@@ -15,7 +15,8 @@ import { identityStep } from '../pipeline/01-identity';
 import { withChallenge, type AuthSurface } from '../auth/protected-resource';
 import type { AuditDecision, AuditHooks, AuditSink, ToolCallAuditEvent } from '../audit/types';
 import { discoverResult, initializeResult, toolsListResult } from './envelopes';
-import { renderOutcome } from './tool-results';
+import { renderOutcome, serializeMessageForWire } from './tool-results';
+import { retryAfterSeconds } from '../transport/http-errors';
 import { refusalInfo } from '../errors/vocabulary';
 import type { RateLimiter } from '../pipeline/05-rate-limit';
 import { chargedUpFront, type ClientLimits } from '../transport/client-limits';
@@ -264,11 +265,23 @@ function overCapacityOutcome(r: CapacityRefusal): ToolOutcome {
   return { kind: 'refusal', code: 'rate_limited', message: OVER_CAPACITY_MESSAGE, extra: { retry_after_ms: r.retryAfterMs } };
 }
 
+let isoAt = 0;
+let isoText = '';
+/** `new Date().toISOString()`, made at most once per millisecond (a flood of refusals builds one event each). */
+function isoNow(): string {
+  const now = Date.now();
+  if (now !== isoAt) {
+    isoAt = now;
+    isoText = new Date(now).toISOString();
+  }
+  return isoText;
+}
+
 /** The tool-call event of a call refused at capacity (details.over_capacity; duration 0). */
 function overCapacityEvent(req: Pick<ToolCallRequest, 'requestId' | 'dialect' | 'protocolVersion' | 'route'>, binding: ToolBinding, identity: KnownCaller): ToolCallAuditEvent {
   return {
     requestId: req.requestId,
-    time: new Date().toISOString(),
+    time: isoNow(),
     identityId: identity.id,
     keyId: identity.keyId,
     tool: binding.name,
@@ -472,8 +485,71 @@ export function answerKnownOverCapacity(adm: Admitted, http: { requestId: string
   const early = deps.capacity.refuseKnown(http.apiKey, http.scope);
   if (!early) return false;
   const req = { requestId: http.requestId, dialect: adm.dialect, protocolVersion: adm.version, clientAddress: http.clientAddress };
-  answerCall(adm, msg.id, http.requestId, overCapacity(deps, req, target.binding, early.refusal, early.caller)!, ch, deps);
+  const ran = overCapacity(deps, req, target.binding, early.refusal, early.caller)!;
+  const answer = adm.dialect === 'modern' ? modernOverCapacityAnswer(adm.version, msg.id, http.requestId, early.refusal.retryAfterMs) : null;
+  if (!answer) {
+    answerCall(adm, msg.id, http.requestId, ran, ch, deps);
+    return true;
+  }
+  // The same bytes answerCall writes (renderOutcome → errorResponse → serializeMessage), from a
+  // template made once by that very path: no outcome, rendering or serializer per refusal.
+  ch.finalText(answer.status, answer.text, answer.headers);
+  ch.writeDeadline(deps.answerWriteTimeoutMs ?? DEFAULT_ANSWER_WRITE_TIMEOUT_MS, () => answerExpired(deps, http.requestId, ran.canonical));
+  if (deps.capacity.settings.pauseRefusedConnections) ch.pauseReadingAfter(early.refusal.retryAfterMs);
   return true;
+}
+
+/** The modern dialect's refusal at capacity as a template: `parts` alternate fixed text (even indexes) and slot markers (odd: the JSON-RPC id, the request id, retry_after_ms); `status` is the HTTP status. */
+interface RefusalTemplate {
+  parts: string[];
+  status: number;
+}
+
+/** Slot values rendered into the template, then cut at (none can occur in the refusal's fixed text). */
+const ID_SLOT = 'il_id_slot_5d1c';
+const ID_SLOT_JSON = `"${ID_SLOT}"`;
+const REQUEST_ID_SLOT = 'il_request_slot_5d1c';
+const RETRY_SLOT = 987654321012;
+const SLOTS = new RegExp(`(${ID_SLOT_JSON}|${REQUEST_ID_SLOT}|${RETRY_SLOT})`);
+/** Per protocol version: the template, or null when the rendered refusal does not have the expected shape (then answerCall writes it). */
+const refusalTemplates = new Map<string, RefusalTemplate | null>();
+
+/**
+ * The refusal at capacity of the modern dialect for JSON-RPC id `id`, request `requestId` and a
+ * wait of `retryAfterMs` (ms): the HTTP status (429), the body text and the headers (Retry-After,
+ * whole seconds), exactly as answerCall renders and serialises it, from a template rendered once per
+ * protocol version through renderOutcome and serializeMessageForWire with slot values (issue 29: a
+ * refusal must cost little more than node:http's own answer). Null when the rendered refusal is not
+ * one JSON text with each slot once and Retry-After as its only header (the caller then uses answerCall).
+ */
+export function modernOverCapacityAnswer(version: string, id: JsonRpcId, requestId: string, retryAfterMs: number): { status: number; text: string; headers: Record<string, string> } | null {
+  let t = refusalTemplates.get(version);
+  if (t === undefined) {
+    t = refusalTemplate(version);
+    refusalTemplates.set(version, t);
+  }
+  if (!t) return null;
+  const idText = JSON.stringify(id);
+  let text = '';
+  for (let i = 0; i < t.parts.length; i++) {
+    const p = t.parts[i];
+    text += i % 2 === 0 ? p : p === REQUEST_ID_SLOT ? requestId : p === ID_SLOT_JSON ? idText : String(retryAfterMs);
+  }
+  return { status: t.status, text, headers: { 'Retry-After': retryAfterSeconds(retryAfterMs) } };
+}
+
+/** Renders the refusal once with slot values and cuts it at them (modernOverCapacityAnswer); null when the shape is not the expected one. */
+function refusalTemplate(version: string): RefusalTemplate | null {
+  const rendered = renderOutcome(overCapacityOutcome({ retryAfterMs: RETRY_SLOT }), 'modern', version, REQUEST_ID_SLOT);
+  if (rendered.kind !== 'error') return null;
+  const headers = rendered.headers ?? {};
+  if (Object.keys(headers).join() !== 'Retry-After' || headers['Retry-After'] !== retryAfterSeconds(RETRY_SLOT)) return null;
+  const wire = serializeMessageForWire(errorResponse(ID_SLOT, rendered.error));
+  if (typeof wire !== 'string') return null;
+  const parts = wire.split(SLOTS);
+  const slots = parts.filter((_, i) => i % 2 === 1);
+  if (slots.length !== 3 || new Set(slots).size !== 3) return null;
+  return { parts, status: rendered.status };
 }
 
 /** Logs an answer whose write deadline passed (its socket is then destroyed; the call stays audited). */

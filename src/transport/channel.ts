@@ -64,11 +64,14 @@ export function whenResponseDone(res: ServerResponse, fn: () => void): void {
  * (every byte flushed to the kernel, so the client is reading) within `ms` milliseconds, calls
  * `onExpired` and destroys the response's socket, which frees the buffered answer and, through
  * whenResponseDone, the stream slot. Does nothing when `ms` ≤ 0 or the response has already
- * finished or closed. The timer is unref'd and cleared on 'finish' or 'close'. The audit event of a
+ * finished or closed, or has ended with every byte handed to the socket's kernel buffer. The timer is unref'd and cleared on 'finish' or 'close'. The audit event of a
  * tool call was committed before its answer was written, so a destroyed answer stays recorded.
  */
 export function armWriteDeadline(res: ServerResponse, ms: number, onExpired?: () => void): void {
   if (!(ms > 0) || res.writableFinished || res.destroyed) return;
+  // Ended and every byte already handed to the kernel (node:http writes a short answer at end()):
+  // nothing waits in memory, so no timer (issue 29: a refusal at capacity arms none).
+  if (res.writableEnded && res.socket && res.writableLength === 0) return;
   const timer = setTimeout(() => {
     if (res.writableFinished || res.destroyed) return;
     onExpired?.();
@@ -131,6 +134,22 @@ export class ResponseChannel {
       return;
     }
     sendJsonText(this.res, status, serializeMessageForWire(message), headers);
+  }
+
+  /**
+   * Sends a final answer already serialised: `text` (a JSON document) as an application/json body
+   * with `status` and `headers` (sendJsonText), or as the last event of an open stream. For answers
+   * made from a template (the refusal at capacity, src/protocol/dispatch.ts), which `final` would
+   * only serialise again.
+   */
+  finalText(status: number, text: string, headers?: Record<string, string>): void {
+    if (this.closed) return;
+    if (this.streaming) {
+      this.res.write(`event: message\ndata: ${text}\n\n`);
+      this.res.end();
+      return;
+    }
+    sendJsonText(this.res, status, text, headers);
   }
 
   /** Calls `fn` once when the response has finished or closed (whenResponseDone). */

@@ -16,12 +16,13 @@
  *
  * A tools/call is aborted when its client goes away before the answer is complete; the
  * observeRequest hook sees every answered request that passed the keyless gate and the body read
- * (method, dialect, status, seconds since admission).
+ * (method, dialect, status, seconds since admission; 0 for a refusal at capacity decided after the
+ * body read, observed as soon as it is written).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { CallAbort } from './call-abort';
 import { utf8BodyReader } from './body';
-import { admit } from './admission';
+import { admit, type Admitted, type Reply } from './admission';
 import { corsOrigin, corsResponseHeaders, type OriginPolicy } from './http-headers';
 import { ResponseChannel, sendJsonText } from './channel';
 import { errorResponse } from './jsonrpc';
@@ -89,7 +90,8 @@ export function mcpHandler(opts: McpEndpointOptions, deps: DispatchDeps, policy:
   const readBody = utf8BodyReader(opts.bodyLimitBytes ?? 1024 * 1024);
   const observe = opts.observeRequest;
 
-  const answer = async (req: ReadRequest, res: ServerResponse): Promise<void> => {
+  // Synchronous up to the refusal at capacity (no promise for a refused call); the rest is `serve`.
+  const answer = (req: ReadRequest, res: ServerResponse): Promise<void> | undefined => {
     const requestId = newRequestId();
     res.setHeader('X-Request-Id', requestId);
     // Node already lower-cases header names and joins repeated ones (set-cookie, the only array, is not read).
@@ -102,8 +104,18 @@ export function mcpHandler(opts: McpEndpointOptions, deps: DispatchDeps, policy:
     // Admission by capacity for a token seen before, decided before anything a served call needs is
     // built (issue 29 item 3): the same 429 answer, counted in the aggregate audit.
     const refused = isCall && apiKey !== null && deps.capacity !== undefined && answerKnownOverCapacity(admitted!, { requestId, apiKey, clientAddress: clientAddressKey(req.socket.remoteAddress), scope: req.socket }, ch, deps);
+    if (refused) {
+      // Observed once written (its bytes left with end(); nothing runs after it), without a 'close' listener.
+      if (observe && res.writableEnded) observe(admitted!.message.method, admitted!.dialect, res.statusCode, 0);
+      return undefined;
+    }
+    return serve(req, res, requestId, verdict, ch, isCall, apiKey);
+  };
+
+  const serve = async (req: ReadRequest, res: ServerResponse, requestId: string, verdict: Reply | Admitted, ch: ResponseChannel, isCall: boolean, apiKey: string | null): Promise<void> => {
+    const admitted = verdict.kind === 'admitted' ? verdict : null;
     // A CallAbort, not an AbortController: the same cancellation for the pipeline at a fraction of the cost (call-abort.ts).
-    const controller = isCall && !refused ? new CallAbort() : null;
+    const controller = isCall ? new CallAbort() : null;
     if (observe || controller) {
       const t0 = observe ? process.hrtime.bigint() : 0n;
       // One listener per request: 'close' follows 'finish' for an answered request, and comes alone
@@ -115,7 +127,6 @@ export function mcpHandler(opts: McpEndpointOptions, deps: DispatchDeps, policy:
         if (controller) controllers.delete(controller);
       });
     }
-    if (refused) return;
     if (!admitted) {
       if (verdict.kind !== 'reply') return;
       if (verdict.body) ch.final(verdict.status, verdict.body, verdict.headers);
@@ -158,7 +169,13 @@ export function mcpHandler(opts: McpEndpointOptions, deps: DispatchDeps, policy:
       }
       readBody(req, res, (err) => {
         if (err) return sendMcpRequestError(res, err);
-        answer(req, res).catch((e: unknown) => sendMcpRequestError(res, e));
+        let pending: Promise<void> | undefined;
+        try {
+          pending = answer(req, res);
+        } catch (e) {
+          return sendMcpRequestError(res, e);
+        }
+        pending?.catch((e: unknown) => sendMcpRequestError(res, e));
       });
     } catch (err) {
       // body-parser throws synchronously on a Content-Type it cannot parse (400, as under Express).

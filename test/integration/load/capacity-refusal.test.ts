@@ -22,6 +22,8 @@ const REFUSED = 300;
 const POINT = 'SELECT track_id, name FROM track WHERE track_id = $1';
 const MODERN = '2026-07-28';
 const AT_CAPACITY = 'The gateway is at capacity; wait retry_after_ms milliseconds before trying again.';
+/** An allow-listed Origin: its answers carry the CORS headers, refusals too. */
+const ORIGIN = 'http://app.example.test';
 
 let env: GovernedEnv;
 let port = 0;
@@ -30,6 +32,7 @@ beforeAll(async () => {
   env = await startGovernedEnv({
     config: {
       // One connection sends every call: it is not paused after a refusal (pause_refused_connections is tested on its own).
+      allowed_origins: [ORIGIN],
       admission: { enabled: true, initial_limit: 1, min_limit: 1, max_limit: 1, queue_size: 0, queue_timeout_ms: 250, tolerance: 2, max_event_loop_delay_ms: 60_000, max_audit_queue: 1000, pause_refused_connections: false },
       rate_limits: { per_identity: { points: SERVED * 1.2 + 20, window_seconds: 600 }, per_source: { points: 100_000, window_seconds: 60 } },
       cache: { ttl_ms: 0, max_bytes: 0 },
@@ -98,7 +101,7 @@ class RawClient {
     } catch {
       // not JSON: kept as text, so the test's expectation names it
     }
-    w({ status: Number(head[0].split(' ')[1]), headers, body: parsed });
+    w({ status: Number(head[0].split(' ')[1]), headers, body: parsed, raw: `${head.join('\r\n')}\r\n\r\n${body}` });
   }
   send(raw: string): Promise<RawAnswer> {
     return new Promise((resolve) => {
@@ -115,10 +118,12 @@ interface RawAnswer {
   status: number;
   headers: Record<string, string>;
   body: any;
+  /** The status line, header lines in order and the body (the decoded data for a chunked one), as received. */
+  raw: string;
 }
 
 /** The bytes of one tools/call of interlock_query (a point read of track `id`), in the modern or handshake dialect. */
-function request(id: number, dialect: 'modern' | 'handshake' | 'discover', rpcId: number | string = 7, apiKey = env.apiKey): string {
+function request(id: number, dialect: 'modern' | 'handshake' | 'discover', rpcId: number | string = 7, apiKey = env.apiKey, origin?: string): string {
   if (dialect === 'discover') {
     const b = JSON.stringify({ jsonrpc: '2.0', id: rpcId, method: 'server/discover', params: { _meta: { 'io.modelcontextprotocol/protocolVersion': MODERN, 'io.modelcontextprotocol/clientCapabilities': {} } } });
     return `POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nAuthorization: Bearer ${apiKey}\r\nContent-Length: ${Buffer.byteLength(b)}\r\nMCP-Protocol-Version: ${MODERN}\r\nMcp-Method: server/discover\r\n\r\n${b}`;
@@ -134,6 +139,7 @@ function request(id: number, dialect: 'modern' | 'handshake' | 'discover', rpcId
     `Authorization: Bearer ${apiKey}`,
     `Content-Length: ${Buffer.byteLength(body)}`,
   ];
+  if (origin) headers.push(`Origin: ${origin}`);
   headers.push(dialect === 'modern' ? `MCP-Protocol-Version: ${MODERN}\r\nMcp-Method: tools/call\r\nMcp-Name: interlock_query` : 'MCP-Protocol-Version: 2025-11-25');
   return `${headers.join('\r\n')}\r\n\r\n${body}`;
 }
@@ -229,25 +235,31 @@ test('the refusal at capacity: exact answers in both dialects, Retry-After, aggr
   }
 }, 120_000);
 
-test('a token not seen before is refused after its identity is resolved, the same way; then before', async () => {
-  const key = await createApiKey(env.db, env.demo.identityId);
+test('a token not seen before is refused after its identity is resolved, the same way; then before, byte for byte', async () => {
   const c = await RawClient.open();
   const slot = holdTheSlot();
   try {
-    const refusedBefore = env.gateway.capacity!.refused;
-    const answers: RawAnswer[] = [];
-    for (const rpcId of ['first', 'again']) {
-      const a = await c.send(request(3, 'modern', rpcId, key.secret));
-      expect(a.status).toBe(429);
-      expect(a.headers['retry-after']).toBe('1');
-      expect(a.body).toEqual({ jsonrpc: '2.0', id: rpcId, error: { code: -32602, message: AT_CAPACITY, data: { status: 'rate_limited', code: 'rate_limited', message: AT_CAPACITY, retry_after_ms: 1000, request_id: a.headers['x-request-id'] } } });
-      answers.push(a);
+    for (const origin of [undefined, ORIGIN]) {
+      const key = await createApiKey(env.db, env.demo.identityId);
+      const refusedBefore = env.gateway.capacity!.refused;
+      const answers: RawAnswer[] = [];
+      for (const rpcId of ['first', 'again']) {
+        const a = await c.send(request(3, 'modern', rpcId, key.secret, origin));
+        expect(a.status).toBe(429);
+        expect(a.headers['retry-after']).toBe('1');
+        expect(a.headers['access-control-allow-origin']).toBe(origin);
+        expect(a.body).toEqual({ jsonrpc: '2.0', id: rpcId, error: { code: -32602, message: AT_CAPACITY, data: { status: 'rate_limited', code: 'rate_limited', message: AT_CAPACITY, retry_after_ms: 1000, request_id: a.headers['x-request-id'] } } });
+        answers.push(a);
+      }
+      expect(env.gateway.capacity!.refused - refusedBefore).toBe(2);
+      // The first went through identity resolution (answerCall renders and serialises the outcome),
+      // the second was decided right after the body parse (answerKnownOverCapacity, from its
+      // template): the same status line, header lines in the same order, and body bytes, but for
+      // the request id and the date (the JSON-RPC ids are as long).
+      const same = (a: RawAnswer) => a.raw.split(a.headers['x-request-id']).join('-').replace(/\r\nDate: [^\r]*/, '\r\nDate: -').replace(/"id":"(first|again)"/, '"id":"-"');
+      expect(same(answers[1])).toBe(same(answers[0]));
+      expect(same(answers[1])).toContain('\r\nRetry-After: 1\r\n');
     }
-    expect(env.gateway.capacity!.refused - refusedBefore).toBe(2);
-    // The first went through identity resolution, the second was decided right after the body parse
-    // (answerKnownOverCapacity): the same header lines and the same body bytes but for the request id and date (the JSON-RPC ids are as long).
-    const same = (a: RawAnswer) => ({ headers: { ...a.headers, 'x-request-id': '-', date: '-' }, body: JSON.stringify(a.body).replace(a.headers['x-request-id'], '-').replace(/"id":"(first|again)"/, '"id":"-"') });
-    expect(same(answers[1])).toEqual(same(answers[0]));
     // A made-up token is never remembered: it gets its 401, not a capacity refusal.
     const bogus = await c.send(request(3, 'modern', 'bogus', `ilk_${'A'.repeat(43)}`));
     expect(bogus.status).toBe(401);

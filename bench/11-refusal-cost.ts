@@ -1,0 +1,97 @@
+/**
+ * A refusal at capacity on its own (issue 29, "a refusal costs at most a tenth of a served call's
+ * CPU"), before and after, beside the bare node:http floor: BENCH_ROOTS (comma-separated checkouts,
+ * each compiled with `npm run -s build`; default this checkout, or BEFORE_ROOT and this checkout)
+ * each run a gateway with limit 1, no queue and no pause, its slot kept busy by slow reads; wrk
+ * drives it at 32 connections (one identity, uncached point reads, modern dialect) for
+ * BENCH_SECONDS, and so the floor (bench/lib/refusal-floor-server.ts), in alternating order per
+ * round (BENCH_ROUNDS). Per run: gateway CPU (user + system from /proc) per answer, µs; the answers
+ * sorted (every refusal must carry Retry-After). With BENCH_PROFILE_DIR each gateway runs under
+ * `--cpu-prof` and writes its profile there on exit (then the CPU figures include the profiler); with
+ * BENCH_STRACE_DIR each run is counted by `strace -c -f` into that folder (system calls per answer;
+ * the CPU figures then include the tracer's cost).
+ *
+ * Not a timed test. Needs /usr/bin/wrk. Run: `BEFORE_ROOT=/path/to/main BENCH_ROUNDS=5 npx tsx bench/11-refusal-cost.ts`.
+ */
+import { spawn } from 'node:child_process';
+import { loadavg } from 'node:os';
+import path from 'node:path';
+import { gatewayVars, ROOT, startServe, startTsChild, withBenchEnv, type BenchEnv, type GatewayChild } from './lib/env';
+import { procCpuMs } from './lib/cpu';
+import { callHeaders, POINT_BODIES as BODIES, SLOW_BODY } from './lib/overload-calls';
+import { envInt } from './lib/stats';
+import { runWrkOverload, wrkAvailable } from './lib/wrk';
+
+/** The limit-1 gateway's variables: client caps lifted, cache off, limit 1, no queue, no pause. */
+function lim1Vars(env: BenchEnv): Record<string, string> {
+  return {
+    ...gatewayVars(env.controlUrl, { cacheTtlMs: 0 }),
+    INTERLOCK_STREAMS_PER_IDENTITY: '100000',
+    INTERLOCK_STREAMS_PER_ADDRESS: '100000',
+    INTERLOCK_BODY_READS_PER_ADDRESS: '100000',
+    INTERLOCK_ADMISSION_MIN_LIMIT: '1',
+    INTERLOCK_ADMISSION_MAX_LIMIT: '1',
+    INTERLOCK_ADMISSION_QUEUE_SIZE: '0',
+    INTERLOCK_ADMISSION_PAUSE_REFUSED_CONNECTIONS: 'false',
+  };
+}
+
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+};
+
+async function main(): Promise<void> {
+  if (!wrkAvailable()) throw new Error('needs wrk (/usr/bin/wrk)');
+  const roots = (process.env.BENCH_ROOTS ?? (process.env.BEFORE_ROOT ? `${process.env.BEFORE_ROOT},${ROOT}` : ROOT)).split(',').filter(Boolean);
+  const rounds = envInt('BENCH_ROUNDS', 3);
+  const seconds = envInt('BENCH_SECONDS', 4);
+  const prof = process.env.BENCH_PROFILE_DIR;
+  await withBenchEnv({}, async (env) => {
+    const gws = await Promise.all(roots.map((r, i) => startServe(lim1Vars(env), prof ? ['--cpu-prof', `--cpu-prof-dir=${prof}`, `--cpu-prof-name=refusal-${i}.cpuprofile`] : [], r)));
+    const floor = await startTsChild('bench/lib/refusal-floor-server.ts', {}, prof ? ['--cpu-prof', `--cpu-prof-dir=${prof}`, '--cpu-prof-name=floor.cpuprofile'] : []);
+    const sides: Array<{ name: string; gw: GatewayChild }> = [...gws.map((gw, i) => ({ name: roots[i], gw })), { name: 'node:http floor', gw: floor }];
+    let holding = true;
+    const holders = gws.map((g) =>
+      (async () => {
+        while (holding) await fetch(g.url, { method: 'POST', headers: callHeaders(env.apiKey), body: SLOW_BODY }).then((r) => r.text()).catch(() => undefined);
+      })(),
+    );
+    const per = new Map<string, number[]>(sides.map((s) => [s.name, []]));
+    try {
+      for (const s of sides) {
+        const w = await runWrkOverload({ url: s.gw.url, connections: 32, seconds: 2, bodies: BODIES, headers: callHeaders(env.apiKey), expect: '"track_id"' });
+        console.log(JSON.stringify({ side: s.name, warmUp: true, answers: w.refused + w.served + w.other }));
+      }
+      for (let r = 0; r < rounds; r++) {
+        const order = sides.map((_, i) => sides[(i + r) % sides.length]);
+        for (const s of order) {
+          const tracer = process.env.BENCH_STRACE_DIR ? spawn('strace', ['-c', '-f', '-p', String(s.gw.pid), '-o', path.join(process.env.BENCH_STRACE_DIR, `${s.name.replace(/[^a-z0-9]+/gi, '_')}-${r + 1}.txt`)], { stdio: 'ignore' }) : null;
+          if (tracer) await new Promise((res) => setTimeout(res, 500));
+          const c0 = procCpuMs(s.gw.pid);
+          const w = await runWrkOverload({ url: s.gw.url, connections: 32, seconds, bodies: BODIES, headers: callHeaders(env.apiKey), expect: '"track_id"' });
+          const cpuMs = procCpuMs(s.gw.pid) - c0;
+          if (tracer) {
+            tracer.kill('SIGINT');
+            await new Promise((res) => tracer.once('exit', res));
+          }
+          const answers = w.refused + w.served + w.other;
+          const us = (cpuMs * 1000) / Math.max(1, answers);
+          per.get(s.name)!.push(us);
+          console.log(JSON.stringify({ side: s.name, round: r + 1, answers, refused: w.refused, retryAfter: w.refusedWithRetryAfter, served: w.served, other: w.other, socketErrors: w.socketErrors, usPerAnswer: Math.round(us * 10) / 10, load1: loadavg()[0].toFixed(2) }));
+        }
+      }
+      for (const [name, xs] of per) console.log(`${name}: median ${Math.round(median(xs) * 10) / 10} µs per answer (rounds ${xs.map((x) => Math.round(x * 10) / 10).join(', ')})`);
+    } finally {
+      holding = false;
+      await Promise.all(holders);
+      await Promise.all(sides.map((s) => s.gw.stop()));
+    }
+  });
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
