@@ -73,6 +73,11 @@ export function examples(): ExampleDef[] {
   const modern = (g: GenContext, id: unknown, method: string, params: Record<string, unknown> = {}, o: WireOptions = {}) =>
     wire(g, { mpv: g.spec.protocol.versions.modern[0], body: req(id, method, { ...params, _meta: envelope(g) }), ...o });
   const port = (g: GenContext) => g.url.port || (g.url.protocol === 'https:' ? '443' : '80');
+  // The tool a header or tools/call example calls: InterLock's interlock_list_sources, or, when the suite
+  // tests another server's own catalogue, its probe tool (the tool map's list role) or its first tool, so
+  // the example reaches that server too (issue 30 item 4: every finding reached by a fixed example).
+  const tool = (g: GenContext) => g.spec.probeTool ?? g.spec.tools[0]?.name ?? 'interlock_list_sources';
+  const call = (g: GenContext, extra: Record<string, unknown> = {}) => ({ name: tool(g), arguments: {}, ...extra });
   return [
     { rule: 'HOST', row: '#2', title: 'Host evil.example.com → 403', build: (g) => wire(g, { headers: { Host: 'evil.example.com' }, body: req(1, 'tools/list') }) },
     { rule: 'HOST', title: 'Host localhost:<port> is a loopback name → served', build: (g) => wire(g, { headers: { Host: `localhost:${port(g)}` }, body: req(1, 'tools/list') }) },
@@ -153,16 +158,21 @@ export function examples(): ExampleDef[] {
     { rule: 'ENVELOPE', row: '#46', title: 'envelope without clientInfo → served', build: (g) => wire(g, { mpv: M, body: req(9, 'server/discover', { _meta: envelope(g, M, false) }) }) },
     { rule: 'VERSION-MATCH', row: '#51', title: 'MPV 2026-07-28, _meta v999.0.0 → 400 -32020', build: (g) => wire(g, { mpv: M, body: req(2, 'server/discover', { _meta: envelope(g, 'v999.0.0') }) }) },
     { rule: 'VERSION-MATCH', title: 'MPV v999.0.0, _meta 2026-07-28 → 400 -32020 (envelope checked before the version)', build: (g) => wire(g, { mpv: 'v999.0.0', headers: { 'Mcp-Method': 'tools/list' }, body: req(2, 'tools/list', { _meta: envelope(g) }) }) },
+    // As the MCP-METHOD example below: the header MUST decides before the non-object arguments are read.
+    { rule: 'VERSION-MATCH', title: 'MPV 2026-07-28, _meta 2025-06-18 on a tools/call with arguments [] → 400 -32020 (before the arguments are read)', build: (g) => wire(g, { mpv: M, body: req(2, 'tools/call', { ...call(g, { arguments: [] }), _meta: envelope(g, '2025-06-18') }) }) },
     { rule: 'MCP-METHOD', row: '#54', title: 'Mcp-Method missing → 400 -32020', build: (g) => modern(g, 3, 'tools/list', {}, { mirror: false }) },
     { rule: 'MCP-METHOD', row: '#55', title: 'Mcp-Method prompts/list for tools/list → 400 -32020', build: (g) => modern(g, 3, 'tools/list', {}, { headers: { 'Mcp-Method': 'prompts/list' } }) },
     { rule: 'MCP-METHOD', row: '#56', title: 'Mcp-Method TOOLS/LIST → 400 -32020', build: (g) => modern(g, 3, 'tools/list', {}, { headers: { 'Mcp-Method': 'TOOLS/LIST' } }) },
     { rule: 'MCP-METHOD', row: '#57', title: 'header names mcp-method / MCP-PROTOCOL-VERSION → served', build: (g) => wire(g, { headers: { 'MCP-PROTOCOL-VERSION': M, 'mcp-method': 'tools/list' }, body: req(3, 'tools/list', { _meta: envelope(g) }) }) },
-    { rule: 'MCP-NAME', row: '#58', title: 'tools/call without Mcp-Name → 400 -32020', build: (g) => modern(g, 4, 'tools/call', { name: 'interlock_list_sources', arguments: {} }, { headers: { 'Mcp-Name': null } }) },
-    { rule: 'MCP-NAME', row: '#59', title: 'Mcp-Name wrong → 400 -32020', build: (g) => modern(g, 4, 'tools/call', { name: 'interlock_list_sources', arguments: {} }, { headers: { 'Mcp-Name': 'wrong' } }) },
-    { rule: 'MCP-NAME', row: '#60', title: 'Mcp-Name with surrounding whitespace → passes the mirror check', build: (g) => modern(g, 4, 'tools/call', { name: 'interlock_list_sources', arguments: {} }, { headers: { 'Mcp-Name': '   interlock_list_sources  ' } }) },
-    { rule: 'MCP-NAME', row: '#61', title: 'Mcp-Name =?base64?…?= → decoded, passes', build: (g) => modern(g, 4, 'tools/call', { name: 'interlock_list_sources', arguments: {} }, { headers: { 'Mcp-Name': `=?base64?${Buffer.from('interlock_list_sources').toString('base64')}?=` } }) },
-    { rule: 'MCP-NAME', row: '#62', title: 'Mcp-Name =?base64?SGVs!!!?= → 400 -32020', build: (g) => modern(g, 4, 'tools/call', { name: 'interlock_list_sources', arguments: {} }, { headers: { 'Mcp-Name': '=?base64?SGVs!!!?=' } }) },
-    { rule: 'MCP-NAME', row: '#63', title: 'Mcp-Name =?BASE64?…?= (upper-case marker) → 400 -32020', build: (g) => modern(g, 4, 'tools/call', { name: 'interlock_list_sources', arguments: {} }, { headers: { 'Mcp-Name': `=?BASE64?${Buffer.from('interlock_list_sources').toString('base64')}?=` } }) },
+    // Two faults at once: the header mismatch (a 2026-07-28 MUST: 400 -32020) and non-object arguments
+    // (no MUST names their answer), so the mismatch decides (MCP-METHOD comes before TOOL-KNOWN in `checks`).
+    { rule: 'MCP-METHOD', title: 'Mcp-Method tools/list on a tools/call with arguments true → 400 -32020 (before the arguments are read)', build: (g) => modern(g, 3, 'tools/call', call(g, { arguments: true }), { headers: { 'Mcp-Method': 'tools/list' } }) },
+    { rule: 'MCP-NAME', row: '#58', title: 'tools/call without Mcp-Name → 400 -32020', build: (g) => modern(g, 4, 'tools/call', call(g), { headers: { 'Mcp-Name': null } }) },
+    { rule: 'MCP-NAME', row: '#59', title: 'Mcp-Name wrong → 400 -32020', build: (g) => modern(g, 4, 'tools/call', call(g), { headers: { 'Mcp-Name': 'wrong' } }) },
+    { rule: 'MCP-NAME', row: '#60', title: 'Mcp-Name with surrounding whitespace → passes the mirror check', build: (g) => modern(g, 4, 'tools/call', call(g), { headers: { 'Mcp-Name': `   ${tool(g)}  ` } }) },
+    { rule: 'MCP-NAME', row: '#61', title: 'Mcp-Name =?base64?…?= → decoded, passes', build: (g) => modern(g, 4, 'tools/call', call(g), { headers: { 'Mcp-Name': `=?base64?${Buffer.from(tool(g)).toString('base64')}?=` } }) },
+    { rule: 'MCP-NAME', row: '#62', title: 'Mcp-Name =?base64?SGVs!!!?= → 400 -32020', build: (g) => modern(g, 4, 'tools/call', call(g), { headers: { 'Mcp-Name': '=?base64?SGVs!!!?=' } }) },
+    { rule: 'MCP-NAME', row: '#63', title: 'Mcp-Name =?BASE64?…?= (upper-case marker) → 400 -32020', build: (g) => modern(g, 4, 'tools/call', call(g), { headers: { 'Mcp-Name': `=?BASE64?${Buffer.from(tool(g)).toString('base64')}?=` } }) },
     { rule: 'METHOD-KNOWN', row: '#66', title: 'modern foo/bar → 404 -32601', build: (g) => modern(g, 5, 'foo/bar') },
     { rule: 'METHOD-KNOWN', row: '#67', title: 'modern initialize → 404 -32601', build: (g) => modern(g, 5, 'initialize', init('2025-11-25')) },
     { rule: 'METHOD-KNOWN', row: '#67', title: 'modern ping → 404 -32601', build: (g) => modern(g, 5, 'ping') },
@@ -175,10 +185,10 @@ export function examples(): ExampleDef[] {
     { rule: 'METHOD-KNOWN-HANDSHAKE', row: '#40', title: 'handshake server/discover without envelope → served (DEV-DISCOVER-HANDSHAKE)', build: (g) => wire(g, { mpv: '2025-11-25', body: req(6, 'server/discover') }) },
     { rule: 'TOOL-KNOWN', row: '#41', title: 'handshake tools/call of an unknown tool → 200 -32602', build: (g) => wire(g, { mpv: '2025-06-18', body: req(7, 'tools/call', { name: 'get_weather', arguments: {} }) }) },
     { rule: 'TOOL-KNOWN', row: '#72', title: 'modern tools/call of an unknown tool → 200 -32602', build: (g) => modern(g, 7, 'tools/call', { name: 'get_weather', arguments: {} }) },
-    { rule: 'TOOL-KNOWN', title: 'handshake tools/call with arguments [] and no key → 200 -32602 (before AUTH)', build: (g) => wire(g, { mpv: '2025-11-25', body: req(7, 'tools/call', { name: 'interlock_list_sources', arguments: [] }) }) },
-    { rule: 'TOOL-KNOWN', title: 'modern tools/call with arguments null and an invalid key → 200 -32602 (before AUTH)', build: (g) => modern(g, 7, 'tools/call', { name: 'interlock_list_sources', arguments: null }, { auth: 'invalid' }) },
+    { rule: 'TOOL-KNOWN', title: 'handshake tools/call with arguments [] and no key → 200 -32602 (before AUTH)', build: (g) => wire(g, { mpv: '2025-11-25', body: req(7, 'tools/call', call(g, { arguments: [] })) }) },
+    { rule: 'TOOL-KNOWN', title: 'modern tools/call with arguments null and an invalid key → 200 -32602 (before AUTH)', build: (g) => modern(g, 7, 'tools/call', call(g, { arguments: null }), { auth: 'invalid' }) },
     { rule: 'TOOL-KNOWN', needsApiKey: true, title: 'tools/call with arguments "x" and a valid key → 200 -32602', build: (g) => wire(g, { mpv: '2025-06-18', auth: 'valid', body: req(7, 'tools/call', { name: 'interlock_list_sources', arguments: 'x' }) }) },
-    { rule: 'CLIENT-CAPABILITY', title: 'modern tools/call of a tool that declares no required capability, with clientCapabilities {} → not refused -32021', build: (g) => modern(g, 8, 'tools/call', { name: 'interlock_list_sources', arguments: {} }, { auth: 'invalid' }) },
+    { rule: 'CLIENT-CAPABILITY', title: 'modern tools/call of a tool that declares no required capability, with clientCapabilities {} → not refused -32021', build: (g) => modern(g, 8, 'tools/call', call(g), { auth: 'invalid' }) },
     { rule: 'AUTH', title: 'handshake governed tool without a key → tool result isError, unauthorized/missing_api_key', build: (g) => wire(g, { mpv: '2025-11-25', body: req(8, 'tools/call', { name: 'interlock_list_sources', arguments: {} }) }) },
     { rule: 'AUTH', title: 'handshake governed tool with an invalid key → unauthorized/invalid_api_key', build: (g) => wire(g, { auth: 'invalid', body: req(8, 'tools/call', { name: 'interlock_query', arguments: { source_id: 'demo', sql: 'SELECT 1' } }) }) },
     { rule: 'AUTH', title: 'modern governed tool without a key → 401 -32602 with WWW-Authenticate: Bearer', build: (g) => modern(g, 8, 'tools/call', { name: 'interlock_list_sources', arguments: {} }) },
@@ -208,6 +218,9 @@ export function examples(): ExampleDef[] {
     { rule: 'results.notification', row: '#33', title: 'notifications/initialized → 202, no body', build: (g) => wire(g, { mpv: '2025-11-25', body: note('notifications/initialized') }) },
     { rule: 'results.notification', row: '#24', title: 'notifications/cancelled without MPV → 202', build: (g) => wire(g, { body: note('notifications/cancelled', { requestId: 1 }) }) },
     { rule: 'results.notification', row: '#75', title: 'modern notification without Mcp-Method → 202', build: (g) => wire(g, { mpv: M, body: note('notifications/cancelled', { requestId: 1 }) }) },
+    // MCP Transports: a notification is answered 202 with no body, or, when the server cannot accept it, an
+    // HTTP error status; never 200 with a body.
+    { rule: 'results.notification', title: 'modern notification whose _meta is an array → 202 (MCP: or an HTTP error status)', build: (g) => wire(g, { mpv: M, body: note('notifications/cancelled', { requestId: 1, _meta: [M] }) }) },
     { rule: 'results.notification', row: '#24', title: 'unknown notification → 202', build: (g) => wire(g, { mpv: '2025-06-18', body: note('foo/bar') }) },
     { rule: 'results.noSession', row: '#26', title: 'Mcp-Session-Id on a request is ignored; none issued', build: (g) => wire(g, { headers: { 'Mcp-Session-Id': 'abc' }, body: req(0, 'initialize', init('2025-11-25')) }) },
     { rule: 'results.noSession', row: '#27', title: 'Last-Event-ID on a request is ignored', build: (g) => wire(g, { mpv: '2025-06-18', headers: { 'Last-Event-ID': '5' }, body: req(1, 'tools/list') }) },

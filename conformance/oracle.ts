@@ -70,6 +70,12 @@ export interface Expectation {
    * it with 400 -32020 is charged to this rule (MCP-NAME when it carries Mcp-Name, else MCP-METHOD).
    */
   headersOwner?: 'MCP-NAME' | 'MCP-METHOD';
+  /**
+   * A complete `initialize` whose answer nothing but its body decides (no MCP-Protocol-Version, or a
+   * handshake-era one): an answer refusing it (an HTTP error status or a JSON-RPC error) is charged to
+   * this rule, whatever the request was aimed at (one finding, one owning rule).
+   */
+  refusalOwner?: 'results.plain';
   /** MCP mode: the answer may issue an Mcp-Session-Id (a handshake-era server MAY assign sessions); a warning, not a violation. */
   sessionMay?: true;
   /** JSON-RPC error code (body 'error'). */
@@ -536,7 +542,11 @@ export function createOracle(spec: Spec, options: OracleOptions = {}): Oracle {
         if (bad !== undefined || typeof requested !== 'string') return { ...error('INITIALIZE-PARAMS', id, dialect, `initialize: ${bad}`), version };
         const supported = P.versions.handshake.includes(requested);
         const pv = supported ? requested : P.versions.initializeFallback;
-        return ok({ kind: 'initialize', protocolVersion: pv, requested, fallback: !supported }, 'results.plain', supported ? `initialize answers the requested version ${requested}` : `initialize answers ${pv} for the unsupported request ${requested}`);
+        // With no MCP-Protocol-Version, or a handshake-era one, nothing but the body decides this answer: a
+        // refusal of it is results.plain's finding, whatever rule the request was aimed at (issue 30 item 4).
+        const mpv = header(req, H.protocolVersion ?? 'MCP-Protocol-Version');
+        const plainOwner = mpv === undefined || P.versions.handshake.includes(mpv) ? { refusalOwner: 'results.plain' as const } : {};
+        return ok({ kind: 'initialize', protocolVersion: pv, requested, fallback: !supported }, 'results.plain', supported ? `initialize answers the requested version ${requested}` : `initialize answers ${pv} for the unsupported request ${requested}`, plainOwner);
       }
       case 'tool':
         return dispatchTool(ctx, req, dialect, version, id, params, ok);
@@ -649,6 +659,14 @@ export function createOracle(spec: Spec, options: OracleOptions = {}): Oracle {
       const served = expectHandshakeOnly(bare, ctx);
       transport.push({ ...served, alternatives: undefined, why: `${served.why} (MCP: the header is not required on initialize)` }, ...(served.alternatives ?? []));
     }
+    // One finding, one owning rule (issue 30 item 4): a transport check that comes before VERSION-HEADER in
+    // `checks` (a foreign Host or Origin, the method, the media types, JSON, batches, the JSON-RPC shape)
+    // and decides the request by itself is the main expectation, so a server that serves such a request
+    // is charged to that check whatever MCP-Protocol-Version rode along; the 400 stays accepted.
+    const order = (rule: string): number => spec.checkIds.indexOf(rule);
+    if (e.dialect === 'none' && order(e.rule) >= 0 && order(e.rule) < order('VERSION-HEADER')) {
+      return { ...e, alternatives: [unsupported, ...transport.slice(1)] };
+    }
     return { ...unsupported, alternatives: transport.length > 0 ? transport : undefined };
   }
 
@@ -715,7 +733,12 @@ export function createOracle(spec: Spec, options: OracleOptions = {}): Oracle {
     // initialize whatever its envelope or header says; an MCP-Protocol-Version that is no handshake-era
     // version may instead be refused as a header/body mismatch (-32020).
     if (method === 'initialize' && depth < 5) {
-      if (mpv !== undefined && !P.versions.handshake.includes(mpv)) e = orElse(e, { ...error('VERSION-MATCH', reqId, 'modern', `MCP: initialize with the non-handshake MCP-Protocol-Version ${mpv} may be refused with 400`), alternatives: undefined });
+      if (mpv !== undefined && !P.versions.handshake.includes(mpv)) {
+        e = orElse(e, { ...error('VERSION-MATCH', reqId, 'modern', `MCP: initialize with the non-handshake MCP-Protocol-Version ${mpv} may be refused with 400`), alternatives: undefined });
+        // Read with legacy semantics, the header names a version that revision does not support: "it MUST
+        // respond with 400 Bad Request" (2025-06-18 and later Transports), any body.
+        if (!PUBLISHED_REVISIONS.includes(mpv)) e = orElse(e, { rule: 'VERSION-HEADER', dialect: 'handshake', http: 400, body: 'any', why: `MCP 2025-11-25 Transports: initialize read with legacy semantics, and ${mpv} is no version it supports: 400 Bad Request, any body` });
+      }
       if (mpv !== undefined || (isObject(m?.params) && '_meta' in m.params)) {
         const next = expectMcp(withoutMeta(withHeader(req, H.protocolVersion ?? 'MCP-Protocol-Version', undefined), m), ctx, depth + 1);
         e = orElse(e, { ...next, alternatives: undefined, why: `${next.why} (MCP 2026-07-28: initialize selects legacy semantics)` });
@@ -856,7 +879,9 @@ export function createOracle(spec: Spec, options: OracleOptions = {}): Oracle {
       }
       // Error codes JSON-RPC 2.0 §5.1 only defines (no MUST), for errors whose code no MCP MUST names.
       if (x.code !== undefined && (x.rule === 'INITIALIZE-PARAMS' || x.rule === 'TOOL-KNOWN' || x.rule === 'METHOD-KNOWN-HANDSHAKE' || (x.rule === 'TOOL-ARGUMENTS' && x.dialect === 'handshake'))) {
-        const handshakeStatus = x.rule === 'METHOD-KNOWN-HANDSHAKE';
+        // The handshake-era transport names no HTTP status for the error of a request ("MUST either return
+        // Content-Type: text/event-stream … or Content-Type: application/json").
+        const handshakeStatus = x.rule === 'METHOD-KNOWN-HANDSHAKE' || x.dialect === 'handshake';
         e = orElse(e, {
           ...x,
           code: undefined,
@@ -914,6 +939,8 @@ export function createOracle(spec: Spec, options: OracleOptions = {}): Oracle {
     if (isRequest && mpv !== undefined && (P.versions.handshake.includes(mpv) || PUBLISHED_REVISIONS.includes(mpv)) && m && isObject(m.params) && '_meta' in m.params && depth < 5 && (has('ENVELOPE') || has('VERSION-MATCH') || has('VERSION-HEADER'))) {
       const next = expectMcp(withoutMeta(req, m), { ...ctx, handshakeOnly: undefined }, depth + 1);
       e = orElse(e, { ...next, alternatives: undefined, why: `${next.why} (MCP ${mpv}: params._meta is opaque metadata in that revision)` });
+      // What that revision also accepts for the request without _meta (e.g. an argument error as a tool result).
+      for (const a of next.alternatives ?? []) e = orElse(e, a);
     }
     // tools/call with `arguments` that is no object reported as a tool result with isError true: MCP 2025-11-25
     // Tools (SEP-1303) reports input validation errors as tool execution errors; no MUST asks for -32602.
@@ -956,12 +983,15 @@ export function createOracle(spec: Spec, options: OracleOptions = {}): Oracle {
     // RFC 8259 §8.1: a parser "MAY ignore the presence of a byte order mark rather than treating it as an
     // error", so refusing a body behind one as a parse error is allowed too.
     if ((req.body ?? '').startsWith('\ufeff') && e.rule !== 'JSON') e = orElse(e, { ...error('JSON', null, 'none', 'RFC 8259 §8.1: a byte order mark may be treated as an error (-32700)'), alternatives: undefined });
-    if (method === 'tools/call' && (e.rule === 'TOOL-ARGUMENTS' || e.result?.kind === 'tool-any' || e.result?.kind === 'tool-success')) {
-      const auth = header(req, P.headers.authorization ?? 'Authorization');
-      const bearer = auth === undefined ? undefined : /^bearer +(\S+)\s*$/i.exec(auth.trim())?.[1];
-      if (ctx.apiKey === undefined || bearer !== ctx.apiKey) {
-        e = orElse(e, { rule: e.rule, dialect: e.dialect, version: e.version, http: 401, body: 'any', why: 'MCP Authorization: a request without a valid token is answered HTTP 401 by a server whose tool needs one' });
-        if (e.dialect === 'handshake') e = orElse(e, { rule: e.rule, dialect: 'handshake', version: e.version, http: 200, body: 'result', id: reqId, result: { kind: 'tool-error' }, mayStream: true, why: "a tool that needs a key the request lacks reports it as a tool result with isError true (the server's own authorization)" });
+    // The main expectation or an alternative (e.g. the request read by a handshake-era revision named in its
+    // header, with params._meta opaque) that runs the tool.
+    const runsTool = [e, ...(e.alternatives ?? [])].filter((x) => x.rule === 'TOOL-ARGUMENTS' || x.result?.kind === 'tool-any' || x.result?.kind === 'tool-success');
+    const auth = header(req, P.headers.authorization ?? 'Authorization');
+    const bearer = auth === undefined ? undefined : /^bearer +(\S+)\s*$/i.exec(auth.trim())?.[1];
+    if (method === 'tools/call' && (ctx.apiKey === undefined || bearer !== ctx.apiKey)) {
+      for (const x of runsTool) {
+        e = orElse(e, { rule: x.rule, dialect: x.dialect, version: x.version, http: 401, body: 'any', why: 'MCP Authorization: a request without a valid token is answered HTTP 401 by a server whose tool needs one' });
+        if (x.dialect === 'handshake') e = orElse(e, { rule: x.rule, dialect: 'handshake', version: x.version, http: 200, body: 'result', id: reqId, result: { kind: 'tool-error' }, mayStream: true, why: "a tool that needs a key the request lacks reports it as a tool result with isError true (the server's own authorization)" });
       }
     }
     return e;

@@ -128,6 +128,14 @@ export function violations(spec: Spec, exp: Expectation, res: WireResponse): Vio
       return out;
     }
   }
+  if (exp.refusalOwner && (res.status >= 400 || /"error"\s*:/.test(res.body))) {
+    const p = parseBody(res);
+    const e = isObject(p.message) && isObject(p.message.error) ? p.message.error : undefined;
+    if (res.status >= 400 || e) {
+      out.push({ rule: exp.refusalOwner, message: `a complete initialize was refused: HTTP ${res.status}${e ? `, error ${show(e.code)} (${show(e.message)})` : ''}; expected ${exp.result?.kind === 'initialize' ? `a result with protocolVersion ${exp.result.protocolVersion}` : 'a result'}` });
+      return out;
+    }
+  }
   if (exp.body === 'unspecified') {
     // The spec names no outcome; only the invariants of any answer to a request are checked: not 202 (a
     // request is never accepted without an answer), not a server error, and an HTTP 200 answer echoes the id.

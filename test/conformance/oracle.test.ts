@@ -176,6 +176,10 @@ const TABLE: Array<[string, Record<string, unknown>]> = [
   ["initialize without clientInfo → 200 -32602", { rule: "INITIALIZE-PARAMS", http: 200, code: -32602, id: 0 }],
   ["initialize without params → 200 -32602", { rule: "INITIALIZE-PARAMS", http: 200, code: -32602, id: 0 }],
   ["initialize with capabilities null → 200 -32602", { rule: "INITIALIZE-PARAMS", http: 200, code: -32602, id: "i" }],
+  // Issue 30 item 4: the fixed examples that make each finding of another server seed-independent.
+  ["Mcp-Method tools/list on a tools/call with arguments true → 400 -32020 (before the arguments are read)", { rule: "MCP-METHOD", http: 400, code: -32020, id: 3 }],
+  ["MPV 2026-07-28, _meta 2025-06-18 on a tools/call with arguments [] → 400 -32020 (before the arguments are read)", { rule: "VERSION-MATCH", http: 400, code: -32020, id: 2 }],
+  ["modern notification whose _meta is an array → 202 (MCP: or an HTTP error status)", { rule: "results.notification", http: 202, body: "empty" }],
 ];
 
 describe('oracle: test-matrix rows', () => {

@@ -4,13 +4,13 @@
  * MCP Toolbox (`postgres-execute-sql`) and DBHub (`execute_sql`, read-only mode) against a test database
  * holding the sql-gateway fixture, read by a role with SELECT on the fixture only (other-servers.ts).
  * (The SDK v2 reference is pinned in reference.test.ts.) Each server's verdicts are pinned profile by
- * profile, rule by rule, as conformance/README.md ("Pinned verdicts of other servers") lists them with the
+ * profile, rule by rule, on seeds 1, 2 and 3 (the same set on each), as conformance/README.md ("Pinned verdicts of other servers") lists them with the
  * MCP, JSON-RPC or RFC text each failure breaks. A pin that turns out wrong is a package bug to fix.
  */
 import { runConformance, type RunReport } from '../../conformance/run';
 import { runSqlPack, type SqlPackReport } from '../../conformance/sql/run';
 import { createFixture } from '../../conformance/sql/fixture';
-import { parseToolMap } from '../../conformance/toolmap';
+import { parseToolMap, type ToolMap } from '../../conformance/toolmap';
 import { ADMIN_URL, createTempDatabase, execSql, pgServer, type TempDatabase } from '../helpers/pg';
 import { startSdkV1Server } from './sdk-v1-reference';
 import { startDbHub, startToolboxExecuteSql, type PgLogin } from './other-servers';
@@ -27,27 +27,69 @@ function sqlVerdicts(report: SqlPackReport): Array<[string, boolean, boolean, bo
   return report.classes.map((c) => [c.class, c.escapes.length > 0, c.leaks.length > 0, c.falsePositives.length > 0]);
 }
 
-const MCP_RUN = { profiles: ['mcp-stateless'], numRuns: 20, seed: 1 };
+/**
+ * Issue 30 item 4: verdicts are the same on every seed. Each MUST a server breaks is reached by a fixed
+ * example, so the pins hold for each of these seeds (the generated requests differ from seed to seed).
+ */
+const SEEDS = [1, 2, 3];
+const MCP_RUN = { profiles: ['mcp-stateless'], numRuns: 20 };
+const V1_MAP = { tools: { list: 'list_items' }, arguments: {}, fixed: {} };
 
 describe('mcp-stateless against a server built on the SDK v1 StreamableHTTPServerTransport', () => {
   let s: ReferenceServer;
-  let report: RunReport;
-  const lines: string[] = [];
+  const reports = new Map<number, { report: RunReport; lines: string[] }>();
   beforeAll(async () => {
     s = await startSdkV1Server();
-    report = await runConformance({ url: s.url, ...MCP_RUN, log: (l) => lines.push(l), toolMap: { tools: { list: 'list_items' }, arguments: {}, fixed: {} } });
+    for (const seed of SEEDS) {
+      const lines: string[] = [];
+      reports.set(seed, { report: await runConformance({ url: s.url, ...MCP_RUN, seed, log: (l) => lines.push(l), toolMap: V1_MAP }), lines });
+    }
   });
   afterAll(async () => {
     await s?.close();
   });
-  it('is judged by the handshake-era revisions (it answers a 2026-07-28 server/discover without a result)', () => {
-    expect(report.handshakeOnly).toBe(true);
+  it.each(SEEDS)('seed %i: is judged by the handshake-era revisions (it answers a 2026-07-28 server/discover without a result)', (seed) => {
+    expect(reports.get(seed)!.report.handshakeOnly).toBe(true);
   });
-  it('fails exactly the pinned rules', () => {
+  it.each(SEEDS)('seed %i: fails exactly the pinned rules', (seed) => {
+    const { report, lines } = reports.get(seed)!;
     const want = PINS.sdkV1;
-    expect({ failing: failing(report), report: failing(report).join() === want.join() ? '' : lines.join('\n') }).toEqual({ failing: want, report: '' });
+    expect({ seed, failing: failing(report), report: failing(report).join() === want.join() ? '' : lines.join('\n') }).toEqual({ seed, failing: want, report: '' });
+  });
+  it.each(SEEDS)('seed %i: every failing rule fails on a fixed example (reached whatever the seed draws)', (seed) => {
+    const { report } = reports.get(seed)!;
+    const byExample = report.checks.filter((c) => !c.passed && !c.skipped && c.details.some((d) => d.kind === 'example' && !d.passed)).map((c) => c.rule).sort();
+    expect(byExample).toEqual(PINS.sdkV1);
+  });
+  it('the replay flags printed with each finding reproduce it alone (same owning rule, request and violations)', async () => {
+    const kinds = await expectReplaysAlone(s.url, reports.get(1)!.report, V1_MAP);
+    expect(kinds).toEqual(['example', 'property']);
   });
 });
+
+/**
+ * Issue 30 item 4: runs the replay flags each finding of `report` prints (`--rule …`, `--seed`,
+ * `--num-runs`) and expects the same finding back under the same owning rule: the same property, example
+ * or incidental finding, the same request and the same violations. Returns the kinds of findings replayed.
+ */
+async function expectReplaysAlone(url: string, report: RunReport, toolMap: ToolMap): Promise<string[]> {
+  const findings = report.checks.flatMap((c) => c.details.filter((d) => !d.passed && !d.skipped).map((d) => ({ rule: c.rule, d })));
+  for (const { rule, d } of findings) {
+    const flags = d.replay!.split(' ');
+    const rules = flags.flatMap((f, i) => (flags[i - 1] === '--rule' ? [f] : []));
+    const seed = Number(flags[flags.indexOf('--seed') + 1]);
+    const numRuns = Number(flags[flags.indexOf('--num-runs') + 1]);
+    const again = await runConformance({ url, profiles: ['mcp-stateless'], rules, seed, numRuns, toolMap });
+    const same = again.checks.find((c) => c.rule === rule)?.details.find((x) => x.kind === d.kind && x.name === d.name && !x.passed);
+    expect({ rule, replay: d.replay, name: same?.name, violations: same?.violations, request: requestOf(same?.counterexample) }).toEqual({ rule, replay: d.replay, name: d.name, violations: d.violations, request: requestOf(d.counterexample) });
+  }
+  return [...new Set(findings.map((f) => f.d.kind))].sort();
+}
+
+/** The request part of a printed counterexample. */
+function requestOf(counterexample: string | undefined): string {
+  return /  Request:\n([\s\S]*?)\n  Expected:/.exec(counterexample ?? '')?.[1] ?? '';
+}
 
 describe('MCP Toolbox and DBHub (read-only mode) against the sql-gateway fixture', () => {
   let db: TempDatabase;
@@ -67,13 +109,23 @@ describe('MCP Toolbox and DBHub (read-only mode) against the sql-gateway fixture
     ['toolbox', startToolboxExecuteSql],
     ['dbhub', startDbHub],
   ];
-  it.each(servers)('%s: mcp-stateless and sql-gateway verdicts are the pinned ones', async (name, start) => {
+  it.each(servers)('%s: mcp-stateless (seeds 1, 2, 3) and sql-gateway verdicts are the pinned ones', async (name, start) => {
     const s = await start(login());
     try {
-      const lines: string[] = [];
-      const report = await runConformance({ url: s.url, ...MCP_RUN, log: (l) => lines.push(l), toolMap: { tools: { list: 'execute_sql' }, arguments: {}, fixed: {} } });
       const want = PINS[name as 'toolbox' | 'dbhub'];
-      expect({ name, handshakeOnly: report.handshakeOnly, failing: failing(report), report: failing(report).join() === want.mcp.join() ? '' : lines.join('\n') }).toEqual({ name, handshakeOnly: want.handshakeOnly, failing: want.mcp, report: '' });
+      for (const seed of SEEDS) {
+        const lines: string[] = [];
+        const report = await runConformance({ url: s.url, ...MCP_RUN, seed, log: (l) => lines.push(l), toolMap: { tools: { list: 'execute_sql' }, arguments: {}, fixed: {} } });
+        expect({ name, seed, handshakeOnly: report.handshakeOnly, failing: failing(report), report: failing(report).join() === want.mcp.join() ? '' : lines.join('\n') }).toEqual({ name, seed, handshakeOnly: want.handshakeOnly, failing: want.mcp, report: '' });
+        // Each failing rule fails on a fixed example, so no seed can miss it.
+        const byExample = report.checks.filter((c) => !c.passed && !c.skipped && c.details.some((d) => d.kind === 'example' && !d.passed)).map((c) => c.rule).sort();
+        expect({ name, seed, byExample }).toEqual({ name, seed, byExample: want.mcp });
+      }
+      if (name === 'toolbox') {
+        const lines: string[] = [];
+        const first = await runConformance({ url: s.url, ...MCP_RUN, seed: 1, log: (l) => lines.push(l), toolMap: { tools: { list: 'execute_sql' }, arguments: {}, fixed: {} } });
+        expect(await expectReplaysAlone(s.url, first, { tools: { list: 'execute_sql' }, arguments: {}, fixed: {} })).toEqual(['example', 'incidental', 'property']);
+      }
       const sql = await runSqlPack({ url: s.url, pgUrl: db.url, toolMap: parseToolMap({ tools: { query: 'execute_sql' }, arguments: { query: { sql: 'sql', source_id: null } } }) });
       expect({ name, classes: sqlVerdicts(sql) }).toEqual({ name, classes: want.sql });
     } finally {
@@ -99,7 +151,7 @@ const PINS = {
   sdkV1: ['HOST', 'NO-BATCH', 'ORIGIN'],
   toolbox: {
     handshakeOnly: false,
-    mcp: ['ENVELOPE', 'HOST', 'HTTP-METHOD', 'JSONRPC-SHAPE', 'MCP-NAME', 'ORIGIN', 'VERSION-HEADER', 'results.plain'],
+    mcp: ['ENVELOPE', 'HOST', 'HTTP-METHOD', 'JSONRPC-SHAPE', 'MCP-METHOD', 'MCP-NAME', 'ORIGIN', 'VERSION-HEADER', 'VERSION-MATCH', 'results.notification', 'results.plain'],
     sql: sqlPin({ legitimateRefused: false }),
   },
   dbhub: { handshakeOnly: false, mcp: ['ORIGIN'], sql: sqlPin({ legitimateRefused: true }) },

@@ -1,7 +1,8 @@
 /**
  * Issue 30 item 1 ("Every profile gives the same verdicts alone as together; rules that need a key say so
  * and skip with a reason when none is given"), checked through the CLI against a live InterLock: each
- * protocol profile run alone and both together, with and without a key, on two seeds. Every rule must
+ * protocol profile run alone and both together, with and without a key, on two seeds, properties and fixed
+ * examples (the third profile, sql-gateway, alone and together: sql-pack.test.ts). Every rule must
  * get the same verdict alone as together, InterLock must pass every rule, and TOOL-ARGUMENTS (which needs
  * an authenticated call) is skipped saying so exactly when no key is given.
  */
@@ -21,7 +22,7 @@ afterAll(async () => {
 /** Runs the CLI with --json and returns rule → verdict ('PASS', 'FAIL' or 'SKIP: <reason>'). */
 async function verdicts(args: string[]): Promise<{ code: number; rules: Record<string, string> }> {
   const out: string[] = [];
-  const code = await main(['--url', server.url, '--num-runs', '8', '--no-examples', '--json', ...args], (s) => out.push(s));
+  const code = await main(['--url', server.url, '--num-runs', '8', '--json', ...args], (s) => out.push(s));
   const report = JSON.parse(out.join('\n')) as { cases: Array<{ rule: string; passed: boolean; skipped?: string }> };
   return { code, rules: Object.fromEntries(report.cases.map((c) => [c.rule, c.skipped ? `SKIP: ${c.skipped}` : c.passed ? 'PASS' : 'FAIL'])) };
 }

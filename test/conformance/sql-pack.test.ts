@@ -112,6 +112,42 @@ describe('sql-gateway pack', () => {
   });
 });
 
+/**
+ * Issue 30 item 1 for the third profile (profiles-alone.test.ts covers mcp-stateless and interlock-v1):
+ * `sql-gateway` run alone gives every class the verdict it gets next to both protocol profiles, and
+ * without a key both runs stop the same way (exit 2, the reason named) instead of judging refusals.
+ */
+describe('sql-gateway alone and together with the protocol profiles', () => {
+  /** Runs the CLI with --json; returns the exit code, the sql-gateway verdicts and the protocol verdicts (or the error line). */
+  const run = async (profiles: string, withKey: boolean) => {
+    const out: string[] = [];
+    const key = withKey ? ['--api-key', env.apiKey] : [];
+    const code = await main(['--url', env.url, '--profile', profiles, '--pg-url', env.sourceUrl, '--source-id', 'chinook', '--restricted-api-key', restrictedApiKey, ...key, '--seed', '4', '--num-runs', '8', '--no-examples', '--json'], (l) => out.push(l));
+    const text = out.join('\n');
+    if (!text.startsWith('{')) return { code, error: text };
+    const cases = (JSON.parse(text) as { cases: Array<{ rule: string; passed: boolean; skipped?: string }> }).cases;
+    const verdict = (c: { passed: boolean; skipped?: string }) => (c.skipped ? `SKIP: ${c.skipped}` : c.passed ? 'PASS' : 'FAIL');
+    return {
+      code,
+      sql: Object.fromEntries(cases.filter((c) => c.rule.startsWith('sql.')).map((c) => [c.rule, verdict(c)])),
+      protocolNotPassed: cases.filter((c) => !c.rule.startsWith('sql.') && verdict(c) !== 'PASS').map((c) => `${c.rule}: ${verdict(c)}`),
+    };
+  };
+  it('with a key: the same verdict for every class, and InterLock passes every rule of all three profiles', async () => {
+    const alone = await run('sql-gateway', true);
+    const together = await run('mcp-stateless,interlock-v1,sql-gateway', true);
+    const pass = Object.fromEntries(['stacked', 'hidden-write', 'side-effect', 'procedural', 'locks-and-session', 'masked-leak', 'partition', 'legitimate', 'rows', 'session-settings'].map((c) => [`sql.${c}`, 'PASS']));
+    expect(alone).toEqual({ code: 0, sql: pass, protocolNotPassed: [] });
+    expect(together).toEqual({ code: 0, sql: pass, protocolNotPassed: [] });
+  });
+  it('without a key: both runs exit 2 with the same reason (no class is judged from refusals)', async () => {
+    const alone = await run('sql-gateway', false);
+    const together = await run('mcp-stateless,interlock-v1,sql-gateway', false);
+    expect(alone).toEqual({ code: 2, error: expect.stringMatching(/^error: the gateway did not answer a plain read of the fixture \(SELECT id, name FROM icf_items ORDER BY id\) with rows/) });
+    expect(together).toEqual(alone);
+  });
+});
+
 describe('sql-gateway rows class (identity A may read only rows where tenant = \'a\')', () => {
   const rowsOnly = { pgUrl: '', toolMap: INTERLOCK_TOOL_MAP, classes: ['rows' as const] };
   it('is skipped with the reason when no restricted identity is given', async () => {
