@@ -254,15 +254,27 @@ export function shapeRowRules(input: Omit<RowRuleInput, 'attributes'>): RowRuleS
   const touched = [...analysis.reads, ...analysis.writes];
   if (touched.some((r) => r.schema === ROW_VIEW_SCHEMA)) return unenforceable('the statement names the row-view schema');
   // A read of a parent returns its descendants' rows (a write to it reaches them): they must carry the same rule.
-  const checks: Array<[{ schema: string; table: string }, 'read' | 'write']> = [...touched.map((r) => [r, 'read'] as [typeof r, 'read']), ...analysis.writes.map((w) => [w, 'write'] as [typeof w, 'write'])];
-  for (const [r, action] of checks) {
-    const cols = action === 'read' ? usedOf(r.schema, r.table) : undefined;
+  // A write target's read rule is over all its columns (wholeReadRule), so its descendants are compared on those too.
+  const checks: Array<[{ schema: string; table: string }, 'read' | 'write', readonly string[] | undefined]> = [
+    ...touched.map((r) => [r, 'read', usedOf(r.schema, r.table)] as [typeof r, 'read', readonly string[]]),
+    ...analysis.writes.map((w) => [w, 'read', allOf(w.schema, w.table)] as [typeof w, 'read', readonly string[]]),
+    ...analysis.writes.map((w) => [w, 'write', undefined] as [typeof w, 'write', undefined]),
+  ];
+  for (const [r, action, cols] of checks) {
     const own = ruleOf(r.schema, r.table, action, cols);
     for (const d of hierarchy.descendants(r.schema, r.table)) {
       if (!sameRowRule(own, ruleOf(d.schema, d.name, action, cols))) return unenforceable(`${r.schema}.${r.table} has a descendant with another row rule`);
     }
   }
-  const targetRuled = (w: { schema: string; table: string }) => readRule(w.schema, w.table) !== null || ruleOf(w.schema, w.table, 'write') !== null;
+  /**
+   * The read rule R of a write target: over every column of the table, not the columns the
+   * statement reads of it (red team rt27m finding 1). A write inserts, changes or removes a row
+   * whole, so it may reach only rows the caller can read whole: a column allow without `rows`
+   * (`allow read public.note.note_id`) lifts the rule for reading that column, never for writing
+   * the row (before, `DELETE FROM note WHERE note_id = 2` or an INSERT of another owner's row ran).
+   */
+  const wholeReadRule = (schema: string, table: string) => readRule(schema, table, allOf(schema, table));
+  const targetRuled = (w: { schema: string; table: string }) => wholeReadRule(w.schema, w.table) !== null || ruleOf(w.schema, w.table, 'write') !== null;
   const ruledTouched = [...analysis.reads.filter((r) => readRule(r.schema, r.table) !== null), ...analysis.writes.filter(targetRuled)];
   // MERGE into a ruled table (a CTE's too) runs on the target's check-option view: PostgreSQL 17
   // and later run MERGE on an auto-updatable view and enforce its check option; older servers run
@@ -399,7 +411,7 @@ export function shapeRowRules(input: Omit<RowRuleInput, 'attributes'>): RowRuleS
       if (st !== 'ruled') return refuse(st);
       return target ? refuse(unenforceable(`a write through view ${rel.schema}.${rel.name}, whose lineage reaches a row-ruled relation`)) : viewCopy(rel);
     }
-    const read = readRule(rel.schema, rel.name, inView ? allOf(rel.schema, rel.name) : usedOf(rel.schema, rel.name));
+    const read = inView || target ? wholeReadRule(rel.schema, rel.name) : readRule(rel.schema, rel.name, usedOf(rel.schema, rel.name));
     const write = target ? ruleOf(rel.schema, rel.name, 'write') : null;
     if (read === null && write === null) return null;
     const parts: string[] = [];
