@@ -13,9 +13,11 @@
  *  2. medium, fixed: a claim value the identity record overrode when the write was queued was kept
  *     anyway; with the record's value removed before approval the write ran with that claim value
  *     (src/pipeline/06-write-safety.ts keptClaims keeps only values in effect).
- *  3. medium, not fixed (test.failing): claim values are kept for good; a requester whose issuer
- *     has since moved it to another tenant (its newer tokens say so) still has the old tenant's
- *     rows written at approval (and by a requeue later).
+ *  3. medium, fixed: claim values were kept for good; a requester whose issuer had since moved it
+ *     to another tenant (its newer tokens said so) still had the old tenant's rows written at
+ *     approval (and by a requeue later). Each token subject's last attribute claims are recorded
+ *     (migration 20261206150000000_subject-claims_rt27m.sql) and a contradicted kept value is not
+ *     used (src/control/identities.ts claimsStillHeld).
  *  4. low, fixed: a claim string with a NUL or an unpaired surrogate failed the queueing with
  *     tool_execution_failed (the control database refused to store it) instead of
  *     row_rule_attribute_missing (src/sql/row-rules/predicate.ts attributeText).
@@ -27,7 +29,7 @@ import { callTool, sourceQuery, type GovernedEnv } from '../../helpers/governed'
 import type { TestIssuer } from '../../helpers/jwks-server';
 import { useTenantClaimsEnv } from '../../helpers/tenant-claims';
 import type { SourceRole } from '../../../src/control/roles';
-import { setIdentityAttributes } from '../../../src/control/identities';
+import { disableIdentity, enableIdentity, setIdentityAttributes } from '../../../src/control/identities';
 import { approveAndExecute } from '../../../src/approvals/execute';
 import { requeueApproval } from '../../../src/approvals/requeue';
 import { getApproval } from '../../../src/control/approvals';
@@ -263,15 +265,37 @@ describe('claim attribute values kept with queued writes (governed gateway, toke
     expect((await getApproval(env.db, id))!.claimAttributes).toEqual({ tenant: 'Music' });
   });
 
-  // Finding 3 (medium, not fixed): the kept values are used for good. The issuer has moved the requester
-  // to another tenant (its newer token says Classical) before approval; the approval still writes Music's
-  // rows. A fix needs the latest claims a subject presented recorded (identity_subjects) and compared at
-  // approval; the safe outcome asserted here is the fail-closed one.
-  test.failing('finding 3: a requester moved to another tenant by its issuer since queueing does not have the old tenant\'s rows written', async () => {
-    const id = await queue(await mint('quin', 'Music'));
-    const moved = await mint('quin', 'Classical');
-    expect(sc(await call(moved, 'SELECT count(*) FROM playlist'))).toBeDefined();
-    expect(await approveAndExecute(env.db, id, { operator: 'ops-rt27m' })).toMatchObject({ approvalId: id, state: 'failed', errorCode: 'row_rule_attribute_missing' });
+  describe('finding 3 (medium, fixed): kept claim values a newer token of the requester contradicts are not used', () => {
+    // Before the fix the kept value was used for good: the approval wrote Music's rows for a requester its
+    // issuer had moved to Classical (and so did a requeue later). Now each subject's last attribute claims
+    // are recorded (identity_subjects.claim_attributes) and a kept value they contradict is dropped.
+    it('a requester moved to another tenant since queueing does not have the old tenant\'s rows written', async () => {
+      const id = await queue(await mint('quin', 'Music'));
+      expect(sc(await call(await mint('quin', 'Classical'), 'SELECT count(*) FROM playlist'))).toBeDefined();
+      expect(await approveAndExecute(env.db, id, { operator: 'ops-rt27m' })).toMatchObject({ approvalId: id, state: 'failed', errorCode: 'row_rule_attribute_missing' });
+    });
+
+    it('nor after a requeue made once it had moved (the first queueing time counts)', async () => {
+      const id = await queue(await mint('rey', 'Music'));
+      expect(sc(await call(await mint('rey', 'Classical'), 'SELECT count(*) FROM playlist'))).toBeDefined();
+      await disableIdentity(env.db, 'rt27m-rey@example.com');
+      expect(await approveAndExecute(env.db, id, { operator: 'ops-rt27m' })).toMatchObject({ state: 'failed', errorCode: 'identity_disabled' });
+      await enableIdentity(env.db, 'rt27m-rey@example.com');
+      const again = await requeueApproval(env.db, id, { operator: 'ops-rt27m-2' });
+      expect(again.claimAttributes).toEqual({ tenant: 'Music' });
+      expect(await approveAndExecute(env.db, again.id, { operator: 'ops-rt27m' })).toMatchObject({ approvalId: again.id, state: 'failed', errorCode: 'row_rule_attribute_missing' });
+    });
+
+    it('a requester whose latest token agrees again, or whose record now holds the attribute, is written as before', async () => {
+      const id = await queue(await mint('sia', 'Music'));
+      expect(sc(await call(await mint('sia', 'Classical'), 'SELECT count(*) FROM playlist'))).toBeDefined();
+      expect(sc(await call(await mint('sia', 'Music'), 'SELECT count(*) FROM playlist'))).toBeDefined();
+      expect(await approveAndExecute(env.db, id, { operator: 'ops-rt27m' })).toEqual({ approvalId: id, state: 'executed', rowCount: await count('Music') });
+      const other = await queue(await mint('sia', 'Music'));
+      expect(sc(await call(await mint('sia', 'Classical'), 'SELECT count(*) FROM playlist'))).toBeDefined();
+      await setIdentityAttributes(env.db, 'rt27m-sia@example.com', { tenant: 'Classical' });
+      expect(await approveAndExecute(env.db, other, { operator: 'ops-rt27m' })).toEqual({ approvalId: other, state: 'executed', rowCount: await count('Classical') });
+    });
   });
 
   it.each([
