@@ -170,6 +170,7 @@ describe('MERGE into row-ruled tables on PostgreSQL 18', () => {
       ['INSERT DEFAULT VALUES (the default owner is hidden; no default key)', 'MERGE INTO note n USING (VALUES (100)) v(x) ON n.note_id = v.x WHEN NOT MATCHED THEN INSERT DEFAULT VALUES', 'statement_failed'],
       ['INSERT of the key only (the default owner 3 is outside the rule)', 'MERGE INTO note n USING (VALUES (100)) v(x) ON false WHEN NOT MATCHED THEN INSERT (note_id) VALUES (v.x)', 'row_rule_violation'],
       ['UPDATE moving a partitioned row to a hidden owner', 'MERGE INTO pnote n USING (VALUES (4)) s(note_id) ON n.note_id = s.note_id WHEN MATCHED THEN UPDATE SET owner_id = 3', 'row_rule_violation'],
+      ['WHEN NOT MATCHED BY SOURCE moving permitted rows to a hidden owner', 'MERGE INTO note n USING (VALUES (0)) s(note_id) ON n.note_id = s.note_id WHEN NOT MATCHED BY SOURCE THEN UPDATE SET owner_id = 3', 'row_rule_violation'],
       ['a MERGE through a view over the ruled table', "MERGE INTO note_v n USING (VALUES (2)) s(note_id) ON n.note_id = s.note_id WHEN MATCHED THEN UPDATE SET body = 'v'", 'row_rule_unenforceable'],
       ['RETURNING old/new (PostgreSQL 18), not analysed', "MERGE INTO note n USING (VALUES (4)) s(note_id) ON n.note_id = s.note_id WHEN MATCHED THEN UPDATE SET body = 'm' RETURNING old.owner_id, new.owner_id", 'source_role_denied'],
     ])('%s: refused or failed as the test names, nothing changed', async (_w, sql, code) => {
