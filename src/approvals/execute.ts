@@ -22,7 +22,7 @@ import { policyStep } from '../pipeline/04-policy';
 import { hasAnyRowRules, planRowRules, type RowRulePlan } from '../pipeline/row-rules';
 import { runPlannedWrite } from './row-write';
 import { policyRowRestrictions } from '../governance/policies';
-import { getIdentity, mergeAttributes } from '../control/identities';
+import { claimsStillHeld, getIdentity, mergeAttributes } from '../control/identities';
 import { checkHierarchy } from '../pipeline/hierarchy-check';
 import type { QueryConnector } from '../pipeline/07-execute';
 import { SourceConnectorRegistry } from '../sources/registry';
@@ -68,7 +68,8 @@ function assertNotSelf(a: ApprovalRecord, operator: string): void {
  * Row rules (issue 27, docs/row-rules.md "Writes") are planned here with the requester's roles,
  * `restrict_rows` policies and identity attributes as they are NOW (its identity record), the
  * claim values kept with the queued write filling in the attributes the record lacks (as on a
- * call: the record's values win); a rule needing an attribute neither has fails closed with
+ * call: the record's values win) unless a token of the requester's seen since contradicts them
+ * (claimsStillHeld); a rule needing an attribute neither has fails closed with
  * row_rule_attribute_missing. An approval can come much later, and a requester moved to another
  * tenant since must not write the old tenant's rows. A MERGE is planned with the server's version
  * read now (`serverVersionNum`; unreadable: `source_role_denied`).
@@ -124,7 +125,8 @@ async function recheck(db: ControlDb, a: ApprovalRecord, now: Date, connectorFor
       return no('source_role_denied');
     }
   }
-  const attributes = mergeAttributes((await getIdentity(db, a.identityId))?.attributes, a.claimAttributes);
+  // Kept claim values a newer token of the requester contradicts are not used (rt27m finding 3).
+  const attributes = mergeAttributes((await getIdentity(db, a.identityId))?.attributes, await claimsStillHeld(db, a.identityId, a.id, a.claimAttributes));
   const rows = planRowRules({ evaluator, sourceId: a.sourceId, analysis, catalog, attributes, sql: a.sql, policyRows, serverVersionNum });
   if (rows.kind === 'refused') return no(rows.outcome.kind === 'refusal' && rows.outcome.code === 'row_rule_attribute_missing' ? 'row_rule_attribute_missing' : 'row_rule_unenforceable');
   return { denied: null, plan: rows.kind === 'ruled' ? rows.plan : null };

@@ -15,6 +15,7 @@ import { mergeClaimMapping, type ClaimMappingCache } from '../control/claim-mapp
 import { newIdentityId } from '../control/ids';
 import { IDENTITY_NAME_PATTERN, mergeAttributes } from '../control/identities';
 import type { Identity } from '../control/identities';
+import { attributeListText, attributeText } from '../sql/row-rules/predicate';
 
 /** Claims copied into attributes when an issuer names none. */
 export const DEFAULT_ATTRIBUTE_CLAIMS: readonly string[] = Object.freeze(['email', 'groups', 'roles']);
@@ -42,6 +43,15 @@ export function claimAttributes(cfg: TokenIssuer, claims: JWTPayload): Record<st
   const out: Record<string, unknown> = {};
   for (const name of cfg.attribute_claims ?? DEFAULT_ATTRIBUTE_CLAIMS) if (claims[name] !== undefined) out[name] = claims[name];
   return out;
+}
+
+/**
+ * The attribute claims a row rule could use (a string, finite number or boolean, or a list of them:
+ * attributeText / attributeListText), as recorded for the subject (identity_subjects.claim_attributes);
+ * the others are left out (PostgreSQL could not store some, and no rule can read them).
+ */
+export function usableClaims(fromClaims: Record<string, unknown>): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(fromClaims).filter(([, v]) => attributeText(v) !== null || (Array.isArray(v) && attributeListText(v) !== null)));
 }
 
 /** Looks up and provisions token identities in the control database. */
@@ -87,7 +97,7 @@ export class TokenIdentityStore {
       attributes: mergeAttributes(row.attributes, fromClaims),
       ...(Object.keys(fromClaims).length > 0 ? { claimAttributes: fromClaims } : {}),
     };
-    await this.touch(cfg, claims, identity.id, subject);
+    await this.touch(cfg, claims, identity.id, subject, fromClaims);
     return { identity };
   }
 
@@ -117,17 +127,30 @@ export class TokenIdentityStore {
     }
   }
 
-  /** Records the subject's use and brings its claim grants in step, at most once per TOUCH_INTERVAL_MS unless the grants changed. */
-  private async touch(cfg: TokenIssuer, claims: JWTPayload, identityId: string, subject: string): Promise<void> {
+  /**
+   * Records the subject's use and its usable attribute claims (`fromClaims`, red team rt27m finding
+   * 3: an approval checks the claim values kept with a queued write against them) and brings its
+   * claim grants in step, at most once per TOUCH_INTERVAL_MS unless the grants or the claims changed.
+   */
+  private async touch(cfg: TokenIssuer, claims: JWTPayload, identityId: string, subject: string, fromClaims: Record<string, unknown>): Promise<void> {
     const grants = claimGrants(cfg, claims);
+    const recorded = usableClaims(fromClaims);
     const key = `${cfg.issuer}\u0000${subject}`;
-    const signature = JSON.stringify(grants);
+    const signature = JSON.stringify([grants, recorded]);
     const last = this.touched.get(key);
     const now = Date.now();
     if (last && last.grants === signature && now - last.at < TOUCH_INTERVAL_MS) return;
     this.touched.set(key, { at: now, grants: signature });
     if (this.touched.size > 10_000) this.touched.clear();
-    await this.db.pool.query('UPDATE identity_subjects SET last_used_at = now() WHERE issuer = $1 AND subject = $2', [cfg.issuer, subject]);
+    try {
+      await this.db.pool.query('UPDATE identity_subjects SET last_used_at = now(), claim_attributes = $3, claims_seen_at = now() WHERE issuer = $1 AND subject = $2', [cfg.issuer, subject, JSON.stringify(recorded)]);
+    } catch (err) {
+      // A runtime role granted before the claim columns existed: record the use only (kept claim
+      // values are then not checked against newer tokens) until `interlock db grant-runtime-role` runs again.
+      if ((err as { code?: string }).code !== '42501') throw err;
+      this.logger?.warn({ component: 'oauth' }, 'cannot record token subjects\' attribute claims (re-run interlock db grant-runtime-role)');
+      await this.db.pool.query('UPDATE identity_subjects SET last_used_at = now() WHERE issuer = $1 AND subject = $2', [cfg.issuer, subject]);
+    }
     // Also with no rules: an issuer whose role_grants were all removed from the configuration takes
     // back the claim grants it gave (returning here kept them for good).
     await syncClaimGrants(this.db, cfg.issuer, subject, grants);

@@ -44,6 +44,37 @@ export function mergeAttributes(record: Record<string, unknown> | null | undefin
   return { ...(claims ?? {}), ...(record ?? {}) };
 }
 
+/**
+ * The claim values kept with a queued write (ApprovalRecord.claimAttributes) that the requester
+ * still holds (red team rt27m finding 3): each kept value that a token of the identity presented
+ * since the write was first queued (the oldest approval of its requeue chain, `approvalId`'s
+ * `requeued_from` links) contradicts — its subject's last recorded attribute claims
+ * (identity_subjects.claim_attributes, claims_seen_at) lack it or hold another value — is dropped:
+ * its issuer has moved the requester since, so the old value must not write rows at approval (the
+ * caller then fails closed with row_rule_attribute_missing unless the record holds the attribute).
+ * Any subject of the identity counts, so a second subject whose tokens lack the claim drops it too
+ * (fail closed). Null when none is left. One query.
+ */
+export async function claimsStillHeld(db: ControlDb | pg.ClientBase, identityId: string, approvalId: string, kept: Record<string, unknown> | null): Promise<Record<string, unknown> | null> {
+  if (!kept || Object.keys(kept).length === 0) return null;
+  const r = await ('pool' in db ? db.pool : db).query<{ claim_attributes: Record<string, unknown> | null }>(
+    `WITH RECURSIVE chain AS (
+       SELECT id, requeued_from, created_at FROM approvals WHERE id = $2
+       UNION ALL SELECT p.id, p.requeued_from, p.created_at FROM approvals p JOIN chain c ON p.id = c.requeued_from)
+     SELECT s.claim_attributes FROM identity_subjects s
+      WHERE s.identity_id = $1 AND s.claims_seen_at > (SELECT min(created_at) FROM chain)`,
+    [identityId, approvalId],
+  );
+  const held = { ...kept };
+  for (const row of r.rows) {
+    for (const name of Object.keys(held)) {
+      const seen = row.claim_attributes ?? {};
+      if (!Object.prototype.hasOwnProperty.call(seen, name) || JSON.stringify(seen[name]) !== JSON.stringify(held[name])) delete held[name];
+    }
+  }
+  return Object.keys(held).length > 0 ? held : null;
+}
+
 /** Step 1's detailed answer: the identity, or the refusal code (spec/errors-v1.json) and a log-only reason. */
 export type IdentityResolution = { identity: Identity } | { refusal: RefusalCode; reason: string };
 

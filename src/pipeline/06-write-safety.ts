@@ -15,12 +15,17 @@ import { ApprovalQueueFullError } from '../control/approvals';
 /**
  * The claim-derived attribute values (Identity.claimAttributes) of the attributes `names` (those
  * the write's row rules read when it was queued), to keep with the write (issue 27): an approval
- * has no token to read them from. Null when none.
+ * has no token to read them from. Only values in effect when it was queued: a claim the identity
+ * record overrode then (Identity.attributes holds another value) is not kept (red team rt27m
+ * finding 2: it was, so removing the record's value before approval ran the write with a claim
+ * value it never had, one operators saw as its value). Null when none.
  */
 export function keptClaims(identity: Identity, names: readonly string[] | undefined): Record<string, unknown> | null {
   const claims = identity.claimAttributes;
   if (!claims || !names) return null;
-  const kept = Object.fromEntries(names.filter((n) => Object.prototype.hasOwnProperty.call(claims, n)).map((n) => [n, claims[n]]));
+  const own = (o: Record<string, unknown> | undefined, n: string) => o !== undefined && Object.prototype.hasOwnProperty.call(o, n);
+  const inEffect = (n: string) => own(claims, n) && own(identity.attributes, n) && JSON.stringify(identity.attributes![n]) === JSON.stringify(claims[n]);
+  const kept = Object.fromEntries(names.filter(inEffect).map((n) => [n, claims[n]]));
   return Object.keys(kept).length > 0 ? kept : null;
 }
 

@@ -276,7 +276,9 @@ export function shapeRowRules(input: Omit<RowRuleInput, 'attributes'>): RowRuleS
   // A write's target is written, inserted or deleted as a whole row: its read and write rules are
   // those of every column of it, so a column allow without `rows` (its own column on every row) does
   // not lift the rule of the row it belongs to (red team rt27z finding Z4: `allow write
-  // public.note.body` let `UPDATE note SET owner_id = 9`, `DELETE` and `INSERT` reach every row).
+  // public.note.body` let `UPDATE note SET owner_id = 9`, `DELETE` and `INSERT` reach every row;
+  // rt27m finding 1, the read side: `allow read public.note.note_id` let `DELETE FROM note WHERE
+  // note_id = 2` or an INSERT of another owner's row run).
   for (const [r, action] of checks) {
     const cols = action === 'read' ? usedOf(r.schema, r.table) : allOf(r.schema, r.table);
     for (const act of action === 'read' ? (['read'] as const) : (['read', 'write'] as const)) {

@@ -8,6 +8,7 @@
 import pg from 'pg';
 import { randomBytes } from 'node:crypto';
 import { ADMIN_URL, createTempDatabase, pgServer, type TempDatabase } from './pg';
+import { startPrivatePostgres, type PrivatePostgres } from './private-postgres';
 import { MemoryGovernanceStore, type SourceRecord } from '../../src/governance/store';
 import type { SourceRole } from '../../src/control/roles';
 import { PostgresSourceConnector, type PostgresSourceSettings } from '../../src/sources/postgres/connector';
@@ -220,15 +221,22 @@ export async function startRowFixture(extraSql = '', adminUrl: string = ADMIN_UR
 /**
  * Registers a suite's fixture hooks: `startRowFixture(extraSql)` with `grants` (identity → roles)
  * before all tests, `reset` SQL (run as superuser) before each, closed after all. Returns the
- * getter of the started fixture (call it in a test or a later beforeAll).
+ * getter of the started fixture (call it in a test or a later beforeAll). With
+ * `opts.privateServer` (a tag), the fixture is on a private PostgreSQL 18 started for the suite
+ * (test/helpers/private-postgres.ts) and stopped after it, instead of this machine's server.
  */
-export function useRowFixture(extraSql: string, reset: string, grants: Record<string, SourceRole[]>): () => RowFixture {
+export function useRowFixture(extraSql: string, reset: string, grants: Record<string, SourceRole[]>, opts: { privateServer?: string } = {}): () => RowFixture {
   let fx: RowFixture | undefined;
+  let server: PrivatePostgres | undefined;
   beforeAll(async () => {
-    fx = await startRowFixture(extraSql);
+    if (opts.privateServer) server = await startPrivatePostgres(opts.privateServer);
+    fx = await startRowFixture(extraSql, server?.adminUrl);
     for (const [id, roles] of Object.entries(grants)) fx.grant(id, roles);
-  }, 60_000);
-  afterAll(async () => fx?.close());
+  }, opts.privateServer ? 180_000 : 60_000);
+  afterAll(async () => {
+    await fx?.close();
+    await server?.stop();
+  });
   beforeEach(async () => {
     await fx!.admin(reset);
   });

@@ -254,13 +254,20 @@ export function renderRowPredicate(p: RowPredicate, types: ColumnTypes, onBind?:
   return r(p.tree, null);
 }
 
+/** A NUL or an unpaired UTF-16 surrogate: text PostgreSQL cannot hold (neither as text nor in jsonb). */
+const UNSTORABLE_TEXT = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+
 /**
  * The text bound to `interlock.attr.<attr>` for an attribute value used as one value: a string as
  * is, a finite number or a boolean as PostgreSQL reads it. Null (the caller lacks the attribute)
- * for anything else: null, an object, a list.
+ * for anything else: null, an object, a list, and a string with a NUL or an unpaired surrogate
+ * (red team rt27m finding 4: such a token claim failed the queueing of a write with
+ * `tool_execution_failed` when the control database refused to store it, instead of the
+ * `row_rule_attribute_missing` refusal; PostgreSQL could not bind it either).
  */
 export function attributeText(value: unknown): string | null {
-  return typeof value === 'string' ? value : typeof value === 'number' && Number.isFinite(value) ? String(value) : typeof value === 'boolean' ? String(value) : null;
+  if (typeof value === 'string') return UNSTORABLE_TEXT.test(value) ? null : value;
+  return typeof value === 'number' && Number.isFinite(value) ? String(value) : typeof value === 'boolean' ? String(value) : null;
 }
 
 /**

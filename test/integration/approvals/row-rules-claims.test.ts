@@ -6,8 +6,9 @@
  * see them in the admin API's and the console's approval detail (validated against
  * spec/openapi-v1.yaml).
  */
-import { startGovernedEnv, callTool, sourceQuery, type GovernedEnv } from '../../helpers/governed';
-import { startTestIssuer, type TestIssuer } from '../../helpers/jwks-server';
+import { callTool, sourceQuery, type GovernedEnv } from '../../helpers/governed';
+import type { TestIssuer } from '../../helpers/jwks-server';
+import { useTenantClaimsEnv } from '../../helpers/tenant-claims';
 import { createOperatorToken } from '../../../src/admin/tokens';
 import { setIdentityAttributes } from '../../../src/control/identities';
 import { upsertRole } from '../../../src/control/roles';
@@ -20,33 +21,14 @@ jest.setTimeout(120_000);
 
 const RESOURCE = 'https://gateway.h27x.example/mcp';
 const ROLE = 'playlist-tenant';
+const started = useTenantClaimsEnv(RESOURCE, ROLE);
 let iss: TestIssuer;
 let env: GovernedEnv;
 let opToken: string;
 
 beforeAll(async () => {
-  iss = await startTestIssuer(RESOURCE);
-  env = await startGovernedEnv({
-    config: {
-      auth: {
-        resource: RESOURCE,
-        scopes_supported: ['interlock'],
-        issuers: [{ issuer: iss.issuer, jwks_uri: iss.jwksUri, jwks_cooldown_seconds: 1, unknown_subjects: 'provision', identity_claim: 'email', attribute_claims: ['tenant', 'email'], role_grants: [{ claim: 'groups', value: 'writers', role: ROLE, source: 'chinook' }] }],
-      },
-    },
-  });
-  await upsertRole(env.db, {
-    name: ROLE,
-    statements: [
-      { effect: 'allow', action: 'read', resource: 'public.playlist', rows: 'name = identity.tenant' },
-      { effect: 'allow', action: 'write', resource: 'public.playlist' },
-    ],
-  });
+  ({ iss, env } = started());
   opToken = (await createOperatorToken(env.db, 'ops-h27x')).secret;
-});
-afterAll(async () => {
-  await env?.close();
-  await iss?.close();
 });
 
 const sc = (r: { body: any }) => r.body.result.structuredContent;

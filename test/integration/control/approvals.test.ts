@@ -49,6 +49,7 @@ describe('approvals', () => {
       outcome: null,
       failure: null,
       requeuedFrom: null,
+      claimAttributes: null,
     });
     expect(Date.parse(a.expiresAt) - Date.parse(a.createdAt)).toBe(3_600_000);
     expect(await getApproval(t.db, a.id)).toEqual(a);

@@ -80,6 +80,8 @@ test('as the runtime role, step 1 still provisions a token identity and keeps it
     const found = await store.identityFor(cfg, { sub: 'okta|rita', email: 'rita@runtime.example', groups: ['analysts', 'ghosts'] });
     expect(found).toMatchObject({ identity: { name: 'rita@runtime.example', token: { issuer: ISSUER, subject: 'okta|rita' } } });
     expect(await grantsOf('rita@runtime.example')).toEqual([{ role_name: 'analyst', source_id: 'sales', granted_by: 'claims' }]);
+    // Its usable attribute claims are recorded (red team rt27m finding 3: kept claim values are checked against them at approval).
+    expect((await db.pool.query("SELECT claim_attributes, claims_seen_at IS NOT NULL AS seen FROM identity_subjects WHERE subject = 'okta|rita'")).rows).toEqual([{ claim_attributes: { email: 'rita@runtime.example', groups: ['analysts', 'ghosts'] }, seen: true }]);
     // Leaving the group takes the claim grant back (a fresh store: no touch interval).
     await new TokenIdentityStore(db).identityFor(cfg, { sub: 'okta|rita', email: 'rita@runtime.example', groups: [] });
     expect(await grantsOf('rita@runtime.example')).toEqual([]);
