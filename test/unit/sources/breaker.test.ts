@@ -1,6 +1,6 @@
 /**
  * The source breaker opens only on consecutive source-health failures (issue 10 Build 4), never on
- * opossum's own error-rate rule: a long call that started before the rolling window and failed in it
+ * an error-rate rule (the opossum breaker it replaced had one, disabled): a long call that started before the rolling window and failed in it
  * (failures/fires = 1/0) must not open the circuit for everyone (red-team F2).
  */
 import { SourceBreaker } from '../../../src/sources/postgres/breaker';
@@ -34,5 +34,36 @@ describe('SourceBreaker', () => {
     } finally {
       b.shutdown();
     }
+  });
+
+  it('half-open: one probe at a time; a counted failure re-opens, any other outcome closes; shut down, it refuses locally', async () => {
+    const states: string[] = [];
+    const b = new SourceBreaker('t', 1, 30, (e) => (e instanceof SourceError ? e : healthFailure()), undefined, (s) => states.push(s));
+    try {
+      await expect(b.run(() => Promise.reject(healthFailure()))).rejects.toMatchObject({ sourceFailure: true });
+      expect(b.state()).toBe('open');
+      await sleep(60);
+      expect(b.state()).toBe('half_open');
+      let finishProbe!: (v: number) => void;
+      const probe = b.run(() => new Promise<number>((r) => (finishProbe = r)));
+      await expect(b.run(() => Promise.resolve(2))).rejects.toMatchObject({ code: 'circuit_open' });
+      finishProbe(1);
+      await expect(probe).resolves.toBe(1);
+      expect(b.state()).toBe('closed');
+      await expect(b.run(() => Promise.reject(healthFailure()))).rejects.toMatchObject({ sourceFailure: true });
+      await sleep(60);
+      await expect(b.run(() => Promise.reject(healthFailure()))).rejects.toMatchObject({ sourceFailure: true });
+      expect(b.state()).toBe('open');
+      await sleep(60);
+      await expect(b.run(() => Promise.reject(new SourceError('execution_failed', { sourceFailure: false, sqlState: '22012' })))).rejects.toMatchObject({ sqlState: '22012' });
+      expect(b.state()).toBe('closed');
+      // Anything but a SourceError is mapped for the caller, and counted only as what it was (not a source failure).
+      await expect(b.run(() => Promise.reject(new Error('raw driver text')))).rejects.toMatchObject({ code: 'execution_failed', sourceFailure: true });
+      expect(b.state()).toBe('closed');
+      expect(states).toEqual(['open', 'half_open', 'closed', 'open', 'half_open', 'open', 'half_open', 'closed']);
+    } finally {
+      b.shutdown();
+    }
+    await expect(b.run(() => Promise.resolve(1))).rejects.toMatchObject({ code: 'execution_failed', sourceFailure: false, message: 'tool execution failed: the source connector is closed' });
   });
 });
