@@ -44,6 +44,7 @@ function connectorSide(name: string, root: string, poolSize: number): Side {
 /** The floor: a plain pg pool and a named statement. */
 function pgSide(poolSize: number): Side {
   const pool = new pg.Pool({ ...conn, database: DB, max: poolSize });
+  pool.on('error', () => undefined); // idle connections ended by the final DROP DATABASE … WITH (FORCE)
   return {
     name: 'pg',
     read: async (id) => {
