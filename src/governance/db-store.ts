@@ -14,7 +14,7 @@ import { queueApproval, type PendingCaps } from '../control/approvals';
 import type { SourceCatalog } from '../sql/catalog-types';
 import type { ToolCallAuditEvent } from '../audit/types';
 import type { RoleGrant } from './evaluator';
-import type { GovernanceStore, NewApproval, SourceRecord } from './store';
+import type { GovernanceStore, MaybePromise, NewApproval, SourceRecord } from './store';
 
 interface Timed<T> {
   value: T;
@@ -55,40 +55,56 @@ export class DbGovernanceStore implements GovernanceStore {
     return !!t && t.until > Date.now();
   }
 
-  private async sourceMap(): Promise<Map<string, SourceRecord>> {
-    if (this.fresh(this.sourcesCache)) return this.sourcesCache.value;
+  // While cached, the hot-path reads below answer synchronously (MaybePromise, issue 28 item 3): no
+  // async function, promise or await per governed call for what this store already holds.
+
+  private sourceMap(): MaybePromise<Map<string, SourceRecord>> {
+    return this.fresh(this.sourcesCache) ? this.sourcesCache.value : this.loadSources();
+  }
+
+  private async loadSources(): Promise<Map<string, SourceRecord>> {
     const all = await sources.listSources(this.db);
     const map = new Map<string, SourceRecord>(all.map((s) => [s.id, { id: s.id, type: s.type, name: s.name, description: s.description, enabled: s.enabled, settings: s.settings as unknown as Record<string, unknown> }]));
     this.sourcesCache = { value: map, until: Date.now() + this.ttlMs };
     return map;
   }
 
-  async getSource(id: string): Promise<SourceRecord | null> {
-    return (await this.sourceMap()).get(id) ?? null;
+  getSource(id: string): MaybePromise<SourceRecord | null> {
+    const m = this.sourceMap();
+    return m instanceof Promise ? m.then((x) => x.get(id) ?? null) : (m.get(id) ?? null);
   }
 
   async listSources(): Promise<SourceRecord[]> {
     return [...(await this.sourceMap()).values()];
   }
 
-  async grantsForIdentity(identityId: string): Promise<RoleGrant[]> {
+  grantsForIdentity(identityId: string): MaybePromise<RoleGrant[]> {
     const hit = this.grantsCache.get(identityId);
-    if (this.fresh(hit)) return hit.value;
+    return this.fresh(hit) ? hit.value : this.loadGrants(identityId);
+  }
+
+  private async loadGrants(identityId: string): Promise<RoleGrant[]> {
     const value = (await grantsForIdentity(this.db, identityId)).map((g) => ({ sourceId: g.sourceId, role: { name: g.role.name, audiences: g.role.audiences, statements: g.role.statements } as RoleGrant['role'] }));
     this.grantsCache.set(identityId, { value, until: Date.now() + this.ttlMs });
     return value;
   }
 
-  async activePolicies(): Promise<Policy[]> {
-    if (this.fresh(this.policiesCache)) return this.policiesCache.value;
+  activePolicies(): MaybePromise<Policy[]> {
+    return this.fresh(this.policiesCache) ? this.policiesCache.value : this.loadPolicies();
+  }
+
+  private async loadPolicies(): Promise<Policy[]> {
     const value = await activePolicies(this.db);
     this.policiesCache = { value, until: Date.now() + this.ttlMs };
     return value;
   }
 
-  async loadCatalog(sourceId: string): Promise<SourceCatalog | null> {
+  loadCatalog(sourceId: string): MaybePromise<SourceCatalog | null> {
     const hit = this.catalogCache.get(sourceId);
-    if (this.fresh(hit)) return hit.value;
+    return this.fresh(hit) ? hit.value : this.fetchCatalog(sourceId);
+  }
+
+  private async fetchCatalog(sourceId: string): Promise<SourceCatalog | null> {
     const value = await loadCatalog(this.db, sourceId);
     this.catalogCache.set(sourceId, { value, until: Date.now() + Math.max(this.ttlMs, 30_000) });
     return value;

@@ -31,13 +31,23 @@ export interface NewApproval {
   claimAttributes?: Record<string, unknown> | null;
 }
 
-/** Read side of governance plus the approval queue's insert. */
+/**
+ * A value, or a promise of it. A store answers from its cache synchronously (the value itself), so a
+ * governed call's pipeline creates and awaits no promise for what it already holds (issue 28 item 3:
+ * promise churn); callers either `await` it or test `instanceof Promise` first.
+ */
+export type MaybePromise<T> = T | Promise<T>;
+
+/**
+ * Read side of governance plus the approval queue's insert: what the pipeline reads of the governance tables. getSource, grantsForIdentity, activePolicies and
+ * loadCatalog may answer synchronously (MaybePromise) when the value is cached; a failed load rejects.
+ */
 export interface GovernanceStore {
-  getSource(id: string): Promise<SourceRecord | null>;
+  getSource(id: string): MaybePromise<SourceRecord | null>;
   listSources(): Promise<SourceRecord[]>;
-  grantsForIdentity(identityId: string): Promise<RoleGrant[]>;
-  activePolicies(): Promise<Policy[]>;
-  loadCatalog(sourceId: string): Promise<SourceCatalog | null>;
+  grantsForIdentity(identityId: string): MaybePromise<RoleGrant[]>;
+  activePolicies(): MaybePromise<Policy[]>;
+  loadCatalog(sourceId: string): MaybePromise<SourceCatalog | null>;
   /**
    * Stores a write for approval. With `toolCallEvent`, a store that can also commits that event
    * (built for the new approval id) in the same transaction, and answers `audited: true`.

@@ -26,6 +26,12 @@ export const DEFAULT_RATE_LIMITS: RateLimitSettings = { perIdentity: { points: 1
  */
 export interface RateLimiter {
   consume(identityId: string, sourceId: string | null): Promise<{ ok: true } | { ok: false; retryAfterMs: number; scope: 'identity' | 'source' }>;
+  /**
+   * Optional synchronous path (issue 28 item 3: no promise per call): true when the call was admitted
+   * and its points spent here and now, exactly as consume() would have; false when nothing was spent
+   * and consume() must decide.
+   */
+  consumeNow?(identityId: string, sourceId: string | null): boolean;
 }
 
 class FlexibleRateLimiter implements RateLimiter {
@@ -119,6 +125,25 @@ export class BlockRateLimiter implements RateLimiter {
     return { ok: true as const };
   }
 
+  /**
+   * consume()'s answer when it needs no claim: both local buckets (the identity's, and the source's
+   * unless `sourceId` is null) hold a token inside their windows. Then one of each is spent and it
+   * returns true, as take() would for each; otherwise it spends nothing and returns false.
+   */
+  consumeNow(identityId: string, sourceId: string | null): boolean {
+    const now = this.clock();
+    const a = this.buckets.get(`idn:${identityId}`);
+    if (!a || a.tokens <= 0 || now >= a.until) return false;
+    let b: Bucket | undefined;
+    if (sourceId !== null) {
+      b = this.buckets.get(`src:${sourceId}`);
+      if (!b || b.tokens <= 0 || now >= b.until) return false;
+    }
+    a.tokens--;
+    if (b) b.tokens--;
+    return true;
+  }
+
   /** Spends one call of `key`: null when admitted, else the milliseconds until the window ends (≥ 1). */
   private async take(key: string, limit: { points: number; windowSeconds: number }): Promise<number | null> {
     const b = this.bucket(key, limit.points);
@@ -179,12 +204,17 @@ export async function postgresRateLimiter(pool: Pool, s: RateLimitSettings = DEF
 /**
  * Runs the step for the call `ctx` (its identity `identityId`, on `sourceId` or null for
  * identity-level calls): marks the call's point as consumed (ctx.rateLimitCharge), then returns
- * null to proceed or the rate_limited refusal with retry_after_ms. Limiter errors reject.
+ * null to proceed or the rate_limited refusal with retry_after_ms. Null comes back synchronously when
+ * the limiter admits the call from memory (RateLimiter.consumeNow; issue 28 item 3), else a promise.
+ * Limiter errors reject.
  */
-export async function rateLimitStep(limiter: RateLimiter, ctx: Pick<ToolCallContext, 'rateLimitCharge'>, identityId: string, sourceId: string | null): Promise<ToolOutcome | null> {
+export function rateLimitStep(limiter: RateLimiter, ctx: Pick<ToolCallContext, 'rateLimitCharge'>, identityId: string, sourceId: string | null): ToolOutcome | null | Promise<ToolOutcome | null> {
   if (ctx.rateLimitCharge) ctx.rateLimitCharge.charged = true;
-  const r = await limiter.consume(identityId, sourceId);
-  if (r.ok) return null;
+  if (limiter.consumeNow?.(identityId, sourceId)) return null;
+  return limiter.consume(identityId, sourceId).then((r) => (r.ok ? null : refusal(r, sourceId)));
+}
+
+function refusal(r: { retryAfterMs: number; scope: 'identity' | 'source' }, sourceId: string | null): ToolOutcome {
   const who = r.scope === 'identity' ? 'this identity' : `source '${sourceId}'`;
   return { kind: 'refusal', code: 'rate_limited', message: `Too many requests for ${who}; wait ${r.retryAfterMs} ms before trying again.`, extra: { retry_after_ms: r.retryAfterMs } };
 }

@@ -10,7 +10,7 @@ import { analyzeSql, complexityLimitsFromSettings } from '../sql/analyze';
 import type { ComplexityLimits } from '../sql/complexity';
 import type { SourceCatalog } from '../sql/catalog-types';
 import type { AccessEvaluator } from '../governance/evaluator';
-import type { GovernanceStore, SourceRecord } from '../governance/store';
+import type { GovernanceStore, MaybePromise, SourceRecord } from '../governance/store';
 import type { ToolCallContext, ToolHandler, ToolOutcome } from './types';
 import { TOOL_DEFAULTS } from './types';
 import { sourceStep } from './02-source';
@@ -38,8 +38,8 @@ export interface QueryPipelineDeps {
   connectors: ConnectorProvider;
   rateLimiter: RateLimiter;
   cache: ResultCache;
-  /** Catalog of a source (loaded from the control database; null when never scanned). */
-  catalog(source: SourceRecord): Promise<SourceCatalog | null>;
+  /** Catalog of a source (loaded from the control database; null when never scanned); synchronous when cached. */
+  catalog(source: SourceRecord): MaybePromise<SourceCatalog | null>;
   /** Largest serialized result in bytes (default 4 MiB); beyond it rows are cut and truncated is true. */
   maxResultBytes?: number;
   /** Secret for the hash mask method. */
@@ -93,10 +93,14 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
     const sourceId = String(args.source_id);
     audit.source_id = sourceId;
 
-    const grants = await deps.store.grantsForIdentity(identity.id);
+    // What the store and the limiter hold in memory comes back synchronously (MaybePromise): no promise
+    // or await per call for it (issue 28 item 3, promise churn); `instanceof Promise` awaits the rest.
+    const g = deps.store.grantsForIdentity(identity.id);
+    const grants = g instanceof Promise ? await g : g;
     const evaluator = evaluatorFor(grants);
     // Step 2: source.
-    const src = await sourceStep(deps.store, evaluator, sourceId);
+    const s2 = sourceStep(deps.store, evaluator, sourceId);
+    const src = s2 instanceof Promise ? await s2 : s2;
     if (!src.ok) return src.outcome;
     const source = src.source;
 
@@ -113,7 +117,8 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
     const params = Array.isArray(args.params) ? (args.params as unknown[]) : [];
 
     // Step 3: source-role authorization over the parsed statement (cached by statement, catalog and grants).
-    const catalog = await deps.catalog(source);
+    const c = deps.catalog(source);
+    const catalog = c instanceof Promise ? await c : c;
     if (!catalog) return { kind: 'refusal', code: 'source_not_catalogued' };
     const complexity = complexityLimitsFromSettings(source.settings);
     const cached = analyses.analyse({ sourceId, sql, catalog, grants, complexity }, () => authorizeSql(evaluator, sourceId, sql, catalog, complexity));
@@ -134,7 +139,8 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
     if (cached.entry.denied) return cached.entry.denied;
 
     // Step 4: policy (cached with the statement unless a time-window policy makes it depend on the clock).
-    const policies = await deps.store.activePolicies();
+    const p = deps.store.activePolicies();
+    const policies = p instanceof Promise ? await p : p;
     const subject = { identityId: identity.id, identityName: identity.name, roles: evaluator.roleNames(sourceId), sourceId };
     const decidePolicy = (): CachedPolicy => {
       const r = policyStep(policies, subject, analysis, catalog, now());
@@ -146,7 +152,8 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
     if (!pol.ok) return pol.outcome;
 
     // Step 5: rate limit.
-    const limited = await rateLimitStep(deps.rateLimiter, ctx, identity.id, sourceId);
+    const r5 = rateLimitStep(deps.rateLimiter, ctx, identity.id, sourceId);
+    const limited = r5 instanceof Promise ? await r5 : r5;
     if (limited) return limited;
 
     // A cached answer over relations that stand alone (issue 28) is served without the live hierarchy

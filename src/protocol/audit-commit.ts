@@ -10,18 +10,32 @@ import type { AuditSink, ToolCallAuditEvent } from '../audit/types';
  * failed or gave up (its bound passed): the caller then answers unavailable/audit_unavailable and
  * returns nothing. Never rejects. While the event waits, a client that goes away (`signal` aborts)
  * marks it details.delivered = false, unless the call was already cancelled; the outcome is
- * recorded either way. The settling promise is kept in `pending` until it settles (graceful
- * shutdown awaits it). A failure is logged with the request id, tool and decision.
+ * recorded either way. The returned promise (it never rejects) is kept in `pending` until it settles
+ * (graceful shutdown awaits it). A failure is logged with the request id, tool and decision.
+ * One promise of its own per call beside the sink's (issue 28 item 3: no async wrapper, await or
+ * `finally` chain): the abort listener and the `pending` entry are dropped by the settling handler.
  */
-export async function commitAuditEvent(sink: AuditSink, event: ToolCallAuditEvent, signal: AbortSignal, logger: Logger, pending: Set<Promise<void>>): Promise<boolean> {
+export function commitAuditEvent(sink: AuditSink, event: ToolCallAuditEvent, signal: AbortSignal, logger: Logger, pending: Set<Promise<unknown>>): Promise<boolean> {
   const undelivered = () => {
     if (event.decision !== 'cancelled') event.details.delivered = false;
   };
   if (signal.aborted) undelivered();
   else signal.addEventListener('abort', undelivered, { once: true });
-  const committed = sink.record(event).then(
-    () => true,
+  let recorded: Promise<void>;
+  try {
+    recorded = sink.record(event);
+  } catch (err) {
+    recorded = Promise.reject(err);
+  }
+  const committed: Promise<boolean> = recorded.then(
+    () => {
+      signal.removeEventListener('abort', undelivered);
+      pending.delete(committed);
+      return true;
+    },
     (err) => {
+      signal.removeEventListener('abort', undelivered);
+      pending.delete(committed);
       logger.error(
         { component: 'audit', requestId: event.requestId, tool: event.canonicalTool, decision: event.decision, reason: event.reasonCode, err: String((err as Error)?.message ?? err) },
         'audit event not committed; answering audit_unavailable',
@@ -29,12 +43,6 @@ export async function commitAuditEvent(sink: AuditSink, event: ToolCallAuditEven
       return false;
     },
   );
-  const settled = committed.then(() => undefined);
-  pending.add(settled);
-  void settled.finally(() => pending.delete(settled));
-  try {
-    return await committed;
-  } finally {
-    signal.removeEventListener('abort', undelivered);
-  }
+  pending.add(committed);
+  return committed;
 }

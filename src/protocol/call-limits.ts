@@ -55,10 +55,16 @@ export function admitCall(limits: ClientLimits | undefined, address: string, ide
 /**
  * Charges the identity one point when the call did not reach step 5. Returns the outcome to answer:
  * unchanged, or rate_limited when the charge was refused and the call had not succeeded (a result
- * or a queued write is never taken back). A limiter failure is logged and changes nothing.
+ * or a queued write is never taken back). A limiter failure is logged and changes nothing. A call
+ * already charged (every call that reached step 5) gets its outcome back synchronously, not a
+ * promise (issue 28 item 3).
  */
-export async function chargeUnspent(limiter: RateLimiter | undefined, state: ChargeState, identityId: string | null, outcome: ToolOutcome, logger: Logger): Promise<ToolOutcome> {
+export function chargeUnspent(limiter: RateLimiter | undefined, state: ChargeState, identityId: string | null, outcome: ToolOutcome, logger: Logger): ToolOutcome | Promise<ToolOutcome> {
   if (!limiter || identityId === null || state.charged) return outcome;
+  return chargeNow(limiter, state, identityId, outcome, logger);
+}
+
+async function chargeNow(limiter: RateLimiter, state: ChargeState, identityId: string, outcome: ToolOutcome, logger: Logger): Promise<ToolOutcome> {
   try {
     // Pipeline step 5 itself, at identity level: it marks the call charged and words the refusal.
     const refused = await rateLimitStep(limiter, { rateLimitCharge: state }, identityId, null);

@@ -372,7 +372,10 @@ async function runAdmitted(deps: DispatchDeps, req: ToolCallRequest, binding: To
     if (req.holdSlot) req.holdSlot(release);
     else release();
   }
-  if (binding.governed) outcome = await chargeUnspent(deps.rateLimiter, charge, ctx.identity?.id ?? null, outcome, deps.logger);
+  if (binding.governed) {
+    const charged = chargeUnspent(deps.rateLimiter, charge, ctx.identity?.id ?? null, outcome, deps.logger);
+    outcome = charged instanceof Promise ? await charged : charged;
+  }
   const { decision, reason } = decisionOf(outcome, req.signal.aborted);
   // The agent only sees a request id: let the operator find which source failed and why from it.
   if (decision === 'failed' || (decision === 'refused' && reason && refusalInfo(reason).status === 'unavailable')) {

@@ -120,17 +120,23 @@ export class PostgresSourceConnector {
     }
     const identityId = opts.identityId;
     if (identityId === undefined) return this.guard(() => runRead(this.ctx, sql, values, opts));
-    return this.slots.acquire(identityId, opts.signal).then((release) => {
-      const run = this.guard(() => runRead(this.ctx, sql, values, opts));
-      // A call that gave up before its statement ended keeps its slot until the connection is back
-      // (cancel acknowledged or the connection dropped), so cancelling cannot take more connections.
-      void run.then(release, (err: unknown) => {
-        const held = (err as SourceError | undefined)?.connectionReleased;
-        if (held) void held.then(release, release);
-        else release();
-      });
-      return run;
+    // A free slot is taken without a promise (issue 28 item 3); else the call waits for one.
+    const free = this.slots.tryAcquire(identityId);
+    if (free) return this.holding(free, sql, values, opts);
+    return this.slots.acquire(identityId, opts.signal).then((release) => this.holding(release, sql, values, opts));
+  }
+
+  /** Runs the read while holding an identity slot, given back by `release` once the connection is. */
+  private holding(release: () => void, sql: string, values: unknown[], opts: ReadOptions): Promise<ReadResult> {
+    const run = this.guard(() => runRead(this.ctx, sql, values, opts));
+    // A call that gave up before its statement ended keeps its slot until the connection is back
+    // (cancel acknowledged or the connection dropped), so cancelling cannot take more connections.
+    void run.then(release, (err: unknown) => {
+      const held = (err as SourceError | undefined)?.connectionReleased;
+      if (held) void held.then(release, release);
+      else release();
     });
+    return run;
   }
 
   /**

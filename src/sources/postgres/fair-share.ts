@@ -45,6 +45,8 @@ export class IdentitySlots {
    * slot freed within waitMs, or `cancelled` when `signal` aborts while waiting.
    */
   acquire(identityId: string, signal?: AbortSignal): Promise<() => void> {
+    const now = this.tryAcquire(identityId);
+    if (now) return Promise.resolve(now);
     const running = this.running.get(identityId) ?? 0;
     const queue = this.queues.get(identityId) ?? [];
     const decision = decideSlot(running, queue.length, this.cap);
@@ -82,6 +84,17 @@ export class IdentitySlots {
       queue.push(waiter);
       this.queues.set(identityId, queue);
     });
+  }
+
+  /**
+   * Takes one of `identityId`'s slots when one is free now (acquire's 'run' decision, without a
+   * promise: issue 28 item 3): the function that gives it back, or null when acquire must decide.
+   */
+  tryAcquire(identityId: string): (() => void) | null {
+    const running = this.running.get(identityId) ?? 0;
+    if (decideSlot(running, this.queues.get(identityId)?.length ?? 0, this.cap) !== 'run') return null;
+    this.running.set(identityId, running + 1);
+    return this.releaser(identityId);
   }
 
   /** Identities waiting for a slot, summed over identities. */

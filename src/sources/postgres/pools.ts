@@ -71,7 +71,10 @@ export class SourcePools {
     return { size: this.s.poolSize, inUse: p ? p.totalCount - p.idleCount : 0, waiting: p ? p.waitingCount : 0 };
   }
 
-  /** Checks a connection out of a pool; an abort while waiting rejects at once with 'cancelled'. */
+  /**
+   * Checks a connection out of a pool; an abort while waiting rejects at once with 'cancelled'.
+   * pg-pool's callback form: its promise form adds three promises per checkout (issue 28 item 3).
+   */
   checkout(kind: PoolKind, signal?: AbortSignal): Promise<pg.PoolClient> {
     const pool = this.pool(kind);
     return new Promise<pg.PoolClient>((resolve, reject) => {
@@ -82,23 +85,21 @@ export class SourcePools {
         reject(new SourceError('cancelled'));
       };
       signal?.addEventListener('abort', onAbort, { once: true });
-      pool.connect().then(
-        (c) => {
-          signal?.removeEventListener('abort', onAbort);
-          if (done) {
-            c.release(); // the caller gave up while waiting; the connection itself is clean
-            return;
-          }
-          done = true;
-          resolve(c);
-        },
-        (err: unknown) => {
-          signal?.removeEventListener('abort', onAbort);
+      pool.connect((err: Error | undefined, c: pg.PoolClient | undefined) => {
+        signal?.removeEventListener('abort', onAbort);
+        if (err || !c) {
           if (done) return;
           done = true;
-          reject(this.fail(err, 'connect'));
-        },
-      );
+          reject(this.fail(err ?? new Error('the pool gave no connection'), 'connect'));
+          return;
+        }
+        if (done) {
+          c.release(); // the caller gave up while waiting; the connection itself is clean
+          return;
+        }
+        done = true;
+        resolve(c);
+      });
     });
   }
 

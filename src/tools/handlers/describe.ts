@@ -9,7 +9,7 @@ import { AccessEvaluator } from '../../governance/evaluator';
 import { evaluatePolicies, policyRowRestrictions, type PolicyRowRestrictions } from '../../governance/policies';
 import { decideInHierarchy, governingRelations, maskInHierarchy } from '../../governance/hierarchy';
 import { catalogHierarchy, relationKey, type RelationHierarchy } from '../../sql/hierarchy';
-import type { GovernanceStore, SourceRecord } from '../../governance/store';
+import type { GovernanceStore, MaybePromise, SourceRecord } from '../../governance/store';
 import type { CatalogKey as CatalogKeyDef, CatalogColumn, CatalogRelation, SourceCatalog } from '../../sql/catalog-types';
 import type { CatalogKey, CatalogRow } from '../../../generated/mcp-tools-v1';
 import type { ToolCallContext, ToolHandler, ToolOutcome } from '../types';
@@ -27,7 +27,7 @@ export const DESCRIBE_ACCESS_TABLE_LIMIT = 200;
 export interface DescribeDeps {
   store: GovernanceStore;
   rateLimiter: RateLimiter;
-  catalog(source: SourceRecord): Promise<SourceCatalog | null>;
+  catalog(source: SourceRecord): MaybePromise<SourceCatalog | null>;
   now?: () => Date;
 }
 

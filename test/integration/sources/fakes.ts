@@ -79,13 +79,15 @@ export interface FakePg {
   connections: number;
   /** CancelRequests received (pid 4242, key 777 is what every fake session announces). */
   cancels: number;
+  /** Statement flights received on established sessions, the pinned-settings checks not counted. */
+  queries: number;
   close(): Promise<void>;
 }
 
 /** Starts a fake PostgreSQL server on 127.0.0.1. SSLRequests are answered 'N' (no SSL). */
 export function startFakePg(behaviour: FakeBehaviour): Promise<FakePg> {
   const sockets = new Set<net.Socket>();
-  const state = { connections: 0, cancels: 0, silenced: false };
+  const state = { connections: 0, cancels: 0, queries: 0, silenced: false };
   const server = net.createServer((sock) => {
     state.connections++;
     sockets.add(sock);
@@ -135,6 +137,7 @@ export function startFakePg(behaviour: FakeBehaviour): Promise<FakePg> {
         return;
       }
       buf = Buffer.alloc(0);
+      state.queries++;
       if (behaviour.kind === 'query_error') sock.write(Buffer.concat([errorResponse(behaviour.fields), READY]));
       else if (behaviour.kind === 'query_cut') sock.destroy();
       else if (behaviour.kind === 'query_silent_first') {
@@ -153,6 +156,9 @@ export function startFakePg(behaviour: FakeBehaviour): Promise<FakePg> {
         },
         get cancels() {
           return state.cancels;
+        },
+        get queries() {
+          return state.queries;
         },
         close: () =>
           new Promise<void>((r) => {

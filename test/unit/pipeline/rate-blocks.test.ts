@@ -148,3 +148,31 @@ test('red-team F2, memory limiter: a refusal for the identity spends no source p
   expect(await burst(l as BlockRateLimiter, 'hostile', 'chinook', 40, 10)).toEqual({ ok: 5, identity: 35, source: 0 });
   expect(await burst(l as BlockRateLimiter, 'honest', 'chinook', 5, 1)).toEqual({ ok: 3, identity: 0, source: 2 });
 });
+
+test('rateLimitStep admits from memory (consumeNow) exactly what consume would: no more than either budget, no token spent by a "no"', async () => {
+  let t = 1_000;
+  const shared = counting(new MemoryRateBlockStore(() => t));
+  const l = new BlockRateLimiter(shared.store, { perIdentity: { points: 640, windowSeconds: 60 }, perSource: { points: 320, windowSeconds: 60 } }, () => t);
+  expect(l.consumeNow('id-1', 's1')).toBe(false); // nothing claimed yet: consume decides
+  let admitted = 0;
+  let fromMemory = 0;
+  let byIdentity = 0;
+  let bySource = 0;
+  for (let i = 0; i < 700; i++) {
+    const ctx = { rateLimitCharge: { charged: false } };
+    const step = rateLimitStep(l, ctx, 'id-1', 's1');
+    if (!(step instanceof Promise)) fromMemory++;
+    const out = step instanceof Promise ? await step : step;
+    expect(ctx.rateLimitCharge.charged).toBe(true);
+    if (out === null) admitted++;
+    else if (out.kind === 'refusal' && out.code === 'rate_limited' && out.message?.includes('this identity')) byIdentity++;
+    else if (out.kind === 'refusal' && out.code === 'rate_limited' && out.message?.includes("source 's1'")) bySource++;
+    else throw new Error(`unexpected outcome ${JSON.stringify(out)}`);
+  }
+  // The source's 320 bind; every call the identity admitted spent one of its 640, and only those:
+  // a consumeNow that spent an identity token before saying no would refuse more than 60 by identity.
+  expect({ admitted, byIdentity, bySource }).toEqual({ admitted: 320, byIdentity: 60, bySource: 320 });
+  expect(fromMemory).toBeGreaterThan(250);
+  t += 60_000;
+  expect(await rateLimitStep(l, {}, 'id-1', 's1')).toBeNull(); // a new window: claimed again
+});

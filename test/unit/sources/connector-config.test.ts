@@ -127,14 +127,16 @@ describe('SourceConnectorRegistry', () => {
     expect(reg.get('a', base)).toBe(a);
   });
 
-  test('breaker changes are reported with the source id', () => {
+  test('breaker changes are reported with the source id', async () => {
     const seen: string[] = [];
     const reg = new SourceConnectorRegistry({ onBreakerChange: (id, s) => seen.push(`${id}:${s}`) });
-    const c = reg.get('s1', base);
-    const inner = (c as unknown as { breaker: { breaker: { open(): void; close(): void } } }).breaker.breaker;
-    inner.open();
-    inner.close();
-    expect(seen).toEqual(['s1:open', 's1:closed']);
+    const c = reg.get('s1', { ...base, breaker: { failure_threshold: 1, reset_timeout_ms: 10 } });
+    // Driven through the connector's own breaker (no network): a source failure opens it, the probe after the reset closes it.
+    const breaker = (c as unknown as { breaker: { run<T>(fn: () => Promise<T>): Promise<T> } }).breaker;
+    await expect(breaker.run(() => Promise.reject(new SourceError('execution_failed', { sourceFailure: true })))).rejects.toMatchObject({ sourceFailure: true });
+    await new Promise((r) => setTimeout(r, 40));
+    await expect(breaker.run(() => Promise.resolve(1))).resolves.toBe(1);
+    expect(seen).toEqual(['s1:open', 's1:half_open', 's1:closed']);
     return reg.closeAll();
   });
 });

@@ -1,0 +1,126 @@
+/**
+ * The source layer's own CPU per point read (issue 28 item 3, "the source layer over plain pg"): in
+ * one process, closed loops of BENCH_CONCURRENCY (default 8) workers run BENCH_OPS (default 4,000)
+ * point reads per side and round on a small table of its own database, and the process's CPU
+ * (process.cpuUsage, user + system) per read is taken for each side:
+ *  - `pg`: a plain pg.Pool (same pool size) running the same named statement (`client.query({ name,
+ *    text, values })` after `pool.connect()`), rows as pg decodes them — the floor;
+ *  - `after`: PostgresSourceConnector.read of this checkout's dist/ (identity slots, circuit breaker,
+ *    pool checkout, wire budget, portal read with value decoding and byte cap, release);
+ *  - `before`: the same from `BEFORE_ROOT/dist` when given.
+ * Sides alternate within each round (order reversed every other round), BENCH_ROUNDS (default 7)
+ * rounds, medians printed with the range. Source-database CPU is not counted: only what the gateway's
+ * process spends between a pipeline's `connector.read` and the answer. Both trees must be built
+ * (`npm run -s build`). Run: `BEFORE_ROOT=/path/to/built/checkout npx tsx bench/source-layer.ts`.
+ */
+import path from 'node:path';
+import pg from 'pg';
+import { ROOT } from './lib/env';
+import { envInt, machineLine, table } from './lib/stats';
+
+const DB = `interlock_bench_source_layer_${process.pid}`;
+const SQL = 'SELECT id, name, album_id, genre_id, composer, milliseconds, unit_price FROM track WHERE id = $1';
+const ROWS = 512;
+
+type Reader = (id: number) => Promise<unknown>;
+
+interface Side {
+  name: string;
+  read: Reader;
+  close(): Promise<void>;
+}
+
+const conn = { host: process.env.PGHOST ?? '127.0.0.1', port: Number(process.env.PGPORT ?? 5432), user: process.env.PGUSER ?? 'root' };
+
+/** A connector side built from the compiled tree at `root`. */
+function connectorSide(name: string, root: string, poolSize: number): Side {
+  const { PostgresSourceConnector } = require(path.join(root, 'dist', 'src', 'sources', 'postgres', 'connector.js')) as {
+    PostgresSourceConnector: new (id: string, s: unknown) => { read(sql: string, p: unknown[], o: unknown): Promise<unknown>; close(): Promise<void> };
+  };
+  const c = new PostgresSourceConnector('bench', { ...conn, database: DB, reader: { user: conn.user }, pool_size: poolSize, max_concurrent_per_identity: poolSize });
+  return { name, read: (id) => c.read(SQL, [id], { maxRows: 100, maxBytes: 4 * 1024 * 1024, identityId: 'bench-identity' }), close: () => c.close() };
+}
+
+/** The floor: a plain pg pool and a named statement. */
+function pgSide(poolSize: number): Side {
+  const pool = new pg.Pool({ ...conn, database: DB, max: poolSize });
+  pool.on('error', () => undefined); // idle connections ended by the final DROP DATABASE … WITH (FORCE)
+  return {
+    name: 'pg',
+    read: async (id) => {
+      const client = await pool.connect();
+      try {
+        return (await client.query({ name: 'point', text: SQL, values: [id] })).rows;
+      } finally {
+        client.release();
+      }
+    },
+    close: () => pool.end(),
+  };
+}
+
+/** CPU µs per read of `ops` reads by `c` closed-loop workers. */
+async function measure(side: Side, ops: number, c: number): Promise<number> {
+  let next = 0;
+  const worker = async () => {
+    while (next < ops) {
+      const id = 1 + ((next++ * 7919) % ROWS);
+      await side.read(id);
+    }
+  };
+  const u0 = process.cpuUsage();
+  await Promise.all(Array.from({ length: c }, worker));
+  const u = process.cpuUsage(u0);
+  return (u.user + u.system) / ops;
+}
+
+async function main(): Promise<void> {
+  const ops = envInt('BENCH_OPS', 4000);
+  const rounds = envInt('BENCH_ROUNDS', 7);
+  const c = envInt('BENCH_CONCURRENCY', 8);
+  const poolSize = 5;
+  const before = process.env.BEFORE_ROOT ? path.resolve(process.env.BEFORE_ROOT) : null;
+  console.log(`# source layer: CPU µs per point read in process, c=${c}, ${rounds} rounds × ${ops} reads per side`);
+  console.log(machineLine());
+  const admin = new pg.Client({ ...conn, database: 'postgres' });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE ${DB}`);
+  const sides: Side[] = [];
+  try {
+    const setup = new pg.Client({ ...conn, database: DB });
+    await setup.connect();
+    await setup.query('CREATE TABLE track (id int PRIMARY KEY, name text NOT NULL, album_id int, genre_id int, composer text, milliseconds int NOT NULL, unit_price numeric(10,2) NOT NULL)');
+    await setup.query(`INSERT INTO track SELECT i, 'Track number ' || i, i % 300, i % 25, CASE WHEN i % 3 = 0 THEN NULL ELSE 'Composer ' || i END, 200000 + i, 0.99 FROM generate_series(1, ${ROWS}) i`);
+    await setup.end();
+    sides.push(pgSide(poolSize));
+    if (before) sides.push(connectorSide('before', before, poolSize));
+    sides.push(connectorSide('after', ROOT, poolSize));
+    for (const s of sides) await measure(s, ops, c); // warm-up: JIT, connections, prepared statements
+    const got = new Map<string, number[]>(sides.map((s) => [s.name, []]));
+    for (let r = 0; r < rounds; r++) {
+      const order = r % 2 ? [...sides].reverse() : sides;
+      for (const s of order) got.get(s.name)!.push(await measure(s, ops, c));
+    }
+    const med = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+    const floor = med(got.get('pg')!);
+    console.log(table(['side', 'µs/read (median)', 'range', 'above pg'], sides.map((s) => {
+      const xs = got.get(s.name)!;
+      return [s.name, med(xs).toFixed(1), `${Math.min(...xs).toFixed(1)}–${Math.max(...xs).toFixed(1)}`, s.name === 'pg' ? '' : (med(xs) - floor).toFixed(1)];
+    })));
+    if (before) {
+      const b = got.get('before')!, a = got.get('after')!;
+      const ratios = a.map((x, i) => x / b[i]).sort((p, q) => p - q);
+      console.log(`after ÷ before, paired by round: median ${ratios[Math.floor(ratios.length / 2)].toFixed(3)}× (rounds ${ratios[0].toFixed(2)}–${ratios[ratios.length - 1].toFixed(2)})`);
+    }
+    console.log(machineLine());
+  } finally {
+    for (const s of sides) await s.close().catch(() => undefined);
+    await admin.query(`DROP DATABASE IF EXISTS ${DB} WITH (FORCE)`);
+    await admin.end();
+  }
+}
+
+void main().catch((err: unknown) => {
+  console.error(err);
+  process.exit(1);
+});
