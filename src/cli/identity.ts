@@ -7,16 +7,22 @@ import { shortTime, table } from './output';
 import type { CommandContext } from './context';
 import { ValidationError } from '../control/errors';
 
-/** A CLI attribute value: empty → null (remove); a number, true/false or a JSON list as JSON; anything else as text. */
+/**
+ * A CLI attribute value: empty → null (remove); a number, true/false or a JSON list as JSON; anything
+ * else as text. A value that starts like a list (`[`) must be a valid JSON list: a broken one (a
+ * shell-quoting slip such as `regions=["eu",`) throws ValidationError (exit 2) instead of being
+ * stored as text that no `= ANY(identity.<name>)` rule could use.
+ */
 export function attributeValue(text: string): unknown {
   if (text === '') return null;
-  if (/^(?:-?[0-9]+(?:\.[0-9]+)?|true|false)$/.test(text) || text.startsWith('[')) {
+  if (text.startsWith('[')) {
     try {
       return JSON.parse(text);
     } catch {
-      return text;
+      throw new ValidationError(`${JSON.stringify(text)} starts like a list but is not a JSON list: write it as '["a","b"]' (quoted for the shell)`);
     }
   }
+  if (/^(?:-?[0-9]+(?:\.[0-9]+)?|true|false)$/.test(text)) return JSON.parse(text);
   return text;
 }
 

@@ -134,7 +134,11 @@ class Session {
       if (!token) throw new ValidationError('--server needs --token or --token-env: an operator token from `interlock operator-token create NAME`');
       return remoteBackend(this.opts.server, token);
     }
-    return directBackend(await this.db(), { logger: this.logger });
+    // An operator command prints what happened in its own words (a failed approved write names its
+    // cause and what to do); the backend's warn-level lines would repeat it as raw JSON on stderr
+    // (seen by a new user), so they are shown only when INTERLOCK_LOG_LEVEL asks for them.
+    const logger = process.env.INTERLOCK_LOG_LEVEL ? this.logger : this.logger.child({}, { level: 'error' });
+    return directBackend(await this.db(), { logger });
   }
 
   /** In remote mode the approver is the token's operator: an explicit --operator is refused. */
