@@ -13,7 +13,8 @@
  *    bench/lib/dbhub.ts), when the devDependency is installed; else its side is skipped.
  * Reports calls/s, wrk's p50, CPU µs per call of the server process, the control and source
  * databases' backends and the driver (wrk's own CPU from bash `times`; the Node client's for
- * direct), the machine's load average, and the issue-28 targets.
+ * direct), the machine's load average, the issue-28 targets, and node-floor-audit ÷ direct pg: the
+ * bound on any answer that waits for its own durable audit commit, measured in the same run.
  * Run: `BENCH_ROUNDS=3 npx tsx bench/08-wrk.ts` (needs /usr/bin/wrk and the Toolbox npm package).
  */
 import { loadavg } from 'node:os';
@@ -124,6 +125,9 @@ async function main(): Promise<void> {
       console.log('\ncalls per second and CPU µs per call (server = the side\'s process; driver = wrk, or this process for direct):');
       console.log(table(['side', 'conc', 'calls/s', 'p50 ms', 'server', 'control DB', 'source DB', 'driver'], sides.flatMap((s) => levels.map((c) => [s, c, round(ops(s, c), 0), round(acc.get(`${s}@${c}`)!.p50.filter(Number.isFinite).sort((a, b) => a - b)[Math.floor(rounds / 2)] ?? NaN, 2), us(s, c, 'gateway'), us(s, c, 'controlDb'), us(s, c, 'sourceDb'), us(s, c, 'driver')]))));
       const targets: Array<[string, number, number, boolean]> = [];
+      // The audited floor ÷ direct pg bounds what any answer that waits for its own durable audit
+      // commit (contract: "audited before its answer") can reach against direct pg in this run.
+      const floors: Array<[number, number, number]> = [];
       const t = (name: string, value: number, goal: number, atMost = false) => targets.push([name, round(value, 3), goal, atMost ? value <= goal : value >= goal]);
       for (const c of levels) {
         t(`c=${c} IL / node-floor-audit`, ops('interlock', c) / ops('node-floor-audit', c), 0.8);
@@ -132,12 +136,17 @@ async function main(): Promise<void> {
         if (c === 8) t(`c=${c} gateway CPU µs/call`, us('interlock', c, 'gateway'), 250, true);
         t(`c=${c} control-DB CPU µs/call`, us('interlock', c, 'controlDb'), c === 8 ? 60 : 30, true);
         t(`c=${c} cached / direct pg`, ops('interlock-cached', c) / ops('direct', c), 0.6);
+        floors.push([c, ops('node-floor-audit', c) / ops('direct', c), ops('interlock-cached', c) / ops('node-floor-audit', c)]);
         if (c === 8 && dbhub) t(`c=${c} IL / DBHub 1.4.0`, ops('interlock', c) / ops('dbhub', c), 3);
       }
       console.log('\ntargets (issue 28):');
       for (const [name, v, goal, met] of targets) console.log(`  ${name}: ${name.includes('µs') ? v : ratio(v)} (${name.includes('µs') ? `≤ ${goal}` : `≥ ${goal}×`}) ${met ? 'MET' : 'NOT MET'}`);
       if (!dbhub) console.log('  IL / DBHub 1.4.0 at c=8 (≥ 3×): not measured, DBHub is not installed here');
-      emitResult('8-wrk', { rounds, durationMs, levels, calls: Object.fromEntries([...acc.keys()].map((k) => [k, round(ops(k.split('@')[0], Number(k.split('@')[1])), 0)])), cpuUsPerCall: Object.fromEntries([...acc.keys()].map((k) => { const [s, c] = k.split('@'); return [k, Object.fromEntries(['gateway', 'controlDb', 'sourceDb', 'driver'].map((g) => [g, us(s, Number(c), g)]))]; })), targets, loadAverage: [Math.min(...loads), Math.max(...loads)] });
+      console.log('\naudited floor (the bound on any answer audited before it leaves):');
+      for (const [c, floorRatio, cachedOfFloor] of floors) {
+        console.log(`  c=${c} node-floor-audit / direct pg: ${ratio(floorRatio)} (${floorRatio >= 0.6 ? '0.6× is below the floor: reachable in principle' : '0.6× is above the floor: unreachable while each answer waits for its own audit commit'}); cached / node-floor-audit: ${ratio(cachedOfFloor)}`);
+      }
+      emitResult('8-wrk', { rounds, durationMs, levels, calls: Object.fromEntries([...acc.keys()].map((k) => [k, round(ops(k.split('@')[0], Number(k.split('@')[1])), 0)])), cpuUsPerCall: Object.fromEntries([...acc.keys()].map((k) => { const [s, c] = k.split('@'); return [k, Object.fromEntries(['gateway', 'controlDb', 'sourceDb', 'driver'].map((g) => [g, us(s, Number(c), g)]))]; })), targets, auditedFloor: floors.map(([c, f, cf]) => ({ concurrency: c, floorAuditOverDirect: round(f, 3), cachedOverFloorAudit: round(cf, 3) })), loadAverage: [Math.min(...loads), Math.max(...loads)] });
     } finally {
       await pool.end();
       for (const gw of gws) await gw.stop();

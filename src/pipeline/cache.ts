@@ -5,12 +5,15 @@
  * content), so two identities with different access never share an entry, and a hit is served
  * without the live hierarchy check (issue 28, docs/architecture.md step 6½). Entries hold results
  * AFTER redaction. An executed write bumps its source's generation, which orphans every entry of
- * that source; other replicas learn of it through PostgreSQL NOTIFY (see invalidation.ts).
+ * that source; other replicas learn of it through PostgreSQL NOTIFY (see invalidation.ts). Every
+ * hit on an entry is answered by one outcome object (hitOutcome), whose final bytes the wire
+ * serialiser keeps when the entry is small (issue 28: a hit serialises nothing but its id).
  */
 import crypto, { createHash } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import type { TruncatedBy } from './07-execute';
 import { rowsText } from './rows-json';
+import type { ToolOutcome } from './types';
 
 /** PostgreSQL NOTIFY channel on which an executed write invalidates its source's cached reads on every replica (payload: source id). */
 export const CACHE_CHANNEL = 'interlock_cache';
@@ -50,7 +53,7 @@ export class ResultCache {
     this.lru = new LRUCache<string, CachedResult>({
       ttl: Math.max(1, opts.ttlMs),
       maxSize: Math.max(1, opts.maxBytes),
-      sizeCalculation: (v) => Math.max(1, Buffer.byteLength(rowsText(v.rows))),
+      sizeCalculation: (v) => Math.max(1, entryBytes(v)),
     });
   }
 
@@ -99,4 +102,51 @@ export class ResultCache {
   get size(): number {
     return this.lru.size;
   }
+}
+
+/** The hit answer made once per stored entry (hitOutcome); dropped with the entry (weakly held). */
+const hitOutcomes = new WeakMap<CachedResult, ToolOutcome>();
+/** Outcomes from hitOutcome(): shared by every hit on their entry, never edited. */
+const storedOutcomes = new WeakSet<ToolOutcome>();
+
+/**
+ * The answer to every hit on `entry` (issue 28, the cached read's own costs): `build()` runs on the
+ * first hit only, and the same outcome object is returned to every later hit on that entry, so the
+ * wire serialiser can keep its final bytes (isStoredOutcome; src/protocol/tool-results.ts renders it
+ * once) when its rows' text is at most STORED_ANSWER_MAX_CHARS. The outcome must therefore be
+ * identical for every caller of the entry: a query result whose content and structuredContent
+ * depend on the entry alone (rows, truncation, masks, `cached: true`),
+ * never on the call (request id, audit facts). Callers must not edit it.
+ */
+export function hitOutcome(entry: CachedResult, build: () => ToolOutcome): ToolOutcome {
+  let o = hitOutcomes.get(entry);
+  if (!o) {
+    o = build();
+    hitOutcomes.set(entry, o);
+    if (rowsText(entry.rows).length <= STORED_ANSWER_MAX_CHARS) storedOutcomes.add(o);
+  }
+  return o;
+}
+
+/**
+ * Rows texts up to this many characters get their answer's final bytes kept (isStoredOutcome); a
+ * larger answer is serialised per hit, as before, since its kept bytes would cost memory several
+ * times its rows' text (the escaped text item and the structured rows, as a string and as UTF-8).
+ */
+export const STORED_ANSWER_MAX_CHARS = 16 * 1024;
+
+/**
+ * What an entry counts against the cache's byte budget: the UTF-8 bytes of its rows' text, and five
+ * times that for an answer small enough to be kept as final bytes on its first hit (the serialised
+ * envelope as a string and as UTF-8, each holding the rows twice).
+ */
+function entryBytes(v: CachedResult): number {
+  const text = rowsText(v.rows);
+  const bytes = Buffer.byteLength(text);
+  return text.length <= STORED_ANSWER_MAX_CHARS ? bytes * 5 : bytes;
+}
+
+/** True for an outcome from hitOutcome(): the same object answers every hit on its entry, so its rendering may be kept. */
+export function isStoredOutcome(o: ToolOutcome): boolean {
+  return storedOutcomes.has(o);
 }

@@ -24,7 +24,7 @@ import { redactRows } from './08-redact';
 import { maskedStatement } from '../sql/mask-sql';
 import type { AuditHooks } from '../audit/types';
 import { statementAuditFacts } from './audit-facts';
-import type { ResultCache } from './cache';
+import { hitOutcome, type ResultCache } from './cache';
 import type { Policy } from '../../generated/policy-v1';
 import { rowsText } from './rows-json';
 import { AnalysisCache, contentFingerprint, evaluatorFor, hasTimeWindows, type CachedAnalysis, type CachedPolicy } from './analysis-cache';
@@ -200,7 +200,8 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
         if (rows.kind === 'ruled') audit.row_rules = rows.plan.applied;
         audit.row_count = hit.rows.length;
         audit.cached = true;
-        return queryResult(hit.rows, hit.truncated, true, hit.maskedColumns, hit.truncatedBy);
+        // One answer object per stored entry, rendered to its final bytes once (cache.ts hitOutcome).
+        return hitOutcome(hit, () => queryResult(hit.rows, hit.truncated, true, hit.maskedColumns, hit.truncatedBy));
       }
     }
 

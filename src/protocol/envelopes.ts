@@ -62,7 +62,16 @@ export function toolsListResult(tools: { list(): Array<Record<string, unknown>> 
   return r;
 }
 
-/** The serialisation made once for a result from toolsListResult(), or undefined. */
+/**
+ * Records `json`, the exact serialisation of `result` (what jsonText(result) returns), so a response
+ * carrying this very object is written from it (frozenResultJson, frozenResultTail). `result` must
+ * never be edited afterwards. Used for a cached read's stored answer (tool-results.ts, issue 28).
+ */
+export function freezeResultJson(result: object, json: string): void {
+  frozenJson.set(result, json);
+}
+
+/** The serialisation made once for a result from toolsListResult() or freezeResultJson(), or undefined. */
 export function frozenResultJson(result: object): string | undefined {
   return frozenJson.get(result);
 }

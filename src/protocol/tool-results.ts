@@ -9,8 +9,9 @@ import { randomBytes } from 'node:crypto';
 import protocol from '../../spec/protocol-v1.json';
 import { refusalInfo, toolErrorInfo } from '../errors/vocabulary';
 import type { ToolOutcome } from '../tools/types';
-import { complete, frozenResultJson, frozenResultTail } from './envelopes';
+import { complete, freezeResultJson, frozenResultJson, frozenResultTail } from './envelopes';
 import { serializedRows } from '../pipeline/rows-json';
+import { isStoredOutcome } from '../pipeline/cache';
 import { jsonText } from '../sources/postgres/raw-json';
 import type { Dialect } from '../transport/admission';
 import { retryAfterSeconds } from '../transport/http-errors';
@@ -30,12 +31,8 @@ export function queuedText(approvalId: string, state: string): string {
 /** Renders `o` for `dialect`/`version`; `requestId` goes into refusals and opaque failures for the operator. */
 export function renderOutcome(o: ToolOutcome, dialect: Dialect, version: string, requestId: string): RenderedOutcome {
   switch (o.kind) {
-    case 'result': {
-      const r: Record<string, unknown> = { content: o.content };
-      if (o.structuredContent !== undefined) r.structuredContent = o.structuredContent;
-      if (o.isError) r.isError = true;
-      return { kind: 'result', result: complete(r) };
-    }
+    case 'result':
+      return { kind: 'result', result: isStoredOutcome(o) ? storedResult(o) : resultOf(o) };
     case 'queued': {
       const info = refusalInfo('approval_required');
       const sc = { status: 'queued', code: 'approval_required', approval_id: o.approvalId, approval_state: o.approvalState, message: o.message ?? info.message, request_id: requestId };
@@ -91,9 +88,41 @@ export function serializeMessage(message: unknown): string {
   const rows = sc && typeof sc === 'object' ? sc.rows : undefined;
   const json = rows && typeof rows === 'object' ? serializedRows(rows) : undefined;
   if (json === undefined) return jsonText(message);
-  const s = jsonText({ ...m, result: { ...m!.result, structuredContent: { ...sc, rows: ROWS_TOKEN } } });
+  return withRows(jsonText({ ...m, result: { ...m!.result, structuredContent: { ...sc, rows: ROWS_TOKEN } } }), json);
+}
+
+/** The complete envelope of a result outcome (the same in every dialect and version). */
+function resultOf(o: Extract<ToolOutcome, { kind: 'result' }>): Record<string, unknown> {
+  const r: Record<string, unknown> = { content: o.content };
+  if (o.structuredContent !== undefined) r.structuredContent = o.structuredContent;
+  if (o.isError) r.isError = true;
+  return complete(r);
+}
+
+const storedResults = new WeakMap<ToolOutcome, Record<string, unknown>>();
+
+/**
+ * The envelope of a cached read's stored answer (isStoredOutcome: one outcome object per cache
+ * entry), built and serialised on its first hit only: later hits write the same bytes with only
+ * their id encoded (serializeMessageForWire's pair, as for tools/list; issue 28). Held weakly, so it
+ * goes with the entry.
+ */
+function storedResult(o: Extract<ToolOutcome, { kind: 'result' }>): Record<string, unknown> {
+  let r = storedResults.get(o);
+  if (!r) {
+    r = resultOf(o);
+    const sc = r.structuredContent as { rows?: unknown } | undefined;
+    const rows = sc && typeof sc.rows === 'object' && sc.rows !== null ? serializedRows(sc.rows) : undefined;
+    freezeResultJson(r, rows === undefined ? jsonText(r) : withRows(jsonText({ ...r, structuredContent: { ...sc, rows: ROWS_TOKEN } }), rows));
+    storedResults.set(o, r);
+  }
+  return r;
+}
+
+/** `s` (a serialisation with ROWS_TOKEN standing for structuredContent.rows) with the rows' text `rows` in its place. */
+function withRows(s: string, rows: string): string {
   const i = s.indexOf(ROWS_SLOT);
-  return `${s.slice(0, i)}"rows":${json}${s.slice(i + ROWS_SLOT.length)}`;
+  return `${s.slice(0, i)}"rows":${rows}${s.slice(i + ROWS_SLOT.length)}`;
 }
 
 /** Texts this long or longer are encoded once into a Buffer for the wire (Express's threshold). */

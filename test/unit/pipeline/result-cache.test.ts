@@ -4,7 +4,8 @@
  * part, the source's generation and clear().
  */
 import { createHash } from 'node:crypto';
-import { ResultCache } from '../../../src/pipeline/cache';
+import { hitOutcome, isStoredOutcome, ResultCache, STORED_ANSWER_MAX_CHARS, type CachedResult } from '../../../src/pipeline/cache';
+import { rowsText } from '../../../src/pipeline/rows-json';
 
 const parts = { sourceId: 'db', sql: 'SELECT * FROM track WHERE track_id = $1', params: [42], maxRows: 100, accessFingerprint: '[{"allow":[]},"r"]' };
 const result = { rows: [{ a: 1 }], truncated: false, maskedColumns: [] };
@@ -41,5 +42,34 @@ describe('ResultCache.key', () => {
     c.set(c.key(parts), result);
     expect(c.get(c.key(parts))).toBe(result);
     expect(c.get(c.key({ ...parts, params: [43] }))).toBeUndefined();
+  });
+});
+
+describe('stored answers (issue 28): kept as final bytes only when small, and counted against the budget', () => {
+  test('a small entry counts five times its rows text; a large one its rows text once', () => {
+    const small: CachedResult = { rows: [{ a: 'x'.repeat(90) }], truncated: false, maskedColumns: [] };
+    const smallBytes = Buffer.byteLength(JSON.stringify(small.rows));
+    // Room for exactly two small entries (5 × their text each): a third evicts the first.
+    const c = new ResultCache({ ttlMs: 60_000, maxBytes: smallBytes * 5 * 2 });
+    c.set('k1', small);
+    c.set('k2', { ...small, rows: [{ a: 'y'.repeat(90) }] });
+    expect(c.size).toBe(2);
+    c.set('k3', { ...small, rows: [{ a: 'z'.repeat(90) }] });
+    expect(c.size).toBe(2);
+    expect(c.get('k1')).toBeUndefined();
+    const bigRows = [{ a: 'b'.repeat(STORED_ANSWER_MAX_CHARS) }];
+    const big = new ResultCache({ ttlMs: 60_000, maxBytes: Buffer.byteLength(JSON.stringify(bigRows)) });
+    big.set('b', { rows: bigRows, truncated: false, maskedColumns: [] });
+    expect(big.size).toBe(1);
+  });
+
+  test('every hit on an entry gets one outcome; only a small one is kept for its bytes', () => {
+    const small: CachedResult = { rows: [{ a: 1 }], truncated: false, maskedColumns: [] };
+    const big: CachedResult = { rows: [{ a: 'b'.repeat(STORED_ANSWER_MAX_CHARS) }], truncated: false, maskedColumns: [] };
+    for (const [entry, kept] of [[small, true], [big, false]] as const) {
+      const o = hitOutcome(entry, () => ({ kind: 'result', content: [{ type: 'text', text: rowsText(entry.rows) }] }));
+      expect(hitOutcome(entry, () => { throw new Error('built twice'); })).toBe(o);
+      expect(isStoredOutcome(o)).toBe(kept);
+    }
   });
 });

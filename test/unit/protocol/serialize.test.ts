@@ -7,6 +7,7 @@ import { serializeMessage, serializeMessageForWire, renderOutcome } from '../../
 import { queryResult } from '../../../src/pipeline/query';
 import { rowsText, serializedRows } from '../../../src/pipeline/rows-json';
 import { toolsListResult } from '../../../src/protocol/envelopes';
+import { hitOutcome, isStoredOutcome, type CachedResult } from '../../../src/pipeline/cache';
 
 const value = fc.oneof(fc.string(), fc.string({ unit: 'grapheme' }), fc.integer(), fc.double({ noNaN: true }), fc.boolean(), fc.constant(null), fc.constant('"rows":"x"'), fc.constant('\u0000interlock-rows-'));
 const rows = fc.array(fc.dictionary(fc.string({ maxLength: 8 }), value, { maxKeys: 5 }), { maxLength: 8 });
@@ -83,4 +84,54 @@ test('the wire form is the UTF-8 of serializeMessage: the string when short, the
     }),
     { numRuns: 200 },
   );
+});
+describe('a cached read\'s stored answer (issue 28): rendered and serialised on its first hit only', () => {
+  const wireText = (w: ReturnType<typeof serializeMessageForWire>): string => (typeof w === 'string' ? w : Buffer.isBuffer(w) ? w.toString('utf8') : w[0] + w[1].toString('utf8'));
+
+  test('every hit on an entry gets the same outcome and envelope; the wire text is JSON.stringify of each message', () => {
+    fc.assert(
+      fc.property(rows, fc.boolean(), fc.array(fc.string(), { maxLength: 3 }), (rs, truncated, masked) => {
+        const entry: CachedResult = { rows: rs, truncated, truncatedBy: truncated ? 'max_rows' : null, maskedColumns: masked };
+        const build = jest.fn(() => queryResult(entry.rows, entry.truncated, true, entry.maskedColumns, entry.truncatedBy));
+        const o1 = hitOutcome(entry, build);
+        const o2 = hitOutcome(entry, build);
+        expect(o2).toBe(o1);
+        expect(build).toHaveBeenCalledTimes(1);
+        expect(isStoredOutcome(o1)).toBe(true);
+        const a = renderOutcome(o1, 'handshake', '2025-11-25', 'req-1');
+        const b = renderOutcome(o2, 'modern', '2026-07-28', 'req-2');
+        expect(a.kind === 'result' && b.kind === 'result' && a.result === b.result).toBe(true);
+        // The same text as an answer rendered afresh, for any id.
+        const fresh = renderOutcome(queryResult(rs, truncated, true, masked, entry.truncatedBy), 'handshake', '2025-11-25', 'req-3');
+        for (const id of [1, 'x"y\u2028', 0]) {
+          const msg = { jsonrpc: '2.0', id, result: a.kind === 'result' ? a.result : null };
+          expect(serializeMessage(msg)).toBe(JSON.stringify(msg));
+          expect(wireText(serializeMessageForWire(msg))).toBe(JSON.stringify(msg));
+          expect(JSON.stringify(msg)).toBe(JSON.stringify({ ...msg, result: fresh.kind === 'result' ? fresh.result : null }));
+        }
+      }),
+      { numRuns: 200 },
+    );
+  });
+
+  test('a stored answer is serialised once, however many hits; an ordinary result is not kept', () => {
+    const entry: CachedResult = { rows: [{ a: 1, b: 'x' }], truncated: false, maskedColumns: [] };
+    const o = hitOutcome(entry, () => queryResult(entry.rows, false, true, []));
+    const spy = jest.spyOn(JSON, 'stringify');
+    try {
+      for (let id = 0; id < 5; id++) {
+        const r = renderOutcome(o, 'handshake', '2025-11-25', `req-${id}`);
+        serializeMessageForWire({ jsonrpc: '2.0', id, result: r.kind === 'result' ? r.result : null });
+      }
+      // Once for the envelope on the first hit; after that only each id.
+      expect(spy.mock.calls.filter((c) => typeof c[0] === 'object' && c[0] !== null && 'content' in (c[0] as object))).toHaveLength(1);
+    } finally {
+      spy.mockRestore();
+    }
+    const plain = queryResult(entry.rows, false, true, []);
+    expect(isStoredOutcome(plain)).toBe(false);
+    const r1 = renderOutcome(plain, 'handshake', '2025-11-25', 'req-1');
+    const r2 = renderOutcome(plain, 'handshake', '2025-11-25', 'req-1');
+    expect(r1.kind === 'result' && r2.kind === 'result' && r1.result !== r2.result).toBe(true);
+  });
 });
