@@ -1,6 +1,6 @@
 /**
  * Red team rt27z on row rules (issue 27): an identity restricted to its own rows trying to read
- * another tenant's rows or write outside its scope, on real PostgreSQL (127.0.0.1:5432). Not
+ * another tenant's rows or write outside its scope, on real PostgreSQL (the tests' server, test/helpers/pg.ts). Not
  * repeated here: what rt27-row-rules, rt27-writes and rt27-redteam cover. Each block names a
  * finding (severity, fixed or not) or a defence confirmed with exact outcomes.
  *
