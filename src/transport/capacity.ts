@@ -47,6 +47,8 @@
  * - a minRTT window: the limit is held at min_limit (calls admitted before the window drain first);
  *   the `latency_percentile` of the first `minRttSamples` calls admitted and finished inside it (or
  *   of those within MIN_RTT_WINDOW_MAX_MS of the first) is minRTT: the latency at low concurrency.
+ *   A window without a sample of its own MIN_RTT_WINDOW_MAX_MS after it opened (slow calls admitted
+ *   before it still hold the slots) is given up, the old minRTT kept.
  *   The first window opens at start; the next `minRttIntervalMs` (+ up to 10 % jitter) after one
  *   ends, and at once when the limit has sat at min_limit for MIN_RTT_AT_FLOOR updates in a row (the
  *   replica became slower: the old minRTT would hold it at the floor for ever). Between windows the
@@ -217,7 +219,7 @@ interface MinRttState {
   /** The last measured minRTT (ms), or null before the first window ends. */
   value: number | null;
   /** The open window: its id (permits granted in it carry it), its samples, and when its first sample came (clock ms), or null. */
-  window: { id: number; samples: number[]; firstAt: number | null } | null;
+  window: { id: number; samples: number[]; firstAt: number | null; openedAt: number } | null;
   /** Clock ms at which the next window opens (checked when a call finishes). */
   nextAt: number;
   /** Latencies of calls finished in the current update interval, and when it began (clock ms). */
@@ -297,7 +299,7 @@ export class CapacityLimiter {
   ) {
     this.limitValue = Math.min(settings.maxLimit, Math.max(settings.minLimit, settings.initialLimit));
     this.minRtt =
-      settings.controller === 'min_rtt' ? { value: null, window: { id: 1, samples: [], firstAt: null }, nextAt: 0, batch: [], batchAt: null, atFloor: 0, nextId: 2 } : null;
+      settings.controller === 'min_rtt' ? { value: null, window: { id: 1, samples: [], firstAt: null, openedAt: this.clock() }, nextAt: 0, batch: [], batchAt: null, atFloor: 0, nextId: 2 } : null;
     if (signals.eventLoopDelayMs) {
       this.histogram = null;
       this.sampler = null;
@@ -381,6 +383,7 @@ export class CapacityLimiter {
    * (refused).
    */
   acquire(signal?: AbortSignal, key = ''): CapacityPermit | CapacityRefusal | Promise<CapacityPermit | CapacityRefusal> {
+    if (this.minRtt?.window) this.expireWindow(this.minRtt);
     if (this.inflightCount < this.limit && this.queue.length === 0) return this.grant(key);
     if (this.mayBorrow(key)) return this.grant(key, true);
     if (signal?.aborted || this.refusesAtOnce(key)) return this.refuse();
@@ -438,6 +441,7 @@ export class CapacityLimiter {
    * keep-alive connection's refusals hash the token once.
    */
   refuseKnown(token: string, scope?: object): { refusal: CapacityRefusal; caller: KnownCaller } | null {
+    if (this.minRtt?.window) this.expireWindow(this.minRtt);
     if (this.inflightCount < this.limit && this.queue.length === 0) return null;
     const caller = this.knownTokens.size ? this.knownTokens.get(this.scopedKey(token, scope)) : undefined;
     if (!caller || this.mayBorrow(caller.id) || !this.refusesAtOnce(caller.id)) return null;
@@ -648,15 +652,11 @@ export class CapacityLimiter {
       if (w.firstAt === null) w.firstAt = at;
       if (w.samples.length < s.minRttSamples && at - w.firstAt < MIN_RTT_WINDOW_MAX_MS) return;
       m.value = nearestRank(w.samples, s.latencyPercentile);
-      m.window = null;
-      m.nextAt = at + s.minRttIntervalMs * (1 + 0.1 * (this.signals.random ?? Math.random)());
-      m.batch = [];
-      m.batchAt = at;
-      m.atFloor = 0;
+      this.closeWindow(m, at);
       return;
     }
     if (at >= m.nextAt) {
-      m.window = { id: m.nextId++, samples: [], firstAt: null };
+      m.window = { id: m.nextId++, samples: [], firstAt: null, openedAt: at };
       return;
     }
     m.batch.push(rttMs);
@@ -676,7 +676,35 @@ export class CapacityLimiter {
     }
     this.setLimit(next, at);
     m.atFloor = this.limitValue <= s.minLimit ? m.atFloor + 1 : 0;
-    if (m.atFloor >= MIN_RTT_AT_FLOOR) m.window = { id: m.nextId++, samples: [], firstAt: null };
+    if (m.atFloor >= MIN_RTT_AT_FLOOR) m.window = { id: m.nextId++, samples: [], firstAt: null, openedAt: at };
+  }
+
+  /**
+   * controller min_rtt: a window that has had no sample of its own MIN_RTT_WINDOW_MAX_MS after it
+   * opened (calls admitted before it, e.g. slow statements, still hold the slots) is given up: the
+   * old minRTT stays, the next window comes an interval later, and the gradient's limit applies
+   * again (else long calls would pin the replica at min_limit for as long as they run). Before the
+   * first measurement the window waits on.
+   */
+  private expireWindow(m: MinRttState): void {
+    const w = m.window!;
+    const at = this.clock();
+    if (w.firstAt !== null || at - w.openedAt < MIN_RTT_WINDOW_MAX_MS) return;
+    if (m.value === null) {
+      w.openedAt = at;
+      return;
+    }
+    this.closeWindow(m, at);
+    this.next();
+  }
+
+  /** controller min_rtt: the window ends at clock `at`; the next opens an interval (+ up to 10 % jitter) later. */
+  private closeWindow(m: MinRttState, at: number): void {
+    m.window = null;
+    m.nextAt = at + this.settings.minRttIntervalMs * (1 + 0.1 * (this.signals.random ?? Math.random)());
+    m.batch = [];
+    m.batchAt = at;
+    m.atFloor = 0;
   }
 
   private pressured(): boolean {

@@ -4,7 +4,7 @@
  * below is exact (computed by hand from the module's rules: gradient = clamp(tolerance × minRTT /
  * sampled, 0.5, 2), limit ← limit × gradient + √(limit × gradient), one update per 100 ms).
  */
-import { CapacityLimiter, DEFAULT_CAPACITY, isCapacityRefusal, MIN_RTT_AT_FLOOR, nearestRank, UPDATE_INTERVAL_MS, type CapacityPermit, type CapacitySettings } from '../../../src/transport/capacity';
+import { CapacityLimiter, DEFAULT_CAPACITY, isCapacityRefusal, MIN_RTT_AT_FLOOR, MIN_RTT_WINDOW_MAX_MS, nearestRank, UPDATE_INTERVAL_MS, type CapacityPermit, type CapacitySettings } from '../../../src/transport/capacity';
 import { capacityLimiter } from '../../../src/gateway';
 import { DEFAULT_CONFIG, loadConfig } from '../../../src/control/config';
 
@@ -140,6 +140,26 @@ test('every min_rtt_interval_ms a window measures minRTT again at min_limit: cal
   // The 14 other calls of that round finished in the window but were admitted before it (18.75 ms each): they
   // did not measure minRTT. The window's own 4 calls take 12 ms, the 4th closes it: minRTT 12, the limit 15.77 again.
   expect(trajectory(l, 2, 64, () => 12)).toEqual(['4 15.77 12', '15 15.77 12']);
+});
+
+test('a window that gets no call of its own for MIN_RTT_WINDOW_MAX_MS (slow calls admitted before it hold the slots) is given up: the old minRTT and the gradient limit apply again', () => {
+  const l = limiter();
+  trajectory(l, 12, 64, replica);
+  // 15 calls in flight; 14 are slow statements that stay. The 15th finishes after the interval: a window opens.
+  const held = Array.from({ length: 15 }, () => l.acquire() as CapacityPermit);
+  clock += 1000;
+  held[14].release();
+  expect(l.snapshot()).toMatchObject({ limit: 15.89, measuring: true, minRtt: 10 });
+  // 14 in flight ≥ min_limit: the window admits nothing, so it has no sample of its own.
+  expect(isCapacityRefusal(l.acquire() as CapacityPermit)).toBe(true);
+  clock += MIN_RTT_WINDOW_MAX_MS - 1;
+  expect(isCapacityRefusal(l.acquire() as CapacityPermit)).toBe(true);
+  expect(l.snapshot().measuring).toBe(true);
+  // 1 s after it opened: given up, the gradient's limit (15) admits again.
+  clock += 1;
+  expect(isCapacityRefusal(l.acquire() as CapacityPermit)).toBe(false);
+  expect(l.snapshot()).toMatchObject({ limit: 15.89, measuring: false, minRtt: 10, inflight: 15 });
+  expect(l.limit).toBe(15);
 });
 
 test('a replica that becomes 4 × slower takes the limit to min_limit; after 5 updates there minRTT is measured again at once and the limit recovers', () => {
