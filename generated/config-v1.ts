@@ -4639,6 +4639,10 @@ export interface GatewayConfig {
      */
     min_rtt_samples?: number;
     /**
+     * Count a call's time in source reads (pool checkout and statements) in its latency sample (INTERLOCK_ADMISSION_SAMPLE_SOURCE_TIME, true or false). Default false: left out, so one identity's slow statements cannot lower the limit for every caller; but then queueing for the source pool is invisible to the limit (bench/RESULTS.md, h29p). An experiment switch.
+     */
+    sample_source_time?: boolean;
+    /**
      * controller min_rtt: the percentile (nearest rank) of call latencies taken both for minRTT and for each 100 ms sample. Default 90.
      */
     latency_percentile?: number;

@@ -322,6 +322,7 @@ export function capacityLimiter(a: NonNullable<ResolvedGatewayConfig['admission'
       minRttIntervalMs: a.min_rtt_interval_ms ?? DEFAULT_CAPACITY.minRttIntervalMs,
       minRttSamples: a.min_rtt_samples ?? DEFAULT_CAPACITY.minRttSamples,
       latencyPercentile: a.latency_percentile ?? DEFAULT_CAPACITY.latencyPercentile,
+      sampleSourceTime: a.sample_source_time ?? false,
     },
     { auditQueueDepth },
   );

@@ -136,6 +136,8 @@ export interface CapacitySettings {
   minRttSamples: number;
   /** controller min_rtt: percentile (nearest rank, 0 < p ≤ 100) of latencies for minRTT and for each interval's sample. */
   latencyPercentile: number;
+  /** Count the call's source time (release's excludedMs) in its sample after all (experiment; default false, see the module). */
+  sampleSourceTime: boolean;
 }
 
 /** Defaults of CapacitySettings (spec/config-v1.schema.json `admission`). */
@@ -154,6 +156,7 @@ export const DEFAULT_CAPACITY: CapacitySettings = {
   minRttIntervalMs: 10_000,
   minRttSamples: 25,
   latencyPercentile: 90,
+  sampleSourceTime: false,
 };
 
 /** Tokens remembered by CapacityLimiter.noteToken; past it the memory starts again empty. */
@@ -559,7 +562,7 @@ export class CapacityLimiter {
         if (n > 0) this.heldBy.set(key, n);
         else this.heldBy.delete(key);
         if (dropped) this.drop();
-        else this.sample(Math.max(0, this.clock() - started - Math.max(0, excludedMs)), windowId);
+        else this.sample(Math.max(0, this.clock() - started - (this.settings.sampleSourceTime ? 0 : Math.max(0, excludedMs))), windowId);
         this.next();
       },
     };

@@ -266,6 +266,19 @@ test('fair share inside a window: an identity holding no slot borrows one while 
   expect(l.snapshot()).toMatchObject({ measuring: false, minRtt: 50 });
 });
 
+test('sample_source_time: a call\'s source time (release excludedMs) counts in its sample only when set', () => {
+  const run = (sampleSourceTime: boolean) => {
+    const l = limiter({ sampleSourceTime });
+    // The first window's 4 calls take 10 ms, 8 of them in source reads: minRTT 2 ms without source time, 10 ms with it.
+    const held = Array.from({ length: 4 }, () => l.acquire() as CapacityPermit);
+    clock += 10;
+    for (const p of held) p.release(8);
+    return l.snapshot().minRtt;
+  };
+  expect(run(false)).toBe(2);
+  expect(run(true)).toBe(10);
+});
+
 test('config: admission.controller (INTERLOCK_ADMISSION_CONTROLLER or the file) reaches the limiter; an unknown controller is refused', () => {
   const cfg = loadConfig({
     env: { INTERLOCK_ADMISSION_CONTROLLER: 'min_rtt' },
