@@ -7,7 +7,8 @@
  *
  * - every finished call is a latency sample (ms, from admission to its audit commit, less the time
  *   it spent in source reads: a slow source or an identity's slow statements are bounded by the
- *   source's pool and fair share, and must not lower the limit for every caller). The audit
+ *   source's pool and fair share, and must not lower the limit for every caller; setting
+ *   `sampleSourceTime`, an experiment, keeps it in: then the source pool's checkout queue shows). The audit
  *   commit's wait stays in: it is where the replica's queueing for the event loop shows (a
  *   commit's answer waits for the loop like everything else); left out, the sample shrank to the
  *   synchronous work of a call (~0.1 ms) and no longer saw the CPU saturate (tried, 4 December);
