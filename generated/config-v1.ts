@@ -4623,9 +4623,29 @@ export interface GatewayConfig {
      */
     queue_timeout_ms?: number;
     /**
-     * How many times the long-term latency the short-term one may reach before the limit falls. Default 2.
+     * How many times the long-term latency (controller min_rtt: minRTT) the short-term one may reach before the limit falls. Default 2.
      */
     tolerance?: number;
+    /**
+     * How the limit follows latency (INTERLOCK_ADMISSION_CONTROLLER). "long_average" (default): the gradient of the short-term latency against a slow long-term average (10 s time constant). "min_rtt": Envoy's gradient controller: the replica's latency at low concurrency (minRTT) is measured in a window every min_rtt_interval_ms (plus up to 10 % jitter) with the limit held at min_limit, and every 100 ms the limit becomes limit × gradient + √(limit × gradient), gradient = clamp(tolerance × minRTT ÷ sampled latency, 0.5, 2), the sampled latency being the latency_percentile of the calls finished in those 100 ms; a limit at min_limit for 5 updates in a row measures minRTT again at once.
+     */
+    controller?: 'long_average' | 'min_rtt';
+    /**
+     * controller min_rtt: milliseconds between the end of one minRTT window and the start of the next (plus up to 10 % jitter). Default 10000.
+     */
+    min_rtt_interval_ms?: number;
+    /**
+     * controller min_rtt: calls admitted and finished inside a minRTT window (at most min_limit in flight) that make its measurement; a window also ends 1 s after its first such call with what it has. Default 25.
+     */
+    min_rtt_samples?: number;
+    /**
+     * Count a call's time in source reads (pool checkout and statements) in its latency sample (INTERLOCK_ADMISSION_SAMPLE_SOURCE_TIME, true or false). Default false: left out, so one identity's slow statements cannot lower the limit for every caller; but then queueing for the source pool is invisible to the limit (bench/RESULTS.md, h29p). An experiment switch.
+     */
+    sample_source_time?: boolean;
+    /**
+     * controller min_rtt: the percentile (nearest rank) of call latencies taken both for minRTT and for each 100 ms sample. Default 90.
+     */
+    latency_percentile?: number;
     /**
      * Event-loop delay (p99 over the last second) past which the limit is lowered, by 10 % at most every 100 ms. Default 100.
      */

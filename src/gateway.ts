@@ -9,7 +9,7 @@ import type { Logger } from 'pino';
 import { getKeyPepper, listenControlChanges, listenNotifications, type ControlDb, type ControlListener } from './control/db';
 import { DEFAULT_CONFIG, type ResolvedGatewayConfig } from './control/config';
 import type { ClientLimitSettings } from './transport/client-limits';
-import { CapacityLimiter } from './transport/capacity';
+import { CapacityLimiter, DEFAULT_CAPACITY } from './transport/capacity';
 import { DbIdentityResolver } from './control/keys';
 import { federatedIdentity } from './auth';
 import { GroupCommitAuditSink, openAuditPool } from './audit/writer';
@@ -318,6 +318,11 @@ export function capacityLimiter(a: NonNullable<ResolvedGatewayConfig['admission'
       maxEventLoopDelayMs: a.max_event_loop_delay_ms,
       maxAuditQueue: a.max_audit_queue,
       pauseRefusedConnections: a.pause_refused_connections ?? true,
+      controller: a.controller ?? 'long_average',
+      minRttIntervalMs: a.min_rtt_interval_ms ?? DEFAULT_CAPACITY.minRttIntervalMs,
+      minRttSamples: a.min_rtt_samples ?? DEFAULT_CAPACITY.minRttSamples,
+      latencyPercentile: a.latency_percentile ?? DEFAULT_CAPACITY.latencyPercentile,
+      sampleSourceTime: a.sample_source_time ?? false,
     },
     { auditQueueDepth },
   );

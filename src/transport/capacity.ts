@@ -7,7 +7,8 @@
  *
  * - every finished call is a latency sample (ms, from admission to its audit commit, less the time
  *   it spent in source reads: a slow source or an identity's slow statements are bounded by the
- *   source's pool and fair share, and must not lower the limit for every caller). The audit
+ *   source's pool and fair share, and must not lower the limit for every caller; setting
+ *   `sampleSourceTime`, an experiment, keeps it in: then the source pool's checkout queue shows). The audit
  *   commit's wait stays in: it is where the replica's queueing for the event loop shows (a
  *   commit's answer waits for the loop like everything else); left out, the sample shrank to the
  *   synchronous work of a call (~0.1 ms) and no longer saw the CPU saturate (tried, 4 December);
@@ -39,6 +40,25 @@
  *   lowers the limit by 10 % instead (at most once per PRESSURE_STEP_MS, so a second of pressure
  *   takes the limit to about a third, not to its floor after a few hundred samples), so CPU
  *   starvation shows up as early refusals and not as late `audit_unavailable`.
+ *
+ * Controller `min_rtt` (setting `controller`; the above is `long_average`, the default): Envoy's
+ * adaptive-concurrency gradient controller, because the long-term average above drifts up under
+ * sustained load and then no longer brings the limit down (bench/RESULTS.md, h29r). Its reference
+ * is measured instead of averaged:
+ * - a minRTT window: the limit is held at min_limit (calls admitted before the window drain first);
+ *   the `latency_percentile` of the first `minRttSamples` calls admitted and finished inside it (or
+ *   of those within MIN_RTT_WINDOW_MAX_MS of the first) is minRTT: the latency at low concurrency.
+ *   A window without a sample of its own MIN_RTT_WINDOW_MAX_MS after it opened (slow calls admitted
+ *   before it still hold the slots) is given up, the old minRTT kept.
+ *   The first window opens at start; the next `minRttIntervalMs` (+ up to 10 % jitter) after one
+ *   ends, and at once when the limit has sat at min_limit for MIN_RTT_AT_FLOOR updates in a row (the
+ *   replica became slower: the old minRTT would hold it at the floor for ever). Between windows the
+ *   gradient's limit is kept, not changed, and applies again when the window ends;
+ * - every UPDATE_INTERVAL_MS: sampled = the latency_percentile of the calls finished in it;
+ *   gradient = clamp(tolerance × minRTT / sampled, 0.5, 2); limit ← limit × gradient +
+ *   √(limit × gradient) (the headroom that keeps probing upward), not raised while fewer than half
+ *   the limit are in flight; under pressure (event-loop delay, audit queue) × 0.9 instead. Drops and
+ *   their ceiling act as above. No smoothing: one update per interval, from a percentile.
  *
  * Defaults (DEFAULT_CAPACITY, measured, bench/RESULTS.md issue 29): a point read costs the gateway
  * about 1–1.4 ms of CPU and answers in 5–6 ms unloaded, so each core keeps about 4 calls in flight
@@ -76,6 +96,15 @@ export const PRESSURE_STEP_MS = 100;
  */
 export const DECREASE_STEP_MS = 100;
 
+/** controller min_rtt: the limit is updated at most once per this many ms, from the latency percentile of the calls finished in it. */
+export const UPDATE_INTERVAL_MS = 100;
+
+/** controller min_rtt: a minRTT window ends this many ms after its first sample, with what it has (a replica with little traffic). */
+export const MIN_RTT_WINDOW_MAX_MS = 1000;
+
+/** controller min_rtt: updates in a row with the limit at min_limit after which minRTT is measured again at once. */
+export const MIN_RTT_AT_FLOOR = 5;
+
 /** Settings of the capacity limit (config `admission`, spec/config-v1.schema.json). */
 export interface CapacitySettings {
   /** Off: every call is admitted (the limiter is not built). */
@@ -100,6 +129,16 @@ export interface CapacitySettings {
    * replica's CPU on refusals. Off behind a proxy that carries several callers on one connection.
    */
   pauseRefusedConnections: boolean;
+  /** How the limit follows latency: `long_average` (short- against long-term average) or `min_rtt` (Envoy's gradient controller); see the module. */
+  controller: 'long_average' | 'min_rtt';
+  /** controller min_rtt: ms from the end of one minRTT window to the start of the next (plus up to 10 % jitter). */
+  minRttIntervalMs: number;
+  /** controller min_rtt: calls finished inside a minRTT window that make its measurement. */
+  minRttSamples: number;
+  /** controller min_rtt: percentile (nearest rank, 0 < p ≤ 100) of latencies for minRTT and for each interval's sample. */
+  latencyPercentile: number;
+  /** Count the call's source time (release's excludedMs) in its sample after all (experiment; default false, see the module). */
+  sampleSourceTime: boolean;
 }
 
 /** Defaults of CapacitySettings (spec/config-v1.schema.json `admission`). */
@@ -114,6 +153,11 @@ export const DEFAULT_CAPACITY: CapacitySettings = {
   maxEventLoopDelayMs: 100,
   maxAuditQueue: 64,
   pauseRefusedConnections: true,
+  controller: 'long_average',
+  minRttIntervalMs: 10_000,
+  minRttSamples: 25,
+  latencyPercentile: 90,
+  sampleSourceTime: false,
 };
 
 /** Tokens remembered by CapacityLimiter.noteToken; past it the memory starts again empty. */
@@ -148,6 +192,8 @@ export interface CapacitySignals {
   eventLoopDelayMs?: () => number;
   /** Clock in ms for the latency samples (tests); default performance.now. */
   now?: () => number;
+  /** Uniform in [0, 1) for the minRTT window's jitter (tests); default Math.random. */
+  random?: () => number;
 }
 
 /** CapacityLimiter.snapshot(): the limiter's state for the debug trace (units as in the module). */
@@ -166,6 +212,33 @@ export interface CapacitySnapshot {
   dropped: number;
   /** Latency samples (calls released, not dropped) since start. */
   samples: number;
+  /** controller min_rtt: the last measured minRTT (ms), null before the first window ends or with long_average. */
+  minRtt: number | null;
+  /** controller min_rtt: a minRTT window is open (the limit is held at min_limit). */
+  measuring: boolean;
+}
+
+/** State of controller min_rtt (see the module). */
+interface MinRttState {
+  /** The last measured minRTT (ms), or null before the first window ends. */
+  value: number | null;
+  /** The open window: its id (permits granted in it carry it), its samples, and when its first sample came (clock ms), or null. */
+  window: { id: number; samples: number[]; firstAt: number | null; openedAt: number } | null;
+  /** Clock ms at which the next window opens (checked when a call finishes). */
+  nextAt: number;
+  /** Latencies of calls finished in the current update interval, and when it began (clock ms). */
+  batch: number[];
+  batchAt: number | null;
+  /** Updates in a row that left the limit at min_limit. */
+  atFloor: number;
+  /** Id of the next window. */
+  nextId: number;
+}
+
+/** Nearest-rank percentile `p` (0 < p ≤ 100) of `xs` (not empty); sorts `xs` in place. */
+export function nearestRank(xs: number[], p: number): number {
+  xs.sort((a, b) => a - b);
+  return xs[Math.min(xs.length, Math.max(1, Math.ceil((p / 100) * xs.length))) - 1];
 }
 
 interface Waiter {
@@ -221,12 +294,16 @@ export class CapacityLimiter {
   private readonly histogram: IntervalHistogram | null;
   private loopDelayMs = 0;
   private readonly sampler: NodeJS.Timeout | null;
+  /** controller min_rtt's state; null with long_average. */
+  private readonly minRtt: MinRttState | null;
 
   constructor(
     readonly settings: CapacitySettings,
     private readonly signals: CapacitySignals = {},
   ) {
     this.limitValue = Math.min(settings.maxLimit, Math.max(settings.minLimit, settings.initialLimit));
+    this.minRtt =
+      settings.controller === 'min_rtt' ? { value: null, window: { id: 1, samples: [], firstAt: null, openedAt: this.clock() }, nextAt: 0, batch: [], batchAt: null, atFloor: 0, nextId: 2 } : null;
     if (signals.eventLoopDelayMs) {
       this.histogram = null;
       this.sampler = null;
@@ -241,9 +318,10 @@ export class CapacityLimiter {
     }
   }
 
-  /** The current limit (calls in flight), rounded down. */
+  /** The current limit (calls in flight), rounded down; min_limit while a minRTT window is open (controller min_rtt). */
   get limit(): number {
-    return Math.floor(this.limitValue);
+    const l = Math.floor(this.limitValue);
+    return this.minRtt?.window ? Math.min(l, this.settings.minLimit) : l;
   }
   /** Calls holding a slot now. */
   get inflight(): number {
@@ -295,6 +373,8 @@ export class CapacityLimiter {
       refused: this.refusedCount,
       dropped: this.droppedCount,
       samples: this.samples,
+      minRtt: this.minRtt?.value == null ? null : Math.round(this.minRtt.value * 100) / 100,
+      measuring: !!this.minRtt?.window,
     };
   }
 
@@ -307,6 +387,7 @@ export class CapacityLimiter {
    * (refused).
    */
   acquire(signal?: AbortSignal, key = ''): CapacityPermit | CapacityRefusal | Promise<CapacityPermit | CapacityRefusal> {
+    if (this.minRtt?.window) this.expireWindow(this.minRtt);
     if (this.inflightCount < this.limit && this.queue.length === 0) return this.grant(key);
     if (this.mayBorrow(key)) return this.grant(key, true);
     if (signal?.aborted || this.refusesAtOnce(key)) return this.refuse();
@@ -364,6 +445,7 @@ export class CapacityLimiter {
    * keep-alive connection's refusals hash the token once.
    */
   refuseKnown(token: string, scope?: object): { refusal: CapacityRefusal; caller: KnownCaller } | null {
+    if (this.minRtt?.window) this.expireWindow(this.minRtt);
     if (this.inflightCount < this.limit && this.queue.length === 0) return null;
     const caller = this.knownTokens.size ? this.knownTokens.get(this.scopedKey(token, scope)) : undefined;
     if (!caller || this.mayBorrow(caller.id) || !this.refusesAtOnce(caller.id)) return null;
@@ -468,6 +550,8 @@ export class CapacityLimiter {
     if (borrowed) this.borrowedCount++;
     this.heldBy.set(key, (this.heldBy.get(key) ?? 0) + 1);
     const started = this.clock();
+    // A call granted (within the limit) while a minRTT window is open is one of its samples.
+    const windowId = !borrowed && this.minRtt?.window ? this.minRtt.window.id : 0;
     let done = false;
     return {
       release: (excludedMs = 0, dropped = false) => {
@@ -479,7 +563,7 @@ export class CapacityLimiter {
         if (n > 0) this.heldBy.set(key, n);
         else this.heldBy.delete(key);
         if (dropped) this.drop();
-        else this.sample(Math.max(0, this.clock() - started - Math.max(0, excludedMs)));
+        else this.sample(Math.max(0, this.clock() - started - (this.settings.sampleSourceTime ? 0 : Math.max(0, excludedMs))), windowId);
         this.next();
       },
     };
@@ -513,8 +597,8 @@ export class CapacityLimiter {
     this.limitValue = Math.min(this.limitValue, ceiling);
   }
 
-  /** One finished call's latency (ms) updates the limit (see the module). */
-  private sample(rttMs: number): void {
+  /** One finished call's latency (ms) updates the limit (see the module); `windowId`: the minRTT window it was granted in, or 0. */
+  private sample(rttMs: number, windowId = 0): void {
     const s = this.settings;
     this.samples++;
     const at = this.clock();
@@ -532,6 +616,7 @@ export class CapacityLimiter {
       // The long average follows a lasting fall quickly (a faster machine, a warm cache).
       if (this.longRtt > 2 * this.shortRtt) this.longRtt *= 0.95;
     }
+    if (this.minRtt) return this.sampleMinRtt(this.minRtt, rttMs, windowId, at);
     let next: number;
     if (this.pressured()) {
       // Lowered at most once per PRESSURE_STEP_MS; in between, the limit is held (not raised).
@@ -549,10 +634,81 @@ export class CapacityLimiter {
         next = Math.max(next, Math.min(this.limitValue, this.decreaseStep.floor));
       }
     }
+    this.setLimit(next, at);
+  }
+
+  /** The limit becomes `next`, under a drop's ceiling while it holds, within [minLimit, maxLimit]. */
+  private setLimit(next: number, at: number): void {
     const c = this.dropCeiling;
     if (c && at < c.until) next = Math.min(next, c.ceiling);
     else if (c) this.dropCeiling = null;
-    this.limitValue = Math.min(s.maxLimit, Math.max(s.minLimit, next));
+    this.limitValue = Math.min(this.settings.maxLimit, Math.max(this.settings.minLimit, next));
+  }
+
+  /** controller min_rtt: one finished call's latency (ms) at clock `at` (see the module). */
+  private sampleMinRtt(m: MinRttState, rttMs: number, windowId: number, at: number): void {
+    const s = this.settings;
+    const w = m.window;
+    if (w) {
+      // Calls admitted before the window ran at the old concurrency: they do not measure minRTT.
+      if (windowId !== w.id) return;
+      w.samples.push(rttMs);
+      if (w.firstAt === null) w.firstAt = at;
+      if (w.samples.length < s.minRttSamples && at - w.firstAt < MIN_RTT_WINDOW_MAX_MS) return;
+      m.value = nearestRank(w.samples, s.latencyPercentile);
+      this.closeWindow(m, at);
+      return;
+    }
+    if (at >= m.nextAt) {
+      m.window = { id: m.nextId++, samples: [], firstAt: null, openedAt: at };
+      return;
+    }
+    m.batch.push(rttMs);
+    if (m.batchAt === null) m.batchAt = at;
+    if (at - m.batchAt < UPDATE_INTERVAL_MS) return;
+    const sampled = nearestRank(m.batch, s.latencyPercentile);
+    m.batch = [];
+    m.batchAt = at;
+    const limit = this.limitValue;
+    let next: number;
+    if (this.pressured()) next = limit * 0.9;
+    else {
+      const gradient = Math.max(0.5, Math.min(2, (s.tolerance * m.value!) / Math.max(1e-3, sampled)));
+      const scaled = limit * gradient;
+      next = scaled + Math.sqrt(scaled);
+      if (next > limit && this.inflightCount + 1 < limit / 2) next = limit;
+    }
+    this.setLimit(next, at);
+    m.atFloor = this.limitValue <= s.minLimit ? m.atFloor + 1 : 0;
+    if (m.atFloor >= MIN_RTT_AT_FLOOR) m.window = { id: m.nextId++, samples: [], firstAt: null, openedAt: at };
+  }
+
+  /**
+   * controller min_rtt: a window that has had no sample of its own MIN_RTT_WINDOW_MAX_MS after it
+   * opened (calls admitted before it, e.g. slow statements, still hold the slots) is given up: the
+   * old minRTT stays, the next window comes an interval later, and the gradient's limit applies
+   * again (else long calls would pin the replica at min_limit for as long as they run). Before the
+   * first measurement the window waits on.
+   */
+  private expireWindow(m: MinRttState): void {
+    const w = m.window!;
+    const at = this.clock();
+    if (w.firstAt !== null || at - w.openedAt < MIN_RTT_WINDOW_MAX_MS) return;
+    if (m.value === null) {
+      w.openedAt = at;
+      return;
+    }
+    this.closeWindow(m, at);
+    this.next();
+  }
+
+  /** controller min_rtt: the window ends at clock `at`; the next opens an interval (+ up to 10 % jitter) later. */
+  private closeWindow(m: MinRttState, at: number): void {
+    m.window = null;
+    m.nextAt = at + this.settings.minRttIntervalMs * (1 + 0.1 * (this.signals.random ?? Math.random)());
+    m.batch = [];
+    m.batchAt = at;
+    m.atFloor = 0;
   }
 
   private pressured(): boolean {

@@ -2,24 +2,13 @@
  * Admission by capacity (issue 29 item 1) on the governed gateway: with the limit pinned at 2 and a
  * queue of 2, a burst of slow reads gets 4 answers and the rest are refused at once (long before
  * the first read ends) with rate_limited, retry_after_ms and Retry-After, without reaching identity,
- * SQL or the per-call audit; the refusals are audited in aggregate.
+ * SQL or the per-call audit; the refusals are audited in aggregate. The same with either controller
+ * (`long_average`, `min_rtt`): the guarantees do not depend on how the limit moves.
  */
 import { startGovernedEnv, type GovernedEnv } from '../../helpers/governed';
 
 let env: GovernedEnv;
 const SLOW = 'SELECT count(*) AS n FROM track a, track b';
-
-beforeAll(async () => {
-  env = await startGovernedEnv({
-    config: {
-      admission: { enabled: true, initial_limit: 2, min_limit: 2, max_limit: 2, queue_size: 2, queue_timeout_ms: 20_000, tolerance: 2, max_event_loop_delay_ms: 60_000, max_audit_queue: 1000 },
-      rate_limits: { per_identity: { points: 10_000, window_seconds: 60 }, per_source: { points: 10_000, window_seconds: 60 } },
-    },
-  });
-}, 60_000);
-afterAll(async () => {
-  await env?.close();
-});
 
 /** One tools/call in the modern dialect; resolves with status, Retry-After, the JSON-RPC body and when it was answered. */
 async function call(sql: string): Promise<{ status: number; retryAfter: string | null; body: any; at: number }> {
@@ -33,29 +22,46 @@ async function call(sql: string): Promise<{ status: number; retryAfter: string |
   return { status: r.status, retryAfter: r.headers.get('retry-after'), body: JSON.parse(json), at: Date.now() };
 }
 
-test('beyond the limit and the queue, calls are refused at once with rate_limited and Retry-After; the admitted ones are served', async () => {
-  // Warm the analysis and the pool, so the burst measures admission only.
-  expect((await call('SELECT 1 AS one')).body.result.structuredContent.rows).toEqual([{ one: 1 }]);
-  const sent = Date.now();
-  const answers = await Promise.all(Array.from({ length: 12 }, () => call(SLOW)));
-  const served = answers.filter((a) => a.status === 200 && a.body.result);
-  const refused = answers.filter((a) => a.status === 429);
-  expect(served).toHaveLength(4);
-  expect(refused).toHaveLength(8);
-  const firstServed = Math.min(...served.map((a) => a.at));
-  for (const r of refused) {
-    expect(r.body.error.data).toMatchObject({ status: 'rate_limited', code: 'rate_limited' });
-    expect(r.body.error.data.retry_after_ms).toBeGreaterThanOrEqual(1000);
-    expect(r.retryAfter).toBe(String(Math.ceil(r.body.error.data.retry_after_ms / 1000)));
-    // Refused before the first admitted read finished: at once, not after waiting.
-    expect(r.at).toBeLessThan(firstServed);
-  }
-  expect(Math.max(...refused.map((r) => r.at)) - sent).toBeLessThan(firstServed - sent);
-  // Nothing ran for the refused calls: the audit holds the 5 served reads (warm-up included) one by one, and the refusals only in aggregate.
-  await env.gateway.gateway.flushAudit();
-  const rows = (await env.db.pool.query<{ request_id: string; decision: string; reason_code: string | null; details: any }>("SELECT request_id, decision, reason_code, details FROM audit_events WHERE kind = 'tool_call' ORDER BY id")).rows;
-  expect(rows.filter((r) => r.decision === 'allowed')).toHaveLength(5);
-  const agg = rows.filter((r) => r.details?.aggregated === true);
-  expect(agg.reduce((n, r) => n + Number(r.details.count), 0)).toBe(8);
-  expect(agg.every((r) => r.reason_code === 'rate_limited')).toBe(true);
-}, 60_000);
+describe.each(['long_average', 'min_rtt'] as const)('controller %s', (controller) => {
+  beforeAll(async () => {
+    env = await startGovernedEnv({
+      config: {
+        admission: { controller, enabled: true, initial_limit: 2, min_limit: 2, max_limit: 2, queue_size: 2, queue_timeout_ms: 20_000, tolerance: 2, max_event_loop_delay_ms: 60_000, max_audit_queue: 1000 },
+        rate_limits: { per_identity: { points: 10_000, window_seconds: 60 }, per_source: { points: 10_000, window_seconds: 60 } },
+      },
+    });
+  }, 60_000);
+  afterAll(async () => {
+    await env?.close();
+  });
+
+  test('beyond the limit and the queue, calls are refused at once with rate_limited and Retry-After; the admitted ones are served', async () => {
+    // Warm the analysis and the pool, so the burst measures admission only.
+    expect((await call('SELECT 1 AS one')).body.result.structuredContent.rows).toEqual([{ one: 1 }]);
+    // The controller in force (min_rtt: its first minRTT window, 1 of 25 calls, is still open).
+    expect(env.gateway.capacity!.settings.controller).toBe(controller);
+    expect(env.gateway.capacity!.snapshot()).toMatchObject({ measuring: controller === 'min_rtt', limit: 2 });
+    const sent = Date.now();
+    const answers = await Promise.all(Array.from({ length: 12 }, () => call(SLOW)));
+    const served = answers.filter((a) => a.status === 200 && a.body.result);
+    const refused = answers.filter((a) => a.status === 429);
+    expect(served).toHaveLength(4);
+    expect(refused).toHaveLength(8);
+    const firstServed = Math.min(...served.map((a) => a.at));
+    for (const r of refused) {
+      expect(r.body.error.data).toMatchObject({ status: 'rate_limited', code: 'rate_limited' });
+      expect(r.body.error.data.retry_after_ms).toBeGreaterThanOrEqual(1000);
+      expect(r.retryAfter).toBe(String(Math.ceil(r.body.error.data.retry_after_ms / 1000)));
+      // Refused before the first admitted read finished: at once, not after waiting.
+      expect(r.at).toBeLessThan(firstServed);
+    }
+    expect(Math.max(...refused.map((r) => r.at)) - sent).toBeLessThan(firstServed - sent);
+    // Nothing ran for the refused calls: the audit holds the 5 served reads (warm-up included) one by one, and the refusals only in aggregate.
+    await env.gateway.gateway.flushAudit();
+    const rows = (await env.db.pool.query<{ request_id: string; decision: string; reason_code: string | null; details: any }>("SELECT request_id, decision, reason_code, details FROM audit_events WHERE kind = 'tool_call' ORDER BY id")).rows;
+    expect(rows.filter((r) => r.decision === 'allowed')).toHaveLength(5);
+    const agg = rows.filter((r) => r.details?.aggregated === true);
+    expect(agg.reduce((n, r) => n + Number(r.details.count), 0)).toBe(8);
+    expect(agg.every((r) => r.reason_code === 'rate_limited')).toBe(true);
+  }, 60_000);
+});

@@ -156,7 +156,7 @@ test('a quiet minute does not let the first slow calls after it become the long-
 
 test('snapshot(): the limiter state the debug trace logs (gateway.ts at level debug, bench/admission-trace.ts)', () => {
   const l = limiter({ initialLimit: 8 }, { lag: () => 150, audit: () => 3 });
-  expect(l.snapshot()).toEqual({ limit: 8, inflight: 0, queued: 0, borrowed: 0, shortRtt: 0, longRtt: 0, loopDelayMs: 150, auditQueue: 3, pressured: true, ceiling: null, refused: 0, dropped: 0, samples: 0 });
+  expect(l.snapshot()).toEqual({ limit: 8, inflight: 0, queued: 0, borrowed: 0, shortRtt: 0, longRtt: 0, loopDelayMs: 150, auditQueue: 3, pressured: true, ceiling: null, refused: 0, dropped: 0, samples: 0, minRtt: null, measuring: false });
   const p = permit(l.acquire());
   expect(l.snapshot()).toMatchObject({ inflight: 1, samples: 0 });
   p.release();
