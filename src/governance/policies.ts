@@ -168,6 +168,8 @@ export interface PolicyRowRestrictions {
   /** The selected policies' names and rules as one stable string ('' when none): part of a cached row-rule shape's key. */
   key: string;
   of(schema: string, table: string, action: 'read' | 'write'): PolicyRowTerm[];
+  /** Names of the selected policies whose `relations` list `schema.table` itself (no wildcard): a view's own rule (rt27z Z5). */
+  naming(schema: string, table: string): Set<string>;
 }
 
 /** Selects the `restrict_rows` policies applying to `subject` (policyApplies) once; see PolicyRowRestrictions. */
@@ -187,8 +189,12 @@ export function policyRowRestrictions(policies: Policy[], subject: PolicySubject
       }
       return out;
     },
+    naming(schema, table) {
+      const exact = `${schema}.${table}`;
+      return new Set(rules.filter(({ rule }) => rule.relations.includes(exact)).map(({ name }) => name));
+    },
   };
 }
 
 /** No policy restricts rows. */
-export const NO_POLICY_ROW_RESTRICTIONS: PolicyRowRestrictions = { any: false, key: '', of: () => [] };
+export const NO_POLICY_ROW_RESTRICTIONS: PolicyRowRestrictions = { any: false, key: '', of: () => [], naming: () => new Set() };

@@ -182,8 +182,7 @@ function namedFor(rule: RelationRowRule, policyRows: PolicyRowRestrictions): Rel
   const exact = `${rule.schema}.${rule.table}`;
   const named = (t: { resource: string }) => t.resource === exact || t.resource.startsWith(`${exact}.`);
   const groups = ruleGroups(rule).map((g) => g.filter(named)).filter((g) => g.length > 0);
-  const policies = policyRows.key ? (JSON.parse(policyRows.key) as Array<{ name: string; rule: { relations: string[] } }>) : [];
-  const byName = new Set(policies.filter((p) => p.rule.relations.includes(exact)).map((p) => p.name));
+  const byName = policyRows.naming(rule.schema, rule.table);
   const restrictions = rule.restrictions.filter((r) => byName.has(r.policy));
   if (groups.length === 0 && restrictions.length === 0) return null;
   const terms = [...new Map(groups.flat().map((t) => [t.rows, t])).values()].sort((a, b) => (a.rows < b.rows ? -1 : a.rows > b.rows ? 1 : 0));
@@ -225,7 +224,7 @@ interface ShapeRefusal {
 export type RowRuleShape =
   | { kind: 'none' }
   | RowRuleRefusal
-  | { kind: 'ruled'; sql: string; views: RowView[]; applied: RowRulePlan['applied']; steps: Array<AttributeNeed | ShapeRefusal> };
+  | { kind: 'ruled'; sql: string; views: RowView[]; applied: RowRulePlan['applied']; steps: Array<AttributeNeed | ShapeRefusal>; attributes: string[] };
 
 /**
  * Decides the row rules of one analysed statement for one caller and rewrites it (see the module
@@ -511,7 +510,8 @@ export function shapeRowRules(input: Omit<RowRuleInput, 'attributes'>): RowRuleS
     refuse(unenforceable(err.message));
   }
   if (!refused && rewritten.replaced === 0) refuse(unenforceable('no reference to the row-ruled relations was found in the text'));
-  return { kind: 'ruled', sql: rewritten.sql, views: [...created.values()], applied: [...applied.values()].sort((a, b) => (a.relation < b.relation ? -1 : a.relation > b.relation ? 1 : a.write ? 1 : -1)), steps };
+  const attributes = [...new Set(steps.flatMap((st) => (st.kind === 'need' ? [...st.single, ...st.list] : [])))].sort();
+  return { kind: 'ruled', sql: rewritten.sql, views: [...created.values()], applied: [...applied.values()].sort((a, b) => (a.relation < b.relation ? -1 : a.relation > b.relation ? 1 : a.write ? 1 : -1)), steps, attributes };
 }
 
 /**
@@ -523,7 +523,6 @@ export function shapeRowRules(input: Omit<RowRuleInput, 'attributes'>): RowRuleS
 export function bindRowRules(shape: RowRuleShape, attributes: Record<string, unknown> | undefined): RowRuleDecision {
   if (shape.kind !== 'ruled') return shape;
   const settings = new Map<string, string>();
-  const names = new Set<string>();
   for (const step of shape.steps) {
     if (step.kind === 'refuse') return step.decision;
     for (const [attrs, prefix, text] of [[step.single, ATTRIBUTE_SETTING_PREFIX, attributeText], [step.list, LIST_SETTING_PREFIX, attributeListText]] as const) {
@@ -534,7 +533,6 @@ export function bindRowRules(shape: RowRuleShape, attributes: Record<string, unk
           return { kind: 'refused', outcome: { kind: 'refusal', code: 'row_rule_attribute_missing', message: `A row rule on a table this statement touches needs the identity attribute "${a}"${prefix === LIST_SETTING_PREFIX ? ' (a list)' : ''}, which this identity does not have (or not as a usable value), so the table is unreadable for it; an operator can set the attribute.` }, reason: `attribute ${a} missing` };
         }
         settings.set(prefix + a, value);
-        names.add(a);
       }
     }
     // A value the column's type would not accept (an operator's typo, e.g. employee_id=abc) refuses
@@ -556,7 +554,8 @@ export function bindRowRules(shape: RowRuleShape, attributes: Record<string, unk
       // share a cached result only when both are equal (found by the differential test: the access
       // fingerprint alone names resources, not rules).
       bindingKey: sha(JSON.stringify([bound, shape.views.map((v) => v.name).sort()])),
-      attributes: [...names].sort(),
+      // Named once by the shape: every attribute it binds, all present when the plan is made.
+      attributes: shape.attributes,
     },
   };
 }

@@ -146,7 +146,7 @@ test("row-rule shapes live in their statement's entry: computed once per run tex
   const cat = catalog();
   const compute = () => ({ analysis: { ok: false } as never, relations: [], denied: null });
   let shaped = 0;
-  const shape = (sql: string) => () => (shaped++, { kind: 'ruled' as const, sql, views: [], applied: [], steps: [] });
+  const shape = (sql: string) => () => (shaped++, { kind: 'ruled' as const, sql, views: [], applied: [], steps: [], attributes: [] });
   const c = new AnalysisCache({ maxBytes: 20_000, maxSqlLength: 100 });
   const first = c.analyse({ sourceId: 's', sql: 'a', catalog: cat, grants: [] }, compute);
   const s1 = first.rowRules('a', shape('rewritten a'));
