@@ -19,7 +19,9 @@
  * A write to a relation reaches its descendants' rows too (partitions, inheritance children), so
  * their keys, triggers and rules count. An UPDATE of a partitioned table can move a row to another
  * partition: PostgreSQL deletes it from the one it leaves, whose declared keys' ON DELETE actions run. A write through a view writes its base relations
- * (the view's recorded lineage), which count as targets.
+ * (the view's recorded lineage), which count as targets: an UPDATE of view columns that each pass one
+ * base column through unchanged (`WriteAccess.baseColumns`) writes those base columns, any other write
+ * through a view every column.
  *
  * Fail closed: a relation the catalogue lacks, or whose `referencedBy`/`writeHooks` are not recorded
  * (a snapshot scanned before they existed), or a view whose lineage is not recorded, is `unknown`.
@@ -65,7 +67,7 @@ const ACTION_SQL: Record<string, string> = { cascade: 'CASCADE', set_null: 'SET 
  * `opts.pastHooks`: record the first hook-carrying relation in `hooks` but go on following the keys
  * (every relation reached is listed; src/pipeline/03-authorize.ts decides each one for every caller).
  */
-export function referentialReach(catalog: SourceCatalog, hierarchy: RelationHierarchy, writes: readonly Pick<WriteAccess, 'schema' | 'table' | 'operation' | 'columns'>[], opts: { pastHooks?: boolean } = {}): ReferentialReach {
+export function referentialReach(catalog: SourceCatalog, hierarchy: RelationHierarchy, writes: readonly Pick<WriteAccess, 'schema' | 'table' | 'operation' | 'columns' | 'baseColumns'>[], opts: { pastHooks?: boolean } = {}): ReferentialReach {
   const rels = new Map(catalog.relations.map((r) => [relKey(r.schema, r.name), r]));
   const out: ReferentialReach = { reached: [], hooks: null, rules: null, unknown: null };
   const reachedKeys = new Map<string, ReachedRelation>();
@@ -108,7 +110,9 @@ export function referentialReach(catalog: SourceCatalog, hierarchy: RelationHier
           ? [['delete', 'all'], ['update', 'all'], ['insert', 'all']]
           : [['update', rel.kind === 'view' || rel.kind === 'materialized_view' ? 'all' : w.columns], ['insert', 'all']]
         : [[w.operation, w.operation === 'update' ? w.columns : 'all']];
-    // A write through a view writes its base relations: which columns of them is not followed (all).
+    // A write through a view writes its base relations: an UPDATE whose written view columns each pass
+    // one base column through (WriteAccess.baseColumns, the analyser's view lineage) writes those
+    // columns of that base (rtfk finding 3); any other write through a view, every column of every base.
     if (rel && (rel.kind === 'view' || rel.kind === 'materialized_view')) {
       const lin = viewLineage(catalog, target.schema, target.name);
       if (lin.unknown.length) {
@@ -116,7 +120,13 @@ export function referentialReach(catalog: SourceCatalog, hierarchy: RelationHier
         return out;
       }
       for (const v of lin.views) if (!inspect(v)) return out;
-      for (const b of lin.bases) for (const [event] of events) work.push({ rel: b, event, columns: 'all' });
+      const mapped = w.operation === 'update' ? w.baseColumns : undefined;
+      for (const b of lin.bases) {
+        for (const [event] of events) {
+          const columns = event === 'update' && mapped ? mapped.filter((c) => c.schema === b.schema && c.table === b.name).map((c) => c.column) : 'all';
+          work.push({ rel: b, event, columns });
+        }
+      }
     } else {
       for (const [event, columns] of events) work.push({ rel: target, event, columns });
     }

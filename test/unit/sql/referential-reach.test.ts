@@ -105,6 +105,19 @@ describe('referentialReach', () => {
     expect(names(reach(v, [{ table: 'v', operation: 'delete', columns: [] }]))).toEqual(['dep:delete:ON DELETE CASCADE']);
   });
 
+  it('an update through a view follows the base columns its written columns pass through (baseColumns), else every column', () => {
+    const v = catalogOf([
+      { schema: 'public', name: 'v', kind: 'view', columns: [], writeHooks: NONE, referencedBy: [], view: { reads: [{ schema: 'public', name: 'base', kind: 'table' }], userCode: [], securityBarrier: false, securityInvoker: false } },
+      table('base', [key('dep', ['base_code'], ['code'], 'no_action', 'cascade')]),
+      table('dep'),
+    ]);
+    const at = (baseColumns?: WriteAccess['baseColumns']) =>
+      names(referentialReach(v, catalogHierarchy(v), [{ schema: 'public', table: 'v', operation: 'update', columns: ['label'], ...(baseColumns ? { baseColumns } : {}) }]));
+    expect(at([{ schema: 'public', table: 'base', column: 'name' }])).toEqual([]);
+    expect(at([{ schema: 'public', table: 'base', column: 'code' }])).toEqual(['dep:update:ON UPDATE CASCADE']);
+    expect(at(undefined)).toEqual(['dep:update:ON UPDATE CASCADE']);
+  });
+
   it('columns: the key columns every update action reaching a relation writes (their union), [] when only deleted', () => {
     const k = catalogOf([
       table('a', [key('x', ['a1'], ['id'], 'set_null'), key('x', ['a2', 'a3'], ['id', 'code'], 'no_action', 'cascade'), key('y', ['a_id'], ['id'], 'cascade')]),
