@@ -21,7 +21,9 @@
  * partition: PostgreSQL deletes it from the one it leaves, whose declared keys' ON DELETE actions run. A write through a view writes its base relations
  * (the view's recorded lineage), which count as targets: an UPDATE of view columns that each pass one
  * base column through unchanged (`WriteAccess.baseColumns`) writes those base columns, any other write
- * through a view every column.
+ * through a view (or through a view with user triggers) every column. An UPDATE of some columns of a
+ * relation also writes its stored generated columns, and every column when it has user triggers.
+ * The view definitions are the last scan's (a view redefined since is not seen: rtfk3 finding V3).
  *
  * Fail closed: a relation the catalogue lacks, or whose `referencedBy`/`writeHooks` are not recorded
  * (a snapshot scanned before they existed), or a view whose lineage is not recorded, is `unknown`.
@@ -120,7 +122,9 @@ export function referentialReach(catalog: SourceCatalog, hierarchy: RelationHier
         return out;
       }
       for (const v of lin.views) if (!inspect(v)) return out;
-      const mapped = w.operation === 'update' ? w.baseColumns : undefined;
+      // A view with user triggers (INSTEAD OF) writes its bases as its trigger's code does: every column (rtfk3 finding V2).
+      const triggered = lin.views.some((v) => rels.get(relKey(v.schema, v.name))?.writeHooks?.triggers);
+      const mapped = w.operation === 'update' && !triggered ? w.baseColumns : undefined;
       for (const b of lin.bases) {
         for (const [event] of events) {
           const columns = event === 'update' && mapped ? mapped.filter((c) => c.schema === b.schema && c.table === b.name).map((c) => c.column) : 'all';
@@ -172,11 +176,17 @@ export function referentialReach(catalog: SourceCatalog, hierarchy: RelationHier
           else if (fk.onDelete === 'set_null' || fk.onDelete === 'set_default') reach(fk, r, 'update', `ON DELETE ${ACTION_SQL[fk.onDelete]}`);
         }
       }
-      // An update: only columns not followed yet for this relation can fire anything new.
+      // An update of some of its columns also writes, as PostgreSQL runs it: every column, when the
+      // relation has user triggers (a BEFORE UPDATE trigger may set any column of the new row); its
+      // stored generated columns, recomputed from the new row (which columns they read is not
+      // recorded). A key may reference either (rtfk3 findings V1, V2).
+      const relRec = rels.get(k);
+      const all = columns === 'all' || (columns.length > 0 && !!relRec?.writeHooks?.triggers);
+      const written = all || columns.length === 0 ? columns : [...columns, ...(relRec?.columns ?? []).filter((c) => c.generated).map((c) => c.name)];
+      // Only columns not followed yet for this relation can fire anything new.
       let seen = updated.get(k);
       if (!seen) updated.set(k, (seen = new Set()));
-      const all = columns === 'all';
-      const fresh = all ? ['\u0000all'] : columns.filter((c) => !seen!.has(c) && !seen!.has('\u0000all'));
+      const fresh = all ? ['\u0000all'] : (written as readonly string[]).filter((c) => !seen!.has(c) && !seen!.has('\u0000all'));
       if (fresh.length === 0 || seen.has('\u0000all')) continue;
       for (const c of fresh) seen.add(c);
       for (const fk of keys) {

@@ -118,6 +118,24 @@ describe('referentialReach', () => {
     expect(at(undefined)).toEqual(['dep:update:ON UPDATE CASCADE']);
   });
 
+  it('an UPDATE also writes the stored generated columns, and every column of a relation with user triggers (rtfk3 findings V1, V2)', () => {
+    const cols = [{ name: 'id', dataType: 'integer' }, { name: 'name', dataType: 'text' }, { name: 'name_key', dataType: 'text', generated: true }];
+    const g = catalogOf([table('a', [key('b', ['a_key'], ['name_key'], 'no_action', 'cascade')], { columns: cols }), table('b')]);
+    expect(names(reach(g, [{ table: 'a', operation: 'update', columns: ['name'] }]))).toEqual(['b:update:ON UPDATE CASCADE']);
+    // an update that writes no column of the relation (a base a view only reads) recomputes nothing
+    expect(names(reach(g, [{ table: 'a', operation: 'update', columns: [] }]))).toEqual([]);
+    const t = (triggers: boolean) => catalogOf([table('a', [key('b', ['a_code'], ['code'], 'no_action', 'cascade')], { writeHooks: { triggers, rules: false } }), table('b')]);
+    expect(names(referentialReach(t(true), catalogHierarchy(t(true)), [{ schema: 'public', table: 'a', operation: 'update', columns: ['name'] }], { pastHooks: true }))).toEqual(['b:update:ON UPDATE CASCADE']);
+    expect(names(reach(t(false), [{ table: 'a', operation: 'update', columns: ['name'] }]))).toEqual([]);
+    // through a view with an INSTEAD OF trigger: every column of its base, whatever baseColumns says
+    const view = (triggers: boolean): CatalogRelation => ({ schema: 'public', name: 'v', kind: 'view', columns: [], writeHooks: { triggers, rules: false }, referencedBy: [], view: { reads: [{ schema: 'public', name: 'a', kind: 'table' }], userCode: [], securityBarrier: false, securityInvoker: false } });
+    const w = [{ schema: 'public', table: 'v', operation: 'update' as const, columns: ['label'], baseColumns: [{ schema: 'public', table: 'a', column: 'name' }] }];
+    for (const [triggers, want] of [[true, ['b:update:ON UPDATE CASCADE']], [false, []]] as const) {
+      const v = catalogOf([view(triggers), table('a', [key('b', ['a_code'], ['code'], 'no_action', 'cascade')]), table('b')]);
+      expect(names(referentialReach(v, catalogHierarchy(v), w, { pastHooks: true }))).toEqual(want);
+    }
+  });
+
   it('columns: the key columns every update action reaching a relation writes (their union), [] when only deleted', () => {
     const k = catalogOf([
       table('a', [key('x', ['a1'], ['id'], 'set_null'), key('x', ['a2', 'a3'], ['id', 'code'], 'no_action', 'cascade'), key('y', ['a_id'], ['id'], 'cascade')]),
