@@ -179,10 +179,15 @@ export function referentialReach(catalog: SourceCatalog, hierarchy: RelationHier
       // An update of some of its columns also writes, as PostgreSQL runs it: every column, when the
       // relation has user triggers (a BEFORE UPDATE trigger may set any column of the new row); its
       // stored generated columns, recomputed from the new row (which columns they read is not
-      // recorded). A key may reference either (rtfk3 findings V1, V2).
+      // recorded), and any column a key references that the scan did not see (one added since, with
+      // the keys read live at approval, may be generated). A key may reference any of them (rtfk3
+      // findings V1, V2).
       const relRec = rels.get(k);
       const all = columns === 'all' || (columns.length > 0 && !!relRec?.writeHooks?.triggers);
-      const written = all || columns.length === 0 ? columns : [...columns, ...(relRec?.columns ?? []).filter((c) => c.generated).map((c) => c.name)];
+      const scanned = new Set((relRec?.columns ?? []).map((c) => c.name));
+      const recomputed = (relRec?.columns ?? []).filter((c) => c.generated).map((c) => c.name);
+      const unseen = keys.flatMap((fk) => fk.referencedColumns.filter((c) => !scanned.has(c)));
+      const written = all || columns.length === 0 ? columns : [...columns, ...recomputed, ...unseen];
       // Only columns not followed yet for this relation can fire anything new.
       let seen = updated.get(k);
       if (!seen) updated.set(k, (seen = new Set()));

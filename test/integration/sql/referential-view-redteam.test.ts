@@ -104,6 +104,25 @@ describe('probes: base columns PostgreSQL writes beyond the ones the view passes
     ['ON CONFLICT DO UPDATE through the view', "INSERT INTO gacct_v VALUES (2, 'Q') ON CONFLICT (gacct_id) DO UPDATE SET name = excluded.name"],
   ])('a stored generated column a key references, %s: refused, nothing changed', (_what, sql) => refusedUnchanged(sql));
 
+  // FINDING V1 at approval: a generated column and a key referencing it, both added after the scan.
+  // The keys are read live at approval, the columns are the scan's: a referenced column the scan
+  // did not see counts as written by any update of its relation.
+  it('a generated column and its ON UPDATE CASCADE key added after the scan: decided with the live keys, refused', async () => {
+    await fx.admin(`ALTER TABLE acct ADD COLUMN note_key text GENERATED ALWAYS AS (lower(note)) STORED UNIQUE;
+      ALTER TABLE ledger ADD COLUMN note_key text REFERENCES acct (note_key) ON UPDATE CASCADE`);
+    try {
+      const evaluator = new AccessEvaluator(await fx.store.grantsForIdentity('clerk'));
+      const live = withReferentialKeys(fx.catalog, await fx.connector.referentialKeys());
+      for (const sql of ["UPDATE acct_v SET note = 'Q' WHERE acct_id = 2", "UPDATE acct SET note = 'Q' WHERE acct_id = 2"]) {
+        const analysis = analyzeSql(sql, live);
+        if (!analysis.ok) throw new Error('analysis failed');
+        expect(authorizeStatement(evaluator, 'rows', analysis, live)).toEqual(REFUSED);
+      }
+    } finally {
+      await fx.admin('ALTER TABLE ledger DROP COLUMN note_key; ALTER TABLE acct DROP COLUMN note_key');
+    }
+  });
+
   // FINDING V2 (rtfk3, medium, fixed in src/sql/referential-reach.ts): a BEFORE UPDATE trigger may
   // set any column of the new row, and an INSTEAD OF trigger of a view writes its base as it likes;
   // the referential action the changed key fires runs as the referencing table's owner, not under
