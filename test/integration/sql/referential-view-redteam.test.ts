@@ -46,8 +46,18 @@ CREATE VIEW tacct_v AS SELECT tacct_id, code, name FROM tacct;
 CREATE VIEW iacct_v AS SELECT acct_id, code, name FROM acct;
 CREATE FUNCTION iacct_upd() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN UPDATE acct SET code = NEW.name WHERE acct_id = OLD.acct_id; RETURN NEW; END$$;
 CREATE TRIGGER iacct_upd INSTEAD OF UPDATE ON iacct_v FOR EACH ROW EXECUTE FUNCTION iacct_upd();
+-- an automatically updatable view over it: PostgreSQL rewrites to an update of iacct_v, whose trigger runs
+CREATE VIEW iacct_vv AS SELECT acct_id, name AS label FROM iacct_v;
+-- a partitioned base: the BEFORE UPDATE trigger is on one partition only
+CREATE TABLE pacct (id int, k int, code text, name text, PRIMARY KEY (id, k), UNIQUE (code, k)) PARTITION BY LIST (k);
+CREATE TABLE pacct_1 PARTITION OF pacct FOR VALUES IN (1);
+CREATE TABLE pacct_2 PARTITION OF pacct FOR VALUES IN (2);
+CREATE TABLE pledger (pledger_id int PRIMARY KEY, code text, k int, FOREIGN KEY (code, k) REFERENCES pacct (code, k) ON UPDATE CASCADE);
+CREATE TRIGGER pacct_1_recode BEFORE UPDATE OF name ON pacct_1 FOR EACH ROW EXECUTE FUNCTION tacct_recode();
+CREATE VIEW pacct_v AS SELECT id, k, name FROM pacct;
 `;
-const RESET = `TRUNCATE acct, ledger, gacct, gtag, tacct, tledger;
+const RESET = `TRUNCATE acct, ledger, gacct, gtag, tacct, tledger, pacct, pledger;
+INSERT INTO pacct VALUES (1, 1, 'p1', 'n1'), (2, 2, 'p2', 'n2'); INSERT INTO pledger VALUES (1, 'p1', 1), (2, 'p2', 2);
 INSERT INTO acct SELECT g, 'a' || g, 'n' || g, 'o' || g FROM generate_series(1, 4) g;
 INSERT INTO ledger SELECT g, 'a' || (1 + g % 4) FROM generate_series(1, 8) g;
 INSERT INTO gacct (gacct_id, name) SELECT g, 'N' || g FROM generate_series(1, 4) g;
@@ -56,8 +66,8 @@ INSERT INTO tacct SELECT g, 't' || g, 'n' || g FROM generate_series(1, 4) g;
 INSERT INTO tledger SELECT g, 't' || (1 + g % 4) FROM generate_series(1, 8) g;
 CREATE OR REPLACE VIEW acct_sw AS SELECT acct_id, code, name FROM acct;`;
 
-const WRITABLE = ['acct', 'acct_v', 'acct_a', 'acct_dup', 'Acct Q', 'acct_n1', 'acct_n2', 'acct_sb', 'acct_sw', 'gacct', 'gacct_v', 'tacct', 'tacct_v', 'iacct_v'];
-/** Reads everything; writes acct, gacct, tacct and their views; may not write ledger, gtag or tledger. */
+const WRITABLE = ['acct', 'acct_v', 'acct_a', 'acct_dup', 'Acct Q', 'acct_n1', 'acct_n2', 'acct_sb', 'acct_sw', 'gacct', 'gacct_v', 'tacct', 'tacct_v', 'iacct_v', 'iacct_vv', 'pacct', 'pacct_v'];
+/** Reads everything; writes acct, gacct, tacct and their views; may not write ledger, gtag, tledger or pledger. */
 const CLERK: SourceRole = {
   name: 'view-clerk',
   statements: [{ effect: 'allow', action: 'read', resource: '*' }, ...WRITABLE.map((t) => ({ effect: 'allow' as const, action: 'write' as const, resource: `public.${t}` }))],
@@ -72,7 +82,8 @@ beforeAll(() => {
 const snapshot = async () =>
   fx.admin(`SELECT (SELECT string_agg(acct_code, ',' ORDER BY ledger_id) FROM ledger) AS l,
     (SELECT string_agg(name_key, ',' ORDER BY gtag_id) FROM gtag) AS g,
-    (SELECT string_agg(code, ',' ORDER BY tledger_id) FROM tledger) AS t`);
+    (SELECT string_agg(code, ',' ORDER BY tledger_id) FROM tledger) AS t,
+    (SELECT string_agg(code, ',' ORDER BY pledger_id) FROM pledger) AS p`);
 const REFUSED = { kind: 'refusal', code: 'source_role_denied', message: CASCADE_DENIED_MESSAGE };
 /** `sql` from the clerk is refused before it is queued (CASCADE_DENIED_MESSAGE), nothing changed. */
 async function refusedUnchanged(sql: string): Promise<void> {
@@ -132,12 +143,17 @@ describe('probes: base columns PostgreSQL writes beyond the ones the view passes
   it.each([
     ['a BEFORE UPDATE trigger on the base, through the view', "UPDATE tacct_v SET name = 'q' WHERE tacct_id = 2"],
     ['a BEFORE UPDATE trigger on the table itself', "UPDATE tacct SET name = 'q' WHERE tacct_id = 2"],
-    ["an INSTEAD OF UPDATE trigger on the view", "UPDATE iacct_v SET name = 'zz' WHERE acct_id = 2"],
+    ['an INSTEAD OF UPDATE trigger on the view', "UPDATE iacct_v SET name = 'zz' WHERE acct_id = 2"],
+    ['an INSTEAD OF UPDATE trigger on the inner view of a nested one', "UPDATE iacct_vv SET label = 'zz' WHERE acct_id = 2"],
+    ['a BEFORE UPDATE trigger on one partition of the base', "UPDATE pacct_v SET name = 'q' WHERE id = 1"],
   ])('%s: refused, nothing changed', (_what, sql) => refusedUnchanged(sql));
 
   it('what PostgreSQL does with those writes (run as the superuser): the key column changes and cascades', async () => {
-    await fx.admin("UPDATE gacct_v SET name = 'Q' WHERE gacct_id = 2; UPDATE tacct_v SET name = 'q' WHERE tacct_id = 2; UPDATE iacct_v SET name = 'zz' WHERE acct_id = 2");
-    expect(await snapshot()).toEqual([{ l: 'zz,a3,a4,a1,zz,a3,a4,a1', g: 'q,n3,n4,n1,q,n3,n4,n1', t: 't2-q,t3,t4,t1,t2-q,t3,t4,t1' }]);
+    await fx.admin("UPDATE gacct_v SET name = 'Q' WHERE gacct_id = 2; UPDATE tacct_v SET name = 'q' WHERE tacct_id = 2; UPDATE iacct_vv SET label = 'zz' WHERE acct_id = 2; UPDATE pacct_v SET name = 'q' WHERE id = 1");
+    expect(await snapshot()).toEqual([{ l: 'zz,a3,a4,a1,zz,a3,a4,a1', g: 'q,n3,n4,n1,q,n3,n4,n1', t: 't2-q,t3,t4,t1,t2-q,t3,t4,t1', p: 'p1-q,p2' }]);
+    // the partition without the trigger: only name changes
+    await fx.admin("UPDATE pacct_v SET name = 'q' WHERE id = 2");
+    expect(await fx.admin('SELECT code, name FROM pacct ORDER BY id')).toEqual([{ code: 'p1-q', name: 'q' }, { code: 'p2', name: 'q' }]);
   });
 
   // FINDING V3 (rtfk3, medium, OPEN): the view definitions are the last scan's, at queueing and at
