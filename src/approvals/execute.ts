@@ -27,6 +27,10 @@ import { checkHierarchy } from '../pipeline/hierarchy-check';
 import type { QueryConnector } from '../pipeline/07-execute';
 import { SourceConnectorRegistry } from '../sources/registry';
 import { withReferentialKeys } from '../sources/postgres/referential-keys';
+import type { RelationName, SourceCatalog } from '../sql/catalog-types';
+import type { WriteAccess } from '../sql/types';
+import { relKey } from '../sql/prepared-catalog';
+import { viewLineage } from '../sql/view-lineage';
 import type { PostgresSourceSettings } from '../sources/postgres/connector';
 import { CACHE_CHANNEL } from '../pipeline/cache';
 import { cutText } from '../errors/cut-text';
@@ -74,6 +78,30 @@ function assertNotSelf(a: ApprovalRecord, operator: string): void {
  * tenant since must not write the old tenant's rows. A MERGE is planned with the server's version
  * read now (`serverVersionNum`; unreadable: `source_role_denied`).
  */
+/**
+ * `analysis` with each UPDATE through a view keeping its base-column mapping
+ * (`WriteAccess.baseColumns`, from the scan's view definitions) only while every view on the
+ * write's path is still defined as the scan read it (red team rtfk3 finding V3: CREATE OR REPLACE
+ * VIEW can keep each column's name and type and pass another base column through). A view
+ * redefined or gone, a connector without the read, or a failed read drops the mapping: the update
+ * then counts as writing every column of its bases, as before the mapping existed. Never throws.
+ */
+async function withLiveViewMapping<T extends { writes: WriteAccess[] }>(analysis: T, catalog: SourceCatalog, connector: QueryConnector, identityId: string): Promise<T> {
+  const mapped = analysis.writes.filter((w) => w.baseColumns);
+  if (mapped.length === 0) return analysis;
+  const views = new Map<string, RelationName>();
+  for (const w of mapped) for (const v of viewLineage(catalog, w.schema, w.table).views) views.set(relKey(v.schema, v.name), v);
+  const scanned = new Map(catalog.relations.map((r) => [relKey(r.schema, r.name), r.definition]));
+  let live: Map<string, string> | null = null;
+  try {
+    live = connector.viewDefinitions ? await connector.viewDefinitions([...views.values()], { identityId }) : null;
+  } catch {
+    live = null;
+  }
+  if (live && [...views.keys()].every((k) => typeof scanned.get(k) === 'string' && live!.get(k) === scanned.get(k))) return analysis;
+  return { ...analysis, writes: analysis.writes.map(({ baseColumns: _dropped, ...w }) => w) };
+}
+
 async function recheck(db: ControlDb, a: ApprovalRecord, now: Date, connectorFor: (settings: PostgresSourceSettings) => QueryConnector): Promise<{ denied: string } | { denied: null; plan: RowRulePlan | null }> {
   const no = (denied: string) => ({ denied });
   // The requester first (issue 24, item 4): the key that queued the write and its identity.
@@ -97,9 +125,10 @@ async function recheck(db: ControlDb, a: ApprovalRecord, now: Date, connectorFor
     }
   }
   await initSqlParser();
-  const analysis = analyzeSql(a.sql, catalog, { complexity: complexityLimitsFromSettings(source.settings) });
-  if (!analysis.ok) return no('classification_changed');
-  if (analysis.kind !== 'write' || analysis.fingerprint !== a.classification.fingerprint) return no('classification_changed');
+  const analyzed = analyzeSql(a.sql, catalog, { complexity: complexityLimitsFromSettings(source.settings) });
+  if (!analyzed.ok) return no('classification_changed');
+  if (analyzed.kind !== 'write' || analyzed.fingerprint !== a.classification.fingerprint) return no('classification_changed');
+  const analysis = await withLiveViewMapping(analyzed, catalog, connector, a.identityId);
   const evaluator = new AccessEvaluator(await store.grantsForIdentity(a.identityId));
   if (!evaluator.hasGrant(a.sourceId)) return no('source_role_denied');
   if (authorizeStatement(evaluator, a.sourceId, analysis, catalog)) return no('source_role_denied');

@@ -51,6 +51,13 @@ export interface QueryConnector {
    */
   referentialKeys?(opts: { signal?: AbortSignal; identityId?: string }): Promise<Map<string, ReferencingKey[]>>;
   /**
+   * The printed definitions of the named views as the server has them now, keyed by `relKey`
+   * (src/sources/postgres/referential-keys.ts readViewDefinitions); an approved UPDATE through a
+   * view keeps its base-column mapping only while they match the scan's (src/approvals/execute.ts).
+   * Test doubles may lack it (then the mapping is dropped: every base column counts).
+   */
+  viewDefinitions?(views: readonly RelationName[], opts: { signal?: AbortSignal; identityId?: string }): Promise<Map<string, string>>;
+  /**
    * The server's `server_version_num` now; an approved MERGE into a row-ruled table is planned with
    * it (PostgreSQL 17 or later runs it on the check-option view; src/approvals/execute.ts). Test
    * doubles may lack it (the catalogue's version is used).

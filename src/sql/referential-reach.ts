@@ -19,7 +19,11 @@
  * A write to a relation reaches its descendants' rows too (partitions, inheritance children), so
  * their keys, triggers and rules count. An UPDATE of a partitioned table can move a row to another
  * partition: PostgreSQL deletes it from the one it leaves, whose declared keys' ON DELETE actions run. A write through a view writes its base relations
- * (the view's recorded lineage), which count as targets.
+ * (the view's recorded lineage), which count as targets: an UPDATE of view columns that each pass one
+ * base column through unchanged (`WriteAccess.baseColumns`) writes those base columns, any other write
+ * through a view (or through a view with user triggers) every column. An UPDATE of some columns of a
+ * relation also writes its stored generated columns, and every column when it has user triggers.
+ * The view definitions are the last scan's (a view redefined since is not seen: rtfk3 finding V3).
  *
  * Fail closed: a relation the catalogue lacks, or whose `referencedBy`/`writeHooks` are not recorded
  * (a snapshot scanned before they existed), or a view whose lineage is not recorded, is `unknown`.
@@ -65,7 +69,7 @@ const ACTION_SQL: Record<string, string> = { cascade: 'CASCADE', set_null: 'SET 
  * `opts.pastHooks`: record the first hook-carrying relation in `hooks` but go on following the keys
  * (every relation reached is listed; src/pipeline/03-authorize.ts decides each one for every caller).
  */
-export function referentialReach(catalog: SourceCatalog, hierarchy: RelationHierarchy, writes: readonly Pick<WriteAccess, 'schema' | 'table' | 'operation' | 'columns'>[], opts: { pastHooks?: boolean } = {}): ReferentialReach {
+export function referentialReach(catalog: SourceCatalog, hierarchy: RelationHierarchy, writes: readonly Pick<WriteAccess, 'schema' | 'table' | 'operation' | 'columns' | 'baseColumns'>[], opts: { pastHooks?: boolean } = {}): ReferentialReach {
   const rels = new Map(catalog.relations.map((r) => [relKey(r.schema, r.name), r]));
   const out: ReferentialReach = { reached: [], hooks: null, rules: null, unknown: null };
   const reachedKeys = new Map<string, ReachedRelation>();
@@ -108,7 +112,9 @@ export function referentialReach(catalog: SourceCatalog, hierarchy: RelationHier
           ? [['delete', 'all'], ['update', 'all'], ['insert', 'all']]
           : [['update', rel.kind === 'view' || rel.kind === 'materialized_view' ? 'all' : w.columns], ['insert', 'all']]
         : [[w.operation, w.operation === 'update' ? w.columns : 'all']];
-    // A write through a view writes its base relations: which columns of them is not followed (all).
+    // A write through a view writes its base relations: an UPDATE whose written view columns each pass
+    // one base column through (WriteAccess.baseColumns, the analyser's view lineage) writes those
+    // columns of that base (rtfk finding 3); any other write through a view, every column of every base.
     if (rel && (rel.kind === 'view' || rel.kind === 'materialized_view')) {
       const lin = viewLineage(catalog, target.schema, target.name);
       if (lin.unknown.length) {
@@ -116,7 +122,15 @@ export function referentialReach(catalog: SourceCatalog, hierarchy: RelationHier
         return out;
       }
       for (const v of lin.views) if (!inspect(v)) return out;
-      for (const b of lin.bases) for (const [event] of events) work.push({ rel: b, event, columns: 'all' });
+      // A view with user triggers (INSTEAD OF) writes its bases as its trigger's code does: every column (rtfk3 finding V2).
+      const triggered = lin.views.some((v) => rels.get(relKey(v.schema, v.name))?.writeHooks?.triggers);
+      const mapped = w.operation === 'update' && !triggered ? w.baseColumns : undefined;
+      for (const b of lin.bases) {
+        for (const [event] of events) {
+          const columns = event === 'update' && mapped ? mapped.filter((c) => c.schema === b.schema && c.table === b.name).map((c) => c.column) : 'all';
+          work.push({ rel: b, event, columns });
+        }
+      }
     } else {
       for (const [event, columns] of events) work.push({ rel: target, event, columns });
     }
@@ -162,11 +176,22 @@ export function referentialReach(catalog: SourceCatalog, hierarchy: RelationHier
           else if (fk.onDelete === 'set_null' || fk.onDelete === 'set_default') reach(fk, r, 'update', `ON DELETE ${ACTION_SQL[fk.onDelete]}`);
         }
       }
-      // An update: only columns not followed yet for this relation can fire anything new.
+      // An update of some of its columns also writes, as PostgreSQL runs it: every column, when the
+      // relation has user triggers (a BEFORE UPDATE trigger may set any column of the new row); its
+      // stored generated columns, recomputed from the new row (which columns they read is not
+      // recorded), and any column a key references that the scan did not see (one added since, with
+      // the keys read live at approval, may be generated). A key may reference any of them (rtfk3
+      // findings V1, V2).
+      const relRec = rels.get(k);
+      const all = columns === 'all' || (columns.length > 0 && !!relRec?.writeHooks?.triggers);
+      const scanned = new Set((relRec?.columns ?? []).map((c) => c.name));
+      const recomputed = (relRec?.columns ?? []).filter((c) => c.generated).map((c) => c.name);
+      const unseen = keys.flatMap((fk) => fk.referencedColumns.filter((c) => !scanned.has(c)));
+      const written = all || columns.length === 0 ? columns : [...columns, ...recomputed, ...unseen];
+      // Only columns not followed yet for this relation can fire anything new.
       let seen = updated.get(k);
       if (!seen) updated.set(k, (seen = new Set()));
-      const all = columns === 'all';
-      const fresh = all ? ['\u0000all'] : columns.filter((c) => !seen!.has(c) && !seen!.has('\u0000all'));
+      const fresh = all ? ['\u0000all'] : (written as readonly string[]).filter((c) => !seen!.has(c) && !seen!.has('\u0000all'));
       if (fresh.length === 0 || seen.has('\u0000all')) continue;
       for (const c of fresh) seen.add(c);
       for (const fk of keys) {

@@ -70,6 +70,14 @@ export interface WriteAccess {
    * MERGE's join condition, or ON CONFLICT's conflict target. False for a bare UPDATE/DELETE.
    */
   hasWhere: boolean;
+  /**
+   * Only for an `update` of a view (UPDATE, ON CONFLICT DO UPDATE): the base-relation columns the
+   * written view columns pass through unchanged (the view definition's lineage, src/sql/views.ts),
+   * one per written column, in `columns` order. Absent when the target is not a view or any written
+   * column is not provably one base column's value; then a write through the view counts as
+   * writing every column of its bases (src/sql/referential-reach.ts).
+   */
+  baseColumns?: Array<{ schema: string; table: string; column: string }>;
 }
 
 /** A function the statement calls, resolved against the catalogue (first schema on the path). */

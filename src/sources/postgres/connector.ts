@@ -26,7 +26,7 @@ import { runRead, type StatementContext } from './read';
 import { resolveSettings, tlsOptions, type PostgresSourceSettings, type Resolved } from './settings';
 import { encodeParams } from './wire';
 import { readRelationTrees, standaloneGuard, MAX_HIERARCHY_ROWS } from './hierarchy';
-import { readReferentialKeys, MAX_REFERENTIAL_KEY_ROWS } from './referential-keys';
+import { readReferentialKeys, readViewDefinitions, MAX_REFERENTIAL_KEY_ROWS } from './referential-keys';
 import type { ReferencingKey, RelationName } from '../../sql/catalog-types';
 import type { LiveRelationTree } from '../../sql/hierarchy';
 import { lendReader, runWrite } from './write';
@@ -159,6 +159,16 @@ export class PostgresSourceConnector {
    */
   referentialKeys(opts: { signal?: AbortSignal; identityId?: string } = {}): Promise<Map<string, ReferencingKey[]>> {
     return readReferentialKeys((sql, params) => this.read(sql, params, { maxRows: MAX_REFERENTIAL_KEY_ROWS, maxBytes: 16 * 1024 * 1024, ...opts }));
+  }
+
+  /**
+   * The printed definitions of `views` as the server has them now (rtfk3 finding V3;
+   * src/sources/postgres/referential-keys.ts readViewDefinitions), keyed by `relKey`, read as a read
+   * of `opts.identityId` (fair share and breaker apply).
+   * @throws as `read`, or Error when the answer was incomplete or malformed
+   */
+  viewDefinitions(views: readonly RelationName[], opts: { signal?: AbortSignal; identityId?: string } = {}): Promise<Map<string, string>> {
+    return readViewDefinitions((sql, params) => this.read(sql, params, { maxRows: views.length + 1, maxBytes: 16 * 1024 * 1024, ...opts }), views);
   }
 
   /**

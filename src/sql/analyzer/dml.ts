@@ -6,7 +6,8 @@
  * FROM, DELETE … USING, MERGE actions, and RETURNING (the statement's output when top-level).
  */
 import { LIN_NONE } from '../lineage';
-import type { PreparedRelation } from '../prepared-catalog';
+import { type PreparedRelation, relKey } from '../prepared-catalog';
+import { isViewLike } from '../views';
 import type { WriteAccess } from '../types';
 import { withClause } from './cte';
 import { columnRef, ex } from './expr';
@@ -25,12 +26,40 @@ function returning(st: WalkState, rc: N | undefined, ctx: Ctx, top: boolean): Ou
   return targetList(st, rc.exprs ?? [], ctx, top);
 }
 
-/** Records a write of `columns` of `rel` (in catalogue order); a statement with a write is never cached. */
-function addWrite(st: WalkState, rel: PreparedRelation, operation: WriteAccess['operation'], columns: string[], hasWhere: boolean): void {
+/**
+ * Records a write of `columns` of `rel` (in catalogue order); a statement with a write is never
+ * cached. `target`: the write target's FROM item; for an update of a view its columns' lineage
+ * gives `WriteAccess.baseColumns` (viewUpdateBases).
+ */
+function addWrite(st: WalkState, rel: PreparedRelation, operation: WriteAccess['operation'], columns: string[], hasWhere: boolean, target?: NsItem): void {
   st.hasWrite = true;
   st.cacheable = false;
   const ordered = rel.columnNames.filter((c) => columns.includes(c));
-  st.writes.push({ schema: rel.schema, table: rel.name, operation, columns: ordered, hasWhere });
+  const bases = operation === 'update' && target && isViewLike(rel) ? viewUpdateBases(st, rel, target, ordered) : null;
+  st.writes.push({ schema: rel.schema, table: rel.name, operation, columns: ordered, hasWhere, ...(bases ? { baseColumns: bases } : {}) });
+}
+
+/**
+ * The base-relation column each written column of view `rel` passes through unchanged (its
+ * lineage: the view column and, through nested views, one column of a base relation, all holding
+ * the same value); null when any written column is computed, unprovable, or passes through other
+ * than exactly one base column. PostgreSQL updates a column of an automatically updatable view
+ * only when it is a plain reference to its base relation's column, which is what this finds.
+ */
+function viewUpdateBases(st: WalkState, rel: PreparedRelation, target: NsItem, written: readonly string[]): Array<{ schema: string; table: string; column: string }> | null {
+  const out: Array<{ schema: string; table: string; column: string }> = [];
+  for (const c of written) {
+    const i = rel.columnNames.indexOf(c);
+    const lin = i >= 0 ? target.cols[i]?.lin : undefined;
+    if (!lin || !lin.pass || !lin.src || lin.opq) return null;
+    const bases = [...lin.src.values()].filter((r) => {
+      const k = st.cat.relations.get(relKey(r.schema, r.table));
+      return !k || !isViewLike(k);
+    });
+    if (bases.length !== 1 || !st.cat.relations.has(relKey(bases[0].schema, bases[0].table))) return null;
+    out.push({ schema: bases[0].schema, table: bases[0].table, column: bases[0].column });
+  }
+  return out;
 }
 
 /** The start of every write: its WITH clause, its target relation and the target's FROM item (under its alias). */
@@ -73,7 +102,7 @@ export function insert(st: WalkState, s: N, parent: Scope | null, outer: CteEnv 
       const setCols = dmlCols(st, rel, oc.targetList, ctx);
       for (const t of oc.targetList ?? []) written(st, ex(st, t.ResTarget.val, ctx));
       if (oc.whereClause) addFilter(st, ex(st, oc.whereClause, ctx));
-      addWrite(st, rel, 'update', setCols, true);
+      addWrite(st, rel, 'update', setCols, true, target);
     } else if (oc.action !== 'ONCONFLICT_NOTHING') {
       throw new Refusal('statement_not_allowed', 'unsupported ON CONFLICT action');
     }
@@ -98,7 +127,7 @@ export function update(st: WalkState, s: N, parent: Scope | null, outer: CteEnv 
     written(st, ex(st, v, ctx));
   }
   if (s.whereClause) addFilter(st, ex(st, s.whereClause, ctx));
-  addWrite(st, rel, 'update', setCols, !!s.whereClause);
+  addWrite(st, rel, 'update', setCols, !!s.whereClause, target);
   return { cols: returning(st, s.returningClause, ctx, s === st.topBody) };
 }
 

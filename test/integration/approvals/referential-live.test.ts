@@ -58,6 +58,49 @@ test('a cascade created after the scan: the approved write is refused source_rol
   expect(await sourceQuery(env, 'SELECT count(*)::int AS n FROM rtfk_parent')).toEqual([{ n: 3 }]);
 });
 
+/**
+ * Red team rtfk3 finding V3: an UPDATE through a view is followed to the base columns its written
+ * view columns pass through in the scan's definition; CREATE OR REPLACE VIEW can keep every column's
+ * name and type and pass another base column through. At approval the views on the write's path are
+ * read live; one redefined since the scan drops the mapping (every base column counts).
+ */
+describe('an UPDATE through a view redefined after the scan (rtfk3 V3)', () => {
+  const codes = async () => (await sourceQuery(env, 'SELECT code FROM rtfk_tag ORDER BY id')).map((r) => r.code as string);
+  beforeAll(async () => {
+    const writer = `"${env.demo.writerRole}"`;
+    await sourceQuery(env, `CREATE TABLE rtfk_acct (id int PRIMARY KEY, code text UNIQUE NOT NULL, name text);
+      CREATE TABLE rtfk_tag (id int PRIMARY KEY, code text REFERENCES rtfk_acct (code) ON UPDATE CASCADE);
+      CREATE VIEW rtfk_sw AS SELECT id, code, name FROM rtfk_acct;
+      INSERT INTO rtfk_acct VALUES (1, 'a1', 'n1'), (2, 'a2', 'n2'); INSERT INTO rtfk_tag VALUES (1, 'a1'), (2, 'a2');
+      GRANT SELECT ON rtfk_acct, rtfk_tag, rtfk_sw TO "${env.demo.readerRole}"; GRANT SELECT, UPDATE ON rtfk_acct, rtfk_tag, rtfk_sw TO ${writer};`);
+    await scanSource(env.db, env.demo.sourceId);
+    await upsertRole(env.db, {
+      name: 'rtfk-acct-writer',
+      statements: [
+        { effect: 'allow', action: 'write', resource: 'public.rtfk_acct' },
+        { effect: 'allow', action: 'write', resource: 'public.rtfk_sw' },
+      ],
+    });
+    await grantRole(env.db, { identityId, roleName: 'rtfk-acct-writer', sourceId: env.demo.sourceId });
+    env.gateway.store.invalidate('*');
+  });
+
+  test('unchanged view: the update of a column no key references runs', async () => {
+    const id = await queue("UPDATE rtfk_sw SET name = 'x' WHERE id = 1");
+    expect(await approveAndExecute(env.db, id, { operator: 'ops-rtfk' })).toEqual({ approvalId: id, state: 'executed', rowCount: 1 });
+    expect(await sourceQuery(env, 'SELECT code, name FROM rtfk_acct WHERE id = 1')).toEqual([{ code: 'a1', name: 'x' }]);
+  });
+
+  test('the view redefined to pass the referenced column under the written name: refused source_role_denied, nothing changed', async () => {
+    const id = await queue("UPDATE rtfk_sw SET name = 'zz' WHERE id = 2");
+    await sourceQuery(env, 'CREATE OR REPLACE VIEW rtfk_sw AS SELECT id, name AS code, code AS name FROM rtfk_acct');
+    const done = await approveAndExecute(env.db, id, { operator: 'ops-rtfk' });
+    expect(done).toMatchObject({ approvalId: id, state: 'failed', errorCode: 'source_role_denied' });
+    expect(await codes()).toEqual(['a1', 'a2']);
+    expect(await sourceQuery(env, 'SELECT code, name FROM rtfk_acct WHERE id = 2')).toEqual([{ code: 'a2', name: 'n2' }]);
+  });
+});
+
 test('the same write, queued again, runs (and cascades) once the requester may write the referencing table', async () => {
   await grantRole(env.db, { identityId, roleName: 'rtfk-child-writer', sourceId: env.demo.sourceId });
   env.gateway.store.invalidate('*');

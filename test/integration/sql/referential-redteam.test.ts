@@ -21,6 +21,10 @@ CREATE TABLE ledger (ledger_id int PRIMARY KEY, acct_id int REFERENCES acct ON D
 CREATE SCHEMA "Other";
 CREATE TABLE "Other"."Line" (line_id int PRIMARY KEY, acct_id int REFERENCES acct ON DELETE CASCADE);
 CREATE VIEW acct_v AS SELECT acct_id, code, name FROM acct;
+-- column names that do not match the base's: "code" here is acct.name, "k" is acct.code
+CREATE VIEW acct_r AS SELECT acct_id, code AS k, name AS code FROM acct;
+CREATE VIEW acct_rr AS SELECT * FROM acct_r;
+CREATE VIEW acct_c AS SELECT acct_id, upper(code) AS uc, name FROM acct;
 CREATE TABLE plain (plain_id int PRIMARY KEY, name text);
 CREATE TABLE plain_ref (id int PRIMARY KEY, plain_id int);
 -- inheritance on the referenced side: a key references the child only
@@ -63,7 +67,7 @@ INSERT INTO plain_ref SELECT g, 1 + g % 4 FROM generate_series(1, 8) g;`;
 /** Writes acct (and its view) and plain; reads everything; may not write ledger, "Other"."Line" or plain_ref. */
 const CLERK: SourceRole = {
   name: 'clerk',
-  statements: [{ effect: 'allow', action: 'read', resource: '*' }, ...['acct', 'acct_v', 'plain', 'base', 'zone', 'memo', 'memo_v', 'pt', 'qt'].map((t) => ({ effect: 'allow' as const, action: 'write' as const, resource: `public.${t}` }))],
+  statements: [{ effect: 'allow', action: 'read', resource: '*' }, ...['acct', 'acct_v', 'acct_r', 'acct_rr', 'acct_c', 'plain', 'base', 'zone', 'memo', 'memo_v', 'pt', 'qt'].map((t) => ({ effect: 'allow' as const, action: 'write' as const, resource: `public.${t}` }))],
 };
 /** May write every table; a policy denies it ledger writes. */
 const WRITER: SourceRole = { name: 'writer', statements: [{ effect: 'allow', action: '*', resource: '*' }] };
@@ -220,11 +224,30 @@ describe('probes: writes that reach a relation the caller may not write', () => 
 });
 
 describe('probes: honest writes that must not be refused', () => {
-  // FINDING 3 (rtfk, low, over-refusal): a write through a view is followed as a write of every
-  // column of its bases (referential-reach.ts "which columns of them is not followed"), so an UPDATE
-  // of a view column no key references is refused when any ON UPDATE action references a base.
-  test.failing('an update through the view of a column no key references', async () => {
+  // FINDING 3 (rtfk, low, over-refusal, fixed): a write through a view was followed as a write of
+  // every column of its bases, so an UPDATE of a view column no key references was refused when any
+  // ON UPDATE action references a base. Now the written view columns are followed to the base
+  // columns they pass through (WriteAccess.baseColumns), by position in the view's definition, not by name.
+  it('an update through the view of a column no key references', async () => {
     expect(await fx.write('clerk', undefined, "UPDATE acct_v SET name = 'x' WHERE acct_id = 2")).toEqual({ rowCount: 1 });
+  });
+  it('an update through a view of a referenced column is still refused, whatever the view calls it', async () => {
+    const before = await snapshot();
+    for (const sql of ["UPDATE acct_v SET code = 'z' WHERE acct_id = 2", "UPDATE acct_r SET k = 'z' WHERE acct_id = 2", "UPDATE acct_rr SET k = 'z' WHERE acct_id = 2", "UPDATE acct_r SET code = 'y', k = 'z' WHERE acct_id = 2"]) {
+      expect(await fx.call('clerk', undefined, sql)).toEqual({ kind: 'refusal', code: 'source_role_denied', message: CASCADE_DENIED_MESSAGE });
+    }
+    expect(await snapshot()).toEqual(before);
+  });
+  it('an update through a renaming, nested or computing view of an unreferenced column runs', async () => {
+    // acct_r.code is acct.name: no key references it.
+    expect(await fx.write('clerk', undefined, "UPDATE acct_r SET code = 'r' WHERE acct_id = 2")).toEqual({ rowCount: 1 });
+    expect(await fx.write('clerk', undefined, "UPDATE acct_rr SET code = 'rr' WHERE acct_id = 3")).toEqual({ rowCount: 1 });
+    expect(await fx.write('clerk', undefined, "UPDATE acct_c SET name = 'c' WHERE acct_id = 4")).toEqual({ rowCount: 1 });
+    expect(await fx.admin('SELECT acct_id, code, name FROM acct WHERE acct_id IN (2, 3, 4) ORDER BY acct_id')).toEqual([
+      { acct_id: 2, code: 'a2', name: 'r' },
+      { acct_id: 3, code: 'a3', name: 'rr' },
+      { acct_id: 4, code: 'a4', name: 'c' },
+    ]);
   });
   it('an upsert that updates no referenced column', async () => {
     expect(await fx.write('clerk', undefined, "INSERT INTO acct VALUES (2, 'a2', 'n') ON CONFLICT (acct_id) DO UPDATE SET name = excluded.name")).toEqual({ rowCount: 1 });

@@ -20,6 +20,8 @@ const table = (name: string, referencedBy: ReferencingKey[] = [], extra: Partial
   writeHooks: NONE,
   ...extra,
 });
+/** Columns of a hand-built relation (a column a key references must be listed: one the scan did not see counts as written by any update). */
+const colsOf = (...names: string[]) => names.map((name) => ({ name, dataType: 'text' }));
 const catalogOf = (relations: CatalogRelation[]): SourceCatalog => ({ relations, functions: [], searchPath: ['public'], scannedAt: '', truncated: false });
 const reach = (c: SourceCatalog, writes: Array<Pick<WriteAccess, 'table' | 'operation' | 'columns'>>) =>
   referentialReach(c, catalogHierarchy(c), writes.map((w) => ({ schema: 'public', ...w })));
@@ -29,8 +31,8 @@ describe('referentialReach', () => {
   const c = catalogOf([
     // a ← b (ON DELETE SET NULL on b.a_id) ← c (ON UPDATE CASCADE on b.a_id): a delete of a updates
     // b.a_id, which b's referencer c follows; d references a with NO ACTION-like ON UPDATE only.
-    table('a', [key('b', ['a_id'], ['id'], 'set_null'), key('d', ['a_code'], ['code'], 'no_action', 'cascade')]),
-    table('b', [key('c', ['b_a_id'], ['a_id'], 'no_action', 'cascade')]),
+    table('a', [key('b', ['a_id'], ['id'], 'set_null'), key('d', ['a_code'], ['code'], 'no_action', 'cascade')], { columns: colsOf('id', 'code') }),
+    table('b', [key('c', ['b_a_id'], ['a_id'], 'no_action', 'cascade')], { columns: colsOf('id', 'a_id') }),
     table('c'),
     table('d'),
   ]);
@@ -49,7 +51,7 @@ describe('referentialReach', () => {
 
   it('an INSERT fires no action; MERGE counts as delete, update (every column) and insert', () => {
     expect(names(reach(c, [{ table: 'a', operation: 'insert', columns: ['id'] }]))).toEqual([]);
-    expect(names(reach(c, [{ table: 'a', operation: 'merge', columns: ['id'] }])).sort()).toEqual(['b:update:ON DELETE SET NULL', 'c:update:ON UPDATE CASCADE', 'd:update:ON UPDATE CASCADE']);
+    expect(names(reach(c, [{ table: 'a', operation: 'merge', columns: ['id', 'code'] }])).sort()).toEqual(['b:update:ON DELETE SET NULL', 'c:update:ON UPDATE CASCADE', 'd:update:ON UPDATE CASCADE']);
   });
 
   it('a MERGE that cannot DELETE (it lists fewer than every column) is an update of the columns it lists (rtfk finding 4)', () => {
@@ -103,6 +105,40 @@ describe('referentialReach', () => {
       table('dep'),
     ]);
     expect(names(reach(v, [{ table: 'v', operation: 'delete', columns: [] }]))).toEqual(['dep:delete:ON DELETE CASCADE']);
+  });
+
+  it('an update through a view follows the base columns its written columns pass through (baseColumns), else every column', () => {
+    const v = catalogOf([
+      { schema: 'public', name: 'v', kind: 'view', columns: [], writeHooks: NONE, referencedBy: [], view: { reads: [{ schema: 'public', name: 'base', kind: 'table' }], userCode: [], securityBarrier: false, securityInvoker: false } },
+      table('base', [key('dep', ['base_code'], ['code'], 'no_action', 'cascade')], { columns: colsOf('id', 'code', 'name') }),
+      table('dep'),
+    ]);
+    const at = (baseColumns?: WriteAccess['baseColumns']) =>
+      names(referentialReach(v, catalogHierarchy(v), [{ schema: 'public', table: 'v', operation: 'update', columns: ['label'], ...(baseColumns ? { baseColumns } : {}) }]));
+    expect(at([{ schema: 'public', table: 'base', column: 'name' }])).toEqual([]);
+    expect(at([{ schema: 'public', table: 'base', column: 'code' }])).toEqual(['dep:update:ON UPDATE CASCADE']);
+    expect(at(undefined)).toEqual(['dep:update:ON UPDATE CASCADE']);
+  });
+
+  it('an UPDATE also writes the stored generated columns, and every column of a relation with user triggers (rtfk3 findings V1, V2)', () => {
+    const cols = [...colsOf('id', 'name'), { name: 'name_key', dataType: 'text', generated: true }];
+    const g = catalogOf([table('a', [key('b', ['a_key'], ['name_key'], 'no_action', 'cascade')], { columns: cols }), table('b')]);
+    expect(names(reach(g, [{ table: 'a', operation: 'update', columns: ['name'] }]))).toEqual(['b:update:ON UPDATE CASCADE']);
+    // an update that writes no column of the relation (a base a view only reads) recomputes nothing
+    expect(names(reach(g, [{ table: 'a', operation: 'update', columns: [] }]))).toEqual([]);
+    // a key referencing a column the scan did not list (added since; keys read live at approval)
+    const u = catalogOf([table('a', [key('b', ['a_new'], ['new_col'], 'no_action', 'cascade')], { columns: [{ name: 'id', dataType: 'integer' }] }), table('b')]);
+    expect(names(reach(u, [{ table: 'a', operation: 'update', columns: ['name'] }]))).toEqual(['b:update:ON UPDATE CASCADE']);
+    const t = (triggers: boolean) => catalogOf([table('a', [key('b', ['a_code'], ['code'], 'no_action', 'cascade')], { columns: colsOf('id', 'code', 'name'), writeHooks: { triggers, rules: false } }), table('b')]);
+    expect(names(referentialReach(t(true), catalogHierarchy(t(true)), [{ schema: 'public', table: 'a', operation: 'update', columns: ['name'] }], { pastHooks: true }))).toEqual(['b:update:ON UPDATE CASCADE']);
+    expect(names(reach(t(false), [{ table: 'a', operation: 'update', columns: ['name'] }]))).toEqual([]);
+    // through a view with an INSTEAD OF trigger: every column of its base, whatever baseColumns says
+    const view = (triggers: boolean): CatalogRelation => ({ schema: 'public', name: 'v', kind: 'view', columns: [], writeHooks: { triggers, rules: false }, referencedBy: [], view: { reads: [{ schema: 'public', name: 'a', kind: 'table' }], userCode: [], securityBarrier: false, securityInvoker: false } });
+    const w = [{ schema: 'public', table: 'v', operation: 'update' as const, columns: ['label'], baseColumns: [{ schema: 'public', table: 'a', column: 'name' }] }];
+    for (const [triggers, want] of [[true, ['b:update:ON UPDATE CASCADE']], [false, []]] as const) {
+      const v = catalogOf([view(triggers), table('a', [key('b', ['a_code'], ['code'], 'no_action', 'cascade')], { columns: colsOf('id', 'code', 'name') }), table('b')]);
+      expect(names(referentialReach(v, catalogHierarchy(v), w, { pastHooks: true }))).toEqual(want);
+    }
   });
 
   it('columns: the key columns every update action reaching a relation writes (their union), [] when only deleted', () => {
