@@ -45,7 +45,7 @@ function scriptedPool(): { pool: pg.Pool; calls: Call[]; released: Array<Error |
   return { pool, calls, released };
 }
 
-/** The request ids of a submitted batch: in the VALUES form (≤ 8 events) the third of each event's twenty parameters from $9 on; in the unnest form the request_id column ($11, an array literal of quoted ids). */
+/** The request ids of a submitted batch: in the VALUES form (≤ VALUES_MAX_EVENTS events) the third of each event's twenty parameters from $9 on; in the unnest form the request_id column ($11, an array literal of quoted ids). */
 function requestIdsOf(sub: AuditAppend): string[] {
   if (typeof sub.json === 'string') return (JSON.parse(sub.json) as Array<{ request_id: string }>).map((r) => r.request_id);
   const values = sub.json.values;
