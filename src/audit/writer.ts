@@ -198,7 +198,9 @@ interface Waiter {
  * and takes the next batch. So up to `lanes` batches commit at once, each lane keeps its own chain in
  * order with one batch in flight, and a crash between two batches leaves open chains, never a gap.
  * At concurrency 1 that is one commit per call; under load events that arrive during a commit share
- * the next one.
+ * the next one. A second lane starts beside a busy one only once the batch in flight has lasted
+ * twice the typical batch (overlapAfterMs 'auto', h28b): an ordinary commit is waited for (fewer,
+ * larger batches), a stalled one is not.
  *
  * The event's row is built when a lane takes it, so details changed while it waits in the
  * queue (the dispatcher sets details.delivered = false when the client goes away) are stored.
