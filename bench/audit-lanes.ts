@@ -3,8 +3,10 @@
  * (8,32) closed-loop callers each record a point-read event through GroupCommitAuditSink on a pool of
  * two connections (as the gateway's openAuditPool), waiting BENCH_THINK_MS (2 ms: the rest of a call)
  * between events, for BENCH_SECONDS (3) per variant and round; variants alternate within each of
- * BENCH_ROUNDS (5) rounds. Variants: laneStartEvents 1 (the second lane starts at once), 2, 3 (it
- * starts only when that many events wait while the first lane commits). Prints, medians over rounds:
+ * BENCH_ROUNDS (5) rounds. Variants (BENCH_OVERLAP, default `0,auto`): overlapAfterMs 0 (the second
+ * lane starts at once, the policy before h28b), `auto` (only once the batch in flight has lasted twice
+ * the typical batch, the default since h28b), or a fixed number of ms; BENCH_LANE_START (default 1)
+ * sets laneStartEvents for every variant (h28c measured 1, 2, 3: no gain). Prints, medians over rounds:
  * the control database's backend CPU per event (/proc of the pool's backends), events per batch,
  * record() latency p50 / p99 (ms), events per second.
  * Run: `npx tsx bench/audit-lanes.ts`.
@@ -21,8 +23,9 @@ async function main(): Promise<void> {
   const rounds = envInt('BENCH_ROUNDS', 5);
   const seconds = envSeconds('BENCH_SECONDS', 3);
   const think = envInt('BENCH_THINK_MS', 2);
-  const variants = (process.env.BENCH_LANE_START ?? '1,2,3').split(',').map(Number);
-  console.log(`# audit-lanes: control-database CPU per event and record() latency by laneStartEvents (think ${think} ms)`);
+  const laneStart = envInt('BENCH_LANE_START', 1);
+  const variants = (process.env.BENCH_OVERLAP ?? '0,auto').split(',').map((v): number | 'auto' => (v === 'auto' ? 'auto' : Number(v)));
+  console.log(`# audit-lanes: control-database CPU per event and record() latency by overlapAfterMs (laneStartEvents ${laneStart}, think ${think} ms)`);
   console.log(machineLine());
   const db = await createTempDatabase('bench_lanes');
   try {
@@ -31,11 +34,11 @@ async function main(): Promise<void> {
     await admin.connect();
     const out: string[][] = [];
     for (const c of concurrencyLevels([8, 32])) {
-      const got = new Map<number, { cpu: number[]; per: number[]; p50: number[]; p99: number[]; rate: number[] }>();
+      const got = new Map<number | 'auto', { cpu: number[]; per: number[]; p50: number[]; p99: number[]; rate: number[] }>();
       for (let r = 0; r < rounds; r++) {
         for (const v of variants) {
           const pool = openAuditPool(db.url, 2000, undefined, 2);
-          const sink = new GroupCommitAuditSink(pool, undefined, { commitTimeoutMs: 2000, laneStartEvents: v });
+          const sink = new GroupCommitAuditSink(pool, undefined, { commitTimeoutMs: 2000, laneStartEvents: laneStart, overlapAfterMs: v });
           // Open both connections (and the chains' geneses) before measuring.
           await Promise.all(Array.from({ length: 16 }, (_, i) => sink.record(toolCallEvent(`warm_${i}`))));
           const pids = (await admin.query<{ pid: number }>("SELECT pid FROM pg_stat_activity WHERE application_name = 'interlock-audit' AND datname = current_database()")).rows.map((x) => x.pid);
@@ -71,7 +74,7 @@ async function main(): Promise<void> {
       const med = (x: number[]) => [...x].sort((a, b) => a - b)[Math.floor(x.length / 2)];
       for (const [v, g] of got) out.push([String(c), String(v), med(g.cpu).toFixed(1), g.cpu.map((x) => x.toFixed(0)).join(' '), med(g.per).toFixed(2), med(g.p50).toFixed(2), med(g.p99).toFixed(2), med(g.rate).toFixed(0)]);
     }
-    console.log(table(['concurrency', 'laneStartEvents', 'control CPU µs/event', 'rounds', 'events/batch', 'p50 ms', 'p99 ms', 'events/s'], out));
+    console.log(table(['concurrency', 'overlapAfterMs', 'control CPU µs/event', 'rounds', 'events/batch', 'p50 ms', 'p99 ms', 'events/s'], out));
     console.log(machineLine());
     await admin.end();
   } finally {

@@ -16,12 +16,11 @@ import { CHAIN_APPEND_STATEMENT, chainValuesStatement, eventColumns, eventValues
 import { normalizeAuditRow } from '../src/audit/event-text';
 import type { AuditRowInput } from '../src/audit/types';
 import { createTempDatabase } from '../test/helpers/pg';
-import { procCpuMs } from './lib/cpu';
-import { envInt, machineLine, runBench, table } from './lib/stats';
+import { measureStatements, valuesInsert, AUDIT_EVENT_COLS as COLS } from './audit-parts-lib';
+import { envInt, machineLine, runBench } from './lib/stats';
 
 const row = (i: number): AuditRowInput => ({ kind: 'tool_call', time: new Date().toISOString(), request_id: `req_${i.toString(16).padStart(24, '0')}`, identity_id: 'idn_0123456789abcdef0123', key_id: 'key_0123456789abcdef0123', tool: 'interlock_query', canonical_tool: 'interlock_query', dialect: '2025-11-25', protocol_version: '2025-11-25', decision: 'allowed', reason_code: null, source_id: 'chinook', action: 'read', fingerprint: '5f1c0a3b9d2e7f64', relations: ['public.track'], row_count: 1, duration_ms: 1.234, approval_id: null, operator: null, details: { cached: false } });
 
-const COLS = 'kind, time, request_id, identity_id, key_id, tool, canonical_tool, dialect, protocol_version, decision, reason_code, source_id, action, fingerprint, relations, row_count, duration_ms, approval_id, operator, details, batch_id, recorded_at';
 /** The events part of CHAIN_APPEND_STATEMENT into `table`, batch id 1; $1 recorded_at, $2–$21 the columns. */
 const eventsInsert = (table: string) => `INSERT INTO ${table} (${COLS})
   SELECT u.kind, u.time, u.request_id, u.identity_id, u.key_id, u.tool, u.canonical_tool, u.dialect, u.protocol_version, u.decision,
@@ -31,9 +30,6 @@ const eventsInsert = (table: string) => `INSERT INTO ${table} (${COLS})
       WITH ORDINALITY AS u(kind, time, request_id, identity_id, key_id, tool, canonical_tool, dialect, protocol_version, decision,
         reason_code, source_id, action, fingerprint, relations, row_count, duration_ms, approval_id, operator, details, ord) ORDER BY u.ord`;
 
-/** The same rows as a multi-row VALUES list of `rows` rows, one parameter per column and row. */
-const valuesInsert = (table: string, rows: number) =>
-  `INSERT INTO ${table} (${COLS}) VALUES ${Array.from({ length: rows }, (_, r) => `(${Array.from({ length: 20 }, (_, k) => `$${2 + r * 20 + k}`).join(', ')}, 1, $1::timestamptz)`).join(', ')}`;
 
 async function main(): Promise<void> {
   const size = envInt('BENCH_BATCH', 3);
@@ -96,18 +92,7 @@ async function main(): Promise<void> {
       },
       'format 3 + set_config (before)': () => appendAuditBatch(c, { statement: CHAIN_APPEND_STATEMENT, values: v3() }, 2000),
     };
-    const got = new Map<string, number[]>();
-    for (let r = 0; r < rounds; r++) {
-      for (const [name, fn] of Object.entries(variants)) {
-        for (let i = 0; i < 50; i++) await fn();
-        const c0 = procCpuMs(pid);
-        for (let i = 0; i < ops; i++) await fn();
-        got.set(name, [...(got.get(name) ?? []), ((procCpuMs(pid) - c0) * 1000) / ops]);
-      }
-    }
-    const med = (v: number[]) => [...v].sort((a, b) => a - b)[Math.floor(v.length / 2)];
-    console.log(table(['statement', 'µs per batch (median)', 'µs per event', 'rounds'], [...got].map(([k, v]) => [k, med(v).toFixed(1), (med(v) / size).toFixed(1), v.map((x) => x.toFixed(0)).join(' ')])));
-    console.log(machineLine());
+    await measureStatements(pid, variants, rounds, ops, size);
     await c.end();
   } finally {
     await db.drop();

@@ -107,8 +107,13 @@ SELECT id AS b FROM b`,
 /** Backslash or double quote: what an array literal's quoted element must escape. */
 const ESCAPED = /[\\"]/;
 
-/** Most events a batch appends through a VALUES statement of its own size (chainValuesStatement); a larger batch uses CHAIN_APPEND_STATEMENT's unnest. */
-export const VALUES_MAX_EVENTS = 8;
+/**
+ * Most events a batch appends through a VALUES statement of its own size (chainValuesStatement); a
+ * larger batch uses CHAIN_APPEND_STATEMENT's unnest. 32 (h28b, was 8): with the 'auto' lane overlap
+ * (writer.ts) batches at c=32 hold ~10 events, where VALUES cost the backend 0.85–0.92× of unnest
+ * (bench/audit-v3-parts.ts, BENCH_BATCH 12 and 24); at most 33 named statements per connection.
+ */
+export const VALUES_MAX_EVENTS = 32;
 
 const EVENT_COLUMN_LIST = `kind, time, request_id, identity_id, key_id, tool, canonical_tool, dialect, protocol_version, decision,
     reason_code, source_id, action, fingerprint, relations, row_count, duration_ms, approval_id, operator, details, batch_id, recorded_at`;

@@ -160,7 +160,22 @@ export interface GroupCommitOptions {
    * batch in flight an idle lane always starts at once.
    */
   laneStartEvents?: number;
+  /**
+   * When a second lane may start a batch while another lane has one in flight (issue 28, h28b):
+   * a number (ms) — only once the newest batch in flight has been in flight that long (0: at once,
+   * the policy before h28b); 'auto' (default) — only once it has been in flight
+   * OVERLAP_FACTOR × the typical batch (an exponentially weighted mean of the last batches' wall
+   * times, OVERLAP_FIRST_MS before the first), i.e. only while a commit stalls. Events that arrive
+   * during an ordinary commit wait for it and share the next batch (fewer commits per event: the
+   * control database's CPU per call); a stalled commit still lets the next batch commit beside it.
+   */
+  overlapAfterMs?: number | 'auto';
 }
+
+/** 'auto' overlap: a batch in flight longer than this many typical batches counts as stalled. */
+export const OVERLAP_FACTOR = 2;
+/** 'auto' overlap before the first batch has committed (ms). */
+export const OVERLAP_FIRST_MS = 2;
 
 interface Waiter {
   event: ToolCallAuditEvent;
@@ -183,7 +198,9 @@ interface Waiter {
  * and takes the next batch. So up to `lanes` batches commit at once, each lane keeps its own chain in
  * order with one batch in flight, and a crash between two batches leaves open chains, never a gap.
  * At concurrency 1 that is one commit per call; under load events that arrive during a commit share
- * the next one.
+ * the next one. A second lane starts beside a busy one only once the batch in flight has lasted
+ * twice the typical batch (overlapAfterMs 'auto', h28b): an ordinary commit is waited for (fewer,
+ * larger batches), a stalled one is not.
  *
  * The event's row is built when a lane takes it, so details changed while it waits in the
  * queue (the dispatcher sets details.delivered = false when the client goes away) are stored.
@@ -205,6 +222,12 @@ export class GroupCommitAuditSink implements AuditSink {
   private inFlight = 0;
   private idleWaiters: Array<() => void> = [];
   private readonly timeoutMs: number;
+  /** performance.now() at which each busy lane's batch started. */
+  private readonly batchStarts = new Map<ChainLane, number>();
+  /** Exponentially weighted mean of the last batches' wall times (ms; 0 before the first). */
+  private typicalMs = 0;
+  /** Armed while events wait for a busy lane's batch to count as stalled ('auto' or a number > 0). */
+  private stallTimer: NodeJS.Timeout | null = null;
 
   constructor(
     private readonly pool: pg.Pool,
@@ -247,20 +270,56 @@ export class GroupCommitAuditSink implements AuditSink {
     });
   }
 
+  /** The typical batch's wall time (ms): an exponentially weighted mean of the last batches' (weight 1/8), 0 before the first batch settled. */
+  get typicalBatchMs(): number {
+    return this.typicalMs;
+  }
+
   /** Gives waiting events to idle lanes. */
   private pump(): void {
     const atLeast = Math.max(1, Math.trunc(this.opts.laneStartEvents ?? 1));
     while (this.queue.length && this.idle.length) {
-      if (this.idle.length < this.lanes.length && this.queue.length < atLeast) return;
+      if (this.idle.length < this.lanes.length) {
+        if (this.queue.length < atLeast) return;
+        const wait = this.overlapWaitMs();
+        if (wait > 0) {
+          // The batch in flight is not (yet) stalled: its lane takes these events when it returns.
+          this.stallTimer ??= setTimeout(() => {
+            this.stallTimer = null;
+            this.pump();
+          }, Math.ceil(wait)).unref();
+          return;
+        }
+      }
       const lane = this.idle.pop()!;
       const taken = this.queue.splice(0, this.opts.maxBatch ?? 500);
       this.inFlight += taken.length;
+      const started = performance.now();
+      this.batchStarts.set(lane, started);
       void this.run(lane, taken).finally(() => {
+        this.batchStarts.delete(lane);
+        const ms = performance.now() - started;
+        // One batch stuck until its timeout moves the mean by at most 3/8 of it.
+        this.typicalMs = this.typicalMs === 0 ? ms : this.typicalMs + (Math.min(ms, 4 * this.typicalMs) - this.typicalMs) / 8;
         this.idle.push(lane);
+        if (this.stallTimer) {
+          clearTimeout(this.stallTimer);
+          this.stallTimer = null;
+        }
         if (this.queue.length) this.pump();
         else if (this.idle.length === this.lanes.length) for (const f of this.idleWaiters.splice(0)) f();
       });
     }
+  }
+
+  /** How much longer (ms) the newest batch in flight must last before an idle lane may start another beside it (≤ 0: now); see GroupCommitOptions.overlapAfterMs. */
+  private overlapWaitMs(): number {
+    const after = this.opts.overlapAfterMs ?? 'auto';
+    const threshold = after === 'auto' ? (this.typicalMs > 0 ? OVERLAP_FACTOR * this.typicalMs : OVERLAP_FIRST_MS) : after;
+    if (threshold <= 0) return 0;
+    let newest = -Infinity;
+    for (const t of this.batchStarts.values()) if (t > newest) newest = t;
+    return newest + threshold - performance.now();
   }
 
   private async run(lane: ChainLane, taken: Waiter[]): Promise<void> {

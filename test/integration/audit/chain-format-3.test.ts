@@ -7,7 +7,7 @@
  */
 import pg from 'pg';
 import { freshControlDb, type TestControlDb } from '../control/control-db';
-import { ChainLane } from '../../../src/audit/chain';
+import { ChainLane, VALUES_MAX_EVENTS } from '../../../src/audit/chain';
 import { appendAuditRows, DbAuditSink, recordApprovalEvent } from '../../../src/audit/writer';
 import { verifyAuditChain } from '../../../src/audit/verify';
 import { BASE_AUDIT_ROW, tamperAsSuperuser, toolCallEvent, appendFormat1, holdChainLock } from '../../helpers/audit-events';
@@ -153,12 +153,13 @@ test('a tail cut off a chain another genesis anchored is found even without a se
   expect(r.openChains).toBe(2);
 });
 
-test('batches of 1–8 events go through the VALUES statement of their size, 9 and more through unnest: same rows, in order, and the trail verifies', async () => {
+test('batches of 1–VALUES_MAX_EVENTS (32) events go through the VALUES statement of their size, more through unnest: same rows, in order, and the trail verifies', async () => {
   const pool = new pg.Pool({ connectionString: t.db.url, max: 1 });
   try {
     const lane = new ChainLane(pool);
     const odd = { note: 'quote " backslash \\ brace { } comma , "NULL" ünï 💡', n: 1.5, nested: [null, true, 'x'] };
-    for (const n of [1, 3, 8, 9, 20]) {
+    expect(VALUES_MAX_EVENTS).toBe(32);
+    for (const n of [1, 3, 8, 20, 32, 33, 40]) {
       const rows = Array.from({ length: n }, (_, i) => ({ ...row(`req_v${n}_${i}`), relations: i % 2 ? ['public."Odd, name"', 'a\\b'] : null, row_count: i % 3 ? i : null, duration_ms: i % 2 ? 0.1 + i : null, details: odd }));
       const id = await lane.append(rows, 5000);
       const stored = await t.db.pool.query('SELECT request_id, relations, row_count::int AS row_count, duration_ms, details, batch_id::text AS b FROM audit_events WHERE batch_id = $1 ORDER BY id', [id]);
@@ -168,7 +169,7 @@ test('batches of 1–8 events go through the VALUES statement of their size, 9 a
     const c = await pool.connect();
     try {
       const names = (await c.query<{ name: string }>('SELECT name FROM pg_prepared_statements ORDER BY name')).rows.map((r) => r.name);
-      expect(names).toEqual(['interlock_audit_append_v3', 'interlock_audit_append_v3_0', 'interlock_audit_append_v3_1', 'interlock_audit_append_v3_3', 'interlock_audit_append_v3_8', 'interlock_audit_timeout']);
+      expect(names).toEqual(['interlock_audit_append_v3', 'interlock_audit_append_v3_0', 'interlock_audit_append_v3_1', 'interlock_audit_append_v3_20', 'interlock_audit_append_v3_3', 'interlock_audit_append_v3_32', 'interlock_audit_append_v3_8', 'interlock_audit_timeout']);
     } finally {
       c.release();
     }

@@ -4,7 +4,7 @@
  * committed, and an event whose caller was told "not committed" is never written afterwards.
  */
 import type pg from 'pg';
-import { auditSessionTimeoutMs, AuditUnavailableError, GroupCommitAuditSink } from '../../../src/audit/writer';
+import { auditSessionTimeoutMs, AuditUnavailableError, GroupCommitAuditSink, OVERLAP_FACTOR, OVERLAP_FIRST_MS } from '../../../src/audit/writer';
 import { AuditAppend, setSessionStatementTimeout } from '../../../src/audit/append';
 import { toolCallEvent } from '../../helpers/audit-events';
 
@@ -45,7 +45,7 @@ function scriptedPool(): { pool: pg.Pool; calls: Call[]; released: Array<Error |
   return { pool, calls, released };
 }
 
-/** The request ids of a submitted batch: in the VALUES form (≤ 8 events) the third of each event's twenty parameters from $9 on; in the unnest form the request_id column ($11, an array literal of quoted ids). */
+/** The request ids of a submitted batch: in the VALUES form (≤ VALUES_MAX_EVENTS events) the third of each event's twenty parameters from $9 on; in the unnest form the request_id column ($11, an array literal of quoted ids). */
 function requestIdsOf(sub: AuditAppend): string[] {
   if (typeof sub.json === 'string') return (JSON.parse(sub.json) as Array<{ request_id: string }>).map((r) => r.request_id);
   const values = sub.json.values;
@@ -169,9 +169,9 @@ test('past the bound an event still waiting is withdrawn: answered unavailable a
   }
 });
 
-test('two lanes: two batches in flight at once, each caller answered when its own batch commits, in either order', async () => {
+test('two lanes, overlapAfterMs 0: two batches in flight at once, each caller answered when its own batch commits, in either order', async () => {
   const { pool, calls } = scriptedPool();
-  const sink = new GroupCommitAuditSink(pool, undefined, { commitTimeoutMs: 2000, lanes: 2 });
+  const sink = new GroupCommitAuditSink(pool, undefined, { commitTimeoutMs: 2000, lanes: 2, overlapAfterMs: 0 });
   const a = sink.record(event('a'));
   await tick();
   const b = sink.record(event('b'));
@@ -197,7 +197,7 @@ test('two lanes: two batches in flight at once, each caller answered when its ow
 
 test('laneStartEvents 2: while one lane commits, the second starts only when two events wait; with no batch in flight one event starts at once', async () => {
   const { pool, calls } = scriptedPool();
-  const sink = new GroupCommitAuditSink(pool, undefined, { commitTimeoutMs: 2000, lanes: 2, laneStartEvents: 2 });
+  const sink = new GroupCommitAuditSink(pool, undefined, { commitTimeoutMs: 2000, lanes: 2, laneStartEvents: 2, overlapAfterMs: 0 });
   const a = sink.record(event('a'));
   await tick();
   expect(calls.map((c) => c.requestIds)).toEqual([['a']]); // nothing in flight: at once
@@ -221,6 +221,57 @@ test('laneStartEvents 2: while one lane commits, the second starts only when two
   calls[2].finish();
   await Promise.all([b, c, d]);
   expect(sink.pendingEvents()).toBe(0);
+});
+
+test("overlap 'auto' (the default): while a batch commits in its typical time the second lane stays idle and the waiting events share the first lane's next batch; a batch in flight past twice the typical batch lets the second lane start beside it", async () => {
+  jest.useFakeTimers();
+  try {
+    const { pool, calls } = scriptedPool();
+    const sink = new GroupCommitAuditSink(pool, undefined, { commitTimeoutMs: 2000, lanes: 2 });
+    const a = sink.record(event('a'));
+    await microtasks();
+    expect(calls.map((c) => c.requestIds)).toEqual([['a']]); // nothing in flight: at once
+    // No batch has settled yet: a batch counts as stalled after OVERLAP_FIRST_MS.
+    const b = sink.record(event('b'));
+    await microtasks();
+    expect(calls).toHaveLength(1);
+    jest.advanceTimersByTime(OVERLAP_FIRST_MS + 1);
+    await microtasks();
+    expect(calls.map((c) => c.requestIds)).toEqual([['a'], ['b']]); // a stalled: b's batch beside it
+    // Both batches take 4 ms: the typical batch is now 4 ms (the first sample, then a mean of 4 and 4).
+    jest.advanceTimersByTime(4 - OVERLAP_FIRST_MS - 1);
+    calls[0].finish();
+    calls[1].finish();
+    await Promise.all([a, b]);
+    expect(sink.typicalBatchMs).toBeGreaterThan(3.5);
+    expect(sink.typicalBatchMs).toBeLessThan(4.5);
+    const c = sink.record(event('c'));
+    await microtasks();
+    const rest = ['d', 'e'].map((id) => sink.record(event(id)));
+    await microtasks();
+    expect(calls).toHaveLength(3); // c commits, d and e wait: c is not stalled before 2 × 4 ms
+    jest.advanceTimersByTime(OVERLAP_FACTOR * 4 - 2);
+    await microtasks();
+    expect(calls).toHaveLength(3);
+    // c returns in time: its lane takes d and e together, and the second lane was never used.
+    calls[2].finish();
+    await c;
+    await microtasks();
+    expect(calls.map((x) => x.requestIds)).toEqual([['a'], ['b'], ['c'], ['d', 'e']]);
+    // While d and e commit, f waits; past twice the typical batch the second lane takes it.
+    const f = sink.record(event('f'));
+    await microtasks();
+    expect(calls).toHaveLength(4);
+    jest.advanceTimersByTime(OVERLAP_FACTOR * sink.typicalBatchMs + 1);
+    await microtasks();
+    expect(calls.map((x) => x.requestIds)).toEqual([['a'], ['b'], ['c'], ['d', 'e'], ['f']]);
+    calls[3].finish();
+    calls[4].finish();
+    await Promise.all([...rest, f]);
+    expect(sink.pendingEvents()).toBe(0);
+  } finally {
+    jest.useRealTimers();
+  }
 });
 
 test('close waits for the batches in flight, then seals each lane that has a chain (a batch of mark seal, no events)', async () => {
