@@ -21,7 +21,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { CallAbort } from './call-abort';
-import { utf8BodyReader } from './body';
+import { releasingBodyReader } from './body';
 import { admit, type Admitted, type Reply } from './admission';
 import { corsOrigin, corsResponseHeaders, type OriginPolicy } from './http-headers';
 import { ResponseChannel, sendJsonText } from './channel';
@@ -85,9 +85,12 @@ export interface Abortable {
 /**
  * Builds the handler of the MCP endpoint. `controllers` receives the abort controller of every
  * in-flight tools/call (graceful shutdown aborts them); the handler never throws and never rejects.
+ * The handler's `bodyRead`, when given (the body-read cap's release, src/transport/app.ts;
+ * idempotent), is called once the body has been read, or at once when the request is answered
+ * without reading it (token in the URL, keyless budget spent, an unparseable Content-Type).
  */
-export function mcpHandler(opts: McpEndpointOptions, deps: DispatchDeps, policy: OriginPolicy, controllers: Set<Abortable>): (req: IncomingMessage, res: ServerResponse) => void {
-  const readBody = utf8BodyReader(opts.bodyLimitBytes ?? 1024 * 1024);
+export function mcpHandler(opts: McpEndpointOptions, deps: DispatchDeps, policy: OriginPolicy, controllers: Set<Abortable>): (req: IncomingMessage, res: ServerResponse, bodyRead?: () => void) => void {
+  const readBody = releasingBodyReader(opts.bodyLimitBytes ?? 1024 * 1024);
   const observe = opts.observeRequest;
 
   // Synchronous up to the refusal at capacity (no promise for a refused call); the rest is `serve`.
@@ -118,9 +121,9 @@ export function mcpHandler(opts: McpEndpointOptions, deps: DispatchDeps, policy:
     const controller = isCall ? new CallAbort() : null;
     if (observe || controller) {
       const t0 = observe ? process.hrtime.bigint() : 0n;
-      // One listener per request: 'close' follows 'finish' for an answered request, and comes alone
-      // when the client went away first (then an in-flight tools/call is aborted).
-      res.once('close', () => {
+      // 'close' follows 'finish' for an answered request, and comes alone when the client went away
+      // first (then an in-flight tools/call is aborted); shares the channel's one 'close' listener.
+      ch.whenClosed(() => {
         if (res.writableFinished) {
           if (observe) observe(admitted ? admitted.message.method : '-', admitted ? admitted.dialect : '-', res.statusCode, Number(process.hrtime.bigint() - t0) / 1e9);
         } else controller?.abort('client closed the stream');
@@ -142,7 +145,7 @@ export function mcpHandler(opts: McpEndpointOptions, deps: DispatchDeps, policy:
       if (over) return sendMcpLimited(res, over);
     } else controllers.add(controller);
     try {
-      await dispatch(admitted, { requestId, apiKey, clientAddress, signal: controller ? controller.signal : NEVER, abort: controller ? (r) => controller.abort(r) : noAbort }, ch, deps);
+      await dispatch(admitted, { requestId, apiKey, clientAddress, scope: req.socket, signal: controller ? controller.signal : NEVER, abort: controller ? (r) => controller.abort(r) : noAbort }, ch, deps);
     } catch (err) {
       deps.logger.error({ requestId, err }, 'dispatch failed');
       const id = admitted.message.type === 'request' ? admitted.message.id : null;
@@ -151,7 +154,7 @@ export function mcpHandler(opts: McpEndpointOptions, deps: DispatchDeps, policy:
     }
   };
 
-  return (req, res) => {
+  return (req, res, bodyRead) => {
     try {
       // Every answer to an allow-listed Origin carries the CORS headers, the limit refusals too (issue 24 item 7).
       const origin = corsOrigin(req.headers.origin, policy);
@@ -160,12 +163,16 @@ export function mcpHandler(opts: McpEndpointOptions, deps: DispatchDeps, policy:
         for (const name in cors) res.setHeader(name, cors[name]);
       }
       // Access tokens only in the Authorization header, never in the URL (issue 26 item 3; MCP authorization).
-      if (carriesTokenInQuery(req.url)) return sendJsonText(res, 400, TOKEN_IN_QUERY);
+      if (carriesTokenInQuery(req.url)) {
+        sendJsonText(res, 400, TOKEN_IN_QUERY);
+        return bodyRead?.();
+      }
       // The keyless budget of the client address, before the body is even read (issue 10, Build 6).
       const refused = keylessGate(deps.clientLimits, deps.keylessAudit, req, 'mcp', deps.identityResolver);
       if (refused) {
         observe?.('-', '-', 429, 0);
-        return sendMcpLimited(res, refused);
+        sendMcpLimited(res, refused);
+        return bodyRead?.();
       }
       readBody(req, res, (err) => {
         if (err) return sendMcpRequestError(res, err);
@@ -176,10 +183,11 @@ export function mcpHandler(opts: McpEndpointOptions, deps: DispatchDeps, policy:
           return sendMcpRequestError(res, e);
         }
         pending?.catch((e: unknown) => sendMcpRequestError(res, e));
-      });
+      }, bodyRead);
     } catch (err) {
       // body-parser throws synchronously on a Content-Type it cannot parse (400, as under Express).
       sendMcpRequestError(res, err);
+      bodyRead?.();
     }
   };
 }
