@@ -64,6 +64,8 @@ export interface HttpContext {
   /** Aborted when the client closes the connection before the answer is complete. */
   signal: AbortSignal;
   abort(reason: string): void;
+  /** What the call's token hash may be cached with (the request's socket; CapacityLimiter.noteToken). */
+  scope?: object;
 }
 
 /**
@@ -191,6 +193,8 @@ export interface ToolCallRequest {
   route?: string;
   /** The client address key (clientAddressKey of the TCP peer), for the client limits. */
   clientAddress?: string;
+  /** What the token's hash may be cached with while it lives (the request's socket; CapacityLimiter.noteToken). */
+  scope?: object;
   /**
    * Takes over the release of the call's stream slot (red-team F1): when given, runToolCall calls
    * it exactly once, with the release (a no-op when no slot was taken), when the pipeline ends on
@@ -351,7 +355,7 @@ async function runAdmitted(deps: DispatchDeps, req: ToolCallRequest, binding: To
   try {
     const refusedIdentity = binding.governed ? await identityStep(ctx, deps.identityResolver) : null;
     if (capacitySlot && deps.capacity && !refusedIdentity) {
-      if (req.apiKey) deps.capacity.noteToken(req.apiKey, ctx.identity!);
+      if (req.apiKey) deps.capacity.noteToken(req.apiKey, ctx.identity!, req.scope);
       const got = deps.capacity.acquire(req.signal, ctx.identity!.id);
       const slot = got instanceof Promise ? await got : got;
       if (isCapacityRefusal(slot)) return await refuseOverCapacity(deps, req, binding, slot, ctx.identity!);
@@ -444,6 +448,7 @@ async function callTool(adm: Admitted, id: JsonRpcId, params: Record<string, unk
     args,
     apiKey: http.apiKey,
     clientAddress: http.clientAddress,
+    scope: http.scope,
     requestId: http.requestId,
     signal: http.signal,
     dialect: adm.dialect,
