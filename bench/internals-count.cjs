@@ -2,7 +2,7 @@
  * Node internals per HTTP request in a gateway (issue 28 item 3, h28e): a preload for
  * `interlock serve`, loaded through NODE_OPTIONS like bench/promise-count.cjs, e.g.
  *   NODE_OPTIONS="--require $PWD/bench/internals-count.cjs" BENCH_ROUNDS=1 npx tsx bench/cost-per-call.ts
- * In a process whose argv holds `serve` it counts, per HTTP request from the INTERNALS_COUNT_FROM-th on
+ * In a process whose argv holds `serve` (or bench/lib/node-floor-server.ts, BENCH_FLOOR=1) it counts, per HTTP request from the INTERNALS_COUNT_FROM-th on
  * (default 1,000), every EventEmitter emit by emitter class and event name, every listener added
  * (on/once/prependListener) by class and event, setTimeout / setImmediate / process.nextTick calls, and
  * every hash and HMAC (crypto.createHash, crypto.hash, crypto.createHmac) by algorithm, and writes the
@@ -10,7 +10,7 @@
  * sampled; the wrappers slow the gateway, so read no CPU figure of such a run. Elsewhere it does nothing.
  */
 'use strict';
-if (process.argv.includes('serve')) {
+if (process.argv.includes('serve') || process.argv.some((a) => a.includes('node-floor-server'))) {
   const events = require('node:events');
   const http = require('node:http');
   const crypto = require('node:crypto');
