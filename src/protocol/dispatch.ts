@@ -115,8 +115,14 @@ function invalidParams(ch: ResponseChannel, id: JsonRpcId, message: string): voi
   ch.final(200, errorResponse(id, { code: -32602, message: `Invalid params: ${message}` }));
 }
 
-/** Handles one admitted message, writing exactly one answer to `ch`. */
-export async function dispatch(adm: Admitted, http: HttpContext, ch: ResponseChannel, deps: DispatchDeps): Promise<void> {
+const DONE: Promise<void> = Promise.resolve();
+
+/**
+ * Handles one admitted message, writing exactly one answer to `ch`. Resolves once it is written (a
+ * tools/call's promise is callTool's own, issue 28 item 3: no async wrapper around it); may throw
+ * synchronously or reject (the caller answers the opaque failure).
+ */
+export function dispatch(adm: Admitted, http: HttpContext, ch: ResponseChannel, deps: DispatchDeps): Promise<void> {
   const msg = adm.message;
   if (msg.type === 'notification') {
     if (msg.method === 'notifications/cancelled') {
@@ -126,31 +132,32 @@ export async function dispatch(adm: Admitted, http: HttpContext, ch: ResponseCha
       }
     }
     ch.empty(202);
-    return;
+    return DONE;
   }
   const { id, method } = msg;
   const params = msg.params ?? {};
   switch (method) {
     case 'server/discover':
       ch.final(200, resultResponse(id, discoverResult(deps.instructions)));
-      return;
+      return DONE;
     case 'initialize': {
       const ok = typeof params.protocolVersion === 'string' && isObject(params.capabilities) && isObject(params.clientInfo);
-      if (!ok) return invalidParams(ch, id, 'initialize needs protocolVersion (string), capabilities (object) and clientInfo (object)');
-      ch.final(200, resultResponse(id, initializeResult(params.protocolVersion, deps.instructions)));
-      return;
+      if (!ok) invalidParams(ch, id, 'initialize needs protocolVersion (string), capabilities (object) and clientInfo (object)');
+      else ch.final(200, resultResponse(id, initializeResult(params.protocolVersion, deps.instructions)));
+      return DONE;
     }
     case 'ping':
       ch.final(200, resultResponse(id, {}));
-      return;
+      return DONE;
     case 'tools/list':
       ch.final(200, resultResponse(id, toolsListResult(deps.tools)));
-      return;
+      return DONE;
     case 'tools/call':
       return callTool(adm, id, params, http, ch, deps);
     default:
       // admission only admits methods of the table; reaching here is a programming error.
       ch.final(200, errorResponse(id, { code: -32601, message: 'Method not found' }));
+      return DONE;
   }
 }
 
@@ -218,9 +225,9 @@ export interface ToolCallRun {
  * the other HTTP routes (deprecated /mcp/tools/call, /v1), so every route gets the same answers.
  * Returns null for an unknown tool. Never throws: a handler failure becomes the opaque failure.
  */
-export async function runToolCall(deps: DispatchDeps, req: ToolCallRequest): Promise<ToolCallRun | null> {
+export function runToolCall(deps: DispatchDeps, req: ToolCallRequest): Promise<ToolCallRun | null> {
   const binding = deps.tools.get(req.name);
-  if (!binding) return null;
+  if (!binding) return Promise.resolve(null);
   if (!binding.governed || !deps.capacity) return runAdmitted(deps, req, binding, null);
   // Admission by capacity (issue 29): a slot right after step 1 (the identity, resolved in memory),
   // before the stream slots, arguments, SQL or audit work; held until the call's event has committed
@@ -234,15 +241,19 @@ export async function runToolCall(deps: DispatchDeps, req: ToolCallRequest): Pro
     }
   }
   const held = { release: (_excludedMs?: number, _dropped?: boolean) => undefined as void, sourceWait: { ms: 0 } };
-  let ran: ToolCallRun | undefined;
-  try {
-    ran = await runAdmitted(deps, req, binding, held);
-    return ran;
-  } finally {
-    // Refused behind admission for lack of a source slot: a drop, the limit admitted too many (capacity.ts).
-    const o = ran?.outcome;
-    held.release(held.sourceWait.ms, o?.kind === 'refusal' && (o.code === 'concurrency_limited' || o.code === 'source_busy'));
-  }
+  // The slot goes back once the call has settled either way (one `then`, no async wrapper: issue 28 item 3).
+  // Refused behind admission for lack of a source slot: a drop, the limit admitted too many (capacity.ts).
+  return runAdmitted(deps, req, binding, held).then(
+    (ran) => {
+      const o = ran.outcome;
+      held.release(held.sourceWait.ms, o.kind === 'refusal' && (o.code === 'concurrency_limited' || o.code === 'source_busy'));
+      return ran;
+    },
+    (err: unknown) => {
+      held.release(held.sourceWait.ms, false);
+      throw err;
+    },
+  );
 }
 
 /** The message of a call refused by admission by capacity (code rate_limited). */
@@ -437,13 +448,17 @@ function callTarget(adm: Admitted, params: Record<string, unknown>, deps: Dispat
   return { name, binding, args, params };
 }
 
-async function callTool(adm: Admitted, id: JsonRpcId, params: Record<string, unknown>, http: HttpContext, ch: ResponseChannel, deps: DispatchDeps): Promise<void> {
+/** A tools/call: its checks (callTarget), runToolCall, then its answer (answerCall); one `then` of its own (issue 28 item 3). */
+function callTool(adm: Admitted, id: JsonRpcId, params: Record<string, unknown>, http: HttpContext, ch: ResponseChannel, deps: DispatchDeps): Promise<void> {
   const target = callTarget(adm, params, deps);
-  if (typeof target === 'function') return target(ch, id);
+  if (typeof target === 'function') {
+    target(ch, id);
+    return DONE;
+  }
   const { name, args } = target;
   const meta = isObject(params._meta) ? params._meta : {};
   const progressToken = typeof meta.progressToken === 'string' || typeof meta.progressToken === 'number' ? meta.progressToken : undefined;
-  const ran = await runToolCall(deps, {
+  return runToolCall(deps, {
     name,
     args,
     apiKey: http.apiKey,
@@ -459,8 +474,7 @@ async function callTool(adm: Admitted, id: JsonRpcId, params: Record<string, unk
     abort: (reason) => http.abort(reason),
     // The stream slot is held until the answer has left or the socket closed (red-team F1).
     holdSlot: (release) => ch.whenDone(release),
-  });
-  answerCall(adm, id, http.requestId, ran!, ch, deps);
+  }).then((ran) => answerCall(adm, id, http.requestId, ran!, ch, deps));
 }
 
 /** Writes a tools/call's answer (rendered for the dialect), arms its write deadline and, after a refusal at capacity, pauses the connection. */

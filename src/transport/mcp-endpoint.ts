@@ -26,7 +26,7 @@ import { admit, type Admitted, type Reply } from './admission';
 import { corsOrigin, corsResponseHeaders, type OriginPolicy } from './http-headers';
 import { ResponseChannel, sendJsonText } from './channel';
 import { errorResponse } from './jsonrpc';
-import { answerKnownOverCapacity, dispatch, newRequestId, type DispatchDeps } from '../protocol/dispatch';
+import { answerKnownOverCapacity, dispatch, newRequestId, type DispatchDeps, type HttpContext } from '../protocol/dispatch';
 import { bearerToken } from '../pipeline/01-identity';
 import { clientAddressKey, keylessGate, limitMessage, unverifiedKeyGate, type LimitRefusal } from './client-limits';
 import { MCP_PATH } from './http-guard';
@@ -49,6 +49,7 @@ type ReadRequest = IncomingMessage & { body?: unknown };
 // A signal that never aborts, for the methods that run nothing abortable (all but tools/call).
 const NEVER = new AbortController().signal;
 const noAbort = (): void => undefined;
+const DISPATCHED: Promise<void> = Promise.resolve();
 
 /**
  * Answers a request error before admission (the body could not be read, or something escaped the
@@ -115,7 +116,9 @@ export function mcpHandler(opts: McpEndpointOptions, deps: DispatchDeps, policy:
     return serve(req, res, requestId, verdict, ch, isCall, apiKey);
   };
 
-  const serve = async (req: ReadRequest, res: ServerResponse, requestId: string, verdict: Reply | Admitted, ch: ResponseChannel, isCall: boolean, apiKey: string | null): Promise<void> => {
+  // Synchronous up to dispatch: a tools/call's only promises are the dispatcher's and one `then` for a
+  // failure (issue 28 item 3); the other methods wait for the unverified-key gate (serveOther).
+  const serve = (req: ReadRequest, res: ServerResponse, requestId: string, verdict: Reply | Admitted, ch: ResponseChannel, isCall: boolean, apiKey: string | null): Promise<void> | undefined => {
     const admitted = verdict.kind === 'admitted' ? verdict : null;
     // A CallAbort, not an AbortController: the same cancellation for the pipeline at a fraction of the cost (call-abort.ts).
     const controller = isCall ? new CallAbort() : null;
@@ -131,27 +134,50 @@ export function mcpHandler(opts: McpEndpointOptions, deps: DispatchDeps, policy:
       });
     }
     if (!admitted) {
-      if (verdict.kind !== 'reply') return;
+      if (verdict.kind !== 'reply') return undefined;
       if (verdict.body) ch.final(verdict.status, verdict.body, verdict.headers);
       else {
         if (verdict.headers) for (const name in verdict.headers) res.setHeader(name, verdict.headers[name]);
         ch.empty(verdict.status);
       }
-      return;
+      return undefined;
     }
     const clientAddress = clientAddressKey(req.socket.remoteAddress);
-    if (!controller) {
-      const over = await unverifiedKeyGate(deps.clientLimits, deps.keylessAudit, deps.identityResolver, apiKey ?? undefined, clientAddress, 'mcp');
-      if (over) return sendMcpLimited(res, over);
-    } else controllers.add(controller);
+    if (!controller) return serveOther(req, res, requestId, admitted, ch, apiKey, clientAddress);
+    controllers.add(controller);
+    // Never rejects: nothing for the caller to catch.
+    void dispatchOrFail(res, admitted, { requestId, apiKey, clientAddress, scope: req.socket, signal: controller.signal, abort: (r) => controller.abort(r) }, ch);
+    return undefined;
+  };
+
+  // Every method but tools/call: the unverified-key gate first (a key that resolves to nobody spends the address's keyless budget).
+  const serveOther = async (req: ReadRequest, res: ServerResponse, requestId: string, admitted: Admitted, ch: ResponseChannel, apiKey: string | null, clientAddress: string): Promise<void> => {
+    const over = await unverifiedKeyGate(deps.clientLimits, deps.keylessAudit, deps.identityResolver, apiKey ?? undefined, clientAddress, 'mcp');
+    if (over) return sendMcpLimited(res, over);
+    return dispatchOrFail(res, admitted, { requestId, apiKey, clientAddress, scope: req.socket, signal: NEVER, abort: noAbort }, ch);
+  };
+
+  // dispatch, and the opaque -32603 (or 202 for a notification) when it throws or rejects (the 400
+  // of sendMcpRequestError if even that throws, before anything was sent); never rejects.
+  const dispatchOrFail = (res: ServerResponse, admitted: Admitted, http: HttpContext, ch: ResponseChannel): Promise<void> => {
+    const failed = (err: unknown): void => {
+      try {
+        deps.logger.error({ requestId: http.requestId, err }, 'dispatch failed');
+        const id = admitted.message.type === 'request' ? admitted.message.id : null;
+        if (id !== null) ch.final(200, errorResponse(id, { code: -32603, message: 'Internal error' }));
+        else ch.empty(202);
+      } catch (e) {
+        sendMcpRequestError(res, e);
+      }
+    };
+    let done: Promise<void>;
     try {
-      await dispatch(admitted, { requestId, apiKey, clientAddress, scope: req.socket, signal: controller ? controller.signal : NEVER, abort: controller ? (r) => controller.abort(r) : noAbort }, ch, deps);
+      done = dispatch(admitted, http, ch, deps);
     } catch (err) {
-      deps.logger.error({ requestId, err }, 'dispatch failed');
-      const id = admitted.message.type === 'request' ? admitted.message.id : null;
-      if (id !== null) ch.final(200, errorResponse(id, { code: -32603, message: 'Internal error' }));
-      else ch.empty(202);
+      failed(err);
+      return DISPATCHED;
     }
+    return done.then(undefined, failed);
   };
 
   return (req, res, bodyRead) => {
