@@ -280,16 +280,19 @@ function overCapacityOutcome(r: CapacityRefusal): ToolOutcome {
   return { kind: 'refusal', code: 'rate_limited', message: OVER_CAPACITY_MESSAGE, extra: { retry_after_ms: r.retryAfterMs } };
 }
 
-let isoAt = 0;
-let isoText = '';
-/** `new Date().toISOString()`, made at most once per millisecond (a flood of refusals builds one event each). */
-function isoNow(): string {
-  const now = Date.now();
-  if (now !== isoAt) {
-    isoAt = now;
-    isoText = new Date(now).toISOString();
+let isoMs = 0;
+let isoText = new Date(0).toISOString();
+/** `new Date(ms).toISOString()` for `ms` (epoch milliseconds), made once per distinct millisecond in a row (calls started in the same millisecond share it). */
+function isoAt(ms: number): string {
+  if (ms !== isoMs) {
+    isoMs = ms;
+    isoText = new Date(ms).toISOString();
   }
   return isoText;
+}
+/** `new Date().toISOString()`, made at most once per millisecond (a flood of refusals builds one event each). */
+function isoNow(): string {
+  return isoAt(Date.now());
 }
 
 /** The tool-call event of a call refused at capacity (details.over_capacity; duration 0). */
@@ -342,7 +345,7 @@ async function runAdmitted(deps: DispatchDeps, req: ToolCallRequest, binding: To
       committed: false,
       toolCallEvent: (decision, reason) => ({
         requestId: req.requestId,
-        time: new Date(started).toISOString(),
+        time: isoAt(started),
         identityId: ctx.identity?.id ?? null,
         keyId: ctx.identity?.keyId ?? null,
         tool: binding.name,
