@@ -328,6 +328,7 @@ function overCapacity(deps: DispatchDeps, req: Pick<ToolCallRequest, 'requestId'
 /** runToolCall once the call may run (see there). */
 async function runAdmitted(deps: DispatchDeps, req: ToolCallRequest, binding: ToolBinding, capacitySlot: { release(excludedMs?: number, dropped?: boolean): void; sourceWait: { ms: number } } | null): Promise<ToolCallRun> {
   const started = Date.now();
+  const charge = { charged: false };
   const ctx: ToolCallContext & { auditDetails: Record<string, unknown>; auditHooks: AuditHooks } = {
     requestId: req.requestId,
     apiKey: req.apiKey,
@@ -340,7 +341,9 @@ async function runAdmitted(deps: DispatchDeps, req: ToolCallRequest, binding: To
     progressToken: req.progressToken,
     notify: req.notify ?? (() => undefined),
     auditDetails: req.route ? { route: req.route } : {},
-    ...(capacitySlot ? { sourceWait: capacitySlot.sourceWait } : {}),
+    // One literal of a fixed shape (issue 28 item 3: no conditional spread, no key added later).
+    sourceWait: capacitySlot ? capacitySlot.sourceWait : undefined,
+    rateLimitCharge: charge,
     auditHooks: {
       committed: false,
       toolCallEvent: (decision, reason) => ({
@@ -362,8 +365,6 @@ async function runAdmitted(deps: DispatchDeps, req: ToolCallRequest, binding: To
   };
   const unregister = req.cancelKey !== undefined && req.abort ? deps.inflight.add(req.apiKey, req.cancelKey, req.abort) : () => undefined;
   const address = req.clientAddress ?? 'unknown';
-  const charge = { charged: false };
-  ctx.rateLimitCharge = charge;
   let release = () => undefined as void;
   let outcome: ToolOutcome;
   try {
