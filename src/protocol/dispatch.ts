@@ -64,6 +64,8 @@ export interface HttpContext {
   /** Aborted when the client closes the connection before the answer is complete. */
   signal: AbortSignal;
   abort(reason: string): void;
+  /** What the call's token hash may be cached with (the request's socket; CapacityLimiter.noteToken). */
+  scope?: object;
 }
 
 /**
@@ -113,8 +115,14 @@ function invalidParams(ch: ResponseChannel, id: JsonRpcId, message: string): voi
   ch.final(200, errorResponse(id, { code: -32602, message: `Invalid params: ${message}` }));
 }
 
-/** Handles one admitted message, writing exactly one answer to `ch`. */
-export async function dispatch(adm: Admitted, http: HttpContext, ch: ResponseChannel, deps: DispatchDeps): Promise<void> {
+const DONE: Promise<void> = Promise.resolve();
+
+/**
+ * Handles one admitted message, writing exactly one answer to `ch`. Resolves once it is written (a
+ * tools/call's promise is callTool's own, issue 28 item 3: no async wrapper around it); may throw
+ * synchronously or reject (the caller answers the opaque failure).
+ */
+export function dispatch(adm: Admitted, http: HttpContext, ch: ResponseChannel, deps: DispatchDeps): Promise<void> {
   const msg = adm.message;
   if (msg.type === 'notification') {
     if (msg.method === 'notifications/cancelled') {
@@ -124,31 +132,32 @@ export async function dispatch(adm: Admitted, http: HttpContext, ch: ResponseCha
       }
     }
     ch.empty(202);
-    return;
+    return DONE;
   }
   const { id, method } = msg;
   const params = msg.params ?? {};
   switch (method) {
     case 'server/discover':
       ch.final(200, resultResponse(id, discoverResult(deps.instructions)));
-      return;
+      return DONE;
     case 'initialize': {
       const ok = typeof params.protocolVersion === 'string' && isObject(params.capabilities) && isObject(params.clientInfo);
-      if (!ok) return invalidParams(ch, id, 'initialize needs protocolVersion (string), capabilities (object) and clientInfo (object)');
-      ch.final(200, resultResponse(id, initializeResult(params.protocolVersion, deps.instructions)));
-      return;
+      if (!ok) invalidParams(ch, id, 'initialize needs protocolVersion (string), capabilities (object) and clientInfo (object)');
+      else ch.final(200, resultResponse(id, initializeResult(params.protocolVersion, deps.instructions)));
+      return DONE;
     }
     case 'ping':
       ch.final(200, resultResponse(id, {}));
-      return;
+      return DONE;
     case 'tools/list':
       ch.final(200, resultResponse(id, toolsListResult(deps.tools)));
-      return;
+      return DONE;
     case 'tools/call':
       return callTool(adm, id, params, http, ch, deps);
     default:
       // admission only admits methods of the table; reaching here is a programming error.
       ch.final(200, errorResponse(id, { code: -32601, message: 'Method not found' }));
+      return DONE;
   }
 }
 
@@ -191,6 +200,8 @@ export interface ToolCallRequest {
   route?: string;
   /** The client address key (clientAddressKey of the TCP peer), for the client limits. */
   clientAddress?: string;
+  /** What the token's hash may be cached with while it lives (the request's socket; CapacityLimiter.noteToken). */
+  scope?: object;
   /**
    * Takes over the release of the call's stream slot (red-team F1): when given, runToolCall calls
    * it exactly once, with the release (a no-op when no slot was taken), when the pipeline ends on
@@ -214,9 +225,9 @@ export interface ToolCallRun {
  * the other HTTP routes (deprecated /mcp/tools/call, /v1), so every route gets the same answers.
  * Returns null for an unknown tool. Never throws: a handler failure becomes the opaque failure.
  */
-export async function runToolCall(deps: DispatchDeps, req: ToolCallRequest): Promise<ToolCallRun | null> {
+export function runToolCall(deps: DispatchDeps, req: ToolCallRequest): Promise<ToolCallRun | null> {
   const binding = deps.tools.get(req.name);
-  if (!binding) return null;
+  if (!binding) return Promise.resolve(null);
   if (!binding.governed || !deps.capacity) return runAdmitted(deps, req, binding, null);
   // Admission by capacity (issue 29): a slot right after step 1 (the identity, resolved in memory),
   // before the stream slots, arguments, SQL or audit work; held until the call's event has committed
@@ -230,15 +241,19 @@ export async function runToolCall(deps: DispatchDeps, req: ToolCallRequest): Pro
     }
   }
   const held = { release: (_excludedMs?: number, _dropped?: boolean) => undefined as void, sourceWait: { ms: 0 } };
-  let ran: ToolCallRun | undefined;
-  try {
-    ran = await runAdmitted(deps, req, binding, held);
-    return ran;
-  } finally {
-    // Refused behind admission for lack of a source slot: a drop, the limit admitted too many (capacity.ts).
-    const o = ran?.outcome;
-    held.release(held.sourceWait.ms, o?.kind === 'refusal' && (o.code === 'concurrency_limited' || o.code === 'source_busy'));
-  }
+  // The slot goes back once the call has settled either way (one `then`, no async wrapper: issue 28 item 3).
+  // Refused behind admission for lack of a source slot: a drop, the limit admitted too many (capacity.ts).
+  return runAdmitted(deps, req, binding, held).then(
+    (ran) => {
+      const o = ran.outcome;
+      held.release(held.sourceWait.ms, o.kind === 'refusal' && (o.code === 'concurrency_limited' || o.code === 'source_busy'));
+      return ran;
+    },
+    (err: unknown) => {
+      held.release(held.sourceWait.ms, false);
+      throw err;
+    },
+  );
 }
 
 /** The message of a call refused by admission by capacity (code rate_limited). */
@@ -265,16 +280,19 @@ function overCapacityOutcome(r: CapacityRefusal): ToolOutcome {
   return { kind: 'refusal', code: 'rate_limited', message: OVER_CAPACITY_MESSAGE, extra: { retry_after_ms: r.retryAfterMs } };
 }
 
-let isoAt = 0;
-let isoText = '';
-/** `new Date().toISOString()`, made at most once per millisecond (a flood of refusals builds one event each). */
-function isoNow(): string {
-  const now = Date.now();
-  if (now !== isoAt) {
-    isoAt = now;
-    isoText = new Date(now).toISOString();
+let isoMs = 0;
+let isoText = new Date(0).toISOString();
+/** `new Date(ms).toISOString()` for `ms` (epoch milliseconds), made once per distinct millisecond in a row (calls started in the same millisecond share it). */
+function isoAt(ms: number): string {
+  if (ms !== isoMs) {
+    isoMs = ms;
+    isoText = new Date(ms).toISOString();
   }
   return isoText;
+}
+/** `new Date().toISOString()`, made at most once per millisecond (a flood of refusals builds one event each). */
+function isoNow(): string {
+  return isoAt(Date.now());
 }
 
 /** The tool-call event of a call refused at capacity (details.over_capacity; duration 0). */
@@ -310,6 +328,7 @@ function overCapacity(deps: DispatchDeps, req: Pick<ToolCallRequest, 'requestId'
 /** runToolCall once the call may run (see there). */
 async function runAdmitted(deps: DispatchDeps, req: ToolCallRequest, binding: ToolBinding, capacitySlot: { release(excludedMs?: number, dropped?: boolean): void; sourceWait: { ms: number } } | null): Promise<ToolCallRun> {
   const started = Date.now();
+  const charge = { charged: false };
   const ctx: ToolCallContext & { auditDetails: Record<string, unknown>; auditHooks: AuditHooks } = {
     requestId: req.requestId,
     apiKey: req.apiKey,
@@ -322,12 +341,14 @@ async function runAdmitted(deps: DispatchDeps, req: ToolCallRequest, binding: To
     progressToken: req.progressToken,
     notify: req.notify ?? (() => undefined),
     auditDetails: req.route ? { route: req.route } : {},
-    ...(capacitySlot ? { sourceWait: capacitySlot.sourceWait } : {}),
+    // One literal of a fixed shape (issue 28 item 3: no conditional spread, no key added later).
+    sourceWait: capacitySlot ? capacitySlot.sourceWait : undefined,
+    rateLimitCharge: charge,
     auditHooks: {
       committed: false,
       toolCallEvent: (decision, reason) => ({
         requestId: req.requestId,
-        time: new Date(started).toISOString(),
+        time: isoAt(started),
         identityId: ctx.identity?.id ?? null,
         keyId: ctx.identity?.keyId ?? null,
         tool: binding.name,
@@ -344,14 +365,12 @@ async function runAdmitted(deps: DispatchDeps, req: ToolCallRequest, binding: To
   };
   const unregister = req.cancelKey !== undefined && req.abort ? deps.inflight.add(req.apiKey, req.cancelKey, req.abort) : () => undefined;
   const address = req.clientAddress ?? 'unknown';
-  const charge = { charged: false };
-  ctx.rateLimitCharge = charge;
   let release = () => undefined as void;
   let outcome: ToolOutcome;
   try {
     const refusedIdentity = binding.governed ? await identityStep(ctx, deps.identityResolver) : null;
     if (capacitySlot && deps.capacity && !refusedIdentity) {
-      if (req.apiKey) deps.capacity.noteToken(req.apiKey, ctx.identity!);
+      if (req.apiKey) deps.capacity.noteToken(req.apiKey, ctx.identity!, req.scope);
       const got = deps.capacity.acquire(req.signal, ctx.identity!.id);
       const slot = got instanceof Promise ? await got : got;
       if (isCapacityRefusal(slot)) return await refuseOverCapacity(deps, req, binding, slot, ctx.identity!);
@@ -433,17 +452,22 @@ function callTarget(adm: Admitted, params: Record<string, unknown>, deps: Dispat
   return { name, binding, args, params };
 }
 
-async function callTool(adm: Admitted, id: JsonRpcId, params: Record<string, unknown>, http: HttpContext, ch: ResponseChannel, deps: DispatchDeps): Promise<void> {
+/** A tools/call: its checks (callTarget), runToolCall, then its answer (answerCall); one `then` of its own (issue 28 item 3). */
+function callTool(adm: Admitted, id: JsonRpcId, params: Record<string, unknown>, http: HttpContext, ch: ResponseChannel, deps: DispatchDeps): Promise<void> {
   const target = callTarget(adm, params, deps);
-  if (typeof target === 'function') return target(ch, id);
+  if (typeof target === 'function') {
+    target(ch, id);
+    return DONE;
+  }
   const { name, args } = target;
   const meta = isObject(params._meta) ? params._meta : {};
   const progressToken = typeof meta.progressToken === 'string' || typeof meta.progressToken === 'number' ? meta.progressToken : undefined;
-  const ran = await runToolCall(deps, {
+  return runToolCall(deps, {
     name,
     args,
     apiKey: http.apiKey,
     clientAddress: http.clientAddress,
+    scope: http.scope,
     requestId: http.requestId,
     signal: http.signal,
     dialect: adm.dialect,
@@ -454,8 +478,7 @@ async function callTool(adm: Admitted, id: JsonRpcId, params: Record<string, unk
     abort: (reason) => http.abort(reason),
     // The stream slot is held until the answer has left or the socket closed (red-team F1).
     holdSlot: (release) => ch.whenDone(release),
-  });
-  answerCall(adm, id, http.requestId, ran!, ch, deps);
+  }).then((ran) => answerCall(adm, id, http.requestId, ran!, ch, deps));
 }
 
 /** Writes a tools/call's answer (rendered for the dialect), arms its write deadline and, after a refusal at capacity, pauses the connection. */

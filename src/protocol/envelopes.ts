@@ -12,10 +12,21 @@ export function serverInfo(forVersion?: string): Record<string, string> {
   return info;
 }
 
-/** Wraps a result in the complete envelope: resultType "complete" and _meta serverInfo (merged into any _meta). */
+const SERVER_INFO_KEY = protocol.meta.serverInfo;
+/** serverInfo() of the current revision, made once and shared by every complete envelope (never edited: frozen). */
+const SERVER_INFO: Readonly<Record<string, string>> = Object.freeze(serverInfo());
+/** The `_meta` of a result that had none: made once (issue 28 item 3: not two objects and a computed key per answer). */
+const COMPLETE_META: Readonly<Record<string, unknown>> = Object.freeze({ [SERVER_INFO_KEY]: SERVER_INFO });
+
+/**
+ * Wraps a result in the complete envelope: resultType "complete" and _meta serverInfo (merged into
+ * any _meta). The serverInfo object, and the `_meta` of a result without one, are shared frozen
+ * objects: an envelope is serialised, never edited.
+ */
 export function complete(result: Record<string, unknown>): Record<string, unknown> {
-  const meta = (result._meta && typeof result._meta === 'object' ? result._meta : {}) as Record<string, unknown>;
-  return { ...result, resultType: 'complete', _meta: { ...meta, [protocol.meta.serverInfo]: serverInfo() } };
+  const m = result._meta;
+  const meta = m && typeof m === 'object' ? { ...(m as Record<string, unknown>), [SERVER_INFO_KEY]: SERVER_INFO } : COMPLETE_META;
+  return { ...result, resultType: 'complete', _meta: meta };
 }
 
 /** Adds ttlMs and cacheScope for a cacheable method (tools/list, server/discover) from spec/protocol-v1.json. */

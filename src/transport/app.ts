@@ -152,9 +152,14 @@ export function createGatewayApp(opts: GatewayAppOptions & { logger: Logger }): 
   const handler = (req: IncomingMessage, res: ServerResponse): void => {
     const url = req.url;
     const isMcp = url === MCP_PATH || (url !== undefined && url.startsWith(MCP_QUERY_PREFIX));
-    if (deps.clientLimits && !admitBody(deps.clientLimits, req, res, bodyLimit, isMcp ? policy : null)) return;
-    if (isMcp) serveMcp(req, res);
-    else app(req, res);
+    const bodyRead = deps.clientLimits ? admitBody(deps.clientLimits, req, res, bodyLimit, isMcp ? policy : null) : null;
+    if (bodyRead === false) return;
+    // The MCP handler gives the body read back itself (once read, or the request answered unread): no listeners for it.
+    if (isMcp) serveMcp(req, res, bodyRead ?? undefined);
+    else {
+      if (bodyRead) releaseWhenRead(req, res, bodyRead);
+      app(req, res);
+    }
   };
 
   return {
@@ -171,6 +176,13 @@ export function createGatewayApp(opts: GatewayAppOptions & { logger: Logger }): 
   };
 }
 
+/** Gives a body read back (`release`, idempotent) when the request's body has been read ('end') or the request or its answer closed first. */
+function releaseWhenRead(req: IncomingMessage, res: ServerResponse, release: () => void): void {
+  req.once('end', release);
+  req.once('close', release);
+  res.once('close', release);
+}
+
 /**
  * The body-read cap of every route (red-team F4), before a byte of the body is read: a request with
  * a body (bodyReservation) takes one of its client address's body reads and its reserved bytes of
@@ -179,18 +191,16 @@ export function createGatewayApp(opts: GatewayAppOptions & { logger: Logger }): 
  * data rate_limited, as the keyless budget; elsewhere the ErrorBody shape) and `Connection: close`,
  * so the unread body is not waited for. At /mcp (`mcpPolicy` given) the refusal carries the CORS
  * headers when the Origin is allow-listed, like every other answer there (issue 24 item 7), so a
- * browser client can read the 429 and its Retry-After. Returns false when it answered.
+ * browser client can read the 429 and its Retry-After. Returns false when it answered, null for a
+ * request without a body (nothing taken), else the release (idempotent) that the caller must see
+ * called once the body has been read or the request is over (releaseWhenRead, or the MCP handler's
+ * `bodyRead`, issue 28 item 3).
  */
-function admitBody(limits: ClientLimits, req: IncomingMessage, res: ServerResponse, bodyLimit: number, mcpPolicy: OriginPolicy | null): boolean {
+function admitBody(limits: ClientLimits, req: IncomingMessage, res: ServerResponse, bodyLimit: number, mcpPolicy: OriginPolicy | null): (() => void) | null | false {
   const bytes = bodyReservation(req.headers as Record<string, string | undefined>, bodyLimit);
-  if (bytes === null) return true;
+  if (bytes === null) return null;
   const r = limits.openBodyRead(clientAddressKey(req.socket.remoteAddress), bytes);
-  if (r.ok) {
-    req.once('end', r.release);
-    req.once('close', r.release);
-    res.once('close', r.release);
-    return true;
-  }
+  if (r.ok) return r.release;
   res.setHeader('Connection', 'close');
   if (mcpPolicy) {
     const origin = corsOrigin(req.headers.origin, mcpPolicy);

@@ -428,9 +428,11 @@ export class CapacityLimiter {
    * refused by refuseKnown before identity resolution. Kept as sha256 of the token, at most
    * KNOWN_TOKENS_MAX entries (then emptied). A stale entry (revoked key) can only turn what would
    * be a 401 into this capacity refusal while the replica is full: it never admits anything.
+   * `scope` (the request's socket), as for refuseKnown: the hash is reused while the same token comes
+   * on it, so a keep-alive connection's calls hash the token once (issue 28 item 3).
    */
-  noteToken(token: string, caller: KnownCaller): void {
-    const h = tokenKey(token);
+  noteToken(token: string, caller: KnownCaller, scope?: object): void {
+    const h = this.scopedKey(token, scope);
     if (this.knownTokens.get(h)?.id === caller.id) return;
     if (this.knownTokens.size >= KNOWN_TOKENS_MAX) this.knownTokens.clear();
     this.knownTokens.set(h, { id: caller.id, keyId: caller.keyId });

@@ -84,7 +84,32 @@ export function armWriteDeadline(res: ServerResponse, ms: number, onExpired?: ()
 /** Writes JSON-RPC messages to one response, switching to SSE on first use of `event`. */
 export class ResponseChannel {
   private streaming = false;
+  /** Hooks waiting for the response's 'close' (whenClosed); null before the first and after 'close'. */
+  private closeHooks: Array<() => void> | null = null;
+  private closeSeen = false;
   constructor(private readonly res: ServerResponse) {}
+
+  /**
+   * Calls `fn` once when the response has closed: 'close' comes a tick after 'finish' for an
+   * answered request (node:http's resOnFinish), and alone when the client went away or the socket
+   * was destroyed first; at once when it already has. However many hooks, the response gets one
+   * plain 'close' listener (issue 28 item 3: not one `once` wrapper per hook). Hooks run in the
+   * order added and must not throw.
+   */
+  whenClosed(fn: () => void): void {
+    if (this.closeSeen || (this.res as { closed?: boolean }).closed) return fn();
+    if (this.closeHooks) {
+      this.closeHooks.push(fn);
+      return;
+    }
+    this.closeHooks = [fn];
+    this.res.on('close', () => {
+      this.closeSeen = true;
+      const hooks = this.closeHooks;
+      this.closeHooks = null;
+      if (hooks) for (const h of hooks) h();
+    });
+  }
 
   /** True once the response has switched to text/event-stream. */
   get isStreaming(): boolean {
@@ -152,9 +177,15 @@ export class ResponseChannel {
     sendJsonText(this.res, status, text, headers);
   }
 
-  /** Calls `fn` once when the response has finished or closed (whenResponseDone). */
+  /**
+   * Calls `fn` once when the response has finished or closed: at once when it already has
+   * (whenResponseDone's test), else on 'close' (whenClosed: a tick after 'finish' for an answered
+   * request, through the channel's one 'close' listener).
+   */
   whenDone(fn: () => void): void {
-    whenResponseDone(this.res, fn);
+    const res = this.res;
+    if (res.writableFinished || res.destroyed) return fn();
+    this.whenClosed(fn);
   }
 
   /** Destroys the socket when the answer written has not drained within `ms` (armWriteDeadline). */

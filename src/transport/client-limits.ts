@@ -72,12 +72,24 @@ export function takeToken(bucket: Bucket | undefined, now: number, points: numbe
   return { bucket: { tokens, at: now }, ok: false, retryAfterMs: Math.max(1, Math.ceil((1 - tokens) / rate)) };
 }
 
+let lastRemote = '';
+let lastKey = '';
+
 /**
  * The key a client address counts under: IPv4 as is ("::ffff:1.2.3.4" → "1.2.3.4"), IPv6 by its
- * /64 prefix ("2001:db8:1:2:aaaa::1" → "2001:db8:1:2::/64"), "unknown" when there is none.
+ * /64 prefix ("2001:db8:1:2:aaaa::1" → "2001:db8:1:2::/64"), "unknown" when there is none. Pure;
+ * the last address's key is kept (a POST /mcp asks up to three times for the same peer; issue 28 item 3).
  */
 export function clientAddressKey(remote: string | undefined): string {
   if (!remote) return 'unknown';
+  if (remote === lastRemote) return lastKey;
+  const key = addressKey(remote);
+  lastRemote = remote;
+  lastKey = key;
+  return key;
+}
+
+function addressKey(remote: string): string {
   const a = remote.toLowerCase();
   const mapped = /^::ffff:(\d{1,3}(?:\.\d{1,3}){3})$/.exec(a);
   if (mapped) return mapped[1];

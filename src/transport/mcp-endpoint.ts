@@ -21,12 +21,12 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { CallAbort } from './call-abort';
-import { utf8BodyReader } from './body';
+import { releasingBodyReader } from './body';
 import { admit, type Admitted, type Reply } from './admission';
 import { corsOrigin, corsResponseHeaders, type OriginPolicy } from './http-headers';
 import { ResponseChannel, sendJsonText } from './channel';
 import { errorResponse } from './jsonrpc';
-import { answerKnownOverCapacity, dispatch, newRequestId, type DispatchDeps } from '../protocol/dispatch';
+import { answerKnownOverCapacity, dispatch, newRequestId, type DispatchDeps, type HttpContext } from '../protocol/dispatch';
 import { bearerToken } from '../pipeline/01-identity';
 import { clientAddressKey, keylessGate, limitMessage, unverifiedKeyGate, type LimitRefusal } from './client-limits';
 import { MCP_PATH } from './http-guard';
@@ -49,6 +49,7 @@ type ReadRequest = IncomingMessage & { body?: unknown };
 // A signal that never aborts, for the methods that run nothing abortable (all but tools/call).
 const NEVER = new AbortController().signal;
 const noAbort = (): void => undefined;
+const DISPATCHED: Promise<void> = Promise.resolve();
 
 /**
  * Answers a request error before admission (the body could not be read, or something escaped the
@@ -85,9 +86,12 @@ export interface Abortable {
 /**
  * Builds the handler of the MCP endpoint. `controllers` receives the abort controller of every
  * in-flight tools/call (graceful shutdown aborts them); the handler never throws and never rejects.
+ * The handler's `bodyRead`, when given (the body-read cap's release, src/transport/app.ts;
+ * idempotent), is called once the body has been read, or at once when the request is answered
+ * without reading it (token in the URL, keyless budget spent, an unparseable Content-Type).
  */
-export function mcpHandler(opts: McpEndpointOptions, deps: DispatchDeps, policy: OriginPolicy, controllers: Set<Abortable>): (req: IncomingMessage, res: ServerResponse) => void {
-  const readBody = utf8BodyReader(opts.bodyLimitBytes ?? 1024 * 1024);
+export function mcpHandler(opts: McpEndpointOptions, deps: DispatchDeps, policy: OriginPolicy, controllers: Set<Abortable>): (req: IncomingMessage, res: ServerResponse, bodyRead?: () => void) => void {
+  const readBody = releasingBodyReader(opts.bodyLimitBytes ?? 1024 * 1024);
   const observe = opts.observeRequest;
 
   // Synchronous up to the refusal at capacity (no promise for a refused call); the rest is `serve`.
@@ -112,15 +116,17 @@ export function mcpHandler(opts: McpEndpointOptions, deps: DispatchDeps, policy:
     return serve(req, res, requestId, verdict, ch, isCall, apiKey);
   };
 
-  const serve = async (req: ReadRequest, res: ServerResponse, requestId: string, verdict: Reply | Admitted, ch: ResponseChannel, isCall: boolean, apiKey: string | null): Promise<void> => {
+  // Synchronous up to dispatch: a tools/call's only promises are the dispatcher's and one `then` for a
+  // failure (issue 28 item 3); the other methods wait for the unverified-key gate (serveOther).
+  const serve = (req: ReadRequest, res: ServerResponse, requestId: string, verdict: Reply | Admitted, ch: ResponseChannel, isCall: boolean, apiKey: string | null): Promise<void> | undefined => {
     const admitted = verdict.kind === 'admitted' ? verdict : null;
     // A CallAbort, not an AbortController: the same cancellation for the pipeline at a fraction of the cost (call-abort.ts).
     const controller = isCall ? new CallAbort() : null;
     if (observe || controller) {
       const t0 = observe ? process.hrtime.bigint() : 0n;
-      // One listener per request: 'close' follows 'finish' for an answered request, and comes alone
-      // when the client went away first (then an in-flight tools/call is aborted).
-      res.once('close', () => {
+      // 'close' follows 'finish' for an answered request, and comes alone when the client went away
+      // first (then an in-flight tools/call is aborted); shares the channel's one 'close' listener.
+      ch.whenClosed(() => {
         if (res.writableFinished) {
           if (observe) observe(admitted ? admitted.message.method : '-', admitted ? admitted.dialect : '-', res.statusCode, Number(process.hrtime.bigint() - t0) / 1e9);
         } else controller?.abort('client closed the stream');
@@ -128,30 +134,53 @@ export function mcpHandler(opts: McpEndpointOptions, deps: DispatchDeps, policy:
       });
     }
     if (!admitted) {
-      if (verdict.kind !== 'reply') return;
+      if (verdict.kind !== 'reply') return undefined;
       if (verdict.body) ch.final(verdict.status, verdict.body, verdict.headers);
       else {
         if (verdict.headers) for (const name in verdict.headers) res.setHeader(name, verdict.headers[name]);
         ch.empty(verdict.status);
       }
-      return;
+      return undefined;
     }
     const clientAddress = clientAddressKey(req.socket.remoteAddress);
-    if (!controller) {
-      const over = await unverifiedKeyGate(deps.clientLimits, deps.keylessAudit, deps.identityResolver, apiKey ?? undefined, clientAddress, 'mcp');
-      if (over) return sendMcpLimited(res, over);
-    } else controllers.add(controller);
-    try {
-      await dispatch(admitted, { requestId, apiKey, clientAddress, signal: controller ? controller.signal : NEVER, abort: controller ? (r) => controller.abort(r) : noAbort }, ch, deps);
-    } catch (err) {
-      deps.logger.error({ requestId, err }, 'dispatch failed');
-      const id = admitted.message.type === 'request' ? admitted.message.id : null;
-      if (id !== null) ch.final(200, errorResponse(id, { code: -32603, message: 'Internal error' }));
-      else ch.empty(202);
-    }
+    if (!controller) return serveOther(req, res, requestId, admitted, ch, apiKey, clientAddress);
+    controllers.add(controller);
+    // Never rejects: nothing for the caller to catch.
+    void dispatchOrFail(res, admitted, { requestId, apiKey, clientAddress, scope: req.socket, signal: controller.signal, abort: (r) => controller.abort(r) }, ch);
+    return undefined;
   };
 
-  return (req, res) => {
+  // Every method but tools/call: the unverified-key gate first (a key that resolves to nobody spends the address's keyless budget).
+  const serveOther = async (req: ReadRequest, res: ServerResponse, requestId: string, admitted: Admitted, ch: ResponseChannel, apiKey: string | null, clientAddress: string): Promise<void> => {
+    const over = await unverifiedKeyGate(deps.clientLimits, deps.keylessAudit, deps.identityResolver, apiKey ?? undefined, clientAddress, 'mcp');
+    if (over) return sendMcpLimited(res, over);
+    return dispatchOrFail(res, admitted, { requestId, apiKey, clientAddress, scope: req.socket, signal: NEVER, abort: noAbort }, ch);
+  };
+
+  // dispatch, and the opaque -32603 (or 202 for a notification) when it throws or rejects (the 400
+  // of sendMcpRequestError if even that throws, before anything was sent); never rejects.
+  const dispatchOrFail = (res: ServerResponse, admitted: Admitted, http: HttpContext, ch: ResponseChannel): Promise<void> => {
+    const failed = (err: unknown): void => {
+      try {
+        deps.logger.error({ requestId: http.requestId, err }, 'dispatch failed');
+        const id = admitted.message.type === 'request' ? admitted.message.id : null;
+        if (id !== null) ch.final(200, errorResponse(id, { code: -32603, message: 'Internal error' }));
+        else ch.empty(202);
+      } catch (e) {
+        sendMcpRequestError(res, e);
+      }
+    };
+    let done: Promise<void>;
+    try {
+      done = dispatch(admitted, http, ch, deps);
+    } catch (err) {
+      failed(err);
+      return DISPATCHED;
+    }
+    return done.then(undefined, failed);
+  };
+
+  return (req, res, bodyRead) => {
     try {
       // Every answer to an allow-listed Origin carries the CORS headers, the limit refusals too (issue 24 item 7).
       const origin = corsOrigin(req.headers.origin, policy);
@@ -160,12 +189,16 @@ export function mcpHandler(opts: McpEndpointOptions, deps: DispatchDeps, policy:
         for (const name in cors) res.setHeader(name, cors[name]);
       }
       // Access tokens only in the Authorization header, never in the URL (issue 26 item 3; MCP authorization).
-      if (carriesTokenInQuery(req.url)) return sendJsonText(res, 400, TOKEN_IN_QUERY);
+      if (carriesTokenInQuery(req.url)) {
+        sendJsonText(res, 400, TOKEN_IN_QUERY);
+        return bodyRead?.();
+      }
       // The keyless budget of the client address, before the body is even read (issue 10, Build 6).
       const refused = keylessGate(deps.clientLimits, deps.keylessAudit, req, 'mcp', deps.identityResolver);
       if (refused) {
         observe?.('-', '-', 429, 0);
-        return sendMcpLimited(res, refused);
+        sendMcpLimited(res, refused);
+        return bodyRead?.();
       }
       readBody(req, res, (err) => {
         if (err) return sendMcpRequestError(res, err);
@@ -176,10 +209,11 @@ export function mcpHandler(opts: McpEndpointOptions, deps: DispatchDeps, policy:
           return sendMcpRequestError(res, e);
         }
         pending?.catch((e: unknown) => sendMcpRequestError(res, e));
-      });
+      }, bodyRead);
     } catch (err) {
       // body-parser throws synchronously on a Content-Type it cannot parse (400, as under Express).
       sendMcpRequestError(res, err);
+      bodyRead?.();
     }
   };
 }

@@ -120,3 +120,72 @@ test('a body that is read completely gives its slot back; requests without a bod
   expect(h.status).toBe(200);
   expect(reads()).toBe(0);
 });
+
+/** Listeners added to requests and answers while `fn` runs, as `<class> <event>` → count (on, once, addListener and prepend* alike). */
+async function listenersAdded(fn: () => Promise<void>): Promise<Record<string, number>> {
+  const http = await import('node:http');
+  const added: Record<string, number> = {};
+  const restore: Array<() => void> = [];
+  for (const [label, proto] of [['req', http.IncomingMessage.prototype], ['res', http.ServerResponse.prototype]] as const) {
+    for (const m of ['on', 'addListener', 'prependListener'] as const) {
+      const p = proto as unknown as Record<string, (...a: unknown[]) => unknown>;
+      const had = Object.prototype.hasOwnProperty.call(p, m);
+      const orig = p[m];
+      // once() goes through on(); count each listener once, by the outermost call.
+      let depth = 0;
+      p[m] = function (this: unknown, ev: unknown, ...rest: unknown[]) {
+        if (depth++ === 0) added[`${label} ${String(ev)}`] = (added[`${label} ${String(ev)}`] ?? 0) + 1;
+        try {
+          return orig.call(this, ev, ...rest);
+        } finally {
+          depth--;
+        }
+      };
+      restore.push(() => (had ? (p[m] = orig) : delete p[m]));
+    }
+  }
+  try {
+    await fn();
+  } finally {
+    for (const r of restore) r();
+  }
+  return added;
+}
+
+test('POST /mcp gives its body read back without listeners of its own: a tools/call adds three to the request (data, end, close) and one close to the answer (issue 28 item 3)', async () => {
+  const call = async () => {
+    const r = await fetch(gw.url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${KEY}` },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'interlock_list_sources', arguments: {} } }),
+      signal: AbortSignal.timeout(5000),
+    });
+    expect(r.status).toBe(200);
+    await r.arrayBuffer();
+  };
+  await call();
+  const added = await listenersAdded(call);
+  // node:http's own: 'finish' on the answer (resOnFinish); the rest is the MCP endpoint's.
+  expect(added).toEqual({ 'req data': 1, 'req end': 1, 'req close': 1, 'res close': 1, 'res finish': 1 });
+  await until(() => reads() === 0, 'the body read given back');
+});
+
+test('POST /mcp gives the body read back when the body is cut short, answered unread, or read by body-parser (gzip)', async () => {
+  // Cut short: half the declared body, then the client goes away.
+  const cut = raw(HEAD('/mcp', 100) + '{"jsonrpc":');
+  await until(() => reads() === 1, 'the cut body holding a read');
+  cut.socket.destroy();
+  await until(() => reads() === 0, 'the cut body\'s read given back');
+  // Answered before its body is read: a token in the URL (400).
+  const q = raw(HEAD('/mcp?access_token=x', 100) + '{"jsonrpc":');
+  await until(() => q.text().includes('HTTP/1.1 400'), 'the 400');
+  expect(reads()).toBe(0);
+  q.socket.destroy();
+  // body-parser's reader (a gzip body).
+  const zlib = await import('node:zlib');
+  const gz = zlib.gzipSync(JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'ping' }));
+  const r = await fetch(gw.url, { method: 'POST', headers: { 'content-type': 'application/json', 'content-encoding': 'gzip', accept: 'application/json, text/event-stream' }, body: gz, signal: AbortSignal.timeout(5000) });
+  expect(r.status).toBe(200);
+  expect(await r.json()).toEqual({ jsonrpc: '2.0', id: 2, result: {} });
+  await until(() => reads() === 0, 'the gzip body\'s read given back');
+});

@@ -139,3 +139,10 @@ test('serverTimeouts: defaults 30 s / 20 s; headersTimeout never above requestTi
   expect(serverTimeouts({ requestTimeoutMs: 2000, headersTimeoutMs: 20_000 })).toEqual({ requestTimeout: 2000, headersTimeout: 2000, connectionsCheckingInterval: 500 });
   expect(serverTimeouts({ requestTimeoutMs: 1000, headersTimeoutMs: 200 })).toEqual({ requestTimeout: 1000, headersTimeout: 200, connectionsCheckingInterval: 100 });
 });
+
+test('clientAddressKey keeps the last address\'s key: the same answers asked again, in turn and after another address', () => {
+  const inputs = ['::ffff:10.1.2.3', '::ffff:10.1.2.3', '2001:DB8:1:2:aaaa::1', '2001:db8:1:2:aaaa::1', '::ffff:10.1.2.3', '', '127.0.0.1', '127.0.0.1'];
+  const expected = ['10.1.2.3', '10.1.2.3', '2001:db8:1:2::/64', '2001:db8:1:2::/64', '10.1.2.3', 'unknown', '127.0.0.1', '127.0.0.1'];
+  expect(inputs.map((a) => clientAddressKey(a))).toEqual(expected);
+  expect(clientAddressKey(undefined)).toBe('unknown');
+});
