@@ -8,7 +8,11 @@
  * - every finished call is a latency sample (ms, from admission to its audit commit, less the time
  *   it spent in source reads: a slow source or an identity's slow statements are bounded by the
  *   source's pool and fair share, and must not lower the limit for every caller; setting
- *   `sampleSourceTime`, an experiment, keeps it in: then the source pool's checkout queue shows). The audit
+ *   `sampleSourceTime`, an experiment, keeps it in). With `samplePoolWait` the part of the source
+ *   time spent waiting for a connection of a source's shared pool — after the call's identity got
+ *   its own slot (fair-share.ts), so an identity flooding its own share does not count — stays in
+ *   the sample: a queue for the shared pool is the replica admitting more than its sources take,
+ *   and shows as latency (issue 29, h29q; release's poolWaitMs). The audit
  *   commit's wait stays in: it is where the replica's queueing for the event loop shows (a
  *   commit's answer waits for the loop like everything else); left out, the sample shrank to the
  *   synchronous work of a call (~0.1 ms) and no longer saw the CPU saturate (tried, 4 December);
@@ -139,6 +143,8 @@ export interface CapacitySettings {
   latencyPercentile: number;
   /** Count the call's source time (release's excludedMs) in its sample after all (experiment; default false, see the module). */
   sampleSourceTime: boolean;
+  /** Count the call's wait for a shared source-pool connection (release's poolWaitMs, part of excludedMs) in its sample (see the module). */
+  samplePoolWait: boolean;
 }
 
 /** Defaults of CapacitySettings (spec/config-v1.schema.json `admission`). */
@@ -158,6 +164,7 @@ export const DEFAULT_CAPACITY: CapacitySettings = {
   minRttSamples: 25,
   latencyPercentile: 90,
   sampleSourceTime: false,
+  samplePoolWait: false,
 };
 
 /** Tokens remembered by CapacityLimiter.noteToken; past it the memory starts again empty. */
@@ -171,12 +178,13 @@ export interface KnownCaller {
 
 /**
  * An admitted call's slot: call `release()` once, when the call (and its audit) is done.
- * `excludedMs`: time the call spent waiting on a source (ToolCallContext.sourceWait), left out of
- * the latency sample.
+ * `excludedMs`: time the call spent in source reads (ToolCallContext.sourceWait.ms), left out of
+ * the latency sample; `poolWaitMs`: the part of it spent waiting for a shared source-pool
+ * connection (sourceWait.poolMs), kept in the sample with `samplePoolWait`.
  */
 export interface CapacityPermit {
   /** `dropped`: the call was refused behind admission for lack of a source slot (see the module: drops). */
-  release(excludedMs?: number, dropped?: boolean): void;
+  release(excludedMs?: number, dropped?: boolean, poolWaitMs?: number): void;
 }
 
 /** A refusal: the retry hint in ms (≥ 1000, whole seconds for Retry-After). */
@@ -554,7 +562,7 @@ export class CapacityLimiter {
     const windowId = !borrowed && this.minRtt?.window ? this.minRtt.window.id : 0;
     let done = false;
     return {
-      release: (excludedMs = 0, dropped = false) => {
+      release: (excludedMs = 0, dropped = false, poolWaitMs = 0) => {
         if (done) return;
         done = true;
         this.inflightCount--;
@@ -563,10 +571,16 @@ export class CapacityLimiter {
         if (n > 0) this.heldBy.set(key, n);
         else this.heldBy.delete(key);
         if (dropped) this.drop();
-        else this.sample(Math.max(0, this.clock() - started - (this.settings.sampleSourceTime ? 0 : Math.max(0, excludedMs))), windowId);
+        else this.sample(Math.max(0, this.clock() - started - this.leftOut(excludedMs, poolWaitMs)), windowId);
         this.next();
       },
     };
+  }
+
+  /** The ms of a call's source time left out of its sample: all of it, less the shared pool's wait with samplePoolWait; none with sampleSourceTime. */
+  private leftOut(excludedMs: number, poolWaitMs: number): number {
+    if (this.settings.sampleSourceTime) return 0;
+    return Math.max(0, excludedMs - (this.settings.samplePoolWait ? Math.max(0, poolWaitMs) : 0));
   }
 
   private next(): void {
