@@ -224,6 +224,9 @@ export interface CapacitySnapshot {
   minRtt: number | null;
   /** controller min_rtt: a minRTT window is open (the limit is held at min_limit). */
   measuring: boolean;
+  /** Fast averages (as shortRtt) over the released calls of their source time (release's excludedMs) and of its shared-pool wait (poolWaitMs), ms: where a queue stands (h29q). */
+  shortSource: number;
+  shortPoolWait: number;
 }
 
 /** State of controller min_rtt (see the module). */
@@ -279,6 +282,8 @@ export class CapacityLimiter {
   private readonly queue: Waiter[] = [];
   private longRtt = 0;
   private shortRtt = 0;
+  private shortSource = 0;
+  private shortPoolWait = 0;
   private samples = 0;
   /** Slots held per identity key. */
   private readonly heldBy = new Map<string, number>();
@@ -373,6 +378,8 @@ export class CapacityLimiter {
       queued: this.queue.length,
       borrowed: this.borrowedCount,
       shortRtt: Math.round(this.shortRtt * 100) / 100,
+      shortSource: Math.round(this.shortSource * 100) / 100,
+      shortPoolWait: Math.round(this.shortPoolWait * 100) / 100,
       longRtt: Math.round(this.longRtt * 100) / 100,
       loopDelayMs: Math.round(lag * 10) / 10,
       auditQueue: audit,
@@ -570,6 +577,8 @@ export class CapacityLimiter {
         const n = (this.heldBy.get(key) ?? 1) - 1;
         if (n > 0) this.heldBy.set(key, n);
         else this.heldBy.delete(key);
+        this.shortSource += (excludedMs - this.shortSource) * 0.1;
+        this.shortPoolWait += (poolWaitMs - this.shortPoolWait) * 0.1;
         if (dropped) this.drop();
         else this.sample(Math.max(0, this.clock() - started - this.leftOut(excludedMs, poolWaitMs)), windowId);
         this.next();

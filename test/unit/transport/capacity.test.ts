@@ -140,7 +140,7 @@ test('samplePoolWait: the wait for a shared source-pool connection (release pool
   const p = permit(l.acquire());
   clock += 7;
   p.release(3, false, 5);
-  expect(l.snapshot()).toMatchObject({ samples: 1, shortRtt: 7, longRtt: 7 });
+  expect(l.snapshot()).toMatchObject({ samples: 1, shortRtt: 7, longRtt: 7, shortSource: 0.3, shortPoolWait: 0.5 });
 });
 
 test('a burst of slow calls within one DECREASE_STEP_MS lowers the limit by at most 10 %: one pause cannot take it below what the replica needs in flight', () => {
@@ -187,7 +187,7 @@ test('a quiet minute does not let the first slow calls after it become the long-
 
 test('snapshot(): the limiter state the debug trace logs (gateway.ts at level debug, bench/admission-trace.ts)', () => {
   const l = limiter({ initialLimit: 8 }, { lag: () => 150, audit: () => 3 });
-  expect(l.snapshot()).toEqual({ limit: 8, inflight: 0, queued: 0, borrowed: 0, shortRtt: 0, longRtt: 0, loopDelayMs: 150, auditQueue: 3, pressured: true, ceiling: null, refused: 0, dropped: 0, samples: 0, minRtt: null, measuring: false });
+  expect(l.snapshot()).toEqual({ limit: 8, inflight: 0, queued: 0, borrowed: 0, shortRtt: 0, longRtt: 0, loopDelayMs: 150, auditQueue: 3, pressured: true, ceiling: null, refused: 0, dropped: 0, samples: 0, minRtt: null, measuring: false, shortSource: 0, shortPoolWait: 0 });
   const p = permit(l.acquire());
   expect(l.snapshot()).toMatchObject({ inflight: 1, samples: 0 });
   p.release();
