@@ -18,8 +18,7 @@
  *   shared pool is saturated, calls wait for it, and with sample_pool_wait the limit falls; without
  *   it (the default) the limit does not see that queue.
  */
-import pg from 'pg';
-import { startGovernedEnv, type GovernedEnv } from '../../helpers/governed';
+import { sourceQuery, startGovernedEnv, type GovernedEnv } from '../../helpers/governed';
 import { createIdentity } from '../../../src/control/identities';
 import { createApiKey } from '../../../src/control/keys';
 import { grantRole } from '../../../src/control/grants';
@@ -48,10 +47,7 @@ async function start(admission: Admission, identities: number): Promise<{ env: G
       cache: { ttl_ms: 0, max_bytes: 0 },
     },
   });
-  const admin = new pg.Client({ connectionString: env.sourceUrl });
-  await admin.connect();
-  await admin.query("CREATE FUNCTION public.slow_count(seconds float8) RETURNS int LANGUAGE sql STABLE AS 'SELECT count(*)::int FROM pg_catalog.pg_sleep(seconds)'");
-  await admin.end();
+  await sourceQuery(env, "CREATE FUNCTION public.slow_count(seconds float8) RETURNS int LANGUAGE sql STABLE AS 'SELECT count(*)::int FROM pg_catalog.pg_sleep(seconds)'");
   const src = await getSource(env.db, 'chinook');
   if (!src || src.type !== 'postgres') throw new Error('no chinook source');
   await putSource(env.db, { id: src.id, type: src.type, name: src.name, description: src.description, enabled: true, settings: { ...src.settings, pool_size: 4, max_concurrent_per_identity: 2, identity_wait_ms: 30_000, connect_timeout_ms: 30_000 } });
