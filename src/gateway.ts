@@ -324,6 +324,8 @@ export function capacityLimiter(a: NonNullable<ResolvedGatewayConfig['admission'
       latencyPercentile: a.latency_percentile ?? DEFAULT_CAPACITY.latencyPercentile,
       sampleSourceTime: a.sample_source_time ?? false,
       samplePoolWait: a.sample_pool_wait ?? false,
+      identityLimit: a.identity_limit ?? DEFAULT_CAPACITY.identityLimit,
+      identitySlotWaitMs: a.identity_slot_wait_ms ?? DEFAULT_CAPACITY.identitySlotWaitMs,
     },
     { auditQueueDepth },
   );

@@ -67,9 +67,11 @@ export interface ToolCallContext {
    * (src/transport/capacity.ts) leaves `ms − poolMs` out of its latency sample: a slow source, or an
    * identity sending slow statements or flooding its own share, must not lower the gateway's limit
    * for every caller (the source's fair share bounds those); a queue for the shared pool is the
-   * replica's and counts (issue 29). Absent outside the dispatcher (tests).
+   * replica's and counts (issue 29). `slotMs`: the part of `ms` spent waiting for the identity's own
+   * slots of a source (fair-share.ts), which the per-identity limit (admission.identity_limit)
+   * samples for that identity alone (issue 29, h29i). Absent outside the dispatcher (tests).
    */
-  sourceWait?: { ms: number; poolMs: number };
+  sourceWait?: { ms: number; poolMs: number; slotMs: number };
 }
 
 /** A tool implementation bound to a catalogue entry. `args` has already passed the inputSchema. */

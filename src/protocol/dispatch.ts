@@ -229,7 +229,7 @@ export async function runToolCall(deps: DispatchDeps, req: ToolCallRequest): Pro
       return refuseOverCapacity(deps, req, binding, early.refusal, early.caller);
     }
   }
-  const held = { release: (_excludedMs?: number, _dropped?: boolean, _poolWaitMs?: number) => undefined as void, sourceWait: { ms: 0, poolMs: 0 } };
+  const held = { release: (_excludedMs?: number, _dropped?: boolean, _poolWaitMs?: number, _slotWaitMs?: number) => undefined as void, sourceWait: { ms: 0, poolMs: 0, slotMs: 0 } };
   let ran: ToolCallRun | undefined;
   try {
     ran = await runAdmitted(deps, req, binding, held);
@@ -237,7 +237,7 @@ export async function runToolCall(deps: DispatchDeps, req: ToolCallRequest): Pro
   } finally {
     // Refused behind admission for lack of a source slot: a drop, the limit admitted too many (capacity.ts).
     const o = ran?.outcome;
-    held.release(held.sourceWait.ms, o?.kind === 'refusal' && (o.code === 'concurrency_limited' || o.code === 'source_busy'), held.sourceWait.poolMs);
+    held.release(held.sourceWait.ms, o?.kind === 'refusal' && (o.code === 'concurrency_limited' || o.code === 'source_busy'), held.sourceWait.poolMs, held.sourceWait.slotMs);
   }
 }
 
@@ -308,7 +308,7 @@ function overCapacity(deps: DispatchDeps, req: Pick<ToolCallRequest, 'requestId'
 }
 
 /** runToolCall once the call may run (see there). */
-async function runAdmitted(deps: DispatchDeps, req: ToolCallRequest, binding: ToolBinding, capacitySlot: { release(excludedMs?: number, dropped?: boolean, poolWaitMs?: number): void; sourceWait: { ms: number; poolMs: number } } | null): Promise<ToolCallRun> {
+async function runAdmitted(deps: DispatchDeps, req: ToolCallRequest, binding: ToolBinding, capacitySlot: { release(excludedMs?: number, dropped?: boolean, poolWaitMs?: number, slotWaitMs?: number): void; sourceWait: { ms: number; poolMs: number; slotMs: number } } | null): Promise<ToolCallRun> {
   const started = Date.now();
   const ctx: ToolCallContext & { auditDetails: Record<string, unknown>; auditHooks: AuditHooks } = {
     requestId: req.requestId,

@@ -1,23 +1,16 @@
 /** Admission by capacity (issue 29 item 1): the adaptive limit, its queue and its refusals. */
 import { CapacityLimiter, DECREASE_STEP_MS, DEFAULT_CAPACITY, isCapacityRefusal, PRESSURE_STEP_MS, type CapacityPermit, type CapacitySettings } from '../../../src/transport/capacity';
+import { limiters, permit } from '../../helpers/capacity-unit';
 import { capacityLimiter } from '../../../src/gateway';
 import { DEFAULT_CONFIG } from '../../../src/control/config';
 
 let clock = 0;
-const limiters: CapacityLimiter[] = [];
 function limiter(over: Partial<CapacitySettings> = {}, signals: { lag?: () => number; audit?: () => number } = {}): CapacityLimiter {
   const l = new CapacityLimiter({ ...DEFAULT_CAPACITY, ...over }, { now: () => clock, eventLoopDelayMs: signals.lag ?? (() => 0), auditQueueDepth: signals.audit });
   limiters.push(l);
   return l;
 }
-afterEach(() => {
-  for (const l of limiters.splice(0)) l.close();
-});
 
-function permit(x: unknown): CapacityPermit {
-  if (x instanceof Promise || isCapacityRefusal(x as CapacityPermit)) throw new Error(`expected a permit at once, got ${JSON.stringify(x)}`);
-  return x as CapacityPermit;
-}
 
 /** Runs `n` calls one after another, each taking `ms`, with `parallel` in flight. */
 function drive(l: CapacityLimiter, rounds: number, ms: number, parallel: number): void {
@@ -187,7 +180,7 @@ test('a quiet minute does not let the first slow calls after it become the long-
 
 test('snapshot(): the limiter state the debug trace logs (gateway.ts at level debug, bench/admission-trace.ts)', () => {
   const l = limiter({ initialLimit: 8 }, { lag: () => 150, audit: () => 3 });
-  expect(l.snapshot()).toEqual({ limit: 8, inflight: 0, queued: 0, borrowed: 0, shortRtt: 0, longRtt: 0, loopDelayMs: 150, auditQueue: 3, pressured: true, ceiling: null, refused: 0, dropped: 0, samples: 0, minRtt: null, measuring: false, shortSource: 0, shortPoolWait: 0 });
+  expect(l.snapshot()).toEqual({ limit: 8, inflight: 0, queued: 0, borrowed: 0, shortRtt: 0, longRtt: 0, loopDelayMs: 150, auditQueue: 3, pressured: true, ceiling: null, refused: 0, dropped: 0, samples: 0, minRtt: null, measuring: false, shortSource: 0, shortPoolWait: 0, identityLimited: 0, identityLowest: null, identityRefused: 0 });
   const p = permit(l.acquire());
   expect(l.snapshot()).toMatchObject({ inflight: 1, samples: 0 });
   p.release();
