@@ -513,7 +513,9 @@ export class CapacityLimiter {
    * The refusal that acquire() would give at once to the caller `token` resolved to before
    * (noteToken), decided before any identity, SQL or control-database work; null when the replica
    * has room, the token is not remembered, or the call might wait in the queue (then the caller
-   * goes the normal way: identity, then acquire). Counts the refusal. `scope` (e.g. the request's
+   * goes the normal way: identity, then acquire). While some identity has a limit of its own
+   * (identityLimit), a remembered caller at its own limit is refused even when the replica has
+   * room (the token is then looked up on every call, its hash reused per scope). Counts the refusal. `scope` (e.g. the request's
    * socket): the token's hash is kept with it and reused while the same token comes on it, so a
    * keep-alive connection's refusals hash the token once.
    */
