@@ -30,7 +30,11 @@
  *    gateway with limit 1, no queue and no pause, its slot kept busy by slow reads, refusing wrk at
  *    32 connections; the bare node:http refusal floor (bench/lib/refusal-floor-server.ts) under the
  *    same wrk; and served calls on the admission-on gateway at C. Per round: gateway CPU per
- *    refusal, per served call, their ratio, and the floor's CPU per request.
+ *    refusal, per served call, their ratio, and the floor's CPU per request; and the CPU of the
+ *    control and source databases' backends (bench/lib/cpu.ts CpuMeter, by database) per refusal
+ *    and per served call, so the ratio is given both for the gateway alone and with the databases'
+ *    work a refusal spares (the slot holder's slow reads are paused while the served calls run, so
+ *    the source's CPU is theirs; a refusal's control-database CPU includes the holder's few events).
  *
  * With BENCH_VARIANT_CONFIG (the path of a gateway config file, e.g. `{"admission": {"tolerance": 1.5}}`)
  * a third gateway, admission on with that file's settings, runs every load of part 2 beside the two
@@ -48,7 +52,7 @@
 import http from 'node:http';
 import { loadavg } from 'node:os';
 import { gatewayVars, procMemory, resetPeakRss, startServe, startTsChild, withBenchEnv, type BenchEnv, type GatewayChild } from './lib/env';
-import { procCpuMs } from './lib/cpu';
+import { CpuMeter, procCpuMs } from './lib/cpu';
 import { POINT_SQL, TRACKS } from './lib/point-read';
 import { envInt, machineLine } from './lib/stats';
 import { runWrkOverload, wrkAvailable, type WrkOverloadRun } from './lib/wrk';
@@ -182,6 +186,10 @@ interface RefusalRound {
   refused: number;
   refusedWithRetryAfter: number;
   servedUs: number;
+  /** µs of the control database's backends per refusal (its aggregate audit; with the holder's few events: an upper bound) and per served call; of the source database's per served call (a refusal sends nothing to the source). */
+  refusalControlUs: number;
+  servedControlUs: number;
+  servedSourceUs: number;
   floorUs: number;
   floorRequests: number;
   load1: number;
@@ -193,15 +201,77 @@ interface RefusalRound {
  * slow reads) refused at 32 connections, then the floor at 32, then `on` served at `capacity`.
  * A refusal's CPU is (lim1's CPU − the few calls it served × this round's served CPU) ÷ refusals.
  */
-async function refusalRound(env: BenchEnv, lim1: GatewayChild, floor: GatewayChild, on: GatewayChild, capacity: number, seconds: number): Promise<RefusalRound> {
+async function refusalRound(env: BenchEnv, lim1: GatewayChild, floor: GatewayChild, on: GatewayChild, capacity: number, seconds: number, holder: Holder): Promise<RefusalRound> {
+  const dbs = { control: { databases: [databaseOf(env.controlUrl)] }, source: { databases: [databaseOf(env.sourceUrl)] } };
+  const refusalDb = new CpuMeter(dbs);
+  await refusalDb.start();
   const r = await measure(lim1, env, 32, seconds, false);
+  const rDb = await refusalDb.stop();
+  await refusalDb.close();
   const f0 = procCpuMs(floor.pid);
   const fw = await runWrkOverload({ url: floor.url, connections: 32, seconds, bodies: BODIES, headers: callHeaders(env.apiKey), expect: '"track_id"' });
   const floorMs = procCpuMs(floor.pid) - f0;
+  // The holder's cross join would count in the source database's CPU: paused while the served calls run.
+  await holder.pause();
+  const servedDb = new CpuMeter(dbs);
+  await servedDb.start();
   const s = await measure(on, env, capacity, seconds, false);
+  const sDb = await servedDb.stop();
+  await servedDb.close();
+  holder.resume();
   const servedMs = s.cpuMs / Math.max(1, s.w.served);
   const refusalMs = (r.cpuMs - r.w.served * servedMs) / Math.max(1, r.w.refused);
-  return { refusalUs: refusalMs * 1000, refused: r.w.refused, refusedWithRetryAfter: r.w.refusedWithRetryAfter, servedUs: servedMs * 1000, floorUs: (floorMs * 1000) / Math.max(1, fw.requests), floorRequests: fw.requests, load1: loadavg()[0] };
+  const per = (ms: number, n: number) => (ms * 1000) / Math.max(1, n);
+  return { refusalUs: refusalMs * 1000, refused: r.w.refused, refusedWithRetryAfter: r.w.refusedWithRetryAfter, servedUs: servedMs * 1000, refusalControlUs: per(rDb.control, r.w.refused), servedControlUs: per(sDb.control, s.w.served), servedSourceUs: per(sDb.source, s.w.served), floorUs: (floorMs * 1000) / Math.max(1, fw.requests), floorRequests: fw.requests, load1: loadavg()[0] };
+}
+
+/** The database name of a PostgreSQL URL. */
+function databaseOf(url: string): string {
+  return decodeURIComponent(new URL(url).pathname.slice(1));
+}
+
+/** The loop of slow reads that keeps the limit-1 gateway's slot full; pause() resolves once its current read has ended. */
+interface Holder {
+  pause(): Promise<void>;
+  resume(): void;
+  stop(): Promise<void>;
+}
+
+/** Starts the holder of `lim1`'s slot (see Holder). */
+function holdSlot(lim1: GatewayChild, apiKey: string): Holder {
+  let holding = true;
+  const state: { paused: { resume: () => void; idle: () => void } | null } = { paused: null };
+  const loop = (async () => {
+    while (holding) {
+      const p = state.paused;
+      if (p) {
+        await new Promise<void>((resume) => {
+          p.resume = resume;
+          p.idle();
+        });
+        continue;
+      }
+      await fetch(lim1.url, { method: 'POST', headers: callHeaders(apiKey), body: SLOW_BODY }).then((r) => r.text()).catch(() => undefined);
+    }
+  })();
+  return {
+    pause() {
+      const p = { resume: () => undefined, idle: () => undefined } as { resume: () => void; idle: () => void };
+      const idleNow = new Promise<void>((idle) => (p.idle = idle));
+      state.paused = p;
+      return idleNow;
+    },
+    resume() {
+      const p = state.paused;
+      state.paused = null;
+      p?.resume();
+    },
+    async stop() {
+      holding = false;
+      this.resume();
+      await loop;
+    },
+  };
 }
 
 /** The gateways of scenario 2: admission on (defaults), off, and with BENCH_VARIANT_CONFIG the variant (admission on, that config file's settings). */
@@ -233,10 +303,7 @@ async function main(): Promise<void> {
     const variant = variantConfig ? await startGateway(env, true, { INTERLOCK_CONFIG: variantConfig }) : null;
     const modes: Mode[] = variant ? ['on', 'off', 'variant'] : ['on', 'off'];
     const gatewayOf = (mode: Mode) => (mode === 'on' ? on : mode === 'off' ? off : variant!);
-    let holding = true;
-    const holder = (async () => {
-      while (holding) await fetch(lim1.url, { method: 'POST', headers: callHeaders(env.apiKey), body: SLOW_BODY }).then((r) => r.text()).catch(() => undefined);
-    })();
+    const holder = holdSlot(lim1, env.apiKey);
     try {
       const warm = Math.min(3, seconds);
       for (const gw of [on, off, lim1, ...(variant ? [variant] : [])]) await measure(gw, env, 16, warm, false);
@@ -293,9 +360,9 @@ async function main(): Promise<void> {
       // 3. A refusal's CPU on its own, beside a served call's and the floor's.
       const refusalRounds: RefusalRound[] = [];
       for (let r = 0; r < rounds; r++) {
-        const rr = await refusalRound(env, lim1, floor, on, capacity, seconds);
+        const rr = await refusalRound(env, lim1, floor, on, capacity, seconds, holder);
         refusalRounds.push(rr);
-        console.log(JSON.stringify({ refusalAlone: r + 1, refusalUs: round(rr.refusalUs), refused: rr.refused, retryAfter: rr.refusedWithRetryAfter, servedUs: round(rr.servedUs), ratio: round(rr.refusalUs / rr.servedUs, 3), floorUs: round(rr.floorUs), floorRequests: rr.floorRequests, load1: round(rr.load1) }));
+        console.log(JSON.stringify({ refusalAlone: r + 1, refusalUs: round(rr.refusalUs), refused: rr.refused, retryAfter: rr.refusedWithRetryAfter, servedUs: round(rr.servedUs), ratio: round(rr.refusalUs / rr.servedUs, 3), floorUs: round(rr.floorUs), floorRequests: rr.floorRequests, refusalControlUs: round(rr.refusalControlUs), servedControlUs: round(rr.servedControlUs), servedSourceUs: round(rr.servedSourceUs), load1: round(rr.load1) }));
       }
 
       const dash = (x: number) => (Number.isNaN(x) ? '–' : String(x));
@@ -323,14 +390,17 @@ async function main(): Promise<void> {
       for (const rr of refusalRounds) console.log(`  ${round(rr.refusalUs)} / ${round(rr.servedUs)} / ${round(rr.refusalUs / rr.servedUs, 3)} / ${round(rr.floorUs)} / ${round(rr.load1)}  (${rr.refusedWithRetryAfter} of ${rr.refused} refusals with Retry-After; floor ${rr.floorRequests} requests)`);
       const ratio = median(refusalRounds.map((rr) => rr.refusalUs / rr.servedUs));
       console.log(`  median: ${round(median(refusalRounds.map((rr) => rr.refusalUs)))} µs per refusal = ${round(ratio, 3)} × a served call (${round(median(refusalRounds.map((rr) => rr.servedUs)))} µs); floor ${round(median(refusalRounds.map((rr) => rr.floorUs)))} µs`);
+      // The databases' side: a served call costs the source's backend its statement and the control database its audit row; a refusal sends nothing to the source and is audited in aggregate.
+      const withDb = median(refusalRounds.map((rr) => (rr.refusalUs + rr.refusalControlUs) / (rr.servedUs + rr.servedControlUs + rr.servedSourceUs)));
+      console.log(`  with the databases' backends (gateway + control + source): ${round(median(refusalRounds.map((rr) => rr.refusalUs + rr.refusalControlUs)))} µs per refusal (control ${round(median(refusalRounds.map((rr) => rr.refusalControlUs)))}, source 0) / ${round(median(refusalRounds.map((rr) => rr.servedUs + rr.servedControlUs + rr.servedSourceUs)))} µs per served call (control ${round(median(refusalRounds.map((rr) => rr.servedControlUs)))}, source ${round(median(refusalRounds.map((rr) => rr.servedSourceUs)))}) = ${round(withDb, 3)} ×`);
       for (const mode of modes.filter((m) => m !== 'off')) {
         const onRows = summary.filter((x) => x.admission === mode);
         console.log(`\nadmission ${mode}: goodput ≥ 0.9 P at every load: ${onRows.every((x) => x.goodputVsPeak >= 0.9)}; admitted p99 ≤ 3 U: ${onRows.every((x) => !(x.admittedVsU > 3))}; refusal ≤ 0.1 served CPU (alone, admission on): ${ratio <= 0.1}; every refusal with Retry-After: ${onRows.every((x) => x.allRetryAfter)}`);
       }
     } finally {
-      holding = false;
+      const stopping = holder.stop();
       await Promise.all([on.stop(), off.stop(), lim1.stop(), floor.stop(), ...(variant ? [variant.stop()] : [])]);
-      await holder;
+      await stopping;
     }
   });
 }

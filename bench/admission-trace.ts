@@ -11,7 +11,13 @@
  * dist/ runs (default this one). BENCH_NEIGHBOUR_SECONDS (default 0): for that many seconds at the
  * end of the idle time, an admission-off gateway beside it is driven by wrk at 32 connections, as
  * bench 11 measures capacity on the off-gateway while the on-gateway idles (its event-loop delay
- * sampler then reads a loaded machine). Not a timed test. Needs /usr/bin/wrk.
+ * sampler then reads a loaded machine). BENCH_CONFIG: the path of a gateway config file (e.g.
+ * `{"admission": {"controller": "min_rtt", "sample_pool_wait": true}}`) for the traced gateway:
+ * bench/lib/env.ts drops INTERLOCK_* variables from a child's environment, so a setting reaches it
+ * only this way (INTERLOCK_CONFIG). Each row also shows the fast averages of the calls' source time
+ * and of its shared-pool wait (ms; CapacitySnapshot shortSource, shortPoolWait): the source time
+ * less the pool wait is the identity's own slot wait and the statements; and the per-identity limit
+ * (admission.identity_limit, h29i): identities limited, the lowest such limit, its refusals. Not a timed test. Needs /usr/bin/wrk.
  *
  * Run: `npm run -s build && BENCH_IDLE_SECONDS=60 npx tsx bench/admission-trace.ts`.
  */
@@ -44,9 +50,10 @@ async function main(): Promise<void> {
   const root = process.env.BENCH_ROOT ?? ROOT;
   const neighbourSeconds = envInt('BENCH_NEIGHBOUR_SECONDS', 0);
   await withBenchEnv({}, async (env: BenchEnv) => {
-    const vars = { ...gatewayVars(env.controlUrl, { cacheTtlMs: 0 }), ...(process.env.BENCH_ADMISSION === 'off' ? { INTERLOCK_ADMISSION_ENABLED: 'false' } : {}), INTERLOCK_LOG_LEVEL: 'debug', INTERLOCK_STREAMS_PER_IDENTITY: '100000', INTERLOCK_STREAMS_PER_ADDRESS: '100000', INTERLOCK_BODY_READS_PER_ADDRESS: '100000' };
+    const vars = { ...gatewayVars(env.controlUrl, { cacheTtlMs: 0 }), ...(process.env.BENCH_ADMISSION === 'off' ? { INTERLOCK_ADMISSION_ENABLED: 'false' } : {}), INTERLOCK_LOG_LEVEL: 'debug', INTERLOCK_STREAMS_PER_IDENTITY: '100000', INTERLOCK_STREAMS_PER_ADDRESS: '100000', INTERLOCK_BODY_READS_PER_ADDRESS: '100000', ...(process.env.BENCH_CONFIG ? { INTERLOCK_CONFIG: process.env.BENCH_CONFIG } : {}) };
     const gw = await startServe(vars, (process.env.BENCH_GATEWAY_NODE_FLAGS ?? '').split(" ").filter(Boolean), root);
-    const neighbour = neighbourSeconds > 0 ? await startServe({ ...vars, INTERLOCK_LOG_LEVEL: 'warn', INTERLOCK_ADMISSION_ENABLED: 'false' }, [], root) : null;
+    const { INTERLOCK_CONFIG: _traced, ...neighbourVars } = vars as Record<string, string>;
+    const neighbour = neighbourSeconds > 0 ? await startServe({ ...neighbourVars, INTERLOCK_LOG_LEVEL: 'warn', INTERLOCK_ADMISSION_ENABLED: 'false' }, [], root) : null;
     const lines: StateLine[] = [];
     let buf = '';
     gw.proc.stdout!.on('data', (c: Buffer) => {
@@ -72,7 +79,7 @@ async function main(): Promise<void> {
       const t0 = Date.now();
       const w = await runWrkOverload({ url: gw.url, connections, seconds, bodies: BODIES, headers, expect: '"track_id"' });
       await sleep(200);
-      console.log('t_ms   limit  infl  queue  done/100ms  shortRtt  longRtt  loopDelay  auditQ  press  ceiling  refused  dropped');
+      console.log('t_ms   limit  infl  queue  done/100ms  shortRtt  longRtt  source  poolWait  loopDelay  auditQ  press  ceiling  refused  dropped  idLim  idLow  idRef');
       let prev: StateLine | null = null;
       for (const s of lines) {
         if (s.time < t0 - 200 || s.time > t0 + seconds * 1000 + 200) {
@@ -81,9 +88,9 @@ async function main(): Promise<void> {
         }
         const done = prev ? s.samples - prev.samples : 0;
         prev = s;
-        console.log([String(s.time - t0).padStart(5), String(s.limit).padStart(6), String(s.inflight).padStart(5), String(s.queued).padStart(6), String(done).padStart(11), String(s.shortRtt).padStart(9), String(s.longRtt).padStart(8), String(s.loopDelayMs).padStart(10), String(s.auditQueue).padStart(7), (s.pressured ? 'yes' : 'no').padStart(6), String(s.ceiling ?? '-').padStart(8), String(s.refused).padStart(8), String(s.dropped).padStart(8)].join(' '));
+        console.log([String(s.time - t0).padStart(5), String(s.limit).padStart(6), String(s.inflight).padStart(5), String(s.queued).padStart(6), String(done).padStart(11), String(s.shortRtt).padStart(9), String(s.longRtt).padStart(8), String(s.shortSource).padStart(7), String(s.shortPoolWait).padStart(9), String(s.loopDelayMs).padStart(10), String(s.auditQueue).padStart(7), (s.pressured ? 'yes' : 'no').padStart(6), String(s.ceiling ?? '-').padStart(8), String(s.refused).padStart(8), String(s.dropped).padStart(8), String(s.identityLimited).padStart(6), String(s.identityLowest ?? '-').padStart(6), String(s.identityRefused).padStart(6)].join(' '));
       }
-      console.log(JSON.stringify({ root, connections, seconds, idle, neighbourSeconds, goodput: Math.round(w.served / w.seconds), refused: w.refused, late: w.refusedOther, other: w.other, socketErrors: w.socketErrors, p50: w.p50Ms, p99: w.p99Ms, load1: loadavg()[0].toFixed(1) }));
+      console.log(JSON.stringify({ root, config: process.env.BENCH_CONFIG ?? null, connections, seconds, idle, neighbourSeconds, goodput: Math.round(w.served / w.seconds), refused: w.refused, late: w.refusedOther, other: w.other, socketErrors: w.socketErrors, p50: w.p50Ms, p99: w.p99Ms, load1: loadavg()[0].toFixed(1) }));
     } finally {
       await gw.stop();
       await neighbour?.stop();

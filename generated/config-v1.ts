@@ -4643,6 +4643,18 @@ export interface GatewayConfig {
      */
     sample_source_time?: boolean;
     /**
+     * Count a call's wait for a connection of a source's shared reader pool in its latency sample, the rest of its source time left out (INTERLOCK_ADMISSION_SAMPLE_POOL_WAIT, true or false). The wait starts once the call's identity has its own slot (max_concurrent_per_identity), so an identity flooding its own share, or sending slow statements, cannot lower the limit for every caller; a queue for the shared pool, which every identity's calls stand in, lowers it. Ignored when sample_source_time is true (all source time counts). Default false (bench/RESULTS.md, h29q).
+     */
+    sample_pool_wait?: boolean;
+    /**
+     * Give each identity a limit of its own inside the replica's (INTERLOCK_ADMISSION_IDENTITY_LIMIT, true or false): an AIMD limit whose signal is the identity's wait for its own source slots (max_concurrent_per_identity), which the replica's limit leaves out. When the identity's average own-slot wait (over ~10 calls) passes identity_slot_wait_ms, or one of its calls is refused for lack of a source slot, its limit falls to 0.9 × its calls in flight (at most every 100 ms); otherwise it climbs by 1 ÷ limit per call and is removed once it reaches the replica's limit. Its excess calls are refused at once with rate_limited and Retry-After, like those beyond the replica's limit; other identities and the replica's limit are untouched. At most 10,000 identities are limited at once (the oldest entry goes first). Default false (bench/RESULTS.md, h29i).
+     */
+    identity_limit?: boolean;
+    /**
+     * identity_limit: the average wait for an identity's own source slots, in milliseconds, above which its limit falls. Default 5.
+     */
+    identity_slot_wait_ms?: number;
+    /**
      * controller min_rtt: the percentile (nearest rank) of call latencies taken both for minRTT and for each 100 ms sample. Default 90.
      */
     latency_percentile?: number;

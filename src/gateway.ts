@@ -323,6 +323,9 @@ export function capacityLimiter(a: NonNullable<ResolvedGatewayConfig['admission'
       minRttSamples: a.min_rtt_samples ?? DEFAULT_CAPACITY.minRttSamples,
       latencyPercentile: a.latency_percentile ?? DEFAULT_CAPACITY.latencyPercentile,
       sampleSourceTime: a.sample_source_time ?? false,
+      samplePoolWait: a.sample_pool_wait ?? false,
+      identityLimit: a.identity_limit ?? DEFAULT_CAPACITY.identityLimit,
+      identitySlotWaitMs: a.identity_slot_wait_ms ?? DEFAULT_CAPACITY.identitySlotWaitMs,
     },
     { auditQueueDepth },
   );

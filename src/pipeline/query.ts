@@ -263,7 +263,7 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
       let read;
       const readStarted = performance.now();
       try {
-        read = await connector.read(runSql, params, { maxRows, maxBytes: deps.maxResultBytes ?? 4 * 1024 * 1024, signal: ctx.signal, identityId: identity.id, ...(rowPlan ? { settings: rowPlan.settings } : {}), ...(guard ? { guard } : {}) });
+        read = await connector.read(runSql, params, { maxRows, maxBytes: deps.maxResultBytes ?? 4 * 1024 * 1024, signal: ctx.signal, identityId: identity.id, ...(rowPlan ? { settings: rowPlan.settings } : {}), ...(guard ? { guard } : {}), ...(ctx.sourceWait ? { poolWait: ctx.sourceWait } : {}) });
       } catch (err) {
         // A row view dropped on the source since it was made (42P01, undefined table): made again next time.
         if (rowPlan && (err as { sqlState?: string }).sqlState === '42P01') deps.rowViews?.forget(source.id);

@@ -60,13 +60,18 @@ export interface ToolCallContext {
    */
   rateLimitCharge?: { charged: boolean };
   /**
-   * Milliseconds this call spent in source reads (connection wait, statement, rows), accumulated by
-   * the query pipeline around each read. Admission by capacity (src/transport/capacity.ts) leaves it
-   * out of its latency sample: a slow source, or an identity sending slow statements, must not
-   * lower the gateway's limit for every caller (the source's own pool share bounds those). Absent
-   * outside the dispatcher (tests).
+   * Milliseconds this call spent in source reads: `ms` the whole reads (its identity's slot wait,
+   * the shared pool's checkout, statement, rows), accumulated by the query pipeline around each read;
+   * `poolMs` the part of it spent waiting for a connection of a source's shared pool after the
+   * identity's slot was granted (ReadOptions.poolWait). Admission by capacity
+   * (src/transport/capacity.ts) leaves `ms − poolMs` out of its latency sample: a slow source, or an
+   * identity sending slow statements or flooding its own share, must not lower the gateway's limit
+   * for every caller (the source's fair share bounds those); a queue for the shared pool is the
+   * replica's and counts (issue 29). `slotMs`: the part of `ms` spent waiting for the identity's own
+   * slots of a source (fair-share.ts), which the per-identity limit (admission.identity_limit)
+   * samples for that identity alone (issue 29, h29i). Absent outside the dispatcher (tests).
    */
-  sourceWait?: { ms: number };
+  sourceWait?: { ms: number; poolMs: number; slotMs: number };
 }
 
 /** A tool implementation bound to a catalogue entry. `args` has already passed the inputSchema. */

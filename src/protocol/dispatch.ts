@@ -240,17 +240,17 @@ export function runToolCall(deps: DispatchDeps, req: ToolCallRequest): Promise<T
       return refuseOverCapacity(deps, req, binding, early.refusal, early.caller);
     }
   }
-  const held = { release: (_excludedMs?: number, _dropped?: boolean) => undefined as void, sourceWait: { ms: 0 } };
+  const held = { release: (_excludedMs?: number, _dropped?: boolean, _poolWaitMs?: number, _slotWaitMs?: number) => undefined as void, sourceWait: { ms: 0, poolMs: 0, slotMs: 0 } };
   // The slot goes back once the call has settled either way (one `then`, no async wrapper: issue 28 item 3).
   // Refused behind admission for lack of a source slot: a drop, the limit admitted too many (capacity.ts).
   return runAdmitted(deps, req, binding, held).then(
     (ran) => {
       const o = ran.outcome;
-      held.release(held.sourceWait.ms, o.kind === 'refusal' && (o.code === 'concurrency_limited' || o.code === 'source_busy'));
+      held.release(held.sourceWait.ms, o.kind === 'refusal' && (o.code === 'concurrency_limited' || o.code === 'source_busy'), held.sourceWait.poolMs, held.sourceWait.slotMs);
       return ran;
     },
     (err: unknown) => {
-      held.release(held.sourceWait.ms, false);
+      held.release(held.sourceWait.ms, false, held.sourceWait.poolMs, held.sourceWait.slotMs);
       throw err;
     },
   );
@@ -326,7 +326,7 @@ function overCapacity(deps: DispatchDeps, req: Pick<ToolCallRequest, 'requestId'
 }
 
 /** runToolCall once the call may run (see there). */
-async function runAdmitted(deps: DispatchDeps, req: ToolCallRequest, binding: ToolBinding, capacitySlot: { release(excludedMs?: number, dropped?: boolean): void; sourceWait: { ms: number } } | null): Promise<ToolCallRun> {
+async function runAdmitted(deps: DispatchDeps, req: ToolCallRequest, binding: ToolBinding, capacitySlot: { release(excludedMs?: number, dropped?: boolean, poolWaitMs?: number, slotWaitMs?: number): void; sourceWait: { ms: number; poolMs: number; slotMs: number } } | null): Promise<ToolCallRun> {
   const started = Date.now();
   const charge = { charged: false };
   const ctx: ToolCallContext & { auditDetails: Record<string, unknown>; auditHooks: AuditHooks } = {

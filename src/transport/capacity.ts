@@ -8,7 +8,11 @@
  * - every finished call is a latency sample (ms, from admission to its audit commit, less the time
  *   it spent in source reads: a slow source or an identity's slow statements are bounded by the
  *   source's pool and fair share, and must not lower the limit for every caller; setting
- *   `sampleSourceTime`, an experiment, keeps it in: then the source pool's checkout queue shows). The audit
+ *   `sampleSourceTime`, an experiment, keeps it in). With `samplePoolWait` the part of the source
+ *   time spent waiting for a connection of a source's shared pool — after the call's identity got
+ *   its own slot (fair-share.ts), so an identity flooding its own share does not count — stays in
+ *   the sample: a queue for the shared pool is the replica admitting more than its sources take,
+ *   and shows as latency (issue 29, h29q; release's poolWaitMs). The audit
  *   commit's wait stays in: it is where the replica's queueing for the event loop shows (a
  *   commit's answer waits for the loop like everything else); left out, the sample shrank to the
  *   synchronous work of a call (~0.1 ms) and no longer saw the CPU saturate (tried, 4 December);
@@ -79,6 +83,31 @@
  * (The connector's fair share of each source pool and client_limits.streams_per_identity keep
  * working behind it.)
  *
+ * Per-identity limit (setting `identityLimit`, config admission.identity_limit; issue 29, h29i):
+ * the global sample leaves out a call's wait for its identity's own source slots (fair-share.ts),
+ * so that a flooding identity cannot lower the limit for everyone; but then one identity sending
+ * more than its slots take has its admitted calls queue there, unseen (bench 11: 35–1,670 ms per
+ * call). So each identity may also have a limit of its own, an AIMD one as in Netflix's
+ * concurrency-limits (AIMDLimit, one partition per key), whose signal is that wait alone
+ * (release's slotWaitMs): a call that waited more than `identitySlotWaitMs` while the fast average
+ * (as shortRtt, over ~10 calls) of the identity's own-slot wait is above it too, or a drop of that
+ * identity's call, lowers its limit to keep × min(limit, its calls in flight), keep = 1 − the
+ * share of them queued for its own slots (Little's law: the fast average of its own-slot wait ÷
+ * that of its calls' latency, from admission to release), within [0.5, 0.9] (0.9 for a drop),
+ * at most once per DECREASE_STEP_MS and only by a call admitted after the last decrease (one
+ * admitted under the old limit says nothing of the new one); a call that waited no more than
+ * `identitySlotWaitMs` raises it by 1 / limit (one per limit's worth of calls), only while the
+ * identity holds at least half its limit; otherwise it holds; at or above the global limit the identity's entry is removed (no limit of
+ * its own). Never below IDENTITY_MIN_LIMIT. A call of an identity holding (and queued for) its
+ * own limit is refused at once like one beyond the global limit (rate_limited, Retry-After, before
+ * identity work when its token is known: refuseKnown), counted in `identityRefused`. Nothing else
+ * changes: other identities' calls, the global limit and its sample are untouched. Memory: an
+ * entry exists only for an identity whose own-slot wait passed the threshold (or whose call was
+ * dropped) and that has not yet climbed back; at most IDENTITY_LIMITS_MAX entries (the oldest
+ * made goes first: a client minting identities can only make a limited one start over, which
+ * its next waits limit again). The limit is per identity across sources (admission comes before
+ * the statement names its source): an identity queueing on one source is limited on all.
+ *
  * Units: milliseconds, calls. In memory per replica.
  */
 import * as crypto from 'node:crypto';
@@ -139,6 +168,12 @@ export interface CapacitySettings {
   latencyPercentile: number;
   /** Count the call's source time (release's excludedMs) in its sample after all (experiment; default false, see the module). */
   sampleSourceTime: boolean;
+  /** Count the call's wait for a shared source-pool connection (release's poolWaitMs, part of excludedMs) in its sample (see the module). */
+  samplePoolWait: boolean;
+  /** Per-identity limit from the identity's own-slot wait (see the module: per-identity limit). */
+  identityLimit: boolean;
+  /** Per-identity limit: the fast average of an identity's own-slot wait (ms) above which its limit falls. */
+  identitySlotWaitMs: number;
 }
 
 /** Defaults of CapacitySettings (spec/config-v1.schema.json `admission`). */
@@ -158,7 +193,16 @@ export const DEFAULT_CAPACITY: CapacitySettings = {
   minRttSamples: 25,
   latencyPercentile: 90,
   sampleSourceTime: false,
+  samplePoolWait: false,
+  identityLimit: false,
+  identitySlotWaitMs: 5,
 };
+
+/** Per-identity limit: the lowest an identity's own limit goes (calls in flight). */
+export const IDENTITY_MIN_LIMIT = 1;
+
+/** Per-identity limit: identities with a limit of their own kept at most; past it the oldest entry goes. */
+export const IDENTITY_LIMITS_MAX = 10_000;
 
 /** Tokens remembered by CapacityLimiter.noteToken; past it the memory starts again empty. */
 const KNOWN_TOKENS_MAX = 10_000;
@@ -171,12 +215,15 @@ export interface KnownCaller {
 
 /**
  * An admitted call's slot: call `release()` once, when the call (and its audit) is done.
- * `excludedMs`: time the call spent waiting on a source (ToolCallContext.sourceWait), left out of
- * the latency sample.
+ * `excludedMs`: time the call spent in source reads (ToolCallContext.sourceWait.ms), left out of
+ * the latency sample; `poolWaitMs`: the part of it spent waiting for a shared source-pool
+ * connection (sourceWait.poolMs), kept in the sample with `samplePoolWait`; `slotWaitMs`: the part
+ * spent waiting for the identity's own source slots (sourceWait.slotMs), the per-identity limit's
+ * signal (never in the global sample).
  */
 export interface CapacityPermit {
   /** `dropped`: the call was refused behind admission for lack of a source slot (see the module: drops). */
-  release(excludedMs?: number, dropped?: boolean): void;
+  release(excludedMs?: number, dropped?: boolean, poolWaitMs?: number, slotWaitMs?: number): void;
 }
 
 /** A refusal: the retry hint in ms (≥ 1000, whole seconds for Retry-After). */
@@ -216,6 +263,21 @@ export interface CapacitySnapshot {
   minRtt: number | null;
   /** controller min_rtt: a minRTT window is open (the limit is held at min_limit). */
   measuring: boolean;
+  /** Fast averages (as shortRtt) over the released calls of their source time (release's excludedMs) and of its shared-pool wait (poolWaitMs), ms: where a queue stands (h29q). */
+  shortSource: number;
+  shortPoolWait: number;
+  /** Per-identity limit: identities with a limit of their own now, the lowest of those limits (calls, or null), and calls refused by one since start. */
+  identityLimited: number;
+  identityLowest: number | null;
+  identityRefused: number;
+}
+
+/** Per-identity limit: one identity's own limit (calls, unrounded), the fast averages of its own-slot wait and of its calls' latency (ms), and when it last fell (clock ms, or null). */
+interface IdentityLimit {
+  limit: number;
+  waitAvg: number;
+  latencyAvg: number;
+  decreasedAt: number | null;
 }
 
 /** State of controller min_rtt (see the module). */
@@ -271,6 +333,8 @@ export class CapacityLimiter {
   private readonly queue: Waiter[] = [];
   private longRtt = 0;
   private shortRtt = 0;
+  private shortSource = 0;
+  private shortPoolWait = 0;
   private samples = 0;
   /** Slots held per identity key. */
   private readonly heldBy = new Map<string, number>();
@@ -296,6 +360,9 @@ export class CapacityLimiter {
   private readonly sampler: NodeJS.Timeout | null;
   /** controller min_rtt's state; null with long_average. */
   private readonly minRtt: MinRttState | null;
+  /** Per-identity limit: identity key → its own limit; only identities that queued on their own slots (see the module). */
+  private readonly identityLimits = new Map<string, IdentityLimit>();
+  private identityRefusedCount = 0;
 
   constructor(
     readonly settings: CapacitySettings,
@@ -365,6 +432,8 @@ export class CapacityLimiter {
       queued: this.queue.length,
       borrowed: this.borrowedCount,
       shortRtt: Math.round(this.shortRtt * 100) / 100,
+      shortSource: Math.round(this.shortSource * 100) / 100,
+      shortPoolWait: Math.round(this.shortPoolWait * 100) / 100,
       longRtt: Math.round(this.longRtt * 100) / 100,
       loopDelayMs: Math.round(lag * 10) / 10,
       auditQueue: audit,
@@ -375,6 +444,9 @@ export class CapacityLimiter {
       samples: this.samples,
       minRtt: this.minRtt?.value == null ? null : Math.round(this.minRtt.value * 100) / 100,
       measuring: !!this.minRtt?.window,
+      identityLimited: this.identityLimits.size,
+      identityLowest: this.identityLowest(),
+      identityRefused: this.identityRefusedCount,
     };
   }
 
@@ -388,6 +460,7 @@ export class CapacityLimiter {
    */
   acquire(signal?: AbortSignal, key = ''): CapacityPermit | CapacityRefusal | Promise<CapacityPermit | CapacityRefusal> {
     if (this.minRtt?.window) this.expireWindow(this.minRtt);
+    if (this.identityLimits.size && this.atIdentityLimit(key)) return this.refuseIdentity();
     if (this.inflightCount < this.limit && this.queue.length === 0) return this.grant(key);
     if (this.mayBorrow(key)) return this.grant(key, true);
     if (signal?.aborted || this.refusesAtOnce(key)) return this.refuse();
@@ -442,15 +515,20 @@ export class CapacityLimiter {
    * The refusal that acquire() would give at once to the caller `token` resolved to before
    * (noteToken), decided before any identity, SQL or control-database work; null when the replica
    * has room, the token is not remembered, or the call might wait in the queue (then the caller
-   * goes the normal way: identity, then acquire). Counts the refusal. `scope` (e.g. the request's
+   * goes the normal way: identity, then acquire). While some identity has a limit of its own
+   * (identityLimit), a remembered caller at its own limit is refused even when the replica has
+   * room (the token is then looked up on every call, its hash reused per scope). Counts the refusal. `scope` (e.g. the request's
    * socket): the token's hash is kept with it and reused while the same token comes on it, so a
    * keep-alive connection's refusals hash the token once.
    */
   refuseKnown(token: string, scope?: object): { refusal: CapacityRefusal; caller: KnownCaller } | null {
     if (this.minRtt?.window) this.expireWindow(this.minRtt);
-    if (this.inflightCount < this.limit && this.queue.length === 0) return null;
+    const room = this.inflightCount < this.limit && this.queue.length === 0;
+    if (room && this.identityLimits.size === 0) return null;
     const caller = this.knownTokens.size ? this.knownTokens.get(this.scopedKey(token, scope)) : undefined;
-    if (!caller || this.mayBorrow(caller.id) || !this.refusesAtOnce(caller.id)) return null;
+    if (!caller) return null;
+    if (this.identityLimits.size && this.atIdentityLimit(caller.id)) return { refusal: this.refuseIdentity(), caller };
+    if (room || this.mayBorrow(caller.id) || !this.refusesAtOnce(caller.id)) return null;
     return { refusal: this.refuse(), caller };
   }
 
@@ -547,6 +625,62 @@ export class CapacityLimiter {
     return { retryAfterMs: this.retryAfterMs() };
   }
 
+  /** A refusal by the caller's own limit (counted in refused and identityRefused). */
+  private refuseIdentity(): CapacityRefusal {
+    this.identityRefusedCount++;
+    return this.refuse();
+  }
+
+  /** Per-identity limit: does `key` hold (and wait for) as many slots as its own limit allows? */
+  private atIdentityLimit(key: string): boolean {
+    const e = this.identityLimits.get(key);
+    if (!e) return false;
+    const n = (this.heldBy.get(key) ?? 0) + (this.queue.length ? this.queuedOf(key) : 0);
+    return n >= Math.floor(e.limit);
+  }
+
+  /** The lowest per-identity limit now (calls, 2 decimals), or null when none. */
+  private identityLowest(): number | null {
+    let low: number | null = null;
+    for (const e of this.identityLimits.values()) if (low === null || e.limit < low) low = e.limit;
+    return low === null ? null : Math.round(low * 100) / 100;
+  }
+
+  /**
+   * Per-identity limit (see the module): one released call of `key`, which waited `slotWaitMs` for
+   * its identity's own source slots, or was `dropped`; `held` is the identity's calls still in
+   * flight. Lowers, raises, makes or removes the identity's entry.
+   */
+  private sampleIdentity(key: string, slotWaitMs: number, dropped: boolean, held: number, started: number, at: number): void {
+    const threshold = this.settings.identitySlotWaitMs;
+    let e = this.identityLimits.get(key);
+    if (!e) {
+      if (!dropped && !(slotWaitMs > threshold)) return;
+      if (this.identityLimits.size >= IDENTITY_LIMITS_MAX) this.identityLimits.delete(this.identityLimits.keys().next().value!);
+      e = { limit: Math.max(IDENTITY_MIN_LIMIT, Math.min(this.limitValue, held + 1)), waitAvg: slotWaitMs, latencyAvg: at - started, decreasedAt: null };
+      this.identityLimits.set(key, e);
+    } else {
+      e.waitAvg += (slotWaitMs - e.waitAvg) * 0.1;
+      e.latencyAvg += (at - started - e.latencyAvg) * 0.1;
+    }
+    // Lowered only by a call that waited itself, when the average says so too (one stray wait does
+    // not); raised by any call that did not wait (the average lags: it would hold the limit down
+    // for many calls after the queue is gone).
+    const over = slotWaitMs > threshold;
+    if (dropped || (over && e.waitAvg > threshold)) {
+      // A call admitted before the last decrease ran under the old limit: it does not lower it again.
+      if (e.decreasedAt !== null && (started < e.decreasedAt || at - e.decreasedAt < DECREASE_STEP_MS)) return;
+      e.decreasedAt = at;
+      // The call just released counts among the identity's calls in flight; by Little's law the
+      // share of them queued for its own slots is its average wait ÷ its average latency (0.5–0.9 kept).
+      const keep = dropped ? 0.9 : Math.max(0.5, Math.min(0.9, 1 - e.waitAvg / Math.max(e.latencyAvg, e.waitAvg)));
+      e.limit = Math.max(IDENTITY_MIN_LIMIT, Math.min(e.limit, held + 1) * keep);
+    } else if (!over && held + 1 >= e.limit / 2) {
+      e.limit += 1 / e.limit;
+      if (e.limit >= this.limitValue) this.identityLimits.delete(key);
+    }
+  }
+
   private grant(key: string, borrowed = false): CapacityPermit {
     this.inflightCount++;
     if (borrowed) this.borrowedCount++;
@@ -556,7 +690,7 @@ export class CapacityLimiter {
     const windowId = !borrowed && this.minRtt?.window ? this.minRtt.window.id : 0;
     let done = false;
     return {
-      release: (excludedMs = 0, dropped = false) => {
+      release: (excludedMs = 0, dropped = false, poolWaitMs = 0, slotWaitMs = 0) => {
         if (done) return;
         done = true;
         this.inflightCount--;
@@ -564,11 +698,20 @@ export class CapacityLimiter {
         const n = (this.heldBy.get(key) ?? 1) - 1;
         if (n > 0) this.heldBy.set(key, n);
         else this.heldBy.delete(key);
+        if (this.settings.identityLimit) this.sampleIdentity(key, slotWaitMs, dropped, n, started, this.clock());
+        this.shortSource += (excludedMs - this.shortSource) * 0.1;
+        this.shortPoolWait += (poolWaitMs - this.shortPoolWait) * 0.1;
         if (dropped) this.drop();
-        else this.sample(Math.max(0, this.clock() - started - (this.settings.sampleSourceTime ? 0 : Math.max(0, excludedMs))), windowId);
+        else this.sample(Math.max(0, this.clock() - started - this.leftOut(excludedMs, poolWaitMs)), windowId);
         this.next();
       },
     };
+  }
+
+  /** The ms of a call's source time left out of its sample: all of it, less the shared pool's wait with samplePoolWait; none with sampleSourceTime. */
+  private leftOut(excludedMs: number, poolWaitMs: number): number {
+    if (this.settings.sampleSourceTime) return 0;
+    return Math.max(0, excludedMs - (this.settings.samplePoolWait ? Math.max(0, poolWaitMs) : 0));
   }
 
   private next(): void {

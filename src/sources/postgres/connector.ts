@@ -123,7 +123,22 @@ export class PostgresSourceConnector {
     // A free slot is taken without a promise (issue 28 item 3); else the call waits for one.
     const free = this.slots.tryAcquire(identityId);
     if (free) return this.holding(free, sql, values, opts);
-    return this.slots.acquire(identityId, opts.signal).then((release) => this.holding(release, sql, values, opts));
+    // The wait for the identity's own slot is reported (ReadOptions.poolWait.slotMs): admission by
+    // capacity's per-identity limit samples it (issue 29, h29i).
+    const asked = opts.poolWait ? performance.now() : 0;
+    const waited = () => {
+      if (opts.poolWait) opts.poolWait.slotMs = (opts.poolWait.slotMs ?? 0) + (performance.now() - asked);
+    };
+    return this.slots.acquire(identityId, opts.signal).then(
+      (release) => {
+        waited();
+        return this.holding(release, sql, values, opts);
+      },
+      (err: unknown) => {
+        waited();
+        throw err;
+      },
+    );
   }
 
   /** Runs the read while holding an identity slot, given back by `release` once the connection is. */

@@ -74,19 +74,25 @@ export class SourcePools {
   /**
    * Checks a connection out of a pool; an abort while waiting rejects at once with 'cancelled'.
    * pg-pool's callback form: its promise form adds three promises per checkout (issue 28 item 3).
+   * `waited`: when given, the milliseconds from this call until the pool answered (a connection, a
+   * timeout or an error; an abort ends the wait at the abort) are added to `waited.poolMs`: the wait
+   * for the source's shared pool, which admission by capacity counts (issue 29, ReadOptions.poolWait).
    */
-  checkout(kind: PoolKind, signal?: AbortSignal): Promise<pg.PoolClient> {
+  checkout(kind: PoolKind, signal?: AbortSignal, waited?: { poolMs: number }): Promise<pg.PoolClient> {
     const pool = this.pool(kind);
+    const asked = waited ? performance.now() : 0;
     return new Promise<pg.PoolClient>((resolve, reject) => {
       let done = false;
       const onAbort = () => {
         if (done) return;
         done = true;
+        if (waited) waited.poolMs += performance.now() - asked;
         reject(new SourceError('cancelled'));
       };
       signal?.addEventListener('abort', onAbort, { once: true });
       pool.connect((err: Error | undefined, c: pg.PoolClient | undefined) => {
         signal?.removeEventListener('abort', onAbort);
+        if (waited && !done) waited.poolMs += performance.now() - asked;
         if (err || !c) {
           if (done) return;
           done = true;

@@ -71,6 +71,16 @@ export interface ReadOptions {
   settings?: ReadonlyArray<readonly [string, string]>;
   /** A precondition run right before the statement in the same round trip (ReadGuard); when it fails the statement does not run. */
   guard?: ReadGuard;
+  /**
+   * When given, the read adds to `poolMs` the milliseconds it waited for a connection of the
+   * source's shared reader pool (SourcePools.checkout), after its identity's slot was granted: the
+   * wait for its own identity's slot (fair-share.ts) is not in it. Admission by capacity counts this
+   * wait in its latency sample and leaves out the rest of the read (issue 29, src/transport/capacity.ts).
+   * The connector (connector.ts `read`) adds to `slotMs` the milliseconds the read waited for its
+   * identity's own slot (0 when one was free), whether or not it got one: admission by capacity's
+   * per-identity limit samples that wait (issue 29, h29i).
+   */
+  poolWait?: { poolMs: number; slotMs?: number };
 }
 
 /**

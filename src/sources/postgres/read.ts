@@ -74,7 +74,7 @@ async function loadTypes(ctx: StatementContext, types: SourceTypes, oids: number
  */
 export function runRead(ctx: StatementContext, sql: string, values: unknown[], opts: ReadOptions): Promise<ReadResult> {
   const signal = opts.signal;
-  return ctx.pools.checkout('reader', signal).then(
+  return ctx.pools.checkout('reader', signal, opts.poolWait).then(
     (client) =>
       new Promise<ReadResult>((resolve, reject) => {
         let settled = false;

@@ -102,3 +102,32 @@ test('a cancelled call keeps its identity slot until its connection is back: can
     await fake.close();
   }
 });
+
+test('ReadOptions.poolWait counts the wait for the shared pool, not the wait for the identity\'s own slot (issue 29, admission by capacity)', async () => {
+  // pool 2, cap 1: identity a's second read waits for a's own slot (the pool has a free connection);
+  // then b and c fill the pool and d's read waits for a connection of the shared pool.
+  const c = connector({ pool_size: 2, max_concurrent_per_identity: 1, identity_wait_ms: 5000, connect_timeout_ms: 5000 });
+  await c.read('SELECT 1', [], { ...CALL, identityId: 'warm' });
+  const first = c.read('SELECT pg_sleep(0.4)', [], { ...CALL, identityId: 'a' });
+  expect(await waitFor(sleeping(1), 5000)).toBeGreaterThanOrEqual(0);
+  const own = { poolMs: 0 };
+  const t0 = performance.now();
+  expect((await c.read('SELECT 2 AS n', [], { ...CALL, identityId: 'a', poolWait: own })).rows).toEqual([{ n: 2 }]);
+  const ownWait = performance.now() - t0;
+  await first;
+  // It waited for a's slot (the sleep), but not for the pool: its pool wait is a small part of it.
+  expect(ownWait).toBeGreaterThan(200);
+  expect(own.poolMs).toBeLessThan(ownWait / 4);
+
+  const slow = ['b', 'c'].map((id) => c.read('SELECT pg_sleep(0.4)', [], { ...CALL, identityId: id }));
+  expect(await waitFor(sleeping(2), 5000)).toBeGreaterThanOrEqual(0);
+  const shared = { poolMs: 0 };
+  const t1 = performance.now();
+  expect((await c.read('SELECT 3 AS n', [], { ...CALL, identityId: 'd', poolWait: shared })).rows).toEqual([{ n: 3 }]);
+  const sharedWait = performance.now() - t1;
+  await Promise.all(slow);
+  // d had its own slot at once; nearly all of its wait was for the pool, and it is counted.
+  expect(sharedWait).toBeGreaterThan(200);
+  expect(shared.poolMs).toBeGreaterThan(sharedWait * 0.75);
+  expect(shared.poolMs).toBeLessThanOrEqual(sharedWait);
+});

@@ -279,6 +279,20 @@ test('sample_source_time: a call\'s source time (release excludedMs) counts in i
   expect(run(true)).toBe(10);
 });
 
+test('sample_pool_wait: of a call\'s source time only its wait for the shared pool (release poolWaitMs) counts in its sample', () => {
+  const run = (over: Partial<CapacitySettings>) => {
+    const l = limiter(over);
+    // The first window's 4 calls take 10 ms, 8 of them in source reads, 3 of those waiting for a shared pool connection.
+    const held = Array.from({ length: 4 }, () => l.acquire() as CapacityPermit);
+    clock += 10;
+    for (const p of held) p.release(8, false, 3);
+    return l.snapshot().minRtt;
+  };
+  expect(run({ samplePoolWait: false })).toBe(2);
+  expect(run({ samplePoolWait: true })).toBe(5);
+  expect(run({ samplePoolWait: true, sampleSourceTime: true })).toBe(10);
+});
+
 test('config: admission.controller (INTERLOCK_ADMISSION_CONTROLLER or the file) reaches the limiter; an unknown controller is refused', () => {
   const cfg = loadConfig({
     env: { INTERLOCK_ADMISSION_CONTROLLER: 'min_rtt' },

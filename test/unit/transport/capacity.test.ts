@@ -1,23 +1,16 @@
 /** Admission by capacity (issue 29 item 1): the adaptive limit, its queue and its refusals. */
 import { CapacityLimiter, DECREASE_STEP_MS, DEFAULT_CAPACITY, isCapacityRefusal, PRESSURE_STEP_MS, type CapacityPermit, type CapacitySettings } from '../../../src/transport/capacity';
+import { limiters, permit } from '../../helpers/capacity-unit';
 import { capacityLimiter } from '../../../src/gateway';
 import { DEFAULT_CONFIG } from '../../../src/control/config';
 
 let clock = 0;
-const limiters: CapacityLimiter[] = [];
 function limiter(over: Partial<CapacitySettings> = {}, signals: { lag?: () => number; audit?: () => number } = {}): CapacityLimiter {
   const l = new CapacityLimiter({ ...DEFAULT_CAPACITY, ...over }, { now: () => clock, eventLoopDelayMs: signals.lag ?? (() => 0), auditQueueDepth: signals.audit });
   limiters.push(l);
   return l;
 }
-afterEach(() => {
-  for (const l of limiters.splice(0)) l.close();
-});
 
-function permit(x: unknown): CapacityPermit {
-  if (x instanceof Promise || isCapacityRefusal(x as CapacityPermit)) throw new Error(`expected a permit at once, got ${JSON.stringify(x)}`);
-  return x as CapacityPermit;
-}
 
 /** Runs `n` calls one after another, each taking `ms`, with `parallel` in flight. */
 function drive(l: CapacityLimiter, rounds: number, ms: number, parallel: number): void {
@@ -112,6 +105,37 @@ test('time spent in source reads is left out of the sample: slow statements do n
   expect(byGateway.limit).toBeLessThan(start / 2);
 });
 
+test('samplePoolWait: the wait for a shared source-pool connection (release poolWaitMs) stays in the sample, the rest of the source time is left out (issue 29, h29q)', () => {
+  /** Limit 100 with a long-term latency of 10 ms (30 calls one at a time), then `rounds` rounds: 60 calls finish together after 101 ms (a new decrease step each), 99 ms of it in source reads, `poolMs` of those waiting for the shared pool. */
+  const run = (over: Partial<CapacitySettings>, poolMs: number, rounds: number) => {
+    const l = limiter({ initialLimit: 100, minLimit: 4, maxLimit: 512, tolerance: 1, ...over });
+    drive(l, 30, 10, 1);
+    expect(l.limit).toBe(100);
+    const limits: number[] = [];
+    for (let r = 0; r < rounds; r++) {
+      const held = Array.from({ length: 60 }, () => permit(l.acquire()));
+      clock += 101;
+      for (const p of held) p.release(99, false, poolMs);
+      limits.push(Math.round(l.limit * 1000) / 1000);
+    }
+    return limits;
+  };
+  // Counted: samples of 92 ms (101 − (99 − 90)) against 10 ms; each step lowers the limit to its floor, 0.9 × its start (90, 81, 72.9, 65.61; `limit` is whole calls).
+  expect(run({ samplePoolWait: true }, 90, 4)).toEqual([90, 81, 72, 65]);
+  // The same calls without samplePoolWait: 2 ms samples, the limit is not lowered.
+  for (const l of run({ samplePoolWait: false }, 90, 4)) expect(l).toBeGreaterThanOrEqual(100);
+  // With samplePoolWait but no pool wait (the 99 ms were the statement, or the identity's own slot): not lowered either.
+  expect(run({ samplePoolWait: true }, 0, 4)).toEqual(run({ samplePoolWait: false }, 0, 4));
+  // sampleSourceTime counts all 101 ms, whatever samplePoolWait says.
+  expect(run({ sampleSourceTime: true, samplePoolWait: true }, 0, 4)).toEqual([90, 81, 72, 65]);
+  // A pool wait reported larger than the source time (it is a part of it) leaves nothing out, never adds.
+  const l = limiter({ samplePoolWait: true, initialLimit: 10 });
+  const p = permit(l.acquire());
+  clock += 7;
+  p.release(3, false, 5);
+  expect(l.snapshot()).toMatchObject({ samples: 1, shortRtt: 7, longRtt: 7, shortSource: 0.3, shortPoolWait: 0.5 });
+});
+
 test('a burst of slow calls within one DECREASE_STEP_MS lowers the limit by at most 10 %: one pause cannot take it below what the replica needs in flight', () => {
   /** 30 calls of 10 ms one after another (long- and short-term latency 10 ms; the limit held at 100, the load being below half of it), then `n` calls finishing together after 50 ms. */
   const burst = (n: number) => {
@@ -156,7 +180,7 @@ test('a quiet minute does not let the first slow calls after it become the long-
 
 test('snapshot(): the limiter state the debug trace logs (gateway.ts at level debug, bench/admission-trace.ts)', () => {
   const l = limiter({ initialLimit: 8 }, { lag: () => 150, audit: () => 3 });
-  expect(l.snapshot()).toEqual({ limit: 8, inflight: 0, queued: 0, borrowed: 0, shortRtt: 0, longRtt: 0, loopDelayMs: 150, auditQueue: 3, pressured: true, ceiling: null, refused: 0, dropped: 0, samples: 0, minRtt: null, measuring: false });
+  expect(l.snapshot()).toEqual({ limit: 8, inflight: 0, queued: 0, borrowed: 0, shortRtt: 0, longRtt: 0, loopDelayMs: 150, auditQueue: 3, pressured: true, ceiling: null, refused: 0, dropped: 0, samples: 0, minRtt: null, measuring: false, shortSource: 0, shortPoolWait: 0, identityLimited: 0, identityLowest: null, identityRefused: 0 });
   const p = permit(l.acquire());
   expect(l.snapshot()).toMatchObject({ inflight: 1, samples: 0 });
   p.release();
