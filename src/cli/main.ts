@@ -39,7 +39,7 @@ import { registerApply } from './apply';
 import { registerExport } from './export';
 import { registerApprovalCommands } from './approval';
 import { hasCluster, missingDatabaseMessage, resolveEmbeddedDataDir } from './data-dir';
-import { homedir } from 'node:os';
+import { homedir, userInfo } from 'node:os';
 import { parsePositiveInt, parseTime } from './args';
 import { registerIdentityCommands } from './identity';
 import { registerKeyCommands } from './key';
@@ -138,7 +138,8 @@ class Session {
     // cause and what to do); the backend's warn-level lines would repeat it as raw JSON on stderr
     // (seen by a new user), so they are shown only when INTERLOCK_LOG_LEVEL asks for them.
     const logger = process.env.INTERLOCK_LOG_LEVEL ? this.logger : this.logger.child({}, { level: 'error' });
-    return directBackend(await this.db(), { logger });
+    // Direct mode: governance changes are audited in the OS user's name (as source update's --operator default).
+    return directBackend(await this.db(), { logger, operator: userInfo().username });
   }
 
   /** In remote mode the approver is the token's operator: an explicit --operator is refused. */
