@@ -21,6 +21,7 @@ import { Command, CommanderError, Option } from 'commander';
 import pino, { type Logger } from 'pino';
 import YAML from 'yaml';
 import type { GatewayConfig } from '../../generated/config-v1';
+import protocolSpec from '../../spec/protocol-v1.json';
 import { loadConfig, type ResolvedGatewayConfig } from '../control/config';
 import { ensureDatabase, grantRuntimeRole, migrationStatus, openControlDb, redactUrl, runMigrations, type ControlDb } from '../control/db';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../control/embedded';
@@ -224,10 +225,14 @@ export function claudeMcpAddLine(mcpUrl: string, apiKey: string): string {
   return `claude mcp add --transport http interlock "${mcpUrl}" --header "Authorization: Bearer ${apiKey}"`;
 }
 
-/** A curl call of interlock_query against the demo source. */
+/**
+ * A curl call of interlock_query against the demo source, with the headers of README's example
+ * (Authorization, Content-Type, Accept, MCP-Protocol-Version: the newest handshake version of
+ * spec/protocol-v1.json; hgov item 3).
+ */
 export function curlExample(mcpUrl: string, apiKey: string, sourceId: string): string {
   const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'interlock_query', arguments: { source_id: sourceId, sql: 'SELECT name FROM artist ORDER BY name LIMIT 5' } } });
-  return `curl -s "${mcpUrl}" -H "Content-Type: application/json" -H "Accept: application/json, text/event-stream" -H "Authorization: Bearer ${apiKey}" -d '${body}'`;
+  return `curl -s "${mcpUrl}" -H "Authorization: Bearer ${apiKey}" -H "Content-Type: application/json" -H "Accept: application/json, text/event-stream" -H "MCP-Protocol-Version: ${protocolSpec.versions.handshake[0]}" -d '${body}'`;
 }
 
 /** Waits for SIGINT/SIGTERM, then runs `stop` once; a second signal exits at once. */
