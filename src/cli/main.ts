@@ -235,7 +235,20 @@ export function curlExample(mcpUrl: string, apiKey: string, sourceId: string): s
   return `curl -s "${mcpUrl}" -H "Authorization: Bearer ${apiKey}" -H "Content-Type: application/json" -H "Accept: application/json, text/event-stream" -H "MCP-Protocol-Version: ${protocolSpec.versions.handshake[0]}" -d '${body}'`;
 }
 
-/** Waits for SIGINT/SIGTERM, then runs `stop` once; a second signal exits at once. */
+/**
+ * Stops in order: the gateway first (in-flight calls, the audit flush, then its pools), the session's
+ * control database and embedded PostgreSQL last, even when the gateway's close failed, so no pool
+ * still holds connections when the embedded server goes down (hgov item 5).
+ */
+async function stopGatewayThenDatabase(gw: { close(): Promise<void> }, s: { close(): Promise<void> }): Promise<void> {
+  try {
+    await gw.close();
+  } finally {
+    await s.close();
+  }
+}
+
+/** Waits for SIGINT/SIGTERM, then runs `stop` once and prints "InterLock stopped." when it is done; a second signal exits at once. */
 function untilSignal(io: CliIo, stop: () => Promise<void>): Promise<void> {
   return new Promise((resolve) => {
     let stopping = false;
@@ -247,7 +260,10 @@ function untilSignal(io: CliIo, stop: () => Promise<void>): Promise<void> {
       stopping = true;
       io.err(`${sig}: shutting down (in-flight calls may finish; press Ctrl-C again to force)`);
       stop()
-        .catch((err: unknown) => io.err(`error during shutdown: ${(err as Error).message}`))
+        .then(
+          () => io.err('InterLock stopped.'),
+          (err: unknown) => io.err(`error during shutdown: ${(err as Error).message}`),
+        )
         .finally(() => {
           process.off('SIGINT', onSignal);
           process.off('SIGTERM', onSignal);
@@ -313,10 +329,7 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
           (err: Error) => io.err(`the control database cannot be used: ${err.message}`),
         );
       }
-      await untilSignal(io, async () => {
-        await gw.close();
-        await s.close();
-      });
+      await untilSignal(io, () => stopGatewayThenDatabase(gw, s));
     });
 
   listenOpts(program.command('demo').description('load Chinook, provision demo-agent with a new API key, and run the gateway (npm start)')).action(
@@ -360,10 +373,7 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
       ];
       if (s.opts.json) io.out(json({ url: gw.url, apiKey: demo.apiKey, keyId: demo.keyId, revokedKeys: key.revoked, console: consoleUrl, sourceId: demo.sourceId, claude: claudeMcpAddLine(gw.url, demo.apiKey) }));
       else io.out(lines.join('\n'));
-      await untilSignal(io, async () => {
-        await gw.close();
-        await s.close();
-      });
+      await untilSignal(io, () => stopGatewayThenDatabase(gw, s));
     },
   );
 
