@@ -284,6 +284,10 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
     capacity,
     async close(deadlineMs?: number) {
       for (const t of timers) clearInterval(t);
+      // Shutting down: a server-side end of an idle audit connection (57P01 when the control server
+      // stops too) is expected now, not a warning (hgov item 5).
+      auditPool.removeAllListeners('error');
+      auditPool.on('error', (err) => logger.debug({ component: 'audit', code: (err as { code?: string }).code }, 'idle audit connection ended during shutdown'));
       await close(deadlineMs);
       if (opsServer) {
         opsServer.server.closeAllConnections();

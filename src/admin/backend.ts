@@ -140,6 +140,12 @@ export interface DirectBackendOptions {
   /** Connector registry for approved writes (reused pools); absent: a registry per approval. */
   connectors?: SourceConnectorRegistry;
   logger?: Logger;
+  /**
+   * Who makes the governance changes done through this backend (role, grant, identity, key, policy
+   * and source changes; recorded in their kind-config audit events): the OS user name in the direct
+   * CLI, the token's or console session's operator on the server. Absent: "system".
+   */
+  operator?: string;
 }
 
 /** What approve/reject in src/approvals/execute.ts do (loaded on first use: the data plane owns it). */
@@ -160,7 +166,7 @@ function toDate(text: string | undefined, what: string): Date | undefined {
   return d;
 }
 
-/** The operator operations on the control database. */
+/** The operator operations on the control database; governance changes are audited in `opts.operator`'s name. */
 export function directBackend(db: ControlDb, opts: DirectBackendOptions = {}): OperatorBackend {
   const circuits = () => opts.circuitStates?.() ?? {};
   const view = (r: SourceRecord, catalog: CatalogSummary | null, states: Record<string, string>): SourceView => ({
@@ -170,24 +176,25 @@ export function directBackend(db: ControlDb, opts: DirectBackendOptions = {}): O
     circuit: states[r.id] ?? 'closed',
   });
   const oneView = async (r: SourceRecord): Promise<SourceView> => view(r, (await catalogSummaries(db)).get(r.id) ?? null, circuits());
+  const actor = { operator: opts.operator };
   const identityId = async (nameOrId: string | undefined) => (nameOrId ? (await requireIdentity(db, nameOrId)).id : undefined);
 
   return {
     listIdentities: () => listIdentities(db),
     showIdentity: (name) => showIdentity(db, name),
-    createIdentity: (name) => createIdentity(db, name),
-    setIdentityEnabled: (name, enabled) => (enabled ? enableIdentity(db, name) : disableIdentity(db, name)),
-    setIdentityAttributes: (name, changes) => setIdentityAttributes(db, name, changes),
+    createIdentity: (name) => createIdentity(db, name, actor),
+    setIdentityEnabled: (name, enabled) => (enabled ? enableIdentity(db, name, actor) : disableIdentity(db, name, actor)),
+    setIdentityAttributes: (name, changes) => setIdentityAttributes(db, name, changes, actor),
 
     async createKey(identity, o = {}) {
       const idn = await requireIdentity(db, identity);
-      const k = await createApiKey(db, idn.id, { expiresAt: toDate(o.expiresAt, 'expiresAt') });
+      const k = await createApiKey(db, idn.id, { expiresAt: toDate(o.expiresAt, 'expiresAt') }, actor);
       return { keyId: k.keyId, identity: idn.name, secret: k.secret, prefix: k.prefix, expiresAt: k.expiresAt, warning: 'Store this key now: it is shown only once and cannot be recovered.' };
     },
     async listKeys(identity) {
       return listApiKeys(db, { identityId: await identityId(identity) });
     },
-    revokeKey: (keyId) => revokeApiKey(db, keyId),
+    revokeKey: (keyId) => revokeApiKey(db, keyId, actor),
 
     async listSources() {
       const [rows, cats] = await Promise.all([listSources(db), catalogSummaries(db)]);
@@ -198,7 +205,7 @@ export function directBackend(db: ControlDb, opts: DirectBackendOptions = {}): O
       return oneView(await requireSource(db, id));
     },
     async addSource(definition, o = {}) {
-      const rec = await addSource(db, definition);
+      const rec = await addSource(db, definition, actor);
       let scan: ScanResult | null = null;
       let scanError: string | null = null;
       if (rec.type === 'postgres' && rec.enabled && o.scan !== false) {
@@ -211,7 +218,7 @@ export function directBackend(db: ControlDb, opts: DirectBackendOptions = {}): O
       return { source: await oneView(rec), scan, scanError };
     },
     async setSourceEnabled(id, enabled) {
-      return oneView(await setSourceEnabled(db, id, enabled));
+      return oneView(await setSourceEnabled(db, id, enabled, actor));
     },
     scanSource: (id) => scanSource(db, id),
     async circuitState(id) {
@@ -242,19 +249,19 @@ export function directBackend(db: ControlDb, opts: DirectBackendOptions = {}): O
       if (!r) throw new NotFoundError(`role "${name}" not found`);
       return r;
     },
-    putRole: (role) => upsertRole(db, role),
+    putRole: (role) => upsertRole(db, role, actor),
 
     async listGrants(f = {}) {
       return listGrants(db, { identityId: await identityId(f.identity), sourceId: f.source, roleName: f.role });
     },
     async grant(g) {
       const i = await requireIdentity(db, g.identity);
-      const created = await grantRole(db, { identityId: i.id, roleName: g.role, sourceId: g.source });
+      const created = await grantRole(db, { identityId: i.id, roleName: g.role, sourceId: g.source }, actor);
       return { identity: i.name, role: g.role, source: g.source, created };
     },
     async revoke(g) {
       const i = await requireIdentity(db, g.identity);
-      if (!(await revokeGrant(db, { identityId: i.id, roleName: g.role, sourceId: g.source }))) throw new NotFoundError(`${i.name} holds no role ${g.role} on ${g.source}`);
+      if (!(await revokeGrant(db, { identityId: i.id, roleName: g.role, sourceId: g.source }, actor))) throw new NotFoundError(`${i.name} holds no role ${g.role} on ${g.source}`);
       return { identity: i.name, role: g.role, source: g.source, revoked: true };
     },
 
@@ -264,9 +271,9 @@ export function directBackend(db: ControlDb, opts: DirectBackendOptions = {}): O
       if (!p) throw new NotFoundError(`policy "${name}" not found`);
       return p;
     },
-    addPolicies: (input, o = {}) => addPolicies(db, input, { replace: o.replace }),
+    addPolicies: (input, o = {}) => addPolicies(db, input, { replace: o.replace }, actor),
     async removePolicy(name) {
-      if (!(await removePolicy(db, name))) throw new NotFoundError(`policy "${name}" not found`);
+      if (!(await removePolicy(db, name, actor))) throw new NotFoundError(`policy "${name}" not found`);
       return { name, removed: true };
     },
 

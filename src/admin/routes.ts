@@ -109,12 +109,13 @@ export function mountAdmin(app: Express, _deps: DispatchDeps | undefined, opts: 
     }
   });
 
-  const backend = directBackend(opts.db, { circuitStates: opts.circuitStates, connectors: opts.connectors, logger });
+  // One backend per request: its governance changes are audited in the token's operator's name.
+  const backendFor = (operator: Operator) => directBackend(opts.db, { circuitStates: opts.circuitStates, connectors: opts.connectors, logger, operator: operator.name });
   const route = (method: 'get' | 'post' | 'put' | 'patch' | 'delete', path: string, handler: Handler, status = 200) => {
     const run = async (req: Request, res: Response) => {
       const operator = res.locals.operator as Operator;
       try {
-        const body = await handler(req, res, backend, operator);
+        const body = await handler(req, res, backendFor(operator), operator);
         if (!res.headersSent) res.status(typeof res.locals.status === 'number' ? res.locals.status : status).json(body);
         if (method !== 'get') logger?.info({ component: 'admin', operator: operator.name, method: req.method, path: req.path, status: res.statusCode }, 'admin change');
       } catch (err) {

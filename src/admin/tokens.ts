@@ -15,7 +15,8 @@
  */
 import crypto from 'node:crypto';
 import type { ControlDb } from '../control/db';
-import { getKeyPepper, isUniqueViolation } from '../control/db';
+import { getKeyPepper, isUniqueViolation, withTransaction } from '../control/db';
+import { recordChange, revokeCredentialRow, type ChangeActor } from '../control/change-audit';
 import { NotFoundError, ValidationError } from '../control/errors';
 import { assertIdentityName } from '../control/identities';
 import { iso } from '../control/ids';
@@ -98,9 +99,10 @@ function toRecord(r: TokenRow): OperatorTokenRecord {
 
 /**
  * Creates a token for operator `name` and returns its secret ONCE (only the keyed hash is stored).
+ * Records operator_token_created ({tokenId, name, expiresAt}) in the same transaction, in `actor`'s name.
  * Throws ValidationError for a bad name or a past expiry.
  */
-export async function createOperatorToken(db: ControlDb, name: string, opts: { expiresAt?: Date } = {}): Promise<CreatedOperatorToken> {
+export async function createOperatorToken(db: ControlDb, name: string, opts: { expiresAt?: Date } = {}, actor: ChangeActor = {}): Promise<CreatedOperatorToken> {
   assertIdentityName(name);
   if (opts.expiresAt !== undefined && !(opts.expiresAt.getTime() > Date.now())) {
     throw new ValidationError('the expiry must be in the future');
@@ -110,11 +112,16 @@ export async function createOperatorToken(db: ControlDb, name: string, opts: { e
     const secret = generateOperatorTokenSecret();
     const tokenId = newTokenId();
     try {
-      const r = await db.pool.query<{ expires_at: Date | null }>(
-        'INSERT INTO operator_tokens (id, name, hash, prefix, expires_at) VALUES ($1, $2, $3, $4, $5) RETURNING expires_at',
-        [tokenId, name, hashOperatorToken(pepper, secret), secret.slice(0, 10), opts.expiresAt ?? null],
-      );
-      return { tokenId, name, secret, prefix: secret.slice(0, 10), expiresAt: iso(r.rows[0].expires_at) };
+      return await withTransaction(db, async (c) => {
+        const r = await c.query<{ expires_at: Date | null }>(
+          'INSERT INTO operator_tokens (id, name, hash, prefix, expires_at) VALUES ($1, $2, $3, $4, $5) RETURNING expires_at',
+          [tokenId, name, hashOperatorToken(pepper, secret), secret.slice(0, 10), opts.expiresAt ?? null],
+        );
+        const expiresAt = iso(r.rows[0].expires_at);
+        // The token's id and operator only: never its secret, prefix or hash.
+        await recordChange(c, actor, 'operator_token_created', { tokenId, name, expiresAt });
+        return { tokenId, name, secret, prefix: secret.slice(0, 10), expiresAt };
+      });
     } catch (err) {
       if (isUniqueViolation(err) && attempt < 2) continue;
       throw err;
@@ -128,10 +135,16 @@ export async function listOperatorTokens(db: ControlDb, filter: { name?: string 
   return r.rows.map(toRecord);
 }
 
-/** Revokes a token (idempotent). Throws NotFoundError for an unknown id. */
-export async function revokeOperatorToken(db: ControlDb, tokenId: string): Promise<OperatorTokenRecord> {
-  const r = await db.pool.query('UPDATE operator_tokens SET revoked_at = COALESCE(revoked_at, now()) WHERE id = $1', [tokenId]);
-  if (r.rowCount === 0) throw new NotFoundError(`operator token ${tokenId} not found`);
+/**
+ * Revokes a token (idempotent: only the first revocation records operator_token_revoked ({tokenId,
+ * name}) in its transaction). Throws NotFoundError for an unknown id.
+ */
+export async function revokeOperatorToken(db: ControlDb, tokenId: string, actor: ChangeActor = {}): Promise<OperatorTokenRecord> {
+  await withTransaction(db, async (c) => {
+    const r = await revokeCredentialRow(c, 'operator_tokens', 'name', tokenId);
+    if (!r) throw new NotFoundError(`operator token ${tokenId} not found`);
+    if (r.fresh) await recordChange(c, actor, 'operator_token_revoked', { tokenId, name: r.value });
+  });
   const rows = await db.pool.query<TokenRow>(`${SELECT} WHERE id = $1`, [tokenId]);
   return toRecord(rows.rows[0]);
 }

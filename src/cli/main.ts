@@ -21,6 +21,7 @@ import { Command, CommanderError, Option } from 'commander';
 import pino, { type Logger } from 'pino';
 import YAML from 'yaml';
 import type { GatewayConfig } from '../../generated/config-v1';
+import protocolSpec from '../../spec/protocol-v1.json';
 import { loadConfig, type ResolvedGatewayConfig } from '../control/config';
 import { ensureDatabase, grantRuntimeRole, migrationStatus, openControlDb, redactUrl, runMigrations, type ControlDb } from '../control/db';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../control/embedded';
@@ -39,7 +40,7 @@ import { registerApply } from './apply';
 import { registerExport } from './export';
 import { registerApprovalCommands } from './approval';
 import { hasCluster, missingDatabaseMessage, resolveEmbeddedDataDir } from './data-dir';
-import { homedir } from 'node:os';
+import { homedir, userInfo } from 'node:os';
 import { parsePositiveInt, parseTime } from './args';
 import { registerIdentityCommands } from './identity';
 import { registerKeyCommands } from './key';
@@ -138,7 +139,8 @@ class Session {
     // cause and what to do); the backend's warn-level lines would repeat it as raw JSON on stderr
     // (seen by a new user), so they are shown only when INTERLOCK_LOG_LEVEL asks for them.
     const logger = process.env.INTERLOCK_LOG_LEVEL ? this.logger : this.logger.child({}, { level: 'error' });
-    return directBackend(await this.db(), { logger });
+    // Direct mode: governance changes are audited in the OS user's name (as source update's --operator default).
+    return directBackend(await this.db(), { logger, operator: userInfo().username });
   }
 
   /** In remote mode the approver is the token's operator: an explicit --operator is refused. */
@@ -223,13 +225,30 @@ export function claudeMcpAddLine(mcpUrl: string, apiKey: string): string {
   return `claude mcp add --transport http interlock "${mcpUrl}" --header "Authorization: Bearer ${apiKey}"`;
 }
 
-/** A curl call of interlock_query against the demo source. */
+/**
+ * A curl call of interlock_query against the demo source, with the headers of README's example
+ * (Authorization, Content-Type, Accept, MCP-Protocol-Version: the newest handshake version of
+ * spec/protocol-v1.json; hgov item 3).
+ */
 export function curlExample(mcpUrl: string, apiKey: string, sourceId: string): string {
   const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'interlock_query', arguments: { source_id: sourceId, sql: 'SELECT name FROM artist ORDER BY name LIMIT 5' } } });
-  return `curl -s "${mcpUrl}" -H "Content-Type: application/json" -H "Accept: application/json, text/event-stream" -H "Authorization: Bearer ${apiKey}" -d '${body}'`;
+  return `curl -s "${mcpUrl}" -H "Authorization: Bearer ${apiKey}" -H "Content-Type: application/json" -H "Accept: application/json, text/event-stream" -H "MCP-Protocol-Version: ${protocolSpec.versions.handshake[0]}" -d '${body}'`;
 }
 
-/** Waits for SIGINT/SIGTERM, then runs `stop` once; a second signal exits at once. */
+/**
+ * Stops in order: the gateway first (in-flight calls, the audit flush, then its pools), the session's
+ * control database and embedded PostgreSQL last, even when the gateway's close failed, so no pool
+ * still holds connections when the embedded server goes down (hgov item 5).
+ */
+async function stopGatewayThenDatabase(gw: { close(): Promise<void> }, s: { close(): Promise<void> }): Promise<void> {
+  try {
+    await gw.close();
+  } finally {
+    await s.close();
+  }
+}
+
+/** Waits for SIGINT/SIGTERM, then runs `stop` once and prints "InterLock stopped." when it is done; a second signal exits at once. */
 function untilSignal(io: CliIo, stop: () => Promise<void>): Promise<void> {
   return new Promise((resolve) => {
     let stopping = false;
@@ -241,7 +260,10 @@ function untilSignal(io: CliIo, stop: () => Promise<void>): Promise<void> {
       stopping = true;
       io.err(`${sig}: shutting down (in-flight calls may finish; press Ctrl-C again to force)`);
       stop()
-        .catch((err: unknown) => io.err(`error during shutdown: ${(err as Error).message}`))
+        .then(
+          () => io.err('InterLock stopped.'),
+          (err: unknown) => io.err(`error during shutdown: ${(err as Error).message}`),
+        )
         .finally(() => {
           process.off('SIGINT', onSignal);
           process.off('SIGTERM', onSignal);
@@ -307,10 +329,7 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
           (err: Error) => io.err(`the control database cannot be used: ${err.message}`),
         );
       }
-      await untilSignal(io, async () => {
-        await gw.close();
-        await s.close();
-      });
+      await untilSignal(io, () => stopGatewayThenDatabase(gw, s));
     });
 
   listenOpts(program.command('demo').description('load Chinook, provision demo-agent with a new API key, and run the gateway (npm start)')).action(
@@ -354,10 +373,7 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
       ];
       if (s.opts.json) io.out(json({ url: gw.url, apiKey: demo.apiKey, keyId: demo.keyId, revokedKeys: key.revoked, console: consoleUrl, sourceId: demo.sourceId, claude: claudeMcpAddLine(gw.url, demo.apiKey) }));
       else io.out(lines.join('\n'));
-      await untilSignal(io, async () => {
-        await gw.close();
-        await s.close();
-      });
+      await untilSignal(io, () => stopGatewayThenDatabase(gw, s));
     },
   );
 

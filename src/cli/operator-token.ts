@@ -2,6 +2,7 @@
  * `interlock operator-token …`: operator tokens for the admin API (/admin/v1), made and managed on
  * the control database directly, never through the API (src/admin/tokens.ts). Registered by main.ts.
  */
+import { userInfo } from 'node:os';
 import type { Command } from 'commander';
 import { createOperatorToken, listOperatorTokens, revokeOperatorToken } from '../admin/tokens';
 import { ValidationError } from '../control/errors';
@@ -22,7 +23,7 @@ export function registerOperatorTokenCommands(program: Command, ctx: CommandCont
       const s = ctx.session(cmd);
       if (s.remote) throw new ValidationError('operator tokens are created on the control database directly: run this without --server');
       const expiresAt = o.expiresIn ? new Date(Date.now() + parseDuration(o.expiresIn, '--expires-in')) : undefined;
-      const t = await createOperatorToken(await s.db(), name, { expiresAt });
+      const t = await createOperatorToken(await s.db(), name, { expiresAt }, { operator: userInfo().username });
       const warning = 'Store this token now: it is shown only once and cannot be recovered. It signs in to the console (/console) and authenticates the admin API (/admin/v1, remote CLI); it is not an agent key.';
       s.print([`operator token ${t.tokenId} for ${t.name}${t.expiresAt ? ` (expires ${shortTime(t.expiresAt)})` : ''}:`, '', `  ${t.secret}`, '', warning].join('\n'), { ...t, warning });
     });
@@ -43,7 +44,7 @@ export function registerOperatorTokenCommands(program: Command, ctx: CommandCont
     .action(async (id: string, _o: unknown, cmd: Command) => {
       const s = ctx.session(cmd);
       if (s.remote) throw new ValidationError('operator tokens are managed on the control database directly: run this without --server');
-      const t = await revokeOperatorToken(await s.db(), id);
+      const t = await revokeOperatorToken(await s.db(), id, { operator: userInfo().username });
       s.print(`revoked operator token ${t.id} (${t.name})`, t);
     });
 }

@@ -271,7 +271,10 @@ export function mountConsole(app: Express, opts: ConsoleOptions): void {
   router.post('/console/api/approvals/:id/requeue', authed(true), ...jsonBody(16 * 1024), run(async (req, res) => backend.requeue(String(req.params.id), { operator: (res.locals.session as ConsoleSession).operator }), 201));
 
   router.get('/console/api/identities', authed(false), run(async () => ({ identities: await backend.listIdentities() })));
-  router.post('/console/api/identities/:name/disable', authed(true), ...jsonBody(16 * 1024), run(async (req) => backend.setIdentityEnabled(String(req.params.name), false)));
+  router.post('/console/api/identities/:name/disable', authed(true), ...jsonBody(16 * 1024), run(async (req, res) =>
+    // Audited in the signed-in operator's name.
+    directBackend(db, { connectors: opts.connectors, logger, operator: (res.locals.session as ConsoleSession).operator }).setIdentityEnabled(String(req.params.name), false),
+  ));
   router.get('/console/api/events', authed(false), async (req, res) => {
     res.writeHead(200, { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-store', 'X-Accel-Buffering': 'no', Connection: 'keep-alive' });
     res.write('retry: 2000\n\n');

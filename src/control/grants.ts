@@ -3,7 +3,8 @@
  * source visible to an identity; the role's statements say what it may do there.
  */
 import type pg from 'pg';
-import { isForeignKeyViolation, type ControlDb } from './db';
+import { isForeignKeyViolation, withTransaction, type ControlDb } from './db';
+import { recordChange, type ChangeActor } from './change-audit';
 import { NotFoundError } from './errors';
 import { iso } from './ids';
 import { roleRowToRecord, type RoleRow, type SourceRoleRecord } from './roles';
@@ -39,12 +40,17 @@ export async function insertOperatorGrant(c: Pick<pg.ClientBase, 'query'>, ident
 
 /**
  * Grants `roleName` on `sourceId` to the identity. Returns false when the operator's grant already
- * existed (true when a claims grant of the same triple was taken over).
+ * existed (true when a claims grant of the same triple was taken over). A grant that adds something
+ * records grant_added ({identityId, identity, role}, source_id) in the same transaction.
  * Throws NotFoundError naming whichever of identity, role or source does not exist.
  */
-export async function grantRole(db: ControlDb, g: { identityId: string; roleName: string; sourceId: string }): Promise<boolean> {
+export async function grantRole(db: ControlDb, g: { identityId: string; roleName: string; sourceId: string }, actor: ChangeActor = {}): Promise<boolean> {
   try {
-    return await insertOperatorGrant(db.pool, g.identityId, g.roleName, g.sourceId);
+    return await withTransaction(db, async (c) => {
+      const added = await insertOperatorGrant(c, g.identityId, g.roleName, g.sourceId);
+      if (added) await recordGrantChange(c, actor, 'grant_added', g);
+      return added;
+    });
   } catch (err) {
     if (!isForeignKeyViolation(err)) throw err;
     const [i, ro, s] = await Promise.all([
@@ -59,10 +65,19 @@ export async function grantRole(db: ControlDb, g: { identityId: string; roleName
   }
 }
 
-/** Removes a grant. Returns false when there was no such grant. */
-export async function revokeGrant(db: ControlDb, g: { identityId: string; roleName: string; sourceId: string }): Promise<boolean> {
-  const r = await db.pool.query('DELETE FROM grants WHERE identity_id = $1 AND role_name = $2 AND source_id = $3', [g.identityId, g.roleName, g.sourceId]);
-  return r.rowCount === 1;
+async function recordGrantChange(c: pg.ClientBase, actor: ChangeActor, decision: string, g: { identityId: string; roleName: string; sourceId: string }): Promise<void> {
+  const name = await c.query<{ name: string }>('SELECT name FROM identities WHERE id = $1', [g.identityId]);
+  await recordChange(c, actor, decision, { identityId: g.identityId, identity: name.rows[0]?.name ?? null, role: g.roleName }, g.sourceId);
+}
+
+/** Removes a grant. Returns false when there was no such grant; a removal records grant_revoked (as grant_added) in its transaction. */
+export async function revokeGrant(db: ControlDb, g: { identityId: string; roleName: string; sourceId: string }, actor: ChangeActor = {}): Promise<boolean> {
+  return withTransaction(db, async (c) => {
+    const r = await c.query('DELETE FROM grants WHERE identity_id = $1 AND role_name = $2 AND source_id = $3', [g.identityId, g.roleName, g.sourceId]);
+    if (r.rowCount !== 1) return false;
+    await recordGrantChange(c, actor, 'grant_revoked', g);
+    return true;
+  });
 }
 
 /** Grants, optionally filtered, ordered by identity name, source, role. */

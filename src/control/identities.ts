@@ -6,7 +6,8 @@
 import type pg from 'pg';
 import type { ControlDb } from './db';
 import type { RefusalCode } from '../errors/vocabulary';
-import { isUniqueViolation } from './db';
+import { isUniqueViolation, withTransaction } from './db';
+import { recordChange, type ChangeActor } from './change-audit';
 import { ConflictError, NotFoundError, ValidationError } from './errors';
 import { iso, newIdentityId } from './ids';
 import { ATTRIBUTE_NAME } from '../sql/row-rules/predicate';
@@ -152,9 +153,11 @@ function validAttributeValue(v: unknown): boolean {
  * Changes an identity's attributes (issue 27): each key of `changes` is set to its value, or removed
  * when the value is null. Names follow ATTRIBUTE_NAME (lower-case letters, digits, _); values are
  * strings (≤ 1000 characters), finite numbers, booleans, or lists of those (≤ 1000). Throws
- * ValidationError (every problem listed) or NotFoundError. Returns the identity as stored.
+ * ValidationError (every problem listed) or NotFoundError. Returns the identity as stored. Records
+ * identity_attributes_changed ({identityId, identity, set: names, removed: names}; never values) in
+ * the same transaction; changes that change nothing record nothing.
  */
-export async function setIdentityAttributes(db: ControlDb, nameOrId: string, changes: unknown): Promise<IdentityRecord> {
+export async function setIdentityAttributes(db: ControlDb, nameOrId: string, changes: unknown, actor: ChangeActor = {}): Promise<IdentityRecord> {
   if (!changes || typeof changes !== 'object' || Array.isArray(changes)) throw new ValidationError('attributes must be an object of name → value (null removes)');
   const problems: string[] = [];
   for (const [k, v] of Object.entries(changes)) {
@@ -163,16 +166,26 @@ export async function setIdentityAttributes(db: ControlDb, nameOrId: string, cha
   }
   if (problems.length) throw new ValidationError('invalid identity attributes', problems);
   const idn = await requireIdentity(db, nameOrId);
-  const set = Object.fromEntries(Object.entries(changes).filter(([, v]) => v !== null));
-  const unset = Object.entries(changes).filter(([, v]) => v === null).map(([k]) => k);
-  const r = await db.pool.query<IdentityRow>(
-    `UPDATE identities SET attributes = (attributes - $3::text[]) || $2::jsonb
-     WHERE id = $1 AND (SELECT count(*) FROM jsonb_object_keys((attributes - $3::text[]) || $2::jsonb)) <= $4
-     RETURNING ${COLS}`,
-    [idn.id, JSON.stringify(set), unset, MAX_IDENTITY_ATTRIBUTES],
-  );
-  if (!r.rows[0]) throw new ValidationError(`an identity holds at most ${MAX_IDENTITY_ATTRIBUTES} attributes`);
-  return toRecord(r.rows[0]);
+  return withTransaction(db, async (c) => {
+    const cur = await c.query<IdentityRow>(`SELECT ${COLS} FROM identities WHERE id = $1 FOR UPDATE`, [idn.id]);
+    if (!cur.rows[0]) throw new NotFoundError(`identity "${nameOrId}" not found`);
+    const before = cur.rows[0].attributes ?? {};
+    const entries = Object.entries(changes as Record<string, unknown>);
+    // Names only: attribute values are data, never recorded.
+    const setNames = entries.filter(([k, v]) => v !== null && JSON.stringify(before[k]) !== JSON.stringify(v)).map(([k]) => k).sort();
+    const removed = entries.filter(([k, v]) => v === null && k in before).map(([k]) => k).sort();
+    if (setNames.length === 0 && removed.length === 0) return toRecord(cur.rows[0]);
+    const set = Object.fromEntries(entries.filter(([, v]) => v !== null));
+    const r = await c.query<IdentityRow>(
+      `UPDATE identities SET attributes = (attributes - $3::text[]) || $2::jsonb
+       WHERE id = $1 AND (SELECT count(*) FROM jsonb_object_keys((attributes - $3::text[]) || $2::jsonb)) <= $4
+       RETURNING ${COLS}`,
+      [idn.id, JSON.stringify(set), removed, MAX_IDENTITY_ATTRIBUTES],
+    );
+    if (!r.rows[0]) throw new ValidationError(`an identity holds at most ${MAX_IDENTITY_ATTRIBUTES} attributes`);
+    await recordChange(c, actor, 'identity_attributes_changed', { identityId: idn.id, identity: idn.name, set: setNames, removed });
+    return toRecord(r.rows[0]);
+  });
 }
 
 /** Throws ValidationError unless `name` matches IDENTITY_NAME_PATTERN. */
@@ -182,12 +195,18 @@ export function assertIdentityName(name: string): void {
   }
 }
 
-/** Creates an enabled identity. Throws ValidationError for a bad name, ConflictError when the name is taken. */
-export async function createIdentity(db: ControlDb, name: string): Promise<IdentityRecord> {
+/**
+ * Creates an enabled identity and records identity_created ({identityId, identity}) in the same
+ * transaction. Throws ValidationError for a bad name, ConflictError when the name is taken.
+ */
+export async function createIdentity(db: ControlDb, name: string, actor: ChangeActor = {}): Promise<IdentityRecord> {
   assertIdentityName(name);
   try {
-    const r = await db.pool.query<IdentityRow>(`INSERT INTO identities (id, name) VALUES ($1, $2) RETURNING ${COLS}`, [newIdentityId(), name]);
-    return toRecord(r.rows[0]);
+    return await withTransaction(db, async (c) => {
+      const r = await c.query<IdentityRow>(`INSERT INTO identities (id, name) VALUES ($1, $2) RETURNING ${COLS}`, [newIdentityId(), name]);
+      await recordChange(c, actor, 'identity_created', { identityId: r.rows[0].id, identity: name });
+      return toRecord(r.rows[0]);
+    });
   } catch (err) {
     if (isUniqueViolation(err)) throw new ConflictError(`identity "${name}" already exists`);
     throw err;
@@ -231,22 +250,33 @@ export async function requireIdentity(db: ControlDb, nameOrId: string): Promise<
 
 /**
  * Disables the identity: every key of it stops resolving (within the resolver's cache bound, see
- * DbIdentityResolver). Idempotent. Throws NotFoundError.
+ * DbIdentityResolver). Idempotent: records identity_disabled ({identityId, identity}) in the same
+ * transaction only when it was enabled. Throws NotFoundError.
  */
-export async function disableIdentity(db: ControlDb, nameOrId: string): Promise<IdentityRecord> {
-  const idn = await requireIdentity(db, nameOrId);
-  const r = await db.pool.query<IdentityRow>(
-    `UPDATE identities SET disabled = true, disabled_at = COALESCE(disabled_at, now()) WHERE id = $1 RETURNING ${COLS}`,
-    [idn.id],
-  );
-  return toRecord(r.rows[0]);
+export async function disableIdentity(db: ControlDb, nameOrId: string, actor: ChangeActor = {}): Promise<IdentityRecord> {
+  return setIdentityDisabled(db, nameOrId, true, actor);
 }
 
-/** Re-enables a disabled identity. Idempotent. Throws NotFoundError. */
-export async function enableIdentity(db: ControlDb, nameOrId: string): Promise<IdentityRecord> {
+/** Re-enables a disabled identity. Idempotent: records identity_enabled only when it was disabled. Throws NotFoundError. */
+export async function enableIdentity(db: ControlDb, nameOrId: string, actor: ChangeActor = {}): Promise<IdentityRecord> {
+  return setIdentityDisabled(db, nameOrId, false, actor);
+}
+
+async function setIdentityDisabled(db: ControlDb, nameOrId: string, disabled: boolean, actor: ChangeActor): Promise<IdentityRecord> {
   const idn = await requireIdentity(db, nameOrId);
-  const r = await db.pool.query<IdentityRow>(`UPDATE identities SET disabled = false, disabled_at = NULL WHERE id = $1 RETURNING ${COLS}`, [idn.id]);
-  return toRecord(r.rows[0]);
+  return withTransaction(db, async (c) => {
+    const r = await c.query<IdentityRow>(
+      `UPDATE identities SET disabled = $2, disabled_at = CASE WHEN $2 THEN now() END WHERE id = $1 AND disabled <> $2 RETURNING ${COLS}`,
+      [idn.id, disabled],
+    );
+    if (!r.rows[0]) {
+      const same = await getIdentity(c, idn.id);
+      if (!same) throw new NotFoundError(`identity "${nameOrId}" not found`);
+      return same;
+    }
+    await recordChange(c, actor, disabled ? 'identity_disabled' : 'identity_enabled', { identityId: idn.id, identity: idn.name });
+    return toRecord(r.rows[0]);
+  });
 }
 
 /** What `interlock identity show` and GET /admin/v1/identities/{name} answer (issue 26 item 4). */

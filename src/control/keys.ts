@@ -9,7 +9,8 @@
 import crypto from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Identity, IdentityResolver } from './identities';
-import { getKeyPepper, isUniqueViolation, type ControlDb } from './db';
+import { getKeyPepper, isUniqueViolation, withTransaction, type ControlDb } from './db';
+import { recordChange, revokeCredentialRow, type ChangeActor } from './change-audit';
 import { ConflictError, NotFoundError, ValidationError } from './errors';
 import { iso, newKeyId } from './ids';
 
@@ -84,9 +85,10 @@ function toRecord(r: KeyRow): ApiKeyRecord {
 /**
  * Creates a key for the identity and returns its secret ONCE (only the keyed hash is stored).
  * `expiresAt` (optional) must be in the future. Throws NotFoundError for an unknown identity,
- * ConflictError for a disabled one, ValidationError for a past expiry.
+ * ConflictError for a disabled one, ValidationError for a past expiry. Records key_created
+ * ({keyId, identityId, identity, expiresAt}; never the secret, prefix or hash) in the same transaction.
  */
-export async function createApiKey(db: ControlDb, identityId: string, opts: { expiresAt?: Date } = {}): Promise<CreatedApiKey> {
+export async function createApiKey(db: ControlDb, identityId: string, opts: { expiresAt?: Date } = {}, actor: ChangeActor = {}): Promise<CreatedApiKey> {
   if (opts.expiresAt !== undefined && !(opts.expiresAt.getTime() > Date.now())) {
     throw new ValidationError(`the expiry must be in the future (got ${Number.isNaN(opts.expiresAt.getTime()) ? 'an invalid date' : opts.expiresAt.toISOString()})`);
   }
@@ -99,11 +101,16 @@ export async function createApiKey(db: ControlDb, identityId: string, opts: { ex
     const prefix = secret.slice(0, 10);
     const keyId = newKeyId();
     try {
-      const r = await db.pool.query<{ expires_at: Date | null }>(
-        'INSERT INTO api_keys (id, identity_id, hash, prefix, expires_at) VALUES ($1, $2, $3, $4, $5) RETURNING expires_at',
-        [keyId, identityId, hashApiKey(pepper, secret), prefix, opts.expiresAt ?? null],
-      );
-      return { keyId, secret, prefix, expiresAt: iso(r.rows[0].expires_at) };
+      return await withTransaction(db, async (c) => {
+        const r = await c.query<{ expires_at: Date | null }>(
+          'INSERT INTO api_keys (id, identity_id, hash, prefix, expires_at) VALUES ($1, $2, $3, $4, $5) RETURNING expires_at',
+          [keyId, identityId, hashApiKey(pepper, secret), prefix, opts.expiresAt ?? null],
+        );
+        const expiresAt = iso(r.rows[0].expires_at);
+        // Ids only: never the secret, its prefix or its hash.
+        await recordChange(c, actor, 'key_created', { keyId, identityId, identity: idn.rows[0].name, expiresAt });
+        return { keyId, secret, prefix, expiresAt };
+      });
     } catch (err) {
       // A collision of 256-bit secrets or 80-bit ids is not expected; retry once to be safe.
       if (isUniqueViolation(err) && attempt < 2) continue;
@@ -127,12 +134,16 @@ export async function getApiKey(db: ControlDb, keyId: string): Promise<ApiKeyRec
 }
 
 /**
- * Revokes the key (idempotent: an already revoked key keeps its first revocation time).
+ * Revokes the key (idempotent: an already revoked key keeps its first revocation time, and only the
+ * first revocation records key_revoked ({keyId, identityId}) in its transaction).
  * Throws NotFoundError for an unknown key id.
  */
-export async function revokeApiKey(db: ControlDb, keyId: string): Promise<ApiKeyRecord> {
-  const r = await db.pool.query('UPDATE api_keys SET revoked_at = COALESCE(revoked_at, now()) WHERE id = $1', [keyId]);
-  if (r.rowCount === 0) throw new NotFoundError(`API key ${keyId} not found`);
+export async function revokeApiKey(db: ControlDb, keyId: string, actor: ChangeActor = {}): Promise<ApiKeyRecord> {
+  await withTransaction(db, async (c) => {
+    const r = await revokeCredentialRow(c, 'api_keys', 'identity_id', keyId);
+    if (!r) throw new NotFoundError(`API key ${keyId} not found`);
+    if (r.fresh) await recordChange(c, actor, 'key_revoked', { keyId, identityId: r.value });
+  });
   return (await getApiKey(db, keyId))!;
 }
 

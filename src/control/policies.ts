@@ -15,6 +15,7 @@ import {
 } from '../../generated/validators';
 import type { Policy } from '../../generated/policy-v1';
 import { isUniqueViolation, withTransaction, type ControlDb } from './db';
+import { recordChange, type ChangeActor } from './change-audit';
 import { ConflictError, formatSchemaErrors, ValidationError } from './errors';
 import { iso } from './ids';
 import { initSqlParser } from '../sql/analyze';
@@ -122,9 +123,10 @@ export async function checkPolicyRowRules(policies: Policy[]): Promise<void> {
 /**
  * Adds policies (one or a list, validated first, `restrict_rows` predicates too) in one transaction. With `replace`, existing
  * policies of the same names are replaced; otherwise an existing name is a ConflictError and
- * nothing is written. Returns the stored policies with whether each was new.
+ * nothing is written. Returns the stored policies with whether each was new. Records policy_added or
+ * policy_updated ({policy}) per policy that changed, in the same transaction.
  */
-export async function addPolicies(db: ControlDb, input: unknown, opts: { replace?: boolean } = {}): Promise<Array<{ policy: PolicyRecord; created: boolean }>> {
+export async function addPolicies(db: ControlDb, input: unknown, opts: { replace?: boolean } = {}, actor: ChangeActor = {}): Promise<Array<{ policy: PolicyRecord; created: boolean }>> {
   const policies = parsePolicies(input);
   await checkPolicyRowRules(policies);
   return withTransaction(db, async (c) => {
@@ -137,10 +139,19 @@ export async function addPolicies(db: ControlDb, input: unknown, opts: { replace
             ? `INSERT INTO policies (name, description, enabled, applies_to, rule) VALUES ($1, $2, $3, $4, $5)
                ON CONFLICT (name) DO UPDATE SET description = EXCLUDED.description, enabled = EXCLUDED.enabled,
                  applies_to = EXCLUDED.applies_to, rule = EXCLUDED.rule, updated_at = now()
+               WHERE (policies.description, policies.enabled, policies.applies_to, policies.rule)
+                 IS DISTINCT FROM (EXCLUDED.description, EXCLUDED.enabled, EXCLUDED.applies_to, EXCLUDED.rule)
                RETURNING ${COLS}, (xmax = 0) AS inserted`
             : `INSERT INTO policies (name, description, enabled, applies_to, rule) VALUES ($1, $2, $3, $4, $5) RETURNING ${COLS}, true AS inserted`,
           params,
         );
+        if (!r.rows[0]) {
+          // Replaced by the same definition: nothing changed, nothing recorded.
+          const same = await c.query<PolicyRow>(`SELECT ${COLS} FROM policies WHERE name = $1`, [p.name]);
+          out.push({ policy: toRecord(same.rows[0]), created: false });
+          continue;
+        }
+        await recordChange(c, actor, r.rows[0].inserted ? 'policy_added' : 'policy_updated', { policy: p.name });
         out.push({ policy: toRecord(r.rows[0]), created: r.rows[0].inserted });
       } catch (err) {
         if (isUniqueViolation(err)) throw new ConflictError(`policy "${p.name}" already exists (use --replace to replace it)`);
@@ -152,9 +163,9 @@ export async function addPolicies(db: ControlDb, input: unknown, opts: { replace
 }
 
 /** Adds one policy (see addPolicies). Throws ValidationError or ConflictError. */
-export async function addPolicy(db: ControlDb, policy: unknown, opts: { replace?: boolean } = {}): Promise<{ policy: PolicyRecord; created: boolean }> {
+export async function addPolicy(db: ControlDb, policy: unknown, opts: { replace?: boolean } = {}, actor: ChangeActor = {}): Promise<{ policy: PolicyRecord; created: boolean }> {
   if (Array.isArray(policy)) throw new ValidationError('addPolicy takes one policy; use addPolicies for a list');
-  return (await addPolicies(db, policy, opts))[0];
+  return (await addPolicies(db, policy, opts, actor))[0];
 }
 
 /** Every policy (enabled or not), by name. */
@@ -169,10 +180,14 @@ export async function getPolicy(db: ControlDb, name: string): Promise<PolicyReco
   return r.rows[0] ? toRecord(r.rows[0]) : null;
 }
 
-/** Removes the policy. Returns false when there was none of that name. */
-export async function removePolicy(db: ControlDb, name: string): Promise<boolean> {
-  const r = await db.pool.query('DELETE FROM policies WHERE name = $1', [name]);
-  return r.rowCount === 1;
+/** Removes the policy and records policy_removed ({policy}) in the same transaction. Returns false when there was none of that name. */
+export async function removePolicy(db: ControlDb, name: string, actor: ChangeActor = {}): Promise<boolean> {
+  return withTransaction(db, async (c) => {
+    const r = await c.query('DELETE FROM policies WHERE name = $1', [name]);
+    if (r.rowCount !== 1) return false;
+    await recordChange(c, actor, 'policy_removed', { policy: name });
+    return true;
+  });
 }
 
 /** The enabled policies, by name, as the evaluator consumes them (Policy shape, enabled: true). */

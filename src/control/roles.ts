@@ -4,7 +4,8 @@
  */
 import { validateSourceRole } from '../../generated/validators';
 import type { SourceRole } from '../../generated/role-v1';
-import type { ControlDb } from './db';
+import { withTransaction, type ControlDb } from './db';
+import { recordChange, type ChangeActor } from './change-audit';
 import { formatSchemaErrors, ValidationError } from './errors';
 import { iso } from './ids';
 import { initSqlParser } from '../sql/parser';
@@ -66,18 +67,31 @@ export async function checkRowRules(role: SourceRole): Promise<void> {
   if (errors.length) throw new ValidationError(`invalid role ${JSON.stringify(role.name)}: a row rule is not valid`, errors);
 }
 
-/** Creates or replaces the role named role.name (validated first, row rules too). Returns the stored role and whether it was new. */
-export async function upsertRole(db: ControlDb, input: unknown): Promise<{ role: SourceRoleRecord; created: boolean }> {
+/**
+ * Creates or replaces the role named role.name (validated first, row rules too). Returns the stored
+ * role and whether it was new. Records role_created or role_updated ({role}) in the same
+ * transaction; a replacement that changes nothing records nothing.
+ */
+export async function upsertRole(db: ControlDb, input: unknown, actor: ChangeActor = {}): Promise<{ role: SourceRoleRecord; created: boolean }> {
   const role = parseSourceRole(input);
   await checkRowRules(role);
-  const r = await db.pool.query<RoleRow & { inserted: boolean }>(
-    `INSERT INTO roles (name, description, audiences, statements) VALUES ($1, $2, $3, $4)
-     ON CONFLICT (name) DO UPDATE SET description = EXCLUDED.description, audiences = EXCLUDED.audiences,
-       statements = EXCLUDED.statements, updated_at = now()
-     RETURNING ${COLS}, (xmax = 0) AS inserted`,
-    [role.name, role.description ?? '', role.audiences ?? [], JSON.stringify(role.statements)],
-  );
-  return { role: roleRowToRecord(r.rows[0]), created: r.rows[0].inserted };
+  return withTransaction(db, async (c) => {
+    const r = await c.query<RoleRow & { inserted: boolean }>(
+      `INSERT INTO roles (name, description, audiences, statements) VALUES ($1, $2, $3, $4)
+       ON CONFLICT (name) DO UPDATE SET description = EXCLUDED.description, audiences = EXCLUDED.audiences,
+         statements = EXCLUDED.statements, updated_at = now()
+       WHERE (roles.description, roles.audiences, roles.statements) IS DISTINCT FROM (EXCLUDED.description, EXCLUDED.audiences, EXCLUDED.statements)
+       RETURNING ${COLS}, (xmax = 0) AS inserted`,
+      [role.name, role.description ?? '', role.audiences ?? [], JSON.stringify(role.statements)],
+    );
+    if (!r.rows[0]) {
+      const same = await c.query<RoleRow>(`SELECT ${COLS} FROM roles WHERE name = $1`, [role.name]);
+      return { role: roleRowToRecord(same.rows[0]), created: false };
+    }
+    const created = r.rows[0].inserted;
+    await recordChange(c, actor, created ? 'role_created' : 'role_updated', { role: role.name });
+    return { role: roleRowToRecord(r.rows[0]), created };
+  });
 }
 
 /** The role called `name`, or null. */

@@ -8,6 +8,7 @@ import { validateSourceDefinition, validateSourceDefinitionDocumentsSettings, va
 import type { DocumentsSourceSettings, PostgresSourceSettings, SourceDefinition } from '../../generated/source-v1';
 import { isUniqueViolation, withTransaction, type ControlDb } from './db';
 import { recordApprovalEvent, recordConfigEvent } from '../audit/writer';
+import { recordChange, type ChangeActor } from './change-audit';
 import { ConflictError, formatSchemaErrors, NotFoundError, PasswordRequiredError, ValidationError } from './errors';
 import { iso } from './ids';
 import { connectPinned, type PinnedClient } from '../sources/postgres/pinned-client';
@@ -71,15 +72,22 @@ export function parseSourceDefinition(input: unknown): SourceDefinition {
   throw new ValidationError('invalid source definition', details);
 }
 
-/** Registers a new source (enabled unless def.enabled is false). Throws ValidationError, or ConflictError when the id is taken. */
-export async function addSource(db: ControlDb, def: unknown): Promise<SourceRecord> {
+/**
+ * Registers a new source (enabled unless def.enabled is false) and records source_added ({type,
+ * name, enabled}; never settings) in the same transaction. Throws ValidationError, or ConflictError
+ * when the id is taken.
+ */
+export async function addSource(db: ControlDb, def: unknown, actor: ChangeActor = {}): Promise<SourceRecord> {
   const d = parseSourceDefinition(def);
   try {
-    const r = await db.pool.query<SourceRow>(
-      `INSERT INTO sources (id, type, name, description, enabled, settings) VALUES ($1, $2, $3, $4, $5, $6) RETURNING ${COLS}`,
-      [d.id, d.type, d.name, d.description ?? '', d.enabled ?? true, JSON.stringify(d.settings)],
-    );
-    return toRecord(r.rows[0]);
+    return await withTransaction(db, async (c) => {
+      const r = await c.query<SourceRow>(
+        `INSERT INTO sources (id, type, name, description, enabled, settings) VALUES ($1, $2, $3, $4, $5, $6) RETURNING ${COLS}`,
+        [d.id, d.type, d.name, d.description ?? '', d.enabled ?? true, JSON.stringify(d.settings)],
+      );
+      await recordChange(c, actor, 'source_added', { type: d.type, name: d.name, enabled: r.rows[0].enabled }, d.id);
+      return toRecord(r.rows[0]);
+    });
   } catch (err) {
     if (isUniqueViolation(err)) throw new ConflictError(`source "${d.id}" already exists`);
     throw err;
@@ -118,11 +126,21 @@ export async function listSources(db: ControlDb): Promise<SourceRecord[]> {
   return r.rows.map(toRecord);
 }
 
-/** Enables or disables a source (a disabled source refuses calls as unavailable). Idempotent. Throws NotFoundError. */
-export async function setSourceEnabled(db: ControlDb, id: string, enabled: boolean): Promise<SourceRecord> {
-  const r = await db.pool.query<SourceRow>(`UPDATE sources SET enabled = $2, updated_at = now() WHERE id = $1 RETURNING ${COLS}`, [id, enabled]);
-  if (r.rowCount === 0) throw new NotFoundError(`source "${id}" not found`);
-  return toRecord(r.rows[0]);
+/**
+ * Enables or disables a source (a disabled source refuses calls as unavailable). Idempotent: records
+ * source_enabled or source_disabled in the same transaction only when the flag changed. Throws NotFoundError.
+ */
+export async function setSourceEnabled(db: ControlDb, id: string, enabled: boolean, actor: ChangeActor = {}): Promise<SourceRecord> {
+  return withTransaction(db, async (c) => {
+    const r = await c.query<SourceRow>(`UPDATE sources SET enabled = $2, updated_at = now() WHERE id = $1 AND enabled <> $2 RETURNING ${COLS}`, [id, enabled]);
+    if (r.rows[0]) {
+      await recordChange(c, actor, enabled ? 'source_enabled' : 'source_disabled', {}, id);
+      return toRecord(r.rows[0]);
+    }
+    const same = await c.query<SourceRow>(`SELECT ${COLS} FROM sources WHERE id = $1`, [id]);
+    if (!same.rows[0]) throw new NotFoundError(`source "${id}" not found`);
+    return toRecord(same.rows[0]);
+  });
 }
 
 /** A copy of the settings with every password and CA bundle replaced, for display. */

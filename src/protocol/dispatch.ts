@@ -400,7 +400,7 @@ async function runAdmitted(deps: DispatchDeps, req: ToolCallRequest, binding: To
   if (decision === 'failed' || (decision === 'refused' && reason && refusalInfo(reason).status === 'unavailable')) {
     const line = { requestId: req.requestId, tool: binding.canonical, source_id: ctx.auditDetails.source_id, decision, reason };
     if (decision === 'failed') deps.logger.warn(line, 'tool execution failed');
-    else deps.logger.info(line, 'tool call refused: source unavailable');
+    else deps.logger.info(line, reason === 'audit_unavailable' ? 'tool call refused: audit unavailable' : reason === 'identity_provider_unavailable' ? 'tool call refused: identity provider unavailable' : 'tool call refused: source unavailable');
   }
   const event = ctx.auditHooks.toolCallEvent(decision, reason);
   // Keyless refusals are counted per client address per minute, never one row each (issue 10, Build 6).

@@ -84,7 +84,7 @@ describe('embedded PostgreSQL (zero setup)', () => {
       const url = /MCP endpoint: +(http:\/\/127\.0\.0\.1:\d+\/mcp)/.exec(out)![1];
       const key = /\n {4}(ilk_[A-Za-z0-9_-]{43})\n/.exec(out)![1];
       expect(out).toContain(`\nclaude mcp add --transport http interlock "${url}" --header "Authorization: Bearer ${key}"\n`);
-      expect(out).toContain(`curl -s "${url}" -H "Content-Type: application/json"`);
+      expect(out).toContain(`curl -s "${url}" -H "Authorization: Bearer ${key}" -H "Content-Type: application/json" -H "Accept: application/json, text/event-stream" -H "MCP-Protocol-Version: 2025-11-25" -d '`);
 
       const res = await fetch(url, {
         method: 'POST',
@@ -105,6 +105,10 @@ describe('embedded PostgreSQL (zero setup)', () => {
     }
     expect(await exited).toBe(0);
     expect(err).toContain('SIGINT: shutting down');
+    // Pools close before the embedded server stops: no idle-connection warning; one final line (hgov item 5).
+    expect(err).not.toContain('idle audit connection failed');
+    expect(err).not.toContain('57P01');
+    expect(err.trimEnd().split('\n').pop()).toBe('InterLock stopped.');
     expect(postmasterAlive()).toBe(false);
   }, 180_000);
 });

@@ -114,4 +114,12 @@ describe('--json on every list, show and status command', () => {
     expect(r.stdout.split('\n')[0]).toMatch(/^SOURCE +INDEXED +MS +ASSETS +ADDED +UPDATED +UNCHANGED +REMOVED +SKIPPED +PROBLEMS$/);
     expect(r.stdout.split('\n')[1]).toMatch(/^local +\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ +\d+ +\d+ /);
   });
+
+  test('index without a source shows the index status, as its help says (hgov item 2)', async () => {
+    expect(cliProgram({ out: () => undefined, err: () => undefined }).commands.find((c) => c.name() === 'index')!.description()).toContain('`index` or `index status` shows index status');
+    const bare = await cli('index');
+    expect(bare).toEqual(await cli('index', 'status'));
+    expect(bare.code).toBe(0);
+    expect(bare.stdout.split('\n')[0]).toMatch(/^SOURCE +INDEXED /);
+  });
 });

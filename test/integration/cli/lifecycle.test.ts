@@ -86,10 +86,11 @@ test('source update fixes a wrong TLS mode and scans the catalog again', async (
   const patch = join(dir, 'patch.yaml');
   writeFileSync(patch, 'description: local test source\n');
   expect(await cli('source', 'update', 'local', '--file', patch)).toEqual({ code: 0, stdout: 'updated source local: description\n', stderr: '' });
-  const audit = JSON.parse((await cli('--json', 'audit', 'search', '--kind', 'config', '--source', 'local')).stdout) as { events: Array<{ decision: string; details: { changed: string[] } }> };
+  const audit = JSON.parse((await cli('--json', 'audit', 'search', '--kind', 'config', '--source', 'local')).stdout) as { events: Array<{ decision: string; details: { changed?: string[] } }> };
   expect(audit.events.map((e) => [e.decision, e.details.changed])).toEqual([
     ['source_updated', ['description']],
     ['source_updated', ['settings.tls.mode']],
+    ['source_added', undefined],
   ]);
 });
 
@@ -139,6 +140,6 @@ test('source remove refuses while an approval is pending, removes with --force, 
   expect(await getSource(db, 'local')).toBeNull();
   expect((await getApproval(db, a.id))!).toMatchObject({ state: 'rejected', decidedBy: 'ops-ben' });
   const trail = JSON.parse((await cli('--json', 'audit', 'search', '--source', 'local')).stdout) as { events: Array<{ kind: string; decision: string }> };
-  expect(trail.events.map((e) => `${e.kind} ${e.decision}`)).toEqual(['config source_removed', 'approval rejected', 'config source_updated', 'config source_updated']);
+  expect(trail.events.map((e) => `${e.kind} ${e.decision}`)).toEqual(['config source_removed', 'approval rejected', 'config source_updated', 'config source_updated', 'config source_added']);
   expect(await cli('source', 'remove', 'local')).toEqual({ code: 3, stdout: '', stderr: 'error: source "local" not found\n' });
 });

@@ -158,3 +158,15 @@ test('the detail of an approval whose source was removed still opens (no plan), 
   expect(d.json).toMatchObject({ approval: { id, state: 'executed', sourceId: 'chinook' }, plan: null });
   expect(d.json.audit.map((e: { decision: string }) => e.decision)).toEqual(['queued', 'approved', 'executed']);
 });
+
+test('disabling an identity in the console records identity_disabled in the signed-in operator\'s name (issue hgov item 1)', async () => {
+  const { createIdentity } = await import('../../../src/control/identities');
+  const idn = await createIdentity(env.db, 'console-target');
+  const { cookie, csrf } = await signIn();
+  const before = (await env.db.pool.query<{ id: string }>('SELECT coalesce(max(id), 0)::text AS id FROM audit_events')).rows[0].id;
+  const r = await http('POST', '/console/api/identities/console-target/disable', { cookie, csrf, body: {} });
+  expect(r.status).toBe(200);
+  expect(r.json).toMatchObject({ name: 'console-target', disabled: true });
+  const events = await env.db.pool.query("SELECT kind, decision, operator, source_id, details FROM audit_events WHERE kind = 'config' AND id > $1 ORDER BY id", [before]);
+  expect(events.rows).toEqual([{ kind: 'config', decision: 'identity_disabled', operator: 'ops-carol', source_id: null, details: { identityId: idn.id, identity: 'console-target' } }]);
+});

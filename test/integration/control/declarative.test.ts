@@ -166,6 +166,9 @@ test('pruning a source with a pending approval is refused unless forced; its aud
   expect(trail).toEqual([
     ['config', 'source_removed', null, 'ops-anna'],
     ['approval', 'rejected', 'source_removed', 'ops-anna'],
+    // The setup's own changes (made without an operator, as the gateway's provisioning is).
+    ['config', 'grant_added', null, 'system'],
+    ['config', 'source_added', null, 'system'],
   ]);
 });
 

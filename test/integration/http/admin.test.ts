@@ -424,7 +424,7 @@ describe('source lifecycle and declarative configuration (issue 16)', () => {
     // Newest first; the batched tool-call events may interleave with the approval events, so the rest is compared as a set
     // (refused: the call before the fix, and any made before the new grant reached the gateway).
     expect(trail.slice(0, 2).map((e) => `${e.kind} ${e.decision}`)).toEqual(['config source_removed', 'approval rejected']);
-    expect([...new Set(trail.map((e) => `${e.kind} ${e.decision}`))].sort()).toEqual(['approval queued', 'approval rejected', 'config source_removed', 'config source_updated', 'tool_call allowed', 'tool_call queued', 'tool_call refused']);
+    expect([...new Set(trail.map((e) => `${e.kind} ${e.decision}`))].sort()).toEqual(['approval queued', 'approval rejected', 'config grant_added', 'config source_added', 'config source_removed', 'config source_updated', 'tool_call allowed', 'tool_call queued', 'tool_call refused']);
   });
 
   test('GET /export and POST /apply: round trip without changes, one changed field planned and applied with the operator and digest; the CLI in remote mode', async () => {

@@ -6,6 +6,7 @@
  * names (nothing listens there before).
  */
 import net from 'node:net';
+import pino from 'pino';
 import { createTempDatabase, pgServer, type TempDatabase } from '../../helpers/pg';
 import { callTool } from '../../helpers/governed';
 import { freePort } from '../../helpers/pg-cluster';
@@ -56,6 +57,7 @@ test('without its control database the gateway listens not ready, refuses calls 
   url.host = `127.0.0.1:${port}`;
   const controlUrl = url.toString();
   let attempts = 0;
+  const logLines: Array<{ msg: string; reason?: string }> = [];
   const config = structuredClone(DEFAULT_CONFIG) as unknown as ResolvedGatewayConfig;
   serving = await serveGovernedGateway({
     openDb: async () => {
@@ -66,7 +68,7 @@ test('without its control database the gateway listens not ready, refuses calls 
     config,
     host: '127.0.0.1',
     port: 0,
-    logger: createLogger('silent'),
+    logger: pino({ level: 'info' }, { write: (line: string) => void logLines.push(JSON.parse(line) as { msg: string; reason?: string }) }),
     retryMs: 200,
     retryMaxMs: 500,
   });
@@ -82,6 +84,8 @@ test('without its control database the gateway listens not ready, refuses calls 
   expect(refused.status).toBe(200);
   expect(refused.body.result.isError).toBe(true);
   expect(refused.body.result.structuredContent).toMatchObject({ status: 'unavailable', code: 'audit_unavailable' });
+  // The server log names the real reason, not a source (hgov item 4).
+  expect(logLines.filter((l) => l.msg.startsWith('tool call refused')).map((l) => [l.msg, l.reason])).toEqual([['tool call refused: audit unavailable', 'audit_unavailable']]);
   // tools/list still answers (the catalogue does not need the database).
   const list = await fetch(serving.url, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-11-25' }, body: JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/list' }) });
   expect(list.status).toBe(200);

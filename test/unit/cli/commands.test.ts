@@ -3,7 +3,9 @@
  * line, and `index status` renders a table for people.
  */
 import type { Command } from 'commander';
-import { cliProgram } from '../../../src/cli/main';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { cliProgram, curlExample } from '../../../src/cli/main';
 import { indexStatusTable } from '../../../src/cli/discovery-index';
 
 /** Every command below `c`, as "parent child" paths. */
@@ -49,5 +51,18 @@ describe('index status table', () => {
   });
   test('no rows: (none)', () => {
     expect(indexStatusTable([])).toBe('(none)');
+  });
+});
+
+describe('the startup banner\'s curl line (hgov item 3)', () => {
+  /** The -H headers of a curl command line, as "Name: value" with the name lower-cased. */
+  const headers = (line: string) => [...line.matchAll(/-H ["']([^"']+)["']/g)].map((m) => m[1].replace(/^[^:]+/, (n) => n.toLowerCase())).sort();
+
+  test('sends the same headers as README\'s example, MCP-Protocol-Version included', () => {
+    const readme = readFileSync(join(__dirname, '..', '..', '..', 'README.md'), 'utf8');
+    const example = /\ncurl -s http:\/\/127\.0\.0\.1:8787\/mcp[^\n]*\\\n[^\n]*\\\n[^\n]*/.exec(readme)![0];
+    const banner = curlExample('http://127.0.0.1:8787/mcp', '<key>', 'chinook');
+    expect(headers(banner)).toEqual(headers(example));
+    expect(headers(banner)).toEqual(['accept: application/json, text/event-stream', 'authorization: Bearer <key>', 'content-type: application/json', 'mcp-protocol-version: 2025-11-25']);
   });
 });
