@@ -16,6 +16,7 @@ import { grantRuntimeRole, openControlDb, type ControlDb } from '../../../src/co
 import { runCli } from '../../../src/cli/main';
 import { syncClaimGrants } from '../../../src/auth/token-identities';
 import { recordConfigEvent } from '../../../src/audit/writer';
+import { updateSource } from '../../../src/control/sources';
 
 jest.setTimeout(120_000);
 
@@ -88,6 +89,53 @@ test('--operator refuses "system", an empty name and control characters; a valid
   const before = await lastId();
   expect((await cli('source', 'update', 'docs', '--description', 'handbook', '--operator', 'Ops.Anna')).code).toBe(0);
   expect(await configEventsAfter(before)).toEqual([{ decision: 'source_updated', operator: 'Ops.Anna', source_id: 'docs', details: { changed: ['description'] } }]);
+});
+
+// Finding 5 (medium, fixed): updateSource read the source outside its transaction and wrote the
+// whole row from that read. With another update of the same source in flight, (a) the same change
+// made twice recorded two source_updated events (the second changed nothing), and (b) a change of
+// another field was silently reverted while the event named only the caller's own path, so the
+// trail no longer said what the source held. The caller's transaction now locks the row first.
+describe('source update beside another in flight', () => {
+  let x: pg.Client;
+  beforeEach(async () => {
+    x = new pg.Client({ connectionString: temp.url });
+    await x.connect();
+    await db.pool.query("UPDATE sources SET description = 'start' WHERE id = 'docs'");
+  });
+  afterEach(async () => {
+    await x.end();
+  });
+
+  /** Runs `fn` while `x` holds an uncommitted UPDATE of the source (`set`), committing it once `fn` waits for its lock. */
+  async function beside<T>(set: string, fn: () => Promise<T>): Promise<T> {
+    await x.query('BEGIN');
+    await x.query(`UPDATE sources SET ${set}, updated_at = now() WHERE id = 'docs'`);
+    const p = fn();
+    for (let i = 0; i < 500; i++) {
+      const w = await db.pool.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = $1 AND wait_event_type = 'Lock'", [temp.name]);
+      if (w.rows[0].n > 0) break;
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    await x.query('COMMIT');
+    return p;
+  }
+
+  test('the same change already made by the other records nothing', async () => {
+    const before = await lastId();
+    const r = await beside("description = 'same'", () => updateSource(db, 'docs', { description: 'same' }, { operator: 'ops-b' }));
+    expect(r.changed).toEqual([]);
+    expect(await configEventsAfter(before)).toEqual([]);
+    expect((await db.pool.query("SELECT description FROM sources WHERE id = 'docs'")).rows).toEqual([{ description: 'same' }]);
+  });
+
+  test('another field changed by the other is kept, and the event names only this change', async () => {
+    const before = await lastId();
+    const r = await beside("description = 'by-x'", () => updateSource(db, 'docs', { name: 'Docs' }, { operator: 'ops-b' }));
+    expect(r.changed).toEqual(['name']);
+    expect((await db.pool.query("SELECT name, description FROM sources WHERE id = 'docs'")).rows).toEqual([{ name: 'Docs', description: 'by-x' }]);
+    expect(await configEventsAfter(before)).toEqual([{ decision: 'source_updated', operator: 'ops-b', source_id: 'docs', details: { changed: ['name'] } }]);
+  });
 });
 
 // Finding 3 (medium, open): identities provisioned from an access token and the grants that follow
