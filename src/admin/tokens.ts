@@ -16,7 +16,7 @@
 import crypto from 'node:crypto';
 import type { ControlDb } from '../control/db';
 import { getKeyPepper, isUniqueViolation, withTransaction } from '../control/db';
-import { recordChange, revokeCredentialRow, type ChangeActor } from '../control/change-audit';
+import { recordChange, revokeCredentialRow, SYSTEM_OPERATOR, type ChangeActor } from '../control/change-audit';
 import { NotFoundError, ValidationError } from '../control/errors';
 import { assertIdentityName } from '../control/identities';
 import { iso } from '../control/ids';
@@ -100,10 +100,13 @@ function toRecord(r: TokenRow): OperatorTokenRecord {
 /**
  * Creates a token for operator `name` and returns its secret ONCE (only the keyed hash is stored).
  * Records operator_token_created ({tokenId, name, expiresAt}) in the same transaction, in `actor`'s name.
- * Throws ValidationError for a bad name or a past expiry.
+ * Throws ValidationError for a bad name, the reserved name "system" (the trail's name for the
+ * gateway's own changes: a token so named would record its changes as the gateway's, red team
+ * rtgov) or a past expiry.
  */
 export async function createOperatorToken(db: ControlDb, name: string, opts: { expiresAt?: Date } = {}, actor: ChangeActor = {}): Promise<CreatedOperatorToken> {
   assertIdentityName(name);
+  if (name === SYSTEM_OPERATOR) throw new ValidationError(`the operator name "${SYSTEM_OPERATOR}" is reserved for the gateway's own changes in the audit trail`);
   if (opts.expiresAt !== undefined && !(opts.expiresAt.getTime() > Date.now())) {
     throw new ValidationError('the expiry must be in the future');
   }

@@ -20,6 +20,7 @@ import { APPROVAL_STATES, type ApprovalFailureCause, type ApprovalRecord, type A
 import { ControlError } from '../control/errors';
 import { initStatementDisplay, statementForDisplay } from '../approvals/statement';
 import { parsePositiveInt } from './args';
+import { parseOperatorName } from './context';
 import { shortTime, table } from './output';
 import { cutText } from '../errors/cut-text';
 
@@ -104,7 +105,7 @@ export function registerApprovalCommands(program: Command, session: (cmd: Comman
       await initStatementDisplay();
       s.print(showText(a), a);
     });
-  const operatorOpt = () => new Option('--operator <name>', 'who decides (recorded in the audit; default: your OS user name)').default(userInfo().username);
+  const operatorOpt = () => new Option('--operator <name>', 'who decides (recorded in the audit; default: your OS user name)').default(userInfo().username).argParser(parseOperatorName);
   apr
     .command('approve')
     .description('approve a pending write and execute it once with the source writer role')

@@ -296,23 +296,27 @@ export interface SourceUpdate {
 export async function updateSource(db: ControlDb, id: string, patch: unknown, opts: { operator: string }): Promise<SourceUpdate> {
   if (!isPlainObject(patch)) throw new ValidationError('the source update must be an object (a merge patch of the source definition)');
   if (patch.id !== undefined && patch.id !== id) throw new ValidationError(`a source id cannot change (the update names "${String(patch.id)}", the source is "${id}")`);
-  const current = await requireSource(db, id);
-  if (patch.type !== undefined && patch.type !== current.type) throw new ValidationError(`a source type cannot change (${current.type}); remove the source and add a new one`);
-  const before = sourceDefinitionOf(current);
-  const merged = parseSourceDefinition(mergePatch(before, patch));
-  if (current.type === 'postgres' && merged.type === 'postgres') {
-    const given = (patch.settings ?? {}) as Record<string, unknown>;
-    const passwordGiven = (who: CredentialRole) => isPlainObject(given[who]) && typeof (given[who] as Record<string, unknown>).password === 'string';
-    assertPasswordsBound(id, current.settings, merged.settings as PostgresSourceSettings, (who) => !passwordGiven(who));
-  }
-  const changed = changedPaths(before, { ...merged, description: merged.description ?? '', enabled: merged.enabled ?? current.enabled });
-  if (changed.length === 0) return { source: current, changed, connectionChanged: false };
+  // The row is read under its lock in the change's own transaction, so an update beside another one
+  // merges into what that one committed: it neither reverts the other's change nor records a change
+  // the other already made (red team rtgov).
   return withTransaction(db, async (c) => {
+    const cur = await c.query<SourceRow>(`SELECT ${COLS} FROM sources WHERE id = $1 FOR UPDATE`, [id]);
+    if (!cur.rows[0]) throw new NotFoundError(`source "${id}" not found`);
+    const current = toRecord(cur.rows[0]);
+    if (patch.type !== undefined && patch.type !== current.type) throw new ValidationError(`a source type cannot change (${current.type}); remove the source and add a new one`);
+    const before = sourceDefinitionOf(current);
+    const merged = parseSourceDefinition(mergePatch(before, patch));
+    if (current.type === 'postgres' && merged.type === 'postgres') {
+      const given = (patch.settings ?? {}) as Record<string, unknown>;
+      const passwordGiven = (who: CredentialRole) => isPlainObject(given[who]) && typeof (given[who] as Record<string, unknown>).password === 'string';
+      assertPasswordsBound(id, current.settings, merged.settings as PostgresSourceSettings, (who) => !passwordGiven(who));
+    }
+    const changed = changedPaths(before, { ...merged, description: merged.description ?? '', enabled: merged.enabled ?? current.enabled });
+    if (changed.length === 0) return { source: current, changed, connectionChanged: false };
     const r = await c.query<SourceRow>(
       `UPDATE sources SET name = $2, description = $3, enabled = $4, settings = $5, updated_at = now() WHERE id = $1 RETURNING ${COLS}`,
       [id, merged.name, merged.description ?? '', merged.enabled ?? current.enabled, JSON.stringify(merged.settings)],
     );
-    if (r.rowCount === 0) throw new NotFoundError(`source "${id}" not found`);
     await recordConfigEvent(c, { decision: 'source_updated', operator: opts.operator, sourceId: id, details: { changed } });
     return { source: toRecord(r.rows[0]), changed, connectionChanged: changed.some((p) => CONNECTION_SETTINGS.includes(p.split('.')[1] ?? '')) };
   });
