@@ -1,0 +1,181 @@
+/**
+ * The admin API (/admin/v1) and the console on the gateway's least-privilege runtime role
+ * (docs/operators.md "Give the gateway a least-privilege database role"; `interlock db
+ * grant-runtime-role`). That role may not write governance tables, so without an operator
+ * connection (INTERLOCK_OPERATOR_DATABASE_URL) every governance write answers one clear 403 naming
+ * the fix (no driver text), reads keep working, and nothing is half-made.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { ADMIN_URL } from '../../helpers/pg';
+import { freshControlDb, type TestControlDb } from '../control/control-db';
+import { grantRuntimeRole, openControlDb, type ControlDb } from '../../../src/control/db';
+import { DEFAULT_CONFIG, type ResolvedGatewayConfig } from '../../../src/control/config';
+import { startGovernedGateway, type GovernedGateway } from '../../../src/gateway';
+import { createLogger } from '../../../src/observability/logger';
+import { createOperatorToken } from '../../../src/admin/tokens';
+import { createIdentity } from '../../../src/control/identities';
+import { createApiKey } from '../../../src/control/keys';
+import { addSource } from '../../../src/control/sources';
+import { upsertRole } from '../../../src/control/roles';
+import { grantRole } from '../../../src/control/grants';
+import { addPolicies } from '../../../src/control/policies';
+
+jest.setTimeout(180_000);
+
+/** The refusal every governance write gets on the runtime role without an operator connection. */
+export const RUNTIME_REFUSAL = {
+  error: 'forbidden',
+  code: 'forbidden',
+  message:
+    "This gateway's database role may not change governance state (identities, keys, sources, roles, grants, policies): set INTERLOCK_OPERATOR_DATABASE_URL (database.operator_url) to a role given `interlock db grant-operator-role ROLE`, or make the change with the interlock CLI as the database owner.",
+};
+
+let t: TestControlDb;
+let runtimeRole: string;
+let rt: ControlDb;
+let gw: GovernedGateway;
+let base: string;
+let token: string;
+let dir: string;
+let keyId: string;
+
+async function createRole(role: string): Promise<string> {
+  const admin = new pg.Client({ connectionString: ADMIN_URL });
+  await admin.connect();
+  try {
+    await admin.query(`CREATE ROLE ${role} LOGIN PASSWORD 'pw-${role}'`);
+  } finally {
+    await admin.end();
+  }
+  const u = new URL(t.temp.url);
+  u.username = role;
+  u.password = `pw-${role}`;
+  return u.toString();
+}
+
+async function dropRole(role: string): Promise<void> {
+  for (const sql of [`REVOKE ALL ON ALL TABLES IN SCHEMA public FROM ${role}`, `REVOKE ALL ON ALL SEQUENCES IN SCHEMA public FROM ${role}`, `REVOKE ALL ON ALL FUNCTIONS IN SCHEMA public FROM ${role}`, `REVOKE ALL ON SCHEMA public FROM ${role}`, `REVOKE ALL ON DATABASE "${t.temp.name}" FROM ${role}`]) {
+    await t.db.pool.query(sql).catch(() => undefined);
+  }
+  const admin = new pg.Client({ connectionString: ADMIN_URL });
+  await admin.connect();
+  try {
+    await admin.query(`DROP ROLE IF EXISTS ${role}`);
+  } finally {
+    await admin.end();
+  }
+}
+
+function gatewayConfig(database: Partial<ResolvedGatewayConfig['database']> = {}): ResolvedGatewayConfig {
+  const c = structuredClone(DEFAULT_CONFIG as ResolvedGatewayConfig);
+  c.database = { ...c.database, ...database };
+  return c;
+}
+
+beforeAll(async () => {
+  t = await freshControlDb('adm_rt');
+  dir = mkdtempSync(join(tmpdir(), 'il-adm-rt-'));
+  runtimeRole = `il_rt_${randomBytes(4).toString('hex')}`;
+  const rtUrl = await createRole(runtimeRole);
+  await grantRuntimeRole(t.db, runtimeRole);
+  // What exists before the calls, made by the owner.
+  const idn = await createIdentity(t.db, 'agent-a');
+  keyId = (await createApiKey(t.db, idn.id)).keyId;
+  await addSource(t.db, { id: 'notes', type: 'documents', name: 'Notes', settings: { path: dir } });
+  await upsertRole(t.db, { name: 'notes-reader', statements: [{ effect: 'allow', action: 'read', resource: '*' }] });
+  await grantRole(t.db, { identityId: idn.id, roleName: 'notes-reader', sourceId: 'notes' });
+  await addPolicies(t.db, { name: 'cap', rule: { type: 'max_rows', max_rows: 5 } });
+  token = (await createOperatorToken(t.db, 'ops-hop')).secret;
+  rt = await openControlDb(rtUrl, { migrate: false, poolSize: 4 });
+  gw = await startGovernedGateway({ db: rt, config: gatewayConfig(), host: '127.0.0.1', port: 0, logger: createLogger('silent'), catalogRescanMs: 0 });
+  base = new URL(gw.url).origin;
+});
+
+afterAll(async () => {
+  await gw?.close(1000);
+  await rt?.close();
+  if (runtimeRole) await dropRole(runtimeRole);
+  await t?.cleanup();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+async function call(b: string, method: string, path: string, body?: unknown): Promise<{ status: number; json: any }> {
+  const headers: Record<string, string> = { authorization: `Bearer ${token}` };
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  const r = await fetch(`${b}/admin/v1${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  const text = await r.text();
+  let json: any = text;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    /* keep the text */
+  }
+  return { status: r.status, json };
+}
+
+/** Every governance write family of /admin/v1, as [method, path, body]. */
+export const WRITES = (key: string): Array<[string, string, unknown]> => [
+  ['POST', '/identities', { name: 'agent-b' }],
+  ['PATCH', '/identities/agent-a/attributes', { attributes: { team: 'red' } }],
+  ['POST', '/identities/agent-a/disable', {}],
+  ['POST', '/identities/agent-a/enable', {}],
+  ['POST', '/keys', { identity: 'agent-a' }],
+  ['POST', `/keys/${key}/revoke`, {}],
+  ['POST', '/sources?scan=false', { id: 'notes2', type: 'documents', name: 'Notes 2', settings: { path: '/tmp' } }],
+  ['PATCH', '/sources/notes?scan=false', { name: 'Notes renamed' }],
+  ['POST', '/sources/notes/disable', {}],
+  ['POST', '/sources/notes/enable', {}],
+  ['PUT', '/roles/other-reader', { statements: [{ effect: 'allow', action: 'read', resource: '*' }] }],
+  ['POST', '/grants', { identity: 'agent-a', role: 'notes-reader', source: 'notes' }],
+  ['DELETE', '/grants/agent-a/notes-reader/notes', undefined],
+  ['POST', '/policies', { name: 'cap2', rule: { type: 'max_rows', max_rows: 7 } }],
+  ['DELETE', '/policies/cap', undefined],
+  ['POST', '/apply', { document: { version: 1, identities: [{ name: 'agent-c' }] } }],
+  ['DELETE', '/sources/notes', undefined],
+];
+
+/** A digest of every governance table and the trail (to show a refused write changed nothing). */
+async function governanceState(): Promise<string> {
+  const r = await t.db.pool.query<{ s: string }>(
+    `SELECT concat_ws('|',
+       (SELECT string_agg(name || disabled::text || attributes::text, ',' ORDER BY name) FROM identities),
+       (SELECT string_agg(id || coalesce(revoked_at::text, '-'), ',' ORDER BY id) FROM api_keys),
+       (SELECT string_agg(id || name || enabled::text, ',' ORDER BY id) FROM sources),
+       (SELECT string_agg(name, ',' ORDER BY name) FROM roles),
+       (SELECT string_agg(role_name || source_id, ',' ORDER BY role_name) FROM grants),
+       (SELECT string_agg(name || rule::text, ',' ORDER BY name) FROM policies),
+       (SELECT count(*)::text FROM audit_events)) AS s`,
+  );
+  return r.rows[0].s;
+}
+
+test('on the runtime role without an operator connection every governance write is refused clearly and changes nothing; reads work', async () => {
+  const before = await governanceState();
+  const got = [];
+  for (const [method, path, body] of WRITES(keyId)) {
+    const r = await call(base, method, path, body);
+    got.push({ call: `${method} ${path}`, status: r.status, body: r.json });
+  }
+  expect(got).toEqual(WRITES(keyId).map(([method, path]) => ({ call: `${method} ${path}`, status: 403, body: RUNTIME_REFUSAL })));
+  expect(await governanceState()).toBe(before);
+  for (const path of ['/identities', '/identities/agent-a', '/keys', '/sources', '/sources/notes', '/roles', '/grants', '/policies', '/approvals', '/audit', '/export']) {
+    expect({ path, status: (await call(base, 'GET', path)).status }).toEqual({ path, status: 200 });
+  }
+  expect((await call(base, 'GET', '/identities')).json.identities.map((i: { name: string }) => i.name)).toEqual(['agent-a']);
+});
+
+test("the console's Disable on the runtime role without an operator connection is refused clearly", async () => {
+  const signIn = await fetch(`${base}/console/api/session`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ token }) });
+  expect(signIn.status).toBe(200);
+  const cookie = (signIn.headers.get('set-cookie') ?? '').split(';')[0];
+  const csrf = ((await signIn.json()) as { csrfToken: string }).csrfToken;
+  const r = await fetch(`${base}/console/api/identities/agent-a/disable`, { method: 'POST', headers: { 'content-type': 'application/json', cookie, 'x-csrf-token': csrf }, body: '{}' });
+  expect({ status: r.status, body: await r.json() }).toEqual({ status: 403, body: RUNTIME_REFUSAL });
+  expect((await t.db.pool.query("SELECT disabled FROM identities WHERE name = 'agent-a'")).rows).toEqual([{ disabled: false }]);
+  const list = await fetch(`${base}/console/api/identities`, { headers: { cookie } });
+  expect(list.status).toBe(200);
+});
