@@ -3,7 +3,10 @@
  * (docs/operators.md "Give the gateway a least-privilege database role"; `interlock db
  * grant-runtime-role`). That role may not write governance tables, so without an operator
  * connection (INTERLOCK_OPERATOR_DATABASE_URL) every governance write answers one clear 403 naming
- * the fix (no driver text), reads keep working, and nothing is half-made.
+ * the fix (no driver text), reads keep working, and nothing is half-made. With an operator
+ * connection on a role given `interlock db grant-operator-role`, every write family works and
+ * records its config event in the operator token's name; a permission error in the middle of a
+ * write (its config event refused) leaves nothing behind.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -12,7 +15,7 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { ADMIN_URL } from '../../helpers/pg';
 import { freshControlDb, type TestControlDb } from '../control/control-db';
-import { grantRuntimeRole, openControlDb, type ControlDb } from '../../../src/control/db';
+import { grantOperatorRole, grantRuntimeRole, openControlDb, type ControlDb } from '../../../src/control/db';
 import { DEFAULT_CONFIG, type ResolvedGatewayConfig } from '../../../src/control/config';
 import { startGovernedGateway, type GovernedGateway } from '../../../src/gateway';
 import { createLogger } from '../../../src/observability/logger';
@@ -34,8 +37,20 @@ export const RUNTIME_REFUSAL = {
     "This gateway's database role may not change governance state (identities, keys, sources, roles, grants, policies): set INTERLOCK_OPERATOR_DATABASE_URL (database.operator_url) to a role given `interlock db grant-operator-role ROLE`, or make the change with the interlock CLI as the database owner.",
 };
 
+/** The refusal when the operator connection's role lacks a privilege. */
+const OPERATOR_REFUSAL = {
+  error: 'forbidden',
+  code: 'forbidden',
+  message: "The operator connection's database role (INTERLOCK_OPERATOR_DATABASE_URL) may not make this change: run `interlock db grant-operator-role ROLE` for it as the database owner, or make the change with the interlock CLI as the owner.",
+};
+
 let t: TestControlDb;
 let runtimeRole: string;
+let operatorRole: string;
+let opUrl: string;
+let gwOp: GovernedGateway;
+let baseOp: string;
+const logLines: Array<Record<string, unknown>> = [];
 let rt: ControlDb;
 let gw: GovernedGateway;
 let base: string;
@@ -82,6 +97,9 @@ beforeAll(async () => {
   runtimeRole = `il_rt_${randomBytes(4).toString('hex')}`;
   const rtUrl = await createRole(runtimeRole);
   await grantRuntimeRole(t.db, runtimeRole);
+  operatorRole = `il_op_${randomBytes(4).toString('hex')}`;
+  opUrl = await createRole(operatorRole);
+  await grantOperatorRole(t.db, operatorRole);
   // What exists before the calls, made by the owner.
   const idn = await createIdentity(t.db, 'agent-a');
   keyId = (await createApiKey(t.db, idn.id)).keyId;
@@ -91,14 +109,19 @@ beforeAll(async () => {
   await addPolicies(t.db, { name: 'cap', rule: { type: 'max_rows', max_rows: 5 } });
   token = (await createOperatorToken(t.db, 'ops-hop')).secret;
   rt = await openControlDb(rtUrl, { migrate: false, poolSize: 4 });
-  gw = await startGovernedGateway({ db: rt, config: gatewayConfig(), host: '127.0.0.1', port: 0, logger: createLogger('silent'), catalogRescanMs: 0 });
+  const logs = { write: (line: string) => void logLines.push(JSON.parse(line)) };
+  gw = await startGovernedGateway({ db: rt, config: gatewayConfig(), host: '127.0.0.1', port: 0, logger: createLogger('warn', logs), catalogRescanMs: 0 });
   base = new URL(gw.url).origin;
+  gwOp = await startGovernedGateway({ db: rt, config: gatewayConfig({ operator_url: opUrl }), host: '127.0.0.1', port: 0, logger: createLogger('silent'), catalogRescanMs: 0 });
+  baseOp = new URL(gwOp.url).origin;
 });
 
 afterAll(async () => {
   await gw?.close(1000);
+  await gwOp?.close(1000);
   await rt?.close();
   if (runtimeRole) await dropRole(runtimeRole);
+  if (operatorRole) await dropRole(operatorRole);
   await t?.cleanup();
   rmSync(dir, { recursive: true, force: true });
 });
@@ -166,6 +189,14 @@ test('on the runtime role without an operator connection every governance write 
     expect({ path, status: (await call(base, 'GET', path)).status }).toEqual({ path, status: 200 });
   }
   expect((await call(base, 'GET', '/identities')).json.identities.map((i: { name: string }) => i.name)).toEqual(['agent-a']);
+  // A plan only reads: it works on the runtime role.
+  const plan = await call(base, 'POST', '/apply?plan=true', { document: { version: 1, identities: [{ name: 'agent-c' }] } });
+  expect({ status: plan.status, applied: plan.json.applied }).toEqual({ status: 200, applied: false });
+  expect(await governanceState()).toBe(before);
+  // One warning at start, naming the fix; no connection URL or password in the log.
+  const warnings = logLines.filter((l) => l.component === 'governance');
+  expect(warnings).toEqual([expect.objectContaining({ level: 40, refused: ['identity', 'key', 'source', 'role', 'grant', 'policy', 'apply'], msg: expect.stringContaining('INTERLOCK_OPERATOR_DATABASE_URL') })]);
+  expect(JSON.stringify(logLines)).not.toContain('pw-');
 });
 
 test("the console's Disable on the runtime role without an operator connection is refused clearly", async () => {
@@ -178,4 +209,102 @@ test("the console's Disable on the runtime role without an operator connection i
   expect((await t.db.pool.query("SELECT disabled FROM identities WHERE name = 'agent-a'")).rows).toEqual([{ disabled: false }]);
   const list = await fetch(`${base}/console/api/identities`, { headers: { cookie } });
   expect(list.status).toBe(200);
+});
+
+async function configEventsAfter(id: string): Promise<Array<{ decision: string; operator: string }>> {
+  return (await t.db.pool.query("SELECT decision, operator FROM audit_events WHERE kind = 'config' AND id > $1 ORDER BY id", [id])).rows;
+}
+const lastEventId = async () => (await t.db.pool.query<{ id: string }>('SELECT coalesce(max(id), 0)::text AS id FROM audit_events')).rows[0].id;
+
+test('on the runtime role with an operator connection every governance write family works and records its config event in the token\'s name', async () => {
+  const steps: Array<[string, string, unknown, number, string[]]> = [
+    ['POST', '/identities', { name: 'agent-b' }, 201, ['identity_created']],
+    ['PATCH', '/identities/agent-b/attributes', { attributes: { team: 'red' } }, 200, ['identity_attributes_changed']],
+    ['POST', '/identities/agent-b/disable', {}, 200, ['identity_disabled']],
+    ['POST', '/identities/agent-b/enable', {}, 200, ['identity_enabled']],
+    ['POST', '/keys', { identity: 'agent-b' }, 201, ['key_created']],
+    ['POST', `/keys/${keyId}/revoke`, {}, 200, ['key_revoked']],
+    ['POST', '/sources?scan=false', { id: 'notes2', type: 'documents', name: 'Notes 2', settings: { path: dir } }, 201, ['source_added']],
+    ['PATCH', '/sources/notes2?scan=false', { name: 'Notes two' }, 200, ['source_updated']],
+    ['POST', '/sources/notes2/disable', {}, 200, ['source_disabled']],
+    ['POST', '/sources/notes2/enable', {}, 200, ['source_enabled']],
+    ['PUT', '/roles/other-reader', { statements: [{ effect: 'allow', action: 'read', resource: '*' }] }, 201, ['role_created']],
+    ['POST', '/grants', { identity: 'agent-b', role: 'other-reader', source: 'notes2' }, 201, ['grant_added']],
+    ['DELETE', '/grants/agent-b/other-reader/notes2', undefined, 200, ['grant_revoked']],
+    ['POST', '/policies', { name: 'cap2', rule: { type: 'max_rows', max_rows: 7 } }, 201, ['policy_added']],
+    ['DELETE', '/policies/cap2', undefined, 200, ['policy_removed']],
+    ['POST', '/apply', { document: { version: 1, identities: [{ name: 'agent-c' }] } }, 200, ['applied']],
+    ['POST', '/grants', { identity: 'agent-b', role: 'other-reader', source: 'notes2' }, 201, ['grant_added']],
+    ['DELETE', '/sources/notes2', undefined, 200, ['source_removed']],
+  ];
+  const got = [];
+  for (const [method, path, body] of steps) {
+    const before = await lastEventId();
+    const r = await call(baseOp, method, path, body);
+    got.push({ call: `${method} ${path}`, status: r.status, events: await configEventsAfter(before) });
+  }
+  expect(got).toEqual(steps.map(([method, path, , status, decisions]) => ({ call: `${method} ${path}`, status, events: decisions.map((decision) => ({ decision, operator: 'ops-hop' })) })));
+  const state = await t.db.pool.query("SELECT (SELECT string_agg(name, ',' ORDER BY name) FROM identities) AS i, (SELECT string_agg(id, ',' ORDER BY id) FROM sources) AS s, (SELECT revoked_at IS NOT NULL FROM api_keys WHERE id = $1) AS revoked", [keyId]);
+  expect(state.rows).toEqual([{ i: 'agent-a,agent-b,agent-c', s: 'notes', revoked: true }]);
+});
+
+test("the console's identity Disable works through the operator connection, recorded in the session's operator's name", async () => {
+  const signIn = await fetch(`${baseOp}/console/api/session`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ token }) });
+  expect(signIn.status).toBe(200);
+  const cookie = (signIn.headers.get('set-cookie') ?? '').split(';')[0];
+  const csrf = ((await signIn.json()) as { csrfToken: string }).csrfToken;
+  const before = await lastEventId();
+  const r = await fetch(`${baseOp}/console/api/identities/agent-c/disable`, { method: 'POST', headers: { 'content-type': 'application/json', cookie, 'x-csrf-token': csrf }, body: '{}' });
+  expect({ status: r.status, body: await r.json() }).toEqual({ status: 200, body: expect.objectContaining({ name: 'agent-c', disabled: true }) });
+  expect(await configEventsAfter(before)).toEqual([{ decision: 'identity_disabled', operator: 'ops-hop' }]);
+});
+
+test('a write whose config event the database refuses (42501) changes nothing, answers the clear 403, and works again once granted', async () => {
+  await t.db.pool.query(`REVOKE EXECUTE ON FUNCTION interlock_audit_append_v2(text) FROM ${operatorRole}`);
+  try {
+    const before = await lastEventId();
+    // The privilege check of the start said yes: the identity row is inserted, then the append is refused and all of it rolled back.
+    const r = await call(baseOp, 'POST', '/identities', { name: 'half-made' });
+    expect({ status: r.status, body: r.json }).toEqual({ status: 403, body: OPERATOR_REFUSAL });
+    const grant = await call(baseOp, 'POST', '/grants', { identity: 'agent-a', role: 'other-reader', source: 'notes' });
+    expect({ status: grant.status, body: grant.json }).toEqual({ status: 403, body: OPERATOR_REFUSAL });
+    expect((await t.db.pool.query("SELECT count(*)::int AS n FROM identities WHERE name = 'half-made'")).rows).toEqual([{ n: 0 }]);
+    expect((await t.db.pool.query("SELECT count(*)::int AS n FROM grants WHERE role_name = 'other-reader'")).rows).toEqual([{ n: 0 }]);
+    expect(await lastEventId()).toBe(before);
+  } finally {
+    await t.db.pool.query(`GRANT EXECUTE ON FUNCTION interlock_audit_append_v2(text) TO ${operatorRole}`);
+  }
+  const before = await lastEventId();
+  const again = await call(baseOp, 'POST', '/identities', { name: 'half-made' });
+  expect(again.status).toBe(201);
+  expect(await configEventsAfter(before)).toEqual([{ decision: 'identity_created', operator: 'ops-hop' }]);
+});
+
+test('the operator role may append to the trail only through the chain function: no other write on audit tables, no chain lock, no settings, tokens or DDL', async () => {
+  const c = new pg.Client({ connectionString: opUrl });
+  await c.connect();
+  try {
+    const denied = [
+      'SELECT * FROM audit_events LIMIT 1',
+      "INSERT INTO audit_events (kind, decision) VALUES ('config', 'forged')",
+      'UPDATE audit_events SET decision = decision',
+      'DELETE FROM audit_events',
+      'TRUNCATE audit_events',
+      'DELETE FROM audit_batches',
+      'SELECT * FROM audit_chain_lock',
+      'SELECT * FROM settings',
+      'SELECT * FROM operator_tokens',
+      "INSERT INTO operator_tokens (id, name, hash, prefix) VALUES ('x', 'x', '\\x00', 'x')",
+      'SELECT * FROM console_sessions',
+      'UPDATE approvals SET params = params',
+      'CREATE TABLE public.op_ddl (x int)',
+      'ALTER TABLE identities ADD COLUMN x int',
+      'DROP TABLE policies',
+    ];
+    const got = [];
+    for (const sql of denied) got.push({ sql, code: await c.query(sql).then(() => 'ok', (e: { code?: string }) => e.code) });
+    expect(got).toEqual(denied.map((sql) => ({ sql, code: '42501' })));
+  } finally {
+    await c.end();
+  }
 });
