@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
-import { ADMIN_URL } from '../../helpers/pg';
+import { ADMIN_URL, pgServer } from '../../helpers/pg';
 import { freshControlDb, type TestControlDb } from '../control/control-db';
 import { grantOperatorRole, grantRuntimeRole, openControlDb, type ControlDb } from '../../../src/control/db';
 import { DEFAULT_CONFIG, type ResolvedGatewayConfig } from '../../../src/control/config';
@@ -26,6 +26,7 @@ import { addSource } from '../../../src/control/sources';
 import { upsertRole } from '../../../src/control/roles';
 import { grantRole } from '../../../src/control/grants';
 import { addPolicies } from '../../../src/control/policies';
+import { checkedFetch } from './openapi';
 
 jest.setTimeout(180_000);
 
@@ -51,6 +52,7 @@ let opUrl: string;
 let gwOp: GovernedGateway;
 let baseOp: string;
 const logLines: Array<Record<string, unknown>> = [];
+const opLogLines: Array<Record<string, unknown>> = [];
 let rt: ControlDb;
 let gw: GovernedGateway;
 let base: string;
@@ -112,7 +114,8 @@ beforeAll(async () => {
   const logs = { write: (line: string) => void logLines.push(JSON.parse(line)) };
   gw = await startGovernedGateway({ db: rt, config: gatewayConfig(), host: '127.0.0.1', port: 0, logger: createLogger('warn', logs), catalogRescanMs: 0 });
   base = new URL(gw.url).origin;
-  gwOp = await startGovernedGateway({ db: rt, config: gatewayConfig({ operator_url: opUrl }), host: '127.0.0.1', port: 0, logger: createLogger('silent'), catalogRescanMs: 0 });
+  const opLogs = { write: (line: string) => void opLogLines.push(JSON.parse(line)) };
+  gwOp = await startGovernedGateway({ db: rt, config: gatewayConfig({ operator_url: opUrl }), host: '127.0.0.1', port: 0, logger: createLogger('info', opLogs), catalogRescanMs: 0 });
   baseOp = new URL(gwOp.url).origin;
 });
 
@@ -129,15 +132,10 @@ afterAll(async () => {
 async function call(b: string, method: string, path: string, body?: unknown): Promise<{ status: number; json: any }> {
   const headers: Record<string, string> = { authorization: `Bearer ${token}` };
   if (body !== undefined) headers['content-type'] = 'application/json';
-  const r = await fetch(`${b}/admin/v1${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
-  const text = await r.text();
-  let json: any = text;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    /* keep the text */
-  }
-  return { status: r.status, json };
+  // Every answer is checked against spec/openapi-v1.yaml.
+  const r = await checkedFetch(`${b}/admin/v1${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  expect(r.problems).toEqual([]);
+  return { status: r.status, json: r.json ?? r.text };
 }
 
 /** Every governance write family of /admin/v1, as [method, path, body]. */
@@ -204,8 +202,8 @@ test("the console's Disable on the runtime role without an operator connection i
   expect(signIn.status).toBe(200);
   const cookie = (signIn.headers.get('set-cookie') ?? '').split(';')[0];
   const csrf = ((await signIn.json()) as { csrfToken: string }).csrfToken;
-  const r = await fetch(`${base}/console/api/identities/agent-a/disable`, { method: 'POST', headers: { 'content-type': 'application/json', cookie, 'x-csrf-token': csrf }, body: '{}' });
-  expect({ status: r.status, body: await r.json() }).toEqual({ status: 403, body: RUNTIME_REFUSAL });
+  const r = await checkedFetch(`${base}/console/api/identities/agent-a/disable`, { method: 'POST', headers: { 'content-type': 'application/json', cookie, 'x-csrf-token': csrf }, body: '{}' });
+  expect({ status: r.status, body: r.json, problems: r.problems }).toEqual({ status: 403, body: RUNTIME_REFUSAL, problems: [] });
   expect((await t.db.pool.query("SELECT disabled FROM identities WHERE name = 'agent-a'")).rows).toEqual([{ disabled: false }]);
   const list = await fetch(`${base}/console/api/identities`, { headers: { cookie } });
   expect(list.status).toBe(200);
@@ -254,8 +252,8 @@ test("the console's identity Disable works through the operator connection, reco
   const cookie = (signIn.headers.get('set-cookie') ?? '').split(';')[0];
   const csrf = ((await signIn.json()) as { csrfToken: string }).csrfToken;
   const before = await lastEventId();
-  const r = await fetch(`${baseOp}/console/api/identities/agent-c/disable`, { method: 'POST', headers: { 'content-type': 'application/json', cookie, 'x-csrf-token': csrf }, body: '{}' });
-  expect({ status: r.status, body: await r.json() }).toEqual({ status: 200, body: expect.objectContaining({ name: 'agent-c', disabled: true }) });
+  const r = await checkedFetch(`${baseOp}/console/api/identities/agent-c/disable`, { method: 'POST', headers: { 'content-type': 'application/json', cookie, 'x-csrf-token': csrf }, body: '{}' });
+  expect({ status: r.status, body: r.json, problems: r.problems }).toEqual({ status: 200, body: expect.objectContaining({ name: 'agent-c', disabled: true }), problems: [] });
   expect(await configEventsAfter(before)).toEqual([{ decision: 'identity_disabled', operator: 'ops-hop' }]);
 });
 
@@ -306,5 +304,79 @@ test('the operator role may append to the trail only through the chain function:
     expect(got).toEqual(denied.map((sql) => ({ sql, code: '42501' })));
   } finally {
     await c.end();
+  }
+});
+
+test('the operator connection is logged without its password, and no governance warning when its role has the grants', () => {
+  // The 42501 test above logged its one refusal by the database (the grant after it was refused by the re-check, before any write).
+  expect(opLogLines.filter((l) => l.code === '42501').map((l) => l.family)).toEqual(['identity']);
+  const lines = opLogLines.filter((l) => l.component === 'governance' && l.code !== '42501');
+  const redacted = new URL(opUrl);
+  redacted.password = '***';
+  expect(lines).toEqual([expect.objectContaining({ level: 30, url: redacted.toString(), msg: 'governance changes of /admin/v1 and /console go through the operator connection' })]);
+  expect(JSON.stringify(opLogLines)).not.toContain(`pw-${operatorRole}`);
+});
+
+test('an operator connection that cannot be opened: the gateway starts and is ready, governance writes answer 503 without driver text, reads work', async () => {
+  const lines: Array<Record<string, unknown>> = [];
+  const dead = `postgres://${operatorRole}:pw-secret-dead@127.0.0.1:1/${t.temp.name}`;
+  const g = await startGovernedGateway({ db: rt, config: gatewayConfig({ operator_url: dead }), host: '127.0.0.1', port: 0, logger: createLogger('info', { write: (l: string) => void lines.push(JSON.parse(l)) }), catalogRescanMs: 0 });
+  try {
+    const b = new URL(g.url).origin;
+    expect((await fetch(`${b}/readyz`)).status).toBe(200);
+    const before = await governanceState();
+    const r = await call(b, 'POST', '/identities', { name: 'agent-z' });
+    expect({ status: r.status, body: r.json }).toEqual({
+      status: 503,
+      body: { error: 'unavailable', code: 'unavailable', message: "The operator database connection (INTERLOCK_OPERATOR_DATABASE_URL) cannot be used now; the gateway's log says why." },
+    });
+    expect((await call(b, 'GET', '/identities')).status).toBe(200);
+    expect(await governanceState()).toBe(before);
+    expect(lines.filter((l) => l.component === 'governance' && l.level === 40).length).toBeGreaterThanOrEqual(1);
+    expect(JSON.stringify(lines)).not.toContain('pw-secret-dead');
+  } finally {
+    await g.close(1000);
+  }
+});
+
+test('an operator URL naming several hosts follows the writable one (target_session_attrs=read-write)', async () => {
+  const u = new URL(opUrl);
+  const multi = `postgres://${u.username}:${u.password}@127.0.0.1:1,${u.host}${u.pathname}?target_session_attrs=read-write`;
+  const g = await startGovernedGateway({ db: rt, config: gatewayConfig({ operator_url: multi }), host: '127.0.0.1', port: 0, logger: createLogger('silent'), catalogRescanMs: 0 });
+  try {
+    const before = await lastEventId();
+    const r = await call(new URL(g.url).origin, 'POST', '/policies', { name: 'cap-multi', rule: { type: 'max_rows', max_rows: 3 } });
+    expect(r.status).toBe(201);
+    expect(await configEventsAfter(before)).toEqual([{ decision: 'policy_added', operator: 'ops-hop' }]);
+  } finally {
+    await g.close(1000);
+  }
+});
+
+test('grant-operator-role refuses a missing role and the runtime role (the operator connection needs a role of its own)', async () => {
+  await expect(grantOperatorRole(t.db, 'il_no_such_role_hop')).rejects.toMatchObject({ kind: 'not_found', message: `database role "il_no_such_role_hop" does not exist (CREATE ROLE il_no_such_role_hop LOGIN PASSWORD '…' first)` });
+  await expect(grantOperatorRole(t.db, runtimeRole)).rejects.toMatchObject({ kind: 'conflict', message: `database role "${runtimeRole}" holds the gateway runtime role's grants: the operator connection needs a role of its own (CREATE ROLE … LOGIN, then interlock db grant-operator-role)` });
+  // Granting again is harmless.
+  await grantOperatorRole(t.db, operatorRole);
+});
+
+test('a PostgreSQL source added through the operator connection is scanned; a scan alone works on the runtime role; removal drops its catalog', async () => {
+  const reader = `il_rd_${randomBytes(4).toString('hex')}`;
+  await createRole(reader);
+  await t.db.pool.query(`GRANT CONNECT ON DATABASE "${t.temp.name}" TO ${reader}`);
+  try {
+    const { host, port } = pgServer();
+    const def = { id: 'pgsrc', type: 'postgres', name: 'PG', settings: { host, port, database: t.temp.name, reader: { user: reader, password: `pw-${reader}` }, tls: { mode: 'off' } } };
+    const before = await lastEventId();
+    const added = await call(baseOp, 'POST', '/sources', def);
+    expect({ status: added.status, scanError: added.json.scanError, relations: typeof added.json.scan?.relations }).toEqual({ status: 201, scanError: null, relations: 'number' });
+    expect(await configEventsAfter(before)).toEqual([{ decision: 'source_added', operator: 'ops-hop' }]);
+    const scan = await call(base, 'POST', '/sources/pgsrc/scan');
+    expect({ status: scan.status, relations: typeof scan.json.relations }).toEqual({ status: 200, relations: 'number' });
+    expect((await call(baseOp, 'DELETE', '/sources/pgsrc')).status).toBe(200);
+    expect((await t.db.pool.query("SELECT count(*)::int AS n FROM catalog_snapshots WHERE source_id = 'pgsrc'")).rows).toEqual([{ n: 0 }]);
+  } finally {
+    await t.db.pool.query(`REVOKE ALL ON DATABASE "${t.temp.name}" FROM ${reader}`);
+    await dropRole(reader);
   }
 });
