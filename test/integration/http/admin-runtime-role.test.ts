@@ -27,6 +27,7 @@ import { upsertRole } from '../../../src/control/roles';
 import { grantRole } from '../../../src/control/grants';
 import { addPolicies } from '../../../src/control/policies';
 import { checkedFetch } from './openapi';
+import { runCli } from '../../../src/cli/main';
 
 jest.setTimeout(180_000);
 
@@ -379,4 +380,17 @@ test('a PostgreSQL source added through the operator connection is scanned; a sc
     await t.db.pool.query(`REVOKE ALL ON DATABASE "${t.temp.name}" FROM ${reader}`);
     await dropRole(reader);
   }
+});
+
+test('`interlock db grant-operator-role ROLE` as the owner: grants, and refuses the runtime role (exit 2)', async () => {
+  const run = async (...args: string[]) => {
+    let stdout = '';
+    let stderr = '';
+    const code = await runCli(['--database-url', t.temp.url, ...args], { out: (x) => (stdout += x), err: (x) => (stderr += x) });
+    return { code, stdout: stdout.trim(), stderr: stderr.trim() };
+  };
+  expect(await run('db', 'grant-operator-role', operatorRole)).toEqual({ code: 0, stdout: `granted the operator privileges to database role ${operatorRole}`, stderr: '' });
+  const refused = await run('db', 'grant-operator-role', runtimeRole);
+  expect({ code: refused.code, stdout: refused.stdout }).toEqual({ code: 2, stdout: '' });
+  expect(refused.stderr).toContain(`database role "${runtimeRole}" holds the gateway runtime role's grants`);
 });
