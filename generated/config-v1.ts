@@ -58,6 +58,10 @@ export interface GatewayConfig {
      * Largest number of pooled control-database connections (INTERLOCK_DATABASE_POOL_SIZE). Default 10.
      */
     pool_size?: number;
+    /**
+     * PostgreSQL connection URL of the operator connection (INTERLOCK_OPERATOR_DATABASE_URL): the database role, given `interlock db grant-operator-role`, through which the admin API (/admin/v1) and the console make governance changes (identities, keys, sources, roles, grants, policies, apply) and record their config events, while the gateway itself runs on its least-privilege runtime role (url). Same database and URL forms as url (several hosts, target_session_attrs). A pool of at most 4 connections; readiness does not depend on it. Unset: governance changes go through url's role, and are refused (403 forbidden) when that role may not make them.
+     */
+    operator_url?: string;
   };
   /**
    * Host header values accepted besides the loopback names when bound to loopback (INTERLOCK_ALLOWED_HOSTS, comma-separated), e.g. gateway.example.com:443. DNS-rebinding protection (decision 14).

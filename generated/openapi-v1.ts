@@ -2384,7 +2384,7 @@ export interface components {
                 } & components["schemas"]["ErrorBody"];
             };
         };
-        /** @description A self-approval (self_approval_forbidden), or a foreign Host or Origin. */
+        /** @description A self-approval (self_approval_forbidden), a foreign Host or Origin, or a governance change (identities, keys, sources, roles, grants, policies, apply) the gateway's database role may not make (forbidden; the message names the fix, INTERLOCK_OPERATOR_DATABASE_URL or `interlock db grant-operator-role`; nothing is changed). */
         AdminForbidden: {
             headers: {
                 [name: string]: unknown;
@@ -2416,6 +2416,15 @@ export interface components {
         };
         /** @description The source cannot be reached (unavailable). */
         AdminUnavailable: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["UnavailableBody"];
+            };
+        };
+        /** @description The operator database connection (INTERLOCK_OPERATOR_DATABASE_URL) through which governance changes are made cannot be used now (unavailable; nothing is changed, the gateway's log says why). */
+        AdminOperatorUnavailable: {
             headers: {
                 [name: string]: unknown;
             };
@@ -3791,6 +3800,7 @@ export interface operations {
             403: components["responses"]["AdminForbidden"];
             404: components["responses"]["AdminNotFound"];
             500: components["responses"]["AdminInternal"];
+            503: components["responses"]["AdminOperatorUnavailable"];
         };
     };
     consoleEvents: {
@@ -3892,6 +3902,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             500: components["responses"]["AdminInternal"];
+            503: components["responses"]["AdminOperatorUnavailable"];
         };
     };
     adminShowIdentity: {
@@ -3950,6 +3961,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             500: components["responses"]["AdminInternal"];
+            503: components["responses"]["AdminOperatorUnavailable"];
         };
     };
     adminSetIdentityAttributes: {
@@ -3990,6 +4002,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             500: components["responses"]["AdminInternal"];
+            503: components["responses"]["AdminOperatorUnavailable"];
         };
     };
     adminEnableIdentity: {
@@ -4021,6 +4034,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             500: components["responses"]["AdminInternal"];
+            503: components["responses"]["AdminOperatorUnavailable"];
         };
     };
     adminListKeys: {
@@ -4083,6 +4097,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             500: components["responses"]["AdminInternal"];
+            503: components["responses"]["AdminOperatorUnavailable"];
         };
     };
     adminRevokeKey: {
@@ -4114,6 +4129,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             500: components["responses"]["AdminInternal"];
+            503: components["responses"]["AdminOperatorUnavailable"];
         };
     };
     adminListSources: {
@@ -4174,6 +4190,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             500: components["responses"]["AdminInternal"];
+            503: components["responses"]["AdminOperatorUnavailable"];
         };
     };
     adminGetSource: {
@@ -4233,6 +4250,7 @@ export interface operations {
             404: components["responses"]["AdminNotFound"];
             409: components["responses"]["AdminConflict"];
             500: components["responses"]["AdminInternal"];
+            503: components["responses"]["AdminOperatorUnavailable"];
         };
     };
     adminUpdateSource: {
@@ -4270,6 +4288,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             500: components["responses"]["AdminInternal"];
+            503: components["responses"]["AdminOperatorUnavailable"];
         };
     };
     adminEnableSource: {
@@ -4301,6 +4320,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             500: components["responses"]["AdminInternal"];
+            503: components["responses"]["AdminOperatorUnavailable"];
         };
     };
     adminDisableSource: {
@@ -4332,6 +4352,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             500: components["responses"]["AdminInternal"];
+            503: components["responses"]["AdminOperatorUnavailable"];
         };
     };
     adminScanSource: {
@@ -4429,6 +4450,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             500: components["responses"]["AdminInternal"];
+            503: components["responses"]["AdminOperatorUnavailable"];
         };
     };
     adminExport: {
@@ -4548,6 +4570,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             500: components["responses"]["AdminInternal"];
+            503: components["responses"]["AdminOperatorUnavailable"];
         };
     };
     adminListGrants: {
@@ -4623,6 +4646,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             500: components["responses"]["AdminInternal"];
+            503: components["responses"]["AdminOperatorUnavailable"];
         };
     };
     adminRevokeGrant: {
@@ -4655,6 +4679,7 @@ export interface operations {
             403: components["responses"]["AdminForbidden"];
             404: components["responses"]["AdminNotFound"];
             500: components["responses"]["AdminInternal"];
+            503: components["responses"]["AdminOperatorUnavailable"];
         };
     };
     adminListPolicies: {
@@ -4715,6 +4740,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             500: components["responses"]["AdminInternal"];
+            503: components["responses"]["AdminOperatorUnavailable"];
         };
     };
     adminGetPolicy: {
@@ -4769,6 +4795,7 @@ export interface operations {
             403: components["responses"]["AdminForbidden"];
             404: components["responses"]["AdminNotFound"];
             500: components["responses"]["AdminInternal"];
+            503: components["responses"]["AdminOperatorUnavailable"];
         };
     };
     adminListApprovals: {

@@ -2300,13 +2300,13 @@ return errors === 0;
 validate28.evaluated = {"props":{"asset_id":true,"source_id":true,"title":true,"body":true,"document_type":true,"category_path":true,"timestamp":true,"entities":true,"links":true,"indexed_at":true},"dynamicProps":false,"dynamicItems":false};
 
 exports.validateGatewayConfig = validate29;
-const schema40 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/config-v1.schema.json","title":"GatewayConfig","description":"InterLock gateway configuration: an optional JSON or YAML file (--config FILE) merged with INTERLOCK_* environment variables (environment wins) and then command-line flags. Unknown keys are errors everywhere, and so are unknown INTERLOCK_* environment variables: a misspelt safety setting must never be silently ignored. docs/operators.md lists every key with its variable and default.","type":"object","properties":{"listen":{"description":"Where the MCP endpoint listens.","type":"object","properties":{"host":{"description":"Interface address (INTERLOCK_HOST). Default 127.0.0.1.","type":"string","minLength":1,"maxLength":255},"port":{"description":"TCP port, 0 = any free port (INTERLOCK_PORT). Default 8787.","type":"integer","minimum":0,"maximum":65535},"request_timeout_ms":{"description":"Longest time a client may take to send one whole request, headers and body (INTERLOCK_REQUEST_TIMEOUT_MS); past it the connection is answered 408 and closed. Does not limit how long an answer or an SSE stream takes. Default 30000.","type":"integer","minimum":1000,"maximum":3600000},"headers_timeout_ms":{"description":"Longest time a client may take to send a request's headers (INTERLOCK_HEADERS_TIMEOUT_MS); at most request_timeout_ms (a larger value is lowered to it). Default 20000.","type":"integer","minimum":1000,"maximum":3600000},"tls":{"description":"Serve the gateway (MCP endpoint, console, admin API) over TLS on listen.host:port instead of plain HTTP (INTERLOCK_TLS_CERT_FILE, INTERLOCK_TLS_KEY_FILE; issue 24, item 3). Both files are PEM; they are read at start and again on SIGHUP (a failed reload keeps the current certificate and is logged). Console cookies are then Secure. Default: plain HTTP.","type":"object","properties":{"cert_file":{"description":"PEM certificate chain file (leaf first).","type":"string","minLength":1},"key_file":{"description":"PEM private key file of the certificate.","type":"string","minLength":1}},"required":["cert_file","key_file"],"additionalProperties":false}},"additionalProperties":false},"database":{"description":"The control database.","type":"object","properties":{"url":{"description":"PostgreSQL connection URL of the control database (INTERLOCK_DATABASE_URL). Without it an embedded PostgreSQL is started in embedded_data_dir.","type":"string","pattern":"^postgres(ql)?://"},"embedded_data_dir":{"description":"Folder of the embedded PostgreSQL, kept across restarts (INTERLOCK_EMBEDDED_DATA_DIR). Default .interlock/pg.","type":"string","minLength":1},"embedded_port":{"description":"Port of the embedded PostgreSQL, 0 = a free port (INTERLOCK_EMBEDDED_PORT). Default 0.","type":"integer","minimum":0,"maximum":65535},"pool_size":{"description":"Largest number of pooled control-database connections (INTERLOCK_DATABASE_POOL_SIZE). Default 10.","type":"integer","minimum":1,"maximum":1000}},"additionalProperties":false},"allowed_hosts":{"description":"Host header values accepted besides the loopback names when bound to loopback (INTERLOCK_ALLOWED_HOSTS, comma-separated), e.g. gateway.example.com:443. DNS-rebinding protection (decision 14).","type":"array","items":{"type":"string","minLength":1,"maxLength":300},"maxItems":100},"allowed_origins":{"description":"Origin values accepted besides the request's own origin (INTERLOCK_ALLOWED_ORIGINS, comma-separated), e.g. https://app.example.com.","type":"array","items":{"type":"string","pattern":"^https?://[^/\\s]+$"},"maxItems":100},"trust_proxy":{"description":"Which proxies in front of the gateway are trusted to give the client's scheme and address in X-Forwarded-Proto and X-Forwarded-For (INTERLOCK_TRUST_PROXY, comma-separated), with Express's `trust proxy` semantics: true trusts every hop, a number that many hops, a list names trusted addresses or subnets (CIDR) or loopback, linklocal, uniquelocal. Set it when a TLS-terminating proxy serves the console, so its cookies are Secure (issue 24, item 3). Applies to every route but POST /mcp. Default false: X-Forwarded-* is ignored.","anyOf":[{"type":"boolean"},{"type":"integer","minimum":0,"maximum":100},{"type":"array","items":{"type":"string","minLength":1,"maxLength":100},"minItems":1,"maxItems":100}]},"console":{"description":"The web approval console at /console (issue 24, item 3). Sessions are kept in the control database, so sign-out, operator-token revocation and the timeouts hold on every replica.","type":"object","properties":{"session_idle_timeout_seconds":{"description":"A console session ends after this long without a request (INTERLOCK_CONSOLE_SESSION_IDLE_TIMEOUT_SECONDS). Default 1800 (30 minutes).","type":"integer","minimum":60,"maximum":86400},"session_absolute_timeout_seconds":{"description":"A console session ends this long after sign-in, however active (INTERLOCK_CONSOLE_SESSION_ABSOLUTE_TIMEOUT_SECONDS). Default 28800 (8 hours).","type":"integer","minimum":300,"maximum":604800}},"additionalProperties":false},"rate_limits":{"description":"Calls allowed per window, shared by every replica through the control database. per_identity counts every call of one identity across all sources (INTERLOCK_RATE_LIMIT_IDENTITY_POINTS, INTERLOCK_RATE_LIMIT_IDENTITY_WINDOW_SECONDS; default 120 per 60 s); per_source counts every call to one source across all identities (INTERLOCK_RATE_LIMIT_SOURCE_POINTS, INTERLOCK_RATE_LIMIT_SOURCE_WINDOW_SECONDS; default 600 per 60 s).","type":"object","properties":{"per_identity":{"$ref":"#/$defs/rateLimit"},"per_source":{"$ref":"#/$defs/rateLimit"}},"additionalProperties":false},"approvals":{"type":"object","properties":{"ttl_seconds":{"description":"How long a queued write waits for an operator before it expires (INTERLOCK_APPROVAL_TTL_SECONDS). Default 86400 (one day).","type":"integer","minimum":60,"maximum":2592000},"max_pending_per_identity":{"description":"Most writes one identity may have waiting for approval at once; the next is refused approval_queue_full and not queued (INTERLOCK_APPROVAL_MAX_PENDING_PER_IDENTITY). Default 20.","type":"integer","minimum":1,"maximum":100000},"max_pending_per_source":{"description":"Most writes waiting for approval on one source at once, all identities together (INTERLOCK_APPROVAL_MAX_PENDING_PER_SOURCE). Default 100.","type":"integer","minimum":1,"maximum":1000000},"sweep_interval_ms":{"description":"How often each gateway expires overdue pending approvals, in milliseconds (INTERLOCK_APPROVAL_SWEEP_INTERVAL_MS). Default 10000.","type":"integer","minimum":100,"maximum":3600000},"sweep_batch":{"description":"Most approvals one sweep expires; the rest wait for the next tick (INTERLOCK_APPROVAL_SWEEP_BATCH). Default 500.","type":"integer","minimum":1,"maximum":10000}},"additionalProperties":false},"audit":{"description":"The audit trail (issue 11).","type":"object","properties":{"commit_timeout_ms":{"description":"How long a tools/call waits for its audit event to commit before it is answered unavailable/audit_unavailable with no result (INTERLOCK_AUDIT_COMMIT_TIMEOUT_MS). Default 2000.","type":"integer","minimum":100,"maximum":60000},"retention_min_days":{"description":"Retention floor of `interlock audit archive`: without --force it never archives a month that ends less than this many days ago (nor the open month, whatever this is). 0: only the open month is kept (INTERLOCK_AUDIT_RETENTION_MIN_DAYS). Default 0.","type":"integer","minimum":0,"maximum":36500}},"additionalProperties":false},"notifications":{"description":"Where InterLock tells people about approvals. Each webhook receives a signed JSON POST for the events it names.","type":"object","properties":{"webhooks":{"type":"array","maxItems":20,"items":{"type":"object","properties":{"url":{"description":"Where to POST (http or https).","type":"string","pattern":"^https?://[^\\s]+$"},"events":{"description":"Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.","type":"array","minItems":1,"uniqueItems":true,"items":{"type":"string","enum":["approval.queued","approval.decided","approval.expired","approval.executed","approval.failed"]}},"secret_env":{"description":"Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).","type":"string","pattern":"^[A-Z_][A-Z0-9_]*$"}},"required":["url","events","secret_env"],"additionalProperties":false}},"coalesce_queued_at":{"description":"When this many approval.queued events of one identity arrive in one poll of the audit trail, each webhook gets one delivery listing them all (approval.count, approval.approval_ids) instead of one per write. Default 3.","type":"integer","minimum":2,"maximum":1000}},"additionalProperties":false},"admission":{"description":"Admission by capacity (issue 29; src/transport/capacity.ts): an adaptive limit on the governed tool calls a replica runs at once, lowered when calls slow down (gradient of short- against long-term latency), when the event loop lags or when the audit writer falls behind, with a short bounded queue. Beyond it a call is refused at once with rate_limited, retry_after_ms and Retry-After derived from the queue, before identity, SQL or audit work; such refusals are audited in aggregate per client address per minute, like keyless refusals. In memory per replica.","type":"object","properties":{"enabled":{"description":"Turn admission by capacity on or off (INTERLOCK_ADMISSION_ENABLED, true or false). Default true.","type":"boolean"},"initial_limit":{"description":"Starting limit, in calls in flight. Default 16: about 2 × CPU cores × 4 calls in flight per core on the 2-core reference machine (a point read spends 1–1.4 ms of gateway CPU in a 5–6 ms answer; peak goodput near 8 connections, bench/11-overload.ts); raise it with the cores.","type":"integer","minimum":1,"maximum":100000},"min_limit":{"description":"The limit never falls below this (INTERLOCK_ADMISSION_MIN_LIMIT). Default 4: one core's worth of calls in flight, so a starved replica still serves while it refuses the excess; the limit acts from 8–32 connections up on 2 cores.","type":"integer","minimum":1,"maximum":100000},"max_limit":{"description":"The limit never rises above this (INTERLOCK_ADMISSION_MAX_LIMIT). Default 512.","type":"integer","minimum":1,"maximum":100000},"queue_size":{"description":"Calls that may wait for a slot; beyond them a call is refused at once (INTERLOCK_ADMISSION_QUEUE_SIZE). Default 32.","type":"integer","minimum":0,"maximum":100000},"queue_timeout_ms":{"description":"Longest wait of a queued call in milliseconds; then it is refused. Default 250.","type":"integer","minimum":1,"maximum":60000},"tolerance":{"description":"How many times the long-term latency (controller min_rtt: minRTT) the short-term one may reach before the limit falls. Default 2.","type":"number","minimum":1,"maximum":10},"controller":{"description":"How the limit follows latency (INTERLOCK_ADMISSION_CONTROLLER). \"long_average\" (default): the gradient of the short-term latency against a slow long-term average (10 s time constant). \"min_rtt\": Envoy's gradient controller: the replica's latency at low concurrency (minRTT) is measured in a window every min_rtt_interval_ms (plus up to 10 % jitter) with the limit held at min_limit, and every 100 ms the limit becomes limit × gradient + √(limit × gradient), gradient = clamp(tolerance × minRTT ÷ sampled latency, 0.5, 2), the sampled latency being the latency_percentile of the calls finished in those 100 ms; a limit at min_limit for 5 updates in a row measures minRTT again at once.","type":"string","enum":["long_average","min_rtt"]},"min_rtt_interval_ms":{"description":"controller min_rtt: milliseconds between the end of one minRTT window and the start of the next (plus up to 10 % jitter). Default 10000.","type":"integer","minimum":100,"maximum":3600000},"min_rtt_samples":{"description":"controller min_rtt: calls admitted and finished inside a minRTT window (at most min_limit in flight) that make its measurement; a window also ends 1 s after its first such call with what it has. Default 25.","type":"integer","minimum":1,"maximum":10000},"sample_source_time":{"description":"Count a call's time in source reads (pool checkout and statements) in its latency sample (INTERLOCK_ADMISSION_SAMPLE_SOURCE_TIME, true or false). Default false: left out, so one identity's slow statements cannot lower the limit for every caller; but then queueing for the source pool is invisible to the limit (bench/RESULTS.md, h29p). An experiment switch.","type":"boolean"},"sample_pool_wait":{"description":"Count a call's wait for a connection of a source's shared reader pool in its latency sample, the rest of its source time left out (INTERLOCK_ADMISSION_SAMPLE_POOL_WAIT, true or false). The wait starts once the call's identity has its own slot (max_concurrent_per_identity), so an identity flooding its own share, or sending slow statements, cannot lower the limit for every caller; a queue for the shared pool, which every identity's calls stand in, lowers it. Ignored when sample_source_time is true (all source time counts). Default false (bench/RESULTS.md, h29q).","type":"boolean"},"identity_limit":{"description":"Give each identity a limit of its own inside the replica's (INTERLOCK_ADMISSION_IDENTITY_LIMIT, true or false): an AIMD limit whose signal is the identity's wait for its own source slots (max_concurrent_per_identity), which the replica's limit leaves out. When the identity's average own-slot wait (over ~10 calls) passes identity_slot_wait_ms, or one of its calls is refused for lack of a source slot, its limit falls to 0.9 × its calls in flight (at most every 100 ms); otherwise it climbs by 1 ÷ limit per call and is removed once it reaches the replica's limit. Its excess calls are refused at once with rate_limited and Retry-After, like those beyond the replica's limit; other identities and the replica's limit are untouched. At most 10,000 identities are limited at once (the oldest entry goes first). Default false (bench/RESULTS.md, h29i).","type":"boolean"},"identity_slot_wait_ms":{"description":"identity_limit: the average wait for an identity's own source slots, in milliseconds, above which its limit falls. Default 5.","type":"number","minimum":0,"maximum":60000},"latency_percentile":{"description":"controller min_rtt: the percentile (nearest rank) of call latencies taken both for minRTT and for each 100 ms sample. Default 90.","type":"number","exclusiveMinimum":0,"maximum":100},"max_event_loop_delay_ms":{"description":"Event-loop delay (p99 over the last second) past which the limit is lowered, by 10 % at most every 100 ms. Default 100.","type":"integer","minimum":1,"maximum":60000},"max_audit_queue":{"description":"Audit events pending in the writer (queued or in a batch being committed) past which the limit is lowered, by 10 % at most every 100 ms. Each admitted call holds its slot until its event commits, so this only acts when it is below max_limit. Default 64.","type":"integer","minimum":1,"maximum":1000000},"pause_refused_connections":{"description":"After a refusal at capacity on POST /mcp, read nothing more from that connection until its Retry-After (the connection stays open). A client that waits as told loses nothing; one that retries at once on the same connection cannot spend the replica's CPU on refusals and starve the calls it admitted (INTERLOCK_ADMISSION_PAUSE_REFUSED_CONNECTIONS, true or false). Turn it off behind a proxy that carries several callers on one connection. Default true.","type":"boolean"}},"additionalProperties":false},"cache":{"description":"Result cache of eligible reads.","type":"object","properties":{"ttl_ms":{"description":"Time to live of a cached result in milliseconds, 0 disables the cache (INTERLOCK_CACHE_TTL_MS). Default 30000.","type":"integer","minimum":0,"maximum":86400000},"max_bytes":{"description":"Byte budget of the cache (INTERLOCK_CACHE_MAX_BYTES). Default 67108864 (64 MiB).","type":"integer","minimum":0,"maximum":17179869184}},"additionalProperties":false},"ops_listen":{"description":"Optional separate listen address of the operations endpoints GET /healthz, /readyz and /metrics (INTERLOCK_OPS_HOST, INTERLOCK_OPS_PORT), e.g. for a Prometheus scraper on an internal interface. When set, those three endpoints are served only there (behind the same Host/Origin guard, with the loopback names plus allowed_hosts, or any host on a non-loopback bind without allowed_hosts) and no longer on listen. Default: unset (served on listen).","type":"object","properties":{"host":{"description":"Interface address of the operations listener (INTERLOCK_OPS_HOST). Default 127.0.0.1.","type":"string","minLength":1,"maxLength":255},"port":{"description":"TCP port of the operations listener, 0 = any free port (INTERLOCK_OPS_PORT).","type":"integer","minimum":0,"maximum":65535}},"required":["port"],"additionalProperties":false},"client_limits":{"description":"Limits per client address and per identity, kept in memory on each replica (so N replicas allow up to N times the figure). The client address is the TCP peer address (an IPv6 address counts by its /64 prefix); behind a reverse proxy every client shares the proxy's address.","type":"object","properties":{"keyless":{"$ref":"#/$defs/rateLimit","description":"Requests without a valid agent key (no Authorization Bearer, or a key that does not resolve) allowed per client address per window, counted before any other work (INTERLOCK_KEYLESS_POINTS, INTERLOCK_KEYLESS_WINDOW_SECONDS). Over it: 429 with Retry-After. Default 600 per 60 s."},"streams_per_address":{"description":"Open SSE streams and in-flight tool calls (GET /mcp/sse streams, and tools/call on every route, each of which may answer as a request-scoped stream) per client address (INTERLOCK_STREAMS_PER_ADDRESS). Over it: 429 rate_limited with Retry-After. Default 128.","type":"integer","minimum":1,"maximum":100000},"streams_per_identity":{"description":"Open SSE streams and in-flight tool calls per identity, across addresses (INTERLOCK_STREAMS_PER_IDENTITY). Over it: 429 rate_limited with Retry-After. Default 64. A tool call keeps its slot until its answer has been flushed to the client or its connection closed, so this also bounds the answers an identity can leave unread in memory.","type":"integer","minimum":1,"maximum":100000},"answer_write_timeout_ms":{"description":"How long a tool call's answer may wait unread by its client, in milliseconds (INTERLOCK_ANSWER_WRITE_TIMEOUT_MS): an answer not flushed to the client by then has its connection closed (the call stays audited), which frees the answer's memory and its stream slot. 0 disables the deadline. Default 30000.","type":"integer","minimum":0,"maximum":3600000},"body_reads_per_address":{"description":"Request bodies being received at once per client address, on every route, checked before the body is read (INTERLOCK_BODY_READS_PER_ADDRESS). Over it: 429 rate_limited with Retry-After, and the connection is closed. Default 64.","type":"integer","minimum":1,"maximum":100000},"body_bytes_in_flight":{"description":"Bytes of request bodies over 64 KiB being received at once on a replica, all client addresses together (one address at most an eighth), each body counted at its Content-Length (the body limit, 1 MiB, when undeclared or compressed) before it is read; smaller bodies count only against body_reads_per_address (INTERLOCK_BODY_BYTES_IN_FLIGHT). Over it: 429 rate_limited with Retry-After, and the connection is closed; one body is always admitted when none is being read. Default 134217728 (128 MiB).","type":"integer","minimum":1048576,"maximum":68719476736}},"additionalProperties":false},"auth":{"description":"InterLock as an OAuth 2.1 resource server (issue 26): JWT access tokens from the organisation's identity providers are accepted beside API keys. docs/operators.md \"Identity providers\".","type":"object","properties":{"resource":{"description":"The gateway's canonical resource URL (RFC 8707; RFC 9728 `resource`), e.g. https://gateway.example.com/mcp: the default expected audience of every issuer and the `resource` of /.well-known/oauth-protected-resource. Required when issuers are configured.","type":"string","pattern":"^https?://","maxLength":2048},"scopes_supported":{"description":"Scopes advertised in the protected resource metadata (scopes_supported). Default: none advertised.","type":"array","items":{"type":"string","minLength":1,"maxLength":256},"maxItems":64,"uniqueItems":true},"handshake_challenge":{"description":"Handshake dialect (2025-*): answer a tools/call refused as unauthorized with HTTP 401 and the WWW-Authenticate challenge (so OAuth-capable clients start their flow) instead of the contract's default tool-result refusal. Default false.","type":"boolean"},"issuers":{"description":"Trusted issuers of JWT access tokens. A token whose unverified `iss` names none of them is refused before any network or database work.","type":"array","maxItems":32,"items":{"$ref":"#/$defs/tokenIssuer"}}},"additionalProperties":false},"log_level":{"description":"Operational log level (INTERLOCK_LOG_LEVEL). Default info.","type":"string","enum":["fatal","error","warn","info","debug","trace","silent"]},"key_pepper":{"description":"Secret HMAC key for API-key hashes, at least 32 characters (INTERLOCK_KEY_PEPPER; prefer the variable or a secret store to a file). Default: generated once and kept in the control database. Changing it invalidates every key, so the gateway refuses to start with a pepper that differs from the one on record.","type":"string","minLength":32,"maxLength":1024}},"additionalProperties":false,"$defs":{"tokenIssuer":{"title":"TokenIssuer","description":"One trusted OAuth 2.1 / OpenID Connect issuer (issue 26 item 1) and how its tokens map to identities (item 2).","type":"object","properties":{"issuer":{"description":"The issuer identifier, compared exactly with the token's `iss` (and with the discovery document's `issuer`).","type":"string","pattern":"^https?://","maxLength":2048},"jwks_uri":{"description":"The issuer's JWKS URL. Absent: discovered from <issuer>/.well-known/openid-configuration.","type":"string","pattern":"^https?://","maxLength":2048},"audience":{"description":"Expected `aud` (one of the token's audiences must equal it). Default: auth.resource.","type":"string","minLength":1,"maxLength":2048},"algorithms":{"description":"Allowed JWS algorithms, asymmetric only (`none` and HMAC are never accepted). Default [RS256, ES256].","type":"array","minItems":1,"uniqueItems":true,"items":{"type":"string","enum":["RS256","RS384","RS512","PS256","PS384","PS512","ES256","ES384","ES512","EdDSA"]}},"required_scopes":{"description":"Scopes the token's `scope` (or `scp`) claim must all carry; a token missing one is refused 403 insufficient_scope. Default none.","type":"array","items":{"type":"string","minLength":1,"maxLength":256},"maxItems":64,"uniqueItems":true},"jwks_cooldown_seconds":{"description":"Least interval between two fetches of the issuer's JWKS, in seconds: a token with an unknown `kid` (a rotated key) refetches at most this often. Default 30.","type":"integer","minimum":1,"maximum":3600},"clock_skew_seconds":{"description":"Tolerance for exp, nbf and iat, in seconds. Default 60.","type":"integer","minimum":0,"maximum":600},"identity_claim":{"description":"The claim that names the identity (e.g. sub, email, preferred_username); lower-cased, it must be a valid identity name. Default sub.","type":"string","minLength":1,"maxLength":128},"unknown_subjects":{"description":"A subject with no identity yet: refuse (invalid_token) or provision an identity named by identity_claim. Default refuse.","type":"string","enum":["refuse","provision"]},"role_grants":{"description":"Claim values that grant source roles: every rule whose claim carries the value (equal, or an element of an array claim) grants role on source to the token's identity; such grants follow the claims on each sign-in.","type":"array","maxItems":256,"items":{"$ref":"#/$defs/claimRoleGrant"}},"attribute_claims":{"description":"Claims copied into the identity's attributes for policies and row rules. Default [email, groups, roles].","type":"array","items":{"type":"string","minLength":1,"maxLength":128},"maxItems":32,"uniqueItems":true}},"required":["issuer"],"additionalProperties":false},"claimRoleGrant":{"title":"ClaimRoleGrant","description":"A claim value that grants a source role on a source.","type":"object","properties":{"claim":{"description":"Claim name, e.g. groups.","type":"string","minLength":1,"maxLength":128},"value":{"description":"Claim value that grants the role.","type":"string","minLength":1,"maxLength":256},"role":{"description":"Source role name.","type":"string","minLength":1,"maxLength":128},"source":{"description":"Source id.","type":"string","minLength":1,"maxLength":128}},"required":["claim","value","role","source"],"additionalProperties":false},"rateLimit":{"title":"RateLimit","type":"object","properties":{"points":{"description":"Calls allowed per window.","type":"integer","minimum":1,"maximum":1000000},"window_seconds":{"description":"Window length in seconds.","type":"integer","minimum":1,"maximum":86400}},"required":["points","window_seconds"],"additionalProperties":false}}};
+const schema40 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/config-v1.schema.json","title":"GatewayConfig","description":"InterLock gateway configuration: an optional JSON or YAML file (--config FILE) merged with INTERLOCK_* environment variables (environment wins) and then command-line flags. Unknown keys are errors everywhere, and so are unknown INTERLOCK_* environment variables: a misspelt safety setting must never be silently ignored. docs/operators.md lists every key with its variable and default.","type":"object","properties":{"listen":{"description":"Where the MCP endpoint listens.","type":"object","properties":{"host":{"description":"Interface address (INTERLOCK_HOST). Default 127.0.0.1.","type":"string","minLength":1,"maxLength":255},"port":{"description":"TCP port, 0 = any free port (INTERLOCK_PORT). Default 8787.","type":"integer","minimum":0,"maximum":65535},"request_timeout_ms":{"description":"Longest time a client may take to send one whole request, headers and body (INTERLOCK_REQUEST_TIMEOUT_MS); past it the connection is answered 408 and closed. Does not limit how long an answer or an SSE stream takes. Default 30000.","type":"integer","minimum":1000,"maximum":3600000},"headers_timeout_ms":{"description":"Longest time a client may take to send a request's headers (INTERLOCK_HEADERS_TIMEOUT_MS); at most request_timeout_ms (a larger value is lowered to it). Default 20000.","type":"integer","minimum":1000,"maximum":3600000},"tls":{"description":"Serve the gateway (MCP endpoint, console, admin API) over TLS on listen.host:port instead of plain HTTP (INTERLOCK_TLS_CERT_FILE, INTERLOCK_TLS_KEY_FILE; issue 24, item 3). Both files are PEM; they are read at start and again on SIGHUP (a failed reload keeps the current certificate and is logged). Console cookies are then Secure. Default: plain HTTP.","type":"object","properties":{"cert_file":{"description":"PEM certificate chain file (leaf first).","type":"string","minLength":1},"key_file":{"description":"PEM private key file of the certificate.","type":"string","minLength":1}},"required":["cert_file","key_file"],"additionalProperties":false}},"additionalProperties":false},"database":{"description":"The control database.","type":"object","properties":{"url":{"description":"PostgreSQL connection URL of the control database (INTERLOCK_DATABASE_URL). Without it an embedded PostgreSQL is started in embedded_data_dir.","type":"string","pattern":"^postgres(ql)?://"},"embedded_data_dir":{"description":"Folder of the embedded PostgreSQL, kept across restarts (INTERLOCK_EMBEDDED_DATA_DIR). Default .interlock/pg.","type":"string","minLength":1},"embedded_port":{"description":"Port of the embedded PostgreSQL, 0 = a free port (INTERLOCK_EMBEDDED_PORT). Default 0.","type":"integer","minimum":0,"maximum":65535},"pool_size":{"description":"Largest number of pooled control-database connections (INTERLOCK_DATABASE_POOL_SIZE). Default 10.","type":"integer","minimum":1,"maximum":1000},"operator_url":{"description":"PostgreSQL connection URL of the operator connection (INTERLOCK_OPERATOR_DATABASE_URL): the database role, given `interlock db grant-operator-role`, through which the admin API (/admin/v1) and the console make governance changes (identities, keys, sources, roles, grants, policies, apply) and record their config events, while the gateway itself runs on its least-privilege runtime role (url). Same database and URL forms as url (several hosts, target_session_attrs). A pool of at most 4 connections; readiness does not depend on it. Unset: governance changes go through url's role, and are refused (403 forbidden) when that role may not make them.","type":"string","pattern":"^postgres(ql)?://"}},"additionalProperties":false},"allowed_hosts":{"description":"Host header values accepted besides the loopback names when bound to loopback (INTERLOCK_ALLOWED_HOSTS, comma-separated), e.g. gateway.example.com:443. DNS-rebinding protection (decision 14).","type":"array","items":{"type":"string","minLength":1,"maxLength":300},"maxItems":100},"allowed_origins":{"description":"Origin values accepted besides the request's own origin (INTERLOCK_ALLOWED_ORIGINS, comma-separated), e.g. https://app.example.com.","type":"array","items":{"type":"string","pattern":"^https?://[^/\\s]+$"},"maxItems":100},"trust_proxy":{"description":"Which proxies in front of the gateway are trusted to give the client's scheme and address in X-Forwarded-Proto and X-Forwarded-For (INTERLOCK_TRUST_PROXY, comma-separated), with Express's `trust proxy` semantics: true trusts every hop, a number that many hops, a list names trusted addresses or subnets (CIDR) or loopback, linklocal, uniquelocal. Set it when a TLS-terminating proxy serves the console, so its cookies are Secure (issue 24, item 3). Applies to every route but POST /mcp. Default false: X-Forwarded-* is ignored.","anyOf":[{"type":"boolean"},{"type":"integer","minimum":0,"maximum":100},{"type":"array","items":{"type":"string","minLength":1,"maxLength":100},"minItems":1,"maxItems":100}]},"console":{"description":"The web approval console at /console (issue 24, item 3). Sessions are kept in the control database, so sign-out, operator-token revocation and the timeouts hold on every replica.","type":"object","properties":{"session_idle_timeout_seconds":{"description":"A console session ends after this long without a request (INTERLOCK_CONSOLE_SESSION_IDLE_TIMEOUT_SECONDS). Default 1800 (30 minutes).","type":"integer","minimum":60,"maximum":86400},"session_absolute_timeout_seconds":{"description":"A console session ends this long after sign-in, however active (INTERLOCK_CONSOLE_SESSION_ABSOLUTE_TIMEOUT_SECONDS). Default 28800 (8 hours).","type":"integer","minimum":300,"maximum":604800}},"additionalProperties":false},"rate_limits":{"description":"Calls allowed per window, shared by every replica through the control database. per_identity counts every call of one identity across all sources (INTERLOCK_RATE_LIMIT_IDENTITY_POINTS, INTERLOCK_RATE_LIMIT_IDENTITY_WINDOW_SECONDS; default 120 per 60 s); per_source counts every call to one source across all identities (INTERLOCK_RATE_LIMIT_SOURCE_POINTS, INTERLOCK_RATE_LIMIT_SOURCE_WINDOW_SECONDS; default 600 per 60 s).","type":"object","properties":{"per_identity":{"$ref":"#/$defs/rateLimit"},"per_source":{"$ref":"#/$defs/rateLimit"}},"additionalProperties":false},"approvals":{"type":"object","properties":{"ttl_seconds":{"description":"How long a queued write waits for an operator before it expires (INTERLOCK_APPROVAL_TTL_SECONDS). Default 86400 (one day).","type":"integer","minimum":60,"maximum":2592000},"max_pending_per_identity":{"description":"Most writes one identity may have waiting for approval at once; the next is refused approval_queue_full and not queued (INTERLOCK_APPROVAL_MAX_PENDING_PER_IDENTITY). Default 20.","type":"integer","minimum":1,"maximum":100000},"max_pending_per_source":{"description":"Most writes waiting for approval on one source at once, all identities together (INTERLOCK_APPROVAL_MAX_PENDING_PER_SOURCE). Default 100.","type":"integer","minimum":1,"maximum":1000000},"sweep_interval_ms":{"description":"How often each gateway expires overdue pending approvals, in milliseconds (INTERLOCK_APPROVAL_SWEEP_INTERVAL_MS). Default 10000.","type":"integer","minimum":100,"maximum":3600000},"sweep_batch":{"description":"Most approvals one sweep expires; the rest wait for the next tick (INTERLOCK_APPROVAL_SWEEP_BATCH). Default 500.","type":"integer","minimum":1,"maximum":10000}},"additionalProperties":false},"audit":{"description":"The audit trail (issue 11).","type":"object","properties":{"commit_timeout_ms":{"description":"How long a tools/call waits for its audit event to commit before it is answered unavailable/audit_unavailable with no result (INTERLOCK_AUDIT_COMMIT_TIMEOUT_MS). Default 2000.","type":"integer","minimum":100,"maximum":60000},"retention_min_days":{"description":"Retention floor of `interlock audit archive`: without --force it never archives a month that ends less than this many days ago (nor the open month, whatever this is). 0: only the open month is kept (INTERLOCK_AUDIT_RETENTION_MIN_DAYS). Default 0.","type":"integer","minimum":0,"maximum":36500}},"additionalProperties":false},"notifications":{"description":"Where InterLock tells people about approvals. Each webhook receives a signed JSON POST for the events it names.","type":"object","properties":{"webhooks":{"type":"array","maxItems":20,"items":{"type":"object","properties":{"url":{"description":"Where to POST (http or https).","type":"string","pattern":"^https?://[^\\s]+$"},"events":{"description":"Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.","type":"array","minItems":1,"uniqueItems":true,"items":{"type":"string","enum":["approval.queued","approval.decided","approval.expired","approval.executed","approval.failed"]}},"secret_env":{"description":"Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).","type":"string","pattern":"^[A-Z_][A-Z0-9_]*$"}},"required":["url","events","secret_env"],"additionalProperties":false}},"coalesce_queued_at":{"description":"When this many approval.queued events of one identity arrive in one poll of the audit trail, each webhook gets one delivery listing them all (approval.count, approval.approval_ids) instead of one per write. Default 3.","type":"integer","minimum":2,"maximum":1000}},"additionalProperties":false},"admission":{"description":"Admission by capacity (issue 29; src/transport/capacity.ts): an adaptive limit on the governed tool calls a replica runs at once, lowered when calls slow down (gradient of short- against long-term latency), when the event loop lags or when the audit writer falls behind, with a short bounded queue. Beyond it a call is refused at once with rate_limited, retry_after_ms and Retry-After derived from the queue, before identity, SQL or audit work; such refusals are audited in aggregate per client address per minute, like keyless refusals. In memory per replica.","type":"object","properties":{"enabled":{"description":"Turn admission by capacity on or off (INTERLOCK_ADMISSION_ENABLED, true or false). Default true.","type":"boolean"},"initial_limit":{"description":"Starting limit, in calls in flight. Default 16: about 2 × CPU cores × 4 calls in flight per core on the 2-core reference machine (a point read spends 1–1.4 ms of gateway CPU in a 5–6 ms answer; peak goodput near 8 connections, bench/11-overload.ts); raise it with the cores.","type":"integer","minimum":1,"maximum":100000},"min_limit":{"description":"The limit never falls below this (INTERLOCK_ADMISSION_MIN_LIMIT). Default 4: one core's worth of calls in flight, so a starved replica still serves while it refuses the excess; the limit acts from 8–32 connections up on 2 cores.","type":"integer","minimum":1,"maximum":100000},"max_limit":{"description":"The limit never rises above this (INTERLOCK_ADMISSION_MAX_LIMIT). Default 512.","type":"integer","minimum":1,"maximum":100000},"queue_size":{"description":"Calls that may wait for a slot; beyond them a call is refused at once (INTERLOCK_ADMISSION_QUEUE_SIZE). Default 32.","type":"integer","minimum":0,"maximum":100000},"queue_timeout_ms":{"description":"Longest wait of a queued call in milliseconds; then it is refused. Default 250.","type":"integer","minimum":1,"maximum":60000},"tolerance":{"description":"How many times the long-term latency (controller min_rtt: minRTT) the short-term one may reach before the limit falls. Default 2.","type":"number","minimum":1,"maximum":10},"controller":{"description":"How the limit follows latency (INTERLOCK_ADMISSION_CONTROLLER). \"long_average\" (default): the gradient of the short-term latency against a slow long-term average (10 s time constant). \"min_rtt\": Envoy's gradient controller: the replica's latency at low concurrency (minRTT) is measured in a window every min_rtt_interval_ms (plus up to 10 % jitter) with the limit held at min_limit, and every 100 ms the limit becomes limit × gradient + √(limit × gradient), gradient = clamp(tolerance × minRTT ÷ sampled latency, 0.5, 2), the sampled latency being the latency_percentile of the calls finished in those 100 ms; a limit at min_limit for 5 updates in a row measures minRTT again at once.","type":"string","enum":["long_average","min_rtt"]},"min_rtt_interval_ms":{"description":"controller min_rtt: milliseconds between the end of one minRTT window and the start of the next (plus up to 10 % jitter). Default 10000.","type":"integer","minimum":100,"maximum":3600000},"min_rtt_samples":{"description":"controller min_rtt: calls admitted and finished inside a minRTT window (at most min_limit in flight) that make its measurement; a window also ends 1 s after its first such call with what it has. Default 25.","type":"integer","minimum":1,"maximum":10000},"sample_source_time":{"description":"Count a call's time in source reads (pool checkout and statements) in its latency sample (INTERLOCK_ADMISSION_SAMPLE_SOURCE_TIME, true or false). Default false: left out, so one identity's slow statements cannot lower the limit for every caller; but then queueing for the source pool is invisible to the limit (bench/RESULTS.md, h29p). An experiment switch.","type":"boolean"},"sample_pool_wait":{"description":"Count a call's wait for a connection of a source's shared reader pool in its latency sample, the rest of its source time left out (INTERLOCK_ADMISSION_SAMPLE_POOL_WAIT, true or false). The wait starts once the call's identity has its own slot (max_concurrent_per_identity), so an identity flooding its own share, or sending slow statements, cannot lower the limit for every caller; a queue for the shared pool, which every identity's calls stand in, lowers it. Ignored when sample_source_time is true (all source time counts). Default false (bench/RESULTS.md, h29q).","type":"boolean"},"identity_limit":{"description":"Give each identity a limit of its own inside the replica's (INTERLOCK_ADMISSION_IDENTITY_LIMIT, true or false): an AIMD limit whose signal is the identity's wait for its own source slots (max_concurrent_per_identity), which the replica's limit leaves out. When the identity's average own-slot wait (over ~10 calls) passes identity_slot_wait_ms, or one of its calls is refused for lack of a source slot, its limit falls to 0.9 × its calls in flight (at most every 100 ms); otherwise it climbs by 1 ÷ limit per call and is removed once it reaches the replica's limit. Its excess calls are refused at once with rate_limited and Retry-After, like those beyond the replica's limit; other identities and the replica's limit are untouched. At most 10,000 identities are limited at once (the oldest entry goes first). Default false (bench/RESULTS.md, h29i).","type":"boolean"},"identity_slot_wait_ms":{"description":"identity_limit: the average wait for an identity's own source slots, in milliseconds, above which its limit falls. Default 5.","type":"number","minimum":0,"maximum":60000},"latency_percentile":{"description":"controller min_rtt: the percentile (nearest rank) of call latencies taken both for minRTT and for each 100 ms sample. Default 90.","type":"number","exclusiveMinimum":0,"maximum":100},"max_event_loop_delay_ms":{"description":"Event-loop delay (p99 over the last second) past which the limit is lowered, by 10 % at most every 100 ms. Default 100.","type":"integer","minimum":1,"maximum":60000},"max_audit_queue":{"description":"Audit events pending in the writer (queued or in a batch being committed) past which the limit is lowered, by 10 % at most every 100 ms. Each admitted call holds its slot until its event commits, so this only acts when it is below max_limit. Default 64.","type":"integer","minimum":1,"maximum":1000000},"pause_refused_connections":{"description":"After a refusal at capacity on POST /mcp, read nothing more from that connection until its Retry-After (the connection stays open). A client that waits as told loses nothing; one that retries at once on the same connection cannot spend the replica's CPU on refusals and starve the calls it admitted (INTERLOCK_ADMISSION_PAUSE_REFUSED_CONNECTIONS, true or false). Turn it off behind a proxy that carries several callers on one connection. Default true.","type":"boolean"}},"additionalProperties":false},"cache":{"description":"Result cache of eligible reads.","type":"object","properties":{"ttl_ms":{"description":"Time to live of a cached result in milliseconds, 0 disables the cache (INTERLOCK_CACHE_TTL_MS). Default 30000.","type":"integer","minimum":0,"maximum":86400000},"max_bytes":{"description":"Byte budget of the cache (INTERLOCK_CACHE_MAX_BYTES). Default 67108864 (64 MiB).","type":"integer","minimum":0,"maximum":17179869184}},"additionalProperties":false},"ops_listen":{"description":"Optional separate listen address of the operations endpoints GET /healthz, /readyz and /metrics (INTERLOCK_OPS_HOST, INTERLOCK_OPS_PORT), e.g. for a Prometheus scraper on an internal interface. When set, those three endpoints are served only there (behind the same Host/Origin guard, with the loopback names plus allowed_hosts, or any host on a non-loopback bind without allowed_hosts) and no longer on listen. Default: unset (served on listen).","type":"object","properties":{"host":{"description":"Interface address of the operations listener (INTERLOCK_OPS_HOST). Default 127.0.0.1.","type":"string","minLength":1,"maxLength":255},"port":{"description":"TCP port of the operations listener, 0 = any free port (INTERLOCK_OPS_PORT).","type":"integer","minimum":0,"maximum":65535}},"required":["port"],"additionalProperties":false},"client_limits":{"description":"Limits per client address and per identity, kept in memory on each replica (so N replicas allow up to N times the figure). The client address is the TCP peer address (an IPv6 address counts by its /64 prefix); behind a reverse proxy every client shares the proxy's address.","type":"object","properties":{"keyless":{"$ref":"#/$defs/rateLimit","description":"Requests without a valid agent key (no Authorization Bearer, or a key that does not resolve) allowed per client address per window, counted before any other work (INTERLOCK_KEYLESS_POINTS, INTERLOCK_KEYLESS_WINDOW_SECONDS). Over it: 429 with Retry-After. Default 600 per 60 s."},"streams_per_address":{"description":"Open SSE streams and in-flight tool calls (GET /mcp/sse streams, and tools/call on every route, each of which may answer as a request-scoped stream) per client address (INTERLOCK_STREAMS_PER_ADDRESS). Over it: 429 rate_limited with Retry-After. Default 128.","type":"integer","minimum":1,"maximum":100000},"streams_per_identity":{"description":"Open SSE streams and in-flight tool calls per identity, across addresses (INTERLOCK_STREAMS_PER_IDENTITY). Over it: 429 rate_limited with Retry-After. Default 64. A tool call keeps its slot until its answer has been flushed to the client or its connection closed, so this also bounds the answers an identity can leave unread in memory.","type":"integer","minimum":1,"maximum":100000},"answer_write_timeout_ms":{"description":"How long a tool call's answer may wait unread by its client, in milliseconds (INTERLOCK_ANSWER_WRITE_TIMEOUT_MS): an answer not flushed to the client by then has its connection closed (the call stays audited), which frees the answer's memory and its stream slot. 0 disables the deadline. Default 30000.","type":"integer","minimum":0,"maximum":3600000},"body_reads_per_address":{"description":"Request bodies being received at once per client address, on every route, checked before the body is read (INTERLOCK_BODY_READS_PER_ADDRESS). Over it: 429 rate_limited with Retry-After, and the connection is closed. Default 64.","type":"integer","minimum":1,"maximum":100000},"body_bytes_in_flight":{"description":"Bytes of request bodies over 64 KiB being received at once on a replica, all client addresses together (one address at most an eighth), each body counted at its Content-Length (the body limit, 1 MiB, when undeclared or compressed) before it is read; smaller bodies count only against body_reads_per_address (INTERLOCK_BODY_BYTES_IN_FLIGHT). Over it: 429 rate_limited with Retry-After, and the connection is closed; one body is always admitted when none is being read. Default 134217728 (128 MiB).","type":"integer","minimum":1048576,"maximum":68719476736}},"additionalProperties":false},"auth":{"description":"InterLock as an OAuth 2.1 resource server (issue 26): JWT access tokens from the organisation's identity providers are accepted beside API keys. docs/operators.md \"Identity providers\".","type":"object","properties":{"resource":{"description":"The gateway's canonical resource URL (RFC 8707; RFC 9728 `resource`), e.g. https://gateway.example.com/mcp: the default expected audience of every issuer and the `resource` of /.well-known/oauth-protected-resource. Required when issuers are configured.","type":"string","pattern":"^https?://","maxLength":2048},"scopes_supported":{"description":"Scopes advertised in the protected resource metadata (scopes_supported). Default: none advertised.","type":"array","items":{"type":"string","minLength":1,"maxLength":256},"maxItems":64,"uniqueItems":true},"handshake_challenge":{"description":"Handshake dialect (2025-*): answer a tools/call refused as unauthorized with HTTP 401 and the WWW-Authenticate challenge (so OAuth-capable clients start their flow) instead of the contract's default tool-result refusal. Default false.","type":"boolean"},"issuers":{"description":"Trusted issuers of JWT access tokens. A token whose unverified `iss` names none of them is refused before any network or database work.","type":"array","maxItems":32,"items":{"$ref":"#/$defs/tokenIssuer"}}},"additionalProperties":false},"log_level":{"description":"Operational log level (INTERLOCK_LOG_LEVEL). Default info.","type":"string","enum":["fatal","error","warn","info","debug","trace","silent"]},"key_pepper":{"description":"Secret HMAC key for API-key hashes, at least 32 characters (INTERLOCK_KEY_PEPPER; prefer the variable or a secret store to a file). Default: generated once and kept in the control database. Changing it invalidates every key, so the gateway refuses to start with a pepper that differs from the one on record.","type":"string","minLength":32,"maxLength":1024}},"additionalProperties":false,"$defs":{"tokenIssuer":{"title":"TokenIssuer","description":"One trusted OAuth 2.1 / OpenID Connect issuer (issue 26 item 1) and how its tokens map to identities (item 2).","type":"object","properties":{"issuer":{"description":"The issuer identifier, compared exactly with the token's `iss` (and with the discovery document's `issuer`).","type":"string","pattern":"^https?://","maxLength":2048},"jwks_uri":{"description":"The issuer's JWKS URL. Absent: discovered from <issuer>/.well-known/openid-configuration.","type":"string","pattern":"^https?://","maxLength":2048},"audience":{"description":"Expected `aud` (one of the token's audiences must equal it). Default: auth.resource.","type":"string","minLength":1,"maxLength":2048},"algorithms":{"description":"Allowed JWS algorithms, asymmetric only (`none` and HMAC are never accepted). Default [RS256, ES256].","type":"array","minItems":1,"uniqueItems":true,"items":{"type":"string","enum":["RS256","RS384","RS512","PS256","PS384","PS512","ES256","ES384","ES512","EdDSA"]}},"required_scopes":{"description":"Scopes the token's `scope` (or `scp`) claim must all carry; a token missing one is refused 403 insufficient_scope. Default none.","type":"array","items":{"type":"string","minLength":1,"maxLength":256},"maxItems":64,"uniqueItems":true},"jwks_cooldown_seconds":{"description":"Least interval between two fetches of the issuer's JWKS, in seconds: a token with an unknown `kid` (a rotated key) refetches at most this often. Default 30.","type":"integer","minimum":1,"maximum":3600},"clock_skew_seconds":{"description":"Tolerance for exp, nbf and iat, in seconds. Default 60.","type":"integer","minimum":0,"maximum":600},"identity_claim":{"description":"The claim that names the identity (e.g. sub, email, preferred_username); lower-cased, it must be a valid identity name. Default sub.","type":"string","minLength":1,"maxLength":128},"unknown_subjects":{"description":"A subject with no identity yet: refuse (invalid_token) or provision an identity named by identity_claim. Default refuse.","type":"string","enum":["refuse","provision"]},"role_grants":{"description":"Claim values that grant source roles: every rule whose claim carries the value (equal, or an element of an array claim) grants role on source to the token's identity; such grants follow the claims on each sign-in.","type":"array","maxItems":256,"items":{"$ref":"#/$defs/claimRoleGrant"}},"attribute_claims":{"description":"Claims copied into the identity's attributes for policies and row rules. Default [email, groups, roles].","type":"array","items":{"type":"string","minLength":1,"maxLength":128},"maxItems":32,"uniqueItems":true}},"required":["issuer"],"additionalProperties":false},"claimRoleGrant":{"title":"ClaimRoleGrant","description":"A claim value that grants a source role on a source.","type":"object","properties":{"claim":{"description":"Claim name, e.g. groups.","type":"string","minLength":1,"maxLength":128},"value":{"description":"Claim value that grants the role.","type":"string","minLength":1,"maxLength":256},"role":{"description":"Source role name.","type":"string","minLength":1,"maxLength":128},"source":{"description":"Source id.","type":"string","minLength":1,"maxLength":128}},"required":["claim","value","role","source"],"additionalProperties":false},"rateLimit":{"title":"RateLimit","type":"object","properties":{"points":{"description":"Calls allowed per window.","type":"integer","minimum":1,"maximum":1000000},"window_seconds":{"description":"Window length in seconds.","type":"integer","minimum":1,"maximum":86400}},"required":["points","window_seconds"],"additionalProperties":false}}};
 const schema41 = {"title":"RateLimit","type":"object","properties":{"points":{"description":"Calls allowed per window.","type":"integer","minimum":1,"maximum":1000000},"window_seconds":{"description":"Window length in seconds.","type":"integer","minimum":1,"maximum":86400}},"required":["points","window_seconds"],"additionalProperties":false};
 const pattern6 = new RegExp("^postgres(ql)?://", "u");
-const pattern7 = new RegExp("^https?://[^/\\s]+$", "u");
-const pattern8 = new RegExp("^https?://[^\\s]+$", "u");
-const pattern9 = new RegExp("^[A-Z_][A-Z0-9_]*$", "u");
-const pattern10 = new RegExp("^https?://", "u");
+const pattern8 = new RegExp("^https?://[^/\\s]+$", "u");
+const pattern9 = new RegExp("^https?://[^\\s]+$", "u");
+const pattern10 = new RegExp("^[A-Z_][A-Z0-9_]*$", "u");
+const pattern11 = new RegExp("^https?://", "u");
 const schema44 = {"title":"TokenIssuer","description":"One trusted OAuth 2.1 / OpenID Connect issuer (issue 26 item 1) and how its tokens map to identities (item 2).","type":"object","properties":{"issuer":{"description":"The issuer identifier, compared exactly with the token's `iss` (and with the discovery document's `issuer`).","type":"string","pattern":"^https?://","maxLength":2048},"jwks_uri":{"description":"The issuer's JWKS URL. Absent: discovered from <issuer>/.well-known/openid-configuration.","type":"string","pattern":"^https?://","maxLength":2048},"audience":{"description":"Expected `aud` (one of the token's audiences must equal it). Default: auth.resource.","type":"string","minLength":1,"maxLength":2048},"algorithms":{"description":"Allowed JWS algorithms, asymmetric only (`none` and HMAC are never accepted). Default [RS256, ES256].","type":"array","minItems":1,"uniqueItems":true,"items":{"type":"string","enum":["RS256","RS384","RS512","PS256","PS384","PS512","ES256","ES384","ES512","EdDSA"]}},"required_scopes":{"description":"Scopes the token's `scope` (or `scp`) claim must all carry; a token missing one is refused 403 insufficient_scope. Default none.","type":"array","items":{"type":"string","minLength":1,"maxLength":256},"maxItems":64,"uniqueItems":true},"jwks_cooldown_seconds":{"description":"Least interval between two fetches of the issuer's JWKS, in seconds: a token with an unknown `kid` (a rotated key) refetches at most this often. Default 30.","type":"integer","minimum":1,"maximum":3600},"clock_skew_seconds":{"description":"Tolerance for exp, nbf and iat, in seconds. Default 60.","type":"integer","minimum":0,"maximum":600},"identity_claim":{"description":"The claim that names the identity (e.g. sub, email, preferred_username); lower-cased, it must be a valid identity name. Default sub.","type":"string","minLength":1,"maxLength":128},"unknown_subjects":{"description":"A subject with no identity yet: refuse (invalid_token) or provision an identity named by identity_claim. Default refuse.","type":"string","enum":["refuse","provision"]},"role_grants":{"description":"Claim values that grant source roles: every rule whose claim carries the value (equal, or an element of an array claim) grants role on source to the token's identity; such grants follow the claims on each sign-in.","type":"array","maxItems":256,"items":{"$ref":"#/$defs/claimRoleGrant"}},"attribute_claims":{"description":"Claims copied into the identity's attributes for policies and row rules. Default [email, groups, roles].","type":"array","items":{"type":"string","minLength":1,"maxLength":128},"maxItems":32,"uniqueItems":true}},"required":["issuer"],"additionalProperties":false};
 const schema45 = {"title":"ClaimRoleGrant","description":"A claim value that grants a source role on a source.","type":"object","properties":{"claim":{"description":"Claim name, e.g. groups.","type":"string","minLength":1,"maxLength":128},"value":{"description":"Claim value that grants the role.","type":"string","minLength":1,"maxLength":256},"role":{"description":"Source role name.","type":"string","minLength":1,"maxLength":128},"source":{"description":"Source id.","type":"string","minLength":1,"maxLength":128}},"required":["claim","value","role","source"],"additionalProperties":false};
 
@@ -2356,7 +2356,7 @@ vErrors.push(err2);
 }
 errors++;
 }
-if(!pattern10.test(data0)){
+if(!pattern11.test(data0)){
 const err3 = {instancePath:instancePath+"/issuer",schemaPath:"#/properties/issuer/pattern",keyword:"pattern",params:{pattern: "^https?://"},message:"must match pattern \""+"^https?://"+"\""};
 if(vErrors === null){
 vErrors = [err3];
@@ -2391,7 +2391,7 @@ vErrors.push(err5);
 }
 errors++;
 }
-if(!pattern10.test(data1)){
+if(!pattern11.test(data1)){
 const err6 = {instancePath:instancePath+"/jwks_uri",schemaPath:"#/properties/jwks_uri/pattern",keyword:"pattern",params:{pattern: "^https?://"},message:"must match pattern \""+"^https?://"+"\""};
 if(vErrors === null){
 vErrors = [err6];
@@ -3361,7 +3361,7 @@ if(data.database !== undefined){
 let data8 = data.database;
 if(data8 && typeof data8 == "object" && !Array.isArray(data8)){
 for(const key3 in data8){
-if(!((((key3 === "url") || (key3 === "embedded_data_dir")) || (key3 === "embedded_port")) || (key3 === "pool_size"))){
+if(!(((((key3 === "url") || (key3 === "embedded_data_dir")) || (key3 === "embedded_port")) || (key3 === "pool_size")) || (key3 === "operator_url"))){
 const err23 = {instancePath:instancePath+"/database",schemaPath:"#/properties/database/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key3},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err23];
@@ -3492,9 +3492,11 @@ errors++;
 }
 }
 }
-}
-else {
-const err34 = {instancePath:instancePath+"/database",schemaPath:"#/properties/database/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data8.operator_url !== undefined){
+let data13 = data8.operator_url;
+if(typeof data13 === "string"){
+if(!pattern6.test(data13)){
+const err34 = {instancePath:instancePath+"/database/operator_url",schemaPath:"#/properties/database/properties/operator_url/pattern",keyword:"pattern",params:{pattern: "^postgres(ql)?://"},message:"must match pattern \""+"^postgres(ql)?://"+"\""};
 if(vErrors === null){
 vErrors = [err34];
 }
@@ -3504,11 +3506,8 @@ vErrors.push(err34);
 errors++;
 }
 }
-if(data.allowed_hosts !== undefined){
-let data13 = data.allowed_hosts;
-if(Array.isArray(data13)){
-if(data13.length > 100){
-const err35 = {instancePath:instancePath+"/allowed_hosts",schemaPath:"#/properties/allowed_hosts/maxItems",keyword:"maxItems",params:{limit: 100},message:"must NOT have more than 100 items"};
+else {
+const err35 = {instancePath:instancePath+"/database/operator_url",schemaPath:"#/properties/database/properties/operator_url/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err35];
 }
@@ -3517,12 +3516,10 @@ vErrors.push(err35);
 }
 errors++;
 }
-const len0 = data13.length;
-for(let i0=0; i0<len0; i0++){
-let data14 = data13[i0];
-if(typeof data14 === "string"){
-if(func3(data14) > 300){
-const err36 = {instancePath:instancePath+"/allowed_hosts/" + i0,schemaPath:"#/properties/allowed_hosts/items/maxLength",keyword:"maxLength",params:{limit: 300},message:"must NOT have more than 300 characters"};
+}
+}
+else {
+const err36 = {instancePath:instancePath+"/database",schemaPath:"#/properties/database/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err36];
 }
@@ -3531,8 +3528,12 @@ vErrors.push(err36);
 }
 errors++;
 }
-if(func3(data14) < 1){
-const err37 = {instancePath:instancePath+"/allowed_hosts/" + i0,schemaPath:"#/properties/allowed_hosts/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+}
+if(data.allowed_hosts !== undefined){
+let data14 = data.allowed_hosts;
+if(Array.isArray(data14)){
+if(data14.length > 100){
+const err37 = {instancePath:instancePath+"/allowed_hosts",schemaPath:"#/properties/allowed_hosts/maxItems",keyword:"maxItems",params:{limit: 100},message:"must NOT have more than 100 items"};
 if(vErrors === null){
 vErrors = [err37];
 }
@@ -3541,9 +3542,12 @@ vErrors.push(err37);
 }
 errors++;
 }
-}
-else {
-const err38 = {instancePath:instancePath+"/allowed_hosts/" + i0,schemaPath:"#/properties/allowed_hosts/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const len0 = data14.length;
+for(let i0=0; i0<len0; i0++){
+let data15 = data14[i0];
+if(typeof data15 === "string"){
+if(func3(data15) > 300){
+const err38 = {instancePath:instancePath+"/allowed_hosts/" + i0,schemaPath:"#/properties/allowed_hosts/items/maxLength",keyword:"maxLength",params:{limit: 300},message:"must NOT have more than 300 characters"};
 if(vErrors === null){
 vErrors = [err38];
 }
@@ -3552,10 +3556,8 @@ vErrors.push(err38);
 }
 errors++;
 }
-}
-}
-else {
-const err39 = {instancePath:instancePath+"/allowed_hosts",schemaPath:"#/properties/allowed_hosts/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(func3(data15) < 1){
+const err39 = {instancePath:instancePath+"/allowed_hosts/" + i0,schemaPath:"#/properties/allowed_hosts/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err39];
 }
@@ -3565,11 +3567,8 @@ vErrors.push(err39);
 errors++;
 }
 }
-if(data.allowed_origins !== undefined){
-let data15 = data.allowed_origins;
-if(Array.isArray(data15)){
-if(data15.length > 100){
-const err40 = {instancePath:instancePath+"/allowed_origins",schemaPath:"#/properties/allowed_origins/maxItems",keyword:"maxItems",params:{limit: 100},message:"must NOT have more than 100 items"};
+else {
+const err40 = {instancePath:instancePath+"/allowed_hosts/" + i0,schemaPath:"#/properties/allowed_hosts/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err40];
 }
@@ -3578,12 +3577,10 @@ vErrors.push(err40);
 }
 errors++;
 }
-const len1 = data15.length;
-for(let i1=0; i1<len1; i1++){
-let data16 = data15[i1];
-if(typeof data16 === "string"){
-if(!pattern7.test(data16)){
-const err41 = {instancePath:instancePath+"/allowed_origins/" + i1,schemaPath:"#/properties/allowed_origins/items/pattern",keyword:"pattern",params:{pattern: "^https?://[^/\\s]+$"},message:"must match pattern \""+"^https?://[^/\\s]+$"+"\""};
+}
+}
+else {
+const err41 = {instancePath:instancePath+"/allowed_hosts",schemaPath:"#/properties/allowed_hosts/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err41];
 }
@@ -3593,8 +3590,11 @@ vErrors.push(err41);
 errors++;
 }
 }
-else {
-const err42 = {instancePath:instancePath+"/allowed_origins/" + i1,schemaPath:"#/properties/allowed_origins/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data.allowed_origins !== undefined){
+let data16 = data.allowed_origins;
+if(Array.isArray(data16)){
+if(data16.length > 100){
+const err42 = {instancePath:instancePath+"/allowed_origins",schemaPath:"#/properties/allowed_origins/maxItems",keyword:"maxItems",params:{limit: 100},message:"must NOT have more than 100 items"};
 if(vErrors === null){
 vErrors = [err42];
 }
@@ -3603,10 +3603,12 @@ vErrors.push(err42);
 }
 errors++;
 }
-}
-}
-else {
-const err43 = {instancePath:instancePath+"/allowed_origins",schemaPath:"#/properties/allowed_origins/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const len1 = data16.length;
+for(let i1=0; i1<len1; i1++){
+let data17 = data16[i1];
+if(typeof data17 === "string"){
+if(!pattern8.test(data17)){
+const err43 = {instancePath:instancePath+"/allowed_origins/" + i1,schemaPath:"#/properties/allowed_origins/items/pattern",keyword:"pattern",params:{pattern: "^https?://[^/\\s]+$"},message:"must match pattern \""+"^https?://[^/\\s]+$"+"\""};
 if(vErrors === null){
 vErrors = [err43];
 }
@@ -3616,13 +3618,8 @@ vErrors.push(err43);
 errors++;
 }
 }
-if(data.trust_proxy !== undefined){
-let data17 = data.trust_proxy;
-const _errs40 = errors;
-let valid8 = false;
-const _errs41 = errors;
-if(typeof data17 !== "boolean"){
-const err44 = {instancePath:instancePath+"/trust_proxy",schemaPath:"#/properties/trust_proxy/anyOf/0/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+else {
+const err44 = {instancePath:instancePath+"/allowed_origins/" + i1,schemaPath:"#/properties/allowed_origins/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err44];
 }
@@ -3631,11 +3628,10 @@ vErrors.push(err44);
 }
 errors++;
 }
-var _valid0 = _errs41 === errors;
-valid8 = valid8 || _valid0;
-const _errs43 = errors;
-if(!(((typeof data17 == "number") && (!(data17 % 1) && !isNaN(data17))) && (isFinite(data17)))){
-const err45 = {instancePath:instancePath+"/trust_proxy",schemaPath:"#/properties/trust_proxy/anyOf/1/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+}
+else {
+const err45 = {instancePath:instancePath+"/allowed_origins",schemaPath:"#/properties/allowed_origins/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err45];
 }
@@ -3644,9 +3640,14 @@ vErrors.push(err45);
 }
 errors++;
 }
-if((typeof data17 == "number") && (isFinite(data17))){
-if(data17 > 100 || isNaN(data17)){
-const err46 = {instancePath:instancePath+"/trust_proxy",schemaPath:"#/properties/trust_proxy/anyOf/1/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100},message:"must be <= 100"};
+}
+if(data.trust_proxy !== undefined){
+let data18 = data.trust_proxy;
+const _errs42 = errors;
+let valid8 = false;
+const _errs43 = errors;
+if(typeof data18 !== "boolean"){
+const err46 = {instancePath:instancePath+"/trust_proxy",schemaPath:"#/properties/trust_proxy/anyOf/0/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err46];
 }
@@ -3655,8 +3656,11 @@ vErrors.push(err46);
 }
 errors++;
 }
-if(data17 < 0 || isNaN(data17)){
-const err47 = {instancePath:instancePath+"/trust_proxy",schemaPath:"#/properties/trust_proxy/anyOf/1/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+var _valid0 = _errs43 === errors;
+valid8 = valid8 || _valid0;
+const _errs45 = errors;
+if(!(((typeof data18 == "number") && (!(data18 % 1) && !isNaN(data18))) && (isFinite(data18)))){
+const err47 = {instancePath:instancePath+"/trust_proxy",schemaPath:"#/properties/trust_proxy/anyOf/1/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err47];
 }
@@ -3665,13 +3669,9 @@ vErrors.push(err47);
 }
 errors++;
 }
-}
-var _valid0 = _errs43 === errors;
-valid8 = valid8 || _valid0;
-const _errs45 = errors;
-if(Array.isArray(data17)){
-if(data17.length > 100){
-const err48 = {instancePath:instancePath+"/trust_proxy",schemaPath:"#/properties/trust_proxy/anyOf/2/maxItems",keyword:"maxItems",params:{limit: 100},message:"must NOT have more than 100 items"};
+if((typeof data18 == "number") && (isFinite(data18))){
+if(data18 > 100 || isNaN(data18)){
+const err48 = {instancePath:instancePath+"/trust_proxy",schemaPath:"#/properties/trust_proxy/anyOf/1/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100},message:"must be <= 100"};
 if(vErrors === null){
 vErrors = [err48];
 }
@@ -3680,8 +3680,8 @@ vErrors.push(err48);
 }
 errors++;
 }
-if(data17.length < 1){
-const err49 = {instancePath:instancePath+"/trust_proxy",schemaPath:"#/properties/trust_proxy/anyOf/2/minItems",keyword:"minItems",params:{limit: 1},message:"must NOT have fewer than 1 items"};
+if(data18 < 0 || isNaN(data18)){
+const err49 = {instancePath:instancePath+"/trust_proxy",schemaPath:"#/properties/trust_proxy/anyOf/1/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err49];
 }
@@ -3690,12 +3690,13 @@ vErrors.push(err49);
 }
 errors++;
 }
-const len2 = data17.length;
-for(let i2=0; i2<len2; i2++){
-let data18 = data17[i2];
-if(typeof data18 === "string"){
-if(func3(data18) > 100){
-const err50 = {instancePath:instancePath+"/trust_proxy/" + i2,schemaPath:"#/properties/trust_proxy/anyOf/2/items/maxLength",keyword:"maxLength",params:{limit: 100},message:"must NOT have more than 100 characters"};
+}
+var _valid0 = _errs45 === errors;
+valid8 = valid8 || _valid0;
+const _errs47 = errors;
+if(Array.isArray(data18)){
+if(data18.length > 100){
+const err50 = {instancePath:instancePath+"/trust_proxy",schemaPath:"#/properties/trust_proxy/anyOf/2/maxItems",keyword:"maxItems",params:{limit: 100},message:"must NOT have more than 100 items"};
 if(vErrors === null){
 vErrors = [err50];
 }
@@ -3704,8 +3705,8 @@ vErrors.push(err50);
 }
 errors++;
 }
-if(func3(data18) < 1){
-const err51 = {instancePath:instancePath+"/trust_proxy/" + i2,schemaPath:"#/properties/trust_proxy/anyOf/2/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(data18.length < 1){
+const err51 = {instancePath:instancePath+"/trust_proxy",schemaPath:"#/properties/trust_proxy/anyOf/2/minItems",keyword:"minItems",params:{limit: 1},message:"must NOT have fewer than 1 items"};
 if(vErrors === null){
 vErrors = [err51];
 }
@@ -3714,9 +3715,12 @@ vErrors.push(err51);
 }
 errors++;
 }
-}
-else {
-const err52 = {instancePath:instancePath+"/trust_proxy/" + i2,schemaPath:"#/properties/trust_proxy/anyOf/2/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const len2 = data18.length;
+for(let i2=0; i2<len2; i2++){
+let data19 = data18[i2];
+if(typeof data19 === "string"){
+if(func3(data19) > 100){
+const err52 = {instancePath:instancePath+"/trust_proxy/" + i2,schemaPath:"#/properties/trust_proxy/anyOf/2/items/maxLength",keyword:"maxLength",params:{limit: 100},message:"must NOT have more than 100 characters"};
 if(vErrors === null){
 vErrors = [err52];
 }
@@ -3725,10 +3729,8 @@ vErrors.push(err52);
 }
 errors++;
 }
-}
-}
-else {
-const err53 = {instancePath:instancePath+"/trust_proxy",schemaPath:"#/properties/trust_proxy/anyOf/2/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(func3(data19) < 1){
+const err53 = {instancePath:instancePath+"/trust_proxy/" + i2,schemaPath:"#/properties/trust_proxy/anyOf/2/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err53];
 }
@@ -3737,10 +3739,9 @@ vErrors.push(err53);
 }
 errors++;
 }
-var _valid0 = _errs45 === errors;
-valid8 = valid8 || _valid0;
-if(!valid8){
-const err54 = {instancePath:instancePath+"/trust_proxy",schemaPath:"#/properties/trust_proxy/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+}
+else {
+const err54 = {instancePath:instancePath+"/trust_proxy/" + i2,schemaPath:"#/properties/trust_proxy/anyOf/2/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err54];
 }
@@ -3749,24 +3750,10 @@ vErrors.push(err54);
 }
 errors++;
 }
-else {
-errors = _errs40;
-if(vErrors !== null){
-if(_errs40){
-vErrors.length = _errs40;
+}
 }
 else {
-vErrors = null;
-}
-}
-}
-}
-if(data.console !== undefined){
-let data19 = data.console;
-if(data19 && typeof data19 == "object" && !Array.isArray(data19)){
-for(const key4 in data19){
-if(!((key4 === "session_idle_timeout_seconds") || (key4 === "session_absolute_timeout_seconds"))){
-const err55 = {instancePath:instancePath+"/console",schemaPath:"#/properties/console/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key4},message:"must NOT have additional properties"};
+const err55 = {instancePath:instancePath+"/trust_proxy",schemaPath:"#/properties/trust_proxy/anyOf/2/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err55];
 }
@@ -3775,11 +3762,10 @@ vErrors.push(err55);
 }
 errors++;
 }
-}
-if(data19.session_idle_timeout_seconds !== undefined){
-let data20 = data19.session_idle_timeout_seconds;
-if(!(((typeof data20 == "number") && (!(data20 % 1) && !isNaN(data20))) && (isFinite(data20)))){
-const err56 = {instancePath:instancePath+"/console/session_idle_timeout_seconds",schemaPath:"#/properties/console/properties/session_idle_timeout_seconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+var _valid0 = _errs47 === errors;
+valid8 = valid8 || _valid0;
+if(!valid8){
+const err56 = {instancePath:instancePath+"/trust_proxy",schemaPath:"#/properties/trust_proxy/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
 if(vErrors === null){
 vErrors = [err56];
 }
@@ -3788,9 +3774,24 @@ vErrors.push(err56);
 }
 errors++;
 }
-if((typeof data20 == "number") && (isFinite(data20))){
-if(data20 > 86400 || isNaN(data20)){
-const err57 = {instancePath:instancePath+"/console/session_idle_timeout_seconds",schemaPath:"#/properties/console/properties/session_idle_timeout_seconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
+else {
+errors = _errs42;
+if(vErrors !== null){
+if(_errs42){
+vErrors.length = _errs42;
+}
+else {
+vErrors = null;
+}
+}
+}
+}
+if(data.console !== undefined){
+let data20 = data.console;
+if(data20 && typeof data20 == "object" && !Array.isArray(data20)){
+for(const key4 in data20){
+if(!((key4 === "session_idle_timeout_seconds") || (key4 === "session_absolute_timeout_seconds"))){
+const err57 = {instancePath:instancePath+"/console",schemaPath:"#/properties/console/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key4},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err57];
 }
@@ -3799,8 +3800,11 @@ vErrors.push(err57);
 }
 errors++;
 }
-if(data20 < 60 || isNaN(data20)){
-const err58 = {instancePath:instancePath+"/console/session_idle_timeout_seconds",schemaPath:"#/properties/console/properties/session_idle_timeout_seconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 60},message:"must be >= 60"};
+}
+if(data20.session_idle_timeout_seconds !== undefined){
+let data21 = data20.session_idle_timeout_seconds;
+if(!(((typeof data21 == "number") && (!(data21 % 1) && !isNaN(data21))) && (isFinite(data21)))){
+const err58 = {instancePath:instancePath+"/console/session_idle_timeout_seconds",schemaPath:"#/properties/console/properties/session_idle_timeout_seconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err58];
 }
@@ -3809,12 +3813,9 @@ vErrors.push(err58);
 }
 errors++;
 }
-}
-}
-if(data19.session_absolute_timeout_seconds !== undefined){
-let data21 = data19.session_absolute_timeout_seconds;
-if(!(((typeof data21 == "number") && (!(data21 % 1) && !isNaN(data21))) && (isFinite(data21)))){
-const err59 = {instancePath:instancePath+"/console/session_absolute_timeout_seconds",schemaPath:"#/properties/console/properties/session_absolute_timeout_seconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data21 == "number") && (isFinite(data21))){
+if(data21 > 86400 || isNaN(data21)){
+const err59 = {instancePath:instancePath+"/console/session_idle_timeout_seconds",schemaPath:"#/properties/console/properties/session_idle_timeout_seconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
 if(vErrors === null){
 vErrors = [err59];
 }
@@ -3823,9 +3824,8 @@ vErrors.push(err59);
 }
 errors++;
 }
-if((typeof data21 == "number") && (isFinite(data21))){
-if(data21 > 604800 || isNaN(data21)){
-const err60 = {instancePath:instancePath+"/console/session_absolute_timeout_seconds",schemaPath:"#/properties/console/properties/session_absolute_timeout_seconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 604800},message:"must be <= 604800"};
+if(data21 < 60 || isNaN(data21)){
+const err60 = {instancePath:instancePath+"/console/session_idle_timeout_seconds",schemaPath:"#/properties/console/properties/session_idle_timeout_seconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 60},message:"must be >= 60"};
 if(vErrors === null){
 vErrors = [err60];
 }
@@ -3834,8 +3834,12 @@ vErrors.push(err60);
 }
 errors++;
 }
-if(data21 < 300 || isNaN(data21)){
-const err61 = {instancePath:instancePath+"/console/session_absolute_timeout_seconds",schemaPath:"#/properties/console/properties/session_absolute_timeout_seconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 300},message:"must be >= 300"};
+}
+}
+if(data20.session_absolute_timeout_seconds !== undefined){
+let data22 = data20.session_absolute_timeout_seconds;
+if(!(((typeof data22 == "number") && (!(data22 % 1) && !isNaN(data22))) && (isFinite(data22)))){
+const err61 = {instancePath:instancePath+"/console/session_absolute_timeout_seconds",schemaPath:"#/properties/console/properties/session_absolute_timeout_seconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err61];
 }
@@ -3844,11 +3848,9 @@ vErrors.push(err61);
 }
 errors++;
 }
-}
-}
-}
-else {
-const err62 = {instancePath:instancePath+"/console",schemaPath:"#/properties/console/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data22 == "number") && (isFinite(data22))){
+if(data22 > 604800 || isNaN(data22)){
+const err62 = {instancePath:instancePath+"/console/session_absolute_timeout_seconds",schemaPath:"#/properties/console/properties/session_absolute_timeout_seconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 604800},message:"must be <= 604800"};
 if(vErrors === null){
 vErrors = [err62];
 }
@@ -3857,13 +3859,8 @@ vErrors.push(err62);
 }
 errors++;
 }
-}
-if(data.rate_limits !== undefined){
-let data22 = data.rate_limits;
-if(data22 && typeof data22 == "object" && !Array.isArray(data22)){
-for(const key5 in data22){
-if(!((key5 === "per_identity") || (key5 === "per_source"))){
-const err63 = {instancePath:instancePath+"/rate_limits",schemaPath:"#/properties/rate_limits/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key5},message:"must NOT have additional properties"};
+if(data22 < 300 || isNaN(data22)){
+const err63 = {instancePath:instancePath+"/console/session_absolute_timeout_seconds",schemaPath:"#/properties/console/properties/session_absolute_timeout_seconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 300},message:"must be >= 300"};
 if(vErrors === null){
 vErrors = [err63];
 }
@@ -3873,11 +3870,10 @@ vErrors.push(err63);
 errors++;
 }
 }
-if(data22.per_identity !== undefined){
-let data23 = data22.per_identity;
-if(data23 && typeof data23 == "object" && !Array.isArray(data23)){
-if(data23.points === undefined){
-const err64 = {instancePath:instancePath+"/rate_limits/per_identity",schemaPath:"#/$defs/rateLimit/required",keyword:"required",params:{missingProperty: "points"},message:"must have required property '"+"points"+"'"};
+}
+}
+else {
+const err64 = {instancePath:instancePath+"/console",schemaPath:"#/properties/console/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err64];
 }
@@ -3886,8 +3882,13 @@ vErrors.push(err64);
 }
 errors++;
 }
-if(data23.window_seconds === undefined){
-const err65 = {instancePath:instancePath+"/rate_limits/per_identity",schemaPath:"#/$defs/rateLimit/required",keyword:"required",params:{missingProperty: "window_seconds"},message:"must have required property '"+"window_seconds"+"'"};
+}
+if(data.rate_limits !== undefined){
+let data23 = data.rate_limits;
+if(data23 && typeof data23 == "object" && !Array.isArray(data23)){
+for(const key5 in data23){
+if(!((key5 === "per_identity") || (key5 === "per_source"))){
+const err65 = {instancePath:instancePath+"/rate_limits",schemaPath:"#/properties/rate_limits/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key5},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err65];
 }
@@ -3896,9 +3897,12 @@ vErrors.push(err65);
 }
 errors++;
 }
-for(const key6 in data23){
-if(!((key6 === "points") || (key6 === "window_seconds"))){
-const err66 = {instancePath:instancePath+"/rate_limits/per_identity",schemaPath:"#/$defs/rateLimit/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key6},message:"must NOT have additional properties"};
+}
+if(data23.per_identity !== undefined){
+let data24 = data23.per_identity;
+if(data24 && typeof data24 == "object" && !Array.isArray(data24)){
+if(data24.points === undefined){
+const err66 = {instancePath:instancePath+"/rate_limits/per_identity",schemaPath:"#/$defs/rateLimit/required",keyword:"required",params:{missingProperty: "points"},message:"must have required property '"+"points"+"'"};
 if(vErrors === null){
 vErrors = [err66];
 }
@@ -3907,11 +3911,8 @@ vErrors.push(err66);
 }
 errors++;
 }
-}
-if(data23.points !== undefined){
-let data24 = data23.points;
-if(!(((typeof data24 == "number") && (!(data24 % 1) && !isNaN(data24))) && (isFinite(data24)))){
-const err67 = {instancePath:instancePath+"/rate_limits/per_identity/points",schemaPath:"#/$defs/rateLimit/properties/points/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data24.window_seconds === undefined){
+const err67 = {instancePath:instancePath+"/rate_limits/per_identity",schemaPath:"#/$defs/rateLimit/required",keyword:"required",params:{missingProperty: "window_seconds"},message:"must have required property '"+"window_seconds"+"'"};
 if(vErrors === null){
 vErrors = [err67];
 }
@@ -3920,9 +3921,9 @@ vErrors.push(err67);
 }
 errors++;
 }
-if((typeof data24 == "number") && (isFinite(data24))){
-if(data24 > 1000000 || isNaN(data24)){
-const err68 = {instancePath:instancePath+"/rate_limits/per_identity/points",schemaPath:"#/$defs/rateLimit/properties/points/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000000},message:"must be <= 1000000"};
+for(const key6 in data24){
+if(!((key6 === "points") || (key6 === "window_seconds"))){
+const err68 = {instancePath:instancePath+"/rate_limits/per_identity",schemaPath:"#/$defs/rateLimit/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key6},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err68];
 }
@@ -3931,8 +3932,11 @@ vErrors.push(err68);
 }
 errors++;
 }
-if(data24 < 1 || isNaN(data24)){
-const err69 = {instancePath:instancePath+"/rate_limits/per_identity/points",schemaPath:"#/$defs/rateLimit/properties/points/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+if(data24.points !== undefined){
+let data25 = data24.points;
+if(!(((typeof data25 == "number") && (!(data25 % 1) && !isNaN(data25))) && (isFinite(data25)))){
+const err69 = {instancePath:instancePath+"/rate_limits/per_identity/points",schemaPath:"#/$defs/rateLimit/properties/points/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err69];
 }
@@ -3941,12 +3945,9 @@ vErrors.push(err69);
 }
 errors++;
 }
-}
-}
-if(data23.window_seconds !== undefined){
-let data25 = data23.window_seconds;
-if(!(((typeof data25 == "number") && (!(data25 % 1) && !isNaN(data25))) && (isFinite(data25)))){
-const err70 = {instancePath:instancePath+"/rate_limits/per_identity/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data25 == "number") && (isFinite(data25))){
+if(data25 > 1000000 || isNaN(data25)){
+const err70 = {instancePath:instancePath+"/rate_limits/per_identity/points",schemaPath:"#/$defs/rateLimit/properties/points/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000000},message:"must be <= 1000000"};
 if(vErrors === null){
 vErrors = [err70];
 }
@@ -3955,9 +3956,8 @@ vErrors.push(err70);
 }
 errors++;
 }
-if((typeof data25 == "number") && (isFinite(data25))){
-if(data25 > 86400 || isNaN(data25)){
-const err71 = {instancePath:instancePath+"/rate_limits/per_identity/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
+if(data25 < 1 || isNaN(data25)){
+const err71 = {instancePath:instancePath+"/rate_limits/per_identity/points",schemaPath:"#/$defs/rateLimit/properties/points/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err71];
 }
@@ -3966,8 +3966,12 @@ vErrors.push(err71);
 }
 errors++;
 }
-if(data25 < 1 || isNaN(data25)){
-const err72 = {instancePath:instancePath+"/rate_limits/per_identity/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+}
+if(data24.window_seconds !== undefined){
+let data26 = data24.window_seconds;
+if(!(((typeof data26 == "number") && (!(data26 % 1) && !isNaN(data26))) && (isFinite(data26)))){
+const err72 = {instancePath:instancePath+"/rate_limits/per_identity/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err72];
 }
@@ -3976,11 +3980,9 @@ vErrors.push(err72);
 }
 errors++;
 }
-}
-}
-}
-else {
-const err73 = {instancePath:instancePath+"/rate_limits/per_identity",schemaPath:"#/$defs/rateLimit/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data26 == "number") && (isFinite(data26))){
+if(data26 > 86400 || isNaN(data26)){
+const err73 = {instancePath:instancePath+"/rate_limits/per_identity/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
 if(vErrors === null){
 vErrors = [err73];
 }
@@ -3989,12 +3991,8 @@ vErrors.push(err73);
 }
 errors++;
 }
-}
-if(data22.per_source !== undefined){
-let data26 = data22.per_source;
-if(data26 && typeof data26 == "object" && !Array.isArray(data26)){
-if(data26.points === undefined){
-const err74 = {instancePath:instancePath+"/rate_limits/per_source",schemaPath:"#/$defs/rateLimit/required",keyword:"required",params:{missingProperty: "points"},message:"must have required property '"+"points"+"'"};
+if(data26 < 1 || isNaN(data26)){
+const err74 = {instancePath:instancePath+"/rate_limits/per_identity/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err74];
 }
@@ -4003,8 +4001,11 @@ vErrors.push(err74);
 }
 errors++;
 }
-if(data26.window_seconds === undefined){
-const err75 = {instancePath:instancePath+"/rate_limits/per_source",schemaPath:"#/$defs/rateLimit/required",keyword:"required",params:{missingProperty: "window_seconds"},message:"must have required property '"+"window_seconds"+"'"};
+}
+}
+}
+else {
+const err75 = {instancePath:instancePath+"/rate_limits/per_identity",schemaPath:"#/$defs/rateLimit/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err75];
 }
@@ -4013,9 +4014,12 @@ vErrors.push(err75);
 }
 errors++;
 }
-for(const key7 in data26){
-if(!((key7 === "points") || (key7 === "window_seconds"))){
-const err76 = {instancePath:instancePath+"/rate_limits/per_source",schemaPath:"#/$defs/rateLimit/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key7},message:"must NOT have additional properties"};
+}
+if(data23.per_source !== undefined){
+let data27 = data23.per_source;
+if(data27 && typeof data27 == "object" && !Array.isArray(data27)){
+if(data27.points === undefined){
+const err76 = {instancePath:instancePath+"/rate_limits/per_source",schemaPath:"#/$defs/rateLimit/required",keyword:"required",params:{missingProperty: "points"},message:"must have required property '"+"points"+"'"};
 if(vErrors === null){
 vErrors = [err76];
 }
@@ -4024,11 +4028,8 @@ vErrors.push(err76);
 }
 errors++;
 }
-}
-if(data26.points !== undefined){
-let data27 = data26.points;
-if(!(((typeof data27 == "number") && (!(data27 % 1) && !isNaN(data27))) && (isFinite(data27)))){
-const err77 = {instancePath:instancePath+"/rate_limits/per_source/points",schemaPath:"#/$defs/rateLimit/properties/points/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data27.window_seconds === undefined){
+const err77 = {instancePath:instancePath+"/rate_limits/per_source",schemaPath:"#/$defs/rateLimit/required",keyword:"required",params:{missingProperty: "window_seconds"},message:"must have required property '"+"window_seconds"+"'"};
 if(vErrors === null){
 vErrors = [err77];
 }
@@ -4037,9 +4038,9 @@ vErrors.push(err77);
 }
 errors++;
 }
-if((typeof data27 == "number") && (isFinite(data27))){
-if(data27 > 1000000 || isNaN(data27)){
-const err78 = {instancePath:instancePath+"/rate_limits/per_source/points",schemaPath:"#/$defs/rateLimit/properties/points/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000000},message:"must be <= 1000000"};
+for(const key7 in data27){
+if(!((key7 === "points") || (key7 === "window_seconds"))){
+const err78 = {instancePath:instancePath+"/rate_limits/per_source",schemaPath:"#/$defs/rateLimit/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key7},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err78];
 }
@@ -4048,8 +4049,11 @@ vErrors.push(err78);
 }
 errors++;
 }
-if(data27 < 1 || isNaN(data27)){
-const err79 = {instancePath:instancePath+"/rate_limits/per_source/points",schemaPath:"#/$defs/rateLimit/properties/points/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+if(data27.points !== undefined){
+let data28 = data27.points;
+if(!(((typeof data28 == "number") && (!(data28 % 1) && !isNaN(data28))) && (isFinite(data28)))){
+const err79 = {instancePath:instancePath+"/rate_limits/per_source/points",schemaPath:"#/$defs/rateLimit/properties/points/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err79];
 }
@@ -4058,12 +4062,9 @@ vErrors.push(err79);
 }
 errors++;
 }
-}
-}
-if(data26.window_seconds !== undefined){
-let data28 = data26.window_seconds;
-if(!(((typeof data28 == "number") && (!(data28 % 1) && !isNaN(data28))) && (isFinite(data28)))){
-const err80 = {instancePath:instancePath+"/rate_limits/per_source/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data28 == "number") && (isFinite(data28))){
+if(data28 > 1000000 || isNaN(data28)){
+const err80 = {instancePath:instancePath+"/rate_limits/per_source/points",schemaPath:"#/$defs/rateLimit/properties/points/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000000},message:"must be <= 1000000"};
 if(vErrors === null){
 vErrors = [err80];
 }
@@ -4072,9 +4073,8 @@ vErrors.push(err80);
 }
 errors++;
 }
-if((typeof data28 == "number") && (isFinite(data28))){
-if(data28 > 86400 || isNaN(data28)){
-const err81 = {instancePath:instancePath+"/rate_limits/per_source/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
+if(data28 < 1 || isNaN(data28)){
+const err81 = {instancePath:instancePath+"/rate_limits/per_source/points",schemaPath:"#/$defs/rateLimit/properties/points/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err81];
 }
@@ -4083,8 +4083,12 @@ vErrors.push(err81);
 }
 errors++;
 }
-if(data28 < 1 || isNaN(data28)){
-const err82 = {instancePath:instancePath+"/rate_limits/per_source/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+}
+if(data27.window_seconds !== undefined){
+let data29 = data27.window_seconds;
+if(!(((typeof data29 == "number") && (!(data29 % 1) && !isNaN(data29))) && (isFinite(data29)))){
+const err82 = {instancePath:instancePath+"/rate_limits/per_source/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err82];
 }
@@ -4093,11 +4097,9 @@ vErrors.push(err82);
 }
 errors++;
 }
-}
-}
-}
-else {
-const err83 = {instancePath:instancePath+"/rate_limits/per_source",schemaPath:"#/$defs/rateLimit/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data29 == "number") && (isFinite(data29))){
+if(data29 > 86400 || isNaN(data29)){
+const err83 = {instancePath:instancePath+"/rate_limits/per_source/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
 if(vErrors === null){
 vErrors = [err83];
 }
@@ -4106,10 +4108,8 @@ vErrors.push(err83);
 }
 errors++;
 }
-}
-}
-else {
-const err84 = {instancePath:instancePath+"/rate_limits",schemaPath:"#/properties/rate_limits/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data29 < 1 || isNaN(data29)){
+const err84 = {instancePath:instancePath+"/rate_limits/per_source/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err84];
 }
@@ -4119,12 +4119,10 @@ vErrors.push(err84);
 errors++;
 }
 }
-if(data.approvals !== undefined){
-let data29 = data.approvals;
-if(data29 && typeof data29 == "object" && !Array.isArray(data29)){
-for(const key8 in data29){
-if(!(((((key8 === "ttl_seconds") || (key8 === "max_pending_per_identity")) || (key8 === "max_pending_per_source")) || (key8 === "sweep_interval_ms")) || (key8 === "sweep_batch"))){
-const err85 = {instancePath:instancePath+"/approvals",schemaPath:"#/properties/approvals/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key8},message:"must NOT have additional properties"};
+}
+}
+else {
+const err85 = {instancePath:instancePath+"/rate_limits/per_source",schemaPath:"#/$defs/rateLimit/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err85];
 }
@@ -4134,10 +4132,9 @@ vErrors.push(err85);
 errors++;
 }
 }
-if(data29.ttl_seconds !== undefined){
-let data30 = data29.ttl_seconds;
-if(!(((typeof data30 == "number") && (!(data30 % 1) && !isNaN(data30))) && (isFinite(data30)))){
-const err86 = {instancePath:instancePath+"/approvals/ttl_seconds",schemaPath:"#/properties/approvals/properties/ttl_seconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+else {
+const err86 = {instancePath:instancePath+"/rate_limits",schemaPath:"#/properties/rate_limits/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err86];
 }
@@ -4146,9 +4143,13 @@ vErrors.push(err86);
 }
 errors++;
 }
-if((typeof data30 == "number") && (isFinite(data30))){
-if(data30 > 2592000 || isNaN(data30)){
-const err87 = {instancePath:instancePath+"/approvals/ttl_seconds",schemaPath:"#/properties/approvals/properties/ttl_seconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 2592000},message:"must be <= 2592000"};
+}
+if(data.approvals !== undefined){
+let data30 = data.approvals;
+if(data30 && typeof data30 == "object" && !Array.isArray(data30)){
+for(const key8 in data30){
+if(!(((((key8 === "ttl_seconds") || (key8 === "max_pending_per_identity")) || (key8 === "max_pending_per_source")) || (key8 === "sweep_interval_ms")) || (key8 === "sweep_batch"))){
+const err87 = {instancePath:instancePath+"/approvals",schemaPath:"#/properties/approvals/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key8},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err87];
 }
@@ -4157,8 +4158,11 @@ vErrors.push(err87);
 }
 errors++;
 }
-if(data30 < 60 || isNaN(data30)){
-const err88 = {instancePath:instancePath+"/approvals/ttl_seconds",schemaPath:"#/properties/approvals/properties/ttl_seconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 60},message:"must be >= 60"};
+}
+if(data30.ttl_seconds !== undefined){
+let data31 = data30.ttl_seconds;
+if(!(((typeof data31 == "number") && (!(data31 % 1) && !isNaN(data31))) && (isFinite(data31)))){
+const err88 = {instancePath:instancePath+"/approvals/ttl_seconds",schemaPath:"#/properties/approvals/properties/ttl_seconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err88];
 }
@@ -4167,12 +4171,9 @@ vErrors.push(err88);
 }
 errors++;
 }
-}
-}
-if(data29.max_pending_per_identity !== undefined){
-let data31 = data29.max_pending_per_identity;
-if(!(((typeof data31 == "number") && (!(data31 % 1) && !isNaN(data31))) && (isFinite(data31)))){
-const err89 = {instancePath:instancePath+"/approvals/max_pending_per_identity",schemaPath:"#/properties/approvals/properties/max_pending_per_identity/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data31 == "number") && (isFinite(data31))){
+if(data31 > 2592000 || isNaN(data31)){
+const err89 = {instancePath:instancePath+"/approvals/ttl_seconds",schemaPath:"#/properties/approvals/properties/ttl_seconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 2592000},message:"must be <= 2592000"};
 if(vErrors === null){
 vErrors = [err89];
 }
@@ -4181,9 +4182,8 @@ vErrors.push(err89);
 }
 errors++;
 }
-if((typeof data31 == "number") && (isFinite(data31))){
-if(data31 > 100000 || isNaN(data31)){
-const err90 = {instancePath:instancePath+"/approvals/max_pending_per_identity",schemaPath:"#/properties/approvals/properties/max_pending_per_identity/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+if(data31 < 60 || isNaN(data31)){
+const err90 = {instancePath:instancePath+"/approvals/ttl_seconds",schemaPath:"#/properties/approvals/properties/ttl_seconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 60},message:"must be >= 60"};
 if(vErrors === null){
 vErrors = [err90];
 }
@@ -4192,8 +4192,12 @@ vErrors.push(err90);
 }
 errors++;
 }
-if(data31 < 1 || isNaN(data31)){
-const err91 = {instancePath:instancePath+"/approvals/max_pending_per_identity",schemaPath:"#/properties/approvals/properties/max_pending_per_identity/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+}
+if(data30.max_pending_per_identity !== undefined){
+let data32 = data30.max_pending_per_identity;
+if(!(((typeof data32 == "number") && (!(data32 % 1) && !isNaN(data32))) && (isFinite(data32)))){
+const err91 = {instancePath:instancePath+"/approvals/max_pending_per_identity",schemaPath:"#/properties/approvals/properties/max_pending_per_identity/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err91];
 }
@@ -4202,12 +4206,9 @@ vErrors.push(err91);
 }
 errors++;
 }
-}
-}
-if(data29.max_pending_per_source !== undefined){
-let data32 = data29.max_pending_per_source;
-if(!(((typeof data32 == "number") && (!(data32 % 1) && !isNaN(data32))) && (isFinite(data32)))){
-const err92 = {instancePath:instancePath+"/approvals/max_pending_per_source",schemaPath:"#/properties/approvals/properties/max_pending_per_source/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data32 == "number") && (isFinite(data32))){
+if(data32 > 100000 || isNaN(data32)){
+const err92 = {instancePath:instancePath+"/approvals/max_pending_per_identity",schemaPath:"#/properties/approvals/properties/max_pending_per_identity/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
 if(vErrors === null){
 vErrors = [err92];
 }
@@ -4216,9 +4217,8 @@ vErrors.push(err92);
 }
 errors++;
 }
-if((typeof data32 == "number") && (isFinite(data32))){
-if(data32 > 1000000 || isNaN(data32)){
-const err93 = {instancePath:instancePath+"/approvals/max_pending_per_source",schemaPath:"#/properties/approvals/properties/max_pending_per_source/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000000},message:"must be <= 1000000"};
+if(data32 < 1 || isNaN(data32)){
+const err93 = {instancePath:instancePath+"/approvals/max_pending_per_identity",schemaPath:"#/properties/approvals/properties/max_pending_per_identity/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err93];
 }
@@ -4227,8 +4227,12 @@ vErrors.push(err93);
 }
 errors++;
 }
-if(data32 < 1 || isNaN(data32)){
-const err94 = {instancePath:instancePath+"/approvals/max_pending_per_source",schemaPath:"#/properties/approvals/properties/max_pending_per_source/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+}
+if(data30.max_pending_per_source !== undefined){
+let data33 = data30.max_pending_per_source;
+if(!(((typeof data33 == "number") && (!(data33 % 1) && !isNaN(data33))) && (isFinite(data33)))){
+const err94 = {instancePath:instancePath+"/approvals/max_pending_per_source",schemaPath:"#/properties/approvals/properties/max_pending_per_source/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err94];
 }
@@ -4237,12 +4241,9 @@ vErrors.push(err94);
 }
 errors++;
 }
-}
-}
-if(data29.sweep_interval_ms !== undefined){
-let data33 = data29.sweep_interval_ms;
-if(!(((typeof data33 == "number") && (!(data33 % 1) && !isNaN(data33))) && (isFinite(data33)))){
-const err95 = {instancePath:instancePath+"/approvals/sweep_interval_ms",schemaPath:"#/properties/approvals/properties/sweep_interval_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data33 == "number") && (isFinite(data33))){
+if(data33 > 1000000 || isNaN(data33)){
+const err95 = {instancePath:instancePath+"/approvals/max_pending_per_source",schemaPath:"#/properties/approvals/properties/max_pending_per_source/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000000},message:"must be <= 1000000"};
 if(vErrors === null){
 vErrors = [err95];
 }
@@ -4251,9 +4252,8 @@ vErrors.push(err95);
 }
 errors++;
 }
-if((typeof data33 == "number") && (isFinite(data33))){
-if(data33 > 3600000 || isNaN(data33)){
-const err96 = {instancePath:instancePath+"/approvals/sweep_interval_ms",schemaPath:"#/properties/approvals/properties/sweep_interval_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600000},message:"must be <= 3600000"};
+if(data33 < 1 || isNaN(data33)){
+const err96 = {instancePath:instancePath+"/approvals/max_pending_per_source",schemaPath:"#/properties/approvals/properties/max_pending_per_source/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err96];
 }
@@ -4262,8 +4262,12 @@ vErrors.push(err96);
 }
 errors++;
 }
-if(data33 < 100 || isNaN(data33)){
-const err97 = {instancePath:instancePath+"/approvals/sweep_interval_ms",schemaPath:"#/properties/approvals/properties/sweep_interval_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 100},message:"must be >= 100"};
+}
+}
+if(data30.sweep_interval_ms !== undefined){
+let data34 = data30.sweep_interval_ms;
+if(!(((typeof data34 == "number") && (!(data34 % 1) && !isNaN(data34))) && (isFinite(data34)))){
+const err97 = {instancePath:instancePath+"/approvals/sweep_interval_ms",schemaPath:"#/properties/approvals/properties/sweep_interval_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err97];
 }
@@ -4272,12 +4276,9 @@ vErrors.push(err97);
 }
 errors++;
 }
-}
-}
-if(data29.sweep_batch !== undefined){
-let data34 = data29.sweep_batch;
-if(!(((typeof data34 == "number") && (!(data34 % 1) && !isNaN(data34))) && (isFinite(data34)))){
-const err98 = {instancePath:instancePath+"/approvals/sweep_batch",schemaPath:"#/properties/approvals/properties/sweep_batch/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data34 == "number") && (isFinite(data34))){
+if(data34 > 3600000 || isNaN(data34)){
+const err98 = {instancePath:instancePath+"/approvals/sweep_interval_ms",schemaPath:"#/properties/approvals/properties/sweep_interval_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600000},message:"must be <= 3600000"};
 if(vErrors === null){
 vErrors = [err98];
 }
@@ -4286,9 +4287,8 @@ vErrors.push(err98);
 }
 errors++;
 }
-if((typeof data34 == "number") && (isFinite(data34))){
-if(data34 > 10000 || isNaN(data34)){
-const err99 = {instancePath:instancePath+"/approvals/sweep_batch",schemaPath:"#/properties/approvals/properties/sweep_batch/maximum",keyword:"maximum",params:{comparison: "<=", limit: 10000},message:"must be <= 10000"};
+if(data34 < 100 || isNaN(data34)){
+const err99 = {instancePath:instancePath+"/approvals/sweep_interval_ms",schemaPath:"#/properties/approvals/properties/sweep_interval_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 100},message:"must be >= 100"};
 if(vErrors === null){
 vErrors = [err99];
 }
@@ -4297,8 +4297,12 @@ vErrors.push(err99);
 }
 errors++;
 }
-if(data34 < 1 || isNaN(data34)){
-const err100 = {instancePath:instancePath+"/approvals/sweep_batch",schemaPath:"#/properties/approvals/properties/sweep_batch/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+}
+if(data30.sweep_batch !== undefined){
+let data35 = data30.sweep_batch;
+if(!(((typeof data35 == "number") && (!(data35 % 1) && !isNaN(data35))) && (isFinite(data35)))){
+const err100 = {instancePath:instancePath+"/approvals/sweep_batch",schemaPath:"#/properties/approvals/properties/sweep_batch/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err100];
 }
@@ -4307,11 +4311,9 @@ vErrors.push(err100);
 }
 errors++;
 }
-}
-}
-}
-else {
-const err101 = {instancePath:instancePath+"/approvals",schemaPath:"#/properties/approvals/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data35 == "number") && (isFinite(data35))){
+if(data35 > 10000 || isNaN(data35)){
+const err101 = {instancePath:instancePath+"/approvals/sweep_batch",schemaPath:"#/properties/approvals/properties/sweep_batch/maximum",keyword:"maximum",params:{comparison: "<=", limit: 10000},message:"must be <= 10000"};
 if(vErrors === null){
 vErrors = [err101];
 }
@@ -4320,13 +4322,8 @@ vErrors.push(err101);
 }
 errors++;
 }
-}
-if(data.audit !== undefined){
-let data35 = data.audit;
-if(data35 && typeof data35 == "object" && !Array.isArray(data35)){
-for(const key9 in data35){
-if(!((key9 === "commit_timeout_ms") || (key9 === "retention_min_days"))){
-const err102 = {instancePath:instancePath+"/audit",schemaPath:"#/properties/audit/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key9},message:"must NOT have additional properties"};
+if(data35 < 1 || isNaN(data35)){
+const err102 = {instancePath:instancePath+"/approvals/sweep_batch",schemaPath:"#/properties/approvals/properties/sweep_batch/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err102];
 }
@@ -4336,10 +4333,10 @@ vErrors.push(err102);
 errors++;
 }
 }
-if(data35.commit_timeout_ms !== undefined){
-let data36 = data35.commit_timeout_ms;
-if(!(((typeof data36 == "number") && (!(data36 % 1) && !isNaN(data36))) && (isFinite(data36)))){
-const err103 = {instancePath:instancePath+"/audit/commit_timeout_ms",schemaPath:"#/properties/audit/properties/commit_timeout_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+}
+else {
+const err103 = {instancePath:instancePath+"/approvals",schemaPath:"#/properties/approvals/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err103];
 }
@@ -4348,9 +4345,13 @@ vErrors.push(err103);
 }
 errors++;
 }
-if((typeof data36 == "number") && (isFinite(data36))){
-if(data36 > 60000 || isNaN(data36)){
-const err104 = {instancePath:instancePath+"/audit/commit_timeout_ms",schemaPath:"#/properties/audit/properties/commit_timeout_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 60000},message:"must be <= 60000"};
+}
+if(data.audit !== undefined){
+let data36 = data.audit;
+if(data36 && typeof data36 == "object" && !Array.isArray(data36)){
+for(const key9 in data36){
+if(!((key9 === "commit_timeout_ms") || (key9 === "retention_min_days"))){
+const err104 = {instancePath:instancePath+"/audit",schemaPath:"#/properties/audit/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key9},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err104];
 }
@@ -4359,8 +4360,11 @@ vErrors.push(err104);
 }
 errors++;
 }
-if(data36 < 100 || isNaN(data36)){
-const err105 = {instancePath:instancePath+"/audit/commit_timeout_ms",schemaPath:"#/properties/audit/properties/commit_timeout_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 100},message:"must be >= 100"};
+}
+if(data36.commit_timeout_ms !== undefined){
+let data37 = data36.commit_timeout_ms;
+if(!(((typeof data37 == "number") && (!(data37 % 1) && !isNaN(data37))) && (isFinite(data37)))){
+const err105 = {instancePath:instancePath+"/audit/commit_timeout_ms",schemaPath:"#/properties/audit/properties/commit_timeout_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err105];
 }
@@ -4369,12 +4373,9 @@ vErrors.push(err105);
 }
 errors++;
 }
-}
-}
-if(data35.retention_min_days !== undefined){
-let data37 = data35.retention_min_days;
-if(!(((typeof data37 == "number") && (!(data37 % 1) && !isNaN(data37))) && (isFinite(data37)))){
-const err106 = {instancePath:instancePath+"/audit/retention_min_days",schemaPath:"#/properties/audit/properties/retention_min_days/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data37 == "number") && (isFinite(data37))){
+if(data37 > 60000 || isNaN(data37)){
+const err106 = {instancePath:instancePath+"/audit/commit_timeout_ms",schemaPath:"#/properties/audit/properties/commit_timeout_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 60000},message:"must be <= 60000"};
 if(vErrors === null){
 vErrors = [err106];
 }
@@ -4383,9 +4384,8 @@ vErrors.push(err106);
 }
 errors++;
 }
-if((typeof data37 == "number") && (isFinite(data37))){
-if(data37 > 36500 || isNaN(data37)){
-const err107 = {instancePath:instancePath+"/audit/retention_min_days",schemaPath:"#/properties/audit/properties/retention_min_days/maximum",keyword:"maximum",params:{comparison: "<=", limit: 36500},message:"must be <= 36500"};
+if(data37 < 100 || isNaN(data37)){
+const err107 = {instancePath:instancePath+"/audit/commit_timeout_ms",schemaPath:"#/properties/audit/properties/commit_timeout_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 100},message:"must be >= 100"};
 if(vErrors === null){
 vErrors = [err107];
 }
@@ -4394,8 +4394,12 @@ vErrors.push(err107);
 }
 errors++;
 }
-if(data37 < 0 || isNaN(data37)){
-const err108 = {instancePath:instancePath+"/audit/retention_min_days",schemaPath:"#/properties/audit/properties/retention_min_days/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+}
+if(data36.retention_min_days !== undefined){
+let data38 = data36.retention_min_days;
+if(!(((typeof data38 == "number") && (!(data38 % 1) && !isNaN(data38))) && (isFinite(data38)))){
+const err108 = {instancePath:instancePath+"/audit/retention_min_days",schemaPath:"#/properties/audit/properties/retention_min_days/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err108];
 }
@@ -4404,11 +4408,9 @@ vErrors.push(err108);
 }
 errors++;
 }
-}
-}
-}
-else {
-const err109 = {instancePath:instancePath+"/audit",schemaPath:"#/properties/audit/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data38 == "number") && (isFinite(data38))){
+if(data38 > 36500 || isNaN(data38)){
+const err109 = {instancePath:instancePath+"/audit/retention_min_days",schemaPath:"#/properties/audit/properties/retention_min_days/maximum",keyword:"maximum",params:{comparison: "<=", limit: 36500},message:"must be <= 36500"};
 if(vErrors === null){
 vErrors = [err109];
 }
@@ -4417,13 +4419,8 @@ vErrors.push(err109);
 }
 errors++;
 }
-}
-if(data.notifications !== undefined){
-let data38 = data.notifications;
-if(data38 && typeof data38 == "object" && !Array.isArray(data38)){
-for(const key10 in data38){
-if(!((key10 === "webhooks") || (key10 === "coalesce_queued_at"))){
-const err110 = {instancePath:instancePath+"/notifications",schemaPath:"#/properties/notifications/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key10},message:"must NOT have additional properties"};
+if(data38 < 0 || isNaN(data38)){
+const err110 = {instancePath:instancePath+"/audit/retention_min_days",schemaPath:"#/properties/audit/properties/retention_min_days/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err110];
 }
@@ -4433,11 +4430,10 @@ vErrors.push(err110);
 errors++;
 }
 }
-if(data38.webhooks !== undefined){
-let data39 = data38.webhooks;
-if(Array.isArray(data39)){
-if(data39.length > 20){
-const err111 = {instancePath:instancePath+"/notifications/webhooks",schemaPath:"#/properties/notifications/properties/webhooks/maxItems",keyword:"maxItems",params:{limit: 20},message:"must NOT have more than 20 items"};
+}
+}
+else {
+const err111 = {instancePath:instancePath+"/audit",schemaPath:"#/properties/audit/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err111];
 }
@@ -4446,12 +4442,13 @@ vErrors.push(err111);
 }
 errors++;
 }
-const len3 = data39.length;
-for(let i3=0; i3<len3; i3++){
-let data40 = data39[i3];
-if(data40 && typeof data40 == "object" && !Array.isArray(data40)){
-if(data40.url === undefined){
-const err112 = {instancePath:instancePath+"/notifications/webhooks/" + i3,schemaPath:"#/properties/notifications/properties/webhooks/items/required",keyword:"required",params:{missingProperty: "url"},message:"must have required property '"+"url"+"'"};
+}
+if(data.notifications !== undefined){
+let data39 = data.notifications;
+if(data39 && typeof data39 == "object" && !Array.isArray(data39)){
+for(const key10 in data39){
+if(!((key10 === "webhooks") || (key10 === "coalesce_queued_at"))){
+const err112 = {instancePath:instancePath+"/notifications",schemaPath:"#/properties/notifications/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key10},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err112];
 }
@@ -4460,8 +4457,12 @@ vErrors.push(err112);
 }
 errors++;
 }
-if(data40.events === undefined){
-const err113 = {instancePath:instancePath+"/notifications/webhooks/" + i3,schemaPath:"#/properties/notifications/properties/webhooks/items/required",keyword:"required",params:{missingProperty: "events"},message:"must have required property '"+"events"+"'"};
+}
+if(data39.webhooks !== undefined){
+let data40 = data39.webhooks;
+if(Array.isArray(data40)){
+if(data40.length > 20){
+const err113 = {instancePath:instancePath+"/notifications/webhooks",schemaPath:"#/properties/notifications/properties/webhooks/maxItems",keyword:"maxItems",params:{limit: 20},message:"must NOT have more than 20 items"};
 if(vErrors === null){
 vErrors = [err113];
 }
@@ -4470,8 +4471,12 @@ vErrors.push(err113);
 }
 errors++;
 }
-if(data40.secret_env === undefined){
-const err114 = {instancePath:instancePath+"/notifications/webhooks/" + i3,schemaPath:"#/properties/notifications/properties/webhooks/items/required",keyword:"required",params:{missingProperty: "secret_env"},message:"must have required property '"+"secret_env"+"'"};
+const len3 = data40.length;
+for(let i3=0; i3<len3; i3++){
+let data41 = data40[i3];
+if(data41 && typeof data41 == "object" && !Array.isArray(data41)){
+if(data41.url === undefined){
+const err114 = {instancePath:instancePath+"/notifications/webhooks/" + i3,schemaPath:"#/properties/notifications/properties/webhooks/items/required",keyword:"required",params:{missingProperty: "url"},message:"must have required property '"+"url"+"'"};
 if(vErrors === null){
 vErrors = [err114];
 }
@@ -4480,9 +4485,8 @@ vErrors.push(err114);
 }
 errors++;
 }
-for(const key11 in data40){
-if(!(((key11 === "url") || (key11 === "events")) || (key11 === "secret_env"))){
-const err115 = {instancePath:instancePath+"/notifications/webhooks/" + i3,schemaPath:"#/properties/notifications/properties/webhooks/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key11},message:"must NOT have additional properties"};
+if(data41.events === undefined){
+const err115 = {instancePath:instancePath+"/notifications/webhooks/" + i3,schemaPath:"#/properties/notifications/properties/webhooks/items/required",keyword:"required",params:{missingProperty: "events"},message:"must have required property '"+"events"+"'"};
 if(vErrors === null){
 vErrors = [err115];
 }
@@ -4491,12 +4495,8 @@ vErrors.push(err115);
 }
 errors++;
 }
-}
-if(data40.url !== undefined){
-let data41 = data40.url;
-if(typeof data41 === "string"){
-if(!pattern8.test(data41)){
-const err116 = {instancePath:instancePath+"/notifications/webhooks/" + i3+"/url",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/url/pattern",keyword:"pattern",params:{pattern: "^https?://[^\\s]+$"},message:"must match pattern \""+"^https?://[^\\s]+$"+"\""};
+if(data41.secret_env === undefined){
+const err116 = {instancePath:instancePath+"/notifications/webhooks/" + i3,schemaPath:"#/properties/notifications/properties/webhooks/items/required",keyword:"required",params:{missingProperty: "secret_env"},message:"must have required property '"+"secret_env"+"'"};
 if(vErrors === null){
 vErrors = [err116];
 }
@@ -4505,9 +4505,9 @@ vErrors.push(err116);
 }
 errors++;
 }
-}
-else {
-const err117 = {instancePath:instancePath+"/notifications/webhooks/" + i3+"/url",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/url/type",keyword:"type",params:{type: "string"},message:"must be string"};
+for(const key11 in data41){
+if(!(((key11 === "url") || (key11 === "events")) || (key11 === "secret_env"))){
+const err117 = {instancePath:instancePath+"/notifications/webhooks/" + i3,schemaPath:"#/properties/notifications/properties/webhooks/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key11},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err117];
 }
@@ -4517,11 +4517,11 @@ vErrors.push(err117);
 errors++;
 }
 }
-if(data40.events !== undefined){
-let data42 = data40.events;
-if(Array.isArray(data42)){
-if(data42.length < 1){
-const err118 = {instancePath:instancePath+"/notifications/webhooks/" + i3+"/events",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/events/minItems",keyword:"minItems",params:{limit: 1},message:"must NOT have fewer than 1 items"};
+if(data41.url !== undefined){
+let data42 = data41.url;
+if(typeof data42 === "string"){
+if(!pattern9.test(data42)){
+const err118 = {instancePath:instancePath+"/notifications/webhooks/" + i3+"/url",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/url/pattern",keyword:"pattern",params:{pattern: "^https?://[^\\s]+$"},message:"must match pattern \""+"^https?://[^\\s]+$"+"\""};
 if(vErrors === null){
 vErrors = [err118];
 }
@@ -4530,11 +4530,9 @@ vErrors.push(err118);
 }
 errors++;
 }
-const len4 = data42.length;
-for(let i4=0; i4<len4; i4++){
-let data43 = data42[i4];
-if(typeof data43 !== "string"){
-const err119 = {instancePath:instancePath+"/notifications/webhooks/" + i3+"/events/" + i4,schemaPath:"#/properties/notifications/properties/webhooks/items/properties/events/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+}
+else {
+const err119 = {instancePath:instancePath+"/notifications/webhooks/" + i3+"/url",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/url/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err119];
 }
@@ -4543,8 +4541,12 @@ vErrors.push(err119);
 }
 errors++;
 }
-if(!(((((data43 === "approval.queued") || (data43 === "approval.decided")) || (data43 === "approval.expired")) || (data43 === "approval.executed")) || (data43 === "approval.failed"))){
-const err120 = {instancePath:instancePath+"/notifications/webhooks/" + i3+"/events/" + i4,schemaPath:"#/properties/notifications/properties/webhooks/items/properties/events/items/enum",keyword:"enum",params:{allowedValues: schema40.properties.notifications.properties.webhooks.items.properties.events.items.enum},message:"must be equal to one of the allowed values"};
+}
+if(data41.events !== undefined){
+let data43 = data41.events;
+if(Array.isArray(data43)){
+if(data43.length < 1){
+const err120 = {instancePath:instancePath+"/notifications/webhooks/" + i3+"/events",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/events/minItems",keyword:"minItems",params:{limit: 1},message:"must NOT have fewer than 1 items"};
 if(vErrors === null){
 vErrors = [err120];
 }
@@ -4553,19 +4555,11 @@ vErrors.push(err120);
 }
 errors++;
 }
-}
-let i5 = data42.length;
-let j0;
-if(i5 > 1){
-const indices0 = {};
-for(;i5--;){
-let item0 = data42[i5];
-if(typeof item0 !== "string"){
-continue;
-}
-if(typeof indices0[item0] == "number"){
-j0 = indices0[item0];
-const err121 = {instancePath:instancePath+"/notifications/webhooks/" + i3+"/events",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/events/uniqueItems",keyword:"uniqueItems",params:{i: i5, j: j0},message:"must NOT have duplicate items (items ## "+j0+" and "+i5+" are identical)"};
+const len4 = data43.length;
+for(let i4=0; i4<len4; i4++){
+let data44 = data43[i4];
+if(typeof data44 !== "string"){
+const err121 = {instancePath:instancePath+"/notifications/webhooks/" + i3+"/events/" + i4,schemaPath:"#/properties/notifications/properties/webhooks/items/properties/events/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err121];
 }
@@ -4573,14 +4567,9 @@ else {
 vErrors.push(err121);
 }
 errors++;
-break;
 }
-indices0[item0] = i5;
-}
-}
-}
-else {
-const err122 = {instancePath:instancePath+"/notifications/webhooks/" + i3+"/events",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/events/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(!(((((data44 === "approval.queued") || (data44 === "approval.decided")) || (data44 === "approval.expired")) || (data44 === "approval.executed")) || (data44 === "approval.failed"))){
+const err122 = {instancePath:instancePath+"/notifications/webhooks/" + i3+"/events/" + i4,schemaPath:"#/properties/notifications/properties/webhooks/items/properties/events/items/enum",keyword:"enum",params:{allowedValues: schema40.properties.notifications.properties.webhooks.items.properties.events.items.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err122];
 }
@@ -4590,11 +4579,18 @@ vErrors.push(err122);
 errors++;
 }
 }
-if(data40.secret_env !== undefined){
-let data44 = data40.secret_env;
-if(typeof data44 === "string"){
-if(!pattern9.test(data44)){
-const err123 = {instancePath:instancePath+"/notifications/webhooks/" + i3+"/secret_env",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/secret_env/pattern",keyword:"pattern",params:{pattern: "^[A-Z_][A-Z0-9_]*$"},message:"must match pattern \""+"^[A-Z_][A-Z0-9_]*$"+"\""};
+let i5 = data43.length;
+let j0;
+if(i5 > 1){
+const indices0 = {};
+for(;i5--;){
+let item0 = data43[i5];
+if(typeof item0 !== "string"){
+continue;
+}
+if(typeof indices0[item0] == "number"){
+j0 = indices0[item0];
+const err123 = {instancePath:instancePath+"/notifications/webhooks/" + i3+"/events",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/events/uniqueItems",keyword:"uniqueItems",params:{i: i5, j: j0},message:"must NOT have duplicate items (items ## "+j0+" and "+i5+" are identical)"};
 if(vErrors === null){
 vErrors = [err123];
 }
@@ -4602,10 +4598,14 @@ else {
 vErrors.push(err123);
 }
 errors++;
+break;
+}
+indices0[item0] = i5;
+}
 }
 }
 else {
-const err124 = {instancePath:instancePath+"/notifications/webhooks/" + i3+"/secret_env",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/secret_env/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const err124 = {instancePath:instancePath+"/notifications/webhooks/" + i3+"/events",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/events/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err124];
 }
@@ -4615,9 +4615,11 @@ vErrors.push(err124);
 errors++;
 }
 }
-}
-else {
-const err125 = {instancePath:instancePath+"/notifications/webhooks/" + i3,schemaPath:"#/properties/notifications/properties/webhooks/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data41.secret_env !== undefined){
+let data45 = data41.secret_env;
+if(typeof data45 === "string"){
+if(!pattern10.test(data45)){
+const err125 = {instancePath:instancePath+"/notifications/webhooks/" + i3+"/secret_env",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/secret_env/pattern",keyword:"pattern",params:{pattern: "^[A-Z_][A-Z0-9_]*$"},message:"must match pattern \""+"^[A-Z_][A-Z0-9_]*$"+"\""};
 if(vErrors === null){
 vErrors = [err125];
 }
@@ -4627,9 +4629,8 @@ vErrors.push(err125);
 errors++;
 }
 }
-}
 else {
-const err126 = {instancePath:instancePath+"/notifications/webhooks",schemaPath:"#/properties/notifications/properties/webhooks/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err126 = {instancePath:instancePath+"/notifications/webhooks/" + i3+"/secret_env",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/secret_env/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err126];
 }
@@ -4639,10 +4640,9 @@ vErrors.push(err126);
 errors++;
 }
 }
-if(data38.coalesce_queued_at !== undefined){
-let data45 = data38.coalesce_queued_at;
-if(!(((typeof data45 == "number") && (!(data45 % 1) && !isNaN(data45))) && (isFinite(data45)))){
-const err127 = {instancePath:instancePath+"/notifications/coalesce_queued_at",schemaPath:"#/properties/notifications/properties/coalesce_queued_at/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+else {
+const err127 = {instancePath:instancePath+"/notifications/webhooks/" + i3,schemaPath:"#/properties/notifications/properties/webhooks/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err127];
 }
@@ -4651,9 +4651,10 @@ vErrors.push(err127);
 }
 errors++;
 }
-if((typeof data45 == "number") && (isFinite(data45))){
-if(data45 > 1000 || isNaN(data45)){
-const err128 = {instancePath:instancePath+"/notifications/coalesce_queued_at",schemaPath:"#/properties/notifications/properties/coalesce_queued_at/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000},message:"must be <= 1000"};
+}
+}
+else {
+const err128 = {instancePath:instancePath+"/notifications/webhooks",schemaPath:"#/properties/notifications/properties/webhooks/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err128];
 }
@@ -4662,8 +4663,11 @@ vErrors.push(err128);
 }
 errors++;
 }
-if(data45 < 2 || isNaN(data45)){
-const err129 = {instancePath:instancePath+"/notifications/coalesce_queued_at",schemaPath:"#/properties/notifications/properties/coalesce_queued_at/minimum",keyword:"minimum",params:{comparison: ">=", limit: 2},message:"must be >= 2"};
+}
+if(data39.coalesce_queued_at !== undefined){
+let data46 = data39.coalesce_queued_at;
+if(!(((typeof data46 == "number") && (!(data46 % 1) && !isNaN(data46))) && (isFinite(data46)))){
+const err129 = {instancePath:instancePath+"/notifications/coalesce_queued_at",schemaPath:"#/properties/notifications/properties/coalesce_queued_at/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err129];
 }
@@ -4672,11 +4676,9 @@ vErrors.push(err129);
 }
 errors++;
 }
-}
-}
-}
-else {
-const err130 = {instancePath:instancePath+"/notifications",schemaPath:"#/properties/notifications/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data46 == "number") && (isFinite(data46))){
+if(data46 > 1000 || isNaN(data46)){
+const err130 = {instancePath:instancePath+"/notifications/coalesce_queued_at",schemaPath:"#/properties/notifications/properties/coalesce_queued_at/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000},message:"must be <= 1000"};
 if(vErrors === null){
 vErrors = [err130];
 }
@@ -4685,13 +4687,8 @@ vErrors.push(err130);
 }
 errors++;
 }
-}
-if(data.admission !== undefined){
-let data46 = data.admission;
-if(data46 && typeof data46 == "object" && !Array.isArray(data46)){
-for(const key12 in data46){
-if(!(func1.call(schema40.properties.admission.properties, key12))){
-const err131 = {instancePath:instancePath+"/admission",schemaPath:"#/properties/admission/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key12},message:"must NOT have additional properties"};
+if(data46 < 2 || isNaN(data46)){
+const err131 = {instancePath:instancePath+"/notifications/coalesce_queued_at",schemaPath:"#/properties/notifications/properties/coalesce_queued_at/minimum",keyword:"minimum",params:{comparison: ">=", limit: 2},message:"must be >= 2"};
 if(vErrors === null){
 vErrors = [err131];
 }
@@ -4701,9 +4698,10 @@ vErrors.push(err131);
 errors++;
 }
 }
-if(data46.enabled !== undefined){
-if(typeof data46.enabled !== "boolean"){
-const err132 = {instancePath:instancePath+"/admission/enabled",schemaPath:"#/properties/admission/properties/enabled/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+}
+}
+else {
+const err132 = {instancePath:instancePath+"/notifications",schemaPath:"#/properties/notifications/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err132];
 }
@@ -4713,10 +4711,12 @@ vErrors.push(err132);
 errors++;
 }
 }
-if(data46.initial_limit !== undefined){
-let data48 = data46.initial_limit;
-if(!(((typeof data48 == "number") && (!(data48 % 1) && !isNaN(data48))) && (isFinite(data48)))){
-const err133 = {instancePath:instancePath+"/admission/initial_limit",schemaPath:"#/properties/admission/properties/initial_limit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data.admission !== undefined){
+let data47 = data.admission;
+if(data47 && typeof data47 == "object" && !Array.isArray(data47)){
+for(const key12 in data47){
+if(!(func1.call(schema40.properties.admission.properties, key12))){
+const err133 = {instancePath:instancePath+"/admission",schemaPath:"#/properties/admission/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key12},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err133];
 }
@@ -4725,9 +4725,10 @@ vErrors.push(err133);
 }
 errors++;
 }
-if((typeof data48 == "number") && (isFinite(data48))){
-if(data48 > 100000 || isNaN(data48)){
-const err134 = {instancePath:instancePath+"/admission/initial_limit",schemaPath:"#/properties/admission/properties/initial_limit/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+}
+if(data47.enabled !== undefined){
+if(typeof data47.enabled !== "boolean"){
+const err134 = {instancePath:instancePath+"/admission/enabled",schemaPath:"#/properties/admission/properties/enabled/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err134];
 }
@@ -4736,8 +4737,11 @@ vErrors.push(err134);
 }
 errors++;
 }
-if(data48 < 1 || isNaN(data48)){
-const err135 = {instancePath:instancePath+"/admission/initial_limit",schemaPath:"#/properties/admission/properties/initial_limit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+if(data47.initial_limit !== undefined){
+let data49 = data47.initial_limit;
+if(!(((typeof data49 == "number") && (!(data49 % 1) && !isNaN(data49))) && (isFinite(data49)))){
+const err135 = {instancePath:instancePath+"/admission/initial_limit",schemaPath:"#/properties/admission/properties/initial_limit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err135];
 }
@@ -4746,12 +4750,9 @@ vErrors.push(err135);
 }
 errors++;
 }
-}
-}
-if(data46.min_limit !== undefined){
-let data49 = data46.min_limit;
-if(!(((typeof data49 == "number") && (!(data49 % 1) && !isNaN(data49))) && (isFinite(data49)))){
-const err136 = {instancePath:instancePath+"/admission/min_limit",schemaPath:"#/properties/admission/properties/min_limit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data49 == "number") && (isFinite(data49))){
+if(data49 > 100000 || isNaN(data49)){
+const err136 = {instancePath:instancePath+"/admission/initial_limit",schemaPath:"#/properties/admission/properties/initial_limit/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
 if(vErrors === null){
 vErrors = [err136];
 }
@@ -4760,9 +4761,8 @@ vErrors.push(err136);
 }
 errors++;
 }
-if((typeof data49 == "number") && (isFinite(data49))){
-if(data49 > 100000 || isNaN(data49)){
-const err137 = {instancePath:instancePath+"/admission/min_limit",schemaPath:"#/properties/admission/properties/min_limit/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+if(data49 < 1 || isNaN(data49)){
+const err137 = {instancePath:instancePath+"/admission/initial_limit",schemaPath:"#/properties/admission/properties/initial_limit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err137];
 }
@@ -4771,8 +4771,12 @@ vErrors.push(err137);
 }
 errors++;
 }
-if(data49 < 1 || isNaN(data49)){
-const err138 = {instancePath:instancePath+"/admission/min_limit",schemaPath:"#/properties/admission/properties/min_limit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+}
+if(data47.min_limit !== undefined){
+let data50 = data47.min_limit;
+if(!(((typeof data50 == "number") && (!(data50 % 1) && !isNaN(data50))) && (isFinite(data50)))){
+const err138 = {instancePath:instancePath+"/admission/min_limit",schemaPath:"#/properties/admission/properties/min_limit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err138];
 }
@@ -4781,12 +4785,9 @@ vErrors.push(err138);
 }
 errors++;
 }
-}
-}
-if(data46.max_limit !== undefined){
-let data50 = data46.max_limit;
-if(!(((typeof data50 == "number") && (!(data50 % 1) && !isNaN(data50))) && (isFinite(data50)))){
-const err139 = {instancePath:instancePath+"/admission/max_limit",schemaPath:"#/properties/admission/properties/max_limit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data50 == "number") && (isFinite(data50))){
+if(data50 > 100000 || isNaN(data50)){
+const err139 = {instancePath:instancePath+"/admission/min_limit",schemaPath:"#/properties/admission/properties/min_limit/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
 if(vErrors === null){
 vErrors = [err139];
 }
@@ -4795,9 +4796,8 @@ vErrors.push(err139);
 }
 errors++;
 }
-if((typeof data50 == "number") && (isFinite(data50))){
-if(data50 > 100000 || isNaN(data50)){
-const err140 = {instancePath:instancePath+"/admission/max_limit",schemaPath:"#/properties/admission/properties/max_limit/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+if(data50 < 1 || isNaN(data50)){
+const err140 = {instancePath:instancePath+"/admission/min_limit",schemaPath:"#/properties/admission/properties/min_limit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err140];
 }
@@ -4806,8 +4806,12 @@ vErrors.push(err140);
 }
 errors++;
 }
-if(data50 < 1 || isNaN(data50)){
-const err141 = {instancePath:instancePath+"/admission/max_limit",schemaPath:"#/properties/admission/properties/max_limit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+}
+if(data47.max_limit !== undefined){
+let data51 = data47.max_limit;
+if(!(((typeof data51 == "number") && (!(data51 % 1) && !isNaN(data51))) && (isFinite(data51)))){
+const err141 = {instancePath:instancePath+"/admission/max_limit",schemaPath:"#/properties/admission/properties/max_limit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err141];
 }
@@ -4816,12 +4820,9 @@ vErrors.push(err141);
 }
 errors++;
 }
-}
-}
-if(data46.queue_size !== undefined){
-let data51 = data46.queue_size;
-if(!(((typeof data51 == "number") && (!(data51 % 1) && !isNaN(data51))) && (isFinite(data51)))){
-const err142 = {instancePath:instancePath+"/admission/queue_size",schemaPath:"#/properties/admission/properties/queue_size/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data51 == "number") && (isFinite(data51))){
+if(data51 > 100000 || isNaN(data51)){
+const err142 = {instancePath:instancePath+"/admission/max_limit",schemaPath:"#/properties/admission/properties/max_limit/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
 if(vErrors === null){
 vErrors = [err142];
 }
@@ -4830,9 +4831,8 @@ vErrors.push(err142);
 }
 errors++;
 }
-if((typeof data51 == "number") && (isFinite(data51))){
-if(data51 > 100000 || isNaN(data51)){
-const err143 = {instancePath:instancePath+"/admission/queue_size",schemaPath:"#/properties/admission/properties/queue_size/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+if(data51 < 1 || isNaN(data51)){
+const err143 = {instancePath:instancePath+"/admission/max_limit",schemaPath:"#/properties/admission/properties/max_limit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err143];
 }
@@ -4841,8 +4841,12 @@ vErrors.push(err143);
 }
 errors++;
 }
-if(data51 < 0 || isNaN(data51)){
-const err144 = {instancePath:instancePath+"/admission/queue_size",schemaPath:"#/properties/admission/properties/queue_size/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+}
+if(data47.queue_size !== undefined){
+let data52 = data47.queue_size;
+if(!(((typeof data52 == "number") && (!(data52 % 1) && !isNaN(data52))) && (isFinite(data52)))){
+const err144 = {instancePath:instancePath+"/admission/queue_size",schemaPath:"#/properties/admission/properties/queue_size/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err144];
 }
@@ -4851,12 +4855,9 @@ vErrors.push(err144);
 }
 errors++;
 }
-}
-}
-if(data46.queue_timeout_ms !== undefined){
-let data52 = data46.queue_timeout_ms;
-if(!(((typeof data52 == "number") && (!(data52 % 1) && !isNaN(data52))) && (isFinite(data52)))){
-const err145 = {instancePath:instancePath+"/admission/queue_timeout_ms",schemaPath:"#/properties/admission/properties/queue_timeout_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data52 == "number") && (isFinite(data52))){
+if(data52 > 100000 || isNaN(data52)){
+const err145 = {instancePath:instancePath+"/admission/queue_size",schemaPath:"#/properties/admission/properties/queue_size/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
 if(vErrors === null){
 vErrors = [err145];
 }
@@ -4865,9 +4866,8 @@ vErrors.push(err145);
 }
 errors++;
 }
-if((typeof data52 == "number") && (isFinite(data52))){
-if(data52 > 60000 || isNaN(data52)){
-const err146 = {instancePath:instancePath+"/admission/queue_timeout_ms",schemaPath:"#/properties/admission/properties/queue_timeout_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 60000},message:"must be <= 60000"};
+if(data52 < 0 || isNaN(data52)){
+const err146 = {instancePath:instancePath+"/admission/queue_size",schemaPath:"#/properties/admission/properties/queue_size/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err146];
 }
@@ -4876,8 +4876,12 @@ vErrors.push(err146);
 }
 errors++;
 }
-if(data52 < 1 || isNaN(data52)){
-const err147 = {instancePath:instancePath+"/admission/queue_timeout_ms",schemaPath:"#/properties/admission/properties/queue_timeout_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+}
+if(data47.queue_timeout_ms !== undefined){
+let data53 = data47.queue_timeout_ms;
+if(!(((typeof data53 == "number") && (!(data53 % 1) && !isNaN(data53))) && (isFinite(data53)))){
+const err147 = {instancePath:instancePath+"/admission/queue_timeout_ms",schemaPath:"#/properties/admission/properties/queue_timeout_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err147];
 }
@@ -4886,13 +4890,9 @@ vErrors.push(err147);
 }
 errors++;
 }
-}
-}
-if(data46.tolerance !== undefined){
-let data53 = data46.tolerance;
 if((typeof data53 == "number") && (isFinite(data53))){
-if(data53 > 10 || isNaN(data53)){
-const err148 = {instancePath:instancePath+"/admission/tolerance",schemaPath:"#/properties/admission/properties/tolerance/maximum",keyword:"maximum",params:{comparison: "<=", limit: 10},message:"must be <= 10"};
+if(data53 > 60000 || isNaN(data53)){
+const err148 = {instancePath:instancePath+"/admission/queue_timeout_ms",schemaPath:"#/properties/admission/properties/queue_timeout_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 60000},message:"must be <= 60000"};
 if(vErrors === null){
 vErrors = [err148];
 }
@@ -4902,7 +4902,7 @@ vErrors.push(err148);
 errors++;
 }
 if(data53 < 1 || isNaN(data53)){
-const err149 = {instancePath:instancePath+"/admission/tolerance",schemaPath:"#/properties/admission/properties/tolerance/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+const err149 = {instancePath:instancePath+"/admission/queue_timeout_ms",schemaPath:"#/properties/admission/properties/queue_timeout_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err149];
 }
@@ -4912,8 +4912,12 @@ vErrors.push(err149);
 errors++;
 }
 }
-else {
-const err150 = {instancePath:instancePath+"/admission/tolerance",schemaPath:"#/properties/admission/properties/tolerance/type",keyword:"type",params:{type: "number"},message:"must be number"};
+}
+if(data47.tolerance !== undefined){
+let data54 = data47.tolerance;
+if((typeof data54 == "number") && (isFinite(data54))){
+if(data54 > 10 || isNaN(data54)){
+const err150 = {instancePath:instancePath+"/admission/tolerance",schemaPath:"#/properties/admission/properties/tolerance/maximum",keyword:"maximum",params:{comparison: "<=", limit: 10},message:"must be <= 10"};
 if(vErrors === null){
 vErrors = [err150];
 }
@@ -4922,11 +4926,8 @@ vErrors.push(err150);
 }
 errors++;
 }
-}
-if(data46.controller !== undefined){
-let data54 = data46.controller;
-if(typeof data54 !== "string"){
-const err151 = {instancePath:instancePath+"/admission/controller",schemaPath:"#/properties/admission/properties/controller/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data54 < 1 || isNaN(data54)){
+const err151 = {instancePath:instancePath+"/admission/tolerance",schemaPath:"#/properties/admission/properties/tolerance/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err151];
 }
@@ -4935,8 +4936,9 @@ vErrors.push(err151);
 }
 errors++;
 }
-if(!((data54 === "long_average") || (data54 === "min_rtt"))){
-const err152 = {instancePath:instancePath+"/admission/controller",schemaPath:"#/properties/admission/properties/controller/enum",keyword:"enum",params:{allowedValues: schema40.properties.admission.properties.controller.enum},message:"must be equal to one of the allowed values"};
+}
+else {
+const err152 = {instancePath:instancePath+"/admission/tolerance",schemaPath:"#/properties/admission/properties/tolerance/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err152];
 }
@@ -4946,10 +4948,10 @@ vErrors.push(err152);
 errors++;
 }
 }
-if(data46.min_rtt_interval_ms !== undefined){
-let data55 = data46.min_rtt_interval_ms;
-if(!(((typeof data55 == "number") && (!(data55 % 1) && !isNaN(data55))) && (isFinite(data55)))){
-const err153 = {instancePath:instancePath+"/admission/min_rtt_interval_ms",schemaPath:"#/properties/admission/properties/min_rtt_interval_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data47.controller !== undefined){
+let data55 = data47.controller;
+if(typeof data55 !== "string"){
+const err153 = {instancePath:instancePath+"/admission/controller",schemaPath:"#/properties/admission/properties/controller/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err153];
 }
@@ -4958,9 +4960,8 @@ vErrors.push(err153);
 }
 errors++;
 }
-if((typeof data55 == "number") && (isFinite(data55))){
-if(data55 > 3600000 || isNaN(data55)){
-const err154 = {instancePath:instancePath+"/admission/min_rtt_interval_ms",schemaPath:"#/properties/admission/properties/min_rtt_interval_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600000},message:"must be <= 3600000"};
+if(!((data55 === "long_average") || (data55 === "min_rtt"))){
+const err154 = {instancePath:instancePath+"/admission/controller",schemaPath:"#/properties/admission/properties/controller/enum",keyword:"enum",params:{allowedValues: schema40.properties.admission.properties.controller.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err154];
 }
@@ -4969,8 +4970,11 @@ vErrors.push(err154);
 }
 errors++;
 }
-if(data55 < 100 || isNaN(data55)){
-const err155 = {instancePath:instancePath+"/admission/min_rtt_interval_ms",schemaPath:"#/properties/admission/properties/min_rtt_interval_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 100},message:"must be >= 100"};
+}
+if(data47.min_rtt_interval_ms !== undefined){
+let data56 = data47.min_rtt_interval_ms;
+if(!(((typeof data56 == "number") && (!(data56 % 1) && !isNaN(data56))) && (isFinite(data56)))){
+const err155 = {instancePath:instancePath+"/admission/min_rtt_interval_ms",schemaPath:"#/properties/admission/properties/min_rtt_interval_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err155];
 }
@@ -4979,12 +4983,9 @@ vErrors.push(err155);
 }
 errors++;
 }
-}
-}
-if(data46.min_rtt_samples !== undefined){
-let data56 = data46.min_rtt_samples;
-if(!(((typeof data56 == "number") && (!(data56 % 1) && !isNaN(data56))) && (isFinite(data56)))){
-const err156 = {instancePath:instancePath+"/admission/min_rtt_samples",schemaPath:"#/properties/admission/properties/min_rtt_samples/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data56 == "number") && (isFinite(data56))){
+if(data56 > 3600000 || isNaN(data56)){
+const err156 = {instancePath:instancePath+"/admission/min_rtt_interval_ms",schemaPath:"#/properties/admission/properties/min_rtt_interval_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600000},message:"must be <= 3600000"};
 if(vErrors === null){
 vErrors = [err156];
 }
@@ -4993,9 +4994,8 @@ vErrors.push(err156);
 }
 errors++;
 }
-if((typeof data56 == "number") && (isFinite(data56))){
-if(data56 > 10000 || isNaN(data56)){
-const err157 = {instancePath:instancePath+"/admission/min_rtt_samples",schemaPath:"#/properties/admission/properties/min_rtt_samples/maximum",keyword:"maximum",params:{comparison: "<=", limit: 10000},message:"must be <= 10000"};
+if(data56 < 100 || isNaN(data56)){
+const err157 = {instancePath:instancePath+"/admission/min_rtt_interval_ms",schemaPath:"#/properties/admission/properties/min_rtt_interval_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 100},message:"must be >= 100"};
 if(vErrors === null){
 vErrors = [err157];
 }
@@ -5004,8 +5004,12 @@ vErrors.push(err157);
 }
 errors++;
 }
-if(data56 < 1 || isNaN(data56)){
-const err158 = {instancePath:instancePath+"/admission/min_rtt_samples",schemaPath:"#/properties/admission/properties/min_rtt_samples/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+}
+if(data47.min_rtt_samples !== undefined){
+let data57 = data47.min_rtt_samples;
+if(!(((typeof data57 == "number") && (!(data57 % 1) && !isNaN(data57))) && (isFinite(data57)))){
+const err158 = {instancePath:instancePath+"/admission/min_rtt_samples",schemaPath:"#/properties/admission/properties/min_rtt_samples/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err158];
 }
@@ -5014,11 +5018,9 @@ vErrors.push(err158);
 }
 errors++;
 }
-}
-}
-if(data46.sample_source_time !== undefined){
-if(typeof data46.sample_source_time !== "boolean"){
-const err159 = {instancePath:instancePath+"/admission/sample_source_time",schemaPath:"#/properties/admission/properties/sample_source_time/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if((typeof data57 == "number") && (isFinite(data57))){
+if(data57 > 10000 || isNaN(data57)){
+const err159 = {instancePath:instancePath+"/admission/min_rtt_samples",schemaPath:"#/properties/admission/properties/min_rtt_samples/maximum",keyword:"maximum",params:{comparison: "<=", limit: 10000},message:"must be <= 10000"};
 if(vErrors === null){
 vErrors = [err159];
 }
@@ -5027,10 +5029,8 @@ vErrors.push(err159);
 }
 errors++;
 }
-}
-if(data46.sample_pool_wait !== undefined){
-if(typeof data46.sample_pool_wait !== "boolean"){
-const err160 = {instancePath:instancePath+"/admission/sample_pool_wait",schemaPath:"#/properties/admission/properties/sample_pool_wait/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(data57 < 1 || isNaN(data57)){
+const err160 = {instancePath:instancePath+"/admission/min_rtt_samples",schemaPath:"#/properties/admission/properties/min_rtt_samples/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err160];
 }
@@ -5040,9 +5040,10 @@ vErrors.push(err160);
 errors++;
 }
 }
-if(data46.identity_limit !== undefined){
-if(typeof data46.identity_limit !== "boolean"){
-const err161 = {instancePath:instancePath+"/admission/identity_limit",schemaPath:"#/properties/admission/properties/identity_limit/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+}
+if(data47.sample_source_time !== undefined){
+if(typeof data47.sample_source_time !== "boolean"){
+const err161 = {instancePath:instancePath+"/admission/sample_source_time",schemaPath:"#/properties/admission/properties/sample_source_time/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err161];
 }
@@ -5052,11 +5053,9 @@ vErrors.push(err161);
 errors++;
 }
 }
-if(data46.identity_slot_wait_ms !== undefined){
-let data60 = data46.identity_slot_wait_ms;
-if((typeof data60 == "number") && (isFinite(data60))){
-if(data60 > 60000 || isNaN(data60)){
-const err162 = {instancePath:instancePath+"/admission/identity_slot_wait_ms",schemaPath:"#/properties/admission/properties/identity_slot_wait_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 60000},message:"must be <= 60000"};
+if(data47.sample_pool_wait !== undefined){
+if(typeof data47.sample_pool_wait !== "boolean"){
+const err162 = {instancePath:instancePath+"/admission/sample_pool_wait",schemaPath:"#/properties/admission/properties/sample_pool_wait/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err162];
 }
@@ -5065,8 +5064,10 @@ vErrors.push(err162);
 }
 errors++;
 }
-if(data60 < 0 || isNaN(data60)){
-const err163 = {instancePath:instancePath+"/admission/identity_slot_wait_ms",schemaPath:"#/properties/admission/properties/identity_slot_wait_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(data47.identity_limit !== undefined){
+if(typeof data47.identity_limit !== "boolean"){
+const err163 = {instancePath:instancePath+"/admission/identity_limit",schemaPath:"#/properties/admission/properties/identity_limit/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err163];
 }
@@ -5076,8 +5077,11 @@ vErrors.push(err163);
 errors++;
 }
 }
-else {
-const err164 = {instancePath:instancePath+"/admission/identity_slot_wait_ms",schemaPath:"#/properties/admission/properties/identity_slot_wait_ms/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data47.identity_slot_wait_ms !== undefined){
+let data61 = data47.identity_slot_wait_ms;
+if((typeof data61 == "number") && (isFinite(data61))){
+if(data61 > 60000 || isNaN(data61)){
+const err164 = {instancePath:instancePath+"/admission/identity_slot_wait_ms",schemaPath:"#/properties/admission/properties/identity_slot_wait_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 60000},message:"must be <= 60000"};
 if(vErrors === null){
 vErrors = [err164];
 }
@@ -5086,12 +5090,8 @@ vErrors.push(err164);
 }
 errors++;
 }
-}
-if(data46.latency_percentile !== undefined){
-let data61 = data46.latency_percentile;
-if((typeof data61 == "number") && (isFinite(data61))){
-if(data61 > 100 || isNaN(data61)){
-const err165 = {instancePath:instancePath+"/admission/latency_percentile",schemaPath:"#/properties/admission/properties/latency_percentile/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100},message:"must be <= 100"};
+if(data61 < 0 || isNaN(data61)){
+const err165 = {instancePath:instancePath+"/admission/identity_slot_wait_ms",schemaPath:"#/properties/admission/properties/identity_slot_wait_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err165];
 }
@@ -5100,8 +5100,9 @@ vErrors.push(err165);
 }
 errors++;
 }
-if(data61 <= 0 || isNaN(data61)){
-const err166 = {instancePath:instancePath+"/admission/latency_percentile",schemaPath:"#/properties/admission/properties/latency_percentile/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
+}
+else {
+const err166 = {instancePath:instancePath+"/admission/identity_slot_wait_ms",schemaPath:"#/properties/admission/properties/identity_slot_wait_ms/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err166];
 }
@@ -5111,8 +5112,11 @@ vErrors.push(err166);
 errors++;
 }
 }
-else {
-const err167 = {instancePath:instancePath+"/admission/latency_percentile",schemaPath:"#/properties/admission/properties/latency_percentile/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data47.latency_percentile !== undefined){
+let data62 = data47.latency_percentile;
+if((typeof data62 == "number") && (isFinite(data62))){
+if(data62 > 100 || isNaN(data62)){
+const err167 = {instancePath:instancePath+"/admission/latency_percentile",schemaPath:"#/properties/admission/properties/latency_percentile/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100},message:"must be <= 100"};
 if(vErrors === null){
 vErrors = [err167];
 }
@@ -5121,11 +5125,8 @@ vErrors.push(err167);
 }
 errors++;
 }
-}
-if(data46.max_event_loop_delay_ms !== undefined){
-let data62 = data46.max_event_loop_delay_ms;
-if(!(((typeof data62 == "number") && (!(data62 % 1) && !isNaN(data62))) && (isFinite(data62)))){
-const err168 = {instancePath:instancePath+"/admission/max_event_loop_delay_ms",schemaPath:"#/properties/admission/properties/max_event_loop_delay_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data62 <= 0 || isNaN(data62)){
+const err168 = {instancePath:instancePath+"/admission/latency_percentile",schemaPath:"#/properties/admission/properties/latency_percentile/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
 if(vErrors === null){
 vErrors = [err168];
 }
@@ -5134,9 +5135,9 @@ vErrors.push(err168);
 }
 errors++;
 }
-if((typeof data62 == "number") && (isFinite(data62))){
-if(data62 > 60000 || isNaN(data62)){
-const err169 = {instancePath:instancePath+"/admission/max_event_loop_delay_ms",schemaPath:"#/properties/admission/properties/max_event_loop_delay_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 60000},message:"must be <= 60000"};
+}
+else {
+const err169 = {instancePath:instancePath+"/admission/latency_percentile",schemaPath:"#/properties/admission/properties/latency_percentile/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err169];
 }
@@ -5145,8 +5146,11 @@ vErrors.push(err169);
 }
 errors++;
 }
-if(data62 < 1 || isNaN(data62)){
-const err170 = {instancePath:instancePath+"/admission/max_event_loop_delay_ms",schemaPath:"#/properties/admission/properties/max_event_loop_delay_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+if(data47.max_event_loop_delay_ms !== undefined){
+let data63 = data47.max_event_loop_delay_ms;
+if(!(((typeof data63 == "number") && (!(data63 % 1) && !isNaN(data63))) && (isFinite(data63)))){
+const err170 = {instancePath:instancePath+"/admission/max_event_loop_delay_ms",schemaPath:"#/properties/admission/properties/max_event_loop_delay_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err170];
 }
@@ -5155,12 +5159,9 @@ vErrors.push(err170);
 }
 errors++;
 }
-}
-}
-if(data46.max_audit_queue !== undefined){
-let data63 = data46.max_audit_queue;
-if(!(((typeof data63 == "number") && (!(data63 % 1) && !isNaN(data63))) && (isFinite(data63)))){
-const err171 = {instancePath:instancePath+"/admission/max_audit_queue",schemaPath:"#/properties/admission/properties/max_audit_queue/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data63 == "number") && (isFinite(data63))){
+if(data63 > 60000 || isNaN(data63)){
+const err171 = {instancePath:instancePath+"/admission/max_event_loop_delay_ms",schemaPath:"#/properties/admission/properties/max_event_loop_delay_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 60000},message:"must be <= 60000"};
 if(vErrors === null){
 vErrors = [err171];
 }
@@ -5169,9 +5170,8 @@ vErrors.push(err171);
 }
 errors++;
 }
-if((typeof data63 == "number") && (isFinite(data63))){
-if(data63 > 1000000 || isNaN(data63)){
-const err172 = {instancePath:instancePath+"/admission/max_audit_queue",schemaPath:"#/properties/admission/properties/max_audit_queue/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000000},message:"must be <= 1000000"};
+if(data63 < 1 || isNaN(data63)){
+const err172 = {instancePath:instancePath+"/admission/max_event_loop_delay_ms",schemaPath:"#/properties/admission/properties/max_event_loop_delay_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err172];
 }
@@ -5180,8 +5180,12 @@ vErrors.push(err172);
 }
 errors++;
 }
-if(data63 < 1 || isNaN(data63)){
-const err173 = {instancePath:instancePath+"/admission/max_audit_queue",schemaPath:"#/properties/admission/properties/max_audit_queue/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+}
+if(data47.max_audit_queue !== undefined){
+let data64 = data47.max_audit_queue;
+if(!(((typeof data64 == "number") && (!(data64 % 1) && !isNaN(data64))) && (isFinite(data64)))){
+const err173 = {instancePath:instancePath+"/admission/max_audit_queue",schemaPath:"#/properties/admission/properties/max_audit_queue/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err173];
 }
@@ -5190,11 +5194,9 @@ vErrors.push(err173);
 }
 errors++;
 }
-}
-}
-if(data46.pause_refused_connections !== undefined){
-if(typeof data46.pause_refused_connections !== "boolean"){
-const err174 = {instancePath:instancePath+"/admission/pause_refused_connections",schemaPath:"#/properties/admission/properties/pause_refused_connections/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if((typeof data64 == "number") && (isFinite(data64))){
+if(data64 > 1000000 || isNaN(data64)){
+const err174 = {instancePath:instancePath+"/admission/max_audit_queue",schemaPath:"#/properties/admission/properties/max_audit_queue/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000000},message:"must be <= 1000000"};
 if(vErrors === null){
 vErrors = [err174];
 }
@@ -5203,10 +5205,8 @@ vErrors.push(err174);
 }
 errors++;
 }
-}
-}
-else {
-const err175 = {instancePath:instancePath+"/admission",schemaPath:"#/properties/admission/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data64 < 1 || isNaN(data64)){
+const err175 = {instancePath:instancePath+"/admission/max_audit_queue",schemaPath:"#/properties/admission/properties/max_audit_queue/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err175];
 }
@@ -5216,12 +5216,10 @@ vErrors.push(err175);
 errors++;
 }
 }
-if(data.cache !== undefined){
-let data65 = data.cache;
-if(data65 && typeof data65 == "object" && !Array.isArray(data65)){
-for(const key13 in data65){
-if(!((key13 === "ttl_ms") || (key13 === "max_bytes"))){
-const err176 = {instancePath:instancePath+"/cache",schemaPath:"#/properties/cache/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key13},message:"must NOT have additional properties"};
+}
+if(data47.pause_refused_connections !== undefined){
+if(typeof data47.pause_refused_connections !== "boolean"){
+const err176 = {instancePath:instancePath+"/admission/pause_refused_connections",schemaPath:"#/properties/admission/properties/pause_refused_connections/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err176];
 }
@@ -5231,10 +5229,9 @@ vErrors.push(err176);
 errors++;
 }
 }
-if(data65.ttl_ms !== undefined){
-let data66 = data65.ttl_ms;
-if(!(((typeof data66 == "number") && (!(data66 % 1) && !isNaN(data66))) && (isFinite(data66)))){
-const err177 = {instancePath:instancePath+"/cache/ttl_ms",schemaPath:"#/properties/cache/properties/ttl_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+else {
+const err177 = {instancePath:instancePath+"/admission",schemaPath:"#/properties/admission/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err177];
 }
@@ -5243,9 +5240,13 @@ vErrors.push(err177);
 }
 errors++;
 }
-if((typeof data66 == "number") && (isFinite(data66))){
-if(data66 > 86400000 || isNaN(data66)){
-const err178 = {instancePath:instancePath+"/cache/ttl_ms",schemaPath:"#/properties/cache/properties/ttl_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400000},message:"must be <= 86400000"};
+}
+if(data.cache !== undefined){
+let data66 = data.cache;
+if(data66 && typeof data66 == "object" && !Array.isArray(data66)){
+for(const key13 in data66){
+if(!((key13 === "ttl_ms") || (key13 === "max_bytes"))){
+const err178 = {instancePath:instancePath+"/cache",schemaPath:"#/properties/cache/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key13},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err178];
 }
@@ -5254,8 +5255,11 @@ vErrors.push(err178);
 }
 errors++;
 }
-if(data66 < 0 || isNaN(data66)){
-const err179 = {instancePath:instancePath+"/cache/ttl_ms",schemaPath:"#/properties/cache/properties/ttl_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(data66.ttl_ms !== undefined){
+let data67 = data66.ttl_ms;
+if(!(((typeof data67 == "number") && (!(data67 % 1) && !isNaN(data67))) && (isFinite(data67)))){
+const err179 = {instancePath:instancePath+"/cache/ttl_ms",schemaPath:"#/properties/cache/properties/ttl_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err179];
 }
@@ -5264,12 +5268,9 @@ vErrors.push(err179);
 }
 errors++;
 }
-}
-}
-if(data65.max_bytes !== undefined){
-let data67 = data65.max_bytes;
-if(!(((typeof data67 == "number") && (!(data67 % 1) && !isNaN(data67))) && (isFinite(data67)))){
-const err180 = {instancePath:instancePath+"/cache/max_bytes",schemaPath:"#/properties/cache/properties/max_bytes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data67 == "number") && (isFinite(data67))){
+if(data67 > 86400000 || isNaN(data67)){
+const err180 = {instancePath:instancePath+"/cache/ttl_ms",schemaPath:"#/properties/cache/properties/ttl_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400000},message:"must be <= 86400000"};
 if(vErrors === null){
 vErrors = [err180];
 }
@@ -5278,9 +5279,8 @@ vErrors.push(err180);
 }
 errors++;
 }
-if((typeof data67 == "number") && (isFinite(data67))){
-if(data67 > 17179869184 || isNaN(data67)){
-const err181 = {instancePath:instancePath+"/cache/max_bytes",schemaPath:"#/properties/cache/properties/max_bytes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 17179869184},message:"must be <= 17179869184"};
+if(data67 < 0 || isNaN(data67)){
+const err181 = {instancePath:instancePath+"/cache/ttl_ms",schemaPath:"#/properties/cache/properties/ttl_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err181];
 }
@@ -5289,8 +5289,12 @@ vErrors.push(err181);
 }
 errors++;
 }
-if(data67 < 0 || isNaN(data67)){
-const err182 = {instancePath:instancePath+"/cache/max_bytes",schemaPath:"#/properties/cache/properties/max_bytes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+}
+if(data66.max_bytes !== undefined){
+let data68 = data66.max_bytes;
+if(!(((typeof data68 == "number") && (!(data68 % 1) && !isNaN(data68))) && (isFinite(data68)))){
+const err182 = {instancePath:instancePath+"/cache/max_bytes",schemaPath:"#/properties/cache/properties/max_bytes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err182];
 }
@@ -5299,11 +5303,9 @@ vErrors.push(err182);
 }
 errors++;
 }
-}
-}
-}
-else {
-const err183 = {instancePath:instancePath+"/cache",schemaPath:"#/properties/cache/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data68 == "number") && (isFinite(data68))){
+if(data68 > 17179869184 || isNaN(data68)){
+const err183 = {instancePath:instancePath+"/cache/max_bytes",schemaPath:"#/properties/cache/properties/max_bytes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 17179869184},message:"must be <= 17179869184"};
 if(vErrors === null){
 vErrors = [err183];
 }
@@ -5312,12 +5314,8 @@ vErrors.push(err183);
 }
 errors++;
 }
-}
-if(data.ops_listen !== undefined){
-let data68 = data.ops_listen;
-if(data68 && typeof data68 == "object" && !Array.isArray(data68)){
-if(data68.port === undefined){
-const err184 = {instancePath:instancePath+"/ops_listen",schemaPath:"#/properties/ops_listen/required",keyword:"required",params:{missingProperty: "port"},message:"must have required property '"+"port"+"'"};
+if(data68 < 0 || isNaN(data68)){
+const err184 = {instancePath:instancePath+"/cache/max_bytes",schemaPath:"#/properties/cache/properties/max_bytes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err184];
 }
@@ -5326,9 +5324,11 @@ vErrors.push(err184);
 }
 errors++;
 }
-for(const key14 in data68){
-if(!((key14 === "host") || (key14 === "port"))){
-const err185 = {instancePath:instancePath+"/ops_listen",schemaPath:"#/properties/ops_listen/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key14},message:"must NOT have additional properties"};
+}
+}
+}
+else {
+const err185 = {instancePath:instancePath+"/cache",schemaPath:"#/properties/cache/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err185];
 }
@@ -5338,11 +5338,11 @@ vErrors.push(err185);
 errors++;
 }
 }
-if(data68.host !== undefined){
-let data69 = data68.host;
-if(typeof data69 === "string"){
-if(func3(data69) > 255){
-const err186 = {instancePath:instancePath+"/ops_listen/host",schemaPath:"#/properties/ops_listen/properties/host/maxLength",keyword:"maxLength",params:{limit: 255},message:"must NOT have more than 255 characters"};
+if(data.ops_listen !== undefined){
+let data69 = data.ops_listen;
+if(data69 && typeof data69 == "object" && !Array.isArray(data69)){
+if(data69.port === undefined){
+const err186 = {instancePath:instancePath+"/ops_listen",schemaPath:"#/properties/ops_listen/required",keyword:"required",params:{missingProperty: "port"},message:"must have required property '"+"port"+"'"};
 if(vErrors === null){
 vErrors = [err186];
 }
@@ -5351,8 +5351,9 @@ vErrors.push(err186);
 }
 errors++;
 }
-if(func3(data69) < 1){
-const err187 = {instancePath:instancePath+"/ops_listen/host",schemaPath:"#/properties/ops_listen/properties/host/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+for(const key14 in data69){
+if(!((key14 === "host") || (key14 === "port"))){
+const err187 = {instancePath:instancePath+"/ops_listen",schemaPath:"#/properties/ops_listen/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key14},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err187];
 }
@@ -5362,8 +5363,11 @@ vErrors.push(err187);
 errors++;
 }
 }
-else {
-const err188 = {instancePath:instancePath+"/ops_listen/host",schemaPath:"#/properties/ops_listen/properties/host/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data69.host !== undefined){
+let data70 = data69.host;
+if(typeof data70 === "string"){
+if(func3(data70) > 255){
+const err188 = {instancePath:instancePath+"/ops_listen/host",schemaPath:"#/properties/ops_listen/properties/host/maxLength",keyword:"maxLength",params:{limit: 255},message:"must NOT have more than 255 characters"};
 if(vErrors === null){
 vErrors = [err188];
 }
@@ -5372,11 +5376,8 @@ vErrors.push(err188);
 }
 errors++;
 }
-}
-if(data68.port !== undefined){
-let data70 = data68.port;
-if(!(((typeof data70 == "number") && (!(data70 % 1) && !isNaN(data70))) && (isFinite(data70)))){
-const err189 = {instancePath:instancePath+"/ops_listen/port",schemaPath:"#/properties/ops_listen/properties/port/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(func3(data70) < 1){
+const err189 = {instancePath:instancePath+"/ops_listen/host",schemaPath:"#/properties/ops_listen/properties/host/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err189];
 }
@@ -5385,9 +5386,9 @@ vErrors.push(err189);
 }
 errors++;
 }
-if((typeof data70 == "number") && (isFinite(data70))){
-if(data70 > 65535 || isNaN(data70)){
-const err190 = {instancePath:instancePath+"/ops_listen/port",schemaPath:"#/properties/ops_listen/properties/port/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
+}
+else {
+const err190 = {instancePath:instancePath+"/ops_listen/host",schemaPath:"#/properties/ops_listen/properties/host/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err190];
 }
@@ -5396,8 +5397,11 @@ vErrors.push(err190);
 }
 errors++;
 }
-if(data70 < 0 || isNaN(data70)){
-const err191 = {instancePath:instancePath+"/ops_listen/port",schemaPath:"#/properties/ops_listen/properties/port/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(data69.port !== undefined){
+let data71 = data69.port;
+if(!(((typeof data71 == "number") && (!(data71 % 1) && !isNaN(data71))) && (isFinite(data71)))){
+const err191 = {instancePath:instancePath+"/ops_listen/port",schemaPath:"#/properties/ops_listen/properties/port/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err191];
 }
@@ -5406,11 +5410,9 @@ vErrors.push(err191);
 }
 errors++;
 }
-}
-}
-}
-else {
-const err192 = {instancePath:instancePath+"/ops_listen",schemaPath:"#/properties/ops_listen/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data71 == "number") && (isFinite(data71))){
+if(data71 > 65535 || isNaN(data71)){
+const err192 = {instancePath:instancePath+"/ops_listen/port",schemaPath:"#/properties/ops_listen/properties/port/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
 if(vErrors === null){
 vErrors = [err192];
 }
@@ -5419,13 +5421,8 @@ vErrors.push(err192);
 }
 errors++;
 }
-}
-if(data.client_limits !== undefined){
-let data71 = data.client_limits;
-if(data71 && typeof data71 == "object" && !Array.isArray(data71)){
-for(const key15 in data71){
-if(!((((((key15 === "keyless") || (key15 === "streams_per_address")) || (key15 === "streams_per_identity")) || (key15 === "answer_write_timeout_ms")) || (key15 === "body_reads_per_address")) || (key15 === "body_bytes_in_flight"))){
-const err193 = {instancePath:instancePath+"/client_limits",schemaPath:"#/properties/client_limits/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key15},message:"must NOT have additional properties"};
+if(data71 < 0 || isNaN(data71)){
+const err193 = {instancePath:instancePath+"/ops_listen/port",schemaPath:"#/properties/ops_listen/properties/port/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err193];
 }
@@ -5435,11 +5432,10 @@ vErrors.push(err193);
 errors++;
 }
 }
-if(data71.keyless !== undefined){
-let data72 = data71.keyless;
-if(data72 && typeof data72 == "object" && !Array.isArray(data72)){
-if(data72.points === undefined){
-const err194 = {instancePath:instancePath+"/client_limits/keyless",schemaPath:"#/$defs/rateLimit/required",keyword:"required",params:{missingProperty: "points"},message:"must have required property '"+"points"+"'"};
+}
+}
+else {
+const err194 = {instancePath:instancePath+"/ops_listen",schemaPath:"#/properties/ops_listen/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err194];
 }
@@ -5448,8 +5444,13 @@ vErrors.push(err194);
 }
 errors++;
 }
-if(data72.window_seconds === undefined){
-const err195 = {instancePath:instancePath+"/client_limits/keyless",schemaPath:"#/$defs/rateLimit/required",keyword:"required",params:{missingProperty: "window_seconds"},message:"must have required property '"+"window_seconds"+"'"};
+}
+if(data.client_limits !== undefined){
+let data72 = data.client_limits;
+if(data72 && typeof data72 == "object" && !Array.isArray(data72)){
+for(const key15 in data72){
+if(!((((((key15 === "keyless") || (key15 === "streams_per_address")) || (key15 === "streams_per_identity")) || (key15 === "answer_write_timeout_ms")) || (key15 === "body_reads_per_address")) || (key15 === "body_bytes_in_flight"))){
+const err195 = {instancePath:instancePath+"/client_limits",schemaPath:"#/properties/client_limits/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key15},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err195];
 }
@@ -5458,9 +5459,12 @@ vErrors.push(err195);
 }
 errors++;
 }
-for(const key16 in data72){
-if(!((key16 === "points") || (key16 === "window_seconds"))){
-const err196 = {instancePath:instancePath+"/client_limits/keyless",schemaPath:"#/$defs/rateLimit/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key16},message:"must NOT have additional properties"};
+}
+if(data72.keyless !== undefined){
+let data73 = data72.keyless;
+if(data73 && typeof data73 == "object" && !Array.isArray(data73)){
+if(data73.points === undefined){
+const err196 = {instancePath:instancePath+"/client_limits/keyless",schemaPath:"#/$defs/rateLimit/required",keyword:"required",params:{missingProperty: "points"},message:"must have required property '"+"points"+"'"};
 if(vErrors === null){
 vErrors = [err196];
 }
@@ -5469,11 +5473,8 @@ vErrors.push(err196);
 }
 errors++;
 }
-}
-if(data72.points !== undefined){
-let data73 = data72.points;
-if(!(((typeof data73 == "number") && (!(data73 % 1) && !isNaN(data73))) && (isFinite(data73)))){
-const err197 = {instancePath:instancePath+"/client_limits/keyless/points",schemaPath:"#/$defs/rateLimit/properties/points/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data73.window_seconds === undefined){
+const err197 = {instancePath:instancePath+"/client_limits/keyless",schemaPath:"#/$defs/rateLimit/required",keyword:"required",params:{missingProperty: "window_seconds"},message:"must have required property '"+"window_seconds"+"'"};
 if(vErrors === null){
 vErrors = [err197];
 }
@@ -5482,9 +5483,9 @@ vErrors.push(err197);
 }
 errors++;
 }
-if((typeof data73 == "number") && (isFinite(data73))){
-if(data73 > 1000000 || isNaN(data73)){
-const err198 = {instancePath:instancePath+"/client_limits/keyless/points",schemaPath:"#/$defs/rateLimit/properties/points/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000000},message:"must be <= 1000000"};
+for(const key16 in data73){
+if(!((key16 === "points") || (key16 === "window_seconds"))){
+const err198 = {instancePath:instancePath+"/client_limits/keyless",schemaPath:"#/$defs/rateLimit/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key16},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err198];
 }
@@ -5493,8 +5494,11 @@ vErrors.push(err198);
 }
 errors++;
 }
-if(data73 < 1 || isNaN(data73)){
-const err199 = {instancePath:instancePath+"/client_limits/keyless/points",schemaPath:"#/$defs/rateLimit/properties/points/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+if(data73.points !== undefined){
+let data74 = data73.points;
+if(!(((typeof data74 == "number") && (!(data74 % 1) && !isNaN(data74))) && (isFinite(data74)))){
+const err199 = {instancePath:instancePath+"/client_limits/keyless/points",schemaPath:"#/$defs/rateLimit/properties/points/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err199];
 }
@@ -5503,12 +5507,9 @@ vErrors.push(err199);
 }
 errors++;
 }
-}
-}
-if(data72.window_seconds !== undefined){
-let data74 = data72.window_seconds;
-if(!(((typeof data74 == "number") && (!(data74 % 1) && !isNaN(data74))) && (isFinite(data74)))){
-const err200 = {instancePath:instancePath+"/client_limits/keyless/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data74 == "number") && (isFinite(data74))){
+if(data74 > 1000000 || isNaN(data74)){
+const err200 = {instancePath:instancePath+"/client_limits/keyless/points",schemaPath:"#/$defs/rateLimit/properties/points/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000000},message:"must be <= 1000000"};
 if(vErrors === null){
 vErrors = [err200];
 }
@@ -5517,9 +5518,8 @@ vErrors.push(err200);
 }
 errors++;
 }
-if((typeof data74 == "number") && (isFinite(data74))){
-if(data74 > 86400 || isNaN(data74)){
-const err201 = {instancePath:instancePath+"/client_limits/keyless/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
+if(data74 < 1 || isNaN(data74)){
+const err201 = {instancePath:instancePath+"/client_limits/keyless/points",schemaPath:"#/$defs/rateLimit/properties/points/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err201];
 }
@@ -5528,8 +5528,12 @@ vErrors.push(err201);
 }
 errors++;
 }
-if(data74 < 1 || isNaN(data74)){
-const err202 = {instancePath:instancePath+"/client_limits/keyless/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+}
+if(data73.window_seconds !== undefined){
+let data75 = data73.window_seconds;
+if(!(((typeof data75 == "number") && (!(data75 % 1) && !isNaN(data75))) && (isFinite(data75)))){
+const err202 = {instancePath:instancePath+"/client_limits/keyless/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err202];
 }
@@ -5538,11 +5542,9 @@ vErrors.push(err202);
 }
 errors++;
 }
-}
-}
-}
-else {
-const err203 = {instancePath:instancePath+"/client_limits/keyless",schemaPath:"#/$defs/rateLimit/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data75 == "number") && (isFinite(data75))){
+if(data75 > 86400 || isNaN(data75)){
+const err203 = {instancePath:instancePath+"/client_limits/keyless/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
 if(vErrors === null){
 vErrors = [err203];
 }
@@ -5551,11 +5553,8 @@ vErrors.push(err203);
 }
 errors++;
 }
-}
-if(data71.streams_per_address !== undefined){
-let data75 = data71.streams_per_address;
-if(!(((typeof data75 == "number") && (!(data75 % 1) && !isNaN(data75))) && (isFinite(data75)))){
-const err204 = {instancePath:instancePath+"/client_limits/streams_per_address",schemaPath:"#/properties/client_limits/properties/streams_per_address/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data75 < 1 || isNaN(data75)){
+const err204 = {instancePath:instancePath+"/client_limits/keyless/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err204];
 }
@@ -5564,9 +5563,11 @@ vErrors.push(err204);
 }
 errors++;
 }
-if((typeof data75 == "number") && (isFinite(data75))){
-if(data75 > 100000 || isNaN(data75)){
-const err205 = {instancePath:instancePath+"/client_limits/streams_per_address",schemaPath:"#/properties/client_limits/properties/streams_per_address/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+}
+}
+}
+else {
+const err205 = {instancePath:instancePath+"/client_limits/keyless",schemaPath:"#/$defs/rateLimit/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err205];
 }
@@ -5575,8 +5576,11 @@ vErrors.push(err205);
 }
 errors++;
 }
-if(data75 < 1 || isNaN(data75)){
-const err206 = {instancePath:instancePath+"/client_limits/streams_per_address",schemaPath:"#/properties/client_limits/properties/streams_per_address/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+if(data72.streams_per_address !== undefined){
+let data76 = data72.streams_per_address;
+if(!(((typeof data76 == "number") && (!(data76 % 1) && !isNaN(data76))) && (isFinite(data76)))){
+const err206 = {instancePath:instancePath+"/client_limits/streams_per_address",schemaPath:"#/properties/client_limits/properties/streams_per_address/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err206];
 }
@@ -5585,12 +5589,9 @@ vErrors.push(err206);
 }
 errors++;
 }
-}
-}
-if(data71.streams_per_identity !== undefined){
-let data76 = data71.streams_per_identity;
-if(!(((typeof data76 == "number") && (!(data76 % 1) && !isNaN(data76))) && (isFinite(data76)))){
-const err207 = {instancePath:instancePath+"/client_limits/streams_per_identity",schemaPath:"#/properties/client_limits/properties/streams_per_identity/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data76 == "number") && (isFinite(data76))){
+if(data76 > 100000 || isNaN(data76)){
+const err207 = {instancePath:instancePath+"/client_limits/streams_per_address",schemaPath:"#/properties/client_limits/properties/streams_per_address/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
 if(vErrors === null){
 vErrors = [err207];
 }
@@ -5599,9 +5600,8 @@ vErrors.push(err207);
 }
 errors++;
 }
-if((typeof data76 == "number") && (isFinite(data76))){
-if(data76 > 100000 || isNaN(data76)){
-const err208 = {instancePath:instancePath+"/client_limits/streams_per_identity",schemaPath:"#/properties/client_limits/properties/streams_per_identity/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+if(data76 < 1 || isNaN(data76)){
+const err208 = {instancePath:instancePath+"/client_limits/streams_per_address",schemaPath:"#/properties/client_limits/properties/streams_per_address/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err208];
 }
@@ -5610,8 +5610,12 @@ vErrors.push(err208);
 }
 errors++;
 }
-if(data76 < 1 || isNaN(data76)){
-const err209 = {instancePath:instancePath+"/client_limits/streams_per_identity",schemaPath:"#/properties/client_limits/properties/streams_per_identity/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+}
+if(data72.streams_per_identity !== undefined){
+let data77 = data72.streams_per_identity;
+if(!(((typeof data77 == "number") && (!(data77 % 1) && !isNaN(data77))) && (isFinite(data77)))){
+const err209 = {instancePath:instancePath+"/client_limits/streams_per_identity",schemaPath:"#/properties/client_limits/properties/streams_per_identity/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err209];
 }
@@ -5620,12 +5624,9 @@ vErrors.push(err209);
 }
 errors++;
 }
-}
-}
-if(data71.answer_write_timeout_ms !== undefined){
-let data77 = data71.answer_write_timeout_ms;
-if(!(((typeof data77 == "number") && (!(data77 % 1) && !isNaN(data77))) && (isFinite(data77)))){
-const err210 = {instancePath:instancePath+"/client_limits/answer_write_timeout_ms",schemaPath:"#/properties/client_limits/properties/answer_write_timeout_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data77 == "number") && (isFinite(data77))){
+if(data77 > 100000 || isNaN(data77)){
+const err210 = {instancePath:instancePath+"/client_limits/streams_per_identity",schemaPath:"#/properties/client_limits/properties/streams_per_identity/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
 if(vErrors === null){
 vErrors = [err210];
 }
@@ -5634,9 +5635,8 @@ vErrors.push(err210);
 }
 errors++;
 }
-if((typeof data77 == "number") && (isFinite(data77))){
-if(data77 > 3600000 || isNaN(data77)){
-const err211 = {instancePath:instancePath+"/client_limits/answer_write_timeout_ms",schemaPath:"#/properties/client_limits/properties/answer_write_timeout_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600000},message:"must be <= 3600000"};
+if(data77 < 1 || isNaN(data77)){
+const err211 = {instancePath:instancePath+"/client_limits/streams_per_identity",schemaPath:"#/properties/client_limits/properties/streams_per_identity/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err211];
 }
@@ -5645,8 +5645,12 @@ vErrors.push(err211);
 }
 errors++;
 }
-if(data77 < 0 || isNaN(data77)){
-const err212 = {instancePath:instancePath+"/client_limits/answer_write_timeout_ms",schemaPath:"#/properties/client_limits/properties/answer_write_timeout_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+}
+if(data72.answer_write_timeout_ms !== undefined){
+let data78 = data72.answer_write_timeout_ms;
+if(!(((typeof data78 == "number") && (!(data78 % 1) && !isNaN(data78))) && (isFinite(data78)))){
+const err212 = {instancePath:instancePath+"/client_limits/answer_write_timeout_ms",schemaPath:"#/properties/client_limits/properties/answer_write_timeout_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err212];
 }
@@ -5655,12 +5659,9 @@ vErrors.push(err212);
 }
 errors++;
 }
-}
-}
-if(data71.body_reads_per_address !== undefined){
-let data78 = data71.body_reads_per_address;
-if(!(((typeof data78 == "number") && (!(data78 % 1) && !isNaN(data78))) && (isFinite(data78)))){
-const err213 = {instancePath:instancePath+"/client_limits/body_reads_per_address",schemaPath:"#/properties/client_limits/properties/body_reads_per_address/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data78 == "number") && (isFinite(data78))){
+if(data78 > 3600000 || isNaN(data78)){
+const err213 = {instancePath:instancePath+"/client_limits/answer_write_timeout_ms",schemaPath:"#/properties/client_limits/properties/answer_write_timeout_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600000},message:"must be <= 3600000"};
 if(vErrors === null){
 vErrors = [err213];
 }
@@ -5669,9 +5670,8 @@ vErrors.push(err213);
 }
 errors++;
 }
-if((typeof data78 == "number") && (isFinite(data78))){
-if(data78 > 100000 || isNaN(data78)){
-const err214 = {instancePath:instancePath+"/client_limits/body_reads_per_address",schemaPath:"#/properties/client_limits/properties/body_reads_per_address/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+if(data78 < 0 || isNaN(data78)){
+const err214 = {instancePath:instancePath+"/client_limits/answer_write_timeout_ms",schemaPath:"#/properties/client_limits/properties/answer_write_timeout_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err214];
 }
@@ -5680,8 +5680,12 @@ vErrors.push(err214);
 }
 errors++;
 }
-if(data78 < 1 || isNaN(data78)){
-const err215 = {instancePath:instancePath+"/client_limits/body_reads_per_address",schemaPath:"#/properties/client_limits/properties/body_reads_per_address/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+}
+if(data72.body_reads_per_address !== undefined){
+let data79 = data72.body_reads_per_address;
+if(!(((typeof data79 == "number") && (!(data79 % 1) && !isNaN(data79))) && (isFinite(data79)))){
+const err215 = {instancePath:instancePath+"/client_limits/body_reads_per_address",schemaPath:"#/properties/client_limits/properties/body_reads_per_address/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err215];
 }
@@ -5690,12 +5694,9 @@ vErrors.push(err215);
 }
 errors++;
 }
-}
-}
-if(data71.body_bytes_in_flight !== undefined){
-let data79 = data71.body_bytes_in_flight;
-if(!(((typeof data79 == "number") && (!(data79 % 1) && !isNaN(data79))) && (isFinite(data79)))){
-const err216 = {instancePath:instancePath+"/client_limits/body_bytes_in_flight",schemaPath:"#/properties/client_limits/properties/body_bytes_in_flight/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data79 == "number") && (isFinite(data79))){
+if(data79 > 100000 || isNaN(data79)){
+const err216 = {instancePath:instancePath+"/client_limits/body_reads_per_address",schemaPath:"#/properties/client_limits/properties/body_reads_per_address/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
 if(vErrors === null){
 vErrors = [err216];
 }
@@ -5704,9 +5705,8 @@ vErrors.push(err216);
 }
 errors++;
 }
-if((typeof data79 == "number") && (isFinite(data79))){
-if(data79 > 68719476736 || isNaN(data79)){
-const err217 = {instancePath:instancePath+"/client_limits/body_bytes_in_flight",schemaPath:"#/properties/client_limits/properties/body_bytes_in_flight/maximum",keyword:"maximum",params:{comparison: "<=", limit: 68719476736},message:"must be <= 68719476736"};
+if(data79 < 1 || isNaN(data79)){
+const err217 = {instancePath:instancePath+"/client_limits/body_reads_per_address",schemaPath:"#/properties/client_limits/properties/body_reads_per_address/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err217];
 }
@@ -5715,8 +5715,12 @@ vErrors.push(err217);
 }
 errors++;
 }
-if(data79 < 1048576 || isNaN(data79)){
-const err218 = {instancePath:instancePath+"/client_limits/body_bytes_in_flight",schemaPath:"#/properties/client_limits/properties/body_bytes_in_flight/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1048576},message:"must be >= 1048576"};
+}
+}
+if(data72.body_bytes_in_flight !== undefined){
+let data80 = data72.body_bytes_in_flight;
+if(!(((typeof data80 == "number") && (!(data80 % 1) && !isNaN(data80))) && (isFinite(data80)))){
+const err218 = {instancePath:instancePath+"/client_limits/body_bytes_in_flight",schemaPath:"#/properties/client_limits/properties/body_bytes_in_flight/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err218];
 }
@@ -5725,11 +5729,9 @@ vErrors.push(err218);
 }
 errors++;
 }
-}
-}
-}
-else {
-const err219 = {instancePath:instancePath+"/client_limits",schemaPath:"#/properties/client_limits/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data80 == "number") && (isFinite(data80))){
+if(data80 > 68719476736 || isNaN(data80)){
+const err219 = {instancePath:instancePath+"/client_limits/body_bytes_in_flight",schemaPath:"#/properties/client_limits/properties/body_bytes_in_flight/maximum",keyword:"maximum",params:{comparison: "<=", limit: 68719476736},message:"must be <= 68719476736"};
 if(vErrors === null){
 vErrors = [err219];
 }
@@ -5738,13 +5740,8 @@ vErrors.push(err219);
 }
 errors++;
 }
-}
-if(data.auth !== undefined){
-let data80 = data.auth;
-if(data80 && typeof data80 == "object" && !Array.isArray(data80)){
-for(const key17 in data80){
-if(!((((key17 === "resource") || (key17 === "scopes_supported")) || (key17 === "handshake_challenge")) || (key17 === "issuers"))){
-const err220 = {instancePath:instancePath+"/auth",schemaPath:"#/properties/auth/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key17},message:"must NOT have additional properties"};
+if(data80 < 1048576 || isNaN(data80)){
+const err220 = {instancePath:instancePath+"/client_limits/body_bytes_in_flight",schemaPath:"#/properties/client_limits/properties/body_bytes_in_flight/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1048576},message:"must be >= 1048576"};
 if(vErrors === null){
 vErrors = [err220];
 }
@@ -5754,11 +5751,10 @@ vErrors.push(err220);
 errors++;
 }
 }
-if(data80.resource !== undefined){
-let data81 = data80.resource;
-if(typeof data81 === "string"){
-if(func3(data81) > 2048){
-const err221 = {instancePath:instancePath+"/auth/resource",schemaPath:"#/properties/auth/properties/resource/maxLength",keyword:"maxLength",params:{limit: 2048},message:"must NOT have more than 2048 characters"};
+}
+}
+else {
+const err221 = {instancePath:instancePath+"/client_limits",schemaPath:"#/properties/client_limits/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err221];
 }
@@ -5767,8 +5763,13 @@ vErrors.push(err221);
 }
 errors++;
 }
-if(!pattern10.test(data81)){
-const err222 = {instancePath:instancePath+"/auth/resource",schemaPath:"#/properties/auth/properties/resource/pattern",keyword:"pattern",params:{pattern: "^https?://"},message:"must match pattern \""+"^https?://"+"\""};
+}
+if(data.auth !== undefined){
+let data81 = data.auth;
+if(data81 && typeof data81 == "object" && !Array.isArray(data81)){
+for(const key17 in data81){
+if(!((((key17 === "resource") || (key17 === "scopes_supported")) || (key17 === "handshake_challenge")) || (key17 === "issuers"))){
+const err222 = {instancePath:instancePath+"/auth",schemaPath:"#/properties/auth/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key17},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err222];
 }
@@ -5778,8 +5779,11 @@ vErrors.push(err222);
 errors++;
 }
 }
-else {
-const err223 = {instancePath:instancePath+"/auth/resource",schemaPath:"#/properties/auth/properties/resource/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data81.resource !== undefined){
+let data82 = data81.resource;
+if(typeof data82 === "string"){
+if(func3(data82) > 2048){
+const err223 = {instancePath:instancePath+"/auth/resource",schemaPath:"#/properties/auth/properties/resource/maxLength",keyword:"maxLength",params:{limit: 2048},message:"must NOT have more than 2048 characters"};
 if(vErrors === null){
 vErrors = [err223];
 }
@@ -5788,12 +5792,8 @@ vErrors.push(err223);
 }
 errors++;
 }
-}
-if(data80.scopes_supported !== undefined){
-let data82 = data80.scopes_supported;
-if(Array.isArray(data82)){
-if(data82.length > 64){
-const err224 = {instancePath:instancePath+"/auth/scopes_supported",schemaPath:"#/properties/auth/properties/scopes_supported/maxItems",keyword:"maxItems",params:{limit: 64},message:"must NOT have more than 64 items"};
+if(!pattern11.test(data82)){
+const err224 = {instancePath:instancePath+"/auth/resource",schemaPath:"#/properties/auth/properties/resource/pattern",keyword:"pattern",params:{pattern: "^https?://"},message:"must match pattern \""+"^https?://"+"\""};
 if(vErrors === null){
 vErrors = [err224];
 }
@@ -5802,12 +5802,9 @@ vErrors.push(err224);
 }
 errors++;
 }
-const len5 = data82.length;
-for(let i6=0; i6<len5; i6++){
-let data83 = data82[i6];
-if(typeof data83 === "string"){
-if(func3(data83) > 256){
-const err225 = {instancePath:instancePath+"/auth/scopes_supported/" + i6,schemaPath:"#/properties/auth/properties/scopes_supported/items/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"};
+}
+else {
+const err225 = {instancePath:instancePath+"/auth/resource",schemaPath:"#/properties/auth/properties/resource/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err225];
 }
@@ -5816,8 +5813,12 @@ vErrors.push(err225);
 }
 errors++;
 }
-if(func3(data83) < 1){
-const err226 = {instancePath:instancePath+"/auth/scopes_supported/" + i6,schemaPath:"#/properties/auth/properties/scopes_supported/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+}
+if(data81.scopes_supported !== undefined){
+let data83 = data81.scopes_supported;
+if(Array.isArray(data83)){
+if(data83.length > 64){
+const err226 = {instancePath:instancePath+"/auth/scopes_supported",schemaPath:"#/properties/auth/properties/scopes_supported/maxItems",keyword:"maxItems",params:{limit: 64},message:"must NOT have more than 64 items"};
 if(vErrors === null){
 vErrors = [err226];
 }
@@ -5826,9 +5827,12 @@ vErrors.push(err226);
 }
 errors++;
 }
-}
-else {
-const err227 = {instancePath:instancePath+"/auth/scopes_supported/" + i6,schemaPath:"#/properties/auth/properties/scopes_supported/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const len5 = data83.length;
+for(let i6=0; i6<len5; i6++){
+let data84 = data83[i6];
+if(typeof data84 === "string"){
+if(func3(data84) > 256){
+const err227 = {instancePath:instancePath+"/auth/scopes_supported/" + i6,schemaPath:"#/properties/auth/properties/scopes_supported/items/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"};
 if(vErrors === null){
 vErrors = [err227];
 }
@@ -5837,19 +5841,8 @@ vErrors.push(err227);
 }
 errors++;
 }
-}
-let i7 = data82.length;
-let j1;
-if(i7 > 1){
-const indices1 = {};
-for(;i7--;){
-let item1 = data82[i7];
-if(typeof item1 !== "string"){
-continue;
-}
-if(typeof indices1[item1] == "number"){
-j1 = indices1[item1];
-const err228 = {instancePath:instancePath+"/auth/scopes_supported",schemaPath:"#/properties/auth/properties/scopes_supported/uniqueItems",keyword:"uniqueItems",params:{i: i7, j: j1},message:"must NOT have duplicate items (items ## "+j1+" and "+i7+" are identical)"};
+if(func3(data84) < 1){
+const err228 = {instancePath:instancePath+"/auth/scopes_supported/" + i6,schemaPath:"#/properties/auth/properties/scopes_supported/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err228];
 }
@@ -5857,14 +5850,10 @@ else {
 vErrors.push(err228);
 }
 errors++;
-break;
-}
-indices1[item1] = i7;
-}
 }
 }
 else {
-const err229 = {instancePath:instancePath+"/auth/scopes_supported",schemaPath:"#/properties/auth/properties/scopes_supported/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err229 = {instancePath:instancePath+"/auth/scopes_supported/" + i6,schemaPath:"#/properties/auth/properties/scopes_supported/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err229];
 }
@@ -5874,9 +5863,18 @@ vErrors.push(err229);
 errors++;
 }
 }
-if(data80.handshake_challenge !== undefined){
-if(typeof data80.handshake_challenge !== "boolean"){
-const err230 = {instancePath:instancePath+"/auth/handshake_challenge",schemaPath:"#/properties/auth/properties/handshake_challenge/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+let i7 = data83.length;
+let j1;
+if(i7 > 1){
+const indices1 = {};
+for(;i7--;){
+let item1 = data83[i7];
+if(typeof item1 !== "string"){
+continue;
+}
+if(typeof indices1[item1] == "number"){
+j1 = indices1[item1];
+const err230 = {instancePath:instancePath+"/auth/scopes_supported",schemaPath:"#/properties/auth/properties/scopes_supported/uniqueItems",keyword:"uniqueItems",params:{i: i7, j: j1},message:"must NOT have duplicate items (items ## "+j1+" and "+i7+" are identical)"};
 if(vErrors === null){
 vErrors = [err230];
 }
@@ -5884,13 +5882,14 @@ else {
 vErrors.push(err230);
 }
 errors++;
+break;
+}
+indices1[item1] = i7;
 }
 }
-if(data80.issuers !== undefined){
-let data85 = data80.issuers;
-if(Array.isArray(data85)){
-if(data85.length > 32){
-const err231 = {instancePath:instancePath+"/auth/issuers",schemaPath:"#/properties/auth/properties/issuers/maxItems",keyword:"maxItems",params:{limit: 32},message:"must NOT have more than 32 items"};
+}
+else {
+const err231 = {instancePath:instancePath+"/auth/scopes_supported",schemaPath:"#/properties/auth/properties/scopes_supported/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err231];
 }
@@ -5899,16 +5898,10 @@ vErrors.push(err231);
 }
 errors++;
 }
-const len6 = data85.length;
-for(let i8=0; i8<len6; i8++){
-if(!(validate30(data85[i8], {instancePath:instancePath+"/auth/issuers/" + i8,parentData:data85,parentDataProperty:i8,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate30.errors : vErrors.concat(validate30.errors);
-errors = vErrors.length;
 }
-}
-}
-else {
-const err232 = {instancePath:instancePath+"/auth/issuers",schemaPath:"#/properties/auth/properties/issuers/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data81.handshake_challenge !== undefined){
+if(typeof data81.handshake_challenge !== "boolean"){
+const err232 = {instancePath:instancePath+"/auth/handshake_challenge",schemaPath:"#/properties/auth/properties/handshake_challenge/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err232];
 }
@@ -5918,9 +5911,11 @@ vErrors.push(err232);
 errors++;
 }
 }
-}
-else {
-const err233 = {instancePath:instancePath+"/auth",schemaPath:"#/properties/auth/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data81.issuers !== undefined){
+let data86 = data81.issuers;
+if(Array.isArray(data86)){
+if(data86.length > 32){
+const err233 = {instancePath:instancePath+"/auth/issuers",schemaPath:"#/properties/auth/properties/issuers/maxItems",keyword:"maxItems",params:{limit: 32},message:"must NOT have more than 32 items"};
 if(vErrors === null){
 vErrors = [err233];
 }
@@ -5929,11 +5924,16 @@ vErrors.push(err233);
 }
 errors++;
 }
+const len6 = data86.length;
+for(let i8=0; i8<len6; i8++){
+if(!(validate30(data86[i8], {instancePath:instancePath+"/auth/issuers/" + i8,parentData:data86,parentDataProperty:i8,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate30.errors : vErrors.concat(validate30.errors);
+errors = vErrors.length;
 }
-if(data.log_level !== undefined){
-let data87 = data.log_level;
-if(typeof data87 !== "string"){
-const err234 = {instancePath:instancePath+"/log_level",schemaPath:"#/properties/log_level/type",keyword:"type",params:{type: "string"},message:"must be string"};
+}
+}
+else {
+const err234 = {instancePath:instancePath+"/auth/issuers",schemaPath:"#/properties/auth/properties/issuers/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err234];
 }
@@ -5942,8 +5942,10 @@ vErrors.push(err234);
 }
 errors++;
 }
-if(!(((((((data87 === "fatal") || (data87 === "error")) || (data87 === "warn")) || (data87 === "info")) || (data87 === "debug")) || (data87 === "trace")) || (data87 === "silent"))){
-const err235 = {instancePath:instancePath+"/log_level",schemaPath:"#/properties/log_level/enum",keyword:"enum",params:{allowedValues: schema40.properties.log_level.enum},message:"must be equal to one of the allowed values"};
+}
+}
+else {
+const err235 = {instancePath:instancePath+"/auth",schemaPath:"#/properties/auth/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err235];
 }
@@ -5953,11 +5955,10 @@ vErrors.push(err235);
 errors++;
 }
 }
-if(data.key_pepper !== undefined){
-let data88 = data.key_pepper;
-if(typeof data88 === "string"){
-if(func3(data88) > 1024){
-const err236 = {instancePath:instancePath+"/key_pepper",schemaPath:"#/properties/key_pepper/maxLength",keyword:"maxLength",params:{limit: 1024},message:"must NOT have more than 1024 characters"};
+if(data.log_level !== undefined){
+let data88 = data.log_level;
+if(typeof data88 !== "string"){
+const err236 = {instancePath:instancePath+"/log_level",schemaPath:"#/properties/log_level/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err236];
 }
@@ -5966,8 +5967,8 @@ vErrors.push(err236);
 }
 errors++;
 }
-if(func3(data88) < 32){
-const err237 = {instancePath:instancePath+"/key_pepper",schemaPath:"#/properties/key_pepper/minLength",keyword:"minLength",params:{limit: 32},message:"must NOT have fewer than 32 characters"};
+if(!(((((((data88 === "fatal") || (data88 === "error")) || (data88 === "warn")) || (data88 === "info")) || (data88 === "debug")) || (data88 === "trace")) || (data88 === "silent"))){
+const err237 = {instancePath:instancePath+"/log_level",schemaPath:"#/properties/log_level/enum",keyword:"enum",params:{allowedValues: schema40.properties.log_level.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err237];
 }
@@ -5977,8 +5978,11 @@ vErrors.push(err237);
 errors++;
 }
 }
-else {
-const err238 = {instancePath:instancePath+"/key_pepper",schemaPath:"#/properties/key_pepper/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data.key_pepper !== undefined){
+let data89 = data.key_pepper;
+if(typeof data89 === "string"){
+if(func3(data89) > 1024){
+const err238 = {instancePath:instancePath+"/key_pepper",schemaPath:"#/properties/key_pepper/maxLength",keyword:"maxLength",params:{limit: 1024},message:"must NOT have more than 1024 characters"};
 if(vErrors === null){
 vErrors = [err238];
 }
@@ -5987,15 +5991,36 @@ vErrors.push(err238);
 }
 errors++;
 }
-}
-}
-else {
-const err239 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(func3(data89) < 32){
+const err239 = {instancePath:instancePath+"/key_pepper",schemaPath:"#/properties/key_pepper/minLength",keyword:"minLength",params:{limit: 32},message:"must NOT have fewer than 32 characters"};
 if(vErrors === null){
 vErrors = [err239];
 }
 else {
 vErrors.push(err239);
+}
+errors++;
+}
+}
+else {
+const err240 = {instancePath:instancePath+"/key_pepper",schemaPath:"#/properties/key_pepper/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err240];
+}
+else {
+vErrors.push(err240);
+}
+errors++;
+}
+}
+}
+else {
+const err241 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err241];
+}
+else {
+vErrors.push(err241);
 }
 errors++;
 }
@@ -6404,7 +6429,7 @@ vErrors.push(err2);
 }
 errors++;
 }
-if(!pattern10.test(data0)){
+if(!pattern11.test(data0)){
 const err3 = {instancePath:instancePath+"/issuer",schemaPath:"#/properties/issuer/pattern",keyword:"pattern",params:{pattern: "^https?://"},message:"must match pattern \""+"^https?://"+"\""};
 if(vErrors === null){
 vErrors = [err3];
@@ -6439,7 +6464,7 @@ vErrors.push(err5);
 }
 errors++;
 }
-if(!pattern10.test(data1)){
+if(!pattern11.test(data1)){
 const err6 = {instancePath:instancePath+"/jwks_uri",schemaPath:"#/properties/jwks_uri/pattern",keyword:"pattern",params:{pattern: "^https?://"},message:"must match pattern \""+"^https?://"+"\""};
 if(vErrors === null){
 vErrors = [err6];
@@ -7206,7 +7231,7 @@ validate35.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.validateInterlockDescribeAccessArguments = validate36;
 const schema51 = {"$id":"https://interlock.dev/spec/tools/interlock_describe_access.json","title":"InterlockDescribeAccessArguments","type":"object","properties":{"source_id":{"type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$","description":"A source id as listed by interlock_list_sources."}},"additionalProperties":false};
-const pattern15 = new RegExp("^[a-z0-9][a-z0-9_-]{0,62}$", "u");
+const pattern16 = new RegExp("^[a-z0-9][a-z0-9_-]{0,62}$", "u");
 
 function validate36(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/tools/interlock_describe_access.json" */;
@@ -7235,7 +7260,7 @@ errors++;
 if(data.source_id !== undefined){
 let data0 = data.source_id;
 if(typeof data0 === "string"){
-if(!pattern15.test(data0)){
+if(!pattern16.test(data0)){
 const err1 = {instancePath:instancePath+"/source_id",schemaPath:"#/properties/source_id/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9_-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9_-]{0,62}$"+"\""};
 if(vErrors === null){
 vErrors = [err1];
@@ -7313,7 +7338,7 @@ errors++;
 if(data.source_id !== undefined){
 let data0 = data.source_id;
 if(typeof data0 === "string"){
-if(!pattern15.test(data0)){
+if(!pattern16.test(data0)){
 const err2 = {instancePath:instancePath+"/source_id",schemaPath:"#/properties/source_id/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9_-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9_-]{0,62}$"+"\""};
 if(vErrors === null){
 vErrors = [err2];
@@ -7401,7 +7426,7 @@ errors++;
 if(data.source_id !== undefined){
 let data0 = data.source_id;
 if(typeof data0 === "string"){
-if(!pattern15.test(data0)){
+if(!pattern16.test(data0)){
 const err3 = {instancePath:instancePath+"/source_id",schemaPath:"#/properties/source_id/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9_-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9_-]{0,62}$"+"\""};
 if(vErrors === null){
 vErrors = [err3];
@@ -7977,7 +8002,7 @@ exports.validateInterlockFile = validate39;
 const schema54 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/interlock-file-v1.schema.json","title":"InterlockFile","description":"Declarative configuration of an InterLock control plane (`interlock apply -f interlock.yaml`, `interlock export`; issue 16): sources, source roles, identities with their grants, policies, and the claim mappings of access-token issuers (issue 26). API keys and operator tokens stay imperative (`interlock key create`). Secrets never appear inline: source credentials name an environment variable (password_env) or a file (password_file) read when the file is applied. Every section is optional; with --prune, objects of a section that the file leaves out are deleted.","type":"object","properties":{"version":{"description":"File format version.","const":1},"sources":{"type":"array","maxItems":1000,"items":{"$ref":"#/$defs/source"}},"roles":{"type":"array","maxItems":1000,"items":{"$ref":"role-v1.schema.json"}},"identities":{"type":"array","maxItems":10000,"items":{"$ref":"#/$defs/identity"}},"policies":{"type":"array","maxItems":1000,"items":{"$ref":"policy-v1.schema.json"}},"claim_mappings":{"description":"How access tokens of an identity provider map to identities and source roles (issue 26 item 2), one entry per issuer. The issuer itself is trusted only through the gateway configuration (auth.issuers: keys, audience, algorithms); a mapping for an issuer no gateway trusts has no effect. For a configured issuer, a field set here replaces the configuration's (identity_claim, unknown_subjects), and role_grants apply beside the configuration's. docs/operators.md \"Identity providers\".","type":"array","maxItems":32,"items":{"$ref":"#/$defs/claimMapping"}}},"required":["version"],"additionalProperties":false,"$defs":{"claimMapping":{"title":"ClaimMapping","description":"One issuer's claim rules (issue 26 item 2).","type":"object","properties":{"issuer":{"description":"The issuer identifier, exactly as the tokens' `iss` and auth.issuers[].issuer.","type":"string","pattern":"^https?://","maxLength":2048},"identity_claim":{"description":"The claim that names the identity (sub, email, preferred_username, …); lower-cased, it must be a valid identity name. Absent: the configuration's, else sub.","type":"string","minLength":1,"maxLength":128},"unknown_subjects":{"description":"A subject with no identity yet: refuse (invalid_token) or provision an identity named by identity_claim. Absent: the configuration's, else refuse.","type":"string","enum":["refuse","provision"]},"role_grants":{"description":"Claim values that grant source roles (each role and source must exist when the file is applied); such grants follow the claims on each sign-in. Default none.","type":"array","maxItems":256,"items":{"$ref":"config-v1.schema.json#/$defs/claimRoleGrant"}}},"required":["issuer"],"additionalProperties":false},"source":{"title":"FileSource","description":"A source as in spec/source-v1.schema.json, except that credentials hold secret references instead of passwords. The settings, once the references are resolved, are validated against spec/source-v1.schema.json.","type":"object","properties":{"id":{"type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$"},"type":{"type":"string","enum":["postgres","documents"]},"name":{"type":"string","minLength":1,"maxLength":200},"description":{"type":"string","maxLength":1000},"enabled":{"type":"boolean"},"settings":{"type":"object","properties":{"reader":{"$ref":"#/$defs/credentials"},"writer":{"$ref":"#/$defs/credentials"}}}},"required":["id","type","name","settings"],"additionalProperties":false},"credentials":{"title":"FileCredentials","description":"A database role and where its password comes from: password_env (an environment variable of the process that applies the file) or password_file (a file whose content, without the trailing newline, is the password). Neither: no password (trust, peer or certificate authentication). An inline password is refused.","type":"object","properties":{"user":{"type":"string","minLength":1,"maxLength":63},"password_env":{"type":"string","pattern":"^[A-Za-z_][A-Za-z0-9_]{0,127}$"},"password_file":{"type":"string","minLength":1,"maxLength":4096}},"required":["user"],"additionalProperties":false,"not":{"properties":{"password_env":true,"password_file":true},"required":["password_env","password_file"]}},"identity":{"title":"FileIdentity","description":"An identity and every grant it holds. disabled defaults to false.","type":"object","properties":{"name":{"type":"string","pattern":"^[a-z0-9][a-z0-9_.@-]{0,127}$"},"disabled":{"type":"boolean"},"attributes":{"description":"Attributes row rules read as identity.<name> (issue 27, docs/row-rules.md): strings, finite numbers, booleans or lists of those. Omitted: the identity's attributes are left as they are; given: they become exactly these.","type":"object","maxProperties":64,"propertyNames":{"pattern":"^[a-z_][a-z0-9_]{0,62}$"},"additionalProperties":{"anyOf":[{"type":"string","maxLength":1000},{"type":"number"},{"type":"boolean"},{"type":"array","maxItems":1000,"items":{"anyOf":[{"type":"string","maxLength":1000},{"type":"number"},{"type":"boolean"}]}}]}},"grants":{"type":"array","maxItems":10000,"items":{"$ref":"#/$defs/grant"}}},"required":["name"],"additionalProperties":false},"grant":{"title":"FileGrant","type":"object","properties":{"role":{"type":"string","minLength":1},"source":{"type":"string","minLength":1}},"required":["role","source"],"additionalProperties":false}}};
 const schema55 = {"title":"FileSource","description":"A source as in spec/source-v1.schema.json, except that credentials hold secret references instead of passwords. The settings, once the references are resolved, are validated against spec/source-v1.schema.json.","type":"object","properties":{"id":{"type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$"},"type":{"type":"string","enum":["postgres","documents"]},"name":{"type":"string","minLength":1,"maxLength":200},"description":{"type":"string","maxLength":1000},"enabled":{"type":"boolean"},"settings":{"type":"object","properties":{"reader":{"$ref":"#/$defs/credentials"},"writer":{"$ref":"#/$defs/credentials"}}}},"required":["id","type","name","settings"],"additionalProperties":false};
 const schema56 = {"title":"FileCredentials","description":"A database role and where its password comes from: password_env (an environment variable of the process that applies the file) or password_file (a file whose content, without the trailing newline, is the password). Neither: no password (trust, peer or certificate authentication). An inline password is refused.","type":"object","properties":{"user":{"type":"string","minLength":1,"maxLength":63},"password_env":{"type":"string","pattern":"^[A-Za-z_][A-Za-z0-9_]{0,127}$"},"password_file":{"type":"string","minLength":1,"maxLength":4096}},"required":["user"],"additionalProperties":false,"not":{"properties":{"password_env":true,"password_file":true},"required":["password_env","password_file"]}};
-const pattern19 = new RegExp("^[A-Za-z_][A-Za-z0-9_]{0,127}$", "u");
+const pattern20 = new RegExp("^[A-Za-z_][A-Za-z0-9_]{0,127}$", "u");
 
 function validate40(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -8045,7 +8070,7 @@ errors++;
 if(data.id !== undefined){
 let data0 = data.id;
 if(typeof data0 === "string"){
-if(!pattern15.test(data0)){
+if(!pattern16.test(data0)){
 const err5 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9_-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9_-]{0,62}$"+"\""};
 if(vErrors === null){
 vErrors = [err5];
@@ -8265,7 +8290,7 @@ errors++;
 if(data6.password_env !== undefined){
 let data8 = data6.password_env;
 if(typeof data8 === "string"){
-if(!pattern19.test(data8)){
+if(!pattern20.test(data8)){
 const err22 = {instancePath:instancePath+"/settings/reader/password_env",schemaPath:"#/$defs/credentials/properties/password_env/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z_][A-Za-z0-9_]{0,127}$"},message:"must match pattern \""+"^[A-Za-z_][A-Za-z0-9_]{0,127}$"+"\""};
 if(vErrors === null){
 vErrors = [err22];
@@ -8434,7 +8459,7 @@ errors++;
 if(data10.password_env !== undefined){
 let data12 = data10.password_env;
 if(typeof data12 === "string"){
-if(!pattern19.test(data12)){
+if(!pattern20.test(data12)){
 const err35 = {instancePath:instancePath+"/settings/writer/password_env",schemaPath:"#/$defs/credentials/properties/password_env/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z_][A-Za-z0-9_]{0,127}$"},message:"must match pattern \""+"^[A-Za-z_][A-Za-z0-9_]{0,127}$"+"\""};
 if(vErrors === null){
 vErrors = [err35];
@@ -8533,8 +8558,8 @@ validate40.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 const schema58 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/role-v1.schema.json","title":"SourceRole","description":"A source role: a named set of allow/deny statements (deny wins). Operators write it as JSON or YAML and load it with `interlock role create FILE`. A grant binds identity x role x source. Contract: Governance (source-role authorization); decisions.md governance model.","type":"object","properties":{"name":{"type":"string","pattern":"^[a-z0-9][a-z0-9_.-]{0,62}$"},"description":{"type":"string","maxLength":1000},"audiences":{"description":"Discovery audiences carried by identities holding this role: an asset with an audience is visible only to identities whose roles carry one of its audiences.","type":"array","items":{"type":"string","pattern":"^[a-z0-9][a-z0-9_.-]{0,62}$"},"maxItems":50},"statements":{"type":"array","minItems":1,"maxItems":1000,"items":{"$ref":"#/$defs/statement"}}},"required":["name","statements"],"additionalProperties":false,"$defs":{"statement":{"title":"RoleStatement","type":"object","properties":{"effect":{"type":"string","enum":["allow","deny"]},"action":{"type":"string","enum":["read","write","describe","discover","request","*"]},"resource":{"description":"SQL sources: schema.table or schema.table.column, each part a name or *, e.g. public.*, public.customer, public.customer.email, *.*. Documents sources: * or a category path prefix such as operations/runbooks/*.","type":"string","minLength":1,"maxLength":400,"pattern":"^[^\\s]+$"},"rows":{"description":"Row rule (issue 27, docs/row-rules.md): a predicate over the table's own columns and the caller's attributes (identity.<name>), e.g. \"support_rep_id = identity.employee_id\" or \"region = ANY(identity.regions)\". Only on allow statements for read, write or * over a schema.table resource. The caller then reads only rows for which it is true; several allows covering one table combine with OR, an allow without rows grants every row. Allowed: columns, identity.<attr>, constants, comparisons (= <> < <= > >=), IN lists, = ANY(identity.<attr>), IS [NOT] NULL, AND/OR/NOT, lower/upper/btrim/coalesce. Checked when written; attribute values are bound per call, never spliced into SQL; a caller without an attribute the rule needs cannot read the table.","type":"string","minLength":1,"maxLength":2000}},"required":["effect","action","resource"],"if":{"properties":{"rows":{"type":"string"}},"required":["rows"]},"then":{"properties":{"effect":{"const":"allow"},"action":{"enum":["read","write","*"]}}},"additionalProperties":false}}};
 const schema59 = {"title":"RoleStatement","type":"object","properties":{"effect":{"type":"string","enum":["allow","deny"]},"action":{"type":"string","enum":["read","write","describe","discover","request","*"]},"resource":{"description":"SQL sources: schema.table or schema.table.column, each part a name or *, e.g. public.*, public.customer, public.customer.email, *.*. Documents sources: * or a category path prefix such as operations/runbooks/*.","type":"string","minLength":1,"maxLength":400,"pattern":"^[^\\s]+$"},"rows":{"description":"Row rule (issue 27, docs/row-rules.md): a predicate over the table's own columns and the caller's attributes (identity.<name>), e.g. \"support_rep_id = identity.employee_id\" or \"region = ANY(identity.regions)\". Only on allow statements for read, write or * over a schema.table resource. The caller then reads only rows for which it is true; several allows covering one table combine with OR, an allow without rows grants every row. Allowed: columns, identity.<attr>, constants, comparisons (= <> < <= > >=), IN lists, = ANY(identity.<attr>), IS [NOT] NULL, AND/OR/NOT, lower/upper/btrim/coalesce. Checked when written; attribute values are bound per call, never spliced into SQL; a caller without an attribute the rule needs cannot read the table.","type":"string","minLength":1,"maxLength":2000}},"required":["effect","action","resource"],"if":{"properties":{"rows":{"type":"string"}},"required":["rows"]},"then":{"properties":{"effect":{"const":"allow"},"action":{"enum":["read","write","*"]}}},"additionalProperties":false};
-const pattern21 = new RegExp("^[a-z0-9][a-z0-9_.-]{0,62}$", "u");
-const pattern23 = new RegExp("^[^\\s]+$", "u");
+const pattern22 = new RegExp("^[a-z0-9][a-z0-9_.-]{0,62}$", "u");
+const pattern24 = new RegExp("^[^\\s]+$", "u");
 
 function validate42(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/role-v1.schema.json" */;
@@ -8583,7 +8608,7 @@ errors++;
 if(data.name !== undefined){
 let data0 = data.name;
 if(typeof data0 === "string"){
-if(!pattern21.test(data0)){
+if(!pattern22.test(data0)){
 const err3 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9_.-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9_.-]{0,62}$"+"\""};
 if(vErrors === null){
 vErrors = [err3];
@@ -8647,7 +8672,7 @@ const len0 = data2.length;
 for(let i0=0; i0<len0; i0++){
 let data3 = data2[i0];
 if(typeof data3 === "string"){
-if(!pattern21.test(data3)){
+if(!pattern22.test(data3)){
 const err8 = {instancePath:instancePath+"/audiences/" + i0,schemaPath:"#/properties/audiences/items/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9_.-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9_.-]{0,62}$"+"\""};
 if(vErrors === null){
 vErrors = [err8];
@@ -8907,7 +8932,7 @@ vErrors.push(err27);
 }
 errors++;
 }
-if(!pattern23.test(data11)){
+if(!pattern24.test(data11)){
 const err28 = {instancePath:instancePath+"/statements/" + i1+"/resource",schemaPath:"#/$defs/statement/properties/resource/pattern",keyword:"pattern",params:{pattern: "^[^\\s]+$"},message:"must match pattern \""+"^[^\\s]+$"+"\""};
 if(vErrors === null){
 vErrors = [err28];
@@ -9006,8 +9031,8 @@ validate42.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 const schema60 = {"title":"FileIdentity","description":"An identity and every grant it holds. disabled defaults to false.","type":"object","properties":{"name":{"type":"string","pattern":"^[a-z0-9][a-z0-9_.@-]{0,127}$"},"disabled":{"type":"boolean"},"attributes":{"description":"Attributes row rules read as identity.<name> (issue 27, docs/row-rules.md): strings, finite numbers, booleans or lists of those. Omitted: the identity's attributes are left as they are; given: they become exactly these.","type":"object","maxProperties":64,"propertyNames":{"pattern":"^[a-z_][a-z0-9_]{0,62}$"},"additionalProperties":{"anyOf":[{"type":"string","maxLength":1000},{"type":"number"},{"type":"boolean"},{"type":"array","maxItems":1000,"items":{"anyOf":[{"type":"string","maxLength":1000},{"type":"number"},{"type":"boolean"}]}}]}},"grants":{"type":"array","maxItems":10000,"items":{"$ref":"#/$defs/grant"}}},"required":["name"],"additionalProperties":false};
 const schema61 = {"title":"FileGrant","type":"object","properties":{"role":{"type":"string","minLength":1},"source":{"type":"string","minLength":1}},"required":["role","source"],"additionalProperties":false};
-const pattern24 = new RegExp("^[a-z0-9][a-z0-9_.@-]{0,127}$", "u");
-const pattern25 = new RegExp("^[a-z_][a-z0-9_]{0,62}$", "u");
+const pattern25 = new RegExp("^[a-z0-9][a-z0-9_.@-]{0,127}$", "u");
+const pattern26 = new RegExp("^[a-z_][a-z0-9_]{0,62}$", "u");
 
 function validate44(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -9045,7 +9070,7 @@ errors++;
 if(data.name !== undefined){
 let data0 = data.name;
 if(typeof data0 === "string"){
-if(!pattern24.test(data0)){
+if(!pattern25.test(data0)){
 const err2 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9_.@-]{0,127}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9_.@-]{0,127}$"+"\""};
 if(vErrors === null){
 vErrors = [err2];
@@ -9095,7 +9120,7 @@ errors++;
 for(const key1 in data2){
 const _errs8 = errors;
 if(typeof key1 === "string"){
-if(!pattern25.test(key1)){
+if(!pattern26.test(key1)){
 const err6 = {instancePath:instancePath+"/attributes",schemaPath:"#/properties/attributes/propertyNames/pattern",keyword:"pattern",params:{pattern: "^[a-z_][a-z0-9_]{0,62}$"},message:"must match pattern \""+"^[a-z_][a-z0-9_]{0,62}$"+"\"",propertyName:key1};
 if(vErrors === null){
 vErrors = [err6];
@@ -9645,8 +9670,8 @@ return errors === 0;
 validate47.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 const schema67 = {"title":"TimeWindowRule","description":"Allow the listed actions only inside a weekly window; outside it they are refused.","type":"object","properties":{"type":{"const":"time_window"},"days":{"type":"array","minItems":1,"items":{"type":"string","enum":["mon","tue","wed","thu","fri","sat","sun"]}},"start":{"type":"string","pattern":"^([01][0-9]|2[0-3]):[0-5][0-9]$"},"end":{"type":"string","pattern":"^([01][0-9]|2[0-4]):[0-5][0-9]$"},"timezone":{"type":"string","default":"UTC"},"actions":{"type":"array","items":{"$ref":"#/$defs/action"}},"reason":{"type":"string","maxLength":500}},"required":["type","days","start","end"],"additionalProperties":false};
-const pattern27 = new RegExp("^([01][0-9]|2[0-3]):[0-5][0-9]$", "u");
-const pattern28 = new RegExp("^([01][0-9]|2[0-4]):[0-5][0-9]$", "u");
+const pattern28 = new RegExp("^([01][0-9]|2[0-3]):[0-5][0-9]$", "u");
+const pattern29 = new RegExp("^([01][0-9]|2[0-4]):[0-5][0-9]$", "u");
 
 function validate49(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -9775,7 +9800,7 @@ errors++;
 if(data.start !== undefined){
 let data3 = data.start;
 if(typeof data3 === "string"){
-if(!pattern27.test(data3)){
+if(!pattern28.test(data3)){
 const err10 = {instancePath:instancePath+"/start",schemaPath:"#/properties/start/pattern",keyword:"pattern",params:{pattern: "^([01][0-9]|2[0-3]):[0-5][0-9]$"},message:"must match pattern \""+"^([01][0-9]|2[0-3]):[0-5][0-9]$"+"\""};
 if(vErrors === null){
 vErrors = [err10];
@@ -9800,7 +9825,7 @@ errors++;
 if(data.end !== undefined){
 let data4 = data.end;
 if(typeof data4 === "string"){
-if(!pattern28.test(data4)){
+if(!pattern29.test(data4)){
 const err12 = {instancePath:instancePath+"/end",schemaPath:"#/properties/end/pattern",keyword:"pattern",params:{pattern: "^([01][0-9]|2[0-4]):[0-5][0-9]$"},message:"must match pattern \""+"^([01][0-9]|2[0-4]):[0-5][0-9]$"+"\""};
 if(vErrors === null){
 vErrors = [err12];
@@ -9962,7 +9987,7 @@ errors++;
 if(data.name !== undefined){
 let data0 = data.name;
 if(typeof data0 === "string"){
-if(!pattern21.test(data0)){
+if(!pattern22.test(data0)){
 const err3 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9_.-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9_.-]{0,62}$"+"\""};
 if(vErrors === null){
 vErrors = [err3];
@@ -11038,7 +11063,7 @@ vErrors.push(err2);
 }
 errors++;
 }
-if(!pattern10.test(data0)){
+if(!pattern11.test(data0)){
 const err3 = {instancePath:instancePath+"/issuer",schemaPath:"#/properties/issuer/pattern",keyword:"pattern",params:{pattern: "^https?://"},message:"must match pattern \""+"^https?://"+"\""};
 if(vErrors === null){
 vErrors = [err3];
@@ -11638,7 +11663,7 @@ vErrors.push(err2);
 }
 errors++;
 }
-if(!pattern10.test(data0)){
+if(!pattern11.test(data0)){
 const err3 = {instancePath:instancePath+"/issuer",schemaPath:"#/properties/issuer/pattern",keyword:"pattern",params:{pattern: "^https?://"},message:"must match pattern \""+"^https?://"+"\""};
 if(vErrors === null){
 vErrors = [err3];
@@ -12077,7 +12102,7 @@ errors++;
 if(data.password_env !== undefined){
 let data1 = data.password_env;
 if(typeof data1 === "string"){
-if(!pattern19.test(data1)){
+if(!pattern20.test(data1)){
 const err7 = {instancePath:instancePath+"/password_env",schemaPath:"#/properties/password_env/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z_][A-Za-z0-9_]{0,127}$"},message:"must match pattern \""+"^[A-Za-z_][A-Za-z0-9_]{0,127}$"+"\""};
 if(vErrors === null){
 vErrors = [err7];
@@ -12299,7 +12324,7 @@ errors++;
 if(data.name !== undefined){
 let data0 = data.name;
 if(typeof data0 === "string"){
-if(!pattern24.test(data0)){
+if(!pattern25.test(data0)){
 const err2 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9_.@-]{0,127}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9_.@-]{0,127}$"+"\""};
 if(vErrors === null){
 vErrors = [err2];
@@ -12349,7 +12374,7 @@ errors++;
 for(const key1 in data2){
 const _errs8 = errors;
 if(typeof key1 === "string"){
-if(!pattern25.test(key1)){
+if(!pattern26.test(key1)){
 const err6 = {instancePath:instancePath+"/attributes",schemaPath:"#/properties/attributes/propertyNames/pattern",keyword:"pattern",params:{pattern: "^[a-z_][a-z0-9_]{0,62}$"},message:"must match pattern \""+"^[a-z_][a-z0-9_]{0,62}$"+"\"",propertyName:key1};
 if(vErrors === null){
 vErrors = [err6];
@@ -12771,7 +12796,7 @@ errors++;
 if(data.id !== undefined){
 let data0 = data.id;
 if(typeof data0 === "string"){
-if(!pattern15.test(data0)){
+if(!pattern16.test(data0)){
 const err5 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9_-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9_-]{0,62}$"+"\""};
 if(vErrors === null){
 vErrors = [err5];
@@ -12991,7 +13016,7 @@ errors++;
 if(data6.password_env !== undefined){
 let data8 = data6.password_env;
 if(typeof data8 === "string"){
-if(!pattern19.test(data8)){
+if(!pattern20.test(data8)){
 const err22 = {instancePath:instancePath+"/settings/reader/password_env",schemaPath:"#/$defs/credentials/properties/password_env/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z_][A-Za-z0-9_]{0,127}$"},message:"must match pattern \""+"^[A-Za-z_][A-Za-z0-9_]{0,127}$"+"\""};
 if(vErrors === null){
 vErrors = [err22];
@@ -13160,7 +13185,7 @@ errors++;
 if(data10.password_env !== undefined){
 let data12 = data10.password_env;
 if(typeof data12 === "string"){
-if(!pattern19.test(data12)){
+if(!pattern20.test(data12)){
 const err35 = {instancePath:instancePath+"/settings/writer/password_env",schemaPath:"#/$defs/credentials/properties/password_env/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z_][A-Za-z0-9_]{0,127}$"},message:"must match pattern \""+"^[A-Za-z_][A-Za-z0-9_]{0,127}$"+"\""};
 if(vErrors === null){
 vErrors = [err35];
@@ -13338,7 +13363,7 @@ errors++;
 if(data.source_id !== undefined){
 let data0 = data.source_id;
 if(typeof data0 === "string"){
-if(!pattern15.test(data0)){
+if(!pattern16.test(data0)){
 const err2 = {instancePath:instancePath+"/source_id",schemaPath:"#/properties/source_id/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9_-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9_-]{0,62}$"+"\""};
 if(vErrors === null){
 vErrors = [err2];
@@ -14834,7 +14859,7 @@ errors++;
 if(data.start !== undefined){
 let data3 = data.start;
 if(typeof data3 === "string"){
-if(!pattern27.test(data3)){
+if(!pattern28.test(data3)){
 const err10 = {instancePath:instancePath+"/start",schemaPath:"#/properties/start/pattern",keyword:"pattern",params:{pattern: "^([01][0-9]|2[0-3]):[0-5][0-9]$"},message:"must match pattern \""+"^([01][0-9]|2[0-3]):[0-5][0-9]$"+"\""};
 if(vErrors === null){
 vErrors = [err10];
@@ -14859,7 +14884,7 @@ errors++;
 if(data.end !== undefined){
 let data4 = data.end;
 if(typeof data4 === "string"){
-if(!pattern28.test(data4)){
+if(!pattern29.test(data4)){
 const err12 = {instancePath:instancePath+"/end",schemaPath:"#/properties/end/pattern",keyword:"pattern",params:{pattern: "^([01][0-9]|2[0-4]):[0-5][0-9]$"},message:"must match pattern \""+"^([01][0-9]|2[0-4]):[0-5][0-9]$"+"\""};
 if(vErrors === null){
 vErrors = [err12];
@@ -15746,7 +15771,7 @@ const schema103 = {"title":"DatabaseCredentials","type":"object","properties":{"
 const schema105 = {"title":"SourceTls","description":"Upstream TLS. off: plaintext; require: encrypted, server not verified; verify-ca: certificate chain checked against ca; verify-full: chain and host name (servername, default host) checked.","type":"object","properties":{"mode":{"type":"string","enum":["off","require","verify-ca","verify-full"]},"ca":{"description":"PEM bundle of the trusted certificate authorities (verify-ca, verify-full; default: the system store).","type":"string","maxLength":1048576},"servername":{"description":"Host name expected in the server certificate (verify-full).","type":"string","minLength":1,"maxLength":255}},"required":["mode"],"additionalProperties":false};
 const schema106 = {"title":"DocumentTableMapping","description":"Maps the rows of one table or view to discovery assets (issue 4, Build 2). Column values: id and title of any type (read as text); body text; type_column text; category_column text[] or text split on '/'; time_column a date or timestamp; audience_column text[] or text split on ','; entities_column jsonb [{type, value}]; links_column text[] of asset ids. A row whose id is NULL or empty is skipped.","type":"object","properties":{"table":{"description":"schema.table, exact names (no quoting).","type":"string","pattern":"^[^.\\s]+\\.[^.\\s]+$","maxLength":200},"id_column":{"$ref":"#/$defs/columnName"},"title_column":{"$ref":"#/$defs/columnName"},"body_column":{"$ref":"#/$defs/columnName"},"type_column":{"$ref":"#/$defs/columnName"},"document_type":{"description":"Document type of a row whose type_column is absent or NULL (default \"record\").","type":"string","minLength":1,"maxLength":64},"category_column":{"$ref":"#/$defs/columnName"},"category_path":{"description":"Category path of a row whose category_column is absent or empty (default [schema, table]). discover/request statements on this source match categories as on a documents source (*, a/b, a/b/*).","type":"array","maxItems":32,"items":{"type":"string","minLength":1,"maxLength":128}},"time_column":{"$ref":"#/$defs/columnName"},"audience_column":{"$ref":"#/$defs/columnName"},"audience":{"description":"Audience of a row whose audience_column is absent, NULL or empty (default none: visible to every identity that may discover it).","type":"array","maxItems":50,"items":{"type":"string","minLength":1,"maxLength":64}},"entities_column":{"$ref":"#/$defs/columnName"},"links_column":{"$ref":"#/$defs/columnName"},"max_rows":{"description":"Most rows indexed from this table (default 100000).","type":"integer","minimum":1,"maximum":1000000}},"required":["table","id_column","title_column","body_column"],"additionalProperties":false};
 const schema107 = {"title":"ColumnName","description":"A column name, exactly as stored (no quoting).","type":"string","minLength":1,"maxLength":63};
-const pattern41 = new RegExp("^[^.\\s]+\\.[^.\\s]+$", "u");
+const pattern42 = new RegExp("^[^.\\s]+\\.[^.\\s]+$", "u");
 
 function validate77(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -15824,7 +15849,7 @@ vErrors.push(err5);
 }
 errors++;
 }
-if(!pattern41.test(data0)){
+if(!pattern42.test(data0)){
 const err6 = {instancePath:instancePath+"/table",schemaPath:"#/properties/table/pattern",keyword:"pattern",params:{pattern: "^[^.\\s]+\\.[^.\\s]+$"},message:"must match pattern \""+"^[^.\\s]+\\.[^.\\s]+$"+"\""};
 if(vErrors === null){
 vErrors = [err6];
@@ -17803,7 +17828,7 @@ errors++;
 if(data.id !== undefined){
 let data5 = data.id;
 if(typeof data5 === "string"){
-if(!pattern15.test(data5)){
+if(!pattern16.test(data5)){
 const err17 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9_-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9_-]{0,62}$"+"\""};
 if(vErrors === null){
 vErrors = [err17];
@@ -18373,7 +18398,7 @@ vErrors.push(err5);
 }
 errors++;
 }
-if(!pattern41.test(data0)){
+if(!pattern42.test(data0)){
 const err6 = {instancePath:instancePath+"/table",schemaPath:"#/properties/table/pattern",keyword:"pattern",params:{pattern: "^[^.\\s]+\\.[^.\\s]+$"},message:"must match pattern \""+"^[^.\\s]+\\.[^.\\s]+$"+"\""};
 if(vErrors === null){
 vErrors = [err6];
@@ -20321,7 +20346,7 @@ if(evaluated0.dynamicItems){
 evaluated0.items = undefined;
 }
 if(typeof data === "string"){
-if(!pattern15.test(data)){
+if(!pattern16.test(data)){
 const err0 = {instancePath,schemaPath:"#/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9_-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9_-]{0,62}$"+"\""};
 if(vErrors === null){
 vErrors = [err0];
@@ -20561,7 +20586,7 @@ vErrors.push(err14);
 }
 errors++;
 }
-if(!pattern23.test(data5)){
+if(!pattern24.test(data5)){
 const err15 = {instancePath:instancePath+"/resource",schemaPath:"#/properties/resource/pattern",keyword:"pattern",params:{pattern: "^[^\\s]+$"},message:"must match pattern \""+"^[^\\s]+$"+"\""};
 if(vErrors === null){
 vErrors = [err15];

@@ -32,6 +32,7 @@ import { relatedDocumentsHandler } from './tools/handlers/related';
 import { approvalStatusHandler } from './tools/handlers/approval-status';
 import { approvalLookup } from './approvals/status';
 import { mountConsole } from './console/routes';
+import { openGovernanceAccess } from './admin/governance-db';
 import { startWebhookDispatcher } from './approvals/webhooks';
 import { documentsConnectorRequest } from './tools/handlers/documents-request';
 import { postgresRateLimiter, type RateLimitSettings } from './pipeline/05-rate-limit';
@@ -213,12 +214,15 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
   // At level debug: the limiter's state every 100 ms (bench/admission-trace.ts reads these lines).
   const capacityTrace = capacity && logger.isLevelEnabled('debug') ? setInterval(() => logger.debug({ component: 'admission', ...capacity.snapshot() }, 'admission state'), 100) : null;
   capacityTrace?.unref();
+  // Governance changes of /admin/v1 and /console: through the operator connection when configured,
+  // else on db with its role's privileges checked (one warning now when they would be refused).
+  const governance = await openGovernanceAccess({ db, operatorUrl: config.database?.operator_url, logger });
   const host = opts.host ?? config.listen.host;
   // Operations endpoints: on their own listener when ops_listen is set (issue 10, Build 8), else beside /mcp.
   const opsServer = config.ops_listen ? await listenOperations(createOperationsApp(metrics, ops, originPolicyFor(config.ops_listen.host ?? '127.0.0.1', config, logger), logger), config.ops_listen.host ?? '127.0.0.1', config.ops_listen.port) : null;
   const running = await listenGateway({
     healthz: !opsServer,
-    routes: [...(opsServer ? [] : [(app: import('express').Express) => mountOperations(app, metrics, ops, originPolicyFor(host, config))]), ...(require('./http') as typeof import('./http')).httpRoutes({ db, logger, circuitStates: () => registry.states(), connectors: registry, originPolicy: originPolicyFor(host, config) }), (app) => mountConsole(app, { db, connectors: registry, originPolicy: originPolicyFor(host, config), logger, sessions: consoleSessionTimeouts(config) }), ...(opts.routes ?? [])], // eslint-disable-line @typescript-eslint/no-require-imports
+    routes: [...(opsServer ? [] : [(app: import('express').Express) => mountOperations(app, metrics, ops, originPolicyFor(host, config))]), ...(require('./http') as typeof import('./http')).httpRoutes({ db, logger, circuitStates: () => registry.states(), connectors: registry, originPolicy: originPolicyFor(host, config), governance }), (app) => mountConsole(app, { db, connectors: registry, originPolicy: originPolicyFor(host, config), logger, sessions: consoleSessionTimeouts(config), governance }), ...(opts.routes ?? [])], // eslint-disable-line @typescript-eslint/no-require-imports
     observe: (e) => metrics.observeToolCall(e),
     rateLimiter,
     clientLimits: clientLimitSettings(config.client_limits ?? DEFAULT_CONFIG.client_limits),
@@ -300,6 +304,7 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
       if (capacityTrace) clearInterval(capacityTrace);
       capacity?.close();
       await limiterPool.end().catch(() => undefined);
+      await governance.close().catch(() => undefined);
       // Every answer has waited for its event; the writer's chains end with their seals (issue 28).
       await auditSink.close().catch(() => undefined);
       await auditPool.end().catch(() => undefined);

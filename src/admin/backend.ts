@@ -24,6 +24,7 @@ import { addPolicies, getPolicy, listPolicies, removePolicy, type PolicyRecord }
 import { listApprovals, requireApproval, sweepExpiredApprovals, type ApprovalFailureCause, type ApprovalRecord, type ApprovalState } from '../control/approvals';
 import { searchAudit, tailAudit, type AuditKind, type AuditPage, type AuditRecord } from '../audit/writer';
 import type { SourceConnectorRegistry } from '../sources/registry';
+import type { GovernanceAccess, GovernanceFamily } from './governance-db';
 
 /** Catalog summary of a source (null when never scanned). */
 export interface CatalogSummary {
@@ -146,6 +147,13 @@ export interface DirectBackendOptions {
    * CLI, the token's or console session's operator on the server. Absent: "system".
    */
   operator?: string;
+  /**
+   * Where governance changes (identities, keys, sources, roles, grants, policies, apply) are written
+   * and whether the role may (src/admin/governance-db.ts): the operator connection, or the
+   * gateway's pool with its privileges checked. Absent: on `db`, unchecked (the CLI as the owner).
+   * Reads, scans and approvals always use `db`.
+   */
+  governance?: GovernanceAccess;
 }
 
 /** What approve/reject in src/approvals/execute.ts do (loaded on first use: the data plane owns it). */
@@ -178,23 +186,26 @@ export function directBackend(db: ControlDb, opts: DirectBackendOptions = {}): O
   const oneView = async (r: SourceRecord): Promise<SourceView> => view(r, (await catalogSummaries(db)).get(r.id) ?? null, circuits());
   const actor = { operator: opts.operator };
   const identityId = async (nameOrId: string | undefined) => (nameOrId ? (await requireIdentity(db, nameOrId)).id : undefined);
+  // A governance write: on the governance access's pool when there is one (refused clearly when its role may not), else on db.
+  const write = <T>(family: GovernanceFamily, fn: (g: ControlDb) => Promise<T>): Promise<T> => (opts.governance ? opts.governance.run(family, fn) : fn(db));
 
   return {
     listIdentities: () => listIdentities(db),
     showIdentity: (name) => showIdentity(db, name),
-    createIdentity: (name) => createIdentity(db, name, actor),
-    setIdentityEnabled: (name, enabled) => (enabled ? enableIdentity(db, name, actor) : disableIdentity(db, name, actor)),
-    setIdentityAttributes: (name, changes) => setIdentityAttributes(db, name, changes, actor),
+    createIdentity: (name) => write('identity', (g) => createIdentity(g, name, actor)),
+    setIdentityEnabled: (name, enabled) => write('identity', (g) => (enabled ? enableIdentity(g, name, actor) : disableIdentity(g, name, actor))),
+    setIdentityAttributes: (name, changes) => write('identity', (g) => setIdentityAttributes(g, name, changes, actor)),
 
     async createKey(identity, o = {}) {
       const idn = await requireIdentity(db, identity);
-      const k = await createApiKey(db, idn.id, { expiresAt: toDate(o.expiresAt, 'expiresAt') }, actor);
+      const expiresAt = toDate(o.expiresAt, 'expiresAt');
+      const k = await write('key', (g) => createApiKey(g, idn.id, { expiresAt }, actor));
       return { keyId: k.keyId, identity: idn.name, secret: k.secret, prefix: k.prefix, expiresAt: k.expiresAt, warning: 'Store this key now: it is shown only once and cannot be recovered.' };
     },
     async listKeys(identity) {
       return listApiKeys(db, { identityId: await identityId(identity) });
     },
-    revokeKey: (keyId) => revokeApiKey(db, keyId, actor),
+    revokeKey: (keyId) => write('key', (g) => revokeApiKey(g, keyId, actor)),
 
     async listSources() {
       const [rows, cats] = await Promise.all([listSources(db), catalogSummaries(db)]);
@@ -205,7 +216,7 @@ export function directBackend(db: ControlDb, opts: DirectBackendOptions = {}): O
       return oneView(await requireSource(db, id));
     },
     async addSource(definition, o = {}) {
-      const rec = await addSource(db, definition, actor);
+      const rec = await write('source', (g) => addSource(g, definition, actor));
       let scan: ScanResult | null = null;
       let scanError: string | null = null;
       if (rec.type === 'postgres' && rec.enabled && o.scan !== false) {
@@ -218,7 +229,7 @@ export function directBackend(db: ControlDb, opts: DirectBackendOptions = {}): O
       return { source: await oneView(rec), scan, scanError };
     },
     async setSourceEnabled(id, enabled) {
-      return oneView(await setSourceEnabled(db, id, enabled, actor));
+      return oneView(await write('source', (g) => setSourceEnabled(g, id, enabled, actor)));
     },
     scanSource: (id) => scanSource(db, id),
     async circuitState(id) {
@@ -226,7 +237,7 @@ export function directBackend(db: ControlDb, opts: DirectBackendOptions = {}): O
       return { sourceId: id, state: circuits()[id] ?? 'closed' };
     },
     async updateSource(id, patch, o) {
-      const u = await updateSource(db, id, patch, { operator: o.operator });
+      const u = await write('source', (g) => updateSource(g, id, patch, { operator: o.operator }));
       let scan: ScanResult | null = null;
       let scanError: string | null = null;
       if (u.connectionChanged && u.source.type === 'postgres' && u.source.enabled && o.scan !== false) {
@@ -238,9 +249,10 @@ export function directBackend(db: ControlDb, opts: DirectBackendOptions = {}): O
       }
       return { source: await oneView(u.source), changed: u.changed, scan, scanError };
     },
-    removeSource: (id, o) => removeSource(db, id, o),
+    removeSource: (id, o) => write('source', (g) => removeSource(g, id, o)),
 
-    applyFile: (input, o) => applyInterlockFile(db, input, o),
+    // A plan only reads: it runs on db whatever the role.
+    applyFile: (input, o) => (o.plan ? applyInterlockFile(db, input, o) : write('apply', (g) => applyInterlockFile(g, input, o))),
     exportFile: () => exportInterlockFile(db),
 
     listRoles: () => listRoles(db),
@@ -249,19 +261,19 @@ export function directBackend(db: ControlDb, opts: DirectBackendOptions = {}): O
       if (!r) throw new NotFoundError(`role "${name}" not found`);
       return r;
     },
-    putRole: (role) => upsertRole(db, role, actor),
+    putRole: (role) => write('role', (g) => upsertRole(g, role, actor)),
 
     async listGrants(f = {}) {
       return listGrants(db, { identityId: await identityId(f.identity), sourceId: f.source, roleName: f.role });
     },
     async grant(g) {
       const i = await requireIdentity(db, g.identity);
-      const created = await grantRole(db, { identityId: i.id, roleName: g.role, sourceId: g.source }, actor);
+      const created = await write('grant', (w) => grantRole(w, { identityId: i.id, roleName: g.role, sourceId: g.source }, actor));
       return { identity: i.name, role: g.role, source: g.source, created };
     },
     async revoke(g) {
       const i = await requireIdentity(db, g.identity);
-      if (!(await revokeGrant(db, { identityId: i.id, roleName: g.role, sourceId: g.source }, actor))) throw new NotFoundError(`${i.name} holds no role ${g.role} on ${g.source}`);
+      if (!(await write('grant', (w) => revokeGrant(w, { identityId: i.id, roleName: g.role, sourceId: g.source }, actor)))) throw new NotFoundError(`${i.name} holds no role ${g.role} on ${g.source}`);
       return { identity: i.name, role: g.role, source: g.source, revoked: true };
     },
 
@@ -271,9 +283,9 @@ export function directBackend(db: ControlDb, opts: DirectBackendOptions = {}): O
       if (!p) throw new NotFoundError(`policy "${name}" not found`);
       return p;
     },
-    addPolicies: (input, o = {}) => addPolicies(db, input, { replace: o.replace }, actor),
+    addPolicies: (input, o = {}) => write('policy', (g) => addPolicies(g, input, { replace: o.replace }, actor)),
     async removePolicy(name) {
-      if (!(await removePolicy(db, name, actor))) throw new NotFoundError(`policy "${name}" not found`);
+      if (!(await write('policy', (g) => removePolicy(g, name, actor)))) throw new NotFoundError(`policy "${name}" not found`);
       return { name, removed: true };
     },
 

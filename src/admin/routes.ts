@@ -13,7 +13,9 @@
  * --json`. Errors are `{error, code, message, details?}`: ValidationError → 400
  * validation_failed, NotFoundError → 404 not_found, ConflictError → 409 conflict, a self-approval
  * → 403 self_approval_forbidden, a stored password that would follow a changed endpoint → 400
- * password_required (issue 24, item 1), an unreachable source → 503 unavailable.
+ * password_required (issue 24, item 1), an unreachable source → 503 unavailable, a governance
+ * change the gateway's database role may not make (no operator connection, or one whose role lacks
+ * `interlock db grant-operator-role`) → 403 forbidden naming the fix (src/admin/governance-db.ts).
  * spec/openapi-v1.yaml describes every route.
  */
 import express, { type Express, type NextFunction, type Request, type Response } from 'express';
@@ -28,6 +30,7 @@ import type { SourceConnectorRegistry } from '../sources/registry';
 import { defaultOriginPolicy, type OriginPolicy } from '../transport/http-headers';
 import { hostOriginGuard, isObject, jsonBody, routerErrorHandler, sendError, type HttpErrorCode } from '../http/common';
 import { directBackend, type OperatorBackend } from './backend';
+import { GovernanceAccess } from './governance-db';
 import { resolveOperatorToken, type Operator } from './tokens';
 import { adminApiSecrets } from '../declarative/schema';
 
@@ -41,6 +44,11 @@ export interface AdminOptions {
   logger?: Logger;
   /** Host/Origin guard (default: loopback names only). */
   originPolicy?: OriginPolicy;
+  /**
+   * Where governance changes are written (src/admin/governance-db.ts: the operator connection, or
+   * `db` with its role's privileges checked). Default: `db`, checked on first use.
+   */
+  governance?: GovernanceAccess;
 }
 
 /** Path prefix of the admin API. */
@@ -110,7 +118,8 @@ export function mountAdmin(app: Express, _deps: DispatchDeps | undefined, opts: 
   });
 
   // One backend per request: its governance changes are audited in the token's operator's name.
-  const backendFor = (operator: Operator) => directBackend(opts.db, { circuitStates: opts.circuitStates, connectors: opts.connectors, logger, operator: operator.name });
+  const governance = opts.governance ?? new GovernanceAccess(opts.db, 'runtime', logger);
+  const backendFor = (operator: Operator) => directBackend(opts.db, { circuitStates: opts.circuitStates, connectors: opts.connectors, logger, operator: operator.name, governance });
   const route = (method: 'get' | 'post' | 'put' | 'patch' | 'delete', path: string, handler: Handler, status = 200) => {
     const run = async (req: Request, res: Response) => {
       const operator = res.locals.operator as Operator;

@@ -23,7 +23,7 @@ import YAML from 'yaml';
 import type { GatewayConfig } from '../../generated/config-v1';
 import protocolSpec from '../../spec/protocol-v1.json';
 import { loadConfig, type ResolvedGatewayConfig } from '../control/config';
-import { ensureDatabase, grantRuntimeRole, migrationStatus, openControlDb, redactUrl, runMigrations, type ControlDb } from '../control/db';
+import { ensureDatabase, grantOperatorRole, grantRuntimeRole, migrationStatus, openControlDb, redactUrl, runMigrations, type ControlDb } from '../control/db';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../control/embedded';
 import { issueDemoKey, provisionDemoSetup } from '../demo/provision';
 import pg from 'pg';
@@ -412,6 +412,15 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
       const s = session(cmd);
       await grantRuntimeRole(await s.db(), role);
       s.print(`granted the gateway runtime privileges to database role ${role}`, { role, granted: true });
+    });
+  dbCmd
+    .command('grant-operator-role')
+    .description('grant a database role what the admin API and console need to change governance state through the operator connection (INTERLOCK_OPERATOR_DATABASE_URL): identities, keys, sources, roles, grants, policies and their config events; nothing on the trail beyond appending, no DDL')
+    .argument('<role>', 'existing PostgreSQL role of the operator connection (not the runtime role)')
+    .action(async (role: string, _o: unknown, cmd: Command) => {
+      const s = session(cmd);
+      await grantOperatorRole(await s.db(), role);
+      s.print(`granted the operator privileges to database role ${role}`, { role, granted: true });
     });
 
   // ---- source --------------------------------------------------------------------------------

@@ -42,6 +42,7 @@ import { getSource } from '../control/sources';
 import { directBackend } from '../admin/backend';
 import { resolveOperatorToken } from '../admin/tokens';
 import { sendControlError } from '../admin/routes';
+import { GovernanceAccess } from '../admin/governance-db';
 import { initStatementDisplay, showInvisible, statementForDisplay } from '../approvals/statement';
 import type { SourceConnectorRegistry } from '../sources/registry';
 import { defaultOriginPolicy, type OriginPolicy } from '../transport/http-headers';
@@ -61,6 +62,8 @@ export interface ConsoleOptions {
   pollMs?: number;
   /** Session timeouts (config console.*; default DEFAULT_SESSION_TIMEOUTS). */
   sessions?: SessionTimeouts;
+  /** Where the identity Disable is written (src/admin/governance-db.ts). Default: `db`, its role's privileges checked on first use. */
+  governance?: GovernanceAccess;
 }
 
 /** Folder of the console's static files. */
@@ -142,6 +145,7 @@ export function mountConsole(app: Express, opts: ConsoleOptions): void {
   const { db, logger } = opts;
   const router = express.Router();
   const backend = directBackend(db, { connectors: opts.connectors, logger });
+  const governance = opts.governance ?? new GovernanceAccess(db, 'runtime', logger);
   let keyP: Promise<Buffer> | null = null;
   const key = () => (keyP ??= getKeyPepper(db).then(consoleKey));
   const timeouts = opts.sessions ?? DEFAULT_SESSION_TIMEOUTS;
@@ -273,7 +277,7 @@ export function mountConsole(app: Express, opts: ConsoleOptions): void {
   router.get('/console/api/identities', authed(false), run(async () => ({ identities: await backend.listIdentities() })));
   router.post('/console/api/identities/:name/disable', authed(true), ...jsonBody(16 * 1024), run(async (req, res) =>
     // Audited in the signed-in operator's name.
-    directBackend(db, { connectors: opts.connectors, logger, operator: (res.locals.session as ConsoleSession).operator }).setIdentityEnabled(String(req.params.name), false),
+    directBackend(db, { connectors: opts.connectors, logger, operator: (res.locals.session as ConsoleSession).operator, governance }).setIdentityEnabled(String(req.params.name), false),
   ));
   router.get('/console/api/events', authed(false), async (req, res) => {
     res.writeHead(200, { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-store', 'X-Accel-Buffering': 'no', Connection: 'keep-alive' });

@@ -20,7 +20,8 @@ export type { GatewayConfig } from '../../generated/config-v1';
 export interface ResolvedGatewayConfig {
   /** request_timeout_ms / headers_timeout_ms: node:http requestTimeout and headersTimeout (red-team F4). */
   listen: { host: string; port: number; request_timeout_ms: number; headers_timeout_ms: number; tls?: { cert_file: string; key_file: string } };
-  database: { url?: string; embedded_data_dir: string; embedded_port: number; pool_size: number };
+  /** operator_url: the operator connection of the admin API and console's governance changes (src/admin/governance-db.ts); unset: they use url's role. */
+  database: { url?: string; embedded_data_dir: string; embedded_port: number; pool_size: number; operator_url?: string };
   allowed_hosts: string[];
   allowed_origins: string[];
   /** Express `trust proxy` (issue 24, item 3): which proxies' X-Forwarded-Proto/-For are believed. */
@@ -81,6 +82,7 @@ export const ENV_VARS: Readonly<Record<string, readonly [string[], EnvKind]>> = 
   INTERLOCK_EMBEDDED_DATA_DIR: [['database', 'embedded_data_dir'], 'string'],
   INTERLOCK_EMBEDDED_PORT: [['database', 'embedded_port'], 'int'],
   INTERLOCK_DATABASE_POOL_SIZE: [['database', 'pool_size'], 'int'],
+  INTERLOCK_OPERATOR_DATABASE_URL: [['database', 'operator_url'], 'string'],
   INTERLOCK_ALLOWED_HOSTS: [['allowed_hosts'], 'list'],
   INTERLOCK_ALLOWED_ORIGINS: [['allowed_origins'], 'list'],
   INTERLOCK_TLS_CERT_FILE: [['listen', 'tls', 'cert_file'], 'string'],

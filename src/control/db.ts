@@ -341,6 +341,58 @@ export async function grantRuntimeRole(db: ControlDb, role: string): Promise<voi
   });
 }
 
+/**
+ * Tables the operator role (grantOperatorRole) may read, and the writes it may make to each: what the
+ * admin API and the console need to change governance state (src/admin/governance-db.ts). Apply and
+ * source removal read approvals and reject a removed source's pending ones; a scan keeps the catalog.
+ */
+export const OPERATOR_ROLE_WRITES: Readonly<Record<string, string>> = Object.freeze({
+  identities: 'INSERT, UPDATE (disabled, disabled_at, attributes)',
+  api_keys: 'INSERT, UPDATE (revoked_at)',
+  sources: 'INSERT, UPDATE, DELETE',
+  roles: 'INSERT, UPDATE, DELETE',
+  grants: 'INSERT, UPDATE (granted_by), DELETE',
+  policies: 'INSERT, UPDATE, DELETE',
+  claim_mappings: 'INSERT, UPDATE, DELETE',
+  catalog_snapshots: 'INSERT, UPDATE, DELETE',
+  approvals: 'UPDATE (state, decided_by, decided_at)',
+  identity_subjects: '',
+});
+
+/** Tables the operator role is refused everything on (grantOperatorRole revokes them, tightening an earlier grant). */
+const OPERATOR_ROLE_NONE = ['audit_events', 'audit_batches', 'audit_archives', 'audit_chain_lock', 'operator_tokens', 'console_sessions', 'settings', 'rate_limits', 'webhook_deliveries'];
+
+/**
+ * Grants `role` what the admin API and console need to change governance state through the operator
+ * connection (config database.operator_url; run as the owner): CONNECT and USAGE on schema public;
+ * SELECT on the tables of OPERATOR_ROLE_WRITES and the writes listed there; EXECUTE of
+ * interlock_audit_append_v2 to record each change's config event (and the approval events of a removed
+ * source's rejected approvals). Nothing on the trail beyond appending through that function (no
+ * INSERT, UPDATE, DELETE or TRUNCATE of audit tables, not even SELECT; no audit_chain_lock), nothing on
+ * operator tokens, console sessions, settings (the key pepper), rate limits or webhook deliveries,
+ * no sequences, no DDL. Throws ControlError not_found when the role does not exist, conflict when it
+ * holds the runtime role's grants (give the operator connection a role of its own).
+ */
+export async function grantOperatorRole(db: ControlDb, role: string): Promise<void> {
+  const exists = await db.pool.query('SELECT 1 FROM pg_roles WHERE rolname = $1', [role]);
+  if (exists.rowCount === 0) throw new ControlError('not_found', `database role "${role}" does not exist (CREATE ROLE ${role} LOGIN PASSWORD '…' first)`);
+  const runtime = await db.pool.query<{ r: boolean }>("SELECT has_table_privilege($1, 'rate_limits', 'INSERT') AS r", [role]);
+  if (runtime.rows[0].r) throw new ConflictError(`database role "${role}" holds the gateway runtime role's grants: the operator connection needs a role of its own (CREATE ROLE … LOGIN, then interlock db grant-operator-role)`);
+  const r = pg.Client.prototype.escapeIdentifier(role);
+  await withTransaction(db, async (c) => {
+    const dbName = (await c.query<{ d: string }>('SELECT current_database() AS d')).rows[0].d;
+    await c.query(`GRANT CONNECT ON DATABASE ${pg.Client.prototype.escapeIdentifier(dbName)} TO ${r}`);
+    await c.query(`GRANT USAGE ON SCHEMA public TO ${r}`);
+    const none = (await c.query<{ t: string }>('SELECT c.relname AS t FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = current_schema() AND c.relname = ANY($1)', [[...OPERATOR_ROLE_NONE, 'audit_events_default']])).rows.map((x) => x.t);
+    for (const t of none) await c.query(`REVOKE ALL ON ${pg.Client.prototype.escapeIdentifier(t)} FROM ${r}`);
+    for (const [table, writes] of Object.entries(OPERATOR_ROLE_WRITES)) {
+      await c.query(`GRANT SELECT ON ${table} TO ${r}`);
+      if (writes) await c.query(`GRANT ${writes} ON ${table} TO ${r}`);
+    }
+    await c.query(`GRANT EXECUTE ON FUNCTION interlock_audit_append_v2(text) TO ${r}`);
+  });
+}
+
 /** Longest wait between two reconnect attempts of a LISTEN connection, in ms. */
 export const LISTEN_RETRY_MAX_MS = 4000;
 

@@ -11,6 +11,7 @@ import type { DispatchDeps } from '../protocol/dispatch';
 import type { SourceConnectorRegistry } from '../sources/registry';
 import type { OriginPolicy } from '../transport/http-headers';
 import { mountAdmin } from '../admin/routes';
+import type { GovernanceAccess } from '../admin/governance-db';
 import { mountLegacyRoutes } from './legacy';
 import { mountV1 } from './v1';
 
@@ -28,6 +29,8 @@ export interface HttpRoutesOptions {
   /** The same Host/Origin policy as POST /mcp (originPolicyFor(host, config)). */
   originPolicy?: OriginPolicy;
   logger?: Logger;
+  /** Where the admin API writes governance changes (src/admin/governance-db.ts); default: db, checked. */
+  governance?: GovernanceAccess;
 }
 
 /** The three route modules, in mounting order, ready for GatewayAppOptions.routes. */
@@ -35,6 +38,6 @@ export function httpRoutes(opts: HttpRoutesOptions): Array<(app: Express, deps: 
   return [
     (app, deps) => mountLegacyRoutes(app, deps, { originPolicy: opts.originPolicy, logger: opts.logger }),
     (app, deps) => mountV1(app, deps, { originPolicy: opts.originPolicy, logger: opts.logger }),
-    (app, deps) => mountAdmin(app, deps, { db: opts.db, circuitStates: opts.circuitStates, connectors: opts.connectors, originPolicy: opts.originPolicy, logger: opts.logger }),
+    (app, deps) => mountAdmin(app, deps, { db: opts.db, circuitStates: opts.circuitStates, connectors: opts.connectors, originPolicy: opts.originPolicy, logger: opts.logger, governance: opts.governance }),
   ];
 }

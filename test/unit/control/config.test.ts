@@ -153,6 +153,20 @@ describe('loadConfig', () => {
   });
 });
 
+describe('database.operator_url: the operator connection of the admin API and console', () => {
+  test('from INTERLOCK_OPERATOR_DATABASE_URL or the file; several hosts allowed; only postgres URLs; unset by default', () => {
+    const url = 'postgres://il_ops:s3cret@db1:5432,db2:5433/interlock?target_session_attrs=read-write';
+    expect(loadConfig({ env: { INTERLOCK_OPERATOR_DATABASE_URL: url } }).database).toEqual({ ...DEFAULT_CONFIG.database, operator_url: url });
+    const p = file('operator.yaml', 'database:\n  url: postgres://il_rt@db/interlock\n  operator_url: postgresql://il_ops@db/interlock\n');
+    expect(loadConfig({ file: p, env: {} }).database).toEqual({ ...DEFAULT_CONFIG.database, url: 'postgres://il_rt@db/interlock', operator_url: 'postgresql://il_ops@db/interlock' });
+    // The variable wins over the file, like every other.
+    expect(loadConfig({ file: p, env: { INTERLOCK_OPERATOR_DATABASE_URL: url } }).database.operator_url).toBe(url);
+    expect(problems(() => loadConfig({ env: { INTERLOCK_OPERATOR_DATABASE_URL: 'mysql://x' } })).details).toEqual(['INTERLOCK_OPERATOR_DATABASE_URL: must match pattern "^postgres(ql)?://"']);
+    expect(DEFAULT_CONFIG.database).not.toHaveProperty('operator_url');
+    expect(loadConfig({ env: { INTERLOCK_OPERATOR_DATABASE_URL: '' } })).toEqual(DEFAULT_CONFIG);
+  });
+});
+
 describe('audit.commit_timeout_ms (issue 11)', () => {
   test('set by INTERLOCK_AUDIT_COMMIT_TIMEOUT_MS; outside 100–60000 ms it is refused', () => {
     expect(loadConfig({ env: { INTERLOCK_AUDIT_COMMIT_TIMEOUT_MS: '500' } }).audit).toEqual({ commit_timeout_ms: 500, retention_min_days: 0 });
