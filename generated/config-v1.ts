@@ -4651,13 +4651,17 @@ export interface GatewayConfig {
      */
     sample_pool_wait?: boolean;
     /**
-     * Give each identity a limit of its own inside the replica's (INTERLOCK_ADMISSION_IDENTITY_LIMIT, true or false): an AIMD limit whose signal is the identity's wait for its own source slots (max_concurrent_per_identity), which the replica's limit leaves out. When the identity's average own-slot wait (over ~10 calls) passes identity_slot_wait_ms, or one of its calls is refused for lack of a source slot, its limit falls to 0.9 × its calls in flight (at most every 100 ms); otherwise it climbs by 1 ÷ limit per call and is removed once it reaches the replica's limit. Its excess calls are refused at once with rate_limited and Retry-After, like those beyond the replica's limit; other identities and the replica's limit are untouched. At most 10,000 identities are limited at once (the oldest entry goes first). Default false (bench/RESULTS.md, h29i).
+     * Give each identity a limit of its own inside the replica's (INTERLOCK_ADMISSION_IDENTITY_LIMIT, true or false), in calls of the gateway, set by the identity's queue for its own source slots (max_concurrent_per_identity), which the replica's limit leaves out. An identity gets one when a call of it waited for its own slots longer than its allowance (below) or was refused for lack of a source slot. At most every 100 ms (or once per latency of its calls), over its calls admitted since the last change: when their mean own-slot wait passes the allowance, max(identity_slot_wait_ms, identity_wait_ratio × their mean statement time), the share of its calls in flight queued beyond it (excess wait ÷ latency, Little's law) is taken off its limit (at most half); otherwise, while it uses at least half its limit, the limit grows by its square root, and it is removed once it reaches the replica's limit. A call refused for lack of a source slot lowers it to 0.9 × its calls in flight. Its excess calls are refused at once with rate_limited and Retry-After, like those beyond the replica's limit; other identities and the replica's limit are untouched. At most 10,000 identities are limited at once (the oldest entry goes first). Default false (bench/RESULTS.md, h29i, h29n).
      */
     identity_limit?: boolean;
     /**
-     * identity_limit: the average wait for an identity's own source slots, in milliseconds, above which its limit falls. Default 5.
+     * identity_limit: the least mean wait for an identity's own source slots, in milliseconds, that its limit allows, whatever its statements' time. Default 1.
      */
     identity_slot_wait_ms?: number;
+    /**
+     * identity_limit: the mean wait for an identity's own source slots that its limit allows, as a multiple of its statements' mean time (by Little's law about this many calls waiting per busy slot: enough to keep its slots busy through the gateway's own stalls). Default 2 (bench/RESULTS.md, h29n).
+     */
+    identity_wait_ratio?: number;
     /**
      * controller min_rtt: the percentile (nearest rank) of call latencies taken both for minRTT and for each 100 ms sample. Default 90.
      */

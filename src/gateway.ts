@@ -335,6 +335,7 @@ export function capacityLimiter(a: NonNullable<ResolvedGatewayConfig['admission'
       samplePoolWait: a.sample_pool_wait ?? false,
       identityLimit: a.identity_limit ?? DEFAULT_CAPACITY.identityLimit,
       identitySlotWaitMs: a.identity_slot_wait_ms ?? DEFAULT_CAPACITY.identitySlotWaitMs,
+      identityWaitRatio: a.identity_wait_ratio ?? DEFAULT_CAPACITY.identityWaitRatio,
     },
     { auditQueueDepth },
   );

@@ -83,30 +83,42 @@
  * (The connector's fair share of each source pool and client_limits.streams_per_identity keep
  * working behind it.)
  *
- * Per-identity limit (setting `identityLimit`, config admission.identity_limit; issue 29, h29i):
- * the global sample leaves out a call's wait for its identity's own source slots (fair-share.ts),
- * so that a flooding identity cannot lower the limit for everyone; but then one identity sending
- * more than its slots take has its admitted calls queue there, unseen (bench 11: 35–1,670 ms per
- * call). So each identity may also have a limit of its own, an AIMD one as in Netflix's
- * concurrency-limits (AIMDLimit, one partition per key), whose signal is that wait alone
- * (release's slotWaitMs): a call that waited more than `identitySlotWaitMs` while the fast average
- * (as shortRtt, over ~10 calls) of the identity's own-slot wait is above it too, or a drop of that
- * identity's call, lowers its limit to keep × min(limit, its calls in flight), keep = 1 − the
- * share of them queued for its own slots (Little's law: the fast average of its own-slot wait ÷
- * that of its calls' latency, from admission to release), within [0.5, 0.9] (0.9 for a drop),
- * at most once per DECREASE_STEP_MS and only by a call admitted after the last decrease (one
- * admitted under the old limit says nothing of the new one); a call that waited no more than
- * `identitySlotWaitMs` raises it by 1 / limit (one per limit's worth of calls), only while the
- * identity holds at least half its limit; otherwise it holds; at or above the global limit the identity's entry is removed (no limit of
- * its own). Never below IDENTITY_MIN_LIMIT. A call of an identity holding (and queued for) its
- * own limit is refused at once like one beyond the global limit (rate_limited, Retry-After, before
- * identity work when its token is known: refuseKnown), counted in `identityRefused`. Nothing else
- * changes: other identities' calls, the global limit and its sample are untouched. Memory: an
- * entry exists only for an identity whose own-slot wait passed the threshold (or whose call was
- * dropped) and that has not yet climbed back; at most IDENTITY_LIMITS_MAX entries (the oldest
- * made goes first: a client minting identities can only make a limited one start over, which
- * its next waits limit again). The limit is per identity across sources (admission comes before
- * the statement names its source): an identity queueing on one source is limited on all.
+ * Per-identity limit (setting `identityLimit`, config admission.identity_limit; issue 29, h29i,
+ * h29n): the global sample leaves out a call's wait for its identity's own source slots
+ * (fair-share.ts), so that a flooding identity cannot lower the limit for everyone; but then one
+ * identity sending more than its slots take has its admitted calls queue there, unseen (bench 11:
+ * 35–1,670 ms per call). So each identity that queues there gets a limit of its own, in calls of
+ * the gateway (its calls in flight, in every phase: parse, analysis, statement, audit commit), set
+ * by a gradient of its own queue, one partition per key as in Netflix's concurrency-limits:
+ * - an entry is made when one of its calls waited for its own slots more than the allowance
+ *   (below), or was dropped; it starts at the replica's limit (no restriction yet);
+ * - its calls admitted after the entry's last change are summed (own-slot wait W, statement time S
+ *   = source time less both waits, latency L from admission to release); at the first release at
+ *   least IDENTITY_STEP_MS after the last change, once they are at least half its calls in flight (the first
+ *   calls to finish after a change are those that waited least: with slow statements one of them
+ *   alone raised the limit, traced on the integration test), the means over them decide:
+ *   allowance A = max(`identitySlotWaitMs`, `identityWaitRatio` × S̄) — the queue the identity may
+ *   keep: by Little's law W̄ = ratio × S̄ means about `ratio` calls waiting per busy slot, enough
+ *   to keep its slots busy, so the limit costs no goodput; a threshold relative to the statement,
+ *   so slow statements (or a slow event loop, which lengthens every statement as seen here) are
+ *   not taken for a queue. When W̄ > A the excess share of its calls in flight is taken off —
+ *   limit ← min(limit, in flight + 1) × (1 − (W̄ − A) ÷ L̄), kept ≥ 0.5 × — and only that: the
+ *   calls in the gateway's other phases stay (the h29i rule scaled all of them and held the
+ *   identity near its slot count, 0.81 × P at 1×). Otherwise, while it holds at least half its
+ *   limit, limit ← limit + √limit (probing upward; one step per IDENTITY_STEP_MS or per latency,
+ *   whichever is longer). Never below IDENTITY_MIN_LIMIT; at or above the replica's limit the
+ *   entry is removed (no limit of its own);
+ * - a drop (a call of it refused behind admission for lack of a source slot) lowers it at once to
+ *   0.9 × min(limit, in flight + 1), at most once per IDENTITY_STEP_MS.
+ * A call of an identity holding (and queued for) its own limit is refused at once like one beyond
+ * the global limit (rate_limited, Retry-After, before identity work when its token is known:
+ * refuseKnown), counted in `identityRefused`. Nothing else changes: other identities' calls, the
+ * global limit and its sample are untouched. Cost: for an identity without an entry one
+ * comparison per released call; with one, four additions, and a Map lookup per call while any
+ * entry exists. Memory: at most IDENTITY_LIMITS_MAX entries (the oldest made goes first: a client
+ * minting identities can only make a limited one start over, which its next waits limit again).
+ * The limit is per identity across sources (admission comes before the statement names its
+ * source): an identity queueing on one source is limited on all.
  *
  * Units: milliseconds, calls. In memory per replica.
  */
@@ -172,8 +184,10 @@ export interface CapacitySettings {
   samplePoolWait: boolean;
   /** Per-identity limit from the identity's own-slot wait (see the module: per-identity limit). */
   identityLimit: boolean;
-  /** Per-identity limit: the fast average of an identity's own-slot wait (ms) above which its limit falls. */
+  /** Per-identity limit: the least own-slot wait (ms, mean over a step) allowed an identity, whatever its statements' time. */
   identitySlotWaitMs: number;
+  /** Per-identity limit: the own-slot wait allowed, as a multiple of the identity's mean statement time (about this many calls waiting per busy slot). */
+  identityWaitRatio: number;
 }
 
 /** Defaults of CapacitySettings (spec/config-v1.schema.json `admission`). */
@@ -195,8 +209,12 @@ export const DEFAULT_CAPACITY: CapacitySettings = {
   sampleSourceTime: false,
   samplePoolWait: false,
   identityLimit: false,
-  identitySlotWaitMs: 5,
+  identitySlotWaitMs: 1,
+  identityWaitRatio: 2,
 };
+
+/** Per-identity limit: its update comes at the first release of a call admitted after the last change, at least this many ms after it. */
+export const IDENTITY_STEP_MS = 100;
 
 /** Per-identity limit: the lowest an identity's own limit goes (calls in flight). */
 export const IDENTITY_MIN_LIMIT = 1;
@@ -266,18 +284,27 @@ export interface CapacitySnapshot {
   /** Fast averages (as shortRtt) over the released calls of their source time (release's excludedMs) and of its shared-pool wait (poolWaitMs), ms: where a queue stands (h29q). */
   shortSource: number;
   shortPoolWait: number;
+  /** Fast averages (as shortRtt) over the released calls of their wait for their identity's own source slots (release's slotWaitMs) and of their statements' time (excludedMs less both waits), ms. */
+  shortSlotWait: number;
+  shortStatement: number;
   /** Per-identity limit: identities with a limit of their own now, the lowest of those limits (calls, or null), and calls refused by one since start. */
   identityLimited: number;
   identityLowest: number | null;
   identityRefused: number;
 }
 
-/** Per-identity limit: one identity's own limit (calls, unrounded), the fast averages of its own-slot wait and of its calls' latency (ms), and when it last fell (clock ms, or null). */
+/**
+ * Per-identity limit: one identity's own limit (calls, unrounded); when it last changed (clock ms);
+ * over its calls admitted since then and released: how many, and the sums of their own-slot wait,
+ * statement time and latency (ms).
+ */
 interface IdentityLimit {
   limit: number;
-  waitAvg: number;
-  latencyAvg: number;
-  decreasedAt: number | null;
+  changedAt: number;
+  n: number;
+  wait: number;
+  statement: number;
+  latency: number;
 }
 
 /** State of controller min_rtt (see the module). */
@@ -335,6 +362,8 @@ export class CapacityLimiter {
   private shortRtt = 0;
   private shortSource = 0;
   private shortPoolWait = 0;
+  private shortSlotWait = 0;
+  private shortStatement = 0;
   private samples = 0;
   /** Slots held per identity key. */
   private readonly heldBy = new Map<string, number>();
@@ -434,6 +463,8 @@ export class CapacityLimiter {
       shortRtt: Math.round(this.shortRtt * 100) / 100,
       shortSource: Math.round(this.shortSource * 100) / 100,
       shortPoolWait: Math.round(this.shortPoolWait * 100) / 100,
+      shortSlotWait: Math.round(this.shortSlotWait * 100) / 100,
+      shortStatement: Math.round(this.shortStatement * 100) / 100,
       longRtt: Math.round(this.longRtt * 100) / 100,
       loopDelayMs: Math.round(lag * 10) / 10,
       auditQueue: audit,
@@ -634,7 +665,8 @@ export class CapacityLimiter {
   /** Per-identity limit: does `key` hold (and wait for) as many slots as its own limit allows? */
   private atIdentityLimit(key: string): boolean {
     const e = this.identityLimits.get(key);
-    if (!e) return false;
+    // An entry at (or, after the replica's limit fell, above) the replica's limit restricts nothing.
+    if (!e || e.limit >= this.limitValue) return false;
     const n = (this.heldBy.get(key) ?? 0) + (this.queue.length ? this.queuedOf(key) : 0);
     return n >= Math.floor(e.limit);
   }
@@ -647,38 +679,54 @@ export class CapacityLimiter {
   }
 
   /**
-   * Per-identity limit (see the module): one released call of `key`, which waited `slotWaitMs` for
-   * its identity's own source slots, or was `dropped`; `held` is the identity's calls still in
-   * flight. Lowers, raises, makes or removes the identity's entry.
+   * Per-identity limit (see the module): one released call of `key`, admitted at clock `started`
+   * and released at `at`, which waited `slotWaitMs` for its identity's own source slots and spent
+   * `statementMs` in statements, or was `dropped`; `held` is the identity's calls still in flight.
+   * Makes, lowers, raises or removes the identity's entry.
    */
-  private sampleIdentity(key: string, slotWaitMs: number, dropped: boolean, held: number, started: number, at: number): void {
-    const threshold = this.settings.identitySlotWaitMs;
+  private sampleIdentity(key: string, slotWaitMs: number, statementMs: number, dropped: boolean, held: number, started: number, at: number): void {
+    const s = this.settings;
     let e = this.identityLimits.get(key);
     if (!e) {
-      if (!dropped && !(slotWaitMs > threshold)) return;
+      if (!dropped && !(slotWaitMs > Math.max(s.identitySlotWaitMs, s.identityWaitRatio * statementMs))) return;
       if (this.identityLimits.size >= IDENTITY_LIMITS_MAX) this.identityLimits.delete(this.identityLimits.keys().next().value!);
-      e = { limit: Math.max(IDENTITY_MIN_LIMIT, Math.min(this.limitValue, held + 1)), waitAvg: slotWaitMs, latencyAvg: at - started, decreasedAt: null };
+      // Made at the replica's limit, and counting this call (it saw the queue), which was admitted before.
+      e = { limit: this.limitValue, changedAt: started, n: 0, wait: 0, statement: 0, latency: 0 };
       this.identityLimits.set(key, e);
-    } else {
-      e.waitAvg += (slotWaitMs - e.waitAvg) * 0.1;
-      e.latencyAvg += (at - started - e.latencyAvg) * 0.1;
     }
-    // Lowered only by a call that waited itself, when the average says so too (one stray wait does
-    // not); raised by any call that did not wait (the average lags: it would hold the limit down
-    // for many calls after the queue is gone).
-    const over = slotWaitMs > threshold;
-    if (dropped || (over && e.waitAvg > threshold)) {
-      // A call admitted before the last decrease ran under the old limit: it does not lower it again.
-      if (e.decreasedAt !== null && (started < e.decreasedAt || at - e.decreasedAt < DECREASE_STEP_MS)) return;
-      e.decreasedAt = at;
-      // The call just released counts among the identity's calls in flight; by Little's law the
-      // share of them queued for its own slots is its average wait ÷ its average latency (0.5–0.9 kept).
-      const keep = dropped ? 0.9 : Math.max(0.5, Math.min(0.9, 1 - e.waitAvg / Math.max(e.latencyAvg, e.waitAvg)));
-      e.limit = Math.max(IDENTITY_MIN_LIMIT, Math.min(e.limit, held + 1) * keep);
-    } else if (!over && held + 1 >= e.limit / 2) {
-      e.limit += 1 / e.limit;
-      if (e.limit >= this.limitValue) this.identityLimits.delete(key);
+    if (dropped) {
+      if (at - e.changedAt < IDENTITY_STEP_MS && e.limit < this.limitValue) return;
+      this.changeIdentity(key, e, Math.min(e.limit, held + 1) * 0.9, at);
+      return;
     }
+    // A call admitted before the last change ran under the old limit: it says nothing of the new one.
+    if (started < e.changedAt) return;
+    e.n++;
+    e.wait += slotWaitMs;
+    e.statement += statementMs;
+    e.latency += at - started;
+    // A step needs IDENTITY_STEP_MS and, counted, half its calls in flight: the first calls to finish
+    // after a change are those that waited least, and slow statements would be judged by one of them.
+    if (at - e.changedAt < IDENTITY_STEP_MS || e.n < (Math.min(e.limit, held + 1)) / 2) return;
+    const wait = e.wait / e.n;
+    const allowed = Math.max(s.identitySlotWaitMs, s.identityWaitRatio * (e.statement / e.n));
+    if (wait > allowed) {
+      // By Little's law the share of its calls in flight queued beyond the allowance is the excess wait ÷ latency: only that share goes.
+      const keep = Math.max(0.5, 1 - (wait - allowed) / Math.max(e.latency / e.n, wait));
+      this.changeIdentity(key, e, Math.min(e.limit, held + 1) * keep, at);
+    } else if (held + 1 >= e.limit / 2) this.changeIdentity(key, e, e.limit + Math.sqrt(e.limit), at);
+    else this.changeIdentity(key, e, e.limit, at);
+  }
+
+  /** Per-identity limit: `key`'s limit becomes `limit` (at least IDENTITY_MIN_LIMIT) at clock `at`, a new step begins; at or above the replica's limit the entry goes. */
+  private changeIdentity(key: string, e: IdentityLimit, limit: number, at: number): void {
+    if (limit >= this.limitValue) {
+      this.identityLimits.delete(key);
+      return;
+    }
+    e.limit = Math.max(IDENTITY_MIN_LIMIT, limit);
+    e.changedAt = at;
+    e.n = e.wait = e.statement = e.latency = 0;
   }
 
   private grant(key: string, borrowed = false): CapacityPermit {
@@ -698,9 +746,11 @@ export class CapacityLimiter {
         const n = (this.heldBy.get(key) ?? 1) - 1;
         if (n > 0) this.heldBy.set(key, n);
         else this.heldBy.delete(key);
-        if (this.settings.identityLimit) this.sampleIdentity(key, slotWaitMs, dropped, n, started, this.clock());
+        if (this.settings.identityLimit) this.sampleIdentity(key, slotWaitMs, Math.max(0, excludedMs - poolWaitMs - slotWaitMs), dropped, n, started, this.clock());
         this.shortSource += (excludedMs - this.shortSource) * 0.1;
         this.shortPoolWait += (poolWaitMs - this.shortPoolWait) * 0.1;
+        this.shortSlotWait += (slotWaitMs - this.shortSlotWait) * 0.1;
+        this.shortStatement += (Math.max(0, excludedMs - poolWaitMs - slotWaitMs) - this.shortStatement) * 0.1;
         if (dropped) this.drop();
         else this.sample(Math.max(0, this.clock() - started - this.leftOut(excludedMs, poolWaitMs)), windowId);
         this.next();

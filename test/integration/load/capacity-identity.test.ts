@@ -1,7 +1,9 @@
 /**
- * Admission by capacity's per-identity limit (issue 29 item 1, h29i; admission.identity_limit):
+ * Admission by capacity's per-identity limit (issue 29 item 1, h29i, h29n; admission.identity_limit):
  * an identity that sends more calls than its own source slots take (max_concurrent_per_identity)
- * gets a limit of its own, fed by its wait for those slots, so its excess is refused at once with
+ * gets a limit of its own, fed by its wait for those slots beyond an allowance relative to its
+ * statements' time (identity_wait_ratio; 1 here, so that the allowed queue, one waiting call per
+ * busy slot, stands well apart from the unlimited one; default 2), so its excess is refused at once with
  * rate_limited and Retry-After instead of queueing behind its own statements; a second, honest
  * identity beside it is never refused by capacity, and the replica's limit is not lowered.
  *
@@ -41,7 +43,7 @@ async function flood(admission: Admission): Promise<{ honest: Answer[]; hostile:
 }
 
 test('identity_limit: the flooding identity is refused early with Retry-After and its own queue stays short; the honest identity beside it is never refused; the replica limit holds', async () => {
-  const on = await flood({ identity_limit: true, identity_slot_wait_ms: 5 });
+  const on = await flood({ identity_limit: true, identity_wait_ratio: 1 });
   // eslint-disable-next-line no-console
   console.log(`identity_limit on: honest ${count(on.honest, 'served')}/${on.honest.length} served; hostile ${count(on.hostile, 'served')} served, ${count(on.hostile, 'capacity')} refused; most waiting for own slots ${on.maxWaiting}; ${JSON.stringify(on.snap)}`);
   // Every hostile answer is served or refused by capacity with Retry-After (no other code, no refusal without it).
@@ -51,11 +53,14 @@ test('identity_limit: the flooding identity is refused early with Retry-After an
   // Those refusals are the identity's own limit: every capacity refusal of the run is one.
   expect(on.snap.identityRefused).toBe(on.snap.refused);
   expect(on.snap.identityRefused).toBeGreaterThanOrEqual(count(on.hostile, 'capacity'));
-  // Only the hostile identity has a limit of its own, at most its 2 slots + 1.
+  // Only the hostile identity has a limit of its own: its 2 slots and the allowed queue (identity_wait_ratio 1:
+  // about one waiting call per busy slot, 2), and at most one step up (+ √4 = 2) before its next fall: under 6,
+  // far under the replica's 16 (4.24 seen at load 11).
   expect(on.snap.identityLimited).toBe(1);
-  expect(on.snap.identityLowest).toBeLessThan(4);
-  // Its queue for its own slots stays short once the limit settled (12 loops, 2 slots: without the limit about 10 wait; 3–4 seen here on a loaded machine, the limit climbing by 1 / limit per call between its falls).
-  expect(on.maxWaiting).toBeLessThanOrEqual(4);
+  expect(on.snap.identityLowest).toBeLessThan(6);
+  // Its queue for its own slots stays short once the limit settled (12 loops, 2 slots: without the limit about 10
+  // wait; the allowed 2, and up to 4 when a step up and slow answers coincide; 5 seen at load 11).
+  expect(on.maxWaiting).toBeLessThanOrEqual(6);
   // The honest identity: every call served, none refused by capacity.
   expect(on.honest.length).toBeGreaterThanOrEqual(10);
   expect(on.honest.filter((a) => a !== 'served')).toEqual([]);

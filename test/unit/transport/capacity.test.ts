@@ -180,11 +180,12 @@ test('a quiet minute does not let the first slow calls after it become the long-
 
 test('snapshot(): the limiter state the debug trace logs (gateway.ts at level debug, bench/admission-trace.ts)', () => {
   const l = limiter({ initialLimit: 8 }, { lag: () => 150, audit: () => 3 });
-  expect(l.snapshot()).toEqual({ limit: 8, inflight: 0, queued: 0, borrowed: 0, shortRtt: 0, longRtt: 0, loopDelayMs: 150, auditQueue: 3, pressured: true, ceiling: null, refused: 0, dropped: 0, samples: 0, minRtt: null, measuring: false, shortSource: 0, shortPoolWait: 0, identityLimited: 0, identityLowest: null, identityRefused: 0 });
+  expect(l.snapshot()).toEqual({ limit: 8, inflight: 0, queued: 0, borrowed: 0, shortRtt: 0, longRtt: 0, loopDelayMs: 150, auditQueue: 3, pressured: true, ceiling: null, refused: 0, dropped: 0, samples: 0, minRtt: null, measuring: false, shortSource: 0, shortPoolWait: 0, shortSlotWait: 0, shortStatement: 0, identityLimited: 0, identityLowest: null, identityRefused: 0 });
   const p = permit(l.acquire());
   expect(l.snapshot()).toMatchObject({ inflight: 1, samples: 0 });
-  p.release();
-  expect(l.snapshot()).toMatchObject({ inflight: 0, samples: 1 });
+  // 30 ms of source time: 5 waiting for a pool connection, 15 for the identity's own slots, 10 in statements (fast averages: × 0.1).
+  p.release(30, false, 5, 15);
+  expect(l.snapshot()).toMatchObject({ inflight: 0, samples: 1, shortSource: 3, shortPoolWait: 0.5, shortSlotWait: 1.5, shortStatement: 1 });
 });
 
 test('a call refused behind admission for lack of a source slot is a drop: the limit falls to 0.9 × the calls in flight, at most once per DECREASE_STEP_MS, and stays under that ceiling for 10 s', () => {
