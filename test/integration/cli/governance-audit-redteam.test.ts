@@ -17,7 +17,7 @@ import { ADMIN_URL, createTempDatabase, type TempDatabase } from '../../helpers/
 import { grantRuntimeRole, openControlDb, type ControlDb } from '../../../src/control/db';
 import { runCli } from '../../../src/cli/main';
 import { syncClaimGrants } from '../../../src/auth/token-identities';
-import { recordConfigEvent } from '../../../src/audit/writer';
+import { recordApprovalEvent, recordConfigEvent } from '../../../src/audit/writer';
 import { updateSource } from '../../../src/control/sources';
 import { createIdentity } from '../../../src/control/identities';
 
@@ -158,15 +158,15 @@ test.failing('a grant made by interlock apply appears in its source\'s config tr
   expect(search.events.filter((e) => e.operator === 'ops-anna').map((e) => e.decision)).toContain('grant_added');
 });
 
-// Finding 3 (medium, open): identities provisioned from an access token and the grants that follow
+// Finding 3 (medium, fixed): identities provisioned from an access token and the grants that follow
 // its claims (interlock_provision_token_identity, interlock_sync_claim_grants, run by the gateway
 // as its runtime role) change governance state with no config event, so "who granted role reader
 // on docs to tok-user" has no answer in the trail (the grants table says granted_by = 'claims',
 // the trail says nothing; a claim-granted role removed later leaves no trace at all).
 // A fix: the two SECURITY DEFINER functions record an event themselves (operator "system", details
 // issuer and identity, never the subject's claims' values) through the format-2 append, in their
-// own statement; that is a new migration, left for the owners of issue 26.
-test.failing('identities and grants made from access-token claims record config events (identity_created, grant_added, grant_revoked)', async () => {
+// own statement (migration 20261208220000000).
+test('identities and grants made from access-token claims record config events (identity_created, grant_added, grant_revoked)', async () => {
   const before = await lastId();
   const id = `idn_${randomBytes(10).toString('hex')}`;
   const issuer = 'https://issuer.example';
@@ -180,16 +180,25 @@ test.failing('identities and grants made from access-token claims record config 
     ['grant_added', 'system', 'docs'],
     ['grant_revoked', 'system', 'docs'],
   ]);
+  // Details name issuer, identity and role; never the token's subject.
+  const events = await configEventsAfter(before);
+  expect(events[0].details).toEqual({ identity: 'tok-user', identityId: id, issuer });
+  expect(events[1].details).toEqual({ grantedBy: 'claims', identity: 'tok-user', identityId: id, issuer, role: 'reader' });
+  expect(JSON.stringify(events)).not.toContain('sub-1');
+  expect((await cli('audit', 'verify')).code).toBe(0);
 });
 
-// Finding 4 (medium, open): the runtime role (`interlock db grant-runtime-role`) makes no
+// Finding 4 (medium, fixed): the runtime role (`interlock db grant-runtime-role`) makes no
 // governance change itself (it may not write roles, grants, identities, policies, sources or
 // tokens), yet it may append an event of kind config through interlock_audit_append_v2 (granted for
 // approval events) naming any operator, and `audit verify` accepts it: a stolen runtime credential
 // can write "alice granted reader on docs to mallory" into the trail. A fix: the append function
 // refuses kind config unless its caller may change governance state (e.g. the table owner), and the
 // runtime role's INSERT on audit_events is held to its own kinds (a check on kind in its lanes): a
-// migration and a verify rule, left open.
+// migration and a verify rule. Fixed by migration 20261208220000000: config events go to a chain of
+// their own (format 4) that interlock_audit_append_v2 appends only for a login role that may INSERT
+// into grants; the runtime role's direct INSERTs store format-3 batches only (row-level security),
+// and verify names a config event in a format-3 batch (misplaced_config).
 describe('runtime role', () => {
   let role: string;
   let admin: pg.Client;
@@ -219,17 +228,25 @@ describe('runtime role', () => {
     await expect(rt.query("UPDATE sources SET enabled = false WHERE id = 'docs'")).rejects.toMatchObject({ code: '42501' });
   });
 
-  // Finding 6 (low-medium, open): every config event (and approval event) appends to the one
+  // Finding 6 (low-medium, fixed): every config event (and approval event) appends to the one
   // format-2 chain under audit_chain_lock, which interlock_audit_append_v2 holds until its caller's
   // transaction ends. The runtime role may call it, so a runtime credential that appends an event and
   // leaves its transaction open stalls every governance change (CLI, admin API, console, apply) for
   // as long as it likes: nothing is changed without its event, but nothing can be changed. A fix
   // needs the append not to hold a lock the caller controls (e.g. the runtime role's approval
   // events on its own format-3 lanes, or a lock_timeout on operator transactions with a clear
-  // error), left open.
-  test.failing('cannot stall governance changes by holding the config chain\'s lock', async () => {
+  // error). Fixed: config events have their own chain and lock (format 4), which the runtime role
+  // cannot take (its config appends are refused); what it can still append (approval events, and the
+  // identities and grants of token claims, through the definer functions) goes to the format-2 chain.
+  test('cannot stall governance changes by holding the config chain\'s lock', async () => {
     await rt.query('BEGIN');
-    await recordConfigEvent(rt, { decision: 'noise', operator: 'x', details: {} });
+    await rt.query('SAVEPOINT s');
+    await expect(recordConfigEvent(rt, { decision: 'noise', operator: 'x', details: {} })).rejects.toMatchObject({ code: '42501' });
+    await rt.query('ROLLBACK TO SAVEPOINT s');
+    // What it may still append, each holding the format-2 chain's lock until its transaction ends.
+    await recordApprovalEvent(rt, { approvalId: 'apr_stall', action: 'expired', operator: 'system:expiry' });
+    await rt.query('SELECT interlock_provision_token_identity($1, $2, $3, $4)', [`idn_${randomBytes(10).toString('hex')}`, 'stall-tok', 'https://issuer.example', 'sub-stall']);
+    await rt.query('SELECT interlock_sync_claim_grants($1, $2, $3::text[], $4::text[])', ['https://issuer.example', 'sub-stall', ['reader'], ['docs']]);
     const rtPid = (await rt.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0].pid;
     const made = createIdentity(db, 'stalled-agent', { operator: 'ops-anna' });
     let blocked = false;
@@ -246,7 +263,7 @@ describe('runtime role', () => {
     expect(blocked).toBe(false);
   });
 
-  test.failing('cannot append a config event in an operator\'s name', async () => {
+  test('cannot append a config event in an operator\'s name', async () => {
     const before = await lastId();
     let refused = false;
     try {
