@@ -17,7 +17,8 @@ import { ADMIN_URL, createTempDatabase, type TempDatabase } from '../../helpers/
 import { grantRuntimeRole, openControlDb, type ControlDb } from '../../../src/control/db';
 import { runCli } from '../../../src/cli/main';
 import { syncClaimGrants } from '../../../src/auth/token-identities';
-import { recordApprovalEvent, recordConfigEvent } from '../../../src/audit/writer';
+import { configRow, recordApprovalEvent, recordConfigEvent } from '../../../src/audit/writer';
+import { ChainLane } from '../../../src/audit/chain';
 import { updateSource } from '../../../src/control/sources';
 import { createIdentity } from '../../../src/control/identities';
 
@@ -141,14 +142,16 @@ describe('source update beside another in flight', () => {
   });
 });
 
-// Finding 7 (low, open): `interlock apply` records one `applied` event with no source, so
+// Finding 7 (low, fixed): `interlock apply` records one `applied` event with no source, so
 // `audit search --kind config --source docs`, the documented way to read one source's governance
 // history, does not show a grant on docs made by apply (nor by the demo, which provisions through
 // apply); the grant is only found by reading every applied event's `changes` text
 // ("create grant apply-agent/reader/docs"). A fix: also record, in the same transaction, one
-// event per source the apply touched (or a `sources` list that search matches), left open since
-// the doc promises one event per apply.
-test.failing('a grant made by interlock apply appears in its source\'s config trail', async () => {
+// event per source the apply touched (or a `sources` list that search matches). Fixed: apply also
+// records each grant it adds or removes and each source it adds or updates as its own event (the
+// decisions of `interlock grant/revoke/source add/update`, with the file's digest), in the same
+// batch as `applied`.
+test('a grant made by interlock apply appears in its source\'s config trail', async () => {
   const f = join(dir, 'grant.yaml');
   writeFileSync(f, 'version: 1\nidentities:\n  - name: apply-agent\n    grants:\n      - { role: reader, source: docs }\n');
   const applied = await cli('apply', '-f', f, '--operator', 'ops-anna');
@@ -156,6 +159,17 @@ test.failing('a grant made by interlock apply appears in its source\'s config tr
   expect((await db.pool.query("SELECT 1 FROM grants g JOIN identities i ON i.id = g.identity_id WHERE i.name = 'apply-agent' AND g.role_name = 'reader' AND g.source_id = 'docs'")).rowCount).toBe(1);
   const search = JSON.parse((await cli('--json', 'audit', 'search', '--kind', 'config', '--source', 'docs')).stdout) as { events: Array<{ decision: string; operator: string }> };
   expect(search.events.filter((e) => e.operator === 'ops-anna').map((e) => e.decision)).toContain('grant_added');
+  const mine = (await configEventsAfter('0')).filter((e) => e.operator === 'ops-anna' && ['grant_added', 'applied'].includes(e.decision));
+  const digest = mine.find((e) => e.decision === 'applied')!.details.digest;
+  expect(mine.find((e) => e.decision === 'grant_added')).toEqual({ decision: 'grant_added', operator: 'ops-anna', source_id: 'docs', details: { identityId: expect.stringMatching(/^idn_/), identity: 'apply-agent', role: 'reader', digest } });
+  // Pruned away, the grant's removal is found the same way; applying the same file again records nothing per item.
+  writeFileSync(f, 'version: 1\nidentities:\n  - name: apply-agent\n');
+  const before = await lastId();
+  expect((await cli('apply', '-f', f, '--prune', '--operator', 'ops-anna')).code).toBe(0);
+  expect((await configEventsAfter(before)).map((e) => [e.decision, e.source_id])).toEqual([['grant_revoked', 'docs'], ['applied', null]]);
+  const again = await lastId();
+  expect((await cli('apply', '-f', f, '--prune', '--operator', 'ops-anna')).code).toBe(0);
+  expect((await configEventsAfter(again)).map((e) => e.decision)).toEqual(['applied']);
 });
 
 // Finding 3 (medium, fixed): identities provisioned from an access token and the grants that follow
@@ -203,6 +217,7 @@ describe('runtime role', () => {
   let role: string;
   let admin: pg.Client;
   let rt: pg.Client;
+  let rtPool: pg.Pool;
   beforeAll(async () => {
     role = `il_rtgov_${randomBytes(4).toString('hex')}`;
     admin = new pg.Client({ connectionString: ADMIN_URL });
@@ -214,9 +229,11 @@ describe('runtime role', () => {
     u.password = `rt-${role}`;
     rt = new pg.Client({ connectionString: u.toString() });
     await rt.connect();
+    rtPool = new pg.Pool({ connectionString: u.toString(), max: 1 });
   });
   afterAll(async () => {
     await rt?.end();
+    await rtPool?.end();
     for (const what of ['ALL TABLES IN SCHEMA public', 'ALL SEQUENCES IN SCHEMA public', 'ALL FUNCTIONS IN SCHEMA public', 'SCHEMA public']) await db.pool.query(`REVOKE ALL ON ${what} FROM ${role}`);
     await admin.query(`REVOKE ALL ON DATABASE "${temp.name}" FROM ${role}`);
     await admin.query(`DROP ROLE ${role}`);
@@ -271,9 +288,30 @@ describe('runtime role', () => {
     } catch (err) {
       refused = (err as { code?: string }).code === '42501';
     }
-    // Today the forged event is stored and the trail still verifies.
+    // Before the fix the forged event was stored and the trail still verified.
     expect((await cli('audit', 'verify')).code).toBe(0);
     expect(await configEventsAfter(before)).toEqual([]);
     expect(refused).toBe(true);
+  });
+
+  test('cannot insert a batch of the format-2 or config chain itself (only its writer lanes\' format 3)', async () => {
+    const prev = (await db.pool.query<{ hash: Buffer }>('SELECT hash FROM audit_batches ORDER BY id DESC LIMIT 1')).rows[0].hash;
+    for (const format of [1, 2, 4]) {
+      await expect(
+        rt.query('INSERT INTO audit_batches (committed_at, event_count, prev_hash, hash, format) VALUES (now(), 0, $1, $2, $3)', [prev, randomBytes(32), format]),
+      ).rejects.toMatchObject({ code: '42501' });
+    }
+    // Its own format-3 batches are still stored (the gateway's writer lanes).
+    const lane = new ChainLane(rtPool);
+    await lane.append([], 5000);
+    expect(lane.committed).toBe(1);
+  });
+
+  test('a config event it stores in a format-3 batch of its own is named by audit verify (misplaced_config)', async () => {
+    const lane = new ChainLane(rtPool);
+    const id = await lane.append([configRow({ decision: 'grant_added', operator: 'alice', sourceId: 'docs', details: { identity: 'mallory', role: 'reader' } })], 5000);
+    const r = await cli('--json', 'audit', 'verify');
+    expect(r.code).toBe(1);
+    expect(JSON.parse(r.stdout).mismatches).toEqual([{ batchId: id, committedAt: expect.any(String), fault: 'misplaced_config' }]);
   });
 });
