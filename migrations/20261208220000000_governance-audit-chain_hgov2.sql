@@ -335,12 +335,74 @@ BEGIN
 END
 $$;
 DROP FUNCTION IF EXISTS interlock_system_config_event(text, text, text);
-CREATE OR REPLACE FUNCTION interlock_audit_append_v2(events text) RETURNS bigint
+-- Format 1 and 2 as 20261203160000000 left them.
+CREATE OR REPLACE FUNCTION interlock_audit_append(events jsonb) RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
+#variable_conflict use_variable
+DECLARE
+  batch bigint;
+  committed timestamptz := now();
 BEGIN
-  RETURN interlock_audit_append_chain(events, false);
+  PERFORM 1 FROM audit_chain_lock WHERE id = 1 FOR UPDATE;
+  batch := nextval('audit_batches_id_seq');
+  WITH ins AS (
+    INSERT INTO audit_events (kind, time, request_id, identity_id, key_id, tool, canonical_tool, dialect, protocol_version,
+        decision, reason_code, source_id, action, fingerprint, relations, row_count, duration_ms, approval_id, operator, details, batch_id, recorded_at)
+      SELECT coalesce(r.kind, 'tool_call'), coalesce(r.time, now()), r.request_id, r.identity_id, r.key_id, r.tool, r.canonical_tool, r.dialect,
+        r.protocol_version, r.decision, r.reason_code, r.source_id, r.action, r.fingerprint, r.relations, r.row_count, r.duration_ms,
+        r.approval_id, r.operator, coalesce(r.details, '{}'::jsonb), batch, committed
+      FROM jsonb_populate_recordset(NULL::audit_events, events) WITH ORDINALITY AS r
+      ORDER BY r.ordinality
+      RETURNING *
+  ), agg AS (
+    SELECT count(*)::integer AS n, min(e.id) AS lo, max(e.id) AS hi,
+           string_agg(interlock_audit_event_text(to_jsonb(e), e.time, e.recorded_at), E'\n' ORDER BY e.id) AS body
+      FROM ins e
+  ), prev AS (
+    SELECT b.hash FROM audit_batches b WHERE b.format < 3 ORDER BY b.id DESC LIMIT 1
+  )
+  INSERT INTO audit_batches (id, committed_at, event_count, first_event_id, last_event_id, prev_hash, hash)
+    SELECT batch, committed, agg.n, agg.lo, agg.hi, prev.hash, interlock_audit_batch_hash(prev.hash, batch, agg.body)
+      FROM agg LEFT JOIN prev ON true;
+  RETURN batch;
 END
 $$;
+
+CREATE OR REPLACE FUNCTION interlock_audit_append_v2(events text) RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
+#variable_conflict use_variable
+DECLARE
+  batch bigint;
+  committed timestamptz := now();
+BEGIN
+  IF events IS NULL THEN
+    RAISE EXCEPTION 'events must not be null' USING ERRCODE = '22004';
+  END IF;
+  PERFORM 1 FROM audit_chain_lock WHERE id = 1 FOR UPDATE;
+  batch := nextval('audit_batches_id_seq');
+  WITH ins AS (
+    INSERT INTO audit_events (kind, time, request_id, identity_id, key_id, tool, canonical_tool, dialect, protocol_version,
+        decision, reason_code, source_id, action, fingerprint, relations, row_count, duration_ms, approval_id, operator, details, batch_id, recorded_at)
+      SELECT r.kind, r.time, r.request_id, r.identity_id, r.key_id, r.tool, r.canonical_tool, r.dialect,
+        r.protocol_version, r.decision, r.reason_code, r.source_id, r.action, r.fingerprint, r.relations, r.row_count, r.duration_ms,
+        r.approval_id, r.operator, r.details, batch, committed
+      FROM jsonb_populate_recordset(NULL::audit_events, events::jsonb) WITH ORDINALITY AS r
+      ORDER BY r.ordinality
+      RETURNING id
+  ), agg AS (
+    SELECT count(*)::integer AS n, min(ins.id) AS lo, max(ins.id) AS hi, string_agg(ins.id::text, ',' ORDER BY ins.id) AS ids FROM ins
+  ), prev AS (
+    SELECT b.hash FROM audit_batches b WHERE b.format < 3 ORDER BY b.id DESC LIMIT 1
+  )
+  INSERT INTO audit_batches (id, committed_at, event_count, first_event_id, last_event_id, prev_hash, hash, format)
+    SELECT batch, committed, agg.n, agg.lo, agg.hi, prev.hash, interlock_audit_batch_hash_v2(prev.hash, batch, committed, agg.ids, events), 2
+      FROM agg LEFT JOIN prev ON true;
+  RETURN batch;
+END
+$$;
+DROP FUNCTION IF EXISTS interlock_audit_append_chain(text, boolean);
+DROP FUNCTION IF EXISTS interlock_audit_batch_hash_v4(bytea, bigint, timestamptz, text, text);
+DROP TABLE IF EXISTS audit_config_chain_lock;
 DROP INDEX IF EXISTS audit_batches_config_idx;
 ALTER TABLE audit_batches DROP CONSTRAINT audit_batches_format_check;
 ALTER TABLE audit_batches ADD CONSTRAINT audit_batches_format_check CHECK (format IN (1, 2, 3)) NOT VALID;

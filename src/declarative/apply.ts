@@ -8,7 +8,9 @@
  * records its own event (grant_added, grant_revoked, source_added, source_updated, with the source in
  * source_id and the file's digest in details; a removed source records source_removed), in the same
  * batch and transaction, so `audit search --kind config --source ID` finds them (red team rtgov
- * finding 7). Catalog scans of new or re-connected sources run after the commit.
+ * finding 7); `applied` lists in `details.sources` every source the apply's changes concern
+ * (touchedSources), which `audit search --source` matches too. Catalog scans of new or
+ * re-connected sources run after the commit.
  */
 import type pg from 'pg';
 import { withTransaction, type ControlDb } from '../control/db';
@@ -24,7 +26,7 @@ import { checkPolicyRowRules } from '../control/policies';
 import { computePlan, type Plan, type PlanChange } from './plan';
 import { desiredStateOf, fileDigest, keepStoredSecrets, parseFileText, processSecrets, validateInterlockFileDocument, type SecretResolver } from './schema';
 import { readConfigState } from './state';
-import type { DesiredState } from './types';
+import type { ConfigState, DesiredState } from './types';
 
 /** Advisory lock key serializing applies (any constant; "interlock apply"). */
 const APPLY_LOCK = 0x1e7e_a991;
@@ -97,7 +99,7 @@ export async function applyInterlockFile(db: ControlDb, input: ApplyInput, opts:
     events.push({
       decision: 'applied',
       operator: opts.operator,
-      details: { digest, prune: !!opts.prune, summary: p.summary, changes: p.changes.map((ch) => `${ch.action} ${ch.kind} ${ch.name}${ch.fields.length ? `: ${ch.fields.map((f) => f.path).join(', ')}` : ''}`) },
+      details: { digest, prune: !!opts.prune, summary: p.summary, sources: touchedSources(p, current, desired), changes: p.changes.map((ch) => `${ch.action} ${ch.kind} ${ch.name}${ch.fields.length ? `: ${ch.fields.map((f) => f.path).join(', ')}` : ''}`) },
     });
     await appendAuditRows(c, events.map(configRow));
     return p;
@@ -117,6 +119,27 @@ export async function applyInterlockFile(db: ControlDb, input: ApplyInput, opts:
     }
   }
   return { applied: !opts.plan, digest, plan, scans };
+}
+
+/**
+ * The ids of the sources an apply's changes concern, sorted: each changed source; each changed
+ * grant's source; the sources a changed policy's applies_to.sources names, before or after the
+ * change (a policy without that list applies to every source and names none); and the sources on
+ * which a changed role is granted, before or after the apply. Roles, policies, identities and claim
+ * mappings record no event per source; their changes are found through this list of `applied`.
+ */
+export function touchedSources(plan: Plan, current: ConfigState, desired: ConfigState): string[] {
+  const out = new Set<string>();
+  for (const ch of plan.changes) {
+    if (ch.kind === 'source') out.add(ch.name);
+    else if (ch.kind === 'grant') out.add(ch.name.split('/')[2]);
+    else if (ch.kind === 'policy') {
+      for (const st of [current, desired]) for (const id of st.policies.get(ch.name)?.applies_to?.sources ?? []) out.add(id);
+    } else if (ch.kind === 'role') {
+      for (const st of [current, desired]) for (const g of st.grants.values()) if (g.role === ch.name) out.add(g.source);
+    }
+  }
+  return [...out].sort();
 }
 
 /** Notes pending approvals on source deletions; without force (and not planning) that is a ConflictError. */

@@ -6,7 +6,8 @@
  * other's change or recorded it twice, fixed; grants and identities made from access-token claims
  * with no config event, a config event forged by the gateway's runtime role, every governance
  * change stalled by the runtime role holding the config chain's lock, and grants made by
- * `interlock apply` missing from their source's trail, open (`test.failing`, with what a fix needs).
+ * `interlock apply` missing from their source's trail, fixed by hgov2 (migration
+ * 20261208220000000_governance-audit-chain_hgov2.sql, src/declarative/apply.ts, src/audit/verify.ts).
  */
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -150,7 +151,8 @@ describe('source update beside another in flight', () => {
 // event per source the apply touched (or a `sources` list that search matches). Fixed: apply also
 // records each grant it adds or removes and each source it adds or updates as its own event (the
 // decisions of `interlock grant/revoke/source add/update`, with the file's digest), in the same
-// batch as `applied`.
+// batch as `applied`, whose details.sources (matched by search --source) lists every source its
+// changes concern, policies' and roles' included.
 test('a grant made by interlock apply appears in its source\'s config trail', async () => {
   const f = join(dir, 'grant.yaml');
   writeFileSync(f, 'version: 1\nidentities:\n  - name: apply-agent\n    grants:\n      - { role: reader, source: docs }\n');
@@ -170,6 +172,14 @@ test('a grant made by interlock apply appears in its source\'s config trail', as
   const again = await lastId();
   expect((await cli('apply', '-f', f, '--prune', '--operator', 'ops-anna')).code).toBe(0);
   expect((await configEventsAfter(again)).map((e) => e.decision)).toEqual(['applied']);
+  // A policy limited to docs has no event of its own per source: its apply's `applied` lists docs in
+  // details.sources, and search by source finds it there.
+  const pf = join(dir, 'policy.yaml');
+  writeFileSync(pf, 'version: 1\npolicies:\n  - name: docs-cap\n    applies_to: { sources: [docs] }\n    rule: { type: max_rows, max_rows: 10 }\n');
+  const pol = await cli('apply', '-f', pf, '--operator', 'ops-bo');
+  expect(pol.code).toBe(0);
+  const bySource = JSON.parse((await cli('--json', 'audit', 'search', '--kind', 'config', '--source', 'docs')).stdout) as { events: Array<{ decision: string; operator: string; details: { sources?: string[]; changes?: string[] } }> };
+  expect(bySource.events.filter((e) => e.operator === 'ops-bo').map((e) => [e.decision, e.details.sources, e.details.changes])).toEqual([['applied', ['docs'], ['create policy docs-cap: applies_to.sources, description, enabled, name, rule.max_rows, rule.type']]]);
 });
 
 // Finding 3 (medium, fixed): identities provisioned from an access token and the grants that follow
