@@ -125,8 +125,9 @@ export async function applyInterlockFile(db: ControlDb, input: ApplyInput, opts:
  * The ids of the sources an apply's changes concern, sorted: each changed source; each changed
  * grant's source; the sources a changed policy's applies_to.sources names, before or after the
  * change (a policy without that list applies to every source and names none); and the sources on
- * which a changed role is granted, before or after the apply. Roles, policies, identities and claim
- * mappings record no event per source; their changes are found through this list of `applied`.
+ * which a changed role is granted, before or after the apply; the sources a changed claim mapping's
+ * role_grants name, before or after. Roles, policies, identities and claim mappings record no event
+ * per source; their changes are found through this list of `applied`.
  */
 export function touchedSources(plan: Plan, current: ConfigState, desired: ConfigState): string[] {
   const out = new Set<string>();
@@ -137,6 +138,8 @@ export function touchedSources(plan: Plan, current: ConfigState, desired: Config
       for (const st of [current, desired]) for (const id of st.policies.get(ch.name)?.applies_to?.sources ?? []) out.add(id);
     } else if (ch.kind === 'role') {
       for (const st of [current, desired]) for (const g of st.grants.values()) if (g.role === ch.name) out.add(g.source);
+    } else if (ch.kind === 'claim_mapping') {
+      for (const st of [current, desired]) for (const g of st.claimMappings.get(ch.name)?.role_grants ?? []) out.add(g.source);
     }
   }
   return [...out].sort();

@@ -206,7 +206,8 @@ test('claim mappings (issue 26): apply stores them, export writes them back, the
     { issuer: okta.issuer, identity_claim: 'email', unknown_subjects: 'provision', role_grants: okta.role_grants },
     { issuer: entra.issuer, identity_claim: null, unknown_subjects: null, role_grants: entra.role_grants },
   ]);
-  expect((await configEvents())[0].details).toMatchObject({ changes: [`create claim_mapping ${okta.issuer}: identity_claim, issuer, role_grants, unknown_subjects`, `create claim_mapping ${entra.issuer}: issuer, role_grants`] });
+  // details.sources: the sources the mappings' role_grants name (found by audit search --source sales).
+  expect((await configEvents())[0].details).toMatchObject({ sources: ['sales'], changes: [`create claim_mapping ${okta.issuer}: identity_claim, issuer, role_grants, unknown_subjects`, `create claim_mapping ${entra.issuer}: issuer, role_grants`] });
 
   // Export writes them (ordered by issuer, absent fields left out); the YAML text applies with no changes.
   const file = await exportInterlockFile(t.db);
