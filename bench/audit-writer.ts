@@ -9,6 +9,9 @@
  * appended by one INSERT statement on a writer lane's own chain, src/audit/chain.ts), `format3-session`
  * (the same on a pool whose connections start with the statement_timeout, as openAuditPool's do, so no
  * per-batch set_config is sent: append.ts).
+ * `format3-runtime` is format3 on a connection of a runtime role (`grantRuntimeRole`: the gateway's own,
+ * subject to audit_batches' row-level security, migration 20261208220000000), `format3-runtime-norls`
+ * the same with that security disabled for the variant (what the policy costs a batch; alternate them).
  * BENCH_PG_OPTIONS adds startup options to the format-3 pool (e.g. `-c plan_cache_mode=force_generic_plan`);
  * BENCH_DROP_INDEXES drops the named indexes after migrating (what an index costs a batch);
  * BENCH_SQL runs statements after migrating (e.g. an index a later migration would add).
@@ -16,10 +19,10 @@
  */
 import pg from 'pg';
 import { appendAuditRows, auditSessionTimeoutMs, type AuditRowInput } from '../src/audit/writer';
-import { runMigrations } from '../src/control/db';
+import { grantRuntimeRole, openControlDb, runMigrations } from '../src/control/db';
 import { ChainLane } from '../src/audit/chain';
 import { setSessionStatementTimeout } from '../src/audit/append';
-import { createTempDatabase } from '../test/helpers/pg';
+import { ADMIN_URL, createTempDatabase } from '../test/helpers/pg';
 import { procCpuMs, procCpuSplitMs } from './lib/cpu';
 import { envInt, machineLine, runBench, table } from './lib/stats';
 
@@ -71,7 +74,17 @@ async function main(): Promise<void> {
     await admin.connect();
     for (const ix of (process.env.BENCH_DROP_INDEXES ?? '').split(',').filter(Boolean)) await admin.query(`DROP INDEX ${ix}`);
     if (process.env.BENCH_SQL) await admin.query(process.env.BENCH_SQL);
-    await admin.end();
+    // A runtime role for the format3-runtime variants (trust authentication: no password needed).
+    const runtimeRole = `bench_rt_${process.pid}`;
+    const runtimeUrl = new URL(db.url);
+    if (variants.some((v) => v.startsWith('format3-runtime'))) {
+      await admin.query(`CREATE ROLE ${runtimeRole} LOGIN`);
+      const cdb = await openControlDb(db.url, { migrate: false });
+      await grantRuntimeRole(cdb, runtimeRole);
+      await cdb.close();
+      runtimeUrl.username = runtimeRole;
+      runtimeUrl.password = '';
+    }
     const rows: string[][] = [];
     const roundsN = envInt('BENCH_ROUNDS', 1);
     const cells = new Map<string, { cpu: number[]; wall: number[]; sys: number[] }>();
@@ -82,7 +95,9 @@ async function main(): Promise<void> {
         // format3: one lane on a pool of one connection, so one backend serves every batch.
         const session = variant === 'format3-session' ? auditSessionTimeoutMs(2000) : undefined;
         const extra = [process.env.BENCH_PG_OPTIONS ?? '', session ? `-c statement_timeout=${session}` : ''].join(' ').trim();
-        const lanePool = new pg.Pool({ connectionString: db.url, max: 1, ...(extra ? { options: extra } : {}) });
+        const runtime = variant.startsWith('format3-runtime');
+        if (runtime) await admin.query(`ALTER TABLE audit_batches ${variant === 'format3-runtime-norls' ? 'DISABLE' : 'ENABLE'} ROW LEVEL SECURITY`);
+        const lanePool = new pg.Pool({ connectionString: runtime ? runtimeUrl.toString() : db.url, max: 1, ...(extra ? { options: extra } : {}) });
         if (session) setSessionStatementTimeout(lanePool, session);
         const lane = new ChainLane(lanePool);
         try {
@@ -116,6 +131,8 @@ async function main(): Promise<void> {
         }
       }
     }
+    await admin.query('ALTER TABLE audit_batches ENABLE ROW LEVEL SECURITY');
+    await admin.end();
     const median = (v: number[]) => [...v].sort((a, b) => a - b)[Math.floor(v.length / 2)];
     for (const [key, c] of cells) {
       const [size, variant] = key.split('\t');
@@ -126,6 +143,9 @@ async function main(): Promise<void> {
     console.log(table(['batch', 'variant', 'backend CPU µs/event', 'of which kernel', 'µs/batch', 'wall µs/event', 'rounds µs/event'], rows));
   } finally {
     await db.drop();
+    const admin = new pg.Client({ connectionString: ADMIN_URL });
+    await admin.connect().then(() => admin.query(`DROP ROLE IF EXISTS bench_rt_${process.pid}`)).catch(() => undefined);
+    await admin.end().catch(() => undefined);
   }
 }
 

@@ -12,8 +12,8 @@
  *
  * with the canonical text of format 2 (event-text.ts: normalised rows, events in id order) and no
  * prev_hash at seq 0. Seq 0 (the genesis) carries `anchors`, the ids and hashes of the latest
- * format-1/2 batch and of the latest batch of each chain among the trail's newest 256 batches; a
- * lane closed cleanly ends with a batch of mark `seal` and no events. A batch whose outcome is
+ * format-1/2 batch, of the latest format-4 (config chain) batch and of the latest batch of each
+ * chain among the trail's newest 256 batches; a lane closed cleanly ends with a batch of mark `seal` and no events. A batch whose outcome is
  * unknown (the connection failed, so it may have committed) ends the lane's chain: the next batch
  * starts a new chain, whose genesis anchors the old one's head, so a crash or a lost connection
  * leaves an open chain, never a gap. A batch the server refused (an ErrorResponse: rolled back) keeps
@@ -71,10 +71,15 @@ export function parseAnchors(text: string): ChainAnchor[] | null {
   }
 }
 
-/** The anchors of a new chain: the latest format-1/2 batch and the head of each chain among the newest batches. */
+/**
+ * The anchors of a new chain: the latest format-1/2 batch, the latest format-4 batch (the config
+ * chain, migration 20261208220000000) and the head of each chain among the newest batches.
+ */
 export async function readAnchors(pool: pg.Pool): Promise<ChainAnchor[]> {
   const r = await pool.query<ChainAnchor>(
     `(SELECT id::text AS batch, encode(hash, 'hex') AS hash FROM audit_batches WHERE format < 3 ORDER BY id DESC LIMIT 1)
+     UNION
+     (SELECT id::text, encode(hash, 'hex') FROM audit_batches WHERE format = 4 ORDER BY id DESC LIMIT 1)
      UNION
      (SELECT DISTINCT ON (n.chain_id) n.id::text, encode(n.hash, 'hex')
         FROM (SELECT id, hash, chain_id FROM audit_batches ORDER BY id DESC LIMIT ${ANCHOR_WINDOW}) n

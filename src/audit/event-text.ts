@@ -227,11 +227,22 @@ export function eventsText(rows: AuditRowInput[], detailsTexts?: readonly string
 }
 
 /** A format-2 batch's hash (see the module comment); `committed` in UTC with microseconds, `ids` ascending. */
-export function batchHashV2(prev: Buffer | null, batchId: string, committed: string, ids: string[], batchText: string): Buffer {
+export function batchHashV2(prev: Buffer | null, batchId: string, committed: string, ids: string[], batchText: string, tag: string = CHAIN_V2_TAG): Buffer {
   const h = createHash('sha256');
   if (prev) h.update(prev);
-  h.update(`${CHAIN_V2_TAG}\n${batchId}\n${committed}\n${ids.join(',')}\n${batchText}`, 'utf8');
+  h.update(`${tag}\n${batchId}\n${committed}\n${ids.join(',')}\n${batchText}`, 'utf8');
   return h.digest();
+}
+
+/** The first line of a format-4 (config chain) batch's hashed header (migration 20261208220000000). */
+export const CHAIN_V4_TAG = 'interlock-audit-v4';
+
+/**
+ * A format-4 batch's hash: the config chain's (migration 20261208220000000_governance-audit-chain_hgov2.sql),
+ * batchHashV2's with the tag "interlock-audit-v4", `prev` the previous format-4 batch's hash.
+ */
+export function batchHashV4(prev: Buffer | null, batchId: string, committed: string, ids: string[], batchText: string): Buffer {
+  return batchHashV2(prev, batchId, committed, ids, batchText, CHAIN_V4_TAG);
 }
 
 /**

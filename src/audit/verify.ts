@@ -6,7 +6,10 @@
  * canonical texts) is recomputed in the database with the functions that sealed it; format 2
  * (migration 20261201800000000) here, from the stored rows, with the functions the gateway sealed
  * it with (event-text.ts); format 3 (one chain per writer lane, chain.ts) here too, each chain on
- * its own: links, seq without gaps or repeats, nothing after a seal, every genesis's anchors.
+ * its own: links, seq without gaps or repeats, nothing after a seal, every genesis's anchors; format
+ * 4 (the config chain of governance changes, migration 20261208220000000) as format 2, linked to
+ * the previous format-4 batch. A kind-config event in a format-3 batch (the gateway's writer lanes,
+ * which write tool calls only) is named as forged (`misplaced_config`).
  *
  * What it proves, and what not, is written in docs/operators.md ("Audit trail").
  */
@@ -18,7 +21,7 @@ import type pg from 'pg';
 import type { ControlDb } from '../control/db';
 import { ControlError, ValidationError } from '../control/errors';
 import { batchHashV3, parseAnchors, type ChainAnchor } from './chain';
-import { batchHashV2, eventsText, rowFromStored, type StoredEventV2 } from './event-text';
+import { batchHashV2, batchHashV4, eventsText, rowFromStored, type StoredEventV2 } from './event-text';
 import type { AuditRowInput } from './types';
 
 /**
@@ -26,9 +29,11 @@ import type { AuditRowInput } from './types';
  * its chain is missing or changed (`broken_link`: deleted); it repeats a place its chain already has,
  * or follows its chain's seal (`inserted_batch`); a genesis names a batch that is missing or changed
  * (`anchor_mismatch`: a chain deleted or cut short); events name a batch that does not exist
- * (`events_without_batch`).
+ * (`events_without_batch`); a format-3 batch (a writer lane's, tool calls only) holds a kind-config
+ * event (`misplaced_config`: a governance change forged by a holder of the runtime role's
+ * credential, whose direct INSERTs may store format-3 batches only; red team rtgov finding 4).
  */
-export type ChainFault = 'hash_mismatch' | 'broken_link' | 'inserted_batch' | 'anchor_mismatch' | 'events_without_batch';
+export type ChainFault = 'hash_mismatch' | 'broken_link' | 'inserted_batch' | 'anchor_mismatch' | 'events_without_batch' | 'misplaced_config';
 
 /** One batch that does not match. `committedAt` is null for events whose batch does not exist. */
 export interface ChainMismatch {
@@ -165,6 +170,13 @@ function recomputeV2(b: BatchCheck, rows: StoredV2Row[]): Buffer | null {
   return input && batchHashV2(b.prev_hash, b.id, b.committed_text, rows.map((r) => r.id), eventsText(input));
 }
 
+/** Recomputes a format-4 (config chain) batch's hash as recomputeV2; null also when an event is not of kind config. */
+function recomputeV4(b: BatchCheck, rows: StoredV2Row[]): Buffer | null {
+  if (rows.some((r) => r.kind !== 'config')) return null;
+  const input = storedRows(b, rows);
+  return input && batchHashV4(b.prev_hash, b.id, b.committed_text, rows.map((r) => r.id), eventsText(input));
+}
+
 /** The rows of a format-2 or format-3 batch as the writer normalised them, or null (see recomputeV2). */
 function storedRows(b: BatchCheck, rows: StoredV2Row[]): AuditRowInput[] | null {
   const input: AuditRowInput[] = [];
@@ -253,6 +265,7 @@ export async function verifyAuditChain(db: ControlDb, opts: { since?: Date; arch
     );
     const startRow = await c.query<{ id: string | null }>('SELECT min(id)::text AS id FROM audit_batches WHERE ($1::timestamptz IS NULL OR committed_at >= $1)', [opts.since ?? null]);
     let prevHash: Buffer | null | undefined = opts.since ? undefined : null; // undefined: trust the first link
+    let prevConfigHash: Buffer | null | undefined = opts.since ? undefined : null; // the config chain's (format 4)
     let from = startRow.rows[0].id;
     while (from !== null) {
       // Ordered by the bigint column: `ORDER BY id` would sort the text output column ('10' < '9') and skip batches.
@@ -324,7 +337,7 @@ export async function verifyAuditChain(db: ControlDb, opts: { since?: Date; arch
             const a = parseAnchors(b.anchors);
             if (a) anchored.push({ batch: b, anchors: a });
           }
-        } else if (prevHash !== undefined && !bufEq(b.prev_hash, prevHash)) {
+        } else if (b.format === 4 ? prevConfigHash !== undefined && !bufEq(b.prev_hash, prevConfigHash) : prevHash !== undefined && !bufEq(b.prev_hash, prevHash)) {
           m('broken_link');
           linked = false;
         }
@@ -336,17 +349,19 @@ export async function verifyAuditChain(db: ControlDb, opts: { since?: Date; arch
         else {
           let recomputed: Buffer | null;
           try {
-            recomputed = b.format === 3 ? recomputeV3(b, v2.get(b.id) ?? []) : b.format === 2 ? recomputeV2(b, v2.get(b.id) ?? []) : b.recomputed;
+            recomputed = b.format === 3 ? recomputeV3(b, v2.get(b.id) ?? []) : b.format === 4 ? recomputeV4(b, v2.get(b.id) ?? []) : b.format === 2 ? recomputeV2(b, v2.get(b.id) ?? []) : b.recomputed;
           } catch {
             recomputed = null; // a stored value no writer produces (e.g. nested past any limit)
           }
           if (!bufEq(recomputed, b.hash)) m('hash_mismatch');
+          else if (b.format === 3 && (v2.get(b.id) ?? []).some((e) => e.kind === 'config')) m('misplaced_config');
           else {
             report.batchesChecked++;
             report.eventsChecked += b.events;
           }
         }
         if (b.format < 3) prevHash = b.hash;
+        else if (b.format === 4) prevConfigHash = b.hash;
       }
       from = (BigInt(hi) + 1n).toString();
     }

@@ -572,7 +572,9 @@ function toTime(v: Date | string | undefined, what: string): string | null {
 
 /**
  * Searches the trail, newest first, with keyset paging on the event id: pass the returned
- * nextCursor to get the next (older) page. `since` is inclusive, `until` exclusive.
+ * nextCursor to get the next (older) page. `since` is inclusive, `until` exclusive. `sourceId`
+ * matches an event's source_id, and a config event whose details.sources lists it (an
+ * `interlock apply`'s `applied` event: the sources its changes concern).
  * Throws ValidationError for a bad cursor, date or limit.
  */
 export async function searchAudit(db: Queryable, s: AuditSearch = {}): Promise<AuditPage> {
@@ -581,7 +583,8 @@ export async function searchAudit(db: Queryable, s: AuditSearch = {}): Promise<A
   if (s.cursor != null && !/^[0-9]{1,19}$/.test(s.cursor)) throw new ValidationError(`invalid cursor ${JSON.stringify(s.cursor)}`);
   const r = await q(db).query<AuditRow>(
     `SELECT * FROM audit_events
-     WHERE ($1::text IS NULL OR identity_id = $1) AND ($2::text IS NULL OR source_id = $2) AND ($3::text IS NULL OR decision = $3)
+     WHERE ($1::text IS NULL OR identity_id = $1) AND ($2::text IS NULL OR source_id = $2 OR (kind = 'config' AND details->'sources' ? $2))
+       AND ($3::text IS NULL OR decision = $3)
        AND ($4::text IS NULL OR kind = $4) AND ($5::text IS NULL OR approval_id = $5) AND ($6::text IS NULL OR request_id = $6)
        AND ($7::timestamptz IS NULL OR time >= $7) AND ($8::timestamptz IS NULL OR time < $8)
        AND ($9::bigint IS NULL OR id < $9)

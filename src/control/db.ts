@@ -290,10 +290,11 @@ export function isForeignKeyViolation(err: unknown): boolean {
 /**
  * Grants the gateway's own database role what it needs and nothing more (run as the owner):
  * SELECT on every control table; EXECUTE of interlock_audit_append_v2 (and of the format-1
- * interlock_audit_append, for a gateway not yet upgraded) for approval and config events, and
- * INSERT on audit_events and audit_batches (not their ids) for its own format-3 chains (issue 28;
- * never UPDATE, DELETE or TRUNCATE on the trail: it is append-only, and what the process inserts
- * outside its own chains verify names as inserted); UPDATE of
+ * interlock_audit_append, for a gateway not yet upgraded) for approval events (config events are
+ * refused to a role that may not INSERT into grants), and INSERT on audit_events and audit_batches
+ * (not their ids; format-3 batches only, by row-level security) for its own format-3 chains (issue
+ * 28; never UPDATE, DELETE or TRUNCATE on the trail: it is append-only, and what the process inserts
+ * outside its own chains verify names as inserted or misplaced); UPDATE of
  * api_keys.last_used_at; INSERT of approvals and UPDATE of their state columns (expiry);
  * INSERT/UPDATE of catalog_snapshots; read/write of rate_limits; INSERT, DELETE and UPDATE of the
  * activity and end of console_sessions; for token identities (issue 26), EXECUTE of
@@ -315,8 +316,9 @@ export async function grantRuntimeRole(db: ControlDb, role: string): Promise<voi
     // Every control table is readable (later migrations add tables the gateway reads); writes are listed one by one.
     await c.query(`GRANT SELECT ON ALL TABLES IN SCHEMA public TO ${r}`);
     // The chain's lock row is the append functions' alone (no role may hold it and stall the trail).
-    await c.query(`REVOKE ALL ON audit_chain_lock FROM ${r}`);
-    // The trail is appended only through the chain function (owner's rights; issue 11).
+    await c.query(`REVOKE ALL ON audit_chain_lock, audit_config_chain_lock FROM ${r}`);
+    // The trail is appended only through the chain function (owner's rights; issue 11). Config events
+    // are refused to this role (it may not INSERT into grants; migration 20261208220000000).
     await c.query(`GRANT EXECUTE ON FUNCTION interlock_audit_append(jsonb), interlock_audit_append_v2(text) TO ${r}`);
     // Format 3 (issue 28): the gateway's writer lanes insert their own chained batches: INSERT on every
     // column but the ids (they come from the sequences), never UPDATE, DELETE or TRUNCATE.
@@ -360,7 +362,7 @@ export const OPERATOR_ROLE_WRITES: Readonly<Record<string, string>> = Object.fre
 });
 
 /** Tables the operator role is refused everything on (grantOperatorRole revokes them, tightening an earlier grant). */
-const OPERATOR_ROLE_NONE = ['audit_events', 'audit_batches', 'audit_archives', 'audit_chain_lock', 'operator_tokens', 'console_sessions', 'settings', 'rate_limits', 'webhook_deliveries'];
+const OPERATOR_ROLE_NONE = ['audit_events', 'audit_batches', 'audit_archives', 'audit_chain_lock', 'audit_config_chain_lock', 'operator_tokens', 'console_sessions', 'settings', 'rate_limits', 'webhook_deliveries'];
 
 /**
  * Grants `role` what the admin API and console need to change governance state through the operator
@@ -368,7 +370,7 @@ const OPERATOR_ROLE_NONE = ['audit_events', 'audit_batches', 'audit_archives', '
  * SELECT on the tables of OPERATOR_ROLE_WRITES and the writes listed there; EXECUTE of
  * interlock_audit_append_v2 to record each change's config event (and the approval events of a removed
  * source's rejected approvals). Nothing on the trail beyond appending through that function (no
- * INSERT, UPDATE, DELETE or TRUNCATE of audit tables, not even SELECT; no audit_chain_lock), nothing on
+ * INSERT, UPDATE, DELETE or TRUNCATE of audit tables, not even SELECT; no audit_chain_lock or audit_config_chain_lock), nothing on
  * operator tokens, console sessions, settings (the key pepper), rate limits or webhook deliveries,
  * no sequences, no DDL. Throws ControlError not_found when the role does not exist, conflict when it
  * holds the runtime role's grants (give the operator connection a role of its own).

@@ -4,12 +4,18 @@
  * every change and the audit event happen in ONE transaction (serialized with other applies by an
  * advisory lock), so a failure changes nothing. Applying the same file twice changes nothing the
  * second time. The audit event (kind config, decision "applied") names the operator and the
- * sha256 digest of the file. Catalog scans of new or re-connected sources run after the commit.
+ * sha256 digest of the file; every grant added or removed and every source added or updated also
+ * records its own event (grant_added, grant_revoked, source_added, source_updated, with the source in
+ * source_id and the file's digest in details; a removed source records source_removed), in the same
+ * batch and transaction, so `audit search --kind config --source ID` finds them (red team rtgov
+ * finding 7); `applied` lists in `details.sources` every source the apply's changes concern
+ * (touchedSources), which `audit search --source` matches too. Catalog scans of new or
+ * re-connected sources run after the commit.
  */
 import type pg from 'pg';
 import { withTransaction, type ControlDb } from '../control/db';
 import { ConflictError, ValidationError } from '../control/errors';
-import { recordConfigEvent } from '../audit/writer';
+import { appendAuditRows, configRow, type ConfigAuditEvent } from '../audit/writer';
 import { canonicalJson, removeSourceIn } from '../control/sources';
 import { newIdentityId } from '../control/ids';
 import { insertOperatorGrant } from '../control/grants';
@@ -20,7 +26,7 @@ import { checkPolicyRowRules } from '../control/policies';
 import { computePlan, type Plan, type PlanChange } from './plan';
 import { desiredStateOf, fileDigest, keepStoredSecrets, parseFileText, processSecrets, validateInterlockFileDocument, type SecretResolver } from './schema';
 import { readConfigState } from './state';
-import type { DesiredState } from './types';
+import type { ConfigState, DesiredState } from './types';
 
 /** Advisory lock key serializing applies (any constant; "interlock apply"). */
 const APPLY_LOCK = 0x1e7e_a991;
@@ -85,12 +91,17 @@ export async function applyInterlockFile(db: ControlDb, input: ApplyInput, opts:
     }
     await notePendingApprovals(c, p, !!opts.force);
     if (opts.plan) return p;
-    for (const ch of p.changes) await execute(c, ch, desired, opts);
-    await recordConfigEvent(c, {
+    const events: ConfigAuditEvent[] = [];
+    for (const ch of p.changes) {
+      const e = await execute(c, ch, desired, opts);
+      if (e) events.push({ ...e, operator: opts.operator, details: { ...e.details, digest } });
+    }
+    events.push({
       decision: 'applied',
       operator: opts.operator,
-      details: { digest, prune: !!opts.prune, summary: p.summary, changes: p.changes.map((ch) => `${ch.action} ${ch.kind} ${ch.name}${ch.fields.length ? `: ${ch.fields.map((f) => f.path).join(', ')}` : ''}`) },
+      details: { digest, prune: !!opts.prune, summary: p.summary, sources: touchedSources(p, current, desired), changes: p.changes.map((ch) => `${ch.action} ${ch.kind} ${ch.name}${ch.fields.length ? `: ${ch.fields.map((f) => f.path).join(', ')}` : ''}`) },
     });
+    await appendAuditRows(c, events.map(configRow));
     return p;
   });
   const scans: ApplyScan[] = [];
@@ -110,6 +121,30 @@ export async function applyInterlockFile(db: ControlDb, input: ApplyInput, opts:
   return { applied: !opts.plan, digest, plan, scans };
 }
 
+/**
+ * The ids of the sources an apply's changes concern, sorted: each changed source; each changed
+ * grant's source; the sources a changed policy's applies_to.sources names, before or after the
+ * change (a policy without that list applies to every source and names none); and the sources on
+ * which a changed role is granted, before or after the apply; the sources a changed claim mapping's
+ * role_grants name, before or after. Roles, policies, identities and claim mappings record no event
+ * per source; their changes are found through this list of `applied`.
+ */
+export function touchedSources(plan: Plan, current: ConfigState, desired: ConfigState): string[] {
+  const out = new Set<string>();
+  for (const ch of plan.changes) {
+    if (ch.kind === 'source') out.add(ch.name);
+    else if (ch.kind === 'grant') out.add(ch.name.split('/')[2]);
+    else if (ch.kind === 'policy') {
+      for (const st of [current, desired]) for (const id of st.policies.get(ch.name)?.applies_to?.sources ?? []) out.add(id);
+    } else if (ch.kind === 'role') {
+      for (const st of [current, desired]) for (const g of st.grants.values()) if (g.role === ch.name) out.add(g.source);
+    } else if (ch.kind === 'claim_mapping') {
+      for (const st of [current, desired]) for (const g of st.claimMappings.get(ch.name)?.role_grants ?? []) out.add(g.source);
+    }
+  }
+  return [...out].sort();
+}
+
 /** Notes pending approvals on source deletions; without force (and not planning) that is a ConflictError. */
 async function notePendingApprovals(c: pg.ClientBase, plan: Plan, force: boolean): Promise<void> {
   const ids = plan.changes.filter((ch) => ch.kind === 'source' && ch.action === 'delete').map((ch) => ch.name);
@@ -126,8 +161,14 @@ async function identityIdOf(c: pg.ClientBase, name: string): Promise<string> {
   return r.rows[0].id;
 }
 
-/** Makes one change inside the apply transaction. */
-async function execute(c: pg.ClientBase, ch: PlanChange, desired: DesiredState, opts: ApplyOptions): Promise<void> {
+/** A change's own config event, without operator (the apply's) and digest (added by the caller). */
+type ItemEvent = Omit<ConfigAuditEvent, 'operator'> & { details: Record<string, unknown> };
+
+/**
+ * Makes one change inside the apply transaction. Returns the event a change of one source's
+ * grants or settings records (as `interlock grant/revoke/source add/source update` would), or null.
+ */
+async function execute(c: pg.ClientBase, ch: PlanChange, desired: DesiredState, opts: ApplyOptions): Promise<ItemEvent | null> {
   switch (ch.kind) {
     case 'source': {
       if (ch.action === 'delete') {
@@ -137,7 +178,7 @@ async function execute(c: pg.ClientBase, ch: PlanChange, desired: DesiredState, 
           if (err instanceof ConflictError) throw new ConflictError(`${err.message.replace('force the removal', 'apply with --force')}`, err.details);
           throw err;
         }
-        return;
+        return null; // removeSourceIn recorded source_removed
       }
       const s = desired.sources.get(ch.name)!;
       await c.query(
@@ -145,12 +186,14 @@ async function execute(c: pg.ClientBase, ch: PlanChange, desired: DesiredState, 
          ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name, description = EXCLUDED.description, enabled = EXCLUDED.enabled, settings = EXCLUDED.settings, updated_at = now()`,
         [s.id, s.type, s.name, s.description, s.enabled, JSON.stringify(s.settings)],
       );
-      return;
+      return ch.action === 'create'
+        ? { decision: 'source_added', sourceId: s.id, details: { type: s.type, name: s.name, enabled: s.enabled } }
+        : { decision: 'source_updated', sourceId: s.id, details: { changed: ch.fields.map((f) => f.path) } };
     }
     case 'role': {
       if (ch.action === 'delete') {
         await c.query('DELETE FROM roles WHERE name = $1', [ch.name]);
-        return;
+        return null;
       }
       const r = desired.roles.get(ch.name)!;
       await c.query(
@@ -158,7 +201,7 @@ async function execute(c: pg.ClientBase, ch: PlanChange, desired: DesiredState, 
          ON CONFLICT (name) DO UPDATE SET description = EXCLUDED.description, audiences = EXCLUDED.audiences, statements = EXCLUDED.statements, updated_at = now()`,
         [r.name, r.description, r.audiences, JSON.stringify(r.statements)],
       );
-      return;
+      return null;
     }
     case 'identity': {
       const disabled = ch.action === 'delete' ? true : desired.identities.get(ch.name)!.disabled;
@@ -168,19 +211,21 @@ async function execute(c: pg.ClientBase, ch: PlanChange, desired: DesiredState, 
       } else {
         await c.query(`UPDATE identities SET disabled = $2, disabled_at = CASE WHEN $2 THEN COALESCE(disabled_at, now()) END, attributes = COALESCE($3::jsonb, attributes) WHERE name = $1`, [ch.name, disabled, attributes === undefined ? null : JSON.stringify(attributes)]);
       }
-      return;
+      return null;
     }
     case 'grant': {
       const [identity, role, source] = ch.name.split('/');
       const id = await identityIdOf(c, identity);
-      if (ch.action === 'delete') await c.query('DELETE FROM grants WHERE identity_id = $1 AND role_name = $2 AND source_id = $3', [id, role, source]);
-      else await insertOperatorGrant(c, id, role, source);
-      return;
+      const changed =
+        ch.action === 'delete'
+          ? (await c.query('DELETE FROM grants WHERE identity_id = $1 AND role_name = $2 AND source_id = $3', [id, role, source])).rowCount === 1
+          : await insertOperatorGrant(c, id, role, source);
+      return changed ? { decision: ch.action === 'delete' ? 'grant_revoked' : 'grant_added', sourceId: source, details: { identityId: id, identity, role } } : null;
     }
     case 'policy': {
       if (ch.action === 'delete') {
         await c.query('DELETE FROM policies WHERE name = $1', [ch.name]);
-        return;
+        return null;
       }
       const p = desired.policies.get(ch.name)!;
       await c.query(
@@ -188,13 +233,13 @@ async function execute(c: pg.ClientBase, ch: PlanChange, desired: DesiredState, 
          ON CONFLICT (name) DO UPDATE SET description = EXCLUDED.description, enabled = EXCLUDED.enabled, applies_to = EXCLUDED.applies_to, rule = EXCLUDED.rule, updated_at = now()`,
         [p.name, p.description, p.enabled, JSON.stringify(p.applies_to ?? {}), JSON.stringify(p.rule)],
       );
-      return;
+      return null;
     }
     case 'claim_mapping': {
       // Claim grants a removed or narrowed rule gave are taken back at each subject's next sign-in.
       if (ch.action === 'delete') await deleteClaimMapping(c, ch.name);
       else await upsertClaimMapping(c, desired.claimMappings.get(ch.name)!);
-      return;
+      return null;
     }
   }
 }

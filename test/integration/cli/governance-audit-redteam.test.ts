@@ -6,7 +6,8 @@
  * other's change or recorded it twice, fixed; grants and identities made from access-token claims
  * with no config event, a config event forged by the gateway's runtime role, every governance
  * change stalled by the runtime role holding the config chain's lock, and grants made by
- * `interlock apply` missing from their source's trail, open (`test.failing`, with what a fix needs).
+ * `interlock apply` missing from their source's trail, fixed by hgov2 (migration
+ * 20261208220000000_governance-audit-chain_hgov2.sql, src/declarative/apply.ts, src/audit/verify.ts).
  */
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -17,7 +18,8 @@ import { ADMIN_URL, createTempDatabase, type TempDatabase } from '../../helpers/
 import { grantRuntimeRole, openControlDb, type ControlDb } from '../../../src/control/db';
 import { runCli } from '../../../src/cli/main';
 import { syncClaimGrants } from '../../../src/auth/token-identities';
-import { recordConfigEvent } from '../../../src/audit/writer';
+import { configRow, recordApprovalEvent, recordConfigEvent } from '../../../src/audit/writer';
+import { ChainLane } from '../../../src/audit/chain';
 import { updateSource } from '../../../src/control/sources';
 import { createIdentity } from '../../../src/control/identities';
 
@@ -141,14 +143,17 @@ describe('source update beside another in flight', () => {
   });
 });
 
-// Finding 7 (low, open): `interlock apply` records one `applied` event with no source, so
+// Finding 7 (low, fixed): `interlock apply` records one `applied` event with no source, so
 // `audit search --kind config --source docs`, the documented way to read one source's governance
 // history, does not show a grant on docs made by apply (nor by the demo, which provisions through
 // apply); the grant is only found by reading every applied event's `changes` text
 // ("create grant apply-agent/reader/docs"). A fix: also record, in the same transaction, one
-// event per source the apply touched (or a `sources` list that search matches), left open since
-// the doc promises one event per apply.
-test.failing('a grant made by interlock apply appears in its source\'s config trail', async () => {
+// event per source the apply touched (or a `sources` list that search matches). Fixed: apply also
+// records each grant it adds or removes and each source it adds or updates as its own event (the
+// decisions of `interlock grant/revoke/source add/update`, with the file's digest), in the same
+// batch as `applied`, whose details.sources (matched by search --source) lists every source its
+// changes concern, policies' and roles' included.
+test('a grant made by interlock apply appears in its source\'s config trail', async () => {
   const f = join(dir, 'grant.yaml');
   writeFileSync(f, 'version: 1\nidentities:\n  - name: apply-agent\n    grants:\n      - { role: reader, source: docs }\n');
   const applied = await cli('apply', '-f', f, '--operator', 'ops-anna');
@@ -156,17 +161,36 @@ test.failing('a grant made by interlock apply appears in its source\'s config tr
   expect((await db.pool.query("SELECT 1 FROM grants g JOIN identities i ON i.id = g.identity_id WHERE i.name = 'apply-agent' AND g.role_name = 'reader' AND g.source_id = 'docs'")).rowCount).toBe(1);
   const search = JSON.parse((await cli('--json', 'audit', 'search', '--kind', 'config', '--source', 'docs')).stdout) as { events: Array<{ decision: string; operator: string }> };
   expect(search.events.filter((e) => e.operator === 'ops-anna').map((e) => e.decision)).toContain('grant_added');
+  const mine = (await configEventsAfter('0')).filter((e) => e.operator === 'ops-anna' && ['grant_added', 'applied'].includes(e.decision));
+  const digest = mine.find((e) => e.decision === 'applied')!.details.digest;
+  expect(mine.find((e) => e.decision === 'grant_added')).toEqual({ decision: 'grant_added', operator: 'ops-anna', source_id: 'docs', details: { identityId: expect.stringMatching(/^idn_/), identity: 'apply-agent', role: 'reader', digest } });
+  // Pruned away, the grant's removal is found the same way; applying the same file again records nothing per item.
+  writeFileSync(f, 'version: 1\nidentities:\n  - name: apply-agent\n');
+  const before = await lastId();
+  expect((await cli('apply', '-f', f, '--prune', '--operator', 'ops-anna')).code).toBe(0);
+  expect((await configEventsAfter(before)).map((e) => [e.decision, e.source_id])).toEqual([['grant_revoked', 'docs'], ['applied', null]]);
+  const again = await lastId();
+  expect((await cli('apply', '-f', f, '--prune', '--operator', 'ops-anna')).code).toBe(0);
+  expect((await configEventsAfter(again)).map((e) => e.decision)).toEqual(['applied']);
+  // A policy limited to docs has no event of its own per source: its apply's `applied` lists docs in
+  // details.sources, and search by source finds it there.
+  const pf = join(dir, 'policy.yaml');
+  writeFileSync(pf, 'version: 1\npolicies:\n  - name: docs-cap\n    applies_to: { sources: [docs] }\n    rule: { type: max_rows, max_rows: 10 }\n');
+  const pol = await cli('apply', '-f', pf, '--operator', 'ops-bo');
+  expect(pol.code).toBe(0);
+  const bySource = JSON.parse((await cli('--json', 'audit', 'search', '--kind', 'config', '--source', 'docs')).stdout) as { events: Array<{ decision: string; operator: string; details: { sources?: string[]; changes?: string[] } }> };
+  expect(bySource.events.filter((e) => e.operator === 'ops-bo').map((e) => [e.decision, e.details.sources, e.details.changes])).toEqual([['applied', ['docs'], ['create policy docs-cap: applies_to.sources, description, enabled, name, rule.max_rows, rule.type']]]);
 });
 
-// Finding 3 (medium, open): identities provisioned from an access token and the grants that follow
+// Finding 3 (medium, fixed): identities provisioned from an access token and the grants that follow
 // its claims (interlock_provision_token_identity, interlock_sync_claim_grants, run by the gateway
 // as its runtime role) change governance state with no config event, so "who granted role reader
 // on docs to tok-user" has no answer in the trail (the grants table says granted_by = 'claims',
 // the trail says nothing; a claim-granted role removed later leaves no trace at all).
 // A fix: the two SECURITY DEFINER functions record an event themselves (operator "system", details
 // issuer and identity, never the subject's claims' values) through the format-2 append, in their
-// own statement; that is a new migration, left for the owners of issue 26.
-test.failing('identities and grants made from access-token claims record config events (identity_created, grant_added, grant_revoked)', async () => {
+// own statement (migration 20261208220000000).
+test('identities and grants made from access-token claims record config events (identity_created, grant_added, grant_revoked)', async () => {
   const before = await lastId();
   const id = `idn_${randomBytes(10).toString('hex')}`;
   const issuer = 'https://issuer.example';
@@ -180,20 +204,30 @@ test.failing('identities and grants made from access-token claims record config 
     ['grant_added', 'system', 'docs'],
     ['grant_revoked', 'system', 'docs'],
   ]);
+  // Details name issuer, identity and role; never the token's subject.
+  const events = await configEventsAfter(before);
+  expect(events[0].details).toEqual({ identity: 'tok-user', identityId: id, issuer });
+  expect(events[1].details).toEqual({ grantedBy: 'claims', identity: 'tok-user', identityId: id, issuer, role: 'reader' });
+  expect(JSON.stringify(events)).not.toContain('sub-1');
+  expect((await cli('audit', 'verify')).code).toBe(0);
 });
 
-// Finding 4 (medium, open): the runtime role (`interlock db grant-runtime-role`) makes no
+// Finding 4 (medium, fixed): the runtime role (`interlock db grant-runtime-role`) makes no
 // governance change itself (it may not write roles, grants, identities, policies, sources or
 // tokens), yet it may append an event of kind config through interlock_audit_append_v2 (granted for
 // approval events) naming any operator, and `audit verify` accepts it: a stolen runtime credential
 // can write "alice granted reader on docs to mallory" into the trail. A fix: the append function
 // refuses kind config unless its caller may change governance state (e.g. the table owner), and the
 // runtime role's INSERT on audit_events is held to its own kinds (a check on kind in its lanes): a
-// migration and a verify rule, left open.
+// migration and a verify rule. Fixed by migration 20261208220000000: config events go to a chain of
+// their own (format 4) that interlock_audit_append_v2 appends only for a login role that may INSERT
+// into grants; the runtime role's direct INSERTs store format-3 batches only (row-level security),
+// and verify names a config event in a format-3 batch (misplaced_config).
 describe('runtime role', () => {
   let role: string;
   let admin: pg.Client;
   let rt: pg.Client;
+  let rtPool: pg.Pool;
   beforeAll(async () => {
     role = `il_rtgov_${randomBytes(4).toString('hex')}`;
     admin = new pg.Client({ connectionString: ADMIN_URL });
@@ -205,9 +239,11 @@ describe('runtime role', () => {
     u.password = `rt-${role}`;
     rt = new pg.Client({ connectionString: u.toString() });
     await rt.connect();
+    rtPool = new pg.Pool({ connectionString: u.toString(), max: 1 });
   });
   afterAll(async () => {
     await rt?.end();
+    await rtPool?.end();
     for (const what of ['ALL TABLES IN SCHEMA public', 'ALL SEQUENCES IN SCHEMA public', 'ALL FUNCTIONS IN SCHEMA public', 'SCHEMA public']) await db.pool.query(`REVOKE ALL ON ${what} FROM ${role}`);
     await admin.query(`REVOKE ALL ON DATABASE "${temp.name}" FROM ${role}`);
     await admin.query(`DROP ROLE ${role}`);
@@ -219,17 +255,25 @@ describe('runtime role', () => {
     await expect(rt.query("UPDATE sources SET enabled = false WHERE id = 'docs'")).rejects.toMatchObject({ code: '42501' });
   });
 
-  // Finding 6 (low-medium, open): every config event (and approval event) appends to the one
+  // Finding 6 (low-medium, fixed): every config event (and approval event) appends to the one
   // format-2 chain under audit_chain_lock, which interlock_audit_append_v2 holds until its caller's
   // transaction ends. The runtime role may call it, so a runtime credential that appends an event and
   // leaves its transaction open stalls every governance change (CLI, admin API, console, apply) for
   // as long as it likes: nothing is changed without its event, but nothing can be changed. A fix
   // needs the append not to hold a lock the caller controls (e.g. the runtime role's approval
   // events on its own format-3 lanes, or a lock_timeout on operator transactions with a clear
-  // error), left open.
-  test.failing('cannot stall governance changes by holding the config chain\'s lock', async () => {
+  // error). Fixed: config events have their own chain and lock (format 4), which the runtime role
+  // cannot take (its config appends are refused); what it can still append (approval events, and the
+  // identities and grants of token claims, through the definer functions) goes to the format-2 chain.
+  test('cannot stall governance changes by holding the config chain\'s lock', async () => {
     await rt.query('BEGIN');
-    await recordConfigEvent(rt, { decision: 'noise', operator: 'x', details: {} });
+    await rt.query('SAVEPOINT s');
+    await expect(recordConfigEvent(rt, { decision: 'noise', operator: 'x', details: {} })).rejects.toMatchObject({ code: '42501' });
+    await rt.query('ROLLBACK TO SAVEPOINT s');
+    // What it may still append, each holding the format-2 chain's lock until its transaction ends.
+    await recordApprovalEvent(rt, { approvalId: 'apr_stall', action: 'expired', operator: 'system:expiry' });
+    await rt.query('SELECT interlock_provision_token_identity($1, $2, $3, $4)', [`idn_${randomBytes(10).toString('hex')}`, 'stall-tok', 'https://issuer.example', 'sub-stall']);
+    await rt.query('SELECT interlock_sync_claim_grants($1, $2, $3::text[], $4::text[])', ['https://issuer.example', 'sub-stall', ['reader'], ['docs']]);
     const rtPid = (await rt.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0].pid;
     const made = createIdentity(db, 'stalled-agent', { operator: 'ops-anna' });
     let blocked = false;
@@ -246,7 +290,7 @@ describe('runtime role', () => {
     expect(blocked).toBe(false);
   });
 
-  test.failing('cannot append a config event in an operator\'s name', async () => {
+  test('cannot append a config event in an operator\'s name', async () => {
     const before = await lastId();
     let refused = false;
     try {
@@ -254,9 +298,30 @@ describe('runtime role', () => {
     } catch (err) {
       refused = (err as { code?: string }).code === '42501';
     }
-    // Today the forged event is stored and the trail still verifies.
+    // Before the fix the forged event was stored and the trail still verified.
     expect((await cli('audit', 'verify')).code).toBe(0);
     expect(await configEventsAfter(before)).toEqual([]);
     expect(refused).toBe(true);
+  });
+
+  test('cannot insert a batch of the format-2 or config chain itself (only its writer lanes\' format 3)', async () => {
+    const prev = (await db.pool.query<{ hash: Buffer }>('SELECT hash FROM audit_batches ORDER BY id DESC LIMIT 1')).rows[0].hash;
+    for (const format of [1, 2, 4]) {
+      await expect(
+        rt.query('INSERT INTO audit_batches (committed_at, event_count, prev_hash, hash, format) VALUES (now(), 0, $1, $2, $3)', [prev, randomBytes(32), format]),
+      ).rejects.toMatchObject({ code: '42501' });
+    }
+    // Its own format-3 batches are still stored (the gateway's writer lanes).
+    const lane = new ChainLane(rtPool);
+    await lane.append([], 5000);
+    expect(lane.committed).toBe(1);
+  });
+
+  test('a config event it stores in a format-3 batch of its own is named by audit verify (misplaced_config)', async () => {
+    const lane = new ChainLane(rtPool);
+    const id = await lane.append([configRow({ decision: 'grant_added', operator: 'alice', sourceId: 'docs', details: { identity: 'mallory', role: 'reader' } })], 5000);
+    const r = await cli('--json', 'audit', 'verify');
+    expect(r.code).toBe(1);
+    expect(JSON.parse(r.stdout).mismatches).toEqual([{ batchId: id, committedAt: expect.any(String), fault: 'misplaced_config' }]);
   });
 });

@@ -140,6 +140,7 @@ test('source remove refuses while an approval is pending, removes with --force, 
   expect(await getSource(db, 'local')).toBeNull();
   expect((await getApproval(db, a.id))!).toMatchObject({ state: 'rejected', decidedBy: 'ops-ben' });
   const trail = JSON.parse((await cli('--json', 'audit', 'search', '--source', 'local')).stdout) as { events: Array<{ kind: string; decision: string }> };
-  expect(trail.events.map((e) => `${e.kind} ${e.decision}`)).toEqual(['config source_removed', 'approval rejected', 'config source_updated', 'config source_updated', 'config source_added']);
+  // The apply that renamed the source recorded source_updated and its applied event (details.sources: [local]) (rtgov finding 7).
+  expect(trail.events.map((e) => `${e.kind} ${e.decision}`)).toEqual(['config source_removed', 'approval rejected', 'config applied', 'config source_updated', 'config source_updated', 'config source_updated', 'config source_added']);
   expect(await cli('source', 'remove', 'local')).toEqual({ code: 3, stdout: '', stderr: 'error: source "local" not found\n' });
 });

@@ -97,8 +97,10 @@ test('round trip: export, plan shows no changes; one changed field plans exactly
   expect(src.settings).toMatchObject({ tls: { mode: 'require' } });
   expect(src.type === 'postgres' && src.settings.reader.password).toBe('pw-sales');
   const events = await configEvents();
-  expect(events).toHaveLength(before + 1);
-  expect(events[0]).toMatchObject({ kind: 'config', decision: 'applied', operator: 'ops-anna', details: { digest: fileDigest(changed), prune: false, summary: { create: 0, update: 1, delete: 0 }, changes: ['update source sales: settings.tls.mode'] } });
+  // The source's own event and the apply's, in one batch (rtgov finding 7: found by --source sales).
+  expect(events).toHaveLength(before + 2);
+  expect(events[0]).toMatchObject({ kind: 'config', decision: 'applied', operator: 'ops-anna', details: { digest: fileDigest(changed), prune: false, summary: { create: 0, update: 1, delete: 0 }, sources: ['sales'], changes: ['update source sales: settings.tls.mode'] } });
+  expect(events[1]).toMatchObject({ kind: 'config', decision: 'source_updated', operator: 'ops-anna', sourceId: 'sales', details: { changed: ['settings.tls.mode'], digest: fileDigest(changed) } });
   expect(events[0].details.digest).toMatch(/^sha256:[0-9a-f]{64}$/);
 
   const again = await applyInterlockFile(t.db, { text: changed }, op);
@@ -164,8 +166,13 @@ test('pruning a source with a pending approval is refused unless forced; its aud
   expect((await getApproval(t.db, a.id))!).toMatchObject({ state: 'rejected', decidedBy: 'ops-anna', sourceId: 'hr' });
   const trail = (await searchAudit(t.db, { sourceId: 'hr', limit: 100 })).events.map((e) => [e.kind, e.decision, e.reasonCode, e.operator]);
   expect(trail).toEqual([
+    // This apply (details.sources: hr), its removal of hr and the rejection.
+    ['config', 'applied', null, 'ops-anna'],
     ['config', 'source_removed', null, 'ops-anna'],
     ['approval', 'rejected', 'source_removed', 'ops-anna'],
+    // The previous test's pruning apply, which took agent-b's grant on hr away.
+    ['config', 'applied', null, 'ops-anna'],
+    ['config', 'grant_revoked', null, 'ops-anna'],
     // The setup's own changes (made without an operator, as the gateway's provisioning is).
     ['config', 'grant_added', null, 'system'],
     ['config', 'source_added', null, 'system'],
@@ -199,7 +206,8 @@ test('claim mappings (issue 26): apply stores them, export writes them back, the
     { issuer: okta.issuer, identity_claim: 'email', unknown_subjects: 'provision', role_grants: okta.role_grants },
     { issuer: entra.issuer, identity_claim: null, unknown_subjects: null, role_grants: entra.role_grants },
   ]);
-  expect((await configEvents())[0].details).toMatchObject({ changes: [`create claim_mapping ${okta.issuer}: identity_claim, issuer, role_grants, unknown_subjects`, `create claim_mapping ${entra.issuer}: issuer, role_grants`] });
+  // details.sources: the sources the mappings' role_grants name (found by audit search --source sales).
+  expect((await configEvents())[0].details).toMatchObject({ sources: ['sales'], changes: [`create claim_mapping ${okta.issuer}: identity_claim, issuer, role_grants, unknown_subjects`, `create claim_mapping ${entra.issuer}: issuer, role_grants`] });
 
   // Export writes them (ordered by issuer, absent fields left out); the YAML text applies with no changes.
   const file = await exportInterlockFile(t.db);
