@@ -17,7 +17,7 @@ import type { AuditDecision, AuditHooks, AuditSink, ToolCallAuditEvent } from '.
 import { discoverResult, initializeResult, toolsListResult } from './envelopes';
 import { renderOutcome, serializeMessageForWire } from './tool-results';
 import { retryAfterSeconds } from '../transport/http-errors';
-import { refusalInfo } from '../errors/vocabulary';
+import { refusalInfo, toolErrorInfo } from '../errors/vocabulary';
 import type { RateLimiter } from '../pipeline/05-rate-limit';
 import { chargedUpFront, type ClientLimits } from '../transport/client-limits';
 import { KEYLESS_REFUSALS, type KeylessAuditAggregator } from '../transport/keyless-audit';
@@ -113,6 +113,17 @@ export function newRequestId(): string {
 
 function invalidParams(ch: ResponseChannel, id: JsonRpcId, message: string): void {
   ch.final(200, errorResponse(id, { code: -32602, message: `Invalid params: ${message}` }));
+}
+
+/**
+ * The answer to a tools/call naming no tool this server serves (spec/errors-v1.json toolErrors
+ * `unknown_tool`): JSON-RPC -32602, HTTP 200, in every version and dialect, `error.message` naming
+ * the tool (at most 128 characters of it), `error.data` {code: "unknown_tool", message} like the
+ * other -32602 errors' data.
+ */
+export function unknownToolError(name: string): { code: number; message: string; data: { code: string; message: string } } {
+  const info = toolErrorInfo('unknown_tool');
+  return { code: -32602, message: `Invalid params: Unknown tool: ${cutText(name, 128)}`, data: { code: info.code, message: info.message } };
 }
 
 const DONE: Promise<void> = Promise.resolve();
@@ -437,7 +448,7 @@ function callTarget(adm: Admitted, params: Record<string, unknown>, deps: Dispat
   const name = params.name;
   if (typeof name !== 'string') return (ch, id) => invalidParams(ch, id, 'params.name must be a string');
   const binding = deps.tools.get(name);
-  if (!binding) return (ch, id) => invalidParams(ch, id, `Unknown tool: ${cutText(name, 128)}`);
+  if (!binding) return (ch, id) => ch.final(200, errorResponse(id, unknownToolError(name)));
   const args = params.arguments === undefined ? {} : params.arguments;
   if (!isObject(args)) return (ch, id) => invalidParams(ch, id, 'params.arguments must be an object');
   if (adm.dialect === 'modern' && binding.requiredClientCapabilities) {
