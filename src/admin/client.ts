@@ -14,7 +14,7 @@ import type { GrantRecord } from '../control/grants';
 import type { PolicyRecord } from '../control/policies';
 import type { ApprovalRecord } from '../control/approvals';
 import type { AuditPage, AuditRecord } from '../audit/writer';
-import type { ApprovalDecision, CreatedKeyView, OperatorBackend, SourceView } from './backend';
+import type { ApprovalDecision, ApprovalReview, CreatedKeyView, OperatorBackend, SourceView } from './backend';
 import { ADMIN_PREFIX } from './routes';
 
 type FetchFn = (input: string, init?: RequestInit) => Promise<Response>;
@@ -118,6 +118,7 @@ export function remoteBackend(server: string, token: string, fetchFn: FetchFn = 
 
     listApprovals: async (f = {}) => (await call<{ approvals: ApprovalRecord[] }>('GET', `/approvals${qs(f)}`)).approvals,
     getApproval: (id) => call('GET', `/approvals/${enc(id)}`),
+    reviewApproval: (id) => call<ApprovalReview>('GET', `/approvals/${enc(id)}/review`),
     approve: (id, o) => call<ApprovalDecision>('POST', `/approvals/${enc(id)}/approve`, o.reason ? { reason: o.reason } : {}),
     reject: (id, o) => call('POST', `/approvals/${enc(id)}/reject`, o.reason ? { reason: o.reason } : {}),
     requeue: (id) => call('POST', `/approvals/${enc(id)}/requeue`, {}),
