@@ -1027,6 +1027,16 @@ export interface components {
             retry_after_ms?: number;
             /** @description For a tool error, one of its reasons in errors-v1.json (statement_failed → lock_timeout). */
             reason?: string;
+            /** @description statement_failed: the SQLSTATE of the statement's own error (errors-v1.json statementSqlstates). */
+            sqlstate?: string;
+            /** @description statement_failed: PostgreSQL's condition name of sqlstate, when errors-v1.json lists it. */
+            condition?: string;
+            /** @description statement_failed: the column, relation, function or operator the error names, only when the statement itself wrote that name. */
+            object?: {
+                /** @enum {string} */
+                kind: "column" | "relation" | "function" | "operator";
+                name: string;
+            };
             details?: string[];
         };
         BadRequestBody: {
