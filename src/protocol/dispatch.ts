@@ -111,8 +111,12 @@ export function newRequestId(): string {
   return `req_${id}`;
 }
 
-function invalidParams(ch: ResponseChannel, id: JsonRpcId, message: string): void {
-  ch.final(200, errorResponse(id, { code: -32602, message: `Invalid params: ${message}` }));
+/**
+ * JSON-RPC -32602 (HTTP 200) with `message`; with `code` (a tool error of spec/errors-v1.json) the
+ * error carries data {code, message} like the other -32602 errors of a tools/call.
+ */
+function invalidParams(ch: ResponseChannel, id: JsonRpcId, message: string, code?: string): void {
+  ch.final(200, errorResponse(id, { code: -32602, message: `Invalid params: ${message}`, ...(code ? { data: { code: toolErrorInfo(code).code, message } } : {}) }));
 }
 
 /**
@@ -446,11 +450,11 @@ interface CallTarget {
  */
 function callTarget(adm: Admitted, params: Record<string, unknown>, deps: DispatchDeps): CallTarget | ((ch: ResponseChannel, id: JsonRpcId) => void) {
   const name = params.name;
-  if (typeof name !== 'string') return (ch, id) => invalidParams(ch, id, 'params.name must be a string');
+  if (typeof name !== 'string') return (ch, id) => invalidParams(ch, id, 'params.name must be a string', 'unknown_tool');
   const binding = deps.tools.get(name);
   if (!binding) return (ch, id) => ch.final(200, errorResponse(id, unknownToolError(name)));
   const args = params.arguments === undefined ? {} : params.arguments;
-  if (!isObject(args)) return (ch, id) => invalidParams(ch, id, 'params.arguments must be an object');
+  if (!isObject(args)) return (ch, id) => invalidParams(ch, id, 'params.arguments must be an object', 'invalid_arguments');
   if (adm.dialect === 'modern' && binding.requiredClientCapabilities) {
     const meta = isObject(params._meta) ? params._meta : {};
     const declared = isObject(meta['io.modelcontextprotocol/clientCapabilities']) ? (meta['io.modelcontextprotocol/clientCapabilities'] as Record<string, unknown>) : {};

@@ -120,6 +120,11 @@ test('an unknown tool is JSON-RPC -32602 with data {code: unknown_tool, message}
   expect(cut.json.error.data).toEqual(expected(33).error.data);
   expect(cut.json.error.message.startsWith('Invalid params: Unknown tool: xxx')).toBe(true);
   expect(cut.json.error.message.length).toBeLessThan(long.length);
+  // A name that is not a string, arguments that are not an object: the same data pair with their cause.
+  const noName = await post({ jsonrpc: '2.0', id: 34, method: 'tools/call', params: { name: 7, arguments: {} } }, { ...auth(), 'mcp-protocol-version': '2025-11-25' });
+  expect([noName.status, noName.json]).toEqual([200, { jsonrpc: '2.0', id: 34, error: { code: -32602, message: 'Invalid params: params.name must be a string', data: { code: 'unknown_tool', message: 'params.name must be a string' } } }]);
+  const badArgs = await post({ jsonrpc: '2.0', id: 35, method: 'tools/call', params: { name: 'fixed_probe', arguments: [1], _meta: ENV } }, { ...auth(), ...modernHeaders('tools/call', 'fixed_probe') });
+  expect([badArgs.status, badArgs.json]).toEqual([200, { jsonrpc: '2.0', id: 35, error: { code: -32602, message: 'Invalid params: params.arguments must be an object', data: { code: 'invalid_arguments', message: 'params.arguments must be an object' } } }]);
 });
 
 test('queued write is a result with isError false saying not to retry, in both dialects', async () => {
