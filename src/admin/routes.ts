@@ -44,6 +44,9 @@ export interface AdminOptions {
   originPolicy?: OriginPolicy;
 }
 
+/** The message of the admin API's 404 for a route it does not have (remote clients recognise an older gateway by it). */
+export const UNKNOWN_ADMIN_ROUTE = 'No such admin route (or method)';
+
 /** Path prefix of the admin API. */
 export const ADMIN_PREFIX = '/admin/v1';
 
@@ -222,7 +225,7 @@ export function mountAdmin(app: Express, _deps: DispatchDeps | undefined, opts: 
   });
   route('get', '/audit/tail', async (q, _r, b) => ({ events: await b.tailAudit(queryInt(q, 'lines', 1000) ?? 20) }));
 
-  router.use(ADMIN_PREFIX, (_req, res) => sendError(res, 'unknown_route', 'No such admin route (or method)'));
+  router.use(ADMIN_PREFIX, (_req, res) => sendError(res, 'unknown_route', UNKNOWN_ADMIN_ROUTE));
   router.use(routerErrorHandler(logger));
   app.use(router);
 }
