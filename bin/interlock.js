@@ -3,7 +3,7 @@
  * `interlock`: the operator CLI and the gateway launcher (src/cli/main.ts). Runs the compiled
  * JavaScript in dist/ when it is up to date with the sources, else the sources through tsx
  * (bin/runtime.js decides; issue 13). Exit codes: 0 ok, 2 bad usage or invalid input, 3 not found,
- * 1 other errors.
+ * 4 an approval not confirmed (approval approve without a terminal and without --yes), 1 other errors.
  */
 'use strict';
 const path = require('node:path');

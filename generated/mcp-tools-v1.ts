@@ -1621,7 +1621,7 @@ export interface ApprovalStatus {
   message: string;
 }
 /**
- * executed: {row_count}; failed: {error_code, message} (error_code from spec/errors-v1.json approvalFailures); rejected: {reason} when the operator gave one.
+ * executed: {row_count}; failed: {error_code, message} (error_code from spec/errors-v1.json approvalFailures), and for statement_failed the SQLSTATE and its condition name when its class is one errors-v1.json statementSqlstates names (e.g. 23505, unique_violation); rejected: {reason} when the operator gave one.
  *
  * This interface was referenced by `InterlockTools`'s JSON-Schema
  * via the `definition` "ApprovalOutcome".
@@ -1630,5 +1630,7 @@ export interface ApprovalOutcome {
   row_count?: number;
   error_code?: string;
   message?: string;
+  sqlstate?: string;
+  condition?: string;
   reason?: string;
 }

@@ -873,6 +873,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/admin/v1/approvals/{id}/review": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One approval with what an operator reviews before approving it, as the console's detail shows it: destructive or not, the plan as the writer role (EXPLAIN without ANALYZE in a read-only transaction that is rolled back, pending only) and the planner's row estimate of the rows the write changes. `interlock approval show|approve` print it (remote mode too). */
+        get: operations["adminReviewApproval"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/admin/v1/approvals/{id}/approve": {
         parameters: {
             query?: never;
@@ -1010,6 +1027,16 @@ export interface components {
             retry_after_ms?: number;
             /** @description For a tool error, one of its reasons in errors-v1.json (statement_failed → lock_timeout). */
             reason?: string;
+            /** @description statement_failed: the SQLSTATE of the statement's own error (errors-v1.json statementSqlstates). */
+            sqlstate?: string;
+            /** @description statement_failed: PostgreSQL's condition name of sqlstate, when errors-v1.json lists it. */
+            condition?: string;
+            /** @description statement_failed: the column, relation, function or operator the error names, only when the statement itself wrote that name. */
+            object?: {
+                /** @enum {string} */
+                kind: "column" | "relation" | "function" | "operator";
+                name: string;
+            };
             details?: string[];
         };
         BadRequestBody: {
@@ -1460,6 +1487,19 @@ export interface components {
             destructive: boolean;
             /** @description How many control, bidirectional or zero-width characters the statement holds. */
             invisible: number;
+        };
+        ApprovalReview: {
+            approval: components["schemas"]["Approval"];
+            /** @description The statement deletes, updates or merges rows. */
+            destructive: boolean;
+            /** @description The planner's estimate of the rows the write changes (each Insert/Update/Delete/Merge node's input, summed), null without a plan. */
+            estimate: number | null;
+            /** @description EXPLAIN as the writer role, pending approvals only; null when the approval is not pending or its source is gone. ok false: why there is no plan (operator text). */
+            plan: null | {
+                ok: boolean;
+                lines?: string[];
+                reason?: string;
+            };
         };
         ApprovalFailure: {
             sqlstate?: string;
@@ -3687,7 +3727,7 @@ export interface operations {
                         params: string;
                         /** @description The statement deletes, updates or merges rows: approving it needs {confirm: true}. */
                         destructive: boolean;
-                        /** @description The planner's row estimate (top plan node), null without a plan. */
+                        /** @description The planner's estimate of the rows the write changes (each Insert/Update/Delete/Merge node's input, summed; src/console/plan.ts planRowEstimate), null without a plan. */
                         estimate: number | null;
                         relations: string[];
                         plan: null | {
@@ -4853,6 +4893,33 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Approval"];
+                };
+            };
+            401: components["responses"]["AdminUnauthorized"];
+            403: components["responses"]["AdminForbidden"];
+            404: components["responses"]["AdminNotFound"];
+            500: components["responses"]["AdminInternal"];
+        };
+    };
+    adminReviewApproval: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description apr_… id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The approval and its review. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ApprovalReview"];
                 };
             };
             401: components["responses"]["AdminUnauthorized"];

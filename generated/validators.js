@@ -407,8 +407,9 @@ return errors === 0;
 validate21.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.validateApprovalOutcome = validate22;
-const schema33 = {"$id":"https://interlock.dev/spec/defs/ApprovalOutcome.json","title":"ApprovalOutcome","description":"executed: {row_count}; failed: {error_code, message} (error_code from spec/errors-v1.json approvalFailures); rejected: {reason} when the operator gave one.","type":"object","properties":{"row_count":{"type":"integer","minimum":0},"error_code":{"type":"string","pattern":"^[a-z][a-z0-9_]*$"},"message":{"type":"string"},"reason":{"type":"string"}},"additionalProperties":false};
+const schema33 = {"$id":"https://interlock.dev/spec/defs/ApprovalOutcome.json","title":"ApprovalOutcome","description":"executed: {row_count}; failed: {error_code, message} (error_code from spec/errors-v1.json approvalFailures), and for statement_failed the SQLSTATE and its condition name when its class is one errors-v1.json statementSqlstates names (e.g. 23505, unique_violation); rejected: {reason} when the operator gave one.","type":"object","properties":{"row_count":{"type":"integer","minimum":0},"error_code":{"type":"string","pattern":"^[a-z][a-z0-9_]*$"},"message":{"type":"string"},"sqlstate":{"type":"string","pattern":"^[0-9A-Z]{5}$"},"condition":{"type":"string","pattern":"^[a-z][a-z0-9_]*$"},"reason":{"type":"string"}},"additionalProperties":false};
 const pattern4 = new RegExp("^[a-z][a-z0-9_]*$", "u");
+const pattern5 = new RegExp("^[0-9A-Z]{5}$", "u");
 
 function validate22(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/defs/ApprovalOutcome.json" */;
@@ -423,7 +424,7 @@ evaluated0.items = undefined;
 }
 if(data && typeof data == "object" && !Array.isArray(data)){
 for(const key0 in data){
-if(!((((key0 === "row_count") || (key0 === "error_code")) || (key0 === "message")) || (key0 === "reason"))){
+if(!((((((key0 === "row_count") || (key0 === "error_code")) || (key0 === "message")) || (key0 === "sqlstate")) || (key0 === "condition")) || (key0 === "reason"))){
 const err0 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err0];
@@ -496,9 +497,11 @@ vErrors.push(err5);
 errors++;
 }
 }
-if(data.reason !== undefined){
-if(typeof data.reason !== "string"){
-const err6 = {instancePath:instancePath+"/reason",schemaPath:"#/properties/reason/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data.sqlstate !== undefined){
+let data3 = data.sqlstate;
+if(typeof data3 === "string"){
+if(!pattern5.test(data3)){
+const err6 = {instancePath:instancePath+"/sqlstate",schemaPath:"#/properties/sqlstate/pattern",keyword:"pattern",params:{pattern: "^[0-9A-Z]{5}$"},message:"must match pattern \""+"^[0-9A-Z]{5}$"+"\""};
 if(vErrors === null){
 vErrors = [err6];
 }
@@ -508,14 +511,62 @@ vErrors.push(err6);
 errors++;
 }
 }
-}
 else {
-const err7 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err7 = {instancePath:instancePath+"/sqlstate",schemaPath:"#/properties/sqlstate/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err7];
 }
 else {
 vErrors.push(err7);
+}
+errors++;
+}
+}
+if(data.condition !== undefined){
+let data4 = data.condition;
+if(typeof data4 === "string"){
+if(!pattern4.test(data4)){
+const err8 = {instancePath:instancePath+"/condition",schemaPath:"#/properties/condition/pattern",keyword:"pattern",params:{pattern: "^[a-z][a-z0-9_]*$"},message:"must match pattern \""+"^[a-z][a-z0-9_]*$"+"\""};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+}
+else {
+const err9 = {instancePath:instancePath+"/condition",schemaPath:"#/properties/condition/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+}
+if(data.reason !== undefined){
+if(typeof data.reason !== "string"){
+const err10 = {instancePath:instancePath+"/reason",schemaPath:"#/properties/reason/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err10];
+}
+else {
+vErrors.push(err10);
+}
+errors++;
+}
+}
+}
+else {
+const err11 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err11];
+}
+else {
+vErrors.push(err11);
 }
 errors++;
 }
@@ -525,7 +576,7 @@ return errors === 0;
 validate22.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.validateApprovalStatus = validate23;
-const schema34 = {"$id":"https://interlock.dev/spec/defs/ApprovalStatus.json","title":"ApprovalStatus","description":"structuredContent of interlock_approval_status: what became of a queued write. Never carries database text: a failure is a stable code and a fixed message.","type":"object","properties":{"approval_id":{"type":"string"},"source_id":{"type":"string"},"state":{"type":"string","enum":["pending","approved","executed","failed","rejected","expired"]},"requested_at":{"type":"string","format":"date-time"},"expires_at":{"type":"string","format":"date-time"},"decided_at":{"type":["string","null"],"format":"date-time"},"executed_at":{"type":["string","null"],"format":"date-time"},"outcome":{"oneOf":[{"type":"null"},{"description":"executed: {row_count}; failed: {error_code, message} (error_code from spec/errors-v1.json approvalFailures); rejected: {reason} when the operator gave one.","type":"object","properties":{"row_count":{"type":"integer","minimum":0},"error_code":{"type":"string","pattern":"^[a-z][a-z0-9_]*$"},"message":{"type":"string"},"reason":{"type":"string"}},"additionalProperties":false}]},"requeued_from":{"type":"string","description":"Present when an operator requeued this write from an earlier failed approval."},"requeued_as":{"type":"string","description":"Present on a failed approval an operator requeued: the approval_id of the newest approval made from it (ask its status to learn whether the write ran)."},"message":{"type":"string"}},"required":["approval_id","source_id","state","requested_at","expires_at","decided_at","executed_at","outcome","message"],"additionalProperties":false};
+const schema34 = {"$id":"https://interlock.dev/spec/defs/ApprovalStatus.json","title":"ApprovalStatus","description":"structuredContent of interlock_approval_status: what became of a queued write. Never carries database text: a failure is a stable code and a fixed message.","type":"object","properties":{"approval_id":{"type":"string"},"source_id":{"type":"string"},"state":{"type":"string","enum":["pending","approved","executed","failed","rejected","expired"]},"requested_at":{"type":"string","format":"date-time"},"expires_at":{"type":"string","format":"date-time"},"decided_at":{"type":["string","null"],"format":"date-time"},"executed_at":{"type":["string","null"],"format":"date-time"},"outcome":{"oneOf":[{"type":"null"},{"description":"executed: {row_count}; failed: {error_code, message} (error_code from spec/errors-v1.json approvalFailures), and for statement_failed the SQLSTATE and its condition name when its class is one errors-v1.json statementSqlstates names (e.g. 23505, unique_violation); rejected: {reason} when the operator gave one.","type":"object","properties":{"row_count":{"type":"integer","minimum":0},"error_code":{"type":"string","pattern":"^[a-z][a-z0-9_]*$"},"message":{"type":"string"},"sqlstate":{"type":"string","pattern":"^[0-9A-Z]{5}$"},"condition":{"type":"string","pattern":"^[a-z][a-z0-9_]*$"},"reason":{"type":"string"}},"additionalProperties":false}]},"requeued_from":{"type":"string","description":"Present when an operator requeued this write from an earlier failed approval."},"requeued_as":{"type":"string","description":"Present on a failed approval an operator requeued: the approval_id of the newest approval made from it (ask its status to learn whether the write ran)."},"message":{"type":"string"}},"required":["approval_id","source_id","state","requested_at","expires_at","decided_at","executed_at","outcome","message"],"additionalProperties":false};
 const func1 = Object.prototype.hasOwnProperty;
 const formats0 = require("ajv-formats/dist/formats").fullFormats["date-time"];
 
@@ -814,7 +865,7 @@ passing0 = 0;
 const _errs20 = errors;
 if(data7 && typeof data7 == "object" && !Array.isArray(data7)){
 for(const key1 in data7){
-if(!((((key1 === "row_count") || (key1 === "error_code")) || (key1 === "message")) || (key1 === "reason"))){
+if(!((((((key1 === "row_count") || (key1 === "error_code")) || (key1 === "message")) || (key1 === "sqlstate")) || (key1 === "condition")) || (key1 === "reason"))){
 const err23 = {instancePath:instancePath+"/outcome",schemaPath:"#/properties/outcome/oneOf/1/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err23];
@@ -887,9 +938,11 @@ vErrors.push(err28);
 errors++;
 }
 }
-if(data7.reason !== undefined){
-if(typeof data7.reason !== "string"){
-const err29 = {instancePath:instancePath+"/outcome/reason",schemaPath:"#/properties/outcome/oneOf/1/properties/reason/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data7.sqlstate !== undefined){
+let data11 = data7.sqlstate;
+if(typeof data11 === "string"){
+if(!pattern5.test(data11)){
+const err29 = {instancePath:instancePath+"/outcome/sqlstate",schemaPath:"#/properties/outcome/oneOf/1/properties/sqlstate/pattern",keyword:"pattern",params:{pattern: "^[0-9A-Z]{5}$"},message:"must match pattern \""+"^[0-9A-Z]{5}$"+"\""};
 if(vErrors === null){
 vErrors = [err29];
 }
@@ -899,14 +952,62 @@ vErrors.push(err29);
 errors++;
 }
 }
-}
 else {
-const err30 = {instancePath:instancePath+"/outcome",schemaPath:"#/properties/outcome/oneOf/1/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err30 = {instancePath:instancePath+"/outcome/sqlstate",schemaPath:"#/properties/outcome/oneOf/1/properties/sqlstate/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err30];
 }
 else {
 vErrors.push(err30);
+}
+errors++;
+}
+}
+if(data7.condition !== undefined){
+let data12 = data7.condition;
+if(typeof data12 === "string"){
+if(!pattern4.test(data12)){
+const err31 = {instancePath:instancePath+"/outcome/condition",schemaPath:"#/properties/outcome/oneOf/1/properties/condition/pattern",keyword:"pattern",params:{pattern: "^[a-z][a-z0-9_]*$"},message:"must match pattern \""+"^[a-z][a-z0-9_]*$"+"\""};
+if(vErrors === null){
+vErrors = [err31];
+}
+else {
+vErrors.push(err31);
+}
+errors++;
+}
+}
+else {
+const err32 = {instancePath:instancePath+"/outcome/condition",schemaPath:"#/properties/outcome/oneOf/1/properties/condition/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err32];
+}
+else {
+vErrors.push(err32);
+}
+errors++;
+}
+}
+if(data7.reason !== undefined){
+if(typeof data7.reason !== "string"){
+const err33 = {instancePath:instancePath+"/outcome/reason",schemaPath:"#/properties/outcome/oneOf/1/properties/reason/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err33];
+}
+else {
+vErrors.push(err33);
+}
+errors++;
+}
+}
+}
+else {
+const err34 = {instancePath:instancePath+"/outcome",schemaPath:"#/properties/outcome/oneOf/1/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err34];
+}
+else {
+vErrors.push(err34);
 }
 errors++;
 }
@@ -922,12 +1023,12 @@ passing0 = 1;
 }
 }
 if(!valid1){
-const err31 = {instancePath:instancePath+"/outcome",schemaPath:"#/properties/outcome/oneOf",keyword:"oneOf",params:{passingSchemas: passing0},message:"must match exactly one schema in oneOf"};
+const err35 = {instancePath:instancePath+"/outcome",schemaPath:"#/properties/outcome/oneOf",keyword:"oneOf",params:{passingSchemas: passing0},message:"must match exactly one schema in oneOf"};
 if(vErrors === null){
-vErrors = [err31];
+vErrors = [err35];
 }
 else {
-vErrors.push(err31);
+vErrors.push(err35);
 }
 errors++;
 }
@@ -945,48 +1046,48 @@ vErrors = null;
 }
 if(data.requeued_from !== undefined){
 if(typeof data.requeued_from !== "string"){
-const err32 = {instancePath:instancePath+"/requeued_from",schemaPath:"#/properties/requeued_from/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const err36 = {instancePath:instancePath+"/requeued_from",schemaPath:"#/properties/requeued_from/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
-vErrors = [err32];
+vErrors = [err36];
 }
 else {
-vErrors.push(err32);
+vErrors.push(err36);
 }
 errors++;
 }
 }
 if(data.requeued_as !== undefined){
 if(typeof data.requeued_as !== "string"){
-const err33 = {instancePath:instancePath+"/requeued_as",schemaPath:"#/properties/requeued_as/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const err37 = {instancePath:instancePath+"/requeued_as",schemaPath:"#/properties/requeued_as/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
-vErrors = [err33];
+vErrors = [err37];
 }
 else {
-vErrors.push(err33);
+vErrors.push(err37);
 }
 errors++;
 }
 }
 if(data.message !== undefined){
 if(typeof data.message !== "string"){
-const err34 = {instancePath:instancePath+"/message",schemaPath:"#/properties/message/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const err38 = {instancePath:instancePath+"/message",schemaPath:"#/properties/message/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
-vErrors = [err34];
+vErrors = [err38];
 }
 else {
-vErrors.push(err34);
+vErrors.push(err38);
 }
 errors++;
 }
 }
 }
 else {
-const err35 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err39 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
-vErrors = [err35];
+vErrors = [err39];
 }
 else {
-vErrors.push(err35);
+vErrors.push(err39);
 }
 errors++;
 }
@@ -2302,11 +2403,11 @@ validate28.evaluated = {"props":{"asset_id":true,"source_id":true,"title":true,"
 exports.validateGatewayConfig = validate29;
 const schema40 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/config-v1.schema.json","title":"GatewayConfig","description":"InterLock gateway configuration: an optional JSON or YAML file (--config FILE) merged with INTERLOCK_* environment variables (environment wins) and then command-line flags. Unknown keys are errors everywhere, and so are unknown INTERLOCK_* environment variables: a misspelt safety setting must never be silently ignored. docs/operators.md lists every key with its variable and default.","type":"object","properties":{"listen":{"description":"Where the MCP endpoint listens.","type":"object","properties":{"host":{"description":"Interface address (INTERLOCK_HOST). Default 127.0.0.1.","type":"string","minLength":1,"maxLength":255},"port":{"description":"TCP port, 0 = any free port (INTERLOCK_PORT). Default 8787.","type":"integer","minimum":0,"maximum":65535},"request_timeout_ms":{"description":"Longest time a client may take to send one whole request, headers and body (INTERLOCK_REQUEST_TIMEOUT_MS); past it the connection is answered 408 and closed. Does not limit how long an answer or an SSE stream takes. Default 30000.","type":"integer","minimum":1000,"maximum":3600000},"headers_timeout_ms":{"description":"Longest time a client may take to send a request's headers (INTERLOCK_HEADERS_TIMEOUT_MS); at most request_timeout_ms (a larger value is lowered to it). Default 20000.","type":"integer","minimum":1000,"maximum":3600000},"tls":{"description":"Serve the gateway (MCP endpoint, console, admin API) over TLS on listen.host:port instead of plain HTTP (INTERLOCK_TLS_CERT_FILE, INTERLOCK_TLS_KEY_FILE; issue 24, item 3). Both files are PEM; they are read at start and again on SIGHUP (a failed reload keeps the current certificate and is logged). Console cookies are then Secure. Default: plain HTTP.","type":"object","properties":{"cert_file":{"description":"PEM certificate chain file (leaf first).","type":"string","minLength":1},"key_file":{"description":"PEM private key file of the certificate.","type":"string","minLength":1}},"required":["cert_file","key_file"],"additionalProperties":false}},"additionalProperties":false},"database":{"description":"The control database.","type":"object","properties":{"url":{"description":"PostgreSQL connection URL of the control database (INTERLOCK_DATABASE_URL). Without it an embedded PostgreSQL is started in embedded_data_dir.","type":"string","pattern":"^postgres(ql)?://"},"embedded_data_dir":{"description":"Folder of the embedded PostgreSQL, kept across restarts (INTERLOCK_EMBEDDED_DATA_DIR). Default .interlock/pg.","type":"string","minLength":1},"embedded_port":{"description":"Port of the embedded PostgreSQL, 0 = a free port (INTERLOCK_EMBEDDED_PORT). Default 0.","type":"integer","minimum":0,"maximum":65535},"pool_size":{"description":"Largest number of pooled control-database connections (INTERLOCK_DATABASE_POOL_SIZE). Default 10.","type":"integer","minimum":1,"maximum":1000},"operator_url":{"description":"PostgreSQL connection URL of the operator connection (INTERLOCK_OPERATOR_DATABASE_URL): the database role, given `interlock db grant-operator-role`, through which the admin API (/admin/v1) and the console make governance changes (identities, keys, sources, roles, grants, policies, apply) and record their config events, while the gateway itself runs on its least-privilege runtime role (url). Same database and URL forms as url (several hosts, target_session_attrs). A pool of at most 4 connections; readiness does not depend on it. Unset: governance changes go through url's role, and are refused (403 forbidden) when that role may not make them.","type":"string","pattern":"^postgres(ql)?://"}},"additionalProperties":false},"allowed_hosts":{"description":"Host header values accepted besides the loopback names when bound to loopback (INTERLOCK_ALLOWED_HOSTS, comma-separated), e.g. gateway.example.com:443. DNS-rebinding protection (decision 14).","type":"array","items":{"type":"string","minLength":1,"maxLength":300},"maxItems":100},"allowed_origins":{"description":"Origin values accepted besides the request's own origin (INTERLOCK_ALLOWED_ORIGINS, comma-separated), e.g. https://app.example.com.","type":"array","items":{"type":"string","pattern":"^https?://[^/\\s]+$"},"maxItems":100},"trust_proxy":{"description":"Which proxies in front of the gateway are trusted to give the client's scheme and address in X-Forwarded-Proto and X-Forwarded-For (INTERLOCK_TRUST_PROXY, comma-separated), with Express's `trust proxy` semantics: true trusts every hop, a number that many hops, a list names trusted addresses or subnets (CIDR) or loopback, linklocal, uniquelocal. Set it when a TLS-terminating proxy serves the console, so its cookies are Secure (issue 24, item 3). Applies to every route but POST /mcp. Default false: X-Forwarded-* is ignored.","anyOf":[{"type":"boolean"},{"type":"integer","minimum":0,"maximum":100},{"type":"array","items":{"type":"string","minLength":1,"maxLength":100},"minItems":1,"maxItems":100}]},"console":{"description":"The web approval console at /console (issue 24, item 3). Sessions are kept in the control database, so sign-out, operator-token revocation and the timeouts hold on every replica.","type":"object","properties":{"session_idle_timeout_seconds":{"description":"A console session ends after this long without a request (INTERLOCK_CONSOLE_SESSION_IDLE_TIMEOUT_SECONDS). Default 1800 (30 minutes).","type":"integer","minimum":60,"maximum":86400},"session_absolute_timeout_seconds":{"description":"A console session ends this long after sign-in, however active (INTERLOCK_CONSOLE_SESSION_ABSOLUTE_TIMEOUT_SECONDS). Default 28800 (8 hours).","type":"integer","minimum":300,"maximum":604800}},"additionalProperties":false},"rate_limits":{"description":"Calls allowed per window, shared by every replica through the control database. per_identity counts every call of one identity across all sources (INTERLOCK_RATE_LIMIT_IDENTITY_POINTS, INTERLOCK_RATE_LIMIT_IDENTITY_WINDOW_SECONDS; default 120 per 60 s); per_source counts every call to one source across all identities (INTERLOCK_RATE_LIMIT_SOURCE_POINTS, INTERLOCK_RATE_LIMIT_SOURCE_WINDOW_SECONDS; default 600 per 60 s).","type":"object","properties":{"per_identity":{"$ref":"#/$defs/rateLimit"},"per_source":{"$ref":"#/$defs/rateLimit"}},"additionalProperties":false},"approvals":{"type":"object","properties":{"ttl_seconds":{"description":"How long a queued write waits for an operator before it expires (INTERLOCK_APPROVAL_TTL_SECONDS). Default 86400 (one day).","type":"integer","minimum":60,"maximum":2592000},"max_pending_per_identity":{"description":"Most writes one identity may have waiting for approval at once; the next is refused approval_queue_full and not queued (INTERLOCK_APPROVAL_MAX_PENDING_PER_IDENTITY). Default 20.","type":"integer","minimum":1,"maximum":100000},"max_pending_per_source":{"description":"Most writes waiting for approval on one source at once, all identities together (INTERLOCK_APPROVAL_MAX_PENDING_PER_SOURCE). Default 100.","type":"integer","minimum":1,"maximum":1000000},"sweep_interval_ms":{"description":"How often each gateway expires overdue pending approvals, in milliseconds (INTERLOCK_APPROVAL_SWEEP_INTERVAL_MS). Default 10000.","type":"integer","minimum":100,"maximum":3600000},"sweep_batch":{"description":"Most approvals one sweep expires; the rest wait for the next tick (INTERLOCK_APPROVAL_SWEEP_BATCH). Default 500.","type":"integer","minimum":1,"maximum":10000}},"additionalProperties":false},"audit":{"description":"The audit trail (issue 11).","type":"object","properties":{"commit_timeout_ms":{"description":"How long a tools/call waits for its audit event to commit before it is answered unavailable/audit_unavailable with no result (INTERLOCK_AUDIT_COMMIT_TIMEOUT_MS). Default 2000.","type":"integer","minimum":100,"maximum":60000},"retention_min_days":{"description":"Retention floor of `interlock audit archive`: without --force it never archives a month that ends less than this many days ago (nor the open month, whatever this is). 0: only the open month is kept (INTERLOCK_AUDIT_RETENTION_MIN_DAYS). Default 0.","type":"integer","minimum":0,"maximum":36500}},"additionalProperties":false},"notifications":{"description":"Where InterLock tells people about approvals. Each webhook receives a signed JSON POST for the events it names.","type":"object","properties":{"webhooks":{"type":"array","maxItems":20,"items":{"type":"object","properties":{"url":{"description":"Where to POST (http or https).","type":"string","pattern":"^https?://[^\\s]+$"},"events":{"description":"Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.","type":"array","minItems":1,"uniqueItems":true,"items":{"type":"string","enum":["approval.queued","approval.decided","approval.expired","approval.executed","approval.failed"]}},"secret_env":{"description":"Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).","type":"string","pattern":"^[A-Z_][A-Z0-9_]*$"}},"required":["url","events","secret_env"],"additionalProperties":false}},"coalesce_queued_at":{"description":"When this many approval.queued events of one identity arrive in one poll of the audit trail, each webhook gets one delivery listing them all (approval.count, approval.approval_ids) instead of one per write. Default 3.","type":"integer","minimum":2,"maximum":1000}},"additionalProperties":false},"admission":{"description":"Admission by capacity (issue 29; src/transport/capacity.ts): an adaptive limit on the governed tool calls a replica runs at once, lowered when calls slow down (gradient of short- against long-term latency), when the event loop lags or when the audit writer falls behind, with a short bounded queue. Beyond it a call is refused at once with rate_limited, retry_after_ms and Retry-After derived from the queue, before identity, SQL or audit work; such refusals are audited in aggregate per client address per minute, like keyless refusals. In memory per replica.","type":"object","properties":{"enabled":{"description":"Turn admission by capacity on or off (INTERLOCK_ADMISSION_ENABLED, true or false). Default true.","type":"boolean"},"initial_limit":{"description":"Starting limit, in calls in flight. Default 16: about 2 × CPU cores × 4 calls in flight per core on the 2-core reference machine (a point read spends 1–1.4 ms of gateway CPU in a 5–6 ms answer; peak goodput near 8 connections, bench/11-overload.ts); raise it with the cores.","type":"integer","minimum":1,"maximum":100000},"min_limit":{"description":"The limit never falls below this (INTERLOCK_ADMISSION_MIN_LIMIT). Default 4: one core's worth of calls in flight, so a starved replica still serves while it refuses the excess; the limit acts from 8–32 connections up on 2 cores.","type":"integer","minimum":1,"maximum":100000},"max_limit":{"description":"The limit never rises above this (INTERLOCK_ADMISSION_MAX_LIMIT). Default 512.","type":"integer","minimum":1,"maximum":100000},"queue_size":{"description":"Calls that may wait for a slot; beyond them a call is refused at once (INTERLOCK_ADMISSION_QUEUE_SIZE). Default 32.","type":"integer","minimum":0,"maximum":100000},"queue_timeout_ms":{"description":"Longest wait of a queued call in milliseconds; then it is refused. Default 250.","type":"integer","minimum":1,"maximum":60000},"tolerance":{"description":"How many times the long-term latency (controller min_rtt: minRTT) the short-term one may reach before the limit falls. Default 2.","type":"number","minimum":1,"maximum":10},"controller":{"description":"How the limit follows latency (INTERLOCK_ADMISSION_CONTROLLER). \"long_average\" (default): the gradient of the short-term latency against a slow long-term average (10 s time constant). \"min_rtt\": Envoy's gradient controller: the replica's latency at low concurrency (minRTT) is measured in a window every min_rtt_interval_ms (plus up to 10 % jitter) with the limit held at min_limit, and every 100 ms the limit becomes limit × gradient + √(limit × gradient), gradient = clamp(tolerance × minRTT ÷ sampled latency, 0.5, 2), the sampled latency being the latency_percentile of the calls finished in those 100 ms; a limit at min_limit for 5 updates in a row measures minRTT again at once.","type":"string","enum":["long_average","min_rtt"]},"min_rtt_interval_ms":{"description":"controller min_rtt: milliseconds between the end of one minRTT window and the start of the next (plus up to 10 % jitter). Default 10000.","type":"integer","minimum":100,"maximum":3600000},"min_rtt_samples":{"description":"controller min_rtt: calls admitted and finished inside a minRTT window (at most min_limit in flight) that make its measurement; a window also ends 1 s after its first such call with what it has. Default 25.","type":"integer","minimum":1,"maximum":10000},"sample_source_time":{"description":"Count a call's time in source reads (pool checkout and statements) in its latency sample (INTERLOCK_ADMISSION_SAMPLE_SOURCE_TIME, true or false). Default false: left out, so one identity's slow statements cannot lower the limit for every caller; but then queueing for the source pool is invisible to the limit (bench/RESULTS.md, h29p). An experiment switch.","type":"boolean"},"sample_pool_wait":{"description":"Count a call's wait for a connection of a source's shared reader pool in its latency sample, the rest of its source time left out (INTERLOCK_ADMISSION_SAMPLE_POOL_WAIT, true or false). The wait starts once the call's identity has its own slot (max_concurrent_per_identity), so an identity flooding its own share, or sending slow statements, cannot lower the limit for every caller; a queue for the shared pool, which every identity's calls stand in, lowers it. Ignored when sample_source_time is true (all source time counts). Default false (bench/RESULTS.md, h29q).","type":"boolean"},"identity_limit":{"description":"Give each identity a limit of its own inside the replica's (INTERLOCK_ADMISSION_IDENTITY_LIMIT, true or false), in calls of the gateway, set by the identity's queue for its own source slots (max_concurrent_per_identity), which the replica's limit leaves out. An identity gets one when a call of it waited for its own slots longer than its allowance (below) or was refused for lack of a source slot. At most every 100 ms (or once per latency of its calls), over its calls admitted since the last change: when their mean own-slot wait passes the allowance, max(identity_slot_wait_ms, identity_wait_ratio × their mean statement time), the share of its calls in flight queued beyond it (excess wait ÷ latency, Little's law) is taken off its limit (at most half); otherwise, while it uses at least half its limit, the limit grows by its square root, and it is removed once it reaches the replica's limit. A call refused for lack of a source slot lowers it to 0.9 × its calls in flight. Its excess calls are refused at once with rate_limited and Retry-After, like those beyond the replica's limit; other identities and the replica's limit are untouched. At most 10,000 identities are limited at once (the oldest entry goes first). Default false (bench/RESULTS.md, h29i, h29n).","type":"boolean"},"identity_slot_wait_ms":{"description":"identity_limit: the least mean wait for an identity's own source slots, in milliseconds, that its limit allows, whatever its statements' time. Default 1.","type":"number","minimum":0,"maximum":60000},"identity_wait_ratio":{"description":"identity_limit: the mean wait for an identity's own source slots that its limit allows, as a multiple of its statements' mean time (by Little's law about this many calls waiting per busy slot: enough to keep its slots busy through the gateway's own stalls). Default 2 (bench/RESULTS.md, h29n).","type":"number","minimum":0,"maximum":100},"latency_percentile":{"description":"controller min_rtt: the percentile (nearest rank) of call latencies taken both for minRTT and for each 100 ms sample. Default 90.","type":"number","exclusiveMinimum":0,"maximum":100},"max_event_loop_delay_ms":{"description":"Event-loop delay (p99 over the last second) past which the limit is lowered, by 10 % at most every 100 ms. Default 100.","type":"integer","minimum":1,"maximum":60000},"max_audit_queue":{"description":"Audit events pending in the writer (queued or in a batch being committed) past which the limit is lowered, by 10 % at most every 100 ms. Each admitted call holds its slot until its event commits, so this only acts when it is below max_limit. Default 64.","type":"integer","minimum":1,"maximum":1000000},"pause_refused_connections":{"description":"After a refusal at capacity on POST /mcp, read nothing more from that connection until its Retry-After (the connection stays open). A client that waits as told loses nothing; one that retries at once on the same connection cannot spend the replica's CPU on refusals and starve the calls it admitted (INTERLOCK_ADMISSION_PAUSE_REFUSED_CONNECTIONS, true or false). Turn it off behind a proxy that carries several callers on one connection. Default true.","type":"boolean"}},"additionalProperties":false},"cache":{"description":"Result cache of eligible reads.","type":"object","properties":{"ttl_ms":{"description":"Time to live of a cached result in milliseconds, 0 disables the cache (INTERLOCK_CACHE_TTL_MS). Default 30000.","type":"integer","minimum":0,"maximum":86400000},"max_bytes":{"description":"Byte budget of the cache (INTERLOCK_CACHE_MAX_BYTES). Default 67108864 (64 MiB).","type":"integer","minimum":0,"maximum":17179869184}},"additionalProperties":false},"ops_listen":{"description":"Optional separate listen address of the operations endpoints GET /healthz, /readyz and /metrics (INTERLOCK_OPS_HOST, INTERLOCK_OPS_PORT), e.g. for a Prometheus scraper on an internal interface. When set, those three endpoints are served only there (behind the same Host/Origin guard, with the loopback names plus allowed_hosts, or any host on a non-loopback bind without allowed_hosts) and no longer on listen. Default: unset (served on listen).","type":"object","properties":{"host":{"description":"Interface address of the operations listener (INTERLOCK_OPS_HOST). Default 127.0.0.1.","type":"string","minLength":1,"maxLength":255},"port":{"description":"TCP port of the operations listener, 0 = any free port (INTERLOCK_OPS_PORT).","type":"integer","minimum":0,"maximum":65535}},"required":["port"],"additionalProperties":false},"client_limits":{"description":"Limits per client address and per identity, kept in memory on each replica (so N replicas allow up to N times the figure). The client address is the TCP peer address (an IPv6 address counts by its /64 prefix); behind a reverse proxy every client shares the proxy's address.","type":"object","properties":{"keyless":{"$ref":"#/$defs/rateLimit","description":"Requests without a valid agent key (no Authorization Bearer, or a key that does not resolve) allowed per client address per window, counted before any other work (INTERLOCK_KEYLESS_POINTS, INTERLOCK_KEYLESS_WINDOW_SECONDS). Over it: 429 with Retry-After. Default 600 per 60 s."},"streams_per_address":{"description":"Open SSE streams and in-flight tool calls (GET /mcp/sse streams, and tools/call on every route, each of which may answer as a request-scoped stream) per client address (INTERLOCK_STREAMS_PER_ADDRESS). Over it: 429 rate_limited with Retry-After. Default 128.","type":"integer","minimum":1,"maximum":100000},"streams_per_identity":{"description":"Open SSE streams and in-flight tool calls per identity, across addresses (INTERLOCK_STREAMS_PER_IDENTITY). Over it: 429 rate_limited with Retry-After. Default 64. A tool call keeps its slot until its answer has been flushed to the client or its connection closed, so this also bounds the answers an identity can leave unread in memory.","type":"integer","minimum":1,"maximum":100000},"answer_write_timeout_ms":{"description":"How long a tool call's answer may wait unread by its client, in milliseconds (INTERLOCK_ANSWER_WRITE_TIMEOUT_MS): an answer not flushed to the client by then has its connection closed (the call stays audited), which frees the answer's memory and its stream slot. 0 disables the deadline. Default 30000.","type":"integer","minimum":0,"maximum":3600000},"body_reads_per_address":{"description":"Request bodies being received at once per client address, on every route, checked before the body is read (INTERLOCK_BODY_READS_PER_ADDRESS). Over it: 429 rate_limited with Retry-After, and the connection is closed. Default 64.","type":"integer","minimum":1,"maximum":100000},"body_bytes_in_flight":{"description":"Bytes of request bodies over 64 KiB being received at once on a replica, all client addresses together (one address at most an eighth), each body counted at its Content-Length (the body limit, 1 MiB, when undeclared or compressed) before it is read; smaller bodies count only against body_reads_per_address (INTERLOCK_BODY_BYTES_IN_FLIGHT). Over it: 429 rate_limited with Retry-After, and the connection is closed; one body is always admitted when none is being read. Default 134217728 (128 MiB).","type":"integer","minimum":1048576,"maximum":68719476736}},"additionalProperties":false},"auth":{"description":"InterLock as an OAuth 2.1 resource server (issue 26): JWT access tokens from the organisation's identity providers are accepted beside API keys. docs/operators.md \"Identity providers\".","type":"object","properties":{"resource":{"description":"The gateway's canonical resource URL (RFC 8707; RFC 9728 `resource`), e.g. https://gateway.example.com/mcp: the default expected audience of every issuer and the `resource` of /.well-known/oauth-protected-resource. Required when issuers are configured.","type":"string","pattern":"^https?://","maxLength":2048},"scopes_supported":{"description":"Scopes advertised in the protected resource metadata (scopes_supported). Default: none advertised.","type":"array","items":{"type":"string","minLength":1,"maxLength":256},"maxItems":64,"uniqueItems":true},"handshake_challenge":{"description":"Handshake dialect (2025-*): answer a tools/call refused as unauthorized with HTTP 401 and the WWW-Authenticate challenge (so OAuth-capable clients start their flow) instead of the contract's default tool-result refusal. Default false.","type":"boolean"},"issuers":{"description":"Trusted issuers of JWT access tokens. A token whose unverified `iss` names none of them is refused before any network or database work.","type":"array","maxItems":32,"items":{"$ref":"#/$defs/tokenIssuer"}}},"additionalProperties":false},"log_level":{"description":"Operational log level (INTERLOCK_LOG_LEVEL). Default info.","type":"string","enum":["fatal","error","warn","info","debug","trace","silent"]},"key_pepper":{"description":"Secret HMAC key for API-key hashes, at least 32 characters (INTERLOCK_KEY_PEPPER; prefer the variable or a secret store to a file). Default: generated once and kept in the control database. Changing it invalidates every key, so the gateway refuses to start with a pepper that differs from the one on record.","type":"string","minLength":32,"maxLength":1024}},"additionalProperties":false,"$defs":{"tokenIssuer":{"title":"TokenIssuer","description":"One trusted OAuth 2.1 / OpenID Connect issuer (issue 26 item 1) and how its tokens map to identities (item 2).","type":"object","properties":{"issuer":{"description":"The issuer identifier, compared exactly with the token's `iss` (and with the discovery document's `issuer`).","type":"string","pattern":"^https?://","maxLength":2048},"jwks_uri":{"description":"The issuer's JWKS URL. Absent: discovered from <issuer>/.well-known/openid-configuration.","type":"string","pattern":"^https?://","maxLength":2048},"audience":{"description":"Expected `aud` (one of the token's audiences must equal it). Default: auth.resource.","type":"string","minLength":1,"maxLength":2048},"algorithms":{"description":"Allowed JWS algorithms, asymmetric only (`none` and HMAC are never accepted). Default [RS256, ES256].","type":"array","minItems":1,"uniqueItems":true,"items":{"type":"string","enum":["RS256","RS384","RS512","PS256","PS384","PS512","ES256","ES384","ES512","EdDSA"]}},"required_scopes":{"description":"Scopes the token's `scope` (or `scp`) claim must all carry; a token missing one is refused 403 insufficient_scope. Default none.","type":"array","items":{"type":"string","minLength":1,"maxLength":256},"maxItems":64,"uniqueItems":true},"jwks_cooldown_seconds":{"description":"Least interval between two fetches of the issuer's JWKS, in seconds: a token with an unknown `kid` (a rotated key) refetches at most this often. Default 30.","type":"integer","minimum":1,"maximum":3600},"clock_skew_seconds":{"description":"Tolerance for exp, nbf and iat, in seconds. Default 60.","type":"integer","minimum":0,"maximum":600},"identity_claim":{"description":"The claim that names the identity (e.g. sub, email, preferred_username); lower-cased, it must be a valid identity name. Default sub.","type":"string","minLength":1,"maxLength":128},"unknown_subjects":{"description":"A subject with no identity yet: refuse (invalid_token) or provision an identity named by identity_claim. Default refuse.","type":"string","enum":["refuse","provision"]},"role_grants":{"description":"Claim values that grant source roles: every rule whose claim carries the value (equal, or an element of an array claim) grants role on source to the token's identity; such grants follow the claims on each sign-in.","type":"array","maxItems":256,"items":{"$ref":"#/$defs/claimRoleGrant"}},"attribute_claims":{"description":"Claims copied into the identity's attributes for policies and row rules. Default [email, groups, roles].","type":"array","items":{"type":"string","minLength":1,"maxLength":128},"maxItems":32,"uniqueItems":true}},"required":["issuer"],"additionalProperties":false},"claimRoleGrant":{"title":"ClaimRoleGrant","description":"A claim value that grants a source role on a source.","type":"object","properties":{"claim":{"description":"Claim name, e.g. groups.","type":"string","minLength":1,"maxLength":128},"value":{"description":"Claim value that grants the role.","type":"string","minLength":1,"maxLength":256},"role":{"description":"Source role name.","type":"string","minLength":1,"maxLength":128},"source":{"description":"Source id.","type":"string","minLength":1,"maxLength":128}},"required":["claim","value","role","source"],"additionalProperties":false},"rateLimit":{"title":"RateLimit","type":"object","properties":{"points":{"description":"Calls allowed per window.","type":"integer","minimum":1,"maximum":1000000},"window_seconds":{"description":"Window length in seconds.","type":"integer","minimum":1,"maximum":86400}},"required":["points","window_seconds"],"additionalProperties":false}}};
 const schema41 = {"title":"RateLimit","type":"object","properties":{"points":{"description":"Calls allowed per window.","type":"integer","minimum":1,"maximum":1000000},"window_seconds":{"description":"Window length in seconds.","type":"integer","minimum":1,"maximum":86400}},"required":["points","window_seconds"],"additionalProperties":false};
-const pattern6 = new RegExp("^postgres(ql)?://", "u");
-const pattern8 = new RegExp("^https?://[^/\\s]+$", "u");
-const pattern9 = new RegExp("^https?://[^\\s]+$", "u");
-const pattern10 = new RegExp("^[A-Z_][A-Z0-9_]*$", "u");
-const pattern11 = new RegExp("^https?://", "u");
+const pattern10 = new RegExp("^postgres(ql)?://", "u");
+const pattern12 = new RegExp("^https?://[^/\\s]+$", "u");
+const pattern13 = new RegExp("^https?://[^\\s]+$", "u");
+const pattern14 = new RegExp("^[A-Z_][A-Z0-9_]*$", "u");
+const pattern15 = new RegExp("^https?://", "u");
 const schema44 = {"title":"TokenIssuer","description":"One trusted OAuth 2.1 / OpenID Connect issuer (issue 26 item 1) and how its tokens map to identities (item 2).","type":"object","properties":{"issuer":{"description":"The issuer identifier, compared exactly with the token's `iss` (and with the discovery document's `issuer`).","type":"string","pattern":"^https?://","maxLength":2048},"jwks_uri":{"description":"The issuer's JWKS URL. Absent: discovered from <issuer>/.well-known/openid-configuration.","type":"string","pattern":"^https?://","maxLength":2048},"audience":{"description":"Expected `aud` (one of the token's audiences must equal it). Default: auth.resource.","type":"string","minLength":1,"maxLength":2048},"algorithms":{"description":"Allowed JWS algorithms, asymmetric only (`none` and HMAC are never accepted). Default [RS256, ES256].","type":"array","minItems":1,"uniqueItems":true,"items":{"type":"string","enum":["RS256","RS384","RS512","PS256","PS384","PS512","ES256","ES384","ES512","EdDSA"]}},"required_scopes":{"description":"Scopes the token's `scope` (or `scp`) claim must all carry; a token missing one is refused 403 insufficient_scope. Default none.","type":"array","items":{"type":"string","minLength":1,"maxLength":256},"maxItems":64,"uniqueItems":true},"jwks_cooldown_seconds":{"description":"Least interval between two fetches of the issuer's JWKS, in seconds: a token with an unknown `kid` (a rotated key) refetches at most this often. Default 30.","type":"integer","minimum":1,"maximum":3600},"clock_skew_seconds":{"description":"Tolerance for exp, nbf and iat, in seconds. Default 60.","type":"integer","minimum":0,"maximum":600},"identity_claim":{"description":"The claim that names the identity (e.g. sub, email, preferred_username); lower-cased, it must be a valid identity name. Default sub.","type":"string","minLength":1,"maxLength":128},"unknown_subjects":{"description":"A subject with no identity yet: refuse (invalid_token) or provision an identity named by identity_claim. Default refuse.","type":"string","enum":["refuse","provision"]},"role_grants":{"description":"Claim values that grant source roles: every rule whose claim carries the value (equal, or an element of an array claim) grants role on source to the token's identity; such grants follow the claims on each sign-in.","type":"array","maxItems":256,"items":{"$ref":"#/$defs/claimRoleGrant"}},"attribute_claims":{"description":"Claims copied into the identity's attributes for policies and row rules. Default [email, groups, roles].","type":"array","items":{"type":"string","minLength":1,"maxLength":128},"maxItems":32,"uniqueItems":true}},"required":["issuer"],"additionalProperties":false};
 const schema45 = {"title":"ClaimRoleGrant","description":"A claim value that grants a source role on a source.","type":"object","properties":{"claim":{"description":"Claim name, e.g. groups.","type":"string","minLength":1,"maxLength":128},"value":{"description":"Claim value that grants the role.","type":"string","minLength":1,"maxLength":256},"role":{"description":"Source role name.","type":"string","minLength":1,"maxLength":128},"source":{"description":"Source id.","type":"string","minLength":1,"maxLength":128}},"required":["claim","value","role","source"],"additionalProperties":false};
 
@@ -2356,7 +2457,7 @@ vErrors.push(err2);
 }
 errors++;
 }
-if(!pattern11.test(data0)){
+if(!pattern15.test(data0)){
 const err3 = {instancePath:instancePath+"/issuer",schemaPath:"#/properties/issuer/pattern",keyword:"pattern",params:{pattern: "^https?://"},message:"must match pattern \""+"^https?://"+"\""};
 if(vErrors === null){
 vErrors = [err3];
@@ -2391,7 +2492,7 @@ vErrors.push(err5);
 }
 errors++;
 }
-if(!pattern11.test(data1)){
+if(!pattern15.test(data1)){
 const err6 = {instancePath:instancePath+"/jwks_uri",schemaPath:"#/properties/jwks_uri/pattern",keyword:"pattern",params:{pattern: "^https?://"},message:"must match pattern \""+"^https?://"+"\""};
 if(vErrors === null){
 vErrors = [err6];
@@ -3375,7 +3476,7 @@ errors++;
 if(data8.url !== undefined){
 let data9 = data8.url;
 if(typeof data9 === "string"){
-if(!pattern6.test(data9)){
+if(!pattern10.test(data9)){
 const err24 = {instancePath:instancePath+"/database/url",schemaPath:"#/properties/database/properties/url/pattern",keyword:"pattern",params:{pattern: "^postgres(ql)?://"},message:"must match pattern \""+"^postgres(ql)?://"+"\""};
 if(vErrors === null){
 vErrors = [err24];
@@ -3495,7 +3596,7 @@ errors++;
 if(data8.operator_url !== undefined){
 let data13 = data8.operator_url;
 if(typeof data13 === "string"){
-if(!pattern6.test(data13)){
+if(!pattern10.test(data13)){
 const err34 = {instancePath:instancePath+"/database/operator_url",schemaPath:"#/properties/database/properties/operator_url/pattern",keyword:"pattern",params:{pattern: "^postgres(ql)?://"},message:"must match pattern \""+"^postgres(ql)?://"+"\""};
 if(vErrors === null){
 vErrors = [err34];
@@ -3607,7 +3708,7 @@ const len1 = data16.length;
 for(let i1=0; i1<len1; i1++){
 let data17 = data16[i1];
 if(typeof data17 === "string"){
-if(!pattern8.test(data17)){
+if(!pattern12.test(data17)){
 const err43 = {instancePath:instancePath+"/allowed_origins/" + i1,schemaPath:"#/properties/allowed_origins/items/pattern",keyword:"pattern",params:{pattern: "^https?://[^/\\s]+$"},message:"must match pattern \""+"^https?://[^/\\s]+$"+"\""};
 if(vErrors === null){
 vErrors = [err43];
@@ -4520,7 +4621,7 @@ errors++;
 if(data41.url !== undefined){
 let data42 = data41.url;
 if(typeof data42 === "string"){
-if(!pattern9.test(data42)){
+if(!pattern13.test(data42)){
 const err118 = {instancePath:instancePath+"/notifications/webhooks/" + i3+"/url",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/url/pattern",keyword:"pattern",params:{pattern: "^https?://[^\\s]+$"},message:"must match pattern \""+"^https?://[^\\s]+$"+"\""};
 if(vErrors === null){
 vErrors = [err118];
@@ -4618,7 +4719,7 @@ errors++;
 if(data41.secret_env !== undefined){
 let data45 = data41.secret_env;
 if(typeof data45 === "string"){
-if(!pattern10.test(data45)){
+if(!pattern14.test(data45)){
 const err125 = {instancePath:instancePath+"/notifications/webhooks/" + i3+"/secret_env",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/secret_env/pattern",keyword:"pattern",params:{pattern: "^[A-Z_][A-Z0-9_]*$"},message:"must match pattern \""+"^[A-Z_][A-Z0-9_]*$"+"\""};
 if(vErrors === null){
 vErrors = [err125];
@@ -5827,7 +5928,7 @@ vErrors.push(err226);
 }
 errors++;
 }
-if(!pattern11.test(data83)){
+if(!pattern15.test(data83)){
 const err227 = {instancePath:instancePath+"/auth/resource",schemaPath:"#/properties/auth/properties/resource/pattern",keyword:"pattern",params:{pattern: "^https?://"},message:"must match pattern \""+"^https?://"+"\""};
 if(vErrors === null){
 vErrors = [err227];
@@ -6464,7 +6565,7 @@ vErrors.push(err2);
 }
 errors++;
 }
-if(!pattern11.test(data0)){
+if(!pattern15.test(data0)){
 const err3 = {instancePath:instancePath+"/issuer",schemaPath:"#/properties/issuer/pattern",keyword:"pattern",params:{pattern: "^https?://"},message:"must match pattern \""+"^https?://"+"\""};
 if(vErrors === null){
 vErrors = [err3];
@@ -6499,7 +6600,7 @@ vErrors.push(err5);
 }
 errors++;
 }
-if(!pattern11.test(data1)){
+if(!pattern15.test(data1)){
 const err6 = {instancePath:instancePath+"/jwks_uri",schemaPath:"#/properties/jwks_uri/pattern",keyword:"pattern",params:{pattern: "^https?://"},message:"must match pattern \""+"^https?://"+"\""};
 if(vErrors === null){
 vErrors = [err6];
@@ -7266,7 +7367,7 @@ validate35.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.validateInterlockDescribeAccessArguments = validate36;
 const schema51 = {"$id":"https://interlock.dev/spec/tools/interlock_describe_access.json","title":"InterlockDescribeAccessArguments","type":"object","properties":{"source_id":{"type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$","description":"A source id as listed by interlock_list_sources."}},"additionalProperties":false};
-const pattern16 = new RegExp("^[a-z0-9][a-z0-9_-]{0,62}$", "u");
+const pattern20 = new RegExp("^[a-z0-9][a-z0-9_-]{0,62}$", "u");
 
 function validate36(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/tools/interlock_describe_access.json" */;
@@ -7295,7 +7396,7 @@ errors++;
 if(data.source_id !== undefined){
 let data0 = data.source_id;
 if(typeof data0 === "string"){
-if(!pattern16.test(data0)){
+if(!pattern20.test(data0)){
 const err1 = {instancePath:instancePath+"/source_id",schemaPath:"#/properties/source_id/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9_-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9_-]{0,62}$"+"\""};
 if(vErrors === null){
 vErrors = [err1];
@@ -7373,7 +7474,7 @@ errors++;
 if(data.source_id !== undefined){
 let data0 = data.source_id;
 if(typeof data0 === "string"){
-if(!pattern16.test(data0)){
+if(!pattern20.test(data0)){
 const err2 = {instancePath:instancePath+"/source_id",schemaPath:"#/properties/source_id/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9_-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9_-]{0,62}$"+"\""};
 if(vErrors === null){
 vErrors = [err2];
@@ -7461,7 +7562,7 @@ errors++;
 if(data.source_id !== undefined){
 let data0 = data.source_id;
 if(typeof data0 === "string"){
-if(!pattern16.test(data0)){
+if(!pattern20.test(data0)){
 const err3 = {instancePath:instancePath+"/source_id",schemaPath:"#/properties/source_id/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9_-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9_-]{0,62}$"+"\""};
 if(vErrors === null){
 vErrors = [err3];
@@ -8037,7 +8138,7 @@ exports.validateInterlockFile = validate39;
 const schema54 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/interlock-file-v1.schema.json","title":"InterlockFile","description":"Declarative configuration of an InterLock control plane (`interlock apply -f interlock.yaml`, `interlock export`; issue 16): sources, source roles, identities with their grants, policies, and the claim mappings of access-token issuers (issue 26). API keys and operator tokens stay imperative (`interlock key create`). Secrets never appear inline: source credentials name an environment variable (password_env) or a file (password_file) read when the file is applied. Every section is optional; with --prune, objects of a section that the file leaves out are deleted.","type":"object","properties":{"version":{"description":"File format version.","const":1},"sources":{"type":"array","maxItems":1000,"items":{"$ref":"#/$defs/source"}},"roles":{"type":"array","maxItems":1000,"items":{"$ref":"role-v1.schema.json"}},"identities":{"type":"array","maxItems":10000,"items":{"$ref":"#/$defs/identity"}},"policies":{"type":"array","maxItems":1000,"items":{"$ref":"policy-v1.schema.json"}},"claim_mappings":{"description":"How access tokens of an identity provider map to identities and source roles (issue 26 item 2), one entry per issuer. The issuer itself is trusted only through the gateway configuration (auth.issuers: keys, audience, algorithms); a mapping for an issuer no gateway trusts has no effect. For a configured issuer, a field set here replaces the configuration's (identity_claim, unknown_subjects), and role_grants apply beside the configuration's. docs/operators.md \"Identity providers\".","type":"array","maxItems":32,"items":{"$ref":"#/$defs/claimMapping"}}},"required":["version"],"additionalProperties":false,"$defs":{"claimMapping":{"title":"ClaimMapping","description":"One issuer's claim rules (issue 26 item 2).","type":"object","properties":{"issuer":{"description":"The issuer identifier, exactly as the tokens' `iss` and auth.issuers[].issuer.","type":"string","pattern":"^https?://","maxLength":2048},"identity_claim":{"description":"The claim that names the identity (sub, email, preferred_username, …); lower-cased, it must be a valid identity name. Absent: the configuration's, else sub.","type":"string","minLength":1,"maxLength":128},"unknown_subjects":{"description":"A subject with no identity yet: refuse (invalid_token) or provision an identity named by identity_claim. Absent: the configuration's, else refuse.","type":"string","enum":["refuse","provision"]},"role_grants":{"description":"Claim values that grant source roles (each role and source must exist when the file is applied); such grants follow the claims on each sign-in. Default none.","type":"array","maxItems":256,"items":{"$ref":"config-v1.schema.json#/$defs/claimRoleGrant"}}},"required":["issuer"],"additionalProperties":false},"source":{"title":"FileSource","description":"A source as in spec/source-v1.schema.json, except that credentials hold secret references instead of passwords. The settings, once the references are resolved, are validated against spec/source-v1.schema.json.","type":"object","properties":{"id":{"type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$"},"type":{"type":"string","enum":["postgres","documents"]},"name":{"type":"string","minLength":1,"maxLength":200},"description":{"type":"string","maxLength":1000},"enabled":{"type":"boolean"},"settings":{"type":"object","properties":{"reader":{"$ref":"#/$defs/credentials"},"writer":{"$ref":"#/$defs/credentials"}}}},"required":["id","type","name","settings"],"additionalProperties":false},"credentials":{"title":"FileCredentials","description":"A database role and where its password comes from: password_env (an environment variable of the process that applies the file) or password_file (a file whose content, without the trailing newline, is the password). Neither: no password (trust, peer or certificate authentication). An inline password is refused.","type":"object","properties":{"user":{"type":"string","minLength":1,"maxLength":63},"password_env":{"type":"string","pattern":"^[A-Za-z_][A-Za-z0-9_]{0,127}$"},"password_file":{"type":"string","minLength":1,"maxLength":4096}},"required":["user"],"additionalProperties":false,"not":{"properties":{"password_env":true,"password_file":true},"required":["password_env","password_file"]}},"identity":{"title":"FileIdentity","description":"An identity and every grant it holds. disabled defaults to false.","type":"object","properties":{"name":{"type":"string","pattern":"^[a-z0-9][a-z0-9_.@-]{0,127}$"},"disabled":{"type":"boolean"},"attributes":{"description":"Attributes row rules read as identity.<name> (issue 27, docs/row-rules.md): strings, finite numbers, booleans or lists of those. Omitted: the identity's attributes are left as they are; given: they become exactly these.","type":"object","maxProperties":64,"propertyNames":{"pattern":"^[a-z_][a-z0-9_]{0,62}$"},"additionalProperties":{"anyOf":[{"type":"string","maxLength":1000},{"type":"number"},{"type":"boolean"},{"type":"array","maxItems":1000,"items":{"anyOf":[{"type":"string","maxLength":1000},{"type":"number"},{"type":"boolean"}]}}]}},"grants":{"type":"array","maxItems":10000,"items":{"$ref":"#/$defs/grant"}}},"required":["name"],"additionalProperties":false},"grant":{"title":"FileGrant","type":"object","properties":{"role":{"type":"string","minLength":1},"source":{"type":"string","minLength":1}},"required":["role","source"],"additionalProperties":false}}};
 const schema55 = {"title":"FileSource","description":"A source as in spec/source-v1.schema.json, except that credentials hold secret references instead of passwords. The settings, once the references are resolved, are validated against spec/source-v1.schema.json.","type":"object","properties":{"id":{"type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$"},"type":{"type":"string","enum":["postgres","documents"]},"name":{"type":"string","minLength":1,"maxLength":200},"description":{"type":"string","maxLength":1000},"enabled":{"type":"boolean"},"settings":{"type":"object","properties":{"reader":{"$ref":"#/$defs/credentials"},"writer":{"$ref":"#/$defs/credentials"}}}},"required":["id","type","name","settings"],"additionalProperties":false};
 const schema56 = {"title":"FileCredentials","description":"A database role and where its password comes from: password_env (an environment variable of the process that applies the file) or password_file (a file whose content, without the trailing newline, is the password). Neither: no password (trust, peer or certificate authentication). An inline password is refused.","type":"object","properties":{"user":{"type":"string","minLength":1,"maxLength":63},"password_env":{"type":"string","pattern":"^[A-Za-z_][A-Za-z0-9_]{0,127}$"},"password_file":{"type":"string","minLength":1,"maxLength":4096}},"required":["user"],"additionalProperties":false,"not":{"properties":{"password_env":true,"password_file":true},"required":["password_env","password_file"]}};
-const pattern20 = new RegExp("^[A-Za-z_][A-Za-z0-9_]{0,127}$", "u");
+const pattern24 = new RegExp("^[A-Za-z_][A-Za-z0-9_]{0,127}$", "u");
 
 function validate40(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -8105,7 +8206,7 @@ errors++;
 if(data.id !== undefined){
 let data0 = data.id;
 if(typeof data0 === "string"){
-if(!pattern16.test(data0)){
+if(!pattern20.test(data0)){
 const err5 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9_-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9_-]{0,62}$"+"\""};
 if(vErrors === null){
 vErrors = [err5];
@@ -8325,7 +8426,7 @@ errors++;
 if(data6.password_env !== undefined){
 let data8 = data6.password_env;
 if(typeof data8 === "string"){
-if(!pattern20.test(data8)){
+if(!pattern24.test(data8)){
 const err22 = {instancePath:instancePath+"/settings/reader/password_env",schemaPath:"#/$defs/credentials/properties/password_env/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z_][A-Za-z0-9_]{0,127}$"},message:"must match pattern \""+"^[A-Za-z_][A-Za-z0-9_]{0,127}$"+"\""};
 if(vErrors === null){
 vErrors = [err22];
@@ -8494,7 +8595,7 @@ errors++;
 if(data10.password_env !== undefined){
 let data12 = data10.password_env;
 if(typeof data12 === "string"){
-if(!pattern20.test(data12)){
+if(!pattern24.test(data12)){
 const err35 = {instancePath:instancePath+"/settings/writer/password_env",schemaPath:"#/$defs/credentials/properties/password_env/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z_][A-Za-z0-9_]{0,127}$"},message:"must match pattern \""+"^[A-Za-z_][A-Za-z0-9_]{0,127}$"+"\""};
 if(vErrors === null){
 vErrors = [err35];
@@ -8593,8 +8694,8 @@ validate40.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 const schema58 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/role-v1.schema.json","title":"SourceRole","description":"A source role: a named set of allow/deny statements (deny wins). Operators write it as JSON or YAML and load it with `interlock role create FILE`. A grant binds identity x role x source. Contract: Governance (source-role authorization); decisions.md governance model.","type":"object","properties":{"name":{"type":"string","pattern":"^[a-z0-9][a-z0-9_.-]{0,62}$"},"description":{"type":"string","maxLength":1000},"audiences":{"description":"Discovery audiences carried by identities holding this role: an asset with an audience is visible only to identities whose roles carry one of its audiences.","type":"array","items":{"type":"string","pattern":"^[a-z0-9][a-z0-9_.-]{0,62}$"},"maxItems":50},"statements":{"type":"array","minItems":1,"maxItems":1000,"items":{"$ref":"#/$defs/statement"}}},"required":["name","statements"],"additionalProperties":false,"$defs":{"statement":{"title":"RoleStatement","type":"object","properties":{"effect":{"type":"string","enum":["allow","deny"]},"action":{"type":"string","enum":["read","write","describe","discover","request","*"]},"resource":{"description":"SQL sources: schema.table or schema.table.column, each part a name or *, e.g. public.*, public.customer, public.customer.email, *.*. Documents sources: * or a category path prefix such as operations/runbooks/*.","type":"string","minLength":1,"maxLength":400,"pattern":"^[^\\s]+$"},"rows":{"description":"Row rule (issue 27, docs/row-rules.md): a predicate over the table's own columns and the caller's attributes (identity.<name>), e.g. \"support_rep_id = identity.employee_id\" or \"region = ANY(identity.regions)\". Only on allow statements for read, write or * over a schema.table resource. The caller then reads only rows for which it is true; several allows covering one table combine with OR, an allow without rows grants every row. Allowed: columns, identity.<attr>, constants, comparisons (= <> < <= > >=), IN lists, = ANY(identity.<attr>), IS [NOT] NULL, AND/OR/NOT, lower/upper/btrim/coalesce. Checked when written; attribute values are bound per call, never spliced into SQL; a caller without an attribute the rule needs cannot read the table.","type":"string","minLength":1,"maxLength":2000}},"required":["effect","action","resource"],"if":{"properties":{"rows":{"type":"string"}},"required":["rows"]},"then":{"properties":{"effect":{"const":"allow"},"action":{"enum":["read","write","*"]}}},"additionalProperties":false}}};
 const schema59 = {"title":"RoleStatement","type":"object","properties":{"effect":{"type":"string","enum":["allow","deny"]},"action":{"type":"string","enum":["read","write","describe","discover","request","*"]},"resource":{"description":"SQL sources: schema.table or schema.table.column, each part a name or *, e.g. public.*, public.customer, public.customer.email, *.*. Documents sources: * or a category path prefix such as operations/runbooks/*.","type":"string","minLength":1,"maxLength":400,"pattern":"^[^\\s]+$"},"rows":{"description":"Row rule (issue 27, docs/row-rules.md): a predicate over the table's own columns and the caller's attributes (identity.<name>), e.g. \"support_rep_id = identity.employee_id\" or \"region = ANY(identity.regions)\". Only on allow statements for read, write or * over a schema.table resource. The caller then reads only rows for which it is true; several allows covering one table combine with OR, an allow without rows grants every row. Allowed: columns, identity.<attr>, constants, comparisons (= <> < <= > >=), IN lists, = ANY(identity.<attr>), IS [NOT] NULL, AND/OR/NOT, lower/upper/btrim/coalesce. Checked when written; attribute values are bound per call, never spliced into SQL; a caller without an attribute the rule needs cannot read the table.","type":"string","minLength":1,"maxLength":2000}},"required":["effect","action","resource"],"if":{"properties":{"rows":{"type":"string"}},"required":["rows"]},"then":{"properties":{"effect":{"const":"allow"},"action":{"enum":["read","write","*"]}}},"additionalProperties":false};
-const pattern22 = new RegExp("^[a-z0-9][a-z0-9_.-]{0,62}$", "u");
-const pattern24 = new RegExp("^[^\\s]+$", "u");
+const pattern26 = new RegExp("^[a-z0-9][a-z0-9_.-]{0,62}$", "u");
+const pattern28 = new RegExp("^[^\\s]+$", "u");
 
 function validate42(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/role-v1.schema.json" */;
@@ -8643,7 +8744,7 @@ errors++;
 if(data.name !== undefined){
 let data0 = data.name;
 if(typeof data0 === "string"){
-if(!pattern22.test(data0)){
+if(!pattern26.test(data0)){
 const err3 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9_.-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9_.-]{0,62}$"+"\""};
 if(vErrors === null){
 vErrors = [err3];
@@ -8707,7 +8808,7 @@ const len0 = data2.length;
 for(let i0=0; i0<len0; i0++){
 let data3 = data2[i0];
 if(typeof data3 === "string"){
-if(!pattern22.test(data3)){
+if(!pattern26.test(data3)){
 const err8 = {instancePath:instancePath+"/audiences/" + i0,schemaPath:"#/properties/audiences/items/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9_.-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9_.-]{0,62}$"+"\""};
 if(vErrors === null){
 vErrors = [err8];
@@ -8967,7 +9068,7 @@ vErrors.push(err27);
 }
 errors++;
 }
-if(!pattern24.test(data11)){
+if(!pattern28.test(data11)){
 const err28 = {instancePath:instancePath+"/statements/" + i1+"/resource",schemaPath:"#/$defs/statement/properties/resource/pattern",keyword:"pattern",params:{pattern: "^[^\\s]+$"},message:"must match pattern \""+"^[^\\s]+$"+"\""};
 if(vErrors === null){
 vErrors = [err28];
@@ -9066,8 +9167,8 @@ validate42.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 const schema60 = {"title":"FileIdentity","description":"An identity and every grant it holds. disabled defaults to false.","type":"object","properties":{"name":{"type":"string","pattern":"^[a-z0-9][a-z0-9_.@-]{0,127}$"},"disabled":{"type":"boolean"},"attributes":{"description":"Attributes row rules read as identity.<name> (issue 27, docs/row-rules.md): strings, finite numbers, booleans or lists of those. Omitted: the identity's attributes are left as they are; given: they become exactly these.","type":"object","maxProperties":64,"propertyNames":{"pattern":"^[a-z_][a-z0-9_]{0,62}$"},"additionalProperties":{"anyOf":[{"type":"string","maxLength":1000},{"type":"number"},{"type":"boolean"},{"type":"array","maxItems":1000,"items":{"anyOf":[{"type":"string","maxLength":1000},{"type":"number"},{"type":"boolean"}]}}]}},"grants":{"type":"array","maxItems":10000,"items":{"$ref":"#/$defs/grant"}}},"required":["name"],"additionalProperties":false};
 const schema61 = {"title":"FileGrant","type":"object","properties":{"role":{"type":"string","minLength":1},"source":{"type":"string","minLength":1}},"required":["role","source"],"additionalProperties":false};
-const pattern25 = new RegExp("^[a-z0-9][a-z0-9_.@-]{0,127}$", "u");
-const pattern26 = new RegExp("^[a-z_][a-z0-9_]{0,62}$", "u");
+const pattern29 = new RegExp("^[a-z0-9][a-z0-9_.@-]{0,127}$", "u");
+const pattern30 = new RegExp("^[a-z_][a-z0-9_]{0,62}$", "u");
 
 function validate44(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -9105,7 +9206,7 @@ errors++;
 if(data.name !== undefined){
 let data0 = data.name;
 if(typeof data0 === "string"){
-if(!pattern25.test(data0)){
+if(!pattern29.test(data0)){
 const err2 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9_.@-]{0,127}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9_.@-]{0,127}$"+"\""};
 if(vErrors === null){
 vErrors = [err2];
@@ -9155,7 +9256,7 @@ errors++;
 for(const key1 in data2){
 const _errs8 = errors;
 if(typeof key1 === "string"){
-if(!pattern26.test(key1)){
+if(!pattern30.test(key1)){
 const err6 = {instancePath:instancePath+"/attributes",schemaPath:"#/properties/attributes/propertyNames/pattern",keyword:"pattern",params:{pattern: "^[a-z_][a-z0-9_]{0,62}$"},message:"must match pattern \""+"^[a-z_][a-z0-9_]{0,62}$"+"\"",propertyName:key1};
 if(vErrors === null){
 vErrors = [err6];
@@ -9705,8 +9806,8 @@ return errors === 0;
 validate47.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 const schema67 = {"title":"TimeWindowRule","description":"Allow the listed actions only inside a weekly window; outside it they are refused.","type":"object","properties":{"type":{"const":"time_window"},"days":{"type":"array","minItems":1,"items":{"type":"string","enum":["mon","tue","wed","thu","fri","sat","sun"]}},"start":{"type":"string","pattern":"^([01][0-9]|2[0-3]):[0-5][0-9]$"},"end":{"type":"string","pattern":"^([01][0-9]|2[0-4]):[0-5][0-9]$"},"timezone":{"type":"string","default":"UTC"},"actions":{"type":"array","items":{"$ref":"#/$defs/action"}},"reason":{"type":"string","maxLength":500}},"required":["type","days","start","end"],"additionalProperties":false};
-const pattern28 = new RegExp("^([01][0-9]|2[0-3]):[0-5][0-9]$", "u");
-const pattern29 = new RegExp("^([01][0-9]|2[0-4]):[0-5][0-9]$", "u");
+const pattern32 = new RegExp("^([01][0-9]|2[0-3]):[0-5][0-9]$", "u");
+const pattern33 = new RegExp("^([01][0-9]|2[0-4]):[0-5][0-9]$", "u");
 
 function validate49(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -9835,7 +9936,7 @@ errors++;
 if(data.start !== undefined){
 let data3 = data.start;
 if(typeof data3 === "string"){
-if(!pattern28.test(data3)){
+if(!pattern32.test(data3)){
 const err10 = {instancePath:instancePath+"/start",schemaPath:"#/properties/start/pattern",keyword:"pattern",params:{pattern: "^([01][0-9]|2[0-3]):[0-5][0-9]$"},message:"must match pattern \""+"^([01][0-9]|2[0-3]):[0-5][0-9]$"+"\""};
 if(vErrors === null){
 vErrors = [err10];
@@ -9860,7 +9961,7 @@ errors++;
 if(data.end !== undefined){
 let data4 = data.end;
 if(typeof data4 === "string"){
-if(!pattern29.test(data4)){
+if(!pattern33.test(data4)){
 const err12 = {instancePath:instancePath+"/end",schemaPath:"#/properties/end/pattern",keyword:"pattern",params:{pattern: "^([01][0-9]|2[0-4]):[0-5][0-9]$"},message:"must match pattern \""+"^([01][0-9]|2[0-4]):[0-5][0-9]$"+"\""};
 if(vErrors === null){
 vErrors = [err12];
@@ -10022,7 +10123,7 @@ errors++;
 if(data.name !== undefined){
 let data0 = data.name;
 if(typeof data0 === "string"){
-if(!pattern22.test(data0)){
+if(!pattern26.test(data0)){
 const err3 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9_.-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9_.-]{0,62}$"+"\""};
 if(vErrors === null){
 vErrors = [err3];
@@ -11098,7 +11199,7 @@ vErrors.push(err2);
 }
 errors++;
 }
-if(!pattern11.test(data0)){
+if(!pattern15.test(data0)){
 const err3 = {instancePath:instancePath+"/issuer",schemaPath:"#/properties/issuer/pattern",keyword:"pattern",params:{pattern: "^https?://"},message:"must match pattern \""+"^https?://"+"\""};
 if(vErrors === null){
 vErrors = [err3];
@@ -11698,7 +11799,7 @@ vErrors.push(err2);
 }
 errors++;
 }
-if(!pattern11.test(data0)){
+if(!pattern15.test(data0)){
 const err3 = {instancePath:instancePath+"/issuer",schemaPath:"#/properties/issuer/pattern",keyword:"pattern",params:{pattern: "^https?://"},message:"must match pattern \""+"^https?://"+"\""};
 if(vErrors === null){
 vErrors = [err3];
@@ -12137,7 +12238,7 @@ errors++;
 if(data.password_env !== undefined){
 let data1 = data.password_env;
 if(typeof data1 === "string"){
-if(!pattern20.test(data1)){
+if(!pattern24.test(data1)){
 const err7 = {instancePath:instancePath+"/password_env",schemaPath:"#/properties/password_env/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z_][A-Za-z0-9_]{0,127}$"},message:"must match pattern \""+"^[A-Za-z_][A-Za-z0-9_]{0,127}$"+"\""};
 if(vErrors === null){
 vErrors = [err7];
@@ -12359,7 +12460,7 @@ errors++;
 if(data.name !== undefined){
 let data0 = data.name;
 if(typeof data0 === "string"){
-if(!pattern25.test(data0)){
+if(!pattern29.test(data0)){
 const err2 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9_.@-]{0,127}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9_.@-]{0,127}$"+"\""};
 if(vErrors === null){
 vErrors = [err2];
@@ -12409,7 +12510,7 @@ errors++;
 for(const key1 in data2){
 const _errs8 = errors;
 if(typeof key1 === "string"){
-if(!pattern26.test(key1)){
+if(!pattern30.test(key1)){
 const err6 = {instancePath:instancePath+"/attributes",schemaPath:"#/properties/attributes/propertyNames/pattern",keyword:"pattern",params:{pattern: "^[a-z_][a-z0-9_]{0,62}$"},message:"must match pattern \""+"^[a-z_][a-z0-9_]{0,62}$"+"\"",propertyName:key1};
 if(vErrors === null){
 vErrors = [err6];
@@ -12831,7 +12932,7 @@ errors++;
 if(data.id !== undefined){
 let data0 = data.id;
 if(typeof data0 === "string"){
-if(!pattern16.test(data0)){
+if(!pattern20.test(data0)){
 const err5 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9_-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9_-]{0,62}$"+"\""};
 if(vErrors === null){
 vErrors = [err5];
@@ -13051,7 +13152,7 @@ errors++;
 if(data6.password_env !== undefined){
 let data8 = data6.password_env;
 if(typeof data8 === "string"){
-if(!pattern20.test(data8)){
+if(!pattern24.test(data8)){
 const err22 = {instancePath:instancePath+"/settings/reader/password_env",schemaPath:"#/$defs/credentials/properties/password_env/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z_][A-Za-z0-9_]{0,127}$"},message:"must match pattern \""+"^[A-Za-z_][A-Za-z0-9_]{0,127}$"+"\""};
 if(vErrors === null){
 vErrors = [err22];
@@ -13220,7 +13321,7 @@ errors++;
 if(data10.password_env !== undefined){
 let data12 = data10.password_env;
 if(typeof data12 === "string"){
-if(!pattern20.test(data12)){
+if(!pattern24.test(data12)){
 const err35 = {instancePath:instancePath+"/settings/writer/password_env",schemaPath:"#/$defs/credentials/properties/password_env/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z_][A-Za-z0-9_]{0,127}$"},message:"must match pattern \""+"^[A-Za-z_][A-Za-z0-9_]{0,127}$"+"\""};
 if(vErrors === null){
 vErrors = [err35];
@@ -13398,7 +13499,7 @@ errors++;
 if(data.source_id !== undefined){
 let data0 = data.source_id;
 if(typeof data0 === "string"){
-if(!pattern16.test(data0)){
+if(!pattern20.test(data0)){
 const err2 = {instancePath:instancePath+"/source_id",schemaPath:"#/properties/source_id/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9_-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9_-]{0,62}$"+"\""};
 if(vErrors === null){
 vErrors = [err2];
@@ -14894,7 +14995,7 @@ errors++;
 if(data.start !== undefined){
 let data3 = data.start;
 if(typeof data3 === "string"){
-if(!pattern28.test(data3)){
+if(!pattern32.test(data3)){
 const err10 = {instancePath:instancePath+"/start",schemaPath:"#/properties/start/pattern",keyword:"pattern",params:{pattern: "^([01][0-9]|2[0-3]):[0-5][0-9]$"},message:"must match pattern \""+"^([01][0-9]|2[0-3]):[0-5][0-9]$"+"\""};
 if(vErrors === null){
 vErrors = [err10];
@@ -14919,7 +15020,7 @@ errors++;
 if(data.end !== undefined){
 let data4 = data.end;
 if(typeof data4 === "string"){
-if(!pattern29.test(data4)){
+if(!pattern33.test(data4)){
 const err12 = {instancePath:instancePath+"/end",schemaPath:"#/properties/end/pattern",keyword:"pattern",params:{pattern: "^([01][0-9]|2[0-4]):[0-5][0-9]$"},message:"must match pattern \""+"^([01][0-9]|2[0-4]):[0-5][0-9]$"+"\""};
 if(vErrors === null){
 vErrors = [err12];
@@ -15806,7 +15907,7 @@ const schema103 = {"title":"DatabaseCredentials","type":"object","properties":{"
 const schema105 = {"title":"SourceTls","description":"Upstream TLS. off: plaintext; require: encrypted, server not verified; verify-ca: certificate chain checked against ca; verify-full: chain and host name (servername, default host) checked.","type":"object","properties":{"mode":{"type":"string","enum":["off","require","verify-ca","verify-full"]},"ca":{"description":"PEM bundle of the trusted certificate authorities (verify-ca, verify-full; default: the system store).","type":"string","maxLength":1048576},"servername":{"description":"Host name expected in the server certificate (verify-full).","type":"string","minLength":1,"maxLength":255}},"required":["mode"],"additionalProperties":false};
 const schema106 = {"title":"DocumentTableMapping","description":"Maps the rows of one table or view to discovery assets (issue 4, Build 2). Column values: id and title of any type (read as text); body text; type_column text; category_column text[] or text split on '/'; time_column a date or timestamp; audience_column text[] or text split on ','; entities_column jsonb [{type, value}]; links_column text[] of asset ids. A row whose id is NULL or empty is skipped.","type":"object","properties":{"table":{"description":"schema.table, exact names (no quoting).","type":"string","pattern":"^[^.\\s]+\\.[^.\\s]+$","maxLength":200},"id_column":{"$ref":"#/$defs/columnName"},"title_column":{"$ref":"#/$defs/columnName"},"body_column":{"$ref":"#/$defs/columnName"},"type_column":{"$ref":"#/$defs/columnName"},"document_type":{"description":"Document type of a row whose type_column is absent or NULL (default \"record\").","type":"string","minLength":1,"maxLength":64},"category_column":{"$ref":"#/$defs/columnName"},"category_path":{"description":"Category path of a row whose category_column is absent or empty (default [schema, table]). discover/request statements on this source match categories as on a documents source (*, a/b, a/b/*).","type":"array","maxItems":32,"items":{"type":"string","minLength":1,"maxLength":128}},"time_column":{"$ref":"#/$defs/columnName"},"audience_column":{"$ref":"#/$defs/columnName"},"audience":{"description":"Audience of a row whose audience_column is absent, NULL or empty (default none: visible to every identity that may discover it).","type":"array","maxItems":50,"items":{"type":"string","minLength":1,"maxLength":64}},"entities_column":{"$ref":"#/$defs/columnName"},"links_column":{"$ref":"#/$defs/columnName"},"max_rows":{"description":"Most rows indexed from this table (default 100000).","type":"integer","minimum":1,"maximum":1000000}},"required":["table","id_column","title_column","body_column"],"additionalProperties":false};
 const schema107 = {"title":"ColumnName","description":"A column name, exactly as stored (no quoting).","type":"string","minLength":1,"maxLength":63};
-const pattern42 = new RegExp("^[^.\\s]+\\.[^.\\s]+$", "u");
+const pattern46 = new RegExp("^[^.\\s]+\\.[^.\\s]+$", "u");
 
 function validate77(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -15884,7 +15985,7 @@ vErrors.push(err5);
 }
 errors++;
 }
-if(!pattern42.test(data0)){
+if(!pattern46.test(data0)){
 const err6 = {instancePath:instancePath+"/table",schemaPath:"#/properties/table/pattern",keyword:"pattern",params:{pattern: "^[^.\\s]+\\.[^.\\s]+$"},message:"must match pattern \""+"^[^.\\s]+\\.[^.\\s]+$"+"\""};
 if(vErrors === null){
 vErrors = [err6];
@@ -17863,7 +17964,7 @@ errors++;
 if(data.id !== undefined){
 let data5 = data.id;
 if(typeof data5 === "string"){
-if(!pattern16.test(data5)){
+if(!pattern20.test(data5)){
 const err17 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9_-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9_-]{0,62}$"+"\""};
 if(vErrors === null){
 vErrors = [err17];
@@ -18433,7 +18534,7 @@ vErrors.push(err5);
 }
 errors++;
 }
-if(!pattern42.test(data0)){
+if(!pattern46.test(data0)){
 const err6 = {instancePath:instancePath+"/table",schemaPath:"#/properties/table/pattern",keyword:"pattern",params:{pattern: "^[^.\\s]+\\.[^.\\s]+$"},message:"must match pattern \""+"^[^.\\s]+\\.[^.\\s]+$"+"\""};
 if(vErrors === null){
 vErrors = [err6];
@@ -20381,7 +20482,7 @@ if(evaluated0.dynamicItems){
 evaluated0.items = undefined;
 }
 if(typeof data === "string"){
-if(!pattern16.test(data)){
+if(!pattern20.test(data)){
 const err0 = {instancePath,schemaPath:"#/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9_-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9_-]{0,62}$"+"\""};
 if(vErrors === null){
 vErrors = [err0];
@@ -20621,7 +20722,7 @@ vErrors.push(err14);
 }
 errors++;
 }
-if(!pattern24.test(data5)){
+if(!pattern28.test(data5)){
 const err15 = {instancePath:instancePath+"/resource",schemaPath:"#/properties/resource/pattern",keyword:"pattern",params:{pattern: "^[^\\s]+$"},message:"must match pattern \""+"^[^\\s]+$"+"\""};
 if(vErrors === null){
 vErrors = [err15];

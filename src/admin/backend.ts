@@ -25,6 +25,7 @@ import { listApprovals, requireApproval, sweepExpiredApprovals, type ApprovalFai
 import { searchAudit, tailAudit, type AuditKind, type AuditPage, type AuditRecord } from '../audit/writer';
 import type { SourceConnectorRegistry } from '../sources/registry';
 import type { GovernanceAccess, GovernanceFamily } from './governance-db';
+import { reviewApprovalPlan, type ApprovalPlanReview } from '../console/plan';
 
 /** Catalog summary of a source (null when never scanned). */
 export interface CatalogSummary {
@@ -61,6 +62,14 @@ export interface ApprovalDecision {
   /** Operators only: why the execution failed. */
   failure?: ApprovalFailureCause;
 }
+
+/**
+ * An approval with what an operator reviews before approving it (`GET /admin/v1/approvals/{id}/review`,
+ * `interlock approval show|approve`): destructive or not, its plan as the writer role and the
+ * planner's row estimate, made by the console's one estimator (src/console/plan.ts). `plan` null:
+ * not pending, or its source is gone; `estimate` null: no plan.
+ */
+export type ApprovalReview = { approval: ApprovalRecord } & ApprovalPlanReview;
 
 /** Audit search filters; `identity` is a name or an idn_ id. */
 export interface AuditQuery {
@@ -124,6 +133,8 @@ export interface OperatorBackend {
 
   listApprovals(filter?: { state?: ApprovalState; source?: string; identity?: string; limit?: number }): Promise<ApprovalRecord[]>;
   getApproval(id: string): Promise<ApprovalRecord>;
+  /** The approval with its plan as the writer and row estimate (a pending one is planned now, EXPLAIN only). */
+  reviewApproval(id: string): Promise<ApprovalReview>;
   /** Approves and executes once. `operator` is ignored remotely (the token names the operator). */
   approve(id: string, opts: { operator: string; reason?: string }): Promise<ApprovalDecision>;
   reject(id: string, opts: { operator: string; reason?: string }): Promise<ApprovalRecord>;
@@ -296,6 +307,11 @@ export function directBackend(db: ControlDb, opts: DirectBackendOptions = {}): O
     async getApproval(id) {
       await sweepExpiredApprovals(db);
       return requireApproval(db, id);
+    },
+    async reviewApproval(id) {
+      await sweepExpiredApprovals(db);
+      const approval = await requireApproval(db, id);
+      return { approval, ...(await reviewApprovalPlan(db, approval)) };
     },
     async approve(id, o) {
       await sweepExpiredApprovals(db);

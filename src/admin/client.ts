@@ -14,8 +14,9 @@ import type { GrantRecord } from '../control/grants';
 import type { PolicyRecord } from '../control/policies';
 import type { ApprovalRecord } from '../control/approvals';
 import type { AuditPage, AuditRecord } from '../audit/writer';
-import type { ApprovalDecision, CreatedKeyView, OperatorBackend, SourceView } from './backend';
-import { ADMIN_PREFIX } from './routes';
+import type { ApprovalDecision, ApprovalReview, CreatedKeyView, OperatorBackend, SourceView } from './backend';
+import { ADMIN_PREFIX, UNKNOWN_ADMIN_ROUTE } from './routes';
+import { isDestructive } from '../console/plan';
 
 type FetchFn = (input: string, init?: RequestInit) => Promise<Response>;
 
@@ -118,6 +119,16 @@ export function remoteBackend(server: string, token: string, fetchFn: FetchFn = 
 
     listApprovals: async (f = {}) => (await call<{ approvals: ApprovalRecord[] }>('GET', `/approvals${qs(f)}`)).approvals,
     getApproval: (id) => call('GET', `/approvals/${enc(id)}`),
+    async reviewApproval(id) {
+      try {
+        return await call<ApprovalReview>('GET', `/approvals/${enc(id)}/review`);
+      } catch (err) {
+        // A gateway from before the review route answers unknown_route: the record alone, no plan.
+        if (!(err instanceof ControlError && err.kind === 'not_found' && err.message === UNKNOWN_ADMIN_ROUTE)) throw err;
+        const approval = await call<ApprovalRecord>('GET', `/approvals/${enc(id)}`);
+        return { approval, destructive: isDestructive(approval.classification), estimate: null, plan: { ok: false, reason: 'the gateway has no approval review (GET /admin/v1/approvals/{id}/review): upgrade it for the plan and row estimate' } };
+      }
+    },
     approve: (id, o) => call<ApprovalDecision>('POST', `/approvals/${enc(id)}/approve`, o.reason ? { reason: o.reason } : {}),
     reject: (id, o) => call('POST', `/approvals/${enc(id)}/reject`, o.reason ? { reason: o.reason } : {}),
     requeue: (id) => call('POST', `/approvals/${enc(id)}/requeue`, {}),

@@ -1,6 +1,7 @@
 /**
  * The operators' admin API under /admin/v1 (issue 6, Build 4): identities, API keys, sources
- * (with catalog and circuit state), roles, grants, policies, approvals and the audit trail — the
+ * (with catalog and circuit state), roles, grants, policies, approvals (with the review an operator
+ * reads before approving: plan as the writer and row estimate) and the audit trail — the
  * operations of the CLI, through src/admin/backend.ts (directBackend), so both behave alike.
  *
  * Authentication: `Authorization: Bearer <operator token>` ("ilo_…", src/admin/tokens.ts). Agent
@@ -50,6 +51,9 @@ export interface AdminOptions {
    */
   governance?: GovernanceAccess;
 }
+
+/** The message of the admin API's 404 for a route it does not have (remote clients recognise an older gateway by it). */
+export const UNKNOWN_ADMIN_ROUTE = 'No such admin route (or method)';
 
 /** Path prefix of the admin API. */
 export const ADMIN_PREFIX = '/admin/v1';
@@ -206,6 +210,7 @@ export function mountAdmin(app: Express, _deps: DispatchDeps | undefined, opts: 
     return { approvals: await b.listApprovals({ state: state as ApprovalState | undefined, source: queryString(q, 'source'), identity: queryString(q, 'identity'), limit: queryInt(q, 'limit', 1000) }) };
   });
   route('get', '/approvals/:id', async (q, _r, b) => b.getApproval(String(q.params.id)));
+  route('get', '/approvals/:id/review', async (q, _r, b) => b.reviewApproval(String(q.params.id)));
   route('post', '/approvals/:id/approve', async (q, _r, b, op) => b.approve(String(q.params.id), { operator: op.name, reason: bodyString(q.body, 'reason', false) }));
   route('post', '/approvals/:id/reject', async (q, _r, b, op) => b.reject(String(q.params.id), { operator: op.name, reason: bodyString(q.body, 'reason', false) }));
   route('post', '/approvals/:id/requeue', async (q, _r, b, op) => b.requeue(String(q.params.id), { operator: op.name }), 201);
@@ -229,7 +234,7 @@ export function mountAdmin(app: Express, _deps: DispatchDeps | undefined, opts: 
   });
   route('get', '/audit/tail', async (q, _r, b) => ({ events: await b.tailAudit(queryInt(q, 'lines', 1000) ?? 20) }));
 
-  router.use(ADMIN_PREFIX, (_req, res) => sendError(res, 'unknown_route', 'No such admin route (or method)'));
+  router.use(ADMIN_PREFIX, (_req, res) => sendError(res, 'unknown_route', UNKNOWN_ADMIN_ROUTE));
   router.use(routerErrorHandler(logger));
   app.use(router);
 }

@@ -9,6 +9,7 @@ import errors from '../../spec/errors-v1.json';
 import type { ApprovalStatus } from '../../generated/mcp-tools-v1';
 import type { ControlDb } from '../control/db';
 import { getApproval, type ApprovalRecord } from '../control/approvals';
+import { statementSqlstateInfo } from '../errors/vocabulary';
 
 const FAILURES = new Map<string, string>((errors as unknown as { approvalFailures: Array<{ code: string; message: string }> }).approvalFailures.map((f) => [f.code, f.message]));
 
@@ -45,6 +46,11 @@ export function agentApprovalView(l: ApprovalLookup): ApprovalStatus {
   } else if (a.state === 'failed') {
     const code = agentFailureCode(a.outcome?.error_code);
     outcome = { error_code: code, message: FAILURES.get(code)! };
+    // The statement's own error (a constraint, a bad value): its SQLSTATE and condition name, never
+    // PostgreSQL's text (spec/errors-v1.json statementSqlstates; the text stays with operators).
+    const sqlstate = a.outcome?.sqlstate;
+    const info = code === 'statement_failed' && typeof sqlstate === 'string' && /^[0-9A-Z]{5}$/.test(sqlstate) ? statementSqlstateInfo(sqlstate) : undefined;
+    if (info) outcome = { ...outcome, sqlstate: sqlstate!, ...(info.condition ? { condition: info.condition } : {}) };
     message = `${message} ${outcome.message}`;
   } else if (a.state === 'rejected' && l.rejectionReason) {
     outcome = { reason: l.rejectionReason };

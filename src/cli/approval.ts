@@ -4,9 +4,14 @@
  *   list [--state S] [--source ID] [--identity NAME] [--limit N] [--full]
  *        The statement column is the honest one-line form (src/approvals/statement.ts): comments
  *        removed and flagged in NOTES, shortened only with a visible "…" mark; --full prints it whole.
- *   show ID       everything, the exact statement with its comments, and for a failed approval the
+ *   show ID       everything, the exact statement with its comments, the current row estimate (a
+ *                 pending one is planned as the writer, EXPLAIN only), and for a failed approval the
  *                 operator-only cause (SQLSTATE, PostgreSQL's message, detail and hint).
- *   approve ID    executes once with the writer role; on failure prints the cause.
+ *   approve ID [--yes]
+ *                 prints the statement, its parameters and the current row estimate, asks to confirm
+ *                 (y/N) on a terminal unless --yes; without a terminal and without --yes it refuses
+ *                 (exit 4, nothing runs). Then executes once with the writer role; on failure prints
+ *                 the cause.
  *   reject ID [--reason TEXT]
  *   requeue ID    a new pending approval from a failed one, linked to it.
  *
@@ -15,7 +20,7 @@
 import { userInfo } from 'node:os';
 import { Option, type Command } from 'commander';
 import YAML from 'yaml';
-import type { OperatorBackend } from '../admin/backend';
+import type { ApprovalReview, OperatorBackend } from '../admin/backend';
 import { APPROVAL_STATES, type ApprovalFailureCause, type ApprovalRecord, type ApprovalState } from '../control/approvals';
 import { ControlError } from '../control/errors';
 import { initStatementDisplay, statementForDisplay } from '../approvals/statement';
@@ -29,6 +34,57 @@ export interface ApprovalCliSession {
   backend(): Promise<OperatorBackend>;
   print(human: string, machine: unknown): void;
   assertLocalOperator(cmd: Command): void;
+  readonly remote: boolean;
+  readonly opts: { json?: boolean };
+  readonly io: { out(text: string): void; err(text: string): void };
+  /**
+   * Asks `question` on the terminal and resolves true for "y" or "yes" (any case), false for
+   * anything else; resolves null at once when there is no terminal to ask on (stdin not a TTY).
+   */
+  confirm(question: string): Promise<boolean | null>;
+}
+
+/** Exit code of `approval approve` when the approval was not confirmed (no terminal and no --yes, or not answered y). */
+export const EXIT_NOT_CONFIRMED = 4;
+
+/**
+ * `approval approve` did not run the write because nobody confirmed it: no terminal to ask on and no
+ * --yes, or the answer was not y. The CLI exits EXIT_NOT_CONFIRMED (src/cli/main.ts exitCodeFor).
+ */
+export class NotConfirmedError extends Error {
+  readonly code = 'approval_not_confirmed';
+  constructor(message: string) {
+    super(message);
+    this.name = 'NotConfirmedError';
+  }
+}
+
+/**
+ * The review lines an operator reads before approving (`approval approve`, and after the record in
+ * `approval show`): the statement as it runs (comments listed apart), its parameters, the row
+ * estimate of the console's one estimator, and whether it deletes, updates or merges rows.
+ */
+export function reviewText(r: ApprovalReview, opts: { statement: boolean }): string {
+  const a = r.approval;
+  const lines: string[] = [];
+  if (opts.statement) {
+    const s = statementForDisplay(a.sql);
+    lines.push(`approval ${a.id}: ${a.identityName} on ${a.sourceId}, ${a.state}, expires ${shortTime(a.expiresAt)}`);
+    lines.push(`statement: ${s.text}`);
+    if (s.comments.length) lines.push('comments in the statement (not part of what runs, check they match it):', ...s.comments.map((c) => `  ${c}`));
+    lines.push(`parameters: ${paramsForDisplay(a.params).text || '(none)'}`);
+  }
+  lines.push(`row estimate: ${estimateText(r)}`);
+  if (r.destructive) lines.push('destructive: yes (it deletes, updates or merges rows)');
+  return lines.join('\n');
+}
+
+/** The row estimate as operator text: the number, or why there is none. */
+export function estimateText(r: ApprovalReview): string {
+  if (r.estimate !== null) return `about ${r.estimate} row(s) changed (the planner's estimate now, EXPLAIN as the writer role; nothing ran)`;
+  if (!r.plan) return r.approval.state === 'pending' ? 'none (the source is gone)' : `none (only a pending approval is planned; this one is ${r.approval.state})`;
+  if (!r.plan.ok) return `none (no plan: ${r.plan.reason})`;
+  return 'none (the plan gives no row count)';
 }
 
 /** Width of the statement column of `approval list` (without --full). */
@@ -67,14 +123,16 @@ export function approvalListTable(rows: ApprovalRecord[], full: boolean): string
   return truncated ? `${out}\n(statements or params ending in … are shortened: approval list --full, or approval show ID for the exact text with comments)` : out;
 }
 
-/** The human form of `approval show`. */
-function showText(a: ApprovalRecord): string {
+/** The human form of `approval show`: the record, then the review's row estimate. */
+function showText(r: ApprovalReview): string {
+  const a = r.approval;
   const s = statementForDisplay(a.sql);
   const lines = [YAML.stringify({ ...a, failure: undefined, claimAttributes: undefined }).trimEnd()];
   // Issue 27: kept when a token identity queued the write; the identity record's values win at approval.
   if (a.claimAttributes) lines.push(`attributes from token claims (kept with the write; the identity record's values win at approval): ${Object.keys(a.claimAttributes).sort().map((k) => `${k}=${JSON.stringify(a.claimAttributes![k])}`).join(' ')}`);
   if (s.comments.length) lines.push(`comments in the statement (not part of what runs, check they match it):`, ...s.comments.map((c) => `  ${c}`));
   if (a.failure) lines.push(`cause (operators only): ${formatFailure(a.failure)}`);
+  lines.push(reviewText(r, { statement: false }));
   return lines.join('\n');
 }
 
@@ -97,24 +155,42 @@ export function registerApprovalCommands(program: Command, session: (cmd: Comman
     });
   apr
     .command('show')
-    .description('show one approval with its statement')
+    .description('show one approval with its statement, parameters and current row estimate (a pending one is planned as the writer role: EXPLAIN only, nothing runs)')
     .argument('<id>')
     .action(async (id: string, _o: unknown, cmd: Command) => {
       const s = session(cmd);
-      const a = await (await s.backend()).getApproval(id);
+      const r = await (await s.backend()).reviewApproval(id);
       await initStatementDisplay();
-      s.print(showText(a), a);
+      // --json: the record as before, with the review beside it.
+      s.print(showText(r), { ...r.approval, review: { destructive: r.destructive, estimate: r.estimate, plan: r.plan } });
     });
   const operatorOpt = () => new Option('--operator <name>', 'who decides (recorded in the audit; default: your OS user name)').default(userInfo().username).argParser(parseOperatorName);
   apr
     .command('approve')
-    .description('approve a pending write and execute it once with the source writer role')
+    .description(`approve a pending write and execute it once with the source writer role; first prints the statement, its parameters and the current row estimate and asks to confirm (y/N) on a terminal. Without a terminal (scripts, CI) pass --yes, else it refuses and exits ${EXIT_NOT_CONFIRMED}`)
     .argument('<id>')
     .addOption(operatorOpt())
-    .action(async (id: string, o: { operator: string }, cmd: Command) => {
+    .option('-y, --yes', 'approve without asking (after printing the statement, parameters and row estimate); needed when there is no terminal')
+    .action(async (id: string, o: { operator: string; yes?: boolean }, cmd: Command) => {
       const s = session(cmd);
       s.assertLocalOperator(cmd);
-      const r = await (await s.backend()).approve(id, { operator: o.operator });
+      const backend = await s.backend();
+      const review = await backend.reviewApproval(id);
+      const a = review.approval;
+      // Not pending, or (directly) the requester itself: the backend refuses before anything is asked.
+      if (a.state === 'pending' && !(!s.remote && a.identityName === o.operator)) {
+        await initStatementDisplay();
+        const text = reviewText(review, { statement: true });
+        // --json keeps stdout for the decision: the review goes to stderr when someone is asked.
+        if (!s.opts.json) s.io.out(text);
+        if (!o.yes) {
+          if (s.opts.json) s.io.err(text);
+          const answer = await s.confirm(`Approve ${a.id} and run it once as the writer role? [y/N] `);
+          if (answer === null) throw new NotConfirmedError(`approval ${a.id} not approved: no terminal to confirm on; review it (interlock approval show ${a.id}), then run interlock approval approve ${a.id} --yes`);
+          if (!answer) throw new NotConfirmedError(`approval ${a.id} not approved: not confirmed (it stays pending)`);
+        }
+      }
+      const r = await backend.approve(id, { operator: o.operator });
       if (r.state === 'failed') {
         s.print(`approved ${id}, but the write failed: ${r.errorCode ?? 'unknown error'}${r.failure ? `\ncause: ${formatFailure(r.failure)}` : ''}\n${requeueHint(r.errorCode, id)}`, r);
         throw new ControlError('unavailable', `approval ${id}: execution failed (${r.errorCode ?? 'unknown error'})`);

@@ -38,7 +38,7 @@ import { packageVersion, type CommandContext } from './context';
 import { registerSourceLifecycle } from './source';
 import { registerApply } from './apply';
 import { registerExport } from './export';
-import { registerApprovalCommands } from './approval';
+import { EXIT_NOT_CONFIRMED, NotConfirmedError, registerApprovalCommands } from './approval';
 import { hasCluster, missingDatabaseMessage, resolveEmbeddedDataDir } from './data-dir';
 import { homedir, userInfo } from 'node:os';
 import { parsePositiveInt, parseTime } from './args';
@@ -148,6 +148,12 @@ class Session {
     if (this.remote && cmd.getOptionValueSource('operator') === 'cli') {
       throw new ValidationError('--operator is not used with --server: the operator token names the operator');
     }
+  }
+
+  /** Asks a yes/no question on the terminal: true for y or yes (any case), false otherwise, null without a terminal. */
+  async confirm(question: string): Promise<boolean | null> {
+    const line = this.io.ask ? await this.io.ask(question) : null;
+    return line === null ? null : /^\s*(y|yes)\s*$/i.test(line);
   }
 
   /** Refuses a command that needs the database host (serve, demo, db …) in remote mode. */
@@ -290,7 +296,8 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
     .option('--server <url>', 'remote mode: send commands to the admin API (/admin/v1) of the gateway at URL')
     .option('--token <token>', 'remote mode: operator token (ilo_…)')
     .option('--token-env <var>', 'remote mode: environment variable holding the operator token')
-    .version(packageVersion(), '-V, --version', 'print the InterLock version');
+    .version(packageVersion(), '-V, --version', 'print the InterLock version')
+    .addHelpText('after', `\nExit codes: 0 success; 1 anything else (database unreachable, execution failed); 2 bad usage or invalid input (also a name taken, a wrong approval state, self-approval); 3 not found; ${EXIT_NOT_CONFIRMED} an approval not confirmed (approval approve without a terminal and without --yes, or not answered y: nothing ran).`);
 
   const session = (cmd: Command): Session => {
     if (!state.session) {
@@ -598,7 +605,11 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
   return program;
 }
 
-/** Exit code for an error thrown by a command. */
+/**
+ * Exit code for an error thrown by a command (docs/operators.md "Exit codes", the program's --help):
+ * 3 not found; 2 validation, conflict, forbidden (self-approval); EXIT_NOT_CONFIRMED (4) an approval
+ * nobody confirmed; 1 anything else.
+ */
 function exitCodeFor(err: unknown): number {
   if (err instanceof ControlError) {
     if (err.kind === 'not_found') return 3;
@@ -607,6 +618,7 @@ function exitCodeFor(err: unknown): number {
   }
   const code = (err as { code?: string }).code;
   if (code === 'self_approval_forbidden') return 2;
+  if (err instanceof NotConfirmedError) return EXIT_NOT_CONFIRMED;
   return 1;
 }
 

@@ -7,12 +7,36 @@
 export interface CliIo {
   out(text: string): void;
   err(text: string): void;
+  /**
+   * Asks `question` and resolves to the line answered; null when there is no terminal to ask on.
+   * Absent: never asks (as without a terminal).
+   */
+  ask?(question: string): Promise<string | null>;
 }
 
-/** The process's stdout/stderr. */
+/**
+ * One line from the terminal: the question on stderr (stdout stays for output), the answer from
+ * stdin; null when stdin is not a TTY (a pipe, a script, CI) or closes before a line.
+ */
+export async function askTerminal(question: string): Promise<string | null> {
+  if (!process.stdin.isTTY) return null;
+  const { createInterface } = await import('node:readline');
+  const rl = createInterface({ input: process.stdin, output: process.stderr, terminal: true });
+  try {
+    return await new Promise<string | null>((resolve) => {
+      rl.once('close', () => resolve(null));
+      rl.question(question, (line) => resolve(line));
+    });
+  } finally {
+    rl.close();
+  }
+}
+
+/** The process's stdout/stderr, and the terminal for questions. */
 export const processIo: CliIo = {
   out: (t) => process.stdout.write(t.endsWith('\n') ? t : t + '\n'),
   err: (t) => process.stderr.write(t.endsWith('\n') ? t : t + '\n'),
+  ask: askTerminal,
 };
 
 /** "2026-11-29 21:03:00Z" from an ISO time, or "-" for null. */

@@ -38,7 +38,6 @@ import { ControlError } from '../control/errors';
 import { APPROVAL_STATES, countApprovals, listApprovals, requireApproval, type ApprovalRecord, type ApprovalState } from '../control/approvals';
 import { getIdentityByName } from '../control/identities';
 import { searchAudit } from '../audit/writer';
-import { getSource } from '../control/sources';
 import { directBackend } from '../admin/backend';
 import { resolveOperatorToken } from '../admin/tokens';
 import { sendControlError } from '../admin/routes';
@@ -47,7 +46,7 @@ import { initStatementDisplay, showInvisible, statementForDisplay } from '../app
 import type { SourceConnectorRegistry } from '../sources/registry';
 import { defaultOriginPolicy, type OriginPolicy } from '../transport/http-headers';
 import { hostOriginGuard, isObject, jsonBody, routerErrorHandler, sendError } from '../http/common';
-import { explainAsWriter } from './plan';
+import { isDestructive, reviewApprovalPlan } from './plan';
 import { REQUESTER_PROBLEMS, requesterProblem, requesterProblems, type RequesterProblem } from '../approvals/requester';
 import { consoleKey, createConsoleSession, csrfToken, csrfValid, DEFAULT_SESSION_TIMEOUTS, endConsoleSession, readCookie, resolveConsoleSession, sessionCookie, SESSION_COOKIE, type ConsoleSession, type SessionTimeouts } from './session';
 import { installPath } from '../install-root';
@@ -76,22 +75,6 @@ const PAGE_HEADERS = {
   'Referrer-Policy': 'no-referrer',
   'Cache-Control': 'no-store',
 };
-
-/**
- * True when the approval's statement deletes, updates or merges rows (issue 24 item 6): its
- * statement type, or any write it makes (a data-modifying CTE too), by the analyser's classification.
- */
-export function isDestructive(classification: Record<string, unknown>): boolean {
-  const writes = (classification.writes as Array<{ operation?: string }> | undefined) ?? [];
-  const kinds = [String(classification.statement ?? ''), ...writes.map((w) => w.operation ?? '')];
-  return kinds.some((k) => /delete|update|merge/i.test(k));
-}
-
-/** The planner's row estimate of a plan's top node (`rows=N` of its first line), or null. */
-export function planRowEstimate(lines: string[] | undefined): number | null {
-  const m = lines?.[0]?.match(/\brows=(\d+)/);
-  return m ? Number(m[1]) : null;
-}
 
 /** Query parameter `name` as a whole number in [min, max], `dflt` when absent; ControlError validation otherwise. */
 function queryWhole(req: Request, name: string, min: number, max: number, dflt: number | undefined): number | undefined {
@@ -242,11 +225,8 @@ export function mountConsole(app: Express, opts: ConsoleOptions): void {
     const a = await backend.getApproval(String(req.params.id));
     await initStatementDisplay();
     const display = statementForDisplay(a.sql);
-    // Approvals outlive their source (a removed source keeps its decided approvals): only a pending
-    // one needs the source, for the writer's plan.
-    const source = a.state === 'pending' ? await getSource(db, a.sourceId) : null;
-    const [plan, audit, problem] = await Promise.all([
-      source ? explainAsWriter(source, a.sql, a.params) : Promise.resolve(null),
+    const [review, audit, problem] = await Promise.all([
+      reviewApprovalPlan(db, a),
       searchAudit(db, { approvalId: a.id, kind: 'approval', limit: 100 }),
       a.state === 'pending' ? requesterProblem(db, a) : Promise.resolve(null),
     ]);
@@ -256,10 +236,10 @@ export function mountConsole(app: Express, opts: ConsoleOptions): void {
       approval: a,
       statement: { text: display.text, comments: display.comments, visible: visible.text, invisible: visible.count },
       params: showInvisible(JSON.stringify(a.params, null, 2)).text,
-      destructive: isDestructive(a.classification),
-      estimate: plan && plan.ok ? planRowEstimate(plan.lines) : null,
+      destructive: review.destructive,
+      estimate: review.estimate,
       relations,
-      plan,
+      plan: review.plan,
       // Shown before anyone clicks: approving now would end the write failed with this code (issue 24, item 4).
       requester: problem ? { code: problem, message: `Approving will not run this write: ${REQUESTER_PROBLEMS[problem]}. It would end failed (${problem}).` } : null,
       audit: audit.events.map((e) => ({ time: e.time, decision: e.decision, operator: e.operator, reasonCode: e.reasonCode, rowCount: e.rowCount, details: e.details })).reverse(),

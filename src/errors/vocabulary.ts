@@ -84,3 +84,28 @@ export const JSONRPC: Record<string, number> = Object.fromEntries(errors.jsonrpc
 export function jsonRpcMessage(code: number): string {
   return errors.jsonrpc.find((e) => e.code === code)?.message ?? 'Error';
 }
+
+/** What spec/errors-v1.json `statementSqlstates` says about one SQLSTATE of a statement the source refused. */
+export interface StatementSqlstateInfo {
+  /** The readable name of the SQLSTATE's class, e.g. "data exception". */
+  className: string;
+  /** PostgreSQL's condition name, e.g. "invalid_text_representation"; absent when the table has none. */
+  condition?: string;
+  /** The kinds of object the SQLSTATE's message may name (column, relation, function, operator); empty: none. */
+  objectKinds: readonly string[];
+}
+
+const statementSqlstates = (errors as unknown as { statementSqlstates: { classes: Record<string, string>; conditions: Record<string, string>; objectNames: Record<string, string[]> } }).statementSqlstates;
+
+/**
+ * The class name, condition name and object kinds of SQLSTATE `sqlState` when its class is one an
+ * agent is told (spec/errors-v1.json `statementSqlstates.classes`: the statement's own data,
+ * constraint, syntax or access errors); undefined for any other class (the opaque failure).
+ */
+export function statementSqlstateInfo(sqlState: string): StatementSqlstateInfo | undefined {
+  const code = sqlState.toUpperCase();
+  const className = statementSqlstates.classes[code.slice(0, 2)];
+  if (!className) return undefined;
+  const condition = statementSqlstates.conditions[code];
+  return { className, ...(condition ? { condition } : {}), objectKinds: statementSqlstates.objectNames[code] ?? [] };
+}

@@ -74,7 +74,7 @@ export function httpOutcome(o: ToolOutcome, requestId: string, surface?: AuthSur
     }
     case 'tool_error': {
       const info = toolErrorInfo(o.code);
-      if (info.class === 'invalid_params') return { status: 400, headers: {}, error: { error: 'invalid_request', code: info.code, message: o.message ?? info.message, ...(o.reason ? { reason: o.reason } : {}), request_id: requestId } };
+      if (info.class === 'invalid_params') return { status: 400, headers: {}, error: { error: 'invalid_request', code: info.code, message: o.message ?? info.message, ...(o.reason ? { reason: o.reason } : {}), ...(o.details ?? {}), request_id: requestId } };
       return { status: 500, headers: {}, error: { error: 'internal_error', code: info.code, message: info.message, request_id: requestId } };
     }
   }

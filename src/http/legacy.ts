@@ -27,7 +27,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import express, { type Express, type Request, type Response } from 'express';
 import type { Logger } from 'pino';
 import protocol from '../../spec/protocol-v1.json';
-import { newRequestId, runToolCall, type DispatchDeps } from '../protocol/dispatch';
+import { newRequestId, runToolCall, unknownToolError, type DispatchDeps } from '../protocol/dispatch';
 import { cacheable, complete, discoverResult, initializeResult, negotiateVersion } from '../protocol/envelopes';
 import { renderOutcome, serializeMessage } from '../protocol/tool-results';
 import { bearerToken } from '../pipeline/01-identity';
@@ -264,10 +264,10 @@ export function mountLegacyRoutes(app: Express, deps: DispatchDeps, opts: Legacy
 
   async function callTool(stream: SseStream, id: JsonRpcId, params: Record<string, unknown>, apiKey: string | null, clientAddress: string): Promise<void> {
     const name = params.name;
-    if (typeof name !== 'string') return send(stream, errorResponse(id, { code: -32602, message: 'Invalid params: params.name must be a string' }));
-    if (!deps.tools.get(name)) return send(stream, errorResponse(id, { code: -32602, message: `Invalid params: Unknown tool: ${cutText(name, 128)}` }));
+    if (typeof name !== 'string') return send(stream, errorResponse(id, { code: -32602, message: 'Invalid params: params.name must be a string', data: { code: 'unknown_tool', message: 'params.name must be a string' } }));
+    if (!deps.tools.get(name)) return send(stream, errorResponse(id, unknownToolError(name)));
     const args = params.arguments === undefined ? {} : params.arguments;
-    if (!isObject(args)) return send(stream, errorResponse(id, { code: -32602, message: 'Invalid params: params.arguments must be an object' }));
+    if (!isObject(args)) return send(stream, errorResponse(id, { code: -32602, message: 'Invalid params: params.arguments must be an object', data: { code: 'invalid_arguments', message: 'params.arguments must be an object' } }));
     const meta = isObject(params._meta) ? params._meta : {};
     const progressToken = typeof meta.progressToken === 'string' || typeof meta.progressToken === 'number' ? meta.progressToken : undefined;
     const version = stream.version ?? protocol.versions.assumedWhenHeaderAbsent;

@@ -6,7 +6,8 @@
  * Connector failures are mapped to the contract's refusals (circuit open, TLS refused, timeout,
  * source busy, concurrency cap, result too large) or to the opaque failure.
  */
-import { toolErrorReasonForSqlState } from '../errors/vocabulary';
+import { statementSqlstateInfo, toolErrorReasonForSqlState, type StatementSqlstateInfo } from '../errors/vocabulary';
+import { statementErrorObject, type StatementErrorObject } from './statement-errors';
 import type { SourceRecord } from '../governance/store';
 import type { ToolOutcome } from './types';
 import type { ReferencingKey, RelationName } from '../sql/catalog-types';
@@ -70,29 +71,20 @@ export interface ConnectorProvider {
   reader(source: SourceRecord): QueryConnector;
 }
 
-/** SQLSTATE classes whose condition is the agent's to fix (data, syntax or access errors raised by its statement). */
-const STATEMENT_CLASSES: Record<string, string> = {
-  '22': 'data exception',
-  '23': 'integrity constraint violation',
-  '42': 'syntax error or access rule violation',
-  '2B': 'dependent privilege descriptors still exist',
-  '21': 'cardinality violation',
-  '0A': 'feature not supported',
-  // Program limits the statement itself passed (too many arguments, a value or nesting too large).
-  '54': 'program limit exceeded',
-};
-
 /** configuration_limit_exceeded: the statement passed a per-statement limit (e.g. the reader role's temp_file_limit). */
 const SQLSTATE_CONFIGURATION_LIMIT = '53400';
 
 /**
- * Maps a connector error to an outcome. Only the SourceError code and, for statement errors, the
- * SQLSTATE class name reach the agent; never the driver's text (it can carry hosts and addresses).
- * A SQLSTATE that spec/errors-v1.json names as a `statement_failed` reason (55P03 → `lock_timeout`,
- * issue 22 item 6) answers with that reason and its fixed message.
+ * Maps a connector error to an outcome. Only the SourceError code and, for a statement's own errors
+ * (the classes of spec/errors-v1.json `statementSqlstates`), the SQLSTATE, its class and condition
+ * names and, when `statement` (the agent's own text) wrote it, the column, relation, function or
+ * operator the error names (src/pipeline/statement-errors.ts) reach the agent; never the driver's
+ * or server's text (it can carry values, hidden names, hosts and addresses). A SQLSTATE that
+ * spec/errors-v1.json names as a `statement_failed` reason (55P03 → `lock_timeout`, issue 22 item 6)
+ * answers with that reason and its fixed message.
  */
-export function mapConnectorError(err: unknown): ToolOutcome {
-  const e = err as { code?: string; sqlState?: string; retryAfterMs?: number };
+export function mapConnectorError(err: unknown, statement?: string): ToolOutcome {
+  const e = err as { code?: string; sqlState?: string; retryAfterMs?: number; cause?: { message?: unknown } };
   const retry = typeof e?.retryAfterMs === 'number' ? { retry_after_ms: e.retryAfterMs } : undefined;
   switch (e?.code) {
     case 'source_busy':
@@ -118,12 +110,23 @@ export function mapConnectorError(err: unknown): ToolOutcome {
       if (e?.sqlState === SQLSTATE_CONFIGURATION_LIMIT) {
         return { kind: 'tool_error', code: 'statement_failed', message: `The statement failed in the source database: it passed a per-statement limit of the source, such as temp_file_limit (SQLSTATE ${SQLSTATE_CONFIGURATION_LIMIT}).` };
       }
-      const cls = typeof e?.sqlState === 'string' ? STATEMENT_CLASSES[e.sqlState.slice(0, 2)] : undefined;
-      if (!cls) return { kind: 'tool_error', code: 'tool_execution_failed' }; // no SQLSTATE (e.g. connection refused) or not the statement's
-      // Value-level classes (22 data, 23 constraint) give the full SQLSTATE; others only the class, so
-      // that e.g. 42P01 (undefined table) and 42501 (insufficient privilege) cannot be told apart.
-      const detail = /^2[23]/.test(e.sqlState!) ? `SQLSTATE ${e.sqlState}` : `SQLSTATE class ${e.sqlState!.slice(0, 2)}`;
-      return { kind: 'tool_error', code: 'statement_failed', message: `The statement failed in the source database: ${cls} (${detail}).` };
+      const info = typeof e?.sqlState === 'string' && /^[0-9A-Z]{5}$/.test(e.sqlState) ? statementSqlstateInfo(e.sqlState) : undefined;
+      if (!info) return { kind: 'tool_error', code: 'tool_execution_failed' }; // no SQLSTATE (e.g. connection refused) or not the statement's
+      const sqlstate = e.sqlState!;
+      // The server's message is read only to find a name, kept only when the agent's own text holds it.
+      const object = statement !== undefined ? statementErrorObject(info.objectKinds, e.cause?.message, statement) : undefined;
+      return { kind: 'tool_error', code: 'statement_failed', message: statementFailedMessage(sqlstate, info, object), details: { sqlstate, ...(info.condition ? { condition: info.condition } : {}), ...(object ? { object } : {}) } };
     }
   }
+}
+
+/**
+ * The agent's message for a statement the source refused: "The statement failed in the source
+ * database: data exception, invalid_text_representation (SQLSTATE 22P02)." — plus "; column "x""
+ * when the error names an object the agent wrote, and what to do.
+ */
+export function statementFailedMessage(sqlstate: string, info: StatementSqlstateInfo, object?: StatementErrorObject): string {
+  const what = `${info.className}${info.condition ? `, ${info.condition}` : ''} (SQLSTATE ${sqlstate})`;
+  const named = object ? `; ${object.kind} ${JSON.stringify(object.name)}` : '';
+  return `The statement failed in the source database: ${what}${named}. Correct the statement before trying again.`;
 }

@@ -267,7 +267,9 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
       } catch (err) {
         // A row view dropped on the source since it was made (42P01, undefined table): made again next time.
         if (rowPlan && (err as { sqlState?: string }).sqlState === '42P01') deps.rowViews?.forget(source.id);
-        const failed = mapConnectorError(err);
+        // The agent's own text (not runSql, which may carry the mask projection or row-rule views):
+        // a name an error reports is passed on only when the agent wrote it.
+        const failed = mapConnectorError(err, sql);
         // The cause is the audit's too (issue 22 item 6): the reason, and the SQLSTATE it stands for.
         if (failed.kind === 'tool_error' && failed.reason) {
           audit.cause = failed.reason;

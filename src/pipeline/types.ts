@@ -28,7 +28,18 @@ export type ToolOutcome =
   | { kind: 'result'; content: ContentBlock[]; structuredContent?: Record<string, unknown>; isError?: boolean }
   | { kind: 'refusal'; code: RefusalCode; message?: string; extra?: { retry_after_ms?: number; [k: string]: unknown } }
   | { kind: 'queued'; approvalId: string; approvalState: string; message?: string }
-  | { kind: 'tool_error'; code: ToolErrorCode; message?: string; reason?: string };
+  | { kind: 'tool_error'; code: ToolErrorCode; message?: string; reason?: string; details?: StatementFailureDetails };
+
+/**
+ * What a `statement_failed` tells the agent beside its message (spec/errors-v1.json
+ * `statementSqlstates`): the SQLSTATE, PostgreSQL's condition name, and the object the error names
+ * when the agent's own statement wrote that name. Rendered into structuredContent / error.data.
+ */
+export interface StatementFailureDetails {
+  sqlstate: string;
+  condition?: string;
+  object?: { kind: 'column' | 'relation' | 'function' | 'operator'; name: string };
+}
 
 /** Per-call context handed to every tool handler. */
 export interface ToolCallContext {

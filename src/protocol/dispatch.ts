@@ -17,7 +17,7 @@ import type { AuditDecision, AuditHooks, AuditSink, ToolCallAuditEvent } from '.
 import { discoverResult, initializeResult, toolsListResult } from './envelopes';
 import { renderOutcome, serializeMessageForWire } from './tool-results';
 import { retryAfterSeconds } from '../transport/http-errors';
-import { refusalInfo } from '../errors/vocabulary';
+import { refusalInfo, toolErrorInfo } from '../errors/vocabulary';
 import type { RateLimiter } from '../pipeline/05-rate-limit';
 import { chargedUpFront, type ClientLimits } from '../transport/client-limits';
 import { KEYLESS_REFUSALS, type KeylessAuditAggregator } from '../transport/keyless-audit';
@@ -111,8 +111,23 @@ export function newRequestId(): string {
   return `req_${id}`;
 }
 
-function invalidParams(ch: ResponseChannel, id: JsonRpcId, message: string): void {
-  ch.final(200, errorResponse(id, { code: -32602, message: `Invalid params: ${message}` }));
+/**
+ * JSON-RPC -32602 (HTTP 200) with `message`; with `code` (a tool error of spec/errors-v1.json) the
+ * error carries data {code, message} like the other -32602 errors of a tools/call.
+ */
+function invalidParams(ch: ResponseChannel, id: JsonRpcId, message: string, code?: string): void {
+  ch.final(200, errorResponse(id, { code: -32602, message: `Invalid params: ${message}`, ...(code ? { data: { code: toolErrorInfo(code).code, message } } : {}) }));
+}
+
+/**
+ * The answer to a tools/call naming no tool this server serves (spec/errors-v1.json toolErrors
+ * `unknown_tool`): JSON-RPC -32602, HTTP 200, in every version and dialect, `error.message` naming
+ * the tool (at most 128 characters of it), `error.data` {code: "unknown_tool", message} like the
+ * other -32602 errors' data.
+ */
+export function unknownToolError(name: string): { code: number; message: string; data: { code: string; message: string } } {
+  const info = toolErrorInfo('unknown_tool');
+  return { code: -32602, message: `Invalid params: Unknown tool: ${cutText(name, 128)}`, data: { code: info.code, message: info.message } };
 }
 
 const DONE: Promise<void> = Promise.resolve();
@@ -435,11 +450,11 @@ interface CallTarget {
  */
 function callTarget(adm: Admitted, params: Record<string, unknown>, deps: DispatchDeps): CallTarget | ((ch: ResponseChannel, id: JsonRpcId) => void) {
   const name = params.name;
-  if (typeof name !== 'string') return (ch, id) => invalidParams(ch, id, 'params.name must be a string');
+  if (typeof name !== 'string') return (ch, id) => invalidParams(ch, id, 'params.name must be a string', 'unknown_tool');
   const binding = deps.tools.get(name);
-  if (!binding) return (ch, id) => invalidParams(ch, id, `Unknown tool: ${cutText(name, 128)}`);
+  if (!binding) return (ch, id) => ch.final(200, errorResponse(id, unknownToolError(name)));
   const args = params.arguments === undefined ? {} : params.arguments;
-  if (!isObject(args)) return (ch, id) => invalidParams(ch, id, 'params.arguments must be an object');
+  if (!isObject(args)) return (ch, id) => invalidParams(ch, id, 'params.arguments must be an object', 'invalid_arguments');
   if (adm.dialect === 'modern' && binding.requiredClientCapabilities) {
     const meta = isObject(params._meta) ? params._meta : {};
     const declared = isObject(meta['io.modelcontextprotocol/clientCapabilities']) ? (meta['io.modelcontextprotocol/clientCapabilities'] as Record<string, unknown>) : {};

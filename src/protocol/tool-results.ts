@@ -54,7 +54,7 @@ export function renderOutcome(o: ToolOutcome, dialect: Dialect, version: string,
       const info = toolErrorInfo(o.code);
       if (info.class === 'invalid_params') {
         const message = o.message ?? info.message;
-        const sc = { code: info.code, message, ...(o.reason ? { reason: o.reason } : {}) };
+        const sc = { code: info.code, message, ...(o.reason ? { reason: o.reason } : {}), ...(o.details ?? {}) };
         if (TOOL_RESULT_VERSIONS.has(version)) {
           return { kind: 'result', result: complete({ content: [{ type: 'text', text: `Invalid call (${info.code}): ${message}` }], structuredContent: sc, isError: true }) };
         }

@@ -63,7 +63,7 @@ test.each(clients)('%s: list → describe → query (masked) → write queued �
     expect(q).toMatchObject({ status: 'queued', approval_state: 'pending' });
     expect(await sourceRows(`SELECT * FROM playlist WHERE playlist_id = ${playlistId}`)).toEqual([]);
 
-    const cli = await run(process.execPath, [BIN, '--database-url', env.db.url, 'approval', 'approve', q.approval_id, '--operator', 'ops-alice'], { timeout: 60_000 });
+    const cli = await run(process.execPath, [BIN, '--database-url', env.db.url, 'approval', 'approve', q.approval_id, '--operator', 'ops-alice', '--yes'], { timeout: 60_000 });
     expect(cli.stdout).toMatch(/executed/);
     expect(await sourceRows(`SELECT name FROM playlist WHERE playlist_id = ${playlistId}`)).toEqual([{ name: `From ${_label}` }]);
 

@@ -15,7 +15,12 @@ describe('mapConnectorError', () => {
   });
 
   test('program limits the statement passed (class 54, red-team F7) are statement_failed naming the class, not the opaque failure', () => {
-    expect(mapConnectorError(new SourceError('execution_failed', { sqlState: '54000' }))).toEqual({ kind: 'tool_error', code: 'statement_failed', message: 'The statement failed in the source database: program limit exceeded (SQLSTATE class 54).' });
+    expect(mapConnectorError(new SourceError('execution_failed', { sqlState: '54000' }))).toEqual({
+      kind: 'tool_error',
+      code: 'statement_failed',
+      message: 'The statement failed in the source database: program limit exceeded, program_limit_exceeded (SQLSTATE 54000). Correct the statement before trying again.',
+      details: { sqlstate: '54000', condition: 'program_limit_exceeded' },
+    });
     expect(mapConnectorError(new SourceError('execution_failed', { sqlState: '54023' }))).toMatchObject({ kind: 'tool_error', code: 'statement_failed' });
   });
 

@@ -102,6 +102,31 @@ test('argument errors: isError result for 2025-11-25 and 2026-07-28, -32602 for 
   expect([unknown.status, unknown.json.error.code]).toEqual([200, -32602]);
 });
 
+test('an unknown tool is JSON-RPC -32602 with data {code: unknown_tool, message} in every supported version, both dialects', async () => {
+  const expected = (id: number) => ({
+    jsonrpc: '2.0',
+    id,
+    error: { code: -32602, message: 'Invalid params: Unknown tool: no_such_tool', data: { code: 'unknown_tool', message: 'No tool has that name; tools/list lists the tools this server serves.' } },
+  });
+  for (const version of ['2025-03-26', '2025-06-18', '2025-11-25']) {
+    const r = await post({ jsonrpc: '2.0', id: 31, method: 'tools/call', params: { name: 'no_such_tool', arguments: {} } }, { ...auth(), 'mcp-protocol-version': version });
+    expect([version, r.status, r.json]).toEqual([version, 200, expected(31)]);
+  }
+  const modern = await post({ jsonrpc: '2.0', id: 32, method: 'tools/call', params: { name: 'no_such_tool', arguments: {}, _meta: ENV } }, { ...auth(), ...modernHeaders('tools/call', 'no_such_tool') });
+  expect([modern.status, modern.json]).toEqual([200, expected(32)]);
+  // A long name is cut in the message; data stays the fixed pair.
+  const long = 'x'.repeat(300);
+  const cut = await post({ jsonrpc: '2.0', id: 33, method: 'tools/call', params: { name: long, arguments: {} } }, { ...auth(), 'mcp-protocol-version': '2025-11-25' });
+  expect(cut.json.error.data).toEqual(expected(33).error.data);
+  expect(cut.json.error.message.startsWith('Invalid params: Unknown tool: xxx')).toBe(true);
+  expect(cut.json.error.message.length).toBeLessThan(long.length);
+  // A name that is not a string, arguments that are not an object: the same data pair with their cause.
+  const noName = await post({ jsonrpc: '2.0', id: 34, method: 'tools/call', params: { name: 7, arguments: {} } }, { ...auth(), 'mcp-protocol-version': '2025-11-25' });
+  expect([noName.status, noName.json]).toEqual([200, { jsonrpc: '2.0', id: 34, error: { code: -32602, message: 'Invalid params: params.name must be a string', data: { code: 'unknown_tool', message: 'params.name must be a string' } } }]);
+  const badArgs = await post({ jsonrpc: '2.0', id: 35, method: 'tools/call', params: { name: 'fixed_probe', arguments: [1], _meta: ENV } }, { ...auth(), ...modernHeaders('tools/call', 'fixed_probe') });
+  expect([badArgs.status, badArgs.json]).toEqual([200, { jsonrpc: '2.0', id: 35, error: { code: -32602, message: 'Invalid params: params.arguments must be an object', data: { code: 'invalid_arguments', message: 'params.arguments must be an object' } } }]);
+});
+
 test('queued write is a result with isError false saying not to retry, in both dialects', async () => {
   fixedOutcome = { kind: 'queued', approvalId: 'apr_1', approvalState: 'pending' };
   for (const headers of [{ 'mcp-protocol-version': '2025-06-18' }, modernHeaders('tools/call', 'fixed_probe')]) {
