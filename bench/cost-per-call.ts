@@ -12,7 +12,8 @@
  * own CPU from bash `times`. CPU per call is far less sensitive to the shared machine's load than
  * calls/s. It also counts, from pg_stat_database and pg_stat_user_tables of the control database,
  * the commits and the table scans (seq + index: one per statement that reads a table) per call, so
- * a per-call SELECT on the control database shows up by table.
+ * a per-call SELECT on the control database shows up by table, and the rows written per call by
+ * table (n_tup_ins + n_tup_upd + n_tup_del: a per-call UPDATE of api_keys or rate_limits would show).
  *
  * BENCH_CACHED=1 measures the cached point read instead: cache time to live 10 minutes, so the
  * pre-warm fills the cache with the 256 answers and every measured call is a hit (its source-DB
@@ -39,17 +40,18 @@ import { POINT_SQL, preflight, SOURCE_POOL_SIZE, TRACKS } from './lib/point-read
 import { concurrencyLevels, emitResult, envInt, envSeconds, machineLine, round, table } from './lib/stats';
 import { runWrk, wrkAvailable } from './lib/wrk';
 
-/** Control-database counters: commits, and statements that read each table (seq_scan + idx_scan). */
+/** Control-database counters: commits, statements that read each table (seq_scan + idx_scan), and rows each table had written (inserted + updated + deleted). */
 interface ControlCounters {
   commits: number;
   scans: Map<string, number>;
+  writes: Map<string, number>;
 }
 
 async function controlCounters(c: pg.Client): Promise<ControlCounters> {
   await c.query('SELECT pg_stat_clear_snapshot()');
   const d = await c.query<{ n: string }>('SELECT xact_commit AS n FROM pg_stat_database WHERE datname = current_database()');
-  const t = await c.query<{ relname: string; n: string }>('SELECT relname, coalesce(seq_scan, 0) + coalesce(idx_scan, 0) AS n FROM pg_stat_user_tables');
-  return { commits: Number(d.rows[0].n), scans: new Map(t.rows.map((r) => [r.relname, Number(r.n)])) };
+  const t = await c.query<{ relname: string; n: string; w: string }>('SELECT relname, coalesce(seq_scan, 0) + coalesce(idx_scan, 0) AS n, n_tup_ins + n_tup_upd + n_tup_del AS w FROM pg_stat_user_tables');
+  return { commits: Number(d.rows[0].n), scans: new Map(t.rows.map((r) => [r.relname, Number(r.n)])), writes: new Map(t.rows.map((r) => [r.relname, Number(r.w)])) };
 }
 
 /** Per-side sums over rounds. */
@@ -64,6 +66,7 @@ interface Acc {
   driver: number[];
   commits: number;
   scans: Map<string, number>;
+  writes: Map<string, number>;
   busy: number[];
   load: number[];
 }
@@ -130,7 +133,7 @@ async function main(): Promise<void> {
           await meter.close();
           await sleep(1100);
           const c1 = await controlCounters(control);
-          const a: Acc = acc.get(name) ?? { calls: 0, ms: 0, gateway: [], system: [], controlDb: [], sourceDb: [], driver: [], commits: 0, scans: new Map(), busy: [], load: [] };
+          const a: Acc = acc.get(name) ?? { calls: 0, ms: 0, gateway: [], system: [], controlDb: [], sourceDb: [], driver: [], commits: 0, scans: new Map(), writes: new Map(), busy: [], load: [] };
           const n = x.allOps;
           a.calls += n;
           a.ms += x.elapsedMs;
@@ -143,6 +146,10 @@ async function main(): Promise<void> {
           for (const [rel, v] of c1.scans) {
             const d = v - (c0.scans.get(rel) ?? 0);
             if (d) a.scans.set(rel, (a.scans.get(rel) ?? 0) + d);
+          }
+          for (const [rel, v] of c1.writes) {
+            const d = v - (c0.writes.get(rel) ?? 0);
+            if (d) a.writes.set(rel, (a.writes.get(rel) ?? 0) + d);
           }
           a.busy.push((100 * (j1.busy - j0.busy)) / Math.max(1, j1.total - j0.total));
           a.load.push(loadavg()[0]);
@@ -178,6 +185,9 @@ async function main(): Promise<void> {
       console.log('\ncontrol database per call (counted: commits; statements reading each table = seq_scan + idx_scan):');
       const rels = [...new Set(names.flatMap((n) => [...acc.get(n)!.scans.keys()]))].sort();
       console.log(table(['counter', ...names], [['(commits)', ...names.map((n) => (acc.get(n)!.commits / acc.get(n)!.calls).toFixed(3))], ...rels.map((rel) => [rel, ...names.map((n) => ((acc.get(n)!.scans.get(rel) ?? 0) / acc.get(n)!.calls).toFixed(3))])]));
+      console.log('\ncontrol database rows written per call (n_tup_ins + n_tup_upd + n_tup_del, by table or partition):');
+      const wrels = [...new Set(names.flatMap((n) => [...acc.get(n)!.writes.keys()]))].sort();
+      console.log(table(['table', ...names], wrels.map((rel) => [rel, ...names.map((n) => ((acc.get(n)!.writes.get(rel) ?? 0) / acc.get(n)!.calls).toFixed(3))])));
       emitResult('cost-per-call', {
         concurrency: c,
         rounds,

@@ -1,12 +1,34 @@
-/** Request ids: "req_" + 12 base64url characters (72 random bits), drawn from a pooled CSPRNG buffer, never repeated. */
+/**
+ * Request ids (h28d): "req_" + 12 base64url characters, time-ordered: six characters of time in
+ * sixteenths of a second since 1970, six of a counter that starts at random each tick, so ids sort
+ * (byte order, the C collation) in the order they were made and never repeat within a process.
+ */
 import { newRequestId } from '../../../src/protocol/dispatch';
 
-test('request ids keep their format and do not repeat across pool refills', () => {
-  const seen = new Set<string>();
-  for (let i = 0; i < 5000; i++) {
-    const id = newRequestId();
-    expect(id).toMatch(/^req_[A-Za-z0-9_-]{12}$/);
-    seen.add(id);
-  }
-  expect(seen.size).toBe(5000);
+const DIGITS = '-0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz';
+const decode = (s: string) => [...s].reduce((n, ch) => n * 64 + DIGITS.indexOf(ch), 0);
+
+test('request ids keep their format, do not repeat and increase in byte order', () => {
+  const ids: string[] = [];
+  for (let i = 0; i < 5000; i++) ids.push(newRequestId());
+  for (const id of ids) expect(id).toMatch(/^req_[A-Za-z0-9_-]{12}$/);
+  expect(new Set(ids).size).toBe(5000);
+  for (let i = 1; i < ids.length; i++) expect(Buffer.compare(Buffer.from(ids[i - 1]), Buffer.from(ids[i]))).toBe(-1);
+});
+
+test('a request id starts with the time it was made in sixteenths of a second', () => {
+  const before = Math.floor((Date.now() * 16) / 1000);
+  const id = newRequestId();
+  const after = Math.floor((Date.now() * 16) / 1000);
+  const tick = decode(id.slice(4, 10));
+  expect(tick).toBeGreaterThanOrEqual(before);
+  expect(tick).toBeLessThanOrEqual(after + 1);
+});
+
+test('an id of a later tick sorts after every id of an earlier tick', async () => {
+  const a = newRequestId();
+  await new Promise((r) => setTimeout(r, 130)); // at least two ticks later
+  const b = newRequestId();
+  expect(decode(b.slice(4, 10))).toBeGreaterThan(decode(a.slice(4, 10)));
+  expect(b > a).toBe(true);
 });
