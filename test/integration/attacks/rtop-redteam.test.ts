@@ -1,0 +1,158 @@
+/**
+ * Red team rtop: the operator side's database roles and the governance audit trail, attacked with
+ * real PostgreSQL roles (docs/operators.md "Give the gateway a least-privilege database role",
+ * "Give the admin API and console an operator role", "What the database enforces"). Each test is
+ * one finding; its comment gives the severity and whether it is fixed.
+ */
+import { randomBytes } from 'node:crypto';
+import { createServer, type Server, type Socket } from 'node:net';
+import pg from 'pg';
+import { freshControlDb, withRuntimeRole, type TestControlDb } from '../control/control-db';
+import { DEFAULT_CONFIG, type ResolvedGatewayConfig } from '../../../src/control/config';
+import { startGovernedGateway, type GovernedGateway } from '../../../src/gateway';
+import { createLogger } from '../../../src/observability/logger';
+import { createOperatorToken } from '../../../src/admin/tokens';
+import { createIdentity } from '../../../src/control/identities';
+import { addSource } from '../../../src/control/sources';
+import { upsertRole } from '../../../src/control/roles';
+
+jest.setTimeout(180_000);
+
+let t: TestControlDb;
+
+/** Runs `fn` on a fresh connection as `url`'s role (the stolen credential). */
+async function asRole<T>(url: string, fn: (c: pg.Client) => Promise<T>): Promise<T> {
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  try {
+    return await fn(c);
+  } finally {
+    await c.end();
+  }
+}
+
+let aliceId: string;
+
+/** Runs `fn` on a connection as a new role holding the runtime grants (a stolen gateway credential). */
+function asRuntime<T>(fn: (c: pg.Client) => Promise<T>): Promise<T> {
+  return withRuntimeRole(t, (url) => asRole(url, fn));
+}
+
+beforeAll(async () => {
+  t = await freshControlDb('rtop_rt');
+  // A key-only identity (no token subject), a role and a source to grant it on, made by the owner.
+  aliceId = (await createIdentity(t.db, 'alice')).id;
+  await addSource(t.db, { id: 'docs', type: 'documents', name: 'Docs', settings: { path: '/tmp' } });
+  await upsertRole(t.db, { name: 'admin', statements: [{ effect: 'allow', action: '*', resource: '*' }] });
+});
+
+afterAll(async () => {
+  await t?.cleanup();
+});
+
+// Finding 1 (critical, fixed by migration 20261208260000000_definer-search-path_rtop): the token
+// provisioning functions (SECURITY DEFINER, EXECUTE granted to the runtime role) pinned
+// `search_path = pg_catalog, public` without pg_temp; PostgreSQL then searches the caller's
+// temporary schema FIRST for tables. The runtime role may create temporary tables (PUBLIC holds TEMP
+// on every database), so a stolen runtime credential shadowed `identities` (and `identity_subjects`)
+// with its own temporary tables and (a) linked a token subject of its choosing to the key-only
+// identity alice (a later access token with that subject signs in as alice), (b) gave alice any role
+// on any source through interlock_sync_claim_grants (the migration's "an identity with no token
+// subject cannot be given anything" broken), with a config event naming an identity that was never
+// created. Now pg_temp is searched last: the functions see only the real tables.
+describe('a stolen runtime credential and the SECURITY DEFINER provisioning functions', () => {
+  test('a temporary `identities` table does not let provisioning link a subject to an existing identity', async () => {
+    const err = await asRuntime(async (c) => {
+      await c.query('CREATE TEMP TABLE identities (id text, name text, disabled boolean DEFAULT false)');
+      return c.query("SELECT interlock_provision_token_identity($1, 'mallory', 'https://idp.example', 'mallory-sub')", [aliceId]).then(
+        () => null,
+        (e: { code?: string }) => e.code,
+      );
+    });
+    // The real identities table already holds that id.
+    expect(err).toBe('23505');
+    expect((await t.db.pool.query('SELECT issuer, subject, identity_id FROM identity_subjects')).rows).toEqual([]);
+  });
+
+  test('temporary `identities` and `identity_subjects` tables do not let claim sync grant a key-only identity a role', async () => {
+    const err = await asRuntime(async (c) => {
+      await c.query('CREATE TEMP TABLE identities (id text, name text, disabled boolean DEFAULT false)');
+      await c.query('CREATE TEMP TABLE identity_subjects (issuer text, subject text, identity_id text)');
+      await c.query("INSERT INTO pg_temp.identities VALUES ($1, 'alice', false)", [aliceId]);
+      await c.query("INSERT INTO pg_temp.identity_subjects VALUES ('https://idp.example', 'x', $1)", [aliceId]);
+      return c.query("SELECT interlock_sync_claim_grants('https://idp.example', 'x', ARRAY['admin'], ARRAY['docs'])").then(
+        () => null,
+        (e: { code?: string }) => e.code,
+      );
+    });
+    expect(err).toBe('22023');
+    expect((await t.db.pool.query('SELECT identity_id, role_name, source_id FROM grants')).rows).toEqual([]);
+    expect((await t.db.pool.query("SELECT decision FROM audit_events WHERE kind = 'config'")).rows).toEqual([]);
+  });
+
+  test('every SECURITY DEFINER function of the control database searches pg_temp last (or not at all)', async () => {
+    const r = await t.db.pool.query<{ f: string; path: string | null }>(
+      `SELECT p.proname AS f, (SELECT substr(x, 13) FROM unnest(p.proconfig) AS x WHERE x LIKE 'search_path=%') AS path
+         FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+        WHERE n.nspname = 'public' AND p.prosecdef ORDER BY 1`,
+    );
+    const bad = r.rows.filter((x) => x.path === null || !/(^|,\s*)pg_temp$/.test(x.path));
+    expect(r.rows.length).toBeGreaterThanOrEqual(4);
+    expect(bad).toEqual([]);
+  });
+});
+
+// Finding 2 (high, fixed): the operator connection had no connect timeout and the gateway awaited
+// its privilege check at start. An operator URL naming a host that accepts TCP but never answers
+// (a stopped or hung server, a firewall that swallows the handshake) kept the gateway from starting
+// at all (so /mcp and /readyz depended on the operator connection, which docs say they do not), and
+// once started each governance change over /admin/v1 hung instead of answering 503 unavailable.
+describe('an operator URL whose server never answers', () => {
+  let silent: Server;
+  const sockets: Socket[] = [];
+  let gw: GovernedGateway | undefined;
+  beforeAll(async () => {
+    silent = createServer((s) => {
+      sockets.push(s);
+      s.on('error', () => undefined);
+    });
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+  });
+  afterAll(async () => {
+    await gw?.close(1000);
+    for (const s of sockets) s.destroy();
+    await new Promise<void>((resolve) => silent.close(() => resolve()));
+  });
+
+  test('the gateway starts and is ready, and a governance change answers 503 unavailable', async () => {
+    const port = (silent.address() as { port: number }).port;
+    const opUrl = `postgres://op:secret-pw@127.0.0.1:${port}/interlock`;
+    const lines: Array<Record<string, unknown>> = [];
+    const token = (await createOperatorToken(t.db, `ops-${randomBytes(3).toString('hex')}`)).secret;
+    // Bounded wait for the fault: starting must not wait on the operator connection.
+    let timer: NodeJS.Timeout | undefined;
+    const bound = new Promise<'hung'>((resolve) => (timer = setTimeout(() => resolve('hung'), 30_000)));
+    const config = structuredClone(DEFAULT_CONFIG as ResolvedGatewayConfig);
+    config.database = { ...config.database, operator_url: opUrl };
+    const started = startGovernedGateway({ db: t.db, config, host: '127.0.0.1', port: 0, logger: createLogger('info', { write: (l: string) => void lines.push(JSON.parse(l)) }), catalogRescanMs: 0 });
+    const first = await Promise.race([started, bound]);
+    clearTimeout(timer);
+    if (first === 'hung') {
+      void started.then((g) => g.close(1000)).catch(() => undefined);
+      throw new Error('the gateway did not start within 30 s with an unanswering operator URL');
+    }
+    gw = first;
+    const base = new URL(gw.url).origin;
+    expect((await fetch(`${base}/readyz`)).status).toBe(200);
+    const ctl = new AbortController();
+    const cut = setTimeout(() => ctl.abort(), 30_000);
+    const r = await fetch(`${base}/admin/v1/identities`, { method: 'POST', signal: ctl.signal, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify({ name: 'carol' }) });
+    clearTimeout(cut);
+    expect({ status: r.status, body: await r.json() }).toEqual({
+      status: 503,
+      body: { error: 'unavailable', code: 'unavailable', message: "The operator database connection (INTERLOCK_OPERATOR_DATABASE_URL) cannot be used now; the gateway's log says why." },
+    });
+    expect((await t.db.pool.query("SELECT 1 FROM identities WHERE name = 'carol'")).rowCount).toBe(0);
+    expect(JSON.stringify(lines)).not.toContain('secret-pw');
+  });
+});
