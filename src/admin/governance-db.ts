@@ -17,7 +17,7 @@
  */
 import type { Logger } from 'pino';
 import { ControlError } from '../control/errors';
-import { getKeyPepper, redactUrl, type ControlDb } from '../control/db';
+import { CONTROL_CONNECT_TIMEOUT_MS, getKeyPepper, redactUrl, type ControlDb } from '../control/db';
 import { controlPool } from '../control/targets';
 
 /** A family of governance writes of the admin API and console. */
@@ -196,7 +196,8 @@ export interface GovernanceAccessOptions {
 /**
  * The governance access of a gateway: the operator connection when `operatorUrl` is set (a pool of
  * at most 4 connections, application_name interlock-operator, several hosts and
- * target_session_attrs as the control URL allows, no migrations), else the gateway's own pool.
+ * target_session_attrs as the control URL allows, no migrations, each connect bounded by
+ * CONTROL_CONNECT_TIMEOUT_MS), else the gateway's own pool.
  * Checks privileges once and logs one warning when governance writes would be refused (start()).
  * Never throws: an operator connection that cannot be opened answers 503 per write until it can.
  */
@@ -209,7 +210,11 @@ export async function openGovernanceAccess(opts: GovernanceAccessOptions): Promi
   const url = opts.operatorUrl;
   // New keys are hashed with the gateway's pepper (the operator role cannot read settings).
   const keyPepper = opts.db.keyPepper ?? (await getKeyPepper(opts.db));
-  const pool = controlPool(url, { max: opts.poolSize ?? 4, application_name: 'interlock-operator' });
+  // Connecting (TCP, TLS, authentication, up to the server's first ready-for-query) is bounded: a host
+  // that accepts TCP and never answers must neither hold the gateway's start (the check below) nor
+  // hang a governance change (503 unavailable instead; red team rtop finding 2). Waiting for a pooled
+  // connection shares the bound, which only a burst of more than 4 slow governance changes reaches.
+  const pool = controlPool(url, { max: opts.poolSize ?? 4, application_name: 'interlock-operator', connectionTimeoutMillis: CONTROL_CONNECT_TIMEOUT_MS });
   pool.on('error', (err) => opts.logger?.warn({ component: 'governance', code: (err as { code?: string }).code }, 'idle operator-database connection failed'));
   let closed: Promise<void> | null = null;
   const operatorDb: ControlDb = {
