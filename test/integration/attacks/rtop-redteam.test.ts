@@ -7,7 +7,10 @@
 import { randomBytes } from 'node:crypto';
 import { createServer, type Server, type Socket } from 'node:net';
 import pg from 'pg';
+import { ADMIN_URL, execSql } from '../../helpers/pg';
 import { freshControlDb, withRuntimeRole, type TestControlDb } from '../control/control-db';
+import { grantOperatorRole } from '../../../src/control/db';
+import { createApiKey } from '../../../src/control/keys';
 import { DEFAULT_CONFIG, type ResolvedGatewayConfig } from '../../../src/control/config';
 import { startGovernedGateway, type GovernedGateway } from '../../../src/gateway';
 import { createLogger } from '../../../src/observability/logger';
@@ -154,5 +157,72 @@ describe('an operator URL whose server never answers', () => {
     });
     expect((await t.db.pool.query("SELECT 1 FROM identities WHERE name = 'carol'")).rowCount).toBe(0);
     expect(JSON.stringify(lines)).not.toContain('secret-pw');
+  });
+});
+
+// Finding 3 (medium, fixed: bounded, not prevented): the runtime role must UPDATE api_keys
+// (last_used_at), approvals and catalog_snapshots, so it may lock their rows (SELECT … FOR UPDATE)
+// and hold the format-2 chain's lock (interlock_audit_append_v2 with an approval event). A stolen
+// runtime credential holding such a lock in an open transaction made the governance changes that
+// need it — revoking a key (the emergency action), removing a source with --force (its approvals'
+// rejection events go on the format-2 chain) — wait forever over /admin/v1, an HTTP request that
+// never answered. The operator connection now gives up on a lock after OPERATOR_LOCK_TIMEOUT_MS
+// (lock_timeout) and answers 503 unavailable, its transaction and event rolled back. A runtime
+// credential can still refuse these changes for as long as it holds the lock (the CLI as the owner
+// can end its session: pg_terminate_backend).
+describe('a runtime session holding a lock a governance change needs', () => {
+  const opRole = `il_rtop_op_${randomBytes(4).toString('hex')}`;
+  let gw: GovernedGateway | undefined;
+  let base: string;
+  let token: string;
+  beforeAll(async () => {
+    await execSql(ADMIN_URL, `CREATE ROLE ${opRole} LOGIN PASSWORD 'pw-${opRole}'`);
+    await grantOperatorRole(t.db, opRole);
+    const u = new URL(t.temp.url);
+    u.username = opRole;
+    u.password = `pw-${opRole}`;
+    const config = structuredClone(DEFAULT_CONFIG as ResolvedGatewayConfig);
+    config.database = { ...config.database, operator_url: u.toString() };
+    gw = await startGovernedGateway({ db: t.db, config, host: '127.0.0.1', port: 0, logger: createLogger('error', { write: () => undefined }), catalogRescanMs: 0 });
+    base = new URL(gw.url).origin;
+    token = (await createOperatorToken(t.db, `ops-${randomBytes(3).toString('hex')}`)).secret;
+  });
+  afterAll(async () => {
+    await gw?.close(1000);
+    await t.db.pool.query(`REVOKE ALL ON ALL TABLES IN SCHEMA public FROM ${opRole}`).catch(() => undefined);
+    await t.db.pool.query(`REVOKE ALL ON ALL FUNCTIONS IN SCHEMA public FROM ${opRole}`).catch(() => undefined);
+    await t.db.pool.query(`REVOKE ALL ON SCHEMA public FROM ${opRole}`).catch(() => undefined);
+    await execSql(ADMIN_URL, `REVOKE ALL ON DATABASE "${t.temp.name}" FROM ${opRole}; DROP ROLE IF EXISTS ${opRole}`).catch(() => undefined);
+  });
+
+  test('revoking a key whose row the runtime role holds locked answers 503 unavailable instead of hanging, and revokes nothing', async () => {
+    const idn = await createIdentity(t.db, `bob-${randomBytes(3).toString('hex')}`);
+    const { keyId } = await createApiKey(t.db, idn.id);
+    const answer = await asRuntime(async (c) => {
+      await c.query('BEGIN');
+      await c.query('SELECT 1 FROM api_keys WHERE id = $1 FOR UPDATE', [keyId]);
+      // Bounded wait for the fault: the request must answer while the lock is held.
+      const ctl = new AbortController();
+      const cut = setTimeout(() => ctl.abort(), 60_000);
+      try {
+        const r = await fetch(`${base}/admin/v1/keys/${keyId}/revoke`, { method: 'POST', signal: ctl.signal, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: '{}' });
+        return { status: r.status, body: await r.json() };
+      } catch {
+        return 'no answer within 60 s';
+      } finally {
+        clearTimeout(cut);
+        await c.query('ROLLBACK');
+      }
+    });
+    expect(answer).toEqual({
+      status: 503,
+      body: { error: 'unavailable', code: 'unavailable', message: "The operator database connection (INTERLOCK_OPERATOR_DATABASE_URL) cannot be used now; the gateway's log says why." },
+    });
+    expect((await t.db.pool.query('SELECT revoked_at FROM api_keys WHERE id = $1', [keyId])).rows).toEqual([{ revoked_at: null }]);
+    expect((await t.db.pool.query("SELECT 1 FROM audit_events WHERE kind = 'config' AND decision = 'key_revoked' AND details->>'keyId' = $1", [keyId])).rowCount).toBe(0);
+    // Once the lock is gone the same change goes through, with its event.
+    const again = await fetch(`${base}/admin/v1/keys/${keyId}/revoke`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: '{}' });
+    expect(again.status).toBe(200);
+    expect((await t.db.pool.query("SELECT 1 FROM audit_events WHERE kind = 'config' AND decision = 'key_revoked' AND details->>'keyId' = $1", [keyId])).rowCount).toBe(1);
   });
 });
