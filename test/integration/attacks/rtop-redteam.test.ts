@@ -175,14 +175,16 @@ describe('a runtime session holding a lock a governance change needs', () => {
   let gw: GovernedGateway | undefined;
   let base: string;
   let token: string;
+  let opUrl: string;
   beforeAll(async () => {
     await execSql(ADMIN_URL, `CREATE ROLE ${opRole} LOGIN PASSWORD 'pw-${opRole}'`);
     await grantOperatorRole(t.db, opRole);
     const u = new URL(t.temp.url);
     u.username = opRole;
     u.password = `pw-${opRole}`;
+    opUrl = u.toString();
     const config = structuredClone(DEFAULT_CONFIG as ResolvedGatewayConfig);
-    config.database = { ...config.database, operator_url: u.toString() };
+    config.database = { ...config.database, operator_url: opUrl };
     gw = await startGovernedGateway({ db: t.db, config, host: '127.0.0.1', port: 0, logger: createLogger('error', { write: () => undefined }), catalogRescanMs: 0 });
     base = new URL(gw.url).origin;
     token = (await createOperatorToken(t.db, `ops-${randomBytes(3).toString('hex')}`)).secret;
@@ -225,4 +227,47 @@ describe('a runtime session holding a lock a governance change needs', () => {
     expect(again.status).toBe(200);
     expect((await t.db.pool.query("SELECT 1 FROM audit_events WHERE kind = 'config' AND decision = 'key_revoked' AND details->>'keyId' = $1", [keyId])).rowCount).toBe(1);
   });
+
+  // Finding 4 (low, open): the operator role holds UPDATE of approvals.state (so that removing a
+  // source with --force can reject its pending approvals), and nothing limits the value. An operator
+  // credential can so move any pending approval to "approved" in any name with no approval event
+  // (approvals run only on the gateway's own approve, so it is stranded, never executed: the
+  // requester's write is silently refused while the trail shows nothing), or reject it with none.
+  // A fix needs a check the table can make: e.g. a restrictive row-level security policy on
+  // approvals letting a role without INSERT on approvals (the operator role) write state 'rejected'
+  // only, and source removal's rejections checked against their approval events.
+  test.failing('the operator role cannot approve a pending approval directly (no approval event)', async () => {
+    const id = `apr_${randomBytes(12).toString('hex')}`;
+    await t.db.pool.query("INSERT INTO approvals (id, source_id, identity_id, request_id, sql, expires_at) VALUES ($1, 'docs', $2, 'req-rtop', 'UPDATE t SET x = 1', now() + interval '1 hour')", [id, aliceId]);
+    const code = await asRole(opUrl, (c) =>
+      c.query("UPDATE approvals SET state = 'approved', decided_by = 'alice', decided_at = now() WHERE id = $1", [id]).then(
+        () => null,
+        (e: { code?: string }) => e.code,
+      ),
+    );
+    expect(code).toBe('42501');
+    expect((await t.db.pool.query('SELECT state FROM approvals WHERE id = $1', [id])).rows).toEqual([{ state: 'pending' }]);
+  });
+});
+
+// Finding 5 (high, open; documented in docs/operators.md "Identity providers"): the claim-grant
+// function trusts the (role, source) pairs its caller passes: it checks only that they exist. A
+// stolen runtime credential can so provision an identity for a token subject it controls (any
+// subject at an issuer the gateway trusts) and give it any role on any source; each grant is
+// recorded (grant_added, operator system), so it is detected, not prevented. A fix needs the
+// function to derive the pairs itself: the claim mappings would have to live in the database only
+// (today an issuer's role_grants may also come from the gateway's configuration, which the database
+// cannot see), and the function take the verified claims — still the runtime's word — or accept only
+// pairs some claim mapping of that issuer names (then a thief gets at most what a mapping grants).
+test.failing('a stolen runtime credential cannot give a token identity a role that no claim mapping of its issuer names', async () => {
+  const id = `idn_${randomBytes(10).toString('hex')}`;
+  const code = await asRuntime(async (c) => {
+    await c.query("SELECT interlock_provision_token_identity($1, 'mallory-tok', 'https://idp.example', 'mallory-own-sub')", [id]);
+    return c.query("SELECT interlock_sync_claim_grants('https://idp.example', 'mallory-own-sub', ARRAY['admin'], ARRAY['docs'])").then(
+      () => null,
+      (e: { code?: string }) => e.code,
+    );
+  });
+  expect(code).toBe('42501');
+  expect((await t.db.pool.query('SELECT role_name FROM grants WHERE identity_id = $1', [id])).rows).toEqual([]);
 });
