@@ -11,6 +11,7 @@ import { ADMIN_URL, execSql } from '../../helpers/pg';
 import { freshControlDb, withRuntimeRole, type TestControlDb } from '../control/control-db';
 import { grantOperatorRole } from '../../../src/control/db';
 import { createApiKey } from '../../../src/control/keys';
+import { recordApprovalEvent } from '../../../src/audit/writer';
 import { DEFAULT_CONFIG, type ResolvedGatewayConfig } from '../../../src/control/config';
 import { startGovernedGateway, type GovernedGateway } from '../../../src/gateway';
 import { createLogger } from '../../../src/observability/logger';
@@ -226,6 +227,40 @@ describe('a runtime session holding a lock a governance change needs', () => {
     const again = await fetch(`${base}/admin/v1/keys/${keyId}/revoke`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: '{}' });
     expect(again.status).toBe(200);
     expect((await t.db.pool.query("SELECT 1 FROM audit_events WHERE kind = 'config' AND decision = 'key_revoked' AND details->>'keyId' = $1", [keyId])).rowCount).toBe(1);
+  });
+
+  // Finding 6 (medium, fixed): approving or rejecting committed the approval's new state first and
+  // appended its event afterwards, on the approval events' chain, whose lock the runtime role (and
+  // the operator role) may hold through interlock_audit_append_v2 in an open transaction. While a
+  // stolen credential held it, /admin/v1/approvals/{id}/approve never answered and left the approval
+  // "approved" with no approval event (never executed: approvals are not re-run), i.e. half-applied
+  // with its event skipped. The decision and its event are now one transaction that waits at most
+  // APPROVAL_DECISION_LOCK_TIMEOUT_MS for a lock, then answers 503 unavailable with nothing decided.
+  test('an approve while a runtime session holds the approval chain\'s lock answers 503, decides nothing and records nothing', async () => {
+    const id = `apr_${randomBytes(12).toString('hex')}`;
+    await t.db.pool.query("INSERT INTO approvals (id, source_id, identity_id, request_id, sql, expires_at) VALUES ($1, 'docs', $2, 'req-rtop-lock', 'UPDATE t SET x = 1', now() + interval '1 hour')", [id, aliceId]);
+    const answer = await asRuntime(async (c) => {
+      await c.query('BEGIN');
+      await recordApprovalEvent(c, { approvalId: `apr_${randomBytes(12).toString('hex')}`, action: 'rejected', operator: 'nobody' });
+      const ctl = new AbortController();
+      const cut = setTimeout(() => ctl.abort(), 60_000);
+      try {
+        const r = await fetch(`${base}/admin/v1/approvals/${id}/approve`, { method: 'POST', signal: ctl.signal, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: '{}' });
+        return { status: r.status, code: ((await r.json()) as { code?: string }).code };
+      } catch {
+        return 'no answer within 60 s';
+      } finally {
+        clearTimeout(cut);
+        await c.query('ROLLBACK');
+      }
+    });
+    expect(answer).toEqual({ status: 503, code: 'unavailable' });
+    expect((await t.db.pool.query('SELECT state, decided_by FROM approvals WHERE id = $1', [id])).rows).toEqual([{ state: 'pending', decided_by: null }]);
+    expect((await t.db.pool.query("SELECT 1 FROM audit_events WHERE kind = 'approval' AND approval_id = $1", [id])).rowCount).toBe(0);
+    // Nothing is held afterwards: rejecting it now works and is recorded.
+    const r = await fetch(`${base}/admin/v1/approvals/${id}/reject`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: '{}' });
+    expect(r.status).toBe(200);
+    expect((await t.db.pool.query("SELECT action FROM audit_events WHERE kind = 'approval' AND approval_id = $1", [id])).rows).toEqual([{ action: 'rejected' }]);
   });
 
   // Finding 4 (low, open): the operator role holds UPDATE of approvals.state (so that removing a
