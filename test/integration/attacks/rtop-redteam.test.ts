@@ -260,7 +260,7 @@ describe('a runtime session holding a lock a governance change needs', () => {
     // Nothing is held afterwards: rejecting it now works and is recorded.
     const r = await fetch(`${base}/admin/v1/approvals/${id}/reject`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: '{}' });
     expect(r.status).toBe(200);
-    expect((await t.db.pool.query("SELECT action FROM audit_events WHERE kind = 'approval' AND approval_id = $1", [id])).rows).toEqual([{ action: 'rejected' }]);
+    expect((await t.db.pool.query("SELECT decision, operator FROM audit_events WHERE kind = 'approval' AND approval_id = $1", [id])).rows).toEqual([{ decision: 'rejected', operator: expect.stringMatching(/^ops-/) }]);
   });
 
   // Finding 4 (low, open): the operator role holds UPDATE of approvals.state (so that removing a
