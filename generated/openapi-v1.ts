@@ -2423,6 +2423,15 @@ export interface components {
                 "application/json": components["schemas"]["UnavailableBody"];
             };
         };
+        /** @description The approval's row or the approval events' chain stayed locked by another session for 10 s (unavailable); nothing was decided or recorded. Try again. */
+        AdminDecisionUnavailable: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["UnavailableBody"];
+            };
+        };
         /** @description The operator database connection (INTERLOCK_OPERATOR_DATABASE_URL) through which governance changes are made cannot be used now (unavailable; nothing is changed, the gateway's log says why). */
         AdminOperatorUnavailable: {
             headers: {
@@ -3748,6 +3757,7 @@ export interface operations {
             403: components["responses"]["AdminForbidden"];
             404: components["responses"]["AdminNotFound"];
             409: components["responses"]["AdminConflict"];
+            503: components["responses"]["AdminDecisionUnavailable"];
         };
     };
     consoleListIdentities: {
@@ -4894,6 +4904,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             500: components["responses"]["AdminInternal"];
+            503: components["responses"]["AdminDecisionUnavailable"];
         };
     };
     adminReject: {
@@ -4929,6 +4940,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             500: components["responses"]["AdminInternal"];
+            503: components["responses"]["AdminDecisionUnavailable"];
         };
     };
     adminRequeue: {

@@ -12,6 +12,7 @@ import { freshControlDb, withRuntimeRole, type TestControlDb } from '../control/
 import { grantOperatorRole } from '../../../src/control/db';
 import { createApiKey } from '../../../src/control/keys';
 import { recordApprovalEvent } from '../../../src/audit/writer';
+import { checkedFetch } from '../http/openapi';
 import { DEFAULT_CONFIG, type ResolvedGatewayConfig } from '../../../src/control/config';
 import { startGovernedGateway, type GovernedGateway } from '../../../src/gateway';
 import { createLogger } from '../../../src/observability/logger';
@@ -245,8 +246,9 @@ describe('a runtime session holding a lock a governance change needs', () => {
       const ctl = new AbortController();
       const cut = setTimeout(() => ctl.abort(), 60_000);
       try {
-        const r = await fetch(`${base}/admin/v1/approvals/${id}/approve`, { method: 'POST', signal: ctl.signal, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: '{}' });
-        return { status: r.status, code: ((await r.json()) as { code?: string }).code };
+        // Checked against spec/openapi-v1.yaml (503 AdminDecisionUnavailable).
+        const r = await checkedFetch(`${base}/admin/v1/approvals/${id}/approve`, { method: 'POST', signal: ctl.signal, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: '{}' });
+        return { status: r.status, code: (r.json as { code?: string }).code, problems: r.problems };
       } catch {
         return 'no answer within 60 s';
       } finally {
@@ -254,7 +256,7 @@ describe('a runtime session holding a lock a governance change needs', () => {
         await c.query('ROLLBACK');
       }
     });
-    expect(answer).toEqual({ status: 503, code: 'unavailable' });
+    expect(answer).toEqual({ status: 503, code: 'unavailable', problems: [] });
     expect((await t.db.pool.query('SELECT state, decided_by FROM approvals WHERE id = $1', [id])).rows).toEqual([{ state: 'pending', decided_by: null }]);
     expect((await t.db.pool.query("SELECT 1 FROM audit_events WHERE kind = 'approval' AND approval_id = $1", [id])).rowCount).toBe(0);
     // Nothing is held afterwards: rejecting it now works and is recorded.
