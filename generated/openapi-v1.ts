@@ -2432,7 +2432,7 @@ export interface components {
                 "application/json": components["schemas"]["UnavailableBody"];
             };
         };
-        /** @description The operator database connection (INTERLOCK_OPERATOR_DATABASE_URL) through which governance changes are made cannot be used now (unavailable; nothing is changed, the gateway's log says why). */
+        /** @description The operator database connection (INTERLOCK_OPERATOR_DATABASE_URL) through which governance changes are made cannot be used now, or the change waited more than 10 s for a lock another session holds (unavailable; nothing is changed, the gateway's log says why). */
         AdminOperatorUnavailable: {
             headers: {
                 [name: string]: unknown;
