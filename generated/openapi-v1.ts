@@ -2463,7 +2463,16 @@ export interface components {
                 "application/json": components["schemas"]["UnavailableBody"];
             };
         };
-        /** @description The operator database connection (INTERLOCK_OPERATOR_DATABASE_URL) through which governance changes are made cannot be used now (unavailable; nothing is changed, the gateway's log says why). */
+        /** @description The approval's row or the approval events' chain stayed locked by another session for 10 s (unavailable); nothing was decided or recorded. Try again. */
+        AdminDecisionUnavailable: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["UnavailableBody"];
+            };
+        };
+        /** @description The operator database connection (INTERLOCK_OPERATOR_DATABASE_URL) through which governance changes are made cannot be used now, or the change waited more than 10 s for a lock another session holds (unavailable; nothing is changed, the gateway's log says why). */
         AdminOperatorUnavailable: {
             headers: {
                 [name: string]: unknown;
@@ -3788,6 +3797,7 @@ export interface operations {
             403: components["responses"]["AdminForbidden"];
             404: components["responses"]["AdminNotFound"];
             409: components["responses"]["AdminConflict"];
+            503: components["responses"]["AdminDecisionUnavailable"];
         };
     };
     consoleListIdentities: {
@@ -4961,6 +4971,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             500: components["responses"]["AdminInternal"];
+            503: components["responses"]["AdminDecisionUnavailable"];
         };
     };
     adminReject: {
@@ -4996,6 +5007,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             500: components["responses"]["AdminInternal"];
+            503: components["responses"]["AdminDecisionUnavailable"];
         };
     };
     adminRequeue: {

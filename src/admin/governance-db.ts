@@ -17,7 +17,7 @@
  */
 import type { Logger } from 'pino';
 import { ControlError } from '../control/errors';
-import { getKeyPepper, redactUrl, type ControlDb } from '../control/db';
+import { CONTROL_CONNECT_TIMEOUT_MS, getKeyPepper, redactUrl, type ControlDb } from '../control/db';
 import { controlPool } from '../control/targets';
 
 /** A family of governance writes of the admin API and console. */
@@ -64,6 +64,14 @@ export const OPERATOR_ROLE_REFUSAL =
 
 /** The answer when the operator connection cannot be opened or used (never the driver's text). */
 export const OPERATOR_UNAVAILABLE = "The operator database connection (INTERLOCK_OPERATOR_DATABASE_URL) cannot be used now; the gateway's log says why.";
+
+/**
+ * How long a governance change on the operator connection waits for one lock, in ms (PostgreSQL
+ * lock_timeout of its sessions). The runtime role may lock rows it must update (api_keys,
+ * approvals, catalog_snapshots) and the format-2 chain's lock; a change that waits longer answers 503
+ * unavailable, rolled back with its event, instead of never answering (red team rtop finding 3).
+ */
+export const OPERATOR_LOCK_TIMEOUT_MS = 10_000;
 
 /** Codes of failures to reach or use a database connection (network, refused credentials, missing database, server shutdown). */
 function isConnectionFailure(err: unknown): boolean {
@@ -128,8 +136,8 @@ export class GovernanceAccess {
    * throws ControlError 'forbidden' (the fix in its message) without touching anything. A permission
    * error (42501) from `fn` — a privilege revoked since the check, or an append the database refuses —
    * is answered the same way (its transaction rolled back: nothing half-made, no event skipped) and
-   * the privileges are checked again. On the operator connection a connection failure is ControlError
-   * 'unavailable'. Any other error is rethrown as is.
+   * the privileges are checked again. On the operator connection a connection failure, or a lock waited
+   * for longer than OPERATOR_LOCK_TIMEOUT_MS (55P03), is ControlError 'unavailable'. Any other error is rethrown as is.
    */
   async run<T>(family: GovernanceFamily, fn: (db: ControlDb) => Promise<T>): Promise<T> {
     let ok: ReadonlySet<GovernanceFamily>;
@@ -149,6 +157,10 @@ export class GovernanceAccess {
         this.logger?.warn({ component: 'governance', family, via: this.via, code: '42501', reason: (err as Error).message }, 'a governance change was refused by the database (permission denied); nothing was changed');
         void this.families(true).catch(() => undefined);
         throw this.refusal();
+      }
+      if (this.via === 'operator' && !(err instanceof ControlError) && (err as { code?: string })?.code === '55P03') {
+        this.logger?.warn({ component: 'governance', family, code: '55P03', lockTimeoutMs: OPERATOR_LOCK_TIMEOUT_MS }, 'a governance change waited too long for a lock another session holds (a long transaction, or a runtime-role session holding it); nothing was changed');
+        throw new ControlError('unavailable', OPERATOR_UNAVAILABLE);
       }
       if (this.via === 'operator' && !(err instanceof ControlError) && isConnectionFailure(err)) throw this.unavailable(err);
       throw err;
@@ -196,7 +208,8 @@ export interface GovernanceAccessOptions {
 /**
  * The governance access of a gateway: the operator connection when `operatorUrl` is set (a pool of
  * at most 4 connections, application_name interlock-operator, several hosts and
- * target_session_attrs as the control URL allows, no migrations), else the gateway's own pool.
+ * target_session_attrs as the control URL allows, no migrations, each connect bounded by
+ * CONTROL_CONNECT_TIMEOUT_MS, lock waits by OPERATOR_LOCK_TIMEOUT_MS), else the gateway's own pool.
  * Checks privileges once and logs one warning when governance writes would be refused (start()).
  * Never throws: an operator connection that cannot be opened answers 503 per write until it can.
  */
@@ -209,7 +222,11 @@ export async function openGovernanceAccess(opts: GovernanceAccessOptions): Promi
   const url = opts.operatorUrl;
   // New keys are hashed with the gateway's pepper (the operator role cannot read settings).
   const keyPepper = opts.db.keyPepper ?? (await getKeyPepper(opts.db));
-  const pool = controlPool(url, { max: opts.poolSize ?? 4, application_name: 'interlock-operator' });
+  // Connecting (TCP, TLS, authentication, up to the server's first ready-for-query) is bounded: a host
+  // that accepts TCP and never answers must neither hold the gateway's start (the check below) nor
+  // hang a governance change (503 unavailable instead; red team rtop finding 2). Waiting for a pooled
+  // connection shares the bound, which only a burst of more than 4 slow governance changes reaches.
+  const pool = controlPool(url, { max: opts.poolSize ?? 4, application_name: 'interlock-operator', connectionTimeoutMillis: CONTROL_CONNECT_TIMEOUT_MS, options: `-c lock_timeout=${OPERATOR_LOCK_TIMEOUT_MS}` });
   pool.on('error', (err) => opts.logger?.warn({ component: 'governance', code: (err as { code?: string }).code }, 'idle operator-database connection failed'));
   let closed: Promise<void> | null = null;
   const operatorDb: ControlDb = {

@@ -8,7 +8,7 @@
  * leaves the approval "approved" (never re-run automatically): at most once, visible to operators.
  */
 import type { Logger } from 'pino';
-import type { ControlDb } from '../control/db';
+import { withTransaction, type ControlDb } from '../control/db';
 import { requireApproval, transitionApproval, type ApprovalFailureCause, type ApprovalRecord } from '../control/approvals';
 import { failureCause, failureCode, recheckCause } from './causes';
 import { recordApprovalEvent } from '../audit/writer';
@@ -162,9 +162,40 @@ async function recheck(db: ControlDb, a: ApprovalRecord, now: Date, connectorFor
 }
 
 /**
+ * How long deciding an approval (its new state and its approval event, one transaction) waits for
+ * one lock, in ms: the approval's row or the approval events' chain, which the runtime role can hold
+ * (red team rtop finding 6). Past it the decision is rolled back, event and all, and answered
+ * ControlError 'unavailable'.
+ */
+export const APPROVAL_DECISION_LOCK_TIMEOUT_MS = 10_000;
+
+/**
+ * Moves approval `approvalId` from pending to `to` and appends its approval event `event` in one
+ * transaction whose lock waits are bounded by APPROVAL_DECISION_LOCK_TIMEOUT_MS: either both are
+ * stored or neither. Returns the updated record, or null when the approval was not pending (nothing
+ * recorded). Throws ControlError 'unavailable' when a lock was not had in time.
+ */
+async function decide(db: ControlDb, approvalId: string, to: 'approved' | 'rejected', decidedBy: string, event: Parameters<typeof recordApprovalEvent>[1]): Promise<ApprovalRecord | null> {
+  try {
+    return await withTransaction(db, async (c) => {
+      await c.query(`SET LOCAL lock_timeout = ${APPROVAL_DECISION_LOCK_TIMEOUT_MS}`);
+      const r = await transitionApproval(c, approvalId, ['pending'], to, { decidedBy });
+      if (r) await recordApprovalEvent(c, event);
+      return r;
+    });
+  } catch (err) {
+    if ((err as { code?: string })?.code === '55P03') {
+      throw new ControlError('unavailable', `Approval ${approvalId} could not be decided now: the approval or the audit trail is locked by another session. Nothing was decided; try again.`);
+    }
+    throw err;
+  }
+}
+
+/**
  * Approves a pending write and executes it once with the source's writer role, in a transaction.
  * Throws ControlError: not_found (no such approval), forbidden (self-approval), conflict (not
- * pending, or another operator decided first). Execution failures do not throw: the approval ends
+ * pending, or another operator decided first), unavailable (a lock not had within
+ * APPROVAL_DECISION_LOCK_TIMEOUT_MS; nothing decided). Execution failures do not throw: the approval ends
  * `failed` with a stable error code (never driver text).
  */
 export async function approveAndExecute(db: ControlDb, approvalId: string, opts: ApproveOptions): Promise<ApprovalExecution> {
@@ -175,10 +206,9 @@ export async function approveAndExecute(db: ControlDb, approvalId: string, opts:
     await transitionApproval(db, approvalId, ['pending'], 'expired', { decidedBy: 'system:expiry' });
     throw new ControlError('conflict', `Approval ${approvalId} has expired.`);
   }
-  const won = await transitionApproval(db, approvalId, ['pending'], 'approved', { decidedBy: opts.operator });
-  if (!won) throw new ControlError('conflict', `Approval ${approvalId} was decided by someone else first.`);
   const base = { approvalId, operator: opts.operator, identityId: a.identityId, keyId: a.keyId, sourceId: a.sourceId, requestId: a.requestId, fingerprint: (a.classification.fingerprint as string) ?? null };
-  await recordApprovalEvent(db, { ...base, action: 'approved', ...(opts.reason ? { details: { reason: cutText(opts.reason, 1000) } } : {}) } as Parameters<typeof recordApprovalEvent>[1]);
+  const won = await decide(db, approvalId, 'approved', opts.operator, { ...base, action: 'approved', ...(opts.reason ? { details: { reason: cutText(opts.reason, 1000) } } : {}) } as Parameters<typeof recordApprovalEvent>[1]);
+  if (!won) throw new ControlError('conflict', `Approval ${approvalId} was decided by someone else first.`);
 
   const finish = async (state: 'executed' | 'failed', outcome: { row_count?: number; error_code?: string; sqlstate?: string }, failure?: ApprovalFailureCause): Promise<ApprovalExecution> => {
     await transitionApproval(db, approvalId, ['approved'], state, { outcome, failure });
@@ -223,8 +253,7 @@ export async function approveAndExecute(db: ControlDb, approvalId: string, opts:
 export async function rejectApproval(db: ControlDb, approvalId: string, opts: { operator: string; reason?: string }): Promise<ApprovalRecord> {
   const a = await requireApproval(db, approvalId);
   assertNotSelf(a, opts.operator);
-  const r = await transitionApproval(db, approvalId, ['pending'], 'rejected', { decidedBy: opts.operator });
+  const r = await decide(db, approvalId, 'rejected', opts.operator, { approvalId, action: 'rejected', operator: opts.operator, identityId: a.identityId, keyId: a.keyId, sourceId: a.sourceId, requestId: a.requestId, reasonCode: null, details: opts.reason ? { reason: cutText(opts.reason, 1000) } : {} } as Parameters<typeof recordApprovalEvent>[1]);
   if (!r) throw new ControlError('conflict', `Approval ${approvalId} is ${a.state}, not pending.`);
-  await recordApprovalEvent(db, { approvalId, action: 'rejected', operator: opts.operator, identityId: a.identityId, keyId: a.keyId, sourceId: a.sourceId, requestId: a.requestId, reasonCode: null, details: opts.reason ? { reason: cutText(opts.reason, 1000) } : {} } as Parameters<typeof recordApprovalEvent>[1]);
   return r;
 }

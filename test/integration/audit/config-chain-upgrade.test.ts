@@ -7,7 +7,7 @@
 import { runner } from 'node-pg-migrate';
 import pg from 'pg';
 import { createTempDatabase, type TempDatabase } from '../../helpers/pg';
-import { MIGRATIONS_DIR, MIGRATIONS_TABLE, openControlDb, runMigrations, type ControlDb } from '../../../src/control/db';
+import { MIGRATIONS_DIR, MIGRATIONS_TABLE, migrationNames, openControlDb, runMigrations, type ControlDb } from '../../../src/control/db';
 import { recordApprovalEvent, recordConfigEvent } from '../../../src/audit/writer';
 import { ChainLane, parseAnchors } from '../../../src/audit/chain';
 import { verifyAuditChain } from '../../../src/audit/verify';
@@ -40,8 +40,9 @@ afterAll(async () => {
 });
 
 test('a trail with config events on the format-2 chain keeps verifying once config events have their own chain', async () => {
-  // Before the migration: config and approval events share the format-2 chain.
-  await down(1);
+  // Before the migration (and those after it): config and approval events share the format-2 chain.
+  const names = migrationNames();
+  await down(names.length - names.indexOf('20261208220000000_governance-audit-chain_hgov2'));
   await recordConfigEvent(db, { decision: 'role_created', operator: 'ops-old', details: { role: 'reader' } });
   await recordApprovalEvent(db, { approvalId: 'apr_old', action: 'expired', operator: 'system:expiry' });
   expect((await db.pool.query("SELECT format FROM audit_batches ORDER BY id")).rows).toEqual([{ format: 2 }, { format: 2 }]);
