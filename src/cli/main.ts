@@ -330,7 +330,8 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
       const where = async () => (s.embedded ? `embedded in ${s.embedded.dataDir}` : redactUrl((await s.databaseUrls()).controlUrl));
       if (gw.current()) io.out(`InterLock listening on ${gw.url} (control database ${await where()})`);
       else {
-        io.out(`InterLock listening on ${gw.url}, NOT READY: the control database ${await where()} is unavailable; retrying (governed calls are refused audit_unavailable until it answers)`);
+        // One line saying why (pending migrations name `interlock db migrate`; never driver text).
+        io.out(`InterLock listening on ${gw.url}, NOT READY: the control database ${await where()} cannot be used yet (${gw.notReadyReason()}); retrying (governed calls are refused audit_unavailable until then)`);
         gw.ready.then(
           async () => io.out(`InterLock ready on ${gw.url} (control database ${await where()})`),
           (err: Error) => io.err(`the control database cannot be used: ${err.message}`),
