@@ -23,7 +23,7 @@ import YAML from 'yaml';
 import type { GatewayConfig } from '../../generated/config-v1';
 import protocolSpec from '../../spec/protocol-v1.json';
 import { loadConfig, type ResolvedGatewayConfig } from '../control/config';
-import { ensureDatabase, grantOperatorRole, grantRuntimeRole, migrationStatus, openControlDb, redactUrl, runMigrations, type ControlDb } from '../control/db';
+import { ensureDatabase, grantOperatorRole, grantRuntimeRole, migrationStatus, openControlDb, redactUrl, roleForbiddenError, runMigrations, type ControlDb } from '../control/db';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../control/embedded';
 import { issueDemoKey, provisionDemoSetup } from '../demo/provision';
 import pg from 'pg';
@@ -297,7 +297,7 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
     .option('--token <token>', 'remote mode: operator token (ilo_…)')
     .option('--token-env <var>', 'remote mode: environment variable holding the operator token')
     .version(packageVersion(), '-V, --version', 'print the InterLock version')
-    .addHelpText('after', `\nExit codes: 0 success; 1 anything else (database unreachable, execution failed); 2 bad usage or invalid input (also a name taken, a wrong approval state, self-approval); 3 not found; ${EXIT_NOT_CONFIRMED} an approval not confirmed (approval approve without a terminal and without --yes, or not answered y: nothing ran).`);
+    .addHelpText('after', `\nExit codes: 0 success; 1 anything else (database unreachable, execution failed); 2 bad usage or invalid input (also a name taken, a wrong approval state, self-approval, a database role not allowed to make the change); 3 not found; ${EXIT_NOT_CONFIRMED} an approval not confirmed (approval approve without a terminal and without --yes, or not answered y: nothing ran).`);
 
   const session = (cmd: Command): Session => {
     if (!state.session) {
@@ -641,6 +641,11 @@ export async function runCli(argv: string[], io: CliIo = processIo): Promise<num
     if (err instanceof CommanderError) {
       code = err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || err.code === 'commander.help' ? 0 : 2;
     } else {
+      // Direct mode on a role that may not do this (the runtime role's URL): one line naming the fix, no driver text.
+      if ((err as { code?: string }).code === '42501' && state.session && !state.session.remote) {
+        const s = state.session;
+        err = roleForbiddenError(await s.databaseUrls().then((u) => redactUrl(u.controlUrl), () => 'INTERLOCK_DATABASE_URL'));
+      }
       code = exitCodeFor(err);
       const e = err as Error & { details?: string[] };
       io.err(`error: ${e.message ?? String(err)}`);

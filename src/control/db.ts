@@ -85,6 +85,18 @@ export function migrationNames(): string[] {
     .map((f) => f.replace(/\.(sql|js)$/, ''));
 }
 
+/**
+ * The error for a PostgreSQL insufficient_privilege (42501) met by the CLI or at open on a role
+ * that is not the owner of the control tables (e.g. the gateway's runtime role): ControlError
+ * 'forbidden' (CLI exit code 2), one line naming the fix, no driver text. `where` is the redacted URL.
+ */
+export function roleForbiddenError(where: string): ControlError {
+  return new ControlError(
+    'forbidden',
+    `the database role of ${where} may not do this (permission denied): run the interlock CLI with the URL of the role that owns the control tables (the one that runs \`interlock db migrate\`); the gateway's runtime role may only read`,
+  );
+}
+
 function describeConnectError(err: unknown, url: string): ControlError {
   const e = err as { code?: string; message?: string };
   const where = redactUrl(url);
@@ -99,6 +111,8 @@ function describeConnectError(err: unknown, url: string): ControlError {
     case '28P01':
     case '28000':
       return new ControlError('unavailable', `the control database refused the credentials in ${where}`);
+    case '42501':
+      return roleForbiddenError(where);
     default:
       return new ControlError('unavailable', `cannot open the control database at ${where}: ${e?.message ?? String(err)}`);
   }

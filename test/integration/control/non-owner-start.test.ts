@@ -13,12 +13,14 @@ import pg from 'pg';
 import { ADMIN_URL } from '../../helpers/pg';
 import { callTool } from '../../helpers/governed';
 import { createLoginRole, freshControlDb, type TestControlDb } from './control-db';
-import { grantOperatorRole, grantRuntimeRole, MigrationsPendingError, migrationNames, openControlDb, runMigrations, type ControlDb } from '../../../src/control/db';
+import { grantOperatorRole, grantRuntimeRole, MigrationsPendingError, migrationNames, openControlDb, redactUrl, runMigrations, type ControlDb } from '../../../src/control/db';
 import { DEFAULT_CONFIG, type ResolvedGatewayConfig } from '../../../src/control/config';
 import { serveGovernedGateway, type ServingGateway } from '../../../src/gateway';
 import { createIdentity } from '../../../src/control/identities';
 import { createApiKey } from '../../../src/control/keys';
 import { createLogger } from '../../../src/observability/logger';
+import { runCli } from '../../../src/cli/main';
+
 
 jest.setTimeout(120_000);
 
@@ -150,4 +152,27 @@ test('the owner still migrates by default', async () => {
   } finally {
     await db.close();
   }
+});
+
+/** Runs the CLI in process; stdout and stderr lines collected. */
+async function cli(args: string[]): Promise<{ code: number; out: string[]; err: string[] }> {
+  const out: string[] = [];
+  const err: string[] = [];
+  const code = await runCli(args, { out: (x) => void out.push(x), err: (x) => void err.push(x) });
+  return { code, out, err };
+}
+
+const forbidden = (url: string) =>
+  `error: the database role of ${redactUrl(url)} may not do this (permission denied): run the interlock CLI with the URL of the role that owns the control tables (the one that runs \`interlock db migrate\`); the gateway's runtime role may only read`;
+
+test('the CLI on the runtime role: a write is refused with one line naming the fix and exit code 2 (forbidden), nothing made; reads work', async () => {
+  expect(await cli(['--database-url', urls.runtime, 'identity', 'create', 'made-by-runtime'])).toEqual({ code: 2, out: [], err: [forbidden(urls.runtime)] });
+  expect((await t.db.pool.query("SELECT 1 FROM identities WHERE name = 'made-by-runtime'")).rowCount).toBe(0);
+  const list = await cli(['--database-url', urls.runtime, '--json', 'identity', 'list']);
+  expect(list.code).toBe(0);
+  expect(list.err).toEqual([]);
+});
+
+test('the CLI on the operator role (which may not read the control tables the CLI opens with) is refused the same way at open', async () => {
+  expect(await cli(['--database-url', urls.operator, 'identity', 'create', 'made-by-operator'])).toEqual({ code: 2, out: [], err: [forbidden(urls.operator)] });
 });
