@@ -53,6 +53,23 @@ function redacted(u) {
 
 const quote = (name) => `"${name.replace(/"/g, '""')}"`;
 
+/** Prints "would drop" (without --drop) or drops `name` (a plain DROP, which PostgreSQL refuses when it is in use); 1 when listed or dropped, else 0. */
+async function dropOne(c, kind, name, note) {
+  const label = `${kind.toLowerCase()} ${name}`;
+  if (!drop) {
+    console.log(`${label}: would drop${note}`);
+    return 1;
+  }
+  try {
+    await c.query(`DROP ${kind} ${quote(name)}`);
+    console.log(`${label}: dropped`);
+    return 1;
+  } catch (err) {
+    console.log(`${label}: skipped: ${err.message}`);
+    return 0;
+  }
+}
+
 async function main() {
   const c = new Client({ connectionString: url });
   try {
@@ -77,18 +94,7 @@ async function main() {
       if (ageH === null) console.log(`database ${d.datname}: skipped: age unknown`);
       else if (ageH < hours) console.log(`database ${d.datname}: skipped: ${ageH.toFixed(1)} h old (< ${hours} h)`);
       else if (d.busy) console.log(`database ${d.datname}: skipped: in use`);
-      else if (!drop) {
-        console.log(`database ${d.datname}: would drop (${ageH.toFixed(1)} h old)`);
-        count++;
-      } else {
-        try {
-          await c.query(`DROP DATABASE ${quote(d.datname)}`);
-          console.log(`database ${d.datname}: dropped`);
-          count++;
-        } catch (err) {
-          console.log(`database ${d.datname}: skipped: ${err.message}`);
-        }
-      }
+      else count += await dropOne(c, 'DATABASE', d.datname, ` (${ageH.toFixed(1)} h old)`);
     }
     const roles = await c.query(
       `SELECT r.rolname,
@@ -103,18 +109,7 @@ async function main() {
     for (const r of roles.rows) {
       if (r.busy) console.log(`role ${r.rolname}: skipped: logged in`);
       else if (r.used) console.log(`role ${r.rolname}: skipped: owns or holds something (its run's database still exists)`);
-      else if (!drop) {
-        console.log(`role ${r.rolname}: would drop`);
-        count++;
-      } else {
-        try {
-          await c.query(`DROP ROLE ${quote(r.rolname)}`);
-          console.log(`role ${r.rolname}: dropped`);
-          count++;
-        } catch (err) {
-          console.log(`role ${r.rolname}: skipped: ${err.message}`);
-        }
-      }
+      else count += await dropOne(c, 'ROLE', r.rolname, '');
     }
   } finally {
     await c.end();
