@@ -7,16 +7,7 @@
  */
 import { Client } from 'pg';
 import { ADMIN_URL } from './pg';
-
-function redacted(url: string): string {
-  try {
-    const u = new URL(url);
-    if (u.password) u.password = '***';
-    return u.toString();
-  } catch {
-    return '<unparseable URL>';
-  }
-}
+import { redactUrl } from '../../src/control/db';
 
 /**
  * Resolves when `url` (default ADMIN_URL: INTERLOCK_TEST_PG_URL or root on 127.0.0.1) answers
@@ -29,7 +20,7 @@ export async function checkTestPostgres(url: string = ADMIN_URL): Promise<void> 
     await c.query('SELECT 1');
   } catch (err) {
     const e = err as { code?: string; message?: string };
-    const line = `The integration and end-to-end tests need PostgreSQL at ${redacted(url)} (INTERLOCK_TEST_PG_URL), which cannot be reached (${e?.code ?? e?.message ?? String(err)}): start it as README "Test it" says (a superuser connecting over TCP without a password), or run only the unit tests: npx jest --selectProjects unit`;
+    const line = `The integration and end-to-end tests need PostgreSQL at ${redactUrl(url)} (INTERLOCK_TEST_PG_URL), which cannot be reached (${e?.code ?? e?.message ?? String(err)}): start it as README "Test it" says (a superuser connecting over TCP without a password), or run only the unit tests: npx jest --selectProjects unit`;
     const out = new Error(line);
     out.stack = line;
     throw out;
