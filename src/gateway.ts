@@ -426,7 +426,12 @@ export async function serveGovernedGateway(opts: ServeGatewayOptions): Promise<S
     if (!isUnreachable(err)) throw err;
     firstError = err;
   }
-  logger.error({ component: 'control-db', reason: (firstError as Error).message }, 'the control database is unavailable: serving not ready (governed calls refused audit_unavailable) and retrying');
+  logger.error(
+    { component: 'control-db', reason: (firstError as Error).message },
+    firstError instanceof MigrationsPendingError
+      ? 'the control database needs migrations this role does not apply: serving not ready (governed calls refused audit_unavailable) and retrying'
+      : 'the control database is unavailable: serving not ready (governed calls refused audit_unavailable) and retrying',
+  );
   let lastError: unknown = firstError;
   // /readyz names pending migrations (a role that does not migrate: docs/operators.md) apart from an unreachable database.
   const standby = await startStandby(opts, logger, () => (lastError instanceof MigrationsPendingError ? 'migrations_pending' : 'control_database_unavailable'));
@@ -448,7 +453,7 @@ export async function serveGovernedGateway(opts: ServeGatewayOptions): Promise<S
           reject(err);
           return;
         }
-        logger.warn({ component: 'control-db', reason: (err as Error).message, retry_ms: delay }, 'the control database is still unavailable');
+        logger.warn({ component: 'control-db', reason: (err as Error).message, retry_ms: delay }, err instanceof MigrationsPendingError ? 'the control database still needs migrations' : 'the control database is still unavailable');
         timer = setTimeout(() => void attempt(), delay);
         delay = Math.min(delay * 2, opts.retryMaxMs ?? 15_000);
         return;

@@ -65,7 +65,7 @@ afterAll(async () => {
 });
 
 /** Starts the gateway as `interlock serve` does: openControlDb with its default options, retried. */
-async function serve(url: string, opened: ControlDb[], operatorUrl?: string): Promise<ServingGateway> {
+async function serve(url: string, opened: ControlDb[], operatorUrl?: string, logLines: Array<{ msg: string; reason?: string }> = []): Promise<ServingGateway> {
   const config = structuredClone(DEFAULT_CONFIG) as unknown as ResolvedGatewayConfig;
   if (operatorUrl) config.database = { ...config.database, operator_url: operatorUrl };
   return serveGovernedGateway({
@@ -77,7 +77,7 @@ async function serve(url: string, opened: ControlDb[], operatorUrl?: string): Pr
     config,
     host: '127.0.0.1',
     port: 0,
-    logger: createLogger('silent'),
+    logger: createLogger('info', { write: (line: string) => void logLines.push(JSON.parse(line) as { msg: string; reason?: string }) }),
     retryMs: 100,
     retryMaxMs: 200,
   });
@@ -89,7 +89,7 @@ async function appliedNames(): Promise<string[]> {
 
 // "runtime": INTERLOCK_DATABASE_URL is the runtime role's; "operator": the same plus INTERLOCK_OPERATOR_DATABASE_URL (the operator role's).
 describe.each(['runtime', 'operator'] as const)('the runtime role (with %s connection for governance)', (kind) => {
-  const start = (opened: ControlDb[]) => serve(urls.runtime, opened, kind === 'operator' ? urls.operator : undefined);
+  const start = (opened: ControlDb[], logLines?: Array<{ msg: string; reason?: string }>) => serve(urls.runtime, opened, kind === 'operator' ? urls.operator : undefined, logLines);
   test('starts without migrating: /readyz 200 and a governed tools/call answers', async () => {
     const opened: ControlDb[] = [];
     const serving = await start(opened);
@@ -119,9 +119,13 @@ describe.each(['runtime', 'operator'] as const)('the runtime role (with %s conne
     expect(err).toBeInstanceOf(MigrationsPendingError);
     expect((err as Error).message).toBe(`the control database needs 1 migration(s) (${last}): run \`interlock db migrate\` with the URL of the role that owns the control tables (this role does not migrate)`);
     const opened: ControlDb[] = [];
-    const serving = await start(opened);
+    const logLines: Array<{ msg: string; reason?: string }> = [];
+    const serving = await start(opened, logLines);
     try {
       expect(serving.current()).toBeNull();
+      expect(logLines.filter((l) => l.msg.startsWith('the control database')).slice(0, 1)).toEqual([
+        expect.objectContaining({ msg: 'the control database needs migrations this role does not apply: serving not ready (governed calls refused audit_unavailable) and retrying', reason: (err as Error).message }),
+      ]);
       expect(serving.notReadyReason()).toBe((err as Error).message);
       const base = new URL(serving.url).origin;
       const notReady = await fetch(`${base}/readyz`);
