@@ -10,7 +10,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
-import { ADMIN_URL } from '../../helpers/pg';
+import { ADMIN_URL, createTempDatabase, execSql } from '../../helpers/pg';
 import { callTool } from '../../helpers/governed';
 import { createLoginRole, freshControlDb, type TestControlDb } from './control-db';
 import { grantOperatorRole, grantRuntimeRole, MigrationsPendingError, migrationNames, openControlDb, redactUrl, runMigrations, type ControlDb } from '../../../src/control/db';
@@ -30,7 +30,7 @@ let apiKey: string;
 const urls: Record<'runtime' | 'operator', string> = { runtime: '', operator: '' };
 
 /** A new login role il_<kind>_<random>, dropped after the file; its URL on the test database. */
-async function createRole(kind: 'rt' | 'op'): Promise<{ role: string; url: string }> {
+async function createRole(kind: 'rt' | 'op' | 'own'): Promise<{ role: string; url: string }> {
   const role = `il_${kind}_${randomBytes(4).toString('hex')}`;
   roles.push(role);
   return { role, url: await createLoginRole(t, role) };
@@ -149,12 +149,25 @@ describe.each(['runtime', 'operator'] as const)('the runtime role (with %s conne
   });
 });
 
-test('the owner still migrates by default', async () => {
-  const db = await openControlDb(t.temp.url);
+test('a non-superuser owner of the database still migrates by default: the first open creates every table, the next finds nothing to do', async () => {
+  const owner = (await createRole('own')).role;
+  const temp = await createTempDatabase('nonowner_own');
   try {
-    expect(await appliedNames()).toEqual(migrationNames());
+    await execSql(ADMIN_URL, `ALTER DATABASE "${temp.name}" OWNER TO ${owner}`);
+    const u = new URL(temp.url);
+    u.username = owner;
+    u.password = `pw-${owner}`;
+    for (let i = 0; i < 2; i++) {
+      const db = await openControlDb(u.toString());
+      try {
+        expect((await db.pool.query<{ name: string }>('SELECT name FROM interlock_migrations ORDER BY run_on, id')).rows.map((r) => r.name)).toEqual(migrationNames());
+        expect((await db.pool.query<{ o: string }>("SELECT pg_get_userbyid(relowner) AS o FROM pg_class WHERE oid = 'interlock_migrations'::regclass")).rows[0].o).toBe(owner);
+      } finally {
+        await db.close();
+      }
+    }
   } finally {
-    await db.close();
+    await temp.drop();
   }
 });
 
