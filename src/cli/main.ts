@@ -177,6 +177,23 @@ class Session {
     return this.dbp;
   }
 
+  /**
+   * True when a permission error (42501) came from the control database's role rather than a
+   * source's (a source's reader or writer, e.g. in a scan): the object its message names exists in
+   * the open control database. False when no control database is open or nothing is named.
+   */
+  async isControlPermissionError(err: unknown): Promise<boolean> {
+    if ((err as { code?: string }).code !== '42501' || !this.dbp) return false;
+    const name = /permission denied for (?:table|relation|sequence|function|schema) "?([A-Za-z0-9_.]+)"?/.exec(String((err as Error).message))?.[1];
+    if (!name) return false;
+    const db = await this.dbp.catch(() => null);
+    if (!db) return false;
+    const r = await db.pool
+      .query<{ ours: boolean }>('SELECT (to_regclass($1) IS NOT NULL OR EXISTS (SELECT 1 FROM pg_proc WHERE proname = $1) OR to_regnamespace($1) IS NOT NULL) AS ours', [name])
+      .catch(() => null);
+    return r?.rows[0]?.ours === true;
+  }
+
   async close(): Promise<void> {
     if (this.dbp) await this.dbp.then((d) => d.close(), () => undefined);
     if (this.embedded) await this.embedded.stop();
@@ -642,7 +659,7 @@ export async function runCli(argv: string[], io: CliIo = processIo): Promise<num
       code = err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || err.code === 'commander.help' ? 0 : 2;
     } else {
       // Direct mode on a role that may not do this (the runtime role's URL): one line naming the fix, no driver text.
-      if ((err as { code?: string }).code === '42501' && state.session && !state.session.remote) {
+      if (state.session && !state.session.remote && (await state.session.isControlPermissionError(err))) {
         const s = state.session;
         err = roleForbiddenError(await s.databaseUrls().then((u) => redactUrl(u.controlUrl), () => 'INTERLOCK_DATABASE_URL'));
       }
