@@ -5,8 +5,9 @@ module.exports = {
   projects: [
     { ...common, displayName: 'unit', testMatch: ['<rootDir>/test/unit/**/*.test.ts'] },
     { ...common, displayName: 'conformance', testMatch: ['<rootDir>/test/conformance/**/*.test.ts'] },
-    { ...common, displayName: 'integration', testMatch: ['<rootDir>/test/integration/**/*.test.ts'] },
-    { ...common, displayName: 'e2e', testMatch: ['<rootDir>/test/e2e/**/*.test.ts'] },
+    // One up-front check that the test PostgreSQL answers (test/helpers/pg-global-setup.ts): run only when a test of these projects is selected.
+    { ...common, displayName: 'integration', testMatch: ['<rootDir>/test/integration/**/*.test.ts'], globalSetup: '<rootDir>/test/helpers/pg-global-setup.ts' },
+    { ...common, displayName: 'e2e', testMatch: ['<rootDir>/test/e2e/**/*.test.ts'], globalSetup: '<rootDir>/test/helpers/pg-global-setup.ts' },
   ],
   testTimeout: 60000,
 };

@@ -45,7 +45,7 @@ import { createLogger } from './observability/logger';
 import { createOperationsApp, GatewayMetrics, mountOperations } from './observability/metrics';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { CONTROL_CONNECT_TIMEOUT_MS, migrationStatus } from './control/db';
+import { CONTROL_CONNECT_TIMEOUT_MS, MigrationsPendingError, migrationStatus } from './control/db';
 import { controlPool } from './control/targets';
 import { ControlError } from './control/errors';
 import { sendReadiness, type NotReadyReason } from './observability/metrics';
@@ -391,6 +391,11 @@ export interface ServingGateway {
   ready: Promise<GovernedGateway>;
   /** The governed gateway, or null while standing by. */
   current(): GovernedGateway | null;
+  /**
+   * Why it stands by (one line, no driver text: the last ControlError of `openDb`, e.g. pending
+   * migrations naming `interlock db migrate`), or null once governed.
+   */
+  notReadyReason(): string | null;
   /** Stops retrying and closes whichever is running (RunningGateway.close). */
   close(deadlineMs?: number): Promise<void>;
 }
@@ -416,13 +421,20 @@ export async function serveGovernedGateway(opts: ServeGatewayOptions): Promise<S
   try {
     const db = await opts.openDb();
     const gw = await startGovernedGateway({ ...opts, logger, db });
-    return { url: gw.url, port: gw.port, ready: Promise.resolve(gw), current: () => gw, close: (d) => gw.close(d) };
+    return { url: gw.url, port: gw.port, ready: Promise.resolve(gw), current: () => gw, notReadyReason: () => null, close: (d) => gw.close(d) };
   } catch (err) {
     if (!isUnreachable(err)) throw err;
     firstError = err;
   }
-  logger.error({ component: 'control-db', reason: (firstError as Error).message }, 'the control database is unavailable: serving not ready (governed calls refused audit_unavailable) and retrying');
-  const standby = await startStandby(opts, logger);
+  logger.error(
+    { component: 'control-db', reason: (firstError as Error).message },
+    firstError instanceof MigrationsPendingError
+      ? 'the control database needs migrations this role does not apply: serving not ready (governed calls refused audit_unavailable) and retrying'
+      : 'the control database is unavailable: serving not ready (governed calls refused audit_unavailable) and retrying',
+  );
+  let lastError: unknown = firstError;
+  // /readyz names pending migrations (a role that does not migrate: docs/operators.md) apart from an unreachable database.
+  const standby = await startStandby(opts, logger, () => (lastError instanceof MigrationsPendingError ? 'migrations_pending' : 'control_database_unavailable'));
   let governed: GovernedGateway | null = null;
   let stopped = false;
   let timer: NodeJS.Timeout | null = null;
@@ -435,12 +447,13 @@ export async function serveGovernedGateway(opts: ServeGatewayOptions): Promise<S
       try {
         db = await opts.openDb();
       } catch (err) {
+        lastError = err;
         if (!isUnreachable(err)) {
           logger.error({ component: 'control-db', reason: (err as Error).message }, 'the control database cannot be used; still not ready');
           reject(err);
           return;
         }
-        logger.warn({ component: 'control-db', reason: (err as Error).message, retry_ms: delay }, 'the control database is still unavailable');
+        logger.warn({ component: 'control-db', reason: (err as Error).message, retry_ms: delay }, err instanceof MigrationsPendingError ? 'the control database still needs migrations' : 'the control database is still unavailable');
         timer = setTimeout(() => void attempt(), delay);
         delay = Math.min(delay * 2, opts.retryMaxMs ?? 15_000);
         return;
@@ -466,6 +479,7 @@ export async function serveGovernedGateway(opts: ServeGatewayOptions): Promise<S
     port: standby.port,
     ready,
     current: () => governed,
+    notReadyReason: () => (governed ? null : (lastError as Error).message),
     async close(deadlineMs?: number) {
       stopped = true;
       if (timer) clearTimeout(timer);
@@ -479,13 +493,13 @@ export async function serveGovernedGateway(opts: ServeGatewayOptions): Promise<S
 }
 
 /** The standby listener of serveGovernedGateway, plus the operations listener when ops_listen is set. */
-async function startStandby(opts: ServeGatewayOptions, logger: Logger): Promise<RunningGateway & { closeOps(): Promise<void>; restore(): void }> {
+async function startStandby(opts: ServeGatewayOptions, logger: Logger, reason: () => NotReadyReason): Promise<RunningGateway & { closeOps(): Promise<void>; restore(): void }> {
   const { config } = opts;
   const host = opts.host ?? config.listen.host;
   const refuse = async (): Promise<import('./pipeline/types').ToolOutcome> => ({ kind: 'refusal', code: 'audit_unavailable' });
   const readyz = (app: import('express').Express) => {
     app.use('/readyz', hostOriginGuard(originPolicyFor(host, config)));
-    app.get('/readyz', (_req, res) => sendReadiness(res, 'control_database_unavailable'));
+    app.get('/readyz', (_req, res) => sendReadiness(res, reason()));
   };
   const running = await listenGateway({
     healthz: !config.ops_listen,
@@ -510,7 +524,7 @@ async function startStandby(opts: ServeGatewayOptions, logger: Logger): Promise<
     app.disable('x-powered-by');
     app.use(hostOriginGuard(originPolicyFor(opsHost, config, logger)));
     app.get('/healthz', healthz);
-    app.get('/readyz', (_req, res) => sendReadiness(res, 'control_database_unavailable'));
+    app.get('/readyz', (_req, res) => sendReadiness(res, reason()));
     app.use(unknownRoute);
     app.use(errorBodyHandler(logger));
     ops = (await listenOperations(app, opsHost, config.ops_listen.port)).server;

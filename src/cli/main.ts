@@ -23,7 +23,7 @@ import YAML from 'yaml';
 import type { GatewayConfig } from '../../generated/config-v1';
 import protocolSpec from '../../spec/protocol-v1.json';
 import { loadConfig, type ResolvedGatewayConfig } from '../control/config';
-import { ensureDatabase, grantOperatorRole, grantRuntimeRole, migrationStatus, openControlDb, redactUrl, runMigrations, type ControlDb } from '../control/db';
+import { ensureDatabase, grantOperatorRole, grantRuntimeRole, migrationStatus, openControlDb, redactUrl, roleForbiddenError, runMigrations, type ControlDb } from '../control/db';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../control/embedded';
 import { issueDemoKey, provisionDemoSetup } from '../demo/provision';
 import pg from 'pg';
@@ -177,6 +177,23 @@ class Session {
     return this.dbp;
   }
 
+  /**
+   * True when a permission error (42501) came from the control database's role rather than a
+   * source's (a source's reader or writer, e.g. in a scan): the object its message names exists in
+   * the open control database. False when no control database is open or nothing is named.
+   */
+  async isControlPermissionError(err: unknown): Promise<boolean> {
+    if ((err as { code?: string }).code !== '42501' || !this.dbp) return false;
+    const name = /permission denied for (?:table|relation|sequence|function|schema) "?([A-Za-z0-9_.]+)"?/.exec(String((err as Error).message))?.[1];
+    if (!name) return false;
+    const db = await this.dbp.catch(() => null);
+    if (!db) return false;
+    const r = await db.pool
+      .query<{ ours: boolean }>('SELECT (to_regclass($1) IS NOT NULL OR EXISTS (SELECT 1 FROM pg_proc WHERE proname = $1) OR to_regnamespace($1) IS NOT NULL) AS ours', [name])
+      .catch(() => null);
+    return r?.rows[0]?.ours === true;
+  }
+
   async close(): Promise<void> {
     if (this.dbp) await this.dbp.then((d) => d.close(), () => undefined);
     if (this.embedded) await this.embedded.stop();
@@ -297,7 +314,7 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
     .option('--token <token>', 'remote mode: operator token (ilo_…)')
     .option('--token-env <var>', 'remote mode: environment variable holding the operator token')
     .version(packageVersion(), '-V, --version', 'print the InterLock version')
-    .addHelpText('after', `\nExit codes: 0 success; 1 anything else (database unreachable, execution failed); 2 bad usage or invalid input (also a name taken, a wrong approval state, self-approval); 3 not found; ${EXIT_NOT_CONFIRMED} an approval not confirmed (approval approve without a terminal and without --yes, or not answered y: nothing ran).`);
+    .addHelpText('after', `\nExit codes: 0 success; 1 anything else (database unreachable, execution failed); 2 bad usage or invalid input (also a name taken, a wrong approval state, self-approval, a database role not allowed to make the change); 3 not found; ${EXIT_NOT_CONFIRMED} an approval not confirmed (approval approve without a terminal and without --yes, or not answered y: nothing ran).`);
 
   const session = (cmd: Command): Session => {
     if (!state.session) {
@@ -330,7 +347,8 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
       const where = async () => (s.embedded ? `embedded in ${s.embedded.dataDir}` : redactUrl((await s.databaseUrls()).controlUrl));
       if (gw.current()) io.out(`InterLock listening on ${gw.url} (control database ${await where()})`);
       else {
-        io.out(`InterLock listening on ${gw.url}, NOT READY: the control database ${await where()} is unavailable; retrying (governed calls are refused audit_unavailable until it answers)`);
+        // One line saying why (pending migrations name `interlock db migrate`; never driver text).
+        io.out(`InterLock listening on ${gw.url}, NOT READY: the control database ${await where()} cannot be used yet (${gw.notReadyReason()}); retrying (governed calls are refused audit_unavailable until then)`);
         gw.ready.then(
           async () => io.out(`InterLock ready on ${gw.url} (control database ${await where()})`),
           (err: Error) => io.err(`the control database cannot be used: ${err.message}`),
@@ -640,6 +658,11 @@ export async function runCli(argv: string[], io: CliIo = processIo): Promise<num
     if (err instanceof CommanderError) {
       code = err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || err.code === 'commander.help' ? 0 : 2;
     } else {
+      // Direct mode on a role that may not do this (the runtime role's URL): one line naming the fix, no driver text.
+      if (state.session && !state.session.remote && (await state.session.isControlPermissionError(err))) {
+        const s = state.session;
+        err = roleForbiddenError(await s.databaseUrls().then((u) => redactUrl(u.controlUrl), () => 'INTERLOCK_DATABASE_URL'));
+      }
       code = exitCodeFor(err);
       const e = err as Error & { details?: string[] };
       io.err(`error: ${e.message ?? String(err)}`);

@@ -41,8 +41,13 @@ export interface ControlDb {
 
 /** Options of openControlDb. */
 export interface OpenControlDbOptions {
-  /** Apply pending migrations (default true). When false, pending migrations are an error. */
-  migrate?: boolean;
+  /**
+   * Whether to apply pending migrations. 'auto' (the default): only when the connecting role owns
+   * the control tables (see mayMigrate); any other role (the runtime or operator role) checks the
+   * applied migrations read-only and never runs node-pg-migrate. true: always migrate; false: never.
+   * Whenever it does not migrate, pending migrations are a MigrationsPendingError.
+   */
+  migrate?: boolean | 'auto';
   /** API-key pepper from config or INTERLOCK_KEY_PEPPER (≥ 32 characters). Default: generated once and kept in `settings`. */
   keyPepper?: string;
   /** Largest number of pooled connections (default 10). */
@@ -80,6 +85,18 @@ export function migrationNames(): string[] {
     .map((f) => f.replace(/\.(sql|js)$/, ''));
 }
 
+/**
+ * The error for a PostgreSQL insufficient_privilege (42501) met by the CLI or at open on a role
+ * that is not the owner of the control tables (e.g. the gateway's runtime role): ControlError
+ * 'forbidden' (CLI exit code 2), one line naming the fix, no driver text. `where` is the redacted URL.
+ */
+export function roleForbiddenError(where: string): ControlError {
+  return new ControlError(
+    'forbidden',
+    `the database role of ${where} may not do this (permission denied): run the interlock CLI with the URL of the role that owns the control tables (the one that runs \`interlock db migrate\`); the gateway's runtime role may only read`,
+  );
+}
+
 function describeConnectError(err: unknown, url: string): ControlError {
   const e = err as { code?: string; message?: string };
   const where = redactUrl(url);
@@ -94,6 +111,8 @@ function describeConnectError(err: unknown, url: string): ControlError {
     case '28P01':
     case '28000':
       return new ControlError('unavailable', `the control database refused the credentials in ${where}`);
+    case '42501':
+      return roleForbiddenError(where);
     default:
       return new ControlError('unavailable', `cannot open the control database at ${where}: ${e?.message ?? String(err)}`);
   }
@@ -132,6 +151,35 @@ export async function runMigrations(url: string, logger?: Logger): Promise<strin
   } finally {
     await client.end().catch(() => undefined);
   }
+}
+
+/**
+ * Pending migrations on a role that does not apply them (ControlError 'unavailable': serve keeps
+ * listening, not ready with /readyz reason `migrations_pending`, and retries). Its message is one
+ * line naming the fix: `interlock db migrate` run as the owner of the control tables.
+ */
+export class MigrationsPendingError extends ControlError {
+  constructor(readonly pending: string[]) {
+    const names = pending.length <= 3 ? pending.join(', ') : `${pending.slice(0, 3).join(', ')}, … ${pending.length - 3} more`;
+    super('unavailable', `the control database needs ${pending.length} migration(s) (${names}): run \`interlock db migrate\` with the URL of the role that owns the control tables (this role does not migrate)`);
+    this.name = 'MigrationsPendingError';
+  }
+}
+
+/**
+ * True when the role `pool` connects as may apply migrations: it owns (or has the privileges of the
+ * owner of) MIGRATIONS_TABLE, or, before the first migration, may create tables in the current
+ * schema. The gateway's runtime role and the operator role (grant-runtime-role,
+ * grant-operator-role) never do: node-pg-migrate would try to ALTER the table they do not own.
+ */
+export async function mayMigrate(pool: pg.Pool): Promise<boolean> {
+  const r = await pool.query<{ may: boolean | null }>(
+    `SELECT CASE WHEN c.oid IS NULL THEN has_schema_privilege(current_schema(), 'CREATE')
+                 ELSE pg_has_role(current_user, c.relowner, 'USAGE') END AS may
+       FROM (SELECT to_regclass($1) AS r) x LEFT JOIN pg_class c ON c.oid = x.r`,
+    [MIGRATIONS_TABLE],
+  );
+  return r.rows[0]?.may === true;
 }
 
 /** Applied versus available migrations (for `interlock db status` and /readyz). Never throws for a fresh database. */
@@ -220,13 +268,14 @@ export function getKeyPepper(db: ControlDb): Promise<Buffer> {
 
 /**
  * Opens the control database at `url` (a PostgreSQL connection URL): connects, applies pending
- * migrations (opts.migrate, default true) and resolves the API-key pepper.
+ * migrations when its role owns the control tables (opts.migrate, default 'auto'; other roles only
+ * check them, read-only) and resolves the API-key pepper.
  * Throws ControlError 'unavailable' when the server cannot be reached or the database does not
  * exist, 'conflict' when the configured pepper does not match the keys on record, and
- * 'unavailable' when migrations are pending and opts.migrate is false.
+ * MigrationsPendingError ('unavailable') when migrations are pending and this open does not apply them.
  */
 export async function openControlDb(url: string, opts: OpenControlDbOptions = {}): Promise<ControlDb> {
-  if (opts.migrate !== false) await runMigrations(url, opts.logger);
+  if (opts.migrate === true) await runMigrations(url, opts.logger);
   // No connectionTimeoutMillis: pg.Pool applies it to waiting for a pooled connection too, and calls
   // queue for this pool under load. (The LISTEN connections and the host probes have their bound.)
   const pool = controlPool(url, { max: opts.poolSize ?? 10, application_name: 'interlock-control' });
@@ -246,15 +295,23 @@ export async function openControlDb(url: string, opts: OpenControlDbOptions = {}
       return closed;
     },
   };
+  // A failing migration is reported as itself (as with migrate: true), not as "cannot open".
+  let migrating = false;
   try {
-    if (opts.migrate === false) {
+    // 'auto': only the owner of the control tables migrates; any other role only checks (read-only).
+    const migrateNow = (opts.migrate ?? 'auto') === 'auto' && (await mayMigrate(pool));
+    if (migrateNow) {
+      migrating = true;
+      await runMigrations(url, opts.logger);
+      migrating = false;
+    } else if (opts.migrate !== true) {
       const st = await migrationStatus(db);
-      if (!st.upToDate) throw new ControlError('unavailable', `the control database needs migrations (${st.pending.join(', ')}): run \`interlock db migrate\``);
+      if (!st.upToDate) throw new MigrationsPendingError(st.pending);
     }
     db.keyPepper = await resolveKeyPepper(pool, opts.keyPepper);
   } catch (err) {
     await db.close().catch(() => undefined);
-    if (err instanceof ControlError) throw err;
+    if (err instanceof ControlError || migrating) throw err;
     throw describeConnectError(err, url);
   }
   return db;

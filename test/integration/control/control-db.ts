@@ -61,3 +61,18 @@ export async function withRuntimeRole<T>(t: TestControlDb, fn: (url: string) => 
     await admin.end();
   }
 }
+
+/** Creates the login role `role` (password `pw-<role>`) and returns `t`'s database URL as that role. */
+export async function createLoginRole(t: TestControlDb, role: string): Promise<string> {
+  const admin = new Client({ connectionString: ADMIN_URL });
+  await admin.connect();
+  try {
+    await admin.query(`CREATE ROLE ${role} LOGIN PASSWORD 'pw-${role}'`);
+  } finally {
+    await admin.end();
+  }
+  const u = new URL(t.temp.url);
+  u.username = role;
+  u.password = `pw-${role}`;
+  return u.toString();
+}

@@ -83,7 +83,7 @@ describe('control database migrations', () => {
     } finally {
       await pool.end();
     }
-    await expect(openControlDb(temp.url, { migrate: false })).rejects.toThrow(/needs migrations .* run `interlock db migrate`/);
+    await expect(openControlDb(temp.url, { migrate: false })).rejects.toThrow(/needs \d+ migration\(s\) .* run `interlock db migrate`/);
   });
 
   test('an unreachable server is a clear ControlError without the password', async () => {

@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { ADMIN_URL, pgServer } from '../../helpers/pg';
-import { freshControlDb, type TestControlDb } from '../control/control-db';
+import { createLoginRole, freshControlDb, type TestControlDb } from '../control/control-db';
 import { grantOperatorRole, grantRuntimeRole, openControlDb, type ControlDb } from '../../../src/control/db';
 import { DEFAULT_CONFIG, type ResolvedGatewayConfig } from '../../../src/control/config';
 import { startGovernedGateway, type GovernedGateway } from '../../../src/gateway';
@@ -62,17 +62,7 @@ let dir: string;
 let keyId: string;
 
 async function createRole(role: string): Promise<string> {
-  const admin = new pg.Client({ connectionString: ADMIN_URL });
-  await admin.connect();
-  try {
-    await admin.query(`CREATE ROLE ${role} LOGIN PASSWORD 'pw-${role}'`);
-  } finally {
-    await admin.end();
-  }
-  const u = new URL(t.temp.url);
-  u.username = role;
-  u.password = `pw-${role}`;
-  return u.toString();
+  return createLoginRole(t, role);
 }
 
 async function dropRole(role: string): Promise<void> {
