@@ -40,8 +40,9 @@ afterAll(async () => {
 });
 
 test('a trail with config events on the format-2 chain keeps verifying once config events have their own chain', async () => {
-  // Before the migration: config and approval events share the format-2 chain.
-  await down(1);
+  // Before the migration: config and approval events share the format-2 chain. Down past the
+  // migrations after 20261208220000000 (20261208280000000_config-event-identity_hnu2) and it.
+  await down(2);
   await recordConfigEvent(db, { decision: 'role_created', operator: 'ops-old', details: { role: 'reader' } });
   await recordApprovalEvent(db, { approvalId: 'apr_old', action: 'expired', operator: 'system:expiry' });
   expect((await db.pool.query("SELECT format FROM audit_batches ORDER BY id")).rows).toEqual([{ format: 2 }, { format: 2 }]);
