@@ -56,3 +56,14 @@ test('the source server refuses the connection (closed port): source_unavailable
   const r = await callTool(env, 'interlock_query', { source_id: 'chinook', sql: 'SELECT 3 AS three' }, env.apiKey);
   expectUnavailable(r, [String(port)]);
 });
+
+test('modern dialect: HTTP 503, JSON-RPC -32603 with the same data', async () => {
+  const args = { source_id: 'chinook', sql: 'SELECT 4 AS four' };
+  const r = await fetch(env.url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${env.apiKey}`, 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tools/call', 'mcp-name': 'interlock_query' },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'interlock_query', arguments: args, _meta: { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} } } }),
+  });
+  expect(r.status).toBe(503);
+  expect(await r.json()).toEqual({ jsonrpc: '2.0', id: 1, error: { code: -32603, message: MESSAGE, data: { status: 'unavailable', code: 'source_unavailable', message: MESSAGE, request_id: expect.stringMatching(/^req_/) } } });
+});
