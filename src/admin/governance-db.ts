@@ -108,17 +108,21 @@ export class GovernanceAccess {
 
   /**
    * Checks the role's privileges (at start) and logs one warning when it may not make some governance
-   * writes, or when the operator connection cannot be opened. Never throws.
+   * writes, or when the operator connection cannot be opened. Never throws. Returns the families
+   * the role may write (empty when it may write none), or null when they could not be checked.
    */
-  async start(): Promise<void> {
+  async start(): Promise<GovernanceFamily[] | null> {
     try {
       const ok = await this.families(true);
       const missing = FAMILIES.filter((f) => !ok.has(f));
-      if (missing.length === 0) return;
+      const allowed = FAMILIES.filter((f) => ok.has(f));
+      if (missing.length === 0) return allowed;
       if (this.via === 'runtime') this.logger?.warn({ component: 'governance', refused: missing }, 'the gateway\'s database role may not change governance state: governance changes over /admin/v1 and /console are refused (403) until INTERLOCK_OPERATOR_DATABASE_URL names a role given `interlock db grant-operator-role` (reads, approvals and the CLI as the owner work)');
       else this.logger?.warn({ component: 'governance', refused: missing, url: redactUrl(this.db.url) }, 'the operator connection\'s database role lacks privileges: these governance changes over /admin/v1 and /console are refused (403) until `interlock db grant-operator-role ROLE` is run for it');
+      return allowed;
     } catch (err) {
       this.logger?.warn({ component: 'governance', code: (err as { code?: string }).code, url: redactUrl(this.db.url) }, this.via === 'operator' ? 'the operator database connection cannot be opened: governance changes over /admin/v1 and /console answer 503 until it can' : 'the governance privileges of the gateway\'s database role could not be checked');
+      return null;
     }
   }
 
@@ -239,7 +243,13 @@ export async function openGovernanceAccess(opts: GovernanceAccessOptions): Promi
     },
   };
   const g = new GovernanceAccess(operatorDb, 'operator', opts.logger);
-  await g.start();
-  opts.logger?.info({ component: 'governance', url: redactUrl(url) }, 'governance changes of /admin/v1 and /console go through the operator connection');
+  const allowed = await g.start();
+  // Said only of what works: the warning start() logged covers the refused families (403) or an
+  // operator connection that cannot be opened (503).
+  if (allowed && allowed.length === FAMILIES.length) {
+    opts.logger?.info({ component: 'governance', url: redactUrl(url) }, 'governance changes of /admin/v1 and /console go through the operator connection');
+  } else if (allowed && allowed.length > 0) {
+    opts.logger?.info({ component: 'governance', allowed, url: redactUrl(url) }, 'the other governance changes of /admin/v1 and /console (allowed) go through the operator connection');
+  }
   return g;
 }

@@ -30,6 +30,7 @@ const RECHECK_CAUSES: Record<string, string> = {
 /** What an operator is told for a connector failure that carries no server error, by connector code. */
 const CONNECTOR_CAUSES: Record<string, string> = {
   circuit_open: "the source's circuit breaker is open after repeated failures",
+  source_unavailable: 'the source database could not be reached (refused or dropped connection, shutting down or starting up, credentials not accepted, or the database does not exist; the gateway log says which)',
   upstream_tls_refused: "the source's TLS was refused",
   session_settings_mismatch: "the source's connections do not hold the session settings InterLock pins (the gateway log names the setting and the server's value)",
   statement_timeout: "the statement ran longer than the source's statement_timeout_ms and was cancelled",
@@ -70,7 +71,7 @@ export function recheckCause(code: string): ApprovalFailureCause {
 /**
  * The stable failure code agents see for what the connector threw: statement_failed when the
  * server refused the statement (a SQLSTATE), else the connector's code (statement_timeout,
- * circuit_open, upstream_tls_refused, session_settings_mismatch, cancelled, execution_failed).
+ * circuit_open, source_unavailable, upstream_tls_refused, session_settings_mismatch, cancelled, execution_failed).
  */
 export function failureCode(err: unknown): string {
   const e = (err ?? {}) as { code?: string; sqlState?: string };

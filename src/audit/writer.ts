@@ -472,6 +472,12 @@ export interface ConfigAuditEvent {
   /** Operator who made the change (OS user name in direct mode, the token's operator remotely). */
   operator: string;
   sourceId?: string | null;
+  /**
+   * The identity the change is about (identity_created, grant_added, key_created, …), stored in
+   * identity_id so `audit search --identity` finds it. Set only here, when the event is appended:
+   * identity_id is part of the chained event text.
+   */
+  identityId?: string | null;
   /** The change (field names, counts, file digest); secret-named fields are dropped. */
   details?: Record<string, unknown>;
 }
@@ -482,7 +488,7 @@ export function configRow(e: ConfigAuditEvent): AuditRowInput {
     kind: 'config',
     time: null,
     request_id: null,
-    identity_id: null,
+    identity_id: e.identityId ?? null,
     key_id: null,
     tool: null,
     canonical_tool: null,

@@ -67,7 +67,7 @@ export function registerAuditChainCommands(aud: Command, session: (cmd: Command)
       const s = session(cmd);
       direct(s, 'verify');
       const r = await verifyAuditChain(await s.db(), { since: o.since ? parseDate(o.since, '--since') : undefined, archiveFile: o.archive });
-      const summary = `${r.batchesChecked} batch(es), ${r.eventsChecked} event(s) checked${r.archiveEvents ? ` (${r.archiveEvents} from the archive)` : ''}${r.archivedBatchesSkipped ? `; ${r.archivedBatchesSkipped} archived batch(es) not checked (pass --archive FILE)` : ''}${r.chains ? `; ${r.chains} writer chain(s), ${r.openChains} open (a gateway running, or stopped without closing)` : ''}`;
+      const summary = `${r.batchesChecked} batch(es), ${r.eventsChecked} event(s) checked${r.archiveEvents ? ` (${r.archiveEvents} from the archive)` : ''}${r.archivedBatchesSkipped ? `; ${r.archivedBatchesSkipped} archived batch(es) not checked (pass --archive FILE)` : ''}${r.chains ? `; ${r.chains} writer chain(s), ${r.openChains} open${r.openChains ? ' (a gateway running, or stopped without closing)' : ''}` : ''}`;
       if (r.ok) s.print(`audit chain OK: ${summary}`, r);
       else if (!r.firstMismatch) {
         s.print(`audit chain NOT VERIFIED: ${o.archive} (sha256 ${r.archive!.sha256}) is not an archive \`interlock audit archive\` wrote for this database, or it was changed since; ${summary}`, r);

@@ -23,9 +23,13 @@ export const SYSTEM_OPERATOR = 'system';
 /**
  * Records one kind-config event for a governance change on `c`, the change's transaction client.
  * `decision` is e.g. role_created, grant_added; `sourceId` when the change concerns one source.
+ * A change about one identity names it in `details.identityId`; that id is also stored as the
+ * event's identity_id (so `audit search --identity` finds identity_created, grant_added,
+ * key_created, key_revoked, identity_disabled, …).
  */
 export async function recordChange(c: pg.ClientBase, actor: ChangeActor | undefined, decision: string, details: Record<string, unknown>, sourceId: string | null = null): Promise<void> {
-  await recordConfigEvent(c, { decision, operator: actor?.operator ?? SYSTEM_OPERATOR, sourceId, details });
+  const identityId = typeof details.identityId === 'string' ? details.identityId : null;
+  await recordConfigEvent(c, { decision, operator: actor?.operator ?? SYSTEM_OPERATOR, sourceId, identityId, details });
 }
 
 /**

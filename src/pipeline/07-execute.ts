@@ -95,6 +95,8 @@ export function mapConnectorError(err: unknown, statement?: string): ToolOutcome
       return { kind: 'refusal', code: 'result_too_large' };
     case 'circuit_open':
       return { kind: 'refusal', code: 'circuit_open' };
+    case 'source_unavailable':
+      return { kind: 'refusal', code: 'source_unavailable' };
     case 'upstream_tls_refused':
       return { kind: 'refusal', code: 'upstream_tls_refused' };
     case 'session_settings_mismatch':

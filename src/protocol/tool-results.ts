@@ -28,7 +28,7 @@ export function queuedText(approvalId: string, state: string): string {
   return `NOT EXECUTED. This write was queued for an operator's approval (approval_id ${approvalId}, state ${state}). Do not retry it: every retry queues another approval. Tell the user the approval_id; the write runs once an operator approves it. To learn the outcome later, call interlock_approval_status with this approval_id.`;
 }
 
-/** Renders `o` for `dialect`/`version`; `requestId` goes into refusals and opaque failures for the operator. */
+/** Renders `o` for `dialect`/`version`; `requestId` goes into refusals, statement_failed and opaque failures for the operator. */
 export function renderOutcome(o: ToolOutcome, dialect: Dialect, version: string, requestId: string): RenderedOutcome {
   switch (o.kind) {
     case 'result':
@@ -54,7 +54,8 @@ export function renderOutcome(o: ToolOutcome, dialect: Dialect, version: string,
       const info = toolErrorInfo(o.code);
       if (info.class === 'invalid_params') {
         const message = o.message ?? info.message;
-        const sc = { code: info.code, message, ...(o.reason ? { reason: o.reason } : {}), ...(o.details ?? {}) };
+        // A statement the source refused ran (and was audited): like every refusal, it names the request for the operator.
+        const sc = { code: info.code, message, ...(o.reason ? { reason: o.reason } : {}), ...(o.details ?? {}), ...(info.code === 'statement_failed' ? { request_id: requestId } : {}) };
         if (TOOL_RESULT_VERSIONS.has(version)) {
           return { kind: 'result', result: complete({ content: [{ type: 'text', text: `Invalid call (${info.code}): ${message}` }], structuredContent: sc, isError: true }) };
         }

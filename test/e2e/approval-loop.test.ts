@@ -100,9 +100,10 @@ test.each(clients)('%s: a failing write ends failed: a safe code for the agent, 
     expect(decision).toMatchObject({ state: 'failed', errorCode: 'statement_failed', failure: { sqlstate: '23503' } });
 
     const status = await client.callTool('interlock_approval_status', { approval_id: id });
-    expect(structured(status)).toMatchObject({ state: 'failed', outcome: { error_code: 'statement_failed', message: expect.stringContaining('Nothing was changed') } });
+    // The agent gets the SQLSTATE and its condition name (spec/errors-v1.json statementSqlstates), never the database's text.
+    expect(structured(status)).toMatchObject({ state: 'failed', outcome: { error_code: 'statement_failed', sqlstate: '23503', condition: 'foreign_key_violation', message: expect.stringContaining('Nothing was changed') } });
     const agentText = JSON.stringify(status);
-    for (const leak of ['23503', 'foreign key', 'playlist_track_playlist_id_fkey', '543210']) expect(agentText).not.toContain(leak);
+    for (const leak of ['foreign key', 'playlist_track_playlist_id_fkey', '543210', 'is not present']) expect(agentText).not.toContain(leak);
 
     const operatorView = await (await fetch(new URL(`/console/api/approvals/${id}`, env.url), { headers: { cookie: session.cookie } })).json() as any;
     expect(operatorView.approval.failure).toEqual({

@@ -3,8 +3,8 @@
  *
  * Contract ("Unavailable or unknown source" and the opaque failure rule, spec/errors-v1.json):
  * a connector failure reaches the pipeline only as a `SourceError` whose `code` is one of
- * `circuit_open`, `upstream_tls_refused`, `session_settings_mismatch`, `statement_timeout` (refusals,
- * status `unavailable`),
+ * `circuit_open`, `source_unavailable`, `upstream_tls_refused`, `session_settings_mismatch`,
+ * `statement_timeout` (refusals, status `unavailable`),
  * `cancelled` (tool error) or `execution_failed` (the opaque "tool execution failed").
  *
  * The `message` of a SourceError is SAFE to show an agent: it never holds a host name, address,
@@ -20,6 +20,7 @@ import { isSessionSettingsMismatch } from './session-settings';
 /** The connector's failure vocabulary (see the module comment for the contract mapping). */
 export type SourceErrorCode =
   | 'circuit_open'
+  | 'source_unavailable'
   | 'upstream_tls_refused'
   | 'session_settings_mismatch'
   | 'statement_timeout'
@@ -32,6 +33,7 @@ export type SourceErrorCode =
 /** The contract code each SourceErrorCode maps to (a refusal code or a tool-error code of spec/errors-v1.json). */
 export const CONTRACT_CODE: Record<SourceErrorCode, string> = {
   circuit_open: 'circuit_open',
+  source_unavailable: 'source_unavailable',
   upstream_tls_refused: 'upstream_tls_refused',
   session_settings_mismatch: 'session_settings_mismatch',
   statement_timeout: 'statement_timeout',
@@ -46,6 +48,7 @@ export const CONTRACT_CODE: Record<SourceErrorCode, string> = {
 export function defaultMessage(code: SourceErrorCode): string {
   switch (code) {
     case 'circuit_open':
+    case 'source_unavailable':
     case 'upstream_tls_refused':
     case 'session_settings_mismatch':
     case 'statement_timeout':
@@ -239,6 +242,44 @@ export const SOURCE_BUSY_RETRY_MS = 1_000;
 /** pg-pool's error when no pooled connection became free within the connect timeout (local saturation, not a source failure). */
 const POOL_WAIT_TIMEOUT = 'timeout exceeded when trying to connect';
 
+/** Node socket / DNS error codes of a server that cannot be reached (refused, unknown host, no route, reset, timed out). */
+const UNREACHABLE_CODES: ReadonlySet<string> = new Set([
+  'ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EAI_FAIL', 'EAI_NONAME', 'ETIMEDOUT', 'EHOSTUNREACH', 'EHOSTDOWN',
+  'ENETUNREACH', 'ENETDOWN', 'ECONNRESET', 'ECONNABORTED', 'EPIPE', 'EADDRNOTAVAIL',
+]);
+/** pg's messages when the server closes a connection that is being opened, or the connect timeout passes. */
+const UNREACHABLE_MESSAGES: ReadonlySet<string> = new Set([
+  'Connection terminated unexpectedly',
+  'Connection terminated due to connection timeout',
+  'Connection terminated',
+  'connection timeout',
+]);
+/**
+ * SQLSTATE classes / codes a server answers while a connection is opened when the source cannot be
+ * used: 08 connection exception, 28 invalid authorization (28P01 password, 28000 no pg_hba entry or
+ * role), 3D invalid catalog name (3D000: the database does not exist, e.g. dropped), 53 (53300 too
+ * many connections), and 57P01/57P02/57P03 (admin or crash shutdown, cannot connect now).
+ */
+function isUnavailableServerCode(sqlState: string): boolean {
+  const cls = sqlState.slice(0, 2);
+  return cls === '08' || cls === '28' || cls === '3D' || sqlState === '53300' || sqlState === '57P01' || sqlState === '57P02' || sqlState === '57P03';
+}
+
+/**
+ * True when a failure raised while opening a connection means the source's server cannot be used
+ * now (see UNREACHABLE_CODES, UNREACHABLE_MESSAGES and isUnavailableServerCode); walks `cause`
+ * up to 5 levels. Only meaningful for the connect phase.
+ */
+export function isSourceUnreachable(err: unknown): boolean {
+  if (isServerError(err)) return isUnavailableServerCode(err.code);
+  for (let e: unknown = err, depth = 0; isErrorLike(e) && depth < 5; e = e.cause, depth++) {
+    const x = e as { message: string; code?: unknown };
+    if (typeof x.code === 'string' && UNREACHABLE_CODES.has(x.code)) return true;
+    if (UNREACHABLE_MESSAGES.has(x.message)) return true;
+  }
+  return false;
+}
+
 /**
  * Classifies a raw failure into a SourceError (safe message, raw error kept as `cause`).
  *
@@ -253,9 +294,12 @@ const POOL_WAIT_TIMEOUT = 'timeout exceeded when trying to connect';
  * - a connection that does not hold the pinned session settings (pinned-client.ts; issue 22 item 2)
  *   → `session_settings_mismatch` (counts: the source is misconfigured for every caller, not the
  *   statement; the operator's log line names the setting and the server's value).
- * - while connecting, anything else (refused, DNS, timeout, authentication, unknown database,
- *   too many connections, starting up) → opaque `execution_failed` (counts), except waiting for a
- *   free pooled connection (local saturation) → `source_busy` (does not count).
+ * - while connecting, the server cannot be used (refused, DNS, no route, reset or terminated,
+ *   connect timeout, authentication 28, unknown database 3D000, too many connections 53300,
+ *   shutting down or starting up 57P01/57P02/57P03, class 08; isSourceUnreachable) →
+ *   `source_unavailable` (status unavailable, retryable; counts). Waiting for a free pooled
+ *   connection (local saturation) → `source_busy` (does not count). Anything else while
+ *   connecting → opaque `execution_failed` (counts).
  * - while running: a server error that health.ts counts (08, 53, 57 but 57014, 58, F0, XX001/2,
  *   FATAL/PANIC) → opaque `execution_failed` (counts); any other server error is the statement's
  *   own (syntax, permission, constraint, read-only violation, lock timeout, XX000 from argument
@@ -272,6 +316,7 @@ export function classifyFailure(err: unknown, ctx: FailureContext): SourceError 
   if (isSessionSettingsMismatch(err)) return new SourceError('session_settings_mismatch', { cause: err, sourceFailure: true });
   if (isServerError(err)) {
     if (err.code === SQLSTATE_QUERY_CANCELED) return new SourceError('statement_timeout', { cause: err, sourceFailure: false, sqlState: err.code });
+    if (ctx.phase === 'connect' && isUnavailableServerCode(err.code)) return new SourceError('source_unavailable', { cause: err, sourceFailure: true });
     if (ctx.phase === 'connect' || serverErrorCountsAgainstSource(err.code, err.severity)) {
       return new SourceError('execution_failed', { cause: err, sourceFailure: true, sqlState: err.code });
     }
@@ -285,6 +330,7 @@ export function classifyFailure(err: unknown, ctx: FailureContext): SourceError 
   if (ctx.phase === 'connect') {
     if (ctx.tlsConfigured && isTlsFailure(err)) return new SourceError('upstream_tls_refused', { cause: err, sourceFailure: true });
     if (isErrorLike(err) && err.message === POOL_WAIT_TIMEOUT) return new SourceError('source_busy', { cause: err, sourceFailure: false, retryAfterMs: SOURCE_BUSY_RETRY_MS });
+    if (isSourceUnreachable(err)) return new SourceError('source_unavailable', { cause: err, sourceFailure: true });
   }
   if (isLocalWireError(err)) return new SourceError('execution_failed', { cause: err, sourceFailure: false });
   return new SourceError('execution_failed', { cause: err, sourceFailure: true });

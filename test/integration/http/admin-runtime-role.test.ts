@@ -27,6 +27,7 @@ import { upsertRole } from '../../../src/control/roles';
 import { grantRole } from '../../../src/control/grants';
 import { addPolicies } from '../../../src/control/policies';
 import { checkedFetch } from './openapi';
+import { openGovernanceAccess } from '../../../src/admin/governance-db';
 import { runCli } from '../../../src/cli/main';
 
 jest.setTimeout(180_000);
@@ -383,4 +384,27 @@ test('`interlock db grant-operator-role ROLE` as the owner: grants, and refuses 
   const refused = await run('db', 'grant-operator-role', runtimeRole);
   expect({ code: refused.code, stdout: refused.stdout }).toEqual({ code: 2, stdout: '' });
   expect(refused.stderr).toContain(`database role "${runtimeRole}" holds the gateway runtime role's grants`);
+});
+
+test('an operator connection whose role lacks grants: the start log warns of the 403 and does not say governance changes go through it; a partly granted role says which do', async () => {
+  const bare = `il_bare_${randomBytes(4).toString('hex')}`;
+  const bareUrl = await createRole(bare);
+  try {
+    const start = async () => {
+      const lines: Array<Record<string, unknown>> = [];
+      const g = await openGovernanceAccess({ db: rt, operatorUrl: bareUrl, logger: createLogger('info', { write: (l: string) => void lines.push(JSON.parse(l)) }) });
+      await g.close();
+      return lines.filter((l) => l.component === 'governance').map((l) => [l.level, l.msg, l.refused ?? l.allowed]);
+    };
+    const WARN = 'the operator connection\'s database role lacks privileges: these governance changes over /admin/v1 and /console are refused (403) until `interlock db grant-operator-role ROLE` is run for it';
+    expect(await start()).toEqual([[40, WARN, ['identity', 'key', 'source', 'role', 'grant', 'policy', 'apply']]]);
+    // Given the identity writes only: those go through it, the rest are refused.
+    await t.db.pool.query(`GRANT INSERT, UPDATE ON identities TO ${bare}; GRANT EXECUTE ON FUNCTION interlock_audit_append_v2(text) TO ${bare}`);
+    expect(await start()).toEqual([
+      [40, WARN, ['key', 'source', 'role', 'grant', 'policy', 'apply']],
+      [30, 'the other governance changes of /admin/v1 and /console (allowed) go through the operator connection', ['identity']],
+    ]);
+  } finally {
+    await dropRole(bare);
+  }
 });

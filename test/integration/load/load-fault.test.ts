@@ -171,7 +171,7 @@ function allowed(kind: OpKind, a: Answer): 'ok' | 'sourceDown' | 'no' {
   switch (kind) {
     case 'read':
       if (a.kind === 'result') return 'ok';
-      if (a.kind === 'failed' || (a.kind === 'refusal' && a.status === 'unavailable' && a.code === 'circuit_open')) return 'sourceDown';
+      if (a.kind === 'failed' || (a.kind === 'refusal' && a.status === 'unavailable' && (a.code === 'circuit_open' || a.code === 'source_unavailable'))) return 'sourceDown';
       return 'no';
     case 'describe':
       return a.kind === 'result' ? 'ok' : 'no';
@@ -283,11 +283,11 @@ async function verify(run: RunData, controlDb: ControlDb): Promise<Record<string
   for (const l of failures) expect(l).toMatchObject({ source_id: SOURCE_ID, code: expect.any(String), err: { message: expect.any(String) } });
   // No error-level line: a source outage is a warning, not a gateway fault.
   expect(logs.filter((l) => Number(l.level) >= 50).slice(0, 3)).toEqual([]);
-  // Each request id an agent got with an opaque failure or a circuit_open refusal leads the operator to the source and the reason.
+  // Each request id an agent got with an opaque failure or a circuit_open / source_unavailable refusal leads the operator to the source and the reason.
   const callLines = new Map(logs.filter((l) => l.msg === 'tool execution failed' || l.msg === 'tool call refused: source unavailable').map((l) => [l.requestId, l]));
   const unexplained = downAnswers.filter((r) => {
     const l = callLines.get((r.answer as { requestId: string }).requestId);
-    const reason = r.answer.kind === 'failed' ? 'tool_execution_failed' : 'circuit_open';
+    const reason = r.answer.kind === 'failed' ? 'tool_execution_failed' : (r.answer as { code: string }).code;
     return !l || l.source_id !== SOURCE_ID || l.reason !== reason;
   });
   expect(unexplained.slice(0, 5).map((r) => r.answer)).toEqual([]);

@@ -26,6 +26,7 @@ test('a read waiting on an ACCESS EXCLUSIVE lock past lock_timeout: statement_fa
       code: 'statement_failed',
       reason: 'lock_timeout',
       message: "The statement waited longer than the source's lock_timeout for a lock held by another session and was cancelled; nothing was changed. Retry later.",
+      request_id: expect.stringMatching(/^req_/),
     });
     // The only failed call of this environment: its event names the cause.
     const page = await searchAudit(env.db, { sourceId: 'chinook', decision: 'invalid' });

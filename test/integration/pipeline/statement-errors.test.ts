@@ -17,11 +17,14 @@ afterAll(async () => env?.close());
 const query = (sql: string, params: unknown[] = [], headers: Record<string, string> = {}) => callTool(env, 'interlock_query', { source_id: 'chinook', sql, params }, env.apiKey, headers);
 const MSG = (what: string) => `The statement failed in the source database: ${what}. Correct the statement before trying again.`;
 
+/** The request id every statement_failed names (like every refusal). */
+const RID = expect.stringMatching(/^req_[A-Za-z0-9_-]+$/);
+
 /** The exact tool result of a statement_failed in 2025-11-25. */
 const failedResult = (sc: Record<string, unknown>) => ({
   jsonrpc: '2.0',
   id: 1,
-  result: { content: [{ type: 'text', text: `Invalid call (statement_failed): ${sc.message as string}` }], structuredContent: sc, isError: true, resultType: 'complete', _meta: { 'io.modelcontextprotocol/serverInfo': expect.any(Object) } },
+  result: { content: [{ type: 'text', text: `Invalid call (statement_failed): ${sc.message as string}` }], structuredContent: { ...sc, request_id: RID }, isError: true, resultType: 'complete', _meta: { 'io.modelcontextprotocol/serverInfo': expect.any(Object) } },
 });
 
 test('22P02 invalid_text_representation and 22012 division_by_zero: SQLSTATE and condition, not the value', async () => {
@@ -29,7 +32,7 @@ test('22P02 invalid_text_representation and 22012 division_by_zero: SQLSTATE and
   expect([r.status, r.body]).toEqual([200, failedResult({ code: 'statement_failed', message: MSG('data exception, invalid_text_representation (SQLSTATE 22P02)'), sqlstate: '22P02', condition: 'invalid_text_representation' })]);
   expect(JSON.stringify(r.body)).not.toContain('abc-secret-value');
   const p = await query('SELECT title FROM album WHERE album_id = $1', ['not-a-number']);
-  expect(p.body.result.structuredContent).toEqual({ code: 'statement_failed', message: MSG('data exception, invalid_text_representation (SQLSTATE 22P02)'), sqlstate: '22P02', condition: 'invalid_text_representation' });
+  expect(p.body.result.structuredContent).toEqual({ code: 'statement_failed', request_id: RID, message: MSG('data exception, invalid_text_representation (SQLSTATE 22P02)'), sqlstate: '22P02', condition: 'invalid_text_representation' });
   const z = await query('SELECT album_id / 0 AS x FROM album');
   expect(z.body).toEqual(failedResult({ code: 'statement_failed', message: MSG('data exception, division_by_zero (SQLSTATE 22012)'), sqlstate: '22012', condition: 'division_by_zero' }));
 });
@@ -38,9 +41,9 @@ test('class 42: the function, operator or column the agent wrote is named, with 
   const fn = await query('SELECT lower(album_id) FROM album');
   expect(fn.body).toEqual(failedResult({ code: 'statement_failed', message: MSG('syntax error or access rule violation, undefined_function (SQLSTATE 42883); function "lower"'), sqlstate: '42883', condition: 'undefined_function', object: { kind: 'function', name: 'lower' } }));
   const op = await query('SELECT title FROM album WHERE title = 1');
-  expect(op.body.result.structuredContent).toEqual({ code: 'statement_failed', message: MSG('syntax error or access rule violation, undefined_function (SQLSTATE 42883); operator "="'), sqlstate: '42883', condition: 'undefined_function', object: { kind: 'operator', name: '=' } });
+  expect(op.body.result.structuredContent).toEqual({ code: 'statement_failed', request_id: RID, message: MSG('syntax error or access rule violation, undefined_function (SQLSTATE 42883); operator "="'), sqlstate: '42883', condition: 'undefined_function', object: { kind: 'operator', name: '=' } });
   const grp = await query('SELECT title, count(*) FROM album');
-  expect(grp.body.result.structuredContent).toEqual({ code: 'statement_failed', message: MSG('syntax error or access rule violation, grouping_error (SQLSTATE 42803); column "album.title"'), sqlstate: '42803', condition: 'grouping_error', object: { kind: 'column', name: 'album.title' } });
+  expect(grp.body.result.structuredContent).toEqual({ code: 'statement_failed', request_id: RID, message: MSG('syntax error or access rule violation, grouping_error (SQLSTATE 42803); column "album.title"'), sqlstate: '42803', condition: 'grouping_error', object: { kind: 'column', name: 'album.title' } });
   // The types PostgreSQL names (character varying = integer) are not passed on.
   expect(JSON.stringify(op.body)).not.toMatch(/character varying|integer/);
 });
@@ -48,7 +51,7 @@ test('class 42: the function, operator or column the agent wrote is named, with 
 test('older handshake versions: the same data in JSON-RPC -32602 error.data', async () => {
   const r = await query('SELECT lower(album_id) FROM album', [], { 'mcp-protocol-version': '2025-06-18' });
   const data = { code: 'statement_failed', message: MSG('syntax error or access rule violation, undefined_function (SQLSTATE 42883); function "lower"'), sqlstate: '42883', condition: 'undefined_function', object: { kind: 'function', name: 'lower' } };
-  expect([r.status, r.body]).toEqual([200, { jsonrpc: '2.0', id: 1, error: { code: -32602, message: `Invalid params: ${data.message}`, data } }]);
+  expect([r.status, r.body]).toEqual([200, { jsonrpc: '2.0', id: 1, error: { code: -32602, message: `Invalid params: ${data.message}`, data: { ...data, request_id: RID } } }]);
 });
 
 test('no host, port, role or database name in any of these answers', async () => {

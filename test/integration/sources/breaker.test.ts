@@ -35,7 +35,7 @@ test('closed port: failures are opaque; the threshold opens the circuit; open ca
     expect(c.breakerState()).toBe('closed');
     const err = await c.read('SELECT 1', [], BIG).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(SourceError);
-    expect(err).toMatchObject({ code: 'execution_failed', sourceFailure: true, message: 'tool execution failed' });
+    expect(err).toMatchObject({ code: 'source_unavailable', sourceFailure: true });
   }
   expect(c.breakerState()).toBe('open');
   expect(changes).toEqual(['open']);
@@ -66,13 +66,13 @@ test('statement errors do not count; a success between failures resets the count
     open.push(c);
     const step = () => c.read('SELECT 1 AS x', [], BIG).then(() => 'ok', (e: SourceError) => e.code);
     proxy.setDown(true);
-    expect(await step()).toBe('execution_failed');
+    expect(await step()).toBe('source_unavailable');
     proxy.setDown(false);
     expect(await step()).toBe('ok');
     proxy.setDown(true);
     expect(await step()).toBe('execution_failed');
     expect(c.breakerState()).toBe('closed');
-    expect(await step()).toBe('execution_failed');
+    expect(await step()).toBe('source_unavailable');
     expect(c.breakerState()).toBe('open');
     expect(await step()).toBe('circuit_open');
   } finally {
@@ -97,7 +97,7 @@ test('while open no connection is attempted; after reset_timeout_ms a single hal
     expect(c.breakerState()).toBe('half_open');
     // Two concurrent calls: one probe goes to the network, the other is refused at once.
     const [a, b] = await Promise.all([c.read('SELECT 1', [], BIG).catch((e: SourceError) => e.code), c.read('SELECT 1', [], BIG).catch((e: SourceError) => e.code)]);
-    expect([a, b].sort()).toEqual(['circuit_open', 'execution_failed']);
+    expect([a, b].sort()).toEqual(['circuit_open', 'source_unavailable']);
     expect(fake.connections).toBe(seen + 1);
     expect(c.breakerState()).toBe('open');
     expect(changes).toEqual(['open', 'half_open', 'open']);
@@ -178,12 +178,12 @@ describe('a throwaway cluster stopped and restarted', () => {
       await cluster.stop();
       const codes: string[] = [];
       for (let i = 0; i < 5; i++) codes.push(await c.read('SELECT 1', [], BIG).then(() => 'ok', (e: SourceError) => e.code));
-      expect(codes).toEqual(['execution_failed', 'execution_failed', 'execution_failed', 'circuit_open', 'circuit_open']);
+      expect(codes).toEqual(['source_unavailable', 'source_unavailable', 'source_unavailable', 'circuit_open', 'circuit_open']);
       expect(reg.states()).toEqual({ restartable: 'open' });
       // Still down when the first probe runs: it fails and the circuit re-opens.
       await sleep(600);
       expect(reg.states()).toEqual({ restartable: 'half_open' });
-      await expect(c.read('SELECT 1', [], BIG)).rejects.toMatchObject({ code: 'execution_failed' });
+      await expect(c.read('SELECT 1', [], BIG)).rejects.toMatchObject({ code: 'source_unavailable' });
       expect(c.breakerState()).toBe('open');
       await cluster.start();
       await sleep(600);

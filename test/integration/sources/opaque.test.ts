@@ -12,6 +12,7 @@ import { Client } from 'pg';
 import { PostgresSourceConnector, SourceError, type PostgresSourceSettings } from '../../../src/sources/postgres/connector';
 import { freePort, startCluster, type Cluster } from './cluster';
 import { startFakePg, type FakeBehaviour } from './fakes';
+import { refusalInfo } from '../../../src/errors/vocabulary';
 
 const BIG = { maxRows: 10, maxBytes: 1e6 };
 const PW_ROLE = 'il_pw_role';
@@ -85,23 +86,28 @@ async function inject(c: Case): Promise<{ err: unknown; forbidden: string[]; exp
       const port = await freePort();
       settings = { ...base, host: '127.0.0.1', port, database: c.db, reader: { user: c.user } };
       forbidden.push(String(port), c.user, c.db, 'ECONNREFUSED');
+      expected = ['source_unavailable']; // the server cannot be used (connect phase)
       break;
     }
     case 'dns':
       settings = { ...base, host: c.host, port: 5432, database: c.db, reader: { user: c.user } };
       forbidden.push(c.host, '5432', c.user, c.db, 'ENOTFOUND', 'getaddrinfo');
+      expected = ['source_unavailable']; // the server cannot be used (connect phase)
       break;
     case 'bad_password':
       settings = { ...base, host: '127.0.0.1', port: cluster.port, database: 'postgres', reader: { user: PW_ROLE, password: c.password } };
       forbidden.push(String(cluster.port), PW_ROLE, c.password, 'postgres', 'password');
+      expected = ['source_unavailable']; // the server cannot be used (connect phase)
       break;
     case 'unknown_user':
       settings = { ...base, host: '127.0.0.1', port: cluster.port, database: c.db, reader: { user: c.user, password: 'whatever' } };
       forbidden.push(String(cluster.port), c.user, 'password');
+      expected = ['source_unavailable']; // the server cannot be used (connect phase)
       break;
     case 'unknown_db':
       settings = { ...base, host: '127.0.0.1', port: cluster.port, database: c.db, reader: { user: 'postgres' } };
       forbidden.push(String(cluster.port), c.db, 'does not exist');
+      expected = ['source_unavailable']; // the server cannot be used (connect phase)
       break;
     case 'fake': {
       const text = `could not reach ${c.host} (${c.ip}:${c.port}) as ${c.user} for ${c.db}`;
@@ -111,6 +117,7 @@ async function inject(c: Case): Promise<{ err: unknown; forbidden: string[]; exp
         c.db,
       );
       forbidden.push(c.host, c.ip, String(c.port), c.user, c.db, 'could not reach', 'detail', 'hint');
+      expected = ['execution_failed', 'source_unavailable']; // connect phase: source_unavailable for a connection-class SQLSTATE or timeout; else opaque
       break;
     }
     case 'fake_cut':
@@ -125,6 +132,7 @@ async function inject(c: Case): Promise<{ err: unknown; forbidden: string[]; exp
     case 'silent':
       settings = await fakeSettings({ kind: 'silent' }, c.user, c.db);
       forbidden.push('timeout', 'terminated');
+      expected = ['execution_failed', 'source_unavailable']; // connect phase: source_unavailable for a connection-class SQLSTATE or timeout; else opaque
       break;
   }
   const conn = new PostgresSourceConnector('opaque', settings);
@@ -171,9 +179,10 @@ test('the operator log keeps the raw cause and the source id', async () => {
   const conn = new PostgresSourceConnector('orders-db', { host: '127.0.0.1', port, database: 'orders', reader: { user: 'app' } }, { logger });
   const err = await conn.read('SELECT 1', [], BIG).catch((e: unknown) => e);
   await conn.close();
-  expect((err as SourceError).message).toBe('tool execution failed');
+  expect((err as SourceError).code).toBe('source_unavailable');
+  expect((err as SourceError).message).toBe(refusalInfo('source_unavailable').message);
   const entry = lines.map((l) => JSON.parse(l)).find((l) => l.msg === 'source failure');
-  expect(entry).toMatchObject({ source_id: 'orders-db', code: 'execution_failed', phase: 'connect' });
+  expect(entry).toMatchObject({ source_id: 'orders-db', code: 'source_unavailable', phase: 'connect' });
   expect(JSON.stringify(entry.err)).toContain('ECONNREFUSED');
 });
 

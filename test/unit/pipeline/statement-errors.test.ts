@@ -94,7 +94,7 @@ test('statementErrorObject: an unscannable statement or a kind with no shape nam
 
 test('rendered: structuredContent (2025-11-25), error.data (2025-06-18), tool result in the modern dialect', () => {
   const o = mapConnectorError(failure('42703', 'column "nosuch" does not exist'), 'SELECT nosuch FROM t');
-  const data = { code: 'statement_failed', message: MSG('syntax error or access rule violation, undefined_column (SQLSTATE 42703); column "nosuch"'), sqlstate: '42703', condition: 'undefined_column', object: { kind: 'column', name: 'nosuch' } };
+  const data = { code: 'statement_failed', message: MSG('syntax error or access rule violation, undefined_column (SQLSTATE 42703); column "nosuch"'), sqlstate: '42703', condition: 'undefined_column', object: { kind: 'column', name: 'nosuch' }, request_id: 'req_1' };
   expect(renderOutcome(o, 'handshake', '2025-11-25', 'req_1')).toEqual({ kind: 'result', result: expect.objectContaining({ isError: true, structuredContent: data, content: [{ type: 'text', text: `Invalid call (statement_failed): ${data.message}` }] }) });
   expect(renderOutcome(o, 'handshake', '2025-06-18', 'req_1')).toEqual({ kind: 'error', status: 200, error: { code: -32602, message: `Invalid params: ${data.message}`, data } });
   expect(renderOutcome(o, 'modern', '2026-07-28', 'req_1')).toEqual({ kind: 'result', result: expect.objectContaining({ isError: true, structuredContent: data }) });

@@ -94,15 +94,28 @@ describe('classifyFailure', () => {
     expect(classifyFailure(serverError('42501', 'permission denied for database'), CONNECT)).toMatchObject({ sourceFailure: true, message: 'tool execution failed' });
   });
 
-  test('socket, DNS and timeout errors are opaque source failures', () => {
+  const UNAVAILABLE_MESSAGE =
+    "The source database cannot be reached now (its server refuses or drops connections, is shutting down or starting up, does not accept the gateway's credentials, or its database is missing); nothing was run. Try again later; an operator can see why in the gateway log.";
+
+  test('socket, DNS and timeout errors: source_unavailable while connecting, opaque while running; both count', () => {
     for (const err of [
       sysError('connect ECONNREFUSED 127.0.0.1:5432', { code: 'ECONNREFUSED', address: '127.0.0.1', port: 5432, syscall: 'connect' }),
       sysError('getaddrinfo ENOTFOUND db.internal', { code: 'ENOTFOUND', hostname: 'db.internal', syscall: 'getaddrinfo' }),
       new Error('Connection terminated due to connection timeout'),
       new Error('Connection terminated unexpectedly'),
     ]) {
-      for (const ctx of [CONNECT, QUERY]) expect(classifyFailure(err, ctx)).toMatchObject({ code: 'execution_failed', sourceFailure: true, message: 'tool execution failed' });
+      const e = classifyFailure(err, CONNECT);
+      expect(e).toMatchObject({ code: 'source_unavailable', sourceFailure: true, message: UNAVAILABLE_MESSAGE });
+      expect(e.contractCode).toBe('source_unavailable');
+      expect(JSON.stringify(e)).toBe(JSON.stringify({ name: 'SourceError', code: 'source_unavailable', message: UNAVAILABLE_MESSAGE }));
+      expect(classifyFailure(err, QUERY)).toMatchObject({ code: 'execution_failed', sourceFailure: true, message: 'tool execution failed' });
     }
+  });
+
+  test.each(['3D000', '28P01', '28000', '57P01', '57P02', '57P03', '53300', '08006'])('server error %s while connecting: source_unavailable (counts), no server text', (code) => {
+    const e = classifyFailure(serverError(code, 'database "secret_db" at db1.internal:5432 does not exist', 'FATAL'), CONNECT);
+    expect(e).toMatchObject({ code: 'source_unavailable', sourceFailure: true, message: UNAVAILABLE_MESSAGE });
+    expect(e.message).not.toContain('secret_db');
   });
 
   test('waiting for a free pooled connection is local saturation: source_busy with a retry hint, not a source failure', () => {
@@ -128,7 +141,7 @@ describe('classifyFailure', () => {
     ]) {
       expect(isTlsFailure(err)).toBe(true);
       expect(classifyFailure(err, tlsCtx)).toMatchObject({ code: 'upstream_tls_refused', sourceFailure: true });
-      expect(classifyFailure(err, CONNECT).code).toBe('execution_failed'); // TLS not configured: not a TLS refusal
+      expect(classifyFailure(err, CONNECT).code).not.toBe('upstream_tls_refused'); // TLS not configured: not a TLS refusal
     }
     expect(isTlsFailure(sysError('connect ECONNREFUSED', { code: 'ECONNREFUSED' }))).toBe(false);
   });

@@ -1,0 +1,92 @@
+/**
+ * Config events about one identity are found by `audit search --kind config --identity NAME` (CLI,
+ * direct and remote mode) and GET /admin/v1/audit?kind=config&identity=NAME (hnu2 item 3): the
+ * event's identity_id is set when it is appended (src/control/change-audit.ts recordChange; for the
+ * gateway's own claim-provisioned identities and grants, migration
+ * 20261208280000000_config-event-identity_hnu2.sql), and `audit verify` still passes.
+ */
+import { randomBytes } from 'node:crypto';
+import { startGovernedEnv, type GovernedEnv } from '../../helpers/governed';
+import { createOperatorToken } from '../../../src/admin/tokens';
+import { runCli } from '../../../src/cli/main';
+import { syncClaimGrants } from '../../../src/auth/token-identities';
+import { DEMO_ROLE } from '../../../src/demo/provision';
+
+jest.setTimeout(180_000);
+
+let env: GovernedEnv;
+let base: string;
+let token: string;
+
+beforeAll(async () => {
+  env = await startGovernedEnv();
+  base = env.url.replace(/\/mcp$/, '');
+  token = (await createOperatorToken(env.db, 'ops-anna')).secret;
+});
+afterAll(async () => {
+  await env?.close();
+});
+
+/** Runs the CLI in direct mode (`remote` false) or against the gateway's admin API. */
+async function cli(remote: boolean, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  let stdout = '';
+  let stderr = '';
+  const conn = remote ? ['--server', base, '--token', token] : ['--database-url', env.db.url];
+  const code = await runCli([...conn, ...args], { out: (t) => (stdout += t.endsWith('\n') ? t : t + '\n'), err: (t) => (stderr += t.endsWith('\n') ? t : t + '\n') });
+  return { code, stdout, stderr };
+}
+
+/** [decision, operator, identityId] of the config events the CLI finds for `name`, oldest first. */
+async function cliSearch(remote: boolean, name: string): Promise<unknown[]> {
+  const r = await cli(remote, '--json', 'audit', 'search', '--kind', 'config', '--identity', name);
+  expect([r.code, r.stderr]).toEqual([0, '']);
+  const events = JSON.parse(r.stdout).events as { decision: string; operator: string; identityId: string }[];
+  return events.map((e) => [e.decision, e.operator, e.identityId]).reverse();
+}
+
+test('identity_created, grant_added, key_created, key_revoked, identity_disabled are found by --identity (CLI direct, CLI remote, admin API)', async () => {
+  const created = await cli(true, '--json', 'identity', 'create', 'etl-agent');
+  expect(created.code).toBe(0);
+  const id = JSON.parse(created.stdout).id as string;
+  expect((await cli(true, 'grant', 'etl-agent', DEMO_ROLE.name, 'chinook')).code).toBe(0);
+  const key = await cli(false, '--json', 'key', 'create', 'etl-agent');
+  expect(key.code).toBe(0);
+  expect((await cli(false, 'key', 'revoke', JSON.parse(key.stdout).keyId)).code).toBe(0);
+  expect((await cli(true, 'identity', 'disable', 'etl-agent')).code).toBe(0);
+
+  const os = (await cliSearch(false, 'etl-agent'))[2] as unknown[];
+  const expected = [
+    ['identity_created', 'ops-anna', id],
+    ['grant_added', 'ops-anna', id],
+    ['key_created', os[1], id],
+    ['key_revoked', os[1], id],
+    ['identity_disabled', 'ops-anna', id],
+  ];
+  expect(await cliSearch(false, 'etl-agent')).toEqual(expected);
+  expect(await cliSearch(true, 'etl-agent')).toEqual(expected);
+  const api = await fetch(`${base}/admin/v1/audit?kind=config&identity=etl-agent`, { headers: { authorization: `Bearer ${token}` } });
+  expect(api.status).toBe(200);
+  const body = (await api.json()) as { events: { decision: string; identityId: string; details: Record<string, unknown> }[] };
+  expect(body.events.map((e) => [e.decision, e.identityId]).reverse()).toEqual(expected.map(([d, , i]) => [d, i]));
+  expect(body.events.every((e) => e.details.identityId === id)).toBe(true);
+  // Another identity's changes are not in this identity's search.
+  expect((await cli(false, 'identity', 'create', 'other-agent')).code).toBe(0);
+  expect(await cliSearch(false, 'etl-agent')).toEqual(expected);
+  const v = await cli(false, 'audit', 'verify');
+  expect([v.code, v.stderr]).toEqual([0, '']);
+});
+
+test("the gateway's own claim-provisioned identity and grants (SECURITY DEFINER functions) carry identity_id too; verify passes", async () => {
+  const id = `idn_${randomBytes(10).toString('hex')}`;
+  const issuer = 'https://issuer.example';
+  await env.db.pool.query('SELECT interlock_provision_token_identity($1, $2, $3, $4)', [id, 'tok-user', issuer, 'sub-1']);
+  await syncClaimGrants(env.db, issuer, 'sub-1', [{ role: DEMO_ROLE.name, source: 'chinook' }]);
+  await syncClaimGrants(env.db, issuer, 'sub-1', []);
+  expect(await cliSearch(false, 'tok-user')).toEqual([
+    ['identity_created', 'system', id],
+    ['grant_added', 'system', id],
+    ['grant_revoked', 'system', id],
+  ]);
+  const v = await cli(false, 'audit', 'verify');
+  expect([v.code, v.stderr]).toEqual([0, '']);
+});
