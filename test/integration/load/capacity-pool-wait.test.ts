@@ -15,8 +15,8 @@
  *   (sample_source_time) does. (Beside honest point reads even sample_source_time kept it here: the
  *   honest calls' fast samples outnumber the slow ones in the short average.)
  * - Four identities at their cap (2 each, 0.15 s statements) want 8 connections of the 4: the
- *   shared pool is saturated, calls wait for it, and with sample_pool_wait the limit falls; without
- *   it (the default) the limit does not see that queue.
+ *   shared pool is saturated, calls wait for it, and with sample_pool_wait that wait is in the limiter's
+ *   sample (which lowers the limit: unit trajectories); without it (the default) the limit does not see it.
  */
 import { count, INITIAL_LIMIT, loops, query, slow, start, warm, POINT, type Admission, type Answer } from '../../helpers/capacity-load';
 import type { GovernedEnv } from '../../helpers/governed';
@@ -42,13 +42,13 @@ async function hostileBesideHonest(admission: Admission, honestWorkers = 2): Pro
 }
 
 /** Four identities at their cap of slow statements (8 wanting the pool's 4 connections), 4.5 s; the answers and the limit at the end. */
-async function saturatedPool(admission: Admission): Promise<{ answers: Answer[]; limit: number; poolWait: number }> {
+async function saturatedPool(admission: Admission): Promise<{ answers: Answer[]; limit: number; poolWait: number; rtt: number }> {
   const { env, keys } = await start(admission, 4);
   try {
     await warm(env, keys[0]);
     const answers = await loops(8, Date.now() + 4500, (w) => query(env, keys[w % 4], slow(0.15)));
     const s = env.gateway.capacity!.snapshot();
-    return { answers, limit: s.limit, poolWait: s.shortPoolWait };
+    return { answers, limit: s.limit, poolWait: s.shortPoolWait, rtt: s.shortRtt };
   } finally {
     await env.close();
   }
@@ -74,23 +74,27 @@ test('the hostile flood alone: sample_pool_wait leaves its statements and its ow
   expect(counted.limit).toBeLessThan(INITIAL_LIMIT * 0.9);
 });
 
-test('sample_pool_wait: a saturated shared pool (four identities at their cap, 8 statements for 4 connections) lowers the limit', async () => {
-  const { answers, limit, poolWait } = await saturatedPool({ sample_pool_wait: true });
+test('sample_pool_wait: a saturated shared pool (four identities at their cap, 8 statements for 4 connections) puts the pool\'s wait into the limiter\'s sample', async () => {
+  const { answers, limit, poolWait, rtt } = await saturatedPool({ sample_pool_wait: true });
   // eslint-disable-next-line no-console
-  console.log(`pool wait counted: ${count(answers, 'served')}/${answers.length} served, ${count(answers, 'capacity')} refused by capacity; limit ${limit}; pool wait (fast average) ${poolWait} ms`);
+  console.log(`pool wait counted: ${count(answers, 'served')}/${answers.length} served, ${count(answers, 'capacity')} refused by capacity; limit ${limit}; pool wait (fast average) ${poolWait} ms; sample (fast average) ${rtt} ms`);
   expect(count(answers, 'served')).toBeGreaterThan(0);
   expect(answers.filter((a) => a !== 'served' && a !== 'capacity')).toEqual([]);
   expect(poolWait).toBeGreaterThan(20);
-  // Below where it started (the same pool with the wait left out stays at or above it: next test);
-  // by how much varies with the machine (8–14 seen on a shared one), so not pinned tighter.
-  expect(limit).toBeLessThan(INITIAL_LIMIT);
+  // The real pool's wait reaches the sample (most of it is that wait: the statements are left out). That a
+  // sustained rise of the sample lowers the limit is pinned with exact trajectories in
+  // test/unit/transport/capacity.test.ts; whether it has fallen by the end of 4.5 s here depends on how loaded the
+  // machine is (8–14 on a shared one, 16.8 once at load 10), so the limit itself is not asserted.
+  expect(rtt).toBeGreaterThan(poolWait * 0.5);
 });
 
 test('without sample_pool_wait (the default) the same saturated pool is invisible to the limit', async () => {
-  const { answers, limit, poolWait } = await saturatedPool({});
+  const { answers, limit, poolWait, rtt } = await saturatedPool({});
   // eslint-disable-next-line no-console
-  console.log(`pool wait left out: ${count(answers, 'served')}/${answers.length} served; limit ${limit}; pool wait (fast average) ${poolWait} ms`);
+  console.log(`pool wait left out: ${count(answers, 'served')}/${answers.length} served; limit ${limit}; pool wait (fast average) ${poolWait} ms; sample (fast average) ${rtt} ms`);
   expect(answers.filter((a) => a !== 'served')).toEqual([]);
   expect(poolWait).toBeGreaterThan(20);
+  // The wait is left out of the sample.
+  expect(rtt).toBeLessThan(poolWait * 0.5);
   expect(limit).toBeGreaterThanOrEqual(INITIAL_LIMIT);
 });
