@@ -23,14 +23,16 @@ import { controlPool } from '../control/targets';
 /** A family of governance writes of the admin API and console. */
 export type GovernanceFamily = 'identity' | 'key' | 'source' | 'role' | 'grant' | 'policy' | 'apply';
 
-type Privilege = 'INSERT' | 'UPDATE' | 'DELETE';
+/** A table privilege, or EXECUTE of the function named in the pair's first place (its signature). */
+type Privilege = 'INSERT' | 'UPDATE' | 'DELETE' | 'EXECUTE';
 
-/** The table privileges each family's writes need (besides EXECUTE of interlock_audit_append_v2). */
+/** The privileges each family's writes need (besides EXECUTE of interlock_audit_append_v2). */
 export const GOVERNANCE_WRITE_PRIVILEGES: Readonly<Record<Exclude<GovernanceFamily, 'apply'>, ReadonlyArray<readonly [string, Privilege]>>> = Object.freeze({
   identity: [['identities', 'INSERT'], ['identities', 'UPDATE']],
   key: [['api_keys', 'INSERT'], ['api_keys', 'UPDATE']],
-  // Removal deletes the source's grants and catalog and rejects its pending approvals.
-  source: [['sources', 'INSERT'], ['sources', 'UPDATE'], ['sources', 'DELETE'], ['grants', 'DELETE'], ['catalog_snapshots', 'DELETE'], ['approvals', 'UPDATE']],
+  // Removal deletes the source's grants and catalog and rejects its pending approvals (through the
+  // function, which records each rejection: no UPDATE of approvals, red team rtop finding 4).
+  source: [['sources', 'INSERT'], ['sources', 'UPDATE'], ['sources', 'DELETE'], ['grants', 'DELETE'], ['catalog_snapshots', 'DELETE'], ['interlock_reject_removed_source_approvals(text,text)', 'EXECUTE']],
   role: [['roles', 'INSERT'], ['roles', 'UPDATE']],
   grant: [['grants', 'INSERT'], ['grants', 'UPDATE'], ['grants', 'DELETE']],
   policy: [['policies', 'INSERT'], ['policies', 'UPDATE'], ['policies', 'DELETE']],
@@ -186,7 +188,8 @@ export async function checkGovernancePrivileges(db: ControlDb): Promise<Readonly
   const pairs = [...new Map(APPLY_PRIVILEGES.map(([t, p]) => [`${t}:${p}`, [t, p] as const])).values()];
   const r = await db.pool.query<{ t: string; p: string; ok: boolean; fn: boolean }>(
     `SELECT x.t, x.p,
-            CASE WHEN to_regclass(x.t) IS NULL THEN false
+            CASE WHEN x.p = 'EXECUTE' THEN coalesce(has_function_privilege(to_regprocedure(x.t), 'EXECUTE'), false)
+                 WHEN to_regclass(x.t) IS NULL THEN false
                  WHEN x.p = 'DELETE' THEN has_table_privilege(x.t, 'DELETE')
                  ELSE has_any_column_privilege(x.t, x.p) END AS ok,
             coalesce(has_function_privilege(to_regprocedure('interlock_audit_append_v2(text)'), 'EXECUTE'), false) AS fn

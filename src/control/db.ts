@@ -403,7 +403,9 @@ export async function grantRuntimeRole(db: ControlDb, role: string): Promise<voi
 /**
  * Tables the operator role (grantOperatorRole) may read, and the writes it may make to each: what the
  * admin API and the console need to change governance state (src/admin/governance-db.ts). Apply and
- * source removal read approvals and reject a removed source's pending ones; a scan keeps the catalog.
+ * source removal read approvals; they reject a removed source's pending ones only through
+ * interlock_reject_removed_source_approvals (no UPDATE of approvals: red team rtop finding 4); a scan
+ * keeps the catalog.
  */
 export const OPERATOR_ROLE_WRITES: Readonly<Record<string, string>> = Object.freeze({
   identities: 'INSERT, UPDATE (disabled, disabled_at, attributes)',
@@ -414,7 +416,7 @@ export const OPERATOR_ROLE_WRITES: Readonly<Record<string, string>> = Object.fre
   policies: 'INSERT, UPDATE, DELETE',
   claim_mappings: 'INSERT, UPDATE, DELETE',
   catalog_snapshots: 'INSERT, UPDATE, DELETE',
-  approvals: 'UPDATE (state, decided_by, decided_at)',
+  approvals: '',
   identity_subjects: '',
 });
 
@@ -425,8 +427,9 @@ const OPERATOR_ROLE_NONE = ['audit_events', 'audit_batches', 'audit_archives', '
  * Grants `role` what the admin API and console need to change governance state through the operator
  * connection (config database.operator_url; run as the owner): CONNECT and USAGE on schema public;
  * SELECT on the tables of OPERATOR_ROLE_WRITES and the writes listed there; EXECUTE of
- * interlock_audit_append_v2 to record each change's config event (and the approval events of a removed
- * source's rejected approvals). Nothing on the trail beyond appending through that function (no
+ * interlock_audit_append_v2 to record each change's config event, and of
+ * interlock_reject_removed_source_approvals to reject a removed source's pending approvals with their
+ * approval events (no UPDATE of approvals: an earlier grant of it is revoked). Nothing on the trail beyond appending through that function (no
  * INSERT, UPDATE, DELETE or TRUNCATE of audit tables, not even SELECT; no audit_chain_lock or audit_config_chain_lock), nothing on
  * operator tokens, console sessions, settings (the key pepper), rate limits or webhook deliveries,
  * no sequences, no DDL. Throws ControlError not_found when the role does not exist, conflict when it
@@ -444,11 +447,14 @@ export async function grantOperatorRole(db: ControlDb, role: string): Promise<vo
     await c.query(`GRANT USAGE ON SCHEMA public TO ${r}`);
     const none = (await c.query<{ t: string }>('SELECT c.relname AS t FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = current_schema() AND c.relname = ANY($1)', [[...OPERATOR_ROLE_NONE, 'audit_events_default']])).rows.map((x) => x.t);
     for (const t of none) await c.query(`REVOKE ALL ON ${pg.Client.prototype.escapeIdentifier(t)} FROM ${r}`);
+    // Grants before red team rtop finding 4 let the role UPDATE approvals' state: taken back.
+    await c.query(`REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON approvals FROM ${r}`);
     for (const [table, writes] of Object.entries(OPERATOR_ROLE_WRITES)) {
       await c.query(`GRANT SELECT ON ${table} TO ${r}`);
       if (writes) await c.query(`GRANT ${writes} ON ${table} TO ${r}`);
     }
     await c.query(`GRANT EXECUTE ON FUNCTION interlock_audit_append_v2(text) TO ${r}`);
+    await c.query(`GRANT EXECUTE ON FUNCTION interlock_reject_removed_source_approvals(text, text) TO ${r}`);
   });
 }
 

@@ -7,7 +7,7 @@ import type { ConnectionOptions } from 'node:tls';
 import { validateSourceDefinition, validateSourceDefinitionDocumentsSettings, validateSourceDefinitionPostgresSettings } from '../../generated/validators';
 import type { DocumentsSourceSettings, PostgresSourceSettings, SourceDefinition } from '../../generated/source-v1';
 import { isUniqueViolation, withTransaction, type ControlDb } from './db';
-import { recordApprovalEvent, recordConfigEvent } from '../audit/writer';
+import { recordConfigEvent } from '../audit/writer';
 import { recordChange, type ChangeActor } from './change-audit';
 import { ConflictError, formatSchemaErrors, NotFoundError, PasswordRequiredError, ValidationError } from './errors';
 import { iso } from './ids';
@@ -347,21 +347,20 @@ export async function removeSource(db: ControlDb, id: string, opts: { operator: 
 export async function removeSourceIn(c: pg.ClientBase, id: string, opts: { operator: string; force?: boolean }): Promise<SourceRemoval> {
   const found = await c.query('SELECT id FROM sources WHERE id = $1 FOR UPDATE', [id]);
   if (found.rowCount === 0) throw new NotFoundError(`source "${id}" not found`);
-  const pending = await c.query<{ id: string; identity_id: string; key_id: string | null; request_id: string }>(
-    `SELECT id, identity_id, key_id, request_id FROM approvals WHERE source_id = $1 AND state = 'pending' ORDER BY created_at FOR UPDATE`,
-    [id],
-  );
+  // No row lock on approvals: the operator role may not UPDATE them (red team rtop finding 4). With
+  // force, a write queued after this check is rejected with the others below; without, it stays
+  // pending until it expires.
+  const pending = await c.query<{ id: string }>(`SELECT id FROM approvals WHERE source_id = $1 AND state = 'pending' ORDER BY created_at, id`, [id]);
   if (pending.rows.length > 0 && !opts.force) {
     throw new ConflictError(`source "${id}" has ${pending.rows.length} pending approval(s): approve or reject them first, or force the removal (they are then rejected)`, pending.rows.map((a) => a.id));
-  }
-  for (const a of pending.rows) {
-    await c.query(`UPDATE approvals SET state = 'rejected', decided_by = $2, decided_at = now() WHERE id = $1`, [a.id, opts.operator]);
-    await recordApprovalEvent(c, { approvalId: a.id, action: 'rejected', operator: opts.operator, identityId: a.identity_id, keyId: a.key_id, sourceId: id, requestId: a.request_id, reasonCode: 'source_removed' });
   }
   const grants = await c.query('DELETE FROM grants WHERE source_id = $1', [id]);
   await c.query('DELETE FROM catalog_snapshots WHERE source_id = $1', [id]);
   await c.query('DELETE FROM sources WHERE id = $1', [id]);
-  const rejectedApprovals = pending.rows.map((a) => a.id);
+  // The source gone, its pending approvals are rejected in the operator's name with one approval
+  // event each (reason source_removed), in one statement (migration 20261208290000000).
+  const rejected = await c.query<{ ids: string[] }>('SELECT interlock_reject_removed_source_approvals($1, $2) AS ids', [id, opts.operator]);
+  const rejectedApprovals = rejected.rows[0].ids;
   await recordConfigEvent(c, { decision: 'source_removed', operator: opts.operator, sourceId: id, details: { rejectedApprovals, grantsRemoved: grants.rowCount ?? 0 } });
   return { id, removed: true, rejectedApprovals, grantsRemoved: grants.rowCount ?? 0 };
 }

@@ -12,6 +12,7 @@ import { freshControlDb, withRuntimeRole, type TestControlDb } from '../control/
 import { grantOperatorRole } from '../../../src/control/db';
 import { createApiKey } from '../../../src/control/keys';
 import { recordApprovalEvent } from '../../../src/audit/writer';
+import { verifyAuditChain } from '../../../src/audit/verify';
 import { checkedFetch } from '../http/openapi';
 import { DEFAULT_CONFIG, type ResolvedGatewayConfig } from '../../../src/control/config';
 import { startGovernedGateway, type GovernedGateway } from '../../../src/gateway';
@@ -265,15 +266,16 @@ describe('a runtime session holding a lock a governance change needs', () => {
     expect((await t.db.pool.query("SELECT decision, operator FROM audit_events WHERE kind = 'approval' AND approval_id = $1", [id])).rows).toEqual([{ decision: 'rejected', operator: expect.stringMatching(/^ops-/) }]);
   });
 
-  // Finding 4 (low, open): the operator role holds UPDATE of approvals.state (so that removing a
-  // source with --force can reject its pending approvals), and nothing limits the value. An operator
-  // credential can so move any pending approval to "approved" in any name with no approval event
-  // (approvals run only on the gateway's own approve, so it is stranded, never executed: the
-  // requester's write is silently refused while the trail shows nothing), or reject it with none.
-  // A fix needs a check the table can make: e.g. a restrictive row-level security policy on
-  // approvals letting a role without INSERT on approvals (the operator role) write state 'rejected'
-  // only, and source removal's rejections checked against their approval events.
-  test.failing('the operator role cannot approve a pending approval directly (no approval event)', async () => {
+  // Finding 4 (low, fixed by migration 20261208290000000_operator-approval-rejection_hrt6): the
+  // operator role held UPDATE of approvals.state (so that removing a source with --force could reject
+  // its pending approvals), and nothing limited the value. An operator credential could so move any
+  // pending approval to "approved" in any name with no approval event (approvals run only on the
+  // gateway's own approve, so it was stranded, never executed: the requester's write silently
+  // refused while the trail showed nothing), or reject it with none. Now the role holds no UPDATE of
+  // approvals (grantOperatorRole revokes an earlier one); source removal rejects through
+  // interlock_reject_removed_source_approvals, which records each rejection in the same statement
+  // and only for a source already deleted.
+  test('the operator role cannot approve a pending approval directly (no approval event)', async () => {
     const id = `apr_${randomBytes(12).toString('hex')}`;
     await t.db.pool.query("INSERT INTO approvals (id, source_id, identity_id, request_id, sql, expires_at) VALUES ($1, 'docs', $2, 'req-rtop', 'UPDATE t SET x = 1', now() + interval '1 hour')", [id, aliceId]);
     const code = await asRole(opUrl, (c) =>
@@ -284,6 +286,41 @@ describe('a runtime session holding a lock a governance change needs', () => {
     );
     expect(code).toBe('42501');
     expect((await t.db.pool.query('SELECT state FROM approvals WHERE id = $1', [id])).rows).toEqual([{ state: 'pending' }]);
+  });
+  test('granting the operator role again takes back an UPDATE of approvals given before the fix', async () => {
+    await t.db.pool.query(`GRANT UPDATE (state, decided_by, decided_at) ON approvals TO ${opRole}`);
+    await grantOperatorRole(t.db, opRole);
+    const r = await t.db.pool.query<{ u: boolean; s: boolean }>("SELECT has_any_column_privilege($1, 'approvals', 'UPDATE') AS u, has_table_privilege($1, 'approvals', 'SELECT') AS s", [opRole]);
+    expect(r.rows).toEqual([{ u: false, s: true }]);
+  });
+  test('the rejection function refuses a source that still exists (operator role) and any caller without EXECUTE (runtime role)', async () => {
+    const id = `apr_${randomBytes(12).toString('hex')}`;
+    await t.db.pool.query("INSERT INTO approvals (id, source_id, identity_id, request_id, sql, expires_at) VALUES ($1, 'docs', $2, 'req-rtop-fn', 'UPDATE t SET x = 1', now() + interval '1 hour')", [id, aliceId]);
+    const call = (c: pg.Client) => c.query("SELECT interlock_reject_removed_source_approvals('docs', 'mallory')").then(() => null, (e: { code?: string }) => e.code);
+    expect(await asRole(opUrl, call)).toBe('55000');
+    expect(await asRuntime(call)).toBe('42501');
+    expect((await t.db.pool.query('SELECT state, decided_by FROM approvals WHERE id = $1', [id])).rows).toEqual([{ state: 'pending', decided_by: null }]);
+    expect((await t.db.pool.query("SELECT 1 FROM audit_events WHERE approval_id = $1", [id])).rowCount).toBe(0);
+    await t.db.pool.query("UPDATE approvals SET state = 'rejected' WHERE id = $1", [id]);
+  });
+  test('removing a source with force through the operator connection rejects its pending approvals, each with its event, and the trail verifies', async () => {
+    const src = `gone-${randomBytes(3).toString('hex')}`;
+    await addSource(t.db, { id: src, type: 'documents', name: 'Gone', settings: { path: '/tmp' } });
+    const ids = [0, 1].map(() => `apr_${randomBytes(12).toString('hex')}`);
+    for (const [i, id] of ids.entries()) {
+      await t.db.pool.query(`INSERT INTO approvals (id, source_id, identity_id, request_id, sql, expires_at, created_at) VALUES ($1, $2, $3, $4, 'UPDATE t SET x = 1', now() + interval '1 hour', now() - make_interval(secs => $5))`, [id, src, aliceId, `req-"gone"-${i}`, 10 - i]);
+    }
+    const r = await checkedFetch(`${base}/admin/v1/sources/${src}?force=true`, { method: 'DELETE', headers: { authorization: `Bearer ${token}` } });
+    expect({ status: r.status, problems: r.problems, body: r.json }).toEqual({ status: 200, problems: [], body: { id: src, removed: true, rejectedApprovals: ids, grantsRemoved: 0 } });
+    expect((await t.db.pool.query('SELECT id, state, decided_by FROM approvals WHERE source_id = $1 ORDER BY created_at', [src])).rows).toEqual(
+      ids.map((id) => ({ id, state: 'rejected', decided_by: expect.stringMatching(/^ops-/) })),
+    );
+    const events = await t.db.pool.query("SELECT approval_id, decision, reason_code, request_id, identity_id, source_id, action, operator FROM audit_events WHERE kind = 'approval' AND source_id = $1 ORDER BY id", [src]);
+    expect(events.rows).toEqual(
+      ids.map((id, i) => ({ approval_id: id, decision: 'rejected', reason_code: 'source_removed', request_id: `req-"gone"-${i}`, identity_id: aliceId, source_id: src, action: 'write', operator: expect.stringMatching(/^ops-/) })),
+    );
+    const report = await verifyAuditChain(t.db);
+    expect({ ok: report.ok, mismatchCount: report.mismatchCount }).toEqual({ ok: true, mismatchCount: 0 });
   });
 });
 
