@@ -55,8 +55,13 @@ const FLOOD_IN_FLIGHT = 4;
 /** Pause of a well-behaved agent between two calls. */
 const AGENT_PAUSE_MS = 150;
 const MAX_CALLS = 20_000;
-/** Allowed growth of the process RSS over the warmed-up baseline at any sample. */
-const RSS_GROWTH_BOUND = 256 * 1024 * 1024;
+/**
+ * Allowed growth of the process RSS over the warmed-up baseline at any sample. The growth depends on
+ * when V8 collects while the huge results stream: 35 MB alone on a quiet machine, 197 and 337 MB in
+ * two full CI runs of 5 December 2026 (the second failed the old 256 MB bound); an unbounded buffer
+ * grows past this within the run's 20,000 calls.
+ */
+const RSS_GROWTH_BOUND = 512 * 1024 * 1024;
 const HUGE = process.env.ABUSE_HUGE_VALUES !== '0';
 const INTERNAL_ERRORS = process.env.ABUSE_INTERNAL_ERRORS !== '0';
 const COMPLEX_CTES = Number(process.env.ABUSE_COMPLEX_CTES ?? 2000); // ~84 KB: within the tool's 100,000-character sql, far over max_ctes

@@ -258,7 +258,9 @@ async function verify(run: RunData, controlDb: ControlDb): Promise<Record<string
   const outOfWindow = downAnswers.filter((r) => r.answeredAt < run.stopRequestedAt || r.sentAt > recoveredAt + 250);
   expect(outOfWindow.map((r) => ({ op: r.op.label, answer: r.answer, sent: r.sentAt - t0, answered: r.answeredAt - t0 }))).toEqual([]);
   expect(downAnswers.some((r) => r.answer.kind === 'refusal' && r.answer.code === 'circuit_open')).toBe(true);
-  expect(downAnswers.some((r) => r.answer.kind === 'failed')).toBe(true);
+  // A call that reaches the stopped server before the circuit opens: source_unavailable when it failed while
+  // connecting (hnu2), the opaque failure when it failed while its statement ran.
+  expect(downAnswers.some((r) => r.answer.kind === 'failed' || (r.answer.kind === 'refusal' && r.answer.code === 'source_unavailable'))).toBe(true);
   // Caching and masking still apply under load.
   const reads = records.filter((r) => r.op.kind === 'read' && r.answer.kind === 'result') as Array<CallRecord & { answer: { kind: 'result'; cached?: boolean; masked?: string[] } }>;
   expect(reads.some((r) => r.op.label !== 'read:uncacheable' && r.answer.cached === true)).toBe(true);
