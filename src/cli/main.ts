@@ -12,7 +12,11 @@
  * --token-env VAR) for remote mode.
  *
  * Exit codes: 0 ok; 2 bad usage or invalid input (schema error paths are listed); 3 not found;
- * 1 anything else (unreachable database, failed execution). User errors never print stack traces.
+ * 1 anything else (unreachable database, a lock not granted within INTERLOCK_LOCK_TIMEOUT_MS, failed
+ * execution). User errors never print stack traces.
+ *
+ * The control connection of every command but serve and demo is bounded (src/cli/bounds.ts):
+ * connect 5 s, lock_timeout 10 s (INTERLOCK_LOCK_TIMEOUT_MS).
  */
 import { resolve as resolvePath } from 'node:path';
 import { readFileSync, existsSync } from 'node:fs';
@@ -23,7 +27,7 @@ import YAML from 'yaml';
 import type { GatewayConfig } from '../../generated/config-v1';
 import protocolSpec from '../../spec/protocol-v1.json';
 import { loadConfig, type ResolvedGatewayConfig } from '../control/config';
-import { ensureDatabase, grantOperatorRole, grantRuntimeRole, migrationStatus, openControlDb, redactUrl, roleForbiddenError, runMigrations, type ControlDb } from '../control/db';
+import { ensureDatabase, grantOperatorRole, grantRuntimeRole, LOCK_NOT_AVAILABLE, lockTimeoutError, migrationStatus, openControlDb, redactUrl, roleForbiddenError, runMigrations, type ControlDb } from '../control/db';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../control/embedded';
 import { issueDemoKey, provisionDemoSetup } from '../demo/provision';
 import pg from 'pg';
@@ -49,6 +53,7 @@ import { registerRoleCommands } from './role';
 import { registerPolicyCommands } from './policy';
 import { registerOperatorTokenCommands } from './operator-token';
 import { INSTALL_ROOT as INSTALL_ROOT_DIR } from '../install-root';
+import { boundedCommand, cliControlBounds, type CliControlBounds } from './bounds';
 
 /** Commands that only read: with no control database they say where they looked instead of creating one. */
 const READ_COMMANDS = new Set(['list', 'show', 'status', 'search', 'tail', 'grants', 'whoami', 'export', 'verify']);
@@ -98,6 +103,12 @@ class Session {
 
   /** True for a command that only reads (list, show, …): it never creates an embedded database. */
   readOnly = false;
+
+  /** False for serve and demo (the gateway's pool); true otherwise: the control connection gets the CLI's bounds. */
+  bounded = true;
+
+  /** The bounds the control connection was opened with (null before, or for serve and demo). */
+  bounds: CliControlBounds | null = null;
 
   /**
    * The control database URL and, for the embedded server, the admin URL. Starts the embedded
@@ -166,8 +177,10 @@ class Session {
     if (!this.dbp) {
       const p = (async () => {
         const cfg = this.config();
+        const bounds = this.bounded ? cliControlBounds(process.env) : null;
         const { controlUrl } = await this.databaseUrls();
-        return openControlDb(controlUrl, { keyPepper: cfg.key_pepper, poolSize: Math.min(cfg.database.pool_size, 10), logger: this.logger });
+        this.bounds = bounds;
+        return openControlDb(controlUrl, { keyPepper: cfg.key_pepper, poolSize: Math.min(cfg.database.pool_size, 10), logger: this.logger, ...(bounds ?? {}) });
       })();
       this.dbp = p;
       p.catch(() => {
@@ -314,7 +327,7 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
     .option('--token <token>', 'remote mode: operator token (ilo_…)')
     .option('--token-env <var>', 'remote mode: environment variable holding the operator token')
     .version(packageVersion(), '-V, --version', 'print the InterLock version')
-    .addHelpText('after', `\nExit codes: 0 success; 1 anything else (database unreachable, execution failed); 2 bad usage or invalid input (also a name taken, a wrong approval state, self-approval, a database role not allowed to make the change); 3 not found; ${EXIT_NOT_CONFIRMED} an approval not confirmed (approval approve without a terminal and without --yes, or not answered y: nothing ran).`);
+    .addHelpText('after', `\nExit codes: 0 success; 1 anything else (database unreachable, a lock on the control database not granted within INTERLOCK_LOCK_TIMEOUT_MS (default 10000 ms), execution failed); 2 bad usage or invalid input (also a name taken, a wrong approval state, self-approval, a database role not allowed to make the change); 3 not found; ${EXIT_NOT_CONFIRMED} an approval not confirmed (approval approve without a terminal and without --yes, or not answered y: nothing ran).`);
 
   const session = (cmd: Command): Session => {
     if (!state.session) {
@@ -323,6 +336,7 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
       state.session.readOnly = READ_COMMANDS.has(cmd.name()) && !(cmd.parent?.name() === 'db' && cmd.name() !== 'status');
       const path = cmd.parent && cmd.parent.name() !== 'interlock' ? `${cmd.parent.name()} ${cmd.name()}` : cmd.name();
       if (/^(serve|demo|db )/.test(path + ' ')) state.session.assertDirect(`interlock ${path}`);
+      state.session.bounded = boundedCommand(path);
     }
     return state.session;
   };
@@ -410,8 +424,9 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
     .action(async (_o: unknown, cmd: Command) => {
       const s = session(cmd);
       s.config();
+      const { connectTimeoutMs } = cliControlBounds(process.env);
       const { controlUrl } = await s.databaseUrls();
-      const applied = await runMigrations(controlUrl, s.logger);
+      const applied = await runMigrations(controlUrl, s.logger, { connectTimeoutMs });
       s.print(applied.length ? `applied ${applied.length} migration(s): ${applied.join(', ')}` : 'the control database is up to date', { applied });
     });
   dbCmd
@@ -662,6 +677,11 @@ export async function runCli(argv: string[], io: CliIo = processIo): Promise<num
       if (state.session && !state.session.remote && (await state.session.isControlPermissionError(err))) {
         const s = state.session;
         err = roleForbiddenError(await s.databaseUrls().then((u) => redactUrl(u.controlUrl), () => 'INTERLOCK_DATABASE_URL'));
+      }
+      // Direct mode, a lock on the control database not granted within the CLI's lock_timeout: one line naming what to check, no driver text.
+      if (state.session?.bounds && !state.session.remote && (err as { code?: string }).code === LOCK_NOT_AVAILABLE && !(err instanceof ControlError)) {
+        const s = state.session;
+        err = lockTimeoutError(await s.databaseUrls().then((u) => redactUrl(u.controlUrl), () => 'INTERLOCK_DATABASE_URL'), s.bounds!.lockTimeoutMs);
       }
       code = exitCodeFor(err);
       const e = err as Error & { details?: string[] };

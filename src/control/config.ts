@@ -129,9 +129,10 @@ export const ENV_VARS: Readonly<Record<string, readonly [string[], EnvKind]>> = 
  * INTERLOCK_* variables that are known but are not config keys: INTERLOCK_CONFIG (path of the
  * config file, like --config), INTERLOCK_FIXTURES (=1 adds the test-only conformance fixture tools
  * to `interlock serve`), INTERLOCK_TEST_PG_URL (the test suite's PostgreSQL server), and the launcher's
- * INTERLOCK_RUNTIME, INTERLOCK_DIST_DIR and INTERLOCK_RUNTIME_REPORT (bin/runtime.js: compiled tree or sources).
+ * INTERLOCK_RUNTIME, INTERLOCK_DIST_DIR and INTERLOCK_RUNTIME_REPORT (bin/runtime.js: compiled tree or sources),
+ * and INTERLOCK_LOCK_TIMEOUT_MS (the operator CLI's lock_timeout on the control database, src/cli/bounds.ts).
  */
-export const OTHER_ENV_VARS: readonly string[] = Object.freeze(['INTERLOCK_CONFIG', 'INTERLOCK_FIXTURES', 'INTERLOCK_TEST_PG_URL', 'INTERLOCK_RUNTIME', 'INTERLOCK_DIST_DIR', 'INTERLOCK_RUNTIME_REPORT']);
+export const OTHER_ENV_VARS: readonly string[] = Object.freeze(['INTERLOCK_CONFIG', 'INTERLOCK_FIXTURES', 'INTERLOCK_TEST_PG_URL', 'INTERLOCK_RUNTIME', 'INTERLOCK_DIST_DIR', 'INTERLOCK_RUNTIME_REPORT', 'INTERLOCK_LOCK_TIMEOUT_MS']);
 
 /** Options of loadConfig. */
 export interface LoadConfigOptions {

@@ -52,6 +52,20 @@ export interface OpenControlDbOptions {
   keyPepper?: string;
   /** Largest number of pooled connections (default 10). */
   poolSize?: number;
+  /**
+   * Bound on opening a pooled connection, in ms (pg connectionTimeoutMillis, which also bounds the
+   * wait for a free pooled connection; and on opening the migration connection). Default: none, for
+   * the gateway, whose calls queue for this pool under load. The CLI passes CONTROL_CONNECT_TIMEOUT_MS
+   * (cliControlBounds in src/cli/bounds.ts).
+   */
+  connectTimeoutMs?: number;
+  /**
+   * PostgreSQL lock_timeout of the pool's sessions, in ms: a statement that waits longer for one lock
+   * fails with SQLSTATE 55P03 (its transaction rolled back). Default: the server's (none). Migrations
+   * run on their own connection without it: they queue on node-pg-migrate's advisory lock behind a
+   * concurrent migrator by design. No statement_timeout is set either way.
+   */
+  lockTimeoutMs?: number;
   logger?: Logger;
 }
 
@@ -97,10 +111,35 @@ export function roleForbiddenError(where: string): ControlError {
   );
 }
 
-function describeConnectError(err: unknown, url: string): ControlError {
+/** SQLSTATE lock_not_available: a lock was not granted within the session's lock_timeout. */
+export const LOCK_NOT_AVAILABLE = '55P03';
+
+/**
+ * The error for a lock on the control database not granted within `lockTimeoutMs` (SQLSTATE 55P03 on
+ * a connection with lock_timeout, e.g. the CLI's): ControlError 'unavailable' (CLI exit code 1), one
+ * line naming what to check (another session holding a lock on the governance tables, found in
+ * pg_stat_activity) and INTERLOCK_LOCK_TIMEOUT_MS; no driver text. `where` is the redacted URL.
+ */
+export function lockTimeoutError(where: string, lockTimeoutMs?: number): ControlError {
+  const within = lockTimeoutMs === undefined ? 'in time' : `within ${lockTimeoutMs} ms (INTERLOCK_LOCK_TIMEOUT_MS)`;
+  return new ControlError(
+    'unavailable',
+    `a lock on the control database ${where} was not granted ${within}: another session holds a lock on the governance tables (a long or idle-in-transaction session: look in pg_stat_activity for its pid, state, xact_start and query; pg_locks shows what it holds); the statement was rolled back, try again once that session ends`,
+  );
+}
+
+/** True for pg's own connection-timeout errors (pg.Client "timeout expired", pg.Pool "timeout exceeded when trying to connect", a connection cut by the timeout), which carry no code. */
+function isConnectTimeout(e: { code?: string; message?: string }): boolean {
+  return !e?.code && /^(timeout expired|timeout exceeded when trying to connect|Connection terminated due to connection timeout)$/.test(String(e?.message ?? ''));
+}
+
+function describeConnectError(err: unknown, url: string, bounds: { connectTimeoutMs?: number; lockTimeoutMs?: number } = {}): ControlError {
   const e = err as { code?: string; message?: string };
   const where = redactUrl(url);
+  if (isConnectTimeout(e)) return new ControlError('unavailable', `cannot reach the control database at ${where}: no answer within ${bounds.connectTimeoutMs ?? '?'} ms`);
   switch (e?.code) {
+    case LOCK_NOT_AVAILABLE:
+      return lockTimeoutError(where, bounds.lockTimeoutMs);
     case 'ECONNREFUSED':
     case 'ENOTFOUND':
     case 'EAI_AGAIN':
@@ -123,12 +162,12 @@ function describeConnectError(err: unknown, url: string): ControlError {
  * lock (blocking, so concurrent starters queue instead of failing). Returns the names applied
  * (empty when up to date). Throws ControlError('unavailable') when the server cannot be reached.
  */
-export async function runMigrations(url: string, logger?: Logger): Promise<string[]> {
-  const client = controlClient(url, { application_name: 'interlock-migrate' });
+export async function runMigrations(url: string, logger?: Logger, opts: { connectTimeoutMs?: number } = {}): Promise<string[]> {
+  const client = controlClient(url, { application_name: 'interlock-migrate', ...(opts.connectTimeoutMs ? { connectionTimeoutMillis: opts.connectTimeoutMs } : {}) });
   try {
     await client.connect();
   } catch (err) {
-    throw describeConnectError(err, url);
+    throw describeConnectError(err, url, opts);
   }
   client.on('error', () => undefined);
   try {
@@ -275,10 +314,17 @@ export function getKeyPepper(db: ControlDb): Promise<Buffer> {
  * MigrationsPendingError ('unavailable') when migrations are pending and this open does not apply them.
  */
 export async function openControlDb(url: string, opts: OpenControlDbOptions = {}): Promise<ControlDb> {
-  if (opts.migrate === true) await runMigrations(url, opts.logger);
-  // No connectionTimeoutMillis: pg.Pool applies it to waiting for a pooled connection too, and calls
-  // queue for this pool under load. (The LISTEN connections and the host probes have their bound.)
-  const pool = controlPool(url, { max: opts.poolSize ?? 10, application_name: 'interlock-control' });
+  const bounds = { connectTimeoutMs: opts.connectTimeoutMs, lockTimeoutMs: opts.lockTimeoutMs };
+  if (opts.migrate === true) await runMigrations(url, opts.logger, bounds);
+  // No connectionTimeoutMillis by default: pg.Pool applies it to waiting for a pooled connection too,
+  // and the gateway's calls queue for this pool under load. (The LISTEN connections and the host
+  // probes have their bound; the CLI, one command at a time, passes its own.)
+  const pool = controlPool(url, {
+    max: opts.poolSize ?? 10,
+    application_name: 'interlock-control',
+    ...(opts.connectTimeoutMs ? { connectionTimeoutMillis: opts.connectTimeoutMs } : {}),
+    ...(opts.lockTimeoutMs !== undefined ? { options: `-c lock_timeout=${opts.lockTimeoutMs}` } : {}),
+  });
   pool.on('error', (err) => {
     const code = (err as { code?: string }).code;
     // 57P01: the server ended an idle session (shutdown, e.g. the embedded server on Ctrl-C, or
@@ -302,7 +348,7 @@ export async function openControlDb(url: string, opts: OpenControlDbOptions = {}
     const migrateNow = (opts.migrate ?? 'auto') === 'auto' && (await mayMigrate(pool));
     if (migrateNow) {
       migrating = true;
-      await runMigrations(url, opts.logger);
+      await runMigrations(url, opts.logger, bounds);
       migrating = false;
     } else if (opts.migrate !== true) {
       const st = await migrationStatus(db);
@@ -312,7 +358,7 @@ export async function openControlDb(url: string, opts: OpenControlDbOptions = {}
   } catch (err) {
     await db.close().catch(() => undefined);
     if (err instanceof ControlError || migrating) throw err;
-    throw describeConnectError(err, url);
+    throw describeConnectError(err, url, bounds);
   }
   return db;
 }
