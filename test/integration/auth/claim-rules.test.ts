@@ -24,10 +24,11 @@ import { startGovernedGateway, type GovernedGateway } from '../../../src/gateway
 import { createLogger } from '../../../src/observability/logger';
 import { addSource } from '../../../src/control/sources';
 import { upsertRole } from '../../../src/control/roles';
-import { deleteClaimMapping, upsertClaimMapping } from '../../../src/control/claim-mappings';
+import { ClaimMappingCache, deleteClaimMapping, upsertClaimMapping } from '../../../src/control/claim-mappings';
+import { TokenIdentityStore } from '../../../src/auth/token-identities';
 import { MISSING_CLAIM_RULE_FIX } from '../../../src/control/claim-rules';
 import { runCli } from '../../../src/cli/main';
-import type { ClaimRoleGrant } from '../../../generated/config-v1';
+import type { ClaimRoleGrant, TokenIssuer } from '../../../generated/config-v1';
 
 jest.setTimeout(180_000);
 
@@ -220,6 +221,25 @@ test('as the runtime role: only pairs a rule of the same issuer names are given 
   } finally {
     await c.end();
   }
+});
+
+test('a rule removed after the allowed pairs were loaded (no notification heard): the refused sync is retried with the pairs the database allows now, and the sign-in works', async () => {
+  const issuer = 'https://late.hcg.example';
+  const cfg = { issuer, unknown_subjects: 'provision', identity_claim: 'email', role_grants: [rule('l', 'docs-a'), rule('l', 'docs-b')] } as TokenIssuer;
+  await t.db.pool.query("INSERT INTO configured_claim_grants (issuer, role_name, source_id) VALUES ($1, 'reader', 'docs-a'), ($1, 'reader', 'docs-b')", [issuer]);
+  const lines: Array<Record<string, unknown>> = [];
+  // On the runtime role, with a cache that would not reload for an hour on its own.
+  const store = new TokenIdentityStore(rt, createLogger('info', { write: (l: string) => void lines.push(JSON.parse(l)) }), new ClaimMappingCache(rt, 3_600_000));
+  const claims = { sub: 'hcg|lea', email: 'lea@hcg.example', groups: ['l'] };
+  expect(await store.identityFor(cfg, claims)).toMatchObject({ identity: { name: 'lea@hcg.example' } });
+  expect((await grantsOf('lea@hcg.example')).map((g) => g.source_id)).toEqual(['docs-a', 'docs-b']);
+  await t.db.pool.query("DELETE FROM configured_claim_grants WHERE issuer = $1 AND source_id = 'docs-b'", [issuer]);
+  // Same claims within the touch interval: the signature is unchanged, nothing is synced yet.
+  expect(await store.identityFor(cfg, claims)).toMatchObject({ identity: { name: 'lea@hcg.example' } });
+  // New claims make it sync: docs-b is refused by the function (42501), reloaded, left out and taken back.
+  expect(await store.identityFor(cfg, { ...claims, email: 'lea@hcg.example', groups: ['l', 'other'] })).toMatchObject({ identity: { name: 'lea@hcg.example' } });
+  expect((await grantsOf('lea@hcg.example')).map((g) => g.source_id)).toEqual(['docs-a']);
+  expect(lines.filter((l) => l.msg === MISSING_CLAIM_RULE_FIX).map((l) => [l.issuer, l.source])).toEqual([[issuer, 'docs-b']]);
 });
 
 test('the migration seeds the table from the claim grants that exist, and lets roles that read or write claim_mappings read or write it', async () => {
