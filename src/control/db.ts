@@ -357,7 +357,8 @@ export function isForeignKeyViolation(err: unknown): boolean {
  * INSERT/UPDATE of catalog_snapshots; read/write of rate_limits; INSERT, DELETE and UPDATE of the
  * activity and end of console_sessions; for token identities (issue 26), EXECUTE of
  * interlock_provision_token_identity and interlock_sync_claim_grants (SECURITY DEFINER, checking
- * their input: no INSERT/DELETE on identities, identity_subjects or grants, which it revokes) and
+ * their input: no INSERT/DELETE on identities, identity_subjects or grants, which it revokes; only
+ * SELECT on the claim rules that function checks, claim_mappings and configured_claim_grants) and
  * UPDATE of identity_subjects.last_used_at, claim_attributes and claims_seen_at (the attribute
  * claims a subject last presented). `role` must exist.
  * Throws NotFoundError-like ControlError when the role does not exist.
@@ -396,6 +397,9 @@ export async function grantRuntimeRole(db: ControlDb, role: string): Promise<voi
     // REVOKE tightens a role granted by an earlier version); last use directly.
     await c.query(`REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON identities, identity_subjects, grants FROM ${r}`);
     await c.query(`GRANT EXECUTE ON FUNCTION interlock_provision_token_identity(text, text, text, text), interlock_sync_claim_grants(text, text, text[], text[]) TO ${r}`);
+    // The claim rules that function checks pairs against are read only (task hcg: a role that could
+    // write them could name any pair; the REVOKE tightens a role given more by hand or by an upgrade).
+    await c.query(`REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON claim_mappings, configured_claim_grants FROM ${r}`);
     // The attribute claims a subject last presented (red team rt27m finding 3): a queued write's kept claim values are checked against them at approval.
     await c.query(`GRANT UPDATE (last_used_at, claim_attributes, claims_seen_at) ON identity_subjects TO ${r}`);
   });

@@ -218,6 +218,14 @@ test('as the runtime role: only pairs a rule of the same issuer names are given 
     expect(await c.query('LOCK TABLE configured_claim_grants IN SHARE ROW EXCLUSIVE MODE').then(() => 'ok', (e: { code?: string }) => e.code)).toBe('42501');
     await c.query('ROLLBACK');
     expect((await c.query('SELECT count(*)::int AS n FROM configured_claim_grants')).rows).toEqual([{ n: 2 }]);
+    // A write given to the runtime role by hand is taken back by grant-runtime-role.
+    await t.db.pool.query(`GRANT INSERT, DELETE ON configured_claim_grants, claim_mappings TO ${runtimeRole}`);
+    await grantRuntimeRole(t.db, runtimeRole);
+    const may = await t.db.pool.query("SELECT t, has_table_privilege($1, t, 'SELECT') AS s, has_table_privilege($1, t, 'INSERT') AS i, has_table_privilege($1, t, 'DELETE') AS d FROM unnest(ARRAY['claim_mappings', 'configured_claim_grants']) AS t ORDER BY t", [runtimeRole]);
+    expect(may.rows).toEqual([
+      { t: 'claim_mappings', s: true, i: false, d: false },
+      { t: 'configured_claim_grants', s: true, i: false, d: false },
+    ]);
   } finally {
     await c.end();
   }
