@@ -205,7 +205,7 @@ export class TokenIdentityStore {
     return kept;
   }
 
-  /** Logs a configured pair the database does not record as warned already (the gateway's start logged it). */
+  /** Marks a configured pair the database does not record as logged already (the gateway's start logged it), so sign-in does not log it again. */
   noteMissing(issuer: string, role: string, source: string): void {
     this.warnedMissing.add(`${issuer}\u0000${source}\u0000${role}`);
   }
