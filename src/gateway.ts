@@ -32,7 +32,9 @@ import { relatedDocumentsHandler } from './tools/handlers/related';
 import { approvalStatusHandler } from './tools/handlers/approval-status';
 import { approvalLookup } from './approvals/status';
 import { mountConsole } from './console/routes';
-import { openGovernanceAccess } from './admin/governance-db';
+import { openGovernanceAccess, type GovernanceAccess } from './admin/governance-db';
+import type { TokenIssuer } from '../generated/config-v1';
+import { listConfiguredClaimGrants, missingClaimGrants, MISSING_CLAIM_RULE_FIX, replaceConfiguredClaimGrants, type ClaimRulesSync, type ConfiguredClaimGrant } from './control/claim-rules';
 import { startWebhookDispatcher } from './approvals/webhooks';
 import { documentsConnectorRequest } from './tools/handlers/documents-request';
 import { postgresRateLimiter, type RateLimitSettings } from './pipeline/05-rate-limit';
@@ -112,7 +114,7 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
   });
   // API keys, and access tokens of the configured issuers beside them (issue 26).
   let metricsRef: GatewayMetrics | null = null;
-  const { resolver: identityResolver, surface: authSurface } = federatedIdentity(config.auth, new DbIdentityResolver(db, { logger }), db, { logger, onValidation: (o) => metricsRef?.observeTokenValidation(o) });
+  const { resolver: identityResolver, surface: authSurface, subjects: tokenSubjects } = federatedIdentity(config.auth, new DbIdentityResolver(db, { logger }), db, { logger, onValidation: (o) => metricsRef?.observeTokenValidation(o) });
   const cache = new ResultCache({ ttlMs: config.cache.ttl_ms, maxBytes: config.cache.max_bytes });
   const analysisCache = new AnalysisCache();
   const registry = new SourceConnectorRegistry({ logger });
@@ -154,7 +156,7 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
       store.invalidate(table);
       analysisCache.clear();
       if (table === '*' || table === 'sources') void refreshSourceIds();
-      if (table === '*' || table === 'api_keys' || table === 'identities' || table === 'grants' || table === 'claim_mappings') identityResolver.invalidate();
+      if (table === '*' || table === 'api_keys' || table === 'identities' || table === 'grants' || table === 'claim_mappings' || table === 'configured_claim_grants') identityResolver.invalidate();
     }, logger),
   );
   // Invalidations sent while the listener was away are lost: after a reconnect the whole result cache goes.
@@ -217,6 +219,9 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
   // Governance changes of /admin/v1 and /console: through the operator connection when configured,
   // else on db with its role's privileges checked (one warning now when they would be refused).
   const governance = await openGovernanceAccess({ db, operatorUrl: config.database?.operator_url, logger });
+  // The configuration's claim rules, which interlock_sync_claim_grants checks pairs against (task
+  // hcg): recorded when this role or the operator connection may, else each one missing is logged once.
+  await syncConfiguredClaimRules({ governance, db, issuers: config.auth?.issuers ?? [], logger, onMissing: (g) => tokenSubjects?.noteMissing(g.issuer, g.role, g.source) });
   const host = opts.host ?? config.listen.host;
   // Operations endpoints: on their own listener when ops_listen is set (issue 10, Build 8), else beside /mcp.
   const opsServer = config.ops_listen ? await listenOperations(createOperationsApp(metrics, ops, originPolicyFor(config.ops_listen.host ?? '127.0.0.1', config, logger), logger), config.ops_listen.host ?? '127.0.0.1', config.ops_listen.port) : null;
@@ -543,4 +548,48 @@ async function startStandby(opts: ServeGatewayOptions, logger: Logger, reason: (
       running.server.on('request', running.gateway.handler);
     },
   };
+}
+
+/** Options of syncConfiguredClaimRules. */
+export interface ClaimRulesStartOptions {
+  /** Where governance writes go (the operator connection when configured, else the gateway's pool). */
+  governance: GovernanceAccess;
+  /** The gateway's control database (read when the rules cannot be written). */
+  db: ControlDb;
+  /** config auth.issuers. */
+  issuers: readonly TokenIssuer[];
+  logger: Logger;
+  /** Called for each configured pair the database does not record (after its warning). */
+  onMissing?: (g: ConfiguredClaimGrant) => void;
+}
+
+/**
+ * At `serve` start (task hcg): replaces configured_claim_grants with the pairs of `issuers`'
+ * role_grants (replaceConfiguredClaimGrants, one config event claim_rules_synced when anything
+ * changed, operator system) when the governance role may (family claim_rules: the owner of the
+ * control tables, or the operator connection's role); else reads the table and logs each configured
+ * pair it lacks once (warn, component oauth, naming the fix): those pairs are not given until a
+ * privileged sync (src/auth/token-identities.ts leaves them out). Never throws: a failure is logged
+ * and sign-in keeps the rules the database knows. Returns what was done.
+ */
+export async function syncConfiguredClaimRules(opts: ClaimRulesStartOptions): Promise<{ synced: ClaimRulesSync } | { missing: ConfiguredClaimGrant[] } | { failed: true }> {
+  const { governance, logger } = opts;
+  try {
+    const synced = await governance.run('claim_rules', (g) => replaceConfiguredClaimGrants(g, opts.issuers));
+    if (synced.added.length + synced.removed.length > 0) logger.info({ component: 'oauth', via: governance.via, added: synced.added.length, removed: synced.removed.length }, 'the configuration\'s claim rules are recorded in the control database');
+    return { synced };
+  } catch (err) {
+    if (!(err instanceof ControlError)) logger.warn({ component: 'oauth', code: (err as { code?: string }).code }, 'the configuration\'s claim rules could not be recorded in the control database');
+  }
+  try {
+    const missing = missingClaimGrants(opts.issuers, await listConfiguredClaimGrants(opts.db));
+    for (const g of missing) {
+      logger.warn({ component: 'oauth', issuer: g.issuer, role: g.role, source: g.source }, MISSING_CLAIM_RULE_FIX);
+      opts.onMissing?.(g);
+    }
+    return { missing };
+  } catch (err) {
+    logger.warn({ component: 'oauth', code: (err as { code?: string }).code }, 'the claim rules recorded in the control database could not be read');
+    return { failed: true };
+  }
 }

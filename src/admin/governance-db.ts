@@ -19,41 +19,16 @@ import type { Logger } from 'pino';
 import { ControlError } from '../control/errors';
 import { CONTROL_CONNECT_TIMEOUT_MS, getKeyPepper, redactUrl, type ControlDb } from '../control/db';
 import { controlPool } from '../control/targets';
+import { APPLY_PRIVILEGES, CONFIG_EVENT_FUNCTION, GOVERNANCE_WRITE_PRIVILEGES, privilegesOf, type GovernanceFamily, type GovernancePrivilege } from '../control/governance-privileges';
 
-/** A family of governance writes of the admin API and console. */
-export type GovernanceFamily = 'identity' | 'key' | 'source' | 'role' | 'grant' | 'policy' | 'apply';
+export type { GovernanceFamily } from '../control/governance-privileges';
+/**
+ * The privileges each family's writes need (besides EXECUTE of interlock_audit_append_v2): the one
+ * list `interlock db grant-operator-role` grants from (src/control/governance-privileges.ts).
+ */
+export { GOVERNANCE_WRITE_PRIVILEGES } from '../control/governance-privileges';
 
-/** A table privilege, or EXECUTE of the function named in the pair's first place (its signature). */
-type Privilege = 'INSERT' | 'UPDATE' | 'DELETE' | 'EXECUTE';
-
-/** The privileges each family's writes need (besides EXECUTE of interlock_audit_append_v2). */
-export const GOVERNANCE_WRITE_PRIVILEGES: Readonly<Record<Exclude<GovernanceFamily, 'apply'>, ReadonlyArray<readonly [string, Privilege]>>> = Object.freeze({
-  identity: [['identities', 'INSERT'], ['identities', 'UPDATE']],
-  key: [['api_keys', 'INSERT'], ['api_keys', 'UPDATE']],
-  // Removal deletes the source's grants and catalog and rejects its pending approvals (through the
-  // function, which records each rejection: no UPDATE of approvals, red team rtop finding 4).
-  source: [['sources', 'INSERT'], ['sources', 'UPDATE'], ['sources', 'DELETE'], ['grants', 'DELETE'], ['catalog_snapshots', 'DELETE'], ['interlock_reject_removed_source_approvals(text,text)', 'EXECUTE']],
-  role: [['roles', 'INSERT'], ['roles', 'UPDATE']],
-  grant: [['grants', 'INSERT'], ['grants', 'UPDATE'], ['grants', 'DELETE']],
-  policy: [['policies', 'INSERT'], ['policies', 'UPDATE'], ['policies', 'DELETE']],
-});
-
-/** `apply` changes every kind of object, deletes roles and claim mappings, and scans changed sources. */
-const APPLY_PRIVILEGES: ReadonlyArray<readonly [string, Privilege]> = [
-  ...Object.values(GOVERNANCE_WRITE_PRIVILEGES).flat(),
-  ['roles', 'DELETE'],
-  ['claim_mappings', 'INSERT'],
-  ['claim_mappings', 'UPDATE'],
-  ['claim_mappings', 'DELETE'],
-  ['catalog_snapshots', 'INSERT'],
-  ['catalog_snapshots', 'UPDATE'],
-];
-
-/** The privileges of `family`. */
-function privilegesOf(family: GovernanceFamily): ReadonlyArray<readonly [string, Privilege]> {
-  return family === 'apply' ? APPLY_PRIVILEGES : GOVERNANCE_WRITE_PRIVILEGES[family];
-}
-
+/** The admin API's and console's families, whose refusal start() reports ('claim_rules' is the gateway's own, reported by its sync). */
 const FAMILIES: readonly GovernanceFamily[] = ['identity', 'key', 'source', 'role', 'grant', 'policy', 'apply'];
 
 /** The refusal's message when governance writes go through the gateway's own role (no operator connection). */
@@ -180,25 +155,31 @@ export class GovernanceAccess {
 }
 
 /**
- * The governance families the role of `db` may write: every table privilege of the family
- * (has_any_column_privilege for INSERT and UPDATE, which column grants satisfy; has_table_privilege
- * for DELETE) and EXECUTE of interlock_audit_append_v2(text) for the config event.
+ * The governance families the role of `db` may write: every privilege of the family
+ * (has_column_privilege for UPDATE of named columns, has_any_column_privilege for INSERT and any
+ * UPDATE, which column grants satisfy; has_table_privilege for DELETE; has_function_privilege for
+ * EXECUTE) and EXECUTE of interlock_audit_append_v2(text) for the config event.
  */
 export async function checkGovernancePrivileges(db: ControlDb): Promise<ReadonlySet<GovernanceFamily>> {
-  const pairs = [...new Map(APPLY_PRIVILEGES.map(([t, p]) => [`${t}:${p}`, [t, p] as const])).values()];
-  const r = await db.pool.query<{ t: string; p: string; ok: boolean; fn: boolean }>(
-    `SELECT x.t, x.p,
+  const keyOf = (t: string, p: string, c: string | null) => `${t}:${p}:${c ?? ''}`;
+  const rows = new Map<string, [string, string, string | null]>();
+  const expand = (x: GovernancePrivilege): Array<[string, string, string | null]> => (x[1] === 'UPDATE' && x[2] ? x[2].map((c) => [x[0], 'UPDATE', c]) : [[x[0], x[1], null]]);
+  for (const x of [...APPLY_PRIVILEGES, ...Object.values(GOVERNANCE_WRITE_PRIVILEGES).flat()]) for (const e of expand(x)) rows.set(keyOf(...e), e);
+  const all = [...rows.values()];
+  const r = await db.pool.query<{ t: string; p: string; c: string | null; ok: boolean; fn: boolean }>(
+    `SELECT x.t, x.p, x.c,
             CASE WHEN x.p = 'EXECUTE' THEN coalesce(has_function_privilege(to_regprocedure(x.t), 'EXECUTE'), false)
                  WHEN to_regclass(x.t) IS NULL THEN false
                  WHEN x.p = 'DELETE' THEN has_table_privilege(x.t, 'DELETE')
+                 WHEN x.c IS NOT NULL THEN coalesce(has_column_privilege(x.t, x.c, x.p), false)
                  ELSE has_any_column_privilege(x.t, x.p) END AS ok,
-            coalesce(has_function_privilege(to_regprocedure('interlock_audit_append_v2(text)'), 'EXECUTE'), false) AS fn
-       FROM unnest($1::text[], $2::text[]) AS x(t, p)`,
-    [pairs.map(([t]) => t), pairs.map(([, p]) => p)],
+            coalesce(has_function_privilege(to_regprocedure($4), 'EXECUTE'), false) AS fn
+       FROM unnest($1::text[], $2::text[], $3::text[]) AS x(t, p, c)`,
+    [all.map(([t]) => t), all.map(([, p]) => p), all.map(([, , c]) => c), CONFIG_EVENT_FUNCTION],
   );
-  const granted = new Set(r.rows.filter((x) => x.ok).map((x) => `${x.t}:${x.p}`));
+  const granted = new Set(r.rows.filter((x) => x.ok).map((x) => keyOf(x.t, x.p, x.c)));
   const fn = r.rows.every((x) => x.fn);
-  return new Set(FAMILIES.filter((f) => fn && privilegesOf(f).every(([t, p]) => granted.has(`${t}:${p}`))));
+  return new Set([...FAMILIES, 'claim_rules' as const].filter((f) => fn && privilegesOf(f).every((x) => expand(x).every((e) => granted.has(keyOf(...e))))));
 }
 
 /** Options of openGovernanceAccess. */

@@ -20,7 +20,8 @@ import type { IssuerKeysOptions } from './issuer-keys';
 export type ManagedResolver = IdentityResolver & { invalidate(): void; close(): Promise<void> };
 
 /**
- * Builds step 1's resolver and the authorization surface from `auth` (config). Throws
+ * Builds step 1's resolver and the authorization surface from `auth` (config), and the token
+ * identity store behind the resolver (`subjects`, absent without issuers). Throws
  * ValidationError when issuers are configured without auth.resource.
  * `onValidation` receives every token validation outcome (metrics).
  */
@@ -29,12 +30,13 @@ export function federatedIdentity(
   keys: ManagedResolver,
   db: ControlDb,
   opts: { logger?: Logger; onValidation?: (outcome: string) => void; keys?: IssuerKeysOptions } = {},
-): { resolver: ManagedResolver; surface?: AuthSurface } {
+): { resolver: ManagedResolver; surface?: AuthSurface; subjects?: TokenIdentityStore } {
   const issuers = auth?.issuers ?? [];
   if (issuers.length === 0) return { resolver: keys };
   if (!auth?.resource) throw new ValidationError('invalid configuration', ['/auth/resource: required when auth.issuers is set (the audience tokens must name)']);
   const verifier = new TokenVerifier(issuers, auth.resource, { ...opts.keys, logger: opts.logger });
-  const resolver = new FederatedIdentityResolver(keys, verifier, new TokenIdentityStore(db, opts.logger, new ClaimMappingCache(db)), { logger: opts.logger, onValidation: opts.onValidation });
+  const subjects = new TokenIdentityStore(db, opts.logger, new ClaimMappingCache(db));
+  const resolver = new FederatedIdentityResolver(keys, verifier, subjects, { logger: opts.logger, onValidation: opts.onValidation });
   const surface: AuthSurface = {
     resource: auth.resource,
     authorizationServers: verifier.issuers(),
@@ -42,5 +44,5 @@ export function federatedIdentity(
     requiredScopes: [...new Set(issuers.flatMap((i) => i.required_scopes ?? []))],
     handshakeChallenge: auth.handshake_challenge === true,
   };
-  return { resolver, surface };
+  return { resolver, surface, subjects };
 }

@@ -6,12 +6,16 @@
  * never taken over by a token). A disabled identity is refused whatever its token says. The
  * issuer's `role_grants` are kept in step with the claims (grants.granted_by = 'claims'; operator
  * grants are never removed), and the `attribute_claims` become the identity's attributes.
+ * Only pairs some claim rule of the issuer names in the control database are passed on (the
+ * function refuses any other, task hcg): a configured rule the database does not record yet is
+ * logged once and its pair left out, so sign-in keeps working with the rules the database knows.
  */
 import type { JWTPayload } from 'jose';
 import type { Logger } from 'pino';
 import type { TokenIssuer } from '../../generated/config-v1';
 import { isUniqueViolation, type ControlDb } from '../control/db';
-import { mergeClaimMapping, type ClaimMappingCache } from '../control/claim-mappings';
+import { ClaimMappingCache, mergeClaimMapping, pairKey } from '../control/claim-mappings';
+import { MISSING_CLAIM_RULE_FIX } from '../control/claim-rules';
 import { newIdentityId } from '../control/ids';
 import { IDENTITY_NAME_PATTERN, mergeAttributes } from '../control/identities';
 import type { Identity } from '../control/identities';
@@ -57,17 +61,25 @@ export function usableClaims(fromClaims: Record<string, unknown>): Record<string
 /** Looks up and provisions token identities in the control database. */
 export class TokenIdentityStore {
   private readonly touched = new Map<string, { at: number; grants: string }>();
+  /** Configured pairs already logged as unknown to the database (issuer, source, role). */
+  private readonly warnedMissing = new Set<string>();
+  private readonly mappings: ClaimMappingCache;
 
-  /** `mappings`: the interlock files' claim mappings (merged into each issuer's configuration; none when absent). */
+  /**
+   * `mappings`: the interlock files' claim mappings (merged into each issuer's configuration) and
+   * the pairs the database allows; default a ClaimMappingCache of `db` of its own.
+   */
   constructor(
     private readonly db: ControlDb,
     private readonly logger?: Logger,
-    private readonly mappings?: ClaimMappingCache,
-  ) {}
+    mappings?: ClaimMappingCache,
+  ) {
+    this.mappings = mappings ?? new ClaimMappingCache(db);
+  }
 
-  /** Drops the cached claim mappings (call on a claim_mappings change notification). */
+  /** Drops the cached claim mappings and allowed pairs (call on a claim_mappings or configured_claim_grants change notification). */
   invalidate(): void {
-    this.mappings?.invalidate();
+    this.mappings.invalidate();
   }
 
   /**
@@ -76,7 +88,7 @@ export class TokenIdentityStore {
    * (mergeClaimMapping). Throws only on control-database failure.
    */
   async identityFor(configured: TokenIssuer, claims: JWTPayload): Promise<{ identity: Identity } | { failure: SubjectFailure }> {
-    const cfg = mergeClaimMapping(configured, await this.mappings?.get(configured.issuer));
+    const cfg = mergeClaimMapping(configured, await this.mappings.get(configured.issuer));
     const subject = String(claims.sub);
     let row = await this.lookup(cfg.issuer, subject);
     if (!row) {
@@ -133,7 +145,7 @@ export class TokenIdentityStore {
    * claim grants in step, at most once per TOUCH_INTERVAL_MS unless the grants or the claims changed.
    */
   private async touch(cfg: TokenIssuer, claims: JWTPayload, identityId: string, subject: string, fromClaims: Record<string, unknown>): Promise<void> {
-    const grants = claimGrants(cfg, claims);
+    const grants = await this.allowedGrants(cfg.issuer, claimGrants(cfg, claims));
     const recorded = usableClaims(fromClaims);
     const key = `${cfg.issuer}\u0000${subject}`;
     const signature = JSON.stringify([grants, recorded]);
@@ -153,7 +165,49 @@ export class TokenIdentityStore {
     }
     // Also with no rules: an issuer whose role_grants were all removed from the configuration takes
     // back the claim grants it gave (returning here kept them for good).
-    await syncClaimGrants(this.db, cfg.issuer, subject, grants);
+    try {
+      await syncClaimGrants(this.db, cfg.issuer, subject, grants);
+    } catch (err) {
+      if ((err as { code?: string }).code !== '42501') {
+        this.touched.delete(key);
+        throw err;
+      }
+      // A rule removed since the allowed pairs were loaded (the function refused a pair): load them
+      // again and pass only what the database allows now.
+      this.mappings.invalidate();
+      const again = await this.allowedGrants(cfg.issuer, grants);
+      this.touched.set(key, { at: now, grants: JSON.stringify([again, recorded]) });
+      try {
+        await syncClaimGrants(this.db, cfg.issuer, subject, again);
+      } catch (err2) {
+        this.touched.delete(key);
+        throw err2;
+      }
+    }
+  }
+
+  /**
+   * `grants` less the pairs no claim rule of `issuer` names in the control database
+   * (ClaimMappingCache.allowedPairs); each pair left out is logged once (warn, naming the fix).
+   */
+  private async allowedGrants(issuer: string, grants: Array<{ role: string; source: string }>): Promise<Array<{ role: string; source: string }>> {
+    if (grants.length === 0) return grants;
+    const allowed = await this.mappings.allowedPairs(issuer);
+    const kept = grants.filter((g) => allowed.has(pairKey(g.role, g.source)));
+    if (kept.length < grants.length) {
+      for (const g of grants) {
+        const k = `${issuer}\u0000${g.source}\u0000${g.role}`;
+        if (allowed.has(pairKey(g.role, g.source)) || this.warnedMissing.has(k)) continue;
+        this.warnedMissing.add(k);
+        this.logger?.warn({ component: 'oauth', issuer, role: g.role, source: g.source }, MISSING_CLAIM_RULE_FIX);
+      }
+    }
+    return kept;
+  }
+
+  /** Marks a configured pair the database does not record as logged already (the gateway's start logged it), so sign-in does not log it again. */
+  noteMissing(issuer: string, role: string, source: string): void {
+    this.warnedMissing.add(`${issuer}\u0000${source}\u0000${role}`);
   }
 }
 
@@ -162,9 +216,11 @@ export class TokenIdentityStore {
  * (those naming an existing role and source; the others are skipped): adds the missing ones with
  * granted_by 'claims' and removes the claim-derived ones no longer given. Operator grants are left
  * alone; a disabled identity only loses grants. One call of the SECURITY DEFINER function
- * interlock_sync_claim_grants (migrations/20261203140000000_token-provisioning-functions_h26.sql),
+ * interlock_sync_claim_grants (latest body: migrations/20261209210000000_configured-claim-grants_hcg.sql),
  * the only way the runtime role changes grants; it writes, and so notifies the replicas, only when
- * something changes. Throws when no identity is linked to the subject.
+ * something changes. Throws when no identity is linked to the subject (22023), and when a pair to
+ * add is named by no claim rule of `issuer` in the database (42501: configured_claim_grants or the
+ * issuer's claim mapping), changing nothing; removals need no rule.
  */
 export async function syncClaimGrants(db: ControlDb, issuer: string, subject: string, grants: Array<{ role: string; source: string }>): Promise<void> {
   await db.pool.query('SELECT interlock_sync_claim_grants($1, $2, $3::text[], $4::text[])', [issuer, subject, grants.map((g) => g.role), grants.map((g) => g.source)]);

@@ -38,7 +38,8 @@ import { registerAuditChainCommands } from './audit';
 import { json, processIo, shortTime, table, type CliIo } from './output';
 import { directBackend, type OperatorBackend } from '../admin/backend';
 import { remoteBackend } from '../admin/client';
-import { packageVersion, type CommandContext } from './context';
+import { operatorOption, packageVersion, type CommandContext } from './context';
+import { configuredClaimGrants, replaceConfiguredClaimGrants } from '../control/claim-rules';
 import { registerSourceLifecycle } from './source';
 import { registerApply } from './apply';
 import { registerExport } from './export';
@@ -461,6 +462,20 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
       const s = session(cmd);
       await grantOperatorRole(await s.db(), role);
       s.print(`granted the operator privileges to database role ${role}`, { role, granted: true });
+    });
+  dbCmd
+    .command('sync-claim-rules')
+    .description("record the configuration's claim rules (auth.issuers[].role_grants of --config) in the control database, for a gateway that runs on the runtime role without an operator connection: token identities get a claim grant only for a (role, source) a recorded rule or a claim mapping of their issuer names; run as the owner or the operator role")
+    .addOption(operatorOption())
+    .action(async (o: { operator: string }, cmd: Command) => {
+      const s = session(cmd);
+      const issuers = s.config().auth?.issuers ?? [];
+      const r = await replaceConfiguredClaimGrants(await s.db(), issuers, { operator: o.operator });
+      const line = (g: { issuer: string; role: string; source: string }) => `${g.issuer} ${g.role} on ${g.source}`;
+      const human = r.added.length + r.removed.length === 0
+        ? `the control database already records the configuration's ${configuredClaimGrants(issuers).length} claim rule pair(s)`
+        : [`recorded the configuration's claim rules: ${r.added.length} added, ${r.removed.length} removed`, ...r.added.map((g) => `  + ${line(g)}`), ...r.removed.map((g) => `  - ${line(g)}`)].join('\n');
+      s.print(human, r);
     });
 
   // ---- source --------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ import type pg from 'pg';
 import type { ClaimRoleGrant, TokenIssuer } from '../../generated/config-v1';
 import type { ClaimMapping } from '../../generated/interlock-file-v1';
 import type { ControlDb } from './db';
+import { listConfiguredClaimGrants, type ConfiguredClaimGrant } from './claim-rules';
 
 export type { ClaimMapping } from '../../generated/interlock-file-v1';
 
@@ -67,14 +68,22 @@ export function mergeClaimMapping(cfg: TokenIssuer, m: ClaimMapping | undefined)
   };
 }
 
+/** The key of a (role, source) pair in ClaimMappingCache.allowedPairs. */
+export function pairKey(role: string, source: string): string {
+  return `${role}\u0000${source}`;
+}
+
 /**
- * The stored mappings in memory for step 1: loaded on first use, again after invalidate() (call it
- * on a `claim_mappings` or '*' change notification) and at least every `maxAgeMs` (default 60 s,
- * so a replica that missed a notification catches up). A failed reload keeps the last good set
- * (the caller's control-database failure surfaces elsewhere); with none, it throws.
+ * The stored mappings in memory for step 1, with the (role, source) pairs the database lets
+ * interlock_sync_claim_grants give per issuer (configured_claim_grants and the mappings' own
+ * role_grants, task hcg): loaded together on first use, again after invalidate() (call it on a
+ * `claim_mappings`, `configured_claim_grants` or '*' change notification) and at least every
+ * `maxAgeMs` (default 60 s, so a replica that missed a notification catches up). A failed reload
+ * keeps the last good set (the caller's control-database failure surfaces elsewhere); with none, it throws.
  */
 export class ClaimMappingCache {
   private byIssuer: Map<string, StoredClaimMapping> | null = null;
+  private allowedByIssuer = new Map<string, Set<string>>();
   private loadedAt = 0;
   private stale = true;
   private inflight: Promise<void> | null = null;
@@ -86,6 +95,25 @@ export class ClaimMappingCache {
 
   /** The stored mapping of `issuer`, or undefined. Throws only when no set was ever loaded and the load fails. */
   async get(issuer: string): Promise<StoredClaimMapping | undefined> {
+    await this.fresh();
+    return this.byIssuer!.get(issuer);
+  }
+
+  /**
+   * The pairs (pairKey) a rule of `issuer` names in the database: its configured_claim_grants rows
+   * and its stored mapping's role_grants (of the same load as get()). Throws as get() does.
+   */
+  async allowedPairs(issuer: string): Promise<ReadonlySet<string>> {
+    await this.fresh();
+    return this.allowedByIssuer.get(issuer) ?? new Set();
+  }
+
+  /** Marks the set stale: the next get() or allowedPairs() reloads it. */
+  invalidate(): void {
+    this.stale = true;
+  }
+
+  private async fresh(): Promise<void> {
     if (this.stale || Date.now() - this.loadedAt >= this.maxAgeMs) {
       try {
         await (this.inflight ??= this.load().finally(() => (this.inflight = null)));
@@ -93,25 +121,29 @@ export class ClaimMappingCache {
         if (!this.byIssuer) throw err;
       }
     }
-    return this.byIssuer!.get(issuer);
-  }
-
-  /** Marks the set stale: the next get() reloads it. */
-  invalidate(): void {
-    this.stale = true;
   }
 
   private async load(): Promise<void> {
     // Cleared before the read, so an invalidate() arriving during it makes the next get() read again.
     this.stale = false;
     let rows: StoredClaimMapping[];
+    let configured: ConfiguredClaimGrant[];
     try {
-      rows = await listClaimMappings(this.db);
+      [rows, configured] = await Promise.all([listClaimMappings(this.db), listConfiguredClaimGrants(this.db)]);
     } catch (err) {
       this.stale = true;
       throw err;
     }
+    const allowed = new Map<string, Set<string>>();
+    const add = (issuer: string, role: string, source: string) => {
+      let set = allowed.get(issuer);
+      if (!set) allowed.set(issuer, (set = new Set()));
+      set.add(pairKey(role, source));
+    };
+    for (const g of configured) add(g.issuer, g.role, g.source);
+    for (const m of rows) for (const g of m.role_grants) if (g && typeof g.role === 'string' && typeof g.source === 'string') add(m.issuer, g.role, g.source);
     this.byIssuer = new Map(rows.map((m) => [m.issuer, m]));
+    this.allowedByIssuer = allowed;
     this.loadedAt = Date.now();
   }
 }

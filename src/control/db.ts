@@ -15,6 +15,7 @@ import type { Logger } from 'pino';
 import { ConflictError, ControlError } from './errors';
 import { installPath } from '../install-root';
 import { controlClient, controlPool } from './targets';
+import { OPERATOR_ROLE_FUNCTIONS, OPERATOR_ROLE_WRITES } from './governance-privileges';
 
 /** Directory holding the SQL migrations. */
 export const MIGRATIONS_DIR = installPath('migrations');
@@ -27,7 +28,7 @@ export const CONTROL_CONNECT_TIMEOUT_MS = 5000;
 /** Channel of the change notifications: payload is the changed table's name. */
 export const CONTROL_CHANNEL = 'interlock_control';
 /** Tables whose changes are notified on CONTROL_CHANNEL. */
-export const NOTIFIED_TABLES = ['identities', 'api_keys', 'sources', 'roles', 'grants', 'policies', 'catalog_snapshots', 'claim_mappings'] as const;
+export const NOTIFIED_TABLES = ['identities', 'api_keys', 'sources', 'roles', 'grants', 'policies', 'catalog_snapshots', 'claim_mappings', 'configured_claim_grants'] as const;
 
 /** An open control database. `url` is the connection URL as given (it may hold a password: never print it; see redactUrl). */
 export interface ControlDb {
@@ -402,7 +403,8 @@ export function isForeignKeyViolation(err: unknown): boolean {
  * INSERT/UPDATE of catalog_snapshots; read/write of rate_limits; INSERT, DELETE and UPDATE of the
  * activity and end of console_sessions; for token identities (issue 26), EXECUTE of
  * interlock_provision_token_identity and interlock_sync_claim_grants (SECURITY DEFINER, checking
- * their input: no INSERT/DELETE on identities, identity_subjects or grants, which it revokes) and
+ * their input: no INSERT/DELETE on identities, identity_subjects or grants, which it revokes; only
+ * SELECT on the claim rules that function checks, claim_mappings and configured_claim_grants) and
  * UPDATE of identity_subjects.last_used_at, claim_attributes and claims_seen_at (the attribute
  * claims a subject last presented). `role` must exist.
  * Throws NotFoundError-like ControlError when the role does not exist.
@@ -441,6 +443,9 @@ export async function grantRuntimeRole(db: ControlDb, role: string): Promise<voi
     // REVOKE tightens a role granted by an earlier version); last use directly.
     await c.query(`REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON identities, identity_subjects, grants FROM ${r}`);
     await c.query(`GRANT EXECUTE ON FUNCTION interlock_provision_token_identity(text, text, text, text), interlock_sync_claim_grants(text, text, text[], text[]) TO ${r}`);
+    // The claim rules that function checks pairs against are read only (task hcg: a role that could
+    // write them could name any pair; the REVOKE tightens a role given more by hand or by an upgrade).
+    await c.query(`REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON claim_mappings, configured_claim_grants FROM ${r}`);
     // The attribute claims a subject last presented (red team rt27m finding 3): a queued write's kept claim values are checked against them at approval.
     await c.query(`GRANT UPDATE (last_used_at, claim_attributes, claims_seen_at) ON identity_subjects TO ${r}`);
   });
@@ -448,23 +453,14 @@ export async function grantRuntimeRole(db: ControlDb, role: string): Promise<voi
 
 /**
  * Tables the operator role (grantOperatorRole) may read, and the writes it may make to each: what the
- * admin API and the console need to change governance state (src/admin/governance-db.ts). Apply and
- * source removal read approvals; they reject a removed source's pending ones only through
+ * admin API and the console need to change governance state (src/admin/governance-db.ts), and what
+ * the gateway needs to record its configuration's claim rules (configured_claim_grants). Derived
+ * from the one list both use (src/control/governance-privileges.ts). Apply and source removal read
+ * approvals; they reject a removed source's pending ones only through
  * interlock_reject_removed_source_approvals (no UPDATE of approvals: red team rtop finding 4); a scan
  * keeps the catalog.
  */
-export const OPERATOR_ROLE_WRITES: Readonly<Record<string, string>> = Object.freeze({
-  identities: 'INSERT, UPDATE (disabled, disabled_at, attributes)',
-  api_keys: 'INSERT, UPDATE (revoked_at)',
-  sources: 'INSERT, UPDATE, DELETE',
-  roles: 'INSERT, UPDATE, DELETE',
-  grants: 'INSERT, UPDATE (granted_by), DELETE',
-  policies: 'INSERT, UPDATE, DELETE',
-  claim_mappings: 'INSERT, UPDATE, DELETE',
-  catalog_snapshots: 'INSERT, UPDATE, DELETE',
-  approvals: '',
-  identity_subjects: '',
-});
+export { OPERATOR_ROLE_WRITES } from './governance-privileges';
 
 /** Tables the operator role is refused everything on (grantOperatorRole revokes them, tightening an earlier grant). */
 const OPERATOR_ROLE_NONE = ['audit_events', 'audit_batches', 'audit_archives', 'audit_chain_lock', 'audit_config_chain_lock', 'operator_tokens', 'console_sessions', 'settings', 'rate_limits', 'webhook_deliveries'];
@@ -472,8 +468,9 @@ const OPERATOR_ROLE_NONE = ['audit_events', 'audit_batches', 'audit_archives', '
 /**
  * Grants `role` what the admin API and console need to change governance state through the operator
  * connection (config database.operator_url; run as the owner): CONNECT and USAGE on schema public;
- * SELECT on the tables of OPERATOR_ROLE_WRITES and the writes listed there; EXECUTE of
- * interlock_audit_append_v2 to record each change's config event, and of
+ * SELECT on the tables of OPERATOR_ROLE_WRITES and the writes listed there (configured_claim_grants
+ * included: the gateway records its configuration's claim rules through this role); EXECUTE of
+ * OPERATOR_ROLE_FUNCTIONS: interlock_audit_append_v2 to record each change's config event, and
  * interlock_reject_removed_source_approvals to reject a removed source's pending approvals with their
  * approval events (no UPDATE of approvals: an earlier grant of it is revoked). Nothing on the trail beyond appending through that function (no
  * INSERT, UPDATE, DELETE or TRUNCATE of audit tables, not even SELECT; no audit_chain_lock or audit_config_chain_lock), nothing on
@@ -499,8 +496,8 @@ export async function grantOperatorRole(db: ControlDb, role: string): Promise<vo
       await c.query(`GRANT SELECT ON ${table} TO ${r}`);
       if (writes) await c.query(`GRANT ${writes} ON ${table} TO ${r}`);
     }
-    await c.query(`GRANT EXECUTE ON FUNCTION interlock_audit_append_v2(text) TO ${r}`);
-    await c.query(`GRANT EXECUTE ON FUNCTION interlock_reject_removed_source_approvals(text, text) TO ${r}`);
+    // interlock_audit_append_v2 (config events) and interlock_reject_removed_source_approvals.
+    for (const fn of OPERATOR_ROLE_FUNCTIONS) await c.query(`GRANT EXECUTE ON FUNCTION ${fn} TO ${r}`);
   });
 }
 

@@ -49,6 +49,7 @@ import { createIdentity } from '../../../src/control/identities';
 import { grantRole } from '../../../src/control/grants';
 import { requesterProblem } from '../../../src/approvals/requester';
 import { TokenIdentityStore } from '../../../src/auth/token-identities';
+import { replaceConfiguredClaimGrants } from '../../../src/control/claim-rules';
 import { showInvisible } from '../../../src/approvals/statement';
 import { chatText } from '../../../src/approvals/webhooks';
 import { TokenVerifier } from '../../../src/auth/token-verifier';
@@ -64,6 +65,8 @@ beforeAll(async () => {
   t = await freshControlDb('rt2_op');
   await addSource(t.db, { id: 'sales', type: 'postgres', name: 'Sales', settings: { ...pgServer(), database: 'sales', reader: { user: 'reader', password: 'pw' }, tls: { mode: 'off' } } });
   await upsertRole(t.db, { name: 'analyst', statements: [{ effect: 'allow', action: 'read', resource: '*' }] });
+  // The configuration's rules recorded as a gateway on the owner's role does at start (task hcg).
+  await replaceConfiguredClaimGrants(t.db, [withRules]);
 });
 afterAll(async () => {
   await t?.cleanup();

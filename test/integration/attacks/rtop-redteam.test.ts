@@ -324,16 +324,15 @@ describe('a runtime session holding a lock a governance change needs', () => {
   });
 });
 
-// Finding 5 (high, open; documented in docs/operators.md "Identity providers"): the claim-grant
-// function trusts the (role, source) pairs its caller passes: it checks only that they exist. A
-// stolen runtime credential can so provision an identity for a token subject it controls (any
-// subject at an issuer the gateway trusts) and give it any role on any source; each grant is
-// recorded (grant_added, operator system), so it is detected, not prevented. A fix needs the
-// function to derive the pairs itself: the claim mappings would have to live in the database only
-// (today an issuer's role_grants may also come from the gateway's configuration, which the database
-// cannot see), and the function take the verified claims — still the runtime's word — or accept only
-// pairs some claim mapping of that issuer names (then a thief gets at most what a mapping grants).
-test.failing('a stolen runtime credential cannot give a token identity a role that no claim mapping of its issuer names', async () => {
+// Finding 5 (high, fixed by migration 20261209210000000_configured-claim-grants_hcg): the claim-grant
+// function trusted the (role, source) pairs its caller passed: it checked only that they existed. A
+// stolen runtime credential could so provision an identity for a token subject it controls (any
+// subject at an issuer the gateway trusts) and give it any role on any source; each grant was
+// recorded (grant_added, operator system), so it was detected, not prevented. Now the function
+// accepts only pairs some claim rule of that issuer names in the database (its claim mapping's
+// role_grants, or the configuration's rules recorded in configured_claim_grants, which the runtime
+// role may only read), else 42501 with nothing changed: a thief gets at most what a mapping grants.
+test('a stolen runtime credential cannot give a token identity a role that no claim mapping of its issuer names', async () => {
   const id = `idn_${randomBytes(10).toString('hex')}`;
   const code = await asRuntime(async (c) => {
     await c.query("SELECT interlock_provision_token_identity($1, 'mallory-tok', 'https://idp.example', 'mallory-own-sub')", [id]);

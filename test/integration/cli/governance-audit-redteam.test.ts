@@ -62,6 +62,11 @@ beforeAll(async () => {
   const role = join(dir, 'reader.yaml');
   writeFileSync(role, 'name: reader\nstatements:\n  - { effect: allow, action: read, resource: "*" }\n');
   expect((await cli('role', 'create', role)).code).toBe(0);
+  // The gateway configuration's claim rule (reader on docs for https://issuer.example), recorded as the
+  // owner: interlock_sync_claim_grants gives only pairs a rule of the issuer names (task hcg).
+  const config = join(dir, 'gateway.yaml');
+  writeFileSync(config, 'auth:\n  resource: https://gw.example/mcp\n  issuers:\n    - issuer: https://issuer.example\n      role_grants:\n        - { claim: groups, value: readers, role: reader, source: docs }\n');
+  expect((await cli('--config', config, 'db', 'sync-claim-rules')).code).toBe(0);
 });
 afterAll(async () => {
   await db?.close();

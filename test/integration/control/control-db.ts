@@ -76,3 +76,17 @@ export async function createLoginRole(t: TestControlDb, role: string): Promise<s
   u.password = `pw-${role}`;
   return u.toString();
 }
+
+/** Revokes everything `role` holds in `t`'s database and drops the role (IF EXISTS; revocations that fail are skipped). */
+export async function dropLoginRole(t: TestControlDb, role: string): Promise<void> {
+  for (const sql of [`REVOKE ALL ON ALL TABLES IN SCHEMA public FROM ${role}`, `REVOKE ALL ON ALL SEQUENCES IN SCHEMA public FROM ${role}`, `REVOKE ALL ON ALL FUNCTIONS IN SCHEMA public FROM ${role}`, `REVOKE ALL ON SCHEMA public FROM ${role}`, `REVOKE ALL ON DATABASE "${t.temp.name}" FROM ${role}`]) {
+    await t.db.pool.query(sql).catch(() => undefined);
+  }
+  const admin = new Client({ connectionString: ADMIN_URL });
+  await admin.connect();
+  try {
+    await admin.query(`DROP ROLE IF EXISTS ${role}`);
+  } finally {
+    await admin.end();
+  }
+}

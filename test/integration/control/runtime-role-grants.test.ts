@@ -15,11 +15,13 @@ import { upsertRole } from '../../../src/control/roles';
 import { createIdentity } from '../../../src/control/identities';
 import { grantRole } from '../../../src/control/grants';
 import { TokenIdentityStore } from '../../../src/auth/token-identities';
+import { replaceConfiguredClaimGrants } from '../../../src/control/claim-rules';
 import type { TokenIssuer } from '../../../generated/config-v1';
 
 jest.setTimeout(60_000);
 
 const ISSUER = 'https://idp.runtime.example';
+const CFG = { issuer: ISSUER, unknown_subjects: 'provision', identity_claim: 'email', role_grants: [{ claim: 'groups', value: 'analysts', role: 'analyst', source: 'sales' }, { claim: 'groups', value: 'ghosts', role: 'no-such-role', source: 'sales' }] } as TokenIssuer;
 let t: TestControlDb;
 let keyAgentId: string;
 
@@ -30,6 +32,8 @@ beforeAll(async () => {
   await upsertRole(t.db, { name: 'admin-ish', statements: [{ effect: 'allow', action: '*', resource: '*' }] });
   keyAgentId = (await createIdentity(t.db, 'key-agent')).id;
   await grantRole(t.db, { identityId: keyAgentId, roleName: 'analyst', sourceId: 'sales' });
+  // The configuration's rules recorded by the owner (a gateway's start or `interlock db sync-claim-rules`, task hcg).
+  await replaceConfiguredClaimGrants(t.db, [CFG]);
 });
 afterAll(async () => {
   await t?.cleanup();
@@ -74,7 +78,7 @@ test('the runtime role cannot write identities, token subjects or grants directl
 });
 
 test('as the runtime role, step 1 still provisions a token identity and keeps its claim grants in step', async () => {
-  const cfg = { issuer: ISSUER, unknown_subjects: 'provision', identity_claim: 'email', role_grants: [{ claim: 'groups', value: 'analysts', role: 'analyst', source: 'sales' }, { claim: 'groups', value: 'ghosts', role: 'no-such-role', source: 'sales' }] } as TokenIssuer;
+  const cfg = CFG;
   await asRuntime(async (db) => {
     const store = new TokenIdentityStore(db);
     const found = await store.identityFor(cfg, { sub: 'okta|rita', email: 'rita@runtime.example', groups: ['analysts', 'ghosts'] });

@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { ADMIN_URL, pgServer } from '../../helpers/pg';
-import { createLoginRole, freshControlDb, type TestControlDb } from '../control/control-db';
+import { createLoginRole, dropLoginRole, freshControlDb, type TestControlDb } from '../control/control-db';
 import { grantOperatorRole, grantRuntimeRole, openControlDb, type ControlDb } from '../../../src/control/db';
 import { DEFAULT_CONFIG, type ResolvedGatewayConfig } from '../../../src/control/config';
 import { startGovernedGateway, type GovernedGateway } from '../../../src/gateway';
@@ -67,16 +67,7 @@ async function createRole(role: string): Promise<string> {
 }
 
 async function dropRole(role: string): Promise<void> {
-  for (const sql of [`REVOKE ALL ON ALL TABLES IN SCHEMA public FROM ${role}`, `REVOKE ALL ON ALL SEQUENCES IN SCHEMA public FROM ${role}`, `REVOKE ALL ON ALL FUNCTIONS IN SCHEMA public FROM ${role}`, `REVOKE ALL ON SCHEMA public FROM ${role}`, `REVOKE ALL ON DATABASE "${t.temp.name}" FROM ${role}`]) {
-    await t.db.pool.query(sql).catch(() => undefined);
-  }
-  const admin = new pg.Client({ connectionString: ADMIN_URL });
-  await admin.connect();
-  try {
-    await admin.query(`DROP ROLE IF EXISTS ${role}`);
-  } finally {
-    await admin.end();
-  }
+  await dropLoginRole(t, role);
 }
 
 function gatewayConfig(database: Partial<ResolvedGatewayConfig['database']> = {}): ResolvedGatewayConfig {

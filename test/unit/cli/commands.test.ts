@@ -20,7 +20,7 @@ describe('interlock command tree', () => {
 
   test('walks the whole tree (nested commands included)', () => {
     const paths = commands.map((c) => c.path);
-    for (const p of ['serve', 'demo', 'apply', 'export', 'source update', 'index status', 'audit verify', 'approval requeue', 'operator-token list', 'db grant-runtime-role', 'db grant-operator-role']) expect(paths).toContain(p);
+    for (const p of ['serve', 'demo', 'apply', 'export', 'source update', 'index status', 'audit verify', 'approval requeue', 'operator-token list', 'db grant-runtime-role', 'db grant-operator-role', 'db sync-claim-rules']) expect(paths).toContain(p);
     expect(paths.length).toBeGreaterThanOrEqual(45);
   });
 

@@ -1,0 +1,94 @@
+/**
+ * The gateway configuration's claim rules in the control database (task hcg; red team rtop finding
+ * 5): the (role, source) pairs of each `auth.issuers[].role_grants` rule, per issuer, in
+ * `configured_claim_grants` (migration 20261209210000000). interlock_sync_claim_grants gives a token
+ * identity a claim grant only when a rule of its issuer names the pair: a row here or a role_grants
+ * rule of the issuer's claim mapping (src/control/claim-mappings.ts). The runtime role may only read
+ * the table; the owner and the operator role write it, at `interlock serve` start
+ * (src/gateway.ts) or with `interlock db sync-claim-rules --config FILE` (src/cli/main.ts).
+ */
+import type pg from 'pg';
+import type { TokenIssuer } from '../../generated/config-v1';
+import { recordChange, type ChangeActor } from './change-audit';
+import { withTransaction, type ControlDb } from './db';
+
+type Queryable = ControlDb | pg.ClientBase;
+const q = (db: Queryable) => ('pool' in db ? db.pool : db);
+
+/** One configured pair: `role` on `source` may be given to identities of `issuer` by their claims. */
+export interface ConfiguredClaimGrant {
+  issuer: string;
+  role: string;
+  source: string;
+}
+
+/** What a sync changed: rows added and removed, each sorted by issuer, source, role. */
+export interface ClaimRulesSync {
+  added: ConfiguredClaimGrant[];
+  removed: ConfiguredClaimGrant[];
+}
+
+/** The config event of a sync that changed something (kind config, operator the actor; details {added, removed}). */
+export const CLAIM_RULES_SYNCED = 'claim_rules_synced';
+
+/** The log line (and CLI hint) naming the fix for configured rules the database does not know. */
+export const MISSING_CLAIM_RULE_FIX =
+  'the control database does not record this claim rule of the configuration, so its grant is not given: restart the gateway with INTERLOCK_OPERATOR_DATABASE_URL (database.operator_url) set to a role given `interlock db grant-operator-role`, or run `interlock db sync-claim-rules --config FILE` with the owner\'s or operator role\'s URL';
+
+const keyOf = (g: ConfiguredClaimGrant) => `${g.issuer}\u0000${g.source}\u0000${g.role}`;
+const order = (a: ConfiguredClaimGrant, b: ConfiguredClaimGrant) => (keyOf(a) < keyOf(b) ? -1 : keyOf(a) > keyOf(b) ? 1 : 0);
+
+/** The pairs of `issuers`' role_grants rules, unique, sorted by issuer, source, role. Pure. */
+export function configuredClaimGrants(issuers: readonly TokenIssuer[]): ConfiguredClaimGrant[] {
+  const out = new Map<string, ConfiguredClaimGrant>();
+  for (const i of issuers) for (const r of i.role_grants ?? []) {
+    const g = { issuer: i.issuer, role: r.role, source: r.source };
+    out.set(keyOf(g), g);
+  }
+  return [...out.values()].sort(order);
+}
+
+/** Every recorded pair, sorted by issuer, source, role. Throws on control-database failure. */
+export async function listConfiguredClaimGrants(db: Queryable): Promise<ConfiguredClaimGrant[]> {
+  const r = await q(db).query<ConfiguredClaimGrant>('SELECT issuer, role_name AS role, source_id AS source FROM configured_claim_grants');
+  return r.rows.map((x) => ({ issuer: x.issuer, role: x.role, source: x.source })).sort(order);
+}
+
+/** The pairs of `issuers`' rules that `recorded` lacks (sorted). Pure. */
+export function missingClaimGrants(issuers: readonly TokenIssuer[], recorded: readonly ConfiguredClaimGrant[]): ConfiguredClaimGrant[] {
+  const have = new Set(recorded.map(keyOf));
+  return configuredClaimGrants(issuers).filter((g) => !have.has(keyOf(g)));
+}
+
+/**
+ * Makes configured_claim_grants exactly the pairs of `issuers`' role_grants (every issuer: rows of
+ * issuers no longer configured are removed), in one transaction that also records one config event
+ * CLAIM_RULES_SYNCED ({added, removed}, operator `actor`, SYSTEM_OPERATOR by default) when anything
+ * changed; nothing is written or recorded otherwise. Syncs of several replicas serialise on a SHARE
+ * ROW EXCLUSIVE lock of the table (which the runtime role cannot take). Needs INSERT and DELETE on
+ * the table and a role allowed to append config events (the owner or the operator role): a
+ * permission error is thrown as is (SQLSTATE 42501). Returns what changed.
+ */
+export async function replaceConfiguredClaimGrants(db: ControlDb, issuers: readonly TokenIssuer[], actor?: ChangeActor): Promise<ClaimRulesSync> {
+  const want = configuredClaimGrants(issuers);
+  return withTransaction(db, async (c) => {
+    await c.query('LOCK TABLE configured_claim_grants IN SHARE ROW EXCLUSIVE MODE');
+    const have = await listConfiguredClaimGrants(c);
+    const wantKeys = new Set(want.map(keyOf));
+    const haveKeys = new Set(have.map(keyOf));
+    const added = want.filter((g) => !haveKeys.has(keyOf(g)));
+    const removed = have.filter((g) => !wantKeys.has(keyOf(g)));
+    if (removed.length > 0) {
+      await c.query('DELETE FROM configured_claim_grants g USING unnest($1::text[], $2::text[], $3::text[]) AS d(i, r, s) WHERE g.issuer = d.i AND g.role_name = d.r AND g.source_id = d.s', [
+        removed.map((g) => g.issuer),
+        removed.map((g) => g.role),
+        removed.map((g) => g.source),
+      ]);
+    }
+    if (added.length > 0) {
+      await c.query('INSERT INTO configured_claim_grants (issuer, role_name, source_id) SELECT * FROM unnest($1::text[], $2::text[], $3::text[])', [added.map((g) => g.issuer), added.map((g) => g.role), added.map((g) => g.source)]);
+    }
+    if (added.length > 0 || removed.length > 0) await recordChange(c, actor, CLAIM_RULES_SYNCED, { added, removed });
+    return { added, removed };
+  });
+}
