@@ -564,8 +564,9 @@ export interface ClaimRulesStartOptions {
 }
 
 /**
- * At `serve` start (task hcg): replaces configured_claim_grants with the pairs of `issuers`'
- * role_grants (replaceConfiguredClaimGrants, one config event claim_rules_synced when anything
+ * At `serve` start (task hcg): replaces the rows of configured_claim_grants of the issuers in
+ * `issuers` with the pairs of their role_grants, leaving other issuers' rows alone (red team rtcg;
+ * replaceConfiguredClaimGrants scope 'configured', one config event claim_rules_synced when anything
  * changed, operator system) when the governance role may (family claim_rules: the owner of the
  * control tables, or the operator connection's role); else reads the table and logs each configured
  * pair it lacks once (warn, component oauth, naming the fix): those pairs are not given until a
@@ -575,7 +576,9 @@ export interface ClaimRulesStartOptions {
 export async function syncConfiguredClaimRules(opts: ClaimRulesStartOptions): Promise<{ synced: ClaimRulesSync } | { missing: ConfiguredClaimGrant[] } | { failed: true }> {
   const { governance, logger } = opts;
   try {
-    const synced = await governance.run('claim_rules', (g) => replaceConfiguredClaimGrants(g, opts.issuers));
+    // Only the issuers this gateway configures (red team rtcg): a replica with other issuers, or
+    // none, leaves the rules of the others alone; `interlock db sync-claim-rules` prunes them.
+    const synced = await governance.run('claim_rules', (g) => replaceConfiguredClaimGrants(g, opts.issuers, undefined, { scope: 'configured' }));
     if (synced.added.length + synced.removed.length > 0) logger.info({ component: 'oauth', via: governance.via, added: synced.added.length, removed: synced.removed.length }, 'the configuration\'s claim rules are recorded in the control database');
     return { synced };
   } catch (err) {

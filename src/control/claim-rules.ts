@@ -60,20 +60,34 @@ export function missingClaimGrants(issuers: readonly TokenIssuer[], recorded: re
   return configuredClaimGrants(issuers).filter((g) => !have.has(keyOf(g)));
 }
 
+/** Options of replaceConfiguredClaimGrants. */
+export interface ReplaceClaimRulesOptions {
+  /**
+   * 'all' (default): the table becomes exactly the pairs of `issuers` (rows of issuers not among
+   * them are removed; `interlock db sync-claim-rules`). 'configured': only the rows of the issuers
+   * listed are replaced, others are left alone (the gateway's start, red team rtcg: a replica or a
+   * gateway without issuers on the same control database must not delete the rules of issuers it
+   * does not configure).
+   */
+  scope?: 'all' | 'configured';
+}
+
 /**
- * Makes configured_claim_grants exactly the pairs of `issuers`' role_grants (every issuer: rows of
- * issuers no longer configured are removed), in one transaction that also records one config event
+ * Makes configured_claim_grants exactly the pairs of `issuers`' role_grants (opts.scope 'all', the
+ * default: every issuer, rows of issuers no longer configured are removed; 'configured': the rows of
+ * the issuers listed only), in one transaction that also records one config event
  * CLAIM_RULES_SYNCED ({added, removed}, operator `actor`, SYSTEM_OPERATOR by default) when anything
  * changed; nothing is written or recorded otherwise. Syncs of several replicas serialise on a SHARE
  * ROW EXCLUSIVE lock of the table (which the runtime role cannot take). Needs INSERT and DELETE on
  * the table and a role allowed to append config events (the owner or the operator role): a
  * permission error is thrown as is (SQLSTATE 42501). Returns what changed.
  */
-export async function replaceConfiguredClaimGrants(db: ControlDb, issuers: readonly TokenIssuer[], actor?: ChangeActor): Promise<ClaimRulesSync> {
+export async function replaceConfiguredClaimGrants(db: ControlDb, issuers: readonly TokenIssuer[], actor?: ChangeActor, opts: ReplaceClaimRulesOptions = {}): Promise<ClaimRulesSync> {
   const want = configuredClaimGrants(issuers);
+  const scoped = opts.scope === 'configured' ? new Set(issuers.map((i) => i.issuer)) : null;
   return withTransaction(db, async (c) => {
     await c.query('LOCK TABLE configured_claim_grants IN SHARE ROW EXCLUSIVE MODE');
-    const have = await listConfiguredClaimGrants(c);
+    const have = (await listConfiguredClaimGrants(c)).filter((g) => !scoped || scoped.has(g.issuer));
     const wantKeys = new Set(want.map(keyOf));
     const haveKeys = new Set(have.map(keyOf));
     const added = want.filter((g) => !haveKeys.has(keyOf(g)));
