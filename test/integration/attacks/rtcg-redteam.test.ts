@@ -249,3 +249,41 @@ test('finding: a gateway on the operator connection configuring other issuers (o
   // The explicit command's replacement still prunes every issuer the file does not configure.
   expect(await replaceConfiguredClaimGrants(t.db, [issuerCfg(IDP, [rule('staff', 'reader', 'docs'), rule('dba', 'admin', 'prod')])])).toEqual({ added: [], removed: [{ issuer: OTHER, role: 'reader', source: 'docs' }] });
 });
+
+// Finding (medium): a removed rule stayed honoured through the grants it had given. Removing a rule
+// (a privileged start or `db sync-claim-rules` without it) only deleted the rule: the claim grants
+// given under it stayed until the identity's next sign-in through a gateway, and an identity a
+// stolen runtime credential provisioned never signs in, so the pair it took (here the dba-only
+// admin on prod) stayed for good after the operator removed the rule. Fixed: the sync that removes
+// rules takes back, in its transaction, each claim grant of an identity of that issuer that no rule
+// of any of the identity's issuers names any more (one grant_revoked event each, operator as the
+// sync's); operator grants and grants still named stay.
+test('finding: removing a rule takes back the claim grants given under it (a runtime-provisioned identity never signs in again)', async () => {
+  await replaceConfiguredClaimGrants(t.db, [issuerCfg(IDP, [rule('staff', 'reader', 'docs'), rule('dba', 'admin', 'prod')])]);
+  await asRuntime(async (c) => {
+    await provision(c, IDP, 'eve-sub', 'eve');
+    expect(await sync(c, IDP, 'eve-sub', ['admin', 'reader'], ['prod', 'docs'])).toBe('ok');
+    await provision(c, OTHER, 'kim-sub', 'kim');
+  });
+  // kim holds admin on prod from an operator, not from claims.
+  await t.db.pool.query("INSERT INTO grants (identity_id, role_name, source_id, granted_by) SELECT id, 'admin', 'prod', 'operator' FROM identities WHERE name = 'kim'");
+  const before = (await t.db.pool.query<{ id: string }>('SELECT coalesce(max(id), 0)::text AS id FROM audit_events')).rows[0].id;
+  const op = await openGovernanceAccess({ db: rt, operatorUrl: opUrl, logger: quiet });
+  try {
+    const r = await syncConfiguredClaimRules({ governance: op, db: rt, issuers: [issuerCfg(IDP, [rule('staff', 'reader', 'docs')])], logger: quiet });
+    expect(r).toEqual({ synced: { added: [], removed: [{ issuer: IDP, role: 'admin', source: 'prod' }] } });
+  } finally {
+    await op.close();
+  }
+  expect(await grantsOf('eve')).toEqual([{ role_name: 'reader', source_id: 'docs', granted_by: 'claims' }]);
+  expect(await grantsOf('kim')).toEqual([{ role_name: 'admin', source_id: 'prod', granted_by: 'operator' }]);
+  const events = await t.db.pool.query("SELECT decision, operator, source_id, details FROM audit_events WHERE kind = 'config' AND id > $1 ORDER BY id", [before]);
+  // eve's, and mallory's of the residual test above (same pair, same issuer), by identity name.
+  const idOf = async (name: string) => (await t.db.pool.query<{ id: string }>('SELECT id FROM identities WHERE name = $1', [name])).rows[0].id;
+  expect(await grantsOf('mallory')).toEqual([]);
+  expect(events.rows).toEqual([
+    { decision: 'claim_rules_synced', operator: 'system', source_id: null, details: { added: [], removed: [{ issuer: IDP, role: 'admin', source: 'prod' }] } },
+    { decision: 'grant_revoked', operator: 'system', source_id: 'prod', details: { grantedBy: 'claims', identity: 'eve', identityId: await idOf('eve'), issuer: IDP, role: 'admin' } },
+    { decision: 'grant_revoked', operator: 'system', source_id: 'prod', details: { grantedBy: 'claims', identity: 'mallory', identityId: await idOf('mallory'), issuer: IDP, role: 'admin' } },
+  ]);
+});
