@@ -77,9 +77,10 @@ export interface ReplaceClaimRulesOptions {
  * default: every issuer, rows of issuers no longer configured are removed; 'configured': the rows of
  * the issuers listed only), in one transaction that also records one config event
  * CLAIM_RULES_SYNCED ({added, removed}, operator `actor`, SYSTEM_OPERATOR by default) when anything
- * changed; nothing is written or recorded otherwise. Syncs of several replicas serialise on a SHARE
+ * changed, and takes back the claim grants only a removed rule named (revokeUnruledClaimGrants, one
+ * grant_revoked event each); nothing is written or recorded otherwise. Syncs of several replicas serialise on a SHARE
  * ROW EXCLUSIVE lock of the table (which the runtime role cannot take). Needs INSERT and DELETE on
- * the table and a role allowed to append config events (the owner or the operator role): a
+ * the table, DELETE on grants, and a role allowed to append config events (the owner or the operator role): a
  * permission error is thrown as is (SQLSTATE 42501). Returns what changed.
  */
 export async function replaceConfiguredClaimGrants(db: ControlDb, issuers: readonly TokenIssuer[], actor?: ChangeActor, opts: ReplaceClaimRulesOptions = {}): Promise<ClaimRulesSync> {
@@ -103,6 +104,43 @@ export async function replaceConfiguredClaimGrants(db: ControlDb, issuers: reado
       await c.query('INSERT INTO configured_claim_grants (issuer, role_name, source_id) SELECT * FROM unnest($1::text[], $2::text[], $3::text[])', [added.map((g) => g.issuer), added.map((g) => g.role), added.map((g) => g.source)]);
     }
     if (added.length > 0 || removed.length > 0) await recordChange(c, actor, CLAIM_RULES_SYNCED, { added, removed });
+    if (removed.length > 0) await revokeUnruledClaimGrants(c, removed, actor);
     return { added, removed };
   });
+}
+
+/**
+ * After `removed` rules were deleted (on `c`, in that transaction): deletes each claim grant
+ * (granted_by 'claims') of a removed (role, source) held by an identity with a token subject of
+ * that rule's issuer, unless a rule of one of the identity's issuers still names the pair
+ * (configured_claim_grants or a claim mapping, as interlock_sync_claim_grants checks), and records
+ * one grant_revoked event for each (details grantedBy, identity, identityId, issuer, role, as the
+ * function's; by identity name, source, role). Red team rtcg: a removed rule is no longer honoured
+ * through the grants it gave, even for an identity that never signs in again. Operator grants stay.
+ */
+async function revokeUnruledClaimGrants(c: pg.ClientBase, removed: readonly ConfiguredClaimGrant[], actor: ChangeActor | undefined): Promise<void> {
+  const gone = await c.query<{ identity_id: string; name: string; issuer: string; role_name: string; source_id: string }>(
+    `WITH d AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[]) AS d(i, r, s)),
+     hit AS (
+       SELECT DISTINCT ON (g.identity_id, g.role_name, g.source_id) g.identity_id, g.role_name, g.source_id, d.i AS issuer
+         FROM grants g JOIN d ON d.r = g.role_name AND d.s = g.source_id
+         JOIN identity_subjects s ON s.identity_id = g.identity_id AND s.issuer = d.i
+        WHERE g.granted_by = 'claims'
+          AND NOT EXISTS (SELECT 1 FROM identity_subjects o JOIN configured_claim_grants k ON k.issuer = o.issuer
+                           WHERE o.identity_id = g.identity_id AND k.role_name = g.role_name AND k.source_id = g.source_id)
+          AND NOT EXISTS (SELECT 1 FROM identity_subjects o JOIN claim_mappings m ON m.issuer = o.issuer CROSS JOIN LATERAL jsonb_array_elements(m.role_grants) AS x(rule)
+                           WHERE o.identity_id = g.identity_id AND jsonb_typeof(x.rule) = 'object' AND x.rule->>'role' = g.role_name AND x.rule->>'source' = g.source_id)
+        ORDER BY g.identity_id, g.role_name, g.source_id, d.i
+     ),
+     del AS (
+       DELETE FROM grants g USING hit
+        WHERE g.identity_id = hit.identity_id AND g.role_name = hit.role_name AND g.source_id = hit.source_id AND g.granted_by = 'claims'
+       RETURNING g.identity_id, g.role_name, g.source_id, hit.issuer
+     )
+     SELECT del.identity_id, i.name, del.issuer, del.role_name, del.source_id FROM del JOIN identities i ON i.id = del.identity_id ORDER BY i.name, del.source_id, del.role_name`,
+    [removed.map((g) => g.issuer), removed.map((g) => g.role), removed.map((g) => g.source)],
+  );
+  for (const g of gone.rows) {
+    await recordChange(c, actor, 'grant_revoked', { grantedBy: 'claims', identity: g.name, identityId: g.identity_id, issuer: g.issuer, role: g.role_name }, g.source_id);
+  }
 }
