@@ -117,27 +117,33 @@ export async function replaceConfiguredClaimGrants(db: ControlDb, issuers: reado
  * one grant_revoked event for each (details grantedBy, identity, identityId, issuer, role, as the
  * function's; by identity name, source, role). Red team rtcg: a removed rule is no longer honoured
  * through the grants it gave, even for an identity that never signs in again. Operator grants stay.
+ * A grant whose row another transaction holds is skipped (FOR UPDATE SKIP LOCKED, needing UPDATE of
+ * grants.granted_by): that transaction is a claim sync deleting it, or one that may keep it (the
+ * race the red team left open, test/integration/attacks/rtcg-redteam.test.ts).
  */
 async function revokeUnruledClaimGrants(c: pg.ClientBase, removed: readonly ConfiguredClaimGrant[], actor: ChangeActor | undefined): Promise<void> {
+  // Rows another transaction holds (a claim sync still open) are skipped, not waited for: a stolen
+  // runtime credential holding one must not stall the removal (the rule is gone either way).
   const gone = await c.query<{ identity_id: string; name: string; issuer: string; role_name: string; source_id: string }>(
     `WITH d AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[]) AS d(i, r, s)),
      hit AS (
-       SELECT DISTINCT ON (g.identity_id, g.role_name, g.source_id) g.identity_id, g.role_name, g.source_id, d.i AS issuer
-         FROM grants g JOIN d ON d.r = g.role_name AND d.s = g.source_id
-         JOIN identity_subjects s ON s.identity_id = g.identity_id AND s.issuer = d.i
+       SELECT g.identity_id, g.role_name, g.source_id FROM grants g
         WHERE g.granted_by = 'claims'
+          AND EXISTS (SELECT 1 FROM d JOIN identity_subjects s ON s.issuer = d.i WHERE d.r = g.role_name AND d.s = g.source_id AND s.identity_id = g.identity_id)
           AND NOT EXISTS (SELECT 1 FROM identity_subjects o JOIN configured_claim_grants k ON k.issuer = o.issuer
                            WHERE o.identity_id = g.identity_id AND k.role_name = g.role_name AND k.source_id = g.source_id)
           AND NOT EXISTS (SELECT 1 FROM identity_subjects o JOIN claim_mappings m ON m.issuer = o.issuer CROSS JOIN LATERAL jsonb_array_elements(m.role_grants) AS x(rule)
                            WHERE o.identity_id = g.identity_id AND jsonb_typeof(x.rule) = 'object' AND x.rule->>'role' = g.role_name AND x.rule->>'source' = g.source_id)
-        ORDER BY g.identity_id, g.role_name, g.source_id, d.i
+        FOR UPDATE OF g SKIP LOCKED
      ),
      del AS (
        DELETE FROM grants g USING hit
         WHERE g.identity_id = hit.identity_id AND g.role_name = hit.role_name AND g.source_id = hit.source_id AND g.granted_by = 'claims'
-       RETURNING g.identity_id, g.role_name, g.source_id, hit.issuer
+       RETURNING g.identity_id, g.role_name, g.source_id
      )
-     SELECT del.identity_id, i.name, del.issuer, del.role_name, del.source_id FROM del JOIN identities i ON i.id = del.identity_id ORDER BY i.name, del.source_id, del.role_name`,
+     SELECT del.identity_id, i.name, del.role_name, del.source_id,
+            (SELECT min(d.i) FROM d JOIN identity_subjects s ON s.issuer = d.i WHERE s.identity_id = del.identity_id AND d.r = del.role_name AND d.s = del.source_id) AS issuer
+       FROM del JOIN identities i ON i.id = del.identity_id ORDER BY i.name, del.source_id, del.role_name`,
     [removed.map((g) => g.issuer), removed.map((g) => g.role), removed.map((g) => g.source)],
   );
   for (const g of gone.rows) {
