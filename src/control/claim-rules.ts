@@ -35,6 +35,10 @@ export const CLAIM_RULES_SYNCED = 'claim_rules_synced';
 export const MISSING_CLAIM_RULE_FIX =
   'the control database does not record this claim rule of the configuration, so its grant is not given: restart the gateway with INTERLOCK_OPERATOR_DATABASE_URL (database.operator_url) set to a role given `interlock db grant-operator-role`, or run `interlock db sync-claim-rules --config FILE` with the owner\'s or operator role\'s URL';
 
+/** The log line of a start-up sync that leaves recorded rules of issuers its gateway does not configure. */
+export const OTHER_ISSUER_RULES_NOTE =
+  'the control database records claim rules of issuers this gateway does not configure (another gateway\'s, or left by the upgrade seed or a removed issuer), which the claim-grant function still honours: if no gateway configures these issuers, remove them with `interlock db sync-claim-rules --config FILE`';
+
 const keyOf = (g: ConfiguredClaimGrant) => `${g.issuer}\u0000${g.source}\u0000${g.role}`;
 const order = (a: ConfiguredClaimGrant, b: ConfiguredClaimGrant) => (keyOf(a) < keyOf(b) ? -1 : keyOf(a) > keyOf(b) ? 1 : 0);
 

@@ -14,7 +14,7 @@ import { upsertRole } from '../../../src/control/roles';
 import { upsertClaimMapping } from '../../../src/control/claim-mappings';
 import { openGovernanceAccess } from '../../../src/admin/governance-db';
 import { syncConfiguredClaimRules } from '../../../src/gateway';
-import { replaceConfiguredClaimGrants } from '../../../src/control/claim-rules';
+import { OTHER_ISSUER_RULES_NOTE, replaceConfiguredClaimGrants } from '../../../src/control/claim-rules';
 import { createLogger } from '../../../src/observability/logger';
 import type { ClaimRoleGrant, TokenIssuer } from '../../../generated/config-v1';
 
@@ -336,4 +336,25 @@ test('a runtime transaction holding the row of a removed rule\'s grant does not 
   expect(await rows()).toEqual([{ issuer: IDP, role_name: 'reader', source_id: 'docs' }]);
   // The skipped grant survives the rolled-back deletion: the race above (low, not fixed).
   expect(await grantsOf('locker')).toEqual([{ role_name: 'admin', source_id: 'prod', granted_by: 'claims' }]);
+});
+
+// Consequence of the first fix (low, mitigated by a log line): a start-up sync no longer removes
+// the rules of issuers it does not configure, so rows of an issuer no gateway configures any more
+// (or seeded by the upgrade from existing claim grants, including any a stolen runtime credential
+// gave before it) stay usable by that credential until `interlock db sync-claim-rules` prunes
+// them. The start names those issuers once (warn) with that fix.
+test('a start-up sync names the issuers whose recorded rules it leaves (seeded or no longer configured)', async () => {
+  const gone = 'https://gone.rtcg.example';
+  await replaceConfiguredClaimGrants(t.db, [issuerCfg(IDP, [rule('staff', 'reader', 'docs')]), issuerCfg(gone, [rule('x', 'admin', 'prod')]), issuerCfg(OTHER, [rule('o', 'reader', 'prod')])]);
+  const lines: Array<Record<string, unknown>> = [];
+  const op = await openGovernanceAccess({ db: rt, operatorUrl: opUrl, logger: quiet });
+  try {
+    const logger = createLogger('info', { write: (l: string) => void lines.push(JSON.parse(l)) });
+    expect(await syncConfiguredClaimRules({ governance: op, db: rt, issuers: [issuerCfg(IDP, [rule('staff', 'reader', 'docs')])], logger })).toEqual({ synced: { added: [], removed: [] } });
+  } finally {
+    await op.close();
+  }
+  expect(lines.filter((l) => l.msg === OTHER_ISSUER_RULES_NOTE).map((l) => [l.level, l.component, l.issuers])).toEqual([[40, 'oauth', [gone, OTHER]]]);
+  await replaceConfiguredClaimGrants(t.db, [issuerCfg(IDP, [rule('staff', 'reader', 'docs')])]);
+  expect(await rows()).toEqual([{ issuer: IDP, role_name: 'reader', source_id: 'docs' }]);
 });
