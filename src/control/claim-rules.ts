@@ -126,6 +126,27 @@ export async function replaceConfiguredClaimGrants(db: ControlDb, issuers: reado
  * race the red team left open, test/integration/attacks/rtcg-redteam.test.ts).
  */
 async function revokeUnruledClaimGrants(c: pg.ClientBase, removed: readonly ConfiguredClaimGrant[], actor: ChangeActor | undefined): Promise<void> {
+  for (const g of await takeBackUnruledClaimGrants(c, removed)) {
+    await recordChange(c, actor, 'grant_revoked', g.details, g.sourceId);
+  }
+}
+
+/** A claim grant takeBackUnruledClaimGrants deleted: its grant_revoked event's source and details. */
+export interface TakenBackClaimGrant {
+  sourceId: string;
+  /** grantedBy 'claims', identity (name), identityId, issuer (of the removed rule), role. */
+  details: { grantedBy: 'claims'; identity: string; identityId: string; issuer: string; role: string };
+}
+
+/**
+ * Deletes (on `c`, inside the caller's transaction, after the rules in `removed` were deleted or
+ * narrowed) the claim grants of those (issuer, role, source) rules no rule names any more, as
+ * revokeUnruledClaimGrants describes, and returns them (by identity name, source, role) for the
+ * caller to record (grant_revoked). Used by the claim-rule sync and by `apply`'s claim-mapping
+ * changes (red team rtcg). Needs DELETE and UPDATE (granted_by) on grants.
+ */
+export async function takeBackUnruledClaimGrants(c: pg.ClientBase, removed: readonly ConfiguredClaimGrant[]): Promise<TakenBackClaimGrant[]> {
+  if (removed.length === 0) return [];
   // Rows another transaction holds (a claim sync still open) are skipped, not waited for: a stolen
   // runtime credential holding one must not stall the removal (the rule is gone either way).
   const gone = await c.query<{ identity_id: string; name: string; issuer: string; role_name: string; source_id: string }>(
@@ -150,7 +171,5 @@ async function revokeUnruledClaimGrants(c: pg.ClientBase, removed: readonly Conf
        FROM del JOIN identities i ON i.id = del.identity_id ORDER BY i.name, del.source_id, del.role_name`,
     [removed.map((g) => g.issuer), removed.map((g) => g.role), removed.map((g) => g.source)],
   );
-  for (const g of gone.rows) {
-    await recordChange(c, actor, 'grant_revoked', { grantedBy: 'claims', identity: g.name, identityId: g.identity_id, issuer: g.issuer, role: g.role_name }, g.source_id);
-  }
+  return gone.rows.map((g) => ({ sourceId: g.source_id, details: { grantedBy: 'claims', identity: g.name, identityId: g.identity_id, issuer: g.issuer, role: g.role_name } }));
 }
