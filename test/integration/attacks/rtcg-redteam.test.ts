@@ -106,6 +106,9 @@ test('runtime role: no other way to the rules or grants (triggers, RLS, policies
       'INSERT INTO configured_claim_grants SELECT * FROM configured_claim_grants',
       'LOCK TABLE configured_claim_grants IN ROW EXCLUSIVE MODE',
       'SELECT 1 FROM configured_claim_grants FOR SHARE',
+      // Nor stall a sync's take-back of grants (ROW EXCLUSIVE on grants) with a table lock.
+      'LOCK TABLE grants IN SHARE MODE',
+      'SELECT 1 FROM grants FOR KEY SHARE',
     ];
     const got: Array<{ sql: string; code: string }> = [];
     for (const sql of denied) {
