@@ -34,7 +34,7 @@ import { approvalLookup } from './approvals/status';
 import { mountConsole } from './console/routes';
 import { openGovernanceAccess, type GovernanceAccess } from './admin/governance-db';
 import type { TokenIssuer } from '../generated/config-v1';
-import { listConfiguredClaimGrants, missingClaimGrants, MISSING_CLAIM_RULE_FIX, replaceConfiguredClaimGrants, type ClaimRulesSync, type ConfiguredClaimGrant } from './control/claim-rules';
+import { listConfiguredClaimGrants, missingClaimGrants, MISSING_CLAIM_RULE_FIX, OTHER_ISSUER_RULES_NOTE, replaceConfiguredClaimGrants, type ClaimRulesSync, type ConfiguredClaimGrant } from './control/claim-rules';
 import { startWebhookDispatcher } from './approvals/webhooks';
 import { documentsConnectorRequest } from './tools/handlers/documents-request';
 import { postgresRateLimiter, type RateLimitSettings } from './pipeline/05-rate-limit';
@@ -564,9 +564,22 @@ export interface ClaimRulesStartOptions {
 }
 
 /**
- * At `serve` start (task hcg): replaces configured_claim_grants with the pairs of `issuers`'
- * role_grants (replaceConfiguredClaimGrants, one config event claim_rules_synced when anything
- * changed, operator system) when the governance role may (family claim_rules: the owner of the
+ * Logs once (warn, component oauth, OTHER_ISSUER_RULES_NOTE) the issuers, sorted, whose recorded
+ * claim rules the start-up sync left because this gateway does not configure them (red team rtcg:
+ * rows of an issuer no gateway configures any more, or seeded at the upgrade, stay usable by a
+ * stolen runtime credential until `interlock db sync-claim-rules` removes them). Throws on read failure.
+ */
+async function noteOtherIssuerRules(opts: ClaimRulesStartOptions): Promise<void> {
+  const mine = new Set(opts.issuers.map((i) => i.issuer));
+  const others = [...new Set((await listConfiguredClaimGrants(opts.db)).map((g) => g.issuer).filter((i) => !mine.has(i)))].sort();
+  if (others.length > 0) opts.logger.warn({ component: 'oauth', issuers: others }, OTHER_ISSUER_RULES_NOTE);
+}
+
+/**
+ * At `serve` start (task hcg): replaces the rows of configured_claim_grants of the issuers in
+ * `issuers` with the pairs of their role_grants, leaving other issuers' rows alone (red team rtcg;
+ * replaceConfiguredClaimGrants scope 'configured', one config event claim_rules_synced when anything
+ * changed, operator system; the issuers whose rules it left are logged, noteOtherIssuerRules) when the governance role may (family claim_rules: the owner of the
  * control tables, or the operator connection's role); else reads the table and logs each configured
  * pair it lacks once (warn, component oauth, naming the fix): those pairs are not given until a
  * privileged sync (src/auth/token-identities.ts leaves them out). Never throws: a failure is logged
@@ -575,8 +588,11 @@ export interface ClaimRulesStartOptions {
 export async function syncConfiguredClaimRules(opts: ClaimRulesStartOptions): Promise<{ synced: ClaimRulesSync } | { missing: ConfiguredClaimGrant[] } | { failed: true }> {
   const { governance, logger } = opts;
   try {
-    const synced = await governance.run('claim_rules', (g) => replaceConfiguredClaimGrants(g, opts.issuers));
+    // Only the issuers this gateway configures (red team rtcg): a replica with other issuers, or
+    // none, leaves the rules of the others alone; `interlock db sync-claim-rules` prunes them.
+    const synced = await governance.run('claim_rules', (g) => replaceConfiguredClaimGrants(g, opts.issuers, undefined, { scope: 'configured' }));
     if (synced.added.length + synced.removed.length > 0) logger.info({ component: 'oauth', via: governance.via, added: synced.added.length, removed: synced.removed.length }, 'the configuration\'s claim rules are recorded in the control database');
+    await noteOtherIssuerRules(opts).catch(() => undefined);
     return { synced };
   } catch (err) {
     if (!(err instanceof ControlError)) logger.warn({ component: 'oauth', code: (err as { code?: string }).code }, 'the configuration\'s claim rules could not be recorded in the control database');

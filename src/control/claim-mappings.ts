@@ -42,7 +42,10 @@ export async function upsertClaimMapping(db: Queryable, m: ClaimMapping): Promis
   );
 }
 
-/** Deletes the mapping of `issuer`; claim grants it gave are taken back at the subjects' next sign-in. */
+/**
+ * Deletes the mapping of `issuer`; claim grants it gave are taken back at the subjects' next sign-in
+ * (`apply` takes them back at once, src/control/claim-rules.ts takeBackUnruledClaimGrants).
+ */
 export async function deleteClaimMapping(db: Queryable, issuer: string): Promise<void> {
   await q(db).query('DELETE FROM claim_mappings WHERE issuer = $1', [issuer]);
 }

@@ -31,8 +31,9 @@ export const GOVERNANCE_WRITE_PRIVILEGES: Readonly<Record<Exclude<GovernanceFami
   role: [['roles', 'INSERT'], ['roles', 'UPDATE']],
   grant: [['grants', 'INSERT'], ['grants', 'UPDATE', ['granted_by']], ['grants', 'DELETE']],
   policy: [['policies', 'INSERT'], ['policies', 'UPDATE'], ['policies', 'DELETE']],
-  // The configuration's role_grants rules recorded for interlock_sync_claim_grants (src/control/claim-rules.ts).
-  claim_rules: [['configured_claim_grants', 'INSERT'], ['configured_claim_grants', 'DELETE']],
+  // The configuration's role_grants rules recorded for interlock_sync_claim_grants (src/control/claim-rules.ts);
+  // a removed rule's claim grants are taken back with it (red team rtcg; rows locked FOR UPDATE SKIP LOCKED).
+  claim_rules: [['configured_claim_grants', 'INSERT'], ['configured_claim_grants', 'DELETE'], ['grants', 'UPDATE', ['granted_by']], ['grants', 'DELETE']],
 });
 
 /** `apply` changes every kind of object of the admin families, deletes roles and claim mappings, and scans changed sources. */

@@ -21,6 +21,7 @@ import { newIdentityId } from '../control/ids';
 import { insertOperatorGrant } from '../control/grants';
 import { scanSource } from '../control/scan';
 import { deleteClaimMapping, upsertClaimMapping } from '../control/claim-mappings';
+import { takeBackUnruledClaimGrants } from '../control/claim-rules';
 import { checkRowRules } from '../control/roles';
 import { checkPolicyRowRules } from '../control/policies';
 import { computePlan, type Plan, type PlanChange } from './plan';
@@ -93,8 +94,8 @@ export async function applyInterlockFile(db: ControlDb, input: ApplyInput, opts:
     if (opts.plan) return p;
     const events: ConfigAuditEvent[] = [];
     for (const ch of p.changes) {
-      const e = await execute(c, ch, desired, opts);
-      if (e) events.push({ ...e, operator: opts.operator, details: { ...e.details, digest } });
+      const r = await execute(c, ch, desired, opts);
+      for (const e of r === null ? [] : Array.isArray(r) ? r : [r]) events.push({ ...e, operator: opts.operator, details: { ...e.details, digest } });
     }
     events.push({
       decision: 'applied',
@@ -166,9 +167,10 @@ type ItemEvent = Omit<ConfigAuditEvent, 'operator'> & { details: Record<string, 
 
 /**
  * Makes one change inside the apply transaction. Returns the event a change of one source's
- * grants or settings records (as `interlock grant/revoke/source add/source update` would), or null.
+ * grants or settings records (as `interlock grant/revoke/source add/source update` would), the
+ * grant_revoked events of the claim grants a claim-mapping change takes back, or null.
  */
-async function execute(c: pg.ClientBase, ch: PlanChange, desired: DesiredState, opts: ApplyOptions): Promise<ItemEvent | null> {
+async function execute(c: pg.ClientBase, ch: PlanChange, desired: DesiredState, opts: ApplyOptions): Promise<ItemEvent | ItemEvent[] | null> {
   switch (ch.kind) {
     case 'source': {
       if (ch.action === 'delete') {
@@ -236,10 +238,13 @@ async function execute(c: pg.ClientBase, ch: PlanChange, desired: DesiredState, 
       return null;
     }
     case 'claim_mapping': {
-      // Claim grants a removed or narrowed rule gave are taken back at each subject's next sign-in.
+      // Claim grants a removed or narrowed rule gave, and no rule names any more, are taken back now
+      // (one grant_revoked each; red team rtcg: an identity that never signs in again kept them).
+      const before = await c.query<{ role_grants: Array<{ role?: unknown; source?: unknown }> }>('SELECT role_grants FROM claim_mappings WHERE issuer = $1', [ch.name]);
       if (ch.action === 'delete') await deleteClaimMapping(c, ch.name);
       else await upsertClaimMapping(c, desired.claimMappings.get(ch.name)!);
-      return null;
+      const old = (before.rows[0]?.role_grants ?? []).filter((g) => g && typeof g.role === 'string' && typeof g.source === 'string').map((g) => ({ issuer: ch.name, role: g.role as string, source: g.source as string }));
+      return (await takeBackUnruledClaimGrants(c, old)).map((g) => ({ decision: 'grant_revoked', sourceId: g.sourceId, details: g.details }));
     }
   }
 }

@@ -90,3 +90,15 @@ export async function dropLoginRole(t: TestControlDb, role: string): Promise<voi
     await admin.end();
   }
 }
+
+/**
+ * Creates a login role `<prefix>_<random>` (createLoginRole) and gives it `grant` (e.g.
+ * grantRuntimeRole or grantOperatorRole, run as the owner); returns its name and `t`'s URL as it.
+ * Drop it with dropLoginRole.
+ */
+export async function createGrantedLoginRole(t: TestControlDb, prefix: string, grant: (db: ControlDb, role: string) => Promise<void>): Promise<{ role: string; url: string }> {
+  const role = `${prefix}_${randomBytes(4).toString('hex')}`;
+  const url = await createLoginRole(t, role);
+  await grant(t.db, role);
+  return { role, url };
+}
