@@ -28,7 +28,8 @@
  *    (d) the frontier's p99 is wrk's over every answer at n (all served), part 2's admitted p99 is a
  *    1-connection Node.js probe's over its served calls (hundreds a round, its own client's delay
  *    in it, one connection more than the load): the same quantity measured by another client, the
- *    frontier's the lower one; (e) levels are medians of a few rounds on a shared machine, so
+ *    frontier's the lower one — and part 2's "÷ U" divides the probe's p99 by wrk's U, so the Node.js
+ *    client's own delay is in the numerator only (a bias against admission on and off alike); (e) levels are medians of a few rounds on a shared machine, so
  *    neighbouring levels are often within noise of each other.
  * 2. Loads 1× (C), 2×, 4× and 512 connections, BENCH_ROUNDS rounds; in each round every load runs
  *    on both gateways, on and off in turn (which goes first alternates by round). Per load and mode
