@@ -21,16 +21,17 @@
  *   latency now);
  * - gradient = clamp(tolerance × longRtt / shortRtt, 0.5, 1); newLimit = limit × gradient + √limit
  *   (a little headroom to probe upward); limit ← limit × (1 − smoothing) + newLimit × smoothing,
- *   clamped to [minLimit, maxLimit]. While fewer than half the limit are working the limit is not
- *   raised (the load, not the capacity, is what bounds it then). **Working calls** (h29f): the calls
- *   in flight less the share of them waiting for their identity's own source slots (fair-share.ts),
- *   by Little's law the fast average own-slot wait ÷ the fast average latency (admission to
- *   release) of recent calls: such a wait is left out of the sample (one flooding identity must not
- *   lower the limit for everyone), so without this one identity on 512 connections saw the limit
- *   raised to ~185 calls (the drop ceiling) to hold its own queue — 60–100 ms per call at 3 slots —
- *   and some of those calls waited out identity_wait_ms and were refused late (bench/RESULTS.md,
- *   h29f). The limit is only held, never lowered, by this; `raiseOnSlotWaiters` counts every call
- *   in flight, as before. Each sample may lower or raise
+ *   clamped to [minLimit, maxLimit]. While fewer than half the limit are in flight (with
+ *   `raiseOnSlotWaiters` false: working) the limit is not raised (the load, not the capacity, is
+ *   what bounds it then). **Working calls** (h29f, an option, off by default): the calls in flight
+ *   less the share of them waiting for their identity's own source slots (fair-share.ts), by
+ *   Little's law the fast average own-slot wait ÷ the fast average latency (admission to release)
+ *   of recent calls. Such a wait is left out of the sample (one flooding identity must not lower
+ *   the limit for everyone), so by default one identity on 512 connections has the limit raised to
+ *   ~185 calls to hold its own queue (50–150 ms per call at 3 slots) until its waiter cap (3 × 64)
+ *   refuses calls late and a drop caps the limit; with working calls the limit stays at ~60–110 and
+ *   nothing is refused late, but goodput was not shown to hold at 1×–4× (more calls in flight
+ *   serve more there: bench/RESULTS.md, h29f). The limit is only held, never lowered, by this. Each sample may lower or raise
  *   the limit, but within one DECREASE_STEP_MS it never falls below 0.9 × its value at the step's
  *   start: at thousands of calls a second the short average spans a few milliseconds, and one
  *   garbage-collection pause or a neighbour's burst would otherwise take the limit down by half
@@ -69,7 +70,7 @@
  * - every UPDATE_INTERVAL_MS: sampled = the latency_percentile of the calls finished in it;
  *   gradient = clamp(tolerance × minRTT / sampled, 0.5, 2); limit ← limit × gradient +
  *   √(limit × gradient) (the headroom that keeps probing upward), not raised while fewer than half
- *   the limit are working (above); under pressure (event-loop delay, audit queue) × 0.9 instead. Drops and
+ *   the limit are in flight (or working, above); under pressure (event-loop delay, audit queue) × 0.9 instead. Drops and
  *   their ceiling act as above. No smoothing: one update per interval, from a percentile.
  *
  * Defaults (DEFAULT_CAPACITY, measured, bench/RESULTS.md issue 29): a point read costs the gateway
@@ -190,7 +191,7 @@ export interface CapacitySettings {
   sampleSourceTime: boolean;
   /** Count the call's wait for a shared source-pool connection (release's poolWaitMs, part of excludedMs) in its sample (see the module). */
   samplePoolWait: boolean;
-  /** Count calls waiting for their identity's own source slots as in flight when deciding whether the limit is used enough to be raised (the behaviour before h29f; see the module: working calls). */
+  /** Count calls waiting for their identity's own source slots as in flight when deciding whether the limit is used enough to be raised (default true; false: working calls only, see the module). */
   raiseOnSlotWaiters: boolean;
   /** Per-identity limit from the identity's own-slot wait (see the module: per-identity limit). */
   identityLimit: boolean;
@@ -218,7 +219,7 @@ export const DEFAULT_CAPACITY: CapacitySettings = {
   latencyPercentile: 90,
   sampleSourceTime: false,
   samplePoolWait: false,
-  raiseOnSlotWaiters: false,
+  raiseOnSlotWaiters: true,
   identityLimit: false,
   identitySlotWaitMs: 1,
   identityWaitRatio: 2,

@@ -423,7 +423,7 @@ test('refuseKnown: a remembered token is refused before identity resolution exac
 test('working calls: calls waiting for their identity\'s own source slots (release slotWaitMs) do not count as in flight for raising the limit, unless raiseOnSlotWaiters (issue 29, h29f)', () => {
   /** Limit 10; `rounds` rounds: the limit filled, all finish together 10 ms later, 9 ms of it in source reads, `slotMs` of those waiting for the identity's own slots. The limits after each round (3 decimals of the unrounded snapshot). */
   const run = (over: Partial<CapacitySettings>, slotMs: number, rounds: number) => {
-    const l = limiter({ initialLimit: 10, minLimit: 4, maxLimit: 100, ...over });
+    const l = limiter({ initialLimit: 10, minLimit: 4, maxLimit: 100, raiseOnSlotWaiters: false, ...over });
     const limits: number[] = [];
     for (let r = 0; r < rounds; r++) {
       const held = Array.from({ length: l.limit }, () => permit(l.acquire()));
