@@ -5,7 +5,8 @@
  * connections like bench 11, idle for BENCH_IDLE_SECONDS (default 60: the source and audit pools
  * close idle connections after 30 s), then wrk at BENCH_CONNECTIONS (default 32; one identity,
  * uncached point reads) for BENCH_SECONDS (default 6). Prints one row per 100 ms of the burst:
- * time from wrk's start (ms), limit, in flight, queued, calls finished in that 100 ms, shortRtt
+ * time from wrk's start (ms), limit, in flight, working (in flight less those waiting for their
+ * identity's own source slots, CapacitySnapshot.working; all in flight with raise_on_slot_waiters), queued, calls finished in that 100 ms, shortRtt
  * and longRtt (ms), event-loop delay read (ms), audit queue, pressure, drop ceiling, refused and
  * dropped since start; then wrk's totals and the load average. BENCH_ROOT: the checkout whose
  * dist/ runs (default this one). BENCH_NEIGHBOUR_SECONDS (default 0): for that many seconds at the
