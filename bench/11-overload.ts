@@ -8,10 +8,29 @@
  * configuration had defined a minute before):
  *
  * 1. Capacity: the admission-off gateway, wrk at BENCH_CAPACITY_LEVELS connections (default
- *    1,2,4,8,16,32), BENCH_ROUNDS rounds (default 3) of BENCH_SECONDS each, the levels in turn
- *    within each round; per level the median goodput of its rounds. The capacity C is the level of
- *    the highest median, P that median; the unloaded p99 U is the median of wrk's p99 at 1
- *    connection. Every round is printed.
+ *    1,2,4,6,8,12,16,24,32,48,64: finer around the knee, and past 32, where earlier runs' admission-off
+ *    gateway still gained, 1.14–1.18 P at 64 and 128), BENCH_ROUNDS rounds (default 3) of BENCH_SECONDS
+ *    each, the levels in turn within each round; per level the median goodput of its rounds. The
+ *    capacity C is the level of the highest median, P that median; the unloaded p99 U is the median
+ *    of wrk's p99 at 1 connection. Every round is printed. Then the **feasibility frontier** (h29f):
+ *    per level goodput ÷ P, p50 and p99 (ms and ÷ U), and the smallest level n* whose goodput is
+ *    ≥ 0.9 P with its p99 ÷ U. An admission limit can only choose how many calls are in flight (one
+ *    identity, all calls alike: nothing to reorder), so when that p99 is > 3 U no policy meets both
+ *    targets at 1× here, and the bench says so in one line. After part 3 the same for 512
+ *    connections, each level's goodput less the served calls that ≤ 512 − n refusals a second (each
+ *    refused connection paused ≥ 1 s) cost at part 3's CPU per refusal. Caveats, why the frontier
+ *    is a bound and not a prediction: (a) a closed loop at n keeps n calls in the whole system (wrk,
+ *    kernel, parse, slot, answer), while a limit of n counts only calls holding a slot (from
+ *    admission after the body parse to the answer's flush): with a limit, calls being parsed and
+ *    refused come on top, and their work runs in the same event loop as the admitted calls'; (b)
+ *    those refusals cost CPU a closed loop never spends (estimated only for 512); (c) the admission
+ *    queue (queue_size, up to queue_timeout_ms) adds waiting calls, whose wait is in their latency;
+ *    (d) the frontier's p99 is wrk's over every answer at n (all served), part 2's admitted p99 is a
+ *    1-connection Node.js probe's over its served calls (hundreds a round, its own client's delay
+ *    in it, one connection more than the load): the same quantity measured by another client, the
+ *    frontier's the lower one — and part 2's "÷ U" divides the probe's p99 by wrk's U, so the Node.js
+ *    client's own delay is in the numerator only (a bias against admission on and off alike); (e) levels are medians of a few rounds on a shared machine, so
+ *    neighbouring levels are often within noise of each other.
  * 2. Loads 1× (C), 2×, 4× and 512 connections, BENCH_ROUNDS rounds; in each round every load runs
  *    on both gateways, on and off in turn (which goes first alternates by round). Per load and mode
  *    the row gives medians over the rounds and each round's goodput: goodput (HTTP 200 answers
@@ -287,11 +306,60 @@ interface Row {
   servedAt1x: number[];
 }
 
+/** One level of the capacity sweep (admission off, closed loop at `c` connections): medians over the rounds of goodput (calls/s), wrk's p50 and p99 (ms), and gateway CPU µs per served call. */
+interface Level {
+  c: number;
+  goodput: number;
+  p50: number;
+  p99: number;
+  cpuUs: number;
+}
+
+/** Share of P that the issue's goodput target asks for, and the multiple of U its admitted p99 allows. */
+const GOODPUT_TARGET = 0.9;
+const P99_TARGET = 3;
+
+/**
+ * The feasibility frontier (see the module, part 1): per level goodput ÷ P, p50 and p99 ÷ U; then
+ * the smallest level whose goodput reaches GOODPUT_TARGET × P and its p99 ÷ U. An admission limit
+ * only chooses how many calls are in flight, so when that p99 exceeds P99_TARGET × U no policy
+ * meets both targets at 1× on this machine; the line says so with the figures.
+ */
+function printFrontier(byLevel: Level[], peak: number, unloadedP99: number): void {
+  console.log('\nfeasibility frontier (admission off, closed loop at n connections; medians of the rounds):');
+  console.log('| n | goodput ÷ P | p50 ms | p50 ÷ U | p99 ms | p99 ÷ U | gateway µs / served |');
+  console.log('|---|---|---|---|---|---|---|');
+  for (const l of byLevel) console.log(`| ${l.c} | ${round(l.goodput / peak, 2)} | ${round(l.p50, 2)} | ${round(l.p50 / unloadedP99, 2)} | ${round(l.p99, 2)} | ${round(l.p99 / unloadedP99, 2)} | ${round(l.cpuUs)} |`);
+  const knee = byLevel.find((l) => l.goodput >= GOODPUT_TARGET * peak)!;
+  const feasible = knee.p99 <= P99_TARGET * unloadedP99;
+  console.log(`frontier: n* = ${knee.c} (the fewest connections with goodput ≥ ${GOODPUT_TARGET} P: ${round(knee.goodput / peak, 2)} P), its p99 = ${round(knee.p99 / unloadedP99, 2)} U`);
+  if (!feasible) console.log(`INFEASIBLE at 1×: goodput ≥ ${GOODPUT_TARGET} P needs ≥ ${knee.c} calls in flight, whose p99 is ${round(knee.p99, 1)} ms = ${round(knee.p99 / unloadedP99, 2)} U > ${P99_TARGET} U (U = ${round(unloadedP99, 1)} ms): no admission policy can meet both targets on this machine`);
+  else console.log(`feasible at 1×: a limit of ${knee.c} calls would give ${round(knee.goodput / peak, 2)} P at ${round(knee.p99 / unloadedP99, 2)} U`);
+}
+
+/**
+ * The frontier at 512 connections: with n admitted, the other 512 − n connections are refused and
+ * paused for the Retry-After (≥ 1 s), so at most 512 − n refusals a second, each costing
+ * `refusalUs` of gateway CPU that a served call (the level's µs per served) no longer gets; the
+ * level's goodput less those calls is the best any limit of n can do there (an estimate: it assumes
+ * the gateway's CPU is what binds, and ignores the probe and the queue).
+ */
+function printFrontier512(byLevel: Level[], peak: number, unloadedP99: number, refusalUs: number): void {
+  const at512 = byLevel.map((l) => ({ ...l, goodput: l.goodput - ((512 - l.c) * refusalUs) / l.cpuUs }));
+  const knee = at512.find((l) => l.goodput >= GOODPUT_TARGET * peak);
+  if (!knee) {
+    console.log(`\nfrontier at 512: no level reaches ${GOODPUT_TARGET} P once (512 − n) refusals/s × ${round(refusalUs)} µs are paid: no admission policy can meet the goodput target at 512 on this machine`);
+    return;
+  }
+  const feasible = knee.p99 <= P99_TARGET * unloadedP99;
+  console.log(`\nfrontier at 512 (refusals at ${round(refusalUs)} µs each, ≤ 512 − n a second): n* = ${knee.c}, goodput ≈ ${round(knee.goodput / peak, 2)} P, p99 = ${round(knee.p99 / unloadedP99, 2)} U${feasible ? '' : ` > ${P99_TARGET} U: INFEASIBLE at 512, no admission policy can meet both targets on this machine`}`);
+}
+
 async function main(): Promise<void> {
   if (!wrkAvailable()) throw new Error('bench 11 needs wrk (/usr/bin/wrk, Debian package wrk)');
   const seconds = envInt('BENCH_SECONDS', 10);
   const rounds = envInt('BENCH_ROUNDS', 3);
-  const levels = (process.env.BENCH_CAPACITY_LEVELS ?? '1,2,4,8,16,32').split(',').map(Number);
+  const levels = (process.env.BENCH_CAPACITY_LEVELS ?? '1,2,4,6,8,12,16,24,32,48,64').split(',').map(Number);
   console.log(`# 11-overload: uncached point reads, one identity, wrk closed loop; capacity first, then 1×/2×/4×/512 with admission on and off in alternating rounds (${rounds} rounds of ${seconds} s)`);
   console.log(machineLine());
   await withBenchEnv({}, async (env) => {
@@ -318,12 +386,14 @@ async function main(): Promise<void> {
         }
       }
       const goodputOf = (m: Measured) => m.w.served / m.w.seconds;
-      const byLevel = levels.map((c) => ({ c, goodput: median(sweep.get(c)!.map(goodputOf)), p99: median(sweep.get(c)!.map((m) => m.w.p99Ms)) }));
+      const byLevel: Level[] = levels.map((c) => ({ c, goodput: median(sweep.get(c)!.map(goodputOf)), p50: median(sweep.get(c)!.map((m) => m.w.p50Ms)), p99: median(sweep.get(c)!.map((m) => m.w.p99Ms)), cpuUs: median(sweep.get(c)!.map((m) => (m.cpuMs * 1000) / Math.max(1, m.w.served))) }));
       const best = byLevel.reduce((a, b) => (b.goodput > a.goodput ? b : a));
       const capacity = best.c;
       const peak = best.goodput;
       const unloadedP99 = byLevel.find((l) => l.c === Math.min(...levels))!.p99;
       console.log(`capacity: ${capacity} connections, P = ${round(peak)} calls/s (median of ${rounds}: ${sweep.get(capacity)!.map((m) => round(goodputOf(m))).join(', ')}); U = ${unloadedP99} ms (median p99 at ${Math.min(...levels)} connection)`);
+      if (capacity === Math.max(...levels)) console.log(`(C is the highest level swept: the peak may lie beyond ${capacity} connections, and P be underestimated)`);
+      printFrontier(byLevel, peak, unloadedP99);
 
       // 2. 1×, 2×, 4× and 512, admission on and off in turn, BENCH_ROUNDS rounds.
       const loads: Array<[string, number]> = [
@@ -393,6 +463,8 @@ async function main(): Promise<void> {
       // The databases' side: a served call costs the source's backend its statement and the control database its audit row; a refusal sends nothing to the source and is audited in aggregate.
       const withDb = median(refusalRounds.map((rr) => (rr.refusalUs + rr.refusalControlUs) / (rr.servedUs + rr.servedControlUs + rr.servedSourceUs)));
       console.log(`  with the databases' backends (gateway + control + source): ${round(median(refusalRounds.map((rr) => rr.refusalUs + rr.refusalControlUs)))} µs per refusal (control ${round(median(refusalRounds.map((rr) => rr.refusalControlUs)))}, source 0) / ${round(median(refusalRounds.map((rr) => rr.servedUs + rr.servedControlUs + rr.servedSourceUs)))} µs per served call (control ${round(median(refusalRounds.map((rr) => rr.servedControlUs)))}, source ${round(median(refusalRounds.map((rr) => rr.servedSourceUs)))}) = ${round(withDb, 3)} ×`);
+      // The frontier at 512: the same levels, less the served calls the refusals of the other connections' retries would cost.
+      printFrontier512(byLevel, peak, unloadedP99, median(refusalRounds.map((rr) => rr.refusalUs)));
       for (const mode of modes.filter((m) => m !== 'off')) {
         const onRows = summary.filter((x) => x.admission === mode);
         console.log(`\nadmission ${mode}: goodput ≥ 0.9 P at every load: ${onRows.every((x) => x.goodputVsPeak >= 0.9)}; admitted p99 ≤ 3 U: ${onRows.every((x) => !(x.admittedVsU > 3))}; refusal ≤ 0.1 served CPU (alone, admission on): ${ratio <= 0.1}; every refusal with Retry-After: ${onRows.every((x) => x.allRetryAfter)}`);

@@ -5,7 +5,8 @@
  * connections like bench 11, idle for BENCH_IDLE_SECONDS (default 60: the source and audit pools
  * close idle connections after 30 s), then wrk at BENCH_CONNECTIONS (default 32; one identity,
  * uncached point reads) for BENCH_SECONDS (default 6). Prints one row per 100 ms of the burst:
- * time from wrk's start (ms), limit, in flight, queued, calls finished in that 100 ms, shortRtt
+ * time from wrk's start (ms), limit, in flight, working (in flight less those waiting for their
+ * identity's own source slots, CapacitySnapshot.working; all in flight with raise_on_slot_waiters), queued, calls finished in that 100 ms, shortRtt
  * and longRtt (ms), event-loop delay read (ms), audit queue, pressure, drop ceiling, refused and
  * dropped since start; then wrk's totals and the load average. BENCH_ROOT: the checkout whose
  * dist/ runs (default this one). BENCH_NEIGHBOUR_SECONDS (default 0): for that many seconds at the
@@ -80,7 +81,7 @@ async function main(): Promise<void> {
       const t0 = Date.now();
       const w = await runWrkOverload({ url: gw.url, connections, seconds, bodies: BODIES, headers, expect: '"track_id"' });
       await sleep(200);
-      console.log('t_ms   limit  infl  queue  done/100ms  shortRtt  longRtt  source  poolWait  slotWait  stmt  loopDelay  auditQ  press  ceiling  refused  dropped  idLim  idLow  idRef');
+      console.log('t_ms   limit  infl  work  queue  done/100ms  shortRtt  longRtt  source  poolWait  slotWait  stmt  loopDelay  auditQ  press  ceiling  refused  dropped  idLim  idLow  idRef');
       let prev: StateLine | null = null;
       for (const s of lines) {
         if (s.time < t0 - 200 || s.time > t0 + seconds * 1000 + 200) {
@@ -89,7 +90,7 @@ async function main(): Promise<void> {
         }
         const done = prev ? s.samples - prev.samples : 0;
         prev = s;
-        console.log([String(s.time - t0).padStart(5), String(s.limit).padStart(6), String(s.inflight).padStart(5), String(s.queued).padStart(6), String(done).padStart(11), String(s.shortRtt).padStart(9), String(s.longRtt).padStart(8), String(s.shortSource).padStart(7), String(s.shortPoolWait).padStart(9), String(s.shortSlotWait).padStart(9), String(s.shortStatement).padStart(5), String(s.loopDelayMs).padStart(10), String(s.auditQueue).padStart(7), (s.pressured ? 'yes' : 'no').padStart(6), String(s.ceiling ?? '-').padStart(8), String(s.refused).padStart(8), String(s.dropped).padStart(8), String(s.identityLimited).padStart(6), String(s.identityLowest ?? '-').padStart(6), String(s.identityRefused).padStart(6)].join(' '));
+        console.log([String(s.time - t0).padStart(5), String(s.limit).padStart(6), String(s.inflight).padStart(5), String(s.working).padStart(5), String(s.queued).padStart(6), String(done).padStart(11), String(s.shortRtt).padStart(9), String(s.longRtt).padStart(8), String(s.shortSource).padStart(7), String(s.shortPoolWait).padStart(9), String(s.shortSlotWait).padStart(9), String(s.shortStatement).padStart(5), String(s.loopDelayMs).padStart(10), String(s.auditQueue).padStart(7), (s.pressured ? 'yes' : 'no').padStart(6), String(s.ceiling ?? '-').padStart(8), String(s.refused).padStart(8), String(s.dropped).padStart(8), String(s.identityLimited).padStart(6), String(s.identityLowest ?? '-').padStart(6), String(s.identityRefused).padStart(6)].join(' '));
       }
       console.log(JSON.stringify({ root, config: process.env.BENCH_CONFIG ?? null, connections, seconds, idle, neighbourSeconds, goodput: Math.round(w.served / w.seconds), refused: w.refused, late: w.refusedOther, other: w.other, socketErrors: w.socketErrors, p50: w.p50Ms, p99: w.p99Ms, load1: loadavg()[0].toFixed(1) }));
     } finally {

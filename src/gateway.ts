@@ -338,6 +338,7 @@ export function capacityLimiter(a: NonNullable<ResolvedGatewayConfig['admission'
       latencyPercentile: a.latency_percentile ?? DEFAULT_CAPACITY.latencyPercentile,
       sampleSourceTime: a.sample_source_time ?? false,
       samplePoolWait: a.sample_pool_wait ?? false,
+      raiseOnSlotWaiters: a.raise_on_slot_waiters ?? DEFAULT_CAPACITY.raiseOnSlotWaiters,
       identityLimit: a.identity_limit ?? DEFAULT_CAPACITY.identityLimit,
       identitySlotWaitMs: a.identity_slot_wait_ms ?? DEFAULT_CAPACITY.identitySlotWaitMs,
       identityWaitRatio: a.identity_wait_ratio ?? DEFAULT_CAPACITY.identityWaitRatio,

@@ -21,8 +21,17 @@
  *   latency now);
  * - gradient = clamp(tolerance × longRtt / shortRtt, 0.5, 1); newLimit = limit × gradient + √limit
  *   (a little headroom to probe upward); limit ← limit × (1 − smoothing) + newLimit × smoothing,
- *   clamped to [minLimit, maxLimit]. While fewer than half the limit are in flight the limit is not
- *   raised (the load, not the capacity, is what bounds it then). Each sample may lower or raise
+ *   clamped to [minLimit, maxLimit]. While fewer than half the limit are in flight (with
+ *   `raiseOnSlotWaiters` false: working) the limit is not raised (the load, not the capacity, is
+ *   what bounds it then). **Working calls** (h29f, an option, off by default): the calls in flight
+ *   less the share of them waiting for their identity's own source slots (fair-share.ts), by
+ *   Little's law the fast average own-slot wait ÷ the fast average latency (admission to release)
+ *   of recent calls. Such a wait is left out of the sample (one flooding identity must not lower
+ *   the limit for everyone), so by default one identity on 512 connections has the limit raised to
+ *   ~185 calls to hold its own queue (50–150 ms per call at 3 slots) until its waiter cap (3 × 64)
+ *   refuses calls late and a drop caps the limit; with working calls the limit stays at ~60–110 and
+ *   nothing is refused late, but goodput was not shown to hold at 1×–4× (more calls in flight
+ *   serve more there: bench/RESULTS.md, h29f). The limit is only held, never lowered, by this. Each sample may lower or raise
  *   the limit, but within one DECREASE_STEP_MS it never falls below 0.9 × its value at the step's
  *   start: at thousands of calls a second the short average spans a few milliseconds, and one
  *   garbage-collection pause or a neighbour's burst would otherwise take the limit down by half
@@ -61,7 +70,7 @@
  * - every UPDATE_INTERVAL_MS: sampled = the latency_percentile of the calls finished in it;
  *   gradient = clamp(tolerance × minRTT / sampled, 0.5, 2); limit ← limit × gradient +
  *   √(limit × gradient) (the headroom that keeps probing upward), not raised while fewer than half
- *   the limit are in flight; under pressure (event-loop delay, audit queue) × 0.9 instead. Drops and
+ *   the limit are in flight (or working, above); under pressure (event-loop delay, audit queue) × 0.9 instead. Drops and
  *   their ceiling act as above. No smoothing: one update per interval, from a percentile.
  *
  * Defaults (DEFAULT_CAPACITY, measured, bench/RESULTS.md issue 29): a point read costs the gateway
@@ -182,6 +191,8 @@ export interface CapacitySettings {
   sampleSourceTime: boolean;
   /** Count the call's wait for a shared source-pool connection (release's poolWaitMs, part of excludedMs) in its sample (see the module). */
   samplePoolWait: boolean;
+  /** Count calls waiting for their identity's own source slots as in flight when deciding whether the limit is used enough to be raised (default true; false: working calls only, see the module). */
+  raiseOnSlotWaiters: boolean;
   /** Per-identity limit from the identity's own-slot wait (see the module: per-identity limit). */
   identityLimit: boolean;
   /** Per-identity limit: the least own-slot wait (ms, mean over a step) allowed an identity, whatever its statements' time. */
@@ -208,6 +219,7 @@ export const DEFAULT_CAPACITY: CapacitySettings = {
   latencyPercentile: 90,
   sampleSourceTime: false,
   samplePoolWait: false,
+  raiseOnSlotWaiters: true,
   identityLimit: false,
   identitySlotWaitMs: 1,
   identityWaitRatio: 2,
@@ -287,6 +299,8 @@ export interface CapacitySnapshot {
   /** Fast averages (as shortRtt) over the released calls of their wait for their identity's own source slots (release's slotWaitMs) and of their statements' time (excludedMs less both waits), ms. */
   shortSlotWait: number;
   shortStatement: number;
+  /** The calls in flight that are working (not waiting for their identity's own source slots; see the module: working calls), 1 decimal. */
+  working: number;
   /** Per-identity limit: identities with a limit of their own now, the lowest of those limits (calls, or null), and calls refused by one since start. */
   identityLimited: number;
   identityLowest: number | null;
@@ -364,6 +378,8 @@ export class CapacityLimiter {
   private shortPoolWait = 0;
   private shortSlotWait = 0;
   private shortStatement = 0;
+  /** Fast average (as shortRtt) of released calls' whole latency, admission to release (ms): with shortSlotWait, the share of the calls in flight that wait for their own slots (working()). */
+  private shortLatency = 0;
   private samples = 0;
   /** Slots held per identity key. */
   private readonly heldBy = new Map<string, number>();
@@ -465,6 +481,7 @@ export class CapacityLimiter {
       shortPoolWait: Math.round(this.shortPoolWait * 100) / 100,
       shortSlotWait: Math.round(this.shortSlotWait * 100) / 100,
       shortStatement: Math.round(this.shortStatement * 100) / 100,
+      working: Math.round(this.working() * 10) / 10,
       longRtt: Math.round(this.longRtt * 100) / 100,
       loopDelayMs: Math.round(lag * 10) / 10,
       auditQueue: audit,
@@ -751,6 +768,7 @@ export class CapacityLimiter {
         this.shortPoolWait += (poolWaitMs - this.shortPoolWait) * 0.1;
         this.shortSlotWait += (slotWaitMs - this.shortSlotWait) * 0.1;
         this.shortStatement += (Math.max(0, excludedMs - poolWaitMs - slotWaitMs) - this.shortStatement) * 0.1;
+        this.shortLatency += (this.clock() - started - this.shortLatency) * 0.1;
         if (dropped) this.drop();
         else this.sample(Math.max(0, this.clock() - started - this.leftOut(excludedMs, poolWaitMs)), windowId);
         this.next();
@@ -821,7 +839,7 @@ export class CapacityLimiter {
     } else {
       const gradient = Math.max(0.5, Math.min(1, (s.tolerance * this.longRtt) / Math.max(1e-3, this.shortRtt)));
       next = this.limitValue * gradient + Math.sqrt(this.limitValue);
-      if (next > this.limitValue && this.inflightCount + 1 < this.limitValue / 2) next = this.limitValue;
+      if (next > this.limitValue && this.working() + 1 < this.limitValue / 2) next = this.limitValue;
       next = this.limitValue * 0.8 + next * 0.2;
       if (next < this.limitValue) {
         // Lowered by at most 10 % per DECREASE_STEP_MS: the step's floor is 0.9 × the limit when it began.
@@ -830,6 +848,16 @@ export class CapacityLimiter {
       }
     }
     this.setLimit(next, at);
+  }
+
+  /**
+   * The calls in flight that are working (see the module: working calls): all of them with
+   * raiseOnSlotWaiters; else less the share waiting for their identity's own source slots, by
+   * Little's law the fast average own-slot wait ÷ the fast average latency (both over released calls).
+   */
+  private working(): number {
+    if (this.settings.raiseOnSlotWaiters || !(this.shortLatency > 0)) return this.inflightCount;
+    return this.inflightCount * (1 - Math.min(1, this.shortSlotWait / this.shortLatency));
   }
 
   /** The limit becomes `next`, under a drop's ceiling while it holds, within [minLimit, maxLimit]. */
@@ -871,7 +899,7 @@ export class CapacityLimiter {
       const gradient = Math.max(0.5, Math.min(2, (s.tolerance * m.value!) / Math.max(1e-3, sampled)));
       const scaled = limit * gradient;
       next = scaled + Math.sqrt(scaled);
-      if (next > limit && this.inflightCount + 1 < limit / 2) next = limit;
+      if (next > limit && this.working() + 1 < limit / 2) next = limit;
     }
     this.setLimit(next, at);
     m.atFloor = this.limitValue <= s.minLimit ? m.atFloor + 1 : 0;

@@ -180,7 +180,7 @@ test('a quiet minute does not let the first slow calls after it become the long-
 
 test('snapshot(): the limiter state the debug trace logs (gateway.ts at level debug, bench/admission-trace.ts)', () => {
   const l = limiter({ initialLimit: 8 }, { lag: () => 150, audit: () => 3 });
-  expect(l.snapshot()).toEqual({ limit: 8, inflight: 0, queued: 0, borrowed: 0, shortRtt: 0, longRtt: 0, loopDelayMs: 150, auditQueue: 3, pressured: true, ceiling: null, refused: 0, dropped: 0, samples: 0, minRtt: null, measuring: false, shortSource: 0, shortPoolWait: 0, shortSlotWait: 0, shortStatement: 0, identityLimited: 0, identityLowest: null, identityRefused: 0 });
+  expect(l.snapshot()).toEqual({ limit: 8, inflight: 0, queued: 0, borrowed: 0, shortRtt: 0, longRtt: 0, loopDelayMs: 150, auditQueue: 3, pressured: true, ceiling: null, refused: 0, dropped: 0, samples: 0, minRtt: null, measuring: false, shortSource: 0, shortPoolWait: 0, shortSlotWait: 0, shortStatement: 0, working: 0, identityLimited: 0, identityLowest: null, identityRefused: 0 });
   const p = permit(l.acquire());
   expect(l.snapshot()).toMatchObject({ inflight: 1, samples: 0 });
   // 30 ms of source time: 5 waiting for a pool connection, 15 for the identity's own slots, 10 in statements (fast averages: × 0.1).
@@ -418,4 +418,32 @@ test('refuseKnown: a remembered token is refused before identity resolution exac
   expect(l.refuseKnown('tok-b')).toBeNull();
   l.close();
   for (const p of held) p.release();
+});
+
+test('working calls: calls waiting for their identity\'s own source slots (release slotWaitMs) do not count as in flight for raising the limit, unless raiseOnSlotWaiters (issue 29, h29f)', () => {
+  /** Limit 10; `rounds` rounds: the limit filled, all finish together 10 ms later, 9 ms of it in source reads, `slotMs` of those waiting for the identity's own slots. The limits after each round (3 decimals of the unrounded snapshot). */
+  const run = (over: Partial<CapacitySettings>, slotMs: number, rounds: number) => {
+    const l = limiter({ initialLimit: 10, minLimit: 4, maxLimit: 100, raiseOnSlotWaiters: false, ...over });
+    const limits: number[] = [];
+    for (let r = 0; r < rounds; r++) {
+      const held = Array.from({ length: l.limit }, () => permit(l.acquire()));
+      clock += 10;
+      for (const p of held) p.release(9, false, 0, slotMs);
+      limits.push(l.snapshot().limit);
+    }
+    return { limits, working: l.snapshot().working, l };
+  };
+  // 8 of 10 ms waiting: by Little's law 80 % of the calls in flight wait, the working ones (≤ 0.2 × 9 + 1) never reach half the limit: held.
+  expect(run({}, 8, 4).limits).toEqual([10, 10, 10, 10]);
+  // The same calls counted as in flight (the behaviour before): raised every round.
+  const before = run({ raiseOnSlotWaiters: true }, 8, 4).limits;
+  expect(before).toEqual([12.65, 16.4, 21.56, 28.47]);
+  // No own-slot wait: every call works, the same trajectory as before.
+  expect(run({}, 0, 4).limits).toEqual(before);
+  // 4 of 10 ms waiting: working 0.6 × in flight; in a round only the releases while 0.6 × (calls still held) + 1 ≥ half the limit raise it (round 1: 2 of 10, 10 → 10.63 → 11.28).
+  expect(run({}, 4, 4).limits).toEqual([11.28, 12.65, 14.09, 15.61]);
+  // The snapshot shows the working calls: the limit (11) held, 40 % of the latency waiting → 6.6.
+  const { l } = run({}, 4, 1);
+  for (let i = 0; i < 11; i++) permit(l.acquire());
+  expect(l.snapshot()).toMatchObject({ inflight: 11, working: 6.6 });
 });
