@@ -134,6 +134,17 @@ describe('resources', () => {
       { decision: 'identity_subject_linked', operator: 'ops-anna', identity_id: owner.id, details },
       { decision: 'identity_subject_unlinked', operator: 'ops-anna', identity_id: owner.id, details },
     ]);
+    // The CLI in remote mode goes through these routes, with the same output and exit codes.
+    const remote = async (...args: string[]) => {
+      const out: string[] = [];
+      const err: string[] = [];
+      const code = await runCli(['--server', base, '--token', token, ...args], { out: (x) => void out.push(x), err: (x) => void err.push(x) });
+      return { code, out, err };
+    };
+    expect(await remote('identity', 'link', 'api-subject-b', '--issuer', issuer, '--subject', 'user/7')).toEqual({ code: 0, out: [`linked token subject user/7 of ${issuer} to identity api-subject-b`], err: [] });
+    expect(await remote('identity', 'link', 'api-subject-a', '--issuer', issuer, '--subject', 'user/7')).toMatchObject({ code: 2, out: [] });
+    expect(await remote('identity', 'unlink', 'api-subject-b', '--issuer', issuer, '--subject', 'user/7')).toEqual({ code: 0, out: [`unlinked token subject user/7 of ${issuer} from identity api-subject-b`], err: [] });
+    expect(await remote('identity', 'unlink', 'api-subject-b', '--issuer', issuer, '--subject', 'user/7')).toEqual({ code: 3, out: [], err: [`error: identity "api-subject-b" has no token subject "user/7" of ${issuer} (interlock identity show api-subject-b lists its subjects)`] });
   });
 
   test('identities and keys', async () => {
