@@ -350,7 +350,8 @@ export function getKeyPepper(db: ControlDb): Promise<Buffer> {
 /**
  * Opens the control database at `url` (a PostgreSQL connection URL): connects, applies pending
  * migrations when its role owns the control tables (opts.migrate, default 'auto'; other roles only
- * check them, read-only) and resolves the API-key pepper.
+ * check them, read-only) and resolves the API-key pepper (not when opts.pepperOnlyIfReadable and the
+ * role may not read `settings`: the operator role's CLI).
  * Throws ControlError 'unavailable' when the server cannot be reached or the database does not
  * exist, 'conflict' when the configured pepper does not match the keys on record, and
  * MigrationsPendingError ('unavailable') when migrations are pending and this open does not apply them.
