@@ -559,6 +559,24 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/admin/v1/identities/{name}/subjects": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Link an access token's subject to an identity (task hnu3): a token whose `iss` equals issuer and whose `sub` equals subject (both compared exactly) signs in as this identity, which is how a subject is admitted under `unknown_subjects: refuse` (the default). The issuer is not checked against the gateway's configuration. 201 when linked now (audited as kind config, decision identity_subject_linked), 200 when it already was linked to this identity (nothing recorded); 409 conflict when another identity has that subject. As `interlock identity link NAME --issuer URL --subject SUB`. */
+        post: operations["adminLinkIdentitySubject"];
+        /** Unlink an access token's subject from an identity: its tokens stop signing in as it (within 2 s on running gateways); its grants are kept. Audited as kind config, decision identity_subject_unlinked. 404 when the identity does not exist or that subject is not linked to it. As `interlock identity unlink NAME --issuer URL --subject SUB`. */
+        delete: operations["adminUnlinkIdentitySubject"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/admin/v1/keys": {
         parameters: {
             query?: never;
@@ -1185,6 +1203,15 @@ export interface components {
             attributes?: {
                 [key: string]: unknown;
             };
+        };
+        /** @description A token subject's link to an identity (task hnu3). */
+        IdentitySubjectLink: {
+            identity: string;
+            identityId: string;
+            issuer: string;
+            subject: string;
+            /** @description Link: true when linked by this call, false when it already was. Unlink: true. */
+            changed: boolean;
         };
         IdentityDetail: {
             id: string;
@@ -4087,6 +4114,90 @@ export interface operations {
             503: components["responses"]["AdminOperatorUnavailable"];
         };
     };
+    adminLinkIdentitySubject: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Identity name or idn_ id. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description The tokens' iss, exactly (trailing slash included). */
+                    issuer: string;
+                    /** @description The tokens' sub. */
+                    subject: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Already linked to this identity; nothing changed. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IdentitySubjectLink"];
+                };
+            };
+            /** @description Linked now. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IdentitySubjectLink"];
+                };
+            };
+            400: components["responses"]["AdminBadRequest"];
+            401: components["responses"]["AdminUnauthorized"];
+            403: components["responses"]["AdminForbidden"];
+            404: components["responses"]["AdminNotFound"];
+            409: components["responses"]["AdminConflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["AdminInternal"];
+            503: components["responses"]["AdminOperatorUnavailable"];
+        };
+    };
+    adminUnlinkIdentitySubject: {
+        parameters: {
+            query: {
+                /** @description The tokens' iss, exactly. */
+                issuer: string;
+                /** @description The tokens' sub. */
+                subject: string;
+            };
+            header?: never;
+            path: {
+                /** @description Identity name or idn_ id. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Unlinked. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IdentitySubjectLink"];
+                };
+            };
+            400: components["responses"]["AdminBadRequest"];
+            401: components["responses"]["AdminUnauthorized"];
+            403: components["responses"]["AdminForbidden"];
+            404: components["responses"]["AdminNotFound"];
+            500: components["responses"]["AdminInternal"];
+            503: components["responses"]["AdminOperatorUnavailable"];
+        };
+    };
     adminListKeys: {
         parameters: {
             query?: {
@@ -5048,7 +5159,7 @@ export interface operations {
                 identity?: string;
                 /** @description Source id. */
                 source?: string;
-                /** @description allowed, refused, queued, invalid, failed, cancelled, an approval action, or a configuration change (kind config: applied, source_added, source_updated, source_removed, source_disabled, source_enabled, role_created, role_updated, grant_added, grant_revoked, identity_created, identity_disabled, identity_enabled, identity_attributes_changed, key_created, key_revoked, policy_added, policy_updated, policy_removed, operator_token_created, operator_token_revoked, claim_rules_synced; docs/operators.md "Audit"). */
+                /** @description allowed, refused, queued, invalid, failed, cancelled, an approval action, or a configuration change (kind config: applied, source_added, source_updated, source_removed, source_disabled, source_enabled, role_created, role_updated, grant_added, grant_revoked, identity_created, identity_disabled, identity_enabled, identity_attributes_changed, identity_subject_linked, identity_subject_unlinked, key_created, key_revoked, policy_added, policy_updated, policy_removed, operator_token_created, operator_token_revoked, claim_rules_synced; docs/operators.md "Audit"). */
                 decision?: string;
                 /** @description Event kind (config: every governance change (roles, grants, identities, keys, policies, operator tokens, sources) and apply, issue 16). */
                 kind?: "tool_call" | "approval" | "config";

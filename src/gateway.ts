@@ -219,9 +219,6 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
   // Governance changes of /admin/v1 and /console: through the operator connection when configured,
   // else on db with its role's privileges checked (one warning now when they would be refused).
   const governance = await openGovernanceAccess({ db, operatorUrl: config.database?.operator_url, logger });
-  // The configuration's claim rules, which interlock_sync_claim_grants checks pairs against (task
-  // hcg): recorded when this role or the operator connection may, else each one missing is logged once.
-  await syncConfiguredClaimRules({ governance, db, issuers: config.auth?.issuers ?? [], logger, onMissing: (g) => tokenSubjects?.noteMissing(g.issuer, g.role, g.source) });
   const host = opts.host ?? config.listen.host;
   // Operations endpoints: on their own listener when ops_listen is set (issue 10, Build 8), else beside /mcp.
   const opsServer = config.ops_listen ? await listenOperations(createOperationsApp(metrics, ops, originPolicyFor(config.ops_listen.host ?? '127.0.0.1', config, logger), logger), config.ops_listen.host ?? '127.0.0.1', config.ops_listen.port) : null;
@@ -249,6 +246,10 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
     trustProxy: config.trust_proxy ?? false,
     instructions: 'InterLock governs access to an organisation\'s data. Call interlock_list_sources, then interlock_describe_access, then interlock_query. Writes are queued for human approval: never retry a queued write.',
   });
+  // The configuration's claim rules, which interlock_sync_claim_grants checks pairs against (task
+  // hcg): recorded when this role or the operator connection may, else each one missing is logged once.
+  // Only once the listener is bound (task hnu3 item 5): a start that fails (a port taken) changes nothing.
+  await syncConfiguredClaimRules({ governance, db, issuers: config.auth?.issuers ?? [], logger, onMissing: (g) => tokenSubjects?.noteMissing(g.issuer, g.role, g.source) });
   // Approval notifications (config notifications.webhooks).
   const webhooks = await startWebhookDispatcher({ db, webhooks: config.notifications?.webhooks ?? [], logger, coalesceQueuedAt: config.notifications?.coalesce_queued_at ?? DEFAULT_CONFIG.notifications.coalesce_queued_at });
   // Housekeeping: expire overdue approvals every approvals.sweep_interval_ms, at most sweep_batch per

@@ -10,7 +10,7 @@
 import type { Logger } from 'pino';
 import type { ControlDb } from '../control/db';
 import { ControlError, NotFoundError, ValidationError } from '../control/errors';
-import { createIdentity, disableIdentity, enableIdentity, listIdentities, requireIdentity, setIdentityAttributes, showIdentity, type IdentityDetail, type IdentityRecord } from '../control/identities';
+import { createIdentity, disableIdentity, enableIdentity, linkIdentitySubject, listIdentities, requireIdentity, setIdentityAttributes, showIdentity, unlinkIdentitySubject, type IdentityDetail, type IdentityRecord, type IdentitySubjectLink } from '../control/identities';
 import { createApiKey, listApiKeys, revokeApiKey, type ApiKeyRecord } from '../control/keys';
 import { addSource, listSources, redactSourceSettings, removeSource, requireSource, setSourceEnabled, updateSource, type SourceRecord, type SourceRemoval } from '../control/sources';
 import { applyInterlockFile, type ApplyInput, type ApplyResult } from '../declarative/apply';
@@ -94,6 +94,10 @@ export interface OperatorBackend {
   setIdentityEnabled(nameOrId: string, enabled: boolean): Promise<IdentityRecord>;
   /** Sets (or, with null, removes) attributes row rules read as identity.<name> (issue 27). */
   setIdentityAttributes(nameOrId: string, changes: Record<string, unknown>): Promise<IdentityRecord>;
+  /** Links a token subject (issuer, sub) to the identity (task hnu3 item 2); ConflictError when another identity has it. */
+  linkSubject(nameOrId: string, s: { issuer: string; subject: string }): Promise<IdentitySubjectLink>;
+  /** Unlinks a token subject from the identity; NotFoundError when it is not linked to it. */
+  unlinkSubject(nameOrId: string, s: { issuer: string; subject: string }): Promise<IdentitySubjectLink>;
 
   createKey(identity: string, opts?: { expiresAt?: string }): Promise<CreatedKeyView>;
   listKeys(identity?: string): Promise<ApiKeyRecord[]>;
@@ -206,6 +210,8 @@ export function directBackend(db: ControlDb, opts: DirectBackendOptions = {}): O
     createIdentity: (name) => write('identity', (g) => createIdentity(g, name, actor)),
     setIdentityEnabled: (name, enabled) => write('identity', (g) => (enabled ? enableIdentity(g, name, actor) : disableIdentity(g, name, actor))),
     setIdentityAttributes: (name, changes) => write('identity', (g) => setIdentityAttributes(g, name, changes, actor)),
+    linkSubject: (name, x) => write('subject', (g) => linkIdentitySubject(g, name, x.issuer, x.subject, actor)),
+    unlinkSubject: (name, x) => write('subject', (g) => unlinkIdentitySubject(g, name, x.issuer, x.subject, actor)),
 
     async createKey(identity, o = {}) {
       const idn = await requireIdentity(db, identity);

@@ -83,6 +83,8 @@ export function remoteBackend(server: string, token: string, fetchFn: FetchFn = 
     createIdentity: (name) => call('POST', '/identities', { name }),
     setIdentityEnabled: (name, enabled) => call('POST', `/identities/${enc(name)}/${enabled ? 'enable' : 'disable'}`, {}),
     setIdentityAttributes: (name, changes) => call('PATCH', `/identities/${enc(name)}/attributes`, { attributes: changes }),
+    linkSubject: (name, x) => call('POST', `/identities/${enc(name)}/subjects`, { issuer: x.issuer, subject: x.subject }),
+    unlinkSubject: (name, x) => call('DELETE', `/identities/${enc(name)}/subjects${qs({ issuer: x.issuer, subject: x.subject })}`),
 
     createKey: (identity, o = {}) => call<CreatedKeyView>('POST', '/keys', { identity, ...(o.expiresAt ? { expiresAt: o.expiresAt } : {}) }),
     listKeys: async (identity) => (await call<{ keys: ApiKeyRecord[] }>('GET', `/keys${qs({ identity })}`)).keys,

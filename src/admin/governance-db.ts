@@ -29,7 +29,7 @@ export type { GovernanceFamily } from '../control/governance-privileges';
 export { GOVERNANCE_WRITE_PRIVILEGES } from '../control/governance-privileges';
 
 /** The admin API's and console's families, whose refusal start() reports ('claim_rules' is the gateway's own, reported by its sync). */
-const FAMILIES: readonly GovernanceFamily[] = ['identity', 'key', 'source', 'role', 'grant', 'policy', 'apply'];
+const FAMILIES: readonly GovernanceFamily[] = ['identity', 'subject', 'key', 'source', 'role', 'grant', 'policy', 'apply'];
 
 /** The refusal's message when governance writes go through the gateway's own role (no operator connection). */
 export const RUNTIME_ROLE_REFUSAL =

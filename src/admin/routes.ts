@@ -150,6 +150,18 @@ export function mountAdmin(app: Express, _deps: DispatchDeps | undefined, opts: 
   route('post', '/identities/:name/disable', async (q, _r, b) => b.setIdentityEnabled(String(q.params.name), false));
   route('patch', '/identities/:name/attributes', async (q, _r, b) => b.setIdentityAttributes(String(q.params.name), ((q.body ?? {}) as { attributes?: Record<string, unknown> }).attributes as Record<string, unknown>));
   route('post', '/identities/:name/enable', async (q, _r, b) => b.setIdentityEnabled(String(q.params.name), true));
+  // Token subjects (task hnu3 item 2): 201 when linked now, 200 when it already was.
+  route('post', '/identities/:name/subjects', async (q, r, b) => {
+    const link = await b.linkSubject(String(q.params.name), { issuer: bodyString(q.body, 'issuer', true), subject: bodyString(q.body, 'subject', true) });
+    r.locals.status = link.changed ? 201 : 200;
+    return link;
+  });
+  route('delete', '/identities/:name/subjects', async (q, _r, b) => {
+    const issuer = queryString(q, 'issuer');
+    const subject = queryString(q, 'subject');
+    if (!issuer || !subject) throw new ControlError('validation', 'unlinking a token subject needs the query parameters issuer and subject (non-empty)');
+    return b.unlinkSubject(String(q.params.name), { issuer, subject });
+  });
 
   // keys
   route('get', '/keys', async (q, _r, b) => ({ keys: await b.listKeys(queryString(q, 'identity')) }));

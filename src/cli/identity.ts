@@ -1,5 +1,6 @@
 /**
- * `interlock identity …`: agent identities (create, list, enable, disable), registered by main.ts.
+ * `interlock identity …`: agent identities (create, list, show, enable, disable, attributes, and the
+ * token subjects linked to them: link, unlink), registered by main.ts.
  * Both modes (direct and --server) go through the operator backend (src/admin/backend.ts).
  */
 import type { Command } from 'commander';
@@ -26,7 +27,7 @@ export function attributeValue(text: string): unknown {
   return text;
 }
 
-/** Registers `identity create|list|show|disable|enable|attributes`. */
+/** Registers `identity create|list|show|disable|enable|attributes|link|unlink`. */
 export function registerIdentityCommands(program: Command, ctx: CommandContext): void {
   // ---- identity ------------------------------------------------------------------------------
   const idn = program.command('identity').description('agent identities');
@@ -87,6 +88,26 @@ export function registerIdentityCommands(program: Command, ctx: CommandContext):
       const r = await (await s.backend()).setIdentityAttributes(name, changes);
       s.print(`identity ${r.name} attributes: ${JSON.stringify(r.attributes ?? {})}`, r);
     });
+  // Token subjects (task hnu3 item 2): under `unknown_subjects: refuse` (the default) a token signs in only as the identity its (iss, sub) is linked to.
+  const subjectCommands = [
+    ['link', "link an access token's subject to an identity: a token whose iss and sub match exactly signs in as it (the way to admit a subject under unknown_subjects: refuse)"],
+    ['unlink', "unlink an access token's subject from an identity: its tokens stop signing in as it (within 2 s on running gateways); grants are kept"],
+  ] as const;
+  for (const [verb, description] of subjectCommands) {
+    idn
+      .command(verb)
+      .description(description)
+      .argument('<name>', 'identity name or idn_ id')
+      .requiredOption('--issuer <url>', "the tokens' iss, exactly (e.g. https://login.example.com/, trailing slash included)")
+      .requiredOption('--subject <sub>', "the tokens' sub (the identity provider's user id)")
+      .action(async (name: string, o: { issuer: string; subject: string }, cmd: Command) => {
+        const s = ctx.session(cmd);
+        const b = await s.backend();
+        const r = verb === 'link' ? await b.linkSubject(name, o) : await b.unlinkSubject(name, o);
+        const line = verb === 'unlink' ? `unlinked token subject ${r.subject} of ${r.issuer} from identity ${r.identity}` : r.changed ? `linked token subject ${r.subject} of ${r.issuer} to identity ${r.identity}` : `token subject ${r.subject} of ${r.issuer} is already linked to identity ${r.identity}`;
+        s.print(line, r);
+      });
+  }
   idn
     .command('enable')
     .description('enable an identity')

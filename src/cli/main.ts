@@ -181,7 +181,8 @@ class Session {
         const bounds = this.bounded ? cliControlBounds(process.env) : null;
         const { controlUrl } = await this.databaseUrls();
         this.bounds = bounds;
-        return openControlDb(controlUrl, { keyPepper: cfg.key_pepper, poolSize: Math.min(cfg.database.pool_size, 10), logger: this.logger, ...(bounds ?? {}) });
+        // A command (not serve or demo) on a role that may not read the pepper (the operator role) still opens; creating a key is refused then.
+        return openControlDb(controlUrl, { keyPepper: cfg.key_pepper, poolSize: Math.min(cfg.database.pool_size, 10), logger: this.logger, pepperOnlyIfReadable: this.bounded, ...(bounds ?? {}) });
       })();
       this.dbp = p;
       p.catch(() => {

@@ -68,6 +68,14 @@ export interface OpenControlDbOptions {
    */
   lockTimeoutMs?: number;
   logger?: Logger;
+  /**
+   * When true and the role may not read `settings` (the operator role, grant-operator-role), the
+   * pepper is not resolved at open: `keyPepper` stays unset and a later getKeyPepper (creating an API
+   * key) meets the permission error (SQLSTATE 42501) instead. The CLI passes it (every command but
+   * serve and demo), so `db sync-claim-rules` and governance changes work on the operator role's URL.
+   * Default false: the open resolves the pepper (the gateway must have it).
+   */
+  pepperOnlyIfReadable?: boolean;
 }
 
 /** Applied and pending migration names (file names without extension), in order. */
@@ -102,13 +110,14 @@ export function migrationNames(): string[] {
 
 /**
  * The error for a PostgreSQL insufficient_privilege (42501) met by the CLI or at open on a role
- * that is not the owner of the control tables (e.g. the gateway's runtime role): ControlError
- * 'forbidden' (CLI exit code 2), one line naming the fix, no driver text. `where` is the redacted URL.
+ * that is not the owner of the control tables (the gateway's runtime role, the operator role, or
+ * any other): ControlError 'forbidden' (CLI exit code 2), one line naming the fix and what each
+ * granted role may do (docs/operators.md "The operator CLI"), no driver text. `where` is the redacted URL.
  */
 export function roleForbiddenError(where: string): ControlError {
   return new ControlError(
     'forbidden',
-    `the database role of ${where} may not do this (permission denied): run the interlock CLI with the URL of the role that owns the control tables (the one that runs \`interlock db migrate\`); the gateway's runtime role may only read`,
+    `the database role of ${where} may not do this (permission denied): run the interlock CLI with the URL of the role that owns the control tables (the one that runs \`interlock db migrate\`); a role given \`interlock db grant-runtime-role\` may only read, one given \`interlock db grant-operator-role\` may make governance changes and \`db sync-claim-rules\` but not create API keys or operator tokens nor read the audit trail`,
   );
 }
 
@@ -172,6 +181,10 @@ export async function runMigrations(url: string, logger?: Logger, opts: { connec
   }
   client.on('error', () => undefined);
   try {
+    // A role that may not migrate is told so in one line naming the fix, before node-pg-migrate
+    // logs and throws its own text with a stack trace (task hnu3 item 3).
+    const refusal = await migrationRefusal(client, redactUrl(url));
+    if (refusal) throw refusal;
     await client.query(`SELECT pg_advisory_lock(${MIGRATION_LOCK_ID})`);
     try {
       const quiet = (msg: string) => logger?.debug({ component: 'migrations' }, msg);
@@ -191,6 +204,34 @@ export async function runMigrations(url: string, logger?: Logger, opts: { connec
   } finally {
     await client.end().catch(() => undefined);
   }
+}
+
+/**
+ * Why the role of `client` may not apply migrations, or null when it may (mayMigrate's test): a
+ * ControlError 'forbidden' (CLI exit code 2) whose one line names the fix. Before the first
+ * migration the role must be able to create tables in the current schema: on PostgreSQL 15 and later
+ * only the database's owner may create in schema public, so the fix is `createdb -O ROLE DB` (or
+ * ALTER DATABASE … OWNER TO, or GRANT CREATE ON SCHEMA); afterwards it must own (or have the
+ * privileges of the owner of) MIGRATIONS_TABLE, so the fix is the owner's URL. `where` is the redacted URL.
+ */
+async function migrationRefusal(client: pg.ClientBase, where: string): Promise<ControlError | null> {
+  const r = await client.query<{ fresh: boolean; may: boolean; who: string; dbname: string; schema: string; owner: string | null }>(
+    `SELECT c.oid IS NULL AS fresh,
+            coalesce(CASE WHEN c.oid IS NULL THEN has_schema_privilege(current_schema(), 'CREATE') ELSE pg_has_role(current_user, c.relowner, 'USAGE') END, false) AS may,
+            current_user AS who, current_database() AS dbname, coalesce(current_schema(), 'public') AS schema, pg_get_userbyid(c.relowner) AS owner
+       FROM (SELECT to_regclass($1) AS r) x LEFT JOIN pg_class c ON c.oid = x.r`,
+    [MIGRATIONS_TABLE],
+  );
+  const x = r.rows[0];
+  if (!x || x.may) return null;
+  const id = (n: string) => pg.Client.prototype.escapeIdentifier(n);
+  if (x.fresh) {
+    return new ControlError(
+      'forbidden',
+      `the database role of ${where} may not create the control tables (permission denied for schema ${x.schema}): make role ${x.who} the database's owner (createdb -O ${x.who} ${x.dbname} for a new database, or as a superuser ALTER DATABASE ${id(x.dbname)} OWNER TO ${id(x.who)}; on PostgreSQL 15 and later only the owner may create in schema public) and run \`interlock db migrate\` again`,
+    );
+  }
+  return new ControlError('forbidden', `the database role of ${where} may not apply migrations: the control tables belong to role ${x.owner}; run \`interlock db migrate\` with that role's URL`);
 }
 
 /**
@@ -309,7 +350,8 @@ export function getKeyPepper(db: ControlDb): Promise<Buffer> {
 /**
  * Opens the control database at `url` (a PostgreSQL connection URL): connects, applies pending
  * migrations when its role owns the control tables (opts.migrate, default 'auto'; other roles only
- * check them, read-only) and resolves the API-key pepper.
+ * check them, read-only) and resolves the API-key pepper (not when opts.pepperOnlyIfReadable and the
+ * role may not read `settings`: the operator role's CLI).
  * Throws ControlError 'unavailable' when the server cannot be reached or the database does not
  * exist, 'conflict' when the configured pepper does not match the keys on record, and
  * MigrationsPendingError ('unavailable') when migrations are pending and this open does not apply them.
@@ -355,7 +397,8 @@ export async function openControlDb(url: string, opts: OpenControlDbOptions = {}
       const st = await migrationStatus(db);
       if (!st.upToDate) throw new MigrationsPendingError(st.pending);
     }
-    db.keyPepper = await resolveKeyPepper(pool, opts.keyPepper);
+    const skipPepper = opts.pepperOnlyIfReadable && !(await pool.query<{ r: boolean }>("SELECT has_table_privilege('settings', 'SELECT') AS r")).rows[0].r;
+    if (!skipPepper) db.keyPepper = await resolveKeyPepper(pool, opts.keyPepper);
   } catch (err) {
     await db.close().catch(() => undefined);
     if (err instanceof ControlError || migrating) throw err;

@@ -6,8 +6,8 @@
  * derived here), so what the gateway checks and what the command grants cannot drift apart.
  */
 
-/** A family of governance writes: those of the admin API and console, `apply`, and the configuration's claim rules (`claim_rules`). */
-export type GovernanceFamily = 'identity' | 'key' | 'source' | 'role' | 'grant' | 'policy' | 'apply' | 'claim_rules';
+/** A family of governance writes: those of the admin API and console (`subject`: token subjects linked to identities), `apply`, and the configuration's claim rules (`claim_rules`). */
+export type GovernanceFamily = 'identity' | 'subject' | 'key' | 'source' | 'role' | 'grant' | 'policy' | 'apply' | 'claim_rules';
 
 /**
  * One privilege a write needs: INSERT or DELETE on a table, UPDATE on a table (of the listed columns
@@ -24,6 +24,8 @@ export const CONFIG_EVENT_FUNCTION = 'interlock_audit_append_v2(text)';
 /** The privileges each family's writes need (besides EXECUTE of CONFIG_EVENT_FUNCTION); `apply`'s are APPLY_PRIVILEGES. */
 export const GOVERNANCE_WRITE_PRIVILEGES: Readonly<Record<Exclude<GovernanceFamily, 'apply'>, readonly GovernancePrivilege[]>> = Object.freeze({
   identity: [['identities', 'INSERT'], ['identities', 'UPDATE', ['disabled', 'disabled_at', 'attributes']]],
+  // Linking a token subject to an identity and unlinking it (identity link|unlink, task hnu3 item 2).
+  subject: [['identity_subjects', 'INSERT'], ['identity_subjects', 'DELETE']],
   key: [['api_keys', 'INSERT'], ['api_keys', 'UPDATE', ['revoked_at']]],
   // Removal deletes the source's grants and catalog and rejects its pending approvals (through the
   // function, which records each rejection: no UPDATE of approvals, red team rtop finding 4).
@@ -55,8 +57,12 @@ export function privilegesOf(family: GovernanceFamily): readonly GovernancePrivi
 /** Every privilege of every family, `apply` included. */
 const ALL_PRIVILEGES: readonly GovernancePrivilege[] = [...Object.values(GOVERNANCE_WRITE_PRIVILEGES).flat(), ...APPLY_PRIVILEGES];
 
-/** Tables the operator role reads without writing them: apply and source removal read approvals; identity show reads token subjects. */
-const OPERATOR_ROLE_READS = ['approvals', 'identity_subjects'] as const;
+/**
+ * Tables the operator role reads without writing them: apply and source removal read approvals; the
+ * CLI run with the operator role's URL (e.g. `db sync-claim-rules`) opens the control database by
+ * reading the applied migrations, read-only, as the runtime role does (task hnu3 item 1).
+ */
+const OPERATOR_ROLE_READS = ['approvals', 'interlock_migrations'] as const;
 
 /**
  * The table writes of every privilege above as GRANT clauses, per table (e.g. grants:

@@ -316,3 +316,83 @@ export async function showIdentity(db: ControlDb, nameOrId: string): Promise<Ide
     lastUsedAt: uses.length ? iso(new Date(Math.max(...uses))) : null,
   };
 }
+
+/** A token subject's link to an identity (`interlock identity link|unlink`, POST/DELETE /admin/v1/identities/{name}/subjects). */
+export interface IdentitySubjectLink {
+  /** The identity's name and id. */
+  identity: string;
+  identityId: string;
+  /** The token issuer (compared exactly with a token's `iss`) and subject (`sub`). */
+  issuer: string;
+  subject: string;
+  /** link: true when this call linked it, false when it was linked to this identity already (nothing recorded). unlink: always true. */
+  changed: boolean;
+}
+
+/** Longest issuer and subject a link stores (as interlock_provision_token_identity accepts). */
+const MAX_ISSUER = 2048;
+const MAX_SUBJECT = 8192;
+
+/**
+ * Throws ValidationError (every problem listed) unless `issuer` is an http(s) URL string of at most
+ * 2048 characters (the pattern of auth.issuers[].issuer; not checked against any gateway's
+ * configuration, which the CLI may not know: it must equal the tokens' `iss` exactly, trailing slash
+ * included) and `subject` a non-empty string of at most 8192 characters without NUL.
+ */
+export function assertTokenSubject(issuer: unknown, subject: unknown): asserts issuer is string {
+  const problems: string[] = [];
+  if (typeof issuer !== 'string' || !/^https?:\/\/\S/.test(issuer) || issuer.length > MAX_ISSUER || issuer.includes('\u0000')) problems.push(`issuer: an http(s) URL of at most ${MAX_ISSUER} characters, exactly as the tokens' "iss" (e.g. https://login.example.com/)`);
+  if (typeof subject !== 'string' || subject.length === 0 || subject.length > MAX_SUBJECT || subject.includes('\u0000')) problems.push(`subject: the tokens' "sub", a non-empty string of at most ${MAX_SUBJECT} characters`);
+  if (problems.length) throw new ValidationError('invalid token subject', problems);
+}
+
+/**
+ * Links the token subject (`issuer`, `subject`) to the identity `nameOrId` (task hnu3 item 2), so a
+ * token with that `iss` and `sub` signs in as it under `unknown_subjects: refuse` (the default).
+ * Records identity_subject_linked ({identityId, identity, issuer, subject}) in the same transaction.
+ * Idempotent: a subject already linked to this identity changes and records nothing (changed false).
+ * Throws ValidationError (assertTokenSubject), NotFoundError (no such identity), ConflictError when
+ * the subject is linked to another identity (unlink it there first).
+ */
+export async function linkIdentitySubject(db: ControlDb, nameOrId: string, issuer: unknown, subject: unknown, actor: ChangeActor = {}): Promise<IdentitySubjectLink> {
+  assertTokenSubject(issuer, subject);
+  const sub = subject as string;
+  const idn = await requireIdentity(db, nameOrId);
+  const taken = (other: string) => new ConflictError(`the token subject ${JSON.stringify(sub)} of ${issuer} is linked to identity "${other}": unlink it there first (interlock identity unlink ${other} --issuer ${issuer} --subject …)`);
+  try {
+    return await withTransaction(db, async (c) => {
+      const ins = await c.query('INSERT INTO identity_subjects (issuer, subject, identity_id) VALUES ($1, $2, $3) ON CONFLICT (issuer, subject) DO NOTHING', [issuer, sub, idn.id]);
+      if (ins.rowCount === 0) {
+        const cur = await c.query<{ identity_id: string; name: string }>('SELECT s.identity_id, i.name FROM identity_subjects s JOIN identities i ON i.id = s.identity_id WHERE s.issuer = $1 AND s.subject = $2', [issuer, sub]);
+        if (cur.rows[0] && cur.rows[0].identity_id !== idn.id) throw taken(cur.rows[0].name);
+        return { identity: idn.name, identityId: idn.id, issuer, subject: sub, changed: false };
+      }
+      await recordChange(c, actor, 'identity_subject_linked', { identityId: idn.id, identity: idn.name, issuer, subject: sub });
+      return { identity: idn.name, identityId: idn.id, issuer, subject: sub, changed: true };
+    });
+  } catch (err) {
+    // The identity was removed meanwhile (foreign key).
+    if ((err as { code?: string })?.code === '23503') throw new NotFoundError(`identity "${nameOrId}" not found`);
+    throw err;
+  }
+}
+
+/**
+ * Unlinks the token subject (`issuer`, `subject`) from the identity `nameOrId`: its tokens sign in as
+ * it no more (within the resolver's cache bound of 2 s on running gateways), and, under
+ * `unknown_subjects: refuse`, not at all. The identity's grants, claim grants included, are kept.
+ * Records identity_subject_unlinked ({identityId, identity, issuer, subject}) in the same transaction.
+ * Throws ValidationError, NotFoundError when the identity does not exist or that subject is not
+ * linked to it.
+ */
+export async function unlinkIdentitySubject(db: ControlDb, nameOrId: string, issuer: unknown, subject: unknown, actor: ChangeActor = {}): Promise<IdentitySubjectLink> {
+  assertTokenSubject(issuer, subject);
+  const sub = subject as string;
+  const idn = await requireIdentity(db, nameOrId);
+  return withTransaction(db, async (c) => {
+    const del = await c.query('DELETE FROM identity_subjects WHERE issuer = $1 AND subject = $2 AND identity_id = $3', [issuer, sub, idn.id]);
+    if (del.rowCount === 0) throw new NotFoundError(`identity "${idn.name}" has no token subject ${JSON.stringify(sub)} of ${issuer} (interlock identity show ${idn.name} lists its subjects)`);
+    await recordChange(c, actor, 'identity_subject_unlinked', { identityId: idn.id, identity: idn.name, issuer, subject: sub });
+    return { identity: idn.name, identityId: idn.id, issuer, subject: sub, changed: true };
+  });
+}

@@ -180,7 +180,7 @@ async function cli(args: string[]): Promise<{ code: number; out: string[]; err: 
 }
 
 const forbidden = (url: string) =>
-  `error: the database role of ${redactUrl(url)} may not do this (permission denied): run the interlock CLI with the URL of the role that owns the control tables (the one that runs \`interlock db migrate\`); the gateway's runtime role may only read`;
+  `error: the database role of ${redactUrl(url)} may not do this (permission denied): run the interlock CLI with the URL of the role that owns the control tables (the one that runs \`interlock db migrate\`); a role given \`interlock db grant-runtime-role\` may only read, one given \`interlock db grant-operator-role\` may make governance changes and \`db sync-claim-rules\` but not create API keys or operator tokens nor read the audit trail`;
 
 test('the CLI on the runtime role: a write is refused with one line naming the fix and exit code 2 (forbidden), nothing made; reads work', async () => {
   expect(await cli(['--database-url', urls.runtime, 'identity', 'create', 'made-by-runtime'])).toEqual({ code: 2, out: [], err: [forbidden(urls.runtime)] });
@@ -190,6 +190,10 @@ test('the CLI on the runtime role: a write is refused with one line naming the f
   expect(list.err).toEqual([]);
 });
 
-test('the CLI on the operator role (which may not read the control tables the CLI opens with) is refused the same way at open', async () => {
-  expect(await cli(['--database-url', urls.operator, 'identity', 'create', 'made-by-operator'])).toEqual({ code: 2, out: [], err: [forbidden(urls.operator)] });
+test('the CLI on the operator role opens (it reads the applied migrations, not the key pepper): a governance change works, a key or the audit trail is refused the same way (task hnu3 item 1)', async () => {
+  const made = await cli(['--database-url', urls.operator, 'identity', 'create', 'made-by-operator']);
+  expect({ code: made.code, err: made.err }).toEqual({ code: 0, err: [] });
+  expect(await cli(['--database-url', urls.operator, 'key', 'create', 'made-by-operator'])).toEqual({ code: 2, out: [], err: [forbidden(urls.operator)] });
+  expect(await cli(['--database-url', urls.operator, 'audit', 'tail'])).toEqual({ code: 2, out: [], err: [forbidden(urls.operator)] });
+  expect((await t.db.pool.query("SELECT 1 FROM api_keys k JOIN identities i ON i.id = k.identity_id WHERE i.name = 'made-by-operator'")).rowCount).toBe(0);
 });

@@ -176,7 +176,7 @@ test('on the runtime role without an operator connection every governance write 
   expect(await governanceState()).toBe(before);
   // One warning at start, naming the fix; no connection URL or password in the log.
   const warnings = logLines.filter((l) => l.component === 'governance');
-  expect(warnings).toEqual([expect.objectContaining({ level: 40, refused: ['identity', 'key', 'source', 'role', 'grant', 'policy', 'apply'], msg: expect.stringContaining('INTERLOCK_OPERATOR_DATABASE_URL') })]);
+  expect(warnings).toEqual([expect.objectContaining({ level: 40, refused: ['identity', 'subject', 'key', 'source', 'role', 'grant', 'policy', 'apply'], msg: expect.stringContaining('INTERLOCK_OPERATOR_DATABASE_URL') })]);
   expect(JSON.stringify(logLines)).not.toContain('pw-');
 });
 
@@ -388,11 +388,11 @@ test('an operator connection whose role lacks grants: the start log warns of the
       return lines.filter((l) => l.component === 'governance').map((l) => [l.level, l.msg, l.refused ?? l.allowed]);
     };
     const WARN = 'the operator connection\'s database role lacks privileges: these governance changes over /admin/v1 and /console are refused (403) until `interlock db grant-operator-role ROLE` is run for it';
-    expect(await start()).toEqual([[40, WARN, ['identity', 'key', 'source', 'role', 'grant', 'policy', 'apply']]]);
+    expect(await start()).toEqual([[40, WARN, ['identity', 'subject', 'key', 'source', 'role', 'grant', 'policy', 'apply']]]);
     // Given the identity writes only: those go through it, the rest are refused.
     await t.db.pool.query(`GRANT INSERT, UPDATE ON identities TO ${bare}; GRANT EXECUTE ON FUNCTION interlock_audit_append_v2(text) TO ${bare}`);
     expect(await start()).toEqual([
-      [40, WARN, ['key', 'source', 'role', 'grant', 'policy', 'apply']],
+      [40, WARN, ['subject', 'key', 'source', 'role', 'grant', 'policy', 'apply']],
       [30, 'the other governance changes of /admin/v1 and /console (allowed) go through the operator connection', ['identity']],
     ]);
   } finally {

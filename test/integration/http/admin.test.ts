@@ -102,6 +102,51 @@ describe('credentials', () => {
 });
 
 describe('resources', () => {
+  test('token subjects (task hnu3 item 2): link 201 then 200, another identity 409, unlink 200 then 404, bad input 400; one config event each', async () => {
+    const owner = (await admin('POST', '/identities', { name: 'api-subject-a' })).json;
+    await admin('POST', '/identities', { name: 'api-subject-b' });
+    const issuer = 'https://login.hnu3.example/';
+    const before = (await env.db.pool.query<{ id: string }>('SELECT coalesce(max(id), 0)::text AS id FROM audit_events')).rows[0].id;
+    const linked = await admin('POST', '/identities/api-subject-a/subjects', { issuer, subject: 'user|42' });
+    expect({ status: linked.status, json: linked.json }).toEqual({ status: 201, json: { identity: 'api-subject-a', identityId: owner.id, issuer, subject: 'user|42', changed: true } });
+    const again = await admin('POST', '/identities/api-subject-a/subjects', { issuer, subject: 'user|42' });
+    expect({ status: again.status, changed: again.json.changed }).toEqual({ status: 200, changed: false });
+    const taken = await admin('POST', '/identities/api-subject-b/subjects', { issuer, subject: 'user|42' });
+    expect({ status: taken.status, code: taken.json.code, message: taken.json.message }).toEqual({
+      status: 409,
+      code: 'conflict',
+      message: `the token subject "user|42" of ${issuer} is linked to identity "api-subject-a": unlink it there first (interlock identity unlink api-subject-a --issuer ${issuer} --subject …)`,
+    });
+    const detail = await admin('GET', '/identities/api-subject-a');
+    expect(detail.json.subjects).toEqual([{ issuer, subject: 'user|42', createdAt: expect.any(String), lastUsedAt: null }]);
+    const bad = await admin('POST', '/identities/api-subject-a/subjects', { issuer: 'login.example.com', subject: '' });
+    expect({ status: bad.status, code: bad.json.code }).toEqual({ status: 400, code: 'validation_failed' });
+    expect((await admin('POST', '/identities/ghost/subjects', { issuer, subject: 'x' })).status).toBe(404);
+    const q = (sub: string) => `?issuer=${encodeURIComponent(issuer)}&subject=${encodeURIComponent(sub)}`;
+    expect((await admin('DELETE', `/identities/api-subject-b/subjects${q('user|42')}`)).status).toBe(404);
+    const unlinked = await admin('DELETE', `/identities/api-subject-a/subjects${q('user|42')}`);
+    expect({ status: unlinked.status, json: unlinked.json }).toEqual({ status: 200, json: { identity: 'api-subject-a', identityId: owner.id, issuer, subject: 'user|42', changed: true } });
+    expect((await admin('DELETE', `/identities/api-subject-a/subjects${q('user|42')}`)).status).toBe(404);
+    expect((await admin('DELETE', '/identities/api-subject-a/subjects?issuer=' + encodeURIComponent(issuer))).status).toBe(400);
+    const events = await env.db.pool.query("SELECT decision, operator, identity_id, details FROM audit_events WHERE kind = 'config' AND decision LIKE 'identity_subject_%' AND id > $1 ORDER BY id", [before]);
+    const details = { identityId: owner.id, identity: 'api-subject-a', issuer, subject: 'user|42' };
+    expect(events.rows).toEqual([
+      { decision: 'identity_subject_linked', operator: 'ops-anna', identity_id: owner.id, details },
+      { decision: 'identity_subject_unlinked', operator: 'ops-anna', identity_id: owner.id, details },
+    ]);
+    // The CLI in remote mode goes through these routes, with the same output and exit codes.
+    const remote = async (...args: string[]) => {
+      const out: string[] = [];
+      const err: string[] = [];
+      const code = await runCli(['--server', base, '--token', token, ...args], { out: (x) => void out.push(x), err: (x) => void err.push(x) });
+      return { code, out, err };
+    };
+    expect(await remote('identity', 'link', 'api-subject-b', '--issuer', issuer, '--subject', 'user/7')).toEqual({ code: 0, out: [`linked token subject user/7 of ${issuer} to identity api-subject-b`], err: [] });
+    expect(await remote('identity', 'link', 'api-subject-a', '--issuer', issuer, '--subject', 'user/7')).toMatchObject({ code: 2, out: [] });
+    expect(await remote('identity', 'unlink', 'api-subject-b', '--issuer', issuer, '--subject', 'user/7')).toEqual({ code: 0, out: [`unlinked token subject user/7 of ${issuer} from identity api-subject-b`], err: [] });
+    expect(await remote('identity', 'unlink', 'api-subject-b', '--issuer', issuer, '--subject', 'user/7')).toEqual({ code: 3, out: [], err: [`error: identity "api-subject-b" has no token subject "user/7" of ${issuer} (interlock identity show api-subject-b lists its subjects)`] });
+  });
+
   test('identities and keys', async () => {
     const created = await admin('POST', '/identities', { name: 'api-agent' });
     expect(created.status).toBe(201);

@@ -18,8 +18,9 @@ test('the operator role is granted exactly what the families need (the list befo
     claim_mappings: 'INSERT, UPDATE, DELETE',
     catalog_snapshots: 'INSERT, UPDATE, DELETE',
     configured_claim_grants: 'INSERT, DELETE',
+    identity_subjects: 'INSERT, DELETE',
     approvals: '',
-    identity_subjects: '',
+    interlock_migrations: '',
   });
   expect(OPERATOR_ROLE_FUNCTIONS).toEqual(['interlock_audit_append_v2(text)', 'interlock_reject_removed_source_approvals(text,text)']);
 });
