@@ -19,6 +19,9 @@
  * databases' backends and the driver (wrk's own CPU from bash `times`; the Node client's for
  * direct), the machine's load average, the issue-28 targets, and node-floor-audit ÷ direct pg: the
  * bound on any answer that waits for its own durable audit commit, measured in the same run.
+ * BENCH_SIDES (comma list of side names, `direct` included) measures only those sides, does not start interlock-cached,
+ * node-floor or DBHub when they are left out (fewer processes and connections on a shared PostgreSQL server), and
+ * leaves out the targets whose sides are absent.
  * Run: `BENCH_ROUNDS=3 npx tsx bench/08-wrk.ts` (needs /usr/bin/wrk and the Toolbox npm package).
  */
 import { loadavg } from 'node:os';
