@@ -9,17 +9,24 @@
  *  - node-floor / node-floor-audit: node:http + `pg` with no governance, without and with a
  *    group-committed durable audit row per answer (bench/lib/node-floor-server.ts);
  *  - direct: `pg` in this process (no HTTP; the Node driver, as before): the cached read's baseline.
+ *  - interlock-x2 / node-floor-audit-x2 (BENCH_WORKERS, default 2; 1 leaves them out): the same two
+ *    as node:cluster primaries with that many worker processes on one port (bench/lib/cluster-serve.ts;
+ *    BENCH_FLOOR_WORKERS of the floor), each worker a replica with its own pools and audit writer:
+ *    what more than one event loop gives on this machine (issue 28). CPU = primary + workers;
  *  - dbhub: DBHub 1.4.0's `execute_sql` (read-only mode, the point read spliced like toolbox-exec;
  *    bench/lib/dbhub.ts), when the devDependency is installed; else its side is skipped.
  * Reports calls/s, wrk's p50, CPU µs per call of the server process, the control and source
  * databases' backends and the driver (wrk's own CPU from bash `times`; the Node client's for
  * direct), the machine's load average, the issue-28 targets, and node-floor-audit ÷ direct pg: the
  * bound on any answer that waits for its own durable audit commit, measured in the same run.
+ * BENCH_SIDES (comma list of side names, `direct` included) measures only those sides, does not start interlock-cached,
+ * node-floor or DBHub when they are left out (fewer processes and connections on a shared PostgreSQL server), and
+ * leaves out the targets whose sides are absent.
  * Run: `BENCH_ROUNDS=3 npx tsx bench/08-wrk.ts` (needs /usr/bin/wrk and the Toolbox npm package).
  */
 import { loadavg } from 'node:os';
 import pg from 'pg';
-import { CpuMeter } from './lib/cpu';
+import { CpuMeter, processTree } from './lib/cpu';
 import { gatewayVars, SkipError, startServe, startTsChild, withBenchEnv, type GatewayChild } from './lib/env';
 import { BENCH_PROTOCOL_VERSION, McpHttpClient, structuredResult } from './lib/http';
 import type { LoadRun } from './lib/load';
@@ -52,9 +59,13 @@ async function main(): Promise<void> {
       if (err instanceof SkipError) return void console.log(`SKIPPED: ${err.message}`);
       throw err;
     }
+    // BENCH_SIDES (comma list, e.g. "direct,interlock,interlock-x2,node-floor-audit,node-floor-audit-x2,toolbox-sql,toolbox-exec"):
+    // only those sides are started and measured (fewer connections on a shared server); targets whose sides are absent are left out.
+    const only = process.env.BENCH_SIDES ? new Set(process.env.BENCH_SIDES.split(',').map((x) => x.trim())) : null;
+    const want = (side: string) => !only || only.has(side);
     let dbhub: DbHubChild | null = null;
     try {
-      dbhub = await startDbHub(env.reader);
+      if (want('dbhub')) dbhub = await startDbHub(env.reader);
     } catch (err) {
       if (!(err instanceof SkipError)) throw err;
       console.log(`dbhub side skipped: ${err.message}`);
@@ -63,15 +74,25 @@ async function main(): Promise<void> {
     const pool = new pg.Pool({ ...env.reader, max: SOURCE_POOL_SIZE, application_name: 'interlock-bench-direct' });
     try {
       const uncached = await startServe(gatewayVars(env.controlUrl, { cacheTtlMs: 1 }));
-      const cached = await startServe(gatewayVars(env.controlUrl, { cacheTtlMs: 600_000 }));
+      const cached = want('interlock-cached') ? await startServe(gatewayVars(env.controlUrl, { cacheTtlMs: 600_000 })) : null;
       const floorVars = { BENCH_FLOOR_READER: JSON.stringify(env.reader), BENCH_FLOOR_SQL: POINT_SQL, BENCH_FLOOR_POOL: String(SOURCE_POOL_SIZE) };
-      const floor = await startTsChild('bench/lib/node-floor-server.ts', floorVars);
+      const floor = want('node-floor') ? await startTsChild('bench/lib/node-floor-server.ts', floorVars) : null;
       const floorAudit = await startTsChild('bench/lib/node-floor-server.ts', { ...floorVars, BENCH_FLOOR_AUDIT_URL: env.controlUrl });
-      gws.push(uncached, cached, floor, floorAudit);
-      for (const gw of [uncached, cached]) await preflight(gw.url, env.apiKey, pool);
-      const warm = new McpHttpClient(cached.url, { apiKey: env.apiKey, maxSockets: 1 });
-      for (let id = 1; id <= 64; id++) structuredResult(await warm.callTool('interlock_query', { source_id: 'chinook', sql: POINT_SQL, params: [id] }));
-      warm.close();
+      gws.push(...[uncached, cached, floor, floorAudit].filter((g): g is GatewayChild => g !== null));
+      // More than one event loop (issue 28): both the gateway and the audited floor, so the comparison stays fair.
+      const workers = envInt('BENCH_WORKERS', 2);
+      const multi = workers > 1 ? { il: await startTsChild('bench/lib/cluster-serve.ts', { ...gatewayVars(env.controlUrl, { cacheTtlMs: 1 }), BENCH_CLUSTER_WORKERS: String(workers) }), floor: await startTsChild('bench/lib/node-floor-server.ts', { ...floorVars, BENCH_FLOOR_AUDIT_URL: env.controlUrl, BENCH_FLOOR_WORKERS: String(workers) }) } : null;
+      if (multi) {
+        gws.push(multi.il, multi.floor);
+        await preflight(multi.il.url, env.apiKey, pool);
+      }
+      await preflight(uncached.url, env.apiKey, pool);
+      if (cached) {
+        await preflight(cached.url, env.apiKey, pool);
+        const warm = new McpHttpClient(cached.url, { apiKey: env.apiKey, maxSockets: 1 });
+        for (let id = 1; id <= 64; id++) structuredResult(await warm.callTool('interlock_query', { source_id: 'chinook', sql: POINT_SQL, params: [id] }));
+        warm.close();
+      }
 
       const mcpHeaders = { 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream', 'MCP-Protocol-Version': BENCH_PROTOCOL_VERSION };
       const ilHeaders = { ...mcpHeaders, Authorization: `Bearer ${env.apiKey}` };
@@ -79,20 +100,29 @@ async function main(): Promise<void> {
       interface WrkSide { url: string; bodies: string[]; headers: Record<string, string>; expect: string; pids: number[] }
       const wrkSides: Record<string, WrkSide> = {
         interlock: { url: uncached.url, bodies: ilBodies(), headers: ilHeaders, expect: '"row_count":1,', pids: [uncached.pid] },
-        'interlock-cached': { url: cached.url, bodies: ilBodies(64), headers: ilHeaders, expect: '"cached":true', pids: [cached.pid] },
+        ...(cached ? { 'interlock-cached': { url: cached.url, bodies: ilBodies(64), headers: ilHeaders, expect: '"cached":true', pids: [cached.pid] } } : {}),
         'toolbox-sql': { url: toolbox.url, bodies: ids(256).map((id) => rpc(TOOLBOX_POINT_TOOL, { track_id: id })), headers: mcpHeaders, expect: 'unit_price', pids: [toolbox.pid] },
         'toolbox-exec': { url: toolbox.url, bodies: ids(256).map((id) => rpc(TOOLBOX_SQL_TOOL, { sql: POINT_SQL.replace('$1', String(id)) })), headers: mcpHeaders, expect: 'unit_price\\":', pids: [toolbox.pid] },
-        'node-floor': { url: floor.url, bodies: ids(256).map((id) => rpc(FLOOR_TOOL, { track_id: id })), headers: mcpHeaders, expect: '"row_count":1', pids: [floor.pid] },
+        ...(floor ? { 'node-floor': { url: floor.url, bodies: ids(256).map((id) => rpc(FLOOR_TOOL, { track_id: id })), headers: mcpHeaders, expect: '"row_count":1', pids: [floor.pid] } } : {}),
         ...(dbhub ? { dbhub: { url: dbhub.url, bodies: ids(256).map((id) => rpc(DBHUB_SQL_TOOL, { sql: POINT_SQL.replace('$1', String(id)) })), headers: mcpHeaders, expect: 'unit_price', pids: [dbhub.pid] } } : {}),
         'node-floor-audit': { url: floorAudit.url, bodies: ids(256).map((id) => rpc(FLOOR_TOOL, { track_id: id })), headers: mcpHeaders, expect: '"row_count":1', pids: [floorAudit.pid] },
+        ...(multi
+          ? {
+              [`interlock-x${workers}`]: { url: multi.il.url, bodies: ilBodies(), headers: ilHeaders, expect: '"row_count":1,', pids: processTree(multi.il.pid) },
+              [`node-floor-audit-x${workers}`]: { url: multi.floor.url, bodies: ids(256).map((id) => rpc(FLOOR_TOOL, { track_id: id })), headers: mcpHeaders, expect: '"row_count":1', pids: processTree(multi.floor.pid) },
+            }
+          : {}),
       };
+      if (multi) console.log(`multi-process sides: interlock-x${workers} pids ${wrkSides[`interlock-x${workers}`].pids.join(',')}, node-floor-audit-x${workers} pids ${wrkSides[`node-floor-audit-x${workers}`].pids.join(',')}`);
       const controlDb = { databases: [new URL(env.controlUrl).pathname.slice(1)] };
       const sourceDb = { databases: [env.demo.databaseName] };
-      const sides = ['direct', ...Object.keys(wrkSides)];
+      const sides = ['direct', ...Object.keys(wrkSides)].filter(want);
       const run = (side: string, c: number, ms: number): Promise<LoadRun | WrkRun> =>
         side === 'direct' ? runDirectPointReads(pool, c, { durationMs: ms, warmupMs: 0 }) : runWrk({ ...wrkSides[side], concurrency: c, durationMs: ms });
       const prewarmMs = envSeconds('BENCH_PREWARM_SECONDS', 6);
-      for (const s of sides) console.log(`  pre-warm ${s}: ${(await run(s, 8, prewarmMs)).allOps} calls (not measured)`);
+      // A multi-process side pre-warms `workers` times as long: each worker's JIT settles on its own share of the calls
+      // (with equal time, 2 workers' per-call CPU stayed 2× one process's for the first ~12 s of load).
+      for (const s of sides) console.log(`  pre-warm ${s}: ${(await run(s, 8, /-x\d+$/.test(s) ? prewarmMs * workers : prewarmMs)).allOps} calls (not measured)`);
 
       type Acc = { ops: number; all: number; ms: number; p50: number[]; cpu: Record<string, number>; driver: number; load: number[] };
       const acc = new Map<string, Acc>();
@@ -118,8 +148,8 @@ async function main(): Promise<void> {
           }
         }
       }
-      const ops = (s: string, c: number) => { const a = acc.get(`${s}@${c}`)!; return (a.ops * 1000) / a.ms; };
-      const us = (s: string, c: number, g: string) => { const a = acc.get(`${s}@${c}`)!; return round(((g === 'driver' ? a.driver : a.cpu[g]) / a.all) * 1000, 0); };
+      const ops = (s: string, c: number) => { const a = acc.get(`${s}@${c}`); return a ? (a.ops * 1000) / a.ms : NaN; };
+      const us = (s: string, c: number, g: string) => { const a = acc.get(`${s}@${c}`); return a ? round(((g === 'driver' ? a.driver : a.cpu[g]) / a.all) * 1000, 0) : NaN; };
       const loads = [...acc.values()].flatMap((a) => a.load);
       console.log(`\nload average (1 min) during the runs: ${Math.min(...loads).toFixed(1)}–${Math.max(...loads).toFixed(1)}`);
       console.log('\ncalls per second and CPU µs per call (server = the side\'s process; driver = wrk, or this process for direct):');
@@ -128,7 +158,7 @@ async function main(): Promise<void> {
       // The audited floor ÷ direct pg bounds what any answer that waits for its own durable audit
       // commit (contract: "audited before its answer") can reach against direct pg in this run.
       const floors: Array<[number, number, number]> = [];
-      const t = (name: string, value: number, goal: number, atMost = false) => targets.push([name, round(value, 3), goal, atMost ? value <= goal : value >= goal]);
+      const t = (name: string, value: number, goal: number, atMost = false) => void (Number.isFinite(value) && targets.push([name, round(value, 3), goal, atMost ? value <= goal : value >= goal]));
       for (const c of levels) {
         t(`c=${c} IL / node-floor-audit`, ops('interlock', c) / ops('node-floor-audit', c), 0.8);
         t(`c=${c} IL / Toolbox postgres-sql`, ops('interlock', c) / ops('toolbox-sql', c), c === 8 ? 0.5 : 0.8);
@@ -138,10 +168,22 @@ async function main(): Promise<void> {
         t(`c=${c} cached / direct pg`, ops('interlock-cached', c) / ops('direct', c), 0.6);
         floors.push([c, ops('node-floor-audit', c) / ops('direct', c), ops('interlock-cached', c) / ops('node-floor-audit', c)]);
         if (c === 8 && dbhub) t(`c=${c} IL / DBHub 1.4.0`, ops('interlock', c) / ops('dbhub', c), 3);
+        if (multi) {
+          const x = `interlock-x${workers}`;
+          t(`c=${c} IL x${workers} / node-floor-audit`, ops(x, c) / ops('node-floor-audit', c), 0.8);
+          t(`c=${c} IL x${workers} / Toolbox postgres-sql`, ops(x, c) / ops('toolbox-sql', c), c === 8 ? 0.5 : 0.8);
+          if (c === 32) t(`c=${c} IL x${workers} / Toolbox execute-sql`, ops(x, c) / ops('toolbox-exec', c), 1.2);
+          if (c === 8) t(`c=${c} IL x${workers} gateway CPU µs/call`, us(x, c, 'gateway'), 250, true);
+          t(`c=${c} IL x${workers} control-DB CPU µs/call`, us(x, c, 'controlDb'), c === 8 ? 60 : 30, true);
+        }
       }
       console.log('\ntargets (issue 28):');
       for (const [name, v, goal, met] of targets) console.log(`  ${name}: ${name.includes('µs') ? v : ratio(v)} (${name.includes('µs') ? `≤ ${goal}` : `≥ ${goal}×`}) ${met ? 'MET' : 'NOT MET'}`);
-      if (!dbhub) console.log('  IL / DBHub 1.4.0 at c=8 (≥ 3×): not measured, DBHub is not installed here');
+      if (!dbhub && want('dbhub')) console.log('  IL / DBHub 1.4.0 at c=8 (≥ 3×): not measured, DBHub is not installed here');
+      if (multi) {
+        console.log(`\n${workers} worker processes against one (go / no-go: ≥ 1.15× calls/s at c=32 or c=8):`);
+        for (const c of levels) console.log(`  c=${c}: interlock-x${workers} / interlock ${ratio(ops(`interlock-x${workers}`, c) / ops('interlock', c))}; node-floor-audit-x${workers} / node-floor-audit ${ratio(ops(`node-floor-audit-x${workers}`, c) / ops('node-floor-audit', c))}; interlock-x${workers} / node-floor-audit-x${workers} ${ratio(ops(`interlock-x${workers}`, c) / ops(`node-floor-audit-x${workers}`, c))}`);
+      }
       console.log('\naudited floor (the bound on any answer audited before it leaves):');
       for (const [c, floorRatio, cachedOfFloor] of floors) {
         console.log(`  c=${c} node-floor-audit / direct pg: ${ratio(floorRatio)} (${floorRatio >= 0.6 ? '0.6× is below the floor: reachable in principle' : '0.6× is above the floor: unreachable while each answer waits for its own audit commit'}); cached / node-floor-audit: ${ratio(cachedOfFloor)}`);

@@ -37,7 +37,7 @@ import { gatewayVars, ROOT, sleep, startServe, startTsChild, withBenchEnv, type 
 import { FLOOR_TOOL } from './lib/node-floor-server';
 import { BENCH_PROTOCOL_VERSION } from './lib/http';
 import { POINT_SQL, preflight, SOURCE_POOL_SIZE, TRACKS } from './lib/point-read';
-import { concurrencyLevels, emitResult, envInt, envSeconds, machineLine, round, table } from './lib/stats';
+import { concurrencyLevels, emitResult, envInt, envSeconds, machineLine, median, round, table } from './lib/stats';
 import { runWrk, wrkAvailable } from './lib/wrk';
 
 /** Control-database counters: commits, statements that read each table (seq_scan + idx_scan), and rows each table had written (inserted + updated + deleted). */
@@ -71,10 +71,6 @@ interface Acc {
   load: number[];
 }
 
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length ? (s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2) : NaN;
-};
 const range = (xs: number[]) => `${round(Math.min(...xs), 0)}–${round(Math.max(...xs), 0)}`;
 
 async function main(): Promise<void> {

@@ -44,6 +44,19 @@ export function procCpuSplitMs(pid: number): { user: number; system: number } {
   }
 }
 
+/**
+ * A process and its direct children (Linux /proc/PID/task/PID/children), e.g. a node:cluster
+ * primary and its workers: the pids whose CPU makes one multi-process side's figure. Just [pid]
+ * when the children cannot be read.
+ */
+export function processTree(pid: number): number[] {
+  try {
+    return [pid, ...readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number)];
+  } catch {
+    return [pid];
+  }
+}
+
 /** Whole-machine CPU jiffies from /proc/stat: busy (everything but idle and iowait) and total. */
 export function machineJiffies(): { busy: number; total: number } {
   try {

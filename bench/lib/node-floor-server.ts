@@ -10,10 +10,16 @@
  * database (one writer, group commit: one multi-row INSERT per batch of waiting calls into an
  * unindexed, unchained table), the least a durable audit-before-answer can cost.
  *
+ * With BENCH_FLOOR_WORKERS = N > 1 (issue 28, the multi-process comparison) this process is a
+ * node:cluster primary that creates the audit table, forks N workers serving the above on one shared
+ * port (round-robin hand-out of connections by the primary), and prints "READY <url>" once all
+ * listen, then "WORKERS <pid,pid,…>"; each worker has its own pools and its own group commit.
+ *
  * Environment: BENCH_FLOOR_READER (JSON `pg.ClientConfig` of the reader role), BENCH_FLOOR_SQL (the
- * statement), BENCH_FLOOR_POOL (reader connections, default 5), BENCH_FLOOR_AUDIT_URL (optional).
- * Prints "READY <url>" when listening.
+ * statement), BENCH_FLOOR_POOL (reader connections per process, default 5), BENCH_FLOOR_AUDIT_URL
+ * (optional), BENCH_FLOOR_WORKERS (default 1). Prints "READY <url>" when listening.
  */
+import cluster from 'node:cluster';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import pg from 'pg';
@@ -63,13 +69,39 @@ class GroupCommit {
   }
 }
 
+const AUDIT_TABLE_DDL = 'CREATE TABLE IF NOT EXISTS bench_floor_audit (occurred_at timestamptz NOT NULL DEFAULT now(), tool text NOT NULL, track_id int, row_count int NOT NULL, duration_ms float8 NOT NULL)';
+
+/** The cluster primary of BENCH_FLOOR_WORKERS > 1: the audit table once, then N workers on one port. */
+async function primary(n: number): Promise<void> {
+  if (process.env.BENCH_FLOOR_AUDIT_URL) {
+    const c = new pg.Client({ connectionString: process.env.BENCH_FLOOR_AUDIT_URL });
+    await c.connect();
+    await c.query(AUDIT_TABLE_DDL);
+    await c.end();
+  }
+  cluster.setupPrimary({ execArgv: process.execArgv });
+  let listening = 0;
+  cluster.on('listening', (_w, address) => {
+    if (++listening === n) process.stdout.write(`READY http://127.0.0.1:${address.port}/mcp\nWORKERS ${Object.values(cluster.workers ?? {}).map((w) => w!.process.pid).join(',')}\n`);
+  });
+  cluster.on('exit', () => Object.keys(cluster.workers ?? {}).length === 0 && process.exit(0));
+  for (let i = 0; i < n; i++) cluster.fork();
+  const stop = () => {
+    for (const w of Object.values(cluster.workers ?? {})) w!.process.kill('SIGTERM');
+  };
+  process.on('SIGTERM', stop);
+  process.on('disconnect', stop);
+}
+
 async function main(): Promise<void> {
+  const workers = Number(process.env.BENCH_FLOOR_WORKERS ?? 1);
+  if (cluster.isPrimary && workers > 1) return primary(workers);
   const reader = new pg.Pool({ ...(JSON.parse(process.env.BENCH_FLOOR_READER ?? '{}') as pg.PoolConfig), max: Number(process.env.BENCH_FLOOR_POOL ?? 5) });
   const sql = process.env.BENCH_FLOOR_SQL ?? '';
   let audit: GroupCommit | null = null;
   if (process.env.BENCH_FLOOR_AUDIT_URL) {
     const control = new pg.Pool({ connectionString: process.env.BENCH_FLOOR_AUDIT_URL, max: 1 });
-    await control.query('CREATE TABLE IF NOT EXISTS bench_floor_audit (occurred_at timestamptz NOT NULL DEFAULT now(), tool text NOT NULL, track_id int, row_count int NOT NULL, duration_ms float8 NOT NULL)');
+    if (cluster.isPrimary) await control.query(AUDIT_TABLE_DDL);
     audit = new GroupCommit(control);
   }
   const server = http.createServer((req, res) => {
@@ -104,7 +136,7 @@ async function main(): Promise<void> {
   });
   server.keepAliveTimeout = 65_000;
   server.listen(0, '127.0.0.1', () => {
-    process.stdout.write(`READY http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp\n`);
+    if (cluster.isPrimary) process.stdout.write(`READY http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp\n`);
   });
   process.on('SIGTERM', () => server.close(() => process.exit(0)));
   process.on('disconnect', () => process.exit(0));

@@ -119,3 +119,11 @@ export function runBench(main: () => Promise<void>): void {
     },
   );
 }
+
+/** Median of the finite values of `xs` (the mean of the middle two for an even count); NaN when there are none. */
+export function median(xs: number[]): number {
+  const s = xs.filter(Number.isFinite).sort((a, b) => a - b);
+  if (!s.length) return NaN;
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+}
