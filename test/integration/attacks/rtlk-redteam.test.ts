@@ -147,6 +147,42 @@ test('admin route: an API key, a revoked operator token, an IdP access token, or
   expect(await linkOf(iss.issuer, 'agent|1')).toBeNull();
 });
 
+// Input bounds: every bad input is a spec/errors-v1 error of its own (never 500, never driver text).
+// FINDING (low, fixed): a NUL in the identity name of the path (POST or DELETE …/subjects, and
+// every route that looks an identity up by name) reached PostgreSQL, which refused the text
+// (22021), and the client got 500 internal_error; now 404 not_found like any name that is not there.
+test('admin route: oversized, NUL and non-string input gives 400/404/413 with the spec codes', async () => {
+  await createIdentity(t.db, 'rtlk-bounds');
+  const post = (name: string, body: unknown) => admin('POST', `/identities/${encodeURIComponent(name)}/subjects`, body);
+  const shape = (r: { status: number; json: any }) => ({ status: r.status, code: r.json?.code });
+  const results = {
+    longSubject: shape(await post('rtlk-bounds', { issuer: iss.issuer, subject: 'x'.repeat(8193) })),
+    maxSubject: shape(await post('rtlk-bounds', { issuer: iss.issuer, subject: 'y'.repeat(8192) })),
+    nulSubject: shape(await post('rtlk-bounds', { issuer: iss.issuer, subject: 'a\u0000b' })),
+    nulIssuer: shape(await post('rtlk-bounds', { issuer: `${iss.issuer}\u0000`, subject: 'a' })),
+    longIssuer: shape(await post('rtlk-bounds', { issuer: `https://${'a'.repeat(2050)}`, subject: 'a' })),
+    numberSubject: shape(await post('rtlk-bounds', { issuer: iss.issuer, subject: 42 })),
+    nulName: shape(await post('rtlk\u0000bounds', { issuer: iss.issuer, subject: 'a' })),
+    megabyte: shape(await admin('POST', '/identities/rtlk-bounds/subjects', undefined, opToken, JSON.stringify({ issuer: iss.issuer, subject: 'z'.repeat(1024 * 1024) }))),
+    deleteNul: shape(await admin('DELETE', `/identities/rtlk-bounds/subjects?issuer=${encodeURIComponent(iss.issuer)}&subject=${encodeURIComponent('a\u0000')}`)),
+    deleteNulName: shape(await admin('DELETE', `/identities/${encodeURIComponent('x\u0000')}/subjects?issuer=${encodeURIComponent(iss.issuer)}&subject=a`)),
+    deleteTwice: shape(await admin('DELETE', `/identities/rtlk-bounds/subjects?issuer=${encodeURIComponent(iss.issuer)}&issuer=x&subject=a`)),
+  };
+  expect(results).toEqual({
+    longSubject: { status: 400, code: 'validation_failed' },
+    maxSubject: { status: 201, code: undefined },
+    nulSubject: { status: 400, code: 'validation_failed' },
+    nulIssuer: { status: 400, code: 'validation_failed' },
+    longIssuer: { status: 400, code: 'validation_failed' },
+    numberSubject: { status: 400, code: 'validation_failed' },
+    nulName: { status: 404, code: 'not_found' },
+    megabyte: { status: 413, code: 'body_too_large' },
+    deleteNul: { status: 400, code: 'validation_failed' },
+    deleteNulName: { status: 404, code: 'not_found' },
+    deleteTwice: { status: 400, code: 'validation_failed' },
+  });
+});
+
 // Audit: each change recorded exactly once, a no-op (already linked), a conflict and a missing
 // unlink recorded not at all; the chain verifies.
 test('audit: link, no-op link, conflicting link, unlink, missing unlink → exactly two events; the chain verifies', async () => {
