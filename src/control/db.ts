@@ -209,17 +209,23 @@ export async function runMigrations(url: string, logger?: Logger, opts: { connec
 /**
  * Why the role of `client` may not apply migrations, or null when it may (mayMigrate's test): a
  * ControlError 'forbidden' (CLI exit code 2) whose one line names the fix. Before the first
- * migration the role must be able to create tables in the current schema: on PostgreSQL 15 and later
+ * migration the role must be able to create tables in schema public (node-pg-migrate keeps
+ * MIGRATIONS_TABLE there) and in the current schema (the control tables): on PostgreSQL 15 and later
  * only the database's owner may create in schema public, so the fix is `createdb -O ROLE DB` (or
  * ALTER DATABASE … OWNER TO, or GRANT CREATE ON SCHEMA); afterwards it must own (or have the
  * privileges of the owner of) MIGRATIONS_TABLE, so the fix is the owner's URL. `where` is the redacted URL.
  */
 async function migrationRefusal(client: pg.ClientBase, where: string): Promise<ControlError | null> {
+  // node-pg-migrate keeps MIGRATIONS_TABLE in schema public whatever the search_path (no `schema`
+  // option); the control tables go to the current schema: a fresh database needs CREATE on both
+  // (red team rtlk: a role owning a schema of its own on its search_path passed, then failed raw).
   const r = await client.query<{ fresh: boolean; may: boolean; who: string; dbname: string; schema: string; owner: string | null }>(
     `SELECT c.oid IS NULL AS fresh,
-            coalesce(CASE WHEN c.oid IS NULL THEN has_schema_privilege(current_schema(), 'CREATE') ELSE pg_has_role(current_user, c.relowner, 'USAGE') END, false) AS may,
-            current_user AS who, current_database() AS dbname, coalesce(current_schema(), 'public') AS schema, pg_get_userbyid(c.relowner) AS owner
-       FROM (SELECT to_regclass($1) AS r) x LEFT JOIN pg_class c ON c.oid = x.r`,
+            coalesce(CASE WHEN c.oid IS NOT NULL THEN pg_has_role(current_user, c.relowner, 'USAGE') WHEN NOT x.pub THEN false ELSE has_schema_privilege('public', 'CREATE') AND has_schema_privilege(current_schema(), 'CREATE') END, false) AS may,
+            current_user AS who, current_database() AS dbname,
+            CASE WHEN x.pub AND NOT has_schema_privilege('public', 'CREATE') THEN 'public' ELSE coalesce(current_schema(), 'public') END AS schema,
+            pg_get_userbyid(c.relowner) AS owner
+       FROM (SELECT to_regclass(format('public.%I', $1::text)) AS r, EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = 'public') AS pub) x LEFT JOIN pg_class c ON c.oid = x.r`,
     [MIGRATIONS_TABLE],
   );
   const x = r.rows[0];

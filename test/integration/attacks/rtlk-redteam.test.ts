@@ -267,6 +267,35 @@ test('db migrate pre-check: a superuser on a database whose public schema refuse
   }
 });
 
+// FINDING (low, fixed): node-pg-migrate keeps its table in schema public whatever the search_path, but the
+// pre-check asked about current_schema(): a role owning a schema of its own (its search_path) and
+// not allowed to create in public passed the pre-check, and `db migrate` then failed with
+// node-pg-migrate's own text and stack trace (the thing the pre-check exists to prevent).
+test('db migrate pre-check: an owner of a non-public schema that may not create in public gets the one-line error', async () => {
+  const role = `il_rtlk_own_${randomBytes(4).toString('hex')}`;
+  const temp = await createTempDatabase('rtlk_own');
+  try {
+    await execSql(ADMIN_URL, `CREATE ROLE ${role} LOGIN PASSWORD 'pw-${role}'`);
+    await execSql(temp.url, `REVOKE CREATE ON SCHEMA public FROM PUBLIC; CREATE SCHEMA ctl AUTHORIZATION ${role}; ALTER ROLE ${role} IN DATABASE "${temp.name}" SET search_path = ctl`);
+    const u = new URL(temp.url);
+    u.username = role;
+    u.password = `pw-${role}`;
+    const url = u.toString();
+    const r = await cli('--database-url', url, 'db', 'migrate');
+    expect(r).toEqual({
+      code: 2,
+      out: [],
+      err: [
+        `error: the database role of ${redactUrl(url)} may not create the control tables (permission denied for schema public): make role ${role} the database's owner (createdb -O ${role} ${temp.name} for a new database, or as a superuser ALTER DATABASE "${temp.name}" OWNER TO "${role}"; on PostgreSQL 15 and later only the owner may create in schema public) and run \`interlock db migrate\` again`,
+      ],
+    });
+    expect(migrationNames().length).toBeGreaterThan(0);
+  } finally {
+    await temp.drop();
+    await execSql(ADMIN_URL, `DROP ROLE IF EXISTS ${role}`);
+  }
+});
+
 // Withstood: the pepper skip cannot make a key hashed without the pepper: on the operator role's URL,
 // even with the pepper configured (INTERLOCK_KEY_PEPPER), `key create` is refused (exit 2) and no key
 // row is written; the owner's keys still authenticate.
