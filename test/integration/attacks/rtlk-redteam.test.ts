@@ -329,3 +329,26 @@ test.failing('admin route: the longest subject linked can be unlinked through th
   const r = await admin('DELETE', `/identities/rtlk-long/subjects?issuer=${encodeURIComponent(iss.issuer)}&subject=${encodeURIComponent(subject)}`);
   expect({ status: r.status, code: r.json?.code }).toEqual({ status: 200, code: undefined });
 });
+
+// FINDING (low, fixed): the resolver skipped the claim-grant sync of a subject seen in the last
+// 60 s (TOUCH_INTERVAL_MS) with unchanged claims, keyed by (issuer, subject) only: a subject re-linked
+// to another identity signed in as it without its claim grants for up to a minute (fail-closed).
+// The key now holds the identity.
+test('re-link: the token\'s claim grants are made for the identity it is linked to now', async () => {
+  const a = await createIdentity(t.db, 'rtlk-claim-a');
+  await createIdentity(t.db, 'rtlk-claim-b');
+  await linkIdentitySubject(t.db, 'rtlk-claim-a', iss.issuer, 'groups|1');
+  const token = await iss.mint({ sub: 'groups|1', groups: ['staff'] });
+  const sources = async () => {
+    const r = (await callTool({ url: gw.url }, 'interlock_list_sources', {}, token)).body.result;
+    return r?.isError ? `refused:${r.structuredContent?.code}` : Object.keys(JSON.parse(r.content[0].text)).join(',');
+  };
+  expect(await sources()).toBe('prod');
+  expect(await grantsOf('rtlk-claim-a')).toEqual([{ role_name: 'reader', source_id: 'prod', granted_by: 'claims' }]);
+  expect(a.name).toBe('rtlk-claim-a');
+  await unlinkIdentitySubject(t.db, 'rtlk-claim-a', iss.issuer, 'groups|1');
+  await linkIdentitySubject(t.db, 'rtlk-claim-b', iss.issuer, 'groups|1');
+  await new Promise((r) => setTimeout(r, 2500)); // the resolver's cache bound (2 s)
+  expect(await sources()).toBe('prod');
+  expect(await grantsOf('rtlk-claim-b')).toEqual([{ role_name: 'reader', source_id: 'prod', granted_by: 'claims' }]);
+});
