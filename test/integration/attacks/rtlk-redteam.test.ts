@@ -352,3 +352,22 @@ test('re-link: the token\'s claim grants are made for the identity it is linked 
   expect(await sources()).toBe('prod');
   expect(await grantsOf('rtlk-claim-b')).toEqual([{ role_name: 'reader', source_id: 'prod', granted_by: 'claims' }]);
 });
+
+// Withstood: racing links of one subject to two identities, and racing unlinks, change it once:
+// one 201, the others 200 (same identity) or 409 (the other); one 200 unlink, the others 404;
+// exactly one event each.
+test('races: ten concurrent links of one subject to two identities and five concurrent unlinks record one event each', async () => {
+  await createIdentity(t.db, 'rtlk-race-a');
+  await createIdentity(t.db, 'rtlk-race-b');
+  const before = await lastEventId();
+  const body = { issuer: iss.issuer, subject: 'race|1' };
+  const links = await Promise.all(Array.from({ length: 10 }, (_, i) => admin('POST', `/identities/rtlk-race-${i % 2 ? 'b' : 'a'}/subjects`, body)));
+  const winner = (await linkOf(iss.issuer, 'race|1'))!;
+  const statuses = links.map((r, i) => ({ mine: `rtlk-race-${i % 2 ? 'b' : 'a'}` === winner, status: r.status }));
+  expect(statuses.filter((s) => s.status === 201)).toEqual([{ mine: true, status: 201 }]);
+  expect(statuses.filter((s) => s.status !== 201).every((s) => s.status === (s.mine ? 200 : 409))).toBe(true);
+  const q = `?issuer=${encodeURIComponent(iss.issuer)}&subject=race%7C1`;
+  const unlinks = await Promise.all(Array.from({ length: 5 }, () => admin('DELETE', `/identities/${winner}/subjects${q}`)));
+  expect(unlinks.map((r) => r.status).sort()).toEqual([200, 404, 404, 404, 404]);
+  expect(await subjectEventsAfter(before)).toEqual(['identity_subject_linked', 'identity_subject_unlinked']);
+});
