@@ -196,6 +196,12 @@ export async function runMigrations(url: string, logger?: Logger, opts: { connec
         checkOrder: true,
         singleTransaction: true,
         logger: { debug: quiet, info: quiet, warn: (m: string) => logger?.warn({ component: 'migrations' }, m), error: (m: string) => logger?.error({ component: 'migrations' }, m) },
+      }).catch(async (err: unknown) => {
+        // A pending migration refused by a schema the role may no longer create in (it owns the
+        // control tables, so the pre-check passed: red team rtlk): the same one line as a fresh database.
+        if ((err as { code?: string })?.code !== '42501') throw err;
+        const f = await client.query<{ who: string; dbname: string; schema: string }>("SELECT current_user AS who, current_database() AS dbname, coalesce(current_schema(), 'public') AS schema");
+        throw createRefusal(redactUrl(url), f.rows[0]);
       });
       return ran.map((m) => m.name);
     } finally {
@@ -204,6 +210,19 @@ export async function runMigrations(url: string, logger?: Logger, opts: { connec
   } finally {
     await client.end().catch(() => undefined);
   }
+}
+
+/**
+ * The refusal of a role (`f.who`) that may not create the control tables in `f.schema` of database
+ * `f.dbname`: ControlError 'forbidden' (CLI exit code 2), one line naming the fix (the database's
+ * owner). `where` is the redacted URL.
+ */
+function createRefusal(where: string, f: { who: string; dbname: string; schema: string }): ControlError {
+  const id = (n: string) => pg.Client.prototype.escapeIdentifier(n);
+  return new ControlError(
+    'forbidden',
+    `the database role of ${where} may not create the control tables (permission denied for schema ${f.schema}): make role ${f.who} the database's owner (createdb -O ${f.who} ${f.dbname} for a new database, or as a superuser ALTER DATABASE ${id(f.dbname)} OWNER TO ${id(f.who)}; on PostgreSQL 15 and later only the owner may create in schema public) and run \`interlock db migrate\` again`,
+  );
 }
 
 /**
@@ -230,13 +249,7 @@ async function migrationRefusal(client: pg.ClientBase, where: string): Promise<C
   );
   const x = r.rows[0];
   if (!x || x.may) return null;
-  const id = (n: string) => pg.Client.prototype.escapeIdentifier(n);
-  if (x.fresh) {
-    return new ControlError(
-      'forbidden',
-      `the database role of ${where} may not create the control tables (permission denied for schema ${x.schema}): make role ${x.who} the database's owner (createdb -O ${x.who} ${x.dbname} for a new database, or as a superuser ALTER DATABASE ${id(x.dbname)} OWNER TO ${id(x.who)}; on PostgreSQL 15 and later only the owner may create in schema public) and run \`interlock db migrate\` again`,
-    );
-  }
+  if (x.fresh) return createRefusal(where, x);
   return new ControlError('forbidden', `the database role of ${where} may not apply migrations: the control tables belong to role ${x.owner}; run \`interlock db migrate\` with that role's URL`);
 }
 

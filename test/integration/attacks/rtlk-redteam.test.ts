@@ -65,6 +65,15 @@ async function admin(method: string, path: string, body?: unknown, auth: string 
   return { status: res.status, json, text };
 }
 
+/** `db migrate`'s answer to `role` (at `url`) that may not create the control tables in schema public of database `dbname`. */
+const createRefused = (url: string, role: string, dbname: string) => ({
+  code: 2,
+  out: [],
+  err: [
+    `error: the database role of ${redactUrl(url)} may not create the control tables (permission denied for schema public): make role ${role} the database's owner (createdb -O ${role} ${dbname} for a new database, or as a superuser ALTER DATABASE "${dbname}" OWNER TO "${role}"; on PostgreSQL 15 and later only the owner may create in schema public) and run \`interlock db migrate\` again`,
+  ],
+});
+
 async function lastEventId(): Promise<string> {
   return (await t.db.pool.query<{ id: string }>('SELECT coalesce(max(id), 0)::text AS id FROM audit_events')).rows[0].id;
 }
@@ -282,13 +291,7 @@ test('db migrate pre-check: an owner of a non-public schema that may not create 
     u.password = `pw-${role}`;
     const url = u.toString();
     const r = await cli('--database-url', url, 'db', 'migrate');
-    expect(r).toEqual({
-      code: 2,
-      out: [],
-      err: [
-        `error: the database role of ${redactUrl(url)} may not create the control tables (permission denied for schema public): make role ${role} the database's owner (createdb -O ${role} ${temp.name} for a new database, or as a superuser ALTER DATABASE "${temp.name}" OWNER TO "${role}"; on PostgreSQL 15 and later only the owner may create in schema public) and run \`interlock db migrate\` again`,
-      ],
-    });
+    expect(r).toEqual(createRefused(url, role, temp.name));
     expect(migrationNames().length).toBeGreaterThan(0);
   } finally {
     await temp.drop();
@@ -370,4 +373,30 @@ test('races: ten concurrent links of one subject to two identities and five conc
   const unlinks = await Promise.all(Array.from({ length: 5 }, () => admin('DELETE', `/identities/${winner}/subjects${q}`)));
   expect(unlinks.map((r) => r.status).sort()).toEqual([200, 404, 404, 404, 404]);
   expect(await subjectEventsAfter(before)).toEqual(['identity_subject_linked', 'identity_subject_unlinked']);
+});
+
+// FINDING (low, fixed): once the migrations table exists the pre-check asks only whether the
+// role has its owner's privileges; a role owning the control tables but no longer allowed to create
+// in schema public (a database whose owner or CREATE grant changed, e.g. after a restore) passes,
+// and a pending migration then failed with PostgreSQL's text (exit 1). Now a permission error of a
+// migration gives the one-line refusal naming the fix (exit 2), as for a fresh database.
+test('db migrate pre-check: a table owner that may no longer create in public, with a migration pending, gets the one-line error', async () => {
+  const role = `il_rtlk_tbl_${randomBytes(4).toString('hex')}`;
+  const temp = await createTempDatabase('rtlk_tbl');
+  try {
+    await execSql(ADMIN_URL, `CREATE ROLE ${role} LOGIN PASSWORD 'pw-${role}'`);
+    await execSql(temp.url, `REVOKE CREATE ON SCHEMA public FROM PUBLIC; GRANT CREATE ON SCHEMA public TO ${role}`);
+    const u = new URL(temp.url);
+    u.username = role;
+    u.password = `pw-${role}`;
+    const url = u.toString();
+    expect((await cli('--database-url', url, 'db', 'migrate')).code).toBe(0);
+    const last = migrationNames()[migrationNames().length - 1];
+    await execSql(temp.url, `REVOKE CREATE ON SCHEMA public FROM ${role}; DELETE FROM interlock_migrations WHERE name = '${last}'`);
+    const r = await cli('--database-url', url, 'db', 'migrate');
+    expect(r).toEqual(createRefused(url, role, temp.name));
+  } finally {
+    await temp.drop();
+    await execSql(ADMIN_URL, `DROP ROLE IF EXISTS ${role}`);
+  }
 });
