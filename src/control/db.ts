@@ -170,7 +170,9 @@ function describeConnectError(err: unknown, url: string, bounds: { connectTimeou
 /**
  * Applies every pending migration in one transaction while holding node-pg-migrate's advisory
  * lock (blocking, so concurrent starters queue instead of failing). Returns the names applied
- * (empty when up to date). Throws ControlError('unavailable') when the server cannot be reached.
+ * (empty when up to date). Throws ControlError('unavailable') when the server cannot be reached, and
+ * 'forbidden' (one line naming the fix) when the role may not migrate (migrationRefusal) or a pending
+ * migration is refused a privilege (42501: the schema does not let it create).
  */
 export async function runMigrations(url: string, logger?: Logger, opts: { connectTimeoutMs?: number } = {}): Promise<string[]> {
   const client = controlClient(url, { application_name: 'interlock-migrate', ...(opts.connectTimeoutMs ? { connectionTimeoutMillis: opts.connectTimeoutMs } : {}) });
