@@ -172,7 +172,7 @@ function describeConnectError(err: unknown, url: string, bounds: { connectTimeou
  * lock (blocking, so concurrent starters queue instead of failing). Returns the names applied
  * (empty when up to date). Throws ControlError('unavailable') when the server cannot be reached, and
  * 'forbidden' (one line naming the fix) when the role may not migrate (migrationRefusal) or a pending
- * migration is refused a privilege (42501: the schema does not let it create).
+ * migration is refused because the current schema does not let the role create (42501).
  */
 export async function runMigrations(url: string, logger?: Logger, opts: { connectTimeoutMs?: number } = {}): Promise<string[]> {
   const client = controlClient(url, { application_name: 'interlock-migrate', ...(opts.connectTimeoutMs ? { connectionTimeoutMillis: opts.connectTimeoutMs } : {}) });
@@ -202,7 +202,11 @@ export async function runMigrations(url: string, logger?: Logger, opts: { connec
         // A pending migration refused by a schema the role may no longer create in (it owns the
         // control tables, so the pre-check passed: red team rtlk): the same one line as a fresh database.
         if ((err as { code?: string })?.code !== '42501') throw err;
-        const f = await client.query<{ who: string; dbname: string; schema: string }>("SELECT current_user AS who, current_database() AS dbname, coalesce(current_schema(), 'public') AS schema");
+        const f = await client
+          .query<{ who: string; dbname: string; schema: string; may: boolean }>("SELECT current_user AS who, current_database() AS dbname, coalesce(current_schema(), 'public') AS schema, coalesce(has_schema_privilege(current_schema(), 'CREATE'), false) AS may")
+          .catch(() => null);
+        // Only when the schema is what refuses (another 42501, e.g. a table of another owner, is not named so).
+        if (!f?.rows[0] || f.rows[0].may) throw err;
         throw createRefusal(redactUrl(url), f.rows[0]);
       });
       return ran.map((m) => m.name);
