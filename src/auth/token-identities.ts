@@ -147,7 +147,9 @@ export class TokenIdentityStore {
   private async touch(cfg: TokenIssuer, claims: JWTPayload, identityId: string, subject: string, fromClaims: Record<string, unknown>): Promise<void> {
     const grants = await this.allowedGrants(cfg.issuer, claimGrants(cfg, claims));
     const recorded = usableClaims(fromClaims);
-    const key = `${cfg.issuer}\u0000${subject}`;
+    // The identity is part of the key: a subject re-linked to another identity (identity link|unlink)
+    // has that identity's claim grants made at its first use, not up to TOUCH_INTERVAL_MS later (red team rtlk).
+    const key = `${cfg.issuer}\u0000${subject}\u0000${identityId}`;
     const signature = JSON.stringify([grants, recorded]);
     const last = this.touched.get(key);
     const now = Date.now();

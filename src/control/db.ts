@@ -170,7 +170,9 @@ function describeConnectError(err: unknown, url: string, bounds: { connectTimeou
 /**
  * Applies every pending migration in one transaction while holding node-pg-migrate's advisory
  * lock (blocking, so concurrent starters queue instead of failing). Returns the names applied
- * (empty when up to date). Throws ControlError('unavailable') when the server cannot be reached.
+ * (empty when up to date). Throws ControlError('unavailable') when the server cannot be reached, and
+ * 'forbidden' (one line naming the fix) when the role may not migrate (migrationRefusal) or a pending
+ * migration is refused because the current schema does not let the role create (42501).
  */
 export async function runMigrations(url: string, logger?: Logger, opts: { connectTimeoutMs?: number } = {}): Promise<string[]> {
   const client = controlClient(url, { application_name: 'interlock-migrate', ...(opts.connectTimeoutMs ? { connectionTimeoutMillis: opts.connectTimeoutMs } : {}) });
@@ -196,6 +198,16 @@ export async function runMigrations(url: string, logger?: Logger, opts: { connec
         checkOrder: true,
         singleTransaction: true,
         logger: { debug: quiet, info: quiet, warn: (m: string) => logger?.warn({ component: 'migrations' }, m), error: (m: string) => logger?.error({ component: 'migrations' }, m) },
+      }).catch(async (err: unknown) => {
+        // A pending migration refused by a schema the role may no longer create in (it owns the
+        // control tables, so the pre-check passed: red team rtlk): the same one line as a fresh database.
+        if ((err as { code?: string })?.code !== '42501') throw err;
+        const f = await client
+          .query<{ who: string; dbname: string; schema: string; may: boolean }>("SELECT current_user AS who, current_database() AS dbname, coalesce(current_schema(), 'public') AS schema, coalesce(has_schema_privilege(current_schema(), 'CREATE'), false) AS may")
+          .catch(() => null);
+        // Only when the schema is what refuses (another 42501, e.g. a table of another owner, is not named so).
+        if (!f?.rows[0] || f.rows[0].may) throw err;
+        throw createRefusal(redactUrl(url), f.rows[0]);
       });
       return ran.map((m) => m.name);
     } finally {
@@ -207,30 +219,43 @@ export async function runMigrations(url: string, logger?: Logger, opts: { connec
 }
 
 /**
+ * The refusal of a role (`f.who`) that may not create the control tables in `f.schema` of database
+ * `f.dbname`: ControlError 'forbidden' (CLI exit code 2), one line naming the fix (the database's
+ * owner). `where` is the redacted URL.
+ */
+function createRefusal(where: string, f: { who: string; dbname: string; schema: string }): ControlError {
+  const id = (n: string) => pg.Client.prototype.escapeIdentifier(n);
+  return new ControlError(
+    'forbidden',
+    `the database role of ${where} may not create the control tables (permission denied for schema ${f.schema}): make role ${f.who} the database's owner (createdb -O ${f.who} ${f.dbname} for a new database, or as a superuser ALTER DATABASE ${id(f.dbname)} OWNER TO ${id(f.who)}; on PostgreSQL 15 and later only the owner may create in schema public) and run \`interlock db migrate\` again`,
+  );
+}
+
+/**
  * Why the role of `client` may not apply migrations, or null when it may (mayMigrate's test): a
  * ControlError 'forbidden' (CLI exit code 2) whose one line names the fix. Before the first
- * migration the role must be able to create tables in the current schema: on PostgreSQL 15 and later
+ * migration the role must be able to create tables in schema public (node-pg-migrate keeps
+ * MIGRATIONS_TABLE there) and in the current schema (the control tables): on PostgreSQL 15 and later
  * only the database's owner may create in schema public, so the fix is `createdb -O ROLE DB` (or
  * ALTER DATABASE … OWNER TO, or GRANT CREATE ON SCHEMA); afterwards it must own (or have the
  * privileges of the owner of) MIGRATIONS_TABLE, so the fix is the owner's URL. `where` is the redacted URL.
  */
 async function migrationRefusal(client: pg.ClientBase, where: string): Promise<ControlError | null> {
+  // node-pg-migrate keeps MIGRATIONS_TABLE in schema public whatever the search_path (no `schema`
+  // option); the control tables go to the current schema: a fresh database needs CREATE on both
+  // (red team rtlk: a role owning a schema of its own on its search_path passed, then failed raw).
   const r = await client.query<{ fresh: boolean; may: boolean; who: string; dbname: string; schema: string; owner: string | null }>(
     `SELECT c.oid IS NULL AS fresh,
-            coalesce(CASE WHEN c.oid IS NULL THEN has_schema_privilege(current_schema(), 'CREATE') ELSE pg_has_role(current_user, c.relowner, 'USAGE') END, false) AS may,
-            current_user AS who, current_database() AS dbname, coalesce(current_schema(), 'public') AS schema, pg_get_userbyid(c.relowner) AS owner
-       FROM (SELECT to_regclass($1) AS r) x LEFT JOIN pg_class c ON c.oid = x.r`,
+            coalesce(CASE WHEN c.oid IS NOT NULL THEN pg_has_role(current_user, c.relowner, 'USAGE') WHEN NOT x.pub THEN false ELSE has_schema_privilege('public', 'CREATE') AND has_schema_privilege(current_schema(), 'CREATE') END, false) AS may,
+            current_user AS who, current_database() AS dbname,
+            CASE WHEN x.pub AND NOT has_schema_privilege('public', 'CREATE') THEN 'public' ELSE coalesce(current_schema(), 'public') END AS schema,
+            pg_get_userbyid(c.relowner) AS owner
+       FROM (SELECT to_regclass(format('public.%I', $1::text)) AS r, EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = 'public') AS pub) x LEFT JOIN pg_class c ON c.oid = x.r`,
     [MIGRATIONS_TABLE],
   );
   const x = r.rows[0];
   if (!x || x.may) return null;
-  const id = (n: string) => pg.Client.prototype.escapeIdentifier(n);
-  if (x.fresh) {
-    return new ControlError(
-      'forbidden',
-      `the database role of ${where} may not create the control tables (permission denied for schema ${x.schema}): make role ${x.who} the database's owner (createdb -O ${x.who} ${x.dbname} for a new database, or as a superuser ALTER DATABASE ${id(x.dbname)} OWNER TO ${id(x.who)}; on PostgreSQL 15 and later only the owner may create in schema public) and run \`interlock db migrate\` again`,
-    );
-  }
+  if (x.fresh) return createRefusal(where, x);
   return new ControlError('forbidden', `the database role of ${where} may not apply migrations: the control tables belong to role ${x.owner}; run \`interlock db migrate\` with that role's URL`);
 }
 

@@ -227,8 +227,9 @@ export async function listIdentities(db: ControlDb): Promise<IdentityRecord[]> {
   });
 }
 
-/** The identity called `name`, or null. */
+/** The identity called `name`, or null (also for a name with a NUL, which PostgreSQL text cannot hold: red team rtlk). */
 export async function getIdentityByName(db: ControlDb | pg.ClientBase, name: string): Promise<IdentityRecord | null> {
+  if (name.includes('\u0000')) return null;
   const q = 'pool' in db ? db.pool : db;
   const r = await q.query<IdentityRow>(`SELECT ${COLS} FROM identities WHERE name = $1`, [name]);
   return r.rows[0] ? toRecord(r.rows[0]) : null;

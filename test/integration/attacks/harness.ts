@@ -132,3 +132,17 @@ export function leaks(text: string, value: string): boolean {
   if (!value) return false;
   return text.includes(value) || text.includes(JSON.stringify(value).slice(1, -1)) || text.includes(JSON.stringify(JSON.stringify(value)).slice(3, -3));
 }
+
+/** Runs `fn` on a fresh connection as `url`'s role (e.g. a stolen runtime credential), closed afterwards. */
+export async function asRole<T>(url: string, fn: (c: pg.Client) => Promise<T>): Promise<T> {
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  try {
+    return await fn(c);
+  } finally {
+    await c.end();
+  }
+}
+
+/** The SQLSTATE `sql` fails with on `c` ('42501' etc.), or 'ok' when it succeeds. */
+export const sqlStateOf = (c: pg.Client, sql: string, params: unknown[] = []): Promise<string> => c.query(sql, params).then(() => 'ok', (e: { code?: string }) => e.code ?? String(e));

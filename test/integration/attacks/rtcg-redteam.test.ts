@@ -19,6 +19,7 @@ import { OTHER_ISSUER_RULES_NOTE, replaceConfiguredClaimGrants } from '../../../
 import { createLogger } from '../../../src/observability/logger';
 import { verifyAuditChain } from '../../../src/audit/verify';
 import type { ClaimRoleGrant, TokenIssuer } from '../../../generated/config-v1';
+import { asRole } from './harness';
 
 jest.setTimeout(120_000);
 
@@ -36,15 +37,7 @@ const rule = (value: string, role: string, source: string): ClaimRoleGrant => ({
 const issuerCfg = (issuer: string, grants: ClaimRoleGrant[]): TokenIssuer => ({ issuer, jwks_uri: `${issuer}/jwks`, unknown_subjects: 'provision', identity_claim: 'email', role_grants: grants }) as TokenIssuer;
 
 /** Runs `fn` on a fresh connection as the runtime role (the stolen credential). */
-async function asRuntime<T>(fn: (c: pg.Client) => Promise<T>): Promise<T> {
-  const c = new pg.Client({ connectionString: rtUrl });
-  await c.connect();
-  try {
-    return await fn(c);
-  } finally {
-    await c.end();
-  }
-}
+const asRuntime = <T>(fn: (c: pg.Client) => Promise<T>): Promise<T> => asRole(rtUrl, fn);
 
 /** The SQLSTATE `sql` fails with on `c`, or 'ok'. */
 const codeOf = (c: pg.Client, sql: string, params: unknown[] = []) => c.query(sql, params).then(() => 'ok', (e: { code?: string }) => e.code ?? String(e));

@@ -21,21 +21,12 @@ import { createOperatorToken } from '../../../src/admin/tokens';
 import { createIdentity } from '../../../src/control/identities';
 import { addSource } from '../../../src/control/sources';
 import { upsertRole } from '../../../src/control/roles';
+import { asRole } from './harness';
 
 jest.setTimeout(180_000);
 
 let t: TestControlDb;
 
-/** Runs `fn` on a fresh connection as `url`'s role (the stolen credential). */
-async function asRole<T>(url: string, fn: (c: pg.Client) => Promise<T>): Promise<T> {
-  const c = new pg.Client({ connectionString: url });
-  await c.connect();
-  try {
-    return await fn(c);
-  } finally {
-    await c.end();
-  }
-}
 
 let aliceId: string;
 
