@@ -570,7 +570,7 @@ export interface paths {
         put?: never;
         /** Link an access token's subject to an identity (task hnu3): a token whose `iss` equals issuer and whose `sub` equals subject (both compared exactly) signs in as this identity, which is how a subject is admitted under `unknown_subjects: refuse` (the default). The issuer is not checked against the gateway's configuration. 201 when linked now (audited as kind config, decision identity_subject_linked), 200 when it already was linked to this identity (nothing recorded); 409 conflict when another identity has that subject. As `interlock identity link NAME --issuer URL --subject SUB`. */
         post: operations["adminLinkIdentitySubject"];
-        /** Unlink an access token's subject from an identity: its tokens stop signing in as it (within 2 s on running gateways); its grants are kept. Audited as kind config, decision identity_subject_unlinked. 404 when the identity does not exist or that subject is not linked to it. As `interlock identity unlink NAME --issuer URL --subject SUB`. */
+        /** Unlink an access token's subject from an identity: its tokens stop signing in as it (within 2 s on running gateways). In the same transaction all the identity's claim grants (granted by token claims) are taken back, those of subjects still linked being made again at their next sign-in; operator grants are kept. Audited as kind config, decision identity_subject_unlinked, and one grant_revoked (grantedBy claims) per claim grant taken back. 404 when the identity does not exist or that subject is not linked to it. As `interlock identity unlink NAME --issuer URL --subject SUB`. */
         delete: operations["adminUnlinkIdentitySubject"];
         options?: never;
         head?: never;
@@ -4129,7 +4129,7 @@ export interface operations {
                 "application/json": {
                     /** @description The tokens' iss, exactly (trailing slash included). */
                     issuer: string;
-                    /** @description The tokens' sub. */
+                    /** @description The tokens' sub (at most 1024 characters, so that DELETE can take it in its query string; a token with a longer sub is refused as invalid_claims). */
                     subject: string;
                 };
             };
@@ -4169,7 +4169,7 @@ export interface operations {
             query: {
                 /** @description The tokens' iss, exactly. */
                 issuer: string;
-                /** @description The tokens' sub. */
+                /** @description The tokens' sub (at most 1024 characters, 400 validation_failed over it; URL-encoded at most 9,216 bytes, within the 16 KiB request-header limit beside an issuer of up to about 1,000 ASCII characters). */
                 subject: string;
             };
             header?: never;

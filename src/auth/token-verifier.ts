@@ -11,7 +11,7 @@ import { errors as joseErrors, jwtVerify, type JWTPayload } from 'jose';
 import type { Logger } from 'pino';
 import type { TokenIssuer } from '../../generated/config-v1';
 import { IssuerKeys, IssuerKeysUnavailable, type IssuerKeysOptions } from './issuer-keys';
-import { readTokenForm } from './jwt-form';
+import { MAX_TOKEN_SUBJECT, readTokenForm } from './jwt-form';
 
 /** Algorithms allowed when an issuer names none. */
 export const DEFAULT_ALGORITHMS: readonly string[] = Object.freeze(['RS256', 'ES256']);
@@ -91,7 +91,7 @@ export class TokenVerifier {
     }
     // RFC 7519 4.1.2: sub is a string. jose checks only that it is present, and String() of an object,
     // array or number would make distinct or odd subjects one identity_subjects key ("[object Object]").
-    if (typeof claims.sub !== 'string' || claims.sub.length === 0) return { ok: false, failure: 'invalid_claims' };
+    if (typeof claims.sub !== 'string' || claims.sub.length === 0 || claims.sub.length > MAX_TOKEN_SUBJECT) return { ok: false, failure: 'invalid_claims' };
     const required = cfg.required_scopes ?? [];
     if (required.length > 0) {
       const granted = new Set(scopesOf(claims));

@@ -91,7 +91,7 @@ export function registerIdentityCommands(program: Command, ctx: CommandContext):
   // Token subjects (task hnu3 item 2): under `unknown_subjects: refuse` (the default) a token signs in only as the identity its (iss, sub) is linked to.
   const subjectCommands = [
     ['link', "link an access token's subject to an identity: a token whose iss and sub match exactly signs in as it (the way to admit a subject under unknown_subjects: refuse)"],
-    ['unlink', "unlink an access token's subject from an identity: its tokens stop signing in as it (within 2 s on running gateways); grants are kept"],
+    ['unlink', "unlink an access token's subject from an identity: its tokens stop signing in as it (within 2 s on running gateways) and the identity's claim grants are taken back (operator grants are kept)"],
   ] as const;
   for (const [verb, description] of subjectCommands) {
     idn
@@ -99,7 +99,7 @@ export function registerIdentityCommands(program: Command, ctx: CommandContext):
       .description(description)
       .argument('<name>', 'identity name or idn_ id')
       .requiredOption('--issuer <url>', "the tokens' iss, exactly (e.g. https://login.example.com/, trailing slash included)")
-      .requiredOption('--subject <sub>', "the tokens' sub (the identity provider's user id)")
+      .requiredOption('--subject <sub>', "the tokens' sub (the identity provider's user id, at most 1024 characters)")
       .action(async (name: string, o: { issuer: string; subject: string }, cmd: Command) => {
         const s = ctx.session(cmd);
         const b = await s.backend();

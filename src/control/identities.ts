@@ -7,6 +7,7 @@ import type pg from 'pg';
 import type { ControlDb } from './db';
 import type { RefusalCode } from '../errors/vocabulary';
 import { isUniqueViolation, withTransaction } from './db';
+import { MAX_TOKEN_SUBJECT } from '../auth/jwt-form';
 import { recordChange, type ChangeActor } from './change-audit';
 import { ConflictError, NotFoundError, ValidationError } from './errors';
 import { iso, newIdentityId } from './ids';
@@ -330,20 +331,19 @@ export interface IdentitySubjectLink {
   changed: boolean;
 }
 
-/** Longest issuer and subject a link stores (as interlock_provision_token_identity accepts). */
+/** Longest issuer a link stores (as auth.issuers[].issuer allows). */
 const MAX_ISSUER = 2048;
-const MAX_SUBJECT = 8192;
 
 /**
  * Throws ValidationError (every problem listed) unless `issuer` is an http(s) URL string of at most
  * 2048 characters (the pattern of auth.issuers[].issuer; not checked against any gateway's
  * configuration, which the CLI may not know: it must equal the tokens' `iss` exactly, trailing slash
- * included) and `subject` a non-empty string of at most 8192 characters without NUL.
+ * included) and `subject` a non-empty string of at most MAX_TOKEN_SUBJECT (1024) characters without NUL.
  */
 export function assertTokenSubject(issuer: unknown, subject: unknown): asserts issuer is string {
   const problems: string[] = [];
   if (typeof issuer !== 'string' || !/^https?:\/\/\S/.test(issuer) || issuer.length > MAX_ISSUER || issuer.includes('\u0000')) problems.push(`issuer: an http(s) URL of at most ${MAX_ISSUER} characters, exactly as the tokens' "iss" (e.g. https://login.example.com/)`);
-  if (typeof subject !== 'string' || subject.length === 0 || subject.length > MAX_SUBJECT || subject.includes('\u0000')) problems.push(`subject: the tokens' "sub", a non-empty string of at most ${MAX_SUBJECT} characters`);
+  if (typeof subject !== 'string' || subject.length === 0 || subject.length > MAX_TOKEN_SUBJECT || subject.includes('\u0000')) problems.push(`subject: the tokens' "sub", a non-empty string of at most ${MAX_TOKEN_SUBJECT} characters`);
   if (problems.length) throw new ValidationError('invalid token subject', problems);
 }
 
@@ -381,8 +381,13 @@ export async function linkIdentitySubject(db: ControlDb, nameOrId: string, issue
 /**
  * Unlinks the token subject (`issuer`, `subject`) from the identity `nameOrId`: its tokens sign in as
  * it no more (within the resolver's cache bound of 2 s on running gateways), and, under
- * `unknown_subjects: refuse`, not at all. The identity's grants, claim grants included, are kept.
- * Records identity_subject_unlinked ({identityId, identity, issuer, subject}) in the same transaction.
+ * `unknown_subjects: refuse`, not at all. In the same transaction it takes back all the identity's
+ * claim grants (granted_by 'claims', red team rtlk): nothing records which subject's token gave
+ * which, so those of subjects still linked are made again at their next sign-in (at most
+ * TOUCH_INTERVAL_MS, 60 s, later for a subject signed in during the last minute with the same
+ * claims); operator grants are kept. Records identity_subject_unlinked ({identityId, identity,
+ * issuer, subject}) and one grant_revoked per claim grant ({grantedBy 'claims', identity,
+ * identityId, issuer (the unlinked subject's), role}, source id; by source, role).
  * Throws ValidationError, NotFoundError when the identity does not exist or that subject is not
  * linked to it.
  */
@@ -394,6 +399,11 @@ export async function unlinkIdentitySubject(db: ControlDb, nameOrId: string, iss
     const del = await c.query('DELETE FROM identity_subjects WHERE issuer = $1 AND subject = $2 AND identity_id = $3', [issuer, sub, idn.id]);
     if (del.rowCount === 0) throw new NotFoundError(`identity "${idn.name}" has no token subject ${JSON.stringify(sub)} of ${issuer} (interlock identity show ${idn.name} lists its subjects)`);
     await recordChange(c, actor, 'identity_subject_unlinked', { identityId: idn.id, identity: idn.name, issuer, subject: sub });
+    const taken = await c.query<{ role_name: string; source_id: string }>("DELETE FROM grants WHERE identity_id = $1 AND granted_by = 'claims' RETURNING role_name, source_id", [idn.id]);
+    const sorted = taken.rows.sort((x, y) => (x.source_id === y.source_id ? (x.role_name < y.role_name ? -1 : 1) : x.source_id < y.source_id ? -1 : 1));
+    for (const g of sorted) {
+      await recordChange(c, actor, 'grant_revoked', { grantedBy: 'claims', identity: idn.name, identityId: idn.id, issuer, role: g.role_name }, g.source_id);
+    }
     return { identity: idn.name, identityId: idn.id, issuer, subject: sub, changed: true };
   });
 }

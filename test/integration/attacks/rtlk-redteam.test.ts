@@ -23,6 +23,8 @@ import { grantRole } from '../../../src/control/grants';
 import { createOperatorToken, revokeOperatorToken } from '../../../src/admin/tokens';
 import { verifyAuditChain } from '../../../src/audit/verify';
 import { runCli } from '../../../src/cli/main';
+import { TokenVerifier } from '../../../src/auth/token-verifier';
+import type { TokenIssuer } from '../../../generated/config-v1';
 import { asRole, sqlStateOf } from './harness';
 
 jest.setTimeout(180_000);
@@ -165,8 +167,8 @@ test('admin route: oversized, NUL and non-string input gives 400/404/413 with th
   const post = (name: string, body: unknown) => admin('POST', `/identities/${encodeURIComponent(name)}/subjects`, body);
   const shape = (r: { status: number; json: any }) => ({ status: r.status, code: r.json?.code });
   const results = {
-    longSubject: shape(await post('rtlk-bounds', { issuer: iss.issuer, subject: 'x'.repeat(8193) })),
-    maxSubject: shape(await post('rtlk-bounds', { issuer: iss.issuer, subject: 'y'.repeat(8192) })),
+    longSubject: shape(await post('rtlk-bounds', { issuer: iss.issuer, subject: 'x'.repeat(1025) })),
+    maxSubject: shape(await post('rtlk-bounds', { issuer: iss.issuer, subject: 'y'.repeat(1024) })),
     nulSubject: shape(await post('rtlk-bounds', { issuer: iss.issuer, subject: 'a\u0000b' })),
     nulIssuer: shape(await post('rtlk-bounds', { issuer: `${iss.issuer}\u0000`, subject: 'a' })),
     longIssuer: shape(await post('rtlk-bounds', { issuer: `https://${'a'.repeat(2050)}`, subject: 'a' })),
@@ -245,22 +247,49 @@ test('unlink and re-link: the same token stops signing in as the first identity 
   expect([...new Set(seen)].filter((x) => x !== 'rtlk-first' && x !== 'rtlk-second')).toEqual([]);
 });
 
-// FINDING (medium, not fixed: a design question for the lead): claim-derived grants
-// (granted_by = 'claims', made by interlock_sync_claim_grants from a token's groups) stay on the
-// identity a subject is unlinked from, for good: no token of that subject will ever sync them
-// again, so an identity that also holds an API key keeps what the IdP's groups gave it after the
-// operator moved the subject away (or cut it off). The docstring of unlinkIdentitySubject says
-// "claim grants included, are kept", but nothing backs them once the last subject is gone. Expected
-// here: unlinking an identity's last token subject takes its claim grants back (grant_revoked events).
-test.failing('unlink: the claim grants a subject\'s token gave its identity are taken back with its last subject', async () => {
+// FINDING (medium, fixed in task hul): claim-derived grants (granted_by = 'claims', made by
+// interlock_sync_claim_grants from a token's groups) stayed on the identity a subject was unlinked
+// from, for good: no token of that subject would sync them again, so an identity that also holds an
+// API key kept what the IdP's groups gave it. Unlinking now takes back, in its transaction, all the
+// identity's claim grants (one grant_revoked each); operator grants stay.
+test('unlink: the claim grants a subject\'s token gave its identity are taken back with its last subject', async () => {
   const a = await createIdentity(t.db, 'rtlk-claims');
   await linkIdentitySubject(t.db, 'rtlk-claims', iss.issuer, 'claims|1');
   await createApiKey(t.db, a.id);
+  await grantRole(t.db, { identityId: a.id, roleName: 'reader', sourceId: 'docs' });
   await t.db.pool.query("INSERT INTO configured_claim_grants (issuer, role_name, source_id) VALUES ($1, 'reader', 'prod') ON CONFLICT DO NOTHING", [iss.issuer]);
   await asRuntime((c) => c.query("SELECT interlock_sync_claim_grants($1, 'claims|1', ARRAY['reader'], ARRAY['prod'])", [iss.issuer]));
-  expect(await grantsOf('rtlk-claims')).toEqual([{ role_name: 'reader', source_id: 'prod', granted_by: 'claims' }]);
+  expect(await grantsOf('rtlk-claims')).toEqual([
+    { role_name: 'reader', source_id: 'docs', granted_by: 'operator' },
+    { role_name: 'reader', source_id: 'prod', granted_by: 'claims' },
+  ]);
+  const before = await lastEventId();
   await unlinkIdentitySubject(t.db, 'rtlk-claims', iss.issuer, 'claims|1');
-  expect(await grantsOf('rtlk-claims')).toEqual([]);
+  expect(await grantsOf('rtlk-claims')).toEqual([{ role_name: 'reader', source_id: 'docs', granted_by: 'operator' }]);
+  const events = await t.db.pool.query("SELECT decision, source_id, details FROM audit_events WHERE kind = 'config' AND id > $1 ORDER BY id", [before]);
+  expect(events.rows).toEqual([
+    { decision: 'identity_subject_unlinked', source_id: null, details: { identityId: a.id, identity: 'rtlk-claims', issuer: iss.issuer, subject: 'claims|1' } },
+    { decision: 'grant_revoked', source_id: 'prod', details: { grantedBy: 'claims', identity: 'rtlk-claims', identityId: a.id, issuer: iss.issuer, role: 'reader' } },
+  ]);
+  expect(await verifyAuditChain(t.db)).toMatchObject({ ok: true });
+});
+
+// With another subject still linked, unlinking one takes back all the identity's claim grants too
+// (nothing records which subject gave which); the remaining subject's next sync makes its own again.
+test('unlink: with another subject left, its claim grants come back at its next sync only', async () => {
+  await createIdentity(t.db, 'rtlk-two');
+  await linkIdentitySubject(t.db, 'rtlk-two', iss.issuer, 'two|1');
+  await linkIdentitySubject(t.db, 'rtlk-two', iss.issuer, 'two|2');
+  await t.db.pool.query("INSERT INTO configured_claim_grants (issuer, role_name, source_id) VALUES ($1, 'reader', 'prod'), ($1, 'reader', 'docs') ON CONFLICT DO NOTHING", [iss.issuer]);
+  await asRuntime((c) => c.query("SELECT interlock_sync_claim_grants($1, 'two|1', ARRAY['reader'], ARRAY['prod'])", [iss.issuer]));
+  await asRuntime((c) => c.query("SELECT interlock_sync_claim_grants($1, 'two|2', ARRAY['reader','reader'], ARRAY['prod','docs'])", [iss.issuer]));
+  expect((await grantsOf('rtlk-two')).length).toBe(2);
+  // As the operator role through the CLI (it may delete grants).
+  const r = await cli('--database-url', opUrl, 'identity', 'unlink', 'rtlk-two', '--issuer', iss.issuer, '--subject', 'two|2');
+  expect({ code: r.code, err: r.err }).toEqual({ code: 0, err: [] });
+  expect(await grantsOf('rtlk-two')).toEqual([]);
+  await asRuntime((c) => c.query("SELECT interlock_sync_claim_grants($1, 'two|1', ARRAY['reader'], ARRAY['prod'])", [iss.issuer]));
+  expect(await grantsOf('rtlk-two')).toEqual([{ role_name: 'reader', source_id: 'prod', granted_by: 'claims' }]);
 });
 
 // Withstood: a superuser migrating a fresh database where PUBLIC may not create in schema public is
@@ -319,18 +348,43 @@ test('pepper skip: the operator role creates no key, with or without a configure
   expect((await t.db.pool.query('SELECT count(*)::int AS n FROM api_keys')).rows[0].n).toBe(before);
 });
 
-// FINDING (low, not fixed: needs a contract change): POST links a subject of up to 8192 characters,
-// but DELETE takes it in the query string, and Node's 16 KB header limit answers a request line
-// longer than that with a bare 431 (no spec error): a subject whose URL-encoded form passes ~16 KB
-// (about 2,700 multi-byte characters) can be linked but not unlinked through the admin API or the
-// remote CLI (`--server`); the direct CLI still can. Fix: unlink by a JSON body (e.g. POST
-// …/subjects/unlink, or DELETE with a body) or bound the subject so its encoded form fits.
-test.failing('admin route: the longest subject linked can be unlinked through the route', async () => {
+// FINDING (low, fixed in task hul): POST linked a subject of up to 8192 characters, but DELETE
+// takes it in the query string, and Node's 16 KB header limit answers a request line longer than
+// that with a bare 431 (no spec error). A subject is now at most 1024 characters (OIDC: 255), whose
+// URL-encoded form is at most 9,216 bytes (3-byte UTF-8 characters, the worst per UTF-16 unit).
+test('admin route: the longest subject linked can be unlinked through the route; one longer is refused', async () => {
   await createIdentity(t.db, 'rtlk-long');
-  const subject = 'é'.repeat(8192);
+  const subject = '\u20ac'.repeat(1024);
   expect((await admin('POST', '/identities/rtlk-long/subjects', { issuer: iss.issuer, subject })).status).toBe(201);
   const r = await admin('DELETE', `/identities/rtlk-long/subjects?issuer=${encodeURIComponent(iss.issuer)}&subject=${encodeURIComponent(subject)}`);
-  expect({ status: r.status, code: r.json?.code }).toEqual({ status: 200, code: undefined });
+  expect({ status: r.status, code: r.json?.code, subject: r.json?.subject }).toEqual({ status: 200, code: undefined, subject });
+  const over = await admin('POST', '/identities/rtlk-long/subjects', { issuer: iss.issuer, subject: `${subject}x` });
+  expect({ status: over.status, code: over.json?.code, details: over.json?.details }).toEqual({
+    status: 400,
+    code: 'validation_failed',
+    details: ['subject: the tokens\' "sub", a non-empty string of at most 1024 characters'],
+  });
+  const del = await admin('DELETE', `/identities/rtlk-long/subjects?issuer=${encodeURIComponent(iss.issuer)}&subject=${encodeURIComponent(`${subject}x`)}`);
+  expect({ status: del.status, code: del.json?.code }).toEqual({ status: 400, code: 'validation_failed' });
+  // The CLI (direct, as the operator role) gives the same problem, exit code 2.
+  const viaCli = await cli('--database-url', opUrl, 'identity', 'unlink', 'rtlk-long', '--issuer', iss.issuer, '--subject', `${subject}x`);
+  expect({ code: viaCli.code, out: viaCli.out }).toEqual({ code: 2, out: [] });
+  expect(viaCli.err).toEqual(['error: invalid token subject', '  subject: the tokens\' "sub", a non-empty string of at most 1024 characters']);
+});
+
+// The token path keeps the same bound (task hul): a token whose sub is longer than 1024 characters is
+// refused (invalid_claims) before any lookup, so no sign-in links or provisions a subject the admin
+// route could not unlink; 1024 characters sign in as a linked subject.
+test('token: a sub of 1024 characters signs in when linked, one of 1025 is refused as invalid_claims', async () => {
+  const verifier = new TokenVerifier([{ issuer: iss.issuer, jwks_uri: iss.jwksUri } as TokenIssuer], RESOURCE);
+  const at = '\u20ac'.repeat(1024);
+  expect(await verifier.verify(await iss.mint({ sub: at }))).toMatchObject({ ok: true });
+  expect(await verifier.verify(await iss.mint({ sub: `${at}x` }))).toEqual({ ok: false, failure: 'invalid_claims' });
+  await createIdentity(t.db, 'rtlk-at');
+  await linkIdentitySubject(t.db, 'rtlk-at', iss.issuer, at);
+  const ok = await callTool({ url: gw.url }, 'interlock_list_sources', {}, await iss.mint({ sub: at }));
+  const over = await callTool({ url: gw.url }, 'interlock_list_sources', {}, await iss.mint({ sub: `${at}x` }));
+  expect({ ok: ok.body?.result?.isError ?? false, over: over.body?.result?.structuredContent?.code }).toEqual({ ok: false, over: 'invalid_token' });
 });
 
 // FINDING (low, fixed): the resolver skipped the claim-grant sync of a subject seen in the last
