@@ -8,16 +8,6 @@
 /** Largest access token accepted, in characters (8 KiB); a longer one is refused as oversized before it is decoded. */
 export const MAX_TOKEN_BYTES = 8192;
 
-/**
- * Longest token subject (`sub`, in JavaScript string length: UTF-16 code units) a link takes and a
- * token may carry (task hul; OIDC Core bounds `sub` at 255 ASCII characters). Bounded so that DELETE
- * /admin/v1/identities/{name}/subjects, which takes it in the query string, always fits Node's
- * 16 KiB header limit: at most 1024 × 9 = 9,216 bytes URL-encoded (3 UTF-8 bytes per code unit at
- * most; even counted as 1024 code points of 4 bytes, 12,288).
- * The token verifier refuses a longer `sub` (invalid_claims), so no sign-in provisions one.
- */
-export const MAX_TOKEN_SUBJECT = 1024;
-
 const JWT_FORM = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/;
 
 /** True when `token` is shaped like a compact JWS (it holds exactly two dots): then it is judged as a token, never as an API key. */

@@ -11,7 +11,8 @@ import { errors as joseErrors, jwtVerify, type JWTPayload } from 'jose';
 import type { Logger } from 'pino';
 import type { TokenIssuer } from '../../generated/config-v1';
 import { IssuerKeys, IssuerKeysUnavailable, type IssuerKeysOptions } from './issuer-keys';
-import { MAX_TOKEN_SUBJECT, readTokenForm } from './jwt-form';
+import { readTokenForm } from './jwt-form';
+import { MAX_TOKEN_SUBJECT } from '../control/identities';
 
 /** Algorithms allowed when an issuer names none. */
 export const DEFAULT_ALGORITHMS: readonly string[] = Object.freeze(['RS256', 'ES256']);

@@ -7,11 +7,20 @@ import type pg from 'pg';
 import type { ControlDb } from './db';
 import type { RefusalCode } from '../errors/vocabulary';
 import { isUniqueViolation, withTransaction } from './db';
-import { MAX_TOKEN_SUBJECT } from '../auth/jwt-form';
 import { recordChange, type ChangeActor } from './change-audit';
 import { ConflictError, NotFoundError, ValidationError } from './errors';
 import { iso, newIdentityId } from './ids';
 import { ATTRIBUTE_NAME } from '../sql/row-rules/predicate';
+
+/**
+ * Longest token subject (`sub`, in JavaScript string length: UTF-16 code units) a link takes and a
+ * token may carry (task hul; OIDC Core bounds `sub` at 255 ASCII characters). Bounded so that DELETE
+ * /admin/v1/identities/{name}/subjects, which takes it in the query string, always fits Node's
+ * 16 KiB header limit: at most 1024 × 9 = 9,216 bytes URL-encoded (3 UTF-8 bytes per code unit at
+ * most; even counted as 1024 code points of 4 bytes, 12,288).
+ * The token verifier refuses a longer `sub` (invalid_claims), so no sign-in provisions one.
+ */
+export const MAX_TOKEN_SUBJECT = 1024;
 
 /** An authenticated agent identity (contract: Governance, identity resolution). */
 export interface Identity {
