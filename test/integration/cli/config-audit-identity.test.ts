@@ -11,6 +11,8 @@ import { createOperatorToken } from '../../../src/admin/tokens';
 import { runCli } from '../../../src/cli/main';
 import { syncClaimGrants } from '../../../src/auth/token-identities';
 import { DEMO_ROLE } from '../../../src/demo/provision';
+import { replaceConfiguredClaimGrants } from '../../../src/control/claim-rules';
+import type { TokenIssuer } from '../../../generated/config-v1';
 
 jest.setTimeout(180_000);
 
@@ -80,6 +82,8 @@ test("the gateway's own claim-provisioned identity and grants (SECURITY DEFINER 
   const id = `idn_${randomBytes(10).toString('hex')}`;
   const issuer = 'https://issuer.example';
   await env.db.pool.query('SELECT interlock_provision_token_identity($1, $2, $3, $4)', [id, 'tok-user', issuer, 'sub-1']);
+  // The issuer's rule recorded first, as an owner gateway's start does (task hcg: the function takes no pair no rule names).
+  await replaceConfiguredClaimGrants(env.db, [{ issuer, role_grants: [{ claim: 'groups', value: 'analysts', role: DEMO_ROLE.name, source: 'chinook' }] } as TokenIssuer]);
   await syncClaimGrants(env.db, issuer, 'sub-1', [{ role: DEMO_ROLE.name, source: 'chinook' }]);
   await syncClaimGrants(env.db, issuer, 'sub-1', []);
   expect(await cliSearch(false, 'tok-user')).toEqual([

@@ -46,8 +46,8 @@ test('working calls (raise_on_slot_waiters false): calls waiting for their own s
   // Working calls: a few raises while the first calls' waits are short, then held (22 and 24 seen at load 6.4).
   expect(on.maxLimit).toBeLessThanOrEqual(2 * INITIAL_LIMIT);
   expect(count(on.answers, 'capacity')).toBeGreaterThan(0);
-  // Counted as before: raised while full, towards twice the 48 loops (96, 42, 35 seen at load 6.4–7.5: the latency
-  // gradient also acts), and the queue at the slots with it (45 against 21, 24 against 17).
-  expect(old.maxLimit).toBeGreaterThan(on.maxLimit);
-  expect(old.maxWaiting).toBeGreaterThan(on.maxWaiting);
+  // Counted as before, the limit rose while full (96, 42, 35 seen at load 6.4–7.5) — but not always: on a quiet CI
+  // machine the latency gradient held both settings alike (19 against 18, most waiting 12 against 13), so the two are
+  // not compared here; the bound above is what working calls guarantee (a working() that counts every call in flight
+  // fails it: 96), and test/unit/transport/capacity*.test.ts pins the exact trajectories.
 });
