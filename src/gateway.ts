@@ -222,6 +222,20 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
   const host = opts.host ?? config.listen.host;
   // Operations endpoints: on their own listener when ops_listen is set (issue 10, Build 8), else beside /mcp.
   const opsServer = config.ops_listen ? await listenOperations(createOperationsApp(metrics, ops, originPolicyFor(config.ops_listen.host ?? '127.0.0.1', config, logger), logger), config.ops_listen.host ?? '127.0.0.1', config.ops_listen.port) : null;
+  // A start that fails to listen (a port taken) closes what it opened, so nothing keeps reconnecting
+  // after the caller has given up (the control listeners above, pools, the audit writer).
+  const abandon = async (): Promise<void> => {
+    if (opsServer) await new Promise<void>((resolve) => opsServer.server.close(() => resolve()));
+    await Promise.allSettled(listeners.map((l) => l.close()));
+    await identityResolver.close().catch(() => undefined);
+    await registry.closeAll().catch(() => undefined);
+    if (capacityTrace) clearInterval(capacityTrace);
+    capacity?.close();
+    await limiterPool.end().catch(() => undefined);
+    await governance.close().catch(() => undefined);
+    await auditSink.close().catch(() => undefined);
+    await auditPool.end().catch(() => undefined);
+  };
   const running = await listenGateway({
     healthz: !opsServer,
     routes: [...(opsServer ? [] : [(app: import('express').Express) => mountOperations(app, metrics, ops, originPolicyFor(host, config))]), ...(require('./http') as typeof import('./http')).httpRoutes({ db, logger, circuitStates: () => registry.states(), connectors: registry, originPolicy: originPolicyFor(host, config), governance }), (app) => mountConsole(app, { db, connectors: registry, originPolicy: originPolicyFor(host, config), logger, sessions: consoleSessionTimeouts(config), governance }), ...(opts.routes ?? [])], // eslint-disable-line @typescript-eslint/no-require-imports
@@ -245,6 +259,9 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
     tls: config.listen.tls,
     trustProxy: config.trust_proxy ?? false,
     instructions: 'InterLock governs access to an organisation\'s data. Call interlock_list_sources, then interlock_describe_access, then interlock_query. Writes are queued for human approval: never retry a queued write.',
+  }).catch(async (err: unknown) => {
+    await abandon();
+    throw err;
   });
   // The configuration's claim rules, which interlock_sync_claim_grants checks pairs against (task
   // hcg): recorded when this role or the operator connection may, else each one missing is logged once.
