@@ -222,10 +222,13 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
   const host = opts.host ?? config.listen.host;
   // Operations endpoints: on their own listener when ops_listen is set (issue 10, Build 8), else beside /mcp.
   const opsServer = config.ops_listen ? await listenOperations(createOperationsApp(metrics, ops, originPolicyFor(config.ops_listen.host ?? '127.0.0.1', config, logger), logger), config.ops_listen.host ?? '127.0.0.1', config.ops_listen.port) : null;
-  // A start that fails to listen (a port taken) closes what it opened, so nothing keeps reconnecting
-  // after the caller has given up (the control listeners above, pools, the audit writer).
+  // Closes what the start opened (the control listeners above, pools, the audit writer): at the end of
+  // close(), and alone when the start fails to listen (a port taken), so nothing keeps reconnecting.
   const abandon = async (): Promise<void> => {
-    if (opsServer) await new Promise<void>((resolve) => opsServer.server.close(() => resolve()));
+    if (opsServer) {
+      opsServer.server.closeAllConnections();
+      await new Promise<void>((resolve) => opsServer.server.close(() => resolve()));
+    }
     await Promise.allSettled(listeners.map((l) => l.close()));
     await identityResolver.close().catch(() => undefined);
     await registry.closeAll().catch(() => undefined);
@@ -316,21 +319,9 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
       auditPool.removeAllListeners('error');
       auditPool.on('error', (err) => logger.debug({ component: 'audit', code: (err as { code?: string }).code }, 'idle audit connection ended during shutdown'));
       await close(deadlineMs);
-      if (opsServer) {
-        opsServer.server.closeAllConnections();
-        await new Promise<void>((resolve) => opsServer.server.close(() => resolve()));
-      }
       await webhooks.close();
-      await Promise.allSettled(listeners.map((l) => l.close()));
-      await identityResolver.close();
-      await registry.closeAll();
-      if (capacityTrace) clearInterval(capacityTrace);
-      capacity?.close();
-      await limiterPool.end().catch(() => undefined);
-      await governance.close().catch(() => undefined);
       // Every answer has waited for its event; the writer's chains end with their seals (issue 28).
-      await auditSink.close().catch(() => undefined);
-      await auditPool.end().catch(() => undefined);
+      await abandon();
     },
   };
 }
