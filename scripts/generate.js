@@ -8,6 +8,7 @@
  *   all of the above              -> generated/validators.js + .d.ts (ajv standalone, JSON Schema 2020-12)
  *   spec/openapi-v1.yaml          -> generated/openapi-v1.ts         (types, openapi-typescript)
  *   spec/value-mapping-v1.json    -> generated/value-mapping-v1.ts   (the type table as typed data, issue 23)
+ *   spec/errors-v1.json           -> generated/errors-v1.ts          (HTTP-level error codes: httpErrors and operatorRefusals)
  *
  * npm run generate:check writes the same into a temporary folder and exits 1, naming the files,
  * when generated/ differs (CI runs it).
@@ -175,6 +176,24 @@ async function generate(outDir) {
     '',
     '/** Every built-in type the mapping lists, in family order; any type not here is `text`. */',
     `export const BUILTIN_TYPE_MAPPINGS: readonly BuiltinTypeMapping[] = ${JSON.stringify(types, null, 2)};`,
+    '',
+  ].join('\n'));
+
+  // 5. The HTTP-level error codes of the non-MCP routes (task hsm2): httpErrors, then operatorRefusals.
+  const errorsSpec = JSON.parse(fs.readFileSync(path.join(SPEC, 'errors-v1.json'), 'utf8'));
+  const httpCodes = {};
+  for (const e of [...errorsSpec.httpErrors, ...errorsSpec.operatorRefusals]) {
+    if (!/^[a-z][a-z0-9_]*$/.test(e.code) || httpCodes[e.code]) throw new Error(`spec/errors-v1.json: bad or repeated HTTP-level code ${e.code}`);
+    if (!Number.isInteger(e.http) || e.http < 400 || e.http > 599 || typeof e.error !== 'string') throw new Error(`spec/errors-v1.json: ${e.code} needs http (400-599) and error`);
+    httpCodes[e.code] = { error: e.error, status: e.http };
+  }
+  write('errors-v1.ts', [
+    BANNER,
+    '/**',
+    ' * The HTTP-level error codes of every route but POST /mcp (spec/errors-v1.json `httpErrors` and',
+    ' * `operatorRefusals`): code -> the body\'s `error` and the HTTP status.',
+    ' */',
+    `export const HTTP_ERROR_CODES = ${JSON.stringify(httpCodes, null, 2)} as const;`,
     '',
   ].join('\n'));
   return written;
