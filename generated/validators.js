@@ -406,16 +406,7198 @@ return errors === 0;
 }
 validate21.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateApprovalOutcome = validate22;
-const schema33 = {"$id":"https://interlock.dev/spec/defs/ApprovalOutcome.json","title":"ApprovalOutcome","description":"executed: {row_count}; failed: {error_code, message} (error_code from spec/errors-v1.json approvalFailures), and for statement_failed the SQLSTATE and its condition name when its class is one errors-v1.json statementSqlstates names (e.g. 23505, unique_violation); rejected: {reason} when the operator gave one.","type":"object","properties":{"row_count":{"type":"integer","minimum":0},"error_code":{"type":"string","pattern":"^[a-z][a-z0-9_]*$"},"message":{"type":"string"},"sqlstate":{"type":"string","pattern":"^[0-9A-Z]{5}$"},"condition":{"type":"string","pattern":"^[a-z][a-z0-9_]*$"},"reason":{"type":"string"}},"additionalProperties":false};
-const pattern4 = new RegExp("^[a-z][a-z0-9_]*$", "u");
-const pattern5 = new RegExp("^[0-9A-Z]{5}$", "u");
+exports.validateAdminAddPoliciesBody = validate22;
+const schema33 = {"$id":"https://interlock.dev/spec/openapi-v1/bodies/adminAddPolicies.json","oneOf":[{"$ref":"https://interlock.dev/spec/policy-v1.schema.json"},{"type":"array","minItems":1,"items":{"$ref":"https://interlock.dev/spec/policy-v1.schema.json"}}]};
+const schema34 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/policy-v1.schema.json","title":"Policy","description":"A declarative policy rule, evaluated on every request after source-role authorization. A policy can refuse or restrict what a role allows (deny relations, require a WHERE, cap rows, time windows, mask columns, hide document types or categories, restrict rows); it can never allow what no role allows. Contract: Governance And Errors.","type":"object","properties":{"name":{"type":"string","pattern":"^[a-z0-9][a-z0-9_.-]{0,62}$"},"description":{"type":"string","maxLength":1000},"enabled":{"type":"boolean","default":true},"applies_to":{"description":"Whom and where the rule applies; an omitted list means every one.","type":"object","properties":{"identities":{"type":"array","items":{"type":"string"},"maxItems":1000},"roles":{"type":"array","items":{"type":"string"},"maxItems":1000},"sources":{"type":"array","items":{"type":"string"},"maxItems":1000}},"additionalProperties":false},"rule":{"oneOf":[{"$ref":"#/$defs/denyRelations"},{"$ref":"#/$defs/requireWhere"},{"$ref":"#/$defs/maxRows"},{"$ref":"#/$defs/timeWindow"},{"$ref":"#/$defs/maskColumns"},{"$ref":"#/$defs/hideDocuments"},{"$ref":"#/$defs/restrictRows"}]}},"required":["name","rule"],"additionalProperties":false,"$defs":{"action":{"type":"string","enum":["read","write","describe","discover","request"]},"denyRelations":{"title":"DenyRelationsRule","description":"Refuse any statement touching these relations (schema.table, * wildcards) for the listed actions (default read and write).","type":"object","properties":{"type":{"const":"deny_relations"},"relations":{"type":"array","minItems":1,"items":{"type":"string","minLength":1}},"actions":{"type":"array","items":{"$ref":"#/$defs/action"}},"reason":{"type":"string","maxLength":500}},"required":["type","relations"],"additionalProperties":false},"requireWhere":{"title":"RequireWhereRule","description":"Refuse UPDATE and DELETE (or the listed operations) without a WHERE clause.","type":"object","properties":{"type":{"const":"require_where"},"operations":{"type":"array","items":{"type":"string","enum":["update","delete"]}},"reason":{"type":"string","maxLength":500}},"required":["type"],"additionalProperties":false},"maxRows":{"title":"MaxRowsRule","description":"Cap the rows a read returns (the smaller of this and the call's max_rows wins; truncated is set).","type":"object","properties":{"type":{"const":"max_rows"},"max_rows":{"type":"integer","minimum":1,"maximum":100000}},"required":["type","max_rows"],"additionalProperties":false},"timeWindow":{"title":"TimeWindowRule","description":"Allow the listed actions only inside a weekly window; outside it they are refused.","type":"object","properties":{"type":{"const":"time_window"},"days":{"type":"array","minItems":1,"items":{"type":"string","enum":["mon","tue","wed","thu","fri","sat","sun"]}},"start":{"type":"string","pattern":"^([01][0-9]|2[0-3]):[0-5][0-9]$"},"end":{"type":"string","pattern":"^([01][0-9]|2[0-4]):[0-5][0-9]$"},"timezone":{"type":"string","default":"UTC"},"actions":{"type":"array","items":{"$ref":"#/$defs/action"}},"reason":{"type":"string","maxLength":500}},"required":["type","days","start","end"],"additionalProperties":false},"maskColumns":{"title":"MaskColumnsRule","description":"Mask these columns (schema.table.column, * wildcards) wherever their values flow into a result: full, partial, hash or null.","type":"object","properties":{"type":{"const":"mask_columns"},"columns":{"type":"array","minItems":1,"items":{"type":"string","minLength":1}},"method":{"type":"string","enum":["full","partial","hash","null"]}},"required":["type","columns","method"],"additionalProperties":false},"hideDocuments":{"title":"HideDocumentsRule","description":"Hide assets of these document types or under these category prefixes from discovery and related documents (filtered out, never hinted at).","type":"object","properties":{"type":{"const":"hide_documents"},"document_types":{"type":"array","items":{"type":"string"}},"category_prefixes":{"type":"array","items":{"type":"array","items":{"type":"string"},"minItems":1}}},"required":["type"],"additionalProperties":false},"restrictRows":{"title":"RestrictRowsRule","description":"Restrict the rows of these relations (schema.table, * wildcards; a partition or inheritance child of a listed relation too) to those matching `rows`, a row predicate in the grammar of a role allow's `rows` (docs/row-rules.md). It is ANDed with the rule the caller's role allows give (their predicates ORed; none: every row), so it can only narrow what is readable or writable, never widen it. For `write`, UPDATE and DELETE touch only matching rows and a written row must match (issue 27).","type":"object","properties":{"type":{"const":"restrict_rows"},"relations":{"type":"array","minItems":1,"maxItems":1000,"items":{"type":"string","minLength":1}},"rows":{"type":"string","minLength":1,"maxLength":4000},"actions":{"type":"array","minItems":1,"items":{"type":"string","enum":["read","write"]}}},"required":["type","relations","rows"],"additionalProperties":false}}};
+const schema37 = {"title":"RequireWhereRule","description":"Refuse UPDATE and DELETE (or the listed operations) without a WHERE clause.","type":"object","properties":{"type":{"const":"require_where"},"operations":{"type":"array","items":{"type":"string","enum":["update","delete"]}},"reason":{"type":"string","maxLength":500}},"required":["type"],"additionalProperties":false};
+const schema38 = {"title":"MaxRowsRule","description":"Cap the rows a read returns (the smaller of this and the call's max_rows wins; truncated is set).","type":"object","properties":{"type":{"const":"max_rows"},"max_rows":{"type":"integer","minimum":1,"maximum":100000}},"required":["type","max_rows"],"additionalProperties":false};
+const schema41 = {"title":"MaskColumnsRule","description":"Mask these columns (schema.table.column, * wildcards) wherever their values flow into a result: full, partial, hash or null.","type":"object","properties":{"type":{"const":"mask_columns"},"columns":{"type":"array","minItems":1,"items":{"type":"string","minLength":1}},"method":{"type":"string","enum":["full","partial","hash","null"]}},"required":["type","columns","method"],"additionalProperties":false};
+const schema42 = {"title":"HideDocumentsRule","description":"Hide assets of these document types or under these category prefixes from discovery and related documents (filtered out, never hinted at).","type":"object","properties":{"type":{"const":"hide_documents"},"document_types":{"type":"array","items":{"type":"string"}},"category_prefixes":{"type":"array","items":{"type":"array","items":{"type":"string"},"minItems":1}}},"required":["type"],"additionalProperties":false};
+const schema43 = {"title":"RestrictRowsRule","description":"Restrict the rows of these relations (schema.table, * wildcards; a partition or inheritance child of a listed relation too) to those matching `rows`, a row predicate in the grammar of a role allow's `rows` (docs/row-rules.md). It is ANDed with the rule the caller's role allows give (their predicates ORed; none: every row), so it can only narrow what is readable or writable, never widen it. For `write`, UPDATE and DELETE touch only matching rows and a written row must match (issue 27).","type":"object","properties":{"type":{"const":"restrict_rows"},"relations":{"type":"array","minItems":1,"maxItems":1000,"items":{"type":"string","minLength":1}},"rows":{"type":"string","minLength":1,"maxLength":4000},"actions":{"type":"array","minItems":1,"items":{"type":"string","enum":["read","write"]}}},"required":["type","relations","rows"],"additionalProperties":false};
+const pattern4 = new RegExp("^[a-z0-9][a-z0-9_.-]{0,62}$", "u");
+const func1 = require("ajv/dist/runtime/ucs2length").default;
+const schema35 = {"title":"DenyRelationsRule","description":"Refuse any statement touching these relations (schema.table, * wildcards) for the listed actions (default read and write).","type":"object","properties":{"type":{"const":"deny_relations"},"relations":{"type":"array","minItems":1,"items":{"type":"string","minLength":1}},"actions":{"type":"array","items":{"$ref":"#/$defs/action"}},"reason":{"type":"string","maxLength":500}},"required":["type","relations"],"additionalProperties":false};
+const schema36 = {"type":"string","enum":["read","write","describe","discover","request"]};
+
+function validate24(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate24.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.type === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.relations === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "relations"},message:"must have required property '"+"relations"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+for(const key0 in data){
+if(!((((key0 === "type") || (key0 === "relations")) || (key0 === "actions")) || (key0 === "reason"))){
+const err2 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+}
+if(data.type !== undefined){
+if("deny_relations" !== data.type){
+const err3 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "deny_relations"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+}
+if(data.relations !== undefined){
+let data1 = data.relations;
+if(Array.isArray(data1)){
+if(data1.length < 1){
+const err4 = {instancePath:instancePath+"/relations",schemaPath:"#/properties/relations/minItems",keyword:"minItems",params:{limit: 1},message:"must NOT have fewer than 1 items"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+const len0 = data1.length;
+for(let i0=0; i0<len0; i0++){
+let data2 = data1[i0];
+if(typeof data2 === "string"){
+if(func1(data2) < 1){
+const err5 = {instancePath:instancePath+"/relations/" + i0,schemaPath:"#/properties/relations/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+}
+else {
+const err6 = {instancePath:instancePath+"/relations/" + i0,schemaPath:"#/properties/relations/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+}
+}
+else {
+const err7 = {instancePath:instancePath+"/relations",schemaPath:"#/properties/relations/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+}
+if(data.actions !== undefined){
+let data3 = data.actions;
+if(Array.isArray(data3)){
+const len1 = data3.length;
+for(let i1=0; i1<len1; i1++){
+let data4 = data3[i1];
+if(typeof data4 !== "string"){
+const err8 = {instancePath:instancePath+"/actions/" + i1,schemaPath:"#/$defs/action/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+if(!(((((data4 === "read") || (data4 === "write")) || (data4 === "describe")) || (data4 === "discover")) || (data4 === "request"))){
+const err9 = {instancePath:instancePath+"/actions/" + i1,schemaPath:"#/$defs/action/enum",keyword:"enum",params:{allowedValues: schema36.enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+}
+}
+else {
+const err10 = {instancePath:instancePath+"/actions",schemaPath:"#/properties/actions/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err10];
+}
+else {
+vErrors.push(err10);
+}
+errors++;
+}
+}
+if(data.reason !== undefined){
+let data5 = data.reason;
+if(typeof data5 === "string"){
+if(func1(data5) > 500){
+const err11 = {instancePath:instancePath+"/reason",schemaPath:"#/properties/reason/maxLength",keyword:"maxLength",params:{limit: 500},message:"must NOT have more than 500 characters"};
+if(vErrors === null){
+vErrors = [err11];
+}
+else {
+vErrors.push(err11);
+}
+errors++;
+}
+}
+else {
+const err12 = {instancePath:instancePath+"/reason",schemaPath:"#/properties/reason/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err12];
+}
+else {
+vErrors.push(err12);
+}
+errors++;
+}
+}
+}
+else {
+const err13 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err13];
+}
+else {
+vErrors.push(err13);
+}
+errors++;
+}
+validate24.errors = vErrors;
+return errors === 0;
+}
+validate24.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+const schema39 = {"title":"TimeWindowRule","description":"Allow the listed actions only inside a weekly window; outside it they are refused.","type":"object","properties":{"type":{"const":"time_window"},"days":{"type":"array","minItems":1,"items":{"type":"string","enum":["mon","tue","wed","thu","fri","sat","sun"]}},"start":{"type":"string","pattern":"^([01][0-9]|2[0-3]):[0-5][0-9]$"},"end":{"type":"string","pattern":"^([01][0-9]|2[0-4]):[0-5][0-9]$"},"timezone":{"type":"string","default":"UTC"},"actions":{"type":"array","items":{"$ref":"#/$defs/action"}},"reason":{"type":"string","maxLength":500}},"required":["type","days","start","end"],"additionalProperties":false};
+const pattern5 = new RegExp("^([01][0-9]|2[0-3]):[0-5][0-9]$", "u");
+const pattern6 = new RegExp("^([01][0-9]|2[0-4]):[0-5][0-9]$", "u");
+
+function validate26(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate26.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.type === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.days === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "days"},message:"must have required property '"+"days"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.start === undefined){
+const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "start"},message:"must have required property '"+"start"+"'"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(data.end === undefined){
+const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "end"},message:"must have required property '"+"end"+"'"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+for(const key0 in data){
+if(!(((((((key0 === "type") || (key0 === "days")) || (key0 === "start")) || (key0 === "end")) || (key0 === "timezone")) || (key0 === "actions")) || (key0 === "reason"))){
+const err4 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+}
+if(data.type !== undefined){
+if("time_window" !== data.type){
+const err5 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "time_window"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+}
+if(data.days !== undefined){
+let data1 = data.days;
+if(Array.isArray(data1)){
+if(data1.length < 1){
+const err6 = {instancePath:instancePath+"/days",schemaPath:"#/properties/days/minItems",keyword:"minItems",params:{limit: 1},message:"must NOT have fewer than 1 items"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+const len0 = data1.length;
+for(let i0=0; i0<len0; i0++){
+let data2 = data1[i0];
+if(typeof data2 !== "string"){
+const err7 = {instancePath:instancePath+"/days/" + i0,schemaPath:"#/properties/days/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+if(!(((((((data2 === "mon") || (data2 === "tue")) || (data2 === "wed")) || (data2 === "thu")) || (data2 === "fri")) || (data2 === "sat")) || (data2 === "sun"))){
+const err8 = {instancePath:instancePath+"/days/" + i0,schemaPath:"#/properties/days/items/enum",keyword:"enum",params:{allowedValues: schema39.properties.days.items.enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+}
+}
+else {
+const err9 = {instancePath:instancePath+"/days",schemaPath:"#/properties/days/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+}
+if(data.start !== undefined){
+let data3 = data.start;
+if(typeof data3 === "string"){
+if(!pattern5.test(data3)){
+const err10 = {instancePath:instancePath+"/start",schemaPath:"#/properties/start/pattern",keyword:"pattern",params:{pattern: "^([01][0-9]|2[0-3]):[0-5][0-9]$"},message:"must match pattern \""+"^([01][0-9]|2[0-3]):[0-5][0-9]$"+"\""};
+if(vErrors === null){
+vErrors = [err10];
+}
+else {
+vErrors.push(err10);
+}
+errors++;
+}
+}
+else {
+const err11 = {instancePath:instancePath+"/start",schemaPath:"#/properties/start/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err11];
+}
+else {
+vErrors.push(err11);
+}
+errors++;
+}
+}
+if(data.end !== undefined){
+let data4 = data.end;
+if(typeof data4 === "string"){
+if(!pattern6.test(data4)){
+const err12 = {instancePath:instancePath+"/end",schemaPath:"#/properties/end/pattern",keyword:"pattern",params:{pattern: "^([01][0-9]|2[0-4]):[0-5][0-9]$"},message:"must match pattern \""+"^([01][0-9]|2[0-4]):[0-5][0-9]$"+"\""};
+if(vErrors === null){
+vErrors = [err12];
+}
+else {
+vErrors.push(err12);
+}
+errors++;
+}
+}
+else {
+const err13 = {instancePath:instancePath+"/end",schemaPath:"#/properties/end/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err13];
+}
+else {
+vErrors.push(err13);
+}
+errors++;
+}
+}
+if(data.timezone !== undefined){
+if(typeof data.timezone !== "string"){
+const err14 = {instancePath:instancePath+"/timezone",schemaPath:"#/properties/timezone/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err14];
+}
+else {
+vErrors.push(err14);
+}
+errors++;
+}
+}
+if(data.actions !== undefined){
+let data6 = data.actions;
+if(Array.isArray(data6)){
+const len1 = data6.length;
+for(let i1=0; i1<len1; i1++){
+let data7 = data6[i1];
+if(typeof data7 !== "string"){
+const err15 = {instancePath:instancePath+"/actions/" + i1,schemaPath:"#/$defs/action/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err15];
+}
+else {
+vErrors.push(err15);
+}
+errors++;
+}
+if(!(((((data7 === "read") || (data7 === "write")) || (data7 === "describe")) || (data7 === "discover")) || (data7 === "request"))){
+const err16 = {instancePath:instancePath+"/actions/" + i1,schemaPath:"#/$defs/action/enum",keyword:"enum",params:{allowedValues: schema36.enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err16];
+}
+else {
+vErrors.push(err16);
+}
+errors++;
+}
+}
+}
+else {
+const err17 = {instancePath:instancePath+"/actions",schemaPath:"#/properties/actions/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err17];
+}
+else {
+vErrors.push(err17);
+}
+errors++;
+}
+}
+if(data.reason !== undefined){
+let data8 = data.reason;
+if(typeof data8 === "string"){
+if(func1(data8) > 500){
+const err18 = {instancePath:instancePath+"/reason",schemaPath:"#/properties/reason/maxLength",keyword:"maxLength",params:{limit: 500},message:"must NOT have more than 500 characters"};
+if(vErrors === null){
+vErrors = [err18];
+}
+else {
+vErrors.push(err18);
+}
+errors++;
+}
+}
+else {
+const err19 = {instancePath:instancePath+"/reason",schemaPath:"#/properties/reason/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err19];
+}
+else {
+vErrors.push(err19);
+}
+errors++;
+}
+}
+}
+else {
+const err20 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err20];
+}
+else {
+vErrors.push(err20);
+}
+errors++;
+}
+validate26.errors = vErrors;
+return errors === 0;
+}
+validate26.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+
+function validate23(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="https://interlock.dev/spec/policy-v1.schema.json" */;
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate23.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.name === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "name"},message:"must have required property '"+"name"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.rule === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "rule"},message:"must have required property '"+"rule"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+for(const key0 in data){
+if(!(((((key0 === "name") || (key0 === "description")) || (key0 === "enabled")) || (key0 === "applies_to")) || (key0 === "rule"))){
+const err2 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+}
+if(data.name !== undefined){
+let data0 = data.name;
+if(typeof data0 === "string"){
+if(!pattern4.test(data0)){
+const err3 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9_.-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9_.-]{0,62}$"+"\""};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+}
+else {
+const err4 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+}
+if(data.description !== undefined){
+let data1 = data.description;
+if(typeof data1 === "string"){
+if(func1(data1) > 1000){
+const err5 = {instancePath:instancePath+"/description",schemaPath:"#/properties/description/maxLength",keyword:"maxLength",params:{limit: 1000},message:"must NOT have more than 1000 characters"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+}
+else {
+const err6 = {instancePath:instancePath+"/description",schemaPath:"#/properties/description/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+}
+if(data.enabled !== undefined){
+if(typeof data.enabled !== "boolean"){
+const err7 = {instancePath:instancePath+"/enabled",schemaPath:"#/properties/enabled/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+}
+if(data.applies_to !== undefined){
+let data3 = data.applies_to;
+if(data3 && typeof data3 == "object" && !Array.isArray(data3)){
+for(const key1 in data3){
+if(!(((key1 === "identities") || (key1 === "roles")) || (key1 === "sources"))){
+const err8 = {instancePath:instancePath+"/applies_to",schemaPath:"#/properties/applies_to/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+}
+if(data3.identities !== undefined){
+let data4 = data3.identities;
+if(Array.isArray(data4)){
+if(data4.length > 1000){
+const err9 = {instancePath:instancePath+"/applies_to/identities",schemaPath:"#/properties/applies_to/properties/identities/maxItems",keyword:"maxItems",params:{limit: 1000},message:"must NOT have more than 1000 items"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+const len0 = data4.length;
+for(let i0=0; i0<len0; i0++){
+if(typeof data4[i0] !== "string"){
+const err10 = {instancePath:instancePath+"/applies_to/identities/" + i0,schemaPath:"#/properties/applies_to/properties/identities/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err10];
+}
+else {
+vErrors.push(err10);
+}
+errors++;
+}
+}
+}
+else {
+const err11 = {instancePath:instancePath+"/applies_to/identities",schemaPath:"#/properties/applies_to/properties/identities/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err11];
+}
+else {
+vErrors.push(err11);
+}
+errors++;
+}
+}
+if(data3.roles !== undefined){
+let data6 = data3.roles;
+if(Array.isArray(data6)){
+if(data6.length > 1000){
+const err12 = {instancePath:instancePath+"/applies_to/roles",schemaPath:"#/properties/applies_to/properties/roles/maxItems",keyword:"maxItems",params:{limit: 1000},message:"must NOT have more than 1000 items"};
+if(vErrors === null){
+vErrors = [err12];
+}
+else {
+vErrors.push(err12);
+}
+errors++;
+}
+const len1 = data6.length;
+for(let i1=0; i1<len1; i1++){
+if(typeof data6[i1] !== "string"){
+const err13 = {instancePath:instancePath+"/applies_to/roles/" + i1,schemaPath:"#/properties/applies_to/properties/roles/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err13];
+}
+else {
+vErrors.push(err13);
+}
+errors++;
+}
+}
+}
+else {
+const err14 = {instancePath:instancePath+"/applies_to/roles",schemaPath:"#/properties/applies_to/properties/roles/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err14];
+}
+else {
+vErrors.push(err14);
+}
+errors++;
+}
+}
+if(data3.sources !== undefined){
+let data8 = data3.sources;
+if(Array.isArray(data8)){
+if(data8.length > 1000){
+const err15 = {instancePath:instancePath+"/applies_to/sources",schemaPath:"#/properties/applies_to/properties/sources/maxItems",keyword:"maxItems",params:{limit: 1000},message:"must NOT have more than 1000 items"};
+if(vErrors === null){
+vErrors = [err15];
+}
+else {
+vErrors.push(err15);
+}
+errors++;
+}
+const len2 = data8.length;
+for(let i2=0; i2<len2; i2++){
+if(typeof data8[i2] !== "string"){
+const err16 = {instancePath:instancePath+"/applies_to/sources/" + i2,schemaPath:"#/properties/applies_to/properties/sources/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err16];
+}
+else {
+vErrors.push(err16);
+}
+errors++;
+}
+}
+}
+else {
+const err17 = {instancePath:instancePath+"/applies_to/sources",schemaPath:"#/properties/applies_to/properties/sources/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err17];
+}
+else {
+vErrors.push(err17);
+}
+errors++;
+}
+}
+}
+else {
+const err18 = {instancePath:instancePath+"/applies_to",schemaPath:"#/properties/applies_to/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err18];
+}
+else {
+vErrors.push(err18);
+}
+errors++;
+}
+}
+if(data.rule !== undefined){
+let data10 = data.rule;
+const _errs24 = errors;
+let valid8 = false;
+let passing0 = null;
+const _errs25 = errors;
+if(!(validate24(data10, {instancePath:instancePath+"/rule",parentData:data,parentDataProperty:"rule",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate24.errors : vErrors.concat(validate24.errors);
+errors = vErrors.length;
+}
+var _valid0 = _errs25 === errors;
+if(_valid0){
+valid8 = true;
+passing0 = 0;
+var props0 = true;
+}
+const _errs26 = errors;
+if(data10 && typeof data10 == "object" && !Array.isArray(data10)){
+if(data10.type === undefined){
+const err19 = {instancePath:instancePath+"/rule",schemaPath:"#/$defs/requireWhere/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err19];
+}
+else {
+vErrors.push(err19);
+}
+errors++;
+}
+for(const key2 in data10){
+if(!(((key2 === "type") || (key2 === "operations")) || (key2 === "reason"))){
+const err20 = {instancePath:instancePath+"/rule",schemaPath:"#/$defs/requireWhere/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key2},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err20];
+}
+else {
+vErrors.push(err20);
+}
+errors++;
+}
+}
+if(data10.type !== undefined){
+if("require_where" !== data10.type){
+const err21 = {instancePath:instancePath+"/rule/type",schemaPath:"#/$defs/requireWhere/properties/type/const",keyword:"const",params:{allowedValue: "require_where"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err21];
+}
+else {
+vErrors.push(err21);
+}
+errors++;
+}
+}
+if(data10.operations !== undefined){
+let data12 = data10.operations;
+if(Array.isArray(data12)){
+const len3 = data12.length;
+for(let i3=0; i3<len3; i3++){
+let data13 = data12[i3];
+if(typeof data13 !== "string"){
+const err22 = {instancePath:instancePath+"/rule/operations/" + i3,schemaPath:"#/$defs/requireWhere/properties/operations/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err22];
+}
+else {
+vErrors.push(err22);
+}
+errors++;
+}
+if(!((data13 === "update") || (data13 === "delete"))){
+const err23 = {instancePath:instancePath+"/rule/operations/" + i3,schemaPath:"#/$defs/requireWhere/properties/operations/items/enum",keyword:"enum",params:{allowedValues: schema37.properties.operations.items.enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err23];
+}
+else {
+vErrors.push(err23);
+}
+errors++;
+}
+}
+}
+else {
+const err24 = {instancePath:instancePath+"/rule/operations",schemaPath:"#/$defs/requireWhere/properties/operations/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err24];
+}
+else {
+vErrors.push(err24);
+}
+errors++;
+}
+}
+if(data10.reason !== undefined){
+let data14 = data10.reason;
+if(typeof data14 === "string"){
+if(func1(data14) > 500){
+const err25 = {instancePath:instancePath+"/rule/reason",schemaPath:"#/$defs/requireWhere/properties/reason/maxLength",keyword:"maxLength",params:{limit: 500},message:"must NOT have more than 500 characters"};
+if(vErrors === null){
+vErrors = [err25];
+}
+else {
+vErrors.push(err25);
+}
+errors++;
+}
+}
+else {
+const err26 = {instancePath:instancePath+"/rule/reason",schemaPath:"#/$defs/requireWhere/properties/reason/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err26];
+}
+else {
+vErrors.push(err26);
+}
+errors++;
+}
+}
+}
+else {
+const err27 = {instancePath:instancePath+"/rule",schemaPath:"#/$defs/requireWhere/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err27];
+}
+else {
+vErrors.push(err27);
+}
+errors++;
+}
+var _valid0 = _errs26 === errors;
+if(_valid0 && valid8){
+valid8 = false;
+passing0 = [passing0, 1];
+}
+else {
+if(_valid0){
+valid8 = true;
+passing0 = 1;
+if(props0 !== true){
+props0 = true;
+}
+}
+const _errs37 = errors;
+if(data10 && typeof data10 == "object" && !Array.isArray(data10)){
+if(data10.type === undefined){
+const err28 = {instancePath:instancePath+"/rule",schemaPath:"#/$defs/maxRows/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err28];
+}
+else {
+vErrors.push(err28);
+}
+errors++;
+}
+if(data10.max_rows === undefined){
+const err29 = {instancePath:instancePath+"/rule",schemaPath:"#/$defs/maxRows/required",keyword:"required",params:{missingProperty: "max_rows"},message:"must have required property '"+"max_rows"+"'"};
+if(vErrors === null){
+vErrors = [err29];
+}
+else {
+vErrors.push(err29);
+}
+errors++;
+}
+for(const key3 in data10){
+if(!((key3 === "type") || (key3 === "max_rows"))){
+const err30 = {instancePath:instancePath+"/rule",schemaPath:"#/$defs/maxRows/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key3},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err30];
+}
+else {
+vErrors.push(err30);
+}
+errors++;
+}
+}
+if(data10.type !== undefined){
+if("max_rows" !== data10.type){
+const err31 = {instancePath:instancePath+"/rule/type",schemaPath:"#/$defs/maxRows/properties/type/const",keyword:"const",params:{allowedValue: "max_rows"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err31];
+}
+else {
+vErrors.push(err31);
+}
+errors++;
+}
+}
+if(data10.max_rows !== undefined){
+let data16 = data10.max_rows;
+if(!(((typeof data16 == "number") && (!(data16 % 1) && !isNaN(data16))) && (isFinite(data16)))){
+const err32 = {instancePath:instancePath+"/rule/max_rows",schemaPath:"#/$defs/maxRows/properties/max_rows/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err32];
+}
+else {
+vErrors.push(err32);
+}
+errors++;
+}
+if((typeof data16 == "number") && (isFinite(data16))){
+if(data16 > 100000 || isNaN(data16)){
+const err33 = {instancePath:instancePath+"/rule/max_rows",schemaPath:"#/$defs/maxRows/properties/max_rows/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+if(vErrors === null){
+vErrors = [err33];
+}
+else {
+vErrors.push(err33);
+}
+errors++;
+}
+if(data16 < 1 || isNaN(data16)){
+const err34 = {instancePath:instancePath+"/rule/max_rows",schemaPath:"#/$defs/maxRows/properties/max_rows/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err34];
+}
+else {
+vErrors.push(err34);
+}
+errors++;
+}
+}
+}
+}
+else {
+const err35 = {instancePath:instancePath+"/rule",schemaPath:"#/$defs/maxRows/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err35];
+}
+else {
+vErrors.push(err35);
+}
+errors++;
+}
+var _valid0 = _errs37 === errors;
+if(_valid0 && valid8){
+valid8 = false;
+passing0 = [passing0, 2];
+}
+else {
+if(_valid0){
+valid8 = true;
+passing0 = 2;
+if(props0 !== true){
+props0 = true;
+}
+}
+const _errs44 = errors;
+if(!(validate26(data10, {instancePath:instancePath+"/rule",parentData:data,parentDataProperty:"rule",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate26.errors : vErrors.concat(validate26.errors);
+errors = vErrors.length;
+}
+var _valid0 = _errs44 === errors;
+if(_valid0 && valid8){
+valid8 = false;
+passing0 = [passing0, 3];
+}
+else {
+if(_valid0){
+valid8 = true;
+passing0 = 3;
+if(props0 !== true){
+props0 = true;
+}
+}
+const _errs45 = errors;
+if(data10 && typeof data10 == "object" && !Array.isArray(data10)){
+if(data10.type === undefined){
+const err36 = {instancePath:instancePath+"/rule",schemaPath:"#/$defs/maskColumns/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err36];
+}
+else {
+vErrors.push(err36);
+}
+errors++;
+}
+if(data10.columns === undefined){
+const err37 = {instancePath:instancePath+"/rule",schemaPath:"#/$defs/maskColumns/required",keyword:"required",params:{missingProperty: "columns"},message:"must have required property '"+"columns"+"'"};
+if(vErrors === null){
+vErrors = [err37];
+}
+else {
+vErrors.push(err37);
+}
+errors++;
+}
+if(data10.method === undefined){
+const err38 = {instancePath:instancePath+"/rule",schemaPath:"#/$defs/maskColumns/required",keyword:"required",params:{missingProperty: "method"},message:"must have required property '"+"method"+"'"};
+if(vErrors === null){
+vErrors = [err38];
+}
+else {
+vErrors.push(err38);
+}
+errors++;
+}
+for(const key4 in data10){
+if(!(((key4 === "type") || (key4 === "columns")) || (key4 === "method"))){
+const err39 = {instancePath:instancePath+"/rule",schemaPath:"#/$defs/maskColumns/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key4},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err39];
+}
+else {
+vErrors.push(err39);
+}
+errors++;
+}
+}
+if(data10.type !== undefined){
+if("mask_columns" !== data10.type){
+const err40 = {instancePath:instancePath+"/rule/type",schemaPath:"#/$defs/maskColumns/properties/type/const",keyword:"const",params:{allowedValue: "mask_columns"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err40];
+}
+else {
+vErrors.push(err40);
+}
+errors++;
+}
+}
+if(data10.columns !== undefined){
+let data18 = data10.columns;
+if(Array.isArray(data18)){
+if(data18.length < 1){
+const err41 = {instancePath:instancePath+"/rule/columns",schemaPath:"#/$defs/maskColumns/properties/columns/minItems",keyword:"minItems",params:{limit: 1},message:"must NOT have fewer than 1 items"};
+if(vErrors === null){
+vErrors = [err41];
+}
+else {
+vErrors.push(err41);
+}
+errors++;
+}
+const len4 = data18.length;
+for(let i4=0; i4<len4; i4++){
+let data19 = data18[i4];
+if(typeof data19 === "string"){
+if(func1(data19) < 1){
+const err42 = {instancePath:instancePath+"/rule/columns/" + i4,schemaPath:"#/$defs/maskColumns/properties/columns/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err42];
+}
+else {
+vErrors.push(err42);
+}
+errors++;
+}
+}
+else {
+const err43 = {instancePath:instancePath+"/rule/columns/" + i4,schemaPath:"#/$defs/maskColumns/properties/columns/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err43];
+}
+else {
+vErrors.push(err43);
+}
+errors++;
+}
+}
+}
+else {
+const err44 = {instancePath:instancePath+"/rule/columns",schemaPath:"#/$defs/maskColumns/properties/columns/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err44];
+}
+else {
+vErrors.push(err44);
+}
+errors++;
+}
+}
+if(data10.method !== undefined){
+let data20 = data10.method;
+if(typeof data20 !== "string"){
+const err45 = {instancePath:instancePath+"/rule/method",schemaPath:"#/$defs/maskColumns/properties/method/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err45];
+}
+else {
+vErrors.push(err45);
+}
+errors++;
+}
+if(!((((data20 === "full") || (data20 === "partial")) || (data20 === "hash")) || (data20 === "null"))){
+const err46 = {instancePath:instancePath+"/rule/method",schemaPath:"#/$defs/maskColumns/properties/method/enum",keyword:"enum",params:{allowedValues: schema41.properties.method.enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err46];
+}
+else {
+vErrors.push(err46);
+}
+errors++;
+}
+}
+}
+else {
+const err47 = {instancePath:instancePath+"/rule",schemaPath:"#/$defs/maskColumns/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err47];
+}
+else {
+vErrors.push(err47);
+}
+errors++;
+}
+var _valid0 = _errs45 === errors;
+if(_valid0 && valid8){
+valid8 = false;
+passing0 = [passing0, 4];
+}
+else {
+if(_valid0){
+valid8 = true;
+passing0 = 4;
+if(props0 !== true){
+props0 = true;
+}
+}
+const _errs56 = errors;
+if(data10 && typeof data10 == "object" && !Array.isArray(data10)){
+if(data10.type === undefined){
+const err48 = {instancePath:instancePath+"/rule",schemaPath:"#/$defs/hideDocuments/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err48];
+}
+else {
+vErrors.push(err48);
+}
+errors++;
+}
+for(const key5 in data10){
+if(!(((key5 === "type") || (key5 === "document_types")) || (key5 === "category_prefixes"))){
+const err49 = {instancePath:instancePath+"/rule",schemaPath:"#/$defs/hideDocuments/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key5},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err49];
+}
+else {
+vErrors.push(err49);
+}
+errors++;
+}
+}
+if(data10.type !== undefined){
+if("hide_documents" !== data10.type){
+const err50 = {instancePath:instancePath+"/rule/type",schemaPath:"#/$defs/hideDocuments/properties/type/const",keyword:"const",params:{allowedValue: "hide_documents"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err50];
+}
+else {
+vErrors.push(err50);
+}
+errors++;
+}
+}
+if(data10.document_types !== undefined){
+let data22 = data10.document_types;
+if(Array.isArray(data22)){
+const len5 = data22.length;
+for(let i5=0; i5<len5; i5++){
+if(typeof data22[i5] !== "string"){
+const err51 = {instancePath:instancePath+"/rule/document_types/" + i5,schemaPath:"#/$defs/hideDocuments/properties/document_types/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err51];
+}
+else {
+vErrors.push(err51);
+}
+errors++;
+}
+}
+}
+else {
+const err52 = {instancePath:instancePath+"/rule/document_types",schemaPath:"#/$defs/hideDocuments/properties/document_types/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err52];
+}
+else {
+vErrors.push(err52);
+}
+errors++;
+}
+}
+if(data10.category_prefixes !== undefined){
+let data24 = data10.category_prefixes;
+if(Array.isArray(data24)){
+const len6 = data24.length;
+for(let i6=0; i6<len6; i6++){
+let data25 = data24[i6];
+if(Array.isArray(data25)){
+if(data25.length < 1){
+const err53 = {instancePath:instancePath+"/rule/category_prefixes/" + i6,schemaPath:"#/$defs/hideDocuments/properties/category_prefixes/items/minItems",keyword:"minItems",params:{limit: 1},message:"must NOT have fewer than 1 items"};
+if(vErrors === null){
+vErrors = [err53];
+}
+else {
+vErrors.push(err53);
+}
+errors++;
+}
+const len7 = data25.length;
+for(let i7=0; i7<len7; i7++){
+if(typeof data25[i7] !== "string"){
+const err54 = {instancePath:instancePath+"/rule/category_prefixes/" + i6+"/" + i7,schemaPath:"#/$defs/hideDocuments/properties/category_prefixes/items/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err54];
+}
+else {
+vErrors.push(err54);
+}
+errors++;
+}
+}
+}
+else {
+const err55 = {instancePath:instancePath+"/rule/category_prefixes/" + i6,schemaPath:"#/$defs/hideDocuments/properties/category_prefixes/items/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err55];
+}
+else {
+vErrors.push(err55);
+}
+errors++;
+}
+}
+}
+else {
+const err56 = {instancePath:instancePath+"/rule/category_prefixes",schemaPath:"#/$defs/hideDocuments/properties/category_prefixes/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err56];
+}
+else {
+vErrors.push(err56);
+}
+errors++;
+}
+}
+}
+else {
+const err57 = {instancePath:instancePath+"/rule",schemaPath:"#/$defs/hideDocuments/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err57];
+}
+else {
+vErrors.push(err57);
+}
+errors++;
+}
+var _valid0 = _errs56 === errors;
+if(_valid0 && valid8){
+valid8 = false;
+passing0 = [passing0, 5];
+}
+else {
+if(_valid0){
+valid8 = true;
+passing0 = 5;
+if(props0 !== true){
+props0 = true;
+}
+}
+const _errs71 = errors;
+if(data10 && typeof data10 == "object" && !Array.isArray(data10)){
+if(data10.type === undefined){
+const err58 = {instancePath:instancePath+"/rule",schemaPath:"#/$defs/restrictRows/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err58];
+}
+else {
+vErrors.push(err58);
+}
+errors++;
+}
+if(data10.relations === undefined){
+const err59 = {instancePath:instancePath+"/rule",schemaPath:"#/$defs/restrictRows/required",keyword:"required",params:{missingProperty: "relations"},message:"must have required property '"+"relations"+"'"};
+if(vErrors === null){
+vErrors = [err59];
+}
+else {
+vErrors.push(err59);
+}
+errors++;
+}
+if(data10.rows === undefined){
+const err60 = {instancePath:instancePath+"/rule",schemaPath:"#/$defs/restrictRows/required",keyword:"required",params:{missingProperty: "rows"},message:"must have required property '"+"rows"+"'"};
+if(vErrors === null){
+vErrors = [err60];
+}
+else {
+vErrors.push(err60);
+}
+errors++;
+}
+for(const key6 in data10){
+if(!((((key6 === "type") || (key6 === "relations")) || (key6 === "rows")) || (key6 === "actions"))){
+const err61 = {instancePath:instancePath+"/rule",schemaPath:"#/$defs/restrictRows/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key6},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err61];
+}
+else {
+vErrors.push(err61);
+}
+errors++;
+}
+}
+if(data10.type !== undefined){
+if("restrict_rows" !== data10.type){
+const err62 = {instancePath:instancePath+"/rule/type",schemaPath:"#/$defs/restrictRows/properties/type/const",keyword:"const",params:{allowedValue: "restrict_rows"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err62];
+}
+else {
+vErrors.push(err62);
+}
+errors++;
+}
+}
+if(data10.relations !== undefined){
+let data28 = data10.relations;
+if(Array.isArray(data28)){
+if(data28.length > 1000){
+const err63 = {instancePath:instancePath+"/rule/relations",schemaPath:"#/$defs/restrictRows/properties/relations/maxItems",keyword:"maxItems",params:{limit: 1000},message:"must NOT have more than 1000 items"};
+if(vErrors === null){
+vErrors = [err63];
+}
+else {
+vErrors.push(err63);
+}
+errors++;
+}
+if(data28.length < 1){
+const err64 = {instancePath:instancePath+"/rule/relations",schemaPath:"#/$defs/restrictRows/properties/relations/minItems",keyword:"minItems",params:{limit: 1},message:"must NOT have fewer than 1 items"};
+if(vErrors === null){
+vErrors = [err64];
+}
+else {
+vErrors.push(err64);
+}
+errors++;
+}
+const len8 = data28.length;
+for(let i8=0; i8<len8; i8++){
+let data29 = data28[i8];
+if(typeof data29 === "string"){
+if(func1(data29) < 1){
+const err65 = {instancePath:instancePath+"/rule/relations/" + i8,schemaPath:"#/$defs/restrictRows/properties/relations/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err65];
+}
+else {
+vErrors.push(err65);
+}
+errors++;
+}
+}
+else {
+const err66 = {instancePath:instancePath+"/rule/relations/" + i8,schemaPath:"#/$defs/restrictRows/properties/relations/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err66];
+}
+else {
+vErrors.push(err66);
+}
+errors++;
+}
+}
+}
+else {
+const err67 = {instancePath:instancePath+"/rule/relations",schemaPath:"#/$defs/restrictRows/properties/relations/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err67];
+}
+else {
+vErrors.push(err67);
+}
+errors++;
+}
+}
+if(data10.rows !== undefined){
+let data30 = data10.rows;
+if(typeof data30 === "string"){
+if(func1(data30) > 4000){
+const err68 = {instancePath:instancePath+"/rule/rows",schemaPath:"#/$defs/restrictRows/properties/rows/maxLength",keyword:"maxLength",params:{limit: 4000},message:"must NOT have more than 4000 characters"};
+if(vErrors === null){
+vErrors = [err68];
+}
+else {
+vErrors.push(err68);
+}
+errors++;
+}
+if(func1(data30) < 1){
+const err69 = {instancePath:instancePath+"/rule/rows",schemaPath:"#/$defs/restrictRows/properties/rows/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err69];
+}
+else {
+vErrors.push(err69);
+}
+errors++;
+}
+}
+else {
+const err70 = {instancePath:instancePath+"/rule/rows",schemaPath:"#/$defs/restrictRows/properties/rows/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err70];
+}
+else {
+vErrors.push(err70);
+}
+errors++;
+}
+}
+if(data10.actions !== undefined){
+let data31 = data10.actions;
+if(Array.isArray(data31)){
+if(data31.length < 1){
+const err71 = {instancePath:instancePath+"/rule/actions",schemaPath:"#/$defs/restrictRows/properties/actions/minItems",keyword:"minItems",params:{limit: 1},message:"must NOT have fewer than 1 items"};
+if(vErrors === null){
+vErrors = [err71];
+}
+else {
+vErrors.push(err71);
+}
+errors++;
+}
+const len9 = data31.length;
+for(let i9=0; i9<len9; i9++){
+let data32 = data31[i9];
+if(typeof data32 !== "string"){
+const err72 = {instancePath:instancePath+"/rule/actions/" + i9,schemaPath:"#/$defs/restrictRows/properties/actions/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err72];
+}
+else {
+vErrors.push(err72);
+}
+errors++;
+}
+if(!((data32 === "read") || (data32 === "write"))){
+const err73 = {instancePath:instancePath+"/rule/actions/" + i9,schemaPath:"#/$defs/restrictRows/properties/actions/items/enum",keyword:"enum",params:{allowedValues: schema43.properties.actions.items.enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err73];
+}
+else {
+vErrors.push(err73);
+}
+errors++;
+}
+}
+}
+else {
+const err74 = {instancePath:instancePath+"/rule/actions",schemaPath:"#/$defs/restrictRows/properties/actions/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err74];
+}
+else {
+vErrors.push(err74);
+}
+errors++;
+}
+}
+}
+else {
+const err75 = {instancePath:instancePath+"/rule",schemaPath:"#/$defs/restrictRows/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err75];
+}
+else {
+vErrors.push(err75);
+}
+errors++;
+}
+var _valid0 = _errs71 === errors;
+if(_valid0 && valid8){
+valid8 = false;
+passing0 = [passing0, 6];
+}
+else {
+if(_valid0){
+valid8 = true;
+passing0 = 6;
+if(props0 !== true){
+props0 = true;
+}
+}
+}
+}
+}
+}
+}
+}
+if(!valid8){
+const err76 = {instancePath:instancePath+"/rule",schemaPath:"#/properties/rule/oneOf",keyword:"oneOf",params:{passingSchemas: passing0},message:"must match exactly one schema in oneOf"};
+if(vErrors === null){
+vErrors = [err76];
+}
+else {
+vErrors.push(err76);
+}
+errors++;
+}
+else {
+errors = _errs24;
+if(vErrors !== null){
+if(_errs24){
+vErrors.length = _errs24;
+}
+else {
+vErrors = null;
+}
+}
+}
+}
+}
+else {
+const err77 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err77];
+}
+else {
+vErrors.push(err77);
+}
+errors++;
+}
+validate23.errors = vErrors;
+return errors === 0;
+}
+validate23.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
 
 function validate22(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
-/*# sourceURL="https://interlock.dev/spec/defs/ApprovalOutcome.json" */;
+/*# sourceURL="https://interlock.dev/spec/openapi-v1/bodies/adminAddPolicies.json" */;
 let vErrors = null;
 let errors = 0;
 const evaluated0 = validate22.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+const _errs0 = errors;
+let valid0 = false;
+let passing0 = null;
+const _errs1 = errors;
+if(!(validate23(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate23.errors : vErrors.concat(validate23.errors);
+errors = vErrors.length;
+}
+var _valid0 = _errs1 === errors;
+if(_valid0){
+valid0 = true;
+passing0 = 0;
+var props0 = true;
+}
+const _errs2 = errors;
+if(Array.isArray(data)){
+if(data.length < 1){
+const err0 = {instancePath,schemaPath:"#/oneOf/1/minItems",keyword:"minItems",params:{limit: 1},message:"must NOT have fewer than 1 items"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+const len0 = data.length;
+for(let i0=0; i0<len0; i0++){
+if(!(validate23(data[i0], {instancePath:instancePath+"/" + i0,parentData:data,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate23.errors : vErrors.concat(validate23.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err1 = {instancePath,schemaPath:"#/oneOf/1/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+var _valid0 = _errs2 === errors;
+if(_valid0 && valid0){
+valid0 = false;
+passing0 = [passing0, 1];
+}
+else {
+if(_valid0){
+valid0 = true;
+passing0 = 1;
+var items0 = true;
+}
+}
+if(!valid0){
+const err2 = {instancePath,schemaPath:"#/oneOf",keyword:"oneOf",params:{passingSchemas: passing0},message:"must match exactly one schema in oneOf"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+else {
+errors = _errs0;
+if(vErrors !== null){
+if(_errs0){
+vErrors.length = _errs0;
+}
+else {
+vErrors = null;
+}
+}
+}
+validate22.errors = vErrors;
+evaluated0.props = props0;
+evaluated0.items = items0;
+return errors === 0;
+}
+validate22.evaluated = {"dynamicProps":true,"dynamicItems":true};
+
+exports.validateAdminAddSourceBody = validate30;
+const schema44 = {"$id":"https://interlock.dev/spec/openapi-v1/bodies/adminAddSource.json","$ref":"https://interlock.dev/spec/source-v1.schema.json"};
+const schema45 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/source-v1.schema.json","title":"SourceDefinition","description":"A data source registered in the control database (`interlock source add FILE`, JSON or YAML). PostgreSQL sources name two database roles: a reader (SELECT only, used for every agent read and for catalog scans) and an optional writer (used only to execute approved writes). Credentials are stored in the control database; protect it accordingly. Issue 3, Build 1.","type":"object","properties":{"id":{"description":"Stable source id used by agents (source_id).","type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$"},"type":{"type":"string","enum":["postgres","documents"]},"name":{"description":"Display name.","type":"string","minLength":1,"maxLength":200},"description":{"type":"string","maxLength":1000},"enabled":{"description":"Disabled sources refuse every call with status unavailable (default true).","type":"boolean"},"settings":{"anyOf":[{"$ref":"#/$defs/postgresSettings"},{"$ref":"#/$defs/documentsSettings"}]}},"required":["id","type","name","settings"],"additionalProperties":false,"allOf":[{"if":{"properties":{"type":{"const":"postgres"}},"required":["type"]},"then":{"properties":{"settings":{"$ref":"#/$defs/postgresSettings"}}}},{"if":{"properties":{"type":{"const":"documents"}},"required":["type"]},"then":{"properties":{"settings":{"$ref":"#/$defs/documentsSettings"}}}}],"$defs":{"credentials":{"title":"DatabaseCredentials","type":"object","properties":{"user":{"type":"string","minLength":1,"maxLength":63},"password":{"type":"string","maxLength":1024,"description":"Omit for trust, peer or certificate authentication. Never read from PGPASSWORD or ~/.pgpass."}},"required":["user"],"additionalProperties":false},"tls":{"title":"SourceTls","description":"Upstream TLS. off: plaintext; require: encrypted, server not verified; verify-ca: certificate chain checked against ca; verify-full: chain and host name (servername, default host) checked.","type":"object","properties":{"mode":{"type":"string","enum":["off","require","verify-ca","verify-full"]},"ca":{"description":"PEM bundle of the trusted certificate authorities (verify-ca, verify-full; default: the system store).","type":"string","maxLength":1048576},"servername":{"description":"Host name expected in the server certificate (verify-full).","type":"string","minLength":1,"maxLength":255}},"required":["mode"],"additionalProperties":false},"postgresSettings":{"title":"PostgresSourceSettings","type":"object","properties":{"host":{"type":"string","minLength":1,"maxLength":255},"port":{"type":"integer","minimum":1,"maximum":65535},"database":{"type":"string","minLength":1,"maxLength":63},"reader":{"$ref":"#/$defs/credentials"},"writer":{"$ref":"#/$defs/credentials"},"tls":{"$ref":"#/$defs/tls"},"statement_timeout_ms":{"description":"Longest a statement may run (default 15000).","type":"integer","minimum":1,"maximum":3600000},"lock_timeout_ms":{"description":"Longest a statement may wait for a lock (default 2000).","type":"integer","minimum":1,"maximum":3600000},"max_rows":{"description":"Most rows a read returns, whatever the call asks (default 1000).","type":"integer","minimum":1,"maximum":100000},"pool_size":{"description":"Largest number of reader connections per gateway process (default 5).","type":"integer","minimum":1,"maximum":100},"max_concurrent_per_identity":{"description":"Statements one identity may run at once on this source (default: half of pool_size rounded up, below pool_size when pool_size > 1). Beyond it a call waits up to identity_wait_ms, then is refused concurrency_limited with retry_after_ms.","type":"integer","minimum":1,"maximum":100},"identity_wait_ms":{"description":"Longest a call waits for one of its identity's concurrent-statement slots on this source (default 2000).","type":"integer","minimum":0,"maximum":60000},"document_tables":{"description":"Tables (or views) of this source that discovery indexes as assets (interlock index SOURCE), read as the reader role. Each row becomes asset <source_id>:<schema>.<table>/<id>.","type":"array","maxItems":100,"items":{"$ref":"#/$defs/documentTable"}},"idle_in_transaction_timeout_ms":{"description":"Longest a connection may sit idle inside a transaction (default 10000).","type":"integer","minimum":1,"maximum":3600000},"connect_timeout_ms":{"description":"Longest to wait for a new connection or a pooled one (default 5000).","type":"integer","minimum":1,"maximum":600000},"breaker":{"title":"SourceBreaker","description":"Circuit breaker: after failure_threshold consecutive source failures (connection refused or lost, TLS refused, server faults; not statement errors or statement timeouts) calls are refused at once as unavailable/circuit_open for reset_timeout_ms, then one probe decides.","type":"object","properties":{"failure_threshold":{"type":"integer","minimum":1,"maximum":1000},"reset_timeout_ms":{"type":"integer","minimum":100,"maximum":3600000}},"additionalProperties":false},"complexity":{"title":"SourceComplexityLimits","description":"Complexity bounds on agent SQL, checked on the parse tree before the statement is analysed or sent (issue 10, Build 3). Some planner work cannot be interrupted by statement_timeout or cancel, so a statement over any bound is refused as forbidden/statement_too_complex. The defaults leave a wide margin over real analytical SQL.","type":"object","properties":{"max_ctes":{"description":"Most WITH items (CTEs) in one statement (default 64).","type":"integer","minimum":1,"maximum":100000},"max_range_table_entries":{"description":"Most FROM items (tables, sub-selects, functions), joins and write targets in one statement (default 256).","type":"integer","minimum":1,"maximum":100000},"max_join_depth":{"description":"Deepest nesting of JOINs (default 64).","type":"integer","minimum":1,"maximum":100000},"max_subquery_depth":{"description":"Deepest nesting of query levels (sub-selects, CTE bodies, set-operation arms; the statement itself is level 1) (default 32).","type":"integer","minimum":1,"maximum":100000},"max_set_operation_arms":{"description":"Most UNION/INTERSECT/EXCEPT arms in one statement (default 256).","type":"integer","minimum":1,"maximum":100000},"max_parse_tree_nodes":{"description":"Most parse-tree nodes in one statement (default 20000).","type":"integer","minimum":1,"maximum":10000000}},"additionalProperties":false}},"required":["host","port","database","reader","tls"],"additionalProperties":false},"columnName":{"title":"ColumnName","description":"A column name, exactly as stored (no quoting).","type":"string","minLength":1,"maxLength":63},"documentTable":{"title":"DocumentTableMapping","description":"Maps the rows of one table or view to discovery assets (issue 4, Build 2). Column values: id and title of any type (read as text); body text; type_column text; category_column text[] or text split on '/'; time_column a date or timestamp; audience_column text[] or text split on ','; entities_column jsonb [{type, value}]; links_column text[] of asset ids. A row whose id is NULL or empty is skipped.","type":"object","properties":{"table":{"description":"schema.table, exact names (no quoting).","type":"string","pattern":"^[^.\\s]+\\.[^.\\s]+$","maxLength":200},"id_column":{"$ref":"#/$defs/columnName"},"title_column":{"$ref":"#/$defs/columnName"},"body_column":{"$ref":"#/$defs/columnName"},"type_column":{"$ref":"#/$defs/columnName"},"document_type":{"description":"Document type of a row whose type_column is absent or NULL (default \"record\").","type":"string","minLength":1,"maxLength":64},"category_column":{"$ref":"#/$defs/columnName"},"category_path":{"description":"Category path of a row whose category_column is absent or empty (default [schema, table]). discover/request statements on this source match categories as on a documents source (*, a/b, a/b/*).","type":"array","maxItems":32,"items":{"type":"string","minLength":1,"maxLength":128}},"time_column":{"$ref":"#/$defs/columnName"},"audience_column":{"$ref":"#/$defs/columnName"},"audience":{"description":"Audience of a row whose audience_column is absent, NULL or empty (default none: visible to every identity that may discover it).","type":"array","maxItems":50,"items":{"type":"string","minLength":1,"maxLength":64}},"entities_column":{"$ref":"#/$defs/columnName"},"links_column":{"$ref":"#/$defs/columnName"},"max_rows":{"description":"Most rows indexed from this table (default 100000).","type":"integer","minimum":1,"maximum":1000000}},"required":["table","id_column","title_column","body_column"],"additionalProperties":false},"documentsSettings":{"title":"DocumentsSourceSettings","type":"object","properties":{"path":{"description":"Folder holding the documents: .md, .txt and .json files, searched recursively (hidden files and folders and symbolic links are skipped). Front matter (YAML between --- lines for .md/.txt, the object's own fields for .json): title, document_type, category_path, timestamp, audience, entities [{type, value}], links. Asset id <source_id>:<relative path>.","type":"string","minLength":1,"maxLength":4096}},"required":["path"],"additionalProperties":false}}};
+const schema60 = {"title":"DocumentsSourceSettings","type":"object","properties":{"path":{"description":"Folder holding the documents: .md, .txt and .json files, searched recursively (hidden files and folders and symbolic links are skipped). Front matter (YAML between --- lines for .md/.txt, the object's own fields for .json): title, document_type, category_path, timestamp, audience, entities [{type, value}], links. Asset id <source_id>:<relative path>.","type":"string","minLength":1,"maxLength":4096}},"required":["path"],"additionalProperties":false};
+const schema46 = {"title":"PostgresSourceSettings","type":"object","properties":{"host":{"type":"string","minLength":1,"maxLength":255},"port":{"type":"integer","minimum":1,"maximum":65535},"database":{"type":"string","minLength":1,"maxLength":63},"reader":{"$ref":"#/$defs/credentials"},"writer":{"$ref":"#/$defs/credentials"},"tls":{"$ref":"#/$defs/tls"},"statement_timeout_ms":{"description":"Longest a statement may run (default 15000).","type":"integer","minimum":1,"maximum":3600000},"lock_timeout_ms":{"description":"Longest a statement may wait for a lock (default 2000).","type":"integer","minimum":1,"maximum":3600000},"max_rows":{"description":"Most rows a read returns, whatever the call asks (default 1000).","type":"integer","minimum":1,"maximum":100000},"pool_size":{"description":"Largest number of reader connections per gateway process (default 5).","type":"integer","minimum":1,"maximum":100},"max_concurrent_per_identity":{"description":"Statements one identity may run at once on this source (default: half of pool_size rounded up, below pool_size when pool_size > 1). Beyond it a call waits up to identity_wait_ms, then is refused concurrency_limited with retry_after_ms.","type":"integer","minimum":1,"maximum":100},"identity_wait_ms":{"description":"Longest a call waits for one of its identity's concurrent-statement slots on this source (default 2000).","type":"integer","minimum":0,"maximum":60000},"document_tables":{"description":"Tables (or views) of this source that discovery indexes as assets (interlock index SOURCE), read as the reader role. Each row becomes asset <source_id>:<schema>.<table>/<id>.","type":"array","maxItems":100,"items":{"$ref":"#/$defs/documentTable"}},"idle_in_transaction_timeout_ms":{"description":"Longest a connection may sit idle inside a transaction (default 10000).","type":"integer","minimum":1,"maximum":3600000},"connect_timeout_ms":{"description":"Longest to wait for a new connection or a pooled one (default 5000).","type":"integer","minimum":1,"maximum":600000},"breaker":{"title":"SourceBreaker","description":"Circuit breaker: after failure_threshold consecutive source failures (connection refused or lost, TLS refused, server faults; not statement errors or statement timeouts) calls are refused at once as unavailable/circuit_open for reset_timeout_ms, then one probe decides.","type":"object","properties":{"failure_threshold":{"type":"integer","minimum":1,"maximum":1000},"reset_timeout_ms":{"type":"integer","minimum":100,"maximum":3600000}},"additionalProperties":false},"complexity":{"title":"SourceComplexityLimits","description":"Complexity bounds on agent SQL, checked on the parse tree before the statement is analysed or sent (issue 10, Build 3). Some planner work cannot be interrupted by statement_timeout or cancel, so a statement over any bound is refused as forbidden/statement_too_complex. The defaults leave a wide margin over real analytical SQL.","type":"object","properties":{"max_ctes":{"description":"Most WITH items (CTEs) in one statement (default 64).","type":"integer","minimum":1,"maximum":100000},"max_range_table_entries":{"description":"Most FROM items (tables, sub-selects, functions), joins and write targets in one statement (default 256).","type":"integer","minimum":1,"maximum":100000},"max_join_depth":{"description":"Deepest nesting of JOINs (default 64).","type":"integer","minimum":1,"maximum":100000},"max_subquery_depth":{"description":"Deepest nesting of query levels (sub-selects, CTE bodies, set-operation arms; the statement itself is level 1) (default 32).","type":"integer","minimum":1,"maximum":100000},"max_set_operation_arms":{"description":"Most UNION/INTERSECT/EXCEPT arms in one statement (default 256).","type":"integer","minimum":1,"maximum":100000},"max_parse_tree_nodes":{"description":"Most parse-tree nodes in one statement (default 20000).","type":"integer","minimum":1,"maximum":10000000}},"additionalProperties":false}},"required":["host","port","database","reader","tls"],"additionalProperties":false};
+const schema47 = {"title":"DatabaseCredentials","type":"object","properties":{"user":{"type":"string","minLength":1,"maxLength":63},"password":{"type":"string","maxLength":1024,"description":"Omit for trust, peer or certificate authentication. Never read from PGPASSWORD or ~/.pgpass."}},"required":["user"],"additionalProperties":false};
+const schema49 = {"title":"SourceTls","description":"Upstream TLS. off: plaintext; require: encrypted, server not verified; verify-ca: certificate chain checked against ca; verify-full: chain and host name (servername, default host) checked.","type":"object","properties":{"mode":{"type":"string","enum":["off","require","verify-ca","verify-full"]},"ca":{"description":"PEM bundle of the trusted certificate authorities (verify-ca, verify-full; default: the system store).","type":"string","maxLength":1048576},"servername":{"description":"Host name expected in the server certificate (verify-full).","type":"string","minLength":1,"maxLength":255}},"required":["mode"],"additionalProperties":false};
+const func10 = Object.prototype.hasOwnProperty;
+const schema50 = {"title":"DocumentTableMapping","description":"Maps the rows of one table or view to discovery assets (issue 4, Build 2). Column values: id and title of any type (read as text); body text; type_column text; category_column text[] or text split on '/'; time_column a date or timestamp; audience_column text[] or text split on ','; entities_column jsonb [{type, value}]; links_column text[] of asset ids. A row whose id is NULL or empty is skipped.","type":"object","properties":{"table":{"description":"schema.table, exact names (no quoting).","type":"string","pattern":"^[^.\\s]+\\.[^.\\s]+$","maxLength":200},"id_column":{"$ref":"#/$defs/columnName"},"title_column":{"$ref":"#/$defs/columnName"},"body_column":{"$ref":"#/$defs/columnName"},"type_column":{"$ref":"#/$defs/columnName"},"document_type":{"description":"Document type of a row whose type_column is absent or NULL (default \"record\").","type":"string","minLength":1,"maxLength":64},"category_column":{"$ref":"#/$defs/columnName"},"category_path":{"description":"Category path of a row whose category_column is absent or empty (default [schema, table]). discover/request statements on this source match categories as on a documents source (*, a/b, a/b/*).","type":"array","maxItems":32,"items":{"type":"string","minLength":1,"maxLength":128}},"time_column":{"$ref":"#/$defs/columnName"},"audience_column":{"$ref":"#/$defs/columnName"},"audience":{"description":"Audience of a row whose audience_column is absent, NULL or empty (default none: visible to every identity that may discover it).","type":"array","maxItems":50,"items":{"type":"string","minLength":1,"maxLength":64}},"entities_column":{"$ref":"#/$defs/columnName"},"links_column":{"$ref":"#/$defs/columnName"},"max_rows":{"description":"Most rows indexed from this table (default 100000).","type":"integer","minimum":1,"maximum":1000000}},"required":["table","id_column","title_column","body_column"],"additionalProperties":false};
+const schema51 = {"title":"ColumnName","description":"A column name, exactly as stored (no quoting).","type":"string","minLength":1,"maxLength":63};
+const pattern7 = new RegExp("^[^.\\s]+\\.[^.\\s]+$", "u");
+
+function validate33(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate33.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.table === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "table"},message:"must have required property '"+"table"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.id_column === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "id_column"},message:"must have required property '"+"id_column"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.title_column === undefined){
+const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "title_column"},message:"must have required property '"+"title_column"+"'"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(data.body_column === undefined){
+const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "body_column"},message:"must have required property '"+"body_column"+"'"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+for(const key0 in data){
+if(!(func10.call(schema50.properties, key0))){
+const err4 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+}
+if(data.table !== undefined){
+let data0 = data.table;
+if(typeof data0 === "string"){
+if(func1(data0) > 200){
+const err5 = {instancePath:instancePath+"/table",schemaPath:"#/properties/table/maxLength",keyword:"maxLength",params:{limit: 200},message:"must NOT have more than 200 characters"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+if(!pattern7.test(data0)){
+const err6 = {instancePath:instancePath+"/table",schemaPath:"#/properties/table/pattern",keyword:"pattern",params:{pattern: "^[^.\\s]+\\.[^.\\s]+$"},message:"must match pattern \""+"^[^.\\s]+\\.[^.\\s]+$"+"\""};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+}
+else {
+const err7 = {instancePath:instancePath+"/table",schemaPath:"#/properties/table/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+}
+if(data.id_column !== undefined){
+let data1 = data.id_column;
+if(typeof data1 === "string"){
+if(func1(data1) > 63){
+const err8 = {instancePath:instancePath+"/id_column",schemaPath:"#/$defs/columnName/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+if(func1(data1) < 1){
+const err9 = {instancePath:instancePath+"/id_column",schemaPath:"#/$defs/columnName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+}
+else {
+const err10 = {instancePath:instancePath+"/id_column",schemaPath:"#/$defs/columnName/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err10];
+}
+else {
+vErrors.push(err10);
+}
+errors++;
+}
+}
+if(data.title_column !== undefined){
+let data2 = data.title_column;
+if(typeof data2 === "string"){
+if(func1(data2) > 63){
+const err11 = {instancePath:instancePath+"/title_column",schemaPath:"#/$defs/columnName/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
+if(vErrors === null){
+vErrors = [err11];
+}
+else {
+vErrors.push(err11);
+}
+errors++;
+}
+if(func1(data2) < 1){
+const err12 = {instancePath:instancePath+"/title_column",schemaPath:"#/$defs/columnName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err12];
+}
+else {
+vErrors.push(err12);
+}
+errors++;
+}
+}
+else {
+const err13 = {instancePath:instancePath+"/title_column",schemaPath:"#/$defs/columnName/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err13];
+}
+else {
+vErrors.push(err13);
+}
+errors++;
+}
+}
+if(data.body_column !== undefined){
+let data3 = data.body_column;
+if(typeof data3 === "string"){
+if(func1(data3) > 63){
+const err14 = {instancePath:instancePath+"/body_column",schemaPath:"#/$defs/columnName/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
+if(vErrors === null){
+vErrors = [err14];
+}
+else {
+vErrors.push(err14);
+}
+errors++;
+}
+if(func1(data3) < 1){
+const err15 = {instancePath:instancePath+"/body_column",schemaPath:"#/$defs/columnName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err15];
+}
+else {
+vErrors.push(err15);
+}
+errors++;
+}
+}
+else {
+const err16 = {instancePath:instancePath+"/body_column",schemaPath:"#/$defs/columnName/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err16];
+}
+else {
+vErrors.push(err16);
+}
+errors++;
+}
+}
+if(data.type_column !== undefined){
+let data4 = data.type_column;
+if(typeof data4 === "string"){
+if(func1(data4) > 63){
+const err17 = {instancePath:instancePath+"/type_column",schemaPath:"#/$defs/columnName/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
+if(vErrors === null){
+vErrors = [err17];
+}
+else {
+vErrors.push(err17);
+}
+errors++;
+}
+if(func1(data4) < 1){
+const err18 = {instancePath:instancePath+"/type_column",schemaPath:"#/$defs/columnName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err18];
+}
+else {
+vErrors.push(err18);
+}
+errors++;
+}
+}
+else {
+const err19 = {instancePath:instancePath+"/type_column",schemaPath:"#/$defs/columnName/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err19];
+}
+else {
+vErrors.push(err19);
+}
+errors++;
+}
+}
+if(data.document_type !== undefined){
+let data5 = data.document_type;
+if(typeof data5 === "string"){
+if(func1(data5) > 64){
+const err20 = {instancePath:instancePath+"/document_type",schemaPath:"#/properties/document_type/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"};
+if(vErrors === null){
+vErrors = [err20];
+}
+else {
+vErrors.push(err20);
+}
+errors++;
+}
+if(func1(data5) < 1){
+const err21 = {instancePath:instancePath+"/document_type",schemaPath:"#/properties/document_type/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err21];
+}
+else {
+vErrors.push(err21);
+}
+errors++;
+}
+}
+else {
+const err22 = {instancePath:instancePath+"/document_type",schemaPath:"#/properties/document_type/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err22];
+}
+else {
+vErrors.push(err22);
+}
+errors++;
+}
+}
+if(data.category_column !== undefined){
+let data6 = data.category_column;
+if(typeof data6 === "string"){
+if(func1(data6) > 63){
+const err23 = {instancePath:instancePath+"/category_column",schemaPath:"#/$defs/columnName/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
+if(vErrors === null){
+vErrors = [err23];
+}
+else {
+vErrors.push(err23);
+}
+errors++;
+}
+if(func1(data6) < 1){
+const err24 = {instancePath:instancePath+"/category_column",schemaPath:"#/$defs/columnName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err24];
+}
+else {
+vErrors.push(err24);
+}
+errors++;
+}
+}
+else {
+const err25 = {instancePath:instancePath+"/category_column",schemaPath:"#/$defs/columnName/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err25];
+}
+else {
+vErrors.push(err25);
+}
+errors++;
+}
+}
+if(data.category_path !== undefined){
+let data7 = data.category_path;
+if(Array.isArray(data7)){
+if(data7.length > 32){
+const err26 = {instancePath:instancePath+"/category_path",schemaPath:"#/properties/category_path/maxItems",keyword:"maxItems",params:{limit: 32},message:"must NOT have more than 32 items"};
+if(vErrors === null){
+vErrors = [err26];
+}
+else {
+vErrors.push(err26);
+}
+errors++;
+}
+const len0 = data7.length;
+for(let i0=0; i0<len0; i0++){
+let data8 = data7[i0];
+if(typeof data8 === "string"){
+if(func1(data8) > 128){
+const err27 = {instancePath:instancePath+"/category_path/" + i0,schemaPath:"#/properties/category_path/items/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
+if(vErrors === null){
+vErrors = [err27];
+}
+else {
+vErrors.push(err27);
+}
+errors++;
+}
+if(func1(data8) < 1){
+const err28 = {instancePath:instancePath+"/category_path/" + i0,schemaPath:"#/properties/category_path/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err28];
+}
+else {
+vErrors.push(err28);
+}
+errors++;
+}
+}
+else {
+const err29 = {instancePath:instancePath+"/category_path/" + i0,schemaPath:"#/properties/category_path/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err29];
+}
+else {
+vErrors.push(err29);
+}
+errors++;
+}
+}
+}
+else {
+const err30 = {instancePath:instancePath+"/category_path",schemaPath:"#/properties/category_path/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err30];
+}
+else {
+vErrors.push(err30);
+}
+errors++;
+}
+}
+if(data.time_column !== undefined){
+let data9 = data.time_column;
+if(typeof data9 === "string"){
+if(func1(data9) > 63){
+const err31 = {instancePath:instancePath+"/time_column",schemaPath:"#/$defs/columnName/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
+if(vErrors === null){
+vErrors = [err31];
+}
+else {
+vErrors.push(err31);
+}
+errors++;
+}
+if(func1(data9) < 1){
+const err32 = {instancePath:instancePath+"/time_column",schemaPath:"#/$defs/columnName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err32];
+}
+else {
+vErrors.push(err32);
+}
+errors++;
+}
+}
+else {
+const err33 = {instancePath:instancePath+"/time_column",schemaPath:"#/$defs/columnName/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err33];
+}
+else {
+vErrors.push(err33);
+}
+errors++;
+}
+}
+if(data.audience_column !== undefined){
+let data10 = data.audience_column;
+if(typeof data10 === "string"){
+if(func1(data10) > 63){
+const err34 = {instancePath:instancePath+"/audience_column",schemaPath:"#/$defs/columnName/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
+if(vErrors === null){
+vErrors = [err34];
+}
+else {
+vErrors.push(err34);
+}
+errors++;
+}
+if(func1(data10) < 1){
+const err35 = {instancePath:instancePath+"/audience_column",schemaPath:"#/$defs/columnName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err35];
+}
+else {
+vErrors.push(err35);
+}
+errors++;
+}
+}
+else {
+const err36 = {instancePath:instancePath+"/audience_column",schemaPath:"#/$defs/columnName/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err36];
+}
+else {
+vErrors.push(err36);
+}
+errors++;
+}
+}
+if(data.audience !== undefined){
+let data11 = data.audience;
+if(Array.isArray(data11)){
+if(data11.length > 50){
+const err37 = {instancePath:instancePath+"/audience",schemaPath:"#/properties/audience/maxItems",keyword:"maxItems",params:{limit: 50},message:"must NOT have more than 50 items"};
+if(vErrors === null){
+vErrors = [err37];
+}
+else {
+vErrors.push(err37);
+}
+errors++;
+}
+const len1 = data11.length;
+for(let i1=0; i1<len1; i1++){
+let data12 = data11[i1];
+if(typeof data12 === "string"){
+if(func1(data12) > 64){
+const err38 = {instancePath:instancePath+"/audience/" + i1,schemaPath:"#/properties/audience/items/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"};
+if(vErrors === null){
+vErrors = [err38];
+}
+else {
+vErrors.push(err38);
+}
+errors++;
+}
+if(func1(data12) < 1){
+const err39 = {instancePath:instancePath+"/audience/" + i1,schemaPath:"#/properties/audience/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err39];
+}
+else {
+vErrors.push(err39);
+}
+errors++;
+}
+}
+else {
+const err40 = {instancePath:instancePath+"/audience/" + i1,schemaPath:"#/properties/audience/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err40];
+}
+else {
+vErrors.push(err40);
+}
+errors++;
+}
+}
+}
+else {
+const err41 = {instancePath:instancePath+"/audience",schemaPath:"#/properties/audience/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err41];
+}
+else {
+vErrors.push(err41);
+}
+errors++;
+}
+}
+if(data.entities_column !== undefined){
+let data13 = data.entities_column;
+if(typeof data13 === "string"){
+if(func1(data13) > 63){
+const err42 = {instancePath:instancePath+"/entities_column",schemaPath:"#/$defs/columnName/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
+if(vErrors === null){
+vErrors = [err42];
+}
+else {
+vErrors.push(err42);
+}
+errors++;
+}
+if(func1(data13) < 1){
+const err43 = {instancePath:instancePath+"/entities_column",schemaPath:"#/$defs/columnName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err43];
+}
+else {
+vErrors.push(err43);
+}
+errors++;
+}
+}
+else {
+const err44 = {instancePath:instancePath+"/entities_column",schemaPath:"#/$defs/columnName/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err44];
+}
+else {
+vErrors.push(err44);
+}
+errors++;
+}
+}
+if(data.links_column !== undefined){
+let data14 = data.links_column;
+if(typeof data14 === "string"){
+if(func1(data14) > 63){
+const err45 = {instancePath:instancePath+"/links_column",schemaPath:"#/$defs/columnName/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
+if(vErrors === null){
+vErrors = [err45];
+}
+else {
+vErrors.push(err45);
+}
+errors++;
+}
+if(func1(data14) < 1){
+const err46 = {instancePath:instancePath+"/links_column",schemaPath:"#/$defs/columnName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err46];
+}
+else {
+vErrors.push(err46);
+}
+errors++;
+}
+}
+else {
+const err47 = {instancePath:instancePath+"/links_column",schemaPath:"#/$defs/columnName/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err47];
+}
+else {
+vErrors.push(err47);
+}
+errors++;
+}
+}
+if(data.max_rows !== undefined){
+let data15 = data.max_rows;
+if(!(((typeof data15 == "number") && (!(data15 % 1) && !isNaN(data15))) && (isFinite(data15)))){
+const err48 = {instancePath:instancePath+"/max_rows",schemaPath:"#/properties/max_rows/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err48];
+}
+else {
+vErrors.push(err48);
+}
+errors++;
+}
+if((typeof data15 == "number") && (isFinite(data15))){
+if(data15 > 1000000 || isNaN(data15)){
+const err49 = {instancePath:instancePath+"/max_rows",schemaPath:"#/properties/max_rows/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000000},message:"must be <= 1000000"};
+if(vErrors === null){
+vErrors = [err49];
+}
+else {
+vErrors.push(err49);
+}
+errors++;
+}
+if(data15 < 1 || isNaN(data15)){
+const err50 = {instancePath:instancePath+"/max_rows",schemaPath:"#/properties/max_rows/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err50];
+}
+else {
+vErrors.push(err50);
+}
+errors++;
+}
+}
+}
+}
+else {
+const err51 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err51];
+}
+else {
+vErrors.push(err51);
+}
+errors++;
+}
+validate33.errors = vErrors;
+return errors === 0;
+}
+validate33.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+
+function validate32(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate32.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.host === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "host"},message:"must have required property '"+"host"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.port === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "port"},message:"must have required property '"+"port"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.database === undefined){
+const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "database"},message:"must have required property '"+"database"+"'"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(data.reader === undefined){
+const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "reader"},message:"must have required property '"+"reader"+"'"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(data.tls === undefined){
+const err4 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "tls"},message:"must have required property '"+"tls"+"'"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+for(const key0 in data){
+if(!(func10.call(schema46.properties, key0))){
+const err5 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+}
+if(data.host !== undefined){
+let data0 = data.host;
+if(typeof data0 === "string"){
+if(func1(data0) > 255){
+const err6 = {instancePath:instancePath+"/host",schemaPath:"#/properties/host/maxLength",keyword:"maxLength",params:{limit: 255},message:"must NOT have more than 255 characters"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+if(func1(data0) < 1){
+const err7 = {instancePath:instancePath+"/host",schemaPath:"#/properties/host/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+}
+else {
+const err8 = {instancePath:instancePath+"/host",schemaPath:"#/properties/host/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+}
+if(data.port !== undefined){
+let data1 = data.port;
+if(!(((typeof data1 == "number") && (!(data1 % 1) && !isNaN(data1))) && (isFinite(data1)))){
+const err9 = {instancePath:instancePath+"/port",schemaPath:"#/properties/port/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+if((typeof data1 == "number") && (isFinite(data1))){
+if(data1 > 65535 || isNaN(data1)){
+const err10 = {instancePath:instancePath+"/port",schemaPath:"#/properties/port/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
+if(vErrors === null){
+vErrors = [err10];
+}
+else {
+vErrors.push(err10);
+}
+errors++;
+}
+if(data1 < 1 || isNaN(data1)){
+const err11 = {instancePath:instancePath+"/port",schemaPath:"#/properties/port/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err11];
+}
+else {
+vErrors.push(err11);
+}
+errors++;
+}
+}
+}
+if(data.database !== undefined){
+let data2 = data.database;
+if(typeof data2 === "string"){
+if(func1(data2) > 63){
+const err12 = {instancePath:instancePath+"/database",schemaPath:"#/properties/database/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
+if(vErrors === null){
+vErrors = [err12];
+}
+else {
+vErrors.push(err12);
+}
+errors++;
+}
+if(func1(data2) < 1){
+const err13 = {instancePath:instancePath+"/database",schemaPath:"#/properties/database/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err13];
+}
+else {
+vErrors.push(err13);
+}
+errors++;
+}
+}
+else {
+const err14 = {instancePath:instancePath+"/database",schemaPath:"#/properties/database/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err14];
+}
+else {
+vErrors.push(err14);
+}
+errors++;
+}
+}
+if(data.reader !== undefined){
+let data3 = data.reader;
+if(data3 && typeof data3 == "object" && !Array.isArray(data3)){
+if(data3.user === undefined){
+const err15 = {instancePath:instancePath+"/reader",schemaPath:"#/$defs/credentials/required",keyword:"required",params:{missingProperty: "user"},message:"must have required property '"+"user"+"'"};
+if(vErrors === null){
+vErrors = [err15];
+}
+else {
+vErrors.push(err15);
+}
+errors++;
+}
+for(const key1 in data3){
+if(!((key1 === "user") || (key1 === "password"))){
+const err16 = {instancePath:instancePath+"/reader",schemaPath:"#/$defs/credentials/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err16];
+}
+else {
+vErrors.push(err16);
+}
+errors++;
+}
+}
+if(data3.user !== undefined){
+let data4 = data3.user;
+if(typeof data4 === "string"){
+if(func1(data4) > 63){
+const err17 = {instancePath:instancePath+"/reader/user",schemaPath:"#/$defs/credentials/properties/user/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
+if(vErrors === null){
+vErrors = [err17];
+}
+else {
+vErrors.push(err17);
+}
+errors++;
+}
+if(func1(data4) < 1){
+const err18 = {instancePath:instancePath+"/reader/user",schemaPath:"#/$defs/credentials/properties/user/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err18];
+}
+else {
+vErrors.push(err18);
+}
+errors++;
+}
+}
+else {
+const err19 = {instancePath:instancePath+"/reader/user",schemaPath:"#/$defs/credentials/properties/user/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err19];
+}
+else {
+vErrors.push(err19);
+}
+errors++;
+}
+}
+if(data3.password !== undefined){
+let data5 = data3.password;
+if(typeof data5 === "string"){
+if(func1(data5) > 1024){
+const err20 = {instancePath:instancePath+"/reader/password",schemaPath:"#/$defs/credentials/properties/password/maxLength",keyword:"maxLength",params:{limit: 1024},message:"must NOT have more than 1024 characters"};
+if(vErrors === null){
+vErrors = [err20];
+}
+else {
+vErrors.push(err20);
+}
+errors++;
+}
+}
+else {
+const err21 = {instancePath:instancePath+"/reader/password",schemaPath:"#/$defs/credentials/properties/password/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err21];
+}
+else {
+vErrors.push(err21);
+}
+errors++;
+}
+}
+}
+else {
+const err22 = {instancePath:instancePath+"/reader",schemaPath:"#/$defs/credentials/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err22];
+}
+else {
+vErrors.push(err22);
+}
+errors++;
+}
+}
+if(data.writer !== undefined){
+let data6 = data.writer;
+if(data6 && typeof data6 == "object" && !Array.isArray(data6)){
+if(data6.user === undefined){
+const err23 = {instancePath:instancePath+"/writer",schemaPath:"#/$defs/credentials/required",keyword:"required",params:{missingProperty: "user"},message:"must have required property '"+"user"+"'"};
+if(vErrors === null){
+vErrors = [err23];
+}
+else {
+vErrors.push(err23);
+}
+errors++;
+}
+for(const key2 in data6){
+if(!((key2 === "user") || (key2 === "password"))){
+const err24 = {instancePath:instancePath+"/writer",schemaPath:"#/$defs/credentials/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key2},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err24];
+}
+else {
+vErrors.push(err24);
+}
+errors++;
+}
+}
+if(data6.user !== undefined){
+let data7 = data6.user;
+if(typeof data7 === "string"){
+if(func1(data7) > 63){
+const err25 = {instancePath:instancePath+"/writer/user",schemaPath:"#/$defs/credentials/properties/user/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
+if(vErrors === null){
+vErrors = [err25];
+}
+else {
+vErrors.push(err25);
+}
+errors++;
+}
+if(func1(data7) < 1){
+const err26 = {instancePath:instancePath+"/writer/user",schemaPath:"#/$defs/credentials/properties/user/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err26];
+}
+else {
+vErrors.push(err26);
+}
+errors++;
+}
+}
+else {
+const err27 = {instancePath:instancePath+"/writer/user",schemaPath:"#/$defs/credentials/properties/user/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err27];
+}
+else {
+vErrors.push(err27);
+}
+errors++;
+}
+}
+if(data6.password !== undefined){
+let data8 = data6.password;
+if(typeof data8 === "string"){
+if(func1(data8) > 1024){
+const err28 = {instancePath:instancePath+"/writer/password",schemaPath:"#/$defs/credentials/properties/password/maxLength",keyword:"maxLength",params:{limit: 1024},message:"must NOT have more than 1024 characters"};
+if(vErrors === null){
+vErrors = [err28];
+}
+else {
+vErrors.push(err28);
+}
+errors++;
+}
+}
+else {
+const err29 = {instancePath:instancePath+"/writer/password",schemaPath:"#/$defs/credentials/properties/password/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err29];
+}
+else {
+vErrors.push(err29);
+}
+errors++;
+}
+}
+}
+else {
+const err30 = {instancePath:instancePath+"/writer",schemaPath:"#/$defs/credentials/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err30];
+}
+else {
+vErrors.push(err30);
+}
+errors++;
+}
+}
+if(data.tls !== undefined){
+let data9 = data.tls;
+if(data9 && typeof data9 == "object" && !Array.isArray(data9)){
+if(data9.mode === undefined){
+const err31 = {instancePath:instancePath+"/tls",schemaPath:"#/$defs/tls/required",keyword:"required",params:{missingProperty: "mode"},message:"must have required property '"+"mode"+"'"};
+if(vErrors === null){
+vErrors = [err31];
+}
+else {
+vErrors.push(err31);
+}
+errors++;
+}
+for(const key3 in data9){
+if(!(((key3 === "mode") || (key3 === "ca")) || (key3 === "servername"))){
+const err32 = {instancePath:instancePath+"/tls",schemaPath:"#/$defs/tls/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key3},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err32];
+}
+else {
+vErrors.push(err32);
+}
+errors++;
+}
+}
+if(data9.mode !== undefined){
+let data10 = data9.mode;
+if(typeof data10 !== "string"){
+const err33 = {instancePath:instancePath+"/tls/mode",schemaPath:"#/$defs/tls/properties/mode/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err33];
+}
+else {
+vErrors.push(err33);
+}
+errors++;
+}
+if(!((((data10 === "off") || (data10 === "require")) || (data10 === "verify-ca")) || (data10 === "verify-full"))){
+const err34 = {instancePath:instancePath+"/tls/mode",schemaPath:"#/$defs/tls/properties/mode/enum",keyword:"enum",params:{allowedValues: schema49.properties.mode.enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err34];
+}
+else {
+vErrors.push(err34);
+}
+errors++;
+}
+}
+if(data9.ca !== undefined){
+let data11 = data9.ca;
+if(typeof data11 === "string"){
+if(func1(data11) > 1048576){
+const err35 = {instancePath:instancePath+"/tls/ca",schemaPath:"#/$defs/tls/properties/ca/maxLength",keyword:"maxLength",params:{limit: 1048576},message:"must NOT have more than 1048576 characters"};
+if(vErrors === null){
+vErrors = [err35];
+}
+else {
+vErrors.push(err35);
+}
+errors++;
+}
+}
+else {
+const err36 = {instancePath:instancePath+"/tls/ca",schemaPath:"#/$defs/tls/properties/ca/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err36];
+}
+else {
+vErrors.push(err36);
+}
+errors++;
+}
+}
+if(data9.servername !== undefined){
+let data12 = data9.servername;
+if(typeof data12 === "string"){
+if(func1(data12) > 255){
+const err37 = {instancePath:instancePath+"/tls/servername",schemaPath:"#/$defs/tls/properties/servername/maxLength",keyword:"maxLength",params:{limit: 255},message:"must NOT have more than 255 characters"};
+if(vErrors === null){
+vErrors = [err37];
+}
+else {
+vErrors.push(err37);
+}
+errors++;
+}
+if(func1(data12) < 1){
+const err38 = {instancePath:instancePath+"/tls/servername",schemaPath:"#/$defs/tls/properties/servername/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err38];
+}
+else {
+vErrors.push(err38);
+}
+errors++;
+}
+}
+else {
+const err39 = {instancePath:instancePath+"/tls/servername",schemaPath:"#/$defs/tls/properties/servername/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err39];
+}
+else {
+vErrors.push(err39);
+}
+errors++;
+}
+}
+}
+else {
+const err40 = {instancePath:instancePath+"/tls",schemaPath:"#/$defs/tls/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err40];
+}
+else {
+vErrors.push(err40);
+}
+errors++;
+}
+}
+if(data.statement_timeout_ms !== undefined){
+let data13 = data.statement_timeout_ms;
+if(!(((typeof data13 == "number") && (!(data13 % 1) && !isNaN(data13))) && (isFinite(data13)))){
+const err41 = {instancePath:instancePath+"/statement_timeout_ms",schemaPath:"#/properties/statement_timeout_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err41];
+}
+else {
+vErrors.push(err41);
+}
+errors++;
+}
+if((typeof data13 == "number") && (isFinite(data13))){
+if(data13 > 3600000 || isNaN(data13)){
+const err42 = {instancePath:instancePath+"/statement_timeout_ms",schemaPath:"#/properties/statement_timeout_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600000},message:"must be <= 3600000"};
+if(vErrors === null){
+vErrors = [err42];
+}
+else {
+vErrors.push(err42);
+}
+errors++;
+}
+if(data13 < 1 || isNaN(data13)){
+const err43 = {instancePath:instancePath+"/statement_timeout_ms",schemaPath:"#/properties/statement_timeout_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err43];
+}
+else {
+vErrors.push(err43);
+}
+errors++;
+}
+}
+}
+if(data.lock_timeout_ms !== undefined){
+let data14 = data.lock_timeout_ms;
+if(!(((typeof data14 == "number") && (!(data14 % 1) && !isNaN(data14))) && (isFinite(data14)))){
+const err44 = {instancePath:instancePath+"/lock_timeout_ms",schemaPath:"#/properties/lock_timeout_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err44];
+}
+else {
+vErrors.push(err44);
+}
+errors++;
+}
+if((typeof data14 == "number") && (isFinite(data14))){
+if(data14 > 3600000 || isNaN(data14)){
+const err45 = {instancePath:instancePath+"/lock_timeout_ms",schemaPath:"#/properties/lock_timeout_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600000},message:"must be <= 3600000"};
+if(vErrors === null){
+vErrors = [err45];
+}
+else {
+vErrors.push(err45);
+}
+errors++;
+}
+if(data14 < 1 || isNaN(data14)){
+const err46 = {instancePath:instancePath+"/lock_timeout_ms",schemaPath:"#/properties/lock_timeout_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err46];
+}
+else {
+vErrors.push(err46);
+}
+errors++;
+}
+}
+}
+if(data.max_rows !== undefined){
+let data15 = data.max_rows;
+if(!(((typeof data15 == "number") && (!(data15 % 1) && !isNaN(data15))) && (isFinite(data15)))){
+const err47 = {instancePath:instancePath+"/max_rows",schemaPath:"#/properties/max_rows/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err47];
+}
+else {
+vErrors.push(err47);
+}
+errors++;
+}
+if((typeof data15 == "number") && (isFinite(data15))){
+if(data15 > 100000 || isNaN(data15)){
+const err48 = {instancePath:instancePath+"/max_rows",schemaPath:"#/properties/max_rows/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+if(vErrors === null){
+vErrors = [err48];
+}
+else {
+vErrors.push(err48);
+}
+errors++;
+}
+if(data15 < 1 || isNaN(data15)){
+const err49 = {instancePath:instancePath+"/max_rows",schemaPath:"#/properties/max_rows/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err49];
+}
+else {
+vErrors.push(err49);
+}
+errors++;
+}
+}
+}
+if(data.pool_size !== undefined){
+let data16 = data.pool_size;
+if(!(((typeof data16 == "number") && (!(data16 % 1) && !isNaN(data16))) && (isFinite(data16)))){
+const err50 = {instancePath:instancePath+"/pool_size",schemaPath:"#/properties/pool_size/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err50];
+}
+else {
+vErrors.push(err50);
+}
+errors++;
+}
+if((typeof data16 == "number") && (isFinite(data16))){
+if(data16 > 100 || isNaN(data16)){
+const err51 = {instancePath:instancePath+"/pool_size",schemaPath:"#/properties/pool_size/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100},message:"must be <= 100"};
+if(vErrors === null){
+vErrors = [err51];
+}
+else {
+vErrors.push(err51);
+}
+errors++;
+}
+if(data16 < 1 || isNaN(data16)){
+const err52 = {instancePath:instancePath+"/pool_size",schemaPath:"#/properties/pool_size/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err52];
+}
+else {
+vErrors.push(err52);
+}
+errors++;
+}
+}
+}
+if(data.max_concurrent_per_identity !== undefined){
+let data17 = data.max_concurrent_per_identity;
+if(!(((typeof data17 == "number") && (!(data17 % 1) && !isNaN(data17))) && (isFinite(data17)))){
+const err53 = {instancePath:instancePath+"/max_concurrent_per_identity",schemaPath:"#/properties/max_concurrent_per_identity/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err53];
+}
+else {
+vErrors.push(err53);
+}
+errors++;
+}
+if((typeof data17 == "number") && (isFinite(data17))){
+if(data17 > 100 || isNaN(data17)){
+const err54 = {instancePath:instancePath+"/max_concurrent_per_identity",schemaPath:"#/properties/max_concurrent_per_identity/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100},message:"must be <= 100"};
+if(vErrors === null){
+vErrors = [err54];
+}
+else {
+vErrors.push(err54);
+}
+errors++;
+}
+if(data17 < 1 || isNaN(data17)){
+const err55 = {instancePath:instancePath+"/max_concurrent_per_identity",schemaPath:"#/properties/max_concurrent_per_identity/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err55];
+}
+else {
+vErrors.push(err55);
+}
+errors++;
+}
+}
+}
+if(data.identity_wait_ms !== undefined){
+let data18 = data.identity_wait_ms;
+if(!(((typeof data18 == "number") && (!(data18 % 1) && !isNaN(data18))) && (isFinite(data18)))){
+const err56 = {instancePath:instancePath+"/identity_wait_ms",schemaPath:"#/properties/identity_wait_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err56];
+}
+else {
+vErrors.push(err56);
+}
+errors++;
+}
+if((typeof data18 == "number") && (isFinite(data18))){
+if(data18 > 60000 || isNaN(data18)){
+const err57 = {instancePath:instancePath+"/identity_wait_ms",schemaPath:"#/properties/identity_wait_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 60000},message:"must be <= 60000"};
+if(vErrors === null){
+vErrors = [err57];
+}
+else {
+vErrors.push(err57);
+}
+errors++;
+}
+if(data18 < 0 || isNaN(data18)){
+const err58 = {instancePath:instancePath+"/identity_wait_ms",schemaPath:"#/properties/identity_wait_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if(vErrors === null){
+vErrors = [err58];
+}
+else {
+vErrors.push(err58);
+}
+errors++;
+}
+}
+}
+if(data.document_tables !== undefined){
+let data19 = data.document_tables;
+if(Array.isArray(data19)){
+if(data19.length > 100){
+const err59 = {instancePath:instancePath+"/document_tables",schemaPath:"#/properties/document_tables/maxItems",keyword:"maxItems",params:{limit: 100},message:"must NOT have more than 100 items"};
+if(vErrors === null){
+vErrors = [err59];
+}
+else {
+vErrors.push(err59);
+}
+errors++;
+}
+const len0 = data19.length;
+for(let i0=0; i0<len0; i0++){
+if(!(validate33(data19[i0], {instancePath:instancePath+"/document_tables/" + i0,parentData:data19,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate33.errors : vErrors.concat(validate33.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err60 = {instancePath:instancePath+"/document_tables",schemaPath:"#/properties/document_tables/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err60];
+}
+else {
+vErrors.push(err60);
+}
+errors++;
+}
+}
+if(data.idle_in_transaction_timeout_ms !== undefined){
+let data21 = data.idle_in_transaction_timeout_ms;
+if(!(((typeof data21 == "number") && (!(data21 % 1) && !isNaN(data21))) && (isFinite(data21)))){
+const err61 = {instancePath:instancePath+"/idle_in_transaction_timeout_ms",schemaPath:"#/properties/idle_in_transaction_timeout_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err61];
+}
+else {
+vErrors.push(err61);
+}
+errors++;
+}
+if((typeof data21 == "number") && (isFinite(data21))){
+if(data21 > 3600000 || isNaN(data21)){
+const err62 = {instancePath:instancePath+"/idle_in_transaction_timeout_ms",schemaPath:"#/properties/idle_in_transaction_timeout_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600000},message:"must be <= 3600000"};
+if(vErrors === null){
+vErrors = [err62];
+}
+else {
+vErrors.push(err62);
+}
+errors++;
+}
+if(data21 < 1 || isNaN(data21)){
+const err63 = {instancePath:instancePath+"/idle_in_transaction_timeout_ms",schemaPath:"#/properties/idle_in_transaction_timeout_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err63];
+}
+else {
+vErrors.push(err63);
+}
+errors++;
+}
+}
+}
+if(data.connect_timeout_ms !== undefined){
+let data22 = data.connect_timeout_ms;
+if(!(((typeof data22 == "number") && (!(data22 % 1) && !isNaN(data22))) && (isFinite(data22)))){
+const err64 = {instancePath:instancePath+"/connect_timeout_ms",schemaPath:"#/properties/connect_timeout_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err64];
+}
+else {
+vErrors.push(err64);
+}
+errors++;
+}
+if((typeof data22 == "number") && (isFinite(data22))){
+if(data22 > 600000 || isNaN(data22)){
+const err65 = {instancePath:instancePath+"/connect_timeout_ms",schemaPath:"#/properties/connect_timeout_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 600000},message:"must be <= 600000"};
+if(vErrors === null){
+vErrors = [err65];
+}
+else {
+vErrors.push(err65);
+}
+errors++;
+}
+if(data22 < 1 || isNaN(data22)){
+const err66 = {instancePath:instancePath+"/connect_timeout_ms",schemaPath:"#/properties/connect_timeout_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err66];
+}
+else {
+vErrors.push(err66);
+}
+errors++;
+}
+}
+}
+if(data.breaker !== undefined){
+let data23 = data.breaker;
+if(data23 && typeof data23 == "object" && !Array.isArray(data23)){
+for(const key4 in data23){
+if(!((key4 === "failure_threshold") || (key4 === "reset_timeout_ms"))){
+const err67 = {instancePath:instancePath+"/breaker",schemaPath:"#/properties/breaker/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key4},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err67];
+}
+else {
+vErrors.push(err67);
+}
+errors++;
+}
+}
+if(data23.failure_threshold !== undefined){
+let data24 = data23.failure_threshold;
+if(!(((typeof data24 == "number") && (!(data24 % 1) && !isNaN(data24))) && (isFinite(data24)))){
+const err68 = {instancePath:instancePath+"/breaker/failure_threshold",schemaPath:"#/properties/breaker/properties/failure_threshold/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err68];
+}
+else {
+vErrors.push(err68);
+}
+errors++;
+}
+if((typeof data24 == "number") && (isFinite(data24))){
+if(data24 > 1000 || isNaN(data24)){
+const err69 = {instancePath:instancePath+"/breaker/failure_threshold",schemaPath:"#/properties/breaker/properties/failure_threshold/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000},message:"must be <= 1000"};
+if(vErrors === null){
+vErrors = [err69];
+}
+else {
+vErrors.push(err69);
+}
+errors++;
+}
+if(data24 < 1 || isNaN(data24)){
+const err70 = {instancePath:instancePath+"/breaker/failure_threshold",schemaPath:"#/properties/breaker/properties/failure_threshold/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err70];
+}
+else {
+vErrors.push(err70);
+}
+errors++;
+}
+}
+}
+if(data23.reset_timeout_ms !== undefined){
+let data25 = data23.reset_timeout_ms;
+if(!(((typeof data25 == "number") && (!(data25 % 1) && !isNaN(data25))) && (isFinite(data25)))){
+const err71 = {instancePath:instancePath+"/breaker/reset_timeout_ms",schemaPath:"#/properties/breaker/properties/reset_timeout_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err71];
+}
+else {
+vErrors.push(err71);
+}
+errors++;
+}
+if((typeof data25 == "number") && (isFinite(data25))){
+if(data25 > 3600000 || isNaN(data25)){
+const err72 = {instancePath:instancePath+"/breaker/reset_timeout_ms",schemaPath:"#/properties/breaker/properties/reset_timeout_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600000},message:"must be <= 3600000"};
+if(vErrors === null){
+vErrors = [err72];
+}
+else {
+vErrors.push(err72);
+}
+errors++;
+}
+if(data25 < 100 || isNaN(data25)){
+const err73 = {instancePath:instancePath+"/breaker/reset_timeout_ms",schemaPath:"#/properties/breaker/properties/reset_timeout_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 100},message:"must be >= 100"};
+if(vErrors === null){
+vErrors = [err73];
+}
+else {
+vErrors.push(err73);
+}
+errors++;
+}
+}
+}
+}
+else {
+const err74 = {instancePath:instancePath+"/breaker",schemaPath:"#/properties/breaker/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err74];
+}
+else {
+vErrors.push(err74);
+}
+errors++;
+}
+}
+if(data.complexity !== undefined){
+let data26 = data.complexity;
+if(data26 && typeof data26 == "object" && !Array.isArray(data26)){
+for(const key5 in data26){
+if(!((((((key5 === "max_ctes") || (key5 === "max_range_table_entries")) || (key5 === "max_join_depth")) || (key5 === "max_subquery_depth")) || (key5 === "max_set_operation_arms")) || (key5 === "max_parse_tree_nodes"))){
+const err75 = {instancePath:instancePath+"/complexity",schemaPath:"#/properties/complexity/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key5},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err75];
+}
+else {
+vErrors.push(err75);
+}
+errors++;
+}
+}
+if(data26.max_ctes !== undefined){
+let data27 = data26.max_ctes;
+if(!(((typeof data27 == "number") && (!(data27 % 1) && !isNaN(data27))) && (isFinite(data27)))){
+const err76 = {instancePath:instancePath+"/complexity/max_ctes",schemaPath:"#/properties/complexity/properties/max_ctes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err76];
+}
+else {
+vErrors.push(err76);
+}
+errors++;
+}
+if((typeof data27 == "number") && (isFinite(data27))){
+if(data27 > 100000 || isNaN(data27)){
+const err77 = {instancePath:instancePath+"/complexity/max_ctes",schemaPath:"#/properties/complexity/properties/max_ctes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+if(vErrors === null){
+vErrors = [err77];
+}
+else {
+vErrors.push(err77);
+}
+errors++;
+}
+if(data27 < 1 || isNaN(data27)){
+const err78 = {instancePath:instancePath+"/complexity/max_ctes",schemaPath:"#/properties/complexity/properties/max_ctes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err78];
+}
+else {
+vErrors.push(err78);
+}
+errors++;
+}
+}
+}
+if(data26.max_range_table_entries !== undefined){
+let data28 = data26.max_range_table_entries;
+if(!(((typeof data28 == "number") && (!(data28 % 1) && !isNaN(data28))) && (isFinite(data28)))){
+const err79 = {instancePath:instancePath+"/complexity/max_range_table_entries",schemaPath:"#/properties/complexity/properties/max_range_table_entries/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err79];
+}
+else {
+vErrors.push(err79);
+}
+errors++;
+}
+if((typeof data28 == "number") && (isFinite(data28))){
+if(data28 > 100000 || isNaN(data28)){
+const err80 = {instancePath:instancePath+"/complexity/max_range_table_entries",schemaPath:"#/properties/complexity/properties/max_range_table_entries/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+if(vErrors === null){
+vErrors = [err80];
+}
+else {
+vErrors.push(err80);
+}
+errors++;
+}
+if(data28 < 1 || isNaN(data28)){
+const err81 = {instancePath:instancePath+"/complexity/max_range_table_entries",schemaPath:"#/properties/complexity/properties/max_range_table_entries/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err81];
+}
+else {
+vErrors.push(err81);
+}
+errors++;
+}
+}
+}
+if(data26.max_join_depth !== undefined){
+let data29 = data26.max_join_depth;
+if(!(((typeof data29 == "number") && (!(data29 % 1) && !isNaN(data29))) && (isFinite(data29)))){
+const err82 = {instancePath:instancePath+"/complexity/max_join_depth",schemaPath:"#/properties/complexity/properties/max_join_depth/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err82];
+}
+else {
+vErrors.push(err82);
+}
+errors++;
+}
+if((typeof data29 == "number") && (isFinite(data29))){
+if(data29 > 100000 || isNaN(data29)){
+const err83 = {instancePath:instancePath+"/complexity/max_join_depth",schemaPath:"#/properties/complexity/properties/max_join_depth/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+if(vErrors === null){
+vErrors = [err83];
+}
+else {
+vErrors.push(err83);
+}
+errors++;
+}
+if(data29 < 1 || isNaN(data29)){
+const err84 = {instancePath:instancePath+"/complexity/max_join_depth",schemaPath:"#/properties/complexity/properties/max_join_depth/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err84];
+}
+else {
+vErrors.push(err84);
+}
+errors++;
+}
+}
+}
+if(data26.max_subquery_depth !== undefined){
+let data30 = data26.max_subquery_depth;
+if(!(((typeof data30 == "number") && (!(data30 % 1) && !isNaN(data30))) && (isFinite(data30)))){
+const err85 = {instancePath:instancePath+"/complexity/max_subquery_depth",schemaPath:"#/properties/complexity/properties/max_subquery_depth/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err85];
+}
+else {
+vErrors.push(err85);
+}
+errors++;
+}
+if((typeof data30 == "number") && (isFinite(data30))){
+if(data30 > 100000 || isNaN(data30)){
+const err86 = {instancePath:instancePath+"/complexity/max_subquery_depth",schemaPath:"#/properties/complexity/properties/max_subquery_depth/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+if(vErrors === null){
+vErrors = [err86];
+}
+else {
+vErrors.push(err86);
+}
+errors++;
+}
+if(data30 < 1 || isNaN(data30)){
+const err87 = {instancePath:instancePath+"/complexity/max_subquery_depth",schemaPath:"#/properties/complexity/properties/max_subquery_depth/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err87];
+}
+else {
+vErrors.push(err87);
+}
+errors++;
+}
+}
+}
+if(data26.max_set_operation_arms !== undefined){
+let data31 = data26.max_set_operation_arms;
+if(!(((typeof data31 == "number") && (!(data31 % 1) && !isNaN(data31))) && (isFinite(data31)))){
+const err88 = {instancePath:instancePath+"/complexity/max_set_operation_arms",schemaPath:"#/properties/complexity/properties/max_set_operation_arms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err88];
+}
+else {
+vErrors.push(err88);
+}
+errors++;
+}
+if((typeof data31 == "number") && (isFinite(data31))){
+if(data31 > 100000 || isNaN(data31)){
+const err89 = {instancePath:instancePath+"/complexity/max_set_operation_arms",schemaPath:"#/properties/complexity/properties/max_set_operation_arms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+if(vErrors === null){
+vErrors = [err89];
+}
+else {
+vErrors.push(err89);
+}
+errors++;
+}
+if(data31 < 1 || isNaN(data31)){
+const err90 = {instancePath:instancePath+"/complexity/max_set_operation_arms",schemaPath:"#/properties/complexity/properties/max_set_operation_arms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err90];
+}
+else {
+vErrors.push(err90);
+}
+errors++;
+}
+}
+}
+if(data26.max_parse_tree_nodes !== undefined){
+let data32 = data26.max_parse_tree_nodes;
+if(!(((typeof data32 == "number") && (!(data32 % 1) && !isNaN(data32))) && (isFinite(data32)))){
+const err91 = {instancePath:instancePath+"/complexity/max_parse_tree_nodes",schemaPath:"#/properties/complexity/properties/max_parse_tree_nodes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err91];
+}
+else {
+vErrors.push(err91);
+}
+errors++;
+}
+if((typeof data32 == "number") && (isFinite(data32))){
+if(data32 > 10000000 || isNaN(data32)){
+const err92 = {instancePath:instancePath+"/complexity/max_parse_tree_nodes",schemaPath:"#/properties/complexity/properties/max_parse_tree_nodes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 10000000},message:"must be <= 10000000"};
+if(vErrors === null){
+vErrors = [err92];
+}
+else {
+vErrors.push(err92);
+}
+errors++;
+}
+if(data32 < 1 || isNaN(data32)){
+const err93 = {instancePath:instancePath+"/complexity/max_parse_tree_nodes",schemaPath:"#/properties/complexity/properties/max_parse_tree_nodes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err93];
+}
+else {
+vErrors.push(err93);
+}
+errors++;
+}
+}
+}
+}
+else {
+const err94 = {instancePath:instancePath+"/complexity",schemaPath:"#/properties/complexity/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err94];
+}
+else {
+vErrors.push(err94);
+}
+errors++;
+}
+}
+}
+else {
+const err95 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err95];
+}
+else {
+vErrors.push(err95);
+}
+errors++;
+}
+validate32.errors = vErrors;
+return errors === 0;
+}
+validate32.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+const pattern8 = new RegExp("^[a-z0-9][a-z0-9_-]{0,62}$", "u");
+
+function validate31(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="https://interlock.dev/spec/source-v1.schema.json" */;
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate31.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+const _errs2 = errors;
+let valid1 = true;
+const _errs3 = errors;
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if((data.type === undefined) && (missing0 = "type")){
+const err0 = {};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+else {
+if(data.type !== undefined){
+if("postgres" !== data.type){
+const err1 = {};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+}
+}
+}
+var _valid0 = _errs3 === errors;
+errors = _errs2;
+if(vErrors !== null){
+if(_errs2){
+vErrors.length = _errs2;
+}
+else {
+vErrors = null;
+}
+}
+if(_valid0){
+const _errs5 = errors;
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.settings !== undefined){
+if(!(validate32(data.settings, {instancePath:instancePath+"/settings",parentData:data,parentDataProperty:"settings",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate32.errors : vErrors.concat(validate32.errors);
+errors = vErrors.length;
+}
+}
+}
+var _valid0 = _errs5 === errors;
+valid1 = _valid0;
+if(valid1){
+var props0 = {};
+props0.settings = true;
+props0.type = true;
+}
+}
+if(!valid1){
+const err2 = {instancePath,schemaPath:"#/allOf/0/if",keyword:"if",params:{failingKeyword: "then"},message:"must match \"then\" schema"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+const _errs8 = errors;
+let valid4 = true;
+const _errs9 = errors;
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing1;
+if((data.type === undefined) && (missing1 = "type")){
+const err3 = {};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+else {
+if(data.type !== undefined){
+if("documents" !== data.type){
+const err4 = {};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+}
+}
+}
+var _valid1 = _errs9 === errors;
+errors = _errs8;
+if(vErrors !== null){
+if(_errs8){
+vErrors.length = _errs8;
+}
+else {
+vErrors = null;
+}
+}
+if(_valid1){
+const _errs11 = errors;
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.settings !== undefined){
+let data3 = data.settings;
+if(data3 && typeof data3 == "object" && !Array.isArray(data3)){
+if(data3.path === undefined){
+const err5 = {instancePath:instancePath+"/settings",schemaPath:"#/$defs/documentsSettings/required",keyword:"required",params:{missingProperty: "path"},message:"must have required property '"+"path"+"'"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+for(const key0 in data3){
+if(!(key0 === "path")){
+const err6 = {instancePath:instancePath+"/settings",schemaPath:"#/$defs/documentsSettings/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+}
+if(data3.path !== undefined){
+let data4 = data3.path;
+if(typeof data4 === "string"){
+if(func1(data4) > 4096){
+const err7 = {instancePath:instancePath+"/settings/path",schemaPath:"#/$defs/documentsSettings/properties/path/maxLength",keyword:"maxLength",params:{limit: 4096},message:"must NOT have more than 4096 characters"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+if(func1(data4) < 1){
+const err8 = {instancePath:instancePath+"/settings/path",schemaPath:"#/$defs/documentsSettings/properties/path/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+}
+else {
+const err9 = {instancePath:instancePath+"/settings/path",schemaPath:"#/$defs/documentsSettings/properties/path/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+}
+}
+else {
+const err10 = {instancePath:instancePath+"/settings",schemaPath:"#/$defs/documentsSettings/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err10];
+}
+else {
+vErrors.push(err10);
+}
+errors++;
+}
+}
+}
+var _valid1 = _errs11 === errors;
+valid4 = _valid1;
+if(valid4){
+var props1 = {};
+props1.settings = true;
+props1.type = true;
+}
+}
+if(!valid4){
+const err11 = {instancePath,schemaPath:"#/allOf/1/if",keyword:"if",params:{failingKeyword: "then"},message:"must match \"then\" schema"};
+if(vErrors === null){
+vErrors = [err11];
+}
+else {
+vErrors.push(err11);
+}
+errors++;
+}
+if(props0 !== true && props1 !== undefined){
+if(props1 === true){
+props0 = true;
+}
+else {
+props0 = props0 || {};
+Object.assign(props0, props1);
+}
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.id === undefined){
+const err12 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "id"},message:"must have required property '"+"id"+"'"};
+if(vErrors === null){
+vErrors = [err12];
+}
+else {
+vErrors.push(err12);
+}
+errors++;
+}
+if(data.type === undefined){
+const err13 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err13];
+}
+else {
+vErrors.push(err13);
+}
+errors++;
+}
+if(data.name === undefined){
+const err14 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "name"},message:"must have required property '"+"name"+"'"};
+if(vErrors === null){
+vErrors = [err14];
+}
+else {
+vErrors.push(err14);
+}
+errors++;
+}
+if(data.settings === undefined){
+const err15 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "settings"},message:"must have required property '"+"settings"+"'"};
+if(vErrors === null){
+vErrors = [err15];
+}
+else {
+vErrors.push(err15);
+}
+errors++;
+}
+for(const key1 in data){
+if(!((((((key1 === "id") || (key1 === "type")) || (key1 === "name")) || (key1 === "description")) || (key1 === "enabled")) || (key1 === "settings"))){
+const err16 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err16];
+}
+else {
+vErrors.push(err16);
+}
+errors++;
+}
+}
+if(data.id !== undefined){
+let data5 = data.id;
+if(typeof data5 === "string"){
+if(!pattern8.test(data5)){
+const err17 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9_-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9_-]{0,62}$"+"\""};
+if(vErrors === null){
+vErrors = [err17];
+}
+else {
+vErrors.push(err17);
+}
+errors++;
+}
+}
+else {
+const err18 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err18];
+}
+else {
+vErrors.push(err18);
+}
+errors++;
+}
+}
+if(data.type !== undefined){
+let data6 = data.type;
+if(typeof data6 !== "string"){
+const err19 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err19];
+}
+else {
+vErrors.push(err19);
+}
+errors++;
+}
+if(!((data6 === "postgres") || (data6 === "documents"))){
+const err20 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/enum",keyword:"enum",params:{allowedValues: schema45.properties.type.enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err20];
+}
+else {
+vErrors.push(err20);
+}
+errors++;
+}
+}
+if(data.name !== undefined){
+let data7 = data.name;
+if(typeof data7 === "string"){
+if(func1(data7) > 200){
+const err21 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/maxLength",keyword:"maxLength",params:{limit: 200},message:"must NOT have more than 200 characters"};
+if(vErrors === null){
+vErrors = [err21];
+}
+else {
+vErrors.push(err21);
+}
+errors++;
+}
+if(func1(data7) < 1){
+const err22 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err22];
+}
+else {
+vErrors.push(err22);
+}
+errors++;
+}
+}
+else {
+const err23 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err23];
+}
+else {
+vErrors.push(err23);
+}
+errors++;
+}
+}
+if(data.description !== undefined){
+let data8 = data.description;
+if(typeof data8 === "string"){
+if(func1(data8) > 1000){
+const err24 = {instancePath:instancePath+"/description",schemaPath:"#/properties/description/maxLength",keyword:"maxLength",params:{limit: 1000},message:"must NOT have more than 1000 characters"};
+if(vErrors === null){
+vErrors = [err24];
+}
+else {
+vErrors.push(err24);
+}
+errors++;
+}
+}
+else {
+const err25 = {instancePath:instancePath+"/description",schemaPath:"#/properties/description/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err25];
+}
+else {
+vErrors.push(err25);
+}
+errors++;
+}
+}
+if(data.enabled !== undefined){
+if(typeof data.enabled !== "boolean"){
+const err26 = {instancePath:instancePath+"/enabled",schemaPath:"#/properties/enabled/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(vErrors === null){
+vErrors = [err26];
+}
+else {
+vErrors.push(err26);
+}
+errors++;
+}
+}
+if(data.settings !== undefined){
+let data10 = data.settings;
+const _errs30 = errors;
+let valid10 = false;
+const _errs31 = errors;
+if(!(validate32(data10, {instancePath:instancePath+"/settings",parentData:data,parentDataProperty:"settings",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate32.errors : vErrors.concat(validate32.errors);
+errors = vErrors.length;
+}
+var _valid2 = _errs31 === errors;
+valid10 = valid10 || _valid2;
+if(_valid2){
+var props2 = true;
+}
+const _errs32 = errors;
+if(data10 && typeof data10 == "object" && !Array.isArray(data10)){
+if(data10.path === undefined){
+const err27 = {instancePath:instancePath+"/settings",schemaPath:"#/$defs/documentsSettings/required",keyword:"required",params:{missingProperty: "path"},message:"must have required property '"+"path"+"'"};
+if(vErrors === null){
+vErrors = [err27];
+}
+else {
+vErrors.push(err27);
+}
+errors++;
+}
+for(const key2 in data10){
+if(!(key2 === "path")){
+const err28 = {instancePath:instancePath+"/settings",schemaPath:"#/$defs/documentsSettings/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key2},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err28];
+}
+else {
+vErrors.push(err28);
+}
+errors++;
+}
+}
+if(data10.path !== undefined){
+let data11 = data10.path;
+if(typeof data11 === "string"){
+if(func1(data11) > 4096){
+const err29 = {instancePath:instancePath+"/settings/path",schemaPath:"#/$defs/documentsSettings/properties/path/maxLength",keyword:"maxLength",params:{limit: 4096},message:"must NOT have more than 4096 characters"};
+if(vErrors === null){
+vErrors = [err29];
+}
+else {
+vErrors.push(err29);
+}
+errors++;
+}
+if(func1(data11) < 1){
+const err30 = {instancePath:instancePath+"/settings/path",schemaPath:"#/$defs/documentsSettings/properties/path/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err30];
+}
+else {
+vErrors.push(err30);
+}
+errors++;
+}
+}
+else {
+const err31 = {instancePath:instancePath+"/settings/path",schemaPath:"#/$defs/documentsSettings/properties/path/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err31];
+}
+else {
+vErrors.push(err31);
+}
+errors++;
+}
+}
+}
+else {
+const err32 = {instancePath:instancePath+"/settings",schemaPath:"#/$defs/documentsSettings/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err32];
+}
+else {
+vErrors.push(err32);
+}
+errors++;
+}
+var _valid2 = _errs32 === errors;
+valid10 = valid10 || _valid2;
+if(_valid2){
+if(props2 !== true){
+props2 = true;
+}
+}
+if(!valid10){
+const err33 = {instancePath:instancePath+"/settings",schemaPath:"#/properties/settings/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if(vErrors === null){
+vErrors = [err33];
+}
+else {
+vErrors.push(err33);
+}
+errors++;
+}
+else {
+errors = _errs30;
+if(vErrors !== null){
+if(_errs30){
+vErrors.length = _errs30;
+}
+else {
+vErrors = null;
+}
+}
+}
+}
+}
+else {
+const err34 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err34];
+}
+else {
+vErrors.push(err34);
+}
+errors++;
+}
+validate31.errors = vErrors;
+return errors === 0;
+}
+validate31.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+
+function validate30(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="https://interlock.dev/spec/openapi-v1/bodies/adminAddSource.json" */;
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate30.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(!(validate31(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate31.errors : vErrors.concat(validate31.errors);
+errors = vErrors.length;
+}
+validate30.errors = vErrors;
+return errors === 0;
+}
+validate30.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+exports.validateAdminApplyBody = validate38;
+const schema62 = {"$id":"https://interlock.dev/spec/openapi-v1/bodies/adminApply.json","description":"Exactly one of text (the file as YAML or JSON text; its bytes are digested) and document (the file as a JSON object; digested as canonical JSON).","oneOf":[{"type":"object","required":["text"],"additionalProperties":false,"properties":{"text":{"type":"string"}}},{"type":"object","required":["document"],"additionalProperties":false,"properties":{"document":{"$ref":"https://interlock.dev/spec/interlock-file-v1.schema.json"}}}]};
+const schema63 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/interlock-file-v1.schema.json","title":"InterlockFile","description":"Declarative configuration of an InterLock control plane (`interlock apply -f interlock.yaml`, `interlock export`; issue 16): sources, source roles, identities with their grants, policies, and the claim mappings of access-token issuers (issue 26). API keys and operator tokens stay imperative (`interlock key create`). Secrets never appear inline: source credentials name an environment variable (password_env) or a file (password_file) read when the file is applied. Every section is optional; with --prune, objects of a section that the file leaves out are deleted.","type":"object","properties":{"version":{"description":"File format version.","const":1},"sources":{"type":"array","maxItems":1000,"items":{"$ref":"#/$defs/source"}},"roles":{"type":"array","maxItems":1000,"items":{"$ref":"role-v1.schema.json"}},"identities":{"type":"array","maxItems":10000,"items":{"$ref":"#/$defs/identity"}},"policies":{"type":"array","maxItems":1000,"items":{"$ref":"policy-v1.schema.json"}},"claim_mappings":{"description":"How access tokens of an identity provider map to identities and source roles (issue 26 item 2), one entry per issuer. The issuer itself is trusted only through the gateway configuration (auth.issuers: keys, audience, algorithms); a mapping for an issuer no gateway trusts has no effect. For a configured issuer, a field set here replaces the configuration's (identity_claim, unknown_subjects), and role_grants apply beside the configuration's. docs/operators.md \"Identity providers\".","type":"array","maxItems":32,"items":{"$ref":"#/$defs/claimMapping"}}},"required":["version"],"additionalProperties":false,"$defs":{"claimMapping":{"title":"ClaimMapping","description":"One issuer's claim rules (issue 26 item 2).","type":"object","properties":{"issuer":{"description":"The issuer identifier, exactly as the tokens' `iss` and auth.issuers[].issuer.","type":"string","pattern":"^https?://","maxLength":2048},"identity_claim":{"description":"The claim that names the identity (sub, email, preferred_username, …); lower-cased, it must be a valid identity name. Absent: the configuration's, else sub.","type":"string","minLength":1,"maxLength":128},"unknown_subjects":{"description":"A subject with no identity yet: refuse (invalid_token) or provision an identity named by identity_claim. Absent: the configuration's, else refuse.","type":"string","enum":["refuse","provision"]},"role_grants":{"description":"Claim values that grant source roles (each role and source must exist when the file is applied); such grants follow the claims on each sign-in. Default none.","type":"array","maxItems":256,"items":{"$ref":"config-v1.schema.json#/$defs/claimRoleGrant"}}},"required":["issuer"],"additionalProperties":false},"source":{"title":"FileSource","description":"A source as in spec/source-v1.schema.json, except that credentials hold secret references instead of passwords. The settings, once the references are resolved, are validated against spec/source-v1.schema.json.","type":"object","properties":{"id":{"type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$"},"type":{"type":"string","enum":["postgres","documents"]},"name":{"type":"string","minLength":1,"maxLength":200},"description":{"type":"string","maxLength":1000},"enabled":{"type":"boolean"},"settings":{"type":"object","properties":{"reader":{"$ref":"#/$defs/credentials"},"writer":{"$ref":"#/$defs/credentials"}}}},"required":["id","type","name","settings"],"additionalProperties":false},"credentials":{"title":"FileCredentials","description":"A database role and where its password comes from: password_env (an environment variable of the process that applies the file) or password_file (a file whose content, without the trailing newline, is the password). Neither: no password (trust, peer or certificate authentication). An inline password is refused.","type":"object","properties":{"user":{"type":"string","minLength":1,"maxLength":63},"password_env":{"type":"string","pattern":"^[A-Za-z_][A-Za-z0-9_]{0,127}$"},"password_file":{"type":"string","minLength":1,"maxLength":4096}},"required":["user"],"additionalProperties":false,"not":{"properties":{"password_env":true,"password_file":true},"required":["password_env","password_file"]}},"identity":{"title":"FileIdentity","description":"An identity and every grant it holds. disabled defaults to false.","type":"object","properties":{"name":{"type":"string","pattern":"^[a-z0-9][a-z0-9_.@-]{0,127}$"},"disabled":{"type":"boolean"},"attributes":{"description":"Attributes row rules read as identity.<name> (issue 27, docs/row-rules.md): strings, finite numbers, booleans or lists of those. Omitted: the identity's attributes are left as they are; given: they become exactly these.","type":"object","maxProperties":64,"propertyNames":{"pattern":"^[a-z_][a-z0-9_]{0,62}$"},"additionalProperties":{"anyOf":[{"type":"string","maxLength":1000},{"type":"number"},{"type":"boolean"},{"type":"array","maxItems":1000,"items":{"anyOf":[{"type":"string","maxLength":1000},{"type":"number"},{"type":"boolean"}]}}]}},"grants":{"type":"array","maxItems":10000,"items":{"$ref":"#/$defs/grant"}}},"required":["name"],"additionalProperties":false},"grant":{"title":"FileGrant","type":"object","properties":{"role":{"type":"string","minLength":1},"source":{"type":"string","minLength":1}},"required":["role","source"],"additionalProperties":false}}};
+const schema64 = {"title":"FileSource","description":"A source as in spec/source-v1.schema.json, except that credentials hold secret references instead of passwords. The settings, once the references are resolved, are validated against spec/source-v1.schema.json.","type":"object","properties":{"id":{"type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$"},"type":{"type":"string","enum":["postgres","documents"]},"name":{"type":"string","minLength":1,"maxLength":200},"description":{"type":"string","maxLength":1000},"enabled":{"type":"boolean"},"settings":{"type":"object","properties":{"reader":{"$ref":"#/$defs/credentials"},"writer":{"$ref":"#/$defs/credentials"}}}},"required":["id","type","name","settings"],"additionalProperties":false};
+const schema65 = {"title":"FileCredentials","description":"A database role and where its password comes from: password_env (an environment variable of the process that applies the file) or password_file (a file whose content, without the trailing newline, is the password). Neither: no password (trust, peer or certificate authentication). An inline password is refused.","type":"object","properties":{"user":{"type":"string","minLength":1,"maxLength":63},"password_env":{"type":"string","pattern":"^[A-Za-z_][A-Za-z0-9_]{0,127}$"},"password_file":{"type":"string","minLength":1,"maxLength":4096}},"required":["user"],"additionalProperties":false,"not":{"properties":{"password_env":true,"password_file":true},"required":["password_env","password_file"]}};
+const pattern10 = new RegExp("^[A-Za-z_][A-Za-z0-9_]{0,127}$", "u");
+
+function validate40(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate40.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.id === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "id"},message:"must have required property '"+"id"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.type === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.name === undefined){
+const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "name"},message:"must have required property '"+"name"+"'"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(data.settings === undefined){
+const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "settings"},message:"must have required property '"+"settings"+"'"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+for(const key0 in data){
+if(!((((((key0 === "id") || (key0 === "type")) || (key0 === "name")) || (key0 === "description")) || (key0 === "enabled")) || (key0 === "settings"))){
+const err4 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+}
+if(data.id !== undefined){
+let data0 = data.id;
+if(typeof data0 === "string"){
+if(!pattern8.test(data0)){
+const err5 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9_-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9_-]{0,62}$"+"\""};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+}
+else {
+const err6 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+}
+if(data.type !== undefined){
+let data1 = data.type;
+if(typeof data1 !== "string"){
+const err7 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+if(!((data1 === "postgres") || (data1 === "documents"))){
+const err8 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/enum",keyword:"enum",params:{allowedValues: schema64.properties.type.enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+}
+if(data.name !== undefined){
+let data2 = data.name;
+if(typeof data2 === "string"){
+if(func1(data2) > 200){
+const err9 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/maxLength",keyword:"maxLength",params:{limit: 200},message:"must NOT have more than 200 characters"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+if(func1(data2) < 1){
+const err10 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err10];
+}
+else {
+vErrors.push(err10);
+}
+errors++;
+}
+}
+else {
+const err11 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err11];
+}
+else {
+vErrors.push(err11);
+}
+errors++;
+}
+}
+if(data.description !== undefined){
+let data3 = data.description;
+if(typeof data3 === "string"){
+if(func1(data3) > 1000){
+const err12 = {instancePath:instancePath+"/description",schemaPath:"#/properties/description/maxLength",keyword:"maxLength",params:{limit: 1000},message:"must NOT have more than 1000 characters"};
+if(vErrors === null){
+vErrors = [err12];
+}
+else {
+vErrors.push(err12);
+}
+errors++;
+}
+}
+else {
+const err13 = {instancePath:instancePath+"/description",schemaPath:"#/properties/description/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err13];
+}
+else {
+vErrors.push(err13);
+}
+errors++;
+}
+}
+if(data.enabled !== undefined){
+if(typeof data.enabled !== "boolean"){
+const err14 = {instancePath:instancePath+"/enabled",schemaPath:"#/properties/enabled/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(vErrors === null){
+vErrors = [err14];
+}
+else {
+vErrors.push(err14);
+}
+errors++;
+}
+}
+if(data.settings !== undefined){
+let data5 = data.settings;
+if(data5 && typeof data5 == "object" && !Array.isArray(data5)){
+if(data5.reader !== undefined){
+let data6 = data5.reader;
+const _errs17 = errors;
+const _errs18 = errors;
+if(data6 && typeof data6 == "object" && !Array.isArray(data6)){
+let missing0;
+if(((data6.password_env === undefined) && (missing0 = "password_env")) || ((data6.password_file === undefined) && (missing0 = "password_file"))){
+const err15 = {};
+if(vErrors === null){
+vErrors = [err15];
+}
+else {
+vErrors.push(err15);
+}
+errors++;
+}
+}
+var valid3 = _errs18 === errors;
+if(valid3){
+const err16 = {instancePath:instancePath+"/settings/reader",schemaPath:"#/$defs/credentials/not",keyword:"not",params:{},message:"must NOT be valid"};
+if(vErrors === null){
+vErrors = [err16];
+}
+else {
+vErrors.push(err16);
+}
+errors++;
+}
+else {
+errors = _errs17;
+if(vErrors !== null){
+if(_errs17){
+vErrors.length = _errs17;
+}
+else {
+vErrors = null;
+}
+}
+}
+if(data6 && typeof data6 == "object" && !Array.isArray(data6)){
+if(data6.user === undefined){
+const err17 = {instancePath:instancePath+"/settings/reader",schemaPath:"#/$defs/credentials/required",keyword:"required",params:{missingProperty: "user"},message:"must have required property '"+"user"+"'"};
+if(vErrors === null){
+vErrors = [err17];
+}
+else {
+vErrors.push(err17);
+}
+errors++;
+}
+for(const key1 in data6){
+if(!(((key1 === "user") || (key1 === "password_env")) || (key1 === "password_file"))){
+const err18 = {instancePath:instancePath+"/settings/reader",schemaPath:"#/$defs/credentials/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err18];
+}
+else {
+vErrors.push(err18);
+}
+errors++;
+}
+}
+if(data6.user !== undefined){
+let data7 = data6.user;
+if(typeof data7 === "string"){
+if(func1(data7) > 63){
+const err19 = {instancePath:instancePath+"/settings/reader/user",schemaPath:"#/$defs/credentials/properties/user/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
+if(vErrors === null){
+vErrors = [err19];
+}
+else {
+vErrors.push(err19);
+}
+errors++;
+}
+if(func1(data7) < 1){
+const err20 = {instancePath:instancePath+"/settings/reader/user",schemaPath:"#/$defs/credentials/properties/user/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err20];
+}
+else {
+vErrors.push(err20);
+}
+errors++;
+}
+}
+else {
+const err21 = {instancePath:instancePath+"/settings/reader/user",schemaPath:"#/$defs/credentials/properties/user/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err21];
+}
+else {
+vErrors.push(err21);
+}
+errors++;
+}
+}
+if(data6.password_env !== undefined){
+let data8 = data6.password_env;
+if(typeof data8 === "string"){
+if(!pattern10.test(data8)){
+const err22 = {instancePath:instancePath+"/settings/reader/password_env",schemaPath:"#/$defs/credentials/properties/password_env/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z_][A-Za-z0-9_]{0,127}$"},message:"must match pattern \""+"^[A-Za-z_][A-Za-z0-9_]{0,127}$"+"\""};
+if(vErrors === null){
+vErrors = [err22];
+}
+else {
+vErrors.push(err22);
+}
+errors++;
+}
+}
+else {
+const err23 = {instancePath:instancePath+"/settings/reader/password_env",schemaPath:"#/$defs/credentials/properties/password_env/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err23];
+}
+else {
+vErrors.push(err23);
+}
+errors++;
+}
+}
+if(data6.password_file !== undefined){
+let data9 = data6.password_file;
+if(typeof data9 === "string"){
+if(func1(data9) > 4096){
+const err24 = {instancePath:instancePath+"/settings/reader/password_file",schemaPath:"#/$defs/credentials/properties/password_file/maxLength",keyword:"maxLength",params:{limit: 4096},message:"must NOT have more than 4096 characters"};
+if(vErrors === null){
+vErrors = [err24];
+}
+else {
+vErrors.push(err24);
+}
+errors++;
+}
+if(func1(data9) < 1){
+const err25 = {instancePath:instancePath+"/settings/reader/password_file",schemaPath:"#/$defs/credentials/properties/password_file/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err25];
+}
+else {
+vErrors.push(err25);
+}
+errors++;
+}
+}
+else {
+const err26 = {instancePath:instancePath+"/settings/reader/password_file",schemaPath:"#/$defs/credentials/properties/password_file/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err26];
+}
+else {
+vErrors.push(err26);
+}
+errors++;
+}
+}
+}
+else {
+const err27 = {instancePath:instancePath+"/settings/reader",schemaPath:"#/$defs/credentials/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err27];
+}
+else {
+vErrors.push(err27);
+}
+errors++;
+}
+}
+if(data5.writer !== undefined){
+let data10 = data5.writer;
+const _errs29 = errors;
+const _errs30 = errors;
+if(data10 && typeof data10 == "object" && !Array.isArray(data10)){
+let missing1;
+if(((data10.password_env === undefined) && (missing1 = "password_env")) || ((data10.password_file === undefined) && (missing1 = "password_file"))){
+const err28 = {};
+if(vErrors === null){
+vErrors = [err28];
+}
+else {
+vErrors.push(err28);
+}
+errors++;
+}
+}
+var valid6 = _errs30 === errors;
+if(valid6){
+const err29 = {instancePath:instancePath+"/settings/writer",schemaPath:"#/$defs/credentials/not",keyword:"not",params:{},message:"must NOT be valid"};
+if(vErrors === null){
+vErrors = [err29];
+}
+else {
+vErrors.push(err29);
+}
+errors++;
+}
+else {
+errors = _errs29;
+if(vErrors !== null){
+if(_errs29){
+vErrors.length = _errs29;
+}
+else {
+vErrors = null;
+}
+}
+}
+if(data10 && typeof data10 == "object" && !Array.isArray(data10)){
+if(data10.user === undefined){
+const err30 = {instancePath:instancePath+"/settings/writer",schemaPath:"#/$defs/credentials/required",keyword:"required",params:{missingProperty: "user"},message:"must have required property '"+"user"+"'"};
+if(vErrors === null){
+vErrors = [err30];
+}
+else {
+vErrors.push(err30);
+}
+errors++;
+}
+for(const key2 in data10){
+if(!(((key2 === "user") || (key2 === "password_env")) || (key2 === "password_file"))){
+const err31 = {instancePath:instancePath+"/settings/writer",schemaPath:"#/$defs/credentials/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key2},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err31];
+}
+else {
+vErrors.push(err31);
+}
+errors++;
+}
+}
+if(data10.user !== undefined){
+let data11 = data10.user;
+if(typeof data11 === "string"){
+if(func1(data11) > 63){
+const err32 = {instancePath:instancePath+"/settings/writer/user",schemaPath:"#/$defs/credentials/properties/user/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
+if(vErrors === null){
+vErrors = [err32];
+}
+else {
+vErrors.push(err32);
+}
+errors++;
+}
+if(func1(data11) < 1){
+const err33 = {instancePath:instancePath+"/settings/writer/user",schemaPath:"#/$defs/credentials/properties/user/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err33];
+}
+else {
+vErrors.push(err33);
+}
+errors++;
+}
+}
+else {
+const err34 = {instancePath:instancePath+"/settings/writer/user",schemaPath:"#/$defs/credentials/properties/user/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err34];
+}
+else {
+vErrors.push(err34);
+}
+errors++;
+}
+}
+if(data10.password_env !== undefined){
+let data12 = data10.password_env;
+if(typeof data12 === "string"){
+if(!pattern10.test(data12)){
+const err35 = {instancePath:instancePath+"/settings/writer/password_env",schemaPath:"#/$defs/credentials/properties/password_env/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z_][A-Za-z0-9_]{0,127}$"},message:"must match pattern \""+"^[A-Za-z_][A-Za-z0-9_]{0,127}$"+"\""};
+if(vErrors === null){
+vErrors = [err35];
+}
+else {
+vErrors.push(err35);
+}
+errors++;
+}
+}
+else {
+const err36 = {instancePath:instancePath+"/settings/writer/password_env",schemaPath:"#/$defs/credentials/properties/password_env/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err36];
+}
+else {
+vErrors.push(err36);
+}
+errors++;
+}
+}
+if(data10.password_file !== undefined){
+let data13 = data10.password_file;
+if(typeof data13 === "string"){
+if(func1(data13) > 4096){
+const err37 = {instancePath:instancePath+"/settings/writer/password_file",schemaPath:"#/$defs/credentials/properties/password_file/maxLength",keyword:"maxLength",params:{limit: 4096},message:"must NOT have more than 4096 characters"};
+if(vErrors === null){
+vErrors = [err37];
+}
+else {
+vErrors.push(err37);
+}
+errors++;
+}
+if(func1(data13) < 1){
+const err38 = {instancePath:instancePath+"/settings/writer/password_file",schemaPath:"#/$defs/credentials/properties/password_file/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err38];
+}
+else {
+vErrors.push(err38);
+}
+errors++;
+}
+}
+else {
+const err39 = {instancePath:instancePath+"/settings/writer/password_file",schemaPath:"#/$defs/credentials/properties/password_file/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err39];
+}
+else {
+vErrors.push(err39);
+}
+errors++;
+}
+}
+}
+else {
+const err40 = {instancePath:instancePath+"/settings/writer",schemaPath:"#/$defs/credentials/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err40];
+}
+else {
+vErrors.push(err40);
+}
+errors++;
+}
+}
+}
+else {
+const err41 = {instancePath:instancePath+"/settings",schemaPath:"#/properties/settings/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err41];
+}
+else {
+vErrors.push(err41);
+}
+errors++;
+}
+}
+}
+else {
+const err42 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err42];
+}
+else {
+vErrors.push(err42);
+}
+errors++;
+}
+validate40.errors = vErrors;
+return errors === 0;
+}
+validate40.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+const schema67 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/role-v1.schema.json","title":"SourceRole","description":"A source role: a named set of allow/deny statements (deny wins). Operators write it as JSON or YAML and load it with `interlock role create FILE`. A grant binds identity x role x source. Contract: Governance (source-role authorization); decisions.md governance model.","type":"object","properties":{"name":{"type":"string","pattern":"^[a-z0-9][a-z0-9_.-]{0,62}$"},"description":{"type":"string","maxLength":1000},"audiences":{"description":"Discovery audiences carried by identities holding this role: an asset with an audience is visible only to identities whose roles carry one of its audiences.","type":"array","items":{"type":"string","pattern":"^[a-z0-9][a-z0-9_.-]{0,62}$"},"maxItems":50},"statements":{"type":"array","minItems":1,"maxItems":1000,"items":{"$ref":"#/$defs/statement"}}},"required":["name","statements"],"additionalProperties":false,"$defs":{"statement":{"title":"RoleStatement","type":"object","properties":{"effect":{"type":"string","enum":["allow","deny"]},"action":{"type":"string","enum":["read","write","describe","discover","request","*"]},"resource":{"description":"SQL sources: schema.table or schema.table.column, each part a name or *, e.g. public.*, public.customer, public.customer.email, *.*. Documents sources: * or a category path prefix such as operations/runbooks/*.","type":"string","minLength":1,"maxLength":400,"pattern":"^[^\\s]+$"},"rows":{"description":"Row rule (issue 27, docs/row-rules.md): a predicate over the table's own columns and the caller's attributes (identity.<name>), e.g. \"support_rep_id = identity.employee_id\" or \"region = ANY(identity.regions)\". Only on allow statements for read, write or * over a schema.table resource. The caller then reads only rows for which it is true; several allows covering one table combine with OR, an allow without rows grants every row. Allowed: columns, identity.<attr>, constants, comparisons (= <> < <= > >=), IN lists, = ANY(identity.<attr>), IS [NOT] NULL, AND/OR/NOT, lower/upper/btrim/coalesce. Checked when written; attribute values are bound per call, never spliced into SQL; a caller without an attribute the rule needs cannot read the table.","type":"string","minLength":1,"maxLength":2000}},"required":["effect","action","resource"],"if":{"properties":{"rows":{"type":"string"}},"required":["rows"]},"then":{"properties":{"effect":{"const":"allow"},"action":{"enum":["read","write","*"]}}},"additionalProperties":false}}};
+const schema68 = {"title":"RoleStatement","type":"object","properties":{"effect":{"type":"string","enum":["allow","deny"]},"action":{"type":"string","enum":["read","write","describe","discover","request","*"]},"resource":{"description":"SQL sources: schema.table or schema.table.column, each part a name or *, e.g. public.*, public.customer, public.customer.email, *.*. Documents sources: * or a category path prefix such as operations/runbooks/*.","type":"string","minLength":1,"maxLength":400,"pattern":"^[^\\s]+$"},"rows":{"description":"Row rule (issue 27, docs/row-rules.md): a predicate over the table's own columns and the caller's attributes (identity.<name>), e.g. \"support_rep_id = identity.employee_id\" or \"region = ANY(identity.regions)\". Only on allow statements for read, write or * over a schema.table resource. The caller then reads only rows for which it is true; several allows covering one table combine with OR, an allow without rows grants every row. Allowed: columns, identity.<attr>, constants, comparisons (= <> < <= > >=), IN lists, = ANY(identity.<attr>), IS [NOT] NULL, AND/OR/NOT, lower/upper/btrim/coalesce. Checked when written; attribute values are bound per call, never spliced into SQL; a caller without an attribute the rule needs cannot read the table.","type":"string","minLength":1,"maxLength":2000}},"required":["effect","action","resource"],"if":{"properties":{"rows":{"type":"string"}},"required":["rows"]},"then":{"properties":{"effect":{"const":"allow"},"action":{"enum":["read","write","*"]}}},"additionalProperties":false};
+const pattern14 = new RegExp("^[^\\s]+$", "u");
+
+function validate42(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="https://interlock.dev/spec/role-v1.schema.json" */;
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate42.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.name === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "name"},message:"must have required property '"+"name"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.statements === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "statements"},message:"must have required property '"+"statements"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+for(const key0 in data){
+if(!((((key0 === "name") || (key0 === "description")) || (key0 === "audiences")) || (key0 === "statements"))){
+const err2 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+}
+if(data.name !== undefined){
+let data0 = data.name;
+if(typeof data0 === "string"){
+if(!pattern4.test(data0)){
+const err3 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9_.-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9_.-]{0,62}$"+"\""};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+}
+else {
+const err4 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+}
+if(data.description !== undefined){
+let data1 = data.description;
+if(typeof data1 === "string"){
+if(func1(data1) > 1000){
+const err5 = {instancePath:instancePath+"/description",schemaPath:"#/properties/description/maxLength",keyword:"maxLength",params:{limit: 1000},message:"must NOT have more than 1000 characters"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+}
+else {
+const err6 = {instancePath:instancePath+"/description",schemaPath:"#/properties/description/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+}
+if(data.audiences !== undefined){
+let data2 = data.audiences;
+if(Array.isArray(data2)){
+if(data2.length > 50){
+const err7 = {instancePath:instancePath+"/audiences",schemaPath:"#/properties/audiences/maxItems",keyword:"maxItems",params:{limit: 50},message:"must NOT have more than 50 items"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+const len0 = data2.length;
+for(let i0=0; i0<len0; i0++){
+let data3 = data2[i0];
+if(typeof data3 === "string"){
+if(!pattern4.test(data3)){
+const err8 = {instancePath:instancePath+"/audiences/" + i0,schemaPath:"#/properties/audiences/items/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9_.-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9_.-]{0,62}$"+"\""};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+}
+else {
+const err9 = {instancePath:instancePath+"/audiences/" + i0,schemaPath:"#/properties/audiences/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+}
+}
+else {
+const err10 = {instancePath:instancePath+"/audiences",schemaPath:"#/properties/audiences/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err10];
+}
+else {
+vErrors.push(err10);
+}
+errors++;
+}
+}
+if(data.statements !== undefined){
+let data4 = data.statements;
+if(Array.isArray(data4)){
+if(data4.length > 1000){
+const err11 = {instancePath:instancePath+"/statements",schemaPath:"#/properties/statements/maxItems",keyword:"maxItems",params:{limit: 1000},message:"must NOT have more than 1000 items"};
+if(vErrors === null){
+vErrors = [err11];
+}
+else {
+vErrors.push(err11);
+}
+errors++;
+}
+if(data4.length < 1){
+const err12 = {instancePath:instancePath+"/statements",schemaPath:"#/properties/statements/minItems",keyword:"minItems",params:{limit: 1},message:"must NOT have fewer than 1 items"};
+if(vErrors === null){
+vErrors = [err12];
+}
+else {
+vErrors.push(err12);
+}
+errors++;
+}
+const len1 = data4.length;
+for(let i1=0; i1<len1; i1++){
+let data5 = data4[i1];
+const _errs15 = errors;
+let valid6 = true;
+const _errs16 = errors;
+if(data5 && typeof data5 == "object" && !Array.isArray(data5)){
+let missing0;
+if((data5.rows === undefined) && (missing0 = "rows")){
+const err13 = {};
+if(vErrors === null){
+vErrors = [err13];
+}
+else {
+vErrors.push(err13);
+}
+errors++;
+}
+else {
+if(data5.rows !== undefined){
+if(typeof data5.rows !== "string"){
+const err14 = {};
+if(vErrors === null){
+vErrors = [err14];
+}
+else {
+vErrors.push(err14);
+}
+errors++;
+}
+}
+}
+}
+var _valid0 = _errs16 === errors;
+errors = _errs15;
+if(vErrors !== null){
+if(_errs15){
+vErrors.length = _errs15;
+}
+else {
+vErrors = null;
+}
+}
+if(_valid0){
+const _errs19 = errors;
+if(data5 && typeof data5 == "object" && !Array.isArray(data5)){
+if(data5.effect !== undefined){
+if("allow" !== data5.effect){
+const err15 = {instancePath:instancePath+"/statements/" + i1+"/effect",schemaPath:"#/$defs/statement/then/properties/effect/const",keyword:"const",params:{allowedValue: "allow"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err15];
+}
+else {
+vErrors.push(err15);
+}
+errors++;
+}
+}
+if(data5.action !== undefined){
+let data8 = data5.action;
+if(!(((data8 === "read") || (data8 === "write")) || (data8 === "*"))){
+const err16 = {instancePath:instancePath+"/statements/" + i1+"/action",schemaPath:"#/$defs/statement/then/properties/action/enum",keyword:"enum",params:{allowedValues: schema68.then.properties.action.enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err16];
+}
+else {
+vErrors.push(err16);
+}
+errors++;
+}
+}
+}
+var _valid0 = _errs19 === errors;
+valid6 = _valid0;
+if(valid6){
+var props0 = {};
+props0.effect = true;
+props0.action = true;
+props0.rows = true;
+}
+}
+if(!valid6){
+const err17 = {instancePath:instancePath+"/statements/" + i1,schemaPath:"#/$defs/statement/if",keyword:"if",params:{failingKeyword: "then"},message:"must match \"then\" schema"};
+if(vErrors === null){
+vErrors = [err17];
+}
+else {
+vErrors.push(err17);
+}
+errors++;
+}
+if(data5 && typeof data5 == "object" && !Array.isArray(data5)){
+if(data5.effect === undefined){
+const err18 = {instancePath:instancePath+"/statements/" + i1,schemaPath:"#/$defs/statement/required",keyword:"required",params:{missingProperty: "effect"},message:"must have required property '"+"effect"+"'"};
+if(vErrors === null){
+vErrors = [err18];
+}
+else {
+vErrors.push(err18);
+}
+errors++;
+}
+if(data5.action === undefined){
+const err19 = {instancePath:instancePath+"/statements/" + i1,schemaPath:"#/$defs/statement/required",keyword:"required",params:{missingProperty: "action"},message:"must have required property '"+"action"+"'"};
+if(vErrors === null){
+vErrors = [err19];
+}
+else {
+vErrors.push(err19);
+}
+errors++;
+}
+if(data5.resource === undefined){
+const err20 = {instancePath:instancePath+"/statements/" + i1,schemaPath:"#/$defs/statement/required",keyword:"required",params:{missingProperty: "resource"},message:"must have required property '"+"resource"+"'"};
+if(vErrors === null){
+vErrors = [err20];
+}
+else {
+vErrors.push(err20);
+}
+errors++;
+}
+for(const key1 in data5){
+if(!((((key1 === "effect") || (key1 === "action")) || (key1 === "resource")) || (key1 === "rows"))){
+const err21 = {instancePath:instancePath+"/statements/" + i1,schemaPath:"#/$defs/statement/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err21];
+}
+else {
+vErrors.push(err21);
+}
+errors++;
+}
+}
+if(data5.effect !== undefined){
+let data9 = data5.effect;
+if(typeof data9 !== "string"){
+const err22 = {instancePath:instancePath+"/statements/" + i1+"/effect",schemaPath:"#/$defs/statement/properties/effect/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err22];
+}
+else {
+vErrors.push(err22);
+}
+errors++;
+}
+if(!((data9 === "allow") || (data9 === "deny"))){
+const err23 = {instancePath:instancePath+"/statements/" + i1+"/effect",schemaPath:"#/$defs/statement/properties/effect/enum",keyword:"enum",params:{allowedValues: schema68.properties.effect.enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err23];
+}
+else {
+vErrors.push(err23);
+}
+errors++;
+}
+}
+if(data5.action !== undefined){
+let data10 = data5.action;
+if(typeof data10 !== "string"){
+const err24 = {instancePath:instancePath+"/statements/" + i1+"/action",schemaPath:"#/$defs/statement/properties/action/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err24];
+}
+else {
+vErrors.push(err24);
+}
+errors++;
+}
+if(!((((((data10 === "read") || (data10 === "write")) || (data10 === "describe")) || (data10 === "discover")) || (data10 === "request")) || (data10 === "*"))){
+const err25 = {instancePath:instancePath+"/statements/" + i1+"/action",schemaPath:"#/$defs/statement/properties/action/enum",keyword:"enum",params:{allowedValues: schema68.properties.action.enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err25];
+}
+else {
+vErrors.push(err25);
+}
+errors++;
+}
+}
+if(data5.resource !== undefined){
+let data11 = data5.resource;
+if(typeof data11 === "string"){
+if(func1(data11) > 400){
+const err26 = {instancePath:instancePath+"/statements/" + i1+"/resource",schemaPath:"#/$defs/statement/properties/resource/maxLength",keyword:"maxLength",params:{limit: 400},message:"must NOT have more than 400 characters"};
+if(vErrors === null){
+vErrors = [err26];
+}
+else {
+vErrors.push(err26);
+}
+errors++;
+}
+if(func1(data11) < 1){
+const err27 = {instancePath:instancePath+"/statements/" + i1+"/resource",schemaPath:"#/$defs/statement/properties/resource/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err27];
+}
+else {
+vErrors.push(err27);
+}
+errors++;
+}
+if(!pattern14.test(data11)){
+const err28 = {instancePath:instancePath+"/statements/" + i1+"/resource",schemaPath:"#/$defs/statement/properties/resource/pattern",keyword:"pattern",params:{pattern: "^[^\\s]+$"},message:"must match pattern \""+"^[^\\s]+$"+"\""};
+if(vErrors === null){
+vErrors = [err28];
+}
+else {
+vErrors.push(err28);
+}
+errors++;
+}
+}
+else {
+const err29 = {instancePath:instancePath+"/statements/" + i1+"/resource",schemaPath:"#/$defs/statement/properties/resource/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err29];
+}
+else {
+vErrors.push(err29);
+}
+errors++;
+}
+}
+if(data5.rows !== undefined){
+let data12 = data5.rows;
+if(typeof data12 === "string"){
+if(func1(data12) > 2000){
+const err30 = {instancePath:instancePath+"/statements/" + i1+"/rows",schemaPath:"#/$defs/statement/properties/rows/maxLength",keyword:"maxLength",params:{limit: 2000},message:"must NOT have more than 2000 characters"};
+if(vErrors === null){
+vErrors = [err30];
+}
+else {
+vErrors.push(err30);
+}
+errors++;
+}
+if(func1(data12) < 1){
+const err31 = {instancePath:instancePath+"/statements/" + i1+"/rows",schemaPath:"#/$defs/statement/properties/rows/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err31];
+}
+else {
+vErrors.push(err31);
+}
+errors++;
+}
+}
+else {
+const err32 = {instancePath:instancePath+"/statements/" + i1+"/rows",schemaPath:"#/$defs/statement/properties/rows/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err32];
+}
+else {
+vErrors.push(err32);
+}
+errors++;
+}
+}
+}
+else {
+const err33 = {instancePath:instancePath+"/statements/" + i1,schemaPath:"#/$defs/statement/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err33];
+}
+else {
+vErrors.push(err33);
+}
+errors++;
+}
+}
+}
+else {
+const err34 = {instancePath:instancePath+"/statements",schemaPath:"#/properties/statements/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err34];
+}
+else {
+vErrors.push(err34);
+}
+errors++;
+}
+}
+}
+else {
+const err35 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err35];
+}
+else {
+vErrors.push(err35);
+}
+errors++;
+}
+validate42.errors = vErrors;
+return errors === 0;
+}
+validate42.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+const schema69 = {"title":"FileIdentity","description":"An identity and every grant it holds. disabled defaults to false.","type":"object","properties":{"name":{"type":"string","pattern":"^[a-z0-9][a-z0-9_.@-]{0,127}$"},"disabled":{"type":"boolean"},"attributes":{"description":"Attributes row rules read as identity.<name> (issue 27, docs/row-rules.md): strings, finite numbers, booleans or lists of those. Omitted: the identity's attributes are left as they are; given: they become exactly these.","type":"object","maxProperties":64,"propertyNames":{"pattern":"^[a-z_][a-z0-9_]{0,62}$"},"additionalProperties":{"anyOf":[{"type":"string","maxLength":1000},{"type":"number"},{"type":"boolean"},{"type":"array","maxItems":1000,"items":{"anyOf":[{"type":"string","maxLength":1000},{"type":"number"},{"type":"boolean"}]}}]}},"grants":{"type":"array","maxItems":10000,"items":{"$ref":"#/$defs/grant"}}},"required":["name"],"additionalProperties":false};
+const schema70 = {"title":"FileGrant","type":"object","properties":{"role":{"type":"string","minLength":1},"source":{"type":"string","minLength":1}},"required":["role","source"],"additionalProperties":false};
+const pattern15 = new RegExp("^[a-z0-9][a-z0-9_.@-]{0,127}$", "u");
+const pattern16 = new RegExp("^[a-z_][a-z0-9_]{0,62}$", "u");
+
+function validate44(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate44.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.name === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "name"},message:"must have required property '"+"name"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+for(const key0 in data){
+if(!((((key0 === "name") || (key0 === "disabled")) || (key0 === "attributes")) || (key0 === "grants"))){
+const err1 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+}
+if(data.name !== undefined){
+let data0 = data.name;
+if(typeof data0 === "string"){
+if(!pattern15.test(data0)){
+const err2 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9_.@-]{0,127}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9_.@-]{0,127}$"+"\""};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+}
+else {
+const err3 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+}
+if(data.disabled !== undefined){
+if(typeof data.disabled !== "boolean"){
+const err4 = {instancePath:instancePath+"/disabled",schemaPath:"#/properties/disabled/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+}
+if(data.attributes !== undefined){
+let data2 = data.attributes;
+if(data2 && typeof data2 == "object" && !Array.isArray(data2)){
+if(Object.keys(data2).length > 64){
+const err5 = {instancePath:instancePath+"/attributes",schemaPath:"#/properties/attributes/maxProperties",keyword:"maxProperties",params:{limit: 64},message:"must NOT have more than 64 properties"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+for(const key1 in data2){
+const _errs8 = errors;
+if(typeof key1 === "string"){
+if(!pattern16.test(key1)){
+const err6 = {instancePath:instancePath+"/attributes",schemaPath:"#/properties/attributes/propertyNames/pattern",keyword:"pattern",params:{pattern: "^[a-z_][a-z0-9_]{0,62}$"},message:"must match pattern \""+"^[a-z_][a-z0-9_]{0,62}$"+"\"",propertyName:key1};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+}
+var valid1 = _errs8 === errors;
+if(!valid1){
+const err7 = {instancePath:instancePath+"/attributes",schemaPath:"#/properties/attributes/propertyNames",keyword:"propertyNames",params:{propertyName: key1},message:"property name must be valid"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+}
+for(const key2 in data2){
+let data3 = data2[key2];
+const _errs11 = errors;
+let valid3 = false;
+const _errs12 = errors;
+if(typeof data3 === "string"){
+if(func1(data3) > 1000){
+const err8 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/attributes/additionalProperties/anyOf/0/maxLength",keyword:"maxLength",params:{limit: 1000},message:"must NOT have more than 1000 characters"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+}
+else {
+const err9 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/attributes/additionalProperties/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+var _valid0 = _errs12 === errors;
+valid3 = valid3 || _valid0;
+const _errs14 = errors;
+if(!((typeof data3 == "number") && (isFinite(data3)))){
+const err10 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/attributes/additionalProperties/anyOf/1/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(vErrors === null){
+vErrors = [err10];
+}
+else {
+vErrors.push(err10);
+}
+errors++;
+}
+var _valid0 = _errs14 === errors;
+valid3 = valid3 || _valid0;
+const _errs16 = errors;
+if(typeof data3 !== "boolean"){
+const err11 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/attributes/additionalProperties/anyOf/2/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(vErrors === null){
+vErrors = [err11];
+}
+else {
+vErrors.push(err11);
+}
+errors++;
+}
+var _valid0 = _errs16 === errors;
+valid3 = valid3 || _valid0;
+const _errs18 = errors;
+if(Array.isArray(data3)){
+if(data3.length > 1000){
+const err12 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/attributes/additionalProperties/anyOf/3/maxItems",keyword:"maxItems",params:{limit: 1000},message:"must NOT have more than 1000 items"};
+if(vErrors === null){
+vErrors = [err12];
+}
+else {
+vErrors.push(err12);
+}
+errors++;
+}
+const len0 = data3.length;
+for(let i0=0; i0<len0; i0++){
+let data4 = data3[i0];
+const _errs21 = errors;
+let valid6 = false;
+const _errs22 = errors;
+if(typeof data4 === "string"){
+if(func1(data4) > 1000){
+const err13 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + i0,schemaPath:"#/properties/attributes/additionalProperties/anyOf/3/items/anyOf/0/maxLength",keyword:"maxLength",params:{limit: 1000},message:"must NOT have more than 1000 characters"};
+if(vErrors === null){
+vErrors = [err13];
+}
+else {
+vErrors.push(err13);
+}
+errors++;
+}
+}
+else {
+const err14 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + i0,schemaPath:"#/properties/attributes/additionalProperties/anyOf/3/items/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err14];
+}
+else {
+vErrors.push(err14);
+}
+errors++;
+}
+var _valid1 = _errs22 === errors;
+valid6 = valid6 || _valid1;
+const _errs24 = errors;
+if(!((typeof data4 == "number") && (isFinite(data4)))){
+const err15 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + i0,schemaPath:"#/properties/attributes/additionalProperties/anyOf/3/items/anyOf/1/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(vErrors === null){
+vErrors = [err15];
+}
+else {
+vErrors.push(err15);
+}
+errors++;
+}
+var _valid1 = _errs24 === errors;
+valid6 = valid6 || _valid1;
+const _errs26 = errors;
+if(typeof data4 !== "boolean"){
+const err16 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + i0,schemaPath:"#/properties/attributes/additionalProperties/anyOf/3/items/anyOf/2/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(vErrors === null){
+vErrors = [err16];
+}
+else {
+vErrors.push(err16);
+}
+errors++;
+}
+var _valid1 = _errs26 === errors;
+valid6 = valid6 || _valid1;
+if(!valid6){
+const err17 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + i0,schemaPath:"#/properties/attributes/additionalProperties/anyOf/3/items/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if(vErrors === null){
+vErrors = [err17];
+}
+else {
+vErrors.push(err17);
+}
+errors++;
+}
+else {
+errors = _errs21;
+if(vErrors !== null){
+if(_errs21){
+vErrors.length = _errs21;
+}
+else {
+vErrors = null;
+}
+}
+}
+}
+}
+else {
+const err18 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/attributes/additionalProperties/anyOf/3/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err18];
+}
+else {
+vErrors.push(err18);
+}
+errors++;
+}
+var _valid0 = _errs18 === errors;
+valid3 = valid3 || _valid0;
+if(!valid3){
+const err19 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/attributes/additionalProperties/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if(vErrors === null){
+vErrors = [err19];
+}
+else {
+vErrors.push(err19);
+}
+errors++;
+}
+else {
+errors = _errs11;
+if(vErrors !== null){
+if(_errs11){
+vErrors.length = _errs11;
+}
+else {
+vErrors = null;
+}
+}
+}
+}
+}
+else {
+const err20 = {instancePath:instancePath+"/attributes",schemaPath:"#/properties/attributes/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err20];
+}
+else {
+vErrors.push(err20);
+}
+errors++;
+}
+}
+if(data.grants !== undefined){
+let data5 = data.grants;
+if(Array.isArray(data5)){
+if(data5.length > 10000){
+const err21 = {instancePath:instancePath+"/grants",schemaPath:"#/properties/grants/maxItems",keyword:"maxItems",params:{limit: 10000},message:"must NOT have more than 10000 items"};
+if(vErrors === null){
+vErrors = [err21];
+}
+else {
+vErrors.push(err21);
+}
+errors++;
+}
+const len1 = data5.length;
+for(let i1=0; i1<len1; i1++){
+let data6 = data5[i1];
+if(data6 && typeof data6 == "object" && !Array.isArray(data6)){
+if(data6.role === undefined){
+const err22 = {instancePath:instancePath+"/grants/" + i1,schemaPath:"#/$defs/grant/required",keyword:"required",params:{missingProperty: "role"},message:"must have required property '"+"role"+"'"};
+if(vErrors === null){
+vErrors = [err22];
+}
+else {
+vErrors.push(err22);
+}
+errors++;
+}
+if(data6.source === undefined){
+const err23 = {instancePath:instancePath+"/grants/" + i1,schemaPath:"#/$defs/grant/required",keyword:"required",params:{missingProperty: "source"},message:"must have required property '"+"source"+"'"};
+if(vErrors === null){
+vErrors = [err23];
+}
+else {
+vErrors.push(err23);
+}
+errors++;
+}
+for(const key3 in data6){
+if(!((key3 === "role") || (key3 === "source"))){
+const err24 = {instancePath:instancePath+"/grants/" + i1,schemaPath:"#/$defs/grant/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key3},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err24];
+}
+else {
+vErrors.push(err24);
+}
+errors++;
+}
+}
+if(data6.role !== undefined){
+let data7 = data6.role;
+if(typeof data7 === "string"){
+if(func1(data7) < 1){
+const err25 = {instancePath:instancePath+"/grants/" + i1+"/role",schemaPath:"#/$defs/grant/properties/role/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err25];
+}
+else {
+vErrors.push(err25);
+}
+errors++;
+}
+}
+else {
+const err26 = {instancePath:instancePath+"/grants/" + i1+"/role",schemaPath:"#/$defs/grant/properties/role/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err26];
+}
+else {
+vErrors.push(err26);
+}
+errors++;
+}
+}
+if(data6.source !== undefined){
+let data8 = data6.source;
+if(typeof data8 === "string"){
+if(func1(data8) < 1){
+const err27 = {instancePath:instancePath+"/grants/" + i1+"/source",schemaPath:"#/$defs/grant/properties/source/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err27];
+}
+else {
+vErrors.push(err27);
+}
+errors++;
+}
+}
+else {
+const err28 = {instancePath:instancePath+"/grants/" + i1+"/source",schemaPath:"#/$defs/grant/properties/source/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err28];
+}
+else {
+vErrors.push(err28);
+}
+errors++;
+}
+}
+}
+else {
+const err29 = {instancePath:instancePath+"/grants/" + i1,schemaPath:"#/$defs/grant/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err29];
+}
+else {
+vErrors.push(err29);
+}
+errors++;
+}
+}
+}
+else {
+const err30 = {instancePath:instancePath+"/grants",schemaPath:"#/properties/grants/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err30];
+}
+else {
+vErrors.push(err30);
+}
+errors++;
+}
+}
+}
+else {
+const err31 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err31];
+}
+else {
+vErrors.push(err31);
+}
+errors++;
+}
+validate44.errors = vErrors;
+return errors === 0;
+}
+validate44.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+const schema71 = {"title":"ClaimMapping","description":"One issuer's claim rules (issue 26 item 2).","type":"object","properties":{"issuer":{"description":"The issuer identifier, exactly as the tokens' `iss` and auth.issuers[].issuer.","type":"string","pattern":"^https?://","maxLength":2048},"identity_claim":{"description":"The claim that names the identity (sub, email, preferred_username, …); lower-cased, it must be a valid identity name. Absent: the configuration's, else sub.","type":"string","minLength":1,"maxLength":128},"unknown_subjects":{"description":"A subject with no identity yet: refuse (invalid_token) or provision an identity named by identity_claim. Absent: the configuration's, else refuse.","type":"string","enum":["refuse","provision"]},"role_grants":{"description":"Claim values that grant source roles (each role and source must exist when the file is applied); such grants follow the claims on each sign-in. Default none.","type":"array","maxItems":256,"items":{"$ref":"config-v1.schema.json#/$defs/claimRoleGrant"}}},"required":["issuer"],"additionalProperties":false};
+const schema77 = {"title":"ClaimRoleGrant","description":"A claim value that grants a source role on a source.","type":"object","properties":{"claim":{"description":"Claim name, e.g. groups.","type":"string","minLength":1,"maxLength":128},"value":{"description":"Claim value that grants the role.","type":"string","minLength":1,"maxLength":256},"role":{"description":"Source role name.","type":"string","minLength":1,"maxLength":128},"source":{"description":"Source id.","type":"string","minLength":1,"maxLength":128}},"required":["claim","value","role","source"],"additionalProperties":false};
+const pattern17 = new RegExp("^https?://", "u");
+
+function validate47(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate47.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.issuer === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "issuer"},message:"must have required property '"+"issuer"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+for(const key0 in data){
+if(!((((key0 === "issuer") || (key0 === "identity_claim")) || (key0 === "unknown_subjects")) || (key0 === "role_grants"))){
+const err1 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+}
+if(data.issuer !== undefined){
+let data0 = data.issuer;
+if(typeof data0 === "string"){
+if(func1(data0) > 2048){
+const err2 = {instancePath:instancePath+"/issuer",schemaPath:"#/properties/issuer/maxLength",keyword:"maxLength",params:{limit: 2048},message:"must NOT have more than 2048 characters"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(!pattern17.test(data0)){
+const err3 = {instancePath:instancePath+"/issuer",schemaPath:"#/properties/issuer/pattern",keyword:"pattern",params:{pattern: "^https?://"},message:"must match pattern \""+"^https?://"+"\""};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+}
+else {
+const err4 = {instancePath:instancePath+"/issuer",schemaPath:"#/properties/issuer/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+}
+if(data.identity_claim !== undefined){
+let data1 = data.identity_claim;
+if(typeof data1 === "string"){
+if(func1(data1) > 128){
+const err5 = {instancePath:instancePath+"/identity_claim",schemaPath:"#/properties/identity_claim/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+if(func1(data1) < 1){
+const err6 = {instancePath:instancePath+"/identity_claim",schemaPath:"#/properties/identity_claim/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+}
+else {
+const err7 = {instancePath:instancePath+"/identity_claim",schemaPath:"#/properties/identity_claim/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+}
+if(data.unknown_subjects !== undefined){
+let data2 = data.unknown_subjects;
+if(typeof data2 !== "string"){
+const err8 = {instancePath:instancePath+"/unknown_subjects",schemaPath:"#/properties/unknown_subjects/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+if(!((data2 === "refuse") || (data2 === "provision"))){
+const err9 = {instancePath:instancePath+"/unknown_subjects",schemaPath:"#/properties/unknown_subjects/enum",keyword:"enum",params:{allowedValues: schema71.properties.unknown_subjects.enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+}
+if(data.role_grants !== undefined){
+let data3 = data.role_grants;
+if(Array.isArray(data3)){
+if(data3.length > 256){
+const err10 = {instancePath:instancePath+"/role_grants",schemaPath:"#/properties/role_grants/maxItems",keyword:"maxItems",params:{limit: 256},message:"must NOT have more than 256 items"};
+if(vErrors === null){
+vErrors = [err10];
+}
+else {
+vErrors.push(err10);
+}
+errors++;
+}
+const len0 = data3.length;
+for(let i0=0; i0<len0; i0++){
+let data4 = data3[i0];
+if(data4 && typeof data4 == "object" && !Array.isArray(data4)){
+if(data4.claim === undefined){
+const err11 = {instancePath:instancePath+"/role_grants/" + i0,schemaPath:"config-v1.schema.json#/$defs/claimRoleGrant/required",keyword:"required",params:{missingProperty: "claim"},message:"must have required property '"+"claim"+"'"};
+if(vErrors === null){
+vErrors = [err11];
+}
+else {
+vErrors.push(err11);
+}
+errors++;
+}
+if(data4.value === undefined){
+const err12 = {instancePath:instancePath+"/role_grants/" + i0,schemaPath:"config-v1.schema.json#/$defs/claimRoleGrant/required",keyword:"required",params:{missingProperty: "value"},message:"must have required property '"+"value"+"'"};
+if(vErrors === null){
+vErrors = [err12];
+}
+else {
+vErrors.push(err12);
+}
+errors++;
+}
+if(data4.role === undefined){
+const err13 = {instancePath:instancePath+"/role_grants/" + i0,schemaPath:"config-v1.schema.json#/$defs/claimRoleGrant/required",keyword:"required",params:{missingProperty: "role"},message:"must have required property '"+"role"+"'"};
+if(vErrors === null){
+vErrors = [err13];
+}
+else {
+vErrors.push(err13);
+}
+errors++;
+}
+if(data4.source === undefined){
+const err14 = {instancePath:instancePath+"/role_grants/" + i0,schemaPath:"config-v1.schema.json#/$defs/claimRoleGrant/required",keyword:"required",params:{missingProperty: "source"},message:"must have required property '"+"source"+"'"};
+if(vErrors === null){
+vErrors = [err14];
+}
+else {
+vErrors.push(err14);
+}
+errors++;
+}
+for(const key1 in data4){
+if(!((((key1 === "claim") || (key1 === "value")) || (key1 === "role")) || (key1 === "source"))){
+const err15 = {instancePath:instancePath+"/role_grants/" + i0,schemaPath:"config-v1.schema.json#/$defs/claimRoleGrant/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err15];
+}
+else {
+vErrors.push(err15);
+}
+errors++;
+}
+}
+if(data4.claim !== undefined){
+let data5 = data4.claim;
+if(typeof data5 === "string"){
+if(func1(data5) > 128){
+const err16 = {instancePath:instancePath+"/role_grants/" + i0+"/claim",schemaPath:"config-v1.schema.json#/$defs/claimRoleGrant/properties/claim/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
+if(vErrors === null){
+vErrors = [err16];
+}
+else {
+vErrors.push(err16);
+}
+errors++;
+}
+if(func1(data5) < 1){
+const err17 = {instancePath:instancePath+"/role_grants/" + i0+"/claim",schemaPath:"config-v1.schema.json#/$defs/claimRoleGrant/properties/claim/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err17];
+}
+else {
+vErrors.push(err17);
+}
+errors++;
+}
+}
+else {
+const err18 = {instancePath:instancePath+"/role_grants/" + i0+"/claim",schemaPath:"config-v1.schema.json#/$defs/claimRoleGrant/properties/claim/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err18];
+}
+else {
+vErrors.push(err18);
+}
+errors++;
+}
+}
+if(data4.value !== undefined){
+let data6 = data4.value;
+if(typeof data6 === "string"){
+if(func1(data6) > 256){
+const err19 = {instancePath:instancePath+"/role_grants/" + i0+"/value",schemaPath:"config-v1.schema.json#/$defs/claimRoleGrant/properties/value/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"};
+if(vErrors === null){
+vErrors = [err19];
+}
+else {
+vErrors.push(err19);
+}
+errors++;
+}
+if(func1(data6) < 1){
+const err20 = {instancePath:instancePath+"/role_grants/" + i0+"/value",schemaPath:"config-v1.schema.json#/$defs/claimRoleGrant/properties/value/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err20];
+}
+else {
+vErrors.push(err20);
+}
+errors++;
+}
+}
+else {
+const err21 = {instancePath:instancePath+"/role_grants/" + i0+"/value",schemaPath:"config-v1.schema.json#/$defs/claimRoleGrant/properties/value/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err21];
+}
+else {
+vErrors.push(err21);
+}
+errors++;
+}
+}
+if(data4.role !== undefined){
+let data7 = data4.role;
+if(typeof data7 === "string"){
+if(func1(data7) > 128){
+const err22 = {instancePath:instancePath+"/role_grants/" + i0+"/role",schemaPath:"config-v1.schema.json#/$defs/claimRoleGrant/properties/role/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
+if(vErrors === null){
+vErrors = [err22];
+}
+else {
+vErrors.push(err22);
+}
+errors++;
+}
+if(func1(data7) < 1){
+const err23 = {instancePath:instancePath+"/role_grants/" + i0+"/role",schemaPath:"config-v1.schema.json#/$defs/claimRoleGrant/properties/role/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err23];
+}
+else {
+vErrors.push(err23);
+}
+errors++;
+}
+}
+else {
+const err24 = {instancePath:instancePath+"/role_grants/" + i0+"/role",schemaPath:"config-v1.schema.json#/$defs/claimRoleGrant/properties/role/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err24];
+}
+else {
+vErrors.push(err24);
+}
+errors++;
+}
+}
+if(data4.source !== undefined){
+let data8 = data4.source;
+if(typeof data8 === "string"){
+if(func1(data8) > 128){
+const err25 = {instancePath:instancePath+"/role_grants/" + i0+"/source",schemaPath:"config-v1.schema.json#/$defs/claimRoleGrant/properties/source/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
+if(vErrors === null){
+vErrors = [err25];
+}
+else {
+vErrors.push(err25);
+}
+errors++;
+}
+if(func1(data8) < 1){
+const err26 = {instancePath:instancePath+"/role_grants/" + i0+"/source",schemaPath:"config-v1.schema.json#/$defs/claimRoleGrant/properties/source/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err26];
+}
+else {
+vErrors.push(err26);
+}
+errors++;
+}
+}
+else {
+const err27 = {instancePath:instancePath+"/role_grants/" + i0+"/source",schemaPath:"config-v1.schema.json#/$defs/claimRoleGrant/properties/source/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err27];
+}
+else {
+vErrors.push(err27);
+}
+errors++;
+}
+}
+}
+else {
+const err28 = {instancePath:instancePath+"/role_grants/" + i0,schemaPath:"config-v1.schema.json#/$defs/claimRoleGrant/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err28];
+}
+else {
+vErrors.push(err28);
+}
+errors++;
+}
+}
+}
+else {
+const err29 = {instancePath:instancePath+"/role_grants",schemaPath:"#/properties/role_grants/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err29];
+}
+else {
+vErrors.push(err29);
+}
+errors++;
+}
+}
+}
+else {
+const err30 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err30];
+}
+else {
+vErrors.push(err30);
+}
+errors++;
+}
+validate47.errors = vErrors;
+return errors === 0;
+}
+validate47.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+
+function validate39(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="https://interlock.dev/spec/interlock-file-v1.schema.json" */;
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate39.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.version === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "version"},message:"must have required property '"+"version"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+for(const key0 in data){
+if(!((((((key0 === "version") || (key0 === "sources")) || (key0 === "roles")) || (key0 === "identities")) || (key0 === "policies")) || (key0 === "claim_mappings"))){
+const err1 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+}
+if(data.version !== undefined){
+if(1 !== data.version){
+const err2 = {instancePath:instancePath+"/version",schemaPath:"#/properties/version/const",keyword:"const",params:{allowedValue: 1},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+}
+if(data.sources !== undefined){
+let data1 = data.sources;
+if(Array.isArray(data1)){
+if(data1.length > 1000){
+const err3 = {instancePath:instancePath+"/sources",schemaPath:"#/properties/sources/maxItems",keyword:"maxItems",params:{limit: 1000},message:"must NOT have more than 1000 items"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+const len0 = data1.length;
+for(let i0=0; i0<len0; i0++){
+if(!(validate40(data1[i0], {instancePath:instancePath+"/sources/" + i0,parentData:data1,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate40.errors : vErrors.concat(validate40.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err4 = {instancePath:instancePath+"/sources",schemaPath:"#/properties/sources/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+}
+if(data.roles !== undefined){
+let data3 = data.roles;
+if(Array.isArray(data3)){
+if(data3.length > 1000){
+const err5 = {instancePath:instancePath+"/roles",schemaPath:"#/properties/roles/maxItems",keyword:"maxItems",params:{limit: 1000},message:"must NOT have more than 1000 items"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+const len1 = data3.length;
+for(let i1=0; i1<len1; i1++){
+if(!(validate42(data3[i1], {instancePath:instancePath+"/roles/" + i1,parentData:data3,parentDataProperty:i1,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate42.errors : vErrors.concat(validate42.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err6 = {instancePath:instancePath+"/roles",schemaPath:"#/properties/roles/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+}
+if(data.identities !== undefined){
+let data5 = data.identities;
+if(Array.isArray(data5)){
+if(data5.length > 10000){
+const err7 = {instancePath:instancePath+"/identities",schemaPath:"#/properties/identities/maxItems",keyword:"maxItems",params:{limit: 10000},message:"must NOT have more than 10000 items"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+const len2 = data5.length;
+for(let i2=0; i2<len2; i2++){
+if(!(validate44(data5[i2], {instancePath:instancePath+"/identities/" + i2,parentData:data5,parentDataProperty:i2,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate44.errors : vErrors.concat(validate44.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err8 = {instancePath:instancePath+"/identities",schemaPath:"#/properties/identities/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+}
+if(data.policies !== undefined){
+let data7 = data.policies;
+if(Array.isArray(data7)){
+if(data7.length > 1000){
+const err9 = {instancePath:instancePath+"/policies",schemaPath:"#/properties/policies/maxItems",keyword:"maxItems",params:{limit: 1000},message:"must NOT have more than 1000 items"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+const len3 = data7.length;
+for(let i3=0; i3<len3; i3++){
+if(!(validate23(data7[i3], {instancePath:instancePath+"/policies/" + i3,parentData:data7,parentDataProperty:i3,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate23.errors : vErrors.concat(validate23.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err10 = {instancePath:instancePath+"/policies",schemaPath:"#/properties/policies/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err10];
+}
+else {
+vErrors.push(err10);
+}
+errors++;
+}
+}
+if(data.claim_mappings !== undefined){
+let data9 = data.claim_mappings;
+if(Array.isArray(data9)){
+if(data9.length > 32){
+const err11 = {instancePath:instancePath+"/claim_mappings",schemaPath:"#/properties/claim_mappings/maxItems",keyword:"maxItems",params:{limit: 32},message:"must NOT have more than 32 items"};
+if(vErrors === null){
+vErrors = [err11];
+}
+else {
+vErrors.push(err11);
+}
+errors++;
+}
+const len4 = data9.length;
+for(let i4=0; i4<len4; i4++){
+if(!(validate47(data9[i4], {instancePath:instancePath+"/claim_mappings/" + i4,parentData:data9,parentDataProperty:i4,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate47.errors : vErrors.concat(validate47.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err12 = {instancePath:instancePath+"/claim_mappings",schemaPath:"#/properties/claim_mappings/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err12];
+}
+else {
+vErrors.push(err12);
+}
+errors++;
+}
+}
+}
+else {
+const err13 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err13];
+}
+else {
+vErrors.push(err13);
+}
+errors++;
+}
+validate39.errors = vErrors;
+return errors === 0;
+}
+validate39.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+
+function validate38(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="https://interlock.dev/spec/openapi-v1/bodies/adminApply.json" */;
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate38.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+const _errs0 = errors;
+let valid0 = false;
+let passing0 = null;
+const _errs1 = errors;
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.text === undefined){
+const err0 = {instancePath,schemaPath:"#/oneOf/0/required",keyword:"required",params:{missingProperty: "text"},message:"must have required property '"+"text"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+for(const key0 in data){
+if(!(key0 === "text")){
+const err1 = {instancePath,schemaPath:"#/oneOf/0/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+}
+if(data.text !== undefined){
+if(typeof data.text !== "string"){
+const err2 = {instancePath:instancePath+"/text",schemaPath:"#/oneOf/0/properties/text/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+}
+}
+else {
+const err3 = {instancePath,schemaPath:"#/oneOf/0/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+var _valid0 = _errs1 === errors;
+if(_valid0){
+valid0 = true;
+passing0 = 0;
+var props0 = true;
+}
+const _errs6 = errors;
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.document === undefined){
+const err4 = {instancePath,schemaPath:"#/oneOf/1/required",keyword:"required",params:{missingProperty: "document"},message:"must have required property '"+"document"+"'"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+for(const key1 in data){
+if(!(key1 === "document")){
+const err5 = {instancePath,schemaPath:"#/oneOf/1/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+}
+if(data.document !== undefined){
+if(!(validate39(data.document, {instancePath:instancePath+"/document",parentData:data,parentDataProperty:"document",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate39.errors : vErrors.concat(validate39.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err6 = {instancePath,schemaPath:"#/oneOf/1/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+var _valid0 = _errs6 === errors;
+if(_valid0 && valid0){
+valid0 = false;
+passing0 = [passing0, 1];
+}
+else {
+if(_valid0){
+valid0 = true;
+passing0 = 1;
+if(props0 !== true){
+props0 = true;
+}
+}
+}
+if(!valid0){
+const err7 = {instancePath,schemaPath:"#/oneOf",keyword:"oneOf",params:{passingSchemas: passing0},message:"must match exactly one schema in oneOf"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+else {
+errors = _errs0;
+if(vErrors !== null){
+if(_errs0){
+vErrors.length = _errs0;
+}
+else {
+vErrors = null;
+}
+}
+}
+validate38.errors = vErrors;
+evaluated0.props = props0;
+return errors === 0;
+}
+validate38.evaluated = {"dynamicProps":true,"dynamicItems":false};
+
+exports.validateAdminApproveBody = validate53;
+const schema79 = {"$id":"https://interlock.dev/spec/openapi-v1/bodies/adminApprove.json","description":"An optional reason (approve or reject), recorded in the audit event's details.","type":"object","additionalProperties":false,"properties":{"reason":{"type":"string","maxLength":1000},"confirm":{"type":"boolean","description":"Console approve only: true after the operator saw the confirmation step (required for destructive statements)."}}};
+
+function validate53(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="https://interlock.dev/spec/openapi-v1/bodies/adminApprove.json" */;
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate53.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+for(const key0 in data){
+if(!((key0 === "reason") || (key0 === "confirm"))){
+const err0 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+}
+if(data.reason !== undefined){
+let data0 = data.reason;
+if(typeof data0 === "string"){
+if(func1(data0) > 1000){
+const err1 = {instancePath:instancePath+"/reason",schemaPath:"#/properties/reason/maxLength",keyword:"maxLength",params:{limit: 1000},message:"must NOT have more than 1000 characters"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+}
+else {
+const err2 = {instancePath:instancePath+"/reason",schemaPath:"#/properties/reason/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+}
+if(data.confirm !== undefined){
+if(typeof data.confirm !== "boolean"){
+const err3 = {instancePath:instancePath+"/confirm",schemaPath:"#/properties/confirm/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+}
+}
+else {
+const err4 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+validate53.errors = vErrors;
+return errors === 0;
+}
+validate53.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+exports.validateAdminCreateIdentityBody = validate54;
+const schema80 = {"$id":"https://interlock.dev/spec/openapi-v1/bodies/adminCreateIdentity.json","type":"object","required":["name"],"additionalProperties":false,"properties":{"name":{"type":"string","pattern":"^[a-z0-9][a-z0-9_.@-]{0,127}$"}}};
+
+function validate54(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="https://interlock.dev/spec/openapi-v1/bodies/adminCreateIdentity.json" */;
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate54.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.name === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "name"},message:"must have required property '"+"name"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+for(const key0 in data){
+if(!(key0 === "name")){
+const err1 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+}
+if(data.name !== undefined){
+let data0 = data.name;
+if(typeof data0 === "string"){
+if(!pattern15.test(data0)){
+const err2 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9_.@-]{0,127}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9_.@-]{0,127}$"+"\""};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+}
+else {
+const err3 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+}
+}
+else {
+const err4 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+validate54.errors = vErrors;
+return errors === 0;
+}
+validate54.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+exports.validateAdminCreateKeyBody = validate55;
+const schema81 = {"$id":"https://interlock.dev/spec/openapi-v1/bodies/adminCreateKey.json","type":"object","required":["identity"],"additionalProperties":false,"properties":{"identity":{"type":"string","description":"Identity name or id."},"expiresAt":{"type":"string","format":"date-time","description":"Optional expiry (in the future)."}}};
+const formats0 = require("ajv-formats/dist/formats").fullFormats["date-time"];
+
+function validate55(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="https://interlock.dev/spec/openapi-v1/bodies/adminCreateKey.json" */;
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate55.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.identity === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "identity"},message:"must have required property '"+"identity"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+for(const key0 in data){
+if(!((key0 === "identity") || (key0 === "expiresAt"))){
+const err1 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+}
+if(data.identity !== undefined){
+if(typeof data.identity !== "string"){
+const err2 = {instancePath:instancePath+"/identity",schemaPath:"#/properties/identity/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+}
+if(data.expiresAt !== undefined){
+let data1 = data.expiresAt;
+if(typeof data1 === "string"){
+if(!(formats0.validate(data1))){
+const err3 = {instancePath:instancePath+"/expiresAt",schemaPath:"#/properties/expiresAt/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+}
+else {
+const err4 = {instancePath:instancePath+"/expiresAt",schemaPath:"#/properties/expiresAt/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+}
+}
+else {
+const err5 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+validate55.errors = vErrors;
+return errors === 0;
+}
+validate55.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+exports.validateAdminDisableIdentityBody = validate56;
+const schema82 = {"$id":"https://interlock.dev/spec/openapi-v1/bodies/adminDisableIdentity.json","type":"object","additionalProperties":false};
+
+function validate56(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="https://interlock.dev/spec/openapi-v1/bodies/adminDisableIdentity.json" */;
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate56.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+for(const key0 in data){
+const err0 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+}
+else {
+const err1 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+validate56.errors = vErrors;
+return errors === 0;
+}
+validate56.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+exports.validateAdminDisableSourceBody = validate57;
+const schema83 = {"$id":"https://interlock.dev/spec/openapi-v1/bodies/adminDisableSource.json","type":"object","additionalProperties":false};
+
+function validate57(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="https://interlock.dev/spec/openapi-v1/bodies/adminDisableSource.json" */;
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate57.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+for(const key0 in data){
+const err0 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+}
+else {
+const err1 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+validate57.errors = vErrors;
+return errors === 0;
+}
+validate57.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+exports.validateAdminEnableIdentityBody = validate58;
+const schema84 = {"$id":"https://interlock.dev/spec/openapi-v1/bodies/adminEnableIdentity.json","type":"object","additionalProperties":false};
+
+function validate58(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="https://interlock.dev/spec/openapi-v1/bodies/adminEnableIdentity.json" */;
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate58.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+for(const key0 in data){
+const err0 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+}
+else {
+const err1 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+validate58.errors = vErrors;
+return errors === 0;
+}
+validate58.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+exports.validateAdminEnableSourceBody = validate59;
+const schema85 = {"$id":"https://interlock.dev/spec/openapi-v1/bodies/adminEnableSource.json","type":"object","additionalProperties":false};
+
+function validate59(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="https://interlock.dev/spec/openapi-v1/bodies/adminEnableSource.json" */;
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate59.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+for(const key0 in data){
+const err0 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+}
+else {
+const err1 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+validate59.errors = vErrors;
+return errors === 0;
+}
+validate59.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+exports.validateAdminGrantBody = validate60;
+const schema86 = {"$id":"https://interlock.dev/spec/openapi-v1/bodies/adminGrant.json","type":"object","required":["identity","role","source"],"additionalProperties":false,"properties":{"identity":{"type":"string","description":"Identity name or id."},"role":{"type":"string"},"source":{"type":"string"}}};
+
+function validate60(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="https://interlock.dev/spec/openapi-v1/bodies/adminGrant.json" */;
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate60.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.identity === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "identity"},message:"must have required property '"+"identity"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.role === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "role"},message:"must have required property '"+"role"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.source === undefined){
+const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "source"},message:"must have required property '"+"source"+"'"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+for(const key0 in data){
+if(!(((key0 === "identity") || (key0 === "role")) || (key0 === "source"))){
+const err3 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+}
+if(data.identity !== undefined){
+if(typeof data.identity !== "string"){
+const err4 = {instancePath:instancePath+"/identity",schemaPath:"#/properties/identity/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+}
+if(data.role !== undefined){
+if(typeof data.role !== "string"){
+const err5 = {instancePath:instancePath+"/role",schemaPath:"#/properties/role/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+}
+if(data.source !== undefined){
+if(typeof data.source !== "string"){
+const err6 = {instancePath:instancePath+"/source",schemaPath:"#/properties/source/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+}
+}
+else {
+const err7 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+validate60.errors = vErrors;
+return errors === 0;
+}
+validate60.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+exports.validateAdminLinkIdentitySubjectBody = validate61;
+const schema87 = {"$id":"https://interlock.dev/spec/openapi-v1/bodies/adminLinkIdentitySubject.json","type":"object","required":["issuer","subject"],"additionalProperties":false,"properties":{"issuer":{"type":"string","pattern":"^https?://","maxLength":2048,"description":"The tokens' iss, exactly (trailing slash included)."},"subject":{"type":"string","minLength":1,"maxLength":1024,"description":"The tokens' sub (at most 1024 characters, so that DELETE can take it in its query string; a token with a longer sub is refused as invalid_claims)."}}};
+
+function validate61(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="https://interlock.dev/spec/openapi-v1/bodies/adminLinkIdentitySubject.json" */;
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate61.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.issuer === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "issuer"},message:"must have required property '"+"issuer"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.subject === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "subject"},message:"must have required property '"+"subject"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+for(const key0 in data){
+if(!((key0 === "issuer") || (key0 === "subject"))){
+const err2 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+}
+if(data.issuer !== undefined){
+let data0 = data.issuer;
+if(typeof data0 === "string"){
+if(func1(data0) > 2048){
+const err3 = {instancePath:instancePath+"/issuer",schemaPath:"#/properties/issuer/maxLength",keyword:"maxLength",params:{limit: 2048},message:"must NOT have more than 2048 characters"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(!pattern17.test(data0)){
+const err4 = {instancePath:instancePath+"/issuer",schemaPath:"#/properties/issuer/pattern",keyword:"pattern",params:{pattern: "^https?://"},message:"must match pattern \""+"^https?://"+"\""};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+}
+else {
+const err5 = {instancePath:instancePath+"/issuer",schemaPath:"#/properties/issuer/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+}
+if(data.subject !== undefined){
+let data1 = data.subject;
+if(typeof data1 === "string"){
+if(func1(data1) > 1024){
+const err6 = {instancePath:instancePath+"/subject",schemaPath:"#/properties/subject/maxLength",keyword:"maxLength",params:{limit: 1024},message:"must NOT have more than 1024 characters"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+if(func1(data1) < 1){
+const err7 = {instancePath:instancePath+"/subject",schemaPath:"#/properties/subject/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+}
+else {
+const err8 = {instancePath:instancePath+"/subject",schemaPath:"#/properties/subject/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+}
+}
+else {
+const err9 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+validate61.errors = vErrors;
+return errors === 0;
+}
+validate61.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+exports.validateAdminPutRoleBody = validate62;
+const schema88 = {"$id":"https://interlock.dev/spec/openapi-v1/bodies/adminPutRole.json","$ref":"https://interlock.dev/spec/role-v1.schema.json"};
+
+function validate62(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="https://interlock.dev/spec/openapi-v1/bodies/adminPutRole.json" */;
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate62.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(!(validate42(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate42.errors : vErrors.concat(validate42.errors);
+errors = vErrors.length;
+}
+validate62.errors = vErrors;
+return errors === 0;
+}
+validate62.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+exports.validateAdminRejectBody = validate64;
+const schema89 = {"$id":"https://interlock.dev/spec/openapi-v1/bodies/adminReject.json","description":"An optional reason (approve or reject), recorded in the audit event's details.","type":"object","additionalProperties":false,"properties":{"reason":{"type":"string","maxLength":1000},"confirm":{"type":"boolean","description":"Console approve only: true after the operator saw the confirmation step (required for destructive statements)."}}};
+
+function validate64(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="https://interlock.dev/spec/openapi-v1/bodies/adminReject.json" */;
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate64.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+for(const key0 in data){
+if(!((key0 === "reason") || (key0 === "confirm"))){
+const err0 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+}
+if(data.reason !== undefined){
+let data0 = data.reason;
+if(typeof data0 === "string"){
+if(func1(data0) > 1000){
+const err1 = {instancePath:instancePath+"/reason",schemaPath:"#/properties/reason/maxLength",keyword:"maxLength",params:{limit: 1000},message:"must NOT have more than 1000 characters"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+}
+else {
+const err2 = {instancePath:instancePath+"/reason",schemaPath:"#/properties/reason/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+}
+if(data.confirm !== undefined){
+if(typeof data.confirm !== "boolean"){
+const err3 = {instancePath:instancePath+"/confirm",schemaPath:"#/properties/confirm/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+}
+}
+else {
+const err4 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+validate64.errors = vErrors;
+return errors === 0;
+}
+validate64.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+exports.validateAdminRequeueBody = validate65;
+const schema90 = {"$id":"https://interlock.dev/spec/openapi-v1/bodies/adminRequeue.json","type":"object","additionalProperties":false};
+
+function validate65(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="https://interlock.dev/spec/openapi-v1/bodies/adminRequeue.json" */;
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate65.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+for(const key0 in data){
+const err0 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+}
+else {
+const err1 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+validate65.errors = vErrors;
+return errors === 0;
+}
+validate65.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+exports.validateAdminRevokeKeyBody = validate66;
+const schema91 = {"$id":"https://interlock.dev/spec/openapi-v1/bodies/adminRevokeKey.json","type":"object","additionalProperties":false};
+
+function validate66(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="https://interlock.dev/spec/openapi-v1/bodies/adminRevokeKey.json" */;
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate66.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+for(const key0 in data){
+const err0 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+}
+else {
+const err1 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+validate66.errors = vErrors;
+return errors === 0;
+}
+validate66.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+exports.validateAdminScanSourceBody = validate67;
+const schema92 = {"$id":"https://interlock.dev/spec/openapi-v1/bodies/adminScanSource.json","type":"object","additionalProperties":false};
+
+function validate67(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="https://interlock.dev/spec/openapi-v1/bodies/adminScanSource.json" */;
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate67.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+for(const key0 in data){
+const err0 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+}
+else {
+const err1 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+validate67.errors = vErrors;
+return errors === 0;
+}
+validate67.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+exports.validateAdminSetIdentityAttributesBody = validate68;
+const schema93 = {"$id":"https://interlock.dev/spec/openapi-v1/bodies/adminSetIdentityAttributes.json","type":"object","required":["attributes"],"additionalProperties":false,"properties":{"attributes":{"type":"object","additionalProperties":true,"description":"name → value (null removes)."}}};
+
+function validate68(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="https://interlock.dev/spec/openapi-v1/bodies/adminSetIdentityAttributes.json" */;
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate68.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.attributes === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "attributes"},message:"must have required property '"+"attributes"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+for(const key0 in data){
+if(!(key0 === "attributes")){
+const err1 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+}
+if(data.attributes !== undefined){
+let data0 = data.attributes;
+if(data0 && typeof data0 == "object" && !Array.isArray(data0)){
+}
+else {
+const err2 = {instancePath:instancePath+"/attributes",schemaPath:"#/properties/attributes/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+}
+}
+else {
+const err3 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+validate68.errors = vErrors;
+return errors === 0;
+}
+validate68.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+exports.validateAdminUpdateSourceBody = validate69;
+const schema94 = {"$id":"https://interlock.dev/spec/openapi-v1/bodies/adminUpdateSource.json","type":"object","description":"A merge patch of the source definition, e.g. {settings: {tls: {mode: off}}}."};
+
+function validate69(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="https://interlock.dev/spec/openapi-v1/bodies/adminUpdateSource.json" */;
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate69.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(!(data && typeof data == "object" && !Array.isArray(data))){
+const err0 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+validate69.errors = vErrors;
+return errors === 0;
+}
+validate69.evaluated = {"dynamicProps":false,"dynamicItems":false};
+
+exports.validateApprovalOutcome = validate70;
+const schema95 = {"$id":"https://interlock.dev/spec/defs/ApprovalOutcome.json","title":"ApprovalOutcome","description":"executed: {row_count}; failed: {error_code, message} (error_code from spec/errors-v1.json approvalFailures), and for statement_failed the SQLSTATE and its condition name when its class is one errors-v1.json statementSqlstates names (e.g. 23505, unique_violation); rejected: {reason} when the operator gave one.","type":"object","properties":{"row_count":{"type":"integer","minimum":0},"error_code":{"type":"string","pattern":"^[a-z][a-z0-9_]*$"},"message":{"type":"string"},"sqlstate":{"type":"string","pattern":"^[0-9A-Z]{5}$"},"condition":{"type":"string","pattern":"^[a-z][a-z0-9_]*$"},"reason":{"type":"string"}},"additionalProperties":false};
+const pattern28 = new RegExp("^[a-z][a-z0-9_]*$", "u");
+const pattern29 = new RegExp("^[0-9A-Z]{5}$", "u");
+
+function validate70(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="https://interlock.dev/spec/defs/ApprovalOutcome.json" */;
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate70.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -463,7 +7645,7 @@ errors++;
 if(data.error_code !== undefined){
 let data1 = data.error_code;
 if(typeof data1 === "string"){
-if(!pattern4.test(data1)){
+if(!pattern28.test(data1)){
 const err3 = {instancePath:instancePath+"/error_code",schemaPath:"#/properties/error_code/pattern",keyword:"pattern",params:{pattern: "^[a-z][a-z0-9_]*$"},message:"must match pattern \""+"^[a-z][a-z0-9_]*$"+"\""};
 if(vErrors === null){
 vErrors = [err3];
@@ -500,7 +7682,7 @@ errors++;
 if(data.sqlstate !== undefined){
 let data3 = data.sqlstate;
 if(typeof data3 === "string"){
-if(!pattern5.test(data3)){
+if(!pattern29.test(data3)){
 const err6 = {instancePath:instancePath+"/sqlstate",schemaPath:"#/properties/sqlstate/pattern",keyword:"pattern",params:{pattern: "^[0-9A-Z]{5}$"},message:"must match pattern \""+"^[0-9A-Z]{5}$"+"\""};
 if(vErrors === null){
 vErrors = [err6];
@@ -525,7 +7707,7 @@ errors++;
 if(data.condition !== undefined){
 let data4 = data.condition;
 if(typeof data4 === "string"){
-if(!pattern4.test(data4)){
+if(!pattern28.test(data4)){
 const err8 = {instancePath:instancePath+"/condition",schemaPath:"#/properties/condition/pattern",keyword:"pattern",params:{pattern: "^[a-z][a-z0-9_]*$"},message:"must match pattern \""+"^[a-z][a-z0-9_]*$"+"\""};
 if(vErrors === null){
 vErrors = [err8];
@@ -570,21 +7752,19 @@ vErrors.push(err11);
 }
 errors++;
 }
-validate22.errors = vErrors;
+validate70.errors = vErrors;
 return errors === 0;
 }
-validate22.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate70.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateApprovalStatus = validate23;
-const schema34 = {"$id":"https://interlock.dev/spec/defs/ApprovalStatus.json","title":"ApprovalStatus","description":"structuredContent of interlock_approval_status: what became of a queued write. Never carries database text: a failure is a stable code and a fixed message.","type":"object","properties":{"approval_id":{"type":"string"},"source_id":{"type":"string"},"state":{"type":"string","enum":["pending","approved","executed","failed","rejected","expired"]},"requested_at":{"type":"string","format":"date-time"},"expires_at":{"type":"string","format":"date-time"},"decided_at":{"type":["string","null"],"format":"date-time"},"executed_at":{"type":["string","null"],"format":"date-time"},"outcome":{"oneOf":[{"type":"null"},{"description":"executed: {row_count}; failed: {error_code, message} (error_code from spec/errors-v1.json approvalFailures), and for statement_failed the SQLSTATE and its condition name when its class is one errors-v1.json statementSqlstates names (e.g. 23505, unique_violation); rejected: {reason} when the operator gave one.","type":"object","properties":{"row_count":{"type":"integer","minimum":0},"error_code":{"type":"string","pattern":"^[a-z][a-z0-9_]*$"},"message":{"type":"string"},"sqlstate":{"type":"string","pattern":"^[0-9A-Z]{5}$"},"condition":{"type":"string","pattern":"^[a-z][a-z0-9_]*$"},"reason":{"type":"string"}},"additionalProperties":false}]},"requeued_from":{"type":"string","description":"Present when an operator requeued this write from an earlier failed approval."},"requeued_as":{"type":"string","description":"Present on a failed approval an operator requeued: the approval_id of the newest approval made from it (ask its status to learn whether the write ran)."},"message":{"type":"string"}},"required":["approval_id","source_id","state","requested_at","expires_at","decided_at","executed_at","outcome","message"],"additionalProperties":false};
-const func1 = Object.prototype.hasOwnProperty;
-const formats0 = require("ajv-formats/dist/formats").fullFormats["date-time"];
+exports.validateApprovalStatus = validate71;
+const schema96 = {"$id":"https://interlock.dev/spec/defs/ApprovalStatus.json","title":"ApprovalStatus","description":"structuredContent of interlock_approval_status: what became of a queued write. Never carries database text: a failure is a stable code and a fixed message.","type":"object","properties":{"approval_id":{"type":"string"},"source_id":{"type":"string"},"state":{"type":"string","enum":["pending","approved","executed","failed","rejected","expired"]},"requested_at":{"type":"string","format":"date-time"},"expires_at":{"type":"string","format":"date-time"},"decided_at":{"type":["string","null"],"format":"date-time"},"executed_at":{"type":["string","null"],"format":"date-time"},"outcome":{"oneOf":[{"type":"null"},{"description":"executed: {row_count}; failed: {error_code, message} (error_code from spec/errors-v1.json approvalFailures), and for statement_failed the SQLSTATE and its condition name when its class is one errors-v1.json statementSqlstates names (e.g. 23505, unique_violation); rejected: {reason} when the operator gave one.","type":"object","properties":{"row_count":{"type":"integer","minimum":0},"error_code":{"type":"string","pattern":"^[a-z][a-z0-9_]*$"},"message":{"type":"string"},"sqlstate":{"type":"string","pattern":"^[0-9A-Z]{5}$"},"condition":{"type":"string","pattern":"^[a-z][a-z0-9_]*$"},"reason":{"type":"string"}},"additionalProperties":false}]},"requeued_from":{"type":"string","description":"Present when an operator requeued this write from an earlier failed approval."},"requeued_as":{"type":"string","description":"Present on a failed approval an operator requeued: the approval_id of the newest approval made from it (ask its status to learn whether the write ran)."},"message":{"type":"string"}},"required":["approval_id","source_id","state","requested_at","expires_at","decided_at","executed_at","outcome","message"],"additionalProperties":false};
 
-function validate23(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate71(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/defs/ApprovalStatus.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate23.evaluated;
+const evaluated0 = validate71.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -683,7 +7863,7 @@ vErrors.push(err8);
 errors++;
 }
 for(const key0 in data){
-if(!(func1.call(schema34.properties, key0))){
+if(!(func10.call(schema96.properties, key0))){
 const err9 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err9];
@@ -731,7 +7911,7 @@ vErrors.push(err12);
 errors++;
 }
 if(!((((((data2 === "pending") || (data2 === "approved")) || (data2 === "executed")) || (data2 === "failed")) || (data2 === "rejected")) || (data2 === "expired"))){
-const err13 = {instancePath:instancePath+"/state",schemaPath:"#/properties/state/enum",keyword:"enum",params:{allowedValues: schema34.properties.state.enum},message:"must be equal to one of the allowed values"};
+const err13 = {instancePath:instancePath+"/state",schemaPath:"#/properties/state/enum",keyword:"enum",params:{allowedValues: schema96.properties.state.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err13];
 }
@@ -794,7 +7974,7 @@ errors++;
 if(data.decided_at !== undefined){
 let data5 = data.decided_at;
 if((typeof data5 !== "string") && (data5 !== null)){
-const err18 = {instancePath:instancePath+"/decided_at",schemaPath:"#/properties/decided_at/type",keyword:"type",params:{type: schema34.properties.decided_at.type},message:"must be string,null"};
+const err18 = {instancePath:instancePath+"/decided_at",schemaPath:"#/properties/decided_at/type",keyword:"type",params:{type: schema96.properties.decided_at.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err18];
 }
@@ -819,7 +7999,7 @@ errors++;
 if(data.executed_at !== undefined){
 let data6 = data.executed_at;
 if((typeof data6 !== "string") && (data6 !== null)){
-const err20 = {instancePath:instancePath+"/executed_at",schemaPath:"#/properties/executed_at/type",keyword:"type",params:{type: schema34.properties.executed_at.type},message:"must be string,null"};
+const err20 = {instancePath:instancePath+"/executed_at",schemaPath:"#/properties/executed_at/type",keyword:"type",params:{type: schema96.properties.executed_at.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err20];
 }
@@ -904,7 +8084,7 @@ errors++;
 if(data7.error_code !== undefined){
 let data9 = data7.error_code;
 if(typeof data9 === "string"){
-if(!pattern4.test(data9)){
+if(!pattern28.test(data9)){
 const err26 = {instancePath:instancePath+"/outcome/error_code",schemaPath:"#/properties/outcome/oneOf/1/properties/error_code/pattern",keyword:"pattern",params:{pattern: "^[a-z][a-z0-9_]*$"},message:"must match pattern \""+"^[a-z][a-z0-9_]*$"+"\""};
 if(vErrors === null){
 vErrors = [err26];
@@ -941,7 +8121,7 @@ errors++;
 if(data7.sqlstate !== undefined){
 let data11 = data7.sqlstate;
 if(typeof data11 === "string"){
-if(!pattern5.test(data11)){
+if(!pattern29.test(data11)){
 const err29 = {instancePath:instancePath+"/outcome/sqlstate",schemaPath:"#/properties/outcome/oneOf/1/properties/sqlstate/pattern",keyword:"pattern",params:{pattern: "^[0-9A-Z]{5}$"},message:"must match pattern \""+"^[0-9A-Z]{5}$"+"\""};
 if(vErrors === null){
 vErrors = [err29];
@@ -966,7 +8146,7 @@ errors++;
 if(data7.condition !== undefined){
 let data12 = data7.condition;
 if(typeof data12 === "string"){
-if(!pattern4.test(data12)){
+if(!pattern28.test(data12)){
 const err31 = {instancePath:instancePath+"/outcome/condition",schemaPath:"#/properties/outcome/oneOf/1/properties/condition/pattern",keyword:"pattern",params:{pattern: "^[a-z][a-z0-9_]*$"},message:"must match pattern \""+"^[a-z][a-z0-9_]*$"+"\""};
 if(vErrors === null){
 vErrors = [err31];
@@ -1091,19 +8271,19 @@ vErrors.push(err39);
 }
 errors++;
 }
-validate23.errors = vErrors;
+validate71.errors = vErrors;
 return errors === 0;
 }
-validate23.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate71.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateCatalogKey = validate24;
-const schema35 = {"$id":"https://interlock.dev/spec/defs/CatalogKey.json","title":"CatalogKey","description":"A primary or unique key constraint of a table, listed only when you may describe every one of its columns.","type":"object","properties":{"table_schema":{"type":"string"},"table_name":{"type":"string"},"kind":{"type":"string","enum":["primary","unique"]},"columns":{"type":"array","items":{"type":"string"},"minItems":1}},"required":["table_schema","table_name","kind","columns"],"additionalProperties":false};
+exports.validateCatalogKey = validate72;
+const schema97 = {"$id":"https://interlock.dev/spec/defs/CatalogKey.json","title":"CatalogKey","description":"A primary or unique key constraint of a table, listed only when you may describe every one of its columns.","type":"object","properties":{"table_schema":{"type":"string"},"table_name":{"type":"string"},"kind":{"type":"string","enum":["primary","unique"]},"columns":{"type":"array","items":{"type":"string"},"minItems":1}},"required":["table_schema","table_name","kind","columns"],"additionalProperties":false};
 
-function validate24(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate72(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/defs/CatalogKey.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate24.evaluated;
+const evaluated0 = validate72.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -1200,7 +8380,7 @@ vErrors.push(err7);
 errors++;
 }
 if(!((data2 === "primary") || (data2 === "unique"))){
-const err8 = {instancePath:instancePath+"/kind",schemaPath:"#/properties/kind/enum",keyword:"enum",params:{allowedValues: schema35.properties.kind.enum},message:"must be equal to one of the allowed values"};
+const err8 = {instancePath:instancePath+"/kind",schemaPath:"#/properties/kind/enum",keyword:"enum",params:{allowedValues: schema97.properties.kind.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err8];
 }
@@ -1259,19 +8439,19 @@ vErrors.push(err12);
 }
 errors++;
 }
-validate24.errors = vErrors;
+validate72.errors = vErrors;
 return errors === 0;
 }
-validate24.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate72.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateCatalogRow = validate25;
-const schema36 = {"$id":"https://interlock.dev/spec/defs/CatalogRow.json","title":"CatalogRow","type":"object","properties":{"table_schema":{"type":"string"},"table_name":{"type":"string"},"column_name":{"type":"string"},"data_type":{"type":"string"},"is_nullable":{"type":"boolean","description":"The column accepts NULL (no NOT NULL constraint)."},"column_default":{"type":["string","null"],"description":"The default expression as PostgreSQL prints it, e.g. nextval('playlist_playlist_id_seq'::regclass); null when none."},"is_identity":{"type":"boolean","description":"An identity column (GENERATED … AS IDENTITY): omit it from INSERT and the database assigns the value."},"identity_generation":{"type":["string","null"],"description":"\"ALWAYS\" or \"BY DEFAULT\" for an identity column, else null."},"is_generated":{"type":"boolean","description":"A stored generated column: it cannot be written."},"is_serial":{"type":"boolean","description":"The default draws from a sequence (serial, bigserial, DEFAULT nextval(...)): omit it from INSERT."},"primary_key":{"type":"boolean","description":"Part of the primary key."},"unique":{"type":"boolean","description":"Unique on its own (a one-column primary or unique key)."},"table_kind":{"type":"string","enum":["table","view","materialized_view","partitioned_table","partition","foreign_table"],"description":"The relation's kind (pg_class.relkind; relispartition gives partition, also for a sub-partitioned or foreign partition). A partition or inheritance child is governed by every rule written on its ancestors, and reading a parent without ONLY also reads its descendants."},"partition_of":{"type":"string","description":"A partition's parent as schema.table (the partitioned table it is attached to). Rows are listed after their parent's."},"inherits":{"type":"array","items":{"type":"string"},"description":"Inheritance parents (INHERITS) as schema.table, in declaration order; absent when none."},"type_kind":{"type":"string","enum":["base","domain","enum","composite","range","multirange","array","pseudo"],"description":"What the column's declared type (data_type) is: pg_type.typtype as a word, with \"array\" for an array type (of any element type). A domain keeps its own name in data_type; base_type names the type beneath it."},"base_type":{"type":"string","description":"Domains only: the type beneath every domain (format_type, no modifiers), e.g. \"text\" for a domain email_address over text. Values arrive as this type's values do."},"element_type":{"type":"string","description":"Arrays (and domains over an array) only: the element type (format_type, no modifiers), e.g. \"mood\" for mood[]."},"element_kind":{"type":"string","enum":["base","domain","enum","composite","range","multirange","pseudo"],"description":"Arrays only: what the element type is (as type_kind)."},"enum_labels":{"type":"array","items":{"type":"string"},"description":"When the column's type, its base type or its element type is an enum: the enum's labels in sort order."},"range_subtype":{"type":"string","description":"When the column's type, its base type or its element type is a range or multirange: the range's subtype (format_type)."},"value_form":{"type":"string","enum":["text","boolean","number","int8","float","json","array"],"description":"How this column's values arrive in interlock_query results (spec/value-mapping-v1.json `forms`): text (PostgreSQL's text output as a JSON string), boolean, number, int8 (a number within ±(2^53−1), else a string of digits), float (a number, or \"NaN\"/\"Infinity\"/\"-Infinity\"), json (the server's JSON text verbatim) or array (a JSON array of element values mapped by element type, or PostgreSQL's array text when its lower bounds are not 1). SQL NULL is null in every form."}},"required":["table_schema","table_name","column_name","data_type"],"additionalProperties":false,"description":"One describe_source row. The fields after data_type appear when the source's catalog scan recorded them (every scan since 1.0.0-rc.1 does; table_kind, partition_of and inherits since issue 22; type_kind, base_type, element_type, element_kind, enum_labels, range_subtype and value_form since issue 23)."};
+exports.validateCatalogRow = validate73;
+const schema98 = {"$id":"https://interlock.dev/spec/defs/CatalogRow.json","title":"CatalogRow","type":"object","properties":{"table_schema":{"type":"string"},"table_name":{"type":"string"},"column_name":{"type":"string"},"data_type":{"type":"string"},"is_nullable":{"type":"boolean","description":"The column accepts NULL (no NOT NULL constraint)."},"column_default":{"type":["string","null"],"description":"The default expression as PostgreSQL prints it, e.g. nextval('playlist_playlist_id_seq'::regclass); null when none."},"is_identity":{"type":"boolean","description":"An identity column (GENERATED … AS IDENTITY): omit it from INSERT and the database assigns the value."},"identity_generation":{"type":["string","null"],"description":"\"ALWAYS\" or \"BY DEFAULT\" for an identity column, else null."},"is_generated":{"type":"boolean","description":"A stored generated column: it cannot be written."},"is_serial":{"type":"boolean","description":"The default draws from a sequence (serial, bigserial, DEFAULT nextval(...)): omit it from INSERT."},"primary_key":{"type":"boolean","description":"Part of the primary key."},"unique":{"type":"boolean","description":"Unique on its own (a one-column primary or unique key)."},"table_kind":{"type":"string","enum":["table","view","materialized_view","partitioned_table","partition","foreign_table"],"description":"The relation's kind (pg_class.relkind; relispartition gives partition, also for a sub-partitioned or foreign partition). A partition or inheritance child is governed by every rule written on its ancestors, and reading a parent without ONLY also reads its descendants."},"partition_of":{"type":"string","description":"A partition's parent as schema.table (the partitioned table it is attached to). Rows are listed after their parent's."},"inherits":{"type":"array","items":{"type":"string"},"description":"Inheritance parents (INHERITS) as schema.table, in declaration order; absent when none."},"type_kind":{"type":"string","enum":["base","domain","enum","composite","range","multirange","array","pseudo"],"description":"What the column's declared type (data_type) is: pg_type.typtype as a word, with \"array\" for an array type (of any element type). A domain keeps its own name in data_type; base_type names the type beneath it."},"base_type":{"type":"string","description":"Domains only: the type beneath every domain (format_type, no modifiers), e.g. \"text\" for a domain email_address over text. Values arrive as this type's values do."},"element_type":{"type":"string","description":"Arrays (and domains over an array) only: the element type (format_type, no modifiers), e.g. \"mood\" for mood[]."},"element_kind":{"type":"string","enum":["base","domain","enum","composite","range","multirange","pseudo"],"description":"Arrays only: what the element type is (as type_kind)."},"enum_labels":{"type":"array","items":{"type":"string"},"description":"When the column's type, its base type or its element type is an enum: the enum's labels in sort order."},"range_subtype":{"type":"string","description":"When the column's type, its base type or its element type is a range or multirange: the range's subtype (format_type)."},"value_form":{"type":"string","enum":["text","boolean","number","int8","float","json","array"],"description":"How this column's values arrive in interlock_query results (spec/value-mapping-v1.json `forms`): text (PostgreSQL's text output as a JSON string), boolean, number, int8 (a number within ±(2^53−1), else a string of digits), float (a number, or \"NaN\"/\"Infinity\"/\"-Infinity\"), json (the server's JSON text verbatim) or array (a JSON array of element values mapped by element type, or PostgreSQL's array text when its lower bounds are not 1). SQL NULL is null in every form."}},"required":["table_schema","table_name","column_name","data_type"],"additionalProperties":false,"description":"One describe_source row. The fields after data_type appear when the source's catalog scan recorded them (every scan since 1.0.0-rc.1 does; table_kind, partition_of and inherits since issue 22; type_kind, base_type, element_type, element_kind, enum_labels, range_subtype and value_form since issue 23)."};
 
-function validate25(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate73(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/defs/CatalogRow.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate25.evaluated;
+const evaluated0 = validate73.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -1320,7 +8500,7 @@ vErrors.push(err3);
 errors++;
 }
 for(const key0 in data){
-if(!(func1.call(schema36.properties, key0))){
+if(!(func10.call(schema98.properties, key0))){
 const err4 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err4];
@@ -1394,7 +8574,7 @@ errors++;
 if(data.column_default !== undefined){
 let data5 = data.column_default;
 if((typeof data5 !== "string") && (data5 !== null)){
-const err10 = {instancePath:instancePath+"/column_default",schemaPath:"#/properties/column_default/type",keyword:"type",params:{type: schema36.properties.column_default.type},message:"must be string,null"};
+const err10 = {instancePath:instancePath+"/column_default",schemaPath:"#/properties/column_default/type",keyword:"type",params:{type: schema98.properties.column_default.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err10];
 }
@@ -1419,7 +8599,7 @@ errors++;
 if(data.identity_generation !== undefined){
 let data7 = data.identity_generation;
 if((typeof data7 !== "string") && (data7 !== null)){
-const err12 = {instancePath:instancePath+"/identity_generation",schemaPath:"#/properties/identity_generation/type",keyword:"type",params:{type: schema36.properties.identity_generation.type},message:"must be string,null"};
+const err12 = {instancePath:instancePath+"/identity_generation",schemaPath:"#/properties/identity_generation/type",keyword:"type",params:{type: schema98.properties.identity_generation.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err12];
 }
@@ -1490,7 +8670,7 @@ vErrors.push(err17);
 errors++;
 }
 if(!((((((data12 === "table") || (data12 === "view")) || (data12 === "materialized_view")) || (data12 === "partitioned_table")) || (data12 === "partition")) || (data12 === "foreign_table"))){
-const err18 = {instancePath:instancePath+"/table_kind",schemaPath:"#/properties/table_kind/enum",keyword:"enum",params:{allowedValues: schema36.properties.table_kind.enum},message:"must be equal to one of the allowed values"};
+const err18 = {instancePath:instancePath+"/table_kind",schemaPath:"#/properties/table_kind/enum",keyword:"enum",params:{allowedValues: schema98.properties.table_kind.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err18];
 }
@@ -1553,7 +8733,7 @@ vErrors.push(err22);
 errors++;
 }
 if(!((((((((data16 === "base") || (data16 === "domain")) || (data16 === "enum")) || (data16 === "composite")) || (data16 === "range")) || (data16 === "multirange")) || (data16 === "array")) || (data16 === "pseudo"))){
-const err23 = {instancePath:instancePath+"/type_kind",schemaPath:"#/properties/type_kind/enum",keyword:"enum",params:{allowedValues: schema36.properties.type_kind.enum},message:"must be equal to one of the allowed values"};
+const err23 = {instancePath:instancePath+"/type_kind",schemaPath:"#/properties/type_kind/enum",keyword:"enum",params:{allowedValues: schema98.properties.type_kind.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err23];
 }
@@ -1600,7 +8780,7 @@ vErrors.push(err26);
 errors++;
 }
 if(!(((((((data19 === "base") || (data19 === "domain")) || (data19 === "enum")) || (data19 === "composite")) || (data19 === "range")) || (data19 === "multirange")) || (data19 === "pseudo"))){
-const err27 = {instancePath:instancePath+"/element_kind",schemaPath:"#/properties/element_kind/enum",keyword:"enum",params:{allowedValues: schema36.properties.element_kind.enum},message:"must be equal to one of the allowed values"};
+const err27 = {instancePath:instancePath+"/element_kind",schemaPath:"#/properties/element_kind/enum",keyword:"enum",params:{allowedValues: schema98.properties.element_kind.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err27];
 }
@@ -1663,7 +8843,7 @@ vErrors.push(err31);
 errors++;
 }
 if(!(((((((data23 === "text") || (data23 === "boolean")) || (data23 === "number")) || (data23 === "int8")) || (data23 === "float")) || (data23 === "json")) || (data23 === "array"))){
-const err32 = {instancePath:instancePath+"/value_form",schemaPath:"#/properties/value_form/enum",keyword:"enum",params:{allowedValues: schema36.properties.value_form.enum},message:"must be equal to one of the allowed values"};
+const err32 = {instancePath:instancePath+"/value_form",schemaPath:"#/properties/value_form/enum",keyword:"enum",params:{allowedValues: schema98.properties.value_form.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err32];
 }
@@ -1684,20 +8864,19 @@ vErrors.push(err33);
 }
 errors++;
 }
-validate25.errors = vErrors;
+validate73.errors = vErrors;
 return errors === 0;
 }
-validate25.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate73.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateConnectorRequest = validate26;
-const schema37 = {"$id":"https://interlock.dev/spec/defs/ConnectorRequest.json","title":"ConnectorRequest","type":"object","description":"A request to a non-SQL source instead of sql. get_document fetches one asset's full content.","properties":{"operation":{"type":"string","enum":["get_document"]},"asset_id":{"type":"string","minLength":1,"maxLength":512}},"required":["operation","asset_id"],"additionalProperties":false};
-const func3 = require("ajv/dist/runtime/ucs2length").default;
+exports.validateConnectorRequest = validate74;
+const schema99 = {"$id":"https://interlock.dev/spec/defs/ConnectorRequest.json","title":"ConnectorRequest","type":"object","description":"A request to a non-SQL source instead of sql. get_document fetches one asset's full content.","properties":{"operation":{"type":"string","enum":["get_document"]},"asset_id":{"type":"string","minLength":1,"maxLength":512}},"required":["operation","asset_id"],"additionalProperties":false};
 
-function validate26(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate74(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/defs/ConnectorRequest.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate26.evaluated;
+const evaluated0 = validate74.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -1750,7 +8929,7 @@ vErrors.push(err3);
 errors++;
 }
 if(!(data0 === "get_document")){
-const err4 = {instancePath:instancePath+"/operation",schemaPath:"#/properties/operation/enum",keyword:"enum",params:{allowedValues: schema37.properties.operation.enum},message:"must be equal to one of the allowed values"};
+const err4 = {instancePath:instancePath+"/operation",schemaPath:"#/properties/operation/enum",keyword:"enum",params:{allowedValues: schema99.properties.operation.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err4];
 }
@@ -1763,7 +8942,7 @@ errors++;
 if(data.asset_id !== undefined){
 let data1 = data.asset_id;
 if(typeof data1 === "string"){
-if(func3(data1) > 512){
+if(func1(data1) > 512){
 const err5 = {instancePath:instancePath+"/asset_id",schemaPath:"#/properties/asset_id/maxLength",keyword:"maxLength",params:{limit: 512},message:"must NOT have more than 512 characters"};
 if(vErrors === null){
 vErrors = [err5];
@@ -1773,7 +8952,7 @@ vErrors.push(err5);
 }
 errors++;
 }
-if(func3(data1) < 1){
+if(func1(data1) < 1){
 const err6 = {instancePath:instancePath+"/asset_id",schemaPath:"#/properties/asset_id/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err6];
@@ -1806,19 +8985,205 @@ vErrors.push(err8);
 }
 errors++;
 }
-validate26.errors = vErrors;
+validate74.errors = vErrors;
 return errors === 0;
 }
-validate26.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate74.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateDiscoverHit = validate27;
-const schema38 = {"$id":"https://interlock.dev/spec/defs/DiscoverHit.json","title":"DiscoverHit","type":"object","properties":{"asset_id":{"type":"string"},"title":{"type":"string"},"snippet":{"type":"string"},"score":{"type":"number"},"document_type":{"type":"string"},"category_path":{"type":"array","items":{"type":"string"}},"timestamp":{"type":["string","null"]},"source_id":{"type":"string"},"expansion":{"type":"boolean"},"related_to":{"type":"string","description":"Expansions only: the hit this asset is related to."},"relation":{"type":"string","enum":["link","entity","similar"],"description":"Expansions only: how it is related."}},"required":["asset_id","title","snippet","score","source_id","expansion"]};
+exports.validateConsoleDecideBody = validate75;
+const schema100 = {"$id":"https://interlock.dev/spec/openapi-v1/bodies/consoleDecide.json","description":"An optional reason (approve or reject), recorded in the audit event's details.","type":"object","additionalProperties":false,"properties":{"reason":{"type":"string","maxLength":1000},"confirm":{"type":"boolean","description":"Console approve only: true after the operator saw the confirmation step (required for destructive statements)."}}};
 
-function validate27(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate75(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="https://interlock.dev/spec/openapi-v1/bodies/consoleDecide.json" */;
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate75.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+for(const key0 in data){
+if(!((key0 === "reason") || (key0 === "confirm"))){
+const err0 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+}
+if(data.reason !== undefined){
+let data0 = data.reason;
+if(typeof data0 === "string"){
+if(func1(data0) > 1000){
+const err1 = {instancePath:instancePath+"/reason",schemaPath:"#/properties/reason/maxLength",keyword:"maxLength",params:{limit: 1000},message:"must NOT have more than 1000 characters"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+}
+else {
+const err2 = {instancePath:instancePath+"/reason",schemaPath:"#/properties/reason/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+}
+if(data.confirm !== undefined){
+if(typeof data.confirm !== "boolean"){
+const err3 = {instancePath:instancePath+"/confirm",schemaPath:"#/properties/confirm/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+}
+}
+else {
+const err4 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+validate75.errors = vErrors;
+return errors === 0;
+}
+validate75.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+exports.validateConsoleDisableIdentityBody = validate76;
+const schema101 = {"$id":"https://interlock.dev/spec/openapi-v1/bodies/consoleDisableIdentity.json","type":"object","additionalProperties":false};
+
+function validate76(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="https://interlock.dev/spec/openapi-v1/bodies/consoleDisableIdentity.json" */;
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate76.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+for(const key0 in data){
+const err0 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+}
+else {
+const err1 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+validate76.errors = vErrors;
+return errors === 0;
+}
+validate76.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+exports.validateConsoleSignInBody = validate77;
+const schema102 = {"$id":"https://interlock.dev/spec/openapi-v1/bodies/consoleSignIn.json","type":"object","required":["token"],"additionalProperties":false,"properties":{"token":{"type":"string"}}};
+
+function validate77(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="https://interlock.dev/spec/openapi-v1/bodies/consoleSignIn.json" */;
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate77.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.token === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "token"},message:"must have required property '"+"token"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+for(const key0 in data){
+if(!(key0 === "token")){
+const err1 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+}
+if(data.token !== undefined){
+if(typeof data.token !== "string"){
+const err2 = {instancePath:instancePath+"/token",schemaPath:"#/properties/token/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+}
+}
+else {
+const err3 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+validate77.errors = vErrors;
+return errors === 0;
+}
+validate77.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+exports.validateDiscoverHit = validate78;
+const schema103 = {"$id":"https://interlock.dev/spec/defs/DiscoverHit.json","title":"DiscoverHit","type":"object","properties":{"asset_id":{"type":"string"},"title":{"type":"string"},"snippet":{"type":"string"},"score":{"type":"number"},"document_type":{"type":"string"},"category_path":{"type":"array","items":{"type":"string"}},"timestamp":{"type":["string","null"]},"source_id":{"type":"string"},"expansion":{"type":"boolean"},"related_to":{"type":"string","description":"Expansions only: the hit this asset is related to."},"relation":{"type":"string","enum":["link","entity","similar"],"description":"Expansions only: how it is related."}},"required":["asset_id","title","snippet","score","source_id","expansion"]};
+
+function validate78(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/defs/DiscoverHit.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate27.evaluated;
+const evaluated0 = validate78.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -1978,7 +9343,7 @@ errors++;
 if(data.timestamp !== undefined){
 let data7 = data.timestamp;
 if((typeof data7 !== "string") && (data7 !== null)){
-const err13 = {instancePath:instancePath+"/timestamp",schemaPath:"#/properties/timestamp/type",keyword:"type",params:{type: schema38.properties.timestamp.type},message:"must be string,null"};
+const err13 = {instancePath:instancePath+"/timestamp",schemaPath:"#/properties/timestamp/type",keyword:"type",params:{type: schema103.properties.timestamp.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err13];
 }
@@ -2037,7 +9402,7 @@ vErrors.push(err17);
 errors++;
 }
 if(!(((data11 === "link") || (data11 === "entity")) || (data11 === "similar"))){
-const err18 = {instancePath:instancePath+"/relation",schemaPath:"#/properties/relation/enum",keyword:"enum",params:{allowedValues: schema38.properties.relation.enum},message:"must be equal to one of the allowed values"};
+const err18 = {instancePath:instancePath+"/relation",schemaPath:"#/properties/relation/enum",keyword:"enum",params:{allowedValues: schema103.properties.relation.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err18];
 }
@@ -2058,19 +9423,19 @@ vErrors.push(err19);
 }
 errors++;
 }
-validate27.errors = vErrors;
+validate78.errors = vErrors;
 return errors === 0;
 }
-validate27.evaluated = {"props":{"asset_id":true,"title":true,"snippet":true,"score":true,"document_type":true,"category_path":true,"timestamp":true,"source_id":true,"expansion":true,"related_to":true,"relation":true},"dynamicProps":false,"dynamicItems":false};
+validate78.evaluated = {"props":{"asset_id":true,"title":true,"snippet":true,"score":true,"document_type":true,"category_path":true,"timestamp":true,"source_id":true,"expansion":true,"related_to":true,"relation":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.validateDocumentContent = validate28;
-const schema39 = {"$id":"https://interlock.dev/spec/defs/DocumentContent.json","title":"DocumentContent","description":"structuredContent of interlock_query with request {operation: get_document} on a documents source.","type":"object","properties":{"asset_id":{"type":"string"},"source_id":{"type":"string"},"title":{"type":"string"},"body":{"type":"string"},"document_type":{"type":"string"},"category_path":{"type":"array","items":{"type":"string"}},"timestamp":{"type":["string","null"]},"entities":{"type":"array","items":{"type":"object","properties":{"type":{"type":"string"},"value":{"type":"string"}},"required":["type","value"]}},"links":{"type":"array","items":{"type":"string"},"description":"Linked assets of the same source that the caller may discover."},"indexed_at":{"type":"string"}},"required":["asset_id","source_id","title","body","document_type","category_path","timestamp","entities","links"]};
+exports.validateDocumentContent = validate79;
+const schema104 = {"$id":"https://interlock.dev/spec/defs/DocumentContent.json","title":"DocumentContent","description":"structuredContent of interlock_query with request {operation: get_document} on a documents source.","type":"object","properties":{"asset_id":{"type":"string"},"source_id":{"type":"string"},"title":{"type":"string"},"body":{"type":"string"},"document_type":{"type":"string"},"category_path":{"type":"array","items":{"type":"string"}},"timestamp":{"type":["string","null"]},"entities":{"type":"array","items":{"type":"object","properties":{"type":{"type":"string"},"value":{"type":"string"}},"required":["type","value"]}},"links":{"type":"array","items":{"type":"string"},"description":"Linked assets of the same source that the caller may discover."},"indexed_at":{"type":"string"}},"required":["asset_id","source_id","title","body","document_type","category_path","timestamp","entities","links"]};
 
-function validate28(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate79(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/defs/DocumentContent.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate28.evaluated;
+const evaluated0 = validate79.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2259,7 +9624,7 @@ errors++;
 if(data.timestamp !== undefined){
 let data7 = data.timestamp;
 if((typeof data7 !== "string") && (data7 !== null)){
-const err16 = {instancePath:instancePath+"/timestamp",schemaPath:"#/properties/timestamp/type",keyword:"type",params:{type: schema39.properties.timestamp.type},message:"must be string,null"};
+const err16 = {instancePath:instancePath+"/timestamp",schemaPath:"#/properties/timestamp/type",keyword:"type",params:{type: schema104.properties.timestamp.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err16];
 }
@@ -2395,26 +9760,24 @@ vErrors.push(err26);
 }
 errors++;
 }
-validate28.errors = vErrors;
+validate79.errors = vErrors;
 return errors === 0;
 }
-validate28.evaluated = {"props":{"asset_id":true,"source_id":true,"title":true,"body":true,"document_type":true,"category_path":true,"timestamp":true,"entities":true,"links":true,"indexed_at":true},"dynamicProps":false,"dynamicItems":false};
+validate79.evaluated = {"props":{"asset_id":true,"source_id":true,"title":true,"body":true,"document_type":true,"category_path":true,"timestamp":true,"entities":true,"links":true,"indexed_at":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.validateGatewayConfig = validate29;
-const schema40 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/config-v1.schema.json","title":"GatewayConfig","description":"InterLock gateway configuration: an optional JSON or YAML file (--config FILE) merged with INTERLOCK_* environment variables (environment wins) and then command-line flags. Unknown keys are errors everywhere, and so are unknown INTERLOCK_* environment variables: a misspelt safety setting must never be silently ignored. docs/operators.md lists every key with its variable and default.","type":"object","properties":{"listen":{"description":"Where the MCP endpoint listens.","type":"object","properties":{"host":{"description":"Interface address (INTERLOCK_HOST). Default 127.0.0.1.","type":"string","minLength":1,"maxLength":255},"port":{"description":"TCP port, 0 = any free port (INTERLOCK_PORT). Default 8787.","type":"integer","minimum":0,"maximum":65535},"request_timeout_ms":{"description":"Longest time a client may take to send one whole request, headers and body (INTERLOCK_REQUEST_TIMEOUT_MS); past it the connection is answered 408 and closed. Does not limit how long an answer or an SSE stream takes. Default 30000.","type":"integer","minimum":1000,"maximum":3600000},"headers_timeout_ms":{"description":"Longest time a client may take to send a request's headers (INTERLOCK_HEADERS_TIMEOUT_MS); at most request_timeout_ms (a larger value is lowered to it). Default 20000.","type":"integer","minimum":1000,"maximum":3600000},"tls":{"description":"Serve the gateway (MCP endpoint, console, admin API) over TLS on listen.host:port instead of plain HTTP (INTERLOCK_TLS_CERT_FILE, INTERLOCK_TLS_KEY_FILE; issue 24, item 3). Both files are PEM; they are read at start and again on SIGHUP (a failed reload keeps the current certificate and is logged). Console cookies are then Secure. Default: plain HTTP.","type":"object","properties":{"cert_file":{"description":"PEM certificate chain file (leaf first).","type":"string","minLength":1},"key_file":{"description":"PEM private key file of the certificate.","type":"string","minLength":1}},"required":["cert_file","key_file"],"additionalProperties":false}},"additionalProperties":false},"database":{"description":"The control database.","type":"object","properties":{"url":{"description":"PostgreSQL connection URL of the control database (INTERLOCK_DATABASE_URL). Without it an embedded PostgreSQL is started in embedded_data_dir.","type":"string","pattern":"^postgres(ql)?://"},"embedded_data_dir":{"description":"Folder of the embedded PostgreSQL, kept across restarts (INTERLOCK_EMBEDDED_DATA_DIR). Default .interlock/pg.","type":"string","minLength":1},"embedded_port":{"description":"Port of the embedded PostgreSQL, 0 = a free port (INTERLOCK_EMBEDDED_PORT). Default 0.","type":"integer","minimum":0,"maximum":65535},"pool_size":{"description":"Largest number of pooled control-database connections (INTERLOCK_DATABASE_POOL_SIZE). Default 10.","type":"integer","minimum":1,"maximum":1000},"operator_url":{"description":"PostgreSQL connection URL of the operator connection (INTERLOCK_OPERATOR_DATABASE_URL): the database role, given `interlock db grant-operator-role`, through which the admin API (/admin/v1) and the console make governance changes (identities, keys, sources, roles, grants, policies, apply) and record their config events, while the gateway itself runs on its least-privilege runtime role (url). Same database and URL forms as url (several hosts, target_session_attrs). A pool of at most 4 connections; readiness does not depend on it. Unset: governance changes go through url's role, and are refused (403 forbidden) when that role may not make them.","type":"string","pattern":"^postgres(ql)?://"}},"additionalProperties":false},"allowed_hosts":{"description":"Host header values accepted besides the loopback names when bound to loopback (INTERLOCK_ALLOWED_HOSTS, comma-separated), e.g. gateway.example.com:443. DNS-rebinding protection (decision 14).","type":"array","items":{"type":"string","minLength":1,"maxLength":300},"maxItems":100},"allowed_origins":{"description":"Origin values accepted besides the request's own origin (INTERLOCK_ALLOWED_ORIGINS, comma-separated), e.g. https://app.example.com.","type":"array","items":{"type":"string","pattern":"^https?://[^/\\s]+$"},"maxItems":100},"trust_proxy":{"description":"Which proxies in front of the gateway are trusted to give the client's scheme and address in X-Forwarded-Proto and X-Forwarded-For (INTERLOCK_TRUST_PROXY, comma-separated), with Express's `trust proxy` semantics: true trusts every hop, a number that many hops, a list names trusted addresses or subnets (CIDR) or loopback, linklocal, uniquelocal. Set it when a TLS-terminating proxy serves the console, so its cookies are Secure (issue 24, item 3). Applies to every route but POST /mcp. Default false: X-Forwarded-* is ignored.","anyOf":[{"type":"boolean"},{"type":"integer","minimum":0,"maximum":100},{"type":"array","items":{"type":"string","minLength":1,"maxLength":100},"minItems":1,"maxItems":100}]},"console":{"description":"The web approval console at /console (issue 24, item 3). Sessions are kept in the control database, so sign-out, operator-token revocation and the timeouts hold on every replica.","type":"object","properties":{"session_idle_timeout_seconds":{"description":"A console session ends after this long without a request (INTERLOCK_CONSOLE_SESSION_IDLE_TIMEOUT_SECONDS). Default 1800 (30 minutes).","type":"integer","minimum":60,"maximum":86400},"session_absolute_timeout_seconds":{"description":"A console session ends this long after sign-in, however active (INTERLOCK_CONSOLE_SESSION_ABSOLUTE_TIMEOUT_SECONDS). Default 28800 (8 hours).","type":"integer","minimum":300,"maximum":604800}},"additionalProperties":false},"rate_limits":{"description":"Calls allowed per window, shared by every replica through the control database. per_identity counts every call of one identity across all sources (INTERLOCK_RATE_LIMIT_IDENTITY_POINTS, INTERLOCK_RATE_LIMIT_IDENTITY_WINDOW_SECONDS; default 120 per 60 s); per_source counts every call to one source across all identities (INTERLOCK_RATE_LIMIT_SOURCE_POINTS, INTERLOCK_RATE_LIMIT_SOURCE_WINDOW_SECONDS; default 600 per 60 s).","type":"object","properties":{"per_identity":{"$ref":"#/$defs/rateLimit"},"per_source":{"$ref":"#/$defs/rateLimit"}},"additionalProperties":false},"approvals":{"type":"object","properties":{"ttl_seconds":{"description":"How long a queued write waits for an operator before it expires (INTERLOCK_APPROVAL_TTL_SECONDS). Default 86400 (one day).","type":"integer","minimum":60,"maximum":2592000},"max_pending_per_identity":{"description":"Most writes one identity may have waiting for approval at once; the next is refused approval_queue_full and not queued (INTERLOCK_APPROVAL_MAX_PENDING_PER_IDENTITY). Default 20.","type":"integer","minimum":1,"maximum":100000},"max_pending_per_source":{"description":"Most writes waiting for approval on one source at once, all identities together (INTERLOCK_APPROVAL_MAX_PENDING_PER_SOURCE). Default 100.","type":"integer","minimum":1,"maximum":1000000},"sweep_interval_ms":{"description":"How often each gateway expires overdue pending approvals, in milliseconds (INTERLOCK_APPROVAL_SWEEP_INTERVAL_MS). Default 10000.","type":"integer","minimum":100,"maximum":3600000},"sweep_batch":{"description":"Most approvals one sweep expires; the rest wait for the next tick (INTERLOCK_APPROVAL_SWEEP_BATCH). Default 500.","type":"integer","minimum":1,"maximum":10000}},"additionalProperties":false},"audit":{"description":"The audit trail (issue 11).","type":"object","properties":{"commit_timeout_ms":{"description":"How long a tools/call waits for its audit event to commit before it is answered unavailable/audit_unavailable with no result (INTERLOCK_AUDIT_COMMIT_TIMEOUT_MS). Default 2000.","type":"integer","minimum":100,"maximum":60000},"retention_min_days":{"description":"Retention floor of `interlock audit archive`: without --force it never archives a month that ends less than this many days ago (nor the open month, whatever this is). 0: only the open month is kept (INTERLOCK_AUDIT_RETENTION_MIN_DAYS). Default 0.","type":"integer","minimum":0,"maximum":36500}},"additionalProperties":false},"notifications":{"description":"Where InterLock tells people about approvals. Each webhook receives a signed JSON POST for the events it names.","type":"object","properties":{"webhooks":{"type":"array","maxItems":20,"items":{"type":"object","properties":{"url":{"description":"Where to POST (http or https).","type":"string","pattern":"^https?://[^\\s]+$"},"events":{"description":"Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.","type":"array","minItems":1,"uniqueItems":true,"items":{"type":"string","enum":["approval.queued","approval.decided","approval.expired","approval.executed","approval.failed"]}},"secret_env":{"description":"Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).","type":"string","pattern":"^[A-Z_][A-Z0-9_]*$"}},"required":["url","events","secret_env"],"additionalProperties":false}},"coalesce_queued_at":{"description":"When this many approval.queued events of one identity arrive in one poll of the audit trail, each webhook gets one delivery listing them all (approval.count, approval.approval_ids) instead of one per write. Default 3.","type":"integer","minimum":2,"maximum":1000}},"additionalProperties":false},"admission":{"description":"Admission by capacity (issue 29; src/transport/capacity.ts): an adaptive limit on the governed tool calls a replica runs at once, lowered when calls slow down (gradient of short- against long-term latency), when the event loop lags or when the audit writer falls behind, with a short bounded queue. Beyond it a call is refused at once with rate_limited, retry_after_ms and Retry-After derived from the queue, before identity, SQL or audit work; such refusals are audited in aggregate per client address per minute, like keyless refusals. In memory per replica.","type":"object","properties":{"enabled":{"description":"Turn admission by capacity on or off (INTERLOCK_ADMISSION_ENABLED, true or false). Default true.","type":"boolean"},"initial_limit":{"description":"Starting limit, in calls in flight. Default 16: about 2 × CPU cores × 4 calls in flight per core on the 2-core reference machine (a point read spends 1–1.4 ms of gateway CPU in a 5–6 ms answer; peak goodput near 8 connections, bench/11-overload.ts); raise it with the cores.","type":"integer","minimum":1,"maximum":100000},"min_limit":{"description":"The limit never falls below this (INTERLOCK_ADMISSION_MIN_LIMIT). Default 4: one core's worth of calls in flight, so a starved replica still serves while it refuses the excess; the limit acts from 8–32 connections up on 2 cores.","type":"integer","minimum":1,"maximum":100000},"max_limit":{"description":"The limit never rises above this (INTERLOCK_ADMISSION_MAX_LIMIT). Default 512.","type":"integer","minimum":1,"maximum":100000},"queue_size":{"description":"Calls that may wait for a slot; beyond them a call is refused at once (INTERLOCK_ADMISSION_QUEUE_SIZE). Default 32.","type":"integer","minimum":0,"maximum":100000},"queue_timeout_ms":{"description":"Longest wait of a queued call in milliseconds; then it is refused. Default 250.","type":"integer","minimum":1,"maximum":60000},"tolerance":{"description":"How many times the long-term latency (controller min_rtt: minRTT) the short-term one may reach before the limit falls. Default 2.","type":"number","minimum":1,"maximum":10},"controller":{"description":"How the limit follows latency (INTERLOCK_ADMISSION_CONTROLLER). \"long_average\" (default): the gradient of the short-term latency against a slow long-term average (10 s time constant). \"min_rtt\": Envoy's gradient controller: the replica's latency at low concurrency (minRTT) is measured in a window every min_rtt_interval_ms (plus up to 10 % jitter) with the limit held at min_limit, and every 100 ms the limit becomes limit × gradient + √(limit × gradient), gradient = clamp(tolerance × minRTT ÷ sampled latency, 0.5, 2), the sampled latency being the latency_percentile of the calls finished in those 100 ms; a limit at min_limit for 5 updates in a row measures minRTT again at once.","type":"string","enum":["long_average","min_rtt"]},"min_rtt_interval_ms":{"description":"controller min_rtt: milliseconds between the end of one minRTT window and the start of the next (plus up to 10 % jitter). Default 10000.","type":"integer","minimum":100,"maximum":3600000},"min_rtt_samples":{"description":"controller min_rtt: calls admitted and finished inside a minRTT window (at most min_limit in flight) that make its measurement; a window also ends 1 s after its first such call with what it has. Default 25.","type":"integer","minimum":1,"maximum":10000},"sample_source_time":{"description":"Count a call's time in source reads (pool checkout and statements) in its latency sample (INTERLOCK_ADMISSION_SAMPLE_SOURCE_TIME, true or false). Default false: left out, so one identity's slow statements cannot lower the limit for every caller; but then queueing for the source pool is invisible to the limit (bench/RESULTS.md, h29p). An experiment switch.","type":"boolean"},"sample_pool_wait":{"description":"Count a call's wait for a connection of a source's shared reader pool in its latency sample, the rest of its source time left out (INTERLOCK_ADMISSION_SAMPLE_POOL_WAIT, true or false). The wait starts once the call's identity has its own slot (max_concurrent_per_identity), so an identity flooding its own share, or sending slow statements, cannot lower the limit for every caller; a queue for the shared pool, which every identity's calls stand in, lowers it. Ignored when sample_source_time is true (all source time counts). Default false (bench/RESULTS.md, h29q).","type":"boolean"},"raise_on_slot_waiters":{"description":"Count calls waiting for their identity's own source slots (max_concurrent_per_identity) as in flight when deciding whether the limit is used enough to be raised (INTERLOCK_ADMISSION_RAISE_ON_SLOT_WAITERS, true or false). Default true. false: the limit is raised only while at least half of it are working calls, the calls in flight less the share of them waiting for their own slots (by Little's law the mean own-slot wait ÷ the mean latency of recent calls), so one identity sending more than its slots take does not have the limit raised to hold its queue (bench 11, one identity on 512 connections: ~60–110 calls admitted instead of ~185, no call refused late with concurrency_limited), at the price of fewer calls in flight where more would serve more (goodput at 1×–4× not shown to hold; bench/RESULTS.md, h29f). The wait stays out of the latency sample either way.","type":"boolean"},"identity_limit":{"description":"Give each identity a limit of its own inside the replica's (INTERLOCK_ADMISSION_IDENTITY_LIMIT, true or false), in calls of the gateway, set by the identity's queue for its own source slots (max_concurrent_per_identity), which the replica's limit leaves out. An identity gets one when a call of it waited for its own slots longer than its allowance (below) or was refused for lack of a source slot. At most every 100 ms (or once per latency of its calls), over its calls admitted since the last change: when their mean own-slot wait passes the allowance, max(identity_slot_wait_ms, identity_wait_ratio × their mean statement time), the share of its calls in flight queued beyond it (excess wait ÷ latency, Little's law) is taken off its limit (at most half); otherwise, while it uses at least half its limit, the limit grows by its square root, and it is removed once it reaches the replica's limit. A call refused for lack of a source slot lowers it to 0.9 × its calls in flight. Its excess calls are refused at once with rate_limited and Retry-After, like those beyond the replica's limit; other identities and the replica's limit are untouched. At most 10,000 identities are limited at once (the oldest entry goes first). Default false (bench/RESULTS.md, h29i, h29n).","type":"boolean"},"identity_slot_wait_ms":{"description":"identity_limit: the least mean wait for an identity's own source slots, in milliseconds, that its limit allows, whatever its statements' time. Default 1.","type":"number","minimum":0,"maximum":60000},"identity_wait_ratio":{"description":"identity_limit: the mean wait for an identity's own source slots that its limit allows, as a multiple of its statements' mean time (by Little's law about this many calls waiting per busy slot: enough to keep its slots busy through the gateway's own stalls). Default 2 (bench/RESULTS.md, h29n).","type":"number","minimum":0,"maximum":100},"latency_percentile":{"description":"controller min_rtt: the percentile (nearest rank) of call latencies taken both for minRTT and for each 100 ms sample. Default 90.","type":"number","exclusiveMinimum":0,"maximum":100},"max_event_loop_delay_ms":{"description":"Event-loop delay (p99 over the last second) past which the limit is lowered, by 10 % at most every 100 ms. Default 100.","type":"integer","minimum":1,"maximum":60000},"max_audit_queue":{"description":"Audit events pending in the writer (queued or in a batch being committed) past which the limit is lowered, by 10 % at most every 100 ms. Each admitted call holds its slot until its event commits, so this only acts when it is below max_limit. Default 64.","type":"integer","minimum":1,"maximum":1000000},"pause_refused_connections":{"description":"After a refusal at capacity on POST /mcp, read nothing more from that connection until its Retry-After (the connection stays open). A client that waits as told loses nothing; one that retries at once on the same connection cannot spend the replica's CPU on refusals and starve the calls it admitted (INTERLOCK_ADMISSION_PAUSE_REFUSED_CONNECTIONS, true or false). Turn it off behind a proxy that carries several callers on one connection. Default true.","type":"boolean"}},"additionalProperties":false},"cache":{"description":"Result cache of eligible reads.","type":"object","properties":{"ttl_ms":{"description":"Time to live of a cached result in milliseconds, 0 disables the cache (INTERLOCK_CACHE_TTL_MS). Default 30000.","type":"integer","minimum":0,"maximum":86400000},"max_bytes":{"description":"Byte budget of the cache (INTERLOCK_CACHE_MAX_BYTES). Default 67108864 (64 MiB).","type":"integer","minimum":0,"maximum":17179869184}},"additionalProperties":false},"ops_listen":{"description":"Optional separate listen address of the operations endpoints GET /healthz, /readyz and /metrics (INTERLOCK_OPS_HOST, INTERLOCK_OPS_PORT), e.g. for a Prometheus scraper on an internal interface. When set, those three endpoints are served only there (behind the same Host/Origin guard, with the loopback names plus allowed_hosts, or any host on a non-loopback bind without allowed_hosts) and no longer on listen. Default: unset (served on listen).","type":"object","properties":{"host":{"description":"Interface address of the operations listener (INTERLOCK_OPS_HOST). Default 127.0.0.1.","type":"string","minLength":1,"maxLength":255},"port":{"description":"TCP port of the operations listener, 0 = any free port (INTERLOCK_OPS_PORT).","type":"integer","minimum":0,"maximum":65535}},"required":["port"],"additionalProperties":false},"client_limits":{"description":"Limits per client address and per identity, kept in memory on each replica (so N replicas allow up to N times the figure). The client address is the TCP peer address (an IPv6 address counts by its /64 prefix); behind a reverse proxy every client shares the proxy's address.","type":"object","properties":{"keyless":{"$ref":"#/$defs/rateLimit","description":"Requests without a valid agent key (no Authorization Bearer, or a key that does not resolve) allowed per client address per window, counted before any other work (INTERLOCK_KEYLESS_POINTS, INTERLOCK_KEYLESS_WINDOW_SECONDS). Over it: 429 with Retry-After. Default 600 per 60 s."},"streams_per_address":{"description":"Open SSE streams and in-flight tool calls (GET /mcp/sse streams, and tools/call on every route, each of which may answer as a request-scoped stream) per client address (INTERLOCK_STREAMS_PER_ADDRESS). Over it: 429 rate_limited with Retry-After. Default 128.","type":"integer","minimum":1,"maximum":100000},"streams_per_identity":{"description":"Open SSE streams and in-flight tool calls per identity, across addresses (INTERLOCK_STREAMS_PER_IDENTITY). Over it: 429 rate_limited with Retry-After. Default 64. A tool call keeps its slot until its answer has been flushed to the client or its connection closed, so this also bounds the answers an identity can leave unread in memory.","type":"integer","minimum":1,"maximum":100000},"answer_write_timeout_ms":{"description":"How long a tool call's answer may wait unread by its client, in milliseconds (INTERLOCK_ANSWER_WRITE_TIMEOUT_MS): an answer not flushed to the client by then has its connection closed (the call stays audited), which frees the answer's memory and its stream slot. 0 disables the deadline. Default 30000.","type":"integer","minimum":0,"maximum":3600000},"body_reads_per_address":{"description":"Request bodies being received at once per client address, on every route, checked before the body is read (INTERLOCK_BODY_READS_PER_ADDRESS). Over it: 429 rate_limited with Retry-After, and the connection is closed. Default 64.","type":"integer","minimum":1,"maximum":100000},"body_bytes_in_flight":{"description":"Bytes of request bodies over 64 KiB being received at once on a replica, all client addresses together (one address at most an eighth), each body counted at its Content-Length (the body limit, 1 MiB, when undeclared or compressed) before it is read; smaller bodies count only against body_reads_per_address (INTERLOCK_BODY_BYTES_IN_FLIGHT). Over it: 429 rate_limited with Retry-After, and the connection is closed; one body is always admitted when none is being read. Default 134217728 (128 MiB).","type":"integer","minimum":1048576,"maximum":68719476736}},"additionalProperties":false},"auth":{"description":"InterLock as an OAuth 2.1 resource server (issue 26): JWT access tokens from the organisation's identity providers are accepted beside API keys. docs/operators.md \"Identity providers\".","type":"object","properties":{"resource":{"description":"The gateway's canonical resource URL (RFC 8707; RFC 9728 `resource`), e.g. https://gateway.example.com/mcp: the default expected audience of every issuer and the `resource` of /.well-known/oauth-protected-resource. Required when issuers are configured.","type":"string","pattern":"^https?://","maxLength":2048},"scopes_supported":{"description":"Scopes advertised in the protected resource metadata (scopes_supported). Default: none advertised.","type":"array","items":{"type":"string","minLength":1,"maxLength":256},"maxItems":64,"uniqueItems":true},"handshake_challenge":{"description":"Handshake dialect (2025-*): answer a tools/call refused as unauthorized with HTTP 401 and the WWW-Authenticate challenge (so OAuth-capable clients start their flow) instead of the contract's default tool-result refusal. Default false.","type":"boolean"},"issuers":{"description":"Trusted issuers of JWT access tokens. A token whose unverified `iss` names none of them is refused before any network or database work.","type":"array","maxItems":32,"items":{"$ref":"#/$defs/tokenIssuer"}}},"additionalProperties":false},"log_level":{"description":"Operational log level (INTERLOCK_LOG_LEVEL). Default info.","type":"string","enum":["fatal","error","warn","info","debug","trace","silent"]},"key_pepper":{"description":"Secret HMAC key for API-key hashes, at least 32 characters (INTERLOCK_KEY_PEPPER; prefer the variable or a secret store to a file). Default: generated once and kept in the control database. Changing it invalidates every key, so the gateway refuses to start with a pepper that differs from the one on record.","type":"string","minLength":32,"maxLength":1024}},"additionalProperties":false,"$defs":{"tokenIssuer":{"title":"TokenIssuer","description":"One trusted OAuth 2.1 / OpenID Connect issuer (issue 26 item 1) and how its tokens map to identities (item 2).","type":"object","properties":{"issuer":{"description":"The issuer identifier, compared exactly with the token's `iss` (and with the discovery document's `issuer`).","type":"string","pattern":"^https?://","maxLength":2048},"jwks_uri":{"description":"The issuer's JWKS URL. Absent: discovered from <issuer>/.well-known/openid-configuration.","type":"string","pattern":"^https?://","maxLength":2048},"audience":{"description":"Expected `aud` (one of the token's audiences must equal it). Default: auth.resource.","type":"string","minLength":1,"maxLength":2048},"algorithms":{"description":"Allowed JWS algorithms, asymmetric only (`none` and HMAC are never accepted). Default [RS256, ES256].","type":"array","minItems":1,"uniqueItems":true,"items":{"type":"string","enum":["RS256","RS384","RS512","PS256","PS384","PS512","ES256","ES384","ES512","EdDSA"]}},"required_scopes":{"description":"Scopes the token's `scope` (or `scp`) claim must all carry; a token missing one is refused 403 insufficient_scope. Default none.","type":"array","items":{"type":"string","minLength":1,"maxLength":256},"maxItems":64,"uniqueItems":true},"jwks_cooldown_seconds":{"description":"Least interval between two fetches of the issuer's JWKS, in seconds: a token with an unknown `kid` (a rotated key) refetches at most this often. Default 30.","type":"integer","minimum":1,"maximum":3600},"clock_skew_seconds":{"description":"Tolerance for exp, nbf and iat, in seconds. Default 60.","type":"integer","minimum":0,"maximum":600},"identity_claim":{"description":"The claim that names the identity (e.g. sub, email, preferred_username); lower-cased, it must be a valid identity name. Default sub.","type":"string","minLength":1,"maxLength":128},"unknown_subjects":{"description":"A subject with no identity yet: refuse (invalid_token) or provision an identity named by identity_claim. Default refuse.","type":"string","enum":["refuse","provision"]},"role_grants":{"description":"Claim values that grant source roles: every rule whose claim carries the value (equal, or an element of an array claim) grants role on source to the token's identity; such grants follow the claims on each sign-in.","type":"array","maxItems":256,"items":{"$ref":"#/$defs/claimRoleGrant"}},"attribute_claims":{"description":"Claims copied into the identity's attributes for policies and row rules. Default [email, groups, roles].","type":"array","items":{"type":"string","minLength":1,"maxLength":128},"maxItems":32,"uniqueItems":true}},"required":["issuer"],"additionalProperties":false},"claimRoleGrant":{"title":"ClaimRoleGrant","description":"A claim value that grants a source role on a source.","type":"object","properties":{"claim":{"description":"Claim name, e.g. groups.","type":"string","minLength":1,"maxLength":128},"value":{"description":"Claim value that grants the role.","type":"string","minLength":1,"maxLength":256},"role":{"description":"Source role name.","type":"string","minLength":1,"maxLength":128},"source":{"description":"Source id.","type":"string","minLength":1,"maxLength":128}},"required":["claim","value","role","source"],"additionalProperties":false},"rateLimit":{"title":"RateLimit","type":"object","properties":{"points":{"description":"Calls allowed per window.","type":"integer","minimum":1,"maximum":1000000},"window_seconds":{"description":"Window length in seconds.","type":"integer","minimum":1,"maximum":86400}},"required":["points","window_seconds"],"additionalProperties":false}}};
-const schema41 = {"title":"RateLimit","type":"object","properties":{"points":{"description":"Calls allowed per window.","type":"integer","minimum":1,"maximum":1000000},"window_seconds":{"description":"Window length in seconds.","type":"integer","minimum":1,"maximum":86400}},"required":["points","window_seconds"],"additionalProperties":false};
-const pattern10 = new RegExp("^postgres(ql)?://", "u");
-const pattern12 = new RegExp("^https?://[^/\\s]+$", "u");
-const pattern13 = new RegExp("^https?://[^\\s]+$", "u");
-const pattern14 = new RegExp("^[A-Z_][A-Z0-9_]*$", "u");
-const pattern15 = new RegExp("^https?://", "u");
-const schema44 = {"title":"TokenIssuer","description":"One trusted OAuth 2.1 / OpenID Connect issuer (issue 26 item 1) and how its tokens map to identities (item 2).","type":"object","properties":{"issuer":{"description":"The issuer identifier, compared exactly with the token's `iss` (and with the discovery document's `issuer`).","type":"string","pattern":"^https?://","maxLength":2048},"jwks_uri":{"description":"The issuer's JWKS URL. Absent: discovered from <issuer>/.well-known/openid-configuration.","type":"string","pattern":"^https?://","maxLength":2048},"audience":{"description":"Expected `aud` (one of the token's audiences must equal it). Default: auth.resource.","type":"string","minLength":1,"maxLength":2048},"algorithms":{"description":"Allowed JWS algorithms, asymmetric only (`none` and HMAC are never accepted). Default [RS256, ES256].","type":"array","minItems":1,"uniqueItems":true,"items":{"type":"string","enum":["RS256","RS384","RS512","PS256","PS384","PS512","ES256","ES384","ES512","EdDSA"]}},"required_scopes":{"description":"Scopes the token's `scope` (or `scp`) claim must all carry; a token missing one is refused 403 insufficient_scope. Default none.","type":"array","items":{"type":"string","minLength":1,"maxLength":256},"maxItems":64,"uniqueItems":true},"jwks_cooldown_seconds":{"description":"Least interval between two fetches of the issuer's JWKS, in seconds: a token with an unknown `kid` (a rotated key) refetches at most this often. Default 30.","type":"integer","minimum":1,"maximum":3600},"clock_skew_seconds":{"description":"Tolerance for exp, nbf and iat, in seconds. Default 60.","type":"integer","minimum":0,"maximum":600},"identity_claim":{"description":"The claim that names the identity (e.g. sub, email, preferred_username); lower-cased, it must be a valid identity name. Default sub.","type":"string","minLength":1,"maxLength":128},"unknown_subjects":{"description":"A subject with no identity yet: refuse (invalid_token) or provision an identity named by identity_claim. Default refuse.","type":"string","enum":["refuse","provision"]},"role_grants":{"description":"Claim values that grant source roles: every rule whose claim carries the value (equal, or an element of an array claim) grants role on source to the token's identity; such grants follow the claims on each sign-in.","type":"array","maxItems":256,"items":{"$ref":"#/$defs/claimRoleGrant"}},"attribute_claims":{"description":"Claims copied into the identity's attributes for policies and row rules. Default [email, groups, roles].","type":"array","items":{"type":"string","minLength":1,"maxLength":128},"maxItems":32,"uniqueItems":true}},"required":["issuer"],"additionalProperties":false};
-const schema45 = {"title":"ClaimRoleGrant","description":"A claim value that grants a source role on a source.","type":"object","properties":{"claim":{"description":"Claim name, e.g. groups.","type":"string","minLength":1,"maxLength":128},"value":{"description":"Claim value that grants the role.","type":"string","minLength":1,"maxLength":256},"role":{"description":"Source role name.","type":"string","minLength":1,"maxLength":128},"source":{"description":"Source id.","type":"string","minLength":1,"maxLength":128}},"required":["claim","value","role","source"],"additionalProperties":false};
+exports.validateGatewayConfig = validate48;
+const schema72 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/config-v1.schema.json","title":"GatewayConfig","description":"InterLock gateway configuration: an optional JSON or YAML file (--config FILE) merged with INTERLOCK_* environment variables (environment wins) and then command-line flags. Unknown keys are errors everywhere, and so are unknown INTERLOCK_* environment variables: a misspelt safety setting must never be silently ignored. docs/operators.md lists every key with its variable and default.","type":"object","properties":{"listen":{"description":"Where the MCP endpoint listens.","type":"object","properties":{"host":{"description":"Interface address (INTERLOCK_HOST). Default 127.0.0.1.","type":"string","minLength":1,"maxLength":255},"port":{"description":"TCP port, 0 = any free port (INTERLOCK_PORT). Default 8787.","type":"integer","minimum":0,"maximum":65535},"request_timeout_ms":{"description":"Longest time a client may take to send one whole request, headers and body (INTERLOCK_REQUEST_TIMEOUT_MS); past it the connection is answered 408 and closed. Does not limit how long an answer or an SSE stream takes. Default 30000.","type":"integer","minimum":1000,"maximum":3600000},"headers_timeout_ms":{"description":"Longest time a client may take to send a request's headers (INTERLOCK_HEADERS_TIMEOUT_MS); at most request_timeout_ms (a larger value is lowered to it). Default 20000.","type":"integer","minimum":1000,"maximum":3600000},"tls":{"description":"Serve the gateway (MCP endpoint, console, admin API) over TLS on listen.host:port instead of plain HTTP (INTERLOCK_TLS_CERT_FILE, INTERLOCK_TLS_KEY_FILE; issue 24, item 3). Both files are PEM; they are read at start and again on SIGHUP (a failed reload keeps the current certificate and is logged). Console cookies are then Secure. Default: plain HTTP.","type":"object","properties":{"cert_file":{"description":"PEM certificate chain file (leaf first).","type":"string","minLength":1},"key_file":{"description":"PEM private key file of the certificate.","type":"string","minLength":1}},"required":["cert_file","key_file"],"additionalProperties":false}},"additionalProperties":false},"database":{"description":"The control database.","type":"object","properties":{"url":{"description":"PostgreSQL connection URL of the control database (INTERLOCK_DATABASE_URL). Without it an embedded PostgreSQL is started in embedded_data_dir.","type":"string","pattern":"^postgres(ql)?://"},"embedded_data_dir":{"description":"Folder of the embedded PostgreSQL, kept across restarts (INTERLOCK_EMBEDDED_DATA_DIR). Default .interlock/pg.","type":"string","minLength":1},"embedded_port":{"description":"Port of the embedded PostgreSQL, 0 = a free port (INTERLOCK_EMBEDDED_PORT). Default 0.","type":"integer","minimum":0,"maximum":65535},"pool_size":{"description":"Largest number of pooled control-database connections (INTERLOCK_DATABASE_POOL_SIZE). Default 10.","type":"integer","minimum":1,"maximum":1000},"operator_url":{"description":"PostgreSQL connection URL of the operator connection (INTERLOCK_OPERATOR_DATABASE_URL): the database role, given `interlock db grant-operator-role`, through which the admin API (/admin/v1) and the console make governance changes (identities, keys, sources, roles, grants, policies, apply) and record their config events, while the gateway itself runs on its least-privilege runtime role (url). Same database and URL forms as url (several hosts, target_session_attrs). A pool of at most 4 connections; readiness does not depend on it. Unset: governance changes go through url's role, and are refused (403 forbidden) when that role may not make them.","type":"string","pattern":"^postgres(ql)?://"}},"additionalProperties":false},"allowed_hosts":{"description":"Host header values accepted besides the loopback names when bound to loopback (INTERLOCK_ALLOWED_HOSTS, comma-separated), e.g. gateway.example.com:443. DNS-rebinding protection (decision 14).","type":"array","items":{"type":"string","minLength":1,"maxLength":300},"maxItems":100},"allowed_origins":{"description":"Origin values accepted besides the request's own origin (INTERLOCK_ALLOWED_ORIGINS, comma-separated), e.g. https://app.example.com.","type":"array","items":{"type":"string","pattern":"^https?://[^/\\s]+$"},"maxItems":100},"trust_proxy":{"description":"Which proxies in front of the gateway are trusted to give the client's scheme and address in X-Forwarded-Proto and X-Forwarded-For (INTERLOCK_TRUST_PROXY, comma-separated), with Express's `trust proxy` semantics: true trusts every hop, a number that many hops, a list names trusted addresses or subnets (CIDR) or loopback, linklocal, uniquelocal. Set it when a TLS-terminating proxy serves the console, so its cookies are Secure (issue 24, item 3). Applies to every route but POST /mcp. Default false: X-Forwarded-* is ignored.","anyOf":[{"type":"boolean"},{"type":"integer","minimum":0,"maximum":100},{"type":"array","items":{"type":"string","minLength":1,"maxLength":100},"minItems":1,"maxItems":100}]},"console":{"description":"The web approval console at /console (issue 24, item 3). Sessions are kept in the control database, so sign-out, operator-token revocation and the timeouts hold on every replica.","type":"object","properties":{"session_idle_timeout_seconds":{"description":"A console session ends after this long without a request (INTERLOCK_CONSOLE_SESSION_IDLE_TIMEOUT_SECONDS). Default 1800 (30 minutes).","type":"integer","minimum":60,"maximum":86400},"session_absolute_timeout_seconds":{"description":"A console session ends this long after sign-in, however active (INTERLOCK_CONSOLE_SESSION_ABSOLUTE_TIMEOUT_SECONDS). Default 28800 (8 hours).","type":"integer","minimum":300,"maximum":604800}},"additionalProperties":false},"rate_limits":{"description":"Calls allowed per window, shared by every replica through the control database. per_identity counts every call of one identity across all sources (INTERLOCK_RATE_LIMIT_IDENTITY_POINTS, INTERLOCK_RATE_LIMIT_IDENTITY_WINDOW_SECONDS; default 120 per 60 s); per_source counts every call to one source across all identities (INTERLOCK_RATE_LIMIT_SOURCE_POINTS, INTERLOCK_RATE_LIMIT_SOURCE_WINDOW_SECONDS; default 600 per 60 s).","type":"object","properties":{"per_identity":{"$ref":"#/$defs/rateLimit"},"per_source":{"$ref":"#/$defs/rateLimit"}},"additionalProperties":false},"approvals":{"type":"object","properties":{"ttl_seconds":{"description":"How long a queued write waits for an operator before it expires (INTERLOCK_APPROVAL_TTL_SECONDS). Default 86400 (one day).","type":"integer","minimum":60,"maximum":2592000},"max_pending_per_identity":{"description":"Most writes one identity may have waiting for approval at once; the next is refused approval_queue_full and not queued (INTERLOCK_APPROVAL_MAX_PENDING_PER_IDENTITY). Default 20.","type":"integer","minimum":1,"maximum":100000},"max_pending_per_source":{"description":"Most writes waiting for approval on one source at once, all identities together (INTERLOCK_APPROVAL_MAX_PENDING_PER_SOURCE). Default 100.","type":"integer","minimum":1,"maximum":1000000},"sweep_interval_ms":{"description":"How often each gateway expires overdue pending approvals, in milliseconds (INTERLOCK_APPROVAL_SWEEP_INTERVAL_MS). Default 10000.","type":"integer","minimum":100,"maximum":3600000},"sweep_batch":{"description":"Most approvals one sweep expires; the rest wait for the next tick (INTERLOCK_APPROVAL_SWEEP_BATCH). Default 500.","type":"integer","minimum":1,"maximum":10000}},"additionalProperties":false},"audit":{"description":"The audit trail (issue 11).","type":"object","properties":{"commit_timeout_ms":{"description":"How long a tools/call waits for its audit event to commit before it is answered unavailable/audit_unavailable with no result (INTERLOCK_AUDIT_COMMIT_TIMEOUT_MS). Default 2000.","type":"integer","minimum":100,"maximum":60000},"retention_min_days":{"description":"Retention floor of `interlock audit archive`: without --force it never archives a month that ends less than this many days ago (nor the open month, whatever this is). 0: only the open month is kept (INTERLOCK_AUDIT_RETENTION_MIN_DAYS). Default 0.","type":"integer","minimum":0,"maximum":36500}},"additionalProperties":false},"notifications":{"description":"Where InterLock tells people about approvals. Each webhook receives a signed JSON POST for the events it names.","type":"object","properties":{"webhooks":{"type":"array","maxItems":20,"items":{"type":"object","properties":{"url":{"description":"Where to POST (http or https).","type":"string","pattern":"^https?://[^\\s]+$"},"events":{"description":"Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.","type":"array","minItems":1,"uniqueItems":true,"items":{"type":"string","enum":["approval.queued","approval.decided","approval.expired","approval.executed","approval.failed"]}},"secret_env":{"description":"Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).","type":"string","pattern":"^[A-Z_][A-Z0-9_]*$"}},"required":["url","events","secret_env"],"additionalProperties":false}},"coalesce_queued_at":{"description":"When this many approval.queued events of one identity arrive in one poll of the audit trail, each webhook gets one delivery listing them all (approval.count, approval.approval_ids) instead of one per write. Default 3.","type":"integer","minimum":2,"maximum":1000}},"additionalProperties":false},"admission":{"description":"Admission by capacity (issue 29; src/transport/capacity.ts): an adaptive limit on the governed tool calls a replica runs at once, lowered when calls slow down (gradient of short- against long-term latency), when the event loop lags or when the audit writer falls behind, with a short bounded queue. Beyond it a call is refused at once with rate_limited, retry_after_ms and Retry-After derived from the queue, before identity, SQL or audit work; such refusals are audited in aggregate per client address per minute, like keyless refusals. In memory per replica.","type":"object","properties":{"enabled":{"description":"Turn admission by capacity on or off (INTERLOCK_ADMISSION_ENABLED, true or false). Default true.","type":"boolean"},"initial_limit":{"description":"Starting limit, in calls in flight. Default 16: about 2 × CPU cores × 4 calls in flight per core on the 2-core reference machine (a point read spends 1–1.4 ms of gateway CPU in a 5–6 ms answer; peak goodput near 8 connections, bench/11-overload.ts); raise it with the cores.","type":"integer","minimum":1,"maximum":100000},"min_limit":{"description":"The limit never falls below this (INTERLOCK_ADMISSION_MIN_LIMIT). Default 4: one core's worth of calls in flight, so a starved replica still serves while it refuses the excess; the limit acts from 8–32 connections up on 2 cores.","type":"integer","minimum":1,"maximum":100000},"max_limit":{"description":"The limit never rises above this (INTERLOCK_ADMISSION_MAX_LIMIT). Default 512.","type":"integer","minimum":1,"maximum":100000},"queue_size":{"description":"Calls that may wait for a slot; beyond them a call is refused at once (INTERLOCK_ADMISSION_QUEUE_SIZE). Default 32.","type":"integer","minimum":0,"maximum":100000},"queue_timeout_ms":{"description":"Longest wait of a queued call in milliseconds; then it is refused. Default 250.","type":"integer","minimum":1,"maximum":60000},"tolerance":{"description":"How many times the long-term latency (controller min_rtt: minRTT) the short-term one may reach before the limit falls. Default 2.","type":"number","minimum":1,"maximum":10},"controller":{"description":"How the limit follows latency (INTERLOCK_ADMISSION_CONTROLLER). \"long_average\" (default): the gradient of the short-term latency against a slow long-term average (10 s time constant). \"min_rtt\": Envoy's gradient controller: the replica's latency at low concurrency (minRTT) is measured in a window every min_rtt_interval_ms (plus up to 10 % jitter) with the limit held at min_limit, and every 100 ms the limit becomes limit × gradient + √(limit × gradient), gradient = clamp(tolerance × minRTT ÷ sampled latency, 0.5, 2), the sampled latency being the latency_percentile of the calls finished in those 100 ms; a limit at min_limit for 5 updates in a row measures minRTT again at once.","type":"string","enum":["long_average","min_rtt"]},"min_rtt_interval_ms":{"description":"controller min_rtt: milliseconds between the end of one minRTT window and the start of the next (plus up to 10 % jitter). Default 10000.","type":"integer","minimum":100,"maximum":3600000},"min_rtt_samples":{"description":"controller min_rtt: calls admitted and finished inside a minRTT window (at most min_limit in flight) that make its measurement; a window also ends 1 s after its first such call with what it has. Default 25.","type":"integer","minimum":1,"maximum":10000},"sample_source_time":{"description":"Count a call's time in source reads (pool checkout and statements) in its latency sample (INTERLOCK_ADMISSION_SAMPLE_SOURCE_TIME, true or false). Default false: left out, so one identity's slow statements cannot lower the limit for every caller; but then queueing for the source pool is invisible to the limit (bench/RESULTS.md, h29p). An experiment switch.","type":"boolean"},"sample_pool_wait":{"description":"Count a call's wait for a connection of a source's shared reader pool in its latency sample, the rest of its source time left out (INTERLOCK_ADMISSION_SAMPLE_POOL_WAIT, true or false). The wait starts once the call's identity has its own slot (max_concurrent_per_identity), so an identity flooding its own share, or sending slow statements, cannot lower the limit for every caller; a queue for the shared pool, which every identity's calls stand in, lowers it. Ignored when sample_source_time is true (all source time counts). Default false (bench/RESULTS.md, h29q).","type":"boolean"},"raise_on_slot_waiters":{"description":"Count calls waiting for their identity's own source slots (max_concurrent_per_identity) as in flight when deciding whether the limit is used enough to be raised (INTERLOCK_ADMISSION_RAISE_ON_SLOT_WAITERS, true or false). Default true. false: the limit is raised only while at least half of it are working calls, the calls in flight less the share of them waiting for their own slots (by Little's law the mean own-slot wait ÷ the mean latency of recent calls), so one identity sending more than its slots take does not have the limit raised to hold its queue (bench 11, one identity on 512 connections: ~60–110 calls admitted instead of ~185, no call refused late with concurrency_limited), at the price of fewer calls in flight where more would serve more (goodput at 1×–4× not shown to hold; bench/RESULTS.md, h29f). The wait stays out of the latency sample either way.","type":"boolean"},"identity_limit":{"description":"Give each identity a limit of its own inside the replica's (INTERLOCK_ADMISSION_IDENTITY_LIMIT, true or false), in calls of the gateway, set by the identity's queue for its own source slots (max_concurrent_per_identity), which the replica's limit leaves out. An identity gets one when a call of it waited for its own slots longer than its allowance (below) or was refused for lack of a source slot. At most every 100 ms (or once per latency of its calls), over its calls admitted since the last change: when their mean own-slot wait passes the allowance, max(identity_slot_wait_ms, identity_wait_ratio × their mean statement time), the share of its calls in flight queued beyond it (excess wait ÷ latency, Little's law) is taken off its limit (at most half); otherwise, while it uses at least half its limit, the limit grows by its square root, and it is removed once it reaches the replica's limit. A call refused for lack of a source slot lowers it to 0.9 × its calls in flight. Its excess calls are refused at once with rate_limited and Retry-After, like those beyond the replica's limit; other identities and the replica's limit are untouched. At most 10,000 identities are limited at once (the oldest entry goes first). Default false (bench/RESULTS.md, h29i, h29n).","type":"boolean"},"identity_slot_wait_ms":{"description":"identity_limit: the least mean wait for an identity's own source slots, in milliseconds, that its limit allows, whatever its statements' time. Default 1.","type":"number","minimum":0,"maximum":60000},"identity_wait_ratio":{"description":"identity_limit: the mean wait for an identity's own source slots that its limit allows, as a multiple of its statements' mean time (by Little's law about this many calls waiting per busy slot: enough to keep its slots busy through the gateway's own stalls). Default 2 (bench/RESULTS.md, h29n).","type":"number","minimum":0,"maximum":100},"latency_percentile":{"description":"controller min_rtt: the percentile (nearest rank) of call latencies taken both for minRTT and for each 100 ms sample. Default 90.","type":"number","exclusiveMinimum":0,"maximum":100},"max_event_loop_delay_ms":{"description":"Event-loop delay (p99 over the last second) past which the limit is lowered, by 10 % at most every 100 ms. Default 100.","type":"integer","minimum":1,"maximum":60000},"max_audit_queue":{"description":"Audit events pending in the writer (queued or in a batch being committed) past which the limit is lowered, by 10 % at most every 100 ms. Each admitted call holds its slot until its event commits, so this only acts when it is below max_limit. Default 64.","type":"integer","minimum":1,"maximum":1000000},"pause_refused_connections":{"description":"After a refusal at capacity on POST /mcp, read nothing more from that connection until its Retry-After (the connection stays open). A client that waits as told loses nothing; one that retries at once on the same connection cannot spend the replica's CPU on refusals and starve the calls it admitted (INTERLOCK_ADMISSION_PAUSE_REFUSED_CONNECTIONS, true or false). Turn it off behind a proxy that carries several callers on one connection. Default true.","type":"boolean"}},"additionalProperties":false},"cache":{"description":"Result cache of eligible reads.","type":"object","properties":{"ttl_ms":{"description":"Time to live of a cached result in milliseconds, 0 disables the cache (INTERLOCK_CACHE_TTL_MS). Default 30000.","type":"integer","minimum":0,"maximum":86400000},"max_bytes":{"description":"Byte budget of the cache (INTERLOCK_CACHE_MAX_BYTES). Default 67108864 (64 MiB).","type":"integer","minimum":0,"maximum":17179869184}},"additionalProperties":false},"ops_listen":{"description":"Optional separate listen address of the operations endpoints GET /healthz, /readyz and /metrics (INTERLOCK_OPS_HOST, INTERLOCK_OPS_PORT), e.g. for a Prometheus scraper on an internal interface. When set, those three endpoints are served only there (behind the same Host/Origin guard, with the loopback names plus allowed_hosts, or any host on a non-loopback bind without allowed_hosts) and no longer on listen. Default: unset (served on listen).","type":"object","properties":{"host":{"description":"Interface address of the operations listener (INTERLOCK_OPS_HOST). Default 127.0.0.1.","type":"string","minLength":1,"maxLength":255},"port":{"description":"TCP port of the operations listener, 0 = any free port (INTERLOCK_OPS_PORT).","type":"integer","minimum":0,"maximum":65535}},"required":["port"],"additionalProperties":false},"client_limits":{"description":"Limits per client address and per identity, kept in memory on each replica (so N replicas allow up to N times the figure). The client address is the TCP peer address (an IPv6 address counts by its /64 prefix); behind a reverse proxy every client shares the proxy's address.","type":"object","properties":{"keyless":{"$ref":"#/$defs/rateLimit","description":"Requests without a valid agent key (no Authorization Bearer, or a key that does not resolve) allowed per client address per window, counted before any other work (INTERLOCK_KEYLESS_POINTS, INTERLOCK_KEYLESS_WINDOW_SECONDS). Over it: 429 with Retry-After. Default 600 per 60 s."},"streams_per_address":{"description":"Open SSE streams and in-flight tool calls (GET /mcp/sse streams, and tools/call on every route, each of which may answer as a request-scoped stream) per client address (INTERLOCK_STREAMS_PER_ADDRESS). Over it: 429 rate_limited with Retry-After. Default 128.","type":"integer","minimum":1,"maximum":100000},"streams_per_identity":{"description":"Open SSE streams and in-flight tool calls per identity, across addresses (INTERLOCK_STREAMS_PER_IDENTITY). Over it: 429 rate_limited with Retry-After. Default 64. A tool call keeps its slot until its answer has been flushed to the client or its connection closed, so this also bounds the answers an identity can leave unread in memory.","type":"integer","minimum":1,"maximum":100000},"answer_write_timeout_ms":{"description":"How long a tool call's answer may wait unread by its client, in milliseconds (INTERLOCK_ANSWER_WRITE_TIMEOUT_MS): an answer not flushed to the client by then has its connection closed (the call stays audited), which frees the answer's memory and its stream slot. 0 disables the deadline. Default 30000.","type":"integer","minimum":0,"maximum":3600000},"body_reads_per_address":{"description":"Request bodies being received at once per client address, on every route, checked before the body is read (INTERLOCK_BODY_READS_PER_ADDRESS). Over it: 429 rate_limited with Retry-After, and the connection is closed. Default 64.","type":"integer","minimum":1,"maximum":100000},"body_bytes_in_flight":{"description":"Bytes of request bodies over 64 KiB being received at once on a replica, all client addresses together (one address at most an eighth), each body counted at its Content-Length (the body limit, 1 MiB, when undeclared or compressed) before it is read; smaller bodies count only against body_reads_per_address (INTERLOCK_BODY_BYTES_IN_FLIGHT). Over it: 429 rate_limited with Retry-After, and the connection is closed; one body is always admitted when none is being read. Default 134217728 (128 MiB).","type":"integer","minimum":1048576,"maximum":68719476736}},"additionalProperties":false},"auth":{"description":"InterLock as an OAuth 2.1 resource server (issue 26): JWT access tokens from the organisation's identity providers are accepted beside API keys. docs/operators.md \"Identity providers\".","type":"object","properties":{"resource":{"description":"The gateway's canonical resource URL (RFC 8707; RFC 9728 `resource`), e.g. https://gateway.example.com/mcp: the default expected audience of every issuer and the `resource` of /.well-known/oauth-protected-resource. Required when issuers are configured.","type":"string","pattern":"^https?://","maxLength":2048},"scopes_supported":{"description":"Scopes advertised in the protected resource metadata (scopes_supported). Default: none advertised.","type":"array","items":{"type":"string","minLength":1,"maxLength":256},"maxItems":64,"uniqueItems":true},"handshake_challenge":{"description":"Handshake dialect (2025-*): answer a tools/call refused as unauthorized with HTTP 401 and the WWW-Authenticate challenge (so OAuth-capable clients start their flow) instead of the contract's default tool-result refusal. Default false.","type":"boolean"},"issuers":{"description":"Trusted issuers of JWT access tokens. A token whose unverified `iss` names none of them is refused before any network or database work.","type":"array","maxItems":32,"items":{"$ref":"#/$defs/tokenIssuer"}}},"additionalProperties":false},"log_level":{"description":"Operational log level (INTERLOCK_LOG_LEVEL). Default info.","type":"string","enum":["fatal","error","warn","info","debug","trace","silent"]},"key_pepper":{"description":"Secret HMAC key for API-key hashes, at least 32 characters (INTERLOCK_KEY_PEPPER; prefer the variable or a secret store to a file). Default: generated once and kept in the control database. Changing it invalidates every key, so the gateway refuses to start with a pepper that differs from the one on record.","type":"string","minLength":32,"maxLength":1024}},"additionalProperties":false,"$defs":{"tokenIssuer":{"title":"TokenIssuer","description":"One trusted OAuth 2.1 / OpenID Connect issuer (issue 26 item 1) and how its tokens map to identities (item 2).","type":"object","properties":{"issuer":{"description":"The issuer identifier, compared exactly with the token's `iss` (and with the discovery document's `issuer`).","type":"string","pattern":"^https?://","maxLength":2048},"jwks_uri":{"description":"The issuer's JWKS URL. Absent: discovered from <issuer>/.well-known/openid-configuration.","type":"string","pattern":"^https?://","maxLength":2048},"audience":{"description":"Expected `aud` (one of the token's audiences must equal it). Default: auth.resource.","type":"string","minLength":1,"maxLength":2048},"algorithms":{"description":"Allowed JWS algorithms, asymmetric only (`none` and HMAC are never accepted). Default [RS256, ES256].","type":"array","minItems":1,"uniqueItems":true,"items":{"type":"string","enum":["RS256","RS384","RS512","PS256","PS384","PS512","ES256","ES384","ES512","EdDSA"]}},"required_scopes":{"description":"Scopes the token's `scope` (or `scp`) claim must all carry; a token missing one is refused 403 insufficient_scope. Default none.","type":"array","items":{"type":"string","minLength":1,"maxLength":256},"maxItems":64,"uniqueItems":true},"jwks_cooldown_seconds":{"description":"Least interval between two fetches of the issuer's JWKS, in seconds: a token with an unknown `kid` (a rotated key) refetches at most this often. Default 30.","type":"integer","minimum":1,"maximum":3600},"clock_skew_seconds":{"description":"Tolerance for exp, nbf and iat, in seconds. Default 60.","type":"integer","minimum":0,"maximum":600},"identity_claim":{"description":"The claim that names the identity (e.g. sub, email, preferred_username); lower-cased, it must be a valid identity name. Default sub.","type":"string","minLength":1,"maxLength":128},"unknown_subjects":{"description":"A subject with no identity yet: refuse (invalid_token) or provision an identity named by identity_claim. Default refuse.","type":"string","enum":["refuse","provision"]},"role_grants":{"description":"Claim values that grant source roles: every rule whose claim carries the value (equal, or an element of an array claim) grants role on source to the token's identity; such grants follow the claims on each sign-in.","type":"array","maxItems":256,"items":{"$ref":"#/$defs/claimRoleGrant"}},"attribute_claims":{"description":"Claims copied into the identity's attributes for policies and row rules. Default [email, groups, roles].","type":"array","items":{"type":"string","minLength":1,"maxLength":128},"maxItems":32,"uniqueItems":true}},"required":["issuer"],"additionalProperties":false},"claimRoleGrant":{"title":"ClaimRoleGrant","description":"A claim value that grants a source role on a source.","type":"object","properties":{"claim":{"description":"Claim name, e.g. groups.","type":"string","minLength":1,"maxLength":128},"value":{"description":"Claim value that grants the role.","type":"string","minLength":1,"maxLength":256},"role":{"description":"Source role name.","type":"string","minLength":1,"maxLength":128},"source":{"description":"Source id.","type":"string","minLength":1,"maxLength":128}},"required":["claim","value","role","source"],"additionalProperties":false},"rateLimit":{"title":"RateLimit","type":"object","properties":{"points":{"description":"Calls allowed per window.","type":"integer","minimum":1,"maximum":1000000},"window_seconds":{"description":"Window length in seconds.","type":"integer","minimum":1,"maximum":86400}},"required":["points","window_seconds"],"additionalProperties":false}}};
+const schema73 = {"title":"RateLimit","type":"object","properties":{"points":{"description":"Calls allowed per window.","type":"integer","minimum":1,"maximum":1000000},"window_seconds":{"description":"Window length in seconds.","type":"integer","minimum":1,"maximum":86400}},"required":["points","window_seconds"],"additionalProperties":false};
+const pattern18 = new RegExp("^postgres(ql)?://", "u");
+const pattern20 = new RegExp("^https?://[^/\\s]+$", "u");
+const pattern21 = new RegExp("^https?://[^\\s]+$", "u");
+const pattern22 = new RegExp("^[A-Z_][A-Z0-9_]*$", "u");
+const schema76 = {"title":"TokenIssuer","description":"One trusted OAuth 2.1 / OpenID Connect issuer (issue 26 item 1) and how its tokens map to identities (item 2).","type":"object","properties":{"issuer":{"description":"The issuer identifier, compared exactly with the token's `iss` (and with the discovery document's `issuer`).","type":"string","pattern":"^https?://","maxLength":2048},"jwks_uri":{"description":"The issuer's JWKS URL. Absent: discovered from <issuer>/.well-known/openid-configuration.","type":"string","pattern":"^https?://","maxLength":2048},"audience":{"description":"Expected `aud` (one of the token's audiences must equal it). Default: auth.resource.","type":"string","minLength":1,"maxLength":2048},"algorithms":{"description":"Allowed JWS algorithms, asymmetric only (`none` and HMAC are never accepted). Default [RS256, ES256].","type":"array","minItems":1,"uniqueItems":true,"items":{"type":"string","enum":["RS256","RS384","RS512","PS256","PS384","PS512","ES256","ES384","ES512","EdDSA"]}},"required_scopes":{"description":"Scopes the token's `scope` (or `scp`) claim must all carry; a token missing one is refused 403 insufficient_scope. Default none.","type":"array","items":{"type":"string","minLength":1,"maxLength":256},"maxItems":64,"uniqueItems":true},"jwks_cooldown_seconds":{"description":"Least interval between two fetches of the issuer's JWKS, in seconds: a token with an unknown `kid` (a rotated key) refetches at most this often. Default 30.","type":"integer","minimum":1,"maximum":3600},"clock_skew_seconds":{"description":"Tolerance for exp, nbf and iat, in seconds. Default 60.","type":"integer","minimum":0,"maximum":600},"identity_claim":{"description":"The claim that names the identity (e.g. sub, email, preferred_username); lower-cased, it must be a valid identity name. Default sub.","type":"string","minLength":1,"maxLength":128},"unknown_subjects":{"description":"A subject with no identity yet: refuse (invalid_token) or provision an identity named by identity_claim. Default refuse.","type":"string","enum":["refuse","provision"]},"role_grants":{"description":"Claim values that grant source roles: every rule whose claim carries the value (equal, or an element of an array claim) grants role on source to the token's identity; such grants follow the claims on each sign-in.","type":"array","maxItems":256,"items":{"$ref":"#/$defs/claimRoleGrant"}},"attribute_claims":{"description":"Claims copied into the identity's attributes for policies and row rules. Default [email, groups, roles].","type":"array","items":{"type":"string","minLength":1,"maxLength":128},"maxItems":32,"uniqueItems":true}},"required":["issuer"],"additionalProperties":false};
 
-function validate30(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate49(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate30.evaluated;
+const evaluated0 = validate49.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2433,7 +9796,7 @@ vErrors.push(err0);
 errors++;
 }
 for(const key0 in data){
-if(!(func1.call(schema44.properties, key0))){
+if(!(func10.call(schema76.properties, key0))){
 const err1 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err1];
@@ -2447,7 +9810,7 @@ errors++;
 if(data.issuer !== undefined){
 let data0 = data.issuer;
 if(typeof data0 === "string"){
-if(func3(data0) > 2048){
+if(func1(data0) > 2048){
 const err2 = {instancePath:instancePath+"/issuer",schemaPath:"#/properties/issuer/maxLength",keyword:"maxLength",params:{limit: 2048},message:"must NOT have more than 2048 characters"};
 if(vErrors === null){
 vErrors = [err2];
@@ -2457,7 +9820,7 @@ vErrors.push(err2);
 }
 errors++;
 }
-if(!pattern15.test(data0)){
+if(!pattern17.test(data0)){
 const err3 = {instancePath:instancePath+"/issuer",schemaPath:"#/properties/issuer/pattern",keyword:"pattern",params:{pattern: "^https?://"},message:"must match pattern \""+"^https?://"+"\""};
 if(vErrors === null){
 vErrors = [err3];
@@ -2482,7 +9845,7 @@ errors++;
 if(data.jwks_uri !== undefined){
 let data1 = data.jwks_uri;
 if(typeof data1 === "string"){
-if(func3(data1) > 2048){
+if(func1(data1) > 2048){
 const err5 = {instancePath:instancePath+"/jwks_uri",schemaPath:"#/properties/jwks_uri/maxLength",keyword:"maxLength",params:{limit: 2048},message:"must NOT have more than 2048 characters"};
 if(vErrors === null){
 vErrors = [err5];
@@ -2492,7 +9855,7 @@ vErrors.push(err5);
 }
 errors++;
 }
-if(!pattern15.test(data1)){
+if(!pattern17.test(data1)){
 const err6 = {instancePath:instancePath+"/jwks_uri",schemaPath:"#/properties/jwks_uri/pattern",keyword:"pattern",params:{pattern: "^https?://"},message:"must match pattern \""+"^https?://"+"\""};
 if(vErrors === null){
 vErrors = [err6];
@@ -2517,7 +9880,7 @@ errors++;
 if(data.audience !== undefined){
 let data2 = data.audience;
 if(typeof data2 === "string"){
-if(func3(data2) > 2048){
+if(func1(data2) > 2048){
 const err8 = {instancePath:instancePath+"/audience",schemaPath:"#/properties/audience/maxLength",keyword:"maxLength",params:{limit: 2048},message:"must NOT have more than 2048 characters"};
 if(vErrors === null){
 vErrors = [err8];
@@ -2527,7 +9890,7 @@ vErrors.push(err8);
 }
 errors++;
 }
-if(func3(data2) < 1){
+if(func1(data2) < 1){
 const err9 = {instancePath:instancePath+"/audience",schemaPath:"#/properties/audience/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err9];
@@ -2576,7 +9939,7 @@ vErrors.push(err12);
 errors++;
 }
 if(!((((((((((data4 === "RS256") || (data4 === "RS384")) || (data4 === "RS512")) || (data4 === "PS256")) || (data4 === "PS384")) || (data4 === "PS512")) || (data4 === "ES256")) || (data4 === "ES384")) || (data4 === "ES512")) || (data4 === "EdDSA"))){
-const err13 = {instancePath:instancePath+"/algorithms/" + i0,schemaPath:"#/properties/algorithms/items/enum",keyword:"enum",params:{allowedValues: schema44.properties.algorithms.items.enum},message:"must be equal to one of the allowed values"};
+const err13 = {instancePath:instancePath+"/algorithms/" + i0,schemaPath:"#/properties/algorithms/items/enum",keyword:"enum",params:{allowedValues: schema76.properties.algorithms.items.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err13];
 }
@@ -2639,7 +10002,7 @@ const len1 = data5.length;
 for(let i2=0; i2<len1; i2++){
 let data6 = data5[i2];
 if(typeof data6 === "string"){
-if(func3(data6) > 256){
+if(func1(data6) > 256){
 const err17 = {instancePath:instancePath+"/required_scopes/" + i2,schemaPath:"#/properties/required_scopes/items/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"};
 if(vErrors === null){
 vErrors = [err17];
@@ -2649,7 +10012,7 @@ vErrors.push(err17);
 }
 errors++;
 }
-if(func3(data6) < 1){
+if(func1(data6) < 1){
 const err18 = {instancePath:instancePath+"/required_scopes/" + i2,schemaPath:"#/properties/required_scopes/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err18];
@@ -2780,7 +10143,7 @@ errors++;
 if(data.identity_claim !== undefined){
 let data9 = data.identity_claim;
 if(typeof data9 === "string"){
-if(func3(data9) > 128){
+if(func1(data9) > 128){
 const err28 = {instancePath:instancePath+"/identity_claim",schemaPath:"#/properties/identity_claim/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
 if(vErrors === null){
 vErrors = [err28];
@@ -2790,7 +10153,7 @@ vErrors.push(err28);
 }
 errors++;
 }
-if(func3(data9) < 1){
+if(func1(data9) < 1){
 const err29 = {instancePath:instancePath+"/identity_claim",schemaPath:"#/properties/identity_claim/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err29];
@@ -2825,7 +10188,7 @@ vErrors.push(err31);
 errors++;
 }
 if(!((data10 === "refuse") || (data10 === "provision"))){
-const err32 = {instancePath:instancePath+"/unknown_subjects",schemaPath:"#/properties/unknown_subjects/enum",keyword:"enum",params:{allowedValues: schema44.properties.unknown_subjects.enum},message:"must be equal to one of the allowed values"};
+const err32 = {instancePath:instancePath+"/unknown_subjects",schemaPath:"#/properties/unknown_subjects/enum",keyword:"enum",params:{allowedValues: schema76.properties.unknown_subjects.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err32];
 }
@@ -2907,7 +10270,7 @@ errors++;
 if(data12.claim !== undefined){
 let data13 = data12.claim;
 if(typeof data13 === "string"){
-if(func3(data13) > 128){
+if(func1(data13) > 128){
 const err39 = {instancePath:instancePath+"/role_grants/" + i4+"/claim",schemaPath:"#/$defs/claimRoleGrant/properties/claim/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
 if(vErrors === null){
 vErrors = [err39];
@@ -2917,7 +10280,7 @@ vErrors.push(err39);
 }
 errors++;
 }
-if(func3(data13) < 1){
+if(func1(data13) < 1){
 const err40 = {instancePath:instancePath+"/role_grants/" + i4+"/claim",schemaPath:"#/$defs/claimRoleGrant/properties/claim/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err40];
@@ -2942,7 +10305,7 @@ errors++;
 if(data12.value !== undefined){
 let data14 = data12.value;
 if(typeof data14 === "string"){
-if(func3(data14) > 256){
+if(func1(data14) > 256){
 const err42 = {instancePath:instancePath+"/role_grants/" + i4+"/value",schemaPath:"#/$defs/claimRoleGrant/properties/value/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"};
 if(vErrors === null){
 vErrors = [err42];
@@ -2952,7 +10315,7 @@ vErrors.push(err42);
 }
 errors++;
 }
-if(func3(data14) < 1){
+if(func1(data14) < 1){
 const err43 = {instancePath:instancePath+"/role_grants/" + i4+"/value",schemaPath:"#/$defs/claimRoleGrant/properties/value/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err43];
@@ -2977,7 +10340,7 @@ errors++;
 if(data12.role !== undefined){
 let data15 = data12.role;
 if(typeof data15 === "string"){
-if(func3(data15) > 128){
+if(func1(data15) > 128){
 const err45 = {instancePath:instancePath+"/role_grants/" + i4+"/role",schemaPath:"#/$defs/claimRoleGrant/properties/role/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
 if(vErrors === null){
 vErrors = [err45];
@@ -2987,7 +10350,7 @@ vErrors.push(err45);
 }
 errors++;
 }
-if(func3(data15) < 1){
+if(func1(data15) < 1){
 const err46 = {instancePath:instancePath+"/role_grants/" + i4+"/role",schemaPath:"#/$defs/claimRoleGrant/properties/role/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err46];
@@ -3012,7 +10375,7 @@ errors++;
 if(data12.source !== undefined){
 let data16 = data12.source;
 if(typeof data16 === "string"){
-if(func3(data16) > 128){
+if(func1(data16) > 128){
 const err48 = {instancePath:instancePath+"/role_grants/" + i4+"/source",schemaPath:"#/$defs/claimRoleGrant/properties/source/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
 if(vErrors === null){
 vErrors = [err48];
@@ -3022,7 +10385,7 @@ vErrors.push(err48);
 }
 errors++;
 }
-if(func3(data16) < 1){
+if(func1(data16) < 1){
 const err49 = {instancePath:instancePath+"/role_grants/" + i4+"/source",schemaPath:"#/$defs/claimRoleGrant/properties/source/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err49];
@@ -3085,7 +10448,7 @@ const len3 = data17.length;
 for(let i5=0; i5<len3; i5++){
 let data18 = data17[i5];
 if(typeof data18 === "string"){
-if(func3(data18) > 128){
+if(func1(data18) > 128){
 const err54 = {instancePath:instancePath+"/attribute_claims/" + i5,schemaPath:"#/properties/attribute_claims/items/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
 if(vErrors === null){
 vErrors = [err54];
@@ -3095,7 +10458,7 @@ vErrors.push(err54);
 }
 errors++;
 }
-if(func3(data18) < 1){
+if(func1(data18) < 1){
 const err55 = {instancePath:instancePath+"/attribute_claims/" + i5,schemaPath:"#/properties/attribute_claims/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err55];
@@ -3164,17 +10527,17 @@ vErrors.push(err59);
 }
 errors++;
 }
-validate30.errors = vErrors;
+validate49.errors = vErrors;
 return errors === 0;
 }
-validate30.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate49.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 
-function validate29(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate48(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/config-v1.schema.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate29.evaluated;
+const evaluated0 = validate48.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3183,7 +10546,7 @@ evaluated0.items = undefined;
 }
 if(data && typeof data == "object" && !Array.isArray(data)){
 for(const key0 in data){
-if(!(func1.call(schema40.properties, key0))){
+if(!(func10.call(schema72.properties, key0))){
 const err0 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err0];
@@ -3212,7 +10575,7 @@ errors++;
 if(data0.host !== undefined){
 let data1 = data0.host;
 if(typeof data1 === "string"){
-if(func3(data1) > 255){
+if(func1(data1) > 255){
 const err2 = {instancePath:instancePath+"/listen/host",schemaPath:"#/properties/listen/properties/host/maxLength",keyword:"maxLength",params:{limit: 255},message:"must NOT have more than 255 characters"};
 if(vErrors === null){
 vErrors = [err2];
@@ -3222,7 +10585,7 @@ vErrors.push(err2);
 }
 errors++;
 }
-if(func3(data1) < 1){
+if(func1(data1) < 1){
 const err3 = {instancePath:instancePath+"/listen/host",schemaPath:"#/properties/listen/properties/host/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err3];
@@ -3387,7 +10750,7 @@ errors++;
 if(data5.cert_file !== undefined){
 let data6 = data5.cert_file;
 if(typeof data6 === "string"){
-if(func3(data6) < 1){
+if(func1(data6) < 1){
 const err17 = {instancePath:instancePath+"/listen/tls/cert_file",schemaPath:"#/properties/listen/properties/tls/properties/cert_file/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err17];
@@ -3412,7 +10775,7 @@ errors++;
 if(data5.key_file !== undefined){
 let data7 = data5.key_file;
 if(typeof data7 === "string"){
-if(func3(data7) < 1){
+if(func1(data7) < 1){
 const err19 = {instancePath:instancePath+"/listen/tls/key_file",schemaPath:"#/properties/listen/properties/tls/properties/key_file/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err19];
@@ -3476,7 +10839,7 @@ errors++;
 if(data8.url !== undefined){
 let data9 = data8.url;
 if(typeof data9 === "string"){
-if(!pattern10.test(data9)){
+if(!pattern18.test(data9)){
 const err24 = {instancePath:instancePath+"/database/url",schemaPath:"#/properties/database/properties/url/pattern",keyword:"pattern",params:{pattern: "^postgres(ql)?://"},message:"must match pattern \""+"^postgres(ql)?://"+"\""};
 if(vErrors === null){
 vErrors = [err24];
@@ -3501,7 +10864,7 @@ errors++;
 if(data8.embedded_data_dir !== undefined){
 let data10 = data8.embedded_data_dir;
 if(typeof data10 === "string"){
-if(func3(data10) < 1){
+if(func1(data10) < 1){
 const err26 = {instancePath:instancePath+"/database/embedded_data_dir",schemaPath:"#/properties/database/properties/embedded_data_dir/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err26];
@@ -3596,7 +10959,7 @@ errors++;
 if(data8.operator_url !== undefined){
 let data13 = data8.operator_url;
 if(typeof data13 === "string"){
-if(!pattern10.test(data13)){
+if(!pattern18.test(data13)){
 const err34 = {instancePath:instancePath+"/database/operator_url",schemaPath:"#/properties/database/properties/operator_url/pattern",keyword:"pattern",params:{pattern: "^postgres(ql)?://"},message:"must match pattern \""+"^postgres(ql)?://"+"\""};
 if(vErrors === null){
 vErrors = [err34];
@@ -3647,7 +11010,7 @@ const len0 = data14.length;
 for(let i0=0; i0<len0; i0++){
 let data15 = data14[i0];
 if(typeof data15 === "string"){
-if(func3(data15) > 300){
+if(func1(data15) > 300){
 const err38 = {instancePath:instancePath+"/allowed_hosts/" + i0,schemaPath:"#/properties/allowed_hosts/items/maxLength",keyword:"maxLength",params:{limit: 300},message:"must NOT have more than 300 characters"};
 if(vErrors === null){
 vErrors = [err38];
@@ -3657,7 +11020,7 @@ vErrors.push(err38);
 }
 errors++;
 }
-if(func3(data15) < 1){
+if(func1(data15) < 1){
 const err39 = {instancePath:instancePath+"/allowed_hosts/" + i0,schemaPath:"#/properties/allowed_hosts/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err39];
@@ -3708,7 +11071,7 @@ const len1 = data16.length;
 for(let i1=0; i1<len1; i1++){
 let data17 = data16[i1];
 if(typeof data17 === "string"){
-if(!pattern12.test(data17)){
+if(!pattern20.test(data17)){
 const err43 = {instancePath:instancePath+"/allowed_origins/" + i1,schemaPath:"#/properties/allowed_origins/items/pattern",keyword:"pattern",params:{pattern: "^https?://[^/\\s]+$"},message:"must match pattern \""+"^https?://[^/\\s]+$"+"\""};
 if(vErrors === null){
 vErrors = [err43];
@@ -3820,7 +11183,7 @@ const len2 = data18.length;
 for(let i2=0; i2<len2; i2++){
 let data19 = data18[i2];
 if(typeof data19 === "string"){
-if(func3(data19) > 100){
+if(func1(data19) > 100){
 const err52 = {instancePath:instancePath+"/trust_proxy/" + i2,schemaPath:"#/properties/trust_proxy/anyOf/2/items/maxLength",keyword:"maxLength",params:{limit: 100},message:"must NOT have more than 100 characters"};
 if(vErrors === null){
 vErrors = [err52];
@@ -3830,7 +11193,7 @@ vErrors.push(err52);
 }
 errors++;
 }
-if(func3(data19) < 1){
+if(func1(data19) < 1){
 const err53 = {instancePath:instancePath+"/trust_proxy/" + i2,schemaPath:"#/properties/trust_proxy/anyOf/2/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err53];
@@ -4621,7 +11984,7 @@ errors++;
 if(data41.url !== undefined){
 let data42 = data41.url;
 if(typeof data42 === "string"){
-if(!pattern13.test(data42)){
+if(!pattern21.test(data42)){
 const err118 = {instancePath:instancePath+"/notifications/webhooks/" + i3+"/url",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/url/pattern",keyword:"pattern",params:{pattern: "^https?://[^\\s]+$"},message:"must match pattern \""+"^https?://[^\\s]+$"+"\""};
 if(vErrors === null){
 vErrors = [err118];
@@ -4670,7 +12033,7 @@ vErrors.push(err121);
 errors++;
 }
 if(!(((((data44 === "approval.queued") || (data44 === "approval.decided")) || (data44 === "approval.expired")) || (data44 === "approval.executed")) || (data44 === "approval.failed"))){
-const err122 = {instancePath:instancePath+"/notifications/webhooks/" + i3+"/events/" + i4,schemaPath:"#/properties/notifications/properties/webhooks/items/properties/events/items/enum",keyword:"enum",params:{allowedValues: schema40.properties.notifications.properties.webhooks.items.properties.events.items.enum},message:"must be equal to one of the allowed values"};
+const err122 = {instancePath:instancePath+"/notifications/webhooks/" + i3+"/events/" + i4,schemaPath:"#/properties/notifications/properties/webhooks/items/properties/events/items/enum",keyword:"enum",params:{allowedValues: schema72.properties.notifications.properties.webhooks.items.properties.events.items.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err122];
 }
@@ -4719,7 +12082,7 @@ errors++;
 if(data41.secret_env !== undefined){
 let data45 = data41.secret_env;
 if(typeof data45 === "string"){
-if(!pattern14.test(data45)){
+if(!pattern22.test(data45)){
 const err125 = {instancePath:instancePath+"/notifications/webhooks/" + i3+"/secret_env",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/secret_env/pattern",keyword:"pattern",params:{pattern: "^[A-Z_][A-Z0-9_]*$"},message:"must match pattern \""+"^[A-Z_][A-Z0-9_]*$"+"\""};
 if(vErrors === null){
 vErrors = [err125];
@@ -4816,7 +12179,7 @@ if(data.admission !== undefined){
 let data47 = data.admission;
 if(data47 && typeof data47 == "object" && !Array.isArray(data47)){
 for(const key12 in data47){
-if(!(func1.call(schema40.properties.admission.properties, key12))){
+if(!(func10.call(schema72.properties.admission.properties, key12))){
 const err133 = {instancePath:instancePath+"/admission",schemaPath:"#/properties/admission/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key12},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err133];
@@ -5062,7 +12425,7 @@ vErrors.push(err153);
 errors++;
 }
 if(!((data55 === "long_average") || (data55 === "min_rtt"))){
-const err154 = {instancePath:instancePath+"/admission/controller",schemaPath:"#/properties/admission/properties/controller/enum",keyword:"enum",params:{allowedValues: schema40.properties.admission.properties.controller.enum},message:"must be equal to one of the allowed values"};
+const err154 = {instancePath:instancePath+"/admission/controller",schemaPath:"#/properties/admission/properties/controller/enum",keyword:"enum",params:{allowedValues: schema72.properties.admission.properties.controller.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err154];
 }
@@ -5514,7 +12877,7 @@ errors++;
 if(data71.host !== undefined){
 let data72 = data71.host;
 if(typeof data72 === "string"){
-if(func3(data72) > 255){
+if(func1(data72) > 255){
 const err192 = {instancePath:instancePath+"/ops_listen/host",schemaPath:"#/properties/ops_listen/properties/host/maxLength",keyword:"maxLength",params:{limit: 255},message:"must NOT have more than 255 characters"};
 if(vErrors === null){
 vErrors = [err192];
@@ -5524,7 +12887,7 @@ vErrors.push(err192);
 }
 errors++;
 }
-if(func3(data72) < 1){
+if(func1(data72) < 1){
 const err193 = {instancePath:instancePath+"/ops_listen/host",schemaPath:"#/properties/ops_listen/properties/host/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err193];
@@ -5930,7 +13293,7 @@ errors++;
 if(data83.resource !== undefined){
 let data84 = data83.resource;
 if(typeof data84 === "string"){
-if(func3(data84) > 2048){
+if(func1(data84) > 2048){
 const err227 = {instancePath:instancePath+"/auth/resource",schemaPath:"#/properties/auth/properties/resource/maxLength",keyword:"maxLength",params:{limit: 2048},message:"must NOT have more than 2048 characters"};
 if(vErrors === null){
 vErrors = [err227];
@@ -5940,7 +13303,7 @@ vErrors.push(err227);
 }
 errors++;
 }
-if(!pattern15.test(data84)){
+if(!pattern17.test(data84)){
 const err228 = {instancePath:instancePath+"/auth/resource",schemaPath:"#/properties/auth/properties/resource/pattern",keyword:"pattern",params:{pattern: "^https?://"},message:"must match pattern \""+"^https?://"+"\""};
 if(vErrors === null){
 vErrors = [err228];
@@ -5979,7 +13342,7 @@ const len5 = data85.length;
 for(let i6=0; i6<len5; i6++){
 let data86 = data85[i6];
 if(typeof data86 === "string"){
-if(func3(data86) > 256){
+if(func1(data86) > 256){
 const err231 = {instancePath:instancePath+"/auth/scopes_supported/" + i6,schemaPath:"#/properties/auth/properties/scopes_supported/items/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"};
 if(vErrors === null){
 vErrors = [err231];
@@ -5989,7 +13352,7 @@ vErrors.push(err231);
 }
 errors++;
 }
-if(func3(data86) < 1){
+if(func1(data86) < 1){
 const err232 = {instancePath:instancePath+"/auth/scopes_supported/" + i6,schemaPath:"#/properties/auth/properties/scopes_supported/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err232];
@@ -6074,8 +13437,8 @@ errors++;
 }
 const len6 = data88.length;
 for(let i8=0; i8<len6; i8++){
-if(!(validate30(data88[i8], {instancePath:instancePath+"/auth/issuers/" + i8,parentData:data88,parentDataProperty:i8,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate30.errors : vErrors.concat(validate30.errors);
+if(!(validate49(data88[i8], {instancePath:instancePath+"/auth/issuers/" + i8,parentData:data88,parentDataProperty:i8,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate49.errors : vErrors.concat(validate49.errors);
 errors = vErrors.length;
 }
 }
@@ -6116,7 +13479,7 @@ vErrors.push(err240);
 errors++;
 }
 if(!(((((((data90 === "fatal") || (data90 === "error")) || (data90 === "warn")) || (data90 === "info")) || (data90 === "debug")) || (data90 === "trace")) || (data90 === "silent"))){
-const err241 = {instancePath:instancePath+"/log_level",schemaPath:"#/properties/log_level/enum",keyword:"enum",params:{allowedValues: schema40.properties.log_level.enum},message:"must be equal to one of the allowed values"};
+const err241 = {instancePath:instancePath+"/log_level",schemaPath:"#/properties/log_level/enum",keyword:"enum",params:{allowedValues: schema72.properties.log_level.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err241];
 }
@@ -6129,7 +13492,7 @@ errors++;
 if(data.key_pepper !== undefined){
 let data91 = data.key_pepper;
 if(typeof data91 === "string"){
-if(func3(data91) > 1024){
+if(func1(data91) > 1024){
 const err242 = {instancePath:instancePath+"/key_pepper",schemaPath:"#/properties/key_pepper/maxLength",keyword:"maxLength",params:{limit: 1024},message:"must NOT have more than 1024 characters"};
 if(vErrors === null){
 vErrors = [err242];
@@ -6139,7 +13502,7 @@ vErrors.push(err242);
 }
 errors++;
 }
-if(func3(data91) < 32){
+if(func1(data91) < 32){
 const err243 = {instancePath:instancePath+"/key_pepper",schemaPath:"#/properties/key_pepper/minLength",keyword:"minLength",params:{limit: 32},message:"must NOT have fewer than 32 characters"};
 if(vErrors === null){
 vErrors = [err243];
@@ -6172,17 +13535,17 @@ vErrors.push(err245);
 }
 errors++;
 }
-validate29.errors = vErrors;
+validate48.errors = vErrors;
 return errors === 0;
 }
-validate29.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate48.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateGatewayConfigClaimRoleGrant = validate32;
+exports.validateGatewayConfigClaimRoleGrant = validate80;
 
-function validate32(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate80(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate32.evaluated;
+const evaluated0 = validate80.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -6245,7 +13608,7 @@ errors++;
 if(data.claim !== undefined){
 let data0 = data.claim;
 if(typeof data0 === "string"){
-if(func3(data0) > 128){
+if(func1(data0) > 128){
 const err5 = {instancePath:instancePath+"/claim",schemaPath:"#/properties/claim/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
 if(vErrors === null){
 vErrors = [err5];
@@ -6255,7 +13618,7 @@ vErrors.push(err5);
 }
 errors++;
 }
-if(func3(data0) < 1){
+if(func1(data0) < 1){
 const err6 = {instancePath:instancePath+"/claim",schemaPath:"#/properties/claim/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err6];
@@ -6280,7 +13643,7 @@ errors++;
 if(data.value !== undefined){
 let data1 = data.value;
 if(typeof data1 === "string"){
-if(func3(data1) > 256){
+if(func1(data1) > 256){
 const err8 = {instancePath:instancePath+"/value",schemaPath:"#/properties/value/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"};
 if(vErrors === null){
 vErrors = [err8];
@@ -6290,7 +13653,7 @@ vErrors.push(err8);
 }
 errors++;
 }
-if(func3(data1) < 1){
+if(func1(data1) < 1){
 const err9 = {instancePath:instancePath+"/value",schemaPath:"#/properties/value/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err9];
@@ -6315,7 +13678,7 @@ errors++;
 if(data.role !== undefined){
 let data2 = data.role;
 if(typeof data2 === "string"){
-if(func3(data2) > 128){
+if(func1(data2) > 128){
 const err11 = {instancePath:instancePath+"/role",schemaPath:"#/properties/role/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
 if(vErrors === null){
 vErrors = [err11];
@@ -6325,7 +13688,7 @@ vErrors.push(err11);
 }
 errors++;
 }
-if(func3(data2) < 1){
+if(func1(data2) < 1){
 const err12 = {instancePath:instancePath+"/role",schemaPath:"#/properties/role/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err12];
@@ -6350,7 +13713,7 @@ errors++;
 if(data.source !== undefined){
 let data3 = data.source;
 if(typeof data3 === "string"){
-if(func3(data3) > 128){
+if(func1(data3) > 128){
 const err14 = {instancePath:instancePath+"/source",schemaPath:"#/properties/source/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
 if(vErrors === null){
 vErrors = [err14];
@@ -6360,7 +13723,7 @@ vErrors.push(err14);
 }
 errors++;
 }
-if(func3(data3) < 1){
+if(func1(data3) < 1){
 const err15 = {instancePath:instancePath+"/source",schemaPath:"#/properties/source/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err15];
@@ -6393,17 +13756,17 @@ vErrors.push(err17);
 }
 errors++;
 }
-validate32.errors = vErrors;
+validate80.errors = vErrors;
 return errors === 0;
 }
-validate32.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate80.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateGatewayConfigRateLimit = validate33;
+exports.validateGatewayConfigRateLimit = validate81;
 
-function validate33(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate81(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate33.evaluated;
+const evaluated0 = validate81.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -6524,17 +13887,17 @@ vErrors.push(err9);
 }
 errors++;
 }
-validate33.errors = vErrors;
+validate81.errors = vErrors;
 return errors === 0;
 }
-validate33.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate81.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateGatewayConfigTokenIssuer = validate34;
+exports.validateGatewayConfigTokenIssuer = validate82;
 
-function validate34(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate82(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate34.evaluated;
+const evaluated0 = validate82.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -6553,7 +13916,7 @@ vErrors.push(err0);
 errors++;
 }
 for(const key0 in data){
-if(!(func1.call(schema44.properties, key0))){
+if(!(func10.call(schema76.properties, key0))){
 const err1 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err1];
@@ -6567,7 +13930,7 @@ errors++;
 if(data.issuer !== undefined){
 let data0 = data.issuer;
 if(typeof data0 === "string"){
-if(func3(data0) > 2048){
+if(func1(data0) > 2048){
 const err2 = {instancePath:instancePath+"/issuer",schemaPath:"#/properties/issuer/maxLength",keyword:"maxLength",params:{limit: 2048},message:"must NOT have more than 2048 characters"};
 if(vErrors === null){
 vErrors = [err2];
@@ -6577,7 +13940,7 @@ vErrors.push(err2);
 }
 errors++;
 }
-if(!pattern15.test(data0)){
+if(!pattern17.test(data0)){
 const err3 = {instancePath:instancePath+"/issuer",schemaPath:"#/properties/issuer/pattern",keyword:"pattern",params:{pattern: "^https?://"},message:"must match pattern \""+"^https?://"+"\""};
 if(vErrors === null){
 vErrors = [err3];
@@ -6602,7 +13965,7 @@ errors++;
 if(data.jwks_uri !== undefined){
 let data1 = data.jwks_uri;
 if(typeof data1 === "string"){
-if(func3(data1) > 2048){
+if(func1(data1) > 2048){
 const err5 = {instancePath:instancePath+"/jwks_uri",schemaPath:"#/properties/jwks_uri/maxLength",keyword:"maxLength",params:{limit: 2048},message:"must NOT have more than 2048 characters"};
 if(vErrors === null){
 vErrors = [err5];
@@ -6612,7 +13975,7 @@ vErrors.push(err5);
 }
 errors++;
 }
-if(!pattern15.test(data1)){
+if(!pattern17.test(data1)){
 const err6 = {instancePath:instancePath+"/jwks_uri",schemaPath:"#/properties/jwks_uri/pattern",keyword:"pattern",params:{pattern: "^https?://"},message:"must match pattern \""+"^https?://"+"\""};
 if(vErrors === null){
 vErrors = [err6];
@@ -6637,7 +14000,7 @@ errors++;
 if(data.audience !== undefined){
 let data2 = data.audience;
 if(typeof data2 === "string"){
-if(func3(data2) > 2048){
+if(func1(data2) > 2048){
 const err8 = {instancePath:instancePath+"/audience",schemaPath:"#/properties/audience/maxLength",keyword:"maxLength",params:{limit: 2048},message:"must NOT have more than 2048 characters"};
 if(vErrors === null){
 vErrors = [err8];
@@ -6647,7 +14010,7 @@ vErrors.push(err8);
 }
 errors++;
 }
-if(func3(data2) < 1){
+if(func1(data2) < 1){
 const err9 = {instancePath:instancePath+"/audience",schemaPath:"#/properties/audience/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err9];
@@ -6696,7 +14059,7 @@ vErrors.push(err12);
 errors++;
 }
 if(!((((((((((data4 === "RS256") || (data4 === "RS384")) || (data4 === "RS512")) || (data4 === "PS256")) || (data4 === "PS384")) || (data4 === "PS512")) || (data4 === "ES256")) || (data4 === "ES384")) || (data4 === "ES512")) || (data4 === "EdDSA"))){
-const err13 = {instancePath:instancePath+"/algorithms/" + i0,schemaPath:"#/properties/algorithms/items/enum",keyword:"enum",params:{allowedValues: schema44.properties.algorithms.items.enum},message:"must be equal to one of the allowed values"};
+const err13 = {instancePath:instancePath+"/algorithms/" + i0,schemaPath:"#/properties/algorithms/items/enum",keyword:"enum",params:{allowedValues: schema76.properties.algorithms.items.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err13];
 }
@@ -6759,7 +14122,7 @@ const len1 = data5.length;
 for(let i2=0; i2<len1; i2++){
 let data6 = data5[i2];
 if(typeof data6 === "string"){
-if(func3(data6) > 256){
+if(func1(data6) > 256){
 const err17 = {instancePath:instancePath+"/required_scopes/" + i2,schemaPath:"#/properties/required_scopes/items/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"};
 if(vErrors === null){
 vErrors = [err17];
@@ -6769,7 +14132,7 @@ vErrors.push(err17);
 }
 errors++;
 }
-if(func3(data6) < 1){
+if(func1(data6) < 1){
 const err18 = {instancePath:instancePath+"/required_scopes/" + i2,schemaPath:"#/properties/required_scopes/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err18];
@@ -6900,7 +14263,7 @@ errors++;
 if(data.identity_claim !== undefined){
 let data9 = data.identity_claim;
 if(typeof data9 === "string"){
-if(func3(data9) > 128){
+if(func1(data9) > 128){
 const err28 = {instancePath:instancePath+"/identity_claim",schemaPath:"#/properties/identity_claim/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
 if(vErrors === null){
 vErrors = [err28];
@@ -6910,7 +14273,7 @@ vErrors.push(err28);
 }
 errors++;
 }
-if(func3(data9) < 1){
+if(func1(data9) < 1){
 const err29 = {instancePath:instancePath+"/identity_claim",schemaPath:"#/properties/identity_claim/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err29];
@@ -6945,7 +14308,7 @@ vErrors.push(err31);
 errors++;
 }
 if(!((data10 === "refuse") || (data10 === "provision"))){
-const err32 = {instancePath:instancePath+"/unknown_subjects",schemaPath:"#/properties/unknown_subjects/enum",keyword:"enum",params:{allowedValues: schema44.properties.unknown_subjects.enum},message:"must be equal to one of the allowed values"};
+const err32 = {instancePath:instancePath+"/unknown_subjects",schemaPath:"#/properties/unknown_subjects/enum",keyword:"enum",params:{allowedValues: schema76.properties.unknown_subjects.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err32];
 }
@@ -7027,7 +14390,7 @@ errors++;
 if(data12.claim !== undefined){
 let data13 = data12.claim;
 if(typeof data13 === "string"){
-if(func3(data13) > 128){
+if(func1(data13) > 128){
 const err39 = {instancePath:instancePath+"/role_grants/" + i4+"/claim",schemaPath:"#/$defs/claimRoleGrant/properties/claim/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
 if(vErrors === null){
 vErrors = [err39];
@@ -7037,7 +14400,7 @@ vErrors.push(err39);
 }
 errors++;
 }
-if(func3(data13) < 1){
+if(func1(data13) < 1){
 const err40 = {instancePath:instancePath+"/role_grants/" + i4+"/claim",schemaPath:"#/$defs/claimRoleGrant/properties/claim/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err40];
@@ -7062,7 +14425,7 @@ errors++;
 if(data12.value !== undefined){
 let data14 = data12.value;
 if(typeof data14 === "string"){
-if(func3(data14) > 256){
+if(func1(data14) > 256){
 const err42 = {instancePath:instancePath+"/role_grants/" + i4+"/value",schemaPath:"#/$defs/claimRoleGrant/properties/value/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"};
 if(vErrors === null){
 vErrors = [err42];
@@ -7072,7 +14435,7 @@ vErrors.push(err42);
 }
 errors++;
 }
-if(func3(data14) < 1){
+if(func1(data14) < 1){
 const err43 = {instancePath:instancePath+"/role_grants/" + i4+"/value",schemaPath:"#/$defs/claimRoleGrant/properties/value/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err43];
@@ -7097,7 +14460,7 @@ errors++;
 if(data12.role !== undefined){
 let data15 = data12.role;
 if(typeof data15 === "string"){
-if(func3(data15) > 128){
+if(func1(data15) > 128){
 const err45 = {instancePath:instancePath+"/role_grants/" + i4+"/role",schemaPath:"#/$defs/claimRoleGrant/properties/role/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
 if(vErrors === null){
 vErrors = [err45];
@@ -7107,7 +14470,7 @@ vErrors.push(err45);
 }
 errors++;
 }
-if(func3(data15) < 1){
+if(func1(data15) < 1){
 const err46 = {instancePath:instancePath+"/role_grants/" + i4+"/role",schemaPath:"#/$defs/claimRoleGrant/properties/role/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err46];
@@ -7132,7 +14495,7 @@ errors++;
 if(data12.source !== undefined){
 let data16 = data12.source;
 if(typeof data16 === "string"){
-if(func3(data16) > 128){
+if(func1(data16) > 128){
 const err48 = {instancePath:instancePath+"/role_grants/" + i4+"/source",schemaPath:"#/$defs/claimRoleGrant/properties/source/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
 if(vErrors === null){
 vErrors = [err48];
@@ -7142,7 +14505,7 @@ vErrors.push(err48);
 }
 errors++;
 }
-if(func3(data16) < 1){
+if(func1(data16) < 1){
 const err49 = {instancePath:instancePath+"/role_grants/" + i4+"/source",schemaPath:"#/$defs/claimRoleGrant/properties/source/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err49];
@@ -7205,7 +14568,7 @@ const len3 = data17.length;
 for(let i5=0; i5<len3; i5++){
 let data18 = data17[i5];
 if(typeof data18 === "string"){
-if(func3(data18) > 128){
+if(func1(data18) > 128){
 const err54 = {instancePath:instancePath+"/attribute_claims/" + i5,schemaPath:"#/properties/attribute_claims/items/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
 if(vErrors === null){
 vErrors = [err54];
@@ -7215,7 +14578,7 @@ vErrors.push(err54);
 }
 errors++;
 }
-if(func3(data18) < 1){
+if(func1(data18) < 1){
 const err55 = {instancePath:instancePath+"/attribute_claims/" + i5,schemaPath:"#/properties/attribute_claims/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err55];
@@ -7284,19 +14647,19 @@ vErrors.push(err59);
 }
 errors++;
 }
-validate34.errors = vErrors;
+validate82.errors = vErrors;
 return errors === 0;
 }
-validate34.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate82.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateInterlockApprovalStatusArguments = validate35;
-const schema50 = {"$id":"https://interlock.dev/spec/tools/interlock_approval_status.json","title":"InterlockApprovalStatusArguments","type":"object","properties":{"approval_id":{"type":"string","minLength":1,"maxLength":64,"description":"The approval_id of a queued write (apr_…)."}},"required":["approval_id"],"additionalProperties":false};
+exports.validateInterlockApprovalStatusArguments = validate83;
+const schema109 = {"$id":"https://interlock.dev/spec/tools/interlock_approval_status.json","title":"InterlockApprovalStatusArguments","type":"object","properties":{"approval_id":{"type":"string","minLength":1,"maxLength":64,"description":"The approval_id of a queued write (apr_…)."}},"required":["approval_id"],"additionalProperties":false};
 
-function validate35(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate83(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/tools/interlock_approval_status.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate35.evaluated;
+const evaluated0 = validate83.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -7329,7 +14692,7 @@ errors++;
 if(data.approval_id !== undefined){
 let data0 = data.approval_id;
 if(typeof data0 === "string"){
-if(func3(data0) > 64){
+if(func1(data0) > 64){
 const err2 = {instancePath:instancePath+"/approval_id",schemaPath:"#/properties/approval_id/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"};
 if(vErrors === null){
 vErrors = [err2];
@@ -7339,7 +14702,7 @@ vErrors.push(err2);
 }
 errors++;
 }
-if(func3(data0) < 1){
+if(func1(data0) < 1){
 const err3 = {instancePath:instancePath+"/approval_id",schemaPath:"#/properties/approval_id/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err3];
@@ -7372,20 +14735,19 @@ vErrors.push(err5);
 }
 errors++;
 }
-validate35.errors = vErrors;
+validate83.errors = vErrors;
 return errors === 0;
 }
-validate35.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate83.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateInterlockDescribeAccessArguments = validate36;
-const schema51 = {"$id":"https://interlock.dev/spec/tools/interlock_describe_access.json","title":"InterlockDescribeAccessArguments","type":"object","properties":{"source_id":{"type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$","description":"A source id as listed by interlock_list_sources."}},"additionalProperties":false};
-const pattern20 = new RegExp("^[a-z0-9][a-z0-9_-]{0,62}$", "u");
+exports.validateInterlockDescribeAccessArguments = validate84;
+const schema110 = {"$id":"https://interlock.dev/spec/tools/interlock_describe_access.json","title":"InterlockDescribeAccessArguments","type":"object","properties":{"source_id":{"type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$","description":"A source id as listed by interlock_list_sources."}},"additionalProperties":false};
 
-function validate36(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate84(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/tools/interlock_describe_access.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate36.evaluated;
+const evaluated0 = validate84.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -7408,7 +14770,7 @@ errors++;
 if(data.source_id !== undefined){
 let data0 = data.source_id;
 if(typeof data0 === "string"){
-if(!pattern20.test(data0)){
+if(!pattern8.test(data0)){
 const err1 = {instancePath:instancePath+"/source_id",schemaPath:"#/properties/source_id/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9_-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9_-]{0,62}$"+"\""};
 if(vErrors === null){
 vErrors = [err1];
@@ -7441,19 +14803,19 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate36.errors = vErrors;
+validate84.errors = vErrors;
 return errors === 0;
 }
-validate36.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate84.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateInterlockDescribeSourceArguments = validate37;
-const schema52 = {"$id":"https://interlock.dev/spec/tools/interlock_describe_source.json","title":"InterlockDescribeSourceArguments","type":"object","properties":{"source_id":{"type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$","description":"A source id as listed by interlock_list_sources."}},"required":["source_id"],"additionalProperties":false};
+exports.validateInterlockDescribeSourceArguments = validate85;
+const schema111 = {"$id":"https://interlock.dev/spec/tools/interlock_describe_source.json","title":"InterlockDescribeSourceArguments","type":"object","properties":{"source_id":{"type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$","description":"A source id as listed by interlock_list_sources."}},"required":["source_id"],"additionalProperties":false};
 
-function validate37(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate85(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/tools/interlock_describe_source.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate37.evaluated;
+const evaluated0 = validate85.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -7486,7 +14848,7 @@ errors++;
 if(data.source_id !== undefined){
 let data0 = data.source_id;
 if(typeof data0 === "string"){
-if(!pattern20.test(data0)){
+if(!pattern8.test(data0)){
 const err2 = {instancePath:instancePath+"/source_id",schemaPath:"#/properties/source_id/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9_-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9_-]{0,62}$"+"\""};
 if(vErrors === null){
 vErrors = [err2];
@@ -7519,19 +14881,19 @@ vErrors.push(err4);
 }
 errors++;
 }
-validate37.errors = vErrors;
+validate85.errors = vErrors;
 return errors === 0;
 }
-validate37.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate85.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateInterlockDiscoverArguments = validate38;
-const schema53 = {"$id":"https://interlock.dev/spec/tools/interlock_discover.json","title":"InterlockDiscoverArguments","type":"object","properties":{"source_id":{"type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$","description":"A source id as listed by interlock_list_sources."},"query":{"type":"string","minLength":1,"maxLength":1000,"description":"Web-search syntax."},"source_types":{"type":"array","maxItems":10,"items":{"type":"string","enum":["postgres","documents"]}},"document_types":{"type":"array","maxItems":20,"items":{"type":"string","minLength":1,"maxLength":64}},"category_path":{"type":"array","maxItems":10,"items":{"type":"string","minLength":1,"maxLength":128},"description":"A category prefix, outermost first, e.g. [\"operations\", \"runbooks\"]."},"time_range":{"type":"object","properties":{"from":{"type":"string","format":"date-time"},"to":{"type":"string","format":"date-time"}},"additionalProperties":false},"audience":{"type":"array","maxItems":20,"items":{"type":"string","minLength":1,"maxLength":64}},"entities":{"type":"array","maxItems":20,"items":{"type":"object","properties":{"type":{"type":"string","minLength":1,"maxLength":64},"value":{"type":"string","minLength":1,"maxLength":256}},"required":["type","value"],"additionalProperties":false}},"expand_related":{"type":"boolean","description":"Also return assets related to the top three hits (marked expansion true, with related_to and relation); they share the limit with the direct hits, at most half of it."},"limit":{"type":"integer","minimum":1,"maximum":50,"description":"Most hits to return (default 10, at most 50)."}},"required":["source_id","query"],"additionalProperties":false};
+exports.validateInterlockDiscoverArguments = validate86;
+const schema112 = {"$id":"https://interlock.dev/spec/tools/interlock_discover.json","title":"InterlockDiscoverArguments","type":"object","properties":{"source_id":{"type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$","description":"A source id as listed by interlock_list_sources."},"query":{"type":"string","minLength":1,"maxLength":1000,"description":"Web-search syntax."},"source_types":{"type":"array","maxItems":10,"items":{"type":"string","enum":["postgres","documents"]}},"document_types":{"type":"array","maxItems":20,"items":{"type":"string","minLength":1,"maxLength":64}},"category_path":{"type":"array","maxItems":10,"items":{"type":"string","minLength":1,"maxLength":128},"description":"A category prefix, outermost first, e.g. [\"operations\", \"runbooks\"]."},"time_range":{"type":"object","properties":{"from":{"type":"string","format":"date-time"},"to":{"type":"string","format":"date-time"}},"additionalProperties":false},"audience":{"type":"array","maxItems":20,"items":{"type":"string","minLength":1,"maxLength":64}},"entities":{"type":"array","maxItems":20,"items":{"type":"object","properties":{"type":{"type":"string","minLength":1,"maxLength":64},"value":{"type":"string","minLength":1,"maxLength":256}},"required":["type","value"],"additionalProperties":false}},"expand_related":{"type":"boolean","description":"Also return assets related to the top three hits (marked expansion true, with related_to and relation); they share the limit with the direct hits, at most half of it."},"limit":{"type":"integer","minimum":1,"maximum":50,"description":"Most hits to return (default 10, at most 50)."}},"required":["source_id","query"],"additionalProperties":false};
 
-function validate38(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate86(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/tools/interlock_discover.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate38.evaluated;
+const evaluated0 = validate86.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -7560,7 +14922,7 @@ vErrors.push(err1);
 errors++;
 }
 for(const key0 in data){
-if(!(func1.call(schema53.properties, key0))){
+if(!(func10.call(schema112.properties, key0))){
 const err2 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err2];
@@ -7574,7 +14936,7 @@ errors++;
 if(data.source_id !== undefined){
 let data0 = data.source_id;
 if(typeof data0 === "string"){
-if(!pattern20.test(data0)){
+if(!pattern8.test(data0)){
 const err3 = {instancePath:instancePath+"/source_id",schemaPath:"#/properties/source_id/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9_-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9_-]{0,62}$"+"\""};
 if(vErrors === null){
 vErrors = [err3];
@@ -7599,7 +14961,7 @@ errors++;
 if(data.query !== undefined){
 let data1 = data.query;
 if(typeof data1 === "string"){
-if(func3(data1) > 1000){
+if(func1(data1) > 1000){
 const err5 = {instancePath:instancePath+"/query",schemaPath:"#/properties/query/maxLength",keyword:"maxLength",params:{limit: 1000},message:"must NOT have more than 1000 characters"};
 if(vErrors === null){
 vErrors = [err5];
@@ -7609,7 +14971,7 @@ vErrors.push(err5);
 }
 errors++;
 }
-if(func3(data1) < 1){
+if(func1(data1) < 1){
 const err6 = {instancePath:instancePath+"/query",schemaPath:"#/properties/query/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err6];
@@ -7658,7 +15020,7 @@ vErrors.push(err9);
 errors++;
 }
 if(!((data3 === "postgres") || (data3 === "documents"))){
-const err10 = {instancePath:instancePath+"/source_types/" + i0,schemaPath:"#/properties/source_types/items/enum",keyword:"enum",params:{allowedValues: schema53.properties.source_types.items.enum},message:"must be equal to one of the allowed values"};
+const err10 = {instancePath:instancePath+"/source_types/" + i0,schemaPath:"#/properties/source_types/items/enum",keyword:"enum",params:{allowedValues: schema112.properties.source_types.items.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err10];
 }
@@ -7697,7 +15059,7 @@ const len1 = data4.length;
 for(let i1=0; i1<len1; i1++){
 let data5 = data4[i1];
 if(typeof data5 === "string"){
-if(func3(data5) > 64){
+if(func1(data5) > 64){
 const err13 = {instancePath:instancePath+"/document_types/" + i1,schemaPath:"#/properties/document_types/items/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"};
 if(vErrors === null){
 vErrors = [err13];
@@ -7707,7 +15069,7 @@ vErrors.push(err13);
 }
 errors++;
 }
-if(func3(data5) < 1){
+if(func1(data5) < 1){
 const err14 = {instancePath:instancePath+"/document_types/" + i1,schemaPath:"#/properties/document_types/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err14];
@@ -7758,7 +15120,7 @@ const len2 = data6.length;
 for(let i2=0; i2<len2; i2++){
 let data7 = data6[i2];
 if(typeof data7 === "string"){
-if(func3(data7) > 128){
+if(func1(data7) > 128){
 const err18 = {instancePath:instancePath+"/category_path/" + i2,schemaPath:"#/properties/category_path/items/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
 if(vErrors === null){
 vErrors = [err18];
@@ -7768,7 +15130,7 @@ vErrors.push(err18);
 }
 errors++;
 }
-if(func3(data7) < 1){
+if(func1(data7) < 1){
 const err19 = {instancePath:instancePath+"/category_path/" + i2,schemaPath:"#/properties/category_path/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err19];
@@ -7896,7 +15258,7 @@ const len3 = data11.length;
 for(let i3=0; i3<len3; i3++){
 let data12 = data11[i3];
 if(typeof data12 === "string"){
-if(func3(data12) > 64){
+if(func1(data12) > 64){
 const err29 = {instancePath:instancePath+"/audience/" + i3,schemaPath:"#/properties/audience/items/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"};
 if(vErrors === null){
 vErrors = [err29];
@@ -7906,7 +15268,7 @@ vErrors.push(err29);
 }
 errors++;
 }
-if(func3(data12) < 1){
+if(func1(data12) < 1){
 const err30 = {instancePath:instancePath+"/audience/" + i3,schemaPath:"#/properties/audience/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err30];
@@ -7992,7 +15354,7 @@ errors++;
 if(data14.type !== undefined){
 let data15 = data14.type;
 if(typeof data15 === "string"){
-if(func3(data15) > 64){
+if(func1(data15) > 64){
 const err37 = {instancePath:instancePath+"/entities/" + i4+"/type",schemaPath:"#/properties/entities/items/properties/type/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"};
 if(vErrors === null){
 vErrors = [err37];
@@ -8002,7 +15364,7 @@ vErrors.push(err37);
 }
 errors++;
 }
-if(func3(data15) < 1){
+if(func1(data15) < 1){
 const err38 = {instancePath:instancePath+"/entities/" + i4+"/type",schemaPath:"#/properties/entities/items/properties/type/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err38];
@@ -8027,7 +15389,7 @@ errors++;
 if(data14.value !== undefined){
 let data16 = data14.value;
 if(typeof data16 === "string"){
-if(func3(data16) > 256){
+if(func1(data16) > 256){
 const err40 = {instancePath:instancePath+"/entities/" + i4+"/value",schemaPath:"#/properties/entities/items/properties/value/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"};
 if(vErrors === null){
 vErrors = [err40];
@@ -8037,7 +15399,7 @@ vErrors.push(err40);
 }
 errors++;
 }
-if(func3(data16) < 1){
+if(func1(data16) < 1){
 const err41 = {instancePath:instancePath+"/entities/" + i4+"/value",schemaPath:"#/properties/entities/items/properties/value/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err41];
@@ -8141,3034 +15503,19 @@ vErrors.push(err49);
 }
 errors++;
 }
-validate38.errors = vErrors;
+validate86.errors = vErrors;
 return errors === 0;
 }
-validate38.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate86.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.validateInterlockFile = validate39;
-const schema54 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/interlock-file-v1.schema.json","title":"InterlockFile","description":"Declarative configuration of an InterLock control plane (`interlock apply -f interlock.yaml`, `interlock export`; issue 16): sources, source roles, identities with their grants, policies, and the claim mappings of access-token issuers (issue 26). API keys and operator tokens stay imperative (`interlock key create`). Secrets never appear inline: source credentials name an environment variable (password_env) or a file (password_file) read when the file is applied. Every section is optional; with --prune, objects of a section that the file leaves out are deleted.","type":"object","properties":{"version":{"description":"File format version.","const":1},"sources":{"type":"array","maxItems":1000,"items":{"$ref":"#/$defs/source"}},"roles":{"type":"array","maxItems":1000,"items":{"$ref":"role-v1.schema.json"}},"identities":{"type":"array","maxItems":10000,"items":{"$ref":"#/$defs/identity"}},"policies":{"type":"array","maxItems":1000,"items":{"$ref":"policy-v1.schema.json"}},"claim_mappings":{"description":"How access tokens of an identity provider map to identities and source roles (issue 26 item 2), one entry per issuer. The issuer itself is trusted only through the gateway configuration (auth.issuers: keys, audience, algorithms); a mapping for an issuer no gateway trusts has no effect. For a configured issuer, a field set here replaces the configuration's (identity_claim, unknown_subjects), and role_grants apply beside the configuration's. docs/operators.md \"Identity providers\".","type":"array","maxItems":32,"items":{"$ref":"#/$defs/claimMapping"}}},"required":["version"],"additionalProperties":false,"$defs":{"claimMapping":{"title":"ClaimMapping","description":"One issuer's claim rules (issue 26 item 2).","type":"object","properties":{"issuer":{"description":"The issuer identifier, exactly as the tokens' `iss` and auth.issuers[].issuer.","type":"string","pattern":"^https?://","maxLength":2048},"identity_claim":{"description":"The claim that names the identity (sub, email, preferred_username, …); lower-cased, it must be a valid identity name. Absent: the configuration's, else sub.","type":"string","minLength":1,"maxLength":128},"unknown_subjects":{"description":"A subject with no identity yet: refuse (invalid_token) or provision an identity named by identity_claim. Absent: the configuration's, else refuse.","type":"string","enum":["refuse","provision"]},"role_grants":{"description":"Claim values that grant source roles (each role and source must exist when the file is applied); such grants follow the claims on each sign-in. Default none.","type":"array","maxItems":256,"items":{"$ref":"config-v1.schema.json#/$defs/claimRoleGrant"}}},"required":["issuer"],"additionalProperties":false},"source":{"title":"FileSource","description":"A source as in spec/source-v1.schema.json, except that credentials hold secret references instead of passwords. The settings, once the references are resolved, are validated against spec/source-v1.schema.json.","type":"object","properties":{"id":{"type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$"},"type":{"type":"string","enum":["postgres","documents"]},"name":{"type":"string","minLength":1,"maxLength":200},"description":{"type":"string","maxLength":1000},"enabled":{"type":"boolean"},"settings":{"type":"object","properties":{"reader":{"$ref":"#/$defs/credentials"},"writer":{"$ref":"#/$defs/credentials"}}}},"required":["id","type","name","settings"],"additionalProperties":false},"credentials":{"title":"FileCredentials","description":"A database role and where its password comes from: password_env (an environment variable of the process that applies the file) or password_file (a file whose content, without the trailing newline, is the password). Neither: no password (trust, peer or certificate authentication). An inline password is refused.","type":"object","properties":{"user":{"type":"string","minLength":1,"maxLength":63},"password_env":{"type":"string","pattern":"^[A-Za-z_][A-Za-z0-9_]{0,127}$"},"password_file":{"type":"string","minLength":1,"maxLength":4096}},"required":["user"],"additionalProperties":false,"not":{"properties":{"password_env":true,"password_file":true},"required":["password_env","password_file"]}},"identity":{"title":"FileIdentity","description":"An identity and every grant it holds. disabled defaults to false.","type":"object","properties":{"name":{"type":"string","pattern":"^[a-z0-9][a-z0-9_.@-]{0,127}$"},"disabled":{"type":"boolean"},"attributes":{"description":"Attributes row rules read as identity.<name> (issue 27, docs/row-rules.md): strings, finite numbers, booleans or lists of those. Omitted: the identity's attributes are left as they are; given: they become exactly these.","type":"object","maxProperties":64,"propertyNames":{"pattern":"^[a-z_][a-z0-9_]{0,62}$"},"additionalProperties":{"anyOf":[{"type":"string","maxLength":1000},{"type":"number"},{"type":"boolean"},{"type":"array","maxItems":1000,"items":{"anyOf":[{"type":"string","maxLength":1000},{"type":"number"},{"type":"boolean"}]}}]}},"grants":{"type":"array","maxItems":10000,"items":{"$ref":"#/$defs/grant"}}},"required":["name"],"additionalProperties":false},"grant":{"title":"FileGrant","type":"object","properties":{"role":{"type":"string","minLength":1},"source":{"type":"string","minLength":1}},"required":["role","source"],"additionalProperties":false}}};
-const schema55 = {"title":"FileSource","description":"A source as in spec/source-v1.schema.json, except that credentials hold secret references instead of passwords. The settings, once the references are resolved, are validated against spec/source-v1.schema.json.","type":"object","properties":{"id":{"type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$"},"type":{"type":"string","enum":["postgres","documents"]},"name":{"type":"string","minLength":1,"maxLength":200},"description":{"type":"string","maxLength":1000},"enabled":{"type":"boolean"},"settings":{"type":"object","properties":{"reader":{"$ref":"#/$defs/credentials"},"writer":{"$ref":"#/$defs/credentials"}}}},"required":["id","type","name","settings"],"additionalProperties":false};
-const schema56 = {"title":"FileCredentials","description":"A database role and where its password comes from: password_env (an environment variable of the process that applies the file) or password_file (a file whose content, without the trailing newline, is the password). Neither: no password (trust, peer or certificate authentication). An inline password is refused.","type":"object","properties":{"user":{"type":"string","minLength":1,"maxLength":63},"password_env":{"type":"string","pattern":"^[A-Za-z_][A-Za-z0-9_]{0,127}$"},"password_file":{"type":"string","minLength":1,"maxLength":4096}},"required":["user"],"additionalProperties":false,"not":{"properties":{"password_env":true,"password_file":true},"required":["password_env","password_file"]}};
-const pattern24 = new RegExp("^[A-Za-z_][A-Za-z0-9_]{0,127}$", "u");
 
-function validate40(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+exports.validateInterlockFileClaimMapping = validate87;
+
+function validate87(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate40.evaluated;
-if(evaluated0.dynamicProps){
-evaluated0.props = undefined;
-}
-if(evaluated0.dynamicItems){
-evaluated0.items = undefined;
-}
-if(data && typeof data == "object" && !Array.isArray(data)){
-if(data.id === undefined){
-const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "id"},message:"must have required property '"+"id"+"'"};
-if(vErrors === null){
-vErrors = [err0];
-}
-else {
-vErrors.push(err0);
-}
-errors++;
-}
-if(data.type === undefined){
-const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
-if(vErrors === null){
-vErrors = [err1];
-}
-else {
-vErrors.push(err1);
-}
-errors++;
-}
-if(data.name === undefined){
-const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "name"},message:"must have required property '"+"name"+"'"};
-if(vErrors === null){
-vErrors = [err2];
-}
-else {
-vErrors.push(err2);
-}
-errors++;
-}
-if(data.settings === undefined){
-const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "settings"},message:"must have required property '"+"settings"+"'"};
-if(vErrors === null){
-vErrors = [err3];
-}
-else {
-vErrors.push(err3);
-}
-errors++;
-}
-for(const key0 in data){
-if(!((((((key0 === "id") || (key0 === "type")) || (key0 === "name")) || (key0 === "description")) || (key0 === "enabled")) || (key0 === "settings"))){
-const err4 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
-if(vErrors === null){
-vErrors = [err4];
-}
-else {
-vErrors.push(err4);
-}
-errors++;
-}
-}
-if(data.id !== undefined){
-let data0 = data.id;
-if(typeof data0 === "string"){
-if(!pattern20.test(data0)){
-const err5 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9_-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9_-]{0,62}$"+"\""};
-if(vErrors === null){
-vErrors = [err5];
-}
-else {
-vErrors.push(err5);
-}
-errors++;
-}
-}
-else {
-const err6 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err6];
-}
-else {
-vErrors.push(err6);
-}
-errors++;
-}
-}
-if(data.type !== undefined){
-let data1 = data.type;
-if(typeof data1 !== "string"){
-const err7 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err7];
-}
-else {
-vErrors.push(err7);
-}
-errors++;
-}
-if(!((data1 === "postgres") || (data1 === "documents"))){
-const err8 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/enum",keyword:"enum",params:{allowedValues: schema55.properties.type.enum},message:"must be equal to one of the allowed values"};
-if(vErrors === null){
-vErrors = [err8];
-}
-else {
-vErrors.push(err8);
-}
-errors++;
-}
-}
-if(data.name !== undefined){
-let data2 = data.name;
-if(typeof data2 === "string"){
-if(func3(data2) > 200){
-const err9 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/maxLength",keyword:"maxLength",params:{limit: 200},message:"must NOT have more than 200 characters"};
-if(vErrors === null){
-vErrors = [err9];
-}
-else {
-vErrors.push(err9);
-}
-errors++;
-}
-if(func3(data2) < 1){
-const err10 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
-if(vErrors === null){
-vErrors = [err10];
-}
-else {
-vErrors.push(err10);
-}
-errors++;
-}
-}
-else {
-const err11 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err11];
-}
-else {
-vErrors.push(err11);
-}
-errors++;
-}
-}
-if(data.description !== undefined){
-let data3 = data.description;
-if(typeof data3 === "string"){
-if(func3(data3) > 1000){
-const err12 = {instancePath:instancePath+"/description",schemaPath:"#/properties/description/maxLength",keyword:"maxLength",params:{limit: 1000},message:"must NOT have more than 1000 characters"};
-if(vErrors === null){
-vErrors = [err12];
-}
-else {
-vErrors.push(err12);
-}
-errors++;
-}
-}
-else {
-const err13 = {instancePath:instancePath+"/description",schemaPath:"#/properties/description/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err13];
-}
-else {
-vErrors.push(err13);
-}
-errors++;
-}
-}
-if(data.enabled !== undefined){
-if(typeof data.enabled !== "boolean"){
-const err14 = {instancePath:instancePath+"/enabled",schemaPath:"#/properties/enabled/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
-if(vErrors === null){
-vErrors = [err14];
-}
-else {
-vErrors.push(err14);
-}
-errors++;
-}
-}
-if(data.settings !== undefined){
-let data5 = data.settings;
-if(data5 && typeof data5 == "object" && !Array.isArray(data5)){
-if(data5.reader !== undefined){
-let data6 = data5.reader;
-const _errs17 = errors;
-const _errs18 = errors;
-if(data6 && typeof data6 == "object" && !Array.isArray(data6)){
-let missing0;
-if(((data6.password_env === undefined) && (missing0 = "password_env")) || ((data6.password_file === undefined) && (missing0 = "password_file"))){
-const err15 = {};
-if(vErrors === null){
-vErrors = [err15];
-}
-else {
-vErrors.push(err15);
-}
-errors++;
-}
-}
-var valid3 = _errs18 === errors;
-if(valid3){
-const err16 = {instancePath:instancePath+"/settings/reader",schemaPath:"#/$defs/credentials/not",keyword:"not",params:{},message:"must NOT be valid"};
-if(vErrors === null){
-vErrors = [err16];
-}
-else {
-vErrors.push(err16);
-}
-errors++;
-}
-else {
-errors = _errs17;
-if(vErrors !== null){
-if(_errs17){
-vErrors.length = _errs17;
-}
-else {
-vErrors = null;
-}
-}
-}
-if(data6 && typeof data6 == "object" && !Array.isArray(data6)){
-if(data6.user === undefined){
-const err17 = {instancePath:instancePath+"/settings/reader",schemaPath:"#/$defs/credentials/required",keyword:"required",params:{missingProperty: "user"},message:"must have required property '"+"user"+"'"};
-if(vErrors === null){
-vErrors = [err17];
-}
-else {
-vErrors.push(err17);
-}
-errors++;
-}
-for(const key1 in data6){
-if(!(((key1 === "user") || (key1 === "password_env")) || (key1 === "password_file"))){
-const err18 = {instancePath:instancePath+"/settings/reader",schemaPath:"#/$defs/credentials/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
-if(vErrors === null){
-vErrors = [err18];
-}
-else {
-vErrors.push(err18);
-}
-errors++;
-}
-}
-if(data6.user !== undefined){
-let data7 = data6.user;
-if(typeof data7 === "string"){
-if(func3(data7) > 63){
-const err19 = {instancePath:instancePath+"/settings/reader/user",schemaPath:"#/$defs/credentials/properties/user/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
-if(vErrors === null){
-vErrors = [err19];
-}
-else {
-vErrors.push(err19);
-}
-errors++;
-}
-if(func3(data7) < 1){
-const err20 = {instancePath:instancePath+"/settings/reader/user",schemaPath:"#/$defs/credentials/properties/user/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
-if(vErrors === null){
-vErrors = [err20];
-}
-else {
-vErrors.push(err20);
-}
-errors++;
-}
-}
-else {
-const err21 = {instancePath:instancePath+"/settings/reader/user",schemaPath:"#/$defs/credentials/properties/user/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err21];
-}
-else {
-vErrors.push(err21);
-}
-errors++;
-}
-}
-if(data6.password_env !== undefined){
-let data8 = data6.password_env;
-if(typeof data8 === "string"){
-if(!pattern24.test(data8)){
-const err22 = {instancePath:instancePath+"/settings/reader/password_env",schemaPath:"#/$defs/credentials/properties/password_env/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z_][A-Za-z0-9_]{0,127}$"},message:"must match pattern \""+"^[A-Za-z_][A-Za-z0-9_]{0,127}$"+"\""};
-if(vErrors === null){
-vErrors = [err22];
-}
-else {
-vErrors.push(err22);
-}
-errors++;
-}
-}
-else {
-const err23 = {instancePath:instancePath+"/settings/reader/password_env",schemaPath:"#/$defs/credentials/properties/password_env/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err23];
-}
-else {
-vErrors.push(err23);
-}
-errors++;
-}
-}
-if(data6.password_file !== undefined){
-let data9 = data6.password_file;
-if(typeof data9 === "string"){
-if(func3(data9) > 4096){
-const err24 = {instancePath:instancePath+"/settings/reader/password_file",schemaPath:"#/$defs/credentials/properties/password_file/maxLength",keyword:"maxLength",params:{limit: 4096},message:"must NOT have more than 4096 characters"};
-if(vErrors === null){
-vErrors = [err24];
-}
-else {
-vErrors.push(err24);
-}
-errors++;
-}
-if(func3(data9) < 1){
-const err25 = {instancePath:instancePath+"/settings/reader/password_file",schemaPath:"#/$defs/credentials/properties/password_file/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
-if(vErrors === null){
-vErrors = [err25];
-}
-else {
-vErrors.push(err25);
-}
-errors++;
-}
-}
-else {
-const err26 = {instancePath:instancePath+"/settings/reader/password_file",schemaPath:"#/$defs/credentials/properties/password_file/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err26];
-}
-else {
-vErrors.push(err26);
-}
-errors++;
-}
-}
-}
-else {
-const err27 = {instancePath:instancePath+"/settings/reader",schemaPath:"#/$defs/credentials/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err27];
-}
-else {
-vErrors.push(err27);
-}
-errors++;
-}
-}
-if(data5.writer !== undefined){
-let data10 = data5.writer;
-const _errs29 = errors;
-const _errs30 = errors;
-if(data10 && typeof data10 == "object" && !Array.isArray(data10)){
-let missing1;
-if(((data10.password_env === undefined) && (missing1 = "password_env")) || ((data10.password_file === undefined) && (missing1 = "password_file"))){
-const err28 = {};
-if(vErrors === null){
-vErrors = [err28];
-}
-else {
-vErrors.push(err28);
-}
-errors++;
-}
-}
-var valid6 = _errs30 === errors;
-if(valid6){
-const err29 = {instancePath:instancePath+"/settings/writer",schemaPath:"#/$defs/credentials/not",keyword:"not",params:{},message:"must NOT be valid"};
-if(vErrors === null){
-vErrors = [err29];
-}
-else {
-vErrors.push(err29);
-}
-errors++;
-}
-else {
-errors = _errs29;
-if(vErrors !== null){
-if(_errs29){
-vErrors.length = _errs29;
-}
-else {
-vErrors = null;
-}
-}
-}
-if(data10 && typeof data10 == "object" && !Array.isArray(data10)){
-if(data10.user === undefined){
-const err30 = {instancePath:instancePath+"/settings/writer",schemaPath:"#/$defs/credentials/required",keyword:"required",params:{missingProperty: "user"},message:"must have required property '"+"user"+"'"};
-if(vErrors === null){
-vErrors = [err30];
-}
-else {
-vErrors.push(err30);
-}
-errors++;
-}
-for(const key2 in data10){
-if(!(((key2 === "user") || (key2 === "password_env")) || (key2 === "password_file"))){
-const err31 = {instancePath:instancePath+"/settings/writer",schemaPath:"#/$defs/credentials/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key2},message:"must NOT have additional properties"};
-if(vErrors === null){
-vErrors = [err31];
-}
-else {
-vErrors.push(err31);
-}
-errors++;
-}
-}
-if(data10.user !== undefined){
-let data11 = data10.user;
-if(typeof data11 === "string"){
-if(func3(data11) > 63){
-const err32 = {instancePath:instancePath+"/settings/writer/user",schemaPath:"#/$defs/credentials/properties/user/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
-if(vErrors === null){
-vErrors = [err32];
-}
-else {
-vErrors.push(err32);
-}
-errors++;
-}
-if(func3(data11) < 1){
-const err33 = {instancePath:instancePath+"/settings/writer/user",schemaPath:"#/$defs/credentials/properties/user/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
-if(vErrors === null){
-vErrors = [err33];
-}
-else {
-vErrors.push(err33);
-}
-errors++;
-}
-}
-else {
-const err34 = {instancePath:instancePath+"/settings/writer/user",schemaPath:"#/$defs/credentials/properties/user/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err34];
-}
-else {
-vErrors.push(err34);
-}
-errors++;
-}
-}
-if(data10.password_env !== undefined){
-let data12 = data10.password_env;
-if(typeof data12 === "string"){
-if(!pattern24.test(data12)){
-const err35 = {instancePath:instancePath+"/settings/writer/password_env",schemaPath:"#/$defs/credentials/properties/password_env/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z_][A-Za-z0-9_]{0,127}$"},message:"must match pattern \""+"^[A-Za-z_][A-Za-z0-9_]{0,127}$"+"\""};
-if(vErrors === null){
-vErrors = [err35];
-}
-else {
-vErrors.push(err35);
-}
-errors++;
-}
-}
-else {
-const err36 = {instancePath:instancePath+"/settings/writer/password_env",schemaPath:"#/$defs/credentials/properties/password_env/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err36];
-}
-else {
-vErrors.push(err36);
-}
-errors++;
-}
-}
-if(data10.password_file !== undefined){
-let data13 = data10.password_file;
-if(typeof data13 === "string"){
-if(func3(data13) > 4096){
-const err37 = {instancePath:instancePath+"/settings/writer/password_file",schemaPath:"#/$defs/credentials/properties/password_file/maxLength",keyword:"maxLength",params:{limit: 4096},message:"must NOT have more than 4096 characters"};
-if(vErrors === null){
-vErrors = [err37];
-}
-else {
-vErrors.push(err37);
-}
-errors++;
-}
-if(func3(data13) < 1){
-const err38 = {instancePath:instancePath+"/settings/writer/password_file",schemaPath:"#/$defs/credentials/properties/password_file/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
-if(vErrors === null){
-vErrors = [err38];
-}
-else {
-vErrors.push(err38);
-}
-errors++;
-}
-}
-else {
-const err39 = {instancePath:instancePath+"/settings/writer/password_file",schemaPath:"#/$defs/credentials/properties/password_file/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err39];
-}
-else {
-vErrors.push(err39);
-}
-errors++;
-}
-}
-}
-else {
-const err40 = {instancePath:instancePath+"/settings/writer",schemaPath:"#/$defs/credentials/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err40];
-}
-else {
-vErrors.push(err40);
-}
-errors++;
-}
-}
-}
-else {
-const err41 = {instancePath:instancePath+"/settings",schemaPath:"#/properties/settings/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err41];
-}
-else {
-vErrors.push(err41);
-}
-errors++;
-}
-}
-}
-else {
-const err42 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err42];
-}
-else {
-vErrors.push(err42);
-}
-errors++;
-}
-validate40.errors = vErrors;
-return errors === 0;
-}
-validate40.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
-
-const schema58 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/role-v1.schema.json","title":"SourceRole","description":"A source role: a named set of allow/deny statements (deny wins). Operators write it as JSON or YAML and load it with `interlock role create FILE`. A grant binds identity x role x source. Contract: Governance (source-role authorization); decisions.md governance model.","type":"object","properties":{"name":{"type":"string","pattern":"^[a-z0-9][a-z0-9_.-]{0,62}$"},"description":{"type":"string","maxLength":1000},"audiences":{"description":"Discovery audiences carried by identities holding this role: an asset with an audience is visible only to identities whose roles carry one of its audiences.","type":"array","items":{"type":"string","pattern":"^[a-z0-9][a-z0-9_.-]{0,62}$"},"maxItems":50},"statements":{"type":"array","minItems":1,"maxItems":1000,"items":{"$ref":"#/$defs/statement"}}},"required":["name","statements"],"additionalProperties":false,"$defs":{"statement":{"title":"RoleStatement","type":"object","properties":{"effect":{"type":"string","enum":["allow","deny"]},"action":{"type":"string","enum":["read","write","describe","discover","request","*"]},"resource":{"description":"SQL sources: schema.table or schema.table.column, each part a name or *, e.g. public.*, public.customer, public.customer.email, *.*. Documents sources: * or a category path prefix such as operations/runbooks/*.","type":"string","minLength":1,"maxLength":400,"pattern":"^[^\\s]+$"},"rows":{"description":"Row rule (issue 27, docs/row-rules.md): a predicate over the table's own columns and the caller's attributes (identity.<name>), e.g. \"support_rep_id = identity.employee_id\" or \"region = ANY(identity.regions)\". Only on allow statements for read, write or * over a schema.table resource. The caller then reads only rows for which it is true; several allows covering one table combine with OR, an allow without rows grants every row. Allowed: columns, identity.<attr>, constants, comparisons (= <> < <= > >=), IN lists, = ANY(identity.<attr>), IS [NOT] NULL, AND/OR/NOT, lower/upper/btrim/coalesce. Checked when written; attribute values are bound per call, never spliced into SQL; a caller without an attribute the rule needs cannot read the table.","type":"string","minLength":1,"maxLength":2000}},"required":["effect","action","resource"],"if":{"properties":{"rows":{"type":"string"}},"required":["rows"]},"then":{"properties":{"effect":{"const":"allow"},"action":{"enum":["read","write","*"]}}},"additionalProperties":false}}};
-const schema59 = {"title":"RoleStatement","type":"object","properties":{"effect":{"type":"string","enum":["allow","deny"]},"action":{"type":"string","enum":["read","write","describe","discover","request","*"]},"resource":{"description":"SQL sources: schema.table or schema.table.column, each part a name or *, e.g. public.*, public.customer, public.customer.email, *.*. Documents sources: * or a category path prefix such as operations/runbooks/*.","type":"string","minLength":1,"maxLength":400,"pattern":"^[^\\s]+$"},"rows":{"description":"Row rule (issue 27, docs/row-rules.md): a predicate over the table's own columns and the caller's attributes (identity.<name>), e.g. \"support_rep_id = identity.employee_id\" or \"region = ANY(identity.regions)\". Only on allow statements for read, write or * over a schema.table resource. The caller then reads only rows for which it is true; several allows covering one table combine with OR, an allow without rows grants every row. Allowed: columns, identity.<attr>, constants, comparisons (= <> < <= > >=), IN lists, = ANY(identity.<attr>), IS [NOT] NULL, AND/OR/NOT, lower/upper/btrim/coalesce. Checked when written; attribute values are bound per call, never spliced into SQL; a caller without an attribute the rule needs cannot read the table.","type":"string","minLength":1,"maxLength":2000}},"required":["effect","action","resource"],"if":{"properties":{"rows":{"type":"string"}},"required":["rows"]},"then":{"properties":{"effect":{"const":"allow"},"action":{"enum":["read","write","*"]}}},"additionalProperties":false};
-const pattern26 = new RegExp("^[a-z0-9][a-z0-9_.-]{0,62}$", "u");
-const pattern28 = new RegExp("^[^\\s]+$", "u");
-
-function validate42(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
-/*# sourceURL="https://interlock.dev/spec/role-v1.schema.json" */;
-let vErrors = null;
-let errors = 0;
-const evaluated0 = validate42.evaluated;
-if(evaluated0.dynamicProps){
-evaluated0.props = undefined;
-}
-if(evaluated0.dynamicItems){
-evaluated0.items = undefined;
-}
-if(data && typeof data == "object" && !Array.isArray(data)){
-if(data.name === undefined){
-const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "name"},message:"must have required property '"+"name"+"'"};
-if(vErrors === null){
-vErrors = [err0];
-}
-else {
-vErrors.push(err0);
-}
-errors++;
-}
-if(data.statements === undefined){
-const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "statements"},message:"must have required property '"+"statements"+"'"};
-if(vErrors === null){
-vErrors = [err1];
-}
-else {
-vErrors.push(err1);
-}
-errors++;
-}
-for(const key0 in data){
-if(!((((key0 === "name") || (key0 === "description")) || (key0 === "audiences")) || (key0 === "statements"))){
-const err2 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
-if(vErrors === null){
-vErrors = [err2];
-}
-else {
-vErrors.push(err2);
-}
-errors++;
-}
-}
-if(data.name !== undefined){
-let data0 = data.name;
-if(typeof data0 === "string"){
-if(!pattern26.test(data0)){
-const err3 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9_.-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9_.-]{0,62}$"+"\""};
-if(vErrors === null){
-vErrors = [err3];
-}
-else {
-vErrors.push(err3);
-}
-errors++;
-}
-}
-else {
-const err4 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err4];
-}
-else {
-vErrors.push(err4);
-}
-errors++;
-}
-}
-if(data.description !== undefined){
-let data1 = data.description;
-if(typeof data1 === "string"){
-if(func3(data1) > 1000){
-const err5 = {instancePath:instancePath+"/description",schemaPath:"#/properties/description/maxLength",keyword:"maxLength",params:{limit: 1000},message:"must NOT have more than 1000 characters"};
-if(vErrors === null){
-vErrors = [err5];
-}
-else {
-vErrors.push(err5);
-}
-errors++;
-}
-}
-else {
-const err6 = {instancePath:instancePath+"/description",schemaPath:"#/properties/description/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err6];
-}
-else {
-vErrors.push(err6);
-}
-errors++;
-}
-}
-if(data.audiences !== undefined){
-let data2 = data.audiences;
-if(Array.isArray(data2)){
-if(data2.length > 50){
-const err7 = {instancePath:instancePath+"/audiences",schemaPath:"#/properties/audiences/maxItems",keyword:"maxItems",params:{limit: 50},message:"must NOT have more than 50 items"};
-if(vErrors === null){
-vErrors = [err7];
-}
-else {
-vErrors.push(err7);
-}
-errors++;
-}
-const len0 = data2.length;
-for(let i0=0; i0<len0; i0++){
-let data3 = data2[i0];
-if(typeof data3 === "string"){
-if(!pattern26.test(data3)){
-const err8 = {instancePath:instancePath+"/audiences/" + i0,schemaPath:"#/properties/audiences/items/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9_.-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9_.-]{0,62}$"+"\""};
-if(vErrors === null){
-vErrors = [err8];
-}
-else {
-vErrors.push(err8);
-}
-errors++;
-}
-}
-else {
-const err9 = {instancePath:instancePath+"/audiences/" + i0,schemaPath:"#/properties/audiences/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err9];
-}
-else {
-vErrors.push(err9);
-}
-errors++;
-}
-}
-}
-else {
-const err10 = {instancePath:instancePath+"/audiences",schemaPath:"#/properties/audiences/type",keyword:"type",params:{type: "array"},message:"must be array"};
-if(vErrors === null){
-vErrors = [err10];
-}
-else {
-vErrors.push(err10);
-}
-errors++;
-}
-}
-if(data.statements !== undefined){
-let data4 = data.statements;
-if(Array.isArray(data4)){
-if(data4.length > 1000){
-const err11 = {instancePath:instancePath+"/statements",schemaPath:"#/properties/statements/maxItems",keyword:"maxItems",params:{limit: 1000},message:"must NOT have more than 1000 items"};
-if(vErrors === null){
-vErrors = [err11];
-}
-else {
-vErrors.push(err11);
-}
-errors++;
-}
-if(data4.length < 1){
-const err12 = {instancePath:instancePath+"/statements",schemaPath:"#/properties/statements/minItems",keyword:"minItems",params:{limit: 1},message:"must NOT have fewer than 1 items"};
-if(vErrors === null){
-vErrors = [err12];
-}
-else {
-vErrors.push(err12);
-}
-errors++;
-}
-const len1 = data4.length;
-for(let i1=0; i1<len1; i1++){
-let data5 = data4[i1];
-const _errs15 = errors;
-let valid6 = true;
-const _errs16 = errors;
-if(data5 && typeof data5 == "object" && !Array.isArray(data5)){
-let missing0;
-if((data5.rows === undefined) && (missing0 = "rows")){
-const err13 = {};
-if(vErrors === null){
-vErrors = [err13];
-}
-else {
-vErrors.push(err13);
-}
-errors++;
-}
-else {
-if(data5.rows !== undefined){
-if(typeof data5.rows !== "string"){
-const err14 = {};
-if(vErrors === null){
-vErrors = [err14];
-}
-else {
-vErrors.push(err14);
-}
-errors++;
-}
-}
-}
-}
-var _valid0 = _errs16 === errors;
-errors = _errs15;
-if(vErrors !== null){
-if(_errs15){
-vErrors.length = _errs15;
-}
-else {
-vErrors = null;
-}
-}
-if(_valid0){
-const _errs19 = errors;
-if(data5 && typeof data5 == "object" && !Array.isArray(data5)){
-if(data5.effect !== undefined){
-if("allow" !== data5.effect){
-const err15 = {instancePath:instancePath+"/statements/" + i1+"/effect",schemaPath:"#/$defs/statement/then/properties/effect/const",keyword:"const",params:{allowedValue: "allow"},message:"must be equal to constant"};
-if(vErrors === null){
-vErrors = [err15];
-}
-else {
-vErrors.push(err15);
-}
-errors++;
-}
-}
-if(data5.action !== undefined){
-let data8 = data5.action;
-if(!(((data8 === "read") || (data8 === "write")) || (data8 === "*"))){
-const err16 = {instancePath:instancePath+"/statements/" + i1+"/action",schemaPath:"#/$defs/statement/then/properties/action/enum",keyword:"enum",params:{allowedValues: schema59.then.properties.action.enum},message:"must be equal to one of the allowed values"};
-if(vErrors === null){
-vErrors = [err16];
-}
-else {
-vErrors.push(err16);
-}
-errors++;
-}
-}
-}
-var _valid0 = _errs19 === errors;
-valid6 = _valid0;
-if(valid6){
-var props0 = {};
-props0.effect = true;
-props0.action = true;
-props0.rows = true;
-}
-}
-if(!valid6){
-const err17 = {instancePath:instancePath+"/statements/" + i1,schemaPath:"#/$defs/statement/if",keyword:"if",params:{failingKeyword: "then"},message:"must match \"then\" schema"};
-if(vErrors === null){
-vErrors = [err17];
-}
-else {
-vErrors.push(err17);
-}
-errors++;
-}
-if(data5 && typeof data5 == "object" && !Array.isArray(data5)){
-if(data5.effect === undefined){
-const err18 = {instancePath:instancePath+"/statements/" + i1,schemaPath:"#/$defs/statement/required",keyword:"required",params:{missingProperty: "effect"},message:"must have required property '"+"effect"+"'"};
-if(vErrors === null){
-vErrors = [err18];
-}
-else {
-vErrors.push(err18);
-}
-errors++;
-}
-if(data5.action === undefined){
-const err19 = {instancePath:instancePath+"/statements/" + i1,schemaPath:"#/$defs/statement/required",keyword:"required",params:{missingProperty: "action"},message:"must have required property '"+"action"+"'"};
-if(vErrors === null){
-vErrors = [err19];
-}
-else {
-vErrors.push(err19);
-}
-errors++;
-}
-if(data5.resource === undefined){
-const err20 = {instancePath:instancePath+"/statements/" + i1,schemaPath:"#/$defs/statement/required",keyword:"required",params:{missingProperty: "resource"},message:"must have required property '"+"resource"+"'"};
-if(vErrors === null){
-vErrors = [err20];
-}
-else {
-vErrors.push(err20);
-}
-errors++;
-}
-for(const key1 in data5){
-if(!((((key1 === "effect") || (key1 === "action")) || (key1 === "resource")) || (key1 === "rows"))){
-const err21 = {instancePath:instancePath+"/statements/" + i1,schemaPath:"#/$defs/statement/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
-if(vErrors === null){
-vErrors = [err21];
-}
-else {
-vErrors.push(err21);
-}
-errors++;
-}
-}
-if(data5.effect !== undefined){
-let data9 = data5.effect;
-if(typeof data9 !== "string"){
-const err22 = {instancePath:instancePath+"/statements/" + i1+"/effect",schemaPath:"#/$defs/statement/properties/effect/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err22];
-}
-else {
-vErrors.push(err22);
-}
-errors++;
-}
-if(!((data9 === "allow") || (data9 === "deny"))){
-const err23 = {instancePath:instancePath+"/statements/" + i1+"/effect",schemaPath:"#/$defs/statement/properties/effect/enum",keyword:"enum",params:{allowedValues: schema59.properties.effect.enum},message:"must be equal to one of the allowed values"};
-if(vErrors === null){
-vErrors = [err23];
-}
-else {
-vErrors.push(err23);
-}
-errors++;
-}
-}
-if(data5.action !== undefined){
-let data10 = data5.action;
-if(typeof data10 !== "string"){
-const err24 = {instancePath:instancePath+"/statements/" + i1+"/action",schemaPath:"#/$defs/statement/properties/action/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err24];
-}
-else {
-vErrors.push(err24);
-}
-errors++;
-}
-if(!((((((data10 === "read") || (data10 === "write")) || (data10 === "describe")) || (data10 === "discover")) || (data10 === "request")) || (data10 === "*"))){
-const err25 = {instancePath:instancePath+"/statements/" + i1+"/action",schemaPath:"#/$defs/statement/properties/action/enum",keyword:"enum",params:{allowedValues: schema59.properties.action.enum},message:"must be equal to one of the allowed values"};
-if(vErrors === null){
-vErrors = [err25];
-}
-else {
-vErrors.push(err25);
-}
-errors++;
-}
-}
-if(data5.resource !== undefined){
-let data11 = data5.resource;
-if(typeof data11 === "string"){
-if(func3(data11) > 400){
-const err26 = {instancePath:instancePath+"/statements/" + i1+"/resource",schemaPath:"#/$defs/statement/properties/resource/maxLength",keyword:"maxLength",params:{limit: 400},message:"must NOT have more than 400 characters"};
-if(vErrors === null){
-vErrors = [err26];
-}
-else {
-vErrors.push(err26);
-}
-errors++;
-}
-if(func3(data11) < 1){
-const err27 = {instancePath:instancePath+"/statements/" + i1+"/resource",schemaPath:"#/$defs/statement/properties/resource/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
-if(vErrors === null){
-vErrors = [err27];
-}
-else {
-vErrors.push(err27);
-}
-errors++;
-}
-if(!pattern28.test(data11)){
-const err28 = {instancePath:instancePath+"/statements/" + i1+"/resource",schemaPath:"#/$defs/statement/properties/resource/pattern",keyword:"pattern",params:{pattern: "^[^\\s]+$"},message:"must match pattern \""+"^[^\\s]+$"+"\""};
-if(vErrors === null){
-vErrors = [err28];
-}
-else {
-vErrors.push(err28);
-}
-errors++;
-}
-}
-else {
-const err29 = {instancePath:instancePath+"/statements/" + i1+"/resource",schemaPath:"#/$defs/statement/properties/resource/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err29];
-}
-else {
-vErrors.push(err29);
-}
-errors++;
-}
-}
-if(data5.rows !== undefined){
-let data12 = data5.rows;
-if(typeof data12 === "string"){
-if(func3(data12) > 2000){
-const err30 = {instancePath:instancePath+"/statements/" + i1+"/rows",schemaPath:"#/$defs/statement/properties/rows/maxLength",keyword:"maxLength",params:{limit: 2000},message:"must NOT have more than 2000 characters"};
-if(vErrors === null){
-vErrors = [err30];
-}
-else {
-vErrors.push(err30);
-}
-errors++;
-}
-if(func3(data12) < 1){
-const err31 = {instancePath:instancePath+"/statements/" + i1+"/rows",schemaPath:"#/$defs/statement/properties/rows/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
-if(vErrors === null){
-vErrors = [err31];
-}
-else {
-vErrors.push(err31);
-}
-errors++;
-}
-}
-else {
-const err32 = {instancePath:instancePath+"/statements/" + i1+"/rows",schemaPath:"#/$defs/statement/properties/rows/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err32];
-}
-else {
-vErrors.push(err32);
-}
-errors++;
-}
-}
-}
-else {
-const err33 = {instancePath:instancePath+"/statements/" + i1,schemaPath:"#/$defs/statement/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err33];
-}
-else {
-vErrors.push(err33);
-}
-errors++;
-}
-}
-}
-else {
-const err34 = {instancePath:instancePath+"/statements",schemaPath:"#/properties/statements/type",keyword:"type",params:{type: "array"},message:"must be array"};
-if(vErrors === null){
-vErrors = [err34];
-}
-else {
-vErrors.push(err34);
-}
-errors++;
-}
-}
-}
-else {
-const err35 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err35];
-}
-else {
-vErrors.push(err35);
-}
-errors++;
-}
-validate42.errors = vErrors;
-return errors === 0;
-}
-validate42.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
-
-const schema60 = {"title":"FileIdentity","description":"An identity and every grant it holds. disabled defaults to false.","type":"object","properties":{"name":{"type":"string","pattern":"^[a-z0-9][a-z0-9_.@-]{0,127}$"},"disabled":{"type":"boolean"},"attributes":{"description":"Attributes row rules read as identity.<name> (issue 27, docs/row-rules.md): strings, finite numbers, booleans or lists of those. Omitted: the identity's attributes are left as they are; given: they become exactly these.","type":"object","maxProperties":64,"propertyNames":{"pattern":"^[a-z_][a-z0-9_]{0,62}$"},"additionalProperties":{"anyOf":[{"type":"string","maxLength":1000},{"type":"number"},{"type":"boolean"},{"type":"array","maxItems":1000,"items":{"anyOf":[{"type":"string","maxLength":1000},{"type":"number"},{"type":"boolean"}]}}]}},"grants":{"type":"array","maxItems":10000,"items":{"$ref":"#/$defs/grant"}}},"required":["name"],"additionalProperties":false};
-const schema61 = {"title":"FileGrant","type":"object","properties":{"role":{"type":"string","minLength":1},"source":{"type":"string","minLength":1}},"required":["role","source"],"additionalProperties":false};
-const pattern29 = new RegExp("^[a-z0-9][a-z0-9_.@-]{0,127}$", "u");
-const pattern30 = new RegExp("^[a-z_][a-z0-9_]{0,62}$", "u");
-
-function validate44(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
-let vErrors = null;
-let errors = 0;
-const evaluated0 = validate44.evaluated;
-if(evaluated0.dynamicProps){
-evaluated0.props = undefined;
-}
-if(evaluated0.dynamicItems){
-evaluated0.items = undefined;
-}
-if(data && typeof data == "object" && !Array.isArray(data)){
-if(data.name === undefined){
-const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "name"},message:"must have required property '"+"name"+"'"};
-if(vErrors === null){
-vErrors = [err0];
-}
-else {
-vErrors.push(err0);
-}
-errors++;
-}
-for(const key0 in data){
-if(!((((key0 === "name") || (key0 === "disabled")) || (key0 === "attributes")) || (key0 === "grants"))){
-const err1 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
-if(vErrors === null){
-vErrors = [err1];
-}
-else {
-vErrors.push(err1);
-}
-errors++;
-}
-}
-if(data.name !== undefined){
-let data0 = data.name;
-if(typeof data0 === "string"){
-if(!pattern29.test(data0)){
-const err2 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9_.@-]{0,127}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9_.@-]{0,127}$"+"\""};
-if(vErrors === null){
-vErrors = [err2];
-}
-else {
-vErrors.push(err2);
-}
-errors++;
-}
-}
-else {
-const err3 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err3];
-}
-else {
-vErrors.push(err3);
-}
-errors++;
-}
-}
-if(data.disabled !== undefined){
-if(typeof data.disabled !== "boolean"){
-const err4 = {instancePath:instancePath+"/disabled",schemaPath:"#/properties/disabled/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
-if(vErrors === null){
-vErrors = [err4];
-}
-else {
-vErrors.push(err4);
-}
-errors++;
-}
-}
-if(data.attributes !== undefined){
-let data2 = data.attributes;
-if(data2 && typeof data2 == "object" && !Array.isArray(data2)){
-if(Object.keys(data2).length > 64){
-const err5 = {instancePath:instancePath+"/attributes",schemaPath:"#/properties/attributes/maxProperties",keyword:"maxProperties",params:{limit: 64},message:"must NOT have more than 64 properties"};
-if(vErrors === null){
-vErrors = [err5];
-}
-else {
-vErrors.push(err5);
-}
-errors++;
-}
-for(const key1 in data2){
-const _errs8 = errors;
-if(typeof key1 === "string"){
-if(!pattern30.test(key1)){
-const err6 = {instancePath:instancePath+"/attributes",schemaPath:"#/properties/attributes/propertyNames/pattern",keyword:"pattern",params:{pattern: "^[a-z_][a-z0-9_]{0,62}$"},message:"must match pattern \""+"^[a-z_][a-z0-9_]{0,62}$"+"\"",propertyName:key1};
-if(vErrors === null){
-vErrors = [err6];
-}
-else {
-vErrors.push(err6);
-}
-errors++;
-}
-}
-var valid1 = _errs8 === errors;
-if(!valid1){
-const err7 = {instancePath:instancePath+"/attributes",schemaPath:"#/properties/attributes/propertyNames",keyword:"propertyNames",params:{propertyName: key1},message:"property name must be valid"};
-if(vErrors === null){
-vErrors = [err7];
-}
-else {
-vErrors.push(err7);
-}
-errors++;
-}
-}
-for(const key2 in data2){
-let data3 = data2[key2];
-const _errs11 = errors;
-let valid3 = false;
-const _errs12 = errors;
-if(typeof data3 === "string"){
-if(func3(data3) > 1000){
-const err8 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/attributes/additionalProperties/anyOf/0/maxLength",keyword:"maxLength",params:{limit: 1000},message:"must NOT have more than 1000 characters"};
-if(vErrors === null){
-vErrors = [err8];
-}
-else {
-vErrors.push(err8);
-}
-errors++;
-}
-}
-else {
-const err9 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/attributes/additionalProperties/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err9];
-}
-else {
-vErrors.push(err9);
-}
-errors++;
-}
-var _valid0 = _errs12 === errors;
-valid3 = valid3 || _valid0;
-const _errs14 = errors;
-if(!((typeof data3 == "number") && (isFinite(data3)))){
-const err10 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/attributes/additionalProperties/anyOf/1/type",keyword:"type",params:{type: "number"},message:"must be number"};
-if(vErrors === null){
-vErrors = [err10];
-}
-else {
-vErrors.push(err10);
-}
-errors++;
-}
-var _valid0 = _errs14 === errors;
-valid3 = valid3 || _valid0;
-const _errs16 = errors;
-if(typeof data3 !== "boolean"){
-const err11 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/attributes/additionalProperties/anyOf/2/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
-if(vErrors === null){
-vErrors = [err11];
-}
-else {
-vErrors.push(err11);
-}
-errors++;
-}
-var _valid0 = _errs16 === errors;
-valid3 = valid3 || _valid0;
-const _errs18 = errors;
-if(Array.isArray(data3)){
-if(data3.length > 1000){
-const err12 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/attributes/additionalProperties/anyOf/3/maxItems",keyword:"maxItems",params:{limit: 1000},message:"must NOT have more than 1000 items"};
-if(vErrors === null){
-vErrors = [err12];
-}
-else {
-vErrors.push(err12);
-}
-errors++;
-}
-const len0 = data3.length;
-for(let i0=0; i0<len0; i0++){
-let data4 = data3[i0];
-const _errs21 = errors;
-let valid6 = false;
-const _errs22 = errors;
-if(typeof data4 === "string"){
-if(func3(data4) > 1000){
-const err13 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + i0,schemaPath:"#/properties/attributes/additionalProperties/anyOf/3/items/anyOf/0/maxLength",keyword:"maxLength",params:{limit: 1000},message:"must NOT have more than 1000 characters"};
-if(vErrors === null){
-vErrors = [err13];
-}
-else {
-vErrors.push(err13);
-}
-errors++;
-}
-}
-else {
-const err14 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + i0,schemaPath:"#/properties/attributes/additionalProperties/anyOf/3/items/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err14];
-}
-else {
-vErrors.push(err14);
-}
-errors++;
-}
-var _valid1 = _errs22 === errors;
-valid6 = valid6 || _valid1;
-const _errs24 = errors;
-if(!((typeof data4 == "number") && (isFinite(data4)))){
-const err15 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + i0,schemaPath:"#/properties/attributes/additionalProperties/anyOf/3/items/anyOf/1/type",keyword:"type",params:{type: "number"},message:"must be number"};
-if(vErrors === null){
-vErrors = [err15];
-}
-else {
-vErrors.push(err15);
-}
-errors++;
-}
-var _valid1 = _errs24 === errors;
-valid6 = valid6 || _valid1;
-const _errs26 = errors;
-if(typeof data4 !== "boolean"){
-const err16 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + i0,schemaPath:"#/properties/attributes/additionalProperties/anyOf/3/items/anyOf/2/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
-if(vErrors === null){
-vErrors = [err16];
-}
-else {
-vErrors.push(err16);
-}
-errors++;
-}
-var _valid1 = _errs26 === errors;
-valid6 = valid6 || _valid1;
-if(!valid6){
-const err17 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + i0,schemaPath:"#/properties/attributes/additionalProperties/anyOf/3/items/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
-if(vErrors === null){
-vErrors = [err17];
-}
-else {
-vErrors.push(err17);
-}
-errors++;
-}
-else {
-errors = _errs21;
-if(vErrors !== null){
-if(_errs21){
-vErrors.length = _errs21;
-}
-else {
-vErrors = null;
-}
-}
-}
-}
-}
-else {
-const err18 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/attributes/additionalProperties/anyOf/3/type",keyword:"type",params:{type: "array"},message:"must be array"};
-if(vErrors === null){
-vErrors = [err18];
-}
-else {
-vErrors.push(err18);
-}
-errors++;
-}
-var _valid0 = _errs18 === errors;
-valid3 = valid3 || _valid0;
-if(!valid3){
-const err19 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/attributes/additionalProperties/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
-if(vErrors === null){
-vErrors = [err19];
-}
-else {
-vErrors.push(err19);
-}
-errors++;
-}
-else {
-errors = _errs11;
-if(vErrors !== null){
-if(_errs11){
-vErrors.length = _errs11;
-}
-else {
-vErrors = null;
-}
-}
-}
-}
-}
-else {
-const err20 = {instancePath:instancePath+"/attributes",schemaPath:"#/properties/attributes/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err20];
-}
-else {
-vErrors.push(err20);
-}
-errors++;
-}
-}
-if(data.grants !== undefined){
-let data5 = data.grants;
-if(Array.isArray(data5)){
-if(data5.length > 10000){
-const err21 = {instancePath:instancePath+"/grants",schemaPath:"#/properties/grants/maxItems",keyword:"maxItems",params:{limit: 10000},message:"must NOT have more than 10000 items"};
-if(vErrors === null){
-vErrors = [err21];
-}
-else {
-vErrors.push(err21);
-}
-errors++;
-}
-const len1 = data5.length;
-for(let i1=0; i1<len1; i1++){
-let data6 = data5[i1];
-if(data6 && typeof data6 == "object" && !Array.isArray(data6)){
-if(data6.role === undefined){
-const err22 = {instancePath:instancePath+"/grants/" + i1,schemaPath:"#/$defs/grant/required",keyword:"required",params:{missingProperty: "role"},message:"must have required property '"+"role"+"'"};
-if(vErrors === null){
-vErrors = [err22];
-}
-else {
-vErrors.push(err22);
-}
-errors++;
-}
-if(data6.source === undefined){
-const err23 = {instancePath:instancePath+"/grants/" + i1,schemaPath:"#/$defs/grant/required",keyword:"required",params:{missingProperty: "source"},message:"must have required property '"+"source"+"'"};
-if(vErrors === null){
-vErrors = [err23];
-}
-else {
-vErrors.push(err23);
-}
-errors++;
-}
-for(const key3 in data6){
-if(!((key3 === "role") || (key3 === "source"))){
-const err24 = {instancePath:instancePath+"/grants/" + i1,schemaPath:"#/$defs/grant/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key3},message:"must NOT have additional properties"};
-if(vErrors === null){
-vErrors = [err24];
-}
-else {
-vErrors.push(err24);
-}
-errors++;
-}
-}
-if(data6.role !== undefined){
-let data7 = data6.role;
-if(typeof data7 === "string"){
-if(func3(data7) < 1){
-const err25 = {instancePath:instancePath+"/grants/" + i1+"/role",schemaPath:"#/$defs/grant/properties/role/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
-if(vErrors === null){
-vErrors = [err25];
-}
-else {
-vErrors.push(err25);
-}
-errors++;
-}
-}
-else {
-const err26 = {instancePath:instancePath+"/grants/" + i1+"/role",schemaPath:"#/$defs/grant/properties/role/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err26];
-}
-else {
-vErrors.push(err26);
-}
-errors++;
-}
-}
-if(data6.source !== undefined){
-let data8 = data6.source;
-if(typeof data8 === "string"){
-if(func3(data8) < 1){
-const err27 = {instancePath:instancePath+"/grants/" + i1+"/source",schemaPath:"#/$defs/grant/properties/source/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
-if(vErrors === null){
-vErrors = [err27];
-}
-else {
-vErrors.push(err27);
-}
-errors++;
-}
-}
-else {
-const err28 = {instancePath:instancePath+"/grants/" + i1+"/source",schemaPath:"#/$defs/grant/properties/source/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err28];
-}
-else {
-vErrors.push(err28);
-}
-errors++;
-}
-}
-}
-else {
-const err29 = {instancePath:instancePath+"/grants/" + i1,schemaPath:"#/$defs/grant/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err29];
-}
-else {
-vErrors.push(err29);
-}
-errors++;
-}
-}
-}
-else {
-const err30 = {instancePath:instancePath+"/grants",schemaPath:"#/properties/grants/type",keyword:"type",params:{type: "array"},message:"must be array"};
-if(vErrors === null){
-vErrors = [err30];
-}
-else {
-vErrors.push(err30);
-}
-errors++;
-}
-}
-}
-else {
-const err31 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err31];
-}
-else {
-vErrors.push(err31);
-}
-errors++;
-}
-validate44.errors = vErrors;
-return errors === 0;
-}
-validate44.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
-
-const schema62 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/policy-v1.schema.json","title":"Policy","description":"A declarative policy rule, evaluated on every request after source-role authorization. A policy can refuse or restrict what a role allows (deny relations, require a WHERE, cap rows, time windows, mask columns, hide document types or categories, restrict rows); it can never allow what no role allows. Contract: Governance And Errors.","type":"object","properties":{"name":{"type":"string","pattern":"^[a-z0-9][a-z0-9_.-]{0,62}$"},"description":{"type":"string","maxLength":1000},"enabled":{"type":"boolean","default":true},"applies_to":{"description":"Whom and where the rule applies; an omitted list means every one.","type":"object","properties":{"identities":{"type":"array","items":{"type":"string"},"maxItems":1000},"roles":{"type":"array","items":{"type":"string"},"maxItems":1000},"sources":{"type":"array","items":{"type":"string"},"maxItems":1000}},"additionalProperties":false},"rule":{"oneOf":[{"$ref":"#/$defs/denyRelations"},{"$ref":"#/$defs/requireWhere"},{"$ref":"#/$defs/maxRows"},{"$ref":"#/$defs/timeWindow"},{"$ref":"#/$defs/maskColumns"},{"$ref":"#/$defs/hideDocuments"},{"$ref":"#/$defs/restrictRows"}]}},"required":["name","rule"],"additionalProperties":false,"$defs":{"action":{"type":"string","enum":["read","write","describe","discover","request"]},"denyRelations":{"title":"DenyRelationsRule","description":"Refuse any statement touching these relations (schema.table, * wildcards) for the listed actions (default read and write).","type":"object","properties":{"type":{"const":"deny_relations"},"relations":{"type":"array","minItems":1,"items":{"type":"string","minLength":1}},"actions":{"type":"array","items":{"$ref":"#/$defs/action"}},"reason":{"type":"string","maxLength":500}},"required":["type","relations"],"additionalProperties":false},"requireWhere":{"title":"RequireWhereRule","description":"Refuse UPDATE and DELETE (or the listed operations) without a WHERE clause.","type":"object","properties":{"type":{"const":"require_where"},"operations":{"type":"array","items":{"type":"string","enum":["update","delete"]}},"reason":{"type":"string","maxLength":500}},"required":["type"],"additionalProperties":false},"maxRows":{"title":"MaxRowsRule","description":"Cap the rows a read returns (the smaller of this and the call's max_rows wins; truncated is set).","type":"object","properties":{"type":{"const":"max_rows"},"max_rows":{"type":"integer","minimum":1,"maximum":100000}},"required":["type","max_rows"],"additionalProperties":false},"timeWindow":{"title":"TimeWindowRule","description":"Allow the listed actions only inside a weekly window; outside it they are refused.","type":"object","properties":{"type":{"const":"time_window"},"days":{"type":"array","minItems":1,"items":{"type":"string","enum":["mon","tue","wed","thu","fri","sat","sun"]}},"start":{"type":"string","pattern":"^([01][0-9]|2[0-3]):[0-5][0-9]$"},"end":{"type":"string","pattern":"^([01][0-9]|2[0-4]):[0-5][0-9]$"},"timezone":{"type":"string","default":"UTC"},"actions":{"type":"array","items":{"$ref":"#/$defs/action"}},"reason":{"type":"string","maxLength":500}},"required":["type","days","start","end"],"additionalProperties":false},"maskColumns":{"title":"MaskColumnsRule","description":"Mask these columns (schema.table.column, * wildcards) wherever their values flow into a result: full, partial, hash or null.","type":"object","properties":{"type":{"const":"mask_columns"},"columns":{"type":"array","minItems":1,"items":{"type":"string","minLength":1}},"method":{"type":"string","enum":["full","partial","hash","null"]}},"required":["type","columns","method"],"additionalProperties":false},"hideDocuments":{"title":"HideDocumentsRule","description":"Hide assets of these document types or under these category prefixes from discovery and related documents (filtered out, never hinted at).","type":"object","properties":{"type":{"const":"hide_documents"},"document_types":{"type":"array","items":{"type":"string"}},"category_prefixes":{"type":"array","items":{"type":"array","items":{"type":"string"},"minItems":1}}},"required":["type"],"additionalProperties":false},"restrictRows":{"title":"RestrictRowsRule","description":"Restrict the rows of these relations (schema.table, * wildcards; a partition or inheritance child of a listed relation too) to those matching `rows`, a row predicate in the grammar of a role allow's `rows` (docs/row-rules.md). It is ANDed with the rule the caller's role allows give (their predicates ORed; none: every row), so it can only narrow what is readable or writable, never widen it. For `write`, UPDATE and DELETE touch only matching rows and a written row must match (issue 27).","type":"object","properties":{"type":{"const":"restrict_rows"},"relations":{"type":"array","minItems":1,"maxItems":1000,"items":{"type":"string","minLength":1}},"rows":{"type":"string","minLength":1,"maxLength":4000},"actions":{"type":"array","minItems":1,"items":{"type":"string","enum":["read","write"]}}},"required":["type","relations","rows"],"additionalProperties":false}}};
-const schema65 = {"title":"RequireWhereRule","description":"Refuse UPDATE and DELETE (or the listed operations) without a WHERE clause.","type":"object","properties":{"type":{"const":"require_where"},"operations":{"type":"array","items":{"type":"string","enum":["update","delete"]}},"reason":{"type":"string","maxLength":500}},"required":["type"],"additionalProperties":false};
-const schema66 = {"title":"MaxRowsRule","description":"Cap the rows a read returns (the smaller of this and the call's max_rows wins; truncated is set).","type":"object","properties":{"type":{"const":"max_rows"},"max_rows":{"type":"integer","minimum":1,"maximum":100000}},"required":["type","max_rows"],"additionalProperties":false};
-const schema69 = {"title":"MaskColumnsRule","description":"Mask these columns (schema.table.column, * wildcards) wherever their values flow into a result: full, partial, hash or null.","type":"object","properties":{"type":{"const":"mask_columns"},"columns":{"type":"array","minItems":1,"items":{"type":"string","minLength":1}},"method":{"type":"string","enum":["full","partial","hash","null"]}},"required":["type","columns","method"],"additionalProperties":false};
-const schema70 = {"title":"HideDocumentsRule","description":"Hide assets of these document types or under these category prefixes from discovery and related documents (filtered out, never hinted at).","type":"object","properties":{"type":{"const":"hide_documents"},"document_types":{"type":"array","items":{"type":"string"}},"category_prefixes":{"type":"array","items":{"type":"array","items":{"type":"string"},"minItems":1}}},"required":["type"],"additionalProperties":false};
-const schema71 = {"title":"RestrictRowsRule","description":"Restrict the rows of these relations (schema.table, * wildcards; a partition or inheritance child of a listed relation too) to those matching `rows`, a row predicate in the grammar of a role allow's `rows` (docs/row-rules.md). It is ANDed with the rule the caller's role allows give (their predicates ORed; none: every row), so it can only narrow what is readable or writable, never widen it. For `write`, UPDATE and DELETE touch only matching rows and a written row must match (issue 27).","type":"object","properties":{"type":{"const":"restrict_rows"},"relations":{"type":"array","minItems":1,"maxItems":1000,"items":{"type":"string","minLength":1}},"rows":{"type":"string","minLength":1,"maxLength":4000},"actions":{"type":"array","minItems":1,"items":{"type":"string","enum":["read","write"]}}},"required":["type","relations","rows"],"additionalProperties":false};
-const schema63 = {"title":"DenyRelationsRule","description":"Refuse any statement touching these relations (schema.table, * wildcards) for the listed actions (default read and write).","type":"object","properties":{"type":{"const":"deny_relations"},"relations":{"type":"array","minItems":1,"items":{"type":"string","minLength":1}},"actions":{"type":"array","items":{"$ref":"#/$defs/action"}},"reason":{"type":"string","maxLength":500}},"required":["type","relations"],"additionalProperties":false};
-const schema64 = {"type":"string","enum":["read","write","describe","discover","request"]};
-
-function validate47(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
-let vErrors = null;
-let errors = 0;
-const evaluated0 = validate47.evaluated;
-if(evaluated0.dynamicProps){
-evaluated0.props = undefined;
-}
-if(evaluated0.dynamicItems){
-evaluated0.items = undefined;
-}
-if(data && typeof data == "object" && !Array.isArray(data)){
-if(data.type === undefined){
-const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
-if(vErrors === null){
-vErrors = [err0];
-}
-else {
-vErrors.push(err0);
-}
-errors++;
-}
-if(data.relations === undefined){
-const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "relations"},message:"must have required property '"+"relations"+"'"};
-if(vErrors === null){
-vErrors = [err1];
-}
-else {
-vErrors.push(err1);
-}
-errors++;
-}
-for(const key0 in data){
-if(!((((key0 === "type") || (key0 === "relations")) || (key0 === "actions")) || (key0 === "reason"))){
-const err2 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
-if(vErrors === null){
-vErrors = [err2];
-}
-else {
-vErrors.push(err2);
-}
-errors++;
-}
-}
-if(data.type !== undefined){
-if("deny_relations" !== data.type){
-const err3 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "deny_relations"},message:"must be equal to constant"};
-if(vErrors === null){
-vErrors = [err3];
-}
-else {
-vErrors.push(err3);
-}
-errors++;
-}
-}
-if(data.relations !== undefined){
-let data1 = data.relations;
-if(Array.isArray(data1)){
-if(data1.length < 1){
-const err4 = {instancePath:instancePath+"/relations",schemaPath:"#/properties/relations/minItems",keyword:"minItems",params:{limit: 1},message:"must NOT have fewer than 1 items"};
-if(vErrors === null){
-vErrors = [err4];
-}
-else {
-vErrors.push(err4);
-}
-errors++;
-}
-const len0 = data1.length;
-for(let i0=0; i0<len0; i0++){
-let data2 = data1[i0];
-if(typeof data2 === "string"){
-if(func3(data2) < 1){
-const err5 = {instancePath:instancePath+"/relations/" + i0,schemaPath:"#/properties/relations/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
-if(vErrors === null){
-vErrors = [err5];
-}
-else {
-vErrors.push(err5);
-}
-errors++;
-}
-}
-else {
-const err6 = {instancePath:instancePath+"/relations/" + i0,schemaPath:"#/properties/relations/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err6];
-}
-else {
-vErrors.push(err6);
-}
-errors++;
-}
-}
-}
-else {
-const err7 = {instancePath:instancePath+"/relations",schemaPath:"#/properties/relations/type",keyword:"type",params:{type: "array"},message:"must be array"};
-if(vErrors === null){
-vErrors = [err7];
-}
-else {
-vErrors.push(err7);
-}
-errors++;
-}
-}
-if(data.actions !== undefined){
-let data3 = data.actions;
-if(Array.isArray(data3)){
-const len1 = data3.length;
-for(let i1=0; i1<len1; i1++){
-let data4 = data3[i1];
-if(typeof data4 !== "string"){
-const err8 = {instancePath:instancePath+"/actions/" + i1,schemaPath:"#/$defs/action/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err8];
-}
-else {
-vErrors.push(err8);
-}
-errors++;
-}
-if(!(((((data4 === "read") || (data4 === "write")) || (data4 === "describe")) || (data4 === "discover")) || (data4 === "request"))){
-const err9 = {instancePath:instancePath+"/actions/" + i1,schemaPath:"#/$defs/action/enum",keyword:"enum",params:{allowedValues: schema64.enum},message:"must be equal to one of the allowed values"};
-if(vErrors === null){
-vErrors = [err9];
-}
-else {
-vErrors.push(err9);
-}
-errors++;
-}
-}
-}
-else {
-const err10 = {instancePath:instancePath+"/actions",schemaPath:"#/properties/actions/type",keyword:"type",params:{type: "array"},message:"must be array"};
-if(vErrors === null){
-vErrors = [err10];
-}
-else {
-vErrors.push(err10);
-}
-errors++;
-}
-}
-if(data.reason !== undefined){
-let data5 = data.reason;
-if(typeof data5 === "string"){
-if(func3(data5) > 500){
-const err11 = {instancePath:instancePath+"/reason",schemaPath:"#/properties/reason/maxLength",keyword:"maxLength",params:{limit: 500},message:"must NOT have more than 500 characters"};
-if(vErrors === null){
-vErrors = [err11];
-}
-else {
-vErrors.push(err11);
-}
-errors++;
-}
-}
-else {
-const err12 = {instancePath:instancePath+"/reason",schemaPath:"#/properties/reason/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err12];
-}
-else {
-vErrors.push(err12);
-}
-errors++;
-}
-}
-}
-else {
-const err13 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err13];
-}
-else {
-vErrors.push(err13);
-}
-errors++;
-}
-validate47.errors = vErrors;
-return errors === 0;
-}
-validate47.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
-
-const schema67 = {"title":"TimeWindowRule","description":"Allow the listed actions only inside a weekly window; outside it they are refused.","type":"object","properties":{"type":{"const":"time_window"},"days":{"type":"array","minItems":1,"items":{"type":"string","enum":["mon","tue","wed","thu","fri","sat","sun"]}},"start":{"type":"string","pattern":"^([01][0-9]|2[0-3]):[0-5][0-9]$"},"end":{"type":"string","pattern":"^([01][0-9]|2[0-4]):[0-5][0-9]$"},"timezone":{"type":"string","default":"UTC"},"actions":{"type":"array","items":{"$ref":"#/$defs/action"}},"reason":{"type":"string","maxLength":500}},"required":["type","days","start","end"],"additionalProperties":false};
-const pattern32 = new RegExp("^([01][0-9]|2[0-3]):[0-5][0-9]$", "u");
-const pattern33 = new RegExp("^([01][0-9]|2[0-4]):[0-5][0-9]$", "u");
-
-function validate49(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
-let vErrors = null;
-let errors = 0;
-const evaluated0 = validate49.evaluated;
-if(evaluated0.dynamicProps){
-evaluated0.props = undefined;
-}
-if(evaluated0.dynamicItems){
-evaluated0.items = undefined;
-}
-if(data && typeof data == "object" && !Array.isArray(data)){
-if(data.type === undefined){
-const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
-if(vErrors === null){
-vErrors = [err0];
-}
-else {
-vErrors.push(err0);
-}
-errors++;
-}
-if(data.days === undefined){
-const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "days"},message:"must have required property '"+"days"+"'"};
-if(vErrors === null){
-vErrors = [err1];
-}
-else {
-vErrors.push(err1);
-}
-errors++;
-}
-if(data.start === undefined){
-const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "start"},message:"must have required property '"+"start"+"'"};
-if(vErrors === null){
-vErrors = [err2];
-}
-else {
-vErrors.push(err2);
-}
-errors++;
-}
-if(data.end === undefined){
-const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "end"},message:"must have required property '"+"end"+"'"};
-if(vErrors === null){
-vErrors = [err3];
-}
-else {
-vErrors.push(err3);
-}
-errors++;
-}
-for(const key0 in data){
-if(!(((((((key0 === "type") || (key0 === "days")) || (key0 === "start")) || (key0 === "end")) || (key0 === "timezone")) || (key0 === "actions")) || (key0 === "reason"))){
-const err4 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
-if(vErrors === null){
-vErrors = [err4];
-}
-else {
-vErrors.push(err4);
-}
-errors++;
-}
-}
-if(data.type !== undefined){
-if("time_window" !== data.type){
-const err5 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "time_window"},message:"must be equal to constant"};
-if(vErrors === null){
-vErrors = [err5];
-}
-else {
-vErrors.push(err5);
-}
-errors++;
-}
-}
-if(data.days !== undefined){
-let data1 = data.days;
-if(Array.isArray(data1)){
-if(data1.length < 1){
-const err6 = {instancePath:instancePath+"/days",schemaPath:"#/properties/days/minItems",keyword:"minItems",params:{limit: 1},message:"must NOT have fewer than 1 items"};
-if(vErrors === null){
-vErrors = [err6];
-}
-else {
-vErrors.push(err6);
-}
-errors++;
-}
-const len0 = data1.length;
-for(let i0=0; i0<len0; i0++){
-let data2 = data1[i0];
-if(typeof data2 !== "string"){
-const err7 = {instancePath:instancePath+"/days/" + i0,schemaPath:"#/properties/days/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err7];
-}
-else {
-vErrors.push(err7);
-}
-errors++;
-}
-if(!(((((((data2 === "mon") || (data2 === "tue")) || (data2 === "wed")) || (data2 === "thu")) || (data2 === "fri")) || (data2 === "sat")) || (data2 === "sun"))){
-const err8 = {instancePath:instancePath+"/days/" + i0,schemaPath:"#/properties/days/items/enum",keyword:"enum",params:{allowedValues: schema67.properties.days.items.enum},message:"must be equal to one of the allowed values"};
-if(vErrors === null){
-vErrors = [err8];
-}
-else {
-vErrors.push(err8);
-}
-errors++;
-}
-}
-}
-else {
-const err9 = {instancePath:instancePath+"/days",schemaPath:"#/properties/days/type",keyword:"type",params:{type: "array"},message:"must be array"};
-if(vErrors === null){
-vErrors = [err9];
-}
-else {
-vErrors.push(err9);
-}
-errors++;
-}
-}
-if(data.start !== undefined){
-let data3 = data.start;
-if(typeof data3 === "string"){
-if(!pattern32.test(data3)){
-const err10 = {instancePath:instancePath+"/start",schemaPath:"#/properties/start/pattern",keyword:"pattern",params:{pattern: "^([01][0-9]|2[0-3]):[0-5][0-9]$"},message:"must match pattern \""+"^([01][0-9]|2[0-3]):[0-5][0-9]$"+"\""};
-if(vErrors === null){
-vErrors = [err10];
-}
-else {
-vErrors.push(err10);
-}
-errors++;
-}
-}
-else {
-const err11 = {instancePath:instancePath+"/start",schemaPath:"#/properties/start/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err11];
-}
-else {
-vErrors.push(err11);
-}
-errors++;
-}
-}
-if(data.end !== undefined){
-let data4 = data.end;
-if(typeof data4 === "string"){
-if(!pattern33.test(data4)){
-const err12 = {instancePath:instancePath+"/end",schemaPath:"#/properties/end/pattern",keyword:"pattern",params:{pattern: "^([01][0-9]|2[0-4]):[0-5][0-9]$"},message:"must match pattern \""+"^([01][0-9]|2[0-4]):[0-5][0-9]$"+"\""};
-if(vErrors === null){
-vErrors = [err12];
-}
-else {
-vErrors.push(err12);
-}
-errors++;
-}
-}
-else {
-const err13 = {instancePath:instancePath+"/end",schemaPath:"#/properties/end/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err13];
-}
-else {
-vErrors.push(err13);
-}
-errors++;
-}
-}
-if(data.timezone !== undefined){
-if(typeof data.timezone !== "string"){
-const err14 = {instancePath:instancePath+"/timezone",schemaPath:"#/properties/timezone/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err14];
-}
-else {
-vErrors.push(err14);
-}
-errors++;
-}
-}
-if(data.actions !== undefined){
-let data6 = data.actions;
-if(Array.isArray(data6)){
-const len1 = data6.length;
-for(let i1=0; i1<len1; i1++){
-let data7 = data6[i1];
-if(typeof data7 !== "string"){
-const err15 = {instancePath:instancePath+"/actions/" + i1,schemaPath:"#/$defs/action/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err15];
-}
-else {
-vErrors.push(err15);
-}
-errors++;
-}
-if(!(((((data7 === "read") || (data7 === "write")) || (data7 === "describe")) || (data7 === "discover")) || (data7 === "request"))){
-const err16 = {instancePath:instancePath+"/actions/" + i1,schemaPath:"#/$defs/action/enum",keyword:"enum",params:{allowedValues: schema64.enum},message:"must be equal to one of the allowed values"};
-if(vErrors === null){
-vErrors = [err16];
-}
-else {
-vErrors.push(err16);
-}
-errors++;
-}
-}
-}
-else {
-const err17 = {instancePath:instancePath+"/actions",schemaPath:"#/properties/actions/type",keyword:"type",params:{type: "array"},message:"must be array"};
-if(vErrors === null){
-vErrors = [err17];
-}
-else {
-vErrors.push(err17);
-}
-errors++;
-}
-}
-if(data.reason !== undefined){
-let data8 = data.reason;
-if(typeof data8 === "string"){
-if(func3(data8) > 500){
-const err18 = {instancePath:instancePath+"/reason",schemaPath:"#/properties/reason/maxLength",keyword:"maxLength",params:{limit: 500},message:"must NOT have more than 500 characters"};
-if(vErrors === null){
-vErrors = [err18];
-}
-else {
-vErrors.push(err18);
-}
-errors++;
-}
-}
-else {
-const err19 = {instancePath:instancePath+"/reason",schemaPath:"#/properties/reason/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err19];
-}
-else {
-vErrors.push(err19);
-}
-errors++;
-}
-}
-}
-else {
-const err20 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err20];
-}
-else {
-vErrors.push(err20);
-}
-errors++;
-}
-validate49.errors = vErrors;
-return errors === 0;
-}
-validate49.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
-
-
-function validate46(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
-/*# sourceURL="https://interlock.dev/spec/policy-v1.schema.json" */;
-let vErrors = null;
-let errors = 0;
-const evaluated0 = validate46.evaluated;
-if(evaluated0.dynamicProps){
-evaluated0.props = undefined;
-}
-if(evaluated0.dynamicItems){
-evaluated0.items = undefined;
-}
-if(data && typeof data == "object" && !Array.isArray(data)){
-if(data.name === undefined){
-const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "name"},message:"must have required property '"+"name"+"'"};
-if(vErrors === null){
-vErrors = [err0];
-}
-else {
-vErrors.push(err0);
-}
-errors++;
-}
-if(data.rule === undefined){
-const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "rule"},message:"must have required property '"+"rule"+"'"};
-if(vErrors === null){
-vErrors = [err1];
-}
-else {
-vErrors.push(err1);
-}
-errors++;
-}
-for(const key0 in data){
-if(!(((((key0 === "name") || (key0 === "description")) || (key0 === "enabled")) || (key0 === "applies_to")) || (key0 === "rule"))){
-const err2 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
-if(vErrors === null){
-vErrors = [err2];
-}
-else {
-vErrors.push(err2);
-}
-errors++;
-}
-}
-if(data.name !== undefined){
-let data0 = data.name;
-if(typeof data0 === "string"){
-if(!pattern26.test(data0)){
-const err3 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9_.-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9_.-]{0,62}$"+"\""};
-if(vErrors === null){
-vErrors = [err3];
-}
-else {
-vErrors.push(err3);
-}
-errors++;
-}
-}
-else {
-const err4 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err4];
-}
-else {
-vErrors.push(err4);
-}
-errors++;
-}
-}
-if(data.description !== undefined){
-let data1 = data.description;
-if(typeof data1 === "string"){
-if(func3(data1) > 1000){
-const err5 = {instancePath:instancePath+"/description",schemaPath:"#/properties/description/maxLength",keyword:"maxLength",params:{limit: 1000},message:"must NOT have more than 1000 characters"};
-if(vErrors === null){
-vErrors = [err5];
-}
-else {
-vErrors.push(err5);
-}
-errors++;
-}
-}
-else {
-const err6 = {instancePath:instancePath+"/description",schemaPath:"#/properties/description/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err6];
-}
-else {
-vErrors.push(err6);
-}
-errors++;
-}
-}
-if(data.enabled !== undefined){
-if(typeof data.enabled !== "boolean"){
-const err7 = {instancePath:instancePath+"/enabled",schemaPath:"#/properties/enabled/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
-if(vErrors === null){
-vErrors = [err7];
-}
-else {
-vErrors.push(err7);
-}
-errors++;
-}
-}
-if(data.applies_to !== undefined){
-let data3 = data.applies_to;
-if(data3 && typeof data3 == "object" && !Array.isArray(data3)){
-for(const key1 in data3){
-if(!(((key1 === "identities") || (key1 === "roles")) || (key1 === "sources"))){
-const err8 = {instancePath:instancePath+"/applies_to",schemaPath:"#/properties/applies_to/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
-if(vErrors === null){
-vErrors = [err8];
-}
-else {
-vErrors.push(err8);
-}
-errors++;
-}
-}
-if(data3.identities !== undefined){
-let data4 = data3.identities;
-if(Array.isArray(data4)){
-if(data4.length > 1000){
-const err9 = {instancePath:instancePath+"/applies_to/identities",schemaPath:"#/properties/applies_to/properties/identities/maxItems",keyword:"maxItems",params:{limit: 1000},message:"must NOT have more than 1000 items"};
-if(vErrors === null){
-vErrors = [err9];
-}
-else {
-vErrors.push(err9);
-}
-errors++;
-}
-const len0 = data4.length;
-for(let i0=0; i0<len0; i0++){
-if(typeof data4[i0] !== "string"){
-const err10 = {instancePath:instancePath+"/applies_to/identities/" + i0,schemaPath:"#/properties/applies_to/properties/identities/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err10];
-}
-else {
-vErrors.push(err10);
-}
-errors++;
-}
-}
-}
-else {
-const err11 = {instancePath:instancePath+"/applies_to/identities",schemaPath:"#/properties/applies_to/properties/identities/type",keyword:"type",params:{type: "array"},message:"must be array"};
-if(vErrors === null){
-vErrors = [err11];
-}
-else {
-vErrors.push(err11);
-}
-errors++;
-}
-}
-if(data3.roles !== undefined){
-let data6 = data3.roles;
-if(Array.isArray(data6)){
-if(data6.length > 1000){
-const err12 = {instancePath:instancePath+"/applies_to/roles",schemaPath:"#/properties/applies_to/properties/roles/maxItems",keyword:"maxItems",params:{limit: 1000},message:"must NOT have more than 1000 items"};
-if(vErrors === null){
-vErrors = [err12];
-}
-else {
-vErrors.push(err12);
-}
-errors++;
-}
-const len1 = data6.length;
-for(let i1=0; i1<len1; i1++){
-if(typeof data6[i1] !== "string"){
-const err13 = {instancePath:instancePath+"/applies_to/roles/" + i1,schemaPath:"#/properties/applies_to/properties/roles/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err13];
-}
-else {
-vErrors.push(err13);
-}
-errors++;
-}
-}
-}
-else {
-const err14 = {instancePath:instancePath+"/applies_to/roles",schemaPath:"#/properties/applies_to/properties/roles/type",keyword:"type",params:{type: "array"},message:"must be array"};
-if(vErrors === null){
-vErrors = [err14];
-}
-else {
-vErrors.push(err14);
-}
-errors++;
-}
-}
-if(data3.sources !== undefined){
-let data8 = data3.sources;
-if(Array.isArray(data8)){
-if(data8.length > 1000){
-const err15 = {instancePath:instancePath+"/applies_to/sources",schemaPath:"#/properties/applies_to/properties/sources/maxItems",keyword:"maxItems",params:{limit: 1000},message:"must NOT have more than 1000 items"};
-if(vErrors === null){
-vErrors = [err15];
-}
-else {
-vErrors.push(err15);
-}
-errors++;
-}
-const len2 = data8.length;
-for(let i2=0; i2<len2; i2++){
-if(typeof data8[i2] !== "string"){
-const err16 = {instancePath:instancePath+"/applies_to/sources/" + i2,schemaPath:"#/properties/applies_to/properties/sources/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err16];
-}
-else {
-vErrors.push(err16);
-}
-errors++;
-}
-}
-}
-else {
-const err17 = {instancePath:instancePath+"/applies_to/sources",schemaPath:"#/properties/applies_to/properties/sources/type",keyword:"type",params:{type: "array"},message:"must be array"};
-if(vErrors === null){
-vErrors = [err17];
-}
-else {
-vErrors.push(err17);
-}
-errors++;
-}
-}
-}
-else {
-const err18 = {instancePath:instancePath+"/applies_to",schemaPath:"#/properties/applies_to/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err18];
-}
-else {
-vErrors.push(err18);
-}
-errors++;
-}
-}
-if(data.rule !== undefined){
-let data10 = data.rule;
-const _errs24 = errors;
-let valid8 = false;
-let passing0 = null;
-const _errs25 = errors;
-if(!(validate47(data10, {instancePath:instancePath+"/rule",parentData:data,parentDataProperty:"rule",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate47.errors : vErrors.concat(validate47.errors);
-errors = vErrors.length;
-}
-var _valid0 = _errs25 === errors;
-if(_valid0){
-valid8 = true;
-passing0 = 0;
-var props0 = true;
-}
-const _errs26 = errors;
-if(data10 && typeof data10 == "object" && !Array.isArray(data10)){
-if(data10.type === undefined){
-const err19 = {instancePath:instancePath+"/rule",schemaPath:"#/$defs/requireWhere/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
-if(vErrors === null){
-vErrors = [err19];
-}
-else {
-vErrors.push(err19);
-}
-errors++;
-}
-for(const key2 in data10){
-if(!(((key2 === "type") || (key2 === "operations")) || (key2 === "reason"))){
-const err20 = {instancePath:instancePath+"/rule",schemaPath:"#/$defs/requireWhere/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key2},message:"must NOT have additional properties"};
-if(vErrors === null){
-vErrors = [err20];
-}
-else {
-vErrors.push(err20);
-}
-errors++;
-}
-}
-if(data10.type !== undefined){
-if("require_where" !== data10.type){
-const err21 = {instancePath:instancePath+"/rule/type",schemaPath:"#/$defs/requireWhere/properties/type/const",keyword:"const",params:{allowedValue: "require_where"},message:"must be equal to constant"};
-if(vErrors === null){
-vErrors = [err21];
-}
-else {
-vErrors.push(err21);
-}
-errors++;
-}
-}
-if(data10.operations !== undefined){
-let data12 = data10.operations;
-if(Array.isArray(data12)){
-const len3 = data12.length;
-for(let i3=0; i3<len3; i3++){
-let data13 = data12[i3];
-if(typeof data13 !== "string"){
-const err22 = {instancePath:instancePath+"/rule/operations/" + i3,schemaPath:"#/$defs/requireWhere/properties/operations/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err22];
-}
-else {
-vErrors.push(err22);
-}
-errors++;
-}
-if(!((data13 === "update") || (data13 === "delete"))){
-const err23 = {instancePath:instancePath+"/rule/operations/" + i3,schemaPath:"#/$defs/requireWhere/properties/operations/items/enum",keyword:"enum",params:{allowedValues: schema65.properties.operations.items.enum},message:"must be equal to one of the allowed values"};
-if(vErrors === null){
-vErrors = [err23];
-}
-else {
-vErrors.push(err23);
-}
-errors++;
-}
-}
-}
-else {
-const err24 = {instancePath:instancePath+"/rule/operations",schemaPath:"#/$defs/requireWhere/properties/operations/type",keyword:"type",params:{type: "array"},message:"must be array"};
-if(vErrors === null){
-vErrors = [err24];
-}
-else {
-vErrors.push(err24);
-}
-errors++;
-}
-}
-if(data10.reason !== undefined){
-let data14 = data10.reason;
-if(typeof data14 === "string"){
-if(func3(data14) > 500){
-const err25 = {instancePath:instancePath+"/rule/reason",schemaPath:"#/$defs/requireWhere/properties/reason/maxLength",keyword:"maxLength",params:{limit: 500},message:"must NOT have more than 500 characters"};
-if(vErrors === null){
-vErrors = [err25];
-}
-else {
-vErrors.push(err25);
-}
-errors++;
-}
-}
-else {
-const err26 = {instancePath:instancePath+"/rule/reason",schemaPath:"#/$defs/requireWhere/properties/reason/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err26];
-}
-else {
-vErrors.push(err26);
-}
-errors++;
-}
-}
-}
-else {
-const err27 = {instancePath:instancePath+"/rule",schemaPath:"#/$defs/requireWhere/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err27];
-}
-else {
-vErrors.push(err27);
-}
-errors++;
-}
-var _valid0 = _errs26 === errors;
-if(_valid0 && valid8){
-valid8 = false;
-passing0 = [passing0, 1];
-}
-else {
-if(_valid0){
-valid8 = true;
-passing0 = 1;
-if(props0 !== true){
-props0 = true;
-}
-}
-const _errs37 = errors;
-if(data10 && typeof data10 == "object" && !Array.isArray(data10)){
-if(data10.type === undefined){
-const err28 = {instancePath:instancePath+"/rule",schemaPath:"#/$defs/maxRows/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
-if(vErrors === null){
-vErrors = [err28];
-}
-else {
-vErrors.push(err28);
-}
-errors++;
-}
-if(data10.max_rows === undefined){
-const err29 = {instancePath:instancePath+"/rule",schemaPath:"#/$defs/maxRows/required",keyword:"required",params:{missingProperty: "max_rows"},message:"must have required property '"+"max_rows"+"'"};
-if(vErrors === null){
-vErrors = [err29];
-}
-else {
-vErrors.push(err29);
-}
-errors++;
-}
-for(const key3 in data10){
-if(!((key3 === "type") || (key3 === "max_rows"))){
-const err30 = {instancePath:instancePath+"/rule",schemaPath:"#/$defs/maxRows/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key3},message:"must NOT have additional properties"};
-if(vErrors === null){
-vErrors = [err30];
-}
-else {
-vErrors.push(err30);
-}
-errors++;
-}
-}
-if(data10.type !== undefined){
-if("max_rows" !== data10.type){
-const err31 = {instancePath:instancePath+"/rule/type",schemaPath:"#/$defs/maxRows/properties/type/const",keyword:"const",params:{allowedValue: "max_rows"},message:"must be equal to constant"};
-if(vErrors === null){
-vErrors = [err31];
-}
-else {
-vErrors.push(err31);
-}
-errors++;
-}
-}
-if(data10.max_rows !== undefined){
-let data16 = data10.max_rows;
-if(!(((typeof data16 == "number") && (!(data16 % 1) && !isNaN(data16))) && (isFinite(data16)))){
-const err32 = {instancePath:instancePath+"/rule/max_rows",schemaPath:"#/$defs/maxRows/properties/max_rows/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
-if(vErrors === null){
-vErrors = [err32];
-}
-else {
-vErrors.push(err32);
-}
-errors++;
-}
-if((typeof data16 == "number") && (isFinite(data16))){
-if(data16 > 100000 || isNaN(data16)){
-const err33 = {instancePath:instancePath+"/rule/max_rows",schemaPath:"#/$defs/maxRows/properties/max_rows/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
-if(vErrors === null){
-vErrors = [err33];
-}
-else {
-vErrors.push(err33);
-}
-errors++;
-}
-if(data16 < 1 || isNaN(data16)){
-const err34 = {instancePath:instancePath+"/rule/max_rows",schemaPath:"#/$defs/maxRows/properties/max_rows/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
-if(vErrors === null){
-vErrors = [err34];
-}
-else {
-vErrors.push(err34);
-}
-errors++;
-}
-}
-}
-}
-else {
-const err35 = {instancePath:instancePath+"/rule",schemaPath:"#/$defs/maxRows/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err35];
-}
-else {
-vErrors.push(err35);
-}
-errors++;
-}
-var _valid0 = _errs37 === errors;
-if(_valid0 && valid8){
-valid8 = false;
-passing0 = [passing0, 2];
-}
-else {
-if(_valid0){
-valid8 = true;
-passing0 = 2;
-if(props0 !== true){
-props0 = true;
-}
-}
-const _errs44 = errors;
-if(!(validate49(data10, {instancePath:instancePath+"/rule",parentData:data,parentDataProperty:"rule",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate49.errors : vErrors.concat(validate49.errors);
-errors = vErrors.length;
-}
-var _valid0 = _errs44 === errors;
-if(_valid0 && valid8){
-valid8 = false;
-passing0 = [passing0, 3];
-}
-else {
-if(_valid0){
-valid8 = true;
-passing0 = 3;
-if(props0 !== true){
-props0 = true;
-}
-}
-const _errs45 = errors;
-if(data10 && typeof data10 == "object" && !Array.isArray(data10)){
-if(data10.type === undefined){
-const err36 = {instancePath:instancePath+"/rule",schemaPath:"#/$defs/maskColumns/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
-if(vErrors === null){
-vErrors = [err36];
-}
-else {
-vErrors.push(err36);
-}
-errors++;
-}
-if(data10.columns === undefined){
-const err37 = {instancePath:instancePath+"/rule",schemaPath:"#/$defs/maskColumns/required",keyword:"required",params:{missingProperty: "columns"},message:"must have required property '"+"columns"+"'"};
-if(vErrors === null){
-vErrors = [err37];
-}
-else {
-vErrors.push(err37);
-}
-errors++;
-}
-if(data10.method === undefined){
-const err38 = {instancePath:instancePath+"/rule",schemaPath:"#/$defs/maskColumns/required",keyword:"required",params:{missingProperty: "method"},message:"must have required property '"+"method"+"'"};
-if(vErrors === null){
-vErrors = [err38];
-}
-else {
-vErrors.push(err38);
-}
-errors++;
-}
-for(const key4 in data10){
-if(!(((key4 === "type") || (key4 === "columns")) || (key4 === "method"))){
-const err39 = {instancePath:instancePath+"/rule",schemaPath:"#/$defs/maskColumns/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key4},message:"must NOT have additional properties"};
-if(vErrors === null){
-vErrors = [err39];
-}
-else {
-vErrors.push(err39);
-}
-errors++;
-}
-}
-if(data10.type !== undefined){
-if("mask_columns" !== data10.type){
-const err40 = {instancePath:instancePath+"/rule/type",schemaPath:"#/$defs/maskColumns/properties/type/const",keyword:"const",params:{allowedValue: "mask_columns"},message:"must be equal to constant"};
-if(vErrors === null){
-vErrors = [err40];
-}
-else {
-vErrors.push(err40);
-}
-errors++;
-}
-}
-if(data10.columns !== undefined){
-let data18 = data10.columns;
-if(Array.isArray(data18)){
-if(data18.length < 1){
-const err41 = {instancePath:instancePath+"/rule/columns",schemaPath:"#/$defs/maskColumns/properties/columns/minItems",keyword:"minItems",params:{limit: 1},message:"must NOT have fewer than 1 items"};
-if(vErrors === null){
-vErrors = [err41];
-}
-else {
-vErrors.push(err41);
-}
-errors++;
-}
-const len4 = data18.length;
-for(let i4=0; i4<len4; i4++){
-let data19 = data18[i4];
-if(typeof data19 === "string"){
-if(func3(data19) < 1){
-const err42 = {instancePath:instancePath+"/rule/columns/" + i4,schemaPath:"#/$defs/maskColumns/properties/columns/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
-if(vErrors === null){
-vErrors = [err42];
-}
-else {
-vErrors.push(err42);
-}
-errors++;
-}
-}
-else {
-const err43 = {instancePath:instancePath+"/rule/columns/" + i4,schemaPath:"#/$defs/maskColumns/properties/columns/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err43];
-}
-else {
-vErrors.push(err43);
-}
-errors++;
-}
-}
-}
-else {
-const err44 = {instancePath:instancePath+"/rule/columns",schemaPath:"#/$defs/maskColumns/properties/columns/type",keyword:"type",params:{type: "array"},message:"must be array"};
-if(vErrors === null){
-vErrors = [err44];
-}
-else {
-vErrors.push(err44);
-}
-errors++;
-}
-}
-if(data10.method !== undefined){
-let data20 = data10.method;
-if(typeof data20 !== "string"){
-const err45 = {instancePath:instancePath+"/rule/method",schemaPath:"#/$defs/maskColumns/properties/method/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err45];
-}
-else {
-vErrors.push(err45);
-}
-errors++;
-}
-if(!((((data20 === "full") || (data20 === "partial")) || (data20 === "hash")) || (data20 === "null"))){
-const err46 = {instancePath:instancePath+"/rule/method",schemaPath:"#/$defs/maskColumns/properties/method/enum",keyword:"enum",params:{allowedValues: schema69.properties.method.enum},message:"must be equal to one of the allowed values"};
-if(vErrors === null){
-vErrors = [err46];
-}
-else {
-vErrors.push(err46);
-}
-errors++;
-}
-}
-}
-else {
-const err47 = {instancePath:instancePath+"/rule",schemaPath:"#/$defs/maskColumns/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err47];
-}
-else {
-vErrors.push(err47);
-}
-errors++;
-}
-var _valid0 = _errs45 === errors;
-if(_valid0 && valid8){
-valid8 = false;
-passing0 = [passing0, 4];
-}
-else {
-if(_valid0){
-valid8 = true;
-passing0 = 4;
-if(props0 !== true){
-props0 = true;
-}
-}
-const _errs56 = errors;
-if(data10 && typeof data10 == "object" && !Array.isArray(data10)){
-if(data10.type === undefined){
-const err48 = {instancePath:instancePath+"/rule",schemaPath:"#/$defs/hideDocuments/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
-if(vErrors === null){
-vErrors = [err48];
-}
-else {
-vErrors.push(err48);
-}
-errors++;
-}
-for(const key5 in data10){
-if(!(((key5 === "type") || (key5 === "document_types")) || (key5 === "category_prefixes"))){
-const err49 = {instancePath:instancePath+"/rule",schemaPath:"#/$defs/hideDocuments/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key5},message:"must NOT have additional properties"};
-if(vErrors === null){
-vErrors = [err49];
-}
-else {
-vErrors.push(err49);
-}
-errors++;
-}
-}
-if(data10.type !== undefined){
-if("hide_documents" !== data10.type){
-const err50 = {instancePath:instancePath+"/rule/type",schemaPath:"#/$defs/hideDocuments/properties/type/const",keyword:"const",params:{allowedValue: "hide_documents"},message:"must be equal to constant"};
-if(vErrors === null){
-vErrors = [err50];
-}
-else {
-vErrors.push(err50);
-}
-errors++;
-}
-}
-if(data10.document_types !== undefined){
-let data22 = data10.document_types;
-if(Array.isArray(data22)){
-const len5 = data22.length;
-for(let i5=0; i5<len5; i5++){
-if(typeof data22[i5] !== "string"){
-const err51 = {instancePath:instancePath+"/rule/document_types/" + i5,schemaPath:"#/$defs/hideDocuments/properties/document_types/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err51];
-}
-else {
-vErrors.push(err51);
-}
-errors++;
-}
-}
-}
-else {
-const err52 = {instancePath:instancePath+"/rule/document_types",schemaPath:"#/$defs/hideDocuments/properties/document_types/type",keyword:"type",params:{type: "array"},message:"must be array"};
-if(vErrors === null){
-vErrors = [err52];
-}
-else {
-vErrors.push(err52);
-}
-errors++;
-}
-}
-if(data10.category_prefixes !== undefined){
-let data24 = data10.category_prefixes;
-if(Array.isArray(data24)){
-const len6 = data24.length;
-for(let i6=0; i6<len6; i6++){
-let data25 = data24[i6];
-if(Array.isArray(data25)){
-if(data25.length < 1){
-const err53 = {instancePath:instancePath+"/rule/category_prefixes/" + i6,schemaPath:"#/$defs/hideDocuments/properties/category_prefixes/items/minItems",keyword:"minItems",params:{limit: 1},message:"must NOT have fewer than 1 items"};
-if(vErrors === null){
-vErrors = [err53];
-}
-else {
-vErrors.push(err53);
-}
-errors++;
-}
-const len7 = data25.length;
-for(let i7=0; i7<len7; i7++){
-if(typeof data25[i7] !== "string"){
-const err54 = {instancePath:instancePath+"/rule/category_prefixes/" + i6+"/" + i7,schemaPath:"#/$defs/hideDocuments/properties/category_prefixes/items/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err54];
-}
-else {
-vErrors.push(err54);
-}
-errors++;
-}
-}
-}
-else {
-const err55 = {instancePath:instancePath+"/rule/category_prefixes/" + i6,schemaPath:"#/$defs/hideDocuments/properties/category_prefixes/items/type",keyword:"type",params:{type: "array"},message:"must be array"};
-if(vErrors === null){
-vErrors = [err55];
-}
-else {
-vErrors.push(err55);
-}
-errors++;
-}
-}
-}
-else {
-const err56 = {instancePath:instancePath+"/rule/category_prefixes",schemaPath:"#/$defs/hideDocuments/properties/category_prefixes/type",keyword:"type",params:{type: "array"},message:"must be array"};
-if(vErrors === null){
-vErrors = [err56];
-}
-else {
-vErrors.push(err56);
-}
-errors++;
-}
-}
-}
-else {
-const err57 = {instancePath:instancePath+"/rule",schemaPath:"#/$defs/hideDocuments/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err57];
-}
-else {
-vErrors.push(err57);
-}
-errors++;
-}
-var _valid0 = _errs56 === errors;
-if(_valid0 && valid8){
-valid8 = false;
-passing0 = [passing0, 5];
-}
-else {
-if(_valid0){
-valid8 = true;
-passing0 = 5;
-if(props0 !== true){
-props0 = true;
-}
-}
-const _errs71 = errors;
-if(data10 && typeof data10 == "object" && !Array.isArray(data10)){
-if(data10.type === undefined){
-const err58 = {instancePath:instancePath+"/rule",schemaPath:"#/$defs/restrictRows/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
-if(vErrors === null){
-vErrors = [err58];
-}
-else {
-vErrors.push(err58);
-}
-errors++;
-}
-if(data10.relations === undefined){
-const err59 = {instancePath:instancePath+"/rule",schemaPath:"#/$defs/restrictRows/required",keyword:"required",params:{missingProperty: "relations"},message:"must have required property '"+"relations"+"'"};
-if(vErrors === null){
-vErrors = [err59];
-}
-else {
-vErrors.push(err59);
-}
-errors++;
-}
-if(data10.rows === undefined){
-const err60 = {instancePath:instancePath+"/rule",schemaPath:"#/$defs/restrictRows/required",keyword:"required",params:{missingProperty: "rows"},message:"must have required property '"+"rows"+"'"};
-if(vErrors === null){
-vErrors = [err60];
-}
-else {
-vErrors.push(err60);
-}
-errors++;
-}
-for(const key6 in data10){
-if(!((((key6 === "type") || (key6 === "relations")) || (key6 === "rows")) || (key6 === "actions"))){
-const err61 = {instancePath:instancePath+"/rule",schemaPath:"#/$defs/restrictRows/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key6},message:"must NOT have additional properties"};
-if(vErrors === null){
-vErrors = [err61];
-}
-else {
-vErrors.push(err61);
-}
-errors++;
-}
-}
-if(data10.type !== undefined){
-if("restrict_rows" !== data10.type){
-const err62 = {instancePath:instancePath+"/rule/type",schemaPath:"#/$defs/restrictRows/properties/type/const",keyword:"const",params:{allowedValue: "restrict_rows"},message:"must be equal to constant"};
-if(vErrors === null){
-vErrors = [err62];
-}
-else {
-vErrors.push(err62);
-}
-errors++;
-}
-}
-if(data10.relations !== undefined){
-let data28 = data10.relations;
-if(Array.isArray(data28)){
-if(data28.length > 1000){
-const err63 = {instancePath:instancePath+"/rule/relations",schemaPath:"#/$defs/restrictRows/properties/relations/maxItems",keyword:"maxItems",params:{limit: 1000},message:"must NOT have more than 1000 items"};
-if(vErrors === null){
-vErrors = [err63];
-}
-else {
-vErrors.push(err63);
-}
-errors++;
-}
-if(data28.length < 1){
-const err64 = {instancePath:instancePath+"/rule/relations",schemaPath:"#/$defs/restrictRows/properties/relations/minItems",keyword:"minItems",params:{limit: 1},message:"must NOT have fewer than 1 items"};
-if(vErrors === null){
-vErrors = [err64];
-}
-else {
-vErrors.push(err64);
-}
-errors++;
-}
-const len8 = data28.length;
-for(let i8=0; i8<len8; i8++){
-let data29 = data28[i8];
-if(typeof data29 === "string"){
-if(func3(data29) < 1){
-const err65 = {instancePath:instancePath+"/rule/relations/" + i8,schemaPath:"#/$defs/restrictRows/properties/relations/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
-if(vErrors === null){
-vErrors = [err65];
-}
-else {
-vErrors.push(err65);
-}
-errors++;
-}
-}
-else {
-const err66 = {instancePath:instancePath+"/rule/relations/" + i8,schemaPath:"#/$defs/restrictRows/properties/relations/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err66];
-}
-else {
-vErrors.push(err66);
-}
-errors++;
-}
-}
-}
-else {
-const err67 = {instancePath:instancePath+"/rule/relations",schemaPath:"#/$defs/restrictRows/properties/relations/type",keyword:"type",params:{type: "array"},message:"must be array"};
-if(vErrors === null){
-vErrors = [err67];
-}
-else {
-vErrors.push(err67);
-}
-errors++;
-}
-}
-if(data10.rows !== undefined){
-let data30 = data10.rows;
-if(typeof data30 === "string"){
-if(func3(data30) > 4000){
-const err68 = {instancePath:instancePath+"/rule/rows",schemaPath:"#/$defs/restrictRows/properties/rows/maxLength",keyword:"maxLength",params:{limit: 4000},message:"must NOT have more than 4000 characters"};
-if(vErrors === null){
-vErrors = [err68];
-}
-else {
-vErrors.push(err68);
-}
-errors++;
-}
-if(func3(data30) < 1){
-const err69 = {instancePath:instancePath+"/rule/rows",schemaPath:"#/$defs/restrictRows/properties/rows/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
-if(vErrors === null){
-vErrors = [err69];
-}
-else {
-vErrors.push(err69);
-}
-errors++;
-}
-}
-else {
-const err70 = {instancePath:instancePath+"/rule/rows",schemaPath:"#/$defs/restrictRows/properties/rows/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err70];
-}
-else {
-vErrors.push(err70);
-}
-errors++;
-}
-}
-if(data10.actions !== undefined){
-let data31 = data10.actions;
-if(Array.isArray(data31)){
-if(data31.length < 1){
-const err71 = {instancePath:instancePath+"/rule/actions",schemaPath:"#/$defs/restrictRows/properties/actions/minItems",keyword:"minItems",params:{limit: 1},message:"must NOT have fewer than 1 items"};
-if(vErrors === null){
-vErrors = [err71];
-}
-else {
-vErrors.push(err71);
-}
-errors++;
-}
-const len9 = data31.length;
-for(let i9=0; i9<len9; i9++){
-let data32 = data31[i9];
-if(typeof data32 !== "string"){
-const err72 = {instancePath:instancePath+"/rule/actions/" + i9,schemaPath:"#/$defs/restrictRows/properties/actions/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err72];
-}
-else {
-vErrors.push(err72);
-}
-errors++;
-}
-if(!((data32 === "read") || (data32 === "write"))){
-const err73 = {instancePath:instancePath+"/rule/actions/" + i9,schemaPath:"#/$defs/restrictRows/properties/actions/items/enum",keyword:"enum",params:{allowedValues: schema71.properties.actions.items.enum},message:"must be equal to one of the allowed values"};
-if(vErrors === null){
-vErrors = [err73];
-}
-else {
-vErrors.push(err73);
-}
-errors++;
-}
-}
-}
-else {
-const err74 = {instancePath:instancePath+"/rule/actions",schemaPath:"#/$defs/restrictRows/properties/actions/type",keyword:"type",params:{type: "array"},message:"must be array"};
-if(vErrors === null){
-vErrors = [err74];
-}
-else {
-vErrors.push(err74);
-}
-errors++;
-}
-}
-}
-else {
-const err75 = {instancePath:instancePath+"/rule",schemaPath:"#/$defs/restrictRows/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err75];
-}
-else {
-vErrors.push(err75);
-}
-errors++;
-}
-var _valid0 = _errs71 === errors;
-if(_valid0 && valid8){
-valid8 = false;
-passing0 = [passing0, 6];
-}
-else {
-if(_valid0){
-valid8 = true;
-passing0 = 6;
-if(props0 !== true){
-props0 = true;
-}
-}
-}
-}
-}
-}
-}
-}
-if(!valid8){
-const err76 = {instancePath:instancePath+"/rule",schemaPath:"#/properties/rule/oneOf",keyword:"oneOf",params:{passingSchemas: passing0},message:"must match exactly one schema in oneOf"};
-if(vErrors === null){
-vErrors = [err76];
-}
-else {
-vErrors.push(err76);
-}
-errors++;
-}
-else {
-errors = _errs24;
-if(vErrors !== null){
-if(_errs24){
-vErrors.length = _errs24;
-}
-else {
-vErrors = null;
-}
-}
-}
-}
-}
-else {
-const err77 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err77];
-}
-else {
-vErrors.push(err77);
-}
-errors++;
-}
-validate46.errors = vErrors;
-return errors === 0;
-}
-validate46.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
-
-const schema72 = {"title":"ClaimMapping","description":"One issuer's claim rules (issue 26 item 2).","type":"object","properties":{"issuer":{"description":"The issuer identifier, exactly as the tokens' `iss` and auth.issuers[].issuer.","type":"string","pattern":"^https?://","maxLength":2048},"identity_claim":{"description":"The claim that names the identity (sub, email, preferred_username, …); lower-cased, it must be a valid identity name. Absent: the configuration's, else sub.","type":"string","minLength":1,"maxLength":128},"unknown_subjects":{"description":"A subject with no identity yet: refuse (invalid_token) or provision an identity named by identity_claim. Absent: the configuration's, else refuse.","type":"string","enum":["refuse","provision"]},"role_grants":{"description":"Claim values that grant source roles (each role and source must exist when the file is applied); such grants follow the claims on each sign-in. Default none.","type":"array","maxItems":256,"items":{"$ref":"config-v1.schema.json#/$defs/claimRoleGrant"}}},"required":["issuer"],"additionalProperties":false};
-
-function validate52(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
-let vErrors = null;
-let errors = 0;
-const evaluated0 = validate52.evaluated;
+const evaluated0 = validate87.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -11201,7 +15548,7 @@ errors++;
 if(data.issuer !== undefined){
 let data0 = data.issuer;
 if(typeof data0 === "string"){
-if(func3(data0) > 2048){
+if(func1(data0) > 2048){
 const err2 = {instancePath:instancePath+"/issuer",schemaPath:"#/properties/issuer/maxLength",keyword:"maxLength",params:{limit: 2048},message:"must NOT have more than 2048 characters"};
 if(vErrors === null){
 vErrors = [err2];
@@ -11211,7 +15558,7 @@ vErrors.push(err2);
 }
 errors++;
 }
-if(!pattern15.test(data0)){
+if(!pattern17.test(data0)){
 const err3 = {instancePath:instancePath+"/issuer",schemaPath:"#/properties/issuer/pattern",keyword:"pattern",params:{pattern: "^https?://"},message:"must match pattern \""+"^https?://"+"\""};
 if(vErrors === null){
 vErrors = [err3];
@@ -11236,7 +15583,7 @@ errors++;
 if(data.identity_claim !== undefined){
 let data1 = data.identity_claim;
 if(typeof data1 === "string"){
-if(func3(data1) > 128){
+if(func1(data1) > 128){
 const err5 = {instancePath:instancePath+"/identity_claim",schemaPath:"#/properties/identity_claim/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
 if(vErrors === null){
 vErrors = [err5];
@@ -11246,7 +15593,7 @@ vErrors.push(err5);
 }
 errors++;
 }
-if(func3(data1) < 1){
+if(func1(data1) < 1){
 const err6 = {instancePath:instancePath+"/identity_claim",schemaPath:"#/properties/identity_claim/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err6];
@@ -11281,7 +15628,7 @@ vErrors.push(err8);
 errors++;
 }
 if(!((data2 === "refuse") || (data2 === "provision"))){
-const err9 = {instancePath:instancePath+"/unknown_subjects",schemaPath:"#/properties/unknown_subjects/enum",keyword:"enum",params:{allowedValues: schema72.properties.unknown_subjects.enum},message:"must be equal to one of the allowed values"};
+const err9 = {instancePath:instancePath+"/unknown_subjects",schemaPath:"#/properties/unknown_subjects/enum",keyword:"enum",params:{allowedValues: schema71.properties.unknown_subjects.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err9];
 }
@@ -11363,7 +15710,7 @@ errors++;
 if(data4.claim !== undefined){
 let data5 = data4.claim;
 if(typeof data5 === "string"){
-if(func3(data5) > 128){
+if(func1(data5) > 128){
 const err16 = {instancePath:instancePath+"/role_grants/" + i0+"/claim",schemaPath:"config-v1.schema.json#/$defs/claimRoleGrant/properties/claim/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
 if(vErrors === null){
 vErrors = [err16];
@@ -11373,7 +15720,7 @@ vErrors.push(err16);
 }
 errors++;
 }
-if(func3(data5) < 1){
+if(func1(data5) < 1){
 const err17 = {instancePath:instancePath+"/role_grants/" + i0+"/claim",schemaPath:"config-v1.schema.json#/$defs/claimRoleGrant/properties/claim/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err17];
@@ -11398,7 +15745,7 @@ errors++;
 if(data4.value !== undefined){
 let data6 = data4.value;
 if(typeof data6 === "string"){
-if(func3(data6) > 256){
+if(func1(data6) > 256){
 const err19 = {instancePath:instancePath+"/role_grants/" + i0+"/value",schemaPath:"config-v1.schema.json#/$defs/claimRoleGrant/properties/value/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"};
 if(vErrors === null){
 vErrors = [err19];
@@ -11408,7 +15755,7 @@ vErrors.push(err19);
 }
 errors++;
 }
-if(func3(data6) < 1){
+if(func1(data6) < 1){
 const err20 = {instancePath:instancePath+"/role_grants/" + i0+"/value",schemaPath:"config-v1.schema.json#/$defs/claimRoleGrant/properties/value/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err20];
@@ -11433,7 +15780,7 @@ errors++;
 if(data4.role !== undefined){
 let data7 = data4.role;
 if(typeof data7 === "string"){
-if(func3(data7) > 128){
+if(func1(data7) > 128){
 const err22 = {instancePath:instancePath+"/role_grants/" + i0+"/role",schemaPath:"config-v1.schema.json#/$defs/claimRoleGrant/properties/role/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
 if(vErrors === null){
 vErrors = [err22];
@@ -11443,7 +15790,7 @@ vErrors.push(err22);
 }
 errors++;
 }
-if(func3(data7) < 1){
+if(func1(data7) < 1){
 const err23 = {instancePath:instancePath+"/role_grants/" + i0+"/role",schemaPath:"config-v1.schema.json#/$defs/claimRoleGrant/properties/role/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err23];
@@ -11468,7 +15815,7 @@ errors++;
 if(data4.source !== undefined){
 let data8 = data4.source;
 if(typeof data8 === "string"){
-if(func3(data8) > 128){
+if(func1(data8) > 128){
 const err25 = {instancePath:instancePath+"/role_grants/" + i0+"/source",schemaPath:"config-v1.schema.json#/$defs/claimRoleGrant/properties/source/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
 if(vErrors === null){
 vErrors = [err25];
@@ -11478,7 +15825,7 @@ vErrors.push(err25);
 }
 errors++;
 }
-if(func3(data8) < 1){
+if(func1(data8) < 1){
 const err26 = {instancePath:instancePath+"/role_grants/" + i0+"/source",schemaPath:"config-v1.schema.json#/$defs/claimRoleGrant/properties/source/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err26];
@@ -11535,617 +15882,17 @@ vErrors.push(err30);
 }
 errors++;
 }
-validate52.errors = vErrors;
+validate87.errors = vErrors;
 return errors === 0;
 }
-validate52.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate87.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
+exports.validateInterlockFileCredentials = validate88;
 
-function validate39(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
-/*# sourceURL="https://interlock.dev/spec/interlock-file-v1.schema.json" */;
+function validate88(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate39.evaluated;
-if(evaluated0.dynamicProps){
-evaluated0.props = undefined;
-}
-if(evaluated0.dynamicItems){
-evaluated0.items = undefined;
-}
-if(data && typeof data == "object" && !Array.isArray(data)){
-if(data.version === undefined){
-const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "version"},message:"must have required property '"+"version"+"'"};
-if(vErrors === null){
-vErrors = [err0];
-}
-else {
-vErrors.push(err0);
-}
-errors++;
-}
-for(const key0 in data){
-if(!((((((key0 === "version") || (key0 === "sources")) || (key0 === "roles")) || (key0 === "identities")) || (key0 === "policies")) || (key0 === "claim_mappings"))){
-const err1 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
-if(vErrors === null){
-vErrors = [err1];
-}
-else {
-vErrors.push(err1);
-}
-errors++;
-}
-}
-if(data.version !== undefined){
-if(1 !== data.version){
-const err2 = {instancePath:instancePath+"/version",schemaPath:"#/properties/version/const",keyword:"const",params:{allowedValue: 1},message:"must be equal to constant"};
-if(vErrors === null){
-vErrors = [err2];
-}
-else {
-vErrors.push(err2);
-}
-errors++;
-}
-}
-if(data.sources !== undefined){
-let data1 = data.sources;
-if(Array.isArray(data1)){
-if(data1.length > 1000){
-const err3 = {instancePath:instancePath+"/sources",schemaPath:"#/properties/sources/maxItems",keyword:"maxItems",params:{limit: 1000},message:"must NOT have more than 1000 items"};
-if(vErrors === null){
-vErrors = [err3];
-}
-else {
-vErrors.push(err3);
-}
-errors++;
-}
-const len0 = data1.length;
-for(let i0=0; i0<len0; i0++){
-if(!(validate40(data1[i0], {instancePath:instancePath+"/sources/" + i0,parentData:data1,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate40.errors : vErrors.concat(validate40.errors);
-errors = vErrors.length;
-}
-}
-}
-else {
-const err4 = {instancePath:instancePath+"/sources",schemaPath:"#/properties/sources/type",keyword:"type",params:{type: "array"},message:"must be array"};
-if(vErrors === null){
-vErrors = [err4];
-}
-else {
-vErrors.push(err4);
-}
-errors++;
-}
-}
-if(data.roles !== undefined){
-let data3 = data.roles;
-if(Array.isArray(data3)){
-if(data3.length > 1000){
-const err5 = {instancePath:instancePath+"/roles",schemaPath:"#/properties/roles/maxItems",keyword:"maxItems",params:{limit: 1000},message:"must NOT have more than 1000 items"};
-if(vErrors === null){
-vErrors = [err5];
-}
-else {
-vErrors.push(err5);
-}
-errors++;
-}
-const len1 = data3.length;
-for(let i1=0; i1<len1; i1++){
-if(!(validate42(data3[i1], {instancePath:instancePath+"/roles/" + i1,parentData:data3,parentDataProperty:i1,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate42.errors : vErrors.concat(validate42.errors);
-errors = vErrors.length;
-}
-}
-}
-else {
-const err6 = {instancePath:instancePath+"/roles",schemaPath:"#/properties/roles/type",keyword:"type",params:{type: "array"},message:"must be array"};
-if(vErrors === null){
-vErrors = [err6];
-}
-else {
-vErrors.push(err6);
-}
-errors++;
-}
-}
-if(data.identities !== undefined){
-let data5 = data.identities;
-if(Array.isArray(data5)){
-if(data5.length > 10000){
-const err7 = {instancePath:instancePath+"/identities",schemaPath:"#/properties/identities/maxItems",keyword:"maxItems",params:{limit: 10000},message:"must NOT have more than 10000 items"};
-if(vErrors === null){
-vErrors = [err7];
-}
-else {
-vErrors.push(err7);
-}
-errors++;
-}
-const len2 = data5.length;
-for(let i2=0; i2<len2; i2++){
-if(!(validate44(data5[i2], {instancePath:instancePath+"/identities/" + i2,parentData:data5,parentDataProperty:i2,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate44.errors : vErrors.concat(validate44.errors);
-errors = vErrors.length;
-}
-}
-}
-else {
-const err8 = {instancePath:instancePath+"/identities",schemaPath:"#/properties/identities/type",keyword:"type",params:{type: "array"},message:"must be array"};
-if(vErrors === null){
-vErrors = [err8];
-}
-else {
-vErrors.push(err8);
-}
-errors++;
-}
-}
-if(data.policies !== undefined){
-let data7 = data.policies;
-if(Array.isArray(data7)){
-if(data7.length > 1000){
-const err9 = {instancePath:instancePath+"/policies",schemaPath:"#/properties/policies/maxItems",keyword:"maxItems",params:{limit: 1000},message:"must NOT have more than 1000 items"};
-if(vErrors === null){
-vErrors = [err9];
-}
-else {
-vErrors.push(err9);
-}
-errors++;
-}
-const len3 = data7.length;
-for(let i3=0; i3<len3; i3++){
-if(!(validate46(data7[i3], {instancePath:instancePath+"/policies/" + i3,parentData:data7,parentDataProperty:i3,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate46.errors : vErrors.concat(validate46.errors);
-errors = vErrors.length;
-}
-}
-}
-else {
-const err10 = {instancePath:instancePath+"/policies",schemaPath:"#/properties/policies/type",keyword:"type",params:{type: "array"},message:"must be array"};
-if(vErrors === null){
-vErrors = [err10];
-}
-else {
-vErrors.push(err10);
-}
-errors++;
-}
-}
-if(data.claim_mappings !== undefined){
-let data9 = data.claim_mappings;
-if(Array.isArray(data9)){
-if(data9.length > 32){
-const err11 = {instancePath:instancePath+"/claim_mappings",schemaPath:"#/properties/claim_mappings/maxItems",keyword:"maxItems",params:{limit: 32},message:"must NOT have more than 32 items"};
-if(vErrors === null){
-vErrors = [err11];
-}
-else {
-vErrors.push(err11);
-}
-errors++;
-}
-const len4 = data9.length;
-for(let i4=0; i4<len4; i4++){
-if(!(validate52(data9[i4], {instancePath:instancePath+"/claim_mappings/" + i4,parentData:data9,parentDataProperty:i4,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate52.errors : vErrors.concat(validate52.errors);
-errors = vErrors.length;
-}
-}
-}
-else {
-const err12 = {instancePath:instancePath+"/claim_mappings",schemaPath:"#/properties/claim_mappings/type",keyword:"type",params:{type: "array"},message:"must be array"};
-if(vErrors === null){
-vErrors = [err12];
-}
-else {
-vErrors.push(err12);
-}
-errors++;
-}
-}
-}
-else {
-const err13 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err13];
-}
-else {
-vErrors.push(err13);
-}
-errors++;
-}
-validate39.errors = vErrors;
-return errors === 0;
-}
-validate39.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
-
-exports.validateInterlockFileClaimMapping = validate54;
-
-function validate54(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
-let vErrors = null;
-let errors = 0;
-const evaluated0 = validate54.evaluated;
-if(evaluated0.dynamicProps){
-evaluated0.props = undefined;
-}
-if(evaluated0.dynamicItems){
-evaluated0.items = undefined;
-}
-if(data && typeof data == "object" && !Array.isArray(data)){
-if(data.issuer === undefined){
-const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "issuer"},message:"must have required property '"+"issuer"+"'"};
-if(vErrors === null){
-vErrors = [err0];
-}
-else {
-vErrors.push(err0);
-}
-errors++;
-}
-for(const key0 in data){
-if(!((((key0 === "issuer") || (key0 === "identity_claim")) || (key0 === "unknown_subjects")) || (key0 === "role_grants"))){
-const err1 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
-if(vErrors === null){
-vErrors = [err1];
-}
-else {
-vErrors.push(err1);
-}
-errors++;
-}
-}
-if(data.issuer !== undefined){
-let data0 = data.issuer;
-if(typeof data0 === "string"){
-if(func3(data0) > 2048){
-const err2 = {instancePath:instancePath+"/issuer",schemaPath:"#/properties/issuer/maxLength",keyword:"maxLength",params:{limit: 2048},message:"must NOT have more than 2048 characters"};
-if(vErrors === null){
-vErrors = [err2];
-}
-else {
-vErrors.push(err2);
-}
-errors++;
-}
-if(!pattern15.test(data0)){
-const err3 = {instancePath:instancePath+"/issuer",schemaPath:"#/properties/issuer/pattern",keyword:"pattern",params:{pattern: "^https?://"},message:"must match pattern \""+"^https?://"+"\""};
-if(vErrors === null){
-vErrors = [err3];
-}
-else {
-vErrors.push(err3);
-}
-errors++;
-}
-}
-else {
-const err4 = {instancePath:instancePath+"/issuer",schemaPath:"#/properties/issuer/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err4];
-}
-else {
-vErrors.push(err4);
-}
-errors++;
-}
-}
-if(data.identity_claim !== undefined){
-let data1 = data.identity_claim;
-if(typeof data1 === "string"){
-if(func3(data1) > 128){
-const err5 = {instancePath:instancePath+"/identity_claim",schemaPath:"#/properties/identity_claim/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
-if(vErrors === null){
-vErrors = [err5];
-}
-else {
-vErrors.push(err5);
-}
-errors++;
-}
-if(func3(data1) < 1){
-const err6 = {instancePath:instancePath+"/identity_claim",schemaPath:"#/properties/identity_claim/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
-if(vErrors === null){
-vErrors = [err6];
-}
-else {
-vErrors.push(err6);
-}
-errors++;
-}
-}
-else {
-const err7 = {instancePath:instancePath+"/identity_claim",schemaPath:"#/properties/identity_claim/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err7];
-}
-else {
-vErrors.push(err7);
-}
-errors++;
-}
-}
-if(data.unknown_subjects !== undefined){
-let data2 = data.unknown_subjects;
-if(typeof data2 !== "string"){
-const err8 = {instancePath:instancePath+"/unknown_subjects",schemaPath:"#/properties/unknown_subjects/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err8];
-}
-else {
-vErrors.push(err8);
-}
-errors++;
-}
-if(!((data2 === "refuse") || (data2 === "provision"))){
-const err9 = {instancePath:instancePath+"/unknown_subjects",schemaPath:"#/properties/unknown_subjects/enum",keyword:"enum",params:{allowedValues: schema72.properties.unknown_subjects.enum},message:"must be equal to one of the allowed values"};
-if(vErrors === null){
-vErrors = [err9];
-}
-else {
-vErrors.push(err9);
-}
-errors++;
-}
-}
-if(data.role_grants !== undefined){
-let data3 = data.role_grants;
-if(Array.isArray(data3)){
-if(data3.length > 256){
-const err10 = {instancePath:instancePath+"/role_grants",schemaPath:"#/properties/role_grants/maxItems",keyword:"maxItems",params:{limit: 256},message:"must NOT have more than 256 items"};
-if(vErrors === null){
-vErrors = [err10];
-}
-else {
-vErrors.push(err10);
-}
-errors++;
-}
-const len0 = data3.length;
-for(let i0=0; i0<len0; i0++){
-let data4 = data3[i0];
-if(data4 && typeof data4 == "object" && !Array.isArray(data4)){
-if(data4.claim === undefined){
-const err11 = {instancePath:instancePath+"/role_grants/" + i0,schemaPath:"config-v1.schema.json#/$defs/claimRoleGrant/required",keyword:"required",params:{missingProperty: "claim"},message:"must have required property '"+"claim"+"'"};
-if(vErrors === null){
-vErrors = [err11];
-}
-else {
-vErrors.push(err11);
-}
-errors++;
-}
-if(data4.value === undefined){
-const err12 = {instancePath:instancePath+"/role_grants/" + i0,schemaPath:"config-v1.schema.json#/$defs/claimRoleGrant/required",keyword:"required",params:{missingProperty: "value"},message:"must have required property '"+"value"+"'"};
-if(vErrors === null){
-vErrors = [err12];
-}
-else {
-vErrors.push(err12);
-}
-errors++;
-}
-if(data4.role === undefined){
-const err13 = {instancePath:instancePath+"/role_grants/" + i0,schemaPath:"config-v1.schema.json#/$defs/claimRoleGrant/required",keyword:"required",params:{missingProperty: "role"},message:"must have required property '"+"role"+"'"};
-if(vErrors === null){
-vErrors = [err13];
-}
-else {
-vErrors.push(err13);
-}
-errors++;
-}
-if(data4.source === undefined){
-const err14 = {instancePath:instancePath+"/role_grants/" + i0,schemaPath:"config-v1.schema.json#/$defs/claimRoleGrant/required",keyword:"required",params:{missingProperty: "source"},message:"must have required property '"+"source"+"'"};
-if(vErrors === null){
-vErrors = [err14];
-}
-else {
-vErrors.push(err14);
-}
-errors++;
-}
-for(const key1 in data4){
-if(!((((key1 === "claim") || (key1 === "value")) || (key1 === "role")) || (key1 === "source"))){
-const err15 = {instancePath:instancePath+"/role_grants/" + i0,schemaPath:"config-v1.schema.json#/$defs/claimRoleGrant/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
-if(vErrors === null){
-vErrors = [err15];
-}
-else {
-vErrors.push(err15);
-}
-errors++;
-}
-}
-if(data4.claim !== undefined){
-let data5 = data4.claim;
-if(typeof data5 === "string"){
-if(func3(data5) > 128){
-const err16 = {instancePath:instancePath+"/role_grants/" + i0+"/claim",schemaPath:"config-v1.schema.json#/$defs/claimRoleGrant/properties/claim/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
-if(vErrors === null){
-vErrors = [err16];
-}
-else {
-vErrors.push(err16);
-}
-errors++;
-}
-if(func3(data5) < 1){
-const err17 = {instancePath:instancePath+"/role_grants/" + i0+"/claim",schemaPath:"config-v1.schema.json#/$defs/claimRoleGrant/properties/claim/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
-if(vErrors === null){
-vErrors = [err17];
-}
-else {
-vErrors.push(err17);
-}
-errors++;
-}
-}
-else {
-const err18 = {instancePath:instancePath+"/role_grants/" + i0+"/claim",schemaPath:"config-v1.schema.json#/$defs/claimRoleGrant/properties/claim/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err18];
-}
-else {
-vErrors.push(err18);
-}
-errors++;
-}
-}
-if(data4.value !== undefined){
-let data6 = data4.value;
-if(typeof data6 === "string"){
-if(func3(data6) > 256){
-const err19 = {instancePath:instancePath+"/role_grants/" + i0+"/value",schemaPath:"config-v1.schema.json#/$defs/claimRoleGrant/properties/value/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"};
-if(vErrors === null){
-vErrors = [err19];
-}
-else {
-vErrors.push(err19);
-}
-errors++;
-}
-if(func3(data6) < 1){
-const err20 = {instancePath:instancePath+"/role_grants/" + i0+"/value",schemaPath:"config-v1.schema.json#/$defs/claimRoleGrant/properties/value/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
-if(vErrors === null){
-vErrors = [err20];
-}
-else {
-vErrors.push(err20);
-}
-errors++;
-}
-}
-else {
-const err21 = {instancePath:instancePath+"/role_grants/" + i0+"/value",schemaPath:"config-v1.schema.json#/$defs/claimRoleGrant/properties/value/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err21];
-}
-else {
-vErrors.push(err21);
-}
-errors++;
-}
-}
-if(data4.role !== undefined){
-let data7 = data4.role;
-if(typeof data7 === "string"){
-if(func3(data7) > 128){
-const err22 = {instancePath:instancePath+"/role_grants/" + i0+"/role",schemaPath:"config-v1.schema.json#/$defs/claimRoleGrant/properties/role/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
-if(vErrors === null){
-vErrors = [err22];
-}
-else {
-vErrors.push(err22);
-}
-errors++;
-}
-if(func3(data7) < 1){
-const err23 = {instancePath:instancePath+"/role_grants/" + i0+"/role",schemaPath:"config-v1.schema.json#/$defs/claimRoleGrant/properties/role/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
-if(vErrors === null){
-vErrors = [err23];
-}
-else {
-vErrors.push(err23);
-}
-errors++;
-}
-}
-else {
-const err24 = {instancePath:instancePath+"/role_grants/" + i0+"/role",schemaPath:"config-v1.schema.json#/$defs/claimRoleGrant/properties/role/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err24];
-}
-else {
-vErrors.push(err24);
-}
-errors++;
-}
-}
-if(data4.source !== undefined){
-let data8 = data4.source;
-if(typeof data8 === "string"){
-if(func3(data8) > 128){
-const err25 = {instancePath:instancePath+"/role_grants/" + i0+"/source",schemaPath:"config-v1.schema.json#/$defs/claimRoleGrant/properties/source/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
-if(vErrors === null){
-vErrors = [err25];
-}
-else {
-vErrors.push(err25);
-}
-errors++;
-}
-if(func3(data8) < 1){
-const err26 = {instancePath:instancePath+"/role_grants/" + i0+"/source",schemaPath:"config-v1.schema.json#/$defs/claimRoleGrant/properties/source/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
-if(vErrors === null){
-vErrors = [err26];
-}
-else {
-vErrors.push(err26);
-}
-errors++;
-}
-}
-else {
-const err27 = {instancePath:instancePath+"/role_grants/" + i0+"/source",schemaPath:"config-v1.schema.json#/$defs/claimRoleGrant/properties/source/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err27];
-}
-else {
-vErrors.push(err27);
-}
-errors++;
-}
-}
-}
-else {
-const err28 = {instancePath:instancePath+"/role_grants/" + i0,schemaPath:"config-v1.schema.json#/$defs/claimRoleGrant/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err28];
-}
-else {
-vErrors.push(err28);
-}
-errors++;
-}
-}
-}
-else {
-const err29 = {instancePath:instancePath+"/role_grants",schemaPath:"#/properties/role_grants/type",keyword:"type",params:{type: "array"},message:"must be array"};
-if(vErrors === null){
-vErrors = [err29];
-}
-else {
-vErrors.push(err29);
-}
-errors++;
-}
-}
-}
-else {
-const err30 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err30];
-}
-else {
-vErrors.push(err30);
-}
-errors++;
-}
-validate54.errors = vErrors;
-return errors === 0;
-}
-validate54.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
-
-exports.validateInterlockFileCredentials = validate55;
-
-function validate55(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
-let vErrors = null;
-let errors = 0;
-const evaluated0 = validate55.evaluated;
+const evaluated0 = validate88.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -12215,7 +15962,7 @@ errors++;
 if(data.user !== undefined){
 let data0 = data.user;
 if(typeof data0 === "string"){
-if(func3(data0) > 63){
+if(func1(data0) > 63){
 const err4 = {instancePath:instancePath+"/user",schemaPath:"#/properties/user/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
 if(vErrors === null){
 vErrors = [err4];
@@ -12225,7 +15972,7 @@ vErrors.push(err4);
 }
 errors++;
 }
-if(func3(data0) < 1){
+if(func1(data0) < 1){
 const err5 = {instancePath:instancePath+"/user",schemaPath:"#/properties/user/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err5];
@@ -12250,7 +15997,7 @@ errors++;
 if(data.password_env !== undefined){
 let data1 = data.password_env;
 if(typeof data1 === "string"){
-if(!pattern24.test(data1)){
+if(!pattern10.test(data1)){
 const err7 = {instancePath:instancePath+"/password_env",schemaPath:"#/properties/password_env/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z_][A-Za-z0-9_]{0,127}$"},message:"must match pattern \""+"^[A-Za-z_][A-Za-z0-9_]{0,127}$"+"\""};
 if(vErrors === null){
 vErrors = [err7];
@@ -12275,7 +16022,7 @@ errors++;
 if(data.password_file !== undefined){
 let data2 = data.password_file;
 if(typeof data2 === "string"){
-if(func3(data2) > 4096){
+if(func1(data2) > 4096){
 const err9 = {instancePath:instancePath+"/password_file",schemaPath:"#/properties/password_file/maxLength",keyword:"maxLength",params:{limit: 4096},message:"must NOT have more than 4096 characters"};
 if(vErrors === null){
 vErrors = [err9];
@@ -12285,7 +16032,7 @@ vErrors.push(err9);
 }
 errors++;
 }
-if(func3(data2) < 1){
+if(func1(data2) < 1){
 const err10 = {instancePath:instancePath+"/password_file",schemaPath:"#/properties/password_file/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err10];
@@ -12318,17 +16065,17 @@ vErrors.push(err12);
 }
 errors++;
 }
-validate55.errors = vErrors;
+validate88.errors = vErrors;
 return errors === 0;
 }
-validate55.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate88.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateInterlockFileGrant = validate56;
+exports.validateInterlockFileGrant = validate89;
 
-function validate56(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate89(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate56.evaluated;
+const evaluated0 = validate89.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -12371,7 +16118,7 @@ errors++;
 if(data.role !== undefined){
 let data0 = data.role;
 if(typeof data0 === "string"){
-if(func3(data0) < 1){
+if(func1(data0) < 1){
 const err3 = {instancePath:instancePath+"/role",schemaPath:"#/properties/role/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err3];
@@ -12396,7 +16143,7 @@ errors++;
 if(data.source !== undefined){
 let data1 = data.source;
 if(typeof data1 === "string"){
-if(func3(data1) < 1){
+if(func1(data1) < 1){
 const err5 = {instancePath:instancePath+"/source",schemaPath:"#/properties/source/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err5];
@@ -12429,17 +16176,17 @@ vErrors.push(err7);
 }
 errors++;
 }
-validate56.errors = vErrors;
+validate89.errors = vErrors;
 return errors === 0;
 }
-validate56.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate89.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateInterlockFileIdentity = validate57;
+exports.validateInterlockFileIdentity = validate90;
 
-function validate57(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate90(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate57.evaluated;
+const evaluated0 = validate90.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -12472,7 +16219,7 @@ errors++;
 if(data.name !== undefined){
 let data0 = data.name;
 if(typeof data0 === "string"){
-if(!pattern29.test(data0)){
+if(!pattern15.test(data0)){
 const err2 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9_.@-]{0,127}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9_.@-]{0,127}$"+"\""};
 if(vErrors === null){
 vErrors = [err2];
@@ -12522,7 +16269,7 @@ errors++;
 for(const key1 in data2){
 const _errs8 = errors;
 if(typeof key1 === "string"){
-if(!pattern30.test(key1)){
+if(!pattern16.test(key1)){
 const err6 = {instancePath:instancePath+"/attributes",schemaPath:"#/properties/attributes/propertyNames/pattern",keyword:"pattern",params:{pattern: "^[a-z_][a-z0-9_]{0,62}$"},message:"must match pattern \""+"^[a-z_][a-z0-9_]{0,62}$"+"\"",propertyName:key1};
 if(vErrors === null){
 vErrors = [err6];
@@ -12551,7 +16298,7 @@ const _errs11 = errors;
 let valid3 = false;
 const _errs12 = errors;
 if(typeof data3 === "string"){
-if(func3(data3) > 1000){
+if(func1(data3) > 1000){
 const err8 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/attributes/additionalProperties/anyOf/0/maxLength",keyword:"maxLength",params:{limit: 1000},message:"must NOT have more than 1000 characters"};
 if(vErrors === null){
 vErrors = [err8];
@@ -12619,7 +16366,7 @@ const _errs21 = errors;
 let valid6 = false;
 const _errs22 = errors;
 if(typeof data4 === "string"){
-if(func3(data4) > 1000){
+if(func1(data4) > 1000){
 const err13 = {instancePath:instancePath+"/attributes/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + i0,schemaPath:"#/properties/attributes/additionalProperties/anyOf/3/items/anyOf/0/maxLength",keyword:"maxLength",params:{limit: 1000},message:"must NOT have more than 1000 characters"};
 if(vErrors === null){
 vErrors = [err13];
@@ -12789,7 +16536,7 @@ errors++;
 if(data6.role !== undefined){
 let data7 = data6.role;
 if(typeof data7 === "string"){
-if(func3(data7) < 1){
+if(func1(data7) < 1){
 const err25 = {instancePath:instancePath+"/grants/" + i1+"/role",schemaPath:"#/$defs/grant/properties/role/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err25];
@@ -12814,7 +16561,7 @@ errors++;
 if(data6.source !== undefined){
 let data8 = data6.source;
 if(typeof data8 === "string"){
-if(func3(data8) < 1){
+if(func1(data8) < 1){
 const err27 = {instancePath:instancePath+"/grants/" + i1+"/source",schemaPath:"#/$defs/grant/properties/source/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err27];
@@ -12871,17 +16618,17 @@ vErrors.push(err31);
 }
 errors++;
 }
-validate57.errors = vErrors;
+validate90.errors = vErrors;
 return errors === 0;
 }
-validate57.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate90.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateInterlockFileSource = validate58;
+exports.validateInterlockFileSource = validate91;
 
-function validate58(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate91(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate58.evaluated;
+const evaluated0 = validate91.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -12944,7 +16691,7 @@ errors++;
 if(data.id !== undefined){
 let data0 = data.id;
 if(typeof data0 === "string"){
-if(!pattern20.test(data0)){
+if(!pattern8.test(data0)){
 const err5 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9_-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9_-]{0,62}$"+"\""};
 if(vErrors === null){
 vErrors = [err5];
@@ -12979,7 +16726,7 @@ vErrors.push(err7);
 errors++;
 }
 if(!((data1 === "postgres") || (data1 === "documents"))){
-const err8 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/enum",keyword:"enum",params:{allowedValues: schema55.properties.type.enum},message:"must be equal to one of the allowed values"};
+const err8 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/enum",keyword:"enum",params:{allowedValues: schema64.properties.type.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err8];
 }
@@ -12992,7 +16739,7 @@ errors++;
 if(data.name !== undefined){
 let data2 = data.name;
 if(typeof data2 === "string"){
-if(func3(data2) > 200){
+if(func1(data2) > 200){
 const err9 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/maxLength",keyword:"maxLength",params:{limit: 200},message:"must NOT have more than 200 characters"};
 if(vErrors === null){
 vErrors = [err9];
@@ -13002,7 +16749,7 @@ vErrors.push(err9);
 }
 errors++;
 }
-if(func3(data2) < 1){
+if(func1(data2) < 1){
 const err10 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err10];
@@ -13027,7 +16774,7 @@ errors++;
 if(data.description !== undefined){
 let data3 = data.description;
 if(typeof data3 === "string"){
-if(func3(data3) > 1000){
+if(func1(data3) > 1000){
 const err12 = {instancePath:instancePath+"/description",schemaPath:"#/properties/description/maxLength",keyword:"maxLength",params:{limit: 1000},message:"must NOT have more than 1000 characters"};
 if(vErrors === null){
 vErrors = [err12];
@@ -13129,7 +16876,7 @@ errors++;
 if(data6.user !== undefined){
 let data7 = data6.user;
 if(typeof data7 === "string"){
-if(func3(data7) > 63){
+if(func1(data7) > 63){
 const err19 = {instancePath:instancePath+"/settings/reader/user",schemaPath:"#/$defs/credentials/properties/user/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
 if(vErrors === null){
 vErrors = [err19];
@@ -13139,7 +16886,7 @@ vErrors.push(err19);
 }
 errors++;
 }
-if(func3(data7) < 1){
+if(func1(data7) < 1){
 const err20 = {instancePath:instancePath+"/settings/reader/user",schemaPath:"#/$defs/credentials/properties/user/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err20];
@@ -13164,7 +16911,7 @@ errors++;
 if(data6.password_env !== undefined){
 let data8 = data6.password_env;
 if(typeof data8 === "string"){
-if(!pattern24.test(data8)){
+if(!pattern10.test(data8)){
 const err22 = {instancePath:instancePath+"/settings/reader/password_env",schemaPath:"#/$defs/credentials/properties/password_env/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z_][A-Za-z0-9_]{0,127}$"},message:"must match pattern \""+"^[A-Za-z_][A-Za-z0-9_]{0,127}$"+"\""};
 if(vErrors === null){
 vErrors = [err22];
@@ -13189,7 +16936,7 @@ errors++;
 if(data6.password_file !== undefined){
 let data9 = data6.password_file;
 if(typeof data9 === "string"){
-if(func3(data9) > 4096){
+if(func1(data9) > 4096){
 const err24 = {instancePath:instancePath+"/settings/reader/password_file",schemaPath:"#/$defs/credentials/properties/password_file/maxLength",keyword:"maxLength",params:{limit: 4096},message:"must NOT have more than 4096 characters"};
 if(vErrors === null){
 vErrors = [err24];
@@ -13199,7 +16946,7 @@ vErrors.push(err24);
 }
 errors++;
 }
-if(func3(data9) < 1){
+if(func1(data9) < 1){
 const err25 = {instancePath:instancePath+"/settings/reader/password_file",schemaPath:"#/$defs/credentials/properties/password_file/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err25];
@@ -13298,7 +17045,7 @@ errors++;
 if(data10.user !== undefined){
 let data11 = data10.user;
 if(typeof data11 === "string"){
-if(func3(data11) > 63){
+if(func1(data11) > 63){
 const err32 = {instancePath:instancePath+"/settings/writer/user",schemaPath:"#/$defs/credentials/properties/user/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
 if(vErrors === null){
 vErrors = [err32];
@@ -13308,7 +17055,7 @@ vErrors.push(err32);
 }
 errors++;
 }
-if(func3(data11) < 1){
+if(func1(data11) < 1){
 const err33 = {instancePath:instancePath+"/settings/writer/user",schemaPath:"#/$defs/credentials/properties/user/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err33];
@@ -13333,7 +17080,7 @@ errors++;
 if(data10.password_env !== undefined){
 let data12 = data10.password_env;
 if(typeof data12 === "string"){
-if(!pattern24.test(data12)){
+if(!pattern10.test(data12)){
 const err35 = {instancePath:instancePath+"/settings/writer/password_env",schemaPath:"#/$defs/credentials/properties/password_env/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z_][A-Za-z0-9_]{0,127}$"},message:"must match pattern \""+"^[A-Za-z_][A-Za-z0-9_]{0,127}$"+"\""};
 if(vErrors === null){
 vErrors = [err35];
@@ -13358,7 +17105,7 @@ errors++;
 if(data10.password_file !== undefined){
 let data13 = data10.password_file;
 if(typeof data13 === "string"){
-if(func3(data13) > 4096){
+if(func1(data13) > 4096){
 const err37 = {instancePath:instancePath+"/settings/writer/password_file",schemaPath:"#/$defs/credentials/properties/password_file/maxLength",keyword:"maxLength",params:{limit: 4096},message:"must NOT have more than 4096 characters"};
 if(vErrors === null){
 vErrors = [err37];
@@ -13368,7 +17115,7 @@ vErrors.push(err37);
 }
 errors++;
 }
-if(func3(data13) < 1){
+if(func1(data13) < 1){
 const err38 = {instancePath:instancePath+"/settings/writer/password_file",schemaPath:"#/$defs/credentials/properties/password_file/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err38];
@@ -13425,19 +17172,19 @@ vErrors.push(err42);
 }
 errors++;
 }
-validate58.errors = vErrors;
+validate91.errors = vErrors;
 return errors === 0;
 }
-validate58.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate91.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateInterlockListSourcesArguments = validate59;
-const schema83 = {"$id":"https://interlock.dev/spec/tools/interlock_list_sources.json","title":"InterlockListSourcesArguments","type":"object","properties":{},"additionalProperties":false};
+exports.validateInterlockListSourcesArguments = validate92;
+const schema122 = {"$id":"https://interlock.dev/spec/tools/interlock_list_sources.json","title":"InterlockListSourcesArguments","type":"object","properties":{},"additionalProperties":false};
 
-function validate59(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate92(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/tools/interlock_list_sources.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate59.evaluated;
+const evaluated0 = validate92.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -13466,19 +17213,19 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate59.errors = vErrors;
+validate92.errors = vErrors;
 return errors === 0;
 }
-validate59.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate92.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateInterlockQueryArguments = validate60;
-const schema84 = {"$id":"https://interlock.dev/spec/tools/interlock_query.json","title":"InterlockQueryArguments","type":"object","properties":{"source_id":{"type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$","description":"A source id as listed by interlock_list_sources."},"sql":{"type":"string","minLength":1,"maxLength":100000,"description":"Exactly one PostgreSQL statement. Use $1, $2 … placeholders with params for values."},"params":{"type":"array","maxItems":100,"items":{"type":["string","number","boolean","null"]},"description":"Values for the $n placeholders, in order."},"max_rows":{"type":"integer","minimum":1,"maximum":10000,"description":"Most rows to return (default 1000). Extra rows are not sent and truncated is true."},"request":{"type":"object","description":"A request to a non-SQL source instead of sql. get_document fetches one asset's full content.","properties":{"operation":{"type":"string","enum":["get_document"]},"asset_id":{"type":"string","minLength":1,"maxLength":512}},"required":["operation","asset_id"],"additionalProperties":false}},"required":["source_id"],"additionalProperties":false};
+exports.validateInterlockQueryArguments = validate93;
+const schema123 = {"$id":"https://interlock.dev/spec/tools/interlock_query.json","title":"InterlockQueryArguments","type":"object","properties":{"source_id":{"type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$","description":"A source id as listed by interlock_list_sources."},"sql":{"type":"string","minLength":1,"maxLength":100000,"description":"Exactly one PostgreSQL statement. Use $1, $2 … placeholders with params for values."},"params":{"type":"array","maxItems":100,"items":{"type":["string","number","boolean","null"]},"description":"Values for the $n placeholders, in order."},"max_rows":{"type":"integer","minimum":1,"maximum":10000,"description":"Most rows to return (default 1000). Extra rows are not sent and truncated is true."},"request":{"type":"object","description":"A request to a non-SQL source instead of sql. get_document fetches one asset's full content.","properties":{"operation":{"type":"string","enum":["get_document"]},"asset_id":{"type":"string","minLength":1,"maxLength":512}},"required":["operation","asset_id"],"additionalProperties":false}},"required":["source_id"],"additionalProperties":false};
 
-function validate60(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate93(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/tools/interlock_query.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate60.evaluated;
+const evaluated0 = validate93.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -13511,7 +17258,7 @@ errors++;
 if(data.source_id !== undefined){
 let data0 = data.source_id;
 if(typeof data0 === "string"){
-if(!pattern20.test(data0)){
+if(!pattern8.test(data0)){
 const err2 = {instancePath:instancePath+"/source_id",schemaPath:"#/properties/source_id/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9_-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9_-]{0,62}$"+"\""};
 if(vErrors === null){
 vErrors = [err2];
@@ -13536,7 +17283,7 @@ errors++;
 if(data.sql !== undefined){
 let data1 = data.sql;
 if(typeof data1 === "string"){
-if(func3(data1) > 100000){
+if(func1(data1) > 100000){
 const err4 = {instancePath:instancePath+"/sql",schemaPath:"#/properties/sql/maxLength",keyword:"maxLength",params:{limit: 100000},message:"must NOT have more than 100000 characters"};
 if(vErrors === null){
 vErrors = [err4];
@@ -13546,7 +17293,7 @@ vErrors.push(err4);
 }
 errors++;
 }
-if(func3(data1) < 1){
+if(func1(data1) < 1){
 const err5 = {instancePath:instancePath+"/sql",schemaPath:"#/properties/sql/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err5];
@@ -13585,7 +17332,7 @@ const len0 = data2.length;
 for(let i0=0; i0<len0; i0++){
 let data3 = data2[i0];
 if((((typeof data3 !== "string") && (!((typeof data3 == "number") && (isFinite(data3))))) && (typeof data3 !== "boolean")) && (data3 !== null)){
-const err8 = {instancePath:instancePath+"/params/" + i0,schemaPath:"#/properties/params/items/type",keyword:"type",params:{type: schema84.properties.params.items.type},message:"must be string,number,boolean,null"};
+const err8 = {instancePath:instancePath+"/params/" + i0,schemaPath:"#/properties/params/items/type",keyword:"type",params:{type: schema123.properties.params.items.type},message:"must be string,number,boolean,null"};
 if(vErrors === null){
 vErrors = [err8];
 }
@@ -13690,7 +17437,7 @@ vErrors.push(err16);
 errors++;
 }
 if(!(data6 === "get_document")){
-const err17 = {instancePath:instancePath+"/request/operation",schemaPath:"#/properties/request/properties/operation/enum",keyword:"enum",params:{allowedValues: schema84.properties.request.properties.operation.enum},message:"must be equal to one of the allowed values"};
+const err17 = {instancePath:instancePath+"/request/operation",schemaPath:"#/properties/request/properties/operation/enum",keyword:"enum",params:{allowedValues: schema123.properties.request.properties.operation.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err17];
 }
@@ -13703,7 +17450,7 @@ errors++;
 if(data5.asset_id !== undefined){
 let data7 = data5.asset_id;
 if(typeof data7 === "string"){
-if(func3(data7) > 512){
+if(func1(data7) > 512){
 const err18 = {instancePath:instancePath+"/request/asset_id",schemaPath:"#/properties/request/properties/asset_id/maxLength",keyword:"maxLength",params:{limit: 512},message:"must NOT have more than 512 characters"};
 if(vErrors === null){
 vErrors = [err18];
@@ -13713,7 +17460,7 @@ vErrors.push(err18);
 }
 errors++;
 }
-if(func3(data7) < 1){
+if(func1(data7) < 1){
 const err19 = {instancePath:instancePath+"/request/asset_id",schemaPath:"#/properties/request/properties/asset_id/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err19];
@@ -13758,19 +17505,19 @@ vErrors.push(err22);
 }
 errors++;
 }
-validate60.errors = vErrors;
+validate93.errors = vErrors;
 return errors === 0;
 }
-validate60.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate93.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateInterlockRelatedDocumentsArguments = validate61;
-const schema85 = {"$id":"https://interlock.dev/spec/tools/interlock_related_documents.json","title":"InterlockRelatedDocumentsArguments","type":"object","properties":{"asset_id":{"type":"string","minLength":1,"maxLength":512},"limit":{"type":"integer","minimum":1,"maximum":50,"description":"Most related documents to return (default 10, at most 50)."}},"required":["asset_id"],"additionalProperties":false};
+exports.validateInterlockRelatedDocumentsArguments = validate94;
+const schema124 = {"$id":"https://interlock.dev/spec/tools/interlock_related_documents.json","title":"InterlockRelatedDocumentsArguments","type":"object","properties":{"asset_id":{"type":"string","minLength":1,"maxLength":512},"limit":{"type":"integer","minimum":1,"maximum":50,"description":"Most related documents to return (default 10, at most 50)."}},"required":["asset_id"],"additionalProperties":false};
 
-function validate61(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate94(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/tools/interlock_related_documents.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate61.evaluated;
+const evaluated0 = validate94.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -13803,7 +17550,7 @@ errors++;
 if(data.asset_id !== undefined){
 let data0 = data.asset_id;
 if(typeof data0 === "string"){
-if(func3(data0) > 512){
+if(func1(data0) > 512){
 const err2 = {instancePath:instancePath+"/asset_id",schemaPath:"#/properties/asset_id/maxLength",keyword:"maxLength",params:{limit: 512},message:"must NOT have more than 512 characters"};
 if(vErrors === null){
 vErrors = [err2];
@@ -13813,7 +17560,7 @@ vErrors.push(err2);
 }
 errors++;
 }
-if(func3(data0) < 1){
+if(func1(data0) < 1){
 const err3 = {instancePath:instancePath+"/asset_id",schemaPath:"#/properties/asset_id/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err3];
@@ -13881,19 +17628,19 @@ vErrors.push(err8);
 }
 errors++;
 }
-validate61.errors = vErrors;
+validate94.errors = vErrors;
 return errors === 0;
 }
-validate61.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate94.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validatePolicy = validate46;
+exports.validatePolicy = validate23;
 
-exports.validatePolicyAction = validate62;
+exports.validatePolicyAction = validate95;
 
-function validate62(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate95(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate62.evaluated;
+const evaluated0 = validate95.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -13911,7 +17658,7 @@ vErrors.push(err0);
 errors++;
 }
 if(!(((((data === "read") || (data === "write")) || (data === "describe")) || (data === "discover")) || (data === "request"))){
-const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema64.enum},message:"must be equal to one of the allowed values"};
+const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema36.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -13920,17 +17667,17 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate62.errors = vErrors;
+validate95.errors = vErrors;
 return errors === 0;
 }
-validate62.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate95.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
-exports.validatePolicyDenyRelations = validate63;
+exports.validatePolicyDenyRelations = validate96;
 
-function validate63(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate96(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate63.evaluated;
+const evaluated0 = validate96.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -13999,7 +17746,7 @@ const len0 = data1.length;
 for(let i0=0; i0<len0; i0++){
 let data2 = data1[i0];
 if(typeof data2 === "string"){
-if(func3(data2) < 1){
+if(func1(data2) < 1){
 const err5 = {instancePath:instancePath+"/relations/" + i0,schemaPath:"#/properties/relations/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err5];
@@ -14050,7 +17797,7 @@ vErrors.push(err8);
 errors++;
 }
 if(!(((((data4 === "read") || (data4 === "write")) || (data4 === "describe")) || (data4 === "discover")) || (data4 === "request"))){
-const err9 = {instancePath:instancePath+"/actions/" + i1,schemaPath:"#/$defs/action/enum",keyword:"enum",params:{allowedValues: schema64.enum},message:"must be equal to one of the allowed values"};
+const err9 = {instancePath:instancePath+"/actions/" + i1,schemaPath:"#/$defs/action/enum",keyword:"enum",params:{allowedValues: schema36.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err9];
 }
@@ -14075,7 +17822,7 @@ errors++;
 if(data.reason !== undefined){
 let data5 = data.reason;
 if(typeof data5 === "string"){
-if(func3(data5) > 500){
+if(func1(data5) > 500){
 const err11 = {instancePath:instancePath+"/reason",schemaPath:"#/properties/reason/maxLength",keyword:"maxLength",params:{limit: 500},message:"must NOT have more than 500 characters"};
 if(vErrors === null){
 vErrors = [err11];
@@ -14108,17 +17855,17 @@ vErrors.push(err13);
 }
 errors++;
 }
-validate63.errors = vErrors;
+validate96.errors = vErrors;
 return errors === 0;
 }
-validate63.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate96.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validatePolicyHideDocuments = validate64;
+exports.validatePolicyHideDocuments = validate97;
 
-function validate64(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate97(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate64.evaluated;
+const evaluated0 = validate97.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -14253,17 +18000,17 @@ vErrors.push(err9);
 }
 errors++;
 }
-validate64.errors = vErrors;
+validate97.errors = vErrors;
 return errors === 0;
 }
-validate64.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate97.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validatePolicyMaskColumns = validate65;
+exports.validatePolicyMaskColumns = validate98;
 
-function validate65(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate98(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate65.evaluated;
+const evaluated0 = validate98.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -14342,7 +18089,7 @@ const len0 = data1.length;
 for(let i0=0; i0<len0; i0++){
 let data2 = data1[i0];
 if(typeof data2 === "string"){
-if(func3(data2) < 1){
+if(func1(data2) < 1){
 const err6 = {instancePath:instancePath+"/columns/" + i0,schemaPath:"#/properties/columns/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err6];
@@ -14389,7 +18136,7 @@ vErrors.push(err9);
 errors++;
 }
 if(!((((data3 === "full") || (data3 === "partial")) || (data3 === "hash")) || (data3 === "null"))){
-const err10 = {instancePath:instancePath+"/method",schemaPath:"#/properties/method/enum",keyword:"enum",params:{allowedValues: schema69.properties.method.enum},message:"must be equal to one of the allowed values"};
+const err10 = {instancePath:instancePath+"/method",schemaPath:"#/properties/method/enum",keyword:"enum",params:{allowedValues: schema41.properties.method.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err10];
 }
@@ -14410,17 +18157,17 @@ vErrors.push(err11);
 }
 errors++;
 }
-validate65.errors = vErrors;
+validate98.errors = vErrors;
 return errors === 0;
 }
-validate65.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate98.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validatePolicyMaxRows = validate66;
+exports.validatePolicyMaxRows = validate99;
 
-function validate66(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate99(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate66.evaluated;
+const evaluated0 = validate99.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -14518,17 +18265,17 @@ vErrors.push(err7);
 }
 errors++;
 }
-validate66.errors = vErrors;
+validate99.errors = vErrors;
 return errors === 0;
 }
-validate66.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate99.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validatePolicyRequireWhere = validate67;
+exports.validatePolicyRequireWhere = validate100;
 
-function validate67(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate100(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate67.evaluated;
+const evaluated0 = validate100.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -14587,7 +18334,7 @@ vErrors.push(err3);
 errors++;
 }
 if(!((data2 === "update") || (data2 === "delete"))){
-const err4 = {instancePath:instancePath+"/operations/" + i0,schemaPath:"#/properties/operations/items/enum",keyword:"enum",params:{allowedValues: schema65.properties.operations.items.enum},message:"must be equal to one of the allowed values"};
+const err4 = {instancePath:instancePath+"/operations/" + i0,schemaPath:"#/properties/operations/items/enum",keyword:"enum",params:{allowedValues: schema37.properties.operations.items.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err4];
 }
@@ -14612,7 +18359,7 @@ errors++;
 if(data.reason !== undefined){
 let data3 = data.reason;
 if(typeof data3 === "string"){
-if(func3(data3) > 500){
+if(func1(data3) > 500){
 const err6 = {instancePath:instancePath+"/reason",schemaPath:"#/properties/reason/maxLength",keyword:"maxLength",params:{limit: 500},message:"must NOT have more than 500 characters"};
 if(vErrors === null){
 vErrors = [err6];
@@ -14645,17 +18392,17 @@ vErrors.push(err8);
 }
 errors++;
 }
-validate67.errors = vErrors;
+validate100.errors = vErrors;
 return errors === 0;
 }
-validate67.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate100.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validatePolicyRestrictRows = validate68;
+exports.validatePolicyRestrictRows = validate101;
 
-function validate68(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate101(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate68.evaluated;
+const evaluated0 = validate101.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -14744,7 +18491,7 @@ const len0 = data1.length;
 for(let i0=0; i0<len0; i0++){
 let data2 = data1[i0];
 if(typeof data2 === "string"){
-if(func3(data2) < 1){
+if(func1(data2) < 1){
 const err7 = {instancePath:instancePath+"/relations/" + i0,schemaPath:"#/properties/relations/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err7];
@@ -14781,7 +18528,7 @@ errors++;
 if(data.rows !== undefined){
 let data3 = data.rows;
 if(typeof data3 === "string"){
-if(func3(data3) > 4000){
+if(func1(data3) > 4000){
 const err10 = {instancePath:instancePath+"/rows",schemaPath:"#/properties/rows/maxLength",keyword:"maxLength",params:{limit: 4000},message:"must NOT have more than 4000 characters"};
 if(vErrors === null){
 vErrors = [err10];
@@ -14791,7 +18538,7 @@ vErrors.push(err10);
 }
 errors++;
 }
-if(func3(data3) < 1){
+if(func1(data3) < 1){
 const err11 = {instancePath:instancePath+"/rows",schemaPath:"#/properties/rows/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err11];
@@ -14840,7 +18587,7 @@ vErrors.push(err14);
 errors++;
 }
 if(!((data5 === "read") || (data5 === "write"))){
-const err15 = {instancePath:instancePath+"/actions/" + i1,schemaPath:"#/properties/actions/items/enum",keyword:"enum",params:{allowedValues: schema71.properties.actions.items.enum},message:"must be equal to one of the allowed values"};
+const err15 = {instancePath:instancePath+"/actions/" + i1,schemaPath:"#/properties/actions/items/enum",keyword:"enum",params:{allowedValues: schema43.properties.actions.items.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err15];
 }
@@ -14873,17 +18620,17 @@ vErrors.push(err17);
 }
 errors++;
 }
-validate68.errors = vErrors;
+validate101.errors = vErrors;
 return errors === 0;
 }
-validate68.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate101.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validatePolicyTimeWindow = validate69;
+exports.validatePolicyTimeWindow = validate102;
 
-function validate69(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate102(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate69.evaluated;
+const evaluated0 = validate102.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -14982,7 +18729,7 @@ vErrors.push(err7);
 errors++;
 }
 if(!(((((((data2 === "mon") || (data2 === "tue")) || (data2 === "wed")) || (data2 === "thu")) || (data2 === "fri")) || (data2 === "sat")) || (data2 === "sun"))){
-const err8 = {instancePath:instancePath+"/days/" + i0,schemaPath:"#/properties/days/items/enum",keyword:"enum",params:{allowedValues: schema67.properties.days.items.enum},message:"must be equal to one of the allowed values"};
+const err8 = {instancePath:instancePath+"/days/" + i0,schemaPath:"#/properties/days/items/enum",keyword:"enum",params:{allowedValues: schema39.properties.days.items.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err8];
 }
@@ -15007,7 +18754,7 @@ errors++;
 if(data.start !== undefined){
 let data3 = data.start;
 if(typeof data3 === "string"){
-if(!pattern32.test(data3)){
+if(!pattern5.test(data3)){
 const err10 = {instancePath:instancePath+"/start",schemaPath:"#/properties/start/pattern",keyword:"pattern",params:{pattern: "^([01][0-9]|2[0-3]):[0-5][0-9]$"},message:"must match pattern \""+"^([01][0-9]|2[0-3]):[0-5][0-9]$"+"\""};
 if(vErrors === null){
 vErrors = [err10];
@@ -15032,7 +18779,7 @@ errors++;
 if(data.end !== undefined){
 let data4 = data.end;
 if(typeof data4 === "string"){
-if(!pattern33.test(data4)){
+if(!pattern6.test(data4)){
 const err12 = {instancePath:instancePath+"/end",schemaPath:"#/properties/end/pattern",keyword:"pattern",params:{pattern: "^([01][0-9]|2[0-4]):[0-5][0-9]$"},message:"must match pattern \""+"^([01][0-9]|2[0-4]):[0-5][0-9]$"+"\""};
 if(vErrors === null){
 vErrors = [err12];
@@ -15083,7 +18830,7 @@ vErrors.push(err15);
 errors++;
 }
 if(!(((((data7 === "read") || (data7 === "write")) || (data7 === "describe")) || (data7 === "discover")) || (data7 === "request"))){
-const err16 = {instancePath:instancePath+"/actions/" + i1,schemaPath:"#/$defs/action/enum",keyword:"enum",params:{allowedValues: schema64.enum},message:"must be equal to one of the allowed values"};
+const err16 = {instancePath:instancePath+"/actions/" + i1,schemaPath:"#/$defs/action/enum",keyword:"enum",params:{allowedValues: schema36.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err16];
 }
@@ -15108,7 +18855,7 @@ errors++;
 if(data.reason !== undefined){
 let data8 = data.reason;
 if(typeof data8 === "string"){
-if(func3(data8) > 500){
+if(func1(data8) > 500){
 const err18 = {instancePath:instancePath+"/reason",schemaPath:"#/properties/reason/maxLength",keyword:"maxLength",params:{limit: 500},message:"must NOT have more than 500 characters"};
 if(vErrors === null){
 vErrors = [err18];
@@ -15141,19 +18888,19 @@ vErrors.push(err20);
 }
 errors++;
 }
-validate69.errors = vErrors;
+validate102.errors = vErrors;
 return errors === 0;
 }
-validate69.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate102.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateQueryResult = validate70;
-const schema96 = {"$id":"https://interlock.dev/spec/defs/QueryResult.json","title":"QueryResult","type":"object","properties":{"rows":{"type":"array","items":{"type":"object"}},"row_count":{"type":"integer","minimum":0},"truncated":{"type":"boolean"},"truncated_by":{"type":"string","enum":["max_rows","max_bytes"],"description":"Present when truncated: max_rows when more rows matched than the row limit, max_bytes when the result's size limit cut it."},"cached":{"type":"boolean"},"masked_columns":{"type":"array","items":{"type":"string"}}},"required":["rows","row_count","truncated","cached"]};
+exports.validateQueryResult = validate103;
+const schema135 = {"$id":"https://interlock.dev/spec/defs/QueryResult.json","title":"QueryResult","type":"object","properties":{"rows":{"type":"array","items":{"type":"object"}},"row_count":{"type":"integer","minimum":0},"truncated":{"type":"boolean"},"truncated_by":{"type":"string","enum":["max_rows","max_bytes"],"description":"Present when truncated: max_rows when more rows matched than the row limit, max_bytes when the result's size limit cut it."},"cached":{"type":"boolean"},"masked_columns":{"type":"array","items":{"type":"string"}}},"required":["rows","row_count","truncated","cached"]};
 
-function validate70(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate103(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/defs/QueryResult.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate70.evaluated;
+const evaluated0 = validate103.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -15280,7 +19027,7 @@ vErrors.push(err9);
 errors++;
 }
 if(!((data4 === "max_rows") || (data4 === "max_bytes"))){
-const err10 = {instancePath:instancePath+"/truncated_by",schemaPath:"#/properties/truncated_by/enum",keyword:"enum",params:{allowedValues: schema96.properties.truncated_by.enum},message:"must be equal to one of the allowed values"};
+const err10 = {instancePath:instancePath+"/truncated_by",schemaPath:"#/properties/truncated_by/enum",keyword:"enum",params:{allowedValues: schema135.properties.truncated_by.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err10];
 }
@@ -15341,19 +19088,19 @@ vErrors.push(err14);
 }
 errors++;
 }
-validate70.errors = vErrors;
+validate103.errors = vErrors;
 return errors === 0;
 }
-validate70.evaluated = {"props":{"rows":true,"row_count":true,"truncated":true,"truncated_by":true,"cached":true,"masked_columns":true},"dynamicProps":false,"dynamicItems":false};
+validate103.evaluated = {"props":{"rows":true,"row_count":true,"truncated":true,"truncated_by":true,"cached":true,"masked_columns":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.validateQueuedWrite = validate71;
-const schema97 = {"$id":"https://interlock.dev/spec/defs/QueuedWrite.json","title":"QueuedWrite","description":"structuredContent of a write held for approval (isError false). The statement was not executed and must not be retried.","type":"object","properties":{"status":{"const":"queued"},"code":{"const":"approval_required"},"approval_id":{"type":"string"},"approval_state":{"type":"string","enum":["pending","approved","executed","failed","rejected","expired"]},"message":{"type":"string"},"request_id":{"type":"string"}},"required":["status","approval_id","approval_state","message"]};
+exports.validateQueuedWrite = validate104;
+const schema136 = {"$id":"https://interlock.dev/spec/defs/QueuedWrite.json","title":"QueuedWrite","description":"structuredContent of a write held for approval (isError false). The statement was not executed and must not be retried.","type":"object","properties":{"status":{"const":"queued"},"code":{"const":"approval_required"},"approval_id":{"type":"string"},"approval_state":{"type":"string","enum":["pending","approved","executed","failed","rejected","expired"]},"message":{"type":"string"},"request_id":{"type":"string"}},"required":["status","approval_id","approval_state","message"]};
 
-function validate71(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate104(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/defs/QueuedWrite.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate71.evaluated;
+const evaluated0 = validate104.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -15450,7 +19197,7 @@ vErrors.push(err7);
 errors++;
 }
 if(!((((((data3 === "pending") || (data3 === "approved")) || (data3 === "executed")) || (data3 === "failed")) || (data3 === "rejected")) || (data3 === "expired"))){
-const err8 = {instancePath:instancePath+"/approval_state",schemaPath:"#/properties/approval_state/enum",keyword:"enum",params:{allowedValues: schema97.properties.approval_state.enum},message:"must be equal to one of the allowed values"};
+const err8 = {instancePath:instancePath+"/approval_state",schemaPath:"#/properties/approval_state/enum",keyword:"enum",params:{allowedValues: schema136.properties.approval_state.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err8];
 }
@@ -15495,19 +19242,19 @@ vErrors.push(err11);
 }
 errors++;
 }
-validate71.errors = vErrors;
+validate104.errors = vErrors;
 return errors === 0;
 }
-validate71.evaluated = {"props":{"status":true,"code":true,"approval_id":true,"approval_state":true,"message":true,"request_id":true},"dynamicProps":false,"dynamicItems":false};
+validate104.evaluated = {"props":{"status":true,"code":true,"approval_id":true,"approval_state":true,"message":true,"request_id":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.validateRefusal = validate72;
-const schema98 = {"$id":"https://interlock.dev/spec/defs/Refusal.json","title":"Refusal","description":"structuredContent of a refused tool call (handshake dialect) and error.data of the JSON-RPC error (modern dialect).","type":"object","properties":{"status":{"type":"string","enum":["unauthorized","forbidden","rate_limited","not_found","unavailable"]},"code":{"type":"string","pattern":"^[a-z][a-z0-9_]*$"},"message":{"type":"string"},"retry_after_ms":{"type":"integer","minimum":0},"request_id":{"type":"string"}},"required":["status","code","message"]};
+exports.validateRefusal = validate105;
+const schema137 = {"$id":"https://interlock.dev/spec/defs/Refusal.json","title":"Refusal","description":"structuredContent of a refused tool call (handshake dialect) and error.data of the JSON-RPC error (modern dialect).","type":"object","properties":{"status":{"type":"string","enum":["unauthorized","forbidden","rate_limited","not_found","unavailable"]},"code":{"type":"string","pattern":"^[a-z][a-z0-9_]*$"},"message":{"type":"string"},"retry_after_ms":{"type":"integer","minimum":0},"request_id":{"type":"string"}},"required":["status","code","message"]};
 
-function validate72(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate105(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/defs/Refusal.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate72.evaluated;
+const evaluated0 = validate105.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -15558,7 +19305,7 @@ vErrors.push(err3);
 errors++;
 }
 if(!(((((data0 === "unauthorized") || (data0 === "forbidden")) || (data0 === "rate_limited")) || (data0 === "not_found")) || (data0 === "unavailable"))){
-const err4 = {instancePath:instancePath+"/status",schemaPath:"#/properties/status/enum",keyword:"enum",params:{allowedValues: schema98.properties.status.enum},message:"must be equal to one of the allowed values"};
+const err4 = {instancePath:instancePath+"/status",schemaPath:"#/properties/status/enum",keyword:"enum",params:{allowedValues: schema137.properties.status.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err4];
 }
@@ -15571,7 +19318,7 @@ errors++;
 if(data.code !== undefined){
 let data1 = data.code;
 if(typeof data1 === "string"){
-if(!pattern4.test(data1)){
+if(!pattern28.test(data1)){
 const err5 = {instancePath:instancePath+"/code",schemaPath:"#/properties/code/pattern",keyword:"pattern",params:{pattern: "^[a-z][a-z0-9_]*$"},message:"must match pattern \""+"^[a-z][a-z0-9_]*$"+"\""};
 if(vErrors === null){
 vErrors = [err5];
@@ -15653,19 +19400,19 @@ vErrors.push(err11);
 }
 errors++;
 }
-validate72.errors = vErrors;
+validate105.errors = vErrors;
 return errors === 0;
 }
-validate72.evaluated = {"props":{"status":true,"code":true,"message":true,"retry_after_ms":true,"request_id":true},"dynamicProps":false,"dynamicItems":false};
+validate105.evaluated = {"props":{"status":true,"code":true,"message":true,"retry_after_ms":true,"request_id":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.validateRefusalStatus = validate73;
-const schema99 = {"$id":"https://interlock.dev/spec/defs/RefusalStatus.json","title":"RefusalStatus","type":"string","enum":["unauthorized","forbidden","rate_limited","not_found","unavailable"]};
+exports.validateRefusalStatus = validate106;
+const schema138 = {"$id":"https://interlock.dev/spec/defs/RefusalStatus.json","title":"RefusalStatus","type":"string","enum":["unauthorized","forbidden","rate_limited","not_found","unavailable"]};
 
-function validate73(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate106(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/defs/RefusalStatus.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate73.evaluated;
+const evaluated0 = validate106.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -15683,7 +19430,7 @@ vErrors.push(err0);
 errors++;
 }
 if(!(((((data === "unauthorized") || (data === "forbidden")) || (data === "rate_limited")) || (data === "not_found")) || (data === "unavailable"))){
-const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema99.enum},message:"must be equal to one of the allowed values"};
+const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema138.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -15692,19 +19439,19 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate73.errors = vErrors;
+validate106.errors = vErrors;
 return errors === 0;
 }
-validate73.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate106.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
-exports.validateRelatedDocument = validate74;
-const schema100 = {"$id":"https://interlock.dev/spec/defs/RelatedDocument.json","title":"RelatedDocument","type":"object","properties":{"asset_id":{"type":"string"},"title":{"type":"string"},"relation":{"type":"string","enum":["link","entity","similar"]},"score":{"type":"number"},"document_type":{"type":"string"},"category_path":{"type":"array","items":{"type":"string"}},"timestamp":{"type":["string","null"]}},"required":["asset_id","title","relation","score","document_type","category_path","timestamp"]};
+exports.validateRelatedDocument = validate107;
+const schema139 = {"$id":"https://interlock.dev/spec/defs/RelatedDocument.json","title":"RelatedDocument","type":"object","properties":{"asset_id":{"type":"string"},"title":{"type":"string"},"relation":{"type":"string","enum":["link","entity","similar"]},"score":{"type":"number"},"document_type":{"type":"string"},"category_path":{"type":"array","items":{"type":"string"}},"timestamp":{"type":["string","null"]}},"required":["asset_id","title","relation","score","document_type","category_path","timestamp"]};
 
-function validate74(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate107(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/defs/RelatedDocument.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate74.evaluated;
+const evaluated0 = validate107.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -15819,7 +19566,7 @@ vErrors.push(err9);
 errors++;
 }
 if(!(((data2 === "link") || (data2 === "entity")) || (data2 === "similar"))){
-const err10 = {instancePath:instancePath+"/relation",schemaPath:"#/properties/relation/enum",keyword:"enum",params:{allowedValues: schema100.properties.relation.enum},message:"must be equal to one of the allowed values"};
+const err10 = {instancePath:instancePath+"/relation",schemaPath:"#/properties/relation/enum",keyword:"enum",params:{allowedValues: schema139.properties.relation.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err10];
 }
@@ -15885,7 +19632,7 @@ errors++;
 if(data.timestamp !== undefined){
 let data7 = data.timestamp;
 if((typeof data7 !== "string") && (data7 !== null)){
-const err15 = {instancePath:instancePath+"/timestamp",schemaPath:"#/properties/timestamp/type",keyword:"type",params:{type: schema100.properties.timestamp.type},message:"must be string,null"};
+const err15 = {instancePath:instancePath+"/timestamp",schemaPath:"#/properties/timestamp/type",keyword:"type",params:{type: schema139.properties.timestamp.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err15];
 }
@@ -15906,2328 +19653,19 @@ vErrors.push(err16);
 }
 errors++;
 }
-validate74.errors = vErrors;
+validate107.errors = vErrors;
 return errors === 0;
 }
-validate74.evaluated = {"props":{"asset_id":true,"title":true,"relation":true,"score":true,"document_type":true,"category_path":true,"timestamp":true},"dynamicProps":false,"dynamicItems":false};
+validate107.evaluated = {"props":{"asset_id":true,"title":true,"relation":true,"score":true,"document_type":true,"category_path":true,"timestamp":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.validateSourceDefinition = validate75;
-const schema101 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/source-v1.schema.json","title":"SourceDefinition","description":"A data source registered in the control database (`interlock source add FILE`, JSON or YAML). PostgreSQL sources name two database roles: a reader (SELECT only, used for every agent read and for catalog scans) and an optional writer (used only to execute approved writes). Credentials are stored in the control database; protect it accordingly. Issue 3, Build 1.","type":"object","properties":{"id":{"description":"Stable source id used by agents (source_id).","type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$"},"type":{"type":"string","enum":["postgres","documents"]},"name":{"description":"Display name.","type":"string","minLength":1,"maxLength":200},"description":{"type":"string","maxLength":1000},"enabled":{"description":"Disabled sources refuse every call with status unavailable (default true).","type":"boolean"},"settings":{"anyOf":[{"$ref":"#/$defs/postgresSettings"},{"$ref":"#/$defs/documentsSettings"}]}},"required":["id","type","name","settings"],"additionalProperties":false,"allOf":[{"if":{"properties":{"type":{"const":"postgres"}},"required":["type"]},"then":{"properties":{"settings":{"$ref":"#/$defs/postgresSettings"}}}},{"if":{"properties":{"type":{"const":"documents"}},"required":["type"]},"then":{"properties":{"settings":{"$ref":"#/$defs/documentsSettings"}}}}],"$defs":{"credentials":{"title":"DatabaseCredentials","type":"object","properties":{"user":{"type":"string","minLength":1,"maxLength":63},"password":{"type":"string","maxLength":1024,"description":"Omit for trust, peer or certificate authentication. Never read from PGPASSWORD or ~/.pgpass."}},"required":["user"],"additionalProperties":false},"tls":{"title":"SourceTls","description":"Upstream TLS. off: plaintext; require: encrypted, server not verified; verify-ca: certificate chain checked against ca; verify-full: chain and host name (servername, default host) checked.","type":"object","properties":{"mode":{"type":"string","enum":["off","require","verify-ca","verify-full"]},"ca":{"description":"PEM bundle of the trusted certificate authorities (verify-ca, verify-full; default: the system store).","type":"string","maxLength":1048576},"servername":{"description":"Host name expected in the server certificate (verify-full).","type":"string","minLength":1,"maxLength":255}},"required":["mode"],"additionalProperties":false},"postgresSettings":{"title":"PostgresSourceSettings","type":"object","properties":{"host":{"type":"string","minLength":1,"maxLength":255},"port":{"type":"integer","minimum":1,"maximum":65535},"database":{"type":"string","minLength":1,"maxLength":63},"reader":{"$ref":"#/$defs/credentials"},"writer":{"$ref":"#/$defs/credentials"},"tls":{"$ref":"#/$defs/tls"},"statement_timeout_ms":{"description":"Longest a statement may run (default 15000).","type":"integer","minimum":1,"maximum":3600000},"lock_timeout_ms":{"description":"Longest a statement may wait for a lock (default 2000).","type":"integer","minimum":1,"maximum":3600000},"max_rows":{"description":"Most rows a read returns, whatever the call asks (default 1000).","type":"integer","minimum":1,"maximum":100000},"pool_size":{"description":"Largest number of reader connections per gateway process (default 5).","type":"integer","minimum":1,"maximum":100},"max_concurrent_per_identity":{"description":"Statements one identity may run at once on this source (default: half of pool_size rounded up, below pool_size when pool_size > 1). Beyond it a call waits up to identity_wait_ms, then is refused concurrency_limited with retry_after_ms.","type":"integer","minimum":1,"maximum":100},"identity_wait_ms":{"description":"Longest a call waits for one of its identity's concurrent-statement slots on this source (default 2000).","type":"integer","minimum":0,"maximum":60000},"document_tables":{"description":"Tables (or views) of this source that discovery indexes as assets (interlock index SOURCE), read as the reader role. Each row becomes asset <source_id>:<schema>.<table>/<id>.","type":"array","maxItems":100,"items":{"$ref":"#/$defs/documentTable"}},"idle_in_transaction_timeout_ms":{"description":"Longest a connection may sit idle inside a transaction (default 10000).","type":"integer","minimum":1,"maximum":3600000},"connect_timeout_ms":{"description":"Longest to wait for a new connection or a pooled one (default 5000).","type":"integer","minimum":1,"maximum":600000},"breaker":{"title":"SourceBreaker","description":"Circuit breaker: after failure_threshold consecutive source failures (connection refused or lost, TLS refused, server faults; not statement errors or statement timeouts) calls are refused at once as unavailable/circuit_open for reset_timeout_ms, then one probe decides.","type":"object","properties":{"failure_threshold":{"type":"integer","minimum":1,"maximum":1000},"reset_timeout_ms":{"type":"integer","minimum":100,"maximum":3600000}},"additionalProperties":false},"complexity":{"title":"SourceComplexityLimits","description":"Complexity bounds on agent SQL, checked on the parse tree before the statement is analysed or sent (issue 10, Build 3). Some planner work cannot be interrupted by statement_timeout or cancel, so a statement over any bound is refused as forbidden/statement_too_complex. The defaults leave a wide margin over real analytical SQL.","type":"object","properties":{"max_ctes":{"description":"Most WITH items (CTEs) in one statement (default 64).","type":"integer","minimum":1,"maximum":100000},"max_range_table_entries":{"description":"Most FROM items (tables, sub-selects, functions), joins and write targets in one statement (default 256).","type":"integer","minimum":1,"maximum":100000},"max_join_depth":{"description":"Deepest nesting of JOINs (default 64).","type":"integer","minimum":1,"maximum":100000},"max_subquery_depth":{"description":"Deepest nesting of query levels (sub-selects, CTE bodies, set-operation arms; the statement itself is level 1) (default 32).","type":"integer","minimum":1,"maximum":100000},"max_set_operation_arms":{"description":"Most UNION/INTERSECT/EXCEPT arms in one statement (default 256).","type":"integer","minimum":1,"maximum":100000},"max_parse_tree_nodes":{"description":"Most parse-tree nodes in one statement (default 20000).","type":"integer","minimum":1,"maximum":10000000}},"additionalProperties":false}},"required":["host","port","database","reader","tls"],"additionalProperties":false},"columnName":{"title":"ColumnName","description":"A column name, exactly as stored (no quoting).","type":"string","minLength":1,"maxLength":63},"documentTable":{"title":"DocumentTableMapping","description":"Maps the rows of one table or view to discovery assets (issue 4, Build 2). Column values: id and title of any type (read as text); body text; type_column text; category_column text[] or text split on '/'; time_column a date or timestamp; audience_column text[] or text split on ','; entities_column jsonb [{type, value}]; links_column text[] of asset ids. A row whose id is NULL or empty is skipped.","type":"object","properties":{"table":{"description":"schema.table, exact names (no quoting).","type":"string","pattern":"^[^.\\s]+\\.[^.\\s]+$","maxLength":200},"id_column":{"$ref":"#/$defs/columnName"},"title_column":{"$ref":"#/$defs/columnName"},"body_column":{"$ref":"#/$defs/columnName"},"type_column":{"$ref":"#/$defs/columnName"},"document_type":{"description":"Document type of a row whose type_column is absent or NULL (default \"record\").","type":"string","minLength":1,"maxLength":64},"category_column":{"$ref":"#/$defs/columnName"},"category_path":{"description":"Category path of a row whose category_column is absent or empty (default [schema, table]). discover/request statements on this source match categories as on a documents source (*, a/b, a/b/*).","type":"array","maxItems":32,"items":{"type":"string","minLength":1,"maxLength":128}},"time_column":{"$ref":"#/$defs/columnName"},"audience_column":{"$ref":"#/$defs/columnName"},"audience":{"description":"Audience of a row whose audience_column is absent, NULL or empty (default none: visible to every identity that may discover it).","type":"array","maxItems":50,"items":{"type":"string","minLength":1,"maxLength":64}},"entities_column":{"$ref":"#/$defs/columnName"},"links_column":{"$ref":"#/$defs/columnName"},"max_rows":{"description":"Most rows indexed from this table (default 100000).","type":"integer","minimum":1,"maximum":1000000}},"required":["table","id_column","title_column","body_column"],"additionalProperties":false},"documentsSettings":{"title":"DocumentsSourceSettings","type":"object","properties":{"path":{"description":"Folder holding the documents: .md, .txt and .json files, searched recursively (hidden files and folders and symbolic links are skipped). Front matter (YAML between --- lines for .md/.txt, the object's own fields for .json): title, document_type, category_path, timestamp, audience, entities [{type, value}], links. Asset id <source_id>:<relative path>.","type":"string","minLength":1,"maxLength":4096}},"required":["path"],"additionalProperties":false}}};
-const schema116 = {"title":"DocumentsSourceSettings","type":"object","properties":{"path":{"description":"Folder holding the documents: .md, .txt and .json files, searched recursively (hidden files and folders and symbolic links are skipped). Front matter (YAML between --- lines for .md/.txt, the object's own fields for .json): title, document_type, category_path, timestamp, audience, entities [{type, value}], links. Asset id <source_id>:<relative path>.","type":"string","minLength":1,"maxLength":4096}},"required":["path"],"additionalProperties":false};
-const schema102 = {"title":"PostgresSourceSettings","type":"object","properties":{"host":{"type":"string","minLength":1,"maxLength":255},"port":{"type":"integer","minimum":1,"maximum":65535},"database":{"type":"string","minLength":1,"maxLength":63},"reader":{"$ref":"#/$defs/credentials"},"writer":{"$ref":"#/$defs/credentials"},"tls":{"$ref":"#/$defs/tls"},"statement_timeout_ms":{"description":"Longest a statement may run (default 15000).","type":"integer","minimum":1,"maximum":3600000},"lock_timeout_ms":{"description":"Longest a statement may wait for a lock (default 2000).","type":"integer","minimum":1,"maximum":3600000},"max_rows":{"description":"Most rows a read returns, whatever the call asks (default 1000).","type":"integer","minimum":1,"maximum":100000},"pool_size":{"description":"Largest number of reader connections per gateway process (default 5).","type":"integer","minimum":1,"maximum":100},"max_concurrent_per_identity":{"description":"Statements one identity may run at once on this source (default: half of pool_size rounded up, below pool_size when pool_size > 1). Beyond it a call waits up to identity_wait_ms, then is refused concurrency_limited with retry_after_ms.","type":"integer","minimum":1,"maximum":100},"identity_wait_ms":{"description":"Longest a call waits for one of its identity's concurrent-statement slots on this source (default 2000).","type":"integer","minimum":0,"maximum":60000},"document_tables":{"description":"Tables (or views) of this source that discovery indexes as assets (interlock index SOURCE), read as the reader role. Each row becomes asset <source_id>:<schema>.<table>/<id>.","type":"array","maxItems":100,"items":{"$ref":"#/$defs/documentTable"}},"idle_in_transaction_timeout_ms":{"description":"Longest a connection may sit idle inside a transaction (default 10000).","type":"integer","minimum":1,"maximum":3600000},"connect_timeout_ms":{"description":"Longest to wait for a new connection or a pooled one (default 5000).","type":"integer","minimum":1,"maximum":600000},"breaker":{"title":"SourceBreaker","description":"Circuit breaker: after failure_threshold consecutive source failures (connection refused or lost, TLS refused, server faults; not statement errors or statement timeouts) calls are refused at once as unavailable/circuit_open for reset_timeout_ms, then one probe decides.","type":"object","properties":{"failure_threshold":{"type":"integer","minimum":1,"maximum":1000},"reset_timeout_ms":{"type":"integer","minimum":100,"maximum":3600000}},"additionalProperties":false},"complexity":{"title":"SourceComplexityLimits","description":"Complexity bounds on agent SQL, checked on the parse tree before the statement is analysed or sent (issue 10, Build 3). Some planner work cannot be interrupted by statement_timeout or cancel, so a statement over any bound is refused as forbidden/statement_too_complex. The defaults leave a wide margin over real analytical SQL.","type":"object","properties":{"max_ctes":{"description":"Most WITH items (CTEs) in one statement (default 64).","type":"integer","minimum":1,"maximum":100000},"max_range_table_entries":{"description":"Most FROM items (tables, sub-selects, functions), joins and write targets in one statement (default 256).","type":"integer","minimum":1,"maximum":100000},"max_join_depth":{"description":"Deepest nesting of JOINs (default 64).","type":"integer","minimum":1,"maximum":100000},"max_subquery_depth":{"description":"Deepest nesting of query levels (sub-selects, CTE bodies, set-operation arms; the statement itself is level 1) (default 32).","type":"integer","minimum":1,"maximum":100000},"max_set_operation_arms":{"description":"Most UNION/INTERSECT/EXCEPT arms in one statement (default 256).","type":"integer","minimum":1,"maximum":100000},"max_parse_tree_nodes":{"description":"Most parse-tree nodes in one statement (default 20000).","type":"integer","minimum":1,"maximum":10000000}},"additionalProperties":false}},"required":["host","port","database","reader","tls"],"additionalProperties":false};
-const schema103 = {"title":"DatabaseCredentials","type":"object","properties":{"user":{"type":"string","minLength":1,"maxLength":63},"password":{"type":"string","maxLength":1024,"description":"Omit for trust, peer or certificate authentication. Never read from PGPASSWORD or ~/.pgpass."}},"required":["user"],"additionalProperties":false};
-const schema105 = {"title":"SourceTls","description":"Upstream TLS. off: plaintext; require: encrypted, server not verified; verify-ca: certificate chain checked against ca; verify-full: chain and host name (servername, default host) checked.","type":"object","properties":{"mode":{"type":"string","enum":["off","require","verify-ca","verify-full"]},"ca":{"description":"PEM bundle of the trusted certificate authorities (verify-ca, verify-full; default: the system store).","type":"string","maxLength":1048576},"servername":{"description":"Host name expected in the server certificate (verify-full).","type":"string","minLength":1,"maxLength":255}},"required":["mode"],"additionalProperties":false};
-const schema106 = {"title":"DocumentTableMapping","description":"Maps the rows of one table or view to discovery assets (issue 4, Build 2). Column values: id and title of any type (read as text); body text; type_column text; category_column text[] or text split on '/'; time_column a date or timestamp; audience_column text[] or text split on ','; entities_column jsonb [{type, value}]; links_column text[] of asset ids. A row whose id is NULL or empty is skipped.","type":"object","properties":{"table":{"description":"schema.table, exact names (no quoting).","type":"string","pattern":"^[^.\\s]+\\.[^.\\s]+$","maxLength":200},"id_column":{"$ref":"#/$defs/columnName"},"title_column":{"$ref":"#/$defs/columnName"},"body_column":{"$ref":"#/$defs/columnName"},"type_column":{"$ref":"#/$defs/columnName"},"document_type":{"description":"Document type of a row whose type_column is absent or NULL (default \"record\").","type":"string","minLength":1,"maxLength":64},"category_column":{"$ref":"#/$defs/columnName"},"category_path":{"description":"Category path of a row whose category_column is absent or empty (default [schema, table]). discover/request statements on this source match categories as on a documents source (*, a/b, a/b/*).","type":"array","maxItems":32,"items":{"type":"string","minLength":1,"maxLength":128}},"time_column":{"$ref":"#/$defs/columnName"},"audience_column":{"$ref":"#/$defs/columnName"},"audience":{"description":"Audience of a row whose audience_column is absent, NULL or empty (default none: visible to every identity that may discover it).","type":"array","maxItems":50,"items":{"type":"string","minLength":1,"maxLength":64}},"entities_column":{"$ref":"#/$defs/columnName"},"links_column":{"$ref":"#/$defs/columnName"},"max_rows":{"description":"Most rows indexed from this table (default 100000).","type":"integer","minimum":1,"maximum":1000000}},"required":["table","id_column","title_column","body_column"],"additionalProperties":false};
-const schema107 = {"title":"ColumnName","description":"A column name, exactly as stored (no quoting).","type":"string","minLength":1,"maxLength":63};
-const pattern46 = new RegExp("^[^.\\s]+\\.[^.\\s]+$", "u");
+exports.validateSourceDefinition = validate31;
 
-function validate77(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+exports.validateSourceDefinitionColumnName = validate108;
+
+function validate108(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate77.evaluated;
-if(evaluated0.dynamicProps){
-evaluated0.props = undefined;
-}
-if(evaluated0.dynamicItems){
-evaluated0.items = undefined;
-}
-if(data && typeof data == "object" && !Array.isArray(data)){
-if(data.table === undefined){
-const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "table"},message:"must have required property '"+"table"+"'"};
-if(vErrors === null){
-vErrors = [err0];
-}
-else {
-vErrors.push(err0);
-}
-errors++;
-}
-if(data.id_column === undefined){
-const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "id_column"},message:"must have required property '"+"id_column"+"'"};
-if(vErrors === null){
-vErrors = [err1];
-}
-else {
-vErrors.push(err1);
-}
-errors++;
-}
-if(data.title_column === undefined){
-const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "title_column"},message:"must have required property '"+"title_column"+"'"};
-if(vErrors === null){
-vErrors = [err2];
-}
-else {
-vErrors.push(err2);
-}
-errors++;
-}
-if(data.body_column === undefined){
-const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "body_column"},message:"must have required property '"+"body_column"+"'"};
-if(vErrors === null){
-vErrors = [err3];
-}
-else {
-vErrors.push(err3);
-}
-errors++;
-}
-for(const key0 in data){
-if(!(func1.call(schema106.properties, key0))){
-const err4 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
-if(vErrors === null){
-vErrors = [err4];
-}
-else {
-vErrors.push(err4);
-}
-errors++;
-}
-}
-if(data.table !== undefined){
-let data0 = data.table;
-if(typeof data0 === "string"){
-if(func3(data0) > 200){
-const err5 = {instancePath:instancePath+"/table",schemaPath:"#/properties/table/maxLength",keyword:"maxLength",params:{limit: 200},message:"must NOT have more than 200 characters"};
-if(vErrors === null){
-vErrors = [err5];
-}
-else {
-vErrors.push(err5);
-}
-errors++;
-}
-if(!pattern46.test(data0)){
-const err6 = {instancePath:instancePath+"/table",schemaPath:"#/properties/table/pattern",keyword:"pattern",params:{pattern: "^[^.\\s]+\\.[^.\\s]+$"},message:"must match pattern \""+"^[^.\\s]+\\.[^.\\s]+$"+"\""};
-if(vErrors === null){
-vErrors = [err6];
-}
-else {
-vErrors.push(err6);
-}
-errors++;
-}
-}
-else {
-const err7 = {instancePath:instancePath+"/table",schemaPath:"#/properties/table/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err7];
-}
-else {
-vErrors.push(err7);
-}
-errors++;
-}
-}
-if(data.id_column !== undefined){
-let data1 = data.id_column;
-if(typeof data1 === "string"){
-if(func3(data1) > 63){
-const err8 = {instancePath:instancePath+"/id_column",schemaPath:"#/$defs/columnName/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
-if(vErrors === null){
-vErrors = [err8];
-}
-else {
-vErrors.push(err8);
-}
-errors++;
-}
-if(func3(data1) < 1){
-const err9 = {instancePath:instancePath+"/id_column",schemaPath:"#/$defs/columnName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
-if(vErrors === null){
-vErrors = [err9];
-}
-else {
-vErrors.push(err9);
-}
-errors++;
-}
-}
-else {
-const err10 = {instancePath:instancePath+"/id_column",schemaPath:"#/$defs/columnName/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err10];
-}
-else {
-vErrors.push(err10);
-}
-errors++;
-}
-}
-if(data.title_column !== undefined){
-let data2 = data.title_column;
-if(typeof data2 === "string"){
-if(func3(data2) > 63){
-const err11 = {instancePath:instancePath+"/title_column",schemaPath:"#/$defs/columnName/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
-if(vErrors === null){
-vErrors = [err11];
-}
-else {
-vErrors.push(err11);
-}
-errors++;
-}
-if(func3(data2) < 1){
-const err12 = {instancePath:instancePath+"/title_column",schemaPath:"#/$defs/columnName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
-if(vErrors === null){
-vErrors = [err12];
-}
-else {
-vErrors.push(err12);
-}
-errors++;
-}
-}
-else {
-const err13 = {instancePath:instancePath+"/title_column",schemaPath:"#/$defs/columnName/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err13];
-}
-else {
-vErrors.push(err13);
-}
-errors++;
-}
-}
-if(data.body_column !== undefined){
-let data3 = data.body_column;
-if(typeof data3 === "string"){
-if(func3(data3) > 63){
-const err14 = {instancePath:instancePath+"/body_column",schemaPath:"#/$defs/columnName/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
-if(vErrors === null){
-vErrors = [err14];
-}
-else {
-vErrors.push(err14);
-}
-errors++;
-}
-if(func3(data3) < 1){
-const err15 = {instancePath:instancePath+"/body_column",schemaPath:"#/$defs/columnName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
-if(vErrors === null){
-vErrors = [err15];
-}
-else {
-vErrors.push(err15);
-}
-errors++;
-}
-}
-else {
-const err16 = {instancePath:instancePath+"/body_column",schemaPath:"#/$defs/columnName/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err16];
-}
-else {
-vErrors.push(err16);
-}
-errors++;
-}
-}
-if(data.type_column !== undefined){
-let data4 = data.type_column;
-if(typeof data4 === "string"){
-if(func3(data4) > 63){
-const err17 = {instancePath:instancePath+"/type_column",schemaPath:"#/$defs/columnName/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
-if(vErrors === null){
-vErrors = [err17];
-}
-else {
-vErrors.push(err17);
-}
-errors++;
-}
-if(func3(data4) < 1){
-const err18 = {instancePath:instancePath+"/type_column",schemaPath:"#/$defs/columnName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
-if(vErrors === null){
-vErrors = [err18];
-}
-else {
-vErrors.push(err18);
-}
-errors++;
-}
-}
-else {
-const err19 = {instancePath:instancePath+"/type_column",schemaPath:"#/$defs/columnName/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err19];
-}
-else {
-vErrors.push(err19);
-}
-errors++;
-}
-}
-if(data.document_type !== undefined){
-let data5 = data.document_type;
-if(typeof data5 === "string"){
-if(func3(data5) > 64){
-const err20 = {instancePath:instancePath+"/document_type",schemaPath:"#/properties/document_type/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"};
-if(vErrors === null){
-vErrors = [err20];
-}
-else {
-vErrors.push(err20);
-}
-errors++;
-}
-if(func3(data5) < 1){
-const err21 = {instancePath:instancePath+"/document_type",schemaPath:"#/properties/document_type/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
-if(vErrors === null){
-vErrors = [err21];
-}
-else {
-vErrors.push(err21);
-}
-errors++;
-}
-}
-else {
-const err22 = {instancePath:instancePath+"/document_type",schemaPath:"#/properties/document_type/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err22];
-}
-else {
-vErrors.push(err22);
-}
-errors++;
-}
-}
-if(data.category_column !== undefined){
-let data6 = data.category_column;
-if(typeof data6 === "string"){
-if(func3(data6) > 63){
-const err23 = {instancePath:instancePath+"/category_column",schemaPath:"#/$defs/columnName/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
-if(vErrors === null){
-vErrors = [err23];
-}
-else {
-vErrors.push(err23);
-}
-errors++;
-}
-if(func3(data6) < 1){
-const err24 = {instancePath:instancePath+"/category_column",schemaPath:"#/$defs/columnName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
-if(vErrors === null){
-vErrors = [err24];
-}
-else {
-vErrors.push(err24);
-}
-errors++;
-}
-}
-else {
-const err25 = {instancePath:instancePath+"/category_column",schemaPath:"#/$defs/columnName/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err25];
-}
-else {
-vErrors.push(err25);
-}
-errors++;
-}
-}
-if(data.category_path !== undefined){
-let data7 = data.category_path;
-if(Array.isArray(data7)){
-if(data7.length > 32){
-const err26 = {instancePath:instancePath+"/category_path",schemaPath:"#/properties/category_path/maxItems",keyword:"maxItems",params:{limit: 32},message:"must NOT have more than 32 items"};
-if(vErrors === null){
-vErrors = [err26];
-}
-else {
-vErrors.push(err26);
-}
-errors++;
-}
-const len0 = data7.length;
-for(let i0=0; i0<len0; i0++){
-let data8 = data7[i0];
-if(typeof data8 === "string"){
-if(func3(data8) > 128){
-const err27 = {instancePath:instancePath+"/category_path/" + i0,schemaPath:"#/properties/category_path/items/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
-if(vErrors === null){
-vErrors = [err27];
-}
-else {
-vErrors.push(err27);
-}
-errors++;
-}
-if(func3(data8) < 1){
-const err28 = {instancePath:instancePath+"/category_path/" + i0,schemaPath:"#/properties/category_path/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
-if(vErrors === null){
-vErrors = [err28];
-}
-else {
-vErrors.push(err28);
-}
-errors++;
-}
-}
-else {
-const err29 = {instancePath:instancePath+"/category_path/" + i0,schemaPath:"#/properties/category_path/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err29];
-}
-else {
-vErrors.push(err29);
-}
-errors++;
-}
-}
-}
-else {
-const err30 = {instancePath:instancePath+"/category_path",schemaPath:"#/properties/category_path/type",keyword:"type",params:{type: "array"},message:"must be array"};
-if(vErrors === null){
-vErrors = [err30];
-}
-else {
-vErrors.push(err30);
-}
-errors++;
-}
-}
-if(data.time_column !== undefined){
-let data9 = data.time_column;
-if(typeof data9 === "string"){
-if(func3(data9) > 63){
-const err31 = {instancePath:instancePath+"/time_column",schemaPath:"#/$defs/columnName/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
-if(vErrors === null){
-vErrors = [err31];
-}
-else {
-vErrors.push(err31);
-}
-errors++;
-}
-if(func3(data9) < 1){
-const err32 = {instancePath:instancePath+"/time_column",schemaPath:"#/$defs/columnName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
-if(vErrors === null){
-vErrors = [err32];
-}
-else {
-vErrors.push(err32);
-}
-errors++;
-}
-}
-else {
-const err33 = {instancePath:instancePath+"/time_column",schemaPath:"#/$defs/columnName/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err33];
-}
-else {
-vErrors.push(err33);
-}
-errors++;
-}
-}
-if(data.audience_column !== undefined){
-let data10 = data.audience_column;
-if(typeof data10 === "string"){
-if(func3(data10) > 63){
-const err34 = {instancePath:instancePath+"/audience_column",schemaPath:"#/$defs/columnName/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
-if(vErrors === null){
-vErrors = [err34];
-}
-else {
-vErrors.push(err34);
-}
-errors++;
-}
-if(func3(data10) < 1){
-const err35 = {instancePath:instancePath+"/audience_column",schemaPath:"#/$defs/columnName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
-if(vErrors === null){
-vErrors = [err35];
-}
-else {
-vErrors.push(err35);
-}
-errors++;
-}
-}
-else {
-const err36 = {instancePath:instancePath+"/audience_column",schemaPath:"#/$defs/columnName/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err36];
-}
-else {
-vErrors.push(err36);
-}
-errors++;
-}
-}
-if(data.audience !== undefined){
-let data11 = data.audience;
-if(Array.isArray(data11)){
-if(data11.length > 50){
-const err37 = {instancePath:instancePath+"/audience",schemaPath:"#/properties/audience/maxItems",keyword:"maxItems",params:{limit: 50},message:"must NOT have more than 50 items"};
-if(vErrors === null){
-vErrors = [err37];
-}
-else {
-vErrors.push(err37);
-}
-errors++;
-}
-const len1 = data11.length;
-for(let i1=0; i1<len1; i1++){
-let data12 = data11[i1];
-if(typeof data12 === "string"){
-if(func3(data12) > 64){
-const err38 = {instancePath:instancePath+"/audience/" + i1,schemaPath:"#/properties/audience/items/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"};
-if(vErrors === null){
-vErrors = [err38];
-}
-else {
-vErrors.push(err38);
-}
-errors++;
-}
-if(func3(data12) < 1){
-const err39 = {instancePath:instancePath+"/audience/" + i1,schemaPath:"#/properties/audience/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
-if(vErrors === null){
-vErrors = [err39];
-}
-else {
-vErrors.push(err39);
-}
-errors++;
-}
-}
-else {
-const err40 = {instancePath:instancePath+"/audience/" + i1,schemaPath:"#/properties/audience/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err40];
-}
-else {
-vErrors.push(err40);
-}
-errors++;
-}
-}
-}
-else {
-const err41 = {instancePath:instancePath+"/audience",schemaPath:"#/properties/audience/type",keyword:"type",params:{type: "array"},message:"must be array"};
-if(vErrors === null){
-vErrors = [err41];
-}
-else {
-vErrors.push(err41);
-}
-errors++;
-}
-}
-if(data.entities_column !== undefined){
-let data13 = data.entities_column;
-if(typeof data13 === "string"){
-if(func3(data13) > 63){
-const err42 = {instancePath:instancePath+"/entities_column",schemaPath:"#/$defs/columnName/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
-if(vErrors === null){
-vErrors = [err42];
-}
-else {
-vErrors.push(err42);
-}
-errors++;
-}
-if(func3(data13) < 1){
-const err43 = {instancePath:instancePath+"/entities_column",schemaPath:"#/$defs/columnName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
-if(vErrors === null){
-vErrors = [err43];
-}
-else {
-vErrors.push(err43);
-}
-errors++;
-}
-}
-else {
-const err44 = {instancePath:instancePath+"/entities_column",schemaPath:"#/$defs/columnName/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err44];
-}
-else {
-vErrors.push(err44);
-}
-errors++;
-}
-}
-if(data.links_column !== undefined){
-let data14 = data.links_column;
-if(typeof data14 === "string"){
-if(func3(data14) > 63){
-const err45 = {instancePath:instancePath+"/links_column",schemaPath:"#/$defs/columnName/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
-if(vErrors === null){
-vErrors = [err45];
-}
-else {
-vErrors.push(err45);
-}
-errors++;
-}
-if(func3(data14) < 1){
-const err46 = {instancePath:instancePath+"/links_column",schemaPath:"#/$defs/columnName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
-if(vErrors === null){
-vErrors = [err46];
-}
-else {
-vErrors.push(err46);
-}
-errors++;
-}
-}
-else {
-const err47 = {instancePath:instancePath+"/links_column",schemaPath:"#/$defs/columnName/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err47];
-}
-else {
-vErrors.push(err47);
-}
-errors++;
-}
-}
-if(data.max_rows !== undefined){
-let data15 = data.max_rows;
-if(!(((typeof data15 == "number") && (!(data15 % 1) && !isNaN(data15))) && (isFinite(data15)))){
-const err48 = {instancePath:instancePath+"/max_rows",schemaPath:"#/properties/max_rows/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
-if(vErrors === null){
-vErrors = [err48];
-}
-else {
-vErrors.push(err48);
-}
-errors++;
-}
-if((typeof data15 == "number") && (isFinite(data15))){
-if(data15 > 1000000 || isNaN(data15)){
-const err49 = {instancePath:instancePath+"/max_rows",schemaPath:"#/properties/max_rows/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000000},message:"must be <= 1000000"};
-if(vErrors === null){
-vErrors = [err49];
-}
-else {
-vErrors.push(err49);
-}
-errors++;
-}
-if(data15 < 1 || isNaN(data15)){
-const err50 = {instancePath:instancePath+"/max_rows",schemaPath:"#/properties/max_rows/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
-if(vErrors === null){
-vErrors = [err50];
-}
-else {
-vErrors.push(err50);
-}
-errors++;
-}
-}
-}
-}
-else {
-const err51 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err51];
-}
-else {
-vErrors.push(err51);
-}
-errors++;
-}
-validate77.errors = vErrors;
-return errors === 0;
-}
-validate77.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
-
-
-function validate76(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
-let vErrors = null;
-let errors = 0;
-const evaluated0 = validate76.evaluated;
-if(evaluated0.dynamicProps){
-evaluated0.props = undefined;
-}
-if(evaluated0.dynamicItems){
-evaluated0.items = undefined;
-}
-if(data && typeof data == "object" && !Array.isArray(data)){
-if(data.host === undefined){
-const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "host"},message:"must have required property '"+"host"+"'"};
-if(vErrors === null){
-vErrors = [err0];
-}
-else {
-vErrors.push(err0);
-}
-errors++;
-}
-if(data.port === undefined){
-const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "port"},message:"must have required property '"+"port"+"'"};
-if(vErrors === null){
-vErrors = [err1];
-}
-else {
-vErrors.push(err1);
-}
-errors++;
-}
-if(data.database === undefined){
-const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "database"},message:"must have required property '"+"database"+"'"};
-if(vErrors === null){
-vErrors = [err2];
-}
-else {
-vErrors.push(err2);
-}
-errors++;
-}
-if(data.reader === undefined){
-const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "reader"},message:"must have required property '"+"reader"+"'"};
-if(vErrors === null){
-vErrors = [err3];
-}
-else {
-vErrors.push(err3);
-}
-errors++;
-}
-if(data.tls === undefined){
-const err4 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "tls"},message:"must have required property '"+"tls"+"'"};
-if(vErrors === null){
-vErrors = [err4];
-}
-else {
-vErrors.push(err4);
-}
-errors++;
-}
-for(const key0 in data){
-if(!(func1.call(schema102.properties, key0))){
-const err5 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
-if(vErrors === null){
-vErrors = [err5];
-}
-else {
-vErrors.push(err5);
-}
-errors++;
-}
-}
-if(data.host !== undefined){
-let data0 = data.host;
-if(typeof data0 === "string"){
-if(func3(data0) > 255){
-const err6 = {instancePath:instancePath+"/host",schemaPath:"#/properties/host/maxLength",keyword:"maxLength",params:{limit: 255},message:"must NOT have more than 255 characters"};
-if(vErrors === null){
-vErrors = [err6];
-}
-else {
-vErrors.push(err6);
-}
-errors++;
-}
-if(func3(data0) < 1){
-const err7 = {instancePath:instancePath+"/host",schemaPath:"#/properties/host/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
-if(vErrors === null){
-vErrors = [err7];
-}
-else {
-vErrors.push(err7);
-}
-errors++;
-}
-}
-else {
-const err8 = {instancePath:instancePath+"/host",schemaPath:"#/properties/host/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err8];
-}
-else {
-vErrors.push(err8);
-}
-errors++;
-}
-}
-if(data.port !== undefined){
-let data1 = data.port;
-if(!(((typeof data1 == "number") && (!(data1 % 1) && !isNaN(data1))) && (isFinite(data1)))){
-const err9 = {instancePath:instancePath+"/port",schemaPath:"#/properties/port/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
-if(vErrors === null){
-vErrors = [err9];
-}
-else {
-vErrors.push(err9);
-}
-errors++;
-}
-if((typeof data1 == "number") && (isFinite(data1))){
-if(data1 > 65535 || isNaN(data1)){
-const err10 = {instancePath:instancePath+"/port",schemaPath:"#/properties/port/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
-if(vErrors === null){
-vErrors = [err10];
-}
-else {
-vErrors.push(err10);
-}
-errors++;
-}
-if(data1 < 1 || isNaN(data1)){
-const err11 = {instancePath:instancePath+"/port",schemaPath:"#/properties/port/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
-if(vErrors === null){
-vErrors = [err11];
-}
-else {
-vErrors.push(err11);
-}
-errors++;
-}
-}
-}
-if(data.database !== undefined){
-let data2 = data.database;
-if(typeof data2 === "string"){
-if(func3(data2) > 63){
-const err12 = {instancePath:instancePath+"/database",schemaPath:"#/properties/database/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
-if(vErrors === null){
-vErrors = [err12];
-}
-else {
-vErrors.push(err12);
-}
-errors++;
-}
-if(func3(data2) < 1){
-const err13 = {instancePath:instancePath+"/database",schemaPath:"#/properties/database/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
-if(vErrors === null){
-vErrors = [err13];
-}
-else {
-vErrors.push(err13);
-}
-errors++;
-}
-}
-else {
-const err14 = {instancePath:instancePath+"/database",schemaPath:"#/properties/database/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err14];
-}
-else {
-vErrors.push(err14);
-}
-errors++;
-}
-}
-if(data.reader !== undefined){
-let data3 = data.reader;
-if(data3 && typeof data3 == "object" && !Array.isArray(data3)){
-if(data3.user === undefined){
-const err15 = {instancePath:instancePath+"/reader",schemaPath:"#/$defs/credentials/required",keyword:"required",params:{missingProperty: "user"},message:"must have required property '"+"user"+"'"};
-if(vErrors === null){
-vErrors = [err15];
-}
-else {
-vErrors.push(err15);
-}
-errors++;
-}
-for(const key1 in data3){
-if(!((key1 === "user") || (key1 === "password"))){
-const err16 = {instancePath:instancePath+"/reader",schemaPath:"#/$defs/credentials/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
-if(vErrors === null){
-vErrors = [err16];
-}
-else {
-vErrors.push(err16);
-}
-errors++;
-}
-}
-if(data3.user !== undefined){
-let data4 = data3.user;
-if(typeof data4 === "string"){
-if(func3(data4) > 63){
-const err17 = {instancePath:instancePath+"/reader/user",schemaPath:"#/$defs/credentials/properties/user/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
-if(vErrors === null){
-vErrors = [err17];
-}
-else {
-vErrors.push(err17);
-}
-errors++;
-}
-if(func3(data4) < 1){
-const err18 = {instancePath:instancePath+"/reader/user",schemaPath:"#/$defs/credentials/properties/user/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
-if(vErrors === null){
-vErrors = [err18];
-}
-else {
-vErrors.push(err18);
-}
-errors++;
-}
-}
-else {
-const err19 = {instancePath:instancePath+"/reader/user",schemaPath:"#/$defs/credentials/properties/user/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err19];
-}
-else {
-vErrors.push(err19);
-}
-errors++;
-}
-}
-if(data3.password !== undefined){
-let data5 = data3.password;
-if(typeof data5 === "string"){
-if(func3(data5) > 1024){
-const err20 = {instancePath:instancePath+"/reader/password",schemaPath:"#/$defs/credentials/properties/password/maxLength",keyword:"maxLength",params:{limit: 1024},message:"must NOT have more than 1024 characters"};
-if(vErrors === null){
-vErrors = [err20];
-}
-else {
-vErrors.push(err20);
-}
-errors++;
-}
-}
-else {
-const err21 = {instancePath:instancePath+"/reader/password",schemaPath:"#/$defs/credentials/properties/password/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err21];
-}
-else {
-vErrors.push(err21);
-}
-errors++;
-}
-}
-}
-else {
-const err22 = {instancePath:instancePath+"/reader",schemaPath:"#/$defs/credentials/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err22];
-}
-else {
-vErrors.push(err22);
-}
-errors++;
-}
-}
-if(data.writer !== undefined){
-let data6 = data.writer;
-if(data6 && typeof data6 == "object" && !Array.isArray(data6)){
-if(data6.user === undefined){
-const err23 = {instancePath:instancePath+"/writer",schemaPath:"#/$defs/credentials/required",keyword:"required",params:{missingProperty: "user"},message:"must have required property '"+"user"+"'"};
-if(vErrors === null){
-vErrors = [err23];
-}
-else {
-vErrors.push(err23);
-}
-errors++;
-}
-for(const key2 in data6){
-if(!((key2 === "user") || (key2 === "password"))){
-const err24 = {instancePath:instancePath+"/writer",schemaPath:"#/$defs/credentials/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key2},message:"must NOT have additional properties"};
-if(vErrors === null){
-vErrors = [err24];
-}
-else {
-vErrors.push(err24);
-}
-errors++;
-}
-}
-if(data6.user !== undefined){
-let data7 = data6.user;
-if(typeof data7 === "string"){
-if(func3(data7) > 63){
-const err25 = {instancePath:instancePath+"/writer/user",schemaPath:"#/$defs/credentials/properties/user/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
-if(vErrors === null){
-vErrors = [err25];
-}
-else {
-vErrors.push(err25);
-}
-errors++;
-}
-if(func3(data7) < 1){
-const err26 = {instancePath:instancePath+"/writer/user",schemaPath:"#/$defs/credentials/properties/user/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
-if(vErrors === null){
-vErrors = [err26];
-}
-else {
-vErrors.push(err26);
-}
-errors++;
-}
-}
-else {
-const err27 = {instancePath:instancePath+"/writer/user",schemaPath:"#/$defs/credentials/properties/user/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err27];
-}
-else {
-vErrors.push(err27);
-}
-errors++;
-}
-}
-if(data6.password !== undefined){
-let data8 = data6.password;
-if(typeof data8 === "string"){
-if(func3(data8) > 1024){
-const err28 = {instancePath:instancePath+"/writer/password",schemaPath:"#/$defs/credentials/properties/password/maxLength",keyword:"maxLength",params:{limit: 1024},message:"must NOT have more than 1024 characters"};
-if(vErrors === null){
-vErrors = [err28];
-}
-else {
-vErrors.push(err28);
-}
-errors++;
-}
-}
-else {
-const err29 = {instancePath:instancePath+"/writer/password",schemaPath:"#/$defs/credentials/properties/password/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err29];
-}
-else {
-vErrors.push(err29);
-}
-errors++;
-}
-}
-}
-else {
-const err30 = {instancePath:instancePath+"/writer",schemaPath:"#/$defs/credentials/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err30];
-}
-else {
-vErrors.push(err30);
-}
-errors++;
-}
-}
-if(data.tls !== undefined){
-let data9 = data.tls;
-if(data9 && typeof data9 == "object" && !Array.isArray(data9)){
-if(data9.mode === undefined){
-const err31 = {instancePath:instancePath+"/tls",schemaPath:"#/$defs/tls/required",keyword:"required",params:{missingProperty: "mode"},message:"must have required property '"+"mode"+"'"};
-if(vErrors === null){
-vErrors = [err31];
-}
-else {
-vErrors.push(err31);
-}
-errors++;
-}
-for(const key3 in data9){
-if(!(((key3 === "mode") || (key3 === "ca")) || (key3 === "servername"))){
-const err32 = {instancePath:instancePath+"/tls",schemaPath:"#/$defs/tls/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key3},message:"must NOT have additional properties"};
-if(vErrors === null){
-vErrors = [err32];
-}
-else {
-vErrors.push(err32);
-}
-errors++;
-}
-}
-if(data9.mode !== undefined){
-let data10 = data9.mode;
-if(typeof data10 !== "string"){
-const err33 = {instancePath:instancePath+"/tls/mode",schemaPath:"#/$defs/tls/properties/mode/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err33];
-}
-else {
-vErrors.push(err33);
-}
-errors++;
-}
-if(!((((data10 === "off") || (data10 === "require")) || (data10 === "verify-ca")) || (data10 === "verify-full"))){
-const err34 = {instancePath:instancePath+"/tls/mode",schemaPath:"#/$defs/tls/properties/mode/enum",keyword:"enum",params:{allowedValues: schema105.properties.mode.enum},message:"must be equal to one of the allowed values"};
-if(vErrors === null){
-vErrors = [err34];
-}
-else {
-vErrors.push(err34);
-}
-errors++;
-}
-}
-if(data9.ca !== undefined){
-let data11 = data9.ca;
-if(typeof data11 === "string"){
-if(func3(data11) > 1048576){
-const err35 = {instancePath:instancePath+"/tls/ca",schemaPath:"#/$defs/tls/properties/ca/maxLength",keyword:"maxLength",params:{limit: 1048576},message:"must NOT have more than 1048576 characters"};
-if(vErrors === null){
-vErrors = [err35];
-}
-else {
-vErrors.push(err35);
-}
-errors++;
-}
-}
-else {
-const err36 = {instancePath:instancePath+"/tls/ca",schemaPath:"#/$defs/tls/properties/ca/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err36];
-}
-else {
-vErrors.push(err36);
-}
-errors++;
-}
-}
-if(data9.servername !== undefined){
-let data12 = data9.servername;
-if(typeof data12 === "string"){
-if(func3(data12) > 255){
-const err37 = {instancePath:instancePath+"/tls/servername",schemaPath:"#/$defs/tls/properties/servername/maxLength",keyword:"maxLength",params:{limit: 255},message:"must NOT have more than 255 characters"};
-if(vErrors === null){
-vErrors = [err37];
-}
-else {
-vErrors.push(err37);
-}
-errors++;
-}
-if(func3(data12) < 1){
-const err38 = {instancePath:instancePath+"/tls/servername",schemaPath:"#/$defs/tls/properties/servername/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
-if(vErrors === null){
-vErrors = [err38];
-}
-else {
-vErrors.push(err38);
-}
-errors++;
-}
-}
-else {
-const err39 = {instancePath:instancePath+"/tls/servername",schemaPath:"#/$defs/tls/properties/servername/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err39];
-}
-else {
-vErrors.push(err39);
-}
-errors++;
-}
-}
-}
-else {
-const err40 = {instancePath:instancePath+"/tls",schemaPath:"#/$defs/tls/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err40];
-}
-else {
-vErrors.push(err40);
-}
-errors++;
-}
-}
-if(data.statement_timeout_ms !== undefined){
-let data13 = data.statement_timeout_ms;
-if(!(((typeof data13 == "number") && (!(data13 % 1) && !isNaN(data13))) && (isFinite(data13)))){
-const err41 = {instancePath:instancePath+"/statement_timeout_ms",schemaPath:"#/properties/statement_timeout_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
-if(vErrors === null){
-vErrors = [err41];
-}
-else {
-vErrors.push(err41);
-}
-errors++;
-}
-if((typeof data13 == "number") && (isFinite(data13))){
-if(data13 > 3600000 || isNaN(data13)){
-const err42 = {instancePath:instancePath+"/statement_timeout_ms",schemaPath:"#/properties/statement_timeout_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600000},message:"must be <= 3600000"};
-if(vErrors === null){
-vErrors = [err42];
-}
-else {
-vErrors.push(err42);
-}
-errors++;
-}
-if(data13 < 1 || isNaN(data13)){
-const err43 = {instancePath:instancePath+"/statement_timeout_ms",schemaPath:"#/properties/statement_timeout_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
-if(vErrors === null){
-vErrors = [err43];
-}
-else {
-vErrors.push(err43);
-}
-errors++;
-}
-}
-}
-if(data.lock_timeout_ms !== undefined){
-let data14 = data.lock_timeout_ms;
-if(!(((typeof data14 == "number") && (!(data14 % 1) && !isNaN(data14))) && (isFinite(data14)))){
-const err44 = {instancePath:instancePath+"/lock_timeout_ms",schemaPath:"#/properties/lock_timeout_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
-if(vErrors === null){
-vErrors = [err44];
-}
-else {
-vErrors.push(err44);
-}
-errors++;
-}
-if((typeof data14 == "number") && (isFinite(data14))){
-if(data14 > 3600000 || isNaN(data14)){
-const err45 = {instancePath:instancePath+"/lock_timeout_ms",schemaPath:"#/properties/lock_timeout_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600000},message:"must be <= 3600000"};
-if(vErrors === null){
-vErrors = [err45];
-}
-else {
-vErrors.push(err45);
-}
-errors++;
-}
-if(data14 < 1 || isNaN(data14)){
-const err46 = {instancePath:instancePath+"/lock_timeout_ms",schemaPath:"#/properties/lock_timeout_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
-if(vErrors === null){
-vErrors = [err46];
-}
-else {
-vErrors.push(err46);
-}
-errors++;
-}
-}
-}
-if(data.max_rows !== undefined){
-let data15 = data.max_rows;
-if(!(((typeof data15 == "number") && (!(data15 % 1) && !isNaN(data15))) && (isFinite(data15)))){
-const err47 = {instancePath:instancePath+"/max_rows",schemaPath:"#/properties/max_rows/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
-if(vErrors === null){
-vErrors = [err47];
-}
-else {
-vErrors.push(err47);
-}
-errors++;
-}
-if((typeof data15 == "number") && (isFinite(data15))){
-if(data15 > 100000 || isNaN(data15)){
-const err48 = {instancePath:instancePath+"/max_rows",schemaPath:"#/properties/max_rows/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
-if(vErrors === null){
-vErrors = [err48];
-}
-else {
-vErrors.push(err48);
-}
-errors++;
-}
-if(data15 < 1 || isNaN(data15)){
-const err49 = {instancePath:instancePath+"/max_rows",schemaPath:"#/properties/max_rows/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
-if(vErrors === null){
-vErrors = [err49];
-}
-else {
-vErrors.push(err49);
-}
-errors++;
-}
-}
-}
-if(data.pool_size !== undefined){
-let data16 = data.pool_size;
-if(!(((typeof data16 == "number") && (!(data16 % 1) && !isNaN(data16))) && (isFinite(data16)))){
-const err50 = {instancePath:instancePath+"/pool_size",schemaPath:"#/properties/pool_size/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
-if(vErrors === null){
-vErrors = [err50];
-}
-else {
-vErrors.push(err50);
-}
-errors++;
-}
-if((typeof data16 == "number") && (isFinite(data16))){
-if(data16 > 100 || isNaN(data16)){
-const err51 = {instancePath:instancePath+"/pool_size",schemaPath:"#/properties/pool_size/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100},message:"must be <= 100"};
-if(vErrors === null){
-vErrors = [err51];
-}
-else {
-vErrors.push(err51);
-}
-errors++;
-}
-if(data16 < 1 || isNaN(data16)){
-const err52 = {instancePath:instancePath+"/pool_size",schemaPath:"#/properties/pool_size/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
-if(vErrors === null){
-vErrors = [err52];
-}
-else {
-vErrors.push(err52);
-}
-errors++;
-}
-}
-}
-if(data.max_concurrent_per_identity !== undefined){
-let data17 = data.max_concurrent_per_identity;
-if(!(((typeof data17 == "number") && (!(data17 % 1) && !isNaN(data17))) && (isFinite(data17)))){
-const err53 = {instancePath:instancePath+"/max_concurrent_per_identity",schemaPath:"#/properties/max_concurrent_per_identity/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
-if(vErrors === null){
-vErrors = [err53];
-}
-else {
-vErrors.push(err53);
-}
-errors++;
-}
-if((typeof data17 == "number") && (isFinite(data17))){
-if(data17 > 100 || isNaN(data17)){
-const err54 = {instancePath:instancePath+"/max_concurrent_per_identity",schemaPath:"#/properties/max_concurrent_per_identity/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100},message:"must be <= 100"};
-if(vErrors === null){
-vErrors = [err54];
-}
-else {
-vErrors.push(err54);
-}
-errors++;
-}
-if(data17 < 1 || isNaN(data17)){
-const err55 = {instancePath:instancePath+"/max_concurrent_per_identity",schemaPath:"#/properties/max_concurrent_per_identity/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
-if(vErrors === null){
-vErrors = [err55];
-}
-else {
-vErrors.push(err55);
-}
-errors++;
-}
-}
-}
-if(data.identity_wait_ms !== undefined){
-let data18 = data.identity_wait_ms;
-if(!(((typeof data18 == "number") && (!(data18 % 1) && !isNaN(data18))) && (isFinite(data18)))){
-const err56 = {instancePath:instancePath+"/identity_wait_ms",schemaPath:"#/properties/identity_wait_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
-if(vErrors === null){
-vErrors = [err56];
-}
-else {
-vErrors.push(err56);
-}
-errors++;
-}
-if((typeof data18 == "number") && (isFinite(data18))){
-if(data18 > 60000 || isNaN(data18)){
-const err57 = {instancePath:instancePath+"/identity_wait_ms",schemaPath:"#/properties/identity_wait_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 60000},message:"must be <= 60000"};
-if(vErrors === null){
-vErrors = [err57];
-}
-else {
-vErrors.push(err57);
-}
-errors++;
-}
-if(data18 < 0 || isNaN(data18)){
-const err58 = {instancePath:instancePath+"/identity_wait_ms",schemaPath:"#/properties/identity_wait_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
-if(vErrors === null){
-vErrors = [err58];
-}
-else {
-vErrors.push(err58);
-}
-errors++;
-}
-}
-}
-if(data.document_tables !== undefined){
-let data19 = data.document_tables;
-if(Array.isArray(data19)){
-if(data19.length > 100){
-const err59 = {instancePath:instancePath+"/document_tables",schemaPath:"#/properties/document_tables/maxItems",keyword:"maxItems",params:{limit: 100},message:"must NOT have more than 100 items"};
-if(vErrors === null){
-vErrors = [err59];
-}
-else {
-vErrors.push(err59);
-}
-errors++;
-}
-const len0 = data19.length;
-for(let i0=0; i0<len0; i0++){
-if(!(validate77(data19[i0], {instancePath:instancePath+"/document_tables/" + i0,parentData:data19,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate77.errors : vErrors.concat(validate77.errors);
-errors = vErrors.length;
-}
-}
-}
-else {
-const err60 = {instancePath:instancePath+"/document_tables",schemaPath:"#/properties/document_tables/type",keyword:"type",params:{type: "array"},message:"must be array"};
-if(vErrors === null){
-vErrors = [err60];
-}
-else {
-vErrors.push(err60);
-}
-errors++;
-}
-}
-if(data.idle_in_transaction_timeout_ms !== undefined){
-let data21 = data.idle_in_transaction_timeout_ms;
-if(!(((typeof data21 == "number") && (!(data21 % 1) && !isNaN(data21))) && (isFinite(data21)))){
-const err61 = {instancePath:instancePath+"/idle_in_transaction_timeout_ms",schemaPath:"#/properties/idle_in_transaction_timeout_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
-if(vErrors === null){
-vErrors = [err61];
-}
-else {
-vErrors.push(err61);
-}
-errors++;
-}
-if((typeof data21 == "number") && (isFinite(data21))){
-if(data21 > 3600000 || isNaN(data21)){
-const err62 = {instancePath:instancePath+"/idle_in_transaction_timeout_ms",schemaPath:"#/properties/idle_in_transaction_timeout_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600000},message:"must be <= 3600000"};
-if(vErrors === null){
-vErrors = [err62];
-}
-else {
-vErrors.push(err62);
-}
-errors++;
-}
-if(data21 < 1 || isNaN(data21)){
-const err63 = {instancePath:instancePath+"/idle_in_transaction_timeout_ms",schemaPath:"#/properties/idle_in_transaction_timeout_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
-if(vErrors === null){
-vErrors = [err63];
-}
-else {
-vErrors.push(err63);
-}
-errors++;
-}
-}
-}
-if(data.connect_timeout_ms !== undefined){
-let data22 = data.connect_timeout_ms;
-if(!(((typeof data22 == "number") && (!(data22 % 1) && !isNaN(data22))) && (isFinite(data22)))){
-const err64 = {instancePath:instancePath+"/connect_timeout_ms",schemaPath:"#/properties/connect_timeout_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
-if(vErrors === null){
-vErrors = [err64];
-}
-else {
-vErrors.push(err64);
-}
-errors++;
-}
-if((typeof data22 == "number") && (isFinite(data22))){
-if(data22 > 600000 || isNaN(data22)){
-const err65 = {instancePath:instancePath+"/connect_timeout_ms",schemaPath:"#/properties/connect_timeout_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 600000},message:"must be <= 600000"};
-if(vErrors === null){
-vErrors = [err65];
-}
-else {
-vErrors.push(err65);
-}
-errors++;
-}
-if(data22 < 1 || isNaN(data22)){
-const err66 = {instancePath:instancePath+"/connect_timeout_ms",schemaPath:"#/properties/connect_timeout_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
-if(vErrors === null){
-vErrors = [err66];
-}
-else {
-vErrors.push(err66);
-}
-errors++;
-}
-}
-}
-if(data.breaker !== undefined){
-let data23 = data.breaker;
-if(data23 && typeof data23 == "object" && !Array.isArray(data23)){
-for(const key4 in data23){
-if(!((key4 === "failure_threshold") || (key4 === "reset_timeout_ms"))){
-const err67 = {instancePath:instancePath+"/breaker",schemaPath:"#/properties/breaker/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key4},message:"must NOT have additional properties"};
-if(vErrors === null){
-vErrors = [err67];
-}
-else {
-vErrors.push(err67);
-}
-errors++;
-}
-}
-if(data23.failure_threshold !== undefined){
-let data24 = data23.failure_threshold;
-if(!(((typeof data24 == "number") && (!(data24 % 1) && !isNaN(data24))) && (isFinite(data24)))){
-const err68 = {instancePath:instancePath+"/breaker/failure_threshold",schemaPath:"#/properties/breaker/properties/failure_threshold/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
-if(vErrors === null){
-vErrors = [err68];
-}
-else {
-vErrors.push(err68);
-}
-errors++;
-}
-if((typeof data24 == "number") && (isFinite(data24))){
-if(data24 > 1000 || isNaN(data24)){
-const err69 = {instancePath:instancePath+"/breaker/failure_threshold",schemaPath:"#/properties/breaker/properties/failure_threshold/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000},message:"must be <= 1000"};
-if(vErrors === null){
-vErrors = [err69];
-}
-else {
-vErrors.push(err69);
-}
-errors++;
-}
-if(data24 < 1 || isNaN(data24)){
-const err70 = {instancePath:instancePath+"/breaker/failure_threshold",schemaPath:"#/properties/breaker/properties/failure_threshold/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
-if(vErrors === null){
-vErrors = [err70];
-}
-else {
-vErrors.push(err70);
-}
-errors++;
-}
-}
-}
-if(data23.reset_timeout_ms !== undefined){
-let data25 = data23.reset_timeout_ms;
-if(!(((typeof data25 == "number") && (!(data25 % 1) && !isNaN(data25))) && (isFinite(data25)))){
-const err71 = {instancePath:instancePath+"/breaker/reset_timeout_ms",schemaPath:"#/properties/breaker/properties/reset_timeout_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
-if(vErrors === null){
-vErrors = [err71];
-}
-else {
-vErrors.push(err71);
-}
-errors++;
-}
-if((typeof data25 == "number") && (isFinite(data25))){
-if(data25 > 3600000 || isNaN(data25)){
-const err72 = {instancePath:instancePath+"/breaker/reset_timeout_ms",schemaPath:"#/properties/breaker/properties/reset_timeout_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600000},message:"must be <= 3600000"};
-if(vErrors === null){
-vErrors = [err72];
-}
-else {
-vErrors.push(err72);
-}
-errors++;
-}
-if(data25 < 100 || isNaN(data25)){
-const err73 = {instancePath:instancePath+"/breaker/reset_timeout_ms",schemaPath:"#/properties/breaker/properties/reset_timeout_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 100},message:"must be >= 100"};
-if(vErrors === null){
-vErrors = [err73];
-}
-else {
-vErrors.push(err73);
-}
-errors++;
-}
-}
-}
-}
-else {
-const err74 = {instancePath:instancePath+"/breaker",schemaPath:"#/properties/breaker/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err74];
-}
-else {
-vErrors.push(err74);
-}
-errors++;
-}
-}
-if(data.complexity !== undefined){
-let data26 = data.complexity;
-if(data26 && typeof data26 == "object" && !Array.isArray(data26)){
-for(const key5 in data26){
-if(!((((((key5 === "max_ctes") || (key5 === "max_range_table_entries")) || (key5 === "max_join_depth")) || (key5 === "max_subquery_depth")) || (key5 === "max_set_operation_arms")) || (key5 === "max_parse_tree_nodes"))){
-const err75 = {instancePath:instancePath+"/complexity",schemaPath:"#/properties/complexity/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key5},message:"must NOT have additional properties"};
-if(vErrors === null){
-vErrors = [err75];
-}
-else {
-vErrors.push(err75);
-}
-errors++;
-}
-}
-if(data26.max_ctes !== undefined){
-let data27 = data26.max_ctes;
-if(!(((typeof data27 == "number") && (!(data27 % 1) && !isNaN(data27))) && (isFinite(data27)))){
-const err76 = {instancePath:instancePath+"/complexity/max_ctes",schemaPath:"#/properties/complexity/properties/max_ctes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
-if(vErrors === null){
-vErrors = [err76];
-}
-else {
-vErrors.push(err76);
-}
-errors++;
-}
-if((typeof data27 == "number") && (isFinite(data27))){
-if(data27 > 100000 || isNaN(data27)){
-const err77 = {instancePath:instancePath+"/complexity/max_ctes",schemaPath:"#/properties/complexity/properties/max_ctes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
-if(vErrors === null){
-vErrors = [err77];
-}
-else {
-vErrors.push(err77);
-}
-errors++;
-}
-if(data27 < 1 || isNaN(data27)){
-const err78 = {instancePath:instancePath+"/complexity/max_ctes",schemaPath:"#/properties/complexity/properties/max_ctes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
-if(vErrors === null){
-vErrors = [err78];
-}
-else {
-vErrors.push(err78);
-}
-errors++;
-}
-}
-}
-if(data26.max_range_table_entries !== undefined){
-let data28 = data26.max_range_table_entries;
-if(!(((typeof data28 == "number") && (!(data28 % 1) && !isNaN(data28))) && (isFinite(data28)))){
-const err79 = {instancePath:instancePath+"/complexity/max_range_table_entries",schemaPath:"#/properties/complexity/properties/max_range_table_entries/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
-if(vErrors === null){
-vErrors = [err79];
-}
-else {
-vErrors.push(err79);
-}
-errors++;
-}
-if((typeof data28 == "number") && (isFinite(data28))){
-if(data28 > 100000 || isNaN(data28)){
-const err80 = {instancePath:instancePath+"/complexity/max_range_table_entries",schemaPath:"#/properties/complexity/properties/max_range_table_entries/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
-if(vErrors === null){
-vErrors = [err80];
-}
-else {
-vErrors.push(err80);
-}
-errors++;
-}
-if(data28 < 1 || isNaN(data28)){
-const err81 = {instancePath:instancePath+"/complexity/max_range_table_entries",schemaPath:"#/properties/complexity/properties/max_range_table_entries/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
-if(vErrors === null){
-vErrors = [err81];
-}
-else {
-vErrors.push(err81);
-}
-errors++;
-}
-}
-}
-if(data26.max_join_depth !== undefined){
-let data29 = data26.max_join_depth;
-if(!(((typeof data29 == "number") && (!(data29 % 1) && !isNaN(data29))) && (isFinite(data29)))){
-const err82 = {instancePath:instancePath+"/complexity/max_join_depth",schemaPath:"#/properties/complexity/properties/max_join_depth/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
-if(vErrors === null){
-vErrors = [err82];
-}
-else {
-vErrors.push(err82);
-}
-errors++;
-}
-if((typeof data29 == "number") && (isFinite(data29))){
-if(data29 > 100000 || isNaN(data29)){
-const err83 = {instancePath:instancePath+"/complexity/max_join_depth",schemaPath:"#/properties/complexity/properties/max_join_depth/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
-if(vErrors === null){
-vErrors = [err83];
-}
-else {
-vErrors.push(err83);
-}
-errors++;
-}
-if(data29 < 1 || isNaN(data29)){
-const err84 = {instancePath:instancePath+"/complexity/max_join_depth",schemaPath:"#/properties/complexity/properties/max_join_depth/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
-if(vErrors === null){
-vErrors = [err84];
-}
-else {
-vErrors.push(err84);
-}
-errors++;
-}
-}
-}
-if(data26.max_subquery_depth !== undefined){
-let data30 = data26.max_subquery_depth;
-if(!(((typeof data30 == "number") && (!(data30 % 1) && !isNaN(data30))) && (isFinite(data30)))){
-const err85 = {instancePath:instancePath+"/complexity/max_subquery_depth",schemaPath:"#/properties/complexity/properties/max_subquery_depth/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
-if(vErrors === null){
-vErrors = [err85];
-}
-else {
-vErrors.push(err85);
-}
-errors++;
-}
-if((typeof data30 == "number") && (isFinite(data30))){
-if(data30 > 100000 || isNaN(data30)){
-const err86 = {instancePath:instancePath+"/complexity/max_subquery_depth",schemaPath:"#/properties/complexity/properties/max_subquery_depth/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
-if(vErrors === null){
-vErrors = [err86];
-}
-else {
-vErrors.push(err86);
-}
-errors++;
-}
-if(data30 < 1 || isNaN(data30)){
-const err87 = {instancePath:instancePath+"/complexity/max_subquery_depth",schemaPath:"#/properties/complexity/properties/max_subquery_depth/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
-if(vErrors === null){
-vErrors = [err87];
-}
-else {
-vErrors.push(err87);
-}
-errors++;
-}
-}
-}
-if(data26.max_set_operation_arms !== undefined){
-let data31 = data26.max_set_operation_arms;
-if(!(((typeof data31 == "number") && (!(data31 % 1) && !isNaN(data31))) && (isFinite(data31)))){
-const err88 = {instancePath:instancePath+"/complexity/max_set_operation_arms",schemaPath:"#/properties/complexity/properties/max_set_operation_arms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
-if(vErrors === null){
-vErrors = [err88];
-}
-else {
-vErrors.push(err88);
-}
-errors++;
-}
-if((typeof data31 == "number") && (isFinite(data31))){
-if(data31 > 100000 || isNaN(data31)){
-const err89 = {instancePath:instancePath+"/complexity/max_set_operation_arms",schemaPath:"#/properties/complexity/properties/max_set_operation_arms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
-if(vErrors === null){
-vErrors = [err89];
-}
-else {
-vErrors.push(err89);
-}
-errors++;
-}
-if(data31 < 1 || isNaN(data31)){
-const err90 = {instancePath:instancePath+"/complexity/max_set_operation_arms",schemaPath:"#/properties/complexity/properties/max_set_operation_arms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
-if(vErrors === null){
-vErrors = [err90];
-}
-else {
-vErrors.push(err90);
-}
-errors++;
-}
-}
-}
-if(data26.max_parse_tree_nodes !== undefined){
-let data32 = data26.max_parse_tree_nodes;
-if(!(((typeof data32 == "number") && (!(data32 % 1) && !isNaN(data32))) && (isFinite(data32)))){
-const err91 = {instancePath:instancePath+"/complexity/max_parse_tree_nodes",schemaPath:"#/properties/complexity/properties/max_parse_tree_nodes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
-if(vErrors === null){
-vErrors = [err91];
-}
-else {
-vErrors.push(err91);
-}
-errors++;
-}
-if((typeof data32 == "number") && (isFinite(data32))){
-if(data32 > 10000000 || isNaN(data32)){
-const err92 = {instancePath:instancePath+"/complexity/max_parse_tree_nodes",schemaPath:"#/properties/complexity/properties/max_parse_tree_nodes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 10000000},message:"must be <= 10000000"};
-if(vErrors === null){
-vErrors = [err92];
-}
-else {
-vErrors.push(err92);
-}
-errors++;
-}
-if(data32 < 1 || isNaN(data32)){
-const err93 = {instancePath:instancePath+"/complexity/max_parse_tree_nodes",schemaPath:"#/properties/complexity/properties/max_parse_tree_nodes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
-if(vErrors === null){
-vErrors = [err93];
-}
-else {
-vErrors.push(err93);
-}
-errors++;
-}
-}
-}
-}
-else {
-const err94 = {instancePath:instancePath+"/complexity",schemaPath:"#/properties/complexity/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err94];
-}
-else {
-vErrors.push(err94);
-}
-errors++;
-}
-}
-}
-else {
-const err95 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err95];
-}
-else {
-vErrors.push(err95);
-}
-errors++;
-}
-validate76.errors = vErrors;
-return errors === 0;
-}
-validate76.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
-
-
-function validate75(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
-/*# sourceURL="https://interlock.dev/spec/source-v1.schema.json" */;
-let vErrors = null;
-let errors = 0;
-const evaluated0 = validate75.evaluated;
-if(evaluated0.dynamicProps){
-evaluated0.props = undefined;
-}
-if(evaluated0.dynamicItems){
-evaluated0.items = undefined;
-}
-const _errs2 = errors;
-let valid1 = true;
-const _errs3 = errors;
-if(data && typeof data == "object" && !Array.isArray(data)){
-let missing0;
-if((data.type === undefined) && (missing0 = "type")){
-const err0 = {};
-if(vErrors === null){
-vErrors = [err0];
-}
-else {
-vErrors.push(err0);
-}
-errors++;
-}
-else {
-if(data.type !== undefined){
-if("postgres" !== data.type){
-const err1 = {};
-if(vErrors === null){
-vErrors = [err1];
-}
-else {
-vErrors.push(err1);
-}
-errors++;
-}
-}
-}
-}
-var _valid0 = _errs3 === errors;
-errors = _errs2;
-if(vErrors !== null){
-if(_errs2){
-vErrors.length = _errs2;
-}
-else {
-vErrors = null;
-}
-}
-if(_valid0){
-const _errs5 = errors;
-if(data && typeof data == "object" && !Array.isArray(data)){
-if(data.settings !== undefined){
-if(!(validate76(data.settings, {instancePath:instancePath+"/settings",parentData:data,parentDataProperty:"settings",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate76.errors : vErrors.concat(validate76.errors);
-errors = vErrors.length;
-}
-}
-}
-var _valid0 = _errs5 === errors;
-valid1 = _valid0;
-if(valid1){
-var props0 = {};
-props0.settings = true;
-props0.type = true;
-}
-}
-if(!valid1){
-const err2 = {instancePath,schemaPath:"#/allOf/0/if",keyword:"if",params:{failingKeyword: "then"},message:"must match \"then\" schema"};
-if(vErrors === null){
-vErrors = [err2];
-}
-else {
-vErrors.push(err2);
-}
-errors++;
-}
-const _errs8 = errors;
-let valid4 = true;
-const _errs9 = errors;
-if(data && typeof data == "object" && !Array.isArray(data)){
-let missing1;
-if((data.type === undefined) && (missing1 = "type")){
-const err3 = {};
-if(vErrors === null){
-vErrors = [err3];
-}
-else {
-vErrors.push(err3);
-}
-errors++;
-}
-else {
-if(data.type !== undefined){
-if("documents" !== data.type){
-const err4 = {};
-if(vErrors === null){
-vErrors = [err4];
-}
-else {
-vErrors.push(err4);
-}
-errors++;
-}
-}
-}
-}
-var _valid1 = _errs9 === errors;
-errors = _errs8;
-if(vErrors !== null){
-if(_errs8){
-vErrors.length = _errs8;
-}
-else {
-vErrors = null;
-}
-}
-if(_valid1){
-const _errs11 = errors;
-if(data && typeof data == "object" && !Array.isArray(data)){
-if(data.settings !== undefined){
-let data3 = data.settings;
-if(data3 && typeof data3 == "object" && !Array.isArray(data3)){
-if(data3.path === undefined){
-const err5 = {instancePath:instancePath+"/settings",schemaPath:"#/$defs/documentsSettings/required",keyword:"required",params:{missingProperty: "path"},message:"must have required property '"+"path"+"'"};
-if(vErrors === null){
-vErrors = [err5];
-}
-else {
-vErrors.push(err5);
-}
-errors++;
-}
-for(const key0 in data3){
-if(!(key0 === "path")){
-const err6 = {instancePath:instancePath+"/settings",schemaPath:"#/$defs/documentsSettings/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
-if(vErrors === null){
-vErrors = [err6];
-}
-else {
-vErrors.push(err6);
-}
-errors++;
-}
-}
-if(data3.path !== undefined){
-let data4 = data3.path;
-if(typeof data4 === "string"){
-if(func3(data4) > 4096){
-const err7 = {instancePath:instancePath+"/settings/path",schemaPath:"#/$defs/documentsSettings/properties/path/maxLength",keyword:"maxLength",params:{limit: 4096},message:"must NOT have more than 4096 characters"};
-if(vErrors === null){
-vErrors = [err7];
-}
-else {
-vErrors.push(err7);
-}
-errors++;
-}
-if(func3(data4) < 1){
-const err8 = {instancePath:instancePath+"/settings/path",schemaPath:"#/$defs/documentsSettings/properties/path/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
-if(vErrors === null){
-vErrors = [err8];
-}
-else {
-vErrors.push(err8);
-}
-errors++;
-}
-}
-else {
-const err9 = {instancePath:instancePath+"/settings/path",schemaPath:"#/$defs/documentsSettings/properties/path/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err9];
-}
-else {
-vErrors.push(err9);
-}
-errors++;
-}
-}
-}
-else {
-const err10 = {instancePath:instancePath+"/settings",schemaPath:"#/$defs/documentsSettings/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err10];
-}
-else {
-vErrors.push(err10);
-}
-errors++;
-}
-}
-}
-var _valid1 = _errs11 === errors;
-valid4 = _valid1;
-if(valid4){
-var props1 = {};
-props1.settings = true;
-props1.type = true;
-}
-}
-if(!valid4){
-const err11 = {instancePath,schemaPath:"#/allOf/1/if",keyword:"if",params:{failingKeyword: "then"},message:"must match \"then\" schema"};
-if(vErrors === null){
-vErrors = [err11];
-}
-else {
-vErrors.push(err11);
-}
-errors++;
-}
-if(props0 !== true && props1 !== undefined){
-if(props1 === true){
-props0 = true;
-}
-else {
-props0 = props0 || {};
-Object.assign(props0, props1);
-}
-}
-if(data && typeof data == "object" && !Array.isArray(data)){
-if(data.id === undefined){
-const err12 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "id"},message:"must have required property '"+"id"+"'"};
-if(vErrors === null){
-vErrors = [err12];
-}
-else {
-vErrors.push(err12);
-}
-errors++;
-}
-if(data.type === undefined){
-const err13 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
-if(vErrors === null){
-vErrors = [err13];
-}
-else {
-vErrors.push(err13);
-}
-errors++;
-}
-if(data.name === undefined){
-const err14 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "name"},message:"must have required property '"+"name"+"'"};
-if(vErrors === null){
-vErrors = [err14];
-}
-else {
-vErrors.push(err14);
-}
-errors++;
-}
-if(data.settings === undefined){
-const err15 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "settings"},message:"must have required property '"+"settings"+"'"};
-if(vErrors === null){
-vErrors = [err15];
-}
-else {
-vErrors.push(err15);
-}
-errors++;
-}
-for(const key1 in data){
-if(!((((((key1 === "id") || (key1 === "type")) || (key1 === "name")) || (key1 === "description")) || (key1 === "enabled")) || (key1 === "settings"))){
-const err16 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
-if(vErrors === null){
-vErrors = [err16];
-}
-else {
-vErrors.push(err16);
-}
-errors++;
-}
-}
-if(data.id !== undefined){
-let data5 = data.id;
-if(typeof data5 === "string"){
-if(!pattern20.test(data5)){
-const err17 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9_-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9_-]{0,62}$"+"\""};
-if(vErrors === null){
-vErrors = [err17];
-}
-else {
-vErrors.push(err17);
-}
-errors++;
-}
-}
-else {
-const err18 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err18];
-}
-else {
-vErrors.push(err18);
-}
-errors++;
-}
-}
-if(data.type !== undefined){
-let data6 = data.type;
-if(typeof data6 !== "string"){
-const err19 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err19];
-}
-else {
-vErrors.push(err19);
-}
-errors++;
-}
-if(!((data6 === "postgres") || (data6 === "documents"))){
-const err20 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/enum",keyword:"enum",params:{allowedValues: schema101.properties.type.enum},message:"must be equal to one of the allowed values"};
-if(vErrors === null){
-vErrors = [err20];
-}
-else {
-vErrors.push(err20);
-}
-errors++;
-}
-}
-if(data.name !== undefined){
-let data7 = data.name;
-if(typeof data7 === "string"){
-if(func3(data7) > 200){
-const err21 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/maxLength",keyword:"maxLength",params:{limit: 200},message:"must NOT have more than 200 characters"};
-if(vErrors === null){
-vErrors = [err21];
-}
-else {
-vErrors.push(err21);
-}
-errors++;
-}
-if(func3(data7) < 1){
-const err22 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
-if(vErrors === null){
-vErrors = [err22];
-}
-else {
-vErrors.push(err22);
-}
-errors++;
-}
-}
-else {
-const err23 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err23];
-}
-else {
-vErrors.push(err23);
-}
-errors++;
-}
-}
-if(data.description !== undefined){
-let data8 = data.description;
-if(typeof data8 === "string"){
-if(func3(data8) > 1000){
-const err24 = {instancePath:instancePath+"/description",schemaPath:"#/properties/description/maxLength",keyword:"maxLength",params:{limit: 1000},message:"must NOT have more than 1000 characters"};
-if(vErrors === null){
-vErrors = [err24];
-}
-else {
-vErrors.push(err24);
-}
-errors++;
-}
-}
-else {
-const err25 = {instancePath:instancePath+"/description",schemaPath:"#/properties/description/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err25];
-}
-else {
-vErrors.push(err25);
-}
-errors++;
-}
-}
-if(data.enabled !== undefined){
-if(typeof data.enabled !== "boolean"){
-const err26 = {instancePath:instancePath+"/enabled",schemaPath:"#/properties/enabled/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
-if(vErrors === null){
-vErrors = [err26];
-}
-else {
-vErrors.push(err26);
-}
-errors++;
-}
-}
-if(data.settings !== undefined){
-let data10 = data.settings;
-const _errs30 = errors;
-let valid10 = false;
-const _errs31 = errors;
-if(!(validate76(data10, {instancePath:instancePath+"/settings",parentData:data,parentDataProperty:"settings",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate76.errors : vErrors.concat(validate76.errors);
-errors = vErrors.length;
-}
-var _valid2 = _errs31 === errors;
-valid10 = valid10 || _valid2;
-if(_valid2){
-var props2 = true;
-}
-const _errs32 = errors;
-if(data10 && typeof data10 == "object" && !Array.isArray(data10)){
-if(data10.path === undefined){
-const err27 = {instancePath:instancePath+"/settings",schemaPath:"#/$defs/documentsSettings/required",keyword:"required",params:{missingProperty: "path"},message:"must have required property '"+"path"+"'"};
-if(vErrors === null){
-vErrors = [err27];
-}
-else {
-vErrors.push(err27);
-}
-errors++;
-}
-for(const key2 in data10){
-if(!(key2 === "path")){
-const err28 = {instancePath:instancePath+"/settings",schemaPath:"#/$defs/documentsSettings/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key2},message:"must NOT have additional properties"};
-if(vErrors === null){
-vErrors = [err28];
-}
-else {
-vErrors.push(err28);
-}
-errors++;
-}
-}
-if(data10.path !== undefined){
-let data11 = data10.path;
-if(typeof data11 === "string"){
-if(func3(data11) > 4096){
-const err29 = {instancePath:instancePath+"/settings/path",schemaPath:"#/$defs/documentsSettings/properties/path/maxLength",keyword:"maxLength",params:{limit: 4096},message:"must NOT have more than 4096 characters"};
-if(vErrors === null){
-vErrors = [err29];
-}
-else {
-vErrors.push(err29);
-}
-errors++;
-}
-if(func3(data11) < 1){
-const err30 = {instancePath:instancePath+"/settings/path",schemaPath:"#/$defs/documentsSettings/properties/path/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
-if(vErrors === null){
-vErrors = [err30];
-}
-else {
-vErrors.push(err30);
-}
-errors++;
-}
-}
-else {
-const err31 = {instancePath:instancePath+"/settings/path",schemaPath:"#/$defs/documentsSettings/properties/path/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err31];
-}
-else {
-vErrors.push(err31);
-}
-errors++;
-}
-}
-}
-else {
-const err32 = {instancePath:instancePath+"/settings",schemaPath:"#/$defs/documentsSettings/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err32];
-}
-else {
-vErrors.push(err32);
-}
-errors++;
-}
-var _valid2 = _errs32 === errors;
-valid10 = valid10 || _valid2;
-if(_valid2){
-if(props2 !== true){
-props2 = true;
-}
-}
-if(!valid10){
-const err33 = {instancePath:instancePath+"/settings",schemaPath:"#/properties/settings/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
-if(vErrors === null){
-vErrors = [err33];
-}
-else {
-vErrors.push(err33);
-}
-errors++;
-}
-else {
-errors = _errs30;
-if(vErrors !== null){
-if(_errs30){
-vErrors.length = _errs30;
-}
-else {
-vErrors = null;
-}
-}
-}
-}
-}
-else {
-const err34 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err34];
-}
-else {
-vErrors.push(err34);
-}
-errors++;
-}
-validate75.errors = vErrors;
-return errors === 0;
-}
-validate75.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
-
-exports.validateSourceDefinitionColumnName = validate81;
-
-function validate81(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
-let vErrors = null;
-let errors = 0;
-const evaluated0 = validate81.evaluated;
+const evaluated0 = validate108.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -18235,7 +19673,7 @@ if(evaluated0.dynamicItems){
 evaluated0.items = undefined;
 }
 if(typeof data === "string"){
-if(func3(data) > 63){
+if(func1(data) > 63){
 const err0 = {instancePath,schemaPath:"#/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
 if(vErrors === null){
 vErrors = [err0];
@@ -18245,7 +19683,7 @@ vErrors.push(err0);
 }
 errors++;
 }
-if(func3(data) < 1){
+if(func1(data) < 1){
 const err1 = {instancePath,schemaPath:"#/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err1];
@@ -18266,17 +19704,17 @@ vErrors.push(err2);
 }
 errors++;
 }
-validate81.errors = vErrors;
+validate108.errors = vErrors;
 return errors === 0;
 }
-validate81.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate108.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
-exports.validateSourceDefinitionCredentials = validate82;
+exports.validateSourceDefinitionCredentials = validate109;
 
-function validate82(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate109(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate82.evaluated;
+const evaluated0 = validate109.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -18309,7 +19747,7 @@ errors++;
 if(data.user !== undefined){
 let data0 = data.user;
 if(typeof data0 === "string"){
-if(func3(data0) > 63){
+if(func1(data0) > 63){
 const err2 = {instancePath:instancePath+"/user",schemaPath:"#/properties/user/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
 if(vErrors === null){
 vErrors = [err2];
@@ -18319,7 +19757,7 @@ vErrors.push(err2);
 }
 errors++;
 }
-if(func3(data0) < 1){
+if(func1(data0) < 1){
 const err3 = {instancePath:instancePath+"/user",schemaPath:"#/properties/user/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err3];
@@ -18344,7 +19782,7 @@ errors++;
 if(data.password !== undefined){
 let data1 = data.password;
 if(typeof data1 === "string"){
-if(func3(data1) > 1024){
+if(func1(data1) > 1024){
 const err5 = {instancePath:instancePath+"/password",schemaPath:"#/properties/password/maxLength",keyword:"maxLength",params:{limit: 1024},message:"must NOT have more than 1024 characters"};
 if(vErrors === null){
 vErrors = [err5];
@@ -18377,17 +19815,17 @@ vErrors.push(err7);
 }
 errors++;
 }
-validate82.errors = vErrors;
+validate109.errors = vErrors;
 return errors === 0;
 }
-validate82.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate109.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateSourceDefinitionDocumentsSettings = validate83;
+exports.validateSourceDefinitionDocumentsSettings = validate110;
 
-function validate83(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate110(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate83.evaluated;
+const evaluated0 = validate110.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -18420,7 +19858,7 @@ errors++;
 if(data.path !== undefined){
 let data0 = data.path;
 if(typeof data0 === "string"){
-if(func3(data0) > 4096){
+if(func1(data0) > 4096){
 const err2 = {instancePath:instancePath+"/path",schemaPath:"#/properties/path/maxLength",keyword:"maxLength",params:{limit: 4096},message:"must NOT have more than 4096 characters"};
 if(vErrors === null){
 vErrors = [err2];
@@ -18430,7 +19868,7 @@ vErrors.push(err2);
 }
 errors++;
 }
-if(func3(data0) < 1){
+if(func1(data0) < 1){
 const err3 = {instancePath:instancePath+"/path",schemaPath:"#/properties/path/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err3];
@@ -18463,17 +19901,17 @@ vErrors.push(err5);
 }
 errors++;
 }
-validate83.errors = vErrors;
+validate110.errors = vErrors;
 return errors === 0;
 }
-validate83.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate110.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateSourceDefinitionDocumentTable = validate84;
+exports.validateSourceDefinitionDocumentTable = validate111;
 
-function validate84(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate111(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate84.evaluated;
+const evaluated0 = validate111.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -18522,7 +19960,7 @@ vErrors.push(err3);
 errors++;
 }
 for(const key0 in data){
-if(!(func1.call(schema106.properties, key0))){
+if(!(func10.call(schema50.properties, key0))){
 const err4 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err4];
@@ -18536,7 +19974,7 @@ errors++;
 if(data.table !== undefined){
 let data0 = data.table;
 if(typeof data0 === "string"){
-if(func3(data0) > 200){
+if(func1(data0) > 200){
 const err5 = {instancePath:instancePath+"/table",schemaPath:"#/properties/table/maxLength",keyword:"maxLength",params:{limit: 200},message:"must NOT have more than 200 characters"};
 if(vErrors === null){
 vErrors = [err5];
@@ -18546,7 +19984,7 @@ vErrors.push(err5);
 }
 errors++;
 }
-if(!pattern46.test(data0)){
+if(!pattern7.test(data0)){
 const err6 = {instancePath:instancePath+"/table",schemaPath:"#/properties/table/pattern",keyword:"pattern",params:{pattern: "^[^.\\s]+\\.[^.\\s]+$"},message:"must match pattern \""+"^[^.\\s]+\\.[^.\\s]+$"+"\""};
 if(vErrors === null){
 vErrors = [err6];
@@ -18571,7 +20009,7 @@ errors++;
 if(data.id_column !== undefined){
 let data1 = data.id_column;
 if(typeof data1 === "string"){
-if(func3(data1) > 63){
+if(func1(data1) > 63){
 const err8 = {instancePath:instancePath+"/id_column",schemaPath:"#/$defs/columnName/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
 if(vErrors === null){
 vErrors = [err8];
@@ -18581,7 +20019,7 @@ vErrors.push(err8);
 }
 errors++;
 }
-if(func3(data1) < 1){
+if(func1(data1) < 1){
 const err9 = {instancePath:instancePath+"/id_column",schemaPath:"#/$defs/columnName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err9];
@@ -18606,7 +20044,7 @@ errors++;
 if(data.title_column !== undefined){
 let data2 = data.title_column;
 if(typeof data2 === "string"){
-if(func3(data2) > 63){
+if(func1(data2) > 63){
 const err11 = {instancePath:instancePath+"/title_column",schemaPath:"#/$defs/columnName/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
 if(vErrors === null){
 vErrors = [err11];
@@ -18616,7 +20054,7 @@ vErrors.push(err11);
 }
 errors++;
 }
-if(func3(data2) < 1){
+if(func1(data2) < 1){
 const err12 = {instancePath:instancePath+"/title_column",schemaPath:"#/$defs/columnName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err12];
@@ -18641,7 +20079,7 @@ errors++;
 if(data.body_column !== undefined){
 let data3 = data.body_column;
 if(typeof data3 === "string"){
-if(func3(data3) > 63){
+if(func1(data3) > 63){
 const err14 = {instancePath:instancePath+"/body_column",schemaPath:"#/$defs/columnName/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
 if(vErrors === null){
 vErrors = [err14];
@@ -18651,7 +20089,7 @@ vErrors.push(err14);
 }
 errors++;
 }
-if(func3(data3) < 1){
+if(func1(data3) < 1){
 const err15 = {instancePath:instancePath+"/body_column",schemaPath:"#/$defs/columnName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err15];
@@ -18676,7 +20114,7 @@ errors++;
 if(data.type_column !== undefined){
 let data4 = data.type_column;
 if(typeof data4 === "string"){
-if(func3(data4) > 63){
+if(func1(data4) > 63){
 const err17 = {instancePath:instancePath+"/type_column",schemaPath:"#/$defs/columnName/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
 if(vErrors === null){
 vErrors = [err17];
@@ -18686,7 +20124,7 @@ vErrors.push(err17);
 }
 errors++;
 }
-if(func3(data4) < 1){
+if(func1(data4) < 1){
 const err18 = {instancePath:instancePath+"/type_column",schemaPath:"#/$defs/columnName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err18];
@@ -18711,7 +20149,7 @@ errors++;
 if(data.document_type !== undefined){
 let data5 = data.document_type;
 if(typeof data5 === "string"){
-if(func3(data5) > 64){
+if(func1(data5) > 64){
 const err20 = {instancePath:instancePath+"/document_type",schemaPath:"#/properties/document_type/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"};
 if(vErrors === null){
 vErrors = [err20];
@@ -18721,7 +20159,7 @@ vErrors.push(err20);
 }
 errors++;
 }
-if(func3(data5) < 1){
+if(func1(data5) < 1){
 const err21 = {instancePath:instancePath+"/document_type",schemaPath:"#/properties/document_type/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err21];
@@ -18746,7 +20184,7 @@ errors++;
 if(data.category_column !== undefined){
 let data6 = data.category_column;
 if(typeof data6 === "string"){
-if(func3(data6) > 63){
+if(func1(data6) > 63){
 const err23 = {instancePath:instancePath+"/category_column",schemaPath:"#/$defs/columnName/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
 if(vErrors === null){
 vErrors = [err23];
@@ -18756,7 +20194,7 @@ vErrors.push(err23);
 }
 errors++;
 }
-if(func3(data6) < 1){
+if(func1(data6) < 1){
 const err24 = {instancePath:instancePath+"/category_column",schemaPath:"#/$defs/columnName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err24];
@@ -18795,7 +20233,7 @@ const len0 = data7.length;
 for(let i0=0; i0<len0; i0++){
 let data8 = data7[i0];
 if(typeof data8 === "string"){
-if(func3(data8) > 128){
+if(func1(data8) > 128){
 const err27 = {instancePath:instancePath+"/category_path/" + i0,schemaPath:"#/properties/category_path/items/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
 if(vErrors === null){
 vErrors = [err27];
@@ -18805,7 +20243,7 @@ vErrors.push(err27);
 }
 errors++;
 }
-if(func3(data8) < 1){
+if(func1(data8) < 1){
 const err28 = {instancePath:instancePath+"/category_path/" + i0,schemaPath:"#/properties/category_path/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err28];
@@ -18842,7 +20280,7 @@ errors++;
 if(data.time_column !== undefined){
 let data9 = data.time_column;
 if(typeof data9 === "string"){
-if(func3(data9) > 63){
+if(func1(data9) > 63){
 const err31 = {instancePath:instancePath+"/time_column",schemaPath:"#/$defs/columnName/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
 if(vErrors === null){
 vErrors = [err31];
@@ -18852,7 +20290,7 @@ vErrors.push(err31);
 }
 errors++;
 }
-if(func3(data9) < 1){
+if(func1(data9) < 1){
 const err32 = {instancePath:instancePath+"/time_column",schemaPath:"#/$defs/columnName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err32];
@@ -18877,7 +20315,7 @@ errors++;
 if(data.audience_column !== undefined){
 let data10 = data.audience_column;
 if(typeof data10 === "string"){
-if(func3(data10) > 63){
+if(func1(data10) > 63){
 const err34 = {instancePath:instancePath+"/audience_column",schemaPath:"#/$defs/columnName/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
 if(vErrors === null){
 vErrors = [err34];
@@ -18887,7 +20325,7 @@ vErrors.push(err34);
 }
 errors++;
 }
-if(func3(data10) < 1){
+if(func1(data10) < 1){
 const err35 = {instancePath:instancePath+"/audience_column",schemaPath:"#/$defs/columnName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err35];
@@ -18926,7 +20364,7 @@ const len1 = data11.length;
 for(let i1=0; i1<len1; i1++){
 let data12 = data11[i1];
 if(typeof data12 === "string"){
-if(func3(data12) > 64){
+if(func1(data12) > 64){
 const err38 = {instancePath:instancePath+"/audience/" + i1,schemaPath:"#/properties/audience/items/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"};
 if(vErrors === null){
 vErrors = [err38];
@@ -18936,7 +20374,7 @@ vErrors.push(err38);
 }
 errors++;
 }
-if(func3(data12) < 1){
+if(func1(data12) < 1){
 const err39 = {instancePath:instancePath+"/audience/" + i1,schemaPath:"#/properties/audience/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err39];
@@ -18973,7 +20411,7 @@ errors++;
 if(data.entities_column !== undefined){
 let data13 = data.entities_column;
 if(typeof data13 === "string"){
-if(func3(data13) > 63){
+if(func1(data13) > 63){
 const err42 = {instancePath:instancePath+"/entities_column",schemaPath:"#/$defs/columnName/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
 if(vErrors === null){
 vErrors = [err42];
@@ -18983,7 +20421,7 @@ vErrors.push(err42);
 }
 errors++;
 }
-if(func3(data13) < 1){
+if(func1(data13) < 1){
 const err43 = {instancePath:instancePath+"/entities_column",schemaPath:"#/$defs/columnName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err43];
@@ -19008,7 +20446,7 @@ errors++;
 if(data.links_column !== undefined){
 let data14 = data.links_column;
 if(typeof data14 === "string"){
-if(func3(data14) > 63){
+if(func1(data14) > 63){
 const err45 = {instancePath:instancePath+"/links_column",schemaPath:"#/$defs/columnName/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
 if(vErrors === null){
 vErrors = [err45];
@@ -19018,7 +20456,7 @@ vErrors.push(err45);
 }
 errors++;
 }
-if(func3(data14) < 1){
+if(func1(data14) < 1){
 const err46 = {instancePath:instancePath+"/links_column",schemaPath:"#/$defs/columnName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err46];
@@ -19086,17 +20524,17 @@ vErrors.push(err51);
 }
 errors++;
 }
-validate84.errors = vErrors;
+validate111.errors = vErrors;
 return errors === 0;
 }
-validate84.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate111.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateSourceDefinitionPostgresSettings = validate85;
+exports.validateSourceDefinitionPostgresSettings = validate112;
 
-function validate85(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate112(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate85.evaluated;
+const evaluated0 = validate112.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -19155,7 +20593,7 @@ vErrors.push(err4);
 errors++;
 }
 for(const key0 in data){
-if(!(func1.call(schema102.properties, key0))){
+if(!(func10.call(schema46.properties, key0))){
 const err5 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err5];
@@ -19169,7 +20607,7 @@ errors++;
 if(data.host !== undefined){
 let data0 = data.host;
 if(typeof data0 === "string"){
-if(func3(data0) > 255){
+if(func1(data0) > 255){
 const err6 = {instancePath:instancePath+"/host",schemaPath:"#/properties/host/maxLength",keyword:"maxLength",params:{limit: 255},message:"must NOT have more than 255 characters"};
 if(vErrors === null){
 vErrors = [err6];
@@ -19179,7 +20617,7 @@ vErrors.push(err6);
 }
 errors++;
 }
-if(func3(data0) < 1){
+if(func1(data0) < 1){
 const err7 = {instancePath:instancePath+"/host",schemaPath:"#/properties/host/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err7];
@@ -19239,7 +20677,7 @@ errors++;
 if(data.database !== undefined){
 let data2 = data.database;
 if(typeof data2 === "string"){
-if(func3(data2) > 63){
+if(func1(data2) > 63){
 const err12 = {instancePath:instancePath+"/database",schemaPath:"#/properties/database/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
 if(vErrors === null){
 vErrors = [err12];
@@ -19249,7 +20687,7 @@ vErrors.push(err12);
 }
 errors++;
 }
-if(func3(data2) < 1){
+if(func1(data2) < 1){
 const err13 = {instancePath:instancePath+"/database",schemaPath:"#/properties/database/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err13];
@@ -19299,7 +20737,7 @@ errors++;
 if(data3.user !== undefined){
 let data4 = data3.user;
 if(typeof data4 === "string"){
-if(func3(data4) > 63){
+if(func1(data4) > 63){
 const err17 = {instancePath:instancePath+"/reader/user",schemaPath:"#/$defs/credentials/properties/user/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
 if(vErrors === null){
 vErrors = [err17];
@@ -19309,7 +20747,7 @@ vErrors.push(err17);
 }
 errors++;
 }
-if(func3(data4) < 1){
+if(func1(data4) < 1){
 const err18 = {instancePath:instancePath+"/reader/user",schemaPath:"#/$defs/credentials/properties/user/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err18];
@@ -19334,7 +20772,7 @@ errors++;
 if(data3.password !== undefined){
 let data5 = data3.password;
 if(typeof data5 === "string"){
-if(func3(data5) > 1024){
+if(func1(data5) > 1024){
 const err20 = {instancePath:instancePath+"/reader/password",schemaPath:"#/$defs/credentials/properties/password/maxLength",keyword:"maxLength",params:{limit: 1024},message:"must NOT have more than 1024 characters"};
 if(vErrors === null){
 vErrors = [err20];
@@ -19396,7 +20834,7 @@ errors++;
 if(data6.user !== undefined){
 let data7 = data6.user;
 if(typeof data7 === "string"){
-if(func3(data7) > 63){
+if(func1(data7) > 63){
 const err25 = {instancePath:instancePath+"/writer/user",schemaPath:"#/$defs/credentials/properties/user/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
 if(vErrors === null){
 vErrors = [err25];
@@ -19406,7 +20844,7 @@ vErrors.push(err25);
 }
 errors++;
 }
-if(func3(data7) < 1){
+if(func1(data7) < 1){
 const err26 = {instancePath:instancePath+"/writer/user",schemaPath:"#/$defs/credentials/properties/user/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err26];
@@ -19431,7 +20869,7 @@ errors++;
 if(data6.password !== undefined){
 let data8 = data6.password;
 if(typeof data8 === "string"){
-if(func3(data8) > 1024){
+if(func1(data8) > 1024){
 const err28 = {instancePath:instancePath+"/writer/password",schemaPath:"#/$defs/credentials/properties/password/maxLength",keyword:"maxLength",params:{limit: 1024},message:"must NOT have more than 1024 characters"};
 if(vErrors === null){
 vErrors = [err28];
@@ -19503,7 +20941,7 @@ vErrors.push(err33);
 errors++;
 }
 if(!((((data10 === "off") || (data10 === "require")) || (data10 === "verify-ca")) || (data10 === "verify-full"))){
-const err34 = {instancePath:instancePath+"/tls/mode",schemaPath:"#/$defs/tls/properties/mode/enum",keyword:"enum",params:{allowedValues: schema105.properties.mode.enum},message:"must be equal to one of the allowed values"};
+const err34 = {instancePath:instancePath+"/tls/mode",schemaPath:"#/$defs/tls/properties/mode/enum",keyword:"enum",params:{allowedValues: schema49.properties.mode.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err34];
 }
@@ -19516,7 +20954,7 @@ errors++;
 if(data9.ca !== undefined){
 let data11 = data9.ca;
 if(typeof data11 === "string"){
-if(func3(data11) > 1048576){
+if(func1(data11) > 1048576){
 const err35 = {instancePath:instancePath+"/tls/ca",schemaPath:"#/$defs/tls/properties/ca/maxLength",keyword:"maxLength",params:{limit: 1048576},message:"must NOT have more than 1048576 characters"};
 if(vErrors === null){
 vErrors = [err35];
@@ -19541,7 +20979,7 @@ errors++;
 if(data9.servername !== undefined){
 let data12 = data9.servername;
 if(typeof data12 === "string"){
-if(func3(data12) > 255){
+if(func1(data12) > 255){
 const err37 = {instancePath:instancePath+"/tls/servername",schemaPath:"#/$defs/tls/properties/servername/maxLength",keyword:"maxLength",params:{limit: 255},message:"must NOT have more than 255 characters"};
 if(vErrors === null){
 vErrors = [err37];
@@ -19551,7 +20989,7 @@ vErrors.push(err37);
 }
 errors++;
 }
-if(func3(data12) < 1){
+if(func1(data12) < 1){
 const err38 = {instancePath:instancePath+"/tls/servername",schemaPath:"#/$defs/tls/properties/servername/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err38];
@@ -19810,8 +21248,8 @@ errors++;
 }
 const len0 = data19.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate77(data19[i0], {instancePath:instancePath+"/document_tables/" + i0,parentData:data19,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate77.errors : vErrors.concat(validate77.errors);
+if(!(validate33(data19[i0], {instancePath:instancePath+"/document_tables/" + i0,parentData:data19,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate33.errors : vErrors.concat(validate33.errors);
 errors = vErrors.length;
 }
 }
@@ -20242,17 +21680,17 @@ vErrors.push(err95);
 }
 errors++;
 }
-validate85.errors = vErrors;
+validate112.errors = vErrors;
 return errors === 0;
 }
-validate85.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate112.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateSourceDefinitionTls = validate87;
+exports.validateSourceDefinitionTls = validate114;
 
-function validate87(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate114(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate87.evaluated;
+const evaluated0 = validate114.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -20295,7 +21733,7 @@ vErrors.push(err2);
 errors++;
 }
 if(!((((data0 === "off") || (data0 === "require")) || (data0 === "verify-ca")) || (data0 === "verify-full"))){
-const err3 = {instancePath:instancePath+"/mode",schemaPath:"#/properties/mode/enum",keyword:"enum",params:{allowedValues: schema105.properties.mode.enum},message:"must be equal to one of the allowed values"};
+const err3 = {instancePath:instancePath+"/mode",schemaPath:"#/properties/mode/enum",keyword:"enum",params:{allowedValues: schema49.properties.mode.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err3];
 }
@@ -20308,7 +21746,7 @@ errors++;
 if(data.ca !== undefined){
 let data1 = data.ca;
 if(typeof data1 === "string"){
-if(func3(data1) > 1048576){
+if(func1(data1) > 1048576){
 const err4 = {instancePath:instancePath+"/ca",schemaPath:"#/properties/ca/maxLength",keyword:"maxLength",params:{limit: 1048576},message:"must NOT have more than 1048576 characters"};
 if(vErrors === null){
 vErrors = [err4];
@@ -20333,7 +21771,7 @@ errors++;
 if(data.servername !== undefined){
 let data2 = data.servername;
 if(typeof data2 === "string"){
-if(func3(data2) > 255){
+if(func1(data2) > 255){
 const err6 = {instancePath:instancePath+"/servername",schemaPath:"#/properties/servername/maxLength",keyword:"maxLength",params:{limit: 255},message:"must NOT have more than 255 characters"};
 if(vErrors === null){
 vErrors = [err6];
@@ -20343,7 +21781,7 @@ vErrors.push(err6);
 }
 errors++;
 }
-if(func3(data2) < 1){
+if(func1(data2) < 1){
 const err7 = {instancePath:instancePath+"/servername",schemaPath:"#/properties/servername/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err7];
@@ -20376,19 +21814,19 @@ vErrors.push(err9);
 }
 errors++;
 }
-validate87.errors = vErrors;
+validate114.errors = vErrors;
 return errors === 0;
 }
-validate87.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate114.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.validateSourceEntry = validate88;
-const schema136 = {"$id":"https://interlock.dev/spec/defs/SourceEntry.json","title":"SourceEntry","type":"object","properties":{"name":{"type":"string"},"type":{"type":"string","enum":["postgres","documents"]},"description":{"type":"string"}},"required":["name","type"]};
+exports.validateSourceEntry = validate115;
+const schema158 = {"$id":"https://interlock.dev/spec/defs/SourceEntry.json","title":"SourceEntry","type":"object","properties":{"name":{"type":"string"},"type":{"type":"string","enum":["postgres","documents"]},"description":{"type":"string"}},"required":["name","type"]};
 
-function validate88(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate115(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/defs/SourceEntry.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate88.evaluated;
+const evaluated0 = validate115.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -20441,7 +21879,7 @@ vErrors.push(err3);
 errors++;
 }
 if(!((data1 === "postgres") || (data1 === "documents"))){
-const err4 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/enum",keyword:"enum",params:{allowedValues: schema136.properties.type.enum},message:"must be equal to one of the allowed values"};
+const err4 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/enum",keyword:"enum",params:{allowedValues: schema158.properties.type.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err4];
 }
@@ -20474,19 +21912,19 @@ vErrors.push(err6);
 }
 errors++;
 }
-validate88.errors = vErrors;
+validate115.errors = vErrors;
 return errors === 0;
 }
-validate88.evaluated = {"props":{"name":true,"type":true,"description":true},"dynamicProps":false,"dynamicItems":false};
+validate115.evaluated = {"props":{"name":true,"type":true,"description":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.validateSourceId = validate89;
-const schema137 = {"$id":"https://interlock.dev/spec/defs/SourceId.json","title":"SourceId","type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$","description":"A source id as listed by interlock_list_sources."};
+exports.validateSourceId = validate116;
+const schema159 = {"$id":"https://interlock.dev/spec/defs/SourceId.json","title":"SourceId","type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,62}$","description":"A source id as listed by interlock_list_sources."};
 
-function validate89(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate116(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/defs/SourceId.json" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate89.evaluated;
+const evaluated0 = validate116.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -20494,7 +21932,7 @@ if(evaluated0.dynamicItems){
 evaluated0.items = undefined;
 }
 if(typeof data === "string"){
-if(!pattern20.test(data)){
+if(!pattern8.test(data)){
 const err0 = {instancePath,schemaPath:"#/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9_-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9_-]{0,62}$"+"\""};
 if(vErrors === null){
 vErrors = [err0];
@@ -20515,19 +21953,19 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate89.errors = vErrors;
+validate116.errors = vErrors;
 return errors === 0;
 }
-validate89.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate116.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
 exports.validateSourceRole = validate42;
 
-exports.validateSourceRoleStatement = validate90;
+exports.validateSourceRoleStatement = validate117;
 
-function validate90(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate117(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate90.evaluated;
+const evaluated0 = validate117.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -20592,7 +22030,7 @@ errors++;
 if(data.action !== undefined){
 let data2 = data.action;
 if(!(((data2 === "read") || (data2 === "write")) || (data2 === "*"))){
-const err3 = {instancePath:instancePath+"/action",schemaPath:"#/then/properties/action/enum",keyword:"enum",params:{allowedValues: schema59.then.properties.action.enum},message:"must be equal to one of the allowed values"};
+const err3 = {instancePath:instancePath+"/action",schemaPath:"#/then/properties/action/enum",keyword:"enum",params:{allowedValues: schema68.then.properties.action.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err3];
 }
@@ -20678,7 +22116,7 @@ vErrors.push(err9);
 errors++;
 }
 if(!((data3 === "allow") || (data3 === "deny"))){
-const err10 = {instancePath:instancePath+"/effect",schemaPath:"#/properties/effect/enum",keyword:"enum",params:{allowedValues: schema59.properties.effect.enum},message:"must be equal to one of the allowed values"};
+const err10 = {instancePath:instancePath+"/effect",schemaPath:"#/properties/effect/enum",keyword:"enum",params:{allowedValues: schema68.properties.effect.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err10];
 }
@@ -20701,7 +22139,7 @@ vErrors.push(err11);
 errors++;
 }
 if(!((((((data4 === "read") || (data4 === "write")) || (data4 === "describe")) || (data4 === "discover")) || (data4 === "request")) || (data4 === "*"))){
-const err12 = {instancePath:instancePath+"/action",schemaPath:"#/properties/action/enum",keyword:"enum",params:{allowedValues: schema59.properties.action.enum},message:"must be equal to one of the allowed values"};
+const err12 = {instancePath:instancePath+"/action",schemaPath:"#/properties/action/enum",keyword:"enum",params:{allowedValues: schema68.properties.action.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err12];
 }
@@ -20714,7 +22152,7 @@ errors++;
 if(data.resource !== undefined){
 let data5 = data.resource;
 if(typeof data5 === "string"){
-if(func3(data5) > 400){
+if(func1(data5) > 400){
 const err13 = {instancePath:instancePath+"/resource",schemaPath:"#/properties/resource/maxLength",keyword:"maxLength",params:{limit: 400},message:"must NOT have more than 400 characters"};
 if(vErrors === null){
 vErrors = [err13];
@@ -20724,7 +22162,7 @@ vErrors.push(err13);
 }
 errors++;
 }
-if(func3(data5) < 1){
+if(func1(data5) < 1){
 const err14 = {instancePath:instancePath+"/resource",schemaPath:"#/properties/resource/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err14];
@@ -20734,7 +22172,7 @@ vErrors.push(err14);
 }
 errors++;
 }
-if(!pattern28.test(data5)){
+if(!pattern14.test(data5)){
 const err15 = {instancePath:instancePath+"/resource",schemaPath:"#/properties/resource/pattern",keyword:"pattern",params:{pattern: "^[^\\s]+$"},message:"must match pattern \""+"^[^\\s]+$"+"\""};
 if(vErrors === null){
 vErrors = [err15];
@@ -20759,7 +22197,7 @@ errors++;
 if(data.rows !== undefined){
 let data6 = data.rows;
 if(typeof data6 === "string"){
-if(func3(data6) > 2000){
+if(func1(data6) > 2000){
 const err17 = {instancePath:instancePath+"/rows",schemaPath:"#/properties/rows/maxLength",keyword:"maxLength",params:{limit: 2000},message:"must NOT have more than 2000 characters"};
 if(vErrors === null){
 vErrors = [err17];
@@ -20769,7 +22207,7 @@ vErrors.push(err17);
 }
 errors++;
 }
-if(func3(data6) < 1){
+if(func1(data6) < 1){
 const err18 = {instancePath:instancePath+"/rows",schemaPath:"#/properties/rows/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err18];
@@ -20802,7 +22240,7 @@ vErrors.push(err20);
 }
 errors++;
 }
-validate90.errors = vErrors;
+validate117.errors = vErrors;
 return errors === 0;
 }
-validate90.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate117.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};

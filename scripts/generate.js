@@ -7,7 +7,9 @@
  *   spec/*-v1.schema.json         -> generated/<name>-v1.ts          (types, json-schema-to-typescript)
  *   all of the above              -> generated/validators.js + .d.ts (ajv standalone, JSON Schema 2020-12)
  *   spec/openapi-v1.yaml          -> generated/openapi-v1.ts         (types, openapi-typescript)
+ *                                    generated/request-bodies-v1.ts  (the admin API's and console's body validators, by route)
  *   spec/value-mapping-v1.json    -> generated/value-mapping-v1.ts   (the type table as typed data, issue 23)
+ *   spec/errors-v1.json           -> generated/errors-v1.ts          (HTTP-level error codes: httpErrors and operatorRefusals)
  *
  * npm run generate:check writes the same into a temporary folder and exits 1, naming the files,
  * when generated/ differs (CI runs it).
@@ -57,6 +59,61 @@ function assertNoNullKeywords(node, where) {
 
 function pascal(name) {
   return name.split(/[_\-\s]+/).map((p) => p.charAt(0).toUpperCase() + p.slice(1)).join('');
+}
+
+/** Keywords of OpenAPI schema objects that are not JSON Schema 2020-12 (dropped before ajv compiles a body schema). */
+const OPENAPI_ONLY = new Set(['example', 'nullable', 'discriminator', 'xml', 'externalDocs']);
+/** Keywords whose value maps names to schemas (the names are kept whatever they are). */
+const SCHEMA_MAPS = new Set(['properties', 'patternProperties', '$defs', 'dependentSchemas']);
+
+/**
+ * A request-body schema of spec/openapi-v1.yaml as a JSON Schema ajv compiles: `#/components/schemas/X`
+ * inlined, a spec file reference (`role-v1.schema.json`) pointed at that file's $id, OpenAPI-only
+ * keywords and `x-` extensions dropped.
+ */
+function openapiSchema(node, components, fileIds, depth = 0) {
+  if (depth > 64) throw new Error('spec/openapi-v1.yaml: $ref nesting too deep');
+  const again = (n) => openapiSchema(n, components, fileIds, depth + 1);
+  if (Array.isArray(node)) return node.map(again);
+  if (!node || typeof node !== 'object') return node;
+  const out = {};
+  for (const [k, v] of Object.entries(node)) {
+    if (k.startsWith('x-') || OPENAPI_ONLY.has(k)) continue;
+    if (k === '$ref' && typeof v === 'string') {
+      if (v.startsWith('#/components/schemas/')) {
+        const target = components[v.slice('#/components/schemas/'.length)];
+        if (!target) throw new Error(`spec/openapi-v1.yaml: unknown $ref ${v}`);
+        Object.assign(out, again(target));
+        continue;
+      }
+      const [file, frag] = v.split('#');
+      if (!fileIds[file]) throw new Error(`spec/openapi-v1.yaml: $ref ${v} names no spec schema file`);
+      out.$ref = fileIds[file] + (frag ? `#${frag}` : '');
+      continue;
+    }
+    out[k] = SCHEMA_MAPS.has(k) && v && typeof v === 'object' ? Object.fromEntries(Object.entries(v).map(([n, sv]) => [n, again(sv)])) : again(v);
+  }
+  return out;
+}
+
+/**
+ * The body schemas of the admin API's and console's POST, PUT and PATCH operations (task hsm2):
+ * `{key: 'POST /admin/v1/keys/{}/revoke' (path parameters as {}), name: validator export name,
+ * schema}`. An operation without a requestBody takes no fields (an empty object).
+ */
+function requestBodySchemas(openapi, fileIds) {
+  const out = [];
+  for (const [p, ops] of Object.entries(openapi.paths)) {
+    if (!/^\/(admin|console)\//.test(p)) continue;
+    for (const [m, op] of Object.entries(ops)) {
+      if (!['post', 'put', 'patch'].includes(m)) continue;
+      if (!op.operationId) throw new Error(`spec/openapi-v1.yaml: ${m} ${p} needs an operationId`);
+      const body = op.requestBody?.content?.['application/json']?.schema;
+      const schema = body ? openapiSchema(body, openapi.components.schemas, fileIds) : { type: 'object', additionalProperties: false };
+      out.push({ key: `${m.toUpperCase()} ${p.replace(/\{[^}]+\}/g, '{}')}`, name: `validate${pascal(op.operationId)}Body`, schema: { $id: `https://interlock.dev/spec/openapi-v1/bodies/${op.operationId}.json`, ...schema } });
+    }
+  }
+  return out.sort((a, b) => a.key.localeCompare(b.key));
 }
 
 /** Builds the served catalogue: the tools in spec order, then each alias with its successor's inputSchema. */
@@ -129,6 +186,14 @@ async function generate(outDir) {
     const ts = await compile(forTypes, pascal(schema.title), { bannerComment: BANNER, unreachableDefinitions: true, style: { singleQuote: true }, cwd: SPEC });
     write(f.replace(/\.schema\.json$/, '.ts'), ts);
   }
+  // The admin API's and console's request bodies (spec/openapi-v1.yaml), against the schemas above.
+  const openapi = require('yaml').parse(fs.readFileSync(path.join(SPEC, 'openapi-v1.yaml'), 'utf8'));
+  const fileIds = Object.fromEntries(schemaFiles.map((f) => [f, JSON.parse(fs.readFileSync(path.join(SPEC, f), 'utf8')).$id]));
+  const bodies = requestBodySchemas(openapi, fileIds);
+  for (const b of bodies) {
+    ajv.addSchema(b.schema);
+    exportsMap[b.name] = b.schema.$id;
+  }
   const sorted = Object.fromEntries(Object.entries(exportsMap).sort(([a], [b]) => a.localeCompare(b)));
   write('validators.js', BANNER + standaloneCode(ajv, sorted));
   const dts = [
@@ -140,6 +205,21 @@ async function generate(outDir) {
     '',
   ].join('\n');
   write('validators.d.ts', dts);
+  write('request-bodies-v1.ts', [
+    BANNER,
+    "import * as validators from './validators';",
+    "import type { Validator } from './validators';",
+    '',
+    '/**',
+    ' * The body validator of each POST, PUT and PATCH operation of the admin API and the console',
+    " * (spec/openapi-v1.yaml requestBody), keyed by 'METHOD /path' with path parameters written {}.",
+    ' * An operation without a requestBody takes only an empty object.',
+    ' */',
+    'export const REQUEST_BODY_VALIDATORS: Readonly<Record<string, Validator>> = {',
+    ...bodies.map((b) => `  '${b.key}': validators.${b.name},`),
+    '};',
+    '',
+  ].join('\n'));
 
   // 3. OpenAPI types.
   const openapiOut = path.join(outDir, 'openapi-v1.ts');
@@ -175,6 +255,24 @@ async function generate(outDir) {
     '',
     '/** Every built-in type the mapping lists, in family order; any type not here is `text`. */',
     `export const BUILTIN_TYPE_MAPPINGS: readonly BuiltinTypeMapping[] = ${JSON.stringify(types, null, 2)};`,
+    '',
+  ].join('\n'));
+
+  // 5. The HTTP-level error codes of the non-MCP routes (task hsm2): httpErrors, then operatorRefusals.
+  const errorsSpec = JSON.parse(fs.readFileSync(path.join(SPEC, 'errors-v1.json'), 'utf8'));
+  const httpCodes = {};
+  for (const e of [...errorsSpec.httpErrors, ...errorsSpec.operatorRefusals]) {
+    if (!/^[a-z][a-z0-9_]*$/.test(e.code) || httpCodes[e.code]) throw new Error(`spec/errors-v1.json: bad or repeated HTTP-level code ${e.code}`);
+    if (!Number.isInteger(e.http) || e.http < 400 || e.http > 599 || typeof e.error !== 'string') throw new Error(`spec/errors-v1.json: ${e.code} needs http (400-599) and error`);
+    httpCodes[e.code] = { error: e.error, status: e.http };
+  }
+  write('errors-v1.ts', [
+    BANNER,
+    '/**',
+    ' * The HTTP-level error codes of every route but POST /mcp (spec/errors-v1.json `httpErrors` and',
+    ' * `operatorRefusals`): code -> the body\'s `error` and the HTTP status.',
+    ' */',
+    `export const HTTP_ERROR_CODES = ${JSON.stringify(httpCodes, null, 2)} as const;`,
     '',
   ].join('\n'));
   return written;

@@ -12,7 +12,8 @@
  * Bodies are JSON; single resources are answered bare, lists inside a named member
  * (`{identities: [...]}`); records use the control plane's camelCase names, like `interlock …
  * --json`. Errors are `{error, code, message, details?}`: ValidationError → 400
- * validation_failed, NotFoundError → 404 not_found, ConflictError → 409 conflict, a self-approval
+ * validation_failed (also a body field its spec/openapi-v1.yaml schema does not allow, named by its
+ * JSON pointer, before anything runs: src/http/closed-body.ts), NotFoundError → 404 not_found, ConflictError → 409 conflict, a self-approval
  * → 403 self_approval_forbidden, a stored password that would follow a changed endpoint → 400
  * password_required (issue 24, item 1), an unreachable source → 503 unavailable, a governance
  * change the gateway's database role may not make (no operator connection, or one whose role lacks
@@ -30,6 +31,7 @@ import { bearerToken } from '../pipeline/01-identity';
 import type { SourceConnectorRegistry } from '../sources/registry';
 import { defaultOriginPolicy, type OriginPolicy } from '../transport/http-headers';
 import { hostOriginGuard, isObject, jsonBody, routerErrorHandler, sendError, type HttpErrorCode } from '../http/common';
+import { closedBody } from '../http/closed-body';
 import { directBackend, type OperatorBackend } from './backend';
 import { GovernanceAccess } from './governance-db';
 import { resolveOperatorToken, type Operator } from './tokens';
@@ -138,7 +140,7 @@ export function mountAdmin(app: Express, _deps: DispatchDeps | undefined, opts: 
       }
     };
     if (method === 'get' || method === 'delete') router[method](ADMIN_PREFIX + path, run);
-    else router[method](ADMIN_PREFIX + path, ...jsonBody(), run);
+    else router[method](ADMIN_PREFIX + path, ...jsonBody(), closedBody(`${method.toUpperCase()} ${ADMIN_PREFIX}${path.replace(/:[A-Za-z_]+/g, '{}')}`), run);
   };
 
   route('get', '/whoami', async (_q, _r, _b, op) => ({ operator: op.name, tokenId: op.tokenId }));

@@ -27,10 +27,9 @@ import YAML from 'yaml';
 import type { GatewayConfig } from '../../generated/config-v1';
 import protocolSpec from '../../spec/protocol-v1.json';
 import { loadConfig, type ResolvedGatewayConfig } from '../control/config';
-import { ensureDatabase, grantOperatorRole, grantRuntimeRole, LOCK_NOT_AVAILABLE, lockTimeoutError, migrationStatus, openControlDb, redactUrl, roleForbiddenError, runMigrations, type ControlDb } from '../control/db';
+import { ensureDatabase, grantOperatorRole, grantRuntimeRole, LOCK_NOT_AVAILABLE, lockTimeoutError, openControlDb, readMigrationStatus, redactUrl, roleForbiddenError, runMigrations, type ControlDb } from '../control/db';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../control/embedded';
 import { issueDemoKey, provisionDemoSetup } from '../demo/provision';
-import pg from 'pg';
 import { ControlError, ValidationError } from '../control/errors';
 import type { SourceDefinition } from '../control/sources';
 import type { AuditKind, AuditRecord } from '../audit/writer';
@@ -437,14 +436,10 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
     .action(async (_o: unknown, cmd: Command) => {
       const s = session(cmd);
       s.config();
+      const bounds = cliControlBounds(process.env);
       const { controlUrl } = await s.databaseUrls();
-      const pool = new pg.Pool({ connectionString: controlUrl, max: 1 });
-      try {
-        const st = await migrationStatus({ pool, url: controlUrl, close: () => pool.end() });
-        s.print(table(['migration', 'state'], [...st.applied.map((m) => [m, 'applied']), ...st.pending.map((m) => [m, 'pending'])]), st);
-      } finally {
-        await pool.end();
-      }
+      const st = await readMigrationStatus(controlUrl, bounds);
+      s.print(table(['migration', 'state'], [...st.applied.map((m) => [m, 'applied']), ...st.pending.map((m) => [m, 'pending'])]), st);
     });
   dbCmd
     .command('grant-runtime-role')

@@ -46,6 +46,7 @@ import { initStatementDisplay, showInvisible, statementForDisplay } from '../app
 import type { SourceConnectorRegistry } from '../sources/registry';
 import { defaultOriginPolicy, type OriginPolicy } from '../transport/http-headers';
 import { hostOriginGuard, isObject, jsonBody, routerErrorHandler, sendError } from '../http/common';
+import { closedBody } from '../http/closed-body';
 import { isDestructive, reviewApprovalPlan } from './plan';
 import { REQUESTER_PROBLEMS, requesterProblem, requesterProblems, type RequesterProblem } from '../approvals/requester';
 import { consoleKey, createConsoleSession, csrfToken, csrfValid, DEFAULT_SESSION_TIMEOUTS, endConsoleSession, readCookie, resolveConsoleSession, sessionCookie, SESSION_COOKIE, type ConsoleSession, type SessionTimeouts } from './session';
@@ -181,7 +182,7 @@ export function mountConsole(app: Express, opts: ConsoleOptions): void {
     return v;
   };
 
-  router.post('/console/api/session', ...jsonBody(16 * 1024), run(async (req, res) => {
+  router.post('/console/api/session', ...jsonBody(16 * 1024), closedBody('POST /console/api/session'), run(async (req, res) => {
     const token = isObject(req.body) && typeof req.body.token === 'string' ? req.body.token.trim() : '';
     const operator = await resolveOperatorToken(db, token);
     if (!operator) {
@@ -245,17 +246,19 @@ export function mountConsole(app: Express, opts: ConsoleOptions): void {
       audit: audit.events.map((e) => ({ time: e.time, decision: e.decision, operator: e.operator, reasonCode: e.reasonCode, rowCount: e.rowCount, details: e.details })).reverse(),
     };
   }));
-  router.post('/console/api/approvals/:id/approve', authed(true), ...jsonBody(16 * 1024), run(async (req, res) => {
+  // A decision's body: {reason?, confirm?} and nothing else (spec/openapi-v1.yaml consoleDecide).
+  const decisionBody = [...jsonBody(16 * 1024), closedBody('POST /console/api/approvals/{}/{}')];
+  router.post('/console/api/approvals/:id/approve', authed(true), ...decisionBody, run(async (req, res) => {
     // A destructive statement is approved only after the confirmation step (issue 24 item 6).
     const a = await requireApproval(db, String(req.params.id));
     if (isDestructive(a.classification) && !(isObject(req.body) && req.body.confirm === true)) throw new ControlError('validation', 'confirm: true is required to approve a destructive statement (DELETE, UPDATE, MERGE): review the statement, its parameters and the row estimate first');
     return backend.approve(a.id, { operator: (res.locals.session as ConsoleSession).operator, reason: reasonOf(req) });
   }));
-  router.post('/console/api/approvals/:id/reject', authed(true), ...jsonBody(16 * 1024), run(async (req, res) => backend.reject(String(req.params.id), { operator: (res.locals.session as ConsoleSession).operator, reason: reasonOf(req) })));
-  router.post('/console/api/approvals/:id/requeue', authed(true), ...jsonBody(16 * 1024), run(async (req, res) => backend.requeue(String(req.params.id), { operator: (res.locals.session as ConsoleSession).operator }), 201));
+  router.post('/console/api/approvals/:id/reject', authed(true), ...decisionBody, run(async (req, res) => backend.reject(String(req.params.id), { operator: (res.locals.session as ConsoleSession).operator, reason: reasonOf(req) })));
+  router.post('/console/api/approvals/:id/requeue', authed(true), ...decisionBody, run(async (req, res) => backend.requeue(String(req.params.id), { operator: (res.locals.session as ConsoleSession).operator }), 201));
 
   router.get('/console/api/identities', authed(false), run(async () => ({ identities: await backend.listIdentities() })));
-  router.post('/console/api/identities/:name/disable', authed(true), ...jsonBody(16 * 1024), run(async (req, res) =>
+  router.post('/console/api/identities/:name/disable', authed(true), ...jsonBody(16 * 1024), closedBody('POST /console/api/identities/{}/disable'), run(async (req, res) =>
     // Audited in the signed-in operator's name.
     directBackend(db, { connectors: opts.connectors, logger, operator: (res.locals.session as ConsoleSession).operator, governance }).setIdentityEnabled(String(req.params.name), false),
   ));

@@ -297,6 +297,32 @@ export async function migrationStatus(db: ControlDb): Promise<MigrationStatus> {
   return { applied, pending, upToDate: pending.length === 0 };
 }
 
+/**
+ * The migration status of the control database at `url` (`interlock db status`), read on one
+ * connection of its own that neither migrates nor resolves the pepper. `bounds` are the CLI's
+ * (src/cli/bounds.ts): opening waits at most `connectTimeoutMs` (ms) and each statement waits for a
+ * lock at most `lockTimeoutMs` (ms). Throws ControlError 'unavailable' (one line, no driver text)
+ * when the server cannot be reached or does not answer within the bound, as openControlDb does.
+ */
+export async function readMigrationStatus(url: string, bounds: { connectTimeoutMs?: number; lockTimeoutMs?: number } = {}): Promise<MigrationStatus> {
+  const pool = controlPool(url, {
+    max: 1,
+    application_name: 'interlock-status',
+    ...(bounds.connectTimeoutMs ? { connectionTimeoutMillis: bounds.connectTimeoutMs } : {}),
+    ...(bounds.lockTimeoutMs !== undefined ? { options: `-c lock_timeout=${bounds.lockTimeoutMs}` } : {}),
+  });
+  pool.on('error', () => undefined);
+  const db: ControlDb = { pool, url, close: () => pool.end() };
+  try {
+    return await migrationStatus(db);
+  } catch (err) {
+    if (err instanceof ControlError) throw err;
+    throw describeConnectError(err, url, bounds);
+  } finally {
+    await pool.end().catch(() => undefined);
+  }
+}
+
 function pepperFingerprint(pepper: Buffer): string {
   return createHash('sha256').update('interlock-key-pepper-v1\0').update(pepper).digest('hex').slice(0, 16);
 }

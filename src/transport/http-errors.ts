@@ -5,34 +5,14 @@
  * every route, body errors) answers in the same shape as the route modules of src/http/.
  */
 import type { Response } from 'express';
+import { HTTP_ERROR_CODES } from '../../generated/errors-v1';
 
 /**
- * Codes of HTTP-level failures (not tool outcomes). spec/openapi-v1.yaml lists the same set in
+ * Codes of HTTP-level failures (not tool outcomes), generated from spec/errors-v1.json `httpErrors`
+ * and `operatorRefusals`: code -> `{error, status}`. spec/openapi-v1.yaml lists the same set in
  * components.schemas.ErrorBody (a test checks they agree).
  */
-export const HTTP_ERROR_CODES = {
-  invalid_json: { error: 'invalid_request', status: 400 },
-  invalid_body: { error: 'invalid_request', status: 400 },
-  invalid_parameter: { error: 'invalid_request', status: 400 },
-  validation_failed: { error: 'invalid_request', status: 400 },
-  body_too_large: { error: 'payload_too_large', status: 413 },
-  unsupported_media_type: { error: 'unsupported_media_type', status: 415 },
-  host_not_allowed: { error: 'forbidden', status: 403 },
-  origin_not_allowed: { error: 'forbidden', status: 403 },
-  unknown_route: { error: 'not_found', status: 404 },
-  unknown_tool: { error: 'not_found', status: 404 },
-  unknown_stream: { error: 'not_found', status: 404 },
-  not_found: { error: 'not_found', status: 404 },
-  method_not_allowed: { error: 'method_not_allowed', status: 405 },
-  missing_operator_token: { error: 'unauthorized', status: 401 },
-  invalid_operator_token: { error: 'unauthorized', status: 401 },
-  /** A stored source password would follow a changed endpoint (spec/errors-v1.json operatorRefusals; issue 24, item 1). */
-  password_required: { error: 'invalid_request', status: 400 },
-  forbidden: { error: 'forbidden', status: 403 },
-  conflict: { error: 'conflict', status: 409 },
-  unavailable: { error: 'unavailable', status: 503 },
-  internal_error: { error: 'internal_error', status: 500 },
-} as const;
+export { HTTP_ERROR_CODES };
 
 /** One HTTP-level error code. */
 export type HttpErrorCode = keyof typeof HTTP_ERROR_CODES;

@@ -296,24 +296,57 @@ async function startSync(issuers: TokenIssuer[]) {
   }
 }
 
-// Finding (low, not fixed): a race between a claim sync and the removal of its rule. The function
-// checks the rules without locking them (READ COMMITTED), so a sync whose transaction is still open
-// when a privileged sync removes the rule and takes back its grants commits its grant afterwards:
-// the removal cannot see the uncommitted row, and nothing takes it back until the identity signs in
-// through a gateway (never, for a runtime-provisioned one). Needs the stolen runtime credential and
-// a transaction open across the removal; locking the rule rows in the function (FOR KEY SHARE)
-// would close it but let that credential stall every removal by holding the transaction, so it is
-// left open: after rotating a stolen credential, `interlock revoke` such grants (docs/operators.md).
-test.failing('finding (low): a claim sync committed after its rule was removed keeps its grant', async () => {
+/** Waits (bounded: 10 s, on the test's own database) until some session of it waits for a lock. */
+async function lockWaitSeen(): Promise<void> {
+  for (let i = 0; i < 200; i++) {
+    const { rows: w } = await t.db.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'");
+    if (w[0]!.n > 0) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error('no session waited for a lock within 10 s');
+}
+
+// Finding (low, fixed by migration 20261210210000000_claim-sync-rule-locks_hsm2): a race between a
+// claim sync and the removal of its rule. The function checked the rules without locking them (READ
+// COMMITTED), so a sync whose transaction was still open when a privileged sync removed the rule and
+// took back its grants committed its grant afterwards: the removal could not see the uncommitted
+// row. Now the sync locks the rule rows it relies on (FOR KEY SHARE; the claim mapping FOR SHARE):
+// the removal waits for its commit and then takes the grant back. (A transaction holding a sync open
+// can so delay a removal, within the operator connection's lock_timeout: docs/operators.md.)
+test('finding: a claim sync open across the removal of its rule: the removal waits for it and takes the grant back', async () => {
   await replaceConfiguredClaimGrants(t.db, [issuerCfg(IDP, [rule('staff', 'reader', 'docs'), rule('dba', 'admin', 'prod')])]);
   await asRuntime(async (c) => {
     await provision(c, IDP, 'race-sub', 'racer');
     await c.query('BEGIN');
     expect(await sync(c, IDP, 'race-sub', ['admin'], ['prod'])).toBe('ok');
-    expect(await startSync([issuerCfg(IDP, [rule('staff', 'reader', 'docs')])])).toEqual({ synced: { added: [], removed: [{ issuer: IDP, role: 'admin', source: 'prod' }] } });
+    const removal = startSync([issuerCfg(IDP, [rule('staff', 'reader', 'docs')])]);
+    await lockWaitSeen();
     await c.query('COMMIT');
+    expect(await removal).toEqual({ synced: { added: [], removed: [{ issuer: IDP, role: 'admin', source: 'prod' }] } });
   });
   expect(await grantsOf('racer')).toEqual([]);
+});
+
+// The other order: a removal not yet committed makes a sync of its pair wait, and the sync then sees
+// no rule and refuses (42501), changing nothing.
+test('a claim sync that starts while the removal of its rule is uncommitted waits for it and refuses the pair (42501)', async () => {
+  await replaceConfiguredClaimGrants(t.db, [issuerCfg(IDP, [rule('staff', 'reader', 'docs'), rule('dba', 'admin', 'prod')])]);
+  const remover = await t.db.pool.connect();
+  try {
+    await asRuntime(async (c) => {
+      await provision(c, IDP, 'late-sub', 'latecomer');
+      await remover.query('BEGIN');
+      await remover.query("DELETE FROM configured_claim_grants WHERE issuer = $1 AND role_name = 'admin' AND source_id = 'prod'", [IDP]);
+      const synced = sync(c, IDP, 'late-sub', ['admin'], ['prod']);
+      await lockWaitSeen();
+      await remover.query('COMMIT');
+      expect(await synced).toBe('42501');
+    });
+  } finally {
+    await remover.query('ROLLBACK').catch(() => undefined);
+    remover.release();
+  }
+  expect(await grantsOf('latecomer')).toEqual([]);
 });
 
 // Taking back a removed rule's grants must not let a stolen runtime credential stall the removal:
@@ -332,7 +365,8 @@ test('a runtime transaction holding the row of a removed rule\'s grant does not 
     await c.query('ROLLBACK');
   });
   expect(await rows()).toEqual([{ issuer: IDP, role_name: 'reader', source_id: 'docs' }]);
-  // The skipped grant survives the rolled-back deletion: the race above (low, not fixed).
+  // The skipped grant survives the rolled-back deletion (low, not fixed: the take-back skips rows
+  // another transaction holds, so that it cannot be stalled by one).
   expect(await grantsOf('locker')).toEqual([{ role_name: 'admin', source_id: 'prod', granted_by: 'claims' }]);
 });
 

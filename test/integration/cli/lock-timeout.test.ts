@@ -117,20 +117,27 @@ test('INTERLOCK_LOCK_TIMEOUT_MS must be a whole number of ms from 1 to 3600000: 
   expect(listed.map((i) => i.name)).not.toContain('never-made');
 });
 
-test('a control database that accepts the connection and never answers: exit 1 after the 5 s connect bound, one line without driver text', async () => {
+/** Runs `fn` with the URL of a loopback server that accepts connections, reads and never answers; closes it after. */
+async function withSilentServer(fn: (url: string, port: number) => Promise<void>): Promise<void> {
   const sockets: Socket[] = [];
-  const server: Server = createServer((sock) => void sockets.push(sock)); // accepts, reads, never answers
+  const server: Server = createServer((sock) => void sockets.push(sock));
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const port = (server.address() as { port: number }).port;
-  const url = `postgres://root:secret@127.0.0.1:${port}/interlock`;
   try {
-    expect(await run(['--database-url', url, 'identity', 'create', 'never-made'])).toEqual({
-      code: 1,
-      stdout: '',
-      stderr: 'error: cannot reach the control database at postgres://root:***@127.0.0.1:' + port + '/interlock: no answer within 5000 ms\n',
-    });
+    await fn(`postgres://root:secret@127.0.0.1:${port}/interlock`, port);
   } finally {
     for (const s of sockets) s.destroy();
     await new Promise((resolve) => server.close(resolve));
   }
-});
+}
+
+/** The one line of a run whose control database at `port` never answered. */
+const noAnswer = (port: number): Run => ({ code: 1, stdout: '', stderr: 'error: cannot reach the control database at postgres://root:***@127.0.0.1:' + port + '/interlock: no answer within 5000 ms\n' });
+
+test('a control database that accepts the connection and never answers: exit 1 after the 5 s connect bound, one line without driver text', () =>
+  withSilentServer(async (url, port) => expect(await run(['--database-url', url, 'identity', 'create', 'never-made'])).toEqual(noAnswer(port))));
+
+// Task hsm2 item 3: `db status` opened its own pool without the CLI's bounds and waited forever on
+// such a server (the run was killed at RUN_LIMIT_MS); now it gets the same 5 s connect bound.
+test('db status on a control database that accepts the connection and never answers: exit 1 after the 5 s connect bound, one error line', () =>
+  withSilentServer(async (url, port) => expect(await run(['--database-url', url, 'db', 'status'])).toEqual(noAnswer(port))));

@@ -113,6 +113,25 @@ test('detail: statement with comments flagged, params, relations, plan as the wr
   expect(after.json.audit[1].details).toEqual({ reason: 'looks right' });
 });
 
+// Task hsm2 item 1: the console's bodies are closed too (spec/openapi-v1.yaml consoleSignIn,
+// consoleDecide, consoleDisableIdentity): an unknown field is 400 validation_failed naming it, and
+// nothing happens (no session, the write not run, the identity enabled).
+test('an unknown body field: sign-in, approve and disable are refused with 400 validation_failed naming it; nothing happens', async () => {
+  const refusal = (field: string) => ({ status: 400, json: { error: 'invalid_request', code: 'validation_failed', message: `the body has a field this route does not accept (spec/openapi-v1.yaml): ${field}` } });
+  const signInExtra = await http('POST', '/console/api/session', { body: { token: token.secret, remember: true } });
+  expect({ status: signInExtra.status, json: signInExtra.json }).toEqual(refusal('/remember'));
+  expect(signInExtra.headers.get('set-cookie')).toBeNull();
+  const id = await queue('INSERT INTO playlist (name) VALUES ($1)', ['Strict']);
+  const s = await signIn();
+  const approve = await http('POST', `/console/api/approvals/${id}/approve`, { cookie: s.cookie, csrf: s.csrf, body: { reason: 'ok', confrim: true } });
+  expect({ status: approve.status, json: approve.json }).toEqual(refusal('/confrim'));
+  expect(await sourceQuery(env, "SELECT count(*)::int AS n FROM playlist WHERE name = 'Strict'")).toEqual([{ n: 0 }]);
+  expect((await http('GET', `/console/api/approvals/${id}`, { cookie: s.cookie })).json.approval.state).toBe('pending');
+  const disable = await http('POST', '/console/api/identities/demo-agent/disable', { cookie: s.cookie, csrf: s.csrf, body: { why: 'x' } });
+  expect({ status: disable.status, json: disable.json }).toEqual(refusal('/why'));
+  expect((await env.db.pool.query("SELECT disabled FROM identities WHERE name = 'demo-agent'")).rows).toEqual([{ disabled: false }]);
+});
+
 test('the event stream sends the pending queue and a new write as it arrives', async () => {
   const s = await signIn();
   const ctrl = new AbortController();
