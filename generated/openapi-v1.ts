@@ -1527,6 +1527,12 @@ export interface components {
                 lines?: string[];
                 reason?: string;
             };
+            /** @description Pending only (task hnu4b, as the console's detail): why approving will not run the write (the queuing key revoked or expired, or its identity disabled); null otherwise. `interlock approval show|approve` print it as a warning. */
+            requester?: null | {
+                /** @enum {string} */
+                code: "identity_disabled" | "key_revoked" | "key_expired";
+                message: string;
+            };
         };
         ApprovalFailure: {
             sqlstate?: string;

@@ -123,12 +123,14 @@ export function remoteBackend(server: string, token: string, fetchFn: FetchFn = 
     getApproval: (id) => call('GET', `/approvals/${enc(id)}`),
     async reviewApproval(id) {
       try {
-        return await call<ApprovalReview>('GET', `/approvals/${enc(id)}/review`);
+        // A gateway from before the requester warning sends none: null (as for no problem).
+        const r = await call<Omit<ApprovalReview, 'requester'> & { requester?: ApprovalReview['requester'] }>('GET', `/approvals/${enc(id)}/review`);
+        return { ...r, requester: r.requester ?? null };
       } catch (err) {
         // A gateway from before the review route answers unknown_route: the record alone, no plan.
         if (!(err instanceof ControlError && err.kind === 'not_found' && err.message === UNKNOWN_ADMIN_ROUTE)) throw err;
         const approval = await call<ApprovalRecord>('GET', `/approvals/${enc(id)}`);
-        return { approval, destructive: isDestructive(approval.classification), estimate: null, plan: { ok: false, reason: 'the gateway has no approval review (GET /admin/v1/approvals/{id}/review): upgrade it for the plan and row estimate' } };
+        return { approval, destructive: isDestructive(approval.classification), estimate: null, plan: { ok: false, reason: 'the gateway has no approval review (GET /admin/v1/approvals/{id}/review): upgrade it for the plan and row estimate' }, requester: null };
       }
     },
     approve: (id, o) => call<ApprovalDecision>('POST', `/approvals/${enc(id)}/approve`, o.reason ? { reason: o.reason } : {}),

@@ -24,6 +24,28 @@ export const REQUESTER_PROBLEMS: Readonly<Record<RequesterProblem, string>> = Ob
   key_expired: 'the API key that queued this write has expired',
 });
 
+/**
+ * A requester problem as operators are warned of it before deciding (the console's detail, `GET
+ * /admin/v1/approvals/{id}/review`, `interlock approval show|approve`): the code, and one sentence
+ * saying approving will not run the write and how it would end.
+ */
+export interface RequesterWarning {
+  code: RequesterProblem;
+  message: string;
+}
+
+/** The warning for `problem`, or null for none (the same text on every operator surface). */
+export function requesterWarning(problem: RequesterProblem | null): RequesterWarning | null {
+  return problem ? { code: problem, message: `Approving will not run this write: ${REQUESTER_PROBLEMS[problem]}. It would end failed (${problem}).` } : null;
+}
+
+/**
+ * Requester problems no operator can fix (issue hnu4b item a): a revoked or expired API key stays
+ * so, so a write it queued can never run; the agent must send it again with a valid key. A disabled
+ * identity can be enabled again, so its write may be requeued.
+ */
+export const PERMANENT_REQUESTER_PROBLEMS: ReadonlySet<RequesterProblem> = new Set<RequesterProblem>(['key_revoked', 'key_expired']);
+
 type Queryable = ControlDb | pg.ClientBase;
 /** SQL: t.key_id names an access token (src/auth/token-identities.ts), not an API key. */
 const TOKEN_KEY_SQL = "(t.key_id = 'token' OR t.key_id LIKE 'token:%')";

@@ -9,14 +9,19 @@ import { withTransaction, type ControlDb } from '../control/db';
 import { createApproval, requireApproval, DEFAULT_APPROVAL_TTL_SECONDS, type ApprovalRecord } from '../control/approvals';
 import { recordApprovalEvent } from '../audit/writer';
 import { ControlError } from '../control/errors';
+import { PERMANENT_REQUESTER_PROBLEMS, REQUESTER_PROBLEMS, requesterProblem } from './requester';
 
 /**
  * Makes a new pending approval from failed approval `id`. Throws ControlError: not_found (no such
- * approval), conflict (not failed, or it already has a pending requeue).
+ * approval), conflict (not failed, it already has a pending requeue, or the API key that queued it
+ * is revoked or expired: such a write could never run, the agent must ask again with a valid key).
  */
 export async function requeueApproval(db: ControlDb, id: string, opts: { operator: string; ttlSeconds?: number }): Promise<ApprovalRecord> {
   const a = await requireApproval(db, id);
   if (a.state !== 'failed') throw new ControlError('conflict', `approval ${id} is ${a.state}: only a failed approval can be requeued`);
+  // A revoked or expired key stays so: its write could never run (task hnu4b item a).
+  const problem = await requesterProblem(db, a);
+  if (problem && PERMANENT_REQUESTER_PROBLEMS.has(problem)) throw new ControlError('conflict', `approval ${id} cannot be requeued: ${REQUESTER_PROBLEMS[problem]}, so it could never run; the agent must send the write again with a valid key`);
   return withTransaction(db, async (c) => {
     // Concurrent requeues of one approval queue in turn on its row, so the second sees the first's
     // pending approval and is a conflict (never two pending requeues of one failed write).

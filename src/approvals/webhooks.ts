@@ -12,7 +12,9 @@
  *   approval.failed    did not complete, with the code   (failed)
  *
  * Body: {id, event, time, approval: {id, state, source_id, identity, operator, row_count,
- * error_code, reason, statement}, text}; `text` is one readable line for chat tools that accept
+ * error_code, reason, statement}, text}; `state` is the approval's state as of the event
+ * (approval.decided: approved, rejected or expired, row_count null; executed and failed follow as
+ * their own events); `text` is one readable line for chat tools that accept
  * incoming webhooks, with every agent-written part made inert for chat markup (chatText: no mention
  * or link can be formed, the statement in a code block; issue 24 item 5). No database error text is
  * sent (the cause stays in the console and CLI). When `coalesceQueuedAt` or more approval.queued
@@ -60,6 +62,16 @@ export function eventFor(decision: string): WebhookEvent | null {
     default:
       return null;
   }
+}
+
+/**
+ * The approval's state as of the audit `decision` an event reports (task hnu4b item f): queued is
+ * pending, every other action is the state it names (approved, rejected, expired, executed,
+ * failed). Never the approval's state when the poll reads it, which may be later: a CLI approval
+ * has executed by then, so its approval.decided would say executed where a console one says approved.
+ */
+export function stateAtEvent(decision: string): string {
+  return decision === 'queued' ? 'pending' : decision;
 }
 
 /**
@@ -254,7 +266,7 @@ export async function startWebhookDispatcher(opts: WebhookDispatcherOptions): Pr
       if (!a) continue;
       const approval: WebhookApproval = {
         id: a.id,
-        state: a.state,
+        state: stateAtEvent(row.decision),
         source_id: a.sourceId,
         identity: a.identityName,
         operator: row.operator,

@@ -5,8 +5,24 @@
  * without importing upward. Never carries an API key or a redacted value.
  */
 
+/** How a tool call ended (the `decision` of kind tool_call). */
+export const TOOL_CALL_DECISIONS = ['allowed', 'refused', 'queued', 'invalid', 'failed', 'cancelled'] as const;
 /** How a tool call ended. */
-export type AuditDecision = 'allowed' | 'refused' | 'queued' | 'invalid' | 'failed' | 'cancelled';
+export type AuditDecision = (typeof TOOL_CALL_DECISIONS)[number];
+
+/** Approval actions recorded in the trail (the `decision` of kind approval). */
+export const APPROVAL_ACTIONS = ['queued', 'approved', 'rejected', 'executed', 'failed', 'expired', 'refused', 'requeued'] as const;
+
+/**
+ * Configuration changes recorded in the trail (the `decision` of kind config; spec/openapi-v1.yaml
+ * GET /admin/v1/audit `decision`; test/unit/audit/decisions.test.ts checks every one src/ records is here).
+ */
+export const CONFIG_DECISIONS = [
+  'applied', 'source_added', 'source_updated', 'source_removed', 'source_disabled', 'source_enabled', 'role_created', 'role_updated',
+  'grant_added', 'grant_revoked', 'identity_created', 'identity_disabled', 'identity_enabled', 'identity_attributes_changed',
+  'identity_subject_linked', 'identity_subject_unlinked', 'key_created', 'key_revoked', 'policy_added', 'policy_updated', 'policy_removed',
+  'operator_token_created', 'operator_token_revoked', 'claim_rules_synced',
+] as const;
 
 /** One audit event for one tools/call. Times are ISO-8601 UTC; durations in milliseconds. */
 export interface ToolCallAuditEvent {

@@ -15,13 +15,13 @@ import { controlPool } from '../control/targets';
 import { appendAuditBatch, setSessionStatementTimeout } from './append';
 import { ChainLane } from './chain';
 import { eventsText, normalizeAuditRow } from './event-text';
-import type { AuditKind, AuditRowInput, AuditSink, ToolCallAuditEvent } from './types';
+import type { APPROVAL_ACTIONS, AuditKind, AuditRowInput, AuditSink, ToolCallAuditEvent } from './types';
 
 export type { AuditKind, AuditRowInput } from './types';
 
 
 /** Approval actions recorded in the trail (the `decision` column of kind approval). */
-export type ApprovalAction = 'queued' | 'approved' | 'rejected' | 'executed' | 'failed' | 'expired' | 'refused' | 'requeued';
+export type ApprovalAction = (typeof APPROVAL_ACTIONS)[number];
 
 /** One stored audit event. `id` is a decimal string (bigserial); times are ISO-8601 UTC. */
 export interface AuditRecord {

@@ -62,7 +62,9 @@ export class NotConfirmedError extends Error {
 /**
  * The review lines an operator reads before approving (`approval approve`, and after the record in
  * `approval show`): the statement as it runs (comments listed apart), its parameters, the row
- * estimate of the console's one estimator, and whether it deletes, updates or merges rows.
+ * estimate of the console's one estimator, whether it deletes, updates or merges rows, and the
+ * console's warning when approving cannot run it (the requester's key revoked or expired, or its
+ * identity disabled: "warning: Approving will not run this write: …").
  */
 export function reviewText(r: ApprovalReview, opts: { statement: boolean }): string {
   const a = r.approval;
@@ -76,6 +78,8 @@ export function reviewText(r: ApprovalReview, opts: { statement: boolean }): str
   }
   lines.push(`row estimate: ${estimateText(r)}`);
   if (r.destructive) lines.push('destructive: yes (it deletes, updates or merges rows)');
+  // The console's warning (an older server's review has no requester member).
+  if (r.requester) lines.push(`warning: ${r.requester.message}`);
   return lines.join('\n');
 }
 
@@ -225,9 +229,11 @@ export function registerApprovalCommands(program: Command, session: (cmd: Comman
 /**
  * What an operator can do after an approved write failed with `code` (spec/errors-v1.json approval
  * failures): a row-rule violation or refusal is the requester's statement against its rules, so a
- * requeue would fail again; other causes (a lock, the source down) may pass on a requeue.
+ * requeue would fail again, and so would one queued by a revoked or expired key (which
+ * `approval requeue` refuses); other causes (a lock, the source down) may pass on a requeue.
  */
 export function requeueHint(code: string | undefined, id: string): string {
+  if (code === 'key_revoked' || code === 'key_expired') return `(the API key that queued it is ${code === 'key_revoked' ? 'revoked' : 'expired'}: it cannot be requeued; the agent must send the write again with a valid key)`;
   if (code === 'row_rule_violation' || code === 'row_rule_unenforceable') return "(the write breaks the requester's row rules: a requeue fails the same way; the agent reads this outcome with interlock_approval_status)";
   if (code === 'row_rule_attribute_missing') return `(the requester lacks an identity attribute its row rules need: set it (interlock identity attributes), then: interlock approval requeue ${id})`;
   return `(fix the cause, then: interlock approval requeue ${id})`;

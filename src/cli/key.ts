@@ -1,5 +1,6 @@
 /**
- * `interlock key …`: API keys of identities (create shows the secret once; list; revoke),
+ * `interlock key …`: API keys of identities (create shows the secret once; list; revoke, which says
+ * when a key was already revoked),
  * registered by main.ts.
  */
 import type { Command } from 'commander';
@@ -42,11 +43,14 @@ export function registerKeyCommands(program: Command, ctx: CommandContext): void
     });
   key
     .command('revoke')
-    .description('revoke an API key')
+    .description('revoke an API key (a key already revoked keeps its first revocation time)')
     .argument('<key-id>', 'key_… id (see key list)')
     .action(async (keyId: string, _o: unknown, cmd: Command) => {
       const s = ctx.session(cmd);
-      const k = await (await s.backend()).revokeKey(keyId);
-      s.print(`revoked ${k.id} (${k.identityName}); running gateways refuse it within 2 s`, k);
+      const b = await s.backend();
+      // Revoking is idempotent; whether it already was is read first, to say so (task hnu4b item h).
+      const already = (await b.listKeys()).some((k) => k.id === keyId && k.revokedAt !== null);
+      const k = await b.revokeKey(keyId);
+      s.print(already ? `${k.id} (${k.identityName}) was already revoked (at ${shortTime(k.revokedAt)}): nothing changed` : `revoked ${k.id} (${k.identityName}); running gateways refuse it within 2 s`, k);
     });
 }

@@ -33,6 +33,8 @@ import { issueDemoKey, provisionDemoSetup } from '../demo/provision';
 import { ControlError, ValidationError } from '../control/errors';
 import type { SourceDefinition } from '../control/sources';
 import type { AuditKind, AuditRecord } from '../audit/writer';
+import { APPROVAL_ACTIONS, CONFIG_DECISIONS, TOOL_CALL_DECISIONS } from '../audit/types';
+import { closestName } from '../errors/suggest';
 import { registerAuditChainCommands } from './audit';
 import { json, processIo, shortTime, table, type CliIo } from './output';
 import { directBackend, type OperatorBackend } from '../admin/backend';
@@ -629,6 +631,7 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
     .option('--limit <n>', 'page size (default 100)', '100')
     .option('--cursor <cursor>', 'next page (printed after a full page)')
     .action(async (o: { identity?: string; source?: string; decision?: string; kind?: AuditKind; approval?: string; since?: string; until?: string; limit: string; cursor?: string }, cmd: Command) => {
+      if (o.decision !== undefined) checkAuditDecision(o.decision);
       const s = session(cmd);
       const b = await s.backend();
       const page = await b.searchAudit({
@@ -647,6 +650,20 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
   registerAuditChainCommands(aud, session);
 
   return program;
+}
+
+/**
+ * `audit search --decision`: one of the decisions the trail records (src/audit/types.ts), else a
+ * ValidationError (exit 2) naming the nearest and every allowed value (task hnu4b item c).
+ */
+export function checkAuditDecision(decision: string): void {
+  const groups = [TOOL_CALL_DECISIONS, APPROVAL_ACTIONS, CONFIG_DECISIONS] as const;
+  if (groups.some((g) => (g as readonly string[]).includes(decision))) return;
+  const near = closestName(decision, groups.flat());
+  throw new ValidationError(
+    `--decision: unknown decision ${JSON.stringify(decision)}${near ? ` (did you mean ${near}?)` : ''}`,
+    [`tool calls: ${TOOL_CALL_DECISIONS.join(', ')}`, `approvals: ${APPROVAL_ACTIONS.join(', ')}`, `configuration changes: ${CONFIG_DECISIONS.join(', ')}`],
+  );
 }
 
 /**

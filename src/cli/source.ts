@@ -6,7 +6,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { Option, type Command } from 'commander';
-import { ValidationError } from '../control/errors';
+import { ControlError, ValidationError } from '../control/errors';
 import { operatorOption, type CommandContext } from './context';
 
 type Flags = Record<string, string | boolean | undefined>;
@@ -46,6 +46,19 @@ export function patchFromFlags(o: Flags): Record<string, unknown> {
   return clean;
 }
 
+/**
+ * A refusal to keep a stored password for a changed endpoint (password_required; direct or through
+ * the admin API, whose error keeps the details) with one more line naming the flags that give the
+ * password again (task hnu4b item b); any other error as it is.
+ */
+export function withPasswordFlags(err: unknown): unknown {
+  if (!(err instanceof ControlError)) return err;
+  const roles = err.details.flatMap((d) => /^settings\.(reader|writer)\.password: /.exec(d)?.[1] ?? []);
+  if (roles.length === 0) return err;
+  const flags = roles.map((who) => `--${who}-password-env ${who.toUpperCase()}_VAR`).join(' ');
+  return new ControlError(err.kind, err.message, [...err.details, `give it again in the same command: ${flags} (each VAR an environment variable holding that password)`]);
+}
+
 /** Adds `update` and `remove` to the `source` command. */
 export function registerSourceLifecycle(src: Command, ctx: CommandContext): void {
   src
@@ -76,7 +89,11 @@ export function registerSourceLifecycle(src: Command, ctx: CommandContext): void
       if (o.file && flagGiven) throw new ValidationError('give --file or flags, not both');
       if (!o.file && !flagGiven) throw new ValidationError('nothing to change: give --file FILE or flags such as --tls-mode, --host, --port, --database, --reader-user');
       const patch = o.file ? ctx.readDataFile(String(o.file)) : patchFromFlags(flags);
-      const r = await (await s.backend()).updateSource(id, patch, { operator: String(o.operator), scan: o.scan !== false });
+      const r = await (await s.backend())
+        .updateSource(id, patch, { operator: String(o.operator), scan: o.scan !== false })
+        .catch((err: unknown) => {
+          throw o.file ? err : withPasswordFlags(err);
+        });
       if (r.scanError) s.io.err(`warning: source ${id} was updated but its catalog scan failed: ${r.scanError}\n(fix the settings or the server, then run: interlock source scan ${id})`);
       const human = r.changed.length
         ? `updated source ${id}: ${r.changed.join(', ')}${r.scan ? `; catalog: ${r.scan.relations} relation(s)${r.scan.truncated ? ', truncated' : ''}` : ''}`

@@ -10,6 +10,7 @@ import type pg from 'pg';
 import type { ApprovalRecord } from '../control/approvals';
 import type { ControlDb } from '../control/db';
 import { connectSourceClient, getSource, type SourceRecord } from '../control/sources';
+import { requesterProblem, requesterWarning, type RequesterWarning } from '../approvals/requester';
 
 /** A plan, or why there is none. */
 export type PlanResult = { ok: true; lines: string[] } | { ok: false; reason: string };
@@ -104,6 +105,8 @@ export interface ApprovalPlanReview {
   /** Rows the planner expects the write to change (planRowEstimate), null without a plan. */
   estimate: number | null;
   plan: PlanResult | null;
+  /** Pending only: why approving will not run the write (requester key revoked or expired, identity disabled), else null. */
+  requester: RequesterWarning | null;
 }
 
 /** The plan review of approval `a` (see ApprovalPlanReview); runs EXPLAIN as the writer for a pending one. */
@@ -111,6 +114,6 @@ export async function reviewApprovalPlan(db: ControlDb, a: ApprovalRecord): Prom
   // Approvals outlive their source (a removed source keeps its decided approvals): only a pending
   // one needs the source, for the writer's plan.
   const source = a.state === 'pending' ? await getSource(db, a.sourceId) : null;
-  const plan = source ? await explainAsWriter(source, a.sql, a.params) : null;
-  return { destructive: isDestructive(a.classification), estimate: plan && plan.ok ? planRowEstimate(plan.lines) : null, plan };
+  const [plan, problem] = await Promise.all([source ? explainAsWriter(source, a.sql, a.params) : null, a.state === 'pending' ? requesterProblem(db, a) : null]);
+  return { destructive: isDestructive(a.classification), estimate: plan && plan.ok ? planRowEstimate(plan.lines) : null, plan, requester: requesterWarning(problem) };
 }

@@ -48,7 +48,7 @@ import { defaultOriginPolicy, type OriginPolicy } from '../transport/http-header
 import { hostOriginGuard, isObject, jsonBody, routerErrorHandler, sendError } from '../http/common';
 import { closedBody } from '../http/closed-body';
 import { isDestructive, reviewApprovalPlan } from './plan';
-import { REQUESTER_PROBLEMS, requesterProblem, requesterProblems, type RequesterProblem } from '../approvals/requester';
+import { requesterProblems, type RequesterProblem } from '../approvals/requester';
 import { consoleKey, createConsoleSession, csrfToken, csrfValid, DEFAULT_SESSION_TIMEOUTS, endConsoleSession, readCookie, resolveConsoleSession, sessionCookie, SESSION_COOKIE, type ConsoleSession, type SessionTimeouts } from './session';
 import { installPath } from '../install-root';
 
@@ -226,11 +226,7 @@ export function mountConsole(app: Express, opts: ConsoleOptions): void {
     const a = await backend.getApproval(String(req.params.id));
     await initStatementDisplay();
     const display = statementForDisplay(a.sql);
-    const [review, audit, problem] = await Promise.all([
-      reviewApprovalPlan(db, a),
-      searchAudit(db, { approvalId: a.id, kind: 'approval', limit: 100 }),
-      a.state === 'pending' ? requesterProblem(db, a) : Promise.resolve(null),
-    ]);
+    const [review, audit] = await Promise.all([reviewApprovalPlan(db, a), searchAudit(db, { approvalId: a.id, kind: 'approval', limit: 100 })]);
     const relations = affectedRelations(a.classification);
     const visible = showInvisible(a.sql);
     return {
@@ -242,7 +238,7 @@ export function mountConsole(app: Express, opts: ConsoleOptions): void {
       relations,
       plan: review.plan,
       // Shown before anyone clicks: approving now would end the write failed with this code (issue 24, item 4).
-      requester: problem ? { code: problem, message: `Approving will not run this write: ${REQUESTER_PROBLEMS[problem]}. It would end failed (${problem}).` } : null,
+      requester: review.requester,
       audit: audit.events.map((e) => ({ time: e.time, decision: e.decision, operator: e.operator, reasonCode: e.reasonCode, rowCount: e.rowCount, details: e.details })).reverse(),
     };
   }));

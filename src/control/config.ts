@@ -13,6 +13,8 @@ import YAML from 'yaml';
 import { validateGatewayConfig } from '../../generated/validators';
 import type { GatewayConfig, RateLimit } from '../../generated/config-v1';
 import { formatSchemaErrors, ValidationError } from './errors';
+import { closestName } from '../errors/suggest';
+import configSchema from '../../spec/config-v1.schema.json';
 
 export type { GatewayConfig } from '../../generated/config-v1';
 
@@ -169,29 +171,9 @@ function setPath(target: Obj, path: string[], value: unknown): void {
   o[path[path.length - 1]] = value;
 }
 
-function editDistance(a: string, b: string): number {
-  const d = Array.from({ length: a.length + 1 }, (_, i) => [i, ...Array<number>(b.length).fill(0)]);
-  for (let j = 1; j <= b.length; j++) d[0][j] = j;
-  for (let i = 1; i <= a.length; i++) {
-    for (let j = 1; j <= b.length; j++) {
-      d[i][j] = Math.min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1));
-    }
-  }
-  return d[a.length][b.length];
-}
-
 function suggestion(name: string): string {
-  const known = [...Object.keys(ENV_VARS), ...OTHER_ENV_VARS];
-  let best = '';
-  let bestD = Infinity;
-  for (const k of known) {
-    const dist = editDistance(name, k);
-    if (dist < bestD) {
-      best = k;
-      bestD = dist;
-    }
-  }
-  return bestD <= 4 ? ` (did you mean ${best}?)` : '';
+  const best = closestName(name, [...Object.keys(ENV_VARS), ...OTHER_ENV_VARS], 4);
+  return best ? ` (did you mean ${best}?)` : '';
 }
 
 /** Reads and parses a config file; throws ValidationError with a clear message. */
@@ -266,7 +248,22 @@ function configFromEnv(env: Record<string, string | undefined>, problems: string
 
 function check(where: string, value: unknown): string[] {
   if (validateGatewayConfig(value)) return [];
-  return formatSchemaErrors(validateGatewayConfig.errors).map((l) => `${where}${l}`);
+  return formatSchemaErrors(validateGatewayConfig.errors, '', configKeysAt).map((l) => `${where}${l}`);
+}
+
+/**
+ * The keys spec/config-v1.schema.json allows where an ajv schemaPath ("#/properties/listen/additionalProperties")
+ * refuses an unknown one, for "did you mean port?" (task hnu4b item e); undefined when the path does not lead to properties.
+ */
+export function configKeysAt(schemaPath: string): string[] | undefined {
+  if (!schemaPath.startsWith('#/') || !schemaPath.endsWith('/additionalProperties')) return undefined;
+  let node: unknown = configSchema;
+  const at = (n: unknown, k: string): unknown => (isObj(n) ? n[k] : undefined);
+  for (const seg of schemaPath.slice(2, -'/additionalProperties'.length).split('/').filter(Boolean)) node = at(node, seg.replace(/~1/g, '/').replace(/~0/g, '~'));
+  const ref = at(node, '$ref');
+  if (typeof ref === 'string' && ref.startsWith('#/')) node = ref.slice(2).split('/').reduce(at, configSchema as unknown);
+  const props = at(node, 'properties');
+  return isObj(props) ? Object.keys(props) : undefined;
 }
 
 /**

@@ -3,6 +3,7 @@
  * (validation/conflict → 2, not_found → 3, anything else → 1) and a message written for people:
  * no stack traces, no driver text, no secrets.
  */
+import { closestName } from '../errors/suggest';
 
 /** What went wrong, as the CLI reports it. */
 export type ControlErrorKind = 'validation' | 'conflict' | 'not_found' | 'forbidden' | 'unavailable';
@@ -57,10 +58,16 @@ export class PasswordRequiredError extends ValidationError {
   }
 }
 
-/** Formats ajv errors as "path: message" lines ("/statements/0/effect: must be equal to one of the allowed values (allow, deny)"). */
+/**
+ * Formats ajv errors as "path: message" lines ("/statements/0/effect: must be equal to one of the
+ * allowed values (allow, deny)"). With `knownKeys` (the keys the schema allows at an ajv
+ * `schemaPath` ending in /additionalProperties, or undefined), an unknown key near a known one says
+ * which: `unknown key "prot" (not allowed here; did you mean port?)`.
+ */
 export function formatSchemaErrors(
-  errors: ReadonlyArray<{ instancePath: string; message?: string; keyword: string; params: Record<string, unknown> }> | null | undefined,
+  errors: ReadonlyArray<{ instancePath: string; schemaPath?: string; message?: string; keyword: string; params: Record<string, unknown> }> | null | undefined,
   root = '',
+  knownKeys?: (schemaPath: string) => readonly string[] | undefined,
 ): string[] {
   if (!errors || errors.length === 0) return [];
   const lines = new Set<string>();
@@ -70,7 +77,9 @@ export function formatSchemaErrors(
     const at = (root + e.instancePath) || '/';
     let msg = e.message ?? e.keyword;
     if (e.keyword === 'additionalProperties' && typeof e.params.additionalProperty === 'string') {
-      msg = `unknown key "${e.params.additionalProperty}" (not allowed here)`;
+      const known = e.schemaPath && knownKeys ? knownKeys(e.schemaPath) : undefined;
+      const near = known ? closestName(e.params.additionalProperty, known) : null;
+      msg = `unknown key "${e.params.additionalProperty}" (not allowed here${near ? `; did you mean ${near}?` : ''})`;
     } else if (e.keyword === 'enum' && Array.isArray(e.params.allowedValues)) {
       msg = `${msg} (${(e.params.allowedValues as unknown[]).map(String).join(', ')})`;
     } else if (e.keyword === 'const' && e.params.allowedValue !== undefined) {

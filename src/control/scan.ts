@@ -29,14 +29,21 @@ export interface ScanResult {
 /**
  * What to change when the source's upstream TLS failed (issue 24 item 6): the setting in force
  * (settings.tls.mode, default verify-full) and the flags of `interlock source update` that fix it.
+ * A stored password is bound to the TLS settings (password_required), so when the reader or writer
+ * has one the hint adds the flags that give it again (task hnu4b item b): the command it names then works.
  */
-export function tlsHint(sourceId: string, settings: { tls?: { mode?: string } }): string {
+export function tlsHint(sourceId: string, settings: { tls?: { mode?: string }; reader?: { password?: string } | null; writer?: { password?: string } | null }): string {
   const tls = settings.tls ?? {};
   const mode = tls.mode ?? 'verify-full';
+  const again = (['reader', 'writer'] as const).filter((who) => settings[who]?.password).map((who) => `--${who}-password-env ${who.toUpperCase()}_VAR`);
+  const passwords = again.length
+    ? `; a stored password is kept only while the TLS settings are unchanged, so add ${again.join(' ')} to that command (each VAR an environment variable holding that password), ` +
+      `e.g. for a local server \`interlock source update ${sourceId} --tls-mode off ${again.join(' ')}\``
+    : '';
   return (
     `. TLS failed with settings.tls.mode ${mode}${tls.mode ? '' : ' (the default)'}: give the server's CA with ` +
     `\`interlock source update ${sourceId} --tls-ca-file CA.pem\` (and --tls-servername NAME when the certificate names another host), ` +
-    `or, for a server without a verifiable certificate, --tls-mode require (encrypted, not verified) or --tls-mode off (a local server only)`
+    `or, for a server without a verifiable certificate, --tls-mode require (encrypted, not verified) or --tls-mode off (a local server only)${passwords}`
   );
 }
 

@@ -26,6 +26,18 @@ export const DENIED_MESSAGE =
   'The statement uses a relation or column that no source role granted to this identity allows, or that does not exist. SELECT * (and table.*) reads every column, denied ones included: name the columns you need instead. Call interlock_describe_access for the tables and columns you may use.';
 
 /**
+ * The refusal of a write to a relation the caller may read (task hnu4b item d): the relation is
+ * already visible to it (interlock_describe_access lists it), so naming it reveals nothing, and the
+ * read-oriented DENIED_MESSAGE ("does not exist", SELECT *) would mislead. `column`: undefined when
+ * the table's write is refused, the column's name when a column it may read is refused, null when a
+ * column it may not read is (not named). A relation it may not read keeps DENIED_MESSAGE.
+ */
+export function writeDeniedMessage(relation: string, column?: string | null): string {
+  const what = column === undefined ? relation : column === null ? `every column this statement sets on ${relation}` : `column ${column} of ${relation}`;
+  return `No source role granted to this identity allows writing ${what} (its roles let it read that table, not make this write). Ask an operator for a role that allows the write; interlock_describe_access lists what your roles allow and deny.`;
+}
+
+/**
  * The refusal of a write whose foreign keys' referential actions would write a relation the caller
  * may not write. It does not name the relation (the caller may not be allowed to know it exists),
  * only that a referential action reaches it, so the agent can explain and the operator can grant it.
@@ -94,7 +106,7 @@ export function authorizeStatement(evaluator: AccessEvaluator, sourceId: string,
   for (const c of requiredChecks(a)) {
     const d = decideInHierarchy(evaluator, sourceId, c.action, c, hierarchy, c.column === undefined && c.action === 'read' ? catalogColumns(catalog, c.schema, c.table) : []);
     if (d !== 'allow') {
-      return { kind: 'refusal', code: 'source_role_denied', message: DENIED_MESSAGE };
+      return { kind: 'refusal', code: 'source_role_denied', message: c.action === 'write' ? writeRefusalText(evaluator, sourceId, c, catalog, hierarchy) : DENIED_MESSAGE };
     }
   }
   // Views (issue 12): reading a view needs a grant on the view only, but an explicit deny on a
@@ -116,6 +128,16 @@ export function authorizeStatement(evaluator: AccessEvaluator, sourceId: string,
     return { kind: 'refusal', code: 'source_role_denied', message: DENIED_MESSAGE };
   }
   return a.writes.length ? authorizeReferentialWrites(evaluator, sourceId, a, catalog, hierarchy) : null;
+}
+
+/**
+ * The text of a refused write check `c`: writeDeniedMessage when the caller may read some column of
+ * the relation (so it is visible; the column named only when readable too), else DENIED_MESSAGE.
+ */
+function writeRefusalText(evaluator: AccessEvaluator, sourceId: string, c: { schema: string; table: string; column?: string }, catalog: SourceCatalog, hierarchy: RelationHierarchy): string {
+  const readable = (column: string) => decideInHierarchy(evaluator, sourceId, 'read', { schema: c.schema, table: c.table, column }, hierarchy) === 'allow';
+  if (!catalogColumns(catalog, c.schema, c.table).some(readable)) return DENIED_MESSAGE;
+  return writeDeniedMessage(`${c.schema}.${c.table}`, c.column === undefined ? undefined : readable(c.column) ? c.column : null);
 }
 
 /**

@@ -13,6 +13,8 @@ import { getApproval } from '../../../src/control/approvals';
 import { requesterProblems } from '../../../src/approvals/requester';
 import errors from '../../../spec/errors-v1.json';
 import { checkedFetch } from '../http/openapi';
+import { runCli } from '../../../src/cli/main';
+import { listApprovals } from '../../../src/control/approvals';
 
 jest.setTimeout(120_000);
 
@@ -119,4 +121,43 @@ test('requesterProblems judges many approvals in one query, by key and identity,
     { id: 'f', identityId: other.id, keyId: live.keyId },
   ]);
   expect(Object.fromEntries(m)).toEqual({ b: 'key_revoked', d: 'identity_disabled', e: 'key_revoked', f: 'identity_disabled' });
+});
+
+/** The CLI in this process, direct mode on the gateway's control database. */
+async function cli(...args: string[]) {
+  const out: string[] = [];
+  const err: string[] = [];
+  const code = await runCli(['--database-url', env.db.url, ...args], { out: (t) => out.push(t), err: (t) => err.push(t) });
+  return { code, stdout: out.join('\n'), stderr: err.join('\n') };
+}
+
+test('task hnu4b (a): the CLI warns of a revoked key before approving, its failure is not sent back to the queue, and requeue refuses it', async () => {
+  const key = await createApiKey(env.db, agentId);
+  const id = await queue(key.secret, 'revoked-cli');
+  await revokeApiKey(env.db, key.keyId);
+  const warning = 'warning: Approving will not run this write: the API key that queued this write has been revoked (or no longer exists). It would end failed (key_revoked).';
+
+  const shown = await cli('approval', 'show', id);
+  expect(shown.code).toBe(0);
+  expect(shown.stdout.split('\n')).toContain(warning);
+  // The admin API's review carries it too (validated against spec/openapi-v1.yaml).
+  const review = await checkedFetch(new URL(`/admin/v1/approvals/${id}/review`, env.url).toString(), { headers: { authorization: `Bearer ${token}` } });
+  expect(review.problems).toEqual([]);
+  expect((review.json as any).requester).toEqual({ code: 'key_revoked', message: warning.slice('warning: '.length) });
+
+  const approved = await cli('approval', 'approve', id, '--yes', '--operator', 'ops-dora');
+  expect(approved.code).toBe(1);
+  expect(approved.stdout.split('\n')).toContain(warning);
+  expect(approved.stdout).toContain(`approved ${id}, but the write failed: key_revoked`);
+  expect(approved.stdout).toContain('(the API key that queued it is revoked: it cannot be requeued; the agent must send the write again with a valid key)');
+  expect(approved.stdout).not.toContain('approval requeue');
+
+  const requeued = await cli('approval', 'requeue', id, '--operator', 'ops-dora');
+  expect(requeued).toEqual({ code: 2, stdout: '', stderr: `error: approval ${id} cannot be requeued: the API key that queued this write has been revoked (or no longer exists), so it could never run; the agent must send the write again with a valid key` });
+  expect(await admin('POST', `/approvals/${id}/requeue`, {})).toMatchObject({ status: 409, json: { code: 'conflict' } });
+  expect((await listApprovals(env.db, { state: 'pending' })).filter((a) => a.requeuedFrom === id)).toEqual([]);
+  // A live key's approval reviews without a warning.
+  const live = await queue(env.apiKey, 'live-cli');
+  expect((await cli('approval', 'show', live)).stdout).not.toContain('warning:');
+  expect((await admin('GET', `/approvals/${live}/review`)).json.requester).toBeNull();
 });

@@ -7,7 +7,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { startGovernedEnv, callTool, type GovernedEnv } from '../../helpers/governed';
 import { approveAndExecute, rejectApproval } from '../../../src/approvals/execute';
-import { eventFor, verifyWebhook, webhookText } from '../../../src/approvals/webhooks';
+import { eventFor, stateAtEvent, verifyWebhook, webhookText } from '../../../src/approvals/webhooks';
 
 const SECRET = 'whsec-test-0123456789';
 interface Received {
@@ -79,6 +79,7 @@ const queue = async (sql: string, params: unknown[]) => (await callTool(env, 'in
 
 test('pure parts: event mapping and text', () => {
   expect(['queued', 'approved', 'rejected', 'expired', 'executed', 'failed', 'refused'].map(eventFor)).toEqual(['approval.queued', 'approval.decided', 'approval.decided', 'approval.decided', 'approval.executed', 'approval.failed', null]);
+  expect(['queued', 'approved', 'rejected', 'expired', 'executed', 'failed'].map(stateAtEvent)).toEqual(['pending', 'approved', 'rejected', 'expired', 'executed', 'failed']);
   const a = { id: 'apr_1', state: 'rejected', source_id: 'chinook', identity: 'demo-agent', operator: 'ops', row_count: null, error_code: null, reason: 'no', statement: 'DELETE FROM t' };
   expect(webhookText('approval.decided', 'rejected', a)).toBe('Approval apr_1 (demo-agent on chinook) was rejected by ops: no.');
 });
@@ -99,6 +100,8 @@ test('queued → signed approval.queued; approve → decided and executed (retri
   await approveAndExecute(env.db, id, { operator: 'ops-frank', reason: 'fine' });
   const decided = await waitFor(find(received, id, 'approval.decided'));
   expect(decided.json.text).toBe(`Approval ${id} (demo-agent on chinook) was approved by ops-frank: fine.`);
+  // Task hnu4b (f): the decision's own state, whichever surface approved it (the write has executed by the time the poll reads it).
+  expect(decided.json.approval).toMatchObject({ state: 'approved', row_count: null, operator: 'ops-frank', reason: 'fine' });
   const executed = await waitFor(() => received.filter((r) => r.json.approval.id === id && r.json.event === 'approval.executed').at(1));
   expect(executed.json.approval).toMatchObject({ row_count: 1, operator: 'ops-frank' });
   expect(executed.headers['x-interlock-delivery']).toBe(received.filter((r) => r.json.approval.id === id && r.json.event === 'approval.executed')[0].headers['x-interlock-delivery']);
@@ -123,5 +126,7 @@ test('a failed write → approval.failed with the code (no database text) to bot
   await waitFor(find(otherReceived, id, 'approval.failed'));
   const r = await queue('DELETE FROM playlist_track WHERE playlist_id = $1', [2]);
   await rejectApproval(env.db, r, { operator: 'ops-frank', reason: 'not now' });
-  expect((await waitFor(find(received, r, 'approval.decided'))).json.text).toBe(`Approval ${r} (demo-agent on chinook) was rejected by ops-frank: not now.`);
+  const rejected = (await waitFor(find(received, r, 'approval.decided'))).json;
+  expect(rejected.text).toBe(`Approval ${r} (demo-agent on chinook) was rejected by ops-frank: not now.`);
+  expect(rejected.approval).toMatchObject({ state: 'rejected', row_count: null });
 });

@@ -126,8 +126,11 @@ describe('interlock CLI', () => {
     expect(listed.stdout).toContain(made.secret.slice(0, 10) + '…');
 
     const rv = await cli('key', 'revoke', made.keyId);
-    expect(rv.code).toBe(0);
+    expect(rv).toEqual({ code: 0, stdout: `revoked ${made.keyId} (key-agent); running gateways refuse it within 2 s\n`, stderr: '' });
     expect(await resolver.resolve(made.secret)).toBeNull();
+    // Task hnu4b (h): a second revoke says so, with the first revocation's time, and exits 0.
+    const revokedAt = (await db.pool.query<{ t: Date }>('SELECT revoked_at AS t FROM api_keys WHERE id = $1', [made.keyId])).rows[0].t.toISOString();
+    expect(await cli('key', 'revoke', made.keyId)).toEqual({ code: 0, stdout: `${made.keyId} (key-agent) was already revoked (at ${revokedAt.replace('T', ' ').replace(/\.\d{3}Z$/, 'Z')}): nothing changed\n`, stderr: '' });
     expect(await cli('key', 'revoke', 'key_00000000000000000000')).toEqual({ code: 3, stdout: '', stderr: 'error: API key key_00000000000000000000 not found\n' });
     expect(await cli('key', 'create', 'nobody')).toEqual({ code: 3, stdout: '', stderr: 'error: identity "nobody" not found\n' });
     const badDur = await cli('key', 'create', 'key-agent', '--expires-in', 'soon');
@@ -252,6 +255,11 @@ describe('interlock CLI', () => {
     const tail = JSON.parse((await cli('--json', 'audit', 'tail', '-n', '5')).stdout) as unknown[];
     expect(Array.isArray(tail)).toBe(true);
     expect((await cli('audit', 'search', '--since', 'last week')).stderr).toBe('error: --since: expected an ISO-8601 time (2026-11-29T12:00:00Z) or a duration (2h), got "last week"\n');
+    // Task hnu4b (c): a decision the trail never records is refused, naming the allowed values.
+    const typo = await cli('audit', 'search', '--decision', 'refuzed');
+    expect(typo.code).toBe(2);
+    expect(typo.stdout).toBe('');
+    expect(typo.stderr).toMatch(/^error: --decision: unknown decision "refuzed" \(did you mean refused\?\)\n  tool calls: allowed, refused, queued, invalid, failed, cancelled\n  approvals: queued, approved, rejected, executed, failed, expired, refused, requeued\n  configuration changes: applied, source_added, .*claim_rules_synced\n$/);
     expect((await cli('audit', 'tail', '-n', '0')).code).toBe(2);
     const page = JSON.parse((await cli('--json', 'audit', 'search', '--since', '1h', '--kind', 'approval', '--limit', '1')).stdout) as { events: unknown[]; nextCursor: string | null };
     expect(page.events.length).toBeLessThanOrEqual(1);

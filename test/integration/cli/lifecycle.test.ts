@@ -144,3 +144,29 @@ test('source remove refuses while an approval is pending, removes with --force, 
   expect(trail.events.map((e) => `${e.kind} ${e.decision}`)).toEqual(['config source_removed', 'approval rejected', 'config applied', 'config source_updated', 'config source_updated', 'config source_updated', 'config source_added']);
   expect(await cli('source', 'remove', 'local')).toEqual({ code: 3, stdout: '', stderr: 'error: source "local" not found\n' });
 });
+
+test('task hnu4b (b): with a stored password, the TLS hint names the password flag, and the command it suggests works', async () => {
+  const dbName = new URL(source.url).pathname.slice(1);
+  process.env.LIFE_READER_PW = 'reader-secret';
+  try {
+    const added = await cli('source', 'add', '--id', 'pwd', '--host', pgServer().host, '--port', String(pgServer().port), '--database', dbName, '--reader-user', 'root', '--reader-password-env', 'LIFE_READER_PW');
+    expect(added.code).toBe(0);
+    expect(added.stderr).toContain('TLS failed with settings.tls.mode verify-full: give');
+    expect(added.stderr).toContain('; a stored password is kept only while the TLS settings are unchanged, so add --reader-password-env READER_VAR to that command (each VAR an environment variable holding that password), e.g. for a local server `interlock source update pwd --tls-mode off --reader-password-env READER_VAR`');
+    // Without it, the refusal names the flag too.
+    const bare = await cli('source', 'update', 'pwd', '--tls-mode', 'off');
+    expect(bare).toEqual({
+      code: 2,
+      stdout: '',
+      stderr:
+        'error: source "pwd": a stored password is kept only while host, port, database, user and TLS settings are unchanged\n' +
+        '  settings.reader.password: the stored reader password is bound to its endpoint; tls.mode changed, so give the reader password again\n' +
+        '  give it again in the same command: --reader-password-env READER_VAR (each VAR an environment variable holding that password)\n',
+    });
+    expect(await cli('source', 'update', 'pwd', '--tls-mode', 'off', '--reader-password-env', 'LIFE_READER_PW')).toEqual({ code: 0, stdout: 'updated source pwd: settings.tls.mode; catalog: 1 relation(s)\n', stderr: '' });
+    expect((await getSource(db, 'pwd'))!.settings).toMatchObject({ tls: { mode: 'off' } });
+  } finally {
+    delete process.env.LIFE_READER_PW;
+    expect(await cli('source', 'remove', 'pwd', '--force')).toMatchObject({ code: 0 });
+  }
+});

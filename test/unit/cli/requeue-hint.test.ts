@@ -8,3 +8,9 @@ test('a row-rule violation or refusal is not sent back to the queue; a missing a
   expect(requeueHint('statement_failed', 'apr_3')).toBe('(fix the cause, then: interlock approval requeue apr_3)');
   expect(requeueHint(undefined, 'apr_4')).toBe('(fix the cause, then: interlock approval requeue apr_4)');
 });
+
+test('task hnu4b (a): a revoked or expired key cannot be requeued; the agent must ask again', () => {
+  expect(requeueHint('key_revoked', 'apr_5')).toBe('(the API key that queued it is revoked: it cannot be requeued; the agent must send the write again with a valid key)');
+  expect(requeueHint('key_expired', 'apr_6')).toBe('(the API key that queued it is expired: it cannot be requeued; the agent must send the write again with a valid key)');
+  expect(requeueHint('identity_disabled', 'apr_7')).toBe('(fix the cause, then: interlock approval requeue apr_7)');
+});

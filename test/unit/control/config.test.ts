@@ -90,11 +90,16 @@ describe('loadConfig', () => {
     expect(loadConfig({ file: json, env: {} })).toMatchObject({ log_level: 'debug', approvals: { ttl_seconds: 600 } });
   });
 
-  test('an unknown key in the file is an error naming the file and path', () => {
+  test('an unknown key in the file is an error naming the file and path, with a suggestion when one is close (task hnu4b item e)', () => {
     const p = file('typo.yaml', 'listen:\n  prot: 9000\nrequire_aproval: false\n');
     expect(problems(() => loadConfig({ file: p, env: {} }))).toEqual({
       message: 'invalid configuration',
-      details: [`${p} /: unknown key "require_aproval" (not allowed here)`, `${p} /listen: unknown key "prot" (not allowed here)`],
+      details: [`${p} /: unknown key "require_aproval" (not allowed here)`, `${p} /listen: unknown key "prot" (not allowed here; did you mean port?)`],
+    });
+    const nested = file('nested.yaml', 'listen:\n  tls: {crt_file: a.pem, cert_file: a.pem, key_file: k.pem}\nnotifications:\n  webhooks: [{url: "https://h.example/x", evnts: [approval.queued], events: [approval.queued], secret_env: HOOK_SECRET}]\n');
+    expect(problems(() => loadConfig({ file: nested, env: {} }))).toEqual({
+      message: 'invalid configuration',
+      details: [`${nested} /listen/tls: unknown key "crt_file" (not allowed here; did you mean cert_file?)`, `${nested} /notifications/webhooks/0: unknown key "evnts" (not allowed here; did you mean events?)`],
     });
   });
 
