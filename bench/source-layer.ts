@@ -39,12 +39,12 @@ const conn = { host: process.env.PGHOST ?? '127.0.0.1', port: Number(process.env
 type Guard = { text: string; values: string[] };
 
 /** A connector side built from the compiled tree at `root`; `guard`: the read carries it (the live hierarchy guard, issue 23). */
-function connectorSide(name: string, root: string, poolSize: number, guard?: Guard): Side {
+function connectorSide(name: string, root: string, poolSize: number, guard?: Guard, sql = SQL): Side {
   const { PostgresSourceConnector } = require(path.join(root, 'dist', 'src', 'sources', 'postgres', 'connector.js')) as {
     PostgresSourceConnector: new (id: string, s: unknown) => { read(sql: string, p: unknown[], o: unknown): Promise<unknown>; close(): Promise<void> };
   };
   const c = new PostgresSourceConnector('bench', { ...conn, database: DB, reader: { user: conn.user }, pool_size: poolSize, max_concurrent_per_identity: poolSize });
-  return { name, read: (id) => c.read(SQL, [id], { maxRows: 100, maxBytes: 4 * 1024 * 1024, identityId: 'bench-identity', ...(guard ? { guard } : {}) }), close: () => c.close() };
+  return { name, read: (id) => c.read(sql, [id], { maxRows: 100, maxBytes: 4 * 1024 * 1024, identityId: 'bench-identity', ...(guard ? { guard } : {}) }), close: () => c.close() };
 }
 
 /** The floor: a plain pg pool and a named statement. */
@@ -121,6 +121,9 @@ async function main(): Promise<void> {
       const alts = ([] as Guard[]).concat(JSON.parse(process.env.BENCH_GUARD_ALT) as Guard | Guard[]);
       alts.forEach((g, i) => sides.push(connectorSide(`after+alt${i + 1}`, ROOT, poolSize, g)));
     }
+    // A candidate statement text for the same read (its $1 the track id), run without a guard: e.g. the
+    // read with the hierarchy check folded into it, to compare with after+guard's two statements.
+    if (process.env.BENCH_SQL_ALT) sides.push(connectorSide('after+sqlalt', ROOT, poolSize, undefined, process.env.BENCH_SQL_ALT));
     for (const s of sides) await measure(s, ops, c); // warm-up: JIT, connections, prepared statements
     const got = new Map<string, number[]>(sides.map((s) => [s.name, []]));
     const gotDb = new Map<string, number[]>(sides.map((s) => [s.name, []]));
