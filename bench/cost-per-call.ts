@@ -24,7 +24,9 @@
  * + `pg` + one group-committed INSERT per batch, no governance): what any Node.js gateway with an
  * audit-before-answer costs on this machine in the same run, the floor under the 250 µs target.
  *
- * Environment: BEFORE_ROOT (a checkout with a fresh `npm run build`), BENCH_ROUNDS (5),
+ * Environment: BEFORE_ROOT (a checkout with a fresh `npm run build`), BENCH_BEFORE_VARS and
+ * BENCH_AFTER_VARS (JSON objects of INTERLOCK_* variables for one side only: the same tree twice with
+ * one setting changed, e.g. the result cache off), BENCH_ROUNDS (5),
  * BENCH_SECONDS (4), BENCH_PREWARM_SECONDS (10: the JIT settles; a shorter one left the first round 2× the last), BENCH_CONCURRENCY (8), BENCH_RUNTIME (compiled;
  * `source` runs the TypeScript through tsx). Both gateways must have an up-to-date dist/ unless
  * BENCH_RUNTIME=source (the child refuses to start otherwise). Run: `npx tsx bench/cost-per-call.ts`.
@@ -52,6 +54,12 @@ async function controlCounters(c: pg.Client): Promise<ControlCounters> {
   const d = await c.query<{ n: string }>('SELECT xact_commit AS n FROM pg_stat_database WHERE datname = current_database()');
   const t = await c.query<{ relname: string; n: string; w: string }>('SELECT relname, coalesce(seq_scan, 0) + coalesce(idx_scan, 0) AS n, n_tup_ins + n_tup_upd + n_tup_del AS w FROM pg_stat_user_tables');
   return { commits: Number(d.rows[0].n), scans: new Map(t.rows.map((r) => [r.relname, Number(r.n)])), writes: new Map(t.rows.map((r) => [r.relname, Number(r.w)])) };
+}
+
+/** Extra INTERLOCK_* variables of one side from a JSON object in `name` (none when unset), e.g. `{"INTERLOCK_CACHE_TTL_MS": "0"}`. */
+function sideVars(name: string): Record<string, string> {
+  const text = process.env[name];
+  return text ? (JSON.parse(text) as Record<string, string>) : {};
 }
 
 /** Per-side sums over rounds. */
@@ -96,8 +104,8 @@ async function main(): Promise<void> {
     const control = new pg.Client({ connectionString: env.controlUrl, application_name: 'interlock-bench-counters' });
     await control.connect();
     try {
-      if (before) gws.before = await startServe(vars, [], before);
-      gws.after = await startServe(vars, [], ROOT);
+      if (before) gws.before = await startServe({ ...vars, ...sideVars('BENCH_BEFORE_VARS') }, [], before);
+      gws.after = await startServe({ ...vars, ...sideVars('BENCH_AFTER_VARS') }, [], ROOT);
       for (const gw of Object.values(gws)) await preflight(gw.url, env.apiKey, pool);
       // The audited Node floor (node:http + pg + a group-committed audit INSERT, no governance) as a same-run baseline.
       if (withFloor) gws['node-floor-audit'] = await startTsChild('bench/lib/node-floor-server.ts', { BENCH_FLOOR_READER: JSON.stringify(env.reader), BENCH_FLOOR_SQL: POINT_SQL, BENCH_FLOOR_POOL: String(SOURCE_POOL_SIZE), BENCH_FLOOR_AUDIT_URL: env.controlUrl });

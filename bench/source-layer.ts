@@ -9,12 +9,15 @@
  *    pool checkout, wire budget, portal read with value decoding and byte cap, release);
  *  - `before`: the same from `BEFORE_ROOT/dist` when given.
  * Sides alternate within each round (order reversed every other round), BENCH_ROUNDS (default 7)
- * rounds, medians printed with the range. Source-database CPU is not counted: only what the gateway's
- * process spends between a pipeline's `connector.read` and the answer. Both trees must be built
+ * rounds, medians printed with the range, with the source database's backend CPU per read beside
+ * each (/proc, 10 ms ticks). `BENCH_GUARD=1` adds `after+guard` (and `before+guard`): the read with
+ * the live hierarchy guard for `track` (hierarchy.ts standaloneGuard), as an uncached governed
+ * point read of a hierarchy-checked caller sends it (issue 28, h28x). Both trees must be built
  * (`npm run -s build`). Run: `BEFORE_ROOT=/path/to/built/checkout npx tsx bench/source-layer.ts`.
  */
 import path from 'node:path';
 import pg from 'pg';
+import { CpuMeter } from './lib/cpu';
 import { ROOT } from './lib/env';
 import { envInt, machineLine, table } from './lib/stats';
 
@@ -32,13 +35,16 @@ interface Side {
 
 const conn = { host: process.env.PGHOST ?? '127.0.0.1', port: Number(process.env.PGPORT ?? 5432), user: process.env.PGUSER ?? 'root' };
 
-/** A connector side built from the compiled tree at `root`. */
-function connectorSide(name: string, root: string, poolSize: number): Side {
+/** A read guard (portal-read.ts ReadGuard). */
+type Guard = { text: string; values: string[] };
+
+/** A connector side built from the compiled tree at `root`; `guard`: the read carries it (the live hierarchy guard, issue 23). */
+function connectorSide(name: string, root: string, poolSize: number, guard?: Guard, sql = SQL): Side {
   const { PostgresSourceConnector } = require(path.join(root, 'dist', 'src', 'sources', 'postgres', 'connector.js')) as {
     PostgresSourceConnector: new (id: string, s: unknown) => { read(sql: string, p: unknown[], o: unknown): Promise<unknown>; close(): Promise<void> };
   };
   const c = new PostgresSourceConnector('bench', { ...conn, database: DB, reader: { user: conn.user }, pool_size: poolSize, max_concurrent_per_identity: poolSize });
-  return { name, read: (id) => c.read(SQL, [id], { maxRows: 100, maxBytes: 4 * 1024 * 1024, identityId: 'bench-identity' }), close: () => c.close() };
+  return { name, read: (id) => c.read(sql, [id], { maxRows: 100, maxBytes: 4 * 1024 * 1024, identityId: 'bench-identity', ...(guard ? { guard } : {}) }), close: () => c.close() };
 }
 
 /** The floor: a plain pg pool and a named statement. */
@@ -59,8 +65,14 @@ function pgSide(poolSize: number): Side {
   };
 }
 
-/** CPU µs per read of `ops` reads by `c` closed-loop workers. */
-async function measure(side: Side, ops: number, c: number): Promise<number> {
+/** The guard a pipeline read of `track` carries, from the compiled tree at `root` (hierarchy.ts standaloneGuard). */
+function guardOf(root: string): Guard {
+  const { standaloneGuard } = require(path.join(root, 'dist', 'src', 'sources', 'postgres', 'hierarchy.js')) as { standaloneGuard(r: Array<{ schema: string; name: string }>): Guard };
+  return standaloneGuard([{ schema: 'public', name: 'track' }]);
+}
+
+/** CPU µs per read of `ops` reads by `c` closed-loop workers: this process's, and the source database's backends' (`db`). */
+async function measure(side: Side, ops: number, c: number): Promise<{ own: number; db: number }> {
   let next = 0;
   const worker = async () => {
     while (next < ops) {
@@ -68,10 +80,14 @@ async function measure(side: Side, ops: number, c: number): Promise<number> {
       await side.read(id);
     }
   };
+  const meter = new CpuMeter({ db: { databases: [DB] } });
+  await meter.start();
   const u0 = process.cpuUsage();
   await Promise.all(Array.from({ length: c }, worker));
   const u = process.cpuUsage(u0);
-  return (u.user + u.system) / ops;
+  const db = (await meter.stop()).db;
+  await meter.close();
+  return { own: (u.user + u.system) / ops, db: (db * 1000) / ops };
 }
 
 async function main(): Promise<void> {
@@ -95,23 +111,48 @@ async function main(): Promise<void> {
     sides.push(pgSide(poolSize));
     if (before) sides.push(connectorSide('before', before, poolSize));
     sides.push(connectorSide('after', ROOT, poolSize));
+    if (process.env.BENCH_GUARD === '1') {
+      // The read as an uncached governed point read sends it when the caller is hierarchy-checked.
+      if (before) sides.push(connectorSide('before+guard', before, poolSize, guardOf(before)));
+      sides.push(connectorSide('after+guard', ROOT, poolSize, guardOf(ROOT)));
+    }
+    // Candidate guards to compare (JSON: one {"text", "values"} or an array of them), e.g. while designing a cheaper one.
+    if (process.env.BENCH_GUARD_ALT) {
+      const alts = ([] as Guard[]).concat(JSON.parse(process.env.BENCH_GUARD_ALT) as Guard | Guard[]);
+      alts.forEach((g, i) => sides.push(connectorSide(`after+alt${i + 1}`, ROOT, poolSize, g)));
+    }
+    // A candidate statement text for the same read (its $1 the track id), run without a guard: e.g. the
+    // read with the hierarchy check folded into it, to compare with after+guard's two statements.
+    if (process.env.BENCH_SQL_ALT) sides.push(connectorSide('after+sqlalt', ROOT, poolSize, undefined, process.env.BENCH_SQL_ALT));
     for (const s of sides) await measure(s, ops, c); // warm-up: JIT, connections, prepared statements
     const got = new Map<string, number[]>(sides.map((s) => [s.name, []]));
+    const gotDb = new Map<string, number[]>(sides.map((s) => [s.name, []]));
     for (let r = 0; r < rounds; r++) {
       const order = r % 2 ? [...sides].reverse() : sides;
-      for (const s of order) got.get(s.name)!.push(await measure(s, ops, c));
+      for (const s of order) {
+        const m = await measure(s, ops, c);
+        got.get(s.name)!.push(m.own);
+        gotDb.get(s.name)!.push(m.db);
+      }
     }
     const med = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
     const floor = med(got.get('pg')!);
-    console.log(table(['side', 'µs/read (median)', 'range', 'above pg'], sides.map((s) => {
+    const dbFloor = med(gotDb.get('pg')!);
+    const range = (xs: number[]) => `${Math.min(...xs).toFixed(1)}–${Math.max(...xs).toFixed(1)}`;
+    console.log(table(['side', 'µs/read (median)', 'range', 'above pg', 'source DB µs/read', 'range', 'above pg'], sides.map((s) => {
       const xs = got.get(s.name)!;
-      return [s.name, med(xs).toFixed(1), `${Math.min(...xs).toFixed(1)}–${Math.max(...xs).toFixed(1)}`, s.name === 'pg' ? '' : (med(xs) - floor).toFixed(1)];
+      const ds = gotDb.get(s.name)!;
+      const isPg = s.name === 'pg';
+      return [s.name, med(xs).toFixed(1), range(xs), isPg ? '' : (med(xs) - floor).toFixed(1), med(ds).toFixed(1), range(ds), isPg ? '' : (med(ds) - dbFloor).toFixed(1)];
     })));
-    if (before) {
-      const b = got.get('before')!, a = got.get('after')!;
-      const ratios = a.map((x, i) => x / b[i]).sort((p, q) => p - q);
-      console.log(`after ÷ before, paired by round: median ${ratios[Math.floor(ratios.length / 2)].toFixed(3)}× (rounds ${ratios[0].toFixed(2)}–${ratios[ratios.length - 1].toFixed(2)})`);
-    }
+    const paired = (a: string, b: string, m: Map<string, number[]>, what: string) => {
+      if (!m.has(a) || !m.has(b)) return;
+      const ratios = m.get(a)!.map((x, i) => x / m.get(b)![i]).sort((p, q) => p - q);
+      console.log(`${what}, ${a} ÷ ${b}, paired by round: median ${ratios[Math.floor(ratios.length / 2)].toFixed(3)}× (rounds ${ratios[0].toFixed(2)}–${ratios[ratios.length - 1].toFixed(2)})`);
+    };
+    paired('after', 'before', got, 'process CPU');
+    paired('after+guard', 'before+guard', got, 'process CPU');
+    paired('after+guard', 'before+guard', gotDb, 'source DB CPU');
     console.log(machineLine());
   } finally {
     for (const s of sides) await s.close().catch(() => undefined);

@@ -115,15 +115,34 @@ export const NAMED_STATEMENT_MAX_CHARS = 4096;
 export const NAMED_STATEMENT_CHARS_PER_CONNECTION = 128 * 1024;
 
 /**
+ * A named statement's result columns as a read uses them: `fields` (frozen, shared by every result
+ * of the statement), `names`, and the columns a row object keeps (the last of duplicate names) with
+ * the UTF-8 bytes of `"name":`.
+ */
+interface Description {
+  fields: ReadField[];
+  names: string[];
+  objectColumns: Array<{ index: number; keyBytes: number }>;
+}
+
+/**
  * The named statements of one connection: statement text → name, least recently used first. A
  * text is entered only once PostgreSQL confirmed its Parse (ParseComplete), so a name here always
  * exists on that connection and was parsed from exactly that text, with no declared parameter
  * types (PostgreSQL infers them from the text, as for the unnamed statement). `toClose`: names
  * evicted or abandoned, closed (Close 'S') at the head of the next read on the connection. Kept per
  * pg Connection object: a replaced or destroyed connection takes its names with it.
+ *
+ * `described`: name → the result columns a read of it was told (RowDescription). A statement
+ * prepared over the protocol has a fixed result type: when a catalogue change would alter its
+ * columns (names, types or type modifiers), PostgreSQL refuses its Bind with 0A000 "cached plan
+ * must not change result type" before any row (isStaleStatementError: the read parses the text
+ * again under a new name). So a later read of a described name sends no Describe and uses the kept
+ * columns (issue 28, h28x: one RowDescription less to build, send and parse per read).
  */
 interface ConnectionStatements {
   byText: Map<string, string>;
+  described: Map<string, Description>;
   /** Characters of the texts in byText. */
   chars: number;
   next: number;
@@ -134,7 +153,7 @@ const statementsByConnection = new WeakMap<object, ConnectionStatements>();
 
 function statementsOf(connection: object): ConnectionStatements {
   let st = statementsByConnection.get(connection);
-  if (!st) statementsByConnection.set(connection, (st = { byText: new Map(), chars: 0, next: 1, toClose: [] }));
+  if (!st) statementsByConnection.set(connection, (st = { byText: new Map(), described: new Map(), chars: 0, next: 1, toClose: [] }));
   return st;
 }
 
@@ -150,9 +169,10 @@ export function isStaleStatementError(err: unknown): boolean {
 
 /**
  * One read as a pg Submittable: Parse of a named statement the first time the connection sees the
- * text (then Bind to that name only), Bind (unnamed portal, text results), Describe portal, Execute
- * with row limit `maxRows + 1`, Sync — written in one go, so the read is one round trip and the
- * unnamed portal is closed by the Sync. Rows past the cap are not parsed. `reparse`: parse the text
+ * text (then Bind to that name only), Bind (unnamed portal, text results), Describe portal (only
+ * until the connection knows the named statement's columns: ConnectionStatements `described`),
+ * Execute with row limit `maxRows + 1`, Sync — written in one go, so the read is one round trip and
+ * the unnamed portal is closed by the Sync. Rows past the cap are not parsed. `reparse`: parse the text
  * under a new name even if the connection has one (the retry after isStaleStatementError; the old
  * name is closed). `usedNamedStatement` tells the caller whether the read bound an existing name.
  */
@@ -170,6 +190,8 @@ export class PortalRead {
   private names: string[] = [];
   /** The columns a row object keeps (the last of duplicate names) and the UTF-8 bytes of `"name":`. */
   private objectColumns: Array<{ index: number; keyBytes: number }> = [];
+  /** Where the statement's RowDescription is kept once it arrives (its connection's `described`, under its name); null: not kept (the unnamed statement, or already known). */
+  private describing: { st: ConnectionStatements; name: string } | null = null;
   private parsers: Decoder[] = [];
   /** Column type OIDs the source's types had no decoder for yet (decoded as text by this read; load them and read again). */
   unknownTypes: number[] = [];
@@ -249,10 +271,16 @@ export class PortalRead {
     const main = this.statementFor(st, this.text, this.reparse, connection);
     this.usedNamedStatement = main.existing;
     this.pending = [...(binding ? (['settings'] as const) : []), ...(guard ? (['guard'] as const) : [])];
+    const known = main.existing ? st.described.get(main.name) : undefined;
+    if (known) this.useDescription(known);
+    else if (main.name !== '') this.describing = { st, name: main.name };
     const s = connection.stream;
     s.cork?.();
     try {
-      for (const old of st.toClose.splice(0)) connection.close({ type: 'S', name: old });
+      for (const old of st.toClose.splice(0)) {
+        connection.close({ type: 'S', name: old });
+        st.described.delete(old);
+      }
       if (binding && this.settings) {
         // Everything up to the Sync is one implicit transaction: the values are gone once it ends.
         if (binding.parse) connection.parse({ name: binding.name, text: BIND_SETTINGS_SQL });
@@ -266,7 +294,7 @@ export class PortalRead {
       }
       if (main.parse) connection.parse({ name: main.name, text: this.text });
       connection.bind({ portal: '', statement: main.name, values: this.values });
-      connection.describe({ type: 'P', name: '' });
+      if (!known) connection.describe({ type: 'P', name: '' });
       connection.execute({ portal: '', rows: this.maxRows + 1 });
       connection.sync();
     } finally {
@@ -275,14 +303,26 @@ export class PortalRead {
   }
 
   handleRowDescription(msg: { fields: FieldMsg[] }): void {
-    this.fields = msg.fields.map((f) => ({ name: f.name, dataTypeId: f.dataTypeID }));
-    this.names = msg.fields.map((f) => f.name);
+    const fields = Object.freeze(msg.fields.map((f) => Object.freeze({ name: f.name, dataTypeId: f.dataTypeID }))) as ReadField[];
+    const names = fields.map((f) => f.name);
     const last = new Map<string, number>();
-    this.names.forEach((n, i) => last.set(n, i));
-    this.objectColumns = [...last.entries()].map(([name, index]) => ({ index, keyBytes: Buffer.byteLength(JSON.stringify(name), 'utf8') + 1 }));
-    this.parsers = msg.fields.map((f) => {
-      if (this.types.needsLoad(f.dataTypeID) && !this.unknownTypes.includes(f.dataTypeID)) this.unknownTypes.push(f.dataTypeID);
-      return this.types.decoder(f.dataTypeID) ?? textValue;
+    names.forEach((n, i) => last.set(n, i));
+    const d: Description = { fields, names, objectColumns: [...last.entries()].map(([name, index]) => ({ index, keyBytes: Buffer.byteLength(JSON.stringify(name), 'utf8') + 1 })) };
+    if (this.describing) {
+      this.describing.st.described.set(this.describing.name, d);
+      this.describing = null;
+    }
+    this.useDescription(d);
+  }
+
+  /** Takes the statement's columns (told now, or kept from an earlier read of its name) and their decoders from the source's types. */
+  private useDescription(d: Description): void {
+    this.fields = d.fields;
+    this.names = d.names;
+    this.objectColumns = d.objectColumns;
+    this.parsers = d.fields.map((f) => {
+      if (this.types.needsLoad(f.dataTypeId) && !this.unknownTypes.includes(f.dataTypeId)) this.unknownTypes.push(f.dataTypeId);
+      return this.types.decoder(f.dataTypeId) ?? textValue;
     });
   }
 

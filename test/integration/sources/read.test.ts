@@ -196,11 +196,14 @@ describe('layer 4: read-only, extended protocol, one round trip', () => {
         expect(proxy.flights).toBe(1);
         expect(proxy.clientMessages).toEqual(['P', 'B', 'D', 'E', 'S']);
       }
-      // A text seen before on the connection binds its named statement: no Parse.
+      // A text seen before on the connection binds its named statement: no Parse, and no Describe
+      // (its columns are known: a prepared statement's result type is fixed, 0A000 otherwise).
       proxy.reset();
-      await c.read('SELECT name FROM artist WHERE artist_id < $1', [3], { maxRows: 10, maxBytes: 1e6 });
+      const again = await c.read('SELECT name FROM artist WHERE artist_id < $1', [3], { maxRows: 10, maxBytes: 1e6 });
       expect(proxy.flights).toBe(1);
-      expect(proxy.clientMessages).toEqual(['B', 'D', 'E', 'S']);
+      expect(proxy.clientMessages).toEqual(['B', 'E', 'S']);
+      expect(again.fields).toEqual([{ name: 'name', dataTypeId: expect.any(Number) }]);
+      expect(again.rows).toEqual([{ name: 'AC/DC' }, { name: 'Accept' }]);
       // A text whose Parse failed has no name: it is parsed again.
       proxy.reset();
       await c.read('SELECT 1 FROM no_such_table', [], { maxRows: 10, maxBytes: 1e6 }).catch(() => undefined);
@@ -253,6 +256,34 @@ describe('layer 4: read-only, extended protocol, one round trip', () => {
       expect(after).not.toEqual(before);
     } finally {
       await src.admin.query('DROP TABLE il_changing');
+    }
+  });
+
+  test('a named statement read without Describe never answers with stale columns: a renamed column or a changed type is parsed again', async () => {
+    await src.admin.query('CREATE TABLE il_renaming (id int PRIMARY KEY, a text); INSERT INTO il_renaming VALUES (1, $$12$$); GRANT SELECT ON il_renaming TO ' + src.readerRole);
+    const proxy: Proxy = await startProxy({ host: src.host, port: src.port });
+    try {
+      const c = connector({ host: '127.0.0.1', port: proxy.port, pool_size: 1 });
+      const text = 'SELECT * FROM il_renaming WHERE id = $1';
+      for (let i = 0; i < 3; i++) expect((await c.read(text, [1], BIG)).rows).toEqual([{ id: 1, a: '12' }]);
+      proxy.reset();
+      await c.read(text, [1], BIG);
+      expect(proxy.clientMessages).toEqual(['B', 'E', 'S']); // the kept columns
+      await src.admin.query('ALTER TABLE il_renaming RENAME COLUMN a TO renamed');
+      const renamed = await c.read(text, [1], BIG);
+      expect(renamed.fields.map((f) => f.name)).toEqual(['id', 'renamed']);
+      expect(renamed.rows).toEqual([{ id: 1, renamed: '12' }]);
+      await src.admin.query('ALTER TABLE il_renaming ALTER COLUMN renamed TYPE int USING renamed::int');
+      const retyped = await c.read(text, [1], BIG);
+      expect(retyped.fields).toEqual([{ name: 'id', dataTypeId: 23 }, { name: 'renamed', dataTypeId: 23 }]);
+      expect(retyped.rows).toEqual([{ id: 1, renamed: 12 }]);
+      proxy.reset();
+      await c.read(text, [1], BIG);
+      expect(proxy.clientMessages).toEqual(['B', 'E', 'S']); // the new name's columns are kept in turn
+      expect(c.breakerState()).toBe('closed');
+    } finally {
+      await proxy.close();
+      await src.admin.query('DROP TABLE il_renaming');
     }
   });
 
