@@ -1388,6 +1388,11 @@ export interface components {
             scans: {
                 sourceId: string;
                 relations?: number;
+                /** @description As ScanResult.unreadable: relations the reader role may not SELECT. */
+                unreadable?: {
+                    relation: string;
+                    columns?: string[];
+                }[];
                 error?: string;
             }[];
         };

@@ -19,7 +19,7 @@ import { appendAuditRows, configRow, type ConfigAuditEvent } from '../audit/writ
 import { canonicalJson, removeSourceIn } from '../control/sources';
 import { newIdentityId } from '../control/ids';
 import { insertOperatorGrant } from '../control/grants';
-import { scanSource } from '../control/scan';
+import { scanSource, type UnreadableRelation } from '../control/scan';
 import { deleteClaimMapping, upsertClaimMapping } from '../control/claim-mappings';
 import { takeBackUnruledClaimGrants } from '../control/claim-rules';
 import { checkRowRules } from '../control/roles';
@@ -62,6 +62,8 @@ export interface ApplyOptions {
 export interface ApplyScan {
   sourceId: string;
   relations?: number;
+  /** Relations the reader may not SELECT (ScanResult.unreadable), when there are any. */
+  unreadable?: UnreadableRelation[];
   error?: string;
 }
 
@@ -121,7 +123,8 @@ export async function applyInterlockFile(db: ControlDb, input: ApplyInput, opts:
       if (!s || s.type !== 'postgres' || !s.enabled) continue;
       if (ch.action === 'update' && !ch.fields.some((f) => CONNECTION.test(f.path) || f.path === 'enabled')) continue;
       try {
-        scans.push({ sourceId: ch.name, relations: (await scanSource(db, ch.name)).relations });
+        const r = await scanSource(db, ch.name);
+        scans.push({ sourceId: ch.name, relations: r.relations, ...(r.unreadable.length ? { unreadable: r.unreadable } : {}) });
       } catch (err) {
         scans.push({ sourceId: ch.name, error: (err as Error).message });
       }
