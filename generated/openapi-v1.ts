@@ -1324,6 +1324,12 @@ export interface components {
             views?: number;
             /** @description Views (schema.name) whose definition gives no provable column lineage; reads of their columns fail closed (masked or refused). */
             unprovableViews?: string[];
+            /** @description Relations the source's reader role may not SELECT (has_table_privilege / has_column_privilege, checked on the server as the reader): reads of them fail with source_permission_denied until an operator grants SELECT. `columns` lists the columns it may not read when it may read some. */
+            unreadable?: {
+                /** @description schema.name */
+                relation: string;
+                columns?: string[];
+            }[];
         };
         SourceAdded: {
             source: components["schemas"]["SourceView"];
@@ -1382,6 +1388,11 @@ export interface components {
             scans: {
                 sourceId: string;
                 relations?: number;
+                /** @description As ScanResult.unreadable: relations the reader role may not SELECT. */
+                unreadable?: {
+                    relation: string;
+                    columns?: string[];
+                }[];
                 error?: string;
             }[];
         };
@@ -2382,7 +2393,7 @@ export interface components {
                 } & components["schemas"]["ErrorBody"];
             };
         };
-        /** @description The source cannot be used now (circuit_open, source_unavailable, source_disabled, upstream_tls_refused, session_settings_mismatch, source_not_catalogued, statement_timeout, or source_busy when no pooled connection freed in time; source_busy carries retry_after_ms and Retry-After). */
+        /** @description The source cannot be used now (circuit_open, source_unavailable, source_disabled, upstream_tls_refused, session_settings_mismatch, source_not_catalogued, source_permission_denied (a grant the reader role lacks, not retryable until an operator grants it), statement_timeout, or source_busy when no pooled connection freed in time; source_busy carries retry_after_ms and Retry-After). */
         V1Unavailable: {
             headers: {
                 /** @description Seconds to wait before retrying (source_busy only). */
@@ -4590,6 +4601,8 @@ export interface operations {
                 prune?: "true" | "false";
                 /** @description true: prune sources even with pending approvals. */
                 force?: "true" | "false";
+                /** @description true: accept created or changed roles and policies naming relations or columns that no scanned catalogue has (tables created later). Without it they are refused 400 validation_failed, each name with a did-you-mean when one is close; a policy naming an unregistered source is refused either way. */
+                allow_unknown_names?: "true" | "false";
             };
             header?: never;
             path?: never;
@@ -4697,7 +4710,10 @@ export interface operations {
     };
     adminPutRole: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description true: accept relation or column resources that no registered source's scanned catalogue has (tables created later). Without it they are refused 400 validation_failed, each with a did-you-mean when one is close. */
+                allow_unknown_names?: "true" | "false";
+            };
             header?: never;
             path: {
                 /** @description Role name. */
@@ -4879,6 +4895,8 @@ export interface operations {
             query?: {
                 /** @description Replace policies of the same names. */
                 replace?: "true" | "false";
+                /** @description true: accept rules naming relations or columns that no scanned catalogue of the policy's sources (none named: of every registered source) has. Without it they are refused 400 validation_failed, each with a did-you-mean when one is close; an applies_to.sources entry that is not a registered source is refused either way. */
+                allow_unknown_names?: "true" | "false";
             };
             header?: never;
             path?: never;

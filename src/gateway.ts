@@ -177,7 +177,10 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
     rowReads: { connectors, rowViews },
   };
   const tools: ToolBinding[] = interlockToolBindings({
-    interlock_query: queryHandler({ store, connectors, rateLimiter, cache, analysisCache, catalog, maskSecret, rowViews, connectorRequest: documentsConnectorRequest(discovery) }),
+    interlock_query: queryHandler({
+      store, connectors, rateLimiter, cache, analysisCache, catalog, maskSecret, rowViews, connectorRequest: documentsConnectorRequest(discovery),
+      onSourcePermissionDenied: (f) => logger.warn({ source_id: f.sourceId, relation: f.object, sqlstate: '42501', request_id: f.requestId }, 'the source refused its reader role access to a relation a governed read needs (insufficient_privilege): grant the reader role SELECT on it (interlock source scan lists what the reader cannot read); the agent was told source_permission_denied'),
+    }),
     interlock_discover: discoverHandler(discovery),
     interlock_related_documents: relatedDocumentsHandler(discovery),
     interlock_list_sources: listSourcesHandler(new StoreSourceDirectory(store), rateLimiter),

@@ -118,13 +118,14 @@ export interface OperatorBackend {
   removeSource(id: string, opts: { operator: string; force?: boolean }): Promise<SourceRemoval>;
 
   /** Plans or applies an interlock file (src/declarative/apply.ts). `operator` is ignored remotely. Issue 16. */
-  applyFile(input: ApplyInput, opts: { operator: string; plan?: boolean; prune?: boolean; force?: boolean; secrets?: SecretResolver }): Promise<ApplyResult>;
+  applyFile(input: ApplyInput, opts: { operator: string; plan?: boolean; prune?: boolean; force?: boolean; allowUnknownNames?: boolean; secrets?: SecretResolver }): Promise<ApplyResult>;
   /** The current state as an interlock file, passwords as references. Issue 16. */
   exportFile(): Promise<InterlockFile>;
 
   listRoles(): Promise<SourceRoleRecord[]>;
   getRole(name: string): Promise<SourceRoleRecord>;
-  putRole(role: unknown): Promise<{ role: SourceRoleRecord; created: boolean }>;
+  /** Creates or replaces a role; `allowUnknownNames` lets resources name relations or columns no scanned catalogue has (task hnu4a item 1). */
+  putRole(role: unknown, opts?: { allowUnknownNames?: boolean }): Promise<{ role: SourceRoleRecord; created: boolean }>;
 
   listGrants(filter?: { identity?: string; source?: string; role?: string }): Promise<GrantRecord[]>;
   grant(g: { identity: string; role: string; source: string }): Promise<{ identity: string; role: string; source: string; created: boolean }>;
@@ -132,7 +133,8 @@ export interface OperatorBackend {
 
   listPolicies(): Promise<PolicyRecord[]>;
   getPolicy(name: string): Promise<PolicyRecord>;
-  addPolicies(input: unknown, opts?: { replace?: boolean }): Promise<Array<{ policy: PolicyRecord; created: boolean }>>;
+  /** Adds policies; `allowUnknownNames` lets rules name relations or columns no scanned catalogue has (an unregistered source is refused always). */
+  addPolicies(input: unknown, opts?: { replace?: boolean; allowUnknownNames?: boolean }): Promise<Array<{ policy: PolicyRecord; created: boolean }>>;
   removePolicy(name: string): Promise<{ name: string; removed: true }>;
 
   listApprovals(filter?: { state?: ApprovalState; source?: string; identity?: string; limit?: number }): Promise<ApprovalRecord[]>;
@@ -278,7 +280,7 @@ export function directBackend(db: ControlDb, opts: DirectBackendOptions = {}): O
       if (!r) throw new NotFoundError(`role "${name}" not found`);
       return r;
     },
-    putRole: (role) => write('role', (g) => upsertRole(g, role, actor)),
+    putRole: (role, o = {}) => write('role', (g) => upsertRole(g, role, actor, { allowUnknownNames: o.allowUnknownNames })),
 
     async listGrants(f = {}) {
       return listGrants(db, { identityId: await identityId(f.identity), sourceId: f.source, roleName: f.role });
@@ -300,7 +302,7 @@ export function directBackend(db: ControlDb, opts: DirectBackendOptions = {}): O
       if (!p) throw new NotFoundError(`policy "${name}" not found`);
       return p;
     },
-    addPolicies: (input, o = {}) => write('policy', (g) => addPolicies(g, input, { replace: o.replace }, actor)),
+    addPolicies: (input, o = {}) => write('policy', (g) => addPolicies(g, input, { replace: o.replace, allowUnknownNames: o.allowUnknownNames }, actor)),
     async removePolicy(name) {
       if (!(await write('policy', (g) => removePolicy(g, name, actor)))) throw new NotFoundError(`policy "${name}" not found`);
       return { name, removed: true };

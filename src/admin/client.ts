@@ -99,15 +99,15 @@ export function remoteBackend(server: string, token: string, fetchFn: FetchFn = 
     updateSource: (id, patch, o) => call('PATCH', `/sources/${enc(id)}${qs({ scan: o.scan === false ? false : undefined })}`, patch),
     removeSource: (id, o) => call('DELETE', `/sources/${enc(id)}${qs({ force: o.force ? true : undefined })}`),
 
-    applyFile: (input, o) => call('POST', `/apply${qs({ plan: o.plan ? true : undefined, prune: o.prune ? true : undefined, force: o.force ? true : undefined })}`, input),
+    applyFile: (input, o) => call('POST', `/apply${qs({ plan: o.plan ? true : undefined, prune: o.prune ? true : undefined, force: o.force ? true : undefined, allow_unknown_names: o.allowUnknownNames ? true : undefined })}`, input),
     exportFile: () => call('GET', '/export'),
 
     listRoles: async () => (await call<{ roles: SourceRoleRecord[] }>('GET', '/roles')).roles,
     getRole: (name) => call('GET', `/roles/${enc(name)}`),
-    putRole: (role) => {
+    putRole: (role, o = {}) => {
       const name = role && typeof role === 'object' ? (role as { name?: unknown }).name : undefined;
       if (typeof name !== 'string' || !name) throw new ControlError('validation', 'invalid role', ["/: must have required property 'name'"]);
-      return call('PUT', `/roles/${enc(name)}`, role);
+      return call('PUT', `/roles/${enc(name)}${qs({ allow_unknown_names: o.allowUnknownNames ? true : undefined })}`, role);
     },
 
     listGrants: async (f = {}) => (await call<{ grants: GrantRecord[] }>('GET', `/grants${qs(f)}`)).grants,
@@ -116,7 +116,7 @@ export function remoteBackend(server: string, token: string, fetchFn: FetchFn = 
 
     listPolicies: async () => (await call<{ policies: PolicyRecord[] }>('GET', '/policies')).policies,
     getPolicy: (name) => call('GET', `/policies/${enc(name)}`),
-    addPolicies: async (input, o = {}) => (await call<{ policies: Array<{ policy: PolicyRecord; created: boolean }> }>('POST', `/policies${qs({ replace: o.replace ? true : undefined })}`, input)).policies,
+    addPolicies: async (input, o = {}) => (await call<{ policies: Array<{ policy: PolicyRecord; created: boolean }> }>('POST', `/policies${qs({ replace: o.replace ? true : undefined, allow_unknown_names: o.allowUnknownNames ? true : undefined })}`, input)).policies,
     removePolicy: (name) => call('DELETE', `/policies/${enc(name)}`),
 
     listApprovals: async (f = {}) => (await call<{ approvals: ApprovalRecord[] }>('GET', `/approvals${qs(f)}`)).approvals,

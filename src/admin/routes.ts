@@ -186,7 +186,7 @@ export function mountAdmin(app: Express, _deps: DispatchDeps | undefined, opts: 
     const body = q.body as Record<string, unknown>;
     const input = typeof body.text === 'string' && body.document === undefined ? { text: body.text } : body.document !== undefined && body.text === undefined ? { document: body.document } : null;
     if (!input) throw new ControlError('validation', 'the body needs exactly one of text (the interlock file as YAML or JSON text) and document (the file as a JSON object)');
-    return b.applyFile(input, { operator: op.name, plan: queryBool(q, 'plan'), prune: queryBool(q, 'prune'), force: queryBool(q, 'force'), secrets: adminApiSecrets });
+    return b.applyFile(input, { operator: op.name, plan: queryBool(q, 'plan'), prune: queryBool(q, 'prune'), force: queryBool(q, 'force'), allowUnknownNames: queryBool(q, 'allow_unknown_names'), secrets: adminApiSecrets });
   });
   route('get', '/export', async (_q, _r, b) => b.exportFile());
 
@@ -197,7 +197,7 @@ export function mountAdmin(app: Express, _deps: DispatchDeps | undefined, opts: 
     const name = String(q.params.name);
     if (!isObject(q.body)) throw new ControlError('validation', 'the body must be a role object');
     if (q.body.name !== undefined && q.body.name !== name) throw new ControlError('validation', `the body names role "${String(q.body.name)}" but the path names "${name}"`);
-    const r = await b.putRole({ ...q.body, name });
+    const r = await b.putRole({ ...q.body, name }, { allowUnknownNames: queryBool(q, 'allow_unknown_names') });
     res.locals.status = r.created ? 201 : 200;
     return r;
   });
@@ -213,7 +213,7 @@ export function mountAdmin(app: Express, _deps: DispatchDeps | undefined, opts: 
 
   // policies
   route('get', '/policies', async (_q, _r, b) => ({ policies: await b.listPolicies() }));
-  route('post', '/policies', async (q, _r, b) => ({ policies: await b.addPolicies(q.body, { replace: queryBool(q, 'replace') }) }), 201);
+  route('post', '/policies', async (q, _r, b) => ({ policies: await b.addPolicies(q.body, { replace: queryBool(q, 'replace'), allowUnknownNames: queryBool(q, 'allow_unknown_names') }) }), 201);
   route('get', '/policies/:name', async (q, _r, b) => b.getPolicy(String(q.params.name)));
   route('delete', '/policies/:name', async (q, _r, b) => b.removePolicy(String(q.params.name)));
 

@@ -41,7 +41,8 @@ import { directBackend, type OperatorBackend } from '../admin/backend';
 import { remoteBackend } from '../admin/client';
 import { operatorOption, packageVersion, type CommandContext } from './context';
 import { configuredClaimGrants, replaceConfiguredClaimGrants } from '../control/claim-rules';
-import { registerSourceLifecycle } from './source';
+import { registerSourceLifecycle, unreadableWarning } from './source';
+import { dropRowViews } from '../control/row-views';
 import { registerApply } from './apply';
 import { registerExport } from './export';
 import { EXIT_NOT_CONFIRMED, NotConfirmedError, registerApprovalCommands } from './approval';
@@ -542,6 +543,8 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
       if (o.disabled) (def as SourceDefinition).enabled = false;
       const { source: rec, scan, scanError } = await (await s.backend()).addSource(def, { scan: o.scan !== false });
       if (scanError) io.err(`warning: source ${rec.id} was added but its catalog scan failed: ${scanError}\n(fix the settings or the server, then run: interlock source scan ${rec.id})`);
+      const unreadable = unreadableWarning(rec.id, scan);
+      if (unreadable) io.err(unreadable);
       s.print(`added source ${rec.id} (${rec.type})${scan ? `; catalog: ${scan.relations} relation(s)${scan.truncated ? ', truncated' : ''}` : ''}`, { source: rec, scan, scanError });
     });
   src.command('list').description('list sources with their type, state and catalog scan').action(async (_o: unknown, cmd: Command) => {
@@ -588,7 +591,25 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
     .action(async (id: string, _o: unknown, cmd: Command) => {
       const s = session(cmd);
       const r = await (await s.backend()).scanSource(id);
+      const unreadable = unreadableWarning(id, r);
+      if (unreadable) s.io.err(unreadable);
       s.print(`scanned ${r.sourceId}: ${r.relations} relation(s)${r.truncated ? ' (truncated)' : ''} at ${shortTime(r.scannedAt)}`, r);
+    });
+  src
+    .command('drop-row-views')
+    .description("drop InterLock's row views (schema interlock_rows) on a source, as its writer, before a schema change of a table they read; reads make them again (docs/row-rules.md)")
+    .argument('<id>')
+    .option('--table <schema.table>', 'only the views that read this table (directly or through another view)')
+    .action(async (id: string, o: { table?: string }, cmd: Command) => {
+      const s = session(cmd);
+      s.assertDirect('source drop-row-views');
+      const r = await dropRowViews(await s.db(), id, { table: o.table });
+      s.print(
+        r.dropped.length
+          ? `dropped ${r.dropped.length} row view(s) of ${id}: ${r.dropped.join(', ')}\nchange the table now, then run: interlock source scan ${id} (reads make the views again)`
+          : `source ${id} has no row views${o.table ? ` reading ${o.table}` : ''}`,
+        r,
+      );
     });
 
   const ctx: CommandContext = { session, readDataFile };

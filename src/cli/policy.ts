@@ -15,10 +15,11 @@ export function registerPolicyCommands(program: Command, ctx: CommandContext): v
     .description('add one policy or a list from a JSON or YAML file')
     .argument('<file>')
     .option('--replace', 'replace policies of the same names')
-    .action(async (file: string, o: { replace?: boolean }, cmd: Command) => {
+    .option('--allow-unknown-names', 'accept relations and columns that no scanned catalogue has yet (tables created later); an unregistered source is refused all the same')
+    .action(async (file: string, o: { replace?: boolean; allowUnknownNames?: boolean }, cmd: Command) => {
       const s = ctx.session(cmd);
       const data = ctx.readDataFile(file);
-      const r = await (await s.backend()).addPolicies(data, { replace: o.replace });
+      const r = await (await s.backend()).addPolicies(data, { replace: o.replace, allowUnknownNames: o.allowUnknownNames });
       s.print(r.map((x) => `${x.created ? 'added' : 'replaced'} policy ${x.policy.name} (${x.policy.rule.type})`).join('\n'), r);
     });
   pol.command('list').description('list policies').action(async (_o: unknown, cmd: Command) => {

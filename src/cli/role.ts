@@ -14,10 +14,11 @@ export function registerRoleCommands(program: Command, ctx: CommandContext): voi
     .command('create')
     .description('create or replace a role from a JSON or YAML file')
     .argument('<file>')
-    .action(async (file: string, _o: unknown, cmd: Command) => {
+    .option('--allow-unknown-names', 'accept relation and column resources that no scanned catalogue has yet (tables created later)')
+    .action(async (file: string, o: { allowUnknownNames?: boolean }, cmd: Command) => {
       const s = ctx.session(cmd);
       const data = ctx.readDataFile(file);
-      const r = await (await s.backend()).putRole(data);
+      const r = await (await s.backend()).putRole(data, { allowUnknownNames: o.allowUnknownNames });
       s.print(`${r.created ? 'created' : 'updated'} role ${r.role.name} (${r.role.statements.length} statement(s))`, r);
     });
   role

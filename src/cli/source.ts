@@ -8,6 +8,7 @@ import { readFileSync } from 'node:fs';
 import { Option, type Command } from 'commander';
 import { ControlError, ValidationError } from '../control/errors';
 import { operatorOption, type CommandContext } from './context';
+import type { UnreadableRelation } from '../control/scan';
 
 type Flags = Record<string, string | boolean | undefined>;
 
@@ -59,6 +60,20 @@ export function withPasswordFlags(err: unknown): unknown {
   return new ControlError(err.kind, err.message, [...err.details, `give it again in the same command: ${flags} (each VAR an environment variable holding that password)`]);
 }
 
+/**
+ * The warning line of a scan that found relations the reader role may not SELECT (task hnu4a item
+ * 2), or null when it may read everything. Printed on stderr by `source add|update|scan`.
+ */
+export function unreadableWarning(sourceId: string, scan: { unreadable?: UnreadableRelation[] } | null | undefined): string | null {
+  const u = scan?.unreadable ?? [];
+  if (u.length === 0) return null;
+  const list = u.map((x) => (x.columns ? `${x.relation} (columns ${x.columns.join(', ')})` : x.relation)).join(', ');
+  return (
+    `warning: the reader role of source ${sourceId} may not SELECT ${u.length} relation(s): ${list}; ` +
+    `agents' reads of them are refused (source_permission_denied) until it may: GRANT SELECT ON ${u[0].relation} TO <reader role>, then run: interlock source scan ${sourceId}`
+  );
+}
+
 /** Adds `update` and `remove` to the `source` command. */
 export function registerSourceLifecycle(src: Command, ctx: CommandContext): void {
   src
@@ -95,6 +110,8 @@ export function registerSourceLifecycle(src: Command, ctx: CommandContext): void
           throw o.file ? err : withPasswordFlags(err);
         });
       if (r.scanError) s.io.err(`warning: source ${id} was updated but its catalog scan failed: ${r.scanError}\n(fix the settings or the server, then run: interlock source scan ${id})`);
+      const unreadable = unreadableWarning(id, r.scan);
+      if (unreadable) s.io.err(unreadable);
       const human = r.changed.length
         ? `updated source ${id}: ${r.changed.join(', ')}${r.scan ? `; catalog: ${r.scan.relations} relation(s)${r.scan.truncated ? ', truncated' : ''}` : ''}`
         : `source ${id} unchanged`;

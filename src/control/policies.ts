@@ -20,6 +20,7 @@ import { ConflictError, formatSchemaErrors, ValidationError } from './errors';
 import { iso } from './ids';
 import { initSqlParser } from '../sql/analyze';
 import { parseRowPredicate, RowPredicateError } from '../sql/row-rules/predicate';
+import { loadKnownSources, refuseUnknownPolicyNames } from './catalog-names';
 
 export type { Policy } from '../../generated/policy-v1';
 
@@ -124,11 +125,15 @@ export async function checkPolicyRowRules(policies: Policy[]): Promise<void> {
  * Adds policies (one or a list, validated first, `restrict_rows` predicates too) in one transaction. With `replace`, existing
  * policies of the same names are replaced; otherwise an existing name is a ConflictError and
  * nothing is written. Returns the stored policies with whether each was new. Records policy_added or
- * policy_updated ({policy}) per policy that changed, in the same transaction.
+ * policy_updated ({policy}) per policy that changed, in the same transaction. A policy naming a
+ * source that is not registered, or a relation or column that no scanned catalogue of its sources
+ * holds, is a ValidationError ("did you mean" when one is close) unless `allowUnknownNames` (the
+ * latter only; src/control/catalog-names.ts, task hnu4a item 1).
  */
-export async function addPolicies(db: ControlDb, input: unknown, opts: { replace?: boolean } = {}, actor: ChangeActor = {}): Promise<Array<{ policy: PolicyRecord; created: boolean }>> {
+export async function addPolicies(db: ControlDb, input: unknown, opts: { replace?: boolean; allowUnknownNames?: boolean } = {}, actor: ChangeActor = {}): Promise<Array<{ policy: PolicyRecord; created: boolean }>> {
   const policies = parsePolicies(input);
   await checkPolicyRowRules(policies);
+  refuseUnknownPolicyNames(await loadKnownSources(db), policies, opts.allowUnknownNames);
   return withTransaction(db, async (c) => {
     const out: Array<{ policy: PolicyRecord; created: boolean }> = [];
     for (const p of policies) {
@@ -163,7 +168,7 @@ export async function addPolicies(db: ControlDb, input: unknown, opts: { replace
 }
 
 /** Adds one policy (see addPolicies). Throws ValidationError or ConflictError. */
-export async function addPolicy(db: ControlDb, policy: unknown, opts: { replace?: boolean } = {}, actor: ChangeActor = {}): Promise<{ policy: PolicyRecord; created: boolean }> {
+export async function addPolicy(db: ControlDb, policy: unknown, opts: { replace?: boolean; allowUnknownNames?: boolean } = {}, actor: ChangeActor = {}): Promise<{ policy: PolicyRecord; created: boolean }> {
   if (Array.isArray(policy)) throw new ValidationError('addPolicy takes one policy; use addPolicies for a list');
   return (await addPolicies(db, policy, opts, actor))[0];
 }

@@ -10,6 +10,7 @@ import { formatSchemaErrors, ValidationError } from './errors';
 import { iso } from './ids';
 import { initSqlParser } from '../sql/parser';
 import { parseRowPredicate, RowPredicateError } from '../sql/row-rules/predicate';
+import { loadKnownSources, refuseUnknownRoleNames } from './catalog-names';
 
 export type { SourceRole, RoleStatement } from '../../generated/role-v1';
 
@@ -70,11 +71,14 @@ export async function checkRowRules(role: SourceRole): Promise<void> {
 /**
  * Creates or replaces the role named role.name (validated first, row rules too). Returns the stored
  * role and whether it was new. Records role_created or role_updated ({role}) in the same
- * transaction; a replacement that changes nothing records nothing.
+ * transaction; a replacement that changes nothing records nothing. A relation or column resource
+ * that no registered source's scanned catalogue holds is a ValidationError ("did you mean" when one
+ * is close) unless `opts.allowUnknownNames` (src/control/catalog-names.ts, task hnu4a item 1).
  */
-export async function upsertRole(db: ControlDb, input: unknown, actor: ChangeActor = {}): Promise<{ role: SourceRoleRecord; created: boolean }> {
+export async function upsertRole(db: ControlDb, input: unknown, actor: ChangeActor = {}, opts: { allowUnknownNames?: boolean } = {}): Promise<{ role: SourceRoleRecord; created: boolean }> {
   const role = parseSourceRole(input);
   await checkRowRules(role);
+  refuseUnknownRoleNames(await loadKnownSources(db), role, opts.allowUnknownNames);
   return withTransaction(db, async (c) => {
     const r = await c.query<RoleRow & { inserted: boolean }>(
       `INSERT INTO roles (name, description, audiences, statements) VALUES ($1, $2, $3, $4)

@@ -24,6 +24,47 @@ export interface ScanResult {
    * as `schema.name`: reads of their columns fail closed (issue 12; src/sql/views.ts).
    */
   unprovableViews: string[];
+  /**
+   * Relations of the snapshot the reader role may not SELECT, checked on the server as the reader
+   * (has_schema_privilege USAGE, has_table_privilege and has_column_privilege SELECT; task hnu4a item
+   * 2): `relation` as `schema.name`, and `columns` (in column order) when it may read some columns
+   * but not these. Reads of them fail with source_permission_denied until an operator grants SELECT.
+   * Empty when it may read everything.
+   */
+  unreadable: UnreadableRelation[];
+}
+
+/** A relation (or some of its columns) the reader role may not SELECT. */
+export interface UnreadableRelation {
+  relation: string;
+  columns?: string[];
+}
+
+/**
+ * What the connected reader (`client`) may not SELECT among `relations`: the relations without
+ * schema USAGE or any column it may read, and those with some columns it may not read (those
+ * columns listed). One query; names as PostgreSQL stores them.
+ */
+export async function unreadableRelations(client: pg.ClientBase, relations: ReadonlyArray<{ schema: string; name: string }>): Promise<UnreadableRelation[]> {
+  if (relations.length === 0) return [];
+  const r = await client.query<{ schema: string; name: string; usable: boolean; readable: string[]; denied: string[] }>(
+    `SELECT n.nspname AS schema, c.relname AS name, has_schema_privilege(n.oid, 'USAGE') AS usable,
+       ARRAY(SELECT a.attname::text FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND has_column_privilege(c.oid, a.attnum, 'SELECT') ORDER BY a.attnum) AS readable,
+       ARRAY(SELECT a.attname::text FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND NOT has_column_privilege(c.oid, a.attnum, 'SELECT') ORDER BY a.attnum) AS denied
+     FROM unnest($1::text[], $2::text[]) AS w(schema, name)
+     JOIN pg_namespace n ON n.nspname = w.schema
+     JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = w.name
+     WHERE NOT has_schema_privilege(n.oid, 'USAGE') OR NOT has_table_privilege(c.oid, 'SELECT')
+     ORDER BY 1, 2`,
+    [relations.map((x) => x.schema), relations.map((x) => x.name)],
+  );
+  const out: UnreadableRelation[] = [];
+  for (const row of r.rows) {
+    const relation = `${row.schema}.${row.name}`;
+    if (!row.usable || row.readable.length === 0) out.push({ relation });
+    else if (row.denied.length > 0) out.push({ relation, columns: row.denied });
+  }
+  return out;
 }
 
 /**
@@ -49,7 +90,8 @@ export function tlsHint(sourceId: string, settings: { tls?: { mode?: string }; r
 
 /**
  * Connects to the source as its reader (TLS as configured, 10 s connect timeout), scans its
- * catalog (at most `maxRelations`, default 10 000) and stores the snapshot.
+ * catalog (at most `maxRelations`, default 10 000) and stores the snapshot; lists what the reader
+ * may not SELECT (`unreadable`).
  * Throws NotFoundError for an unknown source, ValidationError for a non-PostgreSQL one, and
  * ControlError('unavailable') when the source cannot be reached (message for operators).
  */
@@ -65,6 +107,7 @@ export async function scanSource(db: ControlDb, sourceId: string, opts: { maxRel
   }
   try {
     const catalog = await scanCatalog(client, { maxRelations: opts.maxRelations });
+    const unreadable = await unreadableRelations(client, catalog.relations);
     await saveCatalog(db, sourceId, catalog);
     await initSqlParser();
     return {
@@ -74,6 +117,7 @@ export async function scanSource(db: ControlDb, sourceId: string, opts: { maxRel
       truncated: catalog.truncated,
       views: catalog.relations.filter((r) => r.kind === 'view' || r.kind === 'materialized_view').length,
       unprovableViews: unprovableViews(catalog),
+      unreadable,
     };
   } finally {
     await client.end().catch(() => undefined);

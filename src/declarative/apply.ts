@@ -19,11 +19,12 @@ import { appendAuditRows, configRow, type ConfigAuditEvent } from '../audit/writ
 import { canonicalJson, removeSourceIn } from '../control/sources';
 import { newIdentityId } from '../control/ids';
 import { insertOperatorGrant } from '../control/grants';
-import { scanSource } from '../control/scan';
+import { scanSource, type UnreadableRelation } from '../control/scan';
 import { deleteClaimMapping, upsertClaimMapping } from '../control/claim-mappings';
 import { takeBackUnruledClaimGrants } from '../control/claim-rules';
 import { checkRowRules } from '../control/roles';
 import { checkPolicyRowRules } from '../control/policies';
+import { loadKnownSources, refuseUnknownPolicyNames, refuseUnknownRoleNames } from '../control/catalog-names';
 import { computePlan, type Plan, type PlanChange } from './plan';
 import { desiredStateOf, fileDigest, keepStoredSecrets, parseFileText, processSecrets, validateInterlockFileDocument, type SecretResolver } from './schema';
 import { readConfigState } from './state';
@@ -49,12 +50,20 @@ export interface ApplyOptions {
   scan?: boolean;
   /** Where password_env / password_file are resolved (default: this process). */
   secrets?: SecretResolver;
+  /**
+   * Accept created or changed roles and policies naming relations or columns that no scanned
+   * catalogue has (tables created later; task hnu4a item 1). A policy naming a source neither
+   * registered nor in the file is refused all the same.
+   */
+  allowUnknownNames?: boolean;
 }
 
 /** A catalog scan after an apply. */
 export interface ApplyScan {
   sourceId: string;
   relations?: number;
+  /** Relations the reader may not SELECT (ScanResult.unreadable), when there are any. */
+  unreadable?: UnreadableRelation[];
   error?: string;
 }
 
@@ -91,6 +100,7 @@ export async function applyInterlockFile(db: ControlDb, input: ApplyInput, opts:
       if (ch.kind === 'source' && ch.action === 'update' && ch.fields.some((f) => f.path === 'type')) throw new ValidationError(`source "${ch.name}": a source type cannot change; remove it and add a new one`);
     }
     await notePendingApprovals(c, p, !!opts.force);
+    await refuseUnknownNamesIn(c, p, desired, !!opts.allowUnknownNames);
     if (opts.plan) return p;
     const events: ConfigAuditEvent[] = [];
     for (const ch of p.changes) {
@@ -113,7 +123,8 @@ export async function applyInterlockFile(db: ControlDb, input: ApplyInput, opts:
       if (!s || s.type !== 'postgres' || !s.enabled) continue;
       if (ch.action === 'update' && !ch.fields.some((f) => CONNECTION.test(f.path) || f.path === 'enabled')) continue;
       try {
-        scans.push({ sourceId: ch.name, relations: (await scanSource(db, ch.name)).relations });
+        const r = await scanSource(db, ch.name);
+        scans.push({ sourceId: ch.name, relations: r.relations, ...(r.unreadable.length ? { unreadable: r.unreadable } : {}) });
       } catch (err) {
         scans.push({ sourceId: ch.name, error: (err as Error).message });
       }
@@ -247,4 +258,24 @@ async function execute(c: pg.ClientBase, ch: PlanChange, desired: DesiredState, 
       return (await takeBackUnruledClaimGrants(c, old)).map((g) => ({ decision: 'grant_revoked', sourceId: g.sourceId, details: g.details }));
     }
   }
+}
+
+/**
+ * The roles and policies the plan creates or updates, checked against the registered sources and
+ * the file's own (a new source has no catalogue yet: names on it are not checked) and their scanned
+ * catalogues (src/control/catalog-names.ts). Throws ValidationError, so `--plan` shows it too.
+ */
+async function refuseUnknownNamesIn(c: pg.PoolClient, plan: Plan, desired: DesiredState, allowUnknownNames: boolean): Promise<void> {
+  const changed = (kind: 'role' | 'policy') => plan.changes.filter((ch) => ch.kind === kind && ch.action !== 'delete').map((ch) => ch.name);
+  const roles = changed('role').map((n) => desired.roles.get(n)).filter((r) => r !== undefined);
+  const policies = changed('policy').map((n) => desired.policies.get(n)).filter((p) => p !== undefined);
+  if (roles.length === 0 && policies.length === 0) return;
+  const known = await loadKnownSources(c);
+  for (const [id, s] of desired.sources) {
+    if (known.ids.has(id)) continue;
+    known.ids.add(id);
+    if (s.type === 'postgres') known.catalogs.set(id, null);
+  }
+  for (const role of roles) refuseUnknownRoleNames(known, role, allowUnknownNames);
+  if (policies.length) refuseUnknownPolicyNames(known, policies, allowUnknownNames);
 }

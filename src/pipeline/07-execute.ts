@@ -71,6 +71,23 @@ export interface ConnectorProvider {
   reader(source: SourceRecord): QueryConnector;
 }
 
+/**
+ * insufficient_privilege raised by the source for a governed read: the gateway's reader role lacks a
+ * grant (the agent's statement passed the gateway's own authorization), an operator's matter, told
+ * as the refusal source_permission_denied (task hnu4a item 2).
+ */
+export const SQLSTATE_INSUFFICIENT_PRIVILEGE = '42501';
+
+/**
+ * The object a 42501 message of the source names ("permission denied for table note", "… for view
+ * x", PostgreSQL before 15: "… for relation note"), for the operator's log only; undefined when the
+ * message has another shape.
+ */
+export function permissionDeniedObject(message: unknown): string | undefined {
+  const m = typeof message === 'string' ? /^permission denied for (?:table|relation|view|materialized view|foreign table|sequence|schema|function|column) (.+)$/.exec(message) : null;
+  return m ? m[1] : undefined;
+}
+
 /** configuration_limit_exceeded: the statement passed a per-statement limit (e.g. the reader role's temp_file_limit). */
 const SQLSTATE_CONFIGURATION_LIMIT = '53400';
 
@@ -81,7 +98,8 @@ const SQLSTATE_CONFIGURATION_LIMIT = '53400';
  * operator the error names (src/pipeline/statement-errors.ts) reach the agent; never the driver's
  * or server's text (it can carry values, hidden names, hosts and addresses). A SQLSTATE that
  * spec/errors-v1.json names as a `statement_failed` reason (55P03 → `lock_timeout`, issue 22 item 6)
- * answers with that reason and its fixed message.
+ * answers with that reason and its fixed message. 42501 (insufficient_privilege) is the refusal
+ * source_permission_denied: a grant the reader role lacks, never "correct the statement".
  */
 export function mapConnectorError(err: unknown, statement?: string): ToolOutcome {
   const e = err as { code?: string; sqlState?: string; retryAfterMs?: number; cause?: { message?: unknown } };
@@ -109,6 +127,8 @@ export function mapConnectorError(err: unknown, statement?: string): ToolOutcome
       // A cause the agent can act on (lock_timeout, 55P03) has its own reason and fixed message.
       const reason = typeof e?.sqlState === 'string' ? toolErrorReasonForSqlState('statement_failed', e.sqlState) : undefined;
       if (reason) return { kind: 'tool_error', code: 'statement_failed', reason: reason.reason, message: reason.message };
+      // Not the statement's fault: the source refused the gateway's reader role (no name, no driver text).
+      if (e?.sqlState === SQLSTATE_INSUFFICIENT_PRIVILEGE) return { kind: 'refusal', code: 'source_permission_denied' };
       if (e?.sqlState === SQLSTATE_CONFIGURATION_LIMIT) {
         return { kind: 'tool_error', code: 'statement_failed', message: `The statement failed in the source database: it passed a per-statement limit of the source, such as temp_file_limit (SQLSTATE ${SQLSTATE_CONFIGURATION_LIMIT}).` };
       }

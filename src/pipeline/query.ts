@@ -18,7 +18,7 @@ import { analysisRefusal, authorizeStatement } from './03-authorize';
 import { policyStep } from './04-policy';
 import { rateLimitStep, type RateLimiter } from './05-rate-limit';
 import { writeSafetyStep } from './06-write-safety';
-import { mapConnectorError, type ConnectorProvider, type TruncatedBy } from './07-execute';
+import { mapConnectorError, permissionDeniedObject, SQLSTATE_INSUFFICIENT_PRIVILEGE, type ConnectorProvider, type TruncatedBy } from './07-execute';
 import { checkHierarchy, hierarchySensitive, hitNeedsCheck, standaloneGuardFor, type HierarchyCheck } from './hierarchy-check';
 import { redactRows } from './08-redact';
 import { maskedStatement } from '../sql/mask-sql';
@@ -56,6 +56,12 @@ export interface QueryPipelineDeps {
    * row-ruled table is refused `row_rules_unavailable` (never run unfiltered).
    */
   rowViews?: RowViewProvisioner;
+  /**
+   * Told once per governed read the source refused with 42501 (the reader role lacks a grant; task
+   * hnu4a item 2): the source, the object the server's message names (operator text, never the
+   * agent's) and the request id. The gateway logs it as a warning for operators.
+   */
+  onSourcePermissionDenied?: (facts: { sourceId: string; object?: string; requestId: string }) => void;
   /** Called after a documents-source request (issue 4) — absent means such sources answer request refusals. */
   connectorRequest?: (source: SourceRecord, request: Record<string, unknown>, ctx: ToolCallContext, evaluator: AccessEvaluator) => Promise<ToolOutcome>;
 }
@@ -242,8 +248,10 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
       return queued;
     }
 
-    // Step 7: execution. At most two passes: the second after the guard's full check.
+    // Step 7: execution. At most two passes: the second after the guard's full check, or after a
+    // row view the source lost was made again (once per call).
     if (rows.kind === 'ruled') audit.row_rules = rows.plan.applied;
+    let remadeRowViews = false;
     for (;;) {
       const maxRows = Math.min(requested, sourceCap, restrictions.maxRows ?? Infinity);
       // Masked columns are masked in SQL, so their raw values never reach the gateway (mask-sql.ts).
@@ -265,8 +273,22 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
       try {
         read = await connector.read(runSql, params, { maxRows, maxBytes: deps.maxResultBytes ?? 4 * 1024 * 1024, signal: ctx.signal, identityId: identity.id, ...(rowPlan ? { settings: rowPlan.settings } : {}), ...(guard ? { guard } : {}), ...(ctx.sourceWait ? { poolWait: ctx.sourceWait } : {}) });
       } catch (err) {
-        // A row view dropped on the source since it was made (42P01, undefined table): made again next time.
-        if (rowPlan && (err as { sqlState?: string }).sqlState === '42P01') deps.rowViews?.forget(source.id);
+        const sqlState = (err as { sqlState?: string }).sqlState;
+        // A row view dropped on the source since it was made (42P01, undefined table; e.g. by an
+        // operator's schema change, docs/row-rules.md): made again and the read run once more in
+        // this call. A second miss, with the views just made, is a relation of the agent's own
+        // statement gone since the scan: answered as any statement error.
+        if (rowPlan && sqlState === '42P01') {
+          deps.rowViews?.forget(source.id);
+          if (!remadeRowViews) {
+            remadeRowViews = true;
+            continue;
+          }
+        }
+        if (sqlState === SQLSTATE_INSUFFICIENT_PRIVILEGE) {
+          audit.sqlstate = sqlState;
+          deps.onSourcePermissionDenied?.({ sourceId: source.id, object: permissionDeniedObject((err as { cause?: { message?: unknown } }).cause?.message), requestId: ctx.requestId });
+        }
         // The agent's own text (not runSql, which may carry the mask projection or row-rule views):
         // a name an error reports is passed on only when the agent wrote it.
         const failed = mapConnectorError(err, sql);

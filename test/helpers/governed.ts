@@ -21,6 +21,8 @@ export interface GovernedEnv {
   gateway: GovernedGateway;
   /** Superuser URL of the Chinook copy (to check database state directly). */
   sourceUrl: string;
+  /** URL of the control database (for the operator CLI, `--database-url`). */
+  controlUrl: string;
   close(): Promise<void>;
 }
 
@@ -44,6 +46,7 @@ export async function startGovernedEnv(opts: { config?: { [K in keyof ResolvedGa
     db,
     gateway,
     sourceUrl: urlFor(databaseName),
+    controlUrl: control.url,
     async close() {
       await gateway.close(1000);
       await db.close();

@@ -33,6 +33,8 @@ export async function provisionConformanceFixture(env: GovernedEnv): Promise<Con
   } finally {
     await admin.end();
   }
+  // Scanned before the roles and policies that name the fixture's tables (task hnu4a: names are checked against the catalogue).
+  await scanSource(env.db, env.demo.sourceId);
   await upsertRole(env.db, {
     name: 'icf-reader',
     description: 'conformance sql-gateway fixture',
@@ -52,6 +54,5 @@ export async function provisionConformanceFixture(env: GovernedEnv): Promise<Con
   await setIdentityAttributes(env.db, 'icf-tenant-a', { tenant: 'a' });
   await grantRole(env.db, { identityId: tenantA.id, roleName: 'icf-tenant-a', sourceId: env.demo.sourceId });
   const restrictedApiKey = (await createApiKey(env.db, tenantA.id)).secret;
-  await scanSource(env.db, env.demo.sourceId);
   return { restrictedApiKey };
 }

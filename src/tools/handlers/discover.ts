@@ -80,18 +80,24 @@ export function rowFilterFor(deps: Pick<DiscoveryDeps, 'rowReads'>, source: Sour
     const plan = planRowRules({ evaluator, sourceId: source.id, analysis, catalog, attributes: identity.attributes, sql, policyRows });
     if (plan.kind === 'none') return { kind: 'all' };
     if (plan.kind === 'refused') return { kind: 'none' };
-    try {
-      if (!(await reads.rowViews.ensure(source, plan.plan.views))) return { kind: 'none' };
-      const read = await reads.connectors.reader(source).read(plan.plan.sql, [], { maxRows: MAX_PERMITTED_IDS, maxBytes: 64 * 1024 * 1024, identityId: identity.id, settings: plan.plan.settings });
-      if (read.truncated || read.guardTripped) return { kind: 'none' };
-      const ambiguous = await ambiguousIds(reads.connectors.reader(source), r, identity.id);
-      if (ambiguous === null) return { kind: 'none' };
-      const ids = read.rowsArray.map((row) => row[0]).filter((v): v is string => typeof v === 'string');
-      return { kind: 'ids', ids: ids.filter((id) => !ambiguous.has(assetIdKey(id))) };
-    } catch (err) {
-      // A row view dropped on the source: made again next time (as interlock_query does).
-      if ((err as { sqlState?: string }).sqlState === '42P01') reads.rowViews.forget(source.id);
-      return { kind: 'none' };
+    // A row view dropped on the source (42P01; e.g. before a schema change, docs/row-rules.md) is
+    // made again and the read run once more in this call, as interlock_query does.
+    for (let attempt = 0; ; attempt++) {
+      try {
+        if (!(await reads.rowViews.ensure(source, plan.plan.views))) return { kind: 'none' };
+        const read = await reads.connectors.reader(source).read(plan.plan.sql, [], { maxRows: MAX_PERMITTED_IDS, maxBytes: 64 * 1024 * 1024, identityId: identity.id, settings: plan.plan.settings });
+        if (read.truncated || read.guardTripped) return { kind: 'none' };
+        const ambiguous = await ambiguousIds(reads.connectors.reader(source), r, identity.id);
+        if (ambiguous === null) return { kind: 'none' };
+        const ids = read.rowsArray.map((row) => row[0]).filter((v): v is string => typeof v === 'string');
+        return { kind: 'ids', ids: ids.filter((id) => !ambiguous.has(assetIdKey(id))) };
+      } catch (err) {
+        if ((err as { sqlState?: string }).sqlState === '42P01') {
+          reads.rowViews.forget(source.id);
+          if (attempt === 0) continue;
+        }
+        return { kind: 'none' };
+      }
     }
   };
 }

@@ -19,14 +19,20 @@
  *   after the scan in clear (fixed).
  */
 import { startAttackEnv, query, callTool, type AttackEnv } from './harness';
-import { upsertRole } from '../../../src/control/roles';
+import { upsertRole as upsertRoleChecked } from '../../../src/control/roles';
 import { grantRole } from '../../../src/control/grants';
 import { scanSource } from '../../../src/control/scan';
-import { addPolicy } from '../../../src/control/policies';
+import { addPolicy as addPolicyChecked } from '../../../src/control/policies';
 import { createIdentity } from '../../../src/control/identities';
 import { createApiKey } from '../../../src/control/keys';
 import { listApprovals } from '../../../src/control/approvals';
 import { approveAndExecute } from '../../../src/approvals/execute';
+import type { ControlDb } from '../../../src/control/db';
+
+// Task hnu4a: these roles and policies name tables created on the source after its last scan (the cases under test),
+// which the catalogue check refuses unless intended.
+const upsertRole = (db: ControlDb, role: unknown) => upsertRoleChecked(db, role, {}, { allowUnknownNames: true });
+const addPolicy = (db: ControlDb, policy: unknown, o: { replace?: boolean } = {}) => addPolicyChecked(db, policy, { ...o, allowUnknownNames: true });
 
 const DEPTH = 70;
 let a: AttackEnv;

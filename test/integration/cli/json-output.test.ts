@@ -57,7 +57,7 @@ beforeAll(async () => {
     ['identity', 'create', 'json-agent'],
     ['key', 'create', 'json-agent'],
     ['source', 'add', file('local.json', JSON.stringify(def))],
-    ['role', 'create', file('analyst.yaml', 'name: analyst\nstatements:\n  - { effect: allow, action: read, resource: public.album }\n')],
+    ['role', 'create', '--allow-unknown-names', file('analyst.yaml', 'name: analyst\nstatements:\n  - { effect: allow, action: read, resource: public.album }\n')],
     ['grant', 'json-agent', 'analyst', 'local'],
     ['policy', 'add', file('p.yaml', 'name: need-where\nrule: { type: require_where }\n')],
     ['index', 'local'],

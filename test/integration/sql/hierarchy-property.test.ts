@@ -9,11 +9,17 @@
 import fc from 'fast-check';
 import pg from 'pg';
 import { startGovernedEnv, callTool, type GovernedEnv } from '../../helpers/governed';
-import { upsertRole } from '../../../src/control/roles';
+import { upsertRole as upsertRoleChecked } from '../../../src/control/roles';
 import { grantRole } from '../../../src/control/grants';
 import { scanSource } from '../../../src/control/scan';
-import { addPolicy, removePolicy } from '../../../src/control/policies';
+import { addPolicy as addPolicyChecked, removePolicy } from '../../../src/control/policies';
 import { FULL_MASK } from '../../../src/sql/redaction';
+import type { ControlDb } from '../../../src/control/db';
+
+// Task hnu4a: these roles and policies name tables created on the source after its last scan (the cases under test),
+// which the catalogue check refuses unless intended.
+const upsertRole = (db: ControlDb, role: unknown) => upsertRoleChecked(db, role, {}, { allowUnknownNames: true });
+const addPolicy = (db: ControlDb, policy: unknown, o: { replace?: boolean } = {}) => addPolicyChecked(db, policy, { ...o, allowUnknownNames: true });
 
 let env: GovernedEnv;
 let admin: pg.Client;

@@ -65,8 +65,6 @@ test('class 42: a name the agent did not write (a view definition, a rewrite, a 
     ['42703', 'column "SSN" does not exist', 'SELECT ssn FROM t'],
     // An operator the agent did not write.
     ['42883', 'operator does not exist: text ~~* integer', 'SELECT 1 FROM t WHERE a = 1'],
-    // 42501 never names one, even the agent's own relation.
-    ['42501', 'permission denied for table customer', 'SELECT name FROM customer'],
     // A message in another language names nothing.
     ['42703', 'la columna «nosuch» no existe', 'SELECT nosuch FROM t'],
   ];
@@ -76,6 +74,8 @@ test('class 42: a name the agent did not write (a view definition, a rewrite, a 
     expect(o.details.sqlstate).toBe(code);
     for (const w of ['ssn', 'SSN', 'interlock_rows', 'secret_schema', '~~*', 'customer', 'columna']) expect([sql, o.message.includes(w) && !sql.includes(w)]).toEqual([sql, false]);
   }
+  // 42501 is not the statement's fault (task hnu4a item 2): the refusal source_permission_denied, naming nothing, even the agent's own relation.
+  expect(mapConnectorError(failure('42501', 'permission denied for table customer'), 'SELECT name FROM customer')).toEqual({ kind: 'refusal', code: 'source_permission_denied' });
   // Without the agent's text (other callers) nothing is named.
   expect((mapConnectorError(failure("42703", "column \"nosuch\" does not exist")) as unknown as { details: Record<string, unknown> }).details).toEqual({ sqlstate: '42703', condition: 'undefined_column' });
 });

@@ -1,0 +1,187 @@
+/**
+ * The names a policy or role writes (sources in `applies_to.sources`; relations and columns in a
+ * policy's rule or a role's resources) checked against the registered sources and their scanned
+ * catalogues (task hnu4a item 1): one typo in `columns: [public.customer.emial]` would otherwise
+ * leave the e-mail unmasked without a signal. A source name that is not registered is always
+ * refused; a relation or column that no catalogue of the sources it concerns holds is refused with
+ * a "did you mean" unless the operator says it is intended (`allowUnknownNames`: CLI
+ * `--allow-unknown-names`, admin API `allow_unknown_names=true`), since tables may be created later.
+ * The catalogues are the snapshots `interlock source scan` stores (src/control/catalog.ts), never
+ * a guess. Wildcard parts (`*`) match any name; a name made only of wildcards is not checked.
+ */
+import type pg from 'pg';
+import type { SourceCatalog } from '../sql/catalog-types';
+import type { Policy } from '../../generated/policy-v1';
+import type { SourceRole } from '../../generated/role-v1';
+import type { ControlDb } from './db';
+import { ValidationError } from './errors';
+
+/** A name to check: where it is written ("rule/columns/0"), the name, and what it names by its parts (2: schema.table, 3: schema.table.column). */
+export interface WrittenName {
+  path: string;
+  name: string;
+}
+
+/** The registered sources: every id, and for each PostgreSQL source its stored catalogue (null: never scanned). */
+export interface KnownSources {
+  ids: Set<string>;
+  catalogs: Map<string, SourceCatalog | null>;
+}
+
+/** What the check found: unknown sources (always refused) and unknown relations or columns (refused unless intended), as "path: what" lines. */
+export interface NameFindings {
+  sources: string[];
+  names: string[];
+}
+
+/** Loads the registered sources and the catalogues of the PostgreSQL ones, on `q` (a pool, or a transaction's client). */
+export async function loadKnownSources(q: ControlDb | pg.ClientBase): Promise<KnownSources> {
+  const runner = 'pool' in q ? q.pool : q;
+  const r = await runner.query<{ id: string; type: string; catalog: SourceCatalog | null }>(
+    'SELECT s.id, s.type, c.catalog FROM sources s LEFT JOIN catalog_snapshots c ON c.source_id = s.id ORDER BY s.id',
+  );
+  const known: KnownSources = { ids: new Set(), catalogs: new Map() };
+  for (const row of r.rows) {
+    known.ids.add(row.id);
+    if (row.type === 'postgres') known.catalogs.set(row.id, row.catalog);
+  }
+  return known;
+}
+
+/** Levenshtein distance of a and b, or Infinity once it exceeds `max` (rows are cut early). */
+function distance(a: string, b: string, max: number): number {
+  if (Math.abs(a.length - b.length) > max) return Infinity;
+  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const cur = [i];
+    let best = i;
+    for (let j = 1; j <= b.length; j++) {
+      cur[j] = Math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1));
+      if (cur[j] < best) best = cur[j];
+    }
+    if (best > max) return Infinity;
+    prev = cur;
+  }
+  return prev[b.length];
+}
+
+/** The closest of `candidates` to `name` when it is close (at most 2 edits, or a fifth of its length), else undefined. */
+export function closestName(name: string, candidates: Iterable<string>): string | undefined {
+  const max = Math.max(2, Math.floor(name.length / 5));
+  let best: string | undefined;
+  let bestD = max + 1;
+  for (const c of candidates) {
+    if (c === name) continue;
+    const d = distance(name.toLowerCase(), c.toLowerCase(), Math.min(max, bestD - 1));
+    if (d < bestD) {
+      bestD = d;
+      best = c;
+    }
+  }
+  return best;
+}
+
+const suggest = (s: string | undefined) => (s ? `; did you mean ${s}?` : '');
+
+/** The "schema.table" and "schema.table.column" names a catalogue holds. */
+function catalogNames(catalog: SourceCatalog): { relations: string[]; columns: string[] } {
+  const relations: string[] = [];
+  const columns: string[] = [];
+  for (const r of catalog.relations) {
+    relations.push(`${r.schema}.${r.name}`);
+    for (const c of r.columns) columns.push(`${r.schema}.${r.name}.${c.name}`);
+  }
+  return { relations, columns };
+}
+
+const partsMatch = (pattern: string[], parts: string[]) => pattern.length === parts.length && pattern.every((p, i) => p === '*' || p === parts[i]);
+
+/**
+ * Checks `names` against the catalogues of `sources` (the named ones; none named: every registered
+ * source) and each of `sources` against the registered ids. A name is checked only when it has 2
+ * (relation) or 3 (column) dot-separated parts and not only wildcards; when a named PostgreSQL
+ * source was never scanned, or no source concerned has a catalogue, names are not checked (there
+ * is nothing to check them against). Pure.
+ */
+export function checkWrittenNames(known: KnownSources, sources: { path: string; ids: string[] } | undefined, names: WrittenName[]): NameFindings {
+  const findings: NameFindings = { sources: [], names: [] };
+  sources?.ids.forEach((id, i) => {
+    if (!known.ids.has(id)) findings.sources.push(`${sources.path}/${i}: no source "${id}" is registered${suggest(closestName(id, known.ids))}`);
+  });
+  const concerned = sources?.ids.length ? sources.ids.filter((id) => known.ids.has(id)) : [...known.ids];
+  const catalogs: Array<[string, SourceCatalog]> = [];
+  for (const id of concerned) {
+    if (!known.catalogs.has(id)) continue; // not a PostgreSQL source
+    const c = known.catalogs.get(id);
+    if (!c) {
+      if (sources?.ids.length) return findings; // a named source never scanned: nothing to check against
+      continue;
+    }
+    catalogs.push([id, c]);
+  }
+  if (catalogs.length === 0) return findings;
+  const all = catalogs.map(([, c]) => catalogNames(c));
+  const where = catalogs.map(([id]) => id).join(', ');
+  for (const n of names) {
+    const parts = n.name.split('.');
+    if ((parts.length !== 2 && parts.length !== 3) || parts.every((p) => p === '*')) continue;
+    const pool = all.flatMap((x) => (parts.length === 2 ? x.relations : x.columns));
+    if (pool.some((c) => partsMatch(parts, c.split('.')))) continue;
+    const kind = parts.length === 2 ? 'relation' : 'column';
+    const hint = n.name.includes('*') ? undefined : closestName(n.name, pool);
+    findings.names.push(`${n.path}: no ${kind} ${n.name} in the scanned catalogue of ${where}${suggest(hint)}`);
+  }
+  return findings;
+}
+
+/** The advice appended to a refusal of unknown names. */
+export const ALLOW_UNKNOWN_HINT =
+  'if a name is meant for a relation or column created later, repeat with --allow-unknown-names (admin API: allow_unknown_names=true); after a schema change run `interlock source scan ID` first';
+
+/**
+ * Throws ValidationError(`${what}: …`, lines) when `findings` hold an unknown source, or an unknown
+ * relation or column and `allowUnknownNames` is not set.
+ */
+export function refuseUnknownNames(what: string, findings: NameFindings, allowUnknownNames: boolean | undefined): void {
+  const lines = [...findings.sources, ...(allowUnknownNames ? [] : findings.names)];
+  if (lines.length === 0) return;
+  const msg = findings.sources.length && (allowUnknownNames || findings.names.length === 0)
+    ? `${what} names a source that is not registered`
+    : `${what} names ${findings.sources.length ? 'a source that is not registered or ' : ''}a relation or column that no scanned catalogue has (${ALLOW_UNKNOWN_HINT})`;
+  throw new ValidationError(msg, lines);
+}
+
+/** The sources and names a policy writes: `applies_to.sources`; the relations of deny_relations and restrict_rows, the columns of mask_columns. Paths start with the policy's name. */
+export function policyWrittenNames(p: Policy): { sources?: { path: string; ids: string[] }; names: WrittenName[] } {
+  const r = p.rule as { type: string; columns?: string[]; relations?: string[] };
+  const list = r.type === 'mask_columns' ? { key: 'columns', items: r.columns ?? [] } : r.type === 'deny_relations' || r.type === 'restrict_rows' ? { key: 'relations', items: r.relations ?? [] } : { key: '', items: [] };
+  return {
+    ...(p.applies_to?.sources ? { sources: { path: `${p.name}/applies_to/sources`, ids: p.applies_to.sources } } : {}),
+    names: list.items.map((name, i) => ({ path: `${p.name}/rule/${list.key}/${i}`, name })),
+  };
+}
+
+/** The relation and column resources of a role's statements (discover and request statements name document categories or requests, not relations). */
+export function roleWrittenNames(role: SourceRole): WrittenName[] {
+  return role.statements.flatMap((s, i) => (s.action === 'discover' || s.action === 'request' ? [] : [{ path: `statements/${i}/resource`, name: s.resource }]));
+}
+
+/**
+ * Refuses (ValidationError, exit 2 / 400 validation_failed) policies naming an unregistered source,
+ * or a relation or column no catalogue of their sources holds unless `allowUnknownNames`.
+ */
+export function refuseUnknownPolicyNames(known: KnownSources, policies: Policy[], allowUnknownNames?: boolean): void {
+  const all: NameFindings = { sources: [], names: [] };
+  for (const p of policies) {
+    const w = policyWrittenNames(p);
+    const f = checkWrittenNames(known, w.sources, w.names);
+    all.sources.push(...f.sources);
+    all.names.push(...f.names);
+  }
+  refuseUnknownNames(policies.length === 1 ? `policy "${policies[0].name}"` : 'the policy list', all, allowUnknownNames);
+}
+
+/** Refuses (ValidationError) a role whose relation or column resources no registered source's catalogue holds, unless `allowUnknownNames`. */
+export function refuseUnknownRoleNames(known: KnownSources, role: SourceRole, allowUnknownNames?: boolean): void {
+  refuseUnknownNames(`role "${role.name}"`, checkWrittenNames(known, undefined, roleWrittenNames(role)), allowUnknownNames);
+}

@@ -1,0 +1,71 @@
+/**
+ * `interlock source drop-row-views ID [--table schema.table]` (task hnu4a item 3): drops InterLock's
+ * row views (schema `interlock_rows`, docs/row-rules.md) on a source, as its writer role, so that an
+ * operator can change a table they depend on (`ALTER TABLE … ALTER … TYPE` is refused while a view
+ * reads the column). The gateway makes them again on the next read that needs them, within that
+ * read's call. Only views of `interlock_rows` are dropped, in one statement without CASCADE: a view
+ * of the operator's own built on one of them stops the drop (nothing is dropped) instead of being
+ * dropped with it.
+ */
+import { ROW_VIEW_SCHEMA } from '../sql/row-rules/rewrite';
+import type { ControlDb } from './db';
+import { ControlError, NotFoundError, ValidationError } from './errors';
+import { connectSourceClient, requireSource } from './sources';
+
+/** What dropRowViews did: the views dropped (names within `interlock_rows`, sorted). */
+export interface DroppedRowViews {
+  sourceId: string;
+  dropped: string[];
+}
+
+/**
+ * Drops the row views of `sourceId` (all of them, or with `table` those that read it, directly or
+ * through another view) as the source's writer role. Throws NotFoundError (unknown source or table),
+ * ValidationError (not PostgreSQL, no writer, `table` not schema.table) and ControlError
+ * 'unavailable' when the source cannot be reached or refuses the drop (its message for operators).
+ */
+export async function dropRowViews(db: ControlDb, sourceId: string, opts: { table?: string } = {}): Promise<DroppedRowViews> {
+  const source = await requireSource(db, sourceId);
+  if (source.type !== 'postgres') throw new ValidationError(`source "${sourceId}" is of type ${source.type}: only PostgreSQL sources have row views`);
+  if (!source.settings.writer) throw new ValidationError(`source "${sourceId}" has no writer role: row views are made and dropped by it`);
+  const parts = opts.table?.split('.');
+  if (parts && (parts.length !== 2 || parts.some((p) => p === ''))) throw new ValidationError(`--table takes schema.table (got ${opts.table})`);
+  let client;
+  try {
+    client = await connectSourceClient(source.settings, 'writer', { connectionTimeoutMillis: 10_000, application_name: 'interlock-row-views' });
+  } catch (err) {
+    throw new ControlError('unavailable', `cannot connect to source "${sourceId}" as its writer: ${(err as Error).message}`);
+  }
+  try {
+    let names: string[];
+    if (parts) {
+      const t = await client.query<{ oid: number }>('SELECT c.oid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = $2', parts);
+      if (!t.rows[0]) throw new NotFoundError(`source "${sourceId}" has no relation ${opts.table}`);
+      names = (
+        await client.query<{ name: string }>(
+          `WITH RECURSIVE dep(oid) AS (
+             SELECT $1::oid
+             UNION
+             SELECT r.ev_class FROM dep JOIN pg_depend d ON d.refclassid = 'pg_class'::regclass AND d.refobjid = dep.oid AND d.classid = 'pg_rewrite'::regclass
+               JOIN pg_rewrite r ON r.oid = d.objid WHERE r.ev_class <> dep.oid
+           )
+           SELECT c.relname AS name FROM dep JOIN pg_class c ON c.oid = dep.oid JOIN pg_namespace n ON n.oid = c.relnamespace
+           WHERE n.nspname = $2 AND c.relkind = 'v' ORDER BY 1`,
+          [t.rows[0].oid, ROW_VIEW_SCHEMA],
+        )
+      ).rows.map((r) => r.name);
+    } else {
+      names = (await client.query<{ name: string }>("SELECT c.relname AS name FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relkind = 'v' ORDER BY 1", [ROW_VIEW_SCHEMA])).rows.map((r) => r.name);
+    }
+    if (names.length) {
+      try {
+        await client.query(`DROP VIEW IF EXISTS ${names.map((n) => `${ROW_VIEW_SCHEMA}.${client!.escapeIdentifier(n)}`).join(', ')}`);
+      } catch (err) {
+        throw new ControlError('unavailable', `source "${sourceId}" refused to drop its row views: ${(err as Error).message}`);
+      }
+    }
+    return { sourceId, dropped: names };
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}

@@ -1,0 +1,47 @@
+/**
+ * src/control/catalog-names.ts (task hnu4a item 1): which written names are checked against which
+ * catalogues, wildcards, never-scanned sources, and the did-you-mean distance.
+ */
+import { checkWrittenNames, closestName, type KnownSources } from '../../../src/control/catalog-names';
+import type { SourceCatalog } from '../../../src/sql/catalog-types';
+
+const catalog = (tables: Record<string, string[]>): SourceCatalog =>
+  ({ relations: Object.entries(tables).map(([t, cols]) => ({ schema: t.split('.')[0], name: t.split('.')[1], kind: 'table', columns: cols.map((name) => ({ name, dataType: 'text' })) })) }) as unknown as SourceCatalog;
+
+const known: KnownSources = {
+  ids: new Set(['crm', 'hr', 'docs', 'fresh']),
+  catalogs: new Map<string, SourceCatalog | null>([
+    ['crm', catalog({ 'public.customer': ['id', 'email'] })],
+    ['hr', catalog({ 'public.person': ['id', 'salary'] })],
+    ['fresh', null],
+  ]),
+};
+const names = (...n: string[]) => n.map((name, i) => ({ path: `p/${i}`, name }));
+
+test('a name is looked up in the named sources only; none named: every scanned source', () => {
+  expect(checkWrittenNames(known, { path: 's', ids: ['crm'] }, names('public.customer.email', 'public.person.salary')).names).toEqual([
+    'p/1: no column public.person.salary in the scanned catalogue of crm',
+  ]);
+  expect(checkWrittenNames(known, undefined, names('public.customer.email', 'public.person.salary', 'public.person'))).toEqual({ sources: [], names: [] });
+});
+
+test('wildcards match any part; a name of wildcards only, or of another shape, is not checked', () => {
+  expect(checkWrittenNames(known, undefined, names('public.*', '*.customer.email', 'public.customer.*', '*.*', '*', 'runbooks/*', 'a.b.c.d')).names).toEqual([]);
+  expect(checkWrittenNames(known, undefined, names('public.custmer.*', 'sales.*')).names).toEqual([
+    'p/0: no column public.custmer.* in the scanned catalogue of crm, hr',
+    'p/1: no relation sales.* in the scanned catalogue of crm, hr',
+  ]);
+});
+
+test('unknown sources are named (with a close one); a named source never scanned leaves names unchecked', () => {
+  expect(checkWrittenNames(known, { path: 'a/sources', ids: ['crmm', 'docs'] }, names('public.nothing'))).toEqual({ sources: ['a/sources/0: no source "crmm" is registered; did you mean crm?'], names: [] });
+  expect(checkWrittenNames(known, { path: 'a/sources', ids: ['crm', 'fresh'] }, names('public.nothing')).names).toEqual([]);
+  expect(checkWrittenNames({ ids: new Set(['fresh']), catalogs: new Map([['fresh', null]]) }, undefined, names('public.nothing')).names).toEqual([]);
+});
+
+test('did you mean: the closest name within 2 edits (or a fifth of the length), else none', () => {
+  expect(closestName('public.customer.emial', ['public.customer.email', 'public.customer.id'])).toBe('public.customer.email');
+  expect(closestName('public.custmer', ['public.customer', 'public.person'])).toBe('public.customer');
+  expect(closestName('public.zzz', ['public.customer'])).toBeUndefined();
+  expect(checkWrittenNames(known, undefined, names('public.Customer.email')).names).toEqual(['p/0: no column public.Customer.email in the scanned catalogue of crm, hr; did you mean public.customer.email?']);
+});
