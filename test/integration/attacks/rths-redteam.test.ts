@@ -560,13 +560,14 @@ describe('db status bounds (3)', () => {
     expect(await outcome(readMigrationStatus('postgres://u:p@interlock-rths-never.invalid:5432/d', BOUNDS))).toMatch(/^refused: cannot reach the control database at .* \((ENOTFOUND|EAI_AGAIN)\)$|^refused: cannot reach the control database at .*: no answer within 1000 ms$/);
   });
 
-  // Finding (low, not fixed here): a server that authenticates (AuthenticationOk, ReadyForQuery) and
-  // then never answers a query — a pgbouncer whose pool is exhausted queues it up to its
-  // query_wait_timeout (120 s by default), a server stopped (SIGSTOP) after the handshake — keeps
-  // `interlock db status` waiting with no bound: connectionTimeoutMillis ends at ReadyForQuery and
-  // lock_timeout is the server's. Expected: refused within the bounds; got: 'hung' at 15 s.
-  test.failing('finding (low): a server that authenticates and then never answers a query: db status hangs', async () => {
+  // Finding (low, fixed in src/control/db.ts readMigrationStatus): a server that authenticates
+  // (AuthenticationOk, ReadyForQuery) and then never answers a query — a pgbouncer whose pool is
+  // exhausted queues it up to its query_wait_timeout (120 s by default), a server stopped (SIGSTOP)
+  // after the handshake — kept `interlock db status` waiting with no bound: connectionTimeoutMillis
+  // ends at ReadyForQuery and lock_timeout is the server's ('hung' at 15 s). Now each query waits at
+  // most connect + lock bound (client-side query_timeout), then one line.
+  test('finding (low, fixed): a server that authenticates and then never answers a query: db status refused at connect + lock bound', async () => {
     const url = await fakeServer(() => Buffer.concat([packet('R', int32(0)), packet('Z', Buffer.from('I'))]));
-    expect(await outcome(readMigrationStatus(url, BOUNDS))).toMatch(/^refused: /);
+    expect(await outcome(readMigrationStatus(url, BOUNDS))).toMatch(/^refused: the control database at postgres:\/\/u:\*\*\*@127\.0\.0\.1:\d+\/d did not answer a query within 1300 ms$/);
   });
 });
