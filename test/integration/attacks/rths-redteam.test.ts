@@ -54,11 +54,9 @@ describe('admin API and console bodies (1) and their error codes (4)', () => {
   }, 90_000);
   afterAll(async () => env?.close());
 
-  /** Sends `body` (raw text) to the admin API with the operator token; `type` is the Content-Type. */
-  async function raw(method: string, path: string, body?: string, type = 'application/json') {
-    const headers: Record<string, string> = { authorization: `Bearer ${token}` };
-    if (body !== undefined) headers['content-type'] = type;
-    const r = await fetch(`${base}/admin/v1${path}`, { method, headers, body });
+  /** Sends `body` (raw text) to `path` of the gateway with `headers`: status, text and the JSON body (null when it is none). */
+  async function send(method: string, path: string, body: string | undefined, headers: Record<string, string>) {
+    const r = await fetch(`${base}${path}`, { method, headers, body });
     const text = await r.text();
     let json: any = null;
     try {
@@ -68,6 +66,9 @@ describe('admin API and console bodies (1) and their error codes (4)', () => {
     }
     return { status: r.status, text, json };
   }
+  /** Sends `body` (raw text) to the admin API with the operator token; `type` is the Content-Type. */
+  const raw = (method: string, path: string, body?: string, type = 'application/json') =>
+    send(method, `/admin/v1${path}`, body, { authorization: `Bearer ${token}`, ...(body !== undefined ? { 'content-type': type } : {}) });
   const admin = (method: string, path: string, body?: unknown) => raw(method, path, body === undefined ? undefined : JSON.stringify(body));
   const count = async (sql: string, params: unknown[] = []) => (await env.db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM (${sql}) x`, params)).rows[0]!.n;
   const refusal = (message: string) => ({ error: 'invalid_request', code: 'validation_failed', message });
@@ -284,17 +285,8 @@ describe('admin API and console bodies (1) and their error codes (4)', () => {
     const s = await fetch(`${base}/console/api/session`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ token }) });
     const cookie = (s.headers.get('set-cookie') ?? '').split(';')[0]!;
     const csrf = ((await s.json()) as { csrfToken: string }).csrfToken;
-    const call = async (method: string, path: string, body?: string, headers: Record<string, string> = {}) => {
-      const r = await fetch(`${base}${path}`, { method, headers: { ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...headers }, body });
-      const text = await r.text();
-      let json: any = null;
-      try {
-        json = JSON.parse(text);
-      } catch {
-        json = null;
-      }
-      return problemOf({ status: r.status, json, text });
-    };
+    const call = async (method: string, path: string, body?: string, headers: Record<string, string> = {}) =>
+      problemOf(await send(method, path, body, { ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...headers }));
     const authed = { cookie, 'x-csrf-token': csrf };
     const seen = [
       await call('GET', '/console/api/approvals'),
