@@ -391,8 +391,8 @@ describe('claim sync rule locks (2), runtime role credential', () => {
   // nothing, for as long as the session lives, and the identity keeps the removed rule's grant.
   // Before hsm2 the take-back skipped rows an open transaction held (rtcg), so the removal went
   // through. docs/operators.md calls the wait bounded; it is, but the removal never succeeds, and
-  // the start-up sync then answers {missing: []} with no warning that the removal did not happen
-  // (src/gateway.ts syncConfiguredClaimRules logs only a non-ControlError). The same holds for an
+  // the start-up sync then answers {missing: []} and goes on with the rule in place (the only trace
+  // is the governance warning for family claim_rules, 55P03). The same holds for an
   // apply narrowing a claim mapping whose named pair the session synced (FOR SHARE on the mapping).
   test.failing('finding (medium): a runtime session holding a sync open makes every removal of the rule fail (10 s) and keeps the grant', async () => {
     await replaceConfiguredClaimGrants(t.db, [issuerCfg(IDP, [rule('staff', 'reader', 'docs'), rule('dba', 'admin', 'prod')])]);
