@@ -300,16 +300,20 @@ export async function migrationStatus(db: ControlDb): Promise<MigrationStatus> {
 /**
  * The migration status of the control database at `url` (`interlock db status`), read on one
  * connection of its own that neither migrates nor resolves the pepper. `bounds` are the CLI's
- * (src/cli/bounds.ts): opening waits at most `connectTimeoutMs` (ms) and each statement waits for a
- * lock at most `lockTimeoutMs` (ms). Throws ControlError 'unavailable' (one line, no driver text)
- * when the server cannot be reached or does not answer within the bound, as openControlDb does.
+ * (src/cli/bounds.ts): opening waits at most `connectTimeoutMs` (ms), each statement waits for a
+ * lock at most `lockTimeoutMs` (ms), and for its answer at most their sum (client-side: a server
+ * that authenticates and then never answers, red team rths). Throws ControlError 'unavailable' (one
+ * line, no driver text) when the server cannot be reached or does not answer within the bound, as
+ * openControlDb does.
  */
 export async function readMigrationStatus(url: string, bounds: { connectTimeoutMs?: number; lockTimeoutMs?: number } = {}): Promise<MigrationStatus> {
+  const queryTimeoutMs = (bounds.connectTimeoutMs ?? 0) + (bounds.lockTimeoutMs ?? 0);
   const pool = controlPool(url, {
     max: 1,
     application_name: 'interlock-status',
     ...(bounds.connectTimeoutMs ? { connectionTimeoutMillis: bounds.connectTimeoutMs } : {}),
     ...(bounds.lockTimeoutMs !== undefined ? { options: `-c lock_timeout=${bounds.lockTimeoutMs}` } : {}),
+    ...(queryTimeoutMs > 0 ? { query_timeout: queryTimeoutMs } : {}),
   });
   pool.on('error', () => undefined);
   const db: ControlDb = { pool, url, close: () => pool.end() };
@@ -317,6 +321,9 @@ export async function readMigrationStatus(url: string, bounds: { connectTimeoutM
     return await migrationStatus(db);
   } catch (err) {
     if (err instanceof ControlError) throw err;
+    if ((err as Error)?.message === 'Query read timeout' && !(err as { code?: string }).code) {
+      throw new ControlError('unavailable', `the control database at ${redactUrl(url)} did not answer a query within ${queryTimeoutMs} ms`);
+    }
     throw describeConnectError(err, url, bounds);
   } finally {
     await pool.end().catch(() => undefined);

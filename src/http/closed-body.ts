@@ -71,16 +71,35 @@ export function unknownFieldsMessage(fields: string[]): string {
 }
 
 /**
+ * The JSON types (e.g. ['object'], ['array', 'object']) `validate`'s schema allows at the top,
+ * sorted, when `body`'s own top-level type is none of them; [] when it is one of them. Judged on an
+ * empty value of the body's type ([] or {}; a string, number, boolean or null as it is): the type is
+ * wrong when that value fails only by `type` at the top (and the oneOf/anyOf over them). Red team
+ * rths: a route without a requestBody ran with `[]`, `"x"` or `null`.
+ */
+export function wrongBodyType(validate: Validator, body: unknown): string[] {
+  const probe = Array.isArray(body) ? [] : body !== null && typeof body === 'object' ? {} : body;
+  if (validate(probe)) return [];
+  const top = (validate.errors ?? []).filter((e) => e.instancePath === '');
+  if (!top.length || !top.every((e) => e.keyword === 'type' || e.keyword === 'oneOf' || e.keyword === 'anyOf')) return [];
+  return [...new Set(top.filter((e) => e.keyword === 'type').map((e) => String((e.params as { type?: unknown }).type)))].sort();
+}
+
+/**
  * Middleware for the route `key` ('METHOD /path' with path parameters as {}, e.g.
- * 'POST /admin/v1/keys/{}/revoke'): answers 400 validation_failed naming the body's unknown fields
- * (unknownBodyFields) and stops; else next(). Runs after jsonBody (req.body parsed). Throws at
- * mount time when the spec has no such operation, so every body route of the admin API and the
- * console is described there.
+ * 'POST /admin/v1/keys/{}/revoke'): answers 400 invalid_body when the body's top-level JSON type is
+ * not one the route's schema allows (wrongBodyType: an array, string, number, boolean or null where
+ * an object is expected), 400 validation_failed naming the body's unknown fields
+ * (unknownBodyFields), and stops; else next(). Runs after jsonBody (req.body parsed; an empty body
+ * is {}). Throws at mount time when the spec has no such operation, so every body route of the
+ * admin API and the console is described there.
  */
 export function closedBody(key: string): RequestHandler {
   const validate = REQUEST_BODY_VALIDATORS[key];
   if (!validate) throw new Error(`spec/openapi-v1.yaml has no POST, PUT or PATCH operation ${key} (admin API / console body routes must be described there)`);
   return (req, res, next) => {
+    const types = wrongBodyType(validate, req.body);
+    if (types.length) return sendError(res, 'invalid_body', `The body must be a JSON ${types.join(' or ')} (spec/openapi-v1.yaml)`);
     const fields = unknownBodyFields(validate, req.body);
     if (fields.length) return sendError(res, 'validation_failed', unknownFieldsMessage(fields));
     next();

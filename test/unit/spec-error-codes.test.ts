@@ -15,7 +15,7 @@ const SRC = join(__dirname, '..', '..', 'src');
 /** The source files whose codes reach admin API and console clients. */
 function files(): string[] {
   const dir = (d: string) => readdirSync(join(SRC, d)).filter((f) => f.endsWith('.ts')).map((f) => join(SRC, d, f));
-  return [...dir('admin'), ...dir('console'), join(SRC, 'http', 'common.ts'), join(SRC, 'control', 'errors.ts')];
+  return [...dir('admin'), ...dir('console'), join(SRC, 'http', 'common.ts'), join(SRC, 'http', 'closed-body.ts'), join(SRC, 'transport', 'http-guard.ts'), join(SRC, 'control', 'errors.ts')];
 }
 
 /** The error codes `text` sends: literals in an error-code position. */

@@ -10,6 +10,11 @@ import { createIdentity } from '../../../src/control/identities';
 import { createApiKey } from '../../../src/control/keys';
 import { upsertRole } from '../../../src/control/roles';
 import { grantRole } from '../../../src/control/grants';
+import type { ControlDb } from '../../../src/control/db';
+import { openGovernanceAccess } from '../../../src/admin/governance-db';
+import { syncConfiguredClaimRules } from '../../../src/gateway';
+import { createLogger } from '../../../src/observability/logger';
+import type { TokenIssuer } from '../../../generated/config-v1';
 
 export { callTool };
 export type { GovernedEnv };
@@ -146,3 +151,30 @@ export async function asRole<T>(url: string, fn: (c: pg.Client) => Promise<T>): 
 
 /** The SQLSTATE `sql` fails with on `c` ('42501' etc.), or 'ok' when it succeeds. */
 export const sqlStateOf = (c: pg.Client, sql: string, params: unknown[] = []): Promise<string> => c.query(sql, params).then(() => 'ok', (e: { code?: string }) => e.code ?? String(e));
+
+/**
+ * Waits (bounded: 10 s) until some session of `pool`'s database waits for a lock (pg_stat_activity
+ * wait_event_type 'Lock'); throws when none does. Used by the claim-sync races (rtcg, rths).
+ */
+export async function lockWaitSeen(pool: pg.Pool): Promise<void> {
+  for (let i = 0; i < 200; i++) {
+    const { rows: w } = await pool.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'");
+    if (w[0]!.n > 0) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error('no session waited for a lock within 10 s');
+}
+
+/**
+ * A gateway's start-up claim-rule sync (syncConfiguredClaimRules) with `issuers`, through a fresh
+ * operator connection at `operatorUrl` (closed afterwards), the runtime pool `rt` and a silent logger.
+ */
+export async function startClaimSync(rt: ControlDb, operatorUrl: string, issuers: TokenIssuer[]) {
+  const quiet = createLogger('silent', { write: () => undefined });
+  const op = await openGovernanceAccess({ db: rt, operatorUrl, logger: quiet });
+  try {
+    return await syncConfiguredClaimRules({ governance: op, db: rt, issuers, logger: quiet });
+  } finally {
+    await op.close();
+  }
+}

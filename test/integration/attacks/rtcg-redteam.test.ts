@@ -19,7 +19,7 @@ import { OTHER_ISSUER_RULES_NOTE, replaceConfiguredClaimGrants } from '../../../
 import { createLogger } from '../../../src/observability/logger';
 import { verifyAuditChain } from '../../../src/audit/verify';
 import type { ClaimRoleGrant, TokenIssuer } from '../../../generated/config-v1';
-import { asRole } from './harness';
+import { asRole, lockWaitSeen as waitForLockWait, startClaimSync } from './harness';
 
 jest.setTimeout(120_000);
 
@@ -287,24 +287,10 @@ test('finding: removing a rule takes back the claim grants given under it (a run
 });
 
 /** The start-up sync through a fresh operator connection, with `issuers`. */
-async function startSync(issuers: TokenIssuer[]) {
-  const op = await openGovernanceAccess({ db: rt, operatorUrl: opUrl, logger: quiet });
-  try {
-    return await syncConfiguredClaimRules({ governance: op, db: rt, issuers, logger: quiet });
-  } finally {
-    await op.close();
-  }
-}
+const startSync = (issuers: TokenIssuer[]) => startClaimSync(rt, opUrl, issuers);
 
 /** Waits (bounded: 10 s, on the test's own database) until some session of it waits for a lock. */
-async function lockWaitSeen(): Promise<void> {
-  for (let i = 0; i < 200; i++) {
-    const { rows: w } = await t.db.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'");
-    if (w[0]!.n > 0) return;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error('no session waited for a lock within 10 s');
-}
+const lockWaitSeen = () => waitForLockWait(t.db.pool);
 
 // Finding (low, fixed by migration 20261210210000000_claim-sync-rule-locks_hsm2): a race between a
 // claim sync and the removal of its rule. The function checked the rules without locking them (READ

@@ -3,7 +3,7 @@
  * item 1), against the validators generated from spec/openapi-v1.yaml.
  */
 import { REQUEST_BODY_VALIDATORS } from '../../../generated/request-bodies-v1';
-import { unknownBodyFields, unknownFieldsMessage, closedBody } from '../../../src/http/closed-body';
+import { unknownBodyFields, unknownFieldsMessage, closedBody, wrongBodyType } from '../../../src/http/closed-body';
 
 const v = (key: string) => REQUEST_BODY_VALIDATORS[key]!;
 
@@ -38,4 +38,21 @@ test('the message cuts long pointers at 64 characters and names at most 5 fields
 
 test('a route the spec does not describe cannot be mounted', () => {
   expect(() => closedBody('POST /admin/v1/nowhere')).toThrow('spec/openapi-v1.yaml has no POST, PUT or PATCH operation POST /admin/v1/nowhere');
+});
+
+test('a body of the wrong top-level JSON type: the types the schema allows (red team rths); none for a body of an allowed type', () => {
+  expect(wrongBodyType(v('POST /admin/v1/identities/{}/disable'), [])).toEqual(['object']);
+  expect(wrongBodyType(v('POST /admin/v1/identities/{}/disable'), null)).toEqual(['object']);
+  expect(wrongBodyType(v('POST /admin/v1/identities/{}/disable'), {})).toEqual([]);
+  expect(wrongBodyType(v('POST /admin/v1/identities/{}/disable'), { force: true })).toEqual([]);
+  expect(wrongBodyType(v('POST /admin/v1/policies'), 'x')).toEqual(['array', 'object']);
+  expect(wrongBodyType(v('POST /admin/v1/policies'), [{ name: 'p' }])).toEqual([]);
+  expect(wrongBodyType(v('POST /admin/v1/identities'), { name: 7 })).toEqual([]);
+});
+
+test('wrongBodyType: an array of the right type that fails otherwise (empty, bad items) is left to the route', () => {
+  expect(wrongBodyType(v('POST /admin/v1/policies'), [])).toEqual([]);
+  expect(wrongBodyType(v('POST /admin/v1/apply'), [])).toEqual(['object']);
+  expect(wrongBodyType(v('POST /admin/v1/apply'), { text: 1 })).toEqual([]);
+  expect(wrongBodyType(v('PATCH /admin/v1/sources/{}'), 'x')).toEqual(['object']);
 });
