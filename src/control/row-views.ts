@@ -7,6 +7,7 @@
  * of the operator's own built on one of them stops the drop (nothing is dropped) instead of being
  * dropped with it.
  */
+import { connectFailureText } from '../sources/postgres/errors';
 import { ROW_VIEW_SCHEMA } from '../sql/row-rules/rewrite';
 import type { ControlDb } from './db';
 import { ControlError, NotFoundError, ValidationError } from './errors';
@@ -34,7 +35,7 @@ export async function dropRowViews(db: ControlDb, sourceId: string, opts: { tabl
   try {
     client = await connectSourceClient(source.settings, 'writer', { connectionTimeoutMillis: 10_000, application_name: 'interlock-row-views' });
   } catch (err) {
-    throw new ControlError('unavailable', `cannot connect to source "${sourceId}" as its writer: ${(err as Error).message}`);
+    throw new ControlError('unavailable', `cannot connect to source "${sourceId}" as its writer: ${connectFailureText(err)}`);
   }
   try {
     let names: string[];

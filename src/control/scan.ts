@@ -3,7 +3,7 @@
  * gateway's reads can see) and stores the snapshot. Issue 3, Build 12.
  */
 import type pg from 'pg';
-import { isTlsFailure } from '../sources/postgres/errors';
+import { connectFailureText, isTlsFailure } from '../sources/postgres/errors';
 import { scanCatalog } from '../sources/postgres/catalog';
 import { initSqlParser, unprovableViews } from '../sql/analyze';
 import { saveCatalog } from './catalog';
@@ -102,8 +102,7 @@ export async function scanSource(db: ControlDb, sourceId: string, opts: { maxRel
   try {
     client = await connectSourceClient(source.settings, 'reader', { connectionTimeoutMillis: 10_000, application_name: 'interlock-scan' });
   } catch (err) {
-    const e = err as { code?: string; message?: string };
-    throw new ControlError('unavailable', `cannot connect to source "${sourceId}" as its reader: ${`${e.code ?? ''} ${e.message ?? ''}`.trim()}${isTlsFailure(err) ? tlsHint(sourceId, source.settings) : ''}`);
+    throw new ControlError('unavailable', `cannot connect to source "${sourceId}" as its reader: ${connectFailureText(err)}${isTlsFailure(err) ? tlsHint(sourceId, source.settings) : ''}`);
   }
   try {
     const catalog = await scanCatalog(client, { maxRelations: opts.maxRelations });

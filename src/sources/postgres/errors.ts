@@ -222,6 +222,33 @@ export function isTlsFailure(err: unknown): boolean {
   return false;
 }
 
+/** What a Node socket / DNS error code means, in words (connectFailureText). */
+const NETWORK_WORDS: Readonly<Record<string, string>> = {
+  ECONNREFUSED: 'connection refused', ENOTFOUND: 'host name not found', EAI_AGAIN: 'host name not found (DNS did not answer)',
+  EAI_FAIL: 'host name not found', EAI_NONAME: 'host name not found', ETIMEDOUT: 'no answer in time', EHOSTUNREACH: 'host unreachable',
+  EHOSTDOWN: 'host unreachable', ENETUNREACH: 'network unreachable', ENETDOWN: 'network unreachable', ECONNRESET: 'connection reset',
+  ECONNABORTED: 'connection aborted', EPIPE: 'connection closed', EADDRNOTAVAIL: 'address not available',
+};
+
+/**
+ * Why a connection to a source could not be opened, in a fixed vocabulary for operators' messages
+ * (scan, row views, admin API answers): the cause's class in words and, for a refusal by the
+ * server, its SQLSTATE and condition class (e.g. "the server refused: 28P01
+ * invalid_authorization_specification"). Never the driver's or server's text, a host, an address,
+ * a port or a role name (Standards: no raw upstream error reaches a client; red team rths).
+ */
+export function connectFailureText(err: unknown): string {
+  if (isSessionSettingsMismatch(err)) return 'the connection does not hold the pinned session settings';
+  if (isServerError(err)) return `the server refused: ${err.code} ${sqlStateClassName(err.code)}`;
+  if (isTlsFailure(err)) return 'TLS negotiation or certificate verification failed';
+  for (let e: unknown = err, depth = 0; isErrorLike(e) && depth < 5; e = e.cause, depth++) {
+    const x = e as { message: string; code?: unknown };
+    if (typeof x.code === 'string' && NETWORK_WORDS[x.code]) return NETWORK_WORDS[x.code];
+    if (UNREACHABLE_MESSAGES.has(x.message)) return /timeout/.test(x.message) ? 'no answer within the connect timeout' : 'the server closed the connection';
+  }
+  return 'the connection failed';
+}
+
 /** Where a failure happened: while getting a connection, or while running the statement on one. */
 export type FailurePhase = 'connect' | 'query';
 

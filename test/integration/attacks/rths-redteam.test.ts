@@ -322,7 +322,9 @@ describe('admin API and console bodies (1) and their error codes (4)', () => {
   // admin API that makes an operator token a probe of any host and port the gateway can reach, and
   // of the roles a PostgreSQL server has. Expected: a fixed message naming the cause class; got:
   // driver text, host and port.
-  test.failing('finding (low): a scan that cannot connect answers with driver text, host and port (503 and scanError)', async () => {
+  // Fixed: the message names the cause in a fixed vocabulary (src/sources/postgres/errors.ts
+  // connectFailureText): words for a network failure, the SQLSTATE and its class for a server's refusal.
+  test('finding (low, fixed): a scan that cannot connect answers with driver text, host and port (503 and scanError)', async () => {
     const source = (id: string, port: number) => JSON.stringify({ id, type: 'postgres', name: id, settings: { host: '127.0.0.1', port, database: 'nowhere_db', reader: { user: 'nobody_user', password: 'pw-rths-secret' }, tls: { mode: 'off' } } });
     const texts: string[] = [];
     for (const [id, port] of [['rths-dead', 9], ['rths-badauth', 5432]] as const) {
@@ -333,7 +335,13 @@ describe('admin API and console bodies (1) and their error codes (4)', () => {
       expect([scan.status, scan.json.code]).toEqual([503, 'unavailable']);
       texts.push(scan.json.message);
     }
-    expect(texts.filter((m) => /ECONN|127\.0\.0\.1|:9\b|28000|nobody_user|does not exist/.test(m))).toEqual([]);
+    expect(texts.filter((m) => /ECONN|127\.0\.0\.1|:9\b|nobody_user|nowhere_db|does not exist/.test(m))).toEqual([]);
+    expect(texts).toEqual([
+      'cannot connect to source "rths-dead" as its reader: connection refused',
+      'cannot connect to source "rths-dead" as its reader: connection refused',
+      'cannot connect to source "rths-badauth" as its reader: the server refused: 28000 invalid_authorization_specification',
+      'cannot connect to source "rths-badauth" as its reader: the server refused: 28000 invalid_authorization_specification',
+    ]);
   });
 });
 

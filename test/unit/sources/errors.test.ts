@@ -6,6 +6,7 @@
 import fc from 'fast-check';
 import { DatabaseError } from 'pg';
 import {
+  connectFailureText,
   SourceError,
   classifyFailure,
   defaultMessage,
@@ -202,5 +203,20 @@ describe('property: driver text never reaches message or JSON', () => {
         for (const secret of [h, a, a6, String(p), u, db, 'password', 'FATAL', 'connection to server']) expect(s).not.toContain(secret);
       }
     }), { numRuns: 500 });
+  });
+});
+
+describe('connectFailureText (operators\' messages: no driver text, host, port or role)', () => {
+  const serverError = (code: string, message: string) => Object.assign(new Error(message), { code, severity: 'FATAL' });
+  it.each([
+    [Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:9'), { code: 'ECONNREFUSED' }), 'connection refused'],
+    [Object.assign(new Error('getaddrinfo ENOTFOUND db.internal'), { code: 'ENOTFOUND' }), 'host name not found'],
+    [serverError('28P01', 'password authentication failed for user "reader"'), 'the server refused: 28P01 invalid_authorization_specification'],
+    [serverError('3D000', 'database "secret_db" does not exist'), 'the server refused: 3D000 invalid_catalog_name'],
+    [new Error('Connection terminated due to connection timeout'), 'no answer within the connect timeout'],
+    [new Error('The server does not support SSL connections'), 'TLS negotiation or certificate verification failed'],
+    [new Error('something at 10.0.0.7:5432'), 'the connection failed'],
+  ])('%s → %s', (err, text) => {
+    expect(connectFailureText(err)).toBe(text);
   });
 });
