@@ -167,10 +167,31 @@ export function roleWrittenNames(role: SourceRole): WrittenName[] {
 }
 
 /**
+ * Refuses (ValidationError) a mask_columns name that the policy engine can never match, whatever
+ * the catalogue (red team rtn4, item 4): the engine (src/governance/policies.ts maskFor) matches
+ * schema.table (every column) or schema.table.column, so a bare "email" or "*" masked nothing while
+ * the name check, which skips names that are not 2 or 3 parts, let it through. Not lifted by
+ * `allowUnknownNames` (no later table makes such a name match).
+ */
+export function refuseUnmatchableMaskNames(policies: Policy[]): void {
+  const lines: string[] = [];
+  for (const p of policies) {
+    const w = policyWrittenNames(p);
+    if (p.rule.type !== 'mask_columns') continue;
+    for (const n of w.names) {
+      const parts = n.name.split('.').length;
+      if (parts !== 2 && parts !== 3) lines.push(`${n.path}: ${n.name} is not schema.table.column (or schema.table for every column; * wildcards allowed): it would mask nothing`);
+    }
+  }
+  if (lines.length) throw new ValidationError(`${policies.length === 1 ? `policy "${policies[0].name}"` : 'the policy list'} names a masked column that matches no column`, lines);
+}
+
+/**
  * Refuses (ValidationError, exit 2 / 400 validation_failed) policies naming an unregistered source,
  * or a relation or column no catalogue of their sources holds unless `allowUnknownNames`.
  */
 export function refuseUnknownPolicyNames(known: KnownSources, policies: Policy[], allowUnknownNames?: boolean): void {
+  refuseUnmatchableMaskNames(policies);
   const all: NameFindings = { sources: [], names: [] };
   for (const p of policies) {
     const w = policyWrittenNames(p);

@@ -1,0 +1,146 @@
+/**
+ * Red team rtn4 of hnu4a/hnu4b (task rtn4): a source 42501 as source_permission_denied, a vanished
+ * row view remade and the read retried in the call, and the catalogue name check of policies
+ * against what the policy engine masks. Real PostgreSQL (the row-rule fixture, loopback), driving
+ * the interlock_query handler as an agent identity. Each block names its finding and severity.
+ */
+import { codeOf, REP_ROLE, rowsOf, startRowFixture, type RowFixture } from '../../helpers/row-rules';
+import { checkWrittenNames, policyWrittenNames, refuseUnknownPolicyNames, type KnownSources } from '../../../src/control/catalog-names';
+import type { Policy } from '../../../src/control/policies';
+import { ADMIN_URL } from '../../helpers/pg';
+
+let fx: RowFixture;
+const A = { employee_id: 1, regions: ['us'] };
+/** A table the reader role may not read, and a view (owned by a role that may not read its base) the reader may. */
+const EXTRA = `
+CREATE TABLE hidden_base (id int, secret text);
+INSERT INTO hidden_base VALUES (1, 'top');
+CREATE TABLE unreadable_t (id int, note text);
+INSERT INTO unreadable_t VALUES (1, 'n');
+`;
+
+beforeAll(async () => {
+  fx = await startRowFixture(EXTRA);
+  await fx.admin(`REVOKE SELECT ON hidden_base, unreadable_t FROM "${fx.reader}"`);
+  await fx.admin(`DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'il_rtn4_owner') THEN CREATE ROLE il_rtn4_owner NOLOGIN; END IF; END $$`);
+  await fx.admin(`GRANT USAGE, CREATE ON SCHEMA public TO il_rtn4_owner`);
+  await fx.admin(`CREATE VIEW leaky_v AS SELECT 1 AS id, (SELECT count(*) FROM hidden_base) AS n`);
+  await fx.admin(`ALTER VIEW leaky_v OWNER TO il_rtn4_owner`);
+  await fx.admin(`GRANT SELECT ON leaky_v TO "${fx.reader}"`);
+  await fx.rescan();
+}, 60_000);
+afterAll(async () => {
+  await fx?.admin('DROP VIEW IF EXISTS leaky_v').catch(() => undefined);
+  await fx?.admin('REVOKE ALL ON SCHEMA public FROM il_rtn4_owner').catch(() => undefined);
+  await fx?.close();
+  // The role is cluster-wide: dropped after the fixture database is gone (nothing left to own).
+  const pg = (await import('pg')).default;
+  const c = new pg.Client({ connectionString: ADMIN_URL });
+  await c.connect().then(() => c.query('DROP ROLE IF EXISTS il_rtn4_owner')).catch(() => undefined);
+  await c.end().catch(() => undefined);
+});
+
+describe('item 1: 42501 as source_permission_denied (holds)', () => {
+  it('a view whose owner may not read its base answers source_permission_denied naming nothing the agent did not write', async () => {
+    fx.grant('v', [{ name: 'v', statements: [{ effect: 'allow', action: 'read', resource: 'public.leaky_v' }] }]);
+    const o = await fx.call('v', undefined, 'SELECT id, n FROM leaky_v');
+    expect(codeOf(o)).toBe('source_permission_denied');
+    const raw = JSON.stringify(o);
+    expect(raw).not.toMatch(/hidden_base|permission denied|il_rtn4_owner|il_rr_/);
+    expect(fx.lastAudit().sqlstate).toBe('42501');
+    expect(JSON.stringify(fx.lastAudit())).not.toMatch(/hidden_base|permission denied/);
+  });
+  it('a table the agent is granted but the reader may not read: same refusal; an ungranted one is refused by the gateway first (no oracle)', async () => {
+    fx.grant('u', [{ name: 'u', statements: [{ effect: 'allow', action: 'read', resource: 'public.unreadable_t' }] }]);
+    expect(codeOf(await fx.call('u', undefined, 'SELECT id FROM unreadable_t'))).toBe('source_permission_denied');
+    // Another identity without the grant: hidden_base exists, unreadable by the reader; no_such does not exist.
+    fx.grant('n', [{ name: 'n', statements: [{ effect: 'allow', action: 'read', resource: 'public.invoice' }] }]);
+    const a = codeOf(await fx.call('n', undefined, 'SELECT id FROM hidden_base'));
+    const b = codeOf(await fx.call('n', undefined, 'SELECT id FROM no_such_table'));
+    expect([a, b]).toEqual(['source_role_denied', 'source_role_denied']);
+  });
+});
+
+describe('item 2 (low): a ruled read of a relation dropped since the scan redoes the row-view statements and the read on every call', () => {
+  // The agent's relations pass the analyser against the scanned catalogue; one dropped on the source
+  // since fails 42P01, which the step-7 catch takes for a vanished row view: it forgets every row view
+  // of the source, runs the writer's made-if-missing statements again and repeats the read, on each
+  // call (an agent cannot cause a 42P01 itself: regclass casts and name-taking functions are refused).
+  it.failing('a second call neither repeats the read nor runs row-view statements (fails: both happen on every call)', async () => {
+    await fx.admin('CREATE TABLE IF NOT EXISTS gone_t (id int)');
+    await fx.admin(`GRANT SELECT ON gone_t TO "${fx.reader}"`);
+    await fx.rescan();
+    await fx.admin('DROP TABLE gone_t');
+    fx.grant('rep', [REP_ROLE, { name: 'g', statements: [{ effect: 'allow', action: 'read', resource: 'public.gone_t' }] }]);
+    const SQL = 'SELECT c.customer_id FROM customer c, gone_t g WHERE g.id = c.customer_id';
+    expect(codeOf(await fx.call('rep', A, SQL))).toBe('statement_failed');
+    const writes = jest.spyOn(fx.connector, 'write');
+    const reads = jest.spyOn(fx.connector, 'read');
+    try {
+      for (let i = 0; i < 3; i++) expect(codeOf(await fx.call('rep', A, SQL))).toBe('statement_failed');
+      expect({ writes: writes.mock.calls.length, reads: reads.mock.calls.length }).toEqual({ writes: 0, reads: 3 });
+    } finally {
+      writes.mockRestore();
+      reads.mockRestore();
+      await fx.rescan();
+    }
+  });
+  it('the retried read still applies the rule (no window on the base table): rows are employee 1\'s only', async () => {
+    fx.grant('rep', [REP_ROLE]);
+    await fx.admin('DROP SCHEMA IF EXISTS interlock_rows CASCADE');
+    const rows = rowsOf(await fx.call('rep', A, 'SELECT customer_id FROM customer ORDER BY 1'));
+    expect(rows.map((r) => Number(r.customer_id))).toEqual([6, 12, 18, 24, 36, 42, 48, 54]);
+    // Remade with the caller's rule, then another identity's attributes give its own rows.
+    const other = rowsOf(await fx.call('rep', { employee_id: 2, regions: ['us'] }, 'SELECT customer_id FROM customer ORDER BY 1'));
+    expect(other.map((r) => Number(r.customer_id))).not.toContain(6);
+  });
+});
+
+describe('item 4 (medium, fixed): a mask_columns name the check let through that masks nothing', () => {
+  const known = (): KnownSources => ({ ids: new Set(['rows']), catalogs: new Map([['rows', fx.catalog]]) });
+  const mask = (columns: string[]): Policy => ({ name: 'mask-email', rule: { type: 'mask_columns', columns, method: 'full' } }) as Policy;
+
+  it('names the check refuses (typo, case, quoting, table without schema)', () => {
+    for (const c of ['public.customer.emial', 'public.Customer.email', '"public"."customer"."email"', 'customer.email']) {
+      expect(() => refuseUnknownPolicyNames(known(), [mask([c])])).toThrow(/no scanned catalogue has/);
+    }
+  });
+
+  it('the engine masks nothing for a one-part name: before the fix the check accepted it and e-mails came back in clear', async () => {
+    fx.grant('plain', [{ name: 'p', statements: [{ effect: 'allow', action: 'read', resource: 'public.customer' }] }]);
+    fx.store.policies = [mask(['email'])];
+    try {
+      expect(rowsOf(await fx.call('plain', undefined, 'SELECT email FROM customer WHERE customer_id = 1'))).toEqual([{ email: 'c1@x.test' }]);
+    } finally {
+      fx.store.policies = [];
+    }
+  });
+
+  it.each([['email'], ['*'], ['rows.public.customer.email'], ['customer_id']])('fixed: mask column %s is refused, even with allowUnknownNames', (c) => {
+    for (const allow of [false, true]) {
+      expect(() => refuseUnknownPolicyNames(known(), [mask([c])], allow)).toThrow('policy "mask-email" names a masked column that matches no column');
+    }
+  });
+
+  it('the catalogue check alone leaves one-part and four-part names unchecked (why the shape check is separate)', () => {
+    const w = policyWrittenNames(mask(['email', 'rows.public.customer.email']));
+    expect(checkWrittenNames(known(), undefined, w.names)).toEqual({ sources: [], names: [] });
+  });
+
+  it.each([
+    ['a mask on the partitioned parent, read from a partition', 'public.ticket.body', 'SELECT body FROM ticket_us LIMIT 1'],
+    ['a mask on a partition, read through the parent', 'public.ticket_us.body', "SELECT body FROM ticket WHERE region = 'us' LIMIT 1"],
+    ['a mask on the base table, read through a view', 'public.customer.country', 'SELECT country FROM customer_countries LIMIT 1'],
+  ])('holds: %s', async (_w, column, sql) => {
+    fx.grant('all', [{ name: 'all', statements: [{ effect: 'allow', action: 'read', resource: 'public.*' }] }]);
+    refuseUnknownPolicyNames(known(), [mask([column])]);
+    fx.store.policies = [mask([column])];
+    try {
+      const rows = rowsOf(await fx.call('all', undefined, sql));
+      expect(rows).toHaveLength(1);
+      expect(Object.values(rows[0])[0]).toBe('***');
+    } finally {
+      fx.store.policies = [];
+    }
+  });
+});
