@@ -9,6 +9,15 @@ import { checkWrittenNames, policyWrittenNames, refuseUnknownPolicyNames, type K
 import type { Policy } from '../../../src/control/policies';
 import type { SourceRole } from '../../../src/control/roles';
 import { ADMIN_URL } from '../../helpers/pg';
+import { Writable } from 'node:stream';
+import pino from 'pino';
+import { callTool, sourceQuery, startGovernedEnv } from '../../helpers/governed';
+import { runCli } from '../../../src/cli/main';
+import { upsertRole } from '../../../src/control/roles';
+import { createIdentity } from '../../../src/control/identities';
+import { createApiKey } from '../../../src/control/keys';
+import { grantRole } from '../../../src/control/grants';
+import { logThrottle } from '../../../src/observability/log-throttle';
 
 let fx: RowFixture;
 const A = { employee_id: 1, regions: ['us'] };
@@ -180,4 +189,39 @@ describe('item 4b (medium): a role deny naming a bare column is accepted by the 
     fx.grant('d', [role]);
     expect(codeOf(await fx.call('d', undefined, 'SELECT email FROM customer WHERE customer_id = 1'))).toBe('source_role_denied');
   });
+});
+
+describe('item 1b (low, fixed): the operator warning of a source 42501 was logged on every read: an agent flooded the log', () => {
+  it('the throttle logs one line per key and window, then says how many were held back', () => {
+    let t = 0;
+    const gate = logThrottle(60_000, 2, () => t);
+    expect([gate('a'), gate('a'), gate('a'), gate('b')]).toEqual([0, null, null, 0]);
+    t = 60_000;
+    expect([gate('a'), gate('a')]).toEqual([2, null]);
+    expect(gate('c')).toBe(0); // a third key clears the memory (maxKeys 2): never unbounded
+    expect(gate('a')).toBe(0);
+  });
+
+  it('twenty denied reads of one relation through MCP tools/call: twenty refusals, one warning line', async () => {
+    const lines: string[] = [];
+    const sink = new Writable({ write(chunk, _e, cb) { lines.push(String(chunk)); cb(); } });
+    const env = await startGovernedEnv({ logger: pino({ level: 'info' }, sink), config: { rate_limits: { per_identity: { points: 100000, window_seconds: 60 }, per_source: { points: 100000, window_seconds: 60 } } } as never });
+    try {
+      await sourceQuery(env, `CREATE TABLE rtn4_note (id int, body text); REVOKE ALL ON rtn4_note FROM "${env.demo.readerRole}"`);
+      const scan = await runCli(['--database-url', env.controlUrl, 'source', 'scan', 'chinook'], { out: () => undefined, err: () => undefined });
+      expect(scan).toBe(0);
+      await upsertRole(env.db, { name: 'rtn4-note', statements: [{ effect: 'allow', action: 'read', resource: 'public.rtn4_note' }] });
+      const who = await createIdentity(env.db, 'rtn4-agent');
+      await grantRole(env.db, { identityId: who.id, roleName: 'rtn4-note', sourceId: 'chinook' });
+      const key = (await createApiKey(env.db, who.id)).secret;
+      const codes: string[] = [];
+      for (let i = 0; i < 20; i++) codes.push((await callTool(env, 'interlock_query', { source_id: 'chinook', sql: 'SELECT body FROM rtn4_note' }, key)).body.result.structuredContent.code);
+      expect(new Set(codes)).toEqual(new Set(['source_permission_denied']));
+      const warned = lines.map((l) => JSON.parse(l)).filter((l) => String(l.msg).includes('insufficient_privilege'));
+      expect(warned).toHaveLength(1);
+      expect(warned[0]).toMatchObject({ source_id: 'chinook', relation: 'rtn4_note', sqlstate: '42501' });
+    } finally {
+      await env.close();
+    }
+  }, 180_000);
 });
