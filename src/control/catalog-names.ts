@@ -151,13 +151,14 @@ export function refuseUnknownNames(what: string, findings: NameFindings, allowUn
   throw new ValidationError(msg, lines);
 }
 
-/** The sources and names a policy writes: `applies_to.sources`; the relations of deny_relations and restrict_rows, the columns of mask_columns. Paths start with the policy's name. */
+/** The sources and names a policy writes: `applies_to.sources`; the relations of deny_relations and restrict_rows (a one-part name, a schema, as `schema.*`), the columns of mask_columns. Paths start with the policy's name. */
 export function policyWrittenNames(p: Policy): { sources?: { path: string; ids: string[] }; names: WrittenName[] } {
   const r = p.rule as { type: string; columns?: string[]; relations?: string[] };
   const list = r.type === 'mask_columns' ? { key: 'columns', items: r.columns ?? [] } : r.type === 'deny_relations' || r.type === 'restrict_rows' ? { key: 'relations', items: r.relations ?? [] } : { key: '', items: [] };
   return {
     ...(p.applies_to?.sources ? { sources: { path: `${p.name}/applies_to/sources`, ids: p.applies_to.sources } } : {}),
-    names: list.items.map((name, i) => ({ path: `${p.name}/rule/${list.key}/${i}`, name })),
+    // A one-part relation pattern names a schema (src/governance/policies.ts patternMatches): checked as schema.* (rtn4).
+    names: list.items.map((name, i) => ({ path: `${p.name}/rule/${list.key}/${i}`, name: list.key === 'relations' && !name.includes('.') ? `${name}.*` : name })),
   };
 }
 

@@ -225,3 +225,31 @@ describe('item 1b (low, fixed): the operator warning of a source 42501 was logge
     }
   }, 180_000);
 });
+
+describe('item 4c (medium, fixed): a one-part relation pattern (a schema) in deny_relations / restrict_rows was never checked', () => {
+  const known = (): KnownSources => ({ ids: new Set(['rows']), catalogs: new Map([['rows', fx.catalog]]) });
+  const restrict = (relations: string[]): Policy => ({ name: 'own-rows', rule: { type: 'restrict_rows', relations, rows: 'support_rep_id = identity.employee_id' } }) as Policy;
+  it('restrict_rows on the misspelt schema "pubic" is refused (before: accepted, and every customer row came back)', async () => {
+    expect(() => refuseUnknownPolicyNames(known(), [restrict(['pubic'])])).toThrow(/no scanned catalogue has/);
+    // What the typo did: the restriction never applies.
+    fx.grant('plain', [{ name: 'p', statements: [{ effect: 'allow', action: 'read', resource: 'public.customer' }] }]);
+    fx.store.policies = [restrict(['pubic'])];
+    try {
+      expect(rowsOf(await fx.call('plain', A, 'SELECT count(*)::int AS n FROM customer'))).toEqual([{ n: 60 }]);
+    } finally {
+      fx.store.policies = [];
+    }
+  });
+  it('the real schema passes, and a deny_relations schema is checked the same way', () => {
+    expect(() => refuseUnknownPolicyNames(known(), [restrict(['public'])])).not.toThrow();
+    const deny = (relations: string[]): Policy => ({ name: 'no-schema', rule: { type: 'deny_relations', relations } }) as Policy;
+    expect(() => refuseUnknownPolicyNames(known(), [deny(['public'])])).not.toThrow();
+    let details: unknown;
+    try {
+      refuseUnknownPolicyNames(known(), [deny(['pubic'])]);
+    } catch (err) {
+      details = (err as { details?: unknown }).details;
+    }
+    expect(details).toEqual(['no-schema/rule/relations/0: no relation pubic.* in the scanned catalogue of rows']);
+  });
+});
