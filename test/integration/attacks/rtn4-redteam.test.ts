@@ -27,6 +27,8 @@ CREATE TABLE hidden_base (id int, secret text);
 INSERT INTO hidden_base VALUES (1, 'top');
 CREATE TABLE unreadable_t (id int, note text);
 INSERT INTO unreadable_t VALUES (1, 'n');
+CREATE MATERIALIZED VIEW cust_mv AS SELECT customer_id, email AS mail FROM customer;
+CREATE VIEW cust_renamed AS SELECT customer_id, upper(email) AS contact FROM customer;
 `;
 
 beforeAll(async () => {
@@ -36,7 +38,7 @@ beforeAll(async () => {
   await fx.admin(`GRANT USAGE, CREATE ON SCHEMA public TO il_rtn4_owner`);
   await fx.admin(`CREATE VIEW leaky_v AS SELECT 1 AS id, (SELECT count(*) FROM hidden_base) AS n`);
   await fx.admin(`ALTER VIEW leaky_v OWNER TO il_rtn4_owner`);
-  await fx.admin(`GRANT SELECT ON leaky_v TO "${fx.reader}"`);
+  await fx.admin(`GRANT SELECT ON leaky_v, cust_mv, cust_renamed TO "${fx.reader}"`);
   await fx.rescan();
 }, 60_000);
 afterAll(async () => {
@@ -141,6 +143,8 @@ describe('item 4 (medium, fixed): a mask_columns name the check let through that
     ['a mask on the partitioned parent, read from a partition', 'public.ticket.body', 'SELECT body FROM ticket_us LIMIT 1'],
     ['a mask on a partition, read through the parent', 'public.ticket_us.body', "SELECT body FROM ticket WHERE region = 'us' LIMIT 1"],
     ['a mask on the base table, read through a view', 'public.customer.country', 'SELECT country FROM customer_countries LIMIT 1'],
+    ['a mask on the base table, read through a materialized view (renamed column)', 'public.customer.email', 'SELECT mail FROM cust_mv LIMIT 1'],
+    ['a mask on the base table, read through a view computing on it', 'public.customer.email', 'SELECT contact FROM cust_renamed LIMIT 1'],
   ])('holds: %s', async (_w, column, sql) => {
     fx.grant('all', [{ name: 'all', statements: [{ effect: 'allow', action: 'read', resource: 'public.*' }] }]);
     refuseUnknownPolicyNames(known(), [mask([column])]);
