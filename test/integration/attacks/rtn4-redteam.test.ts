@@ -14,6 +14,7 @@ import pino from 'pino';
 import { callTool, sourceQuery, startGovernedEnv } from '../../helpers/governed';
 import { runCli } from '../../../src/cli/main';
 import { upsertRole } from '../../../src/control/roles';
+import { addPolicy } from '../../../src/control/policies';
 import { createIdentity } from '../../../src/control/identities';
 import { createApiKey } from '../../../src/control/keys';
 import { grantRole } from '../../../src/control/grants';
@@ -256,4 +257,40 @@ describe('item 4c (medium, fixed): a one-part relation pattern (a schema) in den
     }
     expect(details).toEqual(['no-schema/rule/relations/0: no relation pubic.* in the scanned catalogue of rows']);
   });
+});
+
+describe('item 3: source drop-row-views drops only row views (holds)', () => {
+  it('a --table carrying SQL, a weird view name inside interlock_rows, a user view built on a row view', async () => {
+    const env = await startGovernedEnv({ config: { rate_limits: { per_identity: { points: 100000, window_seconds: 60 }, per_source: { points: 100000, window_seconds: 60 } } } as never });
+    const cli = async (...args: string[]) => {
+      const out: string[] = [];
+      const err: string[] = [];
+      const code = await runCli(['--database-url', env.controlUrl, ...args], { out: (x) => void out.push(x), err: (x) => void err.push(x) });
+      return { code, out, err };
+    };
+    const rel = async (name: string) => (await sourceQuery<{ n: number }>(env, `SELECT count(*)::int AS n FROM pg_class WHERE relname = '${name.replace(/'/g, "''")}'`))[0].n;
+    try {
+      await addPolicy(env.db, { name: 'own', applies_to: { identities: ['demo-agent'] }, rule: { type: 'restrict_rows', relations: ['public.customer'], rows: 'support_rep_id = identity.employee_id' } });
+      expect((await cli('identity', 'attributes', 'demo-agent', 'employee_id=3')).code).toBe(0);
+      expect((await callTool(env, 'interlock_query', { source_id: 'chinook', sql: 'SELECT count(*) AS n FROM customer' }, env.apiKey)).body.result.isError).toBeFalsy();
+      const inj = await cli('source', 'drop-row-views', 'chinook', '--table', "public.customer'; DROP TABLE invoice_line; --");
+      expect(inj.code).not.toBe(0);
+      expect(await rel('invoice_line')).toBe(1);
+      // A user view on a row view: no CASCADE, nothing dropped.
+      await sourceQuery(env, 'CREATE SCHEMA IF NOT EXISTS rtn4_keep');
+      const [row] = await sourceQuery<{ v: string }>(env, "SELECT relname AS v FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE nspname = 'interlock_rows' LIMIT 1");
+      await sourceQuery(env, `CREATE VIEW rtn4_keep.on_row_view AS SELECT * FROM interlock_rows."${row.v}"`);
+      const blocked = await cli('source', 'drop-row-views', 'chinook');
+      expect(blocked.code).not.toBe(0);
+      expect([await rel(row.v), await rel('on_row_view')]).toEqual([1, 1]);
+      await sourceQuery(env, 'DROP VIEW rtn4_keep.on_row_view');
+      // A view with quotes and SQL in its name inside interlock_rows is dropped as a name, nothing else.
+      await sourceQuery(env, `CREATE VIEW interlock_rows."x""; DROP TABLE invoice_line; --" AS SELECT 1 AS one`);
+      const ok = await cli('source', 'drop-row-views', 'chinook');
+      expect(ok.code).toBe(0);
+      expect([await rel(row.v), await rel('x"; DROP TABLE invoice_line; --'), await rel('invoice_line'), await rel('customer')]).toEqual([0, 0, 1, 1]);
+    } finally {
+      await env.close();
+    }
+  }, 180_000);
 });
