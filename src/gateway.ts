@@ -44,6 +44,7 @@ import { sweepExpiredApprovals } from './control/approvals';
 import { scanSource } from './control/scan';
 import type { ConnectorProvider } from './pipeline/07-execute';
 import { createLogger } from './observability/logger';
+import { logThrottle } from './observability/log-throttle';
 import { createOperationsApp, GatewayMetrics, mountOperations } from './observability/metrics';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -176,10 +177,16 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
     // Mapped rows of ruled relations are filtered against the source through the row views (issue 27 item 3).
     rowReads: { connectors, rowViews },
   };
+  const permissionLog = logThrottle(60_000);
   const tools: ToolBinding[] = interlockToolBindings({
     interlock_query: queryHandler({
       store, connectors, rateLimiter, cache, analysisCache, catalog, maskSecret, rowViews, connectorRequest: documentsConnectorRequest(discovery),
-      onSourcePermissionDenied: (f) => logger.warn({ source_id: f.sourceId, relation: f.object, sqlstate: '42501', request_id: f.requestId }, 'the source refused its reader role access to a relation a governed read needs (insufficient_privilege): grant the reader role SELECT on it (interlock source scan lists what the reader cannot read); the agent was told source_permission_denied'),
+      // One line per source and relation a minute: an agent repeating the read must not flood the log (rtn4).
+      onSourcePermissionDenied: (f) => {
+        const repeated = permissionLog(`${f.sourceId}\u0000${f.object ?? ''}`);
+        if (repeated === null) return;
+        logger.warn({ source_id: f.sourceId, relation: f.object, sqlstate: '42501', request_id: f.requestId, ...(repeated ? { repeated_since_last: repeated } : {}) }, 'the source refused its reader role access to a relation a governed read needs (insufficient_privilege): grant the reader role SELECT on it (interlock source scan lists what the reader cannot read); the agent was told source_permission_denied');
+      },
     }),
     interlock_discover: discoverHandler(discovery),
     interlock_related_documents: relatedDocumentsHandler(discovery),

@@ -151,13 +151,14 @@ export function refuseUnknownNames(what: string, findings: NameFindings, allowUn
   throw new ValidationError(msg, lines);
 }
 
-/** The sources and names a policy writes: `applies_to.sources`; the relations of deny_relations and restrict_rows, the columns of mask_columns. Paths start with the policy's name. */
+/** The sources and names a policy writes: `applies_to.sources`; the relations of deny_relations and restrict_rows (a one-part name, a schema, as `schema.*`), the columns of mask_columns. Paths start with the policy's name. */
 export function policyWrittenNames(p: Policy): { sources?: { path: string; ids: string[] }; names: WrittenName[] } {
   const r = p.rule as { type: string; columns?: string[]; relations?: string[] };
   const list = r.type === 'mask_columns' ? { key: 'columns', items: r.columns ?? [] } : r.type === 'deny_relations' || r.type === 'restrict_rows' ? { key: 'relations', items: r.relations ?? [] } : { key: '', items: [] };
   return {
     ...(p.applies_to?.sources ? { sources: { path: `${p.name}/applies_to/sources`, ids: p.applies_to.sources } } : {}),
-    names: list.items.map((name, i) => ({ path: `${p.name}/rule/${list.key}/${i}`, name })),
+    // A one-part relation pattern names a schema (src/governance/policies.ts patternMatches): checked as schema.* (rtn4).
+    names: list.items.map((name, i) => ({ path: `${p.name}/rule/${list.key}/${i}`, name: list.key === 'relations' && !name.includes('.') ? `${name}.*` : name })),
   };
 }
 
@@ -167,10 +168,31 @@ export function roleWrittenNames(role: SourceRole): WrittenName[] {
 }
 
 /**
+ * Refuses (ValidationError) a mask_columns name that the policy engine can never match, whatever
+ * the catalogue (red team rtn4, item 4): the engine (src/governance/policies.ts maskFor) matches
+ * schema.table (every column) or schema.table.column, so a bare "email" or "*" masked nothing while
+ * the name check, which skips names that are not 2 or 3 parts, let it through. Not lifted by
+ * `allowUnknownNames` (no later table makes such a name match).
+ */
+export function refuseUnmatchableMaskNames(policies: Policy[]): void {
+  const lines: string[] = [];
+  for (const p of policies) {
+    const w = policyWrittenNames(p);
+    if (p.rule.type !== 'mask_columns') continue;
+    for (const n of w.names) {
+      const parts = n.name.split('.').length;
+      if (parts !== 2 && parts !== 3) lines.push(`${n.path}: ${n.name} is not schema.table.column (or schema.table for every column; * wildcards allowed): it would mask nothing`);
+    }
+  }
+  if (lines.length) throw new ValidationError(`${policies.length === 1 ? `policy "${policies[0].name}"` : 'the policy list'} names a masked column that matches no column`, lines);
+}
+
+/**
  * Refuses (ValidationError, exit 2 / 400 validation_failed) policies naming an unregistered source,
  * or a relation or column no catalogue of their sources holds unless `allowUnknownNames`.
  */
 export function refuseUnknownPolicyNames(known: KnownSources, policies: Policy[], allowUnknownNames?: boolean): void {
+  refuseUnmatchableMaskNames(policies);
   const all: NameFindings = { sources: [], names: [] };
   for (const p of policies) {
     const w = policyWrittenNames(p);

@@ -106,7 +106,7 @@ export function authorizeStatement(evaluator: AccessEvaluator, sourceId: string,
   for (const c of requiredChecks(a)) {
     const d = decideInHierarchy(evaluator, sourceId, c.action, c, hierarchy, c.column === undefined && c.action === 'read' ? catalogColumns(catalog, c.schema, c.table) : []);
     if (d !== 'allow') {
-      return { kind: 'refusal', code: 'source_role_denied', message: c.action === 'write' ? writeRefusalText(evaluator, sourceId, c, catalog, hierarchy) : DENIED_MESSAGE };
+      return { kind: 'refusal', code: 'source_role_denied', message: c.action === 'write' ? writeRefusalText(evaluator, sourceId, c, a, catalog, hierarchy) : DENIED_MESSAGE };
     }
   }
   // Views (issue 12): reading a view needs a grant on the view only, but an explicit deny on a
@@ -132,11 +132,17 @@ export function authorizeStatement(evaluator: AccessEvaluator, sourceId: string,
 
 /**
  * The text of a refused write check `c`: writeDeniedMessage when the caller may read some column of
- * the relation (so it is visible; the column named only when readable too), else DENIED_MESSAGE.
+ * the relation (so it is visible) and every column the statement sets on it (a DELETE sets none),
+ * else DENIED_MESSAGE.
+ * A column it may not read keeps DENIED_MESSAGE (red team rtn4 item 5): the write text for an
+ * existing hidden column against DENIED_MESSAGE ("or that does not exist") for a missing one told
+ * the caller which hidden columns exist.
  */
-function writeRefusalText(evaluator: AccessEvaluator, sourceId: string, c: { schema: string; table: string; column?: string }, catalog: SourceCatalog, hierarchy: RelationHierarchy): string {
+function writeRefusalText(evaluator: AccessEvaluator, sourceId: string, c: { schema: string; table: string; column?: string }, a: OkAnalysis, catalog: SourceCatalog, hierarchy: RelationHierarchy): string {
   const readable = (column: string) => decideInHierarchy(evaluator, sourceId, 'read', { schema: c.schema, table: c.table, column }, hierarchy) === 'allow';
   if (!catalogColumns(catalog, c.schema, c.table).some(readable)) return DENIED_MESSAGE;
+  const written = a.writes.filter((w) => w.schema === c.schema && w.table === c.table && w.operation !== 'delete').flatMap((w) => w.columns);
+  if (!written.every(readable)) return DENIED_MESSAGE;
   return writeDeniedMessage(`${c.schema}.${c.table}`, c.column === undefined ? undefined : readable(c.column) ? c.column : null);
 }
 

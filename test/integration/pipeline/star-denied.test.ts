@@ -2,7 +2,8 @@
  * `SELECT *` over a table with one denied column (issue 24 item 6): the refusal tells the agent to
  * name its columns and points at interlock_describe_access. It is the one refusal text, the same for
  * a denied column, a missing column and an unreadable table, so it reveals nothing that exists.
- * A write refused on a table the caller may read names the table instead (task hnu4b item d).
+ * A write refused on a table the caller may read names the table instead (task hnu4b item d),
+ * unless it sets a column the caller may not read (red team rtn4 item 5).
  */
 import { startGovernedEnv, callTool, type GovernedEnv } from '../../helpers/governed';
 import { createIdentity } from '../../../src/control/identities';
@@ -43,8 +44,12 @@ test('task hnu4b (d): a write to a table the caller may read names the table and
   const { writeDeniedMessage } = await import('../../../src/pipeline/03-authorize');
   const tableText = writeDeniedMessage('public.customer');
   expect(tableText).toBe('No source role granted to this identity allows writing public.customer (its roles let it read that table, not make this write). Ask an operator for a role that allows the write; interlock_describe_access lists what your roles allow and deny.');
-  for (const sql of ['DELETE FROM customer', 'UPDATE customer SET email = NULL', "UPDATE customer SET first_name = 'x' WHERE customer_id = 1", "INSERT INTO customer (customer_id, first_name, last_name, email) VALUES (999, 'a', 'b', 'c')"]) {
+  for (const sql of ['DELETE FROM customer', "UPDATE customer SET first_name = 'x' WHERE customer_id = 1", "INSERT INTO customer (customer_id, first_name, last_name) VALUES (999, 'a', 'b')"]) {
     expect({ sql, r: await refusal(sql) }).toEqual({ sql, r: { status: 'forbidden', code: 'source_role_denied', message: tableText, request_id: expect.any(String) } });
+  }
+  // A write setting a column it may not read keeps the one text, as a missing column does (red team rtn4 item 5).
+  for (const sql of ['UPDATE customer SET email = NULL', "INSERT INTO customer (customer_id, first_name, last_name, email) VALUES (999, 'a', 'b', 'c')", 'UPDATE customer SET no_such_column = NULL']) {
+    expect({ sql, m: (await refusal(sql)).message }).toEqual({ sql, m: DENIED_MESSAGE });
   }
   expect((await refusal('DELETE FROM employee')).message).toBe(DENIED_MESSAGE);
   expect((await refusal('DELETE FROM no_such_table')).message).toBe(DENIED_MESSAGE);
@@ -65,7 +70,5 @@ test('task hnu4b (d): a write to a table the caller may read names the table and
   const writerKey = (await createApiKey(env.db, who.id)).secret;
   const writerRefusal = async (sql: string) => (await callTool(env, 'interlock_query', { source_id: 'chinook', sql }, writerKey)).body.result.structuredContent;
   expect((await writerRefusal("UPDATE customer SET first_name = 'x' WHERE customer_id = 1")).message).toBe(writeDeniedMessage('public.customer', 'first_name'));
-  expect((await writerRefusal('UPDATE customer SET email = NULL WHERE customer_id = 1')).message).toBe(
-    'No source role granted to this identity allows writing every column this statement sets on public.customer (its roles let it read that table, not make this write). Ask an operator for a role that allows the write; interlock_describe_access lists what your roles allow and deny.',
-  );
+  expect((await writerRefusal('UPDATE customer SET email = NULL WHERE customer_id = 1')).message).toBe(DENIED_MESSAGE);
 });
