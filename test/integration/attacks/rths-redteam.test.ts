@@ -407,8 +407,8 @@ describe('claim sync rule locks (2), runtime role credential', () => {
     }
   });
 
-  // Withstood: the claim mapping row is locked before the pairs are checked, but a refused call
-  // (42501, a pair no rule names) aborts the caller's transaction, and PostgreSQL releases an
+  // Withstood (and, since task hcl, the sync locks no rule at all): under hsm2 the claim mapping row
+  // was locked before the pairs were checked, but a refused call (42501, a pair no rule names) aborts the caller's transaction, and PostgreSQL releases an
   // aborted transaction's locks at the error, not at its ROLLBACK: a runtime session left in the
   // aborted transaction does not block an apply changing that issuer's mapping (over the operator
   // connection, 10 s lock_timeout; bounded here by 15 s).
