@@ -218,11 +218,12 @@ export class TokenIdentityStore {
  * (those naming an existing role and source; the others are skipped): adds the missing ones with
  * granted_by 'claims' and removes the claim-derived ones no longer given. Operator grants are left
  * alone; a disabled identity only loses grants. One call of the SECURITY DEFINER function
- * interlock_sync_claim_grants (latest body: migrations/20261210210000000_claim-sync-rule-locks_hsm2.sql),
+ * interlock_sync_claim_grants (latest body: migrations/20261210270000000_effective-claim-grants_hcl.sql, no rule locks),
  * the only way the runtime role changes grants; it writes, and so notifies the replicas, only when
  * something changes. Throws when no identity is linked to the subject (22023), and when a pair to
  * add is named by no claim rule of `issuer` in the database (42501: configured_claim_grants or the
- * issuer's claim mapping), changing nothing; removals need no rule.
+ * issuer's claim mapping), changing nothing; removals need no rule. A claim grant it writes counts
+ * only while such a rule names it (interlock_effective_grants, read by grantsForIdentity; task hcl).
  */
 export async function syncClaimGrants(db: ControlDb, issuer: string, subject: string, grants: Array<{ role: string; source: string }>): Promise<void> {
   await db.pool.query('SELECT interlock_sync_claim_grants($1, $2, $3::text[], $4::text[])', [issuer, subject, grants.map((g) => g.role), grants.map((g) => g.source)]);

@@ -95,11 +95,14 @@ export async function listGrants(db: ControlDb, filter: { identityId?: string; s
 /**
  * Every (source, role) granted to the identity, with the role's statements, in one query, ordered
  * by source then role. Includes disabled sources (the pipeline answers those as unavailable).
+ * Reads interlock_effective_grants (migration 20261210270000000, task hcl): a claim grant counts
+ * only while a claim rule of an issuer of the identity names its (role, source), so a grant a late
+ * claim sync committed after its rule was removed grants nothing.
  */
 export async function grantsForIdentity(db: ControlDb, identityId: string): Promise<Array<{ sourceId: string; role: SourceRoleRecord }>> {
   const r = await db.pool.query<RoleRow & { source_id: string }>(
     `SELECT g.source_id, r.name, r.description, r.audiences, r.statements, r.created_at, r.updated_at
-     FROM grants g JOIN roles r ON r.name = g.role_name
+     FROM interlock_effective_grants g JOIN roles r ON r.name = g.role_name
      WHERE g.identity_id = $1 ORDER BY g.source_id, r.name`,
     [identityId],
   );

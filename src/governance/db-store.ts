@@ -16,6 +16,9 @@ import type { ToolCallAuditEvent } from '../audit/types';
 import type { RoleGrant } from './evaluator';
 import type { GovernanceStore, MaybePromise, NewApproval, SourceRecord } from './store';
 
+/** Control tables whose change (NOTIFY payload) can change an identity's grants, claim rules included (task hcl). */
+const GRANT_TABLES = new Set(['grants', 'roles', 'identities', 'claim_mappings', 'configured_claim_grants']);
+
 interface Timed<T> {
   value: T;
   until: number;
@@ -47,7 +50,8 @@ export class DbGovernanceStore implements GovernanceStore {
   invalidate(table: string): void {
     if (table === '*' || table === 'sources') this.sourcesCache = null;
     if (table === '*' || table === 'policies') this.policiesCache = null;
-    if (table === '*' || table === 'grants' || table === 'roles' || table === 'identities') this.grantsCache.clear();
+    // Claim rules decide which claim grants count (interlock_effective_grants, task hcl): a removed rule drops them at once.
+    if (table === '*' || GRANT_TABLES.has(table)) this.grantsCache.clear();
     if (table === '*' || table === 'catalog_snapshots') this.catalogCache.clear();
   }
 

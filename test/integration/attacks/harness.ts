@@ -15,6 +15,11 @@ import { openGovernanceAccess } from '../../../src/admin/governance-db';
 import { syncConfiguredClaimRules } from '../../../src/gateway';
 import { createLogger } from '../../../src/observability/logger';
 import type { TokenIssuer } from '../../../generated/config-v1';
+import { DbGovernanceStore } from '../../../src/governance/db-store';
+import { describeAccessHandler, describeSourceHandler } from '../../../src/tools/handlers/describe';
+import { listSourcesHandler, StoreSourceDirectory } from '../../../src/tools/handlers/list-sources';
+import { memoryRateLimiter } from '../../../src/pipeline/05-rate-limit';
+import type { ToolCallContext, ToolOutcome } from '../../../src/tools/types';
 
 export { callTool };
 export type { GovernedEnv };
@@ -152,6 +157,13 @@ export async function asRole<T>(url: string, fn: (c: pg.Client) => Promise<T>): 
 /** The SQLSTATE `sql` fails with on `c` ('42501' etc.), or 'ok' when it succeeds. */
 export const sqlStateOf = (c: pg.Client, sql: string, params: unknown[] = []): Promise<string> => c.query(sql, params).then(() => 'ok', (e: { code?: string }) => e.code ?? String(e));
 
+/** Resolves to `p`'s value, or to 'hung' when it has not settled within `ms` (the attack's bound). */
+export function within<T>(p: Promise<T>, ms: number): Promise<T | 'hung'> {
+  let timer: NodeJS.Timeout | undefined;
+  const hung = new Promise<'hung'>((r) => (timer = setTimeout(() => r('hung'), ms)));
+  return Promise.race([p, hung]).finally(() => clearTimeout(timer));
+}
+
 /**
  * Waits (bounded: 10 s) until some session of `pool`'s database waits for a lock (pg_stat_activity
  * wait_event_type 'Lock'); throws when none does. Used by the claim-sync races (rtcg, rths).
@@ -177,4 +189,36 @@ export async function startClaimSync(rt: ControlDb, operatorUrl: string, issuers
   } finally {
     await op.close();
   }
+}
+
+/** What the gateway's tools give identity `identityId`/`name` on `sourceId`, read through a fresh DbGovernanceStore on `db`. */
+export interface ToolAccess {
+  /** Role names the store's grants give on the source (sorted). */
+  roles: string[];
+  /** Source ids interlock_list_sources answers with. */
+  listed: string[];
+  /** Source ids interlock_describe_access answers with. */
+  described: string[];
+  /** interlock_describe_source on the source (a governed call): 'result' or the refusal code. */
+  describeSource: string;
+}
+
+/**
+ * The access the gateway's tools give an identity on one source, as its loaders read the control
+ * database (grantsForIdentity: interlock_effective_grants, task hcl): used by the claim-sync races
+ * (rtcg, rths) to show a late claim grant row grants nothing.
+ */
+export async function toolAccess(db: ControlDb, identityId: string, name: string, sourceId: string): Promise<ToolAccess> {
+  const store = new DbGovernanceStore(db, { ttlMs: 0 });
+  const rateLimiter = memoryRateLimiter({ perIdentity: { points: 1e6, windowSeconds: 60 }, perSource: { points: 1e6, windowSeconds: 60 } });
+  const deps = { store, rateLimiter, catalog: () => null };
+  const ctx = { requestId: 'r', apiKey: 'k', identity: { id: identityId, name, keyId: 'k1' }, dialect: 'handshake', protocolVersion: '2025-11-25', toolName: 't', canonicalTool: 't', signal: new AbortController().signal, notify: () => undefined, auditDetails: {} } as ToolCallContext;
+  const keys = (o: ToolOutcome) => (o.kind === 'result' ? Object.keys(o.structuredContent ?? {}).sort() : [`refused: ${(o as { code?: string }).code}`]);
+  const d = await describeSourceHandler(deps)({ source_id: sourceId }, ctx);
+  return {
+    roles: (await store.grantsForIdentity(identityId)).filter((g) => g.sourceId === sourceId).map((g) => g.role.name).sort(),
+    listed: keys(await listSourcesHandler(new StoreSourceDirectory(store))({}, ctx)),
+    described: keys(await describeAccessHandler(deps)({}, ctx)),
+    describeSource: d.kind === 'result' ? 'result' : String((d as { code?: string }).code),
+  };
 }

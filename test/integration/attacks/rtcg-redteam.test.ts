@@ -8,7 +8,8 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { createGrantedLoginRole, dropLoginRole, freshControlDb, type TestControlDb } from '../control/control-db';
-import { grantOperatorRole, grantRuntimeRole, openControlDb, type ControlDb } from '../../../src/control/db';
+import { grantOperatorRole, grantRuntimeRole, listenControlChanges, openControlDb, type ControlDb } from '../../../src/control/db';
+import { DbGovernanceStore } from '../../../src/governance/db-store';
 import { addSource } from '../../../src/control/sources';
 import { upsertRole } from '../../../src/control/roles';
 import { upsertClaimMapping } from '../../../src/control/claim-mappings';
@@ -19,7 +20,7 @@ import { OTHER_ISSUER_RULES_NOTE, replaceConfiguredClaimGrants } from '../../../
 import { createLogger } from '../../../src/observability/logger';
 import { verifyAuditChain } from '../../../src/audit/verify';
 import type { ClaimRoleGrant, TokenIssuer } from '../../../generated/config-v1';
-import { asRole, lockWaitSeen as waitForLockWait, startClaimSync } from './harness';
+import { asRole, startClaimSync, toolAccess, within } from './harness';
 
 jest.setTimeout(120_000);
 
@@ -289,50 +290,71 @@ test('finding: removing a rule takes back the claim grants given under it (a run
 /** The start-up sync through a fresh operator connection, with `issuers`. */
 const startSync = (issuers: TokenIssuer[]) => startClaimSync(rt, opUrl, issuers);
 
-/** Waits (bounded: 10 s, on the test's own database) until some session of it waits for a lock. */
-const lockWaitSeen = () => waitForLockWait(t.db.pool);
+/** What the tools give an identity on a source it holds no grant on: nothing listed or described, describe_source refused as for an unknown source. */
+const NO_ACCESS = { roles: [], listed: [], described: [], describeSource: 'unknown_source' };
 
-// Finding (low, fixed by migration 20261210210000000_claim-sync-rule-locks_hsm2): a race between a
-// claim sync and the removal of its rule. The function checked the rules without locking them (READ
-// COMMITTED), so a sync whose transaction was still open when a privileged sync removed the rule and
-// took back its grants committed its grant afterwards: the removal could not see the uncommitted
-// row. Now the sync locks the rule rows it relies on (FOR KEY SHARE; the claim mapping FOR SHARE):
-// the removal waits for its commit and then takes the grant back. (A transaction holding a sync open
-// can so delay a removal, within the operator connection's lock_timeout: docs/operators.md.)
-test('finding: a claim sync open across the removal of its rule: the removal waits for it and takes the grant back', async () => {
+/** Waits (bounded: 10 s) until `seen` holds `table`. */
+async function notified(seen: string[], table: string): Promise<void> {
+  for (let i = 0; i < 200 && !seen.includes(table); i++) await new Promise((r) => setTimeout(r, 50));
+  expect(seen).toContain(table);
+}
+
+// Finding (low, fixed for good by task hcl, migration 20261210270000000_effective-claim-grants_hcl): a
+// race between a claim sync and the removal of its rule. The function checks the rules without
+// locking them (READ COMMITTED), so a sync whose transaction was still open when a privileged sync
+// removed the rule and took back its grants committed its grant afterwards: the removal could not
+// see the uncommitted row, and the grant outlived its rule. hsm2 made the sync lock the rule rows,
+// which let a runtime session holding a sync open block every removal (red team rths). Now the sync
+// locks nothing and a claim grant counts only while a claim rule names it, at read time
+// (interlock_effective_grants): the removal goes through at once, and the late row is stored but
+// grants nothing (no role, not listed, not described, describe_source refused as without it).
+test('finding: a claim sync open across the removal of its rule: the removal does not wait; the grant committed afterwards grants nothing', async () => {
   await replaceConfiguredClaimGrants(t.db, [issuerCfg(IDP, [rule('staff', 'reader', 'docs'), rule('dba', 'admin', 'prod')])]);
+  let id = '';
   await asRuntime(async (c) => {
-    await provision(c, IDP, 'race-sub', 'racer');
+    id = await provision(c, IDP, 'race-sub', 'racer');
     await c.query('BEGIN');
     expect(await sync(c, IDP, 'race-sub', ['admin'], ['prod'])).toBe('ok');
-    const removal = startSync([issuerCfg(IDP, [rule('staff', 'reader', 'docs')])]);
-    await lockWaitSeen();
+    const removal = await within(startSync([issuerCfg(IDP, [rule('staff', 'reader', 'docs')])]).then((r) => r, (e: Error) => `failed: ${e.message}`), 5_000);
     await c.query('COMMIT');
-    expect(await removal).toEqual({ synced: { added: [], removed: [{ issuer: IDP, role: 'admin', source: 'prod' }] } });
+    expect(removal).toEqual({ synced: { added: [], removed: [{ issuer: IDP, role: 'admin', source: 'prod' }] } });
   });
-  expect(await grantsOf('racer')).toEqual([]);
+  expect(await grantsOf('racer')).toEqual([{ role_name: 'admin', source_id: 'prod', granted_by: 'claims' }]);
+  expect(await toolAccess(t.db, id, 'racer', 'prod')).toEqual(NO_ACCESS);
 });
 
-// The other order: a removal not yet committed makes a sync of its pair wait, and the sync then sees
-// no rule and refuses (42501), changing nothing.
-test('a claim sync that starts while the removal of its rule is uncommitted waits for it and refuses the pair (42501)', async () => {
+// The other order: a removal not yet committed. The sync does not wait for it (it sees the rule the
+// removal has not committed yet): its grant counts until the removal commits, and then grants
+// nothing; a gateway's cached grants are dropped on the removal's notification (configured_claim_grants).
+test('a claim sync while the removal of its rule is uncommitted: its grant counts only until the removal commits; the cache is dropped on NOTIFY', async () => {
   await replaceConfiguredClaimGrants(t.db, [issuerCfg(IDP, [rule('staff', 'reader', 'docs'), rule('dba', 'admin', 'prod')])]);
+  const cached = new DbGovernanceStore(t.db, { ttlMs: 600_000 });
+  const seen: string[] = [];
+  const listener = await listenControlChanges(t.db, (table) => {
+    seen.push(table);
+    cached.invalidate(table);
+  });
   const remover = await t.db.pool.connect();
+  let id = '';
   try {
     await asRuntime(async (c) => {
-      await provision(c, IDP, 'late-sub', 'latecomer');
+      id = await provision(c, IDP, 'late-sub', 'latecomer');
       await remover.query('BEGIN');
       await remover.query("DELETE FROM configured_claim_grants WHERE issuer = $1 AND role_name = 'admin' AND source_id = 'prod'", [IDP]);
-      const synced = sync(c, IDP, 'late-sub', ['admin'], ['prod']);
-      await lockWaitSeen();
+      expect(await within(sync(c, IDP, 'late-sub', ['admin'], ['prod']), 5_000)).toBe('ok');
+      expect(await toolAccess(t.db, id, 'latecomer', 'prod')).toEqual({ roles: ['admin'], listed: ['prod'], described: ['prod'], describeSource: 'result' });
+      expect((await cached.grantsForIdentity(id)).map((g) => [g.sourceId, g.role.name])).toEqual([['prod', 'admin']]);
       await remover.query('COMMIT');
-      expect(await synced).toBe('42501');
     });
+    await notified(seen, 'configured_claim_grants');
+    expect(await cached.grantsForIdentity(id)).toEqual([]);
   } finally {
     await remover.query('ROLLBACK').catch(() => undefined);
     remover.release();
+    await listener.close();
   }
-  expect(await grantsOf('latecomer')).toEqual([]);
+  expect(await grantsOf('latecomer')).toEqual([{ role_name: 'admin', source_id: 'prod', granted_by: 'claims' }]);
+  expect(await toolAccess(t.db, id, 'latecomer', 'prod')).toEqual(NO_ACCESS);
 });
 
 // Taking back a removed rule's grants must not let a stolen runtime credential stall the removal:
@@ -340,9 +362,10 @@ test('a claim sync that starts while the removal of its rule is uncommitted wait
 // first version of the take-back above waited on that row (10 s operator lock_timeout, 55P03): the
 // start-up sync failed and the rule stayed; now such rows are skipped (FOR UPDATE SKIP LOCKED).
 test('a runtime transaction holding the row of a removed rule\'s grant does not stop the rule\'s removal', async () => {
+  let lockerId = '';
   await replaceConfiguredClaimGrants(t.db, [issuerCfg(IDP, [rule('staff', 'reader', 'docs'), rule('dba', 'admin', 'prod')])]);
   await asRuntime(async (c) => {
-    await provision(c, IDP, 'lock-sub', 'locker');
+    lockerId = await provision(c, IDP, 'lock-sub', 'locker');
     expect(await sync(c, IDP, 'lock-sub', ['admin'], ['prod'])).toBe('ok');
     await c.query('BEGIN');
     // Deleting it in an open transaction holds the row lock.
@@ -351,9 +374,11 @@ test('a runtime transaction holding the row of a removed rule\'s grant does not 
     await c.query('ROLLBACK');
   });
   expect(await rows()).toEqual([{ issuer: IDP, role_name: 'reader', source_id: 'docs' }]);
-  // The skipped grant survives the rolled-back deletion (low, not fixed: the take-back skips rows
-  // another transaction holds, so that it cannot be stalled by one).
+  // The skipped grant row survives the rolled-back deletion (the take-back skips rows another
+  // transaction holds, so that it cannot be stalled by one) but, since task hcl, grants nothing: no
+  // claim rule names it any more.
   expect(await grantsOf('locker')).toEqual([{ role_name: 'admin', source_id: 'prod', granted_by: 'claims' }]);
+  expect(await toolAccess(t.db, lockerId, 'locker', 'prod')).toEqual(NO_ACCESS);
 });
 
 // Consequence of the first fix (low, mitigated by a log line): a start-up sync no longer removes

@@ -4,7 +4,8 @@
  *
  *  1. Admin API and console bodies closed to unknown fields (src/http/closed-body.ts).
  *  2. interlock_sync_claim_grants locking the claim rules it relies on (migration
- *     20261210210000000_claim-sync-rule-locks_hsm2), attacked with the runtime role's credential.
+ *     20261210210000000_claim-sync-rule-locks_hsm2), attacked with the runtime role's credential; since task
+ *     hcl (20261210270000000_effective-claim-grants_hcl) the sync locks nothing and the tests assert that.
  *  3. `interlock db status`'s bounded connect (readMigrationStatus).
  *  4. The HTTP error codes of spec/errors-v1.json (httpErrors) on admin/console answers.
  *
@@ -28,16 +29,9 @@ import { openGovernanceAccess } from '../../../src/admin/governance-db';
 import { replaceConfiguredClaimGrants } from '../../../src/control/claim-rules';
 import { createLogger } from '../../../src/observability/logger';
 import type { ClaimRoleGrant, TokenIssuer } from '../../../generated/config-v1';
-import { lockWaitSeen as waitForLockWait, startClaimSync } from './harness';
+import { lockWaitSeen as waitForLockWait, startClaimSync, toolAccess, within } from './harness';
 
 jest.setTimeout(120_000);
-
-/** Resolves to `p`'s value, or to 'hung' when it has not settled within `ms` (the attack's bound). */
-function within<T>(p: Promise<T>, ms: number): Promise<T | 'hung'> {
-  let timer: NodeJS.Timeout | undefined;
-  const hung = new Promise<'hung'>((r) => (timer = setTimeout(() => r('hung'), ms)));
-  return Promise.race([p, hung]).finally(() => clearTimeout(timer));
-}
 
 // ---------------------------------------------------------------------------------------------
 // 1 and 4: the admin API and the console over HTTP.
@@ -392,17 +386,16 @@ describe('claim sync rule locks (2), runtime role credential', () => {
     await t?.cleanup();
   });
 
-  // Finding (medium, not fixed): the lock the sync now takes is held by whoever holds the caller's
-  // transaction. A stolen runtime credential syncs its own identity's pair (admin on prod) and
-  // keeps the transaction open: every removal of that rule (a gateway's start-up sync, `db
-  // sync-claim-rules`) waits the operator connection's 10 s lock_timeout and fails, changing
-  // nothing, for as long as the session lives, and the identity keeps the removed rule's grant.
-  // Before hsm2 the take-back skipped rows an open transaction held (rtcg), so the removal went
-  // through. docs/operators.md calls the wait bounded; it is, but the removal never succeeds, and
-  // the start-up sync then answers {missing: []} and goes on with the rule in place (the only trace
-  // is the governance warning for family claim_rules, 55P03). The same holds for an
-  // apply narrowing a claim mapping whose named pair the session synced (FOR SHARE on the mapping).
-  test.failing('finding (medium): a runtime session holding a sync open makes every removal of the rule fail (10 s) and keeps the grant', async () => {
+  // Finding (medium, fixed by task hcl, migration 20261210270000000_effective-claim-grants_hcl): the
+  // lock hsm2's sync took was held by whoever held the caller's transaction. A stolen runtime
+  // credential synced its own identity's pair (admin on prod) and kept the transaction open: every
+  // removal of that rule (a gateway's start-up sync, `db sync-claim-rules`) waited the operator
+  // connection's 10 s lock_timeout and failed (55P03), changing nothing, for as long as the session
+  // lived, and the identity kept the removed rule's grant. The same held for an apply narrowing a
+  // claim mapping (FOR SHARE on the mapping). Now the sync locks no rule (a claim grant counts only
+  // while a rule names it, read through interlock_effective_grants): the removal goes through at
+  // once while the sync is held, and takes the grant back.
+  test('finding (medium, fixed): a runtime session holding a sync open does not delay the removal of the rule, which takes the grant back', async () => {
     await replaceConfiguredClaimGrants(t.db, [issuerCfg(IDP, [rule('staff', 'reader', 'docs'), rule('dba', 'admin', 'prod')])]);
     const c = await runtimeSession();
     try {
@@ -413,7 +406,7 @@ describe('claim sync rule locks (2), runtime role credential', () => {
       // The attacker's next transaction: the same sync, never committed.
       await c.query('BEGIN');
       expect(await sync(c, IDP, 'hold-sub', ['admin'], ['prod'])).toBe('ok');
-      const removal = await startSync([issuerCfg(IDP, [rule('staff', 'reader', 'docs')])]).then((r) => r, (e: Error) => `failed: ${e.message}`);
+      const removal = await within(startSync([issuerCfg(IDP, [rule('staff', 'reader', 'docs')])]).then((r) => r, (e: Error) => `failed: ${e.message}`), 5_000);
       expect(removal).toEqual({ synced: { added: [], removed: [{ issuer: IDP, role: 'admin', source: 'prod' }] } });
       expect(await grantsOf('holder')).toEqual([]);
     } finally {
@@ -422,8 +415,8 @@ describe('claim sync rule locks (2), runtime role credential', () => {
     }
   });
 
-  // Withstood: the claim mapping row is locked before the pairs are checked, but a refused call
-  // (42501, a pair no rule names) aborts the caller's transaction, and PostgreSQL releases an
+  // Withstood (and, since task hcl, the sync locks no rule at all): under hsm2 the claim mapping row
+  // was locked before the pairs were checked, but a refused call (42501, a pair no rule names) aborts the caller's transaction, and PostgreSQL releases an
   // aborted transaction's locks at the error, not at its ROLLBACK: a runtime session left in the
   // aborted transaction does not block an apply changing that issuer's mapping (over the operator
   // connection, 10 s lock_timeout; bounded here by 15 s).
@@ -445,9 +438,10 @@ describe('claim sync rule locks (2), runtime role credential', () => {
     }
   });
 
-  // Withstood: the mapping side of the fix. A sync open across an apply that narrows the issuer's
-  // claim mapping: the apply waits for it and then takes the new grant back.
-  test('a sync open across an apply narrowing the claim mapping: apply waits, then takes the grant back', async () => {
+  // Withstood: the mapping side (task hcl). A sync open across an apply that narrows the issuer's
+  // claim mapping: the apply does not wait for it, and the grant the sync commits afterwards is
+  // stored but grants nothing (no rule names it: not listed, not described, describe_source refused).
+  test('a sync open across an apply narrowing the claim mapping: apply does not wait; the grant committed afterwards grants nothing', async () => {
     const mapped = 'https://mapped.rths.example';
     await applyInterlockFile(t.db, mappingDoc(mapped, [rule('dba', 'admin', 'prod'), rule('staff', 'reader', 'docs')]), { operator: 'ops-rths', scan: false });
     const c = await runtimeSession();
@@ -455,14 +449,15 @@ describe('claim sync rule locks (2), runtime role credential', () => {
       await provision(c, mapped, 'map-sub', 'mapracer');
       await c.query('BEGIN');
       expect(await sync(c, mapped, 'map-sub', ['admin'], ['prod'])).toBe('ok');
-      const narrowing = applyInterlockFile(t.db, mappingDoc(mapped, [rule('staff', 'reader', 'docs')]), { operator: 'ops-rths', scan: false });
-      await lockWaitSeen();
+      const narrowing = await within(applyInterlockFile(t.db, mappingDoc(mapped, [rule('staff', 'reader', 'docs')]), { operator: 'ops-rths', scan: false }).then((a) => a.applied), 5_000);
       await c.query('COMMIT');
-      expect((await narrowing).applied).toBe(true);
+      expect(narrowing).toBe(true);
     } finally {
       await c.end();
     }
-    expect(await grantsOf('mapracer')).toEqual([]);
+    expect(await grantsOf('mapracer')).toEqual([{ role_name: 'admin', source_id: 'prod' }]);
+    const id = (await t.db.pool.query<{ id: string }>("SELECT id FROM identities WHERE name = 'mapracer'")).rows[0].id;
+    expect(await toolAccess(t.db, id, 'mapracer', 'prod')).toEqual({ roles: [], listed: [], described: [], describeSource: 'unknown_source' });
   });
 
   // Finding (medium, not fixed; not new in hsm2): interlock_sync_claim_grants appends its grant
@@ -496,11 +491,11 @@ describe('claim sync rule locks (2), runtime role credential', () => {
     }
   });
 
-  // Withstood: the new rule locks themselves. While a stolen runtime session holds open a sync that
-  // changed no grant (so no chain lock) and a removal of its rule is queued behind it, the gateway's
-  // sign-in syncs of the same issuer and pair and of another issuer neither wait nor deadlock: share
-  // locks do not queue behind the waiting removal. Each honest session has lock_timeout 3 s.
-  test("the rule locks do not block the gateway's sign-in syncs, nor does a removal waiting behind them", async () => {
+  // Withstood (task hcl: the sync takes no rule locks): while a stolen runtime session holds open a
+  // sync that changed no grant (so no chain lock), the removal of its rule goes through at once, and
+  // the gateway's sign-in syncs of the same issuer (its pair now refused: no rule) and of another
+  // issuer neither wait nor deadlock. Each honest session has lock_timeout 3 s.
+  test("a held sync blocks neither the removal of its rule nor the gateway's sign-in syncs", async () => {
     await replaceConfiguredClaimGrants(t.db, [issuerCfg(IDP, [rule('staff', 'reader', 'docs'), rule('dba', 'admin', 'prod')]), issuerCfg(OTHER, [rule('o', 'reader', 'prod')])]);
     const c = await runtimeSession();
     const honest = await runtimeSession();
@@ -513,12 +508,11 @@ describe('claim sync rule locks (2), runtime role credential', () => {
       expect(await sync(honest, IDP, 'honest-1', ['admin'], ['prod'])).toBe('ok');
       await c.query('BEGIN');
       expect(await sync(c, IDP, 'blk-sub', ['admin'], ['prod'])).toBe('ok');
-      const removal = startSync([issuerCfg(IDP, [rule('staff', 'reader', 'docs')]), issuerCfg(OTHER, [rule('o', 'reader', 'prod')])]).then((r) => r, (e: Error) => `failed: ${e.message}`);
-      await lockWaitSeen();
-      expect(await sync(honest, IDP, 'honest-1', ['admin'], ['prod'])).toBe('ok');
-      expect(await sync(honest, OTHER, 'honest-2', ['reader'], ['prod'])).toBe('ok');
+      const removal = await within(startSync([issuerCfg(IDP, [rule('staff', 'reader', 'docs')]), issuerCfg(OTHER, [rule('o', 'reader', 'prod')])]).then((r) => r, (e: Error) => `failed: ${e.message}`), 5_000);
+      expect(removal).toEqual({ synced: { added: [], removed: [{ issuer: IDP, role: 'admin', source: 'prod' }] } });
+      expect(await within(sync(honest, IDP, 'honest-1', ['admin'], ['prod']), 5_000)).toBe('42501');
+      expect(await within(sync(honest, OTHER, 'honest-2', ['reader'], ['prod']), 5_000)).toBe('ok');
       await c.query('COMMIT');
-      expect(await removal).toEqual({ synced: { added: [], removed: [{ issuer: IDP, role: 'admin', source: 'prod' }] } });
     } finally {
       await c.query('ROLLBACK').catch(() => undefined);
       await c.end();
