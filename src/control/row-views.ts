@@ -7,7 +7,8 @@
  * of the operator's own built on one of them stops the drop (nothing is dropped) instead of being
  * dropped with it.
  */
-import { connectFailureText } from '../sources/postgres/errors';
+import type pg from 'pg';
+import { connectFailureText, sqlStateClassName } from '../sources/postgres/errors';
 import { ROW_VIEW_SCHEMA } from '../sql/row-rules/rewrite';
 import type { ControlDb } from './db';
 import { ControlError, NotFoundError, ValidationError } from './errors';
@@ -60,9 +61,14 @@ export async function dropRowViews(db: ControlDb, sourceId: string, opts: { tabl
     }
     if (names.length) {
       try {
-        await client.query(`DROP VIEW IF EXISTS ${names.map((n) => `${ROW_VIEW_SCHEMA}.${client!.escapeIdentifier(n)}`).join(', ')}`);
+        // One statement by construction (issue 22 item 3, test/unit/sources/one-statement.test.ts): the
+        // extended protocol runs exactly one statement, whatever the escaped names hold.
+        const text = `DROP VIEW IF EXISTS ${names.map((n) => `${ROW_VIEW_SCHEMA}.${client!.escapeIdentifier(n)}`).join(', ')}`;
+        await client.query({ text, queryMode: 'extended' } as pg.QueryConfig);
       } catch (err) {
-        throw new ControlError('unavailable', `source "${sourceId}" refused to drop its row views: ${(err as Error).message}`);
+        const code = (err as { code?: unknown }).code;
+        const why = typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) ? `${code} ${sqlStateClassName(code)}` : 'the statement failed';
+        throw new ControlError('unavailable', `source "${sourceId}" refused to drop its row views: ${why}`);
       }
     }
     return { sourceId, dropped: names };
