@@ -14,6 +14,7 @@ import type { SourceCatalog } from '../sql/catalog-types';
 import type { Policy } from '../../generated/policy-v1';
 import type { SourceRole } from '../../generated/role-v1';
 import type { ControlDb } from './db';
+import { closestName as closestNameAmong } from '../errors/suggest';
 import { ValidationError } from './errors';
 
 /** A name to check: where it is written ("rule/columns/0"), the name, and what it names by its parts (2: schema.table, 3: schema.table.column). */
@@ -48,37 +49,12 @@ export async function loadKnownSources(q: ControlDb | pg.ClientBase): Promise<Kn
   return known;
 }
 
-/** Levenshtein distance of a and b, or Infinity once it exceeds `max` (rows are cut early). */
-function distance(a: string, b: string, max: number): number {
-  if (Math.abs(a.length - b.length) > max) return Infinity;
-  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
-  for (let i = 1; i <= a.length; i++) {
-    const cur = [i];
-    let best = i;
-    for (let j = 1; j <= b.length; j++) {
-      cur[j] = Math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1));
-      if (cur[j] < best) best = cur[j];
-    }
-    if (best > max) return Infinity;
-    prev = cur;
-  }
-  return prev[b.length];
-}
-
-/** The closest of `candidates` to `name` when it is close (at most 2 edits, or a fifth of its length), else undefined. */
+/**
+ * The closest of `candidates` to `name` ignoring case (at most 2 edits, or a fifth of its length),
+ * else undefined (src/errors/suggest.ts closestName).
+ */
 export function closestName(name: string, candidates: Iterable<string>): string | undefined {
-  const max = Math.max(2, Math.floor(name.length / 5));
-  let best: string | undefined;
-  let bestD = max + 1;
-  for (const c of candidates) {
-    if (c === name) continue;
-    const d = distance(name.toLowerCase(), c.toLowerCase(), Math.min(max, bestD - 1));
-    if (d < bestD) {
-      bestD = d;
-      best = c;
-    }
-  }
-  return best;
+  return closestNameAmong(name, candidates, Math.max(2, Math.floor(name.length / 5)), (s) => s.toLowerCase()) ?? undefined;
 }
 
 const suggest = (s: string | undefined) => (s ? `; did you mean ${s}?` : '');

@@ -29,11 +29,11 @@ export const DENIED_MESSAGE =
  * The refusal of a write to a relation the caller may read (task hnu4b item d): the relation is
  * already visible to it (interlock_describe_access lists it), so naming it reveals nothing, and the
  * read-oriented DENIED_MESSAGE ("does not exist", SELECT *) would mislead. `column`: undefined when
- * the table's write is refused, the column's name when a column it may read is refused, null when a
- * column it may not read is (not named). A relation it may not read keeps DENIED_MESSAGE.
+ * the table's write is refused, else the refused column, which the caller may read. A relation or
+ * column it may not read keeps DENIED_MESSAGE.
  */
-export function writeDeniedMessage(relation: string, column?: string | null): string {
-  const what = column === undefined ? relation : column === null ? `every column this statement sets on ${relation}` : `column ${column} of ${relation}`;
+export function writeDeniedMessage(relation: string, column?: string): string {
+  const what = column === undefined ? relation : `column ${column} of ${relation}`;
   return `No source role granted to this identity allows writing ${what} (its roles let it read that table, not make this write). Ask an operator for a role that allows the write; interlock_describe_access lists what your roles allow and deny.`;
 }
 
@@ -142,8 +142,8 @@ function writeRefusalText(evaluator: AccessEvaluator, sourceId: string, c: { sch
   const readable = (column: string) => decideInHierarchy(evaluator, sourceId, 'read', { schema: c.schema, table: c.table, column }, hierarchy) === 'allow';
   if (!catalogColumns(catalog, c.schema, c.table).some(readable)) return DENIED_MESSAGE;
   const written = a.writes.filter((w) => w.schema === c.schema && w.table === c.table && w.operation !== 'delete').flatMap((w) => w.columns);
-  if (!written.every(readable)) return DENIED_MESSAGE;
-  return writeDeniedMessage(`${c.schema}.${c.table}`, c.column === undefined ? undefined : readable(c.column) ? c.column : null);
+  if (!written.every(readable) || (c.column !== undefined && !readable(c.column))) return DENIED_MESSAGE;
+  return writeDeniedMessage(`${c.schema}.${c.table}`, c.column);
 }
 
 /**
