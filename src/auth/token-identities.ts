@@ -218,7 +218,7 @@ export class TokenIdentityStore {
  * (those naming an existing role and source; the others are skipped): adds the missing ones with
  * granted_by 'claims' and removes the claim-derived ones no longer given. Operator grants are left
  * alone; a disabled identity only loses grants. One call of the SECURITY DEFINER function
- * interlock_sync_claim_grants (latest body: migrations/20261210270000000_effective-claim-grants_hcl.sql, no rule locks),
+ * interlock_sync_claim_grants (latest body: migrations/20261209210000000_configured-claim-grants_hcg.sql, no rule locks),
  * the only way the runtime role changes grants; it writes, and so notifies the replicas, only when
  * something changes. Throws when no identity is linked to the subject (22023), and when a pair to
  * add is named by no claim rule of `issuer` in the database (42501: configured_claim_grants or the

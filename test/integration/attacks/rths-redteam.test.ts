@@ -3,9 +3,9 @@
  * on loopback, every wait bounded.
  *
  *  1. Admin API and console bodies closed to unknown fields (src/http/closed-body.ts).
- *  2. interlock_sync_claim_grants locking the claim rules it relies on (migration
- *     20261210210000000_claim-sync-rule-locks_hsm2), attacked with the runtime role's credential; since task
- *     hcl (20261210270000000_effective-claim-grants_hcl) the sync locks nothing and the tests assert that.
+ *  2. interlock_sync_claim_grants locking the claim rules it relies on (hsm2's migration, withdrawn
+ *     before release), attacked with the runtime role's credential; since task hcl
+ *     (20261210270000000_effective-claim-grants_hcl) the sync locks nothing and the tests assert that.
  *  3. `interlock db status`'s bounded connect (readMigrationStatus).
  *  4. The HTTP error codes of spec/errors-v1.json (httpErrors) on admin/console answers.
  *
