@@ -12,7 +12,8 @@
  * BENCH_STRACE_DIR each run is counted by `strace -c -f` into that folder (system calls per answer;
  * the CPU figures then include the tracer's cost).
  *
- * BENCH_NET_FLOOR=1 adds a fourth side: the same refusal written by a plain node:net server
+ * BENCH_NET_FLOOR=1 adds two sides: the node:http floor writing its answer straight to the socket past
+ * ServerResponse (FLOOR_WRITE=raw), and the same refusal written by a plain node:net server
  * (bench/lib/refusal-floor-net.ts), the floor without node:http's parser, IncomingMessage and ServerResponse.
  *
  * Not a timed test. Needs /usr/bin/wrk. Run: `BEFORE_ROOT=/path/to/main BENCH_ROUNDS=5 npx tsx bench/11-refusal-cost.ts`.
@@ -57,7 +58,11 @@ async function main(): Promise<void> {
     const floor = await startTsChild('bench/lib/refusal-floor-server.ts', {}, prof ? ['--cpu-prof', `--cpu-prof-dir=${prof}`, '--cpu-prof-name=floor.cpuprofile'] : []);
     const sides: Array<{ name: string; gw: GatewayChild }> = [...gws.map((gw, i) => ({ name: roots[i], gw })), { name: 'node:http floor', gw: floor }];
     // BENCH_NET_FLOOR=1: the same refusal from a plain node:net server (bench/lib/refusal-floor-net.ts), no node:http objects.
-    if (process.env.BENCH_NET_FLOOR === '1') sides.push({ name: 'node:net floor', gw: await startTsChild('bench/lib/refusal-floor-net.ts', {}, prof ? ['--cpu-prof', `--cpu-prof-dir=${prof}`, '--cpu-prof-name=floor-net.cpuprofile'] : []) });
+    // With it, the node:http floor writing its answer past ServerResponse (FLOOR_WRITE=raw, one corked socket write).
+    if (process.env.BENCH_NET_FLOOR === '1') {
+      sides.push({ name: 'node:http floor, raw write', gw: await startTsChild('bench/lib/refusal-floor-server.ts', { FLOOR_WRITE: 'raw' }, prof ? ['--cpu-prof', `--cpu-prof-dir=${prof}`, '--cpu-prof-name=floor-raw.cpuprofile'] : []) });
+      sides.push({ name: 'node:net floor', gw: await startTsChild('bench/lib/refusal-floor-net.ts', {}, prof ? ['--cpu-prof', `--cpu-prof-dir=${prof}`, '--cpu-prof-name=floor-net.cpuprofile'] : []) });
+    }
     let holding = true;
     const holders = gws.map((g) =>
       (async () => {
