@@ -5,11 +5,16 @@
  * each run a gateway with limit 1, no queue and no pause, its slot kept busy by slow reads; wrk
  * drives it at 32 connections (one identity, uncached point reads, modern dialect) for
  * BENCH_SECONDS, and so the floor (bench/lib/refusal-floor-server.ts), in alternating order per
- * round (BENCH_ROUNDS). Per run: gateway CPU (user + system from /proc) per answer, µs; the answers
+ * round (BENCH_ROUNDS). Per run: gateway CPU (user + system from /proc) per answer, µs (and the system part
+ * alone, the kernel's work for it); the answers
  * sorted (every refusal must carry Retry-After). With BENCH_PROFILE_DIR each gateway runs under
  * `--cpu-prof` and writes its profile there on exit (then the CPU figures include the profiler); with
  * BENCH_STRACE_DIR each run is counted by `strace -c -f` into that folder (system calls per answer;
  * the CPU figures then include the tracer's cost).
+ *
+ * BENCH_NET_FLOOR=1 adds two sides: the node:http floor writing its answer straight to the socket past
+ * ServerResponse (FLOOR_WRITE=raw), and the same refusal written by a plain node:net server
+ * (bench/lib/refusal-floor-net.ts), the floor without node:http's parser, IncomingMessage and ServerResponse.
  *
  * Not a timed test. Needs /usr/bin/wrk. Run: `BEFORE_ROOT=/path/to/main BENCH_ROUNDS=5 npx tsx bench/11-refusal-cost.ts`.
  */
@@ -17,7 +22,7 @@ import { spawn } from 'node:child_process';
 import { loadavg } from 'node:os';
 import path from 'node:path';
 import { gatewayVars, ROOT, startServe, startTsChild, withBenchEnv, type BenchEnv, type GatewayChild } from './lib/env';
-import { procCpuMs } from './lib/cpu';
+import { procCpuSplitMs } from './lib/cpu';
 import { callHeaders, POINT_BODIES as BODIES, SLOW_BODY } from './lib/overload-calls';
 import { envInt } from './lib/stats';
 import { runWrkOverload, wrkAvailable } from './lib/wrk';
@@ -52,6 +57,12 @@ async function main(): Promise<void> {
     const gws = await Promise.all(roots.map((r, i) => startServe(lim1Vars(env), prof ? ['--cpu-prof', `--cpu-prof-dir=${prof}`, `--cpu-prof-name=refusal-${i}.cpuprofile`] : [], r)));
     const floor = await startTsChild('bench/lib/refusal-floor-server.ts', {}, prof ? ['--cpu-prof', `--cpu-prof-dir=${prof}`, '--cpu-prof-name=floor.cpuprofile'] : []);
     const sides: Array<{ name: string; gw: GatewayChild }> = [...gws.map((gw, i) => ({ name: roots[i], gw })), { name: 'node:http floor', gw: floor }];
+    // BENCH_NET_FLOOR=1: the same refusal from a plain node:net server (bench/lib/refusal-floor-net.ts), no node:http objects.
+    // With it, the node:http floor writing its answer past ServerResponse (FLOOR_WRITE=raw, one corked socket write).
+    if (process.env.BENCH_NET_FLOOR === '1') {
+      sides.push({ name: 'node:http floor, raw write', gw: await startTsChild('bench/lib/refusal-floor-server.ts', { FLOOR_WRITE: 'raw' }, prof ? ['--cpu-prof', `--cpu-prof-dir=${prof}`, '--cpu-prof-name=floor-raw.cpuprofile'] : []) });
+      sides.push({ name: 'node:net floor', gw: await startTsChild('bench/lib/refusal-floor-net.ts', {}, prof ? ['--cpu-prof', `--cpu-prof-dir=${prof}`, '--cpu-prof-name=floor-net.cpuprofile'] : []) });
+    }
     let holding = true;
     const holders = gws.map((g) =>
       (async () => {
@@ -69,9 +80,10 @@ async function main(): Promise<void> {
         for (const s of order) {
           const tracer = process.env.BENCH_STRACE_DIR ? spawn('strace', ['-c', '-f', '-p', String(s.gw.pid), '-o', path.join(process.env.BENCH_STRACE_DIR, `${s.name.replace(/[^a-z0-9]+/gi, '_')}-${r + 1}.txt`)], { stdio: 'ignore' }) : null;
           if (tracer) await new Promise((res) => setTimeout(res, 500));
-          const c0 = procCpuMs(s.gw.pid);
+          const c0 = procCpuSplitMs(s.gw.pid);
           const w = await runWrkOverload({ url: s.gw.url, connections: 32, seconds, bodies: BODIES, headers: callHeaders(env.apiKey), expect: '"track_id"' });
-          const cpuMs = procCpuMs(s.gw.pid) - c0;
+          const c1 = procCpuSplitMs(s.gw.pid);
+          const cpuMs = c1.user + c1.system - c0.user - c0.system;
           if (tracer) {
             tracer.kill('SIGINT');
             await new Promise((res) => tracer.once('exit', res));
@@ -79,7 +91,7 @@ async function main(): Promise<void> {
           const answers = w.refused + w.served + w.other;
           const us = (cpuMs * 1000) / Math.max(1, answers);
           per.get(s.name)!.push(us);
-          console.log(JSON.stringify({ side: s.name, round: r + 1, answers, refused: w.refused, retryAfter: w.refusedWithRetryAfter, served: w.served, other: w.other, socketErrors: w.socketErrors, usPerAnswer: Math.round(us * 10) / 10, load1: loadavg()[0].toFixed(2) }));
+          console.log(JSON.stringify({ side: s.name, round: r + 1, answers, refused: w.refused, retryAfter: w.refusedWithRetryAfter, served: w.served, other: w.other, socketErrors: w.socketErrors, usPerAnswer: Math.round(us * 10) / 10, systemUsPerAnswer: Math.round(((c1.system - c0.system) * 10000) / Math.max(1, answers)) / 10, load1: loadavg()[0].toFixed(2) }));
         }
       }
       for (const [name, xs] of per) console.log(`${name}: median ${Math.round(median(xs) * 10) / 10} µs per answer (rounds ${xs.map((x) => Math.round(x * 10) / 10).join(', ')})`);

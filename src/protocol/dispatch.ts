@@ -565,6 +565,27 @@ export function answerKnownOverCapacity(adm: Admitted, http: { requestId: string
   return true;
 }
 
+/**
+ * Admission by capacity decided from a request's headers alone, before its body is read (issue 29,
+ * h29y; src/transport/early-refusal.ts): for a modern tools/call of `call.tool` (the Mcp-Name
+ * header), a governed tool that needs no declared client capability, with bearer token `apiKey`
+ * seen before (CapacityLimiter.noteToken), when the replica would refuse that identity at once
+ * (refuseKnown), counts the refusal in the aggregate audit and the metrics exactly as
+ * answerKnownOverCapacity does and returns the refusal (retry_after_ms) with the request id made
+ * for it and the tool's canonical name. Null, with nothing counted, in every other case (client limits off: the refusal then
+ * needs its own event, committed on the normal path; no template for `call.version`).
+ */
+export function refuseKnownFromHeaders(deps: DispatchDeps, call: { apiKey: string; tool: string; version: string; clientAddress: string; scope?: object }): { refusal: CapacityRefusal; requestId: string; canonical: string } | null {
+  if (!deps.capacity || !deps.keylessAudit) return null;
+  const binding = deps.tools.get(call.tool);
+  if (!binding || !binding.governed || binding.requiredClientCapabilities || !modernRefusalTemplate(call.version)) return null;
+  const early = deps.capacity.refuseKnown(call.apiKey, call.scope);
+  if (!early) return null;
+  const requestId = newRequestId();
+  overCapacity(deps, { requestId, dialect: 'modern', protocolVersion: call.version, clientAddress: call.clientAddress }, binding, early.refusal, early.caller);
+  return { refusal: early.refusal, requestId, canonical: binding.canonical };
+}
+
 /** The modern dialect's refusal at capacity as a template: `parts` alternate fixed text (even indexes) and slot markers (odd: the JSON-RPC id, the request id, retry_after_ms); `status` is the HTTP status. */
 interface RefusalTemplate {
   parts: string[];
@@ -581,19 +602,15 @@ const SLOTS = new RegExp(`(${ID_SLOT_JSON}|${REQUEST_ID_SLOT}|${RETRY_SLOT})`);
 const refusalTemplates = new Map<string, RefusalTemplate | null>();
 
 /**
- * The refusal at capacity of the modern dialect for JSON-RPC id `id`, request `requestId` and a
+ * The refusal at capacity of the modern dialect for JSON-RPC id `id` (null when it could not be read), request `requestId` and a
  * wait of `retryAfterMs` (ms): the HTTP status (429), the body text and the headers (Retry-After,
  * whole seconds), exactly as answerCall renders and serialises it, from a template rendered once per
  * protocol version through renderOutcome and serializeMessageForWire with slot values (issue 29: a
  * refusal must cost little more than node:http's own answer). Null when the rendered refusal is not
  * one JSON text with each slot once and Retry-After as its only header (the caller then uses answerCall).
  */
-export function modernOverCapacityAnswer(version: string, id: JsonRpcId, requestId: string, retryAfterMs: number): { status: number; text: string; headers: Record<string, string> } | null {
-  let t = refusalTemplates.get(version);
-  if (t === undefined) {
-    t = refusalTemplate(version);
-    refusalTemplates.set(version, t);
-  }
+export function modernOverCapacityAnswer(version: string, id: JsonRpcId | null, requestId: string, retryAfterMs: number): { status: number; text: string; headers: Record<string, string> } | null {
+  const t = modernRefusalTemplate(version);
   if (!t) return null;
   const idText = JSON.stringify(id);
   let text = '';
@@ -602,6 +619,16 @@ export function modernOverCapacityAnswer(version: string, id: JsonRpcId, request
     text += i % 2 === 0 ? p : p === REQUEST_ID_SLOT ? requestId : p === ID_SLOT_JSON ? idText : String(retryAfterMs);
   }
   return { status: t.status, text, headers: { 'Retry-After': retryAfterSeconds(retryAfterMs) } };
+}
+
+/** The refusal template of protocol version `version` (made once, then cached), or null when the rendered refusal has not the expected shape. */
+function modernRefusalTemplate(version: string): RefusalTemplate | null {
+  let t = refusalTemplates.get(version);
+  if (t === undefined) {
+    t = refusalTemplate(version);
+    refusalTemplates.set(version, t);
+  }
+  return t;
 }
 
 /** Renders the refusal once with slot values and cuts it at them (modernOverCapacityAnswer); null when the shape is not the expected one. */
@@ -619,6 +646,6 @@ function refusalTemplate(version: string): RefusalTemplate | null {
 }
 
 /** Logs an answer whose write deadline passed (its socket is then destroyed; the call stays audited). */
-function answerExpired(deps: DispatchDeps, requestId: string, tool: string): void {
+export function answerExpired(deps: DispatchDeps, requestId: string, tool: string): void {
   deps.logger.warn({ requestId, tool, timeoutMs: deps.answerWriteTimeoutMs ?? DEFAULT_ANSWER_WRITE_TIMEOUT_MS }, 'answer not read within the write deadline; closing the connection');
 }

@@ -201,16 +201,7 @@ export class ResponseChannel {
    * No-op without a socket or for ms ≤ 0.
    */
   pauseReadingAfter(ms: number): void {
-    const socket = this.res.socket;
-    if (!socket || !(ms > 0)) return;
-    // After node:http's own 'finish' listener, which resumes the socket for the next request.
-    this.res.once('finish', () => {
-      if (socket.destroyed) return;
-      socket.pause();
-      setTimeout(() => {
-        if (!socket.destroyed) socket.resume();
-      }, ms).unref();
-    });
+    pauseReadingAfter(this.res, ms);
   }
 
   /** Answers with a status and no body (202 for notifications). */
@@ -219,4 +210,22 @@ export class ResponseChannel {
     this.res.statusCode = status;
     this.res.end();
   }
+}
+
+/**
+ * Reads nothing more from `res`'s connection for `ms` milliseconds once `res` has been written
+ * (ResponseChannel.pauseReadingAfter; issue 29, after a refusal at capacity, for its Retry-After).
+ * No-op without a socket or for ms ≤ 0.
+ */
+export function pauseReadingAfter(res: ServerResponse, ms: number): void {
+  const socket = res.socket;
+  if (!socket || !(ms > 0)) return;
+  // After node:http's own 'finish' listener, which resumes the socket for the next request.
+  res.once('finish', () => {
+    if (socket.destroyed) return;
+    socket.pause();
+    setTimeout(() => {
+      if (!socket.destroyed) socket.resume();
+    }, ms).unref();
+  });
 }

@@ -10,6 +10,8 @@
  *    the charset parameter): 413 when over the limit, 415 for an unsupported Content-Encoding
  *    (gzip, deflate, br are inflated), 400 otherwise,
  *    each `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,…}}`, no X-Request-Id;
+ *  - a modern tools/call that admission by capacity refuses from its headers alone (its token seen
+ *    before): 429 rate_limited decided before the body is parsed (src/transport/early-refusal.ts);
  *  - then X-Request-Id on every answer, admission's replies (403, 405 with Allow, 406, 415, 400…),
  *    the dispatcher's answers, and 429 for a Bearer token that resolves to nobody once the
  *    address's keyless budget is spent.
@@ -31,6 +33,7 @@ import { bearerToken } from '../pipeline/01-identity';
 import { clientAddressKey, keylessGate, limitMessage, unverifiedKeyGate, type LimitRefusal } from './client-limits';
 import { MCP_PATH } from './http-guard';
 import { retryAfterSeconds } from './http-errors';
+import { earlyCapacityRefusal } from './early-refusal';
 
 /** Request targets with this prefix are the MCP endpoint with a query string (`/mcp?…`). */
 export const MCP_QUERY_PREFIX = `${MCP_PATH}?`;
@@ -93,6 +96,8 @@ export interface Abortable {
 export function mcpHandler(opts: McpEndpointOptions, deps: DispatchDeps, policy: OriginPolicy, controllers: Set<Abortable>): (req: IncomingMessage, res: ServerResponse, bodyRead?: () => void) => void {
   const readBody = releasingBodyReader(opts.bodyLimitBytes ?? 1024 * 1024);
   const observe = opts.observeRequest;
+  // A modern tools/call refused at capacity from its headers alone, before the body is parsed (early-refusal.ts).
+  const refuseEarly = earlyCapacityRefusal(deps, policy, observe);
 
   // Synchronous up to the refusal at capacity (no promise for a refused call); the rest is `serve`.
   const answer = (req: ReadRequest, res: ServerResponse): Promise<void> | undefined => {
@@ -200,6 +205,7 @@ export function mcpHandler(opts: McpEndpointOptions, deps: DispatchDeps, policy:
         sendMcpLimited(res, refused);
         return bodyRead?.();
       }
+      if (refuseEarly && refuseEarly(req, res, bodyRead)) return;
       readBody(req, res, (err) => {
         if (err) return sendMcpRequestError(res, err);
         let pending: Promise<void> | undefined;

@@ -47,8 +47,11 @@ afterAll(async () => {
 /** One HTTP/1.1 keep-alive connection that sends a request and reads one Content-Length answer. */
 class RawClient {
   private buf: Buffer = Buffer.alloc(0);
-  private waiting: ((r: RawAnswer) => void) | null = null;
+  private readonly waiting: Array<{ resolve: (r: RawAnswer) => void; head: boolean }> = [];
+  /** Resolves when the server has closed the connection. */
+  readonly ended: Promise<void>;
   private constructor(private readonly sock: Socket) {
+    this.ended = new Promise((resolve) => sock.once('close', () => resolve()));
     sock.on('data', (d: Buffer) => {
       this.buf = this.buf.length ? Buffer.concat([this.buf, d]) : d;
       this.parse();
@@ -62,8 +65,12 @@ class RawClient {
     });
   }
   private parse(): void {
+    while (this.waiting.length && this.parseOne());
+  }
+  /** Parses one answer off the buffer for the first waiter; false when it is not complete yet. */
+  private parseOne(): boolean {
     const end = this.buf.indexOf('\r\n\r\n');
-    if (end < 0 || !this.waiting) return;
+    if (end < 0) return false;
     const head = this.buf.subarray(0, end).toString('latin1').split('\r\n');
     const headers: Record<string, string> = {};
     for (const line of head.slice(1)) {
@@ -77,9 +84,9 @@ class RawClient {
       const parts: Buffer[] = [];
       for (;;) {
         const eol = this.buf.indexOf('\r\n', at);
-        if (eol < 0) return;
+        if (eol < 0) return false;
         const size = parseInt(this.buf.subarray(at, eol).toString('latin1'), 16);
-        if (this.buf.length < eol + 2 + size + 2) return;
+        if (this.buf.length < eol + 2 + size + 2) return false;
         parts.push(this.buf.subarray(eol + 2, eol + 2 + size));
         at = eol + 2 + size + 2;
         if (size === 0) break;
@@ -87,14 +94,17 @@ class RawClient {
       const sse = Buffer.concat(parts).toString('utf8');
       body = sse.split('\n').filter((l) => l.startsWith('data: ')).at(-1)?.slice(6) ?? sse;
       this.buf = this.buf.subarray(at);
+    } else if (this.waiting[0].head) {
+      // The answer to HEAD: Content-Length gives the size of a body that is not sent.
+      body = '';
+      this.buf = this.buf.subarray(end + 4);
     } else {
       const len = Number(headers['content-length']);
-      if (this.buf.length < end + 4 + len) return;
+      if (this.buf.length < end + 4 + len) return false;
       body = this.buf.subarray(end + 4, end + 4 + len).toString('utf8');
       this.buf = this.buf.subarray(end + 4 + len);
     }
-    const w = this.waiting;
-    this.waiting = null;
+    const w = this.waiting.shift()!.resolve;
     let parsed: unknown = body;
     try {
       parsed = JSON.parse(body);
@@ -102,12 +112,16 @@ class RawClient {
       // not JSON: kept as text, so the test's expectation names it
     }
     w({ status: Number(head[0].split(' ')[1]), headers, body: parsed, raw: `${head.join('\r\n')}\r\n\r\n${body}` });
+    return true;
   }
   send(raw: string): Promise<RawAnswer> {
-    return new Promise((resolve) => {
-      this.waiting = resolve;
-      this.sock.write(raw);
-    });
+    return this.sendAll([raw], 1).then((a) => a[0]);
+  }
+  /** Writes `parts` one by one (each its own socket write, in order) and resolves with the next `answers` answers. */
+  sendAll(parts: Array<string | Buffer>, answers: number, head = false): Promise<RawAnswer[]> {
+    const got = Array.from({ length: answers }, () => new Promise<RawAnswer>((resolve) => this.waiting.push({ resolve, head })));
+    for (const p of parts) this.sock.write(p);
+    return Promise.all(got);
   }
   close(): void {
     this.sock.destroy();
@@ -303,5 +317,124 @@ test('pause_refused_connections: after a refusal at capacity its connection is n
     settings.pauseRefusedConnections = false;
     c.close();
     other.close();
+  }
+}, 30_000);
+
+/** The head of a modern tools/call of interlock_query with `extra` header lines and a body of `length` bytes (the body not included). */
+function callHead(apiKey: string, length: number | null, extra: string[] = [], version = 'HTTP/1.1'): string {
+  const lines = [`POST /mcp ${version}`, `Host: 127.0.0.1:${port}`, 'Content-Type: application/json', 'Accept: application/json, text/event-stream', `Authorization: Bearer ${apiKey}`, `MCP-Protocol-Version: ${MODERN}`, 'Mcp-Method: tools/call', 'Mcp-Name: interlock_query', ...extra];
+  if (length !== null) lines.push(`Content-Length: ${length}`);
+  return `${lines.join('\r\n')}\r\n\r\n`;
+}
+
+/** A modern server/discover (never refused at capacity) with JSON-RPC id `rpcId`. */
+function discover(rpcId: string, apiKey: string): string {
+  return request(0, 'discover', rpcId, apiKey);
+}
+
+/** The modern refusal at capacity for `rpcId` (null: the id could not be read) and the answer's own request id. */
+function refusalBody(rpcId: string | number | null, requestId: string): unknown {
+  return { jsonrpc: '2.0', id: rpcId, error: { code: -32602, message: AT_CAPACITY, data: { status: 'rate_limited', code: 'rate_limited', message: AT_CAPACITY, retry_after_ms: 1000, request_id: requestId } } };
+}
+
+test('decided from the headers, before the body is parsed: same bytes, the body read to its end, keep-alive and pipelining intact, every refusal counted', async () => {
+  const who = await createIdentity(env.db, 'early-agent');
+  const key = (await createApiKey(env.db, who.id)).secret;
+  const c = await RawClient.open();
+  const slot = holdTheSlot();
+  try {
+    // The token's first call is refused after its identity is resolved; the limiter then knows it.
+    const resolved = await c.send(request(4, 'modern', 'r-0', key));
+    expect(resolved.status).toBe(429);
+    const refusedBefore = env.gateway.capacity!.refused;
+    let refusals = 0;
+
+    // A body over the early path's limit (and over a socket's high-water mark) is refused after the
+    // body parse (answerKnownOverCapacity); one within it from the headers: the same bytes but for
+    // the request id, the date and the JSON-RPC id.
+    const big = JSON.stringify({ jsonrpc: '2.0', id: 'big-1', method: 'tools/call', params: { name: 'interlock_query', arguments: { source_id: 'chinook', sql: `${POINT} -- ${'x'.repeat(200_000)}`, params: [1] }, _meta: { 'io.modelcontextprotocol/protocolVersion': MODERN, 'io.modelcontextprotocol/clientCapabilities': {} } } });
+    const late = await c.send(callHead(key, Buffer.byteLength(big)) + big);
+    const early = await c.send(request(4, 'modern', 'big-2', key));
+    refusals += 2;
+    for (const [a, id] of [[late, 'big-1'], [early, 'big-2']] as const) {
+      expect(a.status).toBe(429);
+      expect(a.headers['retry-after']).toBe('1');
+      expect(a.body).toEqual(refusalBody(id, a.headers['x-request-id']));
+    }
+    const same = (a: RawAnswer) => a.raw.split(a.headers['x-request-id']).join('-').replace(/\r\nDate: [^\r]*/, '\r\nDate: -').replace(/"id":"big-[12]"/, '"id":"-"');
+    expect(same(early)).toBe(same(late));
+    expect(same(early)).toMatch(/^HTTP\/1\.1 429 Too Many Requests\r\nX-Request-Id: -\r\nRetry-After: 1\r\nContent-Type: application\/json; charset=utf-8\r\nContent-Length: \d+\r\nDate: -\r\nConnection: keep-alive\r\nKeep-Alive: timeout=\d+\r\n\r\n\{"jsonrpc":"2\.0","id":"-","error":/);
+
+    // The body is not validated first: not JSON, or no body at all, is refused with id null (the
+    // normal path would answer 400 -32700); the connection serves its next request.
+    const notJson = await c.send(`${callHead(key, 9)}{not json`);
+    const empty = await c.send(callHead(key, 0));
+    refusals += 2;
+    for (const a of [notJson, empty]) {
+      expect(a.status).toBe(429);
+      expect(a.body).toEqual(refusalBody(null, a.headers['x-request-id']));
+    }
+    const after = await c.send(discover('d-1', key));
+    expect([after.status, after.body.id]).toEqual([200, 'd-1']);
+
+    // Pipelined in one write: refusal, discover, refusal, answered in order on the one connection.
+    const one = (rpcId: string) => request(5, 'modern', rpcId, key);
+    const piped = await c.sendAll([one('p-1') + discover('p-2', key) + one('p-3')], 3);
+    refusals += 2;
+    expect(piped.map((a) => [a.status, a.body.id])).toEqual([
+      [429, 'p-1'],
+      [200, 'p-2'],
+      [429, 'p-3'],
+    ]);
+
+    // A body that arrives in pieces after its headers is read to its end before the answer.
+    const body = JSON.stringify({ jsonrpc: '2.0', id: 42, method: 'tools/call', params: { name: 'interlock_query', arguments: { source_id: 'chinook', sql: POINT, params: [1] }, _meta: { 'io.modelcontextprotocol/protocolVersion': MODERN, 'io.modelcontextprotocol/clientCapabilities': {} } } });
+    const pending = c.sendAll([callHead(key, Buffer.byteLength(body))], 2);
+    await new Promise((r) => setTimeout(r, 50));
+    c.sendAll([body.slice(0, 20)], 0);
+    await new Promise((r) => setTimeout(r, 50));
+    c.sendAll([body.slice(20) + discover('d-2', key)], 0);
+    const [split, next] = await pending;
+    refusals += 1;
+    expect(split.status).toBe(429);
+    expect(split.body).toEqual(refusalBody(42, split.headers['x-request-id']));
+    expect([next.status, next.body.id]).toEqual([200, 'd-2']);
+
+    // HEAD is never refused at capacity: 405 with Allow, no body, and the connection goes on.
+    const [head] = await c.sendAll([`HEAD /mcp HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nAuthorization: Bearer ${key}\r\nMCP-Protocol-Version: ${MODERN}\r\nMcp-Method: tools/call\r\nMcp-Name: interlock_query\r\n\r\n`], 1, true);
+    expect([head.status, head.headers.allow]).toEqual([405, 'POST']);
+    const afterHead = await c.send(one('p-4'));
+    refusals += 1;
+    expect([afterHead.status, afterHead.body.id]).toEqual([429, 'p-4']);
+
+    expect(env.gateway.capacity!.refused - refusedBefore).toBe(refusals);
+    // Every refusal is in the aggregate audit (its count), none has an event of its own.
+    await env.gateway.gateway.flushAudit();
+    const ids = [late, early, notJson, empty, ...piped, split, afterHead].filter((a) => a.status === 429).map((a) => a.headers['x-request-id']);
+    const own = await env.db.pool.query("SELECT count(*)::int AS n FROM audit_events WHERE kind = 'tool_call' AND request_id = ANY($1)", [ids]);
+    expect(own.rows[0].n).toBe(0);
+  } finally {
+    slot.release();
+    c.close();
+  }
+}, 60_000);
+
+test('an HTTP/1.0 client refused from the headers gets Connection: close and the connection ends', async () => {
+  const who = await createIdentity(env.db, 'early-http10');
+  const key = (await createApiKey(env.db, who.id)).secret;
+  const slot = holdTheSlot();
+  try {
+    const warm = await RawClient.open();
+    expect((await warm.send(request(4, 'modern', 'w', key))).status).toBe(429);
+    warm.close();
+    const c = await RawClient.open();
+    const body = JSON.stringify({ jsonrpc: '2.0', id: 'old', method: 'tools/call', params: { name: 'interlock_query', arguments: {}, _meta: { 'io.modelcontextprotocol/protocolVersion': MODERN, 'io.modelcontextprotocol/clientCapabilities': {} } } });
+    const a = await c.send(callHead(key, Buffer.byteLength(body), [], 'HTTP/1.0') + body);
+    expect(a.raw.startsWith('HTTP/1.1 429 Too Many Requests\r\n')).toBe(true);
+    expect(a.headers.connection).toBe('close');
+    expect(a.body).toEqual(refusalBody('old', a.headers['x-request-id']));
+    await c.ended;
+  } finally {
+    slot.release();
   }
 }, 30_000);

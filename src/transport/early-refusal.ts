@@ -1,0 +1,130 @@
+/**
+ * The refusal at capacity decided in the request listener from the request's headers, before its
+ * body is read or parsed (issue 29: "a refusal costs at most a tenth of a served call's CPU"; h29y).
+ *
+ * A modern-dialect tools/call names everything admission by capacity needs in its headers:
+ * MCP-Protocol-Version (the dialect and version), Mcp-Method (`tools/call`), Mcp-Name (the tool),
+ * Authorization (the bearer token, whose identity the limiter remembers: CapacityLimiter.noteToken).
+ * When those say the call would be refused at once (refuseKnownFromHeaders: the replica at its limit
+ * for that identity, or the identity at its own limit), the request is refused here: no admission
+ * checks of the body, no JSON-RPC classification, no ResponseChannel, no setHeader per header. The
+ * body (at most EARLY_BODY_MAX bytes, framed by Content-Length) is still read to its end, so the
+ * connection stays in step for its next request (keep-alive, pipelining) and the answer can echo the
+ * JSON-RPC id: the answer is the same bytes as the refusal decided after the body parse
+ * (dispatch.ts modernOverCapacityAnswer): HTTP 429, X-Request-Id, Retry-After (whole seconds),
+ * Content-Type, Content-Length, node's Date/Connection/Keep-Alive, and the JSON-RPC error -32602
+ * with data {status, code: "rate_limited", message, retry_after_ms, request_id}.
+ *
+ * What differs from the normal path, by design: the body is not validated before the refusal (like
+ * the keyless budget and the body-read cap, the other refusals decided before the body): a body that
+ * is not JSON, or has no valid id, is refused with `"id":null` (JSON-RPC's id for an id that could
+ * not be read), and one whose method or params.name disagree with Mcp-Method/Mcp-Name is refused at
+ * capacity instead of 400 -32020. The refusal is counted when decided (audit aggregate, metrics,
+ * the limiter's `refused`), so one whose body never arrives is still counted.
+ *
+ * Left to the normal path (mcp-endpoint.ts, where the same refusal is decided after the body parse):
+ * a request with an Origin header (its answer carries the CORS headers), without Content-Length or
+ * with Transfer-Encoding or Content-Encoding, a body over EARLY_BODY_MAX, the handshake dialect
+ * (its method and tool are only in the body), a Host not served, a Content-Type or Accept that
+ * admission refuses, a tool that needs declared client capabilities.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import protocol from '../../spec/protocol-v1.json';
+import { acceptsRequired, decodeMirroredHeader, hostAllowed, mediaType, type OriginPolicy } from './http-headers';
+import { armWriteDeadline, DEFAULT_ANSWER_WRITE_TIMEOUT_MS, JSON_CONTENT_TYPE, pauseReadingAfter } from './channel';
+import { readableId, type JsonRpcId } from './jsonrpc';
+import { answerExpired, modernOverCapacityAnswer, refuseKnownFromHeaders, type DispatchDeps } from '../protocol/dispatch';
+import { bearerToken } from '../pipeline/01-identity';
+import { clientAddressKey } from './client-limits';
+
+/** The largest body (bytes, by Content-Length) a refusal decided from the headers reads to find the JSON-RPC id; larger bodies take the normal path. */
+export const EARLY_BODY_MAX = 16 * 1024;
+
+const MODERN = new Set(protocol.versions.modern);
+const H_VERSION = protocol.headers.protocolVersion.toLowerCase();
+const H_METHOD = protocol.headers.method.toLowerCase();
+const H_NAME = protocol.headers.name.toLowerCase();
+const UTF8 = new TextDecoder('utf-8');
+
+/**
+ * Builds the early refusal of the MCP endpoint: a function of one request (`req`, `res`, and the
+ * body-read cap's release `bodyRead`, idempotent) that returns true when it has taken the request
+ * (refused at capacity; it reads the body, gives `bodyRead` back once the body has ended or the
+ * request closed, then writes the refusal and calls `observe`), false when it did nothing (the
+ * caller serves the request as usual). Null when admission by capacity or the aggregate audit is
+ * off (no early refusal then). Contract: Transport (429 with Retry-After for rate_limited).
+ */
+export function earlyCapacityRefusal(
+  deps: DispatchDeps,
+  policy: OriginPolicy,
+  observe: ((method: string, dialect: string, status: number, seconds: number) => void) | undefined,
+): ((req: IncomingMessage, res: ServerResponse, bodyRead?: () => void) => boolean) | null {
+  if (!deps.capacity || !deps.keylessAudit) return null;
+  const capacity = deps.capacity;
+  return (req, res, bodyRead) => {
+    if (req.method !== 'POST') return false;
+    const h = req.headers as Record<string, string | undefined>;
+    const mpv = h[H_VERSION];
+    const method = h[H_METHOD];
+    const rawName = h[H_NAME];
+    const length = h['content-length'];
+    if (mpv === undefined || method === undefined || rawName === undefined || length === undefined || h.origin !== undefined) return false;
+    if (h['transfer-encoding'] !== undefined || h['content-encoding'] !== undefined || !(Number(length) <= EARLY_BODY_MAX)) return false;
+    const version = mpv.trim();
+    if (!MODERN.has(version) || method.trim() !== 'tools/call') return false;
+    const apiKey = bearerToken(h.authorization);
+    const tool = apiKey === null ? null : decodeMirroredHeader(rawName);
+    if (tool === null || !hostAllowed(h.host, policy) || mediaType(h['content-type']) !== protocol.http.requiredContentType || !acceptsRequired(h.accept)) return false;
+    const early = refuseKnownFromHeaders(deps, { apiKey: apiKey!, tool, version, clientAddress: clientAddressKey(req.socket.remoteAddress), scope: req.socket });
+    if (!early) return false;
+    readThen(req, bodyRead, (body) => {
+      let id: JsonRpcId | null = null;
+      if (body !== null) {
+        try {
+          id = readableId(JSON.parse(UTF8.decode(body)));
+        } catch {
+          id = null;
+        }
+      }
+      const retryAfterMs = early.refusal.retryAfterMs;
+      const answer = modernOverCapacityAnswer(version, id, early.requestId, retryAfterMs)!;
+      // One writeHead with the headers as a flat list, in the order the normal path sets them
+      // (X-Request-Id, Retry-After, Content-Type, Content-Length): no setHeader per header.
+      res.writeHead(answer.status, ['X-Request-Id', early.requestId, 'Retry-After', answer.headers['Retry-After'], 'Content-Type', JSON_CONTENT_TYPE, 'Content-Length', String(Buffer.byteLength(answer.text))]);
+      res.end(answer.text);
+      armWriteDeadline(res, deps.answerWriteTimeoutMs ?? DEFAULT_ANSWER_WRITE_TIMEOUT_MS, () => answerExpired(deps, early.requestId, early.canonical));
+      if (capacity.settings.pauseRefusedConnections) pauseReadingAfter(res, retryAfterMs);
+      if (observe && res.writableEnded) observe('tools/call', 'modern', answer.status, 0);
+    });
+    return true;
+  };
+}
+
+/**
+ * Reads `req`'s body (framed by Content-Length) to its end, gives `bodyRead` back, then calls
+ * `then` with the bytes (an empty Buffer for no body). When the request closes before its end,
+ * gives `bodyRead` back and calls nothing (the client is gone). Three plain listeners, removed at
+ * the end (as body.ts readFramed).
+ */
+function readThen(req: IncomingMessage, bodyRead: (() => void) | undefined, then: (body: Buffer | null) => void): void {
+  let first: Buffer | null = null;
+  let more: Buffer[] | null = null;
+  const onData = (c: Buffer): void => {
+    if (first === null) first = c;
+    else (more ??= [first]).push(c);
+  };
+  const off = (): void => {
+    req.off('data', onData);
+    req.off('end', onEnd);
+    req.off('close', onClose);
+    bodyRead?.();
+  };
+  const onEnd = (): void => {
+    off();
+    then(more ? Buffer.concat(more) : first);
+  };
+  const onClose = (): void => off();
+  req.on('data', onData);
+  req.on('end', onEnd);
+  req.on('close', onClose);
+}
