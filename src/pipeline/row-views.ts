@@ -82,3 +82,30 @@ export function rowViewProvisioner(exec: RowViewExecutor, log?: (sourceId: strin
     },
   };
 }
+
+/**
+ * Whether a ruled read's 42P01 (undefined_table) is one of InterLock's row views gone from the
+ * source (dropped by an operator: made again and read once more) rather than a relation of the
+ * agent's own statement dropped since the scan (answered as the statement error it is, with no
+ * row-view statement and no retry: red team rtn4 item 2). Told by the error's position, which
+ * PostgreSQL gives in characters of the statement sent (`sentSql`, the rewritten text): a row view
+ * is referenced there as `interlock_rows.<name>` (src/sql/row-rules/rewrite.ts). Without a position
+ * (a server that gives none), by the server's message naming `interlock_rows.`; when that message
+ * is not PostgreSQL's English text either, taken as a row view (made again once per call, as before).
+ */
+export function missingRelationIsRowView(err: unknown, sentSql: string): boolean {
+  const cause = (err as { cause?: { position?: unknown; message?: unknown } } | null)?.cause;
+  const position = typeof cause?.position === 'string' ? Number(cause.position) : NaN;
+  if (Number.isInteger(position) && position >= 1) {
+    return Array.from(sentSql).slice(position - 1, position - 1 + ROW_VIEW_SCHEMA.length + 1).join('') === `${ROW_VIEW_SCHEMA}.`;
+  }
+  const named = typeof cause?.message === 'string' ? /^relation "(.+)" does not exist$/.exec(cause.message) : null;
+  return named ? named[1].startsWith(`${ROW_VIEW_SCHEMA}.`) : true;
+}
+
+/** The relation a 42P01's server message names (`relation "x" does not exist`), for the operator's log only; undefined when it names none. */
+export function undefinedRelationObject(err: unknown): string | undefined {
+  const message = (err as { cause?: { message?: unknown } } | null)?.cause?.message;
+  const m = typeof message === 'string' ? /^relation "(.+)" does not exist$/.exec(message) : null;
+  return m ? m[1] : undefined;
+}
