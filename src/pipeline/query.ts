@@ -273,7 +273,16 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
         if (final.kind !== 'ruled') return final.kind === 'refused' ? final.outcome : { kind: 'refusal', code: 'row_rule_unenforceable' };
         rowPlan = final.plan;
         runSql = rowPlan.sql;
-        if (!deps.rowViews || !(await deps.rowViews.ensure(source, rowPlan.views))) return { kind: 'refusal', code: 'row_rules_unavailable' };
+        if (!deps.rowViews || !(await deps.rowViews.ensure(source, rowPlan.views, catalog.scannedAt))) {
+          // A relation a row view reads is gone from the source since the scan (its creation failed
+          // 42P01; e.g. dropped with CASCADE): the agent is told so as for any relation gone (42P01,
+          // no server text), and no statement runs again before a rescan (rtn4 item 2).
+          if (deps.rowViews?.baseGone(source.id, rowPlan.views, catalog.scannedAt)) {
+            deps.onRelationGone?.({ sourceId: source.id, requestId: ctx.requestId });
+            return mapConnectorError({ sqlState: '42P01' }, sql);
+          }
+          return { kind: 'refusal', code: 'row_rules_unavailable' };
+        }
       }
       let read;
       const readStarted = performance.now();

@@ -85,7 +85,7 @@ export function rowFilterFor(deps: Pick<DiscoveryDeps, 'rowReads'>, source: Sour
     // missingRelationIsRowView).
     for (let attempt = 0; ; attempt++) {
       try {
-        if (!(await reads.rowViews.ensure(source, plan.plan.views))) return { kind: 'none' };
+        if (!(await reads.rowViews.ensure(source, plan.plan.views, catalog.scannedAt))) return { kind: 'none' };
         const read = await reads.connectors.reader(source).read(plan.plan.sql, [], { maxRows: MAX_PERMITTED_IDS, maxBytes: 64 * 1024 * 1024, identityId: identity.id, settings: plan.plan.settings });
         if (read.truncated || read.guardTripped) return { kind: 'none' };
         const ambiguous = await ambiguousIds(reads.connectors.reader(source), r, identity.id);

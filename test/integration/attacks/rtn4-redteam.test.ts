@@ -106,6 +106,34 @@ describe('item 2 (low, fixed): a ruled read of a relation dropped since the scan
       await fx.rescan();
     }
   });
+  it('fixed (hdeny): a ruled relation dropped with CASCADE (its row view with it): the remake fails 42P01 once, then no statement runs again before a rescan', async () => {
+    await fx.admin('CREATE TABLE IF NOT EXISTS gone_r (id int, support_rep_id int)');
+    await fx.admin(`GRANT SELECT ON gone_r TO "${fx.reader}"; GRANT SELECT ON gone_r TO "${fx.writer}"`);
+    await fx.rescan();
+    fx.grant('gr', [{ name: 'gr', statements: [{ effect: 'allow', action: 'read', resource: 'public.gone_r', rows: 'support_rep_id = identity.employee_id' }] }]);
+    const SQL = 'SELECT id FROM gone_r';
+    expect(rowsOf(await fx.call('gr', A, SQL))).toEqual([]);
+    await fx.admin('DROP TABLE gone_r CASCADE');
+    fx.gone.length = 0;
+    const writes = jest.spyOn(fx.connector, 'write');
+    const reads = jest.spyOn(fx.connector, 'read');
+    try {
+      const first = await fx.call('gr', A, `${SQL} WHERE id IS NOT NULL`); // not the cached text
+      expect({ code: codeOf(first), details: (first as { details?: unknown }).details }).toEqual({ code: 'statement_failed', details: { sqlstate: '42P01', condition: 'undefined_table' } });
+      const firstWrites = writes.mock.calls.length;
+      expect(firstWrites).toBeGreaterThan(0); // the remake tried once
+      for (let i = 0; i < 3; i++) {
+        const o = await fx.call('gr', A, `${SQL} WHERE id > -${i}`);
+        expect({ code: codeOf(o), details: (o as { details?: unknown }).details }).toEqual({ code: 'statement_failed', details: { sqlstate: '42P01', condition: 'undefined_table' } });
+      }
+      expect({ writes: writes.mock.calls.length - firstWrites, reads: reads.mock.calls.length }).toEqual({ writes: 0, reads: 1 });
+      expect(fx.gone).toEqual([0, 1, 2, 3].map(() => ({ sourceId: 'rows' })));
+    } finally {
+      writes.mockRestore();
+      reads.mockRestore();
+      await fx.rescan();
+    }
+  });
   it('the retried read still applies the rule (no window on the base table): rows are employee 1\'s only', async () => {
     fx.grant('rep', [REP_ROLE]);
     await fx.admin('DROP SCHEMA IF EXISTS interlock_rows CASCADE');
