@@ -239,15 +239,20 @@ export function refuseOnePartSqlResources(role: SourceRole, targets: SqlGrantTar
 
 /**
  * The PostgreSQL sources among `sourceIds`, or (with `roleName`) those the role is granted on (any
- * grant: an operator's or a token's claims), with their stored catalogues, ordered by id; on `q`
- * (a pool, or a transaction's client).
+ * grant: an operator's or a token's claims) or that a claim mapping's `role_grants` or the
+ * configuration's claim rules (configured_claim_grants) would grant it on, with their stored
+ * catalogues, ordered by id; on `q` (a pool, or a transaction's client).
  */
 export async function loadSqlGrantTargets(q: ControlDb | pg.ClientBase, by: { sourceIds: string[] } | { roleName: string }): Promise<SqlGrantTarget[]> {
   const runner = 'pool' in q ? q.pool : q;
   const r = 'roleName' in by
     ? await runner.query<SqlGrantTarget>(
         `SELECT s.id, c.catalog FROM sources s LEFT JOIN catalog_snapshots c ON c.source_id = s.id
-         WHERE s.type = 'postgres' AND s.id IN (SELECT g.source_id FROM grants g WHERE g.role_name = $1) ORDER BY s.id`,
+         WHERE s.type = 'postgres' AND s.id IN (
+           SELECT g.source_id FROM grants g WHERE g.role_name = $1
+           UNION SELECT rg->>'source' FROM claim_mappings m, jsonb_array_elements(m.role_grants) rg WHERE rg->>'role' = $1
+           UNION SELECT c.source_id FROM configured_claim_grants c WHERE c.role_name = $1)
+         ORDER BY s.id`,
         [by.roleName],
       )
     : await runner.query<SqlGrantTarget>(`SELECT s.id, c.catalog FROM sources s LEFT JOIN catalog_snapshots c ON c.source_id = s.id WHERE s.type = 'postgres' AND s.id = ANY($1) ORDER BY s.id`, [by.sourceIds]);

@@ -269,7 +269,7 @@ async function refuseUnknownNamesIn(c: pg.PoolClient, plan: Plan, current: Confi
   const changed = (kind: 'role' | 'policy') => plan.changes.filter((ch) => ch.kind === kind && ch.action !== 'delete').map((ch) => ch.name);
   const roles = changed('role').map((n) => desired.roles.get(n)).filter((r) => r !== undefined);
   const policies = changed('policy').map((n) => desired.policies.get(n)).filter((p) => p !== undefined);
-  const grantsAdded = plan.changes.some((ch) => ch.kind === 'grant' && ch.action === 'create');
+  const grantsAdded = plan.changes.some((ch) => (ch.kind === 'grant' && ch.action === 'create') || (ch.kind === 'claim_mapping' && ch.action !== 'delete'));
   if (roles.length === 0 && policies.length === 0 && !grantsAdded) return;
   const known = await loadKnownSources(c);
   for (const [id, s] of desired.sources) {
@@ -284,9 +284,10 @@ async function refuseUnknownNamesIn(c: pg.PoolClient, plan: Plan, current: Confi
 
 /**
  * Refuses (refuseOnePartSqlResources's ValidationError, never lifted by allowUnknownNames) an apply
- * after which a role the plan creates or updates, or a grant the plan adds, puts a one-part relation
- * or column resource on a PostgreSQL source (red team rtn4 item 4b): the roles and grants as they
- * will be once the plan is applied, the sources' types as the file or the database has them.
+ * after which a role the plan creates or updates, or a grant or claim mapping the plan adds or
+ * changes (its `role_grants`), puts a one-part relation or column resource on a PostgreSQL source
+ * (red team rtn4 item 4b): the roles, grants and claim mappings as they will be once the plan is
+ * applied, the sources' types as the file or the database has them.
  */
 function refuseOnePartSqlGrants(plan: Plan, current: ConfigState, desired: DesiredState, known: KnownSources): void {
   const changedRoles = new Set(plan.changes.filter((ch) => ch.kind === 'role' && ch.action !== 'delete').map((ch) => ch.name));
@@ -294,10 +295,16 @@ function refuseOnePartSqlGrants(plan: Plan, current: ConfigState, desired: Desir
   const added = plan.changes.filter((ch) => ch.kind === 'grant' && ch.action === 'create').map((ch) => ch.name);
   const after = [...[...current.grants.values()].map((g) => `${g.identity}/${g.role}/${g.source}`).filter((k) => !removed.has(k)), ...added];
   const isPostgres = (id: string) => (desired.sources.get(id)?.type ?? current.sources.get(id)?.type) === 'postgres';
+  const pairs = after.map((key) => ({ role: key.split('/')[1], source: key.split('/')[2], changed: added.includes(key) }));
+  const mappings = new Map(plan.changes.filter((ch) => ch.kind === 'claim_mapping').map((ch) => [ch.name, ch.action]));
+  for (const issuer of new Set([...current.claimMappings.keys(), ...desired.claimMappings.keys()])) {
+    const action = mappings.get(issuer);
+    const m = action === 'delete' ? undefined : action ? desired.claimMappings.get(issuer) : current.claimMappings.get(issuer);
+    for (const g of m?.role_grants ?? []) pairs.push({ role: g.role, source: g.source, changed: action !== undefined });
+  }
   const targets = new Map<string, Set<string>>();
-  for (const key of after) {
-    const [, role, source] = key.split('/');
-    if ((!changedRoles.has(role) && !added.includes(key)) || !isPostgres(source)) continue;
+  for (const { role, source, changed } of pairs) {
+    if ((!changedRoles.has(role) && !changed) || !isPostgres(source)) continue;
     (targets.get(role) ?? targets.set(role, new Set()).get(role)!).add(source);
   }
   for (const [name, sources] of targets) {

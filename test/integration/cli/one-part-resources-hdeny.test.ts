@@ -91,6 +91,14 @@ describe('written: refused on a PostgreSQL grant, kept on a document source', ()
     const docsFile = file('a3.yaml', `version: 1\nidentities:\n  - name: apply-agent\n    grants:\n      - { role: no-email, source: handbook }\n`);
     expect((await cli('apply', '-f', docsFile)).code).toBe(0);
     expect((await env.db.pool.query("SELECT g.source_id FROM grants g JOIN identities i ON i.id = g.identity_id WHERE i.name = 'apply-agent'")).rows).toEqual([{ source_id: 'handbook' }]);
+    // A claim mapping granting it on chinook (by a token's claims) is refused the same way; on the documents source it is fine.
+    const mapping = (source: string) => file(`m-${source}.yaml`, `version: 1\nclaim_mappings:\n  - issuer: https://idp.example/\n    role_grants:\n      - { claim: groups, value: staff, role: no-email, source: ${source} }\n`);
+    expect(await cli('apply', '-f', mapping('chinook'), '--plan')).toEqual({ code: 2, out: [], err: [`error: ${MESSAGE}`, `  ${LINE}`] });
+    expect((await cli('apply', '-f', mapping('handbook'))).code).toBe(0);
+    // And a role a claim mapping names on chinook cannot be given a one-part resource (CLI role create).
+    expect((await cli('role', 'create', file('m-ok.yaml', 'name: claim-reader\nstatements:\n  - { effect: allow, action: read, resource: public.customer }\n'))).code).toBe(0);
+    expect((await cli('apply', '-f', file('m2.yaml', 'version: 1\nclaim_mappings:\n  - issuer: https://idp2.example/\n    role_grants:\n      - { claim: groups, value: staff, role: claim-reader, source: chinook }\n'))).code).toBe(0);
+    expect(await cli('role', 'create', file('m-bad.yaml', 'name: claim-reader\nstatements:\n  - { effect: allow, action: read, resource: public.customer }\n  - { effect: deny, action: read, resource: email }\n'))).toEqual({ code: 2, out: [], err: ['error: role "claim-reader" is granted on PostgreSQL source chinook: a one-part resource matches no relation or column there', `  ${LINE}`] });
     // cust-reader (now denying public.customer.email) leaves the demo agent for the next block.
     expect((await cli('revoke', 'demo-agent', 'cust-reader', 'chinook')).code).toBe(0);
   });
