@@ -796,7 +796,10 @@ export interface paths {
         /** Grants, optionally filtered. */
         get: operations["adminListGrants"];
         put?: never;
-        /** Grant a role on a source to an identity (200 when it already held it). */
+        /**
+         * Grant a role on a source to an identity (200 when it already held it).
+         * @description A grant on a PostgreSQL source of a role with a one-part relation or column resource (e.g. email, which matches nothing there; write schema.table.column) is refused 400 validation_failed, with the qualified names of the scanned catalogue it may mean.
+         */
         post: operations["adminGrant"];
         delete?: never;
         options?: never;
@@ -4711,7 +4714,7 @@ export interface operations {
     adminPutRole: {
         parameters: {
             query?: {
-                /** @description true: accept relation or column resources that no registered source's scanned catalogue has (tables created later). Without it they are refused 400 validation_failed, each with a did-you-mean when one is close. */
+                /** @description true: accept relation or column resources that no registered source's scanned catalogue has (tables created later). Without it they are refused 400 validation_failed, each with a did-you-mean when one is close. A one-part relation or column resource (e.g. email) on a role granted on a PostgreSQL source is refused 400 validation_failed whatever this says (it would match nothing there). */
                 allow_unknown_names?: "true" | "false";
             };
             header?: never;

@@ -178,6 +178,7 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
     rowReads: { connectors, rowViews },
   };
   const permissionLog = logThrottle(60_000);
+  const goneLog = logThrottle(60_000);
   const tools: ToolBinding[] = interlockToolBindings({
     interlock_query: queryHandler({
       store, connectors, rateLimiter, cache, analysisCache, catalog, maskSecret, rowViews, connectorRequest: documentsConnectorRequest(discovery),
@@ -186,6 +187,14 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
         const repeated = permissionLog(`${f.sourceId}\u0000${f.object ?? ''}`);
         if (repeated === null) return;
         logger.warn({ source_id: f.sourceId, relation: f.object, sqlstate: '42501', request_id: f.requestId, ...(repeated ? { repeated_since_last: repeated } : {}) }, 'the source refused its reader role access to a relation a governed read needs (insufficient_privilege): grant the reader role SELECT on it (interlock source scan lists what the reader cannot read); the agent was told source_permission_denied');
+      },
+      // A relation dropped on the source since the scan (rtn4 item 2): the catalogue is stale; one
+      // line per source and relation a minute, and the snapshot read again then (a rescan's).
+      onRelationGone: (f) => {
+        const repeated = goneLog(`${f.sourceId}\u0000${f.object ?? ''}`);
+        if (repeated === null) return;
+        store.markCatalogStale(f.sourceId);
+        logger.warn({ source_id: f.sourceId, relation: f.object, sqlstate: '42P01', request_id: f.requestId, ...(repeated ? { repeated_since_last: repeated } : {}) }, `a relation the scanned catalogue holds is gone from the source (undefined_table): the catalogue is stale; run interlock source scan ${f.sourceId}; agents reading it are told statement_failed (42P01)`);
       },
     }),
     interlock_discover: discoverHandler(discovery),

@@ -183,3 +183,78 @@ export function refuseUnknownPolicyNames(known: KnownSources, policies: Policy[]
 export function refuseUnknownRoleNames(known: KnownSources, role: SourceRole, allowUnknownNames?: boolean): void {
   refuseUnknownNames(`role "${role.name}"`, checkWrittenNames(known, undefined, roleWrittenNames(role)), allowUnknownNames);
 }
+
+/** A PostgreSQL source a role is, or is being, granted on, with its stored catalogue (null: never scanned). */
+export interface SqlGrantTarget {
+  id: string;
+  catalog: SourceCatalog | null;
+}
+
+/** Most qualified names a "did you mean" of a one-part resource lists. */
+const ONE_PART_SUGGESTIONS = 5;
+
+/**
+ * The qualified names (`schema.table` for relations, `schema.table.column` for columns) of the
+ * catalogues whose last part is `name` (exactly; else the closest last part, ignoring case), sorted,
+ * for a "did you mean". Empty when no catalogue holds anything close.
+ */
+export function qualifiedNamesFor(name: string, catalogs: Array<SourceCatalog | null>): string[] {
+  const byLast = new Map<string, Set<string>>();
+  const add = (last: string, full: string) => (byLast.get(last) ?? byLast.set(last, new Set()).get(last)!).add(full);
+  for (const c of catalogs) {
+    if (!c) continue;
+    for (const r of c.relations) {
+      add(r.name, `${r.schema}.${r.name}`);
+      for (const col of r.columns) add(col.name, `${r.schema}.${r.name}.${col.name}`);
+    }
+  }
+  const last = byLast.has(name) ? name : closestName(name, byLast.keys());
+  return last === undefined ? [] : [...byLast.get(last)!].sort();
+}
+
+/**
+ * Refuses (ValidationError, CLI exit 2 / admin API 400 validation_failed) a role granted, or being
+ * granted, on PostgreSQL sources (`targets`) when one of its relation or column statements (not
+ * discover or request, which name document categories) has a one-part resource other than `*`: on
+ * a SQL source resources are `schema.table` or `schema.table.column`, so `deny read email` would
+ * deny nothing as written (red team rtn4 item 4b; the evaluator makes a stored one fail closed,
+ * src/governance/evaluator.ts). Each line names the statement and offers the qualified names of the
+ * targets' scanned catalogues ending in that name. Never lifted by `allowUnknownNames`: no later
+ * table makes a one-part name meaningful on a SQL source. Document sources keep one-part paths (not
+ * targets). Pure.
+ */
+export function refuseOnePartSqlResources(role: SourceRole, targets: SqlGrantTarget[]): void {
+  if (targets.length === 0) return;
+  const onePart = roleWrittenNames(role).filter((n) => n.name !== '*' && !n.name.includes('.'));
+  if (onePart.length === 0) return;
+  const catalogs = targets.map((t) => t.catalog);
+  const lines = onePart.map((n) => {
+    const names = qualifiedNamesFor(n.name, catalogs);
+    const shown = names.slice(0, ONE_PART_SUGGESTIONS).join(', ') + (names.length > ONE_PART_SUGGESTIONS ? ` (and ${names.length - ONE_PART_SUGGESTIONS} more)` : '');
+    return `${n.path}: ${n.name} is one part: on a PostgreSQL source a resource is schema.table or schema.table.column (* wildcards allowed), so it would match nothing${suggest(shown || undefined)}`;
+  });
+  const ids = targets.map((t) => t.id).sort();
+  throw new ValidationError(`role "${role.name}" is granted on PostgreSQL source${ids.length > 1 ? 's' : ''} ${ids.join(', ')}: a one-part resource matches no relation or column there`, lines);
+}
+
+/**
+ * The PostgreSQL sources among `sourceIds`, or (with `roleName`) those the role is granted on (any
+ * grant: an operator's or a token's claims) or that a claim mapping's `role_grants` or the
+ * configuration's claim rules (configured_claim_grants) would grant it on, with their stored
+ * catalogues, ordered by id; on `q` (a pool, or a transaction's client).
+ */
+export async function loadSqlGrantTargets(q: ControlDb | pg.ClientBase, by: { sourceIds: string[] } | { roleName: string }): Promise<SqlGrantTarget[]> {
+  const runner = 'pool' in q ? q.pool : q;
+  const r = 'roleName' in by
+    ? await runner.query<SqlGrantTarget>(
+        `SELECT s.id, c.catalog FROM sources s LEFT JOIN catalog_snapshots c ON c.source_id = s.id
+         WHERE s.type = 'postgres' AND s.id IN (
+           SELECT g.source_id FROM grants g WHERE g.role_name = $1
+           UNION SELECT rg->>'source' FROM claim_mappings m, jsonb_array_elements(m.role_grants) rg WHERE rg->>'role' = $1
+           UNION SELECT c.source_id FROM configured_claim_grants c WHERE c.role_name = $1)
+         ORDER BY s.id`,
+        [by.roleName],
+      )
+    : await runner.query<SqlGrantTarget>(`SELECT s.id, c.catalog FROM sources s LEFT JOIN catalog_snapshots c ON c.source_id = s.id WHERE s.type = 'postgres' AND s.id = ANY($1) ORDER BY s.id`, [by.sourceIds]);
+  return r.rows.map((x) => ({ id: x.id, catalog: x.catalog }));
+}

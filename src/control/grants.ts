@@ -6,6 +6,7 @@ import type pg from 'pg';
 import { isForeignKeyViolation, withTransaction, type ControlDb } from './db';
 import { recordChange, type ChangeActor } from './change-audit';
 import { NotFoundError } from './errors';
+import { loadSqlGrantTargets, refuseOnePartSqlResources } from './catalog-names';
 import { iso } from './ids';
 import { roleRowToRecord, type RoleRow, type SourceRoleRecord } from './roles';
 
@@ -42,11 +43,14 @@ export async function insertOperatorGrant(c: Pick<pg.ClientBase, 'query'>, ident
  * Grants `roleName` on `sourceId` to the identity. Returns false when the operator's grant already
  * existed (true when a claims grant of the same triple was taken over). A grant that adds something
  * records grant_added ({identityId, identity, role}, source_id) in the same transaction.
- * Throws NotFoundError naming whichever of identity, role or source does not exist.
+ * Throws NotFoundError naming whichever of identity, role or source does not exist, and
+ * ValidationError when the source is PostgreSQL and a relation or column statement of the role has
+ * a one-part resource (refuseOnePartSqlResources: it would match nothing there; red team rtn4 item 4b).
  */
 export async function grantRole(db: ControlDb, g: { identityId: string; roleName: string; sourceId: string }, actor: ChangeActor = {}): Promise<boolean> {
   try {
     return await withTransaction(db, async (c) => {
+      await refuseOnePartGrant(c, g.roleName, g.sourceId);
       const added = await insertOperatorGrant(c, g.identityId, g.roleName, g.sourceId);
       if (added) await recordGrantChange(c, actor, 'grant_added', g);
       return added;
@@ -63,6 +67,12 @@ export async function grantRole(db: ControlDb, g: { identityId: string; roleName
     if (s.rowCount === 0) throw new NotFoundError(`source "${g.sourceId}" not found`);
     throw err;
   }
+}
+
+/** Throws refuseOnePartSqlResources's ValidationError when granting `roleName` on `sourceId` would put a one-part resource on a PostgreSQL source; nothing when either does not exist (the insert reports it). */
+async function refuseOnePartGrant(c: pg.ClientBase, roleName: string, sourceId: string): Promise<void> {
+  const r = await c.query<{ name: string; statements: SourceRoleRecord['statements'] }>('SELECT name, statements FROM roles WHERE name = $1', [roleName]);
+  if (r.rows[0]) refuseOnePartSqlResources(r.rows[0], await loadSqlGrantTargets(c, { sourceIds: [sourceId] }));
 }
 
 async function recordGrantChange(c: pg.ClientBase, actor: ChangeActor, decision: string, g: { identityId: string; roleName: string; sourceId: string }): Promise<void> {

@@ -10,7 +10,7 @@ import { formatSchemaErrors, ValidationError } from './errors';
 import { iso } from './ids';
 import { initSqlParser } from '../sql/parser';
 import { parseRowPredicate, RowPredicateError } from '../sql/row-rules/predicate';
-import { loadKnownSources, refuseUnknownRoleNames } from './catalog-names';
+import { loadKnownSources, loadSqlGrantTargets, refuseOnePartSqlResources, refuseUnknownRoleNames } from './catalog-names';
 
 export type { SourceRole, RoleStatement } from '../../generated/role-v1';
 
@@ -74,12 +74,16 @@ export async function checkRowRules(role: SourceRole): Promise<void> {
  * transaction; a replacement that changes nothing records nothing. A relation or column resource
  * that no registered source's scanned catalogue holds is a ValidationError ("did you mean" when one
  * is close) unless `opts.allowUnknownNames` (src/control/catalog-names.ts, task hnu4a item 1).
+ * A role already granted on a PostgreSQL source whose relation or column statements have a one-part
+ * resource (e.g. `email`, which matches nothing there) is always a ValidationError listing the
+ * qualified names it may mean (refuseOnePartSqlResources, red team rtn4 item 4b).
  */
 export async function upsertRole(db: ControlDb, input: unknown, actor: ChangeActor = {}, opts: { allowUnknownNames?: boolean } = {}): Promise<{ role: SourceRoleRecord; created: boolean }> {
   const role = parseSourceRole(input);
   await checkRowRules(role);
   refuseUnknownRoleNames(await loadKnownSources(db), role, opts.allowUnknownNames);
   return withTransaction(db, async (c) => {
+    refuseOnePartSqlResources(role, await loadSqlGrantTargets(c, { roleName: role.name }));
     const r = await c.query<RoleRow & { inserted: boolean }>(
       `INSERT INTO roles (name, description, audiences, statements) VALUES ($1, $2, $3, $4)
        ON CONFLICT (name) DO UPDATE SET description = EXCLUDED.description, audiences = EXCLUDED.audiences,

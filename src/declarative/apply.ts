@@ -24,7 +24,7 @@ import { deleteClaimMapping, upsertClaimMapping } from '../control/claim-mapping
 import { takeBackUnruledClaimGrants } from '../control/claim-rules';
 import { checkRowRules } from '../control/roles';
 import { checkPolicyRowRules } from '../control/policies';
-import { loadKnownSources, refuseUnknownPolicyNames, refuseUnknownRoleNames } from '../control/catalog-names';
+import { loadKnownSources, refuseOnePartSqlResources, refuseUnknownPolicyNames, refuseUnknownRoleNames, type KnownSources } from '../control/catalog-names';
 import { computePlan, type Plan, type PlanChange } from './plan';
 import { desiredStateOf, fileDigest, keepStoredSecrets, parseFileText, processSecrets, validateInterlockFileDocument, type SecretResolver } from './schema';
 import { readConfigState } from './state';
@@ -100,7 +100,7 @@ export async function applyInterlockFile(db: ControlDb, input: ApplyInput, opts:
       if (ch.kind === 'source' && ch.action === 'update' && ch.fields.some((f) => f.path === 'type')) throw new ValidationError(`source "${ch.name}": a source type cannot change; remove it and add a new one`);
     }
     await notePendingApprovals(c, p, !!opts.force);
-    await refuseUnknownNamesIn(c, p, desired, !!opts.allowUnknownNames);
+    await refuseUnknownNamesIn(c, p, current, desired, !!opts.allowUnknownNames);
     if (opts.plan) return p;
     const events: ConfigAuditEvent[] = [];
     for (const ch of p.changes) {
@@ -265,11 +265,12 @@ async function execute(c: pg.ClientBase, ch: PlanChange, desired: DesiredState, 
  * the file's own (a new source has no catalogue yet: names on it are not checked) and their scanned
  * catalogues (src/control/catalog-names.ts). Throws ValidationError, so `--plan` shows it too.
  */
-async function refuseUnknownNamesIn(c: pg.PoolClient, plan: Plan, desired: DesiredState, allowUnknownNames: boolean): Promise<void> {
+async function refuseUnknownNamesIn(c: pg.PoolClient, plan: Plan, current: ConfigState, desired: DesiredState, allowUnknownNames: boolean): Promise<void> {
   const changed = (kind: 'role' | 'policy') => plan.changes.filter((ch) => ch.kind === kind && ch.action !== 'delete').map((ch) => ch.name);
   const roles = changed('role').map((n) => desired.roles.get(n)).filter((r) => r !== undefined);
   const policies = changed('policy').map((n) => desired.policies.get(n)).filter((p) => p !== undefined);
-  if (roles.length === 0 && policies.length === 0) return;
+  const grantsAdded = plan.changes.some((ch) => (ch.kind === 'grant' && ch.action === 'create') || (ch.kind === 'claim_mapping' && ch.action !== 'delete'));
+  if (roles.length === 0 && policies.length === 0 && !grantsAdded) return;
   const known = await loadKnownSources(c);
   for (const [id, s] of desired.sources) {
     if (known.ids.has(id)) continue;
@@ -278,4 +279,36 @@ async function refuseUnknownNamesIn(c: pg.PoolClient, plan: Plan, desired: Desir
   }
   for (const role of roles) refuseUnknownRoleNames(known, role, allowUnknownNames);
   if (policies.length) refuseUnknownPolicyNames(known, policies, allowUnknownNames);
+  refuseOnePartSqlGrants(plan, current, desired, known);
+}
+
+/**
+ * Refuses (refuseOnePartSqlResources's ValidationError, never lifted by allowUnknownNames) an apply
+ * after which a role the plan creates or updates, or a grant or claim mapping the plan adds or
+ * changes (its `role_grants`), puts a one-part relation or column resource on a PostgreSQL source
+ * (red team rtn4 item 4b): the roles, grants and claim mappings as they will be once the plan is
+ * applied, the sources' types as the file or the database has them.
+ */
+function refuseOnePartSqlGrants(plan: Plan, current: ConfigState, desired: DesiredState, known: KnownSources): void {
+  const changedRoles = new Set(plan.changes.filter((ch) => ch.kind === 'role' && ch.action !== 'delete').map((ch) => ch.name));
+  const removed = new Set(plan.changes.filter((ch) => ch.kind === 'grant' && ch.action === 'delete').map((ch) => ch.name));
+  const added = plan.changes.filter((ch) => ch.kind === 'grant' && ch.action === 'create').map((ch) => ch.name);
+  const after = [...[...current.grants.values()].map((g) => `${g.identity}/${g.role}/${g.source}`).filter((k) => !removed.has(k)), ...added];
+  const isPostgres = (id: string) => (desired.sources.get(id)?.type ?? current.sources.get(id)?.type) === 'postgres';
+  const pairs = after.map((key) => ({ role: key.split('/')[1], source: key.split('/')[2], changed: added.includes(key) }));
+  const mappings = new Map(plan.changes.filter((ch) => ch.kind === 'claim_mapping').map((ch) => [ch.name, ch.action]));
+  for (const issuer of new Set([...current.claimMappings.keys(), ...desired.claimMappings.keys()])) {
+    const action = mappings.get(issuer);
+    const m = action === 'delete' ? undefined : action ? desired.claimMappings.get(issuer) : current.claimMappings.get(issuer);
+    for (const g of m?.role_grants ?? []) pairs.push({ role: g.role, source: g.source, changed: action !== undefined });
+  }
+  const targets = new Map<string, Set<string>>();
+  for (const { role, source, changed } of pairs) {
+    if ((!changedRoles.has(role) && !changed) || !isPostgres(source)) continue;
+    (targets.get(role) ?? targets.set(role, new Set()).get(role)!).add(source);
+  }
+  for (const [name, sources] of targets) {
+    const role = (changedRoles.has(name) ? desired.roles.get(name) : undefined) ?? current.roles.get(name);
+    if (role) refuseOnePartSqlResources(role, [...sources].map((id) => ({ id, catalog: known.catalogs.get(id) ?? null })));
+  }
 }

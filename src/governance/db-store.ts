@@ -55,6 +55,15 @@ export class DbGovernanceStore implements GovernanceStore {
     if (table === '*' || table === 'catalog_snapshots') this.catalogCache.clear();
   }
 
+  /**
+   * Marks the source's catalogue stale (a relation it holds was found dropped on the source, red
+   * team rtn4 item 2): the next loadCatalog reads the stored snapshot again, so a rescan whose
+   * notification this replica missed is picked up at once instead of after the cache's 30 s.
+   */
+  markCatalogStale(sourceId: string): void {
+    this.catalogCache.delete(sourceId);
+  }
+
   private fresh<T>(t: Timed<T> | null | undefined): t is Timed<T> {
     return !!t && t.until > Date.now();
   }

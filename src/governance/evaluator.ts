@@ -6,6 +6,11 @@
  *
  * Resources of SQL sources are `schema.table` or `schema.table.column`; each part is a name or `*`.
  * A two-part pattern covers the table and all its columns; a three-part pattern covers columns only.
+ * A one-part resource is a document category path (decideOpaque); on a SQL source it is never
+ * meaningful and is refused when written (src/control/catalog-names.ts refuseOnePartSqlResources),
+ * but one already stored fails closed (red team rtn4 item 4b): a one-part *deny* covers every
+ * relation and every column of that name, in any schema (as `*.name` and `*.*.name` together); a
+ * one-part *allow* covers nothing.
  * read and write imply describe of the same resource (an agent cannot write correct SQL otherwise,
  * and could learn the names by reading); an explicit describe deny still wins.
  */
@@ -48,8 +53,9 @@ function partMatches(pattern: string, value: string): boolean {
   return pattern === '*' || pattern === value;
 }
 
-/** True when `parts` (a compiled pattern) covers the resource (see module doc for table vs column patterns). */
-function covers(parts: string[], r: ResourceRef): boolean {
+/** True when `parts` (a compiled pattern of a statement with `effect`) covers the resource (see module doc for table vs column patterns, and one-part resources). */
+function covers(parts: string[], r: ResourceRef, effect: 'allow' | 'deny'): boolean {
+  if (parts.length === 1) return effect === 'deny' && (r.table === parts[0] || r.column === parts[0]);
   if (parts.length === 2) return partMatches(parts[0], r.schema) && partMatches(parts[1], r.table);
   if (parts.length === 3) return r.column !== undefined && partMatches(parts[0], r.schema) && partMatches(parts[1], r.table) && partMatches(parts[2], r.column);
   return false;
@@ -152,7 +158,7 @@ export class AccessEvaluator {
     const out: Array<{ role: string; resource: string; rows: string | null }> = [];
     for (const s of this.bySource.get(sourceId) ?? []) {
       if (s.effect !== 'allow' || (s.action !== action && s.action !== '*')) continue;
-      if (column === undefined ? !touchesTable(s.parts, schema, table) : !covers(s.parts, { schema, table, column })) continue;
+      if (column === undefined ? !touchesTable(s.parts, schema, table) : !covers(s.parts, { schema, table, column }, s.effect)) continue;
       out.push({ role: s.role, resource: s.resource, rows: s.rows ?? null });
     }
     return out;
@@ -174,7 +180,7 @@ export class AccessEvaluator {
   decide(sourceId: string, action: Action, resource: ResourceRef): Decision {
     let allowed = false;
     for (const s of this.bySource.get(sourceId) ?? []) {
-      if (!actionApplies(s.action, action, s.effect) || !covers(s.parts, resource)) continue;
+      if (!actionApplies(s.action, action, s.effect) || !covers(s.parts, resource, s.effect)) continue;
       if (s.effect === 'deny') return 'deny';
       allowed = true;
     }

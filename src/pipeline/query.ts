@@ -30,7 +30,7 @@ import { rowsText } from './rows-json';
 import { AnalysisCache, contentFingerprint, evaluatorFor, hasTimeWindows, type CachedAnalysis, type CachedPolicy } from './analysis-cache';
 import { bindRowRules, hasAnyRowRules, shapeRowRules, type RowRulePlan, type RowRuleShape } from './row-rules';
 import { policyRowRestrictions } from '../governance/policies';
-import type { RowViewProvisioner } from './row-views';
+import { missingRelationIsRowView, undefinedRelationObject, type RowViewProvisioner } from './row-views';
 
 /** What the query pipeline needs. */
 export interface QueryPipelineDeps {
@@ -62,6 +62,13 @@ export interface QueryPipelineDeps {
    * agent's) and the request id. The gateway logs it as a warning for operators.
    */
   onSourcePermissionDenied?: (facts: { sourceId: string; object?: string; requestId: string }) => void;
+  /**
+   * Called when a read fails 42P01 (undefined_table) on a relation of the agent's statement, not a
+   * row view: a relation the scanned catalogue holds was dropped on the source since the scan, so
+   * the catalogue is stale (red team rtn4 item 2). `object` is the relation the server named (for
+   * operators only). The gateway marks the catalogue stale and logs it, once a minute per relation.
+   */
+  onRelationGone?: (facts: { sourceId: string; object?: string; requestId: string }) => void;
   /** Called after a documents-source request (issue 4) — absent means such sources answer request refusals. */
   connectorRequest?: (source: SourceRecord, request: Record<string, unknown>, ctx: ToolCallContext, evaluator: AccessEvaluator) => Promise<ToolOutcome>;
 }
@@ -266,7 +273,16 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
         if (final.kind !== 'ruled') return final.kind === 'refused' ? final.outcome : { kind: 'refusal', code: 'row_rule_unenforceable' };
         rowPlan = final.plan;
         runSql = rowPlan.sql;
-        if (!deps.rowViews || !(await deps.rowViews.ensure(source, rowPlan.views))) return { kind: 'refusal', code: 'row_rules_unavailable' };
+        if (!deps.rowViews || !(await deps.rowViews.ensure(source, rowPlan.views, catalog.scannedAt))) {
+          // A relation a row view reads is gone from the source since the scan (its creation failed
+          // 42P01; e.g. dropped with CASCADE): the agent is told so as for any relation gone (42P01,
+          // no server text), and no statement runs again before a rescan (rtn4 item 2).
+          if (deps.rowViews?.baseGone(source.id, rowPlan.views, catalog.scannedAt)) {
+            deps.onRelationGone?.({ sourceId: source.id, requestId: ctx.requestId });
+            return mapConnectorError({ sqlState: '42P01' }, sql);
+          }
+          return { kind: 'refusal', code: 'row_rules_unavailable' };
+        }
       }
       let read;
       const readStarted = performance.now();
@@ -276,14 +292,19 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
         const sqlState = (err as { sqlState?: string }).sqlState;
         // A row view dropped on the source since it was made (42P01, undefined table; e.g. by an
         // operator's schema change, docs/row-rules.md): made again and the read run once more in
-        // this call. A second miss, with the views just made, is a relation of the agent's own
-        // statement gone since the scan: answered as any statement error.
-        if (rowPlan && sqlState === '42P01') {
-          deps.rowViews?.forget(source.id);
-          if (!remadeRowViews) {
-            remadeRowViews = true;
-            continue;
-          }
+        // this call. A second miss, with the views just made, is answered as any statement error.
+        // A relation of the agent's own statement dropped since the scan (told by the error's
+        // position, missingRelationIsRowView) is that statement error at once: no row-view
+        // statement, no retry, no view forgotten (red team rtn4 item 2); the source's catalogue is
+        // stale, which the gateway logs for the operator (onRelationGone).
+        if (sqlState === '42P01') {
+          if (rowPlan && missingRelationIsRowView(err, runSql)) {
+            deps.rowViews?.forget(source.id);
+            if (!remadeRowViews) {
+              remadeRowViews = true;
+              continue;
+            }
+          } else deps.onRelationGone?.({ sourceId: source.id, object: undefinedRelationObject(err), requestId: ctx.requestId });
         }
         if (sqlState === SQLSTATE_INSUFFICIENT_PRIVILEGE) {
           audit.sqlstate = sqlState;

@@ -85,3 +85,22 @@ export async function sourceQuery<T = any>(env: { sourceUrl: string }, sql: stri
     await c.end();
   }
 }
+
+/** The operator CLI in process against the environment's control database: exit code and the lines it wrote to out and err. */
+export function operatorCli(env: { controlUrl: string }): (...args: string[]) => Promise<{ code: number; out: string[]; err: string[] }> {
+  return async (...args) => {
+    const { runCli } = await import('../../src/cli/main');
+    const out: string[] = [];
+    const err: string[] = [];
+    const code = await runCli(['--database-url', env.controlUrl, ...args], { out: (x) => void out.push(x), err: (x) => void err.push(x) });
+    return { code, out, err };
+  };
+}
+
+/** Calls the admin API (`/admin/v1` + path) of the environment's gateway with an operator token: status and JSON body. */
+export function adminApi(env: { url: string }, token: () => string): (method: string, path: string, body?: unknown) => Promise<{ status: number; json: any }> {
+  return async (method, path, body) => {
+    const r = await fetch(`${new URL(env.url).origin}/admin/v1${path}`, { method, headers: { authorization: `Bearer ${token()}`, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
+    return { status: r.status, json: await r.json() };
+  };
+}

@@ -79,6 +79,8 @@ export interface RowFixture {
   grant(id: string, roles: SourceRole[]): void;
   /** The audit details of the last call. */
   lastAudit(): Record<string, unknown>;
+  /** What the handler reported through onRelationGone (a relation dropped since the scan), in order. */
+  gone: Array<{ sourceId: string; object?: string }>;
   /** Runs interlock_query as identity `id` with `attributes`. */
   call(id: string, attributes: Record<string, unknown> | undefined, sql: string, params?: unknown[]): Promise<ToolOutcome>;
   /**
@@ -145,11 +147,14 @@ export async function startRowFixture(extraSql = '', adminUrl: string = ADMIN_UR
     rowViews: rowViewProvisioner(async (_s, sql) => {
       await connector.write(sql, []);
     }),
+    onRelationGone: (f) => void gone.push({ sourceId: f.sourceId, ...(f.object !== undefined ? { object: f.object } : {}) }),
   });
+  const gone: Array<{ sourceId: string; object?: string }> = [];
   let n = 0;
   let audit: Record<string, unknown> = {};
   const fixture: RowFixture = {
     lastAudit: () => audit,
+    gone,
     db,
     reader,
     writer,

@@ -24,7 +24,7 @@ import { cleanText } from '../../discovery/metadata';
 import type { AccessEvaluator as Evaluator } from '../../governance/evaluator';
 import type { ConnectorProvider } from '../../pipeline/07-execute';
 import { planRowRules } from '../../pipeline/row-rules';
-import type { RowViewProvisioner } from '../../pipeline/row-views';
+import { missingRelationIsRowView, type RowViewProvisioner } from '../../pipeline/row-views';
 import { analyzeSql } from '../../sql/analyze';
 import type { SourceCatalog } from '../../sql/catalog-types';
 import { quoteIdent } from '../../sql/row-rules/predicate';
@@ -81,10 +81,11 @@ export function rowFilterFor(deps: Pick<DiscoveryDeps, 'rowReads'>, source: Sour
     if (plan.kind === 'none') return { kind: 'all' };
     if (plan.kind === 'refused') return { kind: 'none' };
     // A row view dropped on the source (42P01; e.g. before a schema change, docs/row-rules.md) is
-    // made again and the read run once more in this call, as interlock_query does.
+    // made again and the read run once more in this call, as interlock_query does (only a row view:
+    // missingRelationIsRowView).
     for (let attempt = 0; ; attempt++) {
       try {
-        if (!(await reads.rowViews.ensure(source, plan.plan.views))) return { kind: 'none' };
+        if (!(await reads.rowViews.ensure(source, plan.plan.views, catalog.scannedAt))) return { kind: 'none' };
         const read = await reads.connectors.reader(source).read(plan.plan.sql, [], { maxRows: MAX_PERMITTED_IDS, maxBytes: 64 * 1024 * 1024, identityId: identity.id, settings: plan.plan.settings });
         if (read.truncated || read.guardTripped) return { kind: 'none' };
         const ambiguous = await ambiguousIds(reads.connectors.reader(source), r, identity.id);
@@ -92,7 +93,9 @@ export function rowFilterFor(deps: Pick<DiscoveryDeps, 'rowReads'>, source: Sour
         const ids = read.rowsArray.map((row) => row[0]).filter((v): v is string => typeof v === 'string');
         return { kind: 'ids', ids: ids.filter((id) => !ambiguous.has(assetIdKey(id))) };
       } catch (err) {
-        if ((err as { sqlState?: string }).sqlState === '42P01') {
+        // Only a row view gone is made again: a relation dropped since the scan (the mapped one,
+        // read by ambiguousIds or through the views) answers none at once (rtn4 item 2).
+        if ((err as { sqlState?: string }).sqlState === '42P01' && missingRelationIsRowView(err, plan.plan.sql)) {
           reads.rowViews.forget(source.id);
           if (attempt === 0) continue;
         }

@@ -2,7 +2,7 @@
  * src/control/catalog-names.ts (task hnu4a item 1): which written names are checked against which
  * catalogues, wildcards, never-scanned sources, and the did-you-mean distance.
  */
-import { checkWrittenNames, closestName, type KnownSources } from '../../../src/control/catalog-names';
+import { checkWrittenNames, closestName, refuseOnePartSqlResources, type KnownSources } from '../../../src/control/catalog-names';
 import type { SourceCatalog } from '../../../src/sql/catalog-types';
 
 const catalog = (tables: Record<string, string[]>): SourceCatalog =>
@@ -44,4 +44,41 @@ test('did you mean: the closest name within 2 edits (or a fifth of the length), 
   expect(closestName('public.custmer', ['public.customer', 'public.person'])).toBe('public.customer');
   expect(closestName('public.zzz', ['public.customer'])).toBeUndefined();
   expect(checkWrittenNames(known, undefined, names('public.Customer.email')).names).toEqual(['p/0: no column public.Customer.email in the scanned catalogue of crm, hr; did you mean public.customer.email?']);
+});
+
+describe('refuseOnePartSqlResources (red team rtn4 item 4b)', () => {
+  const role = (statements: Array<[string, string, string]>) => ({ name: 'd', statements: statements.map(([effect, action, resource]) => ({ effect, action, resource })) }) as never;
+  const crm = catalog({ 'public.customer': ['id', 'email'], 'public.employee': ['id', 'email'], 'sales.email': ['id'] });
+  const refusal = (r: unknown, targets: Array<{ id: string; catalog: SourceCatalog | null }>) => {
+    try {
+      refuseOnePartSqlResources(r as never, targets);
+      return null;
+    } catch (err) {
+      return { name: (err as Error).name, message: (err as Error).message, details: (err as { details?: unknown }).details };
+    }
+  };
+  test('a one-part relation or column resource on a PostgreSQL source is refused, with the qualified names it may mean', () => {
+    expect(refusal(role([['allow', 'read', 'public.customer'], ['deny', 'read', 'email'], ['deny', 'describe', 'custmer']]), [{ id: 'crm', catalog: crm }])).toEqual({
+      name: 'ValidationError',
+      message: 'role "d" is granted on PostgreSQL source crm: a one-part resource matches no relation or column there',
+      details: [
+        'statements/1/resource: email is one part: on a PostgreSQL source a resource is schema.table or schema.table.column (* wildcards allowed), so it would match nothing; did you mean public.customer.email, public.employee.email, sales.email?',
+        'statements/2/resource: custmer is one part: on a PostgreSQL source a resource is schema.table or schema.table.column (* wildcards allowed), so it would match nothing; did you mean public.customer?',
+      ],
+    });
+  });
+  test('never-scanned sources give no suggestion; "*", discover and request statements and qualified names pass; no SQL target: nothing refused', () => {
+    expect(refusal(role([['deny', 'read', 'email']]), [{ id: 'b', catalog: null }, { id: 'a', catalog: null }])?.details).toEqual([
+      'statements/0/resource: email is one part: on a PostgreSQL source a resource is schema.table or schema.table.column (* wildcards allowed), so it would match nothing',
+    ]);
+    expect(refusal(role([['deny', 'read', 'email']]), [{ id: 'b', catalog: null }, { id: 'a', catalog: null }])?.message).toBe('role "d" is granted on PostgreSQL sources a, b: a one-part resource matches no relation or column there');
+    expect(refusal(role([['allow', '*', '*'], ['allow', 'discover', 'runbooks'], ['allow', 'request', 'hr'], ['deny', 'read', 'public.customer.email']]), [{ id: 'crm', catalog: crm }])).toBeNull();
+    expect(refusal(role([['deny', 'read', 'email']]), [])).toBeNull();
+  });
+  test('more than five matches are counted, not listed', () => {
+    const wide = catalog(Object.fromEntries(['a', 'b', 'c', 'd', 'e', 'f', 'g'].map((t) => [`public.${t}`, ['email']])));
+    expect(refusal(role([['deny', 'read', 'email']]), [{ id: 'w', catalog: wide }])?.details).toEqual([
+      'statements/0/resource: email is one part: on a PostgreSQL source a resource is schema.table or schema.table.column (* wildcards allowed), so it would match nothing; did you mean public.a.email, public.b.email, public.c.email, public.d.email, public.e.email (and 2 more)?',
+    ]);
+  });
 });

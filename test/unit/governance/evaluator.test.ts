@@ -113,3 +113,33 @@ describe('policies', () => {
     expect(maskFor([{ parts: ['public', 'customer', '*'], method: 'partial' }, { parts: ['public', '*', 'email'], method: 'null' }], 'public', 'customer', 'email')).toBe('null');
   });
 });
+
+describe('one-part resources on a SQL source (red team rtn4 item 4b): a deny fails closed, an allow allows nothing', () => {
+  const ev = new AccessEvaluator([{ sourceId: 'db', role: role('d', [['allow', 'read', 'public.*'], ['allow', 'read', 'sales.*'], ['deny', 'read', 'email'], ['deny', '*', 'invoice'], ['allow', 'read', 'secret']]) }]);
+  test('a one-part deny denies every column of that name, in any schema and relation', () => {
+    expect(ev.decide('db', 'read', { schema: 'public', table: 'customer', column: 'email' })).toBe('deny');
+    expect(ev.decide('db', 'read', { schema: 'sales', table: 'lead', column: 'email' })).toBe('deny');
+    expect(ev.decide('db', 'read', { schema: 'public', table: 'customer', column: 'first_name' })).toBe('allow');
+    // Not across actions (as any deny): describe of the column is still allowed by the read allow.
+    expect(ev.decide('db', 'describe', { schema: 'public', table: 'customer', column: 'email' })).toBe('allow');
+  });
+  test('and every relation of that name (table level and each of its columns)', () => {
+    expect(ev.decide('db', 'read', { schema: 'public', table: 'invoice' })).toBe('deny');
+    expect(ev.decide('db', 'describe', { schema: 'sales', table: 'invoice', column: 'total' })).toBe('deny');
+    expect(ev.decideTable('db', 'read', 'public', 'invoice', ['total'])).toBe('deny');
+    expect(ev.decideTable('db', 'read', 'public', 'customer', ['first_name', 'email'])).toBe('allow');
+  });
+  test('a one-part allow allows nothing (no relation, column or row term)', () => {
+    const only = new AccessEvaluator([{ sourceId: 'db', role: role('a', [['allow', 'read', 'secret'], ['allow', 'read', 'customer']]) }]);
+    expect(only.decide('db', 'read', { schema: 'public', table: 'customer', column: 'secret' })).toBe('none');
+    expect(only.decide('db', 'read', { schema: 'public', table: 'customer' })).toBe('none');
+    expect(only.decideTable('db', 'read', 'public', 'customer', ['secret'])).toBe('none');
+    expect(only.rowTerms('db', 'public', 'customer')).toEqual([]);
+    expect(only.mentionsTable('db', 'read', 'public', 'customer')).toBe(false);
+  });
+  test('document sources keep matching one-part paths as whole strings (decideOpaque)', () => {
+    const docs = new AccessEvaluator([{ sourceId: 'docs', role: role('h', [['allow', 'discover', '*'], ['deny', 'discover', 'hr']]) }]);
+    expect(docs.decideOpaque('docs', 'discover', 'hr')).toBe('deny');
+    expect(docs.decideOpaque('docs', 'discover', 'runbooks')).toBe('allow');
+  });
+});
