@@ -12,7 +12,7 @@ import { runner } from 'node-pg-migrate';
 import pg from 'pg';
 import { freshControlDb, type TestControlDb } from '../control/control-db';
 import { MIGRATIONS_DIR, MIGRATIONS_TABLE, migrationNames, runMigrations } from '../../../src/control/db';
-import { recordApprovalEvent } from '../../../src/audit/writer';
+import { recordApprovalEvent, searchAudit, tailAudit } from '../../../src/audit/writer';
 import { archiveAuditPartitions } from '../../../src/audit/archive';
 import { verifyAuditChain } from '../../../src/audit/verify';
 import { sealPendingAuditEvents } from '../../../src/audit/pending';
@@ -66,6 +66,31 @@ test('the next approval event chains the pending events first, in a batch of the
   expect(rows[0].b).toBe(rows[1].b);
   expect(BigInt(rows[2].b)).toBeGreaterThan(BigInt(rows[1].b));
   expect(await verifyAuditChain(t.db)).toMatchObject({ ok: true, firstMismatch: null, pending: { events: 0, oldest: null, stale: 0, fault: null } });
+});
+
+test('search and tail show pending events first / last, marked unsealed with a "p" id; chained, they show as any event', async () => {
+  await whileChainHeld(() => provision('pend-search'));
+  const pid = (await t.db.pool.query<{ id: string }>('SELECT id::text FROM audit_pending_events')).rows.map((r) => r.id);
+  expect(pid).toHaveLength(1);
+  const idn = (await t.db.pool.query<{ id: string }>("SELECT id FROM identities WHERE name = 'pend-search'")).rows[0].id;
+  const page = await searchAudit(t.db, { limit: 2 });
+  expect(page.events.map((e) => [e.id, e.decision, e.unsealed ?? false])).toEqual([[`p${pid[0]}`, 'identity_created', true], [expect.stringMatching(/^[0-9]+$/), expect.any(String), false]]);
+  expect(page.events[0]).toMatchObject({ kind: 'config', identityId: idn, operator: 'system', details: { identity: 'pend-search', identityId: idn, issuer: ISSUER } });
+  expect(page.nextCursor).toBe(page.events[1].id);
+  // Filters apply to pending events too; a cursor pages through chained events only.
+  expect((await searchAudit(t.db, { identityId: idn })).events.map((e) => e.id)).toEqual([`p${pid[0]}`]);
+  expect((await searchAudit(t.db, { kind: 'approval', limit: 1 })).events.map((e) => e.unsealed ?? false)).toEqual([false]);
+  expect((await searchAudit(t.db, { cursor: page.nextCursor })).events.some((e) => e.unsealed)).toBe(false);
+  // A page of pending events only: its cursor starts the chained events.
+  const only = await searchAudit(t.db, { limit: 1 });
+  expect(only.events.map((e) => e.id)).toEqual([`p${pid[0]}`]);
+  const top = (await t.db.pool.query<{ id: string }>('SELECT max(id)::text AS id FROM audit_events')).rows[0].id;
+  expect((await searchAudit(t.db, { limit: 1, cursor: only.nextCursor })).events.map((e) => e.id)).toEqual([top]);
+  const tail = await tailAudit(t.db, 3);
+  expect(tail.map((e) => e.unsealed ?? false)).toEqual([false, false, true]);
+  expect(await sealPendingAuditEvents(t.db)).toBe(1);
+  const after = await searchAudit(t.db, { identityId: idn });
+  expect(after.events.map((e) => [e.decision, e.unsealed ?? false, /^[0-9]+$/.test(e.id)])).toEqual([['identity_created', false, true]]);
 });
 
 test('retention: archiving old months keeps a pending event of those months; sealed, it is chained now and verifies across the archive', async () => {
