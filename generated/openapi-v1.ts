@@ -1570,6 +1570,7 @@ export interface components {
             failure?: components["schemas"]["ApprovalFailure"];
         };
         AuditEvent: {
+            /** @description The event id (decimal); "p" and a number for a pending event (unsealed) */
             id: string;
             /** @enum {string} */
             kind: "tool_call" | "approval" | "config";
@@ -1593,6 +1594,11 @@ export interface components {
             approvalId: string | null;
             operator: string | null;
             details: Record<string, never>;
+            /**
+             * @description Present on a pending event: recorded by a token sign-in while the approval events' chain was held, not chained yet (the next append or the gateway chains it; docs/operators.md). Listed first on the first page of a search.
+             * @enum {boolean}
+             */
+            unsealed?: true;
         };
         AuditPage: {
             events: components["schemas"]["AuditEvent"][];

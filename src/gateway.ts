@@ -41,6 +41,7 @@ import { postgresRateLimiter, type RateLimitSettings } from './pipeline/05-rate-
 import { CACHE_CHANNEL, ResultCache } from './pipeline/cache';
 import { AnalysisCache } from './pipeline/analysis-cache';
 import { sweepExpiredApprovals } from './control/approvals';
+import { startPendingSealer } from './audit/pending';
 import { scanSource } from './control/scan';
 import type { ConnectorProvider } from './pipeline/07-execute';
 import { createLogger } from './observability/logger';
@@ -321,6 +322,9 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
     );
   }
   for (const t of timers) t.unref();
+  // Sign-in events stored as pending while the approval events' chain was held (task hchain): chained
+  // every few seconds and once more at shutdown, never waiting for the chain's lock.
+  const pendingSealer = startPendingSealer({ db, logger });
   const close = running.close;
   return {
     ...running,
@@ -338,6 +342,7 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
       auditPool.removeAllListeners('error');
       auditPool.on('error', (err) => logger.debug({ component: 'audit', code: (err as { code?: string }).code }, 'idle audit connection ended during shutdown'));
       await close(deadlineMs);
+      await pendingSealer.close();
       await webhooks.close();
       // Every answer has waited for its event; the writer's chains end with their seals (issue 28).
       await abandon();

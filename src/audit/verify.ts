@@ -23,6 +23,7 @@ import { ControlError, ValidationError } from '../control/errors';
 import { batchHashV3, parseAnchors, type ChainAnchor } from './chain';
 import { batchHashV2, batchHashV4, eventsText, rowFromStored, type StoredEventV2 } from './event-text';
 import type { AuditRowInput } from './types';
+import { PENDING_STALE_MS } from './pending';
 
 /**
  * Why a batch does not match: its events or header changed (`hash_mismatch`); the batch before it in
@@ -63,6 +64,14 @@ export interface VerifyReport {
   /** How many batches do not match in all (verify goes on past the first, checking each link against the stored hash). */
   mismatchCount: number;
   firstMismatch: ChainMismatch | null;
+  /**
+   * Events recorded but not chained yet (audit_pending_events, task hchain: a token sign-in's events
+   * while another transaction held the format-2 chain's lock; the next append or the gateway's seal
+   * chains them): not tampering. `oldest` is the oldest one's time (ISO, null when none); `stale`
+   * counts those older than PENDING_STALE_MS (60 s), and when there are any `fault` is
+   * 'pending_stale' and `ok` is false: the chain's lock was held that long, or no gateway seals them.
+   */
+  pending: { events: number; oldest: string | null; stale: number; fault: 'pending_stale' | null };
 }
 
 /** Batches read per page (fewer when they hold more than PAGE_EVENTS events together). */
@@ -241,7 +250,14 @@ export async function verifyAuditChain(db: ControlDb, opts: { since?: Date; arch
       mismatches: [],
       mismatchCount: 0,
       firstMismatch: null,
+      pending: { events: 0, oldest: null, stale: 0, fault: null },
     };
+    const pend = await c.query<{ n: number; oldest: Date | null; stale: number }>(
+      'SELECT count(*)::int AS n, min(time) AS oldest, count(*) FILTER (WHERE time < clock_timestamp() - make_interval(secs => $1::float8 / 1000))::int AS stale FROM audit_pending_events',
+      [PENDING_STALE_MS],
+    );
+    report.pending = { events: pend.rows[0].n, oldest: pend.rows[0].oldest ? safeIso(pend.rows[0].oldest) : null, stale: pend.rows[0].stale, fault: pend.rows[0].stale > 0 ? 'pending_stale' : null };
+    if (report.pending.fault) report.ok = false;
     const chains = new Map<string, ChainState>();
     const anchored: Array<{ batch: BatchCheck; anchors: ChainAnchor[] }> = [];
     // The span of commit times the archive file holds: a batch inside it whose events are not in the file was cut out of it.

@@ -23,7 +23,7 @@ export type { AuditKind, AuditRowInput } from './types';
 /** Approval actions recorded in the trail (the `decision` column of kind approval). */
 export type ApprovalAction = (typeof APPROVAL_ACTIONS)[number];
 
-/** One stored audit event. `id` is a decimal string (bigserial); times are ISO-8601 UTC. */
+/** One stored audit event. `id` is a decimal string (bigserial; "p" + a number for a pending event, `unsealed`); times are ISO-8601 UTC. */
 export interface AuditRecord {
   id: string;
   kind: AuditKind;
@@ -46,6 +46,8 @@ export interface AuditRecord {
   approvalId: string | null;
   operator: string | null;
   details: Record<string, unknown>;
+  /** Present (true) on a pending event: recorded, not chained yet (id "p…"; migration 20261211140000000). */
+  unsealed?: true;
 }
 
 /** An approval action to record. */
@@ -577,33 +579,52 @@ function toTime(v: Date | string | undefined, what: string): string | null {
 }
 
 /**
+ * The pending events (audit_pending_events, migration 20261211140000000: a token sign-in's events
+ * stored while another transaction held the approval events' chain, not chained yet) as rows of
+ * audit_events (id null), with `pending_id` their place among them.
+ */
+const PENDING_ROWS = 'SELECT r.*, p.id::text AS pending_id FROM audit_pending_events p CROSS JOIN LATERAL jsonb_populate_record(NULL::audit_events, p.event::jsonb) r';
+
+/** A pending event as a record: id "p" + its place among the pending ones, `unsealed` true. */
+function pendingRecord(r: AuditRow & { pending_id: string }): AuditRecord {
+  return { ...toRecord(r), id: `p${r.pending_id}`, unsealed: true };
+}
+
+/**
  * Searches the trail, newest first, with keyset paging on the event id: pass the returned
  * nextCursor to get the next (older) page. `since` is inclusive, `until` exclusive. `sourceId`
  * matches an event's source_id, and a config event whose details.sources lists it (an
- * `interlock apply`'s `applied` event: the sources its changes concern).
+ * `interlock apply`'s `applied` event: the sources its changes concern). The first page (no
+ * cursor) starts with the matching pending events (not chained yet: `unsealed` true, id "p…"),
+ * newest first, within `limit`; the cursor pages through chained events only.
  * Throws ValidationError for a bad cursor, date or limit.
  */
 export async function searchAudit(db: Queryable, s: AuditSearch = {}): Promise<AuditPage> {
   const limit = s.limit ?? 100;
   if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw new ValidationError('limit must be a whole number from 1 to 1000');
   if (s.cursor != null && !/^[0-9]{1,19}$/.test(s.cursor)) throw new ValidationError(`invalid cursor ${JSON.stringify(s.cursor)}`);
-  const r = await q(db).query<AuditRow>(
-    `SELECT * FROM audit_events
-     WHERE ($1::text IS NULL OR identity_id = $1) AND ($2::text IS NULL OR source_id = $2 OR (kind = 'config' AND details->'sources' ? $2))
+  const where = `($1::text IS NULL OR identity_id = $1) AND ($2::text IS NULL OR source_id = $2 OR (kind = 'config' AND details->'sources' ? $2))
        AND ($3::text IS NULL OR decision = $3)
        AND ($4::text IS NULL OR kind = $4) AND ($5::text IS NULL OR approval_id = $5) AND ($6::text IS NULL OR request_id = $6)
-       AND ($7::timestamptz IS NULL OR time >= $7) AND ($8::timestamptz IS NULL OR time < $8)
-       AND ($9::bigint IS NULL OR id < $9)
-     ORDER BY id DESC LIMIT $10`,
-    [s.identityId ?? null, s.sourceId ?? null, s.decision ?? null, s.kind ?? null, s.approvalId ?? null, s.requestId ?? null, toTime(s.since, 'since'), toTime(s.until, 'until'), s.cursor ?? null, limit + 1],
-  );
-  const rows = r.rows.slice(0, limit).map(toRecord);
-  return { events: rows, nextCursor: r.rows.length > limit ? rows[rows.length - 1].id : null };
+       AND ($7::timestamptz IS NULL OR time >= $7) AND ($8::timestamptz IS NULL OR time < $8)`;
+  const params = [s.identityId ?? null, s.sourceId ?? null, s.decision ?? null, s.kind ?? null, s.approvalId ?? null, s.requestId ?? null, toTime(s.since, 'since'), toTime(s.until, 'until')];
+  const pending = s.cursor == null ? (await q(db).query<AuditRow & { pending_id: string }>(`SELECT * FROM (${PENDING_ROWS}) e WHERE ${where} ORDER BY e.pending_id::bigint DESC LIMIT $9`, [...params, limit])).rows.map(pendingRecord) : [];
+  const room = limit - pending.length;
+  if (room === 0) {
+    // A page of pending events only: the next page starts at the newest chained event.
+    const top = await q(db).query<{ next: string | null }>(`SELECT (max(id) + 1)::text AS next FROM audit_events WHERE ${where}`, params);
+    return { events: pending, nextCursor: top.rows[0]?.next ?? null };
+  }
+  const r = await q(db).query<AuditRow>(`SELECT * FROM audit_events WHERE ${where} AND ($9::bigint IS NULL OR id < $9) ORDER BY id DESC LIMIT $10`, [...params, s.cursor ?? null, room + 1]);
+  const rows = r.rows.slice(0, room).map(toRecord);
+  return { events: [...pending, ...rows], nextCursor: r.rows.length > room ? rows[rows.length - 1].id : null };
 }
 
-/** The last `limit` events (1–1000), oldest first, like tail(1). */
+/** The last `limit` events (1–1000), oldest first, like tail(1); pending events (`unsealed`, not chained yet) last. */
 export async function tailAudit(db: Queryable, limit = 20): Promise<AuditRecord[]> {
   if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw new ValidationError('limit must be a whole number from 1 to 1000');
-  const r = await q(db).query<AuditRow>('SELECT * FROM (SELECT * FROM audit_events ORDER BY id DESC LIMIT $1) t ORDER BY id', [limit]);
-  return r.rows.map(toRecord);
+  const pending = (await q(db).query<AuditRow & { pending_id: string }>(`SELECT * FROM (SELECT * FROM (${PENDING_ROWS}) e ORDER BY e.pending_id::bigint DESC LIMIT $1) t ORDER BY t.pending_id::bigint`, [limit])).rows.map(pendingRecord);
+  const room = limit - pending.length;
+  const r = room > 0 ? await q(db).query<AuditRow>('SELECT * FROM (SELECT * FROM audit_events ORDER BY id DESC LIMIT $1) t ORDER BY id', [room]) : { rows: [] as AuditRow[] };
+  return [...r.rows.map(toRecord), ...pending];
 }

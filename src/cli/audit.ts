@@ -7,6 +7,7 @@ import type { Command } from 'commander';
 import type { ControlDb } from '../control/db';
 import { archiveAuditPartitions } from '../audit/archive';
 import { verifyAuditChain } from '../audit/verify';
+import { PENDING_STALE_MS } from '../audit/pending';
 import { ValidationError } from '../control/errors';
 import { table } from './output';
 
@@ -68,15 +69,20 @@ export function registerAuditChainCommands(aud: Command, session: (cmd: Command)
       direct(s, 'verify');
       const r = await verifyAuditChain(await s.db(), { since: o.since ? parseDate(o.since, '--since') : undefined, archiveFile: o.archive });
       const summary = `${r.batchesChecked} batch(es), ${r.eventsChecked} event(s) checked${r.archiveEvents ? ` (${r.archiveEvents} from the archive)` : ''}${r.archivedBatchesSkipped ? `; ${r.archivedBatchesSkipped} archived batch(es) not checked (pass --archive FILE)` : ''}${r.chains ? `; ${r.chains} writer chain(s), ${r.openChains} open${r.openChains ? ' (a gateway running, or stopped without closing)' : ''}` : ''}`;
-      if (r.ok) s.print(`audit chain OK: ${summary}`, r);
-      else if (!r.firstMismatch) {
+      // Pending events (task hchain): recorded, not chained yet; a warning, a fault past 60 s.
+      const pending = r.pending.events ? `; ${r.pending.events} pending event(s) not chained yet (oldest ${r.pending.oldest})${r.pending.stale ? `, ${r.pending.stale} older than ${PENDING_STALE_MS / 1000} s: pending_stale (the approval events' chain is held, or no gateway chains them)` : ''}` : '';
+      if (r.ok) s.print(`audit chain OK: ${summary}${pending}`, r);
+      else if (!r.firstMismatch && r.pending.fault && (!r.archive || r.archive.recorded)) {
+        s.print(`audit chain NOT SEALED: ${summary}${pending}`, r);
+        throw Object.assign(new Error(`${r.pending.stale} pending audit event(s) older than ${PENDING_STALE_MS / 1000} s (pending_stale)`), { code: 'audit_chain_mismatch' });
+      } else if (!r.firstMismatch) {
         s.print(`audit chain NOT VERIFIED: ${o.archive} (sha256 ${r.archive!.sha256}) is not an archive \`interlock audit archive\` wrote for this database, or it was changed since; ${summary}`, r);
         throw Object.assign(new Error(`archive ${o.archive} is not recorded in audit_archives`), { code: 'audit_chain_mismatch' });
       } else {
         const m = r.firstMismatch;
         const more = r.mismatchCount > 1 ? `; ${r.mismatchCount} batch(es) do not match in all (${r.mismatches.map((x) => x.batchId).join(', ')}${r.mismatchCount > r.mismatches.length ? ', …' : ''})` : '';
         const archive = r.archive && !r.archive.recorded ? `; the archive file is not one audit_archives records` : '';
-        s.print(`audit chain BROKEN at batch ${m.batchId}${m.committedAt ? ` (committed ${m.committedAt})` : ''}: ${m.fault}${more}${archive}; ${summary}`, r);
+        s.print(`audit chain BROKEN at batch ${m.batchId}${m.committedAt ? ` (committed ${m.committedAt})` : ''}: ${m.fault}${more}${archive}; ${summary}${pending}`, r);
         throw Object.assign(new Error(`audit chain does not match at batch ${m.batchId} (${m.fault})`), { code: 'audit_chain_mismatch' });
       }
     });

@@ -507,7 +507,9 @@ export function isForeignKeyViolation(err: unknown): boolean {
  * their input: no INSERT/DELETE on identities, identity_subjects or grants, which it revokes; only
  * SELECT on the claim rules that function checks, claim_mappings and configured_claim_grants) and
  * UPDATE of identity_subjects.last_used_at, claim_attributes and claims_seen_at (the attribute
- * claims a subject last presented). `role` must exist.
+ * claims a subject last presented); EXECUTE of interlock_audit_seal_pending (chains the events those
+ * functions left pending while the chain's lock was held, never waiting; no write of
+ * audit_pending_events: migration 20261211140000000). `role` must exist.
  * Throws NotFoundError-like ControlError when the role does not exist.
  */
 export async function grantRuntimeRole(db: ControlDb, role: string): Promise<void> {
@@ -544,6 +546,10 @@ export async function grantRuntimeRole(db: ControlDb, role: string): Promise<voi
     // REVOKE tightens a role granted by an earlier version); last use directly.
     await c.query(`REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON identities, identity_subjects, grants FROM ${r}`);
     await c.query(`GRANT EXECUTE ON FUNCTION interlock_provision_token_identity(text, text, text, text), interlock_sync_claim_grants(text, text, text[], text[]) TO ${r}`);
+    // Their events wait as pending while another transaction holds the chain's lock (task hchain): the
+    // gateway chains them with the never-waiting seal; the pending table is the owner's functions' alone.
+    await c.query(`REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON audit_pending_events FROM ${r}`);
+    await c.query(`GRANT EXECUTE ON FUNCTION interlock_audit_seal_pending() TO ${r}`);
     // The claim rules that function checks pairs against are read only (task hcg: a role that could
     // write them could name any pair; the REVOKE tightens a role given more by hand or by an upgrade).
     await c.query(`REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON claim_mappings, configured_claim_grants FROM ${r}`);
@@ -564,7 +570,7 @@ export async function grantRuntimeRole(db: ControlDb, role: string): Promise<voi
 export { OPERATOR_ROLE_WRITES } from './governance-privileges';
 
 /** Tables the operator role is refused everything on (grantOperatorRole revokes them, tightening an earlier grant). */
-const OPERATOR_ROLE_NONE = ['audit_events', 'audit_batches', 'audit_archives', 'audit_chain_lock', 'audit_config_chain_lock', 'operator_tokens', 'console_sessions', 'settings', 'rate_limits', 'webhook_deliveries'];
+const OPERATOR_ROLE_NONE = ['audit_events', 'audit_batches', 'audit_archives', 'audit_pending_events', 'audit_chain_lock', 'audit_config_chain_lock', 'operator_tokens', 'console_sessions', 'settings', 'rate_limits', 'webhook_deliveries'];
 
 /**
  * Grants `role` what the admin API and console need to change governance state through the operator

@@ -29,7 +29,9 @@ import { openGovernanceAccess } from '../../../src/admin/governance-db';
 import { replaceConfiguredClaimGrants } from '../../../src/control/claim-rules';
 import { createLogger } from '../../../src/observability/logger';
 import type { ClaimRoleGrant, TokenIssuer } from '../../../generated/config-v1';
-import { lockWaitSeen as waitForLockWait, startClaimSync, toolAccess, within } from './harness';
+import { startClaimSync, toolAccess, within } from './harness';
+import { sealPendingAuditEvents } from '../../../src/audit/pending';
+import { verifyAuditChain } from '../../../src/audit/verify';
 
 jest.setTimeout(120_000);
 
@@ -367,7 +369,6 @@ describe('claim sync rule locks (2), runtime role credential', () => {
     return c;
   }
   const startSync = (issuers: TokenIssuer[]) => startClaimSync(rt, opUrl, issuers);
-  const lockWaitSeen = () => waitForLockWait(t.db.pool);
   const mappingDoc = (issuer: string, grants: ClaimRoleGrant[]) => ({ document: { version: 1, claim_mappings: [{ issuer, role_grants: grants }] } }) as never;
 
   beforeAll(async () => {
@@ -460,35 +461,103 @@ describe('claim sync rule locks (2), runtime role credential', () => {
     expect(await toolAccess(t.db, id, 'mapracer', 'prod')).toEqual({ roles: [], listed: [], described: [], describeSource: 'unknown_source' });
   });
 
-  // Finding (medium, not fixed; not new in hsm2): interlock_sync_claim_grants appends its grant
-  // events on the approval events' chain (audit_chain_lock) inside the caller's transaction, so a
-  // runtime session whose sync changed a grant holds that chain's lock until it ends.
-  // docs/operators.md says a runtime session can hold that chain and that approval decisions and
-  // operator-connection changes then fail after 10 s; it does not say that every other sign-in that
-  // changes a claim grant, of any issuer, queues on it too (the gateway's runtime pool sets no
-  // lock_timeout: those sign-ins wait as long as the session lives). Expected: another issuer's
-  // first sign-in is not blocked; got: 55P03 after the honest session's 3 s lock_timeout, waiting
-  // on a tuple of audit_chain_lock.
-  test.failing("finding (medium): a held sync that changed a grant holds the approval events' chain: another issuer's sign-in waits", async () => {
+  // Finding (medium, fixed by task hchain; not new in hsm2): interlock_sync_claim_grants appended its
+  // grant events on the approval events' chain (audit_chain_lock) inside the caller's transaction,
+  // so a runtime session whose sync changed a grant held that chain's lock until it ended, and every
+  // other sign-in that changed a claim grant or provisioned an identity, of any issuer, queued on it
+  // (the gateway's runtime pool sets no lock_timeout: as long as the session lived). Got: 55P03
+  // after the honest session's 3 s lock_timeout, waiting on a tuple of audit_chain_lock. Now
+  // (migration 20261211140000000_pending-audit-events_hchain) the token functions take the lock with
+  // SKIP LOCKED and, when it is held, store their events as pending in the same statement; the seal
+  // (and the next append) chains them once the holder ends: exactly once, in order, original times.
+  test("finding (medium, fixed): a held sync that changed a grant no longer holds another issuer's sign-in; its events wait as pending, then are chained once", async () => {
     await replaceConfiguredClaimGrants(t.db, [issuerCfg(IDP, [rule('staff', 'reader', 'docs'), rule('dba', 'admin', 'prod')]), issuerCfg(OTHER, [rule('o', 'reader', 'prod')])]);
+    expect(await sealPendingAuditEvents(t.db)).toBe(0);
     const c = await runtimeSession();
     const honest = await runtimeSession();
+    const pendingRows = async () =>
+      (await t.db.pool.query("SELECT event::jsonb->>'decision' AS decision, event::jsonb->'details'->>'identity' AS identity, event::jsonb->'details'->>'role' AS role, event::jsonb->>'source_id' AS source, time FROM audit_pending_events ORDER BY id")).rows;
+    let pending: Array<{ decision: string; identity: string; role: string | null; source: string | null; time: Date }> = [];
     try {
       await honest.query("SET lock_timeout = '3s'");
       await provision(honest, OTHER, 'chain-honest', 'chain-honest');
       await provision(c, IDP, 'chain-sub', 'chain-holder');
       await c.query('BEGIN');
       expect(await sync(c, IDP, 'chain-sub', ['admin'], ['prod'])).toBe('ok');
-      const honestSync = sync(honest, OTHER, 'chain-honest', ['reader'], ['prod']);
-      await lockWaitSeen();
-      // What the honest sign-in waits for (the relation of the tuple lock it queues on).
+      const honestSync = await within(sync(honest, OTHER, 'chain-honest', ['reader'], ['prod']), 10_000);
+      // An identity's first sign-in (provisioning) does not wait either.
+      const first = await within(provision(honest, OTHER, 'chain-first', 'chain-first').then(() => 'ok', (e: { code?: string }) => e.code ?? String(e)), 10_000);
+      // What an honest sign-in would wait for (the relation of a tuple lock it queues on): nothing.
       const waits = (await t.db.pool.query("SELECT DISTINCT c.relname FROM pg_locks l JOIN pg_class c ON c.oid = l.relation WHERE l.locktype = 'tuple' AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())")).rows.map((r) => r.relname);
-      expect({ sync: await honestSync, waits }).toEqual({ sync: 'ok', waits: [] });
+      expect({ sync: honestSync, first, waits }).toEqual({ sync: 'ok', first: 'ok', waits: [] });
+      pending = await pendingRows();
+      expect(pending.map(({ time: _t, ...p }) => p)).toEqual([
+        { decision: 'grant_added', identity: 'chain-honest', role: 'reader', source: 'prod' },
+        { decision: 'identity_created', identity: 'chain-first', role: null, source: null },
+      ]);
+      // The runtime's seal neither waits nor chains them while the lock is held.
+      expect(await within(sealPendingAuditEvents(rt), 10_000)).toBeNull();
+      await c.query('COMMIT');
     } finally {
       await c.query('ROLLBACK').catch(() => undefined);
       await c.end();
       await honest.end();
     }
+    expect(await grantsOf('chain-honest')).toEqual([{ role_name: 'reader', source_id: 'prod' }]);
+    expect(await sealPendingAuditEvents(rt)).toBe(2);
+    expect(await pendingRows()).toEqual([]);
+    // Chained exactly once, in their order, in one batch of their own, with their original times.
+    const chained = (
+      await t.db.pool.query(
+        "SELECT e.batch_id::text AS batch, e.decision, e.details->>'identity' AS identity, e.time FROM audit_events e WHERE e.kind = 'config' AND e.details->>'identity' IN ('chain-honest', 'chain-first') AND e.decision IN ('grant_added', 'identity_created') AND (e.decision <> 'identity_created' OR e.details->>'identity' = 'chain-first') ORDER BY e.id",
+      )
+    ).rows;
+    expect(chained.map((e) => [e.decision, e.identity])).toEqual([['grant_added', 'chain-honest'], ['identity_created', 'chain-first']]);
+    expect(new Set(chained.map((e) => e.batch)).size).toBe(1);
+    expect(chained.map((e) => e.time.getTime())).toEqual(pending.map((p) => p.time.getTime()));
+    const report = await verifyAuditChain(t.db);
+    expect({ ok: report.ok, first: report.firstMismatch, pending: report.pending }).toEqual({ ok: true, first: null, pending: { events: 0, oldest: null, stale: 0, fault: null } });
+  });
+
+  // Withstood (task hchain): the pending events are the owner's functions' alone. The runtime role
+  // may read them but not insert, change or delete them (42501), may not call the drain or the
+  // batch insert the seal uses (42501), and its seal takes no argument: rolled back, the events stay
+  // pending, in their order; committed, they are chained in that order.
+  test('the runtime role may not write pending events nor drain them out of order', async () => {
+    await replaceConfiguredClaimGrants(t.db, [issuerCfg(OTHER, [rule('o', 'reader', 'prod'), rule('p', 'reader', 'docs')])]);
+    const holder = await t.db.pool.connect();
+    const c = await runtimeSession();
+    try {
+      await provision(c, OTHER, 'pend-sub', 'pend-target');
+      await holder.query('BEGIN');
+      await holder.query('SELECT 1 FROM audit_chain_lock WHERE id = 1 FOR UPDATE');
+      expect(await within(sync(c, OTHER, 'pend-sub', ['reader', 'reader'], ['prod', 'docs']), 10_000)).toBe('ok');
+      const ids = async () => (await t.db.pool.query<{ id: string }>('SELECT id::text FROM audit_pending_events ORDER BY id')).rows.map((r) => r.id);
+      const before = await ids();
+      expect(before).toHaveLength(2);
+      expect(await codeOf(c, "INSERT INTO audit_pending_events (time, event) VALUES (now(), '{}')")).toBe('42501');
+      expect(await codeOf(c, "UPDATE audit_pending_events SET event = '{}'")).toBe('42501');
+      expect(await codeOf(c, 'DELETE FROM audit_pending_events')).toBe('42501');
+      expect(await codeOf(c, 'TRUNCATE audit_pending_events')).toBe('42501');
+      expect(await codeOf(c, 'SELECT interlock_audit_chain_pending()')).toBe('42501');
+      expect(await codeOf(c, "SELECT interlock_audit_chain_batch('[]', false)")).toBe('42501');
+      expect(await codeOf(c, "SELECT interlock_audit_append_or_defer(ARRAY['{}'])")).toBe('42501');
+      await holder.query('COMMIT');
+      // Sealed inside a transaction it rolls back: nothing is dropped.
+      await c.query('BEGIN');
+      expect(await c.query('SELECT interlock_audit_seal_pending() AS n').then((r) => r.rows[0].n)).toBe(2);
+      await c.query('ROLLBACK');
+      expect(await ids()).toEqual(before);
+      expect(await sealPendingAuditEvents(rt)).toBe(2);
+      expect(await ids()).toEqual([]);
+    } finally {
+      await holder.query('ROLLBACK').catch(() => undefined);
+      holder.release();
+      await c.end();
+    }
+    const chained = (await t.db.pool.query("SELECT e.source_id FROM audit_events e WHERE e.kind = 'config' AND e.decision = 'grant_added' AND e.details->>'identity' = 'pend-target' ORDER BY e.id")).rows.map((r) => r.source_id);
+    expect(chained).toEqual(['docs', 'prod']);
+    expect((await verifyAuditChain(t.db)).ok).toBe(true);
   });
 
   // Withstood (task hcl: the sync takes no rule locks): while a stolen runtime session holds open a

@@ -14,6 +14,7 @@ import { disableIdentity, listIdentities } from '../../../src/control/identities
 import { DEMO_ROLE } from '../../../src/demo/provision';
 import { exportInterlockFile } from '../../../src/declarative/export';
 import { applyInterlockFile } from '../../../src/declarative/apply';
+import { verifyAuditChain } from '../../../src/audit/verify';
 
 jest.setTimeout(120_000);
 
@@ -119,6 +120,35 @@ test('a disabled identity is refused whatever its token says', async () => {
     await new Promise((r) => setTimeout(r, 100));
   }
   expect(sc).toMatchObject({ status: 'unauthorized', code: 'invalid_token' });
+});
+
+// Task hchain (red team rths finding: a held sync holds the approval events' chain): while another
+// transaction holds the format-2 chain's lock row, a token's first sign-in (provisioning, claim
+// grant) answers without waiting; its events are stored as pending and the gateway's background
+// seal chains them, exactly once, once the lock is free; `audit verify` passes.
+test("a sign-in while another transaction holds the approval events' chain answers at once; the gateway chains its pending events afterwards", async () => {
+  const mine = "SELECT event::jsonb->>'decision' AS decision FROM audit_pending_events WHERE event::jsonb->'details'->>'identity' = 'held@example.com' ORDER BY id";
+  const holder = await env.db.pool.connect();
+  try {
+    await holder.query('BEGIN');
+    await holder.query('SELECT 1 FROM audit_chain_lock WHERE id = 1 FOR UPDATE');
+    const token = await iss.mint({ sub: 'okta|held', email: 'held@example.com', groups: ['analysts'], jti: 'jti-held-1' });
+    let timer: NodeJS.Timeout | undefined;
+    const r = await Promise.race([callTool(env, 'interlock_list_sources', {}, token), new Promise<'hung'>((res) => (timer = setTimeout(() => res('hung'), 15_000)))]).finally(() => clearTimeout(timer));
+    expect(r === 'hung' ? 'hung' : sourcesOf(r.body)).toEqual(['chinook']);
+    expect((await env.db.pool.query(mine)).rows.map((x) => x.decision)).toEqual(['identity_created', 'grant_added']);
+  } finally {
+    await holder.query('ROLLBACK').catch(() => undefined);
+    holder.release();
+  }
+  // The gateway's seal runs every 2 s: poll (bounded) until they are chained.
+  let left = -1;
+  for (let i = 0; i < 100 && (left = (await env.db.pool.query(mine)).rows.length) > 0; i++) await new Promise((res) => setTimeout(res, 200));
+  expect(left).toBe(0);
+  const chained = await env.db.pool.query("SELECT decision FROM audit_events WHERE kind = 'config' AND details->>'identity' = 'held@example.com' ORDER BY id");
+  expect(chained.rows.map((x) => x.decision)).toEqual(['identity_created', 'grant_added']);
+  const report = await verifyAuditChain(env.db);
+  expect({ ok: report.ok, first: report.firstMismatch, pending: report.pending.events }).toEqual({ ok: true, first: null, pending: 0 });
 });
 
 test('bad tokens: handshake tool-result refusals with contract codes, never the token in the log', async () => {

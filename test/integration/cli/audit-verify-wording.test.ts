@@ -42,3 +42,32 @@ test('0 open: no explanation; 1 open: the explanation', async () => {
   expect([r2.code, r2.stderr]).toEqual([0, '']);
   expect(r2.stdout).toBe('audit chain OK: 3 batch(es), 0 event(s) checked; 2 writer chain(s), 1 open (a gateway running, or stopped without closing)\n');
 });
+
+// Task hchain: events a token sign-in stored as pending (the approval events' chain was held) are a
+// warning while fresh (exit 0, counted with the oldest time), and fault pending_stale past 60 s
+// (exit as a mismatch, "NOT SEALED"); once chained, verify is as before.
+test('pending events: a warning while fresh, pending_stale past 60 s, nothing once chained', async () => {
+  const event = (iso: string) =>
+    `{"kind":"config","time":"${iso}","request_id":null,"identity_id":null,"key_id":null,"tool":null,"canonical_tool":null,"dialect":null,"protocol_version":null,"decision":"identity_created","reason_code":null,"source_id":null,"action":"config","fingerprint":null,"relations":null,"row_count":null,"duration_ms":null,"approval_id":null,"operator":"system","details":{"identity":"pend","identityId":"idn_00000000000000000000","issuer":"https://idp.example"}}`;
+  const fresh = new Date(Date.now() - 1000).toISOString();
+  await db.pool.query('INSERT INTO audit_pending_events (time, event) VALUES ($1, $2)', [fresh, event(fresh)]);
+  const r = await verify();
+  expect([r.code, r.stderr]).toEqual([0, '']);
+  expect(r.stdout).toBe(`audit chain OK: 3 batch(es), 0 event(s) checked; 2 writer chain(s), 1 open (a gateway running, or stopped without closing); 1 pending event(s) not chained yet (oldest ${fresh})\n`);
+
+  const old = new Date(Date.now() - 120_000).toISOString();
+  await db.pool.query('INSERT INTO audit_pending_events (time, event) VALUES ($1, $2)', [old, event(old)]);
+  const r2 = await verify();
+  expect(r2.code).not.toBe(0);
+  expect(r2.stdout).toBe(
+    `audit chain NOT SEALED: 3 batch(es), 0 event(s) checked; 2 writer chain(s), 1 open (a gateway running, or stopped without closing); 2 pending event(s) not chained yet (oldest ${old}), 1 older than 60 s: pending_stale (the approval events' chain is held, or no gateway chains them)\n`,
+  );
+  let jsonOut = '';
+  const json = await runCli(['--database-url', temp.url, '--json', 'audit', 'verify'], { out: (t) => (jsonOut += t), err: () => undefined });
+  expect(json).toBe(r2.code);
+  expect(JSON.parse(jsonOut).pending).toEqual({ events: 2, oldest: old, stale: 1, fault: 'pending_stale' });
+
+  expect((await db.pool.query('SELECT interlock_audit_seal_pending() AS n')).rows[0].n).toBe(2);
+  const r3 = await verify();
+  expect([r3.code, r3.stdout]).toEqual([0, 'audit chain OK: 4 batch(es), 2 event(s) checked; 2 writer chain(s), 1 open (a gateway running, or stopped without closing)\n']);
+});
