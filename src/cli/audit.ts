@@ -7,8 +7,8 @@ import type { Command } from 'commander';
 import type { ControlDb } from '../control/db';
 import { archiveAuditPartitions } from '../audit/archive';
 import { verifyAuditChain } from '../audit/verify';
-import { PENDING_STALE_MS } from '../audit/pending';
-import { ValidationError } from '../control/errors';
+import { PENDING_STALE_MS, sealPendingAuditEvents } from '../audit/pending';
+import { ConflictError, ValidationError } from '../control/errors';
 import { table } from './output';
 
 /** What these commands need of the CLI's session. */
@@ -32,7 +32,7 @@ function direct(s: AuditCommandSession, what: string): void {
   if (s.opts.server) throw new ValidationError(`interlock audit ${what} works on the control database directly (as the owner of audit_events): run it without --server`);
 }
 
-/** Adds `archive` and `verify` to the `audit` command. Exit codes as main's: verify exits 1 when the chain does not match. */
+/** Adds `archive`, `verify` and `seal` to the `audit` command. Exit codes as main's: verify exits 1 when the chain does not match. */
 export function registerAuditChainCommands(aud: Command, session: (cmd: Command) => AuditCommandSession): void {
   aud
     .command('archive')
@@ -85,5 +85,19 @@ export function registerAuditChainCommands(aud: Command, session: (cmd: Command)
         s.print(`audit chain BROKEN at batch ${m.batchId}${m.committedAt ? ` (committed ${m.committedAt})` : ''}: ${m.fault}${more}${archive}; ${summary}${pending}`, r);
         throw Object.assign(new Error(`audit chain does not match at batch ${m.batchId} (${m.fault})`), { code: 'audit_chain_mismatch' });
       }
+    });
+  aud
+    .command('seal')
+    .description("chain the pending audit events now (what a running gateway does every 2 s); never waits for the approval events' chain")
+    .action(async (_o: unknown, cmd: Command) => {
+      const s = session(cmd);
+      direct(s, 'seal');
+      // interlock_audit_seal_pending(): null when another transaction holds the chain's lock (task hchain).
+      const chained = await sealPendingAuditEvents(await s.db());
+      if (chained === null) {
+        s.print("pending audit events not chained: another transaction holds the approval events' chain (audit_chain_lock); they stay pending", { chained: null, busy: true });
+        throw new ConflictError("the approval events' chain is held by another transaction: pending events not chained (retry, or end that transaction)");
+      }
+      s.print(chained ? `${chained} pending audit event(s) chained` : 'no pending audit events', { chained, busy: false });
     });
 }
