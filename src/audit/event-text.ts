@@ -58,8 +58,29 @@ const indexedText = (v: string | null | undefined): string | null =>
 const MIN_TIME = -62135596800000;
 const MAX_TIME = 253402300799999;
 
+const CANONICAL_TIME = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})\.\d{3}Z$/;
+
+/**
+ * True when `t` is already `YYYY-MM-DDTHH:MM:SS.mmmZ` naming a real instant of years 1–9999 (a month's
+ * days, hours to 23, minutes and seconds to 59): then `new Date(t).toISOString()` is `t` itself, so
+ * storableTime returns it without parsing and formatting a Date (issue 28 item 3: an event's time is
+ * written by toISOString). Anything else (rolled-over days, 24:00, leap seconds, year 0000…) is
+ * left to the Date round trip, as before.
+ */
+function isCanonicalInstant(t: string): boolean {
+  const m = CANONICAL_TIME.exec(t);
+  if (!m) return false;
+  const y = Number(m[1]);
+  const mo = Number(m[2]);
+  const d = Number(m[3]);
+  if (y < 1 || mo < 1 || mo > 12 || d < 1 || Number(m[4]) > 23 || Number(m[5]) > 59 || Number(m[6]) > 59) return false;
+  const days = mo === 2 ? (y % 4 === 0 && (y % 100 !== 0 || y % 400 === 0) ? 29 : 28) : mo === 4 || mo === 6 || mo === 9 || mo === 11 ? 30 : 31;
+  return d <= days;
+}
+
 /** `t` as `YYYY-MM-DDTHH:MM:SS.mmmZ` when it names an instant in years 1–9999, else `now`. */
 function storableTime(t: string | Date | null | undefined, now: () => Date): string {
+  if (typeof t === 'string' && isCanonicalInstant(t)) return t;
   if (t !== null && t !== undefined) {
     const d = t instanceof Date ? t : new Date(t);
     const ms = d.getTime();
@@ -79,7 +100,7 @@ const MAX_DETAIL_VALUES = 10_000;
  * whether a value JSON cannot hold becomes null (array element) or is left out (undefined).
  * `path` holds the objects being copied (a cycle's way back), `budget.left` the values still allowed.
  */
-function plain(v: unknown, depth: number, inArray: boolean, path: Set<object>, budget: { left: number }): unknown {
+function plain(v: unknown, depth: number, inArray: boolean, path: object[], budget: { left: number }): unknown {
   if (budget.left <= 0) return '[truncated]';
   budget.left--;
   if (v === null) return null;
@@ -99,8 +120,9 @@ function plain(v: unknown, depth: number, inArray: boolean, path: Set<object>, b
   }
   if (depth > 20) return '[depth]';
   if (v instanceof Date) return Number.isNaN(v.getTime()) ? null : v.toISOString();
-  if (path.has(v)) return '[cycle]';
-  path.add(v);
+  // The objects being copied, outermost first (at most 21: depth stops at 20), so a linear search.
+  if (path.includes(v)) return '[cycle]';
+  path.push(v);
   try {
     if (Array.isArray(v)) {
       const out: unknown[] = new Array(v.length);
@@ -108,14 +130,18 @@ function plain(v: unknown, depth: number, inArray: boolean, path: Set<object>, b
       return out;
     }
     const out: Record<string, unknown> = Object.create(null) as Record<string, unknown>;
-    for (const [k, x] of Object.entries(v as Record<string, unknown>)) {
+    const o = v as Record<string, unknown>;
+    // Own enumerable string keys, in Object.entries' order, each value read once (no pair arrays).
+    const keys = Object.keys(o);
+    for (let i = 0; i < keys.length; i++) {
+      const k = keys[i];
       if (SECRET_KEY.test(k)) continue;
-      const p = plain(x, depth + 1, false, path, budget);
+      const p = plain(o[k], depth + 1, false, path, budget);
       if (p !== undefined) out[storableText(k)] = p;
     }
     return out;
   } finally {
-    path.delete(v);
+    path.pop();
   }
 }
 
@@ -127,7 +153,7 @@ function plain(v: unknown, depth: number, inArray: boolean, path: Set<object>, b
 export function normalizeAuditRow(row: AuditRowInput, now: () => Date = () => new Date()): AuditRowInput {
   let details: unknown;
   try {
-    details = plain(row.details ?? {}, 0, false, new Set(), { left: MAX_DETAIL_VALUES });
+    details = plain(row.details ?? {}, 0, false, [], { left: MAX_DETAIL_VALUES });
   } catch {
     // A getter or proxy that throws: the event is still recorded, without its details.
     details = { audit_error: 'unreadable_details' };

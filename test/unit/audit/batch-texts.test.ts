@@ -45,3 +45,30 @@ test('batchTexts gives exactly eventsText and eventColumns, for one row and seve
   expect(batchTexts(rows).columns).toHaveLength(20);
   expect(batchTexts(rows).columns[19]).toBe(eventColumns(rows)[19]);
 });
+
+test('normalizeAuditRow: a time already in canonical form is kept; every other time is what the Date round trip gives', () => {
+  const fixed = new Date('2026-12-06T08:00:00.000Z');
+  const timeOf = (time: unknown) => normalizeAuditRow({ ...base, time } as AuditRowInput, () => fixed).time;
+  const viaDate = (t: string) => {
+    const d = new Date(t);
+    const ms = d.getTime();
+    return ms >= -62135596800000 && ms <= 253402300799999 ? d.toISOString() : fixed.toISOString();
+  };
+  const times = [
+    '2026-12-06T07:59:59.123Z', '2024-02-29T23:59:59.999Z', '2000-02-29T00:00:00.000Z', '0001-01-01T00:00:00.000Z', '9999-12-31T23:59:59.999Z',
+    // rolled over by Date, or refused by it: never kept as written
+    '2026-02-29T00:00:00.000Z', '1900-02-29T00:00:00.000Z', '2026-04-31T00:00:00.000Z', '2026-12-31T24:00:00.000Z', '2026-12-31T23:59:60.000Z',
+    '0000-01-01T00:00:00.000Z', '2026-13-01T00:00:00.000Z', '2026-00-10T00:00:00.000Z', '2026-12-06T07:59:59Z', '2026-12-06 07:59:59.123Z', 'not a time',
+  ];
+  for (const t of times) expect([t, timeOf(t)]).toEqual([t, viaDate(t)]);
+  expect(timeOf('2026-02-29T00:00:00.000Z')).toBe('2026-03-01T00:00:00.000Z');
+  expect(timeOf(null)).toBe(fixed.toISOString());
+});
+
+test('normalizeAuditRow details: secrets left out at every level, a cycle marked, a shared object copied twice', () => {
+  const shared = { a: 1 };
+  const loop: Record<string, unknown> = { name: 'x' };
+  loop.self = loop;
+  const d = normalizeAuditRow({ ...base, details: { token: 't', nested: { password: 'p', keep: 'k' }, loop, left: shared, right: shared } } as AuditRowInput).details;
+  expect(JSON.parse(canonicalAuditJson(d))).toEqual({ nested: { keep: 'k' }, loop: { name: 'x', self: '[cycle]' }, left: { a: 1 }, right: { a: 1 } });
+});
