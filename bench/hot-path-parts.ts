@@ -25,7 +25,10 @@
  *  - `audit batch texts`: a writer lane's texts of a batch of two point-read events (the hashed text
  *    and the stored columns): chain.ts batchTexts where the tree has it (each event's details
  *    serialised once), else eventsText and eventColumns as the lane called them before; per batch,
- *    so per call it is about half the figure (~2 events per batch at c=8).
+ *    so per call it is about half the figure (~2 events per batch at c=8);
+ *  - `audit row normalise`: normalizeAuditRow of one point read's event, its time as toISOString
+ *    writes it (the lane's first step per event, per call);
+ *  - `metrics`: GatewayMetrics.observeToolCall and observeRequest of one served tools/call (per call).
  * Prints ns per operation, median of BENCH_ROUNDS (default 7) rounds of BENCH_OPS (default 200,000).
  * Run: `BEFORE_ROOT=/path/to/built/checkout npx tsx bench/hot-path-parts.ts`.
  */
@@ -63,6 +66,13 @@ function pieces(root: string): Record<string, Piece> {
     details: { source_id: 'chinook', action: 'read', fingerprint: '8a4f2c1b9d3e7f60', relations: ['public.track'], row_count: 1, cached: false },
   });
   const auditBatch = [normalizeAuditRow(event(1)), normalizeAuditRow(event(2))];
+  const rawEvents = Array.from({ length: 1024 }, (_, i) => ({ ...event(i), time: new Date(1_796_000_000_000 + i).toISOString() }));
+  const { GatewayMetrics } = load('observability/metrics.js') as { GatewayMetrics: new (src: unknown, labels: unknown) => { observeToolCall(e: unknown): void; observeRequest(m: string, d: string, s: number, sec: number): void } };
+  const metrics = new GatewayMetrics(
+    { ready: async () => true, circuitStates: () => ({}), pendingApprovals: async () => 0, cacheStats: () => ({ hits: 0, misses: 0, entries: 0 }) },
+    { tools: () => new Set(['interlock_query']), sources: () => new Set(['chinook']) },
+  );
+  const toolCallEvent = { canonicalTool: 'interlock_query', decision: 'allowed', reasonCode: null, durationMs: 3.2, details: { source_id: 'chinook' } };
   const query = load('pipeline/query.js') as { cacheKey?: (c: unknown, p: unknown, catalog: object, policies: object) => string; accessFingerprintOf?: (st: unknown, f: string, checked?: boolean) => string };
   const restrictionsFingerprint = 'mask:customer.email=partial;customer.phone=full';
   const queryAccess = query.accessFingerprintOf ? query.accessFingerprintOf(ev.statements('chinook'), restrictionsFingerprint, true) : accessFingerprint;
@@ -119,6 +129,17 @@ function pieces(root: string): Record<string, Piece> {
     },
     'audit batch texts': (n) => {
       for (let i = 0; i < n; i++) sink += batchTexts(auditBatch).text.length;
+    },
+    'audit row normalise': (n) => {
+      // The lane's first step per event: normalizeAuditRow of a point read's event (time as toISOString writes it).
+      for (let i = 0; i < n; i++) sink += (normalizeAuditRow(rawEvents[i & 1023]) as { time: string }).time.length;
+    },
+    metrics: (n) => {
+      // What a served tools/call records: its tool call and its MCP request (GatewayMetrics).
+      for (let i = 0; i < n; i++) {
+        metrics.observeToolCall(toolCallEvent);
+        metrics.observeRequest('tools/call', 'modern', 200, 0.004);
+      }
     },
     get sink(): Piece {
       return () => void sink;
