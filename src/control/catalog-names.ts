@@ -250,7 +250,7 @@ export async function loadSqlGrantTargets(q: ControlDb | pg.ClientBase, by: { so
         `SELECT s.id, c.catalog FROM sources s LEFT JOIN catalog_snapshots c ON c.source_id = s.id
          WHERE s.type = 'postgres' AND s.id IN (
            SELECT g.source_id FROM grants g WHERE g.role_name = $1
-           UNION SELECT rg->>'source' FROM claim_mappings m, jsonb_array_elements(m.role_grants) rg WHERE rg->>'role' = $1
+           UNION SELECT rg->>'source' FROM claim_mappings m, jsonb_array_elements(CASE WHEN jsonb_typeof(m.role_grants) = 'array' THEN m.role_grants ELSE '[]'::jsonb END) rg WHERE rg->>'role' = $1
            UNION SELECT c.source_id FROM configured_claim_grants c WHERE c.role_name = $1)
          ORDER BY s.id`,
         [by.roleName],

@@ -300,7 +300,10 @@ function refuseOnePartSqlGrants(plan: Plan, current: ConfigState, desired: Desir
   for (const issuer of new Set([...current.claimMappings.keys(), ...desired.claimMappings.keys()])) {
     const action = mappings.get(issuer);
     const m = action === 'delete' ? undefined : action ? desired.claimMappings.get(issuer) : current.claimMappings.get(issuer);
-    for (const g of m?.role_grants ?? []) pairs.push({ role: g.role, source: g.source, changed: action !== undefined });
+    // A stored mapping's role_grants may hold entries that are not rules (a row written outside apply): skipped, as takeBackUnruledClaimGrants does.
+    for (const g of (m?.role_grants ?? []) as Array<{ role?: unknown; source?: unknown } | null>) {
+      if (g && typeof g.role === 'string' && typeof g.source === 'string') pairs.push({ role: g.role, source: g.source, changed: action !== undefined });
+    }
   }
   const targets = new Map<string, Set<string>>();
   for (const { role, source, changed } of pairs) {

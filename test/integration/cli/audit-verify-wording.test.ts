@@ -45,7 +45,8 @@ test('0 open: no explanation; 1 open: the explanation', async () => {
 
 // Task hchain: events a token sign-in stored as pending (the approval events' chain was held) are a
 // warning while fresh (exit 0, counted with the oldest time), and fault pending_stale past 60 s
-// (exit as a mismatch, "NOT SEALED"); once chained, verify is as before.
+// (exit as a mismatch, "NOT SEALED"); `interlock audit seal` chains them (exit 2 while the lock is
+// held); once chained, verify is as before.
 test('pending events: a warning while fresh, pending_stale past 60 s, nothing once chained', async () => {
   const event = (iso: string) =>
     `{"kind":"config","time":"${iso}","request_id":null,"identity_id":null,"key_id":null,"tool":null,"canonical_tool":null,"dialect":null,"protocol_version":null,"decision":"identity_created","reason_code":null,"source_id":null,"action":"config","fingerprint":null,"relations":null,"row_count":null,"duration_ms":null,"approval_id":null,"operator":"system","details":{"identity":"pend","identityId":"idn_00000000000000000000","issuer":"https://idp.example"}}`;
@@ -67,7 +68,29 @@ test('pending events: a warning while fresh, pending_stale past 60 s, nothing on
   expect(json).toBe(r2.code);
   expect(JSON.parse(jsonOut).pending).toEqual({ events: 2, oldest: old, stale: 1, fault: 'pending_stale' });
 
-  expect((await db.pool.query('SELECT interlock_audit_seal_pending() AS n')).rows[0].n).toBe(2);
+  // `interlock audit seal`: exit 2 (conflict) while another transaction holds the chain's lock, nothing chained; then 2 chained.
+  const seal = async () => {
+    let out = '';
+    let err = '';
+    const code = await runCli(['--database-url', temp.url, 'audit', 'seal'], { out: (t) => (out += t.endsWith('\n') ? t : t + '\n'), err: (t) => (err += t.endsWith('\n') ? t : t + '\n') });
+    return { code, out, err };
+  };
+  const holder = await db.pool.connect();
+  try {
+    await holder.query('BEGIN');
+    await holder.query('SELECT 1 FROM audit_chain_lock WHERE id = 1 FOR UPDATE');
+    expect(await seal()).toEqual({
+      code: 2,
+      out: "pending audit events not chained: another transaction holds the approval events' chain (audit_chain_lock); they stay pending\n",
+      err: "error: the approval events' chain is held by another transaction: pending events not chained (retry, or end that transaction)\n",
+    });
+  } finally {
+    await holder.query('ROLLBACK');
+    holder.release();
+  }
+  expect((await db.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM audit_pending_events')).rows[0].n).toBe(2);
+  expect(await seal()).toEqual({ code: 0, out: '2 pending audit event(s) chained\n', err: '' });
+  expect(await seal()).toEqual({ code: 0, out: 'no pending audit events\n', err: '' });
   const r3 = await verify();
   expect([r3.code, r3.stdout]).toEqual([0, 'audit chain OK: 4 batch(es), 2 event(s) checked; 2 writer chain(s), 1 open (a gateway running, or stopped without closing)\n']);
 });
