@@ -155,7 +155,8 @@ export async function main(argv: string[], out: (s: string) => void = (s) => pro
     if (values.json) out(JSON.stringify({ profiles, protocol: report ?? null, sql: sql ?? null, cases }, null, 2));
     const failed = cases.filter((c) => !c.passed).length;
     // --json prints exactly one JSON document: the overall line is for the text report only.
-    if (report && sql) text(`overall: ${cases.filter((c) => c.passed && !c.skipped).length} passed, ${failed} failed`);
+    const skipped = cases.filter((c) => c.skipped).length;
+    if (report && sql) text(`overall: ${cases.filter((c) => c.passed && !c.skipped).length} passed, ${failed} failed${skipped ? `, ${skipped} skipped` : ''}`);
     return failed > 0 ? 1 : 0;
   } catch (e) {
     out(`error: ${(e as Error).message}`);

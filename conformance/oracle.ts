@@ -76,6 +76,18 @@ export interface Expectation {
    * this rule, whatever the request was aimed at (one finding, one owning rule).
    */
   refusalOwner?: 'results.plain';
+  /**
+   * MCP mode: an answer that meets this expectation passes with this warning (rule and text): the answer
+   * breaks a rule whose basis is no MCP, JSON-RPC or RFC MUST (e.g. HOST on a loopback URL, whose basis
+   * is the official conformance suite's dns-rebinding-protection scenario).
+   */
+  metWarning?: { rule: string; message: string };
+  /**
+   * MCP mode: why the request must get this outcome, in the words of the text that demands it. When the
+   * answer meets neither this expectation nor an alternative, the verdict states this reason and what the
+   * server answered instead of the contract's exact status, code and id (which MCP does not demand).
+   */
+  reason?: string;
   /** MCP mode: the answer may issue an Mcp-Session-Id (a handshake-era server MAY assign sessions); a warning, not a violation. */
   sessionMay?: true;
   /** JSON-RPC error code (body 'error'). */
@@ -279,7 +291,7 @@ export interface Oracle {
 /** How the oracle reads the spec. */
 export interface OracleOptions {
   /**
-   * MCP mode (the `mcp-stateless` profile run without `interlock-v1`): where the contract deliberately
+   * MCP mode (how the `mcp-stateless` profile is always judged, alone or next to `interlock-v1`): where the contract deliberately
    * deviates from MCP (protocol-v1.json `deviations`) or fixes an order of checks MCP leaves open, the
    * MCP behaviour is accepted as an alternative, so a correct generic server is not failed for
    * InterLock's choices (the full list is in conformance/README.md, "Against other MCP servers").
@@ -654,7 +666,9 @@ export function createOracle(spec: Spec, options: OracleOptions = {}): Oracle {
     const transport: Expectation[] = [e, ...(e.alternatives ?? [])].filter((x) => x.dialect === 'none' && x.rule !== 'VERSION-HEADER').map((x) => ({ ...x, alternatives: undefined }));
     // MCP 2025-06-18 and later: the client sends MCP-Protocol-Version on the requests after initialization;
     // a server may ignore it on initialize itself and negotiate from the body.
-    if (m?.method === 'initialize') {
+    const onlyInitialize = Array.isArray(msg) && msg.length > 0 && msg.every((x) => isObject(x) && x.method === 'initialize');
+    if (m?.method === 'initialize' || onlyInitialize) {
+      // (A batch of initialize requests alone likewise: issue 31 item 6.)
       const bare = withHeader(req, H.protocolVersion ?? 'MCP-Protocol-Version', undefined);
       const served = expectHandshakeOnly(bare, ctx);
       transport.push({ ...served, alternatives: undefined, why: `${served.why} (MCP: the header is not required on initialize)` }, ...(served.alternatives ?? []));
@@ -684,8 +698,12 @@ export function createOracle(spec: Spec, options: OracleOptions = {}): Oracle {
       e = orElse(e, anyError('MCP: a server that does not take batches refuses them with any JSON-RPC error'));
       // 2025-06-18 and later only say what a client sends ("MUST be a single JSON-RPC request…"); a
       // server may go on serving batches in any handshake-era version.
-      if (mpv === undefined || !P.versions.modern.includes(mpv)) {
-        e = orElse(e, { rule: 'NO-BATCH', dialect: 'handshake', http: 200, body: 'unspecified', batch: true, why: 'MCP 2025-03-26: implementations MUST support receiving JSON-RPC batches' });
+      // A batch holding only initialize messages may be served whatever MCP-Protocol-Version rides along:
+      // initialize may ignore the header (it negotiates from its body), as it may alone (issue 31 item 6).
+      const items = Array.isArray(msg) ? msg : [];
+      const onlyInitialize = items.length > 0 && items.every((x) => isObject(x) && x.method === 'initialize');
+      if (mpv === undefined || !P.versions.modern.includes(mpv) || onlyInitialize) {
+        e = orElse(e, { rule: 'NO-BATCH', dialect: 'handshake', http: 200, body: 'unspecified', batch: true, why: `MCP 2025-03-26: implementations MUST support receiving JSON-RPC batches${onlyInitialize && mpv !== undefined ? ` (initialize may ignore MCP-Protocol-Version ${mpv})` : ''}` });
         const all = Array.isArray(msg) ? msg : [];
         if (all.length > 0 && all.every((x) => isObject(x) && !('method' in x && 'id' in x))) e = orElse(e, { rule: 'NO-BATCH', dialect: 'handshake', http: 202, body: 'empty', why: 'MCP 2025-03-26: a batch of only notifications or responses is answered 202 with no body' });
       }
@@ -790,17 +808,23 @@ export function createOracle(spec: Spec, options: OracleOptions = {}): Oracle {
       e = orElse(e, { rule: 'ACCEPT', dialect: 'none', http: 406, body: 'error', id: null, why: 'MCP: the Accept header does not list both application/json and text/event-stream; a server may refuse it (406)' });
     }
     // Accept: MCP names no reaction to it, so serving the request as if that header were fine is correct
-    // too. Host: on a loopback URL a foreign Host is a DNS-rebinding attempt, which MCP's Origin MUST
-    // exists to stop and the official suite's dns-rebinding-protection scenario refuses (4xx); on
-    // another URL MCP requires no Host check.
+    // too. Host: no MCP revision has a MUST on the Host header (2025-11-25 Transports: "Servers MUST
+    // validate the Origin header"; binding to localhost is a SHOULD). On a loopback URL a foreign Host is a
+    // DNS-rebinding attempt that the official suite's dns-rebinding-protection scenario expects refused
+    // (4xx), so serving it there passes with a warning naming that basis (issue 31 item 7).
     const loopback = P.http.defaultAllowedHosts.some((h) => h.toLowerCase() === ctx.url.hostname.toLowerCase());
-    const serveAnyway = ((e.rule === 'HOST' && !loopback) || e.rule === 'ACCEPT') && e.body === 'error' && depth < 5 ? REPAIRS[e.rule]!(req) : undefined;
+    const serveAnyway = (e.rule === 'HOST' || e.rule === 'ACCEPT') && e.body === 'error' && depth < 5 ? REPAIRS[e.rule]!(req) : undefined;
     if (serveAnyway) {
       const next = expectMcp(serveAnyway, ctx, depth + 1);
-      const served: Expectation = { ...next, alternatives: undefined, why: `${next.why} (MCP: no ${e.rule} rule binds the server here)` };
+      const hostNote =
+        e.rule === 'HOST' && loopback
+          ? { rule: 'HOST', message: `Host "${header(req, H.host ?? 'Host')}" on the loopback URL ${ctx.url.host} was answered as if it were the own Host, not refused; no MCP MUST requires refusing it (basis: the official MCP conformance suite's dns-rebinding-protection scenario, which expects a 4xx)` }
+          : undefined;
+      const served: Expectation = { ...next, alternatives: undefined, why: `${next.why} (MCP: no ${e.rule} rule binds the server here)`, ...(hostNote ? { metWarning: hostNote } : {}) };
       // With no such rule in MCP, what the request gets apart from that header is the main expectation,
       // so a failure is charged to the rule that really decides it (e.g. ORIGIN); the refusal stays allowed.
-      e = { ...served, alternatives: [...(next.alternatives ?? []), { ...e, alternatives: undefined }, ...(e.alternatives ?? [])] };
+      const servedAlts = (next.alternatives ?? []).map((a) => (hostNote ? { ...a, metWarning: hostNote } : a));
+      e = { ...served, alternatives: [...servedAlts, { ...e, alternatives: undefined }, ...(e.alternatives ?? [])] };
     }
     // JSON-RPC: method is "A String"; the empty string is an unknown method, not an invalid request.
     if (m && m.method === '' && depth < 5) {
@@ -832,6 +856,11 @@ export function createOracle(spec: Spec, options: OracleOptions = {}): Oracle {
         if (x.id !== null) e = orElse(e, { ...x, id: null, alternatives: undefined });
         if (rawId !== undefined && x.id !== rawId) e = orElse(e, { ...x, id: rawId, alternatives: undefined });
       }
+    }
+    if (depth === 0 && e.rule === 'ORIGIN' && e.body === 'error') {
+      const origin = header(req, H.origin ?? 'Origin');
+      const served = ctx.hostOriginRefused === false ? '; the server serves a plain tools/list carrying this Origin, so it does not refuse it' : '';
+      e = { ...e, reason: `Origin ${JSON.stringify(origin)} is not the server's own origin ${ctx.url.origin}: MCP 2025-11-25 Transports, "If the Origin header is present and invalid, servers MUST respond with HTTP 403 Forbidden" (any 4xx and any body are accepted as the refusal)${served}` };
     }
     if (depth === 0) e = refusalCredits(e, req, ctx, method, reqId);
     if (depth === 0) e = noMustLeniency(e, req, ctx, m, reqId, depth);
@@ -941,6 +970,22 @@ export function createOracle(spec: Spec, options: OracleOptions = {}): Oracle {
       e = orElse(e, { ...next, alternatives: undefined, why: `${next.why} (MCP ${mpv}: params._meta is opaque metadata in that revision)` });
       // What that revision also accepts for the request without _meta (e.g. an argument error as a tool result).
       for (const a of next.alternatives ?? []) e = orElse(e, a);
+    }
+    // Invalid arguments (TOOL-ARGUMENTS): MCP 2025-03-26 and 2025-06-18 Tools, Error Handling, list "Invalid
+    // arguments" only as an example of a protocol error (no MUST), and 2025-11-25 says input validation
+    // errors SHOULD be tool execution errors: a tool result with isError true is correct in every
+    // revision, and a JSON-RPC error where the later revisions recommend the tool result breaks no MUST.
+    for (const x of all()) {
+      if (x.rule !== 'TOOL-ARGUMENTS' || !isRequest) continue;
+      if (x.body === 'error') e = orElse(e, { rule: 'TOOL-ARGUMENTS', dialect: x.dialect, version: x.version, http: 200, body: 'result', id: reqId, result: { kind: 'tool-error' }, mayStream: true, why: 'MCP Tools, Error Handling: invalid arguments are named only as an example of a protocol error, no MUST; a tool execution error (isError true) is correct too' });
+      if (x.body === 'result' && x.result?.kind === 'tool-error') {
+        e = orElse(e, w({ rule: 'TOOL-ARGUMENTS', dialect: x.dialect, version: x.version, http: 200, body: 'error', code: -32602, id: reqId, mayStream: true, warning: `MCP 2025-11-25 Tools: input validation errors SHOULD be reported as tool execution errors (isError true); a JSON-RPC -32602 breaks no MUST (the contract: a tool result with isError true in ${x.version ?? 'this version'})` }));
+      }
+    }
+    // tools/call of a listed tool with `arguments` that is no object, served as if it were absent: no MUST
+    // asks a server to refuse it (as for an initialize with mistyped params).
+    if (isRequest && method === 'tools/call' && m && isObject(m.params) && typeof m.params.name === 'string' && tools.has(m.params.name) && 'arguments' in m.params && !isObject(m.params.arguments) && has('TOOL-KNOWN')) {
+      e = orElse(e, w({ rule: 'TOOL-KNOWN', dialect: e.dialect, version: e.version, http: 200, body: 'result', id: reqId, result: { kind: 'tool-any', dialect: e.dialect === 'modern' ? 'modern' : 'handshake' }, mayStream: true, warning: `MCP names no reaction to tools/call arguments ${JSON.stringify(m.params.arguments)}; serving the call breaks no MUST (the contract: 200 -32602 before the tool runs)` }));
     }
     // tools/call with `arguments` that is no object reported as a tool result with isError true: MCP 2025-11-25
     // Tools (SEP-1303) reports input validation errors as tool execution errors; no MUST asks for -32602.

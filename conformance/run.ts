@@ -164,19 +164,34 @@ export async function runConformance(opts: RunOptions): Promise<RunReport> {
     const probe = await client.send({ method: 'POST', headers: [['Content-Type', 'application/json'], ['Accept', 'application/json, text/event-stream']], body: '{}' });
     if (probe.status === 0) throw new Error(`conformance: cannot reach ${opts.url}: ${probe.error}`);
 
-    // Without the interlock-v1 profile the contract's catalogue does not apply: test the server's own tools.
-    const spec: Spec = profiles.includes('interlock-v1') ? contractSpec : withServerCatalogue(contractSpec, await serverTools(client, contractSpec, opts.apiKey), opts.toolMap?.tools.list);
-    const oracle = createOracle(spec, { mcp: !profiles.includes('interlock-v1') });
-    // With both protocol profiles, the generic rules are judged as MCP judges them (issue 30 item 2):
-    // a contract violation the MCP oracle accepts is InterLock's stricter choice, charged to interlock.strict.
-    const mcpOracle = profiles.includes('interlock-v1') && profiles.includes('mcp-stateless') ? createOracle(spec, { mcp: true }) : undefined;
+    const withContract = profiles.includes('interlock-v1');
+    const withMcp = profiles.includes('mcp-stateless');
+    // The mcp-stateless profile is always judged in MCP mode, on the server's own catalogue (issue 31 item 3):
+    // alone or next to interlock-v1 it generates the same requests and gives the same verdicts. Without
+    // interlock-v1 the contract's catalogue does not apply at all.
+    let mcpSpec: Spec = contractSpec;
+    if (withMcp) {
+      try {
+        mcpSpec = withServerCatalogue(contractSpec, await serverTools(client, contractSpec, opts.apiKey), opts.toolMap?.tools.list);
+      } catch (err) {
+        if (!withContract) throw err;
+        log(`(mcp-stateless: ${(err as Error).message}; judged on the contract's catalogue)`);
+      }
+    }
+    const spec: Spec = withContract ? contractSpec : mcpSpec;
+    const oracle = createOracle(spec, { mcp: !withContract });
+    // With both protocol profiles: the mcp-stateless rules are judged by the MCP oracle exactly as alone,
+    // the contract's oracle judges interlock-v1's rules, and a contract violation of a generic rule that
+    // MCP accepts is InterLock's stricter choice, charged to interlock.strict (issue 30 item 2).
+    const mcpOracle = withContract && withMcp ? createOracle(mcpSpec, { mcp: true }) : undefined;
     const generic = (rule: string): boolean => profileOf(rule) === 'mcp-stateless';
-    /** True when `res` meets `e` or an alternative in its outcome and in every generic rule (MCP's reading). */
-    const mcpAccepts = (e: Expectation, res: WireResponse): boolean => [e, ...(e.alternatives ?? [])].some((x) => violations(spec, x, res).every((v) => !(v.outcome || generic(v.rule))));
     const g: GenContext = { spec, oracle, url, apiKey: opts.apiKey };
+    /** The generator context of a rule: mcp-stateless rules draw from the MCP catalogue, as they do alone. */
+    const gMcp: GenContext = mcpOracle ? { spec: mcpSpec, oracle: mcpOracle, url, apiKey: opts.apiKey } : g;
+    const genFor = (rule: string): GenContext => (generic(rule) ? gMcp : g);
     const ctx: OracleContext = { url, apiKey: opts.apiKey };
     const refusedProbe = hostOriginProbe(client, contractSpec, url, opts.apiKey);
-    const mcpMode = mcpOracle !== undefined || !profiles.includes('interlock-v1');
+    const mcpMode = withMcp;
     // MCP mode: a server that answers a complete 2026-07-28 server/discover without a result implements only the
     // handshake-era revisions, and is judged by them (issue 30 item 5: SDK v1, DBHub, Toolbox).
     if (mcpMode) ctx.handshakeOnly = await handshakeOnly(client, contractSpec, opts.apiKey);
@@ -187,18 +202,24 @@ export async function runConformance(opts: RunOptions): Promise<RunReport> {
       const exp = oracle.expect(req, rctx);
       const res = await client.send(req);
       const verdict = judge(spec, exp, res, inProfile);
-      // Outcome violations of a success expectation (results.*) are charged to the aimed rule, which may be generic.
-      const genericFinding = (v: Violation): boolean => generic(v.rule) || (v.outcome === true && !spec.checkIds.includes(v.rule));
-      const mcpExp = mcpOracle?.expect(req, rctx);
-      // An answer MCP reads as a Host or Origin refusal is evidence for no other rule (issue 30 item 2):
-      // whatever the contract expected instead, the finding is the contract's stricter choice.
-      // The same for a body behind a byte order mark refused as a parse error (RFC 8259 §8.1 permits it).
-      const bom = (req.body ?? '').startsWith('\ufeff');
-      const hostRefusal = mcpExp !== undefined && [mcpExp, ...(mcpExp.alternatives ?? [])].some((x) => (x.rule === 'HOST' || x.rule === 'ORIGIN' || (bom && x.rule === 'JSON')) && violations(spec, x, res).every((v) => !(v.outcome || generic(v.rule))));
-      if (mcpExp && verdict.violations.length > 0 && (hostRefusal || (verdict.violations.some(genericFinding) && mcpAccepts(mcpExp, res)))) {
-        verdict.violations = verdict.violations.map((v) => (hostRefusal || genericFinding(v) ? { rule: 'interlock.strict', message: `[${v.rule}] ${v.message} (the contract's stricter choice; MCP permits this answer)` } : v));
+      if (!mcpOracle) return { req, exp, res, verdict };
+      // Both profiles. The MCP verdict on the mcp-stateless rules, as alone.
+      const mcpExp = mcpOracle.expect(req, rctx);
+      const mv = judge(mcpSpec, mcpExp, res, generic);
+      if (mv.violations.length > 0) {
+        // The finding is MCP's; the contract's verdict on the same answer would repeat it. Its own rules still count.
+        const own = verdict.violations.filter((v) => !generic(v.rule) && !(v.outcome === true && !spec.checkIds.includes(v.rule)));
+        return { req, exp: mcpExp, res, verdict: { passed: false, violations: [...mv.violations, ...own.map((v) => ({ rule: v.rule, message: v.message }))], warnings: mv.warnings } };
       }
-      return { req, exp, res, verdict };
+      // MCP accepts the answer: what the contract finds on a generic rule is its stricter choice. An answer MCP
+      // reads as a Host or Origin refusal (or a byte order mark refused as a parse error, RFC 8259 §8.1) is
+      // evidence for no other rule, so everything the contract expected instead is that choice too.
+      const bom = (req.body ?? '').startsWith('\ufeff');
+      const hostRefusal = [mcpExp, ...(mcpExp.alternatives ?? [])].some((x) => (x.rule === 'HOST' || x.rule === 'ORIGIN' || (bom && x.rule === 'JSON')) && violations(mcpSpec, x, res).every((v) => !(v.outcome || generic(v.rule))));
+      const genericFinding = (v: Violation): boolean => generic(v.rule) || (v.outcome === true && !spec.checkIds.includes(v.rule));
+      const strict = verdict.violations.map((v): Violation => (hostRefusal || genericFinding(v) ? { rule: 'interlock.strict', message: `[${v.rule}] ${v.message} (the contract's stricter choice; MCP permits this answer)` } : { rule: v.rule, message: v.message }));
+      // The contract's expectation is the one printed and counted for coverage (its violations carry their rules).
+      return { req, exp, res, verdict: { passed: strict.length === 0, violations: strict, warnings: mv.warnings } };
     };
 
     const sub = new Map<string, SubCheck[]>();
@@ -232,11 +253,12 @@ export async function runConformance(opts: RunOptions): Promise<RunReport> {
     const runProperty = async (p: PropertyDef): Promise<SubCheck> => {
       const pseed = seedFor(seed, p.rule);
       if (p.needsApiKey && !opts.apiKey) return { kind: 'property', name: p.title, passed: true, skipped: 'needs --api-key' };
-      const arb = fc.limitShrink(p.arb(g), opts.maxShrinks ?? 300);
+      const pg = genFor(p.rule);
+      const arb = fc.limitShrink(p.arb(pg), opts.maxShrinks ?? 300);
       const coverage: Record<string, number> = {};
       let shrinking = false;
       const prop = fc.asyncProperty(arb, async (draft: Draft) => {
-        const x = await exchange(render(g, draft));
+        const x = await exchange(render(pg, draft));
         if (!shrinking) coverage[x.exp.rule] = (coverage[x.exp.rule] ?? 0) + 1;
         const own = shrinking ? x.verdict.violations.filter((v) => ruleOf(spec, p.rule, x.exp, v) === p.rule) : attribute(p.rule, x, `property ${p.rule}`);
         if (own.length > 0) shrinking = true;
@@ -247,7 +269,7 @@ export async function runConformance(opts: RunOptions): Promise<RunReport> {
       if (!out.counterexample) {
         return { kind: 'property', name: p.title, passed: false, runs: out.numRuns, seed: pseed, counterexample: `  the property errored: ${String(out.errorInstance ?? 'unknown error')}`, violations: [] };
       }
-      const again = await exchange(render(g, out.counterexample[0]));
+      const again = await exchange(render(pg, out.counterexample[0]));
       const replayed = again.verdict.violations.filter((v) => ruleOf(spec, p.rule, again.exp, v) === p.rule).map((v) => ({ ...v, rule: p.rule }));
       const violations = replayed.length === 0 ? [{ rule: p.rule, message: 'the counterexample passed when replayed (the server answered differently the second time)' }] : replayed;
       const text = [
@@ -261,8 +283,9 @@ export async function runConformance(opts: RunOptions): Promise<RunReport> {
     const runExample = async (e: ExampleDef): Promise<SubCheck> => {
       const name = `${e.row ? `${e.row} ` : ''}${e.title}`;
       if (e.needsApiKey && !opts.apiKey) return { kind: 'example', name, passed: true, skipped: 'needs --api-key' };
-      const req = e.build(g);
-      const foreign = contractToolNamed(req, contractSpec, spec);
+      const eg = genFor(e.rule);
+      const req = e.build(eg);
+      const foreign = contractToolNamed(req, contractSpec, eg.spec);
       if (foreign) return { kind: 'example', name, passed: true, skipped: `calls the contract's tool ${foreign}, which the server under test does not list` };
       const x = await exchange(req);
       const own = attribute(e.rule, x, `example ${name}`, e.rule);

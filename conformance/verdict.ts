@@ -380,23 +380,47 @@ function toolAny(spec: Spec, exp: Expectation, res: WireResponse): Violation[] {
  * `keep` selects the rules that count (the run's profiles); violations of other rules are ignored.
  */
 export function judge(spec: Spec, exp: Expectation, res: WireResponse, keep: (rule: string) => boolean = () => true): Judgement {
+  // An outcome violation of a success expectation (its rule a results.* key, no check of its own) is the
+  // aimed rule's finding (run.ts ruleOf), whatever profile that key belongs to: never dropped by `keep`
+  // (issue 31: MCP mode alone passed a refused tools/list, its outcome rule results.complete being interlock-v1's).
+  const kept = (v: Violation) => keep(v.rule) || (v.outcome === true && !spec.checkIds.includes(v.rule));
   const split = (x: Expectation) => {
-    const all = violations(spec, x, res).filter((v) => keep(v.rule));
+    const all = violations(spec, x, res).filter(kept);
     return { fails: all.filter((v) => !v.warning), warns: all.filter((v) => v.warning) };
   };
+  /** The warning an expectation carries when met (MCP mode: a rule whose basis is no MUST). */
+  // Not when the answer is also that rule's own outcome (e.g. a 403 that refuses the Host and the Origin at once).
+  const met = (x: Expectation): Violation[] =>
+    x.metWarning && keep(x.metWarning.rule) && !(exp.alternatives ?? []).some((a) => a.rule === x.metWarning!.rule && !a.metWarning && split(a).fails.length === 0)
+      ? [{ rule: x.metWarning.rule, message: `${x.metWarning.message}; got HTTP ${res.status}`, warning: true }]
+      : [];
   const primary = split(exp);
-  if (primary.fails.length === 0) return { passed: true, violations: [], warnings: primary.warns };
+  if (primary.fails.length === 0) return { passed: true, violations: [], warnings: [...met(exp), ...primary.warns] };
   // Alternatives without a warning first: an answer MCP permits outright is no warning.
   const alts = [...(exp.alternatives ?? [])].sort((a, b) => Number(a.warning !== undefined) - Number(b.warning !== undefined));
   for (const alt of alts) {
     const a = split(alt);
     if (a.fails.length > 0) continue;
-    const warnings = [...a.warns];
+    const warnings = [...met(alt), ...a.warns];
     // The warning belongs to the check the alternative relaxes (its own rule when it is one, else the expected outcome's).
     if (alt.warning) warnings.unshift({ rule: spec.checkIds.includes(alt.rule) ? alt.rule : exp.rule, message: `${alt.warning}; got HTTP ${res.status}`, warning: true });
     return { passed: true, violations: [], warnings };
   }
+  // MCP mode: the reason the text gives replaces the contract's exact status, code and id (issue 31 item 8).
+  if (exp.reason !== undefined && keep(exp.rule)) {
+    return { passed: false, violations: [{ rule: exp.rule, message: `${exp.reason}; got ${answerSummary(res)}`, outcome: true }, ...primary.fails.filter((v) => !v.outcome)], warnings: primary.warns };
+  }
   return { passed: false, violations: primary.fails, warnings: primary.warns };
+}
+
+/** A short account of an answer for a failure message: its status and whether it carries a result or which error. */
+export function answerSummary(res: WireResponse): string {
+  if (res.status === 0) return `no HTTP response (${res.error ?? 'connection failed'})`;
+  const p = parseBody(res);
+  const m = isObject(p.message) ? p.message : undefined;
+  if (m && 'result' in m) return `HTTP ${res.status} with a result (the request was served)`;
+  if (m && isObject(m.error)) return `HTTP ${res.status} with error ${show(m.error.code)} (${show(m.error.message)})`;
+  return `HTTP ${res.status}${res.body === '' ? ' with no body' : ''}`;
 }
 
 /** The verdict for one exchange: failures, and (MCP mode) warnings of answers MCP permits and the contract does not. */

@@ -86,18 +86,23 @@ export function checkWrittenNames(known: KnownSources, sources: { path: string; 
   });
   const concerned = sources?.ids.length ? sources.ids.filter((id) => known.ids.has(id)) : [...known.ids];
   const catalogs: Array<[string, SourceCatalog]> = [];
+  const unscanned: string[] = [];
   for (const id of concerned) {
     if (!known.catalogs.has(id)) continue; // not a PostgreSQL source
     const c = known.catalogs.get(id);
     if (!c) {
       if (sources?.ids.length) return findings; // a named source never scanned: nothing to check against
+      unscanned.push(id);
       continue;
     }
     catalogs.push([id, c]);
   }
   if (catalogs.length === 0) return findings;
   const all = catalogs.map(([, c]) => catalogNames(c));
-  const where = catalogs.map(([id]) => id).join(', ');
+  // A name meant for a source registered but not scanned yet (e.g. one `interlock apply` has just added)
+  // is looked up only in the other sources' catalogues: say so, and name the unscanned ones (issue 31).
+  const pending = unscanned.length ? ` (not scanned yet: ${unscanned.join(', ')}; run \`interlock source scan ${unscanned.length === 1 ? unscanned[0] : 'ID'}\`, then repeat)` : '';
+  const where = catalogs.map(([id]) => id).join(', ') + pending;
   for (const n of names) {
     const parts = n.name.split('.');
     if ((parts.length !== 2 && parts.length !== 3) || parts.every((p) => p === '*')) continue;

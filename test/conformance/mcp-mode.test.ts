@@ -6,7 +6,8 @@
 import { wire } from '../../conformance/examples';
 import type { WireResponse } from '../../conformance/http';
 import { createOracle, isOwnOrigin, type OracleContext } from '../../conformance/oracle';
-import { loadSpec } from '../../conformance/spec';
+import { loadSpec, withServerCatalogue } from '../../conformance/spec';
+import { profileOf } from '../../conformance/profiles';
 import { judge } from '../../conformance/verdict';
 import type { GenContext } from '../../conformance/arbitraries';
 
@@ -120,5 +121,70 @@ describe('one finding, one owning rule: headers that match the body refused -320
     const exp = mcp.expect(wire(g, { mpv: '2025-11-25', body }), ctx);
     const j = judge(spec, exp, json(200, { jsonrpc: '2.0', id: 9, result: { content: [{ type: 'text', text: 'invalid parameters' }], isError: true } }), (r) => r !== 'results.complete');
     expect(summary(j)).toEqual({ passed: true, failing: [], warned: ['TOOL-KNOWN'] });
+  });
+});
+
+describe('issue 31: MCP mode accepts what no MUST forbids, and says why it fails', () => {
+  // A server catalogue like the SDK's: one tool whose input schema needs a string `text`.
+  const echoSpec = withServerCatalogue(spec, [{ name: 'echo', inputSchema: { type: 'object', properties: { text: { type: 'string' } }, required: ['text'] } }]);
+  const echoOracle = createOracle(echoSpec, { mcp: true });
+  const eg: GenContext = { spec: echoSpec, oracle: echoOracle, url };
+  const judgeEcho = (body: unknown, mpv: string | undefined, res: WireResponse, c: OracleContext = ctx) => judge(echoSpec, echoOracle.expect(wire(eg, { body, mpv }), c), res, (r) => profileOf(r) === 'mcp-stateless');
+  const toolResult = (id: number, isError: boolean) => json(200, { jsonrpc: '2.0', id, result: { content: [{ type: 'text', text: isError ? 'invalid arguments' : 'hi' }], ...(isError ? { isError: true } : {}) } });
+
+  it('item 4: invalid arguments reported as a tool result with isError true pass in every revision (2025-03-26/06-18 name -32602 only as an example)', () => {
+    const call = { jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'echo', arguments: { text: 42 } } };
+    for (const mpv of [undefined, '2025-03-26', '2025-06-18', '2025-11-25']) {
+      expect([mpv, summary(judgeEcho(call, mpv, toolResult(3, true)))]).toEqual([mpv, { passed: true, failing: [], warned: [] }]);
+    }
+    // 2025-11-25: input validation errors SHOULD be tool execution errors, so a JSON-RPC error is a warning.
+    expect(summary(judgeEcho(call, '2025-11-25', json(200, { jsonrpc: '2.0', id: 3, error: { code: -32602, message: 'Invalid params' } })))).toEqual({ passed: true, failing: [], warned: ['TOOL-ARGUMENTS'] });
+  });
+
+  it('item 5: tools/call with arguments null served normally (Toolbox) passes with a TOOL-KNOWN warning', () => {
+    const call = { jsonrpc: '2.0', id: 4, method: 'tools/call', params: { name: 'echo', arguments: null } };
+    for (const mpv of [undefined, '2025-06-18', '2025-11-25']) {
+      expect([mpv, summary(judgeEcho(call, mpv, toolResult(4, false)))]).toEqual([mpv, { passed: true, failing: [], warned: ['TOOL-KNOWN'] }]);
+    }
+    // A 200 that is no tool result still fails.
+    expect(judgeEcho(call, '2025-06-18', json(200, { jsonrpc: '2.0', id: 4, result: {} })).passed).toBe(false);
+  });
+
+  it('item 6: a batch holding only initialize is served whatever MCP-Protocol-Version rides along (initialize may ignore it)', () => {
+    const init = { jsonrpc: '2.0', id: 5, method: 'initialize', params: { protocolVersion: '2025-03-26', capabilities: {}, clientInfo: { name: 'c', version: '1' } } };
+    const served = json(200, [{ jsonrpc: '2.0', id: 5, result: { protocolVersion: '2025-03-26', capabilities: { tools: {} }, serverInfo: { name: 's', version: '1' } } }]);
+    for (const handshakeOnly of [true, false]) {
+      for (const mpv of [undefined, '2025-03-26', '2099-01-01', '2026-07-28']) {
+        const j = judge(echoSpec, echoOracle.expect(wire(eg, { raw: JSON.stringify([init]), mpv }), { ...ctx, handshakeOnly }), served, (r) => profileOf(r) === 'mcp-stateless');
+        expect([handshakeOnly, mpv, summary(j)]).toEqual([handshakeOnly, mpv, { passed: true, failing: [], warned: [] }]);
+      }
+    }
+  });
+
+  const listed = json(200, { jsonrpc: '2.0', id: 1, result: { tools: [] } });
+  it('item 7: a foreign Host served on a loopback URL passes with a HOST warning naming its basis (no MCP MUST)', () => {
+    const j = judge(spec, mcp.expect(wire(g, { headers: { Host: 'evil.example.com' }, body: list }), { ...ctx, hostOriginRefused: false }), listed, (r) => profileOf(r) === 'mcp-stateless');
+    expect(summary(j)).toEqual({ passed: true, failing: [], warned: ['HOST'] });
+    expect(j.warnings[0]!.message).toMatch(/no MCP MUST requires refusing it \(basis: the official MCP conformance suite's dns-rebinding-protection scenario/);
+    // Refusing it stays correct, with no warning; so does one 403 for a foreign Host and a foreign Origin.
+    expect(summary(judge(spec, mcp.expect(wire(g, { headers: { Host: 'evil.example.com' }, body: list }), ctx), refused403))).toEqual({ passed: true, failing: [], warned: [] });
+    expect(summary(judge(spec, mcp.expect(wire(g, { headers: { Host: 'evil.example.com', Origin: 'http://evil.example.com' }, body: list }), ctx), refused403))).toEqual({ passed: true, failing: [], warned: [] });
+  });
+
+  it('item 8: a foreign Origin served fails ORIGIN with the MUST it breaks and what came back, not the contract\'s status, code and id', () => {
+    const j = judge(spec, mcp.expect(wire(g, { headers: { Origin: 'http://evil.example.com' }, body: list }), { ...ctx, hostOriginRefused: false }), listed, (r) => profileOf(r) === 'mcp-stateless');
+    expect(summary(j)).toEqual({ passed: false, failing: ['ORIGIN'], warned: [] });
+    expect(j.violations.map((v) => v.message)).toEqual([
+      'Origin "http://evil.example.com" is not the server\'s own origin http://127.0.0.1:8080: MCP 2025-11-25 Transports, "If the Origin header is present and invalid, servers MUST respond with HTTP 403 Forbidden" (any 4xx and any body are accepted as the refusal); the server serves a plain tools/list carrying this Origin, so it does not refuse it; got HTTP 200 with a result (the request was served)',
+    ]);
+  });
+});
+
+describe('issue 31: MCP mode alone judges the outcome of a request expected to succeed', () => {
+  it('a tools/list refused 403 with the own Host respelled fails, though its outcome rule (results.complete) is an interlock-v1 key', () => {
+    const u = new URL('http://localhost:8080/mcp');
+    const req = wire({ ...g, url: u }, { headers: { Host: 'LOCALHOST:8080' }, body: list });
+    const j = judge(spec, mcp.expect(req, { url: u, handshakeOnly: false }), refused403, (r) => profileOf(r) === 'mcp-stateless');
+    expect(summary(j)).toEqual({ passed: false, failing: ['results.complete'], warned: [] });
   });
 });

@@ -28,8 +28,15 @@ test('a name is looked up in the named sources only; none named: every scanned s
 test('wildcards match any part; a name of wildcards only, or of another shape, is not checked', () => {
   expect(checkWrittenNames(known, undefined, names('public.*', '*.customer.email', 'public.customer.*', '*.*', '*', 'runbooks/*', 'a.b.c.d')).names).toEqual([]);
   expect(checkWrittenNames(known, undefined, names('public.custmer.*', 'sales.*')).names).toEqual([
-    'p/0: no column public.custmer.* in the scanned catalogue of crm, hr',
-    'p/1: no relation sales.* in the scanned catalogue of crm, hr',
+    'p/0: no column public.custmer.* in the scanned catalogue of crm, hr (not scanned yet: fresh; run `interlock source scan fresh`, then repeat)',
+    'p/1: no relation sales.* in the scanned catalogue of crm, hr (not scanned yet: fresh; run `interlock source scan fresh`, then repeat)',
+  ]);
+});
+
+test('a role meant for a source registered but not scanned yet names that source, not only the catalogue it was looked up in (issue 31)', () => {
+  const applied: KnownSources = { ids: new Set(['chinook', 'icf']), catalogs: new Map<string, SourceCatalog | null>([['chinook', catalog({ 'public.customer': ['id'] })], ['icf', null]]) };
+  expect(checkWrittenNames(applied, undefined, names('public.icf_items')).names).toEqual([
+    'p/0: no relation public.icf_items in the scanned catalogue of chinook (not scanned yet: icf; run `interlock source scan icf`, then repeat)',
   ]);
 });
 
@@ -43,7 +50,7 @@ test('did you mean: the closest name within 2 edits (or a fifth of the length), 
   expect(closestName('public.customer.emial', ['public.customer.email', 'public.customer.id'])).toBe('public.customer.email');
   expect(closestName('public.custmer', ['public.customer', 'public.person'])).toBe('public.customer');
   expect(closestName('public.zzz', ['public.customer'])).toBeUndefined();
-  expect(checkWrittenNames(known, undefined, names('public.Customer.email')).names).toEqual(['p/0: no column public.Customer.email in the scanned catalogue of crm, hr; did you mean public.customer.email?']);
+  expect(checkWrittenNames(known, undefined, names('public.Customer.email')).names).toEqual(['p/0: no column public.Customer.email in the scanned catalogue of crm, hr (not scanned yet: fresh; run `interlock source scan fresh`, then repeat); did you mean public.customer.email?']);
 });
 
 describe('refuseOnePartSqlResources (red team rtn4 item 4b)', () => {
