@@ -10,12 +10,16 @@
  * Each test is one attack; its comment says whether it is a finding (severity, fixed or not:
  * test.failing while open) or an attack the change withstands.
  */
+import { connect } from 'node:net';
 import pg from 'pg';
+import { startGovernedEnv, type GovernedEnv } from '../../helpers/governed';
+import type { CapacityPermit } from '../../../src/transport/capacity';
 import { grantRuntimeRole, openControlDb, type ControlDb } from '../../../src/control/db';
 import { createGrantedLoginRole, dropLoginRole, freshControlDb, type TestControlDb } from '../control/control-db';
 import { sealPendingAuditEvents } from '../../../src/audit/pending';
 import { verifyAuditChain } from '../../../src/audit/verify';
 import { within } from './harness';
+import { AccessEvaluator, type RoleGrant } from '../../../src/governance/evaluator';
 
 jest.setTimeout(300_000);
 
@@ -85,4 +89,143 @@ describe('hchain: pending sign-in events, runtime role credential', () => {
       await c.end();
     }
   });
+});
+
+describe('hdeny: a one-part role resource already stored on a PostgreSQL source', () => {
+  const role = (name: string, statements: Array<[string, string, string]>): RoleGrant['role'] =>
+    ({ name, statements: statements.map(([effect, action, resource]) => ({ effect, action, resource })) }) as RoleGrant['role'];
+
+  // Finding (low, fixed): the stored one-part deny "fails closed" by covering every relation and
+  // column of that name, but not a schema of that name, though a one-part name is a schema in the
+  // policy engine (deny_relations / restrict_rows: `hr` means `hr.*`, src/governance/policies.ts)
+  // and is what an operator writing `deny read hr` next to `allow read hr.*` means. Such a role
+  // stored before hdeny's write check, or through a road the check does not see, hid nothing of
+  // schema hr: hr.salaries and every column of it stayed readable. Now a one-part deny covers a
+  // schema of that name too (and, as before, relations and columns of that name).
+  test('finding (low, fixed): a stored one-part deny naming a schema hides that schema', () => {
+    const ev = new AccessEvaluator([{ sourceId: 'db', role: role('hr-block', [['allow', 'read', '*'], ['deny', 'read', 'hr']]) }]);
+    const got = {
+      table: ev.decide('db', 'read', { schema: 'hr', table: 'salaries' }),
+      column: ev.decide('db', 'read', { schema: 'hr', table: 'salaries', column: 'amount' }),
+      count: ev.decideTable('db', 'read', 'hr', 'salaries', ['amount']),
+      other: ev.decide('db', 'read', { schema: 'public', table: 'customer', column: 'email' }),
+      named: ev.decide('db', 'read', { schema: 'public', table: 'hr' }),
+    };
+    expect(got).toEqual({ table: 'deny', column: 'deny', count: 'deny', other: 'allow', named: 'deny' });
+  });
+
+  // Withstood: a one-part allow stored on a SQL source grants nothing, whatever it looks like
+  // (a quoted name, a case variant, a name with a dot inside quotes splits into parts that name no
+  // table); `*` is the documented every-resource pattern (two parts), not a one-part resource.
+  test('a stored one-part allow (quoted, cased, dotted inside quotes) grants nothing', () => {
+    for (const resource of ['"public"', 'Email', '"Email"', 'email', 'customer']) {
+      const ev = new AccessEvaluator([{ sourceId: 'db', role: role('odd', [['allow', 'read', resource]]) }]);
+      const d = [
+        ev.decide('db', 'read', { schema: 'public', table: 'customer' }),
+        ev.decide('db', 'read', { schema: 'public', table: 'customer', column: 'email' }),
+        ev.decideTable('db', 'read', 'public', 'customer', ['email']),
+        ev.rowTerms('db', 'public', 'customer').length,
+      ];
+      expect({ resource, d }).toEqual({ resource, d: ['none', 'none', 'none', 0] });
+    }
+  });
+});
+
+describe('h29y: the refusal at capacity decided from the headers', () => {
+  const MODERN = '2026-07-28';
+  let env: GovernedEnv;
+  let port = 0;
+  beforeAll(async () => {
+    env = await startGovernedEnv({
+      config: {
+        admission: { enabled: true, initial_limit: 1, min_limit: 1, max_limit: 1, queue_size: 0, queue_timeout_ms: 250, tolerance: 2, max_event_loop_delay_ms: 60_000, max_audit_queue: 1000, pause_refused_connections: false },
+        cache: { ttl_ms: 0, max_bytes: 0 },
+      },
+    });
+    port = Number(new URL(env.url).port);
+  }, 90_000);
+  afterAll(async () => env?.close());
+
+  const hold = (): CapacityPermit => {
+    const got = env.gateway.capacity!.acquire(undefined, 'someone-else');
+    if (got instanceof Promise || 'retryAfterMs' in got) throw new Error('the slot was not free');
+    return got;
+  };
+  const head = (length: number, name = 'interlock_query', extra: string[] = []) =>
+    [`POST /mcp HTTP/1.1`, `Host: 127.0.0.1:${port}`, 'Content-Type: application/json', 'Accept: application/json, text/event-stream', `Authorization: Bearer ${env.apiKey}`, `MCP-Protocol-Version: ${MODERN}`, 'Mcp-Method: tools/call', `Mcp-Name: ${name}`, ...extra, `Content-Length: ${length}`].join('\r\n') + '\r\n\r\n';
+  const call = (id: string, tool: string, args: Record<string, unknown>) =>
+    JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: tool, arguments: args, _meta: { 'io.modelcontextprotocol/protocolVersion': MODERN, 'io.modelcontextprotocol/clientCapabilities': {} } } });
+  /** Writes `parts` (each its own write, `gapMs` apart) on one connection; the status lines and JSON-RPC ids of what came back within `ms`, and whether the server closed. */
+  async function exchange(parts: string[], ms: number, gapMs = 30): Promise<{ answers: Array<[number, unknown]>; interim: number; closed: boolean }> {
+    const s = connect(port, '127.0.0.1');
+    let buf = '';
+    let closed = false;
+    s.on('data', (d) => (buf += d.toString('latin1')));
+    s.on('close', () => (closed = true));
+    s.on('error', () => undefined);
+    await new Promise((r) => s.once('connect', r));
+    for (const p of parts) {
+      s.write(p);
+      await new Promise((r) => setTimeout(r, gapMs));
+    }
+    await new Promise((r) => setTimeout(r, ms));
+    s.destroy();
+    const answers: Array<[number, unknown]> = [];
+    let interim = 0;
+    for (const m of buf.matchAll(/HTTP\/1\.1 (\d{3})[^\r]*\r\n((?:[^\r]+\r\n)*)\r\n/g)) {
+      const status = Number(m[1]);
+      if (status === 100) {
+        interim++;
+        continue;
+      }
+      const len = Number(/content-length: (\d+)/i.exec(m[2])?.[1] ?? 0);
+      const at = m.index! + m[0].length;
+      let id: unknown = undefined;
+      try {
+        id = JSON.parse(buf.slice(at, at + len)).id;
+      } catch {
+        id = undefined;
+      }
+      answers.push([status, id]);
+    }
+    return { answers, interim, closed };
+  }
+
+  // Withstood: with the token known and the replica full, a body whose Content-Length covers a
+  // whole second request (a smuggling attempt) is read as that body only: one refusal, the inner
+  // request never served; headers that lie (Mcp-Name interlock_query, the body calling another
+  // tool) are refused at capacity as documented, never served; Expect: 100-continue gets node's
+  // interim 100 and then the refusal; a body cut short by the client closing is counted and the
+  // gateway serves the next connection.
+  test('smuggled inner request, lying headers, Expect: 100-continue, a body cut short: refused once each, nothing served, connection in step', async () => {
+    // The token's first call (resolved) teaches the limiter the token.
+    const slot = hold();
+    try {
+      const warm = call('warm', 'interlock_query', { source_id: 'chinook', sql: 'SELECT 1', params: [] });
+      expect((await exchange([head(Buffer.byteLength(warm)) + warm], 1500)).answers).toEqual([[429, 'warm']]);
+      const before = env.gateway.capacity!.refused;
+
+      const inner = call('inner', 'interlock_list_sources', {});
+      const innerReq = head(Buffer.byteLength(inner), 'interlock_list_sources') + inner;
+      const smuggle = await exchange([head(Buffer.byteLength(innerReq)) + innerReq], 1500);
+      expect(smuggle.answers).toEqual([[429, null]]);
+
+      const lie = call('lie', 'interlock_list_sources', {});
+      expect((await exchange([head(Buffer.byteLength(lie)) + lie], 1500)).answers).toEqual([[429, 'lie']]);
+
+      const body = call('cont', 'interlock_query', { source_id: 'chinook', sql: 'SELECT 1', params: [] });
+      const cont = await exchange([head(Buffer.byteLength(body), 'interlock_query', ['Expect: 100-continue']), body], 1500, 300);
+      expect({ interim: cont.interim, answers: cont.answers }).toEqual({ interim: 1, answers: [[429, 'cont']] });
+
+      const cut = await exchange([head(5000) + '{"jsonrpc":"2.0","id":"cut"'], 300);
+      expect(cut.answers).toEqual([]);
+      expect(env.gateway.capacity!.refused - before).toBe(4);
+    } finally {
+      slot.release();
+    }
+    // The replica has room again: the same token is served.
+    const ok = call('ok', 'interlock_list_sources', {});
+    // (A served answer may be chunked or an event stream: its status only.)
+    expect((await exchange([head(Buffer.byteLength(ok), 'interlock_list_sources') + ok], 3000)).answers.map((x) => x[0])).toEqual([200]);
+  }, 60_000);
 });
