@@ -89,6 +89,38 @@ describe('hchain: pending sign-in events, runtime role credential', () => {
       await c.end();
     }
   });
+
+  // Withstood: seals of several gateways and an owner's append racing over a backlog that the
+  // attacker keeps adding to (sign-ins deferred while the drain holds the lock) chain each pending
+  // event exactly once, in batches, and the trail verifies; nothing stays pending.
+  test('racing seals, appends and new deferrals: every pending event chained exactly once, the chain verifies', async () => {
+    const holder = await t.db.pool.connect();
+    const c = new pg.Client({ connectionString: rtUrl });
+    await c.connect();
+    const provisionMany = (from: number, to: number) =>
+      codeOf(c, `DO $$ BEGIN FOR g IN ${from}..${to} LOOP PERFORM interlock_provision_token_identity('idn_' || lpad(to_hex(1000000 + g), 20, '0'), 'race-' || g, 'https://race.example', 'r' || g); END LOOP; END $$`);
+    try {
+      await holder.query('BEGIN');
+      await holder.query('SELECT 1 FROM audit_chain_lock WHERE id = 1 FOR UPDATE');
+      expect(await within(provisionMany(1, 2500), 60_000)).toBe('ok');
+      await holder.query('COMMIT');
+      const seals = Promise.all([0, 1, 2].map(() => sealPendingAuditEvents(rt).then((n) => n, (e: { code?: string }) => e.code ?? String(e))));
+      const more = provisionMany(2501, 3000);
+      const append = codeOf(t.db.pool, `SELECT interlock_audit_append_chain('[' || interlock_system_config_event('rt39_race', NULL, '{}') || ']', false)`);
+      const got = await within(Promise.all([seals, more, append]), 120_000);
+      expect(got).not.toBe('hung');
+      expect(await sealPendingAuditEvents(rt)).not.toBeNull();
+    } finally {
+      await holder.query('ROLLBACK').catch(() => undefined);
+      holder.release();
+      await c.end();
+    }
+    expect((await t.db.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM audit_pending_events')).rows[0]!.n).toBe(0);
+    const per = (await t.db.pool.query<{ n: number; dup: number }>("SELECT count(*)::int AS n, count(*) FILTER (WHERE k > 1)::int AS dup FROM (SELECT details->>'identity' AS who, count(*) AS k FROM audit_events WHERE decision = 'identity_created' AND details->>'identity' LIKE 'race-%' GROUP BY 1) x")).rows[0]!;
+    expect(per).toEqual({ n: 3000, dup: 0 });
+    const report = await verifyAuditChain(t.db);
+    expect({ ok: report.ok, first: report.firstMismatch }).toEqual({ ok: true, first: null });
+  });
 });
 
 describe('hdeny: a one-part role resource already stored on a PostgreSQL source', () => {
