@@ -19,6 +19,10 @@ import { createGrantedLoginRole, dropLoginRole, freshControlDb, type TestControl
 import { sealPendingAuditEvents } from '../../../src/audit/pending';
 import { verifyAuditChain } from '../../../src/audit/verify';
 import { within } from './harness';
+import { upsertRole } from '../../../src/control/roles';
+import { replaceConfiguredClaimGrants } from '../../../src/control/claim-rules';
+import { applyInterlockFile } from '../../../src/declarative/apply';
+import type { ClaimRoleGrant, TokenIssuer } from '../../../generated/config-v1';
 import { AccessEvaluator, type RoleGrant } from '../../../src/governance/evaluator';
 
 jest.setTimeout(300_000);
@@ -260,4 +264,37 @@ describe('h29y: the refusal at capacity decided from the headers', () => {
     // (A served answer may be chunked or an event stream: its status only.)
     expect((await exchange([head(Buffer.byteLength(ok), 'interlock_list_sources') + ok], 3000)).answers.map((x) => x[0])).toEqual([200]);
   }, 60_000);
+});
+
+describe('hdeny: the write check of one-part resources, by apply', () => {
+  let env: GovernedEnv;
+  const IDP = 'https://idp.rt39.example';
+  const rule = (value: string, role: string, source: string): ClaimRoleGrant => ({ claim: 'groups', value, role, source });
+  const issuerCfg = (issuer: string, grants: ClaimRoleGrant[]): TokenIssuer => ({ issuer, jwks_uri: `${issuer}/jwks`, unknown_subjects: 'provision', identity_claim: 'email', role_grants: grants }) as TokenIssuer;
+  beforeAll(async () => {
+    env = await startGovernedEnv();
+  }, 90_000);
+  afterAll(async () => env?.close());
+  const outcome = (p: Promise<unknown>) => p.then(() => 'ok', (e: { name?: string; message?: string }) => `${e.name}: ${e.message}`);
+  const stored = async (name: string) => (await env.db.pool.query<{ s: Array<{ resource: string }> }>('SELECT statements AS s FROM roles WHERE name = $1', [name])).rows[0]!.s.map((x) => x.resource);
+
+  // Finding (low, fixed): apply's one-part check (refuseOnePartSqlGrants) looked at operator
+  // grants and claim mappings only, not at the gateway configuration's claim rules
+  // (configured_claim_grants) nor at grants the claims already made, though `role update` checks
+  // all of them (loadSqlGrantTargets). A role that a configured claim rule grants on PostgreSQL
+  // source chinook was refused `deny read email` by `role update` but took it from `interlock
+  // apply`: a one-part resource stored on a PostgreSQL grant, the state hdeny meant to refuse when
+  // written. Now apply refuses it too (validation_failed, nothing changed).
+  test('finding (low, fixed): apply cannot give a role that a configured claim rule grants on PostgreSQL a one-part resource', async () => {
+    await upsertRole(env.db, { name: 'cfg-claim-role', statements: [{ effect: 'allow', action: 'read', resource: 'public.customer' }] });
+    await replaceConfiguredClaimGrants(env.db, [issuerCfg(IDP, [rule('staff', 'cfg-claim-role', 'chinook')])]);
+    const statements = [
+      { effect: 'allow', action: 'read', resource: 'public.customer' },
+      { effect: 'deny', action: 'read', resource: 'email' },
+    ];
+    const byUpdate = await outcome(upsertRole(env.db, { name: 'cfg-claim-role', statements } as never));
+    expect(byUpdate).toMatch(/^ValidationError: role "cfg-claim-role" is granted on PostgreSQL source chinook: a one-part resource/);
+    const byApply = await outcome(applyInterlockFile(env.db, { document: { version: 1, roles: [{ name: 'cfg-claim-role', statements }] } } as never, { operator: 'ops-rt39', scan: false }));
+    expect({ byApply, stored: await stored('cfg-claim-role') }).toEqual({ byApply: byUpdate, stored: ['public.customer'] });
+  });
 });
