@@ -279,7 +279,9 @@ async function refuseUnknownNamesIn(c: pg.PoolClient, plan: Plan, current: Confi
   }
   for (const role of roles) refuseUnknownRoleNames(known, role, allowUnknownNames);
   if (policies.length) refuseUnknownPolicyNames(known, policies, allowUnknownNames);
-  refuseOnePartSqlGrants(plan, current, desired, known);
+  // The gateway configuration's claim rules (configured_claim_grants) grant too; apply does not change them (red team rt39).
+  const configured = (await c.query<{ role: string; source: string }>('SELECT role_name AS role, source_id AS source FROM configured_claim_grants')).rows;
+  refuseOnePartSqlGrants(plan, current, desired, known, configured);
 }
 
 /**
@@ -287,15 +289,17 @@ async function refuseUnknownNamesIn(c: pg.PoolClient, plan: Plan, current: Confi
  * after which a role the plan creates or updates, or a grant or claim mapping the plan adds or
  * changes (its `role_grants`), puts a one-part relation or column resource on a PostgreSQL source
  * (red team rtn4 item 4b): the roles, grants and claim mappings as they will be once the plan is
- * applied, the sources' types as the file or the database has them.
+ * applied, and the gateway configuration's claim rules `configured` ({role, source} pairs, which
+ * apply leaves as they are; red team rt39), the sources' types as the file or the database has them.
  */
-function refuseOnePartSqlGrants(plan: Plan, current: ConfigState, desired: DesiredState, known: KnownSources): void {
+function refuseOnePartSqlGrants(plan: Plan, current: ConfigState, desired: DesiredState, known: KnownSources, configured: Array<{ role: string; source: string }>): void {
   const changedRoles = new Set(plan.changes.filter((ch) => ch.kind === 'role' && ch.action !== 'delete').map((ch) => ch.name));
   const removed = new Set(plan.changes.filter((ch) => ch.kind === 'grant' && ch.action === 'delete').map((ch) => ch.name));
   const added = plan.changes.filter((ch) => ch.kind === 'grant' && ch.action === 'create').map((ch) => ch.name);
   const after = [...[...current.grants.values()].map((g) => `${g.identity}/${g.role}/${g.source}`).filter((k) => !removed.has(k)), ...added];
   const isPostgres = (id: string) => (desired.sources.get(id)?.type ?? current.sources.get(id)?.type) === 'postgres';
   const pairs = after.map((key) => ({ role: key.split('/')[1], source: key.split('/')[2], changed: added.includes(key) }));
+  for (const g of configured) pairs.push({ role: g.role, source: g.source, changed: false });
   const mappings = new Map(plan.changes.filter((ch) => ch.kind === 'claim_mapping').map((ch) => [ch.name, ch.action]));
   for (const issuer of new Set([...current.claimMappings.keys(), ...desired.claimMappings.keys()])) {
     const action = mappings.get(issuer);

@@ -9,8 +9,9 @@
  * A one-part resource is a document category path (decideOpaque); on a SQL source it is never
  * meaningful and is refused when written (src/control/catalog-names.ts refuseOnePartSqlResources),
  * but one already stored fails closed (red team rtn4 item 4b): a one-part *deny* covers every
- * relation and every column of that name, in any schema (as `*.name` and `*.*.name` together); a
- * one-part *allow* covers nothing.
+ * relation and every column of that name, in any schema (as `*.name` and `*.*.name` together), and
+ * every relation and column of a schema of that name (`name.*`: what a one-part name means in the
+ * policy engine; red team rt39); a one-part *allow* covers nothing.
  * read and write imply describe of the same resource (an agent cannot write correct SQL otherwise,
  * and could learn the names by reading); an explicit describe deny still wins.
  */
@@ -55,7 +56,7 @@ function partMatches(pattern: string, value: string): boolean {
 
 /** True when `parts` (a compiled pattern of a statement with `effect`) covers the resource (see module doc for table vs column patterns, and one-part resources). */
 function covers(parts: string[], r: ResourceRef, effect: 'allow' | 'deny'): boolean {
-  if (parts.length === 1) return effect === 'deny' && (r.table === parts[0] || r.column === parts[0]);
+  if (parts.length === 1) return effect === 'deny' && (r.schema === parts[0] || r.table === parts[0] || r.column === parts[0]);
   if (parts.length === 2) return partMatches(parts[0], r.schema) && partMatches(parts[1], r.table);
   if (parts.length === 3) return r.column !== undefined && partMatches(parts[0], r.schema) && partMatches(parts[1], r.table) && partMatches(parts[2], r.column);
   return false;
