@@ -243,6 +243,27 @@ export function refuseOnePartSqlResources(role: SourceRole, targets: SqlGrantTar
 }
 
 /**
+ * Refuses (refuseOnePartSqlResources's ValidationError) a PostgreSQL source `sourceId` being added
+ * while a role that a grant, a claim mapping's `role_grants` or a configured claim rule already names
+ * on that id holds a one-part relation or column resource (red team rt39 finding 4: rules outlive the
+ * source they name, so a documents source removed and added again as PostgreSQL under the same id
+ * would give its category-path roles to the new database). Run inside the adding transaction, after
+ * the insert; `q` a pool or a client.
+ */
+export async function refuseOnePartRolesOnSource(q: ControlDb | pg.ClientBase, sourceId: string): Promise<void> {
+  const runner = 'pool' in q ? q.pool : q;
+  const r = await runner.query<{ name: string; statements: SourceRole['statements'] }>(
+    `SELECT r.name, r.statements FROM roles r WHERE r.name IN (
+       SELECT g.role_name FROM grants g WHERE g.source_id = $1
+       UNION SELECT rg->>'role' FROM claim_mappings m, jsonb_array_elements(CASE WHEN jsonb_typeof(m.role_grants) = 'array' THEN m.role_grants ELSE '[]'::jsonb END) rg WHERE rg->>'source' = $1
+       UNION SELECT c.role_name FROM configured_claim_grants c WHERE c.source_id = $1)
+     ORDER BY r.name`,
+    [sourceId],
+  );
+  for (const role of r.rows) refuseOnePartSqlResources({ name: role.name, statements: role.statements }, [{ id: sourceId, catalog: null }]);
+}
+
+/**
  * The PostgreSQL sources among `sourceIds`, or (with `roleName`) those the role is granted on (any
  * grant: an operator's or a token's claims) or that a claim mapping's `role_grants` or the
  * configuration's claim rules (configured_claim_grants) would grant it on, with their stored

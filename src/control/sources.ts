@@ -12,6 +12,7 @@ import { recordChange, type ChangeActor } from './change-audit';
 import { ConflictError, formatSchemaErrors, NotFoundError, PasswordRequiredError, ValidationError } from './errors';
 import { iso } from './ids';
 import { connectPinned, type PinnedClient } from '../sources/postgres/pinned-client';
+import { refuseOnePartRolesOnSource } from './catalog-names';
 import { pinnedStartupOptions } from '../sources/postgres/session-settings';
 
 export type { DocumentsSourceSettings, PostgresSourceSettings, SourceDefinition } from '../../generated/source-v1';
@@ -85,6 +86,8 @@ export async function addSource(db: ControlDb, def: unknown, actor: ChangeActor 
         `INSERT INTO sources (id, type, name, description, enabled, settings) VALUES ($1, $2, $3, $4, $5, $6) RETURNING ${COLS}`,
         [d.id, d.type, d.name, d.description ?? '', d.enabled ?? true, JSON.stringify(d.settings)],
       );
+      // Claim rules and grants naming this id may be older than the source (rt39 finding 4): a one-part role resource is refused on PostgreSQL.
+      if (d.type === 'postgres') await refuseOnePartRolesOnSource(c, d.id);
       await recordChange(c, actor, 'source_added', { type: d.type, name: d.name, enabled: r.rows[0].enabled }, d.id);
       return toRecord(r.rows[0]);
     });

@@ -24,7 +24,7 @@ import { deleteClaimMapping, upsertClaimMapping } from '../control/claim-mapping
 import { takeBackUnruledClaimGrants } from '../control/claim-rules';
 import { checkRowRules } from '../control/roles';
 import { checkPolicyRowRules } from '../control/policies';
-import { loadKnownSources, refuseOnePartSqlResources, refuseUnknownPolicyNames, refuseUnknownRoleNames, type KnownSources } from '../control/catalog-names';
+import { loadKnownSources, refuseOnePartRolesOnSource, refuseOnePartSqlResources, refuseUnknownPolicyNames, refuseUnknownRoleNames, type KnownSources } from '../control/catalog-names';
 import { computePlan, type Plan, type PlanChange } from './plan';
 import { desiredStateOf, fileDigest, keepStoredSecrets, parseFileText, processSecrets, validateInterlockFileDocument, type SecretResolver } from './schema';
 import { readConfigState } from './state';
@@ -107,6 +107,8 @@ export async function applyInterlockFile(db: ControlDb, input: ApplyInput, opts:
       const r = await execute(c, ch, desired, opts);
       for (const e of r === null ? [] : Array.isArray(r) ? r : [r]) events.push({ ...e, operator: opts.operator, details: { ...e.details, digest } });
     }
+    // Claim rules and grants naming a created PostgreSQL source's id may be older than it (rt39 finding 4): judged on the roles as this apply leaves them.
+    for (const ch of p.changes) if (ch.kind === 'source' && ch.action === 'create' && desired.sources.get(ch.name)?.type === 'postgres') await refuseOnePartRolesOnSource(c, ch.name);
     events.push({
       decision: 'applied',
       operator: opts.operator,

@@ -299,7 +299,8 @@ describe('hdeny: the write check of one-part resources, by apply', () => {
     expect({ byApply, stored: await stored('cfg-claim-role') }).toEqual({ byApply: byUpdate, stored: ['public.customer'] });
   });
 
-  // Finding (low, open: test.failing): claim rules outlive their source. A configured claim rule
+  // Finding (low, fixed in src/control/catalog-names.ts refuseOnePartRolesOnSource, called by
+  // addSource and apply's source creation: the re-add is refused): claim rules outlive their source. A configured claim rule
   // (gateway config) or a claim mapping's rule names a source id; removing the source removes its
   // grants but not the rules (configured_claim_grants and claim_mappings.role_grants hold no
   // foreign key), and adding a source under the same id checks no rule. A role with a one-part
@@ -310,7 +311,7 @@ describe('hdeny: the write check of one-part resources, by apply', () => {
   // nothing). More broadly the re-added source inherits every rule of the old one (a documents
   // role's `allow read *` reads the whole database). A fix needs a decision (drop or refuse rules
   // with the source, or check them when a source is added): not small.
-  test.failing('finding (low, open): a source removed and added again as PostgreSQL inherits claim rules for a role with a one-part resource', async () => {
+  test('finding (low, fixed): a source removed and added again as PostgreSQL inherits claim rules for a role with a one-part resource', async () => {
     await addSource(env.db, { id: 'kb', type: 'documents', name: 'kb', settings: { path: '/tmp' } });
     await upsertRole(env.db, { name: 'kb-role', statements: [{ effect: 'allow', action: 'discover', resource: '*' }, { effect: 'deny', action: 'read', resource: 'email' }] });
     await replaceConfiguredClaimGrants(env.db, [issuerCfg(IDP, [rule('staff', 'cfg-claim-role', 'chinook'), rule('kb', 'kb-role', 'kb')])]);
@@ -323,7 +324,11 @@ describe('hdeny: the write check of one-part resources, by apply', () => {
           WHERE EXISTS (SELECT 1 FROM jsonb_array_elements(r.statements) x WHERE x->>'action' NOT IN ('discover', 'request') AND x->>'resource' <> '*' AND strpos(x->>'resource', '.') = 0)`,
       )
     ).rows;
-    // Either the re-add is refused, or no rule grants the role there any more.
-    expect(readd === 'ok' ? inherited : []).toEqual([]);
+    // The re-add is refused, naming the role and its one-part resource; nothing is left behind.
+    expect({ readd, inherited, kb: await getSource(env.db, 'kb') }).toEqual({
+      readd: 'ValidationError: role "kb-role" is granted on PostgreSQL source kb: a one-part resource matches no relation or column there',
+      inherited: [],
+      kb: null,
+    });
   });
 });

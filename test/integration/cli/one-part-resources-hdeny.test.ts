@@ -104,6 +104,23 @@ describe('written: refused on a PostgreSQL grant, kept on a document source', ()
   });
 });
 
+describe('rt39 finding 4: rules older than the source they name', () => {
+  test('apply adding a PostgreSQL source whose id a configured claim rule names for a role with a one-part resource exits 2 and adds nothing; the role fixed in the same file, it is added', async () => {
+    await env.db.pool.query("INSERT INTO configured_claim_grants (issuer, role_name, source_id) VALUES ('https://idp.rt39.example', 'no-email', 'kb3')");
+    const chinook = (await env.db.pool.query<{ settings: Record<string, unknown> }>("SELECT settings FROM sources WHERE id = 'chinook'")).rows[0].settings;
+    // Inline passwords are refused in files; trust auth on loopback needs none.
+    const settings = JSON.parse(JSON.stringify(chinook), (k, v) => (k === 'password' ? undefined : v));
+    const source = `sources:\n  - id: kb3\n    type: postgres\n    name: kb3\n    settings: ${JSON.stringify(settings)}\n`;
+    const refused = { code: 2, out: [], err: ['error: role "no-email" is granted on PostgreSQL source kb3: a one-part resource matches no relation or column there', '  statements/1/resource: email is one part: on a PostgreSQL source a resource is schema.table or schema.table.column (* wildcards allowed), so it would match nothing'] };
+    expect(await cli('apply', '-f', file('kb3.yaml', `version: 1\n${source}`))).toEqual(refused);
+    expect((await env.db.pool.query("SELECT 1 FROM sources WHERE id = 'kb3'")).rowCount).toBe(0);
+    const fixed = `version: 1\n${source}roles:\n  - name: no-email\n    statements:\n      - { effect: allow, action: read, resource: public.customer }\n      - { effect: deny, action: read, resource: public.customer.email }\n`;
+    expect((await cli('apply', '-f', file('kb3-fixed.yaml', fixed))).code).toBe(0);
+    expect((await env.db.pool.query("SELECT type FROM sources WHERE id = 'kb3'")).rows).toEqual([{ type: 'postgres' }]);
+    await env.db.pool.query("DELETE FROM configured_claim_grants WHERE source_id = 'kb3'");
+  });
+});
+
 describe('evaluated: a one-part deny already stored (written into the control database directly) fails closed', () => {
   const call = async (name: string, args: Record<string, unknown>) => (await callTool(env, name, { source_id: 'chinook', ...args }, env.apiKey)).body.result;
   const customerColumns = async () => {
