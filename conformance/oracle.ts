@@ -668,7 +668,7 @@ export function createOracle(spec: Spec, options: OracleOptions = {}): Oracle {
     // a server may ignore it on initialize itself and negotiate from the body.
     const onlyInitialize = Array.isArray(msg) && msg.length > 0 && msg.every((x) => isObject(x) && x.method === 'initialize');
     if (m?.method === 'initialize' || onlyInitialize) {
-      // (A batch of initialize requests alone likewise: issue 31 item 6.)
+      // (A batch of initialize requests alone likewise: trial nuc's finding 6.)
       const bare = withHeader(req, H.protocolVersion ?? 'MCP-Protocol-Version', undefined);
       const served = expectHandshakeOnly(bare, ctx);
       transport.push({ ...served, alternatives: undefined, why: `${served.why} (MCP: the header is not required on initialize)` }, ...(served.alternatives ?? []));
@@ -699,7 +699,7 @@ export function createOracle(spec: Spec, options: OracleOptions = {}): Oracle {
       // 2025-06-18 and later only say what a client sends ("MUST be a single JSON-RPC request…"); a
       // server may go on serving batches in any handshake-era version.
       // A batch holding only initialize messages may be served whatever MCP-Protocol-Version rides along:
-      // initialize may ignore the header (it negotiates from its body), as it may alone (issue 31 item 6).
+      // initialize may ignore the header (it negotiates from its body), as it may alone (trial nuc's finding 6).
       const items = Array.isArray(msg) ? msg : [];
       const onlyInitialize = items.length > 0 && items.every((x) => isObject(x) && x.method === 'initialize');
       if (mpv === undefined || !P.versions.modern.includes(mpv) || onlyInitialize) {
@@ -811,7 +811,7 @@ export function createOracle(spec: Spec, options: OracleOptions = {}): Oracle {
     // too. Host: no MCP revision has a MUST on the Host header (2025-11-25 Transports: "Servers MUST
     // validate the Origin header"; binding to localhost is a SHOULD). On a loopback URL a foreign Host is a
     // DNS-rebinding attempt that the official suite's dns-rebinding-protection scenario expects refused
-    // (4xx), so serving it there passes with a warning naming that basis (issue 31 item 7).
+    // (4xx), so serving it there passes with a warning naming that basis (trial nuc's finding 7).
     const loopback = P.http.defaultAllowedHosts.some((h) => h.toLowerCase() === ctx.url.hostname.toLowerCase());
     const serveAnyway = (e.rule === 'HOST' || e.rule === 'ACCEPT') && e.body === 'error' && depth < 5 ? REPAIRS[e.rule]!(req) : undefined;
     if (serveAnyway) {

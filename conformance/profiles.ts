@@ -6,7 +6,7 @@
  *   Streamable HTTP server (headers, dialect selection, version errors, batches, notifications, GET
  *   and DELETE, Origin and Host, SSE framing, result and error shapes). Alone or with other profiles it
  *   is judged in MCP mode on the server's own tool catalogue (read from its tools/list), not InterLock's,
- *   so it gives the same verdicts either way (issue 31 item 3).
+ *   so it gives the same verdicts either way (trial nuc's finding 3).
  * - `interlock-v1`: InterLock's contract on top of MCP: the exact catalogue and its aliases, the
  *   `resultType`/`_meta` envelope, cache hints, governed refusals (AUTH), the request-scoped stream.
  * - `sql-gateway`: the governance pack (conformance/sql/): read-only escapes and masked-value leaks

@@ -166,7 +166,7 @@ export async function runConformance(opts: RunOptions): Promise<RunReport> {
 
     const withContract = profiles.includes('interlock-v1');
     const withMcp = profiles.includes('mcp-stateless');
-    // The mcp-stateless profile is always judged in MCP mode, on the server's own catalogue (issue 31 item 3):
+    // The mcp-stateless profile is always judged in MCP mode, on the server's own catalogue (trial nuc's finding 3):
     // alone or next to interlock-v1 it generates the same requests and gives the same verdicts. Without
     // interlock-v1 the contract's catalogue does not apply at all.
     let mcpSpec: Spec = contractSpec;

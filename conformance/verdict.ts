@@ -382,7 +382,7 @@ function toolAny(spec: Spec, exp: Expectation, res: WireResponse): Violation[] {
 export function judge(spec: Spec, exp: Expectation, res: WireResponse, keep: (rule: string) => boolean = () => true): Judgement {
   // An outcome violation of a success expectation (its rule a results.* key, no check of its own) is the
   // aimed rule's finding (run.ts ruleOf), whatever profile that key belongs to: never dropped by `keep`
-  // (issue 31: MCP mode alone passed a refused tools/list, its outcome rule results.complete being interlock-v1's).
+  // (trial nuc: MCP mode alone passed a refused tools/list, its outcome rule results.complete being interlock-v1's).
   const kept = (v: Violation) => keep(v.rule) || (v.outcome === true && !spec.checkIds.includes(v.rule));
   const split = (x: Expectation) => {
     const all = violations(spec, x, res).filter(kept);
@@ -406,7 +406,7 @@ export function judge(spec: Spec, exp: Expectation, res: WireResponse, keep: (ru
     if (alt.warning) warnings.unshift({ rule: spec.checkIds.includes(alt.rule) ? alt.rule : exp.rule, message: `${alt.warning}; got HTTP ${res.status}`, warning: true });
     return { passed: true, violations: [], warnings };
   }
-  // MCP mode: the reason the text gives replaces the contract's exact status, code and id (issue 31 item 8).
+  // MCP mode: the reason the text gives replaces the contract's exact status, code and id (trial nuc's finding 8).
   if (exp.reason !== undefined && keep(exp.rule)) {
     return { passed: false, violations: [{ rule: exp.rule, message: `${exp.reason}; got ${answerSummary(res)}`, outcome: true }, ...primary.fails.filter((v) => !v.outcome)], warnings: primary.warns };
   }

@@ -100,7 +100,7 @@ export function checkWrittenNames(known: KnownSources, sources: { path: string; 
   if (catalogs.length === 0) return findings;
   const all = catalogs.map(([, c]) => catalogNames(c));
   // A name meant for a source registered but not scanned yet (e.g. one `interlock apply` has just added)
-  // is looked up only in the other sources' catalogues: say so, and name the unscanned ones (issue 31).
+  // is looked up only in the other sources' catalogues: say so, and name the unscanned ones (trial nuc).
   const pending = unscanned.length ? ` (not scanned yet: ${unscanned.join(', ')}; run \`interlock source scan ${unscanned.length === 1 ? unscanned[0] : 'ID'}\`, then repeat)` : '';
   const where = catalogs.map(([id]) => id).join(', ') + pending;
   for (const n of names) {

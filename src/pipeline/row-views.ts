@@ -115,13 +115,13 @@ export function rowViewProvisioner(exec: RowViewExecutor, log?: (sourceId: strin
  * is not PostgreSQL's English text either, taken as a row view (made again once per call, as before).
  */
 export function missingRelationIsRowView(err: unknown, sentSql: string): boolean {
-  const cause = (err as { cause?: { position?: unknown; message?: unknown } } | null)?.cause;
+  const cause = (err as { cause?: { position?: unknown } } | null)?.cause;
   const position = typeof cause?.position === 'string' ? Number(cause.position) : NaN;
   if (Number.isInteger(position) && position >= 1) {
     return Array.from(sentSql).slice(position - 1, position - 1 + ROW_VIEW_SCHEMA.length + 1).join('') === `${ROW_VIEW_SCHEMA}.`;
   }
-  const named = typeof cause?.message === 'string' ? /^relation "(.+)" does not exist$/.exec(cause.message) : null;
-  return named ? named[1].startsWith(`${ROW_VIEW_SCHEMA}.`) : true;
+  const named = undefinedRelationObject(err);
+  return named === undefined || named.startsWith(`${ROW_VIEW_SCHEMA}.`);
 }
 
 /** The relation a 42P01's server message names (`relation "x" does not exist`), for the operator's log only; undefined when it names none. */

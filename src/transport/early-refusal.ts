@@ -36,6 +36,7 @@ import { readableId, type JsonRpcId } from './jsonrpc';
 import { answerExpired, modernOverCapacityAnswer, refuseKnownFromHeaders, type DispatchDeps } from '../protocol/dispatch';
 import { bearerToken } from '../pipeline/01-identity';
 import { clientAddressKey } from './client-limits';
+import type { ReleasingBodyReader } from './body';
 
 /** The largest body (bytes, by Content-Length) a refusal decided from the headers reads to find the JSON-RPC id; larger bodies take the normal path. */
 export const EARLY_BODY_MAX = 16 * 1024;
@@ -44,20 +45,21 @@ const MODERN = new Set(protocol.versions.modern);
 const H_VERSION = protocol.headers.protocolVersion.toLowerCase();
 const H_METHOD = protocol.headers.method.toLowerCase();
 const H_NAME = protocol.headers.name.toLowerCase();
-const UTF8 = new TextDecoder('utf-8');
 
 /**
  * Builds the early refusal of the MCP endpoint: a function of one request (`req`, `res`, and the
  * body-read cap's release `bodyRead`, idempotent) that returns true when it has taken the request
  * (refused at capacity; it reads the body, gives `bodyRead` back once the body has ended or the
  * request closed, then writes the refusal and calls `observe`), false when it did nothing (the
- * caller serves the request as usual). Null when admission by capacity or the aggregate audit is
+ * caller serves the request as usual); `readBody` is the endpoint's body reader (body.ts
+ * releasingBodyReader). Null when admission by capacity or the aggregate audit is
  * off (no early refusal then). Contract: Transport (429 with Retry-After for rate_limited).
  */
 export function earlyCapacityRefusal(
   deps: DispatchDeps,
   policy: OriginPolicy,
   observe: ((method: string, dialect: string, status: number, seconds: number) => void) | undefined,
+  readBody: ReleasingBodyReader,
 ): ((req: IncomingMessage, res: ServerResponse, bodyRead?: () => void) => boolean) | null {
   if (!deps.capacity || !deps.keylessAudit) return null;
   const capacity = deps.capacity;
@@ -77,14 +79,16 @@ export function earlyCapacityRefusal(
     if (tool === null || !hostAllowed(h.host, policy) || mediaType(h['content-type']) !== protocol.http.requiredContentType || !acceptsRequired(h.accept)) return false;
     const early = refuseKnownFromHeaders(deps, { apiKey: apiKey!, tool, version, clientAddress: clientAddressKey(req.socket.remoteAddress), scope: req.socket });
     if (!early) return false;
-    readThen(req, bodyRead, (body) => {
+    // The endpoint's own body reader: under these headers (Content-Length, no Transfer-Encoding or
+    // Content-Encoding, at most EARLY_BODY_MAX) it reads the framed body directly. A body that never
+    // arrives (the client gone) is answered nothing; the refusal is already counted.
+    readBody(req, res, (err) => {
+      if (err) return;
       let id: JsonRpcId | null = null;
-      if (body !== null) {
-        try {
-          id = readableId(JSON.parse(UTF8.decode(body)));
-        } catch {
-          id = null;
-        }
+      try {
+        id = readableId(JSON.parse(String((req as { body?: unknown }).body)));
+      } catch {
+        id = null;
       }
       const retryAfterMs = early.refusal.retryAfterMs;
       const answer = modernOverCapacityAnswer(version, id, early.requestId, retryAfterMs)!;
@@ -95,36 +99,7 @@ export function earlyCapacityRefusal(
       armWriteDeadline(res, deps.answerWriteTimeoutMs ?? DEFAULT_ANSWER_WRITE_TIMEOUT_MS, () => answerExpired(deps, early.requestId, early.canonical));
       if (capacity.settings.pauseRefusedConnections) pauseReadingAfter(res, retryAfterMs);
       if (observe && res.writableEnded) observe('tools/call', 'modern', answer.status, 0);
-    });
+    }, bodyRead);
     return true;
   };
-}
-
-/**
- * Reads `req`'s body (framed by Content-Length) to its end, gives `bodyRead` back, then calls
- * `then` with the bytes (an empty Buffer for no body). When the request closes before its end,
- * gives `bodyRead` back and calls nothing (the client is gone). Three plain listeners, removed at
- * the end (as body.ts readFramed).
- */
-function readThen(req: IncomingMessage, bodyRead: (() => void) | undefined, then: (body: Buffer | null) => void): void {
-  let first: Buffer | null = null;
-  let more: Buffer[] | null = null;
-  const onData = (c: Buffer): void => {
-    if (first === null) first = c;
-    else (more ??= [first]).push(c);
-  };
-  const off = (): void => {
-    req.off('data', onData);
-    req.off('end', onEnd);
-    req.off('close', onClose);
-    bodyRead?.();
-  };
-  const onEnd = (): void => {
-    off();
-    then(more ? Buffer.concat(more) : first);
-  };
-  const onClose = (): void => off();
-  req.on('data', onData);
-  req.on('end', onEnd);
-  req.on('close', onClose);
 }

@@ -97,7 +97,7 @@ export function mcpHandler(opts: McpEndpointOptions, deps: DispatchDeps, policy:
   const readBody = releasingBodyReader(opts.bodyLimitBytes ?? 1024 * 1024);
   const observe = opts.observeRequest;
   // A modern tools/call refused at capacity from its headers alone, before the body is parsed (early-refusal.ts).
-  const refuseEarly = earlyCapacityRefusal(deps, policy, observe);
+  const refuseEarly = earlyCapacityRefusal(deps, policy, observe, readBody);
 
   // Synchronous up to the refusal at capacity (no promise for a refused call); the rest is `serve`.
   const answer = (req: ReadRequest, res: ServerResponse): Promise<void> | undefined => {

@@ -124,7 +124,7 @@ describe('one finding, one owning rule: headers that match the body refused -320
   });
 });
 
-describe('issue 31: MCP mode accepts what no MUST forbids, and says why it fails', () => {
+describe('trial nuc: MCP mode accepts what no MUST forbids, and says why it fails', () => {
   // A server catalogue like the SDK's: one tool whose input schema needs a string `text`.
   const echoSpec = withServerCatalogue(spec, [{ name: 'echo', inputSchema: { type: 'object', properties: { text: { type: 'string' } }, required: ['text'] } }]);
   const echoOracle = createOracle(echoSpec, { mcp: true });
@@ -180,7 +180,7 @@ describe('issue 31: MCP mode accepts what no MUST forbids, and says why it fails
   });
 });
 
-describe('issue 31: MCP mode alone judges the outcome of a request expected to succeed', () => {
+describe('trial nuc: MCP mode alone judges the outcome of a request expected to succeed', () => {
   it('a tools/list refused 403 with the own Host respelled fails, though its outcome rule (results.complete) is an interlock-v1 key', () => {
     const u = new URL('http://localhost:8080/mcp');
     const req = wire({ ...g, url: u }, { headers: { Host: 'LOCALHOST:8080' }, body: list });

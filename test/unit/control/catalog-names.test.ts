@@ -33,7 +33,7 @@ test('wildcards match any part; a name of wildcards only, or of another shape, i
   ]);
 });
 
-test('a role meant for a source registered but not scanned yet names that source, not only the catalogue it was looked up in (issue 31)', () => {
+test('a role meant for a source registered but not scanned yet names that source, not only the catalogue it was looked up in (trial nuc)', () => {
   const applied: KnownSources = { ids: new Set(['chinook', 'icf']), catalogs: new Map<string, SourceCatalog | null>([['chinook', catalog({ 'public.customer': ['id'] })], ['icf', null]]) };
   expect(checkWrittenNames(applied, undefined, names('public.icf_items')).names).toEqual([
     'p/0: no relation public.icf_items in the scanned catalogue of chinook (not scanned yet: icf; run `interlock source scan icf`, then repeat)',
