@@ -158,7 +158,8 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
       store.invalidate(table);
       analysisCache.clear();
       if (table === '*' || table === 'sources') void refreshSourceIds();
-      if (table === '*' || table === 'api_keys' || table === 'identities' || table === 'grants' || table === 'claim_mappings' || table === 'configured_claim_grants') identityResolver.invalidate();
+      // identity_subjects: a token's cached resolution names the identity its subject was linked to (task hfix).
+      if (table === '*' || table === 'api_keys' || table === 'identities' || table === 'grants' || table === 'claim_mappings' || table === 'configured_claim_grants' || table === 'identity_subjects') identityResolver.invalidate();
     }, logger),
   );
   // Invalidations sent while the listener was away are lost: after a reconnect the whole result cache goes.

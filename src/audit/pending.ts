@@ -2,7 +2,8 @@
  * Pending audit events (task hchain, migration 20261211140000000_pending-audit-events_hchain): the
  * events of a token sign-in (identity_created, grant_added, grant_revoked) that
  * interlock_provision_token_identity / interlock_sync_claim_grants stored as pending because another
- * transaction held the format-2 chain's lock row (audit_chain_lock), instead of waiting for it. The
+ * transaction held the format-2 chain's lock row (audit_chain_lock) past a short wait (50 ms; none
+ * while events are already pending: task hfix, migration 20261212101000000), instead of waiting longer. The
  * next append on that chain chains them first; this module is the gateway's background step that
  * chains them when no append comes: interlock_audit_seal_pending() (SECURITY DEFINER, SKIP LOCKED:
  * it never waits), every PENDING_SEAL_INTERVAL_MS and once at shutdown.

@@ -28,7 +28,7 @@ export const CONTROL_CONNECT_TIMEOUT_MS = 5000;
 /** Channel of the change notifications: payload is the changed table's name. */
 export const CONTROL_CHANNEL = 'interlock_control';
 /** Tables whose changes are notified on CONTROL_CHANNEL. */
-export const NOTIFIED_TABLES = ['identities', 'api_keys', 'sources', 'roles', 'grants', 'policies', 'catalog_snapshots', 'claim_mappings', 'configured_claim_grants'] as const;
+export const NOTIFIED_TABLES = ['identities', 'api_keys', 'sources', 'roles', 'grants', 'policies', 'catalog_snapshots', 'claim_mappings', 'configured_claim_grants', 'identity_subjects'] as const;
 
 /** An open control database. `url` is the connection URL as given (it may hold a password: never print it; see redactUrl). */
 export interface ControlDb {

@@ -389,7 +389,7 @@ export async function linkIdentitySubject(db: ControlDb, nameOrId: string, issue
 
 /**
  * Unlinks the token subject (`issuer`, `subject`) from the identity `nameOrId`: its tokens sign in as
- * it no more (within the resolver's cache bound of 2 s on running gateways), and, under
+ * it no more (at once on running gateways, on the identity_subjects notification; within the resolver's cache bound of 2 s should it be lost), and, under
  * `unknown_subjects: refuse`, not at all. In the same transaction it takes back all the identity's
  * claim grants (granted_by 'claims', red team rtlk): nothing records which subject's token gave
  * which, so those of subjects still linked are made again at their next sign-in (at most

@@ -16,8 +16,12 @@ import type { ToolCallAuditEvent } from '../audit/types';
 import type { RoleGrant } from './evaluator';
 import type { GovernanceStore, MaybePromise, NewApproval, SourceRecord } from './store';
 
-/** Control tables whose change (NOTIFY payload) can change an identity's grants, claim rules included (task hcl). */
-const GRANT_TABLES = new Set(['grants', 'roles', 'identities', 'claim_mappings', 'configured_claim_grants']);
+/**
+ * Control tables whose change (NOTIFY payload) can change an identity's grants, claim rules included
+ * (task hcl), and token subjects: a claim grant counts only while the identity has a subject of an
+ * issuer whose rule names it (interlock_effective_grants; task hfix).
+ */
+const GRANT_TABLES = new Set(['grants', 'roles', 'identities', 'claim_mappings', 'configured_claim_grants', 'identity_subjects']);
 
 interface Timed<T> {
   value: T;

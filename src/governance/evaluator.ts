@@ -13,7 +13,11 @@
  * every relation and column of a schema of that name (`name.*`: what a one-part name means in the
  * policy engine; red team rt39); a one-part *allow* covers nothing.
  * read and write imply describe of the same resource (an agent cannot write correct SQL otherwise,
- * and could learn the names by reading); an explicit describe deny still wins.
+ * and could learn the names by reading) where the caller may read or write it — not where a deny of
+ * that action wins, so a `deny read` column is not described to a caller who may only read the table
+ * (task hfix item 3: describe_source lists only what a read or write would allow, as describe_access
+ * does; contract: "nothing the caller cannot read is named"). An explicit describe (or `*`) allow
+ * still describes it, and an explicit describe (or `*`) deny still wins over everything.
  */
 import type { RoleStatement, SourceRole } from '../../generated/role-v1';
 
@@ -65,6 +69,11 @@ function covers(parts: string[], r: ResourceRef, effect: 'allow' | 'deny'): bool
 /** True when `parts` could cover some column of the table (used for zero-column reads such as count(*)). */
 function touchesTable(parts: string[], schema: string, table: string): boolean {
   return (parts.length === 2 || parts.length === 3) && partMatches(parts[0], schema) && partMatches(parts[1], table);
+}
+
+/** True when a statement of `statementAction` names `action` itself (no implication). */
+function namesAction(statementAction: string, action: Action): boolean {
+  return statementAction === '*' || statementAction === action;
 }
 
 function actionApplies(statementAction: string, action: Action, effect: 'allow' | 'deny'): boolean {
@@ -177,11 +186,27 @@ export class AccessEvaluator {
     return (m.readDeny ??= this.statements(sourceId).deny.some((s) => s.action === 'read' || s.action === '*'));
   }
 
-  /** Decides one action on one resource: deny wins over allow; nothing matching → none. */
+  /**
+   * Decides one action on one resource: deny wins over allow; nothing matching → none. `describe`
+   * is decided by its own statements (describe or `*`: a deny wins, an allow grants) and otherwise
+   * implied by what a read or write of the resource decides: allow when either is allowed, deny when
+   * one is denied and neither allowed, none when neither is granted (see the module doc).
+   */
   decide(sourceId: string, action: Action, resource: ResourceRef): Decision {
+    if (action !== 'describe') return this.decideNamed(sourceId, action, resource);
+    const own = this.decideNamed(sourceId, 'describe', resource);
+    if (own !== 'none') return own;
+    const read = this.decideNamed(sourceId, 'read', resource);
+    const write = this.decideNamed(sourceId, 'write', resource);
+    if (read === 'allow' || write === 'allow') return 'allow';
+    return read === 'deny' || write === 'deny' ? 'deny' : 'none';
+  }
+
+  /** Decides `action` on the resource by the statements naming that action (or `*`) only. */
+  private decideNamed(sourceId: string, action: Action, resource: ResourceRef): Decision {
     let allowed = false;
     for (const s of this.bySource.get(sourceId) ?? []) {
-      if (!actionApplies(s.action, action, s.effect) || !covers(s.parts, resource, s.effect)) continue;
+      if (!namesAction(s.action, action) || !covers(s.parts, resource, s.effect)) continue;
       if (s.effect === 'deny') return 'deny';
       allowed = true;
     }

@@ -1,7 +1,8 @@
 /**
  * interlock_describe_access and interlock_describe_source (contract sections of the same names).
  * Both read the AccessEvaluator that enforces requests, so a description cannot drift from the
- * decision; both name nothing the caller cannot read (describe_access) or describe (describe_source).
+ * decision; both name nothing the caller cannot read (describe_access) or describe (describe_source:
+ * what a read or write would allow, or an explicit describe allow names; AccessEvaluator.decide).
  */
 import { ColumnTypes } from '../../sql/column-types';
 import type { Policy } from '../../../generated/policy-v1';

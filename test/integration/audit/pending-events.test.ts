@@ -51,6 +51,51 @@ async function provision(name: string): Promise<void> {
   await t.db.pool.query('SELECT interlock_provision_token_identity($1, $2, $3, $4)', [`idn_${randomBytes(10).toString('hex')}`, name, ISSUER, `sub-${name}`]);
 }
 
+// Task hfix item 2 (migration 20261212101000000_chain-lock-bounded-wait_hfix): two sign-ins at once.
+// The first holds the chain's lock until its commit; the second reaches the lock while it is held.
+// It waits (at most 50 ms) instead of skipping it, so both events are chained and none is left
+// pending. The first's transaction commits as soon as the second waits on it (the DO block watches
+// pg_locks for a waiter on its own transaction id; at most 5 s), which stands for the few ms of an
+// ordinary commit. Before, the second deferred its event at once (FOR UPDATE SKIP LOCKED).
+test('two sign-ins at once, the first committing while the second waits for the chain: both chained, none pending', async () => {
+  const before = await pendingCount();
+  expect(before).toBe(0);
+  const first = await t.db.pool.connect();
+  try {
+    const pid = (await first.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0].pid;
+    const id1 = `idn_${randomBytes(10).toString('hex')}`;
+    const firstDone = first.query(
+      `BEGIN;
+       SELECT interlock_provision_token_identity('${id1}', 'pair-first', '${ISSUER}', 'sub-pair-first');
+       DO $$
+       BEGIN
+         FOR i IN 1..5000 LOOP
+           EXIT WHEN EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'transactionid' AND NOT l.granted
+                               AND l.transactionid::text = (txid_current() % 4294967296)::text);
+           PERFORM pg_sleep(0.001);
+         END LOOP;
+       END
+       $$;
+       COMMIT;`,
+    );
+    // The first holds the chain's lock row (its relation's RowShareLock stands for it) before the second starts.
+    for (let i = 0; i < 500; i++) {
+      const held = await t.db.pool.query("SELECT 1 FROM pg_locks WHERE pid = $1 AND relation = 'audit_chain_lock'::regclass AND mode = 'RowShareLock' AND granted", [pid]);
+      if (held.rowCount) break;
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    await provision('pair-second');
+    await firstDone;
+  } finally {
+    await first.query('ROLLBACK').catch(() => undefined);
+    first.release();
+  }
+  expect(await pendingCount()).toBe(0);
+  const chained = await t.db.pool.query("SELECT details->>'identity' AS identity FROM audit_events WHERE kind = 'config' AND decision = 'identity_created' AND details->>'identity' LIKE 'pair-%' ORDER BY id");
+  expect(chained.rows.map((r) => r.identity)).toEqual(['pair-first', 'pair-second']);
+  expect(await verifyAuditChain(t.db)).toMatchObject({ ok: true, firstMismatch: null, pending: { events: 0, oldest: null, stale: 0, fault: null } });
+});
+
 test('the next approval event chains the pending events first, in a batch of their own before its own', async () => {
   await whileChainHeld(async () => {
     await provision('pend-a');
@@ -143,16 +188,23 @@ test("the migration's down step chains pending events before dropping the table;
   await c.connect();
   const quiet = { debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined };
   const names = migrationNames();
-  // rt39's bounded drain (20261211230000000) is undone first, then hchain's.
-  expect(names.slice(-2)).toEqual(['20261211140000000_pending-audit-events_hchain', '20261211230000000_pending-audit-chunks_rt39']);
+  // hfix's two (the bounded wait restores hchain's SKIP LOCKED body) and rt39's bounded drain
+  // (20261211230000000) are undone first, then hchain's.
+  expect(names.slice(-4)).toEqual([
+    '20261211140000000_pending-audit-events_hchain',
+    '20261211230000000_pending-audit-chunks_rt39',
+    '20261212100000000_identity-subjects-notify_hfix',
+    '20261212101000000_chain-lock-bounded-wait_hfix',
+  ]);
   try {
-    await runner({ dbClient: c, dir: MIGRATIONS_DIR, migrationsTable: MIGRATIONS_TABLE, direction: 'down', count: 2, checkOrder: true, singleTransaction: true, logger: quiet });
+    await runner({ dbClient: c, dir: MIGRATIONS_DIR, migrationsTable: MIGRATIONS_TABLE, direction: 'down', count: 4, checkOrder: true, singleTransaction: true, logger: quiet });
   } finally {
     await c.end();
   }
   expect((await t.db.pool.query("SELECT to_regclass('audit_pending_events') AS r")).rows[0].r).toBeNull();
   expect((await t.db.pool.query("SELECT count(*)::int AS n FROM audit_events WHERE kind = 'config' AND details->>'identity' = 'pend-down'")).rows[0].n).toBe(1);
   expect((await t.db.pool.query("SELECT to_regprocedure('interlock_audit_seal_pending()') AS r")).rows[0].r).toBeNull();
+  expect((await t.db.pool.query("SELECT to_regprocedure('interlock_audit_try_chain_lock()') AS r")).rows[0].r).toBeNull();
   await runMigrations(t.temp.url);
   expect(await pendingCount()).toBe(0);
   expect(await verifyAuditChain(t.db)).toMatchObject({ ok: true, firstMismatch: null });

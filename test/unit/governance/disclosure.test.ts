@@ -97,6 +97,45 @@ test('nothing ungranted is ever named by list_sources, describe_access or descri
   );
 });
 
+// Task hfix item 3: describe_source names a column only when the caller may read or write it, or a
+// role allows describing it explicitly (describe or *, without a describe or * deny); a column whose
+// read a deny refuses is not described on the strength of the read allow the deny overrides.
+test('describe_source lists only columns a read or write would allow, or an explicit describe allow names', async () => {
+  await fc.assert(
+    fc.asyncProperty(world, fc.constantFrom(...SOURCES), async (w, id) => {
+      const store = build(w);
+      const rl = memoryRateLimiter({ perIdentity: { points: 1e6, windowSeconds: 60 }, perSource: { points: 1e6, windowSeconds: 60 } });
+      const grants = await store.grantsForIdentity('me');
+      const ev = new AccessEvaluator(grants);
+      // The caller's describe and * statements alone: what an explicit describe allow or deny decides.
+      const explicit = new AccessEvaluator(grants.map((g) => ({ ...g, role: { ...g.role, statements: g.role.statements.filter((s) => s.action === 'describe' || s.action === '*') as typeof g.role.statements } })));
+      const deps = { store, rateLimiter: rl, catalog: (s: { id: string }) => store.loadCatalog(s.id) };
+      const rows = (structured(await describeSourceHandler(deps)({ source_id: id }, ctx()))?.rows ?? []) as Array<{ table_schema: string; table_name: string; column_name: string }>;
+      for (const r of rows) {
+        const ref = { schema: r.table_schema, table: r.table_name, column: r.column_name };
+        const why = { read: ev.decide(id, 'read', ref), write: ev.decide(id, 'write', ref), describe: explicit.decide(id, 'describe', ref) };
+        expect({ ref, usable: why.describe === 'allow' || (why.describe === 'none' && (why.read === 'allow' || why.write === 'allow')) }).toEqual({ ref, usable: true });
+      }
+    }),
+    { numRuns: 300 },
+  );
+});
+
+test('describe_source: a column denied to read is not listed, nor a key holding it; an explicit describe allow lists it', async () => {
+  const store = build({ roles: [], grants: [], disabled: [], denyPolicies: [] });
+  store.grants.push({ identityId: 'me', sourceId: 'src1', role: { name: 'reader', statements: [{ effect: 'allow', action: 'read', resource: 's1.*' }, { effect: 'deny', action: 'read', resource: 's1.a.z' }] } as never });
+  store.grants.push({ identityId: 'you', sourceId: 'src1', role: { name: 'shown', statements: [{ effect: 'allow', action: 'read', resource: 's1.*' }, { effect: 'deny', action: 'read', resource: 's1.a.z' }, { effect: 'allow', action: 'describe', resource: 's1.a.z' }] } as never });
+  const rl = memoryRateLimiter({ perIdentity: { points: 1e6, windowSeconds: 60 }, perSource: { points: 1e6, windowSeconds: 60 } });
+  const deps = { store, rateLimiter: rl, catalog: (s: { id: string }) => store.loadCatalog(s.id) };
+  const of = async (who: string) => {
+    const s = structured(await describeSourceHandler(deps)({ source_id: 'src1' }, ctx(who)))!;
+    const a = (x: { table_schema: string; table_name: string }) => x.table_schema === 's1' && x.table_name === 'a';
+    return { columns: s.rows.filter(a).map((r: { column_name: string }) => r.column_name), keys: s.keys.filter(a).map((k: { columns: string[] }) => k.columns) };
+  };
+  expect(await of('me')).toEqual({ columns: ['x', 'y'], keys: [['x']] });
+  expect(await of('you')).toEqual({ columns: ['x', 'y', 'z'], keys: [['x'], ['y', 'z']] });
+});
+
 test('describe_access readable columns agree with what interlock_query allows', async () => {
   await fc.assert(
     fc.asyncProperty(world, fc.constantFrom(...SOURCES), fc.constantFrom(...SCHEMAS), fc.constantFrom(...TABLES), fc.subarray(COLUMNS, { minLength: 1 }), async (w, sourceId, schema, table, cols) => {

@@ -21,10 +21,23 @@ describe('AccessEvaluator', () => {
     expect(ev.decide('db', 'write', { schema: 'public', table: 'customer' })).toBe('none');
     expect(ev.decide('db', 'write', { schema: 'public', table: 'playlist' })).toBe('allow');
   });
-  test('read and write imply describe; an explicit deny on read does not spread to describe', () => {
+  test('read and write imply describe where they are allowed; a read deny withholds the describe it implied (task hfix)', () => {
     expect(ev.decide('db', 'describe', { schema: 'public', table: 'playlist', column: 'name' })).toBe('allow');
     expect(ev.decide('db', 'describe', { schema: 'hr', table: 'people', column: 'name' })).toBe('allow');
     expect(ev.decide('db', 'describe', { schema: 'hr', table: 'people', column: 'salary' })).toBe('none');
+    expect(ev.decide('db', 'describe', { schema: 'public', table: 'customer', column: 'email' })).toBe('deny');
+    expect(ev.decide('db', 'describe', { schema: 'public', table: 'customer', column: 'first_name' })).toBe('allow');
+    expect(ev.decide('db', 'describe', { schema: 'hr', table: 'salary', column: 'amount' })).toBe('deny');
+  });
+  test('an explicit describe allow describes a column denied to read; a describe deny wins; a write allow implies describe past a read deny', () => {
+    const e = new AccessEvaluator([
+      { sourceId: 'db', role: role('r', [['allow', 'read', 'public.*'], ['deny', 'read', 'public.t.secret'], ['deny', 'read', 'public.t.pin'], ['allow', 'describe', 'public.t.secret'], ['deny', 'describe', 'public.u.note']]) },
+      { sourceId: 'db', role: role('w', [['allow', 'write', 'public.t.pin']]) },
+    ]);
+    expect(e.decide('db', 'describe', { schema: 'public', table: 't', column: 'secret' })).toBe('allow');
+    expect(e.decide('db', 'describe', { schema: 'public', table: 't', column: 'pin' })).toBe('allow');
+    expect(e.decide('db', 'describe', { schema: 'public', table: 'u', column: 'note' })).toBe('deny');
+    expect(e.decide('db', 'read', { schema: 'public', table: 't', column: 'secret' })).toBe('deny');
   });
   test('zero-column reads need a table pattern or one readable column; a table deny wins', () => {
     expect(ev.decideTable('db', 'read', 'hr', 'people', ['name', 'ssn'])).toBe('allow');
@@ -120,8 +133,8 @@ describe('one-part resources on a SQL source (red team rtn4 item 4b): a deny fai
     expect(ev.decide('db', 'read', { schema: 'public', table: 'customer', column: 'email' })).toBe('deny');
     expect(ev.decide('db', 'read', { schema: 'sales', table: 'lead', column: 'email' })).toBe('deny');
     expect(ev.decide('db', 'read', { schema: 'public', table: 'customer', column: 'first_name' })).toBe('allow');
-    // Not across actions (as any deny): describe of the column is still allowed by the read allow.
-    expect(ev.decide('db', 'describe', { schema: 'public', table: 'customer', column: 'email' })).toBe('allow');
+    // The describe the read allow implied is withheld where the read deny wins (task hfix).
+    expect(ev.decide('db', 'describe', { schema: 'public', table: 'customer', column: 'email' })).toBe('deny');
   });
   test('and every relation of that name (table level and each of its columns)', () => {
     expect(ev.decide('db', 'read', { schema: 'public', table: 'invoice' })).toBe('deny');
