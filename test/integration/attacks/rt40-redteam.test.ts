@@ -19,6 +19,7 @@ import { startAttackEnv, query, callTool, within, type AttackEnv } from './harne
 import { createGrantedLoginRole, dropLoginRole, freshControlDb, type TestControlDb } from '../control/control-db';
 import { CONTROL_CHANNEL, grantRuntimeRole, listenControlChanges, openControlDb, type ControlDb, type ControlListener } from '../../../src/control/db';
 import { verifyAuditChain } from '../../../src/audit/verify';
+import { recordApprovalEvent } from '../../../src/audit/writer';
 import { upsertRole as upsertRoleChecked } from '../../../src/control/roles';
 import { grantRole } from '../../../src/control/grants';
 import { scanSource } from '../../../src/control/scan';
@@ -183,6 +184,8 @@ describe('item 2: a sign-in waits at most 50 ms for the chain', () => {
       holder.release();
     }
   }
+  /** Format-2 batches sharing a prev_hash (a fork of the chain). */
+  const forks = async () => (await t.db.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM (SELECT prev_hash FROM audit_batches WHERE format < 3 GROUP BY prev_hash HAVING count(*) > 1) x')).rows[0]!.n;
   /** Chains whatever is pending (owner), so the next sign-in waits on a held lock. */
   const drain = () => t.db.pool.query('SELECT interlock_audit_seal_pending()');
 
@@ -236,18 +239,17 @@ describe('item 2: a sign-in waits at most 50 ms for the chain', () => {
     }
   });
 
-  // Finding (medium, open): a sign-in in a REPEATABLE READ (or SERIALIZABLE-free snapshot)
-  // transaction that waits for the chain's lock and gets it when the holder commits chains its
-  // event on the head its snapshot saw, not the one the holder just appended: two format-2 batches
-  // with the same prev_hash, and `audit verify` fails. The lock row is only locked, never updated,
-  // so PostgreSQL raises no serialization failure. Reachable by a holder of the runtime credential
-  // (its own sessions), and by honest sign-ins wherever the control database's
-  // default_transaction_isolation is repeatable read; hfix's 50 ms wait turns the former race of a
-  // few microseconds (SKIP LOCKED finding the lock just released) into the ordinary contended case.
-  // Fix (not made: a migration on the chain functions): take the lock by updating the lock row
-  // (a serialization failure, 40001, for a stale snapshot; try_chain_lock then defers), or refuse
-  // to chain outside READ COMMITTED.
-  test.failing('finding (medium, open): a REPEATABLE READ sign-in that waited for the chain forks it', async () => {
+  // Finding (medium, fixed for sign-ins: migration 20261212140000000_chain-lock-read-committed_rt40):
+  // a sign-in in a REPEATABLE READ transaction that waits for the chain's lock and gets it when the
+  // holder commits chained its event on the head its snapshot saw, not the one the holder had just
+  // appended: two format-2 batches on the same prev_hash, and `audit verify` failed (broken_link).
+  // The lock row is only locked, never updated, so PostgreSQL raises no serialization failure.
+  // Reachable by a holder of the runtime credential (its own sessions) and by honest sign-ins
+  // wherever the control database's default_transaction_isolation is repeatable read; hfix's 50 ms
+  // wait turned the former race of microseconds (SKIP LOCKED finding the lock just released) into
+  // the ordinary contended case. Now try_chain_lock defers outside READ COMMITTED: the event waits
+  // pending (chained by the seal), never on a stale head.
+  test('finding (medium, fixed): a REPEATABLE READ sign-in that waits for the chain defers instead of forking it', async () => {
     await drain();
     const first = new pg.Client({ connectionString: rtUrl });
     const second = new pg.Client({ connectionString: rtUrl });
@@ -262,13 +264,38 @@ describe('item 2: a sign-in waits at most 50 ms for the chain', () => {
       const got = await within(codeOf(second, 'SELECT interlock_provision_token_identity($1, $2, $3, $4)', [newId(), 'rt40-fork-b', ISSUER, 'sub-fork-b']), 30_000);
       await second.query('COMMIT').catch(() => undefined);
       await firstDone;
-      // Either refused (a serialization failure) or chained on the true head; never a fork.
-      const forks = (await t.db.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM (SELECT prev_hash FROM audit_batches WHERE format < 3 GROUP BY prev_hash HAVING count(*) > 1) x')).rows[0]!.n;
+      // Accepted, its event pending (not chained on the stale head); the seal chains it; no fork.
+      const deferred = await pending();
+      await drain();
       const report = await verifyAuditChain(t.db);
-      expect({ got: got === 'ok' || got === '40001', forks, ok: report.ok, first: report.firstMismatch }).toEqual({ got: true, forks: 0, ok: true, first: null });
+      expect({ got, deferred, forks: await forks(), ok: report.ok, first: report.firstMismatch }).toEqual({ got: 'ok', deferred: 1, forks: 0, ok: true, first: null });
     } finally {
       await first.end();
       await second.end();
+    }
+  });
+
+  // Finding (medium, open; older than hfix): the same stale head through the approval events'
+  // append (interlock_audit_append_v2, which the runtime role may run): a runtime session at
+  // REPEATABLE READ takes its snapshot, another append commits, then its own append takes the free
+  // lock and chains on the old head: the chain forks and `audit verify` fails. Fix (not made: every
+  // format-2/4 append body): take the chain's lock by updating its row (40001 for a stale snapshot),
+  // or refuse to append outside READ COMMITTED.
+  test.failing('finding (medium, open): a runtime session at REPEATABLE READ forks the chain through the approval append', async () => {
+    await drain();
+    const c = new pg.Client({ connectionString: rtUrl });
+    await c.connect();
+    try {
+      await c.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
+      await c.query('SELECT count(*) FROM audit_batches');
+      await recordApprovalEvent(t.db, { approvalId: 'apr_rt40_a', action: 'expired', operator: 'system:expiry' });
+      const got = await codeOf(c, 'SELECT 1');
+      await recordApprovalEvent(c, { approvalId: 'apr_rt40_b', action: 'expired', operator: 'system:expiry' }).catch((e: { code?: string }) => e.code);
+      await c.query('COMMIT').catch(() => undefined);
+      const report = await verifyAuditChain(t.db);
+      expect({ got, forks: await forks(), ok: report.ok }).toEqual({ got: 'ok', forks: 0, ok: true });
+    } finally {
+      await c.end();
     }
   });
 });

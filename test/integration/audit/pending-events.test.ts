@@ -172,16 +172,17 @@ test("the migration's down step chains pending events before dropping the table;
   await c.connect();
   const quiet = { debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined };
   const names = migrationNames();
-  // hfix's two (the bounded wait restores hchain's SKIP LOCKED body) and rt39's bounded drain
-  // (20261211230000000) are undone first, then hchain's.
-  expect(names.slice(-4)).toEqual([
+  // rt40's (the READ COMMITTED guard restores hfix's body), hfix's two (the bounded wait restores
+  // hchain's SKIP LOCKED body) and rt39's bounded drain (20261211230000000) are undone first, then hchain's.
+  expect(names.slice(-5)).toEqual([
     '20261211140000000_pending-audit-events_hchain',
     '20261211230000000_pending-audit-chunks_rt39',
     '20261212100000000_identity-subjects-notify_hfix',
     '20261212101000000_chain-lock-bounded-wait_hfix',
+    '20261212140000000_chain-lock-read-committed_rt40',
   ]);
   try {
-    await runner({ dbClient: c, dir: MIGRATIONS_DIR, migrationsTable: MIGRATIONS_TABLE, direction: 'down', count: 4, checkOrder: true, singleTransaction: true, logger: quiet });
+    await runner({ dbClient: c, dir: MIGRATIONS_DIR, migrationsTable: MIGRATIONS_TABLE, direction: 'down', count: 5, checkOrder: true, singleTransaction: true, logger: quiet });
   } finally {
     await c.end();
   }
