@@ -32,6 +32,10 @@ import { FederatedIdentityResolver } from '../../../src/auth/federated-resolver'
 import type { TokenVerifier } from '../../../src/auth/token-verifier';
 import type { TokenIdentityStore } from '../../../src/auth/token-identities';
 import type { TokenIssuer } from '../../../generated/config-v1';
+import { AccessEvaluator, type RoleGrant } from '../../../src/governance/evaluator';
+import { decideInHierarchy } from '../../../src/governance/hierarchy';
+import { catalogHierarchy } from '../../../src/sql/hierarchy';
+import type { SourceCatalog } from '../../../src/sql/catalog-types';
 
 jest.setTimeout(180_000);
 
@@ -458,4 +462,36 @@ test('finding (low, fixed): a token resolution racing the unlink notification is
   const first = await inFlight;
   const next = await resolver.resolveDetailed(token);
   expect({ first: 'identity' in first ? first.identity.name : first.refusal, next: 'identity' in next ? next.identity.name : next.refusal, lookups }).toEqual({ first: 'rt40-token', next: 'invalid_token', lookups: 2 });
+});
+
+// Withstood (the evaluator, over several grants of one identity): a deny read written as a
+// wildcard column pattern, a one-part resource already stored, or in a second role, hides the
+// column from describe as from read; a write allow describes it (the caller may write it); an
+// explicit describe deny hides a readable column; a `*` allow is an explicit describe allow.
+test('describe of a deny-read column across several grants, wildcards and one-part resources', () => {
+  const grant = (name: string, statements: Array<[string, string, string]>): RoleGrant => ({ sourceId: 'db', role: { name, statements: statements.map(([effect, action, resource]) => ({ effect, action, resource })) } as RoleGrant['role'] });
+  const h = catalogHierarchy({ relations: [], scannedAt: '2026-12-06T00:00:00Z', truncated: false } as unknown as SourceCatalog);
+  const col = { schema: 'public', table: 'customer', column: 'secret' };
+  const cases: Array<[string, RoleGrant[]]> = [
+    ['wildcard column deny', [grant('r', [['allow', 'read', 'public.*'], ['deny', 'read', '*.*.secret']])]],
+    ['one-part deny', [grant('r', [['allow', 'read', '*'], ['deny', 'read', 'secret']])]],
+    ['deny in a second role', [grant('a', [['allow', 'read', 'public.customer']]), grant('b', [['deny', 'read', 'public.customer.secret']])]],
+    ['table deny, column allow', [grant('a', [['allow', 'read', 'public.customer.secret']]), grant('b', [['deny', 'read', 'public.customer']])]],
+    ['write allow', [grant('a', [['allow', 'read', 'public.*'], ['deny', 'read', 'public.customer.secret'], ['allow', 'write', 'public.customer']])]],
+    ['explicit describe deny', [grant('a', [['allow', 'read', 'public.*'], ['deny', 'describe', 'public.customer.secret']])]],
+    ['* allow', [grant('a', [['allow', '*', 'public.*'], ['deny', 'read', 'public.customer.secret']])]],
+  ];
+  const got = Object.fromEntries(cases.map(([name, grants]) => {
+    const ev = new AccessEvaluator(grants);
+    return [name, [decideInHierarchy(ev, 'db', 'read', col, h), decideInHierarchy(ev, 'db', 'describe', col, h)]];
+  }));
+  expect(got).toEqual({
+    'wildcard column deny': ['deny', 'deny'],
+    'one-part deny': ['deny', 'deny'],
+    'deny in a second role': ['deny', 'deny'],
+    'table deny, column allow': ['deny', 'deny'],
+    'write allow': ['deny', 'allow'],
+    'explicit describe deny': ['allow', 'deny'],
+    '* allow': ['deny', 'allow'],
+  });
 });
