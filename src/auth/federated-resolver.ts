@@ -43,6 +43,8 @@ const SALT = crypto.randomBytes(16);
 export class FederatedIdentityResolver implements IdentityResolver {
   private readonly cache = new LRUCache<string, { identity: Identity; until: number }>({ max: 10_000 });
   private readonly ttl: number;
+  /** invalidate() calls so far: a resolution is cached only when none happened while it ran (red team rt40). */
+  private generation = 0;
 
   constructor(
     private readonly keys: IdentityResolver & { invalidate?(): void; close?(): Promise<void> },
@@ -72,6 +74,7 @@ export class FederatedIdentityResolver implements IdentityResolver {
     }
     const cacheKey = crypto.createHmac('sha256', SALT).update(token).digest('base64');
     const now = Date.now();
+    const gen = this.generation;
     const hit = this.cache.get(cacheKey);
     if (hit && hit.until > now) return { identity: { ...hit.identity } };
     const v = await this.verifier.verify(token);
@@ -80,7 +83,8 @@ export class FederatedIdentityResolver implements IdentityResolver {
     if ('failure' in found) return this.refuse(token, found.failure, 'invalid_token', v.token.issuer.issuer, String(v.token.claims.sub));
     this.opts.onValidation?.('valid');
     const until = Math.min(now + this.ttl, (v.token.claims.exp ?? 0) * 1000);
-    if (this.ttl > 0 && until > now) this.cache.set(cacheKey, { identity: found.identity, until });
+    // An invalidation during the lookup (an unlink, a disabled identity) may have changed the answer: not cached.
+    if (this.ttl > 0 && until > now && gen === this.generation) this.cache.set(cacheKey, { identity: found.identity, until });
     return { identity: { ...found.identity } };
   }
 
@@ -95,6 +99,7 @@ export class FederatedIdentityResolver implements IdentityResolver {
 
   /** Drops cached resolutions (tokens and keys) and claim mappings: call on any identities, grants, api_keys or claim_mappings notification. */
   invalidate(): void {
+    this.generation++;
     this.cache.clear();
     this.keys.invalidate?.();
     this.subjects.invalidate?.();

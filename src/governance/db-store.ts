@@ -45,6 +45,12 @@ export class DbGovernanceStore implements GovernanceStore {
   private policiesCache: Timed<Policy[]> | null = null;
   private readonly grantsCache = new Map<string, Timed<RoleGrant[]>>();
   private readonly catalogCache = new Map<string, Timed<SourceCatalog | null>>();
+  /**
+   * Invalidations so far, per cache (red team rt40): a load stores its answer only when none of its
+   * kind happened while it ran, so an answer read before a change cannot outlive that change's
+   * notification for the cache's lifetime.
+   */
+  private readonly generation = { sources: 0, policies: 0, grants: 0, catalog: 0 };
 
   constructor(private readonly db: ControlDb, private readonly opts: DbGovernanceStoreOptions = {}) {
     this.ttlMs = opts.ttlMs ?? 2000;
@@ -52,11 +58,23 @@ export class DbGovernanceStore implements GovernanceStore {
 
   /** Drops cached rows of a control table ('*' = everything); called on NOTIFY. */
   invalidate(table: string): void {
-    if (table === '*' || table === 'sources') this.sourcesCache = null;
-    if (table === '*' || table === 'policies') this.policiesCache = null;
+    if (table === '*' || table === 'sources') {
+      this.sourcesCache = null;
+      this.generation.sources++;
+    }
+    if (table === '*' || table === 'policies') {
+      this.policiesCache = null;
+      this.generation.policies++;
+    }
     // Claim rules decide which claim grants count (interlock_effective_grants, task hcl): a removed rule drops them at once.
-    if (table === '*' || GRANT_TABLES.has(table)) this.grantsCache.clear();
-    if (table === '*' || table === 'catalog_snapshots') this.catalogCache.clear();
+    if (table === '*' || GRANT_TABLES.has(table)) {
+      this.grantsCache.clear();
+      this.generation.grants++;
+    }
+    if (table === '*' || table === 'catalog_snapshots') {
+      this.catalogCache.clear();
+      this.generation.catalog++;
+    }
   }
 
   /**
@@ -66,6 +84,7 @@ export class DbGovernanceStore implements GovernanceStore {
    */
   markCatalogStale(sourceId: string): void {
     this.catalogCache.delete(sourceId);
+    this.generation.catalog++;
   }
 
   private fresh<T>(t: Timed<T> | null | undefined): t is Timed<T> {
@@ -80,9 +99,10 @@ export class DbGovernanceStore implements GovernanceStore {
   }
 
   private async loadSources(): Promise<Map<string, SourceRecord>> {
+    const gen = this.generation.sources;
     const all = await sources.listSources(this.db);
     const map = new Map<string, SourceRecord>(all.map((s) => [s.id, { id: s.id, type: s.type, name: s.name, description: s.description, enabled: s.enabled, settings: s.settings as unknown as Record<string, unknown> }]));
-    this.sourcesCache = { value: map, until: Date.now() + this.ttlMs };
+    if (gen === this.generation.sources) this.sourcesCache = { value: map, until: Date.now() + this.ttlMs };
     return map;
   }
 
@@ -101,8 +121,9 @@ export class DbGovernanceStore implements GovernanceStore {
   }
 
   private async loadGrants(identityId: string): Promise<RoleGrant[]> {
+    const gen = this.generation.grants;
     const value = (await grantsForIdentity(this.db, identityId)).map((g) => ({ sourceId: g.sourceId, role: { name: g.role.name, audiences: g.role.audiences, statements: g.role.statements } as RoleGrant['role'] }));
-    this.grantsCache.set(identityId, { value, until: Date.now() + this.ttlMs });
+    if (gen === this.generation.grants) this.grantsCache.set(identityId, { value, until: Date.now() + this.ttlMs });
     return value;
   }
 
@@ -111,8 +132,9 @@ export class DbGovernanceStore implements GovernanceStore {
   }
 
   private async loadPolicies(): Promise<Policy[]> {
+    const gen = this.generation.policies;
     const value = await activePolicies(this.db);
-    this.policiesCache = { value, until: Date.now() + this.ttlMs };
+    if (gen === this.generation.policies) this.policiesCache = { value, until: Date.now() + this.ttlMs };
     return value;
   }
 
@@ -122,8 +144,9 @@ export class DbGovernanceStore implements GovernanceStore {
   }
 
   private async fetchCatalog(sourceId: string): Promise<SourceCatalog | null> {
+    const gen = this.generation.catalog;
     const value = await loadCatalog(this.db, sourceId);
-    this.catalogCache.set(sourceId, { value, until: Date.now() + Math.max(this.ttlMs, 30_000) });
+    if (gen === this.generation.catalog) this.catalogCache.set(sourceId, { value, until: Date.now() + Math.max(this.ttlMs, 30_000) });
     return value;
   }
 

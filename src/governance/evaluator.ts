@@ -202,8 +202,12 @@ export class AccessEvaluator {
     return read === 'deny' || write === 'deny' ? 'deny' : 'none';
   }
 
-  /** Decides `action` on the resource by the statements naming that action (or `*`) only. */
-  private decideNamed(sourceId: string, action: Action, resource: ResourceRef): Decision {
+  /**
+   * Decides `action` on the resource by the statements naming that action (or `*`) only: no
+   * implication of describe by read or write (deny wins, allow grants, else none). Used by
+   * decideInHierarchy (src/governance/hierarchy.ts) to decide describe across a relation tree.
+   */
+  decideNamed(sourceId: string, action: Action, resource: ResourceRef): Decision {
     let allowed = false;
     for (const s of this.bySource.get(sourceId) ?? []) {
       if (!namesAction(s.action, action) || !covers(s.parts, resource, s.effect)) continue;

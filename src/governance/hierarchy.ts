@@ -26,6 +26,7 @@ import { maskFor, policyApplies, type ColumnMask, type PolicySubject } from './p
  * 'allow' when R or an ancestor allows; else 'none'.
  */
 export function decideInHierarchy(evaluator: AccessEvaluator, sourceId: string, action: Action, ref: ResourceRef, h: RelationHierarchy, tableColumns: string[] = []): Decision {
+  if (action === 'describe') return describeInHierarchy(evaluator, sourceId, ref, h, tableColumns);
   const one = (table: { schema: string; name: string }): Decision =>
     ref.column !== undefined
       ? evaluator.decide(sourceId, action, { schema: table.schema, table: table.name, column: ref.column })
@@ -41,6 +42,36 @@ export function decideInHierarchy(evaluator: AccessEvaluator, sourceId: string, 
     if (d === 'deny') return 'deny';
   }
   return allowed ? 'allow' : 'none';
+}
+
+/**
+ * `describe` across the hierarchy (red team rt40): the tree's own describe (or `*`) statements
+ * first, walked as decideInHierarchy walks a read (a deny on R, an ancestor or a descendant wins; an
+ * allow on R or an ancestor grants); when they decide nothing, describe is implied by a read or a
+ * write of R decided across the tree: allowed when either is, denied when one is denied and neither
+ * allowed, else none. Deciding the implication per relation instead (AccessEvaluator.decide on each)
+ * let a write deny on a parent or partition, where that relation has no allow of its own, hide what
+ * the caller may read.
+ */
+function describeInHierarchy(evaluator: AccessEvaluator, sourceId: string, ref: ResourceRef, h: RelationHierarchy, tableColumns: string[]): Decision {
+  const named = (table: { schema: string; name: string }, whole: boolean): Decision => {
+    if (ref.column !== undefined) return evaluator.decideNamed(sourceId, 'describe', { schema: table.schema, table: table.name, column: ref.column });
+    const t = evaluator.decideNamed(sourceId, 'describe', { schema: table.schema, table: table.name });
+    if (t !== 'none' || !whole) return t;
+    return tableColumns.some((column) => evaluator.decideNamed(sourceId, 'describe', { schema: table.schema, table: table.name, column }) === 'allow') ? 'allow' : 'none';
+  };
+  let own: Decision = 'none';
+  for (const t of [{ schema: ref.schema, name: ref.table }, ...h.ancestors(ref.schema, ref.table)]) {
+    const d = named(t, true);
+    if (d === 'deny') return 'deny';
+    if (d === 'allow') own = 'allow';
+  }
+  for (const t of h.descendants(ref.schema, ref.table)) if (named(t, false) === 'deny') return 'deny';
+  if (own === 'allow') return 'allow';
+  const read = decideInHierarchy(evaluator, sourceId, 'read', ref, h, tableColumns);
+  const write = decideInHierarchy(evaluator, sourceId, 'write', ref, h, tableColumns);
+  if (read === 'allow' || write === 'allow') return 'allow';
+  return read === 'deny' || write === 'deny' ? 'deny' : 'none';
 }
 
 /** R, its ancestors and its descendants: the relations whose policies govern a use of R. */

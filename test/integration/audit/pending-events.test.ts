@@ -16,6 +16,7 @@ import { recordApprovalEvent, searchAudit, tailAudit } from '../../../src/audit/
 import { archiveAuditPartitions } from '../../../src/audit/archive';
 import { verifyAuditChain } from '../../../src/audit/verify';
 import { sealPendingAuditEvents } from '../../../src/audit/pending';
+import { commitWhenWaitedOn, untilChainLockHeld } from '../../helpers/chain-lock';
 
 jest.setTimeout(120_000);
 
@@ -64,26 +65,9 @@ test('two sign-ins at once, the first committing while the second waits for the 
   try {
     const pid = (await first.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0].pid;
     const id1 = `idn_${randomBytes(10).toString('hex')}`;
-    const firstDone = first.query(
-      `BEGIN;
-       SELECT interlock_provision_token_identity('${id1}', 'pair-first', '${ISSUER}', 'sub-pair-first');
-       DO $$
-       BEGIN
-         FOR i IN 1..5000 LOOP
-           EXIT WHEN EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'transactionid' AND NOT l.granted
-                               AND l.transactionid::text = (txid_current() % 4294967296)::text);
-           PERFORM pg_sleep(0.001);
-         END LOOP;
-       END
-       $$;
-       COMMIT;`,
-    );
-    // The first holds the chain's lock row (its relation's RowShareLock stands for it) before the second starts.
-    for (let i = 0; i < 500; i++) {
-      const held = await t.db.pool.query("SELECT 1 FROM pg_locks WHERE pid = $1 AND relation = 'audit_chain_lock'::regclass AND mode = 'RowShareLock' AND granted", [pid]);
-      if (held.rowCount) break;
-      await new Promise((r) => setTimeout(r, 10));
-    }
+    const firstDone = commitWhenWaitedOn(first, `SELECT interlock_provision_token_identity('${id1}', 'pair-first', '${ISSUER}', 'sub-pair-first')`);
+    // The first holds the chain's lock row before the second starts.
+    await untilChainLockHeld(t.db.pool, pid);
     await provision('pair-second');
     await firstDone;
   } finally {
@@ -188,16 +172,17 @@ test("the migration's down step chains pending events before dropping the table;
   await c.connect();
   const quiet = { debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined };
   const names = migrationNames();
-  // hfix's two (the bounded wait restores hchain's SKIP LOCKED body) and rt39's bounded drain
-  // (20261211230000000) are undone first, then hchain's.
-  expect(names.slice(-4)).toEqual([
+  // rt40's (the READ COMMITTED guard restores hfix's body), hfix's two (the bounded wait restores
+  // hchain's SKIP LOCKED body) and rt39's bounded drain (20261211230000000) are undone first, then hchain's.
+  expect(names.slice(-5)).toEqual([
     '20261211140000000_pending-audit-events_hchain',
     '20261211230000000_pending-audit-chunks_rt39',
     '20261212100000000_identity-subjects-notify_hfix',
     '20261212101000000_chain-lock-bounded-wait_hfix',
+    '20261212140000000_chain-lock-read-committed_rt40',
   ]);
   try {
-    await runner({ dbClient: c, dir: MIGRATIONS_DIR, migrationsTable: MIGRATIONS_TABLE, direction: 'down', count: 4, checkOrder: true, singleTransaction: true, logger: quiet });
+    await runner({ dbClient: c, dir: MIGRATIONS_DIR, migrationsTable: MIGRATIONS_TABLE, direction: 'down', count: 5, checkOrder: true, singleTransaction: true, logger: quiet });
   } finally {
     await c.end();
   }
