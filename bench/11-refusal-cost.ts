@@ -149,6 +149,11 @@ async function main(): Promise<void> {
       }
       const r1 = (x: number) => Math.round(x * 10) / 10;
       for (const [name, xs] of per) console.log(`${name}: median ${r1(median(xs))} µs per answer (rounds ${xs.map(r1).join(', ')})`);
+      // Paired per round against the first build (BEFORE_ROOT): each later build's refusal ÷ the first's.
+      for (const root of roots.slice(1)) {
+        const ratios = per.get(root)!.map((x, i) => x / per.get(roots[0])![i]);
+        console.log(`${root} ÷ ${roots[0]} (refusal), paired per round: median ${median(ratios).toFixed(2)} (${ratios.map((x) => x.toFixed(2)).join(', ')})`);
+      }
       for (const root of roots) {
         const sv = servedPer.get(root)!;
         if (!sv.length) continue;
