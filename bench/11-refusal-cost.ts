@@ -12,6 +12,13 @@
  * BENCH_STRACE_DIR each run is counted by `strace -c -f` into that folder (system calls per answer;
  * the CPU figures then include the tracer's cost).
  *
+ * Beside each refusal, in the same rounds: a served call's gateway CPU (issue 29's denominator) from a
+ * second gateway of the same build (BENCH_ROOTS' each) with the same settings but admission's default
+ * limits, so the same identity is not refused there: wrk at c=8 (uncached point reads, the same bodies),
+ * gateway CPU (user + system) per served call; the slow reads that keep the limit-1 gateways full are
+ * paused while it runs. Per build: the paired ratio refusal ÷ served per round, its median, and the
+ * verdict against issue 29's target (≤ 0.1). BENCH_SERVED=0 leaves the served side out.
+ *
  * BENCH_NET_FLOOR=1 adds two sides: the node:http floor writing its answer straight to the socket past
  * ServerResponse (FLOOR_WRITE=raw), and the same refusal written by a plain node:net server
  * (bench/lib/refusal-floor-net.ts), the floor without node:http's parser, IncomingMessage and ServerResponse.
@@ -25,7 +32,10 @@ import { gatewayVars, ROOT, startServe, startTsChild, withBenchEnv, type BenchEn
 import { procCpuSplitMs } from './lib/cpu';
 import { callHeaders, POINT_BODIES as BODIES, SLOW_BODY } from './lib/overload-calls';
 import { envInt } from './lib/stats';
-import { runWrkOverload, wrkAvailable } from './lib/wrk';
+import { runWrk, runWrkOverload, wrkAvailable } from './lib/wrk';
+
+/** Issue 29's target: a refusal costs at most this share of a served call's gateway CPU. */
+const TARGET_RATIO = 0.1;
 
 /** The limit-1 gateway's variables: client caps lifted, cache off, limit 1, no queue, no pause. */
 function lim1Vars(env: BenchEnv): Record<string, string> {
@@ -41,6 +51,13 @@ function lim1Vars(env: BenchEnv): Record<string, string> {
   };
 }
 
+/** The served gateway's variables: lim1Vars' without the admission settings (its defaults: the identity is not refused at c=8). */
+function servedVars(env: BenchEnv): Record<string, string> {
+  const v = lim1Vars(env);
+  for (const k of Object.keys(v)) if (k.startsWith('INTERLOCK_ADMISSION_')) delete v[k];
+  return v;
+}
+
 const median = (xs: number[]) => {
   const s = [...xs].sort((a, b) => a - b);
   const m = s.length >> 1;
@@ -53,6 +70,7 @@ async function main(): Promise<void> {
   const rounds = envInt('BENCH_ROUNDS', 3);
   const seconds = envInt('BENCH_SECONDS', 4);
   const prof = process.env.BENCH_PROFILE_DIR;
+  const withServed = process.env.BENCH_SERVED !== '0';
   await withBenchEnv({}, async (env) => {
     const gws = await Promise.all(roots.map((r, i) => startServe(lim1Vars(env), prof ? ['--cpu-prof', `--cpu-prof-dir=${prof}`, `--cpu-prof-name=refusal-${i}.cpuprofile`] : [], r)));
     const floor = await startTsChild('bench/lib/refusal-floor-server.ts', {}, prof ? ['--cpu-prof', `--cpu-prof-dir=${prof}`, '--cpu-prof-name=floor.cpuprofile'] : []);
@@ -63,19 +81,53 @@ async function main(): Promise<void> {
       sides.push({ name: 'node:http floor, raw write', gw: await startTsChild('bench/lib/refusal-floor-server.ts', { FLOOR_WRITE: 'raw' }, prof ? ['--cpu-prof', `--cpu-prof-dir=${prof}`, '--cpu-prof-name=floor-raw.cpuprofile'] : []) });
       sides.push({ name: 'node:net floor', gw: await startTsChild('bench/lib/refusal-floor-net.ts', {}, prof ? ['--cpu-prof', `--cpu-prof-dir=${prof}`, '--cpu-prof-name=floor-net.cpuprofile'] : []) });
     }
+    // The served side of each build: a second gateway of that build that does not refuse (servedVars).
+    const served = withServed ? await Promise.all(roots.map((r) => startServe(servedVars(env), [], r))) : [];
     let holding = true;
-    const holders = gws.map((g) =>
+    let paused: Promise<void> | null = null;
+    const hold = (g: GatewayChild) =>
       (async () => {
-        while (holding) await fetch(g.url, { method: 'POST', headers: callHeaders(env.apiKey), body: SLOW_BODY }).then((r) => r.text()).catch(() => undefined);
-      })(),
-    );
+        while (holding) {
+          if (paused) await paused;
+          else await fetch(g.url, { method: 'POST', headers: callHeaders(env.apiKey), body: SLOW_BODY }).then((r) => r.text()).catch(() => undefined);
+        }
+      })();
+    const holders = gws.map(hold);
     const per = new Map<string, number[]>(sides.map((s) => [s.name, []]));
+    const servedPer = new Map<string, number[]>(roots.map((r) => [r, []]));
+    // One served run per build (wrk c=8): the gateway's CPU per served call, µs. The holders' slow reads
+    // are paused (each finishes its current one) so the source is not busy with them, then resumed.
+    const servedRound = async (round: number): Promise<void> => {
+      let resume = (): void => undefined;
+      paused = new Promise<void>((res) => (resume = res));
+      await new Promise((res) => setTimeout(res, 1500));
+      try {
+        for (let i = 0; i < served.length; i++) {
+          const k = (i + Math.max(0, round)) % served.length;
+          const g = served[k];
+          const root = roots[k];
+          const c0 = procCpuSplitMs(g.pid);
+          const w = await runWrk({ url: g.url, concurrency: 8, durationMs: seconds * 1000, bodies: BODIES, headers: callHeaders(env.apiKey), expect: '"track_id"' });
+          const c1 = procCpuSplitMs(g.pid);
+          const us = ((c1.user + c1.system - c0.user - c0.system) * 1000) / Math.max(1, w.allOps);
+          if (round >= 0) servedPer.get(root)!.push(us);
+          console.log(JSON.stringify({ side: `${root} served`, round: round >= 0 ? round + 1 : 'warm-up', calls: w.allOps, wrong: w.errors, callsPerSecond: Math.round(w.ops / (w.elapsedMs / 1000)), usPerCall: Math.round(us * 10) / 10, load1: loadavg()[0].toFixed(2) }));
+        }
+      } finally {
+        paused = null;
+        resume();
+        // The holders take the limit-1 slots again before the next refusal run.
+        await new Promise((res) => setTimeout(res, 500));
+      }
+    };
     try {
+      if (withServed) await servedRound(-1);
       for (const s of sides) {
         const w = await runWrkOverload({ url: s.gw.url, connections: 32, seconds: 2, bodies: BODIES, headers: callHeaders(env.apiKey), expect: '"track_id"' });
         console.log(JSON.stringify({ side: s.name, warmUp: true, answers: w.refused + w.served + w.other }));
       }
       for (let r = 0; r < rounds; r++) {
+        if (withServed && r % 2 === 0) await servedRound(r);
         const order = sides.map((_, i) => sides[(i + r) % sides.length]);
         for (const s of order) {
           const tracer = process.env.BENCH_STRACE_DIR ? spawn('strace', ['-c', '-f', '-p', String(s.gw.pid), '-o', path.join(process.env.BENCH_STRACE_DIR, `${s.name.replace(/[^a-z0-9]+/gi, '_')}-${r + 1}.txt`)], { stdio: 'ignore' }) : null;
@@ -93,12 +145,28 @@ async function main(): Promise<void> {
           per.get(s.name)!.push(us);
           console.log(JSON.stringify({ side: s.name, round: r + 1, answers, refused: w.refused, retryAfter: w.refusedWithRetryAfter, served: w.served, other: w.other, socketErrors: w.socketErrors, usPerAnswer: Math.round(us * 10) / 10, systemUsPerAnswer: Math.round(((c1.system - c0.system) * 10000) / Math.max(1, answers)) / 10, load1: loadavg()[0].toFixed(2) }));
         }
+        if (withServed && r % 2 === 1) await servedRound(r);
       }
-      for (const [name, xs] of per) console.log(`${name}: median ${Math.round(median(xs) * 10) / 10} µs per answer (rounds ${xs.map((x) => Math.round(x * 10) / 10).join(', ')})`);
+      const r1 = (x: number) => Math.round(x * 10) / 10;
+      for (const [name, xs] of per) console.log(`${name}: median ${r1(median(xs))} µs per answer (rounds ${xs.map(r1).join(', ')})`);
+      // Paired per round against the first build (BEFORE_ROOT): each later build's refusal ÷ the first's.
+      for (const root of roots.slice(1)) {
+        const ratios = per.get(root)!.map((x, i) => x / per.get(roots[0])![i]);
+        console.log(`${root} ÷ ${roots[0]} (refusal), paired per round: median ${median(ratios).toFixed(2)} (${ratios.map((x) => x.toFixed(2)).join(', ')})`);
+      }
+      for (const root of roots) {
+        const sv = servedPer.get(root)!;
+        if (!sv.length) continue;
+        const rf = per.get(root)!;
+        const ratios = rf.map((x, i) => x / sv[i]);
+        const m = median(ratios);
+        console.log(`${root} served (c=8): median ${r1(median(sv))} µs per call (rounds ${sv.map(r1).join(', ')}); refusal ÷ served, paired per round: median ${m.toFixed(3)} (${ratios.map((x) => x.toFixed(3)).join(', ')}) — target ≤ ${TARGET_RATIO}: ${m <= TARGET_RATIO ? 'MET' : 'NOT MET'}`);
+      }
     } finally {
       holding = false;
+      paused = null;
       await Promise.all(holders);
-      await Promise.all(sides.map((s) => s.gw.stop()));
+      await Promise.all([...sides, ...served.map((gw) => ({ gw }))].map((s) => s.gw.stop()));
     }
   });
 }

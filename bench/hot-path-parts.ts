@@ -28,7 +28,9 @@
  *    so per call it is about half the figure (~2 events per batch at c=8);
  *  - `audit row normalise`: normalizeAuditRow of one point read's event, its time as toISOString
  *    writes it (the lane's first step per event, per call);
- *  - `metrics`: GatewayMetrics.observeToolCall and observeRequest of one served tools/call (per call).
+ *  - `metrics`: GatewayMetrics.observeToolCall and observeRequest of one served tools/call (per call);
+ *  - `refusal metrics`: the same for one refusal at capacity (its over-capacity event, 429, 0 s; issue 29);
+ *  - `request id`: newRequestId (one per call and per refusal at capacity).
  * Prints ns per operation, median of BENCH_ROUNDS (default 7) rounds of BENCH_OPS (default 200,000).
  * Run: `BEFORE_ROOT=/path/to/built/checkout npx tsx bench/hot-path-parts.ts`.
  */
@@ -73,6 +75,9 @@ function pieces(root: string): Record<string, Piece> {
     { tools: () => new Set(['interlock_query']), sources: () => new Set(['chinook']) },
   );
   const toolCallEvent = { canonicalTool: 'interlock_query', decision: 'allowed', reasonCode: null, durationMs: 3.2, details: { source_id: 'chinook' } };
+  // What dispatch.ts overCapacityEvent hands the metrics for a refusal at capacity (no source, duration 0).
+  const refusalEvent = { canonicalTool: 'interlock_query', decision: 'refused', reasonCode: 'rate_limited', durationMs: 0, details: { over_capacity: true } };
+  const { newRequestId } = load('protocol/dispatch.js') as { newRequestId: () => string };
   const query = load('pipeline/query.js') as { cacheKey?: (c: unknown, p: unknown, catalog: object, policies: object) => string; accessFingerprintOf?: (st: unknown, f: string, checked?: boolean) => string };
   const restrictionsFingerprint = 'mask:customer.email=partial;customer.phone=full';
   const queryAccess = query.accessFingerprintOf ? query.accessFingerprintOf(ev.statements('chinook'), restrictionsFingerprint, true) : accessFingerprint;
@@ -140,6 +145,17 @@ function pieces(root: string): Record<string, Piece> {
         metrics.observeToolCall(toolCallEvent);
         metrics.observeRequest('tools/call', 'modern', 200, 0.004);
       }
+    },
+    'refusal metrics': (n) => {
+      // What a refusal at capacity records (issue 29): its tool call and its MCP request (429, 0 s).
+      for (let i = 0; i < n; i++) {
+        metrics.observeToolCall(refusalEvent);
+        metrics.observeRequest('tools/call', 'modern', 429, 0);
+      }
+    },
+    'request id': (n) => {
+      // One request id per refusal at capacity (and per call).
+      for (let i = 0; i < n; i++) sink += newRequestId().length;
     },
     get sink(): Piece {
       return () => void sink;

@@ -60,21 +60,47 @@ export interface LabelSets {
 
 const DECISIONS: ReadonlySet<string> = new Set(['allowed', 'refused', 'queued', 'invalid', 'failed', 'cancelled']);
 
+/**
+ * One closed-set label combination of a counter and its histogram: the counter's labels, the
+ * increments not yet added to the prom-client counter (a plain number, issue 29), and the
+ * histogram child's observe, bound once.
+ */
+interface LabelChild {
+  readonly labels: Record<string, string>;
+  pending: number;
+  readonly observe: (v: number) => void;
+}
+
+/**
+ * Adds each child's pending increments to `counter` (prom-client's documented `collect()` hook,
+ * run at every scrape before the counter is read) and zeroes them: the scrape shows exactly one
+ * count per recorded call, at the cost of one `inc` per series per scrape instead of one per call.
+ */
+function addPending(counter: Counter<string>, children: Map<string, LabelChild>): void {
+  for (const child of children.values()) {
+    if (child.pending === 0) continue;
+    counter.inc(child.labels, child.pending);
+    child.pending = 0;
+  }
+}
+
 /** Gateway metrics and their recording functions. */
 export class GatewayMetrics {
   readonly registry = new Registry();
-  private readonly requests = new Counter({ name: 'interlock_mcp_requests_total', help: 'HTTP requests at the MCP endpoint by JSON-RPC method, dialect and HTTP status.', labelNames: ['method', 'dialect', 'status'], registers: [this.registry] });
+  // Label children per closed-set combination, bound once (issue 13: no label object per call).
+  // The sets are closed (labels.ts), so these maps are bounded like the series themselves.
+  private readonly requestChildren = new Map<string, LabelChild>();
+  private readonly toolChildren = new Map<string, LabelChild>();
+  // The two counters are counted in plain numbers per child and added to prom-client at scrape time
+  // through its collect() hook (issue 29: no label hashing per call, a refusal at capacity counts twice).
+  private readonly requests: Counter<string> = new Counter({ name: 'interlock_mcp_requests_total', help: 'HTTP requests at the MCP endpoint by JSON-RPC method, dialect and HTTP status.', labelNames: ['method', 'dialect', 'status'], registers: [this.registry], collect: (): void => addPending(this.requests, this.requestChildren) });
   private readonly requestSeconds = new Histogram({ name: 'interlock_mcp_request_duration_seconds', help: 'Time to answer an MCP endpoint request, by JSON-RPC method.', labelNames: ['method'], buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30], registers: [this.registry] });
-  private readonly toolCalls = new Counter({ name: 'interlock_tool_calls_total', help: 'Tool calls by canonical tool, source, decision (allowed, refused, queued, invalid, failed, cancelled) and reason code.', labelNames: ['tool', 'source', 'decision', 'reason'], registers: [this.registry] });
+  private readonly toolCalls: Counter<string> = new Counter({ name: 'interlock_tool_calls_total', help: 'Tool calls by canonical tool, source, decision (allowed, refused, queued, invalid, failed, cancelled) and reason code.', labelNames: ['tool', 'source', 'decision', 'reason'], registers: [this.registry], collect: (): void => addPending(this.toolCalls, this.toolChildren) });
   private readonly toolSeconds = new Histogram({ name: 'interlock_tool_call_duration_seconds', help: 'Tool call latency through the governance pipeline, by canonical tool and decision.', labelNames: ['tool', 'decision'], buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30], registers: [this.registry] });
 
   private readonly tokenValidations = new Counter({ name: 'interlock_token_validations_total', help: 'Access-token validations (issue 26) by outcome: valid, or why the token was refused (expired, wrong_audience, unknown_kid, keys_unavailable, unknown_subject, …).', labelNames: ['outcome'], registers: [this.registry] });
 
   private readonly labels: LabelSets;
-  // Label children per closed-set combination, bound once (issue 13: no label object per call).
-  // The sets are closed (labels.ts), so these maps are bounded like the series themselves.
-  private readonly requestChildren = new Map<string, { inc: (n?: number) => void; observe: (v: number) => void }>();
-  private readonly toolChildren = new Map<string, { inc: (n?: number) => void; observe: (v: number) => void }>();
 
   /** `labels` gives the closed sets of tools and sources (see LabelSets). */
   constructor(src: OperationsSources, labels?: LabelSets) {
@@ -114,10 +140,10 @@ export class GatewayMetrics {
     const key = `${m}\u0000${d}\u0000${st}`;
     let child = this.requestChildren.get(key);
     if (!child) {
-      child = { inc: this.requests.labels(m, d, st).inc, observe: this.requestSeconds.labels(m).observe };
+      child = { labels: { method: m, dialect: d, status: st }, pending: 0, observe: this.requestSeconds.labels(m).observe };
       this.requestChildren.set(key, child);
     }
-    child.inc();
+    child.pending++;
     child.observe(seconds);
   }
 
@@ -139,10 +165,10 @@ export class GatewayMetrics {
     const key = `${tool}\u0000${source}\u0000${decision}\u0000${reason}`;
     let child = this.toolChildren.get(key);
     if (!child) {
-      child = { inc: this.toolCalls.labels(tool, source, decision, reason).inc, observe: this.toolSeconds.labels(tool, decision).observe };
+      child = { labels: { tool, source, decision, reason }, pending: 0, observe: this.toolSeconds.labels(tool, decision).observe };
       this.toolChildren.set(key, child);
     }
-    child.inc();
+    child.pending++;
     child.observe(e.durationMs / 1000);
   }
 }

@@ -102,6 +102,10 @@ const ID_TICKS_PER_SECOND = 16;
 const ID_COUNTER_SPAN = 2 ** 36;
 let idTick = -1;
 let idCounter = 0;
+/** "req_" and the current tick's six characters, made once per tick. */
+let idPrefix = '';
+/** Every 12-bit value as two ID_DIGITS characters (a counter's six characters are three of these). */
+const ID_PAIRS = Array.from({ length: 4096 }, (_, n) => ID_DIGITS[n >> 6] + ID_DIGITS[n & 63]);
 
 /** `n` (0 ≤ n < 64^6, an integer) as six ID_DIGITS characters, most significant first. */
 function idDigits6(n: number): string {
@@ -127,13 +131,17 @@ export function newRequestId(): string {
   const tick = Math.floor((Date.now() * ID_TICKS_PER_SECOND) / 1000);
   if (tick > idTick) {
     idTick = tick;
+    idPrefix = `req_${idDigits6(idTick)}`;
     const b = randomBytes(5);
     idCounter = b.readUIntBE(0, 5) % (ID_COUNTER_SPAN / 2); // room to count up within the tick
   } else if (++idCounter >= ID_COUNTER_SPAN) {
     idTick++;
+    idPrefix = `req_${idDigits6(idTick)}`;
     idCounter = 0;
   }
-  return `req_${idDigits6(idTick)}${idDigits6(idCounter)}`;
+  // idDigits6(idCounter) from three 12-bit pairs (issue 29: the id is made per refusal at capacity).
+  const low = idCounter % 16_777_216;
+  return idPrefix + ID_PAIRS[Math.floor(idCounter / 16_777_216)] + ID_PAIRS[low >>> 12] + ID_PAIRS[low & 4095];
 }
 
 /**

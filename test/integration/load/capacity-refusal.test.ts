@@ -337,6 +337,16 @@ function refusalBody(rpcId: string | number | null, requestId: string): unknown 
   return { jsonrpc: '2.0', id: rpcId, error: { code: -32602, message: AT_CAPACITY, data: { status: 'rate_limited', code: 'rate_limited', message: AT_CAPACITY, retry_after_ms: 1000, request_id: requestId } } };
 }
 
+/** The refusals at capacity /metrics shows: tool calls refused rate_limited without a source, and modern tools/call requests answered 429. */
+async function refusalsOnMetrics(): Promise<{ toolCalls: number; requests: number }> {
+  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  const value = (series: string) => Number(text.split('\n').find((l) => l.startsWith(`${series} `))?.slice(series.length + 1) ?? 0);
+  return {
+    toolCalls: value('interlock_tool_calls_total{tool="interlock_query",source="",decision="refused",reason="rate_limited"}'),
+    requests: value('interlock_mcp_requests_total{method="tools/call",dialect="modern",status="429"}'),
+  };
+}
+
 test('decided from the headers, before the body is parsed: same bytes, the body read to its end, keep-alive and pipelining intact, every refusal counted', async () => {
   const who = await createIdentity(env.db, 'early-agent');
   const key = (await createApiKey(env.db, who.id)).secret;
@@ -347,6 +357,7 @@ test('decided from the headers, before the body is parsed: same bytes, the body 
     const resolved = await c.send(request(4, 'modern', 'r-0', key));
     expect(resolved.status).toBe(429);
     const refusedBefore = env.gateway.capacity!.refused;
+    const scrapedBefore = await refusalsOnMetrics();
     let refusals = 0;
 
     // A body over the early path's limit (and over a socket's high-water mark) is refused after the
@@ -408,6 +419,9 @@ test('decided from the headers, before the body is parsed: same bytes, the body 
     expect([afterHead.status, afterHead.body.id]).toEqual([429, 'p-4']);
 
     expect(env.gateway.capacity!.refused - refusedBefore).toBe(refusals);
+    // And on /metrics, each once: as a refused tool call (rate_limited, no source) and as a 429 of the modern dialect.
+    const scraped = await refusalsOnMetrics();
+    expect([scraped.toolCalls - scrapedBefore.toolCalls, scraped.requests - scrapedBefore.requests]).toEqual([refusals, refusals]);
     // Every refusal is in the aggregate audit (its count), none has an event of its own.
     await env.gateway.gateway.flushAudit();
     const ids = [late, early, notJson, empty, ...piped, split, afterHead].filter((a) => a.status === 429).map((a) => a.headers['x-request-id']);

@@ -44,3 +44,28 @@ test('tool calls: one count per call per (tool, source, decision, reason) from t
   const allowed = hist.find((v) => v.metricName === 'interlock_tool_call_duration_seconds_sum' && v.labels.tool === 'interlock_query' && v.labels.decision === 'allowed');
   expect(allowed?.value).toBeCloseTo(0.01, 9);
 });
+
+test('counts kept as plain numbers reach the scrape once: each scrape adds what was counted since the last, a refusal at capacity included', async () => {
+  const m = new GatewayMetrics(sources, { tools: () => new Set(['interlock_query']), sources: () => new Set(['chinook']) });
+  // What a refusal at capacity records (dispatch.ts overCapacityEvent; the endpoint's 429 after 0 s).
+  const refusal = { requestId: 'req_x', time: new Date(0).toISOString(), identityId: 'i', keyId: 'k', tool: 'interlock_query', canonicalTool: 'interlock_query', dialect: 'modern', protocolVersion: '2026-07-28', decision: 'refused', reasonCode: 'rate_limited', durationMs: 0, details: { over_capacity: true } } as ToolCallAuditEvent;
+  const refuse = (n: number) => {
+    for (let i = 0; i < n; i++) {
+      m.observeToolCall(refusal);
+      m.observeRequest('tools/call', 'modern', 429, 0);
+    }
+  };
+  const line = (text: string, series: string) => text.split('\n').find((l) => l.startsWith(`${series} `));
+  const TOOL = 'interlock_tool_calls_total{tool="interlock_query",source="",decision="refused",reason="rate_limited"}';
+  const REQ = 'interlock_mcp_requests_total{method="tools/call",dialect="modern",status="429"}';
+  const HIST = 'interlock_tool_call_duration_seconds_count{tool="interlock_query",decision="refused"}';
+  refuse(3);
+  let text = await m.registry.metrics();
+  expect([line(text, TOOL), line(text, REQ), line(text, HIST)]).toEqual([`${TOOL} 3`, `${REQ} 3`, `${HIST} 3`]);
+  // A scrape with nothing new changes nothing; the next counts add to what was shown.
+  text = await m.registry.metrics();
+  expect([line(text, TOOL), line(text, REQ)]).toEqual([`${TOOL} 3`, `${REQ} 3`]);
+  refuse(2);
+  text = await m.registry.metrics();
+  expect([line(text, TOOL), line(text, REQ), line(text, HIST)]).toEqual([`${TOOL} 5`, `${REQ} 5`, `${HIST} 5`]);
+});

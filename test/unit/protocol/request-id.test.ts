@@ -32,3 +32,17 @@ test('an id of a later tick sorts after every id of an earlier tick', async () =
   expect(decode(b.slice(4, 10))).toBeGreaterThan(decode(a.slice(4, 10)));
   expect(b > a).toBe(true);
 });
+
+test('within a tick the counter characters count up by exactly one per id', () => {
+  let steps = 0;
+  let prev = newRequestId();
+  for (let i = 0; i < 20000; i++) {
+    const id = newRequestId();
+    if (id.slice(4, 10) === prev.slice(4, 10)) {
+      expect(decode(id.slice(10))).toBe(decode(prev.slice(10)) + 1);
+      steps++;
+    }
+    prev = id;
+  }
+  expect(steps).toBeGreaterThan(0);
+});
